@@ -84,8 +84,7 @@ export function createControlApp(
     ownOrigins,
     staticFiles: createStaticFiles(deps.settings.staticDir),
     log: deps.log,
-    // "Every mutating call recorded with actor and peer address": refusals by the guards too.
-    onRefused: (info) => recordRefusal(deps, info),
+      onRefused: (info) => recordRefusal(deps, info),
     requests: deps.metrics.requests,
     accessLog: deps.settings.accessLog === true,
   });

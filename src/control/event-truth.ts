@@ -1,7 +1,5 @@
 // Keeps a run's event history telling each fact once, as the Control Plane saw it (docs/control-data.md, "One event
-// per fact"): a `run.status` event's `from` is the status recorded before it, a transition already recorded or made
-// late while the run is `stopping` is not stored, nor is the runner's own copy of an answer the Control Plane took.
-// Runs inside the ingest transaction; reads the run's newest events through the store.
+// per fact"). Runs inside the ingest transaction.
 import type { EventsStore, EventInput, EventRow } from '../db/events-store.ts';
 import { obj, str, tryParseJson } from '../untrusted.ts';
 
@@ -9,7 +7,6 @@ const LIVE: ReadonlySet<string> = new Set(['queued', 'running', 'blocked']);
 
 type Exchange = { kind: string; data: Record<string, unknown> } | null;
 
-/** A stored event's data as an object ({} when it is not one). */
 export function eventData(text: string): Record<string, unknown> {
   return obj(tryParseJson(text));
 }
@@ -37,7 +34,6 @@ export function createEventTruth(events: EventsStore): { insert(ev: EventInput):
     return exchange.get(key) ?? null;
   }
 
-  /** The event to store (maybe with a corrected `from`), or null when it repeats a recorded fact. */
   function corrected(ev: EventInput, key: string): EventInput | null {
     if (ev.kind === 'run.status') {
       const data = eventData(ev.data);
@@ -57,7 +53,7 @@ export function createEventTruth(events: EventsStore): { insert(ev: EventInput):
   }
 
   return {
-    /** Stores the event as corrected; null when it repeats a recorded fact or its seq is already stored. */
+    /** Null when it repeats a recorded fact or its seq is already stored. */
     insert(shipped) {
       // Most events (logs) change nothing here: no key is built for them on the ingest hot path.
       const tracked = shipped.kind === 'run.status' || shipped.kind === 'question' || shipped.kind === 'answer';

@@ -1,5 +1,4 @@
-// The expensive-reads thread (expensive-reads.ts): its own read-only connection to the Control Plane DB, answering
-// stats and cost stats one at a time. It never writes.
+// The expensive-reads thread (expensive-reads.ts): its own read-only connection, one read at a time.
 import '../quiet-sqlite-warning.ts';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { ExpensiveRequest } from './expensive-reads.ts';

@@ -1,7 +1,6 @@
-// Reads that scan many runs — GET /v1/stats and /v1/stats/cost over any window — run one at a time on a worker thread
-// with its own read-only connection (expensive-reads-worker.ts), so a client looping them holds up nobody else's
-// requests (node:sqlite is synchronous). At most MAX_QUEUED wait or run there, then 503 with Retry-After: 1. Without
-// the thread (an in-memory DB, or it failed) the same code runs on the main thread (docs/control-config.md).
+// GET /v1/stats and /v1/stats/cost run one at a time on a worker thread with its own read-only connection, so a
+// client looping them holds up nobody else's requests; without the thread the same code runs on the main thread
+// (docs/control-config.md, docs/bench.md).
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.ts';
 import type { StatsFilter, StatsStore } from '../db/stats-store.ts';
@@ -11,7 +10,7 @@ import { STATS_BODIES } from './stats-body.ts';
 
 const WORKER = new URL(`./expensive-reads-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
 
-/** Expensive reads waiting or running on the thread; a normal client's read waits behind at most this many. */
+/** Reads waiting or running on the thread; past this, 503 with Retry-After: 1. */
 export const MAX_QUEUED = 8;
 /** An idle thread (~20 MB of RSS) is ended after this long; the next expensive read starts a new one (tens of ms). */
 export const IDLE_MS = 30_000;
@@ -30,9 +29,8 @@ export class ExpensiveReadsBusyError extends HttpError {
 }
 
 export function createExpensiveReads(opts: {
-  /** The main connection's stats store, for reads that stay on the main thread. */
   stats: StatsStore;
-  /** The DB file; ':memory:' keeps every read on the main thread. */
+  /** ':memory:' keeps every read on the main thread. */
   path: string;
   log: Logger;
   maxQueued?: number;
@@ -64,7 +62,7 @@ export function createExpensiveReads(opts: {
     worker = undefined;
   }
 
-  /** Ends an idle thread; its exit is expected, so it is not a failure. */
+  /** An idle thread's exit is expected, so it is not a failure. */
   function retire(): void {
     idleTimer = undefined;
     if (pending.size > 0 || !worker) return;

@@ -34,7 +34,7 @@ function pullMismatch(pull: unknown, receipt: Receipt): string | null {
   return null;
 }
 
-/** Returns null once merged, else why not. */
+/** Null once merged, else why not. */
 export async function mergeReceiptPull(
   env: NodeJS.ProcessEnv, prUrl: string, receipt: Receipt,
 ): Promise<string | null> {

@@ -1,6 +1,5 @@
-// POST /v1/import: registers the project and stores its .svc/runs/* as the shipper reads them (src/engine/shipper.ts),
-// through ingest's validation and store, in ONE transaction. No symbolic link below the project folder is followed
-// (src/engine/plain-tree.ts), so a project cannot make the Control Plane serve ~/.svc/keys (docs/control-data.md).
+// POST /v1/import: registers the project and stores its .svc/runs/* as the shipper reads them, through ingest's
+// validation and store, in one transaction, following no symbolic link below the folder (docs/control-data.md).
 import { lstatSync, realpathSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { HttpError } from '../http/http-error.ts';
@@ -18,7 +17,6 @@ const MAX_SKIPPED = 100;
 
 type Skip = (entry: string, reason: string) => void;
 
-/** One batch the shipper would send, validated as ingest validates, each bad event line skipped and listed. */
 function importBatch(
   deps: ControlDeps, project: string, read: RunBatch, firstLine: number, skip: Skip,
 ): IngestBatch | null {
@@ -28,7 +26,7 @@ function importBatch(
   const now = deps.clock();
   let run;
   try {
-    // The folder the operator named wins over anything state.json claims; a recorded pid is never taken from a file.
+    // The folder the operator named wins over state.json; a recorded pid is never taken from a file.
     run = validateRun({ ...state, repo_path: project, pid: null, source }, `${name}/state.json`, source, now);
   } catch (err) {
     skip(name, err instanceof Error ? err.message : 'invalid state.json');
@@ -56,30 +54,25 @@ export function importProject(deps: ControlDeps, path: unknown) {
   if (typeof path !== 'string' || !isAbsolute(path) || path.includes('\0')) {
     throw new HttpError('invalid_param', 'Field "path" must be an absolute path');
   }
-  // The folder the operator named must itself be a folder, not a link; from there down nothing is followed.
   const project = openPlainPath(path, []);
   if ('failed' in project) throw new HttpError('invalid_param', 'Field "path" is not a directory');
   project.close();
   const runs = openPlainPath(path, ['.svc', 'runs']);
   const isRepo = lstatSync(join(path, '.git'), { throwIfNoEntry: false }) !== undefined;
   if ('failed' in runs && (runs.kind === 'link' || !isRepo)) {
-    // A repository with no runs yet is imported to register it, so runs may be started there.
     const why = runs.kind === 'link' ? ` (${runs.failed} ${skipReason('link')})` : '';
     throw new HttpError('invalid_param', `Field "path" is neither a git repository nor a folder with .svc/runs${why}`);
   }
   const skipped: Array<{ entry: string; reason: string }> = [];
   const result = { runs: 0, events: 0, duplicates: 0, artifacts: 0, skipped };
   const skip: Skip = (entry, reason) => {
-    // Each batch of a run reads its folder again: an entry is listed once.
     if (skipped.length < MAX_SKIPPED && !skipped.some((s) => s.entry === entry)) {
       skipped.push({ entry, reason });
     }
   };
   const inserted: EventRow[] = [];
   try {
-    // Read and stored in one transaction (reads are synchronous, nothing awaits inside): all of it or nothing.
     transaction(deps.db, () => {
-      // Importing is how the operator registers a project: runs start, retry, resume and verify only in those.
       deps.stores.projects.add(realpathSync(path), deps.clock());
       if ('failed' in runs) return;
       for (const { name } of listPlain(runs)) {
@@ -90,7 +83,6 @@ export function importProject(deps: ControlDeps, path: unknown) {
           continue;
         }
         try {
-          // Read as the shipper reads it (readRunBatch), batch after batch from the start.
           let from: ShipOffsets = { events_offset: 0, artifacts: {} };
           for (let line = 0, more = true, first = true; more; first = false) {
             const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));
@@ -98,7 +90,6 @@ export function importProject(deps: ControlDeps, path: unknown) {
             if (!read || !batch) break;
             // An explicit import brings back a run that was deleted (ingest does not: control-stores.ts deletedRuns).
             deps.stores.deletedRuns.forget(batch.source, name);
-            // Control requests belong to the run's next ingest, not to an import.
             const stored = storeBatch(deps, batch, { deliverControl: false });
             for (const row of stored.inserted) inserted.push(row);
             if (first) result.runs += stored.result.runs;

@@ -1,6 +1,5 @@
-// Writes a validated ingest batch (runs, events, artifacts, notifications, served repositories) inside the caller's
-// transaction, all or nothing. Publishes nothing: events go to live streams only after the commit, so a rolled-back
-// batch or import never showed any.
+// Writes a validated ingest batch inside the caller's transaction. Publishes nothing: a rolled-back batch or import
+// never showed any event to a live stream.
 import { HttpError } from '../http/http-error.ts';
 import type { EventRow } from '../db/events-store.ts';
 import type { ControlDeps } from './deps.ts';
@@ -8,11 +7,7 @@ import type { IngestBatch } from './ingest-validate.ts';
 import { createEventTruth } from './event-truth.ts';
 import type { IngestResult } from '../client/types.ts';
 
-
-/**
- * The batch's answer, the events it added (to publish once the enclosing transaction has committed), and each named
- * run's start as stored (for the metrics, which would otherwise read every run again).
- */
+/** Also each named run's start as stored, for the metrics, which would otherwise read every run again. */
 export function storeBatch(
   deps: ControlDeps, batch: IngestBatch, opts: { deliverControl?: boolean } = {},
 ): { result: IngestResult; inserted: EventRow[]; started: Map<string, number> } {
@@ -36,7 +31,6 @@ export function storeBatch(
     const arriving = Math.min(now, run.updated_at ?? now);
     if (stored && stored.updated_at > now) stores.runs.patch(source, run.run, { updated_at: arriving });
     stores.runs.upsert(source, run);
-    // started_at keeps its first value (runs-store.ts).
     started.set(run.run, stored?.started_at ?? run.started_at);
   }
   const inserted: EventRow[] = [];

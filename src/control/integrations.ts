@@ -11,14 +11,9 @@ function firstSet(env: NodeJS.ProcessEnv, names: readonly string[]): string | un
   return names.find((n) => typeof env[n] === 'string' && env[n].trim() !== '');
 }
 
-/**
- * One entry per route and outbound integration: `configured` when every variable it needs is set (for routes: its
- * secret, and the secret is unique), `variables` naming them so a user knows what to set; a route adds its path, the
- * real service it fits and the signature headers it reads (neutral first).
- */
+/** One entry per route and outbound integration: `configured` when every variable it needs is set (and unique). */
 export function integrationStatus(env: NodeJS.ProcessEnv) {
-  // Secrets shared between routes disable every route in the pair, as the trigger server does at startup (a secret
-  // file is not read here: only its variable's name is looked at).
+  // Secrets shared between routes disable both, as the trigger server does at startup (files are not read here).
   const secrets = SOURCES.map((s) => {
     const name = firstSet(env, s.secret);
     return { route: s.name, value: name ? env[name]! : undefined };
@@ -31,7 +26,6 @@ export function integrationStatus(env: NodeJS.ProcessEnv) {
     }
   }
   const routes = SOURCES.map((s: WebhookSource) => {
-    // Its secret (or the file holding it), then whatever else it needs to take an event.
     const needs = [[...s.secret, ...(s.secretFile ? [s.secretFile] : [])], ...(s.needs ?? [])];
     const configured = needs.every((anyOf) => firstSet(env, anyOf) !== undefined) && !clashing.has(s.name);
     const service = s.service ? { service: s.service, headers: signatureHeaderNames(s) } : {};

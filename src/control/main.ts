@@ -30,7 +30,6 @@ export const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url)
 export interface RunningControl {
   url: string;
   server: Server;
-  /** Open connections as the connection caps count them. */
   connections: ConnectionCounts;
   deps: ControlDeps;
   close(): Promise<void>;
@@ -100,8 +99,7 @@ function recordPath(svcHome: string): string {
   return join(svcHome, 'control', 'server.json');
 }
 
-/** Whether a Control Plane answers /health at url (loopback or wherever the record says it listens). */
-async function answers(url: string): Promise<boolean> {
+async function answersHealth(url: string): Promise<boolean> {
   try {
     const res = await fetch(`${url.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(500) });
     await res.body?.cancel();
@@ -112,14 +110,13 @@ async function answers(url: string): Promise<boolean> {
 }
 
 /**
- * Records this server in server.json ({url,pid}, what clients find it by) unless the file names another live Control
- * Plane: its pid alive and its URL answering /health (a dead pid, a recycled pid or a silent URL is a stale record,
- * taken over). Answers the record kept instead, if any. Written atomically so a client never reads half a record.
+ * Records this server in server.json (what clients find it by) unless the file names another live Control Plane (its
+ * pid alive and its URL answering /health); answers the record kept instead, if any.
  */
 async function claimServerRecord(svcHome: string, own: ServerRecord): Promise<ServerRecord | null> {
   const path = recordPath(svcHome);
   const found = readServerRecordFile(path);
-  if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answers(found.url))) return found;
+  if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answersHealth(found.url))) return found;
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const tmp = `${path}.${process.pid}.tmp`;
   writeFileSync(tmp, JSON.stringify(own) + '\n', { mode: 0o600 });
@@ -127,7 +124,7 @@ async function claimServerRecord(svcHome: string, own: ServerRecord): Promise<Se
   return null;
 }
 
-/** Removes the record only when it is this process's own, so a first server that still answers stays findable. */
+/** Only this process's own record: a first server that still answers stays findable. */
 function releaseServerRecord(svcHome: string, pid: number): void {
   if (readServerRecordFile(recordPath(svcHome))?.pid === pid) rmSync(recordPath(svcHome), { force: true });
 }

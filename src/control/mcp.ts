@@ -10,7 +10,6 @@ import { BadInputError, errorMessage } from '../errors.ts';
 import { isJsonObject, type Obj } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
 import { createMcpTools, type McpTools } from './mcp-tools.ts';
-import { subscribeOrRefuse } from './event-stream.ts';
 
 type C = Ctx<ControlDeps>;
 type Id = string | number;
@@ -359,7 +358,7 @@ function listen(ctx: C, id: Id, params: Obj, version: string): typeof TAKEN_OVER
   try {
     for (const [uri, scope] of runs) {
       const updated = frame({ method: 'notifications/resources/updated', params: { uri, _meta: tag } });
-      unsubscribe.push(subscribeOrRefuse(ctx.deps, { ...scope, deliver: () => stream?.write(updated), end }));
+      unsubscribe.push(ctx.deps.bus.subscribe({ ...scope, deliver: () => stream?.write(updated), end }));
     }
   } catch (err) {
     unsubscribeAll();

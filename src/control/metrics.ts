@@ -33,10 +33,7 @@ export function createControlMetrics(runs: RunsStore, subscribers: () => number,
   return {
     registry,
     requests,
-    /**
-     * Newly stored events (each stored once, so each is observed once): the runs' status changes among them.
-     * `startedAt` is each named run's start as stored, which ingest has already read: no run is looked up again.
-     */
+    /** Newly stored events, each observed once; `startedAt` saves looking each run up again. */
     observeEvents(rows: readonly EventRow[], startedAt: ReadonlyMap<string, number>): void {
       for (const row of rows) {
         if (row.kind !== 'run.status') continue;

@@ -1,5 +1,5 @@
-// Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, cursors.
-// Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); a run named but not stored is 404.
+// Request-parameter parsing for Control Plane handlers: every bad value is 400 invalid_param naming the parameter
+// (DESIGN §3, §4); a run named but not stored is 404.
 import { HttpError } from '../http/http-error.ts';
 import { oneOf, tryParseJson } from '../untrusted.ts';
 import type { RunKey, RunRow } from '../db/run-types.ts';
@@ -21,14 +21,12 @@ export function runParams(ctx: { params: Record<string, string> }): { source: st
   return { source: checkSegment('source', ctx.params.source), run: checkSegment('run', ctx.params.run) };
 }
 
-/** `value` when it is one of `allowed`, else 400 naming `name` and the choices. */
 export function parseEnum<T extends string>(name: string, value: string, allowed: readonly T[]): T {
   const known = oneOf(value, allowed);
   if (known === null) throw new HttpError('invalid_param', `Parameter "${name}" must be one of ${allowed.join(', ')}`);
   return known;
 }
 
-/** The run a request names, else 404 not_found. */
 export function storedRun(runs: Pick<RunsStore, 'get'>, { source, run }: { source: string; run: string }): RunRow {
   const row = runs.get(source, run);
   if (!row) throw new HttpError('not_found', `Run ${source}/${run} not found`);
@@ -47,7 +45,6 @@ export function checkQueryKeys(query: URLSearchParams, allowed: readonly string[
   }
 }
 
-/** `limit`: default 50, above 500 clamped to 500, anything but a positive integer → 400. */
 export function parseLimit(value: string | null): number {
   if (value === null) return DEFAULT_LIMIT;
   if (!/^[0-9]{1,15}$/.test(value) || Number(value) < 1) {
@@ -69,7 +66,6 @@ export function timeMs(value: unknown): number | null {
   return Number.isSafeInteger(ms) && Math.abs(ms as number) <= 8.64e15 ? (ms as number) : null;
 }
 
-/** timeMs of a query parameter; anything else is 400 naming `name`. */
 export function parseTime(name: string, value: string): number {
   const ms = timeMs(value);
   if (ms === null) {
@@ -93,7 +89,6 @@ export function parseWindow(query: URLSearchParams): { since?: number; until?: n
   return window;
 }
 
-/** A non-negative integer id (event cursors, Last-Event-ID). */
 export function parseId(name: string, value: string): number {
   if (!/^[0-9]{1,15}$/.test(value)) {
     throw new HttpError('invalid_param', `Parameter "${name}" must be a non-negative integer`);
@@ -101,10 +96,7 @@ export function parseId(name: string, value: string): number {
   return Number(value);
 }
 
-/**
- * An artifact path as recorded for a run: relative, `/`-separated, no empty, `.` or `..` segments,
- * no NUL or backslash (which some filesystems treat as a separator).
- */
+/** Backslash too: some filesystems treat it as a separator. */
 export function checkArtifactPath(path: string, name = 'Artifact path'): string {
   const bad =
     path.length === 0 ||
@@ -123,10 +115,7 @@ export function encodeCursor(key: ReadonlyArray<number | string>): string {
   return Buffer.from(JSON.stringify(key)).toString('base64url');
 }
 
-/**
- * The key of a cursor this server issued, each part an integer or a path segment as `shape` says; anything else is
- * 400 invalid_param: a client must not guess its way into the index.
- */
+/** The key of a cursor this server issued, else 400: a client must not guess its way into the index. */
 export function decodeCursor(text: string, shape: ReadonlyArray<'int' | 'segment'>): Array<number | string> {
   const bad = (): never => {
     throw new HttpError('invalid_param', 'Parameter "cursor" is not a cursor this server issued');
@@ -139,7 +128,6 @@ export function decodeCursor(text: string, shape: ReadonlyArray<'int' | 'segment
   return key.every(fits) ? (key as Array<number | string>) : bad();
 }
 
-/** The runs list's cursor: the key [started_at, source, run] of the last run sent. */
 export function encodeRunCursor(key: RunKey): string {
   return encodeCursor([key.started_at, key.source, key.run]);
 }

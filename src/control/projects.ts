@@ -1,12 +1,10 @@
-// Which projects the Control Plane may start a process in: those the operator registered with
-// POST /v1/import (the projects table) and those the `repos` setting names. Never a path only a caller named: a
-// planted folder must not get a run through the API. Paths are compared by real path (symlinks resolved).
+// Which projects the Control Plane may start a process in: imported or named by the `repos` setting, never a path
+// only a caller named. Compared by real path.
 import { realOrNull } from '../spawn/tree.ts';
 import type { ControlDeps } from './deps.ts';
 import { readEffectiveConfig } from './config-schema.ts';
 import { iso } from '../iso-time.ts';
 
-/** Whether `path` (a repository root) is a registered project: imported, or named by the `repos` setting. */
 export function isRegisteredProject(deps: ControlDeps, path: string): boolean {
   const real = realOrNull(path);
   if (real === null) return false;
@@ -15,7 +13,6 @@ export function isRegisteredProject(deps: ControlDeps, path: string): boolean {
   return repos.some((p) => realOrNull(p) === real);
 }
 
-/** Every registered project, for GET /v1/projects and the start page's choices: imports first, then `repos`. */
 export function listProjects(deps: ControlDeps) {
   const out: Array<{ path: string; via: 'import' | 'repos'; registered_at: string | null }> = deps.stores.projects
     .list().map((p) => ({ path: p.path, via: 'import', registered_at: iso(p.registered_at) }));
@@ -28,7 +25,6 @@ export function listProjects(deps: ControlDeps) {
   return out;
 }
 
-/** The message of the refusal a start, retry, resume or verify in an unregistered folder gets. */
 export function unregisteredMessage(path: string): string {
   return `Project ${JSON.stringify(path)} is not registered with this Control Plane: ` +
     'import it first (POST /v1/import {"path": …}, or add it to the "repos" setting)';

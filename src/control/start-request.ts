@@ -1,5 +1,4 @@
-// The body of POST /v1/start, read and checked (DESIGN §3): one input (brief, spec path or issue URL), a registered
-// repository, and the options. Only reads: nothing is recorded or started here.
+// The body of POST /v1/start, read and checked (DESIGN §3); nothing is recorded or started here.
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, dirname, resolve } from 'node:path';
 import { HttpError } from '../http/http-error.ts';
@@ -17,7 +16,7 @@ export function bad(message: string): never {
   throw new HttpError('invalid_param', message);
 }
 
-/** Runs start only in a project the operator registered: `repo` is its folder or inside it (real paths). */
+/** `repo` is a registered project's folder or inside it (real paths). */
 function checkRegistered(deps: ControlDeps, repo: string): void {
   const real = realOrNull(repo);
   for (let dir = real; dir !== null; dir = dirname(dir) === dir ? null : dirname(dir)) {
@@ -26,10 +25,9 @@ function checkRegistered(deps: ControlDeps, repo: string): void {
   bad(unregisteredMessage(repo));
 }
 
-/** The registered repository root `repo` names: checked before git so much as reads the folder. */
+/** Checked before git so much as reads the folder: an unregistered one gets nothing run in it. */
 function registeredRoot(deps: ControlDeps, repo: unknown): string {
   if (typeof repo !== 'string' || !isAbsolute(repo) || repo.includes('\0')) bad('"repo" must be an absolute path');
-  // A caller-named, unregistered folder gets nothing run in it, git included.
   checkRegistered(deps, repo);
   const root = deps.repos.rootOf(repo) ?? bad('"repo" is not a git repository');
   // The repository itself, not only a folder above it: a repository nested inside a registered one is not registered.
@@ -37,7 +35,6 @@ function registeredRoot(deps: ControlDeps, repo: unknown): string {
   return root;
 }
 
-/** The input as the run gets it: a spec path resolved in the repository (it must exist), else the trimmed text. */
 function checkInput(kind: (typeof INPUTS)[number], value: string, root: string): string {
   if (kind === 'spec_path') {
     const path = resolve(root, value);
@@ -52,7 +49,6 @@ function checkInput(kind: (typeof INPUTS)[number], value: string, root: string):
   return value.trim();
 }
 
-/** The input, the repository root (what git names, inside a registered project) and the options. */
 export function parseStart(deps: ControlDeps, body: unknown) {
   const b = requireJsonObject(body);
   checkBodyKeys(b, START_KEYS);

@@ -1,5 +1,4 @@
-// The bodies of GET /v1/stats and /v1/stats/cost from a stats store: the same code on the expensive-reads thread
-// (expensive-reads-worker.ts) and on the main thread when that thread cannot run. Reads only; no HTTP here.
+// The bodies of GET /v1/stats and /v1/stats/cost, on the expensive-reads thread or the main thread alike.
 import { TERMINAL_STATUSES } from '../run-json.ts';
 import { iso } from '../iso-time.ts';
 import { DAY_MS, type CostGroup, type StatsFilter, type StatsStore } from '../db/stats-store.ts';
@@ -61,5 +60,4 @@ export function costBody(stats: StatsStore, f: StatsFilter): Record<string, unkn
   };
 }
 
-/** Each expensive read's body, by the kind the thread is asked for. */
 export const STATS_BODIES = { stats: statsBody, cost: costBody };

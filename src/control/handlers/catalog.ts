@@ -26,7 +26,7 @@ export const listProviders: Handler<ControlDeps> = async (ctx) => {
   const commands = (config.providers ?? {}) as Record<string, { command: string[] }>;
   const found = await describeProviders(commands, ctx.deps.env.PATH, probeFor(ctx.deps));
   const items = found.map((p) => ({ ...p, default: config.default_provider === p.name }));
-  // DESIGN §4: a bare array, not a page (there are a handful of providers and no cursor).
+  // DESIGN §4: a bare array, not a page.
   return json(200, items);
 };
 
@@ -53,7 +53,6 @@ export const listNotifications: Handler<ControlDeps> = (ctx) => {
 
 export const getKeys: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
-  // The own key is made on first use (0600 under ~/.svc/keys); runner keys are the public PEMs in keys/trusted/.
   // Only public halves are ever serialised.
   const known = knownKeys(ctx.deps.settings.svcHome);
   const keys = known.map((k) => ({ ...publicKeyInfo(k), name: k.name, origin: k.origin }));
@@ -65,7 +64,6 @@ function repoName(value: string): string {
   return /^([A-Za-z]:)?[\\/]/.test(value) ? basename(value.replace(/\\/g, '/').replace(/\/+$/, '')) : value;
 }
 
-/** Repository names of runs, of the `repos` setting and of what trigger servers serve, each once with `served_by`. */
 export const listRepos: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
   const { config } = readEffectiveConfig(ctx.deps.stores.config);
@@ -82,7 +80,7 @@ export const listRepos: Handler<ControlDeps> = (ctx) => {
   return json(200, { items });
 };
 
-/** The projects runs may be started in (src/control/projects.ts): full paths, so loopback only like /v1/config. */
+/** Full paths, so loopback only like /v1/config. */
 export const listRegisteredProjects: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
   return json(200, { items: listProjects(ctx.deps) });

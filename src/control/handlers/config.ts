@@ -21,7 +21,6 @@ export const getConfig: Handler<ControlDeps> = (ctx) => {
   return reply(config, version);
 };
 
-/** If-Match carries the version from GET, bare (`3`) or as the ETag GET sent (`"3"`). */
 function parseIfMatch(header: string | undefined): number | undefined {
   if (header === undefined) return undefined;
   const m = /^\s*(?:W\/)?"?(\d{1,15})"?\s*$/.exec(header);
@@ -29,7 +28,6 @@ function parseIfMatch(header: string | undefined): number | undefined {
   return Number(m[1]);
 }
 
-/** Accepts what GET returns (`{"config":{…},"version"?:n}`) or a bare object of settings, the curl-friendly form. */
 function updateOf(body: unknown): { update: Record<string, unknown>; version: number | undefined } {
   const record = requireJsonObject(body);
   if (!Object.hasOwn(record, 'config')) return { update: record, version: undefined };
@@ -42,7 +40,7 @@ function updateOf(body: unknown): { update: Record<string, unknown>; version: nu
   return { update: config as Record<string, unknown>, version };
 }
 
-/** Keeps only settings that differ from their default, so a later release's better default reaches untouched keys. */
+/** Only settings that differ from their default: a later release's better default reaches untouched keys. */
 function storedForm(effective: ConfigValues): ConfigValues {
   const out: ConfigValues = {};
   for (const s of SETTINGS) {

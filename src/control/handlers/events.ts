@@ -1,5 +1,4 @@
-// Run events as a paged list and as SSE streams (per run and across runs); the stream mechanics live in
-// ../event-stream.ts.
+// Run events as a paged list and as SSE streams (per run and across runs).
 import { HttpError } from '../../http/http-error.ts';
 import type { Ctx, Handler } from '../../http/pipeline.ts';
 import { TAKEN_OVER, jsonPage, type HandlerResult } from '../../http/respond.ts';
@@ -52,8 +51,7 @@ export const streamAll: Handler<ControlDeps> = async (ctx): Promise<HandlerResul
     ...(source !== null ? { source: checkSegment('source', source) } : {}),
     ...(run !== null ? { run: checkSegment('run', run) } : {}),
   };
-  // Without a resume point the cross-run stream starts live: replaying every stored event is never what a watcher
-  // wants.
+  // Without a resume point the cross-run stream starts live.
   const after = resumeAfter(ctx, () => ctx.deps.stores.events.maxId());
   await streamEvents(ctx.deps, ctx.res, scope, after);
   return TAKEN_OVER;

@@ -21,22 +21,18 @@ function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
 }
 
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
-  // Everything is validated before the first write: a bad batch changes nothing.
   const batch = validateBatch(ctx.body, ctx.deps.clock());
-  // A runner token ships its own source's runs only (settings.ts).
   if (ctx.runnerSource !== undefined && batch.source !== ctx.runnerSource) {
     throw new HttpError('forbidden_source', `This token may only ship runs of source "${ctx.runnerSource}"`);
   }
-  // repo_path steers local actions (stop, resume, retry, verify run there), so it is kept only for this server's own
-  // source in a registered project: a planted folder gets nothing (docs/control-data.md).
+  // repo_path steers local actions: kept only for this server's own source in a registered project.
   const { deps } = ctx;
   for (const run of batch.runs) {
     const path = run.repo_path;
     if (!path || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
     delete run.pid;
   }
-  // A run the operator deleted stays deleted when its runner ships it again: it, its events and its artifacts are
-  // dropped and named in "deleted", so the shipper knows. One look-up per run the batch names, not per event.
+  // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
   const deleted = new Set([...named].filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
   if (deleted.size === 0) return json(200, applyBatch(deps, batch));

@@ -1,6 +1,5 @@
 // Merge queue (DESIGN §4): only runs with a PR and a receipt the policy accepts; POST /v1/merge/run merges in order,
-// re-checking every receipt first. Merges go through the GitHub REST merge endpoint (github-merge.ts); nothing here
-// deploys.
+// re-checking every receipt first.
 import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import type { Handler } from '../../http/pipeline.ts';
@@ -61,7 +60,6 @@ export const runMergeQueue: Handler<ControlDeps> = async (ctx) => {
     signers[`${entry.source}/${entry.run}`] = signer?.kid ?? null;
     results.push(entryJson(deps, deps.stores.mergeQueue.get(entry.source, entry.run)!, signer));
   }
-  // Which key vouched for each merged (or refused) run stays in the audit chain with the merge itself.
   noteAudit(ctx, { signed_by: signers });
   return json(200, { items: results });
 };
