@@ -7,7 +7,7 @@ import { errorMessage } from '../errors.ts';
 // Loaded after quiet-sqlite-warning.ts has filtered node:sqlite's ExperimentalWarning (hence the dynamic imports).
 const { openConnection } = await import('../db/open.ts');
 const { createStatsStore } = await import('../db/stats-store.ts');
-const { STATS_BODIES } = await import('./stats-body.ts');
+const { STATS_BODIES } = await import('./expensive-reads.ts');
 
 const port = parentPort;
 if (!port) throw new TypeError('expensive-reads-worker must run as a worker thread');
