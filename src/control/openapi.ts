@@ -5,6 +5,7 @@ import { json } from '../http/respond.ts';
 import type { Handler } from '../http/pipeline.ts';
 import type { ControlDeps } from './deps.ts';
 import { schemas, responses, ref } from './openapi-schemas.ts';
+import { SEGMENT } from './params.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
@@ -14,7 +15,7 @@ type Auth = 'none' | 'api-token' | 'api-token-or-loopback' | 'signature' | 'serv
 /** `Other` is every operation's `default`, never listed by status. */
 type Err = Exclude<keyof typeof responses, 'Other'>;
 
-interface Op {
+export interface Op {
   server: Server;
   method: 'get' | 'post' | 'put' | 'delete';
   path: string;
@@ -31,7 +32,7 @@ interface Op {
   errors?: Err[];
 }
 
-interface Ok {
+export interface Ok {
   status: number;
   schema?: string;
   /** A media type without a schema; null: no body at all. */
@@ -42,6 +43,7 @@ interface Ok {
 const RUN = '/v1/runs/{source}/{run}';
 const LIMIT = { type: 'integer', minimum: 1, default: 50 };
 const EVENT_ID = { type: 'integer', minimum: 0 };
+const SEGMENT_SCHEMA = { type: 'string', pattern: SEGMENT.source };
 const PAGE: Op['query'] = [
   ['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page'],
 ];
@@ -52,7 +54,8 @@ const RUN_FILTERS: Op['query'] = [
   ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
   ['status', 'run status', { enum: [...RUN_STATUSES] }],
   ['failure', 'the class of failure of a run that did not succeed', { enum: [...FAILURE_CLASSES] }],
-  ['source', 'the source that sent the run'], ['group_id', 'retry chain id'], ...RANGE, ...PAGE,
+  ['source', 'the source that sent the run', SEGMENT_SCHEMA], ['group_id', 'retry chain id', SEGMENT_SCHEMA],
+  ...RANGE, ...PAGE,
 ];
 const SSE = {
   status: 200, type: 'text/event-stream',
@@ -101,7 +104,8 @@ function op(
   return { server, method: verb, path, id, tag, summary, ...rest, ok };
 }
 
-const operations: readonly Op[] = [
+/** Also what the MCP tools (mcp-tools.ts) take as their input. */
+export const operations: readonly Op[] = [
   op('both', 'get', '/health', 'getHealth', 'health', 'Liveness: the process answers', { auth: 'none', ok: 'Status' }),
   op('both', 'get', '/ready', 'getReady', 'health',
     'Readiness: the database is open and usable (trigger server: also listening and not shutting down)',
