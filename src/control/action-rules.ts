@@ -3,7 +3,8 @@
 import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
 import type { RunRow } from '../db/run-types.ts';
 import type { ControlDeps } from './deps.ts';
-import { isRegisteredProject } from './projects.ts';
+import { realOrNull } from '../spawn/tree.ts';
+import { readEffectiveConfig } from './config-schema.ts';
 
 const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer', 'pr'] as const;
 export type RunAction = (typeof RUN_ACTIONS)[number];
@@ -60,4 +61,16 @@ export function actionRefusals(deps: ControlDeps, row: RunRow): Record<RunAction
   const out = {} as Record<RunAction, string | null>;
   for (const action of RUN_ACTIONS) out[action] = actionRefusal(deps, row, action);
   return out;
+}
+
+/**
+ * Whether the Control Plane may start a process in `path`: a project imported or named by the `repos` setting, never
+ * a path only a caller named (compared by real path).
+ */
+export function isRegisteredProject(deps: ControlDeps, path: string): boolean {
+  const real = realOrNull(path);
+  if (real === null) return false;
+  if (deps.stores.projects.has(real)) return true;
+  const repos = readEffectiveConfig(deps.stores.config).config.repos as string[];
+  return repos.some((p) => realOrNull(p) === real);
 }

@@ -17,7 +17,7 @@ import { ingestRuns, importRuns } from './handlers/ingest.ts';
 import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun, openRunPr } from './handlers/actions.ts';
 import { listMergeQueue, addToMergeQueue, runMergeQueue } from './handlers/merge.ts';
 import { getReviewRisk } from './handlers/risk.ts';
-import { getOpenapi, VERSION } from './openapi.ts';
+import { getOpenapi } from './openapi.ts';
 import { mcpRoutes } from './mcp.ts';
 import { audited, recordRefusal } from './audited.ts';
 
@@ -69,7 +69,7 @@ export const controlRoutes: readonly R[] = [
   { method: 'POST', pattern: '/v1/import', handler: audited('runs.import', importRuns),
     loopbackOnly: true, body: 'json', limit: INGEST_LIMIT },
   // MCP (docs/mcp.md): its tools call the routes above through their own handlers.
-  ...mcpRoutes(() => controlRoutes, VERSION),
+  ...mcpRoutes(() => controlRoutes),
 ];
 
 export function createControlApp(

@@ -10,6 +10,7 @@ import { BadInputError, errorMessage } from '../errors.ts';
 import { isJsonObject, type Obj } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
 import { createMcpTools, type McpTools } from './mcp-tools.ts';
+import { VERSION } from './openapi.ts';
 
 type C = Ctx<ControlDeps>;
 type Id = string | number;
@@ -144,11 +145,9 @@ function rpcError(id: Id | undefined, code: number, message: string, status = 20
   return json(status, { jsonrpc: '2.0', ...(id === undefined ? {} : { id }), error });
 }
 
-function serverInfo(version: string) {
-  return { name: 'svc', title: 'svc Control Plane', version };
-}
+const SERVER_INFO = { name: 'svc', title: 'svc Control Plane', version: VERSION };
 
-function initialize(ctx: C, id: Id, params: Obj, version: string): Reply {
+function initialize(ctx: C, id: Id, params: Obj): Reply {
   const asked = params.protocolVersion;
   if (typeof asked !== 'string') throw new JsonRpcError(INVALID_PARAMS, '"protocolVersion" must be a string');
   const spoken = MCP_PROTOCOL_VERSIONS.includes(asked) ? asked : MCP_PROTOCOL_VERSIONS[0]!;
@@ -159,7 +158,7 @@ function initialize(ctx: C, id: Id, params: Obj, version: string): Reply {
   const result = {
     protocolVersion: spoken,
     capabilities: { tools: { listChanged: false }, resources: { listChanged: false } },
-    serverInfo: serverInfo(version),
+    serverInfo: SERVER_INFO,
     instructions: INSTRUCTIONS,
   };
   return rpcResult(id, result, { [SESSION_HEADER]: session });
@@ -302,12 +301,12 @@ async function elicitAnswer(ctx: C, tools: McpTools, params: Obj): Promise<Obj |
   return { resultType: 'input_required', inputRequests: { answer: ask }, requestState: asked };
 }
 
-async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, params: Obj, version: string) {
+async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, params: Obj) {
   let result: unknown;
   if (method === 'server/discover') {
     const capabilities = { tools: {}, resources: { subscribe: true } };
     result = {
-      supportedVersions: SUPPORTED_VERSIONS, capabilities, serverInfo: serverInfo(version), instructions: INSTRUCTIONS,
+      supportedVersions: SUPPORTED_VERSIONS, capabilities, serverInfo: SERVER_INFO, instructions: INSTRUCTIONS,
     };
   } else if (method === 'ping') {
     throw new JsonRpcError(METHOD_NOT_FOUND, 'Method not found: ping (not part of revision 2026-07-28)', id, 404);
@@ -324,11 +323,11 @@ async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, 
       });
   }
   const cache = CACHEABLE.has(method) ? { ttlMs: 0, cacheScope: 'private' } : {};
-  return { resultType: 'complete', ...(result as Obj), ...cache, _meta: { [META_SERVER]: serverInfo(version) } };
+  return { resultType: 'complete', ...(result as Obj), ...cache, _meta: { [META_SERVER]: SERVER_INFO } };
 }
 
 /** subscriptions/listen (docs/mcp.md): each run a subscriber of the bus /v1 streams use, under their limits. */
-function listen(ctx: C, id: Id, params: Obj, version: string): typeof TAKEN_OVER {
+function listen(ctx: C, id: Id, params: Obj): typeof TAKEN_OVER {
   checkAccept(ctx.req, 'text/event-stream');
   const filter = params.notifications;
   if (!isJsonObject(filter)) throw new JsonRpcError(INVALID_PARAMS, '"notifications" must be an object');
@@ -349,7 +348,7 @@ function listen(ctx: C, id: Id, params: Obj, version: string): typeof TAKEN_OVER
   const end = (): void => {
     ended = true;
     if (!stream || stream.closed) return;
-    const _meta = { ...tag, [META_SERVER]: serverInfo(version) };
+    const _meta = { ...tag, [META_SERVER]: SERVER_INFO };
     stream.write(frame({ id, result: { resultType: 'complete', _meta } }));
     stream.close();
   };
@@ -372,7 +371,7 @@ function listen(ctx: C, id: Id, params: Obj, version: string): typeof TAKEN_OVER
   return TAKEN_OVER;
 }
 
-function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
+function postMcp(tools: McpTools): Handler<ControlDeps> {
   return async (ctx) => {
     checkAccept(ctx.req);
     let id: Id | undefined;
@@ -383,12 +382,11 @@ function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
         if (message.kind === 'response') throw new JsonRpcError(INVALID_REQUEST, 'Clients send no responses', id, 400);
         checkStateless(ctx.req, id, message.method, message.params);
         if (message.kind === 'notification') return { status: 202 };
-        if (message.method === 'subscriptions/listen') return listen(ctx, message.id, message.params, version);
-        return rpcResult(message.id, await answerStateless(ctx, tools, message.id, message.method, message.params,
-          version));
+        if (message.method === 'subscriptions/listen') return listen(ctx, message.id, message.params);
+        return rpcResult(message.id, await answerStateless(ctx, tools, message.id, message.method, message.params));
       }
       if (message.kind === 'request' && message.method === 'initialize') {
-        return initialize(ctx, message.id, message.params, version);
+        return initialize(ctx, message.id, message.params);
       }
       sessionOf(ctx);
       checkVersionHeader(ctx.req);
@@ -411,10 +409,10 @@ const deleteMcp: Handler<ControlDeps> = (ctx) => {
 };
 
 /** The /mcp routes over the API's own route table (read lazily: these routes are part of it). */
-export function mcpRoutes(routes: () => readonly Route<ControlDeps>[], version: string): Route<ControlDeps>[] {
+export function mcpRoutes(routes: () => readonly Route<ControlDeps>[]): Route<ControlDeps>[] {
   const tools = createMcpTools(routes);
   return [
-    { method: 'POST', pattern: '/mcp', handler: postMcp(tools, version), auth: true, body: 'json' },
+    { method: 'POST', pattern: '/mcp', handler: postMcp(tools), auth: true, body: 'json' },
     { method: 'DELETE', pattern: '/mcp', handler: deleteMcp, auth: true },
   ];
 }

@@ -2,7 +2,8 @@
 // request for its own next ingest (docs/architecture.md, "Channels").
 import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start-argv.ts';
 import { createHash } from 'node:crypto';
-import { basename } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
@@ -17,12 +18,77 @@ import { newRunId } from '../../engine/ids.ts';
 import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
-import { actionRefusal, type RunAction } from '../action-rules.ts';
-import { bad, parseStart } from '../start-request.ts';
+import { actionRefusal, isRegisteredProject, type RunAction } from '../action-rules.ts';
+import { isIssueUrl } from '../../engine/spec.ts';
+import { realOrNull } from '../../spawn/tree.ts';
 import { formatTraceparent, parseTraceparent } from '../../trace.ts';
 import { actorOf, noteAudit } from '../audited.ts';
 
 type C = Ctx<ControlDeps>;
+
+const INPUTS = ['brief', 'spec_path', 'issue_url'] as const;
+const START_KEYS = new Set([...INPUTS, 'repo', 'provider', 'pr', 'request_id']);
+const MAX_INPUT_CHARS = 64 * 1024;
+
+function bad(message: string): never {
+  throw new HttpError('invalid_param', message);
+}
+
+function unregisteredMessage(path: string): string {
+  return `Project ${JSON.stringify(path)} is not registered with this Control Plane: ` +
+    'import it first (POST /v1/import {"path": …}, or add it to the "repos" setting)';
+}
+
+/** `repo` is a registered project's folder or inside it, checked before git so much as reads the folder. */
+function registeredRoot(deps: ControlDeps, repo: unknown): string {
+  if (typeof repo !== 'string' || !isAbsolute(repo) || repo.includes('\0')) bad('"repo" must be an absolute path');
+  let dir = realOrNull(repo);
+  while (dir !== null && !isRegisteredProject(deps, dir)) dir = dirname(dir) === dir ? null : dirname(dir);
+  if (dir === null) bad(unregisteredMessage(repo));
+  const root = deps.repos.rootOf(repo) ?? bad('"repo" is not a git repository');
+  // The repository itself, not only a folder above it: a repository nested inside a registered one is not registered.
+  if (!isRegisteredProject(deps, root)) bad(unregisteredMessage(root));
+  return root;
+}
+
+function checkInput(kind: (typeof INPUTS)[number], value: string, root: string): string {
+  if (kind === 'spec_path') {
+    const path = resolve(root, value);
+    if (!/\.(md|json)$/i.test(path) || !existsSync(path) || !statSync(path).isFile()) {
+      bad('"spec_path" must name an existing .md spec or .json export');
+    }
+    return path;
+  }
+  if (kind === 'issue_url' && !isIssueUrl(value)) {
+    bad('"issue_url" must be an error-tracker issue URL (…/issues/<id>)');
+  }
+  return value.trim();
+}
+
+/** The body of POST /v1/start, read and checked (DESIGN §3). */
+function parseStart(deps: ControlDeps, body: unknown) {
+  const b = requireJsonObject(body);
+  checkBodyKeys(b, START_KEYS);
+  const given = INPUTS.filter((k) => b[k] !== undefined);
+  if (given.length !== 1) bad('Give exactly one of "brief", "spec_path" or "issue_url"');
+  const kind = given[0]!;
+  const value = b[kind];
+  if (typeof value !== 'string' || value.trim() === '' || value.length > MAX_INPUT_CHARS) {
+    bad(`"${kind}" must be a non-empty string`);
+  }
+  const root = registeredRoot(deps, b.repo);
+  const input = { kind, value: checkInput(kind, value, root) };
+  const { provider, pr, request_id: requestId } = b;
+  if (provider !== undefined && (typeof provider !== 'string' || !/^[a-z0-9][a-z0-9_-]{0,31}$/.test(provider))) {
+    bad('"provider" must be a provider name');
+  }
+  if (pr !== undefined && typeof pr !== 'boolean') bad('"pr" must be true or false');
+  if (requestId !== undefined && (typeof requestId !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(requestId))) {
+    bad('"request_id" must be 1-128 letters, digits, ".", "_", ":" or "-"');
+  }
+  return { input, repo: root, provider: (provider as string | undefined) ?? null, pr: pr === true,
+    requestId: (requestId as string | undefined) ?? null };
+}
 
 // A run takes minutes, but a slot may free up sooner.
 const RETRY_AFTER_SECONDS = 30;

@@ -11,7 +11,7 @@ import { createVersionProbe, type VersionProbe } from '../../engine/cli-version.
 import { safeEqual } from '../../http/guards.ts';
 import { SOURCES, signatureHeaderNames, type Outbound, type WebhookSource } from '../../webhook-sources.ts';
 import { knownKeys, publicKeyInfo } from '../../keys.ts';
-import { listProjects } from '../projects.ts';
+import { realOrNull } from '../../spawn/tree.ts';
 
 // One probe cache per running app, so tests with different PATHs never share answers.
 const probes = new WeakMap<ControlDeps, VersionProbe>();
@@ -126,3 +126,15 @@ export const listRegisteredProjects: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
   return json(200, { items: listProjects(ctx.deps) });
 };
+
+function listProjects(deps: ControlDeps) {
+  const out: Array<{ path: string; via: 'import' | 'repos'; registered_at: string | null }> = deps.stores.projects
+    .list().map((p) => ({ path: p.path, via: 'import', registered_at: iso(p.registered_at) }));
+  const seen = new Set(out.map((p) => p.path));
+  for (const path of readEffectiveConfig(deps.stores.config).config.repos as string[]) {
+    if (seen.has(realOrNull(path) ?? path)) continue;
+    seen.add(realOrNull(path) ?? path);
+    out.push({ path, via: 'repos', registered_at: null });
+  }
+  return out;
+}

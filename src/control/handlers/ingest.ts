@@ -15,7 +15,7 @@ import { SEGMENT } from '../params.ts';
 import { validateBatch, validateEvent, validateRun, type IngestBatch } from '../ingest-validate.ts';
 import { storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
-import { isRegisteredProject } from '../projects.ts';
+import { isRegisteredProject } from '../action-rules.ts';
 import { listPlain, openPlainDirIn, openPlainPath, skipReason } from '../../engine/plain-tree.ts';
 import { readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
 
