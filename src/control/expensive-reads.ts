@@ -1,7 +1,7 @@
-// GET /v1/stats and /v1/stats/cost run one at a time on a worker thread with its own read-only connection, so a
-// client looping them holds up nobody else's requests; without the thread the same code runs on the main thread
-// (docs/control-config.md, docs/bench.md).
-import { Worker } from 'node:worker_threads';
+// GET /v1/stats and /v1/stats/cost run one at a time on a worker thread (this module, at its end) with its own
+// read-only connection, so a client looping them holds up nobody else's requests; without the thread the same code
+// runs on the main thread (docs/control-config.md, docs/bench.md).
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import type { Logger } from '../log.ts';
 import { DAY_MS, type CostGroup, type StatsFilter, type StatsStore } from '../db/stats-store.ts';
 import { HttpError } from '../http/http-error.ts';
@@ -9,14 +9,14 @@ import { errorMessage, FailedError } from '../errors.ts';
 import { TERMINAL_STATUSES } from '../run-json.ts';
 import { iso } from '../iso-time.ts';
 
-const WORKER = new URL(`./expensive-reads-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
+const WORKER_ROLE = 'svc-expensive-reads';
 
 /** Reads waiting or running on the thread; past this, 503 with Retry-After: 1. */
 export const MAX_QUEUED = 8;
 /** An idle thread (~20 MB of RSS) is ended after this long; the next expensive read starts a new one (tens of ms). */
 export const IDLE_MS = 30_000;
 
-export type ExpensiveRequest = { id: number; kind: 'stats' | 'cost'; filter: StatsFilter };
+type ExpensiveRequest = { id: number; kind: 'stats' | 'cost'; filter: StatsFilter };
 
 type Reply = { id: number; value: unknown } | { id: number; error: string };
 
@@ -75,7 +75,7 @@ export function createExpensiveReads(opts: {
   }
 
   function start(): Worker {
-    const w = new Worker(WORKER, { workerData: { path: opts.path } });
+    const w = new Worker(new URL(import.meta.url), { workerData: { role: WORKER_ROLE, path: opts.path } });
     w.unref();
     w.on('message', (reply: Reply) => {
       const waiting = pending.get(reply.id);
@@ -96,26 +96,23 @@ export function createExpensiveReads(opts: {
     return w;
   }
 
-  /** On the thread, or undefined when reads run on the main thread. */
-  function send(request: Omit<ExpensiveRequest, 'id'>): Promise<unknown> | undefined {
-    if (failed || closed) return undefined;
-    if (pending.size >= maxQueued) throw new ExpensiveReadsBusyError();
-    if (idleTimer) clearTimeout(idleTimer);
-    idleTimer = undefined;
-    try {
-      worker ??= start();
-    } catch (err) {
-      fallBack(errorMessage(err));
-      return undefined;
-    }
-    const full = { ...request, id: nextId++ } as ExpensiveRequest;
-    const done = new Promise<unknown>((resolve, reject) => pending.set(full.id, { request: full, resolve, reject }));
-    worker.postMessage(full);
-    return done;
-  }
-
+  /** On the thread, or on the main thread when there is none. */
   async function read(kind: ExpensiveRequest['kind'], filter: StatsFilter): Promise<Record<string, unknown>> {
-    return (send({ kind, filter }) ?? STATS_BODIES[kind](opts.stats, filter)) as Record<string, unknown>;
+    if (!failed && !closed) {
+      if (pending.size >= maxQueued) throw new ExpensiveReadsBusyError();
+      if (idleTimer) clearTimeout(idleTimer);
+      idleTimer = undefined;
+      try {
+        worker ??= start();
+      } catch (err) {
+        fallBack(errorMessage(err));
+      }
+    }
+    if (!worker) return STATS_BODIES[kind](opts.stats, filter);
+    const request: ExpensiveRequest = { id: nextId++, kind, filter };
+    const done = new Promise((resolve, reject) => pending.set(request.id, { request, resolve, reject }));
+    worker.postMessage(request);
+    return done as Promise<Record<string, unknown>>;
   }
 
   return {
@@ -133,7 +130,7 @@ export function createExpensiveReads(opts: {
   };
 }
 
-// The bodies themselves, the same on the thread (expensive-reads-worker.ts) and on the main thread.
+// The bodies themselves, the same on the thread and on the main thread.
 function window(f: StatsFilter) {
   return { since: iso(f.since ?? null), until: iso(f.until ?? null), repo: f.repo ?? null };
 }
@@ -192,3 +189,21 @@ export function costBody(stats: StatsStore, f: StatsFilter): Record<string, unkn
 }
 
 export const STATS_BODIES = { stats: statsBody, cost: costBody };
+
+// The thread: node:sqlite is loaded only after quiet-sqlite-warning.ts filters its ExperimentalWarning.
+if (!isMainThread && (workerData as { role?: unknown } | null)?.role === WORKER_ROLE) {
+  await import('../quiet-sqlite-warning.ts');
+  const { openConnection } = await import('../db/open.ts');
+  const { createStatsStore } = await import('../db/stats-store.ts');
+  const db = openConnection((workerData as { path: string }).path);
+  db.exec('PRAGMA query_only = ON');
+  const stats = createStatsStore(db);
+  const port = parentPort!;
+  port.on('message', (request: ExpensiveRequest) => {
+    try {
+      port.postMessage({ id: request.id, value: STATS_BODIES[request.kind](stats, request.filter) });
+    } catch (err) {
+      port.postMessage({ id: request.id, error: errorMessage(err) });
+    }
+  });
+}
