@@ -1,6 +1,6 @@
 // Writes a validated ingest batch inside the caller's transaction. Publishes nothing: a rolled-back batch or import
 // never showed any event to a live stream.
-import { HttpError } from '../http/http-error.ts';
+import { invalidParam } from './params.ts';
 import type { EventRow } from '../db/events-store.ts';
 import type { ControlDeps } from './deps.ts';
 import type { IngestBatch } from './ingest-validate.ts';
@@ -19,7 +19,7 @@ export function storeBatch(
   for (const item of [...batch.events, ...batch.artifacts]) {
     if (known.has(item.run)) continue;
     const row = stores.runs.get(source, item.run);
-    if (!row) throw new HttpError('invalid_param', `Run ${source}/${item.run} is unknown; send it in "runs" first`);
+    if (!row) invalidParam(`Run ${source}/${item.run} is unknown; send it in "runs" first`);
     started.set(item.run, row.started_at);
     known.add(item.run);
   }

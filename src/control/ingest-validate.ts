@@ -1,12 +1,11 @@
 // Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
-import { HttpError } from '../http/http-error.ts';
 import { checkBodyKeys, MAX_JSON_DEPTH } from '../http/body.ts';
 import { OCTET_STREAM } from '../http/static-files.ts';
 import { failureColumns } from '../db/runs-store.ts';
 import type { RunInput } from '../db/run-types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
-import { SEGMENT, checkArtifactPath, timeMs } from './params.ts';
+import { SEGMENT, checkArtifactPath, invalidParam, timeMs } from './params.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
 import { isJsonObject, nestsDeeperThan, oneOf, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
@@ -38,7 +37,7 @@ const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code', 'pid'] as const;
 export const MAX_FUTURE_MS = 5 * 60 * 1000;
 
 function bad(where: string, what: string): never {
-  throw new HttpError('invalid_param', `${where} ${what}`);
+  return invalidParam(`${where} ${what}`);
 }
 
 function orNull<T>(where: string, v: unknown, ok: (x: unknown) => boolean, what: string): T | null {

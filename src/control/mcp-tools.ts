@@ -4,14 +4,14 @@
 import type { Ctx, Route } from '../http/pipeline.ts';
 import { isDatabaseBusy } from '../http/pipeline.ts';
 import { checkLoopbackOnly, isLoopbackHost } from '../http/guards.ts';
-import { HttpError, errorBody, httpErrorOf, isHttpError } from '../http/http-error.ts';
+import { errorBody, httpErrorOf, isHttpError } from '../http/http-error.ts';
 import { TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from '../http/body.ts';
 import { FailedError } from '../errors.ts';
 import { isJsonObject, describe as describeValue } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
 import { noteAudit, recordRefusal } from './audited.ts';
-import { SEGMENT } from './params.ts';
+import { invalidParam, SEGMENT } from './params.ts';
 import { operations, toOpenapiPath } from './openapi.ts';
 import { schemas } from './openapi-schemas.ts';
 
@@ -85,22 +85,18 @@ const TOOLS: readonly ToolDef[] = [
     're-checking each receipt first', { readOnlyHint: false, destructiveHint: true, openWorldHint: true }),
 ];
 
-function refuse(message: string): never {
-  throw new HttpError('invalid_param', message);
-}
-
 function requestFor(tool: ToolDef, args: Record<string, unknown>, ownSource: string) {
   const params: Record<string, string> = {};
   const query = new URLSearchParams();
   const body: Record<string, unknown> = {};
   for (const key of Object.keys(args)) {
-    if (!Object.hasOwn(tool.properties, key)) refuse(`Unknown argument "${key.slice(0, 64)}"`);
+    if (!Object.hasOwn(tool.properties, key)) invalidParam(`Unknown argument "${key.slice(0, 64)}"`);
   }
   for (const [, name] of tool.path.matchAll(/\{(\w+)\}/g)) {
     if (name === 'path') continue;
     const given = args[name!];
     const value = given === undefined && name === 'source' ? ownSource : given;
-    if (typeof value !== 'string') refuse(`Argument "${name}" must be a string, not ${describeValue(value)}`);
+    if (typeof value !== 'string') invalidParam(`Argument "${name}" must be a string, not ${describeValue(value)}`);
     params[name!] = value;
   }
   if (tool.artifact) params.path = tool.artifact;
@@ -115,7 +111,7 @@ function requestFor(tool: ToolDef, args: Record<string, unknown>, ownSource: str
 function queryValue(key: string, schema: Schema, value: unknown): string {
   if (schema.type === 'integer' && Number.isSafeInteger(value)) return String(value);
   if (schema.type === 'string' && typeof value === 'string') return value;
-  return refuse(`Argument "${key}" must be ${schema.type === 'integer' ? 'an integer' : 'a string'}, ` +
+  return invalidParam(`Argument "${key}" must be ${schema.type === 'integer' ? 'an integer' : 'a string'}, ` +
     `not ${describeValue(value)}`);
 }
 

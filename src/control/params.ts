@@ -5,6 +5,10 @@ import { oneOf, tryParseJson } from '../untrusted.ts';
 import type { RunKey, RunRow } from '../db/run-types.ts';
 import type { RunsStore } from '../db/runs-store.ts';
 
+export function invalidParam(message: string): never {
+  throw new HttpError('invalid_param', message);
+}
+
 /** DESIGN §3: both `<source>` and `<run>` path segments. */
 export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const DEFAULT_LIMIT = 50;
@@ -12,7 +16,7 @@ const MAX_LIMIT = 500;
 
 export function checkSegment(name: string, value: unknown): string {
   if (typeof value !== 'string' || !SEGMENT.test(value)) {
-    throw new HttpError('invalid_param', `Parameter "${name}" must match ${SEGMENT.source}`);
+    invalidParam(`Parameter "${name}" must match ${SEGMENT.source}`);
   }
   return value;
 }
@@ -23,7 +27,7 @@ export function runParams(ctx: { params: Record<string, string> }): { source: st
 
 export function parseEnum<T extends string>(name: string, value: string, allowed: readonly T[]): T {
   const known = oneOf(value, allowed);
-  if (known === null) throw new HttpError('invalid_param', `Parameter "${name}" must be one of ${allowed.join(', ')}`);
+  if (known === null) invalidParam(`Parameter "${name}" must be one of ${allowed.join(', ')}`);
   return known;
 }
 
@@ -36,20 +40,16 @@ export function storedRun(runs: Pick<RunsStore, 'get'>, { source, run }: { sourc
 /** Strict query policy: an unknown parameter is a typo the caller wants to hear about, not a silent no-op. */
 export function checkQueryKeys(query: URLSearchParams, allowed: readonly string[]): void {
   for (const key of query.keys()) {
-    if (!allowed.includes(key)) throw new HttpError('invalid_param', `Unknown query parameter "${key}"`);
+    if (!allowed.includes(key)) invalidParam(`Unknown query parameter "${key}"`);
   }
   for (const key of allowed) {
-    if (query.getAll(key).length > 1) {
-      throw new HttpError('invalid_param', `Query parameter "${key}" is given more than once`);
-    }
+    if (query.getAll(key).length > 1) invalidParam(`Query parameter "${key}" is given more than once`);
   }
 }
 
 export function parseLimit(value: string | null): number {
   if (value === null) return DEFAULT_LIMIT;
-  if (!/^[0-9]{1,15}$/.test(value) || Number(value) < 1) {
-    throw new HttpError('invalid_param', 'Parameter "limit" must be a positive integer');
-  }
+  if (!/^[0-9]{1,15}$/.test(value) || Number(value) < 1) invalidParam('Parameter "limit" must be a positive integer');
   return Math.min(Number(value), MAX_LIMIT);
 }
 
@@ -68,9 +68,7 @@ export function timeMs(value: unknown): number | null {
 
 export function parseTime(name: string, value: string): number {
   const ms = timeMs(value);
-  if (ms === null) {
-    throw new HttpError('invalid_param', `Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
-  }
+  if (ms === null) invalidParam(`Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
   return ms;
 }
 
@@ -83,16 +81,14 @@ export function parseWindow(query: URLSearchParams): { since?: number; until?: n
   }
   const repo = query.get('repo');
   if (repo !== null && (repo.length === 0 || repo.length > 512)) {
-    throw new HttpError('invalid_param', 'Parameter "repo" must be 1 to 512 characters');
+    invalidParam('Parameter "repo" must be 1 to 512 characters');
   }
   if (repo !== null) window.repo = repo;
   return window;
 }
 
 export function parseId(name: string, value: string): number {
-  if (!/^[0-9]{1,15}$/.test(value)) {
-    throw new HttpError('invalid_param', `Parameter "${name}" must be a non-negative integer`);
-  }
+  if (!/^[0-9]{1,15}$/.test(value)) invalidParam(`Parameter "${name}" must be a non-negative integer`);
   return Number(value);
 }
 
@@ -106,7 +102,7 @@ export function checkArtifactPath(path: string, name = 'Artifact path'): string 
     path.includes('\0') ||
     /^[A-Za-z]:/.test(path) ||
     path.split('/').some((s) => s === '' || s === '.' || s === '..');
-  if (bad) throw new HttpError('invalid_param', `${name} must be relative with no "..", NUL or backslash`);
+  if (bad) invalidParam(`${name} must be relative with no "..", NUL or backslash`);
   return path;
 }
 
@@ -118,7 +114,7 @@ export function encodeCursor(key: ReadonlyArray<number | string>): string {
 /** The key of a cursor this server issued, else 400: a client must not guess its way into the index. */
 export function decodeCursor(text: string, shape: ReadonlyArray<'int' | 'segment'>): Array<number | string> {
   const bad = (): never => {
-    throw new HttpError('invalid_param', 'Parameter "cursor" is not a cursor this server issued');
+    invalidParam('Parameter "cursor" is not a cursor this server issued');
   };
   if (text.length > 400 || !/^[A-Za-z0-9_-]+$/.test(text)) return bad();
   const key = tryParseJson(Buffer.from(text, 'base64url').toString('utf8'));

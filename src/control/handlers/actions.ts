@@ -9,7 +9,7 @@ import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { runParams, storedRun } from '../params.ts';
+import { invalidParam, runParams, storedRun } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
 import { transaction } from '../../db/open.ts';
 import type { RunRow } from '../../db/run-types.ts';
@@ -30,10 +30,6 @@ const INPUTS = ['brief', 'spec_path', 'issue_url'] as const;
 const START_KEYS = new Set([...INPUTS, 'repo', 'provider', 'pr', 'request_id']);
 const MAX_INPUT_CHARS = 64 * 1024;
 
-function bad(message: string): never {
-  throw new HttpError('invalid_param', message);
-}
-
 function unregisteredMessage(path: string): string {
   return `Project ${JSON.stringify(path)} is not registered with this Control Plane: ` +
     'import it first (POST /v1/import {"path": …}, or add it to the "repos" setting)';
@@ -41,13 +37,15 @@ function unregisteredMessage(path: string): string {
 
 /** `repo` is a registered project's folder or inside it, checked before git so much as reads the folder. */
 function registeredRoot(deps: ControlDeps, repo: unknown): string {
-  if (typeof repo !== 'string' || !isAbsolute(repo) || repo.includes('\0')) bad('"repo" must be an absolute path');
+  if (typeof repo !== 'string' || !isAbsolute(repo) || repo.includes('\0')) {
+    invalidParam('"repo" must be an absolute path');
+  }
   let dir = realOrNull(repo);
   while (dir !== null && !isRegisteredProject(deps, dir)) dir = dirname(dir) === dir ? null : dirname(dir);
-  if (dir === null) bad(unregisteredMessage(repo));
-  const root = deps.repos.rootOf(repo) ?? bad('"repo" is not a git repository');
+  if (dir === null) invalidParam(unregisteredMessage(repo));
+  const root = deps.repos.rootOf(repo) ?? invalidParam('"repo" is not a git repository');
   // The repository itself, not only a folder above it: a repository nested inside a registered one is not registered.
-  if (!isRegisteredProject(deps, root)) bad(unregisteredMessage(root));
+  if (!isRegisteredProject(deps, root)) invalidParam(unregisteredMessage(root));
   return root;
 }
 
@@ -55,12 +53,12 @@ function checkInput(kind: (typeof INPUTS)[number], value: string, root: string):
   if (kind === 'spec_path') {
     const path = resolve(root, value);
     if (!/\.(md|json)$/i.test(path) || !existsSync(path) || !statSync(path).isFile()) {
-      bad('"spec_path" must name an existing .md spec or .json export');
+      invalidParam('"spec_path" must name an existing .md spec or .json export');
     }
     return path;
   }
   if (kind === 'issue_url' && !isIssueUrl(value)) {
-    bad('"issue_url" must be an error-tracker issue URL (…/issues/<id>)');
+    invalidParam('"issue_url" must be an error-tracker issue URL (…/issues/<id>)');
   }
   return value.trim();
 }
@@ -70,21 +68,21 @@ function parseStart(deps: ControlDeps, body: unknown) {
   const b = requireJsonObject(body);
   checkBodyKeys(b, START_KEYS);
   const given = INPUTS.filter((k) => b[k] !== undefined);
-  if (given.length !== 1) bad('Give exactly one of "brief", "spec_path" or "issue_url"');
+  if (given.length !== 1) invalidParam('Give exactly one of "brief", "spec_path" or "issue_url"');
   const kind = given[0]!;
   const value = b[kind];
   if (typeof value !== 'string' || value.trim() === '' || value.length > MAX_INPUT_CHARS) {
-    bad(`"${kind}" must be a non-empty string`);
+    invalidParam(`"${kind}" must be a non-empty string`);
   }
   const root = registeredRoot(deps, b.repo);
   const input = { kind, value: checkInput(kind, value, root) };
   const { provider, pr, request_id: requestId } = b;
   if (provider !== undefined && (typeof provider !== 'string' || !/^[a-z0-9][a-z0-9_-]{0,31}$/.test(provider))) {
-    bad('"provider" must be a provider name');
+    invalidParam('"provider" must be a provider name');
   }
-  if (pr !== undefined && typeof pr !== 'boolean') bad('"pr" must be true or false');
+  if (pr !== undefined && typeof pr !== 'boolean') invalidParam('"pr" must be true or false');
   if (requestId !== undefined && (typeof requestId !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(requestId))) {
-    bad('"request_id" must be 1-128 letters, digits, ".", "_", ":" or "-"');
+    invalidParam('"request_id" must be 1-128 letters, digits, ".", "_", ":" or "-"');
   }
   return { input, repo: root, provider: (provider as string | undefined) ?? null, pr: pr === true,
     requestId: (requestId as string | undefined) ?? null };
@@ -223,10 +221,10 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   checkBodyKeys(body, ['answer', 'origin']);
   const { answer, origin } = body;
   if (typeof answer !== 'string' || answer.trim() === '' || Buffer.byteLength(answer) > MAX_ANSWER_BYTES) {
-    bad(`"answer" must be a non-empty string of at most ${MAX_ANSWER_BYTES} bytes`);
+    invalidParam(`"answer" must be a non-empty string of at most ${MAX_ANSWER_BYTES} bytes`);
   }
   if (origin !== undefined && (typeof origin !== 'string' || !isOriginName(origin))) {
-    bad('"origin" must be 1 to 200 characters without control characters');
+    invalidParam('"origin" must be 1 to 200 characters without control characters');
   }
   const row = allowedRun(ctx, 'answer');
   const now = deps.clock();

@@ -1,11 +1,10 @@
 // Run events as a paged list and as SSE streams (per run and across runs).
-import { HttpError } from '../../http/http-error.ts';
 import type { Ctx, Handler } from '../../http/pipeline.ts';
 import { TAKEN_OVER, jsonPage, type HandlerResult } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { eventJson } from '../event-bus.ts';
 import { streamEvents } from '../event-stream.ts';
-import { checkQueryKeys, checkSegment, parseId, parseLimit, runParams, storedRun } from '../params.ts';
+import { checkQueryKeys, checkSegment, invalidParam, parseId, parseLimit, runParams, storedRun } from '../params.ts';
 
 function requireRun(ctx: Ctx<ControlDeps>): { source: string; run: string } {
   const key = runParams(ctx);
@@ -26,7 +25,7 @@ export const listEvents: Handler<ControlDeps> = (ctx) => {
   const { source, run } = requireRun(ctx);
   const after = ctx.query.get('after');
   const cursor = ctx.query.get('cursor');
-  if (after !== null && cursor !== null) throw new HttpError('invalid_param', 'Give "after" or "cursor", not both');
+  if (after !== null && cursor !== null) invalidParam('Give "after" or "cursor", not both');
   const from = cursor !== null ? parseId('cursor', cursor) : after !== null ? parseId('after', after) : 0;
   const limit = parseLimit(ctx.query.get('limit'));
   const rows = ctx.deps.stores.events.list(source, run, { after: from, limit: limit + 1 });
@@ -46,7 +45,7 @@ export const streamAll: Handler<ControlDeps> = async (ctx): Promise<HandlerResul
   checkQueryKeys(ctx.query, ['after', 'source', 'run']);
   const source = ctx.query.get('source');
   const run = ctx.query.get('run');
-  if (run !== null && source === null) throw new HttpError('invalid_param', 'Parameter "run" needs "source"');
+  if (run !== null && source === null) invalidParam('Parameter "run" needs "source"');
   const scope = {
     ...(source !== null ? { source: checkSegment('source', source) } : {}),
     ...(run !== null ? { run: checkSegment('run', run) } : {}),

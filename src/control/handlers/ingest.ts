@@ -11,7 +11,7 @@ import { contentTypeOf, OCTET_STREAM } from '../../http/static-files.ts';
 import { transaction } from '../../db/open.ts';
 import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
-import { SEGMENT } from '../params.ts';
+import { invalidParam, SEGMENT } from '../params.ts';
 import { validateBatch, validateEvent, validateRun, type IngestBatch } from '../ingest-validate.ts';
 import { storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
@@ -92,16 +92,16 @@ function importBatch(
 
 function importProject(deps: ControlDeps, path: unknown) {
   if (typeof path !== 'string' || !isAbsolute(path) || path.includes('\0')) {
-    throw new HttpError('invalid_param', 'Field "path" must be an absolute path');
+    invalidParam('Field "path" must be an absolute path');
   }
   const project = openPlainPath(path, []);
-  if ('failed' in project) throw new HttpError('invalid_param', 'Field "path" is not a directory');
+  if ('failed' in project) invalidParam('Field "path" is not a directory');
   project.close();
   const runs = openPlainPath(path, ['.svc', 'runs']);
   const isRepo = lstatSync(join(path, '.git'), { throwIfNoEntry: false }) !== undefined;
   if ('failed' in runs && (runs.kind === 'link' || !isRepo)) {
     const why = runs.kind === 'link' ? ` (${runs.failed} ${skipReason('link')})` : '';
-    throw new HttpError('invalid_param', `Field "path" is neither a git repository nor a folder with .svc/runs${why}`);
+    invalidParam(`Field "path" is neither a git repository nor a folder with .svc/runs${why}`);
   }
   const skipped: Array<{ entry: string; reason: string }> = [];
   const result = { runs: 0, events: 0, duplicates: 0, artifacts: 0, skipped };

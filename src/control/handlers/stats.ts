@@ -2,8 +2,7 @@
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import { HttpError } from '../../http/http-error.ts';
-import { checkQueryKeys, parseWindow } from '../params.ts';
+import { checkQueryKeys, invalidParam, parseWindow } from '../params.ts';
 import type { StatsFilter } from '../../db/stats-store.ts';
 
 /** The window of GET /v1/runs, where `until` before `since` is a mistake worth naming. */
@@ -11,7 +10,7 @@ function filterOf(query: URLSearchParams): StatsFilter {
   checkQueryKeys(query, ['since', 'until', 'repo']);
   const filter = parseWindow(query);
   if (filter.since !== undefined && filter.until !== undefined && filter.until < filter.since) {
-    throw new HttpError('invalid_param', 'Parameter "until" is before "since"');
+    invalidParam('Parameter "until" is before "since"');
   }
   return filter;
 }
