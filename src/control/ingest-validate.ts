@@ -10,15 +10,8 @@ import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notificatio
 import { isJsonObject, nestsDeeperThan, oneOf, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 
-export interface IngestBatch {
-  source: string;
-  runs: RunInput[];
-  events: EventInput[];
-  artifacts: Array<{ run: string; path: string; content_type: string; content: Buffer }>;
-  notifications: NotificationInput[];
-  /** Replaces the list of repositories the batch's trigger server serves; null when absent. */
-  served_repos: string[] | null;
-}
+export type IngestBatch = ReturnType<typeof validateBatch>;
+type Artifact = { run: string; path: string; content_type: string; content: Buffer };
 
 const BATCH_KEYS = new Set(['source', 'runs', 'events', 'artifacts', 'notifications', 'served_repos']);
 /** A served repositories file this long is a mistake, not an organisation. */
@@ -160,7 +153,7 @@ export function safeContentType(value: unknown): string {
   return typeof value === 'string' && value.length <= 200 && MIME.test(value) ? value : OCTET_STREAM;
 }
 
-function validateArtifact(v: unknown, where: string): IngestBatch['artifacts'][number] {
+function validateArtifact(v: unknown, where: string): Artifact {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
   const run = segment(`${where}.run`, v.run);
   if (typeof v.path !== 'string') bad(`${where}.path`, 'must be a string');
@@ -209,6 +202,7 @@ function list(body: Obj, key: string): unknown[] {
   return Array.isArray(v) ? v : bad(`"${key}"`, 'must be an array');
 }
 
+/** Replaces the list the batch's trigger server served; null when absent. */
 function servedRepos(body: Obj): string[] | null {
   if (body.served_repos === undefined) return null;
   const items = list(body, 'served_repos');
@@ -226,7 +220,7 @@ function servedRepos(body: Obj): string[] | null {
   });
 }
 
-export function validateBatch(body: unknown, now: number): IngestBatch {
+export function validateBatch(body: unknown, now: number) {
   if (!isJsonObject(body)) return bad('Body', 'must be a JSON object');
   checkBodyKeys(body, BATCH_KEYS, 'in ingest body');
   const source = segment('"source"', body.source);

@@ -1,5 +1,4 @@
 // Boots the Control Plane: the only place that listens, writes server.json and installs signal handlers.
-import type { Server } from 'node:http';
 import { mkdirSync, writeFileSync, rmSync, renameSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,9 +16,7 @@ import { createRefusalTally } from './refusal-tally.ts';
 import { createExpensiveReads } from './expensive-reads.ts';
 import { createControlMetrics } from './metrics.ts';
 import { isLoopbackHost } from '../http/guards.ts';
-import {
-  closeGracefully, listen, createHttpServer, type ConnectionCounts, exitCodeAfterSignal,
-} from '../http/http-server.ts';
+import { closeGracefully, listen, createHttpServer, exitCodeAfterSignal } from '../http/http-server.ts';
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -27,13 +24,7 @@ import { BadSettingError } from '../errors.ts';
 
 export const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url));
 
-export interface RunningControl {
-  url: string;
-  server: Server;
-  connections: ConnectionCounts;
-  deps: ControlDeps;
-  close(): Promise<void>;
-}
+export type RunningControl = Awaited<ReturnType<typeof startControl>>;
 
 /** Refuses a tokenless non-loopback bind (spec: exit code 2) unless explicitly overridden. */
 function checkBindPolicy(settings: ControlSettings, log: Logger): void {
@@ -51,7 +42,7 @@ function checkBindPolicy(settings: ControlSettings, log: Logger): void {
 
 export async function startControl(
   settings: ControlSettings, env: NodeJS.ProcessEnv, log: Logger = createLogger('control'),
-): Promise<RunningControl> {
+) {
   checkBindPolicy(settings, log);
   const db = openDatabase(settings.dbPath, controlMigrations);
   let url = '';
