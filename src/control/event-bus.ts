@@ -4,6 +4,7 @@ import { HttpError } from '../http/http-error.ts';
 import type { EventRow } from '../db/events-store.ts';
 import { iso } from '../iso-time.ts';
 import { SETTINGS } from '../settings-registry.ts';
+import { obj, tryParseJson } from '../untrusted.ts';
 
 /** The events of one publish that a subscriber should see, ascending by id, with their frames joined once. */
 export interface EncodedBatch {
@@ -33,6 +34,11 @@ const DEFAULT_LIMITS: SubscriberLimits = {
 
 export type RunEventBus = ReturnType<typeof createRunEventBus>;
 export type EncodedEvent = ReturnType<typeof encodeEvent>;
+
+/** A stored event's data as an object ({} when it is not one). */
+export function eventData(text: string): Record<string, unknown> {
+  return obj(tryParseJson(text));
+}
 
 /** Event JSON built by concatenation: `data` is already JSON text, so it is embedded, never re-parsed. */
 export function eventJson(row: EventRow): string {

@@ -4,7 +4,7 @@ import type { EventRow } from '../db/events-store.ts';
 import type { RunsStore } from '../db/runs-store.ts';
 import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
 import { str } from '../untrusted.ts';
-import { eventData } from './event-truth.ts';
+import { eventData } from './event-bus.ts';
 import { MetricsRegistry, createRequestMetrics, registerDbSize, type Histogram } from '../http/metrics.ts';
 
 /** Seconds: an agent's run lasts minutes to hours. */

@@ -12,7 +12,7 @@ import {
 import { runToJson } from '../../db/runs-store.ts';
 import type { ControlStores } from '../../db/control-stores.ts';
 import { str } from '../../untrusted.ts';
-import { eventData } from '../event-truth.ts';
+import { eventData } from '../event-bus.ts';
 import { iso } from '../../iso-time.ts';
 import { actionRefusals } from '../action-rules.ts';
 
