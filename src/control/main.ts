@@ -1,5 +1,6 @@
 // Boots the Control Plane: the only place that listens, writes server.json and installs signal handlers.
-import { mkdirSync, writeFileSync, rmSync, renameSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
+import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readServerRecordFile, isPidAlive, type ServerRecord } from '../client/server-record.ts';
@@ -109,9 +110,7 @@ async function claimServerRecord(svcHome: string, own: ServerRecord): Promise<Se
   const found = readServerRecordFile(path);
   if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answersHealth(found.url))) return found;
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(own) + '\n', { mode: 0o600 });
-  renameSync(tmp, path);
+  writeJsonAtomic(path, own, 0o600);
   return null;
 }
 
