@@ -9,6 +9,7 @@ import { isLoopbackAddress, proxyHeaderOf } from '../http/guards.ts';
 import type { ControlDeps } from './deps.ts';
 import { errorMessage } from '../errors.ts';
 import { SEGMENT } from './params.ts';
+import { obj } from '../untrusted.ts';
 
 const notes = new WeakMap<object, Record<string, unknown>>();
 /** The audit action name of each handler made by audited(); a route whose handler has none is not audited. */
@@ -27,8 +28,7 @@ export function actorOf(deps: ControlDeps, peer: string, req: IncomingMessage, r
 }
 
 function field(value: unknown, key: string): string | undefined {
-  if (value === null || typeof value !== 'object') return undefined;
-  const v = (value as Record<string, unknown>)[key];
+  const v = obj(value)[key];
   return typeof v === 'string' && SEGMENT.test(v) ? v : undefined;
 }
 
