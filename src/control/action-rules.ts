@@ -1,9 +1,10 @@
-// Which run actions the Control Plane refuses, and why, in one place: the action handlers throw these reasons, and
-// run detail lists them so a client can disable a button with the reason the server would give.
+// Which run actions the Control Plane refuses, and why: the action handlers throw these reasons, and run detail lists
+// them so a client can disable a button with the reason the server would give.
 import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
 import type { RunRow } from '../db/run-types.ts';
 import type { ControlDeps } from './deps.ts';
-import { isRegisteredProject } from './projects.ts';
+import { realOrNull } from '../spawn/tree.ts';
+import { readEffectiveConfig } from './config-schema.ts';
 
 const RUN_ACTIONS = ['stop', 'resume', 'retry', 'verify', 'delete', 'answer', 'pr'] as const;
 export type RunAction = (typeof RUN_ACTIONS)[number];
@@ -18,11 +19,10 @@ const ALLOWED_FROM: Record<RunAction, ReadonlySet<string>> = {
   // A --pr run that did its work but could not open its PR ends failed; the engine checks the rest (finish-phase.ts).
   pr: new Set(['failed']),
 };
-// Actions that start a process in the run's repository: only a run this server recorded the folder of, in a project
-// the operator registered (src/control/projects.ts).
+// Actions that start a process in the run's repository, which must be a registered project.
 const NEEDS_LOCAL = new Set<RunAction>(['resume', 'retry', 'verify', 'pr']);
 
-/** Why a run cannot get its pull request later, as far as its row tells (the engine checks the receipt and policy). */
+/** As far as its row tells (the engine checks the receipt and policy). */
 function prRefusal(row: RunRow, id: string): string | null {
   if (row.pr_url) return `Run ${id} already has its pull request: ${row.pr_url}`;
   if (!row.branch?.startsWith('svc/')) return `Run ${id} was not started with --pr`;
@@ -32,7 +32,7 @@ function prRefusal(row: RunRow, id: string): string | null {
   return null;
 }
 
-/** The message of the 409 invalid_transition the server answers `action` with, or null when it would accept it. */
+/** The message of the 409 the server answers `action` with, or null when it would accept it. */
 export function actionRefusal(deps: ControlDeps, row: RunRow, action: RunAction): string | null {
   const id = `${row.source}/${row.run}`;
   if (action === 'pr') {
@@ -57,9 +57,20 @@ export function actionRefusal(deps: ControlDeps, row: RunRow, action: RunAction)
   return `Cannot ${action} run ${id}: it is ${row.status}`;
 }
 
-/** Every action's refusal for a run (null = the server would accept it, rate limits aside). */
 export function actionRefusals(deps: ControlDeps, row: RunRow): Record<RunAction, string | null> {
   const out = {} as Record<RunAction, string | null>;
   for (const action of RUN_ACTIONS) out[action] = actionRefusal(deps, row, action);
   return out;
+}
+
+/**
+ * Whether the Control Plane may start a process in `path`: a project imported or named by the `repos` setting, never
+ * a path only a caller named (compared by real path).
+ */
+export function isRegisteredProject(deps: ControlDeps, path: string): boolean {
+  const real = realOrNull(path);
+  if (real === null) return false;
+  if (deps.stores.projects.has(real)) return true;
+  const repos = readEffectiveConfig(deps.stores.config).config.repos as string[];
+  return repos.some((p) => realOrNull(p) === real);
 }

@@ -17,7 +17,7 @@ import { ingestRuns, importRuns } from './handlers/ingest.ts';
 import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun, openRunPr } from './handlers/actions.ts';
 import { listMergeQueue, addToMergeQueue, runMergeQueue } from './handlers/merge.ts';
 import { getReviewRisk } from './handlers/risk.ts';
-import { getOpenapi, VERSION } from './handlers/openapi.ts';
+import { getOpenapi } from './openapi.ts';
 import { mcpRoutes } from './mcp.ts';
 import { audited, recordRefusal } from './audited.ts';
 
@@ -69,7 +69,7 @@ export const controlRoutes: readonly R[] = [
   { method: 'POST', pattern: '/v1/import', handler: audited('runs.import', importRuns),
     loopbackOnly: true, body: 'json', limit: INGEST_LIMIT },
   // MCP (docs/mcp.md): its tools call the routes above through their own handlers.
-  ...mcpRoutes(() => controlRoutes, VERSION),
+  ...mcpRoutes(() => controlRoutes),
 ];
 
 export function createControlApp(
@@ -84,8 +84,7 @@ export function createControlApp(
     ownOrigins,
     staticFiles: createStaticFiles(deps.settings.staticDir),
     log: deps.log,
-    // "Every mutating call recorded with actor and peer address": refusals by the guards too.
-    onRefused: (info) => recordRefusal(deps, info),
+      onRefused: (info) => recordRefusal(deps, info),
     requests: deps.metrics.requests,
     accessLog: deps.settings.accessLog === true,
   });

@@ -1,6 +1,5 @@
-// Wraps a mutating handler so every call that reaches it — done, refused or crashed — lands in the audit hash chain,
-// and records the calls the pipeline's guards turn away after matching such a route (recordRefusal). What each row
-// says is docs/control-config.md, "Audit log".
+// Every call of a mutating handler (done, refused or crashed) and every such call the guards turn away lands in the
+// audit hash chain (docs/control-config.md, "Audit log").
 import type { IncomingMessage } from 'node:http';
 import type { Ctx, Handler, Refusal } from '../http/pipeline.ts';
 import type { HandlerResult } from '../http/respond.ts';
@@ -10,6 +9,7 @@ import { isLoopbackAddress, proxyHeaderOf } from '../http/guards.ts';
 import type { ControlDeps } from './deps.ts';
 import { errorMessage } from '../errors.ts';
 import { SEGMENT } from './params.ts';
+import { obj } from '../untrusted.ts';
 
 const notes = new WeakMap<object, Record<string, unknown>>();
 /** The audit action name of each handler made by audited(); a route whose handler has none is not audited. */
@@ -28,8 +28,7 @@ export function actorOf(deps: ControlDeps, peer: string, req: IncomingMessage, r
 }
 
 function field(value: unknown, key: string): string | undefined {
-  if (value === null || typeof value !== 'object') return undefined;
-  const v = (value as Record<string, unknown>)[key];
+  const v = obj(value)[key];
   return typeof v === 'string' && SEGMENT.test(v) ? v : undefined;
 }
 
@@ -39,7 +38,6 @@ function runOf(holder: unknown): string | null {
   return source && run ? `${source}/${run}` : null;
 }
 
-/** `source/run` from the path, else the body (merge queue), else the reply (a started run); else the source. */
 function targetOf(ctx: Ctx<ControlDeps>, action: string, reply: unknown): string | null {
   if (action.startsWith('config.')) return 'config';
   return runOf(ctx.params) ?? runOf(ctx.body) ?? runOf(reply) ?? field(ctx.body, 'source') ?? null;
@@ -52,10 +50,7 @@ function outcomeOf(result: HandlerResult): { outcome: string; status: number } {
   return { outcome: code ?? String(result.status), status: result.status };
 }
 
-/**
- * Audits a mutating call the pipeline refused before its handler ran (or the MCP tool layer did: `by` says so);
- * nothing proves who sent a 401. Refusals are counted, not each written (refusal-tally.ts).
- */
+/** A mutating call refused before its handler ran (`by`: the MCP tool layer did); nothing proves who sent a 401. */
 export function recordRefusal(deps: ControlDeps, info: Refusal<ControlDeps>, by: Record<string, unknown> = {}): void {
   const action = actions.get(info.route.handler);
   if (!action) return;
@@ -97,7 +92,7 @@ function append(ctx: Ctx<ControlDeps>, action: string, end: { outcome: string; s
       detail: { status: end.status, request_id: ctx.requestId, ...notes.get(ctx) },
     });
   } catch (err) {
-    // The action already happened; losing its audit row is logged loudly rather than turning success into a 500.
+    // The action already happened: a lost audit row is logged loudly, not turned into a 500.
     ctx.deps.log.error('audit append failed', { request_id: ctx.requestId, action, error: errorMessage(err) });
   }
 }

@@ -57,7 +57,6 @@ function kindOf(value: unknown): string {
   return typeof value === 'number' ? 'integer' : typeof value;
 }
 
-/** Throws 400 invalid_param about the setting `key` (named in the `Svc-Error-Field` header for the UI). */
 function invalid(key: string, message: string): never {
   throw invalidField(key, message);
 }
@@ -113,10 +112,7 @@ function checkValue(setting: Setting, value: unknown): void {
   }
 }
 
-/**
- * Validates a partial update and merges it over `current`; nothing is applied unless every key passes. A secret sent
- * back as "***" (what GET shows) keeps the stored value; null puts a setting back to its default.
- */
+/** Nothing is applied unless every key passes; a secret sent back as "***" keeps the stored value. */
 export function mergeConfig(
   current: ConfigValues, update: Record<string, unknown>, schema: readonly Setting[] = SETTINGS,
 ): ConfigValues {
@@ -153,7 +149,7 @@ export function redactConfig(values: ConfigValues, schema: readonly Setting[] = 
   return out;
 }
 
-/** The settings in force: stored values over schema defaults. Everything that reads config reads it through this. */
+/** The settings in force: everything that reads config reads it through this. */
 export function readEffectiveConfig(store: ConfigStore): { config: ConfigValues; version: number } {
   const stored = store.read();
   return { config: withDefaults(stored.values), version: stored.version };

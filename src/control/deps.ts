@@ -17,18 +17,16 @@ export interface ControlDeps {
   engine: RunController;
   /** The git a request needs: handlers never run git themselves (main.ts gives the host's hardened git). */
   repos: {
-    /** The root of the git repository holding `dir`, or null when `dir` is in none (or git cannot read it). */
     rootOf(dir: string): string | null;
-    /** "owner/name" from the repository's origin remote, else its folder name. */
+    /** "owner/name" from the origin remote, else the folder name. */
     nameOf(root: string): string;
   };
   reads: ExpensiveReads;
   settings: ControlSettings;
-  /** Snapshot of the environment for read-only detection (providers, integrations); never echoed. */
+  /** For read-only detection (providers, integrations); never echoed. */
   env: NodeJS.ProcessEnv;
   clock: () => number;
   log: Logger;
-  /** The URL the server listens on once bound (for links and the engine's SVC_CONTROL_URL). */
   url: () => string;
   refusals: RefusalTally;
   checkpoints: WalCheckpointer;

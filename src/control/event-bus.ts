@@ -1,23 +1,20 @@
 // In-process fan-out of newly stored events to live subscribers (SSE streams). It never reads or writes the DB:
 // callers publish rows right after their transaction commits, and each event is serialized once for every subscriber.
-import { UnavailableError } from '../errors.ts';
+import { HttpError } from '../http/http-error.ts';
 import type { EventRow } from '../db/events-store.ts';
 import { iso } from '../iso-time.ts';
 import { SETTINGS } from '../settings-registry.ts';
+import { obj, tryParseJson } from '../untrusted.ts';
 
 /** The events of one publish that a subscriber should see, ascending by id, with their frames joined once. */
 export interface EncodedBatch {
   events: EncodedEvent[];
   text: string;
-  /**
-   * `text` as UTF-8, encoded once per publish: writing a string makes every response encode (and measure) it again,
-   * which at 1,000 subscribers was a quarter of the server's fan-out CPU (docs/bench.md).
-   */
+  /** `text` encoded once per publish, not once per response (docs/bench.md). */
   bytes: Buffer;
 }
 
 export interface Subscriber {
-  /** Only events of this source (and run, when given) reach the subscriber. */
   source?: string;
   run?: string;
   deliver(batch: EncodedBatch): void;
@@ -25,13 +22,9 @@ export interface Subscriber {
   end(): void;
 }
 
-/** Refused subscription: the bus already holds its total, or the run its per-run, number of subscribers. */
-export class SubscriberLimitError extends UnavailableError {}
-
 /** Bounds on live subscribers (docs/control-data.md): every subscriber holds a socket and up to its lag bound. */
 export interface SubscriberLimits {
   total: number;
-  /** Streams of one run (`/v1/runs/{source}/{run}/stream` or `/v1/stream?source=&run=`). */
   perRun: number;
 }
 
@@ -41,6 +34,11 @@ const DEFAULT_LIMITS: SubscriberLimits = {
 
 export type RunEventBus = ReturnType<typeof createRunEventBus>;
 export type EncodedEvent = ReturnType<typeof encodeEvent>;
+
+/** A stored event's data as an object ({} when it is not one). */
+export function eventData(text: string): Record<string, unknown> {
+  return obj(tryParseJson(text));
+}
 
 /** Event JSON built by concatenation: `data` is already JSON text, so it is embedded, never re-parsed. */
 export function eventJson(row: EventRow): string {
@@ -97,19 +95,18 @@ export function createRunEventBus(limits: SubscriberLimits = DEFAULT_LIMITS) {
       }
       for (const [scope, list] of groups) deliverAll(scopes.get(scope)!, list);
     },
-    /** Throws SubscriberLimitError when a limit is reached; answers the unsubscribe function. */
+    /** Answers the unsubscribe function; past a limit, 429 before the stream's 200 goes out. */
     subscribe(sub: Subscriber): () => void {
       if (closed) {
         sub.end();
         return () => {};
       }
       const scope = scopeOf(sub.source, sub.run);
-      if (count >= limits.total) {
-        throw new SubscriberLimitError(`The server already serves ${limits.total} event streams`);
-      }
+      const full = (message: string) => new HttpError('too_many_requests', message, { 'retry-after': '30' });
+      if (count >= limits.total) throw full(`The server already serves ${limits.total} event streams`);
       let set = scopes.get(scope);
       if (sub.source !== undefined && sub.run !== undefined && (set?.size ?? 0) >= limits.perRun) {
-        throw new SubscriberLimitError(`Run ${scope} already has ${limits.perRun} event streams`);
+        throw full(`Run ${scope} already has ${limits.perRun} event streams`);
       }
       if (!set) scopes.set(scope, (set = new Set()));
       set.add(sub);

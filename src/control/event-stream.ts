@@ -4,9 +4,8 @@
 // next page re-reads them (docs/control-data.md).
 import type { ServerResponse } from 'node:http';
 import { openSse } from '../http/sse.ts';
-import { HttpError } from '../http/http-error.ts';
 import type { ControlDeps } from './deps.ts';
-import { encodeEvent, SubscriberLimitError, type EncodedEvent, type Subscriber } from './event-bus.ts';
+import { encodeEvent, type EncodedEvent } from './event-bus.ts';
 
 const PAGE = 500;
 /**
@@ -27,18 +26,6 @@ function waitForDrain(res: ServerResponse): Promise<void> {
   });
 }
 
-/** Subscribes (or refuses with 429 while the bus is full) before the stream's 200 goes out; see event-bus.ts. */
-export function subscribeOrRefuse(deps: ControlDeps, sub: Subscriber): () => void {
-  try {
-    return deps.bus.subscribe(sub);
-  } catch (err) {
-    if (err instanceof SubscriberLimitError) {
-      throw new HttpError('too_many_requests', err.message, { 'retry-after': '30' });
-    }
-    throw err;
-  }
-}
-
 export async function streamEvents(
   deps: ControlDeps, res: ServerResponse, scope: { source?: string; run?: string }, after: number,
 ): Promise<void> {
@@ -54,7 +41,7 @@ export async function streamEvents(
   }
 
   // Nothing is delivered before `live`, so subscribing first and opening the stream right after loses nothing.
-  const unsubscribe = subscribeOrRefuse(deps, {
+  const unsubscribe = deps.bus.subscribe({
     ...scope,
     deliver(batch) {
       if (!live || sse.closed) return;

@@ -1,22 +1,22 @@
-// Reads that scan many runs — GET /v1/stats and /v1/stats/cost over any window — run one at a time on a worker thread
-// with its own read-only connection (expensive-reads-worker.ts), so a client looping them holds up nobody else's
-// requests (node:sqlite is synchronous). At most MAX_QUEUED wait or run there, then 503 with Retry-After: 1. Without
-// the thread (an in-memory DB, or it failed) the same code runs on the main thread (docs/control-config.md).
-import { Worker } from 'node:worker_threads';
+// GET /v1/stats and /v1/stats/cost run one at a time on a worker thread (this module, at its end) with its own
+// read-only connection, so a client looping them holds up nobody else's requests; without the thread the same code
+// runs on the main thread (docs/control-config.md, docs/bench.md).
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import type { Logger } from '../log.ts';
-import type { StatsFilter, StatsStore } from '../db/stats-store.ts';
+import { DAY_MS, type CostGroup, type StatsFilter, type StatsStore } from '../db/stats-store.ts';
 import { HttpError } from '../http/http-error.ts';
 import { errorMessage, FailedError } from '../errors.ts';
-import { STATS_BODIES } from './stats-body.ts';
+import { TERMINAL_STATUSES } from '../run-json.ts';
+import { iso } from '../iso-time.ts';
 
-const WORKER = new URL(`./expensive-reads-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
+const WORKER_ROLE = 'svc-expensive-reads';
 
-/** Expensive reads waiting or running on the thread; a normal client's read waits behind at most this many. */
+/** Reads waiting or running on the thread; past this, 503 with Retry-After: 1. */
 export const MAX_QUEUED = 8;
 /** An idle thread (~20 MB of RSS) is ended after this long; the next expensive read starts a new one (tens of ms). */
 export const IDLE_MS = 30_000;
 
-export type ExpensiveRequest = { id: number; kind: 'stats' | 'cost'; filter: StatsFilter };
+type ExpensiveRequest = { id: number; kind: 'stats' | 'cost'; filter: StatsFilter };
 
 type Reply = { id: number; value: unknown } | { id: number; error: string };
 
@@ -30,9 +30,8 @@ export class ExpensiveReadsBusyError extends HttpError {
 }
 
 export function createExpensiveReads(opts: {
-  /** The main connection's stats store, for reads that stay on the main thread. */
   stats: StatsStore;
-  /** The DB file; ':memory:' keeps every read on the main thread. */
+  /** ':memory:' keeps every read on the main thread. */
   path: string;
   log: Logger;
   maxQueued?: number;
@@ -64,7 +63,7 @@ export function createExpensiveReads(opts: {
     worker = undefined;
   }
 
-  /** Ends an idle thread; its exit is expected, so it is not a failure. */
+  /** An idle thread's exit is expected, so it is not a failure. */
   function retire(): void {
     idleTimer = undefined;
     if (pending.size > 0 || !worker) return;
@@ -76,7 +75,7 @@ export function createExpensiveReads(opts: {
   }
 
   function start(): Worker {
-    const w = new Worker(WORKER, { workerData: { path: opts.path } });
+    const w = new Worker(new URL(import.meta.url), { workerData: { role: WORKER_ROLE, path: opts.path } });
     w.unref();
     w.on('message', (reply: Reply) => {
       const waiting = pending.get(reply.id);
@@ -97,26 +96,23 @@ export function createExpensiveReads(opts: {
     return w;
   }
 
-  /** On the thread, or undefined when reads run on the main thread. */
-  function send(request: Omit<ExpensiveRequest, 'id'>): Promise<unknown> | undefined {
-    if (failed || closed) return undefined;
-    if (pending.size >= maxQueued) throw new ExpensiveReadsBusyError();
-    if (idleTimer) clearTimeout(idleTimer);
-    idleTimer = undefined;
-    try {
-      worker ??= start();
-    } catch (err) {
-      fallBack(errorMessage(err));
-      return undefined;
-    }
-    const full = { ...request, id: nextId++ } as ExpensiveRequest;
-    const done = new Promise<unknown>((resolve, reject) => pending.set(full.id, { request: full, resolve, reject }));
-    worker.postMessage(full);
-    return done;
-  }
-
+  /** On the thread, or on the main thread when there is none. */
   async function read(kind: ExpensiveRequest['kind'], filter: StatsFilter): Promise<Record<string, unknown>> {
-    return (send({ kind, filter }) ?? STATS_BODIES[kind](opts.stats, filter)) as Record<string, unknown>;
+    if (!failed && !closed) {
+      if (pending.size >= maxQueued) throw new ExpensiveReadsBusyError();
+      if (idleTimer) clearTimeout(idleTimer);
+      idleTimer = undefined;
+      try {
+        worker ??= start();
+      } catch (err) {
+        fallBack(errorMessage(err));
+      }
+    }
+    if (!worker) return STATS_BODIES[kind](opts.stats, filter);
+    const request: ExpensiveRequest = { id: nextId++, kind, filter };
+    const done = new Promise((resolve, reject) => pending.set(request.id, { request, resolve, reject }));
+    worker.postMessage(request);
+    return done as Promise<Record<string, unknown>>;
   }
 
   return {
@@ -132,4 +128,82 @@ export function createExpensiveReads(opts: {
       await w?.terminate();
     },
   };
+}
+
+// The bodies themselves, the same on the thread and on the main thread.
+function window(f: StatsFilter) {
+  return { since: iso(f.since ?? null), until: iso(f.until ?? null), repo: f.repo ?? null };
+}
+
+function dateOf(day: number): string {
+  return new Date(day * DAY_MS).toISOString().slice(0, 10);
+}
+
+export function statsBody(stats: StatsStore, f: StatsFilter): Record<string, unknown> {
+  const { runs, byStatus, byVerdict } = stats.counts(f);
+  const terminal = TERMINAL_STATUSES.reduce((sum, s) => sum + (byStatus[s] ?? 0), 0);
+  const duration = stats.durationPercentiles(f, [0.5, 0.95]);
+  return {
+    ...window(f),
+    runs,
+    by_status: byStatus,
+    by_verdict: byVerdict,
+    terminal,
+    // succeeded / (succeeded + failed + stopped); null when nothing has finished, rather than a fake 0 or 1.
+    success_rate: terminal === 0 ? null : (byStatus.succeeded ?? 0) / terminal,
+    duration_ms: { ended: duration.ended, p50: duration.values[0] ?? null, p95: duration.values[1] ?? null },
+    per_day: stats.runsPerDay(f).map((d) => ({
+      date: dateOf(Number(d.day)), runs: Number(d.runs), succeeded: Number(d.succeeded), failed: Number(d.failed),
+    })),
+  };
+}
+
+/** Sums of floats drift (0.1 + 0.2); micro-dollars are finer than any provider bills. */
+function usd(value: number | null): number | null {
+  return value === null ? null : Math.round(value * 1e6) / 1e6;
+}
+
+function costFigures(g: CostGroup) {
+  const runs = Number(g.runs);
+  const known = Number(g.runs_with_cost);
+  return {
+    runs,
+    runs_with_cost: known,
+    runs_unknown_cost: runs - known,
+    cost_usd: usd(g.cost_usd),
+    tokens_in: g.tokens_in === null ? null : Number(g.tokens_in),
+    tokens_out: g.tokens_out === null ? null : Number(g.tokens_out),
+  };
+}
+
+export function costBody(stats: StatsStore, f: StatsFilter): Record<string, unknown> {
+  const { cost_usd: total, ...figures } = costFigures(stats.costTotal(f));
+  return {
+    ...window(f),
+    total_usd: total,
+    ...figures,
+    by_provider: stats.costBy(f, 'provider').map((g) => ({ provider: g.key, ...costFigures(g) })),
+    by_repo: stats.costBy(f, 'repo').map((g) => ({ repo: g.key, ...costFigures(g) })),
+    per_day: stats.costBy(f, 'day').map((g) => ({ date: dateOf(Number(g.key)), ...costFigures(g) })),
+  };
+}
+
+export const STATS_BODIES = { stats: statsBody, cost: costBody };
+
+// The thread: node:sqlite is loaded only after quiet-sqlite-warning.ts filters its ExperimentalWarning.
+if (!isMainThread && (workerData as { role?: unknown } | null)?.role === WORKER_ROLE) {
+  await import('../quiet-sqlite-warning.ts');
+  const { openConnection } = await import('../db/open.ts');
+  const { createStatsStore } = await import('../db/stats-store.ts');
+  const db = openConnection((workerData as { path: string }).path);
+  db.exec('PRAGMA query_only = ON');
+  const stats = createStatsStore(db);
+  const port = parentPort!;
+  port.on('message', (request: ExpensiveRequest) => {
+    try {
+      port.postMessage({ id: request.id, value: STATS_BODIES[request.kind](stats, request.filter) });
+    } catch (err) {
+      port.postMessage({ id: request.id, error: errorMessage(err) });
+    }
+  });
 }

@@ -1,18 +1,15 @@
-// Writes a validated ingest batch (runs, events, artifacts, notifications, served repositories) inside the caller's
-// transaction, all or nothing. Publishes nothing: events go to live streams only after the commit, so a rolled-back
-// batch or import never showed any.
-import { HttpError } from '../http/http-error.ts';
-import type { EventRow } from '../db/events-store.ts';
+// Writes a validated ingest batch inside the caller's transaction. Publishes nothing: a rolled-back batch or import
+// never showed any event to a live stream. Each fact is stored once, as the Control Plane saw it (createEventTruth;
+// docs/control-data.md, "One event per fact").
+import { invalidParam } from './params.ts';
+import type { EventsStore, EventInput, EventRow } from '../db/events-store.ts';
 import type { ControlDeps } from './deps.ts';
 import type { IngestBatch } from './ingest-validate.ts';
-import { createEventTruth } from './event-truth.ts';
+import { eventData } from './event-bus.ts';
+import { str } from '../untrusted.ts';
 import type { IngestResult } from '../client/types.ts';
 
-
-/**
- * The batch's answer, the events it added (to publish once the enclosing transaction has committed), and each named
- * run's start as stored (for the metrics, which would otherwise read every run again).
- */
+/** Also each named run's start as stored, for the metrics, which would otherwise read every run again. */
 export function storeBatch(
   deps: ControlDeps, batch: IngestBatch, opts: { deliverControl?: boolean } = {},
 ): { result: IngestResult; inserted: EventRow[]; started: Map<string, number> } {
@@ -24,7 +21,7 @@ export function storeBatch(
   for (const item of [...batch.events, ...batch.artifacts]) {
     if (known.has(item.run)) continue;
     const row = stores.runs.get(source, item.run);
-    if (!row) throw new HttpError('invalid_param', `Run ${source}/${item.run} is unknown; send it in "runs" first`);
+    if (!row) invalidParam(`Run ${source}/${item.run} is unknown; send it in "runs" first`);
     started.set(item.run, row.started_at);
     known.add(item.run);
   }
@@ -36,7 +33,6 @@ export function storeBatch(
     const arriving = Math.min(now, run.updated_at ?? now);
     if (stored && stored.updated_at > now) stores.runs.patch(source, run.run, { updated_at: arriving });
     stores.runs.upsert(source, run);
-    // started_at keeps its first value (runs-store.ts).
     started.set(run.run, stored?.started_at ?? run.started_at);
   }
   const inserted: EventRow[] = [];
@@ -67,4 +63,75 @@ export function storeBatch(
     result.control = pending.map((r) => ({ ...r.payload, id: r.id, run: r.run, action: r.action }));
   }
   return { result, inserted, started };
+}
+
+const LIVE: ReadonlySet<string> = new Set(['queued', 'running', 'blocked']);
+
+type Exchange = { kind: string; data: Record<string, unknown> } | null;
+
+function createEventTruth(events: EventsStore): { insert(ev: EventInput): EventRow | null } {
+  // Per run, the status / exchange as of the events stored so far in this batch (undefined: ask the store).
+  const status = new Map<string, string | null>();
+  const exchange = new Map<string, Exchange>();
+
+  function lastStatus(ev: EventInput, key: string): string | null {
+    if (!status.has(key)) {
+      const row = events.latest(ev.source, ev.run, 'run.status');
+      status.set(key, row ? str(eventData(row.data).to) : null);
+    }
+    return status.get(key) ?? null;
+  }
+
+  function lastExchange(ev: EventInput, key: string): Exchange {
+    if (!exchange.has(key)) {
+      const question = events.latest(ev.source, ev.run, 'question');
+      const answer = events.latest(ev.source, ev.run, 'answer');
+      const row = question && answer ? (question.id > answer.id ? question : answer) : (question ?? answer);
+      exchange.set(key, row ? { kind: row.kind, data: eventData(row.data) } : null);
+    }
+    return exchange.get(key) ?? null;
+  }
+
+  function corrected(ev: EventInput, key: string): EventInput | null {
+    if (ev.kind === 'run.status') {
+      const data = eventData(ev.data);
+      const to = str(data.to);
+      const before = lastStatus(ev, key);
+      if (to === null || before === null) return ev;
+      if (to === before || (before === 'stopping' && LIVE.has(to))) return null;
+      return data.from === before ? ev : { ...ev, data: JSON.stringify({ ...data, from: before }) };
+    }
+    if (ev.kind === 'answer') {
+      const last = lastExchange(ev, key);
+      const data = eventData(ev.data);
+      const fromControl = last?.kind === 'answer' && last.data.via === 'control';
+      if (fromControl && data.via === undefined && last.data.answer === data.answer) return null;
+    }
+    return ev;
+  }
+
+  return {
+    /** Null when it repeats a recorded fact or its seq is already stored. */
+    insert(shipped) {
+      // Most events (logs) change nothing here: no key is built for them on the ingest hot path.
+      const tracked = shipped.kind === 'run.status' || shipped.kind === 'question' || shipped.kind === 'answer';
+      if (!tracked) {
+        const id = events.insert(shipped);
+        return id === null ? null : { id, ...shipped };
+      }
+      const key = `${shipped.source}\n${shipped.run}`;
+      const ev = corrected(shipped, key);
+      if (!ev) return null;
+      const id = events.insert(ev);
+      if (id === null) {
+        // A duplicate seq changed nothing: forget what this batch assumed and read the store again next time.
+        status.delete(key);
+        exchange.delete(key);
+        return null;
+      }
+      if (ev.kind === 'run.status') status.set(key, str(eventData(ev.data).to));
+      else exchange.set(key, { kind: ev.kind, data: eventData(ev.data) });
+      return { id, ...ev };
+    },
+  };
 }

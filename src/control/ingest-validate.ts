@@ -1,26 +1,17 @@
 // Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
-import { HttpError } from '../http/http-error.ts';
 import { checkBodyKeys, MAX_JSON_DEPTH } from '../http/body.ts';
 import { OCTET_STREAM } from '../http/static-files.ts';
 import { failureColumns } from '../db/runs-store.ts';
 import type { RunInput } from '../db/run-types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
-import { SEGMENT, checkArtifactPath, timeMs } from './params.ts';
+import { SEGMENT, checkArtifactPath, invalidParam, timeMs } from './params.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
 import { isJsonObject, nestsDeeperThan, oneOf, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 
-export interface IngestBatch {
-  source: string;
-  runs: RunInput[];
-  events: EventInput[];
-  artifacts: Array<{ run: string; path: string; content_type: string; content: Buffer }>;
-  /** Delivery records of outbound messages, from the trigger server. */
-  notifications: NotificationInput[];
-  /** The repositories the batch's trigger server serves (owner/name), replacing its last list; null when absent. */
-  served_repos: string[] | null;
-}
+export type IngestBatch = ReturnType<typeof validateBatch>;
+type Artifact = { run: string; path: string; content_type: string; content: Buffer };
 
 const BATCH_KEYS = new Set(['source', 'runs', 'events', 'artifacts', 'notifications', 'served_repos']);
 /** A served repositories file this long is a mistake, not an organisation. */
@@ -28,9 +19,8 @@ const MAX_SERVED = 1000;
 const KIND = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const MAX_TEXT = 64 * 1024;
-// An artifact's content type is the sender's: a plain `type/subtype[; params]` is kept, anything else is octet-stream.
 const MIME_NAME = String.raw`[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`;
-// Only what a header may carry (RFC 9110 OWS, quoted-string without obs-text): else serving it would throw, a 500.
+// Only what a header may carry (RFC 9110): else serving the artifact would throw, a 500.
 const MIME_PARAM = String.raw`[ \t]*;[ \t]*[A-Za-z0-9_-]+=("[\t\x20\x21\x23-\x7e]*"|[A-Za-z0-9_.+-]+)`;
 const MIME = new RegExp(String.raw`^${MIME_NAME}\/${MIME_NAME}(${MIME_PARAM})*$`);
 const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
@@ -40,16 +30,14 @@ const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code', 'pid'] as const;
 export const MAX_FUTURE_MS = 5 * 60 * 1000;
 
 function bad(where: string, what: string): never {
-  throw new HttpError('invalid_param', `${where} ${what}`);
+  return invalidParam(`${where} ${what}`);
 }
 
-/** Null when `v` is absent or null, else `v` when `ok` says so, else 400 naming `where`. */
 function orNull<T>(where: string, v: unknown, ok: (x: unknown) => boolean, what: string): T | null {
   if (v === undefined || v === null) return null;
   return ok(v) ? (v as T) : bad(where, what);
 }
 
-/** `v` when it is one of `allowed`, else 400 naming them. */
 function member<T>(where: string, v: unknown, allowed: readonly T[]): T {
   return oneOf(v, allowed) ?? bad(where, `must be one of ${allowed.join(', ')}`);
 }
@@ -58,7 +46,6 @@ function segment(where: string, v: unknown): string {
   return typeof v === 'string' && SEGMENT.test(v) ? v : bad(where, `must match ${SEGMENT.source}`);
 }
 
-/** Unix ms as a number, or an ISO-8601 / unix-ms string; 400 when unreadable or more than MAX_FUTURE_MS ahead. */
 function ingestTime(where: string, v: unknown, now: number): number {
   const ms = timeMs(v) ?? bad(where, 'must be an ISO-8601 time or unix milliseconds');
   const minutes = MAX_FUTURE_MS / 60_000;
@@ -83,8 +70,7 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
     status,
     started_at: ingestTime(`${where}.started_at`, v.started_at, now),
     ended_at: optionalTime(`${where}.ended_at`, v.ended_at, now),
-    // The upsert's ordering key is no later than the batch's arrival: a claim to be newer buys nothing
-    // (docs/control-data.md, "Who wins an update").
+    // A claim to be newer than the batch's arrival buys nothing (docs/control-data.md, "Who wins an update").
     updated_at: Math.min(updated, now),
     group_id: v.group_id === undefined || v.group_id === null ? run : segment(`${where}.group_id`, v.group_id),
   };
@@ -97,7 +83,6 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
   for (const f of INT_FIELDS) {
     input[f] = orNull(`${where}.${f}`, v[f], Number.isSafeInteger, 'must be an integer or null');
   }
-  // Unknown cost stays null; a measured cost is a finite, non-negative number.
   input.cost_usd = orNull(`${where}.cost_usd`, v.cost_usd,
     (x) => typeof x === 'number' && Number.isFinite(x) && x >= 0, 'must be a non-negative number or null');
   input.reported = costJson(`${where}.reported`, v.reported, ['cost_usd', 'tokens_in', 'tokens_out']);
@@ -114,10 +99,7 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
 const FAILURE_KEYS = new Set(['class', 'reason', 'retryable']);
 const MAX_REASON = 4096;
 
-/**
- * A run's `failure`: null, or exactly {class, reason, retryable}. Kept only on a run that ended failed or stopped: a
- * state.json that kept an earlier one while the run went on is not worth refusing its batch for.
- */
+/** Kept only on a run that ended failed or stopped: a stale one in a state.json is not worth refusing its batch for. */
 function validateFailure(where: string, v: unknown, status: RunStatus): RunFailure | null {
   if (v === undefined || v === null) return null;
   if (!isJsonObject(v)) return bad(where, 'must be an object or null');
@@ -131,7 +113,7 @@ function validateFailure(where: string, v: unknown, status: RunStatus): RunFailu
   return { class: cls, reason: v.reason as string, retryable: v.retryable as boolean };
 }
 
-/** A Run JSON cost object (reported, metered) as the JSON text the row keeps: exactly these keys, each a number ≥ 0. */
+/** A Run JSON cost object (reported, metered) as the JSON text the row keeps. */
 function costJson(where: string, v: unknown, keys: readonly string[]): string | null {
   if (v === undefined || v === null) return null;
   if (!isJsonObject(v)) return bad(where, 'must be an object or null');
@@ -171,7 +153,7 @@ export function safeContentType(value: unknown): string {
   return typeof value === 'string' && value.length <= 200 && MIME.test(value) ? value : OCTET_STREAM;
 }
 
-function validateArtifact(v: unknown, where: string): IngestBatch['artifacts'][number] {
+function validateArtifact(v: unknown, where: string): Artifact {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
   const run = segment(`${where}.run`, v.run);
   if (typeof v.path !== 'string') bad(`${where}.path`, 'must be a string');
@@ -189,10 +171,7 @@ function text(where: string, v: unknown, required: boolean, max = 4096): string 
     `must be a string of 1 to ${max} characters`);
 }
 
-/**
- * A delivery record from the trigger server, checked for shape and types only: the store cuts targets to a host and
- * scrubs URLs from errors.
- */
+/** Shape and types only: the store cuts targets to a host and scrubs URLs from errors. */
 function validateNotification(v: unknown, where: string, source: string, now: number): NotificationInput {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
   const status = member(`${where}.status`, v.status, NOTIFICATION_STATUSES);
@@ -223,7 +202,7 @@ function list(body: Obj, key: string): unknown[] {
   return Array.isArray(v) ? v : bad(`"${key}"`, 'must be an array');
 }
 
-/** `served_repos`: `[{"name":"owner/name"}]`, each name once (without regard to case), at most MAX_SERVED. */
+/** Replaces the list the batch's trigger server served; null when absent. */
 function servedRepos(body: Obj): string[] | null {
   if (body.served_repos === undefined) return null;
   const items = list(body, 'served_repos');
@@ -241,7 +220,7 @@ function servedRepos(body: Obj): string[] | null {
   });
 }
 
-export function validateBatch(body: unknown, now: number): IngestBatch {
+export function validateBatch(body: unknown, now: number) {
   if (!isJsonObject(body)) return bad('Body', 'must be a JSON object');
   checkBodyKeys(body, BATCH_KEYS, 'in ingest body');
   const source = segment('"source"', body.source);

@@ -1,6 +1,6 @@
 // Boots the Control Plane: the only place that listens, writes server.json and installs signal handlers.
-import type { Server } from 'node:http';
-import { mkdirSync, writeFileSync, rmSync, renameSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
+import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readServerRecordFile, isPidAlive, type ServerRecord } from '../client/server-record.ts';
@@ -17,9 +17,7 @@ import { createRefusalTally } from './refusal-tally.ts';
 import { createExpensiveReads } from './expensive-reads.ts';
 import { createControlMetrics } from './metrics.ts';
 import { isLoopbackHost } from '../http/guards.ts';
-import {
-  closeGracefully, listen, createHttpServer, type ConnectionCounts, exitCodeAfterSignal,
-} from '../http/http-server.ts';
+import { closeGracefully, listen, createHttpServer, exitCodeAfterSignal } from '../http/http-server.ts';
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -27,14 +25,7 @@ import { BadSettingError } from '../errors.ts';
 
 export const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url));
 
-export interface RunningControl {
-  url: string;
-  server: Server;
-  /** Open connections as the connection caps count them. */
-  connections: ConnectionCounts;
-  deps: ControlDeps;
-  close(): Promise<void>;
-}
+export type RunningControl = Awaited<ReturnType<typeof startControl>>;
 
 /** Refuses a tokenless non-loopback bind (spec: exit code 2) unless explicitly overridden. */
 function checkBindPolicy(settings: ControlSettings, log: Logger): void {
@@ -52,7 +43,7 @@ function checkBindPolicy(settings: ControlSettings, log: Logger): void {
 
 export async function startControl(
   settings: ControlSettings, env: NodeJS.ProcessEnv, log: Logger = createLogger('control'),
-): Promise<RunningControl> {
+) {
   checkBindPolicy(settings, log);
   const db = openDatabase(settings.dbPath, controlMigrations);
   let url = '';
@@ -100,8 +91,7 @@ function recordPath(svcHome: string): string {
   return join(svcHome, 'control', 'server.json');
 }
 
-/** Whether a Control Plane answers /health at url (loopback or wherever the record says it listens). */
-async function answers(url: string): Promise<boolean> {
+async function answersHealth(url: string): Promise<boolean> {
   try {
     const res = await fetch(`${url.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(500) });
     await res.body?.cancel();
@@ -112,22 +102,19 @@ async function answers(url: string): Promise<boolean> {
 }
 
 /**
- * Records this server in server.json ({url,pid}, what clients find it by) unless the file names another live Control
- * Plane: its pid alive and its URL answering /health (a dead pid, a recycled pid or a silent URL is a stale record,
- * taken over). Answers the record kept instead, if any. Written atomically so a client never reads half a record.
+ * Records this server in server.json (what clients find it by) unless the file names another live Control Plane (its
+ * pid alive and its URL answering /health); answers the record kept instead, if any.
  */
 async function claimServerRecord(svcHome: string, own: ServerRecord): Promise<ServerRecord | null> {
   const path = recordPath(svcHome);
   const found = readServerRecordFile(path);
-  if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answers(found.url))) return found;
+  if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answersHealth(found.url))) return found;
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(own) + '\n', { mode: 0o600 });
-  renameSync(tmp, path);
+  writeJsonAtomic(path, own, 0o600);
   return null;
 }
 
-/** Removes the record only when it is this process's own, so a first server that still answers stays findable. */
+/** Only this process's own record: a first server that still answers stays findable. */
 function releaseServerRecord(svcHome: string, pid: number): void {
   if (readServerRecordFile(recordPath(svcHome))?.pid === pid) rmSync(recordPath(svcHome), { force: true });
 }

@@ -1,163 +1,102 @@
-// The Control Plane's MCP tools and run resources (docs/mcp.md). Each tool is one route of the API's route table,
-// called through that route's own handler with the tool's arguments as its path parameters, query or body: the
-// validation, the audit row, the loopback-only authority and the answer are the API's. Decides nothing itself.
+// The Control Plane's MCP tools (docs/mcp.md): each is one operation of the API, its input schema read from the
+// OpenAPI document and called through that route's own handler, so the validation, the audit row, the loopback-only
+// authority and the answer are the API's.
 import type { Ctx, Route } from '../http/pipeline.ts';
 import { isDatabaseBusy } from '../http/pipeline.ts';
 import { checkLoopbackOnly, isLoopbackHost } from '../http/guards.ts';
-import { HttpError, errorBody, httpErrorOf, isHttpError } from '../http/http-error.ts';
+import { errorBody, httpErrorOf, isHttpError } from '../http/http-error.ts';
 import { TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from '../http/body.ts';
 import { FailedError } from '../errors.ts';
 import { isJsonObject, describe as describeValue } from '../untrusted.ts';
-import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import type { ControlDeps } from './deps.ts';
 import { noteAudit, recordRefusal } from './audited.ts';
-import { SEGMENT } from './params.ts';
+import { invalidParam, SEGMENT } from './params.ts';
+import { operations, toOpenapiPath } from './openapi.ts';
+import { schemas } from './openapi-schemas.ts';
 
 type C = Ctx<ControlDeps>;
 type R = Route<ControlDeps>;
 type Schema = Record<string, unknown>;
+type Hints = { readOnlyHint: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
+type ToolDef = ReturnType<typeof tool>;
 
-interface ToolDef {
-  name: string;
-  title: string;
-  description: string;
-  method: 'GET' | 'POST';
-  pattern: string;
-  /** Where the arguments that are not path parameters go: the query string, the JSON body, or nowhere. */
-  rest: 'query' | 'body' | 'none';
-  properties: Record<string, Schema>;
-  required?: string[];
-  /** The artifact a file-reading tool serves (the route's `*path`). */
-  artifact?: string;
-  /** MCP tool annotations (2025-06-18): what an editor may tell its user before calling. */
-  hints: { readOnlyHint: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
-}
-
-const RUN = '/v1/runs/:source/:run';
-const SOURCE = {
-  type: 'string', pattern: SEGMENT.source, description: "The run's source (default: this Control Plane's own source)",
+const PATH_PARAMS: Record<string, Schema> = {
+  source: {
+    type: 'string', pattern: SEGMENT.source, description: "The run's source (default: this Control Plane's own source)",
+  },
+  run: { type: 'string', pattern: SEGMENT.source, description: 'The run id, e.g. r01m8h6m60vvg5jq5rmsxcgyxgw' },
 };
-const RUN_ID = { type: 'string', pattern: SEGMENT.source, description: 'The run id, e.g. r01m8h6m60vvg5jq5rmsxcgyxgw' };
-const ON_RUN = { source: SOURCE, run: RUN_ID };
-const LIMIT = { type: 'integer', minimum: 1, maximum: 500, description: 'Page size (default 50)' };
-const CURSOR = { type: 'string', description: 'next_cursor of the previous page' };
 const READ = { readOnlyHint: true, openWorldHint: false } as const;
 const ACT = { readOnlyHint: false, destructiveHint: false, openWorldHint: true } as const;
 
-function runAction(name: string, title: string, description: string, hints: Partial<ToolDef['hints']> = {}): ToolDef {
-  return {
-    name: `${name}_run`, title, description, method: 'POST', pattern: `${RUN}/${name}`, rest: 'none',
-    properties: ON_RUN, required: ['run'], hints: { ...ACT, ...hints },
-  };
-}
-
-function runRead(name: string, title: string, description: string, extra: Partial<ToolDef> = {}): ToolDef {
-  return {
-    name, title, description, method: 'GET', pattern: RUN, rest: 'none', properties: ON_RUN, required: ['run'],
-    hints: READ, ...extra,
-  };
+/**
+ * The tool over operation `id`: its path parameters (`source` may be left out), then its query parameters or its JSON
+ * body's fields but `omit`, required as the operation requires them but `optional`. `artifact`: the file it reads.
+ */
+function tool(
+  name: string, id: string, title: string, description: string, hints: Hints,
+  extra: { artifact?: string; omit?: string; optional?: string } = {},
+) {
+  const op = operations.find((o) => o.id === id)!;
+  const properties: Record<string, Schema> = {};
+  const required: string[] = [];
+  for (const [, param] of op.path.matchAll(/\{(\w+)\}/g)) {
+    if (param === 'path') continue;
+    properties[param!] = PATH_PARAMS[param!]!;
+    if (param !== 'source') required.push(param!);
+  }
+  for (const [key, description, schema] of op.query ?? []) properties[key] = { type: 'string', ...schema, description };
+  const body = (schemas as Record<string, { properties?: Record<string, Schema>; required?: string[] }>)[op.body ?? ''];
+  for (const [key, schema] of Object.entries(body?.properties ?? {})) if (key !== extra.omit) properties[key] = schema;
+  required.push(...(body?.required ?? []).filter((key) => key !== extra.optional));
+  const rest: 'query' | 'body' | 'none' = op.query ? 'query' : body?.properties ? 'body' : 'none';
+  return { name, title, description, hints, method: op.method.toUpperCase(), path: op.path, rest, properties,
+    required, artifact: extra.artifact };
 }
 
 const TOOLS: readonly ToolDef[] = [
-  {
-    name: 'list_runs', title: 'List runs', method: 'GET', pattern: '/v1/runs', rest: 'query', hints: READ,
-    description: 'Runs newest first, one page at a time (pass next_cursor back as cursor), filtered like GET /v1/runs',
-    properties: {
-      status: { type: 'string', enum: [...RUN_STATUSES] },
-      verdict: { type: 'string', enum: [...VERDICTS, 'none'], description: 'none = no receipt yet' },
-      repo: { type: 'string', description: 'Repository name, e.g. acme/api' },
-      source: { type: 'string', pattern: SEGMENT.source, description: 'The source that sent the runs' },
-      group_id: { type: 'string', pattern: SEGMENT.source, description: 'A retry chain' },
-      failure: { type: 'string', enum: [...FAILURE_CLASSES], description: 'Why the run failed (its class)' },
-      since: { type: 'string', description: 'Started at or after: ISO-8601 or unix ms' },
-      until: { type: 'string', description: 'Started before: ISO-8601 or unix ms' },
-      limit: LIMIT, cursor: CURSOR,
-    },
-  },
-  runRead('get_run', 'Show a run', 'One run: status, question, verdict, cost, PR, artifacts, pending answer, ' +
-    'retry attempts, and why each action would be refused now'),
-  {
-    name: 'start_run', title: 'Start a run', method: 'POST', pattern: '/v1/runs', rest: 'body', hints: ACT,
-    description: 'Start a coding-agent run in a registered project on this machine (exactly one of brief, spec_path ' +
-      'or issue_url); the same request_id with the same arguments returns the same run',
-    properties: {
-      brief: { type: 'string', description: 'What to do, in words' },
-      spec_path: { type: 'string', description: 'A .md spec or .json export inside the repository' },
-      issue_url: { type: 'string', description: 'An error-tracker issue URL (…/issues/<id>)' },
-      repo: { type: 'string', description: 'Absolute path of the repository (a registered project)' },
-      provider: { type: 'string', description: 'Coding agent, e.g. claude, codex, gemini (default: the setting)' },
-      pr: { type: 'boolean', description: 'Open a draft pull request when the run is verified' },
-      request_id: { type: 'string', description: 'Idempotency key: 1-128 letters, digits, ".", "_", ":" or "-"' },
-    },
-    required: ['repo'],
-  },
-  {
-    name: 'answer_run', title: 'Answer a blocked run', method: 'POST', pattern: `${RUN}/answer`, rest: 'body',
-    description: "Answer the question a blocked run asked (see get_run's question); refused unless it is blocked",
-    properties: {
-      ...ON_RUN,
-      answer: {
-        type: 'string', description: 'The answer, as the agent will read it; left out, a client that can ask its ' +
-          'user (elicitation, revision 2026-07-28) is asked for it with the question',
-      },
-    },
-    required: ['run'], hints: ACT,
-  },
-  runAction('stop', 'Stop a run', 'Stop a queued, running or blocked run (it goes stopping, then stopped)', {
-    destructiveHint: true, idempotentHint: true,
-  }),
-  runAction('resume', 'Resume a run', 'Resume a stopped or failed run in its worktree'),
-  runAction('retry', 'Retry a run', 'Start a new run with the same brief in the same retry group'),
-  runAction('verify', 'Verify a run again', 'Re-run the checks and re-issue the Evidence Receipt'),
-  runRead('get_run_diff', "Read a run's diff", 'The patch the run made (diff.patch), as text', {
-    pattern: `${RUN}/artifact/*path`, artifact: 'diff.patch',
-  }),
-  runRead('get_run_events', "Read a run's events", 'The run\'s events oldest first, one page at a time', {
-    pattern: `${RUN}/events`, rest: 'query',
-    properties: {
-      ...ON_RUN, after: { type: 'integer', minimum: 0, description: 'Only events after this id' },
-      limit: LIMIT, cursor: CURSOR,
-    },
-  }),
-  runRead('get_run_receipt', "Read a run's receipt", 'The signed Evidence Receipt (receipt.json): verdict, ' +
-    'checks, diff digest, cost', { pattern: `${RUN}/artifact/*path`, artifact: 'receipt.json' }),
-  {
-    name: 'list_merge_queue', title: 'Show the merge queue', method: 'GET', pattern: '/v1/merge/queue', rest: 'none',
-    description: 'The merge queue in order, with each entry\'s PR, verdict and receipt signer', properties: {},
-    hints: READ,
-  },
-  {
-    name: 'add_to_merge_queue', title: 'Queue a run for merging', method: 'POST', pattern: '/v1/merge/queue',
-    rest: 'body', description: 'Queue a run whose pull request and receipt the repository policy accepts',
-    properties: { source: { ...SOURCE, description: "The run's source" }, run: RUN_ID },
-    required: ['source', 'run'], hints: { ...ACT, idempotentHint: true },
-  },
-  {
-    name: 'run_merge_queue', title: 'Merge the queue', method: 'POST', pattern: '/v1/merge/run', rest: 'none',
-    description: 'Merge the queued pull requests in order, re-checking each receipt first', properties: {},
-    hints: { readOnlyHint: false, destructiveHint: true, openWorldHint: true },
-  },
+  tool('list_runs', 'listRuns', 'List runs', 'Runs newest first, one page at a time (pass next_cursor back as ' +
+    'cursor), filtered like GET /v1/runs', READ),
+  tool('get_run', 'getRun', 'Show a run', 'One run: status, question, verdict, cost, PR, artifacts, pending answer, ' +
+    'retry attempts, and why each action would be refused now', READ),
+  tool('start_run', 'createRun', 'Start a run', 'Start a coding-agent run in a registered project on this machine ' +
+    '(exactly one of brief, spec_path or issue_url); the same request_id with the same arguments returns the same run',
+  ACT),
+  tool('answer_run', 'answerRun', 'Answer a blocked run', "Answer the question a blocked run asked (see get_run's " +
+    'question); refused unless it is blocked. Left out, the answer is asked of a user whose client can ask ' +
+    '(elicitation, revision 2026-07-28)', ACT, { omit: 'origin', optional: 'answer' }),
+  tool('stop_run', 'stopRun', 'Stop a run', 'Stop a queued, running or blocked run (it goes stopping, then stopped)',
+    { ...ACT, destructiveHint: true, idempotentHint: true }),
+  tool('resume_run', 'resumeRun', 'Resume a run', 'Resume a stopped or failed run in its worktree', ACT),
+  tool('retry_run', 'retryRun', 'Retry a run', 'Start a new run with the same brief in the same retry group', ACT),
+  tool('verify_run', 'verifyRun', 'Verify a run again', 'Re-run the checks and re-issue the Evidence Receipt', ACT),
+  tool('get_run_diff', 'getArtifact', "Read a run's diff", 'The patch the run made (diff.patch), as text', READ,
+    { artifact: 'diff.patch' }),
+  tool('get_run_events', 'listEvents', "Read a run's events", "The run's events oldest first, one page at a time",
+    READ),
+  tool('get_run_receipt', 'getArtifact', "Read a run's receipt", 'The signed Evidence Receipt (receipt.json): ' +
+    'verdict, checks, diff digest, cost', READ, { artifact: 'receipt.json' }),
+  tool('list_merge_queue', 'listMergeQueue', 'Show the merge queue', "The merge queue in order, with each entry's " +
+    'PR, verdict and receipt signer', READ),
+  tool('add_to_merge_queue', 'addToMergeQueue', 'Queue a run for merging', 'Queue a run whose pull request and ' +
+    'receipt the repository policy accepts', { ...ACT, idempotentHint: true }),
+  tool('run_merge_queue', 'runMergeQueue', 'Merge the queue', 'Merge the queued pull requests in order, ' +
+    're-checking each receipt first', { readOnlyHint: false, destructiveHint: true, openWorldHint: true }),
 ];
 
-const PATH_PARAM = /:(\w+)/g;
-
-function refuse(message: string): never {
-  throw new HttpError('invalid_param', message);
-}
-
-/** The route's path parameters, query and body from a tool's arguments; a value of the wrong type is refused. */
 function requestFor(tool: ToolDef, args: Record<string, unknown>, ownSource: string) {
   const params: Record<string, string> = {};
   const query = new URLSearchParams();
   const body: Record<string, unknown> = {};
   for (const key of Object.keys(args)) {
-    if (!Object.hasOwn(tool.properties, key)) refuse(`Unknown argument "${key.slice(0, 64)}"`);
+    if (!Object.hasOwn(tool.properties, key)) invalidParam(`Unknown argument "${key.slice(0, 64)}"`);
   }
-  for (const [, name] of tool.pattern.matchAll(PATH_PARAM)) {
+  for (const [, name] of tool.path.matchAll(/\{(\w+)\}/g)) {
+    if (name === 'path') continue;
     const given = args[name!];
     const value = given === undefined && name === 'source' ? ownSource : given;
-    if (typeof value !== 'string') refuse(`Argument "${name}" must be a string, not ${describeValue(value)}`);
+    if (typeof value !== 'string') invalidParam(`Argument "${name}" must be a string, not ${describeValue(value)}`);
     params[name!] = value;
   }
   if (tool.artifact) params.path = tool.artifact;
@@ -169,18 +108,14 @@ function requestFor(tool: ToolDef, args: Record<string, unknown>, ownSource: str
   return { params, query, body };
 }
 
-/** A query argument as the API's query string has it: a string as given, an integer in decimal. */
 function queryValue(key: string, schema: Schema, value: unknown): string {
   if (schema.type === 'integer' && Number.isSafeInteger(value)) return String(value);
   if (schema.type === 'string' && typeof value === 'string') return value;
-  return refuse(`Argument "${key}" must be ${schema.type === 'integer' ? 'an integer' : 'a string'}, ` +
+  return invalidParam(`Argument "${key}" must be ${schema.type === 'integer' ? 'an integer' : 'a string'}, ` +
     `not ${describeValue(value)}`);
 }
 
-/**
- * The reply's body as a value: objects as they are, JSON text parsed, anything else as UTF-8 text. An artifact is a
- * runner's file (untrusted): one that does not parse, or nests deeper than a request body may, stays text.
- */
+/** The reply's body as a value; an artifact (untrusted) that does not parse, or nests too deep, stays text. */
 function replyValue(reply: Reply): unknown {
   const body = reply.body;
   if (body === undefined || body === null) return {};
@@ -196,7 +131,6 @@ function replyValue(reply: Reply): unknown {
   }
 }
 
-/** A tool's answer as MCP's CallToolResult: the reply's JSON as text (and as structuredContent when an object). */
 function result(value: unknown, isError: boolean) {
   const text = typeof value === 'string' ? value : JSON.stringify(value);
   return {
@@ -206,7 +140,6 @@ function result(value: unknown, isError: boolean) {
   };
 }
 
-/** A refusal as the API would send it, as a tool error; anything that is not a refusal is thrown on. */
 function refusal(err: unknown) {
   const known = isHttpError(err) ? err : httpErrorOf(err);
   if (known) return result(errorBody(known.code, known.message), true);
@@ -219,21 +152,19 @@ function refusal(err: unknown) {
 
 export type McpTools = ReturnType<typeof createMcpTools>;
 
-/** The tools over the route table `routes()` (read when first needed: app.ts passes its own table). */
 export function createMcpTools(routes: () => readonly R[]) {
   let resolved: Map<string, R> | undefined;
 
-  /** Each tool's route, found once; a tool naming no route is a bug in svc (a FailedError: a 500 or -32603). */
+  /** A tool naming no route is a bug in svc (a FailedError: a 500 or -32603). */
   function routeOf(tool: ToolDef): R {
     resolved ??= new Map(TOOLS.map((t) => {
-      const route = routes().find((r) => r.method === t.method && r.pattern === t.pattern);
-      if (!route) throw new FailedError(`MCP tool ${t.name} names no route ${t.method} ${t.pattern}`);
+      const route = routes().find((r) => r.method === t.method && toOpenapiPath(r.pattern) === t.path);
+      if (!route) throw new FailedError(`MCP tool ${t.name} names no route ${t.method} ${t.path}`);
       return [t.name, route];
     }));
     return resolved.get(tool.name)!;
   }
 
-  /** Runs the tool's route handler for the MCP request `ctx`; refusals come back as the API's error replies. */
   async function callRoute(ctx: C, tool: ToolDef, args: Record<string, unknown>): Promise<Reply> {
     const route = routeOf(tool);
     let params: Record<string, string> = {};
@@ -252,7 +183,7 @@ export function createMcpTools(routes: () => readonly R[]) {
       }
       throw err;
     }
-    const path = tool.pattern.replace(/[:*](\w+)/g, (_, name: string) => encodeURIComponent(params[name] ?? ''));
+    const path = tool.path.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(params[name] ?? ''));
     const query = request.query.size > 0 ? `?${request.query}` : '';
     const inner: C = {
       ...ctx, method: route.method, url: new URL(`http://localhost${path}${query}`), params, query: request.query,
@@ -274,15 +205,14 @@ export function createMcpTools(routes: () => readonly R[]) {
   }
 
   return {
-    /** tools/list: name, title, description, input schema (JSON Schema 2020-12) and annotations of each tool. */
     list() {
-      // Every tool's route is found before any is offered: a tool naming no route fails tools/list, loudly.
+      // A tool naming no route fails tools/list, loudly.
       for (const t of TOOLS) routeOf(t);
       return TOOLS.map((t) => ({
         name: t.name, title: t.title, description: t.description,
         inputSchema: {
           type: 'object', properties: t.properties, additionalProperties: false,
-          ...(t.required ? { required: t.required } : {}),
+          ...(t.required.length > 0 ? { required: t.required } : {}),
         },
         annotations: { title: t.title, ...t.hints },
       }));
@@ -291,7 +221,7 @@ export function createMcpTools(routes: () => readonly R[]) {
       return TOOLS.find((t) => t.name === name);
     },
     call,
-    /** A read tool's reply as a value, or the API's refusal (an HttpError) thrown: for resources/list and read. */
+    /** A read tool's reply as a value, or the API's refusal thrown: for resources/list and read. */
     async read(ctx: C, name: 'list_runs' | 'get_run', args: Record<string, unknown>): Promise<unknown> {
       const reply = await callRoute(ctx, TOOLS.find((t) => t.name === name)!, args);
       return replyValue(reply);

@@ -1,6 +1,5 @@
-// The Control Plane's MCP endpoint, Streamable HTTP at /mcp in both eras docs/mcp.md describes: stateless 2026-07-28
-// and the sessions of 2025-11-25 / 2025-06-18 (in memory, holding no authority). One JSON-RPC message per POST, every
-// answer application/json but subscriptions/listen's stream; GET is the router's 405. The tools are mcp-tools.ts.
+// The Control Plane's MCP endpoint at /mcp, in both eras of docs/mcp.md: stateless 2026-07-28, and the sessions of
+// 2025-11-25 / 2025-06-18 (in memory, holding no authority). The tools are mcp-tools.ts.
 import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Ctx, Handler, Route } from '../http/pipeline.ts';
@@ -11,51 +10,44 @@ import { BadInputError, errorMessage } from '../errors.ts';
 import { isJsonObject, type Obj } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
 import { createMcpTools, type McpTools } from './mcp-tools.ts';
-import { subscribeOrRefuse } from './event-stream.ts';
+import { VERSION } from './openapi.ts';
 
 type C = Ctx<ControlDeps>;
 type Id = string | number;
 
-/** What this server speaks, newest first; an `initialize` naming another version gets the newest (lifecycle §2). */
+/** The session era's versions, newest first: an `initialize` naming another gets the newest (lifecycle §2). */
 const MCP_PROTOCOL_VERSIONS: readonly string[] = ['2025-11-25', '2025-06-18'];
-/** The stateless revisions: a request is of this era when its `_meta` or version header names a version this new. */
 const MCP_STATELESS_VERSIONS: readonly string[] = ['2026-07-28'];
-/** What server/discover lists, and an unsupported-version error names. */
 const SUPPORTED_VERSIONS = [...MCP_STATELESS_VERSIONS, ...MCP_PROTOCOL_VERSIONS];
 const META_VERSION = 'io.modelcontextprotocol/protocolVersion';
 const META_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
 const META_SERVER = 'io.modelcontextprotocol/serverInfo';
-/** The listen request's id, on every message of the stream it opened (subscriptions, 2026-07-28). */
 const META_SUBSCRIPTION = 'io.modelcontextprotocol/subscriptionId';
-/** Run URIs one subscriptions/listen may name (each is a subscriber of the event bus, under its limits). */
 const MAX_LISTEN_URIS = 100;
 /** The body field an Mcp-Name header mirrors, per method (transports 2026-07-28, "Standard Request Headers"). */
 const NAME_FIELD: Readonly<Record<string, string>> = { 'tools/call': 'name', 'resources/read': 'uri' };
-/** Results a 2026-07-28 client may cache carry ttlMs and cacheScope (0 and private: runs change, tokens differ). */
+/** Results a 2026-07-28 client may cache: ttlMs 0 and cacheScope private (runs change, tokens differ). */
 const CACHEABLE = new Set(['server/discover', 'tools/list', 'resources/list', 'resources/templates/list',
   'resources/read']);
 const SESSION_HEADER = 'mcp-session-id';
 const VERSION_HEADER = 'mcp-protocol-version';
-/** Sessions kept per server; past this the least recently used one ends (its client gets 404 and initializes). */
+/** Past this the least recently used session ends (its client gets 404 and initializes again). */
 const MAX_SESSIONS = 256;
 const RUN_URI = /^svc:\/\/runs\/([^/]+)\/([^/]+)$/;
 
-// JSON-RPC 2.0 §5.1 codes, and MCP's "resource not found" (server/resources §Error Handling).
+// JSON-RPC 2.0 §5.1 codes and MCP's own.
 const INVALID_REQUEST = -32600;
 const METHOD_NOT_FOUND = -32601;
 const INVALID_PARAMS = -32602;
 const INTERNAL_ERROR = -32603;
 const RESOURCE_NOT_FOUND = -32002;
-// Revision 2026-07-28: a header that disagrees with the body, and a protocol version the server does not speak.
 const HEADER_MISMATCH = -32020;
 const UNSUPPORTED_VERSION = -32022;
 
-/** A JSON-RPC error answer to a request (HTTP 200): the request was read, and this is its answer. */
+/** A JSON-RPC error answer; `status` is 400 or 404 where revision 2026-07-28 refuses the HTTP request itself. */
 class JsonRpcError extends BadInputError {
   readonly rpcCode: number;
-  /** The id of a malformed request, when it could be read. */
   readonly id: Id | undefined;
-  /** 200 for an answer to the request; 400 or 404 where revision 2026-07-28 refuses the HTTP request itself. */
   readonly status: number;
   readonly data: unknown;
   constructor(rpcCode: number, message: string, id?: Id, status = 200, data?: unknown) {
@@ -85,7 +77,7 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
-/** The live session the request names; 400 without one, 404 for one that ended (transports §Session Management). */
+/** The live session the request names; 400 without one, 404 for one that ended. */
 function sessionOf(ctx: C): string {
   const id = header(ctx.req, SESSION_HEADER);
   if (id === undefined) throw new HttpError('bad_request', 'Mcp-Session-Id header is required; send initialize first');
@@ -95,7 +87,6 @@ function sessionOf(ctx: C): string {
   return id;
 }
 
-/** MCP-Protocol-Version, when sent, must be one this server speaks (transports §Protocol Version Header). */
 function checkVersionHeader(req: IncomingMessage): void {
   const version = req.headers[VERSION_HEADER];
   if (version !== undefined && (typeof version !== 'string' || !MCP_PROTOCOL_VERSIONS.includes(version))) {
@@ -103,7 +94,6 @@ function checkVersionHeader(req: IncomingMessage): void {
   }
 }
 
-/** The client must accept the answer's type: JSON, or the event stream of subscriptions/listen. */
 function checkAccept(req: IncomingMessage, type = 'application/json'): void {
   const accept = header(req, 'accept');
   if (accept === undefined) return;
@@ -122,10 +112,7 @@ function isId(value: unknown): value is Id {
   return (typeof value === 'string' && value.length <= 256) || Number.isSafeInteger(value);
 }
 
-/**
- * One JSON-RPC message (transports §Sending Messages: a single request, notification or response; batches ended with
- * 2025-06-18). A malformed request whose id can be read is answered in JSON-RPC; anything else is a 400.
- */
+/** One JSON-RPC message; a malformed request whose id can be read is answered in JSON-RPC, anything else is 400. */
 function readMessage(body: unknown): Message {
   if (Array.isArray(body)) throw new HttpError('bad_request', 'JSON-RPC batches are not part of MCP since 2025-06-18');
   if (!isJsonObject(body)) throw new HttpError('bad_request', 'Body must be a JSON-RPC message object');
@@ -153,17 +140,14 @@ function rpcResult(id: Id, result: unknown, headers: Record<string, string> = {}
   return json(200, { jsonrpc: '2.0', id, result }, headers);
 }
 
-/** A JSON-RPC error; without an id when it refuses a message that has none (a notification, a response). */
 function rpcError(id: Id | undefined, code: number, message: string, status = 200, data?: unknown): Reply {
   const error = { code, message, ...(data === undefined ? {} : { data }) };
   return json(status, { jsonrpc: '2.0', ...(id === undefined ? {} : { id }), error });
 }
 
-function serverInfo(version: string) {
-  return { name: 'svc', title: 'svc Control Plane', version };
-}
+const SERVER_INFO = { name: 'svc', title: 'svc Control Plane', version: VERSION };
 
-function initialize(ctx: C, id: Id, params: Obj, version: string): Reply {
+function initialize(ctx: C, id: Id, params: Obj): Reply {
   const asked = params.protocolVersion;
   if (typeof asked !== 'string') throw new JsonRpcError(INVALID_PARAMS, '"protocolVersion" must be a string');
   const spoken = MCP_PROTOCOL_VERSIONS.includes(asked) ? asked : MCP_PROTOCOL_VERSIONS[0]!;
@@ -174,7 +158,7 @@ function initialize(ctx: C, id: Id, params: Obj, version: string): Reply {
   const result = {
     protocolVersion: spoken,
     capabilities: { tools: { listChanged: false }, resources: { listChanged: false } },
-    serverInfo: serverInfo(version),
+    serverInfo: SERVER_INFO,
     instructions: INSTRUCTIONS,
   };
   return rpcResult(id, result, { [SESSION_HEADER]: session });
@@ -239,28 +223,23 @@ async function dispatch(ctx: C, tools: McpTools, method: string, params: Obj): P
   }
 }
 
-/** The `_meta` a request's params carry, or none. */
 function metaOf(params: Obj): Obj {
   return isJsonObject(params._meta) ? params._meta : {};
 }
 
-/** Revision 2026-07-28 or later: the body claims a version in `_meta`, or the version header names a stateless one. */
 function isStateless(req: IncomingMessage, message: Message): boolean {
   if (message.kind !== 'response' && typeof metaOf(message.params)[META_VERSION] === 'string') return true;
   const version = header(req, VERSION_HEADER);
   return version !== undefined && version >= MCP_STATELESS_VERSIONS.at(-1)!;
 }
 
-/** An Mcp-Name value as sent: plain, or `=?base64?…?=` for a value that is not a safe header value. */
+/** An Mcp-Name value as sent: plain, or `=?base64?…?=`. */
 function decodeHeaderValue(value: string): string {
   const match = /^=\?base64\?([A-Za-z0-9+/]*={0,2})\?=$/.exec(value);
   return match ? Buffer.from(match[1]!, 'base64').toString('utf8') : value;
 }
 
-/**
- * The checks revision 2026-07-28 makes before dispatch, each a 400 with a JSON-RPC error (docs/mcp.md). A notification
- * (no id) passes the same ones, but may leave Mcp-Method out: the revision requires it of requests only.
- */
+/** Revision 2026-07-28's checks before dispatch (docs/mcp.md); a notification may leave Mcp-Method out. */
 function checkStateless(req: IncomingMessage, id: Id | undefined, method: string, params: Obj): void {
   const meta = metaOf(params);
   const claimed = meta[META_VERSION];
@@ -290,16 +269,14 @@ function checkStateless(req: IncomingMessage, id: Id | undefined, method: string
   }
 }
 
-/** The form that asks a blocked run's question (elicitation, form mode). */
 const ANSWER_FORM = {
   type: 'object', required: ['answer'],
   properties: { answer: { type: 'string', title: 'Answer', description: 'What the agent will read' } },
 };
 
 /**
- * answer_run without an answer, from a client whose user can fill in a form: an input_required result asks the run's
- * question (MRTR, 2026-07-28), and the retry's accepted form is the answer. requestState names the question asked,
- * so a form filled in for one question never answers a later one. Undefined: the tool runs as called.
+ * answer_run without an answer, from a client that can show a form: an input_required result asks the run's question
+ * (docs/mcp.md "Asking the user"). Undefined: the tool runs as called.
  */
 async function elicitAnswer(ctx: C, tools: McpTools, params: Obj): Promise<Obj | undefined> {
   const args = params.arguments;
@@ -307,7 +284,6 @@ async function elicitAnswer(ctx: C, tools: McpTools, params: Obj): Promise<Obj |
   const elicit = isJsonObject(capabilities) ? capabilities.elicitation : undefined;
   if (params.name !== 'answer_run' || !isJsonObject(args) || args.answer !== undefined || !isJsonObject(elicit)) return;
   if (Object.keys(elicit).length > 0 && !isJsonObject(elicit.form)) return;
-  // A run that is not waiting for an answer (or arguments the tool refuses): the tool's own refusal says why.
   const run = await tools.read(ctx, 'get_run', args).catch(() => undefined);
   if (!isJsonObject(run) || run.status !== 'blocked' || typeof run.question !== 'string') return;
   // The question event itself, not only its text: a run asking "Proceed?" again is asked a new question.
@@ -317,7 +293,6 @@ async function elicitAnswer(ctx: C, tools: McpTools, params: Obj): Promise<Obj |
     .digest('base64url');
   const form = isJsonObject(params.inputResponses) ? params.inputResponses.answer : undefined;
   if (params.requestState === asked && isJsonObject(form)) {
-    // Declined or cancelled: no answer, which the tool refuses as it would any call without one.
     if (form.action === 'accept' && isJsonObject(form.content)) args.answer = form.content.answer;
     return;
   }
@@ -326,18 +301,16 @@ async function elicitAnswer(ctx: C, tools: McpTools, params: Obj): Promise<Obj |
   return { resultType: 'input_required', inputRequests: { answer: ask }, requestState: asked };
 }
 
-/** One request of revision 2026-07-28: no session; `ping` is gone; results say `resultType` and name the server. */
-async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, params: Obj, version: string) {
+async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, params: Obj) {
   let result: unknown;
   if (method === 'server/discover') {
     const capabilities = { tools: {}, resources: { subscribe: true } };
     result = {
-      supportedVersions: SUPPORTED_VERSIONS, capabilities, serverInfo: serverInfo(version), instructions: INSTRUCTIONS,
+      supportedVersions: SUPPORTED_VERSIONS, capabilities, serverInfo: SERVER_INFO, instructions: INSTRUCTIONS,
     };
   } else if (method === 'ping') {
     throw new JsonRpcError(METHOD_NOT_FOUND, 'Method not found: ping (not part of revision 2026-07-28)', id, 404);
   } else {
-    // A method not served is HTTP 404 in this revision (transports); a missing resource is -32602 with its uri.
     result = (method === 'tools/call' ? await elicitAnswer(ctx, tools, params) : undefined) ??
       await dispatch(ctx, tools, method, params).catch((err: unknown) => {
         if (err instanceof JsonRpcError && err.rpcCode === METHOD_NOT_FOUND) {
@@ -350,16 +323,11 @@ async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, 
       });
   }
   const cache = CACHEABLE.has(method) ? { ttlMs: 0, cacheScope: 'private' } : {};
-  return { resultType: 'complete', ...(result as Obj), ...cache, _meta: { [META_SERVER]: serverInfo(version) } };
+  return { resultType: 'complete', ...(result as Obj), ...cache, _meta: { [META_SERVER]: SERVER_INFO } };
 }
 
-/**
- * subscriptions/listen (2026-07-28): an SSE answer that acknowledges the run resources it watches, then sends
- * notifications/resources/updated each time one of those runs gets events, until the client closes it; at shutdown
- * the listen's result ends it. Each run is a subscriber of the bus /v1 streams use, under their limits (429 past
- * them), and openSse drops a reader that falls behind, as for /v1.
- */
-function listen(ctx: C, id: Id, params: Obj, version: string): typeof TAKEN_OVER {
+/** subscriptions/listen (docs/mcp.md): each run a subscriber of the bus /v1 streams use, under their limits. */
+function listen(ctx: C, id: Id, params: Obj): typeof TAKEN_OVER {
   checkAccept(ctx.req, 'text/event-stream');
   const filter = params.notifications;
   if (!isJsonObject(filter)) throw new JsonRpcError(INVALID_PARAMS, '"notifications" must be an object');
@@ -367,7 +335,7 @@ function listen(ctx: C, id: Id, params: Obj, version: string): typeof TAKEN_OVER
   if (uris.length > MAX_LISTEN_URIS) {
     throw new JsonRpcError(INVALID_PARAMS, `At most ${MAX_LISTEN_URIS} resourceSubscriptions per listen`);
   }
-  // Honoured: the URIs of stored runs; anything else is left out of the acknowledgement (subscriptions §Ack).
+  // Only stored runs are acknowledged (subscriptions §Ack).
   const runs = new Map<string, { source: string; run: string }>();
   for (const uri of uris) {
     const [, source, run] = (typeof uri === 'string' && RUN_URI.exec(uri)) || [];
@@ -380,7 +348,7 @@ function listen(ctx: C, id: Id, params: Obj, version: string): typeof TAKEN_OVER
   const end = (): void => {
     ended = true;
     if (!stream || stream.closed) return;
-    const _meta = { ...tag, [META_SERVER]: serverInfo(version) };
+    const _meta = { ...tag, [META_SERVER]: SERVER_INFO };
     stream.write(frame({ id, result: { resultType: 'complete', _meta } }));
     stream.close();
   };
@@ -389,7 +357,7 @@ function listen(ctx: C, id: Id, params: Obj, version: string): typeof TAKEN_OVER
   try {
     for (const [uri, scope] of runs) {
       const updated = frame({ method: 'notifications/resources/updated', params: { uri, _meta: tag } });
-      unsubscribe.push(subscribeOrRefuse(ctx.deps, { ...scope, deliver: () => stream?.write(updated), end }));
+      unsubscribe.push(ctx.deps.bus.subscribe({ ...scope, deliver: () => stream?.write(updated), end }));
     }
   } catch (err) {
     unsubscribeAll();
@@ -399,12 +367,11 @@ function listen(ctx: C, id: Id, params: Obj, version: string): typeof TAKEN_OVER
   stream.onClose(unsubscribeAll);
   const notifications = runs.size > 0 ? { resourceSubscriptions: [...runs.keys()] } : {};
   stream.write(frame({ method: 'notifications/subscriptions/acknowledged', params: { notifications, _meta: tag } }));
-  // Nothing to watch, or the server is shutting down: ended at once rather than holding a socket for nothing.
   if (ended || runs.size === 0) end();
   return TAKEN_OVER;
 }
 
-function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
+function postMcp(tools: McpTools): Handler<ControlDeps> {
   return async (ctx) => {
     checkAccept(ctx.req);
     let id: Id | undefined;
@@ -412,27 +379,23 @@ function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
       const message = readMessage(ctx.body);
       if (message.kind === 'request') id = message.id;
       if (isStateless(ctx.req, message)) {
-        // Clients of this revision send requests and notifications only (transports §Sending Messages 4).
         if (message.kind === 'response') throw new JsonRpcError(INVALID_REQUEST, 'Clients send no responses', id, 400);
         checkStateless(ctx.req, id, message.method, message.params);
-        // A notification needs no session in this era, and nothing is cancellable (a listen ends as its stream does).
         if (message.kind === 'notification') return { status: 202 };
-        if (message.method === 'subscriptions/listen') return listen(ctx, message.id, message.params, version);
-        return rpcResult(message.id, await answerStateless(ctx, tools, message.id, message.method, message.params,
-          version));
+        if (message.method === 'subscriptions/listen') return listen(ctx, message.id, message.params);
+        return rpcResult(message.id, await answerStateless(ctx, tools, message.id, message.method, message.params));
       }
       if (message.kind === 'request' && message.method === 'initialize') {
-        return initialize(ctx, message.id, message.params, version);
+        return initialize(ctx, message.id, message.params);
       }
       sessionOf(ctx);
       checkVersionHeader(ctx.req);
-      // A notification or a client's response: accepted, nothing to answer (transports §Sending Messages 4).
       if (message.kind !== 'request') return { status: 202 };
       return rpcResult(message.id, await dispatch(ctx, tools, message.method, message.params));
     } catch (err) {
       const answerTo = err instanceof JsonRpcError ? (err.id ?? id) : id;
       if (err instanceof JsonRpcError) return rpcError(answerTo, err.rpcCode, err.message, err.status, err.data);
-      // Refusals of the HTTP request itself (no session, a malformed message without an id) keep the API's answer.
+      // Refusals of the HTTP request itself keep the API's answer.
       if (answerTo === undefined || isHttpError(err)) throw err;
       ctx.deps.log.error('mcp request failed', { request_id: ctx.requestId, error: errorMessage(err) });
       return rpcError(answerTo, INTERNAL_ERROR, `Internal error (request ${ctx.requestId})`);
@@ -440,17 +403,16 @@ function postMcp(tools: McpTools, version: string): Handler<ControlDeps> {
   };
 }
 
-/** DELETE /mcp ends the named session (transports §Session Management 5). */
 const deleteMcp: Handler<ControlDeps> = (ctx) => {
   sessions(ctx.deps).delete(sessionOf(ctx));
   return { status: 204 };
 };
 
-/** The /mcp routes over the API's own route table (read lazily: app.ts passes the table these routes are part of). */
-export function mcpRoutes(routes: () => readonly Route<ControlDeps>[], version: string): Route<ControlDeps>[] {
+/** The /mcp routes over the API's own route table (read lazily: these routes are part of it). */
+export function mcpRoutes(routes: () => readonly Route<ControlDeps>[]): Route<ControlDeps>[] {
   const tools = createMcpTools(routes);
   return [
-    { method: 'POST', pattern: '/mcp', handler: postMcp(tools, version), auth: true, body: 'json' },
+    { method: 'POST', pattern: '/mcp', handler: postMcp(tools), auth: true, body: 'json' },
     { method: 'DELETE', pattern: '/mcp', handler: deleteMcp, auth: true },
   ];
 }

@@ -4,7 +4,7 @@ import type { EventRow } from '../db/events-store.ts';
 import type { RunsStore } from '../db/runs-store.ts';
 import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
 import { str } from '../untrusted.ts';
-import { eventData } from './event-truth.ts';
+import { eventData } from './event-bus.ts';
 import { MetricsRegistry, createRequestMetrics, registerDbSize, type Histogram } from '../http/metrics.ts';
 
 /** Seconds: an agent's run lasts minutes to hours. */
@@ -33,10 +33,7 @@ export function createControlMetrics(runs: RunsStore, subscribers: () => number,
   return {
     registry,
     requests,
-    /**
-     * Newly stored events (each stored once, so each is observed once): the runs' status changes among them.
-     * `startedAt` is each named run's start as stored, which ingest has already read: no run is looked up again.
-     */
+    /** Newly stored events, each observed once; `startedAt` saves looking each run up again. */
     observeEvents(rows: readonly EventRow[], startedAt: ReadonlyMap<string, number>): void {
       for (const row of rows) {
         if (row.kind !== 'run.status') continue;

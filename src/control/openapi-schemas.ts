@@ -1,6 +1,7 @@
 // Reusable OpenAPI 3.1 components (JSON Schema 2020-12) for the Control Plane and trigger server documents.
 // Shapes follow DESIGN §3–5; a field the design leaves open stays an open object rather than a guess.
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
+import { SEGMENT } from './params.ts';
 
 const nullable = (type: string) => ({ type: [type, 'null'] });
 const time = { type: ['string', 'null'], format: 'date-time' };
@@ -88,18 +89,25 @@ export const schemas = {
     data: {},
   }),
   StartRequest: obj(['repo'], {
-    brief: str, spec_path: str, issue_url: str,
+    brief: { type: 'string', description: 'what to do, in words' },
+    spec_path: { type: 'string', description: 'a .md spec or .json export inside the repository' },
+    issue_url: { type: 'string', description: 'an error-tracker issue URL (…/issues/<id>)' },
     repo: {
       type: 'string', description: 'absolute path of a registered project (POST /v1/import or the repos setting)',
     },
-    provider: str, pr: { type: 'boolean' }, request_id: { type: 'string', description: 'idempotency key' },
+    provider: { type: 'string', description: 'coding agent, e.g. claude, codex, gemini (default: the setting)' },
+    pr: { type: 'boolean', description: 'open a draft pull request when the run is verified' },
+    request_id: { type: 'string', description: 'idempotency key: 1-128 letters, digits, ".", "_", ":" or "-"' },
   }),
   Answer: obj(['answer'], {
-    answer: str,
+    answer: { type: 'string', description: 'the answer, as the agent will read it' },
     origin: { type: 'string', description: 'who answered where the job was asked (the trigger server relays it, e.g. ' +
       'webhook:octocat): recorded as origin:<origin>, which cannot raise the operator\'s daily caps' },
   }),
-  RunTarget: obj(['source', 'run'], { source: str, run: str }),
+  RunTarget: obj(['source', 'run'], {
+    source: { type: 'string', pattern: SEGMENT.source, description: "the run's source" },
+    run: { type: 'string', pattern: SEGMENT.source, description: 'the run id' },
+  }),
   Config: obj(['config', 'version'], { config: { type: 'object' }, version: int }),
   ConfigUpdate: {
     description: 'Either a partial object of settings (`{"retention_days": 30}`), or `{config, version?}` as GET ' +

@@ -1,17 +1,21 @@
-// The OpenAPI 3.1 description of both servers as data: one operation list, one builder.
-// test/http/openapi.test.ts fails when a route in controlRoutes/triggerRoutes is missing here or vice versa, and when a
-// real response of any route has a status or body this document does not give it.
+// The OpenAPI 3.1 description of both servers as data (one operation list, one builder), served at /v1/openapi.json.
+// test/http/openapi.test.ts checks it against both route tables and against real responses.
+import { readFileSync } from 'node:fs';
+import { json } from '../http/respond.ts';
+import type { Handler } from '../http/pipeline.ts';
+import type { ControlDeps } from './deps.ts';
 import { schemas, responses, ref } from './openapi-schemas.ts';
+import { SEGMENT } from './params.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 
 type Server = 'control' | 'trigger' | 'both';
 // Left out: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
 type Auth = 'none' | 'api-token' | 'api-token-or-loopback' | 'signature' | 'server-token';
-/** A documented error answer; `Other` is every operation's `default` and is never listed by status. */
+/** `Other` is every operation's `default`, never listed by status. */
 type Err = Exclude<keyof typeof responses, 'Other'>;
 
-interface Op {
+export interface Op {
   server: Server;
   method: 'get' | 'post' | 'put' | 'delete';
   path: string;
@@ -22,18 +26,16 @@ interface Op {
   loopbackOnly?: boolean;
   query?: Array<[name: string, description: string, schema?: Record<string, unknown>]>;
   body?: string;
-  /** The body may be left out (routes read as optional JSON: an empty body or `{}`). */
   bodyOptional?: boolean;
   ok?: Ok;
-  /** Other success answers, e.g. 200 for a replayed request_id next to 202 for a new run. */
   also?: Ok[];
   errors?: Err[];
 }
 
-interface Ok {
+export interface Ok {
   status: number;
   schema?: string;
-  /** A media type without a schema; null: no body at all (304). */
+  /** A media type without a schema; null: no body at all. */
   type?: string | null;
   description?: string;
 }
@@ -41,6 +43,7 @@ interface Ok {
 const RUN = '/v1/runs/{source}/{run}';
 const LIMIT = { type: 'integer', minimum: 1, default: 50 };
 const EVENT_ID = { type: 'integer', minimum: 0 };
+const SEGMENT_SCHEMA = { type: 'string', pattern: SEGMENT.source };
 const PAGE: Op['query'] = [
   ['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page'],
 ];
@@ -51,7 +54,8 @@ const RUN_FILTERS: Op['query'] = [
   ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
   ['status', 'run status', { enum: [...RUN_STATUSES] }],
   ['failure', 'the class of failure of a run that did not succeed', { enum: [...FAILURE_CLASSES] }],
-  ['source', 'the source that sent the run'], ['group_id', 'retry chain id'], ...RANGE, ...PAGE,
+  ['source', 'the source that sent the run', SEGMENT_SCHEMA], ['group_id', 'retry chain id', SEGMENT_SCHEMA],
+  ...RANGE, ...PAGE,
 ];
 const SSE = {
   status: 200, type: 'text/event-stream',
@@ -91,7 +95,7 @@ const CHAT_REPLY = {
   status: 200, schema: 'Open', description: "the chat's own reply format (also for a skipped or duplicate delivery)",
 };
 
-/** One operation; `ok` as a schema name is a 200 answering it. */
+/** `ok` as a schema name is a 200 answering it. */
 function op(
   server: Server, verb: Op['method'], path: string, id: string, tag: string, summary: string,
   rest: Omit<Partial<Op>, 'ok'> & { ok?: Ok | string } = {},
@@ -100,7 +104,8 @@ function op(
   return { server, method: verb, path, id, tag, summary, ...rest, ok };
 }
 
-const operations: readonly Op[] = [
+/** Also what the MCP tools (mcp-tools.ts) take as their input. */
+export const operations: readonly Op[] = [
   op('both', 'get', '/health', 'getHealth', 'health', 'Liveness: the process answers', { auth: 'none', ok: 'Status' }),
   op('both', 'get', '/ready', 'getReady', 'health',
     'Readiness: the database is open and usable (trigger server: also listening and not shutting down)',
@@ -189,7 +194,7 @@ const operations: readonly Op[] = [
   op('control', 'post', '/v1/import', 'importRuns', 'ingest',
     'Register a project (runs may then be started there) and read <path>/.svc/runs/* into the database',
     { loopbackOnly: true, body: 'ImportRequest', ok: 'ImportResult' }),
-  // MCP (docs/mcp.md): JSON-RPC, so only the HTTP envelope is described here; tools/list describes the tools.
+  // JSON-RPC: only the HTTP envelope is described here (docs/mcp.md).
   op('control', 'post', '/mcp', 'postMcp', 'mcp', 'MCP Streamable HTTP, one JSON-RPC message per POST. Revision ' +
     '2026-07-28: stateless, each request or notification names its version in _meta and MCP-Protocol-Version / ' +
     'Mcp-Method headers (a mismatch is 400, an unserved method 404, a posted response 400, with a JSON-RPC error); ' +
@@ -236,9 +241,7 @@ const SECURITY: Record<Auth | 'control-token', unknown[]> = {
   none: [],
   signature: [],
   'api-token': [{ triggerApiToken: [] }],
-  // Without SVC_API_TOKEN, a loopback-bound trigger server answers its own machine without one.
   'api-token-or-loopback': [{ triggerApiToken: [] }, {}],
-  // GET /metrics: each server's own token rule (the operation's summary says which).
   'server-token': [{ controlToken: [] }, { triggerApiToken: [] }, {}],
   'control-token': [{ controlToken: [] }, {}],
 };
@@ -251,8 +254,7 @@ function okResponse(ok: Ok): Record<string, unknown> {
   return { description: ok.description ?? 'OK', content };
 }
 
-// What the shared pipeline may answer on any route (a malformed path or Host; a foreign Host, Origin or cross-site
-// request); `default` covers the rest (405, 408, 414, 431, 500, 503 while draining), always the error envelope.
+// What the shared pipeline may answer on any route; `default` covers the rest (405, 408, 414, 431, 500, 503).
 const ANY_ROUTE: Err[] = ['BadRequest', 'Forbidden'];
 
 function operation(op: Op): Record<string, unknown> {
@@ -265,7 +267,6 @@ function operation(op: Op): Record<string, unknown> {
   const oks = [op.ok ?? { status: 200 }, ...(op.also ?? [])];
   const errors = new Set<Err>([...ANY_ROUTE, ...(op.errors ?? [])]);
   if (op.auth === undefined) errors.add('Unauthorized');
-  // A body is read by the pipeline: 413 past its cap, and 415 for a JSON body sent as another type.
   if (op.body) errors.add('TooLarge');
   if (op.body && op.auth !== 'signature') errors.add('UnsupportedType');
   const errorRefs = [...errors].sort((a, b) => ERROR_STATUS[a] - ERROR_STATUS[b])
@@ -317,7 +318,6 @@ export function buildOpenapi(version: string, ownUrl = ''): Record<string, unkno
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of operations) {
     const item = (paths[op.path] ??= {});
-    // Each path item names its server; the shared paths (/health) name both on the operation.
     if (op.server === 'trigger') item.servers = [TRIGGER_SERVER];
     if (op.server === 'control') item.servers = own([CONTROL_SERVER]);
     item[op.method] = operation(op);
@@ -351,3 +351,17 @@ export function buildOpenapi(version: string, ownUrl = ''): Record<string, unkno
 export function toOpenapiPath(pattern: string): string {
   return pattern.replace(/[:*](\w+)/g, '{$1}');
 }
+
+/** svc's version (package.json), as the document and the MCP server's serverInfo give it. */
+export const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+}).version;
+/** One document per URL the server answers on, built when first asked for. */
+const documents = new Map<string, Record<string, unknown>>();
+
+export const getOpenapi: Handler<ControlDeps> = (ctx) => {
+  const url = ctx.deps.url();
+  let doc = documents.get(url);
+  if (!doc) documents.set(url, (doc = buildOpenapi(VERSION, url)));
+  return json(200, doc);
+};

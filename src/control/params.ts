@@ -1,9 +1,13 @@
-// Shared request-parameter parsing for Control Plane handlers: path segments, limit, times, strict query keys, cursors.
-// Every bad value is 400 invalid_param naming the parameter (DESIGN §3, §4); a run named but not stored is 404.
+// Request-parameter parsing for Control Plane handlers: every bad value is 400 invalid_param naming the parameter
+// (DESIGN §3, §4); a run named but not stored is 404.
 import { HttpError } from '../http/http-error.ts';
 import { oneOf, tryParseJson } from '../untrusted.ts';
 import type { RunKey, RunRow } from '../db/run-types.ts';
 import type { RunsStore } from '../db/runs-store.ts';
+
+export function invalidParam(message: string): never {
+  throw new HttpError('invalid_param', message);
+}
 
 /** DESIGN §3: both `<source>` and `<run>` path segments. */
 export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -12,7 +16,7 @@ const MAX_LIMIT = 500;
 
 export function checkSegment(name: string, value: unknown): string {
   if (typeof value !== 'string' || !SEGMENT.test(value)) {
-    throw new HttpError('invalid_param', `Parameter "${name}" must match ${SEGMENT.source}`);
+    invalidParam(`Parameter "${name}" must match ${SEGMENT.source}`);
   }
   return value;
 }
@@ -21,14 +25,12 @@ export function runParams(ctx: { params: Record<string, string> }): { source: st
   return { source: checkSegment('source', ctx.params.source), run: checkSegment('run', ctx.params.run) };
 }
 
-/** `value` when it is one of `allowed`, else 400 naming `name` and the choices. */
 export function parseEnum<T extends string>(name: string, value: string, allowed: readonly T[]): T {
   const known = oneOf(value, allowed);
-  if (known === null) throw new HttpError('invalid_param', `Parameter "${name}" must be one of ${allowed.join(', ')}`);
+  if (known === null) invalidParam(`Parameter "${name}" must be one of ${allowed.join(', ')}`);
   return known;
 }
 
-/** The run a request names, else 404 not_found. */
 export function storedRun(runs: Pick<RunsStore, 'get'>, { source, run }: { source: string; run: string }): RunRow {
   const row = runs.get(source, run);
   if (!row) throw new HttpError('not_found', `Run ${source}/${run} not found`);
@@ -38,21 +40,16 @@ export function storedRun(runs: Pick<RunsStore, 'get'>, { source, run }: { sourc
 /** Strict query policy: an unknown parameter is a typo the caller wants to hear about, not a silent no-op. */
 export function checkQueryKeys(query: URLSearchParams, allowed: readonly string[]): void {
   for (const key of query.keys()) {
-    if (!allowed.includes(key)) throw new HttpError('invalid_param', `Unknown query parameter "${key}"`);
+    if (!allowed.includes(key)) invalidParam(`Unknown query parameter "${key}"`);
   }
   for (const key of allowed) {
-    if (query.getAll(key).length > 1) {
-      throw new HttpError('invalid_param', `Query parameter "${key}" is given more than once`);
-    }
+    if (query.getAll(key).length > 1) invalidParam(`Query parameter "${key}" is given more than once`);
   }
 }
 
-/** `limit`: default 50, above 500 clamped to 500, anything but a positive integer → 400. */
 export function parseLimit(value: string | null): number {
   if (value === null) return DEFAULT_LIMIT;
-  if (!/^[0-9]{1,15}$/.test(value) || Number(value) < 1) {
-    throw new HttpError('invalid_param', 'Parameter "limit" must be a positive integer');
-  }
+  if (!/^[0-9]{1,15}$/.test(value) || Number(value) < 1) invalidParam('Parameter "limit" must be a positive integer');
   return Math.min(Number(value), MAX_LIMIT);
 }
 
@@ -69,12 +66,9 @@ export function timeMs(value: unknown): number | null {
   return Number.isSafeInteger(ms) && Math.abs(ms as number) <= 8.64e15 ? (ms as number) : null;
 }
 
-/** timeMs of a query parameter; anything else is 400 naming `name`. */
 export function parseTime(name: string, value: string): number {
   const ms = timeMs(value);
-  if (ms === null) {
-    throw new HttpError('invalid_param', `Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
-  }
+  if (ms === null) invalidParam(`Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
   return ms;
 }
 
@@ -87,24 +81,18 @@ export function parseWindow(query: URLSearchParams): { since?: number; until?: n
   }
   const repo = query.get('repo');
   if (repo !== null && (repo.length === 0 || repo.length > 512)) {
-    throw new HttpError('invalid_param', 'Parameter "repo" must be 1 to 512 characters');
+    invalidParam('Parameter "repo" must be 1 to 512 characters');
   }
   if (repo !== null) window.repo = repo;
   return window;
 }
 
-/** A non-negative integer id (event cursors, Last-Event-ID). */
 export function parseId(name: string, value: string): number {
-  if (!/^[0-9]{1,15}$/.test(value)) {
-    throw new HttpError('invalid_param', `Parameter "${name}" must be a non-negative integer`);
-  }
+  if (!/^[0-9]{1,15}$/.test(value)) invalidParam(`Parameter "${name}" must be a non-negative integer`);
   return Number(value);
 }
 
-/**
- * An artifact path as recorded for a run: relative, `/`-separated, no empty, `.` or `..` segments,
- * no NUL or backslash (which some filesystems treat as a separator).
- */
+/** Backslash too: some filesystems treat it as a separator. */
 export function checkArtifactPath(path: string, name = 'Artifact path'): string {
   const bad =
     path.length === 0 ||
@@ -114,7 +102,7 @@ export function checkArtifactPath(path: string, name = 'Artifact path'): string 
     path.includes('\0') ||
     /^[A-Za-z]:/.test(path) ||
     path.split('/').some((s) => s === '' || s === '.' || s === '..');
-  if (bad) throw new HttpError('invalid_param', `${name} must be relative with no "..", NUL or backslash`);
+  if (bad) invalidParam(`${name} must be relative with no "..", NUL or backslash`);
   return path;
 }
 
@@ -123,13 +111,10 @@ export function encodeCursor(key: ReadonlyArray<number | string>): string {
   return Buffer.from(JSON.stringify(key)).toString('base64url');
 }
 
-/**
- * The key of a cursor this server issued, each part an integer or a path segment as `shape` says; anything else is
- * 400 invalid_param: a client must not guess its way into the index.
- */
+/** The key of a cursor this server issued, else 400: a client must not guess its way into the index. */
 export function decodeCursor(text: string, shape: ReadonlyArray<'int' | 'segment'>): Array<number | string> {
   const bad = (): never => {
-    throw new HttpError('invalid_param', 'Parameter "cursor" is not a cursor this server issued');
+    invalidParam('Parameter "cursor" is not a cursor this server issued');
   };
   if (text.length > 400 || !/^[A-Za-z0-9_-]+$/.test(text)) return bad();
   const key = tryParseJson(Buffer.from(text, 'base64url').toString('utf8'));
@@ -139,7 +124,6 @@ export function decodeCursor(text: string, shape: ReadonlyArray<'int' | 'segment
   return key.every(fits) ? (key as Array<number | string>) : bad();
 }
 
-/** The runs list's cursor: the key [started_at, source, run] of the last run sent. */
 export function encodeRunCursor(key: RunKey): string {
   return encodeCursor([key.started_at, key.source, key.run]);
 }

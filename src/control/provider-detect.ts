@@ -1,21 +1,16 @@
-// Finds agent CLIs on PATH by looking at the filesystem (no shell), reads each built-in's version once per binary,
-// and says whether it lies in the range the provider conformance suite tested. Shared by GET /v1/providers and
-// `svc providers`.
+// Finds agent CLIs on PATH (no shell) and says whether each built-in's version lies in the tested range; for
+// GET /v1/providers and `svc providers`.
 import { isAbsolute } from 'node:path';
 import { which } from '../spawn/which.ts';
 import { BUILTIN_PROVIDERS } from '../engine/providers.ts';
 import { versionStanding, type VersionProbe } from '../engine/cli-version.ts';
 
-/**
- * The engine's PATH lookup, with one rule of the Control Plane's own: a name with a slash must be absolute, because
- * the Control Plane has no project directory a relative `./agent` could mean (cwd is not a policy).
- */
+/** A name with a slash must be absolute: the Control Plane has no project directory `./agent` could mean. */
 export function findOnPath(name: string, pathEnv: string | undefined): string | null {
   if ((name.includes('/') || name.includes('\\')) && !isAbsolute(name)) return null;
   return which(name, pathEnv);
 }
 
-/** The built-ins, then the command providers (name → argv), each as found on PATH. */
 export function describeProviders(
   commands: Record<string, { command: string[] }>, pathEnv: string | undefined, probe: VersionProbe,
 ) {

@@ -1,6 +1,5 @@
-// Turns a flood of refused requests into a bounded number of audit rows: the first refusal of each (actor, peer,
-// action, target, reason) in a window is written at once, repeats are only counted, and the count is written as one
-// row when the window ends. A drive-by page's 6,554 refusals in 10 s become two rows (docs/control-config.md).
+// Turns a flood of refused requests into a bounded number of audit rows: the first of each kind in a window is
+// written at once, repeats are only counted and written as one row when the window ends (docs/control-config.md).
 import type { AuditInput, AuditStore } from '../db/audit-store.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
@@ -54,7 +53,6 @@ export function createRefusalTally(audit: AuditStore, clock: () => number, log: 
     });
   }
 
-  /** Writes the count of every window that has ended (all of them with `all`), and forgets those windows. */
   function flush(all = false): void {
     const now = clock();
     for (const [key, t] of open) {
@@ -64,7 +62,6 @@ export function createRefusalTally(audit: AuditStore, clock: () => number, log: 
     }
   }
 
-  /** Written now if it is the first of its kind in the window, else counted. */
   function record(input: AuditInput): void {
     const now = clock();
     let key = keyOf(input);
@@ -97,7 +94,6 @@ export function createRefusalTally(audit: AuditStore, clock: () => number, log: 
   return {
     record,
     flush,
-    /** Stops the timer and writes every open count. */
     close() {
       clearInterval(timer);
       flush(true);

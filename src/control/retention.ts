@@ -1,7 +1,5 @@
-// The `retention_days` setting: deletes ended runs (with their events, artifacts and requests) that ended more than N
-// days ago, in small batches, and records each sweep that deleted something in the audit chain. Never touches an
-// active run (runs.delete refuses those) and does nothing while the setting is 0. The same sweep drops audit rows
-// older than SVC_CONTROL_AUDIT_RETENTION_DAYS, anchored so the rest of the chain still verifies (audit-store.ts).
+// The `retention_days` setting and SVC_CONTROL_AUDIT_RETENTION_DAYS: hourly sweeps in small batches, so a large
+// backlog never holds the write lock for long (docs/control-config.md).
 import type { ControlDeps } from './deps.ts';
 import { readEffectiveConfig } from './config-schema.ts';
 import { transaction } from '../db/open.ts';
@@ -10,12 +8,9 @@ import { errorMessage } from '../errors.ts';
 import { iso } from '../iso-time.ts';
 import { DAY_MS } from '../db/stats-store.ts';
 
-/** Rows per transaction: a sweep of a large backlog never holds the write lock for long. */
 const BATCH = 200;
-/** How often main.ts sweeps; the first sweep runs at startup. */
 const RETENTION_SWEEP_MS = 60 * 60 * 1000;
 
-/** Deletes what the setting says is expired; returns how many runs went. */
 export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number {
   const days = readEffectiveConfig(deps.stores.config).config.retention_days as number;
   if (!(days > 0)) return 0;
@@ -41,7 +36,6 @@ export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number 
 /** Audit rows per prune transaction; each batch is anchored by its own `audit.prune` row. */
 const AUDIT_BATCH = 5_000;
 
-/** Deletes audit rows older than the retention, oldest first, in anchored batches; returns how many went. */
 export function pruneAuditLog(deps: ControlDeps, now = deps.clock()): number {
   const days = deps.settings.auditRetentionDays ?? SETTINGS.SVC_CONTROL_AUDIT_RETENTION_DAYS.default;
   if (!(days > 0)) return 0;
@@ -55,7 +49,7 @@ export function pruneAuditLog(deps: ControlDeps, now = deps.clock()): number {
   return deleted;
 }
 
-/** Sweeps now and then every RETENTION_SWEEP_MS; a failed sweep is logged and tried again next time. */
+/** A failed sweep is logged and tried again next time. */
 export function startRetentionSweeps(deps: ControlDeps): () => void {
   function sweep(): void {
     try {

@@ -15,7 +15,7 @@ import { obj, tryParseJson } from '../untrusted.ts';
 import type { RunEventBus } from './event-bus.ts';
 import type { ControlSettings } from './settings.ts';
 
-/** Just what the controller uses (not all of ControlDeps, which holds the controller: no circle between the two). */
+/** Not all of ControlDeps, which holds the controller: no circle between the two. */
 interface RunControllerDeps {
   stores: Pick<ControlStores, 'runs' | 'events'>;
   bus: Pick<RunEventBus, 'publish'>;
@@ -23,7 +23,7 @@ interface RunControllerDeps {
   env: NodeJS.ProcessEnv;
   clock: () => number;
   log: Logger;
-  /** The URL the server listens on once bound: the launched runs' SVC_CONTROL_URL. */
+  /** The launched runs' SVC_CONTROL_URL, once bound. */
   url: () => string;
 }
 
@@ -36,9 +36,8 @@ const OUTPUT_CAP = 16 * 1024;
 /** Who a run this server stops was stopped by, as its failure says. */
 const STOPPED_BY = 'the Control Plane (a stop request)';
 
-// What a launched run may inherit is the spawn policy's 'control-launcher' allowlist minus every secret value, plus
-// how to reach this server, and the names the operator passes to agents (~/.svc/operator.json "env"). The secrets it
-// needs go through a pipe on its fd 3 that it reads and closes at start (DESIGN §7a).
+// The spawn policy's 'control-launcher' allowlist minus every secret value, plus how to reach this server and the
+// names the operator passes to agents; the secrets it needs go through the handoff pipe (DESIGN §7a).
 function childSpec(deps: RunControllerDeps): ChildSpec {
   const extra: Record<string, string> = {
     ...operatorPassedEnv(deps.env),
@@ -50,7 +49,7 @@ function childSpec(deps: RunControllerDeps): ChildSpec {
   return { kind: 'control-launcher', base: withoutSecrets(deps.env), extra };
 }
 
-/** The credentials a launched run uses itself (push, ingest, issue fetch); they travel in the handoff pipe only. */
+/** The credentials a launched run uses itself (push, ingest, issue fetch). */
 function runSecrets(deps: RunControllerDeps): Secrets {
   const out: Secrets = {};
   for (const name of RUN_SECRET_NAMES) if (deps.env[name]) out[name] = deps.env[name]!;
@@ -89,10 +88,7 @@ export function createRunController(deps: RunControllerDeps) {
   }
 
   return {
-    /**
-     * Runs `svc <args…>` (a start/resume/retry/verify launcher); if it fails, the run says why. `traceparent`: a
-     * validated one the request carried, which the run continues (SVC_TRACEPARENT).
-     */
+    /** Runs `svc <args…>` (a launcher); if it fails, the run says why. `traceparent`: validated, continued. */
     launch(source: string, run: string, args: string[], onFailure: OnFailure, traceparent?: string): void {
       const spec = childSpec(deps);
       if (traceparent) spec.extra = { ...spec.extra, SVC_TRACEPARENT: traceparent };

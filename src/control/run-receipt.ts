@@ -13,15 +13,11 @@ import { openPlainPath, readPlainIn, skipReason } from '../engine/plain-tree.ts'
 /** The largest run file read straight from a run folder (as import takes). */
 const MAX_RUN_FILE = 16 * 1024 * 1024;
 
-/** Which known key signed a receipt, as the API and the audit log name it. */
 export type Signer = Pick<KnownKey, 'kid' | 'name' | 'origin'>;
 
 type ReceiptVerdict = { ok: true; receipt: Receipt; signer: Signer } | { ok: false; reason: string };
 
-/**
- * A run file as stored by ingest, else from the run folder when the repo is on this machine, following no symbolic
- * link below the repo (src/engine/plain-tree.ts): a link is logged and read as "no such file".
- */
+/** As stored by ingest, else from the run folder on this machine, where a link is logged and read as no file. */
 export function readRunFile(deps: ControlDeps, row: RunRow, path: string): Buffer | null {
   const stored = deps.stores.artifacts.get(row.source, row.run, path);
   if (stored) return Buffer.from(stored.content);

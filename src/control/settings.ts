@@ -15,19 +15,13 @@ export interface ControlSettings {
   token: string | undefined;
   allowInsecureBind: boolean;
   answerDir: string;
-  /** ~/.svc: keys/, control/server.json. */
   svcHome: string;
   source: string;
   staticDir: string;
-  /** SVC_CONTROL_RUNNER_TOKENS_FILE: tokens that may only POST /v1/ingest for their own source (below). */
   runnerTokens: readonly RunnerCredential[];
-  /** SVC_CONTROL_MAX_CONNECTIONS(_PER_PEER); defaults when left out (src/http/http-server.ts). */
   connections?: ConnectionLimits;
-  /** SVC_CONTROL_MAX_STREAMS(_PER_RUN); defaults when left out (src/control/event-bus.ts). */
   streams?: SubscriberLimits;
-  /** SVC_CONTROL_AUDIT_RETENTION_DAYS: audit rows older than this are pruned (0: never); 365 when left out. */
   auditRetentionDays?: number;
-  /** SVC_ACCESS_LOG=1: one log line per request (src/http/pipeline.ts); off when left out. */
   accessLog?: boolean;
 }
 
@@ -65,10 +59,7 @@ export function resolveControlSettings(
   };
 }
 
-/**
- * SVC_CONTROL_TOKEN, else the first line of SVC_CONTROL_TOKEN_FILE (a systemd credential or a mounted Secret: the value
- * then never sits in any environment). An unreadable or empty file is an error, not a silently open server.
- */
+/** An unreadable or empty SVC_CONTROL_TOKEN_FILE is an error, not a silently open server. */
 function controlToken(env: NodeJS.ProcessEnv): string | undefined {
   if (env.SVC_CONTROL_TOKEN) return env.SVC_CONTROL_TOKEN;
   const file = setting(env, 'SVC_CONTROL_TOKEN_FILE');
@@ -78,7 +69,6 @@ function controlToken(env: NodeJS.ProcessEnv): string | undefined {
   return token;
 }
 
-// Runner tokens (README "Runner tokens"): each opens only POST /v1/ingest, for batches of its own source.
 /** Long enough to be a real secret; `openssl rand -hex 32` gives 64. */
 const MIN_TOKEN_LENGTH = 24;
 
@@ -88,10 +78,7 @@ export class RunnerTokensError extends BadSettingError {
   }
 }
 
-/**
- * One `<source> <token>` per line; blank lines and `#` comments are skipped. Every problem names its line, never the
- * token. A source may have several tokens (rotation); a token may not appear twice.
- */
+/** Runner tokens (README): every problem names its line, never the token. */
 export function parseRunnerTokens(text: string): RunnerCredential[] {
   const tokens: RunnerCredential[] = [];
   const seen = new Set<string>();
@@ -112,7 +99,6 @@ export function parseRunnerTokens(text: string): RunnerCredential[] {
   return tokens;
 }
 
-/** The file's tokens; unset: none. */
 export function readRunnerTokens(file: string | undefined): RunnerCredential[] {
   return file ? parseRunnerTokens(settingFile('SVC_CONTROL_RUNNER_TOKENS_FILE', file)) : [];
 }

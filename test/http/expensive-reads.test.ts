@@ -3,8 +3,9 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
-import { createExpensiveReads, ExpensiveReadsBusyError, IDLE_MS } from '../../src/control/expensive-reads.ts';
-import { statsBody, costBody } from '../../src/control/stats-body.ts';
+import {
+  createExpensiveReads, ExpensiveReadsBusyError, IDLE_MS, statsBody, costBody,
+} from '../../src/control/expensive-reads.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
 
 const DAY = 86_400_000;

@@ -1,15 +1,15 @@
-// Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer, pr.
-// A run whose folder this server recorded is steered on disk (the run controller, the answer folder); any other gets a
-// control request for its own next ingest (docs/architecture.md, "Channels").
+// Run actions (DESIGN §3, §4). A run whose folder this server recorded is steered on disk; any other gets a control
+// request for its own next ingest (docs/architecture.md, "Channels").
 import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start-argv.ts';
 import { createHash } from 'node:crypto';
-import { basename } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { runParams, storedRun } from '../params.ts';
+import { invalidParam, runParams, storedRun } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
 import { transaction } from '../../db/open.ts';
 import type { RunRow } from '../../db/run-types.ts';
@@ -18,17 +18,79 @@ import { newRunId } from '../../engine/ids.ts';
 import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
-import { actionRefusal, type RunAction } from '../action-rules.ts';
-import { bad, parseStart } from '../start-request.ts';
+import { actionRefusal, isRegisteredProject, type RunAction } from '../action-rules.ts';
+import { isIssueUrl } from '../../engine/spec.ts';
+import { realOrNull } from '../../spawn/tree.ts';
 import { formatTraceparent, parseTraceparent } from '../../trace.ts';
 import { actorOf, noteAudit } from '../audited.ts';
 
 type C = Ctx<ControlDeps>;
 
-// Retry-After for 429: a run takes minutes, but a slot may free up sooner; clients poll politely at this pace.
+const INPUTS = ['brief', 'spec_path', 'issue_url'] as const;
+const START_KEYS = new Set([...INPUTS, 'repo', 'provider', 'pr', 'request_id']);
+const MAX_INPUT_CHARS = 64 * 1024;
+
+function unregisteredMessage(path: string): string {
+  return `Project ${JSON.stringify(path)} is not registered with this Control Plane: ` +
+    'import it first (POST /v1/import {"path": …}, or add it to the "repos" setting)';
+}
+
+/** `repo` is a registered project's folder or inside it, checked before git so much as reads the folder. */
+function registeredRoot(deps: ControlDeps, repo: unknown): string {
+  if (typeof repo !== 'string' || !isAbsolute(repo) || repo.includes('\0')) {
+    invalidParam('"repo" must be an absolute path');
+  }
+  let dir = realOrNull(repo);
+  while (dir !== null && !isRegisteredProject(deps, dir)) dir = dirname(dir) === dir ? null : dirname(dir);
+  if (dir === null) invalidParam(unregisteredMessage(repo));
+  const root = deps.repos.rootOf(repo) ?? invalidParam('"repo" is not a git repository');
+  // The repository itself, not only a folder above it: a repository nested inside a registered one is not registered.
+  if (!isRegisteredProject(deps, root)) invalidParam(unregisteredMessage(root));
+  return root;
+}
+
+function checkInput(kind: (typeof INPUTS)[number], value: string, root: string): string {
+  if (kind === 'spec_path') {
+    const path = resolve(root, value);
+    if (!/\.(md|json)$/i.test(path) || !existsSync(path) || !statSync(path).isFile()) {
+      invalidParam('"spec_path" must name an existing .md spec or .json export');
+    }
+    return path;
+  }
+  if (kind === 'issue_url' && !isIssueUrl(value)) {
+    invalidParam('"issue_url" must be an error-tracker issue URL (…/issues/<id>)');
+  }
+  return value.trim();
+}
+
+/** The body of POST /v1/start, read and checked (DESIGN §3). */
+function parseStart(deps: ControlDeps, body: unknown) {
+  const b = requireJsonObject(body);
+  checkBodyKeys(b, START_KEYS);
+  const given = INPUTS.filter((k) => b[k] !== undefined);
+  if (given.length !== 1) invalidParam('Give exactly one of "brief", "spec_path" or "issue_url"');
+  const kind = given[0]!;
+  const value = b[kind];
+  if (typeof value !== 'string' || value.trim() === '' || value.length > MAX_INPUT_CHARS) {
+    invalidParam(`"${kind}" must be a non-empty string`);
+  }
+  const root = registeredRoot(deps, b.repo);
+  const input = { kind, value: checkInput(kind, value, root) };
+  const { provider, pr, request_id: requestId } = b;
+  if (provider !== undefined && (typeof provider !== 'string' || !/^[a-z0-9][a-z0-9_-]{0,31}$/.test(provider))) {
+    invalidParam('"provider" must be a provider name');
+  }
+  if (pr !== undefined && typeof pr !== 'boolean') invalidParam('"pr" must be true or false');
+  if (requestId !== undefined && (typeof requestId !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(requestId))) {
+    invalidParam('"request_id" must be 1-128 letters, digits, ".", "_", ":" or "-"');
+  }
+  return { input, repo: root, provider: (provider as string | undefined) ?? null, pr: pr === true,
+    requestId: (requestId as string | undefined) ?? null };
+}
+
+// A run takes minutes, but a slot may free up sooner.
 const RETRY_AFTER_SECONDS = 30;
 
-/** The `max_concurrent_runs` setting: runs of this source that still hold a worker count against it. */
 function checkConcurrency(deps: ControlDeps): void {
   const limit = readEffectiveConfig(deps.stores.config).config.max_concurrent_runs as number;
   const active = deps.stores.runs.countActive(deps.settings.source);
@@ -44,7 +106,6 @@ function checkConcurrency(deps: ControlDeps): void {
 export const startRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const s = parseStart(deps, ctx.body);
-  // The `default_provider` setting fills in a request that names none; unset, the project's own choice stands.
   s.provider ??= (readEffectiveConfig(deps.stores.config).config.default_provider as string | null) ?? null;
   const source = deps.settings.source;
   const bodyHash = createHash('sha256').update(canonicalJson(ctx.body)).digest('hex');
@@ -53,7 +114,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   const replayed = transaction(deps.db, (): RunRow | undefined => {
     if (s.requestId) {
       const seen = deps.stores.startRequests.get(s.requestId);
-      // A seen id whose run was deleted since is a new request: the run it named no longer exists to answer with.
+      // A seen id whose run was deleted since is a new request.
       const existing = seen ? deps.stores.runs.get(seen.source, seen.run) : undefined;
       if (seen && existing) {
         if (seen.body_sha256 !== bodyHash) {
@@ -63,7 +124,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
       }
       if (seen) deps.stores.startRequests.remove(s.requestId);
     }
-    // Inside the lock, after a replayed request_id got its run back: a replay never counts as a new start.
+    // After a replayed request_id got its run back: a replay never counts as a new start.
     checkConcurrency(deps);
     if (s.requestId) {
       deps.stores.startRequests.add({ request_id: s.requestId, body_sha256: bodyHash, source, run, created_at: now });
@@ -80,13 +141,16 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   const args = controlStartArgs({
     repo: s.repo, run, pr: s.pr, provider: s.provider, brief: s.input.kind === 'brief', input: s.input.value,
   });
-  // An incoming W3C traceparent (untrusted) is continued by the run when valid; anything else is dropped here.
   const parent = parseTraceparent(ctx.req.headers.traceparent);
   deps.engine.launch(source, run, args, 'fail-run', parent ? formatTraceparent(parent) : undefined);
-  return json(202, runToJson(deps.stores.runs.get(source, run)!));
+  return accepted(deps, source, run);
 };
 
-/** The run in the path, once ../action-rules.ts allows `action` on it (else its 409, which run detail lists too). */
+function accepted(deps: ControlDeps, source: string, run: string) {
+  return json(202, runToJson(deps.stores.runs.get(source, run)!));
+}
+
+/** The run in the path, once ../action-rules.ts allows `action` on it (else its 409). */
 function allowedRun(ctx: C, action: RunAction): RunRow {
   const row = storedRun(ctx.deps.stores.runs, runParams(ctx));
   const refusal = actionRefusal(ctx.deps, row, action);
@@ -94,7 +158,7 @@ function allowedRun(ctx: C, action: RunAction): RunRow {
   return row;
 }
 
-/** A run of this server's source whose folder it recorded (start, retry, import, a registered project's ingest). */
+/** A run of this server's source whose folder it recorded. */
 function reachable(ctx: C, row: RunRow): boolean {
   return row.source === ctx.deps.settings.source && row.repo_path !== null;
 }
@@ -107,11 +171,9 @@ export const stopRun: Handler<ControlDeps> = (ctx) => {
   deps.stores.runs.setStatus(row.source, row.run, 'stopping', now);
   const event = { kind: 'run.status', data: { from: row.status, to: 'stopping' }, ts: now };
   deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
-  // Signalled here only when this server recorded the run's folder; anything else is asked to stop by its own worker,
-  // which picks the request up from its next ingest response.
   if (reachable(ctx, row)) void deps.engine.stop(row);
   else deps.stores.controlRequests.add(row.source, row.run, 'stop', null, now);
-  return json(202, runToJson(deps.stores.runs.get(row.source, row.run)!));
+  return accepted(deps, row.source, row.run);
 };
 
 export const resumeRun: Handler<ControlDeps> = (ctx) => {
@@ -120,7 +182,7 @@ export const resumeRun: Handler<ControlDeps> = (ctx) => {
   checkConcurrency(deps);
   deps.stores.runs.setStatus(row.source, row.run, 'running', deps.clock(), { ended_at: null, error: null });
   deps.engine.launch(row.source, row.run, resumeArgs(row.run, row.repo_path!), 'fail-run');
-  return json(202, runToJson(deps.stores.runs.get(row.source, row.run)!));
+  return accepted(deps, row.source, row.run);
 };
 
 export const retryRun: Handler<ControlDeps> = (ctx) => {
@@ -136,10 +198,10 @@ export const retryRun: Handler<ControlDeps> = (ctx) => {
     branch: row.branch?.startsWith('svc/') ? `svc/${run}` : null,
   });
   deps.engine.launch(row.source, run, retryArgs(row.run, run, repo), 'fail-run');
-  return json(202, runToJson(deps.stores.runs.get(row.source, run)!));
+  return accepted(deps, row.source, run);
 };
 
-/** A run checked again in the background: what it finds is the run's own events, so the answer is the run as is. */
+/** What the launcher finds is the run's own events, so the answer is the run as is. */
 function launchOnRun(action: 'verify' | 'pr', flags: string[]): Handler<ControlDeps> {
   return (ctx) => {
     const row = allowedRun(ctx, action);
@@ -159,18 +221,16 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   checkBodyKeys(body, ['answer', 'origin']);
   const { answer, origin } = body;
   if (typeof answer !== 'string' || answer.trim() === '' || Buffer.byteLength(answer) > MAX_ANSWER_BYTES) {
-    bad(`"answer" must be a non-empty string of at most ${MAX_ANSWER_BYTES} bytes`);
+    invalidParam(`"answer" must be a non-empty string of at most ${MAX_ANSWER_BYTES} bytes`);
   }
   if (origin !== undefined && (typeof origin !== 'string' || !isOriginName(origin))) {
-    bad('"origin" must be 1 to 200 characters without control characters');
+    invalidParam('"origin" must be 1 to 200 characters without control characters');
   }
   const row = allowedRun(ctx, 'answer');
   const now = deps.clock();
-  // Who answered (docs/engine.md "Who may answer what"): an origin's answer the trigger server relays names them;
-  // any other is the caller's, as the audit names it. Only the caller's may raise the operator's daily caps.
+  // Who answered (docs/engine.md "Who may answer what"): only the caller's own answer may raise the daily caps.
   const by = origin === undefined ? `control:${actorOf(deps, ctx.peer, ctx.req)}` : `origin:${origin}`;
   noteAudit(ctx, { answered_by: by });
-  // One channel, as for stop: the answer folder for a run whose folder this server knows, else its next ingest.
   const env = { SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir };
   if (reachable(ctx, row)) writeAnswer(env, row.source, row.run, answer, by);
   else deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, by }, now);

@@ -23,9 +23,8 @@ function attachmentDisposition(path: string): string {
 }
 
 /**
- * The stored type as served, and whether the browser shows it: a type a page could load as script or style (`<script
- * src>`, `<link rel=stylesheet>`) is plain text, since a subresource ignores the disposition and the sandbox CSP and
- * only its type (with nosniff) keeps it from running; text and JSON show inline, anything else downloads.
+ * A type a page could load as script or style is served as plain text: a subresource ignores the disposition and the
+ * sandbox CSP, and only its type (with nosniff) keeps it from running. Text and JSON show inline.
  */
 function served(stored: string): { type: string; inline: boolean } {
   const base = stored.split(';')[0]!.trim().toLowerCase();

@@ -1,15 +1,14 @@
 // GET /v1/audit: the audit hash chain, newest first, keyset-paged; `?verify=true` also re-checks the whole chain.
 import { json } from '../../http/respond.ts';
-import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkQueryKeys, decodeCursor, encodeCursor, parseLimit } from '../params.ts';
+import { checkQueryKeys, decodeCursor, encodeCursor, invalidParam, parseLimit } from '../params.ts';
 import { iso } from '../../iso-time.ts';
 
 function parseVerify(value: string | null): boolean {
   if (value === null || value === 'false' || value === '0') return false;
   if (value === 'true' || value === '1' || value === '') return true;
-  throw new HttpError('invalid_param', 'Parameter "verify" must be true or false');
+  invalidParam('Parameter "verify" must be true or false');
 }
 
 export const listAudit: Handler<ControlDeps> = (ctx) => {

@@ -6,11 +6,12 @@ import type { ControlDeps } from '../deps.ts';
 import { checkQueryKeys, decodeCursor, encodeCursor, parseLimit } from '../params.ts';
 import { iso } from '../../iso-time.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
-import { describeProviders } from '../provider-detect.ts';
+import { describeProviders, findOnPath } from '../provider-detect.ts';
 import { createVersionProbe, type VersionProbe } from '../../engine/cli-version.ts';
-import { integrationStatus } from '../integrations.ts';
+import { safeEqual } from '../../http/guards.ts';
+import { SOURCES, signatureHeaderNames, type Outbound, type WebhookSource } from '../../webhook-sources.ts';
 import { knownKeys, publicKeyInfo } from '../../keys.ts';
-import { listProjects } from '../projects.ts';
+import { realOrNull } from '../../spawn/tree.ts';
 
 // One probe cache per running app, so tests with different PATHs never share answers.
 const probes = new WeakMap<ControlDeps, VersionProbe>();
@@ -26,9 +27,49 @@ export const listProviders: Handler<ControlDeps> = async (ctx) => {
   const commands = (config.providers ?? {}) as Record<string, { command: string[] }>;
   const found = await describeProviders(commands, ctx.deps.env.PATH, probeFor(ctx.deps));
   const items = found.map((p) => ({ ...p, default: config.default_provider === p.name }));
-  // DESIGN §4: a bare array, not a page (there are a handful of providers and no cursor).
+  // DESIGN §4: a bare array, not a page.
   return json(200, items);
 };
+
+// Which trigger routes and outbound integrations this process could use, from environment variable names only:
+// values are read to test presence (and equality between route secrets) and never leave integrationStatus.
+/** Pull requests are the engine's, not a source's: the one outbound integration the source table does not hold. */
+const GITHUB_PRS: Outbound = { name: 'github_prs', needs: [['GITHUB_TOKEN', 'GH_TOKEN']] };
+
+function firstSet(env: NodeJS.ProcessEnv, names: readonly string[]): string | undefined {
+  return names.find((n) => typeof env[n] === 'string' && env[n].trim() !== '');
+}
+
+/** One entry per route and outbound integration: `configured` when every variable it needs is set (and unique). */
+function integrationStatus(env: NodeJS.ProcessEnv) {
+  // Secrets shared between routes disable both, as the trigger server does at startup (files are not read here).
+  const secrets = SOURCES.map((s) => {
+    const name = firstSet(env, s.secret);
+    return { route: s.name, value: name ? env[name]! : undefined };
+  });
+  const clashing = new Set<string>();
+  for (const a of secrets) {
+    for (const b of secrets) {
+      if (a === b || a.value === undefined || b.value === undefined) continue;
+      if (safeEqual(a.value, b.value)) clashing.add(a.route);
+    }
+  }
+  const routes = SOURCES.map((s: WebhookSource) => {
+    const needs = [[...s.secret, ...(s.secretFile ? [s.secretFile] : [])], ...(s.needs ?? [])];
+    const configured = needs.every((anyOf) => firstSet(env, anyOf) !== undefined) && !clashing.has(s.name);
+    const service = s.service ? { service: s.service, headers: signatureHeaderNames(s) } : {};
+    const route = `/${s.name}`;
+    return { name: s.name, kind: 'trigger' as const, configured, variables: needs.flat(), route, ...service };
+  });
+  const outbound = [...SOURCES.flatMap((s: WebhookSource) => s.outbound ?? []), GITHUB_PRS].map((o) => {
+    let configured = o.needs.every((anyOf) => firstSet(env, anyOf) !== undefined);
+    if (o.https) configured &&= /^https:\/\//i.test(env[o.https] ?? '');
+    // `gh` on PATH opens pull requests with its own login.
+    if (o === GITHUB_PRS) configured ||= findOnPath('gh', env.PATH) !== null;
+    return { name: o.name, kind: 'outbound' as const, configured, variables: o.needs.flat() };
+  });
+  return [...routes, ...outbound];
+}
 
 export const listIntegrations: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
@@ -53,7 +94,6 @@ export const listNotifications: Handler<ControlDeps> = (ctx) => {
 
 export const getKeys: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
-  // The own key is made on first use (0600 under ~/.svc/keys); runner keys are the public PEMs in keys/trusted/.
   // Only public halves are ever serialised.
   const known = knownKeys(ctx.deps.settings.svcHome);
   const keys = known.map((k) => ({ ...publicKeyInfo(k), name: k.name, origin: k.origin }));
@@ -65,7 +105,6 @@ function repoName(value: string): string {
   return /^([A-Za-z]:)?[\\/]/.test(value) ? basename(value.replace(/\\/g, '/').replace(/\/+$/, '')) : value;
 }
 
-/** Repository names of runs, of the `repos` setting and of what trigger servers serve, each once with `served_by`. */
 export const listRepos: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
   const { config } = readEffectiveConfig(ctx.deps.stores.config);
@@ -82,8 +121,20 @@ export const listRepos: Handler<ControlDeps> = (ctx) => {
   return json(200, { items });
 };
 
-/** The projects runs may be started in (src/control/projects.ts): full paths, so loopback only like /v1/config. */
+/** Full paths, so loopback only like /v1/config. */
 export const listRegisteredProjects: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
   return json(200, { items: listProjects(ctx.deps) });
 };
+
+function listProjects(deps: ControlDeps) {
+  const out: Array<{ path: string; via: 'import' | 'repos'; registered_at: string | null }> = deps.stores.projects
+    .list().map((p) => ({ path: p.path, via: 'import', registered_at: iso(p.registered_at) }));
+  const seen = new Set(out.map((p) => p.path));
+  for (const path of readEffectiveConfig(deps.stores.config).config.repos as string[]) {
+    if (seen.has(realOrNull(path) ?? path)) continue;
+    seen.add(realOrNull(path) ?? path);
+    out.push({ path, via: 'repos', registered_at: null });
+  }
+  return out;
+}

@@ -1,6 +1,7 @@
 // GET/PUT /v1/config: validated, versioned settings; secrets are always redacted on the way out.
 import { isJsonObject } from '../../untrusted.ts';
 import { HttpError } from '../../http/http-error.ts';
+import { invalidParam } from '../params.ts';
 import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
@@ -21,28 +22,26 @@ export const getConfig: Handler<ControlDeps> = (ctx) => {
   return reply(config, version);
 };
 
-/** If-Match carries the version from GET, bare (`3`) or as the ETag GET sent (`"3"`). */
 function parseIfMatch(header: string | undefined): number | undefined {
   if (header === undefined) return undefined;
   const m = /^\s*(?:W\/)?"?(\d{1,15})"?\s*$/.exec(header);
-  if (!m) throw new HttpError('invalid_param', 'If-Match must be the config version from GET /v1/config, e.g. "3"');
+  if (!m) invalidParam('If-Match must be the config version from GET /v1/config, e.g. "3"');
   return Number(m[1]);
 }
 
-/** Accepts what GET returns (`{"config":{…},"version"?:n}`) or a bare object of settings, the curl-friendly form. */
 function updateOf(body: unknown): { update: Record<string, unknown>; version: number | undefined } {
   const record = requireJsonObject(body);
   if (!Object.hasOwn(record, 'config')) return { update: record, version: undefined };
   checkBodyKeys(record, ['config', 'version'], 'next to "config"');
   const { config, version } = record;
-  if (!isJsonObject(config)) throw new HttpError('invalid_param', 'Field "config" must be an object of settings');
+  if (!isJsonObject(config)) invalidParam('Field "config" must be an object of settings');
   if (version !== undefined && (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 0)) {
-    throw new HttpError('invalid_param', 'Field "version" must be a non-negative integer');
+    invalidParam('Field "version" must be a non-negative integer');
   }
   return { update: config as Record<string, unknown>, version };
 }
 
-/** Keeps only settings that differ from their default, so a later release's better default reaches untouched keys. */
+/** Only settings that differ from their default: a later release's better default reaches untouched keys. */
 function storedForm(effective: ConfigValues): ConfigValues {
   const out: ConfigValues = {};
   for (const s of SETTINGS) {
@@ -55,7 +54,7 @@ export const putConfig: Handler<ControlDeps> = (ctx) => {
   const { update, version: bodyVersion } = updateOf(ctx.body);
   const headerVersion = parseIfMatch(ctx.req.headers['if-match']);
   if (headerVersion !== undefined && bodyVersion !== undefined && headerVersion !== bodyVersion) {
-    throw new HttpError('invalid_param', 'If-Match and "version" disagree');
+    invalidParam('If-Match and "version" disagree');
   }
   const expected = headerVersion ?? bodyVersion;
   // Names only (never values: secrets), capped so a hostile body cannot bloat the audit chain.

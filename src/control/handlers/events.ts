@@ -1,12 +1,10 @@
-// Run events as a paged list and as SSE streams (per run and across runs); the stream mechanics live in
-// ../event-stream.ts.
-import { HttpError } from '../../http/http-error.ts';
+// Run events as a paged list and as SSE streams (per run and across runs).
 import type { Ctx, Handler } from '../../http/pipeline.ts';
 import { TAKEN_OVER, jsonPage, type HandlerResult } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { eventJson } from '../event-bus.ts';
 import { streamEvents } from '../event-stream.ts';
-import { checkQueryKeys, checkSegment, parseId, parseLimit, runParams, storedRun } from '../params.ts';
+import { checkQueryKeys, checkSegment, invalidParam, parseId, parseLimit, runParams, storedRun } from '../params.ts';
 
 function requireRun(ctx: Ctx<ControlDeps>): { source: string; run: string } {
   const key = runParams(ctx);
@@ -27,7 +25,7 @@ export const listEvents: Handler<ControlDeps> = (ctx) => {
   const { source, run } = requireRun(ctx);
   const after = ctx.query.get('after');
   const cursor = ctx.query.get('cursor');
-  if (after !== null && cursor !== null) throw new HttpError('invalid_param', 'Give "after" or "cursor", not both');
+  if (after !== null && cursor !== null) invalidParam('Give "after" or "cursor", not both');
   const from = cursor !== null ? parseId('cursor', cursor) : after !== null ? parseId('after', after) : 0;
   const limit = parseLimit(ctx.query.get('limit'));
   const rows = ctx.deps.stores.events.list(source, run, { after: from, limit: limit + 1 });
@@ -47,13 +45,12 @@ export const streamAll: Handler<ControlDeps> = async (ctx): Promise<HandlerResul
   checkQueryKeys(ctx.query, ['after', 'source', 'run']);
   const source = ctx.query.get('source');
   const run = ctx.query.get('run');
-  if (run !== null && source === null) throw new HttpError('invalid_param', 'Parameter "run" needs "source"');
+  if (run !== null && source === null) invalidParam('Parameter "run" needs "source"');
   const scope = {
     ...(source !== null ? { source: checkSegment('source', source) } : {}),
     ...(run !== null ? { run: checkSegment('run', run) } : {}),
   };
-  // Without a resume point the cross-run stream starts live: replaying every stored event is never what a watcher
-  // wants.
+  // Without a resume point the cross-run stream starts live.
   const after = resumeAfter(ctx, () => ctx.deps.stores.events.maxId());
   await streamEvents(ctx.deps, ctx.res, scope, after);
   return TAKEN_OVER;

@@ -25,5 +25,4 @@ export const getReady: Handler<ControlDeps> = (ctx) => {
   return OK;
 };
 
-/** Prometheus text (docs/deploy.md "Metrics"); the values read from the DB are read now. */
 export const getMetrics: Handler<ControlDeps> = (ctx) => metricsReply(ctx.deps.metrics.registry);

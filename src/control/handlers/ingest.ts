@@ -1,15 +1,23 @@
-// POST /v1/ingest (the shipper's batches) and POST /v1/import (a project's .svc/runs read from disk).
+// POST /v1/ingest (the shipper's batches) and POST /v1/import (a project's .svc/runs read from disk as the shipper
+// reads them, through ingest's validation and store, in one transaction, following no symbolic link below the folder:
+// docs/control-data.md).
+import { lstatSync, realpathSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
 import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
+import { contentTypeOf, OCTET_STREAM } from '../../http/static-files.ts';
 import { transaction } from '../../db/open.ts';
+import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
-import { validateBatch, type IngestBatch } from '../ingest-validate.ts';
+import { invalidParam, SEGMENT } from '../params.ts';
+import { validateBatch, validateEvent, validateRun, type IngestBatch } from '../ingest-validate.ts';
 import { storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
-import { importProject } from '../import-project.ts';
-import { isRegisteredProject } from '../projects.ts';
+import { isRegisteredProject } from '../action-rules.ts';
+import { listPlain, openPlainDirIn, openPlainPath, skipReason } from '../../engine/plain-tree.ts';
+import { readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
 
 /** One transaction (all or nothing), then the new events to live streams. */
 function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
@@ -21,22 +29,18 @@ function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
 }
 
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
-  // Everything is validated before the first write: a bad batch changes nothing.
   const batch = validateBatch(ctx.body, ctx.deps.clock());
-  // A runner token ships its own source's runs only (settings.ts).
   if (ctx.runnerSource !== undefined && batch.source !== ctx.runnerSource) {
     throw new HttpError('forbidden_source', `This token may only ship runs of source "${ctx.runnerSource}"`);
   }
-  // repo_path steers local actions (stop, resume, retry, verify run there), so it is kept only for this server's own
-  // source in a registered project: a planted folder gets nothing (docs/control-data.md).
+  // repo_path steers local actions: kept only for this server's own source in a registered project.
   const { deps } = ctx;
   for (const run of batch.runs) {
     const path = run.repo_path;
     if (!path || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
     delete run.pid;
   }
-  // A run the operator deleted stays deleted when its runner ships it again: it, its events and its artifacts are
-  // dropped and named in "deleted", so the shipper knows. One look-up per run the batch names, not per event.
+  // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
   const deleted = new Set([...named].filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
   if (deleted.size === 0) return json(200, applyBatch(deps, batch));
@@ -48,6 +52,104 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   };
   return json(200, { ...applyBatch(deps, kept), deleted: [...deleted].sort() });
 };
+
+const MAX_SKIPPED = 100;
+
+type Skip = (entry: string, reason: string) => void;
+
+function importBatch(
+  deps: ControlDeps, project: string, read: RunBatch, firstLine: number, skip: Skip,
+): IngestBatch | null {
+  const { state } = read;
+  const name = String(state.run);
+  const source = typeof state.source === 'string' && SEGMENT.test(state.source) ? state.source : deps.settings.source;
+  const now = deps.clock();
+  let run;
+  try {
+    // The folder the operator named wins over state.json; a recorded pid is never taken from a file.
+    run = validateRun({ ...state, repo_path: project, pid: null, source }, `${name}/state.json`, source, now);
+  } catch (err) {
+    skip(name, err instanceof Error ? err.message : 'invalid state.json');
+    return null;
+  }
+  const events = read.lines.flatMap((line, i) => {
+    const where = `${name}/events.jsonl:${firstLine + i + 1}`;
+    try {
+      return line.trim() ? [validateEvent({ ...JSON.parse(line), source, run: name }, where, source, now)] : [];
+    } catch (err) {
+      skip(where, err instanceof HttpError ? err.message : 'not valid JSON');
+      return [];
+    }
+  });
+  const artifacts = read.artifacts.flatMap(({ rel, content }) => {
+    const type = contentTypeOf(rel) ?? OCTET_STREAM;
+    if (!rel.includes('\\')) return [{ run: name, path: rel, content_type: type, content }];
+    skip(`${name}/artifacts/${rel}`, 'name contains a backslash');
+    return [];
+  });
+  return { source, runs: [run], events, artifacts, notifications: [], served_repos: null };
+}
+
+function importProject(deps: ControlDeps, path: unknown) {
+  if (typeof path !== 'string' || !isAbsolute(path) || path.includes('\0')) {
+    invalidParam('Field "path" must be an absolute path');
+  }
+  const project = openPlainPath(path, []);
+  if ('failed' in project) invalidParam('Field "path" is not a directory');
+  project.close();
+  const runs = openPlainPath(path, ['.svc', 'runs']);
+  const isRepo = lstatSync(join(path, '.git'), { throwIfNoEntry: false }) !== undefined;
+  if ('failed' in runs && (runs.kind === 'link' || !isRepo)) {
+    const why = runs.kind === 'link' ? ` (${runs.failed} ${skipReason('link')})` : '';
+    invalidParam(`Field "path" is neither a git repository nor a folder with .svc/runs${why}`);
+  }
+  const skipped: Array<{ entry: string; reason: string }> = [];
+  const result = { runs: 0, events: 0, duplicates: 0, artifacts: 0, skipped };
+  const skip: Skip = (entry, reason) => {
+    if (skipped.length < MAX_SKIPPED && !skipped.some((s) => s.entry === entry)) {
+      skipped.push({ entry, reason });
+    }
+  };
+  const inserted: EventRow[] = [];
+  try {
+    transaction(deps.db, () => {
+      deps.stores.projects.add(realpathSync(path), deps.clock());
+      if ('failed' in runs) return;
+      for (const { name } of listPlain(runs)) {
+        if (!SEGMENT.test(name)) continue;
+        const folder = openPlainDirIn(runs, name);
+        if (typeof folder === 'string') {
+          if (folder !== 'file') skip(name, skipReason(folder));
+          continue;
+        }
+        try {
+          let from: ShipOffsets = { events_offset: 0, artifacts: {} };
+          for (let line = 0, more = true, first = true; more; first = false) {
+            const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));
+            const batch = read && importBatch(deps, path, read, line, skip);
+            if (!read || !batch) break;
+            // An explicit import brings back a run that was deleted (ingest does not: control-stores.ts deletedRuns).
+            deps.stores.deletedRuns.forget(batch.source, name);
+            const stored = storeBatch(deps, batch, { deliverControl: false });
+            for (const row of stored.inserted) inserted.push(row);
+            if (first) result.runs += stored.result.runs;
+            result.events += stored.result.events;
+            result.duplicates += stored.result.duplicates;
+            result.artifacts += stored.result.artifacts;
+            ({ next: from, more } = read);
+            line += read.lines.length;
+          }
+        } finally {
+          folder.close();
+        }
+      }
+    });
+  } finally {
+    if (!('failed' in runs)) runs.close();
+  }
+  deps.bus.publish(inserted);
+  return result;
+}
 
 export const importRuns: Handler<ControlDeps> = (ctx) => {
   const body = requireJsonObject(ctx.body);

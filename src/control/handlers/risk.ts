@@ -1,5 +1,4 @@
-// GET /v1/review/risk: a 0-100 review-risk score from the run's diff (size, sensitive paths, tests touched) and
-// verdict.
+// GET /v1/review/risk: a 0-100 review-risk score from the run's diff (size, sensitive paths, tests) and verdict.
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';

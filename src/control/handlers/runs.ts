@@ -12,7 +12,7 @@ import {
 import { runToJson } from '../../db/runs-store.ts';
 import type { ControlStores } from '../../db/control-stores.ts';
 import { str } from '../../untrusted.ts';
-import { eventData } from '../event-truth.ts';
+import { eventData } from '../event-bus.ts';
 import { iso } from '../../iso-time.ts';
 import { actionRefusals } from '../action-rules.ts';
 
@@ -45,13 +45,9 @@ export const listRuns: Handler<ControlDeps> = (ctx) => {
   return jsonPage(items, next ? encodeRunCursor(next) : null);
 };
 
-// What run detail adds to the Run JSON (docs/control-data.md): the answer waiting to reach a blocked run, and the
-// attempts of its retry group. The list stays plain Run JSON.
-
 /** Attempts listed per group at most (a retry chain is short; this bounds a hostile one). */
 const MAX_ATTEMPTS = 100;
 
-/** An answer given while the run is still blocked, so it has not reached the run yet; else null. */
 function pendingAnswer(stores: ControlStores, row: RunRow) {
   if (row.status !== 'blocked') return null;
   const answer = stores.events.latest(row.source, row.run, 'answer');
@@ -59,7 +55,6 @@ function pendingAnswer(stores: ControlStores, row: RunRow) {
   // A question asked after the answer is a new one: the old answer is no longer waiting for it.
   const question = stores.events.latest(row.source, row.run, 'question');
   if (question && question.id > answer.id) return null;
-  // Handed to the run's own runner in its next ingest response, or written where this machine's run reads it.
   const request = stores.controlRequests.latest(row.source, row.run, 'answer');
   const viaIngest = request !== undefined && request.created_at >= answer.ts;
   return {
@@ -70,7 +65,6 @@ function pendingAnswer(stores: ControlStores, row: RunRow) {
   };
 }
 
-/** Every run of the row's group, oldest first (attempt 1 first). */
 function attempts(stores: ControlStores, row: RunRow) {
   return stores.runs
     .list({ group_id: row.group_id, limit: MAX_ATTEMPTS })
@@ -84,8 +78,6 @@ export const getRun: Handler<ControlDeps> = (ctx) => {
   const { source, run } = runParams(ctx);
   checkQueryKeys(ctx.query, []);
   const row = storedRun(ctx.deps.stores.runs, { source, run });
-  // The artifact index (paths only) for `artifact/<path>` links, and why each action would be refused (the same
-  // rules the action handlers apply).
   const { stores } = ctx.deps;
   const artifacts = stores.artifacts
     .list(source, run)
@@ -106,7 +98,7 @@ export const deleteRun: Handler<ControlDeps> = (ctx) => {
   if (outcome === 'active') {
     throw new HttpError('invalid_transition', `Run ${source}/${run} is still active; stop it before deleting`);
   }
-  // Remembered so its runner re-shipping it (`svc ship`) does not bring it back.
+  // So its runner re-shipping it does not bring it back.
   ctx.deps.stores.deletedRuns.add(source, run, ctx.deps.clock());
   return json(200, { deleted: true });
 };

@@ -1,18 +1,16 @@
-// GET /v1/stats and /v1/stats/cost: run counts, success rate, durations and cost over an optional window and repo,
-// computed on the expensive-reads thread (src/control/expensive-reads.ts) so they never hold up other requests.
+// GET /v1/stats and /v1/stats/cost, computed on the expensive-reads thread (src/control/expensive-reads.ts).
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import { HttpError } from '../../http/http-error.ts';
-import { checkQueryKeys, parseWindow } from '../params.ts';
+import { checkQueryKeys, invalidParam, parseWindow } from '../params.ts';
 import type { StatsFilter } from '../../db/stats-store.ts';
 
-/** The same window as GET /v1/runs, where `until` before `since` is a mistake worth naming. */
+/** The window of GET /v1/runs, where `until` before `since` is a mistake worth naming. */
 function filterOf(query: URLSearchParams): StatsFilter {
   checkQueryKeys(query, ['since', 'until', 'repo']);
   const filter = parseWindow(query);
   if (filter.since !== undefined && filter.until !== undefined && filter.until < filter.since) {
-    throw new HttpError('invalid_param', 'Parameter "until" is before "since"');
+    invalidParam('Parameter "until" is before "since"');
   }
   return filter;
 }
