@@ -2,7 +2,7 @@
 import { dirname } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
-import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/probe.ts';
+import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/sandbox-mode.ts';
 import { which } from '../spawn/which.ts';
 import { describeFilter, type SyscallFilter } from '../spawn/seccomp.ts';
 import { memoryBound } from '../spawn/memory-cgroup.ts';

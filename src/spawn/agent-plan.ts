@@ -4,8 +4,7 @@
 import { existsSync, mkdirSync, readdirSync, type Dirent } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
-import { providerFolders } from './provider-layout.ts';
-import { layProviderHome } from './provider-home.ts';
+import { layProviderHome, providerFolders, type ProviderHomeSource } from './provider-home.ts';
 import { within, type SandboxPlan } from './bwrap-argv.ts';
 import type { SandboxGate } from './sandbox-network.ts';
 import { isSystemPath } from './system-view.ts';
@@ -27,8 +26,8 @@ interface AgentPlanInput {
   /** Provider family (a builtin name, "command", or "check") and the folders a command provider declares writable. */
   provider: string;
   declared: string[];
-  /** Where a built-in CLI's HOME is laid from (provider-home.ts); null for a check or a `command` provider. */
-  providerHome?: { template: string; repoHome: string; run: string } | null;
+  /** Null for a check or a `command` provider. */
+  providerHome?: ProviderHomeSource | null;
   /** The program about to run (its install stays visible). */
   program: string;
   /** False: show the program file alone, not its folder or install (a repository's own command provider). */
@@ -129,7 +128,7 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   const roots = providerFolders(input.provider, input.home);
   const folders = providerFolders(input.provider, input.home, input.declared).filter((p) => !roots.includes(p));
   const mounts = input.providerHome
-    ? layProviderHome({ provider: input.provider, home: input.home, loginHome: input.home, ...input.providerHome })
+    ? layProviderHome({ provider: input.provider, home: input.home, ...input.providerHome })
     : [];
   ensureFolders(folders);
   const engine = join(input.repo, '.svc');

@@ -5,8 +5,7 @@ import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync, writeFileSync 
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { startChild } from './start.ts';
-import { unescapeMount } from './shared-memory.ts';
-import { readOrNull } from './tree.ts';
+import { readOrNull, unescapeMount } from './tree.ts';
 
 /** Where this process can make memory cgroups, or why it cannot. */
 type MemoryCgroupSupport = { version: 'v1' | 'v2'; parent: string } | { version: null; reason: string };

@@ -29,6 +29,11 @@ export function readlinkOrNull(path: string): string | null {
   }
 }
 
+/** Octal escapes (`\040`) in mountinfo paths. */
+export function unescapeMount(path: string): string {
+  return path.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+}
+
 /** The path with every link resolved, or null when it (or a folder on its way) is gone. */
 export function realOrNull(path: string): string | null {
   try {
