@@ -5,8 +5,7 @@
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { neverWritable } from './never-writable.ts';
-import { within, type HomeMount } from './bwrap-argv.ts';
-import { pathKind } from './system-view.ts';
+import { pathKind, within, type HomeMount } from './bwrap-argv.ts';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 
 /** A CLI's paths under HOME, by who may change them (docs/engine.md "Provider homes" says what each kind gets). */

@@ -21,8 +21,8 @@ export const MODEL_BASE = `http://localhost:${FORWARDER_PORT}/_model`;
 const ACTIVATE = ['/usr/bin/systemd-socket-activate', '/bin/systemd-socket-activate'];
 const PROXYD = ['/usr/lib/systemd/systemd-socket-proxyd', '/lib/systemd/systemd-socket-proxyd'];
 
-/** The gate as a sandbox plan names it: its socket on the host and the forwarder that bridges it in. */
-export function sandboxGate(socket: string, useSystemd = true): SandboxGate {
+/** The gate for a sandbox plan: systemd's activator where it is installed and `useSystemd`, else svc's forwarder. */
+export function sandboxGate(socket: string, useSystemd: boolean): SandboxGate {
   const activate = ACTIVATE.find((p) => existsSync(p));
   const proxyd = PROXYD.find((p) => existsSync(p));
   if (useSystemd && activate && proxyd) return { socket, bridge: { kind: 'systemd', activate, proxyd } };
@@ -32,7 +32,7 @@ export function sandboxGate(socket: string, useSystemd = true): SandboxGate {
   return { socket, bridge: { kind: 'node', node: realpathSync(process.execPath), forwarder: realpathSync(forwarder) } };
 }
 
-/** bwrap arguments: the socket, and the forwarder's program if the system view does not show it already. */
+/** bwrap arguments: the socket, and svc's forwarder's program (the system view shows systemd's). */
 export function gateMounts(gate: SandboxGate): string[] {
   const bind = ['--bind', gate.socket, GATE_SOCKET_INSIDE];
   if (gate.bridge.kind === 'systemd') return bind;
@@ -41,10 +41,9 @@ export function gateMounts(gate: SandboxGate): string[] {
   return ['--ro-bind', node, node, '--ro-bind', forwarder, forwarder, ...bind];
 }
 
-// svc's forwarder prints its port once it listens; systemd's activator says "Listening on …" on stderr (and more on
-// each connection). The shell reads that first line from a FIFO before it becomes the command, then leaves a `cat`
-// draining the FIFO, so the forwarder never blocks on, or dies of, a full or closed pipe. The forwarder is started
-// straight from this shell, and the FIFO's name goes once both ends are open: nothing between it and the command.
+// svc's forwarder prints its port once it listens, systemd's activator "Listening on …" on stderr (and more on each
+// connection). The shell reads that first line from a FIFO before it becomes the command, leaving a `cat` draining
+// the FIFO so the forwarder never blocks on, or dies of, a full or closed pipe.
 function bridge(start: string): string {
   return [
     'fifo=/tmp/.svc-forwarder; mkfifo "$fifo" || exit 125',

@@ -43,11 +43,6 @@ export function realOrNull(path: string): string | null {
   }
 }
 
-/** A pause that blocks (killAll runs in exit paths, where nothing async may be awaited). */
-function pauseMs(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
 /** Fields of /proc/<pid>/stat after the command name: index 0 is field 3 (state), 2 is the group, 19 the start time. */
 export function statFields(pid: number): string[] | null {
   const stat = readOrNull(`/proc/${pid}/stat`);
@@ -74,12 +69,9 @@ function liveProcs(): Proc[] {
   return allPids().map(readProc).filter((p): p is Proc => p !== null);
 }
 
-function pidNamespace(pid: number): string | null {
-  return readlinkOrNull(`/proc/${pid}/ns/pid`);
-}
-
 /** Host pids of every process in the PID namespace that `outerPid` (the bwrap svc started) created. */
 export function sandboxMembers(outerPid: number): number[] {
+  const pidNamespace = (pid: number) => readlinkOrNull(`/proc/${pid}/ns/pid`);
   const own = pidNamespace(outerPid);
   const procs = liveProcs();
   const inner = procs.filter((p) => p.ppid === outerPid).map((p) => pidNamespace(p.pid)).find((ns) => ns && ns !== own);
@@ -151,7 +143,8 @@ export function createTreeGuard() {
         if (left.length === 0) return;
         for (const p of left) signal(p, 'SIGKILL');
         for (const p of left) known.set(p.pid, p);
-        pauseMs(10);
+        // A blocking pause: killAll runs in exit paths, where nothing async may be awaited.
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
       }
     },
   };
