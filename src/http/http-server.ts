@@ -10,8 +10,7 @@ import { SETTINGS, settingInt } from '../settings-registry.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
 
-/** Milliseconds: an idle keep-alive connection is closed after keepAliveTimeout; headers and the whole request must
- * have arrived within theirs (else 408 and closed), checked every connectionsCheckingInterval. */
+/** Headers and the whole request must arrive within theirs (else 408 and closed). */
 const SERVER_TIMEOUTS = {
   keepAliveTimeout: 5_000,
   headersTimeout: 20_000,
@@ -39,15 +38,13 @@ const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
 
 /** The server's `_MAX_CONNECTIONS` and `_MAX_CONNECTIONS_PER_PEER`. */
 export function readConnectionLimits(env: NodeJS.ProcessEnv, server: 'control' | 'trigger'): ConnectionLimits {
-  const [all, peer] = server === 'control'
-    ? ['SVC_CONTROL_MAX_CONNECTIONS', 'SVC_CONTROL_MAX_CONNECTIONS_PER_PEER'] as const
-    : ['SVC_TRIGGER_MAX_CONNECTIONS', 'SVC_TRIGGER_MAX_CONNECTIONS_PER_PEER'] as const;
+  const all = server === 'control' ? 'SVC_CONTROL_MAX_CONNECTIONS' : 'SVC_TRIGGER_MAX_CONNECTIONS';
   const total = settingInt(env, all);
-  return { total, perPeer: settingInt(env, peer, { max: total }) };
+  return { total, perPeer: settingInt(env, `${all}_PER_PEER`, { max: total }) };
 }
 
+/** Open connections admitted (refused ones are never counted). */
 export interface ConnectionCounts {
-  /** Open connections admitted (refused ones are never counted). */
   total(): number;
 }
 

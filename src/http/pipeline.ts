@@ -49,7 +49,7 @@ export interface Route<D> {
   limit?: number;
 }
 
-export interface PipelineOptions<D> {
+interface PipelineOptions<D> {
   routes: ReadonlyArray<Route<D>>;
   deps: D;
   boundToLoopback: () => boolean;
@@ -72,31 +72,23 @@ export interface PipelineOptions<D> {
   accessLog?: boolean;
 }
 
-export interface Refusal<D> {
-  route: Route<D>;
-  params: Record<string, string>;
-  method: string;
-  req: IncomingMessage;
-  peer: string;
-  requestId: string;
-  error: HttpError;
-}
+export type Refusal<D> = Pick<Ctx<D>, 'req' | 'params' | 'peer' | 'requestId'> & { route: Route<D>; error: HttpError };
 
-/** Set while a request is between its route match and its handler; only allocated when onRefused is set. */
-export interface Admission<D> {
+export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * How far a request got: the route template it matched (its metrics and access log name it, never the raw path),
+ * and, from the match until its handler runs, the route and parameters a refusal is reported with.
+ */
+interface Seen<D> {
+  pattern: string;
   route?: Route<D> | undefined;
   params?: Record<string, string>;
 }
 
-export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
-
-/** The bearer token where the route wants one; on a `runner` route a runner token too, whose source it returns. */
-function checkCredentials<D>(
-  route: Route<D>, req: IncomingMessage, pathname: string, opts: PipelineOptions<D>,
-): string | undefined {
-  if (!(route.auth ?? pathname.startsWith('/v1/'))) return undefined;
-  return checkBearer(req, opts.token, route.runner ? opts.runnerTokens : undefined);
-}
+/** A request refused before any route matched it (Host, 404, 405); a UI file. */
+const UNMATCHED_ROUTE = 'unmatched';
+const STATIC_ROUTE = 'static';
 
 /** Whether the route reads a body for this request: always for json and raw, for optional-json when one is sent. */
 function wantsBody<D>(route: Route<D>, req: IncomingMessage): boolean {
@@ -114,9 +106,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
    * Runs the checks and the handler, synchronously unless a body is read or the handler returns a promise: a bodyless
    * route that answers at once is written from the parser's own callback (docs/bench.md).
    */
-  function handle(
-    req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen, admission?: Admission<D>,
-  ): void | Promise<void> {
+  function handle(req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen<D>): void | Promise<void> {
     const method = req.method ?? 'GET';
     // Node's own answer to a Host-less HTTP/1.1 request is a bare 400; both servers turn it off (requireHostHeader:
     // false) so the refusal is the envelope here instead (RFC 9112 §3.2).
@@ -130,7 +120,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (opts.staticFiles && (method === 'GET' || method === 'HEAD') && !pathname.startsWith('/v1/')) {
       const file = opts.staticFiles.lookup(pathname, req.headers['if-none-match']);
       if (file) {
-        seen.route = STATIC_ROUTE;
+        seen.pattern = STATIC_ROUTE;
         sendReply(res, file, method === 'HEAD');
         return;
       }
@@ -140,12 +130,12 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (req.headers['sec-fetch-site'] !== undefined || req.headers['sec-fetch-mode'] !== undefined) checkFetchSite(req);
     const match = router.match(method, pathname);
     const route = match.handler;
-    seen.route = route.pattern;
-    if (admission) {
-      admission.route = route;
-      admission.params = match.params;
-    }
-    const runnerSource = checkCredentials(route, req, pathname, opts);
+    seen.pattern = route.pattern;
+    seen.route = route;
+    seen.params = match.params;
+    const runnerSource = (route.auth ?? pathname.startsWith('/v1/'))
+      ? checkBearer(req, opts.token, route.runner ? opts.runnerTokens : undefined)
+      : undefined;
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
     // checkOrigin only ever looks at a request that carries an Origin header.
     if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
@@ -155,20 +145,20 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     };
     if (!wantsBody(route, req)) {
       if (route.body === 'optional-json') ctx.body = {};
-      return answer(route, ctx, admission);
+      return answer(route, ctx, seen);
     }
     if (route.body !== 'raw') checkJsonContentType(req);
     return readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout }).then((raw) => {
       ctx.raw = raw;
       if (route.body !== 'raw') ctx.body = route.body === 'optional-json' && raw.length === 0 ? {} : parseJson(raw);
-      return answer(route, ctx, admission);
+      return answer(route, ctx, seen);
     });
   }
 
   /** The admitted request's handler and its reply. */
-  function answer(route: Route<D>, ctx: Ctx<D>, admission: Admission<D> | undefined): void | Promise<void> {
+  function answer(route: Route<D>, ctx: Ctx<D>, seen: Seen<D>): void | Promise<void> {
     // Admitted: from here on an error is the handler's own (the Control Plane's audited() records those).
-    if (admission) admission.route = undefined;
+    seen.route = undefined;
     const result = route.handler(ctx);
     // Any thenable, not only a native Promise, is awaited, as `await` would.
     if (typeof (result as { then?: unknown }).then === 'function') {
@@ -186,28 +176,18 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
 
   return (req, res) => {
     const requestId = randomUUID();
-    const admission: Admission<D> | undefined = opts.onRefused ? {} : undefined;
-    const seen: Seen = { route: UNMATCHED_ROUTE };
+    const seen: Seen<D> = { pattern: UNMATCHED_ROUTE };
     if (observed) observed(req, res, requestId, seen);
     let pending: void | Promise<void>;
     try {
-      pending = handle(req, res, requestId, seen, admission);
+      pending = handle(req, res, requestId, seen);
     } catch (err) {
-      answerFailure(req, res, requestId, admission, err, opts);
+      answerFailure(req, res, requestId, seen, err, opts);
       return;
     }
-    pending?.catch((err: unknown) => answerFailure(req, res, requestId, admission, err, opts));
+    pending?.catch((err: unknown) => answerFailure(req, res, requestId, seen, err, opts));
   };
 }
-
-/** The route template a request matched, for its metrics and access log line (never the raw path). */
-interface Seen {
-  route: string;
-}
-
-/** A request refused before any route matched it (Host, 404, 405); a UI file. */
-const UNMATCHED_ROUTE = 'unmatched';
-const STATIC_ROUTE = 'static';
 
 /**
  * Counts a request once its answer has ended (or its client went away: status 0), and writes its access log line.
@@ -215,7 +195,7 @@ const STATIC_ROUTE = 'static';
  */
 function observeAnswer(
   requests: RequestMetrics | undefined, log: Logger | null,
-): (req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen) => void {
+): (req: IncomingMessage, res: ServerResponse, requestId: string, seen: { pattern: string }) => void {
   return (req, res, requestId, seen) => {
     const started = performance.now();
     const socket = req.socket;
@@ -226,10 +206,10 @@ function observeAnswer(
     res.on('close', () => {
       const seconds = (performance.now() - started) / 1000;
       const status = res.headersSent ? res.statusCode : 0;
-      requests?.observe(seen.route, req.method, status, seconds);
+      requests?.observe(seen.pattern, req.method, status, seconds);
       if (!log) return;
       log.info('request', {
-        method: req.method, route: seen.route, status, duration_ms: Math.round(seconds * 1e6) / 1e3,
+        method: req.method, route: seen.pattern, status, duration_ms: Math.round(seconds * 1e6) / 1e3,
         bytes: socket.bytesWritten - before, request_id: requestId, peer,
       });
     });
@@ -238,35 +218,25 @@ function observeAnswer(
 
 const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-function reportRefusal<D>(
-  route: Route<D>, params: Record<string, string>, req: IncomingMessage, requestId: string, error: HttpError,
-  opts: PipelineOptions<D>,
-): void {
-  try {
-    const method = req.method ?? 'GET';
-    const peer = req.socket.remoteAddress ?? '';
-    opts.onRefused!({ route, params, method, req, peer, requestId, error });
-  } catch (err) {
-    // The refusal is answered either way; a failing hook is logged, never turned into a 500.
-    const message = errorMessage(err);
-    opts.log.error('refusal hook failed', { request_id: requestId, error: message });
-  }
-}
-
-// How a request that failed is answered: a refusal (an HttpError, from a guard or a handler) gets the error envelope
-// and, for a mutating request refused before its handler ran, the onRefused hook; a database another process keeps
-// locked is a 503 with Retry-After; anything else is a 500 that names the request id and logs the cause.
+// A refusal (an HttpError, from a guard or a handler, or a typed svc error: http-error.ts httpErrorOf) gets the error
+// envelope and, for a mutating request refused before its handler ran, the onRefused hook; a database another process
+// keeps locked is a 503 with Retry-After; anything else is a 500 that names the request id and logs the cause.
 function answerFailure<D>(
-  req: IncomingMessage, res: ServerResponse, requestId: string, admission: Admission<D> | undefined, thrown: unknown,
+  req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen<D>, thrown: unknown,
   opts: PipelineOptions<D>,
 ): void {
-  // A typed svc error escaping a handler is its own answer (http-error.ts httpErrorOf), not a crash.
   const cause = httpErrorOf(thrown) ?? thrown;
   let err: HttpError;
   if (isHttpError(cause)) {
     err = cause;
-    if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
-      reportRefusal(admission.route, admission.params ?? {}, req, requestId, err, opts);
+    if (opts.onRefused && seen.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
+      const refusal = { route: seen.route, params: seen.params ?? {}, req, peer: req.socket.remoteAddress ?? '' };
+      try {
+        opts.onRefused({ ...refusal, requestId, error: err });
+      } catch (hookErr) {
+        // The refusal is answered either way; a failing hook is logged, never turned into a 500.
+        opts.log.error('refusal hook failed', { request_id: requestId, error: errorMessage(hookErr) });
+      }
     }
   } else if (isDatabaseBusy(cause)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
@@ -288,8 +258,8 @@ function answerFailure<D>(
 }
 
 // A write that waited out SQLite's busy timeout because another process holds the database's write lock (an operator's
-// sqlite3 shell, a second server on the same file): the request will succeed later, so it is a 503, not a 500.
-// node:sqlite reports SQLite's own code in `errcode` (extended codes keep the primary one in their low byte).
+// sqlite3 shell, a second server on the same file) will succeed later. node:sqlite reports SQLite's own code in
+// `errcode` (extended codes keep the primary one in their low byte).
 const SQLITE_BUSY = 5;
 const SQLITE_LOCKED = 6;
 
@@ -310,7 +280,7 @@ const REFUSED_LINGER_MS = 1_000;
 /**
  * Closes the connection of a request answered before its body was read to the end: the answer goes out with
  * `Connection: close` and nothing more of the body is read (draining an endless chunked body would read ~12 GiB in
- * 5 s). Call before the reply is written; does nothing for a request without a body or whose body has fully arrived.
+ * 5 s). Call before the reply is written.
  */
 function closeAfterRefusal(req: IncomingMessage, res: ServerResponse): void {
   // `complete` is still false while a bodyless request is handled synchronously, so the framing headers decide.
@@ -327,5 +297,3 @@ function closeAfterRefusal(req: IncomingMessage, res: ServerResponse): void {
     socket.once('close', () => clearTimeout(timer));
   });
 }
-
-export { HttpError };

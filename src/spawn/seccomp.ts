@@ -50,7 +50,7 @@ export const REFUSED_SYSCALLS: ReadonlyArray<{ name: string; x86_64: number; aar
   { name: 'clone3', x86_64: 435, aarch64: 435, rule: 'enosys' },
 ];
 
-/** The descriptor a sandboxed child finds the program on: right after stdin, stdout and stderr. */
+/** Where a sandboxed child finds the program: right after stdio. */
 const SECCOMP_FD = 3;
 
 const AUDIT_ARCH = { x64: 0xc000003e, arm64: 0xc00000b7 } as const;
@@ -172,7 +172,7 @@ export function describeFilter(): SyscallFilter {
   return { arch, refused, instructions: built.length / 8, reason: null };
 }
 
-/** An unnamed file holding `bytes`: O_TMPFILE, or (where a filesystem lacks it) one unlinked at once in a 0700 dir. */
+/** An unnamed file holding `bytes` (bwrap reads it, never a path): O_TMPFILE, else one unlinked at once. */
 function anonymousFile(bytes: Buffer): number {
   let fd: number | null = null;
   for (const dir of new Set([tmpdir(), '/tmp', '/dev/shm'])) {
@@ -192,10 +192,7 @@ function anonymousFile(bytes: Buffer): number {
   return fd;
 }
 
-/**
- * A fresh descriptor reading this process's filter from its start, for one sandbox start (stdio slot SECCOMP_FD); the
- * caller closes it once the child has started. Null when there is no filter on this architecture.
- */
+/** A fresh descriptor reading the filter from its start, for one sandbox start; null without a filter. */
 export function openFilterFd(): number | null {
   const built = theProgram();
   if (!built) return null;
