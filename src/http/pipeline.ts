@@ -22,9 +22,8 @@ export interface Ctx<D> {
   url: URL;
   params: Record<string, string>;
   query: URLSearchParams;
-  /** Parsed JSON body for `body: 'json'` routes. */
+  /** The parsed JSON of a json route; `raw`, the bytes of a json or raw route. */
   body: unknown;
-  /** Raw bytes for `body: 'raw'` and `body: 'json'` routes. */
   raw: Buffer | undefined;
   peer: string;
   requestId: string;
@@ -54,19 +53,14 @@ interface PipelineOptions<D> {
   deps: D;
   boundToLoopback: () => boolean;
   token?: string | undefined;
-  /** Tokens that open only `runner` routes, each for one source. */
   runnerTokens?: readonly RunnerCredential[];
   ownOrigins?: () => ReadonlySet<string>;
   staticFiles?: StaticFiles;
   log: Logger;
-  /** Refuse a body still arriving after this many ms (slow-body guard); readBody's default otherwise. */
+  /** Refuse a body still arriving after this many ms (the slow-body guard). */
   bodyTimeoutMs?: number;
-  /**
-   * Told about a mutating request that matched a route but was refused before its handler ran (401, 403, 415, 413,
-   * 400 invalid_json): the Control Plane audits those. Errors from the handler itself never reach it.
-   */
+  /** A mutating request that matched a route but was refused before its handler ran (the Control Plane audits it). */
   onRefused?: (info: Refusal<D>) => void;
-  /** Counts every answered request by route template and status, with its latency (GET /metrics). */
   requests?: RequestMetrics;
   /** One `request` log line per answered request (SVC_ACCESS_LOG=1): never a path, query, header or body. */
   accessLog?: boolean;
@@ -76,10 +70,7 @@ export type Refusal<D> = Pick<Ctx<D>, 'req' | 'params' | 'peer' | 'requestId'> &
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
-/**
- * How far a request got: the route template it matched (its metrics and access log name it, never the raw path),
- * and, from the match until its handler runs, the route and parameters a refusal is reported with.
- */
+/** The route template a request matched (never the raw path) and, until its handler runs, its route and params. */
 interface Seen<D> {
   pattern: string;
   route?: Route<D> | undefined;
@@ -108,8 +99,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
    */
   function handle(req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen<D>): void | Promise<void> {
     const method = req.method ?? 'GET';
-    // Node's own answer to a Host-less HTTP/1.1 request is a bare 400; both servers turn it off (requireHostHeader:
-    // false) so the refusal is the envelope here instead (RFC 9112 §3.2).
+    // Node's own answer is a bare 400; both servers turn it off (requireHostHeader: false) for the envelope.
     if (req.headers.host === undefined && req.httpVersion === '1.1') {
       throw new HttpError('bad_request', 'HTTP/1.1 requests need a Host header');
     }
@@ -125,8 +115,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
         return;
       }
     }
-    // Before the route match: a refused cross-site request costs two header lookups and is not audited (a page could
-    // otherwise write the audit log at will).
+    // Before the route match, so a cross-site request is not audited (a page could write the audit log at will).
     if (req.headers['sec-fetch-site'] !== undefined || req.headers['sec-fetch-mode'] !== undefined) checkFetchSite(req);
     const match = router.match(method, pathname);
     const route = match.handler;
@@ -137,7 +126,6 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
       ? checkBearer(req, opts.token, route.runner ? opts.runnerTokens : undefined)
       : undefined;
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
-    // checkOrigin only ever looks at a request that carries an Origin header.
     if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
     const ctx: Ctx<D> = {
       req, res, method, url, params: match.params, query: url.searchParams, body: undefined, raw: undefined,
@@ -155,7 +143,6 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     });
   }
 
-  /** The admitted request's handler and its reply. */
   function answer(route: Route<D>, ctx: Ctx<D>, seen: Seen<D>): void | Promise<void> {
     // Admitted: from here on an error is the handler's own (the Control Plane's audited() records those).
     seen.route = undefined;
@@ -189,10 +176,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   };
 }
 
-/**
- * Counts a request once its answer has ended (or its client went away: status 0), and writes its access log line.
- * Bytes are those written on the connection for this answer, head included.
- */
+/** Counts a request once its answer has ended (or its client went away: status 0); its access log line. */
 function observeAnswer(
   requests: RequestMetrics | undefined, log: Logger | null,
 ): (req: IncomingMessage, res: ServerResponse, requestId: string, seen: { pattern: string }) => void {
@@ -271,16 +255,12 @@ export function isDatabaseBusy(err: unknown): boolean {
   return primary === SQLITE_BUSY || primary === SQLITE_LOCKED;
 }
 
-/**
- * How long a refused connection lingers after its answer, half-closed and not read, before it is destroyed: long
- * enough for the client to read the answer before the reset that closing on unread data sends (RFC 9112 §9.6).
- */
+/** Long enough for a client to read a refusal before the reset that closing on unread data sends (RFC 9112 §9.6). */
 const REFUSED_LINGER_MS = 1_000;
 
 /**
- * Closes the connection of a request answered before its body was read to the end: the answer goes out with
- * `Connection: close` and nothing more of the body is read (draining an endless chunked body would read ~12 GiB in
- * 5 s). Call before the reply is written.
+ * Closes the connection of a request answered before its body was read to the end, reading no more of it (draining
+ * an endless chunked body would read ~12 GiB in 5 s). Call before the reply is written.
  */
 function closeAfterRefusal(req: IncomingMessage, res: ServerResponse): void {
   // `complete` is still false while a bodyless request is handled synchronously, so the framing headers decide.

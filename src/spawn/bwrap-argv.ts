@@ -16,25 +16,23 @@ export interface HomeMount {
 }
 
 export interface SandboxPlan {
-  /** Read-only paths beyond the system folders: the program's install, folders on PATH, the git metadata. */
+  /** Read-only beyond the system folders: the program's install, folders on PATH, the git metadata. */
   readable: string[];
-  /** Folders and files the agent may write (the worktree, the provider's config and login folders). */
   writable: string[];
-  /** Paths inside a writable one that stay read-only (the worktree's `.git`, the project's `.svc`). */
+  /** Inside a writable path, read-only all the same (the worktree's `.git`, the project's `.svc`). */
   protect: string[];
-  /** Secret paths that must stay invisible even if a bound tree contains them: a folder becomes an empty tmpfs. */
+  /** Invisible even inside a bound tree: a folder becomes an empty tmpfs. */
   hidden: string[];
   /** Bound last: the run's protocol files, readable (task) and writable (question, answer). */
   protocolReadable: string[];
   protocolWritable: string[];
-  /** The HOME the agent sees: an empty private tmpfs; the provider's folders are bound into it. */
+  /** An empty private tmpfs, into which `homeMounts` are bound in order (provider-home.ts). */
   home: string | null;
-  /** Bound into HOME first, in order: the provider's fresh, kept, template and login paths (provider-home.ts). */
   homeMounts?: HomeMount[];
   /** The same path inside as outside. */
   cwd: string;
   limits: SandboxLimits;
-  /** 'none': its own network namespace, just its loopback; or the gate bridged into it (sandbox-network.ts). */
+  /** 'none': its own network namespace with just its loopback; else the gate bridged into it. */
   network: 'none' | SandboxGate;
 }
 
@@ -42,10 +40,7 @@ export function within(path: string, dir: string): boolean {
   return path === dir || dir === '/' || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
 }
 
-/**
- * Whether a host path is there inside the sandbox `plan` describes: what a command provider's argv may name (a script
- * outside the view would fail inside with "No such file", which only the provider's own log would say).
- */
+/** Whether a host path is there inside the sandbox `plan` describes (what a command provider's argv may name). */
 export function shownBy(plan: SandboxPlan, path: string): boolean {
   if (plan.hidden.some((h) => within(path, h))) return false;
   if (isSystemPath(path) || ETC_ENTRIES.some((e) => within(path, `/etc/${e}`))) return true;
@@ -56,10 +51,7 @@ export function shownBy(plan: SandboxPlan, path: string): boolean {
 /** Folders that hold programs and libraries (symbolic links in a merged-/usr system). */
 export const SYSTEM_FOLDERS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
-/**
- * /etc entries a program may need to run, resolve names and trust certificates (docs/engine.md "The agent sandbox"
- * names what is left out: shadow, sudoers, ssh, npmrc and pip.conf, which can hold registry tokens, …).
- */
+/** /etc entries a program needs to run, resolve names and trust certificates (docs/engine.md: what is left out). */
 const ETC_ENTRIES = [
   'passwd', 'group', 'hosts', 'hostname', 'host.conf', 'nsswitch.conf', 'resolv.conf', 'gai.conf', 'networks',
   'protocols', 'services', 'ssl/certs', 'ca-certificates', 'ca-certificates.conf', 'pki/tls/certs', 'pki/ca-trust',
@@ -79,7 +71,7 @@ export function pathKind(path: string, follow = false): 'dir' | 'file' | 'link' 
   }
 }
 
-/** The /etc files copied in come on these descriptors, right after the system-call filter's 3. */
+/** The /etc files copied in come on descriptors from here, after the system-call filter's 3. */
 const ETC_FD = 4;
 
 let cached: string[] | null = null;
@@ -125,7 +117,6 @@ export function isSystemPath(path: string): boolean {
   return SYSTEM_FOLDERS.some((f) => within(path, f));
 }
 
-/** The namespaces and privileges: the same for every sandbox svc starts. */
 const ISOLATION = [
   '--unshare-user', // own user namespace: host mounts are locked, capabilities mean nothing outside it
   '--unshare-pid', // own PID namespace: its first process is init, everything in it dies with it
@@ -151,8 +142,7 @@ export function closeSandboxFds(fds: Array<number | 'ignore'>): void {
 export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): string[] {
   // Every sandbox has its own network namespace: no host port, no LAN, no metadata service, no DNS.
   const argv = [bwrap, ...ISOLATION, ...filterArgv(), '--unshare-net', ...systemView()];
-  // Every tmpfs an agent can write has a size, so the host memory it can hold there is bounded and measurable
-  // (limits.ts): /tmp, HOME and /dev/shm; /dev itself becomes read-only below.
+  // Every tmpfs an agent can write has a size, so the memory it can hold there is bounded and measurable (limits.ts).
   const tmp = String(plan.limits.tmpBytes);
   argv.push('--dev', '/dev', '--size', tmp, '--tmpfs', '/dev/shm', '--proc', '/proc', '--size', tmp, '--tmpfs', '/tmp');
   if (plan.home && plan.home !== '/' && !isSystemPath(plan.home)) {
@@ -184,8 +174,7 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   }
   for (const path of plan.protocolReadable.filter((p) => existsSync(p))) argv.push('--ro-bind', path, path);
   for (const path of plan.protocolWritable.filter((p) => existsSync(p))) argv.push('--bind', path, path);
-  // Last, the masks and the root become read-only (bwrap made the mount points in them first): nothing can be
-  // planted where svc's home would be, and nothing written outside the folders meant for it.
+  // Last, the masks and the root become read-only (bwrap made the mount points in them first).
   for (const dir of hiddenDirs) argv.push('--remount-ro', dir);
   const gate = plan.network === 'none' ? null : plan.network;
   if (gate) argv.push(...gateMounts(gate));

@@ -8,19 +8,17 @@ import { neverWritable } from './never-writable.ts';
 import { pathKind, within, type HomeMount } from './bwrap-argv.ts';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 
-/** A CLI's paths under HOME, by who may change them (docs/engine.md "Provider homes" says what each kind gets). */
+/**
+ * A CLI's paths under HOME: `roots` laid fresh for each invocation, writable; `files` it obeys, copied into them from
+ * the template; `dirs` of things it runs, read-only from the template; `login`, read-only from the real HOME; `kept`
+ * session state, the repository's own between its runs; `scrub`, downloaded programs removed from a kept folder.
+ */
 interface ProviderLayout {
-  /** The CLI's config and login folders: writable inside the sandbox, laid fresh for each invocation. */
   roots: string[];
-  /** Files the CLI obeys: copied from the template into the invocation's fresh folders (writable copies, dropped). */
   files: string[];
-  /** Folders of things the CLI runs or obeys: bound read-only from the template. */
   dirs: string[];
-  /** The user's own login: bound read-only from the real HOME. */
   login: string[];
-  /** Session state and transcripts: the repository's own, writable, kept between its runs. */
   kept: string[];
-  /** Inside a kept folder, what is removed before every invocation (downloaded programs the CLI would run). */
   scrub: string[];
 }
 
@@ -84,15 +82,13 @@ export interface ProviderHomeSource {
   run: string;
 }
 
-/** Files among the CLI's folders (the rest are folders): their fresh copy comes from the template, or nothing. */
+/** Roots that are files: their fresh copy comes from the template, or nothing. */
 const FILE_ROOT = /\.(json|ya?ml|toml)$/;
 
-/** The fresh folders of `run`'s invocations; removed when its provider is done. */
 export function runLayer(repoHome: string, run: string): string {
   return join(repoHome, 'laid', run);
 }
 
-/** What a repository's home keeps between its runs. */
 export function keptDir(repoHome: string): string {
   return join(repoHome, 'state');
 }

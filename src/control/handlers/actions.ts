@@ -1,7 +1,7 @@
 // Run actions (DESIGN §3, §4): start (idempotent by request_id), stop, resume, retry, verify, answer, pr.
 // A run whose folder this server recorded is steered on disk (the run controller, the answer folder); any other gets a
 // control request for its own next ingest (docs/architecture.md, "Channels").
-import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start-argv.ts';
+import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start.ts';
 import { createHash } from 'node:crypto';
 import { basename } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
