@@ -98,15 +98,12 @@ function rawReply(socket: Duplex, code: ErrorCode, message: string, headers: Rec
   );
 }
 
-/** A response already in flight on this socket (pipelining) must not get raw bytes spliced into it. */
-function responseInFlight(socket: Duplex): boolean {
-  return Boolean((socket as unknown as { _httpMessage?: unknown })._httpMessage);
-}
-
 /** Requests Node's parser refuses, and CONNECT, never reach a route: they get the envelope all the same. */
 function answerClientErrors(server: Server): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
-    if (err.code === 'ECONNRESET' || !socket.writable || responseInFlight(socket)) {
+    // A response already in flight on this socket (pipelining) must not get raw bytes spliced into it.
+    const inFlight = (socket as unknown as { _httpMessage?: unknown })._httpMessage;
+    if (err.code === 'ECONNRESET' || !socket.writable || inFlight) {
       socket.destroy();
       return;
     }
@@ -130,12 +127,9 @@ export async function listen(server: Server, host: string, port: number): Promis
   });
   const address = server.address();
   const bound = typeof address === 'object' && address ? address.port : port;
-  return { url: `http://${urlHost(host)}:${bound}`, port: bound };
-}
-
-/** An IPv6 literal goes in brackets inside a URL (RFC 3986 §3.2.2). */
-function urlHost(host: string): string {
-  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  // An IPv6 literal goes in brackets inside a URL (RFC 3986 §3.2.2).
+  const name = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  return { url: `http://${name}:${bound}`, port: bound };
 }
 
 const GRACE_MS = 2_000;

@@ -126,23 +126,13 @@ export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
   return { ok: true, bwrap, userNamespaces, reason: null };
 }
 
-/** What the cached result depends on; null when the binary cannot be read. */
+/** What a cached result depends on; null when the binary cannot be read. */
 function cacheKey(bwrap: string): string | null {
   try {
     const binary = statSync(bwrap);
     return [TRIAL_VERSION, readSysctl('/proc/sys/kernel/random/boot_id') ?? '-', process.getuid?.() ?? '-', bwrap,
       binary.size, binary.mtimeMs, readSysctl('/proc/sys/user/max_user_namespaces') ?? '-',
       readSysctl('/proc/sys/kernel/unprivileged_userns_clone') ?? '-'].join('|');
-  } catch {
-    return null;
-  }
-}
-
-function readCache(path: string, key: string): SandboxProbe | null {
-  try {
-    if (!lstatSync(path).isFile()) return null;
-    const cached = JSON.parse(readFileSync(path, 'utf8')) as { key?: unknown; probe?: SandboxProbe };
-    return cached.key === key && cached.probe?.ok === true ? cached.probe : null;
   } catch {
     return null;
   }
@@ -155,8 +145,14 @@ function probeSandboxCached(env: NodeJS.ProcessEnv): SandboxProbe {
   if (!key) return probeSandbox(env);
   const home = svcHomeOf(env);
   const path = join(home, 'sandbox-probe.json');
-  const cached = readCache(path, key);
-  if (cached) return cached;
+  try {
+    if (lstatSync(path).isFile()) {
+      const cached = JSON.parse(readFileSync(path, 'utf8')) as { key?: unknown; probe?: SandboxProbe };
+      if (cached.key === key && cached.probe?.ok === true) return cached.probe;
+    }
+  } catch {
+    // none yet, or unreadable: probed again
+  }
   const probe = probeSandbox(env);
   if (!probe.ok) return probe;
   try {
