@@ -64,9 +64,8 @@ const CLOSE_ARRAY = 0x5d;
 const CLOSE_OBJECT = 0x7d;
 
 /**
- * The deepest array/object nesting in the text, counting brackets outside strings only. Every request body passes
- * through here, so it compares bytes with constants (a `Set` lookup per byte cost more than JSON.parse itself on a
- * 9 KB webhook) and runs through string contents in a tight inner loop.
+ * The deepest array/object nesting in the text, counting brackets outside strings only; bytes compared with constants
+ * (a `Set` lookup per byte cost more than JSON.parse itself on a 9 KB webhook).
  */
 export function jsonDepth(bytes: Uint8Array): number {
   let depth = 0;
@@ -124,7 +123,6 @@ export function requireJsonObject(value: unknown): Record<string, unknown> {
   return value;
 }
 
-/** Parses JSON and insists on an object at the top level. */
 export function parseJsonObject(bytes: Buffer): Record<string, unknown> {
   return requireJsonObject(parseJson(bytes));
 }
@@ -132,10 +130,7 @@ export function parseJsonObject(bytes: Buffer): Record<string, unknown> {
 /** Longest field name a refusal repeats: the name is the sender's, so the error never echoes a megabyte of it. */
 const MAX_ECHOED_KEY = 64;
 
-/**
- * Refuses a JSON body field the route does not take (400 invalid_param, `Unknown field "<name>"`): the one check
- * every route with a body uses, so a typo is never silently ignored. `where` adds context (e.g. "in ingest body").
- */
+/** Refuses a JSON body field the route does not take, so a typo is never silently ignored; `where` adds context. */
 export function checkBodyKeys(body: Record<string, unknown>, allowed: ReadonlySet<string> | readonly string[],
   where?: string): void {
   const known: ReadonlySet<string> = allowed instanceof Set ? allowed : new Set(allowed);

@@ -134,10 +134,7 @@ export async function listen(server: Server, host: string, port: number): Promis
 
 const GRACE_MS = 2_000;
 
-/**
- * Stops accepting and closes idle keep-alive connections, runs `whileDraining` (end streams, let work finish), then
- * waits for the open requests to end — cutting any still open GRACE_MS after `whileDraining` settles.
- */
+/** Stops accepting, runs `whileDraining` (end streams), then waits for open requests, GRACE_MS at most. */
 export async function closeGracefully(server: Server, whileDraining: () => void | Promise<void>): Promise<void> {
   // Listen for 'close' before anything can await: with no open connections it fires on the next tick, and a
   // listener attached later would never run (the unref'd timer then lets the process exit mid-shutdown).
@@ -158,10 +155,7 @@ export async function closeGracefully(server: Server, whileDraining: () => void 
   });
 }
 
-/**
- * Resolves with the exit code after the first SIGINT or SIGTERM: 0 once `stop` has finished, 1 (logged) if it failed.
- * The handlers are `once`, so a second Ctrl-C while stopping takes Node's default and ends the process at once.
- */
+/** The exit code after the first SIGINT or SIGTERM (a second one ends the process at once): 1 if `stop` failed. */
 export function exitCodeAfterSignal(log: Logger, message: string, stop: () => Promise<void>): Promise<number> {
   return new Promise<number>((resolve) => {
     let stopping = false;

@@ -29,10 +29,7 @@ export function openSse(res: ServerResponse) {
   const timer = head ? undefined : setInterval(beat, HEARTBEAT_MS);
   timer?.unref();
 
-  /**
-   * A reader that took no byte during a whole interval while bytes waited for it is stalled (it reads nothing), not
-   * slow: it is dropped even below the byte bound, so a silent subscriber cannot hold its socket and buffer forever.
-   */
+  /** A reader that took no byte during a whole interval while bytes waited is stalled: dropped below the bound too. */
   function beat(): void {
     if (closed) return;
     const pending = res.writableLength;
@@ -48,10 +45,7 @@ export function openSse(res: ServerResponse) {
     if (res.writableLength > MAX_PENDING_BYTES) drop();
   }
 
-  /**
-   * Destroys rather than ends: end() would queue behind the megabytes the reader is not taking and keep the socket
-   * (and that buffer) for as long as the peer stays silent. The reader reconnects with Last-Event-ID.
-   */
+  /** Destroys: end() would queue behind what the reader is not taking. It reconnects with Last-Event-ID. */
   function drop(): void {
     if (closed) return;
     shutdown();

@@ -1,13 +1,12 @@
 // What an agent (a provider or a check) may see and write inside its sandbox (DESIGN §7a; docs/engine.md "The agent
 // sandbox" has the rule in words). Nothing is mounted but what the plan names, so svc's home and every credential are
 // simply absent; the masks in `hidden` only matter where a bound tree (a declared folder, a PATH folder) holds one.
-import { existsSync, mkdirSync, readdirSync, type Dirent } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { layProviderHome, providerFolders, type ProviderHomeSource } from './provider-home.ts';
-import { isSystemPath, within, type SandboxPlan } from './bwrap-argv.ts';
-import type { SandboxGate } from './sandbox-network.ts';
-import { readOrNull, realOrNull } from './tree.ts';
+import { isSystemPath, within, type SandboxGate, type SandboxPlan } from './bwrap-argv.ts';
+import { orNull, readOrNull, realOrNull } from './tree.ts';
 import { HOME_CREDENTIALS } from './never-writable.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
@@ -84,12 +83,7 @@ function programFolders(program: string, pathDirs: string[], ownFolder: boolean)
       folders.push(dir.slice(0, -'/.bin'.length));
       continue;
     }
-    let entries: Dirent[] = [];
-    try {
-      entries = readdirSync(dir, { withFileTypes: true }).slice(0, 500);
-    } catch {
-      continue;
-    }
+    const entries = orNull(() => readdirSync(dir, { withFileTypes: true }))?.slice(0, 500) ?? [];
     // Only links can point elsewhere; the folder's own files are shown with it (pyenv's shims are scripts).
     for (const entry of entries) {
       if (!entry.isSymbolicLink()) continue;

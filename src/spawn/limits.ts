@@ -1,10 +1,10 @@
-// What an agent's sandbox may spend (DESIGN §7a "It ends"; docs/engine.md "Limits" and "Memory" say who enforces
-// each): prlimit's arguments, and svc's watchdog (watchLimits) for what the kernel or a memory cgroup does not bound.
+// What an agent's sandbox may spend (DESIGN §7a "It ends"; docs/engine.md "Limits" and "Memory"): prlimit's arguments,
+// and svc's watchdog (watchLimits) for what the kernel or a memory cgroup does not bound.
 import { readdirSync, readFileSync, statSync, statfsSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { which } from './which.ts';
-import { readOrNull, readlinkOrNull, unescapeMount } from './tree.ts';
+import { orNull, readOrNull, readlinkOrNull, unescapeMount } from './tree.ts';
 import type { MemoryCgroup } from './memory-cgroup.ts';
 
 /** Processes at once; per process, writable memory (RLIMIT_DATA) and largest file; each private tmpfs's size. */
@@ -45,10 +45,7 @@ export function limitArgv(limits: SandboxLimits): string[] {
     `--nofile=${openFiles}`, '--core=0', '--'];
 }
 
-/**
- * `memoryBytes` bounds all the sandbox's memory together (its cgroup's limit where it has one, else resident plus
- * shared memory as svc counts it); `diskDir` is the folder whose growth is bounded (the worktree, without .git).
- */
+/** `memoryBytes`: all the sandbox's memory together; `diskDir`: the folder whose growth is bounded (the worktree). */
 export interface WatchedLimits {
   processes: number;
   memoryBytes: number;
@@ -69,13 +66,7 @@ function residentBytes(pid: number): number {
 
 /** Bytes the memfds open in `pid` occupy (allocated blocks, so a sparse ftruncate costs nothing), once each. */
 function addMemfds(pid: number, seen: Map<string, number>): void {
-  let fds: string[];
-  try {
-    fds = readdirSync(`/proc/${pid}/fd`);
-  } catch {
-    return;
-  }
-  for (const fd of fds) {
+  for (const fd of orNull(() => readdirSync(`/proc/${pid}/fd`)) ?? []) {
     if (!readlinkOrNull(`/proc/${pid}/fd/${fd}`)?.startsWith('/memfd:')) continue;
     try {
       const st = statSync(`/proc/${pid}/fd/${fd}`);
@@ -156,10 +147,7 @@ export function memoryBreach(limits: WatchedLimits): string | null {
     : null;
 }
 
-/**
- * The shared-memory count, at most as often as it stays cheap: each count waits ten times as long as the last one
- * took (at least one sample), so an agent holding thousands of descriptors costs the worker at most a tenth of a core.
- */
+/** The shared-memory count, each waiting ten times as long as the last took: a tenth of a core at most. */
 function sharedCounter(): (pids: number[]) => number {
   let last = 0;
   let due = 0;
@@ -172,7 +160,7 @@ function sharedCounter(): (pids: number[]) => number {
   };
 }
 
-/** Resident plus shared memory over the limit, counted by svc where there is no cgroup; null while under it. */
+/** Why the memory is over the limit (counted by svc where there is no cgroup); null while under it. */
 function overMemory(limits: WatchedLimits, pids: number[], sharedBytes: (pids: number[]) => number): string | null {
   if (limits.cgroup) return memoryBreach(limits);
   const rss = pids.reduce((n, pid) => n + residentBytes(pid), 0);

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync, writeFileSync 
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { startChild } from './start.ts';
-import { readOrNull, unescapeMount } from './tree.ts';
+import { orNull, readOrNull, unescapeMount } from './tree.ts';
 
 type MemoryCgroupSupport = { version: 'v1' | 'v2'; parent: string } | { version: null; reason: string };
 
@@ -83,12 +83,7 @@ const SWEEP_AGE_MS = 60_000;
 
 /** Removes cgroups an earlier svc process left behind (it died before its sandbox's end): empty, old ones only. */
 function sweep(parent: string): void {
-  let names: string[] = [];
-  try {
-    names = readdirSync(parent).filter((n) => n.startsWith(PREFIX));
-  } catch {
-    return;
-  }
+  const names = orNull(() => readdirSync(parent))?.filter((n) => n.startsWith(PREFIX)) ?? [];
   for (const name of names) {
     const pid = Number(/^svc-(\d+)-/.exec(name)?.[1]);
     if (pid === process.pid || (pid > 0 && existsSync(`/proc/${pid}`))) continue;
@@ -101,10 +96,7 @@ function sweep(parent: string): void {
   }
 }
 
-/**
- * Removes the cgroup at `path`. Right after its last process was reaped the kernel may still count it as populated
- * (EBUSY): tried again 50 ms apart, `tries` times, without holding the process open, then left to the next sweep.
- */
+/** Right after its last process was reaped the kernel may still count a cgroup as populated (EBUSY): retried. */
 function removeSoon(path: string, tries: number): void {
   try {
     rmdirSync(path);
@@ -134,10 +126,7 @@ export function prepareMemoryCgroup(bytes: number): void {
   process.once('exit', () => prepared?.cgroup.remove());
 }
 
-/**
- * A cgroup holding at most `bytes` of memory (no swap beyond it) — the prepared one when its size matches, else a
- * fresh one — or null where svc cannot make one (then the watchdog counts instead) or the kernel refused the limit.
- */
+/** A cgroup holding at most `bytes` of memory, no swap; null where svc cannot make one (the watchdog counts then). */
 export function openMemoryCgroup(bytes: number): MemoryCgroup | null {
   if (prepared?.bytes === bytes) {
     const { cgroup } = prepared;

@@ -1,8 +1,9 @@
 // Folders no sandbox ever gets writable, whoever asks (the operator included; DESIGN §7a), nor any folder holding one
 // or a link into one: what a program outside the sandbox reads or runs (docs/engine.md "Never-writable folders").
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { SYSTEM_FOLDERS, within } from './bwrap-argv.ts';
+import { realOrNull } from './tree.ts';
 
 /** Whole trees of the system: nothing in them, and nothing holding them, is ever writable. */
 const SYSTEM_TREES = [...SYSTEM_FOLDERS, '/etc', '/boot', '/var', '/run', '/proc', '/sys', '/dev', '/opt', '/srv',
@@ -34,11 +35,8 @@ function resolved(path: string): string {
     tail.unshift(basename(head));
     head = dirname(head);
   }
-  try {
-    return join(realpathSync(head), ...tail);
-  } catch {
-    return path;
-  }
+  const real = realOrNull(head);
+  return real === null ? path : join(real, ...tail);
 }
 
 /**

@@ -1,7 +1,6 @@
-// Whether a run's agents are sandboxed (DESIGN §7a; docs/engine.md "Choosing it"): decided once per run by its
-// launcher, into the run's plan, from the project policy, the origin and whether bubblewrap works on this host. A
-// working probe is kept for this boot in `~/.svc/sandbox-probe.json` (~13 ms a run otherwise), used only while the
-// boot, the user, the bwrap binary and the user-namespace sysctls are unchanged; a failure is probed again each time.
+// Whether a run's agents are sandboxed (DESIGN §7a; docs/engine.md "Choosing it"), decided once per run by its
+// launcher from the project policy, the origin and whether bubblewrap works here. A working probe is kept for this
+// boot in `~/.svc/sandbox-probe.json` (~13 ms a run otherwise); a failure is probed again each time.
 import { lstatSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UnavailableError } from '../errors.ts';
@@ -11,7 +10,7 @@ import { runSync } from './start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from './bwrap-argv.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { svcHomeOf } from './svc-paths.ts';
-import { readOrNull } from './tree.ts';
+import { orNull, readOrNull } from './tree.ts';
 
 type SandboxSetting = 'bwrap' | 'none';
 
@@ -25,7 +24,6 @@ export interface SandboxProbe {
   bwrap: string | null;
   /** kernel.unprivileged_userns_clone / user.max_user_namespaces as read, null when the files are absent. */
   userNamespaces: string | null;
-  /** Why the sandbox cannot run; null when it can. */
   reason: string | null;
 }
 
@@ -128,14 +126,10 @@ export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
 
 /** What a cached result depends on; null when the binary cannot be read. */
 function cacheKey(bwrap: string): string | null {
-  try {
-    const binary = statSync(bwrap);
-    return [TRIAL_VERSION, readSysctl('/proc/sys/kernel/random/boot_id') ?? '-', process.getuid?.() ?? '-', bwrap,
-      binary.size, binary.mtimeMs, readSysctl('/proc/sys/user/max_user_namespaces') ?? '-',
-      readSysctl('/proc/sys/kernel/unprivileged_userns_clone') ?? '-'].join('|');
-  } catch {
-    return null;
-  }
+  const binary = orNull(() => statSync(bwrap));
+  return binary && [TRIAL_VERSION, readSysctl('/proc/sys/kernel/random/boot_id') ?? '-', process.getuid?.() ?? '-',
+    bwrap, binary.size, binary.mtimeMs, readSysctl('/proc/sys/user/max_user_namespaces') ?? '-',
+    readSysctl('/proc/sys/kernel/unprivileged_userns_clone') ?? '-'].join('|');
 }
 
 /** The probe for this host, from this boot's cache when it still applies. */

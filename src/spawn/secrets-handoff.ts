@@ -99,9 +99,8 @@ function parse(text: string | null): Secrets {
 }
 
 /**
- * Takes what this process was handed (once, at process start): the pipe `SVC_HANDOFF_FD` names, and the file
- * `SVC_SECRETS_HANDOFF` names (deleted once read), and removes both names from `env`. A missing or malformed one
- * hands over nothing.
+ * Takes what this process was handed (once, at start): the pipe `SVC_HANDOFF_FD` names and the file
+ * `SVC_SECRETS_HANDOFF` names (deleted once read), and removes both names from `env`.
  */
 export function takeHandoff(env: NodeJS.ProcessEnv): Secrets {
   const fd = env[HANDOFF_FD_VAR];

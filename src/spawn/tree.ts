@@ -12,35 +12,23 @@ interface Proc {
   start: string;
 }
 
-/** A file's text, or null (a /proc file goes with its process). */
-export function readOrNull(path: string): string | null {
+/** What `read` returns, or null when it throws: a /proc file goes with its process, a path may be gone. */
+export function orNull<T>(read: () => T): T | null {
   try {
-    return readFileSync(path, 'utf8');
+    return read();
   } catch {
     return null;
   }
 }
 
-export function readlinkOrNull(path: string): string | null {
-  try {
-    return readlinkSync(path);
-  } catch {
-    return null;
-  }
-}
+export const readOrNull = (path: string): string | null => orNull(() => readFileSync(path, 'utf8'));
+export const readlinkOrNull = (path: string): string | null => orNull(() => readlinkSync(path));
+/** The path with every link resolved, or null when it (or a folder on its way) is gone. */
+export const realOrNull = (path: string): string | null => orNull(() => realpathSync(path));
 
 /** Octal escapes (`\040`) in mountinfo paths. */
 export function unescapeMount(path: string): string {
   return path.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
-}
-
-/** The path with every link resolved, or null when it (or a folder on its way) is gone. */
-export function realOrNull(path: string): string | null {
-  try {
-    return realpathSync(path);
-  } catch {
-    return null;
-  }
 }
 
 /** Fields of /proc/<pid>/stat after the command name: index 0 is field 3 (state), 2 is the group, 19 the start time. */
@@ -58,11 +46,7 @@ function readProc(pid: number): Proc | null {
 }
 
 export function allPids(): number[] {
-  try {
-    return readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number);
-  } catch {
-    return [];
-  }
+  return (orNull(() => readdirSync('/proc')) ?? []).filter((n) => /^\d+$/.test(n)).map(Number);
 }
 
 function liveProcs(): Proc[] {
