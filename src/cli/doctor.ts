@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import type { CliIo } from './io.ts';
 import { parseFlags, printsHelp } from './io.ts';
 import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/sandbox-mode.ts';
-import { which } from '../spawn/which.ts';
+import { which } from '../spawn/svc-paths.ts';
 import { describeFilter, type SyscallFilter } from '../spawn/seccomp.ts';
 import { memoryBound } from '../spawn/memory-cgroup.ts';
 import { safeJson } from '../safe-json.ts';

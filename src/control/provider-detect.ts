@@ -2,7 +2,7 @@
 // and says whether it lies in the range the provider conformance suite tested. Shared by GET /v1/providers and
 // `svc providers`.
 import { isAbsolute } from 'node:path';
-import { which } from '../spawn/which.ts';
+import { which } from '../spawn/svc-paths.ts';
 import { BUILTIN_PROVIDERS } from '../engine/providers.ts';
 import { versionStanding, type VersionProbe } from '../engine/cli-version.ts';
 

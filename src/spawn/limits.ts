@@ -3,7 +3,7 @@
 import { readdirSync, readFileSync, statSync, statfsSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { which } from './which.ts';
+import { which } from './svc-paths.ts';
 import { orNull, readOrNull, readlinkOrNull, unescapeMount } from './tree.ts';
 import type { MemoryCgroup } from './memory-cgroup.ts';
 

@@ -5,11 +5,10 @@ import { lstatSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync
 import { join } from 'node:path';
 import { UnavailableError } from '../errors.ts';
 import { settingChoice } from '../settings-registry.ts';
-import { which } from './which.ts';
 import { runSync } from './start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from './bwrap-argv.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
-import { svcHomeOf } from './svc-paths.ts';
+import { svcHomeOf, which } from './svc-paths.ts';
 import { orNull, readOrNull } from './tree.ts';
 
 type SandboxSetting = 'bwrap' | 'none';
