@@ -5,25 +5,22 @@ import { HttpError } from './http-error.ts';
 
 export const MiB = 1024 * 1024;
 
+const tooLarge = (limit: number) => new HttpError('payload_too_large', `Request body is larger than ${limit} bytes`);
+
 /** `timeoutMs`: the total time a body may take, so one that trickles in (slowloris) is refused. */
 export function readBody(
   req: IncomingMessage, { limit, timeoutMs = 30_000 }: { limit: number; timeoutMs?: number },
 ): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   // A refused body is never drained (resume() would read it all): the pipeline answers and closes the connection.
-  if (Number.isFinite(declared) && declared > limit) {
-    return Promise.reject(new HttpError('payload_too_large', `Request body is larger than ${limit} bytes`));
-  }
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge(limit));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    let settled = false;
     const tooSlow = () => finish(new HttpError('bad_request', 'Request body took too long to arrive'));
     const timer = setTimeout(tooSlow, timeoutMs);
     timer.unref();
     function finish(error: Error | null): void {
-      if (settled) return;
-      settled = true;
       clearTimeout(timer);
       req.off('data', onData);
       req.off('end', onEnd);
@@ -37,11 +34,8 @@ export function readBody(
     }
     function onData(chunk: Buffer): void {
       size += chunk.length;
-      if (size > limit) {
-        finish(new HttpError('payload_too_large', `Request body is larger than ${limit} bytes`));
-        return;
-      }
-      chunks.push(chunk);
+      if (size > limit) finish(tooLarge(limit));
+      else chunks.push(chunk);
     }
     const onEnd = (): void => finish(null);
     const onError = (err: Error): void =>

@@ -87,16 +87,8 @@ export class MetricsRegistry {
     };
   }
 
-  gauge(name: string, help: string, labels: readonly string[], read: GaugeRead): void {
-    this.collected(name, help, 'gauge', labels, read);
-  }
-
-  /** A counter kept elsewhere (a process-wide tally), read when scraped. */
-  counterFrom(name: string, help: string, labels: readonly string[], read: GaugeRead): void {
-    this.collected(name, help, 'counter', labels, read);
-  }
-
-  private collected(name: string, help: string, type: string, labels: readonly string[], read: GaugeRead): void {
+  /** Series read when scraped; `type` counter for a count kept elsewhere (a process-wide tally). */
+  gauge(name: string, help: string, labels: readonly string[], read: GaugeRead, type = 'gauge'): void {
     this.add(name, help, type, labels, (lines) => {
       for (const [values, n] of read()) lines.push(`${name}${labelText(labels, values)} ${formatValue(n)}`);
     });
@@ -228,9 +220,9 @@ export function countModelUsage(provider: string, model: string, tokens: number,
 /** Registers the gate's model-use series (their values are countModelUsage's). */
 export function registerModelUsage(registry: MetricsRegistry): void {
   const read = (map: Map<string, number>) => () => [...map].map(([key, n]) => [key.split(KEY_SEPARATOR), n] as const);
-  registry.counterFrom('svc_gate_model_tokens_total',
+  registry.gauge('svc_gate_model_tokens_total',
     'Model tokens (input and output) metered at the gate, by model API and model', ['provider', 'model'],
-    read(modelTokens));
-  registry.counterFrom('svc_gate_model_cost_usd_total',
-    'Model cost metered at the gate, in US dollars, by model API and model', ['provider', 'model'], read(modelUsd));
+    read(modelTokens), 'counter');
+  registry.gauge('svc_gate_model_cost_usd_total', 'Model cost metered at the gate, in US dollars, by model API and ' +
+    'model', ['provider', 'model'], read(modelUsd), 'counter');
 }

@@ -34,7 +34,7 @@ export function openSse(res: ServerResponse) {
     if (closed) return;
     const pending = res.writableLength;
     const taken = written - pending;
-    if (pending > 0 && taken === takenAtLastBeat) return drop();
+    if (pending > 0 && taken === takenAtLastBeat) return shutdown('drop');
     takenAtLastBeat = pending > 0 ? taken : -1;
     put(': ping\n\n');
   }
@@ -42,32 +42,26 @@ export function openSse(res: ServerResponse) {
   function put(frames: string | Buffer): void {
     written += typeof frames === 'string' ? Buffer.byteLength(frames) : frames.length;
     res.write(frames);
-    if (res.writableLength > MAX_PENDING_BYTES) drop();
+    if (res.writableLength > MAX_PENDING_BYTES) shutdown('drop');
   }
 
-  /** Destroys: end() would queue behind what the reader is not taking. It reconnects with Last-Event-ID. */
-  function drop(): void {
-    if (closed) return;
-    shutdown();
-    res.destroy();
-  }
-
-  function shutdown(): void {
+  /** A dropped reader's socket is destroyed: end() would queue behind what it is not taking (it reconnects). */
+  function shutdown(then?: 'end' | 'drop'): void {
     if (closed) return;
     closed = true;
     clearInterval(timer);
     for (const fn of closers.splice(0)) fn();
+    if (then === 'end') res.end();
+    else if (then === 'drop') res.destroy();
   }
-  res.on('close', shutdown);
+  res.on('close', () => shutdown());
   return {
     /** Writes ready-made frames (a replay page, a shared publish buffer), counted against the lag bound. */
     write(frames: string | Buffer): void {
       if (!closed) put(frames);
     },
     close() {
-      if (closed) return;
-      shutdown();
-      res.end();
+      shutdown('end');
     },
     get closed() {
       return closed;
