@@ -3,7 +3,7 @@
 // shows to the same user (DESIGN §7a; docs/engine.md "Secrets of the worker"). Must not: write a value anywhere but
 // that pipe or file, or accept a name that is not one of svc's secrets.
 import {
-  mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync, fstatSync,
+  mkdirSync, writeFileSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync, fstatSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -57,12 +57,7 @@ export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<s
   const handed = secretsIn(secrets);
   if (Object.keys(handed).length === 0) return {};
   const path = join(handoffDir(env), `${process.pid}-${randomBytes(12).toString('hex')}.json`);
-  const fd = openSync(path, 'wx', 0o600);
-  try {
-    writeSync(fd, JSON.stringify({ secrets: handed }));
-  } finally {
-    closeSync(fd);
-  }
+  writeFileSync(path, JSON.stringify({ secrets: handed }), { flag: 'wx', mode: 0o600 });
   return { [HANDOFF_VAR]: path };
 }
 

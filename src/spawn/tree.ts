@@ -4,8 +4,6 @@
 import { readFileSync, readdirSync, readlinkSync, realpathSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 
-const TREE_MARKER_NAME = 'SVC_PROCESS_TREE';
-
 interface Proc {
   pid: number;
   ppid: number;
@@ -68,18 +66,8 @@ export function procList(pid: number, file: 'cmdline' | 'environ'): string[] | n
   return readOrNull(`/proc/${pid}/${file}`)?.split('\0').filter((s) => s !== '') ?? null;
 }
 
-function signal(proc: Proc, sig: NodeJS.Signals): void {
-  // The start time guards against a pid reused since it was recorded.
-  if (readProc(proc.pid)?.start !== proc.start) return;
-  try {
-    process.kill(proc.pid, sig);
-  } catch {
-    // gone, or not ours
-  }
-}
-
 export function createTreeGuard() {
-  const marker = `${TREE_MARKER_NAME}=${randomBytes(12).toString('hex')}`;
+  const marker = `SVC_PROCESS_TREE=${randomBytes(12).toString('hex')}`;
   const known = new Map<number, Proc>();
   let root: Proc | null = null;
 
@@ -125,8 +113,11 @@ export function createTreeGuard() {
       for (let round = 0; round < 50; round++) {
         const left = scan();
         if (left.length === 0) return;
-        for (const p of left) signal(p, 'SIGKILL');
-        for (const p of left) known.set(p.pid, p);
+        for (const p of left) {
+          // The start time guards against a pid reused since it was recorded; gone or not ours, it is let be.
+          if (readProc(p.pid)?.start === p.start) orNull(() => process.kill(p.pid, 'SIGKILL'));
+          known.set(p.pid, p);
+        }
         // A blocking pause: killAll runs in exit paths, where nothing async may be awaited.
         Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
       }
