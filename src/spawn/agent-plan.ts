@@ -57,11 +57,8 @@ function gitDirs(workdir: string, repo: string): string[] {
 function ensureFolders(paths: string[]): void {
   for (const path of paths) {
     if (existsSync(path) || /\.(json|ya?ml|toml)$/.test(path)) continue;
-    try {
-      mkdirSync(path, { recursive: true, mode: 0o700 });
-    } catch {
-      // left missing: the CLI will say what it could not write
-    }
+    // One that cannot be made is left missing: the CLI will say what it could not write.
+    orNull(() => mkdirSync(path, { recursive: true, mode: 0o700 }));
   }
 }
 

@@ -68,12 +68,8 @@ function residentBytes(pid: number): number {
 function addMemfds(pid: number, seen: Map<string, number>): void {
   for (const fd of orNull(() => readdirSync(`/proc/${pid}/fd`)) ?? []) {
     if (!readlinkOrNull(`/proc/${pid}/fd/${fd}`)?.startsWith('/memfd:')) continue;
-    try {
-      const st = statSync(`/proc/${pid}/fd/${fd}`);
-      seen.set(`${st.dev}:${st.ino}`, st.blocks * 512);
-    } catch {
-      // closed meanwhile
-    }
+    const st = orNull(() => statSync(`/proc/${pid}/fd/${fd}`));
+    if (st) seen.set(`${st.dev}:${st.ino}`, st.blocks * 512);
   }
 }
 
@@ -85,12 +81,9 @@ function addTmpfs(pid: number, seen: Map<string, number>): void {
     if (!right?.startsWith('tmpfs ') || fields.length < 5) continue;
     const device = fields[2]!;
     if (seen.has(device)) continue;
-    try {
-      const fs = statfsSync(`/proc/${pid}/root${unescapeMount(fields[4]!)}`);
-      seen.set(device, (fs.blocks - fs.bfree) * fs.bsize);
-    } catch {
-      // unmounted meanwhile, or hidden under a later mount
-    }
+    // Null when unmounted meanwhile, or hidden under a later mount.
+    const fs = orNull(() => statfsSync(`/proc/${pid}/root${unescapeMount(fields[4]!)}`));
+    if (fs) seen.set(device, (fs.blocks - fs.bfree) * fs.bsize);
   }
 }
 

@@ -118,11 +118,8 @@ export function prepareMemoryCgroup(bytes: number): void {
   if (!cgroup) return;
   prepared = { bytes, cgroup };
   const join = ['/bin/sh', '-c', 'echo $$ > "$1"', 'svc-cgroup-warm', `${cgroup.path}/cgroup.procs`];
-  try {
-    startChild(join, { kind: 'probe', base: process.env, stdio: 'ignore' }).on('error', () => {}).unref();
-  } catch {
-    // Only a head start: the sandbox's own shell enters the cgroup either way.
-  }
+  // Only a head start: the sandbox's own shell enters the cgroup either way.
+  orNull(() => startChild(join, { kind: 'probe', base: process.env, stdio: 'ignore' }).on('error', () => {}).unref());
   process.once('exit', () => prepared?.cgroup.remove());
 }
 

@@ -8,7 +8,7 @@ import {
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { svcHomeOf } from './svc-paths.ts';
-import { readOrNull } from './tree.ts';
+import { orNull, readOrNull } from './tree.ts';
 import { HANDOFF_FD, HANDOFF_FD_VAR, secretsIn } from './start.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
 import { obj } from '../untrusted.ts';
@@ -69,12 +69,8 @@ export function dropHandoff(extra: Record<string, string>): void {
 
 /** Reads the inherited handoff pipe to its end and closes it; null unless fd 3 is the socket svc gave this process. */
 function readPipe(): string | null {
-  try {
-    // Otherwise fd 3 may be one of Node's own, which must stay open.
-    if (!fstatSync(HANDOFF_FD).isSocket()) return null;
-  } catch {
-    return null;
-  }
+  // Otherwise fd 3 may be one of Node's own, which must stay open.
+  if (!orNull(() => fstatSync(HANDOFF_FD))?.isSocket()) return null;
   try {
     return readFileSync(HANDOFF_FD, 'utf8');
   } catch {
@@ -86,11 +82,7 @@ function readPipe(): string | null {
 
 /** The secrets in one handoff message; nothing from bad JSON. */
 function parse(text: string | null): Secrets {
-  try {
-    return text === null ? {} : secretsIn(obj(obj(JSON.parse(text)).secrets));
-  } catch {
-    return {};
-  }
+  return orNull(() => secretsIn(obj(obj(JSON.parse(text ?? '')).secrets))) ?? {};
 }
 
 /**
