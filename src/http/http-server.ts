@@ -38,9 +38,11 @@ const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
 
 /** The server's `_MAX_CONNECTIONS` and `_MAX_CONNECTIONS_PER_PEER`. */
 export function readConnectionLimits(env: NodeJS.ProcessEnv, server: 'control' | 'trigger'): ConnectionLimits {
-  const all = server === 'control' ? 'SVC_CONTROL_MAX_CONNECTIONS' : 'SVC_TRIGGER_MAX_CONNECTIONS';
+  const [all, peer] = server === 'control'
+    ? ['SVC_CONTROL_MAX_CONNECTIONS', 'SVC_CONTROL_MAX_CONNECTIONS_PER_PEER'] as const
+    : ['SVC_TRIGGER_MAX_CONNECTIONS', 'SVC_TRIGGER_MAX_CONNECTIONS_PER_PEER'] as const;
   const total = settingInt(env, all);
-  return { total, perPeer: settingInt(env, `${all}_PER_PEER`, { max: total }) };
+  return { total, perPeer: settingInt(env, peer, { max: total }) };
 }
 
 /** Open connections admitted (refused ones are never counted). */
