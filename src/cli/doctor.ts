@@ -1,8 +1,8 @@
 // `svc doctor`: says whether agent runs can be sandboxed on this host, and why not. Exit 0 when they can.
 import { dirname } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
-import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/probe.ts';
-import { which } from '../spawn/which.ts';
+import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/sandbox-mode.ts';
+import { which } from '../spawn/svc-paths.ts';
 import { describeFilter, type SyscallFilter } from '../spawn/seccomp.ts';
 import { memoryBound } from '../spawn/memory-cgroup.ts';
 import { safeJson } from '../safe-json.ts';

@@ -1,7 +1,7 @@
 // Finds agent CLIs on PATH (no shell) and says whether each built-in's version lies in the tested range; for
 // GET /v1/providers and `svc providers`.
 import { isAbsolute } from 'node:path';
-import { which } from '../spawn/which.ts';
+import { which } from '../spawn/svc-paths.ts';
 import { BUILTIN_PROVIDERS } from '../engine/providers.ts';
 import { versionStanding, type VersionProbe } from '../engine/cli-version.ts';
 

@@ -1,9 +1,8 @@
 // The launcher: makes a run (id, folder, spec, plan, queued state) and starts its worker, detached.
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
-import { workerArgv } from '../spawn/start-argv.ts';
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startChild } from '../spawn/start.ts';
+import { startChild, workerArgv } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';

@@ -5,13 +5,12 @@ import { join } from 'node:path';
 import { fetchBranchHead, pushBranch, shownUrl, type PushTarget } from './git-push.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
-import { which } from '../spawn/which.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError, errorMessage } from '../errors.ts';
 import type { RunState } from './run-state.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { runPageUrl } from '../run-json.ts';
-import { withScratch } from '../spawn/svc-paths.ts';
+import { which, withScratch } from '../spawn/svc-paths.ts';
 
 /** The run's page on SVC_PUBLIC_URL for its PR body; null when unset, not http(s), or loopback (a dead link). */
 export function publicRunPage(env: NodeJS.ProcessEnv, source: string, run: string): string | null {

@@ -1,7 +1,7 @@
 // Provider adapters: each built-in CLI's invocation and what its output says of cost and session; command providers.
 import { UnavailableError } from '../errors.ts';
 import { isJsonObject, obj } from '../untrusted.ts';
-import { which } from '../spawn/which.ts';
+import { which } from '../spawn/svc-paths.ts';
 import type { EngineConfig } from './config.ts';
 import type { CostFigures } from '../run-json.ts';
 

@@ -5,25 +5,22 @@ import { HttpError } from './http-error.ts';
 
 export const MiB = 1024 * 1024;
 
+const tooLarge = (limit: number) => new HttpError('payload_too_large', `Request body is larger than ${limit} bytes`);
+
 /** `timeoutMs`: the total time a body may take, so one that trickles in (slowloris) is refused. */
 export function readBody(
   req: IncomingMessage, { limit, timeoutMs = 30_000 }: { limit: number; timeoutMs?: number },
 ): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   // A refused body is never drained (resume() would read it all): the pipeline answers and closes the connection.
-  if (Number.isFinite(declared) && declared > limit) {
-    return Promise.reject(new HttpError('payload_too_large', `Request body is larger than ${limit} bytes`));
-  }
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge(limit));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    let settled = false;
     const tooSlow = () => finish(new HttpError('bad_request', 'Request body took too long to arrive'));
     const timer = setTimeout(tooSlow, timeoutMs);
     timer.unref();
     function finish(error: Error | null): void {
-      if (settled) return;
-      settled = true;
       clearTimeout(timer);
       req.off('data', onData);
       req.off('end', onEnd);
@@ -37,11 +34,8 @@ export function readBody(
     }
     function onData(chunk: Buffer): void {
       size += chunk.length;
-      if (size > limit) {
-        finish(new HttpError('payload_too_large', `Request body is larger than ${limit} bytes`));
-        return;
-      }
-      chunks.push(chunk);
+      if (size > limit) finish(tooLarge(limit));
+      else chunks.push(chunk);
     }
     const onEnd = (): void => finish(null);
     const onError = (err: Error): void =>
@@ -64,9 +58,8 @@ const CLOSE_ARRAY = 0x5d;
 const CLOSE_OBJECT = 0x7d;
 
 /**
- * The deepest array/object nesting in the text, counting brackets outside strings only. Every request body passes
- * through here, so it compares bytes with constants (a `Set` lookup per byte cost more than JSON.parse itself on a
- * 9 KB webhook) and runs through string contents in a tight inner loop.
+ * The deepest array/object nesting in the text, counting brackets outside strings only; bytes compared with constants
+ * (a `Set` lookup per byte cost more than JSON.parse itself on a 9 KB webhook).
  */
 export function jsonDepth(bytes: Uint8Array): number {
   let depth = 0;
@@ -124,7 +117,6 @@ export function requireJsonObject(value: unknown): Record<string, unknown> {
   return value;
 }
 
-/** Parses JSON and insists on an object at the top level. */
 export function parseJsonObject(bytes: Buffer): Record<string, unknown> {
   return requireJsonObject(parseJson(bytes));
 }
@@ -132,10 +124,7 @@ export function parseJsonObject(bytes: Buffer): Record<string, unknown> {
 /** Longest field name a refusal repeats: the name is the sender's, so the error never echoes a megabyte of it. */
 const MAX_ECHOED_KEY = 64;
 
-/**
- * Refuses a JSON body field the route does not take (400 invalid_param, `Unknown field "<name>"`): the one check
- * every route with a body uses, so a typo is never silently ignored. `where` adds context (e.g. "in ingest body").
- */
+/** Refuses a JSON body field the route does not take, so a typo is never silently ignored; `where` adds context. */
 export function checkBodyKeys(body: Record<string, unknown>, allowed: ReadonlySet<string> | readonly string[],
   where?: string): void {
   const known: ReadonlySet<string> = allowed instanceof Set ? allowed : new Set(allowed);

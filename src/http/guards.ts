@@ -16,11 +16,7 @@ export function hostnameOf(hostHeader: string): string {
   return hostHeader.toLowerCase().replace(/:[0-9]{1,5}$/, '');
 }
 
-/**
- * RFC 9110 §7.2 `Host = uri-host [ ":" port ]`, strictly: an IP literal in brackets, or a name / IPv4 address of
- * letters, digits, `.` and `-`, then at most a numeric port. No lists (`localhost:P, evil`), nothing after `]`
- * (`[::1]evil`), no spaces, userinfo or percent escapes.
- */
+/** RFC 9110 §7.2 `Host = uri-host [ ":" port ]` strictly: no lists, nothing after `]`, no userinfo or escapes. */
 const HOST_VALUE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::[0-9]{1,5})?$/;
 
 /** How many Host field lines the request carried (Node keeps only the first in `req.headers`). */
@@ -33,10 +29,7 @@ function hostLines(req: IncomingMessage): number {
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 
-/**
- * Host is well formed and single on every server (RFC 9112 §3.2: otherwise 400); a loopback-bound server also answers
- * only to loopback Host names (the DNS-rebinding guard, 403 forbidden_host).
- */
+/** Host is well formed and single (RFC 9112 §3.2), and a loopback name on a loopback-bound server (DNS rebinding). */
 export function checkHost(req: IncomingMessage, boundToLoopback: boolean): void {
   const host = req.headers.host;
   if (host !== undefined && hostLines(req) > 1) {
@@ -65,7 +58,7 @@ export interface RunnerCredential {
 
 /**
  * The server's own token (answers undefined) or, on a route runners may call, a runner token (answers its source).
- * Every runner token is compared, in constant time each, whatever matched before.
+ * Every runner token is compared, whatever matched before.
  */
 export function checkBearer(
   req: IncomingMessage,
@@ -97,9 +90,8 @@ export function checkLoopbackOnly(req: IncomingMessage, boundToLoopback: boolean
 }
 
 /**
- * The first header that says a proxy relayed the request (RFC 7239 `Forwarded`, the de-facto `X-Forwarded-*` and
- * `X-Real-IP`, RFC 9110 `Via`), else undefined. A reverse proxy on the same host connects from 127.0.0.1, so
- * without this every client of the proxy would pass the loopback peer check.
+ * The first header that says a proxy relayed the request, else undefined: a reverse proxy on the same host connects
+ * from 127.0.0.1, so without this every client of the proxy would pass the loopback peer check.
  */
 export function proxyHeaderOf(req: IncomingMessage): string | undefined {
   for (const name of Object.keys(req.headers)) {
@@ -109,9 +101,8 @@ export function proxyHeaderOf(req: IncomingMessage): string | undefined {
 }
 
 /**
- * Fetch Metadata: a page of another site or origin (`cross-site`, `same-site`: another port of localhost) gets
- * nothing, nor does a `no-cors` request (it reads nothing back: only load is its point), GETs included, which carry no
- * Origin for checkOrigin. The UI (`same-origin`), a typed address (`none`) and curl or the CLI (no header) pass.
+ * Fetch Metadata: a page of another site or origin (`same-site`: another port of localhost) gets nothing, nor does a
+ * `no-cors` request, GETs included, which carry no Origin. The UI, a typed address and curl or the CLI pass.
  */
 export function checkFetchSite(req: IncomingMessage): void {
   const site = req.headers['sec-fetch-site'];
@@ -154,9 +145,8 @@ export function isLoopbackHost(host: string): boolean {
 const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
 
 /**
- * Parses the request target without the WHATWG normalisation that would silently resolve `..` (so
- * `/v1/runs/a/b/artifact/../../x` must not quietly become another route) or turn `\` into `/`, and keeps a target
- * starting with `//` as a path rather than a host. Dot segments and raw backslashes are 400 bad_request (DESIGN §4).
+ * Parses the request target without the WHATWG normalisation that would silently resolve `..` into another route or
+ * turn `\` into `/`, keeping a target starting with `//` a path: dot segments and backslashes are 400 (DESIGN §4).
  */
 export function requestUrl(target: string): URL {
   const path = target.split('?', 1)[0]!;

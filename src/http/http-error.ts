@@ -1,6 +1,5 @@
-// One error type for both servers; the status comes from the code so the two can't disagree (DESIGN §4). This is the
-// one table from codes to HTTP statuses: a handler throws HttpError(code, message), never a status. The codes are
-// the wire's (the error envelope's), not src/errors.ts's: a handler turns a domain error into one of these on purpose.
+// One error type for both servers, and the one table from the wire's error codes to HTTP statuses (DESIGN §4): a
+// handler throws HttpError(code, message), never a status.
 
 import { isSvcError, type SvcErrorCode } from '../errors.ts';
 
@@ -70,10 +69,7 @@ export function errorBody(code: ErrorCode, message: string): { error: { code: Er
   return { error: { code, message } };
 }
 
-/**
- * svc's typed errors (src/errors.ts) on the wire: an escaped domain error is its 4xx/503 and message, never a 500.
- * `failed` (something svc ran went wrong) stays a 500: its message may carry what the request cannot see.
- */
+/** svc's typed errors on the wire; `failed` stays a 500: its message may carry what the request cannot see. */
 const SVC_ERROR_CODES: Readonly<Record<SvcErrorCode, ErrorCode | null>> = {
   usage: 'bad_request',
   bad_input: 'bad_request',

@@ -10,8 +10,7 @@ import { SETTINGS, settingInt } from '../settings-registry.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
 
-/** Milliseconds: an idle keep-alive connection is closed after keepAliveTimeout; headers and the whole request must
- * have arrived within theirs (else 408 and closed), checked every connectionsCheckingInterval. */
+/** Headers and the whole request must arrive within theirs (else 408 and closed). */
 const SERVER_TIMEOUTS = {
   keepAliveTimeout: 5_000,
   headersTimeout: 20_000,
@@ -46,8 +45,8 @@ export function readConnectionLimits(env: NodeJS.ProcessEnv, server: 'control' |
   return { total, perPeer: settingInt(env, peer, { max: total }) };
 }
 
+/** Open connections admitted (refused ones are never counted). */
 export interface ConnectionCounts {
-  /** Open connections admitted (refused ones are never counted). */
   total(): number;
 }
 
@@ -101,15 +100,12 @@ function rawReply(socket: Duplex, code: ErrorCode, message: string, headers: Rec
   );
 }
 
-/** A response already in flight on this socket (pipelining) must not get raw bytes spliced into it. */
-function responseInFlight(socket: Duplex): boolean {
-  return Boolean((socket as unknown as { _httpMessage?: unknown })._httpMessage);
-}
-
 /** Requests Node's parser refuses, and CONNECT, never reach a route: they get the envelope all the same. */
 function answerClientErrors(server: Server): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
-    if (err.code === 'ECONNRESET' || !socket.writable || responseInFlight(socket)) {
+    // A response already in flight on this socket (pipelining) must not get raw bytes spliced into it.
+    const inFlight = (socket as unknown as { _httpMessage?: unknown })._httpMessage;
+    if (err.code === 'ECONNRESET' || !socket.writable || inFlight) {
       socket.destroy();
       return;
     }
@@ -133,20 +129,14 @@ export async function listen(server: Server, host: string, port: number): Promis
   });
   const address = server.address();
   const bound = typeof address === 'object' && address ? address.port : port;
-  return { url: `http://${urlHost(host)}:${bound}`, port: bound };
-}
-
-/** An IPv6 literal goes in brackets inside a URL (RFC 3986 §3.2.2). */
-function urlHost(host: string): string {
-  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  // An IPv6 literal goes in brackets inside a URL (RFC 3986 §3.2.2).
+  const name = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  return { url: `http://${name}:${bound}`, port: bound };
 }
 
 const GRACE_MS = 2_000;
 
-/**
- * Stops accepting and closes idle keep-alive connections, runs `whileDraining` (end streams, let work finish), then
- * waits for the open requests to end — cutting any still open GRACE_MS after `whileDraining` settles.
- */
+/** Stops accepting, runs `whileDraining` (end streams), then waits for open requests, GRACE_MS at most. */
 export async function closeGracefully(server: Server, whileDraining: () => void | Promise<void>): Promise<void> {
   // Listen for 'close' before anything can await: with no open connections it fires on the next tick, and a
   // listener attached later would never run (the unref'd timer then lets the process exit mid-shutdown).
@@ -167,10 +157,7 @@ export async function closeGracefully(server: Server, whileDraining: () => void 
   });
 }
 
-/**
- * Resolves with the exit code after the first SIGINT or SIGTERM: 0 once `stop` has finished, 1 (logged) if it failed.
- * The handlers are `once`, so a second Ctrl-C while stopping takes Node's default and ends the process at once.
- */
+/** The exit code after the first SIGINT or SIGTERM (a second one ends the process at once): 1 if `stop` failed. */
 export function exitCodeAfterSignal(log: Logger, message: string, stop: () => Promise<void>): Promise<number> {
   return new Promise<number>((resolve) => {
     let stopping = false;

@@ -19,10 +19,10 @@ function escapeHelp(text: string): string {
   return text.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
 }
 
+/** String(n) (NaN is "NaN"), but the infinities as the format spells them. */
 function formatValue(n: number): string {
-  if (Number.isNaN(n)) return 'NaN';
-  if (!Number.isFinite(n)) return n > 0 ? '+Inf' : '-Inf';
-  return String(n);
+  if (n === Infinity) return '+Inf';
+  return n === -Infinity ? '-Inf' : String(n);
 }
 
 function labelText(names: readonly string[], values: readonly string[], extra = ''): string {
@@ -30,11 +30,6 @@ function labelText(names: readonly string[], values: readonly string[], extra = 
   const parts = names.map((name, i) => `${name}="${escapeLabelValue(values[i] ?? '')}"`);
   if (extra !== '') parts.push(extra);
   return `{${parts.join(',')}}`;
-}
-
-interface Family {
-  name: string;
-  render(lines: string[]): void;
 }
 
 /** A cumulative count; `inc` is one map look-up and one addition (the hot paths' only cost). */
@@ -51,62 +46,52 @@ export interface Histogram {
 }
 
 /** The series of a gauge, read when scraped: label values (in the declared order) and the value. */
-export type GaugeRead = () => Iterable<readonly [readonly string[], number]>;
+type GaugeRead = () => Iterable<readonly [readonly string[], number]>;
 
 const KEY_SEPARATOR = '\u0000';
 
+/** The cell of one series (its label values), made on first use. */
+function cellOf<C>(cells: Map<string, C>, values: readonly string[], make: () => C): C {
+  const key = values.join(KEY_SEPARATOR);
+  let cell = cells.get(key);
+  if (!cell) cells.set(key, cell = make());
+  return cell;
+}
+
 /** One server's metrics: each server (Control Plane, trigger, gate) keeps its own, so /metrics shows its own. */
 export class MetricsRegistry {
-  private readonly families: Family[] = [];
+  private readonly families: Array<{ name: string; head: string; render(lines: string[]): void }> = [];
 
-  private add(family: Family, help: string, type: string, labels: readonly string[]): void {
-    if (!METRIC_NAME.test(family.name) || this.families.some((f) => f.name === family.name)) {
-      throw new TypeError(`Bad or repeated metric name "${family.name}"`);
+  private add(name: string, help: string, type: string, labels: readonly string[], render: (l: string[]) => void) {
+    if (!METRIC_NAME.test(name) || this.families.some((f) => f.name === name)) {
+      throw new TypeError(`Bad or repeated metric name "${name}"`);
     }
     for (const l of labels) if (!LABEL_NAME.test(l) || l === 'le') throw new TypeError(`Bad label name "${l}"`);
-    const head = `# HELP ${family.name} ${escapeHelp(help)}\n# TYPE ${family.name} ${type}`;
-    const render = family.render.bind(family);
-    this.families.push({ name: family.name, render: (lines) => {
-      lines.push(head);
-      render(lines);
-    } });
+    this.families.push({ name, head: `# HELP ${name} ${escapeHelp(help)}\n# TYPE ${name} ${type}`, render });
   }
 
   counter(name: string, help: string, labels: readonly string[] = []): Counter {
     const cells = new Map<string, { values: readonly string[]; n: number }>();
-    this.add({ name, render: (lines) => {
+    this.add(name, help, 'counter', labels, (lines) => {
       for (const c of cells.values()) lines.push(`${name}${labelText(labels, c.values)} ${formatValue(c.n)}`);
-    } }, help, 'counter', labels);
-    const cellOf = (values: readonly string[]) => {
-      const key = values.join(KEY_SEPARATOR);
-      let cell = cells.get(key);
-      if (!cell) cells.set(key, cell = { values: [...values], n: 0 });
-      return cell;
-    };
+    });
+    const cell = (values: readonly string[]) => cellOf(cells, values, () => ({ values: [...values], n: 0 }));
     return {
       inc(values = [], by = 1) {
-        cellOf(values).n += by;
+        cell(values).n += by;
       },
       at(values) {
-        const cell = cellOf(values);
-        return { inc: (by = 1) => void (cell.n += by) };
+        const found = cell(values);
+        return { inc: (by = 1) => void (found.n += by) };
       },
     };
   }
 
-  gauge(name: string, help: string, labels: readonly string[], read: GaugeRead): void {
-    this.collected(name, help, 'gauge', labels, read);
-  }
-
-  /** A counter kept elsewhere (a process-wide tally), read when scraped. */
-  counterFrom(name: string, help: string, labels: readonly string[], read: GaugeRead): void {
-    this.collected(name, help, 'counter', labels, read);
-  }
-
-  private collected(name: string, help: string, type: string, labels: readonly string[], read: GaugeRead): void {
-    this.add({ name, render: (lines) => {
+  /** Series read when scraped; `type` counter for a count kept elsewhere (a process-wide tally). */
+  gauge(name: string, help: string, labels: readonly string[], read: GaugeRead, type = 'gauge'): void {
+    this.add(name, help, type, labels, (lines) => {
       for (const [values, n] of read()) lines.push(`${name}${labelText(labels, values)} ${formatValue(n)}`);
-    } }, help, type, labels);
+    });
   }
 
   /** `buckets`: upper bounds, ascending; `+Inf` is added. */
@@ -114,7 +99,7 @@ export class MetricsRegistry {
     type Cell = { values: readonly string[]; counts: number[]; sum: number; count: number };
     const cells = new Map<string, Cell>();
     const bounds = buckets.map(formatValue);
-    this.add({ name, render: (lines) => {
+    this.add(name, help, 'histogram', labels, (lines) => {
       for (const c of cells.values()) {
         let cumulative = 0;
         for (let i = 0; i < buckets.length; i++) {
@@ -125,37 +110,33 @@ export class MetricsRegistry {
         lines.push(`${name}_sum${labelText(labels, c.values)} ${formatValue(c.sum)}`);
         lines.push(`${name}_count${labelText(labels, c.values)} ${c.count}`);
       }
-    } }, help, 'histogram', labels);
-    const cellOf = (values: readonly string[]): Cell => {
-      const key = values.join(KEY_SEPARATOR);
-      let cell = cells.get(key);
-      if (!cell) {
-        cell = { values: [...values], counts: new Array<number>(buckets.length).fill(0), sum: 0, count: 0 };
-        cells.set(key, cell);
-      }
-      return cell;
-    };
-    const add = (cell: Cell, value: number): void => {
+    });
+    const cell = (values: readonly string[]): Cell => cellOf(cells, values,
+      () => ({ values: [...values], counts: new Array<number>(buckets.length).fill(0), sum: 0, count: 0 }));
+    const add = (c: Cell, value: number): void => {
       let i = 0;
       while (i < buckets.length && value > buckets[i]!) i++;
-      if (i < buckets.length) cell.counts[i]!++;
-      cell.sum += value;
-      cell.count++;
+      if (i < buckets.length) c.counts[i]!++;
+      c.sum += value;
+      c.count++;
     };
     return {
       observe(values, value) {
-        add(cellOf(values), value);
+        add(cell(values), value);
       },
       at(values) {
-        const cell = cellOf(values);
-        return { observe: (value) => add(cell, value) };
+        const found = cell(values);
+        return { observe: (value) => add(found, value) };
       },
     };
   }
 
   render(): string {
     const lines: string[] = [];
-    for (const f of this.families) f.render(lines);
+    for (const f of this.families) {
+      lines.push(f.head);
+      f.render(lines);
+    }
     return `${lines.join('\n')}\n`;
   }
 }
@@ -239,9 +220,9 @@ export function countModelUsage(provider: string, model: string, tokens: number,
 /** Registers the gate's model-use series (their values are countModelUsage's). */
 export function registerModelUsage(registry: MetricsRegistry): void {
   const read = (map: Map<string, number>) => () => [...map].map(([key, n]) => [key.split(KEY_SEPARATOR), n] as const);
-  registry.counterFrom('svc_gate_model_tokens_total',
+  registry.gauge('svc_gate_model_tokens_total',
     'Model tokens (input and output) metered at the gate, by model API and model', ['provider', 'model'],
-    read(modelTokens));
-  registry.counterFrom('svc_gate_model_cost_usd_total',
-    'Model cost metered at the gate, in US dollars, by model API and model', ['provider', 'model'], read(modelUsd));
+    read(modelTokens), 'counter');
+  registry.gauge('svc_gate_model_cost_usd_total', 'Model cost metered at the gate, in US dollars, by model API and ' +
+    'model', ['provider', 'model'], read(modelUsd), 'counter');
 }

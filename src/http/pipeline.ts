@@ -22,9 +22,8 @@ export interface Ctx<D> {
   url: URL;
   params: Record<string, string>;
   query: URLSearchParams;
-  /** Parsed JSON body for `body: 'json'` routes. */
+  /** The parsed JSON of a json route; `raw`, the bytes of a json or raw route. */
   body: unknown;
-  /** Raw bytes for `body: 'raw'` and `body: 'json'` routes. */
   raw: Buffer | undefined;
   peer: string;
   requestId: string;
@@ -49,54 +48,38 @@ export interface Route<D> {
   limit?: number;
 }
 
-export interface PipelineOptions<D> {
+interface PipelineOptions<D> {
   routes: ReadonlyArray<Route<D>>;
   deps: D;
   boundToLoopback: () => boolean;
   token?: string | undefined;
-  /** Tokens that open only `runner` routes, each for one source. */
   runnerTokens?: readonly RunnerCredential[];
   ownOrigins?: () => ReadonlySet<string>;
   staticFiles?: StaticFiles;
   log: Logger;
-  /** Refuse a body still arriving after this many ms (slow-body guard); readBody's default otherwise. */
+  /** Refuse a body still arriving after this many ms (the slow-body guard). */
   bodyTimeoutMs?: number;
-  /**
-   * Told about a mutating request that matched a route but was refused before its handler ran (401, 403, 415, 413,
-   * 400 invalid_json): the Control Plane audits those. Errors from the handler itself never reach it.
-   */
+  /** A mutating request that matched a route but was refused before its handler ran (the Control Plane audits it). */
   onRefused?: (info: Refusal<D>) => void;
-  /** Counts every answered request by route template and status, with its latency (GET /metrics). */
   requests?: RequestMetrics;
   /** One `request` log line per answered request (SVC_ACCESS_LOG=1): never a path, query, header or body. */
   accessLog?: boolean;
 }
 
-export interface Refusal<D> {
-  route: Route<D>;
-  params: Record<string, string>;
-  method: string;
-  req: IncomingMessage;
-  peer: string;
-  requestId: string;
-  error: HttpError;
-}
+export type Refusal<D> = Pick<Ctx<D>, 'req' | 'params' | 'peer' | 'requestId'> & { route: Route<D>; error: HttpError };
 
-/** Set while a request is between its route match and its handler; only allocated when onRefused is set. */
-export interface Admission<D> {
+export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** The route template a request matched (never the raw path) and, until its handler runs, its route and params. */
+interface Seen<D> {
+  pattern: string;
   route?: Route<D> | undefined;
   params?: Record<string, string>;
 }
 
-export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
-
-/** The bearer token where the route wants one; on a `runner` route a runner token too, whose source it returns. */
-function checkCredentials<D>(
-  route: Route<D>, req: IncomingMessage, pathname: string, opts: PipelineOptions<D>,
-): string | undefined {
-  if (!(route.auth ?? pathname.startsWith('/v1/'))) return undefined;
-  return checkBearer(req, opts.token, route.runner ? opts.runnerTokens : undefined);
-}
+/** A request refused before any route matched it (Host, 404, 405); a UI file. */
+const UNMATCHED_ROUTE = 'unmatched';
+const STATIC_ROUTE = 'static';
 
 /** Whether the route reads a body for this request: always for json and raw, for optional-json when one is sent. */
 function wantsBody<D>(route: Route<D>, req: IncomingMessage): boolean {
@@ -114,12 +97,9 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
    * Runs the checks and the handler, synchronously unless a body is read or the handler returns a promise: a bodyless
    * route that answers at once is written from the parser's own callback (docs/bench.md).
    */
-  function handle(
-    req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen, admission?: Admission<D>,
-  ): void | Promise<void> {
+  function handle(req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen<D>): void | Promise<void> {
     const method = req.method ?? 'GET';
-    // Node's own answer to a Host-less HTTP/1.1 request is a bare 400; both servers turn it off (requireHostHeader:
-    // false) so the refusal is the envelope here instead (RFC 9112 §3.2).
+    // Node's own answer is a bare 400; both servers turn it off (requireHostHeader: false) for the envelope.
     if (req.headers.host === undefined && req.httpVersion === '1.1') {
       throw new HttpError('bad_request', 'HTTP/1.1 requests need a Host header');
     }
@@ -130,24 +110,22 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (opts.staticFiles && (method === 'GET' || method === 'HEAD') && !pathname.startsWith('/v1/')) {
       const file = opts.staticFiles.lookup(pathname, req.headers['if-none-match']);
       if (file) {
-        seen.route = STATIC_ROUTE;
+        seen.pattern = STATIC_ROUTE;
         sendReply(res, file, method === 'HEAD');
         return;
       }
     }
-    // Before the route match: a refused cross-site request costs two header lookups and is not audited (a page could
-    // otherwise write the audit log at will).
+    // Before the route match, so a cross-site request is not audited (a page could write the audit log at will).
     if (req.headers['sec-fetch-site'] !== undefined || req.headers['sec-fetch-mode'] !== undefined) checkFetchSite(req);
     const match = router.match(method, pathname);
     const route = match.handler;
-    seen.route = route.pattern;
-    if (admission) {
-      admission.route = route;
-      admission.params = match.params;
-    }
-    const runnerSource = checkCredentials(route, req, pathname, opts);
+    seen.pattern = route.pattern;
+    seen.route = route;
+    seen.params = match.params;
+    const runnerSource = (route.auth ?? pathname.startsWith('/v1/'))
+      ? checkBearer(req, opts.token, route.runner ? opts.runnerTokens : undefined)
+      : undefined;
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
-    // checkOrigin only ever looks at a request that carries an Origin header.
     if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
     const ctx: Ctx<D> = {
       req, res, method, url, params: match.params, query: url.searchParams, body: undefined, raw: undefined,
@@ -155,20 +133,19 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     };
     if (!wantsBody(route, req)) {
       if (route.body === 'optional-json') ctx.body = {};
-      return answer(route, ctx, admission);
+      return answer(route, ctx, seen);
     }
     if (route.body !== 'raw') checkJsonContentType(req);
     return readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout }).then((raw) => {
       ctx.raw = raw;
       if (route.body !== 'raw') ctx.body = route.body === 'optional-json' && raw.length === 0 ? {} : parseJson(raw);
-      return answer(route, ctx, admission);
+      return answer(route, ctx, seen);
     });
   }
 
-  /** The admitted request's handler and its reply. */
-  function answer(route: Route<D>, ctx: Ctx<D>, admission: Admission<D> | undefined): void | Promise<void> {
+  function answer(route: Route<D>, ctx: Ctx<D>, seen: Seen<D>): void | Promise<void> {
     // Admitted: from here on an error is the handler's own (the Control Plane's audited() records those).
-    if (admission) admission.route = undefined;
+    seen.route = undefined;
     const result = route.handler(ctx);
     // Any thenable, not only a native Promise, is awaited, as `await` would.
     if (typeof (result as { then?: unknown }).then === 'function') {
@@ -186,36 +163,23 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
 
   return (req, res) => {
     const requestId = randomUUID();
-    const admission: Admission<D> | undefined = opts.onRefused ? {} : undefined;
-    const seen: Seen = { route: UNMATCHED_ROUTE };
+    const seen: Seen<D> = { pattern: UNMATCHED_ROUTE };
     if (observed) observed(req, res, requestId, seen);
     let pending: void | Promise<void>;
     try {
-      pending = handle(req, res, requestId, seen, admission);
+      pending = handle(req, res, requestId, seen);
     } catch (err) {
-      answerFailure(req, res, requestId, admission, err, opts);
+      answerFailure(req, res, requestId, seen, err, opts);
       return;
     }
-    pending?.catch((err: unknown) => answerFailure(req, res, requestId, admission, err, opts));
+    pending?.catch((err: unknown) => answerFailure(req, res, requestId, seen, err, opts));
   };
 }
 
-/** The route template a request matched, for its metrics and access log line (never the raw path). */
-interface Seen {
-  route: string;
-}
-
-/** A request refused before any route matched it (Host, 404, 405); a UI file. */
-const UNMATCHED_ROUTE = 'unmatched';
-const STATIC_ROUTE = 'static';
-
-/**
- * Counts a request once its answer has ended (or its client went away: status 0), and writes its access log line.
- * Bytes are those written on the connection for this answer, head included.
- */
+/** Counts a request once its answer has ended (or its client went away: status 0); its access log line. */
 function observeAnswer(
   requests: RequestMetrics | undefined, log: Logger | null,
-): (req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen) => void {
+): (req: IncomingMessage, res: ServerResponse, requestId: string, seen: { pattern: string }) => void {
   return (req, res, requestId, seen) => {
     const started = performance.now();
     const socket = req.socket;
@@ -226,10 +190,10 @@ function observeAnswer(
     res.on('close', () => {
       const seconds = (performance.now() - started) / 1000;
       const status = res.headersSent ? res.statusCode : 0;
-      requests?.observe(seen.route, req.method, status, seconds);
+      requests?.observe(seen.pattern, req.method, status, seconds);
       if (!log) return;
       log.info('request', {
-        method: req.method, route: seen.route, status, duration_ms: Math.round(seconds * 1e6) / 1e3,
+        method: req.method, route: seen.pattern, status, duration_ms: Math.round(seconds * 1e6) / 1e3,
         bytes: socket.bytesWritten - before, request_id: requestId, peer,
       });
     });
@@ -238,35 +202,25 @@ function observeAnswer(
 
 const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-function reportRefusal<D>(
-  route: Route<D>, params: Record<string, string>, req: IncomingMessage, requestId: string, error: HttpError,
-  opts: PipelineOptions<D>,
-): void {
-  try {
-    const method = req.method ?? 'GET';
-    const peer = req.socket.remoteAddress ?? '';
-    opts.onRefused!({ route, params, method, req, peer, requestId, error });
-  } catch (err) {
-    // The refusal is answered either way; a failing hook is logged, never turned into a 500.
-    const message = errorMessage(err);
-    opts.log.error('refusal hook failed', { request_id: requestId, error: message });
-  }
-}
-
-// How a request that failed is answered: a refusal (an HttpError, from a guard or a handler) gets the error envelope
-// and, for a mutating request refused before its handler ran, the onRefused hook; a database another process keeps
-// locked is a 503 with Retry-After; anything else is a 500 that names the request id and logs the cause.
+// A refusal (an HttpError, from a guard or a handler, or a typed svc error: http-error.ts httpErrorOf) gets the error
+// envelope and, for a mutating request refused before its handler ran, the onRefused hook; a database another process
+// keeps locked is a 503 with Retry-After; anything else is a 500 that names the request id and logs the cause.
 function answerFailure<D>(
-  req: IncomingMessage, res: ServerResponse, requestId: string, admission: Admission<D> | undefined, thrown: unknown,
+  req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen<D>, thrown: unknown,
   opts: PipelineOptions<D>,
 ): void {
-  // A typed svc error escaping a handler is its own answer (http-error.ts httpErrorOf), not a crash.
   const cause = httpErrorOf(thrown) ?? thrown;
   let err: HttpError;
   if (isHttpError(cause)) {
     err = cause;
-    if (admission?.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
-      reportRefusal(admission.route, admission.params ?? {}, req, requestId, err, opts);
+    if (opts.onRefused && seen.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
+      const refusal = { route: seen.route, params: seen.params ?? {}, req, peer: req.socket.remoteAddress ?? '' };
+      try {
+        opts.onRefused({ ...refusal, requestId, error: err });
+      } catch (hookErr) {
+        // The refusal is answered either way; a failing hook is logged, never turned into a 500.
+        opts.log.error('refusal hook failed', { request_id: requestId, error: errorMessage(hookErr) });
+      }
     }
   } else if (isDatabaseBusy(cause)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
@@ -288,8 +242,8 @@ function answerFailure<D>(
 }
 
 // A write that waited out SQLite's busy timeout because another process holds the database's write lock (an operator's
-// sqlite3 shell, a second server on the same file): the request will succeed later, so it is a 503, not a 500.
-// node:sqlite reports SQLite's own code in `errcode` (extended codes keep the primary one in their low byte).
+// sqlite3 shell, a second server on the same file) will succeed later. node:sqlite reports SQLite's own code in
+// `errcode` (extended codes keep the primary one in their low byte).
 const SQLITE_BUSY = 5;
 const SQLITE_LOCKED = 6;
 
@@ -301,16 +255,12 @@ export function isDatabaseBusy(err: unknown): boolean {
   return primary === SQLITE_BUSY || primary === SQLITE_LOCKED;
 }
 
-/**
- * How long a refused connection lingers after its answer, half-closed and not read, before it is destroyed: long
- * enough for the client to read the answer before the reset that closing on unread data sends (RFC 9112 §9.6).
- */
+/** Long enough for a client to read a refusal before the reset that closing on unread data sends (RFC 9112 §9.6). */
 const REFUSED_LINGER_MS = 1_000;
 
 /**
- * Closes the connection of a request answered before its body was read to the end: the answer goes out with
- * `Connection: close` and nothing more of the body is read (draining an endless chunked body would read ~12 GiB in
- * 5 s). Call before the reply is written; does nothing for a request without a body or whose body has fully arrived.
+ * Closes the connection of a request answered before its body was read to the end, reading no more of it (draining
+ * an endless chunked body would read ~12 GiB in 5 s). Call before the reply is written.
  */
 function closeAfterRefusal(req: IncomingMessage, res: ServerResponse): void {
   // `complete` is still false while a bodyless request is handled synchronously, so the framing headers decide.
@@ -327,5 +277,3 @@ function closeAfterRefusal(req: IncomingMessage, res: ServerResponse): void {
     socket.once('close', () => clearTimeout(timer));
   });
 }
-
-export { HttpError };

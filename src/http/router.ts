@@ -13,7 +13,8 @@ export interface RouteDef<H> {
   handler: H;
 }
 
-type Segment = { kind: 'literal'; value: string } | { kind: 'param'; name: string } | { kind: 'tail'; name: string };
+/** A literal segment's text, or a parameter's (`:name`) or the trailing tail's (`*name`) name. */
+type Segment = { kind: 'literal' | 'param' | 'tail'; text: string };
 
 interface Compiled<H> {
   pattern: string;
@@ -28,25 +29,22 @@ function compilePattern(pattern: string): Segment[] {
   if (pattern === '/') return [];
   const parts = pattern.slice(1).split('/');
   return parts.map((part, index) => {
+    const name = part.slice(1);
     if (part.startsWith(':')) {
-      const name = part.slice(1);
       if (!NAME.test(name)) throw new RouteTableError(`Malformed parameter "${part}" in "${pattern}"`);
-      return { kind: 'param', name };
+      return { kind: 'param', text: name };
     }
     if (part.startsWith('*')) {
-      const name = part.slice(1);
-      if (!NAME.test(name) || index !== parts.length - 1) {
-        throw new RouteTableError(`Tail "${part}" must be last in "${pattern}"`);
-      }
-      return { kind: 'tail', name };
+      if (NAME.test(name) && index === parts.length - 1) return { kind: 'tail', text: name };
+      throw new RouteTableError(`Tail "${part}" must be last in "${pattern}"`);
     }
     if (part === '' || /[:*?#%]/.test(part)) throw new RouteTableError(`Malformed segment "${part}" in "${pattern}"`);
-    return { kind: 'literal', value: part };
+    return { kind: 'literal', text: part };
   });
 }
 
 function shapeOf(segments: Segment[]): string {
-  return segments.map((s) => (s.kind === 'literal' ? s.value : s.kind === 'param' ? ':' : '*')).join('/');
+  return segments.map((s) => (s.kind === 'literal' ? s.text : s.kind === 'param' ? ':' : '*')).join('/');
 }
 
 function decodeSegment(raw: string): string {
@@ -62,8 +60,7 @@ type Match<H> = { handler: H; params: Record<string, string> };
 export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): { match(method: string, path: string): Match<H> } {
   const table: Compiled<H>[] = [];
   const byShape = new Map<string, Compiled<H>>();
-  // Routes without parameters by their exact path: /health and /v1/runs are found without splitting the path or
-  // trying every pattern in turn.
+  // Routes without parameters by their exact path: /health and /v1/runs are found without splitting the path.
   const literal = new Map<string, Compiled<H>>();
   for (const def of defs) {
     const segments = compilePattern(def.pattern);
@@ -104,17 +101,13 @@ export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): { match(metho
       const seg = segs[i]!;
       if (seg.kind === 'tail') {
         if (i >= parts.length) return null;
-        params[seg.name] = parts.slice(i).map(decodeSegment).join('/');
+        params[seg.text] = parts.slice(i).map(decodeSegment).join('/');
         return params;
       }
       const part = parts[i];
       if (part === undefined) return null;
-      if (seg.kind === 'literal') {
-        if (part !== seg.value) return null;
-      } else {
-        if (part === '') return null;
-        params[seg.name] = decodeSegment(part);
-      }
+      if (seg.kind === 'literal' ? part !== seg.text : part === '') return null;
+      if (seg.kind === 'param') params[seg.text] = decodeSegment(part);
     }
     return parts.length === segs.length ? params : null;
   }

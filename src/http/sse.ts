@@ -29,15 +29,12 @@ export function openSse(res: ServerResponse) {
   const timer = head ? undefined : setInterval(beat, HEARTBEAT_MS);
   timer?.unref();
 
-  /**
-   * A reader that took no byte during a whole interval while bytes waited for it is stalled (it reads nothing), not
-   * slow: it is dropped even below the byte bound, so a silent subscriber cannot hold its socket and buffer forever.
-   */
+  /** A reader that took no byte during a whole interval while bytes waited is stalled: dropped below the bound too. */
   function beat(): void {
     if (closed) return;
     const pending = res.writableLength;
     const taken = written - pending;
-    if (pending > 0 && taken === takenAtLastBeat) return drop();
+    if (pending > 0 && taken === takenAtLastBeat) return shutdown('drop');
     takenAtLastBeat = pending > 0 ? taken : -1;
     put(': ping\n\n');
   }
@@ -45,35 +42,26 @@ export function openSse(res: ServerResponse) {
   function put(frames: string | Buffer): void {
     written += typeof frames === 'string' ? Buffer.byteLength(frames) : frames.length;
     res.write(frames);
-    if (res.writableLength > MAX_PENDING_BYTES) drop();
+    if (res.writableLength > MAX_PENDING_BYTES) shutdown('drop');
   }
 
-  /**
-   * Destroys rather than ends: end() would queue behind the megabytes the reader is not taking and keep the socket
-   * (and that buffer) for as long as the peer stays silent. The reader reconnects with Last-Event-ID.
-   */
-  function drop(): void {
-    if (closed) return;
-    shutdown();
-    res.destroy();
-  }
-
-  function shutdown(): void {
+  /** A dropped reader's socket is destroyed: end() would queue behind what it is not taking (it reconnects). */
+  function shutdown(then?: 'end' | 'drop'): void {
     if (closed) return;
     closed = true;
     clearInterval(timer);
     for (const fn of closers.splice(0)) fn();
+    if (then === 'end') res.end();
+    else if (then === 'drop') res.destroy();
   }
-  res.on('close', shutdown);
+  res.on('close', () => shutdown());
   return {
     /** Writes ready-made frames (a replay page, a shared publish buffer), counted against the lag bound. */
     write(frames: string | Buffer): void {
       if (!closed) put(frames);
     },
     close() {
-      if (closed) return;
-      shutdown();
-      res.end();
+      shutdown('end');
     },
     get closed() {
       return closed;

@@ -1,5 +1,5 @@
 // Serves only the files found under the static root at boot: no path from a request ever reaches the filesystem.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, type Dirent } from 'node:fs';
 import { join, extname, relative, sep } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Reply } from './respond.ts';
@@ -44,27 +44,22 @@ export type StaticFiles = ReturnType<typeof createStaticFiles>;
 
 type StaticFile = { body: Buffer; type: string; etag: string };
 
-function walk(root: string, dir: string, out: Map<string, StaticFile>): void {
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    if (entry.name.startsWith('.')) continue;
-    const full = join(dir, entry.name);
-    if (entry.isDirectory()) walk(root, full, out);
-    else if (entry.isFile()) {
-      const type = contentTypeOf(entry.name);
-      if (!type) continue;
-      const body = readFileSync(full);
-      const urlPath = '/' + relative(root, full).split(sep).join('/');
-      out.set(urlPath, { body, type, etag: `"${createHash('sha256').update(body).digest('hex').slice(0, 32)}"` });
-    }
-  }
-}
-
 export function createStaticFiles(root: string) {
   const files = new Map<string, StaticFile>();
+  let entries: Dirent[] = [];
   try {
-    if (statSync(root).isDirectory()) walk(root, root, files);
+    entries = readdirSync(root, { recursive: true, withFileTypes: true });
   } catch {
     // No static folder: the API still works; the UI answers 404.
+  }
+  for (const entry of entries) {
+    const full = join(entry.parentPath, entry.name);
+    const parts = relative(root, full).split(sep);
+    const type = contentTypeOf(entry.name);
+    if (!entry.isFile() || !type || parts.some((part) => part.startsWith('.'))) continue;
+    const body = readFileSync(full);
+    const etag = `"${createHash('sha256').update(body).digest('hex').slice(0, 32)}"`;
+    files.set(`/${parts.join('/')}`, { body, type, etag });
   }
   return {
     /** Reply for a URL path, or null when no such file was found at boot. */

@@ -1,37 +1,32 @@
 // What an agent (a provider or a check) may see and write inside its sandbox (DESIGN §7a; docs/engine.md "The agent
 // sandbox" has the rule in words). Nothing is mounted but what the plan names, so svc's home and every credential are
 // simply absent; the masks in `hidden` only matter where a bound tree (a declared folder, a PATH folder) holds one.
-import { existsSync, mkdirSync, readdirSync, type Dirent } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
-import { providerFolders } from './provider-layout.ts';
-import { layProviderHome } from './provider-home.ts';
-import { within, type SandboxPlan } from './bwrap-argv.ts';
-import type { SandboxGate } from './sandbox-network.ts';
-import { isSystemPath } from './system-view.ts';
-import { readOrNull, realOrNull } from './tree.ts';
+import { layProviderHome, providerFolders, type ProviderHomeSource } from './provider-home.ts';
+import { isSystemPath, within, type SandboxGate, type SandboxPlan } from './bwrap-argv.ts';
+import { orNull, readOrNull, realOrNull } from './tree.ts';
 import { HOME_CREDENTIALS } from './never-writable.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
 interface AgentPlanInput {
-  /** The run's working directory: its worktree, or the repository itself for a run without one. */
+  /** The run's worktree, or the repository itself for a run without one. */
   workdir: string;
   repo: string;
   /** Folder holding the task (read-only inside), and the folders the question and the answer live in (writable). */
   ioDir: string;
   askDir: string;
   answerDir: string;
-  /** svc's home (~/.svc) and the user's home. */
   svcHome: string;
   home: string;
-  /** Provider family (a builtin name, "command", or "check") and the folders a command provider declares writable. */
+  /** A builtin name, "command", or "check"; `declared`: the folders a command provider declares writable. */
   provider: string;
   declared: string[];
-  /** Where a built-in CLI's HOME is laid from (provider-home.ts); null for a check or a `command` provider. */
-  providerHome?: { template: string; repoHome: string; run: string } | null;
-  /** The program about to run (its install stays visible). */
+  /** Null for a check or a `command` provider. */
+  providerHome?: ProviderHomeSource | null;
+  /** The program about to run: its install stays visible, or with `showProgramFolder` false its file alone. */
   program: string;
-  /** False: show the program file alone, not its folder or install (a repository's own command provider). */
   showProgramFolder?: boolean;
   /** svc's own environment: names the credential files and folders to mask, and PATH to keep visible. */
   env: NodeJS.ProcessEnv;
@@ -54,7 +49,6 @@ function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
 
 /** The repository's git directories as seen from `workdir`: `.git` itself, and where a worktree's `.git` points. */
 function gitDirs(workdir: string, repo: string): string[] {
-  // A `.git` folder (or nothing) reads as null: the repository's own .git covers it.
   const target = /^gitdir:\s*(.+)$/m.exec(readOrNull(join(workdir, '.git')) ?? '')?.[1]?.trim();
   return target ? [join(repo, '.git'), resolve(workdir, target)] : [join(repo, '.git')];
 }
@@ -63,11 +57,8 @@ function gitDirs(workdir: string, repo: string): string[] {
 function ensureFolders(paths: string[]): void {
   for (const path of paths) {
     if (existsSync(path) || /\.(json|ya?ml|toml)$/.test(path)) continue;
-    try {
-      mkdirSync(path, { recursive: true, mode: 0o700 });
-    } catch {
-      // left missing: the CLI will say what it could not write
-    }
+    // One that cannot be made is left missing: the CLI will say what it could not write.
+    orNull(() => mkdirSync(path, { recursive: true, mode: 0o700 }));
   }
 }
 
@@ -77,11 +68,8 @@ function installOf(path: string): string {
   return modules > 0 ? path.slice(0, modules + '/node_modules'.length) : dirname(path);
 }
 
-/**
- * Where `program` and the PATH folder entries really live (links in `.bin` point into packages). `ownFolder` false:
- * of the program itself only the file (and its link target) is shown, never the folder it sits in.
- */
-function programFolders(program: string, pathDirs: string[], ownFolder = true): string[] {
+/** Where `program` and the PATH folders' entries really live (links in `.bin` point into packages). */
+function programFolders(program: string, pathDirs: string[], ownFolder: boolean): string[] {
   const folders: string[] = [];
   const real = isAbsolute(program) ? realOrNull(program) : null;
   if (isAbsolute(program)) folders.push(ownFolder ? dirname(program) : program);
@@ -92,12 +80,7 @@ function programFolders(program: string, pathDirs: string[], ownFolder = true): 
       folders.push(dir.slice(0, -'/.bin'.length));
       continue;
     }
-    let entries: Dirent[] = [];
-    try {
-      entries = readdirSync(dir, { withFileTypes: true }).slice(0, 500);
-    } catch {
-      continue;
-    }
+    const entries = orNull(() => readdirSync(dir, { withFileTypes: true }))?.slice(0, 500) ?? [];
     // Only links can point elsewhere; the folder's own files are shown with it (pyenv's shims are scripts).
     for (const entry of entries) {
       if (!entry.isSymbolicLink()) continue;
@@ -124,27 +107,25 @@ function outermost(paths: string[], avoid: (p: string) => boolean): string[] {
 }
 
 export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
-  // A built-in CLI's own folders come from the repository's provider home (provider-home.ts); the folders an operator
-  // granted a `command` provider are bound where they are.
+  // A built-in CLI's own folders are laid from its provider home; those granted a `command` provider bound in place.
   const roots = providerFolders(input.provider, input.home);
   const folders = providerFolders(input.provider, input.home, input.declared).filter((p) => !roots.includes(p));
   const mounts = input.providerHome
-    ? layProviderHome({ provider: input.provider, home: input.home, loginHome: input.home, ...input.providerHome })
+    ? layProviderHome({ provider: input.provider, home: input.home, ...input.providerHome })
     : [];
   ensureFolders(folders);
   const engine = join(input.repo, '.svc');
   const git = gitDirs(input.workdir, input.repo);
   const paths = pathFolders(input.env, input.home, input.svcHome);
-  const svcHome = input.svcHome;
+  const { svcHome } = input;
   const program = programFolders(input.program, paths, input.showProgramFolder !== false);
   const readable = outermost([...git, ...paths, ...program],
     (p) => within(p, svcHome) || within(input.home, p));
   return {
     readable,
     writable: [input.workdir, ...folders.filter((f) => !within(f, svcHome) && !within(svcHome, f))],
-    // Inside the writable working directory: its git metadata, and for a run in the repository itself, the project's
-    // .svc (policy.json and config.json decide the checks and the providers); the git directories again, in case a
-    // declared folder covers them.
+    // Its git metadata; in the repository itself, the project's .svc (its policy decides the checks); the git
+    // directories again, in case a declared folder covers them.
     protect: [join(input.workdir, '.git'), ...(resolve(input.workdir) === resolve(input.repo) ? [engine] : []), ...git],
     hidden: [
       svcHome,
@@ -165,19 +146,12 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
 }
 
 /**
- * The view svc's own git gets when it reads the worktree after the agent (docs/engine.md "Nothing the agent wrote runs
- * outside a sandbox"): whatever the agent planted that git might run runs here, with nothing to read or send.
+ * The view svc's own git gets over the agent's work (docs/engine.md "Nothing the agent wrote runs outside a
+ * sandbox"); `scratch`: what it writes besides the worktree and the git directory (a throwaway index).
  */
-export function gitSandboxPlan(input: {
-  workdir: string;
-  repo: string;
-  /** Folders svc's git writes besides the worktree and the git directory (a throwaway index). */
-  scratch: string[];
-  home: string;
-  svcHome: string;
-  /** svc's environment: PATH, for the programs the user's own git config names (git-lfs). */
-  env: NodeJS.ProcessEnv;
-}): SandboxPlan {
+export function gitSandboxPlan(
+  input: Pick<AgentPlanInput, 'workdir' | 'repo' | 'home' | 'svcHome' | 'env'> & { scratch: string[] },
+): SandboxPlan {
   const git = gitDirs(input.workdir, input.repo);
   const common = git[0]!;
   const paths = pathFolders(input.env, input.home, input.svcHome);

@@ -2,40 +2,38 @@
 // §7a; docs/engine.md "The agent sandbox" lists what is seen and refused). The view is an allowlist on an empty root
 // and a later mount covers an earlier one, so the order of the steps in bwrapArgv is the policy. The seccomp filter
 // comes on descriptor 3 and the /etc files from 4 on: whoever starts this argv passes openSandboxFds() there.
-import { closeSync, existsSync } from 'node:fs';
-import { systemView, isSystemPath, isEtcShown, openEtcFiles, pathKind } from './system-view.ts';
+import { closeSync, existsSync, lstatSync, openSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { limitArgv, type SandboxLimits } from './limits.ts';
-import { gateMounts, throughGate, type SandboxGate } from './sandbox-network.ts';
 import { filterArgv, openFilterFd } from './seccomp.ts';
+import { orNull } from './tree.ts';
 
+/** A host path bound at `target`, a path under HOME. */
 export interface HomeMount {
-  /** Host path bound at `target` (the same path as the CLI expects under HOME). */
   source: string;
   target: string;
   writable: boolean;
 }
 
 export interface SandboxPlan {
-  /** Read-only paths beyond the system folders: the program's install, folders on PATH, the git metadata. */
+  /** Read-only beyond the system folders: the program's install, folders on PATH, the git metadata. */
   readable: string[];
-  /** Folders and files the agent may write (the worktree, the provider's config and login folders). */
   writable: string[];
-  /** Paths inside a writable one that stay read-only (the worktree's `.git`, the project's `.svc`). */
+  /** Inside a writable path, read-only all the same (the worktree's `.git`, the project's `.svc`). */
   protect: string[];
-  /** Secret paths that must stay invisible even if a bound tree contains them: a folder becomes an empty tmpfs. */
+  /** Invisible even inside a bound tree: a folder becomes an empty tmpfs. */
   hidden: string[];
   /** Bound last: the run's protocol files, readable (task) and writable (question, answer). */
   protocolReadable: string[];
   protocolWritable: string[];
-  /** The HOME the agent sees: an empty private tmpfs; the provider's folders are bound into it. */
+  /** An empty private tmpfs, into which `homeMounts` are bound in order (provider-home.ts). */
   home: string | null;
-  /** Bound into HOME first, in order: the provider's fresh, kept, template and login paths (provider-home.ts). */
   homeMounts?: HomeMount[];
-  /** The working directory inside the sandbox (same path as outside). */
+  /** The same path inside as outside. */
   cwd: string;
-  /** Kernel limits inside the sandbox (processes, memory, file size, tmpfs sizes). */
   limits: SandboxLimits;
-  /** 'none': its own network namespace, just its loopback; or the gate bridged into it (sandbox-network.ts). */
+  /** 'none': its own network namespace with just its loopback; else the gate bridged into it. */
   network: 'none' | SandboxGate;
 }
 
@@ -43,18 +41,80 @@ export function within(path: string, dir: string): boolean {
   return path === dir || dir === '/' || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
 }
 
-/**
- * Whether a host path is there inside the sandbox `plan` describes: what a command provider's argv may name (a script
- * outside the view would fail inside with "No such file", which only the provider's own log would say).
- */
+/** Whether a host path is there inside the sandbox `plan` describes (what a command provider's argv may name). */
 export function shownBy(plan: SandboxPlan, path: string): boolean {
   if (plan.hidden.some((h) => within(path, h))) return false;
-  if (isSystemPath(path) || isEtcShown(path)) return true;
+  if (isSystemPath(path) || ETC_ENTRIES.some((e) => within(path, `/etc/${e}`))) return true;
   const bound = [...plan.readable, ...plan.writable, ...plan.protocolReadable, ...plan.protocolWritable, plan.cwd];
   return bound.some((dir) => within(path, dir));
 }
 
-/** The namespaces and privileges: the same for every sandbox svc starts. */
+/** Folders that hold programs and libraries (symbolic links in a merged-/usr system). */
+export const SYSTEM_FOLDERS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+
+/** /etc entries a program needs to run, resolve names and trust certificates (docs/engine.md: what is left out). */
+const ETC_ENTRIES = [
+  'passwd', 'group', 'hosts', 'hostname', 'host.conf', 'nsswitch.conf', 'resolv.conf', 'gai.conf', 'networks',
+  'protocols', 'services', 'ssl/certs', 'ca-certificates', 'ca-certificates.conf', 'pki/tls/certs', 'pki/ca-trust',
+  'crypto-policies', 'alternatives', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime', 'timezone',
+  'os-release', 'debian_version', 'lsb-release', 'locale.alias', 'locale.conf', 'mime.types', 'magic', 'magic.mime',
+  'inputrc', 'terminfo', 'gitconfig', 'shells', 'bash.bashrc', 'profile', 'xattr.conf', 'java-17-openjdk',
+  'python3', 'fonts', 'mtab',
+];
+
+/** What is at `path`; `follow`: through links (only where the link is not an agent's to plant). */
+export function pathKind(path: string, follow = false): 'dir' | 'file' | 'link' | 'other' | null {
+  const st = orNull(() => (follow ? statSync(path) : lstatSync(path)));
+  if (!st) return null;
+  return st.isSymbolicLink() ? 'link' : st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
+}
+
+/** The /etc files copied in come on descriptors from here, after the system-call filter's 3. */
+const ETC_FD = 4;
+
+let cached: string[] | null = null;
+const etcFiles: string[] = [];
+
+/** Fresh descriptors of the /etc files systemView copies in, in its order. */
+function openEtcFiles(): number[] {
+  systemView();
+  return etcFiles.map((path) => openSync(existsSync(path) ? path : '/dev/null', 'r'));
+}
+
+/**
+ * The system part of every view: the folders programs are installed in, read-only, and of /etc only ETC_ENTRIES.
+ * Everything else of the host (/home, /root, /var, /run, /srv, /opt, /etc's credentials) is simply not there.
+ */
+function systemView(): string[] {
+  if (cached) return cached;
+  const argv: string[] = [];
+  for (const folder of SYSTEM_FOLDERS) {
+    const kind = pathKind(folder);
+    if (kind === 'link') argv.push('--symlink', readlinkSync(folder), folder);
+    else if (kind === 'dir') argv.push('--ro-bind', folder, folder);
+  }
+  for (const entry of ETC_ENTRIES) {
+    const path = `/etc/${entry}`;
+    const kind = pathKind(path);
+    // A link into the view (/etc/mtab → /proc, /etc/localtime → /usr/share) stays a link; one out of it
+    // (resolv.conf → /run/…) is shown as the file it names, since its target folder is not in the view.
+    const link = kind === 'link' ? readlinkSync(path) : null;
+    const target = link === null ? null : resolve(dirname(path), link);
+    if (link && target && (target.startsWith('/proc/') || isSystemPath(target))) argv.push('--symlink', link, path);
+    // A file is copied in (read-only once bwrap remounts the root): every bind costs bwrap a pass over its mount
+    // table (~0.17 ms each here), a copy does not.
+    else if (pathKind(path, true) === 'file') argv.push('--file', String(ETC_FD + etcFiles.push(path) - 1), path);
+    else if (kind) argv.push('--ro-bind', path, path);
+  }
+  cached = argv;
+  return argv;
+}
+
+/** True for a path the system view already shows (no need to bind it again). */
+export function isSystemPath(path: string): boolean {
+  return SYSTEM_FOLDERS.some((f) => within(path, f));
+}
+
 const ISOLATION = [
   '--unshare-user', // own user namespace: host mounts are locked, capabilities mean nothing outside it
   '--unshare-pid', // own PID namespace: its first process is init, everything in it dies with it
@@ -80,8 +140,7 @@ export function closeSandboxFds(fds: Array<number | 'ignore'>): void {
 export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): string[] {
   // Every sandbox has its own network namespace: no host port, no LAN, no metadata service, no DNS.
   const argv = [bwrap, ...ISOLATION, ...filterArgv(), '--unshare-net', ...systemView()];
-  // Every tmpfs an agent can write has a size, so the host memory it can hold there is bounded and measurable
-  // (shared-memory.ts): /tmp, HOME and /dev/shm; /dev itself becomes read-only below.
+  // Every tmpfs an agent can write has a size, so the memory it can hold there is bounded and measurable (limits.ts).
   const tmp = String(plan.limits.tmpBytes);
   argv.push('--dev', '/dev', '--size', tmp, '--tmpfs', '/dev/shm', '--proc', '/proc', '--size', tmp, '--tmpfs', '/tmp');
   if (plan.home && plan.home !== '/' && !isSystemPath(plan.home)) {
@@ -113,8 +172,7 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   }
   for (const path of plan.protocolReadable.filter((p) => existsSync(p))) argv.push('--ro-bind', path, path);
   for (const path of plan.protocolWritable.filter((p) => existsSync(p))) argv.push('--bind', path, path);
-  // Last, the masks and the root become read-only (bwrap made the mount points in them first): nothing can be
-  // planted where svc's home would be, and nothing written outside the folders meant for it.
+  // Last, the masks and the root become read-only (bwrap made the mount points in them first).
   for (const dir of hiddenDirs) argv.push('--remount-ro', dir);
   const gate = plan.network === 'none' ? null : plan.network;
   if (gate) argv.push(...gateMounts(gate));
@@ -124,4 +182,70 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   const limited = [...limitArgv(plan.limits), ...command];
   argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limited) : limited));
   return argv;
+}
+
+// The sandbox's only route out (DESIGN §7a, docs/gate.md "Interface"): a forwarder on its own loopback passes each
+// connection to the egress gate's Unix socket, bound in; systemd's activator where the host has it (listening within
+// a millisecond), else svc's own (src/gate/forwarder.ts, ~30 ms). The command starts only once it listens.
+
+/** The egress gate as a sandbox sees it: the host path of its socket, and the forwarder that bridges it in. */
+export interface SandboxGate {
+  socket: string;
+  bridge: { kind: 'systemd'; activate: string; proxyd: string } | { kind: 'node'; node: string; forwarder: string };
+}
+
+const GATE_SOCKET_INSIDE = '/run/svc/gate.sock';
+/** The forwarder's port on the sandbox's own loopback (nothing else listens there). */
+const FORWARDER_PORT = 3128;
+export const PROXY_URL = `http://127.0.0.1:${FORWARDER_PORT}`;
+/** Model APIs are reached by name, so NO_PROXY can exempt them without exempting the host's loopback addresses. */
+export const MODEL_BASE = `http://localhost:${FORWARDER_PORT}/_model`;
+
+const ACTIVATE = ['/usr/bin/systemd-socket-activate', '/bin/systemd-socket-activate'];
+const PROXYD = ['/usr/lib/systemd/systemd-socket-proxyd', '/lib/systemd/systemd-socket-proxyd'];
+
+/** The gate for a sandbox plan: systemd's activator where it is installed and `useSystemd`, else svc's forwarder. */
+export function sandboxGate(socket: string, useSystemd: boolean): SandboxGate {
+  const activate = ACTIVATE.find((p) => existsSync(p));
+  const proxyd = PROXYD.find((p) => existsSync(p));
+  if (useSystemd && activate && proxyd) return { socket, bridge: { kind: 'systemd', activate, proxyd } };
+  const built = fileURLToPath(new URL('../gate/forwarder.js', import.meta.url));
+  // Run from the sources (tests), the forwarder is the .ts file, which this node runs as it is.
+  const forwarder = existsSync(built) ? built : built.replace(/\.js$/, '.ts');
+  return { socket, bridge: { kind: 'node', node: realpathSync(process.execPath), forwarder: realpathSync(forwarder) } };
+}
+
+/** bwrap arguments: the socket, and svc's forwarder's program (the system view shows systemd's). */
+export function gateMounts(gate: SandboxGate): string[] {
+  const bind = ['--bind', gate.socket, GATE_SOCKET_INSIDE];
+  if (gate.bridge.kind === 'systemd') return bind;
+  const node = dirname(gate.bridge.node);
+  const forwarder = dirname(gate.bridge.forwarder);
+  return ['--ro-bind', node, node, '--ro-bind', forwarder, forwarder, ...bind];
+}
+
+// svc's forwarder prints its port once it listens, systemd's activator "Listening on …" on stderr (and more on each
+// connection). The shell reads that first line from a FIFO before it becomes the command, leaving a `cat` draining
+// the FIFO so the forwarder never blocks on, or dies of, a full or closed pipe.
+function bridge(start: string): string {
+  return [
+    'fifo=/tmp/.svc-forwarder; mkfifo "$fifo" || exit 125',
+    `${start} &`,
+    'exec 3< "$fifo"; rm -f "$fifo" &',
+    'read -r ready <&3',
+    'case "$ready" in [0-9]*|Listening*) ;;',
+    '  *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
+    'esac',
+    'cat <&3 > /dev/null 3<&- & exec 3<&-',
+    'shift 2; exec "$@"',
+  ].join('\n');
+}
+
+/** The command line that starts the forwarder, waits until it listens, then becomes `command`. */
+export function throughGate(gate: SandboxGate, command: string[]): string[] {
+  const b = gate.bridge;
+  const [start, one, two] = b.kind === 'systemd'
+    ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2> "$fifo" > /dev/null`, b.activate, b.proxyd]
+    : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT} > "$fifo"`, b.node, b.forwarder];
+  return ['/bin/sh', '-c', bridge(start), 'svc-bridge', one, two, ...command];
 }

@@ -1,28 +1,21 @@
-// What an agent's sandbox may spend (DESIGN §7a "It ends"; docs/engine.md "Limits" and "Memory" say who enforces
-// each): prlimit's arguments, and svc's watchdog (watchLimits) for what the kernel or a memory cgroup does not bound.
-import { readFileSync } from 'node:fs';
+// What an agent's sandbox may spend (DESIGN §7a "It ends"; docs/engine.md "Limits" and "Memory"): prlimit's arguments,
+// and svc's watchdog (watchLimits) for what the kernel or a memory cgroup does not bound.
+import { readdirSync, readFileSync, statSync, statfsSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { which } from './which.ts';
-import { sharedMemoryBytes } from './shared-memory.ts';
-import { readOrNull } from './tree.ts';
+import { which } from './svc-paths.ts';
+import { orNull, readOrNull, readlinkOrNull, unescapeMount } from './tree.ts';
 import type { MemoryCgroup } from './memory-cgroup.ts';
 
+/** Processes at once; per process, writable memory (RLIMIT_DATA) and largest file; each private tmpfs's size. */
 export interface SandboxLimits {
-  /** Processes (and threads) at once inside the sandbox. */
   processes: number;
-  /** Writable memory of each process (RLIMIT_DATA), in bytes. */
   memoryBytes: number;
-  /** The largest file a process may write (RLIMIT_FSIZE), in bytes. */
   fileBytes: number;
-  /** Size of each private tmpfs (/tmp, HOME, /dev/shm), in bytes. */
   tmpBytes: number;
 }
 
-/**
- * Open files per process (RLIMIT_NOFILE, soft and hard). Generous for any build or test runner; it bounds how many
- * memfds a process can hold or keep in flight in a socket, and what svc's shared-memory count reads each round.
- */
+/** RLIMIT_NOFILE: generous for any build, and it bounds the memfds a process can hold for the watchdog to read. */
 const OPEN_FILES = 8192;
 
 const MIB = 1024 * 1024;
@@ -52,13 +45,11 @@ export function limitArgv(limits: SandboxLimits): string[] {
     `--nofile=${openFiles}`, '--core=0', '--'];
 }
 
+/** `memoryBytes`: all the sandbox's memory together; `diskDir`: the folder whose growth is bounded (the worktree). */
 export interface WatchedLimits {
   processes: number;
-  /** All the sandbox's memory together: its cgroup's limit, or resident plus shared memory as svc counts it. */
   memoryBytes: number;
-  /** The sandbox's memory cgroup, where it has one (set by whoever starts the sandbox). */
   cgroup?: MemoryCgroup | null;
-  /** The folder whose growth is bounded (the worktree; its .git is not counted), and by how much. */
   diskDir: string | null;
   diskBytes: number;
 }
@@ -71,6 +62,46 @@ const PAGE = 4096;
 
 function residentBytes(pid: number): number {
   return Number(readOrNull(`/proc/${pid}/statm`)?.split(' ')[1]) * PAGE || 0;
+}
+
+/** Bytes the memfds open in `pid` occupy (allocated blocks, so a sparse ftruncate costs nothing), once each. */
+function addMemfds(pid: number, seen: Map<string, number>): void {
+  for (const fd of orNull(() => readdirSync(`/proc/${pid}/fd`)) ?? []) {
+    if (!readlinkOrNull(`/proc/${pid}/fd/${fd}`)?.startsWith('/memfd:')) continue;
+    const st = orNull(() => statSync(`/proc/${pid}/fd/${fd}`));
+    if (st) seen.set(`${st.dev}:${st.ino}`, st.blocks * 512);
+  }
+}
+
+/** Used bytes of each tmpfs mounted in `pid`'s mount namespace, keyed by device so each counts once. */
+function addTmpfs(pid: number, seen: Map<string, number>): void {
+  for (const line of (readOrNull(`/proc/${pid}/mountinfo`) ?? '').split('\n')) {
+    const [left, right] = line.split(' - ');
+    const fields = left?.split(' ') ?? [];
+    if (!right?.startsWith('tmpfs ') || fields.length < 5) continue;
+    const device = fields[2]!;
+    if (seen.has(device)) continue;
+    // Null when unmounted meanwhile, or hidden under a later mount.
+    const fs = orNull(() => statfsSync(`/proc/${pid}/root${unescapeMount(fields[4]!)}`));
+    if (fs) seen.set(device, (fs.blocks - fs.bfree) * fs.bsize);
+  }
+}
+
+/** Memory no resident set shows: the memfds `pids` hold open and their tmpfs (docs/engine.md "Memory"), in bytes. */
+function sharedMemoryBytes(pids: readonly number[]): number {
+  const memfds = new Map<string, number>();
+  const tmpfs = new Map<string, number>();
+  const ownMounts = readlinkOrNull('/proc/self/ns/mnt');
+  const namespaces = new Set<string>();
+  for (const pid of pids) {
+    addMemfds(pid, memfds);
+    // The tmpfs of each mount namespace the sandbox has, once; never svc's own (bwrap's outer process shares it).
+    const ns = readlinkOrNull(`/proc/${pid}/ns/mnt`);
+    if (ns === null || ns === ownMounts || namespaces.has(ns)) continue;
+    namespaces.add(ns);
+    addTmpfs(pid, tmpfs);
+  }
+  return [...memfds.values(), ...tmpfs.values()].reduce((n, bytes) => n + bytes, 0);
 }
 
 /** Bytes under `dir` (files as their size, skipping `.git`), counted without following links; stops past `cap`. */
@@ -109,10 +140,7 @@ export function memoryBreach(limits: WatchedLimits): string | null {
     : null;
 }
 
-/**
- * The shared-memory count, at most as often as it stays cheap: each count waits ten times as long as the last one
- * took (at least one sample), so an agent holding thousands of descriptors costs the worker at most a tenth of a core.
- */
+/** The shared-memory count, each waiting ten times as long as the last took: a tenth of a core at most. */
 function sharedCounter(): (pids: number[]) => number {
   let last = 0;
   let due = 0;
@@ -125,7 +153,7 @@ function sharedCounter(): (pids: number[]) => number {
   };
 }
 
-/** Resident plus shared memory over the limit, counted by svc where there is no cgroup; null while under it. */
+/** Why the memory is over the limit (counted by svc where there is no cgroup); null while under it. */
 function overMemory(limits: WatchedLimits, pids: number[], sharedBytes: (pids: number[]) => number): string | null {
   if (limits.cgroup) return memoryBreach(limits);
   const rss = pids.reduce((n, pid) => n + residentBytes(pid), 0);
@@ -141,10 +169,15 @@ export function watchLimits(
   limits: WatchedLimits, members: () => number[], onBreach: (breach: LimitBreach) => void,
 ): () => void {
   let stopped = false;
-  const breach = (b: LimitBreach) => {
-    if (stopped) return;
+  let disk: NodeJS.Timeout | undefined;
+  const stop = (): void => {
     stopped = true;
-    clear();
+    clearInterval(sampler);
+    clearTimeout(disk);
+  };
+  const breach = (b: LimitBreach): void => {
+    if (stopped) return;
+    stop();
     onBreach(b);
   };
   const shared = sharedCounter();
@@ -158,33 +191,23 @@ export function watchLimits(
     if (over) breach({ limit: 'memory', message: over });
   }, SAMPLE_MS);
   sampler.unref();
-  let disk: NodeJS.Timeout | undefined;
-  if (limits.diskDir) {
-    const dir = limits.diskDir;
-    let baseline: number | null = null;
-    // Walking a big worktree costs the worker: the next walk waits ten times as long as the last one took (at least
-    // 5 s), so the watch takes at most a tenth of a core however many files the agent makes.
-    const measure = async (): Promise<void> => {
-      if (stopped) return;
-      const started = Date.now();
-      const bytes = await treeBytes(dir, (baseline ?? Infinity) + limits.diskBytes);
-      baseline ??= bytes;
-      if (bytes - baseline > limits.diskBytes) {
-        breach({ limit: 'disk', message: `the worktree grew by more than ${limits.diskBytes / MIB} MiB` });
-        return;
-      }
-      if (stopped) return;
-      disk = setTimeout(() => void measure(), Math.max(DISK_SAMPLE_MS, 10 * (Date.now() - started)));
-      disk.unref();
-    };
-    void measure();
-  }
-  function clear() {
-    clearInterval(sampler);
-    if (disk) clearTimeout(disk);
-  }
-  return () => {
-    stopped = true;
-    clear();
+  const dir = limits.diskDir;
+  if (dir === null) return stop;
+  let baseline: number | null = null;
+  // Each walk of the worktree waits ten times as long as the last one took (at least 5 s): a tenth of a core at most.
+  const measure = async (): Promise<void> => {
+    if (stopped) return;
+    const started = Date.now();
+    const bytes = await treeBytes(dir, (baseline ?? Infinity) + limits.diskBytes);
+    baseline ??= bytes;
+    if (bytes - baseline > limits.diskBytes) {
+      breach({ limit: 'disk', message: `the worktree grew by more than ${limits.diskBytes / MIB} MiB` });
+      return;
+    }
+    if (stopped) return;
+    disk = setTimeout(() => void measure(), Math.max(DISK_SAMPLE_MS, 10 * (Date.now() - started)));
+    disk.unref();
   };
+  void measure();
+  return stop;
 }

@@ -1,21 +1,17 @@
 // A memory cgroup per agent sandbox where the host lets svc make one (DESIGN §7a "It ends"; docs/engine.md "Memory"
-// says where, and what the kernel then counts; elsewhere limits.ts's watchdog counts). The sandbox enters it before
-// bwrap runs: a shell writes its own pid into cgroup.procs and then execs bwrap, so nothing of it runs outside.
+// says where, and what the kernel then counts; elsewhere limits.ts's watchdog counts).
 import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { startChild } from './start.ts';
-import { unescapeMount } from './shared-memory.ts';
-import { readOrNull } from './tree.ts';
+import { orNull, readOrNull, unescapeMount } from './tree.ts';
 
-/** Where this process can make memory cgroups, or why it cannot. */
 type MemoryCgroupSupport = { version: 'v1' | 'v2'; parent: string } | { version: null; reason: string };
 
 export type MemoryCgroup = NonNullable<ReturnType<typeof makeMemoryCgroup>>;
 
 const PREFIX = 'svc-';
 
-/** The limit, its swap bound and the OOM-kill count, by version. */
 const CGROUP_FILES = {
   v1: { limit: 'memory.limit_in_bytes', swap: 'memory.memsw.limit_in_bytes', events: 'memory.oom_control' },
   v2: { limit: 'memory.max', swap: 'memory.swap.max', events: 'memory.events' },
@@ -44,7 +40,7 @@ function ownCgroupDir(fstype: 'cgroup' | 'cgroup2', option: string | null): stri
   return null;
 }
 
-/** Whether a child can be made (and removed) under `parent`: the real test of permission. */
+/** Why no child can be made (and removed) under `parent`, the real test of permission; null when one can. */
 function canMakeChild(parent: string): string | null {
   const trial = join(parent, `${PREFIX}probe-${process.pid}-${randomBytes(4).toString('hex')}`);
   try {
@@ -58,7 +54,7 @@ function canMakeChild(parent: string): string | null {
 
 let support: MemoryCgroupSupport | undefined;
 
-/** Where cgroup v2 lets svc make memory-limited children: its own cgroup or its parent (docs/engine.md "Memory"). */
+/** Where cgroup v2 lets svc make memory-limited children: its own cgroup or its parent. */
 export function delegatingV2(own: string): string | null {
   for (const dir of [own, dirname(own)]) {
     if (!existsSync(join(dir, 'cgroup.procs'))) continue;
@@ -73,30 +69,21 @@ export function memoryCgroupSupport(): MemoryCgroupSupport {
   const v1 = ownCgroupDir('cgroup', 'memory');
   const v2 = v1 ? null : ownCgroupDir('cgroup2', null);
   const parent = v1 ?? (v2 ? delegatingV2(v2) : null);
+  const refused = parent ? canMakeChild(parent) : null;
   if (!parent) {
-    const why = v2 ? `neither svc's cgroup ${v2} nor its parent delegates the memory controller (no "memory" in ` +
-      'its cgroup.subtree_control)' : 'no memory cgroup hierarchy is mounted';
-    support = { version: null, reason: why };
-    return support;
-  }
-  const refused = canMakeChild(parent);
-  support = refused
-    ? { version: null, reason: `svc may not make a cgroup in ${parent} (${refused})` }
-    : { version: v1 ? 'v1' : 'v2', parent };
+    support = { version: null, reason: v2 ? `neither svc's cgroup ${v2} nor its parent delegates the memory ` +
+      'controller (no "memory" in its cgroup.subtree_control)' : 'no memory cgroup hierarchy is mounted' };
+  } else if (refused) support = { version: null, reason: `svc may not make a cgroup in ${parent} (${refused})` };
+  else support = { version: v1 ? 'v1' : 'v2', parent };
   return support;
 }
 
-/** A cgroup younger than this may be one another svc (in another PID namespace) is about to put a sandbox in. */
+/** A younger cgroup may be one another svc (in another PID namespace) is about to put a sandbox in. */
 const SWEEP_AGE_MS = 60_000;
 
 /** Removes cgroups an earlier svc process left behind (it died before its sandbox's end): empty, old ones only. */
 function sweep(parent: string): void {
-  let names: string[] = [];
-  try {
-    names = readdirSync(parent).filter((n) => n.startsWith(PREFIX));
-  } catch {
-    return;
-  }
+  const names = orNull(() => readdirSync(parent))?.filter((n) => n.startsWith(PREFIX)) ?? [];
   for (const name of names) {
     const pid = Number(/^svc-(\d+)-/.exec(name)?.[1]);
     if (pid === process.pid || (pid > 0 && existsSync(`/proc/${pid}`))) continue;
@@ -109,13 +96,7 @@ function sweep(parent: string): void {
   }
 }
 
-/** How often, 50 ms apart, svc tries to remove a sandbox's cgroup before leaving it to the next sweep. */
-const REMOVE_TRIES = 40;
-
-/**
- * Removes the cgroup at `path`. Right after its last process was reaped the kernel may still count it as populated
- * (EBUSY), so a busy cgroup is tried again shortly, a bounded number of times, without holding the process open.
- */
+/** Right after its last process was reaped the kernel may still count a cgroup as populated (EBUSY): retried. */
 function removeSoon(path: string, tries: number): void {
   try {
     rmdirSync(path);
@@ -125,12 +106,11 @@ function removeSoon(path: string, tries: number): void {
   }
 }
 
-/** A cgroup made ahead of its sandbox (prepareMemoryCgroup), for the next openMemoryCgroup of the same size. */
 let prepared: { bytes: number; cgroup: MemoryCgroup } | null = null;
 
 /**
- * Makes the next sandbox's cgroup now, and lets a throwaway process join it first: the first entry into a fresh v1
- * group waits ~10 ms in the kernel (docs/engine.md), which then passes while the worker prepares the worktree and gate.
+ * Makes the next sandbox's cgroup (for openMemoryCgroup of the same size) now, and lets a throwaway process join it:
+ * the first entry into a fresh v1 group waits ~10 ms in the kernel, which then passes while the worker prepares.
  */
 export function prepareMemoryCgroup(bytes: number): void {
   if (prepared) return;
@@ -138,18 +118,12 @@ export function prepareMemoryCgroup(bytes: number): void {
   if (!cgroup) return;
   prepared = { bytes, cgroup };
   const join = ['/bin/sh', '-c', 'echo $$ > "$1"', 'svc-cgroup-warm', `${cgroup.path}/cgroup.procs`];
-  try {
-    startChild(join, { kind: 'probe', base: process.env, stdio: 'ignore' }).on('error', () => {}).unref();
-  } catch {
-    // Only a head start: the sandbox's own shell enters the cgroup either way.
-  }
+  // Only a head start: the sandbox's own shell enters the cgroup either way.
+  orNull(() => startChild(join, { kind: 'probe', base: process.env, stdio: 'ignore' }).on('error', () => {}).unref());
   process.once('exit', () => prepared?.cgroup.remove());
 }
 
-/**
- * A cgroup holding at most `bytes` of memory (no swap beyond it) — the prepared one when its size matches, else a
- * fresh one — or null where svc cannot make one (then the watchdog counts instead) or the kernel refused the limit.
- */
+/** A cgroup holding at most `bytes` of memory, no swap; null where svc cannot make one (the watchdog counts then). */
 export function openMemoryCgroup(bytes: number): MemoryCgroup | null {
   if (prepared?.bytes === bytes) {
     const { cgroup } = prepared;
@@ -170,8 +144,7 @@ function makeMemoryCgroup(bytes: number) {
   } catch {
     return null;
   }
-  /** Removes the cgroup once its processes are gone (retried while busy; a later sweep takes one left behind). */
-  const remove = (): void => removeSoon(path, REMOVE_TRIES);
+  const remove = (): void => removeSoon(path, 40);
   const files = CGROUP_FILES[version];
   try {
     writeFileSync(join(path, files.limit), String(bytes));
@@ -187,7 +160,7 @@ function makeMemoryCgroup(bytes: number) {
     version,
     /** Processes the kernel killed in it for want of memory. */
     oomKills: (): number => Number(/^oom_kill (\d+)$/m.exec(readOrNull(join(path, files.events)) ?? '')?.[1] ?? 0),
-    /** `argv` run so that its first process joins the cgroup before it execs. */
+    /** `argv` run so that its first process joins the cgroup before it execs: nothing of it runs outside. */
     wrap: (argv: string[]): string[] => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup',
       join(path, 'cgroup.procs'), ...argv],
     remove,

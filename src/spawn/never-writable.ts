@@ -1,9 +1,9 @@
 // Folders no sandbox ever gets writable, whoever asks (the operator included; DESIGN §7a), nor any folder holding one
 // or a link into one: what a program outside the sandbox reads or runs (docs/engine.md "Never-writable folders").
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join } from 'node:path';
-import { within } from './bwrap-argv.ts';
-import { SYSTEM_FOLDERS } from './system-view.ts';
+import { SYSTEM_FOLDERS, within } from './bwrap-argv.ts';
+import { realOrNull } from './tree.ts';
 
 /** Whole trees of the system: nothing in them, and nothing holding them, is ever writable. */
 const SYSTEM_TREES = [...SYSTEM_FOLDERS, '/etc', '/boot', '/var', '/run', '/proc', '/sys', '/dev', '/opt', '/srv',
@@ -13,7 +13,10 @@ const SYSTEM_TREES = [...SYSTEM_FOLDERS, '/etc', '/boot', '/var', '/run', '/proc
 export const HOME_CREDENTIALS = ['.ssh', '.git-credentials', '.netrc', '.npmrc', '.pypirc', '.config/gh',
   '.config/hub', '.aws', '.azure', '.config/gcloud', '.kube', '.docker', '.gnupg', '.password-store', '.vault-token'];
 
-/** Under HOME: read or run by the user's shell, git, ssh, systemd, the desktop, editors and credential helpers. */
+/**
+ * Under HOME: read or run by the user's shell, git, ssh, systemd, the desktop, editors and credential helpers, and the
+ * built-in agent CLIs' own folders, the template and the login every repository's runs are laid from.
+ */
 const HOME_TREES = [
   '.bashrc', '.bash_profile', '.bash_login', '.bash_logout', '.bash_aliases', '.profile', '.zshrc', '.zshenv',
   '.zprofile', '.zlogin', '.zlogout', '.zsh', '.oh-my-zsh', '.cshrc', '.tcshrc', '.login', '.logout', '.kshrc',
@@ -21,8 +24,6 @@ const HOME_TREES = [
   '.config/git', '.gitconfig', '.config/systemd', '.local/share/systemd', '.config/autostart', '.config/environment.d',
   '.config/fish', '.config/nvim', '.local/share/applications', '.local/bin', 'bin', ...HOME_CREDENTIALS, '.vimrc',
   '.vim', '.emacs', '.emacs.d', '.svc',
-  // The built-in agent CLIs' own folders: the user's CLIs read them, and they are the template and the login every
-  // repository's runs are laid from (provider-home.ts); a run gets its own copies, never these.
   '.claude', '.claude.json', '.config/claude', '.codex', '.gemini', '.config/opencode', '.local/share/opencode',
 ];
 
@@ -34,11 +35,8 @@ function resolved(path: string): string {
     tail.unshift(basename(head));
     head = dirname(head);
   }
-  try {
-    return join(realpathSync(head), ...tail);
-  } catch {
-    return path;
-  }
+  const real = realOrNull(head);
+  return real === null ? path : join(real, ...tail);
 }
 
 /**

@@ -1,38 +1,94 @@
-// Lays a provider CLI's HOME for one invocation (DESIGN §7a "Repositories don't meet"; docs/engine.md "Provider
-// homes" gives the order and the sources of each mount). Must not: show one repository's home to another's run, keep
-// anything an agent wrote where the CLI would later obey or run it, follow a link an agent planted in a kept folder,
-// or write anywhere outside `repoHome`.
+// What each built-in provider CLI keeps in its HOME, and how it is laid for one invocation (DESIGN §7a "Repositories
+// don't meet"; docs/engine.md "Provider homes" gives the order and the sources of each mount). Must not: show one
+// repository's home to another's run, keep anything an agent wrote where the CLI would later obey or run it, follow a
+// link an agent planted in a kept folder, or write anywhere outside `repoHome`.
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { providerLayout, type ProviderLayout } from './provider-layout.ts';
-import { within, type HomeMount } from './bwrap-argv.ts';
-import { pathKind } from './system-view.ts';
+import { neverWritable } from './never-writable.ts';
+import { pathKind, within, type HomeMount } from './bwrap-argv.ts';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 
-interface ProviderHomeInput {
-  /** The built-in CLI (provider-layout.ts); any other name lays nothing. */
-  provider: string;
-  /** The HOME the sandbox shows (the user's HOME path); targets are under it. */
-  home: string;
-  /** Where the CLI's obeyed files come from: the operator's template folder, laid out like a HOME. */
+/**
+ * A CLI's paths under HOME: `roots` laid fresh for each invocation, writable; `files` it obeys, copied into them from
+ * the template; `dirs` of things it runs, read-only from the template; `login`, read-only from the real HOME; `kept`
+ * session state, the repository's own between its runs; `scrub`, downloaded programs removed from a kept folder.
+ */
+interface ProviderLayout {
+  roots: string[];
+  files: string[];
+  dirs: string[];
+  login: string[];
+  kept: string[];
+  scrub: string[];
+}
+
+const NONE: ProviderLayout = { roots: [], files: [], dirs: [], login: [], kept: [], scrub: [] };
+
+const under = (root: string, names: string[]): string[] => names.map((n) => `${root}/${n}`);
+
+const LAYOUTS: Record<string, ProviderLayout> = {
+  claude: {
+    // ~/.claude.json is a root of its own: laid from the template, minus its per-project table.
+    roots: ['.claude', '.claude.json', '.config/claude'],
+    files: under('.claude', ['settings.json', 'CLAUDE.md']),
+    dirs: under('.claude', ['commands', 'agents', 'skills', 'plugins', 'hooks', 'output-styles', 'rules']),
+    login: ['.claude/.credentials.json'],
+    kept: under('.claude', ['projects', 'todos', 'file-history']),
+    scrub: [],
+  },
+  codex: {
+    roots: ['.codex'],
+    files: under('.codex', ['config.toml', 'AGENTS.md', 'AGENTS.override.md', 'hooks.json']),
+    dirs: under('.codex', ['prompts', 'skills', 'rules']),
+    login: ['.codex/auth.json'],
+    kept: under('.codex', ['sessions', 'archived_sessions']),
+    scrub: [],
+  },
+  gemini: {
+    roots: ['.gemini'],
+    files: under('.gemini', ['settings.json', 'GEMINI.md', '.env', 'system.md', 'trustedFolders.json',
+      'keybindings.json']),
+    dirs: under('.gemini', ['commands', 'extensions', 'agents', 'skills', 'policies']),
+    login: under('.gemini', ['oauth_creds.json', 'google_accounts.json', 'mcp-oauth-tokens.json']),
+    // Its chats and checkpoints live in tmp/, beside the ripgrep it downloads to tmp/bin.
+    kept: under('.gemini', ['tmp', 'history']),
+    scrub: ['.gemini/tmp/bin'],
+  },
+  opencode: {
+    roots: ['.config/opencode', '.local/share/opencode', '.cache/opencode', '.local/state/opencode'],
+    files: under('.config/opencode', ['opencode.json', 'opencode.jsonc', 'config.json', 'AGENTS.md']),
+    dirs: under('.config/opencode', ['agent', 'agents', 'command', 'commands', 'plugin', 'plugins', 'mode', 'modes',
+      'tool', 'tools', 'skill', 'skills', 'themes']),
+    login: under('.local/share/opencode', ['auth.json', 'mcp-auth.json']),
+    // Its session database and storage live in the data folder, beside its login and the tools it downloads.
+    kept: ['.local/share/opencode'],
+    scrub: ['.local/share/opencode/bin'],
+  },
+  aider: { ...NONE, roots: ['.aider', '.aider.conf.yml', '.cache/aider'] },
+};
+
+/** Absolute paths of the folders `provider` may write under `home`; `declared` comes from a command provider. */
+export function providerFolders(provider: string, home: string, declared: string[] = []): string[] {
+  const asked = declared.map((p) => (p.startsWith('/') ? p : join(home, p))).filter((p) => !neverWritable(p, home));
+  return [...(LAYOUTS[provider] ?? NONE).roots.map((p) => join(home, p)), ...asked];
+}
+
+/** Where a built-in CLI's HOME is laid from, for one run of one repository. */
+export interface ProviderHomeSource {
+  /** The operator's template folder, laid out like a HOME: the files the CLI obeys. */
   template: string;
-  /** Where the user's own login files are (the real HOME). */
-  loginHome: string;
-  /** The repository's home for this provider: `state/` holds what is kept, `laid/` the invocations' fresh folders. */
+  /** The repository's home for this provider: `state/` holds what is kept, `laid/<run>` the run's fresh folders. */
   repoHome: string;
-  /** This run's name: its fresh folders are `laid/<run>`, replaced at every invocation. */
   run: string;
 }
 
-/** Files among the CLI's folders (the rest are folders): their fresh copy comes from the template, or nothing. */
+/** Roots that are files: their fresh copy comes from the template, or nothing. */
 const FILE_ROOT = /\.(json|ya?ml|toml)$/;
 
-/** The fresh folders of `run`'s invocations; removed when its provider is done. */
 export function runLayer(repoHome: string, run: string): string {
   return join(repoHome, 'laid', run);
 }
 
-/** What a repository's home keeps between its runs. */
 export function keptDir(repoHome: string): string {
   return join(repoHome, 'state');
 }
@@ -64,22 +120,14 @@ function removeBelow(base: string, rel: string): void {
   rmSync(join(dir, parts.at(-1)!), { force: true, recursive: true });
 }
 
-/** claude's ~/.claude.json without its per-project table, which names the user's other repositories and MCP servers. */
-function withoutProjects(text: string): string | null {
-  const config = tryParseJson(text);
-  if (!isJsonObject(config)) return null;
-  const { projects: _projects, ...rest } = config;
-  return JSON.stringify(rest, null, 2);
-}
-
 function copyInto(source: string, dest: string, rel: string): void {
   mkdirSync(dirname(dest), { recursive: true, mode: 0o700 });
-  if (rel !== '.claude.json') {
-    copyFileSync(source, dest);
-    return;
-  }
-  const text = withoutProjects(readFileSync(source, 'utf8'));
-  if (text !== null) writeFileSync(dest, text, { mode: 0o600 });
+  if (rel !== '.claude.json') return copyFileSync(source, dest);
+  // claude's without its per-project table, which names the user's other repositories and MCP servers.
+  const config = tryParseJson(readFileSync(source, 'utf8'));
+  if (!isJsonObject(config)) return;
+  const { projects: _projects, ...rest } = config;
+  writeFileSync(dest, JSON.stringify(rest, null, 2), { mode: 0o600 });
 }
 
 /** What never stays in a kept folder: whatever the template, the login or the scrub list puts at that path. */
@@ -89,9 +137,12 @@ function scrubKept(state: string, kept: string, layout: ProviderLayout): void {
   }
 }
 
-/** Lays the invocation's fresh folders and returns the mounts, in the order bwrap must make them. */
-export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
-  const layout = providerLayout(input.provider);
+/**
+ * Lays the invocation's fresh folders for `provider` (a built-in CLI; any other name lays nothing) under `home`, the
+ * HOME the sandbox shows, which also holds the user's login; returns the mounts in the order bwrap must make them.
+ */
+export function layProviderHome(input: ProviderHomeSource & { provider: string; home: string }): HomeMount[] {
+  const layout = LAYOUTS[input.provider] ?? NONE;
   const layer = runLayer(input.repoHome, input.run);
   rmSync(layer, { recursive: true, force: true });
   mkdirSync(layer, { recursive: true, mode: 0o700 });
@@ -128,7 +179,7 @@ export function layProviderHome(input: ProviderHomeInput): HomeMount[] {
     return pathKind(source, true) === 'dir' ? [{ source, target: target(rel), writable: false }] : [];
   });
   const login = layout.login.flatMap((rel) => {
-    const source = join(input.loginHome, rel);
+    const source = join(input.home, rel);
     return pathKind(source, true) === 'file' ? [{ source, target: target(rel), writable: false }] : [];
   });
   return [...fresh, ...persisted, ...dirs, ...login];

@@ -1,9 +1,15 @@
-// Whether a run's agents are sandboxed, decided once per run (by its launcher, into the run's plan) from the project
-// policy, the origin and the host (DESIGN §7a; docs/engine.md "Choosing it"). Default: bwrap, and without a working
-// sandbox no agent runs unless the opt-out that applies to its origin says so.
+// Whether a run's agents are sandboxed (DESIGN §7a; docs/engine.md "Choosing it"), decided once per run by its
+// launcher from the project policy, the origin and whether bubblewrap works here. A working probe is kept for this
+// boot in `~/.svc/sandbox-probe.json` (~13 ms a run otherwise); a failure is probed again each time.
+import { lstatSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { UnavailableError } from '../errors.ts';
 import { settingChoice } from '../settings-registry.ts';
-import { probeSandboxCached } from './probe.ts';
+import { runSync } from './start.ts';
+import { bwrapArgv, closeSandboxFds, openSandboxFds } from './bwrap-argv.ts';
+import { DEFAULT_LIMITS } from './limits.ts';
+import { svcHomeOf, which } from './svc-paths.ts';
+import { orNull, readOrNull } from './tree.ts';
 
 type SandboxSetting = 'bwrap' | 'none';
 
@@ -12,6 +18,17 @@ export type SandboxMode = { kind: 'bwrap'; bwrap: string } | { kind: 'none'; why
 /** The sandbox was asked for and cannot run; the message names the package and the opt-out that applies. */
 export class SandboxUnavailableError extends UnavailableError {}
 
+export interface SandboxProbe {
+  ok: boolean;
+  bwrap: string | null;
+  /** kernel.unprivileged_userns_clone / user.max_user_namespaces as read, null when the files are absent. */
+  userNamespaces: string | null;
+  reason: string | null;
+}
+
+export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get install bubblewrap), or opt out: ' +
+  'SVC_SANDBOX=none for a CLI run, "sandbox": "none" in .svc/policy.json for any run';
+
 const OPT_OUT_CLI = 'SVC_SANDBOX=none or "sandbox": "none" in the project\'s .svc/policy.json';
 const OPT_OUT_SERVER =
   'SVC_SERVER_SANDBOX=none in the environment of the server itself (the Control Plane or the trigger server)';
@@ -19,7 +36,7 @@ const OPT_OUT_SERVER =
 /**
  * The sandbox for a run svc is about to start with `env`; `policy` is the project's choice (null: bwrap). Only a run a
  * person started at the CLI may opt out by its policy or SVC_SANDBOX: a repository's policy is written by whoever can
- * push to it, the agent included. A server's run goes unsandboxed only by SVC_SERVER_SANDBOX=none (DESIGN §7a).
+ * push to it, the agent included. A server's run goes unsandboxed only by SVC_SERVER_SANDBOX=none.
  */
 export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): SandboxMode {
   const cli = !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';
@@ -49,4 +66,95 @@ export function unsandboxedWarning(mode: SandboxMode): string | null {
   if (mode.kind !== 'none') return null;
   return `WARNING: the agent runs WITHOUT a sandbox (${mode.why}): it can read everything this user can, ` +
     'including svc\'s keys and tokens. svc still ends every process it starts when the provider exits.';
+}
+
+// Bumped whenever the trial changes shape, so an old "works" is never reused for a new trial.
+const TRIAL_VERSION = 4;
+
+function readSysctl(path: string): string | null {
+  return readOrNull(path)?.trim() ?? null;
+}
+
+/** The trial, an agent's own isolation reporting CapEff and the seccomp mode: its stdout, or why it failed. */
+function runTrial(bwrap: string, env: NodeJS.ProcessEnv, fds: Array<number | 'ignore'>): string | { failed: string } {
+  const plan = {
+    readable: [], writable: [], protect: [], hidden: [], protocolReadable: [], protocolWritable: [], home: null,
+    cwd: '/', limits: DEFAULT_LIMITS, network: 'none' as const,
+  };
+  const argv = bwrapArgv(bwrap, plan, ['/bin/sh', '-c', 'grep -E "^(CapEff|Seccomp):" /proc/self/status']);
+  try {
+    return runSync(argv, { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000, fds });
+  } catch (err) {
+    const { stderr, status, message } = err as { stderr?: unknown; status?: unknown; message?: string };
+    return { failed: `${stderr ?? ''}` || message || `exit ${String(status)}` };
+  }
+}
+
+/**
+ * Finds bwrap on PATH and runs a trial sandbox shaped like an agent's; it must hold no capability at all, and run
+ * under the system-call filter where this architecture has one. `svc doctor` always probes afresh.
+ */
+export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
+  const clone = readSysctl('/proc/sys/kernel/unprivileged_userns_clone');
+  const max = readSysctl('/proc/sys/user/max_user_namespaces');
+  const userNamespaces = clone === null && max === null
+    ? null
+    : `unprivileged_userns_clone=${clone ?? '-'} max_user_namespaces=${max ?? '-'}`;
+  const bwrap = which('bwrap', env.PATH);
+  if (!bwrap) return { ok: false, bwrap, userNamespaces, reason: 'bwrap not found on PATH' };
+  const fds = openSandboxFds();
+  const trial = runTrial(bwrap, env, fds);
+  closeSandboxFds(fds);
+  if (typeof trial !== 'string') {
+    const said = trial.failed.trim().split('\n')[0];
+    const hint = clone === '0' || max === '0' ? ' (unprivileged user namespaces are disabled on this host)' : '';
+    return { ok: false, bwrap, userNamespaces, reason: `a trial bwrap sandbox failed: ${said}${hint}` };
+  }
+  const caps = /^CapEff:\s*([0-9a-f]+)/m.exec(trial)?.[1];
+  if (caps === undefined || !/^0+$/.test(caps)) {
+    return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox kept capabilities (CapEff ${caps ?? '?'})` };
+  }
+  // Mode 2: a filter is installed (0 none, 1 strict).
+  const seccomp = /^Seccomp:\s*(\d+)/m.exec(trial)?.[1];
+  if (fds[0] !== 'ignore' && seccomp !== '2') {
+    return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox ran without its system-call filter ` +
+      `(Seccomp ${seccomp ?? '?'})` };
+  }
+  return { ok: true, bwrap, userNamespaces, reason: null };
+}
+
+/** What a cached result depends on; null when the binary cannot be read. */
+function cacheKey(bwrap: string): string | null {
+  const binary = orNull(() => statSync(bwrap));
+  return binary && [TRIAL_VERSION, readSysctl('/proc/sys/kernel/random/boot_id') ?? '-', process.getuid?.() ?? '-',
+    bwrap, binary.size, binary.mtimeMs, readSysctl('/proc/sys/user/max_user_namespaces') ?? '-',
+    readSysctl('/proc/sys/kernel/unprivileged_userns_clone') ?? '-'].join('|');
+}
+
+/** The probe for this host, from this boot's cache when it still applies. */
+function probeSandboxCached(env: NodeJS.ProcessEnv): SandboxProbe {
+  const bwrap = which('bwrap', env.PATH);
+  const key = bwrap ? cacheKey(bwrap) : null;
+  if (!key) return probeSandbox(env);
+  const home = svcHomeOf(env);
+  const path = join(home, 'sandbox-probe.json');
+  try {
+    if (lstatSync(path).isFile()) {
+      const cached = JSON.parse(readFileSync(path, 'utf8')) as { key?: unknown; probe?: SandboxProbe };
+      if (cached.key === key && cached.probe?.ok === true) return cached.probe;
+    }
+  } catch {
+    // none yet, or unreadable: probed again
+  }
+  const probe = probeSandbox(env);
+  if (!probe.ok) return probe;
+  try {
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    const temp = `${path}.${process.pid}.tmp`;
+    writeFileSync(temp, JSON.stringify({ key, probe }), { mode: 0o600, flag: 'wx' });
+    renameSync(temp, path);
+  } catch {
+    // no writable ~/.svc: the next run probes again
+  }
+  return probe;
 }

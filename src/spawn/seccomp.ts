@@ -1,13 +1,56 @@
-// The agent sandbox's system-call filter (DESIGN §7a; docs/engine.md): a classic-BPF program built from the list in
-// syscall-policy.ts. Only the host's own ABI passes (a call through another table could dodge the list: ENOSYS); each
-// listed number goes to its rule, everything else is allowed. bwrap reads it from an anonymous file, never a path.
+// The agent sandbox's system-call filter (DESIGN §7a; docs/engine.md gives each refused call's reason): a classic-BPF
+// program built from REFUSED_SYSCALLS. Only the host's own ABI passes (a call through another table could dodge the
+// list: ENOSYS); each listed number goes to its rule, everything else is allowed.
 import { openSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REFUSED_SYSCALLS } from './syscall-policy.ts';
 import { withScratch } from './svc-paths.ts';
 
-/** The descriptor a sandboxed child finds the program on: right after stdin, stdout and stderr. */
+/**
+ * 'eperm' and 'enosys' always, 'personality' unless it sets PER_LINUX or queries (0xffffffff), `namespaces` with
+ * EPERM when the flags (first argument) hold one of these bits.
+ */
+type SyscallRule = 'eperm' | 'enosys' | 'personality' | { namespaces: number };
+
+/** The namespace flags of clone and unshare (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET). */
+const CLONE_NEW_FLAGS = 0x7e020000;
+/** CLONE_NEWTIME: unshare only (in clone's first argument those bits hold the exit signal). */
+const CLONE_NEWTIME = 0x00000080;
+
+/** Numbers per architecture: x86_64's table and aarch64's generic one. */
+export const REFUSED_SYSCALLS: ReadonlyArray<{ name: string; x86_64: number; aarch64: number; rule: SyscallRule }> = [
+  // The kernel keyring, io_uring, hardware counters, userfaultfd and bpf: kernel attack surface no agent needs.
+  { name: 'keyctl', x86_64: 250, aarch64: 219, rule: 'eperm' },
+  { name: 'add_key', x86_64: 248, aarch64: 217, rule: 'eperm' },
+  { name: 'request_key', x86_64: 249, aarch64: 218, rule: 'eperm' },
+  { name: 'io_uring_setup', x86_64: 425, aarch64: 425, rule: 'eperm' },
+  { name: 'io_uring_enter', x86_64: 426, aarch64: 426, rule: 'eperm' },
+  { name: 'io_uring_register', x86_64: 427, aarch64: 427, rule: 'eperm' },
+  { name: 'perf_event_open', x86_64: 298, aarch64: 241, rule: 'eperm' },
+  { name: 'userfaultfd', x86_64: 323, aarch64: 282, rule: 'eperm' },
+  { name: 'bpf', x86_64: 321, aarch64: 280, rule: 'eperm' },
+  // Reading or rewriting another process of the sandbox (the egress forwarder among them).
+  { name: 'ptrace', x86_64: 101, aarch64: 117, rule: 'eperm' },
+  { name: 'process_vm_readv', x86_64: 310, aarch64: 270, rule: 'eperm' },
+  { name: 'process_vm_writev', x86_64: 311, aarch64: 271, rule: 'eperm' },
+  { name: 'pidfd_getfd', x86_64: 438, aarch64: 438, rule: 'eperm' },
+  // Replacing or extending the kernel: ENOSYS, as if the kernel had none.
+  { name: 'kexec_load', x86_64: 246, aarch64: 104, rule: 'enosys' },
+  { name: 'kexec_file_load', x86_64: 320, aarch64: 294, rule: 'enosys' },
+  { name: 'init_module', x86_64: 175, aarch64: 105, rule: 'enosys' },
+  { name: 'finit_module', x86_64: 313, aarch64: 273, rule: 'enosys' },
+  { name: 'delete_module', x86_64: 176, aarch64: 106, rule: 'enosys' },
+  // Its flags (ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC) switch off exploit mitigations.
+  { name: 'personality', x86_64: 135, aarch64: 92, rule: 'personality' },
+  // New namespaces expose kernel code written for privileged users; the sandbox already has its own.
+  { name: 'unshare', x86_64: 272, aarch64: 97, rule: { namespaces: CLONE_NEW_FLAGS | CLONE_NEWTIME } },
+  { name: 'setns', x86_64: 308, aarch64: 268, rule: 'eperm' },
+  { name: 'clone', x86_64: 56, aarch64: 220, rule: { namespaces: CLONE_NEW_FLAGS } },
+  // Its flags sit in memory a filter cannot read; ENOSYS makes libc fall back to clone, which is checked.
+  { name: 'clone3', x86_64: 435, aarch64: 435, rule: 'enosys' },
+];
+
+/** Where a sandboxed child finds the program: right after stdio. */
 const SECCOMP_FD = 3;
 
 const AUDIT_ARCH = { x64: 0xc000003e, arm64: 0xc00000b7 } as const;
@@ -34,20 +77,19 @@ const NR = 0;
 const ARCH = 4;
 const ARG0_LOW = 16;
 
-type Label = string;
 interface Insn {
   code: number;
   k: number;
-  jt?: Label;
-  jf?: Label;
-  label?: Label;
+  jt?: string;
+  jf?: string;
+  label?: string;
 }
 
 /** Resolves labels into the forward offsets classic BPF jumps by; 8 bytes an instruction, little-endian. */
 function assemble(insns: Insn[]): Buffer {
-  const at = new Map<Label, number>();
+  const at = new Map<string, number>();
   insns.forEach((insn, i) => insn.label !== undefined && at.set(insn.label, i));
-  const offset = (i: number, target: Label | undefined): number => {
+  const offset = (i: number, target: string | undefined): number => {
     if (target === undefined) return 0;
     const to = at.get(target);
     const jump = to === undefined ? -1 : to - i - 1;
@@ -77,13 +119,11 @@ export function buildFilter(arch: string): Buffer | null {
   REFUSED_SYSCALLS.forEach(({ rule, [table]: nr }, i) =>
     code.push({ code: JEQ_K, k: nr, jt: typeof rule === 'string' ? rule : `namespaces-${i}` }));
   code.push({ code: RET_K, k: RET_ALLOW });
-  if (REFUSED_SYSCALLS.some((c) => c.rule === 'personality')) {
-    code.push(
-      { code: LD_W_ABS, k: ARG0_LOW, label: 'personality' },
-      { code: JEQ_K, k: 0, jt: 'allow' }, // PER_LINUX
-      { code: JEQ_K, k: 0xffffffff, jt: 'allow', jf: 'eperm' }, // a query: changes nothing
-    );
-  }
+  code.push(
+    { code: LD_W_ABS, k: ARG0_LOW, label: 'personality' },
+    { code: JEQ_K, k: 0, jt: 'allow' }, // PER_LINUX
+    { code: JEQ_K, k: 0xffffffff, jt: 'allow', jf: 'eperm' }, // a query: changes nothing
+  );
   REFUSED_SYSCALLS.forEach(({ rule }, i) => {
     if (typeof rule === 'string') return;
     code.push(
@@ -100,14 +140,11 @@ export function buildFilter(arch: string): Buffer | null {
   return assemble(code);
 }
 
+/** `arch` is the syscall table the filter was built for; null (and `reason`) where there is none. */
 export interface SyscallFilter {
-  /** The syscall table it was built for ('x86_64', 'aarch64'), or null: no filter on this architecture. */
   arch: string | null;
-  /** The calls it refuses, by name (with the condition where it refuses only some uses); empty without a filter. */
   refused: string[];
-  /** Instructions in the program (0 without one). */
   instructions: number;
-  /** Why there is none (null when there is one). */
   reason: string | null;
 }
 
@@ -135,7 +172,7 @@ export function describeFilter(): SyscallFilter {
   return { arch, refused, instructions: built.length / 8, reason: null };
 }
 
-/** An unnamed file holding `bytes`: O_TMPFILE, or (where a filesystem lacks it) one unlinked at once in a 0700 dir. */
+/** An unnamed file holding `bytes` (bwrap reads it, never a path): O_TMPFILE, else one unlinked at once. */
 function anonymousFile(bytes: Buffer): number {
   let fd: number | null = null;
   for (const dir of new Set([tmpdir(), '/tmp', '/dev/shm'])) {
@@ -155,10 +192,7 @@ function anonymousFile(bytes: Buffer): number {
   return fd;
 }
 
-/**
- * A fresh descriptor reading this process's filter from its start, for one sandbox start (stdio slot SECCOMP_FD); the
- * caller closes it once the child has started. Null when there is no filter on this architecture.
- */
+/** A fresh descriptor reading the filter from its start, for one sandbox start; null without a filter. */
 export function openFilterFd(): number | null {
   const built = theProgram();
   if (!built) return null;

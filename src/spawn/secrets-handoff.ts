@@ -1,15 +1,14 @@
 // Takes the secrets a child svc was handed (a pipe on fd 3, sent by start.ts startChild) and hands them across this
 // process's own re-exec (a 0600 file in ~/.svc/handoff), never through the environment, which /proc/<pid>/environ
-// shows to the same user (DESIGN §7a; docs/engine.md "Secrets of the worker" says why no other process can read
-// either).
-// Must not: write a value anywhere but that pipe or file, or accept a name that is not one of svc's secrets.
+// shows to the same user (DESIGN §7a; docs/engine.md "Secrets of the worker"). Must not: write a value anywhere but
+// that pipe or file, or accept a name that is not one of svc's secrets.
 import {
-  mkdirSync, openSync, writeSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync, fstatSync,
+  mkdirSync, writeFileSync, closeSync, readFileSync, rmSync, chmodSync, readdirSync, statSync, fstatSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { svcHomeOf } from './svc-paths.ts';
-import { readOrNull } from './tree.ts';
+import { orNull, readOrNull } from './tree.ts';
 import { HANDOFF_FD, HANDOFF_FD_VAR, secretsIn } from './start.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
 import { obj } from '../untrusted.ts';
@@ -34,7 +33,7 @@ export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 /** A receiver takes its file within a second of starting; one still there after this never will (it crashed). */
 const STALE_MS = 10 * 60_000;
 
-/** ~/.svc/handoff (0700): inside ~/.svc, which the agent sandbox never shows. Stale files are removed on the way. */
+/** ~/.svc/handoff (0700), which no sandbox shows; stale files are removed on the way. */
 function handoffDir(env: NodeJS.ProcessEnv): string {
   const dir = join(svcHomeOf(env), 'handoff');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -51,20 +50,14 @@ function handoffDir(env: NodeJS.ProcessEnv): string {
 }
 
 /**
- * For a re-exec only (a child svc gets its secrets through startChild's `secrets`): writes `secrets` to a fresh
- * 0600 file and returns the extra environment that names it, or `{}` when there is nothing to hand over. The caller
- * removes the file (`dropHandoff`) if the new image never started.
+ * For a re-exec only: writes `secrets` to a fresh 0600 file and returns the extra environment that names it, or `{}`
+ * when there is nothing to hand over. The caller removes the file (`dropHandoff`) if the new image never started.
  */
 export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<string, string> {
   const handed = secretsIn(secrets);
   if (Object.keys(handed).length === 0) return {};
   const path = join(handoffDir(env), `${process.pid}-${randomBytes(12).toString('hex')}.json`);
-  const fd = openSync(path, 'wx', 0o600);
-  try {
-    writeSync(fd, JSON.stringify({ secrets: handed }));
-  } finally {
-    closeSync(fd);
-  }
+  writeFileSync(path, JSON.stringify({ secrets: handed }), { flag: 'wx', mode: 0o600 });
   return { [HANDOFF_VAR]: path };
 }
 
@@ -76,12 +69,8 @@ export function dropHandoff(extra: Record<string, string>): void {
 
 /** Reads the inherited handoff pipe to its end and closes it; null unless fd 3 is the socket svc gave this process. */
 function readPipe(): string | null {
-  try {
-    // fd 3 is the pipe only when the parent made it; otherwise it may be one of Node's own, which must stay open.
-    if (!fstatSync(HANDOFF_FD).isSocket()) return null;
-  } catch {
-    return null;
-  }
+  // Otherwise fd 3 may be one of Node's own, which must stay open.
+  if (!orNull(() => fstatSync(HANDOFF_FD))?.isSocket()) return null;
   try {
     return readFileSync(HANDOFF_FD, 'utf8');
   } catch {
@@ -91,31 +80,21 @@ function readPipe(): string | null {
   }
 }
 
-/** The handoff file's text, removed once read (or found unreadable). */
-function takeFile(path: string): string | null {
-  const text = readOrNull(path);
-  rmSync(path, { force: true });
-  return text;
-}
-
 /** The secrets in one handoff message; nothing from bad JSON. */
 function parse(text: string | null): Secrets {
-  try {
-    return text === null ? {} : secretsIn(obj(obj(JSON.parse(text)).secrets));
-  } catch {
-    return {};
-  }
+  return orNull(() => secretsIn(obj(obj(JSON.parse(text ?? '')).secrets))) ?? {};
 }
 
 /**
- * Takes what this process was handed (once, at process start): the pipe `SVC_HANDOFF_FD` names, and the file
- * `SVC_SECRETS_HANDOFF` names (deleted), and removes both names from `env`. A missing or malformed one hands over
- * nothing.
+ * Takes what this process was handed (once, at start): the pipe `SVC_HANDOFF_FD` names and the file
+ * `SVC_SECRETS_HANDOFF` names (deleted once read), and removes both names from `env`.
  */
 export function takeHandoff(env: NodeJS.ProcessEnv): Secrets {
   const fd = env[HANDOFF_FD_VAR];
   const path = env[HANDOFF_VAR];
   delete env[HANDOFF_FD_VAR];
   delete env[HANDOFF_VAR];
-  return { ...parse(path ? takeFile(path) : null), ...parse(fd === String(HANDOFF_FD) ? readPipe() : null) };
+  const file = path ? readOrNull(path) : null;
+  if (path) rmSync(path, { force: true });
+  return { ...parse(file), ...parse(fd === String(HANDOFF_FD) ? readPipe() : null) };
 }

@@ -1,7 +1,5 @@
-// Starts children: the only file in src/ that imports node:child_process (test/unit/spawn-imports.test.ts holds it
-// to that). Every start names the child's kind, from which env.ts builds its environment; argv is always an array
-// run without a shell. Three ways, by what the caller needs: startChild (streaming or long-lived), runSync (to the
-// end, throws on failure), runCollect (to the end, async, never throws); runLaunched is the old-Node launcher.
+// Starts children: the only file in src/ that imports node:child_process (test/unit/spawn-imports.test.ts). Every
+// start names the child's kind, from which env.ts builds its environment; argv is an array, never run by a shell.
 import { execFile, execFileSync, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import type { Writable } from 'node:stream';
@@ -18,7 +16,6 @@ export interface ChildSpec {
   cwd?: string;
 }
 
-/** The program, its arguments, and the options every start shares. */
 function prepare(argv: readonly string[], spec: ChildSpec) {
   const [bin, ...args] = argv;
   if (bin === undefined) throw new RangeError('a child needs a program to run');
@@ -26,18 +23,17 @@ function prepare(argv: readonly string[], spec: ChildSpec) {
   return { bin, args, options };
 }
 
-/** The variable that tells a child svc to read its handed secrets from the pipe on HANDOFF_FD. */
+/** Tells a child svc to read its handed secrets from the pipe on its fd HANDOFF_FD, right after stdio. */
 export const HANDOFF_FD_VAR = 'SVC_HANDOFF_FD';
-/** Where that pipe lands in the child: right after stdin, stdout and stderr. */
 export const HANDOFF_FD = 3;
 
 export interface StartOptions extends ChildSpec {
   stdio?: StdioOptions;
-  /** Its own process group (and session leader-free): a group signal then reaches it and what it started. */
+  /** Its own process group: a group signal then reaches it and what it started. */
   detached?: boolean;
   /**
-   * svc's secrets for a child svc, written to a pipe on its fd 3 and never into its environment, which
-   * /proc/<pid>/environ shows to the same user (DESIGN §7a; the child takes them with secrets-handoff.ts takeHandoff).
+   * svc's secrets for a child svc, written to a pipe on its fd 3, never into its environment, which
+   * /proc/<pid>/environ shows to the same user (DESIGN §7a; the child reads them with secrets-handoff.ts).
    */
   secrets?: Readonly<Record<string, string>>;
 }
@@ -55,17 +51,11 @@ export function startChild(argv: readonly string[], opts: StartOptions): ChildPr
   if (secrets === undefined) return spawn(bin, args, { ...options, detached, stdio: opts.stdio ?? 'pipe' });
   const given: StdioOptions = Array.isArray(opts.stdio) ? opts.stdio : ['ignore', 'pipe', 'pipe'];
   const child = spawn(bin, args, { ...options, detached, stdio: [...given.slice(0, HANDOFF_FD), 'pipe'] });
-  sendSecrets(child, secrets);
-  return child;
-}
-
-/** Writes svc's secrets into the child's pipe and closes it; a child that is already gone simply never reads it. */
-function sendSecrets(child: ChildProcess, secrets: Readonly<Record<string, string>>): void {
   const pipe = child.stdio[HANDOFF_FD] as Writable | null | undefined;
-  if (!pipe) return;
-  pipe.on('error', () => {});
-  // Closed once written: the data waits in the socket for the child, and this process need not wait for it.
-  pipe.end(JSON.stringify({ secrets: secretsIn(secrets) }), () => pipe.destroy());
+  // A child already gone never reads it; once written the data waits in the socket, and this process need not.
+  pipe?.on('error', () => {});
+  pipe?.end(JSON.stringify({ secrets: secretsIn(secrets) }), () => pipe.destroy());
+  return child;
 }
 
 /** svc's secret names with non-empty string values in `from` (`*_FILE` names hold paths and stay where they are). */
@@ -82,9 +72,9 @@ export function secretsIn(from: Readonly<Record<string, unknown>>): Record<strin
 export function runSync(argv: readonly string[], opts: ChildSpec & {
   maxBuffer?: number;
   timeout?: number;
-  /** stderr: 'pipe' keeps it for the thrown error (`err.stderr`), 'ignore' drops it. */
+  /** 'pipe' keeps it for the thrown error (`err.stderr`). */
   stderr?: 'pipe' | 'ignore';
-  /** Descriptors of this process the child gets from its fd 3 on (a sandbox's, bwrap-argv.ts openSandboxFds). */
+  /** Descriptors the child gets from its fd 3 on (a sandbox's, bwrap-argv.ts openSandboxFds). */
   fds?: Array<number | 'ignore'>;
 }): string {
   const { bin, args, options } = prepare(argv, opts);
@@ -114,9 +104,8 @@ const FORWARDED: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SI
 
 /**
  * Runs `argv` as this process's stand-in (the old-Node launcher): the child gets this terminal's stdio, every signal
- * sent to this process exactly once, and this process's pid (watchLifeline). It runs in its own process group so a
- * terminal's Ctrl-C, which reaches this group, arrives once (forwarded), not twice. Resolves with the child's exit
- * code, or the signal that ended it.
+ * sent here exactly once (its own process group, so a terminal's Ctrl-C is not delivered twice), and this pid
+ * (watchLifeline). Resolves with the child's exit code, or the signal that ended it.
  */
 export function runLaunched(argv: readonly string[], opts: ChildSpec): Promise<number | NodeJS.Signals> {
   const extra = { ...opts.extra, [LAUNCHER_PID_VAR]: String(process.pid) };
@@ -136,14 +125,13 @@ export function runLaunched(argv: readonly string[], opts: ChildSpec): Promise<n
 export function exitLike(result: number | NodeJS.Signals): never {
   if (typeof result === 'number') process.exit(result);
   process.kill(process.pid, result);
-  // A signal this process ignores or handles: the shell's convention for "ended by a signal".
+  // Still here: the signal is ignored or handled, so the shell's convention for "ended by a signal".
   process.exit(128 + (osConstants.signals[result] ?? 0));
 }
 
 /**
- * The launched side: this process must never outlive its launcher, however it ended (SIGKILL included, which it
- * cannot forward). A pipe would not survive svc servers' re-exec (server-flags.ts), the launcher's pid in the
- * environment does: once this process's parent is no longer the launcher, it stops as if sent SIGTERM.
+ * The launched side never outlives its launcher, however that ended (SIGKILL included): once this process's parent
+ * is no longer the launcher's pid, it stops as if sent SIGTERM. A pipe would not survive the servers' re-exec.
  */
 export function watchLifeline(env: NodeJS.ProcessEnv): void {
   const launcher = Number(env[LAUNCHER_PID_VAR]);
@@ -155,7 +143,34 @@ export function watchLifeline(env: NodeJS.ProcessEnv): void {
     }
   };
   const timer = setInterval(check, 500);
-  // The watch alone must not keep this process alive once its work is done.
   timer.unref();
   check();
+}
+
+// The argv of every `svc start` the Control Plane starts (start, resume and retry) and of a run's `svc worker`; each
+// trigger source's is beside its handler. Text from outside always follows "--" or `--brief`, never read as an option.
+
+/** `POST /v1/start`: `input` is a brief (with `brief: true`) or anything `svc start` classifies. */
+export function controlStartArgs(
+  s: { repo: string; run: string; pr: boolean; provider: string | null; brief: boolean; input: string },
+): string[] {
+  const args = ['start', '--detach', '--repo', s.repo, '--run-id', s.run];
+  if (s.pr) args.push('--pr');
+  if (s.provider) args.push('--provider', s.provider);
+  if (s.brief) args.push('--brief');
+  args.push('--', s.input);
+  return args;
+}
+
+export function resumeArgs(run: string, repo: string): string[] {
+  return ['start', '--detach', '--resume', run, '--repo', repo];
+}
+
+export function retryArgs(from: string, run: string, repo: string): string[] {
+  return ['start', '--detach', '--retry', from, '--run-id', run, '--repo', repo];
+}
+
+/** The run's detached worker: `node <cli> worker MODE --run-id RUN --repo REPO` (proc-group.ts checks it). */
+export function workerArgv(cli: string, mode: string, run: string, repo: string): string[] {
+  return [process.execPath, cli, 'worker', mode, '--run-id', run, '--repo', repo];
 }

@@ -1,8 +1,8 @@
-// Where svc keeps its own things (its home, a scratch folder for one call) and where its CLI is: one home for these,
-// so every process svc starts, and every sandbox that must not show them, agrees on the paths.
-import { mkdtempSync, rmSync } from 'node:fs';
+// Where svc keeps its own things (its home, a scratch folder for one call), where its CLI is and where a program is:
+// one home for these, so every process svc starts, and every sandbox that must not show them, agrees on the paths.
+import { accessSync, constants, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** svc's home, `~/.svc`: keys, tokens, databases, answers, handoff files. Never mounted into a sandbox. */
@@ -29,4 +29,26 @@ export function withScratch<T>(prefix: string, body: (dir: string) => T): T {
   if (out instanceof Promise) return out.finally(remove) as T;
   remove();
   return out;
+}
+
+/** A program on PATH, found without a shell, so "missing provider" can say exactly where it looked. */
+export function which(command: string, pathVar: string | undefined): string | null {
+  if (command.includes('/')) {
+    return isExecutable(command) ? command : null;
+  }
+  for (const dir of (pathVar ?? '').split(delimiter)) {
+    if (!dir || !isAbsolute(dir)) continue;
+    const candidate = join(dir, command);
+    if (isExecutable(candidate)) return candidate;
+  }
+  return null;
+}
+
+function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
 }

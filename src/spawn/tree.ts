@@ -4,43 +4,29 @@
 import { readFileSync, readdirSync, readlinkSync, realpathSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 
-const TREE_MARKER_NAME = 'SVC_PROCESS_TREE';
-
 interface Proc {
   pid: number;
   ppid: number;
   start: string;
 }
 
-/** A file's text, or null (a /proc file goes with its process). */
-export function readOrNull(path: string): string | null {
+/** What `read` returns, or null when it throws: a /proc file goes with its process, a path may be gone. */
+export function orNull<T>(read: () => T): T | null {
   try {
-    return readFileSync(path, 'utf8');
+    return read();
   } catch {
     return null;
   }
 }
 
-export function readlinkOrNull(path: string): string | null {
-  try {
-    return readlinkSync(path);
-  } catch {
-    return null;
-  }
-}
-
+export const readOrNull = (path: string): string | null => orNull(() => readFileSync(path, 'utf8'));
+export const readlinkOrNull = (path: string): string | null => orNull(() => readlinkSync(path));
 /** The path with every link resolved, or null when it (or a folder on its way) is gone. */
-export function realOrNull(path: string): string | null {
-  try {
-    return realpathSync(path);
-  } catch {
-    return null;
-  }
-}
+export const realOrNull = (path: string): string | null => orNull(() => realpathSync(path));
 
-/** A pause that blocks (killAll runs in exit paths, where nothing async may be awaited). */
-function pauseMs(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+/** Octal escapes (`\040`) in mountinfo paths. */
+export function unescapeMount(path: string): string {
+  return path.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 }
 
 /** Fields of /proc/<pid>/stat after the command name: index 0 is field 3 (state), 2 is the group, 19 the start time. */
@@ -58,23 +44,16 @@ function readProc(pid: number): Proc | null {
 }
 
 export function allPids(): number[] {
-  try {
-    return readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number);
-  } catch {
-    return [];
-  }
+  return (orNull(() => readdirSync('/proc')) ?? []).filter((n) => /^\d+$/.test(n)).map(Number);
 }
 
 function liveProcs(): Proc[] {
   return allPids().map(readProc).filter((p): p is Proc => p !== null);
 }
 
-function pidNamespace(pid: number): string | null {
-  return readlinkOrNull(`/proc/${pid}/ns/pid`);
-}
-
 /** Host pids of every process in the PID namespace that `outerPid` (the bwrap svc started) created. */
 export function sandboxMembers(outerPid: number): number[] {
+  const pidNamespace = (pid: number) => readlinkOrNull(`/proc/${pid}/ns/pid`);
   const own = pidNamespace(outerPid);
   const procs = liveProcs();
   const inner = procs.filter((p) => p.ppid === outerPid).map((p) => pidNamespace(p.pid)).find((ns) => ns && ns !== own);
@@ -87,18 +66,8 @@ export function procList(pid: number, file: 'cmdline' | 'environ'): string[] | n
   return readOrNull(`/proc/${pid}/${file}`)?.split('\0').filter((s) => s !== '') ?? null;
 }
 
-function signal(proc: Proc, sig: NodeJS.Signals): void {
-  // The start time guards against a pid reused since it was recorded.
-  if (readProc(proc.pid)?.start !== proc.start) return;
-  try {
-    process.kill(proc.pid, sig);
-  } catch {
-    // gone, or not ours
-  }
-}
-
 export function createTreeGuard() {
-  const marker = `${TREE_MARKER_NAME}=${randomBytes(12).toString('hex')}`;
+  const marker = `SVC_PROCESS_TREE=${randomBytes(12).toString('hex')}`;
   const known = new Map<number, Proc>();
   let root: Proc | null = null;
 
@@ -144,9 +113,13 @@ export function createTreeGuard() {
       for (let round = 0; round < 50; round++) {
         const left = scan();
         if (left.length === 0) return;
-        for (const p of left) signal(p, 'SIGKILL');
-        for (const p of left) known.set(p.pid, p);
-        pauseMs(10);
+        for (const p of left) {
+          // The start time guards against a pid reused since it was recorded; gone or not ours, it is let be.
+          if (readProc(p.pid)?.start === p.start) orNull(() => process.kill(p.pid, 'SIGKILL'));
+          known.set(p.pid, p);
+        }
+        // A blocking pause: killAll runs in exit paths, where nothing async may be awaited.
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
       }
     },
   };

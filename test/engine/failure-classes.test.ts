@@ -12,7 +12,7 @@ import {
 } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
-import { which } from '../../src/spawn/which.ts';
+import { which } from '../../src/spawn/svc-paths.ts';
 import { issueReceipt, verifyReceipt, type ReceiptBody } from '../../src/engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../../src/keys.ts';
 

@@ -1,4 +1,4 @@
-// The sandbox probe runs at most once per run, and once per boot while it works (src/spawn/probe.ts):
+// The sandbox probe runs at most once per run, and once per boot while it works (src/spawn/sandbox-mode.ts):
 // `svc start` probes the host (or takes this boot's cached result) before it makes the run and keeps the sandbox mode
 // in the run's plan, so the worker and a verify run no second trial sandbox. Counted with a `bwrap` on PATH that logs
 // every call and then runs the real one.
@@ -8,7 +8,7 @@ import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync, existsSync }
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
-import { probeSandbox } from '../../src/spawn/probe.ts';
+import { probeSandbox } from '../../src/spawn/sandbox-mode.ts';
 
 const probe = probeSandbox(process.env);
 if (process.env.CI && !probe.ok) throw new Error('CI must run the sandbox tests: install the Debian package bubblewrap');

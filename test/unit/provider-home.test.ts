@@ -27,7 +27,7 @@ describe('layProviderHome', () => {
   after(() => rmSync(root, { recursive: true, force: true }));
 
   const lay = (run: string) => layProviderHome({
-    provider: 'opencode', home, template: home, loginHome: home, repoHome, run,
+    provider: 'opencode', home, template: home, repoHome, run,
   });
 
   it('copies obeyed files into fresh folders, binds template folders and the login read-only, keeps the state', () => {
@@ -90,7 +90,7 @@ describe('layProviderHome', () => {
   it('lays claude\'s ~/.claude.json without its table of the user\'s other projects', () => {
     writeFileSync(join(home, '.claude.json'), JSON.stringify({ mcpServers: { op: {} }, projects: { '/x': {} } }));
     const mounts = layProviderHome({
-      provider: 'claude', home, template: home, loginHome: home, repoHome: join(root, 'claude-home'), run: 'r1',
+      provider: 'claude', home, template: home, repoHome: join(root, 'claude-home'), run: 'r1',
     });
     const file = mounts.find((m) => m.target === join(home, '.claude.json'))!;
     assert.deepEqual(JSON.parse(readFileSync(file.source, 'utf8')), { mcpServers: { op: {} } });

@@ -3,8 +3,7 @@
 // also covers aarch64, which this host cannot run, and the architectures svc refuses to guess at.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildFilter } from '../../src/spawn/seccomp.ts';
-import { REFUSED_SYSCALLS } from '../../src/spawn/syscall-policy.ts';
+import { buildFilter, REFUSED_SYSCALLS } from '../../src/spawn/seccomp.ts';
 
 const ALLOW = 0x7fff0000;
 const EPERM = 0x00050001;

@@ -1,6 +1,6 @@
 // Run actions (DESIGN §3, §4). A run whose folder this server recorded is steered on disk; any other gets a control
 // request for its own next ingest (docs/architecture.md, "Channels").
-import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start-argv.ts';
+import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start.ts';
 import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
