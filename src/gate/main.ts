@@ -1,6 +1,5 @@
 // `svc gate serve` (docs/gate.md): the egress gate as a server of its own, the only route out of Kubernetes job pods.
-// Reads its configuration once: the policy file, the credential secret, the model keys and base URLs from the
-// environment. Every client presents its job's credential (context.ts ClientBook) and gets its repository's policy.
+// Every client presents its job's credential and gets its repository's policy.
 import { readFileSync } from 'node:fs';
 import { startGate } from './gate.ts';
 import { GatePolicyError, parseGatePolicy, type GatePolicy } from './policy.ts';
