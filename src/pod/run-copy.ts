@@ -1,6 +1,5 @@
-// Copies a run folder the agent could write (the pod's shared workspace) into the signer's own folder before the
-// signer reads or ships any of it: regular files only, opened without following a link (the signer's mounts hold the
-// key), with size caps. A receipt.json found there is dropped: only the signer issues one.
+// Copies a run folder the agent could write into the signer's own before it reads any of it: regular files only,
+// opened without following a link (the signer's mounts hold the key), capped; never a receipt.json.
 import { RefusedError } from '../errors.ts';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -41,7 +40,6 @@ function copyFrom(folder: PlainDir, to: string): number {
   const artifacts = openPlainDirIn(folder, 'artifacts');
   if (typeof artifacts === 'string') return files;
   try {
-    // Links, special files and oversized files are simply not copied: the signer reports what it signs, not this.
     walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
       if (rel !== 'receipt.json') write(join(to, 'artifacts', ...rel.split('/')), content);
     });
