@@ -20,15 +20,7 @@ export function tcpConnect(address: string, port: number): Socket {
 }
 
 /** docs/gate.md "Limits" says what each bounds. */
-export interface GateLimits {
-  maxHeaderBytes: number;
-  maxConnections: number;
-  maxConnectionsPerPeer: number;
-  idleMs: number;
-  connectTimeoutMs: number;
-}
-
-export const DEFAULT_LIMITS: GateLimits = {
+export const DEFAULT_LIMITS = {
   maxHeaderBytes: 16 * 1024,
   maxConnections: 256,
   maxConnectionsPerPeer: 256,
@@ -36,8 +28,9 @@ export const DEFAULT_LIMITS: GateLimits = {
   connectTimeoutMs: 10_000,
 };
 
+export type GateLimits = typeof DEFAULT_LIMITS;
+
 export interface GateContext {
-  policy: GatePolicy;
   resolve: Resolver;
   connect: ConnectFn;
   models: ReadonlyMap<string, ModelRoute>;
@@ -46,18 +39,17 @@ export interface GateContext {
   limits: GateLimits;
   /** The record of a connection `asker` made (its span ends with it); none for a client refused before admission. */
   record(record: EgressRecord, asker?: Asker): void;
-  /** Metering on: model responses' usage is read and priced, and budgets can refuse a model call. */
   meter: GateMeter | null;
-  /** Connections are spans of their run's trace; a shared gate also relays its pods' exports. Null: tracing off. */
+  /** Null: tracing off. */
   trace: GateTrace | null;
-  /** What a run's pod has relayed of its spans (forward.ts bounds it); null for a run the gate let go. */
+  /** Null for a run the gate let go. */
   relayShare(run: string): RelayShare | null;
 }
 
 /** docs/gate.md "Metered cost" and "Budgets". */
 export interface GateMeter {
   prices: PriceTable;
-  /** Why this asker may make no further model call now (a budget reached, said plainly), or null. */
+  /** Why this asker may make no further model call now (a budget reached), or null. */
   refusal(asker: Asker): string | null;
   /** A shared gate's bound on a run's calls under way: the admitted call's release, or why it must wait (a 429). */
   hold?(asker: Asker): (() => void) | string;
@@ -67,10 +59,7 @@ export interface GateMeter {
 export function refuse(
   res: ServerResponse, status: number, reason: string, headers: Readonly<Record<string, string>> = {},
 ): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
+  if (res.headersSent) return void res.destroy();
   res.writeHead(status, { ...headers, 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
   res.end(`svc gate: ${reason}\n`);
 }
@@ -90,7 +79,6 @@ export function refuseRaw(
 /** A shared gate's clients, each with its job's credential (docs/gate.md "Security: what each client may do"). */
 export interface GateClients {
   secret: Buffer;
-  /** The policy a job's connections are decided by (its repository's). */
   policyFor(who: JobIdentity): GatePolicy;
   /** Client connections one job may hold open at once. */
   maxPerClient: number;
@@ -100,7 +88,7 @@ export interface GateClients {
 export interface Asker {
   policy: GatePolicy;
   who: JobIdentity | null;
-  /** This connection's span (null: untraced); the `traceparent` the gate sends upstream names it as the parent. */
+  /** The `traceparent` the gate sends upstream names it as the parent; null: untraced. */
   span: OpenSpan | null;
 }
 

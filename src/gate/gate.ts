@@ -160,7 +160,6 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   const runs = new RunRecords();
   const log = options.log ?? createLogger('gate');
   const ctx: GateContext = {
-    policy: options.policy,
     resolve: options.resolve ?? systemResolver,
     connect: options.connect ?? tcpConnect,
     models: new Map((options.models ?? []).map((m) => [m.name, m])),
@@ -183,7 +182,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     },
   };
   const sockets = new Set<Socket>();
-  const admit = clientBook(options.clients ?? null, ctx.policy, ctx.trace);
+  const admit = clientBook(options.clients ?? null, options.policy, ctx.trace);
   const servers: Server[] = [];
   const gate: Gate = { socketPath: options.socketPath ?? null, port: null, close: async () => {} };
   const serve = async (where: string | number): Promise<Server> => {
