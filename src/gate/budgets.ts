@@ -5,25 +5,17 @@ import { join } from 'node:path';
 import { obj, str, tryParseJson } from '../untrusted.ts';
 import type { EgressRecord } from './evidence.ts';
 
-export type BudgetKind = 'run' | 'repository-day' | 'server-day';
-
 export interface Reached {
-  kind: BudgetKind;
+  kind: 'run' | 'repository-day' | 'server-day';
   limit: number;
   spent: number;
 }
 
-export interface Spent {
-  run: number;
-  repoDay: number;
-  serverDay: number;
-}
-
-export type Limits = { [K in keyof Spent]: number | null };
+type Budget = 'run' | 'repoDay' | 'serverDay';
 
 /** The first budget reached (run, then repository, then server), or null. */
-export function reachedBudget(spent: Spent, limits: Limits): Reached | null {
-  const rows: Array<[BudgetKind, number, number | null]> = [
+export function reachedBudget(spent: Record<Budget, number>, limits: Record<Budget, number | null>): Reached | null {
+  const rows: Array<[Reached['kind'], number, number | null]> = [
     ['run', spent.run, limits.run], ['repository-day', spent.repoDay, limits.repoDay],
     ['server-day', spent.serverDay, limits.serverDay],
   ];

@@ -94,15 +94,9 @@ export async function podGateNetwork(
     network: UNCONFINED, records: [], problem, gaps: [`the network is not accounted for: ${problem}`], metered: null,
     maxUsd: null,
   });
-  let status: number;
-  let answer: Record<string, unknown>;
-  try {
-    const got = await getJson(url);
-    status = got.status;
-    answer = obj(got.body);
-  } catch (err) {
-    return unconfined(`the gate's records could not be read: ${errorMessage(err)}`);
-  }
+  const got = await getJson(url).catch((err: unknown) => errorMessage(err));
+  if (typeof got === 'string') return unconfined(`the gate's records could not be read: ${got}`);
+  const answer = obj(got.body);
   if (answer.run !== run) return unconfined('the gate answered for another run');
   const since = timeOf(answer.since);
   const started = timeOf(startedAt);
@@ -112,7 +106,7 @@ export async function podGateNetwork(
     return unconfined(`the gate has kept records since ${str(answer.since)}, after the run started ` +
       `(${startedAt}): it restarted during the run`);
   }
-  if (status === 404 && answer.evicted === true) {
+  if (got.status === 404 && answer.evicted === true) {
     return unconfined(`the gate let the run's records go (it has kept records since ${str(answer.since)})`);
   }
   // A 404 from a gate that ran since before the run started and let nothing of it go: the run made no connection.
