@@ -184,7 +184,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   const sockets = new Set<Socket>();
   const admit = clientBook(options.clients ?? null, options.policy, ctx.trace);
   const servers: Server[] = [];
-  const gate: Gate = { socketPath: options.socketPath ?? null, port: null, close: async () => {} };
+  let port: number | null = null;
   const serve = async (where: string | number): Promise<Server> => {
     const server = createGateServer(ctx, admit, runs, sockets, log, options.metrics);
     servers.push(server);
@@ -201,16 +201,16 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     }
     if (options.tcpPort !== undefined) {
       const address = (await serve(options.tcpPort)).address();
-      gate.port = typeof address === 'object' && address ? address.port : null;
+      port = typeof address === 'object' && address ? address.port : null;
     }
   } catch (err) {
     for (const s of servers) s.close();
     throw err;
   }
-  gate.close = async () => {
+  const close = async (): Promise<void> => {
     const closed = servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())));
     for (const socket of sockets) socket.destroy();
     await Promise.all(closed);
   };
-  return gate;
+  return { socketPath: options.socketPath ?? null, port, close };
 }

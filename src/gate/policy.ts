@@ -32,7 +32,7 @@ export interface GatePolicy {
 }
 
 export function parseHostPattern(text: string): HostPattern {
-  if (typeof text !== 'string' || text === '') throw new GatePolicyError(String(text), 'is empty');
+  if (text === '') throw new GatePolicyError(text, 'is empty');
   if (/\s/.test(text) || text.includes('://')) throw new GatePolicyError(text, 'must be a host with an optional :port');
   try {
     const { host, port } = splitHostPort(text);

@@ -54,9 +54,7 @@ class JsonPicker {
 
   private endCapture(): void {
     if (!this.overflow) this.picks.push({ path: this.capturePath, text: Buffer.from(this.captured).toString('utf8') });
-    this.captureDepth = -1;
-    this.captured = [];
-    this.overflow = false;
+    this.finish();
   }
 
   private valueStarts(b: number): void {
