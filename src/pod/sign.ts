@@ -1,9 +1,10 @@
 // `svc pod sign` (docs/deploy.md "Receipts from pods"): the only container that mounts the signing key. It runs no code
 // of the repository or the run, and takes from the run container's files only what it labels "reported".
 import { runFailure } from '../run-json.ts';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree, type PlainDir } from '../engine/plain-tree.ts';
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -21,7 +22,6 @@ import type { PushTarget } from '../engine/git-push.ts';
 import { decideVerdict, failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
-import { copyRunFolder } from './run-copy.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
 import { repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
@@ -243,6 +243,53 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, said: RunEv
   const cls = evidence.error !== null ? reported : failed ? 'checks' : 'infra';
   const failure = error ? runFailure(cls, error) : null;
   ctx.setStatus(error ? 'failed' : 'succeeded', { ...end, error, failed_check: failed?.name ?? null, failure });
+}
+
+const FILE_CAP = 16 * 1024 * 1024;
+const TOTAL_CAP = 256 * 1024 * 1024;
+const MAX_DEPTH = 8;
+const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json'];
+
+/**
+ * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
+ * regular files only, opened without following a link (the signer's mounts hold the key), capped; never a receipt.
+ */
+export function copyRunFolder(from: string, to: string): number {
+  const folder = openRunFolder(from);
+  if ('failed' in folder) throw new RefusedError(`No run folder at ${from}`);
+  try {
+    rmSync(to, { recursive: true, force: true });
+    mkdirSync(to, { recursive: true, mode: 0o700 });
+    return copyFrom(folder, to);
+  } finally {
+    folder.close();
+  }
+}
+
+function copyFrom(folder: PlainDir, to: string): number {
+  let total = 0;
+  let files = 0;
+  const write = (dst: string, content: Buffer): void => {
+    total += content.length;
+    if (total > TOTAL_CAP) throw new RefusedError(`The run folder holds more than ${TOTAL_CAP} bytes`);
+    mkdirSync(dirname(dst), { recursive: true, mode: 0o700 });
+    writeFileSync(dst, content, { mode: 0o600, flag: 'wx' });
+    files += 1;
+  };
+  for (const name of TOP_FILES) {
+    const content = readPlainIn(folder, name, FILE_CAP);
+    if (typeof content !== 'string') write(join(to, name), content);
+  }
+  const artifacts = openPlainDirIn(folder, 'artifacts');
+  if (typeof artifacts === 'string') return files;
+  try {
+    walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
+      if (rel !== 'receipt.json') write(join(to, 'artifacts', ...rel.split('/')), content);
+    });
+  } finally {
+    artifacts.close();
+  }
+  return files;
 }
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */
