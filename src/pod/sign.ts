@@ -126,6 +126,7 @@ function gateBudgetStop(gate: PodGateNetwork): string | null {
   const m = gate.metered;
   if (gate.maxUsd === null || m === null) return null;
   const budget = `$${gate.maxUsd.toFixed(2)}`;
+  // An unpriced call leaves the run's cost unknown: the gate refused the run from there, and so do we.
   const uncounted = m.unpriced + m.unknown;
   if (uncounted > 0) {
     return `Stopped at the max_usd budget of ${budget}: the gate could not price ${uncounted} model call(s)`;
