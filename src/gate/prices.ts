@@ -19,10 +19,8 @@ export interface PriceTable {
   models: Readonly<Record<string, ModelPrice>>;
 }
 
-const p = (input: number, output: number, cacheRead?: number, cacheWrite?: number): ModelPrice => ({
-  input, output, ...(cacheRead !== undefined ? { cache_read: cacheRead } : {}),
-  ...(cacheWrite !== undefined ? { cache_write: cacheWrite } : {}),
-});
+const p = (input: number, output: number, cache_read?: number, cache_write?: number): ModelPrice =>
+  ({ input, output, cache_read, cache_write });
 
 /** Standard (not batch, not priority) prices; Gemini's are its ≤ 200k-token prompt tier. */
 export const PRICES: PriceTable = {
