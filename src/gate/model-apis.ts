@@ -115,15 +115,12 @@ export function modelPath(basePath: string, rest: string): { path: string } | { 
     if (/^\.+(;|$)/.test(segment) && segment !== '.' && segment !== '..') {
       return { refused: `the model API path segment "${raw.slice(0, 40)}" is refused` };
     }
-    if (segment === '.' || segment === '..') {
-      if (segment === '..') {
-        if (stack.length <= base.length) return { refused: "the model API path leaves the API's base" };
-        stack.pop();
-      }
-      if (last) stack.push('');
-      continue;
+    if (segment === '..') {
+      if (stack.length <= base.length) return { refused: "the model API path leaves the API's base" };
+      stack.pop();
     }
-    stack.push(segment);
+    if (segment !== '.' && segment !== '..') stack.push(segment);
+    else if (last) stack.push('');
   }
   // Checked as the API will read it (`%62atches` is `batches` there); an escape that is no UTF-8 is refused too.
   const unmetered = stack.slice(base.length).find((segment) => {
