@@ -1,6 +1,5 @@
-// Destinations as text, for the egress gate (DESIGN §7a; docs/gate.md "Address rules"): one normal spelling of a
-// host before any policy sees it, every oddity refused, and the IP ranges refused by default (all but the public
-// internet, in every IPv6 form that carries an IPv4 address too). Names are never resolved here; no I/O.
+// Destinations as text (docs/gate.md "Address rules"): one normal spelling of a host before any policy sees it, and
+// the IP ranges refused by default, in every IPv6 form that carries an IPv4 address too. No I/O.
 import { isIP } from 'node:net';
 import { BadInputError } from '../errors.ts';
 
@@ -32,11 +31,9 @@ const V4_REFUSED: readonly Range[] = [
 const V6_REFUSED: readonly Range[] = [
   { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], bits: 128, label: 'unspecified ::' },
   { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], bits: 128, label: 'loopback ::1' },
-  // IPv4-compatible (deprecated, RFC 4291 §2.5.5.1): no legitimate destination uses it.
   { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], bits: 96, label: 'IPv4-compatible ::/96' },
   { prefix: [0x00, 0x64, 0xff, 0x9b, 0, 1], bits: 48, label: 'local-use NAT64 64:ff9b:1::/48' },
   { prefix: [0x01, 0x00, 0, 0, 0, 0, 0, 0], bits: 64, label: 'discard 100::/64' },
-  // Teredo hides its IPv4 address XOR-ed; nothing we talk to lives there.
   { prefix: [0x20, 0x01, 0, 0], bits: 32, label: 'Teredo 2001::/32' },
   { prefix: [0x20, 0x01, 0x0d, 0xb8], bits: 32, label: 'documentation 2001:db8::/32' },
   { prefix: [0xfc], bits: 7, label: 'unique local fc00::/7' },
@@ -84,10 +81,6 @@ function parseV6(text: string): Uint8Array {
   return out;
 }
 
-function v4Text(bytes: Uint8Array): string {
-  return Array.from(bytes).join('.');
-}
-
 /** The IPv4 address an IPv6 address carries and how (mapped, NAT64, 6to4), or null. */
 function embeddedV4(b: Uint8Array): { v4: Uint8Array; form: string } | null {
   const zeros = (from: number, to: number) => b.subarray(from, to).every((x) => x === 0);
@@ -103,10 +96,7 @@ function refusedV4(bytes: Uint8Array): string | null {
   return V4_REFUSED.find((r) => inRange(bytes, r))?.label ?? null;
 }
 
-/**
- * Why `address` (an IP literal) is not a public destination, as a short label naming its range, or null when it
- * is public. Anything that is not an IP literal is refused too: callers pass only what a resolver returned.
- */
+/** Why `address` is not a public destination (its range's label), or null; anything not an IP literal is refused. */
 export function refusedRange(address: string): string | null {
   const family = isIP(address);
   if (family === 4) return refusedV4(parseV4(address));
@@ -120,17 +110,14 @@ export function refusedRange(address: string): string | null {
   return V6_REFUSED.find((r) => inRange(bytes, r))?.label ?? null;
 }
 
-/**
- * One spelling per address, so a policy's `127.0.0.2` matches a resolver's `::ffff:127.0.0.2` and `::1` matches
- * `0:0::1`: IPv4 as dotted quad, IPv4-mapped IPv6 as its IPv4, other IPv6 in RFC 5952 form (via the URL parser).
- */
+/** One spelling per address: IPv4 dotted quad, IPv4-mapped IPv6 as its IPv4, other IPv6 in RFC 5952 form. */
 export function canonicalAddress(address: string): string | null {
   const family = isIP(address);
-  if (family === 4) return v4Text(parseV4(address));
+  if (family === 4) return parseV4(address).join('.');
   if (family !== 6 || address.includes('%')) return null;
   const bytes = parseV6(address);
   const inner = embeddedV4(bytes);
-  if (inner?.form === 'IPv4-mapped') return v4Text(inner.v4);
+  if (inner?.form === 'IPv4-mapped') return inner.v4.join('.');
   return new URL(`http://[${address}]/`).hostname.slice(1, -1);
 }
 
@@ -140,13 +127,11 @@ export interface Destination {
   /** Lower-case ASCII host name, or an IP literal in canonical form (IPv6 without brackets). */
   host: string;
   port: number;
-  /** Whether `host` is an IP literal rather than a name. */
   literal: boolean;
 }
 
 const MAX_AUTHORITY = 300;
-// Characters that never belong in a host[:port]: path, query, fragment, userinfo, whitespace, backslash, percent
-// (zone ids and escapes), the wildcard.
+// Never in a host[:port]: path, query, fragment, userinfo, whitespace, backslash, percent (zone ids), the wildcard.
 const FORBIDDEN = /[\s/?#@\\%*]/;
 
 export function parsePort(text: string): number {
@@ -195,10 +180,7 @@ export function splitHostPort(raw: string): { host: string; port: string | null 
   return { host: raw.slice(0, colon), port: raw.slice(colon + 1) };
 }
 
-/**
- * `host:port`, `[v6]:port`, or without the port when `defaultPort` is given. A bare IPv6 literal without brackets
- * is refused: its last group could be read as a port.
- */
+/** `host:port`, `[v6]:port`, or without the port when `defaultPort` is given; a bare IPv6 literal is refused. */
 export function parseAuthority(raw: string, defaultPort: number | null): Destination {
   if (raw.length > MAX_AUTHORITY) throw new BadHostError('host is too long');
   const { host, port } = splitHostPort(raw);

@@ -5,25 +5,17 @@ import { join } from 'node:path';
 import { obj, str, tryParseJson } from '../untrusted.ts';
 import type { EgressRecord } from './evidence.ts';
 
-export type BudgetKind = 'run' | 'repository-day' | 'server-day';
-
 export interface Reached {
-  kind: BudgetKind;
+  kind: 'run' | 'repository-day' | 'server-day';
   limit: number;
   spent: number;
 }
 
-export interface Spent {
-  run: number;
-  repoDay: number;
-  serverDay: number;
-}
+type Budget = 'run' | 'repoDay' | 'serverDay';
 
-export type Limits = { [K in keyof Spent]: number | null };
-
-/** The first budget spending has reached (run, then repository, then server), or null. */
-export function reachedBudget(spent: Spent, limits: Limits): Reached | null {
-  const rows: Array<[BudgetKind, number, number | null]> = [
+/** The first budget reached (run, then repository, then server), or null. */
+export function reachedBudget(spent: Record<Budget, number>, limits: Record<Budget, number | null>): Reached | null {
+  const rows: Array<[Reached['kind'], number, number | null]> = [
     ['run', spent.run, limits.run], ['repository-day', spent.repoDay, limits.repoDay],
     ['server-day', spent.serverDay, limits.serverDay],
   ];
@@ -33,17 +25,13 @@ export function reachedBudget(spent: Spent, limits: Limits): Reached | null {
 
 const usd = (n: number): string => `$${n.toFixed(2)}`;
 
-/** What it is called in a refusal and a question. */
 export function budgetName(r: Reached, repo: string): string {
   if (r.kind === 'run') return `the run's budget of ${usd(r.limit)}`;
   if (r.kind === 'repository-day') return `the daily budget of ${usd(r.limit)} for ${repo}`;
   return `this server's daily budget of ${usd(r.limit)}`;
 }
 
-/**
- * The plain body of the gate's refusal: what a CLI shows its user (`asked`: the run's engine asks to raise it; not
- * asked, on `svc gate serve`: a pod's run ends at its own budget, a daily cap waits for the operator).
- */
+/** The gate's refusal, as a CLI shows it (`asked`: the engine asks to raise it; not on `svc gate serve`). */
 export function refusalText(r: Reached, repo: string, asked = true): string {
   const reached = `${budgetName(r, repo)} is reached (metered ${usd(r.spent)})`;
   if (asked) {
@@ -53,10 +41,8 @@ export function refusalText(r: Reached, repo: string, asked = true): string {
     : `${reached}: model calls are refused until the operator raises it`;
 }
 
-/**
- * Today's metered spending per repository and in all. With a folder, it is shared by every gate of the machine
- * (`<folder>/<day>.jsonl`); without, it is this gate's own (`svc gate serve`, which sees all its jobs' calls).
- */
+/** Today's spending per repository and in all: shared by the machine's gates through `<folder>/<day>.jsonl`, or
+ * without a folder this gate's own (`svc gate serve` sees all its jobs' calls). */
 export class DayLedger {
   private day = '';
   private offset = 0;
@@ -86,7 +72,6 @@ export class DayLedger {
     this.server += amount;
   }
 
-  /** A priced call of `repo`'s. */
   add(repo: string, amount: number): void {
     this.turn();
     if (!(amount > 0)) return;
@@ -100,7 +85,6 @@ export class DayLedger {
     appendFileSync(join(this.folder, `${this.day}.jsonl`), line, { mode: 0o600 });
   }
 
-  /** Today's spending of `repo` and of all. */
   spent(repo: string): { repoDay: number; serverDay: number } {
     this.turn();
     if (this.folder !== null) this.readNew();
@@ -133,8 +117,7 @@ export class DayLedger {
   }
 }
 
-/** Model calls a run with a budget may have under way at `svc gate serve`: a call's cost is known only at its end, so
- * what a run can spend past its budget is what these calls cost. */
+/** Calls under way a budgeted run may have at `svc gate serve`: what it can spend past its budget. */
 export const CALLS_IN_FLIGHT = 2;
 
 interface RunSpent {
@@ -145,15 +128,11 @@ interface RunSpent {
   expires: number;
 }
 
-/**
- * What `svc gate serve` holds each run with a budget to (docs/gate.md "Budgets"): its metered cost, a call it could
- * not price, its model calls under way. A few numbers per run, kept apart from the run's records (which the gate may
- * let go), and dropped once the run's credential has expired, when no call of the run can come any more.
- */
+/** Each budgeted run's spending at `svc gate serve`, apart from its records (which the gate may let go), until its
+ * credential expires. */
 export class RunSpend {
   private readonly runs = new Map<string, RunSpent>();
 
-  /** The run's entry, made when new (and then the entries of expired credentials go). */
   of(run: string, expires: number, now = Date.now()): RunSpent {
     let entry = this.runs.get(run);
     if (entry) return entry;
@@ -163,7 +142,6 @@ export class RunSpend {
     return entry;
   }
 
-  /** A call's record: its cost, or why it could not be priced (a run without a budget has no entry). */
   add(record: EgressRecord): void {
     const entry = record.run === undefined ? undefined : this.runs.get(record.run);
     const m = record.metered;

@@ -1,9 +1,8 @@
-// The first flight of a CONNECT tunnel, read but never decrypted: a TLS ClientHello (RFC 8446 §4.1.2) and its
-// server_name extension (RFC 6066 §3). The gate decides a tunnel by the CONNECT host; the server name is what picks
-// the site on a shared address, so the two must agree. Pure functions on bytes; no I/O.
+// A CONNECT tunnel's TLS ClientHello (RFC 8446 §4.1.2), read but never decrypted, for its server_name (RFC 6066 §3):
+// the name that picks the site on a shared address, which must be the CONNECT host. Pure functions on bytes.
 
 /** The most ClientHello bytes the gate waits for (a post-quantum key share makes one ~2 KB; 2^14 is a record). */
-export const MAX_HELLO_BYTES = 64 * 1024;
+const MAX_HELLO_BYTES = 64 * 1024;
 
 export type HelloReading =
   | { kind: 'more' }
@@ -18,15 +17,11 @@ const HANDSHAKE = 22;
 const CLIENT_HELLO = 1;
 const SERVER_NAME = 0;
 const HOST_NAME = 0;
-// Extensions that carry the real server name encrypted (RFC 9849 ECH; the ESNI draft): the clear server_name is then a
-// cover name the gate would check while the server answers as the hidden one.
+// Extensions that carry the real server name encrypted (ECH; the ESNI draft): the clear one is only a cover name.
 const ENCRYPTED_CLIENT_HELLO = 0xfe0d;
 const ENCRYPTED_SERVER_NAME = 0xffce;
 
-/**
- * The handshake bytes carried by the leading handshake records (`ended`: another kind of record follows them, so no
- * more will come), or what stops reading them.
- */
+/** The leading handshake records' bytes (`ended`: another kind of record follows), or what stops reading them. */
 function handshakeBytes(buf: Buffer): { data: Buffer; ended: boolean } | HelloReading {
   const parts: Buffer[] = [];
   let at = 0;
@@ -43,10 +38,7 @@ function handshakeBytes(buf: Buffer): { data: Buffer; ended: boolean } | HelloRe
   return { data: Buffer.concat(parts), ended: false };
 }
 
-/**
- * What the client's first bytes say: wait for more, not TLS at all, a broken hello, or the hello's server name
- * (lower case, without a trailing dot; null when it sent none).
- */
+/** What the client's first bytes say; a server name is lower case, without a trailing dot (null: none sent). */
 export function readClientHello(buf: Buffer): HelloReading {
   if (buf.length === 0) return { kind: 'more' };
   if (buf.length > MAX_HELLO_BYTES) return { kind: 'malformed', reason: 'the TLS ClientHello is too large' };
@@ -82,10 +74,7 @@ function bytesWanted(buf: Buffer): number {
 
 const TOO_MANY_PIECES: HelloReading = { kind: 'malformed', reason: 'the TLS ClientHello came in too many pieces' };
 
-/**
- * A hello as it arrives in pieces. Keeps the pieces and reads them only once a record they announced is complete, so
- * a hello sent a byte at a time costs the gate a few readings, not one per byte; past MAX_HELLO_PIECES it is refused.
- */
+/** A hello as it arrives in pieces, read only once a record they announced is complete (docs/gate.md "Modes"). */
 export class HelloAssembler {
   private pieces: Buffer[] = [];
   private total = 0;

@@ -1,5 +1,5 @@
-// What every egress gate handler gets (the resolver and connect function injectable, so tests prove the address rules
-// without a packet leaving the machine); who is asking (ClientBook); and the one place a refusal is rendered.
+// What every gate handler gets (resolver and connect injectable, so tests prove the address rules without a packet
+// leaving the machine), who is asking (clientBook), and the one place a refusal is rendered.
 import { connect as netConnect, type Socket } from 'node:net';
 import { createHmac, randomBytes } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -20,15 +20,7 @@ export function tcpConnect(address: string, port: number): Socket {
 }
 
 /** docs/gate.md "Limits" says what each bounds. */
-export interface GateLimits {
-  maxHeaderBytes: number;
-  maxConnections: number;
-  maxConnectionsPerPeer: number;
-  idleMs: number;
-  connectTimeoutMs: number;
-}
-
-export const DEFAULT_LIMITS: GateLimits = {
+export const DEFAULT_LIMITS = {
   maxHeaderBytes: 16 * 1024,
   maxConnections: 256,
   maxConnectionsPerPeer: 256,
@@ -36,31 +28,30 @@ export const DEFAULT_LIMITS: GateLimits = {
   connectTimeoutMs: 10_000,
 };
 
+export type GateLimits = typeof DEFAULT_LIMITS;
+
 export interface GateContext {
-  policy: GatePolicy;
   resolve: Resolver;
   connect: ConnectFn;
   models: ReadonlyMap<string, ModelRoute>;
-  /** Trust for TLS to model APIs: replaces the system roots (test upstreams only); undefined = system roots. */
+  /** Trust for TLS to model APIs instead of the system roots: test upstreams only. */
   ca: string | Buffer | Array<string | Buffer> | undefined;
   limits: GateLimits;
   /** The record of a connection `asker` made (its span ends with it); none for a client refused before admission. */
   record(record: EgressRecord, asker?: Asker): void;
-  /** Metering on: model responses' usage is read and priced, and budgets can refuse a model call. */
   meter: GateMeter | null;
-  /** Connections are spans of their run's trace; a shared gate also relays its pods' exports. Null: tracing off. */
+  /** Null: tracing off. */
   trace: GateTrace | null;
-  /** What a run's pod has relayed of its spans (forward.ts bounds it); null for a run the gate let go. */
+  /** Null for a run the gate let go. */
   relayShare(run: string): RelayShare | null;
 }
 
 /** docs/gate.md "Metered cost" and "Budgets". */
 export interface GateMeter {
   prices: PriceTable;
-  /** Why this asker may make no further model call now (a budget reached, said plainly), or null. */
+  /** Why this asker may make no further model call now (a budget reached), or null. */
   refusal(asker: Asker): string | null;
-  /** A shared gate's bound on a run's model calls under way: the admitted call's release (called once it is
-   * recorded), or why it must wait (a 429 with Retry-After). Absent: no bound. */
+  /** A shared gate's bound on a run's calls under way: the admitted call's release, or why it must wait (a 429). */
   hold?(asker: Asker): (() => void) | string;
 }
 
@@ -68,10 +59,7 @@ export interface GateMeter {
 export function refuse(
   res: ServerResponse, status: number, reason: string, headers: Readonly<Record<string, string>> = {},
 ): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
+  if (res.headersSent) return void res.destroy();
   res.writeHead(status, { ...headers, 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
   res.end(`svc gate: ${reason}\n`);
 }
@@ -91,7 +79,6 @@ export function refuseRaw(
 /** A shared gate's clients, each with its job's credential (docs/gate.md "Security: what each client may do"). */
 export interface GateClients {
   secret: Buffer;
-  /** The policy a job's connections are decided by (its repository's). */
   policyFor(who: JobIdentity): GatePolicy;
   /** Client connections one job may hold open at once. */
   maxPerClient: number;
@@ -101,7 +88,7 @@ export interface GateClients {
 export interface Asker {
   policy: GatePolicy;
   who: JobIdentity | null;
-  /** This connection's span (null: untraced); the `traceparent` the gate sends upstream names it as the parent. */
+  /** The `traceparent` the gate sends upstream names it as the parent; null: untraced. */
   span: OpenSpan | null;
 }
 
@@ -112,9 +99,8 @@ export interface GateTrace {
   parent: SpanContext | null;
 }
 
-// The gate's span ids carry a tag only this process can make (half the id: an HMAC of the other half and the trace),
-// so a pod's relayed span that reuses one (learnt from a traceparent an allowed destination saw) is told apart without
-// remembering every id the gate gave out.
+// Half of each gate span id is an HMAC of the other half and the trace: a relayed span reusing one (learnt from a
+// traceparent a destination saw) is told apart without remembering every id the gate gave out.
 const SPAN_KEY = randomBytes(32);
 
 export function gateSpanId(traceId: string, head = randomBytes(4).toString('hex')): string {
@@ -144,6 +130,8 @@ export type Admission =
   | { admitted: true; asker: Asker; url: string }
   | { admitted: false; status: 407 | 429; reason: string; who: JobIdentity | null; url: string };
 
+export type ClientBook = (req: IncomingMessage) => Admission;
+
 /** The `Proxy-Authenticate` challenge a 407 carries. */
 export const CHALLENGE = 'Basic realm="svc gate"';
 
@@ -151,51 +139,41 @@ export const CHALLENGE = 'Basic realm="svc gate"';
 // (its run's span exports, relayed: forward.ts).
 const JOB_PREFIX = /^\/_job\/([A-Za-z0-9._-]{1,2048})(\/_model\/.*|\/_egress|\/_traces)$/;
 
-export class ClientBook {
-  private readonly owner = new WeakMap<Socket, string>();
-  private readonly open = new Map<string, number>();
-  private readonly clients: GateClients | null;
-  private readonly policy: GatePolicy;
-  private readonly trace: GateTrace | null;
-
-  constructor(clients: GateClients | null, policy: GatePolicy, trace: GateTrace | null = null) {
-    this.clients = clients;
-    this.policy = policy;
-    this.trace = trace;
-  }
-
-  admit(req: IncomingMessage): Admission {
+/** Who each request is from; a shared gate's client connection belongs to the first job it spoke for. */
+export function clientBook(clients: GateClients | null, policy: GatePolicy, trace: GateTrace | null): ClientBook {
+  const owner = new WeakMap<Socket, string>();
+  const open = new Map<string, number>();
+  return (req) => {
     const url = req.url ?? '';
-    if (!this.clients) {
-      const span = connectionSpan(this.trace, this.trace?.parent ?? null, null, url);
-      return { admitted: true, asker: { policy: this.policy, who: null, span }, url };
+    if (!clients) {
+      const span = connectionSpan(trace, trace?.parent ?? null, null, url);
+      return { admitted: true, asker: { policy, who: null, span }, url };
     }
     const inPath = JOB_PREFIX.exec(url);
     const credential = inPath?.[1] ?? credentialFromProxyAuthorization(req.headers['proxy-authorization']);
     const target = inPath?.[2] ?? url;
-    const who = credential === null ? null : verifyJobCredential(this.clients.secret, credential);
+    const who = credential === null ? null : verifyJobCredential(clients.secret, credential);
     if (!who) {
       const reason = credential === null ? 'a job credential is required' : 'the job credential is not valid';
       return { admitted: false, status: 407, reason, who: null, url: target };
     }
     const key = `${who.job}\u0000${who.run}`;
-    const socket = req.socket;
-    const bound = this.owner.get(socket);
+    const bound = owner.get(req.socket);
     if (bound !== undefined && bound !== key) {
       return { admitted: false, status: 407, reason: 'this connection belongs to another job', who, url: target };
     }
     if (bound === undefined) {
-      const count = this.open.get(key) ?? 0;
-      if (count >= this.clients.maxPerClient) {
+      const count = open.get(key) ?? 0;
+      if (count >= clients.maxPerClient) {
         const reason = `this job already holds ${count} connections (its share of the gate)`;
         return { admitted: false, status: 429, reason, who, url: target };
       }
-      this.owner.set(socket, key);
-      countWhileOpen(this.open, key, socket);
+      owner.set(req.socket, key);
+      countWhileOpen(open, key, req.socket);
     }
-    const span = connectionSpan(this.trace, parseTraceparent(who.trace), who, target);
-    return { admitted: true, asker: { policy: this.clients.policyFor(who), who, span }, url: target };
-  }
+    const span = connectionSpan(trace, parseTraceparent(who.trace), who, target);
+    return { admitted: true, asker: { policy: clients.policyFor(who), who, span }, url: target };
+  };
 }
 
 /** Counts `socket` under `key` until it closes; a key back at zero is removed. */

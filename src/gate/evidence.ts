@@ -1,39 +1,33 @@
-// Every connection through the egress gate is evidence: one record per CONNECT tunnel, plain-HTTP request, model API
-// request or relayed span export, allowed or denied (docs/gate.md "The log"). This file owns the record's shape, its
-// reader and the summary a receipt carries. It never records paths, headers or bodies: hosts and counts only.
-import { num, obj, str } from '../untrusted.ts';
+// Every connection through the gate is evidence (docs/gate.md "The log"): the record's shape, its reader and the
+// summary a receipt carries. Never paths, headers or bodies: hosts and counts only.
+import { num, obj, oneOf, str } from '../untrusted.ts';
 
 /** One connection; docs/gate.md "The log" says what each field holds. */
 export interface EgressRecord {
-  /** ISO time the request reached the gate. */
   time: string;
   /** `traces`: a pod's span export the gate relayed to its collector (`host`, `port`), or refused. */
   kind: 'connect' | 'http' | 'model' | 'traces';
   host: string;
   port: number;
   method: string | null;
-  /** The model API name, for model requests. */
   model: string | null;
   decision: 'allowed' | 'denied';
   rule: string | null;
   reason: string | null;
   address: string | null;
-  /** The status the client got, for http and model requests and refusals. */
   status: number | null;
   bytesUp: number;
   bytesDown: number;
-  /** From arrival to the end of the connection. */
   ms: number;
   sni: string | null;
   /** On a shared gate (`svc gate serve`): the job, run and repository whose credential the client presented. */
   job?: string;
   run?: string;
   repo?: string;
-  /** A model request the API answered 2xx, with metering on: its usage and price (docs/gate.md "Metered cost"). */
+  /** A model request the API answered 2xx, with metering on. */
   metered?: MeteredCall;
 }
 
-/** What one model call used, as the API's response said, and what that costs by the price table. */
 export interface MeteredCall {
   model: string | null;
   tokens_in: number;
@@ -42,7 +36,7 @@ export interface MeteredCall {
   cache_write: number;
   /** null: unpriced (no row for the model) or unknown usage. */
   usd: number | null;
-  /** Why the usage could not be read (the response went to the client untouched); null when it was. */
+  /** Why the usage could not be read; null when it was. */
   unknown: string | null;
 }
 
@@ -55,14 +49,7 @@ function readMetered(value: unknown): MeteredCall {
   };
 }
 
-function oneOf<T extends string>(value: unknown, allowed: readonly T[], fallback: T): T {
-  return allowed.find((a) => a === value) ?? fallback;
-}
-
-/**
- * The record of a connection arriving now: denied until decided, nothing measured yet, and on a shared gate the job
- * its client spoke for (none on a run's own gate).
- */
+/** The record of a connection arriving now: denied until decided, and on a shared gate the job it spoke for. */
 export function arrivingRecord(
   kind: EgressRecord['kind'], asker: { who: { job: string; run: string; repo: string } | null },
   fields: Partial<EgressRecord> = {},
@@ -85,9 +72,9 @@ function attribution(o: Record<string, unknown>): Pick<EgressRecord, 'job' | 'ru
 export function readEgressRecord(value: unknown): EgressRecord {
   const o = obj(value);
   return {
-    time: str(o.time) ?? '', kind: oneOf(o.kind, ['connect', 'http', 'model', 'traces'] as const, 'connect'),
+    time: str(o.time) ?? '', kind: oneOf(o.kind, ['connect', 'http', 'model', 'traces'] as const) ?? 'connect',
     host: str(o.host) ?? '', port: num(o.port), method: str(o.method), model: str(o.model),
-    decision: oneOf(o.decision, ['allowed', 'denied'] as const, 'denied'), rule: str(o.rule),
+    decision: oneOf(o.decision, ['allowed', 'denied'] as const) ?? 'denied', rule: str(o.rule),
     reason: str(o.reason), address: str(o.address), status: typeof o.status === 'number' ? o.status : null,
     bytesUp: num(o.bytesUp), bytesDown: num(o.bytesDown), ms: num(o.ms), sni: str(o.sni),
     ...attribution(o),
@@ -117,23 +104,26 @@ export interface EgressSummary {
   denied: number;
   bytesUp: number;
   bytesDown: number;
-  /** Every destination asked for, most connections first. */
   hosts: EgressHost[];
-  /** Each distinct refusal, most frequent first. */
   denials: EgressDenial[];
 }
 
-/** Per-destination and per-refusal counts, keyed by host and port (and reason). */
-export interface EgressTally {
+/** Running totals, and counts per destination and per refusal keyed by host and port (and reason). */
+export type EgressTally = Pick<EgressSummary, 'connections' | 'allowed' | 'bytesUp' | 'bytesDown'> & {
   hosts: Map<string, EgressHost>;
   denials: Map<string, EgressDenial>;
+};
+
+export function newTally(): EgressTally {
+  return { connections: 0, allowed: 0, bytesUp: 0, bytesDown: 0, hosts: new Map(), denials: new Map() };
 }
 
-/**
- * Counts one record into the tally, which holds at most `cap` destinations and `cap` refusals; false when the record
- * named one past that (so it is counted in no entry).
- */
+/** Counts one record; false when it named a destination or refusal past the `cap` of each (so in no entry). */
 export function tallyRecord(t: EgressTally, r: EgressRecord, cap = Infinity): boolean {
+  t.connections += 1;
+  t.bytesUp += r.bytesUp;
+  t.bytesDown += r.bytesDown;
+  if (r.decision === 'allowed') t.allowed += 1;
   const key = `${r.host}\u0000${r.port}`;
   let host = t.hosts.get(key);
   if (!host && t.hosts.size < cap) {
@@ -158,26 +148,18 @@ export function tallyRecord(t: EgressTally, r: EgressRecord, cap = Infinity): bo
   return host !== undefined && denial !== undefined;
 }
 
-/** The tally's destinations with the most connections first, and its refusals most frequent first. */
-export function sortedTally(t: EgressTally): { hosts: EgressHost[]; denials: EgressDenial[] } {
+/** The tally with its destinations most connections first, and its refusals most frequent first. */
+export function tallySummary(t: EgressTally): EgressSummary {
   return {
-    hosts: [...t.hosts.values()].sort((a, b) => b.allowed + b.denied - (a.allowed + a.denied)),
+    connections: t.connections, allowed: t.allowed, denied: t.connections - t.allowed, bytesUp: t.bytesUp,
+    bytesDown: t.bytesDown, hosts: [...t.hosts.values()].sort((a, b) => b.allowed + b.denied - (a.allowed + a.denied)),
     denials: [...t.denials.values()].sort((a, b) => b.count - a.count),
   };
 }
 
 /** What a receipt says about a run's network: who it talked to, how much, and what it was refused. */
 export function summarizeEgress(records: readonly EgressRecord[]): EgressSummary {
-  const tally: EgressTally = { hosts: new Map(), denials: new Map() };
-  let allowed = 0;
-  let bytesUp = 0;
-  let bytesDown = 0;
-  for (const r of records) {
-    tallyRecord(tally, r);
-    if (r.decision === 'allowed') allowed += 1;
-    bytesUp += r.bytesUp;
-    bytesDown += r.bytesDown;
-  }
-  const connections = records.length;
-  return { connections, allowed, denied: connections - allowed, bytesUp, bytesDown, ...sortedTally(tally) };
+  const tally = newTally();
+  for (const r of records) tallyRecord(tally, r);
+  return tallySummary(tally);
 }

@@ -1,6 +1,5 @@
-// The gate's HTTP requests (docs/gate.md "Modes"): absolute-form plain HTTP, and the model API mode, forwarded with the
-// real key in place of whatever credential the client sent. Each is restated (its own request line, chosen headers,
-// body framing) on a connection of its own, one per decision; bodies stream both ways, nothing is buffered.
+// The gate's HTTP requests (docs/gate.md "Modes"): absolute-form plain HTTP and the model API mode (the real key in
+// place of any credential the client sent), each restated on a connection of its own; bodies stream, never buffered.
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';
@@ -10,7 +9,7 @@ import { gateSpanId, refuse, type Asker, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS, freeEndpoint, modelPath } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord, type MeteredCall } from './evidence.ts';
 import { usageMeter, type UsageMeter } from './usage.ts';
-import { callCost } from './prices.ts';
+import { callCost, type PriceTable } from './prices.ts';
 import { formatTraceparent, ownTraceExport, parseTraceparent } from '../trace.ts';
 import { MiB, parseJson, readBody } from '../http/body.ts';
 import { HttpError } from '../http/http-error.ts';
@@ -39,17 +38,9 @@ function keepHeaders(raw: readonly string[], drop: ReadonlySet<string>): string[
   return out;
 }
 
-// The body framing the gate writes is its own, for exactly the bytes node's parser read, never the client's. A body on
-// a method that carries none is refused: a destination that ignored it would read it as a second request the gate
-// never decided (request smuggling).
-/** Methods whose request has no meaning for a body (RFC 9110 §9.3); CONNECT never reaches here. */
+// A body on a method that carries none is refused: a destination that ignored it would read it as a second request
+// the gate never decided (request smuggling). CONNECT never reaches here.
 const NO_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE']);
-
-export type Framing =
-  | { kind: 'none' }
-  | { kind: 'length'; bytes: number }
-  | { kind: 'chunked' }
-  | { kind: 'refused'; reason: string };
 
 function values(raw: readonly string[], name: string): string[] {
   const out: string[] = [];
@@ -57,36 +48,32 @@ function values(raw: readonly string[], name: string): string[] {
   return out;
 }
 
-/** The framing the gate writes upstream for a request with this method and these raw headers. */
-export function requestFraming(method: string, raw: readonly string[]): Framing {
+/**
+ * The framing the gate writes upstream, its own for exactly the bytes node's parser read: the header pair it adds
+ * (none for a bodiless request: node then sends no length) and whether a body follows; or why it is refused.
+ */
+type Framing = { header: string[]; body: boolean } | { refused: string };
+
+function requestFraming(method: string, raw: readonly string[]): Framing {
   const codings = values(raw, 'transfer-encoding');
   const lengths = values(raw, 'content-length');
   if (codings.length > 0 && lengths.length > 0) {
-    return { kind: 'refused', reason: 'a request with both Transfer-Encoding and Content-Length is refused' };
+    return { refused: 'a request with both Transfer-Encoding and Content-Length is refused' };
   }
   if (codings.length > 0) {
-    if (NO_BODY.has(method)) return { kind: 'refused', reason: `a ${method} request has no body to transfer-encode` };
+    if (NO_BODY.has(method)) return { refused: `a ${method} request has no body to transfer-encode` };
     // Only plain chunked: a coding the gate would drop (gzip, chunked) changes what the destination reads.
     if (codings.length > 1 || codings[0]?.trim().toLowerCase() !== 'chunked') {
-      return { kind: 'refused', reason: 'only "Transfer-Encoding: chunked" is forwarded' };
+      return { refused: 'only "Transfer-Encoding: chunked" is forwarded' };
     }
-    return { kind: 'chunked' };
+    return { header: ['transfer-encoding', 'chunked'], body: true };
   }
-  if (lengths.length > 1) return { kind: 'refused', reason: 'a request with more than one Content-Length is refused' };
-  const text = lengths[0]?.trim();
-  if (text === undefined) return { kind: 'none' };
-  if (!/^\d{1,15}$/.test(text)) return { kind: 'refused', reason: 'the Content-Length is not a number' };
+  if (lengths.length > 1) return { refused: 'a request with more than one Content-Length is refused' };
+  const text = lengths[0]?.trim() ?? '0';
+  if (!/^\d{1,15}$/.test(text)) return { refused: 'the Content-Length is not a number' };
   const bytes = Number(text);
-  if (bytes === 0) return { kind: 'none' };
-  if (NO_BODY.has(method)) return { kind: 'refused', reason: `a ${method} request with a body is refused` };
-  return { kind: 'length', bytes };
-}
-
-/** The header pair the gate adds for the framing (none for a bodiless request: node then sends no length). */
-export function framingHeaders(framing: Framing, method: string): string[] {
-  if (framing.kind === 'chunked') return ['transfer-encoding', 'chunked'];
-  if (framing.kind === 'length') return ['content-length', String(framing.bytes)];
-  return NO_BODY.has(method) ? [] : ['content-length', '0'];
+  if (bytes > 0 && NO_BODY.has(method)) return { refused: `a ${method} request with a body is refused` };
+  return { header: NO_BODY.has(method) ? [] : ['content-length', String(bytes)], body: bytes > 0 };
 }
 
 interface Plan {
@@ -95,8 +82,10 @@ interface Plan {
   headers: string[];
   /** Set for the model mode over https: the name the certificate must carry. */
   tls: { host: string } | null;
-  /** The model route's name, when its responses are metered. */
-  metered: string | null;
+  /** The model route's name, in the model mode. */
+  model: string | null;
+  /** Whether the response's usage is metered. */
+  metered: boolean;
 }
 
 /** One request of an admitted client; `url` is the target without a `/_job/<credential>` prefix. */
@@ -106,7 +95,7 @@ export async function handleRequest(
   if (url === '/_traces') return relayTraces(ctx, asker, req, res);
   const started = Date.now();
   const base = arrivingRecord(url.startsWith('/_model/') ? 'model' : 'http', asker, { method: req.method ?? null });
-  // A model call the meter holds (a budgeted run's calls under way) is released once its record is counted.
+  // A model call the meter holds (a budgeted run's calls under way) is released once, as its record is counted.
   let release = (): void => {};
   const settle = (record: EgressRecord): void => {
     try {
@@ -122,63 +111,57 @@ export async function handleRequest(
   };
   const method = req.method ?? 'GET';
   const framing = requestFraming(method, req.rawHeaders);
-  if (framing.kind === 'refused') return deny(400, framing.reason);
+  if ('refused' in framing) return deny(400, framing.refused);
   let plan: Plan;
   try {
-    const { rawHeaders } = req;
-    const planned = base.kind === 'model' ? planModel(ctx, method, url, rawHeaders) : planPlain(url, rawHeaders);
+    const raw = req.rawHeaders;
+    const planned = base.kind === 'model' ? planModel(ctx, method, url, raw) : planPlain(url, raw);
     if ('refused' in planned) return deny(planned.status, planned.refused);
-    plan = planned.plan;
-    base.model = planned.model;
-    const over = plan.metered !== null ? ctx.meter?.refusal(asker) : null;
-    if (over) return deny(429, over);
-    const held = plan.metered !== null ? ctx.meter?.hold?.(asker) : undefined;
-    if (typeof held === 'string') return deny(429, held, {}, { 'retry-after': '1' });
-    if (held) {
-      // Once: a throw below (a socket that would not open) frees it as the record would.
-      let free = true;
-      release = () => {
-        if (!free) return;
-        free = false;
-        held();
-      };
-    }
+    plan = planned;
   } catch (err) {
     if (err instanceof BadHostError) return deny(400, err.message);
     throw err;
+  }
+  base.model = plan.model;
+  const over = plan.metered ? ctx.meter?.refusal(asker) : null;
+  if (over) return deny(429, over);
+  const held = plan.metered ? ctx.meter?.hold?.(asker) : undefined;
+  if (typeof held === 'string') return deny(429, held, {}, { 'retry-after': '1' });
+  if (held) {
+    release = () => {
+      release = () => {};
+      held();
+    };
   }
   base.host = plan.dest.host;
   base.port = plan.dest.port;
   const decision = await decide(plan.dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
+  const allowed = { ...base, decision: 'allowed' as const, rule: decision.rule, address: decision.address };
   if (req.socket.destroyed) {
-    settle({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address,
-      reason: 'client went away before the connection opened', ms: Date.now() - started });
+    settle({ ...allowed, reason: 'client went away before the connection opened', ms: Date.now() - started });
     return;
   }
-  plan.headers.push(...framingHeaders(framing, method));
+  plan.headers.push(...framing.header);
   // The run's trace goes on with the gate's span as the parent (a client's own traceparent was dropped).
   if (asker.span) plan.headers.push('traceparent', formatTraceparent(asker.span.context));
   try {
-    send(ctx, req, res, plan, framing, decision.address, (extra) =>
-      settle({ ...base, decision: 'allowed', rule: decision.rule, address: decision.address, ...extra,
-        ms: Date.now() - started }),
-    );
+    send(ctx, req, res, plan, framing.body, decision.address, (extra) =>
+      settle({ ...allowed, ...extra, ms: Date.now() - started }));
   } catch (err) {
     release();
     throw err;
   }
 }
 
-// What one job's pod may send to `/_traces` over its life (docs/gate.md "Traces"): a pod's run exports a few dozen
-// spans; these bound one that would flood the operator's collector and the gate. Fixed: no run comes near them.
+// What one job's pod may send to `/_traces` over its life (docs/gate.md "Traces"): a run exports a few dozen spans;
+// these bound one that would flood the operator's collector and the gate.
 const RELAY = { bytes: 16 * MiB, spans: 10_000, inFlight: 2 };
 const RELAY_SPENT = `this job has sent the ${RELAY.bytes / MiB} MiB or ${RELAY.spans} spans the gate relays for a job`;
 
 /**
  * `POST /_job/<credential>/_traces` (docs/deploy.md#traces): a pod's run exports its spans here, and the gate sends
- * them on to its own collector with its own headers (a secret no pod holds), only when every span is the job's own
- * (ownTraceExport): an agent in the pod cannot put spans into another run's trace, nor pass for svc's servers. Each
+ * them on to its own collector with its own headers, only when every span is the job's own (ownTraceExport). Each
  * export is recorded like a connection (kind `traces`) and counted against the job's share (RELAY).
  */
 async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -196,7 +179,6 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
   const own = parseTraceparent(who?.trace);
   if (req.method !== 'POST') return deny(405, 'spans are exported with POST', { allow: 'POST' });
   if (!tracer || !who || !own) return deny(404, 'this gate exports no traces for this job');
-  // From here the destination is known: the gate's collector.
   const collector = URL.parse(tracer.url ?? '');
   base.host = collector?.hostname ?? '';
   base.port = Number(collector?.port) || (collector?.protocol === 'https:' ? 443 : 80);
@@ -219,8 +201,7 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
     body = parseJson(bytes);
   } catch (err) {
     const status = err instanceof HttpError ? err.status : 400;
-    // A body read whole (not JSON) is charged what it was; one cut short (an abort, a timeout) is charged nothing,
-    // and one over the bound all it was allowed.
+    // A body read whole is charged what it was; one cut short nothing; one over the bound all it was allowed.
     if (bytes === null && status !== 413) share.bytes -= limit;
     refuse(res, status, errorMessage(err));
     return done(status, errorMessage(err));
@@ -244,7 +225,7 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
   done(200, null, sent);
 }
 
-type Planned = { plan: Plan; model: string | null } | { refused: string; status: number };
+type Planned = Plan | { refused: string; status: number };
 
 function planPlain(url: string, raw: readonly string[]): Planned {
   if (!/^http:\/\//i.test(url)) {
@@ -252,16 +233,12 @@ function planPlain(url: string, raw: readonly string[]): Planned {
     const refused = https ? 'https goes through CONNECT' : 'not a proxy request (CONNECT, http:// or /_model/)';
     return { refused, status: 400 };
   }
-  let target: URL;
-  try {
-    target = new URL(url);
-  } catch {
-    return { refused: 'the request target is not a URL', status: 400 };
-  }
+  const target = URL.parse(url);
+  if (!target) return { refused: 'the request target is not a URL', status: 400 };
   if (target.username || target.password) return { refused: 'a URL with userinfo is refused', status: 400 };
-  const dest = parseAuthority(target.host, 80);
   const headers = [...keepHeaders(raw, REQUEST_DROP), 'host', target.host];
-  return { plan: { dest, path: target.pathname + target.search, headers, tls: null, metered: null }, model: null };
+  const dest = parseAuthority(target.host, 80);
+  return { dest, path: target.pathname + target.search, headers, tls: null, model: null, metered: false };
 }
 
 function planModel(ctx: GateContext, method: string, url: string, raw: readonly string[]): Planned {
@@ -279,14 +256,11 @@ function planModel(ctx: GateContext, method: string, url: string, raw: readonly 
   const metered = ctx.meter !== null && !freeEndpoint(method, resolved.path);
   const headers = [...keepHeaders(raw, metered ? METERED_DROP : MODEL_DROP), 'host', route.base.host, route.header,
     route.value, ...(metered ? ['accept-encoding', 'identity'] : [])];
-  const plan = {
-    dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, metered: metered ? route.name : null,
-  };
-  return { plan, model: route.name };
+  return { dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, model: route.name, metered };
 }
 
 function send(
-  ctx: GateContext, req: IncomingMessage, res: ServerResponse, plan: Plan, framing: Framing, address: string,
+  ctx: GateContext, req: IncomingMessage, res: ServerResponse, plan: Plan, body: boolean, address: string,
   record: (extra: Partial<EgressRecord>) => void,
 ): void {
   const raw = ctx.connect(address, plan.dest.port);
@@ -305,8 +279,7 @@ function send(
   });
   const fail = (status: number, reason: string): void => {
     failure ??= reason;
-    if (res.headersSent) res.destroy();
-    else refuse(res, status, reason);
+    refuse(res, status, reason);
   };
   raw.on('timeout', () => {
     fail(raw.connecting ? 504 : 502, raw.connecting ? 'the destination did not answer' : 'idle timeout');
@@ -322,16 +295,17 @@ function send(
     answer.pipe(res);
     answer.on('error', () => res.destroy());
     const status = answer.statusCode ?? 0;
-    if (plan.metered === null || status < 200 || status > 299) return;
+    if (!plan.metered || plan.model === null || status < 200 || status > 299) return;
     // After pipe's listener: each chunk is on its way to the client before the meter reads it.
-    const meter = usageMeter(plan.metered, plan.path, answer.headers);
+    const meter = usageMeter(plan.model, plan.path, answer.headers);
     usage = meter;
     answer.on('data', (chunk: Buffer) => meter.push(chunk));
   });
-  if (framing.kind === 'none') {
+  if (body) req.pipe(upstream);
+  else {
     req.resume();
     upstream.end();
-  } else req.pipe(upstream);
+  }
   res.on('close', () => {
     if (recorded) return;
     recorded = true;
@@ -345,7 +319,7 @@ function send(
 }
 
 /** The evidence of one metered call: its tokens and price, or why its usage is unknown. */
-function meteredCall(prices: NonNullable<GateContext['meter']>['prices'], meter: UsageMeter): MeteredCall {
+function meteredCall(prices: PriceTable, meter: UsageMeter): MeteredCall {
   const read = meter.end();
   if (!read.known) {
     return { model: null, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0, usd: null, unknown: read.reason };

@@ -1,6 +1,5 @@
-// The egress gate (DESIGN §7a): an HTTP proxy svc runs outside the sandbox, listening on a Unix socket
-// that is the sandbox's only route out. It decides every destination by policy and by resolved address, holds
-// the model API keys, and records every connection. It must never connect to a name: only to a checked address.
+// The egress gate (DESIGN §7a, docs/gate.md): the HTTP proxy that is the sandbox's only route out. It must never
+// connect to a name, only to an address it checked.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -10,9 +9,9 @@ import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
 import {
-  ClientBook, CHALLENGE, countWhileOpen, DEFAULT_LIMITS, endConnectionSpan, refuse, refuseRaw, tcpConnect,
-  type Admission, type Asker, type ConnectFn, type GateClients, type GateContext, type GateLimits, type GateMeter,
-  type GateTrace,
+  clientBook, CHALLENGE, countWhileOpen, DEFAULT_LIMITS, endConnectionSpan, refuse, refuseRaw, tcpConnect,
+  type Admission, type Asker, type ClientBook, type ConnectFn, type GateClients, type GateContext, type GateLimits,
+  type GateMeter, type GateTrace,
 } from './context.ts';
 import { systemResolver, type GatePolicy, type Resolver } from './policy.ts';
 import type { ModelRoute } from './model-apis.ts';
@@ -25,30 +24,22 @@ export interface GateOptions {
   policy: GatePolicy;
   /** The bridge: a Unix socket path (created; an old file there is replaced). */
   socketPath?: string;
-  /** Also listen on TCP (port 0 = any): tests, the bench, and `svc gate serve` for pods; never for a sandbox. */
+  /** Also listen on TCP (port 0 = any) at `tcpHost` (default 127.0.0.1): tests, the bench, `svc gate serve`. */
   tcpPort?: number;
-  /** The TCP listener's address (default 127.0.0.1); `svc gate serve --host` only. */
   tcpHost?: string;
   models?: readonly ModelRoute[];
   /** Every record, as the connection ends (or at once, when refused). */
   onRecord?: (record: EgressRecord) => void;
   resolve?: Resolver;
   connect?: ConnectFn;
-  /** Trust for TLS model upstreams instead of the system roots: test servers only. */
   ca?: GateContext['ca'];
   limits?: Partial<GateLimits>;
-  /** A shared gate's clients: each must present a job credential, and gets its job's policy and share. */
   clients?: GateClients;
   /** Where the gate's own faults go (never a record's content, never a key). */
   log?: Logger;
-  /** `svc gate serve` only: counts every record and answers GET /metrics (src/gate/metrics.ts). */
+  /** `svc gate serve` only: counts every record and answers GET /metrics. */
   metrics?: GateMetrics;
-  /** Read and price every model response's usage, and ask before each model call whether a budget refuses it. */
   meter?: GateMeter;
-  /**
-   * Record each connection as a span of its run's trace, and pass the model API a `traceparent` (context.ts); only
-   * when the tracer exports.
-   */
   trace?: GateTrace;
 }
 
@@ -75,10 +66,7 @@ function refusedRecord(req: IncomingMessage, refusal: Admission & { admitted: fa
  */
 function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res: ServerResponse): void {
   req.resume();
-  if (req.method !== 'GET' || !asker.who) {
-    refuse(res, 405, 'the egress records are read with GET');
-    return;
-  }
+  if (req.method !== 'GET' || !asker.who) return refuse(res, 405, 'the egress records are read with GET');
   const run = asker.who.run;
   const answer = runs.of(run);
   const headers = { 'content-type': 'application/json', 'cache-control': 'no-store' };
@@ -100,8 +88,17 @@ function destroyOnError(this: Duplex): void {
   this.destroy();
 }
 
+// Once a socket leaves the HTTP parser (CONNECT, Upgrade) node no longer listens for its errors: a peer's reset while
+// the gate writes its refusal would be an unhandled 'error' and end the process. Listen before anything else.
+function quietly(socket: Duplex): void {
+  if (!socket.listeners('error').includes(destroyOnError)) socket.on('error', destroyOnError);
+}
+
+const challenge = (status: number): Record<string, string> =>
+  status === 407 ? { 'proxy-authenticate': CHALLENGE } : {};
+
 function createGateServer(
-  ctx: GateContext, book: ClientBook, runs: RunRecords, sockets: Set<Socket>, log: Logger, metrics?: GateMetrics,
+  ctx: GateContext, admit: ClientBook, runs: RunRecords, sockets: Set<Socket>, log: Logger, metrics?: GateMetrics,
 ): Server {
   const server = createServer({ maxHeaderSize: ctx.limits.maxHeaderBytes, noDelay: true });
   server.headersTimeout = Math.min(ctx.limits.idleMs, 30_000);
@@ -123,33 +120,24 @@ function createGateServer(
     asker.span?.end('error');
     where();
   };
-  const challenge = (status: number): Record<string, string> =>
-    status === 407 ? { 'proxy-authenticate': CHALLENGE } : {};
   server.on('request', (req, res) => {
     if (metrics?.answer(req, res)) return;
-    const admission = book.admit(req);
+    const admission = admit(req);
     if (!admission.admitted) {
       req.resume();
       refuse(res, admission.status, admission.reason, challenge(admission.status));
-      ctx.record(refusedRecord(req, admission));
-      return;
+      return ctx.record(refusedRecord(req, admission));
     }
     if (admission.url === '/_egress') return answerEgress(admission.asker, runs, req, res);
     handleRequest(ctx, admission.asker, admission.url, req, res)
       .catch((err) => onError(err, admission.asker, () => refuse(res, 502, 'internal error')));
   });
-  // Once a socket leaves the HTTP parser (CONNECT, Upgrade) node no longer listens for its errors: a peer's reset
-  // while the gate writes its refusal would be an unhandled 'error' and end the process. Listen before anything else.
-  const quietly = (socket: Duplex): void => {
-    if (!socket.listeners('error').includes(destroyOnError)) socket.on('error', destroyOnError);
-  };
   server.on('connect', (req, socket, head) => {
     quietly(socket);
-    const admission = book.admit(req);
+    const admission = admit(req);
     if (!admission.admitted) {
       refuseRaw(socket, admission.status, admission.reason, challenge(admission.status));
-      ctx.record(refusedRecord(req, admission));
-      return;
+      return ctx.record(refusedRecord(req, admission));
     }
     handleConnect(ctx, admission.asker, req, socket, head)
       .catch((err) => onError(err, admission.asker, () => refuseRaw(socket, 502, 'internal error')));
@@ -172,7 +160,6 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   const runs = new RunRecords();
   const log = options.log ?? createLogger('gate');
   const ctx: GateContext = {
-    policy: options.policy,
     resolve: options.resolve ?? systemResolver,
     connect: options.connect ?? tcpConnect,
     models: new Map((options.models ?? []).map((m) => [m.name, m])),
@@ -195,11 +182,11 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     },
   };
   const sockets = new Set<Socket>();
-  const book = new ClientBook(options.clients ?? null, ctx.policy, ctx.trace);
+  const admit = clientBook(options.clients ?? null, options.policy, ctx.trace);
   const servers: Server[] = [];
-  const gate: Gate = { socketPath: options.socketPath ?? null, port: null, close: async () => {} };
+  let port: number | null = null;
   const serve = async (where: string | number): Promise<Server> => {
-    const server = createGateServer(ctx, book, runs, sockets, log, options.metrics);
+    const server = createGateServer(ctx, admit, runs, sockets, log, options.metrics);
     servers.push(server);
     if (typeof where === 'string') server.listen(where);
     else server.listen(where, options.tcpHost ?? '127.0.0.1');
@@ -214,16 +201,16 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     }
     if (options.tcpPort !== undefined) {
       const address = (await serve(options.tcpPort)).address();
-      gate.port = typeof address === 'object' && address ? address.port : null;
+      port = typeof address === 'object' && address ? address.port : null;
     }
   } catch (err) {
     for (const s of servers) s.close();
     throw err;
   }
-  gate.close = async () => {
+  const close = async (): Promise<void> => {
     const closed = servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())));
     for (const socket of sockets) socket.destroy();
     await Promise.all(closed);
   };
-  return gate;
+  return { socketPath: options.socketPath ?? null, port, close };
 }

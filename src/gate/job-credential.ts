@@ -1,6 +1,5 @@
-// Who is asking the shared gate (`svc gate serve`; docs/gate.md "Job credentials"): a per-job credential the trigger
-// server mints for a job pod, an HMAC-SHA256 over the job, run, repository, budget and expiry under a secret the two
-// share (SVC_GATE_SECRET_FILE, read once at start), verified in constant time. The gate needs only the secret.
+// Who is asking the shared gate (docs/gate.md "Job credentials"): an HMAC-SHA256 the trigger mints per job pod under
+// the secret the two share (SVC_GATE_SECRET_FILE), verified in constant time.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { BadSettingError } from '../errors.ts';
 import { settingFile } from '../settings-registry.ts';
@@ -11,18 +10,17 @@ export interface JobIdentity {
   run: string;
   /** The served repository entry's name the job was routed to ('' when none). */
   repo: string;
-  /** The job's span as a W3C traceparent, which the gate records the job's connections under (context.ts). */
+  /** The job's span as a W3C traceparent. */
   trace?: string;
-  /** The run's max_usd, which the gate holds its metered cost to (docs/gate.md "Budgets"); absent: none. */
+  /** The run's max_usd. */
   maxUsd?: number;
-  /** When the credential expires (ms since the epoch; set by verifyJobCredential): no call of the job comes after. */
+  /** ms since the epoch; set by verifyJobCredential. */
   expiresAt?: number;
 }
 
 const PREFIX = 'g1';
 const MIN_SECRET_BYTES = 32;
 
-/** The shared secret from its file (trailing newline trimmed); at least 32 bytes, or the setting is refused. */
 export function readGateSecret(path: string): Buffer {
   const secret = Buffer.from(settingFile('SVC_GATE_SECRET_FILE', path).replace(/\r?\n$/, ''), 'utf8');
   if (secret.length < MIN_SECRET_BYTES) {
@@ -43,7 +41,6 @@ export function mintJobCredential(secret: Buffer, who: JobIdentity, expiresAt: n
   return `${PREFIX}.${payload}.${mac(secret, payload).toString('base64url')}`;
 }
 
-/** The job a credential names, when its MAC is right and it has not expired; null for anything else. */
 export function verifyJobCredential(secret: Buffer, credential: string, now = Date.now()): JobIdentity | null {
   if (credential.length > 2048) return null;
   const parts = credential.split('.');

@@ -1,6 +1,5 @@
 // `svc gate serve` (docs/gate.md): the egress gate as a server of its own, the only route out of Kubernetes job pods.
-// Reads its configuration once: the policy file, the credential secret, the model keys and base URLs from the
-// environment. Every client presents its job's credential (context.ts ClientBook) and gets its repository's policy.
+// Every client presents its job's credential and gets its repository's policy.
 import { readFileSync } from 'node:fs';
 import { startGate } from './gate.ts';
 import { GatePolicyError, parseGatePolicy, type GatePolicy } from './policy.ts';
@@ -19,15 +18,12 @@ import type { EgressRecord } from './evidence.ts';
 import { tracerOf } from '../trace.ts';
 
 /** The default policy, and one per served repository keyed by its name in lower case. */
-export interface GatePolicies {
+interface GatePolicies {
   fallback: GatePolicy;
   repos: ReadonlyMap<string, GatePolicy>;
 }
 
-/**
- * The policy a job for `repo` is decided by: its repository's entry, else the default. owner/name is compared as
- * GitHub compares it, without regard to case: a job routed as `Acme/Web` is decided by the file's `acme/web`.
- */
+/** A job's repository's policy, else the default; owner/name compared without regard to case, as GitHub does. */
 export function repoPolicy(policies: GatePolicies, repo: string): GatePolicy {
   return policies.repos.get(repo.toLowerCase()) ?? policies.fallback;
 }
@@ -53,10 +49,7 @@ export function loadGatePolicy(path: string | null): GatePolicies {
   return { fallback: parseGatePolicy(value), repos };
 }
 
-/**
- * Serves until SIGINT/SIGTERM; every connection is one JSON log line on stdout (the pod's log is the evidence).
- * `flags` are `svc gate serve`'s, each winning over its variable.
- */
+/** Serves until SIGINT/SIGTERM, each connection a JSON line on stdout; a flag wins over its variable. */
 export async function serveGateForever(
   flags: { host?: string; port?: string; policy?: string; 'per-job'?: string }, env: NodeJS.ProcessEnv,
   say: (text: string) => void,
@@ -67,13 +60,11 @@ export async function serveGateForever(
   }
   const host = flags.host ?? settingOr(env, 'SVC_GATE_HOST');
   const port = settingInt(env, 'SVC_GATE_PORT', { flag: flags.port });
-  // Client connections one job may hold at once: its share of the connection limit.
   const maxPerJob = settingInt(env, 'SVC_GATE_MAX_PER_JOB', { flag: flags['per-job'] });
   const metricsFile = setting(env, 'SVC_GATE_METRICS_TOKEN_FILE');
   const accessLog = settingChoice(env, 'SVC_ACCESS_LOG') === '1';
   const log = createLogger('gate');
   const routes = modelRoutesFromEnv(env);
-  // No policy file: no network but the model APIs.
   const policies = loadGatePolicy(flags.policy ?? setting(env, 'SVC_GATE_POLICY_FILE') ?? null);
   const secret = readGateSecret(secretFile);
   const metricsToken = metricsFile ? readMetricsToken(metricsFile, secret) : null;
@@ -84,7 +75,6 @@ export async function serveGateForever(
     fallback, repos: new Map([...policies.repos].map(([name, p]) => [name, withModels(p)])),
   };
   const { meter, count } = sharedMeter(env);
-  // Each job's connections are spans of its trace (the credential names it); exported when OTEL_* says where.
   const tracer = tracerOf(env, 'svc-gate');
   // The gate cannot know which names the trigger serves: it says which it has, for the operator to compare.
   log.info('gate repository policies', { repos: [...served.repos.keys()] });
@@ -110,11 +100,8 @@ export async function serveGateForever(
   return exitCodeAfterSignal(log, 'gate stopping', () => gate.close().then(() => tracer.flush()));
 }
 
-/**
- * Metering for the shared gate (docs/gate.md "Budgets"): its jobs' priced calls count towards the operator's daily caps
- * per repository and per server, kept in memory, and each run's towards the max_usd its credential names; a run with
- * a budget has a call the gate could not price refused its next (fail closed), and at most CALLS_IN_FLIGHT under way.
- */
+/** The shared gate's metering (docs/gate.md "Budgets"): daily caps in memory, each run held to its credential's
+ * max_usd; a budgeted run's unpriced call refuses its next (fail closed). */
 export function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(record: EgressRecord): void } {
   const ledger = new DayLedger(null);
   const spend = new RunSpend();
@@ -144,7 +131,7 @@ export function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(r
           return `this run has ${run.inFlight} model calls under way (its budget's bound)`;
         }
         run.inFlight += 1;
-        return () => void (run.inFlight -= 1); // forward.ts releases each admitted call once, as it is recorded
+        return () => void (run.inFlight -= 1);
       },
     },
     count: (record) => {

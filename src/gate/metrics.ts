@@ -1,5 +1,4 @@
-// `svc gate serve`'s own series and access log (docs/deploy.md "Metrics"): every connection's record counted by kind,
-// decision, status and bytes as it ends, and GET /metrics for whoever holds SVC_GATE_METRICS_TOKEN_FILE's token.
+// `svc gate serve`'s own series and access log (docs/deploy.md "Metrics"), and GET /metrics for the token's holder.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import type { EgressRecord } from './evidence.ts';
@@ -13,7 +12,7 @@ import {
 
 export type GateMetrics = ReturnType<typeof createGateMetrics>;
 
-/** The bearer token from its file (first line); refused when empty or equal to the gate's credential secret. */
+/** The token's first line; refused when short or equal to the gate's credential secret. */
 export function readMetricsToken(path: string, gateSecret: Buffer): string {
   const setting = 'SVC_GATE_METRICS_TOKEN_FILE';
   const token = settingFile(setting, path).split(/\r?\n/, 1)[0]!.trim();
@@ -24,13 +23,10 @@ export function readMetricsToken(path: string, gateSecret: Buffer): string {
   return token;
 }
 
-// Route labels are a connection's kind and the gate's own route: a credential in a path never appears.
+// Route labels are a connection's kind or this route: a credential in a path never appears.
 const METRICS_ROUTE = '/metrics';
 
-/**
- * `token`: the bearer `GET /metrics` needs; null serves no /metrics (the path is then an ordinary proxy request,
- * refused 407 without a job credential). `accessLog`: where one line per connection goes (SVC_ACCESS_LOG=1).
- */
+/** A null `token` serves no /metrics (the path is then an ordinary proxy request); `accessLog`: SVC_ACCESS_LOG=1. */
 export function createGateMetrics(token: string | null, accessLog: Logger | null) {
   const registry = new MetricsRegistry();
   const requests: RequestMetrics = createRequestMetrics(registry);
@@ -47,7 +43,6 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
     });
   };
   return {
-    /** Counts a connection's record (and writes its access log line). */
     recorded(r: EgressRecord): void {
       const route = r.kind;
       const method = r.method ?? 'CONNECT';
@@ -55,7 +50,6 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
       bytes.inc(['up'], r.bytesUp);
       bytes.inc(['down'], r.bytesDown);
       const m = r.metered;
-      // A metered call's tokens and price, by model API and model (an unreadable usage counts nothing).
       if (m && m.unknown === null) {
         countModelUsage(r.model ?? 'other', m.model ?? 'other', m.tokens_in + m.tokens_out, m.usd ?? 0);
       }
@@ -63,7 +57,7 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
       // A record names the job its client spoke for, not the client's address: `peer` is the job's id.
       log(method, route, r.status ?? 0, r.ms / 1000, r.bytesUp + r.bytesDown, r.job ? `job ${r.job}` : '');
     },
-    /** Answers `GET /metrics` when the request is one (true), else leaves it to the proxy (false). */
+    /** Whether it answered the request (GET /metrics), else it is the proxy's. */
     answer(req: IncomingMessage, res: ServerResponse): boolean {
       if (token === null || req.url !== METRICS_ROUTE) return false;
       const started = performance.now();

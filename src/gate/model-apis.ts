@@ -1,11 +1,10 @@
-// The model APIs the gate can hold keys for (docs/gate.md "Modes"): where each lives, which header carries its key,
-// and the variables svc reads the key from, once at start; the agent's CLI gets a placeholder and the gate's address.
+// The model APIs the gate holds keys for (docs/gate.md "Modes"): where each lives, the header and variables of its
+// key; the agent's CLI gets a placeholder and the gate's address.
 import { isIP } from 'node:net';
 import { refusedRange } from './address.ts';
 import { GatePolicyError } from './policy.ts';
 
-export interface ModelApi {
-  /** Upstream origin (and optional path prefix), https: unless a loopback test server. */
+interface ModelApi {
   base: string;
   /** Header that carries the key; its value is `prefix + key`. */
   header: string;
@@ -14,10 +13,7 @@ export interface ModelApi {
   env: readonly string[];
   /** What the agent's environment gets instead of the key. */
   placeholder: string;
-  /**
-   * The variable that moves the upstream (a self-hosted or test endpoint) for svc, and that the API's CLI reads for
-   * where to send requests — in the agent's environment it names the gate.
-   */
+  /** Moves the upstream for svc; the API's CLI reads it too, so in the agent's environment it names the gate. */
   baseEnv?: string;
 }
 
@@ -25,7 +21,7 @@ const bearer = (base: string, env: string[]): ModelApi => ({
   base, header: 'authorization', prefix: 'Bearer ', env, placeholder: 'svc-gate-placeholder',
 });
 
-/** The built-in table; opencode's providers are rows here too, so adding one is one line. */
+/** opencode's providers are rows here too: adding one is one line. */
 export const MODEL_APIS: Readonly<Record<string, ModelApi>> = {
   anthropic: {
     base: 'https://api.anthropic.com', header: 'x-api-key', prefix: '', env: ['ANTHROPIC_API_KEY'],
@@ -54,16 +50,13 @@ export const CREDENTIAL_HEADERS: readonly string[] = [
 
 export interface ModelRoute {
   name: string;
-  /** Parsed upstream base; its host and port go through the policy and address rules like any destination. */
+  /** Its host and port go through the policy and address rules like any destination. */
   base: URL;
   header: string;
   value: string;
 }
 
-/**
- * A route for each API of the table whose key is in `env`; the upstream is the operator's `baseEnv` if set, else the
- * table's. Reads `env` once; the caller passes a snapshot.
- */
+/** A route for each API whose key is in `env`, to the operator's `baseEnv` if set. */
 export function modelRoutesFromEnv(env: Readonly<Record<string, string | undefined>>): ModelRoute[] {
   const routes: ModelRoute[] = [];
   for (const [name, api] of Object.entries(MODEL_APIS)) {
@@ -75,10 +68,7 @@ export function modelRoutesFromEnv(env: Readonly<Record<string, string | undefin
   return routes;
 }
 
-/**
- * One route, checked: https: anywhere, plain http: only to a loopback IP literal (a local test or model server) —
- * a key never crosses a network in clear text.
- */
+/** One route: https, or plain http only to a loopback IP literal (a key never crosses a network in clear). */
 export function modelRoute(name: string, base: string, header: string, value: string): ModelRoute {
   if (!/^[a-z0-9][a-z0-9-]{0,40}$/.test(name)) throw new GatePolicyError(name, 'is not a model API name');
   let url: URL;
@@ -98,18 +88,16 @@ export function modelRoute(name: string, base: string, header: string, value: st
   return { name, base: url, header: header.toLowerCase(), value };
 }
 
-// The path a `/_model/<api>/<rest>` request reaches upstream: the API's base path plus `rest`, with dot segments
-// resolved here (RFC 3986 §5.2.4) in every spelling the destination might decode — raw, percent-encoded — and
-// refused when they climb out of the base. Escapes that would let a server see a different path than the gate did
-// (an encoded slash, backslash, percent or control byte) are refused outright; model API paths never need them.
+// The upstream path of `/_model/<api>/<rest>` (docs/gate.md "Modes"): dot segments resolved in every spelling the
+// destination might decode, refused when they climb out of the base; escapes that could make a server see another
+// path than the gate did are refused outright.
 
 const BAD_RAW = /[\\\x00-\x20\x7f#]/;
-// %2f / %5c (a slash the server may decode), %25 (a second round of decoding), %3b (`..%3b` is `..;`, a dot segment
-// to a servlet container once decoded), controls.
+// An encoded slash or backslash, %25 (a second decoding), %3b (`..%3b` is a dot segment to a servlet), controls.
 const BAD_ESCAPE = /%(2f|5c|25|3b|[01][0-9a-f]|7f)/i;
 const BROKEN_ESCAPE = /%(?![0-9a-f]{2})/i;
 
-/** `rest` is what follows `/_model/<api>`: empty, `/…` or `?…`. `basePath` is the route's base URL pathname. */
+/** `rest` is what follows `/_model/<api>`: empty, `/…` or `?…`. */
 export function modelPath(basePath: string, rest: string): { path: string } | { refused: string } {
   const mark = rest.indexOf('?');
   const rawPath = mark < 0 ? rest : rest.slice(0, mark);
@@ -127,15 +115,12 @@ export function modelPath(basePath: string, rest: string): { path: string } | { 
     if (/^\.+(;|$)/.test(segment) && segment !== '.' && segment !== '..') {
       return { refused: `the model API path segment "${raw.slice(0, 40)}" is refused` };
     }
-    if (segment === '.' || segment === '..') {
-      if (segment === '..') {
-        if (stack.length <= base.length) return { refused: "the model API path leaves the API's base" };
-        stack.pop();
-      }
-      if (last) stack.push('');
-      continue;
+    if (segment === '..') {
+      if (stack.length <= base.length) return { refused: "the model API path leaves the API's base" };
+      stack.pop();
     }
-    stack.push(segment);
+    if (segment !== '.' && segment !== '..') stack.push(segment);
+    else if (last) stack.push('');
   }
   // Checked as the API will read it (`%62atches` is `batches` there); an escape that is no UTF-8 is refused too.
   const unmetered = stack.slice(base.length).find((segment) => {
@@ -151,11 +136,8 @@ export function modelPath(basePath: string, rest: string): { path: string } | { 
   return { path: `/${stack.join('/')}${query}` };
 }
 
-/**
- * Endpoints whose cost is not in their answer (work queued and billed later: batches, fine-tunes, long-running jobs;
- * uploads and stores that bill by the day; media): the gate could not meter them, so with the operator's key an agent
- * could spend past every budget in one call. Coding CLIs call none of them.
- */
+// Endpoints whose cost is not in their answer (batches, fine-tunes, stores, media): an agent could spend past every
+// budget in one call. Coding CLIs call none of them.
 const UNMETERED = new RegExp('^(batch|batches|fine_tuning|fine-tunes|files|uploads|vector_stores|realtime|images|' +
   'audio|videos|threads|evals|containers|cachedContents|tunedModels|fileSearchStores)$|' +
   ':(batchGenerateContent|asyncBatchEmbedContent|predict|predictLongRunning)$', 'i');

@@ -1,6 +1,5 @@
-// The egress gate's policy and its one decision (DESIGN §7a, docs/gate.md "Widening it"). Patterns are parsed once
-// and a bad one is refused by name: a typo must not silently widen or narrow the gate. Names resolve here, never in
-// the agent, and the caller connects to the address checked: no window for a DNS rebinding.
+// The gate's policy and its one decision (docs/gate.md "Widening it"). A bad pattern is refused by name: a typo must
+// not silently widen or narrow the gate. The caller connects to the address checked here: no DNS rebinding window.
 import { lookup } from 'node:dns/promises';
 import {
   BadHostError, canonicalAddress, formatDestination, normaliseHost, parsePort, refusedRange, splitHostPort,
@@ -17,7 +16,7 @@ export class GatePolicyError extends Error {
 }
 
 export interface HostPattern {
-  /** The pattern as written, for records and messages. */
+  /** The pattern as written. */
   text: string;
   /** any: `*`; exact: a name; subdomains: `*.name` (not the name itself); address: an IP literal. */
   kind: 'any' | 'exact' | 'subdomains' | 'address';
@@ -33,7 +32,7 @@ export interface GatePolicy {
 }
 
 export function parseHostPattern(text: string): HostPattern {
-  if (typeof text !== 'string' || text === '') throw new GatePolicyError(String(text), 'is empty');
+  if (text === '') throw new GatePolicyError(text, 'is empty');
   if (/\s/.test(text) || text.includes('://')) throw new GatePolicyError(text, 'must be a host with an optional :port');
   try {
     const { host, port } = splitHostPort(text);
@@ -62,12 +61,10 @@ function patternList(value: unknown, field: string): HostPattern[] {
   });
 }
 
-/** `{allow, deny}` as read from policy.json (either list may be missing). */
 export function parseGatePolicy(value: { allow?: unknown; deny?: unknown }): GatePolicy {
   return { allow: patternList(value.allow, 'allow'), deny: patternList(value.deny, 'deny') };
 }
 
-/** Whether the pattern covers this destination host (a name, or an IP literal the request named). */
 export function matchesHost(pattern: HostPattern, host: string, port: number): boolean {
   if (pattern.port !== null && pattern.port !== port) return false;
   switch (pattern.kind) {
@@ -82,7 +79,7 @@ export function matchesHost(pattern: HostPattern, host: string, port: number): b
   }
 }
 
-/** Every address a name resolves to (the gate refuses the name when any of them is refused). */
+/** Every address a name resolves to. */
 export type Resolver = (host: string) => Promise<string[]>;
 
 export async function systemResolver(host: string): Promise<string[]> {
@@ -90,17 +87,12 @@ export async function systemResolver(host: string): Promise<string[]> {
   return found.map((a) => a.address);
 }
 
-/**
- * Allowed: `rule` is the allow pattern that let it through (the exact-address entry when that admitted the address).
- * Denied: `rule` is the deny entry that refused it, if one did; `reason` is plain, for the client and the log.
- */
-export type Decision =
+/** `rule`: the allow pattern that let it through (or the exact-address entry), or the deny entry that refused it. */
+type Decision =
   | { allowed: true; rule: string; address: string }
   | { allowed: false; rule: string | null; reason: string; address: string | null };
 
-type Denied = Decision & { allowed: false };
-
-function denied(reason: string, rule: string | null = null, address: string | null = null): Denied {
+function denied(reason: string, rule: string | null = null, address: string | null = null): Decision {
   return { allowed: false, rule, reason, address };
 }
 
@@ -123,7 +115,6 @@ export async function decide(dest: Destination, policy: GatePolicy, resolve: Res
   }
   let exact: string | null = null;
   for (const address of addresses) {
-    // Deny lists apply to resolved addresses as well as names.
     const byAddress = policy.deny.find((p) => p.kind === 'address' && matchesHost(p, address, dest.port));
     if (byAddress) {
       return denied(`${where} resolves to ${address}, denied by "${byAddress.text}"`, byAddress.text, address);

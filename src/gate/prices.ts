@@ -1,6 +1,5 @@
-// The price table svc meters model calls with (docs/gate.md "Metered cost"): US dollars per million tokens, by model,
-// as the vendors' price pages said on `date`. The operator's file (SVC_PRICES_FILE) adds models or replaces rows; a
-// model in neither is unpriced — recorded as such, never as $0.
+// The price table model calls are metered with (docs/gate.md "Metered cost"): US dollars per million tokens; a model
+// in neither it nor the operator's SVC_PRICES_FILE is unpriced, never $0.
 import { readFileSync } from 'node:fs';
 import { isJsonObject } from '../untrusted.ts';
 import { errorMessage } from '../errors.ts';
@@ -10,7 +9,7 @@ import type { CallTokens } from './usage.ts';
 export interface ModelPrice {
   input: number;
   output: number;
-  /** Reading input from the cache; writing it (Anthropic's cache creation). Absent: priced as input. */
+  /** Absent: priced as input. */
   cache_read?: number;
   cache_write?: number;
 }
@@ -20,10 +19,8 @@ export interface PriceTable {
   models: Readonly<Record<string, ModelPrice>>;
 }
 
-const p = (input: number, output: number, cacheRead?: number, cacheWrite?: number): ModelPrice => ({
-  input, output, ...(cacheRead !== undefined ? { cache_read: cacheRead } : {}),
-  ...(cacheWrite !== undefined ? { cache_write: cacheWrite } : {}),
-});
+const p = (input: number, output: number, cache_read?: number, cache_write?: number): ModelPrice =>
+  ({ input, output, cache_read, cache_write });
 
 /** Standard (not batch, not priority) prices; Gemini's are its ≤ 200k-token prompt tier. */
 export const PRICES: PriceTable = {
@@ -60,10 +57,7 @@ export const PRICES: PriceTable = {
   },
 };
 
-/**
- * The table's row for a model: its exact name, else its name less a snapshot's date (`claude-sonnet-4-5-20250929`,
- * `gpt-4o-2024-08-06`); null when none. A variant (`gpt-5-pro`, `o3-pro`) is priced apart, so it needs its own row.
- */
+/** The row of a model's exact name, else of its name less a snapshot's date; a variant (`o3-pro`) needs its own. */
 export function priceOf(table: PriceTable, model: string | null): ModelPrice | null {
   if (model === null) return null;
   const name = model.toLowerCase().replace(/^models\//, '');
@@ -73,7 +67,6 @@ export function priceOf(table: PriceTable, model: string | null): ModelPrice | n
   return key === undefined ? null : table.models[key] ?? null;
 }
 
-/** A call's cost in US dollars, or null when its model has no price (unpriced, never $0). */
 export function callCost(table: PriceTable, tokens: CallTokens): number | null {
   const price = priceOf(table, tokens.model);
   if (!price) return null;

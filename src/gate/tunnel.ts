@@ -9,9 +9,8 @@ import { HelloAssembler, UNRECOGNIZED_NAME_ALERT, type HelloReading } from './cl
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
 
 /** Why a hello's server name does not admit the tunnel to `dest`, or null when it does. */
-export function serverNameMismatch(dest: Destination, serverName: string | null): string | null {
-  // RFC 6066 puts no IP literal in server_name: a tunnel to a literal carries none. A tunnel to a name must carry
-  // it, or the server answers with its default site, which may be any name on that address.
+function serverNameMismatch(dest: Destination, serverName: string | null): string | null {
+  // RFC 6066 puts no IP literal in server_name; without a name, the server answers with its default site.
   if (serverName === null) return dest.literal ? null : `the TLS ClientHello names no server (CONNECT ${dest.host})`;
   let named: string;
   try {
@@ -46,11 +45,8 @@ export async function handleConnect(
   const decision = await decide(dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   const verdict: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };
-  if (client.destroyed) {
-    const reason = 'client went away before the connection opened';
-    ctx.record({ ...base, ...verdict, reason, ms: Date.now() - started }, asker);
-    return;
-  }
+  const reason = 'client went away before the connection opened';
+  if (client.destroyed) return ctx.record({ ...base, ...verdict, reason, ms: Date.now() - started }, asker);
 
   const upstream = ctx.connect(decision.address, dest.port);
   let opened = false;

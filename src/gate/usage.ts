@@ -2,7 +2,7 @@
 // JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
 
-/** Tokens of one call as the API counted them; `input` is the uncached input, priced apart from cache reads/writes. */
+/** Tokens of one call as the API counted them; `input` is the uncached input. */
 export interface CallTokens {
   model: string | null;
   input: number;
@@ -11,27 +11,22 @@ export interface CallTokens {
   cacheWrite: number;
 }
 
-/** The largest count believed for one call: beyond any context window; a bigger one is the response's error. */
+/** Beyond any context window: a bigger count is the response's error. */
 const MAX_TOKENS = 100_000_000;
-/** Bytes kept of one picked value (a usage object is a few hundred). */
+/** Bytes kept of one picked value (a usage object is a few hundred), of a key, and nesting followed. */
 const PICK_MAX = 16 * 1024;
 const KEY_MAX = 64;
-/** Nesting followed; a deeper text is not a usage-bearing response, and the picker stops reading it. */
 const DEPTH_MAX = 64;
 
 type Family = 'anthropic' | 'openai' | 'gemini';
 
-/** Where each family puts usage and the model name, in a JSON body or an SSE event's data. */
 const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[] }> = {
   anthropic: { usage: ['usage', 'message.usage'], model: ['model', 'message.model'] },
   openai: { usage: ['usage', 'response.usage'], model: ['model', 'response.model'] },
   gemini: { usage: ['usageMetadata'], model: ['modelVersion'] },
 };
 
-/**
- * The raw text of each value at the wanted key paths (object keys from the root joined by ".", arrays not counted),
- * in the order they end. Reads bytes only; a malformed text just yields fewer values.
- */
+/** The raw text of each value at the wanted key paths (keys joined by ".", arrays not counted), as each ends. */
 class JsonPicker {
   private readonly stack: Array<{ array: boolean; key: string | null }> = [];
   private inString = false;
@@ -39,7 +34,6 @@ class JsonPicker {
   private stringIsKey = false;
   private key: number[] = [];
   private expectKey = false;
-  /** Capturing a value that started at this stack depth, and its bytes so far. */
   private captureDepth = -1;
   private capturePath = '';
   private captured: number[] = [];
@@ -60,12 +54,9 @@ class JsonPicker {
 
   private endCapture(): void {
     if (!this.overflow) this.picks.push({ path: this.capturePath, text: Buffer.from(this.captured).toString('utf8') });
-    this.captureDepth = -1;
-    this.captured = [];
-    this.overflow = false;
+    this.finish();
   }
 
-  /** A value begins with byte `b`: capture it (from this byte) when its path is wanted. */
   private valueStarts(b: number): void {
     if (this.captureDepth >= 0) return;
     const top = this.stack.at(-1);
@@ -136,7 +127,7 @@ class JsonPicker {
     }
   }
 
-  /** The end of the text: a value still open there was cut short, and is dropped. */
+  /** A value still open at the end of the text was cut short, and is dropped. */
   finish(): void {
     this.captureDepth = -1;
     this.captured = [];
@@ -144,7 +135,7 @@ class JsonPicker {
   }
 }
 
-/** A token count the response gave: absent is 0; anything but a whole number in range makes the usage unknown. */
+/** Absent is 0; anything but a whole number in range makes the usage unknown. */
 function count(o: Record<string, unknown>, key: string, bad: string[]): number {
   const v = o[key];
   if (v === undefined || v === null) return 0;
@@ -155,7 +146,7 @@ function count(o: Record<string, unknown>, key: string, bad: string[]): number {
   return v;
 }
 
-/** One usage object in the family's own words → tokens (null fields unchanged); `bad` collects unreadable fields. */
+/** One usage object in the family's own words → tokens; `bad` collects unreadable fields. */
 function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): Partial<CallTokens> {
   const has = (k: string): boolean => u[k] !== undefined && u[k] !== null;
   const out: Partial<CallTokens> = {};
@@ -187,10 +178,7 @@ function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): 
 
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
-/**
- * A meter for one response of a model route: JSON or SSE by its content type; a compressed body, another type or no
- * usage at all is `known: false` with the reason (the bytes still went to the client untouched).
- */
+/** A meter for one response: JSON or SSE by its type; anything else is `known: false` with the reason. */
 export function usageMeter(route: string, path: string, headers: Readonly<Record<string, unknown>>) {
   // The OpenAI-compatible APIs (openrouter, groq, …) read as openai.
   const family: Family = route === 'anthropic' || route === 'gemini' ? route : 'openai';
@@ -225,8 +213,8 @@ export function usageMeter(route: string, path: string, headers: Readonly<Record
     }
   };
 
-  // SSE (WHATWG): a line is a field, `data:` lines' payloads (joined by newlines) make an event's data, and a blank
-  // line ends the event. Only the field name is kept; the data goes byte by byte into the event's picker.
+  // SSE (WHATWG): `data:` lines (joined by newlines) make an event's data, a blank line ends it; the data goes byte by
+  // byte into the event's picker.
   let atLineStart = true;
   let field: number[] = [];
   let inField = false;
@@ -280,7 +268,6 @@ export function usageMeter(route: string, path: string, headers: Readonly<Record
       if (sse) for (const b of chunk) sseByte(b);
       else picker.push(chunk);
     },
-    /** What the response said it used, once it has ended (or the client went away). */
     end(): { known: true; tokens: CallTokens } | { known: false; reason: string } {
       if (unreadable) return { known: false, reason: unreadable };
       if (!sse || eventHasData) take(picker);

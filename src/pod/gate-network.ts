@@ -1,5 +1,5 @@
-// A pod's receipt network section, from the shared gate itself (docs/gate.md "svc gate serve"): once the run container
-// has ended, the signer asks the gate for the run's counts and records; the run container's files have no say in it.
+// A pod's receipt network section from the shared gate itself (docs/gate.md "svc gate serve"), asked for once the run
+// container has ended: the run container's files have no say in it.
 import { request } from 'node:http';
 import { readEgressRecord, type EgressDenial, type EgressHost, type EgressRecord } from '../gate/evidence.ts';
 import { obj, str } from '../untrusted.ts';
@@ -10,7 +10,7 @@ import { figure } from '../engine/providers.ts';
 const TIMEOUT_MS = 10_000;
 const MAX_BYTES = 16 * 1024 * 1024;
 
-/** The gate's answer: its status and JSON body (a 404 carries why, and since when the gate has seen connections). */
+/** The gate's answer: a 200 or a 404 (which carries why), and its JSON body. */
 function getJson(url: string): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method: 'GET', agent: false, timeout: TIMEOUT_MS }, (res) => {
@@ -65,13 +65,12 @@ function timeOf(value: unknown): number | null {
 export interface PodGateNetwork {
   network: ReceiptNetwork;
   records: EgressRecord[];
-  /** Why the section is not confined (the signer says it in the run's log); null when it is. */
+  /** Why the section is not confined; null when it is. */
   problem: string | null;
-  /** What the receipt must list as gaps: the gate could not account for the run's network in full. */
+  /** Where the gate could not account for the run's network in full. */
   gaps: string[];
-  /** The run's model calls as the gate metered them (docs/gate.md "Metered cost"); null when it metered none. */
   metered: MeteredCost | null;
-  /** The run's max_usd the gate held it to (its credential's); null when none. */
+  /** The run's max_usd the gate held it to; null when none. */
   maxUsd: number | null;
 }
 
@@ -84,10 +83,8 @@ function readMetered(value: unknown): MeteredCost | null {
   };
 }
 
-/**
- * The network section for `run`, or null when the pod has no gate. `startedAt` is the seal's time. A gate that may
- * have missed part of the run gives `confined: false`, the reason and a gap: the signer vouches only for what it saw.
- */
+/** The network section for `run` (null: the pod has no gate); a gate that may have missed part of the run since
+ * `startedAt` (the seal's time) gives `confined: false`, the reason and a gap. */
 export async function podGateNetwork(
   env: NodeJS.ProcessEnv, run: string, startedAt: string,
 ): Promise<PodGateNetwork | null> {
@@ -97,15 +94,9 @@ export async function podGateNetwork(
     network: UNCONFINED, records: [], problem, gaps: [`the network is not accounted for: ${problem}`], metered: null,
     maxUsd: null,
   });
-  let status: number;
-  let answer: Record<string, unknown>;
-  try {
-    const got = await getJson(url);
-    status = got.status;
-    answer = obj(got.body);
-  } catch (err) {
-    return unconfined(`the gate's records could not be read: ${errorMessage(err)}`);
-  }
+  const got = await getJson(url).catch((err: unknown) => errorMessage(err));
+  if (typeof got === 'string') return unconfined(`the gate's records could not be read: ${got}`);
+  const answer = obj(got.body);
   if (answer.run !== run) return unconfined('the gate answered for another run');
   const since = timeOf(answer.since);
   const started = timeOf(startedAt);
@@ -115,7 +106,7 @@ export async function podGateNetwork(
     return unconfined(`the gate has kept records since ${str(answer.since)}, after the run started ` +
       `(${startedAt}): it restarted during the run`);
   }
-  if (status === 404 && answer.evicted === true) {
+  if (got.status === 404 && answer.evicted === true) {
     return unconfined(`the gate let the run's records go (it has kept records since ${str(answer.since)})`);
   }
   // A 404 from a gate that ran since before the run started and let nothing of it go: the run made no connection.

@@ -1,6 +1,5 @@
-// `svc pod seal`: before any agent code runs in a Kubernetes pod, record what the signer will trust about the
-// repository: the base commit and where a pull request goes. It is written to a volume that only this init container
-// and the signer mount (the run container never does), so nothing the agent does can change it.
+// `svc pod seal`: before any agent code runs in a pod, records the base commit and where a pull request goes, on a
+// volume only this init container and the signer mount, so nothing the agent does can change it.
 import { FailedError, errorMessage } from '../errors.ts';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,9 +10,9 @@ import { obj, str } from '../untrusted.ts';
 
 export interface Seal {
   base_sha: string;
-  /** remote.origin.url as the repository's config file held it before the run; null when there was none usable. */
+  /** remote.origin.url before the run; null when there was none usable. */
   origin_url: string | null;
-  /** Why origin_url is null (no remote, redirecting URL rules), for the signer's error when a PR is asked for. */
+  /** Why origin_url is null, for the signer's error when a PR is asked for. */
   origin_problem: string | null;
   base_branch: string | null;
   sealed_at: string;
@@ -39,7 +38,6 @@ export function writeSeal(repo: string, sealedDir: string): Seal {
   return seal;
 }
 
-/** The seal the seal container wrote; throws FailedError when it is missing or malformed. */
 export function readSeal(sealedDir: string): Seal {
   let raw: unknown;
   try {

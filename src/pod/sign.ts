@@ -1,10 +1,10 @@
-// `svc pod sign`: the signer container of a Kubernetes job pod, the only one that mounts the runner's signing key
-// (docs/deploy.md "Receipts from pods"). It runs no code from the repository or the run, and takes from the run
-// container's files only what it labels "reported"; the rest (VERIFIED below) it establishes itself.
+// `svc pod sign` (docs/deploy.md "Receipts from pods"): the only container that mounts the signing key. It runs no code
+// of the repository or the run, and takes from the run container's files only what it labels "reported".
 import { runFailure } from '../run-json.ts';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree, type PlainDir } from '../engine/plain-tree.ts';
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -22,12 +22,10 @@ import type { PushTarget } from '../engine/git-push.ts';
 import { decideVerdict, failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
-import { copyRunFolder } from './run-copy.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
 import { repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
-import type { EgressRecord } from '../gate/evidence.ts';
 
 export interface SignOptions {
   run: string;
@@ -71,11 +69,6 @@ function strOr(value: unknown, fallback: string): string {
   return typeof value === 'string' && value ? value.slice(0, 500) : fallback;
 }
 
-/** "owner/name" of the sealed origin URL, else the run's own (reported) name for it. */
-function repoOf(seal: Seal, state: RunState): string {
-  return (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(state.repo, 'workspace');
-}
-
 function sha256Of(path: string): string {
   try {
     return createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -92,41 +85,32 @@ function receiptBody(
   const s = ctx.state;
   const issued = new Date().toISOString();
   const signed = diff ?? { files: [], insertions: 0, deletions: 0, patch_sha256: '' };
+  // Only with a gate are the network and `metered` the gate's own; without, state.json's is the run container's.
+  const metered = network !== null && typeof s.metered?.cost_usd === 'number';
+  const verified = [...VERIFIED, ...(network ? ['network'] : []), ...(metered ? ['cost'] : [])];
+  const reported = metered ? [...REPORTED.filter((f) => f !== 'cost'), 'cost.reported'] : REPORTED;
   return {
     type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: strOr(s.group_id, opts.run),
-    repo: repoOf(seal, s), branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
+    repo: (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(s.repo, 'workspace'),
+    branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
     spec_sha256: sha256Of(join(ctx.dir, 'spec.md')), provider: strOr(s.provider, 'unknown'),
     checks: checks.map(({ artifact: _artifact, ...reported }) => reported),
     diff: {
       files: signed.files.length, insertions: signed.insertions, deletions: signed.deletions,
       patch_sha256: signed.patch_sha256, paths: signed.files.map((f) => f.path),
     },
-    // With a gate: its metered figures (set by meteredCost), the run container's report beside them.
+    // With a gate: its metered figures (meteredCost), the run container's report beside them.
     cost: network ? receiptCost(s)
       : { usd: figure(s.cost_usd), tokens_in: figure(s.tokens_in), tokens_out: figure(s.tokens_out) },
     verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
     ended_at: typeof s.ended_at === 'string' ? s.ended_at : issued, issued_at: issued,
-    // The network section comes from the gate (gate-network.ts), never from the run container's files.
-    // Only with a gate is `metered` the gate's own (meteredCost); without, state.json's is the run container's word.
-    attestation: {
-      by: 'pod-signer', ...attested(network !== null, network !== null && typeof s.metered?.cost_usd === 'number'),
-    },
+    attestation: { by: 'pod-signer', verified, reported },
     ...(network ? { network } : {}),
     ...(s.trace_id ? { trace_id: s.trace_id } : {}),
   };
 }
 
-/** What the signer vouches for: the network with a gate, the cost when the gate metered and priced it. */
-function attested(gate: boolean, metered: boolean): { verified: string[]; reported: string[] } {
-  const verified = [...VERIFIED, ...(gate ? ['network'] : []), ...(metered ? ['cost'] : [])];
-  const reported = metered ? [...REPORTED.filter((f) => f !== 'cost'), 'cost.reported'] : REPORTED;
-  return { verified, reported };
-}
-
-/**
- * The run's cost from the gate (docs/gate.md "Metered cost"): what the run container reported is kept as reported,
- * and any `metered` its state.json claims is replaced by the gate's own count (none when the gate metered no call).
- */
+/** The run's cost from the gate: the run container's figures kept as reported, `metered` the gate's own. */
 function meteredCost(ctx: RunContext, gate: PodGateNetwork): void {
   const s = ctx.state;
   const said = s.reported === undefined ? s : obj(s.reported);
@@ -137,15 +121,12 @@ function meteredCost(ctx: RunContext, gate: PodGateNetwork): void {
   ctx.update(withCost(none, { reported, ...(gate.metered ? { metered: gate.metered } : {}) }));
 }
 
-/**
- * The run's stop when the gate metered it to the max_usd it held the pod to (docs/gate.md "Budgets"): a pod's budget
- * is not raised, so the run ends as a local run whose budget question was answered "no", whatever the agent reported.
- */
+/** The run's stop at the max_usd the gate held it to: a pod's budget is not raised (docs/gate.md "Budgets"). */
 function gateBudgetStop(gate: PodGateNetwork): string | null {
   const m = gate.metered;
   if (gate.maxUsd === null || m === null) return null;
   const budget = `$${gate.maxUsd.toFixed(2)}`;
-  // A call the gate could not price leaves the run's cost unknown: the gate refused the run from there, and so do we.
+  // An unpriced call leaves the run's cost unknown: the gate refused the run from there, and so do we.
   const uncounted = m.unpriced + m.unknown;
   if (uncounted > 0) {
     return `Stopped at the max_usd budget of ${budget}: the gate could not price ${uncounted} model call(s)`;
@@ -163,12 +144,6 @@ function ended(ctx: RunContext) {
 /** As many `egress` events as a local run sends at most; egress.jsonl keeps every record the gate gave. */
 const EGRESS_EVENTS = 500;
 
-/** The gate's records as the run's evidence, as a local run's gate leaves them: events and egress.jsonl. */
-function recordPodEgress(ctx: RunContext, records: readonly EgressRecord[]): void {
-  for (const record of records.slice(0, EGRESS_EVENTS)) ctx.event('egress', { ...record });
-  ctx.saveArtifact('egress.jsonl', records.map((r) => JSON.stringify(r)).join('\n') + (records.length ? '\n' : ''));
-}
-
 /** Ends the run without a receipt: the signer could not establish what it would sign. */
 function refuse(ctx: RunContext, message: string): void {
   ctx.event('receipt', { issued: false, reason: message });
@@ -185,10 +160,7 @@ function issue(ctx: RunContext, opts: SignOptions, body: ReceiptBody): Receipt {
   return receipt;
 }
 
-/**
- * The workspace's commits could not be established (tampered or missing objects, a special file in its git folder, a
- * git that ran out of time): a signed not_verified receipt saying why, with no head, diff or checks, and no PR.
- */
+/** The workspace's commits could not be established: a signed not_verified receipt saying why, and no PR. */
 function signUnverified(
   ctx: RunContext, opts: SignOptions, seal: Seal, reason: string, network: PodGateNetwork | null,
 ): void {
@@ -200,7 +172,7 @@ function signUnverified(
   ctx.setStatus('failed', { ...ended(ctx), error: `Not verified: ${reason}`, failure: runFailure('policy', reason) });
 }
 
-/** Checks the commits, judges by the base policy and signs; returns the receipt and the checks it judged by. */
+/** Checks the commits, judges by the base policy and signs. */
 function signReceipt(
   ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: PodGateNetwork | null,
 ): { receipt: Receipt; policy: Policy; checks: CheckResult[]; target: PushTarget | null } {
@@ -234,8 +206,13 @@ function signReceipt(
 async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, said: RunEvidence): Promise<void> {
   const gate = await podGateNetwork(opts.env, opts.run, seal.sealed_at);
   if (gate?.problem) ctx.say(`${gate.problem}: network not confined`);
-  if (gate) recordPodEgress(ctx, gate.records);
-  if (gate) meteredCost(ctx, gate);
+  if (gate) {
+    // The gate's records as the run's evidence, as a local run's gate leaves them: events and egress.jsonl.
+    for (const record of gate.records.slice(0, EGRESS_EVENTS)) ctx.event('egress', { ...record });
+    const lines = gate.records.map((r) => `${JSON.stringify(r)}\n`).join('');
+    ctx.saveArtifact('egress.jsonl', lines);
+    meteredCost(ctx, gate);
+  }
   const stop = gate && said.outcome !== 'over_budget' ? gateBudgetStop(gate) : null;
   const evidence: RunEvidence = stop ? { ...said, outcome: 'over_budget', error: stop } : said;
   let signed: ReturnType<typeof signReceipt>;
@@ -260,13 +237,60 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, said: RunEv
   if (!error && noOrigin) error = `Pull request not opened: ${seal.origin_problem ?? 'no origin remote'}`;
   else if (!error) error = await maybeOpenPr(ctx, { policy, push_target: target }, receipt);
   else if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict ${receipt.verdict}: ${error}` });
-  // The run's own failure is classed as the run container decided, as a local run is. That is reported (the agent
-  // could write it): with a gate, config stands only where the gate answered in full and metered no model call.
+  // The run's failure class is reported (the agent could write it): with a gate, `config` stands only where the gate
+  // answered in full and metered no model call.
   const noModelCall = !gate || (!gate.problem && (gate.metered?.calls ?? 0) === 0);
   const reported = evidence.failure_class === 'config' && !noModelCall ? 'agent' : evidence.failure_class ?? 'agent';
   const cls = evidence.error !== null ? reported : failed ? 'checks' : 'infra';
   const failure = error ? runFailure(cls, error) : null;
   ctx.setStatus(error ? 'failed' : 'succeeded', { ...end, error, failed_check: failed?.name ?? null, failure });
+}
+
+const FILE_CAP = 16 * 1024 * 1024;
+const TOTAL_CAP = 256 * 1024 * 1024;
+const MAX_DEPTH = 8;
+const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json'];
+
+/**
+ * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
+ * regular files only, opened without following a link (the signer's mounts hold the key), capped; never a receipt.
+ */
+export function copyRunFolder(from: string, to: string): number {
+  const folder = openRunFolder(from);
+  if ('failed' in folder) throw new RefusedError(`No run folder at ${from}`);
+  try {
+    rmSync(to, { recursive: true, force: true });
+    mkdirSync(to, { recursive: true, mode: 0o700 });
+    return copyFrom(folder, to);
+  } finally {
+    folder.close();
+  }
+}
+
+function copyFrom(folder: PlainDir, to: string): number {
+  let total = 0;
+  let files = 0;
+  const write = (dst: string, content: Buffer): void => {
+    total += content.length;
+    if (total > TOTAL_CAP) throw new RefusedError(`The run folder holds more than ${TOTAL_CAP} bytes`);
+    mkdirSync(dirname(dst), { recursive: true, mode: 0o700 });
+    writeFileSync(dst, content, { mode: 0o600, flag: 'wx' });
+    files += 1;
+  };
+  for (const name of TOP_FILES) {
+    const content = readPlainIn(folder, name, FILE_CAP);
+    if (typeof content !== 'string') write(join(to, name), content);
+  }
+  const artifacts = openPlainDirIn(folder, 'artifacts');
+  if (typeof artifacts === 'string') return files;
+  try {
+    walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
+      if (rel !== 'receipt.json') write(join(to, 'artifacts', ...rel.split('/')), content);
+    });
+  } finally {
+    artifacts.close();
+  }
+  return files;
 }
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */
@@ -281,7 +305,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   }
   const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say });
   try {
-    // What only the signer may say about the run is cleared first: the copied state.json is the agent's to write.
+    // What only the signer may say is cleared first: the copied state.json is the agent's to write.
     const stopped = ctx.state.status === 'stopped';
     ctx.update({ repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null });
     // The trace is the job's, from the pod spec's SVC_TRACEPARENT: the copied state could name another run's.

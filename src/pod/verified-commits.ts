@@ -1,8 +1,6 @@
 // The signer's own copy of a run's commits, every object re-hashed on the way in (docs/deploy.md "What a receipt from
-// a pod attests"): only the workspace's object files are read, through a bare repository the signer made
-// (`objects/info/alternates`), and fetched into a second, clean one, where index-pack names every object by its hash.
-// Must not: run git in the workspace, or trust a commit id the clean repository does not hold, or run any git without a
-// time limit (a hostile workspace must end the job, never hang it).
+// a pod attests"). Never runs git in the workspace, trusts a commit id the clean repository does not hold, or runs a
+// git without a time limit (a hostile workspace must end the job, never hang it).
 import { RefusedError, errorMessage } from '../errors.ts';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve, sep } from 'node:path';
@@ -13,17 +11,17 @@ import { COMMIT_ID } from './seal.ts';
 
 export class UnverifiableError extends RefusedError {}
 
-export interface VerifiedCommits {
+interface VerifiedCommits {
   /** Bare repository holding base, head and what lies between, with refs/heads/<branch> at head. */
   repo: string;
   diff: DiffResult;
 }
 
 /** Each git the signer runs is killed after this long; the job's own deadline is hours away. */
-export const SIGNER_GIT_TIMEOUT_MS = 5 * 60_000;
+const SIGNER_GIT_TIMEOUT_MS = 5 * 60_000;
 const GIT_OUTPUT_CAP = 256 * 1024 * 1024;
 
-/** The signer's git: the hardened host git with a time limit, so nothing in the workspace makes it wait forever. */
+/** The hardened host git with a time limit. */
 export function signerGit(timeoutMs = SIGNER_GIT_TIMEOUT_MS): GitRun {
   return (cwd, argv, { extra }) => runSync(argv, {
     kind: 'tool', base: process.env, extra, cwd, maxBuffer: GIT_OUTPUT_CAP, timeout: timeoutMs,
@@ -33,7 +31,6 @@ export function signerGit(timeoutMs = SIGNER_GIT_TIMEOUT_MS): GitRun {
 /** git reads object folders of alternates that name alternates, five deep (git's own limit). */
 const ALTERNATE_DEPTH = 5;
 
-/** What a file the signer's git would open must be: a regular file or a folder. */
 function kindProblem(path: string): string | null {
   const st = lstatSync(path, { throwIfNoEntry: false });
   if (!st || st.isFile() || st.isDirectory()) return null;
@@ -43,10 +40,8 @@ function kindProblem(path: string): string | null {
 }
 
 /**
- * Refuses an object folder holding anything but regular files and folders: a FIFO (at `info/alternates`, a pack, a
- * loose object) blocks the git that opens it, a device never ends, a link leads elsewhere. Checked before any git
- * runs; the run container has ended by then, so nothing changes the folder meanwhile. Alternates it names are
- * checked the same way, and must stay inside the workspace.
+ * Refuses, before any git runs, an object folder (or an alternate it names, which must be inside the workspace)
+ * holding anything but regular files and folders: a FIFO blocks the git that opens it, a device never ends.
  */
 function refuseSpecialFiles(objects: string, root: string, depth = 0): void {
   const pending = [objects];
@@ -75,6 +70,7 @@ function refuseSpecialFiles(objects: string, root: string, depth = 0): void {
     refuseSpecialFiles(dir, root, depth + 1);
   }
 }
+
 /** The workspace's object folder, refused when it (or .git) leads outside the workspace through a symbolic link. */
 function objectsDirOf(workspace: string): string {
   const gitDir = join(workspace, '.git');
@@ -96,23 +92,19 @@ function bare(path: string, run: GitRun): (args: string[]) => string {
 }
 
 /**
- * Copies base..head (and base's tree) from the workspace into `scratch`/clean.git, hash-checked, and diffs them there
- * (submodule moves included: the branch pushed carries them); `originUrl` becomes that repository's origin.
- * Throws UnverifiableError when head or base is missing, was tampered with, or head does not descend from base, when
- * the workspace's objects hold a special file, or when a git does not finish in time.
+ * Copies base..head from the workspace into `scratch`/clean.git, hash-checked, and diffs them there; `originUrl`
+ * becomes its origin. Throws UnverifiableError for anything that leaves the run's commits unestablished.
  */
 export function verifyCommits(
   workspace: string, scratch: string, base: string, head: string, branch: string, originUrl: string | null = null,
   run: GitRun = signerGit(),
 ): VerifiedCommits {
   if (!COMMIT_ID.test(base) || !COMMIT_ID.test(head)) throw new UnverifiableError('The run reported no head commit');
-  // Before any git: a FIFO or device in the objects would hang or flood the first git that opens it.
   const objects = objectsDirOf(workspace);
   try {
     return copyAndDiff(objects, scratch, base, head, branch, originUrl, run);
   } catch (err) {
     if (err instanceof UnverifiableError) throw err;
-    // Any other git failure, a time limit among them: what the run made cannot be established.
     throw new UnverifiableError(`The signer's git failed: ${errorMessage(err)}`);
   }
 }
