@@ -58,7 +58,7 @@ export interface RunnerCredential {
 
 /**
  * The server's own token (answers undefined) or, on a route runners may call, a runner token (answers its source).
- * Every runner token is compared, whatever matched before.
+ * Every runner token is compared, in constant time each, whatever matched before.
  */
 export function checkBearer(
   req: IncomingMessage,

@@ -1,5 +1,5 @@
 // One error type for both servers, and the one table from the wire's error codes to HTTP statuses (DESIGN §4): a
-// handler throws HttpError(code, message), never a status.
+// handler throws HttpError(code, message), never a status. The codes are the wire's, not src/errors.ts's.
 
 import { isSvcError, type SvcErrorCode } from '../errors.ts';
 

@@ -1,5 +1,5 @@
 // Serves only the files found under the static root at boot: no path from a request ever reaches the filesystem.
-import { readdirSync, readFileSync, type Dirent } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, extname, relative, sep } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Reply } from './respond.ts';
@@ -44,22 +44,27 @@ export type StaticFiles = ReturnType<typeof createStaticFiles>;
 
 type StaticFile = { body: Buffer; type: string; etag: string };
 
+// By hand: readdirSync's own recursion follows symlinked folders, and one unreadable entry would lose them all.
+function walk(root: string, dir: string, out: Map<string, StaticFile>): void {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.name.startsWith('.')) continue;
+    const full = join(dir, entry.name);
+    const type = contentTypeOf(entry.name);
+    if (entry.isDirectory()) walk(root, full, out);
+    else if (entry.isFile() && type) {
+      const body = readFileSync(full);
+      const etag = `"${createHash('sha256').update(body).digest('hex').slice(0, 32)}"`;
+      out.set(`/${relative(root, full).split(sep).join('/')}`, { body, type, etag });
+    }
+  }
+}
+
 export function createStaticFiles(root: string) {
   const files = new Map<string, StaticFile>();
-  let entries: Dirent[] = [];
   try {
-    entries = readdirSync(root, { recursive: true, withFileTypes: true });
+    if (statSync(root).isDirectory()) walk(root, root, files);
   } catch {
     // No static folder: the API still works; the UI answers 404.
-  }
-  for (const entry of entries) {
-    const full = join(entry.parentPath, entry.name);
-    const parts = relative(root, full).split(sep);
-    const type = contentTypeOf(entry.name);
-    if (!entry.isFile() || !type || parts.some((part) => part.startsWith('.'))) continue;
-    const body = readFileSync(full);
-    const etag = `"${createHash('sha256').update(body).digest('hex').slice(0, 32)}"`;
-    files.set(`/${parts.join('/')}`, { body, type, etag });
   }
   return {
     /** Reply for a URL path, or null when no such file was found at boot. */

@@ -1,4 +1,4 @@
-// The agent sandbox's system-call filter (DESIGN §7a; docs/engine.md gives each refused call's reason): a classic-BPF
+// The agent sandbox's system-call filter (DESIGN §7a; each refused group's reason is beside it): a classic-BPF
 // program built from REFUSED_SYSCALLS. Only the host's own ABI passes (a call through another table could dodge the
 // list: ENOSYS); each listed number goes to its rule, everything else is allowed.
 import { openSync, writeSync } from 'node:fs';
@@ -19,7 +19,8 @@ const CLONE_NEWTIME = 0x00000080;
 
 /** Numbers per architecture: x86_64's table and aarch64's generic one. */
 export const REFUSED_SYSCALLS: ReadonlyArray<{ name: string; x86_64: number; aarch64: number; rule: SyscallRule }> = [
-  // The kernel keyring, io_uring, hardware counters, userfaultfd and bpf: kernel attack surface no agent needs.
+  // Kernel attack surface no agent needs: the keyring (shared outside the namespaces), io_uring (bypasses per-call
+  // filtering; libuv falls back), hardware counters, userfaultfd (stalls the kernel mid-copy to win races), bpf.
   { name: 'keyctl', x86_64: 250, aarch64: 219, rule: 'eperm' },
   { name: 'add_key', x86_64: 248, aarch64: 217, rule: 'eperm' },
   { name: 'request_key', x86_64: 249, aarch64: 218, rule: 'eperm' },
