@@ -15,11 +15,11 @@ import { settingOr } from '../settings-registry.ts';
 import {
   git, headSha, currentBranch, excludeEngineFolders, gitCommonDir, snapshotTree, workingChanges,
 } from './git.ts';
-import { localRuns } from './local-runs.ts';
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
-import { writeState, readState, type RunState, type WorkerMode } from './run-state.ts';
-import { openEventLog } from './events-log.ts';
+import {
+  localRuns, openEventLog, readState, writeState, type RunState, type WorkerMode,
+} from './run-state.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import type { PushTarget } from './git-push.ts';

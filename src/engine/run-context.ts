@@ -1,8 +1,7 @@
 // The worker's handle on one run: state rewrites, events, artifacts, stop requests and shipping, in one place.
 import { join, dirname, basename } from 'node:path';
 import { createHash } from 'node:crypto';
-import { openEventLog } from './events-log.ts';
-import { readState, writeState, type RunState } from './run-state.ts';
+import { openEventLog, readState, writeState, type RunState } from './run-state.ts';
 import type { RunStatus } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
 import { terminateGroup, type ProcIdentity } from './proc-group.ts';

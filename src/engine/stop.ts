@@ -2,9 +2,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync } from 'node:fs';
 import { runDir } from './paths.ts';
-import { tryReadState, writeState, type RunState } from './run-state.ts';
+import { openEventLog, tryReadState, writeState, type RunState } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
-import { openEventLog } from './events-log.ts';
 import { isChildOf, isWorkerOf, signalGroup, terminateGroup, waitGroupGone } from './proc-group.ts';
 import { STOP_GRACE_MS } from './run-context.ts';
 
