@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { repoName } from './git.ts';
 import { localRuns, openEventLog, writeState, type Found, type RunState } from './run-state.ts';
 import { runDir } from './paths.ts';
-import { markPending } from './ship-loop.ts';
+import { markPending } from './shipper.ts';
 import { writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
 import { TERMINAL } from '../run-json.ts';
