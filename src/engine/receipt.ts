@@ -1,15 +1,56 @@
-// The Evidence Receipt (DESIGN §6), and the evidence a Kubernetes pod's run container leaves for its signer.
+// The Evidence Receipt (DESIGN §6) with the verdict its checks give, and the evidence a Kubernetes pod's run container
+// leaves for its signer.
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
 import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
 import type { CostFigures, MeteredCost, RunFailure, RunJson, Verdict } from '../run-json.ts';
-import type { CheckResult } from './checks.ts';
 import type { EgressDenial, EgressHost } from '../gate/evidence.ts';
 import { RefusedError } from '../errors.ts';
 import { obj, str, tryParseJson } from '../untrusted.ts';
 import { fence } from './text.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';
+
+export interface CheckResult {
+  name: string;
+  argv: string[];
+  required: boolean;
+  exit_code: number | null;
+  duration_ms: number;
+  output_sha256: string;
+  artifact: string;
+}
+
+type CheckOutcome = Pick<CheckResult, 'name' | 'required' | 'exit_code'>;
+
+/** The first required check that failed, or null (its name is kept as RunState.failed_check, never parsed). */
+export function failedRequiredCheck<C extends CheckOutcome>(checks: readonly C[]): C | null {
+  return checks.find((c) => c.required && c.exit_code !== 0) ?? null;
+}
+
+/** The run's error when a required check failed: for people to read, never to be parsed. */
+export function requiredCheckError(check: CheckOutcome): string {
+  return `Required check "${check.name}" failed (exit ${check.exit_code})`;
+}
+
+/** The verdict from the check results, the diff and whether the run itself failed; gaps say what was missing. */
+export function decideVerdict(
+  input: { checks: CheckResult[]; diffFiles: number; runFailed: boolean },
+): { verdict: Verdict; gaps: string[] } {
+  const requiredFailed = input.checks.filter((c) => c.required && c.exit_code !== 0);
+  if (input.runFailed || requiredFailed.length > 0) {
+    const gaps = requiredFailed.map((c) => `required check "${c.name}" failed`);
+    if (input.runFailed) gaps.unshift('the run failed');
+    if (input.diffFiles === 0) gaps.push('the diff is empty');
+    return { verdict: 'not_verified', gaps };
+  }
+  const gaps: string[] = [];
+  if (!input.checks.some((c) => c.required)) gaps.push('no required checks configured');
+  for (const c of input.checks) if (!c.required && c.exit_code !== 0) gaps.push(`optional check "${c.name}" failed`);
+  if (input.diffFiles === 0) gaps.push('the diff is empty');
+  return { verdict: gaps.length === 0 ? 'verified' : 'verified_with_gaps', gaps };
+}
+
 
 export interface ReceiptBody {
   type: typeof RECEIPT_TYPE;
