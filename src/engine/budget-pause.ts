@@ -12,10 +12,8 @@ import { signsLater } from './receipt.ts';
 /** How often the running provider, its question and its answer are looked at. */
 export const POLL_MS = 150;
 
-/**
- * One invocation's budget: its `usage` since the run's totals `before`; the budget `reached` while asked; the stop
- * message once the answer was no raise (`overBudget`); the run's `deadline`, which ends an unanswered question.
- */
+/** One invocation's budget: its `usage` since the run's totals `before`; the budget `reached` while asked; the stop
+ * message once the answer was no raise (`overBudget`); the run's `deadline`, which ends an unanswered question. */
 export interface BudgetWatch {
   before: Usage; usage: Usage; budgetAsked: boolean; reached: Reached | null; overBudget: string | null;
   deadline: number;
@@ -39,10 +37,8 @@ export function block(ctx: RunContext, question: string): void {
   ctx.setStatus('blocked', { question });
 }
 
-/**
- * The budget the run has reached, if any (docs/gate.md "Budgets"): the metering gate's own check (metered cost, daily
- * caps), else max_usd against what the agent reports (kept in state.json first, so the run's cost is current).
- */
+/** The budget the run has reached, if any (docs/gate.md "Budgets"): the metering gate's own check (metered cost, daily
+ * caps), else max_usd against what the agent reports (kept in state.json first, so the run's cost is current). */
 function budgetNow(ctx: RunContext, a: BudgetWatch, gate: RunGate | null): Reached | null {
   const reported = addUsage(a.before, a.usage);
   const was = ctx.state.reported;
@@ -67,11 +63,9 @@ function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): str
 /** answerBudget's result for a raise of a daily cap that was not the operator's: the run asked again. */
 const ASKED_AGAIN = Symbol('asked again');
 
-/**
- * The one rule for an answer to the budget question, wherever the run waits (provider paused, or exited): an amount
+/** The one rule for an answer to the budget question, wherever the run waits (provider paused, or exited): an amount
  * raises the budget reached to it, "yes" by another max_usd (else by the budget itself), and returns null — a daily
- * cap only by an operator's answer, else the run asks again; anything else returns the run's error.
- */
+ * cap only by an operator's answer, else the run asks again; anything else returns the run's error. */
 function answerBudget(
   ctx: RunContext, answer: Answer, maxUsd: number | null, r: Reached,
 ): string | null | typeof ASKED_AGAIN {

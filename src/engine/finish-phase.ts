@@ -9,8 +9,8 @@ import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import {
-  decideVerdict, failedRequiredCheck, requiredCheckError, issueReceipt, confinedNetwork, evidenceOf, signsLater,
-  EVIDENCE_ARTIFACT, RECEIPT_TYPE, UNCONFINED, receiptBlock, receiptCost, verifyReceipt, keyRingOf, type CheckResult,
+  decideVerdict, failedRequiredCheck, requiredCheckError, issueReceipt, confinedNetwork, reportedChecks, signsLater,
+  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptBlock, receiptCost, verifyReceipt, keyRingOf, type CheckResult,
   type Receipt, type EvidenceClass, type RunEvidence,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
@@ -75,7 +75,8 @@ function leaveEvidence(
   ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null,
   checks: CheckResult[], failureClass: EvidenceClass | null,
 ): void {
-  const evidence = evidenceOf(ctx.state.run, outcome, error, exitCode, checks, failureClass);
+  const evidence: RunEvidence = { type: EVIDENCE_TYPE, version: 1, run: ctx.state.run, outcome, error,
+    failure_class: failureClass, exit_code: exitCode, checks: reportedChecks(checks) };
   ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidence, null, 2) + '\n');
   ctx.event('evidence', { outcome, checks: checks.length });
   ctx.say('evidence written: the signer container issues the receipt');
@@ -132,7 +133,7 @@ function writeReceipt(
     type: RECEIPT_TYPE, version: 1, source, run, group_id, repo, branch, base_sha, head_sha,
     ...followsOf(state),
     spec_sha256: createHash('sha256').update(readFileSync(join(ctx.dir, 'spec.md'))).digest('hex'), provider,
-    checks: checks.map(({ artifact: _artifact, ...recorded }) => recorded),
+    checks: reportedChecks(checks),
     diff: {
       files: diff.files.length, insertions: diff.insertions, deletions: diff.deletions,
       patch_sha256: diff.patch_sha256, paths: diff.files.map((f) => f.path),

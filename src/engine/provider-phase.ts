@@ -44,10 +44,8 @@ export type ProviderOutcome =
 // The question file is in a folder the agent writes: it may be a symbolic link to a secret, a FIFO or huge.
 const QUESTION_CAP = 64 * 1024;
 
-/**
- * The question the provider wrote, taken (the file is removed), or null. While it runs, an empty file is one a shell's
- * `>` created and has not yet written: left for the next look; once it exited, a question without words.
- */
+/** The question the provider wrote, taken (the file is removed), or null. While it runs, an empty file is one a shell's
+ * `>` created and has not yet written: left for the next look; once it exited, a question without words. */
 function readQuestion(path: string, running: boolean): string | null {
   if (!existsSync(path)) return null;
   const text = readAgentFile(path, QUESTION_CAP) ?? '';

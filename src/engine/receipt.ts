@@ -8,6 +8,7 @@ import type { EgressDenial, EgressHost } from '../gate/evidence.ts';
 import { RefusedError } from '../errors.ts';
 import { obj, str, tryParseJson } from '../untrusted.ts';
 import { fence } from './text.ts';
+import type { RunState } from './run-state.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';
 
@@ -52,27 +53,17 @@ export function decideVerdict(
 }
 
 
-export interface ReceiptBody {
+export interface ReceiptBody extends Pick<RunState, 'source' | 'run' | 'group_id' | 'repo' | 'branch' | 'base_sha' |
+  'head_sha' | 'spec_sha256' | 'provider' | 'started_at' | 'ended_at'> {
   type: typeof RECEIPT_TYPE;
   version: 1;
-  source: string;
-  run: string;
-  group_id: string;
-  repo: string;
-  branch: string | null;
   /** A follow-up's: the PR branch it pushed to, the run before it there and that receipt's integrity (a chain). */
   follows?: { branch: string; source: string | null; run: string | null; receipt: string | null };
-  base_sha: string | null;
-  head_sha: string | null;
-  spec_sha256: string;
-  provider: string;
   checks: ReportedCheck[];
   diff: { files: number; insertions: number; deletions: number; patch_sha256: string; paths: string[] };
   cost: ReceiptCost;
   verdict: Verdict;
   gaps: string[];
-  started_at: string;
-  ended_at: string | null;
   issued_at: string;
   /** A pod signer's receipt: the fields it established, and those the run container reported (docs/deploy.md). */
   attestation?: { by: 'pod-signer'; verified: string[]; reported: string[] };
@@ -144,7 +135,6 @@ export interface Receipt extends ReceiptBody {
   signature: string;
 }
 
-/** sha256 over the canonical JSON of the receipt without `integrity` and `signature`. */
 function receiptDigest(receipt: Record<string, unknown>): Buffer {
   const { integrity: _i, signature: _s, ...rest } = receipt;
   return createHash('sha256').update(canonicalJson(rest)).digest();
@@ -163,10 +153,8 @@ export interface ReceiptCheck {
   receipt: Receipt | null;
 }
 
-export type KeyRing = Map<string, KeyObject>;
-
-export function keyRingOf(pems: string[]): KeyRing {
-  const ring: KeyRing = new Map();
+export function keyRingOf(pems: string[]): Map<string, KeyObject> {
+  const ring = new Map<string, KeyObject>();
   for (const pem of pems) {
     const key = createPublicKey(pem);
     ring.set(keyIdOf(key), key);
@@ -178,7 +166,7 @@ function rejected(problem: NonNullable<ReceiptCheck['problem']>, message: string
   return { ok: false, problem, message, receipt: null };
 }
 
-export function verifyReceipt(value: unknown, ring: KeyRing): ReceiptCheck {
+export function verifyReceipt(value: unknown, ring: Map<string, KeyObject>): ReceiptCheck {
   const r = value as Partial<Receipt> | null;
   if (
     typeof r !== 'object' || r === null || r.type !== RECEIPT_TYPE ||
@@ -212,7 +200,6 @@ export function receiptBlock(receipt: Receipt): string[] {
   ];
 }
 
-/** Pulls the receipt JSON out of a PR body (the fenced block after the "svc-receipt" marker). */
 export function receiptFromMarkdown(text: string): unknown {
   const m = /<!-- svc-receipt -->\s*```+json\n([\s\S]*?)\n```+/.exec(text);
   return m ? tryParseJson(m[1]!) ?? null : null;
@@ -232,6 +219,10 @@ export function signsLater(env: NodeJS.ProcessEnv): boolean {
 /** A check as a receipt or the evidence records it: its log artifact's name left out. */
 export type ReportedCheck = Omit<CheckResult, 'artifact'>;
 
+export function reportedChecks(checks: CheckResult[]): ReportedCheck[] {
+  return checks.map(({ artifact: _artifact, ...reported }) => reported);
+}
+
 export interface RunEvidence {
   type: typeof EVIDENCE_TYPE;
   version: 1;
@@ -249,16 +240,6 @@ export interface RunEvidence {
 /** The failure classes a run container decides (the signer establishes the rest itself). */
 const EVIDENCE_CLASSES = ['agent', 'config', 'limit'] as const;
 export type EvidenceClass = (typeof EVIDENCE_CLASSES)[number];
-
-export function evidenceOf(
-  run: string, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null, checks: CheckResult[],
-  failureClass: EvidenceClass | null,
-): RunEvidence {
-  return {
-    type: EVIDENCE_TYPE, version: 1, run, outcome, error, failure_class: failureClass, exit_code: exitCode,
-    checks: checks.map(({ artifact: _artifact, ...reported }) => reported),
-  };
-}
 
 export class EvidenceError extends RefusedError {}
 
