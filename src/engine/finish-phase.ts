@@ -10,8 +10,8 @@ import { readPlan, type RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import {
   decideVerdict, failedRequiredCheck, requiredCheckError, issueReceipt, confinedNetwork, reportedChecks, signsLater,
-  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptBlock, receiptCost, verifyReceipt, keyRingOf, type CheckResult,
-  type Receipt, type EvidenceClass, type RunEvidence,
+  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptBlock, receiptCost, verifyReceipt, keyRingOf,
+  type CheckResult, type Receipt, type EvidenceClass, type RunEvidence,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';

@@ -315,7 +315,8 @@ function resolveNamed(name: string, config: EngineConfig, pathVar: string | unde
     const [bin, ...rest] = configured.command;
     const path = which(bin!, pathVar);
     if (!path) {
-      throw new ProviderMissingError(`Provider "${name}" runs "${bin}", which was not found on PATH (${pathVar ?? ''})`);
+      const where = pathVar ?? '';
+      throw new ProviderMissingError(`Provider "${name}" runs "${bin}", which was not found on PATH (${where})`);
     }
     return {
       name, kind: 'command', argv: [path, ...rest], stdinPrompt: true, writable: configured.writable ?? [],
