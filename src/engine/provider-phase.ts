@@ -167,15 +167,6 @@ function limitBeforeAttempt(name: string, a: Attempt, limits: RunLimits): Provid
   return null;
 }
 
-function noteInvocation(ctx: RunContext, provider: ResolvedProvider, inv: Invocation, number: number): void {
-  const how = inv.way === 'session' ? `, resuming its session ${inv.id}`
-    : inv.way === 'summary' ? `, a fresh session with the earlier conversation summarised: ${inv.why}` : '';
-  // provider, attempt and resumed as fields too, so the run page's timeline never parses the text.
-  const resumed = inv.way === 'fresh' ? {} : { resumed: inv.way };
-  ctx.note(`provider ${provider.name} started (attempt ${number}${how})`,
-    { provider: provider.name, attempt: number, ...resumed });
-}
-
 /** Starts one invocation in the sandbox, the prompt in $SVC_TASK_FILE and the question and answer files reset first. */
 function startAttempt(
   ctx: RunContext, { provider, policy: { limits } }: RunPlan, opts: { notes: string[]; sandbox: RunSandbox },
@@ -197,7 +188,11 @@ function startAttempt(
   const parse = adapter.usage();
   const readSession = adapter.session();
   const readLogin = adapter.notLoggedIn?.said;
-  noteInvocation(ctx, provider, inv, a.number);
+  const how = inv.way === 'session' ? `, resuming its session ${inv.id}`
+    : inv.way === 'summary' ? `, a fresh session with the earlier conversation summarised: ${inv.why}` : '';
+  // provider, attempt and resumed as fields too, so the run page's timeline never parses the text.
+  ctx.note(`provider ${provider.name} started (attempt ${a.number}${how})`,
+    { provider: provider.name, attempt: a.number, ...inv.way === 'fresh' ? {} : { resumed: inv.way } });
   recordInvocation(ctx, provider, inv);
   const proc = spawnGroup(argv, {
     cwd: ctx.state.workdir, env: ctx.env, extra,
