@@ -253,7 +253,7 @@ function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Recei
 
 /** `svc start --open-pr`: the PR under the run's plan with its receipt as signed (nothing re-run), or a typed error. */
 export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: string) => void): Promise<RunState> {
-  const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
+  const ctx = openRunContext(dir, env, { say });
   try {
     const plan = readPlan(dir);
     const refusal = prLaterRefusal(ctx.state);

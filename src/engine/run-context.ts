@@ -11,13 +11,15 @@ import { isChildOf, isWorkerOf, signalGroup, terminateGroup, waitGroupGone, type
 import { createShipLoop, createShipper, type ControlItem } from './shipper.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { plainSubdir, writeNoFollow } from './safe-fs.ts';
+import { setting } from '../settings-registry.ts';
 
 const STOP_GRACE_MS = 5_000;
 
 export type RunContext = ReturnType<typeof openRunContext>;
 
+/** `ship`: whether the run goes to the Control Plane as it runs; by default unless SVC_SHIP is 0. */
 export function openRunContext(
-  dir: string, env: NodeJS.ProcessEnv, opts: { ship: boolean; say?: (t: string) => void },
+  dir: string, env: NodeJS.ProcessEnv, opts: { ship?: boolean; say?: (t: string) => void },
 ) {
   const state = readState(dir);
   let stopping = false;
@@ -44,7 +46,7 @@ export function openRunContext(
     }
   }
 
-  const shipping = opts.ship
+  const shipping = opts.ship ?? setting(env, 'SVC_SHIP') !== '0'
     ? createShipLoop(createShipper(dir, env, onControl, onSkip), dir, (text) => ctx.say(text))
     : null;
   const markDirty = () => shipping?.changed();
@@ -90,7 +92,6 @@ export function openRunContext(
       if (child) void terminateGroup(child, STOP_GRACE_MS);
     },
     stopRequested: (): boolean => stopping,
-    /** Who asked for the stop, as requestStop was told ('' before any). */
     stoppedBy: (): string => stoppedBy,
     /** The answer waiting for the blocked run, by whichever one channel it came (docs/architecture.md, "Channels"). */
     takeAnswer: (): Answer | null => answers.shift() ?? takeAnswer(env, state.source, state.run, dir),

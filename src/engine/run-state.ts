@@ -69,18 +69,16 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   trace_parent?: string | null;
 }
 
-/** What svc knows of the provider CLI's session (its words are the agent's: untrusted, fenced when quoted). */
+/** What svc knows of the provider CLI's session (docs/engine.md "Resuming the CLI's session"); its words are the
+ * agent's: untrusted, fenced when quoted. */
 export interface ProviderSession {
   /** The provider family the id belongs to: a CLI is only ever handed its own kind's id. */
   kind: string;
   id: string | null;
-  /** How many of the run's answers the session has been given, and the task it has (the run's spec_sha256). */
   answers_given: number;
   spec_sha256?: string | null;
-  /** The provider's own questions so far, and the last thing it said: the summary when the session can't go on. */
   questions: string[];
   last_output: string | null;
-  /** How the agent was invoked again: "session" while every time resumed it, "summary" once one could not. */
   resumed: 'session' | 'summary' | null;
 }
 

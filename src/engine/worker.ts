@@ -91,7 +91,7 @@ async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMod
 export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
 ): Promise<number> {
-  const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
+  const ctx = openRunContext(dir, env, { say });
   // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is gone.
   const onSignal = (signal: NodeJS.Signals) => ctx.requestStop(`a ${signal} to the run's worker`);
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, onSignal);
