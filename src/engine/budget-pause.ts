@@ -52,9 +52,12 @@ function budgetNow(ctx: RunContext, a: BudgetWatch, gate: RunGate | null): Reach
   return reachedBudget({ run: ctx.state.cost_usd ?? 0, repoDay: 0, serverDay: 0 }, limits);
 }
 
+/** What "yes" adds to the budget reached: another max_usd for the run's own, else the budget itself. */
+const stepOf = (r: Reached, maxUsd: number | null): number => (r.kind === 'run' ? maxUsd ?? r.limit : r.limit);
+
 function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): string {
   const how = ctx.state.metered ? 'metered by the gate' : 'as the agent reported';
-  const step = r.kind === 'run' ? maxUsd ?? r.limit : r.limit;
+  const step = stepOf(r, maxUsd);
   return `Budget of $${r.limit.toFixed(2)} reached — raise it to? (${budgetName(r, ctx.state.repo)}; the run has ` +
     `spent $${r.spent.toFixed(2)}, ${how}.) Answer "raise to $${(r.limit + step).toFixed(2)}" or any amount, "yes" ` +
     `for another $${step.toFixed(2)}, anything else to stop.`;
@@ -83,7 +86,7 @@ function answerBudget(
       `$${r.spent.toFixed(2)} and waits for the operator; answer "stop" to end it.`);
     return ASKED_AGAIN;
   }
-  const to = read === 'more' ? r.limit + (r.kind === 'run' ? maxUsd ?? r.limit : r.limit) : read.raiseTo;
+  const to = read === 'more' ? r.limit + stepOf(r, maxUsd) : read.raiseTo;
   const caps = ctx.state.budget_caps ?? {};
   const raised = r.kind === 'run' ? { budget_usd: to }
     : { budget_caps: { ...caps, [r.kind === 'repository-day' ? 'repo_day' : 'server_day']: to } };
