@@ -285,7 +285,6 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
 
 const COMMAND: Adapter = { args: [], stdin: true, usage: () => command, session: () => lastLine };
 
-/** The adapter of a provider of this kind: a built-in's, else a command provider's. */
 export function adapterOf(kind: string): Adapter {
   return isBuiltin(kind) ? BUILTINS[kind] : COMMAND;
 }
