@@ -78,7 +78,8 @@ export async function followUpStart(
       'pushed to the pull request (nothing was started)');
   }
   const base = await pullRequestHead(repo, target, req.branch, env);
-  return { base, followUp: { ...req, previous: req.previous ?? previousOnBranch(repo, req.branch) } };
+  const previous = req.previous ?? previousOnBranch(repo, req.branch);
+  return { base, followUp: { branch: req.branch, pr_url: req.pr_url, previous } };
 }
 
 /** The previous run's CLI session, when it is in this checkout with the same provider; null: a fresh session. */

@@ -52,7 +52,6 @@ export function decideVerdict(
   return { verdict: gaps.length === 0 ? 'verified' : 'verified_with_gaps', gaps };
 }
 
-
 export interface ReceiptBody extends Pick<RunState, 'source' | 'run' | 'group_id' | 'repo' | 'branch' | 'base_sha' |
   'head_sha' | 'spec_sha256' | 'provider' | 'started_at' | 'ended_at'> {
   type: typeof RECEIPT_TYPE;
