@@ -37,7 +37,7 @@ export type ControlItem = IngestResult['control'][number];
 type Shipper = ReturnType<typeof createShipper>;
 
 /** What stopped a flush: nothing answered, the token was refused, or what the Control Plane answered instead. */
-function failureOf(err: unknown, url: string, hasToken: boolean): string {
+function flushFailure(err: unknown, url: string, hasToken: boolean): string {
   if (!(err instanceof ControlApiError)) return `shipping to ${url} failed (${errorMessage(err)})`;
   if (err.status === 0) return `no Control Plane answered at ${url}`;
   if (err.status === 401) {
@@ -213,7 +213,7 @@ export function createShipper(
         failure = null;
         return true;
       } catch (err) {
-        failure = failureOf(err, url, token !== undefined);
+        failure = flushFailure(err, url, token !== undefined);
         return false;
       }
     },
