@@ -4,7 +4,7 @@ import type { RunContext } from './run-context.ts';
 import type { GroupRun } from './spawn-group.ts';
 import { addUsage, type Usage } from './providers.ts';
 import { withCost } from './run-state.ts';
-import { isOperatorAnswer, readBudgetAnswer, type Answer } from './answers.ts';
+import { isOperatorAnswer, type Answer } from './answers.ts';
 import { budgetName, reachedBudget, type Reached } from '../gate/budgets.ts';
 import type { RunGate } from './egress.ts';
 import { signsLater } from './receipt.ts';
@@ -50,6 +50,15 @@ function budgetNow(ctx: RunContext, a: BudgetWatch, gate: RunGate | null): Reach
   if (signsLater(ctx.env) && ctx.env.SVC_GATE_EVIDENCE_URL) return null;
   const limits = { run: ctx.state.budget_usd, repoDay: null, serverDay: null };
   return reachedBudget({ run: ctx.state.cost_usd ?? 0, repoDay: 0, serverDay: 0 }, limits);
+}
+
+/** An answer to the budget question (docs/engine.md "Blocked runs and the budget"): a new budget in dollars ("raise to
+ * $1", "raise it to 2.50", "$5", "5"), "yes" for another step of the same size, or anything else: stop. */
+function readBudgetAnswer(answer: string): { raiseTo: number } | 'more' | 'stop' {
+  const words = /^\s*(?:(?:raise|increase|set)\s+(?:it\s+|the\s+budget\s+)?to\s+)?/.source;
+  const amount = new RegExp(`${words}\\$?\\s*(\\d{1,9}(?:\\.\\d{1,6})?)\\s*\\$?\\s*$`, 'i').exec(answer);
+  if (amount) return { raiseTo: Number(amount[1]) };
+  return /^\s*(y|yes|continue|ok)\b/i.test(answer) ? 'more' : 'stop';
 }
 
 /** What "yes" adds to the budget reached: another max_usd for the run's own, else the budget itself. */
