@@ -6,7 +6,7 @@ import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
 import type { CostFigures, MeteredCost, RunFailure, RunJson, Verdict } from '../run-json.ts';
 import type { EgressDenial, EgressHost } from '../gate/evidence.ts';
 import { RefusedError } from '../errors.ts';
-import { obj, str, tryParseJson } from '../untrusted.ts';
+import { obj, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { fence } from './text.ts';
 import type { RunState } from './run-state.ts';
 
@@ -270,17 +270,16 @@ export function readEvidence(text: string, run: string): RunEvidence {
     throw new EvidenceError('evidence.json is not run evidence (type, version)');
   }
   if (e.run !== run) throw new EvidenceError('evidence.json names another run');
-  if (e.outcome !== 'finished' && e.outcome !== 'over_budget') {
-    throw new EvidenceError('evidence.json has no known outcome');
-  }
+  const outcome = oneOf(e.outcome, ['finished', 'over_budget'] as const);
+  if (!outcome) throw new EvidenceError('evidence.json has no known outcome');
   if (!Array.isArray(e.checks) || e.checks.length > MAX_CHECKS) {
     throw new EvidenceError('evidence.json checks must be a short array');
   }
   const checks = e.checks.map(readCheck);
   if (checks.some((c) => c === null)) throw new EvidenceError('evidence.json holds a malformed check');
   return {
-    type: EVIDENCE_TYPE, version: 1, run, outcome: e.outcome, error: str(e.error)?.slice(0, 2000) ?? null,
-    failure_class: EVIDENCE_CLASSES.find((c) => c === e.failure_class) ?? null,
+    type: EVIDENCE_TYPE, version: 1, run, outcome, error: str(e.error)?.slice(0, 2000) ?? null,
+    failure_class: oneOf(e.failure_class, EVIDENCE_CLASSES),
     exit_code: intOrNull(e.exit_code), checks: checks as ReportedCheck[],
   };
 }
