@@ -1,5 +1,5 @@
 // Fan-in (DESIGN §7): 100 runners shipping to one Control Plane while 20 SSE subscribers watch /v1/stream. Each runner
-// is one keep-alive connection shipping one run the way src/engine/shipper.ts and ship-loop.ts do: every 200 ms (or
+// is one keep-alive connection shipping one run the way src/engine/shipper.ts does: every 200 ms (or
 // once its last batch was accepted, when that took longer) a POST /v1/ingest with the run's JSON and the events its
 // run wrote since, at most 500. Every event carries its send time, so the subscribers measure the lag from a runner's
 // send to their screen; the DB's event count says what they all should have received.

@@ -1,9 +1,9 @@
 // Before a command that talks to the Control Plane: the project's runs it has not heard the end of are sent first
-// (src/engine/ship-loop.ts), so `svc runs show` finds a run made while no Control Plane ran.
+// (src/engine/shipper.ts), so `svc runs show` finds a run made while no Control Plane ran.
 import { lstatSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { CliIo } from './io.ts';
-import { pendingRuns, shipRuns } from '../engine/ship-loop.ts';
+import { pendingRuns, shipRuns } from '../engine/shipper.ts';
 
 /** The nearest folder from `cwd` up whose `.svc/ship-pending` lists a run; null when there is none. */
 function projectWithPending(cwd: string): string | null {

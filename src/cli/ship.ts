@@ -1,11 +1,11 @@
-// `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes (ship-loop.ts).
+// `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes (shipper.ts).
 import { readdirSync, lstatSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
 import { FailedError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
-import { shipRuns } from '../engine/ship-loop.ts';
+import { shipRuns } from '../engine/shipper.ts';
 import { isValidSegment } from '../engine/ids.ts';
 
 export const HELP = `Usage: svc ship [--repo DIR] [--all]

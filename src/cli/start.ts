@@ -7,7 +7,7 @@ import { readPlan, type RunPlan } from '../engine/run-plan.ts';
 import { followUpRequest } from '../engine/follow-up.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openPrLater } from '../engine/finish-phase.ts';
-import { stopLocalRun } from '../engine/stop.ts';
+import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { failureOf, readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
 import { TERMINAL } from '../run-json.ts';

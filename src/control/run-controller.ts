@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
 import type { Logger } from '../log.ts';
-import { stopLocalRun } from '../engine/stop.ts';
+import { stopLocalRun } from '../engine/run-context.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { TERMINAL, readFailure, runFailure, type RunFailure } from '../run-json.ts';
 import { failureColumns } from '../db/runs-store.ts';

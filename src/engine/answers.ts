@@ -55,14 +55,3 @@ export function answerOf(text: string, by: unknown): Answer {
   const who = typeof by === 'string' && by !== '' ? by.slice(0, 300) : 'unknown';
   return { text: text.slice(0, MAX_ANSWER_BYTES), by: who };
 }
-
-/**
- * An answer to the budget question (docs/engine.md "Blocked runs and the budget"): a new budget in dollars ("raise to
- * $1", "raise it to 2.50", "$5", "5"), "yes" for another step of the same size, or anything else: stop.
- */
-export function readBudgetAnswer(answer: string): { raiseTo: number } | 'more' | 'stop' {
-  const words = /^\s*(?:(?:raise|increase|set)\s+(?:it\s+|the\s+budget\s+)?to\s+)?/.source;
-  const amount = new RegExp(`${words}\\$?\\s*(\\d{1,9}(?:\\.\\d{1,6})?)\\s*\\$?\\s*$`, 'i').exec(answer);
-  if (amount) return { raiseTo: Number(amount[1]) };
-  return /^\s*(y|yes|continue|ok)\b/i.test(answer) ? 'more' : 'stop';
-}

@@ -4,7 +4,7 @@ import type { RunContext } from './run-context.ts';
 import type { GroupRun } from './spawn-group.ts';
 import { addUsage, type Usage } from './providers.ts';
 import { withCost } from './run-state.ts';
-import { isOperatorAnswer, readBudgetAnswer, type Answer } from './answers.ts';
+import { isOperatorAnswer, type Answer } from './answers.ts';
 import { budgetName, reachedBudget, type Reached } from '../gate/budgets.ts';
 import type { RunGate } from './egress.ts';
 import { signsLater } from './receipt.ts';
@@ -12,10 +12,8 @@ import { signsLater } from './receipt.ts';
 /** How often the running provider, its question and its answer are looked at. */
 export const POLL_MS = 150;
 
-/**
- * One invocation's budget: its `usage` since the run's totals `before`; the budget `reached` while asked; the stop
- * message once the answer was no raise (`overBudget`); the run's `deadline`, which ends an unanswered question.
- */
+/** One invocation's budget: its `usage` since the run's totals `before`; the budget `reached` while asked; the stop
+ * message once the answer was no raise (`overBudget`); the run's `deadline`, which ends an unanswered question. */
 export interface BudgetWatch {
   before: Usage; usage: Usage; budgetAsked: boolean; reached: Reached | null; overBudget: string | null;
   deadline: number;
@@ -39,10 +37,8 @@ export function block(ctx: RunContext, question: string): void {
   ctx.setStatus('blocked', { question });
 }
 
-/**
- * The budget the run has reached, if any (docs/gate.md "Budgets"): the metering gate's own check (metered cost, daily
- * caps), else max_usd against what the agent reports (kept in state.json first, so the run's cost is current).
- */
+/** The budget the run has reached, if any (docs/gate.md "Budgets"): the metering gate's own check (metered cost, daily
+ * caps), else max_usd against what the agent reports (kept in state.json first, so the run's cost is current). */
 function budgetNow(ctx: RunContext, a: BudgetWatch, gate: RunGate | null): Reached | null {
   const reported = addUsage(a.before, a.usage);
   const was = ctx.state.reported;
@@ -56,9 +52,21 @@ function budgetNow(ctx: RunContext, a: BudgetWatch, gate: RunGate | null): Reach
   return reachedBudget({ run: ctx.state.cost_usd ?? 0, repoDay: 0, serverDay: 0 }, limits);
 }
 
+/** An answer to the budget question (docs/engine.md "Blocked runs and the budget"): a new budget in dollars ("raise to
+ * $1", "raise it to 2.50", "$5", "5"), "yes" for another step of the same size, or anything else: stop. */
+function readBudgetAnswer(answer: string): { raiseTo: number } | 'more' | 'stop' {
+  const words = /^\s*(?:(?:raise|increase|set)\s+(?:it\s+|the\s+budget\s+)?to\s+)?/.source;
+  const amount = new RegExp(`${words}\\$?\\s*(\\d{1,9}(?:\\.\\d{1,6})?)\\s*\\$?\\s*$`, 'i').exec(answer);
+  if (amount) return { raiseTo: Number(amount[1]) };
+  return /^\s*(y|yes|continue|ok)\b/i.test(answer) ? 'more' : 'stop';
+}
+
+/** What "yes" adds to the budget reached: another max_usd for the run's own, else the budget itself. */
+const stepOf = (r: Reached, maxUsd: number | null): number => (r.kind === 'run' ? maxUsd ?? r.limit : r.limit);
+
 function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): string {
   const how = ctx.state.metered ? 'metered by the gate' : 'as the agent reported';
-  const step = r.kind === 'run' ? maxUsd ?? r.limit : r.limit;
+  const step = stepOf(r, maxUsd);
   return `Budget of $${r.limit.toFixed(2)} reached — raise it to? (${budgetName(r, ctx.state.repo)}; the run has ` +
     `spent $${r.spent.toFixed(2)}, ${how}.) Answer "raise to $${(r.limit + step).toFixed(2)}" or any amount, "yes" ` +
     `for another $${step.toFixed(2)}, anything else to stop.`;
@@ -67,11 +75,9 @@ function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): str
 /** answerBudget's result for a raise of a daily cap that was not the operator's: the run asked again. */
 const ASKED_AGAIN = Symbol('asked again');
 
-/**
- * The one rule for an answer to the budget question, wherever the run waits (provider paused, or exited): an amount
+/** The one rule for an answer to the budget question, wherever the run waits (provider paused, or exited): an amount
  * raises the budget reached to it, "yes" by another max_usd (else by the budget itself), and returns null — a daily
- * cap only by an operator's answer, else the run asks again; anything else returns the run's error.
- */
+ * cap only by an operator's answer, else the run asks again; anything else returns the run's error. */
 function answerBudget(
   ctx: RunContext, answer: Answer, maxUsd: number | null, r: Reached,
 ): string | null | typeof ASKED_AGAIN {
@@ -89,7 +95,7 @@ function answerBudget(
       `$${r.spent.toFixed(2)} and waits for the operator; answer "stop" to end it.`);
     return ASKED_AGAIN;
   }
-  const to = read === 'more' ? r.limit + (r.kind === 'run' ? maxUsd ?? r.limit : r.limit) : read.raiseTo;
+  const to = read === 'more' ? r.limit + stepOf(r, maxUsd) : read.raiseTo;
   const caps = ctx.state.budget_caps ?? {};
   const raised = r.kind === 'run' ? { budget_usd: to }
     : { budget_caps: { ...caps, [r.kind === 'repository-day' ? 'repo_day' : 'server_day']: to } };

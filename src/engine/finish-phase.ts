@@ -1,16 +1,17 @@
-// After the provider: diff, checks, verdict, receipt, PR and status; also `--verify` and `--open-pr`.
+// After the provider: diff, checks (argv arrays, never a shell, in the agent's sandbox), verdict, receipt, PR and
+// status; also `--verify` and `--open-pr`.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { openRunContext, type RunContext } from './run-context.ts';
-import { verdictAccepted } from './policy.ts';
+import { verdictAccepted, type Policy } from './policy.ts';
 import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
-import { decideVerdict, failedRequiredCheck, requiredCheckError, runChecks, type CheckResult } from './checks.ts';
 import {
-  issueReceipt, confinedNetwork, evidenceOf, signsLater, EVIDENCE_ARTIFACT, RECEIPT_TYPE, UNCONFINED, type Receipt,
-  type EvidenceClass, type RunEvidence, receiptBlock, receiptCost, verifyReceipt, keyRingOf,
+  decideVerdict, failedRequiredCheck, requiredCheckError, issueReceipt, confinedNetwork, reportedChecks, signsLater,
+  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptBlock, receiptCost, verifyReceipt, keyRingOf,
+  type CheckResult, type Receipt, type EvidenceClass, type RunEvidence,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -20,7 +21,8 @@ import { runFailure, type RunFailure } from '../run-json.ts';
 import { fence } from './text.ts';
 import { artifactsDir } from './paths.ts';
 import type { RunState } from './run-state.ts';
-import { postAgentGit, type RunSandbox } from './sandbox.ts';
+import { agentSandbox, postAgentGit, type RunSandbox } from './sandbox.ts';
+import { spawnGroup } from './spawn-group.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
 import { inSpan } from '../trace.ts';
 
@@ -73,7 +75,8 @@ function leaveEvidence(
   ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null,
   checks: CheckResult[], failureClass: EvidenceClass | null,
 ): void {
-  const evidence = evidenceOf(ctx.state.run, outcome, error, exitCode, checks, failureClass);
+  const evidence: RunEvidence = { type: EVIDENCE_TYPE, version: 1, run: ctx.state.run, outcome, error,
+    failure_class: failureClass, exit_code: exitCode, checks: reportedChecks(checks) };
   ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidence, null, 2) + '\n');
   ctx.event('evidence', { outcome, checks: checks.length });
   ctx.say('evidence written: the signer container issues the receipt');
@@ -130,7 +133,7 @@ function writeReceipt(
     type: RECEIPT_TYPE, version: 1, source, run, group_id, repo, branch, base_sha, head_sha,
     ...followsOf(state),
     spec_sha256: createHash('sha256').update(readFileSync(join(ctx.dir, 'spec.md'))).digest('hex'), provider,
-    checks: checks.map(({ artifact: _artifact, ...recorded }) => recorded),
+    checks: reportedChecks(checks),
     diff: {
       files: diff.files.length, insertions: diff.insertions, deletions: diff.deletions,
       patch_sha256: diff.patch_sha256, paths: diff.files.map((f) => f.path),
@@ -250,7 +253,7 @@ function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Recei
 
 /** `svc start --open-pr`: the PR under the run's plan with its receipt as signed (nothing re-run), or a typed error. */
 export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: string) => void): Promise<RunState> {
-  const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
+  const ctx = openRunContext(dir, env, { say });
   try {
     const plan = readPlan(dir);
     const refusal = prLaterRefusal(ctx.state);
@@ -270,4 +273,40 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
   } finally {
     await ctx.close();
   }
+}
+
+const CHECK_OUTPUT_CAP = 256 * 1024;
+
+/** The checks, one after another in the run's working tree, each in a process group a stop can reach. */
+export async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSandbox): Promise<CheckResult[]> {
+  const results: CheckResult[] = [];
+  try {
+    for (const { name, run: argv, required } of policy.checks) {
+      if (ctx.stopRequested()) break;
+      const started = Date.now();
+      const run = spawnGroup(argv, {
+        cwd: ctx.state.workdir,
+        env: ctx.env,
+        extra: { ...sandbox.env, SVC_RUN_ID: ctx.state.run },
+        maxBytes: CHECK_OUTPUT_CAP,
+        timeoutMs: policy.limits.check_timeout_s * 1000,
+        // A check runs code the agent wrote: in the sandbox, with no provider's login folders.
+        sandbox: agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits),
+      });
+      ctx.setChild(run.identity);
+      const done = await run.done;
+      const output = done.truncated ? Buffer.concat([done.output, Buffer.from('\n[output truncated]\n')]) : done.output;
+      const artifact = `checks/${name.replace(/[^A-Za-z0-9._-]/g, '_')}.log`;
+      ctx.saveArtifact(artifact, output);
+      const exit_code = done.code;
+      const duration_ms = Date.now() - started;
+      const output_sha256 = createHash('sha256').update(output).digest('hex');
+      results.push({ name, argv, required, exit_code, duration_ms, output_sha256, artifact });
+      ctx.event('check', { name, exit_code, duration_ms, required, artifact });
+      ctx.say(`check ${name} exit ${exit_code}`);
+    }
+  } finally {
+    ctx.setChild(null);
+  }
+  return results;
 }

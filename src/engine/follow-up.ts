@@ -4,11 +4,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { isValidSegment } from './ids.ts';
-import { localRuns } from './local-runs.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import { BranchMovedError, commentOnPullRequest, pullRequestHead, pushFollowUp } from './pr.ts';
 import type { PushTarget } from './git-push.ts';
-import { tryReadState, type ProviderSession, type RunState } from './run-state.ts';
+import { localRuns, tryReadState, type ProviderSession, type RunState } from './run-state.ts';
 import { inheritSession } from './provider-session.ts';
 import { receiptBlock, signsLater, type Receipt, type ReceiptBody } from './receipt.ts';
 import { fence } from './text.ts';
@@ -16,16 +15,9 @@ import type { RunContext } from './run-context.ts';
 import { TERMINAL } from '../run-json.ts';
 import { obj, str } from '../untrusted.ts';
 
-/** What a follow-up run records (state.json `follow_up`). */
-type FollowUp = NonNullable<RunState['follow_up']>;
-
-/** What `svc start --follow-up BRANCH [--pr-url URL] [--previous SOURCE/RUN --previous-receipt HEX]` asks. */
-export interface FollowUpRequest {
-  branch: string;
-  prUrl: string | null;
-  previous: string | null;
-  previousReceipt: string | null;
-}
+/** What a follow-up run records (state.json `follow_up`), and what `svc start --follow-up BRANCH [--pr-url URL]
+ * [--previous SOURCE/RUN --previous-receipt HEX]` asks (without --previous, its start finds the run before it). */
+export type FollowUp = NonNullable<RunState['follow_up']>;
 
 /** A branch svc names for a run (svc/<run>): the only kind a follow-up continues. */
 const RUN_BRANCH = /^svc\/[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
@@ -34,7 +26,7 @@ const DIGEST = /^[0-9a-f]{64}$/;
 /** The request checked, or a BadInputError naming the flag. */
 export function followUpRequest(values: {
   branch: string; prUrl?: string | undefined; previous?: string | undefined; previousReceipt?: string | undefined;
-}): FollowUpRequest {
+}): FollowUp {
   if (!RUN_BRANCH.test(values.branch)) {
     throw new BadInputError(`--follow-up needs a branch svc made for a run (svc/<run>), not "${values.branch}"`);
   }
@@ -51,7 +43,9 @@ export function followUpRequest(values: {
   if (previousReceipt !== null && (!DIGEST.test(previousReceipt) || previous === null)) {
     throw new BadInputError('--previous-receipt must be a receipt integrity (64 hex digits), with --previous');
   }
-  return { branch: values.branch, prUrl, previous, previousReceipt };
+  const [source, run] = parts ?? [];
+  const before = source && run ? { source, run, receipt: previousReceipt } : null;
+  return { branch: values.branch, pr_url: prUrl, previous: before };
 }
 
 export function receiptIntegrity(repo: string, run: string): string | null {
@@ -75,7 +69,7 @@ function previousOnBranch(repo: string, branch: string): FollowUp['previous'] {
 
 /** Where a follow-up starts (the PR branch's head on the origin now) and what it records; refused if it can't push. */
 export async function followUpStart(
-  repo: string, target: PushTarget | null, req: FollowUpRequest, env: NodeJS.ProcessEnv,
+  repo: string, target: PushTarget | null, req: FollowUp, env: NodeJS.ProcessEnv,
 ): Promise<{ base: string; followUp: FollowUp }> {
   // A pod's run container holds no GitHub credential, and its signer pushes the branch as a new pull request.
   if (signsLater(env)) throw new RefusedError('Follow-up runs are not supported under the Kubernetes executor yet');
@@ -84,9 +78,8 @@ export async function followUpStart(
       'pushed to the pull request (nothing was started)');
   }
   const base = await pullRequestHead(repo, target, req.branch, env);
-  const [source, run] = req.previous?.split('/') ?? [];
-  const previous = source && run ? { source, run, receipt: req.previousReceipt } : previousOnBranch(repo, req.branch);
-  return { base, followUp: { branch: req.branch, pr_url: req.prUrl, previous } };
+  const previous = req.previous ?? previousOnBranch(repo, req.branch);
+  return { base, followUp: { branch: req.branch, pr_url: req.pr_url, previous } };
 }
 
 /** The previous run's CLI session, when it is in this checkout with the same provider; null: a fresh session. */
@@ -96,17 +89,9 @@ export function followUpSession(repo: string, followUp: FollowUp, provider: stri
   return inheritSession(previous.provider_session);
 }
 
-/** A retry of a follow-up continues the same pull request, after the same run, from the head its branch has then. */
-export function retriedFollowUp(old: RunState): FollowUpRequest | null {
-  const f = old.follow_up;
-  if (!f) return null;
-  const previous = f.previous ? `${f.previous.source}/${f.previous.run}` : null;
-  return { branch: f.branch, prUrl: f.pr_url, previous, previousReceipt: f.previous?.receipt ?? null };
-}
-
 /** The follow-up's task: the PR it continues, then the task as given (fenced as untrusted data by the prompt). */
-export function followUpSpec(spec: string, req: FollowUpRequest): string {
-  const pr = req.prUrl ? `the pull request ${req.prUrl}` : 'a pull request svc opened';
+export function followUpSpec(spec: string, req: FollowUp): string {
+  const pr = req.pr_url ? `the pull request ${req.pr_url}` : 'a pull request svc opened';
   return [
     `# Follow-up on ${pr}`, '',
     `The working tree holds the pull request's branch \`${req.branch}\` as it is on the origin now: the earlier ` +

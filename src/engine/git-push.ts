@@ -94,30 +94,27 @@ function borrowingBare(dir: string, origin: Origin): Record<string, string> {
 }
 
 /** Pushes `branch` from a bare repository svc made, as `remote` on the origin; never forced (fast forwards only). */
-function cleanPush(
-  workdir: string, origin: Origin, branch: string, remote: string, config: string[], extra: Record<string, string>,
-) {
-  const sha = git(workdir, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`]).trim();
-  withScratch('push', (dir) => {
-    const isolated = borrowingBare(dir, origin);
-    git(dir, ['update-ref', `refs/heads/${branch}`, sha], isolated);
-    const refspec = `refs/heads/${branch}:refs/heads/${remote}`;
-    git(dir, [...config, 'push', '--quiet', origin.url, refspec], { ...isolated, ...extra });
-  });
-}
-
 export async function pushBranch(
   workdir: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
   remote: string = branch,
 ): Promise<void> {
   const origin = pinnedOrigin(workdir, target);
-  await withGitToken(origin.url, token, env, 'git-receive-pack',
-    (config, extra) => cleanPush(workdir, origin, branch, remote, config, extra));
+  const sha = git(workdir, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`]).trim();
+  await withGitToken(origin.url, token, env, 'git-receive-pack', (config, extra) => withScratch('push', (dir) => {
+    const isolated = borrowingBare(dir, origin);
+    git(dir, ['update-ref', `refs/heads/${branch}`, sha], isolated);
+    const refspec = `refs/heads/${branch}:refs/heads/${remote}`;
+    git(dir, [...config, 'push', '--quiet', origin.url, refspec], { ...isolated, ...extra });
+  }));
 }
 
-/** Fetches `branch` into a bare repository svc made, then adds the pack to the repository's own objects. */
-function cleanFetch(origin: Origin, branch: string, config: string[], extra: Record<string, string>): string {
-  return withScratch('fetch', (dir) => {
+/** The commit `branch` names on the run's pinned target now: fetched into a bare repository svc made, then its pack
+ * added to the repository's own objects. */
+export async function fetchBranchHead(
+  repo: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
+): Promise<string> {
+  const origin = pinnedOrigin(repo, target);
+  return withGitToken(origin.url, token, env, 'git-upload-pack', (config, extra) => withScratch('fetch', (dir) => {
     const isolated = borrowingBare(dir, origin);
     // Always one pack (never loose objects), so what arrived is exactly the files of objects/pack.
     git(dir, [...config, '-c', 'fetch.unpackLimit=1', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head',
@@ -130,14 +127,5 @@ function cleanFetch(origin: Origin, branch: string, config: string[], extra: Rec
     const files = readdirSync(from).sort((a, b) => Number(a.endsWith('.idx')) - Number(b.endsWith('.idx')));
     for (const name of files) if (!existsSync(join(to, name))) copyFileSync(join(from, name), join(to, name));
     return sha;
-  });
-}
-
-/** The commit `branch` names on the run's pinned target now, its objects fetched into the repository. */
-export async function fetchBranchHead(
-  repo: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
-): Promise<string> {
-  const origin = pinnedOrigin(repo, target);
-  return withGitToken(origin.url, token, env, 'git-upload-pack',
-    (config, extra) => cleanFetch(origin, branch, config, extra));
+  }));
 }

@@ -36,10 +36,8 @@ function credentialUrl(url: string, user: string | null = null): string {
   return `${m[1]}://${user ? `${user}@` : ''}${m[2]}${path ? `/${path}` : ''}`;
 }
 
-/**
- * Runs `body` with the git settings that answer a credential prompt for `url` with `token` and nothing else (none
- * when the token may not go there); a GitRedirectedError from `body` becomes the refusal naming where it pointed.
- */
+/** Runs `body` with the git settings that answer a credential prompt for `url` with `token` and nothing else (none
+ * when the token may not go there); a GitRedirectedError from `body` becomes the refusal naming where it pointed. */
 export async function withGitToken<T>(
   url: string, token: string | null, env: NodeJS.ProcessEnv, service: GitService,
   body: (config: string[], extra: Record<string, string>) => T | Promise<T>,

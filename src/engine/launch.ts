@@ -3,7 +3,7 @@ import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startChild, workerArgv } from '../spawn/start.ts';
-import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
+import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
@@ -14,17 +14,14 @@ import { settingOr } from '../settings-registry.ts';
 import {
   git, headSha, currentBranch, excludeEngineFolders, gitCommonDir, snapshotTree, workingChanges,
 } from './git.ts';
-import { localRuns } from './local-runs.ts';
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
-import { writeState, readState, type RunState, type WorkerMode } from './run-state.ts';
-import { openEventLog } from './events-log.ts';
+import { localRuns, openEventLog, readState, writeState, type RunState, type WorkerMode } from './run-state.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
-import type { PushTarget } from './git-push.ts';
 import { checkPrPossible } from './pr.ts';
 import { signsLater } from './receipt.ts';
-import { followUpSession, followUpSpec, followUpStart, retriedFollowUp, type FollowUpRequest } from './follow-up.ts';
+import { followUpSession, followUpSpec, followUpStart, type FollowUp } from './follow-up.ts';
 import { newTraceId, parseTraceparent } from '../trace.ts';
 
 export interface StartOptions {
@@ -37,7 +34,7 @@ export interface StartOptions {
   runId: string | null;
   env: NodeJS.ProcessEnv;
   /** --follow-up: continue the pull request on this branch (follow-up.ts). */
-  followUp?: FollowUpRequest | null;
+  followUp?: FollowUp | null;
 }
 
 /** The repository's root; git's own reason (no repository, "dubious ownership", …) in the error when there is none. */
@@ -71,7 +68,14 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const plan = n.plan ?? planRun({
     repo: n.repo, workdir: isolated ? worktreeDir(n.repo, n.run) : n.repo, provider: n.provider, pr: n.pr, env: n.env,
   });
-  await prPreflight(plan.push_target, n.env);
+  // A --pr run whose pull request could not be opened is refused before anything is written. A Kubernetes pod's run
+  // container holds no GitHub credential by design: its signer container opens the PR.
+  if (plan.push_target !== null && !signsLater(n.env)) {
+    await checkPrPossible(plan.push_target, n.env).catch((err: unknown) => {
+      if (!(err instanceof RefusedError)) throw err;
+      throw new RefusedError(`Refusing to start a --pr run: ${err.message} (nothing was started)`, { cause: err });
+    });
+  }
   // A follow-up starts from the head its pull request's branch has on the origin now.
   const follow = n.followUp ? await followUpStart(n.repo, plan.push_target, n.followUp, n.env) : null;
   const dir = runDir(n.repo, n.run);
@@ -94,6 +98,8 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const name = runRepoName(n.repo, n.env);
   // A name the trigger routed (SVC_REPO_NAME) is the served entry's, not the checkout's: it renames nothing.
   const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);
+  // The trace a run joins: its launcher's valid SVC_TRACEPARENT (the span it continues), else a new one.
+  const parent = parseTraceparent(n.env.SVC_TRACEPARENT);
   const state: RunState = {
     source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
     ...(follow ? {
@@ -106,7 +112,8 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     worktree: isolated, pr: n.pr, base_sha: base, base_tree: start?.tree ?? null, head_sha: null,
     spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null, pgid: null, proc_start: null,
     budget_usd: null, child: null, answers: [], base_branch: currentBranch(n.repo),
-    failure: null, reported: null, metered: null, ...runTrace(n.env),
+    failure: null, reported: null, metered: null, trace_id: parent?.traceId ?? newTraceId(),
+    trace_parent: parent?.spanId ?? null,
   };
   writePlan(dir, plan);
   writeState(dir, state);
@@ -116,20 +123,6 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     events.append('log', { stream: 'svc', text });
   }
   return { state, plan, renamed };
-}
-
-/** A --pr run whose pull request could not be opened (pr.ts checkPrPossible) is refused before anything is written. */
-async function prPreflight(target: PushTarget | null, env: NodeJS.ProcessEnv): Promise<void> {
-  // A Kubernetes pod's run container holds no GitHub credential by design: its signer container opens the PR.
-  if (signsLater(env) || target === null) return;
-  try {
-    await checkPrPossible(target, env);
-  } catch (err) {
-    if (err instanceof RefusedError) {
-      throw new RefusedError(`Refusing to start a --pr run: ${err.message} (nothing was started)`, { cause: err });
-    }
-    throw err;
-  }
 }
 
 export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
@@ -158,20 +151,9 @@ export async function prepareRetry(
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
     brief: old.brief, origin: old.origin, pr: old.pr, worktree: old.worktree, input: old.input,
     env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir), provider: old.provider || null,
-    followUp: retriedFollowUp(old),
+    // A retry of a follow-up continues the same pull request, after the same run, from its branch's head then.
+    followUp: old.follow_up ?? null,
   });
-}
-
-/** The trace a run joins: its launcher's valid SVC_TRACEPARENT (the span it continues), else a new one. */
-function runTrace(env: NodeJS.ProcessEnv): { trace_id: string; trace_parent: string | null } {
-  const parent = parseTraceparent(env.SVC_TRACEPARENT);
-  return { trace_id: parent?.traceId ?? newTraceId(), trace_parent: parent?.spanId ?? null };
-}
-
-/** What the worker itself uses: the push token, the Control Plane token for ingest, the issue fetchers' keys. */
-function workerSecrets(env: NodeJS.ProcessEnv): Secrets {
-  const all = secretsIn(env);
-  return Object.fromEntries(WORKER_SECRET_NAMES.filter((n) => all[n]).map((n) => [n, all[n]!]));
 }
 
 /** Spawns `svc worker MODE --run-id RUN --repo REPO` detached; output goes to worker.log unless inherited. */
@@ -181,7 +163,9 @@ export function spawnWorker(
   const dir = runDir(state.repo_path, state.run);
   const log = inherit ? null : openAppendNoFollow(join(dir, 'worker.log'));
   const argv = workerArgv(cli, mode, state.run, state.repo_path);
-  // An ancestor of the agent: no secret in its environment; its own credentials come on fd 3 (DESIGN §7a).
+  // An ancestor of the agent: no secret in its environment; its own credentials (the push token, the Control Plane
+  // token for ingest, the issue fetchers' keys) come on fd 3 (DESIGN §7a).
+  const all = secretsIn(env);
   const child = startChild(argv, {
     cwd: state.repo_path,
     kind: 'svc-worker',
@@ -189,7 +173,7 @@ export function spawnWorker(
     extra: { SVC_SOURCE: state.source },
     detached: true,
     stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!],
-    secrets: workerSecrets(env),
+    secrets: Object.fromEntries(WORKER_SECRET_NAMES.filter((n) => all[n]).map((n) => [n, all[n]!])),
   });
   if (log !== null) closeSync(log);
   if (child.pid && mode !== 'verify') {

@@ -33,11 +33,7 @@ interface PrRequest {
   env: NodeJS.ProcessEnv;
 }
 
-interface PrResult {
-  url: string;
-  number: number | null;
-  via: 'rest' | 'gh';
-}
+type PrResult = { url: string; number: number | null; via: 'rest' | 'gh' };
 
 /** gh keeps its own login under HOME, never svc's tokens; the git it runs reads no global config and runs no hook. */
 function ghEnv(env: NodeJS.ProcessEnv): ChildSpec {

@@ -116,7 +116,7 @@ export function isWorkerOf(run: string): OwnerCheck {
   };
 }
 
-/** Providers and checks are started with SVC_RUN_ID=<run> in their environment (provider-phase.ts, checks.ts). */
+/** Providers and checks are started with SVC_RUN_ID=<run> in their environment (provider-phase.ts, finish-phase.ts). */
 export function isChildOf(run: string): OwnerCheck {
   return (pid) => procList(pid, 'environ')?.includes(`SVC_RUN_ID=${run}`) ?? false;
 }

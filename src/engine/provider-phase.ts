@@ -44,10 +44,8 @@ export type ProviderOutcome =
 // The question file is in a folder the agent writes: it may be a symbolic link to a secret, a FIFO or huge.
 const QUESTION_CAP = 64 * 1024;
 
-/**
- * The question the provider wrote, taken (the file is removed), or null. While it runs, an empty file is one a shell's
- * `>` created and has not yet written: left for the next look; once it exited, a question without words.
- */
+/** The question the provider wrote, taken (the file is removed), or null. While it runs, an empty file is one a shell's
+ * `>` created and has not yet written: left for the next look; once it exited, a question without words. */
 function readQuestion(path: string, running: boolean): string | null {
   if (!existsSync(path)) return null;
   const text = readAgentFile(path, QUESTION_CAP) ?? '';
@@ -169,15 +167,6 @@ function limitBeforeAttempt(name: string, a: Attempt, limits: RunLimits): Provid
   return null;
 }
 
-function noteInvocation(ctx: RunContext, provider: ResolvedProvider, inv: Invocation, number: number): void {
-  const how = inv.way === 'session' ? `, resuming its session ${inv.id}`
-    : inv.way === 'summary' ? `, a fresh session with the earlier conversation summarised: ${inv.why}` : '';
-  // provider, attempt and resumed as fields too, so the run page's timeline never parses the text.
-  const resumed = inv.way === 'fresh' ? {} : { resumed: inv.way };
-  ctx.note(`provider ${provider.name} started (attempt ${number}${how})`,
-    { provider: provider.name, attempt: number, ...resumed });
-}
-
 /** Starts one invocation in the sandbox, the prompt in $SVC_TASK_FILE and the question and answer files reset first. */
 function startAttempt(
   ctx: RunContext, { provider, policy: { limits } }: RunPlan, opts: { notes: string[]; sandbox: RunSandbox },
@@ -199,7 +188,11 @@ function startAttempt(
   const parse = adapter.usage();
   const readSession = adapter.session();
   const readLogin = adapter.notLoggedIn?.said;
-  noteInvocation(ctx, provider, inv, a.number);
+  const how = inv.way === 'session' ? `, resuming its session ${inv.id}`
+    : inv.way === 'summary' ? `, a fresh session with the earlier conversation summarised: ${inv.why}` : '';
+  // provider, attempt and resumed as fields too, so the run page's timeline never parses the text.
+  ctx.note(`provider ${provider.name} started (attempt ${a.number}${how})`,
+    { provider: provider.name, attempt: a.number, ...inv.way === 'fresh' ? {} : { resumed: inv.way } });
   recordInvocation(ctx, provider, inv);
   const proc = spawnGroup(argv, {
     cwd: ctx.state.workdir, env: ctx.env, extra,

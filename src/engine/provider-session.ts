@@ -2,9 +2,7 @@
 import type { RunContext } from './run-context.ts';
 import type { ProviderSession } from './run-state.ts';
 import { buildPrompt, continuationPrompt, earlierConversation } from './spec.ts';
-import {
-  adapterOf, modelSilent, resumeArgv, type ResolvedProvider, type SessionSighting, type Usage,
-} from './providers.ts';
+import { adapterOf, modelSilent, type ResolvedProvider, type SessionSighting, type Usage } from './providers.ts';
 import { oneLine } from './text.ts';
 
 export type Invocation =
@@ -30,13 +28,13 @@ export function nextInvocation(
   const argv = provider.argv;
   if (!before) return { way: 'fresh', argv, prompt: buildPrompt(spec, { answers, notes }) };
   const session = sessionOf(ctx, provider);
-  const resumed = session.id !== null && refused === null ? resumeArgv(provider, session.id) : null;
-  if (resumed && session.id !== null) {
+  const resume = adapterOf(provider.kind).resume;
+  if (resume && session.id !== null && refused === null) {
     const task = session.spec_sha256 === ctx.state.spec_sha256 ? null : spec;
     const prompt = continuationPrompt(answers, session.answers_given + 1, notes, task);
-    return { way: 'session', argv: resumed, id: session.id, prompt };
+    return { way: 'session', argv: [argv[0]!, ...resume(session.id)], id: session.id, prompt };
   }
-  const why = refused ?? (adapterOf(provider.kind).resume
+  const why = refused ?? (resume
     ? 'no session id was captured from its earlier invocation'
     : `${provider.name} has no session svc can resume`);
   const summary = earlierConversation(session.questions, session.last_output);
@@ -92,10 +90,8 @@ export function recordQuestion(ctx: RunContext, question: string): void {
   change(ctx, { questions: questions.slice(-QUESTIONS_KEPT) });
 }
 
-/**
- * Whether a resume was refused (its session id is then forgotten): the CLI failed before its model did anything. An
- * id in its output proves nothing: claude echoes the id it was asked for in its error when no such session exists.
- */
+/** Whether a resume was refused (its session id is then forgotten): the CLI failed before its model did anything. An
+ * id in its output proves nothing: claude echoes the id it was asked for in its error when no such session exists. */
 export function resumeRefused(ctx: RunContext, inv: Invocation, code: number | null, usage: Usage): boolean {
   const refused = inv.way === 'session' && code !== 0 && modelSilent(usage);
   if (refused) change(ctx, { id: null });

@@ -23,7 +23,7 @@ export interface ResolvedProvider {
 
 export type Usage = CostFigures;
 
-export type UsageParser = (line: string) => Usage | null;
+type UsageParser = (line: string) => Usage | null;
 
 /** A cost or token figure from untrusted output: a finite number, not negative; else null (unknown). */
 export function figure(value: unknown): number | null {
@@ -102,10 +102,8 @@ function kilo(text: string): number {
 const AIDER_TOKENS = /^Tokens: ([\d.]+k?) sent, (?:[\d.]+k? cache (?:write|hit), )*([\d.]+k?) received\.(.*)$/;
 const AIDER_COST = /^\s*Cost: \$([\d.]+) message, \$[\d.]+ session\.\s*$/;
 
-/**
- * aider's report per message (its forms: docs/engine.md). A cost line counts only right after a report without one,
- * so model text quoting an old report is not counted twice; the session total is never read (increments only).
- */
+/** aider's report per message (its forms: docs/engine.md). A cost line counts only right after a report without one,
+ * so model text quoting an old report is not counted twice; the session total is never read (increments only). */
 function createAider(): UsageParser {
   let costMayFollow = false;
   return (line) => {
@@ -132,10 +130,8 @@ function command(line: string): Usage | null {
   return claude(line);
 }
 
-/**
- * Tools that print one JSON result may pretty-print it over many lines: gather from a line that is exactly `{` to a
- * line that is exactly `}` (nested braces are indented) and hand the compacted object to the line parser.
- */
+/** Tools that print one JSON result may pretty-print it over many lines: gather from a line that is exactly `{` to a
+ * line that is exactly `}` (nested braces are indented) and hand the compacted object to the line parser. */
 function wholeDocument<T>(parse: (line: string) => T | null): (line: string) => T | null {
   let lines: string[] | null = null;
   return (line) => {
@@ -164,8 +160,6 @@ export interface SessionSighting {
   id: string | null;
   said: string | null;
 }
-
-export type SessionReader = (line: string) => SessionSighting | null;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const OPENCODE_SESSION = /^ses_[0-9A-Za-z]{8,64}$/;
@@ -206,9 +200,8 @@ function opencodeSession(line: string): SessionSighting | null {
 }
 
 // What a stdout line is of the CLI's own records, read from a top-level field of its event (never from text a message
-// or tool result could quote): its model's output, its report that it has no credentials, another error of its own
-// (which clears that report), or none of these (null). See docs/engine.md "Why a run failed".
-export type LoginRecord = 'answered' | 'logged-out' | 'other' | null;
+// or tool result could quote): docs/engine.md "Why a run failed".
+type LoginRecord = 'answered' | 'logged-out' | 'other' | null;
 
 /** claude marks the assistant message it makes up for an API error with the error's kind (an enum of its own). */
 function claudeRecord(line: string): LoginRecord {
@@ -233,11 +226,11 @@ function lastLine(line: string): SessionSighting | null {
 }
 
 /** How svc drives one kind of provider CLI and reads its output. */
-export type Adapter = {
+type Adapter = {
   args: string[];
   stdin: boolean;
   usage: () => UsageParser;
-  session: () => SessionReader;
+  session: () => (line: string) => SessionSighting | null;
   /** The args that continue session `id` instead of starting one; absent: the CLI can't, and gets a summary. */
   resume?: (id: string) => string[];
   /** The CLI names its session only in its result (gemini): an earlier id was printed by something else. */
@@ -292,15 +285,8 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
 
 const COMMAND: Adapter = { args: [], stdin: true, usage: () => command, session: () => lastLine };
 
-/** The adapter of a provider of this kind: a built-in's, else a command provider's. */
 export function adapterOf(kind: string): Adapter {
   return isBuiltin(kind) ? BUILTINS[kind] : COMMAND;
-}
-
-/** The argv that continues session `id` of this provider, or null when its CLI has no way to (aider, a command). */
-export function resumeArgv(provider: ResolvedProvider, id: string): string[] | null {
-  const resume = adapterOf(provider.kind).resume;
-  return resume ? [provider.argv[0]!, ...resume(id)] : null;
 }
 
 /** Adds an increment; a figure stays null until something reports it (unknown is never 0). */

@@ -1,37 +1,68 @@
-// The Evidence Receipt (DESIGN §6), and the evidence a Kubernetes pod's run container leaves for its signer.
+// The Evidence Receipt (DESIGN §6) with the verdict its checks give, and the evidence a Kubernetes pod's run container
+// leaves for its signer.
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
 import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
 import type { CostFigures, MeteredCost, RunFailure, RunJson, Verdict } from '../run-json.ts';
-import type { CheckResult } from './checks.ts';
 import type { EgressDenial, EgressHost } from '../gate/evidence.ts';
 import { RefusedError } from '../errors.ts';
-import { obj, str, tryParseJson } from '../untrusted.ts';
+import { obj, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { fence } from './text.ts';
+import type { RunState } from './run-state.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';
 
-export interface ReceiptBody {
+export interface CheckResult {
+  name: string;
+  argv: string[];
+  required: boolean;
+  exit_code: number | null;
+  duration_ms: number;
+  output_sha256: string;
+  artifact: string;
+}
+
+type CheckOutcome = Pick<CheckResult, 'name' | 'required' | 'exit_code'>;
+
+/** The first required check that failed, or null (its name is kept as RunState.failed_check, never parsed). */
+export function failedRequiredCheck<C extends CheckOutcome>(checks: readonly C[]): C | null {
+  return checks.find((c) => c.required && c.exit_code !== 0) ?? null;
+}
+
+/** The run's error when a required check failed: for people to read, never to be parsed. */
+export function requiredCheckError(check: CheckOutcome): string {
+  return `Required check "${check.name}" failed (exit ${check.exit_code})`;
+}
+
+/** The verdict from the check results, the diff and whether the run itself failed; gaps say what was missing. */
+export function decideVerdict(
+  input: { checks: CheckResult[]; diffFiles: number; runFailed: boolean },
+): { verdict: Verdict; gaps: string[] } {
+  const requiredFailed = input.checks.filter((c) => c.required && c.exit_code !== 0);
+  if (input.runFailed || requiredFailed.length > 0) {
+    const gaps = requiredFailed.map((c) => `required check "${c.name}" failed`);
+    if (input.runFailed) gaps.unshift('the run failed');
+    if (input.diffFiles === 0) gaps.push('the diff is empty');
+    return { verdict: 'not_verified', gaps };
+  }
+  const gaps: string[] = [];
+  if (!input.checks.some((c) => c.required)) gaps.push('no required checks configured');
+  for (const c of input.checks) if (!c.required && c.exit_code !== 0) gaps.push(`optional check "${c.name}" failed`);
+  if (input.diffFiles === 0) gaps.push('the diff is empty');
+  return { verdict: gaps.length === 0 ? 'verified' : 'verified_with_gaps', gaps };
+}
+
+export interface ReceiptBody extends Pick<RunState, 'source' | 'run' | 'group_id' | 'repo' | 'branch' | 'base_sha' |
+  'head_sha' | 'spec_sha256' | 'provider' | 'started_at' | 'ended_at'> {
   type: typeof RECEIPT_TYPE;
   version: 1;
-  source: string;
-  run: string;
-  group_id: string;
-  repo: string;
-  branch: string | null;
   /** A follow-up's: the PR branch it pushed to, the run before it there and that receipt's integrity (a chain). */
   follows?: { branch: string; source: string | null; run: string | null; receipt: string | null };
-  base_sha: string | null;
-  head_sha: string | null;
-  spec_sha256: string;
-  provider: string;
   checks: ReportedCheck[];
   diff: { files: number; insertions: number; deletions: number; patch_sha256: string; paths: string[] };
   cost: ReceiptCost;
   verdict: Verdict;
   gaps: string[];
-  started_at: string;
-  ended_at: string | null;
   issued_at: string;
   /** A pod signer's receipt: the fields it established, and those the run container reported (docs/deploy.md). */
   attestation?: { by: 'pod-signer'; verified: string[]; reported: string[] };
@@ -103,7 +134,6 @@ export interface Receipt extends ReceiptBody {
   signature: string;
 }
 
-/** sha256 over the canonical JSON of the receipt without `integrity` and `signature`. */
 function receiptDigest(receipt: Record<string, unknown>): Buffer {
   const { integrity: _i, signature: _s, ...rest } = receipt;
   return createHash('sha256').update(canonicalJson(rest)).digest();
@@ -122,10 +152,8 @@ export interface ReceiptCheck {
   receipt: Receipt | null;
 }
 
-export type KeyRing = Map<string, KeyObject>;
-
-export function keyRingOf(pems: string[]): KeyRing {
-  const ring: KeyRing = new Map();
+export function keyRingOf(pems: string[]): Map<string, KeyObject> {
+  const ring = new Map<string, KeyObject>();
   for (const pem of pems) {
     const key = createPublicKey(pem);
     ring.set(keyIdOf(key), key);
@@ -137,7 +165,7 @@ function rejected(problem: NonNullable<ReceiptCheck['problem']>, message: string
   return { ok: false, problem, message, receipt: null };
 }
 
-export function verifyReceipt(value: unknown, ring: KeyRing): ReceiptCheck {
+export function verifyReceipt(value: unknown, ring: Map<string, KeyObject>): ReceiptCheck {
   const r = value as Partial<Receipt> | null;
   if (
     typeof r !== 'object' || r === null || r.type !== RECEIPT_TYPE ||
@@ -171,7 +199,6 @@ export function receiptBlock(receipt: Receipt): string[] {
   ];
 }
 
-/** Pulls the receipt JSON out of a PR body (the fenced block after the "svc-receipt" marker). */
 export function receiptFromMarkdown(text: string): unknown {
   const m = /<!-- svc-receipt -->\s*```+json\n([\s\S]*?)\n```+/.exec(text);
   return m ? tryParseJson(m[1]!) ?? null : null;
@@ -191,6 +218,10 @@ export function signsLater(env: NodeJS.ProcessEnv): boolean {
 /** A check as a receipt or the evidence records it: its log artifact's name left out. */
 export type ReportedCheck = Omit<CheckResult, 'artifact'>;
 
+export function reportedChecks(checks: CheckResult[]): ReportedCheck[] {
+  return checks.map(({ artifact: _artifact, ...reported }) => reported);
+}
+
 export interface RunEvidence {
   type: typeof EVIDENCE_TYPE;
   version: 1;
@@ -208,16 +239,6 @@ export interface RunEvidence {
 /** The failure classes a run container decides (the signer establishes the rest itself). */
 const EVIDENCE_CLASSES = ['agent', 'config', 'limit'] as const;
 export type EvidenceClass = (typeof EVIDENCE_CLASSES)[number];
-
-export function evidenceOf(
-  run: string, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null, checks: CheckResult[],
-  failureClass: EvidenceClass | null,
-): RunEvidence {
-  return {
-    type: EVIDENCE_TYPE, version: 1, run, outcome, error, failure_class: failureClass, exit_code: exitCode,
-    checks: checks.map(({ artifact: _artifact, ...reported }) => reported),
-  };
-}
 
 export class EvidenceError extends RefusedError {}
 
@@ -249,17 +270,16 @@ export function readEvidence(text: string, run: string): RunEvidence {
     throw new EvidenceError('evidence.json is not run evidence (type, version)');
   }
   if (e.run !== run) throw new EvidenceError('evidence.json names another run');
-  if (e.outcome !== 'finished' && e.outcome !== 'over_budget') {
-    throw new EvidenceError('evidence.json has no known outcome');
-  }
+  const outcome = oneOf(e.outcome, ['finished', 'over_budget'] as const);
+  if (!outcome) throw new EvidenceError('evidence.json has no known outcome');
   if (!Array.isArray(e.checks) || e.checks.length > MAX_CHECKS) {
     throw new EvidenceError('evidence.json checks must be a short array');
   }
   const checks = e.checks.map(readCheck);
   if (checks.some((c) => c === null)) throw new EvidenceError('evidence.json holds a malformed check');
   return {
-    type: EVIDENCE_TYPE, version: 1, run, outcome: e.outcome, error: str(e.error)?.slice(0, 2000) ?? null,
-    failure_class: EVIDENCE_CLASSES.find((c) => c === e.failure_class) ?? null,
+    type: EVIDENCE_TYPE, version: 1, run, outcome, error: str(e.error)?.slice(0, 2000) ?? null,
+    failure_class: oneOf(e.failure_class, EVIDENCE_CLASSES),
     exit_code: intOrNull(e.exit_code), checks: checks as ReportedCheck[],
   };
 }

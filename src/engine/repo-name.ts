@@ -1,13 +1,11 @@
 // The repository name a run records, and the rename of the checkout's earlier runs (docs/engine.md).
 import { join } from 'node:path';
 import { repoName } from './git.ts';
-import { writeState, type RunState } from './run-state.ts';
+import { localRuns, openEventLog, writeState, type Found, type RunState } from './run-state.ts';
 import { runDir } from './paths.ts';
-import { openEventLog } from './events-log.ts';
-import { markPending } from './ship-loop.ts';
+import { markPending } from './shipper.ts';
 import { writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
-import { localRuns, type Found } from './local-runs.ts';
 import { TERMINAL } from '../run-json.ts';
 import { isWebhookOrigin } from './spec.ts';
 import { procStart } from './proc-group.ts';

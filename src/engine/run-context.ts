@@ -1,22 +1,25 @@
-// The worker's handle on one run: state rewrites, events, artifacts, stop requests and shipping, in one place.
+// The worker's handle on one run: state rewrites, events, artifacts, stop requests and shipping, in one place; and
+// the stop of a run from outside its worker.
+import { existsSync } from 'node:fs';
 import { join, dirname, basename } from 'node:path';
 import { createHash } from 'node:crypto';
-import { openEventLog } from './events-log.ts';
-import { readState, writeState, type RunState } from './run-state.ts';
-import type { RunStatus } from '../run-json.ts';
-import { artifactsDir } from './paths.ts';
-import { terminateGroup, type ProcIdentity } from './proc-group.ts';
-import { createShipper, type ControlItem } from './shipper.ts';
-import { createShipLoop } from './ship-loop.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { openEventLog, readState, tryReadState, writeState, type RunState } from './run-state.ts';
+import { TERMINAL, runFailure, type RunStatus } from '../run-json.ts';
+import { artifactsDir, runDir } from './paths.ts';
+import { isChildOf, isWorkerOf, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity } from './proc-group.ts';
+import { createShipLoop, createShipper, type ControlItem } from './shipper.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { plainSubdir, writeNoFollow } from './safe-fs.ts';
+import { setting } from '../settings-registry.ts';
 
-export const STOP_GRACE_MS = 5_000;
+const STOP_GRACE_MS = 5_000;
 
 export type RunContext = ReturnType<typeof openRunContext>;
 
+/** `ship`: whether the run goes to the Control Plane as it runs; by default unless SVC_SHIP is 0. */
 export function openRunContext(
-  dir: string, env: NodeJS.ProcessEnv, opts: { ship: boolean; say?: (t: string) => void },
+  dir: string, env: NodeJS.ProcessEnv, opts: { ship?: boolean; say?: (t: string) => void },
 ) {
   const state = readState(dir);
   let stopping = false;
@@ -43,7 +46,7 @@ export function openRunContext(
     }
   }
 
-  const shipping = opts.ship
+  const shipping = opts.ship ?? setting(env, 'SVC_SHIP') !== '0'
     ? createShipLoop(createShipper(dir, env, onControl, onSkip), dir, (text) => ctx.say(text))
     : null;
   const markDirty = () => shipping?.changed();
@@ -89,7 +92,6 @@ export function openRunContext(
       if (child) void terminateGroup(child, STOP_GRACE_MS);
     },
     stopRequested: (): boolean => stopping,
-    /** Who asked for the stop, as requestStop was told ('' before any). */
     stoppedBy: (): string => stoppedBy,
     /** The answer waiting for the blocked run, by whichever one channel it came (docs/architecture.md, "Channels"). */
     takeAnswer: (): Answer | null => answers.shift() ?? takeAnswer(env, state.source, state.run, dir),
@@ -107,4 +109,52 @@ export function openRunContext(
     },
   };
   return ctx;
+}
+
+/** From outside the worker: identity-checked SIGTERM to its group, SIGKILL after the grace. `by` names who stopped
+ * it (`svc runs stop`, the Control Plane…): the stopped run's failure reason says so. */
+export async function stopLocalRun(
+  repo: string, run: string, graceMs = STOP_GRACE_MS, by = 'a stop request',
+): Promise<RunState | null> {
+  const dir = runDir(repo, run);
+  if (!existsSync(dir)) return null;
+  let state = tryReadState(dir);
+  if (!state || TERMINAL.has(state.status)) return state;
+  // A worker that has not recorded itself yet sees "stopping" when it starts and stops at once.
+  if (!state.pid) {
+    writeState(dir, { ...state, status: 'stopping', updated_at: new Date().toISOString() });
+    for (let i = 0; i < 20 && !state?.pid && !TERMINAL.has(state?.status ?? 'queued'); i++) {
+      await sleep(100);
+      state = tryReadState(dir);
+    }
+    if (!state) return null;
+  }
+  if (state.pid) {
+    const worker = { pid: state.pid, pgid: state.pgid ?? state.pid, proc_start: state.proc_start };
+    // state.json is only a claim: the pid must still be our worker for this very run (its argv says so).
+    const owner = isWorkerOf(run);
+    // The worker stops its provider (SIGTERM, then SIGKILL after the grace) and records "stopped" itself.
+    if (signalGroup(worker, 'SIGTERM', owner) && !(await waitGroupGone(worker.pgid, graceMs * 2 + 2_000))) {
+      signalGroup(worker, 'SIGKILL', owner);
+      await waitGroupGone(worker.pgid, 5_000);
+    }
+  }
+  state = tryReadState(dir) ?? state;
+  if (state.child) await terminateGroup(state.child, graceMs, isChildOf(run));
+  const failure = runFailure('stopped', `stopped by ${by}`);
+  if (!TERMINAL.has(state.status)) {
+    const from = state.status;
+    const now = new Date().toISOString();
+    state = {
+      ...state, status: 'stopped', ended_at: state.ended_at ?? now, updated_at: now,
+      question: null, child: null, pid: null, failure,
+    };
+    writeState(dir, state);
+    openEventLog(dir).append('run.status', { from, to: 'stopped' });
+  } else if (state.status === 'stopped' && state.failure?.class === 'stopped') {
+    // The worker knew only the signal it got; this stopper knows who sent it.
+    state = { ...state, failure, updated_at: new Date().toISOString() };
+    writeState(dir, state);
+  }
+  return state;
 }

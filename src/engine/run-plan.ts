@@ -87,10 +87,8 @@ export function writePlan(dir: string, plan: RunPlan): void {
   writeJsonAtomic(planPath(dir), plan);
 }
 
-/**
- * The plan, provided it is svc's own file: owned by this user and writable by no one else (the run folder is hidden
- * from every sandbox; this keeps another user who can write the project from planting one, e.g. with no sandbox).
- */
+/** The plan, provided it is svc's own file: owned by this user and writable by no one else (the run folder is hidden
+ * from every sandbox; this keeps another user who can write the project from planting one, e.g. with no sandbox). */
 export function readPlan(dir: string): RunPlan {
   let plan: unknown = null;
   try {

@@ -1,7 +1,11 @@
-// The run as the engine keeps it in state.json: the run JSON of DESIGN §3 plus what the engine needs to steer it.
-import { readFileSync } from 'node:fs';
-import { statePath } from './paths.ts';
-import { assertPlainDir, writeJsonAtomic } from './safe-fs.ts';
+// A run's folder as the engine keeps it: state.json (the run JSON of DESIGN §3 plus what the engine needs to steer
+// it), events.jsonl, and the runs of a checkout.
+import { existsSync, readFileSync } from 'node:fs';
+import { eventsPath, statePath } from './paths.ts';
+import { appendNoFollow, assertPlainDir, writeJsonAtomic } from './safe-fs.ts';
+import { tryGit } from './git.ts';
+import { isValidSegment } from './ids.ts';
+import { listPlain, openPlainDirIn, openPlainPath, readObjectIn } from './plain-tree.ts';
 import {
   RUN_JSON_FIELDS, runFailure, type CostFigures, type FailureClass, type MeteredCost, type RunFailure, type RunJson,
 } from '../run-json.ts';
@@ -11,14 +15,13 @@ import { PolicyError } from './policy.ts';
 import { TrustNeededError } from './run-plan.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 
-/** What a run's worker process is asked to do with it (src/engine/worker.ts). */
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
 export type InputKind = 'errtrack-file' | 'issue-url' | 'spec-file' | 'trackera' | 'brief';
 
 /** The engine always knows where a run came from and what it was asked: these Run JSON fields are never null here. */
 export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
-  /** Run JSON's cost objects; a state.json written before metering has neither (toRunJson gives null). */
+  /** A state.json written before metering has neither (toRunJson gives null). */
   reported?: CostFigures | null;
   metered?: MeteredCost | null;
   repo: string;
@@ -42,7 +45,7 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   base_tree?: string | null;
   head_sha: string | null;
   spec_sha256: string;
-  /** The worker process's identity, checked before any signal (STYLE: Processes). */
+  /** The worker's identity, checked before any signal (STYLE: Processes). */
   pid: number | null;
   pgid: number | null;
   proc_start: string | null;
@@ -50,7 +53,6 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   budget_usd: number | null;
   /** The provider or check running now, in its own process group (null between steps). */
   child: { pid: number; pgid: number; proc_start: string | null } | null;
-  /** Every answer given so far; a re-invoked provider gets them all appended to its prompt. */
   answers: string[];
   /** Branch the repo had checked out when the run was made (the PR base unless the policy names one). */
   base_branch: string | null;
@@ -62,25 +64,21 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   infra_retries?: number;
   /** Unset until the run's provider first ran; then whether its model answered (docs/engine.md "Why a run failed"). */
   model_answered?: boolean;
-  /** The provider CLI's own session, so that invoking it again continues it (provider-session.ts). */
   provider_session?: ProviderSession | null;
   /** The id of the span the run continues (SVC_TRACEPARENT at launch; src/trace.ts); null: a trace of its own. */
   trace_parent?: string | null;
 }
 
-/** What svc knows of the provider CLI's session (its words are the agent's: untrusted, fenced when quoted). */
+/** What svc knows of the provider CLI's session (docs/engine.md "Resuming the CLI's session"); its words are the
+ * agent's: untrusted, fenced when quoted. */
 export interface ProviderSession {
   /** The provider family the id belongs to: a CLI is only ever handed its own kind's id. */
   kind: string;
-  /** The session id the CLI reported (shape-checked), or null when none was captured. */
   id: string | null;
-  /** How many of the run's answers the session has been given, and the task it has (the run's spec_sha256). */
   answers_given: number;
   spec_sha256?: string | null;
-  /** The provider's own questions so far, and the last thing it said: the summary when the session can't go on. */
   questions: string[];
   last_output: string | null;
-  /** How the agent was invoked again: "session" while every time resumed it, "summary" once one could not. */
   resumed: 'session' | 'summary' | null;
 }
 
@@ -107,6 +105,30 @@ export function toRunJson(state: RunState): RunJson {
   return out as unknown as RunJson;
 }
 
+/** events.jsonl: one event per line with a per-run seq continued from the last line on disk (DESIGN §3). */
+export function openEventLog(
+  dir: string, onAppend?: () => void,
+): { append(kind: string, data?: Record<string, unknown>): void } {
+  const path = eventsPath(dir);
+  let seq = 0;
+  for (const line of existsSync(path) ? readFileSync(path, 'utf8').split('\n') : []) {
+    try {
+      seq = Math.max(seq, (JSON.parse(line) as { seq: number }).seq);
+    } catch {
+      // A blank line, or a torn last line from a killed writer, is skipped, not fatal.
+    }
+  }
+  return {
+    append(kind, data = {}) {
+      seq += 1;
+      // O_APPEND, so lines never interleave; never through a planted link (events.jsonl -> ~/.bashrc).
+      assertPlainDir(dir);
+      appendNoFollow(path, JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }) + '\n');
+      onAppend?.();
+    },
+  };
+}
+
 export function readState(dir: string): RunState {
   return JSON.parse(readFileSync(statePath(dir), 'utf8')) as RunState;
 }
@@ -123,6 +145,44 @@ export function writeState(dir: string, state: RunState): void {
   // The rename replaces a link named state.json rather than following it; the folder itself must not be a link.
   assertPlainDir(dir);
   writeJsonAtomic(statePath(dir), state);
+}
+
+export type Found = { run: string; state: RunState };
+
+/** The names under `<repo>/<folder>` that git tracks anything in: the repository's own content, never svc's. */
+export function trackedNames(repo: string, folder: string): Set<string> {
+  const depth = folder.split('/').length;
+  const files = tryGit(repo, ['ls-files', '-z', '--', folder]).split('\0');
+  return new Set(files.map((f) => f.split('/')[depth]).filter((name): name is string => Boolean(name)));
+}
+
+/** The runs svc made in `<repo>/.svc/runs`, read without following a link, skipping run folders git tracks. */
+export function localRuns(repo: string): Found[] {
+  const runs = openPlainPath(repo, ['.svc', 'runs']);
+  if ('failed' in runs) return [];
+  const tracked = trackedNames(repo, '.svc/runs');
+  const found: Found[] = [];
+  try {
+    for (const entry of listPlain(runs)) {
+      if (entry.kind !== 'dir' || !isValidSegment(entry.name) || tracked.has(entry.name)) continue;
+      const dir = openPlainDirIn(runs, entry.name);
+      if (typeof dir === 'string') continue;
+      try {
+        // Not a JSON object, or one not naming its folder's run: not a run svc wrote.
+        const state = readObjectIn(dir, 'state.json', () => undefined);
+        if (state?.run === entry.name && typeof state.status === 'string') {
+          found.push({ run: entry.name, state: state as unknown as RunState });
+        }
+      } catch {
+        // unreadable: not a run svc wrote either
+      } finally {
+        dir.close();
+      }
+    }
+  } finally {
+    runs.close();
+  }
+  return found;
 }
 
 // The one place a typed error becomes a failure class (docs/engine.md "Why a run failed"): by its code, and for the

@@ -18,7 +18,7 @@ import { openRunGate } from './egress.ts';
 import { errorMessage, InfraError } from '../errors.ts';
 import { settingInt } from '../settings-registry.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { inSpan, OpenSpan, tracerOf, withSpan, type Tracer } from '../trace.ts';
+import { inSpan, OpenSpan, tracerOf, withSpan } from '../trace.ts';
 
 function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;
@@ -87,23 +87,11 @@ async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMod
   }
 }
 
-/** The worker process's span: a child of the launcher's SVC_TRACEPARENT (as recorded), else its trace's root. */
-function startRunSpan(tracer: Tracer, ctx: RunContext, mode: WorkerMode): OpenSpan {
-  const { trace_id, trace_parent, source, run, repo, provider, origin } = ctx.state;
-  const parent = trace_id ? { traceId: trace_id, spanId: trace_parent ?? '' } : null;
-  return new OpenSpan(tracer, 'svc.run', parent, {
-    attributes: {
-      'svc.source': source, 'svc.run': run, 'svc.repo': repo, 'svc.provider': provider, 'svc.origin': origin,
-      'svc.mode': mode,
-    },
-  });
-}
-
 /** Runs in the detached worker process; the exit code is 0 when the run succeeded. */
 export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
 ): Promise<number> {
-  const ctx = openRunContext(dir, env, { ship: env.SVC_SHIP !== '0', say });
+  const ctx = openRunContext(dir, env, { say });
   // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is gone.
   const onSignal = (signal: NodeJS.Signals) => ctx.requestStop(`a ${signal} to the run's worker`);
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, onSignal);
@@ -115,7 +103,12 @@ export async function executeRun(
   });
   let plan: RunPlan | null = null;
   const tracer = tracerOf(env, 'svc-run');
-  const runSpan = startRunSpan(tracer, ctx, mode);
+  // A child of the launcher's SVC_TRACEPARENT (as recorded), else its trace's root.
+  const { trace_id, trace_parent, source, run, repo, provider, origin } = ctx.state;
+  const runSpan = new OpenSpan(tracer, 'svc.run', trace_id ? { traceId: trace_id, spanId: trace_parent ?? '' } : null, {
+    attributes: { 'svc.source': source, 'svc.run': run, 'svc.repo': repo, 'svc.provider': provider,
+      'svc.origin': origin, 'svc.mode': mode },
+  });
   try {
     plan = readPlan(dir);
     if (mode !== 'verify') {

@@ -13,13 +13,13 @@ import { readState, withCost, type RunState } from '../engine/run-state.ts';
 import { obj } from '../untrusted.ts';
 import {
   issueReceipt, readEvidence, receiptCost, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt, type ReceiptBody,
-  type ReceiptNetwork, type ReportedCheck, type RunEvidence,
+  type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck, requiredCheckError,
+  type CheckResult,
 } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { figure } from '../engine/providers.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
-import { decideVerdict, failedRequiredCheck, requiredCheckError, type CheckResult } from '../engine/checks.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, type Seal } from './seal.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';

@@ -12,7 +12,7 @@ import { UnsafePathError } from '../engine/safe-fs.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { ago, assertOwnFolder, endedAt, type PrunePlan } from '../engine/prune.ts';
 import { plainEntries } from '../engine/plain-tree.ts';
-import { localRuns, trackedNames } from '../engine/local-runs.ts';
+import { localRuns, trackedNames } from '../engine/run-state.ts';
 
 /** The job queue, never migrated from here: a database at another schema version is refused. */
 function openJobs(dbPath: string): Pick<TriggerJobsStore, 'get'> & { close(): void } {

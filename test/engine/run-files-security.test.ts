@@ -5,10 +5,10 @@ import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync, readFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { stopLocalRun } from '../../src/engine/stop.ts';
+import { stopLocalRun } from '../../src/engine/run-context.ts';
 import { procStart, signalGroup } from '../../src/engine/proc-group.ts';
 import { writeState, readState, type RunState } from '../../src/engine/run-state.ts';
-import { openEventLog } from '../../src/engine/events-log.ts';
+import { openEventLog } from '../../src/engine/run-state.ts';
 import { openRunContext } from '../../src/engine/run-context.ts';
 import { writeNoFollow } from '../../src/engine/safe-fs.ts';
 import { processAlive } from './fixtures.ts';

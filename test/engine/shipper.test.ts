@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { createShipper, readControlToken, type ControlItem } from '../../src/engine/shipper.ts';
-import { openEventLog } from '../../src/engine/events-log.ts';
+import { openEventLog } from '../../src/engine/run-state.ts';
 import { writeState, type RunState } from '../../src/engine/run-state.ts';
 
 function runFolder(root: string, run: string, status: RunState['status'] = 'running'): string {

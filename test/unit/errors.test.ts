@@ -15,7 +15,7 @@ import { ControlApiError } from '../../src/client/client.ts';
 import { classifyInput } from '../../src/engine/spec.ts';
 import { resolveRepo } from '../../src/engine/launch.ts';
 import { PolicyError } from '../../src/engine/policy.ts';
-import { failedRequiredCheck } from '../../src/engine/checks.ts';
+import { failedRequiredCheck } from '../../src/engine/receipt.ts';
 
 describe('typed errors', () => {
   it('gives every code an exit status, and no other key', () => {
