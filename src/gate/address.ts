@@ -31,6 +31,7 @@ const V4_REFUSED: readonly Range[] = [
 const V6_REFUSED: readonly Range[] = [
   { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], bits: 128, label: 'unspecified ::' },
   { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], bits: 128, label: 'loopback ::1' },
+  // Deprecated forms that carry an IPv4 address: ::/96 plainly, Teredo XOR-ed.
   { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], bits: 96, label: 'IPv4-compatible ::/96' },
   { prefix: [0x00, 0x64, 0xff, 0x9b, 0, 1], bits: 48, label: 'local-use NAT64 64:ff9b:1::/48' },
   { prefix: [0x01, 0x00, 0, 0, 0, 0, 0, 0], bits: 64, label: 'discard 100::/64' },
@@ -110,7 +111,10 @@ export function refusedRange(address: string): string | null {
   return V6_REFUSED.find((r) => inRange(bytes, r))?.label ?? null;
 }
 
-/** One spelling per address: IPv4 dotted quad, IPv4-mapped IPv6 as its IPv4, other IPv6 in RFC 5952 form. */
+/**
+ * One spelling per address (a policy's `127.0.0.2` must match a resolver's `::ffff:127.0.0.2`): IPv4 dotted quad,
+ * IPv4-mapped IPv6 as its IPv4, other IPv6 in RFC 5952 form.
+ */
 export function canonicalAddress(address: string): string | null {
   const family = isIP(address);
   if (family === 4) return parseV4(address).join('.');
@@ -180,7 +184,8 @@ export function splitHostPort(raw: string): { host: string; port: string | null 
   return { host: raw.slice(0, colon), port: raw.slice(colon + 1) };
 }
 
-/** `host:port`, `[v6]:port`, or without the port when `defaultPort` is given; a bare IPv6 literal is refused. */
+/** `host:port`, `[v6]:port`, or without the port when `defaultPort` is given; a bare IPv6 literal is refused (its
+ * last group could be read as a port). */
 export function parseAuthority(raw: string, defaultPort: number | null): Destination {
   if (raw.length > MAX_AUTHORITY) throw new BadHostError('host is too long');
   const { host, port } = splitHostPort(raw);

@@ -128,6 +128,8 @@ export async function handleRequest(
   const held = plan.metered ? ctx.meter?.hold?.(asker) : undefined;
   if (typeof held === 'string') return deny(429, held, {}, { 'retry-after': '1' });
   if (held) {
+    // Once only, however the call ends (a socket that would not open too): a second release would let the run
+    // past its calls in flight.
     release = () => {
       release = () => {};
       held();
@@ -161,8 +163,9 @@ const RELAY_SPENT = `this job has sent the ${RELAY.bytes / MiB} MiB or ${RELAY.s
 
 /**
  * `POST /_job/<credential>/_traces` (docs/deploy.md#traces): a pod's run exports its spans here, and the gate sends
- * them on to its own collector with its own headers, only when every span is the job's own (ownTraceExport). Each
- * export is recorded like a connection (kind `traces`) and counted against the job's share (RELAY).
+ * them on to its own collector with its own headers (a secret no pod holds), only when every span is the job's own
+ * (ownTraceExport): an agent may neither put spans into another run's trace nor pass for svc's servers. Each export
+ * is recorded like a connection (kind `traces`) and counted against the job's share (RELAY).
  */
 async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const started = Date.now();

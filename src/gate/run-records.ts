@@ -9,6 +9,8 @@ const RECORDS_PER_RUN = 250;
 /** Distinct destinations, and distinct refusals, counted per run. */
 const DESTINATIONS_PER_RUN = 250;
 const RUNS_KEPT = 500;
+// Runs let go whose ids are still remembered: one asked again is refused, never started afresh as a partial tally
+// its signer would report as confined.
 const EVICTED_KEPT = 50_000;
 const NAME_MAX = 256;
 const REASON_MAX = 300;

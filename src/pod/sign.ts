@@ -284,6 +284,7 @@ function copyFrom(folder: PlainDir, to: string): number {
   const artifacts = openPlainDirIn(folder, 'artifacts');
   if (typeof artifacts === 'string') return files;
   try {
+    // Links, special and oversized files are not copied: the signer reports what it signs, not these.
     walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
       if (rel !== 'receipt.json') write(join(to, 'artifacts', ...rel.split('/')), content);
     });

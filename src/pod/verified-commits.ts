@@ -1,6 +1,7 @@
 // The signer's own copy of a run's commits, every object re-hashed on the way in (docs/deploy.md "What a receipt from
-// a pod attests"). Never runs git in the workspace, trusts a commit id the clean repository does not hold, or runs a
-// git without a time limit (a hostile workspace must end the job, never hang it).
+// a pod attests"): a bare repository reads the workspace's objects through `alternates`, and they are fetched into a
+// clean one, where index-pack names every object by its hash. Never runs git in the workspace, trusts a commit id the
+// clean repository does not hold, or runs a git without a time limit (a hostile workspace must end the job).
 import { RefusedError, errorMessage } from '../errors.ts';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve, sep } from 'node:path';
