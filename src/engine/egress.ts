@@ -10,7 +10,6 @@ import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-a
 import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-network.ts';
 import { errorMessage } from '../errors.ts';
-import type { SandboxGate } from '../spawn/sandbox-network.ts';
 import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
 import { loadPriceTable } from '../gate/prices.ts';
 import { DayLedger, reachedBudget, refusalText, type Reached } from '../gate/budgets.ts';
@@ -24,17 +23,7 @@ import { traceRoot } from '../trace.ts';
 const RECORDS_KEPT = 20_000;
 const EVENTS_KEPT = 500;
 
-export interface RunGate {
-  /** What the sandbox plan binds in. */
-  sandbox: SandboxGate;
-  /** Added to every sandboxed child's environment: proxies, model base URLs and placeholder keys. */
-  env: Record<string, string>;
-  policy: Policy['network'];
-  summary(): EgressSummary;
-  /** The budget the run's metered spending has reached (the gate refuses model calls meanwhile), or null. */
-  budgetReached(): Reached | null;
-  close(): Promise<void>;
-}
+export type RunGate = Awaited<ReturnType<typeof openRunGate>>;
 
 /** Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): the run's cost, the day ledger, the caps. */
 function runMeter(ctx: RunContext) {
@@ -105,7 +94,7 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
 }
 
 /** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes). */
-export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunGate> {
+export async function openRunGate(ctx: RunContext, policy: Policy) {
   const routes = modelRoutesFromEnv(ctx.env);
   // First: a bad price file fails the run before anything is made.
   const meter = runMeter(ctx);
@@ -142,14 +131,16 @@ export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunG
     throw err;
   }
   return {
-    // SVC_SANDBOX_FORWARDER=node keeps svc's own forwarder even where systemd's is installed (docs/gate.md).
+    // What the sandbox plan binds in; SVC_SANDBOX_FORWARDER=node keeps svc's own forwarder (docs/gate.md).
     sandbox: sandboxGate(socket, settingChoice(ctx.env, 'SVC_SANDBOX_FORWARDER') === 'auto'),
+    // Added to every sandboxed child's environment: proxies, model base URLs and placeholder keys.
     env: agentEnv(routes, ctx.env),
     policy: policy.network,
-    summary: () => ({ ...summarizeEgress(records), connections: total, denied }),
+    summary: (): EgressSummary => ({ ...summarizeEgress(records), connections: total, denied }),
+    // The budget the run's metered spending has reached (the gate refuses model calls meanwhile), or null.
     budgetReached: meter.reached,
     // Closed once: by the finish, so egress.jsonl is on disk before the run's status is final, else by the worker.
-    close: () => closing ??= (async () => {
+    close: (): Promise<void> => closing ??= (async () => {
       await gate.close();
       if (total > records.length) {
         const text = `egress.jsonl keeps the first ${RECORDS_KEPT} of ${total} connections`;

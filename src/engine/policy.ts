@@ -10,18 +10,7 @@ import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
 export class PolicyError extends RefusedError {}
 
 /** `limits` (DESIGN §7a "It ends"): what one run's agents may spend; each key's enforcer in docs/engine.md. */
-export interface RunLimits {
-  provider_timeout_s: number;
-  run_timeout_s: number;
-  check_timeout_s: number;
-  processes: number;
-  memory_mb: number;
-  file_mb: number;
-  disk_mb: number;
-  invocations: number;
-}
-
-export const DEFAULT_LIMITS: RunLimits = {
+export const DEFAULT_LIMITS = {
   provider_timeout_s: 3600,
   run_timeout_s: 4 * 3600,
   check_timeout_s: 900,
@@ -31,6 +20,7 @@ export const DEFAULT_LIMITS: RunLimits = {
   disk_mb: 4096,
   invocations: 25,
 };
+export type RunLimits = typeof DEFAULT_LIMITS;
 
 const MAXIMA: RunLimits = {
   provider_timeout_s: 7 * 24 * 3600,
@@ -68,14 +58,8 @@ export function readLimits(
   return limits;
 }
 
-interface CheckSpec {
-  name: string;
-  run: string[];
-  required: boolean;
-}
-
 export interface Policy {
-  checks: CheckSpec[];
+  checks: ReturnType<typeof parseCheck>[];
   pr: { open: 'verified' | 'verified_with_gaps' | 'never'; draft: boolean; base: string | null };
   max_usd: number | null;
   /** How agents are confined (DESIGN §7a): null when the file does not say, which means "bwrap". */
@@ -92,7 +76,7 @@ export const DEFAULT_POLICY: Policy = {
   network: { allow: [], deny: [] }, fromFile: false,
 };
 
-function parseCheck(raw: unknown, i: number): CheckSpec {
+function parseCheck(raw: unknown, i: number) {
   const where = `policy.json checks[${i}]`;
   if (!isJsonObject(raw)) throw new PolicyError(`${where} must be an object`);
   onlyKeys(raw, ['name', 'run', 'required'], where);

@@ -64,17 +64,8 @@ export interface Widening {
   what: string;
 }
 
-interface DecidedSettings {
-  /** What the run uses: the operator's providers, then the repository's as allowed; `writable` made absolute. */
-  config: EngineConfig;
-  /** Names of svc's environment the agent and the checks receive. */
-  env: string[];
-  widening: Widening[];
-  /** What was left out for another reason (never writable, shadowed by the operator's provider), for the log. */
-  notes: string[];
-}
-
-type Collect = Pick<DecidedSettings, 'widening' | 'notes'>;
+/** `notes`: what was left out for another reason (never writable, shadowed by the operator's provider), for the log. */
+type Collect = { widening: Widening[]; notes: string[] };
 
 /** The entry's folders that may be writable; a repository's outside its tree only when `widen`. */
 function folders(
@@ -95,8 +86,12 @@ function folders(
   return kept;
 }
 
-/** Applies the rule to one run: the repository's config (null: none), the operator's, and how the run started. */
-export function decideSettings(repo: EngineConfig | null, operator: OperatorConfig, use: SettingsUse): DecidedSettings {
+/**
+ * Applies the rule to one run: the repository's config (null: none), the operator's, and how the run started. Gives
+ * the config the run uses (the operator's providers, then the repository's as allowed; `writable` made absolute) and
+ * the names of svc's environment the agent and the checks receive.
+ */
+export function decideSettings(repo: EngineConfig | null, operator: OperatorConfig, use: SettingsUse) {
   const out: Collect = { widening: [], notes: [] };
   const widen = !use.server && use.trusted;
   const providers: EngineConfig['providers'] = {};
@@ -123,7 +118,8 @@ export function decideSettings(repo: EngineConfig | null, operator: OperatorConf
   const asked = repo?.env ?? [];
   if (asked.length && widen) env.push(...asked.filter((n) => !env.includes(n)));
   else if (asked.length) out.widening.push({ provider: null, setting: 'env', what: asked.join(', ') });
-  return { config: { provider: repo?.provider ?? null, providers }, env, widening: out.widening, notes: out.notes };
+  const config: EngineConfig = { provider: repo?.provider ?? null, providers };
+  return { config, env, ...out };
 }
 
 const OPERATOR_FILES = '~/.svc/operator.json or /etc/svc/operator.json';

@@ -20,19 +20,17 @@ export interface GroupResult {
 
 export interface GroupRun {
   identity: ProcIdentity;
-  /** Freezes (SIGSTOP) or thaws (SIGCONT) every process of the agent, e.g. while a budget question waits. */
+  /** SIGSTOP / SIGCONT to every process of the agent (a budget question waits); SIGKILL reaches a frozen one too. */
   pause(): void;
   resume(): void;
-  /** Ends the agent at once (SIGKILL reaches a frozen process too); what it started goes with it. */
   kill(): void;
   done: Promise<GroupResult>;
 }
 
 interface SpawnGroupOptions {
   cwd: string;
-  /** The environment the agent's is derived from (svc's own); the spawn policy drops svc's secrets and SVC_*. */
+  /** svc's own environment, which the spawn policy filters; `extra` is added after (SVC_TASK_FILE, SVC_RUN_ID…). */
   env: NodeJS.ProcessEnv;
-  /** Added by name after filtering (SVC_TASK_FILE, SVC_RUN_ID…). */
   extra: Record<string, string>;
   stdin?: string;
   onLine?: (stream: 'stdout' | 'stderr', line: string) => void;
@@ -40,7 +38,7 @@ interface SpawnGroupOptions {
   timeoutMs: number;
   /** bwrap's path and what the agent may see; null runs it unconfined (policy or SVC_SANDBOX said "none"). */
   sandbox: { bwrap: string; plan: SandboxPlan } | null;
-  /** Limits svc watches while the agent runs (processes, memory, worktree growth); breaking one ends it. */
+  /** Limits svc watches while the agent runs; breaking one ends it. */
   watch?: WatchedLimits;
 }
 
@@ -105,9 +103,8 @@ function createOutputCapture(maxBytes: number, onLine: SpawnGroupOptions['onLine
 }
 
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
-  const guard = opts.sandbox ? null : createTreeGuard();
-  const [name, value] = guard ? guard.marker.split('=') as [string, string] : ['', ''];
   const sandbox = opts.sandbox;
+  const guard = sandbox ? null : createTreeGuard();
   const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
   const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
   // bwrap reads the system-call filter and the /etc files from fd 3 on; the child has its own copies once started.
@@ -117,16 +114,16 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, argv) : argv;
   // bwrap's options go before the command's `--`.
   const confined = sandbox ? [bwrap[0]!, '--json-status-fd', String(statusFd), ...bwrap.slice(1)] : argv;
-  const stdio: Array<'ignore' | 'pipe' | number> = [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'];
   let child: ChildProcess;
   try {
     child = startChild(cgroup ? cgroup.wrap(confined) : confined, {
       kind: 'agent',
       base: opts.env,
-      extra: guard ? { ...opts.extra, [name]: value } : opts.extra,
+      extra: guard ? { ...opts.extra, ...Object.fromEntries([guard.marker.split('=')]) } : opts.extra,
       cwd: opts.cwd,
       detached: true,
-      stdio: [...stdio, ...fds, ...(sandbox ? ['pipe' as const] : [])],
+      stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', ...fds,
+        ...(sandbox ? ['pipe' as const] : [])],
     });
   } finally {
     closeSandboxFds(fds);

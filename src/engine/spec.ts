@@ -7,11 +7,8 @@ import { fetchIssueExport, normalizeExport, summarize, renderErrtrackSpec } from
 import { fence, oneLine, str } from './text.ts';
 import { obj, objOrNull, type Obj } from '../untrusted.ts';
 
-interface ClassifiedInput {
-  kind: InputKind;
-  /** Absolute path for files, the URL, the tracker id, or the brief text. */
-  value: string;
-}
+/** `value`: the absolute path for files, the URL, the tracker id, or the brief text. */
+type ClassifiedInput = { kind: InputKind; value: string };
 
 const TRACKERA = /^trackera:([A-Za-z0-9][A-Za-z0-9_-]{0,63})$/;
 // Error-tracker issue pages: https://<org>.sentry.io/issues/<id>/ or …/organizations/<org>/issues/<id>/.
@@ -54,11 +51,11 @@ export function classifyInput(
   if (isIssueUrl(text)) return { kind: 'issue-url', value: text };
   if (!/\s/.test(text) && /\.(json|md)$/i.test(text)) {
     const kind = text.toLowerCase().endsWith('.json') ? 'errtrack-file' : 'spec-file';
+    const path = resolve(opts.cwd, text);
     if (opts.confineTo) {
-      const inside = fileInside(resolve(opts.cwd, text), opts.confineTo);
+      const inside = fileInside(path, opts.confineTo);
       return inside ? { kind, value: inside } : { kind: 'brief', value: text };
     }
-    const path = resolve(opts.cwd, text);
     if (!existsSync(path) || !statSync(path).isFile()) {
       throw new BadInputError(`File not found: "${text}" (use --brief to send it as text)`);
     }
@@ -67,11 +64,7 @@ export function classifyInput(
   return { kind: 'brief', value: text };
 }
 
-export interface Task {
-  spec: string;
-  brief: string;
-  origin: string;
-}
+export type Task = { spec: string; brief: string; origin: string };
 
 function defaultOrigin(input: ClassifiedInput, env: NodeJS.ProcessEnv): string {
   if (env.SVC_ORIGIN && /^[a-z][a-z0-9_-]{0,31}$/.test(env.SVC_ORIGIN)) return env.SVC_ORIGIN;
@@ -131,10 +124,8 @@ type TrackerIssue = ReturnType<typeof issueOf>;
 
 const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
-/**
- * A run started by the trigger server reads the delivery its job came from (`jobs/$SVC_JOB_ID.json`, removed once
- * read: the spec keeps what it said), else the newest delivery for the issue (`<id>.json`).
- */
+/** The delivery the trigger server's job came from (`jobs/$SVC_JOB_ID.json`, removed once read), else the newest
+ * delivery for the issue (`<id>.json`). */
 function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): TrackerIssue | null {
   const inbox = join(repo, '.svc', 'inbox', 'trackera');
   const jobId = env.SVC_JOB_ID;
