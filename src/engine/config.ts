@@ -151,10 +151,8 @@ function trustKey(path: string): string {
 export function readTrust(env: NodeJS.ProcessEnv): TrustRecord[] {
   const path = trustFile(env);
   if (!existsSync(path)) return [];
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
+  const raw = tryParseJson(readFileSync(path, 'utf8'));
+  if (raw === undefined) {
     throw new BadSettingError(`${path} is not valid JSON; remove it and trust your repositories again`);
   }
   const files = isJsonObject(raw) ? raw.files : undefined;

@@ -1,5 +1,5 @@
 // .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
-import { isJsonObject } from '../untrusted.ts';
+import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { realpathSync } from 'node:fs';
 import { openPlainPath, readPlainIn, skipReason } from './plain-tree.ts';
 import type { Verdict } from '../run-json.ts';
@@ -172,12 +172,8 @@ export function loadPolicy(repo: string): Policy {
   }
   if (bytes === 'missing') return DEFAULT_POLICY;
   if (typeof bytes === 'string') throw new PolicyError(`policy.json ${skipReason(bytes, MAX_POLICY)}`);
-  let raw: unknown;
-  try {
-    raw = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    throw new PolicyError('policy.json is not valid JSON');
-  }
+  const raw = tryParseJson(bytes.toString('utf8'));
+  if (raw === undefined) throw new PolicyError('policy.json is not valid JSON');
   return parsePolicy(raw);
 }
 

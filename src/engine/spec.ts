@@ -1,11 +1,13 @@
 // The run's input (DESIGN §6), the task spec and brief it becomes, and the prompt around the spec.
-import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
-import { basename, isAbsolute, join, relative, resolve } from 'node:path';
+import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
 import { fetchIssueExport, normalizeExport, summarize, renderErrtrackSpec } from './errtrack-spec.ts';
 import { fence, oneLine, str } from './text.ts';
 import { obj, objOrNull, type Obj } from '../untrusted.ts';
+import { realOrNull } from '../spawn/tree.ts';
+import { within } from '../spawn/bwrap-argv.ts';
 
 /** `value`: the absolute path for files, the URL, the tracker id, or the brief text. */
 type ClassifiedInput = { kind: InputKind; value: string };
@@ -25,14 +27,9 @@ export function isWebhookOrigin(origin: string | undefined): boolean {
 
 /** The file's real path when it is a regular file inside `root` (symbolic links resolved), else null. */
 function fileInside(path: string, root: string): string | null {
-  try {
-    const real = realpathSync(path);
-    const rel = relative(realpathSync(root), real);
-    if (rel === '' || rel.startsWith('..') || isAbsolute(rel) || !statSync(real).isFile()) return null;
-    return real;
-  } catch {
-    return null;
-  }
+  const real = realOrNull(path);
+  const top = realOrNull(root);
+  return real && top && real !== top && within(real, top) && statSync(real).isFile() ? real : null;
 }
 
 /**
