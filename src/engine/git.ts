@@ -128,9 +128,8 @@ export function excludeEngineFolders(common: string): void {
   mkdirSync(join(common, 'info'), { recursive: true });
   const path = join(common, 'info', 'exclude');
   const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
-  const lines = text.split('\n');
-  const folders = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/'];
-  const wanted = folders.filter((l) => !lines.includes(l));
+  const wanted = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/']
+    .filter((folder) => !text.split('\n').includes(folder));
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }
 

@@ -119,11 +119,8 @@ export function parsePolicy(raw: unknown): Policy {
   const checksRaw = raw.checks ?? [];
   if (!Array.isArray(checksRaw)) throw new PolicyError('policy.json checks must be an array');
   const checks = checksRaw.map(parseCheck);
-  const names = new Set<string>();
-  for (const c of checks) {
-    if (names.has(c.name)) throw new PolicyError(`policy.json has two checks named "${c.name}"`);
-    names.add(c.name);
-  }
+  const twice = checks.find((c, i) => checks.findIndex((other) => other.name === c.name) !== i);
+  if (twice) throw new PolicyError(`policy.json has two checks named "${twice.name}"`);
   const pr = { ...DEFAULT_POLICY.pr };
   if (raw.pr !== undefined) {
     if (!isJsonObject(raw.pr)) throw new PolicyError('policy.json pr must be an object');

@@ -13,9 +13,8 @@ import { TERMINAL } from '../run-json.ts';
 
 export interface PruneTarget {
   kind: 'worktree' | 'branch' | 'checkout';
-  /** The worktree's or checkout's path, or the branch's name. */
+  /** The worktree's or checkout's path, or the branch's name; `where` its repository (or checkouts folder). */
   name: string;
-  /** The repository (or checkouts folder) it belongs to. */
   where: string;
   run: string | null;
   /** Why it goes, or why it stays. */
@@ -46,10 +45,8 @@ export function endedAt(state: RunState): number | null {
   return null;
 }
 
-/**
- * Throws unless `<root>/<parts…>` is a plain folder at every level and its real path is exactly that: what a removal
- * checks right before it deletes anything (a link planted on the way since the plan would point elsewhere).
- */
+/** Throws unless `<root>/<parts…>` is a plain folder at every level and its real path is exactly that, checked right
+ * before a removal (a link planted on the way since the plan would point elsewhere). */
 export function assertOwnFolder(root: string, parts: readonly string[], path: string): void {
   const real = realpathSync(root);
   const opened = openPlainPath(real, parts);
@@ -131,8 +128,7 @@ export function removeProjectTarget(target: PruneTarget): void {
     try {
       git(target.where, ['worktree', 'remove', '--force', '--force', target.name]);
     } catch {
-      // Not a worktree git knows (its registration was pruned, or it never finished): a plain folder of ours. Checked
-      // again: rmSync follows a link on the way to it (never one inside it).
+      // Not a worktree git knows: a plain folder of ours, checked again as rmSync follows a link on the way to it.
       assertOwnFolder(target.where, parts, target.name);
       rmSync(join(realpathSync(target.where), ...parts), { recursive: true, force: true });
     }

@@ -36,13 +36,6 @@ export function isRoutedRepoName(env: NodeJS.ProcessEnv): boolean {
 const NAMES_FILE = join('info', 'svc-repo-names');
 const MAX_NAMES_BYTES = 1024 * 1024;
 
-export interface RepoRename {
-  to: string;
-  /** The names the renamed runs had, each once. */
-  from: string[];
-  runs: number;
-}
-
 /** `path → name` from the names file; a file that is missing or a link reads as empty. */
 function readNames(file: string): Map<string, string> {
   const names = new Map<string, string>();
@@ -78,11 +71,13 @@ function rename(repo: string, found: Found, name: string, now: string): boolean 
   }
 }
 
+export type RepoRename = NonNullable<ReturnType<typeof adoptRepoName>>;
+
 /**
- * Gives this checkout's ended runs `name` when it differs from the last name svc used here; null when none was
- * renamed. The name is recorded only once no run is left to rename: the next start looks at those again.
+ * Gives this checkout's ended runs `name` when it differs from the last name svc used here (`from`: the names they
+ * had), else null. The name is recorded only once no run is left to rename: the next start looks at those again.
  */
-export function adoptRepoName(repo: string, gitDir: string, name: string): RepoRename | null {
+export function adoptRepoName(repo: string, gitDir: string, name: string) {
   try {
     const file = join(gitDir, NAMES_FILE);
     const names = readNames(file);
