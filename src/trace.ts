@@ -16,9 +16,7 @@ export type SpanKind = 'internal' | 'server' | 'client' | 'consumer';
 export type AttrValue = string | number | boolean;
 export type Attrs = Record<string, AttrValue | null | undefined>;
 
-export interface SpanRecord {
-  traceId: string;
-  spanId: string;
+export interface SpanRecord extends SpanContext {
   parentSpanId: string | null;
   name: string;
   kind: SpanKind;

@@ -113,8 +113,7 @@ export async function openRunGate(ctx: RunContext, policy: Policy) {
       socketPath: socket,
       models: routes,
       onRecord: (record) => {
-        // A hostile agent can open connections without end: memory, events and the artifact stay bounded, the
-        // totals stay exact.
+        // A hostile agent can open connections without end: what is kept stays bounded, the totals exact.
         total += 1;
         if (record.decision === 'denied') denied += 1;
         meter.count(record);

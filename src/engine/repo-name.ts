@@ -33,7 +33,6 @@ export function isRoutedRepoName(env: NodeJS.ProcessEnv): boolean {
   return isWebhookOrigin(env.SVC_ORIGIN) && routed !== undefined && isRepoName(routed);
 }
 
-const NAMES_FILE = join('info', 'svc-repo-names');
 const MAX_NAMES_BYTES = 1024 * 1024;
 
 /** `path → name` from the names file; a file that is missing or a link reads as empty. */
@@ -79,7 +78,7 @@ export type RepoRename = NonNullable<ReturnType<typeof adoptRepoName>>;
  */
 export function adoptRepoName(repo: string, gitDir: string, name: string) {
   try {
-    const file = join(gitDir, NAMES_FILE);
+    const file = join(gitDir, 'info', 'svc-repo-names');
     const names = readNames(file);
     if (names.get(repo) === name) return null;
     const from = new Set<string>();

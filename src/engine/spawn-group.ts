@@ -132,8 +132,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   let sampler: NodeJS.Timeout | undefined;
   if (guard && child.pid) {
     guard.watch(child.pid);
-    sampler = setInterval(() => guard.sample(), SAMPLE_MS);
-    sampler.unref();
+    sampler = setInterval(() => guard.sample(), SAMPLE_MS).unref();
   }
   // The first process has exited: without a sandbox, nothing it started may outlive it (a setsid'd daemon would also
   // hold the output pipes open, so 'close' would never come).
@@ -148,18 +147,12 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   const signalAll = (sig: NodeJS.Signals) => signalEach(members(), sig);
   const status = sandbox ? readStatus(child, statusFd) : null;
   const capture = createOutputCapture(opts.maxBytes, opts.onLine);
-  const out = capture.stream('stdout');
-  const err = capture.stream('stderr');
-  child.stdout?.on('data', out.onData);
-  child.stdout?.on('end', out.flush);
-  child.stderr?.on('data', err.onData);
-  child.stderr?.on('end', err.flush);
-  if (opts.stdin !== undefined && child.stdin) {
-    child.stdin.on('error', () => {
-      // The child may exit without reading its prompt; EPIPE is not our failure.
-    });
-    child.stdin.end(opts.stdin);
+  for (const name of ['stdout', 'stderr'] as const) {
+    const stream = capture.stream(name);
+    child[name]?.on('data', stream.onData).on('end', stream.flush);
   }
+  // The child may exit without reading its prompt; EPIPE is not our failure.
+  if (opts.stdin !== undefined) child.stdin?.on('error', () => undefined).end(opts.stdin);
   const kill = () => {
     signalAll('SIGKILL');
     signalGroup(identity, 'SIGKILL');
@@ -200,10 +193,8 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
 
 const STATUS_CAP = 64 * 1024;
 
-/**
- * Reads bwrap's status lines: `{"child-pid": …}` once its namespaces exist, `{"exit-code": …}` only once the
- * agent it executed has exited (a failed mount or exec leaves that line out).
- */
+/** bwrap's status lines hold `{"exit-code": …}` only once the agent it executed has exited (not after a failed mount
+ * or exec). */
 function readStatus(child: ChildProcess, fd: number): { agentExited(): boolean } {
   let text = '';
   const pipe = child.stdio[fd] as NodeJS.ReadableStream | null | undefined;
