@@ -177,6 +177,9 @@ export class Tracer {
   /** Spans dropped: the queue was full, or their POST failed (a collector down, slow or refusing). */
   dropped = 0;
   sent = 0;
+  /** Where spans go; null: nowhere (tracing is off, and svc does no trace work). */
+  readonly url: string | null;
+  readonly enabled: boolean;
   readonly #settings: TraceSettings;
   #queue: SpanRecord[] = [];
   #timer: NodeJS.Timeout | null = null;
@@ -184,15 +187,8 @@ export class Tracer {
 
   constructor(settings: TraceSettings) {
     this.#settings = settings;
-  }
-
-  /** Where spans go; null: nowhere (tracing is off, and svc does no trace work). */
-  get url(): string | null {
-    return this.#settings.url;
-  }
-
-  get enabled(): boolean {
-    return this.url !== null;
+    this.url = settings.url;
+    this.enabled = settings.url !== null;
   }
 
   /** Sends an export made elsewhere (a pod's, relayed by the gate) now, to this tracer's collector and headers. */
