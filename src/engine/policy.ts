@@ -1,6 +1,6 @@
 // .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
-import { realpathSync } from 'node:fs';
+import { realOrNull } from '../spawn/tree.ts';
 import { openPlainPath, readPlainIn, skipReason } from './plain-tree.ts';
 import type { Verdict } from '../run-json.ts';
 import { RefusedError } from '../errors.ts';
@@ -151,12 +151,9 @@ const MAX_POLICY = 64 * 1024;
  * /dev/zero or a host file); missing gives the defaults, anything else broken throws (fail closed).
  */
 export function loadPolicy(repo: string): Policy {
-  let dir: ReturnType<typeof openPlainPath>;
-  try {
-    dir = openPlainPath(realpathSync(repo), ['.svc']); // the checkout's own path is the operator's, and may be a link
-  } catch {
-    return DEFAULT_POLICY;
-  }
+  const real = realOrNull(repo); // the checkout's own path is the operator's, and may be a link
+  if (real === null) return DEFAULT_POLICY;
+  const dir = openPlainPath(real, ['.svc']);
   if ('failed' in dir) {
     if (dir.kind === 'missing') return DEFAULT_POLICY;
     throw new PolicyError(`policy.json not read: ${dir.failed} ${skipReason(dir.kind)}`);

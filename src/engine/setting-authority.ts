@@ -67,17 +67,15 @@ export interface Widening {
 /** `notes`: what was left out for another reason (never writable, shadowed by the operator's provider), for the log. */
 type Collect = { widening: Widening[]; notes: string[] };
 
-/** The entry's folders that may be writable; a repository's outside its tree only when `widen`. */
-function folders(
-  name: string, entry: ProviderEntry, file: string, fromRepo: boolean, widen: boolean, use: SettingsUse, out: Collect,
-): string[] {
+/** The entry's folders that may be writable; outside the run's tree only when `widened` (the operator's always are). */
+function folders(name: string, entry: ProviderEntry, file: string, widened: boolean, use: SettingsUse, out: Collect) {
   const kept: string[] = [];
   for (const asked of entry.writable ?? []) {
     const path = asked.startsWith('/') ? asked : join(use.home, asked);
     const never = neverWritable(path, use.home, use.pathDirs);
     if (never) {
       out.notes.push(`${file} providers.${name}.writable "${asked}" is never writable (${never}): left out`);
-    } else if (!fromRepo || widen || within(path, use.workdir)) {
+    } else if (widened || within(path, use.workdir)) {
       kept.push(path);
     } else {
       out.widening.push({ provider: name, setting: `providers.${name}.writable`, what: `"${asked}" (${path})` });
@@ -96,7 +94,7 @@ export function decideSettings(repo: EngineConfig | null, operator: OperatorConf
   const widen = !use.server && use.trusted;
   const providers: EngineConfig['providers'] = {};
   for (const [name, entry] of Object.entries(operator.providers)) {
-    const writable = folders(name, entry, 'operator.json', false, true, use, out);
+    const writable = folders(name, entry, 'operator.json', true, use, out);
     providers[name] = { command: entry.command, writable };
   }
   for (const [name, entry] of Object.entries(repo?.providers ?? {})) {
@@ -110,7 +108,7 @@ export function decideSettings(repo: EngineConfig | null, operator: OperatorConf
       out.widening.push({ provider: name, setting: `providers.${name}`, what: `redefines the built-in "${name}"` });
       continue;
     }
-    const writable = folders(name, entry, '.svc/config.json', true, widen, use, out);
+    const writable = folders(name, entry, '.svc/config.json', widen, use, out);
     // An absolute program elsewhere on the host would show its whole folder: for a repository, only the file itself.
     providers[name] = { command: entry.command, writable, showFolder: widen };
   }
