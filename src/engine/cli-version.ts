@@ -77,10 +77,8 @@ export function packageVersion(path: string, pkg: string): string | null {
 
 export type VersionProbe = (path: string, provider?: string) => Promise<string | null>;
 
-/**
- * A built-in's version from its npm package, else `<path> --version` with a timeout and a minimal environment (no
- * tokens reach it); cached by path, size and mtime so an upgrade is noticed without re-running every binary.
- */
+/** A built-in's version from its npm package, else `<path> --version` (timed, no tokens in its environment); cached
+ * by path, size and mtime so an upgrade is noticed. */
 export function createVersionProbe(env: NodeJS.ProcessEnv): VersionProbe {
   const cache = new Map<string, Promise<string | null>>();
   const base: NodeJS.ProcessEnv = { PATH: env.PATH ?? '', HOME: env.HOME ?? '' };
