@@ -67,26 +67,18 @@ function stopAll(members: () => number[]): void {
   }
 }
 
-/** The first `maxBytes` of stdout and stderr together, and each line to `onLine` (past 64 KiB, in pieces). */
-function createOutputCapture(maxBytes: number, onLine: SpawnGroupOptions['onLine']) {
+/** The first `maxBytes` of the child's stdout and stderr together, each line to `onLine` (past 64 KiB, in pieces). */
+function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroupOptions['onLine']) {
   const chunks: Buffer[] = [];
   let size = 0;
   let truncated = false;
-  function stream(name: 'stdout' | 'stderr') {
+  for (const name of ['stdout', 'stderr'] as const) {
     let partial = '';
-    const flush = () => {
-      if (partial && onLine) onLine(name, partial);
-      partial = '';
-    };
-    const onData = (chunk: Buffer) => {
-      if (size < maxBytes) {
-        const take = chunk.subarray(0, maxBytes - size);
-        chunks.push(take);
-        size += take.length;
-        if (take.length < chunk.length) truncated = true;
-      } else {
-        truncated = true;
-      }
+    child[name]?.on('data', (chunk: Buffer) => {
+      const take = chunk.subarray(0, maxBytes - size);
+      if (take.length) chunks.push(take);
+      size += take.length;
+      if (take.length < chunk.length) truncated = true;
       if (!onLine) return;
       partial += chunk.toString('utf8');
       const lines = partial.split('\n');
@@ -96,10 +88,11 @@ function createOutputCapture(maxBytes: number, onLine: SpawnGroupOptions['onLine
         onLine(name, partial);
         partial = '';
       }
-    };
-    return { onData, flush };
+    }).on('end', () => {
+      if (partial && onLine) onLine(name, partial);
+    });
   }
-  return { stream, output: () => Buffer.concat(chunks), truncated: () => truncated };
+  return { output: () => Buffer.concat(chunks), truncated: () => truncated };
 }
 
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
@@ -146,11 +139,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   };
   const signalAll = (sig: NodeJS.Signals) => signalEach(members(), sig);
   const status = sandbox ? readStatus(child, statusFd) : null;
-  const capture = createOutputCapture(opts.maxBytes, opts.onLine);
-  for (const name of ['stdout', 'stderr'] as const) {
-    const stream = capture.stream(name);
-    child[name]?.on('data', stream.onData).on('end', stream.flush);
-  }
+  const capture = captureOutput(child, opts.maxBytes, opts.onLine);
   // The child may exit without reading its prompt; EPIPE is not our failure.
   if (opts.stdin !== undefined) child.stdin?.on('error', () => undefined).end(opts.stdin);
   const kill = () => {
