@@ -7,7 +7,6 @@ import { isLoopbackHost } from '../http/guards.ts';
 
 type ErrtrackExport = { issue: Obj | null; event: Obj | null };
 
-type Frame = ReturnType<typeof toFrame>;
 type ErrtrackSummary = ReturnType<typeof summarize>;
 
 function arr(value: unknown): unknown[] {
@@ -45,11 +44,8 @@ function toFrame(raw: Obj) {
 
 /** Frames newest call first, in-app frames before library frames (stable within each group). */
 function framesOf(values: Obj[]) {
-  const frames: Frame[] = [];
-  for (const value of [...values].reverse()) {
-    const raw = arr(obj(value.stacktrace)?.frames).map(obj).filter((f): f is Obj => f !== null);
-    for (const f of raw.reverse()) frames.push(toFrame(f));
-  }
+  const frames = [...values].reverse().flatMap((value) =>
+    arr(obj(value.stacktrace)?.frames).map(obj).filter((f): f is Obj => f !== null).reverse().map(toFrame));
   return [...frames.filter((f) => f.inApp), ...frames.filter((f) => !f.inApp)];
 }
 

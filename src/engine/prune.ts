@@ -64,12 +64,8 @@ export function assertOwnFolder(root: string, parts: readonly string[], path: st
 /** Local `svc/*` branches with their tip's committer time (unix ms). */
 function svcBranches(repo: string): Map<string, number> {
   const out = git(repo, ['for-each-ref', '--format=%(refname:short) %(committerdate:unix)', 'refs/heads/svc/']);
-  const branches = new Map<string, number>();
-  for (const line of out.split('\n')) {
-    const [name, time] = line.trim().split(' ');
-    if (name) branches.set(name, Number(time) * 1000);
-  }
-  return branches;
+  const refs = out.split('\n').map((line) => line.trim().split(' ')).filter(([name]) => name);
+  return new Map(refs.map(([name, time]) => [name!, Number(time) * 1000]));
 }
 
 /** The plan for one repository (its main checkout's root): what goes, and what stays with the reason. */
