@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { isIP } from 'node:net';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
-import { startGate, type Gate } from '../gate/gate.ts';
+import { startGate } from '../gate/gate.ts';
 import { parseGatePolicy, parseHostPattern, type GatePolicy } from '../gate/policy.ts';
 import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-apis.ts';
 import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
@@ -98,37 +98,35 @@ export async function openRunGate(ctx: RunContext, policy: Policy) {
   const routes = modelRoutesFromEnv(ctx.env);
   // First: a bad price file fails the run before anything is made.
   const meter = runMeter(ctx);
+  const allowed = gatePolicy(policy.network, routes);
   const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
   const records: EgressRecord[] = [];
   let total = 0;
   let denied = 0;
   let closing: Promise<void> | undefined;
-  let gate: Gate;
-  try {
-    gate = await startGate({
-      meter: meter.gate,
-      trace: traceRoot() ?? undefined,
-      policy: gatePolicy(policy.network, routes),
-      socketPath: socket,
-      models: routes,
-      onRecord: (record) => {
-        // A hostile agent can open connections without end: what is kept stays bounded, the totals exact.
-        total += 1;
-        if (record.decision === 'denied') denied += 1;
-        meter.count(record);
-        if (records.length < RECORDS_KEPT) records.push(record);
-        if (total <= EVENTS_KEPT) ctx.event('egress', { ...record });
-        if (total === EVENTS_KEPT + 1) {
-          const text = `more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`;
-          ctx.event('log', { stream: 'svc', text });
-        }
-      },
-    });
-  } catch (err) {
+  const gate = await startGate({
+    meter: meter.gate,
+    trace: traceRoot() ?? undefined,
+    policy: allowed,
+    socketPath: socket,
+    models: routes,
+    onRecord: (record) => {
+      // A hostile agent can open connections without end: what is kept stays bounded, the totals exact.
+      total += 1;
+      if (record.decision === 'denied') denied += 1;
+      meter.count(record);
+      if (records.length < RECORDS_KEPT) records.push(record);
+      if (total <= EVENTS_KEPT) ctx.event('egress', { ...record });
+      if (total === EVENTS_KEPT + 1) {
+        const text = `more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`;
+        ctx.event('log', { stream: 'svc', text });
+      }
+    },
+  }).catch((err: unknown) => {
     rmSync(folder, { recursive: true, force: true });
     throw err;
-  }
+  });
   return {
     // What the sandbox plan binds in; SVC_SANDBOX_FORWARDER=node keeps svc's own forwarder (docs/gate.md).
     sandbox: sandboxGate(socket, settingChoice(ctx.env, 'SVC_SANDBOX_FORWARDER') === 'auto'),
