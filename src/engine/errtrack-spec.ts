@@ -65,11 +65,6 @@ function tagValue(event: Obj | null, key: string): string | null {
   return null;
 }
 
-function releaseOf(issue: Obj | null, event: Obj | null): string | null {
-  const r = event?.release;
-  return str(obj(r)?.version) ?? str(r) ?? tagValue(event, 'release') ?? str(obj(issue?.lastRelease)?.version) ?? null;
-}
-
 export function summarize(exp: ErrtrackExport) {
   const { issue, event } = exp;
   const values = sectionValues(event, 'exception');
@@ -84,7 +79,8 @@ export function summarize(exp: ErrtrackExport) {
     errorValue: errorValue && oneLine(errorValue, 1000),
     frames: framesOf(values),
     breadcrumbs: sectionValues(event, 'breadcrumbs').slice(-30).map(crumbLine),
-    release: releaseOf(issue, event),
+    release: str(obj(event?.release)?.version) ?? str(event?.release) ?? tagValue(event, 'release')
+      ?? str(obj(issue?.lastRelease)?.version),
     environment: str(event?.environment) ?? tagValue(event, 'environment'),
     culprit: str(event?.culprit) ?? str(issue?.culprit),
     link: str(issue?.permalink) ?? str(event?.web_url) ?? null,

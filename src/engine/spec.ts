@@ -70,13 +70,6 @@ function defaultOrigin(input: ClassifiedInput, env: NodeJS.ProcessEnv): string {
   return 'cli';
 }
 
-function briefSpec(brief: string): string {
-  return [
-    '# Task', '', brief, '',
-    '## Acceptance criteria', '', '- The change does what the task asks.', '- Existing tests pass.', '',
-  ].join('\n');
-}
-
 function errtrackTask(raw: unknown): { spec: string; brief: string } {
   const summary = summarize(normalizeExport(raw));
   return { spec: renderErrtrackSpec(summary), brief: oneLine(`Fix ${summary.title}`, 1500) };
@@ -87,7 +80,9 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
   switch (input.kind) {
     case 'brief': {
       const brief = oneLine(input.value, 1500);
-      return { spec: briefSpec(brief), brief, origin };
+      const spec = ['# Task', '', brief, '',
+        '## Acceptance criteria', '', '- The change does what the task asks.', '- Existing tests pass.', ''].join('\n');
+      return { spec, brief, origin };
     }
     case 'spec-file': {
       const spec = readFileSync(input.value, 'utf8');
