@@ -90,19 +90,17 @@ export function createVersionProbe(env: NodeJS.ProcessEnv): VersionProbe {
     } catch {
       return Promise.resolve(null);
     }
-    let pending = cache.get(key);
-    if (!pending) {
+    if (!cache.has(key)) {
       const pkg = provider ? TESTED_CLIS[provider]?.package : undefined;
       const fromPackage = pkg ? packageVersion(path, pkg) : null;
       const spec = { kind: 'probe', base, extra: { LANG: 'C', NO_COLOR: '1' }, timeout: 20_000 } as const;
-      const asked = () => runCollect([path, '--version'], spec).then((r) => {
-        const out = r.stdout.trim() || r.stderr.trim();
-        return r.error && !out ? null : versionFrom(out);
-      });
-      pending = fromPackage !== null ? Promise.resolve(fromPackage) : asked();
-      cache.set(key, pending);
+      cache.set(key, fromPackage !== null ? Promise.resolve(fromPackage) : runCollect([path, '--version'], spec)
+        .then((r) => {
+          const out = r.stdout.trim() || r.stderr.trim();
+          return r.error && !out ? null : versionFrom(out);
+        }));
     }
-    return pending;
+    return cache.get(key)!;
   };
 }
 
