@@ -2,7 +2,7 @@
 import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers, statFields } from '../spawn/tree.ts';
-import { identityOf, signalGroup, type ProcIdentity } from './proc-group.ts';
+import { identityOf, signalGroup } from './proc-group.ts';
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
@@ -18,14 +18,7 @@ export interface GroupResult {
   sandboxFailed: boolean;
 }
 
-export interface GroupRun {
-  identity: ProcIdentity;
-  /** SIGSTOP / SIGCONT to every process of the agent (a budget question waits); SIGKILL reaches a frozen one too. */
-  pause(): void;
-  resume(): void;
-  kill(): void;
-  done: Promise<GroupResult>;
-}
+export type GroupRun = ReturnType<typeof spawnGroup>;
 
 interface SpawnGroupOptions {
   cwd: string;
@@ -95,7 +88,7 @@ function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroup
   return { output: () => Buffer.concat(chunks), truncated: () => truncated };
 }
 
-export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
+export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const sandbox = opts.sandbox;
   const guard = sandbox ? null : createTreeGuard();
   const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
@@ -177,6 +170,8 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
       resolve({ code, signal, output: capture.output(), truncated: capture.truncated(), endedBy, sandboxFailed });
     });
   });
+  // pause and resume: SIGSTOP / SIGCONT to every process of the agent (a budget question waits); SIGKILL reaches a
+  // frozen one too.
   return { identity, done, pause: () => stopAll(members), resume: () => signalAll('SIGCONT'), kill };
 }
 
