@@ -105,9 +105,7 @@ export function createVersionProbe(env: NodeJS.ProcessEnv): VersionProbe {
 }
 
 /** The run's warning when its built-in CLI's version is outside the tested range; null otherwise (or unknown). */
-export async function untestedProviderWarning(
-  provider: ResolvedProvider, env: NodeJS.ProcessEnv,
-): Promise<string | null> {
+export async function untestedProviderWarning(provider: ResolvedProvider, env: NodeJS.ProcessEnv) {
   if (provider.kind !== provider.name || !TESTED_CLIS[provider.name]) return null;
   const version = await createVersionProbe(env)(provider.argv[0]!, provider.name);
   return untestedWarning(provider.name, version);

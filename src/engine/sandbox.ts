@@ -80,9 +80,7 @@ export function agentSandbox(
 }
 
 /** Once the provider is done: its invocations' fresh folders go (what it kept stays in the repository's home). */
-export function releaseProviderHome(
-  ctx: RunContext, sandbox: RunSandbox, provider: { name: string; kind: string },
-): void {
+export function releaseProviderHome(ctx: RunContext, sandbox: RunSandbox, provider: { kind: string }): void {
   if (sandbox.mode.kind === 'none' || provider.kind === 'command') return;
   try {
     dropRunLayer(providerHomeDir(ctx.env, ctx.state.repo_path, provider), ctx.state.run);

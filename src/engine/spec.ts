@@ -155,9 +155,7 @@ async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue
   return issue && issueOf(issue, id);
 }
 
-export async function trackeraSpec(
-  repo: string, id: string, env: NodeJS.ProcessEnv,
-): Promise<{ spec: string; brief: string }> {
+export async function trackeraSpec(repo: string, id: string, env: NodeJS.ProcessEnv) {
   const issue = fromSnapshot(repo, id, env) ?? await fromApi(id, env).catch(() => null);
   if (!issue || (!issue.title && !issue.description)) {
     return {
