@@ -8,12 +8,6 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 
-export interface SigningKey {
-  kid: string;
-  privateKey: KeyObject;
-  publicKey: KeyObject;
-}
-
 const PRIVATE_FILE = 'receipt-ed25519.pem';
 const PUBLIC_FILE = 'receipt-ed25519.pub.pem';
 
@@ -51,8 +45,10 @@ export function hasSigningKey(svcHome: string): boolean {
   return existsSync(join(keysDir(svcHome), PRIVATE_FILE));
 }
 
+export type SigningKey = ReturnType<typeof loadOrCreateSigningKey>;
+
 /** Loads the key pair, generating it on first use; the private key file is mode 0600 in a 0700 folder. */
-export function loadOrCreateSigningKey(svcHome: string): SigningKey {
+export function loadOrCreateSigningKey(svcHome: string) {
   const dir = keysDir(svcHome);
   const privatePath = join(dir, PRIVATE_FILE);
   if (!existsSync(privatePath)) {
@@ -88,10 +84,7 @@ export function verifyBytes(publicKey: KeyObject, data: Buffer, signatureBase64:
   }
 }
 
-/**
- * A public key the Control Plane accepts receipts from: its own (`local`), one it signed with before a rotation
- * (`retired`), or a registered runner's (`runner`).
- */
+/** A public key the Control Plane accepts receipts from: its own, one from before a rotation, or a runner's. */
 export interface KnownKey {
   kid: string;
   name: string;
@@ -99,10 +92,7 @@ export interface KnownKey {
   publicKey: KeyObject;
 }
 
-/**
- * Runner keys: each `<name>.pem` here is the public half of one runner's signing key (a Kubernetes executor's pods,
- * another build host). The operator adds one by copying its public PEM in; a private key there is ignored, never used.
- */
+/** Each `<name>.pem` here is the public half of one runner's signing key (a private key there is never used). */
 export function trustedKeysDir(svcHome: string): string {
   return join(keysDir(svcHome), 'trusted');
 }
@@ -139,10 +129,7 @@ function publicKeysIn(
 /** This machine's earlier signing keys: `<kid>.pub.pem` files that `svc keys rotate` moved the public halves to. */
 const retiredKeysDir = (svcHome: string) => join(keysDir(svcHome), 'retired');
 
-/**
- * Makes a new signing key. The old public half goes to keys/retired/ first (unless `revoke`), so no receipt the old
- * key signed is ever unknown; its private key is gone afterwards. Answers the old kid and whether it was kept.
- */
+/** A new signing key; the old public half goes to keys/retired/ first (unless `revoke`) so its receipts verify. */
 export function rotateSigningKey(
   svcHome: string, opts: { revoke?: boolean } = {},
 ): { old: string | null; kept: boolean; new: string } {
@@ -162,10 +149,8 @@ export function rotateSigningKey(
   return { old: old?.kid ?? null, kept: old !== null && !opts.revoke, new: keyIdOf(fresh) };
 }
 
-/**
- * Every key the Control Plane accepts receipts from: its own first (made on first use unless `make` is false), its
- * retired ones (a file whose key is not the kid its name says is skipped), then registered runner keys.
- */
+/** Its own key first (made on first use unless `make` is false), its retired ones (only where the file name is the
+ * key's kid), then registered runner keys. */
 export function knownKeys(svcHome: string, make = true): KnownKey[] {
   const own = make || hasSigningKey(svcHome) ? loadOrCreateSigningKey(svcHome) : null;
   const local: KnownKey[] = own ? [{ kid: own.kid, name: 'local', origin: 'local', publicKey: own.publicKey }] : [];

@@ -1,6 +1,5 @@
 // The Run JSON of DESIGN §3 — the one shape a run has on the wire — with its status and verdict vocabularies.
-// Imports only the typed readers (which import nothing), so the engine, the Control Plane and the client (which must
-// stay free of node:sqlite) all share it.
+// Imports only the typed readers, so the client (which must stay free of node:sqlite) shares it too.
 import { obj, oneOf } from './untrusted.ts';
 
 export const RUN_STATUSES = ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'] as const;
@@ -39,15 +38,9 @@ export interface RunJson {
   failure: RunFailure | null;
   /** What the agent itself reported (svc.cost lines, its CLI's usage lines); null when it reported nothing. */
   reported: CostFigures | null;
-  /**
-   * What the egress gate metered from the model APIs' own usage (docs/gate.md "Metered cost"); null when it metered
-   * no call. When set, cost_usd / tokens_in / tokens_out are these figures, else the reported ones.
-   */
+  /** What the egress gate metered (docs/gate.md "Metered cost"); when set, cost_usd and the tokens are these. */
   metered: MeteredCost | null;
-  /**
-   * The OpenTelemetry trace of the run (32 hex digits, src/trace.ts); null for a run from before traces. Every
-   * serializer writes it (null when absent); optional here so a state.json from before traces still types.
-   */
+  /** The run's OpenTelemetry trace; optional only so a state.json from before traces still types. */
   trace_id?: string | null;
 }
 
@@ -71,8 +64,7 @@ export const RUN_JSON_FIELDS = [
   'failure', 'reported', 'metered', 'trace_id',
 ] as const satisfies ReadonlyArray<keyof RunJson>;
 
-// Where a person looks at a run: its page on the Control Plane as people reach it (SVC_PUBLIC_URL, vetted by whoever
-// reads it never to be a loopback address), for every link svc sends out (summaries, comments, PR bodies).
+// A run's page on the Control Plane as people reach it (SVC_PUBLIC_URL), for every link svc sends out.
 export function runPageUrl(publicUrl: string, source: string, run: string): string {
   return `${publicUrl.replace(/\/+$/, '')}/#/runs/${encodeURIComponent(source)}/${encodeURIComponent(run)}`;
 }

@@ -1,6 +1,5 @@
-// OpenTelemetry traces with svc's own code: a W3C `traceparent` read (untrusted: anything malformed starts a new
-// trace), spans, and an OTLP/HTTP JSON exporter off every request's path (docs/deploy.md "Traces" says what it sends,
-// and that attributes are names, ids, counts and outcomes, never a brief, prompt, token or body).
+// OpenTelemetry traces with svc's own code: `traceparent` (untrusted: anything malformed starts a new trace), spans,
+// and an OTLP/HTTP JSON exporter off every request's path (docs/deploy.md "Traces": what it sends, and never sends).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
@@ -17,9 +16,7 @@ export type SpanKind = 'internal' | 'server' | 'client' | 'consumer';
 export type AttrValue = string | number | boolean;
 export type Attrs = Record<string, AttrValue | null | undefined>;
 
-export interface SpanRecord {
-  traceId: string;
-  spanId: string;
+export interface SpanRecord extends SpanContext {
   parentSpanId: string | null;
   name: string;
   kind: SpanKind;
@@ -56,12 +53,7 @@ export const newSpanId = (): string => nonZeroHex(8);
 
 export const nanos = (ms: number): string => (BigInt(Math.round(ms)) * 1_000_000n).toString();
 
-export interface TraceSettings {
-  /** The full traces URL, or null: nothing is exported. */
-  url: string | null;
-  service: string;
-  headers: Record<string, string>;
-}
+type TraceSettings = ReturnType<typeof traceSettings>;
 
 /** `k=v,k2=v2` (values percent-decoded, as the OpenTelemetry spec writes them); a malformed pair is skipped. */
 function parseHeaders(text: string | undefined): Record<string, string> {
@@ -79,8 +71,8 @@ function parseHeaders(text: string | undefined): Record<string, string> {
   return out;
 }
 
-/** The OpenTelemetry environment variables svc follows (settings-registry.ts documents each). */
-export function traceSettings(env: NodeJS.ProcessEnv, defaultService: string): TraceSettings {
+/** The OpenTelemetry environment variables svc follows (settings-registry.ts documents each); `url` null: no export. */
+export function traceSettings(env: NodeJS.ProcessEnv, defaultService: string) {
   const service = env.OTEL_SERVICE_NAME?.trim() || defaultService;
   const headers = parseHeaders(env.OTEL_EXPORTER_OTLP_HEADERS);
   const off = env.OTEL_TRACES_EXPORTER?.trim() === 'none';
@@ -136,20 +128,15 @@ function checkedAttributes(value: unknown, drop: RegExp): unknown[] {
 const int = (value: unknown): number => (Number.isInteger(value) ? (value as number) : 0);
 const nanosOf = (value: unknown): string => (typeof value === 'string' && NANOS.test(value) ? value : '0');
 const SPAN_ID = /^(?!0{16})[0-9a-f]{16}$/;
-/**
- * Span attributes that say who a span is of (the gate's stamp says it; `service.*` too, which some backends merge with
- * the resource's): a pod's are dropped. The pod's own run gate's `svc.gate.*` spans pass, under `service.name=svc-run`.
- */
+/** A pod's span attributes that say whose a span is (the gate's stamp says it), dropped; docs/deploy.md "Traces". */
 const STAMPED = /^(svc\.(relayed_by|job_id|run|repo)|service\..*)$/i;
 
 export type RelayedExport = { body: string; spans: number } | { refused: string };
 
 /**
- * A relayed OTLP JSON export (untrusted: a pod's), rebuilt from the fields svc's own exporter writes (otlpBody), so
- * nothing a collector might also read (snake_case aliases such as `trace_id`, keys svc never checked) passes. Its
- * spans go under one resource that says only `resource` (the pod's resource attributes are dropped), in the scopes
- * that hold one, so the rebuilt body stays about the size of the spans it carries. Refused unless it has a span and
- * every span is in `traceId` and has a well-formed id that `svcs` does not claim.
+ * A pod's OTLP JSON export rebuilt from the fields otlpBody writes, under one resource saying only `resource`
+ * (docs/deploy.md "Traces"). Refused unless it has a span and every span is in `traceId` with a well-formed id that
+ * `svcs` does not claim.
  */
 export function ownTraceExport(
   body: unknown, traceId: string, svcs: (spanId: string) => boolean, resource: Attrs,
@@ -190,6 +177,9 @@ export class Tracer {
   /** Spans dropped: the queue was full, or their POST failed (a collector down, slow or refusing). */
   dropped = 0;
   sent = 0;
+  /** Where spans go; null: nowhere (tracing is off, and svc does no trace work). */
+  readonly url: string | null;
+  readonly enabled: boolean;
   readonly #settings: TraceSettings;
   #queue: SpanRecord[] = [];
   #timer: NodeJS.Timeout | null = null;
@@ -197,15 +187,8 @@ export class Tracer {
 
   constructor(settings: TraceSettings) {
     this.#settings = settings;
-  }
-
-  /** Where spans go; null: nowhere (tracing is off, and svc does no trace work). */
-  get url(): string | null {
-    return this.#settings.url;
-  }
-
-  get enabled(): boolean {
-    return this.url !== null;
+    this.url = settings.url;
+    this.enabled = settings.url !== null;
   }
 
   /** Sends an export made elsewhere (a pod's, relayed by the gate) now, to this tracer's collector and headers. */
@@ -223,10 +206,7 @@ export class Tracer {
     this.#timer ??= setTimeout(() => void this.#send(), DELAY_MS).unref();
   }
 
-  /**
-   * Sends what is queued and waits for it (a process about to exit), for at most `maxMs`: a collector that hangs
-   * holds up no shutdown longer than that (what is still queued then is dropped and counted). Never throws.
-   */
+  /** Sends what is queued and waits for it, at most `maxMs` (what is still queued then is dropped). Never throws. */
   async flush(maxMs = FLUSH_MS): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), maxMs).unref()));
@@ -258,12 +238,8 @@ export class Tracer {
 /** One POST; true on a 2xx. Never rejects. */
 function post(settings: TraceSettings, body: string): Promise<boolean> {
   return new Promise((resolve) => {
-    let url: URL;
-    try {
-      url = new URL(settings.url!);
-    } catch {
-      return resolve(false);
-    }
+    const url = URL.parse(settings.url ?? '');
+    if (!url) return resolve(false);
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     const req = send(url, {
       method: 'POST', timeout: POST_TIMEOUT_MS,
@@ -335,10 +311,7 @@ export function traceRoot(): { tracer: Tracer; parent: SpanContext } | null {
   return store ? { tracer: store.tracer, parent: store.root } : null;
 }
 
-/**
- * `fn` inside a child span of the current one (a no-op wrapper outside any): the span ends when `fn` settles, with
- * an error status when it throws.
- */
+/** `fn` inside a child span of the current one (outside any, just `fn`), ended with `fn`'s outcome. */
 export async function inSpan<T>(name: string, attrs: Attrs, fn: () => Promise<T> | T): Promise<T> {
   const parent = current.getStore();
   if (!parent) return await fn();

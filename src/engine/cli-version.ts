@@ -77,10 +77,8 @@ export function packageVersion(path: string, pkg: string): string | null {
 
 export type VersionProbe = (path: string, provider?: string) => Promise<string | null>;
 
-/**
- * A built-in's version from its npm package, else `<path> --version` with a timeout and a minimal environment (no
- * tokens reach it); cached by path, size and mtime so an upgrade is noticed without re-running every binary.
- */
+/** A built-in's version from its npm package, else `<path> --version` (timed, no tokens in its environment); cached
+ * by path, size and mtime so an upgrade is noticed. */
 export function createVersionProbe(env: NodeJS.ProcessEnv): VersionProbe {
   const cache = new Map<string, Promise<string | null>>();
   const base: NodeJS.ProcessEnv = { PATH: env.PATH ?? '', HOME: env.HOME ?? '' };
@@ -92,26 +90,22 @@ export function createVersionProbe(env: NodeJS.ProcessEnv): VersionProbe {
     } catch {
       return Promise.resolve(null);
     }
-    let pending = cache.get(key);
-    if (!pending) {
+    if (!cache.has(key)) {
       const pkg = provider ? TESTED_CLIS[provider]?.package : undefined;
       const fromPackage = pkg ? packageVersion(path, pkg) : null;
       const spec = { kind: 'probe', base, extra: { LANG: 'C', NO_COLOR: '1' }, timeout: 20_000 } as const;
-      const asked = () => runCollect([path, '--version'], spec).then((r) => {
-        const out = r.stdout.trim() || r.stderr.trim();
-        return r.error && !out ? null : versionFrom(out);
-      });
-      pending = fromPackage !== null ? Promise.resolve(fromPackage) : asked();
-      cache.set(key, pending);
+      cache.set(key, fromPackage !== null ? Promise.resolve(fromPackage) : runCollect([path, '--version'], spec)
+        .then((r) => {
+          const out = r.stdout.trim() || r.stderr.trim();
+          return r.error && !out ? null : versionFrom(out);
+        }));
     }
-    return pending;
+    return cache.get(key)!;
   };
 }
 
 /** The run's warning when its built-in CLI's version is outside the tested range; null otherwise (or unknown). */
-export async function untestedProviderWarning(
-  provider: ResolvedProvider, env: NodeJS.ProcessEnv,
-): Promise<string | null> {
+export async function untestedProviderWarning(provider: ResolvedProvider, env: NodeJS.ProcessEnv) {
   if (provider.kind !== provider.name || !TESTED_CLIS[provider.name]) return null;
   const version = await createVersionProbe(env)(provider.argv[0]!, provider.name);
   return untestedWarning(provider.name, version);

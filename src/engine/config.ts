@@ -131,11 +131,7 @@ export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string
 
 // Which repository config files a person trusted (`svc trust`, as direnv does: real path and sha256 of the bytes),
 // kept in ~/.svc/trust.json; only CLI runs consult it (docs/engine.md "Who may set what").
-interface TrustRecord {
-  path: string;
-  sha256: string;
-  trusted_at: string;
-}
+type TrustRecord = { path: string; sha256: string; trusted_at: string };
 
 export function trustFile(env: NodeJS.ProcessEnv): string {
   return join(svcHomeOf(env), 'trust.json');
@@ -151,10 +147,8 @@ function trustKey(path: string): string {
 export function readTrust(env: NodeJS.ProcessEnv): TrustRecord[] {
   const path = trustFile(env);
   if (!existsSync(path)) return [];
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
+  const raw = tryParseJson(readFileSync(path, 'utf8'));
+  if (raw === undefined) {
     throw new BadSettingError(`${path} is not valid JSON; remove it and trust your repositories again`);
   }
   const files = isJsonObject(raw) ? raw.files : undefined;
@@ -174,8 +168,8 @@ export function trustOf(env: NodeJS.ProcessEnv, path: string, sha256: string): '
   return record ? (record.sha256 === sha256 ? 'trusted' : 'changed') : null;
 }
 
-export function addTrust(env: NodeJS.ProcessEnv, path: string, sha256: string, now = new Date()): TrustRecord {
-  const record = { path: trustKey(path), sha256, trusted_at: now.toISOString() };
+export function addTrust(env: NodeJS.ProcessEnv, path: string, sha256: string): TrustRecord {
+  const record = { path: trustKey(path), sha256, trusted_at: new Date().toISOString() };
   writeTrust(env, [...readTrust(env).filter((r) => r.path !== record.path), record]);
   return record;
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { isIP } from 'node:net';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
-import { startGate, type Gate } from '../gate/gate.ts';
+import { startGate } from '../gate/gate.ts';
 import { parseGatePolicy, parseHostPattern, type GatePolicy } from '../gate/policy.ts';
 import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-apis.ts';
 import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
@@ -23,17 +23,7 @@ import { traceRoot } from '../trace.ts';
 const RECORDS_KEPT = 20_000;
 const EVENTS_KEPT = 500;
 
-export interface RunGate {
-  /** What the sandbox plan binds in. */
-  sandbox: SandboxGate;
-  /** Added to every sandboxed child's environment: proxies, model base URLs and placeholder keys. */
-  env: Record<string, string>;
-  policy: Policy['network'];
-  summary(): EgressSummary;
-  /** The budget the run's metered spending has reached (the gate refuses model calls meanwhile), or null. */
-  budgetReached(): Reached | null;
-  close(): Promise<void>;
-}
+export type RunGate = Awaited<ReturnType<typeof openRunGate>>;
 
 /** Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): the run's cost, the day ledger, the caps. */
 function runMeter(ctx: RunContext) {
@@ -104,51 +94,50 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
 }
 
 /** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes). */
-export async function openRunGate(ctx: RunContext, policy: Policy): Promise<RunGate> {
+export async function openRunGate(ctx: RunContext, policy: Policy) {
   const routes = modelRoutesFromEnv(ctx.env);
   // First: a bad price file fails the run before anything is made.
   const meter = runMeter(ctx);
+  const allowed = gatePolicy(policy.network, routes);
   const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
   const records: EgressRecord[] = [];
   let total = 0;
   let denied = 0;
   let closing: Promise<void> | undefined;
-  let gate: Gate;
-  try {
-    gate = await startGate({
-      meter: meter.gate,
-      trace: traceRoot() ?? undefined,
-      policy: gatePolicy(policy.network, routes),
-      socketPath: socket,
-      models: routes,
-      onRecord: (record) => {
-        // A hostile agent can open connections without end: memory, events and the artifact stay bounded, the
-        // totals stay exact.
-        total += 1;
-        if (record.decision === 'denied') denied += 1;
-        meter.count(record);
-        if (records.length < RECORDS_KEPT) records.push(record);
-        if (total <= EVENTS_KEPT) ctx.event('egress', { ...record });
-        if (total === EVENTS_KEPT + 1) {
-          const text = `more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`;
-          ctx.event('log', { stream: 'svc', text });
-        }
-      },
-    });
-  } catch (err) {
+  const gate = await startGate({
+    meter: meter.gate,
+    trace: traceRoot() ?? undefined,
+    policy: allowed,
+    socketPath: socket,
+    models: routes,
+    onRecord: (record) => {
+      // A hostile agent can open connections without end: what is kept stays bounded, the totals exact.
+      total += 1;
+      if (record.decision === 'denied') denied += 1;
+      meter.count(record);
+      if (records.length < RECORDS_KEPT) records.push(record);
+      if (total <= EVENTS_KEPT) ctx.event('egress', { ...record });
+      if (total === EVENTS_KEPT + 1) {
+        const text = `more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`;
+        ctx.event('log', { stream: 'svc', text });
+      }
+    },
+  }).catch((err: unknown) => {
     rmSync(folder, { recursive: true, force: true });
     throw err;
-  }
+  });
   return {
-    // SVC_SANDBOX_FORWARDER=node keeps svc's own forwarder even where systemd's is installed (docs/gate.md).
+    // What the sandbox plan binds in; SVC_SANDBOX_FORWARDER=node keeps svc's own forwarder (docs/gate.md).
     sandbox: sandboxGate(socket, settingChoice(ctx.env, 'SVC_SANDBOX_FORWARDER') === 'auto'),
+    // Added to every sandboxed child's environment: proxies, model base URLs and placeholder keys.
     env: agentEnv(routes, ctx.env),
     policy: policy.network,
-    summary: () => ({ ...summarizeEgress(records), connections: total, denied }),
+    summary: (): EgressSummary => ({ ...summarizeEgress(records), connections: total, denied }),
+    // The budget the run's metered spending has reached (the gate refuses model calls meanwhile), or null.
     budgetReached: meter.reached,
     // Closed once: by the finish, so egress.jsonl is on disk before the run's status is final, else by the worker.
-    close: () => closing ??= (async () => {
+    close: (): Promise<void> => closing ??= (async () => {
       await gate.close();
       if (total > records.length) {
         const text = `egress.jsonl keeps the first ${RECORDS_KEPT} of ${total} connections`;

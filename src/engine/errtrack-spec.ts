@@ -5,12 +5,8 @@ import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
 import { startChild } from '../spawn/start.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 
-interface ErrtrackExport {
-  issue: Obj | null;
-  event: Obj | null;
-}
+type ErrtrackExport = { issue: Obj | null; event: Obj | null };
 
-type Frame = ReturnType<typeof toFrame>;
 type ErrtrackSummary = ReturnType<typeof summarize>;
 
 function arr(value: unknown): unknown[] {
@@ -48,11 +44,8 @@ function toFrame(raw: Obj) {
 
 /** Frames newest call first, in-app frames before library frames (stable within each group). */
 function framesOf(values: Obj[]) {
-  const frames: Frame[] = [];
-  for (const value of [...values].reverse()) {
-    const raw = arr(obj(value.stacktrace)?.frames).map(obj).filter((f): f is Obj => f !== null);
-    for (const f of raw.reverse()) frames.push(toFrame(f));
-  }
+  const frames = [...values].reverse().flatMap((value) =>
+    arr(obj(value.stacktrace)?.frames).map(obj).filter((f): f is Obj => f !== null).reverse().map(toFrame));
   return [...frames.filter((f) => f.inApp), ...frames.filter((f) => !f.inApp)];
 }
 
@@ -72,11 +65,6 @@ function tagValue(event: Obj | null, key: string): string | null {
   return null;
 }
 
-function releaseOf(issue: Obj | null, event: Obj | null): string | null {
-  const r = event?.release;
-  return str(obj(r)?.version) ?? str(r) ?? tagValue(event, 'release') ?? str(obj(issue?.lastRelease)?.version) ?? null;
-}
-
 export function summarize(exp: ErrtrackExport) {
   const { issue, event } = exp;
   const values = sectionValues(event, 'exception');
@@ -91,7 +79,8 @@ export function summarize(exp: ErrtrackExport) {
     errorValue: errorValue && oneLine(errorValue, 1000),
     frames: framesOf(values),
     breadcrumbs: sectionValues(event, 'breadcrumbs').slice(-30).map(crumbLine),
-    release: releaseOf(issue, event),
+    release: str(obj(event?.release)?.version) ?? str(event?.release) ?? tagValue(event, 'release')
+      ?? str(obj(issue?.lastRelease)?.version),
     environment: str(event?.environment) ?? tagValue(event, 'environment'),
     culprit: str(event?.culprit) ?? str(issue?.culprit),
     link: str(issue?.permalink) ?? str(event?.web_url) ?? null,
@@ -101,9 +90,8 @@ export function summarize(exp: ErrtrackExport) {
 
 export function renderErrtrackSpec(s: ErrtrackSummary): string {
   const error = [s.errorType, s.errorValue].filter(Boolean).join(': ') || s.title;
-  const frameLine = (f: Frame) =>
-    `- ${f.file}:${f.line ?? '?'} in ${f.fn}${f.inApp ? '' : ' (library)'}`;
-  const frames = s.frames.slice(0, 40).map(frameLine);
+  const frames = s.frames.slice(0, 40)
+    .map((f) => `- ${f.file}:${f.line ?? '?'} in ${f.fn}${f.inApp ? '' : ' (library)'}`);
   const context = [
     `- Release: ${s.release ?? 'unknown'}`,
     `- Environment: ${s.environment ?? 'unknown'}`,
@@ -127,13 +115,11 @@ export function renderErrtrackSpec(s: ErrtrackSummary): string {
   ].join('\n');
 }
 
-type IssueApi = { host: string; issueUrl: string; eventUrl: string };
-
 /**
  * An issue page's REST URLs, on ERRTRACK_URL's host when set, else on the page's own, which must then be sentry.io's:
  * an issue URL from a chat message or alert must not name the host that receives ERRTRACK_AUTH_TOKEN.
  */
-export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi {
+export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv) {
   const page = new URL(pageUrl);
   const pageHost = page.hostname.toLowerCase().replace(/\.$/, '');
   if (!env.ERRTRACK_URL && pageHost !== 'sentry.io' && !pageHost.endsWith('.sentry.io')) {
@@ -156,7 +142,7 @@ export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv): IssueApi 
     throw new BadSettingError(`Refusing to send ERRTRACK_AUTH_TOKEN over ${api.protocol} to ${api.host}: use https`);
   }
   const issuePath = org ? `/organizations/${encodeURIComponent(org)}/issues/${id}/` : `/issues/${id}/`;
-  return { host: api.host, issueUrl: `${base}${issuePath}`, eventUrl: `${base}${issuePath}events/latest/` };
+  return { issueUrl: `${base}${issuePath}`, eventUrl: `${base}${issuePath}events/latest/` };
 }
 
 function quote(value: string): string {
@@ -204,12 +190,8 @@ export async function fetchIssueExport(pageUrl: string, env: NodeJS.ProcessEnv):
     throw new BadSettingError('ERRTRACK_AUTH_TOKEN contains characters a token cannot have');
   }
   const api = issueApiUrls(pageUrl, env);
-  const issue = (await curlJson(api.issueUrl, token)) as Record<string, unknown>;
-  let event: Record<string, unknown> | null = null;
-  try {
-    event = (await curlJson(api.eventUrl, token)) as Record<string, unknown>;
-  } catch {
-    // The issue alone still makes a spec; the stack trace section then says none was found.
-  }
+  const issue = obj(await curlJson(api.issueUrl, token));
+  // The issue alone still makes a spec; the stack trace section then says none was found.
+  const event = obj(await curlJson(api.eventUrl, token).catch(() => null));
   return { issue, event };
 }

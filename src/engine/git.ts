@@ -128,9 +128,8 @@ export function excludeEngineFolders(common: string): void {
   mkdirSync(join(common, 'info'), { recursive: true });
   const path = join(common, 'info', 'exclude');
   const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
-  const lines = text.split('\n');
-  const folders = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/'];
-  const wanted = folders.filter((l) => !lines.includes(l));
+  const wanted = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/']
+    .filter((folder) => !text.split('\n').includes(folder));
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }
 
@@ -165,24 +164,13 @@ export function commitAll(dir: string, message: string, repo: string, run: GitRu
   return skipped;
 }
 
-export interface DiffFile {
-  path: string;
-  insertions: number;
-  deletions: number;
-}
-
-export interface DiffResult {
-  files: DiffFile[];
-  insertions: number;
-  deletions: number;
-  patch: string;
-  patch_sha256: string;
-}
+export type DiffResult = ReturnType<typeof runDiff>;
+export type DiffFile = DiffResult['files'][number];
 
 /** A larger patch is not kept whole: the receipt and diffstat.json still list its files and hash it. */
 const PATCH_CAP = 32 * 1024 * 1024;
 
-function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]): DiffResult {
+function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]) {
   // --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
   const diff = ['diff', '--no-ext-diff', '--no-textconv', ...opts];
   const patchFile = join(tmp, 'patch');

@@ -4,14 +4,9 @@ import { randomInt } from 'node:crypto';
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
+/** `ms` in ten base32 digits of ALPHABET (JavaScript's own base32 digits, mapped). */
 export function encodeTime(ms: number): string {
-  let out = '';
-  let n = ms;
-  for (let i = 0; i < 10; i++) {
-    out = ALPHABET[n % 32]! + out;
-    n = Math.floor(n / 32);
-  }
-  return out;
+  return ms.toString(32).padStart(10, '0').replace(/[0-9a-v]/g, (digit) => ALPHABET[parseInt(digit, 32)]!);
 }
 
 export function newRunId(now: number = Date.now()): string {

@@ -182,11 +182,8 @@ export function skipReason(kind: EntryKind | 'too_large', max?: number): string 
   return kind === 'file' ? 'is a file, not a folder' : 'is not a regular file or folder';
 }
 
-export interface TreeFile {
-  /** Path under the tree's root, '/'-separated. */
-  rel: string;
-  content: Buffer;
-}
+/** `rel`: the path under the tree's root, '/'-separated. */
+export type TreeFile = { rel: string; content: Buffer };
 
 /** Hands every regular file under `dir` to `visit` as it is read (a caller may throw at a total of its own); links,
  * special files, files over `maxFile` and folders past `maxDepth` go to `skip`. */

@@ -1,6 +1,6 @@
 // .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
-import { isJsonObject } from '../untrusted.ts';
-import { realpathSync } from 'node:fs';
+import { isJsonObject, tryParseJson } from '../untrusted.ts';
+import { realOrNull } from '../spawn/tree.ts';
 import { openPlainPath, readPlainIn, skipReason } from './plain-tree.ts';
 import type { Verdict } from '../run-json.ts';
 import { RefusedError } from '../errors.ts';
@@ -10,18 +10,7 @@ import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
 export class PolicyError extends RefusedError {}
 
 /** `limits` (DESIGN §7a "It ends"): what one run's agents may spend; each key's enforcer in docs/engine.md. */
-export interface RunLimits {
-  provider_timeout_s: number;
-  run_timeout_s: number;
-  check_timeout_s: number;
-  processes: number;
-  memory_mb: number;
-  file_mb: number;
-  disk_mb: number;
-  invocations: number;
-}
-
-export const DEFAULT_LIMITS: RunLimits = {
+export const DEFAULT_LIMITS = {
   provider_timeout_s: 3600,
   run_timeout_s: 4 * 3600,
   check_timeout_s: 900,
@@ -31,6 +20,7 @@ export const DEFAULT_LIMITS: RunLimits = {
   disk_mb: 4096,
   invocations: 25,
 };
+export type RunLimits = typeof DEFAULT_LIMITS;
 
 const MAXIMA: RunLimits = {
   provider_timeout_s: 7 * 24 * 3600,
@@ -68,14 +58,8 @@ export function readLimits(
   return limits;
 }
 
-interface CheckSpec {
-  name: string;
-  run: string[];
-  required: boolean;
-}
-
 export interface Policy {
-  checks: CheckSpec[];
+  checks: ReturnType<typeof parseCheck>[];
   pr: { open: 'verified' | 'verified_with_gaps' | 'never'; draft: boolean; base: string | null };
   max_usd: number | null;
   /** How agents are confined (DESIGN §7a): null when the file does not say, which means "bwrap". */
@@ -92,7 +76,7 @@ export const DEFAULT_POLICY: Policy = {
   network: { allow: [], deny: [] }, fromFile: false,
 };
 
-function parseCheck(raw: unknown, i: number): CheckSpec {
+function parseCheck(raw: unknown, i: number) {
   const where = `policy.json checks[${i}]`;
   if (!isJsonObject(raw)) throw new PolicyError(`${where} must be an object`);
   onlyKeys(raw, ['name', 'run', 'required'], where);
@@ -135,11 +119,8 @@ export function parsePolicy(raw: unknown): Policy {
   const checksRaw = raw.checks ?? [];
   if (!Array.isArray(checksRaw)) throw new PolicyError('policy.json checks must be an array');
   const checks = checksRaw.map(parseCheck);
-  const names = new Set<string>();
-  for (const c of checks) {
-    if (names.has(c.name)) throw new PolicyError(`policy.json has two checks named "${c.name}"`);
-    names.add(c.name);
-  }
+  const twice = checks.find((c, i) => checks.findIndex((other) => other.name === c.name) !== i);
+  if (twice) throw new PolicyError(`policy.json has two checks named "${twice.name}"`);
   const pr = { ...DEFAULT_POLICY.pr };
   if (raw.pr !== undefined) {
     if (!isJsonObject(raw.pr)) throw new PolicyError('policy.json pr must be an object');
@@ -170,12 +151,9 @@ const MAX_POLICY = 64 * 1024;
  * /dev/zero or a host file); missing gives the defaults, anything else broken throws (fail closed).
  */
 export function loadPolicy(repo: string): Policy {
-  let dir: ReturnType<typeof openPlainPath>;
-  try {
-    dir = openPlainPath(realpathSync(repo), ['.svc']); // the checkout's own path is the operator's, and may be a link
-  } catch {
-    return DEFAULT_POLICY;
-  }
+  const real = realOrNull(repo); // the checkout's own path is the operator's, and may be a link
+  if (real === null) return DEFAULT_POLICY;
+  const dir = openPlainPath(real, ['.svc']);
   if ('failed' in dir) {
     if (dir.kind === 'missing') return DEFAULT_POLICY;
     throw new PolicyError(`policy.json not read: ${dir.failed} ${skipReason(dir.kind)}`);
@@ -188,12 +166,8 @@ export function loadPolicy(repo: string): Policy {
   }
   if (bytes === 'missing') return DEFAULT_POLICY;
   if (typeof bytes === 'string') throw new PolicyError(`policy.json ${skipReason(bytes, MAX_POLICY)}`);
-  let raw: unknown;
-  try {
-    raw = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    throw new PolicyError('policy.json is not valid JSON');
-  }
+  const raw = tryParseJson(bytes.toString('utf8'));
+  if (raw === undefined) throw new PolicyError('policy.json is not valid JSON');
   return parsePolicy(raw);
 }
 

@@ -29,18 +29,14 @@ export function identityOf(pid: number): ProcIdentity {
 }
 
 /**
- * Signals the group only if it is still ours. Every group we make is led by the recorded pid, so pgid must equal pid,
- * and with no recorded start time nothing can be proven: refused. A live leader must have the recorded start time
- * (else the pid was reused), still lead that group, and pass `owner` when given. With the leader gone, Linux does not
- * hand out a pid that is still some group's id, so an identity we recorded ourselves may signal what is left; an
- * identity read from disk (`owner` given) only when every remaining member passes `owner`.
+ * Signals the group only if it is still ours: led by the recorded pid with the recorded start time (and passing
+ * `owner`). With the leader gone, Linux hands out no pid that is still a group's id, so what is left may be signalled;
+ * for an identity read from disk (`owner` given) only when every remaining member passes `owner`.
  */
 export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: OwnerCheck): boolean {
   if (!Number.isSafeInteger(id.pid) || id.pid <= 1 || id.pgid !== id.pid || id.proc_start === null) return false;
   if (isPidAlive(id.pid)) {
-    const now = procStart(id.pid);
-    if (now === null || now !== id.proc_start) return false;
-    if (procGroup(id.pid) !== id.pgid) return false;
+    if (procStart(id.pid) !== id.proc_start || procGroup(id.pid) !== id.pgid) return false;
     if (owner && !owner(id.pid)) return false;
   } else if (owner) {
     const members = allPids().filter((pid) => procGroup(pid) === id.pgid);
@@ -54,8 +50,8 @@ export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: Ow
   }
 }
 
+/** Whether the group (a negative pid names it) is gone within `timeoutMs`. */
 export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<boolean> {
-  // A negative pid names the group.
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (!isPidAlive(-pgid)) return true;
@@ -64,11 +60,8 @@ export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<bo
   return !isPidAlive(-pgid);
 }
 
-/**
- * Groups led by descendants of `id`'s leader: an agent CLI may start its tools in groups of their own (gemini runs each
- * shell command detached), which a signal to the agent's group does not reach. Read before signalling: once the
- * leader is gone its orphans are reparented and no longer traceable to it.
- */
+/** Groups led by descendants of `id`'s leader (gemini starts each shell command in its own group); read before
+ * signalling, as once the leader is gone its orphans are reparented and no longer traceable to it. */
 function descendantGroups(id: ProcIdentity): ProcIdentity[] {
   const children = new Map<number, number[]>();
   for (const pid of allPids()) {

@@ -12,9 +12,8 @@ import { TERMINAL } from '../run-json.ts';
 
 export interface PruneTarget {
   kind: 'worktree' | 'branch' | 'checkout';
-  /** The worktree's or checkout's path, or the branch's name. */
+  /** The worktree's or checkout's path, or the branch's name; `where` its repository (or checkouts folder). */
   name: string;
-  /** The repository (or checkouts folder) it belongs to. */
   where: string;
   run: string | null;
   /** Why it goes, or why it stays. */
@@ -45,10 +44,8 @@ export function endedAt(state: RunState): number | null {
   return null;
 }
 
-/**
- * Throws unless `<root>/<parts…>` is a plain folder at every level and its real path is exactly that: what a removal
- * checks right before it deletes anything (a link planted on the way since the plan would point elsewhere).
- */
+/** Throws unless `<root>/<parts…>` is a plain folder at every level and its real path is exactly that, checked right
+ * before a removal (a link planted on the way since the plan would point elsewhere). */
 export function assertOwnFolder(root: string, parts: readonly string[], path: string): void {
   const real = realpathSync(root);
   const opened = openPlainPath(real, parts);
@@ -66,12 +63,8 @@ export function assertOwnFolder(root: string, parts: readonly string[], path: st
 /** Local `svc/*` branches with their tip's committer time (unix ms). */
 function svcBranches(repo: string): Map<string, number> {
   const out = git(repo, ['for-each-ref', '--format=%(refname:short) %(committerdate:unix)', 'refs/heads/svc/']);
-  const branches = new Map<string, number>();
-  for (const line of out.split('\n')) {
-    const [name, time] = line.trim().split(' ');
-    if (name) branches.set(name, Number(time) * 1000);
-  }
-  return branches;
+  const refs = out.split('\n').map((line) => line.trim().split(' ')).filter(([name]) => name);
+  return new Map(refs.map(([name, time]) => [name!, Number(time) * 1000]));
 }
 
 /** The plan for one repository (its main checkout's root): what goes, and what stays with the reason. */
@@ -130,8 +123,7 @@ export function removeProjectTarget(target: PruneTarget): void {
     try {
       git(target.where, ['worktree', 'remove', '--force', '--force', target.name]);
     } catch {
-      // Not a worktree git knows (its registration was pruned, or it never finished): a plain folder of ours. Checked
-      // again: rmSync follows a link on the way to it (never one inside it).
+      // Not a worktree git knows: a plain folder of ours, checked again as rmSync follows a link on the way to it.
       assertOwnFolder(target.where, parts, target.name);
       rmSync(join(realpathSync(target.where), ...parts), { recursive: true, force: true });
     }

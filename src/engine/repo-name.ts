@@ -31,15 +31,7 @@ export function isRoutedRepoName(env: NodeJS.ProcessEnv): boolean {
   return isWebhookOrigin(env.SVC_ORIGIN) && routed !== undefined && isRepoName(routed);
 }
 
-const NAMES_FILE = join('info', 'svc-repo-names');
 const MAX_NAMES_BYTES = 1024 * 1024;
-
-export interface RepoRename {
-  to: string;
-  /** The names the renamed runs had, each once. */
-  from: string[];
-  runs: number;
-}
 
 /** `path → name` from the names file; a file that is missing or a link reads as empty. */
 function readNames(file: string): Map<string, string> {
@@ -76,13 +68,15 @@ function rename(repo: string, found: Found, name: string, now: string): boolean 
   }
 }
 
+export type RepoRename = NonNullable<ReturnType<typeof adoptRepoName>>;
+
 /**
- * Gives this checkout's ended runs `name` when it differs from the last name svc used here; null when none was
- * renamed. The name is recorded only once no run is left to rename: the next start looks at those again.
+ * Gives this checkout's ended runs `name` when it differs from the last name svc used here (`from`: the names they
+ * had), else null. The name is recorded only once no run is left to rename: the next start looks at those again.
  */
-export function adoptRepoName(repo: string, gitDir: string, name: string): RepoRename | null {
+export function adoptRepoName(repo: string, gitDir: string, name: string) {
   try {
-    const file = join(gitDir, NAMES_FILE);
+    const file = join(gitDir, 'info', 'svc-repo-names');
     const names = readNames(file);
     if (names.get(repo) === name) return null;
     const from = new Set<string>();

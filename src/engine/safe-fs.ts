@@ -1,6 +1,6 @@
 // Writes into a run folder that never follow a symbolic link a crafted project could plant.
 import {
-  lstatSync, openSync, writeSync, closeSync, mkdirSync, constants, renameSync, writeFileSync,
+  lstatSync, openSync, closeSync, mkdirSync, constants, renameSync, writeFileSync,
 } from 'node:fs';
 import { dirname, join, relative, sep, isAbsolute } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -55,8 +55,7 @@ function openNoFollow(path: string, flags: number, what: string): number {
 function writeWith(path: string, flags: number, data: string | Buffer): void {
   const fd = openNoFollow(path, flags, 'write');
   try {
-    const buf = typeof data === 'string' ? Buffer.from(data) : data;
-    for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off);
+    writeFileSync(fd, data);
   } finally {
     closeSync(fd);
   }

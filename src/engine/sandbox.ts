@@ -29,9 +29,9 @@ export interface RunSandbox {
   env: Record<string, string>;
 }
 
-/** The run's protocol files: the task the agent reads, and the folders its question and its answer live in. */
 export type ProtocolFiles = ReturnType<typeof protocolFiles>;
 
+/** The run's protocol files: the task the agent reads, and the folders its question and its answer live in. */
 export function protocolFiles(ctx: RunContext) {
   const askDir = plainSubdir(ctx.dir, join('io', 'ask'));
   // Writable inside: an agent that read its answer removes the file to say so.
@@ -61,11 +61,9 @@ export function agentSandbox(
   const plan = agentSandboxPlan({
     workdir: ctx.state.workdir, repo: ctx.state.repo_path, ioDir: files.ioDir, askDir: files.askDir,
     answerDir: files.answerDir, svcHome: svcHomeOf(ctx.env), home,
-    // A check gets no provider's login folders.
     provider: provider?.kind ?? 'check',
-    // A command provider's folders, as the settings rule allowed them (run-plan.ts).
+    // A command provider's folders as the settings rule allowed them; a built-in's come from its provider home.
     declared: provider?.kind === 'command' ? provider.writable ?? [] : [],
-    // A built-in CLI's own folders come from the repository's provider home (provider-home.ts).
     providerHome: provider && provider.kind !== 'command' ? {
       template: providerTemplate(ctx.env, home), repoHome: providerHomeDir(ctx.env, ctx.state.repo_path, provider),
       run: ctx.state.run,
@@ -82,9 +80,7 @@ export function agentSandbox(
 }
 
 /** Once the provider is done: its invocations' fresh folders go (what it kept stays in the repository's home). */
-export function releaseProviderHome(
-  ctx: RunContext, sandbox: RunSandbox, provider: { name: string; kind: string },
-): void {
+export function releaseProviderHome(ctx: RunContext, sandbox: RunSandbox, provider: { kind: string }): void {
   if (sandbox.mode.kind === 'none' || provider.kind === 'command') return;
   try {
     dropRunLayer(providerHomeDir(ctx.env, ctx.state.repo_path, provider), ctx.state.run);
@@ -111,9 +107,8 @@ export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
   };
 }
 
-// Which provider home a run's agent gets (DESIGN §7a "Repositories don't meet"; docs/engine.md "Provider homes"): one
-// per provider and repository, keyed by who the run is for, never by the repository's files.
-/** A readable, collision-free folder name: the last part of the identity, then a hash of all of it. */
+// Which provider home a run's agent gets (docs/engine.md "Provider homes"): one per provider and repository, keyed by
+// who the run is for, never by the repository's files. The key: a readable slug, then a hash of the whole identity.
 function keyOf(label: string, identity: string): string {
   const slug = label.toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[.-]+/, '').slice(0, 40) || 'repo';
   return `${slug}-${createHash('sha256').update(identity).digest('hex').slice(0, 16)}`;

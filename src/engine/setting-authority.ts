@@ -64,29 +64,18 @@ export interface Widening {
   what: string;
 }
 
-interface DecidedSettings {
-  /** What the run uses: the operator's providers, then the repository's as allowed; `writable` made absolute. */
-  config: EngineConfig;
-  /** Names of svc's environment the agent and the checks receive. */
-  env: string[];
-  widening: Widening[];
-  /** What was left out for another reason (never writable, shadowed by the operator's provider), for the log. */
-  notes: string[];
-}
+/** `notes`: what was left out for another reason (never writable, shadowed by the operator's provider), for the log. */
+type Collect = { widening: Widening[]; notes: string[] };
 
-type Collect = Pick<DecidedSettings, 'widening' | 'notes'>;
-
-/** The entry's folders that may be writable; a repository's outside its tree only when `widen`. */
-function folders(
-  name: string, entry: ProviderEntry, file: string, fromRepo: boolean, widen: boolean, use: SettingsUse, out: Collect,
-): string[] {
+/** The entry's folders that may be writable; outside the run's tree only when `widened` (the operator's always are). */
+function folders(name: string, entry: ProviderEntry, file: string, widened: boolean, use: SettingsUse, out: Collect) {
   const kept: string[] = [];
   for (const asked of entry.writable ?? []) {
     const path = asked.startsWith('/') ? asked : join(use.home, asked);
     const never = neverWritable(path, use.home, use.pathDirs);
     if (never) {
       out.notes.push(`${file} providers.${name}.writable "${asked}" is never writable (${never}): left out`);
-    } else if (!fromRepo || widen || within(path, use.workdir)) {
+    } else if (widened || within(path, use.workdir)) {
       kept.push(path);
     } else {
       out.widening.push({ provider: name, setting: `providers.${name}.writable`, what: `"${asked}" (${path})` });
@@ -95,13 +84,17 @@ function folders(
   return kept;
 }
 
-/** Applies the rule to one run: the repository's config (null: none), the operator's, and how the run started. */
-export function decideSettings(repo: EngineConfig | null, operator: OperatorConfig, use: SettingsUse): DecidedSettings {
+/**
+ * Applies the rule to one run: the repository's config (null: none), the operator's, and how the run started. Gives
+ * the config the run uses (the operator's providers, then the repository's as allowed; `writable` made absolute) and
+ * the names of svc's environment the agent and the checks receive.
+ */
+export function decideSettings(repo: EngineConfig | null, operator: OperatorConfig, use: SettingsUse) {
   const out: Collect = { widening: [], notes: [] };
   const widen = !use.server && use.trusted;
   const providers: EngineConfig['providers'] = {};
   for (const [name, entry] of Object.entries(operator.providers)) {
-    const writable = folders(name, entry, 'operator.json', false, true, use, out);
+    const writable = folders(name, entry, 'operator.json', true, use, out);
     providers[name] = { command: entry.command, writable };
   }
   for (const [name, entry] of Object.entries(repo?.providers ?? {})) {
@@ -115,7 +108,7 @@ export function decideSettings(repo: EngineConfig | null, operator: OperatorConf
       out.widening.push({ provider: name, setting: `providers.${name}`, what: `redefines the built-in "${name}"` });
       continue;
     }
-    const writable = folders(name, entry, '.svc/config.json', true, widen, use, out);
+    const writable = folders(name, entry, '.svc/config.json', widen, use, out);
     // An absolute program elsewhere on the host would show its whole folder: for a repository, only the file itself.
     providers[name] = { command: entry.command, writable, showFolder: widen };
   }
@@ -123,7 +116,8 @@ export function decideSettings(repo: EngineConfig | null, operator: OperatorConf
   const asked = repo?.env ?? [];
   if (asked.length && widen) env.push(...asked.filter((n) => !env.includes(n)));
   else if (asked.length) out.widening.push({ provider: null, setting: 'env', what: asked.join(', ') });
-  return { config: { provider: repo?.provider ?? null, providers }, env, widening: out.widening, notes: out.notes };
+  const config: EngineConfig = { provider: repo?.provider ?? null, providers };
+  return { config, env, ...out };
 }
 
 const OPERATOR_FILES = '~/.svc/operator.json or /etc/svc/operator.json';

@@ -2,7 +2,7 @@
 import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers, statFields } from '../spawn/tree.ts';
-import { identityOf, signalGroup, type ProcIdentity } from './proc-group.ts';
+import { identityOf, signalGroup } from './proc-group.ts';
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
@@ -18,21 +18,12 @@ export interface GroupResult {
   sandboxFailed: boolean;
 }
 
-export interface GroupRun {
-  identity: ProcIdentity;
-  /** Freezes (SIGSTOP) or thaws (SIGCONT) every process of the agent, e.g. while a budget question waits. */
-  pause(): void;
-  resume(): void;
-  /** Ends the agent at once (SIGKILL reaches a frozen process too); what it started goes with it. */
-  kill(): void;
-  done: Promise<GroupResult>;
-}
+export type GroupRun = ReturnType<typeof spawnGroup>;
 
 interface SpawnGroupOptions {
   cwd: string;
-  /** The environment the agent's is derived from (svc's own); the spawn policy drops svc's secrets and SVC_*. */
+  /** svc's own environment, which the spawn policy filters; `extra` is added after (SVC_TASK_FILE, SVC_RUN_ID…). */
   env: NodeJS.ProcessEnv;
-  /** Added by name after filtering (SVC_TASK_FILE, SVC_RUN_ID…). */
   extra: Record<string, string>;
   stdin?: string;
   onLine?: (stream: 'stdout' | 'stderr', line: string) => void;
@@ -40,7 +31,7 @@ interface SpawnGroupOptions {
   timeoutMs: number;
   /** bwrap's path and what the agent may see; null runs it unconfined (policy or SVC_SANDBOX said "none"). */
   sandbox: { bwrap: string; plan: SandboxPlan } | null;
-  /** Limits svc watches while the agent runs (processes, memory, worktree growth); breaking one ends it. */
+  /** Limits svc watches while the agent runs; breaking one ends it. */
   watch?: WatchedLimits;
 }
 
@@ -69,26 +60,18 @@ function stopAll(members: () => number[]): void {
   }
 }
 
-/** The first `maxBytes` of stdout and stderr together, and each line to `onLine` (past 64 KiB, in pieces). */
-function createOutputCapture(maxBytes: number, onLine: SpawnGroupOptions['onLine']) {
+/** The first `maxBytes` of the child's stdout and stderr together, each line to `onLine` (past 64 KiB, in pieces). */
+function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroupOptions['onLine']) {
   const chunks: Buffer[] = [];
   let size = 0;
   let truncated = false;
-  function stream(name: 'stdout' | 'stderr') {
+  for (const name of ['stdout', 'stderr'] as const) {
     let partial = '';
-    const flush = () => {
-      if (partial && onLine) onLine(name, partial);
-      partial = '';
-    };
-    const onData = (chunk: Buffer) => {
-      if (size < maxBytes) {
-        const take = chunk.subarray(0, maxBytes - size);
-        chunks.push(take);
-        size += take.length;
-        if (take.length < chunk.length) truncated = true;
-      } else {
-        truncated = true;
-      }
+    child[name]?.on('data', (chunk: Buffer) => {
+      const take = chunk.subarray(0, maxBytes - size);
+      if (take.length) chunks.push(take);
+      size += take.length;
+      if (take.length < chunk.length) truncated = true;
       if (!onLine) return;
       partial += chunk.toString('utf8');
       const lines = partial.split('\n');
@@ -98,16 +81,16 @@ function createOutputCapture(maxBytes: number, onLine: SpawnGroupOptions['onLine
         onLine(name, partial);
         partial = '';
       }
-    };
-    return { onData, flush };
+    }).on('end', () => {
+      if (partial && onLine) onLine(name, partial);
+    });
   }
-  return { stream, output: () => Buffer.concat(chunks), truncated: () => truncated };
+  return { output: () => Buffer.concat(chunks), truncated: () => truncated };
 }
 
-export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
-  const guard = opts.sandbox ? null : createTreeGuard();
-  const [name, value] = guard ? guard.marker.split('=') as [string, string] : ['', ''];
+export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const sandbox = opts.sandbox;
+  const guard = sandbox ? null : createTreeGuard();
   const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
   const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
   // bwrap reads the system-call filter and the /etc files from fd 3 on; the child has its own copies once started.
@@ -117,16 +100,16 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, argv) : argv;
   // bwrap's options go before the command's `--`.
   const confined = sandbox ? [bwrap[0]!, '--json-status-fd', String(statusFd), ...bwrap.slice(1)] : argv;
-  const stdio: Array<'ignore' | 'pipe' | number> = [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'];
   let child: ChildProcess;
   try {
     child = startChild(cgroup ? cgroup.wrap(confined) : confined, {
       kind: 'agent',
       base: opts.env,
-      extra: guard ? { ...opts.extra, [name]: value } : opts.extra,
+      extra: guard ? { ...opts.extra, ...Object.fromEntries([guard.marker.split('=')]) } : opts.extra,
       cwd: opts.cwd,
       detached: true,
-      stdio: [...stdio, ...fds, ...(sandbox ? ['pipe' as const] : [])],
+      stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', ...fds,
+        ...(sandbox ? ['pipe' as const] : [])],
     });
   } finally {
     closeSandboxFds(fds);
@@ -135,8 +118,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   let sampler: NodeJS.Timeout | undefined;
   if (guard && child.pid) {
     guard.watch(child.pid);
-    sampler = setInterval(() => guard.sample(), SAMPLE_MS);
-    sampler.unref();
+    sampler = setInterval(() => guard.sample(), SAMPLE_MS).unref();
   }
   // The first process has exited: without a sandbox, nothing it started may outlive it (a setsid'd daemon would also
   // hold the output pipes open, so 'close' would never come).
@@ -150,19 +132,9 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
   };
   const signalAll = (sig: NodeJS.Signals) => signalEach(members(), sig);
   const status = sandbox ? readStatus(child, statusFd) : null;
-  const capture = createOutputCapture(opts.maxBytes, opts.onLine);
-  const out = capture.stream('stdout');
-  const err = capture.stream('stderr');
-  child.stdout?.on('data', out.onData);
-  child.stdout?.on('end', out.flush);
-  child.stderr?.on('data', err.onData);
-  child.stderr?.on('end', err.flush);
-  if (opts.stdin !== undefined && child.stdin) {
-    child.stdin.on('error', () => {
-      // The child may exit without reading its prompt; EPIPE is not our failure.
-    });
-    child.stdin.end(opts.stdin);
-  }
+  const capture = captureOutput(child, opts.maxBytes, opts.onLine);
+  // The child may exit without reading its prompt; EPIPE is not our failure.
+  if (opts.stdin !== undefined) child.stdin?.on('error', () => undefined).end(opts.stdin);
   const kill = () => {
     signalAll('SIGKILL');
     signalGroup(identity, 'SIGKILL');
@@ -198,15 +170,15 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions): GroupRun {
       resolve({ code, signal, output: capture.output(), truncated: capture.truncated(), endedBy, sandboxFailed });
     });
   });
+  // pause and resume: SIGSTOP / SIGCONT to every process of the agent (a budget question waits); SIGKILL reaches a
+  // frozen one too.
   return { identity, done, pause: () => stopAll(members), resume: () => signalAll('SIGCONT'), kill };
 }
 
 const STATUS_CAP = 64 * 1024;
 
-/**
- * Reads bwrap's status lines: `{"child-pid": …}` once its namespaces exist, `{"exit-code": …}` only once the
- * agent it executed has exited (a failed mount or exec leaves that line out).
- */
+/** bwrap's status lines hold `{"exit-code": …}` only once the agent it executed has exited (not after a failed mount
+ * or exec). */
 function readStatus(child: ChildProcess, fd: number): { agentExited(): boolean } {
   let text = '';
   const pipe = child.stdio[fd] as NodeJS.ReadableStream | null | undefined;

@@ -1,17 +1,16 @@
 // The run's input (DESIGN §6), the task spec and brief it becomes, and the prompt around the spec.
-import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
-import { basename, isAbsolute, join, relative, resolve } from 'node:path';
+import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
 import { fetchIssueExport, normalizeExport, summarize, renderErrtrackSpec } from './errtrack-spec.ts';
 import { fence, oneLine, str } from './text.ts';
 import { obj, objOrNull, type Obj } from '../untrusted.ts';
+import { realOrNull } from '../spawn/tree.ts';
+import { within } from '../spawn/bwrap-argv.ts';
 
-interface ClassifiedInput {
-  kind: InputKind;
-  /** Absolute path for files, the URL, the tracker id, or the brief text. */
-  value: string;
-}
+/** `value`: the absolute path for files, the URL, the tracker id, or the brief text. */
+type ClassifiedInput = { kind: InputKind; value: string };
 
 const TRACKERA = /^trackera:([A-Za-z0-9][A-Za-z0-9_-]{0,63})$/;
 // Error-tracker issue pages: https://<org>.sentry.io/issues/<id>/ or …/organizations/<org>/issues/<id>/.
@@ -28,14 +27,9 @@ export function isWebhookOrigin(origin: string | undefined): boolean {
 
 /** The file's real path when it is a regular file inside `root` (symbolic links resolved), else null. */
 function fileInside(path: string, root: string): string | null {
-  try {
-    const real = realpathSync(path);
-    const rel = relative(realpathSync(root), real);
-    if (rel === '' || rel.startsWith('..') || isAbsolute(rel) || !statSync(real).isFile()) return null;
-    return real;
-  } catch {
-    return null;
-  }
+  const real = realOrNull(path);
+  const top = realOrNull(root);
+  return real && top && real !== top && within(real, top) && statSync(real).isFile() ? real : null;
 }
 
 /**
@@ -54,11 +48,11 @@ export function classifyInput(
   if (isIssueUrl(text)) return { kind: 'issue-url', value: text };
   if (!/\s/.test(text) && /\.(json|md)$/i.test(text)) {
     const kind = text.toLowerCase().endsWith('.json') ? 'errtrack-file' : 'spec-file';
+    const path = resolve(opts.cwd, text);
     if (opts.confineTo) {
-      const inside = fileInside(resolve(opts.cwd, text), opts.confineTo);
+      const inside = fileInside(path, opts.confineTo);
       return inside ? { kind, value: inside } : { kind: 'brief', value: text };
     }
-    const path = resolve(opts.cwd, text);
     if (!existsSync(path) || !statSync(path).isFile()) {
       throw new BadInputError(`File not found: "${text}" (use --brief to send it as text)`);
     }
@@ -67,24 +61,13 @@ export function classifyInput(
   return { kind: 'brief', value: text };
 }
 
-export interface Task {
-  spec: string;
-  brief: string;
-  origin: string;
-}
+export type Task = { spec: string; brief: string; origin: string };
 
 function defaultOrigin(input: ClassifiedInput, env: NodeJS.ProcessEnv): string {
   if (env.SVC_ORIGIN && /^[a-z][a-z0-9_-]{0,31}$/.test(env.SVC_ORIGIN)) return env.SVC_ORIGIN;
   if (input.kind === 'errtrack-file' || input.kind === 'issue-url') return 'errtrack';
   if (input.kind === 'trackera') return 'trackera';
   return 'cli';
-}
-
-function briefSpec(brief: string): string {
-  return [
-    '# Task', '', brief, '',
-    '## Acceptance criteria', '', '- The change does what the task asks.', '- Existing tests pass.', '',
-  ].join('\n');
 }
 
 function errtrackTask(raw: unknown): { spec: string; brief: string } {
@@ -97,7 +80,9 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
   switch (input.kind) {
     case 'brief': {
       const brief = oneLine(input.value, 1500);
-      return { spec: briefSpec(brief), brief, origin };
+      const spec = ['# Task', '', brief, '',
+        '## Acceptance criteria', '', '- The change does what the task asks.', '- Existing tests pass.', ''].join('\n');
+      return { spec, brief, origin };
     }
     case 'spec-file': {
       const spec = readFileSync(input.value, 'utf8');
@@ -131,10 +116,8 @@ type TrackerIssue = ReturnType<typeof issueOf>;
 
 const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
-/**
- * A run started by the trigger server reads the delivery its job came from (`jobs/$SVC_JOB_ID.json`, removed once
- * read: the spec keeps what it said), else the newest delivery for the issue (`<id>.json`).
- */
+/** The delivery the trigger server's job came from (`jobs/$SVC_JOB_ID.json`, removed once read), else the newest
+ * delivery for the issue (`<id>.json`). */
 function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): TrackerIssue | null {
   const inbox = join(repo, '.svc', 'inbox', 'trackera');
   const jobId = env.SVC_JOB_ID;
@@ -172,9 +155,7 @@ async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue
   return issue && issueOf(issue, id);
 }
 
-export async function trackeraSpec(
-  repo: string, id: string, env: NodeJS.ProcessEnv,
-): Promise<{ spec: string; brief: string }> {
+export async function trackeraSpec(repo: string, id: string, env: NodeJS.ProcessEnv) {
   const issue = fromSnapshot(repo, id, env) ?? await fromApi(id, env).catch(() => null);
   if (!issue || (!issue.title && !issue.description)) {
     return {

@@ -2,7 +2,6 @@
 
 /** Whitespace and control characters collapsed to single spaces, capped at `maxBytes` of UTF-8 (DESIGN: a brief). */
 export function oneLine(text: string, maxBytes = 1500): string {
-  // eslint-disable-next-line no-control-regex
   const flat = text.replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, ' ').replace(/\s+/g, ' ').trim();
   if (Buffer.byteLength(flat) <= maxBytes) return flat;
   // A cut through a multi-byte character leaves U+FFFD; drop it.

@@ -100,9 +100,10 @@ describe('fetching an error-tracker issue URL', () => {
       const named = (e: unknown) => e instanceof SvcError && e.code === 'bad_setting' && e.message.includes(new URL(page).host);
       assert.throws(() => issueApiUrls(page, {}), named, page);
     }
-    assert.equal(issueApiUrls('https://us.sentry.io/organizations/acme/issues/7/', {}).host, 'us.sentry.io');
-    assert.equal(issueApiUrls('https://sentry.io/organizations/acme/issues/7/', {}).host, 'sentry.io');
-    assert.equal(issueApiUrls('https://tracker.example.com/organizations/acme/issues/7/', { ERRTRACK_URL: 'https://tracker.example.com' }).host, 'tracker.example.com');
+    const host = (page: string, env: NodeJS.ProcessEnv = {}) => new URL(issueApiUrls(page, env).issueUrl).host;
+    assert.equal(host('https://us.sentry.io/organizations/acme/issues/7/'), 'us.sentry.io');
+    assert.equal(host('https://sentry.io/organizations/acme/issues/7/'), 'sentry.io');
+    assert.equal(host('https://tracker.example.com/organizations/acme/issues/7/', { ERRTRACK_URL: 'https://tracker.example.com' }), 'tracker.example.com');
   });
 
   it('exits 2 naming the host through svc start when an issue URL names another host and ERRTRACK_URL is unset', async () => {
