@@ -8,7 +8,7 @@ import { startGate } from '../gate/gate.ts';
 import { parseGatePolicy, parseHostPattern, type GatePolicy } from '../gate/policy.ts';
 import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-apis.ts';
 import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
-import { sandboxGate, MODEL_BASE, PROXY_URL, type SandboxGate } from '../spawn/bwrap-argv.ts';
+import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/bwrap-argv.ts';
 import { errorMessage } from '../errors.ts';
 import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
 import { loadPriceTable } from '../gate/prices.ts';
