@@ -4,14 +4,12 @@ import { MiB } from '../http/body.ts';
 import { createStaticFiles } from '../http/static-files.ts';
 import type { ControlDeps } from './deps.ts';
 import { getHealth, getReady, getMetrics } from './handlers/health.ts';
-import { listRuns, getRun, deleteRun } from './handlers/runs.ts';
+import { listRuns, getRun, deleteRun, getStats, getCostStats } from './handlers/runs.ts';
 import { listEvents, streamRun, streamAll } from './handlers/events.ts';
 import { getArtifact } from './handlers/artifacts.ts';
-import { getStats, getCostStats } from './handlers/stats.ts';
-import { listAudit } from './handlers/audit.ts';
 import { getConfig, putConfig } from './handlers/config.ts';
 import {
-  listProviders, listIntegrations, listNotifications, getKeys, listRepos, listRegisteredProjects,
+  listProviders, listIntegrations, listNotifications, listAudit, getKeys, listRepos, listRegisteredProjects,
 } from './handlers/catalog.ts';
 import { ingestRuns, importRuns } from './handlers/ingest.ts';
 import { startRun, stopRun, resumeRun, retryRun, verifyRun, answerRun, openRunPr } from './handlers/actions.ts';
