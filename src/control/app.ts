@@ -82,7 +82,7 @@ export function createControlApp(
     ownOrigins,
     staticFiles: createStaticFiles(deps.settings.staticDir),
     log: deps.log,
-      onRefused: (info) => recordRefusal(deps, info),
+    onRefused: (info) => recordRefusal(deps, info),
     requests: deps.metrics.requests,
     accessLog: deps.settings.accessLog === true,
   });
