@@ -123,7 +123,6 @@ export function createRunEventBus(limits: SubscriberLimits = DEFAULT_LIMITS) {
         if (owner.size === 0 && scopes.get(scope) === owner) scopes.delete(scope);
       };
     },
-    /** Number of live subscribers. */
     size() {
       return count;
     },

@@ -22,13 +22,6 @@ type Reply = { id: number; value: unknown } | { id: number; error: string };
 
 export type ExpensiveReads = ReturnType<typeof createExpensiveReads>;
 
-export class ExpensiveReadsBusyError extends HttpError {
-  constructor() {
-    const message = 'Too many expensive reads (stats) under way; try again';
-    super('unavailable', message, { 'retry-after': '1' });
-  }
-}
-
 export function createExpensiveReads(opts: {
   stats: StatsStore;
   /** ':memory:' keeps every read on the main thread. */
@@ -99,7 +92,10 @@ export function createExpensiveReads(opts: {
   /** On the thread, or on the main thread when there is none. */
   async function read(kind: ExpensiveRequest['kind'], filter: StatsFilter): Promise<Record<string, unknown>> {
     if (!failed && !closed) {
-      if (pending.size >= maxQueued) throw new ExpensiveReadsBusyError();
+      if (pending.size >= maxQueued) {
+        const busy = 'Too many expensive reads (stats) under way; try again';
+        throw new HttpError('unavailable', busy, { 'retry-after': '1' });
+      }
       if (idleTimer) clearTimeout(idleTimer);
       idleTimer = undefined;
       try {

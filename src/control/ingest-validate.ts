@@ -175,8 +175,7 @@ function text(where: string, v: unknown, required: boolean, max = 4096): string 
 function validateNotification(v: unknown, where: string, source: string, now: number): NotificationInput {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
   const status = member(`${where}.status`, v.status, NOTIFICATION_STATUSES);
-  const run = orNull<string>(`${where}.run`, v.run, (x) => typeof x === 'string' && SEGMENT.test(x),
-    `must match ${SEGMENT.source}`);
+  const run = v.run === undefined || v.run === null ? null : segment(`${where}.run`, v.run);
   const attempts = orNull<number>(`${where}.attempts`, v.attempts,
     (x) => Number.isSafeInteger(x) && (x as number) >= 0, 'must be a non-negative integer') ?? 0;
   const created = optionalTime(`${where}.created_at`, v.created_at, now) ?? now;

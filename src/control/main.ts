@@ -1,10 +1,13 @@
-// Boots the Control Plane: the only place that listens, writes server.json and installs signal handlers.
+// Boots the Control Plane: the only place that listens, writes server.json and installs signal handlers; it starts the
+// hourly retention sweeps of `retention_days` and SVC_CONTROL_AUDIT_RETENTION_DAYS, in small batches so a large
+// backlog never holds the write lock for long (docs/control-config.md).
 import { mkdirSync, rmSync } from 'node:fs';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readServerRecordFile, isPidAlive, type ServerRecord } from '../client/server-record.ts';
-import { openDatabase } from '../db/open.ts';
+import { openDatabase, transaction } from '../db/open.ts';
+import { DAY_MS } from '../db/stats-store.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { controlMigrations } from '../db/control-migrations.ts';
 import { createControlStores } from '../db/control-stores.ts';
@@ -12,7 +15,7 @@ import { createRunEventBus } from './event-bus.ts';
 import { createRunController } from './run-controller.ts';
 import { repoName, repoRoot } from '../engine/git.ts';
 import { createControlApp } from './app.ts';
-import { startRetentionSweeps } from './retention.ts';
+import { readEffectiveConfig } from './config-schema.ts';
 import { createRefusalTally } from './refusal-tally.ts';
 import { createExpensiveReads } from './expensive-reads.ts';
 import { createControlMetrics } from './metrics.ts';
@@ -21,7 +24,9 @@ import { closeGracefully, listen, createHttpServer, exitCodeAfterSignal } from '
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { BadSettingError } from '../errors.ts';
+import { BadSettingError, errorMessage } from '../errors.ts';
+import { SETTINGS } from '../settings-registry.ts';
+import { iso } from '../iso-time.ts';
 
 export const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url));
 
@@ -139,4 +144,61 @@ export async function serveControlForever(
     log.warn(message, { other_url: other.url, other_pid: other.pid });
   }
   return exitCode;
+}
+
+const PRUNE_BATCH = 200;
+const RETENTION_SWEEP_MS = 60 * 60 * 1000;
+
+export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number {
+  const days = readEffectiveConfig(deps.stores.config).config.retention_days as number;
+  if (!(days > 0)) return 0;
+  const before = now - days * DAY_MS;
+  let deleted = 0;
+  for (;;) {
+    const batch = deps.stores.runs.listEnded(before, PRUNE_BATCH);
+    const progress = transaction(deps.db, () =>
+      batch.filter((r) => deps.stores.runs.delete(r.source, r.run) === 'deleted').length);
+    deleted += progress;
+    if (batch.length < PRUNE_BATCH || progress === 0) break;
+  }
+  if (deleted > 0) {
+    deps.stores.audit.append({
+      actor: 'system', peer: '', action: 'runs.prune', target: null, outcome: 'ok',
+      detail: { deleted, retention_days: days, ended_before: iso(before) },
+    });
+    deps.log.info('retention sweep', { deleted, retention_days: days });
+  }
+  return deleted;
+}
+
+/** Audit rows per prune transaction; each batch is anchored by its own `audit.prune` row. */
+const AUDIT_BATCH = 5_000;
+
+export function pruneAuditLog(deps: ControlDeps, now = deps.clock()): number {
+  const days = deps.settings.auditRetentionDays ?? SETTINGS.SVC_CONTROL_AUDIT_RETENTION_DAYS.default;
+  if (!(days > 0)) return 0;
+  let deleted = 0;
+  for (;;) {
+    const n = deps.stores.audit.pruneBefore(now - days * DAY_MS, AUDIT_BATCH);
+    deleted += n;
+    if (n < AUDIT_BATCH) break;
+  }
+  if (deleted > 0) deps.log.info('audit retention sweep', { deleted, audit_retention_days: days });
+  return deleted;
+}
+
+/** A failed sweep is logged and tried again next time. */
+export function startRetentionSweeps(deps: ControlDeps): () => void {
+  function sweep(): void {
+    try {
+      pruneExpiredRuns(deps);
+      pruneAuditLog(deps);
+    } catch (err) {
+      deps.log.error('retention sweep failed', { error: errorMessage(err) });
+    }
+  }
+  sweep();
+  const timer = setInterval(sweep, RETENTION_SWEEP_MS);
+  timer.unref();
+  return () => clearInterval(timer);
 }

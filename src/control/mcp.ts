@@ -87,13 +87,6 @@ function sessionOf(ctx: C): string {
   return id;
 }
 
-function checkVersionHeader(req: IncomingMessage): void {
-  const version = req.headers[VERSION_HEADER];
-  if (version !== undefined && (typeof version !== 'string' || !MCP_PROTOCOL_VERSIONS.includes(version))) {
-    throw new HttpError('bad_request', `MCP-Protocol-Version must be one of ${MCP_PROTOCOL_VERSIONS.join(', ')}`);
-  }
-}
-
 function checkAccept(req: IncomingMessage, type = 'application/json'): void {
   const accept = header(req, 'accept');
   if (accept === undefined) return;
@@ -389,7 +382,10 @@ function postMcp(tools: McpTools): Handler<ControlDeps> {
         return initialize(ctx, message.id, message.params);
       }
       sessionOf(ctx);
-      checkVersionHeader(ctx.req);
+      const version = ctx.req.headers[VERSION_HEADER];
+      if (version !== undefined && (typeof version !== 'string' || !MCP_PROTOCOL_VERSIONS.includes(version))) {
+        throw new HttpError('bad_request', `MCP-Protocol-Version must be one of ${MCP_PROTOCOL_VERSIONS.join(', ')}`);
+      }
       if (message.kind !== 'request') return { status: 202 };
       return rpcResult(message.id, await dispatch(ctx, tools, message.method, message.params));
     } catch (err) {

@@ -58,12 +58,6 @@ function runSecrets(deps: RunControllerDeps): Secrets {
   return out;
 }
 
-/** The `{"failure":…}` line a launcher that could not make its run printed last, read as untrusted; else null. */
-function launcherFailure(stdout: string): RunFailure | null {
-  const last = stdout.trim().split('\n').pop() ?? '';
-  return readFailure(obj(tryParseJson(last)).failure);
-}
-
 export function createRunController(deps: RunControllerDeps) {
   const pending = new Set<Promise<unknown>>();
 
@@ -111,7 +105,9 @@ export function createRunController(deps: RunControllerDeps) {
             if (code !== 0) {
               const line = output.stderr.trim().split('\n').pop() ?? '';
               const why = line.replace(/^svc start: /, '') || `svc start exited with code ${code}`;
-              recordFailure(source, run, why, onFailure, launcherFailure(output.stdout));
+              // A launcher that could not make its run printed `{"failure":…}` last (read as untrusted).
+              const last = output.stdout.trim().split('\n').pop() ?? '';
+              recordFailure(source, run, why, onFailure, readFailure(obj(tryParseJson(last)).failure));
             }
             resolve();
           });

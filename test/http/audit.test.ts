@@ -7,7 +7,7 @@ import type { Ctx } from '../../src/http/pipeline.ts';
 import type { ControlDeps } from '../../src/control/deps.ts';
 import { HttpError } from '../../src/http/http-error.ts';
 import { createAuditStore, PRUNE_ACTION } from '../../src/db/audit-store.ts';
-import { pruneAuditLog } from '../../src/control/retention.ts';
+import { pruneAuditLog } from '../../src/control/main.ts';
 
 describe('GET /v1/audit', () => {
   let control: TestControl;

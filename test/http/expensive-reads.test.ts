@@ -4,9 +4,10 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
 import {
-  createExpensiveReads, ExpensiveReadsBusyError, IDLE_MS, statsBody, costBody,
+  createExpensiveReads, IDLE_MS, statsBody, costBody,
 } from '../../src/control/expensive-reads.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
+import { HttpError } from '../../src/http/http-error.ts';
 
 const DAY = 86_400_000;
 
@@ -38,7 +39,8 @@ describe('expensive reads', () => {
       const first = reads.stats({});
       const second = reads.cost({});
       await assert.rejects(reads.stats({ repo: 'acme/api' }), (err: unknown) => {
-        assert.ok(err instanceof ExpensiveReadsBusyError);
+        assert.ok(err instanceof HttpError);
+        assert.equal(err.code, 'unavailable');
         assert.equal(err.status, 503);
         assert.equal(err.headers?.['retry-after'], '1');
         return true;

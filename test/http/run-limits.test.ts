@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { pruneExpiredRuns } from '../../src/control/retention.ts';
+import { pruneExpiredRuns } from '../../src/control/main.ts';
 
 const DAY = 24 * 60 * 60 * 1000;
 

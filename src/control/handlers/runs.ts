@@ -1,13 +1,15 @@
-// Run list (keyset paged, filtered), run detail and delete. Parsing lives in ../params.ts, SQL in src/db/runs-store.ts.
+// Run list (keyset paged, filtered), run detail and delete, and the stats over the list's window (computed on the
+// expensive-reads thread). Parsing lives in ../params.ts, SQL in src/db/runs-store.ts.
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json, jsonPage } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import type { RunFilter, RunRow } from '../../db/run-types.ts';
+import type { StatsFilter } from '../../db/stats-store.ts';
 import { VERDICTS, RUN_STATUSES, FAILURE_CLASSES } from '../../run-json.ts';
 import {
-  checkQueryKeys, checkSegment, decodeRunCursor, encodeRunCursor, parseEnum, parseLimit, parseWindow, runParams,
-  storedRun,
+  checkQueryKeys, checkSegment, decodeRunCursor, encodeRunCursor, invalidParam, parseEnum, parseLimit, parseWindow,
+  runParams, storedRun,
 } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
 import type { ControlStores } from '../../db/control-stores.ts';
@@ -102,3 +104,19 @@ export const deleteRun: Handler<ControlDeps> = (ctx) => {
   ctx.deps.stores.deletedRuns.add(source, run, ctx.deps.clock());
   return json(200, { deleted: true });
 };
+
+/** The window of GET /v1/runs, where `until` before `since` is a mistake worth naming. */
+function filterOf(query: URLSearchParams): StatsFilter {
+  checkQueryKeys(query, ['since', 'until', 'repo']);
+  const filter = parseWindow(query);
+  if (filter.since !== undefined && filter.until !== undefined && filter.until < filter.since) {
+    invalidParam('Parameter "until" is before "since"');
+  }
+  return filter;
+}
+
+export const getStats: Handler<ControlDeps> = async (ctx) =>
+  json(200, await ctx.deps.reads.stats(filterOf(ctx.query)));
+
+export const getCostStats: Handler<ControlDeps> = async (ctx) =>
+  json(200, await ctx.deps.reads.cost(filterOf(ctx.query)));
