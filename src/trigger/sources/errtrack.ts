@@ -87,12 +87,8 @@ export async function resolveInsideRepo(repoDir: string, candidate: string): Pro
   ) {
     return null;
   }
-  let root: string;
-  try {
-    root = await realpath(repoDir);
-  } catch {
-    return null;
-  }
+  const root = await realpath(repoDir).catch(() => null);
+  if (root === null) return null;
   const tries = isAbsolute(candidate) ? [candidate, resolve(root, `.${candidate}`)] : [resolve(root, candidate)];
   for (const path of tries) {
     try {
