@@ -227,13 +227,9 @@ export function decodeChatbKey(token: string): Buffer | null {
 /** The brief's cap where no source's `briefBytes` applies. */
 export const DEFAULT_BRIEF_BYTES = 1500;
 
-// C0, DEL, C1, and the Unicode line/paragraph separators and bidi controls that can disguise text in a terminal.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
-
-/** True when text holds a character that `oneLine` would remove. */
-export function hasControlChars(text: string): boolean {
-  return CONTROL.test(text);
-}
+// C0, DEL, C1, and the Unicode line/paragraph separators and bidi controls that can disguise text in a terminal:
+// what `oneLine` removes.
+export const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
 // Runs of whitespace or CONTROL other than one plain space, which is left alone (2-3x faster, docs/bench.md).
 const CONTROL_CHARS = CONTROL.source.slice(1, -1);

@@ -148,10 +148,8 @@ function followUpBrief(repo: string, a: FollowUpAsk, comments: ReviewComment[]):
     sourceOf('webhook').briefBytes);
 }
 
-/**
- * Whether the follow-up is queued, once its keys are new: svc's PR (branch svc/<run>, not a fork's, <run> a job of
- * this server's), who asks, nothing else working on it; then the run before it and the brief. Else FollowUpNotQueued.
- */
+// Once its keys are new: svc's PR (branch svc/<run>, not a fork's, <run> a job of this server's), who asks, nothing
+// else working on it; then the run before it and the brief. Else FollowUpNotQueued.
 async function prepareFollowUp(ctx: TCtx, repo: string, a: FollowUpAsk): Promise<{ brief: string; args: string[] }> {
   const pull = await pullOf(ctx, repo, a);
   const head = obj(pull.head);
