@@ -1,8 +1,6 @@
-// The one table of the trigger server's sources, which the trigger's routes, secrets and routing, GET /status, the
-// Control Plane's integrations and the OpenAPI document iterate (docs/architecture.md "A webhook source"), and the
-// brief sanitizer every source's text goes through. A leaf, since the trigger and the Control Plane may not import
-// each other. Each route reads the neutral and the vendor's header names with one secret and one check: never a
-// second way to verify, only where the values come from.
+// The one table of the trigger server's sources and the brief sanitizer (docs/architecture.md "A webhook source"): a
+// leaf, since the trigger and the Control Plane may not import each other. A vendor's header names are only where a
+// route's one secret and one check read their values, never a second way to verify.
 import { hash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 
@@ -29,10 +27,7 @@ export interface WebhookSource {
   needs?: readonly (readonly string[])[];
   /** A signature header and, where the scheme signs one, its timestamp's: the spec's names first, lower case. */
   families?: readonly { signature: string; timestamp?: string }[];
-  /**
-   * HMAC-SHA256 by the secret over the raw body, or over `v0:<ts>:<body>` where the family has a timestamp (unix
-   * seconds, ±300 s), written as `mac` after `prefix` (trigger/intake.ts). Without one the secret is a bearer token.
-   */
+  /** HMAC-SHA256 over the body (`v0:<ts>:<body>` with a timestamp), as `mac` after `prefix`; none: a bearer token. */
   scheme?: { mac: 'hex' | 'base64'; prefix?: RegExp };
   /** Other headers read from the delivery (the event resource, the delivery id), neutral name first. */
   resource?: readonly string[];
@@ -232,13 +227,9 @@ export function decodeChatbKey(token: string): Buffer | null {
 /** The brief's cap where no source's `briefBytes` applies. */
 export const DEFAULT_BRIEF_BYTES = 1500;
 
-// C0, DEL, C1, and the Unicode line/paragraph separators and bidi controls that can disguise text in a terminal.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
-
-/** True when text holds a character that `oneLine` would remove. */
-export function hasControlChars(text: string): boolean {
-  return CONTROL.test(text);
-}
+// C0, DEL, C1, and the Unicode line/paragraph separators and bidi controls that can disguise text in a terminal:
+// what `oneLine` removes.
+export const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
 // Runs of whitespace or CONTROL other than one plain space, which is left alone (2-3x faster, docs/bench.md).
 const CONTROL_CHARS = CONTROL.source.slice(1, -1);

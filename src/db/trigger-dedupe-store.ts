@@ -4,8 +4,6 @@
 import { LIMIT_PARAM } from './open.ts';
 import type { Db } from './open.ts';
 
-export type TriggerDedupeStore = ReturnType<typeof createTriggerDedupeStore>;
-
 // A Map holds at most 2^24 entries in V8: 16 shards keep a server with tens of millions of live keys inside that.
 const SHARDS = 16;
 

@@ -94,22 +94,20 @@ export function createTriggerJobsStore(db: Db) {
       'summary = ?, summary_parts = ?, error = ? ' +
       "WHERE id = ? AND status IN ('queued', 'running')",
   );
-  function insertUncounted(job: NewJob): void {
-    insert.run(job.id, job.origin, job.brief, storedArgs(job.args, job.brief), job.created_at, job.repo,
-      job.trace?.traceparent ?? null, job.trace?.parent ?? null);
-  }
-  function countInserted(inserted: ReadonlyMap<string, number>): void {
-    let all = 0;
-    for (const [origin, n] of inserted) {
-      countOrigin.run(n, origin);
-      all += n;
-    }
-    if (all > 0) countQueued.run(all);
-  }
   return {
     /** A queued job, counted by `count` once per transaction (group commit: once per COMMIT, docs/bench.md). */
-    insertUncounted,
-    count: countInserted,
+    insertUncounted(job: NewJob): void {
+      insert.run(job.id, job.origin, job.brief, storedArgs(job.args, job.brief), job.created_at, job.repo,
+        job.trace?.traceparent ?? null, job.trace?.parent ?? null);
+    },
+    count(inserted: ReadonlyMap<string, number>): void {
+      let all = 0;
+      for (const [origin, n] of inserted) {
+        countOrigin.run(n, origin);
+        all += n;
+      }
+      if (all > 0) countQueued.run(all);
+    },
     /** Deletes a job with its dedupe keys and reply target (cascade): one its transaction did not keep. */
     remove(id: string): void {
       remove.run(id);

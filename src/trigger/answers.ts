@@ -70,11 +70,6 @@ export function commentTime(value: unknown): number | null {
 export function createAnswerDesk(opts: AnswerDeskOptions) {
   const { stores, log } = opts;
 
-  /** The running jobs asked in this thread (bounded by the server's concurrency). */
-  function jobsOn(thread: string): JobRow[] {
-    return stores.jobs.listRunning().filter((job) => stores.replies.get(job.id)?.target.thread === thread);
-  }
-
   function audit(job: JobRow, req: AnswerRequest, outcome: 'answered' | 'refused', reason: string | null): void {
     stores.replies.audit({
       job_id: job.id, origin: req.origin, place: req.place, who: req.who, outcome, reason, at: opts.clock(),
@@ -88,8 +83,11 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     // A redelivery is a duplicate even once the job it answered has ended.
     const earlier = stores.dedupe.holder(req.keys);
     if (earlier !== undefined) return { kind: 'duplicate', jobId: earlier };
-    const all = jobsOn(req.thread)
-      .filter((j) => req.replyTo === undefined || stores.replies.get(j.id)?.target.question_message === req.replyTo);
+    // The running jobs asked in this thread (bounded by the server's concurrency).
+    const all = stores.jobs.listRunning().filter((j) => {
+      const target = stores.replies.get(j.id)?.target;
+      return target?.thread === req.thread && (req.replyTo === undefined || target.question_message === req.replyTo);
+    });
     const jobs = req.jobId ? all.filter((j) => j.id === req.jobId) : all;
     // A job named from elsewhere is refused (and audited) as that job's, not ignored.
     const elsewhere = req.jobId && jobs.length === 0 ? stores.jobs.get(req.jobId) : undefined;
@@ -126,8 +124,9 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     if (!job.run_source || !job.run_id || !job.workdir) return refuse(`job ${job.id} has no run yet`);
     if (!opts.executor.answer) return refuse('this trigger server\'s executor cannot answer its runs');
     const run = { source: job.run_source, run: job.run_id };
-    // Marked as the origin's: never a raise of the operator's daily caps.
-    const result = await opts.executor.answer(run, req.text, job.workdir, originOf(req));
+    // Marked as the origin's (never a raise of the operator's daily caps): route and vendor's name, one short line.
+    const by = [...`${req.origin}:${req.who}`.replace(/\p{Cc}+/gu, ' ')].slice(0, 200).join('');
+    const result = await opts.executor.answer(run, req.text, job.workdir, by);
     if (!result.ok) return refuse(result.reason);
     audit(job, req, 'answered', null);
     void opts.progress(job.id, { step: 'answered', by: req.who });
@@ -147,24 +146,14 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
       if (outcome.kind === 'answered') return json(200, { status: 'answered', job_id: jobId, run: outcome.run });
       const refusals = stores.replies.answersOf(jobId).filter((a) => a.who === req.who && a.outcome === 'refused');
       if (refusals.length === 1 && !outcome.elsewhere) {
-        void opts.note(jobId, refusalParts(jobId, req.who, outcome.reason));
+        void opts.note(jobId, [
+          [{ own: `svc job ${jobId} did not take the answer from ` }, data(req.who)],
+          [{ own: 'why: ' }, data(outcome.reason)],
+        ]);
       }
       return json(200, { status: 'refused', job_id: jobId, reason: outcome.reason });
     },
   };
-}
-
-/** Who answered as the run records it: the route and the vendor's name for them, one short line. */
-function originOf(req: Pick<AnswerRequest, 'origin' | 'who'>): string {
-  return [...`${req.origin}:${req.who}`.replace(/\p{Cc}+/gu, ' ')].slice(0, 200).join('');
-}
-
-/** What the origin is told when an answer is refused. */
-function refusalParts(jobId: string, who: string, reason: string): SummaryParts {
-  return [
-    [{ own: `svc job ${jobId} did not take the answer from ` }, data(who)],
-    [{ own: 'why: ' }, data(reason)],
-  ];
 }
 
 /** A tracker's answer is refused when its job's repository is no longer served, or for why `member` says. */

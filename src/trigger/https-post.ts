@@ -1,10 +1,7 @@
 // Outbound HTTPS with a bounded time and response size and an optional extra CA.
 import { request } from 'node:https';
 
-interface PostResult {
-  status: number;
-  text: string;
-}
+type PostResult = { status: number; text: string };
 
 /** Sends a JSON body; rejects on network errors, resolves with any HTTP status. */
 export type Poster = (url: URL, headers: Record<string, string>, body: string, method?: string) => Promise<PostResult>;

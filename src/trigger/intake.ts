@@ -9,7 +9,7 @@ import type { TriggerDeps } from './deps.ts';
 import {
   BRIEF, decodeChatbKey, deliveryKeys, sourceOf, type Source, type SourceName, type WebhookSource,
 } from '../webhook-sources.ts';
-import type { ReplyTarget } from './queue.ts';
+import type { EnqueueRequest } from './queue.ts';
 import { queuedReply } from './metrics.ts';
 import { startDelivery, type Delivery } from './job-trace.ts';
 
@@ -66,10 +66,7 @@ function withinWindow(whenMs: number, nowMs: number): Refusal {
   return Number.isFinite(whenMs) && Math.abs(nowMs - whenMs) <= WINDOW_MS ? null : 'stale_timestamp';
 }
 
-/**
- * A signature of a record's `scheme`; `timestamp` null where the scheme signs none. The MAC is checked before the
- * clock, so a forged request learns nothing from which check failed first.
- */
+/** `timestamp` null where the scheme signs none; the MAC before the clock, so a forgery learns nothing from order. */
 export function checkSignature(
   scheme: Scheme, key: string | Buffer, raw: Buffer, signature: Header, timestamp: Header | null, nowMs: number,
 ): Refusal {
@@ -127,15 +124,10 @@ export interface Replies {
 
 const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
 
-/**
- * A delivery that passed its route's checks: its repository, its keys besides the body hash and delivery id, and its
- * brief, or `prepare` where building it reads files or starts a child (run only once the cheap checks let it).
- */
-export type Intake = {
-  origin: SourceName;
-  repo: string;
+// A checked delivery: its keys besides the body hash and delivery id, and its brief or, where building that reads
+// files or starts a child, `prepare` (run only once the cheap checks let it).
+export type Intake = Pick<EnqueueRequest, 'origin' | 'repo' | 'reply'> & {
   keys?: readonly string[];
-  reply?: ReplyTarget | undefined;
   /** The argv, where the source's record has none (`jobs`). */
   args?: string[];
 } & ({ brief: string } | { prepare: () => Promise<string> });
@@ -152,10 +144,8 @@ function duplicate(ctx: TCtx, origin: SourceName, jobId: string, replies: Replie
   return replies.duplicate?.(jobId) ?? json(200, { status: 'duplicate' });
 }
 
-/**
- * A repeat or a delivery whose queue share is full is answered before `prepare` runs; then the job, its keys and reply
- * target commit together (queue.ts). Not `async`: a ready job goes to the queue with no promise of its own.
- */
+// A repeat or a full share is answered before `prepare` runs; then the job, keys and reply target commit together.
+// Not `async`: a ready job goes to the queue with no promise of its own.
 export function enqueue(ctx: TCtx, intake: Intake, replies: Replies = accepted): Promise<Reply> {
   const dedupeKeys = deliveryKeys(intake.origin, ctx.req.headers, ctx.raw, ...(intake.keys ?? []));
   const delivery = startDelivery(ctx.deps.tracer, ctx.req, intake.origin, intake.repo);

@@ -9,29 +9,20 @@ import { encodeTime } from '../engine/ids.ts';
 import { randomUUID } from 'node:crypto';
 import type { JobTrace } from './job-trace.ts';
 
-export interface ReplyTarget {
-  channel: string;
-  target: Record<string, unknown>;
-}
-
 export interface EnqueueRequest {
   origin: SourceName;
-  /** The served repository (owner/name) the delivery was routed to. */
   repo: string;
   brief: string;
   /** The argv after `svc`. */
   args: string[];
   dedupeKeys: readonly string[];
-  reply?: ReplyTarget | undefined;
+  reply?: { channel: string; target: Record<string, unknown> } | undefined;
   trace?: JobTrace | undefined;
 }
 
 type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
 
-/**
- * How the bounded queue is shared, so a flood on one route never 429s another (docs/trigger.md "Queue shares"): each
- * route's `reserve` (at least one job), and a `pool` beyond the reserves that all routes together may hold.
- */
+/** Each route's `reserve` and the `pool` all may borrow: no flood 429s another (docs/trigger.md "Queue shares"). */
 export function queueShares(max: number, routes: number): { reserve: number; pool: number } {
   const n = Math.max(1, routes);
   const reserve = Math.max(1, Math.floor(max / (2 * n)));

@@ -79,10 +79,8 @@ export function data(text: string): Piece {
   return { data: line.length > DATA_CHARS ? `${line.slice(0, DATA_CHARS)}…` : line };
 }
 
-/**
- * An http(s) URL as the WHATWG parser writes it, holding nothing a vendor could take as markup (`<>|` close Slack
- * links; brackets, quotes, `*` and spaces make markdown); else null, and the text is shown as data.
- */
+// An http(s) URL as the WHATWG parser writes it, with nothing a vendor takes as markup (`<>|` close Slack links;
+// brackets, quotes, `*` and spaces make markdown); else null, and the text is shown as data.
 function safeLink(value: string | null | undefined): string | null {
   const url = value && value.length <= 2048 ? URL.parse(value) : null;
   if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) return null;

@@ -3,7 +3,7 @@ import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
 import { checkHost, checkJsonContentType, isLoopbackAddress, isLoopbackHost } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { hasControlChars, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
+import { CONTROL, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
 import { JOB_ID } from '../queue.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { iso } from '../../iso-time.ts';
@@ -17,7 +17,7 @@ function validateJobsBrief(value: unknown): string {
   if (typeof value !== 'string' || value.trim() === '') throw refuse('be a non-empty string');
   const max = sourceOf('jobs').briefBytes;
   if (Buffer.byteLength(value, 'utf8') > max) throw refuse(`be at most ${max} bytes`);
-  if (hasControlChars(value)) throw refuse('be one line without control characters');
+  if (CONTROL.test(value)) throw refuse('be one line without control characters');
   const brief = value.trim();
   if (stripLeadingHyphens(brief) !== brief) throw refuse('not start with "-"');
   return brief;
@@ -57,10 +57,8 @@ export async function createJob(ctx: TCtx, raw: Buffer): Promise<Reply> {
   return enqueue(ctx, { origin: 'jobs', repo, brief, args });
 }
 
-/**
- * Who may read a job (and GET /metrics): SVC_API_TOKEN's bearer; without one, a local caller of a loopback-bound server
- * under a loopback Host name (no DNS rebinding); a server reachable from elsewhere shows nothing (503 names the token).
- */
+// Who may read a job (and GET /metrics): SVC_API_TOKEN's bearer; without one, a local caller of a loopback-bound
+// server under a loopback Host name (no DNS rebinding); else nothing (503 names the token).
 export function mayRead(ctx: TCtx): void {
   const secret = ctx.deps.settings.secrets.jobs;
   if (secret.value && !secret.unavailable) return requireBearer(ctx, secret.value);

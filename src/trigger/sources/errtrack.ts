@@ -87,12 +87,8 @@ export async function resolveInsideRepo(repoDir: string, candidate: string): Pro
   ) {
     return null;
   }
-  let root: string;
-  try {
-    root = await realpath(repoDir);
-  } catch {
-    return null;
-  }
+  const root = await realpath(repoDir).catch(() => null);
+  if (root === null) return null;
   const tries = isAbsolute(candidate) ? [candidate, resolve(root, `.${candidate}`)] : [resolve(root, candidate)];
   for (const path of tries) {
     try {
@@ -109,9 +105,7 @@ export async function resolveInsideRepo(repoDir: string, candidate: string): Pro
 }
 
 /** The first candidate that resolves inside the repo, with its last commit's author (`git log`, no shell, 3 s). */
-async function culpritAuthor(
-  repoDir: string, candidates: readonly string[],
-): Promise<{ file: string; author: string } | null> {
+async function culpritAuthor(repoDir: string, candidates: readonly string[]) {
   for (const candidate of candidates.slice(0, 20)) {
     const file = await resolveInsideRepo(repoDir, candidate);
     if (!file) continue;

@@ -19,29 +19,10 @@ const COMMENT_BYTES = 300;
 
 export const PR_EVENTS = new Set(['pull_request_review', 'pull_request_review_comment']);
 
-interface ReviewComment {
-  path: string;
-  line: number | null;
-  text: string;
-}
+type ReviewComment = ReturnType<typeof commentOf>;
 
 /** A follow-up as the payload asks it, checked against the server's records before queueing. */
-interface FollowUpAsk {
-  kind: 'follow-up';
-  repository: string | null;
-  number: number;
-  instruction: string;
-  actor: string;
-  association: string;
-  /** The PR as the payload carries it; null for a comment on its conversation (then fetched). */
-  pull: Obj | null;
-  comments: ReviewComment[];
-  /** A submitted review, whose comments are fetched; `needsComments` when only they make it a request. */
-  review: { id: number; needsComments: boolean } | null;
-  /** The review it belongs to: its other events are duplicates of this one. */
-  reviewId: number | null;
-}
-
+type FollowUpAsk = Extract<ReturnType<typeof ask>, { kind: 'follow-up' }>;
 type PrInput = FollowUpAsk | { kind: 'skip'; reason: string };
 
 /** A positive safe integer (an issue, PR, review or line number), else null. */
@@ -59,16 +40,24 @@ function command(text: string): string | null {
   return COMMAND.test(t) ? t.replace(COMMAND, '').trim() : null;
 }
 
-function commentOf(c: Obj, text: string): ReviewComment {
+function commentOf(c: Obj, text: string) {
   return { path: str(c.path) ?? '', line: int(c.line) ?? int(c.original_line), text };
 }
 
-function ask(body: Obj, who: Obj, instruction: string, rest: Pick<FollowUpAsk, 'pull' | 'comments' | 'review' |
-  'reviewId'> & { number: number | null }): PrInput {
-  if (rest.number === null) return { kind: 'skip', reason: 'the event names no pull request number' };
+function ask(body: Obj, who: Obj, instruction: string, rest: {
+  number: number | null;
+  /** The PR as the payload carries it; null for a comment on its conversation (then fetched). */
+  pull: Obj | null;
+  comments: ReviewComment[];
+  /** A submitted review, whose comments are fetched; `needsComments` when only they make it a request. */
+  review: { id: number; needsComments: boolean } | null;
+  /** The review it belongs to: its other events are duplicates of this one. */
+  reviewId: number | null;
+}) {
+  if (rest.number === null) return { kind: 'skip', reason: 'the event names no pull request number' } as const;
   return {
-    kind: 'follow-up', repository: str(obj(body.repository).full_name), instruction, ...rest, number: rest.number,
-    actor: str(obj(who.user).login) ?? '', association: str(who.author_association) ?? '',
+    kind: 'follow-up' as const, repository: str(obj(body.repository).full_name), instruction, ...rest,
+    number: rest.number, actor: str(obj(who.user).login) ?? '', association: str(who.author_association) ?? '',
   };
 }
 
@@ -159,10 +148,8 @@ function followUpBrief(repo: string, a: FollowUpAsk, comments: ReviewComment[]):
     sourceOf('webhook').briefBytes);
 }
 
-/**
- * Whether the follow-up is queued, once its keys are new: svc's PR (branch svc/<run>, not a fork's, <run> a job of
- * this server's), who asks, nothing else working on it; then the run before it and the brief. Else FollowUpNotQueued.
- */
+// Once its keys are new: svc's PR (branch svc/<run>, not a fork's, <run> a job of this server's), who asks, nothing
+// else working on it; then the run before it and the brief. Else FollowUpNotQueued.
 async function prepareFollowUp(ctx: TCtx, repo: string, a: FollowUpAsk): Promise<{ brief: string; args: string[] }> {
   const pull = await pullOf(ctx, repo, a);
   const head = obj(pull.head);

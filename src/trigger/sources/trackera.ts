@@ -109,10 +109,9 @@ export const trackeraReply: ReplyChannel = {
   prepare(target, parts, config) {
     if (!config.trackeraApiKey) return 'TRACKERA_API_KEY is not set';
     if (typeof target.issue_id !== 'string') return 'no trackera issue id';
-    const text = markdownSummary(parts);
     const body = JSON.stringify({
       query: 'mutation CommentCreate($input: CommentCreateInput!) { commentCreate(input: $input) { success } }',
-      variables: { input: { issueId: target.issue_id, body: text } },
+      variables: { input: { issueId: target.issue_id, body: markdownSummary(parts) } },
     });
     return {
       url: new URL(config.trackeraApiUrl),

@@ -54,11 +54,6 @@ function eventName(body: Obj): string | null {
   return name ? (name.split(':').pop() ?? null) : null;
 }
 
-function changelogItems(body: Obj): Obj[] {
-  const items = obj(body.changelog).items;
-  return Array.isArray(items) ? items.map(obj) : [];
-}
-
 function touches(items: Obj[], field: string): boolean {
   const named = (value: unknown) => (str(value) ?? '').toLowerCase() === field;
   return items.some((i) => named(i.field) || named(i.fieldId));
@@ -88,7 +83,8 @@ export function readTrackerb(
   body: Obj, filter: { assignees: readonly string[]; labels: readonly string[] },
 ): TrackerbInput {
   const event = eventName(body);
-  const items = changelogItems(body);
+  const changelog = obj(body.changelog).items;
+  const items = Array.isArray(changelog) ? changelog.map(obj) : [];
   if (event !== 'issue_created' && event !== 'issue_updated') {
     return { kind: 'skip', reason: `event "${str(body.webhookEvent) ?? ''}" does not start a job` };
   }

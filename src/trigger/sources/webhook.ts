@@ -151,8 +151,7 @@ function githubComment(target: Obj, parts: SummaryParts, config: NotifyConfig, e
   if (typeof target.repo !== 'string' || typeof target.issue !== 'number') return 'no GitHub issue';
   const base = `${gh.apiUrl}/repos/${target.repo}/issues`;
   const headers = githubHeaders(gh.token);
-  const text = markdownSummary(parts);
-  const body = JSON.stringify({ body: `${PROGRESS_MARK}\n${text}` });
+  const body = JSON.stringify({ body: `${PROGRESS_MARK}\n${markdownSummary(parts)}` });
   const id = target.comment_id;
   if (edit && typeof id === 'number') {
     return { url: new URL(`${base}/comments/${id}`), method: 'PATCH', headers, body, what: 'GitHub API' };
