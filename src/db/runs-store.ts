@@ -82,9 +82,7 @@ export function createRunsStore(db: Db) {
   }
 
   return {
-    get(source: string, run: string) {
-      return getStmt.get(source, run) as RunRow | undefined;
-    },
+    get: (source: string, run: string) => getStmt.get(source, run) as RunRow | undefined,
     /** An older `updated_at` never overwrites a newer row; started_at keeps its first value. */
     upsert(source: string, input: RunInput) {
       const row: Record<string, unknown> = { group_id: input.run, updated_at: input.started_at, ...input };
@@ -116,24 +114,16 @@ export function createRunsStore(db: Db) {
       const more = rows.length > filter.limit && last !== undefined;
       return { items, next: more ? { started_at: last[1], source: last[2], run: last[3] } : null };
     },
-    count() {
-      return Number((countStmt.get() as { n: number }).n);
-    },
-    countActive(source: string) {
-      return Number((countActiveStmt.get(source) as { n: number }).n);
-    },
+    count: () => Number((countStmt.get() as { n: number }).n),
+    countActive: (source: string) => Number((countActiveStmt.get(source) as { n: number }).n),
     /** Only the active statuses that have runs. */
-    countActiveByStatus() {
-      return activeByStatusStmt.all() as unknown as Array<{ status: string; n: number }>;
-    },
+    countActiveByStatus: () => activeByStatusStmt.all() as unknown as Array<{ status: string; n: number }>,
     /** Oldest terminal runs that ended before `before`. */
-    listEnded(before: number, limit: number) {
-      return listEndedStmt.all(before, before, limit) as unknown as Array<{ source: string; run: string }>;
-    },
+    listEnded: (before: number, limit: number) =>
+      listEndedStmt.all(before, before, limit) as unknown as Array<{ source: string; run: string }>,
     /** Throws when the DB is unusable (/ready). */
-    ping() {
-      pingStmt.get();
-    },
+    ping: (): void => void pingStmt.get(),
+
     /** Active runs are kept; a deleted one takes its events, artifacts, control and start requests along. */
     delete(source: string, run: string): DeleteOutcome {
       return inTransaction(db, () => {

@@ -20,7 +20,6 @@ const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
 const LABEL_JOB = 'svc.dev/job-id';
 export const LABEL_RUN = 'svc.dev/run';
 
-/** A DNS-1123 label. */
 export function kubeJobName(jobId: string): string {
   return `svc-${jobId.toLowerCase().replace(/[^a-z0-9-]+/g, '-')}`.slice(0, 63).replace(/-+$/, '');
 }
@@ -57,7 +56,7 @@ function itemNames(body: unknown): string[] {
   return items.flatMap((item) => (item.metadata?.name ? [item.metadata.name] : []));
 }
 
-/** `--run-id` of the signer container in a Job as the API returned it, or null. */
+/** The signer container's `--run-id` in a Job as the API returned it. */
 function runIdOf(job: unknown): string | null {
   type Spec = { spec?: { template?: { spec?: { containers?: Array<{ name?: unknown; args?: unknown }> } } } };
   const containers = (job as Spec | null)?.spec?.template?.spec?.containers;
@@ -73,9 +72,9 @@ export function createKubernetesExecutor(opts: {
   controlUrl?: string | undefined;
   controlToken?: string | undefined;
   pollMs?: number;
-  /** How long a pod may take (image pull, clone) to print its run line. */
+  /** For a pod to print its run line (image pull, clone). */
   launchTimeoutMs?: number;
-  /** With the Job gone, how long the Control Plane may take to show the shipped run's final status. */
+  /** With the Job gone, for the Control Plane to show the shipped run's final status. */
   shipGraceMs?: number;
 }): JobExecutor {
   const settings = kubernetesSettingsFromEnv(opts.env);
@@ -93,7 +92,8 @@ export function createKubernetesExecutor(opts: {
   const launchTimeoutMs = opts.launchTimeoutMs ?? 15 * 60_000;
   const shipGraceMs = opts.shipGraceMs ?? 60_000;
   const log = opts.log;
-  /** Run → Job name for runs launched by this process (the run label covers restarts). */
+  /** Run → Job name, for runs launched by this process (the run label covers restarts). */
+
   const known = new Map<string, string>();
 
   async function jobState(name: string): Promise<JobState> {
