@@ -266,7 +266,9 @@ export function createConfigStore(db: Db, clock: () => number = Date.now) {
   function read(): StoredConfig {
     const row = select.get() as { version: number; body: string; updated_at: number } | undefined;
     if (!row) return { values: {}, version: 0, updated_at: null };
-    return { values: JSON.parse(row.body) as Record<string, unknown>, version: row.version, updated_at: row.updated_at };
+    const values = JSON.parse(row.body) as Record<string, unknown>;
+    return { values, version: row.version, updated_at: row.updated_at };
+
   }
 
 

@@ -10,7 +10,7 @@ import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } fro
 
 export type RunsStore = ReturnType<typeof createRunsStore>;
 
-/** The status lists as SQL literals: constants of ours, never input. */
+/** Constants of ours as SQL literals, never input. */
 const sqlList = (statuses: readonly string[]) => statuses.map((x) => `'${x}'`).join(', ');
 const ACTIVE: ReadonlySet<string> = new Set(ACTIVE_STATUSES);
 
@@ -30,7 +30,7 @@ function updateClause(c: Column): string {
   return STICKY.has(c) ? `${c} = coalesce(excluded.${c}, runs.${c})` : `${c} = excluded.${c}`;
 }
 
-/** Every column of a RunRow; the stored JSON text is the page's business only. */
+/** A RunRow's; the stored JSON text is the page's business only. */
 const ROW_COLUMNS = ['source', 'run', ...COLUMNS].join(', ');
 /** A write returns the row as it now stands; json = NULL until its text is stored, so a crash leaves no stale one. */
 const PATCH_TAIL = `, json = NULL WHERE source = ? AND run = ? RETURNING rowid AS rowid_, ${ROW_COLUMNS}`;
@@ -89,7 +89,6 @@ export function createRunsStore(db: Db) {
       const values = COLUMNS.map((c) => (row[c] ?? null) as SQLInputValue);
       return write(upsertStmt, [source, input.run, ...values]);
     },
-    /** Only the given columns; whether a row changed. */
     patch,
     /** A run that goes on (resumed, stopping) keeps no failure from before; one that ends is given its own. */
     setStatus(source: string, run: string, status: RunStatus, at: number, fields: RunPatch = {}) {
@@ -140,7 +139,7 @@ export function createRunsStore(db: Db) {
 /** Newest first; the (started_at, source, run) key is unique, so a keyset cursor never skips or repeats a run. */
 const ORDER = 'ORDER BY started_at DESC, source DESC, run DESC';
 
-/** The WHERE clause (with a trailing space, or empty) and its arguments. */
+/** The clause has a trailing space, or is empty. */
 function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] } {
   const where: string[] = [];
   const args: SQLInputValue[] = [];
@@ -225,7 +224,8 @@ export function failureColumns(
   };
 }
 
-/** A cost column's JSON text, written by ingest after validation. */
-function costText<T>(text: string | null): T | null {
+/** Written by ingest after validation. */
+function costText
+<T>(text: string | null): T | null {
   return text === null ? null : ((tryParseJson(text) ?? null) as T | null);
 }
