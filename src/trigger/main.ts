@@ -31,8 +31,9 @@ import {
 
 export type RunningTrigger = Awaited<ReturnType<typeof startTrigger>>;
 
-/** Seams for tests; production uses the defaults. */
+/** Seams for tests. */
 export interface TriggerOverrides {
+
   log?: Logger;
   executor?: JobExecutor;
   post?: Poster;
