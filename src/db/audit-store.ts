@@ -101,7 +101,6 @@ export function createAuditStore(db: Db, clock: () => number = Date.now) {
   return {
     // Reading the tail and inserting are one step, or two writers could chain onto the same parent.
     append: (input: AuditInput): AuditEntry => inTransaction(db, () => appendLocked(input)),
-
     /** Newest first, keyset-paged on id so rows appended meanwhile cause no duplicates or gaps. */
     list({ limit, beforeId }: { limit: number; beforeId?: number | null }) {
       return beforeId === undefined || beforeId === null ? page(newest, [], limit) : page(older, [beforeId], limit);

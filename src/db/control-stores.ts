@@ -57,7 +57,6 @@ function createStartRequestsStore(db: Db) {
 }
 
 /** projects: registered by POST /v1/import, as real paths; with `repos` the only places the Control Plane runs in. */
-
 function createProjectsStore(db: Db) {
   const addStmt = db.prepare('INSERT INTO projects (path, registered_at) VALUES (?, ?) ON CONFLICT (path) DO NOTHING');
   const hasStmt = db.prepare('SELECT 1 AS found FROM projects WHERE path = ?');
@@ -268,9 +267,7 @@ export function createConfigStore(db: Db, clock: () => number = Date.now) {
     if (!row) return { values: {}, version: 0, updated_at: null };
     const values = JSON.parse(row.body) as Record<string, unknown>;
     return { values, version: row.version, updated_at: row.updated_at };
-
   }
-
 
   return {
     read,

@@ -68,6 +68,5 @@ export function createEventsStore(db: Db) {
     },
     maxId: () => Number((maxStmt.get() as { m: number }).m),
     latest: (source: string, run: string, kind: string) => latestStmt.get(source, run, kind) as EventRow | undefined,
-
   };
 }

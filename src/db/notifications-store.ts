@@ -50,7 +50,6 @@ export function createNotificationsStore(db: Db) {
           );
           changed += Number(r.changes);
         }
-
         return changed;
       });
     },

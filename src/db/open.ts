@@ -17,7 +17,6 @@ export function userVersion(db: Db): number {
   return (db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
 }
 
-
 export function migrate(db: Db, migrations: readonly string[]): void {
   const current = userVersion(db);
   if (current > migrations.length) throw new DatabaseTooNewError(current, migrations.length);

@@ -122,7 +122,6 @@ export function createRunsStore(db: Db) {
       listEndedStmt.all(before, before, limit) as unknown as Array<{ source: string; run: string }>,
     /** Throws when the DB is unusable (/ready). */
     ping: (): void => void pingStmt.get(),
-
     /** Active runs are kept; a deleted one takes its events, artifacts, control and start requests along. */
     delete(source: string, run: string): DeleteOutcome {
       return inTransaction(db, () => {
@@ -144,12 +143,8 @@ function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] 
   const where: string[] = [];
   const args: SQLInputValue[] = [];
   if (filter.verdict === null) where.push('verdict IS NULL');
-  else if (filter.verdict !== undefined) {
-    where.push('verdict = ?');
-    args.push(filter.verdict);
-  }
-  for (const col of ['repo', 'group_id', 'status', 'source', 'failure_class'] as const) {
-    if (filter[col] === undefined) continue;
+  for (const col of ['verdict', 'repo', 'group_id', 'status', 'source', 'failure_class'] as const) {
+    if (filter[col] === undefined || filter[col] === null) continue;
     where.push(`${col} = ?`);
     args.push(filter[col]);
   }

@@ -116,6 +116,5 @@ export function createStatsStore(db: Db) {
     },
     /** Every distinct non-null `repo` of runs, sorted. */
     distinctRepos: (): string[] => (repos.all() as Array<{ repo: string }>).map((r) => r.repo),
-
   };
 }

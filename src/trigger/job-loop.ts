@@ -143,7 +143,6 @@ export function createJobLoop(opts: JobLoopOptions) {
     await followToEnd(job, launched.run, false, workdir);
   }
 
-
   function kick(): void {
     if (closed) return;
     // A failed claim: another dispatcher took that job.

@@ -96,7 +96,6 @@ export function createKubernetesExecutor(opts: {
   const shipGraceMs = opts.shipGraceMs ?? 60_000;
   const log = opts.log;
   /** Run → Job name, for runs launched by this process (the run label covers restarts). */
-
   const known = new Map<string, string>();
 
   async function jobState(name: string): Promise<JobState> {

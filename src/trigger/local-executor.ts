@@ -87,7 +87,6 @@ export function createLocalExecutor(opts: {
       : code !== 0 ? `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`
       : run ? null : 'svc start printed no {"source","run"} line';
     return { exitCode: code, run, error };
-
   }
 
   async function follow(run: RunRef, signal: AbortSignal, f: FollowOptions): Promise<RunOutcome | null | 'aborted'> {

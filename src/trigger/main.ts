@@ -33,7 +33,6 @@ export type RunningTrigger = Awaited<ReturnType<typeof startTrigger>>;
 
 /** Seams for tests. */
 export interface TriggerOverrides {
-
   log?: Logger;
   executor?: JobExecutor;
   post?: Poster;

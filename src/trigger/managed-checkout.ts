@@ -1,8 +1,6 @@
-// Checkouts svc manages for a `clone=URL` repository: per repository a bare mirror only svc writes, per job its own
-// clone of it (docs/trigger.md "Managed checkouts": the steps, the spare, the token and redirect rules). git runs
-// asynchronously: a fetch must not hold the server's event loop.
-// Must not: touch another repository's folder, reuse a job's checkout for another job, or let the token out in argv,
-// a URL, a file or an error message.
+// Checkouts svc manages for a `clone=URL` repository: a bare mirror per repository, a clone of it per job (docs/
+// trigger.md "Managed checkouts"). git runs asynchronously: a fetch must not hold the server's event loop. Must not:
+// touch another repository's folder, reuse a job's checkout, or let the token out in argv, a URL, a file or an error.
 import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';

@@ -69,7 +69,6 @@ export function queuedReply(reply: Reply): Reply {
 }
 
 /** An error is `refused`, a committed job `queued`, `status: "duplicate"` `duplicate`, anything else `skipped`. */
-
 export function countDelivery(
   deliveries: Counter, origin: string, answer: () => Reply | Promise<Reply>,
 ): Reply | Promise<Reply> {

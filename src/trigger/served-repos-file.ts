@@ -74,7 +74,6 @@ function parseLine(text: string, line: number): ServedRepo | string | null {
   if (!isRepoName(name)) return `"${name}" is not a repository owner/name`;
   const keys = Object.fromEntries(ROUTING_KINDS.map((kind) => [kind, []])) as unknown as ServedRepo['keys'];
   const entry: ServedRepo = { name, checkout: null, clone: null, keys, isDefault: false, line };
-
   for (const token of rest) {
     if (token === 'default') {
       if (entry.isDefault) return '"default" is given twice';

@@ -116,7 +116,6 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     port: settingInt(env, 'SVC_TRIGGER_PORT', { flag: flags.port }),
     repos,
     /** The default repositories file and the managed mirrors. */
-
     stateDir: join(home, '.svc', 'trigger'),
     checkoutsDir: checkoutsDirOf(env, cwd),
     concurrency,
@@ -156,7 +155,6 @@ interface SecretProblems {
 
 /** The first of the route's variables that is set, else its file variable's file, else the first (unset). */
 function pick(env: NodeJS.ProcessEnv, route: SourceName, problems: SecretProblems): Omit<RouteSecret, 'unavailable'> {
-
   const { secret, secretFile } = sourceOf(route);
   const variable = secret.find((name) => env[name]);
   if (variable) return { variable, value: env[variable] };
