@@ -220,7 +220,6 @@ export function failureColumns(
 }
 
 /** Written by ingest after validation. */
-function costText
-<T>(text: string | null): T | null {
+function costText<T>(text: string | null): T | null {
   return text === null ? null : ((tryParseJson(text) ?? null) as T | null);
 }

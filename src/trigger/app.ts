@@ -31,8 +31,7 @@ const RECEIVERS: Record<SourceName, (ctx: TCtx, raw: Buffer) => Reply | Promise<
   jobs: createJob,
 };
 
-export const REPLIES
-: Record<ReplyName, ReplyChannel> = {
+export const REPLIES: Record<ReplyName, ReplyChannel> = {
   chata: chataReply,
   trackera: trackeraReply,
   trackerb: trackerbReply,

@@ -88,8 +88,7 @@ export function parseLaunchOutput(stdout: string): RunRef | null {
 }
 
 /** From a final state.json or the signer's last line. */
-export function outcomeFromState
-(state: Record<string, unknown>): RunOutcome | null {
+export function outcomeFromState(state: Record<string, unknown>): RunOutcome | null {
   const status = state.status;
   if (status !== 'succeeded' && status !== 'failed' && status !== 'stopped') return null;
   return {

@@ -198,8 +198,7 @@ interface Turns {
   starts: number;
 }
 
-function compare
-(a: readonly number[], b: readonly number[]): number {
+function compare(a: readonly number[], b: readonly number[]): number {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
   return 0;
 }
@@ -235,8 +234,7 @@ function countActive(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>, by: 1 |
 }
 
 function markServed(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>): void {
-  const [origin, repo] = keysOf(job);
-  turns.served.set(origin, turns.starts);
-  turns.served.set(repo, turns.starts++);
+  for (const key of keysOf(job)) turns.served.set(key, turns.starts);
+  turns.starts++;
 }
 

@@ -121,8 +121,7 @@ function baseEnv(
 type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | null;
 
 /** The entry's clone URL, else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at its ref, else the image's own files. */
-function workspaceOf
-(job: PodJob, s: KubernetesSettings): Workspace {
+function workspaceOf(job: PodJob, s: KubernetesSettings): Workspace {
   if (job.repo?.clone) return { clone: job.repo.clone, ref: undefined };
   if (s.repoPvc) return { pvc: s.repoPvc };
   if (s.repoUrl) return { clone: s.repoUrl, ref: s.repoRef };

@@ -145,8 +145,7 @@ function watchQuietly(dir: string, changed: (name: string | null) => void): FSWa
 }
 
 /** A half-written or unreadable state.json reads as null, "not yet". */
-async function readState
-(path: string): Promise<Record<string, unknown> | 'missing' | null> {
+async function readState(path: string): Promise<Record<string, unknown> | 'missing' | null> {
   try {
     return objOrNull(JSON.parse(await readFile(path, 'utf8')));
   } catch (err) {

@@ -156,8 +156,7 @@ export function createManagedCheckouts(opts: {
     idle: async () => {
       while (chains.size > 0) await Promise.all(chains.values());
     },
-    async prepare(
-repo: ServedRepo, job: { id: string; args: readonly string[] }): Promise<string> {
+    async prepare(repo: ServedRepo, job: { id: string; args: readonly string[] }): Promise<string> {
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);
       if (!JOB_SEGMENT.test(job.id)) throw new RangeError('bad job id');

@@ -139,8 +139,7 @@ function crossCheck(entries: readonly ServedRepo[], lines: readonly string[]): R
 }
 
 /** Every entry, or ReposFileError listing every line that is wrong. */
-export function parseServedRepos
-(text: string, file: string): ServedRepo[] {
+export function parseServedRepos(text: string, file: string): ServedRepo[] {
   const lines = text.split(/\r?\n/);
   const entries: ServedRepo[] = [];
   const problems: ReposProblem[] = [];

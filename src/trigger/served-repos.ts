@@ -179,8 +179,7 @@ function fingerprint(file: string): string {
 }
 
 /** Loads `file` now (ReposFileError is the start-up check) and again whenever it changes. */
-export function liveServedRepos
-(file: string): RepoRouter {
+export function liveServedRepos(file: string): RepoRouter {
   let seen = fingerprint(file);
   let current = loadServedRepos(file);
   let hooks: LiveHooks | undefined;
