@@ -237,4 +237,3 @@ function markServed(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>): void {
   for (const key of keysOf(job)) turns.served.set(key, turns.starts);
   turns.starts++;
 }
-
