@@ -7,7 +7,7 @@ import { inTransaction, LIMIT_PARAM, transaction, type Db } from './open.ts';
 import { iso } from '../iso-time.ts';
 import { tryParseJson } from '../untrusted.ts';
 
-/** The prev_hash of the first entry, so the genesis row is hashed like every other. */
+/** The first entry's prev_hash, so it is hashed like every other. */
 export const GENESIS_HASH = '0'.repeat(64);
 
 /** The fields an entry's hash covers; `at` is unix ms (the wire's ISO string parses back to it). */
@@ -22,8 +22,8 @@ export interface HashedEntry {
   detail: Record<string, unknown> | null;
 }
 
+/** Over the hashed fields only: a stored row also carries its chain links. */
 export function entryHash(prevHash: string, entry: HashedEntry): string {
-  // Only the hashed fields: a stored row also carries its chain links.
   const { id, at, actor, peer, action, target, outcome, detail } = entry;
   const body = canonicalJson({ id, at, actor, peer, action, target, outcome, detail });
   return createHash('sha256').update(prevHash).update(body).digest('hex');
@@ -99,10 +99,8 @@ export function createAuditStore(db: Db, clock: () => number = Date.now) {
   }
 
   return {
-    append(input: AuditInput): AuditEntry {
-      // Reading the tail and inserting must be one step, or two writers could chain onto the same parent.
-      return inTransaction(db, () => appendLocked(input));
-    },
+    // Reading the tail and inserting are one step, or two writers could chain onto the same parent.
+    append: (input: AuditInput): AuditEntry => inTransaction(db, () => appendLocked(input)),
     /** Newest first, keyset-paged on id so rows appended meanwhile cause no duplicates or gaps. */
     list({ limit, beforeId }: { limit: number; beforeId?: number | null }) {
       return beforeId === undefined || beforeId === null ? page(newest, [], limit) : page(older, [beforeId], limit);

@@ -47,40 +47,26 @@ function createStartRequestsStore(db: Db) {
   );
   const removeStmt = db.prepare('DELETE FROM start_requests WHERE request_id = ?');
   return {
-    get(requestId: string) {
-      return getStmt.get(requestId) as StartRequest | undefined;
-    },
+    get: (requestId: string) => getStmt.get(requestId) as StartRequest | undefined,
     /** False when the id was taken. */
-    add(row: StartRequest): boolean {
-      return Number(addStmt.run(row.request_id, row.body_sha256, row.source, row.run, row.created_at).changes) > 0;
-    },
+    add: (row: StartRequest): boolean =>
+      Number(addStmt.run(row.request_id, row.body_sha256, row.source, row.run, row.created_at).changes) > 0,
     /** Its run is gone, so the id may start a new run. */
-    remove(requestId: string): boolean {
-      return Number(removeStmt.run(requestId).changes) > 0;
-    },
+    remove: (requestId: string): boolean => Number(removeStmt.run(requestId).changes) > 0,
   };
 }
 
-/**
- * projects: the repositories the operator registered (POST /v1/import), as real paths: with the `repos` setting the
- * only places the Control Plane starts a process in.
- */
+/** projects: registered by POST /v1/import, as real paths; with `repos` the only places the Control Plane runs in. */
 function createProjectsStore(db: Db) {
   const addStmt = db.prepare('INSERT INTO projects (path, registered_at) VALUES (?, ?) ON CONFLICT (path) DO NOTHING');
   const hasStmt = db.prepare('SELECT 1 AS found FROM projects WHERE path = ?');
   const listStmt = db.prepare('SELECT path, registered_at FROM projects ORDER BY registered_at, path');
   return {
     /** True when the path was new. */
-    add(path: string, now: number): boolean {
-      return Number(addStmt.run(path, now).changes) > 0;
-    },
-    has(path: string): boolean {
-      return hasStmt.get(path) !== undefined;
-    },
+    add: (path: string, now: number): boolean => Number(addStmt.run(path, now).changes) > 0,
+    has: (path: string): boolean => hasStmt.get(path) !== undefined,
     /** Oldest first. */
-    list() {
-      return listStmt.all() as unknown as Array<{ path: string; registered_at: number }>;
-    },
+    list: () => listStmt.all() as unknown as Array<{ path: string; registered_at: number }>,
   };
 }
 
@@ -93,15 +79,9 @@ function createDeletedRunsStore(db: Db) {
   const hasStmt = db.prepare('SELECT 1 AS found FROM deleted_runs WHERE source = ? AND run = ?');
   const forgetStmt = db.prepare('DELETE FROM deleted_runs WHERE source = ? AND run = ?');
   return {
-    add(source: string, run: string, now: number): void {
-      addStmt.run(source, run, now);
-    },
-    has(source: string, run: string): boolean {
-      return hasStmt.get(source, run) !== undefined;
-    },
-    forget(source: string, run: string): void {
-      forgetStmt.run(source, run);
-    },
+    add: (source: string, run: string, now: number): void => void addStmt.run(source, run, now),
+    has: (source: string, run: string): boolean => hasStmt.get(source, run) !== undefined,
+    forget: (source: string, run: string): void => void forgetStmt.run(source, run),
   };
 }
 
@@ -118,9 +98,7 @@ function createServedReposStore(db: Db) {
       clearStmt.run(source);
       for (const name of names) addStmt.run(source, name, now);
     },
-    list() {
-      return listStmt.all() as unknown as Array<{ source: string; name: string; reported_at: number }>;
-    },
+    list: () => listStmt.all() as unknown as Array<{ source: string; name: string; reported_at: number }>,
   };
 }
 
@@ -160,8 +138,7 @@ function createControlRequestsStore(db: Db) {
   return {
     add(source: string, run: string, action: string, payload: Record<string, unknown> | null = null, at = Date.now()) {
       const payloadText = payload === null ? null : JSON.stringify(payload);
-      const row = addStmt.get(source, run, action, payloadText, at) as { id: number };
-      return row.id;
+      return (addStmt.get(source, run, action, payloadText, at) as { id: number }).id;
     },
     /** The undelivered requests for those runs, oldest first, now marked delivered. */
     takePending(source: string, runs: string[], at = Date.now()) {
@@ -170,9 +147,7 @@ function createControlRequestsStore(db: Db) {
       return rows.sort((a, b) => a.id - b.id).map(toRequest);
     },
     /** Without marking them. */
-    pending(source: string) {
-      return (pendingStmt.all(source) as unknown as Row[]).map(toRequest);
-    },
+    pending: (source: string) => (pendingStmt.all(source) as unknown as Row[]).map(toRequest),
     latest(source: string, run: string, action: string) {
       const row = latestStmt.get(source, run, action) as (Row & { delivered_at: number | null }) | undefined;
       return row ? { ...toRequest(row), delivered_at: row.delivered_at } : undefined;
@@ -215,13 +190,10 @@ function createArtifactsStore(db: Db) {
       const sha256 = createHash('sha256').update(content).digest('hex');
       putStmt.run(source, run, path, content_type, sha256, content.length, content, created_at);
     },
-    get(source: string, run: string, path: string) {
-      return getStmt.get(source, run, path) as ArtifactRow | undefined;
-    },
+    get: (source: string, run: string, path: string) => getStmt.get(source, run, path) as ArtifactRow | undefined,
     /** Sorted by path, without content. */
-    list(source: string, run: string) {
-      return listStmt.all(source, run) as unknown as Array<Omit<ArtifactRow, 'content'>>;
-    },
+    list: (source: string, run: string) =>
+      listStmt.all(source, run) as unknown as Array<Omit<ArtifactRow, 'content'>>,
   };
 }
 
@@ -253,22 +225,13 @@ function createMergeQueueStore(db: Db) {
   const setStmt = db.prepare('UPDATE merge_queue SET status = ?, detail = ?, updated_at = ? WHERE id = ?');
   return {
     /** Undefined when the run is already queued. */
-    add(source: string, run: string, at: number) {
-      return addStmt.get(source, run, at, at) as MergeEntry | undefined;
-    },
-    get(source: string, run: string) {
-      return getStmt.get(source, run) as MergeEntry | undefined;
-    },
+    add: (source: string, run: string, at: number) => addStmt.get(source, run, at, at) as MergeEntry | undefined,
+    get: (source: string, run: string) => getStmt.get(source, run) as MergeEntry | undefined,
     /** Oldest first, as queued(). */
-    list() {
-      return listStmt.all() as unknown as MergeEntry[];
-    },
-    queued() {
-      return queuedStmt.all() as unknown as MergeEntry[];
-    },
-    setStatus(id: number, status: MergeStatus, detail: string | null, at: number): void {
-      setStmt.run(status, detail, at, id);
-    },
+    list: () => listStmt.all() as unknown as MergeEntry[],
+    queued: () => queuedStmt.all() as unknown as MergeEntry[],
+    setStatus: (id: number, status: MergeStatus, detail: string | null, at: number): void =>
+      void setStmt.run(status, detail, at, id),
   };
 }
 

@@ -56,9 +56,8 @@ export function createEventsStore(db: Db) {
       if (id === null) throw new ConflictError(`Event seq ${seq} of ${source}/${run} already exists`);
       return { id, source, run, seq, ts, kind, data: text };
     },
-    list(source: string, run: string, { after, limit }: EventPage) {
-      return listRun.all(source, run, after, limit) as unknown as EventRow[];
-    },
+    list: (source: string, run: string, { after, limit }: EventPage) =>
+      listRun.all(source, run, after, limit) as unknown as EventRow[],
     /** Stream replay: events with id > after, ascending. */
     listAll({ after, limit, source, run }: EventPage & { source?: string; run?: string }) {
       if (source !== undefined && run !== undefined) {
@@ -67,11 +66,7 @@ export function createEventsStore(db: Db) {
       if (source !== undefined) return listSource.all(after, source, limit) as unknown as EventRow[];
       return listAny.all(after, limit) as unknown as EventRow[];
     },
-    maxId() {
-      return Number((maxStmt.get() as { m: number }).m);
-    },
-    latest(source: string, run: string, kind: string) {
-      return latestStmt.get(source, run, kind) as EventRow | undefined;
-    },
+    maxId: () => Number((maxStmt.get() as { m: number }).m),
+    latest: (source: string, run: string, kind: string) => latestStmt.get(source, run, kind) as EventRow | undefined,
   };
 }

@@ -44,11 +44,9 @@ export function createNotificationsStore(db: Db) {
       return inTransaction(db, () => {
         let changed = 0;
         for (const n of list) {
-          const target = hostOnly(n.target);
-          const error = scrubError(n.error);
           const r = upsert.run(
-            n.job_id, n.source, n.run, n.origin, n.channel, target,
-            n.status, n.attempts, error, n.created_at, n.updated_at,
+            n.job_id, n.source, n.run, n.origin, n.channel, hostOnly(n.target),
+            n.status, n.attempts, scrubError(n.error), n.created_at, n.updated_at,
           );
           changed += Number(r.changes);
         }

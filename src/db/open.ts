@@ -14,8 +14,7 @@ export class DatabaseTooNewError extends RefusedError {
 }
 
 export function userVersion(db: Db): number {
-  const row = db.prepare('PRAGMA user_version').get() as { user_version: number };
-  return row.user_version;
+  return (db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
 }
 
 export function migrate(db: Db, migrations: readonly string[]): void {

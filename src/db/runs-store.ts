@@ -10,7 +10,7 @@ import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } fro
 
 export type RunsStore = ReturnType<typeof createRunsStore>;
 
-/** The status lists as SQL literals: constants of ours, never input. */
+/** Constants of ours as SQL literals, never input. */
 const sqlList = (statuses: readonly string[]) => statuses.map((x) => `'${x}'`).join(', ');
 const ACTIVE: ReadonlySet<string> = new Set(ACTIVE_STATUSES);
 
@@ -30,7 +30,7 @@ function updateClause(c: Column): string {
   return STICKY.has(c) ? `${c} = coalesce(excluded.${c}, runs.${c})` : `${c} = excluded.${c}`;
 }
 
-/** Every column of a RunRow; the stored JSON text is the page's business only. */
+/** A RunRow's; the stored JSON text is the page's business only. */
 const ROW_COLUMNS = ['source', 'run', ...COLUMNS].join(', ');
 /** A write returns the row as it now stands; json = NULL until its text is stored, so a crash leaves no stale one. */
 const PATCH_TAIL = `, json = NULL WHERE source = ? AND run = ? RETURNING rowid AS rowid_, ${ROW_COLUMNS}`;
@@ -82,16 +82,13 @@ export function createRunsStore(db: Db) {
   }
 
   return {
-    get(source: string, run: string) {
-      return getStmt.get(source, run) as RunRow | undefined;
-    },
+    get: (source: string, run: string) => getStmt.get(source, run) as RunRow | undefined,
     /** An older `updated_at` never overwrites a newer row; started_at keeps its first value. */
     upsert(source: string, input: RunInput) {
       const row: Record<string, unknown> = { group_id: input.run, updated_at: input.started_at, ...input };
       const values = COLUMNS.map((c) => (row[c] ?? null) as SQLInputValue);
       return write(upsertStmt, [source, input.run, ...values]);
     },
-    /** Only the given columns; whether a row changed. */
     patch,
     /** A run that goes on (resumed, stopping) keeps no failure from before; one that ends is given its own. */
     setStatus(source: string, run: string, status: RunStatus, at: number, fields: RunPatch = {}) {
@@ -116,24 +113,15 @@ export function createRunsStore(db: Db) {
       const more = rows.length > filter.limit && last !== undefined;
       return { items, next: more ? { started_at: last[1], source: last[2], run: last[3] } : null };
     },
-    count() {
-      return Number((countStmt.get() as { n: number }).n);
-    },
-    countActive(source: string) {
-      return Number((countActiveStmt.get(source) as { n: number }).n);
-    },
+    count: () => Number((countStmt.get() as { n: number }).n),
+    countActive: (source: string) => Number((countActiveStmt.get(source) as { n: number }).n),
     /** Only the active statuses that have runs. */
-    countActiveByStatus() {
-      return activeByStatusStmt.all() as unknown as Array<{ status: string; n: number }>;
-    },
+    countActiveByStatus: () => activeByStatusStmt.all() as unknown as Array<{ status: string; n: number }>,
     /** Oldest terminal runs that ended before `before`. */
-    listEnded(before: number, limit: number) {
-      return listEndedStmt.all(before, before, limit) as unknown as Array<{ source: string; run: string }>;
-    },
+    listEnded: (before: number, limit: number) =>
+      listEndedStmt.all(before, before, limit) as unknown as Array<{ source: string; run: string }>,
     /** Throws when the DB is unusable (/ready). */
-    ping() {
-      pingStmt.get();
-    },
+    ping: (): void => void pingStmt.get(),
     /** Active runs are kept; a deleted one takes its events, artifacts, control and start requests along. */
     delete(source: string, run: string): DeleteOutcome {
       return inTransaction(db, () => {
@@ -150,17 +138,13 @@ export function createRunsStore(db: Db) {
 /** Newest first; the (started_at, source, run) key is unique, so a keyset cursor never skips or repeats a run. */
 const ORDER = 'ORDER BY started_at DESC, source DESC, run DESC';
 
-/** The WHERE clause (with a trailing space, or empty) and its arguments. */
+/** The clause has a trailing space, or is empty. */
 function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] } {
   const where: string[] = [];
   const args: SQLInputValue[] = [];
   if (filter.verdict === null) where.push('verdict IS NULL');
-  else if (filter.verdict !== undefined) {
-    where.push('verdict = ?');
-    args.push(filter.verdict);
-  }
-  for (const col of ['repo', 'group_id', 'status', 'source', 'failure_class'] as const) {
-    if (filter[col] === undefined) continue;
+  for (const col of ['verdict', 'repo', 'group_id', 'status', 'source', 'failure_class'] as const) {
+    if (filter[col] === undefined || filter[col] === null) continue;
     where.push(`${col} = ?`);
     args.push(filter[col]);
   }
@@ -235,7 +219,7 @@ export function failureColumns(
   };
 }
 
-/** A cost column's JSON text, written by ingest after validation. */
+/** Written by ingest after validation. */
 function costText<T>(text: string | null): T | null {
   return text === null ? null : ((tryParseJson(text) ?? null) as T | null);
 }

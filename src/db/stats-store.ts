@@ -115,8 +115,6 @@ export function createStatsStore(db: Db) {
       return stmt.all(...args) as unknown as CostGroup[];
     },
     /** Every distinct non-null `repo` of runs, sorted. */
-    distinctRepos(): string[] {
-      return (repos.all() as Array<{ repo: string }>).map((r) => r.repo);
-    },
+    distinctRepos: (): string[] => (repos.all() as Array<{ repo: string }>).map((r) => r.repo),
   };
 }

@@ -1,12 +1,12 @@
-// Moves WAL checkpoints (10–30 ms stalls) off both servers' event loop: a worker thread with its own connection
-// checkpoints PASSIVE at most every `intervalMs` after commits; the main connection's large automatic checkpoint is a
-// backstop under a sustained burst. Kept for speed (docs/bench.md).
-import { Worker } from 'node:worker_threads';
+// Moves WAL checkpoints (10–30 ms stalls) off both servers' event loop: a worker thread (this module, at its end) with
+// its own connection checkpoints PASSIVE at most every `intervalMs` after commits; the main connection's large
+// automatic checkpoint is a backstop under a sustained burst. Kept for speed (docs/bench.md).
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import type { Db } from './open.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
 
-const WORKER = new URL(`./wal-checkpoint-worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url);
+const WORKER_ROLE = 'svc-wal-checkpoint';
 
 /** Pages (4 KiB) the WAL may reach before the main thread checkpoints itself (~64 MB). */
 export const BACKSTOP_PAGES = 16_384;
@@ -38,7 +38,7 @@ export function createWalCheckpointer(opts: { db: Db; path: string; log: Logger;
   }
 
   function start(): Worker {
-    const w = new Worker(WORKER, { workerData: { path: opts.path } });
+    const w = new Worker(new URL(import.meta.url), { workerData: { role: WORKER_ROLE, path: opts.path } });
     w.unref();
     w.on('message', (m: { error: string | null }) => {
       busy = false;
@@ -80,4 +80,25 @@ export function createWalCheckpointer(opts: { db: Db; path: string; log: Logger;
       await worker?.terminate();
     },
   };
+}
+
+// The thread: one PASSIVE checkpoint (never the writer lock) per request; a busy or failed one is tried again on the
+// next. node:sqlite is loaded only after quiet-sqlite-warning.ts filters its ExperimentalWarning.
+if (!isMainThread && (workerData as { role?: unknown } | null)?.role === WORKER_ROLE) {
+  await import('../quiet-sqlite-warning.ts');
+  const { openConnection } = await import('./open.ts');
+  const db = openConnection((workerData as { path: string }).path);
+  db.exec('PRAGMA busy_timeout = 0');
+  const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
+  const port = parentPort!;
+  port.on('message', (message: unknown) => {
+    if (message !== 'checkpoint') return;
+    let error: string | null = null;
+    try {
+      checkpoint.get();
+    } catch (err) {
+      error = errorMessage(err);
+    }
+    port.postMessage({ done: true, error });
+  });
 }

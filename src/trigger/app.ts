@@ -20,7 +20,7 @@ import type { Reply } from '../http/respond.ts';
 type R = Route<TriggerDeps>;
 const raw = { body: 'raw', limit: MiB, auth: false } as const;
 
-/** Each source's handler, given the bytes its route's check passed (records: src/webhook-sources.ts). */
+/** Each source's handler, given the bytes its route's check passed. */
 const RECEIVERS: Record<SourceName, (ctx: TCtx, raw: Buffer) => Reply | Promise<Reply>> = {
   errtrack: receiveErrtrack,
   chata: receiveChata,
@@ -31,7 +31,6 @@ const RECEIVERS: Record<SourceName, (ctx: TCtx, raw: Buffer) => Reply | Promise<
   jobs: createJob,
 };
 
-/** Each source's way back, by its record's `reply`. */
 export const REPLIES: Record<ReplyName, ReplyChannel> = {
   chata: chataReply,
   trackera: trackeraReply,

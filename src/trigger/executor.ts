@@ -3,13 +3,13 @@
 import { str } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 
-/** Address of a run as `svc start --detach` prints it: one JSON line `{"source","run"}`. */
+/** As `svc start --detach` prints it: one JSON line `{"source","run"}`. */
 export interface RunRef {
   source: string;
   run: string;
 }
 
-/** The parts of a run's final state.json a completion summary needs. */
+/** What a completion summary needs of a run's final state. */
 export interface RunOutcome {
   status: 'succeeded' | 'failed' | 'stopped';
   verdict: string | null;
@@ -18,45 +18,42 @@ export interface RunOutcome {
   started_at: string | null;
   ended_at: string | null;
   error: string | null;
-  /** Times the run's worker started it over after an infra failure before its agent ran. */
   infra_retries?: number;
 }
 
 export interface LaunchResult {
   exitCode: number | null;
   run: RunRef | null;
-  /** Why the launch failed, one line, never containing secrets (the child has none). */
+  /** One line, never holding a secret (the child has none). */
   error: string | null;
 }
 
 export interface ExecJob {
   id: string;
-  /** The exact argv after `svc`, e.g. ['start', '--brief', '…', '--pr', '--detach']. */
+  /** The argv after `svc`, e.g. ['start', '--brief', '…', '--pr', '--detach']. */
   args: readonly string[];
-  /** Passed to the run as SVC_ORIGIN. */
+  /** SVC_ORIGIN. */
   origin?: string;
-  /** The routed repository's checkout, or a managed one. */
   workdir: string;
-  /** The served entry: its name becomes the run's `repo` (SVC_REPO_NAME); a pod clones its URL. */
+  /** Its name becomes the run's `repo` (SVC_REPO_NAME); a pod clones its URL. */
   repo?: { name: string; clone: string | null };
-  /** The job's span, which its run continues (SVC_TRACEPARENT). */
+  /** SVC_TRACEPARENT: the run continues the job's span. */
   traceparent?: string | null;
 }
 
 export interface FollowOptions {
   reattach: boolean;
-  /** Where the job's launcher ran: its runs live under `<workdir>/.svc/runs/`. */
+  /** Where the launcher ran: its runs are under `<workdir>/.svc/runs/`. */
   workdir: string;
-  /** Told each time the run starts or stops waiting for an answer (null), from the same read that sees it end. */
+  /** Told each time the run starts or stops (null) waiting for an answer. */
   onQuestion?: (question: string | null) => void;
 }
 
 export type AnswerResult = { ok: true } | { ok: false; reason: string };
 
 /**
- * `launch` runs the launcher to its end (quick with `--detach`), reports a failed launch rather than throwing, and
- * puts no secret in its argv or environment. `follow` resolves with the run's final state; null when the run cannot
- * be found; 'aborted' when `signal` fires (shutdown: the job stays `running` and is re-attached later).
+ * `launch` reports a failed launch rather than throwing and puts no secret in argv or environment. `follow` gives
+ * null for a run it cannot find, 'aborted' on shutdown (the job stays `running`, re-attached later).
  */
 export interface JobExecutor {
   launch(job: ExecJob): Promise<LaunchResult>;
@@ -84,14 +81,13 @@ export function lastJsonLine<T>(text: string, pick: (value: Record<string, unkno
   return null;
 }
 
-/** The last valid `{"source","run"}` line in launcher output. */
 export function parseLaunchOutput(stdout: string): RunRef | null {
   return lastJsonLine(stdout, ({ source, run }) => (
     isValidSegment(source) && isValidSegment(run) ? { source, run } : null
   ));
 }
 
-/** The summary fields of a final run state (its state.json, or the signer's last line). */
+/** From a final state.json or the signer's last line. */
 export function outcomeFromState(state: Record<string, unknown>): RunOutcome | null {
   const status = state.status;
   if (status !== 'succeeded' && status !== 'failed' && status !== 'stopped') return null;

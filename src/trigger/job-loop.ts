@@ -47,7 +47,16 @@ export function createJobLoop(opts: JobLoopOptions) {
 
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
 
-  function track(job: JobRow, task: Promise<void>): void {
+  /** A job that throws ends failed; its slot frees either way and the next job may start. */
+  function track(job: JobRow, work: Promise<void>): void {
+    const task = work.catch((err: unknown) => {
+      log.error('job crashed', { job_id: job.id, error: errorMessage(err) });
+      try {
+        finish(job, { status: 'failed', error: 'internal error while running the job' });
+      } catch {
+        // the DB is gone (shutdown); the job is re-attached or interrupted on restart
+      }
+    });
     tasks.add(task);
     countActive(turns, job, 1);
     void task.finally(() => {
@@ -57,7 +66,6 @@ export function createJobLoop(opts: JobLoopOptions) {
     });
   }
 
-  /** Records how the job ended and the summary its reply will carry (plain text and the parts each channel renders). */
   function finish(job: JobRow, end: JobEnd): void {
     const { status, run = null, outcome = null, exitCode = null, error } = end;
     const now = opts.clock();
@@ -80,7 +88,7 @@ export function createJobLoop(opts: JobLoopOptions) {
   }
 
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
-    // The run's question goes to where the job came from; the answer comes back through the route (answers.ts).
+    // The answer comes back through the job's route (answers.ts).
     const onQuestion = (question: string | null): void => {
       void opts.progress(job.id, question !== null ? { step: 'waiting', question } : { step: 'resumed' });
     };
@@ -135,17 +143,6 @@ export function createJobLoop(opts: JobLoopOptions) {
     await followToEnd(job, launched.run, false, workdir);
   }
 
-  function guarded(job: JobRow, work: Promise<void>): Promise<void> {
-    return work.catch((err: unknown) => {
-      log.error('job crashed', { job_id: job.id, error: errorMessage(err) });
-      try {
-        finish(job, { status: 'failed', error: 'internal error while running the job' });
-      } catch {
-        // the DB is gone (shutdown); the job is re-attached or interrupted on restart
-      }
-    });
-  }
-
   function kick(): void {
     if (closed) return;
     // A failed claim: another dispatcher took that job.
@@ -155,7 +152,7 @@ export function createJobLoop(opts: JobLoopOptions) {
       if (!stores.jobs.claim(job.id, opts.clock())) continue;
       const claimed = { ...job, status: 'running' as const, started_at: opts.clock() };
       markServed(turns, job);
-      track(claimed, guarded(claimed, runJob(claimed)));
+      track(claimed, runJob(claimed));
     }
   }
 
@@ -167,7 +164,7 @@ export function createJobLoop(opts: JobLoopOptions) {
         log.info('re-attaching job to its run', { job_id: job.id, run: `${job.run_source}/${job.run_id}` });
         const run = { source: job.run_source, run: job.run_id };
         markServed(turns, job);
-        track(job, guarded(job, followToEnd(job, run, true, workdir)));
+        track(job, followToEnd(job, run, true, workdir));
       } else {
         finish(job, { status: 'interrupted', error: 'the server stopped before the run was recorded' });
         void opts.notify(job.id);
@@ -201,7 +198,6 @@ interface Turns {
   starts: number;
 }
 
-/** Negative when `a` comes first. */
 function compare(a: readonly number[], b: readonly number[]): number {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
   return 0;
@@ -238,8 +234,6 @@ function countActive(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>, by: 1 |
 }
 
 function markServed(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>): void {
-  const [origin, repo] = keysOf(job);
-  turns.served.set(origin, turns.starts);
-  turns.served.set(repo, turns.starts++);
+  for (const key of keysOf(job)) turns.served.set(key, turns.starts);
+  turns.starts++;
 }
-

@@ -2,7 +2,10 @@
 // (kubernetes-pod.ts; docs/deploy.md). The final summary line is read from the signer container only: the run
 // container's log is the agent's to write.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createKubeApi, inClusterApiUrl, SERVICE_ACCOUNT_DIR } from './kube-api.ts';
+import { join } from 'node:path';
+import { httpsRequest } from './https-post.ts';
+import { readOrNull } from '../spawn/tree.ts';
+import { tryParseJson } from '../untrusted.ts';
 import {
   buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
@@ -20,7 +23,6 @@ const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
 const LABEL_JOB = 'svc.dev/job-id';
 export const LABEL_RUN = 'svc.dev/run';
 
-/** A DNS-1123 label. */
 export function kubeJobName(jobId: string): string {
   return `svc-${jobId.toLowerCase().replace(/[^a-z0-9-]+/g, '-')}`.slice(0, 63).replace(/-+$/, '');
 }
@@ -57,7 +59,7 @@ function itemNames(body: unknown): string[] {
   return items.flatMap((item) => (item.metadata?.name ? [item.metadata.name] : []));
 }
 
-/** `--run-id` of the signer container in a Job as the API returned it, or null. */
+/** The signer container's `--run-id` in a Job as the API returned it. */
 function runIdOf(job: unknown): string | null {
   type Spec = { spec?: { template?: { spec?: { containers?: Array<{ name?: unknown; args?: unknown }> } } } };
   const containers = (job as Spec | null)?.spec?.template?.spec?.containers;
@@ -73,9 +75,9 @@ export function createKubernetesExecutor(opts: {
   controlUrl?: string | undefined;
   controlToken?: string | undefined;
   pollMs?: number;
-  /** How long a pod may take (image pull, clone) to print its run line. */
+  /** For a pod to print its run line (image pull, clone). */
   launchTimeoutMs?: number;
-  /** With the Job gone, how long the Control Plane may take to show the shipped run's final status. */
+  /** With the Job gone, for the Control Plane to show the shipped run's final status. */
   shipGraceMs?: number;
 }): JobExecutor {
   const settings = kubernetesSettingsFromEnv(opts.env);
@@ -93,7 +95,7 @@ export function createKubernetesExecutor(opts: {
   const launchTimeoutMs = opts.launchTimeoutMs ?? 15 * 60_000;
   const shipGraceMs = opts.shipGraceMs ?? 60_000;
   const log = opts.log;
-  /** Run → Job name for runs launched by this process (the run label covers restarts). */
+  /** Run → Job name, for runs launched by this process (the run label covers restarts). */
   const known = new Map<string, string>();
 
   async function jobState(name: string): Promise<JobState> {
@@ -254,4 +256,63 @@ export function createKubernetesExecutor(opts: {
   }
 
   return { launch, follow };
+}
+
+// The API client for the in-cluster service account: JSON requests with the mounted token. Global fetch cannot pin a
+// per-request CA (that needs undici's Agent, a dependency), so https with a CA file goes through node:https.
+const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+type KubeResponse = { status: number; body: unknown; text: string };
+
+const API_TIMEOUT_MS = 30_000;
+
+function readOptional(path: string): string | undefined {
+  return readOrNull(path)?.trim() || undefined;
+}
+
+/** The API URL from the in-cluster environment, or undefined outside a cluster. */
+export function inClusterApiUrl(env: NodeJS.ProcessEnv): string | undefined {
+  if (env.SVC_K8S_API_URL) return env.SVC_K8S_API_URL.replace(/\/+$/, '');
+  const host = env.KUBERNETES_SERVICE_HOST;
+  if (!host) return undefined;
+  const port = env.KUBERNETES_SERVICE_PORT || '443';
+  return `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** `serviceAccountDir` holds `token`, `ca.crt` and `namespace`. */
+export function createKubeApi(opts: { apiUrl: string; serviceAccountDir: string }) {
+  const base = opts.apiUrl.replace(/\/+$/, '');
+  const ca = readOptional(join(opts.serviceAccountDir, 'ca.crt'));
+  const namespace = readOptional(join(opts.serviceAccountDir, 'namespace')) || 'default';
+
+  function headers(contentType: string | undefined): Record<string, string> {
+    // Bound service-account tokens rotate: the kubelet rewrites the file, so read it on every request.
+    const token = readOptional(join(opts.serviceAccountDir, 'token'));
+    const h: Record<string, string> = { accept: 'application/json' };
+    if (token) h.authorization = `Bearer ${token}`;
+    if (contentType) h['content-type'] = contentType;
+    return h;
+  }
+
+  function parse(status: number, text: string): KubeResponse {
+    return { status, body: text ? tryParseJson(text) ?? null : null, text };
+  }
+
+  return {
+    namespace,
+    async request(method: string, path: string, body?: unknown, contentType?: string): Promise<KubeResponse> {
+      const url = `${base}${path}`;
+      const payload = body === undefined ? undefined : JSON.stringify(body);
+      const type = payload === undefined ? undefined : (contentType ?? 'application/json');
+      const init = { method, headers: headers(type) };
+      if (ca && url.startsWith('https:')) {
+        const { status, text } = await httpsRequest(url, { ...init, ca, timeoutMs: API_TIMEOUT_MS }, payload);
+        return parse(status, text);
+      }
+      const res = await fetch(url, {
+        ...init, signal: AbortSignal.timeout(API_TIMEOUT_MS), ...(payload !== undefined ? { body: payload } : {}),
+      });
+      return parse(res.status, await res.text());
+    },
+  };
 }

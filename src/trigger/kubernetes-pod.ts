@@ -53,7 +53,7 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv) {
   };
 }
 
-/** The gate refuses pods without a credential, so a gate URL needs the secret to mint one. */
+/** The gate refuses pods without a credential: a gate URL needs the secret to mint one. */
 function gateSecretOf(gateUrl: string | undefined, file: string | undefined): Buffer | undefined {
   if (gateUrl === undefined) return undefined;
   if (file === undefined) {
@@ -69,13 +69,8 @@ export function podArgs(args: readonly string[], runId: string): string[] {
   return [...out, '--run-id', runId];
 }
 
-/**
- * The pod's routes out through the gate (docs/gate.md), each carrying this job's credential for its job, run,
- * repository, budget and trace, valid for the pod's deadline and ten minutes more.
- */
-function gateEnv(
-  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, runId: string,
-): EnvVar[] {
+/** The pod's routes out through the gate (docs/gate.md) with this job's credential, valid for its deadline + 10 min. */
+function gateEnv(serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, runId: string): EnvVar[] {
   if (!s.gateUrl || !s.gateSecret) return [];
   const expires = Date.now() + (s.activeDeadlineSeconds + 600) * 1000;
   const trace = job.traceparent ? { trace: job.traceparent } : {};
@@ -123,9 +118,9 @@ function baseEnv(
   return env;
 }
 
-/** The entry's clone URL, else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at its ref, else the image's own files. */
 type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | null;
 
+/** The entry's clone URL, else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at its ref, else the image's own files. */
 function workspaceOf(job: PodJob, s: KubernetesSettings): Workspace {
   if (job.repo?.clone) return { clone: job.repo.clone, ref: undefined };
   if (s.repoPvc) return { pvc: s.repoPvc };

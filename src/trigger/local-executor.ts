@@ -1,5 +1,4 @@
-// Default executor: `node <cli> start …` as a child process with an allowlisted env, then watches
-// <repo>/.svc/runs/<run>/state.json.
+// Default executor: `node <cli> start …` as a child with an allowlisted env, then watches the run's state.json.
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, type Secrets } from '../spawn/secrets-handoff.ts';
 import { readFile } from 'node:fs/promises';
@@ -18,7 +17,7 @@ import { operatorPassedEnv } from '../engine/config.ts';
 import { isValidSegment } from '../engine/ids.ts';
 
 const OUTPUT_CAP = 64 * 1024;
-/** How long a freshly launched run may take to write its first state.json. */
+/** For a freshly launched run to write its first state.json. */
 const MISSING_GRACE_MS = 60_000;
 
 /** What a job's run uses itself: ingest to the Control Plane, the push, an error-tracker fetch; no webhook secret. */
@@ -27,7 +26,7 @@ const LAUNCHER_SECRETS = [
 ];
 
 export function createLocalExecutor(opts: {
-  /** Path of the svc CLI script (dist/cli.js); run with `execPath`. */
+  /** dist/cli.js, run with `execPath`. */
   cliPath: string;
   execPath?: string;
   env: NodeJS.ProcessEnv;
@@ -43,7 +42,6 @@ export function createLocalExecutor(opts: {
   const secrets: Secrets = Object.fromEntries(LAUNCHER_SECRETS.filter((n) => all[n]).map((n) => [n, all[n]!]));
   const operatorEnv = operatorPassedEnv(opts.env);
 
-  /** `node <cli> <args>` in the routed repository's `cwd`; `done`: its exit code, or why it did not start. */
   function startSvc(args: readonly string[], cwd: string, extra: Record<string, string>, detached = false) {
     const output = { stdout: '', stderr: '' };
     const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...args], {
@@ -64,7 +62,7 @@ export function createLocalExecutor(opts: {
 
   async function launch(job: ExecJob): Promise<LaunchResult> {
     let timedOut = false;
-    // SVC_JOB_ID lets a trackera run find its delivery's payload (engine/spec.ts). Its own process group: a timeout
+    // SVC_JOB_ID: a trackera run finds its delivery's payload (engine/spec.ts). Its own process group: a timeout
     // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
     const { child, output, done } = startSvc(job.args, job.workdir, {
       SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
@@ -85,17 +83,13 @@ export function createLocalExecutor(opts: {
     clearTimeout(timer);
     if (failed) return { exitCode: null, run: null, error: failed };
     const run = code === 0 ? parseLaunchOutput(output.stdout) : null;
-    let error: string | null = null;
-    if (timedOut) error = `svc start did not finish within ${launchTimeoutMs} ms`;
-    else if (code !== 0) {
-      error = `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`;
-    }
-    else if (!run) error = 'svc start printed no {"source","run"} line';
+    const error = timedOut ? `svc start did not finish within ${launchTimeoutMs} ms`
+      : code !== 0 ? `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`
+      : run ? null : 'svc start printed no {"source","run"} line';
     return { exitCode: code, run, error };
   }
 
   async function follow(run: RunRef, signal: AbortSignal, f: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
-    const { reattach } = f;
     if (!isValidSegment(run.run)) return null;
     const path = join(f.workdir, '.svc', 'runs', run.run, 'state.json');
     const started = Date.now();
@@ -110,7 +104,7 @@ export function createLocalExecutor(opts: {
         const state = await readState(path);
         if (state === 'missing') {
           // On re-attach no launch is in flight: a missing state means the run is gone.
-          if (reattach || Date.now() - started > MISSING_GRACE_MS) return null;
+          if (f.reattach || Date.now() - started > MISSING_GRACE_MS) return null;
         } else if (state) {
           const outcome = outcomeFromState(state);
           if (outcome) return outcome;
@@ -142,7 +136,6 @@ export function createLocalExecutor(opts: {
   return { launch, follow, answer };
 }
 
-/** null where there is no such folder. */
 function watchQuietly(dir: string, changed: (name: string | null) => void): FSWatcher | null {
   try {
     return watch(dir, (_event, name) => changed(name)).on('error', () => {});
@@ -151,7 +144,7 @@ function watchQuietly(dir: string, changed: (name: string | null) => void): FSWa
   }
 }
 
-/** The run's state.json; a half-written or unreadable one reads as null, "not yet". */
+/** A half-written or unreadable state.json reads as null, "not yet". */
 async function readState(path: string): Promise<Record<string, unknown> | 'missing' | null> {
   try {
     return objOrNull(JSON.parse(await readFile(path, 'utf8')));

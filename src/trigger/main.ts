@@ -31,7 +31,7 @@ import {
 
 export type RunningTrigger = Awaited<ReturnType<typeof startTrigger>>;
 
-/** Seams for tests; production uses the defaults. */
+/** Seams for tests. */
 export interface TriggerOverrides {
   log?: Logger;
   executor?: JobExecutor;

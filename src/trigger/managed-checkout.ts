@@ -1,8 +1,6 @@
-// Checkouts svc manages for a `clone=URL` repository: per repository a bare mirror only svc writes, per job its own
-// clone of it (docs/trigger.md "Managed checkouts": the steps, the spare, the token and redirect rules). git runs
-// asynchronously: a fetch must not hold the server's event loop.
-// Must not: touch another repository's folder, reuse a job's checkout for another job, or let the token out in argv,
-// a URL, a file or an error message.
+// Checkouts svc manages for a `clone=URL` repository: a bare mirror per repository, a clone of it per job (docs/
+// trigger.md "Managed checkouts"). git runs asynchronously: a fetch must not hold the server's event loop. Must not:
+// touch another repository's folder, reuse a job's checkout, or let the token out in argv, a URL, a file or an error.
 import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -17,21 +15,20 @@ import { inTurn } from './queue.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
 
-/** A first clone of a large repository takes a while. */
 const NETWORK_TIMEOUT_MS = 15 * 60_000;
 
-/** `<stateDir>/repos/<owner>/<name>`: a managed repository's mirror and intake files. */
+/** A managed repository's mirror and intake files. */
 export function managedDir(stateDir: string, repo: ServedRepo): string {
   const [owner, name] = repo.name.toLowerCase().split('/') as [string, string];
   return join(stateDir, 'repos', owner, name);
 }
 
-/** Whose `.svc/inbox` receives a delivery's files (a trackera snapshot) before its job's checkout exists. */
+/** Whose `.svc/inbox` receives a delivery's trackera snapshot before its job's checkout exists. */
 export function intakeDir(stateDir: string, repo: ServedRepo): string {
   return repo.checkout ?? managedDir(stateDir, repo);
 }
 
-/** A trackera issue identifier (ENG-123), a file name in the inbox. */
+/** A trackera issue identifier (ENG-123): a file name in the inbox. */
 export const TRACKERA_IDENTIFIER = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
 export function trackeraInbox(repoDir: string): string {
@@ -44,15 +41,15 @@ function mirrorDir(stateDir: string, repo: ServedRepo): string {
   return join(managedDir(stateDir, repo), 'mirror.git');
 }
 
-/** The origin's `git ls-remote --symref URL HEAD refs/heads/*`, and its default branch. */
+/** `git ls-remote --symref URL HEAD refs/heads/*`, and the default branch it names. */
 type Asked = { listing: string; branch: string };
 
-/** git's own reason a managed-checkout step failed (its first stderr line); never holds the token. */
+/** git's own reason (its first stderr line); never holds the token. */
 export class ManagedGitError extends FailedError {}
 
 const OUTPUT_CAP = 4 * 1024 * 1024;
 
-/** `local` git on svc's own mirror and checkouts; `remote` to `url`, with the token only on its host. Both: stdout. */
+/** `local` git on svc's own mirror and checkouts; `remote` to `url`, the token only on its host. */
 function createManagedGit(env: NodeJS.ProcessEnv) {
   const base = gitBaseEnv(env);
   async function run(
@@ -130,7 +127,7 @@ export function createManagedCheckouts(opts: {
     return makeCheckout(repo, url, dir, asked.branch);
   }
 
-  /** The next job's checkout, kept only when it is the commit the origin named. */
+  /** The next job's checkout, kept only when it is the origin's commit. */
   async function makeSpare(repo: ServedRepo, url: string, spare: string, asked: Asked): Promise<void> {
     if (spares.has(repo.name.toLowerCase())) return;
     try {
@@ -142,7 +139,6 @@ export function createManagedCheckouts(opts: {
     }
   }
 
-  /** Moves a staged trackera snapshot from the intake folder into the job's checkout. */
   function handOverIntake(repo: ServedRepo, dir: string, job: { id: string; args: readonly string[] }): void {
     const from = trackeraInbox(managedDir(opts.stateDir, repo));
     const to = trackeraInbox(dir);
@@ -160,7 +156,6 @@ export function createManagedCheckouts(opts: {
     idle: async () => {
       while (chains.size > 0) await Promise.all(chains.values());
     },
-    /** The job's own checkout of the origin's default branch as it is now. */
     async prepare(repo: ServedRepo, job: { id: string; args: readonly string[] }): Promise<string> {
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);

@@ -62,16 +62,13 @@ export function createTriggerMetrics(
 // On the answer itself, not in a WeakSet of contexts (whose add and look-up cost ~1–2 µs of a delivery's ~60).
 const QUEUED = Symbol('queued');
 
-/** Marks a route's answer as that of a delivery whose job committed (intake.ts); returns it. */
+/** Marks a route's answer as a delivery whose job committed (intake.ts). */
 export function queuedReply(reply: Reply): Reply {
   (reply as Reply & { [QUEUED]?: true })[QUEUED] = true;
   return reply;
 }
 
-/**
- * A route's answer, counted under its outcome: an error is `refused`, a committed job `queued`, a reply with
- * `status: "duplicate"` `duplicate`, anything else (an event that starts no job, a usage reply) `skipped`.
- */
+/** An error is `refused`, a committed job `queued`, `status: "duplicate"` `duplicate`, anything else `skipped`. */
 export function countDelivery(
   deliveries: Counter, origin: string, answer: () => Reply | Promise<Reply>,
 ): Reply | Promise<Reply> {

@@ -14,7 +14,7 @@ export function isChatKind(kind: RoutingKind): kind is ChatKind {
 }
 
 export interface ServedRepo {
-  /** `owner/name` as the file spells it. */
+  /** As the file spells it. */
   name: string;
   /** Exactly one of an absolute checkout the jobs run in and a clone URL svc manages. */
   checkout: string | null;
@@ -32,7 +32,6 @@ export interface ReposProblem {
   reason: string;
 }
 
-/** Every problem names its line and why. */
 export class ReposFileError extends BadSettingError {
   readonly problems: readonly ReposProblem[];
   constructor(file: string, problems: readonly ReposProblem[]) {
@@ -65,23 +64,16 @@ function cloneUrlProblem(url: string): string | null {
   return null;
 }
 
-function emptyKeys(): Record<RoutingKind, string[]> {
-  return Object.fromEntries(ROUTING_KINDS.map((kind) => [kind, []])) as unknown as Record<RoutingKind, string[]>;
-}
-
-/** Strips a `#` comment at the line's start or after whitespace (a `#` inside a token stays). */
-function withoutComment(line: string): string {
-  const at = line.search(/(^|\s)#/);
-  return at < 0 ? line : line.slice(0, at);
-}
-
 /** One line's entry, or the reason it is refused; null for blank and comment lines. */
 function parseLine(text: string, line: number): ServedRepo | string | null {
-  const tokens = withoutComment(text).trim().split(/\s+/).filter(Boolean);
+  // A `#` starts a comment at the line's start or after whitespace; inside a token it stays.
+  const at = text.search(/(^|\s)#/);
+  const tokens = (at < 0 ? text : text.slice(0, at)).trim().split(/\s+/).filter(Boolean);
   if (tokens.length === 0) return null;
   const [name, ...rest] = tokens as [string, ...string[]];
   if (!isRepoName(name)) return `"${name}" is not a repository owner/name`;
-  const entry: ServedRepo = { name, checkout: null, clone: null, keys: emptyKeys(), isDefault: false, line };
+  const keys = Object.fromEntries(ROUTING_KINDS.map((kind) => [kind, []])) as unknown as ServedRepo['keys'];
+  const entry: ServedRepo = { name, checkout: null, clone: null, keys, isDefault: false, line };
   for (const token of rest) {
     if (token === 'default') {
       if (entry.isDefault) return '"default" is given twice';
@@ -146,7 +138,7 @@ function crossCheck(entries: readonly ServedRepo[], lines: readonly string[]): R
   return problems;
 }
 
-/** Every entry of the file, or ReposFileError listing every line that is wrong. */
+/** Every entry, or ReposFileError listing every line that is wrong. */
 export function parseServedRepos(text: string, file: string): ServedRepo[] {
   const lines = text.split(/\r?\n/);
   const entries: ServedRepo[] = [];

@@ -87,10 +87,7 @@ type RepoOption = { kind: 'option'; repo: string | null; text: string } | { kind
 
 const REPO_TOKEN = /(^|\s)repo=(\S*)/gi;
 
-/**
- * `repo=owner/name` in a chat command, taken out of the text before it becomes a brief; the rest is sanitized again,
- * since removing the token can leave a leading hyphen.
- */
+/** `repo=owner/name` taken out of a chat command; the rest sanitized again (the cut can leave a leading hyphen). */
 export function takeRepoOption(text: string): RepoOption {
   const named = new Set<string>();
   for (const m of text.matchAll(REPO_TOKEN)) named.add(m[2]!.toLowerCase());
@@ -101,10 +98,7 @@ export function takeRepoOption(text: string): RepoOption {
   return { kind: 'option', repo, text: sanitizeBrief(text.replace(REPO_TOKEN, ' '), DEFAULT_BRIEF_BYTES) };
 }
 
-/**
- * The `--repo DIR` shorthand: one checkout, the default for every source, named after its `remote.origin.url` as
- * the push reads it; without such an origin it is `local/<folder>` and takes no GitHub event.
- */
+/** `--repo DIR`: one checkout, the default for every source, named as its push target, else `local/<folder>`. */
 export function shorthandRepos(dir: string, source: string): RepoRouter {
   let name: string | null = null;
   try {
@@ -151,7 +145,7 @@ export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly
   return problems;
 }
 
-/** Reads, parses and checks the file: the server's routing table, or ReposFileError (the server does not start). */
+/** The server's routing table, or ReposFileError (the server does not start). */
 export function loadServedRepos(file: string): RepoRouter {
   let text: string;
   try {
@@ -184,7 +178,7 @@ function fingerprint(file: string): string {
   }
 }
 
-/** Loads `file` now (throwing ReposFileError as the start-up check) and again whenever it changes. */
+/** Loads `file` now (ReposFileError is the start-up check) and again whenever it changes. */
 export function liveServedRepos(file: string): RepoRouter {
   let seen = fingerprint(file);
   let current = loadServedRepos(file);

@@ -25,7 +25,7 @@ function httpsUrl(value: string, what: string, problems: SecretProblems): string
   return undefined;
 }
 
-/** SVC_PUBLIC_URL when it is an http(s) URL people can reach: no link is better than one that leads nowhere. */
+/** An http(s) URL people can reach: no link is better than one that leads nowhere. */
 function publicUrlOf(value: string | undefined, problems: SecretProblems): string | undefined {
   if (!value) return undefined;
   const url = URL.parse(value);
@@ -43,10 +43,7 @@ export function defaultReposFile(env: NodeJS.ProcessEnv): string {
   return join(env.HOME || homedir(), '.svc', 'trigger', 'repos.conf');
 }
 
-/**
- * Which repositories the server serves (docs/trigger.md "Served repositories"): a flag beats a variable, a file and a
- * directory together are refused, and a repositories file that exists but loses is named in a warning.
- */
+/** docs/trigger.md "Served repositories": a flag beats a variable; a file that exists but loses is warned about. */
 function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, warnings: string[]): RepoRouter {
   if (flags.repos !== undefined && flags.repo !== undefined) {
     throw new BadSettingError('Give --repos FILE or --repo DIR, not both');
@@ -74,12 +71,11 @@ function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, 
   return chosen.router;
 }
 
-/** Managed job checkouts (SVC_TRIGGER_CHECKOUTS), outside ~/.svc so their agents see their git. */
+/** Outside ~/.svc, so their agents see their git. */
 export function checkoutsDirOf(env: NodeJS.ProcessEnv, cwd: string): string {
   return resolve(cwd, env.SVC_TRIGGER_CHECKOUTS ?? join(env.HOME || homedir(), '.local', 'share', 'svc', 'checkouts'));
 }
 
-/** The trigger's job queue (--db, SVC_TRIGGER_DB). */
 export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string): string {
   return resolve(cwd, flag ?? env.SVC_TRIGGER_DB ?? join(env.HOME || homedir(), '.svc', 'trigger', 'trigger.db'));
 }
@@ -148,7 +144,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
 interface RouteSecret {
   variable: string;
   value: string | undefined;
-  /** Why the route cannot serve, or null when it can. */
+  /** Why the route cannot serve. */
   unavailable: string | null;
 }
 
@@ -158,9 +154,7 @@ interface SecretProblems {
 }
 
 /** The first of the route's variables that is set, else its file variable's file, else the first (unset). */
-function pick(
-  env: NodeJS.ProcessEnv, route: SourceName, problems: SecretProblems,
-): { variable: string; value: string | undefined } {
+function pick(env: NodeJS.ProcessEnv, route: SourceName, problems: SecretProblems): Omit<RouteSecret, 'unavailable'> {
   const { secret, secretFile } = sourceOf(route);
   const variable = secret.find((name) => env[name]);
   if (variable) return { variable, value: env[variable] };

@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:https';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { createKubeApi, inClusterApiUrl } from '../../src/trigger/kube-api.ts';
+import { createKubeApi, inClusterApiUrl } from '../../src/trigger/kubernetes-executor.ts';
 import { tempDir } from './helpers.ts';
 
 const dir = tempDir();
