@@ -3,11 +3,12 @@
 // runs on the main thread (docs/control-config.md, docs/bench.md).
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import type { Logger } from '../log.ts';
-import { DAY_MS, type CostGroup, type StatsFilter, type StatsStore } from '../db/stats-store.ts';
+// Type-only: this module is the thread's entry too, and node:sqlite must load after the warning filter (below).
+import type { CostGroup, StatsFilter, StatsStore } from '../db/stats-store.ts';
 import { HttpError } from '../http/http-error.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import { TERMINAL_STATUSES } from '../run-json.ts';
-import { iso } from '../iso-time.ts';
+import { DAY_MS, iso } from '../iso-time.ts';
 
 const WORKER_ROLE = 'svc-expensive-reads';
 

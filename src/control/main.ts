@@ -7,7 +7,6 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readServerRecordFile, isPidAlive, type ServerRecord } from '../client/server-record.ts';
 import { openDatabase, transaction } from '../db/open.ts';
-import { DAY_MS } from '../db/stats-store.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { controlMigrations } from '../db/control-migrations.ts';
 import { createControlStores } from '../db/control-stores.ts';
@@ -26,7 +25,7 @@ import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { SETTINGS } from '../settings-registry.ts';
-import { iso } from '../iso-time.ts';
+import { DAY_MS, iso } from '../iso-time.ts';
 
 export const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url));
 

@@ -41,7 +41,7 @@ export interface Ok {
 }
 
 const RUN = '/v1/runs/{source}/{run}';
-const LIMIT = { type: 'integer', minimum: 1, default: 50 };
+const LIMIT = { type: 'integer', minimum: 1, maximum: 500, default: 50 };
 const EVENT_ID = { type: 'integer', minimum: 0 };
 const SEGMENT_SCHEMA = { type: 'string', pattern: SEGMENT.source };
 const PAGE: Op['query'] = [

@@ -3,6 +3,7 @@
 import type { SQLInputValue } from 'node:sqlite';
 import { statementCache, type Db } from './open.ts';
 import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
+import { DAY_MS } from '../iso-time.ts';
 
 /** Runs of `repo` with since <= started_at < until. */
 export interface StatsFilter {
@@ -11,7 +12,6 @@ export interface StatsFilter {
   repo?: string;
 }
 
-export const DAY_MS = 86_400_000;
 
 export interface CostGroup {
   key: string | number | null;

@@ -29,9 +29,10 @@ export function identityOf(pid: number): ProcIdentity {
 }
 
 /**
- * Signals the group only if it is still ours: led by the recorded pid with the recorded start time (and passing
- * `owner`). With the leader gone, Linux hands out no pid that is still a group's id, so what is left may be signalled;
- * for an identity read from disk (`owner` given) only when every remaining member passes `owner`.
+ * Signals the group only if it is still ours: led by the recorded pid (every group svc makes is) with the recorded
+ * start time (without one nothing can be proven), and passing `owner`. With the leader gone, Linux hands out no pid
+ * that is still a group's id, so what is left may be signalled; for an identity read from disk (`owner` given) only
+ * when every remaining member passes `owner`.
  */
 export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: OwnerCheck): boolean {
   if (!Number.isSafeInteger(id.pid) || id.pid <= 1 || id.pgid !== id.pid || id.proc_start === null) return false;

@@ -123,7 +123,8 @@ export function removeProjectTarget(target: PruneTarget): void {
     try {
       git(target.where, ['worktree', 'remove', '--force', '--force', target.name]);
     } catch {
-      // Not a worktree git knows: a plain folder of ours, checked again as rmSync follows a link on the way to it.
+      // Not a worktree git knows: a plain folder of ours, checked again as rmSync follows a link on the way to it
+      // (never one inside it).
       assertOwnFolder(target.where, parts, target.name);
       rmSync(join(realpathSync(target.where), ...parts), { recursive: true, force: true });
     }

@@ -22,7 +22,7 @@ export type GroupRun = ReturnType<typeof spawnGroup>;
 
 interface SpawnGroupOptions {
   cwd: string;
-  /** svc's own environment, which the spawn policy filters; `extra` is added after (SVC_TASK_FILE, SVC_RUN_ID…). */
+  /** svc's own environment, from which the spawn policy drops svc's secrets and SVC_*; `extra` is added after. */
   env: NodeJS.ProcessEnv;
   extra: Record<string, string>;
   stdin?: string;

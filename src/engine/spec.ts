@@ -29,7 +29,9 @@ export function isWebhookOrigin(origin: string | undefined): boolean {
 function fileInside(path: string, root: string): string | null {
   const real = realOrNull(path);
   const top = realOrNull(root);
-  return real && top && real !== top && within(real, top) && statSync(real).isFile() ? real : null;
+  // A file gone between the two looks (a race) reads as no file: the text is a brief.
+  return real && top && real !== top && within(real, top) && statSync(real, { throwIfNoEntry: false })?.isFile()
+    ? real : null;
 }
 
 /**

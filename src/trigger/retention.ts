@@ -4,7 +4,7 @@
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
-import { DAY_MS } from '../db/stats-store.ts';
+import { DAY_MS } from '../iso-time.ts';
 import type { TriggerSettings } from './settings.ts';
 
 const SWEEP_MS = 10 * 60_000;

@@ -9,7 +9,7 @@ import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue, type JobQueue } from '../../src/trigger/queue.ts';
 import { type EnqueueRequest } from '../../src/trigger/queue.ts';
-import { DAY_MS } from '../../src/db/stats-store.ts';
+import { DAY_MS } from '../../src/iso-time.ts';
 import { SECRETS, post, get, pruneAll, startTestTrigger, tempDir } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
