@@ -45,14 +45,15 @@ export interface FollowOptions {
   reattach: boolean;
   /** Where the launcher ran: its runs are under `<workdir>/.svc/runs/`. */
   workdir: string;
-  /** Told each time the run starts or stops (null) waiting for an answer. */
+  /** Told each time the run starts or stops (null) waiting for an answer, from the same read that sees it end. */
   onQuestion?: (question: string | null) => void;
 }
 
 export type AnswerResult = { ok: true } | { ok: false; reason: string };
 
 /**
- * `launch` reports a failed launch rather than throwing and puts no secret in argv or environment. `follow` gives
+ * `launch` runs the launcher to its end (quick with `--detach`), reports a failed launch rather than throwing and
+ * puts no secret in argv or environment. `follow` gives
  * null for a run it cannot find, 'aborted' on shutdown (the job stays `running`, re-attached later).
  */
 export interface JobExecutor {

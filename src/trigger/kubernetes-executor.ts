@@ -259,7 +259,8 @@ export function createKubernetesExecutor(opts: {
 }
 
 // The API client for the in-cluster service account: JSON requests with the mounted token. Global fetch cannot pin a
-// per-request CA (that needs undici's Agent, a dependency), so https with a CA file goes through node:https.
+// per-request CA (that needs undici's Agent, a dependency), so https with a CA file goes through node:https; plain
+// http (kubectl proxy, tests) uses fetch.
 const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 type KubeResponse = { status: number; body: unknown; text: string };

@@ -15,6 +15,7 @@ import { inTurn } from './queue.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
 
+/** A first clone of a large repository takes a while. */
 const NETWORK_TIMEOUT_MS = 15 * 60_000;
 
 /** A managed repository's mirror and intake files. */

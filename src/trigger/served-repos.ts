@@ -98,7 +98,10 @@ export function takeRepoOption(text: string): RepoOption {
   return { kind: 'option', repo, text: sanitizeBrief(text.replace(REPO_TOKEN, ' '), DEFAULT_BRIEF_BYTES) };
 }
 
-/** `--repo DIR`: one checkout, the default for every source, named as its push target, else `local/<folder>`. */
+/**
+ * `--repo DIR`: one checkout, the default for every source, named as its push target, else `local/<folder>` (which
+ * takes no GitHub event).
+ */
 export function shorthandRepos(dir: string, source: string): RepoRouter {
   let name: string | null = null;
   try {
