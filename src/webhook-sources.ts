@@ -25,7 +25,10 @@ export interface WebhookSource {
   secretForm?: 'base64';
   /** Other variables the route needs to take any event (each inner list "any one of"). */
   needs?: readonly (readonly string[])[];
-  /** A signature header and, where the scheme signs one, its timestamp's (unix seconds, ±300 s): neutral first. */
+  /**
+   * A signature header and, where the scheme signs one, its timestamp's (unix seconds, ±300 s): the spec's names
+   * first, lower case.
+   */
   families?: readonly { signature: string; timestamp?: string }[];
   /** HMAC-SHA256 over the body (`v0:<ts>:<body>` with a timestamp), as `mac` after `prefix`; none: a bearer token. */
   scheme?: { mac: 'hex' | 'base64'; prefix?: RegExp };
