@@ -23,6 +23,8 @@ const cred = (n: string) => mintJobCredential(SECRET, who(n), Date.now() + 3600_
 interface Collector {
   url: string;
   bodies: any[];
+  /** The bodies the gate relayed for pods (its own span exports left out). */
+  relayed: any[];
   /** While set, exports are held unanswered (a slow collector). */
   holding: boolean;
   held: ServerResponse[];
@@ -31,11 +33,16 @@ interface Collector {
 }
 
 async function startCollector(): Promise<Collector> {
-  const c = { bodies: [] as any[], holding: false, held: [] as ServerResponse[] };
+  const c = { bodies: [] as any[], relayed: [] as any[], holding: false, held: [] as ServerResponse[] };
   const server = createServer((req, res) => {
     let text = '';
     req.setEncoding('utf8').on('data', (d: string) => (text += d)).on('end', () => {
-      c.bodies.push(JSON.parse(text));
+      const body = JSON.parse(text);
+      c.bodies.push(body);
+      // The gate's own spans arrive whenever its tracer flushes: only relayed exports are counted and held.
+      const gates = attrs(body.resourceSpans?.[0]?.resource?.attributes ?? [])['service.name'] === 'svc-gate';
+      if (gates) return void res.writeHead(200).end('{}');
+      c.relayed.push(body);
       if (c.holding) c.held.push(res);
       else res.writeHead(200).end('{}');
     });
@@ -95,9 +102,9 @@ describe('the shared gate relaying a pod\'s spans', () => {
         'svc.relayed_by': 'svc-trigger', 'service.name': 'svc-trigger', 'svc.provider': 'claude' },
     })]));
     export_.resourceSpans[0].resource.attributes.push({ key: 'svc.run', value: { stringValue: 'someone-else' } });
-    const before = collector.bodies.length;
+    const before = collector.relayed.length;
     assert.equal((await relay('a', JSON.stringify(export_))).status, 200);
-    const sent = collector.bodies[before];
+    const sent = collector.relayed[before];
     assert.deepEqual(attrs(sent.resourceSpans[0].resource.attributes), {
       'service.name': 'svc-run', 'svc.relayed_by': 'svc-gate', 'svc.job_id': 'job-a', 'svc.run': 'run-a',
       'svc.repo': 'acme/web',
@@ -108,10 +115,10 @@ describe('the shared gate relaying a pod\'s spans', () => {
   });
 
   it('relays the spans of a pod\'s own run gate (svc.gate.* names) under the run\'s service', async () => {
-    const before = collector.bodies.length;
+    const before = collector.relayed.length;
     const body = otlpBody('svc-run', [span({ name: 'svc.gate.connection', spanId: '99887766554433aa' })]);
     assert.equal((await relay('a', body)).status, 200);
-    const sent = collector.bodies[before];
+    const sent = collector.relayed[before];
     assert.equal(sent.resourceSpans[0].scopeSpans[0].spans[0].name, 'svc.gate.connection');
     assert.equal(attrs(sent.resourceSpans[0].resource.attributes)['service.name'], 'svc-run');
   });
@@ -121,18 +128,16 @@ describe('the shared gate relaying a pod\'s spans', () => {
     const empties = Array.from({ length: 20_000 }, () => ({}));
     export_.resourceSpans.push(...empties, { scopeSpans: empties });
     const body = JSON.stringify(export_);
-    const before = collector.bodies.length;
+    const before = collector.relayed.length;
     assert.equal((await relay('a', body)).status, 200);
-    const sent = JSON.stringify(collector.bodies[before]);
+    const sent = JSON.stringify(collector.relayed[before]);
     assert.ok(sent.length < 2_000, `${sent.length} bytes sent for ${body.length} received`);
-    assert.equal(collector.bodies[before].resourceSpans.length, 1);
-    assert.equal(collector.bodies[before].resourceSpans[0].scopeSpans.length, 1);
+    assert.equal(collector.relayed[before].resourceSpans.length, 1);
+    assert.equal(collector.relayed[before].resourceSpans[0].scopeSpans.length, 1);
   });
 
   it('refuses spans reusing the job\'s span id or malformed, and sends the collector none', async () => {
-    // The gate's own connection spans reach the collector too, whenever its tracer flushes: only relays count here.
-    const relayed = () => collector.bodies.filter((b) =>
-      attrs(b.resourceSpans?.[0]?.resource?.attributes ?? [])['service.name'] !== 'svc-gate').length;
+    const relayed = () => collector.relayed.length;
     const before = relayed();
     const attacks = [
       [span(), span({ spanId: JOB_SPAN, name: 'svc.own' })],
@@ -160,10 +165,10 @@ describe('the shared gate relaying a pod\'s spans', () => {
     assert.equal(via.status, 200);
     const gateSpan = /^00-[0-9a-f]{32}-([0-9a-f]{16})-01$/.exec(String(upstream.seen[seen]?.headers.traceparent))?.[1];
     assert.ok(gateSpan);
-    const before = collector.bodies.length;
+    const before = collector.relayed.length;
     assert.equal((await relay('c', otlpBody('svc-run', [span({ spanId: gateSpan, name: 'svc.model' })]))).status, 403);
     assert.equal((await relay('c', otlpBody('svc-run', [span({ parentSpanId: gateSpan })]))).status, 200);
-    assert.equal(collector.bodies.length, before + 1);
+    assert.equal(collector.relayed.length, before + 1);
   });
 
   it('records each relay as the run\'s egress, and ends the relay\'s span', async () => {
@@ -209,11 +214,11 @@ describe('the shared gate relaying a pod\'s spans', () => {
       const mib = JSON.stringify({ padding: 'x'.repeat(1024 * 1024 - '{"padding":""}'.length) });
       assert.equal(mib.length, 1024 * 1024);
       for (let i = 0; i < 16; i++) assert.equal((await relay('g', mib)).status, 403, `export ${i}`);
-      const before = collector.bodies.length;
+      const before = collector.relayed.length;
       const over = await relay('g', otlpBody('svc-run', [span()]));
       assert.equal(over.status, 413);
       assert.match(over.body, /16 MiB/);
-      assert.equal(collector.bodies.length, before);
+      assert.equal(collector.relayed.length, before);
       assert.equal(relaysOf('g').length, 17);
     });
 
