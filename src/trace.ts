@@ -131,7 +131,7 @@ const SPAN_ID = /^(?!0{16})[0-9a-f]{16}$/;
 /** A pod's span attributes that say whose a span is (the gate's stamp says it), dropped; docs/deploy.md "Traces". */
 const STAMPED = /^(svc\.(relayed_by|job_id|run|repo)|service\..*)$/i;
 
-export type RelayedExport = { body: string; spans: number } | { refused: string };
+type RelayedExport = { body: string; spans: number } | { refused: string };
 
 /**
  * A pod's OTLP JSON export rebuilt from the fields otlpBody writes, under one resource saying only `resource`

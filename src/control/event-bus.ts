@@ -14,7 +14,7 @@ export interface EncodedBatch {
   bytes: Buffer;
 }
 
-export interface Subscriber {
+interface Subscriber {
   source?: string;
   run?: string;
   deliver(batch: EncodedBatch): void;

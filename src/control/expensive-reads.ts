@@ -185,7 +185,7 @@ export function costBody(stats: StatsStore, f: StatsFilter): Record<string, unkn
   };
 }
 
-export const STATS_BODIES = { stats: statsBody, cost: costBody };
+const STATS_BODIES = { stats: statsBody, cost: costBody };
 
 // The thread: node:sqlite is loaded only after quiet-sqlite-warning.ts filters its ExperimentalWarning.
 if (!isMainThread && (workerData as { role?: unknown } | null)?.role === WORKER_ROLE) {

@@ -187,7 +187,7 @@ export function pruneAuditLog(deps: ControlDeps, now = deps.clock()): number {
 }
 
 /** A failed sweep is logged and tried again next time. */
-export function startRetentionSweeps(deps: ControlDeps): () => void {
+function startRetentionSweeps(deps: ControlDeps): () => void {
   function sweep(): void {
     try {
       pruneExpiredRuns(deps);

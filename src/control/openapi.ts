@@ -15,7 +15,7 @@ type Auth = 'none' | 'api-token' | 'api-token-or-loopback' | 'signature' | 'serv
 /** `Other` is every operation's `default`, never listed by status. */
 type Err = Exclude<keyof typeof responses, 'Other'>;
 
-export interface Op {
+interface Op {
   server: Server;
   method: 'get' | 'post' | 'put' | 'delete';
   path: string;
@@ -32,7 +32,7 @@ export interface Op {
   errors?: Err[];
 }
 
-export interface Ok {
+interface Ok {
   status: number;
   schema?: string;
   /** A media type without a schema; null: no body at all. */

@@ -236,7 +236,7 @@ function createMergeQueueStore(db: Db) {
 }
 
 // config: one row, a JSON body and a version that rises by one on every write (for If-Match).
-export interface StoredConfig {
+interface StoredConfig {
   /** Stored values only; merge with the schema's defaults before use. */
   values: Record<string, unknown>;
   /** 0 until the first write. */

@@ -59,7 +59,10 @@ export function openDatabase(path: string, migrations: readonly string[]): Db {
 // (docs/bench.md; test/unit/limit-param.test.ts).
 export const LIMIT_PARAM = 'LIMIT CAST(? AS INTEGER)';
 
-/** One prepared statement per SQL text, for queries built per filter shape; `arrays`: rows as arrays. */
+/**
+ * One prepared statement per SQL text, for queries built per filter shape; `arrays`: rows as arrays. Unbounded: the
+ * SQL must come from a finite set of shapes, never carry a request's values (those are bound).
+ */
 export function statementCache(db: Db, arrays = false): (sql: string) => StatementSync {
   const cache = new Map<string, StatementSync>();
   return (sql) => {

@@ -1,8 +1,7 @@
 // Dedupe keys, claimed in the same transaction as their job: an append-only table (one row per claim, its keys as a
 // JSON array) found through an in-memory index of key hashes → row ids, each hit confirmed by its row; the index
 // catches up with rows other connections committed (docs/trigger.md "How keys are looked up"; docs/bench.md).
-import { LIMIT_PARAM } from './open.ts';
-import type { Db } from './open.ts';
+import { LIMIT_PARAM, type Db } from './open.ts';
 
 // A Map holds at most 2^24 entries in V8: 16 shards keep a server with tens of millions of live keys inside that.
 const SHARDS = 16;

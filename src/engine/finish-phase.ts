@@ -278,7 +278,7 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
 const CHECK_OUTPUT_CAP = 256 * 1024;
 
 /** The checks, one after another in the run's working tree, each in a process group a stop can reach. */
-export async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSandbox): Promise<CheckResult[]> {
+async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSandbox): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
   try {
     for (const { name, run: argv, required } of policy.checks) {

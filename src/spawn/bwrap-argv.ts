@@ -216,7 +216,7 @@ export function sandboxGate(socket: string, useSystemd: boolean): SandboxGate {
 }
 
 /** bwrap arguments: the socket, and svc's forwarder's program (the system view shows systemd's). */
-export function gateMounts(gate: SandboxGate): string[] {
+function gateMounts(gate: SandboxGate): string[] {
   const bind = ['--bind', gate.socket, GATE_SOCKET_INSIDE];
   if (gate.bridge.kind === 'systemd') return bind;
   const node = dirname(gate.bridge.node);
@@ -242,7 +242,7 @@ function bridge(start: string): string {
 }
 
 /** The command line that starts the forwarder, waits until it listens, then becomes `command`. */
-export function throughGate(gate: SandboxGate, command: string[]): string[] {
+function throughGate(gate: SandboxGate, command: string[]): string[] {
   const b = gate.bridge;
   const [start, one, two] = b.kind === 'systemd'
     ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2> "$fifo" > /dev/null`, b.activate, b.proxyd]

@@ -11,7 +11,7 @@ import { svcHomeOf } from './svc-paths.ts';
 import { orNull, readOrNull } from './tree.ts';
 import { HANDOFF_FD, HANDOFF_FD_VAR, secretsIn } from './start.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
-import { obj } from '../untrusted.ts';
+import { obj, tryParseJson } from '../untrusted.ts';
 
 /** The variable that names the handoff file of a re-executed process (a path, not a secret). */
 export const HANDOFF_VAR = 'SVC_SECRETS_HANDOFF';
@@ -82,7 +82,7 @@ function readPipe(): string | null {
 
 /** The secrets in one handoff message; nothing from bad JSON. */
 function parse(text: string | null): Secrets {
-  return orNull(() => secretsIn(obj(obj(JSON.parse(text ?? '')).secrets))) ?? {};
+  return secretsIn(obj(obj(tryParseJson(text ?? '')).secrets));
 }
 
 /**
