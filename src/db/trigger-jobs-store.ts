@@ -30,7 +30,7 @@ export interface JobRow {
   trace_parent: string | null;
 }
 
-type NewJob = Pick<JobRow, 'id' | 'origin' | 'brief' | 'args' | 'created_at'> & {
+export type NewJob = Pick<JobRow, 'id' | 'origin' | 'brief' | 'args' | 'created_at'> & {
   repo: string;
   trace?: { traceparent: string; parent: string | null } | undefined;
 };

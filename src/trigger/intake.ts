@@ -124,13 +124,13 @@ export interface Replies {
 
 const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
 
+/** A job's brief, and its argv where the source's record has none (`jobs`) or records decide it (a follow-up). */
+type Made = { brief: string; args?: string[] };
+
 // A checked delivery: its keys besides the body hash and delivery id, and its brief or, where building that reads
 // files or starts a child, `prepare` (run only once the cheap checks let it).
-export type Intake = Pick<EnqueueRequest, 'origin' | 'repo' | 'reply'> & {
-  keys?: readonly string[];
-  /** The argv, where the source's record has none (`jobs`). */
-  args?: string[];
-} & ({ brief: string } | { prepare: () => Promise<string> });
+export type Intake = Pick<EnqueueRequest, 'origin' | 'repo' | 'reply'> & { keys?: readonly string[] }
+  & (Made | { prepare: () => Promise<Made> });
 
 function full(ctx: TCtx, origin: SourceName): HttpError {
   ctx.deps.log.warn('queue share full', { route: origin, request_id: ctx.requestId });
@@ -150,12 +150,12 @@ export function enqueue(ctx: TCtx, intake: Intake, replies: Replies = accepted):
   const dedupeKeys = deliveryKeys(intake.origin, ctx.req.headers, ctx.raw, ...(intake.keys ?? []));
   const delivery = startDelivery(ctx.deps.tracer, ctx.req, intake.origin, intake.repo);
   // A ready job's transaction makes the same checks: no look before it.
-  if ('brief' in intake) return commit(ctx, intake, intake.brief, dedupeKeys, replies, delivery);
+  if ('brief' in intake) return commit(ctx, intake, intake, dedupeKeys, replies, delivery);
   return prepareThenCommit(ctx, intake, dedupeKeys, replies, delivery);
 }
 
 async function prepareThenCommit(
-  ctx: TCtx, intake: Intake & { prepare: () => Promise<string> }, dedupeKeys: string[], replies: Replies,
+  ctx: TCtx, intake: Extract<Intake, { prepare: unknown }>, dedupeKeys: string[], replies: Replies,
   delivery: Delivery,
 ): Promise<Reply> {
   const admission = await ctx.deps.queue.admit(intake.origin, dedupeKeys);
@@ -169,10 +169,10 @@ async function prepareThenCommit(
 }
 
 function commit(
-  ctx: TCtx, intake: Intake, brief: string, dedupeKeys: string[], replies: Replies, delivery: Delivery,
+  ctx: TCtx, intake: Intake, { brief, args: made }: Made, dedupeKeys: string[], replies: Replies, delivery: Delivery,
 ): Promise<Reply> {
   const { origin, repo, reply } = intake;
-  const args = intake.args ?? sourceOf(origin).argv!.map((a) => (a === BRIEF ? brief : a));
+  const args = made ?? sourceOf(origin).argv!.map((a) => (a === BRIEF ? brief : a));
   const request = { origin, repo, brief, args, dedupeKeys, reply, trace: delivery.job };
   return ctx.deps.queue.enqueue(request).then((result) => {
     delivery.span?.end('unset', { 'svc.outcome': result.kind, 'svc.job_id': 'jobId' in result ? result.jobId : null });

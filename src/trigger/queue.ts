@@ -4,21 +4,17 @@
 import { errorMessage, FailedError } from '../errors.ts';
 import { transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
+import type { NewJob } from '../db/trigger-jobs-store.ts';
 import type { SourceName } from '../webhook-sources.ts';
 import { encodeTime } from '../engine/ids.ts';
 import { randomUUID } from 'node:crypto';
-import type { JobTrace } from './job-trace.ts';
 
-export interface EnqueueRequest {
+/** A job's row before its id and time, with its dedupe keys and reply target. */
+export type EnqueueRequest = Omit<NewJob, 'id' | 'created_at'> & {
   origin: SourceName;
-  repo: string;
-  brief: string;
-  /** The argv after `svc`. */
-  args: string[];
   dedupeKeys: readonly string[];
   reply?: { channel: string; target: Record<string, unknown> } | undefined;
-  trace?: JobTrace | undefined;
-}
+};
 
 type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
 
@@ -122,11 +118,11 @@ export function createJobQueue(opts: JobQueueOptions) {
   function place(
     request: EnqueueRequest, now: number, queued: Map<string, number>, inserted: Map<string, number>,
   ): EnqueueResult {
-    const { origin, brief, args, repo, dedupeKeys, reply, trace } = request;
+    const { origin, dedupeKeys, reply } = request;
     // Only a full share looks the keys up first, so that a repeat is still answered duplicate, not 429.
     if (!shareAdmits(shares, queued, origin)) return refusal(origin, dedupeKeys, queued) ?? { kind: 'full' };
     const jobId = newJobId(now);
-    stores.jobs.insertUncounted({ id: jobId, origin, brief, args, created_at: now, repo, trace });
+    stores.jobs.insertUncounted({ ...request, id: jobId, created_at: now });
     inserted.set(origin, (inserted.get(origin) ?? 0) + 1);
     try {
       const holder = stores.dedupe.claim(dedupeKeys, jobId, now);

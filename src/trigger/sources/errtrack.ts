@@ -140,6 +140,6 @@ export async function receiveErrtrack(ctx: TCtx, raw: Buffer): Promise<Reply> {
   if (routed.kind === 'unserved') return unserved(ctx, 'errtrack', routed.reason);
   const { name, checkout } = routed.repo;
   // Reads the checkout's deploy records and runs `git log`: only once the cheap checks passed.
-  const prepare = () => buildErrtrackBrief(alert, checkout);
+  const prepare = async () => ({ brief: await buildErrtrackBrief(alert, checkout) });
   return enqueue(ctx, { origin: 'errtrack', repo: name, keys: [alert.identityKey], prepare });
 }

@@ -236,12 +236,7 @@ export async function receivePullRequestEvent(ctx: TCtx, event: string, body: Ob
   const keys = a.reviewId === null ? [] : [`webhook:review:${repo.toLowerCase()}:${a.reviewId}`];
   const intake: Intake = {
     origin: 'webhook', repo, keys, reply: githubThreadTarget(a.repository ?? '', a.number),
-    // The argv is known only once the records are read: enqueue reads it after prepare resolves.
-    prepare: async () => {
-      const made = await prepareFollowUp(ctx, repo, a);
-      intake.args = made.args;
-      return made.brief;
-    },
+    prepare: () => prepareFollowUp(ctx, repo, a),
   };
   try {
     return await inTurn(lanes, `${repo.toLowerCase()}#${a.number}`, () => enqueue(ctx, intake));

@@ -51,9 +51,9 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
   let snapshot: Awaited<ReturnType<typeof stageTrackeraSnapshot>> | undefined;
   const target = { issue_id: input.issueId, identifier, thread: trackeraThread(input.issueId) };
   const reply = { channel: 'trackera', target };
-  const prepare = async (): Promise<string> => {
+  const prepare = async () => {
     snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
-    return `trackera:${identifier}`;
+    return { brief: `trackera:${identifier}` };
   };
   const queued = (jobId: string): Reply => {
     try {
@@ -74,7 +74,6 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
 // The verified payload a job's run reads instead of the tracker API (no key in the child; docs/trigger.md): staged,
 // put in place as `jobs/<job id>.json` and `<identifier>.json` once the job committed; else nothing is left behind.
 export async function stageTrackeraSnapshot(repoDir: string, identifier: string, raw: Buffer) {
-  if (!IDENTIFIER.test(identifier)) throw new RangeError('bad trackera identifier');
   const dir = trackeraInbox(repoDir);
   await mkdir(join(dir, 'jobs'), { recursive: true, mode: 0o700 });
   const [latestTmp, jobTmp] = [join(dir, `.${randomUUID()}.tmp`), join(dir, 'jobs', `.${randomUUID()}.tmp`)];
@@ -92,7 +91,6 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
   return {
     /** Synchronous: done before the job loop can launch the job. */
     keep(jobId: string) {
-      if (!IDENTIFIER.test(jobId)) throw new RangeError('bad job id'); // a file name, as an identifier is
       renameSync(jobTmp, join(dir, 'jobs', `${jobId}.json`));
       staged.splice(staged.indexOf(jobTmp), 1);
       renameSync(latestTmp, join(dir, `${identifier}.json`));
