@@ -12,13 +12,12 @@ interface ControlReportOptions {
   controlUrl: string | undefined;
   controlToken: string | undefined;
   source: string;
-  fetch: typeof fetch;
   log: Pick<Logger, 'info' | 'warn'>;
 }
 
 /** POST /v1/ingest with this server's token; the reply body is drained, never read. */
 async function postIngest(opts: ControlReportOptions, body: string, signal: AbortSignal): Promise<Response> {
-  const res = await opts.fetch(`${opts.controlUrl!.replace(/\/+$/, '')}/v1/ingest`, {
+  const res = await fetch(`${opts.controlUrl!.replace(/\/+$/, '')}/v1/ingest`, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',

@@ -36,7 +36,6 @@ export interface TriggerOverrides {
   log?: Logger;
   executor?: JobExecutor;
   post?: Poster;
-  fetch?: typeof fetch;
   clock?: () => number;
   pollMs?: number;
   bodyTimeoutMs?: number;
@@ -80,7 +79,7 @@ export async function startTrigger(
   const checkpointer = createWalCheckpointer({ db, path: settings.dbPath, log });
   const shutdown = new AbortController();
   const { controlUrl, controlToken, source } = settings;
-  const control = { controlUrl, controlToken, source, fetch: o.fetch ?? fetch, log };
+  const control = { controlUrl, controlToken, source, log };
   const post = o.post ?? createHttpsPoster();
   const notify = createNotifier({
     stores,

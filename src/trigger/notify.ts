@@ -5,9 +5,8 @@ import { hash } from 'node:crypto';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import {
   buildProgressParts, PermanentError, plainSummary,
-  type Delivery, type NotifyConfig, type Piece, type Progress, type ReplyChannel, type SummaryParts,
+  type Delivery, type NotifyConfig, type Progress, type ReplyChannel, type SummaryParts,
 } from './summary.ts';
-import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';
@@ -30,17 +29,9 @@ interface NotifierOptions {
   publicUrl?: string | undefined;
 }
 
-function isPiece(value: unknown): value is Piece {
-  if (!isJsonObject(value)) return false;
-  const keys = Object.keys(value);
-  return keys.length === 1 && ['own', 'data', 'link'].includes(keys[0]!) && typeof Object.values(value)[0] === 'string';
-}
-
-/** The stored parts; a job finished before they were stored (or unreadable ones) sends its whole summary as data. */
+/** The parts the job loop stored; a job finished before they were stored sends its whole summary as data. */
 function storedParts(stored: string | null, plain: string): SummaryParts {
-  const parts = stored === null ? null : tryParseJson(stored);
-  if (Array.isArray(parts) && parts.every((p) => Array.isArray(p) && p.every(isPiece))) return parts as SummaryParts;
-  return [[{ data: plain }]];
+  return stored === null ? [[{ data: plain }]] : JSON.parse(stored) as SummaryParts;
 }
 
 /** A 2xx passes; a 4xx other than 408/429 will not get better by retrying; anything else may. */

@@ -12,6 +12,7 @@ import { sign } from './helpers.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 import { SECRETS, fixture, get, post, makeRepo, startTestTrigger, tempDir, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { startStandIn, type StandIn } from './standins.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const ASSIGNEE = '712020:f1ad7cfd-7f82-4dc0-85e4-8bc47bcc08e4';
@@ -39,24 +40,27 @@ describe('svc repos add and remove on a running server', () => {
   let home: string;
   let file: string;
   let n = 0;
-  // What the Control Plane was told the server serves, in order (a stand-in for its /v1/ingest).
-  const reported: string[][] = [];
-  const controlStandIn = async (_url: string | URL | Request, init?: RequestInit): Promise<Response> => {
-    const body = JSON.parse(String(init?.body ?? '{}')) as { served_repos?: Array<{ name: string }> };
-    if (body.served_repos) reported.push(body.served_repos.map((r) => r.name));
-    return new Response('{}', { status: 200 });
-  };
+  // A stand-in for the Control Plane's /v1/ingest: what it was told the server serves, in order.
+  let control: StandIn;
+  const reported = (): string[][] => control.requests.flatMap((r) => {
+    const body = JSON.parse(r.body) as { served_repos?: Array<{ name: string }> };
+    return body.served_repos ? [body.served_repos.map((repo) => repo.name)] : [];
+  });
   before(async () => {
+    control = await startStandIn(null);
     api = makeRepo('acme/api');
     web = makeRepo('acme/web');
     home = tempDir('svc-reload-home-');
     dirs.push(api, web, home);
     file = join(home, 'repos.conf');
     writeFileSync(file, `acme/api checkout=${api} trackerb=API\n`);
-    const env = { TRACKERB_ASSIGNEES: ASSIGNEE, SVC_CONTROL_URL: 'http://127.0.0.1:9' };
-    t = await startTestTrigger(env, { repo: api, reposFile: file, fetch: controlStandIn as typeof fetch });
+    const env = { TRACKERB_ASSIGNEES: ASSIGNEE, SVC_CONTROL_URL: control.url };
+    t = await startTestTrigger(env, { repo: api, reposFile: file });
   });
-  after(() => t.cleanup());
+  after(async () => {
+    await t.cleanup();
+    await control.close();
+  });
 
   async function deliver(): Promise<Record<string, unknown>> {
     const { raw, headers } = jiraIssue(++n);
@@ -72,8 +76,8 @@ describe('svc repos add and remove on a running server', () => {
     const job = (await get(`${t.url}/jobs/${queued.job_id as string}`, { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` }));
     assert.equal(job.body.repo, 'acme/web');
     assert.ok(t.logs.some((l) => l.msg === 'served repositories reloaded'));
-    await waitFor(() => reported.some((names) => names.includes('acme/web')), 'the new table reported');
-    assert.deepEqual(reported[0], ['acme/api']);
+    await waitFor(() => reported().some((names) => names.includes('acme/web')), 'the new table reported');
+    assert.deepEqual(reported()[0], ['acme/api']);
     const removed = svc(['repos', 'remove', 'acme/web', '--file', file], home);
     assert.equal(removed.status, 0, removed.stderr);
     assert.equal((await deliver()).status, 'skipped');
