@@ -26,7 +26,7 @@ export function createTriggerRepliesStore(db: Db) {
   const answersOf = db.prepare(
     'SELECT job_id, origin, place, who, outcome, reason, at FROM answers WHERE job_id = ? ORDER BY id',
   );
-  const update = db.prepare('UPDATE reply_targets SET target = ? WHERE job_id = ?');
+  const patch = db.prepare('UPDATE reply_targets SET target = json_patch(target, ?) WHERE job_id = ?');
   const mark = db.prepare('UPDATE reply_targets SET notify_status = ?, notified_at = ? WHERE job_id = ?');
   const pending = db.prepare(
     'SELECT r.job_id FROM reply_targets r JOIN jobs j ON j.id = r.job_id WHERE r.notify_status IS NULL ' +
@@ -52,9 +52,12 @@ export function createTriggerRepliesStore(db: Db) {
     markNotified(jobId: string, status: NotifyStatus, at: number): void {
       mark.run(status, at, jobId);
     },
-    /** Keeps what a reply learned with its target (the id of GitHub's progress comment, the question being asked). */
-    updateTarget(jobId: string, target: Record<string, unknown>): void {
-      update.run(JSON.stringify(target), jobId);
+    /**
+     * Keeps what a reply learned with its target (the id of GitHub's progress comment, the question being asked),
+     * merged in SQL (RFC 7396: a null removes its key).
+     */
+    patchTarget(jobId: string, learned: Record<string, unknown>): void {
+      patch.run(JSON.stringify(learned), jobId);
     },
     /** Finished jobs whose summary never went out (the server stopped in between). */
     listPending(): string[] {

@@ -70,8 +70,7 @@ export function createNotifier(opts: NotifierOptions) {
         checkStatus(answer.status, delivery.what);
         delivery.check?.(answer.text);
         const keep = delivery.remember?.(answer.text);
-        const target = keep ? opts.stores.replies.get(jobId) : undefined;
-        if (keep && target) opts.stores.replies.updateTarget(jobId, { ...target.target, ...keep });
+        if (keep) opts.stores.replies.patchTarget(jobId, keep);
         return { error: null, tried };
       } catch (err) {
         const error = errorMessage(err);
@@ -145,17 +144,16 @@ export function createNotifier(opts: NotifierOptions) {
         }
         if (target.target.asked !== undefined) {
           // The old question's thread answers nothing more (a late reply there must not answer the next question).
-          opts.stores.replies.updateTarget(jobId, { ...target.target, asked: undefined, question_message: undefined });
+          opts.stores.replies.patchTarget(jobId, { asked: null, question_message: null });
         }
         if (progress.step === 'resumed') return;
         // Every origin hears a question; only one that keeps a progress message hears the rest.
         if (asked === null && !channelOf(target.channel)?.progress) return;
         const run = { source: job.run_source, run: job.run_id };
         const parts = buildProgressParts(jobId, run, progress, opts.publicUrl);
-        if (!await tell(jobId, asked === null ? 'progress' : 'question', parts) || asked === null) return;
-        // Read again: the post may have kept something with the target (the id of the message that asked).
-        const now = opts.stores.replies.get(jobId);
-        if (now) opts.stores.replies.updateTarget(jobId, { ...now.target, asked });
+        if (await tell(jobId, asked === null ? 'progress' : 'question', parts) && asked !== null) {
+          opts.stores.replies.patchTarget(jobId, { asked });
+        }
       }, undefined);
     },
     /** A message of its own to the job's origin (an answer refused there); true once it was sent. */
