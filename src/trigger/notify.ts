@@ -16,8 +16,8 @@ import { inTurn } from './queue.ts';
 interface NotifierOptions {
   stores: TriggerStores;
   config: NotifyConfig;
-  /** Each reply channel's sender, by name. */
-  replies: Readonly<Record<string, ReplyChannel>>;
+  /** Each reply channel's sender, by the name the sources store with a job's reply target. */
+  replies: Readonly<Partial<Record<string, ReplyChannel>>>;
   post: Poster;
   report: (n: NotificationReport) => Promise<void>;
   log: Logger;
@@ -58,10 +58,6 @@ export function createNotifier(opts: NotifierOptions) {
     }));
   }
 
-  function channelOf(name: string): ReplyChannel | undefined {
-    return Object.hasOwn(opts.replies, name) ? opts.replies[name] : undefined;
-  }
-
   /** Sends with the retries (`error` null when sent); keeps what the answer says to remember. */
   async function send(jobId: string, channel: string, delivery: Delivery): Promise<Sent> {
     for (let tried = 1; ; tried++) {
@@ -94,7 +90,7 @@ export function createNotifier(opts: NotifierOptions) {
     if (!job || !target || target.notify_status !== null || (kind === 'summary' && !job.summary)) return false;
     const { channel } = target;
     const parts = given ?? storedParts(job.summary_parts, job.summary ?? '');
-    const reply = channelOf(channel);
+    const reply = opts.replies[channel];
     const delivery = !reply ? `origin ${channel} takes no messages`
       : kind === 'note' && reply.note ? reply.note(target.target, parts, opts.config)
       : kind === 'question' && reply.ask ? reply.ask(target.target, parts, opts.config, opts.clock())
@@ -148,7 +144,7 @@ export function createNotifier(opts: NotifierOptions) {
         }
         if (progress.step === 'resumed') return;
         // Every origin hears a question; only one that keeps a progress message hears the rest.
-        if (asked === null && !channelOf(target.channel)?.progress) return;
+        if (asked === null && !opts.replies[target.channel]?.progress) return;
         const run = { source: job.run_source, run: job.run_id };
         const parts = buildProgressParts(jobId, run, progress, opts.publicUrl);
         if (await tell(jobId, asked === null ? 'progress' : 'question', parts) && asked !== null) {
