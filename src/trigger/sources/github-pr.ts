@@ -35,7 +35,7 @@ export function isPullRequestEvent(event: string, body: Obj): boolean {
 }
 
 /** The text after `/svc`, or null when the text is not a `/svc` command. */
-function command(text: string): string | null {
+export function svcCommand(text: string): string | null {
   const t = text.trim();
   return COMMAND.test(t) ? t.replace(COMMAND, '').trim() : null;
 }
@@ -67,7 +67,7 @@ function readPullRequestEvent(event: string, body: Obj): PrInput {
   if (event === 'issue_comment') {
     if (action !== 'created') return { kind: 'skip', reason: `issue_comment.${action.slice(0, 64)} on a pull request` };
     const comment = obj(body.comment);
-    const instruction = command(str(comment.body) ?? '');
+    const instruction = svcCommand(str(comment.body) ?? '');
     if (instruction === null) return { kind: 'skip', reason: 'comment does not start with /svc' };
     if (instruction === '') return { kind: 'skip', reason: '/svc with no instruction' };
     return ask(body, comment, instruction, {
@@ -78,7 +78,7 @@ function readPullRequestEvent(event: string, body: Obj): PrInput {
   if (event === 'pull_request_review_comment') {
     if (action !== 'created') return { kind: 'skip', reason: `pull_request_review_comment.${action.slice(0, 64)}` };
     const comment = obj(body.comment);
-    const instruction = command(str(comment.body) ?? '');
+    const instruction = svcCommand(str(comment.body) ?? '');
     if (!instruction) return { kind: 'skip', reason: 'review comment does not start with /svc and an instruction' };
     return ask(body, comment, instruction, {
       number: int(pull.number), pull, comments: [commentOf(comment, instruction)], review: null,
@@ -94,7 +94,7 @@ function readPullRequestEvent(event: string, body: Obj): PrInput {
   const id = int(review.id);
   if (id === null) return { kind: 'skip', reason: 'the review has no id' };
   // A review body that is a /svc command is a request by itself; any other is one when it has comments.
-  const own = command(str(review.body) ?? '');
+  const own = svcCommand(str(review.body) ?? '');
   const instruction = own ?? oneLine(str(review.body) ?? '');
   return ask(body, review, instruction, {
     number: int(pull.number), pull, comments: [], review: { id, needsComments: !own }, reviewId: id,

@@ -6,7 +6,7 @@ import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
 import { deliveryKeys, firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import {
-  githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, receivePullRequestEvent, TRUSTED,
+  githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, receivePullRequestEvent, svcCommand, TRUSTED,
 } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../../engine/pr.ts';
@@ -77,14 +77,11 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
   }
   if (event === 'issue_comment' && body.action === 'created') {
     const comment = obj(body.comment);
-    const text = str(comment.body).trim();
-    if (!text.startsWith(COMMENT_PREFIX) || /^\/svc\S/.test(text)) {
-      return { kind: 'skip', reason: `comment does not start with ${COMMENT_PREFIX}` };
-    }
+    const ask = svcCommand(str(comment.body));
+    if (ask === null) return { kind: 'skip', reason: `comment does not start with ${COMMENT_PREFIX}` };
     if (!TRUSTED.has(str(comment.author_association))) {
       return { kind: 'skip', reason: 'comment author may not start jobs' };
     }
-    const ask = text.slice(COMMENT_PREFIX.length);
     const brief = sanitizeBrief(`${ref} ${str(issue.title)} — ${ask}`, sourceOf('webhook').briefBytes);
     return { kind: 'job', brief, repository };
   }
