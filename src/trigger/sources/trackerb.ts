@@ -153,10 +153,8 @@ export const trackerbReply: ReplyChannel = {
     const tb = config.trackerb;
     if (!tb) return 'TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set';
     if (typeof target.issue_key !== 'string') return 'no trackerb issue key';
-    const base = tb.baseUrl.replace(/\/+$/, '');
     return {
-      url: new URL(`${base}/rest/api/3/issue/${encodeURIComponent(target.issue_key)}/comment`),
-      headers: { authorization: basicAuth(tb), accept: 'application/json' },
+      ...trackerbApi(tb, `issue/${encodeURIComponent(target.issue_key)}/comment`),
       body: JSON.stringify({ body: adfSummary(parts) }),
       what: 'trackerb API',
     };
@@ -176,9 +174,9 @@ async function onIssueTeam(ctx: TCtx, key: string, accountId: string): Promise<t
   if (!tb) return 'TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set, so the issue\'s team ' +
     'cannot be checked';
   const query = new URLSearchParams({ issueKey: key, accountId });
-  const url = new URL(`${tb.baseUrl.replace(/\/+$/, '')}/rest/api/3/user/assignable/search?${query}`);
+  const { url, headers } = trackerbApi(tb, `user/assignable/search?${query}`);
   try {
-    const res = await ctx.deps.post(url, { authorization: basicAuth(tb), accept: 'application/json' }, '', 'GET');
+    const res = await ctx.deps.post(url, headers, '', 'GET');
     if (res.status !== 200) return `the trackerb API answered HTTP ${res.status} about the issue's team`;
     const users: unknown = JSON.parse(res.text);
     const listed = Array.isArray(users) && users.some((u) => str(obj(u).accountId) === accountId);
@@ -188,8 +186,11 @@ async function onIssueTeam(ctx: TCtx, key: string, accountId: string): Promise<t
   }
 }
 
-function basicAuth(tb: { email: string; token: string }): string {
-  return `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`;
+/** A call to the tracker's REST API (`path` under /rest/api/3/) as the comment account. */
+function trackerbApi(tb: { baseUrl: string; email: string; token: string }, path: string) {
+  const authorization = `Basic ${Buffer.from(`${tb.email}:${tb.token}`).toString('base64')}`;
+  const url = new URL(`${tb.baseUrl.replace(/\/+$/, '')}/rest/api/3/${path}`);
+  return { url, headers: { authorization, accept: 'application/json' } };
 }
 
 /** A created `/svc answer <text>` comment's reply; null when the event is not one. */
