@@ -5,8 +5,9 @@ import { hash } from 'node:crypto';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import {
   buildProgressParts, PermanentError, plainSummary,
-  type Delivery, type NotifyConfig, type Progress, type ReplyChannel, type SummaryParts,
+  type Delivery, type NotifyConfig, type Piece, type Progress, type ReplyChannel, type SummaryParts,
 } from './summary.ts';
+import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';
@@ -29,9 +30,18 @@ interface NotifierOptions {
   publicUrl?: string | undefined;
 }
 
-/** The parts the job loop stored; a job finished before they were stored sends its whole summary as data. */
+function isPiece(value: unknown): value is Piece {
+  if (!isJsonObject(value)) return false;
+  const keys = Object.keys(value);
+  return keys.length === 1 && ['own', 'data', 'link'].includes(keys[0]!) && typeof Object.values(value)[0] === 'string';
+}
+
+/** The stored parts; a job finished before they were stored (or unreadable ones: a row is data that outlives the
+ * code that wrote it) sends its whole summary as data, so one bad row never blocks its summary for good. */
 function storedParts(stored: string | null, plain: string): SummaryParts {
-  return stored === null ? [[{ data: plain }]] : JSON.parse(stored) as SummaryParts;
+  const parts = stored === null ? null : tryParseJson(stored);
+  if (Array.isArray(parts) && parts.every((p) => Array.isArray(p) && p.every(isPiece))) return parts as SummaryParts;
+  return [[{ data: plain }]];
 }
 
 /** A 2xx passes; a 4xx other than 408/429 will not get better by retrying; anything else may. */
@@ -56,6 +66,11 @@ export function createNotifier(opts: NotifierOptions) {
       opts.log.error('notifier error', { job_id: jobId, error: errorMessage(err) });
       return fallback;
     }));
+  }
+
+  /** A stored channel name is a row's text: only the table's own keys name a channel. */
+  function channelOf(name: string): ReplyChannel | undefined {
+    return Object.hasOwn(opts.replies, name) ? opts.replies[name] : undefined;
   }
 
   /** Sends with the retries (`error` null when sent); keeps what the answer says to remember. */
@@ -90,7 +105,7 @@ export function createNotifier(opts: NotifierOptions) {
     if (!job || !target || target.notify_status !== null || (kind === 'summary' && !job.summary)) return false;
     const { channel } = target;
     const parts = given ?? storedParts(job.summary_parts, job.summary ?? '');
-    const reply = opts.replies[channel];
+    const reply = channelOf(channel);
     const delivery = !reply ? `origin ${channel} takes no messages`
       : kind === 'note' && reply.note ? reply.note(target.target, parts, opts.config)
       : kind === 'question' && reply.ask ? reply.ask(target.target, parts, opts.config, opts.clock())
@@ -144,7 +159,7 @@ export function createNotifier(opts: NotifierOptions) {
         }
         if (progress.step === 'resumed') return;
         // Every origin hears a question; only one that keeps a progress message hears the rest.
-        if (asked === null && !opts.replies[target.channel]?.progress) return;
+        if (asked === null && !channelOf(target.channel)?.progress) return;
         const run = { source: job.run_source, run: job.run_id };
         const parts = buildProgressParts(jobId, run, progress, opts.publicUrl);
         if (await tell(jobId, asked === null ? 'progress' : 'question', parts) && asked !== null) {

@@ -1,0 +1,87 @@
+// A finished job's stored row is data that outlives the code that wrote it: stored summary parts that are not JSON or
+// not the parts' shape still send the summary (as data), and a channel name that is no channel is skipped, so no row
+// keeps a summary pending for good. Real trigger DB in a temp dir, a loopback HTTPS stand-in for the chata hooks host.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { createHttpsPoster } from '../../src/trigger/https-post.ts';
+import { openDatabase } from '../../src/db/open.ts';
+import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
+import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-stores.ts';
+import { createNotifier } from '../../src/trigger/notify.ts';
+import type { Logger } from '../../src/log.ts';
+import { chataReply } from '../../src/trigger/sources/chata.ts';
+import { insertJob, tempDir } from './helpers.ts';
+import { makeCert, startStandIn, type Cert, type StandIn } from './standins.ts';
+
+const silent = { info() {}, warn() {}, error() {}, debug() {} } as unknown as Logger;
+
+describe('a stored row never keeps its summary pending', () => {
+  let dir: string;
+  let cert: Cert;
+  let hooks: StandIn;
+  let stores: TriggerStores;
+  let notify: ReturnType<typeof createNotifier>;
+  const reports: Array<{ job_id: string | null; status: string }> = [];
+
+  before(async () => {
+    dir = tempDir('svc-notify-rows-');
+    cert = makeCert(dir);
+    hooks = await startStandIn(cert);
+    stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
+    notify = createNotifier({
+      stores, log: silent, clock: Date.now, backoffMs: 1, post: createHttpsPoster({ ca: cert.cert }),
+      report: async (n) => void reports.push(n), replies: { chata: chataReply },
+      config: { chataHooksPrefix: `${hooks.url}/commands/`, trackeraApiUrl: '', trackeraApiKey: undefined,
+        trackerb: undefined },
+    });
+  });
+  after(async () => {
+    await hooks.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function finished(id: string, channel: string, parts: string | null): void {
+    const now = Date.now();
+    insertJob(stores, { id, origin: 'chata', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+    stores.jobs.claim(id, now);
+    stores.replies.insert(id, channel, { response_url: `${hooks.url}/commands/T1/${id}` }, now);
+    stores.jobs.finish(id, { status: 'succeeded', finished_at: now, exit_code: 0, summary: `summary of ${id}`,
+      summary_parts: parts, error: null });
+  }
+
+  const rows: Array<[string, string | null]> = [
+    ['jnotjson', 'not json'], ['jempty', ''], ['jobject', '{}'], ['jbadpiece', '[[{"text":"x"}]]'],
+    ['jtwokeys', '[[{"own":"a","data":"b"}]]'], ['jnumber', '[[{"data":5}]]'], ['jnull', null],
+  ];
+  for (const [id, parts] of rows) {
+    it(`sends the summary of a row whose stored parts are ${JSON.stringify(parts)}, as data`, async () => {
+      finished(id, 'chata', parts);
+      await notify(id);
+      assert.equal(stores.replies.get(id)!.notify_status, 'sent');
+      const sent = hooks.requests.find((r) => r.path === `/commands/T1/${id}`);
+      assert.ok(sent, 'posted to its response_url');
+      assert.match((JSON.parse(sent.body) as { text: string }).text, new RegExp(`summary of ${id}`));
+      assert.equal(reports.find((r) => r.job_id === id)?.status, 'sent');
+    });
+  }
+
+  it('sends well-formed stored parts as they are', async () => {
+    finished('jgood', 'chata', '[[{"own":"done "},{"data":"<b>x</b>"}]]');
+    await notify('jgood');
+    const sent = hooks.requests.find((r) => r.path === '/commands/T1/jgood');
+    assert.match((JSON.parse(sent!.body) as { text: string }).text, /^done /);
+    assert.doesNotMatch(sent!.body, /summary of jgood/);
+  });
+
+  for (const channel of ['constructor', 'toString', '__proto__', 'nosuch']) {
+    it(`skips a row whose channel is ${JSON.stringify(channel)} (no channel by that name)`, async () => {
+      const id = `jch${channel.replace(/\W/g, '')}`;
+      finished(id, channel, null);
+      await notify(id);
+      assert.equal(stores.replies.get(id)!.notify_status, 'skipped');
+      assert.equal(hooks.requests.some((r) => r.path === `/commands/T1/${id}`), false);
+    });
+  }
+});
