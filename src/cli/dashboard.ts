@@ -4,7 +4,7 @@
 import { mkdirSync, openSync, closeSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { sendPendingRuns } from './pending-runs.ts';
+import { sendPendingRuns } from './ship.ts';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, UnavailableError, ConflictError, FailedError } from '../errors.ts';
 import { startChild } from '../spawn/start.ts';

@@ -7,7 +7,7 @@ import { readControlToken } from '../engine/shipper.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
 import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine } from './runs-format.ts';
-import { sendPendingRuns } from './pending-runs.ts';
+import { sendPendingRuns } from './ship.ts';
 import { safeJson } from '../safe-json.ts';
 import { oneOf } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';

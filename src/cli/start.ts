@@ -1,5 +1,5 @@
 // `svc start`: make a run from a brief, spec, issue export, issue URL or tracker reference, and run it (DESIGN §6).
-import { sendPendingRuns } from './pending-runs.ts';
+import { sendPendingRuns } from './ship.ts';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
@@ -64,38 +64,6 @@ function runArg(value: string | undefined, flag: string): string {
   return value;
 }
 
-/** Foreground: the worker still gets its own process group; Ctrl-C here becomes a clean stop. */
-async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: boolean): Promise<number> {
-  const dir = runDir(state.repo_path, state.run);
-  // Past a resumed run's earlier output, before the worker writes anything.
-  const tail = showOutput ? createEventTail(dir) : null;
-  tail?.();
-  const child = spawnWorker(svcCliPath(), state, mode, io.env, true);
-  // The run's address first, as --detach prints it, so a caller (a Kubernetes pod log) knows it at once.
-  io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
-  const onSignal = () => void stopLocalRun(state.repo_path, state.run, undefined, 'an interrupt of svc start');
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  let closed = false;
-  const ended = new Promise<void>((resolve) => child.on('close', () => {
-    closed = true;
-    resolve();
-  }));
-  const output = tail
-    ? printLocalLogs(dir, io.stderr, { follow: true, until: () => closed, agentOnly: true, tail })
-    : Promise.resolve();
-  await ended;
-  await output;
-  process.off('SIGINT', onSignal);
-  process.off('SIGTERM', onSignal);
-  const final = readState(dir);
-  io.stdout(summary(final));
-  // A pod's run container is an init container: failing it would keep the signer, which judges the run, from starting.
-  if (signsLater(io.env)) return 0;
-  // Any other end is 1, whatever its failure class (README "Exit codes": scripts read the summary's failure.class).
-  return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
-}
-
 /** A new run (or a retry) gets its worker: a renamed checkout and what its plan left out are said first. */
 function launchNew(io: CliIo, { state, plan, renamed }: PreparedRun, detach: boolean, showOutput: boolean) {
   if (renamed) {
@@ -107,22 +75,47 @@ function launchNew(io: CliIo, { state, plan, renamed }: PreparedRun, detach: boo
   return launch(io, state, plan, 'start', detach, showOutput);
 }
 
+/** The worker, in a process group of its own; in the foreground, followed, and Ctrl-C here becomes a clean stop. */
 async function launch(
   io: CliIo, state: RunState, plan: RunPlan, mode: WorkerMode, detach: boolean, showOutput = false,
 ): Promise<number> {
   const unconfined = unsandboxedWarning(plan.sandbox);
   if (unconfined) io.stderr(`svc start: ${unconfined}\n`);
-  if (!detach) {
-    const code = follow(io, state, mode, showOutput);
-    // Earlier runs the Control Plane never heard the end of go while this one works.
-    await sendPendingRuns(io, state.repo_path);
-    return code;
-  }
-  const child = spawnWorker(svcCliPath(), state, mode, io.env, false);
-  child.unref();
+  const dir = runDir(state.repo_path, state.run);
+  // Past a resumed run's earlier output, before the worker writes anything.
+  const tail = showOutput ? createEventTail(dir) : null;
+  tail?.();
+  const child = spawnWorker(svcCliPath(), state, mode, io.env, !detach);
+  // The run's address first, so a caller (a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
-  await sendPendingRuns(io, state.repo_path, 1_500);
-  return 0;
+  if (detach) {
+    child.unref();
+    await sendPendingRuns(io, state.repo_path, 1_500);
+    return 0;
+  }
+  const onSignal = () => void stopLocalRun(state.repo_path, state.run, undefined, 'an interrupt of svc start');
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  let closed = false;
+  const ended = new Promise<void>((resolve) => child.on('close', () => {
+    closed = true;
+    resolve();
+  }));
+  const output = tail
+    ? printLocalLogs(dir, io.stderr, { follow: true, until: () => closed, agentOnly: true, tail })
+    : Promise.resolve();
+  // Earlier runs the Control Plane never heard the end of go while this one works.
+  await sendPendingRuns(io, state.repo_path);
+  await ended;
+  await output;
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
+  const final = readState(dir);
+  io.stdout(summary(final));
+  // A pod's run container is an init container: failing it would keep the signer, which judges the run, from starting.
+  if (signsLater(io.env)) return 0;
+  // Any other end is 1, whatever its failure class (README "Exit codes": scripts read the summary's failure.class).
+  return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
 }
 
 export default async function start(io: CliIo): Promise<number> {
