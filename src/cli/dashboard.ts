@@ -140,7 +140,8 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
   const deadline = Date.now() + START_DEADLINE_MS;
   while (Date.now() < deadline) {
     if (exited !== null) {
-      throw new FailedError(`The Control Plane exited with code ${exited} while starting:\n${tail(log)}`);
+      const last = readOrNull(log)?.trimEnd().split('\n').slice(-8).join('\n') ?? '(no log)';
+      throw new FailedError(`The Control Plane exited with code ${exited} while starting:\n${last}`);
     }
     const found = readServerRecordFile(record);
     if (found && found.pid === pid && (await isHealthy(found.url, 1_000))) {
@@ -154,10 +155,6 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
   throw new FailedError(
     `The Control Plane did not become ready within ${START_DEADLINE_MS / 1000}s (pid ${pid}, log ${log})`,
   );
-}
-
-function tail(path: string): string {
-  return readOrNull(path)?.trimEnd().split('\n').slice(-8).join('\n') ?? '(no log)';
 }
 
 /** The program that opens a URL: $BROWSER (its first colon-separated entry), else the platform opener. */
