@@ -145,25 +145,21 @@ export default async function start(io: CliIo): Promise<number> {
     throw new UsageError('--follow streams a run in the foreground: it cannot go with --detach');
   }
 
-  if (values.stop !== undefined) {
-    const run = runArg(values.stop, '--stop');
-    const state = await stopLocalRun(resolveRepo(repoDir), run, undefined, 'svc start --stop');
-    if (!state) throw new NotFoundError(`No run ${values.stop} in this repository`);
-    io.stdout(summary(state));
-    return 0;
-  }
-  if (values['open-pr'] !== undefined) {
-    const dir = runDir(resolveRepo(repoDir), runArg(values['open-pr'], '--open-pr'));
-    if (!tryReadState(dir)) throw new NotFoundError(`No run ${values['open-pr']} in this repository`);
-    io.stdout(summary(await openPrLater(dir, io.env, (t) => io.stderr(`svc start: ${t}\n`))));
-    return 0;
-  }
-  for (const flag of ['resume', 'verify'] as const) {
+  for (const flag of ['stop', 'open-pr', 'resume', 'verify'] as const) {
     const run = values[flag];
     if (run === undefined) continue;
-    const dir = runDir(resolveRepo(repoDir), runArg(run, `--${flag}`));
+    const repo = resolveRepo(repoDir);
+    const dir = runDir(repo, runArg(run, `--${flag}`));
     const state = tryReadState(dir);
     if (!state) throw new NotFoundError(`No run ${run} in this repository`);
+    if (flag === 'stop') {
+      io.stdout(summary((await stopLocalRun(repo, run, undefined, 'svc start --stop')) ?? state));
+      return 0;
+    }
+    if (flag === 'open-pr') {
+      io.stdout(summary(await openPrLater(dir, io.env, (t) => io.stderr(`svc start: ${t}\n`))));
+      return 0;
+    }
     if (flag === 'resume' && state.status !== 'stopped' && state.status !== 'failed') {
       throw new ConflictError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
     }
