@@ -11,7 +11,9 @@ import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
-import { discoverControlUrl, serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
+import {
+  answersHealth, discoverControlUrl, serverRecordFile, readServerRecordFile, isPidAlive,
+} from '../client/server-record.ts';
 import { procStart } from '../engine/proc-group.ts';
 import { procList, readOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
@@ -42,7 +44,7 @@ export default async function dashboard(io: CliIo): Promise<number> {
 
   const found = discoverControlUrl(io.env);
   let url = found.url;
-  if (await isHealthy(url)) {
+  if (await answersHealth(url, 2_000)) {
     io.stderr(`Using the Control Plane at ${url} (found via ${found.via})\n`);
   } else if (found.via === 'SVC_CONTROL_URL') {
     throw new UnavailableError(
@@ -95,7 +97,7 @@ export async function serveOnFreePort(
     throw new UnavailableError(`${taken}: a Control Plane already runs there (pid ${record.pid}, ${record.url}). ` +
       `Use it (svc control status, svc dashboard), stop it (kill ${record.pid}), ${wayOut}`);
   }
-  if (await isHealthy(url, 1_000)) {
+  if (await answersHealth(url, 1_000)) {
     throw new UnavailableError(`${taken}: a server answers ${url}/health (another svc ${server} serve?). ` +
       `Use it, stop it, ${wayOut}`);
   }
@@ -103,16 +105,6 @@ export async function serveOnFreePort(
 }
 
 const START_DEADLINE_MS = 20_000;
-
-async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean> {
-  try {
-    const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(timeoutMs) });
-    await res.body?.cancel();
-    return res.ok;
-  } catch {
-    return false;
-  }
-}
 
 /** Starts `svc control serve` detached, logging to server.log, and waits until its server.json answers /health. */
 async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: string; pid: number; log: string }> {
@@ -144,7 +136,7 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
       throw new FailedError(`The Control Plane exited with code ${exited} while starting:\n${last}`);
     }
     const found = readServerRecordFile(record);
-    if (found && found.pid === pid && (await isHealthy(found.url, 1_000))) {
+    if (found && found.pid === pid && (await answersHealth(found.url, 1_000))) {
       // What `svc dashboard stop` may stop, while it is still this process (no /proc start time: nothing to prove).
       const start = procStart(pid);
       if (start !== null) writeJsonAtomic(dashboardRecordFile(env), { pid, proc_start: start, url: found.url }, 0o600);
