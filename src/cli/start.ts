@@ -64,8 +64,15 @@ function runArg(value: string | undefined, flag: string): string {
   return value;
 }
 
-/** A new run (or a retry) gets its worker: a renamed checkout and what its plan left out are said first. */
-function launchNew(io: CliIo, { state, plan, renamed }: PreparedRun, detach: boolean, showOutput: boolean) {
+/**
+ * A new run (or a retry) gets its worker: a renamed checkout and what its plan left out are said first. One that
+ * could not be made prints `{"failure":…}` before the error, for the Control Plane that launched it.
+ */
+async function launchNew(io: CliIo, making: Promise<PreparedRun>, detach: boolean, showOutput: boolean) {
+  const { state, plan, renamed } = await making.catch((err: unknown) => {
+    io.stdout(safeJson({ failure: failureOf(err) }) + '\n');
+    throw err;
+  });
   if (renamed) {
     const runs = `${renamed.runs} earlier run${renamed.runs === 1 ? '' : 's'}`;
     io.stderr(`svc start: this repository is now named ${renamed.to}; ${runs} renamed from ` +
@@ -169,12 +176,11 @@ export default async function start(io: CliIo): Promise<number> {
     return launch(io, state, readPlan(dir), flag, detach, showOutput);
   }
   if (values.retry !== undefined) {
-    const retry = runArg(values.retry, '--retry');
-    const prepared = await saysFailure(io, prepareRetry(repoDir, retry, values['run-id'] ?? null, io.env));
-    return launchNew(io, prepared, detach, showOutput);
+    const retry = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
+    return launchNew(io, retry, detach, showOutput);
   }
   if (positionals.length === 0) throw new UsageError('svc start needs an input (see svc start --help)');
-  const prepared = await saysFailure(io, prepareRun({
+  return launchNew(io, prepareRun({
     input: positionals.join(' '),
     forceBrief: values.brief === true,
     followUp: values['follow-up'] === undefined ? null : followUpRequest({
@@ -187,16 +193,5 @@ export default async function start(io: CliIo): Promise<number> {
     repo: repoDir,
     runId: values['run-id'] ?? null,
     env: io.env,
-  }));
-  return launchNew(io, prepared, detach, showOutput);
-}
-
-/** A run that could not be made prints `{"failure":…}` before the error, for the Control Plane that launched it. */
-async function saysFailure(io: CliIo, making: Promise<PreparedRun>): Promise<PreparedRun> {
-  try {
-    return await making;
-  } catch (err) {
-    io.stdout(safeJson({ failure: failureOf(err) }) + '\n');
-    throw err;
-  }
+  }), detach, showOutput);
 }
