@@ -2,15 +2,11 @@
 // src/http/http-error.ts turn into an exit or HTTP status; nothing matches an error by its message text.
 // Must not import anything: every floor imports this leaf.
 
-/** The codes of errors that may reach a command's exit: what went wrong, not how to answer it (one class each). */
-export const ERROR_CODES = [
-  'usage', 'bad_input', 'bad_setting', 'not_found', 'conflict', 'refused', 'unavailable', 'failed',
-] as const;
-
-export type SvcErrorCode = (typeof ERROR_CODES)[number];
-
-/** 2 when the person must change what they typed or set (the spec's tokenless bind is one), 1 for the rest. */
-export const EXIT_STATUS: Readonly<Record<SvcErrorCode, 1 | 2>> = {
+/**
+ * The codes of errors that may reach a command's exit (what went wrong, not how to answer it; one class each), and
+ * their exit status: 2 when the person must change what they typed or set (the spec's tokenless bind is one), else 1.
+ */
+export const EXIT_STATUS = {
   usage: 2,
   bad_input: 2,
   bad_setting: 2,
@@ -19,29 +15,27 @@ export const EXIT_STATUS: Readonly<Record<SvcErrorCode, 1 | 2>> = {
   refused: 1,
   unavailable: 1,
   failed: 1,
-};
+} as const satisfies Record<string, 1 | 2>;
+
+export type SvcErrorCode = keyof typeof EXIT_STATUS;
 
 /** The base of every typed error; the wire's errors (HttpError, ControlApiError) keep their own codes. */
-export class SvcError<C extends SvcErrorCode = SvcErrorCode> extends Error {
-  readonly code: C;
-  constructor(code: C, message: string, options?: ErrorOptions) {
+export class SvcError extends Error {
+  readonly code: SvcErrorCode;
+  constructor(code: SvcErrorCode, message: string, options?: ErrorOptions) {
     super(message, options);
     this.name = new.target.name;
     this.code = code;
   }
 }
 
-export function isSvcError(value: unknown): value is SvcError {
-  return value instanceof SvcError;
-}
-
 /** The exit status for an error that ended a command: from its code when it is one of ours, else 1. */
 export function exitStatusOf(err: unknown): 1 | 2 {
-  return isSvcError(err) ? EXIT_STATUS[err.code] : 1;
+  return err instanceof SvcError ? EXIT_STATUS[err.code] : 1;
 }
 
-function withCode<C extends SvcErrorCode>(code: C) {
-  return class extends SvcError<C> {
+function withCode(code: SvcErrorCode) {
+  return class extends SvcError {
     constructor(message: string, options?: ErrorOptions) {
       super(code, message, options);
     }

@@ -4,14 +4,16 @@
 import { mkdirSync, openSync, closeSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { sendPendingRuns } from './pending-runs.ts';
+import { sendPendingRuns } from './ship.ts';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, UnavailableError, ConflictError, FailedError } from '../errors.ts';
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
-import { discoverControlUrl, serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
+import {
+  answersHealth, discoverControlUrl, serverRecordFile, readServerRecordFile, isPidAlive,
+} from '../client/server-record.ts';
 import { procStart } from '../engine/proc-group.ts';
 import { procList, readOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
@@ -42,7 +44,7 @@ export default async function dashboard(io: CliIo): Promise<number> {
 
   const found = discoverControlUrl(io.env);
   let url = found.url;
-  if (await isHealthy(url)) {
+  if (await answersHealth(url, 2_000)) {
     io.stderr(`Using the Control Plane at ${url} (found via ${found.via})\n`);
   } else if (found.via === 'SVC_CONTROL_URL') {
     throw new UnavailableError(
@@ -95,7 +97,7 @@ export async function serveOnFreePort(
     throw new UnavailableError(`${taken}: a Control Plane already runs there (pid ${record.pid}, ${record.url}). ` +
       `Use it (svc control status, svc dashboard), stop it (kill ${record.pid}), ${wayOut}`);
   }
-  if (await isHealthy(url, 1_000)) {
+  if (await answersHealth(url, 1_000)) {
     throw new UnavailableError(`${taken}: a server answers ${url}/health (another svc ${server} serve?). ` +
       `Use it, stop it, ${wayOut}`);
   }
@@ -103,16 +105,6 @@ export async function serveOnFreePort(
 }
 
 const START_DEADLINE_MS = 20_000;
-
-async function isHealthy(url: string, timeoutMs = 2_000): Promise<boolean> {
-  try {
-    const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(timeoutMs) });
-    await res.body?.cancel();
-    return res.ok;
-  } catch {
-    return false;
-  }
-}
 
 /** Starts `svc control serve` detached, logging to server.log, and waits until its server.json answers /health. */
 async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: string; pid: number; log: string }> {
@@ -140,10 +132,11 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
   const deadline = Date.now() + START_DEADLINE_MS;
   while (Date.now() < deadline) {
     if (exited !== null) {
-      throw new FailedError(`The Control Plane exited with code ${exited} while starting:\n${tail(log)}`);
+      const last = readOrNull(log)?.trimEnd().split('\n').slice(-8).join('\n') ?? '(no log)';
+      throw new FailedError(`The Control Plane exited with code ${exited} while starting:\n${last}`);
     }
     const found = readServerRecordFile(record);
-    if (found && found.pid === pid && (await isHealthy(found.url, 1_000))) {
+    if (found && found.pid === pid && (await answersHealth(found.url, 1_000))) {
       // What `svc dashboard stop` may stop, while it is still this process (no /proc start time: nothing to prove).
       const start = procStart(pid);
       if (start !== null) writeJsonAtomic(dashboardRecordFile(env), { pid, proc_start: start, url: found.url }, 0o600);
@@ -154,10 +147,6 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
   throw new FailedError(
     `The Control Plane did not become ready within ${START_DEADLINE_MS / 1000}s (pid ${pid}, log ${log})`,
   );
-}
-
-function tail(path: string): string {
-  return readOrNull(path)?.trimEnd().split('\n').slice(-8).join('\n') ?? '(no log)';
 }
 
 /** The program that opens a URL: $BROWSER (its first colon-separated entry), else the platform opener. */

@@ -40,11 +40,8 @@ export default async function deploy(io: CliIo): Promise<number> {
     io.stdout(`${line}\n`);
     return 0;
   }
-  try {
-    const record = { sha: sha!, health: health!, ...(finishedAt ? { finished_at: finishedAt } : {}) };
-    io.stdout(`${recordDeploy(repo, record)}\n`);
-  } catch (err) {
-    throw new UsageError(errorMessage(err));
-  }
+  // A malformed sha or time is recordDeploy's BadInputError (exit 2); a failed write is the machine's state (exit 1).
+  const record = { sha: sha!, health: health!, ...(finishedAt ? { finished_at: finishedAt } : {}) };
+  io.stdout(`${recordDeploy(repo, record)}\n`);
   return 0;
 }

@@ -95,17 +95,10 @@ function add(io: CliIo, file: string, tokens: string[]): number {
   const line = tokens.map((t) => (t.startsWith('checkout=') ? `checkout=${resolve(t.slice(9))}` : t)).join(' ');
   const before = readText(file) ?? '';
   const after = `${before}${before === '' || before.endsWith('\n') ? '' : '\n'}${line}\n`;
-  const lines = after.split(/\r?\n/);
-  let added;
-  try {
-    const entries = parseServedRepos(after, file);
-    added = entries[entries.length - 1]!;
-    const problems = checkoutProblems([added], lines);
-    if (problems.length) throw new ReposFileError(file, problems);
-  } catch (err) {
-    if (err instanceof ReposFileError) throw new UsageError(err.message);
-    throw err;
-  }
+  // A refused entry is a ReposFileError, a BadSettingError: exit 2, as a usage mistake.
+  const added = parseServedRepos(after, file).at(-1)!;
+  const problems = checkoutProblems([added], after.split(/\r?\n/));
+  if (problems.length) throw new ReposFileError(file, problems);
   writeAtomically(file, after);
   io.stdout(`Added ${formatServedRepo(added)} to ${file}\n${LIVE}\n`);
   return 0;

@@ -5,7 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { eventsPath, runDir } from '../engine/paths.ts';
 import { repoRoot } from '../engine/git.ts';
 import { tryReadState, type RunState } from '../engine/run-state.ts';
-import { procStart } from '../engine/proc-group.ts';
+import { workerAlive } from '../engine/repo-name.ts';
 import { TERMINAL } from '../run-json.ts';
 import { objOrNull, str, tryParseJson } from '../untrusted.ts';
 import type { ControlClient } from '../client/client.ts';
@@ -58,7 +58,7 @@ export function createEventTail(runDir: string): () => Array<{ kind: string; dat
     rest = lines.pop() ?? '';
     const events: Array<{ kind: string; data: unknown }> = [];
     for (const line of lines) {
-      // A line that is not JSON is not an event: skipped, as readEvents does.
+      // A line that is not JSON is not an event: skipped.
       const event = objOrNull(tryParseJson(line));
       const kind = event ? str(event.kind) : null;
       if (event && kind !== null) events.push({ kind, data: event.data });
@@ -69,9 +69,7 @@ export function createEventTail(runDir: string): () => Array<{ kind: string; dat
 
 /** The run has ended, or its worker is gone without saying so (a crash): either way nothing more will be written. */
 function finished(state: RunState | null): boolean {
-  if (!state || TERMINAL.has(state.status)) return true;
-  if (state.pid === null || state.proc_start === null) return false;
-  return procStart(state.pid) !== state.proc_start;
+  return !state || TERMINAL.has(state.status) || (state.pid !== null && !workerAlive(state));
 }
 
 /** Prints the run's output lines from its folder; with `follow`, until the run has ended or `until` says so. */

@@ -7,7 +7,7 @@ import { readControlToken } from '../engine/shipper.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
 import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine } from './runs-format.ts';
-import { sendPendingRuns } from './pending-runs.ts';
+import { sendPendingRuns } from './ship.ts';
 import { safeJson } from '../safe-json.ts';
 import { oneOf } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
@@ -89,11 +89,6 @@ export function parseRunRef(text: string | undefined, env: NodeJS.ProcessEnv): R
 
 type FlagValues = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
 
-/** The `list` flags passed to the server as they are, each with its query key. */
-const PLAIN_FILTERS = [
-  ['repo', 'repo'], ['group', 'group_id'], ['since', 'since'], ['until', 'until'], ['cursor', 'cursor'],
-] as const;
-
 /** Flags that only `list` takes. */
 const LIST_FLAGS = ['verdict', 'status', 'failure', 'repo', 'group', 'since', 'until', 'limit', 'cursor'] as const;
 
@@ -108,14 +103,13 @@ function listFilter(values: FlagValues): RunFilter {
   if (limit !== undefined && !/^[1-9]\d*$/.test(limit)) {
     throw new UsageError(`Invalid --limit "${limit}" (expected a positive integer)`);
   }
-  const filter: RunFilter = {
+  return {
     verdict: choice<Verdict | 'none'>('verdict', [...VERDICTS, 'none']),
     status: choice('status', RUN_STATUSES),
     failure: choice('failure', FAILURE_CLASSES),
     limit: limit === undefined ? undefined : Number(limit),
+    repo: values.repo, group_id: values.group, since: values.since, until: values.until, cursor: values.cursor,
   };
-  for (const [flag, key] of PLAIN_FILTERS) filter[key] = values[flag];
-  return filter;
 }
 
 async function dispatch(

@@ -1,11 +1,13 @@
-// `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes (shipper.ts).
+// `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes (shipper.ts);
+// and before a command that talks to the Control Plane, the project's runs it has not heard the end of, so
+// `svc runs show` finds a run made while no Control Plane ran.
 import { readdirSync, lstatSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
 import { FailedError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
-import { shipRuns } from '../engine/shipper.ts';
+import { pendingRuns, shipRuns } from '../engine/shipper.ts';
 import { isValidSegment } from '../engine/ids.ts';
 
 export const HELP = `Usage: svc ship [--repo DIR] [--all]
@@ -30,4 +32,30 @@ export default async function ship(io: CliIo): Promise<number> {
   if (left.length > 0) throw new FailedError(`${left.length} of ${runs.length} runs not sent: ${failure}`);
   io.stdout(`Shipped ${shipped.length} run${shipped.length === 1 ? '' : 's'}${url ? ` to ${url}` : ''}\n`);
   return 0;
+}
+
+/** The nearest folder from `cwd` up whose `.svc/ship-pending` lists a run; null when there is none. */
+function projectWithPending(cwd: string): string | null {
+  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
+    if (lstatSync(join(dir, '.svc', 'ship-pending'), { throwIfNoEntry: false })?.isDirectory()) {
+      return pendingRuns(dir).length ? dir : null;
+    }
+    if (dir === dirname(dir)) return null;
+  }
+}
+
+/** The project's pending runs sent within `budgetMs`, said on stderr; never fails the command it runs before. */
+export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000): Promise<void> {
+  if (io.env.SVC_SHIP === '0') return;
+  const repo = projectWithPending(cwd);
+  if (!repo) return;
+  try {
+    const { shipped, left, url } = await shipRuns(repo, pendingRuns(repo), io.env, { budgetMs });
+    if (shipped.length) {
+      io.stderr(`svc: sent ${shipped.length} run${shipped.length === 1 ? '' : 's'} the Control Plane at ${url} ` +
+        `had not seen${left.length ? ` (${left.length} still waiting)` : ''}\n`);
+    }
+  } catch {
+    // a Control Plane that is down, or a project svc cannot read: the marker stays for the next command
+  }
 }

@@ -1,5 +1,5 @@
 // `svc start`: make a run from a brief, spec, issue export, issue URL or tracker reference, and run it (DESIGN §6).
-import { sendPendingRuns } from './pending-runs.ts';
+import { sendPendingRuns } from './ship.ts';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
@@ -64,15 +64,42 @@ function runArg(value: string | undefined, flag: string): string {
   return value;
 }
 
-/** Foreground: the worker still gets its own process group; Ctrl-C here becomes a clean stop. */
-async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: boolean): Promise<number> {
+/**
+ * A new run (or a retry) gets its worker: a renamed checkout and what its plan left out are said first. One that
+ * could not be made prints `{"failure":…}` before the error, for the Control Plane that launched it.
+ */
+async function launchNew(io: CliIo, making: Promise<PreparedRun>, detach: boolean, showOutput: boolean) {
+  const { state, plan, renamed } = await making.catch((err: unknown) => {
+    io.stdout(safeJson({ failure: failureOf(err) }) + '\n');
+    throw err;
+  });
+  if (renamed) {
+    const runs = `${renamed.runs} earlier run${renamed.runs === 1 ? '' : 's'}`;
+    io.stderr(`svc start: this repository is now named ${renamed.to}; ${runs} renamed from ` +
+      `${renamed.from.join(', ')} (their receipts keep the name they were signed with)\n`);
+  }
+  for (const note of plan.notes) io.stderr(`svc start: ${note}\n`);
+  return launch(io, state, plan, 'start', detach, showOutput);
+}
+
+/** The worker, in a process group of its own; in the foreground, followed, and Ctrl-C here becomes a clean stop. */
+async function launch(
+  io: CliIo, state: RunState, plan: RunPlan, mode: WorkerMode, detach: boolean, showOutput = false,
+): Promise<number> {
+  const unconfined = unsandboxedWarning(plan.sandbox);
+  if (unconfined) io.stderr(`svc start: ${unconfined}\n`);
   const dir = runDir(state.repo_path, state.run);
   // Past a resumed run's earlier output, before the worker writes anything.
   const tail = showOutput ? createEventTail(dir) : null;
   tail?.();
-  const child = spawnWorker(svcCliPath(), state, mode, io.env, true);
-  // The run's address first, as --detach prints it, so a caller (a Kubernetes pod log) knows it at once.
+  const child = spawnWorker(svcCliPath(), state, mode, io.env, !detach);
+  // The run's address first, so a caller (a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
+  if (detach) {
+    child.unref();
+    await sendPendingRuns(io, state.repo_path, 1_500);
+    return 0;
+  }
   const onSignal = () => void stopLocalRun(state.repo_path, state.run, undefined, 'an interrupt of svc start');
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -84,6 +111,8 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   const output = tail
     ? printLocalLogs(dir, io.stderr, { follow: true, until: () => closed, agentOnly: true, tail })
     : Promise.resolve();
+  // Earlier runs the Control Plane never heard the end of go while this one works.
+  await sendPendingRuns(io, state.repo_path);
   await ended;
   await output;
   process.off('SIGINT', onSignal);
@@ -94,35 +123,6 @@ async function follow(io: CliIo, state: RunState, mode: WorkerMode, showOutput: 
   if (signsLater(io.env)) return 0;
   // Any other end is 1, whatever its failure class (README "Exit codes": scripts read the summary's failure.class).
   return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
-}
-
-/** A new run (or a retry) gets its worker: a renamed checkout and what its plan left out are said first. */
-function launchNew(io: CliIo, { state, plan, renamed }: PreparedRun, detach: boolean, showOutput: boolean) {
-  if (renamed) {
-    const runs = `${renamed.runs} earlier run${renamed.runs === 1 ? '' : 's'}`;
-    io.stderr(`svc start: this repository is now named ${renamed.to}; ${runs} renamed from ` +
-      `${renamed.from.join(', ')} (their receipts keep the name they were signed with)\n`);
-  }
-  for (const note of plan.notes) io.stderr(`svc start: ${note}\n`);
-  return launch(io, state, plan, 'start', detach, showOutput);
-}
-
-async function launch(
-  io: CliIo, state: RunState, plan: RunPlan, mode: WorkerMode, detach: boolean, showOutput = false,
-): Promise<number> {
-  const unconfined = unsandboxedWarning(plan.sandbox);
-  if (unconfined) io.stderr(`svc start: ${unconfined}\n`);
-  if (!detach) {
-    const code = follow(io, state, mode, showOutput);
-    // Earlier runs the Control Plane never heard the end of go while this one works.
-    await sendPendingRuns(io, state.repo_path);
-    return code;
-  }
-  const child = spawnWorker(svcCliPath(), state, mode, io.env, false);
-  child.unref();
-  io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
-  await sendPendingRuns(io, state.repo_path, 1_500);
-  return 0;
 }
 
 export default async function start(io: CliIo): Promise<number> {
@@ -152,25 +152,21 @@ export default async function start(io: CliIo): Promise<number> {
     throw new UsageError('--follow streams a run in the foreground: it cannot go with --detach');
   }
 
-  if (values.stop !== undefined) {
-    const run = runArg(values.stop, '--stop');
-    const state = await stopLocalRun(resolveRepo(repoDir), run, undefined, 'svc start --stop');
-    if (!state) throw new NotFoundError(`No run ${values.stop} in this repository`);
-    io.stdout(summary(state));
-    return 0;
-  }
-  if (values['open-pr'] !== undefined) {
-    const dir = runDir(resolveRepo(repoDir), runArg(values['open-pr'], '--open-pr'));
-    if (!tryReadState(dir)) throw new NotFoundError(`No run ${values['open-pr']} in this repository`);
-    io.stdout(summary(await openPrLater(dir, io.env, (t) => io.stderr(`svc start: ${t}\n`))));
-    return 0;
-  }
-  for (const flag of ['resume', 'verify'] as const) {
+  for (const flag of ['stop', 'open-pr', 'resume', 'verify'] as const) {
     const run = values[flag];
     if (run === undefined) continue;
-    const dir = runDir(resolveRepo(repoDir), runArg(run, `--${flag}`));
+    const repo = resolveRepo(repoDir);
+    const dir = runDir(repo, runArg(run, `--${flag}`));
     const state = tryReadState(dir);
     if (!state) throw new NotFoundError(`No run ${run} in this repository`);
+    if (flag === 'stop') {
+      io.stdout(summary((await stopLocalRun(repo, run, undefined, 'svc start --stop')) ?? state));
+      return 0;
+    }
+    if (flag === 'open-pr') {
+      io.stdout(summary(await openPrLater(dir, io.env, (t) => io.stderr(`svc start: ${t}\n`))));
+      return 0;
+    }
     if (flag === 'resume' && state.status !== 'stopped' && state.status !== 'failed') {
       throw new ConflictError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
     }
@@ -180,12 +176,11 @@ export default async function start(io: CliIo): Promise<number> {
     return launch(io, state, readPlan(dir), flag, detach, showOutput);
   }
   if (values.retry !== undefined) {
-    const retry = runArg(values.retry, '--retry');
-    const prepared = await saysFailure(io, prepareRetry(repoDir, retry, values['run-id'] ?? null, io.env));
-    return launchNew(io, prepared, detach, showOutput);
+    const retry = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
+    return launchNew(io, retry, detach, showOutput);
   }
   if (positionals.length === 0) throw new UsageError('svc start needs an input (see svc start --help)');
-  const prepared = await saysFailure(io, prepareRun({
+  return launchNew(io, prepareRun({
     input: positionals.join(' '),
     forceBrief: values.brief === true,
     followUp: values['follow-up'] === undefined ? null : followUpRequest({
@@ -198,16 +193,5 @@ export default async function start(io: CliIo): Promise<number> {
     repo: repoDir,
     runId: values['run-id'] ?? null,
     env: io.env,
-  }));
-  return launchNew(io, prepared, detach, showOutput);
-}
-
-/** A run that could not be made prints `{"failure":…}` before the error, for the Control Plane that launched it. */
-async function saysFailure(io: CliIo, making: Promise<PreparedRun>): Promise<PreparedRun> {
-  try {
-    return await making;
-  } catch (err) {
-    io.stdout(safeJson({ failure: failureOf(err) }) + '\n');
-    throw err;
-  }
+  }), detach, showOutput);
 }

@@ -66,12 +66,10 @@ export function createControlClient(options: {
   url: string;
   /** Sent as `Authorization: Bearer <token>`; never put in URLs or errors. */
   token?: string | undefined;
-  fetch?: typeof fetch;
   /** Per-request timeout for non-streaming calls (default 30 s). */
   timeoutMs?: number;
 }) {
   const base = options.url.replace(/\/+$/, '');
-  const doFetch = options.fetch ?? globalThis.fetch;
   const timeoutMs = options.timeoutMs ?? 30_000;
 
   function url(path: string, query: object = {}): string {
@@ -92,7 +90,7 @@ export function createControlClient(options: {
     }
     let res: Response;
     try {
-      res = await doFetch(url(path, call.query), init);
+      res = await fetch(url(path, call.query), init);
     } catch (err) {
       if (signal?.aborted) throw err;
       const cause = err instanceof Error ? ((err.cause as Error | undefined)?.message ?? err.message) : String(err);

@@ -37,6 +37,17 @@ export function isPidAlive(pid: number): boolean {
   }
 }
 
+/** Whether a server answers 2xx on `<url>/health` within `timeoutMs`. */
+export async function answersHealth(url: string, timeoutMs: number): Promise<boolean> {
+  try {
+    const res = await fetch(`${url.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    await res.body?.cancel();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
 export const DEFAULT_CONTROL_PORT = 47821;
 
 /** The URL, and `via`: how it was found, for `svc control status` and error messages. */

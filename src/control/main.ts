@@ -5,7 +5,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { readServerRecordFile, isPidAlive, type ServerRecord } from '../client/server-record.ts';
+import { answersHealth, readServerRecordFile, isPidAlive, type ServerRecord } from '../client/server-record.ts';
 import { openDatabase, transaction } from '../db/open.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { controlMigrations } from '../db/control-migrations.ts';
@@ -95,16 +95,6 @@ function recordPath(svcHome: string): string {
   return join(svcHome, 'control', 'server.json');
 }
 
-async function answersHealth(url: string): Promise<boolean> {
-  try {
-    const res = await fetch(`${url.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(500) });
-    await res.body?.cancel();
-    return res.ok;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * Records this server in server.json (what clients find it by) unless the file names another live Control Plane (its
  * pid alive and its URL answering /health); answers the record kept instead, if any.
@@ -112,7 +102,7 @@ async function answersHealth(url: string): Promise<boolean> {
 async function claimServerRecord(svcHome: string, own: ServerRecord): Promise<ServerRecord | null> {
   const path = recordPath(svcHome);
   const found = readServerRecordFile(path);
-  if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answersHealth(found.url))) return found;
+  if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answersHealth(found.url, 500))) return found;
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   writeJsonAtomic(path, own, 0o600);
   return null;

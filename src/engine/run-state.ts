@@ -9,7 +9,7 @@ import { listPlain, openPlainDirIn, openPlainPath, readObjectIn } from './plain-
 import {
   RUN_JSON_FIELDS, runFailure, type CostFigures, type FailureClass, type MeteredCost, type RunFailure, type RunJson,
 } from '../run-json.ts';
-import { errorMessage, isSvcError, type SvcErrorCode } from '../errors.ts';
+import { errorMessage, SvcError, type SvcErrorCode } from '../errors.ts';
 import { ProviderMissingError } from './providers.ts';
 import { PolicyError } from './policy.ts';
 import { TrustNeededError } from './run-plan.ts';
@@ -197,5 +197,5 @@ export function failureOf(err: unknown): RunFailure {
   const reason = errorMessage(err);
   const config = err instanceof ProviderMissingError || err instanceof SandboxUnavailableError ||
     err instanceof PolicyError || err instanceof TrustNeededError;
-  return runFailure(config ? 'config' : isSvcError(err) ? CLASS_OF_CODE[err.code] : 'infra', reason);
+  return runFailure(config ? 'config' : err instanceof SvcError ? CLASS_OF_CODE[err.code] : 'infra', reason);
 }

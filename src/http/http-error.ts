@@ -1,7 +1,7 @@
 // One error type for both servers, and the one table from the wire's error codes to HTTP statuses (DESIGN §4): a
 // handler throws HttpError(code, message), never a status. The codes are the wire's, not src/errors.ts's.
 
-import { isSvcError, type SvcErrorCode } from '../errors.ts';
+import { SvcError, type SvcErrorCode } from '../errors.ts';
 
 export const errorStatus = {
   bad_request: 400,
@@ -83,7 +83,7 @@ const SVC_ERROR_CODES: Readonly<Record<SvcErrorCode, ErrorCode | null>> = {
 
 /** The HttpError a typed svc error answers as, or null for one that is a server failure (a 500). */
 export function httpErrorOf(err: unknown): HttpError | null {
-  if (!isSvcError(err)) return null;
+  if (!(err instanceof SvcError)) return null;
   const code = SVC_ERROR_CODES[err.code];
   return code === null ? null : new HttpError(code, err.message);
 }
