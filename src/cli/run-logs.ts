@@ -67,9 +67,11 @@ export function createEventTail(runDir: string): () => Array<{ kind: string; dat
   };
 }
 
-/** The run has ended, or its worker is gone without saying so (a crash): either way nothing more will be written. */
+/** The run has ended, or its worker is gone without saying so (a crash): either way nothing more will be written.
+ * Without a recorded start time (no /proc) the worker cannot be told from another process: followed to the end. */
 function finished(state: RunState | null): boolean {
-  return !state || TERMINAL.has(state.status) || (state.pid !== null && !workerAlive(state));
+  if (!state || TERMINAL.has(state.status)) return true;
+  return state.pid !== null && state.proc_start !== null && !workerAlive(state);
 }
 
 /** Prints the run's output lines from its folder; with `follow`, until the run has ended or `until` says so. */
