@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
-import { adapterOf, addUsage, modelSilent, type ResolvedProvider } from './providers.ts';
+import { adapterOf, addUsage, lineReaderOf, modelSilent, type ResolvedProvider } from './providers.ts';
 import { oneLine } from './text.ts';
 import { writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
@@ -83,13 +83,12 @@ export async function runProvider(
     let refused: string | null = null;
     for (let number = 1; ; number++) {
       if (ctx.stopRequested()) return { kind: 'stopped' };
-      const a = newAttempt(ctx, number, runDeadline - Date.now(), adapterOf(provider.kind).sessionIdLast === true);
+      const a = newAttempt(ctx, plan, opts.sandbox.gate, number, runDeadline - Date.now());
       const limited = limitBeforeAttempt(provider.name, a, limits);
       if (limited) return limited;
       const inv = nextInvocation(ctx, provider, spec, opts.notes, refused);
-      const gate = opts.sandbox.gate;
       const result = await inSpan('svc.provider', { 'svc.provider': provider.name, 'svc.invocation': number },
-        () => watchAttempt(ctx, startAttempt(ctx, plan, opts, files, inv, a, log), a, files, maxUsd, gate));
+        () => watchAttempt(ctx, startAttempt(ctx, plan, opts, files, inv, a, log), a, files));
       recordAttempt(ctx, result, a, log);
       if (result.sandboxFailed) {
         // bwrap exited before running the provider: svc's infrastructure failed, not the agent.
@@ -97,7 +96,7 @@ export async function runProvider(
           `provider ${provider.name} (its output is in provider.log)`, { beforeAgent: number === 1 });
       }
       if (ctx.state.model_answered === undefined) ctx.update({ model_answered: false });
-      const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, gate, inv);
+      const next = await outcomeAfterExit(ctx, provider, files, a, result, inv);
       refused = next === 'refused' ? `${provider.name} could not resume its session (exit ${result.code})` : null;
       if (next !== 'again' && next !== 'refused') return next;
     }
@@ -143,14 +142,17 @@ interface Attempt extends BudgetWatch {
   first: boolean;
 }
 
-function newAttempt(ctx: RunContext, number: number, remainingMs: number, idLast: boolean): Attempt {
+function newAttempt(
+  ctx: RunContext, { provider, policy }: RunPlan, gate: RunGate | null, number: number, remainingMs: number,
+): Attempt {
   // What the agent reported so far (a state.json from before `reported` existed has it in the cost fields).
   const none = { cost_usd: null, tokens_in: null, tokens_out: null };
   const { cost_usd, tokens_in, tokens_out } = ctx.state;
   const before = ctx.state.reported === undefined ? { cost_usd, tokens_in, tokens_out } : ctx.state.reported ?? none;
   return {
     number, remainingMs, before, usage: none, budgetAsked: false, reached: null, deadline: Date.now() + remainingMs,
-    overBudget: null, answeredWhileRunning: false, sightings: createSightings(idLast), loggedOut: false,
+    overBudget: null, maxUsd: policy.max_usd, gate, answeredWhileRunning: false, loggedOut: false,
+    sightings: createSightings(adapterOf(provider.kind).sessionIdLast === true),
     first: ctx.state.model_answered === undefined,
   };
 }
@@ -184,10 +186,7 @@ function startAttempt(
   const extra = { ...opts.sandbox.env, PWD: ctx.state.workdir, SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile,
     SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run, SVC_SOURCE: ctx.state.source };
   const argv = inv.argv.map((arg) => (arg === '{task_file}' ? taskFile : arg));
-  const adapter = adapterOf(provider.kind);
-  const parse = adapter.usage();
-  const readSession = adapter.session();
-  const readLogin = adapter.notLoggedIn?.said;
+  const read = lineReaderOf(provider.kind);
   const how = inv.way === 'session' ? `, resuming its session ${inv.id}`
     : inv.way === 'summary' ? `, a fresh session with the earlier conversation summarised: ${inv.why}` : '';
   // provider, attempt and resumed as fields too, so the run page's timeline never parses the text.
@@ -202,10 +201,10 @@ function startAttempt(
     ...(provider.stdinPrompt ? { stdin: inv.prompt } : {}),
     maxBytes: 1,
     onLine(stream, line) {
-      const inc = parse(line);
+      const { usage: inc, session, login } = read(line);
       if (inc) a.usage = addUsage(a.usage, inc);
-      if (stream === 'stdout') a.sightings.add(readSession(line));
-      const record = stream === 'stdout' && readLogin ? readLogin(line) : null;
+      if (stream === 'stdout') a.sightings.add(session);
+      const record = stream === 'stdout' ? login : null;
       // Kept in state.json at once: a later invocation, a resume or an infra retry of the run sees it.
       if (record === 'answered' || (inc && !modelSilent(inc))) {
         if (ctx.state.model_answered !== true) ctx.update({ model_answered: true });
@@ -228,14 +227,12 @@ function pollQuestion(ctx: RunContext, a: Attempt, files: ProtocolFiles): void {
   a.answeredWhileRunning = true;
 }
 
-async function watchAttempt(
-  ctx: RunContext, proc: GroupRun, a: Attempt, files: ProtocolFiles, maxUsd: number | null, gate: RunGate | null,
-): Promise<GroupResult> {
+async function watchAttempt(ctx: RunContext, proc: GroupRun, a: Attempt, files: ProtocolFiles): Promise<GroupResult> {
   let exited = false;
   const done = proc.done.finally(() => (exited = true));
   while (!exited) {
-    if (a.budgetAsked) pollBudgetAnswer(ctx, proc, a, maxUsd);
-    else if (askBudgetIfReached(ctx, proc, a, maxUsd, gate)) continue;
+    if (a.budgetAsked) pollBudgetAnswer(ctx, proc, a);
+    else if (askBudgetIfReached(ctx, proc, a)) continue;
     else pollQuestion(ctx, a, files);
     await Promise.race([done, sleep(POLL_MS)]);
   }
@@ -257,8 +254,7 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
 
 /** An invocation's exit: an outcome, 'again' to invoke once more, 'refused' to do so in a fresh CLI session. */
 async function outcomeAfterExit(
-  ctx: RunContext, provider: ResolvedProvider, maxUsd: number | null, files: ProtocolFiles, a: Attempt,
-  result: GroupResult, gate: RunGate | null, inv: Invocation,
+  ctx: RunContext, provider: ResolvedProvider, files: ProtocolFiles, a: Attempt, result: GroupResult, inv: Invocation,
 ): Promise<ProviderOutcome | 'again' | 'refused'> {
   if (ctx.stopRequested()) return { kind: 'stopped' };
   const over = overBudgetAtExit(ctx, a, Boolean(result.endedBy));
@@ -285,7 +281,7 @@ async function outcomeAfterExit(
 
   // Reached a budget by the time it exited: ask whether to go on. A CLI the gate refused may have given up: once the
   // budget is raised it is invoked again (on the same session where its provider resumes one).
-  const budget = await budgetAtExit(ctx, a, maxUsd, gate, result.code);
+  const budget = await budgetAtExit(ctx, a, result.code);
   if (budget === 'raised' && result.code !== 0) return 'again';
   if (budget !== null && budget !== 'raised') return budget;
   if (resumeRefused(ctx, inv, result.code, a.usage)) return 'refused';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { adapterOf } from '../../src/engine/providers.ts';
+import { lineReaderOf } from '../../src/engine/providers.ts';
 import { inheritSession, nextInvocation, recordInvocation } from '../../src/engine/provider-session.ts';
 import type { RunContext } from '../../src/engine/run-context.ts';
 
@@ -220,8 +220,8 @@ case "$*" in *--resume*) echo teal > a.txt ;; *) exit 3 ;; esac
 
 describe('session readers', () => {
   const seen = (kind: string, lines: string[]) => {
-    const read = adapterOf(kind).session();
-    return lines.map(read).filter((s) => s !== null);
+    const read = lineReaderOf(kind);
+    return lines.map((line) => read(line).session).filter((s) => s !== null);
   };
 
   it('take only ids of the CLI\'s own shape', () => {
