@@ -10,8 +10,8 @@ import { readPlan, type RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import {
   decideVerdict, failedRequiredCheck, requiredCheckError, issueReceipt, confinedNetwork, reportedChecks, signsLater,
-  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptBlock, receiptCost, verifyReceipt, keyRingOf,
-  type CheckResult, type Receipt, type EvidenceClass, type RunEvidence,
+  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptBlock, receiptCost, verifyReceipt,
+  type CheckResult, type Receipt, type RunEvidence,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -45,8 +45,14 @@ export async function finish(
   const overBudget = end.kind === 'over-budget';
   const config = end.kind === 'failed' && end.config;
   if (signsLater(ctx.env)) {
-    const cls = failure === null ? null : config ? 'config' : end.kind === 'limit' ? 'limit' : 'agent';
-    return leaveEvidence(ctx, overBudget ? 'over_budget' : 'finished', failure, exitCode, checks, cls);
+    // In a pod's run container (no key there): the evidence; its signer sets the rest (src/pod/sign.ts).
+    const outcome = overBudget ? 'over_budget' : 'finished';
+    const evidence: RunEvidence = { type: EVIDENCE_TYPE, version: 1, run: ctx.state.run, outcome, error: failure,
+      failure_class: failure === null ? null : config ? 'config' : end.kind === 'limit' ? 'limit' : 'agent',
+      exit_code: exitCode, checks: reportedChecks(checks) };
+    ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidence, null, 2) + '\n');
+    ctx.event('evidence', { outcome, checks: checks.length });
+    return ctx.say('evidence written: the signer container issues the receipt');
   }
   const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
   let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
@@ -68,18 +74,6 @@ export async function finish(
     error, ...(failed_check === undefined ? {} : { failed_check }), ended_at: ended, exit_code: exitCode,
     question: null, failure: failed ?? prFailure,
   });
-}
-
-/** In a pod's run container (no key there): the evidence; its signer sets the rest (src/pod/sign.ts). */
-function leaveEvidence(
-  ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null,
-  checks: CheckResult[], failureClass: EvidenceClass | null,
-): void {
-  const evidence: RunEvidence = { type: EVIDENCE_TYPE, version: 1, run: ctx.state.run, outcome, error,
-    failure_class: failureClass, exit_code: exitCode, checks: reportedChecks(checks) };
-  ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidence, null, 2) + '\n');
-  ctx.event('evidence', { outcome, checks: checks.length });
-  ctx.say('evidence written: the signer container issues the receipt');
 }
 
 /** `--verify`: the diff, the checks and a new receipt; the run's status stays. */
@@ -243,7 +237,7 @@ function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Recei
     throw new ConflictError(`Run ${state.source}/${state.run} has no receipt: verify it first`);
   }
   const key = loadOrCreateSigningKey(svcHomeOf(env));
-  const check = verifyReceipt(value, keyRingOf([key.publicKey.export({ type: 'spki', format: 'pem' }).toString()]));
+  const check = verifyReceipt(value, new Map([[key.kid, key.publicKey]]));
   if (!check.ok || !check.receipt) throw new ConflictError(`The run's receipt does not verify: ${check.message}`);
   if (check.receipt.run !== state.run || check.receipt.source !== state.source) {
     throw new ConflictError(`The receipt in run ${state.source}/${state.run} is about another run`);
