@@ -10,7 +10,7 @@ import { readPlan, type RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import {
   decideVerdict, failedRequiredCheck, requiredCheckError, issueReceipt, confinedNetwork, reportedChecks, signsLater,
-  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptBlock, receiptCost, verifyReceipt,
+  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptMarkdown, receiptCost, verifyReceipt,
   type CheckResult, type Receipt, type RunEvidence,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
@@ -18,7 +18,6 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
 import { ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
-import { fence } from './text.ts';
 import { artifactsDir } from './paths.ts';
 import type { RunState } from './run-state.ts';
 import { agentSandbox, postAgentGit, type RunSandbox } from './sandbox.ts';
@@ -151,13 +150,9 @@ function prBody(ctx: RunContext, receipt: Receipt): string {
     `${c.exit_code === 0 ? 'passed' : `failed (${c.exit_code})`} |`);
   const cost = receipt.cost.usd === null ? 'not reported' : `$${receipt.cost.usd.toFixed(4)}`;
   const page = publicRunPage(ctx.env, receipt.source, receipt.run);
-  return [
-    `Run \`${receipt.source}/${receipt.run}\` by svc (${receipt.provider}). Verdict: **${receipt.verdict}**.`,
-    ...(page ? ['', `Run page: ${page}`] : []),
-    '',
-    'Task (untrusted text from the run input):',
-    fence(ctx.state.brief, 'text'),
-    '',
+  const { source, run, provider, verdict } = receipt;
+  const lead = `Run \`${source}/${run}\` by svc (${provider}). Verdict: **${verdict}**.`;
+  return receiptMarkdown([lead, ...(page ? ['', `Run page: ${page}`] : [])], ctx.state.brief, [
     ...(checks.length
       ? ['| check | kind | result |', '|---|---|---|', ...checks, '']
       : ['No checks are configured in .svc/policy.json.', '']),
@@ -165,9 +160,7 @@ function prBody(ctx: RunContext, receipt: Receipt): string {
     ...(receipt.gaps.length ? ['', `Gaps: ${receipt.gaps.join('; ')}.`] : []),
     '',
     'svc never merges or deploys; review and merge through your usual process.',
-    '',
-    ...receiptBlock(receipt),
-  ].join('\n');
+  ], receipt);
 }
 
 type PrPlan = Pick<RunPlan, 'policy' | 'push_target'>;

@@ -79,11 +79,11 @@ export async function runProvider(
     const files = protocolFiles(ctx);
     const log = createOutputLog(ctx);
     if (ctx.state.budget_usd === null && maxUsd !== null) ctx.update({ budget_usd: maxUsd });
-    const runDeadline = Date.now() + limits.run_timeout_s * 1000;
+    const deadline = Date.now() + limits.run_timeout_s * 1000;
     let refused: string | null = null;
     for (let number = 1; ; number++) {
       if (ctx.stopRequested()) return { kind: 'stopped' };
-      const a = newAttempt(ctx, plan, opts.sandbox.gate, number, runDeadline - Date.now());
+      const a = newAttempt(ctx, plan, opts.sandbox.gate, number, deadline);
       const limited = limitBeforeAttempt(provider.name, a, limits);
       if (limited) return limited;
       const inv = nextInvocation(ctx, provider, spec, opts.notes, refused);
@@ -129,10 +129,9 @@ function createOutputLog(ctx: RunContext) {
 }
 type OutputLog = ReturnType<typeof createOutputLog>;
 
-/** One invocation's account; `remainingMs` is what is left of limits.run_timeout_s. */
+/** One invocation's account; its `deadline` is the end of limits.run_timeout_s. */
 interface Attempt extends BudgetWatch {
   number: number;
-  remainingMs: number;
   /** An answer reached $SVC_ANSWER_FILE while the provider ran (see outcomeAfterExit). */
   answeredWhileRunning: boolean;
   sightings: Sightings;
@@ -143,14 +142,14 @@ interface Attempt extends BudgetWatch {
 }
 
 function newAttempt(
-  ctx: RunContext, { provider, policy }: RunPlan, gate: RunGate | null, number: number, remainingMs: number,
+  ctx: RunContext, { provider, policy }: RunPlan, gate: RunGate | null, number: number, deadline: number,
 ): Attempt {
   // What the agent reported so far (a state.json from before `reported` existed has it in the cost fields).
   const none = { cost_usd: null, tokens_in: null, tokens_out: null };
   const { cost_usd, tokens_in, tokens_out } = ctx.state;
   const before = ctx.state.reported === undefined ? { cost_usd, tokens_in, tokens_out } : ctx.state.reported ?? none;
   return {
-    number, remainingMs, before, usage: none, budgetAsked: false, reached: null, deadline: Date.now() + remainingMs,
+    number, deadline, before, usage: none, budgetAsked: false, reached: null,
     overBudget: null, maxUsd: policy.max_usd, gate, answeredWhileRunning: false, loggedOut: false,
     sightings: createSightings(adapterOf(provider.kind).sessionIdLast === true),
     first: ctx.state.model_answered === undefined,
@@ -163,7 +162,7 @@ function limitBeforeAttempt(name: string, a: Attempt, limits: RunLimits): Provid
     return { kind: 'limit', exitCode: null, error: `Provider ${name} was invoked ${limits.invocations} times ` +
       'in this run, the policy\'s limits.invocations: not invoked again' };
   }
-  if (a.remainingMs <= 0) {
+  if (a.deadline <= Date.now()) {
     return { kind: 'limit', exitCode: null, error: `The run reached limits.run_timeout_s (${limits.run_timeout_s} s)` };
   }
   return null;
@@ -197,7 +196,7 @@ function startAttempt(
     cwd: ctx.state.workdir, env: ctx.env, extra,
     sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits),
     watch: watchedLimits(limits, ctx.state.workdir),
-    timeoutMs: Math.min(limits.provider_timeout_s * 1000, a.remainingMs),
+    timeoutMs: Math.min(limits.provider_timeout_s * 1000, a.deadline - Date.now()),
     ...(provider.stdinPrompt ? { stdin: inv.prompt } : {}),
     maxBytes: 1,
     onLine(stream, line) {
