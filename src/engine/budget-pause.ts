@@ -20,15 +20,13 @@ export interface BudgetWatch {
   deadline: number; maxUsd: number | null; gate: RunGate | null;
 }
 
-export const TIMED_OUT = Symbol('timed out');
-
-/** Polls for the answer (or a stop) until `deadline`; returns null when the run is being stopped. */
-export async function waitForAnswer(ctx: RunContext, deadline = Infinity): Promise<Answer | null | typeof TIMED_OUT> {
+/** Polls for the answer (or a stop) until `deadline`; null when none came by then. */
+export async function waitForAnswer(ctx: RunContext, deadline = Infinity): Promise<Answer | 'stopped' | null> {
   for (;;) {
-    if (ctx.stopRequested()) return null;
+    if (ctx.stopRequested()) return 'stopped';
     const answer = ctx.takeAnswer();
     if (answer !== null) return answer;
-    if (Date.now() >= deadline) return TIMED_OUT;
+    if (Date.now() >= deadline) return null;
     await sleep(POLL_MS);
   }
 }
@@ -153,8 +151,8 @@ export async function budgetAtExit(
   if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(ctx, a.reached, a.maxUsd));
   for (;;) {
     const answer = await waitForAnswer(ctx, a.deadline);
-    if (answer === null) return { kind: 'stopped' };
-    const read = answerBudget(ctx, answer === TIMED_OUT ? null : answer, a);
+    if (answer === 'stopped') return { kind: 'stopped' };
+    const read = answerBudget(ctx, answer, a);
     if (read === ASKED_AGAIN) continue;
     return read === null ? 'raised' : { kind: 'over-budget', exitCode, error: read };
   }

@@ -3,7 +3,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
-import { adapterOf, addUsage, lineReaderOf, modelSilent, type ResolvedProvider } from './providers.ts';
+import {
+  adapterOf, addUsage, createOutputReader, modelSilent, type OutputReader, type ResolvedProvider,
+} from './providers.ts';
 import { oneLine } from './text.ts';
 import { writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
@@ -14,15 +16,13 @@ import type { RunPlan } from './run-plan.ts';
 import type { RunLimits } from './policy.ts';
 import { untestedProviderWarning } from './cli-version.ts';
 import {
-  createSightings, nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused,
-  type Invocation, type Sightings,
+  nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused, type Invocation,
 } from './provider-session.ts';
 import { InfraError } from '../errors.ts';
 import { withCost } from './run-state.ts';
 import type { Answer } from './answers.ts';
 import {
-  askBudgetIfReached, block, budgetAtExit, overBudgetAtExit, pollBudgetAnswer, waitForAnswer, POLL_MS, TIMED_OUT,
-  type BudgetWatch,
+  askBudgetIfReached, block, budgetAtExit, overBudgetAtExit, pollBudgetAnswer, waitForAnswer, POLL_MS, type BudgetWatch,
 } from './budget-pause.ts';
 import type { RunGate } from './egress.ts';
 import { inSpan } from '../trace.ts';
@@ -134,7 +134,8 @@ interface Attempt extends BudgetWatch {
   number: number;
   /** An answer reached $SVC_ANSWER_FILE while the provider ran (see outcomeAfterExit). */
   answeredWhileRunning: boolean;
-  sightings: Sightings;
+  /** Its output as read so far: usage, login records, what it said of its session. */
+  output: OutputReader;
   /** The CLI's last record of its own on its credentials said it has none (its adapter's notLoggedIn.said). */
   loggedOut: boolean;
   /** No invocation of the run's provider ran before this one (state.json's model_answered is unset). */
@@ -151,7 +152,7 @@ function newAttempt(
   return {
     number, deadline, before, usage: none, budgetAsked: false, reached: null,
     overBudget: null, maxUsd: policy.max_usd, gate, answeredWhileRunning: false, loggedOut: false,
-    sightings: createSightings(adapterOf(provider.kind).sessionIdLast === true),
+    output: createOutputReader(provider.kind),
     first: ctx.state.model_answered === undefined,
   };
 }
@@ -185,7 +186,6 @@ function startAttempt(
   const extra = { ...opts.sandbox.env, PWD: ctx.state.workdir, SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile,
     SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run, SVC_SOURCE: ctx.state.source };
   const argv = inv.argv.map((arg) => (arg === '{task_file}' ? taskFile : arg));
-  const read = lineReaderOf(provider.kind);
   const how = inv.way === 'session' ? `, resuming its session ${inv.id}`
     : inv.way === 'summary' ? `, a fresh session with the earlier conversation summarised: ${inv.why}` : '';
   // provider, attempt and resumed as fields too, so the run page's timeline never parses the text.
@@ -200,10 +200,8 @@ function startAttempt(
     ...(provider.stdinPrompt ? { stdin: inv.prompt } : {}),
     maxBytes: 1,
     onLine(stream, line) {
-      const { usage: inc, session, login } = read(line);
+      const { usage: inc, login: record } = a.output.line(stream, line);
       if (inc) a.usage = addUsage(a.usage, inc);
-      if (stream === 'stdout') a.sightings.add(session);
-      const record = stream === 'stdout' ? login : null;
       // Kept in state.json at once: a later invocation, a resume or an infra retry of the run sees it.
       if (record === 'answered' || (inc && !modelSilent(inc))) {
         if (ctx.state.model_answered !== true) ctx.update({ model_answered: true });
@@ -241,7 +239,7 @@ async function watchAttempt(ctx: RunContext, proc: GroupRun, a: Attempt, files: 
 function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: OutputLog): void {
   ctx.setChild(null);
   ctx.saveArtifact('provider.log', log.bytes());
-  recordSightings(ctx, a.sightings);
+  recordSightings(ctx, a.output.session);
   const total = addUsage(a.before, a.usage);
   ctx.update({ ...withCost(ctx.state, { reported: total }), exit_code: result.code });
   const { usage } = a;
@@ -270,7 +268,7 @@ async function outcomeAfterExit(
   if (late) askedBy(ctx, late);
   if (ctx.state.status === 'blocked' && !a.budgetAsked) {
     const answer = await waitForAnswer(ctx);
-    if (answer === null || answer === TIMED_OUT) return { kind: 'stopped' };
+    if (answer === null || answer === 'stopped') return { kind: 'stopped' };
     unblock(ctx, answer, files.answerFile);
     return 'again';
   }

@@ -115,7 +115,7 @@ function command(o: Obj): Usage | null {
   return { cost_usd: figure(o.usd), tokens_in: figure(o.tokens_in), tokens_out: figure(o.tokens_out) };
 }
 
-/** What one output line says of the CLI's session: its id (shape-checked: it goes into an argv), the agent's words. */
+/** What output says of the CLI's session: its id (shape-checked: it goes into an argv), the agent's (last) words. */
 export interface SessionSighting {
   id: string | null;
   said: string | null;
@@ -167,15 +167,10 @@ function codexRecord(o: Obj): LoginRecord {
   return typeof message === 'string' && message.startsWith('unexpected status 401 ') ? 'logged-out' : 'other';
 }
 
-/** What one output line says: a usage increment, the CLI's session, its record on its credentials. */
-export interface LineReading {
-  usage: Usage | null;
-  session: SessionSighting | null;
-  login: LoginRecord;
-}
-
 /** A CLI's reader of one line: `o` is the JSON object it holds (or the document it ends), else null. */
-type LineReader = (line: string, o: Obj | null) => Partial<LineReading>;
+type LineReader = (
+  line: string, o: Obj | null,
+) => { usage?: Usage | null; session?: SessionSighting | null; login?: LoginRecord };
 
 /** A CLI without a session (aider, a command provider): its last line that is not a JSON report is what it said. */
 const lastLine = (line: string, o: Obj | null): SessionSighting | null => (o ? null : sighting(null, line));
@@ -186,7 +181,7 @@ type Adapter = {
   stdin: boolean;
   /** A fresh reader for one invocation's output (it may keep state across lines). */
   reader: () => LineReader;
-  /** It prints one JSON result, maybe pretty-printed over many lines (lineReaderOf gathers them). */
+  /** It prints one JSON result, maybe pretty-printed over many lines (createOutputReader gathers them). */
   document?: true;
   /** The args that continue session `id` instead of starting one; absent: the CLI can't, and gets a summary. */
   resume?: (id: string) => string[];
@@ -254,11 +249,13 @@ export function adapterOf(kind: string): Adapter {
   return isBuiltin(kind) ? BUILTINS[kind] : COMMAND;
 }
 
-/** Reads one invocation's output lines, each parsed once. A CLI that prints one JSON document may pretty-print it:
- * its lines from one that is exactly `{` to one that is exactly `}` (nested braces are indented) are read as one. */
-export function lineReaderOf(kind: string): (line: string) => LineReading {
+/** Reads one invocation's output, each line parsed once; `session` is what its stdout said of the CLI's session. A CLI
+ * that prints one JSON document may pretty-print it: its lines from one that is exactly `{` to one that is exactly
+ * `}` (nested braces are indented) are read as one. */
+export function createOutputReader(kind: string) {
   const adapter = adapterOf(kind);
   const read = adapter.reader();
+  const session: SessionSighting = { id: null, said: null };
   let lines: string[] | null = null;
   const documentEndedBy = (line: string): Obj | null => {
     const bare = line.trimEnd();
@@ -273,11 +270,21 @@ export function lineReaderOf(kind: string): (line: string) => LineReading {
     lines = null;
     return objOrNull(tryParseJson(text));
   };
-  return (line) => {
-    const ended = adapter.document ? documentEndedBy(line) : null;
-    return { usage: null, session: null, login: null, ...read(line, json(line) ?? ended) };
+  return {
+    session,
+    /** The line's usage increment, and on stdout the CLI's record on its credentials. */
+    line(stream: 'stdout' | 'stderr', line: string): { usage: Usage | null; login: LoginRecord } {
+      const ended = adapter.document ? documentEndedBy(line) : null;
+      const { usage = null, session: seen = null, login = null } = read(line, json(line) ?? ended);
+      if (stream !== 'stdout') return { usage, login: null };
+      // Most CLIs name their session before any model output: a later id is never taken over the first.
+      if (seen?.id && (session.id === null || adapter.sessionIdLast)) session.id = seen.id;
+      if (seen?.said) session.said = seen.said;
+      return { usage, login };
+    },
   };
 }
+export type OutputReader = ReturnType<typeof createOutputReader>;
 
 /** Adds an increment; a figure stays null until something reports it (unknown is never 0). */
 export function addUsage(total: Usage, inc: Usage): Usage {
