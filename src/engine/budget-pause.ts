@@ -13,21 +13,20 @@ import { signsLater } from './receipt.ts';
 export const POLL_MS = 150;
 
 /** One invocation's budget: its `usage` since the run's totals `before`; the budget `reached` while asked; the stop
- * message once the answer was no raise (`overBudget`); the run's `deadline`, which ends an unanswered question. */
+ * message once the answer was no raise (`overBudget`); the run's `deadline`, which ends an unanswered question; the
+ * policy's `maxUsd` and the run's metering `gate`. */
 export interface BudgetWatch {
   before: Usage; usage: Usage; budgetAsked: boolean; reached: Reached | null; overBudget: string | null;
-  deadline: number;
+  deadline: number; maxUsd: number | null; gate: RunGate | null;
 }
 
-export const TIMED_OUT = Symbol('timed out');
-
-/** Polls for the answer (or a stop) until `deadline`; returns null when the run is being stopped. */
-export async function waitForAnswer(ctx: RunContext, deadline = Infinity): Promise<Answer | null | typeof TIMED_OUT> {
+/** Polls for the answer (or a stop) until `deadline`; null when none came by then. */
+export async function waitForAnswer(ctx: RunContext, deadline = Infinity): Promise<Answer | 'stopped' | null> {
   for (;;) {
-    if (ctx.stopRequested()) return null;
+    if (ctx.stopRequested()) return 'stopped';
     const answer = ctx.takeAnswer();
     if (answer !== null) return answer;
-    if (Date.now() >= deadline) return TIMED_OUT;
+    if (Date.now() >= deadline) return null;
     await sleep(POLL_MS);
   }
 }
@@ -39,12 +38,12 @@ export function block(ctx: RunContext, question: string): void {
 
 /** The budget the run has reached, if any (docs/gate.md "Budgets"): the metering gate's own check (metered cost, daily
  * caps), else max_usd against what the agent reports (kept in state.json first, so the run's cost is current). */
-function budgetNow(ctx: RunContext, a: BudgetWatch, gate: RunGate | null): Reached | null {
+function budgetNow(ctx: RunContext, a: BudgetWatch): Reached | null {
   const reported = addUsage(a.before, a.usage);
   const was = ctx.state.reported;
   const changed = (['cost_usd', 'tokens_in', 'tokens_out'] as const).some((k) => reported[k] !== (was?.[k] ?? null));
   if (changed) ctx.update(withCost(ctx.state, { reported }));
-  if (gate) return gate.budgetReached();
+  if (a.gate) return a.gate.budgetReached();
   // A pod behind the shared gate: the gate holds max_usd on what it meters and refuses past it, and a raise answered
   // here could not reach it, so the run container never asks (docs/gate.md "A pod's max_usd").
   if (signsLater(ctx.env) && ctx.env.SVC_GATE_EVIDENCE_URL) return null;
@@ -75,15 +74,19 @@ function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): str
 /** answerBudget's result for a raise of a daily cap that was not the operator's: the run asked again. */
 const ASKED_AGAIN = Symbol('asked again');
 
-/** The one rule for an answer to the budget question, wherever the run waits (provider paused, or exited): an amount
- * raises the budget reached to it, "yes" by another max_usd (else by the budget itself), and returns null — a daily
- * cap only by an operator's answer, else the run asks again; anything else returns the run's error. */
-function answerBudget(
-  ctx: RunContext, answer: Answer, maxUsd: number | null, r: Reached,
-): string | null | typeof ASKED_AGAIN {
+/** The one rule for an answer to the budget question `a.reached`, wherever the run waits (provider paused, or
+ * exited): an amount raises the budget reached to it, "yes" by another max_usd (else by the budget itself), and
+ * returns null — a daily cap only by an operator's answer, else the run asks again; anything else, or no answer
+ * within the run's time (null), returns the run's error. */
+function answerBudget(ctx: RunContext, answer: Answer | null, a: BudgetWatch): string | null | typeof ASKED_AGAIN {
+  const r = a.reached!;
+  const name = budgetName(r, ctx.state.repo);
+  if (answer === null) {
+    ctx.setStatus('running', { question: null });
+    return `${name} was reached and not raised within the run's time (limits.run_timeout_s)`;
+  }
   ctx.event('answer', { answer: answer.text, by: answer.by });
   const read = readBudgetAnswer(answer.text);
-  const name = budgetName(r, ctx.state.repo);
   if (read === 'stop') {
     ctx.setStatus('running', { question: null });
     return `Stopped at ${r.kind === 'run' ? 'the max_usd budget' : name}: spent $${r.spent.toFixed(2)} of ` +
@@ -95,7 +98,7 @@ function answerBudget(
       `$${r.spent.toFixed(2)} and waits for the operator; answer "stop" to end it.`);
     return ASKED_AGAIN;
   }
-  const to = read === 'more' ? r.limit + stepOf(r, maxUsd) : read.raiseTo;
+  const to = read === 'more' ? r.limit + stepOf(r, a.maxUsd) : read.raiseTo;
   const caps = ctx.state.budget_caps ?? {};
   const raised = r.kind === 'run' ? { budget_usd: to }
     : { budget_caps: { ...caps, [r.kind === 'repository-day' ? 'repo_day' : 'server_day']: to } };
@@ -104,19 +107,13 @@ function answerBudget(
   return null;
 }
 
-/** The run's error when the budget question went unanswered for the rest of the run's time. */
-function unanswered(ctx: RunContext, r: Reached): string {
-  ctx.setStatus('running', { question: null });
-  return `${budgetName(r, ctx.state.repo)} was reached and not raised within the run's time (limits.run_timeout_s)`;
-}
-
 /** While paused on the budget question: a raise thaws the provider, a stop (or the run's end) ends it. */
-export function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: BudgetWatch, maxUsd: number | null): void {
+export function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: BudgetWatch): void {
   // A stop must reach a running process (a frozen one would sit out the SIGTERM grace period).
   if (ctx.stopRequested()) proc.resume();
   const answer = ctx.stopRequested() ? null : ctx.takeAnswer();
   if (answer === null && Date.now() < a.deadline) return;
-  const read = answer === null ? unanswered(ctx, a.reached!) : answerBudget(ctx, answer, maxUsd, a.reached!);
+  const read = answerBudget(ctx, answer, a);
   if (read === ASKED_AGAIN) return;
   a.budgetAsked = false;
   a.overBudget = read;
@@ -126,38 +123,36 @@ export function pollBudgetAnswer(ctx: RunContext, proc: GroupRun, a: BudgetWatch
 
 /** Freezes the provider and asks once the run reaches a budget (true if it asked): a CLI the gate refuses would
  * otherwise spend its retries meanwhile. */
-export function askBudgetIfReached(
-  ctx: RunContext, proc: GroupRun, a: BudgetWatch, maxUsd: number | null, gate: RunGate | null,
-): boolean {
+export function askBudgetIfReached(ctx: RunContext, proc: GroupRun, a: BudgetWatch): boolean {
   if (a.overBudget !== null || ctx.state.status === 'blocked') return false;
-  const reached = budgetNow(ctx, a, gate);
+  const reached = budgetNow(ctx, a);
   if (!reached) return false;
   proc.pause();
   a.budgetAsked = true;
   a.reached = reached;
-  block(ctx, budgetQuestion(ctx, reached, maxUsd));
+  block(ctx, budgetQuestion(ctx, reached, a.maxUsd));
   return true;
 }
 
 /** The stop message of an invocation that ended over budget: answered so, or ended by svc while frozen on the question
  * (one that exited by itself as the question was asked still waits for the answer: budgetAtExit). */
 export function overBudgetAtExit(ctx: RunContext, a: BudgetWatch, endedBySvc: boolean): string | null {
-  if (a.budgetAsked && a.overBudget === null && endedBySvc) a.overBudget = unanswered(ctx, a.reached!);
+  if (a.budgetAsked && a.overBudget === null && endedBySvc) a.overBudget = answerBudget(ctx, null, a) as string;
   return a.overBudget;
 }
 
 /** A budget reached by the time the provider exited: asks and waits for the answer until the run's time ends. */
 export async function budgetAtExit(
-  ctx: RunContext, a: BudgetWatch, maxUsd: number | null, gate: RunGate | null, exitCode: number | null,
+  ctx: RunContext, a: BudgetWatch, exitCode: number | null,
 ): Promise<{ kind: 'stopped' } | { kind: 'over-budget'; exitCode: number | null; error: string } | 'raised' | null> {
   // Asked already if the provider exited as the question was asked; else asked now, if a budget is reached.
-  const reached = a.budgetAsked ? a.reached! : budgetNow(ctx, a, gate);
-  if (!reached) return null;
-  if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(ctx, reached, maxUsd));
+  a.reached = a.budgetAsked ? a.reached : budgetNow(ctx, a);
+  if (!a.reached) return null;
+  if (ctx.state.status !== 'blocked') block(ctx, budgetQuestion(ctx, a.reached, a.maxUsd));
   for (;;) {
     const answer = await waitForAnswer(ctx, a.deadline);
-    if (answer === null) return { kind: 'stopped' };
-    const read = answer === TIMED_OUT ? unanswered(ctx, reached) : answerBudget(ctx, answer, maxUsd, reached);
+    if (answer === 'stopped') return { kind: 'stopped' };
+    const read = answerBudget(ctx, answer, a);
     if (read === ASKED_AGAIN) continue;
     return read === null ? 'raised' : { kind: 'over-budget', exitCode, error: read };
   }

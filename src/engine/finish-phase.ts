@@ -10,15 +10,14 @@ import { readPlan, type RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import {
   decideVerdict, failedRequiredCheck, requiredCheckError, issueReceipt, confinedNetwork, reportedChecks, signsLater,
-  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptBlock, receiptCost, verifyReceipt, keyRingOf,
-  type CheckResult, type Receipt, type EvidenceClass, type RunEvidence,
+  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptMarkdown, receiptCost, verifyReceipt,
+  type CheckResult, type Receipt, type RunEvidence,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
 import { ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
-import { fence } from './text.ts';
 import { artifactsDir } from './paths.ts';
 import type { RunState } from './run-state.ts';
 import { agentSandbox, postAgentGit, type RunSandbox } from './sandbox.ts';
@@ -45,8 +44,14 @@ export async function finish(
   const overBudget = end.kind === 'over-budget';
   const config = end.kind === 'failed' && end.config;
   if (signsLater(ctx.env)) {
-    const cls = failure === null ? null : config ? 'config' : end.kind === 'limit' ? 'limit' : 'agent';
-    return leaveEvidence(ctx, overBudget ? 'over_budget' : 'finished', failure, exitCode, checks, cls);
+    // In a pod's run container (no key there): the evidence; its signer sets the rest (src/pod/sign.ts).
+    const outcome = overBudget ? 'over_budget' : 'finished';
+    const evidence: RunEvidence = { type: EVIDENCE_TYPE, version: 1, run: ctx.state.run, outcome, error: failure,
+      failure_class: failure === null ? null : config ? 'config' : end.kind === 'limit' ? 'limit' : 'agent',
+      exit_code: exitCode, checks: reportedChecks(checks) };
+    ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidence, null, 2) + '\n');
+    ctx.event('evidence', { outcome, checks: checks.length });
+    return ctx.say('evidence written: the signer container issues the receipt');
   }
   const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
   let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
@@ -68,18 +73,6 @@ export async function finish(
     error, ...(failed_check === undefined ? {} : { failed_check }), ended_at: ended, exit_code: exitCode,
     question: null, failure: failed ?? prFailure,
   });
-}
-
-/** In a pod's run container (no key there): the evidence; its signer sets the rest (src/pod/sign.ts). */
-function leaveEvidence(
-  ctx: RunContext, outcome: RunEvidence['outcome'], error: string | null, exitCode: number | null,
-  checks: CheckResult[], failureClass: EvidenceClass | null,
-): void {
-  const evidence: RunEvidence = { type: EVIDENCE_TYPE, version: 1, run: ctx.state.run, outcome, error,
-    failure_class: failureClass, exit_code: exitCode, checks: reportedChecks(checks) };
-  ctx.saveArtifact(EVIDENCE_ARTIFACT, JSON.stringify(evidence, null, 2) + '\n');
-  ctx.event('evidence', { outcome, checks: checks.length });
-  ctx.say('evidence written: the signer container issues the receipt');
 }
 
 /** `--verify`: the diff, the checks and a new receipt; the run's status stays. */
@@ -157,13 +150,9 @@ function prBody(ctx: RunContext, receipt: Receipt): string {
     `${c.exit_code === 0 ? 'passed' : `failed (${c.exit_code})`} |`);
   const cost = receipt.cost.usd === null ? 'not reported' : `$${receipt.cost.usd.toFixed(4)}`;
   const page = publicRunPage(ctx.env, receipt.source, receipt.run);
-  return [
-    `Run \`${receipt.source}/${receipt.run}\` by svc (${receipt.provider}). Verdict: **${receipt.verdict}**.`,
-    ...(page ? ['', `Run page: ${page}`] : []),
-    '',
-    'Task (untrusted text from the run input):',
-    fence(ctx.state.brief, 'text'),
-    '',
+  const { source, run, provider, verdict } = receipt;
+  const lead = `Run \`${source}/${run}\` by svc (${provider}). Verdict: **${verdict}**.`;
+  return receiptMarkdown([lead, ...(page ? ['', `Run page: ${page}`] : [])], ctx.state.brief, [
     ...(checks.length
       ? ['| check | kind | result |', '|---|---|---|', ...checks, '']
       : ['No checks are configured in .svc/policy.json.', '']),
@@ -171,9 +160,7 @@ function prBody(ctx: RunContext, receipt: Receipt): string {
     ...(receipt.gaps.length ? ['', `Gaps: ${receipt.gaps.join('; ')}.`] : []),
     '',
     'svc never merges or deploys; review and merge through your usual process.',
-    '',
-    ...receiptBlock(receipt),
-  ].join('\n');
+  ], receipt);
 }
 
 type PrPlan = Pick<RunPlan, 'policy' | 'push_target'>;
@@ -243,7 +230,7 @@ function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Recei
     throw new ConflictError(`Run ${state.source}/${state.run} has no receipt: verify it first`);
   }
   const key = loadOrCreateSigningKey(svcHomeOf(env));
-  const check = verifyReceipt(value, keyRingOf([key.publicKey.export({ type: 'spki', format: 'pem' }).toString()]));
+  const check = verifyReceipt(value, new Map([[key.kid, key.publicKey]]));
   if (!check.ok || !check.receipt) throw new ConflictError(`The run's receipt does not verify: ${check.message}`);
   if (check.receipt.run !== state.run || check.receipt.source !== state.source) {
     throw new ConflictError(`The receipt in run ${state.source}/${state.run} is about another run`);

@@ -9,8 +9,7 @@ import { BranchMovedError, commentOnPullRequest, pullRequestHead, pushFollowUp }
 import type { PushTarget } from './git-push.ts';
 import { localRuns, tryReadState, type ProviderSession, type RunState } from './run-state.ts';
 import { inheritSession } from './provider-session.ts';
-import { receiptBlock, signsLater, type Receipt, type ReceiptBody } from './receipt.ts';
-import { fence } from './text.ts';
+import { receiptMarkdown, signsLater, type Receipt, type ReceiptBody } from './receipt.ts';
 import type { RunContext } from './run-context.ts';
 import { TERMINAL } from '../run-json.ts';
 import { obj, str } from '../untrusted.ts';
@@ -133,17 +132,11 @@ export async function pushFollowUpRun(
 function receiptComment(state: RunState, receipt: Receipt): string {
   const before = receipt.follows?.run ? `\`${receipt.follows.source}/${receipt.follows.run}\`` : 'an earlier run';
   const link = receipt.follows?.receipt ? ` (its receipt's integrity \`${receipt.follows.receipt}\`)` : '';
-  return [
-    `Follow-up run \`${receipt.source}/${receipt.run}\` by svc pushed \`${(receipt.head_sha ?? '').slice(0, 12)}\` ` +
-      `to this pull request. Verdict: **${receipt.verdict}**. It follows ${before}${link}.`,
-    '',
-    'Task (untrusted text from the run input):',
-    fence(state.brief, 'text'),
-    '',
-    `Diff: ${receipt.diff.files} files, +${receipt.diff.insertions} -${receipt.diff.deletions}.`,
-    '',
-    ...receiptBlock(receipt),
-  ].join('\n');
+  const lead = `Follow-up run \`${receipt.source}/${receipt.run}\` by svc pushed ` +
+    `\`${(receipt.head_sha ?? '').slice(0, 12)}\` to this pull request. Verdict: **${receipt.verdict}**. It follows ` +
+    `${before}${link}.`;
+  const diff = `Diff: ${receipt.diff.files} files, +${receipt.diff.insertions} -${receipt.diff.deletions}.`;
+  return receiptMarkdown([lead], state.brief, [diff], receipt);
 }
 
 /** Posts the receipt on the PR (its number from pr_url); a failure is noted in the run's log, never fails the run. */

@@ -28,10 +28,9 @@ function tokenGoesTo(url: string, env: NodeJS.ProcessEnv): boolean {
     !parsed.username && !parsed.password && !parsed.search && !parsed.hash;
 }
 
-/** The URL as git names it in a prompt with credential.useHttpPath, with `user` before the host once it has one. */
+/** An https URL tokenGoesTo allowed, as git names it in a credential prompt (useHttpPath); `user@` before its host. */
 function credentialUrl(url: string, user: string | null = null): string {
-  const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)/i.exec(url);
-  if (!m) throw new RangeError('not a URL with an authority');
+  const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)/i.exec(url)!;
   const path = m[3]!.replace(/^\/+|\/+$/g, '');
   return `${m[1]}://${user ? `${user}@` : ''}${m[2]}${path ? `/${path}` : ''}`;
 }

@@ -76,7 +76,6 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
       throw new RefusedError(`Refusing to start a --pr run: ${err.message} (nothing was started)`, { cause: err });
     });
   }
-  // A follow-up starts from the head its pull request's branch has on the origin now.
   const follow = n.followUp ? await followUpStart(n.repo, plan.push_target, n.followUp, n.env) : null;
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new BadInputError(`Run ${n.run} already exists in ${n.repo}`);
@@ -100,18 +99,19 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);
   // The trace a run joins: its launcher's valid SVC_TRACEPARENT (the span it continues), else a new one.
   const parent = parseTraceparent(n.env.SVC_TRACEPARENT);
+  const checkedOut = currentBranch(n.repo);
   const state: RunState = {
     source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
     ...(follow ? {
       follow_up: follow.followUp, provider_session: followUpSession(n.repo, follow.followUp, plan.provider.name),
     } : {}),
     brief: n.brief, origin: n.origin, provider: plan.provider.name,
-    branch: isolated ? `svc/${n.run}` : currentBranch(n.repo),
+    branch: isolated ? `svc/${n.run}` : checkedOut,
     pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
     tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo,
     worktree: isolated, pr: n.pr, base_sha: base, base_tree: start?.tree ?? null, head_sha: null,
     spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null, pgid: null, proc_start: null,
-    budget_usd: null, child: null, answers: [], base_branch: currentBranch(n.repo),
+    budget_usd: null, child: null, answers: [], base_branch: checkedOut,
     failure: null, reported: null, metered: null, trace_id: parent?.traceId ?? newTraceId(),
     trace_parent: parent?.spanId ?? null,
   };

@@ -3,7 +3,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, rmSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
-import { adapterOf, addUsage, modelSilent, type ResolvedProvider } from './providers.ts';
+import {
+  adapterOf, addUsage, createOutputReader, modelSilent, type OutputReader, type ResolvedProvider,
+} from './providers.ts';
 import { oneLine } from './text.ts';
 import { writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
@@ -14,15 +16,13 @@ import type { RunPlan } from './run-plan.ts';
 import type { RunLimits } from './policy.ts';
 import { untestedProviderWarning } from './cli-version.ts';
 import {
-  createSightings, nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused,
-  type Invocation, type Sightings,
+  nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused, type Invocation,
 } from './provider-session.ts';
 import { InfraError } from '../errors.ts';
 import { withCost } from './run-state.ts';
 import type { Answer } from './answers.ts';
 import {
-  askBudgetIfReached, block, budgetAtExit, overBudgetAtExit, pollBudgetAnswer, waitForAnswer, POLL_MS, TIMED_OUT,
-  type BudgetWatch,
+  askBudgetIfReached, block, budgetAtExit, overBudgetAtExit, pollBudgetAnswer, waitForAnswer, POLL_MS, type BudgetWatch,
 } from './budget-pause.ts';
 import type { RunGate } from './egress.ts';
 import { inSpan } from '../trace.ts';
@@ -79,17 +79,16 @@ export async function runProvider(
     const files = protocolFiles(ctx);
     const log = createOutputLog(ctx);
     if (ctx.state.budget_usd === null && maxUsd !== null) ctx.update({ budget_usd: maxUsd });
-    const runDeadline = Date.now() + limits.run_timeout_s * 1000;
+    const deadline = Date.now() + limits.run_timeout_s * 1000;
     let refused: string | null = null;
     for (let number = 1; ; number++) {
       if (ctx.stopRequested()) return { kind: 'stopped' };
-      const a = newAttempt(ctx, number, runDeadline - Date.now(), adapterOf(provider.kind).sessionIdLast === true);
+      const a = newAttempt(ctx, plan, opts.sandbox.gate, number, deadline);
       const limited = limitBeforeAttempt(provider.name, a, limits);
       if (limited) return limited;
       const inv = nextInvocation(ctx, provider, spec, opts.notes, refused);
-      const gate = opts.sandbox.gate;
       const result = await inSpan('svc.provider', { 'svc.provider': provider.name, 'svc.invocation': number },
-        () => watchAttempt(ctx, startAttempt(ctx, plan, opts, files, inv, a, log), a, files, maxUsd, gate));
+        () => watchAttempt(ctx, startAttempt(ctx, plan, opts, files, inv, a, log), a, files));
       recordAttempt(ctx, result, a, log);
       if (result.sandboxFailed) {
         // bwrap exited before running the provider: svc's infrastructure failed, not the agent.
@@ -97,7 +96,7 @@ export async function runProvider(
           `provider ${provider.name} (its output is in provider.log)`, { beforeAgent: number === 1 });
       }
       if (ctx.state.model_answered === undefined) ctx.update({ model_answered: false });
-      const next = await outcomeAfterExit(ctx, provider, maxUsd, files, a, result, gate, inv);
+      const next = await outcomeAfterExit(ctx, provider, files, a, result, inv);
       refused = next === 'refused' ? `${provider.name} could not resume its session (exit ${result.code})` : null;
       if (next !== 'again' && next !== 'refused') return next;
     }
@@ -130,27 +129,30 @@ function createOutputLog(ctx: RunContext) {
 }
 type OutputLog = ReturnType<typeof createOutputLog>;
 
-/** One invocation's account; `remainingMs` is what is left of limits.run_timeout_s. */
+/** One invocation's account; its `deadline` is the end of limits.run_timeout_s. */
 interface Attempt extends BudgetWatch {
   number: number;
-  remainingMs: number;
   /** An answer reached $SVC_ANSWER_FILE while the provider ran (see outcomeAfterExit). */
   answeredWhileRunning: boolean;
-  sightings: Sightings;
+  /** Its output as read so far: usage, login records, what it said of its session. */
+  output: OutputReader;
   /** The CLI's last record of its own on its credentials said it has none (its adapter's notLoggedIn.said). */
   loggedOut: boolean;
   /** No invocation of the run's provider ran before this one (state.json's model_answered is unset). */
   first: boolean;
 }
 
-function newAttempt(ctx: RunContext, number: number, remainingMs: number, idLast: boolean): Attempt {
+function newAttempt(
+  ctx: RunContext, { provider, policy }: RunPlan, gate: RunGate | null, number: number, deadline: number,
+): Attempt {
   // What the agent reported so far (a state.json from before `reported` existed has it in the cost fields).
   const none = { cost_usd: null, tokens_in: null, tokens_out: null };
   const { cost_usd, tokens_in, tokens_out } = ctx.state;
   const before = ctx.state.reported === undefined ? { cost_usd, tokens_in, tokens_out } : ctx.state.reported ?? none;
   return {
-    number, remainingMs, before, usage: none, budgetAsked: false, reached: null, deadline: Date.now() + remainingMs,
-    overBudget: null, answeredWhileRunning: false, sightings: createSightings(idLast), loggedOut: false,
+    number, deadline, before, usage: none, budgetAsked: false, reached: null,
+    overBudget: null, maxUsd: policy.max_usd, gate, answeredWhileRunning: false, loggedOut: false,
+    output: createOutputReader(provider.kind),
     first: ctx.state.model_answered === undefined,
   };
 }
@@ -161,7 +163,7 @@ function limitBeforeAttempt(name: string, a: Attempt, limits: RunLimits): Provid
     return { kind: 'limit', exitCode: null, error: `Provider ${name} was invoked ${limits.invocations} times ` +
       'in this run, the policy\'s limits.invocations: not invoked again' };
   }
-  if (a.remainingMs <= 0) {
+  if (a.deadline <= Date.now()) {
     return { kind: 'limit', exitCode: null, error: `The run reached limits.run_timeout_s (${limits.run_timeout_s} s)` };
   }
   return null;
@@ -184,10 +186,6 @@ function startAttempt(
   const extra = { ...opts.sandbox.env, PWD: ctx.state.workdir, SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile,
     SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run, SVC_SOURCE: ctx.state.source };
   const argv = inv.argv.map((arg) => (arg === '{task_file}' ? taskFile : arg));
-  const adapter = adapterOf(provider.kind);
-  const parse = adapter.usage();
-  const readSession = adapter.session();
-  const readLogin = adapter.notLoggedIn?.said;
   const how = inv.way === 'session' ? `, resuming its session ${inv.id}`
     : inv.way === 'summary' ? `, a fresh session with the earlier conversation summarised: ${inv.why}` : '';
   // provider, attempt and resumed as fields too, so the run page's timeline never parses the text.
@@ -198,14 +196,12 @@ function startAttempt(
     cwd: ctx.state.workdir, env: ctx.env, extra,
     sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits),
     watch: watchedLimits(limits, ctx.state.workdir),
-    timeoutMs: Math.min(limits.provider_timeout_s * 1000, a.remainingMs),
+    timeoutMs: Math.min(limits.provider_timeout_s * 1000, a.deadline - Date.now()),
     ...(provider.stdinPrompt ? { stdin: inv.prompt } : {}),
     maxBytes: 1,
     onLine(stream, line) {
-      const inc = parse(line);
+      const { usage: inc, login: record } = a.output.line(stream, line);
       if (inc) a.usage = addUsage(a.usage, inc);
-      if (stream === 'stdout') a.sightings.add(readSession(line));
-      const record = stream === 'stdout' && readLogin ? readLogin(line) : null;
       // Kept in state.json at once: a later invocation, a resume or an infra retry of the run sees it.
       if (record === 'answered' || (inc && !modelSilent(inc))) {
         if (ctx.state.model_answered !== true) ctx.update({ model_answered: true });
@@ -228,14 +224,12 @@ function pollQuestion(ctx: RunContext, a: Attempt, files: ProtocolFiles): void {
   a.answeredWhileRunning = true;
 }
 
-async function watchAttempt(
-  ctx: RunContext, proc: GroupRun, a: Attempt, files: ProtocolFiles, maxUsd: number | null, gate: RunGate | null,
-): Promise<GroupResult> {
+async function watchAttempt(ctx: RunContext, proc: GroupRun, a: Attempt, files: ProtocolFiles): Promise<GroupResult> {
   let exited = false;
   const done = proc.done.finally(() => (exited = true));
   while (!exited) {
-    if (a.budgetAsked) pollBudgetAnswer(ctx, proc, a, maxUsd);
-    else if (askBudgetIfReached(ctx, proc, a, maxUsd, gate)) continue;
+    if (a.budgetAsked) pollBudgetAnswer(ctx, proc, a);
+    else if (askBudgetIfReached(ctx, proc, a)) continue;
     else pollQuestion(ctx, a, files);
     await Promise.race([done, sleep(POLL_MS)]);
   }
@@ -245,7 +239,7 @@ async function watchAttempt(
 function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: OutputLog): void {
   ctx.setChild(null);
   ctx.saveArtifact('provider.log', log.bytes());
-  recordSightings(ctx, a.sightings);
+  recordSightings(ctx, a.output.session);
   const total = addUsage(a.before, a.usage);
   ctx.update({ ...withCost(ctx.state, { reported: total }), exit_code: result.code });
   const { usage } = a;
@@ -257,8 +251,7 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
 
 /** An invocation's exit: an outcome, 'again' to invoke once more, 'refused' to do so in a fresh CLI session. */
 async function outcomeAfterExit(
-  ctx: RunContext, provider: ResolvedProvider, maxUsd: number | null, files: ProtocolFiles, a: Attempt,
-  result: GroupResult, gate: RunGate | null, inv: Invocation,
+  ctx: RunContext, provider: ResolvedProvider, files: ProtocolFiles, a: Attempt, result: GroupResult, inv: Invocation,
 ): Promise<ProviderOutcome | 'again' | 'refused'> {
   if (ctx.stopRequested()) return { kind: 'stopped' };
   const over = overBudgetAtExit(ctx, a, Boolean(result.endedBy));
@@ -275,7 +268,7 @@ async function outcomeAfterExit(
   if (late) askedBy(ctx, late);
   if (ctx.state.status === 'blocked' && !a.budgetAsked) {
     const answer = await waitForAnswer(ctx);
-    if (answer === null || answer === TIMED_OUT) return { kind: 'stopped' };
+    if (answer === null || answer === 'stopped') return { kind: 'stopped' };
     unblock(ctx, answer, files.answerFile);
     return 'again';
   }
@@ -285,7 +278,7 @@ async function outcomeAfterExit(
 
   // Reached a budget by the time it exited: ask whether to go on. A CLI the gate refused may have given up: once the
   // budget is raised it is invoked again (on the same session where its provider resumes one).
-  const budget = await budgetAtExit(ctx, a, maxUsd, gate, result.code);
+  const budget = await budgetAtExit(ctx, a, result.code);
   if (budget === 'raised' && result.code !== 0) return 'again';
   if (budget !== null && budget !== 'raised') return budget;
   if (resumeRefused(ctx, inv, result.code, a.usage)) return 'refused';

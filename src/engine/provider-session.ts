@@ -60,24 +60,8 @@ function change(ctx: RunContext, fields: Partial<ProviderSession>): void {
   if (session) ctx.update({ provider_session: { ...session, ...fields } });
 }
 
-/** What one invocation's output said of its session: the id its CLI reported, and its last words. */
-export function createSightings(lastWins = false) {
-  const sightings = {
-    id: null as string | null,
-    said: null as string | null,
-    add(seen: SessionSighting | null): void {
-      if (!seen) return;
-      // Most CLIs name their session before any model output: a later id is never taken over the first.
-      if (seen.id !== null && (sightings.id === null || lastWins)) sightings.id = seen.id;
-      if (seen.said !== null) sightings.said = seen.said;
-    },
-  };
-  return sightings;
-}
-export type Sightings = ReturnType<typeof createSightings>;
-
 /** Keeps what an invocation reported: a new id replaces the old one; its last words are kept for a summary. */
-export function recordSightings(ctx: RunContext, seen: Sightings): void {
+export function recordSightings(ctx: RunContext, seen: SessionSighting): void {
   const session = ctx.state.provider_session;
   if (!session) return;
   const said = seen.said === null ? session.last_output : seen.said.slice(-SAID_CAP);

@@ -1,6 +1,6 @@
 // Provider adapters: each built-in CLI's invocation and what its output says of cost and session; command providers.
 import { UnavailableError } from '../errors.ts';
-import { isJsonObject, obj } from '../untrusted.ts';
+import { obj, objOrNull, tryParseJson } from '../untrusted.ts';
 import { which } from '../spawn/svc-paths.ts';
 import type { EngineConfig } from './config.ts';
 import type { CostFigures } from '../run-json.ts';
@@ -23,28 +23,21 @@ export interface ResolvedProvider {
 
 export type Usage = CostFigures;
 
-type UsageParser = (line: string) => Usage | null;
+type Obj = Record<string, unknown>;
 
 /** A cost or token figure from untrusted output: a finite number, not negative; else null (unknown). */
 export function figure(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
 }
 
-function json(line: string): Record<string, unknown> | null {
+function json(line: string): Obj | null {
   const t = line.trim();
-  if (!t.startsWith('{')) return null;
-  try {
-    const v = JSON.parse(t) as unknown;
-    return isJsonObject(v) ? v : null;
-  } catch {
-    return null;
-  }
+  return t.startsWith('{') ? objOrNull(tryParseJson(t)) : null;
 }
 
 /** `claude -p --output-format json`: the result object carries total_cost_usd and usage. */
-function claude(line: string): Usage | null {
-  const o = json(line);
-  if (!o || o.type !== 'result') return null;
+function claude(o: Obj): Usage | null {
+  if (o.type !== 'result') return null;
   const u = obj(o.usage);
   const cacheIn = (figure(u.cache_creation_input_tokens) ?? 0) + (figure(u.cache_read_input_tokens) ?? 0);
   const input = figure(u.input_tokens);
@@ -56,17 +49,15 @@ function claude(line: string): Usage | null {
 }
 
 /** `codex exec --json`: turn.completed events carry usage; codex reports no price. */
-function codex(line: string): Usage | null {
-  const o = json(line);
-  if (!o || o.type !== 'turn.completed') return null;
+function codex(o: Obj): Usage | null {
+  if (o.type !== 'turn.completed') return null;
   const u = obj(o.usage);
   return { cost_usd: null, tokens_in: figure(u.input_tokens), tokens_out: figure(u.output_tokens) };
 }
 
 /** `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat input/outputTokens. */
-function gemini(line: string): Usage | null {
-  const o = json(line);
-  if (!o || !o.stats) return null;
+function gemini(o: Obj): Usage | null {
+  if (!o.stats) return null;
   const stats = obj(o.stats);
   let tin = figure(stats.inputTokens);
   let tout = figure(stats.outputTokens);
@@ -82,9 +73,7 @@ function gemini(line: string): Usage | null {
 }
 
 /** `opencode run --format json`: each step_finish part carries cost and tokens (cache figures added as claude's). */
-function opencode(line: string): Usage | null {
-  const o = json(line);
-  if (!o) return null;
+function opencode(o: Obj): Usage | null {
   const part = obj(o.part);
   const cost = figure(part.cost) ?? figure(o.cost);
   const tokens = obj(part.tokens ?? o.tokens);
@@ -104,7 +93,7 @@ const AIDER_COST = /^\s*Cost: \$([\d.]+) message, \$[\d.]+ session\.\s*$/;
 
 /** aider's report per message (its forms: docs/engine.md). A cost line counts only right after a report without one,
  * so model text quoting an old report is not counted twice; the session total is never read (increments only). */
-function createAider(): UsageParser {
+function createAider(): (line: string) => Usage | null {
   let costMayFollow = false;
   return (line) => {
     const expectingCost = costMayFollow;
@@ -121,41 +110,12 @@ function createAider(): UsageParser {
 }
 
 /** `command` providers report an increment as {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…}. */
-function command(line: string): Usage | null {
-  const o = json(line);
-  if (!o) return null;
-  if (o.type === 'svc.cost') {
-    return { cost_usd: figure(o.usd), tokens_in: figure(o.tokens_in), tokens_out: figure(o.tokens_out) };
-  }
-  return claude(line);
+function command(o: Obj): Usage | null {
+  if (o.type !== 'svc.cost') return claude(o);
+  return { cost_usd: figure(o.usd), tokens_in: figure(o.tokens_in), tokens_out: figure(o.tokens_out) };
 }
 
-/** Tools that print one JSON result may pretty-print it over many lines: gather from a line that is exactly `{` to a
- * line that is exactly `}` (nested braces are indented) and hand the compacted object to the line parser. */
-function wholeDocument<T>(parse: (line: string) => T | null): (line: string) => T | null {
-  let lines: string[] | null = null;
-  return (line) => {
-    const single = parse(line);
-    if (single) return single;
-    const bare = line.trimEnd();
-    if (lines === null) {
-      if (bare === '{') lines = [line];
-      return null;
-    }
-    lines.push(line);
-    if (lines.length > 100_000) lines = null;
-    if (bare !== '}' || lines === null) return null;
-    const text = lines.join('\n');
-    lines = null;
-    try {
-      return parse(JSON.stringify(JSON.parse(text)));
-    } catch {
-      return null;
-    }
-  };
-}
-
-/** What one output line says of the CLI's session: its id (shape-checked: it goes into an argv), the agent's words. */
+/** What output says of the CLI's session: its id (shape-checked: it goes into an argv), the agent's (last) words. */
 export interface SessionSighting {
   id: string | null;
   said: string | null;
@@ -174,29 +134,18 @@ function sighting(id: string | null, said: unknown): SessionSighting | null {
 }
 
 // Where each CLI names its session and what it said: docs/engine.md "Resuming the CLI's session".
-function claudeSession(line: string): SessionSighting | null {
-  const o = json(line);
-  return o ? sighting(shaped(o.session_id, UUID), o.type === 'result' ? o.result : null) : null;
+function claudeSession(o: Obj): SessionSighting | null {
+  return sighting(shaped(o.session_id, UUID), o.type === 'result' ? o.result : null);
 }
 
-function codexSession(line: string): SessionSighting | null {
-  const o = json(line);
-  if (!o) return null;
+function codexSession(o: Obj): SessionSighting | null {
   if (o.type === 'thread.started') return sighting(shaped(o.thread_id, UUID), null);
   const item = obj(o.item);
   return o.type === 'item.completed' && item.type === 'agent_message' ? sighting(null, item.text) : null;
 }
 
-function geminiSession(line: string): SessionSighting | null {
-  const o = json(line);
-  return o ? sighting(shaped(o.session_id, UUID), o.response) : null;
-}
-
-function opencodeSession(line: string): SessionSighting | null {
-  const o = json(line);
-  if (!o) return null;
-  const part = obj(o.part);
-  return sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? part.text : null);
+function opencodeSession(o: Obj): SessionSighting | null {
+  return sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? obj(o.part).text : null);
 }
 
 // What a stdout line is of the CLI's own records, read from a top-level field of its event (never from text a message
@@ -204,39 +153,42 @@ function opencodeSession(line: string): SessionSighting | null {
 type LoginRecord = 'answered' | 'logged-out' | 'other' | null;
 
 /** claude marks the assistant message it makes up for an API error with the error's kind (an enum of its own). */
-function claudeRecord(line: string): LoginRecord {
-  const o = json(line);
-  if (o?.type !== 'assistant') return null;
+function claudeRecord(o: Obj): LoginRecord {
+  if (o.type !== 'assistant') return null;
   return o.error === undefined ? 'answered' : o.error === 'authentication_failed' ? 'logged-out' : 'other';
 }
 
 /** codex: item events are the model's doing (an error item is codex's own); turn.failed leads with the API's status. */
-function codexRecord(line: string): LoginRecord {
-  const o = json(line);
-  const type = typeof o?.type === 'string' ? o.type : '';
-  if (type === 'turn.completed' || (type.startsWith('item.') && obj(o?.item).type !== 'error')) return 'answered';
+function codexRecord(o: Obj): LoginRecord {
+  const type = typeof o.type === 'string' ? o.type : '';
+  if (type === 'turn.completed' || (type.startsWith('item.') && obj(o.item).type !== 'error')) return 'answered';
   if (type !== 'turn.failed') return null;
-  const message = obj(o?.error).message;
+  const message = obj(o.error).message;
   return typeof message === 'string' && message.startsWith('unexpected status 401 ') ? 'logged-out' : 'other';
 }
 
+/** A CLI's reader of one line: `o` is the JSON object it holds (or the document it ends), else null. */
+type LineReader = (
+  line: string, o: Obj | null,
+) => { usage?: Usage | null; session?: SessionSighting | null; login?: LoginRecord };
+
 /** A CLI without a session (aider, a command provider): its last line that is not a JSON report is what it said. */
-function lastLine(line: string): SessionSighting | null {
-  return json(line) ? null : sighting(null, line);
-}
+const lastLine = (line: string, o: Obj | null): SessionSighting | null => (o ? null : sighting(null, line));
 
 /** How svc drives one kind of provider CLI and reads its output. */
 type Adapter = {
   args: string[];
   stdin: boolean;
-  usage: () => UsageParser;
-  session: () => (line: string) => SessionSighting | null;
+  /** A fresh reader for one invocation's output (it may keep state across lines). */
+  reader: () => LineReader;
+  /** It prints one JSON result, maybe pretty-printed over many lines (createOutputReader gathers them). */
+  document?: true;
   /** The args that continue session `id` instead of starting one; absent: the CLI can't, and gets a summary. */
   resume?: (id: string) => string[];
   /** The CLI names its session only in its result (gemini): an earlier id was printed by something else. */
   sessionIdLast?: true;
-  /** How the CLI says it has no credentials (its exit code for it, with its last `said` record if any) and the fix. */
-  notLoggedIn?: { exitCode: number; said?: (line: string) => LoginRecord; fix: string };
+  /** How the CLI says it has no credentials (its exit code for it; `said`: it prints a login record) and the fix. */
+  notLoggedIn?: { exitCode: number; said?: true; fix: string };
 };
 
 const CLAUDE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
@@ -248,22 +200,25 @@ const OPENCODE_ARGS = ['--format', 'json', 'Do the task described in the attache
 // Why each flag: docs/engine.md "What the real CLIs exposed"; how each resumes: "Resuming the CLI's session".
 const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   claude: {
-    args: CLAUDE_ARGS, stdin: true, usage: () => wholeDocument(claude), session: () => claudeSession,
+    args: CLAUDE_ARGS, stdin: true, document: true,
+    reader: () => (_, o) => o ? { usage: claude(o), session: claudeSession(o), login: claudeRecord(o) } : {},
     resume: (id) => [...CLAUDE_ARGS, '--resume', id],
-    notLoggedIn: { exitCode: 1, said: claudeRecord,
+    notLoggedIn: { exitCode: 1, said: true,
       fix: 'run `claude` and /login as the user svc runs as, or set ANTHROPIC_API_KEY in svc\'s environment' },
   },
   // exec never asks for approval; its own sandbox is off (svc's is the boundary); its flags go before `resume`.
   codex: {
-    args: [...CODEX_ARGS, '-'], stdin: true, usage: () => codex, session: () => codexSession,
+    args: [...CODEX_ARGS, '-'], stdin: true,
+    reader: () => (_, o) => o ? { usage: codex(o), session: codexSession(o), login: codexRecord(o) } : {},
     resume: (id) => [...CODEX_ARGS, 'resume', id, '-'],
     // Without credentials codex asks anyway; the model API's refusal is what it reports.
-    notLoggedIn: { exitCode: 1, said: codexRecord,
+    notLoggedIn: { exitCode: 1, said: true,
       fix: 'run `codex login` as the user svc runs as, or set OPENAI_API_KEY in svc\'s environment' },
   },
   // Headless when stdin is not a TTY; --skip-trust trusts the fresh worktree for this session only.
   gemini: {
-    args: GEMINI_ARGS, stdin: true, usage: () => wholeDocument(gemini), session: () => wholeDocument(geminiSession),
+    args: GEMINI_ARGS, stdin: true, document: true,
+    reader: () => (_, o) => o ? { usage: gemini(o), session: sighting(shaped(o.session_id, UUID), o.response) } : {},
     resume: (id) => [...GEMINI_ARGS, '--resume', id], sessionIdLast: true,
     // 41 is the exit code of its FatalAuthenticationError; it prints nothing until it exits.
     notLoggedIn: { exitCode: 41,
@@ -273,21 +228,63 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   aider: {
     args: ['--yes-always', '--no-auto-commits', '--no-pretty', '--no-stream', '--message-file', '{task_file}'],
     stdin: false,
-    usage: createAider,
-    session: () => lastLine,
+    reader: () => {
+      const usage = createAider();
+      return (line, o) => ({ usage: usage(line), session: lastLine(line, o) });
+    },
   },
   // --file takes an array and would swallow a message after it, so the message comes first.
   opencode: {
-    args: ['run', ...OPENCODE_ARGS], stdin: false, usage: () => opencode, session: () => opencodeSession,
+    args: ['run', ...OPENCODE_ARGS], stdin: false,
+    reader: () => (_, o) => o ? { usage: opencode(o), session: opencodeSession(o) } : {},
     resume: (id) => ['run', '--session', id, ...OPENCODE_ARGS],
   },
 };
 
-const COMMAND: Adapter = { args: [], stdin: true, usage: () => command, session: () => lastLine };
+const COMMAND: Adapter = {
+  args: [], stdin: true, reader: () => (line, o) => ({ usage: o && command(o), session: lastLine(line, o) }),
+};
 
 export function adapterOf(kind: string): Adapter {
   return isBuiltin(kind) ? BUILTINS[kind] : COMMAND;
 }
+
+/** Reads one invocation's output, each line parsed once; `session` is what its stdout said of the CLI's session. A CLI
+ * that prints one JSON document may pretty-print it: its lines from one that is exactly `{` to one that is exactly
+ * `}` (nested braces are indented) are read as one. */
+export function createOutputReader(kind: string) {
+  const adapter = adapterOf(kind);
+  const read = adapter.reader();
+  const session: SessionSighting = { id: null, said: null };
+  let lines: string[] | null = null;
+  const documentEndedBy = (line: string): Obj | null => {
+    const bare = line.trimEnd();
+    if (lines === null) {
+      if (bare === '{') lines = [line];
+      return null;
+    }
+    lines.push(line);
+    if (lines.length > 100_000) lines = null;
+    if (bare !== '}' || lines === null) return null;
+    const text = lines.join('\n');
+    lines = null;
+    return objOrNull(tryParseJson(text));
+  };
+  return {
+    session,
+    /** The line's usage increment, and on stdout the CLI's record on its credentials. */
+    line(stream: 'stdout' | 'stderr', line: string): { usage: Usage | null; login: LoginRecord } {
+      const ended = adapter.document ? documentEndedBy(line) : null;
+      const { usage = null, session: seen = null, login = null } = read(line, json(line) ?? ended);
+      if (stream !== 'stdout') return { usage, login: null };
+      // Most CLIs name their session before any model output: a later id is never taken over the first.
+      if (seen?.id && (session.id === null || adapter.sessionIdLast)) session.id = seen.id;
+      if (seen?.said) session.said = seen.said;
+      return { usage, login };
+    },
+  };
+}
+export type OutputReader = ReturnType<typeof createOutputReader>;
 
 /** Adds an increment; a figure stays null until something reports it (unknown is never 0). */
 export function addUsage(total: Usage, inc: Usage): Usage {

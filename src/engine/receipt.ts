@@ -186,9 +186,17 @@ export function verifyReceipt(value: unknown, ring: Map<string, KeyObject>): Rec
   return { ok: true, problem: null, message, receipt: r as Receipt };
 }
 
-/** The receipt as a PR body or comment carries it: a folded block that receiptFromMarkdown reads back. */
-export function receiptBlock(receipt: Receipt): string[] {
+/** A PR body or comment about a run: `lead`, the run's task (untrusted text, fenced), `rest`, then the receipt in a
+ * folded block that receiptFromMarkdown reads back. */
+export function receiptMarkdown(lead: string[], brief: string, rest: string[], receipt: Receipt): string {
   return [
+    ...lead,
+    '',
+    'Task (untrusted text from the run input):',
+    fence(brief, 'text'),
+    '',
+    ...rest,
+    '',
     '<details><summary>Evidence Receipt (verify with <code>svc receipt verify</code>)</summary>',
     '',
     '<!-- svc-receipt -->',
@@ -196,7 +204,7 @@ export function receiptBlock(receipt: Receipt): string[] {
     '',
     '</details>',
     '',
-  ];
+  ].join('\n');
 }
 
 export function receiptFromMarkdown(text: string): unknown {

@@ -71,7 +71,7 @@ export function planRun(req: {
       notes: [...decided.notes, ...server ? widening.map(serverRefusal) : [], ...capped.notes].concat(ignored),
     };
   } catch (err) {
-    if (err instanceof PolicyError) throw new RefusedError(`Refusing to start: ${err.message}`, { cause: err });
+    if (err instanceof PolicyError) throw new PolicyError(`Refusing to start: ${err.message}`, { cause: err });
     if (err instanceof PushRefusedError) {
       throw new RefusedError(`Refusing to start a --pr run: ${err.message}`, { cause: err });
     }

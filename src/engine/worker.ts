@@ -119,8 +119,7 @@ export async function executeRun(
         ctx.setStatus('stopped', { ended_at: ctx.state.ended_at ?? new Date().toISOString(), failure });
         return 1;
       }
-      ctx.update({ ...identityOf(process.pid), ended_at: null, error: null, failure: null });
-      ctx.setStatus('running');
+      ctx.setStatus('running', { ...identityOf(process.pid), ended_at: null, error: null, failure: null });
     }
     await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
     if (ctx.stopRequested() && !TERMINAL.has(ctx.state.status)) {

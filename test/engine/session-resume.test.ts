@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { adapterOf } from '../../src/engine/providers.ts';
+import { createOutputReader } from '../../src/engine/providers.ts';
 import { inheritSession, nextInvocation, recordInvocation } from '../../src/engine/provider-session.ts';
 import type { RunContext } from '../../src/engine/run-context.ts';
 
@@ -219,26 +219,35 @@ case "$*" in *--resume*) echo teal > a.txt ;; *) exit 3 ;; esac
 });
 
 describe('session readers', () => {
+  /** What an invocation's stdout said of its session, once read to the end. */
   const seen = (kind: string, lines: string[]) => {
-    const read = adapterOf(kind).session();
-    return lines.map(read).filter((s) => s !== null);
+    const output = createOutputReader(kind);
+    for (const line of lines) output.line('stdout', line);
+    return output.session;
   };
+  const NONE = { id: null, said: null };
 
   it('take only ids of the CLI\'s own shape', () => {
-    assert.deepEqual(seen('claude', [`{"type":"system","session_id":"${UUID}"}`]), [{ id: UUID, said: null }]);
+    assert.deepEqual(seen('claude', [`{"type":"system","session_id":"${UUID}"}`]), { id: UUID, said: null });
     for (const bad of ['../../x', '--resume', `${UUID} --yolo`, 42, '']) {
-      assert.deepEqual(seen('claude', [JSON.stringify({ type: 'system', session_id: bad })]), [], String(bad));
-      assert.deepEqual(seen('codex', [JSON.stringify({ type: 'thread.started', thread_id: bad })]), [], String(bad));
-      assert.deepEqual(seen('opencode', [JSON.stringify({ type: 'step_start', sessionID: bad })]), [], String(bad));
+      assert.deepEqual(seen('claude', [JSON.stringify({ type: 'system', session_id: bad })]), NONE, String(bad));
+      assert.deepEqual(seen('codex', [JSON.stringify({ type: 'thread.started', thread_id: bad })]), NONE, String(bad));
+      assert.deepEqual(seen('opencode', [JSON.stringify({ type: 'step_start', sessionID: bad })]), NONE, String(bad));
     }
-    assert.deepEqual(seen('opencode', [`{"type":"step_start","sessionID":"${UUID}"}`]), [], 'not an opencode id');
+    assert.deepEqual(seen('opencode', [`{"type":"step_start","sessionID":"${UUID}"}`]), NONE, 'not an opencode id');
   });
 
   it('read gemini\'s pretty-printed result and the agent\'s last words', () => {
     const doc = JSON.stringify({ session_id: UUID, response: 'Done.', stats: {} }, null, 2).split('\n');
-    assert.deepEqual(seen('gemini', doc), [{ id: UUID, said: 'Done.' }]);
+    assert.deepEqual(seen('gemini', doc), { id: UUID, said: 'Done.' });
     const item = { type: 'item.completed', item: { type: 'agent_message', text: 'Which colour?' } };
-    assert.deepEqual(seen('codex', [JSON.stringify(item)]), [{ id: null, said: 'Which colour?' }]);
+    assert.deepEqual(seen('codex', [JSON.stringify(item)]), { id: null, said: 'Which colour?' });
+  });
+
+  it('keep the first id a CLI names, but gemini\'s last (it names its session only in its result)', () => {
+    const ids = [UUID, UUID.replace(/^./, 'b')];
+    assert.equal(seen('claude', ids.map((id) => JSON.stringify({ type: 'system', session_id: id }))).id, ids[0]);
+    assert.equal(seen('gemini', ids.map((id) => JSON.stringify({ session_id: id }))).id, ids[1]);
   });
 });
 

@@ -3,16 +3,16 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync, chmodSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { adapterOf, addUsage, resolveProvider, BUILTIN_PROVIDERS, type Usage } from '../../src/engine/providers.ts';
+import { addUsage, createOutputReader, resolveProvider, BUILTIN_PROVIDERS, type Usage } from '../../src/engine/providers.ts';
 
 const NONE: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
 
 /** Feeds lines to a fresh parser of that kind and sums what it reports, as the provider phase does. */
 function total(kind: string, lines: string[]): Usage {
-  const parse = adapterOf(kind).usage();
+  const output = createOutputReader(kind);
   let sum = NONE;
   for (const line of lines) {
-    const inc = parse(line);
+    const inc = output.line('stdout', line).usage;
     if (inc) sum = addUsage(sum, inc);
   }
   return sum;
