@@ -67,13 +67,11 @@ export interface Policy {
   limits: RunLimits;
   /** Where the agents may connect through the egress gate (docs/gate.md); the model APIs are always reachable. */
   network: { allow: string[]; deny: string[] };
-  /** Whether a file was found; with none, the defaults apply (PR only on verified, as draft). */
-  fromFile: boolean;
 }
 
 export const DEFAULT_POLICY: Policy = {
   checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, sandbox: null, limits: DEFAULT_LIMITS,
-  network: { allow: [], deny: [] }, fromFile: false,
+  network: { allow: [], deny: [] },
 };
 
 function parseCheck(raw: unknown, i: number) {
@@ -137,10 +135,8 @@ export function parsePolicy(raw: unknown): Policy {
     'sandbox must be "bwrap" or "none"');
   const limits = raw.limits === undefined || raw.limits === null
     ? {} : readLimits(raw.limits, 'policy.json', true, (message) => new PolicyError(message));
-  return {
-    checks, pr, max_usd: maxUsd, sandbox, limits: { ...DEFAULT_LIMITS, ...limits }, network: parseNetwork(raw.network),
-    fromFile: true,
-  };
+  const network = parseNetwork(raw.network);
+  return { checks, pr, max_usd: maxUsd, sandbox, limits: { ...DEFAULT_LIMITS, ...limits }, network };
 }
 
 /** The largest policy.json read: a repository's file is read by the servers too, so it is never read unbounded. */
