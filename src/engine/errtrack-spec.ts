@@ -63,8 +63,8 @@ function tagValue(event: Obj | null, key: string): string | null {
   return null;
 }
 
-/** The task spec an export (in any form normalizeExport accepts) becomes, and its title (the brief's). */
-export function errtrackSpec(input: unknown): { spec: string; title: string } {
+/** The task spec and brief an export (in any form normalizeExport accepts) becomes. */
+export function errtrackSpec(input: unknown): { spec: string; brief: string } {
   const { issue, event } = normalizeExport(input);
   const values = sectionValues(event, 'exception');
   const top = values[values.length - 1] ?? null;
@@ -103,7 +103,7 @@ export function errtrackSpec(input: unknown): { spec: string; title: string } {
       '- Existing tests pass.',
     ]),
   ].join('\n');
-  return { spec, title };
+  return { spec, brief: oneLine(`Fix ${title}`, 1500) };
 }
 
 /**

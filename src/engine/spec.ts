@@ -72,11 +72,6 @@ function defaultOrigin(input: ClassifiedInput, env: NodeJS.ProcessEnv): string {
   return 'cli';
 }
 
-function errtrackTask(raw: unknown): { spec: string; brief: string } {
-  const { spec, title } = errtrackSpec(raw);
-  return { spec, brief: oneLine(`Fix ${title}`, 1500) };
-}
-
 export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJS.ProcessEnv): Promise<Task> {
   const origin = defaultOrigin(input, env);
   switch (input.kind) {
@@ -95,15 +90,13 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
       const raw = tryParseJson(readFileSync(input.value, 'utf8'));
       if (raw === undefined) throw new BadInputError(`"${basename(input.value)}" is not valid JSON`);
       try {
-        return { ...errtrackTask(raw), origin };
+        return { ...errtrackSpec(raw), origin };
       } catch (err) {
         throw new BadInputError(`${basename(input.value)}: ${errorMessage(err)}`, { cause: err });
       }
     }
-    case 'issue-url': {
-      const exp = await fetchIssueExport(input.value, env);
-      return { ...errtrackTask(exp), origin };
-    }
+    case 'issue-url':
+      return { ...errtrackSpec(await fetchIssueExport(input.value, env)), origin };
     case 'trackera':
       return { ...(await trackeraSpec(repo, input.value, env)), origin };
   }
