@@ -69,11 +69,6 @@ export interface Policy {
   network: { allow: string[]; deny: string[] };
 }
 
-export const DEFAULT_POLICY: Policy = {
-  checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, sandbox: null, limits: DEFAULT_LIMITS,
-  network: { allow: [], deny: [] },
-};
-
 function parseCheck(raw: unknown, i: number) {
   const where = `policy.json checks[${i}]`;
   if (!isJsonObject(raw)) throw new PolicyError(`${where} must be an object`);
@@ -119,7 +114,7 @@ export function parsePolicy(raw: unknown): Policy {
   const checks = checksRaw.map(parseCheck);
   const twice = checks.find((c, i) => checks.findIndex((other) => other.name === c.name) !== i);
   if (twice) throw new PolicyError(`policy.json has two checks named "${twice.name}"`);
-  const pr = { ...DEFAULT_POLICY.pr };
+  const pr: Policy['pr'] = { open: 'verified', draft: true, base: null };
   if (raw.pr !== undefined) {
     if (!isJsonObject(raw.pr)) throw new PolicyError('policy.json pr must be an object');
     onlyKeys(raw.pr, ['open', 'draft', 'base'], 'policy.json pr');
@@ -138,6 +133,8 @@ export function parsePolicy(raw: unknown): Policy {
   const network = parseNetwork(raw.network);
   return { checks, pr, max_usd: maxUsd, sandbox, limits: { ...DEFAULT_LIMITS, ...limits }, network };
 }
+
+export const DEFAULT_POLICY: Policy = parsePolicy({});
 
 /** The largest policy.json read: a repository's file is read by the servers too, so it is never read unbounded. */
 const MAX_POLICY = 64 * 1024;
