@@ -257,14 +257,6 @@ function post(settings: TraceSettings, body: string): Promise<boolean> {
   });
 }
 
-let processTracer: Tracer | null = null;
-
-/** This process's tracer, made from its environment the first time (the headers, a secret, read once here). */
-export function tracerOf(env: NodeJS.ProcessEnv, defaultService = 'svc'): Tracer {
-  processTracer ??= new Tracer(traceSettings(env, defaultService));
-  return processTracer;
-}
-
 /** A span being timed: ended once, then queued on its tracer. */
 export class OpenSpan {
   readonly context: SpanContext;

@@ -1,6 +1,6 @@
 // `svc providers`: the report of GET /v1/providers (agent CLIs, versions, tested ranges) for this PATH and project.
 import { parseFlags, type CliIo } from './io.ts';
-import { loadEngineConfig } from '../engine/config.ts';
+import { readEngineConfigFile } from '../engine/config.ts';
 import { createVersionProbe } from '../engine/cli-version.ts';
 import { describeProviders, type ProviderReport } from '../control/provider-detect.ts';
 import { safeJson } from '../safe-json.ts';
@@ -32,8 +32,8 @@ function table(rows: ProviderReport[]): string {
 
 export default async function providers(io: CliIo): Promise<number> {
   const { values } = parseFlags(io.argv, { json: { type: 'boolean' }, repo: { type: 'string' } }, 0);
-  const config = loadEngineConfig(values.repo ?? process.cwd());
-  const rows = await describeProviders(config.providers, io.env.PATH, createVersionProbe(io.env));
+  const file = readEngineConfigFile(values.repo ?? process.cwd());
+  const rows = await describeProviders(file?.config.providers ?? {}, io.env.PATH, createVersionProbe(io.env));
   io.stdout(values.json ? `${safeJson(rows)}\n` : `${table(rows)}\n`);
   return 0;
 }

@@ -50,10 +50,6 @@ export function readEngineConfigFile(repo: string): { config: EngineConfig; path
   };
 }
 
-export function loadEngineConfig(repo: string): EngineConfig {
-  return readEngineConfigFile(repo)?.config ?? { provider: null, providers: {} };
-}
-
 /** Parses a config file's bytes; `where` names the file in errors, `keys` are the top-level keys it may hold. */
 export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly string[]): EngineConfig {
   const raw = tryParseJson(bytes.toString('utf8'));

@@ -7,14 +7,12 @@ import { isLoopbackHost } from '../http/guards.ts';
 
 type ErrtrackExport = { issue: Obj | null; event: Obj | null };
 
-type ErrtrackSummary = ReturnType<typeof summarize>;
-
 function arr(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];
 }
 
 /** Accepts an issue export, an event, `{issue, event}`, or an alert/issue webhook body holding either. */
-export function normalizeExport(input: unknown): ErrtrackExport {
+function normalizeExport(input: unknown): ErrtrackExport {
   const o = obj(input);
   if (!o) throw new BadInputError('The error-tracker export must be a JSON object');
   if (obj(o.issue) || obj(o.event)) return { issue: obj(o.issue), event: obj(o.event) };
@@ -65,47 +63,39 @@ function tagValue(event: Obj | null, key: string): string | null {
   return null;
 }
 
-export function summarize(exp: ErrtrackExport) {
-  const { issue, event } = exp;
+/** The task spec and brief an export (in any form normalizeExport accepts) becomes. */
+export function errtrackSpec(input: unknown): { spec: string; brief: string } {
+  const { issue, event } = normalizeExport(input);
   const values = sectionValues(event, 'exception');
   const top = values[values.length - 1] ?? null;
   const meta = obj(issue?.metadata) ?? obj(event?.metadata);
   const errorType = str(top?.type) ?? str(meta?.type);
   const errorValue = str(top?.value) ?? str(meta?.value);
-  const title = str(issue?.title) ?? str(event?.title) ?? [errorType, errorValue].filter(Boolean).join(': ');
-  return {
-    title: oneLine(title || 'Unknown error', 300),
-    errorType: errorType && oneLine(errorType, 200),
-    errorValue: errorValue && oneLine(errorValue, 1000),
-    frames: framesOf(values),
-    breadcrumbs: sectionValues(event, 'breadcrumbs').slice(-30).map(crumbLine),
-    release: str(obj(event?.release)?.version) ?? str(event?.release) ?? tagValue(event, 'release')
-      ?? str(obj(issue?.lastRelease)?.version),
-    environment: str(event?.environment) ?? tagValue(event, 'environment'),
-    culprit: str(event?.culprit) ?? str(issue?.culprit),
-    link: str(issue?.permalink) ?? str(event?.web_url) ?? null,
-    shortId: str(issue?.shortId),
-  };
-}
-
-export function renderErrtrackSpec(s: ErrtrackSummary): string {
-  const error = [s.errorType, s.errorValue].filter(Boolean).join(': ') || s.title;
-  const frames = s.frames.slice(0, 40)
+  const named = str(issue?.title) ?? str(event?.title) ?? [errorType, errorValue].filter(Boolean).join(': ');
+  const title = oneLine(named || 'Unknown error', 300);
+  const error = [errorType && oneLine(errorType, 200), errorValue && oneLine(errorValue, 1000)]
+    .filter(Boolean).join(': ') || title;
+  const frames = framesOf(values).slice(0, 40)
     .map((f) => `- ${f.file}:${f.line ?? '?'} in ${f.fn}${f.inApp ? '' : ' (library)'}`);
+  const breadcrumbs = sectionValues(event, 'breadcrumbs').slice(-30).map((c) => `- ${crumbLine(c)}`);
+  const release = str(obj(event?.release)?.version) ?? str(event?.release) ?? tagValue(event, 'release')
+    ?? str(obj(issue?.lastRelease)?.version);
+  const shortId = str(issue?.shortId);
+  const link = str(issue?.permalink) ?? str(event?.web_url);
   const context = [
-    `- Release: ${s.release ?? 'unknown'}`,
-    `- Environment: ${s.environment ?? 'unknown'}`,
-    `- Culprit: ${s.culprit ?? 'unknown'}`,
-    ...(s.shortId ? [`- Issue: ${s.shortId}`] : []),
-    ...(s.link ? [`- Link: ${s.link}`] : []),
+    `- Release: ${release ?? 'unknown'}`,
+    `- Environment: ${str(event?.environment) ?? tagValue(event, 'environment') ?? 'unknown'}`,
+    `- Culprit: ${str(event?.culprit) ?? str(issue?.culprit) ?? 'unknown'}`,
+    ...(shortId ? [`- Issue: ${shortId}`] : []),
+    ...(link ? [`- Link: ${link}`] : []),
   ];
-  const section = (title: string, lines: string[]) => [`## ${title}`, '', ...lines, ''];
-  return [
-    `# Fix: ${s.title}`,
+  const section = (heading: string, lines: string[]) => [`## ${heading}`, '', ...lines, ''];
+  const spec = [
+    `# Fix: ${title}`,
     '',
     ...section('Error', [error]),
     ...section('Stack trace', frames.length ? frames : ['(no stack trace in the export)']),
-    ...section('Breadcrumbs', s.breadcrumbs.length ? s.breadcrumbs.map((b) => `- ${b}`) : ['(none recorded)']),
+    ...section('Breadcrumbs', breadcrumbs.length ? breadcrumbs : ['(none recorded)']),
     ...section('Context', context),
     ...section('Acceptance criteria', [
       `- The error "${oneLine(error, 300)}" no longer occurs.`,
@@ -113,6 +103,7 @@ export function renderErrtrackSpec(s: ErrtrackSummary): string {
       '- Existing tests pass.',
     ]),
   ].join('\n');
+  return { spec, brief: oneLine(`Fix ${title}`, 1500) };
 }
 
 /**

@@ -195,14 +195,14 @@ function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]) {
 }
 
 /** Between two commits, gitlink moves too (`Subproject commit` lines: ids only; a pushed branch carries them). */
-export function diffCommits(dir: string, base: string, head: string, run: GitRun = hostGit): DiffResult {
+export function diffCommits(dir: string, base: string, head: string, run: GitRun): DiffResult {
   return withScratch('diff', (tmp) => runDiff((args) => git(dir, args, {}, run, [tmp]), tmp,
     ['--ignore-submodules=none', '--submodule=short'], [base, head]));
 }
 
 /** The paths `git status` lists as changed or untracked (not ignored), and the embedded repositories apart. */
-export function workingChanges(dir: string, run: GitRun = hostGit): { changed: string[]; embedded: string[] } {
-  const out = git(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=all'], {}, run);
+export function workingChanges(dir: string): { changed: string[]; embedded: string[] } {
+  const out = git(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=all']);
   const changed: string[] = [];
   const embedded: string[] = [];
   const entries = out.split('\0');
@@ -231,12 +231,12 @@ function withWorkingIndex<T>(
 }
 
 /** The tree of the working tree now: a run without a worktree diffs against it, not against HEAD. */
-export function snapshotTree(dir: string, embedded: string[], run: GitRun = hostGit): string {
-  return withWorkingIndex(dir, 'HEAD', run, embedded, (inTmp) => inTmp(['write-tree']).trim());
+export function snapshotTree(dir: string, embedded: string[]): string {
+  return withWorkingIndex(dir, 'HEAD', hostGit, embedded, (inTmp) => inTmp(['write-tree']).trim());
 }
 
 /** Diff of the working tree (embedded repositories left out) against base (a commit or a tree). */
-export function diffWorkingTree(dir: string, base: string, run: GitRun = hostGit): DiffResult {
+export function diffWorkingTree(dir: string, base: string, run: GitRun): DiffResult {
   return withWorkingIndex(dir, base, run, null,
     (inTmp, tmp) => runDiff(inTmp, tmp, ['--ignore-submodules=all', '--cached'], [base]));
 }

@@ -67,14 +67,7 @@ export interface Policy {
   limits: RunLimits;
   /** Where the agents may connect through the egress gate (docs/gate.md); the model APIs are always reachable. */
   network: { allow: string[]; deny: string[] };
-  /** Whether a file was found; with none, the defaults apply (PR only on verified, as draft). */
-  fromFile: boolean;
 }
-
-export const DEFAULT_POLICY: Policy = {
-  checks: [], pr: { open: 'verified', draft: true, base: null }, max_usd: null, sandbox: null, limits: DEFAULT_LIMITS,
-  network: { allow: [], deny: [] }, fromFile: false,
-};
 
 function parseCheck(raw: unknown, i: number) {
   const where = `policy.json checks[${i}]`;
@@ -121,7 +114,7 @@ export function parsePolicy(raw: unknown): Policy {
   const checks = checksRaw.map(parseCheck);
   const twice = checks.find((c, i) => checks.findIndex((other) => other.name === c.name) !== i);
   if (twice) throw new PolicyError(`policy.json has two checks named "${twice.name}"`);
-  const pr = { ...DEFAULT_POLICY.pr };
+  const pr: Policy['pr'] = { open: 'verified', draft: true, base: null };
   if (raw.pr !== undefined) {
     if (!isJsonObject(raw.pr)) throw new PolicyError('policy.json pr must be an object');
     onlyKeys(raw.pr, ['open', 'draft', 'base'], 'policy.json pr');
@@ -137,11 +130,11 @@ export function parsePolicy(raw: unknown): Policy {
     'sandbox must be "bwrap" or "none"');
   const limits = raw.limits === undefined || raw.limits === null
     ? {} : readLimits(raw.limits, 'policy.json', true, (message) => new PolicyError(message));
-  return {
-    checks, pr, max_usd: maxUsd, sandbox, limits: { ...DEFAULT_LIMITS, ...limits }, network: parseNetwork(raw.network),
-    fromFile: true,
-  };
+  const network = parseNetwork(raw.network);
+  return { checks, pr, max_usd: maxUsd, sandbox, limits: { ...DEFAULT_LIMITS, ...limits }, network };
 }
+
+export const DEFAULT_POLICY: Policy = parsePolicy({});
 
 /** The largest policy.json read: a repository's file is read by the servers too, so it is never read unbounded. */
 const MAX_POLICY = 64 * 1024;

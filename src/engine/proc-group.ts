@@ -83,12 +83,11 @@ export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: 
   const groups = isPidAlive(id.pid) && (!owner || owner(id.pid)) ? [id, ...descendantGroups(id)] : [id];
   const signalled = groups.filter((g) => signalGroup(g, 'SIGTERM', g === id ? owner : undefined));
   if (signalled.length === 0) return;
-  const deadline = Date.now() + graceMs;
   const left = async (ms: number) => {
-    for (const g of signalled) if (!(await waitGroupGone(g.pgid, Math.max(0, ms)))) return true;
+    for (const g of signalled) if (!(await waitGroupGone(g.pgid, ms))) return true;
     return false;
   };
-  if (!(await left(deadline - Date.now()))) return;
+  if (!(await left(graceMs))) return;
   signalled.forEach((g) => signalGroup(g, 'SIGKILL', g === id ? owner : undefined));
   await left(5_000);
 }

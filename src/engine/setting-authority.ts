@@ -84,11 +84,8 @@ function folders(name: string, entry: ProviderEntry, file: string, widened: bool
   return kept;
 }
 
-/**
- * Applies the rule to one run: the repository's config (null: none), the operator's, and how the run started. Gives
- * the config the run uses (the operator's providers, then the repository's as allowed; `writable` made absolute) and
- * the names of svc's environment the agent and the checks receive.
- */
+/** The config one run uses (the operator's providers, then the repository's as the rule allows; `writable` made
+ * absolute) and the names of svc's environment its agent and checks receive; `repo` null: the repository has none. */
 export function decideSettings(repo: EngineConfig | null, operator: OperatorConfig, use: SettingsUse) {
   const out: Collect = { widening: [], notes: [] };
   const widen = !use.server && use.trusted;

@@ -131,7 +131,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     return guard ? guard.members() : [child.pid, ...sandboxMembers(child.pid)];
   };
   const signalAll = (sig: NodeJS.Signals) => signalEach(members(), sig);
-  const status = sandbox ? readStatus(child, statusFd) : null;
+  const agentExited = sandbox ? agentExitedOn(child, statusFd) : null;
   const capture = captureOutput(child, opts.maxBytes, opts.onLine);
   // The child may exit without reading its prompt; EPIPE is not our failure.
   if (opts.stdin !== undefined) child.stdin?.on('error', () => undefined).end(opts.stdin);
@@ -166,7 +166,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
       const overMemory = watch ? memoryBreach(watch) : null;
       if (overMemory) endedBy ??= { limit: 'memory', message: overMemory };
       cgroup?.remove();
-      const sandboxFailed = status !== null && signal === null && endedBy === null && !status.agentExited();
+      const sandboxFailed = agentExited !== null && signal === null && endedBy === null && !agentExited();
       resolve({ code, signal, output: capture.output(), truncated: capture.truncated(), endedBy, sandboxFailed });
     });
   });
@@ -179,13 +179,10 @@ const STATUS_CAP = 64 * 1024;
 
 /** bwrap's status lines hold `{"exit-code": …}` only once the agent it executed has exited (not after a failed mount
  * or exec). */
-function readStatus(child: ChildProcess, fd: number): { agentExited(): boolean } {
+function agentExitedOn(child: ChildProcess, fd: number): () => boolean {
   let text = '';
-  const pipe = child.stdio[fd] as NodeJS.ReadableStream | null | undefined;
-  pipe?.on('data', (chunk: Buffer) => {
+  (child.stdio[fd] as NodeJS.ReadableStream | null | undefined)?.on('data', (chunk: Buffer) => {
     if (text.length < STATUS_CAP) text += chunk.toString('utf8');
   });
-  return {
-    agentExited: () => text.split('\n').some((line) => typeof obj(tryParseJson(line))['exit-code'] === 'number'),
-  };
+  return () => text.split('\n').some((line) => typeof obj(tryParseJson(line))['exit-code'] === 'number');
 }

@@ -3,9 +3,9 @@ import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
-import { fetchIssueExport, normalizeExport, summarize, renderErrtrackSpec } from './errtrack-spec.ts';
+import { errtrackSpec, fetchIssueExport } from './errtrack-spec.ts';
 import { fence, oneLine, str } from './text.ts';
-import { obj, objOrNull, type Obj } from '../untrusted.ts';
+import { obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { within } from '../spawn/bwrap-argv.ts';
 
@@ -72,11 +72,6 @@ function defaultOrigin(input: ClassifiedInput, env: NodeJS.ProcessEnv): string {
   return 'cli';
 }
 
-function errtrackTask(raw: unknown): { spec: string; brief: string } {
-  const summary = summarize(normalizeExport(raw));
-  return { spec: renderErrtrackSpec(summary), brief: oneLine(`Fix ${summary.title}`, 1500) };
-}
-
 export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJS.ProcessEnv): Promise<Task> {
   const origin = defaultOrigin(input, env);
   switch (input.kind) {
@@ -92,22 +87,16 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
       return { spec, brief: oneLine(heading ?? basename(input.value), 1500), origin };
     }
     case 'errtrack-file': {
-      let raw: unknown;
+      const raw = tryParseJson(readFileSync(input.value, 'utf8'));
+      if (raw === undefined) throw new BadInputError(`"${basename(input.value)}" is not valid JSON`);
       try {
-        raw = JSON.parse(readFileSync(input.value, 'utf8'));
-      } catch (err) {
-        throw new BadInputError(`"${basename(input.value)}" is not valid JSON`, { cause: err });
-      }
-      try {
-        return { ...errtrackTask(raw), origin };
+        return { ...errtrackSpec(raw), origin };
       } catch (err) {
         throw new BadInputError(`${basename(input.value)}: ${errorMessage(err)}`, { cause: err });
       }
     }
-    case 'issue-url': {
-      const exp = await fetchIssueExport(input.value, env);
-      return { ...errtrackTask(exp), origin };
-    }
+    case 'issue-url':
+      return { ...errtrackSpec(await fetchIssueExport(input.value, env)), origin };
     case 'trackera':
       return { ...(await trackeraSpec(repo, input.value, env)), origin };
   }

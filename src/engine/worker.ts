@@ -18,7 +18,7 @@ import { openRunGate } from './egress.ts';
 import { errorMessage, InfraError } from '../errors.ts';
 import { settingInt } from '../settings-registry.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { inSpan, OpenSpan, tracerOf, withSpan } from '../trace.ts';
+import { inSpan, OpenSpan, Tracer, traceSettings, withSpan } from '../trace.ts';
 
 function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;
@@ -102,7 +102,7 @@ export async function executeRun(
     if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
   });
   let plan: RunPlan | null = null;
-  const tracer = tracerOf(env, 'svc-run');
+  const tracer = new Tracer(traceSettings(env, 'svc-run'));
   // A child of the launcher's SVC_TRACEPARENT (as recorded), else its trace's root.
   const { trace_id, trace_parent, source, run, repo, provider, origin } = ctx.state;
   const runSpan = new OpenSpan(tracer, 'svc.run', trace_id ? { traceId: trace_id, spanId: trace_parent ?? '' } : null, {

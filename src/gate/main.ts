@@ -15,7 +15,7 @@ import { loadPriceTable } from './prices.ts';
 import { budgetName, CALLS_IN_FLIGHT, DayLedger, reachedBudget, refusalText, RunSpend } from './budgets.ts';
 import type { Asker, GateMeter } from './context.ts';
 import type { EgressRecord } from './evidence.ts';
-import { tracerOf } from '../trace.ts';
+import { Tracer, traceSettings } from '../trace.ts';
 
 /** The default policy, and one per served repository keyed by its name in lower case. */
 interface GatePolicies {
@@ -75,7 +75,7 @@ export async function serveGateForever(
     fallback, repos: new Map([...policies.repos].map(([name, p]) => [name, withModels(p)])),
   };
   const { meter, count } = sharedMeter(env);
-  const tracer = tracerOf(env, 'svc-gate');
+  const tracer = new Tracer(traceSettings(env, 'svc-gate'));
   // The gate cannot know which names the trigger serves: it says which it has, for the operator to compare.
   log.info('gate repository policies', { repos: [...served.repos.keys()] });
   const gate = await startGate({

@@ -6,7 +6,7 @@ import { spawnSync, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { SvcError } from '../../src/errors.ts';
 import {
-  fetchIssueExport, issueApiUrls, normalizeExport, summarize, renderErrtrackSpec,
+  errtrackSpec, fetchIssueExport, issueApiUrls,
 } from '../../src/engine/errtrack-spec.ts';
 import { makeRepo, CLI, type TestRepo } from './fixtures.ts';
 
@@ -79,7 +79,7 @@ describe('fetching an error-tracker issue URL', () => {
       assert.deepEqual(s.argvHits, []);
       assert.ok(s.curl.includes('--config -'), `curl ran as "curl --config -" (saw ${JSON.stringify(s.curl)})`);
     }
-    const spec = renderErrtrackSpec(summarize(normalizeExport(exp)));
+    const spec = errtrackSpec(exp).spec;
     assert.match(spec, /index\.js:19631 in Object\.fetch/);
   });
 

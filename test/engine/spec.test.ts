@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { normalizeExport, summarize, renderErrtrackSpec } from '../../src/engine/errtrack-spec.ts';
+import { errtrackSpec } from '../../src/engine/errtrack-spec.ts';
 import { buildPrompt, classifyInput } from '../../src/engine/spec.ts';
 import { oneLine } from '../../src/engine/text.ts';
 
@@ -18,7 +18,7 @@ function sections(spec: string): string[] {
 
 describe('error-tracker export to task spec', () => {
   it('builds every section from an issue and its latest event, in-app frames first as file:line in function', () => {
-    const spec = renderErrtrackSpec(summarize(normalizeExport({ issue, event })));
+    const spec = errtrackSpec({ issue, event }).spec;
     assert.deepEqual(sections(spec), ['Error', 'Stack trace', 'Breadcrumbs', 'Context', 'Acceptance criteria']);
     assert.match(spec, /^Error: Tool list_organizations is already registered$/m);
     const frames = spec.split('## Stack trace')[1]!.split('##')[0]!.trim().split('\n');
@@ -32,24 +32,24 @@ describe('error-tracker export to task spec', () => {
   });
 
   it('accepts the issue export alone and says there is no stack trace', () => {
-    const spec = renderErrtrackSpec(summarize(normalizeExport(issue)));
+    const spec = errtrackSpec(issue).spec;
     assert.match(spec, /^# Fix: Error: Tool list_organizations is already registered$/m);
     assert.match(spec, /\(no stack trace in the export\)/);
     assert.match(spec, /\(none recorded\)/);
   });
 
   it('accepts the event alone and an alert webhook body, putting library frames after in-app ones', () => {
-    assert.match(renderErrtrackSpec(summarize(normalizeExport(event))), /index\.js:19631 in Object\.fetch/);
-    const spec = renderErrtrackSpec(summarize(normalizeExport(alert)));
+    assert.match(errtrackSpec(event).spec, /index\.js:19631 in Object\.fetch/);
+    const spec = errtrackSpec(alert).spec;
     assert.match(spec, /^ReferenceError: heck is not defined$/m);
     assert.match(spec, /<anonymous>:3 in <anonymous> \(library\)/);
   });
 
   it('handles exports with missing fields without throwing', () => {
-    const spec = renderErrtrackSpec(summarize(normalizeExport({ event: { entries: [{ type: 'exception', data: {} }] } })));
+    const spec = errtrackSpec({ event: { entries: [{ type: 'exception', data: {} }] } }).spec;
     assert.deepEqual(sections(spec), ['Error', 'Stack trace', 'Breadcrumbs', 'Context', 'Acceptance criteria']);
-    assert.throws(() => normalizeExport([1, 2]), /JSON object/);
-    assert.throws(() => normalizeExport({ hello: 1 }), /Not an error-tracker export/);
+    assert.throws(() => errtrackSpec([1, 2]), /JSON object/);
+    assert.throws(() => errtrackSpec({ hello: 1 }), /Not an error-tracker export/);
   });
 });
 

@@ -79,14 +79,14 @@ describe('typed errors', () => {
   });
 
   it('types the errors of the engine config and of a failed git', async () => {
-    const { loadEngineConfig } = await import('../../src/engine/config.ts');
+    const { readEngineConfigFile } = await import('../../src/engine/config.ts');
     const { git } = await import('../../src/engine/git.ts');
     const dir = mkdtempSync(join(tmpdir(), 'svc-errors-'));
     try {
       const { mkdirSync, writeFileSync } = await import('node:fs');
       mkdirSync(join(dir, '.svc'));
       writeFileSync(join(dir, '.svc', 'config.json'), '{"colour":1}');
-      assert.throws(() => loadEngineConfig(dir), { code: 'bad_setting' });
+      assert.throws(() => readEngineConfigFile(dir), { code: 'bad_setting' });
       assert.throws(() => git(dir, ['rev-parse', 'HEAD']), { code: 'failed' });
     } finally {
       rmSync(dir, { recursive: true, force: true });
