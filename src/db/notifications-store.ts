@@ -32,8 +32,7 @@ export function createNotificationsStore(db: Db) {
       'attempts = excluded.attempts, error = excluded.error, updated_at = excluded.updated_at ' +
       'WHERE excluded.updated_at >= notifications.updated_at',
   );
-  const newest = db.prepare(`SELECT ${COLUMNS} FROM notifications ORDER BY created_at DESC, id DESC ${LIMIT_PARAM}`);
-  const older = db.prepare(
+  const page = db.prepare(
     `SELECT ${COLUMNS} FROM notifications WHERE (created_at, id) < (?, ?) ` +
       `ORDER BY created_at DESC, id DESC ${LIMIT_PARAM}`,
   );
@@ -55,8 +54,8 @@ export function createNotificationsStore(db: Db) {
     },
     /** Newest first by (created_at, id), strictly after `after`. */
     list({ limit, after }: { limit: number; after?: { created_at: number; id: number } | null }) {
-      const rows = after ? older.all(after.created_at, after.id, limit) : newest.all(limit);
-      return rows as unknown as Array<NotificationInput & { id: number }>;
+      const { created_at, id } = after ?? { created_at: Number.MAX_SAFE_INTEGER, id: Number.MAX_SAFE_INTEGER };
+      return page.all(created_at, id, limit) as unknown as Array<NotificationInput & { id: number }>;
     },
   };
 }

@@ -44,7 +44,6 @@ export function createRunsStore(db: Db) {
      WHERE excluded.updated_at >= runs.updated_at RETURNING rowid AS rowid_, ${ROW_COLUMNS}`,
   );
   const setJsonStmt = db.prepare('UPDATE runs SET json = ? WHERE rowid = ?');
-  const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
   const countActiveStmt = db.prepare(
     `SELECT count(*) AS n FROM runs WHERE status IN (${sqlList(ACTIVE_STATUSES)}) AND source = ?`,
   );
@@ -113,7 +112,6 @@ export function createRunsStore(db: Db) {
       const more = rows.length > filter.limit && last !== undefined;
       return { items, next: more ? { started_at: last[1], source: last[2], run: last[3] } : null };
     },
-    count: () => Number((countStmt.get() as { n: number }).n),
     countActive: (source: string) => Number((countActiveStmt.get(source) as { n: number }).n),
     /** Only the active statuses that have runs. */
     countActiveByStatus: () => activeByStatusStmt.all() as unknown as Array<{ status: string; n: number }>,
@@ -138,8 +136,10 @@ export function createRunsStore(db: Db) {
 /** Newest first; the (started_at, source, run) key is unique, so a keyset cursor never skips or repeats a run. */
 const ORDER = 'ORDER BY started_at DESC, source DESC, run DESC';
 
-/** The clause has a trailing space, or is empty. */
-function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] } {
+/** The clause has a trailing space, or is empty; `extra` conditions (constant SQL) are ANDed on. */
+export function buildWhere(
+  filter: Omit<RunFilter, 'limit'>, extra: readonly string[] = [],
+): { clause: string; args: SQLInputValue[] } {
   const where: string[] = [];
   const args: SQLInputValue[] = [];
   if (filter.verdict === null) where.push('verdict IS NULL');
@@ -165,6 +165,7 @@ function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] 
     where.push('(started_at, source, run) < (?, ?, ?)');
     args.push(filter.after.started_at, filter.after.source, filter.after.run);
   }
+  where.push(...extra);
   return { clause: where.length ? `WHERE ${where.join(' AND ')} ` : '', args };
 }
 
