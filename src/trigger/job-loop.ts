@@ -2,7 +2,8 @@
 // A job ends when its run ends (DESIGN §5); shutdown leaves queued jobs queued and running jobs re-attachable.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
-import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
+import type { JobExecutor, RunOutcome } from './executor.ts';
+import type { RunRef } from '../client/types.ts';
 import { buildSummaryParts, plainSummary, type Progress } from './summary.ts';
 import type { Logger } from '../log.ts';
 import type { RepoRouter } from './served-repos.ts';

@@ -11,8 +11,9 @@ import {
 } from './kubernetes-pod.ts';
 import {
   lastJsonLine, outcomeFromState, parseLaunchOutput, questionOf,
-  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
+  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
 } from './executor.ts';
+import type { RunRef } from '../client/types.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
 import { isValidSegment, newRunId } from '../engine/ids.ts';

@@ -21,8 +21,6 @@ import { createAnswerDesk } from './answers.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
-import { BadSettingError } from '../errors.ts';
-import type { RepoRouter } from './served-repos.ts';
 import { createGithubApi, type GithubApi } from './github-api.ts';
 import { Tracer, traceSettings } from '../trace.ts';
 import {
@@ -47,21 +45,11 @@ export interface TriggerOverrides {
 
 function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Logger, pollMs?: number): JobExecutor {
   const poll = pollMs ? { pollMs } : {};
-  if (settings.executor === 'local') return createLocalExecutor({ cliPath: settings.cliPath, env, ...poll });
-  kubernetesReposCheck(settings.repos);
+  const local = createLocalExecutor({ cliPath: settings.cliPath, env, ...poll });
+  if (settings.executor === 'local') return local;
   const { controlUrl, controlToken } = settings;
   // A pod's run is answered as a person would: `svc answer` finds no such run here and goes through the Control Plane.
-  const { answer } = createLocalExecutor({ cliPath: settings.cliPath, env });
-  return { ...createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll }), answer };
-}
-
-/** An entry with only a host checkout runs in whatever SVC_K8S_REPO_URL/PVC holds: right only when it is alone. */
-function kubernetesReposCheck(repos: RepoRouter): void {
-  const { entries } = repos;
-  const local = entries.filter((e) => e.clone === null).map((e) => e.name);
-  if (entries.length < 2 || local.length === 0) return;
-  throw new BadSettingError(`SVC_TRIGGER_EXECUTOR=kubernetes serves ${entries.length} repositories, so each needs a `
-    + `clone= URL for its pods to clone (${repos.source}: ${local.join(', ')} only have a checkout=)`);
+  return { ...createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll }), answer: local.answer };
 }
 
 export async function startTrigger(
@@ -134,11 +122,7 @@ export async function startTrigger(
       ...(o.servedRetryMs ? { retryMs: o.servedRetryMs } : {}),
     }));
   };
-  settings.repos.attach?.({
-    log,
-    ...(settings.executor === 'kubernetes' && !o.executor ? { check: kubernetesReposCheck } : {}),
-    onChange: (next) => report(next.entries.map((e) => e.name)),
-  });
+  settings.repos.attach?.({ log, onChange: (next) => report(next.entries.map((e) => e.name)) });
   const { server, connections } = createHttpServer(listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
   accepting = true;
