@@ -2,7 +2,7 @@
 // its entry, so edits and deletions show.
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
-import { inTransaction, LIMIT_PARAM, transaction, type Db } from './open.ts';
+import { LIMIT_PARAM, transaction, type Db } from './open.ts';
 import { iso } from '../iso-time.ts';
 import { tryParseJson } from '../untrusted.ts';
 
@@ -91,7 +91,7 @@ export function createAuditStore(db: Db, clock: () => number = Date.now) {
 
   return {
     // Reading the tail and inserting are one step, or two writers could chain onto the same parent.
-    append: (input: AuditInput): AuditEntry => inTransaction(db, () => appendLocked(input)),
+    append: (input: AuditInput): AuditEntry => transaction(db, () => appendLocked(input)),
     /**
      * Newest first, keyset-paged on id so rows appended meanwhile cause no duplicates or gaps; `nextBeforeId`: the
      * `beforeId` of the next (older) page, null on the last.

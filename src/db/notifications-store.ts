@@ -1,7 +1,7 @@
 // Outbound messages about runs (completion summaries to chat and trackers) and how their delivery went, as the
 // trigger server reports them through POST /v1/ingest. Chat reply URLs carry capability tokens in their path, so
 // whoever the caller is, a target is stored as a host and URLs in error text lose their path.
-import { inTransaction, LIMIT_PARAM, type Db } from './open.ts';
+import { LIMIT_PARAM, transaction, type Db } from './open.ts';
 
 export const NOTIFICATION_STATUSES = ['pending', 'sent', 'failed'] as const;
 
@@ -40,7 +40,7 @@ export function createNotificationsStore(db: Db) {
   return {
     /** Upserts by (job_id, channel), never over a newer `updated_at`; rows without a job id are inserted. */
     ingest(list: readonly NotificationInput[]): number {
-      return inTransaction(db, () => {
+      return transaction(db, () => {
         let changed = 0;
         for (const n of list) {
           const r = upsert.run(

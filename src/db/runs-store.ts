@@ -1,7 +1,7 @@
 // Runs table: upsert, patch, keyset-paged list, counts and the cascading delete. Times are unix ms. Every write stores
 // the run's Run JSON text with its row, so a list page reads one cell per run (docs/bench.md: the list's p99 bar).
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
-import { inTransaction, LIMIT_PARAM, statementCache, type Db } from './open.ts';
+import { LIMIT_PARAM, statementCache, transaction, type Db } from './open.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
 import type { CostFigures, MeteredCost, RunFailure, RunJson } from '../run-json.ts';
 import { iso } from '../iso-time.ts';
@@ -65,7 +65,7 @@ export function createRunsStore(db: Db) {
 
   /** One write that returns the row (none when it changed none), and that row's Run JSON text stored. */
   function write(stmt: StatementSync, args: SQLInputValue[]): boolean {
-    return inTransaction(db, () => {
+    return transaction(db, () => {
       const row = stmt.get(...args) as Written | undefined;
       if (row) setJsonStmt.run(JSON.stringify(runToJson(row)), row.rowid_);
       return row !== undefined;
@@ -122,7 +122,7 @@ export function createRunsStore(db: Db) {
     ping: (): void => void pingStmt.get(),
     /** Active runs are kept; a deleted one takes its events, artifacts, control and start requests along. */
     delete(source: string, run: string): DeleteOutcome {
-      return inTransaction(db, () => {
+      return transaction(db, () => {
         const row = statusStmt.get(source, run) as { status: string } | undefined;
         if (!row) return 'not_found';
         if (ACTIVE.has(row.status)) return 'active';
