@@ -6,7 +6,7 @@ import type { JobExecutor, RunOutcome } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
 import { buildSummaryParts, plainSummary, type Progress } from './summary.ts';
 import type { Logger } from '../log.ts';
-import type { RepoRouter } from './served-repos.ts';
+import type { TriggerSettings } from './settings.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import { errorMessage } from '../errors.ts';
@@ -26,22 +26,19 @@ interface JobEnd {
 interface JobLoopOptions {
   stores: TriggerStores;
   executor: JobExecutor;
-  concurrency: number;
-  repoConcurrency: number;
-  repos: RepoRouter;
+  /** `publicUrl`: the run link in summaries (none without it: never a loopback link). */
+  settings: Pick<TriggerSettings, 'concurrency' | 'repoConcurrency' | 'repos' | 'publicUrl'>;
   managed: ManagedCheckouts;
   clock: () => number;
   log: Logger;
   tracer: Tracer;
-  /** SVC_PUBLIC_URL: the run link in summaries (none without it: never a loopback link). */
-  publicUrl: string | undefined;
   /** notify.ts's senders; neither ever throws. */
   notify: (jobId: string) => Promise<void>;
   progress: (jobId: string, progress: Progress) => Promise<void>;
 }
 
 export function createJobLoop(opts: JobLoopOptions) {
-  const { stores, executor, log } = opts;
+  const { stores, executor, log, settings } = opts;
   const abort = new AbortController();
   const tasks = new Set<Promise<void>>();
   let closed = false;
@@ -73,7 +70,7 @@ export function createJobLoop(opts: JobLoopOptions) {
     const startedMs = outcome?.started_at ? Date.parse(outcome.started_at) : (job.started_at ?? now);
     const endedMs = outcome?.ended_at ? Date.parse(outcome.ended_at) : now;
     const parts = buildSummaryParts({
-      jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, publicUrl: opts.publicUrl,
+      jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, publicUrl: settings.publicUrl,
     });
     const summary = plainSummary(parts);
     stores.jobs.finish(job.id, {
@@ -110,7 +107,7 @@ export function createJobLoop(opts: JobLoopOptions) {
 
   /** The job's served entry (a job queued before routing, migration 6, takes the default). */
   function repoOf(job: JobRow): ServedRepo | undefined {
-    return job.repo === null ? opts.repos.entries.find((e) => e.isDefault) : opts.repos.byName(job.repo);
+    return job.repo === null ? settings.repos.entries.find((e) => e.isDefault) : settings.repos.byName(job.repo);
   }
 
   async function runJob(job: JobRow): Promise<void> {
@@ -147,8 +144,8 @@ export function createJobLoop(opts: JobLoopOptions) {
   function kick(): void {
     if (closed) return;
     // A failed claim: another dispatcher took that job.
-    for (let tries = 0; tasks.size < opts.concurrency && tries < opts.concurrency * 2; tries++) {
-      const job = pickNext(stores.jobs, turns, opts.repoConcurrency);
+    for (let tries = 0; tasks.size < settings.concurrency && tries < settings.concurrency * 2; tries++) {
+      const job = pickNext(stores.jobs, turns, settings.repoConcurrency);
       if (!job) return;
       if (!stores.jobs.claim(job.id, opts.clock())) continue;
       const claimed = { ...job, status: 'running' as const, started_at: opts.clock() };

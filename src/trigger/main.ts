@@ -97,9 +97,7 @@ export async function startTrigger(
   });
   const tracer = new Tracer(traceSettings(env, 'svc-trigger'));
   jobLoop = createJobLoop({
-    stores, tracer, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency,
-    repos: settings.repos, managed,
-    clock, log, publicUrl: settings.publicUrl, notify, progress: notify.progress,
+    stores, tracer, executor, settings, managed, clock, log, notify, progress: notify.progress,
   });
   const skips = createSkipCounts();
   let accepting = false;
