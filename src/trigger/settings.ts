@@ -120,9 +120,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     trackeraApiKey: trackeraUrl ? env.TRACKERA_API_KEY || undefined : undefined,
     trackerb: tb && tbUrl ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! } : undefined,
     chataBot: botToken && botUrl ? { apiUrl: new URL(botUrl).href, token: botToken } : undefined,
-    github: ghToken
-      ? { apiUrl: (setting(env, 'GITHUB_API_URL') ?? 'https://api.github.com').replace(/\/+$/, ''), token: ghToken }
-      : undefined,
+    github: ghToken ? { apiUrl: settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, ''), token: ghToken } : undefined,
   };
   return {
     host: flags.host ?? settingOr(env, 'SVC_TRIGGER_HOST'),
