@@ -13,8 +13,6 @@ import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
 
-export type JobLoop = ReturnType<typeof createJobLoop>;
-
 interface JobEnd {
   status: 'succeeded' | 'failed' | 'interrupted';
   run?: RunRef | null;

@@ -4,7 +4,7 @@ import { openDatabase } from '../db/open.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
 import { createTriggerStores } from '../db/trigger-stores.ts';
 import { createJobQueue } from './queue.ts';
-import { createJobLoop, type JobLoop } from './job-loop.ts';
+import { createJobLoop } from './job-loop.ts';
 import { createLocalExecutor } from './local-executor.ts';
 import { createKubernetesExecutor } from './kubernetes-executor.ts';
 import { createNotifier } from './notify.ts';
@@ -82,22 +82,21 @@ export async function startTrigger(
     publicUrl: settings.publicUrl,
     ...(o.notifyBackoffMs !== undefined ? { backoffMs: o.notifyBackoffMs } : {}),
   });
-  let jobLoop: JobLoop | undefined;
-  const queue = createJobQueue({
-    stores, clock, maxQueued: settings.queueMax,
-    // The queue's shares are split between the routes that can queue work.
-    routes: SOURCE_NAMES.filter((r) => settings.secrets[r].value && settings.secrets[r].unavailable === null).length,
-    onEnqueued: () => {
-      checkpointer.nudge();
-      setImmediate(() => jobLoop?.kick());
-    },
-  });
   const managed = createManagedCheckouts({
     stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log,
   });
   const tracer = new Tracer(traceSettings(env, 'svc-trigger'));
-  jobLoop = createJobLoop({
+  const jobLoop = createJobLoop({
     stores, tracer, executor, settings, managed, clock, log, notify, progress: notify.progress,
+  });
+  const queue = createJobQueue({
+    stores, clock, maxQueued: settings.queueMax,
+    // The queue's shares are split between the routes that can queue work.
+    routes: SOURCE_NAMES.filter((r) => settings.secrets[r].unavailable === null).length,
+    onEnqueued: () => {
+      checkpointer.nudge();
+      setImmediate(() => jobLoop.kick());
+    },
   });
   const skips = createSkipCounts();
   let accepting = false;
@@ -138,7 +137,7 @@ export async function startTrigger(
       stopRetention();
       await closeGracefully(server, async () => {
         shutdown.abort();
-        await jobLoop!.close();
+        await jobLoop.close();
         await Promise.all([...reports, managed.idle()]);
       });
       await checkpointer.close();
