@@ -4,7 +4,8 @@ import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
 import type { JobExecutor, RunOutcome } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
-import { buildSummaryParts, plainSummary, type Progress } from './summary.ts';
+import { buildSummaryParts, plainSummary } from './summary.ts';
+import type { createNotifier } from './notify.ts';
 import type { Logger } from '../log.ts';
 import type { TriggerSettings } from './settings.ts';
 import type { ServedRepo } from './served-repos-file.ts';
@@ -30,9 +31,8 @@ interface JobLoopOptions {
   clock: () => number;
   log: Logger;
   tracer: Tracer;
-  /** notify.ts's senders; neither ever throws. */
-  notify: (jobId: string) => Promise<void>;
-  progress: (jobId: string, progress: Progress) => Promise<void>;
+  /** Sends a job's summary, and with `progress` what its run is doing; never throws. */
+  notify: ReturnType<typeof createNotifier>;
 }
 
 export function createJobLoop(opts: JobLoopOptions) {
@@ -86,7 +86,7 @@ export function createJobLoop(opts: JobLoopOptions) {
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
     // The answer comes back through the job's route (answers.ts).
     const onQuestion = (question: string | null): void => {
-      void opts.progress(job.id, question !== null ? { step: 'waiting', question } : { step: 'resumed' });
+      void opts.notify.progress(job.id, question !== null ? { step: 'waiting', question } : { step: 'resumed' });
     };
     const outcome = await executor.follow(run, abort.signal, { reattach, workdir, onQuestion });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
@@ -135,7 +135,7 @@ export function createJobLoop(opts: JobLoopOptions) {
       return finishAndNotify(job, { status: 'failed', exitCode: launched.exitCode, error });
     }
     stores.jobs.setRun(job.id, launched.run.source, launched.run.run, launched.exitCode);
-    void opts.progress(job.id, { step: 'started' });
+    void opts.notify.progress(job.id, { step: 'started' });
     await followToEnd(job, launched.run, false, workdir);
   }
 

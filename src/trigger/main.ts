@@ -87,7 +87,7 @@ export async function startTrigger(
   });
   const tracer = new Tracer(traceSettings(env, 'svc-trigger'));
   const jobLoop = createJobLoop({
-    stores, tracer, executor, settings, managed, clock, log, notify, progress: notify.progress,
+    stores, tracer, executor, settings, managed, clock, log, notify,
   });
   const queue = createJobQueue({
     stores, clock, maxQueued: settings.queueMax,

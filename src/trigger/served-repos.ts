@@ -15,7 +15,7 @@ import { isRepoName } from '../engine/repo-name.ts';
 
 export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; reason: string };
 
-/** `attach`: a table read from a file gets its logging and reload rules once the server has them. */
+/** `attach`: a table read from a file gets its logger and reload listener once the server has them. */
 export type RepoRouter = ReturnType<typeof createRepoRouter> & { attach?(hooks: LiveHooks): void };
 
 /** Text from a payload, fit for a skip reason and a log line. */
