@@ -1,9 +1,8 @@
 // Append-only audit log as a hash chain: each row's hash is sha256 over the previous hash and the canonical JSON of
 // its entry, so edits and deletions show.
 import { createHash } from 'node:crypto';
-import type { StatementSync } from 'node:sqlite';
 import { canonicalJson } from '../canonical-json.ts';
-import { inTransaction, LIMIT_PARAM, transaction, type Db } from './open.ts';
+import { LIMIT_PARAM, transaction, type Db } from './open.ts';
 import { iso } from '../iso-time.ts';
 import { tryParseJson } from '../untrusted.ts';
 
@@ -55,8 +54,7 @@ export function createAuditStore(db: Db, clock: () => number = Date.now) {
     'INSERT INTO audit (id, at, actor, peer, action, target, outcome, detail, prev_hash, hash) ' +
       'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
   );
-  const newest = db.prepare(`SELECT * FROM audit ORDER BY id DESC ${LIMIT_PARAM}`);
-  const older = db.prepare(`SELECT * FROM audit WHERE id < ? ORDER BY id DESC ${LIMIT_PARAM}`);
+  const newestBefore = db.prepare(`SELECT * FROM audit WHERE id < ? ORDER BY id DESC ${LIMIT_PARAM}`);
   const all = db.prepare('SELECT * FROM audit ORDER BY id ASC');
   const oldest = db.prepare('SELECT id, prev_hash FROM audit ORDER BY id ASC LIMIT 1');
   const lastPrune = db.prepare(
@@ -91,19 +89,17 @@ export function createAuditStore(db: Db, clock: () => number = Date.now) {
     return first.prev_hash;
   }
 
-  /** `nextBeforeId`: the `beforeId` of the next (older) page; null on the last. */
-  function page(stmt: StatementSync, args: number[], limit: number) {
-    const rows = stmt.all(...args, limit + 1) as unknown as Row[];
-    const items = rows.slice(0, limit).map(toEntry);
-    return { items, nextBeforeId: rows.length > limit ? items[items.length - 1]!.id : null };
-  }
-
   return {
     // Reading the tail and inserting are one step, or two writers could chain onto the same parent.
-    append: (input: AuditInput): AuditEntry => inTransaction(db, () => appendLocked(input)),
-    /** Newest first, keyset-paged on id so rows appended meanwhile cause no duplicates or gaps. */
+    append: (input: AuditInput): AuditEntry => transaction(db, () => appendLocked(input)),
+    /**
+     * Newest first, keyset-paged on id so rows appended meanwhile cause no duplicates or gaps; `nextBeforeId`: the
+     * `beforeId` of the next (older) page, null on the last.
+     */
     list({ limit, beforeId }: { limit: number; beforeId?: number | null }) {
-      return beforeId === undefined || beforeId === null ? page(newest, [], limit) : page(older, [beforeId], limit);
+      const rows = newestBefore.all(beforeId ?? Number.MAX_SAFE_INTEGER, limit + 1) as unknown as Row[];
+      const items = rows.slice(0, limit).map(toEntry);
+      return { items, nextBeforeId: rows.length > limit ? items[items.length - 1]!.id : null };
     },
     /** Deletes up to `maxRows` of the oldest rows before `before`, with the `audit.prune` row that anchors the rest. */
     pruneBefore(before: number, maxRows: number): number {

@@ -16,11 +16,6 @@ export interface EventRow {
 
 export type EventInput = Omit<EventRow, 'id'>;
 
-export interface EventPage {
-  after: number;
-  limit: number;
-}
-
 export type EventsStore = ReturnType<typeof createEventsStore>;
 
 export function createEventsStore(db: Db) {
@@ -56,10 +51,10 @@ export function createEventsStore(db: Db) {
       if (id === null) throw new ConflictError(`Event seq ${seq} of ${source}/${run} already exists`);
       return { id, source, run, seq, ts, kind, data: text };
     },
-    list: (source: string, run: string, { after, limit }: EventPage) =>
+    list: (source: string, run: string, { after, limit }: { after: number; limit: number }) =>
       listRun.all(source, run, after, limit) as unknown as EventRow[],
     /** Stream replay: events with id > after, ascending. */
-    listAll({ after, limit, source, run }: EventPage & { source?: string; run?: string }) {
+    listAll({ after, limit, source, run }: { after: number; limit: number; source?: string; run?: string }) {
       if (source !== undefined && run !== undefined) {
         return listRun.all(source, run, after, limit) as unknown as EventRow[];
       }

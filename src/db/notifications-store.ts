@@ -1,7 +1,7 @@
 // Outbound messages about runs (completion summaries to chat and trackers) and how their delivery went, as the
 // trigger server reports them through POST /v1/ingest. Chat reply URLs carry capability tokens in their path, so
 // whoever the caller is, a target is stored as a host and URLs in error text lose their path.
-import { inTransaction, LIMIT_PARAM, type Db } from './open.ts';
+import { LIMIT_PARAM, transaction, type Db } from './open.ts';
 
 export const NOTIFICATION_STATUSES = ['pending', 'sent', 'failed'] as const;
 
@@ -32,8 +32,7 @@ export function createNotificationsStore(db: Db) {
       'attempts = excluded.attempts, error = excluded.error, updated_at = excluded.updated_at ' +
       'WHERE excluded.updated_at >= notifications.updated_at',
   );
-  const newest = db.prepare(`SELECT ${COLUMNS} FROM notifications ORDER BY created_at DESC, id DESC ${LIMIT_PARAM}`);
-  const older = db.prepare(
+  const page = db.prepare(
     `SELECT ${COLUMNS} FROM notifications WHERE (created_at, id) < (?, ?) ` +
       `ORDER BY created_at DESC, id DESC ${LIMIT_PARAM}`,
   );
@@ -41,7 +40,7 @@ export function createNotificationsStore(db: Db) {
   return {
     /** Upserts by (job_id, channel), never over a newer `updated_at`; rows without a job id are inserted. */
     ingest(list: readonly NotificationInput[]): number {
-      return inTransaction(db, () => {
+      return transaction(db, () => {
         let changed = 0;
         for (const n of list) {
           const r = upsert.run(
@@ -55,8 +54,8 @@ export function createNotificationsStore(db: Db) {
     },
     /** Newest first by (created_at, id), strictly after `after`. */
     list({ limit, after }: { limit: number; after?: { created_at: number; id: number } | null }) {
-      const rows = after ? older.all(after.created_at, after.id, limit) : newest.all(limit);
-      return rows as unknown as Array<NotificationInput & { id: number }>;
+      const { created_at, id } = after ?? { created_at: Number.MAX_SAFE_INTEGER, id: Number.MAX_SAFE_INTEGER };
+      return page.all(created_at, id, limit) as unknown as Array<NotificationInput & { id: number }>;
     },
   };
 }

@@ -76,8 +76,12 @@ export function statementCache(db: Db, arrays = false): (sql: string) => Stateme
   };
 }
 
-/** Runs fn inside BEGIN IMMEDIATE … COMMIT; fn must be synchronous (no await inside a transaction). */
+/**
+ * Runs fn inside BEGIN IMMEDIATE … COMMIT, or inside the caller's transaction when one is open, so store methods
+ * compose; fn must be synchronous (no await inside a transaction).
+ */
 export function transaction<T>(db: Db, fn: () => T): T {
+  if (db.isTransaction) return fn();
   db.exec('BEGIN IMMEDIATE');
   try {
     const result = fn();
@@ -87,9 +91,4 @@ export function transaction<T>(db: Db, fn: () => T): T {
     if (db.isTransaction) db.exec('ROLLBACK');
     throw err;
   }
-}
-
-/** transaction() unless one is already open, so store methods compose inside a caller's transaction. */
-export function inTransaction<T>(db: Db, fn: () => T): T {
-  return db.isTransaction ? fn() : transaction(db, fn);
 }

@@ -1,7 +1,7 @@
 // Runs table: upsert, patch, keyset-paged list, counts and the cascading delete. Times are unix ms. Every write stores
 // the run's Run JSON text with its row, so a list page reads one cell per run (docs/bench.md: the list's p99 bar).
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
-import { inTransaction, LIMIT_PARAM, statementCache, type Db } from './open.ts';
+import { LIMIT_PARAM, statementCache, transaction, type Db } from './open.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
 import type { CostFigures, MeteredCost, RunFailure, RunJson } from '../run-json.ts';
 import { iso } from '../iso-time.ts';
@@ -44,7 +44,6 @@ export function createRunsStore(db: Db) {
      WHERE excluded.updated_at >= runs.updated_at RETURNING rowid AS rowid_, ${ROW_COLUMNS}`,
   );
   const setJsonStmt = db.prepare('UPDATE runs SET json = ? WHERE rowid = ?');
-  const countStmt = db.prepare('SELECT count(*) AS n FROM runs');
   const countActiveStmt = db.prepare(
     `SELECT count(*) AS n FROM runs WHERE status IN (${sqlList(ACTIVE_STATUSES)}) AND source = ?`,
   );
@@ -66,7 +65,7 @@ export function createRunsStore(db: Db) {
 
   /** One write that returns the row (none when it changed none), and that row's Run JSON text stored. */
   function write(stmt: StatementSync, args: SQLInputValue[]): boolean {
-    return inTransaction(db, () => {
+    return transaction(db, () => {
       const row = stmt.get(...args) as Written | undefined;
       if (row) setJsonStmt.run(JSON.stringify(runToJson(row)), row.rowid_);
       return row !== undefined;
@@ -113,7 +112,6 @@ export function createRunsStore(db: Db) {
       const more = rows.length > filter.limit && last !== undefined;
       return { items, next: more ? { started_at: last[1], source: last[2], run: last[3] } : null };
     },
-    count: () => Number((countStmt.get() as { n: number }).n),
     countActive: (source: string) => Number((countActiveStmt.get(source) as { n: number }).n),
     /** Only the active statuses that have runs. */
     countActiveByStatus: () => activeByStatusStmt.all() as unknown as Array<{ status: string; n: number }>,
@@ -124,7 +122,7 @@ export function createRunsStore(db: Db) {
     ping: (): void => void pingStmt.get(),
     /** Active runs are kept; a deleted one takes its events, artifacts, control and start requests along. */
     delete(source: string, run: string): DeleteOutcome {
-      return inTransaction(db, () => {
+      return transaction(db, () => {
         const row = statusStmt.get(source, run) as { status: string } | undefined;
         if (!row) return 'not_found';
         if (ACTIVE.has(row.status)) return 'active';
@@ -138,8 +136,10 @@ export function createRunsStore(db: Db) {
 /** Newest first; the (started_at, source, run) key is unique, so a keyset cursor never skips or repeats a run. */
 const ORDER = 'ORDER BY started_at DESC, source DESC, run DESC';
 
-/** The clause has a trailing space, or is empty. */
-function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] } {
+/** The clause has a trailing space, or is empty; `extra` conditions (constant SQL) are ANDed on. */
+export function buildWhere(
+  filter: Omit<RunFilter, 'limit'>, extra: readonly string[] = [],
+): { clause: string; args: SQLInputValue[] } {
   const where: string[] = [];
   const args: SQLInputValue[] = [];
   if (filter.verdict === null) where.push('verdict IS NULL');
@@ -165,6 +165,7 @@ function buildWhere(filter: RunFilter): { clause: string; args: SQLInputValue[] 
     where.push('(started_at, source, run) < (?, ?, ?)');
     args.push(filter.after.started_at, filter.after.source, filter.after.run);
   }
+  where.push(...extra);
   return { clause: where.length ? `WHERE ${where.join(' AND ')} ` : '', args };
 }
 

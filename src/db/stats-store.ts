@@ -1,17 +1,13 @@
 // Aggregates over runs for /v1/stats and /v1/stats/cost: grouping and percentiles happen in SQL, one scan per figure.
 // Unknown cost stays NULL: SQL's SUM of only NULLs is NULL, which is exactly "not measured", never 0.
-import type { SQLInputValue } from 'node:sqlite';
 import { statementCache, type Db } from './open.ts';
+import { buildWhere } from './runs-store.ts';
+import type { RunFilter } from './run-types.ts';
 import { RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import { DAY_MS } from '../iso-time.ts';
 
 /** Runs of `repo` with since <= started_at < until. */
-export interface StatsFilter {
-  since?: number;
-  until?: number;
-  repo?: string;
-}
-
+export type StatsFilter = Pick<RunFilter, 'since' | 'until' | 'repo'>;
 
 export interface CostGroup {
   key: string | number | null;
@@ -36,13 +32,6 @@ const COST_COLUMNS =
   'count(*) AS runs, count(cost_usd) AS runs_with_cost, sum(cost_usd) AS cost_usd, ' +
   'sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out';
 
-function whereOf(f: StatsFilter, extra: string[] = []): { clause: string; args: SQLInputValue[] } {
-  const given = ([['repo = ?', f.repo], ['started_at >= ?', f.since], ['started_at < ?', f.until]] as const)
-    .filter(([, value]) => value !== undefined);
-  const where = [...given.map(([sql]) => sql), ...extra];
-  return { clause: where.length ? `WHERE ${where.join(' AND ')}` : '', args: given.map(([, v]) => v as SQLInputValue) };
-}
-
 export function createStatsStore(db: Db) {
   const statement = statementCache(db);
   // A loose index scan: one index seek per distinct repo instead of reading all 1,000,000 index entries.
@@ -54,7 +43,7 @@ export function createStatsStore(db: Db) {
 
   // One prepared statement per (query, filter shape): at most 8 shapes each, prepared on first use.
   function prepared(f: StatsFilter, build: (clause: string) => string, extra: string[] = []) {
-    const { clause, args } = whereOf(f, extra);
+    const { clause, args } = buildWhere(f, extra);
     return { stmt: statement(build(clause)), args };
   }
 

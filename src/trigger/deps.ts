@@ -18,7 +18,7 @@ export interface TriggerDeps {
   github: GithubApi;
   /** The jobs of a pull request svc opened (sources/github-pr.ts). */
   pulls: Pick<TriggerJobsStore, 'onPullRequestBranch'>;
-  skips: SkipCounts;
+  skips: ReturnType<typeof createSkipCounts>;
   /** The server listens and has not begun to shut down (GET /ready). */
   accepting: () => boolean;
   metrics: TriggerMetrics;
@@ -27,8 +27,6 @@ export interface TriggerDeps {
   post: Poster;
   tracer: Tracer;
 }
-
-type SkipCounts = ReturnType<typeof createSkipCounts>;
 
 /** Deliveries refused because no served repository takes them, per route, since this process started (GET /status). */
 export function createSkipCounts() {

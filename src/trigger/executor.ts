@@ -1,13 +1,8 @@
 // How a job's `svc start` is launched and its run followed. The local child process is the default executor;
 // others (e.g. a Kubernetes one) implement the same two calls and are picked by SVC_TRIGGER_EXECUTOR.
-import { str } from '../untrusted.ts';
+import { objOrNull, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
-
-/** As `svc start --detach` prints it: one JSON line `{"source","run"}`. */
-export interface RunRef {
-  source: string;
-  run: string;
-}
+import type { RunRef } from '../client/types.ts';
 
 /** What a completion summary needs of a run's final state. */
 export interface RunOutcome {
@@ -72,16 +67,14 @@ export function questionOf(state: Record<string, unknown>): string | null {
 export function lastJsonLine<T>(text: string, pick: (value: Record<string, unknown>) => T | null): T | null {
   const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
   for (let i = lines.length - 1; i >= 0; i--) {
-    try {
-      const found = pick(JSON.parse(lines[i]!) as Record<string, unknown>);
-      if (found) return found;
-    } catch {
-      // not JSON
-    }
+    const value = objOrNull(tryParseJson(lines[i]!));
+    const found = value && pick(value);
+    if (found) return found;
   }
   return null;
 }
 
+/** As `svc start --detach` prints it: one JSON line `{"source","run"}`. */
 export function parseLaunchOutput(stdout: string): RunRef | null {
   return lastJsonLine(stdout, ({ source, run }) => (
     isValidSegment(source) && isValidSegment(run) ? { source, run } : null

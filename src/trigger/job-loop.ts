@@ -2,17 +2,17 @@
 // A job ends when its run ends (DESIGN §5); shutdown leaves queued jobs queued and running jobs re-attachable.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
-import type { JobExecutor, RunOutcome, RunRef } from './executor.ts';
-import { buildSummaryParts, plainSummary, type Progress } from './summary.ts';
+import type { JobExecutor, RunOutcome } from './executor.ts';
+import type { RunRef } from '../client/types.ts';
+import { buildSummaryParts, plainSummary } from './summary.ts';
+import type { createNotifier } from './notify.ts';
 import type { Logger } from '../log.ts';
-import type { RepoRouter } from './served-repos.ts';
+import type { TriggerSettings } from './settings.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
-
-export type JobLoop = ReturnType<typeof createJobLoop>;
 
 interface JobEnd {
   status: 'succeeded' | 'failed' | 'interrupted';
@@ -25,22 +25,18 @@ interface JobEnd {
 interface JobLoopOptions {
   stores: TriggerStores;
   executor: JobExecutor;
-  concurrency: number;
-  repoConcurrency: number;
-  repos: RepoRouter;
+  /** `publicUrl`: the run link in summaries (none without it: never a loopback link). */
+  settings: Pick<TriggerSettings, 'concurrency' | 'repoConcurrency' | 'repos' | 'publicUrl'>;
   managed: ManagedCheckouts;
   clock: () => number;
   log: Logger;
   tracer: Tracer;
-  /** SVC_PUBLIC_URL: the run link in summaries (none without it: never a loopback link). */
-  publicUrl: string | undefined;
-  /** notify.ts's senders; neither ever throws. */
-  notify: (jobId: string) => Promise<void>;
-  progress: (jobId: string, progress: Progress) => Promise<void>;
+  /** Sends a job's summary, and with `progress` what its run is doing; never throws. */
+  notify: ReturnType<typeof createNotifier>;
 }
 
 export function createJobLoop(opts: JobLoopOptions) {
-  const { stores, executor, log } = opts;
+  const { stores, executor, log, settings } = opts;
   const abort = new AbortController();
   const tasks = new Set<Promise<void>>();
   let closed = false;
@@ -72,7 +68,7 @@ export function createJobLoop(opts: JobLoopOptions) {
     const startedMs = outcome?.started_at ? Date.parse(outcome.started_at) : (job.started_at ?? now);
     const endedMs = outcome?.ended_at ? Date.parse(outcome.ended_at) : now;
     const parts = buildSummaryParts({
-      jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, publicUrl: opts.publicUrl,
+      jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, publicUrl: settings.publicUrl,
     });
     const summary = plainSummary(parts);
     stores.jobs.finish(job.id, {
@@ -90,7 +86,7 @@ export function createJobLoop(opts: JobLoopOptions) {
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
     // The answer comes back through the job's route (answers.ts).
     const onQuestion = (question: string | null): void => {
-      void opts.progress(job.id, question !== null ? { step: 'waiting', question } : { step: 'resumed' });
+      void opts.notify.progress(job.id, question !== null ? { step: 'waiting', question } : { step: 'resumed' });
     };
     const outcome = await executor.follow(run, abort.signal, { reattach, workdir, onQuestion });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
@@ -109,7 +105,7 @@ export function createJobLoop(opts: JobLoopOptions) {
 
   /** The job's served entry (a job queued before routing, migration 6, takes the default). */
   function repoOf(job: JobRow): ServedRepo | undefined {
-    return job.repo === null ? opts.repos.entries.find((e) => e.isDefault) : opts.repos.byName(job.repo);
+    return job.repo === null ? settings.repos.entries.find((e) => e.isDefault) : settings.repos.byName(job.repo);
   }
 
   async function runJob(job: JobRow): Promise<void> {
@@ -139,15 +135,15 @@ export function createJobLoop(opts: JobLoopOptions) {
       return finishAndNotify(job, { status: 'failed', exitCode: launched.exitCode, error });
     }
     stores.jobs.setRun(job.id, launched.run.source, launched.run.run, launched.exitCode);
-    void opts.progress(job.id, { step: 'started' });
+    void opts.notify.progress(job.id, { step: 'started' });
     await followToEnd(job, launched.run, false, workdir);
   }
 
   function kick(): void {
     if (closed) return;
     // A failed claim: another dispatcher took that job.
-    for (let tries = 0; tasks.size < opts.concurrency && tries < opts.concurrency * 2; tries++) {
-      const job = pickNext(stores.jobs, turns, opts.repoConcurrency);
+    for (let tries = 0; tasks.size < settings.concurrency && tries < settings.concurrency * 2; tries++) {
+      const job = pickNext(stores.jobs, turns, settings.repoConcurrency);
       if (!job) return;
       if (!stores.jobs.claim(job.id, opts.clock())) continue;
       const claimed = { ...job, status: 'running' as const, started_at: opts.clock() };

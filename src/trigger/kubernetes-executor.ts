@@ -11,13 +11,15 @@ import {
 } from './kubernetes-pod.ts';
 import {
   lastJsonLine, outcomeFromState, parseLaunchOutput, questionOf,
-  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome, type RunRef,
+  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
 } from './executor.ts';
+import type { RunRef } from '../client/types.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
 import { isValidSegment, newRunId } from '../engine/ids.ts';
 import { createControlClient } from '../client/client.ts';
 import { loadPolicy, PolicyError } from '../engine/policy.ts';
+import { settingOr } from '../settings-registry.ts';
 
 const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
 const LABEL_JOB = 'svc.dev/job-id';
@@ -87,7 +89,7 @@ export function createKubernetesExecutor(opts: {
       'SVC_TRIGGER_EXECUTOR=kubernetes needs KUBERNETES_SERVICE_HOST (in a cluster) or SVC_K8S_API_URL',
     );
   }
-  const api = createKubeApi({ apiUrl, serviceAccountDir: opts.env.SVC_K8S_SA_DIR || SERVICE_ACCOUNT_DIR });
+  const api = createKubeApi({ apiUrl, serviceAccountDir: settingOr(opts.env, 'SVC_K8S_SA_DIR') });
   const namespace = settings.namespace || api.namespace;
   const ns = encodeURIComponent(namespace);
   const jobsPath = `/apis/batch/v1/namespaces/${ns}/jobs`;
@@ -261,8 +263,6 @@ export function createKubernetesExecutor(opts: {
 // The API client for the in-cluster service account: JSON requests with the mounted token. Global fetch cannot pin a
 // per-request CA (that needs undici's Agent, a dependency), so https with a CA file goes through node:https; plain
 // http (kubectl proxy, tests) uses fetch.
-const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
-
 type KubeResponse = { status: number; body: unknown; text: string };
 
 const API_TIMEOUT_MS = 30_000;

@@ -10,8 +10,8 @@ import { objOrNull } from '../untrusted.ts';
 import {
   outcomeFromState, parseLaunchOutput, questionOf,
   type AnswerResult, type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
-  type RunRef,
 } from './executor.ts';
+import type { RunRef } from '../client/types.ts';
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { isValidSegment } from '../engine/ids.ts';

@@ -4,7 +4,7 @@ import { openDatabase } from '../db/open.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
 import { createTriggerStores } from '../db/trigger-stores.ts';
 import { createJobQueue } from './queue.ts';
-import { createJobLoop, type JobLoop } from './job-loop.ts';
+import { createJobLoop } from './job-loop.ts';
 import { createLocalExecutor } from './local-executor.ts';
 import { createKubernetesExecutor } from './kubernetes-executor.ts';
 import { createNotifier } from './notify.ts';
@@ -21,8 +21,6 @@ import { createAnswerDesk } from './answers.ts';
 import { createManagedCheckouts } from './managed-checkout.ts';
 import { startTriggerRetention } from './retention.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
-import { BadSettingError } from '../errors.ts';
-import type { RepoRouter } from './served-repos.ts';
 import { createGithubApi, type GithubApi } from './github-api.ts';
 import { Tracer, traceSettings } from '../trace.ts';
 import {
@@ -46,21 +44,11 @@ export interface TriggerOverrides {
 
 function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Logger, pollMs?: number): JobExecutor {
   const poll = pollMs ? { pollMs } : {};
-  if (settings.executor === 'local') return createLocalExecutor({ cliPath: settings.cliPath, env, ...poll });
-  kubernetesReposCheck(settings.repos);
+  const local = createLocalExecutor({ cliPath: settings.cliPath, env, ...poll });
+  if (settings.executor === 'local') return local;
   const { controlUrl, controlToken } = settings;
   // A pod's run is answered as a person would: `svc answer` finds no such run here and goes through the Control Plane.
-  const { answer } = createLocalExecutor({ cliPath: settings.cliPath, env });
-  return { ...createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll }), answer };
-}
-
-/** An entry with only a host checkout runs in whatever SVC_K8S_REPO_URL/PVC holds: right only when it is alone. */
-function kubernetesReposCheck(repos: RepoRouter): void {
-  const { entries } = repos;
-  const local = entries.filter((e) => e.clone === null).map((e) => e.name);
-  if (entries.length < 2 || local.length === 0) return;
-  throw new BadSettingError(`SVC_TRIGGER_EXECUTOR=kubernetes serves ${entries.length} repositories, so each needs a `
-    + `clone= URL for its pods to clone (${repos.source}: ${local.join(', ')} only have a checkout=)`);
+  return { ...createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll }), answer: local.answer };
 }
 
 export async function startTrigger(
@@ -93,24 +81,21 @@ export async function startTrigger(
     publicUrl: settings.publicUrl,
     ...(o.notifyBackoffMs !== undefined ? { backoffMs: o.notifyBackoffMs } : {}),
   });
-  let jobLoop: JobLoop | undefined;
-  const queue = createJobQueue({
-    stores, clock, maxQueued: settings.queueMax,
-    // The queue's shares are split between the routes that can queue work.
-    routes: SOURCE_NAMES.filter((r) => settings.secrets[r].value && settings.secrets[r].unavailable === null).length,
-    onEnqueued: () => {
-      checkpointer.nudge();
-      setImmediate(() => jobLoop?.kick());
-    },
-  });
   const managed = createManagedCheckouts({
     stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log,
   });
   const tracer = new Tracer(traceSettings(env, 'svc-trigger'));
-  jobLoop = createJobLoop({
-    stores, tracer, executor, concurrency: settings.concurrency, repoConcurrency: settings.repoConcurrency,
-    repos: settings.repos, managed,
-    clock, log, publicUrl: settings.publicUrl, notify, progress: notify.progress,
+  const jobLoop = createJobLoop({
+    stores, tracer, executor, settings, managed, clock, log, notify,
+  });
+  const queue = createJobQueue({
+    stores, clock, maxQueued: settings.queueMax,
+    // The queue's shares are split between the routes that can queue work.
+    routes: SOURCE_NAMES.filter((r) => settings.secrets[r].unavailable === null).length,
+    onEnqueued: () => {
+      checkpointer.nudge();
+      setImmediate(() => jobLoop.kick());
+    },
   });
   const skips = createSkipCounts();
   let accepting = false;
@@ -133,11 +118,7 @@ export async function startTrigger(
       ...(o.servedRetryMs ? { retryMs: o.servedRetryMs } : {}),
     }));
   };
-  settings.repos.attach?.({
-    log,
-    ...(settings.executor === 'kubernetes' && !o.executor ? { check: kubernetesReposCheck } : {}),
-    onChange: (next) => report(next.entries.map((e) => e.name)),
-  });
+  settings.repos.attach?.({ log, onChange: (next) => report(next.entries.map((e) => e.name)) });
   const { server, connections } = createHttpServer(listener, connectionLimits);
   const { url } = await listen(server, settings.host, settings.port);
   accepting = true;
@@ -155,7 +136,7 @@ export async function startTrigger(
       stopRetention();
       await closeGracefully(server, async () => {
         shutdown.abort();
-        await jobLoop!.close();
+        await jobLoop.close();
         await Promise.all([...reports, managed.idle()]);
       });
       await checkpointer.close();

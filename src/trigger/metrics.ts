@@ -4,24 +4,16 @@ import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobStatus } from '../db/trigger-jobs-store.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { Reply } from '../http/respond.ts';
-import {
-  MetricsRegistry, registerDbSize, createRequestMetrics, type Counter, type RequestMetrics,
-} from '../http/metrics.ts';
+import { MetricsRegistry, registerDbSize, createRequestMetrics, type Counter } from '../http/metrics.ts';
 import { SOURCE_NAMES } from '../webhook-sources.ts';
 
 const JOB_STATES: readonly JobStatus[] = ['queued', 'running', 'succeeded', 'failed', 'interrupted'];
 /** A queued job whose repository is no longer served is counted here. */
 const UNSERVED = 'unserved';
 
-export interface TriggerMetrics {
-  registry: MetricsRegistry;
-  requests: RequestMetrics;
-  deliveries: Counter;
-}
+export type TriggerMetrics = ReturnType<typeof createTriggerMetrics>;
 
-export function createTriggerMetrics(
-  stores: TriggerStores, repos: RepoRouter, dbPath: string, clock: () => number,
-): TriggerMetrics {
+export function createTriggerMetrics(stores: TriggerStores, repos: RepoRouter, dbPath: string, clock: () => number) {
   const registry = new MetricsRegistry();
   const requests = createRequestMetrics(registry);
   const deliveries = registry.counter('svc_trigger_deliveries_total', 'Webhook deliveries and /jobs requests that ' +

@@ -15,7 +15,7 @@ import { isRepoName } from '../engine/repo-name.ts';
 
 export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; reason: string };
 
-/** `attach`: a table read from a file gets its logging and reload rules once the server has them. */
+/** `attach`: a table read from a file gets its logger and reload listener once the server has them. */
 export type RepoRouter = ReturnType<typeof createRepoRouter> & { attach?(hooks: LiveHooks): void };
 
 /** Text from a payload, fit for a skip reason and a log line. */
@@ -167,8 +167,6 @@ export function loadServedRepos(file: string): RepoRouter {
 // that became invalid, unreadable or missing keeps the table in use.
 interface LiveHooks {
   log: Logger;
-  /** Extra rules a new table must pass (the Kubernetes executor's); throws to refuse it. */
-  check?: (router: RepoRouter) => void;
   onChange?: (router: RepoRouter) => void;
 }
 
@@ -181,10 +179,14 @@ function fingerprint(file: string): string {
   }
 }
 
-/** Loads `file` now (ReposFileError is the start-up check) and again whenever it changes. */
-export function liveServedRepos(file: string): RepoRouter {
+/**
+ * Loads `file` now (ReposFileError is the start-up check) and again whenever it changes; `check`: extra rules every
+ * table must pass (the Kubernetes executor's), throwing to refuse it.
+ */
+export function liveServedRepos(file: string, check?: (router: RepoRouter) => void): RepoRouter {
   let seen = fingerprint(file);
   let current = loadServedRepos(file);
+  check?.(current);
   let hooks: LiveHooks | undefined;
 
   function fresh(): RepoRouter {
@@ -193,7 +195,7 @@ export function liveServedRepos(file: string): RepoRouter {
     seen = now;
     try {
       const next = loadServedRepos(file);
-      hooks?.check?.(next);
+      check?.(next);
       current = next;
       hooks?.log.info('served repositories reloaded', { repos_from: file, repos: next.entries.map((e) => e.name) });
       hooks?.onChange?.(next);

@@ -43,8 +43,19 @@ export function defaultReposFile(env: NodeJS.ProcessEnv): string {
   return join(env.HOME || homedir(), '.svc', 'trigger', 'repos.conf');
 }
 
+/** An entry with only a host checkout runs in whatever SVC_K8S_REPO_URL/PVC holds: right only when it is alone. */
+function kubernetesReposCheck(repos: RepoRouter): void {
+  const { entries } = repos;
+  const local = entries.filter((e) => e.clone === null).map((e) => e.name);
+  if (entries.length < 2 || local.length === 0) return;
+  throw new BadSettingError(`SVC_TRIGGER_EXECUTOR=kubernetes serves ${entries.length} repositories, so each needs a `
+    + `clone= URL for its pods to clone (${repos.source}: ${local.join(', ')} only have a checkout=)`);
+}
+
 /** docs/trigger.md "Served repositories": a flag beats a variable; a file that exists but loses is warned about. */
-function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, warnings: string[]): RepoRouter {
+function resolveRepos(
+  env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, warnings: string[], kubernetes: boolean,
+): RepoRouter {
   if (flags.repos !== undefined && flags.repo !== undefined) {
     throw new BadSettingError('Give --repos FILE or --repo DIR, not both');
   }
@@ -53,7 +64,8 @@ function resolveRepos(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string, 
   }
   const envFile = env.SVC_TRIGGER_REPOS ? resolve(cwd, env.SVC_TRIGGER_REPOS) : undefined;
   const defaultFile = defaultReposFile(env);
-  const fromFile = (file: string, by: string) => ({ router: liveServedRepos(file), file, by });
+  const check = kubernetes ? kubernetesReposCheck : undefined;
+  const fromFile = (file: string, by: string) => ({ router: liveServedRepos(file, check), file, by });
   const fromDir = (dir: string, by: string) => ({ router: shorthandRepos(dir, by), file: undefined, by });
   let chosen: { router: RepoRouter; file: string | undefined; by: string };
   if (flags.repos !== undefined) chosen = fromFile(resolve(cwd, flags.repos), `--repos ${resolve(cwd, flags.repos)}`);
@@ -95,7 +107,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
   if (filter.assignees.length === 0 && filter.labels.length === 0) {
     problems.warnings.push('Neither TRACKERB_ASSIGNEES nor TRACKERB_LABELS is set: every trackerb event is skipped');
   }
-  const repos = resolveRepos(env, flags, cwd, problems.warnings);
+  const executor = settingChoice(env, 'SVC_TRIGGER_EXECUTOR');
+  const repos = resolveRepos(env, flags, cwd, problems.warnings, executor === 'kubernetes');
   const concurrency = settingInt(env, 'SVC_TRIGGER_CONCURRENCY', { flag: flags.concurrency });
   // One repository may use every slot; with more, one slot is always left for the others.
   const perRepo = repos.entries.length === 1 ? concurrency : Math.max(1, concurrency - 1);
@@ -107,9 +120,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     trackeraApiKey: trackeraUrl ? env.TRACKERA_API_KEY || undefined : undefined,
     trackerb: tb && tbUrl ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! } : undefined,
     chataBot: botToken && botUrl ? { apiUrl: new URL(botUrl).href, token: botToken } : undefined,
-    github: ghToken
-      ? { apiUrl: (setting(env, 'GITHUB_API_URL') ?? 'https://api.github.com').replace(/\/+$/, ''), token: ghToken }
-      : undefined,
+    github: ghToken ? { apiUrl: settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, ''), token: ghToken } : undefined,
   };
   return {
     host: flags.host ?? settingOr(env, 'SVC_TRIGGER_HOST'),
@@ -130,7 +141,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     notify,
     trackerbFilter: filter,
     cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : svcCliPath(),
-    executor: settingChoice(env, 'SVC_TRIGGER_EXECUTOR'),
+    executor,
     problems,
     retention: {
       dedupeDays: settingInt(env, 'SVC_TRIGGER_DEDUPE_DAYS'), jobDays: settingInt(env, 'SVC_TRIGGER_JOB_DAYS'),

@@ -3,7 +3,8 @@
 import { FailedError } from '../errors.ts';
 import { oneLine } from '../webhook-sources.ts';
 import { runPageUrl, VERDICTS } from '../run-json.ts';
-import type { RunOutcome, RunRef } from './executor.ts';
+import type { RunOutcome } from './executor.ts';
+import type { RunRef } from '../client/types.ts';
 
 export interface NotifyConfig {
   /** chata summaries go only to response_urls under this https prefix. */
