@@ -18,9 +18,12 @@ case "$1" in
 esac
 `;
 
+const WITH_AUTHORITY = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)/i;
+
 /** Whether the token may go to `url`: https on https://github.com's (or GITHUB_API_URL's) host and port, bare. */
 function tokenGoesTo(url: string, env: NodeJS.ProcessEnv): boolean {
-  const parsed = URL.parse(url);
+  // Written as `scheme://authority` too: URL.parse also takes `https:github.com/o/r` or a leading space.
+  const parsed = WITH_AUTHORITY.test(url) ? URL.parse(url) : null;
   if (!parsed) return false; // scp-like ssh or a local path: the user's own credentials, never ours
   const api = env.GITHUB_API_URL ? new URL(env.GITHUB_API_URL) : null;
   const own = !api || api.hostname === 'api.github.com' ? { hostname: 'github.com', port: '' } : api;
@@ -30,7 +33,7 @@ function tokenGoesTo(url: string, env: NodeJS.ProcessEnv): boolean {
 
 /** An https URL tokenGoesTo allowed, as git names it in a credential prompt (useHttpPath); `user@` before its host. */
 function credentialUrl(url: string, user: string | null = null): string {
-  const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)/i.exec(url)!;
+  const m = WITH_AUTHORITY.exec(url)!;
   const path = m[3]!.replace(/^\/+|\/+$/g, '');
   return `${m[1]}://${user ? `${user}@` : ''}${m[2]}${path ? `/${path}` : ''}`;
 }

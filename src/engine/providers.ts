@@ -181,8 +181,9 @@ type Adapter = {
   stdin: boolean;
   /** A fresh reader for one invocation's output (it may keep state across lines). */
   reader: () => LineReader;
-  /** It prints one JSON result, maybe pretty-printed over many lines (createOutputReader gathers them). */
-  document?: true;
+  /** It prints one JSON result, maybe pretty-printed over many lines (createOutputReader gathers them): read for its
+   * usage only, or for all it says (the session and the login record too, from stdout). */
+  document?: 'usage' | 'all';
   /** The args that continue session `id` instead of starting one; absent: the CLI can't, and gets a summary. */
   resume?: (id: string) => string[];
   /** The CLI names its session only in its result (gemini): an earlier id was printed by something else. */
@@ -200,7 +201,7 @@ const OPENCODE_ARGS = ['--format', 'json', 'Do the task described in the attache
 // Why each flag: docs/engine.md "What the real CLIs exposed"; how each resumes: "Resuming the CLI's session".
 const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   claude: {
-    args: CLAUDE_ARGS, stdin: true, document: true,
+    args: CLAUDE_ARGS, stdin: true, document: 'usage',
     reader: () => (_, o) => o ? { usage: claude(o), session: claudeSession(o), login: claudeRecord(o) } : {},
     resume: (id) => [...CLAUDE_ARGS, '--resume', id],
     notLoggedIn: { exitCode: 1, said: true,
@@ -217,7 +218,7 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   },
   // Headless when stdin is not a TTY; --skip-trust trusts the fresh worktree for this session only.
   gemini: {
-    args: GEMINI_ARGS, stdin: true, document: true,
+    args: GEMINI_ARGS, stdin: true, document: 'all',
     reader: () => (_, o) => o ? { usage: gemini(o), session: sighting(shaped(o.session_id, UUID), o.response) } : {},
     resume: (id) => [...GEMINI_ARGS, '--resume', id], sessionIdLast: true,
     // 41 is the exit code of its FatalAuthenticationError; it prints nothing until it exits.
@@ -256,27 +257,31 @@ export function createOutputReader(kind: string) {
   const adapter = adapterOf(kind);
   const read = adapter.reader();
   const session: SessionSighting = { id: null, said: null };
-  let lines: string[] | null = null;
-  const documentEndedBy = (line: string): Obj | null => {
+  // Each stream gathers its own document: the two pipes are read apart, so their lines interleave.
+  const open: Record<'stdout' | 'stderr', string[] | null> = { stdout: null, stderr: null };
+  const documentEndedBy = (stream: 'stdout' | 'stderr', line: string): Obj | null => {
     const bare = line.trimEnd();
+    const lines = open[stream];
     if (lines === null) {
-      if (bare === '{') lines = [line];
+      if (bare === '{') open[stream] = [line];
       return null;
     }
     lines.push(line);
-    if (lines.length > 100_000) lines = null;
-    if (bare !== '}' || lines === null) return null;
-    const text = lines.join('\n');
-    lines = null;
-    return objOrNull(tryParseJson(text));
+    if (lines.length > 100_000) open[stream] = null;
+    if (bare !== '}' || open[stream] === null) return null;
+    open[stream] = null;
+    return objOrNull(tryParseJson(lines.join('\n')));
   };
   return {
     session,
     /** The line's usage increment, and on stdout the CLI's record on its credentials. */
     line(stream: 'stdout' | 'stderr', line: string): { usage: Usage | null; login: LoginRecord } {
-      const ended = adapter.document ? documentEndedBy(line) : null;
-      const { usage = null, session: seen = null, login = null } = read(line, json(line) ?? ended);
-      if (stream !== 'stdout') return { usage, login: null };
+      const ended = adapter.document ? documentEndedBy(stream, line) : null;
+      const one = json(line);
+      const { usage = null, session: seen = null, login = null } = read(line, one ?? ended);
+      if (stream !== 'stdout' || (one === null && ended !== null && adapter.document === 'usage')) {
+        return { usage, login: null };
+      }
       // Most CLIs name their session before any model output: a later id is never taken over the first.
       if (seen?.id && (session.id === null || adapter.sessionIdLast)) session.id = seen.id;
       if (seen?.said) session.said = seen.said;

@@ -244,6 +244,30 @@ describe('session readers', () => {
     assert.deepEqual(seen('codex', [JSON.stringify(item)]), { id: null, said: 'Which colour?' });
   });
 
+  it('read gemini\'s result whole when stderr lines land inside it (the two pipes are read apart)', () => {
+    const doc = JSON.stringify({ session_id: UUID, response: 'Done.', stats: {} }, null, 2).split('\n');
+    for (const noise of ['warning', '{', '}']) {
+      const output = createOutputReader('gemini');
+      output.line('stderr', noise);
+      for (const [i, line] of doc.entries()) {
+        output.line('stdout', line);
+        if (i === 1) output.line('stderr', noise);
+      }
+      assert.deepEqual(output.session, { id: UUID, said: 'Done.' }, noise);
+    }
+  });
+
+  it('read only usage from a block claude pretty-prints (its stream-json records are one line each)', () => {
+    const pretty = (o: object) => JSON.stringify(o, null, 2).split('\n');
+    const output = createOutputReader('claude');
+    let loggedOut = false;
+    for (const line of pretty({ type: 'assistant', error: 'authentication_failed' })) {
+      if (output.line('stdout', line).login === 'logged-out') loggedOut = true;
+    }
+    assert.equal(loggedOut, false);
+    assert.deepEqual(seen('claude', pretty({ type: 'result', session_id: UUID, result: 'x' })), NONE);
+  });
+
   it('keep the first id a CLI names, but gemini\'s last (it names its session only in its result)', () => {
     const ids = [UUID, UUID.replace(/^./, 'b')];
     assert.equal(seen('claude', ids.map((id) => JSON.stringify({ type: 'system', session_id: id }))).id, ids[0]);
