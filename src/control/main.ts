@@ -4,7 +4,6 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { readServerRecordFile, isPidAlive, type ServerRecord } from '../client/server-record.ts';
 import { openDatabase, transaction } from '../db/open.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
@@ -26,8 +25,6 @@ import { createLogger, type Logger } from '../log.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { SETTINGS } from '../settings-registry.ts';
 import { DAY_MS, iso } from '../iso-time.ts';
-
-export const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url));
 
 export type RunningControl = Awaited<ReturnType<typeof startControl>>;
 

@@ -17,7 +17,6 @@ export interface ControlSettings {
   answerDir: string;
   svcHome: string;
   source: string;
-  staticDir: string;
   runnerTokens: readonly RunnerCredential[];
   connections?: ConnectionLimits;
   streams?: SubscriberLimits;
@@ -28,7 +27,6 @@ export interface ControlSettings {
 export function resolveControlSettings(
   env: NodeJS.ProcessEnv,
   flags: { host?: string | undefined; port?: string | undefined; db?: string | undefined },
-  staticDir: string,
 ): ControlSettings {
   const home = svcHomeOf(env);
   const token = controlToken(env);
@@ -48,7 +46,6 @@ export function resolveControlSettings(
     answerDir: setting(env, 'SVC_CONTROL_ANSWER_DIR') ?? join(home, 'control', 'answers'),
     svcHome: home,
     source: settingOr(env, 'SVC_SOURCE'),
-    staticDir,
     runnerTokens,
     connections: readConnectionLimits(env, 'control'),
     streams: { total: streams, perRun: settingInt(env, 'SVC_CONTROL_MAX_STREAMS_PER_RUN', { max: streams }) },

@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startControl, STATIC_DIR, type RunningControl } from '../../src/control/main.ts';
+import { startControl, type RunningControl } from '../../src/control/main.ts';
 import type { ControlSettings } from '../../src/control/settings.ts';
 import type { ControlDeps } from '../../src/control/deps.ts';
 import type { RunInput } from '../../src/db/run-types.ts';
@@ -70,7 +70,6 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
     answerDir: join(dir, 'answers'),
     svcHome: join(home, '.svc'),
     source: 'local',
-    staticDir: STATIC_DIR,
     runnerTokens: [],
     ...opts.settings,
   };

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { startControl, STATIC_DIR, type RunningControl } from '../../src/control/main.ts';
+import { startControl, type RunningControl } from '../../src/control/main.ts';
 import type { ControlSettings } from '../../src/control/settings.ts';
 import { createLogger } from '../../src/log.ts';
 import {
@@ -142,7 +142,7 @@ describe('GET /metrics on the Control Plane', () => {
     mkdirSync(join(dir, 'home'));
     const settings: ControlSettings = {
       host: '127.0.0.1', port: 0, dbPath: join(dir, 'control.db'), token: CONTROL_TOKEN, allowInsecureBind: false,
-      answerDir: join(dir, 'answers'), svcHome: join(dir, 'home', '.svc'), source: 'local', staticDir: STATIC_DIR,
+      answerDir: join(dir, 'answers'), svcHome: join(dir, 'home', '.svc'), source: 'local',
       runnerTokens: [], accessLog: true,
     };
     running = await startControl(settings, { PATH: process.env.PATH, HOME: join(dir, 'home') }, logs.log);
