@@ -113,6 +113,6 @@ export function createControlApp(
     log: deps.log,
     onRefused: (info) => recordRefusal(deps, info),
     requests: deps.metrics.requests,
-    accessLog: deps.settings.accessLog === true,
+    accessLog: deps.settings.accessLog,
   });
 }

@@ -3,7 +3,6 @@
 import { HttpError } from '../http/http-error.ts';
 import type { EventRow } from '../db/events-store.ts';
 import { iso } from '../iso-time.ts';
-import { SETTINGS } from '../settings-registry.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
 
 /** The events of one publish that a subscriber should see, ascending by id, with their frames joined once. */
@@ -27,10 +26,6 @@ export interface SubscriberLimits {
   total: number;
   perRun: number;
 }
-
-const DEFAULT_LIMITS: SubscriberLimits = {
-  total: SETTINGS.SVC_CONTROL_MAX_STREAMS.default, perRun: SETTINGS.SVC_CONTROL_MAX_STREAMS_PER_RUN.default,
-};
 
 export type RunEventBus = ReturnType<typeof createRunEventBus>;
 export type EncodedEvent = ReturnType<typeof encodeEvent>;
@@ -63,7 +58,7 @@ function scopeOf(source: string | undefined, run: string | undefined): string {
   return run === undefined ? source : `${source}/${run}`;
 }
 
-export function createRunEventBus(limits: SubscriberLimits = DEFAULT_LIMITS) {
+export function createRunEventBus(limits: SubscriberLimits) {
   let count = 0;
   const scopes = new Map<string, Set<Subscriber>>();
   let closed = false;

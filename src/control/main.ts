@@ -23,7 +23,6 @@ import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
-import { SETTINGS } from '../settings-registry.ts';
 import { DAY_MS, iso } from '../iso-time.ts';
 
 export type RunningControl = Awaited<ReturnType<typeof startControl>>;
@@ -171,7 +170,7 @@ export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number 
 const AUDIT_BATCH = 5_000;
 
 export function pruneAuditLog(deps: ControlDeps, now = deps.clock()): number {
-  const days = deps.settings.auditRetentionDays ?? SETTINGS.SVC_CONTROL_AUDIT_RETENTION_DAYS.default;
+  const days = deps.settings.auditRetentionDays;
   if (!(days > 0)) return 0;
   let deleted = 0;
   for (;;) {

@@ -18,10 +18,10 @@ export interface ControlSettings {
   svcHome: string;
   source: string;
   runnerTokens: readonly RunnerCredential[];
-  connections?: ConnectionLimits;
-  streams?: SubscriberLimits;
-  auditRetentionDays?: number;
-  accessLog?: boolean;
+  connections: ConnectionLimits;
+  streams: SubscriberLimits;
+  auditRetentionDays: number;
+  accessLog: boolean;
 }
 
 export function resolveControlSettings(

@@ -3,13 +3,15 @@ import assert from 'node:assert/strict';
 import { createRunEventBus, encodeEvent, type EncodedBatch } from '../../src/control/event-bus.ts';
 import type { EventRow } from '../../src/db/events-store.ts';
 
+const LIMITS = { total: 2000, perRun: 100 };
+
 function row(id: number, run = 'r1', source = 's'): EventRow {
   return { id, source, run, seq: id, ts: Date.UTC(2026, 0, 1), kind: 'log', data: '{"text":"hi"}' };
 }
 
 describe('run event bus', () => {
   it('encodes a publish once and hands the same batch to 1,000 subscribers', () => {
-    const bus = createRunEventBus();
+    const bus = createRunEventBus(LIMITS);
     const got: EncodedBatch[] = [];
     for (let i = 0; i < 1000; i++) bus.subscribe({ deliver: (b) => got.push(b), end() {} });
     bus.publish([row(1), row(2)]);
@@ -21,7 +23,7 @@ describe('run event bus', () => {
   });
 
   it('routes by source and by run', () => {
-    const bus = createRunEventBus();
+    const bus = createRunEventBus(LIMITS);
     const seen: Record<string, number[]> = { all: [], src: [], run: [] };
     bus.subscribe({ deliver: (b) => seen.all!.push(...b.events.map((e) => e.id)), end() {} });
     bus.subscribe({ source: 's', deliver: (b) => seen.src!.push(...b.events.map((e) => e.id)), end() {} });
@@ -31,7 +33,7 @@ describe('run event bus', () => {
   });
 
   it('stops delivering after unsubscribe and keeps going past a throwing subscriber', () => {
-    const bus = createRunEventBus();
+    const bus = createRunEventBus(LIMITS);
     const got: number[] = [];
     bus.subscribe({ deliver: () => { throw new Error('broken'); }, end() {} });
     const off = bus.subscribe({ deliver: (b) => got.push(...b.events.map((e) => e.id)), end() {} });
@@ -43,7 +45,7 @@ describe('run event bus', () => {
   });
 
   it('ends every subscriber on close and ends late subscribers at once', () => {
-    const bus = createRunEventBus();
+    const bus = createRunEventBus(LIMITS);
     let ended = 0;
     bus.subscribe({ deliver() {}, end: () => ended++ });
     bus.subscribe({ source: 's', run: 'r', deliver() {}, end: () => ended++ });

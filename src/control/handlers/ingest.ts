@@ -38,7 +38,6 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   for (const run of batch.runs) {
     const path = run.repo_path;
     if (!path || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
-    delete run.pid;
   }
   // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
@@ -66,8 +65,8 @@ function importBatch(
   const now = deps.clock();
   let run;
   try {
-    // The folder the operator named wins over state.json; a recorded pid is never taken from a file.
-    run = validateRun({ ...state, repo_path: project, pid: null, source }, `${name}/state.json`, source, now);
+    // The folder the operator named wins over state.json.
+    run = validateRun({ ...state, repo_path: project, source }, `${name}/state.json`, source, now);
   } catch (err) {
     skip(name, err instanceof Error ? err.message : 'invalid state.json');
     return null;
