@@ -5,11 +5,12 @@ import type { EventRow } from '../db/events-store.ts';
 import { iso } from '../iso-time.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
 
-/** The events of one publish that a subscriber should see, ascending by id, with their frames joined once. */
+/**
+ * The events of one publish that a subscriber should see, ascending by id, with their frames joined and encoded once
+ * per publish, not once per response (docs/bench.md).
+ */
 export interface EncodedBatch {
   events: EncodedEvent[];
-  text: string;
-  /** `text` encoded once per publish, not once per response (docs/bench.md). */
   bytes: Buffer;
 }
 
@@ -43,13 +44,11 @@ export function eventJson(row: EventRow): string {
   );
 }
 
-/** One event, encoded once: `json` is the DESIGN §3 event JSON, `frame` the complete SSE frame. */
+/** One event, encoded once as its complete SSE frame. */
 export function encodeEvent(row: EventRow) {
-  const json = eventJson(row);
   // Kinds are validated on ingest; stripping CR/LF keeps a frame a frame even if one slipped through.
-  const kind = row.kind.replace(/[\r\n]/g, '');
-  const frame = `id: ${row.id}\nevent: ${kind}\ndata: ${json}\n\n`;
-  return { id: row.id, source: row.source, run: row.run, kind, json, frame };
+  const frame = `id: ${row.id}\nevent: ${row.kind.replace(/[\r\n]/g, '')}\ndata: ${eventJson(row)}\n\n`;
+  return { id: row.id, source: row.source, run: row.run, frame };
 }
 
 /** A subscriber's scope: '' for every event, the source, or `source/run` (segments hold no `/`). */
@@ -65,7 +64,7 @@ export function createRunEventBus(limits: SubscriberLimits) {
 
   function deliverAll(set: Set<Subscriber>, events: EncodedEvent[]): void {
     const text = events.length === 1 ? events[0]!.frame : events.map((e) => e.frame).join('');
-    const batch: EncodedBatch = { events, text, bytes: Buffer.from(text) };
+    const batch: EncodedBatch = { events, bytes: Buffer.from(text) };
     for (const sub of set) {
       try {
         sub.deliver(batch);

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRunEventBus, encodeEvent, type EncodedBatch } from '../../src/control/event-bus.ts';
+import { createRunEventBus, eventJson, type EncodedBatch } from '../../src/control/event-bus.ts';
 import type { EventRow } from '../../src/db/events-store.ts';
 
 const LIMITS = { total: 2000, perRun: 100 };
@@ -18,8 +18,8 @@ describe('run event bus', () => {
     assert.equal(got.length, 1000);
     assert.ok(got.every((b) => b === got[0]));
     const [a, b] = got[0]!.events;
-    assert.equal(a!.frame, `id: 1\nevent: log\ndata: ${a!.json}\n\n`);
-    assert.equal(got[0]!.text, a!.frame + b!.frame);
+    assert.equal(a!.frame, `id: 1\nevent: log\ndata: ${eventJson(row(1))}\n\n`);
+    assert.equal(got[0]!.bytes.toString('utf8'), a!.frame + b!.frame);
   });
 
   it('routes by source and by run', () => {
@@ -57,7 +57,6 @@ describe('run event bus', () => {
   });
 
   it('builds event JSON with data embedded as stored and an ISO timestamp', () => {
-    const ev = encodeEvent(row(7));
-    assert.deepEqual(JSON.parse(ev.json), { id: 7, source: 's', run: 'r1', seq: 7, ts: '2026-01-01T00:00:00.000Z', kind: 'log', data: { text: 'hi' } });
+    assert.deepEqual(JSON.parse(eventJson(row(7))), { id: 7, source: 's', run: 'r1', seq: 7, ts: '2026-01-01T00:00:00.000Z', kind: 'log', data: { text: 'hi' } });
   });
 });
