@@ -5,10 +5,7 @@ import type { EventRow } from '../db/events-store.ts';
 import { iso } from '../iso-time.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
 
-/**
- * The events of one publish that a subscriber should see, ascending by id, with their frames joined and encoded once
- * per publish, not once per response (docs/bench.md).
- */
+/** One publish's events a subscriber sees, ascending by id, their frames encoded once per publish (docs/bench.md). */
 export interface EncodedBatch {
   events: EncodedEvent[];
   bytes: Buffer;
