@@ -20,7 +20,7 @@ interface Subscriber {
 }
 
 /** Bounds on live subscribers (docs/control-data.md): every subscriber holds a socket and up to its lag bound. */
-export interface SubscriberLimits {
+interface SubscriberLimits {
   total: number;
   perRun: number;
 }
