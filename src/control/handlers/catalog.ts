@@ -125,20 +125,17 @@ export const listRepos: Handler<ControlDeps> = (ctx) => {
 /** Full paths, so loopback only like /v1/config. */
 export const listRegisteredProjects: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
-  return json(200, { items: listProjects(ctx.deps) });
-};
-
-function listProjects(deps: ControlDeps) {
-  const out: Array<{ path: string; via: 'import' | 'repos'; registered_at: string | null }> = deps.stores.projects
+  const { stores } = ctx.deps;
+  const items: Array<{ path: string; via: 'import' | 'repos'; registered_at: string | null }> = stores.projects
     .list().map((p) => ({ path: p.path, via: 'import', registered_at: iso(p.registered_at) }));
-  const seen = new Set(out.map((p) => p.path));
-  for (const path of readEffectiveConfig(deps.stores.config).config.repos as string[]) {
+  const seen = new Set(items.map((p) => p.path));
+  for (const path of readEffectiveConfig(stores.config).config.repos as string[]) {
     if (seen.has(realOrNull(path) ?? path)) continue;
     seen.add(realOrNull(path) ?? path);
-    out.push({ path, via: 'repos', registered_at: null });
+    items.push({ path, via: 'repos', registered_at: null });
   }
-  return out;
-}
+  return json(200, { items });
+};
 
 /** GET /v1/audit: newest first; `?verify=true` also re-checks the whole chain. */
 function parseVerify(value: string | null): boolean {

@@ -132,9 +132,7 @@ function importProject(deps: ControlDeps, path: unknown) {
             const stored = storeBatch(deps, batch, { deliverControl: false });
             for (const row of stored.inserted) inserted.push(row);
             if (first) result.runs += stored.result.runs;
-            result.events += stored.result.events;
-            result.duplicates += stored.result.duplicates;
-            result.artifacts += stored.result.artifacts;
+            for (const count of ['events', 'duplicates', 'artifacts'] as const) result[count] += stored.result[count];
             ({ next: from, more } = read);
             line += read.lines.length;
           }
