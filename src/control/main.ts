@@ -3,8 +3,8 @@
 // backlog never holds the write lock for long (docs/control-config.md).
 import { mkdirSync, rmSync } from 'node:fs';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
-import { join, dirname } from 'node:path';
-import { readServerRecordFile, isPidAlive, type ServerRecord } from '../client/server-record.ts';
+import { dirname } from 'node:path';
+import { readServerRecordFile, isPidAlive, serverRecordFile, type ServerRecord } from '../client/server-record.ts';
 import { openDatabase, transaction } from '../db/open.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { controlMigrations } from '../db/control-migrations.ts';
@@ -87,10 +87,6 @@ export async function startControl(
   return { url, server, connections, deps, close };
 }
 
-function recordPath(svcHome: string): string {
-  return join(svcHome, 'control', 'server.json');
-}
-
 async function answersHealth(url: string): Promise<boolean> {
   try {
     const res = await fetch(`${url.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(500) });
@@ -105,8 +101,8 @@ async function answersHealth(url: string): Promise<boolean> {
  * Records this server in server.json (what clients find it by) unless the file names another live Control Plane (its
  * pid alive and its URL answering /health); answers the record kept instead, if any.
  */
-async function claimServerRecord(svcHome: string, own: ServerRecord): Promise<ServerRecord | null> {
-  const path = recordPath(svcHome);
+async function claimServerRecord(env: NodeJS.ProcessEnv, own: ServerRecord): Promise<ServerRecord | null> {
+  const path = serverRecordFile(env);
   const found = readServerRecordFile(path);
   if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answersHealth(found.url))) return found;
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
@@ -115,8 +111,8 @@ async function claimServerRecord(svcHome: string, own: ServerRecord): Promise<Se
 }
 
 /** Only this process's own record: a first server that still answers stays findable. */
-function releaseServerRecord(svcHome: string, pid: number): void {
-  if (readServerRecordFile(recordPath(svcHome))?.pid === pid) rmSync(recordPath(svcHome), { force: true });
+function releaseServerRecord(env: NodeJS.ProcessEnv, pid: number): void {
+  if (readServerRecordFile(serverRecordFile(env))?.pid === pid) rmSync(serverRecordFile(env), { force: true });
 }
 
 /** Serves until SIGINT/SIGTERM, then shuts down once: stop accepting, end streams, close the DB, exit 0. */
@@ -125,11 +121,11 @@ export async function serveControlForever(
 ): Promise<number> {
   const log = createLogger('control');
   const running = await startControl(settings, env, log);
-  const other = await claimServerRecord(settings.svcHome, { url: running.url, pid: process.pid });
+  const other = await claimServerRecord(env, { url: running.url, pid: process.pid });
   // The handlers go in before the URL is printed: a supervisor may send SIGTERM as soon as it reads that line.
   const exitCode = exitCodeAfterSignal(log, 'shutting down', async () => {
     await running.close();
-    releaseServerRecord(settings.svcHome, process.pid);
+    releaseServerRecord(env, process.pid);
   });
   print(`${running.url}\n`);
   log.info('listening', { url: running.url, db: settings.dbPath });
