@@ -66,24 +66,18 @@ export function timeMs(value: unknown): number | null {
   return Number.isSafeInteger(ms) && Math.abs(ms as number) <= 8.64e15 ? (ms as number) : null;
 }
 
-export function parseTime(name: string, value: string): number {
-  const ms = timeMs(value);
-  if (ms === null) invalidParam(`Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
-  return ms;
-}
-
 /** `since` (inclusive) and `until` (exclusive) start times and `repo`: the window of the runs list and the stats. */
 export function parseWindow(query: URLSearchParams): { since?: number; until?: number; repo?: string } {
   const window: { since?: number; until?: number; repo?: string } = {};
   for (const name of ['since', 'until'] as const) {
     const value = query.get(name);
-    if (value !== null) window[name] = parseTime(name, value);
+    if (value === null) continue;
+    window[name] = timeMs(value) ?? invalidParam(`Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
   }
   const repo = query.get('repo');
-  if (repo !== null && (repo.length === 0 || repo.length > 512)) {
-    invalidParam('Parameter "repo" must be 1 to 512 characters');
-  }
-  if (repo !== null) window.repo = repo;
+  if (repo === null) return window;
+  if (repo.length === 0 || repo.length > 512) invalidParam('Parameter "repo" must be 1 to 512 characters');
+  window.repo = repo;
   return window;
 }
 
