@@ -2,7 +2,7 @@
 // (DESIGN §3, §4); a run named but not stored is 404.
 import { HttpError } from '../http/http-error.ts';
 import { oneOf, tryParseJson } from '../untrusted.ts';
-import type { RunKey, RunRow } from '../db/run-types.ts';
+import type { RunRow } from '../db/run-types.ts';
 import type { RunsStore } from '../db/runs-store.ts';
 
 export function invalidParam(message: string): never {
@@ -116,13 +116,4 @@ export function decodeCursor(text: string, shape: ReadonlyArray<'int' | 'segment
   const fits = (part: unknown, i: number) =>
     shape[i] === 'int' ? Number.isSafeInteger(part) : typeof part === 'string' && SEGMENT.test(part);
   return key.every(fits) ? (key as Array<number | string>) : bad();
-}
-
-export function encodeRunCursor(key: RunKey): string {
-  return encodeCursor([key.started_at, key.source, key.run]);
-}
-
-export function decodeRunCursor(text: string): RunKey {
-  const [startedAt, source, run] = decodeCursor(text, ['int', 'segment', 'segment']);
-  return { started_at: startedAt as number, source: source as string, run: run as string };
 }

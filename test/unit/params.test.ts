@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { checkArtifactPath, checkQueryKeys, parseLimit, parseWindow, runParams } from '../../src/control/params.ts';
 import { runToJson } from '../../src/db/runs-store.ts';
-import { decodeRunCursor, encodeRunCursor } from '../../src/control/params.ts';
+import { decodeCursor, encodeCursor } from '../../src/control/params.ts';
 import { HttpError } from '../../src/http/http-error.ts';
 
 function code(fn: () => unknown): string | undefined {
@@ -53,8 +53,9 @@ describe('params', () => {
   });
 
   it('round-trips a run cursor and refuses one it did not make', () => {
-    const key = { started_at: 123, source: 'local', run: 'r1' };
-    assert.deepEqual(decodeRunCursor(encodeRunCursor(key)), key);
+    const RUN_KEY = ['int', 'segment', 'segment'] as const;
+    const decodeRunCursor = (text: string) => decodeCursor(text, RUN_KEY);
+    assert.deepEqual(decodeRunCursor(encodeCursor([123, 'local', 'r1'])), [123, 'local', 'r1']);
     for (const bad of ['x', Buffer.from('{"a":1}').toString('base64url'), Buffer.from('[1.5,"a","b"]').toString('base64url'), 'a+b']) {
       assert.equal(code(() => decodeRunCursor(bad)), 'invalid_param', bad);
     }
