@@ -25,8 +25,8 @@ export default async function control(io: CliIo): Promise<number> {
     const flags = { host: { type: 'string' }, port: { type: 'string' }, db: { type: 'string' } } as const;
     const { values } = parseFlags(rest, flags, 0);
     const { resolveControlSettings } = await import('../control/settings.ts');
-    const { serveControlForever, STATIC_DIR } = await import('../control/main.ts');
-    const settings = resolveControlSettings(io.env, values, STATIC_DIR);
+    const { serveControlForever } = await import('../control/main.ts');
+    const settings = resolveControlSettings(io.env, values);
     const { serveOnFreePort } = await import('./dashboard.ts');
     return serveOnFreePort('control', settings, io.env, () => serveControlForever(settings, io.env, io.stdout));
   }

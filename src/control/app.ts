@@ -1,5 +1,6 @@
 // The Control Plane as a pure factory: one ordered route table compiled at boot (STYLE habit 1), and the liveness,
 // readiness and metrics routes (/ready also proves the DB answers a query).
+import { fileURLToPath } from 'node:url';
 import { createPipeline, type Handler, type Route, type RequestListener } from '../http/pipeline.ts';
 import { MiB } from '../http/body.ts';
 import { HttpError } from '../http/http-error.ts';
@@ -24,6 +25,8 @@ import { mcpRoutes } from './mcp.ts';
 import { audited, recordRefusal } from './audited.ts';
 
 type R = Route<ControlDeps>;
+
+const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url));
 
 // Pre-encoded: /health is the hottest, cheapest route (DESIGN §7 bar: ≥ 0.85 × plain node:http).
 const OK: Reply = {
@@ -106,10 +109,10 @@ export function createControlApp(
     token: deps.settings.token,
     runnerTokens: deps.settings.runnerTokens,
     ownOrigins,
-    staticFiles: createStaticFiles(deps.settings.staticDir),
+    staticFiles: createStaticFiles(STATIC_DIR),
     log: deps.log,
     onRefused: (info) => recordRefusal(deps, info),
     requests: deps.metrics.requests,
-    accessLog: deps.settings.accessLog === true,
+    accessLog: deps.settings.accessLog,
   });
 }

@@ -46,10 +46,6 @@ const PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
 export type ConfigValues = Record<string, unknown>;
 
-export function defaultConfig(): ConfigValues {
-  return Object.fromEntries(SETTINGS.map((s) => [s.key, structuredClone(s.default)]));
-}
-
 function kindOf(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'array';
@@ -138,9 +134,8 @@ export function mergeConfig(
 
 /** Stored values over defaults, dropping keys the schema no longer has (a downgrade or removed setting). */
 export function withDefaults(stored: ConfigValues): ConfigValues {
-  const out = defaultConfig();
-  for (const s of SETTINGS) if (Object.hasOwn(stored, s.key)) out[s.key] = stored[s.key];
-  return out;
+  const value = (s: Setting) => (Object.hasOwn(stored, s.key) ? stored[s.key] : structuredClone(s.default));
+  return Object.fromEntries(SETTINGS.map((s) => [s.key, value(s)]));
 }
 
 export function redactConfig(values: ConfigValues, schema: readonly Setting[] = SETTINGS): ConfigValues {

@@ -3,14 +3,11 @@
 import { HttpError } from '../http/http-error.ts';
 import type { EventRow } from '../db/events-store.ts';
 import { iso } from '../iso-time.ts';
-import { SETTINGS } from '../settings-registry.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
 
-/** The events of one publish that a subscriber should see, ascending by id, with their frames joined once. */
+/** One publish's events a subscriber sees, ascending by id, their frames encoded once per publish (docs/bench.md). */
 export interface EncodedBatch {
   events: EncodedEvent[];
-  text: string;
-  /** `text` encoded once per publish, not once per response (docs/bench.md). */
   bytes: Buffer;
 }
 
@@ -23,14 +20,10 @@ interface Subscriber {
 }
 
 /** Bounds on live subscribers (docs/control-data.md): every subscriber holds a socket and up to its lag bound. */
-export interface SubscriberLimits {
+interface SubscriberLimits {
   total: number;
   perRun: number;
 }
-
-const DEFAULT_LIMITS: SubscriberLimits = {
-  total: SETTINGS.SVC_CONTROL_MAX_STREAMS.default, perRun: SETTINGS.SVC_CONTROL_MAX_STREAMS_PER_RUN.default,
-};
 
 export type RunEventBus = ReturnType<typeof createRunEventBus>;
 export type EncodedEvent = ReturnType<typeof encodeEvent>;
@@ -48,13 +41,11 @@ export function eventJson(row: EventRow): string {
   );
 }
 
-/** One event, encoded once: `json` is the DESIGN §3 event JSON, `frame` the complete SSE frame. */
+/** One event, encoded once as its complete SSE frame. */
 export function encodeEvent(row: EventRow) {
-  const json = eventJson(row);
   // Kinds are validated on ingest; stripping CR/LF keeps a frame a frame even if one slipped through.
-  const kind = row.kind.replace(/[\r\n]/g, '');
-  const frame = `id: ${row.id}\nevent: ${kind}\ndata: ${json}\n\n`;
-  return { id: row.id, source: row.source, run: row.run, kind, json, frame };
+  const frame = `id: ${row.id}\nevent: ${row.kind.replace(/[\r\n]/g, '')}\ndata: ${eventJson(row)}\n\n`;
+  return { id: row.id, source: row.source, run: row.run, frame };
 }
 
 /** A subscriber's scope: '' for every event, the source, or `source/run` (segments hold no `/`). */
@@ -63,14 +54,14 @@ function scopeOf(source: string | undefined, run: string | undefined): string {
   return run === undefined ? source : `${source}/${run}`;
 }
 
-export function createRunEventBus(limits: SubscriberLimits = DEFAULT_LIMITS) {
+export function createRunEventBus(limits: SubscriberLimits) {
   let count = 0;
   const scopes = new Map<string, Set<Subscriber>>();
   let closed = false;
 
   function deliverAll(set: Set<Subscriber>, events: EncodedEvent[]): void {
     const text = events.length === 1 ? events[0]!.frame : events.map((e) => e.frame).join('');
-    const batch: EncodedBatch = { events, text, bytes: Buffer.from(text) };
+    const batch: EncodedBatch = { events, bytes: Buffer.from(text) };
     for (const sub of set) {
       try {
         sub.deliver(batch);

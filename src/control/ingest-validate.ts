@@ -24,7 +24,8 @@ const MIME_NAME = String.raw`[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`;
 const MIME_PARAM = String.raw`[ \t]*;[ \t]*[A-Za-z0-9_-]+=("[\t\x20\x21\x23-\x7e]*"|[A-Za-z0-9_.+-]+)`;
 const MIME = new RegExp(String.raw`^${MIME_NAME}\/${MIME_NAME}(${MIME_PARAM})*$`);
 const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
-const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code', 'pid'] as const;
+// No pid: a worker's process id is not the Control Plane's to record from a body or a file.
+const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code'] as const;
 
 /** How far a body time may run ahead of the Control Plane's clock: a runner's drift, not a run parked in the future. */
 export const MAX_FUTURE_MS = 5 * 60 * 1000;

@@ -3,9 +3,10 @@
 // backlog never holds the write lock for long (docs/control-config.md).
 import { mkdirSync, rmSync } from 'node:fs';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { answersHealth, readServerRecordFile, isPidAlive, type ServerRecord } from '../client/server-record.ts';
+import { dirname } from 'node:path';
+import {
+  answersHealth, readServerRecordFile, isPidAlive, serverRecordFile, type ServerRecord,
+} from '../client/server-record.ts';
 import { openDatabase, transaction } from '../db/open.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { controlMigrations } from '../db/control-migrations.ts';
@@ -24,10 +25,7 @@ import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
-import { SETTINGS } from '../settings-registry.ts';
 import { DAY_MS, iso } from '../iso-time.ts';
-
-export const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url));
 
 export type RunningControl = Awaited<ReturnType<typeof startControl>>;
 
@@ -91,16 +89,12 @@ export async function startControl(
   return { url, server, connections, deps, close };
 }
 
-function recordPath(svcHome: string): string {
-  return join(svcHome, 'control', 'server.json');
-}
-
 /**
  * Records this server in server.json (what clients find it by) unless the file names another live Control Plane (its
  * pid alive and its URL answering /health); answers the record kept instead, if any.
  */
-async function claimServerRecord(svcHome: string, own: ServerRecord): Promise<ServerRecord | null> {
-  const path = recordPath(svcHome);
+async function claimServerRecord(env: NodeJS.ProcessEnv, own: ServerRecord): Promise<ServerRecord | null> {
+  const path = serverRecordFile(env);
   const found = readServerRecordFile(path);
   if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answersHealth(found.url, 500))) return found;
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
@@ -109,8 +103,8 @@ async function claimServerRecord(svcHome: string, own: ServerRecord): Promise<Se
 }
 
 /** Only this process's own record: a first server that still answers stays findable. */
-function releaseServerRecord(svcHome: string, pid: number): void {
-  if (readServerRecordFile(recordPath(svcHome))?.pid === pid) rmSync(recordPath(svcHome), { force: true });
+function releaseServerRecord(env: NodeJS.ProcessEnv, pid: number): void {
+  if (readServerRecordFile(serverRecordFile(env))?.pid === pid) rmSync(serverRecordFile(env), { force: true });
 }
 
 /** Serves until SIGINT/SIGTERM, then shuts down once: stop accepting, end streams, close the DB, exit 0. */
@@ -119,11 +113,11 @@ export async function serveControlForever(
 ): Promise<number> {
   const log = createLogger('control');
   const running = await startControl(settings, env, log);
-  const other = await claimServerRecord(settings.svcHome, { url: running.url, pid: process.pid });
+  const other = await claimServerRecord(env, { url: running.url, pid: process.pid });
   // The handlers go in before the URL is printed: a supervisor may send SIGTERM as soon as it reads that line.
   const exitCode = exitCodeAfterSignal(log, 'shutting down', async () => {
     await running.close();
-    releaseServerRecord(settings.svcHome, process.pid);
+    releaseServerRecord(env, process.pid);
   });
   print(`${running.url}\n`);
   log.info('listening', { url: running.url, db: settings.dbPath });
@@ -164,7 +158,7 @@ export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number 
 const AUDIT_BATCH = 5_000;
 
 export function pruneAuditLog(deps: ControlDeps, now = deps.clock()): number {
-  const days = deps.settings.auditRetentionDays ?? SETTINGS.SVC_CONTROL_AUDIT_RETENTION_DAYS.default;
+  const days = deps.settings.auditRetentionDays;
   if (!(days > 0)) return 0;
   let deleted = 0;
   for (;;) {

@@ -356,12 +356,4 @@ export function toOpenapiPath(pattern: string): string {
 export const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
   version: string;
 }).version;
-/** One document per URL the server answers on, built when first asked for. */
-const documents = new Map<string, Record<string, unknown>>();
-
-export const getOpenapi: Handler<ControlDeps> = (ctx) => {
-  const url = ctx.deps.url();
-  let doc = documents.get(url);
-  if (!doc) documents.set(url, (doc = buildOpenapi(VERSION, url)));
-  return json(200, doc);
-};
+export const getOpenapi: Handler<ControlDeps> = (ctx) => json(200, buildOpenapi(VERSION, ctx.deps.url()));

@@ -2,7 +2,7 @@
 // (DESIGN §3, §4); a run named but not stored is 404.
 import { HttpError } from '../http/http-error.ts';
 import { oneOf, tryParseJson } from '../untrusted.ts';
-import type { RunKey, RunRow } from '../db/run-types.ts';
+import type { RunRow } from '../db/run-types.ts';
 import type { RunsStore } from '../db/runs-store.ts';
 
 export function invalidParam(message: string): never {
@@ -66,24 +66,18 @@ export function timeMs(value: unknown): number | null {
   return Number.isSafeInteger(ms) && Math.abs(ms as number) <= 8.64e15 ? (ms as number) : null;
 }
 
-export function parseTime(name: string, value: string): number {
-  const ms = timeMs(value);
-  if (ms === null) invalidParam(`Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
-  return ms;
-}
-
 /** `since` (inclusive) and `until` (exclusive) start times and `repo`: the window of the runs list and the stats. */
 export function parseWindow(query: URLSearchParams): { since?: number; until?: number; repo?: string } {
   const window: { since?: number; until?: number; repo?: string } = {};
   for (const name of ['since', 'until'] as const) {
     const value = query.get(name);
-    if (value !== null) window[name] = parseTime(name, value);
+    if (value === null) continue;
+    window[name] = timeMs(value) ?? invalidParam(`Parameter "${name}" must be an ISO-8601 time or unix milliseconds`);
   }
   const repo = query.get('repo');
-  if (repo !== null && (repo.length === 0 || repo.length > 512)) {
-    invalidParam('Parameter "repo" must be 1 to 512 characters');
-  }
-  if (repo !== null) window.repo = repo;
+  if (repo === null) return window;
+  if (repo.length === 0 || repo.length > 512) invalidParam('Parameter "repo" must be 1 to 512 characters');
+  window.repo = repo;
   return window;
 }
 
@@ -122,13 +116,4 @@ export function decodeCursor(text: string, shape: ReadonlyArray<'int' | 'segment
   const fits = (part: unknown, i: number) =>
     shape[i] === 'int' ? Number.isSafeInteger(part) : typeof part === 'string' && SEGMENT.test(part);
   return key.every(fits) ? (key as Array<number | string>) : bad();
-}
-
-export function encodeRunCursor(key: RunKey): string {
-  return encodeCursor([key.started_at, key.source, key.run]);
-}
-
-export function decodeRunCursor(text: string): RunKey {
-  const [startedAt, source, run] = decodeCursor(text, ['int', 'segment', 'segment']);
-  return { started_at: startedAt as number, source: source as string, run: run as string };
 }

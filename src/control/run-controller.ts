@@ -114,20 +114,18 @@ export function createRunController(deps: RunControllerDeps) {
         }),
       );
     },
-    /** Stops a local run (status already set to stopping by the caller); resolves once it is stopped. */
+    /** Stops a run whose folder is recorded (status already set to stopping by the caller); resolves once stopped. */
     stop(row: RunRow): Promise<void> {
       return track(
         (async () => {
           let status = 'stopped';
           let endedAt = deps.clock();
           let failure: RunFailure | null = runFailure('stopped', `stopped by ${STOPPED_BY}`);
-          if (row.repo_path) {
-            const state = await stopLocalRun(row.repo_path, row.run, undefined, STOPPED_BY).catch(() => null);
-            if (state) {
-              status = state.status;
-              endedAt = state.ended_at ? Date.parse(state.ended_at) : endedAt;
-              failure = state.failure ?? null;
-            }
+          const state = await stopLocalRun(row.repo_path!, row.run, undefined, STOPPED_BY).catch(() => null);
+          if (state) {
+            status = state.status;
+            endedAt = state.ended_at ? Date.parse(state.ended_at) : endedAt;
+            failure = state.failure ?? null;
           }
           // The worker ships its own "stopped"; this covers a worker that was killed before it could.
           const now = deps.clock();

@@ -1,35 +1,18 @@
 // Control Plane settings resolved from flags and environment in one place; only main.ts and the CLI call this.
 import { join } from 'node:path';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { readConnectionLimits, type ConnectionLimits } from '../http/http-server.ts';
+import { readConnectionLimits } from '../http/http-server.ts';
 import type { RunnerCredential } from '../http/guards.ts';
-import type { SubscriberLimits } from './event-bus.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingChoice, settingFile, settingInt, settingOr } from '../settings-registry.ts';
 import { SEGMENT } from './params.ts';
 
-export interface ControlSettings {
-  host: string;
-  port: number;
-  dbPath: string;
-  token: string | undefined;
-  allowInsecureBind: boolean;
-  answerDir: string;
-  svcHome: string;
-  source: string;
-  staticDir: string;
-  runnerTokens: readonly RunnerCredential[];
-  connections?: ConnectionLimits;
-  streams?: SubscriberLimits;
-  auditRetentionDays?: number;
-  accessLog?: boolean;
-}
+export type ControlSettings = ReturnType<typeof resolveControlSettings>;
 
 export function resolveControlSettings(
   env: NodeJS.ProcessEnv,
   flags: { host?: string | undefined; port?: string | undefined; db?: string | undefined },
-  staticDir: string,
-): ControlSettings {
+) {
   const home = svcHomeOf(env);
   const token = controlToken(env);
   const runnerTokens = readRunnerTokens(setting(env, 'SVC_CONTROL_RUNNER_TOKENS_FILE'));
@@ -48,7 +31,6 @@ export function resolveControlSettings(
     answerDir: setting(env, 'SVC_CONTROL_ANSWER_DIR') ?? join(home, 'control', 'answers'),
     svcHome: home,
     source: settingOr(env, 'SVC_SOURCE'),
-    staticDir,
     runnerTokens,
     connections: readConnectionLimits(env, 'control'),
     streams: { total: streams, perRun: settingInt(env, 'SVC_CONTROL_MAX_STREAMS_PER_RUN', { max: streams }) },

@@ -2,8 +2,8 @@
 import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startControl, STATIC_DIR, type RunningControl } from '../../src/control/main.ts';
-import type { ControlSettings } from '../../src/control/settings.ts';
+import { startControl, type RunningControl } from '../../src/control/main.ts';
+import { resolveControlSettings, type ControlSettings } from '../../src/control/settings.ts';
 import type { ControlDeps } from '../../src/control/deps.ts';
 import type { RunInput } from '../../src/db/run-types.ts';
 import { silentLogger } from '../../src/log.ts';
@@ -61,17 +61,14 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
   const home = join(dir, 'home');
   mkdirSync(home, { recursive: true });
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: home, ...opts.env };
+  // The registry's defaults (an environment with only HOME), then what a test server needs.
   const settings: ControlSettings = {
-    host: opts.host ?? '127.0.0.1',
-    port: 0,
-    dbPath: join(dir, 'control.db'),
+    ...resolveControlSettings({ HOME: home }, {
+      host: opts.host ?? '127.0.0.1', port: '0', db: join(dir, 'control.db'),
+    }),
     token: opts.token,
     allowInsecureBind: true,
     answerDir: join(dir, 'answers'),
-    svcHome: join(home, '.svc'),
-    source: 'local',
-    staticDir: STATIC_DIR,
-    runnerTokens: [],
     ...opts.settings,
   };
   const running = await startControl(settings, env, silentLogger);

@@ -9,8 +9,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { startControl, STATIC_DIR, type RunningControl } from '../../src/control/main.ts';
-import type { ControlSettings } from '../../src/control/settings.ts';
+import { startControl, type RunningControl } from '../../src/control/main.ts';
+import { resolveControlSettings, type ControlSettings } from '../../src/control/settings.ts';
 import { createLogger } from '../../src/log.ts';
 import {
   MetricsRegistry, countModelUsage, escapeLabelValue, registerModelUsage, METRICS_TYPE,
@@ -141,9 +141,8 @@ describe('GET /metrics on the Control Plane', () => {
     dir = mkdtempSync(join(tmpdir(), 'svc-metrics-'));
     mkdirSync(join(dir, 'home'));
     const settings: ControlSettings = {
-      host: '127.0.0.1', port: 0, dbPath: join(dir, 'control.db'), token: CONTROL_TOKEN, allowInsecureBind: false,
-      answerDir: join(dir, 'answers'), svcHome: join(dir, 'home', '.svc'), source: 'local', staticDir: STATIC_DIR,
-      runnerTokens: [], accessLog: true,
+      ...resolveControlSettings({ HOME: join(dir, 'home') }, { port: '0', db: join(dir, 'control.db') }),
+      token: CONTROL_TOKEN, answerDir: join(dir, 'answers'), accessLog: true,
     };
     running = await startControl(settings, { PATH: process.env.PATH, HOME: join(dir, 'home') }, logs.log);
   });

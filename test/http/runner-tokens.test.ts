@@ -90,9 +90,9 @@ describe('SVC_CONTROL_RUNNER_TOKENS_FILE', () => {
       const file = join(dir, 'runners');
       writeFileSync(file, `k8s ${K8S}\n`);
       const env = { HOME: dir, SVC_CONTROL_RUNNER_TOKENS_FILE: file };
-      assert.throws(() => resolveControlSettings(env, {}, '/s'), /need SVC_CONTROL_TOKEN/);
-      assert.throws(() => resolveControlSettings({ ...env, SVC_CONTROL_TOKEN: K8S }, {}, '/s'), /equals SVC_CONTROL_TOKEN/);
-      assert.deepEqual(resolveControlSettings({ ...env, SVC_CONTROL_TOKEN: MAIN }, {}, '/s').runnerTokens, [{ source: 'k8s', token: K8S }]);
+      assert.throws(() => resolveControlSettings(env, {}), /need SVC_CONTROL_TOKEN/);
+      assert.throws(() => resolveControlSettings({ ...env, SVC_CONTROL_TOKEN: K8S }, {}), /equals SVC_CONTROL_TOKEN/);
+      assert.deepEqual(resolveControlSettings({ ...env, SVC_CONTROL_TOKEN: MAIN }, {}).runnerTokens, [{ source: 'k8s', token: K8S }]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -6,7 +6,7 @@ import { startTestControl, seedRuns, makeRun, type TestControl } from '../helper
 import { makeRepo, SLEEP_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { runToJson } from '../../src/db/runs-store.ts';
-import { encodeRunCursor } from '../../src/control/params.ts';
+import { encodeCursor } from '../../src/control/params.ts';
 
 type Item = { source: string; run: string; status: string; brief: string | null; verdict: string | null };
 
@@ -42,7 +42,8 @@ describe('GET /v1/runs answers what the runs table holds now', () => {
     const expected = (limit: number): string => {
       const rows = cp.deps.stores.runs.list({ limit: limit + 1 });
       const page = rows.slice(0, limit);
-      const next = rows.length > limit ? encodeRunCursor(page[page.length - 1]!) : null;
+      const last = page[page.length - 1]!;
+      const next = rows.length > limit ? encodeCursor([last.started_at, last.source, last.run]) : null;
       return JSON.stringify({ items: page.map(runToJson), next_cursor: next });
     };
     for (const limit of [100, 7]) {

@@ -131,9 +131,9 @@ describe('secrets handoff', () => {
   it('lets the Control Plane read its token from SVC_CONTROL_TOKEN_FILE, and refuses an empty or missing one', () => {
     const file = join(home, 'control-token');
     writeFileSync(file, 'tok-123\n');
-    assert.equal(resolveControlSettings({ HOME: home, SVC_CONTROL_TOKEN_FILE: file }, {}, '/static').token, 'tok-123');
+    assert.equal(resolveControlSettings({ HOME: home, SVC_CONTROL_TOKEN_FILE: file }, {}).token, 'tok-123');
     writeFileSync(file, '\n');
-    assert.throws(() => resolveControlSettings({ HOME: home, SVC_CONTROL_TOKEN_FILE: file }, {}, '/static'), /empty/);
-    assert.throws(() => resolveControlSettings({ HOME: home, SVC_CONTROL_TOKEN_FILE: join(home, 'none') }, {}, '/static'), /could not be read/);
+    assert.throws(() => resolveControlSettings({ HOME: home, SVC_CONTROL_TOKEN_FILE: file }, {}), /empty/);
+    assert.throws(() => resolveControlSettings({ HOME: home, SVC_CONTROL_TOKEN_FILE: join(home, 'none') }, {}), /could not be read/);
   });
 });

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { openDatabase, type Db } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { createConfigStore, ConfigVersionConflict, type ConfigStore } from '../../src/db/control-stores.ts';
-import { SETTINGS, REDACTED, defaultConfig, mergeConfig, redactConfig, withDefaults, type Setting } from '../../src/control/config-schema.ts';
+import { SETTINGS, REDACTED, mergeConfig, redactConfig, withDefaults, type Setting } from '../../src/control/config-schema.ts';
 import { HttpError } from '../../src/http/http-error.ts';
 
 function rejection(fn: () => unknown): HttpError {
@@ -21,52 +21,52 @@ function rejection(fn: () => unknown): HttpError {
 
 describe('config schema', () => {
   it('rejects an unknown key and names it', () => {
-    const err = rejection(() => mergeConfig(defaultConfig(), { colour: 'blue' }));
+    const err = rejection(() => mergeConfig(withDefaults({}), { colour: 'blue' }));
     assert.equal(err.code, 'invalid_param');
     assert.match(err.message, /"colour"/);
   });
 
   it('rejects a wrong type naming the key and the expected type', () => {
-    const err = rejection(() => mergeConfig(defaultConfig(), { max_concurrent_runs: '4' }));
+    const err = rejection(() => mergeConfig(withDefaults({}), { max_concurrent_runs: '4' }));
     assert.equal(err.code, 'invalid_param');
     assert.match(err.message, /"max_concurrent_runs" must be an integer/);
-    assert.match(rejection(() => mergeConfig(defaultConfig(), { max_concurrent_runs: 0 })).message, /at least 1/);
-    assert.match(rejection(() => mergeConfig(defaultConfig(), { repos: ['relative/path'] })).message, /"repos"/);
+    assert.match(rejection(() => mergeConfig(withDefaults({}), { max_concurrent_runs: 0 })).message, /at least 1/);
+    assert.match(rejection(() => mergeConfig(withDefaults({}), { repos: ['relative/path'] })).message, /"repos"/);
   });
 
   it('applies nothing when any key is bad', () => {
-    const current = defaultConfig();
+    const current = withDefaults({});
     assert.throws(() => mergeConfig(current, { max_concurrent_runs: 5, nope: 1 }));
     assert.equal(current.max_concurrent_runs, 2);
   });
 
   it('validates command providers and refuses to shadow built-in names', () => {
-    const ok = mergeConfig(defaultConfig(), { providers: { mine: { command: ['/usr/bin/env', 'my-agent'] } }, default_provider: 'mine' });
+    const ok = mergeConfig(withDefaults({}), { providers: { mine: { command: ['/usr/bin/env', 'my-agent'] } }, default_provider: 'mine' });
     assert.deepEqual(ok.providers, { mine: { command: ['/usr/bin/env', 'my-agent'] } });
-    assert.match(rejection(() => mergeConfig(defaultConfig(), { providers: { claude: { command: ['x'] } } })).message, /built-in/);
-    assert.match(rejection(() => mergeConfig(defaultConfig(), { providers: { mine: { command: [] } } })).message, /providers\.mine\.command/);
-    assert.match(rejection(() => mergeConfig(defaultConfig(), { providers: { mine: { command: ['x'], env: {} } } })).message, /providers\.mine\.env/);
+    assert.match(rejection(() => mergeConfig(withDefaults({}), { providers: { claude: { command: ['x'] } } })).message, /built-in/);
+    assert.match(rejection(() => mergeConfig(withDefaults({}), { providers: { mine: { command: [] } } })).message, /providers\.mine\.command/);
+    assert.match(rejection(() => mergeConfig(withDefaults({}), { providers: { mine: { command: ['x'], env: {} } } })).message, /providers\.mine\.env/);
   });
 
   it('refuses a default provider that is neither built in nor configured', () => {
-    assert.match(rejection(() => mergeConfig(defaultConfig(), { default_provider: 'ghost' })).message, /unknown provider "ghost"/);
+    assert.match(rejection(() => mergeConfig(withDefaults({}), { default_provider: 'ghost' })).message, /unknown provider "ghost"/);
   });
 
   it('redacts secrets and keeps the stored secret when "***" is sent back', () => {
     // No shipped setting is secret; the mechanism is checked over a schema that has one.
     const schema: Setting[] = [...SETTINGS, { key: 'api_key', type: 'string', default: null, secret: true, description: 'test secret' }];
-    const base = { ...defaultConfig(), api_key: null };
+    const base = { ...withDefaults({}), api_key: null };
     const withKey = mergeConfig(base, { api_key: 'k_secret' }, schema);
     assert.equal(redactConfig(withKey, schema).api_key, REDACTED);
     assert.equal(JSON.stringify(redactConfig(withKey, schema)).includes('k_secret'), false);
     assert.equal(redactConfig(base, schema).api_key, null);
     assert.equal(mergeConfig(withKey, { api_key: REDACTED }, schema).api_key, 'k_secret');
     assert.equal(SETTINGS.some((s) => s.key === 'github_token'), false, 'the unused plaintext github_token setting is gone');
-    assert.throws(() => mergeConfig(defaultConfig(), { github_token: 'ghp_x' }), /Unknown setting "github_token"/);
+    assert.throws(() => mergeConfig(withDefaults({}), { github_token: 'ghp_x' }), /Unknown setting "github_token"/);
   });
 
   it('puts a setting back to its default when sent null', () => {
-    const changed = mergeConfig(defaultConfig(), { max_concurrent_runs: 9 });
+    const changed = mergeConfig(withDefaults({}), { max_concurrent_runs: 9 });
     assert.equal(mergeConfig(changed, { max_concurrent_runs: null }).max_concurrent_runs, 2);
   });
 

@@ -1,8 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { checkArtifactPath, checkQueryKeys, parseLimit, parseTime, runParams } from '../../src/control/params.ts';
+import { checkArtifactPath, checkQueryKeys, parseLimit, parseWindow, runParams } from '../../src/control/params.ts';
 import { runToJson } from '../../src/db/runs-store.ts';
-import { decodeRunCursor, encodeRunCursor } from '../../src/control/params.ts';
+import { decodeCursor, encodeCursor } from '../../src/control/params.ts';
 import { HttpError } from '../../src/http/http-error.ts';
 
 function code(fn: () => unknown): string | undefined {
@@ -23,11 +23,12 @@ describe('params', () => {
   });
 
   it('parses ISO-8601 and unix milliseconds and rejects anything else', () => {
-    assert.equal(parseTime('since', '2026-01-01T00:00:00Z'), Date.UTC(2026, 0, 1));
-    assert.equal(parseTime('since', '2026-01-01'), Date.UTC(2026, 0, 1));
-    assert.equal(parseTime('since', '1767225600000'), 1767225600000);
+    const since = (value: string) => parseWindow(new URLSearchParams({ since: value })).since;
+    assert.equal(since('2026-01-01T00:00:00Z'), Date.UTC(2026, 0, 1));
+    assert.equal(since('2026-01-01'), Date.UTC(2026, 0, 1));
+    assert.equal(since('1767225600000'), 1767225600000);
     for (const bad of ['yesterday', '2026-02-30T99:00Z', '99999999999999999', 'Tue, 01 Jan 2026']) {
-      assert.equal(code(() => parseTime('since', bad)), 'invalid_param', bad);
+      assert.equal(code(() => since(bad)), 'invalid_param', bad);
     }
   });
 
@@ -52,8 +53,9 @@ describe('params', () => {
   });
 
   it('round-trips a run cursor and refuses one it did not make', () => {
-    const key = { started_at: 123, source: 'local', run: 'r1' };
-    assert.deepEqual(decodeRunCursor(encodeRunCursor(key)), key);
+    const RUN_KEY = ['int', 'segment', 'segment'] as const;
+    const decodeRunCursor = (text: string) => decodeCursor(text, RUN_KEY);
+    assert.deepEqual(decodeRunCursor(encodeCursor([123, 'local', 'r1'])), [123, 'local', 'r1']);
     for (const bad of ['x', Buffer.from('{"a":1}').toString('base64url'), Buffer.from('[1.5,"a","b"]').toString('base64url'), 'a+b']) {
       assert.equal(code(() => decodeRunCursor(bad)), 'invalid_param', bad);
     }

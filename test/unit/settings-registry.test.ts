@@ -128,7 +128,7 @@ describe('every reader refuses a bad value as a setting error naming the variabl
   ];
   for (const [name, env] of cases) {
     it(`the Control Plane: ${name}`, () => {
-      assert.throws(() => resolveControlSettings({ HOME, ...env }, {}, ''),
+      assert.throws(() => resolveControlSettings({ HOME, ...env }, {}),
         (e) => e instanceof BadSettingError && e.message.startsWith(name));
     });
   }
@@ -157,7 +157,7 @@ describe('every reader refuses a bad value as a setting error naming the variabl
   });
 
   it('and the defaults the servers run with are the registry\'s', () => {
-    const control = resolveControlSettings({ HOME }, {}, '');
+    const control = resolveControlSettings({ HOME }, {});
     assert.equal(control.port, SETTINGS.SVC_CONTROL_PORT.default);
     // The published client imports nothing of the server's, so it keeps its own copy of the port.
     assert.equal(DEFAULT_CONTROL_PORT, SETTINGS.SVC_CONTROL_PORT.default);

@@ -32,8 +32,6 @@ export const listProviders: Handler<ControlDeps> = async (ctx) => {
   return json(200, items);
 };
 
-// Which trigger routes and outbound integrations this process could use, from environment variable names only:
-// values are read to test presence (and equality between route secrets) and never leave integrationStatus.
 /** Pull requests are the engine's, not a source's: the one outbound integration the source table does not hold. */
 const GITHUB_PRS: Outbound = { name: 'github_prs', needs: [['GITHUB_TOKEN', 'GH_TOKEN']] };
 
@@ -41,8 +39,13 @@ function firstSet(env: NodeJS.ProcessEnv, names: readonly string[]): string | un
   return names.find((n) => typeof env[n] === 'string' && env[n].trim() !== '');
 }
 
-/** One entry per route and outbound integration: `configured` when every variable it needs is set (and unique). */
-function integrationStatus(env: NodeJS.ProcessEnv) {
+/**
+ * One entry per trigger route and outbound integration this process could use: `configured` when every variable it
+ * needs is set (and unique). Values are read to test presence (and equality between route secrets), never returned.
+ */
+export const listIntegrations: Handler<ControlDeps> = (ctx) => {
+  checkQueryKeys(ctx.query, []);
+  const { env } = ctx.deps;
   // Secrets shared between routes disable both, as the trigger server does at startup (files are not read here).
   const secrets = SOURCES.map((s) => {
     const name = firstSet(env, s.secret);
@@ -69,12 +72,7 @@ function integrationStatus(env: NodeJS.ProcessEnv) {
     if (o === GITHUB_PRS) configured ||= findOnPath('gh', env.PATH) !== null;
     return { name: o.name, kind: 'outbound' as const, configured, variables: o.needs.flat() };
   });
-  return [...routes, ...outbound];
-}
-
-export const listIntegrations: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, []);
-  return json(200, { items: integrationStatus(ctx.deps.env) });
+  return json(200, { items: [...routes, ...outbound] });
 };
 
 export const listNotifications: Handler<ControlDeps> = (ctx) => {
@@ -125,20 +123,17 @@ export const listRepos: Handler<ControlDeps> = (ctx) => {
 /** Full paths, so loopback only like /v1/config. */
 export const listRegisteredProjects: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
-  return json(200, { items: listProjects(ctx.deps) });
-};
-
-function listProjects(deps: ControlDeps) {
-  const out: Array<{ path: string; via: 'import' | 'repos'; registered_at: string | null }> = deps.stores.projects
+  const { stores } = ctx.deps;
+  const items: Array<{ path: string; via: 'import' | 'repos'; registered_at: string | null }> = stores.projects
     .list().map((p) => ({ path: p.path, via: 'import', registered_at: iso(p.registered_at) }));
-  const seen = new Set(out.map((p) => p.path));
-  for (const path of readEffectiveConfig(deps.stores.config).config.repos as string[]) {
+  const seen = new Set(items.map((p) => p.path));
+  for (const path of readEffectiveConfig(stores.config).config.repos as string[]) {
     if (seen.has(realOrNull(path) ?? path)) continue;
     seen.add(realOrNull(path) ?? path);
-    out.push({ path, via: 'repos', registered_at: null });
+    items.push({ path, via: 'repos', registered_at: null });
   }
-  return out;
-}
+  return json(200, { items });
+};
 
 /** GET /v1/audit: newest first; `?verify=true` also re-checks the whole chain. */
 function parseVerify(value: string | null): boolean {

@@ -35,9 +35,7 @@ export const listEvents: Handler<ControlDeps> = (ctx) => {
 
 export const streamRun: Handler<ControlDeps> = async (ctx): Promise<HandlerResult> => {
   checkQueryKeys(ctx.query, ['after']);
-  const scope = requireRun(ctx);
-  const after = resumeAfter(ctx, () => 0);
-  await streamEvents(ctx.deps, ctx.res, scope, after);
+  await streamEvents(ctx.deps, ctx.res, requireRun(ctx), resumeAfter(ctx, () => 0));
   return TAKEN_OVER;
 };
 
@@ -51,7 +49,6 @@ export const streamAll: Handler<ControlDeps> = async (ctx): Promise<HandlerResul
     ...(run !== null ? { run: checkSegment('run', run) } : {}),
   };
   // Without a resume point the cross-run stream starts live.
-  const after = resumeAfter(ctx, () => ctx.deps.stores.events.maxId());
-  await streamEvents(ctx.deps, ctx.res, scope, after);
+  await streamEvents(ctx.deps, ctx.res, scope, resumeAfter(ctx, () => ctx.deps.stores.events.maxId()));
   return TAKEN_OVER;
 };

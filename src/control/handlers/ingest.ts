@@ -21,10 +21,10 @@ import { readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/ship
 
 /** One transaction (all or nothing), then the new events to live streams. */
 function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
-  const { result, inserted, started } = transaction(deps.db, () => storeBatch(deps, batch));
+  const { result, inserted } = transaction(deps.db, () => storeBatch(deps, batch));
   deps.checkpoints.nudge();
   deps.bus.publish(inserted);
-  deps.metrics.observeEvents(inserted, started);
+  deps.metrics.observeEvents(inserted);
   return result;
 }
 
@@ -38,7 +38,6 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   for (const run of batch.runs) {
     const path = run.repo_path;
     if (!path || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
-    delete run.pid;
   }
   // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
@@ -66,8 +65,8 @@ function importBatch(
   const now = deps.clock();
   let run;
   try {
-    // The folder the operator named wins over state.json; a recorded pid is never taken from a file.
-    run = validateRun({ ...state, repo_path: project, pid: null, source }, `${name}/state.json`, source, now);
+    // The folder the operator named wins over state.json.
+    run = validateRun({ ...state, repo_path: project, source }, `${name}/state.json`, source, now);
   } catch (err) {
     skip(name, err instanceof Error ? err.message : 'invalid state.json');
     return null;
@@ -133,9 +132,7 @@ function importProject(deps: ControlDeps, path: unknown) {
             const stored = storeBatch(deps, batch, { deliverControl: false });
             for (const row of stored.inserted) inserted.push(row);
             if (first) result.runs += stored.result.runs;
-            result.events += stored.result.events;
-            result.duplicates += stored.result.duplicates;
-            result.artifacts += stored.result.artifacts;
+            for (const count of ['events', 'duplicates', 'artifacts'] as const) result[count] += stored.result[count];
             ({ next: from, more } = read);
             line += read.lines.length;
           }

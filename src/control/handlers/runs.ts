@@ -8,8 +8,8 @@ import type { RunFilter, RunRow } from '../../db/run-types.ts';
 import type { StatsFilter } from '../../db/stats-store.ts';
 import { VERDICTS, RUN_STATUSES, FAILURE_CLASSES } from '../../run-json.ts';
 import {
-  checkQueryKeys, checkSegment, decodeRunCursor, encodeRunCursor, invalidParam, parseEnum, parseLimit, parseWindow,
-  runParams, storedRun,
+  checkQueryKeys, checkSegment, decodeCursor, encodeCursor, invalidParam, parseEnum, parseLimit, parseWindow, runParams,
+  storedRun,
 } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
 import type { ControlStores } from '../../db/control-stores.ts';
@@ -38,13 +38,16 @@ function parseRunFilter(query: URLSearchParams): RunFilter {
   const failure = query.get('failure');
   if (failure !== null) filter.failure_class = parseEnum('failure', failure, FAILURE_CLASSES);
   const cursor = query.get('cursor');
-  if (cursor !== null) filter.after = decodeRunCursor(cursor);
+  if (cursor !== null) {
+    const [started_at, source, run] = decodeCursor(cursor, ['int', 'segment', 'segment']) as [number, string, string];
+    filter.after = { started_at, source, run };
+  }
   return filter;
 }
 
 export const listRuns: Handler<ControlDeps> = (ctx) => {
   const { items, next } = ctx.deps.stores.runs.page(parseRunFilter(ctx.query));
-  return jsonPage(items, next ? encodeRunCursor(next) : null);
+  return jsonPage(items, next ? encodeCursor([next.started_at, next.source, next.run]) : null);
 };
 
 /** Attempts listed per group at most (a retry chain is short; this bounds a hostile one). */
