@@ -18,9 +18,7 @@ const SERVER_TIMEOUTS = {
   connectionsCheckingInterval: 5_000,
 } as const;
 
-export function createHttpServer(
-  listener: RequestListener, limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
-): { server: Server; connections: ConnectionCounts } {
+export function createHttpServer(listener: RequestListener, limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS) {
   // requireHostHeader is off so a Host-less HTTP/1.1 request gets the pipeline's envelope, not Node's bare 400.
   const server = createServer({ ...SERVER_TIMEOUTS, requireHostHeader: false }, listener);
   return { server, connections: guardConnections(server, limits) };
@@ -45,12 +43,8 @@ export function readConnectionLimits(env: NodeJS.ProcessEnv, server: 'control' |
   return { total, perPeer: settingInt(env, peer, { max: total }) };
 }
 
-/** Open connections admitted (refused ones are never counted). */
-export interface ConnectionCounts {
-  total(): number;
-}
-
-function guardConnections(server: Server, limits: ConnectionLimits): ConnectionCounts {
+/** Counts the open connections it admitted (a refused one never is). */
+function guardConnections(server: Server, limits: ConnectionLimits) {
   const perPeer = new Map<string, number>();
   let total = 0;
   // First in line: a refused socket is answered and closed before the HTTP parser is told about it.

@@ -89,7 +89,7 @@ function wantsBody<D>(route: Route<D>, req: IncomingMessage): boolean {
 }
 
 export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
-  const router = createRouter(opts.routes.map((r) => ({ method: r.method, pattern: r.pattern, handler: r })));
+  const router = createRouter(opts.routes);
   const noOrigins = new Set<string>();
   const bodyTimeout = opts.bodyTimeoutMs === undefined ? {} : { timeoutMs: opts.bodyTimeoutMs };
 
@@ -118,7 +118,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     // Before the route match, so a cross-site request is not audited (a page could write the audit log at will).
     if (req.headers['sec-fetch-site'] !== undefined || req.headers['sec-fetch-mode'] !== undefined) checkFetchSite(req);
     const match = router.match(method, pathname);
-    const route = match.handler;
+    const { route } = match;
     seen.pattern = route.pattern;
     seen.route = route;
     seen.params = match.params;

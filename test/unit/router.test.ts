@@ -15,15 +15,15 @@ describe('router', () => {
   ]);
 
   it('matches literal routes and decodes parameters', () => {
-    assert.equal(router.match('GET', '/v1/runs').handler, 'list');
+    assert.equal(router.match('GET', '/v1/runs').route.handler, 'list');
     const m = router.match('GET', '/v1/runs/local/r%2Dx');
-    assert.equal(m.handler, 'get');
+    assert.equal(m.route.handler, 'get');
     assert.deepEqual(m.params, { source: 'local', run: 'r-x' });
   });
 
   it('prefers a literal segment over a parameter in the same place', () => {
-    assert.equal(router.match('GET', '/jobs/stats').handler, 'stats');
-    assert.equal(router.match('GET', '/jobs/j1').handler, 'job');
+    assert.equal(router.match('GET', '/jobs/stats').route.handler, 'stats');
+    assert.equal(router.match('GET', '/jobs/j1').route.handler, 'job');
   });
 
   it('captures the tail of an artifact path with its slashes', () => {
@@ -44,7 +44,7 @@ describe('router', () => {
   });
 
   it('serves HEAD with the GET handler', () => {
-    assert.equal(router.match('HEAD', '/v1/runs').handler, 'list');
+    assert.equal(router.match('HEAD', '/v1/runs').route.handler, 'list');
   });
 
   it('rejects a malformed percent escape with 400 bad_request', () => {
