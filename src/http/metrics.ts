@@ -75,10 +75,10 @@ export class MetricsRegistry {
     };
   }
 
-  /** Series read when scraped (label values in declared order, value); `type` counter for a tally kept elsewhere. */
+  /** Series read when scraped: label values (in the declared order) and the value. */
   gauge(name: string, help: string, labels: readonly string[],
-    read: () => Iterable<readonly [readonly string[], number]>, type = 'gauge'): void {
-    this.add(name, help, type, labels, (lines) => {
+    read: () => Iterable<readonly [readonly string[], number]>): void {
+    this.add(name, help, 'gauge', labels, (lines) => {
       for (const [values, n] of read()) lines.push(`${name}${labelText(labels, values)} ${formatValue(n)}`);
     });
   }
@@ -180,36 +180,32 @@ export function createRequestMetrics(registry: MetricsRegistry) {
   };
 }
 
-// Model use metered at the gate: process-wide, as the gate that meters it is the process's one server.
+// Model use metered at the gate: a model name comes from a response the gate read, so it is a label only when short
+// and plain, and only for the first MODELS_MAX series; else `other`.
 const MODEL_LABEL_MAX = 64;
 const MODELS_MAX = 50;
-const modelTokens = new Map<string, number>();
-const modelUsd = new Map<string, number>();
 
-/** A model name from a response the gate read: kept when short and plain, else `other`; at most 50 distinct. */
 function modelLabel(model: string): string {
   if (model.length === 0 || model.length > MODEL_LABEL_MAX || !/^[A-Za-z0-9._:/@-]+$/.test(model)) return 'other';
   return model;
 }
 
 /**
- * Counts one model call's tokens and metered cost (USD) for `provider` (a model API name from src/gate/model-apis.ts)
- * and `model` (bounded: see modelLabel). Called by the gate where it reads a call's usage.
+ * The gate's model-use series, and the function that counts one model call's tokens and metered cost (USD) in them for
+ * `provider` (a model API name from src/gate/model-apis.ts) and `model`.
  */
-export function countModelUsage(provider: string, model: string, tokens: number, usd: number): void {
-  let key = `${provider}${KEY_SEPARATOR}${modelLabel(model)}`;
-  if (!modelTokens.has(key) && modelTokens.size >= MODELS_MAX) key = `${provider}${KEY_SEPARATOR}other`;
-  if (Number.isFinite(tokens) && tokens > 0) modelTokens.set(key, (modelTokens.get(key) ?? 0) + tokens);
-  else modelTokens.set(key, modelTokens.get(key) ?? 0);
-  if (Number.isFinite(usd) && usd > 0) modelUsd.set(key, (modelUsd.get(key) ?? 0) + usd);
-}
-
-/** Registers the gate's model-use series (their values are countModelUsage's). */
-export function registerModelUsage(registry: MetricsRegistry): void {
-  const read = (map: Map<string, number>) => () => [...map].map(([key, n]) => [key.split(KEY_SEPARATOR), n] as const);
-  registry.gauge('svc_gate_model_tokens_total',
-    'Model tokens (input and output) metered at the gate, by model API and model', ['provider', 'model'],
-    read(modelTokens), 'counter');
-  registry.gauge('svc_gate_model_cost_usd_total', 'Model cost metered at the gate, in US dollars, by model API and ' +
-    'model', ['provider', 'model'], read(modelUsd), 'counter');
+export function createModelUsage(registry: MetricsRegistry) {
+  const tokens = registry.counter('svc_gate_model_tokens_total',
+    'Model tokens (input and output) metered at the gate, by model API and model', ['provider', 'model']);
+  const cost = registry.counter('svc_gate_model_cost_usd_total', 'Model cost metered at the gate, in US dollars, by ' +
+    'model API and model', ['provider', 'model']);
+  const seen = new Set<string>();
+  return (provider: string, model: string, tokenCount: number, usd: number): void => {
+    let labels = [provider, modelLabel(model)];
+    const key = labels.join(KEY_SEPARATOR);
+    if (seen.has(key) || seen.size < MODELS_MAX) seen.add(key);
+    else labels = [provider, 'other'];
+    tokens.inc(labels, Number.isFinite(tokenCount) && tokenCount > 0 ? tokenCount : 0);
+    if (Number.isFinite(usd) && usd > 0) cost.inc(labels, usd);
+  };
 }
