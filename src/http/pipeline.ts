@@ -3,7 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { createRouter, type Method } from './router.ts';
-import { errorBody, httpErrorOf, isHttpError, HttpError } from './http-error.ts';
+import { errorBody, httpErrorOf, HttpError } from './http-error.ts';
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
 import { readBody, parseJson, MiB } from './body.ts';
 import {
@@ -209,10 +209,8 @@ function answerFailure<D>(
   req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen<D>, thrown: unknown,
   opts: PipelineOptions<D>,
 ): void {
-  const cause = httpErrorOf(thrown) ?? thrown;
-  let err: HttpError;
-  if (isHttpError(cause)) {
-    err = cause;
+  let err = httpErrorOf(thrown);
+  if (err) {
     if (opts.onRefused && seen.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
       const refusal = { route: seen.route, params: seen.params ?? {}, req, peer: req.socket.remoteAddress ?? '' };
       try {
@@ -222,12 +220,12 @@ function answerFailure<D>(
         opts.log.error('refusal hook failed', { request_id: requestId, error: errorMessage(hookErr) });
       }
     }
-  } else if (isDatabaseBusy(cause)) {
+  } else if (isDatabaseBusy(thrown)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
     const message = 'The database is busy (another process holds its write lock); try again';
     err = new HttpError('unavailable', message, { 'retry-after': '1' });
   } else {
-    opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(cause) });
+    opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(thrown) });
     err = new HttpError('internal_error', `Internal error (request ${requestId})`);
   }
   closeAfterRefusal(req, res);
