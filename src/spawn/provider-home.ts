@@ -4,7 +4,6 @@
 // link an agent planted in a kept folder, or write anywhere outside `repoHome`.
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { neverWritable } from './never-writable.ts';
 import { pathKind, within, type HomeMount } from './bwrap-argv.ts';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 
@@ -66,12 +65,6 @@ const LAYOUTS: Record<string, ProviderLayout> = {
   },
   aider: { ...NONE, roots: ['.aider', '.aider.conf.yml', '.cache/aider'] },
 };
-
-/** Absolute paths of the folders `provider` may write under `home`; `declared` comes from a command provider. */
-export function providerFolders(provider: string, home: string, declared: string[] = []): string[] {
-  const asked = declared.map((p) => (p.startsWith('/') ? p : join(home, p))).filter((p) => !neverWritable(p, home));
-  return [...(LAYOUTS[provider] ?? NONE).roots.map((p) => join(home, p)), ...asked];
-}
 
 /** Where a built-in CLI's HOME is laid from, for one run of one repository. */
 export interface ProviderHomeSource {
