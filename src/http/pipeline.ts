@@ -18,8 +18,6 @@ import type { RequestMetrics } from './metrics.ts';
 export interface Ctx<D> {
   req: IncomingMessage;
   res: ServerResponse;
-  method: string;
-  url: URL;
   params: Record<string, string>;
   query: URLSearchParams;
   /** The parsed JSON of a json route; `raw`, the bytes of a json or raw route. */
@@ -128,7 +126,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
     if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
     const ctx: Ctx<D> = {
-      req, res, method, url, params: match.params, query: url.searchParams, body: undefined, raw: undefined,
+      req, res, params: match.params, query: url.searchParams, body: undefined, raw: undefined,
       peer: req.socket.remoteAddress ?? '', requestId, runnerSource, deps: opts.deps,
     };
     if (!wantsBody(route, req)) {
@@ -155,7 +153,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   }
 
   function send(ctx: Ctx<D>, result: HandlerResult): void {
-    if (result !== TAKEN_OVER) sendReply(ctx.res, result, ctx.method === 'HEAD');
+    if (result !== TAKEN_OVER) sendReply(ctx.res, result, ctx.req.method === 'HEAD');
   }
 
   const accessLog = opts.accessLog ? opts.log : null;
