@@ -89,7 +89,6 @@ function wantsBody<D>(route: Route<D>, req: IncomingMessage): boolean {
 export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   const router = createRouter(opts.routes);
   const noOrigins = new Set<string>();
-  const bodyTimeout = opts.bodyTimeoutMs === undefined ? {} : { timeoutMs: opts.bodyTimeoutMs };
 
   /**
    * Runs the checks and the handler, synchronously unless a body is read or the handler returns a promise: a bodyless
@@ -134,7 +133,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
       return answer(route, ctx, seen);
     }
     if (route.body !== 'raw') checkJsonContentType(req);
-    return readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout }).then((raw) => {
+    return readBody(req, { limit: route.limit ?? MiB, timeoutMs: opts.bodyTimeoutMs }).then((raw) => {
       ctx.raw = raw;
       if (route.body !== 'raw') ctx.body = route.body === 'optional-json' && raw.length === 0 ? {} : parseJson(raw);
       return answer(route, ctx, seen);
