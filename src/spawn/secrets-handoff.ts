@@ -9,26 +9,15 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { svcHomeOf } from './svc-paths.ts';
 import { orNull, readOrNull } from './tree.ts';
+import { HANDOFF_FD, HANDOFF_FD_VAR, secretsIn } from './start.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
 
 /** The variable that names the handoff file of a re-executed process (a path, not a secret). */
 export const HANDOFF_VAR = 'SVC_SECRETS_HANDOFF';
-/** Tells a child svc to read its handed secrets from the pipe on its fd HANDOFF_FD, right after stdio. */
-export const HANDOFF_FD_VAR = 'SVC_HANDOFF_FD';
-export const HANDOFF_FD = 3;
+export { HANDOFF_FD_VAR, secretsIn };
 
 export type Secrets = Record<string, string>;
-
-/** svc's secret names with non-empty string values in `from` (`*_FILE` names hold paths and stay where they are). */
-export function secretsIn(from: Readonly<Record<string, unknown>>): Secrets {
-  const out: Secrets = {};
-  for (const name of SECRET_NAMES) {
-    const value = from[name];
-    if (!name.endsWith('_FILE') && typeof value === 'string' && value) out[name] = value;
-  }
-  return out;
-}
 
 /** `env` without any of svc's secret values and without a stale handoff path or descriptor. */
 export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {

@@ -4,7 +4,7 @@ import { execFile, execFileSync, spawn, type ChildProcess, type StdioOptions } f
 import { constants as osConstants } from 'node:os';
 import type { Writable } from 'node:stream';
 import { childEnv, LAUNCHER_PID_VAR, type ChildKind } from './env.ts';
-import { HANDOFF_FD, HANDOFF_FD_VAR, secretsIn } from './secrets-handoff.ts';
+import { SECRET_NAMES } from '../settings-registry.ts';
 
 export type { ChildProcess };
 
@@ -22,6 +22,10 @@ function prepare(argv: readonly string[], spec: ChildSpec) {
   const options = { cwd: spec.cwd, env: childEnv(spec.kind, spec.base, spec.extra), shell: false, windowsHide: true };
   return { bin, args, options };
 }
+
+/** Tells a child svc to read its handed secrets from the pipe on its fd HANDOFF_FD, right after stdio. */
+export const HANDOFF_FD_VAR = 'SVC_HANDOFF_FD';
+export const HANDOFF_FD = 3;
 
 export interface StartOptions extends ChildSpec {
   stdio?: StdioOptions;
@@ -52,6 +56,16 @@ export function startChild(argv: readonly string[], opts: StartOptions): ChildPr
   pipe?.on('error', () => {});
   pipe?.end(JSON.stringify({ secrets: secretsIn(secrets) }), () => pipe.destroy());
   return child;
+}
+
+/** svc's secret names with non-empty string values in `from` (`*_FILE` names hold paths and stay where they are). */
+export function secretsIn(from: Readonly<Record<string, unknown>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of SECRET_NAMES) {
+    const value = from[name];
+    if (!name.endsWith('_FILE') && typeof value === 'string' && value) out[name] = value;
+  }
+  return out;
 }
 
 /** Runs to completion and returns stdout; throws like execFileSync (the error carries `status` and `stderr`). */
