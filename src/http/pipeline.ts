@@ -105,7 +105,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     const url = requestUrl(req.url ?? '/');
     const pathname = url.pathname;
     if (opts.staticFiles && (method === 'GET' || method === 'HEAD') && !pathname.startsWith('/v1/')) {
-      const file = opts.staticFiles.lookup(pathname, req.headers['if-none-match']);
+      const file = opts.staticFiles(pathname, req.headers['if-none-match']);
       if (file) {
         seen.pattern = STATIC_ROUTE;
         sendReply(res, file, method === 'HEAD');
