@@ -49,8 +49,6 @@ function decodeSegment(raw: string): string {
   }
 }
 
-type Match<R> = { route: R; params: Record<string, string> };
-
 export function createRouter<R extends { method: Method; pattern: string }>(routes: readonly R[]) {
   const table: Compiled<R>[] = [];
   const byShape = new Map<string, Compiled<R>>();
@@ -77,7 +75,7 @@ export function createRouter<R extends { method: Method; pattern: string }>(rout
     if (entry.segments.every((s) => s.kind === 'literal')) literal.set(entry.pattern, entry);
   }
 
-  function found(entry: Compiled<R>, method: string, params: Record<string, string>): Match<R> {
+  function found(entry: Compiled<R>, method: string, params: Record<string, string>) {
     const route = entry.methods.get(method) ?? (method === 'HEAD' ? entry.methods.get('GET') : undefined);
     if (route === undefined) {
       const allow = [...entry.methods.keys()];
