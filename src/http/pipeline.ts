@@ -87,7 +87,7 @@ function wantsBody<D>(route: Route<D>, req: IncomingMessage): boolean {
 }
 
 export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
-  const router = createRouter(opts.routes);
+  const matchRoute = createRouter(opts.routes);
   const noOrigins = new Set<string>();
 
   /**
@@ -114,7 +114,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     }
     // Before the route match, so a cross-site request is not audited (a page could write the audit log at will).
     if (req.headers['sec-fetch-site'] !== undefined || req.headers['sec-fetch-mode'] !== undefined) checkFetchSite(req);
-    const match = router.match(method, pathname);
+    const match = matchRoute(method, pathname);
     const { route } = match;
     seen.pattern = route.pattern;
     seen.route = route;

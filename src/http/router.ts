@@ -49,6 +49,7 @@ function decodeSegment(raw: string): string {
   }
 }
 
+/** The function that finds a request's route and its parameters (404 or 405 when none takes it). */
 export function createRouter<R extends { method: Method; pattern: string }>(routes: readonly R[]) {
   const table: Compiled<R>[] = [];
   const byShape = new Map<string, Compiled<R>>();
@@ -104,17 +105,15 @@ export function createRouter<R extends { method: Method; pattern: string }>(rout
     return parts.length === segs.length ? params : null;
   }
 
-  return {
-    match(method: string, pathname: string) {
-      const exact = literal.get(pathname);
-      if (exact) return found(exact, method, {});
-      const parts = pathname === '/' ? [] : pathname.slice(1).split('/');
-      for (const entry of table) {
-        const params = tryMatch(entry, parts);
-        if (params) return found(entry, method, params);
-      }
-      throw new HttpError('not_found', `No route for "${pathname}"`);
-    },
+  return (method: string, pathname: string) => {
+    const exact = literal.get(pathname);
+    if (exact) return found(exact, method, {});
+    const parts = pathname === '/' ? [] : pathname.slice(1).split('/');
+    for (const entry of table) {
+      const params = tryMatch(entry, parts);
+      if (params) return found(entry, method, params);
+    }
+    throw new HttpError('not_found', `No route for "${pathname}"`);
   };
 }
 
