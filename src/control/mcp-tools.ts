@@ -183,12 +183,7 @@ export function createMcpTools(routes: () => readonly R[]) {
       }
       throw err;
     }
-    const path = tool.path.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(params[name] ?? ''));
-    const query = request.query.size > 0 ? `?${request.query}` : '';
-    const inner: C = {
-      ...ctx, method: route.method, url: new URL(`http://localhost${path}${query}`), params, query: request.query,
-      body: request.body, raw: undefined,
-    };
+    const inner: C = { ...ctx, params, query: request.query, body: request.body, raw: undefined };
     noteAudit(inner, { via: 'mcp', tool: tool.name });
     const reply = await route.handler(inner);
     if (reply === TAKEN_OVER) throw new FailedError(`MCP tool ${tool.name} reached a streaming route`);

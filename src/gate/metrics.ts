@@ -7,7 +7,7 @@ import { BadSettingError } from '../errors.ts';
 import { settingFile } from '../settings-registry.ts';
 import { safeEqual } from '../http/guards.ts';
 import {
-  MetricsRegistry, METRICS_TYPE, countModelUsage, createRequestMetrics, registerModelUsage, type RequestMetrics,
+  MetricsRegistry, METRICS_TYPE, createModelUsage, createRequestMetrics, type RequestMetrics,
 } from '../http/metrics.ts';
 
 export type GateMetrics = ReturnType<typeof createGateMetrics>;
@@ -36,7 +36,7 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
     'destinations', ['direction']);
   bytes.inc(['up'], 0);
   bytes.inc(['down'], 0);
-  registerModelUsage(registry);
+  const countModelUsage = createModelUsage(registry);
   const log = (method: string, route: string, status: number, seconds: number, size: number, peer: string): void => {
     accessLog?.info('request', {
       method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3, bytes: size, request_id: randomUUID(), peer,

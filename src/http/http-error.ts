@@ -35,16 +35,13 @@ export class HttpError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   readonly headers: Record<string, string>;
-  /** The request field (a setting's name, say) the error is about, as data: a client never parses the message. */
-  readonly field: string | undefined;
 
-  constructor(code: ErrorCode, message: string, headers: Record<string, string> = {}, field?: string) {
+  constructor(code: ErrorCode, message: string, headers: Record<string, string> = {}) {
     super(message);
     this.name = 'HttpError';
     this.code = code;
     this.status = errorStatus[code];
     this.headers = headers;
-    this.field = field;
   }
 }
 
@@ -57,7 +54,7 @@ const HEADER_SAFE_FIELD = /^[A-Za-z0-9_.-]{1,100}$/;
 /** 400 invalid_param about one field of the request; the response names it in the `Svc-Error-Field` header. */
 export function invalidField(field: string, message: string): HttpError {
   const headers: Record<string, string> = HEADER_SAFE_FIELD.test(field) ? { [ERROR_FIELD_HEADER]: field } : {};
-  return new HttpError('invalid_param', message, headers, field);
+  return new HttpError('invalid_param', message, headers);
 }
 
 export function isHttpError(value: unknown): value is HttpError {
@@ -81,8 +78,9 @@ const SVC_ERROR_CODES: Readonly<Record<SvcErrorCode, ErrorCode | null>> = {
   failed: null,
 };
 
-/** The HttpError a typed svc error answers as, or null for one that is a server failure (a 500). */
+/** The HttpError an error answers as (itself, or a typed svc error's), or null for a server failure (a 500). */
 export function httpErrorOf(err: unknown): HttpError | null {
+  if (err instanceof HttpError) return err;
   if (!(err instanceof SvcError)) return null;
   const code = SVC_ERROR_CODES[err.code];
   return code === null ? null : new HttpError(code, err.message);

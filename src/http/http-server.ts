@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import type { RequestListener } from './pipeline.ts';
 import { errorBody, errorStatus, type ErrorCode } from './http-error.ts';
 import { JSON_TYPE } from './respond.ts';
-import { SETTINGS, settingInt } from '../settings-registry.ts';
+import { settingInt } from '../settings-registry.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
 
@@ -18,26 +18,19 @@ const SERVER_TIMEOUTS = {
   connectionsCheckingInterval: 5_000,
 } as const;
 
+/** `limits`: the Control Plane's defaults unless given. */
 export function createHttpServer(
-  listener: RequestListener, limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
-): { server: Server; connections: ConnectionCounts } {
+  listener: RequestListener, limits: ConnectionLimits = readConnectionLimits({}, 'control'),
+) {
   // requireHostHeader is off so a Host-less HTTP/1.1 request gets the pipeline's envelope, not Node's bare 400.
   const server = createServer({ ...SERVER_TIMEOUTS, requireHostHeader: false }, listener);
   return { server, connections: guardConnections(server, limits) };
 }
 
-/** Open connections of the whole server, and from one peer address. */
-export interface ConnectionLimits {
-  total: number;
-  perPeer: number;
-}
+export type ConnectionLimits = ReturnType<typeof readConnectionLimits>;
 
-const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
-  total: SETTINGS.SVC_CONTROL_MAX_CONNECTIONS.default, perPeer: SETTINGS.SVC_CONTROL_MAX_CONNECTIONS_PER_PEER.default,
-};
-
-/** The server's `_MAX_CONNECTIONS` and `_MAX_CONNECTIONS_PER_PEER`. */
-export function readConnectionLimits(env: NodeJS.ProcessEnv, server: 'control' | 'trigger'): ConnectionLimits {
+/** Open connections of the whole server, and from one peer address: `_MAX_CONNECTIONS`, `_MAX_CONNECTIONS_PER_PEER`. */
+export function readConnectionLimits(env: NodeJS.ProcessEnv, server: 'control' | 'trigger') {
   const [all, peer] = server === 'control'
     ? ['SVC_CONTROL_MAX_CONNECTIONS', 'SVC_CONTROL_MAX_CONNECTIONS_PER_PEER'] as const
     : ['SVC_TRIGGER_MAX_CONNECTIONS', 'SVC_TRIGGER_MAX_CONNECTIONS_PER_PEER'] as const;
@@ -45,12 +38,8 @@ export function readConnectionLimits(env: NodeJS.ProcessEnv, server: 'control' |
   return { total, perPeer: settingInt(env, peer, { max: total }) };
 }
 
-/** Open connections admitted (refused ones are never counted). */
-export interface ConnectionCounts {
-  total(): number;
-}
-
-function guardConnections(server: Server, limits: ConnectionLimits): ConnectionCounts {
+/** Counts the open connections it admitted (a refused one never is). */
+function guardConnections(server: Server, limits: ConnectionLimits) {
   const perPeer = new Map<string, number>();
   let total = 0;
   // First in line: a refused socket is answered and closed before the HTTP parser is told about it.

@@ -32,21 +32,8 @@ function labelText(names: readonly string[], values: readonly string[], extra = 
   return `{${parts.join(',')}}`;
 }
 
-/** A cumulative count; `inc` is one map look-up and one addition (the hot paths' only cost). */
-export interface Counter {
-  inc(values?: readonly string[], by?: number): void;
-  /** One series, found once: its `inc` is an addition (no label key built per call). */
-  at(values: readonly string[]): { inc(by?: number): void };
-}
-
-export interface Histogram {
-  observe(values: readonly string[], value: number): void;
-  /** One series, found once (as Counter.at). */
-  at(values: readonly string[]): { observe(value: number): void };
-}
-
-/** The series of a gauge, read when scraped: label values (in the declared order) and the value. */
-type GaugeRead = () => Iterable<readonly [readonly string[], number]>;
+export type Counter = ReturnType<MetricsRegistry['counter']>;
+export type Histogram = ReturnType<MetricsRegistry['histogram']>;
 
 const KEY_SEPARATOR = '\u0000';
 
@@ -70,32 +57,34 @@ export class MetricsRegistry {
     this.families.push({ name, head: `# HELP ${name} ${escapeHelp(help)}\n# TYPE ${name} ${type}`, render });
   }
 
-  counter(name: string, help: string, labels: readonly string[] = []): Counter {
+  /** A cumulative count; `at` finds one series once, so its `inc` is an addition (no label key built per call). */
+  counter(name: string, help: string, labels: readonly string[] = []) {
     const cells = new Map<string, { values: readonly string[]; n: number }>();
     this.add(name, help, 'counter', labels, (lines) => {
       for (const c of cells.values()) lines.push(`${name}${labelText(labels, c.values)} ${formatValue(c.n)}`);
     });
     const cell = (values: readonly string[]) => cellOf(cells, values, () => ({ values: [...values], n: 0 }));
     return {
-      inc(values = [], by = 1) {
+      inc(values: readonly string[] = [], by = 1) {
         cell(values).n += by;
       },
-      at(values) {
+      at(values: readonly string[]) {
         const found = cell(values);
         return { inc: (by = 1) => void (found.n += by) };
       },
     };
   }
 
-  /** Series read when scraped; `type` counter for a count kept elsewhere (a process-wide tally). */
-  gauge(name: string, help: string, labels: readonly string[], read: GaugeRead, type = 'gauge'): void {
-    this.add(name, help, type, labels, (lines) => {
+  /** Series read when scraped: label values (in the declared order) and the value. */
+  gauge(name: string, help: string, labels: readonly string[],
+    read: () => Iterable<readonly [readonly string[], number]>): void {
+    this.add(name, help, 'gauge', labels, (lines) => {
       for (const [values, n] of read()) lines.push(`${name}${labelText(labels, values)} ${formatValue(n)}`);
     });
   }
 
-  /** `buckets`: upper bounds, ascending; `+Inf` is added. */
-  histogram(name: string, help: string, labels: readonly string[], buckets: readonly number[]): Histogram {
+  /** `buckets`: upper bounds, ascending; `+Inf` is added. `at` finds one series once (as the counter's). */
+  histogram(name: string, help: string, labels: readonly string[], buckets: readonly number[]) {
     type Cell = { values: readonly string[]; counts: number[]; sum: number; count: number };
     const cells = new Map<string, Cell>();
     const bounds = buckets.map(formatValue);
@@ -121,12 +110,12 @@ export class MetricsRegistry {
       c.count++;
     };
     return {
-      observe(values, value) {
+      observe(values: readonly string[], value: number) {
         add(cell(values), value);
       },
-      at(values) {
+      at(values: readonly string[]) {
         const found = cell(values);
-        return { observe: (value) => add(found, value) };
+        return { observe: (value: number) => add(found, value) };
       },
     };
   }
@@ -155,21 +144,19 @@ export function registerDbSize(registry: MetricsRegistry, dbPath: string): void 
 }
 
 /** Seconds: HTTP requests answer in milliseconds; a slow one (an export, a stream's life) lands in the top buckets. */
-export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60];
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60];
 
 const METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT']);
 
 /** A request method as a bounded label: any other token a client invents is `other`. */
-export function methodLabel(method: string | undefined): string {
+function methodLabel(method: string | undefined): string {
   return method !== undefined && METHODS.has(method) ? method : 'other';
 }
 
-/** The request series every server has, by route template (never a raw path), method and status. */
-export interface RequestMetrics {
-  observe(route: string, method: string | undefined, status: number, seconds: number): void;
-}
+export type RequestMetrics = ReturnType<typeof createRequestMetrics>;
 
-export function createRequestMetrics(registry: MetricsRegistry): RequestMetrics {
+/** The request series every server has, by route template (never a raw path), method and status. */
+export function createRequestMetrics(registry: MetricsRegistry) {
   const requests = registry.counter('svc_http_requests_total',
     'HTTP requests answered, by route template, method and status', ['route', 'method', 'status']);
   const latency = registry.histogram('svc_http_request_duration_seconds', 'Time from a request\'s arrival to the end ' +
@@ -179,7 +166,7 @@ export function createRequestMetrics(registry: MetricsRegistry): RequestMetrics 
   type Series = { latency: { observe(v: number): void }; byStatus: Map<number, { inc(): void }> };
   const byRoute = new Map<string, Map<string, Series>>();
   return {
-    observe(route, method, status, seconds) {
+    observe(route: string, method: string | undefined, status: number, seconds: number): void {
       const m = methodLabel(method);
       let byMethod = byRoute.get(route);
       if (!byMethod) byRoute.set(route, byMethod = new Map());
@@ -193,36 +180,32 @@ export function createRequestMetrics(registry: MetricsRegistry): RequestMetrics 
   };
 }
 
-// Model use metered at the gate: process-wide, as the gate that meters it is the process's one server.
+// Model use metered at the gate: a model name comes from a response the gate read, so it is a label only when short
+// and plain, and only for the first MODELS_MAX series; else `other`.
 const MODEL_LABEL_MAX = 64;
 const MODELS_MAX = 50;
-const modelTokens = new Map<string, number>();
-const modelUsd = new Map<string, number>();
 
-/** A model name from a response the gate read: kept when short and plain, else `other`; at most 50 distinct. */
 function modelLabel(model: string): string {
   if (model.length === 0 || model.length > MODEL_LABEL_MAX || !/^[A-Za-z0-9._:/@-]+$/.test(model)) return 'other';
   return model;
 }
 
 /**
- * Counts one model call's tokens and metered cost (USD) for `provider` (a model API name from src/gate/model-apis.ts)
- * and `model` (bounded: see modelLabel). Called by the gate where it reads a call's usage.
+ * The gate's model-use series, and the function that counts one model call's tokens and metered cost (USD) in them for
+ * `provider` (a model API name from src/gate/model-apis.ts) and `model`.
  */
-export function countModelUsage(provider: string, model: string, tokens: number, usd: number): void {
-  let key = `${provider}${KEY_SEPARATOR}${modelLabel(model)}`;
-  if (!modelTokens.has(key) && modelTokens.size >= MODELS_MAX) key = `${provider}${KEY_SEPARATOR}other`;
-  if (Number.isFinite(tokens) && tokens > 0) modelTokens.set(key, (modelTokens.get(key) ?? 0) + tokens);
-  else modelTokens.set(key, modelTokens.get(key) ?? 0);
-  if (Number.isFinite(usd) && usd > 0) modelUsd.set(key, (modelUsd.get(key) ?? 0) + usd);
-}
-
-/** Registers the gate's model-use series (their values are countModelUsage's). */
-export function registerModelUsage(registry: MetricsRegistry): void {
-  const read = (map: Map<string, number>) => () => [...map].map(([key, n]) => [key.split(KEY_SEPARATOR), n] as const);
-  registry.gauge('svc_gate_model_tokens_total',
-    'Model tokens (input and output) metered at the gate, by model API and model', ['provider', 'model'],
-    read(modelTokens), 'counter');
-  registry.gauge('svc_gate_model_cost_usd_total', 'Model cost metered at the gate, in US dollars, by model API and ' +
-    'model', ['provider', 'model'], read(modelUsd), 'counter');
+export function createModelUsage(registry: MetricsRegistry) {
+  const tokens = registry.counter('svc_gate_model_tokens_total',
+    'Model tokens (input and output) metered at the gate, by model API and model', ['provider', 'model']);
+  const cost = registry.counter('svc_gate_model_cost_usd_total', 'Model cost metered at the gate, in US dollars, by ' +
+    'model API and model', ['provider', 'model']);
+  const seen = new Set<string>();
+  return (provider: string, model: string, tokenCount: number, usd: number): void => {
+    let labels = [provider, modelLabel(model)];
+    const key = labels.join(KEY_SEPARATOR);
+    if (seen.has(key) || seen.size < MODELS_MAX) seen.add(key);
+    else labels = [provider, 'other'];
+    tokens.inc(labels, Number.isFinite(tokenCount) && tokenCount > 0 ? tokenCount : 0);
+    if (Number.isFinite(usd) && usd > 0) cost.inc(labels, usd);
+  };
 }

@@ -3,7 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { createRouter, type Method } from './router.ts';
-import { errorBody, httpErrorOf, isHttpError, HttpError } from './http-error.ts';
+import { errorBody, httpErrorOf, HttpError } from './http-error.ts';
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
 import { readBody, parseJson, MiB } from './body.ts';
 import {
@@ -18,8 +18,6 @@ import type { RequestMetrics } from './metrics.ts';
 export interface Ctx<D> {
   req: IncomingMessage;
   res: ServerResponse;
-  method: string;
-  url: URL;
   params: Record<string, string>;
   query: URLSearchParams;
   /** The parsed JSON of a json route; `raw`, the bytes of a json or raw route. */
@@ -89,9 +87,8 @@ function wantsBody<D>(route: Route<D>, req: IncomingMessage): boolean {
 }
 
 export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
-  const router = createRouter(opts.routes.map((r) => ({ method: r.method, pattern: r.pattern, handler: r })));
+  const matchRoute = createRouter(opts.routes);
   const noOrigins = new Set<string>();
-  const bodyTimeout = opts.bodyTimeoutMs === undefined ? {} : { timeoutMs: opts.bodyTimeoutMs };
 
   /**
    * Runs the checks and the handler, synchronously unless a body is read or the handler returns a promise: a bodyless
@@ -108,7 +105,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     const url = requestUrl(req.url ?? '/');
     const pathname = url.pathname;
     if (opts.staticFiles && (method === 'GET' || method === 'HEAD') && !pathname.startsWith('/v1/')) {
-      const file = opts.staticFiles.lookup(pathname, req.headers['if-none-match']);
+      const file = opts.staticFiles(pathname, req.headers['if-none-match']);
       if (file) {
         seen.pattern = STATIC_ROUTE;
         sendReply(res, file, method === 'HEAD');
@@ -117,8 +114,8 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     }
     // Before the route match, so a cross-site request is not audited (a page could write the audit log at will).
     if (req.headers['sec-fetch-site'] !== undefined || req.headers['sec-fetch-mode'] !== undefined) checkFetchSite(req);
-    const match = router.match(method, pathname);
-    const route = match.handler;
+    const match = matchRoute(method, pathname);
+    const { route } = match;
     seen.pattern = route.pattern;
     seen.route = route;
     seen.params = match.params;
@@ -128,7 +125,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
     if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
     const ctx: Ctx<D> = {
-      req, res, method, url, params: match.params, query: url.searchParams, body: undefined, raw: undefined,
+      req, res, params: match.params, query: url.searchParams, body: undefined, raw: undefined,
       peer: req.socket.remoteAddress ?? '', requestId, runnerSource, deps: opts.deps,
     };
     if (!wantsBody(route, req)) {
@@ -136,7 +133,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
       return answer(route, ctx, seen);
     }
     if (route.body !== 'raw') checkJsonContentType(req);
-    return readBody(req, { limit: route.limit ?? MiB, ...bodyTimeout }).then((raw) => {
+    return readBody(req, { limit: route.limit ?? MiB, timeoutMs: opts.bodyTimeoutMs }).then((raw) => {
       ctx.raw = raw;
       if (route.body !== 'raw') ctx.body = route.body === 'optional-json' && raw.length === 0 ? {} : parseJson(raw);
       return answer(route, ctx, seen);
@@ -155,7 +152,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   }
 
   function send(ctx: Ctx<D>, result: HandlerResult): void {
-    if (result !== TAKEN_OVER) sendReply(ctx.res, result, ctx.method === 'HEAD');
+    if (result !== TAKEN_OVER) sendReply(ctx.res, result, ctx.req.method === 'HEAD');
   }
 
   const accessLog = opts.accessLog ? opts.log : null;
@@ -209,10 +206,8 @@ function answerFailure<D>(
   req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen<D>, thrown: unknown,
   opts: PipelineOptions<D>,
 ): void {
-  const cause = httpErrorOf(thrown) ?? thrown;
-  let err: HttpError;
-  if (isHttpError(cause)) {
-    err = cause;
+  let err = httpErrorOf(thrown);
+  if (err) {
     if (opts.onRefused && seen.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
       const refusal = { route: seen.route, params: seen.params ?? {}, req, peer: req.socket.remoteAddress ?? '' };
       try {
@@ -222,12 +217,12 @@ function answerFailure<D>(
         opts.log.error('refusal hook failed', { request_id: requestId, error: errorMessage(hookErr) });
       }
     }
-  } else if (isDatabaseBusy(cause)) {
+  } else if (isDatabaseBusy(thrown)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
     const message = 'The database is busy (another process holds its write lock); try again';
     err = new HttpError('unavailable', message, { 'retry-after': '1' });
   } else {
-    opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(cause) });
+    opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(thrown) });
     err = new HttpError('internal_error', `Internal error (request ${requestId})`);
   }
   closeAfterRefusal(req, res);

@@ -7,19 +7,13 @@ export class RouteTableError extends FailedError {}
 
 export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-export interface RouteDef<H> {
-  method: Method;
-  pattern: string;
-  handler: H;
-}
-
 /** A literal segment's text, or a parameter's (`:name`) or the trailing tail's (`*name`) name. */
 type Segment = { kind: 'literal' | 'param' | 'tail'; text: string };
 
-interface Compiled<H> {
+interface Compiled<R> {
   pattern: string;
   segments: Segment[];
-  methods: Map<string, H>;
+  methods: Map<string, R>;
 }
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -55,14 +49,13 @@ function decodeSegment(raw: string): string {
   }
 }
 
-type Match<H> = { handler: H; params: Record<string, string> };
-
-export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): { match(method: string, path: string): Match<H> } {
-  const table: Compiled<H>[] = [];
-  const byShape = new Map<string, Compiled<H>>();
+/** The function that finds a request's route and its parameters (404 or 405 when none takes it). */
+export function createRouter<R extends { method: Method; pattern: string }>(routes: readonly R[]) {
+  const table: Compiled<R>[] = [];
+  const byShape = new Map<string, Compiled<R>>();
   // Routes without parameters by their exact path: /health and /v1/runs are found without splitting the path.
-  const literal = new Map<string, Compiled<H>>();
-  for (const def of defs) {
+  const literal = new Map<string, Compiled<R>>();
+  for (const def of routes) {
     const segments = compilePattern(def.pattern);
     const shape = shapeOf(segments);
     let entry = byShape.get(shape);
@@ -75,7 +68,7 @@ export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): { match(metho
       table.push(entry);
     }
     if (entry.methods.has(def.method)) throw new RouteTableError(`Duplicate route ${def.method} ${def.pattern}`);
-    entry.methods.set(def.method, def.handler);
+    entry.methods.set(def.method, def);
   }
   // Literal routes win over parameter routes that would also match the same path.
   table.sort((a, b) => specificity(b.segments) - specificity(a.segments));
@@ -83,18 +76,18 @@ export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): { match(metho
     if (entry.segments.every((s) => s.kind === 'literal')) literal.set(entry.pattern, entry);
   }
 
-  function found(entry: Compiled<H>, method: string, params: Record<string, string>): Match<H> {
-    const handler = entry.methods.get(method) ?? (method === 'HEAD' ? entry.methods.get('GET') : undefined);
-    if (handler === undefined) {
+  function found(entry: Compiled<R>, method: string, params: Record<string, string>) {
+    const route = entry.methods.get(method) ?? (method === 'HEAD' ? entry.methods.get('GET') : undefined);
+    if (route === undefined) {
       const allow = [...entry.methods.keys()];
       if (allow.includes('GET')) allow.push('HEAD');
       const message = `Method ${method} is not allowed on this path`;
       throw new HttpError('method_not_allowed', message, { allow: allow.join(', ') });
     }
-    return { handler, params };
+    return { route, params };
   }
 
-  function tryMatch(entry: Compiled<H>, parts: string[]): Record<string, string> | null {
+  function tryMatch(entry: Compiled<R>, parts: string[]): Record<string, string> | null {
     const params: Record<string, string> = {};
     const segs = entry.segments;
     for (let i = 0; i < segs.length; i++) {
@@ -112,17 +105,15 @@ export function createRouter<H>(defs: ReadonlyArray<RouteDef<H>>): { match(metho
     return parts.length === segs.length ? params : null;
   }
 
-  return {
-    match(method: string, pathname: string) {
-      const exact = literal.get(pathname);
-      if (exact) return found(exact, method, {});
-      const parts = pathname === '/' ? [] : pathname.slice(1).split('/');
-      for (const entry of table) {
-        const params = tryMatch(entry, parts);
-        if (params) return found(entry, method, params);
-      }
-      throw new HttpError('not_found', `No route for "${pathname}"`);
-    },
+  return (method: string, pathname: string) => {
+    const exact = literal.get(pathname);
+    if (exact) return found(exact, method, {});
+    const parts = pathname === '/' ? [] : pathname.slice(1).split('/');
+    for (const entry of table) {
+      const params = tryMatch(entry, parts);
+      if (params) return found(entry, method, params);
+    }
+    throw new HttpError('not_found', `No route for "${pathname}"`);
   };
 }
 

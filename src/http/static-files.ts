@@ -59,28 +59,25 @@ function walk(root: string, dir: string, out: Map<string, StaticFile>): void {
   }
 }
 
-export function createStaticFiles(root: string) {
+/** The reply for a URL path, or null when no such file was found under `root` at boot. */
+export function createStaticFiles(root: string): (pathname: string, ifNoneMatch?: string) => Reply | null {
   const files = new Map<string, StaticFile>();
   try {
     if (statSync(root).isDirectory()) walk(root, root, files);
   } catch {
     // No static folder: the API still works; the UI answers 404.
   }
-  return {
-    /** Reply for a URL path, or null when no such file was found at boot. */
-    lookup(pathname: string, ifNoneMatch?: string): Reply | null {
-      const key = pathname === '/' ? '/index.html' : pathname;
-      const file = files.get(key);
-      if (!file) return null;
-      const headers: Record<string, string> = {
-        'content-type': file.type,
-        etag: file.etag,
-        'cache-control': 'no-cache',
-        'content-security-policy': UI_CSP,
-        'x-frame-options': 'DENY',
-      };
-      if (ifNoneMatch === file.etag) return { status: 304, headers };
-      return { status: 200, headers, body: file.body };
-    },
+  return (pathname, ifNoneMatch) => {
+    const file = files.get(pathname === '/' ? '/index.html' : pathname);
+    if (!file) return null;
+    const headers: Record<string, string> = {
+      'content-type': file.type,
+      etag: file.etag,
+      'cache-control': 'no-cache',
+      'content-security-policy': UI_CSP,
+      'x-frame-options': 'DENY',
+    };
+    if (ifNoneMatch === file.etag) return { status: 304, headers };
+    return { status: 200, headers, body: file.body };
   };
 }

@@ -4,10 +4,10 @@
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
-import { layProviderHome, providerFolders, type ProviderHomeSource } from './provider-home.ts';
+import { layProviderHome, type ProviderHomeSource } from './provider-home.ts';
 import { isSystemPath, within, type SandboxGate, type SandboxPlan } from './bwrap-argv.ts';
 import { orNull, readOrNull, realOrNull } from './tree.ts';
-import { HOME_CREDENTIALS } from './never-writable.ts';
+import { HOME_CREDENTIALS, neverWritable } from './never-writable.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
 interface AgentPlanInput {
@@ -51,6 +51,11 @@ function configuredSecretPaths(env: NodeJS.ProcessEnv): string[] {
 function gitDirs(workdir: string, repo: string): string[] {
   const target = /^gitdir:\s*(.+)$/m.exec(readOrNull(join(workdir, '.git')) ?? '')?.[1]?.trim();
   return target ? [join(repo, '.git'), resolve(workdir, target)] : [join(repo, '.git')];
+}
+
+/** The folders a command provider declared writable (a relative one is under HOME), minus those never writable. */
+export function declaredFolders(home: string, declared: string[]): string[] {
+  return declared.map((p) => (p.startsWith('/') ? p : join(home, p))).filter((p) => !neverWritable(p, home));
 }
 
 /** Folders named by absolute path are made on first use, so a CLI can keep what it writes there between runs. */
@@ -108,8 +113,7 @@ function outermost(paths: string[], avoid: (p: string) => boolean): string[] {
 
 export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   // A built-in CLI's own folders are laid from its provider home; those granted a `command` provider bound in place.
-  const roots = providerFolders(input.provider, input.home);
-  const folders = providerFolders(input.provider, input.home, input.declared).filter((p) => !roots.includes(p));
+  const folders = declaredFolders(input.home, input.declared);
   const mounts = input.providerHome
     ? layProviderHome({ provider: input.provider, home: input.home, ...input.providerHome })
     : [];

@@ -40,15 +40,13 @@ const LAUNCHER_NAMES = new Set(['PATH', 'HOME', 'USER', 'LANG', 'TZ', 'TERM', 'T
   'SVC_CONTROL_ANSWER_DIR', 'SVC_ORIGIN', 'SVC_JOB_ID', 'GITHUB_API_URL', 'SVC_SERVER_SANDBOX', 'SVC_REPO_NAME',
   'SVC_PUBLIC_URL', 'SVC_TRACEPARENT', ...OTEL_NAMES]);
 
-// The credentials the engine itself uses are among these (it strips them again before a provider runs); webhook
-// secrets and SVC_API_TOKEN never are.
+// The engine's own credentials (push, issue fetchers) reach it by the secrets pipe, never by these names.
 const CONTROL_LAUNCHER_NAMES = new Set([
   'PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY',
   'http_proxy', 'https_proxy', 'no_proxy', 'SSL_CERT_FILE', 'NODE_EXTRA_CA_CERTS', 'ANTHROPIC_API_KEY',
   'ANTHROPIC_BASE_URL', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'OPENROUTER_API_KEY',
-  'ERRTRACK_AUTH_TOKEN', 'ERRTRACK_URL', 'GITHUB_TOKEN', 'GH_TOKEN', 'GITHUB_API_URL', 'TRACKERA_API_KEY',
-  'TRACKERA_API_URL', 'SVC_CONTROL_TOKEN_FILE', 'GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'GIT_COMMITTER_NAME',
-  'GIT_COMMITTER_EMAIL', 'GIT_SSH_COMMAND', 'SVC_SERVER_SANDBOX', 'SVC_PUBLIC_URL', ...OTEL_NAMES,
+  'ERRTRACK_URL', 'GITHUB_API_URL', 'TRACKERA_API_URL', 'SVC_CONTROL_TOKEN_FILE', 'GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL',
+  'GIT_COMMITTER_NAME', 'GIT_COMMITTER_EMAIL', 'GIT_SSH_COMMAND', 'SVC_SERVER_SANDBOX', 'SVC_PUBLIC_URL', ...OTEL_NAMES,
 ]);
 
 const FETCH_NAMES = new Set(['PATH', 'HOME', 'https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'no_proxy',

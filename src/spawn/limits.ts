@@ -7,25 +7,20 @@ import { which } from './svc-paths.ts';
 import { orNull, readOrNull, readlinkOrNull, unescapeMount } from './tree.ts';
 import type { MemoryCgroup } from './memory-cgroup.ts';
 
-/** Processes at once; per process, writable memory (RLIMIT_DATA) and largest file; each private tmpfs's size. */
-export interface SandboxLimits {
-  processes: number;
-  memoryBytes: number;
-  fileBytes: number;
-  tmpBytes: number;
-}
-
 /** RLIMIT_NOFILE: generous for any build, and it bounds the memfds a process can hold for the watchdog to read. */
 const OPEN_FILES = 8192;
 
 const MIB = 1024 * 1024;
 
-export const DEFAULT_LIMITS: SandboxLimits = {
+/** Processes at once; per process, writable memory (RLIMIT_DATA) and largest file; each private tmpfs's size. */
+export const DEFAULT_LIMITS = {
   processes: 1024,
   memoryBytes: 8 * 1024 * MIB,
   fileBytes: 1024 * MIB,
   tmpBytes: 1024 * MIB,
 };
+
+export type SandboxLimits = typeof DEFAULT_LIMITS;
 
 let prlimit: string | null | undefined;
 let openFiles: number | undefined;

@@ -4,7 +4,6 @@
 // link an agent planted in a kept folder, or write anywhere outside `repoHome`.
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { neverWritable } from './never-writable.ts';
 import { pathKind, within, type HomeMount } from './bwrap-argv.ts';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 
@@ -66,12 +65,6 @@ const LAYOUTS: Record<string, ProviderLayout> = {
   },
   aider: { ...NONE, roots: ['.aider', '.aider.conf.yml', '.cache/aider'] },
 };
-
-/** Absolute paths of the folders `provider` may write under `home`; `declared` comes from a command provider. */
-export function providerFolders(provider: string, home: string, declared: string[] = []): string[] {
-  const asked = declared.map((p) => (p.startsWith('/') ? p : join(home, p))).filter((p) => !neverWritable(p, home));
-  return [...(LAYOUTS[provider] ?? NONE).roots.map((p) => join(home, p)), ...asked];
-}
 
 /** Where a built-in CLI's HOME is laid from, for one run of one repository. */
 export interface ProviderHomeSource {
@@ -148,24 +141,18 @@ export function layProviderHome(input: ProviderHomeSource & { provider: string; 
   mkdirSync(layer, { recursive: true, mode: 0o700 });
   const { kept } = layout;
   const target = (rel: string) => join(input.home, rel);
+  const laid = layout.roots.filter((r) => !kept.some((k) => within(r, k)));
   const fresh: HomeMount[] = [];
-  for (const root of layout.roots) {
-    if (kept.some((k) => within(root, k))) continue;
+  for (const root of laid) {
     const dest = join(layer, root);
-    if (FILE_ROOT.test(root)) {
-      const source = join(input.template, root);
-      if (pathKind(source, true) !== 'file') continue;
-      copyInto(source, dest, root);
-      if (pathKind(dest) === 'file') fresh.push({ source: dest, target: target(root), writable: true });
-      continue;
-    }
-    mkdirSync(dest, { recursive: true, mode: 0o700 });
-    fresh.push({ source: dest, target: target(root), writable: true });
+    const source = join(input.template, root);
+    if (!FILE_ROOT.test(root)) mkdirSync(dest, { recursive: true, mode: 0o700 });
+    else if (pathKind(source, true) === 'file') copyInto(source, dest, root);
+    if (pathKind(dest) !== null) fresh.push({ source: dest, target: target(root), writable: true });
   }
   for (const rel of layout.files) {
     const source = join(input.template, rel);
-    const root = layout.roots.find((r) => within(rel, r) && !kept.some((k) => within(r, k)));
-    if (root && pathKind(source, true) === 'file') copyInto(source, join(layer, rel), rel);
+    if (laid.some((r) => within(rel, r)) && pathKind(source, true) === 'file') copyInto(source, join(layer, rel), rel);
   }
   const state = keptDir(input.repoHome);
   mkdirSync(state, { recursive: true, mode: 0o700 });
@@ -174,15 +161,13 @@ export function layProviderHome(input: ProviderHomeSource & { provider: string; 
     scrubKept(state, rel, layout);
     return { source, target: target(rel), writable: true };
   });
-  const dirs = layout.dirs.flatMap((rel) => {
-    const source = join(input.template, rel);
-    return pathKind(source, true) === 'dir' ? [{ source, target: target(rel), writable: false }] : [];
+  // Read-only: what the CLI runs, from the template; the login, from the real HOME.
+  const shown = (rels: string[], from: string, kind: 'dir' | 'file') => rels.flatMap((rel) => {
+    const source = join(from, rel);
+    return pathKind(source, true) === kind ? [{ source, target: target(rel), writable: false }] : [];
   });
-  const login = layout.login.flatMap((rel) => {
-    const source = join(input.home, rel);
-    return pathKind(source, true) === 'file' ? [{ source, target: target(rel), writable: false }] : [];
-  });
-  return [...fresh, ...persisted, ...dirs, ...login];
+  const dirs = shown(layout.dirs, input.template, 'dir');
+  return [...fresh, ...persisted, ...dirs, ...shown(layout.login, input.home, 'file')];
 }
 
 /** Removes `run`'s fresh folders once its provider is done (what the CLI wrote there lasted its invocations). */

@@ -18,13 +18,7 @@ export type SandboxMode = { kind: 'bwrap'; bwrap: string } | { kind: 'none'; why
 /** The sandbox was asked for and cannot run; the message names the package and the opt-out that applies. */
 export class SandboxUnavailableError extends UnavailableError {}
 
-export interface SandboxProbe {
-  ok: boolean;
-  bwrap: string | null;
-  /** kernel.unprivileged_userns_clone / user.max_user_namespaces as read, null when the files are absent. */
-  userNamespaces: string | null;
-  reason: string | null;
-}
+export type SandboxProbe = ReturnType<typeof probeSandbox>;
 
 export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get install bubblewrap), or opt out: ' +
   'SVC_SANDBOX=none for a CLI run, "sandbox": "none" in .svc/policy.json for any run';
@@ -94,33 +88,29 @@ function runTrial(bwrap: string, env: NodeJS.ProcessEnv, fds: Array<number | 'ig
  * Finds bwrap on PATH and runs a trial sandbox shaped like an agent's; it must hold no capability at all, and run
  * under the system-call filter where this architecture has one. `svc doctor` always probes afresh.
  */
-export function probeSandbox(env: NodeJS.ProcessEnv): SandboxProbe {
+export function probeSandbox(env: NodeJS.ProcessEnv) {
   const clone = readSysctl('/proc/sys/kernel/unprivileged_userns_clone');
   const max = readSysctl('/proc/sys/user/max_user_namespaces');
   const userNamespaces = clone === null && max === null
     ? null
     : `unprivileged_userns_clone=${clone ?? '-'} max_user_namespaces=${max ?? '-'}`;
   const bwrap = which('bwrap', env.PATH);
-  if (!bwrap) return { ok: false, bwrap, userNamespaces, reason: 'bwrap not found on PATH' };
+  const probe = (reason: string | null) => ({ ok: reason === null, bwrap, userNamespaces, reason });
+  if (!bwrap) return probe('bwrap not found on PATH');
   const fds = openSandboxFds();
   const trial = runTrial(bwrap, env, fds);
   closeSandboxFds(fds);
   if (typeof trial !== 'string') {
     const said = trial.failed.trim().split('\n')[0];
     const hint = clone === '0' || max === '0' ? ' (unprivileged user namespaces are disabled on this host)' : '';
-    return { ok: false, bwrap, userNamespaces, reason: `a trial bwrap sandbox failed: ${said}${hint}` };
+    return probe(`a trial bwrap sandbox failed: ${said}${hint}`);
   }
-  const caps = /^CapEff:\s*([0-9a-f]+)/m.exec(trial)?.[1];
-  if (caps === undefined || !/^0+$/.test(caps)) {
-    return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox kept capabilities (CapEff ${caps ?? '?'})` };
-  }
+  const caps = /^CapEff:\s*([0-9a-f]+)/m.exec(trial)?.[1] ?? '?';
+  if (!/^0+$/.test(caps)) return probe(`the trial sandbox kept capabilities (CapEff ${caps})`);
   // Mode 2: a filter is installed (0 none, 1 strict).
   const seccomp = /^Seccomp:\s*(\d+)/m.exec(trial)?.[1];
-  if (fds[0] !== 'ignore' && seccomp !== '2') {
-    return { ok: false, bwrap, userNamespaces, reason: `the trial sandbox ran without its system-call filter ` +
-      `(Seccomp ${seccomp ?? '?'})` };
-  }
-  return { ok: true, bwrap, userNamespaces, reason: null };
+  if (fds[0] === 'ignore' || seccomp === '2') return probe(null);
+  return probe(`the trial sandbox ran without its system-call filter (Seccomp ${seccomp ?? '?'})`);
 }
 
 /** What a cached result depends on; null when the binary cannot be read. */

@@ -141,13 +141,7 @@ export function buildFilter(arch: string): Buffer | null {
   return assemble(code);
 }
 
-/** `arch` is the syscall table the filter was built for; null (and `reason`) where there is none. */
-export interface SyscallFilter {
-  arch: string | null;
-  refused: string[];
-  instructions: number;
-  reason: string | null;
-}
+export type SyscallFilter = ReturnType<typeof describeFilter>;
 
 let program: Buffer | null | undefined;
 let anonymous: number | null = null;
@@ -157,8 +151,8 @@ function theProgram(): Buffer | null {
   return program;
 }
 
-/** What this process's sandboxes get, for `svc doctor` and the docs. */
-export function describeFilter(): SyscallFilter {
+/** What this process's sandboxes get, for `svc doctor`: `arch`, the syscall table; null (and `reason`) without one. */
+export function describeFilter() {
   const built = theProgram();
   if (!built) {
     return { arch: null, refused: [], instructions: 0,

@@ -4,11 +4,7 @@
 import { readFileSync, readdirSync, readlinkSync, realpathSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 
-interface Proc {
-  pid: number;
-  ppid: number;
-  start: string;
-}
+type Proc = NonNullable<ReturnType<typeof readProc>>;
 
 /** What `read` returns, or null when it throws: a /proc file goes with its process, a path may be gone. */
 export function orNull<T>(read: () => T): T | null {
@@ -36,7 +32,8 @@ export function statFields(pid: number): string[] | null {
   return stat === null ? null : stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 
-function readProc(pid: number): Proc | null {
+/** A live process: its pid, its parent's, and its start time (which tells a reused pid apart). */
+function readProc(pid: number) {
   const fields = statFields(pid);
   // A zombie has already died; only its parent's wait() removes it.
   if (!fields || fields[0] === 'Z' || fields[0] === 'X') return null;

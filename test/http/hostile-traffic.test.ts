@@ -7,7 +7,7 @@ import { startTestControl, makeRun, type TestControl } from '../helpers/control-
 import { openSseClient } from '../helpers/sse-client.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
-import { createHttpServer, listen, type ConnectionCounts } from '../../src/http/http-server.ts';
+import { createHttpServer, listen } from '../../src/http/http-server.ts';
 import type { EventRow } from '../../src/db/events-store.ts';
 
 /** A raw client socket on 127.0.0.1 that records what it received, when the server ended it and when it closed. */
@@ -56,7 +56,7 @@ function answerOf(text: string): { status: number; code: string | undefined } {
   return { status, code };
 }
 
-async function settled(counts: ConnectionCounts, total: number): Promise<void> {
+async function settled(counts: ReturnType<typeof createHttpServer>['connections'], total: number): Promise<void> {
   await waitFor(() => counts.total() === total, `server connection count back to ${total}`);
 }
 

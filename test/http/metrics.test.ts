@@ -13,7 +13,7 @@ import { startControl, type RunningControl } from '../../src/control/main.ts';
 import { resolveControlSettings, type ControlSettings } from '../../src/control/settings.ts';
 import { createLogger } from '../../src/log.ts';
 import {
-  MetricsRegistry, countModelUsage, escapeLabelValue, registerModelUsage, METRICS_TYPE,
+  MetricsRegistry, createModelUsage, escapeLabelValue, METRICS_TYPE,
 } from '../../src/http/metrics.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { SECRETS, get, post, sign, startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
@@ -101,7 +101,7 @@ describe('the metrics registry', () => {
 
   it('counts model use under a bounded model label: odd or long names are "other"', () => {
     const registry = new MetricsRegistry();
-    registerModelUsage(registry);
+    const countModelUsage = createModelUsage(registry);
     countModelUsage('anthropic', 'claude-test-1', 120, 0.5);
     countModelUsage('anthropic', 'claude-test-1', 30, 0.25);
     countModelUsage('anthropic', 'evil"}\nsvc_fake 1', 7, 0);

@@ -49,12 +49,11 @@ describe('http-error', () => {
   it('names the field an invalid_param is about, and only then', () => {
     const err = invalidField('retention_days', 'Setting "retention_days" must be an integer (got string)');
     assert.equal(err.status, 400);
-    assert.equal(err.field, 'retention_days');
     assert.equal(err.headers['svc-error-field'], 'retention_days');
     assert.deepEqual(errorBody(err.code, err.message).error, {
       code: 'invalid_param', message: err.message,
     });
-    assert.equal(new HttpError('invalid_param', 'x').field, undefined);
+    assert.deepEqual(new HttpError('invalid_param', 'x').headers, {});
   });
 
   it('recognises its own errors and nothing else', () => {

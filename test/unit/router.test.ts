@@ -5,7 +5,7 @@ import { HttpError } from '../../src/http/http-error.ts';
 import { codeOf } from '../helpers/error-code.ts';
 
 describe('router', () => {
-  const router = createRouter([
+  const match = createRouter([
     { method: 'GET', pattern: '/v1/runs', handler: 'list' },
     { method: 'POST', pattern: '/v1/runs', handler: 'start' },
     { method: 'GET', pattern: '/v1/runs/:source/:run', handler: 'get' },
@@ -15,26 +15,26 @@ describe('router', () => {
   ]);
 
   it('matches literal routes and decodes parameters', () => {
-    assert.equal(router.match('GET', '/v1/runs').handler, 'list');
-    const m = router.match('GET', '/v1/runs/local/r%2Dx');
-    assert.equal(m.handler, 'get');
+    assert.equal(match('GET', '/v1/runs').route.handler, 'list');
+    const m = match('GET', '/v1/runs/local/r%2Dx');
+    assert.equal(m.route.handler, 'get');
     assert.deepEqual(m.params, { source: 'local', run: 'r-x' });
   });
 
   it('prefers a literal segment over a parameter in the same place', () => {
-    assert.equal(router.match('GET', '/jobs/stats').handler, 'stats');
-    assert.equal(router.match('GET', '/jobs/j1').handler, 'job');
+    assert.equal(match('GET', '/jobs/stats').route.handler, 'stats');
+    assert.equal(match('GET', '/jobs/j1').route.handler, 'job');
   });
 
   it('captures the tail of an artifact path with its slashes', () => {
-    const m = router.match('GET', '/v1/runs/local/r1/artifact/logs/check.txt');
+    const m = match('GET', '/v1/runs/local/r1/artifact/logs/check.txt');
     assert.equal(m.params.path, 'logs/check.txt');
   });
 
   it('answers 404 for an unknown path and 405 with Allow for a wrong method', () => {
-    assert.equal(codeOf(() => router.match('GET', '/nope')), 'not_found');
+    assert.equal(codeOf(() => match('GET', '/nope')), 'not_found');
     try {
-      router.match('DELETE', '/v1/runs');
+      match('DELETE', '/v1/runs');
       assert.fail('expected 405');
     } catch (err) {
       assert.ok(err instanceof HttpError);
@@ -44,15 +44,15 @@ describe('router', () => {
   });
 
   it('serves HEAD with the GET handler', () => {
-    assert.equal(router.match('HEAD', '/v1/runs').handler, 'list');
+    assert.equal(match('HEAD', '/v1/runs').route.handler, 'list');
   });
 
   it('rejects a malformed percent escape with 400 bad_request', () => {
-    assert.equal(codeOf(() => router.match('GET', '/v1/runs/local/%E0%A4%A')), 'bad_request');
+    assert.equal(codeOf(() => match('GET', '/v1/runs/local/%E0%A4%A')), 'bad_request');
   });
 
   it('does not match an empty parameter segment', () => {
-    assert.equal(codeOf(() => router.match('GET', '/v1/runs/local/')), 'not_found');
+    assert.equal(codeOf(() => match('GET', '/v1/runs/local/')), 'not_found');
   });
 
   it('throws at boot on duplicate or ambiguous routes and malformed patterns', () => {

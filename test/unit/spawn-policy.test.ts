@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
 import { childEnv } from '../../src/spawn/env.ts';
-import { providerFolders } from '../../src/spawn/provider-home.ts';
+import { declaredFolders } from '../../src/spawn/agent-plan.ts';
 
 describe('childEnv', () => {
   const base = { PATH: '/bin', HOME: '/h', GITHUB_TOKEN: 'g', SVC_API_TOKEN_FILE: '/t', SVC_ORIGIN: 'cli', SVC_SOURCE: 's' };
@@ -32,10 +32,10 @@ describe('childEnv', () => {
   });
 });
 
-describe('providerFolders', () => {
-  it('names the CLI folders under HOME and keeps absolute declared paths', () => {
-    assert.deepEqual(providerFolders('codex', '/h', ['.x', '/abs']), ['/h/.codex', '/h/.x', '/abs']);
-    assert.deepEqual(providerFolders('command', '/h'), []);
+describe('declaredFolders', () => {
+  it('puts relative declared paths under HOME, keeps absolute ones, and drops what may never be writable', () => {
+    assert.deepEqual(declaredFolders('/h', ['.x', '/abs']), ['/h/.x', '/abs']);
+    assert.deepEqual(declaredFolders('/h', ['.ssh', '/h', '/usr/lib', '.bashrc']), []);
   });
 });
 
