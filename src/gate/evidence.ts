@@ -30,6 +30,7 @@ export interface EgressRecord {
 
 export interface MeteredCall {
   model: string | null;
+  /** The uncached input; cached input is `cache_read`. */
   tokens_in: number;
   tokens_out: number;
   cache_read: number;
@@ -39,6 +40,9 @@ export interface MeteredCall {
   /** Why the usage could not be read; null when it was. */
   unknown: string | null;
 }
+
+/** Tokens of one call as the API counted them. */
+export type CallTokens = Omit<MeteredCall, 'usd' | 'unknown'>;
 
 function readMetered(value: unknown): MeteredCall {
   const o = obj(value);

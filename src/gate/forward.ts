@@ -7,9 +7,8 @@ import { BadHostError, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
 import { gateSpanId, refuse, type Asker, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS, freeEndpoint, modelPath } from './model-apis.ts';
-import { arrivingRecord, type EgressRecord, type MeteredCall } from './evidence.ts';
+import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { usageMeter, type UsageMeter } from './usage.ts';
-import { callCost, type PriceTable } from './prices.ts';
 import { formatTraceparent, ownTraceExport, parseTraceparent } from '../trace.ts';
 import { MiB, parseJson, readBody } from '../http/body.ts';
 import { HttpError } from '../http/http-error.ts';
@@ -298,9 +297,9 @@ function send(
     answer.pipe(res);
     answer.on('error', () => res.destroy());
     const status = answer.statusCode ?? 0;
-    if (!plan.metered || plan.model === null || status < 200 || status > 299) return;
+    if (!plan.metered || plan.model === null || !ctx.meter || status < 200 || status > 299) return;
     // After pipe's listener: each chunk is on its way to the client before the meter reads it.
-    const meter = usageMeter(plan.model, plan.path, answer.headers);
+    const meter = usageMeter(plan.model, plan.path, answer.headers, ctx.meter.prices);
     usage = meter;
     answer.on('data', (chunk: Buffer) => meter.push(chunk));
   });
@@ -316,20 +315,8 @@ function send(
     raw.destroy();
     record({
       status: res.statusCode, reason: failure, bytesUp: raw.bytesWritten, bytesDown: raw.bytesRead,
-      ...(usage && ctx.meter ? { metered: meteredCall(ctx.meter.prices, usage) } : {}),
+      ...(usage ? { metered: usage.end() } : {}),
     });
   });
 }
 
-/** The evidence of one metered call: its tokens and price, or why its usage is unknown. */
-function meteredCall(prices: PriceTable, meter: UsageMeter): MeteredCall {
-  const read = meter.end();
-  if (!read.known) {
-    return { model: null, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0, usd: null, unknown: read.reason };
-  }
-  const t = read.tokens;
-  return {
-    model: t.model, tokens_in: t.input, tokens_out: t.output, cache_read: t.cacheRead, cache_write: t.cacheWrite,
-    usd: callCost(prices, t), unknown: null,
-  };
-}
