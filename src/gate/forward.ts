@@ -92,7 +92,6 @@ export async function handleRequest(
   ctx: GateContext, asker: Asker, url: string, req: IncomingMessage, res: ServerResponse,
 ): Promise<void> {
   if (url === '/_traces') return relayTraces(ctx, asker, req, res);
-  const started = Date.now();
   const base = arrivingRecord(url.startsWith('/_model/') ? 'model' : 'http', asker, { method: req.method ?? null });
   // A model call the meter holds (a budgeted run's calls under way) is released once, as its record is counted.
   let release = (): void => {};
@@ -106,7 +105,7 @@ export async function handleRequest(
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}, headers = {}): void => {
     req.resume();
     refuse(res, status, reason, headers);
-    settle({ ...base, ...extra, reason, status, ms: Date.now() - started });
+    settle({ ...base, ...extra, reason, status });
   };
   const method = req.method ?? 'GET';
   const framing = requestFraming(method, req.rawHeaders);
@@ -140,15 +139,14 @@ export async function handleRequest(
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   const allowed = { ...base, decision: 'allowed' as const, rule: decision.rule, address: decision.address };
   if (req.socket.destroyed) {
-    settle({ ...allowed, reason: 'client went away before the connection opened', ms: Date.now() - started });
+    settle({ ...allowed, reason: 'client went away before the connection opened' });
     return;
   }
   plan.headers.push(...framing.header);
   // The run's trace goes on with the gate's span as the parent (a client's own traceparent was dropped).
   if (asker.span) plan.headers.push('traceparent', formatTraceparent(asker.span.context));
   try {
-    send(ctx, req, res, plan, framing.body, decision.address, (extra) =>
-      settle({ ...allowed, ...extra, ms: Date.now() - started }));
+    send(ctx, req, res, plan, framing.body, decision.address, (extra) => settle({ ...allowed, ...extra }));
   } catch (err) {
     release();
     throw err;
@@ -167,11 +165,10 @@ const RELAY_SPENT = `this job has sent the ${RELAY.bytes / MiB} MiB or ${RELAY.s
  * is recorded like a connection (kind `traces`) and counted against the job's share (RELAY).
  */
 async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const started = Date.now();
   const tracer = ctx.trace?.tracer;
   const base = arrivingRecord('traces', asker, { method: req.method ?? null });
   const done = (status: number, reason: string | null, extra: Partial<EgressRecord> = {}): void =>
-    ctx.record({ ...base, ...extra, status, reason, ms: Date.now() - started }, asker);
+    ctx.record({ ...base, ...extra, status, reason }, asker);
   const deny = (status: number, reason: string, headers: Record<string, string> = {}): void => {
     req.resume();
     refuse(res, status, reason, headers);

@@ -171,7 +171,8 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     relayShare: (run) => runs.relayShare(run),
     record: (whole, asker) => {
       try {
-        const r = boundedRecord(whole);
+        // Every record's time is when its connection arrived, so its duration is taken here, as it is recorded.
+        const r = boundedRecord({ ...whole, ms: Date.now() - Date.parse(whole.time) });
         endConnectionSpan(asker, r);
         runs.add(r);
         records(r);

@@ -25,12 +25,11 @@ function serverNameMismatch(dest: Destination, serverName: string | null): strin
 export async function handleConnect(
   ctx: GateContext, asker: Asker, req: IncomingMessage, client: Duplex, head: Buffer,
 ): Promise<void> {
-  const started = Date.now();
   const base = arrivingRecord('connect', asker, { host: (req.url ?? '').slice(0, 300) });
   client.on('error', () => client.destroy());
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
     refuseRaw(client, status, reason);
-    ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started }, asker);
+    ctx.record({ ...base, ...extra, reason, status }, asker);
   };
 
   let dest: Destination;
@@ -46,7 +45,7 @@ export async function handleConnect(
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   const verdict: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };
   const reason = 'client went away before the connection opened';
-  if (client.destroyed) return ctx.record({ ...base, ...verdict, reason, ms: Date.now() - started }, asker);
+  if (client.destroyed) return ctx.record({ ...base, ...verdict, reason }, asker);
 
   const upstream = ctx.connect(decision.address, dest.port);
   let opened = false;
@@ -60,10 +59,8 @@ export async function handleConnect(
     clearTimeout(helloTimer);
     if (opened && !client.writableEnded) client.destroy();
     upstream.destroy();
-    ctx.record({
-      ...base, ...verdict, reason, status, bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead,
-      ms: Date.now() - started,
-    }, asker);
+    const bytes = { bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead };
+    ctx.record({ ...base, ...verdict, reason, status, ...bytes }, asker);
   };
   // The hello decides the tunnel: refused, the client gets a TLS alert and the destination got no byte.
   const refuseHello = (reason: string, alert: boolean): void => {
