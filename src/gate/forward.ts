@@ -96,11 +96,8 @@ export async function handleRequest(
   // A model call the meter holds (a budgeted run's calls under way) is released once, as its record is counted.
   let release = (): void => {};
   const settle = (record: EgressRecord): void => {
-    try {
-      ctx.record(record, asker);
-    } finally {
-      release();
-    }
+    ctx.record(record, asker);
+    release();
   };
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}, headers = {}): void => {
     req.resume();

@@ -26,7 +26,6 @@ export async function handleConnect(
   ctx: GateContext, asker: Asker, req: IncomingMessage, client: Duplex, head: Buffer,
 ): Promise<void> {
   const base = arrivingRecord('connect', asker, { host: (req.url ?? '').slice(0, 300) });
-  client.on('error', () => client.destroy());
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
     refuseRaw(client, status, reason);
     ctx.record({ ...base, ...extra, reason, status }, asker);
