@@ -148,14 +148,12 @@ export function parsePort(text: string): number {
 /** A host name or IP literal in its one normal spelling; IPv6 given without brackets. */
 export function normaliseHost(raw: string): { host: string; literal: boolean } {
   if (raw === '' || FORBIDDEN.test(raw)) throw new BadHostError(`host "${raw}" is not a host name`);
-  if (isIP(raw) === 6) {
-    const canonical = canonicalAddress(raw);
-    if (canonical === null) throw new BadHostError(`host "${raw}" is not a host name`);
-    return { host: canonical, literal: true };
-  }
+  // FORBIDDEN refused a zone id (`%`): every IPv6 literal left has its canonical spelling.
+  if (isIP(raw) === 6) return { host: canonicalAddress(raw) as string, literal: true };
   let hostname: string;
   try {
-    // The WHATWG URL parser lower-cases, applies IDNA (punycode) and reads every IPv4 spelling (0x7f.1, 2130706433).
+    // The WHATWG URL parser lower-cases, applies IDNA (punycode) and writes every IPv4 spelling (0x7f.1, 2130706433)
+    // as its dotted quad.
     hostname = new URL(`http://${raw}/`).hostname;
   } catch {
     throw new BadHostError(`host "${raw}" is not a host name`);
@@ -165,8 +163,7 @@ export function normaliseHost(raw: string): { host: string; literal: boolean } {
   if (host === '' || host.endsWith('.') || host.startsWith('.') || host.includes('..')) {
     throw new BadHostError(`host "${raw}" is not a host name`);
   }
-  if (isIP(host) === 4) return { host: canonicalAddress(host) ?? host, literal: true };
-  return { host, literal: false };
+  return { host, literal: isIP(host) === 4 };
 }
 
 /** `[v6]:port`, `[v6]`, `host:port` or `host`; a bare IPv6 literal (more than one colon) comes back whole. */
