@@ -155,12 +155,8 @@ export async function handleRequest(
 const RELAY = { bytes: 16 * MiB, spans: 10_000, inFlight: 2 };
 const RELAY_SPENT = `this job has sent the ${RELAY.bytes / MiB} MiB or ${RELAY.spans} spans the gate relays for a job`;
 
-/**
- * `POST /_job/<credential>/_traces` (docs/deploy.md#traces): a pod's run exports its spans here, and the gate sends
- * them on to its own collector with its own headers (a secret no pod holds), only when every span is the job's own
- * (ownTraceExport): an agent may neither put spans into another run's trace nor pass for svc's servers. Each export
- * is recorded like a connection (kind `traces`) and counted against the job's share (RELAY).
- */
+/** `POST /_job/<credential>/_traces` (docs/deploy.md#traces): a pod's span exports, sent on to the gate's own
+ * collector only when every span is the job's own (ownTraceExport), recorded as kind `traces`, within RELAY. */
 async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const tracer = ctx.trace?.tracer;
   const base = arrivingRecord('traces', asker, { method: req.method ?? null });

@@ -156,7 +156,6 @@ function createGateServer(
 }
 
 export async function startGate(options: GateOptions): Promise<Gate> {
-  const records = options.onRecord ?? (() => {});
   const runs = new RunRecords();
   const log = options.log ?? createLogger('gate');
   const ctx: GateContext = {
@@ -175,7 +174,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
         const r = boundedRecord({ ...whole, ms: Date.now() - Date.parse(whole.time) });
         endConnectionSpan(asker, r);
         runs.add(r);
-        records(r);
+        options.onRecord?.(r);
         options.metrics?.recorded(r);
       } catch {
         // The evidence sink's failure must not break a connection; the writer surfaces its own errors.

@@ -14,7 +14,7 @@ import { obj } from '../untrusted.ts';
 import {
   issueReceipt, readEvidence, receiptCost, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt, type ReceiptBody,
   type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck, requiredCheckError,
-  type CheckResult,
+  reportedChecks, type CheckResult,
 } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { figure } from '../engine/providers.ts';
@@ -94,7 +94,7 @@ function receiptBody(
     repo: (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(s.repo, 'workspace'),
     branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
     spec_sha256: sha256Of(join(ctx.dir, 'spec.md')), provider: strOr(s.provider, 'unknown'),
-    checks: checks.map(({ artifact: _artifact, ...reported }) => reported),
+    checks: reportedChecks(checks),
     diff: {
       files: signed.files.length, insertions: signed.insertions, deletions: signed.deletions,
       patch_sha256: signed.patch_sha256, paths: signed.files.map((f) => f.path),

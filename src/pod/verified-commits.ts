@@ -98,12 +98,11 @@ function bare(path: string, run: GitRun): (args: string[]) => string {
  */
 export function verifyCommits(
   workspace: string, scratch: string, base: string, head: string, branch: string, originUrl: string | null = null,
-  run: GitRun = signerGit(),
 ): VerifiedCommits {
   if (!COMMIT_ID.test(base) || !COMMIT_ID.test(head)) throw new UnverifiableError('The run reported no head commit');
   const objects = objectsDirOf(workspace);
   try {
-    return copyAndDiff(objects, scratch, base, head, branch, originUrl, run);
+    return copyAndDiff(objects, scratch, base, head, branch, originUrl, signerGit());
   } catch (err) {
     if (err instanceof UnverifiableError) throw err;
     throw new UnverifiableError(`The signer's git failed: ${errorMessage(err)}`);
@@ -161,7 +160,8 @@ function copyAndDiff(
 }
 
 /** `.svc/policy.json` as the base commit holds it (the checks the agent could not choose); defaults when absent. */
-export function policyAt(repo: string, base: string, run: GitRun = signerGit()): Policy {
+export function policyAt(repo: string, base: string): Policy {
+  const run = signerGit();
   let text: string;
   try {
     // Absent is the defaults; any other failure (a git out of time) must not quietly become "no checks required".
