@@ -3,7 +3,9 @@
 // clean one, where index-pack names every object by its hash. Never runs git in the workspace, trusts a commit id the
 // clean repository does not hold, or runs a git without a time limit (a hostile workspace must end the job).
 import { RefusedError, errorMessage } from '../errors.ts';
-import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync, type Dirent } from 'node:fs';
+import {
+  lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync, type Dirent,
+} from 'node:fs';
 import { isAbsolute, join, resolve, sep } from 'node:path';
 import { git, diffCommits, type DiffResult, type GitRun } from '../engine/git.ts';
 import { runSync } from '../spawn/start.ts';
