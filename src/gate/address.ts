@@ -1,56 +1,50 @@
 // Destinations as text (docs/gate.md "Address rules"): one normal spelling of a host before any policy sees it, and
 // the IP ranges refused by default, in every IPv6 form that carries an IPv4 address too. No I/O.
-import { isIP } from 'node:net';
+import { BlockList, isIP } from 'node:net';
 import { BadInputError } from '../errors.ts';
 
-interface Range {
-  prefix: readonly number[];
-  bits: number;
-  label: string;
+/** Each range in a list of its own, so a refusal names the one that matched. */
+function ranges(family: 'ipv4' | 'ipv6', rows: Array<[string, number, string]>) {
+  return rows.map(([net, bits, label]) => {
+    const list = new BlockList();
+    list.addSubnet(net, bits, family);
+    return { label, has: (address: string) => list.check(address, family) };
+  });
 }
 
 // RFC 6890 special-purpose registries, the parts a destination must never be.
-const V4_REFUSED: readonly Range[] = [
-  { prefix: [0, 0, 0, 0], bits: 8, label: '"this network" 0.0.0.0/8' },
-  { prefix: [10, 0, 0, 0], bits: 8, label: 'private 10.0.0.0/8' },
-  { prefix: [100, 64, 0, 0], bits: 10, label: 'CGNAT 100.64.0.0/10' },
-  { prefix: [127, 0, 0, 0], bits: 8, label: 'loopback 127.0.0.0/8' },
-  { prefix: [169, 254, 0, 0], bits: 16, label: 'link-local (metadata) 169.254.0.0/16' },
-  { prefix: [172, 16, 0, 0], bits: 12, label: 'private 172.16.0.0/12' },
-  { prefix: [192, 0, 0, 0], bits: 24, label: 'IETF protocol assignments 192.0.0.0/24' },
-  { prefix: [192, 0, 2, 0], bits: 24, label: 'documentation 192.0.2.0/24' },
-  { prefix: [192, 168, 0, 0], bits: 16, label: 'private 192.168.0.0/16' },
-  { prefix: [198, 18, 0, 0], bits: 15, label: 'benchmarking 198.18.0.0/15' },
-  { prefix: [198, 51, 100, 0], bits: 24, label: 'documentation 198.51.100.0/24' },
-  { prefix: [203, 0, 113, 0], bits: 24, label: 'documentation 203.0.113.0/24' },
-  { prefix: [224, 0, 0, 0], bits: 4, label: 'multicast 224.0.0.0/4' },
-  { prefix: [255, 255, 255, 255], bits: 32, label: 'broadcast 255.255.255.255' },
-  { prefix: [240, 0, 0, 0], bits: 4, label: 'reserved 240.0.0.0/4' },
-];
+const V4_REFUSED = ranges('ipv4', [
+  ['0.0.0.0', 8, '"this network" 0.0.0.0/8'],
+  ['10.0.0.0', 8, 'private 10.0.0.0/8'],
+  ['100.64.0.0', 10, 'CGNAT 100.64.0.0/10'],
+  ['127.0.0.0', 8, 'loopback 127.0.0.0/8'],
+  ['169.254.0.0', 16, 'link-local (metadata) 169.254.0.0/16'],
+  ['172.16.0.0', 12, 'private 172.16.0.0/12'],
+  ['192.0.0.0', 24, 'IETF protocol assignments 192.0.0.0/24'],
+  ['192.0.2.0', 24, 'documentation 192.0.2.0/24'],
+  ['192.168.0.0', 16, 'private 192.168.0.0/16'],
+  ['198.18.0.0', 15, 'benchmarking 198.18.0.0/15'],
+  ['198.51.100.0', 24, 'documentation 198.51.100.0/24'],
+  ['203.0.113.0', 24, 'documentation 203.0.113.0/24'],
+  ['224.0.0.0', 4, 'multicast 224.0.0.0/4'],
+  ['255.255.255.255', 32, 'broadcast 255.255.255.255'],
+  ['240.0.0.0', 4, 'reserved 240.0.0.0/4'],
+]);
 
-const V6_REFUSED: readonly Range[] = [
-  { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], bits: 128, label: 'unspecified ::' },
-  { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], bits: 128, label: 'loopback ::1' },
+const V6_REFUSED = ranges('ipv6', [
+  ['::', 128, 'unspecified ::'],
+  ['::1', 128, 'loopback ::1'],
   // Deprecated forms that carry an IPv4 address: ::/96 plainly, Teredo XOR-ed.
-  { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], bits: 96, label: 'IPv4-compatible ::/96' },
-  { prefix: [0x00, 0x64, 0xff, 0x9b, 0, 1], bits: 48, label: 'local-use NAT64 64:ff9b:1::/48' },
-  { prefix: [0x01, 0x00, 0, 0, 0, 0, 0, 0], bits: 64, label: 'discard 100::/64' },
-  { prefix: [0x20, 0x01, 0, 0], bits: 32, label: 'Teredo 2001::/32' },
-  { prefix: [0x20, 0x01, 0x0d, 0xb8], bits: 32, label: 'documentation 2001:db8::/32' },
-  { prefix: [0xfc], bits: 7, label: 'unique local fc00::/7' },
-  { prefix: [0xfe, 0x80], bits: 10, label: 'link-local fe80::/10' },
-  { prefix: [0xfe, 0xc0], bits: 10, label: 'site-local fec0::/10' },
-  { prefix: [0xff], bits: 8, label: 'multicast ff00::/8' },
-];
-
-function inRange(bytes: Uint8Array, range: Range): boolean {
-  let bits = range.bits;
-  for (let i = 0; bits > 0; i++, bits -= 8) {
-    const mask = bits >= 8 ? 0xff : (0xff << (8 - bits)) & 0xff;
-    if (((bytes[i] ?? 0) & mask) !== ((range.prefix[i] ?? 0) & mask)) return false;
-  }
-  return true;
-}
+  ['::', 96, 'IPv4-compatible ::/96'],
+  ['64:ff9b:1::', 48, 'local-use NAT64 64:ff9b:1::/48'],
+  ['100::', 64, 'discard 100::/64'],
+  ['2001::', 32, 'Teredo 2001::/32'],
+  ['2001:db8::', 32, 'documentation 2001:db8::/32'],
+  ['fc00::', 7, 'unique local fc00::/7'],
+  ['fe80::', 10, 'link-local fe80::/10'],
+  ['fec0::', 10, 'site-local fec0::/10'],
+  ['ff00::', 8, 'multicast ff00::/8'],
+]);
 
 function parseV4(text: string): Uint8Array {
   return Uint8Array.from(text.split('.').map(Number));
@@ -93,22 +87,19 @@ function embeddedV4(b: Uint8Array): { v4: Uint8Array; form: string } | null {
   return null;
 }
 
-function refusedV4(bytes: Uint8Array): string | null {
-  return V4_REFUSED.find((r) => inRange(bytes, r))?.label ?? null;
+function refusedV4(address: string): string | null {
+  return V4_REFUSED.find((r) => r.has(address))?.label ?? null;
 }
 
 /** Why `address` is not a public destination (its range's label), or null; anything not an IP literal is refused. */
 export function refusedRange(address: string): string | null {
   const family = isIP(address);
-  if (family === 4) return refusedV4(parseV4(address));
+  if (family === 4) return refusedV4(address);
   if (family !== 6) return 'not an IP address';
-  const bytes = parseV6(address);
-  const inner = embeddedV4(bytes);
-  if (inner) {
-    const label = refusedV4(inner.v4);
-    if (label) return `${inner.form} ${label}`;
-  }
-  return V6_REFUSED.find((r) => inRange(bytes, r))?.label ?? null;
+  const inner = embeddedV4(parseV6(address));
+  const label = inner ? refusedV4(inner.v4.join('.')) : null;
+  if (inner && label) return `${inner.form} ${label}`;
+  return V6_REFUSED.find((r) => r.has(address))?.label ?? null;
 }
 
 /**
@@ -117,7 +108,7 @@ export function refusedRange(address: string): string | null {
  */
 export function canonicalAddress(address: string): string | null {
   const family = isIP(address);
-  if (family === 4) return parseV4(address).join('.');
+  if (family === 4) return address;
   if (family !== 6 || address.includes('%')) return null;
   const bytes = parseV6(address);
   const inner = embeddedV4(bytes);
