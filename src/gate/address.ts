@@ -46,34 +46,16 @@ const V6_REFUSED = ranges('ipv6', [
   ['ff00::', 8, 'multicast ff00::/8'],
 ]);
 
-function parseV4(text: string): Uint8Array {
-  return Uint8Array.from(text.split('.').map(Number));
-}
-
-/** 16 bytes of a valid IPv6 literal (with `::` and an optional dotted-quad tail); the zone id is ignored. */
+/** 16 bytes of a valid IPv6 literal; the zone id is ignored. */
 function parseV6(text: string): Uint8Array {
-  const bare = text.split('%')[0] ?? '';
-  const out = new Uint8Array(16);
-  const words = (part: string): number[] => {
-    if (part === '') return [];
-    const result: number[] = [];
-    for (const piece of part.split(':')) {
-      if (piece.includes('.')) {
-        const [a = 0, b = 0, c = 0, d = 0] = parseV4(piece);
-        result.push((a << 8) | b, (c << 8) | d);
-      } else result.push(parseInt(piece, 16));
-    }
-    return result;
-  };
-  const gap = bare.indexOf('::');
-  const head = words(gap >= 0 ? bare.slice(0, gap) : bare);
-  const tail = gap >= 0 ? words(bare.slice(gap + 2)) : [];
-  const all = [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail];
-  all.forEach((word, i) => {
-    out[i * 2] = word >> 8;
-    out[i * 2 + 1] = word & 0xff;
-  });
-  return out;
+  // The URL parser writes every spelling as hex words (a dotted-quad tail too), with at most one `::`.
+  const [head = '', tail] = new URL(`http://[${text.split('%')[0]}]/`).hostname.slice(1, -1).split('::');
+  const words = (part: string): number[] => (part === '' ? [] : part.split(':').map((w) => parseInt(w, 16)));
+  const gap = tail === undefined ? 0 : 8 - words(head).length - words(tail).length;
+  const all = [...words(head), ...new Array<number>(gap).fill(0), ...words(tail ?? '')];
+  const bytes = new DataView(new ArrayBuffer(16));
+  all.forEach((word, i) => bytes.setUint16(i * 2, word));
+  return new Uint8Array(bytes.buffer);
 }
 
 /** The IPv4 address an IPv6 address carries and how (mapped, NAT64, 6to4), or null. */
