@@ -26,9 +26,11 @@ const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS]);
 // Metering reads the response's usage as it passes: the gate asks for it uncompressed.
 const METERED_DROP = new Set([...MODEL_DROP, 'accept-encoding']);
 
-/** rawHeaders without the dropped names and without any the Connection header lists. */
-function keepHeaders(raw: readonly string[], drop: ReadonlySet<string>): string[] {
-  const listed = new Set(values(raw, 'connection').flatMap((v) => v.split(',')).map((t) => t.trim().toLowerCase()));
+/** A message's raw headers without the dropped names and without any its Connection header lists. */
+function keepHeaders(msg: IncomingMessage, drop: ReadonlySet<string>): string[] {
+  const connection = msg.headersDistinct.connection ?? [];
+  const listed = new Set(connection.flatMap((v) => v.split(',')).map((t) => t.trim().toLowerCase()));
+  const raw = msg.rawHeaders;
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = (raw[i] ?? '').toLowerCase();
@@ -41,21 +43,15 @@ function keepHeaders(raw: readonly string[], drop: ReadonlySet<string>): string[
 // the gate never decided (request smuggling). CONNECT never reaches here.
 const NO_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE']);
 
-function values(raw: readonly string[], name: string): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.toLowerCase() === name) out.push(raw[i + 1] ?? '');
-  return out;
-}
-
 /**
  * The framing the gate writes upstream, its own for exactly the bytes node's parser read: the header pair it adds
  * (none for a bodiless request: node then sends no length) and whether a body follows; or why it is refused.
  */
 type Framing = { header: string[]; body: boolean } | { refused: string };
 
-function requestFraming(method: string, raw: readonly string[]): Framing {
-  const codings = values(raw, 'transfer-encoding');
-  const lengths = values(raw, 'content-length');
+function requestFraming(method: string, headers: IncomingMessage['headersDistinct']): Framing {
+  const codings = headers['transfer-encoding'] ?? [];
+  const lengths = headers['content-length'] ?? [];
   if (codings.length > 0 && lengths.length > 0) {
     return { refused: 'a request with both Transfer-Encoding and Content-Length is refused' };
   }
@@ -105,12 +101,11 @@ export async function handleRequest(
     settle({ ...base, ...extra, reason, status });
   };
   const method = req.method ?? 'GET';
-  const framing = requestFraming(method, req.rawHeaders);
+  const framing = requestFraming(method, req.headersDistinct);
   if ('refused' in framing) return deny(400, framing.refused);
   let plan: Plan;
   try {
-    const raw = req.rawHeaders;
-    const planned = base.kind === 'model' ? planModel(ctx, method, url, raw) : planPlain(url, raw);
+    const planned = base.kind === 'model' ? planModel(ctx, method, url, req) : planPlain(url, req);
     if ('refused' in planned) return deny(planned.status, planned.refused);
     plan = planned;
   } catch (err) {
@@ -219,7 +214,7 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
 
 type Planned = Plan | { refused: string; status: number };
 
-function planPlain(url: string, raw: readonly string[]): Planned {
+function planPlain(url: string, req: IncomingMessage): Planned {
   if (!/^http:\/\//i.test(url)) {
     const https = /^https:/i.test(url);
     const refused = https ? 'https goes through CONNECT' : 'not a proxy request (CONNECT, http:// or /_model/)';
@@ -228,12 +223,12 @@ function planPlain(url: string, raw: readonly string[]): Planned {
   const target = URL.parse(url);
   if (!target) return { refused: 'the request target is not a URL', status: 400 };
   if (target.username || target.password) return { refused: 'a URL with userinfo is refused', status: 400 };
-  const headers = [...keepHeaders(raw, REQUEST_DROP), 'host', target.host];
+  const headers = [...keepHeaders(req, REQUEST_DROP), 'host', target.host];
   const dest = parseAuthority(target.host, 80);
   return { dest, path: target.pathname + target.search, headers, tls: null, model: null, metered: false };
 }
 
-function planModel(ctx: GateContext, method: string, url: string, raw: readonly string[]): Planned {
+function planModel(ctx: GateContext, method: string, url: string, req: IncomingMessage): Planned {
   const match = /^\/_model\/([a-z0-9-]+)(\/.*|\?.*)?$/.exec(url);
   const route = match ? ctx.models.get(match[1] ?? '') : undefined;
   if (!match || !route) {
@@ -246,7 +241,7 @@ function planModel(ctx: GateContext, method: string, url: string, raw: readonly 
   // A free call (counting tokens, listing models) carries no usage: metered, it would read as one the gate could not
   // price, and a budgeted run would stop on it.
   const metered = ctx.meter !== null && !freeEndpoint(method, resolved.path);
-  const headers = [...keepHeaders(raw, metered ? METERED_DROP : MODEL_DROP), 'host', route.base.host, route.header,
+  const headers = [...keepHeaders(req, metered ? METERED_DROP : MODEL_DROP), 'host', route.base.host, route.header,
     route.value, ...(metered ? ['accept-encoding', 'identity'] : [])];
   return { dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, model: route.name, metered };
 }
@@ -282,7 +277,7 @@ function send(
     fail(502, `cannot reach the destination (${err.code ?? 'error'})`);
   });
   upstream.on('response', (answer) => {
-    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, keepHeaders(answer.rawHeaders, HOP_BY_HOP));
+    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, keepHeaders(answer, HOP_BY_HOP));
     res.flushHeaders();
     answer.pipe(res);
     answer.on('error', () => res.destroy());
