@@ -96,18 +96,16 @@ export async function handleConnect(
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     awaitHello();
   });
-  upstream.on('timeout', () => {
-    if (!opened) refuseRaw(client, 504, `${dest.host}:${dest.port} did not answer`);
-    finish(opened ? 'idle timeout' : 'connect timeout', opened ? 200 : 504);
-  });
-  upstream.on('error', (err: NodeJS.ErrnoException) => {
-    if (!opened) refuseRaw(client, 502, `cannot reach ${dest.host}:${dest.port} (${err.code ?? 'error'})`);
-    finish(opened ? null : `connect failed: ${err.code ?? 'error'}`, opened ? 200 : 502);
-  });
-  upstream.on('close', () => {
-    if (!opened && !recorded) refuseRaw(client, 502, `cannot reach ${dest.host}:${dest.port}`);
-    finish(opened ? null : 'connection closed', opened ? 200 : 502);
-  });
+  // The upstream's end: before the tunnel opened, a refusal the client is owed (status, why); after, the tunnel's.
+  const upstreamEnded = (status: number, refusal: string, before: string, after: string | null): void => {
+    if (!opened && !recorded) refuseRaw(client, status, refusal);
+    finish(opened ? after : before, opened ? 200 : status);
+  };
+  const where = `${dest.host}:${dest.port}`;
+  upstream.on('timeout', () => upstreamEnded(504, `${where} did not answer`, 'connect timeout', 'idle timeout'));
+  upstream.on('error', ({ code = 'error' }: NodeJS.ErrnoException) =>
+    upstreamEnded(502, `cannot reach ${where} (${code})`, `connect failed: ${code}`, null));
+  upstream.on('close', () => upstreamEnded(502, `cannot reach ${where}`, 'connection closed', null));
   client.on('close', () => {
     if (!opened) finish('client went away', null);
     else finish(checked ? null : 'client closed before its TLS ClientHello', 200);
