@@ -117,14 +117,7 @@ export async function handleRequest(
   if (over) return deny(429, over);
   const held = plan.metered ? ctx.meter?.hold?.(asker) : undefined;
   if (typeof held === 'string') return deny(429, held, {}, { 'retry-after': '1' });
-  if (held) {
-    // Once only, however the call ends (a socket that would not open too): a second release would let the run
-    // past its calls in flight.
-    release = () => {
-      release = () => {};
-      held();
-    };
-  }
+  if (held) release = held;
   base.host = plan.dest.host;
   base.port = plan.dest.port;
   const decision = await decide(plan.dest, asker.policy, ctx.resolve);

@@ -131,7 +131,12 @@ export function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(r
           return `this run has ${run.inFlight} model calls under way (its budget's bound)`;
         }
         run.inFlight += 1;
-        return () => void (run.inFlight -= 1);
+        // Once only, however the call ends: a second release would let the run past its calls in flight.
+        let released = false;
+        return () => {
+          if (!released) run.inFlight -= 1;
+          released = true;
+        };
       },
     },
     count: (record) => {
