@@ -68,20 +68,15 @@ function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res:
   req.resume();
   if (req.method !== 'GET' || !asker.who) return refuse(res, 405, 'the egress records are read with GET');
   const run = asker.who.run;
-  const answer = runs.of(run);
-  const headers = { 'content-type': 'application/json', 'cache-control': 'no-store' };
+  const kept = runs.of(run);
   const policy = { allow: asker.policy.allow.map((p) => p.text), deny: asker.policy.deny.map((p) => p.text) };
-  if (!answer.known) {
-    const reason = answer.evicted
+  const body = kept.known ? { ...kept.egress, known: true, max_usd: asker.who.maxUsd ?? null } : {
+    known: false, evicted: kept.evicted, reason: kept.evicted
       ? 'this gate let the run\'s records go (it keeps the most recently active runs)'
-      : 'this gate has no record of the run since it started';
-    res.writeHead(404, headers);
-    res.end(JSON.stringify({ run, since: runs.since, known: false, evicted: answer.evicted, reason, policy }));
-    return;
-  }
-  res.writeHead(200, headers);
-  const budget = { max_usd: asker.who.maxUsd ?? null };
-  res.end(JSON.stringify({ ...answer.egress, run, since: runs.since, known: true, policy, ...budget }));
+      : 'this gate has no record of the run since it started',
+  };
+  res.writeHead(kept.known ? 200 : 404, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.end(JSON.stringify({ run, since: runs.since, policy, ...body }));
 }
 
 function destroyOnError(this: Duplex): void {
