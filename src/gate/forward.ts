@@ -162,7 +162,7 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
   const collector = URL.parse(tracer.url ?? '');
   base.host = collector?.hostname ?? '';
   base.port = Number(collector?.port) || (collector?.protocol === 'https:' ? 443 : 80);
-  const share = ctx.relayShare(who.run);
+  const share = ctx.runs.relayShare(who.run);
   if (!share) return deny(413, 'this gate let the run go: it relays none of its spans');
   if (share.inFlight >= RELAY.inFlight) {
     return deny(429, `this job has ${share.inFlight} span exports under way already`, { 'retry-after': '1' });

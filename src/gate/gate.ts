@@ -93,7 +93,7 @@ const challenge = (status: number): Record<string, string> =>
   status === 407 ? { 'proxy-authenticate': CHALLENGE } : {};
 
 function createGateServer(
-  ctx: GateContext, admit: ClientBook, runs: RunRecords, sockets: Set<Socket>, log: Logger, metrics?: GateMetrics,
+  ctx: GateContext, admit: ClientBook, sockets: Set<Socket>, log: Logger, metrics?: GateMetrics,
 ): Server {
   const server = createServer({ maxHeaderSize: ctx.limits.maxHeaderBytes, noDelay: true });
   server.headersTimeout = Math.min(ctx.limits.idleMs, 30_000);
@@ -123,7 +123,7 @@ function createGateServer(
       refuse(res, admission.status, admission.reason, challenge(admission.status));
       return ctx.record(refusedRecord(req, admission));
     }
-    if (admission.url === '/_egress') return answerEgress(admission.asker, runs, req, res);
+    if (admission.url === '/_egress') return answerEgress(admission.asker, ctx.runs, req, res);
     handleRequest(ctx, admission.asker, admission.url, req, res)
       .catch((err) => onError(err, admission.asker, () => refuse(res, 502, 'internal error')));
   });
@@ -162,7 +162,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     meter: options.meter ?? null,
     // Tracing off (no endpoint): no spans are made and no traceparent is sent (docs/deploy.md#traces).
     trace: options.trace?.tracer.enabled ? options.trace : null,
-    relayShare: (run) => runs.relayShare(run),
+    runs,
     record: (whole, asker) => {
       try {
         // Every record's time is when its connection arrived, so its duration is taken here, as it is recorded.
@@ -181,7 +181,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   const servers: Server[] = [];
   let port: number | null = null;
   const serve = async (where: string | number): Promise<Server> => {
-    const server = createGateServer(ctx, admit, runs, sockets, log, options.metrics);
+    const server = createGateServer(ctx, admit, sockets, log, options.metrics);
     servers.push(server);
     if (typeof where === 'string') server.listen(where);
     else server.listen(where, options.tcpHost ?? '127.0.0.1');

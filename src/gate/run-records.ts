@@ -24,7 +24,7 @@ type RunEgress = EgressSummary & {
 };
 
 /** What a run's pod has sent to `/_traces` and how many of its relays are under way. */
-export interface RelayShare {
+interface RelayShare {
   bytes: number;
   spans: number;
   inFlight: number;
