@@ -132,9 +132,6 @@ export type Admission =
 
 export type ClientBook = (req: IncomingMessage) => Admission;
 
-/** The `Proxy-Authenticate` challenge a 407 carries. */
-export const CHALLENGE = 'Basic realm="svc gate"';
-
 // `/_job/<credential>` before a model API path, `/_egress` (the run's own records, for its pod's signer) or `/_traces`
 // (its run's span exports, relayed: forward.ts).
 const JOB_PREFIX = /^\/_job\/([A-Za-z0-9._-]{1,2048})(\/_model\/.*|\/_egress|\/_traces)$/;

@@ -9,7 +9,7 @@ import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
 import {
-  clientBook, CHALLENGE, countWhileOpen, DEFAULT_LIMITS, endConnectionSpan, refuse, refuseRaw, tcpConnect,
+  clientBook, countWhileOpen, DEFAULT_LIMITS, endConnectionSpan, refuse, refuseRaw, tcpConnect,
   type Admission, type Asker, type ClientBook, type ConnectFn, type GateClients, type GateContext, type GateLimits,
   type GateMeter, type GateTrace,
 } from './context.ts';
@@ -89,8 +89,9 @@ function quietly(socket: Duplex): void {
   if (!socket.listeners('error').includes(destroyOnError)) socket.on('error', destroyOnError);
 }
 
+/** The `Proxy-Authenticate` challenge a 407 carries. */
 const challenge = (status: number): Record<string, string> =>
-  status === 407 ? { 'proxy-authenticate': CHALLENGE } : {};
+  status === 407 ? { 'proxy-authenticate': 'Basic realm="svc gate"' } : {};
 
 function createGateServer(
   ctx: GateContext, admit: ClientBook, sockets: Set<Socket>, log: Logger, metrics?: GateMetrics,
