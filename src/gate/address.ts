@@ -1,85 +1,67 @@
 // Destinations as text (docs/gate.md "Address rules"): one normal spelling of a host before any policy sees it, and
 // the IP ranges refused by default, in every IPv6 form that carries an IPv4 address too. No I/O.
-import { isIP } from 'node:net';
+import { BlockList, isIP } from 'node:net';
 import { BadInputError } from '../errors.ts';
 
-interface Range {
-  prefix: readonly number[];
-  bits: number;
-  label: string;
+/** The label of the range an address is in, or null; a public address costs one check, against all the ranges. */
+function ranges(family: 'ipv4' | 'ipv6', rows: Array<[string, number, string]>): (address: string) => string | null {
+  const all = new BlockList();
+  const each = rows.map(([net, bits, label]) => {
+    const list = new BlockList();
+    list.addSubnet(net, bits, family);
+    all.addSubnet(net, bits, family);
+    return { label, list };
+  });
+  return (address) => {
+    if (!all.check(address, family)) return null;
+    return each.find((r) => r.list.check(address, family))?.label ?? null;
+  };
 }
 
 // RFC 6890 special-purpose registries, the parts a destination must never be.
-const V4_REFUSED: readonly Range[] = [
-  { prefix: [0, 0, 0, 0], bits: 8, label: '"this network" 0.0.0.0/8' },
-  { prefix: [10, 0, 0, 0], bits: 8, label: 'private 10.0.0.0/8' },
-  { prefix: [100, 64, 0, 0], bits: 10, label: 'CGNAT 100.64.0.0/10' },
-  { prefix: [127, 0, 0, 0], bits: 8, label: 'loopback 127.0.0.0/8' },
-  { prefix: [169, 254, 0, 0], bits: 16, label: 'link-local (metadata) 169.254.0.0/16' },
-  { prefix: [172, 16, 0, 0], bits: 12, label: 'private 172.16.0.0/12' },
-  { prefix: [192, 0, 0, 0], bits: 24, label: 'IETF protocol assignments 192.0.0.0/24' },
-  { prefix: [192, 0, 2, 0], bits: 24, label: 'documentation 192.0.2.0/24' },
-  { prefix: [192, 168, 0, 0], bits: 16, label: 'private 192.168.0.0/16' },
-  { prefix: [198, 18, 0, 0], bits: 15, label: 'benchmarking 198.18.0.0/15' },
-  { prefix: [198, 51, 100, 0], bits: 24, label: 'documentation 198.51.100.0/24' },
-  { prefix: [203, 0, 113, 0], bits: 24, label: 'documentation 203.0.113.0/24' },
-  { prefix: [224, 0, 0, 0], bits: 4, label: 'multicast 224.0.0.0/4' },
-  { prefix: [255, 255, 255, 255], bits: 32, label: 'broadcast 255.255.255.255' },
-  { prefix: [240, 0, 0, 0], bits: 4, label: 'reserved 240.0.0.0/4' },
-];
+const refusedV4 = ranges('ipv4', [
+  ['0.0.0.0', 8, '"this network" 0.0.0.0/8'],
+  ['10.0.0.0', 8, 'private 10.0.0.0/8'],
+  ['100.64.0.0', 10, 'CGNAT 100.64.0.0/10'],
+  ['127.0.0.0', 8, 'loopback 127.0.0.0/8'],
+  ['169.254.0.0', 16, 'link-local (metadata) 169.254.0.0/16'],
+  ['172.16.0.0', 12, 'private 172.16.0.0/12'],
+  ['192.0.0.0', 24, 'IETF protocol assignments 192.0.0.0/24'],
+  ['192.0.2.0', 24, 'documentation 192.0.2.0/24'],
+  ['192.168.0.0', 16, 'private 192.168.0.0/16'],
+  ['198.18.0.0', 15, 'benchmarking 198.18.0.0/15'],
+  ['198.51.100.0', 24, 'documentation 198.51.100.0/24'],
+  ['203.0.113.0', 24, 'documentation 203.0.113.0/24'],
+  ['224.0.0.0', 4, 'multicast 224.0.0.0/4'],
+  ['255.255.255.255', 32, 'broadcast 255.255.255.255'],
+  ['240.0.0.0', 4, 'reserved 240.0.0.0/4'],
+]);
 
-const V6_REFUSED: readonly Range[] = [
-  { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], bits: 128, label: 'unspecified ::' },
-  { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], bits: 128, label: 'loopback ::1' },
+const refusedV6 = ranges('ipv6', [
+  ['::', 128, 'unspecified ::'],
+  ['::1', 128, 'loopback ::1'],
   // Deprecated forms that carry an IPv4 address: ::/96 plainly, Teredo XOR-ed.
-  { prefix: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], bits: 96, label: 'IPv4-compatible ::/96' },
-  { prefix: [0x00, 0x64, 0xff, 0x9b, 0, 1], bits: 48, label: 'local-use NAT64 64:ff9b:1::/48' },
-  { prefix: [0x01, 0x00, 0, 0, 0, 0, 0, 0], bits: 64, label: 'discard 100::/64' },
-  { prefix: [0x20, 0x01, 0, 0], bits: 32, label: 'Teredo 2001::/32' },
-  { prefix: [0x20, 0x01, 0x0d, 0xb8], bits: 32, label: 'documentation 2001:db8::/32' },
-  { prefix: [0xfc], bits: 7, label: 'unique local fc00::/7' },
-  { prefix: [0xfe, 0x80], bits: 10, label: 'link-local fe80::/10' },
-  { prefix: [0xfe, 0xc0], bits: 10, label: 'site-local fec0::/10' },
-  { prefix: [0xff], bits: 8, label: 'multicast ff00::/8' },
-];
+  ['::', 96, 'IPv4-compatible ::/96'],
+  ['64:ff9b:1::', 48, 'local-use NAT64 64:ff9b:1::/48'],
+  ['100::', 64, 'discard 100::/64'],
+  ['2001::', 32, 'Teredo 2001::/32'],
+  ['2001:db8::', 32, 'documentation 2001:db8::/32'],
+  ['fc00::', 7, 'unique local fc00::/7'],
+  ['fe80::', 10, 'link-local fe80::/10'],
+  ['fec0::', 10, 'site-local fec0::/10'],
+  ['ff00::', 8, 'multicast ff00::/8'],
+]);
 
-function inRange(bytes: Uint8Array, range: Range): boolean {
-  let bits = range.bits;
-  for (let i = 0; bits > 0; i++, bits -= 8) {
-    const mask = bits >= 8 ? 0xff : (0xff << (8 - bits)) & 0xff;
-    if (((bytes[i] ?? 0) & mask) !== ((range.prefix[i] ?? 0) & mask)) return false;
-  }
-  return true;
-}
-
-function parseV4(text: string): Uint8Array {
-  return Uint8Array.from(text.split('.').map(Number));
-}
-
-/** 16 bytes of a valid IPv6 literal (with `::` and an optional dotted-quad tail); the zone id is ignored. */
+/** 16 bytes of a valid IPv6 literal; the zone id is ignored. */
 function parseV6(text: string): Uint8Array {
-  const bare = text.split('%')[0] ?? '';
-  const out = new Uint8Array(16);
-  const words = (part: string): number[] => {
-    if (part === '') return [];
-    const result: number[] = [];
-    for (const piece of part.split(':')) {
-      if (piece.includes('.')) {
-        const [a = 0, b = 0, c = 0, d = 0] = parseV4(piece);
-        result.push((a << 8) | b, (c << 8) | d);
-      } else result.push(parseInt(piece, 16));
-    }
-    return result;
-  };
-  const gap = bare.indexOf('::');
-  const head = words(gap >= 0 ? bare.slice(0, gap) : bare);
-  const tail = gap >= 0 ? words(bare.slice(gap + 2)) : [];
-  const all = [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail];
-  all.forEach((word, i) => {
-    out[i * 2] = word >> 8;
-    out[i * 2 + 1] = word & 0xff;
-  });
-  return out;
+  // The URL parser writes every spelling as hex words (a dotted-quad tail too), with at most one `::`.
+  const [head = '', tail] = new URL(`http://[${text.split('%')[0]}]/`).hostname.slice(1, -1).split('::');
+  const words = (part: string): number[] => (part === '' ? [] : part.split(':').map((w) => parseInt(w, 16)));
+  const gap = tail === undefined ? 0 : 8 - words(head).length - words(tail).length;
+  const all = [...words(head), ...new Array<number>(gap).fill(0), ...words(tail ?? '')];
+  const bytes = new DataView(new ArrayBuffer(16));
+  all.forEach((word, i) => bytes.setUint16(i * 2, word));
+  return new Uint8Array(bytes.buffer);
 }
 
 /** The IPv4 address an IPv6 address carries and how (mapped, NAT64, 6to4), or null. */
@@ -93,22 +75,15 @@ function embeddedV4(b: Uint8Array): { v4: Uint8Array; form: string } | null {
   return null;
 }
 
-function refusedV4(bytes: Uint8Array): string | null {
-  return V4_REFUSED.find((r) => inRange(bytes, r))?.label ?? null;
-}
-
 /** Why `address` is not a public destination (its range's label), or null; anything not an IP literal is refused. */
 export function refusedRange(address: string): string | null {
   const family = isIP(address);
-  if (family === 4) return refusedV4(parseV4(address));
+  if (family === 4) return refusedV4(address);
   if (family !== 6) return 'not an IP address';
-  const bytes = parseV6(address);
-  const inner = embeddedV4(bytes);
-  if (inner) {
-    const label = refusedV4(inner.v4);
-    if (label) return `${inner.form} ${label}`;
-  }
-  return V6_REFUSED.find((r) => inRange(bytes, r))?.label ?? null;
+  const inner = embeddedV4(parseV6(address));
+  const label = inner ? refusedV4(inner.v4.join('.')) : null;
+  if (inner && label) return `${inner.form} ${label}`;
+  return refusedV6(address);
 }
 
 /**
@@ -117,7 +92,7 @@ export function refusedRange(address: string): string | null {
  */
 export function canonicalAddress(address: string): string | null {
   const family = isIP(address);
-  if (family === 4) return parseV4(address).join('.');
+  if (family === 4) return address;
   if (family !== 6 || address.includes('%')) return null;
   const bytes = parseV6(address);
   const inner = embeddedV4(bytes);
@@ -148,14 +123,12 @@ export function parsePort(text: string): number {
 /** A host name or IP literal in its one normal spelling; IPv6 given without brackets. */
 export function normaliseHost(raw: string): { host: string; literal: boolean } {
   if (raw === '' || FORBIDDEN.test(raw)) throw new BadHostError(`host "${raw}" is not a host name`);
-  if (isIP(raw) === 6) {
-    const canonical = canonicalAddress(raw);
-    if (canonical === null) throw new BadHostError(`host "${raw}" is not a host name`);
-    return { host: canonical, literal: true };
-  }
+  // FORBIDDEN refused a zone id (`%`): every IPv6 literal left has its canonical spelling.
+  if (isIP(raw) === 6) return { host: canonicalAddress(raw) as string, literal: true };
   let hostname: string;
   try {
-    // The WHATWG URL parser lower-cases, applies IDNA (punycode) and reads every IPv4 spelling (0x7f.1, 2130706433).
+    // The WHATWG URL parser lower-cases, applies IDNA (punycode) and writes every IPv4 spelling (0x7f.1, 2130706433)
+    // as its dotted quad.
     hostname = new URL(`http://${raw}/`).hostname;
   } catch {
     throw new BadHostError(`host "${raw}" is not a host name`);
@@ -165,8 +138,7 @@ export function normaliseHost(raw: string): { host: string; literal: boolean } {
   if (host === '' || host.endsWith('.') || host.startsWith('.') || host.includes('..')) {
     throw new BadHostError(`host "${raw}" is not a host name`);
   }
-  if (isIP(host) === 4) return { host: canonicalAddress(host) ?? host, literal: true };
-  return { host, literal: false };
+  return { host, literal: isIP(host) === 4 };
 }
 
 /** `[v6]:port`, `[v6]`, `host:port` or `host`; a bare IPv6 literal (more than one colon) comes back whole. */

@@ -9,7 +9,7 @@ import { credentialFromProxyAuthorization, verifyJobCredential, type JobIdentity
 import type { ModelRoute } from './model-apis.ts';
 import type { EgressRecord } from './evidence.ts';
 import type { PriceTable } from './prices.ts';
-import type { RelayShare } from './run-records.ts';
+import type { RunRecords } from './run-records.ts';
 import { OpenSpan, parseTraceparent, type SpanContext, type Tracer } from '../trace.ts';
 
 /** Opens a TCP connection to an address the gate has already checked (an IP literal, never a name). */
@@ -42,8 +42,8 @@ export interface GateContext {
   meter: GateMeter | null;
   /** Null: tracing off. */
   trace: GateTrace | null;
-  /** Null for a run the gate let go. */
-  relayShare(run: string): RelayShare | null;
+  /** What the gate keeps of each run: its records, and its share of span exports. */
+  runs: RunRecords;
 }
 
 /** docs/gate.md "Metered cost" and "Budgets". */
@@ -131,9 +131,6 @@ export type Admission =
   | { admitted: false; status: 407 | 429; reason: string; who: JobIdentity | null; url: string };
 
 export type ClientBook = (req: IncomingMessage) => Admission;
-
-/** The `Proxy-Authenticate` challenge a 407 carries. */
-export const CHALLENGE = 'Basic realm="svc gate"';
 
 // `/_job/<credential>` before a model API path, `/_egress` (the run's own records, for its pod's signer) or `/_traces`
 // (its run's span exports, relayed: forward.ts).

@@ -30,6 +30,7 @@ export interface EgressRecord {
 
 export interface MeteredCall {
   model: string | null;
+  /** The uncached input; cached input is `cache_read`. */
   tokens_in: number;
   tokens_out: number;
   cache_read: number;
@@ -39,6 +40,9 @@ export interface MeteredCall {
   /** Why the usage could not be read; null when it was. */
   unknown: string | null;
 }
+
+/** Tokens of one call as the API counted them. */
+export type CallTokens = Omit<MeteredCall, 'usd' | 'unknown'>;
 
 function readMetered(value: unknown): MeteredCall {
   const o = obj(value);
@@ -100,30 +104,25 @@ export interface EgressDenial {
 
 export interface EgressSummary {
   connections: number;
-  allowed: number;
   denied: number;
-  bytesUp: number;
-  bytesDown: number;
   hosts: EgressHost[];
   denials: EgressDenial[];
 }
 
 /** Running totals, and counts per destination and per refusal keyed by host and port (and reason). */
-export type EgressTally = Pick<EgressSummary, 'connections' | 'allowed' | 'bytesUp' | 'bytesDown'> & {
+export type EgressTally = Pick<EgressSummary, 'connections' | 'denied'> & {
   hosts: Map<string, EgressHost>;
   denials: Map<string, EgressDenial>;
 };
 
 export function newTally(): EgressTally {
-  return { connections: 0, allowed: 0, bytesUp: 0, bytesDown: 0, hosts: new Map(), denials: new Map() };
+  return { connections: 0, denied: 0, hosts: new Map(), denials: new Map() };
 }
 
 /** Counts one record; false when it named a destination or refusal past the `cap` of each (so in no entry). */
 export function tallyRecord(t: EgressTally, r: EgressRecord, cap = Infinity): boolean {
   t.connections += 1;
-  t.bytesUp += r.bytesUp;
-  t.bytesDown += r.bytesDown;
-  if (r.decision === 'allowed') t.allowed += 1;
+  if (r.decision === 'denied') t.denied += 1;
   const key = `${r.host}\u0000${r.port}`;
   let host = t.hosts.get(key);
   if (!host && t.hosts.size < cap) {
@@ -151,8 +150,8 @@ export function tallyRecord(t: EgressTally, r: EgressRecord, cap = Infinity): bo
 /** The tally with its destinations most connections first, and its refusals most frequent first. */
 export function tallySummary(t: EgressTally): EgressSummary {
   return {
-    connections: t.connections, allowed: t.allowed, denied: t.connections - t.allowed, bytesUp: t.bytesUp,
-    bytesDown: t.bytesDown, hosts: [...t.hosts.values()].sort((a, b) => b.allowed + b.denied - (a.allowed + a.denied)),
+    connections: t.connections, denied: t.denied,
+    hosts: [...t.hosts.values()].sort((a, b) => b.allowed + b.denied - (a.allowed + a.denied)),
     denials: [...t.denials.values()].sort((a, b) => b.count - a.count),
   };
 }

@@ -7,9 +7,8 @@ import { BadHostError, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
 import { gateSpanId, refuse, type Asker, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS, freeEndpoint, modelPath } from './model-apis.ts';
-import { arrivingRecord, type EgressRecord, type MeteredCall } from './evidence.ts';
+import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { usageMeter, type UsageMeter } from './usage.ts';
-import { callCost, type PriceTable } from './prices.ts';
 import { formatTraceparent, ownTraceExport, parseTraceparent } from '../trace.ts';
 import { MiB, parseJson, readBody } from '../http/body.ts';
 import { HttpError } from '../http/http-error.ts';
@@ -27,9 +26,11 @@ const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS]);
 // Metering reads the response's usage as it passes: the gate asks for it uncompressed.
 const METERED_DROP = new Set([...MODEL_DROP, 'accept-encoding']);
 
-/** rawHeaders without the dropped names and without any the Connection header lists. */
-function keepHeaders(raw: readonly string[], drop: ReadonlySet<string>): string[] {
-  const listed = new Set(values(raw, 'connection').flatMap((v) => v.split(',')).map((t) => t.trim().toLowerCase()));
+/** A message's raw headers without the dropped names and without any its Connection header lists. */
+function keepHeaders(msg: IncomingMessage, drop: ReadonlySet<string>): string[] {
+  const connection = msg.headersDistinct.connection ?? [];
+  const listed = new Set(connection.flatMap((v) => v.split(',')).map((t) => t.trim().toLowerCase()));
+  const raw = msg.rawHeaders;
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = (raw[i] ?? '').toLowerCase();
@@ -42,21 +43,15 @@ function keepHeaders(raw: readonly string[], drop: ReadonlySet<string>): string[
 // the gate never decided (request smuggling). CONNECT never reaches here.
 const NO_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE']);
 
-function values(raw: readonly string[], name: string): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.toLowerCase() === name) out.push(raw[i + 1] ?? '');
-  return out;
-}
-
 /**
  * The framing the gate writes upstream, its own for exactly the bytes node's parser read: the header pair it adds
  * (none for a bodiless request: node then sends no length) and whether a body follows; or why it is refused.
  */
 type Framing = { header: string[]; body: boolean } | { refused: string };
 
-function requestFraming(method: string, raw: readonly string[]): Framing {
-  const codings = values(raw, 'transfer-encoding');
-  const lengths = values(raw, 'content-length');
+function requestFraming(method: string, headers: IncomingMessage['headersDistinct']): Framing {
+  const codings = headers['transfer-encoding'] ?? [];
+  const lengths = headers['content-length'] ?? [];
   if (codings.length > 0 && lengths.length > 0) {
     return { refused: 'a request with both Transfer-Encoding and Content-Length is refused' };
   }
@@ -93,29 +88,24 @@ export async function handleRequest(
   ctx: GateContext, asker: Asker, url: string, req: IncomingMessage, res: ServerResponse,
 ): Promise<void> {
   if (url === '/_traces') return relayTraces(ctx, asker, req, res);
-  const started = Date.now();
   const base = arrivingRecord(url.startsWith('/_model/') ? 'model' : 'http', asker, { method: req.method ?? null });
   // A model call the meter holds (a budgeted run's calls under way) is released once, as its record is counted.
   let release = (): void => {};
   const settle = (record: EgressRecord): void => {
-    try {
-      ctx.record(record, asker);
-    } finally {
-      release();
-    }
+    ctx.record(record, asker);
+    release();
   };
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}, headers = {}): void => {
     req.resume();
     refuse(res, status, reason, headers);
-    settle({ ...base, ...extra, reason, status, ms: Date.now() - started });
+    settle({ ...base, ...extra, reason, status });
   };
   const method = req.method ?? 'GET';
-  const framing = requestFraming(method, req.rawHeaders);
+  const framing = requestFraming(method, req.headersDistinct);
   if ('refused' in framing) return deny(400, framing.refused);
   let plan: Plan;
   try {
-    const raw = req.rawHeaders;
-    const planned = base.kind === 'model' ? planModel(ctx, method, url, raw) : planPlain(url, raw);
+    const planned = base.kind === 'model' ? planModel(ctx, method, url, req) : planPlain(url, req);
     if ('refused' in planned) return deny(planned.status, planned.refused);
     plan = planned;
   } catch (err) {
@@ -127,29 +117,21 @@ export async function handleRequest(
   if (over) return deny(429, over);
   const held = plan.metered ? ctx.meter?.hold?.(asker) : undefined;
   if (typeof held === 'string') return deny(429, held, {}, { 'retry-after': '1' });
-  if (held) {
-    // Once only, however the call ends (a socket that would not open too): a second release would let the run
-    // past its calls in flight.
-    release = () => {
-      release = () => {};
-      held();
-    };
-  }
+  if (held) release = held;
   base.host = plan.dest.host;
   base.port = plan.dest.port;
   const decision = await decide(plan.dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   const allowed = { ...base, decision: 'allowed' as const, rule: decision.rule, address: decision.address };
   if (req.socket.destroyed) {
-    settle({ ...allowed, reason: 'client went away before the connection opened', ms: Date.now() - started });
+    settle({ ...allowed, reason: 'client went away before the connection opened' });
     return;
   }
   plan.headers.push(...framing.header);
   // The run's trace goes on with the gate's span as the parent (a client's own traceparent was dropped).
   if (asker.span) plan.headers.push('traceparent', formatTraceparent(asker.span.context));
   try {
-    send(ctx, req, res, plan, framing.body, decision.address, (extra) =>
-      settle({ ...allowed, ...extra, ms: Date.now() - started }));
+    send(ctx, req, res, plan, framing.body, decision.address, (extra) => settle({ ...allowed, ...extra }));
   } catch (err) {
     release();
     throw err;
@@ -161,18 +143,13 @@ export async function handleRequest(
 const RELAY = { bytes: 16 * MiB, spans: 10_000, inFlight: 2 };
 const RELAY_SPENT = `this job has sent the ${RELAY.bytes / MiB} MiB or ${RELAY.spans} spans the gate relays for a job`;
 
-/**
- * `POST /_job/<credential>/_traces` (docs/deploy.md#traces): a pod's run exports its spans here, and the gate sends
- * them on to its own collector with its own headers (a secret no pod holds), only when every span is the job's own
- * (ownTraceExport): an agent may neither put spans into another run's trace nor pass for svc's servers. Each export
- * is recorded like a connection (kind `traces`) and counted against the job's share (RELAY).
- */
+/** `POST /_job/<credential>/_traces` (docs/deploy.md#traces): a pod's span exports, sent on to the gate's own
+ * collector only when every span is the job's own (ownTraceExport), recorded as kind `traces`, within RELAY. */
 async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const started = Date.now();
   const tracer = ctx.trace?.tracer;
   const base = arrivingRecord('traces', asker, { method: req.method ?? null });
   const done = (status: number, reason: string | null, extra: Partial<EgressRecord> = {}): void =>
-    ctx.record({ ...base, ...extra, status, reason, ms: Date.now() - started }, asker);
+    ctx.record({ ...base, ...extra, status, reason }, asker);
   const deny = (status: number, reason: string, headers: Record<string, string> = {}): void => {
     req.resume();
     refuse(res, status, reason, headers);
@@ -185,7 +162,7 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
   const collector = URL.parse(tracer.url ?? '');
   base.host = collector?.hostname ?? '';
   base.port = Number(collector?.port) || (collector?.protocol === 'https:' ? 443 : 80);
-  const share = ctx.relayShare(who.run);
+  const share = ctx.runs.relayShare(who.run);
   if (!share) return deny(413, 'this gate let the run go: it relays none of its spans');
   if (share.inFlight >= RELAY.inFlight) {
     return deny(429, `this job has ${share.inFlight} span exports under way already`, { 'retry-after': '1' });
@@ -230,7 +207,7 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
 
 type Planned = Plan | { refused: string; status: number };
 
-function planPlain(url: string, raw: readonly string[]): Planned {
+function planPlain(url: string, req: IncomingMessage): Planned {
   if (!/^http:\/\//i.test(url)) {
     const https = /^https:/i.test(url);
     const refused = https ? 'https goes through CONNECT' : 'not a proxy request (CONNECT, http:// or /_model/)';
@@ -239,12 +216,12 @@ function planPlain(url: string, raw: readonly string[]): Planned {
   const target = URL.parse(url);
   if (!target) return { refused: 'the request target is not a URL', status: 400 };
   if (target.username || target.password) return { refused: 'a URL with userinfo is refused', status: 400 };
-  const headers = [...keepHeaders(raw, REQUEST_DROP), 'host', target.host];
+  const headers = [...keepHeaders(req, REQUEST_DROP), 'host', target.host];
   const dest = parseAuthority(target.host, 80);
   return { dest, path: target.pathname + target.search, headers, tls: null, model: null, metered: false };
 }
 
-function planModel(ctx: GateContext, method: string, url: string, raw: readonly string[]): Planned {
+function planModel(ctx: GateContext, method: string, url: string, req: IncomingMessage): Planned {
   const match = /^\/_model\/([a-z0-9-]+)(\/.*|\?.*)?$/.exec(url);
   const route = match ? ctx.models.get(match[1] ?? '') : undefined;
   if (!match || !route) {
@@ -257,7 +234,7 @@ function planModel(ctx: GateContext, method: string, url: string, raw: readonly 
   // A free call (counting tokens, listing models) carries no usage: metered, it would read as one the gate could not
   // price, and a budgeted run would stop on it.
   const metered = ctx.meter !== null && !freeEndpoint(method, resolved.path);
-  const headers = [...keepHeaders(raw, metered ? METERED_DROP : MODEL_DROP), 'host', route.base.host, route.header,
+  const headers = [...keepHeaders(req, metered ? METERED_DROP : MODEL_DROP), 'host', route.base.host, route.header,
     route.value, ...(metered ? ['accept-encoding', 'identity'] : [])];
   return { dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, model: route.name, metered };
 }
@@ -293,14 +270,14 @@ function send(
     fail(502, `cannot reach the destination (${err.code ?? 'error'})`);
   });
   upstream.on('response', (answer) => {
-    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, keepHeaders(answer.rawHeaders, HOP_BY_HOP));
+    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, keepHeaders(answer, HOP_BY_HOP));
     res.flushHeaders();
     answer.pipe(res);
     answer.on('error', () => res.destroy());
     const status = answer.statusCode ?? 0;
-    if (!plan.metered || plan.model === null || status < 200 || status > 299) return;
+    if (!plan.metered || plan.model === null || !ctx.meter || status < 200 || status > 299) return;
     // After pipe's listener: each chunk is on its way to the client before the meter reads it.
-    const meter = usageMeter(plan.model, plan.path, answer.headers);
+    const meter = usageMeter(plan.model, plan.path, answer.headers, ctx.meter.prices);
     usage = meter;
     answer.on('data', (chunk: Buffer) => meter.push(chunk));
   });
@@ -316,20 +293,8 @@ function send(
     raw.destroy();
     record({
       status: res.statusCode, reason: failure, bytesUp: raw.bytesWritten, bytesDown: raw.bytesRead,
-      ...(usage && ctx.meter ? { metered: meteredCall(ctx.meter.prices, usage) } : {}),
+      ...(usage ? { metered: usage.end() } : {}),
     });
   });
 }
 
-/** The evidence of one metered call: its tokens and price, or why its usage is unknown. */
-function meteredCall(prices: PriceTable, meter: UsageMeter): MeteredCall {
-  const read = meter.end();
-  if (!read.known) {
-    return { model: null, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0, usd: null, unknown: read.reason };
-  }
-  const t = read.tokens;
-  return {
-    model: t.model, tokens_in: t.input, tokens_out: t.output, cache_read: t.cacheRead, cache_write: t.cacheWrite,
-    usd: callCost(prices, t), unknown: null,
-  };
-}

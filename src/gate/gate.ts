@@ -9,7 +9,7 @@ import { handleConnect } from './tunnel.ts';
 import { handleRequest } from './forward.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
 import {
-  clientBook, CHALLENGE, countWhileOpen, DEFAULT_LIMITS, endConnectionSpan, refuse, refuseRaw, tcpConnect,
+  clientBook, countWhileOpen, DEFAULT_LIMITS, endConnectionSpan, refuse, refuseRaw, tcpConnect,
   type Admission, type Asker, type ClientBook, type ConnectFn, type GateClients, type GateContext, type GateLimits,
   type GateMeter, type GateTrace,
 } from './context.ts';
@@ -68,20 +68,15 @@ function answerEgress(asker: Asker, runs: RunRecords, req: IncomingMessage, res:
   req.resume();
   if (req.method !== 'GET' || !asker.who) return refuse(res, 405, 'the egress records are read with GET');
   const run = asker.who.run;
-  const answer = runs.of(run);
-  const headers = { 'content-type': 'application/json', 'cache-control': 'no-store' };
+  const kept = runs.of(run);
   const policy = { allow: asker.policy.allow.map((p) => p.text), deny: asker.policy.deny.map((p) => p.text) };
-  if (!answer.known) {
-    const reason = answer.evicted
+  const body = kept.known ? { ...kept.egress, known: true, max_usd: asker.who.maxUsd ?? null } : {
+    known: false, evicted: kept.evicted, reason: kept.evicted
       ? 'this gate let the run\'s records go (it keeps the most recently active runs)'
-      : 'this gate has no record of the run since it started';
-    res.writeHead(404, headers);
-    res.end(JSON.stringify({ run, since: runs.since, known: false, evicted: answer.evicted, reason, policy }));
-    return;
-  }
-  res.writeHead(200, headers);
-  const budget = { max_usd: asker.who.maxUsd ?? null };
-  res.end(JSON.stringify({ ...answer.egress, run, since: runs.since, known: true, policy, ...budget }));
+      : 'this gate has no record of the run since it started',
+  };
+  res.writeHead(kept.known ? 200 : 404, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.end(JSON.stringify({ run, since: runs.since, policy, ...body }));
 }
 
 function destroyOnError(this: Duplex): void {
@@ -94,11 +89,12 @@ function quietly(socket: Duplex): void {
   if (!socket.listeners('error').includes(destroyOnError)) socket.on('error', destroyOnError);
 }
 
+/** The `Proxy-Authenticate` challenge a 407 carries. */
 const challenge = (status: number): Record<string, string> =>
-  status === 407 ? { 'proxy-authenticate': CHALLENGE } : {};
+  status === 407 ? { 'proxy-authenticate': 'Basic realm="svc gate"' } : {};
 
 function createGateServer(
-  ctx: GateContext, admit: ClientBook, runs: RunRecords, sockets: Set<Socket>, log: Logger, metrics?: GateMetrics,
+  ctx: GateContext, admit: ClientBook, sockets: Set<Socket>, log: Logger, metrics?: GateMetrics,
 ): Server {
   const server = createServer({ maxHeaderSize: ctx.limits.maxHeaderBytes, noDelay: true });
   server.headersTimeout = Math.min(ctx.limits.idleMs, 30_000);
@@ -128,7 +124,7 @@ function createGateServer(
       refuse(res, admission.status, admission.reason, challenge(admission.status));
       return ctx.record(refusedRecord(req, admission));
     }
-    if (admission.url === '/_egress') return answerEgress(admission.asker, runs, req, res);
+    if (admission.url === '/_egress') return answerEgress(admission.asker, ctx.runs, req, res);
     handleRequest(ctx, admission.asker, admission.url, req, res)
       .catch((err) => onError(err, admission.asker, () => refuse(res, 502, 'internal error')));
   });
@@ -156,7 +152,6 @@ function createGateServer(
 }
 
 export async function startGate(options: GateOptions): Promise<Gate> {
-  const records = options.onRecord ?? (() => {});
   const runs = new RunRecords();
   const log = options.log ?? createLogger('gate');
   const ctx: GateContext = {
@@ -168,13 +163,14 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     meter: options.meter ?? null,
     // Tracing off (no endpoint): no spans are made and no traceparent is sent (docs/deploy.md#traces).
     trace: options.trace?.tracer.enabled ? options.trace : null,
-    relayShare: (run) => runs.relayShare(run),
+    runs,
     record: (whole, asker) => {
       try {
-        const r = boundedRecord(whole);
+        // Every record's time is when its connection arrived, so its duration is taken here, as it is recorded.
+        const r = boundedRecord({ ...whole, ms: Date.now() - Date.parse(whole.time) });
         endConnectionSpan(asker, r);
         runs.add(r);
-        records(r);
+        options.onRecord?.(r);
         options.metrics?.recorded(r);
       } catch {
         // The evidence sink's failure must not break a connection; the writer surfaces its own errors.
@@ -186,7 +182,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   const servers: Server[] = [];
   let port: number | null = null;
   const serve = async (where: string | number): Promise<Server> => {
-    const server = createGateServer(ctx, admit, runs, sockets, log, options.metrics);
+    const server = createGateServer(ctx, admit, sockets, log, options.metrics);
     servers.push(server);
     if (typeof where === 'string') server.listen(where);
     else server.listen(where, options.tcpHost ?? '127.0.0.1');

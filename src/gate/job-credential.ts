@@ -41,7 +41,7 @@ export function mintJobCredential(secret: Buffer, who: JobIdentity, expiresAt: n
   return `${PREFIX}.${payload}.${mac(secret, payload).toString('base64url')}`;
 }
 
-export function verifyJobCredential(secret: Buffer, credential: string, now = Date.now()): JobIdentity | null {
+export function verifyJobCredential(secret: Buffer, credential: string): JobIdentity | null {
   if (credential.length > 2048) return null;
   const parts = credential.split('.');
   if (parts.length !== 3 || parts[0] !== PREFIX) return null;
@@ -55,7 +55,7 @@ export function verifyJobCredential(secret: Buffer, credential: string, now = Da
   const run = str(o.run);
   const repo = typeof o.repo === 'string' ? o.repo : null;
   const exp = typeof o.exp === 'number' ? o.exp : NaN;
-  if (!job || !run || repo === null || !(exp > now)) return null;
+  if (!job || !run || repo === null || !(exp > Date.now())) return null;
   // A budget claim the gate cannot hold the run to is no credential (never read as "no budget").
   const usd = o.usd === undefined ? {} : typeof o.usd === 'number' && Number.isFinite(o.usd) && o.usd > 0
     ? { maxUsd: o.usd } : null;

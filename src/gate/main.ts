@@ -2,7 +2,7 @@
 // Every client presents its job's credential and gets its repository's policy.
 import { readFileSync } from 'node:fs';
 import { startGate } from './gate.ts';
-import { GatePolicyError, parseGatePolicy, type GatePolicy } from './policy.ts';
+import { GatePolicyError, parseGatePolicy, type GatePolicy, type HostPattern } from './policy.ts';
 import { readGateSecret } from './job-credential.ts';
 import { modelRoutesFromEnv } from './model-apis.ts';
 import { createLogger } from '../log.ts';
@@ -28,8 +28,12 @@ export function repoPolicy(policies: GatePolicies, repo: string): GatePolicy {
   return policies.repos.get(repo.toLowerCase()) ?? policies.fallback;
 }
 
-export function loadGatePolicy(path: string | null): GatePolicies {
-  if (path === null) return { fallback: { allow: [], deny: [] }, repos: new Map() };
+export function loadGatePolicy(path: string | null, models: readonly HostPattern[] = []): GatePolicies {
+  const parse = (value: { allow?: unknown; deny?: unknown }): GatePolicy => {
+    const policy = parseGatePolicy(value);
+    return { allow: [...policy.allow, ...models], deny: policy.deny };
+  };
+  if (path === null) return { fallback: parse({}), repos: new Map() };
   const value: unknown = JSON.parse(readFileSync(path, 'utf8'));
   if (!isJsonObject(value)) throw new GatePolicyError(path, 'must be {"allow": [...], "deny": [...], "repos": {...}}');
   const repos = new Map<string, GatePolicy>();
@@ -43,10 +47,10 @@ export function loadGatePolicy(path: string | null): GatePolicies {
       if (repos.has(key)) {
         throw new GatePolicyError(`repos.${name}`, 'names a repository already listed (in another case)');
       }
-      repos.set(key, parseGatePolicy(entry));
+      repos.set(key, parse(entry));
     }
   }
-  return { fallback: parseGatePolicy(value), repos };
+  return { fallback: parse(value), repos };
 }
 
 /** Serves until SIGINT/SIGTERM, each connection a JSON line on stdout; a flag wins over its variable. */
@@ -65,21 +69,16 @@ export async function serveGateForever(
   const accessLog = settingChoice(env, 'SVC_ACCESS_LOG') === '1';
   const log = createLogger('gate');
   const routes = modelRoutesFromEnv(env);
-  const policies = loadGatePolicy(flags.policy ?? setting(env, 'SVC_GATE_POLICY_FILE') ?? null);
+  const models = parseGatePolicy({ allow: routes.map((r) => r.base.host) }).allow;
+  const served = loadGatePolicy(flags.policy ?? setting(env, 'SVC_GATE_POLICY_FILE') ?? null, models);
   const secret = readGateSecret(secretFile);
   const metricsToken = metricsFile ? readMetricsToken(metricsFile, secret) : null;
-  const own = parseGatePolicy({ allow: routes.map((r) => r.base.host) }).allow;
-  const withModels = (p: GatePolicy): GatePolicy => ({ allow: [...p.allow, ...own], deny: p.deny });
-  const fallback = withModels(policies.fallback);
-  const served: GatePolicies = {
-    fallback, repos: new Map([...policies.repos].map(([name, p]) => [name, withModels(p)])),
-  };
   const { meter, count } = sharedMeter(env);
   const tracer = new Tracer(traceSettings(env, 'svc-gate'));
   // The gate cannot know which names the trigger serves: it says which it has, for the operator to compare.
   log.info('gate repository policies', { repos: [...served.repos.keys()] });
   const gate = await startGate({
-    policy: fallback,
+    policy: served.fallback,
     tcpPort: port,
     tcpHost: host,
     models: routes,
@@ -131,7 +130,12 @@ export function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(r
           return `this run has ${run.inFlight} model calls under way (its budget's bound)`;
         }
         run.inFlight += 1;
-        return () => void (run.inFlight -= 1);
+        // Once only, however the call ends: a second release would let the run past its calls in flight.
+        let released = false;
+        return () => {
+          if (!released) run.inFlight -= 1;
+          released = true;
+        };
       },
     },
     count: (record) => {

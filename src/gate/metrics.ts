@@ -37,7 +37,8 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
   bytes.inc(['up'], 0);
   bytes.inc(['down'], 0);
   const countModelUsage = createModelUsage(registry);
-  const log = (method: string, route: string, status: number, seconds: number, size: number, peer: string): void => {
+  const served = (method: string, route: string, status: number, seconds: number, size: number, peer: string) => {
+    requests.observe(route, method, status, seconds);
     accessLog?.info('request', {
       method, route, status, duration_ms: Math.round(seconds * 1e6) / 1e3, bytes: size, request_id: randomUUID(), peer,
     });
@@ -53,9 +54,8 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
       if (m && m.unknown === null) {
         countModelUsage(r.model ?? 'other', m.model ?? 'other', m.tokens_in + m.tokens_out, m.usd ?? 0);
       }
-      requests.observe(route, method, r.status ?? 0, r.ms / 1000);
       // A record names the job its client spoke for, not the client's address: `peer` is the job's id.
-      log(method, route, r.status ?? 0, r.ms / 1000, r.bytesUp + r.bytesDown, r.job ? `job ${r.job}` : '');
+      served(method, route, r.status ?? 0, r.ms / 1000, r.bytesUp + r.bytesDown, r.job ? `job ${r.job}` : '');
     },
     /** Whether it answered the request (GET /metrics), else it is the proxy's. */
     answer(req: IncomingMessage, res: ServerResponse): boolean {
@@ -81,8 +81,7 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
       res.writeHead(status, { ...headers, 'content-length': String(Buffer.byteLength(body)) });
       res.end(req.method === 'HEAD' ? undefined : body);
       const seconds = (performance.now() - started) / 1000;
-      requests.observe(METRICS_ROUTE, req.method, status, seconds);
-      log(req.method ?? '', METRICS_ROUTE, status, seconds, Buffer.byteLength(body), req.socket.remoteAddress ?? '');
+      served(req.method ?? '', METRICS_ROUTE, status, seconds, Buffer.byteLength(body), req.socket.remoteAddress ?? '');
       return true;
     },
   };

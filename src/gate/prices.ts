@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { isJsonObject } from '../untrusted.ts';
 import { errorMessage } from '../errors.ts';
 import { GatePolicyError } from './policy.ts';
-import type { CallTokens } from './usage.ts';
+import type { CallTokens } from './evidence.ts';
 
 export interface ModelPrice {
   input: number;
@@ -70,8 +70,8 @@ export function priceOf(table: PriceTable, model: string | null): ModelPrice | n
 export function callCost(table: PriceTable, tokens: CallTokens): number | null {
   const price = priceOf(table, tokens.model);
   if (!price) return null;
-  const usd = tokens.input * price.input + tokens.output * price.output +
-    tokens.cacheRead * (price.cache_read ?? price.input) + tokens.cacheWrite * (price.cache_write ?? price.input);
+  const usd = tokens.tokens_in * price.input + tokens.tokens_out * price.output +
+    tokens.cache_read * (price.cache_read ?? price.input) + tokens.cache_write * (price.cache_write ?? price.input);
   return usd / 1_000_000;
 }
 

@@ -16,7 +16,7 @@ const NAME_MAX = 256;
 const REASON_MAX = 300;
 
 /** Totals exact even past the records kept (the first ones); `overflow`: `hosts`/`denials` do not name them all. */
-type RunEgress = Pick<EgressSummary, 'connections' | 'denied' | 'hosts' | 'denials'> & {
+type RunEgress = EgressSummary & {
   overflow: boolean;
   records: EgressRecord[];
   /** Every metered model call of the run added up; null when none was metered. */
@@ -24,7 +24,7 @@ type RunEgress = Pick<EgressSummary, 'connections' | 'denied' | 'hosts' | 'denia
 };
 
 /** What a run's pod has sent to `/_traces` and how many of its relays are under way. */
-export interface RelayShare {
+interface RelayShare {
   bytes: number;
   spans: number;
   inFlight: number;
@@ -89,9 +89,8 @@ export class RunRecords {
   of(id: string): { known: true; egress: RunEgress } | { known: false; evicted: boolean } {
     const run = this.runs.get(id);
     if (!run) return { known: false, evicted: this.evicted.has(id) };
-    const { connections, denied, hosts, denials } = tallySummary(run);
     const { overflow, records, metered } = run;
-    return { known: true, egress: { connections, denied, overflow, records, metered, hosts, denials } };
+    return { known: true, egress: { ...tallySummary(run), overflow, records, metered } };
   }
 }
 

@@ -25,12 +25,10 @@ function serverNameMismatch(dest: Destination, serverName: string | null): strin
 export async function handleConnect(
   ctx: GateContext, asker: Asker, req: IncomingMessage, client: Duplex, head: Buffer,
 ): Promise<void> {
-  const started = Date.now();
   const base = arrivingRecord('connect', asker, { host: (req.url ?? '').slice(0, 300) });
-  client.on('error', () => client.destroy());
   const deny = (status: number, reason: string, extra: Partial<EgressRecord> = {}): void => {
     refuseRaw(client, status, reason);
-    ctx.record({ ...base, ...extra, reason, status, ms: Date.now() - started }, asker);
+    ctx.record({ ...base, ...extra, reason, status }, asker);
   };
 
   let dest: Destination;
@@ -46,7 +44,7 @@ export async function handleConnect(
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   const verdict: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };
   const reason = 'client went away before the connection opened';
-  if (client.destroyed) return ctx.record({ ...base, ...verdict, reason, ms: Date.now() - started }, asker);
+  if (client.destroyed) return ctx.record({ ...base, ...verdict, reason }, asker);
 
   const upstream = ctx.connect(decision.address, dest.port);
   let opened = false;
@@ -60,10 +58,8 @@ export async function handleConnect(
     clearTimeout(helloTimer);
     if (opened && !client.writableEnded) client.destroy();
     upstream.destroy();
-    ctx.record({
-      ...base, ...verdict, reason, status, bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead,
-      ms: Date.now() - started,
-    }, asker);
+    const bytes = { bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead };
+    ctx.record({ ...base, ...verdict, reason, status, ...bytes }, asker);
   };
   // The hello decides the tunnel: refused, the client gets a TLS alert and the destination got no byte.
   const refuseHello = (reason: string, alert: boolean): void => {
@@ -100,18 +96,16 @@ export async function handleConnect(
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     awaitHello();
   });
-  upstream.on('timeout', () => {
-    if (!opened) refuseRaw(client, 504, `${dest.host}:${dest.port} did not answer`);
-    finish(opened ? 'idle timeout' : 'connect timeout', opened ? 200 : 504);
-  });
-  upstream.on('error', (err: NodeJS.ErrnoException) => {
-    if (!opened) refuseRaw(client, 502, `cannot reach ${dest.host}:${dest.port} (${err.code ?? 'error'})`);
-    finish(opened ? null : `connect failed: ${err.code ?? 'error'}`, opened ? 200 : 502);
-  });
-  upstream.on('close', () => {
-    if (!opened && !recorded) refuseRaw(client, 502, `cannot reach ${dest.host}:${dest.port}`);
-    finish(opened ? null : 'connection closed', opened ? 200 : 502);
-  });
+  // The upstream's end: before the tunnel opened, a refusal the client is owed (status, why); after, the tunnel's.
+  const upstreamEnded = (status: number, refusal: string, before: string, after: string | null): void => {
+    if (!opened && !recorded) refuseRaw(client, status, refusal);
+    finish(opened ? after : before, opened ? 200 : status);
+  };
+  const where = `${dest.host}:${dest.port}`;
+  upstream.on('timeout', () => upstreamEnded(504, `${where} did not answer`, 'connect timeout', 'idle timeout'));
+  upstream.on('error', ({ code = 'error' }: NodeJS.ErrnoException) =>
+    upstreamEnded(502, `cannot reach ${where} (${code})`, `connect failed: ${code}`, null));
+  upstream.on('close', () => upstreamEnded(502, `cannot reach ${where}`, 'connection closed', null));
   client.on('close', () => {
     if (!opened) finish('client went away', null);
     else finish(checked ? null : 'client closed before its TLS ClientHello', 200);

@@ -1,15 +1,8 @@
 // The usage a model API reports for one call, read from the response bytes as they pass to the client, never buffered:
 // JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
-
-/** Tokens of one call as the API counted them; `input` is the uncached input. */
-export interface CallTokens {
-  model: string | null;
-  input: number;
-  output: number;
-  cacheRead: number;
-  cacheWrite: number;
-}
+import { callCost, type PriceTable } from './prices.ts';
+import type { CallTokens, MeteredCall } from './evidence.ts';
 
 /** Beyond any context window: a bigger count is the response's error. */
 const MAX_TOKENS = 100_000_000;
@@ -152,34 +145,36 @@ function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): 
   const out: Partial<CallTokens> = {};
   if (family === 'anthropic') {
     // input_tokens excludes the cache's tokens; message_delta repeats the running output count.
-    if (has('input_tokens')) out.input = count(u, 'input_tokens', bad);
-    if (has('output_tokens')) out.output = count(u, 'output_tokens', bad);
-    if (has('cache_read_input_tokens')) out.cacheRead = count(u, 'cache_read_input_tokens', bad);
-    if (has('cache_creation_input_tokens')) out.cacheWrite = count(u, 'cache_creation_input_tokens', bad);
+    if (has('input_tokens')) out.tokens_in = count(u, 'input_tokens', bad);
+    if (has('output_tokens')) out.tokens_out = count(u, 'output_tokens', bad);
+    if (has('cache_read_input_tokens')) out.cache_read = count(u, 'cache_read_input_tokens', bad);
+    if (has('cache_creation_input_tokens')) out.cache_write = count(u, 'cache_creation_input_tokens', bad);
   } else if (family === 'openai') {
     // Chat completions say prompt/completion, responses say input/output; both count cached input inside the input.
     const chat = has('prompt_tokens') || has('completion_tokens');
     const details = obj(u[chat ? 'prompt_tokens_details' : 'input_tokens_details']);
     const cached = count(details, 'cached_tokens', bad);
     const input = count(u, chat ? 'prompt_tokens' : 'input_tokens', bad);
-    out.input = Math.max(0, input - cached);
-    out.cacheRead = Math.min(cached, input);
-    out.output = count(u, chat ? 'completion_tokens' : 'output_tokens', bad);
+    out.tokens_in = Math.max(0, input - cached);
+    out.cache_read = Math.min(cached, input);
+    out.tokens_out = count(u, chat ? 'completion_tokens' : 'output_tokens', bad);
   } else {
     // Gemini counts cached input inside the prompt, and bills thinking as output.
     const cached = count(u, 'cachedContentTokenCount', bad);
     const prompt = count(u, 'promptTokenCount', bad);
-    out.input = Math.max(0, prompt - cached);
-    out.cacheRead = Math.min(cached, prompt);
-    out.output = count(u, 'candidatesTokenCount', bad) + count(u, 'thoughtsTokenCount', bad);
+    out.tokens_in = Math.max(0, prompt - cached);
+    out.cache_read = Math.min(cached, prompt);
+    out.tokens_out = count(u, 'candidatesTokenCount', bad) + count(u, 'thoughtsTokenCount', bad);
   }
   return out;
 }
 
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
-/** A meter for one response: JSON or SSE by its type; anything else is `known: false` with the reason. */
-export function usageMeter(route: string, path: string, headers: Readonly<Record<string, unknown>>) {
+/** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
+export function usageMeter(
+  route: string, path: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
+) {
   // The OpenAI-compatible APIs (openrouter, groq, …) read as openai.
   const family: Family = route === 'anthropic' || route === 'gemini' ? route : 'openai';
   const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
@@ -192,7 +187,7 @@ export function usageMeter(route: string, path: string, headers: Readonly<Record
     : sse || json ? null : `the response is not JSON or an event stream (${type.slice(0, 60) || 'no type'})`;
   // Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not.
   const model = /\/models\/([A-Za-z0-9._-]{1,100}):/.exec(path)?.[1] ?? null;
-  const tokens: CallTokens = { model, input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
+  const tokens: CallTokens = { model, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0 };
   const bad: string[] = [];
   let usageSeen = false;
   let picker = new JsonPicker(wanted);
@@ -268,12 +263,14 @@ export function usageMeter(route: string, path: string, headers: Readonly<Record
       if (sse) for (const b of chunk) sseByte(b);
       else picker.push(chunk);
     },
-    end(): { known: true; tokens: CallTokens } | { known: false; reason: string } {
-      if (unreadable) return { known: false, reason: unreadable };
+    end(): MeteredCall {
       if (!sse || eventHasData) take(picker);
-      if (bad.length > 0) return { known: false, reason: `unreadable usage field ${bad[0]!.slice(0, 60)}` };
-      if (!usageSeen) return { known: false, reason: 'the response carried no usage' };
-      return { known: true, tokens };
+      const none = (unknown: string): MeteredCall =>
+        ({ model: null, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0, usd: null, unknown });
+      if (unreadable) return none(unreadable);
+      if (bad.length > 0) return none(`unreadable usage field ${bad[0]!.slice(0, 60)}`);
+      if (!usageSeen) return none('the response carried no usage');
+      return { ...tokens, usd: callCost(prices, tokens), unknown: null };
     },
   };
 }

@@ -1,6 +1,6 @@
 // A pod's receipt network section from the shared gate itself (docs/gate.md "svc gate serve"), asked for once the run
 // container has ended: the run container's files have no say in it.
-import { request } from 'node:http';
+import { get } from 'node:http';
 import { readEgressRecord, type EgressDenial, type EgressHost, type EgressRecord } from '../gate/evidence.ts';
 import { obj, str } from '../untrusted.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
@@ -13,7 +13,7 @@ const MAX_BYTES = 16 * 1024 * 1024;
 /** The gate's answer: a 200 or a 404 (which carries why), and its JSON body. */
 function getJson(url: string): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'GET', agent: false, timeout: TIMEOUT_MS }, (res) => {
+    const req = get(url, { agent: false, timeout: TIMEOUT_MS }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (c: Buffer) => {
@@ -34,7 +34,6 @@ function getJson(url: string): Promise<{ status: number; body: unknown }> {
     });
     req.on('timeout', () => req.destroy(new UnavailableError('the gate did not answer')));
     req.on('error', reject);
-    req.end();
   });
 }
 

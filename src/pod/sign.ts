@@ -14,7 +14,7 @@ import { obj } from '../untrusted.ts';
 import {
   issueReceipt, readEvidence, receiptCost, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt, type ReceiptBody,
   type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck, requiredCheckError,
-  type CheckResult,
+  reportedChecks, type CheckResult,
 } from '../engine/receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { figure } from '../engine/providers.ts';
@@ -94,7 +94,7 @@ function receiptBody(
     repo: (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(s.repo, 'workspace'),
     branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
     spec_sha256: sha256Of(join(ctx.dir, 'spec.md')), provider: strOr(s.provider, 'unknown'),
-    checks: checks.map(({ artifact: _artifact, ...reported }) => reported),
+    checks: reportedChecks(checks),
     diff: {
       files: signed.files.length, insertions: signed.insertions, deletions: signed.deletions,
       patch_sha256: signed.patch_sha256, paths: signed.files.map((f) => f.path),
@@ -255,34 +255,32 @@ const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json'];
  * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
  * regular files only, opened without following a link (the signer's mounts hold the key), capped; never a receipt.
  */
-export function copyRunFolder(from: string, to: string): number {
+export function copyRunFolder(from: string, to: string): void {
   const folder = openRunFolder(from);
   if ('failed' in folder) throw new RefusedError(`No run folder at ${from}`);
   try {
     rmSync(to, { recursive: true, force: true });
     mkdirSync(to, { recursive: true, mode: 0o700 });
-    return copyFrom(folder, to);
+    copyFrom(folder, to);
   } finally {
     folder.close();
   }
 }
 
-function copyFrom(folder: PlainDir, to: string): number {
+function copyFrom(folder: PlainDir, to: string): void {
   let total = 0;
-  let files = 0;
   const write = (dst: string, content: Buffer): void => {
     total += content.length;
     if (total > TOTAL_CAP) throw new RefusedError(`The run folder holds more than ${TOTAL_CAP} bytes`);
     mkdirSync(dirname(dst), { recursive: true, mode: 0o700 });
     writeFileSync(dst, content, { mode: 0o600, flag: 'wx' });
-    files += 1;
   };
   for (const name of TOP_FILES) {
     const content = readPlainIn(folder, name, FILE_CAP);
     if (typeof content !== 'string') write(join(to, name), content);
   }
   const artifacts = openPlainDirIn(folder, 'artifacts');
-  if (typeof artifacts === 'string') return files;
+  if (typeof artifacts === 'string') return;
   try {
     // Links, special and oversized files are not copied: the signer reports what it signs, not these.
     walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
@@ -291,7 +289,6 @@ function copyFrom(folder: PlainDir, to: string): number {
   } finally {
     artifacts.close();
   }
-  return files;
 }
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */

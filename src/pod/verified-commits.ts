@@ -3,7 +3,9 @@
 // clean one, where index-pack names every object by its hash. Never runs git in the workspace, trusts a commit id the
 // clean repository does not hold, or runs a git without a time limit (a hostile workspace must end the job).
 import { RefusedError, errorMessage } from '../errors.ts';
-import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync, type Dirent,
+} from 'node:fs';
 import { isAbsolute, join, resolve, sep } from 'node:path';
 import { git, diffCommits, type DiffResult, type GitRun } from '../engine/git.ts';
 import { runSync } from '../spawn/start.ts';
@@ -32,12 +34,11 @@ export function signerGit(timeoutMs = SIGNER_GIT_TIMEOUT_MS): GitRun {
 /** git reads object folders of alternates that name alternates, five deep (git's own limit). */
 const ALTERNATE_DEPTH = 5;
 
-function kindProblem(path: string): string | null {
-  const st = lstatSync(path, { throwIfNoEntry: false });
-  if (!st || st.isFile() || st.isDirectory()) return null;
-  const kind = st.isFIFO() ? 'a FIFO' : st.isSymbolicLink() ? 'a symbolic link' : st.isSocket() ? 'a socket'
-    : st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : 'not a regular file';
-  return `${path} is ${kind}`;
+function kindProblem(entry: Dirent): string | null {
+  if (entry.isFile() || entry.isDirectory()) return null;
+  const kind = entry.isFIFO() ? 'a FIFO' : entry.isSymbolicLink() ? 'a symbolic link' : entry.isSocket() ? 'a socket'
+    : entry.isCharacterDevice() || entry.isBlockDevice() ? 'a device' : 'not a regular file';
+  return `${join(entry.parentPath, entry.name)} is ${kind}`;
 }
 
 /**
@@ -45,15 +46,10 @@ function kindProblem(path: string): string | null {
  * holding anything but regular files and folders: a FIFO blocks the git that opens it, a device never ends.
  */
 function refuseSpecialFiles(objects: string, root: string, depth = 0): void {
-  const pending = [objects];
-  while (pending.length) {
-    const dir = pending.pop()!;
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const path = join(dir, entry.name);
-      const problem = kindProblem(path);
-      if (problem) throw new UnverifiableError(`The workspace's git objects hold a special file: ${problem}`);
-      if (entry.isDirectory()) pending.push(path);
-    }
+  // A recursive listing never follows a link: it lists it, and a link is refused.
+  for (const entry of readdirSync(objects, { withFileTypes: true, recursive: true })) {
+    const problem = kindProblem(entry);
+    if (problem) throw new UnverifiableError(`The workspace's git objects hold a special file: ${problem}`);
   }
   const alternates = join(objects, 'info', 'alternates');
   if (lstatSync(alternates, { throwIfNoEntry: false }) === undefined) return;
@@ -98,12 +94,11 @@ function bare(path: string, run: GitRun): (args: string[]) => string {
  */
 export function verifyCommits(
   workspace: string, scratch: string, base: string, head: string, branch: string, originUrl: string | null = null,
-  run: GitRun = signerGit(),
 ): VerifiedCommits {
   if (!COMMIT_ID.test(base) || !COMMIT_ID.test(head)) throw new UnverifiableError('The run reported no head commit');
   const objects = objectsDirOf(workspace);
   try {
-    return copyAndDiff(objects, scratch, base, head, branch, originUrl, run);
+    return copyAndDiff(objects, scratch, base, head, branch, originUrl, signerGit());
   } catch (err) {
     if (err instanceof UnverifiableError) throw err;
     throw new UnverifiableError(`The signer's git failed: ${errorMessage(err)}`);
@@ -161,7 +156,8 @@ function copyAndDiff(
 }
 
 /** `.svc/policy.json` as the base commit holds it (the checks the agent could not choose); defaults when absent. */
-export function policyAt(repo: string, base: string, run: GitRun = signerGit()): Policy {
+export function policyAt(repo: string, base: string): Policy {
+  const run = signerGit();
   let text: string;
   try {
     // Absent is the defaults; any other failure (a git out of time) must not quietly become "no checks required".

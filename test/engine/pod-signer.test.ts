@@ -4,10 +4,10 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import {
-  chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync,
-  renameSync,
+  chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync,
+  writeFileSync, renameSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { verifyCommits, policyAt, signerGit, UnverifiableError } from '../../src/pod/verified-commits.ts';
@@ -248,7 +248,10 @@ describe('copyRunFolder', () => {
     symlinkSync(secret, join(from, 'events.jsonl'));
     symlinkSync(root, join(from, 'artifacts', 'dir-link'));
     const to = join(root, 'run-to');
-    assert.equal(copyRunFolder(from, to), 3);
+    copyRunFolder(from, to);
+    const copied = readdirSync(to, { recursive: true, withFileTypes: true }).filter((e) => !e.isDirectory());
+    assert.deepEqual(copied.map((e) => relative(to, join(e.parentPath, e.name))).sort(),
+      ['artifacts/checks/test.log', 'artifacts/evidence.json', 'state.json']);
     assert.equal(readFileSync(join(to, 'artifacts', 'evidence.json'), 'utf8'), '{"e":1}');
     assert.equal(readFileSync(join(to, 'artifacts', 'checks', 'test.log'), 'utf8'), 'ok');
     for (const gone of ['artifacts/receipt.json', 'artifacts/leak.txt', 'events.jsonl', 'artifacts/dir-link']) {
