@@ -9,17 +9,20 @@ import { eventData } from './event-bus.ts';
 import { str } from '../untrusted.ts';
 import type { IngestResult } from '../client/types.ts';
 
+/** Also each named run's start as stored, for the metrics, which would otherwise read every run again. */
 export function storeBatch(
   deps: ControlDeps, batch: IngestBatch, opts: { deliverControl?: boolean } = {},
-): { result: IngestResult; inserted: EventRow[] } {
+): { result: IngestResult; inserted: EventRow[]; started: Map<string, number> } {
   const { stores } = deps;
   const { source } = batch;
   // Every referenced run must exist after this batch: checked before the first write, inside the lock.
   const known = new Set(batch.runs.map((r) => r.run));
+  const started = new Map<string, number>();
   for (const item of [...batch.events, ...batch.artifacts]) {
     if (known.has(item.run)) continue;
     const row = stores.runs.get(source, item.run);
     if (!row) invalidParam(`Run ${source}/${item.run} is unknown; send it in "runs" first`);
+    started.set(item.run, row.started_at);
     known.add(item.run);
   }
   const now = deps.clock();
@@ -30,6 +33,7 @@ export function storeBatch(
     const arriving = Math.min(now, run.updated_at ?? now);
     if (stored && stored.updated_at > now) stores.runs.patch(source, run.run, { updated_at: arriving });
     stores.runs.upsert(source, run);
+    started.set(run.run, stored?.started_at ?? run.started_at);
   }
   const inserted: EventRow[] = [];
   const truth = createEventTruth(stores.events);
@@ -58,7 +62,7 @@ export function storeBatch(
     const pending = stores.controlRequests.takePending(source, batch.runs.map((r) => r.run), now);
     result.control = pending.map((r) => ({ ...r.payload, id: r.id, run: r.run, action: r.action }));
   }
-  return { result, inserted };
+  return { result, inserted, started };
 }
 
 const LIVE: ReadonlySet<string> = new Set(['queued', 'running', 'blocked']);

@@ -33,15 +33,15 @@ export function createControlMetrics(runs: RunsStore, subscribers: () => number,
   return {
     registry,
     requests,
-    /** Newly stored events, each observed once. */
-    observeEvents(rows: readonly EventRow[]): void {
+    /** Newly stored events, each observed once; `startedAt` saves looking each run up again. */
+    observeEvents(rows: readonly EventRow[], startedAt: ReadonlyMap<string, number>): void {
       for (const row of rows) {
         if (row.kind !== 'run.status') continue;
         const data = eventData(row.data);
         const to = str(data.to);
         const first = to === 'running' && str(data.from) === 'queued';
         if (!first && (to === null || !TERMINAL.has(to))) continue;
-        const started = runs.get(row.source, row.run)?.started_at;
+        const started = startedAt.get(row.run);
         if (started === undefined) continue;
         const seconds = Math.max(0, (row.ts - started) / 1000);
         if (first) toAgent.observe([], seconds);

@@ -21,10 +21,10 @@ import { readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/ship
 
 /** One transaction (all or nothing), then the new events to live streams. */
 function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
-  const { result, inserted } = transaction(deps.db, () => storeBatch(deps, batch));
+  const { result, inserted, started } = transaction(deps.db, () => storeBatch(deps, batch));
   deps.checkpoints.nudge();
   deps.bus.publish(inserted);
-  deps.metrics.observeEvents(inserted);
+  deps.metrics.observeEvents(inserted, started);
   return result;
 }
 
