@@ -28,9 +28,8 @@ const METERED_DROP = new Set([...MODEL_DROP, 'accept-encoding']);
 
 /** A message's raw headers without the dropped names and without any its Connection header lists. */
 function keepHeaders(msg: IncomingMessage, drop: ReadonlySet<string>): string[] {
-  const connection = msg.headersDistinct.connection ?? [];
-  const listed = new Set(connection.flatMap((v) => v.split(',')).map((t) => t.trim().toLowerCase()));
   const raw = msg.rawHeaders;
+  const listed = new Set(values(raw, 'connection').flatMap((v) => v.split(',')).map((t) => t.trim().toLowerCase()));
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = (raw[i] ?? '').toLowerCase();
@@ -43,15 +42,22 @@ function keepHeaders(msg: IncomingMessage, drop: ReadonlySet<string>): string[] 
 // the gate never decided (request smuggling). CONNECT never reaches here.
 const NO_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE']);
 
+// The raw list, not headersDistinct: that one stops at 1,000 header pairs, past which a Transfer-Encoding would hide.
+function values(raw: readonly string[], name: string): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.toLowerCase() === name) out.push(raw[i + 1] ?? '');
+  return out;
+}
+
 /**
  * The framing the gate writes upstream, its own for exactly the bytes node's parser read: the header pair it adds
  * (none for a bodiless request: node then sends no length) and whether a body follows; or why it is refused.
  */
 type Framing = { header: string[]; body: boolean } | { refused: string };
 
-function requestFraming(method: string, headers: IncomingMessage['headersDistinct']): Framing {
-  const codings = headers['transfer-encoding'] ?? [];
-  const lengths = headers['content-length'] ?? [];
+function requestFraming(method: string, raw: readonly string[]): Framing {
+  const codings = values(raw, 'transfer-encoding');
+  const lengths = values(raw, 'content-length');
   if (codings.length > 0 && lengths.length > 0) {
     return { refused: 'a request with both Transfer-Encoding and Content-Length is refused' };
   }
@@ -101,7 +107,7 @@ export async function handleRequest(
     settle({ ...base, ...extra, reason, status });
   };
   const method = req.method ?? 'GET';
-  const framing = requestFraming(method, req.headersDistinct);
+  const framing = requestFraming(method, req.rawHeaders);
   if ('refused' in framing) return deny(400, framing.refused);
   let plan: Plan;
   try {

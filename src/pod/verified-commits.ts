@@ -3,9 +3,7 @@
 // clean one, where index-pack names every object by its hash. Never runs git in the workspace, trusts a commit id the
 // clean repository does not hold, or runs a git without a time limit (a hostile workspace must end the job).
 import { RefusedError, errorMessage } from '../errors.ts';
-import {
-  lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync, type Dirent,
-} from 'node:fs';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve, sep } from 'node:path';
 import { git, diffCommits, type DiffResult, type GitRun } from '../engine/git.ts';
 import { runSync } from '../spawn/start.ts';
@@ -34,11 +32,12 @@ export function signerGit(timeoutMs = SIGNER_GIT_TIMEOUT_MS): GitRun {
 /** git reads object folders of alternates that name alternates, five deep (git's own limit). */
 const ALTERNATE_DEPTH = 5;
 
-function kindProblem(entry: Dirent): string | null {
-  if (entry.isFile() || entry.isDirectory()) return null;
-  const kind = entry.isFIFO() ? 'a FIFO' : entry.isSymbolicLink() ? 'a symbolic link' : entry.isSocket() ? 'a socket'
-    : entry.isCharacterDevice() || entry.isBlockDevice() ? 'a device' : 'not a regular file';
-  return `${join(entry.parentPath, entry.name)} is ${kind}`;
+function kindProblem(path: string): string | null {
+  const st = lstatSync(path, { throwIfNoEntry: false });
+  if (!st || st.isFile() || st.isDirectory()) return null;
+  const kind = st.isFIFO() ? 'a FIFO' : st.isSymbolicLink() ? 'a symbolic link' : st.isSocket() ? 'a socket'
+    : st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : 'not a regular file';
+  return `${path} is ${kind}`;
 }
 
 /**
@@ -46,10 +45,16 @@ function kindProblem(entry: Dirent): string | null {
  * holding anything but regular files and folders: a FIFO blocks the git that opens it, a device never ends.
  */
 function refuseSpecialFiles(objects: string, root: string, depth = 0): void {
-  // A recursive listing never follows a link: it lists it, and a link is refused.
-  for (const entry of readdirSync(objects, { withFileTypes: true, recursive: true })) {
-    const problem = kindProblem(entry);
-    if (problem) throw new UnverifiableError(`The workspace's git objects hold a special file: ${problem}`);
+  // By hand, each entry checked as it is listed: readdirSync's own recursion follows links to folders (Node 24).
+  const pending = [objects];
+  while (pending.length) {
+    const dir = pending.pop()!;
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      const problem = kindProblem(path);
+      if (problem) throw new UnverifiableError(`The workspace's git objects hold a special file: ${problem}`);
+      if (entry.isDirectory()) pending.push(path);
+    }
   }
   const alternates = join(objects, 'info', 'alternates');
   if (lstatSync(alternates, { throwIfNoEntry: false }) === undefined) return;

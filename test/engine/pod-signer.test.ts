@@ -158,6 +158,19 @@ describe('a hostile workspace ends the signer, never hangs it', () => {
       /pack-1\.idx is a symbolic link/);
   });
 
+  it('refuses links to folders (one to itself, one to /) before walking behind them', () => {
+    const loop = workspace('dirlink-loop');
+    const objects = join(loop.ws, '.git', 'objects');
+    symlinkSync('.', join(objects, 'a'));
+    symlinkSync('.', join(objects, 'b'));
+    assert.throws(() => verifyCommits(loop.ws, join(root, 'dirlink-loop-scratch'), loop.base, loop.head, 'svc/r1'),
+      (err: unknown) => err instanceof UnverifiableError && /objects\/[ab] is a symbolic link/.test(err.message));
+    const rooted = workspace('dirlink-root');
+    symlinkSync('/', join(rooted.ws, '.git', 'objects', 'r'));
+    assert.throws(() => verifyCommits(rooted.ws, join(root, 'dirlink-root-scratch'), rooted.base, rooted.head,
+      'svc/r1'), (err: unknown) => err instanceof UnverifiableError && /objects\/r is a symbolic link/.test(err.message));
+  });
+
   it('refuses alternates that borrow objects from outside the workspace', () => {
     const w = workspace('borrow-out');
     const elsewhere = workspace('borrow-elsewhere');

@@ -66,6 +66,17 @@ describe('egress gate request framing', () => {
     assert.equal(record?.status, 400);
   });
 
+  it('refuses the same with the Transfer-Encoding after 1,000 other headers (past what headersDistinct holds)', async () => {
+    const before = raw.connections.length;
+    const filler = Array.from({ length: 1000 }, (_, i) => `x${i}: 1\r\n`).join('');
+    const answer = await rawExchange(gate.port ?? 0,
+      `GET ${target}/innocent HTTP/1.1\r\nHost: local.test\r\n${filler}Transfer-Encoding: chunked\r\n\r\n` +
+      `${chunk(SMUGGLED)}0\r\n\r\n`);
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+    assert.match(answer, /no body to transfer-encode/);
+    assert.equal(raw.connections.length, before, 'the destination got no connection');
+  });
+
   it('refuses the same through the model API mode', async () => {
     const before = raw.connections.length;
     const answer = await rawExchange(gate.port ?? 0,
