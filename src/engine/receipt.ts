@@ -155,7 +155,8 @@ export function receiptDiff(diff: Omit<DiffResult, 'patch'>): ReceiptBody['diff'
   return { files: diff.files.length, insertions, deletions, patch_sha256, paths: diff.files.map((f) => f.path) };
 }
 
-/** Signs `body` with this machine's key, saves it as the run's receipt.json and records its verdict on the run. */
+/** Signs `body` with this machine's key, saves it as the run's receipt.json and records its verdict on the run (a
+ * pod signer's receipt, one with an attestation, says who issued it). */
 export function saveReceipt(ctx: RunContext, body: ReceiptBody): Receipt {
   const receipt = issueReceipt(body, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
   ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
