@@ -1,8 +1,6 @@
 // The Ed25519 key pair that signs Evidence Receipts: made on first use under ~/.svc/keys/ (0600), public part
 // shareable. Rotation keeps the public halves of earlier keys (keys/retired/) so the receipts they signed still verify.
-import {
-  generateKeyPairSync, createPrivateKey, createPublicKey, createHash, sign, verify, type KeyObject,
-} from 'node:crypto';
+import { generateKeyPairSync, createPrivateKey, createPublicKey, createHash, type KeyObject } from 'node:crypto';
 import {
   mkdirSync, readFileSync, writeFileSync, renameSync, chmodSync, existsSync, readdirSync, rmSync,
 } from 'node:fs';
@@ -70,18 +68,6 @@ export function publicKeyInfo(key: { publicKey: KeyObject }) {
   const { kty, crv, x } = key.publicKey.export({ format: 'jwk' }) as { kty: string; crv: string; x: string };
   const alg = 'EdDSA' as const;
   return { kid, alg, pem: publicPem(key.publicKey), jwk: { kty, crv, x, kid, alg, use: 'sig' } };
-}
-
-export function signBytes(key: SigningKey, data: Buffer): string {
-  return sign(null, data, key.privateKey).toString('base64');
-}
-
-export function verifyBytes(publicKey: KeyObject, data: Buffer, signatureBase64: string): boolean {
-  try {
-    return verify(null, data, publicKey, Buffer.from(signatureBase64, 'base64'));
-  } catch {
-    return false;
-  }
 }
 
 /** A public key the Control Plane accepts receipts from: its own, one from before a rotation, or a runner's. */

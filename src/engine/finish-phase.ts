@@ -9,9 +9,9 @@ import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
 import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
 import {
-  decideVerdict, failedRequiredCheck, requiredCheckError, issueReceipt, confinedNetwork, reportedChecks, signsLater,
-  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptMarkdown, receiptCost, verifyReceipt,
-  type CheckResult, type Receipt, type RunEvidence,
+  decideVerdict, failedRequiredCheck, requiredCheckError, saveReceipt, confinedNetwork, reportedChecks, signsLater,
+  EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptMarkdown, receiptCost, receiptDiff,
+  verifyReceipt, type CheckResult, type Receipt, type RunEvidence,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -122,27 +122,19 @@ function writeReceipt(
   const now = new Date().toISOString();
   const { verdict, gaps } = decideVerdict({ checks, diffFiles: diff.files.length, runFailed });
   const { source, run, group_id, repo, branch, base_sha, head_sha, provider, started_at } = state;
-  const receipt = issueReceipt({
+  return saveReceipt(ctx, {
     type: RECEIPT_TYPE, version: 1, source, run, group_id, repo, branch, base_sha, head_sha,
     ...followsOf(state),
     spec_sha256: createHash('sha256').update(readFileSync(join(ctx.dir, 'spec.md'))).digest('hex'), provider,
     checks: reportedChecks(checks),
-    diff: {
-      files: diff.files.length, insertions: diff.insertions, deletions: diff.deletions,
-      patch_sha256: diff.patch_sha256, paths: diff.files.map((f) => f.path),
-    },
+    diff: receiptDiff(diff),
     cost: receiptCost(state),
     verdict, gaps, started_at, ended_at: state.ended_at ?? now, issued_at: now,
     network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
     ...(state.provider_session?.resumed ? { resumed: state.provider_session.resumed } : {}),
     failure,
     ...(state.trace_id ? { trace_id: state.trace_id } : {}),
-  }, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
-  ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
-  ctx.event('receipt', { verdict, integrity: receipt.integrity, kid: receipt.kid, gaps });
-  ctx.update({ verdict });
-  ctx.say(`receipt issued: verdict ${verdict}`);
-  return receipt;
+  });
 }
 
 function prBody(ctx: RunContext, receipt: Receipt): string {

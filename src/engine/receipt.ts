@@ -1,14 +1,17 @@
 // The Evidence Receipt (DESIGN §6) with the verdict its checks give, and the evidence a Kubernetes pod's run container
 // leaves for its signer.
-import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
+import { createHash, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
-import { signBytes, verifyBytes, keyIdOf, type SigningKey } from '../keys.ts';
+import { keyIdOf, loadOrCreateSigningKey, type SigningKey } from '../keys.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
 import type { CostFigures, MeteredCost, RunFailure, RunJson, Verdict } from '../run-json.ts';
 import type { EgressDenial, EgressHost } from '../gate/evidence.ts';
 import { RefusedError } from '../errors.ts';
 import { obj, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { fence } from './text.ts';
 import type { RunState } from './run-state.ts';
+import type { DiffResult } from './git.ts';
+import type { RunContext } from './run-context.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';
 
@@ -36,7 +39,7 @@ export function requiredCheckError(check: CheckOutcome): string {
 
 /** The verdict from the check results, the diff and whether the run itself failed; gaps say what was missing. */
 export function decideVerdict(
-  input: { checks: CheckResult[]; diffFiles: number; runFailed: boolean },
+  input: { checks: readonly CheckOutcome[]; diffFiles: number; runFailed: boolean },
 ): { verdict: Verdict; gaps: string[] } {
   const requiredFailed = input.checks.filter((c) => c.required && c.exit_code !== 0);
   if (input.runFailed || requiredFailed.length > 0) {
@@ -142,7 +145,27 @@ function receiptDigest(receipt: Record<string, unknown>): Buffer {
 export function issueReceipt(body: ReceiptBody, key: SigningKey): Receipt {
   const withKid = { ...body, kid: key.kid };
   const digest = receiptDigest(withKid);
-  return { ...withKid, integrity: digest.toString('hex'), signature: signBytes(key, digest) };
+  const signature = sign(null, digest, key.privateKey).toString('base64');
+  return { ...withKid, integrity: digest.toString('hex'), signature };
+}
+
+/** The diff as a receipt states it: its figures and the paths it touched. */
+export function receiptDiff(diff: Omit<DiffResult, 'patch'>): ReceiptBody['diff'] {
+  const { insertions, deletions, patch_sha256 } = diff;
+  return { files: diff.files.length, insertions, deletions, patch_sha256, paths: diff.files.map((f) => f.path) };
+}
+
+/** Signs `body` with this machine's key, saves it as the run's receipt.json and records its verdict on the run (a
+ * pod signer's receipt, one with an attestation, says who issued it). */
+export function saveReceipt(ctx: RunContext, body: ReceiptBody): Receipt {
+  const receipt = issueReceipt(body, loadOrCreateSigningKey(svcHomeOf(ctx.env)));
+  ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
+  const { verdict, integrity, kid, gaps } = receipt;
+  const by = body.attestation?.by;
+  ctx.event('receipt', { verdict, integrity, kid, gaps, ...(by ? { by } : {}) });
+  ctx.update({ verdict });
+  ctx.say(`receipt issued${by ? ' by the signer' : ''}: verdict ${verdict}`);
+  return receipt;
 }
 
 export interface ReceiptCheck {
@@ -159,6 +182,14 @@ export function keyRingOf(pems: string[]): Map<string, KeyObject> {
     ring.set(keyIdOf(key), key);
   }
   return ring;
+}
+
+function signedBy(key: KeyObject, digest: Buffer, signature: string): boolean {
+  try {
+    return verify(null, digest, key, Buffer.from(signature, 'base64'));
+  } catch {
+    return false;
+  }
 }
 
 function rejected(problem: NonNullable<ReceiptCheck['problem']>, message: string): ReceiptCheck {
@@ -179,7 +210,7 @@ export function verifyReceipt(value: unknown, ring: Map<string, KeyObject>): Rec
   }
   const key = ring.get(r.kid);
   if (!key) return rejected('unknown_key', `Unknown key: no public key with kid "${r.kid}" is known here`);
-  if (!verifyBytes(key, digest, r.signature)) {
+  if (!signedBy(key, digest, r.signature)) {
     return rejected('bad_signature', `Bad signature: key "${r.kid}" did not sign this receipt`);
   }
   const message = `Receipt OK: run ${r.source}/${r.run}, verdict ${r.verdict}, signed by ${r.kid}`;

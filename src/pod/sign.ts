@@ -7,16 +7,14 @@ import { dirname, join } from 'node:path';
 import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree, type PlainDir } from '../engine/plain-tree.ts';
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
-import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { readState, withCost, type RunState } from '../engine/run-state.ts';
 import { obj } from '../untrusted.ts';
 import {
-  issueReceipt, readEvidence, receiptCost, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt, type ReceiptBody,
-  type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck, requiredCheckError,
-  reportedChecks, type CheckResult,
+  saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
+  type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
+  requiredCheckError,
 } from '../engine/receipt.ts';
-import { loadOrCreateSigningKey } from '../keys.ts';
 import { figure } from '../engine/providers.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
@@ -46,7 +44,9 @@ const REPORTED = ['checks[].exit_code', 'checks[].duration_ms', 'checks[].output
   'group_id', 'cost', 'started_at', 'ended_at', 'whether the run itself failed'];
 
 /** The base policy's checks with the results the run container reported for them; anything else is a gap. */
-export function reconcileChecks(policy: Policy, reported: ReportedCheck[]): { checks: CheckResult[]; gaps: string[] } {
+export function reconcileChecks(
+  policy: Policy, reported: ReportedCheck[],
+): { checks: ReportedCheck[]; gaps: string[] } {
   const gaps: string[] = [];
   const checks = policy.checks.map((spec) => {
     const r = reported.find((c) => c.name === spec.name);
@@ -55,7 +55,7 @@ export function reconcileChecks(policy: Policy, reported: ReportedCheck[]): { ch
     if (!same) gaps.push(`check "${spec.name}" of the base commit's policy was ${how} in the run container`);
     return {
       name: spec.name, argv: spec.run, required: spec.required, exit_code: same ? r.exit_code : null,
-      duration_ms: same ? r.duration_ms : 0, output_sha256: same ? r.output_sha256 : '', artifact: '',
+      duration_ms: same ? r.duration_ms : 0, output_sha256: same ? r.output_sha256 : '',
     };
   });
   for (const r of reported) {
@@ -79,12 +79,11 @@ function sha256Of(path: string): string {
 
 /** `head` and `diff` are null when the signer could not establish them (a not_verified receipt). */
 function receiptBody(
-  ctx: RunContext, opts: SignOptions, seal: Seal, diff: DiffResult | null, head: string | null, checks: CheckResult[],
+  ctx: RunContext, opts: SignOptions, seal: Seal, diff: DiffResult | null, head: string | null, checks: ReportedCheck[],
   verdict: { verdict: Receipt['verdict']; gaps: string[] }, network: ReceiptNetwork | null,
 ): ReceiptBody {
   const s = ctx.state;
   const issued = new Date().toISOString();
-  const signed = diff ?? { files: [], insertions: 0, deletions: 0, patch_sha256: '' };
   // Only with a gate are the network and `metered` the gate's own; without, state.json's is the run container's.
   const metered = network !== null && typeof s.metered?.cost_usd === 'number';
   const verified = [...VERIFIED, ...(network ? ['network'] : []), ...(metered ? ['cost'] : [])];
@@ -94,11 +93,7 @@ function receiptBody(
     repo: (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(s.repo, 'workspace'),
     branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
     spec_sha256: sha256Of(join(ctx.dir, 'spec.md')), provider: strOr(s.provider, 'unknown'),
-    checks: reportedChecks(checks),
-    diff: {
-      files: signed.files.length, insertions: signed.insertions, deletions: signed.deletions,
-      patch_sha256: signed.patch_sha256, paths: signed.files.map((f) => f.path),
-    },
+    checks, diff: receiptDiff(diff ?? { files: [], insertions: 0, deletions: 0, patch_sha256: '' }),
     // With a gate: its metered figures (meteredCost), the run container's report beside them.
     cost: network ? receiptCost(s)
       : { usd: figure(s.cost_usd), tokens_in: figure(s.tokens_in), tokens_out: figure(s.tokens_out) },
@@ -150,23 +145,13 @@ function refuse(ctx: RunContext, message: string): void {
   ctx.setStatus('failed', { ...ended(ctx), error: `No receipt: ${message}`, failure: runFailure('policy', message) });
 }
 
-function issue(ctx: RunContext, opts: SignOptions, body: ReceiptBody): Receipt {
-  const receipt = issueReceipt(body, loadOrCreateSigningKey(svcHomeOf(opts.env)));
-  ctx.saveArtifact('receipt.json', JSON.stringify(receipt, null, 2) + '\n');
-  const { integrity, kid } = receipt;
-  ctx.event('receipt', { verdict: receipt.verdict, integrity, kid, gaps: receipt.gaps, by: 'pod-signer' });
-  ctx.update({ verdict: receipt.verdict });
-  ctx.say(`receipt issued by the signer: verdict ${receipt.verdict}`);
-  return receipt;
-}
-
 /** The workspace's commits could not be established: a signed not_verified receipt saying why, and no PR. */
 function signUnverified(
   ctx: RunContext, opts: SignOptions, seal: Seal, reason: string, network: PodGateNetwork | null,
 ): void {
   const gaps = [`the signer could not verify the run's commits: ${reason}`, ...(network?.gaps ?? [])];
   ctx.update({ base_sha: seal.base_sha, head_sha: null, branch: null, pr: opts.pr });
-  issue(ctx, opts, receiptBody(ctx, opts, seal, null, null, [], { verdict: 'not_verified', gaps },
+  saveReceipt(ctx, receiptBody(ctx, opts, seal, null, null, [], { verdict: 'not_verified', gaps },
     network?.network ?? null));
   if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict not_verified: ${reason}` });
   ctx.setStatus('failed', { ...ended(ctx), error: `Not verified: ${reason}`, failure: runFailure('policy', reason) });
@@ -175,7 +160,7 @@ function signUnverified(
 /** Checks the commits, judges by the base policy and signs. */
 function signReceipt(
   ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: PodGateNetwork | null,
-): { receipt: Receipt; policy: Policy; checks: CheckResult[]; target: PushTarget | null } {
+): { receipt: Receipt; policy: Policy; checks: ReportedCheck[]; target: PushTarget | null } {
   const head = typeof ctx.state.head_sha === 'string' ? ctx.state.head_sha : '';
   const branch = `svc/${opts.run}`;
   const scratch = join(opts.env.HOME ?? '/tmp', 'git');
@@ -197,7 +182,7 @@ function signReceipt(
     verdict: gaps.length && decided.verdict === 'verified' ? 'verified_with_gaps' as const : decided.verdict,
     gaps: [...decided.gaps, ...gaps],
   };
-  const receipt = issue(ctx, opts,
+  const receipt = saveReceipt(ctx,
     receiptBody(ctx, opts, seal, commits.diff, head, checks, verdict, network?.network ?? null));
   return { receipt, policy, checks, target };
 }
