@@ -4,6 +4,7 @@ import { isAbsolute } from 'node:path';
 import { invalidField } from '../http/http-error.ts';
 import type { ConfigStore } from '../db/control-stores.ts';
 import { BUILTIN_PROVIDERS, isBuiltin } from '../engine/providers.ts';
+import { isProviderName } from '../engine/config.ts';
 
 export interface Setting {
   key: string;
@@ -42,8 +43,6 @@ export const SETTINGS: readonly Setting[] = [
 ];
 export const REDACTED = '***';
 
-const PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
-
 export type ConfigValues = Record<string, unknown>;
 
 function kindOf(value: unknown): string {
@@ -63,7 +62,7 @@ function checkProviders(value: unknown): void {
     bad(`Setting "providers" must be an object of name → {"command": [strings]} (got ${kindOf(value)})`);
   }
   for (const [name, spec] of Object.entries(value as Record<string, unknown>)) {
-    if (!PROVIDER_NAME.test(name)) {
+    if (!isProviderName(name)) {
       bad(`Setting "providers" has a bad name "${name.slice(0, 64)}" (lowercase letters, digits, - and _)`);
     }
     if (isBuiltin(name)) {

@@ -21,6 +21,7 @@ import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, isRegisteredProject, type RunAction } from '../action-rules.ts';
 import { isIssueUrl } from '../../engine/spec.ts';
 import { realOrNull } from '../../spawn/tree.ts';
+import { isProviderName } from '../../engine/config.ts';
 import { formatTraceparent, parseTraceparent } from '../../trace.ts';
 import { actorOf, noteAudit } from '../audited.ts';
 
@@ -77,7 +78,7 @@ function parseStart(deps: ControlDeps, body: unknown) {
   const root = registeredRoot(deps, b.repo);
   const input = { kind, value: checkInput(kind, value, root) };
   const { provider, pr, request_id: requestId } = b;
-  if (provider !== undefined && (typeof provider !== 'string' || !/^[a-z0-9][a-z0-9_-]{0,31}$/.test(provider))) {
+  if (provider !== undefined && !isProviderName(provider)) {
     invalidParam('"provider" must be a provider name');
   }
   if (pr !== undefined && typeof pr !== 'boolean') invalidParam('"pr" must be true or false');
