@@ -232,8 +232,7 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   // Who answered (docs/engine.md "Who may answer what"): only the caller's own answer may raise the daily caps.
   const by = origin === undefined ? `control:${actorOf(deps, ctx.peer, ctx.req)}` : `origin:${origin}`;
   noteAudit(ctx, { answered_by: by });
-  const env = { SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir };
-  if (reachable(ctx, row)) writeAnswer(env, row.source, row.run, answer, by);
+  if (reachable(ctx, row)) writeAnswer(deps.settings.answerDir, row.source, row.run, answer, by);
   else deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, by }, now);
   const event = { kind: 'answer', data: { answer, via: 'control', by }, ts: now };
   deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
