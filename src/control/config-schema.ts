@@ -4,7 +4,7 @@ import { isAbsolute } from 'node:path';
 import { invalidField } from '../http/http-error.ts';
 import type { ConfigStore } from '../db/control-stores.ts';
 import { BUILTIN_PROVIDERS, isBuiltin } from '../engine/providers.ts';
-import { isProviderName } from '../engine/config.ts';
+import { PROVIDER_NAME } from '../engine/config.ts';
 
 export interface Setting {
   key: string;
@@ -62,7 +62,7 @@ function checkProviders(value: unknown): void {
     bad(`Setting "providers" must be an object of name → {"command": [strings]} (got ${kindOf(value)})`);
   }
   for (const [name, spec] of Object.entries(value as Record<string, unknown>)) {
-    if (!isProviderName(name)) {
+    if (!PROVIDER_NAME.test(name)) {
       bad(`Setting "providers" has a bad name "${name.slice(0, 64)}" (lowercase letters, digits, - and _)`);
     }
     if (isBuiltin(name)) {

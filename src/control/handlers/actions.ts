@@ -21,7 +21,7 @@ import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, isRegisteredProject, type RunAction } from '../action-rules.ts';
 import { isIssueUrl } from '../../engine/spec.ts';
 import { realOrNull } from '../../spawn/tree.ts';
-import { isProviderName } from '../../engine/config.ts';
+import { PROVIDER_NAME } from '../../engine/config.ts';
 import { formatTraceparent, parseTraceparent } from '../../trace.ts';
 import { actorOf, noteAudit } from '../audited.ts';
 
@@ -78,7 +78,7 @@ function parseStart(deps: ControlDeps, body: unknown) {
   const root = registeredRoot(deps, b.repo);
   const input = { kind, value: checkInput(kind, value, root) };
   const { provider, pr, request_id: requestId } = b;
-  if (provider !== undefined && !isProviderName(provider)) {
+  if (provider !== undefined && (typeof provider !== 'string' || !PROVIDER_NAME.test(provider))) {
     invalidParam('"provider" must be a provider name');
   }
   if (pr !== undefined && typeof pr !== 'boolean') invalidParam('"pr" must be true or false');
