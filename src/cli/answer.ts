@@ -3,7 +3,7 @@
 import { resolve } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, ConflictError } from '../errors.ts';
-import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../engine/answers.ts';
+import { answerDirOf, writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { findLocalRun } from './run-logs.ts';
 import { controlClientOf, notFoundAnywhere, parseRunRef } from './runs.ts';
 
@@ -62,7 +62,8 @@ export default async function answer(io: CliIo): Promise<number> {
   const state = findLocalRun(dir, bare ? null : source, run)?.state;
   if (!state) return answerThroughControl(io, source, run, text, origin);
   if (state.status !== 'blocked') throw notBlocked(state.source, run, state.status);
-  const path = writeAnswer(io.env, state.source, run, text, origin === undefined ? 'cli' : `origin:${origin}`);
+  const by = origin === undefined ? 'cli' : `origin:${origin}`;
+  const path = writeAnswer(answerDirOf(io.env), state.source, run, text, by);
   io.stdout(`Answer written to ${path}\n`);
   return 0;
 }

@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Ctx, Handler, Refusal } from '../http/pipeline.ts';
 import type { HandlerResult } from '../http/respond.ts';
 import { TAKEN_OVER } from '../http/respond.ts';
-import { isHttpError } from '../http/http-error.ts';
+import { HttpError } from '../http/http-error.ts';
 import { isLoopbackAddress, proxyHeaderOf } from '../http/guards.ts';
 import type { ControlDeps } from './deps.ts';
 import { errorMessage } from '../errors.ts';
@@ -73,7 +73,7 @@ export function audited(action: string, handler: Handler<ControlDeps>): Handler<
       result = await handler(ctx);
     } catch (err) {
       const crashed = { outcome: 'internal_error', status: 500 };
-      append(ctx, action, isHttpError(err) ? { outcome: err.code, status: err.status } : crashed, undefined);
+      append(ctx, action, err instanceof HttpError ? { outcome: err.code, status: err.status } : crashed, undefined);
       throw err;
     }
     append(ctx, action, outcomeOf(result), result === TAKEN_OVER ? undefined : result.body);

@@ -4,6 +4,7 @@ import { isAbsolute } from 'node:path';
 import { invalidField } from '../http/http-error.ts';
 import type { ConfigStore } from '../db/control-stores.ts';
 import { BUILTIN_PROVIDERS, isBuiltin } from '../engine/providers.ts';
+import { PROVIDER_NAME } from '../engine/config.ts';
 
 export interface Setting {
   key: string;
@@ -41,8 +42,6 @@ export const SETTINGS: readonly Setting[] = [
   },
 ];
 export const REDACTED = '***';
-
-const PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
 export type ConfigValues = Record<string, unknown>;
 

@@ -4,7 +4,7 @@
 import type { Ctx, Route } from '../http/pipeline.ts';
 import { isDatabaseBusy } from '../http/pipeline.ts';
 import { checkLoopbackOnly, isLoopbackHost } from '../http/guards.ts';
-import { errorBody, httpErrorOf, isHttpError } from '../http/http-error.ts';
+import { HttpError, errorBody, httpErrorOf } from '../http/http-error.ts';
 import { TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from '../http/body.ts';
 import { FailedError } from '../errors.ts';
@@ -141,7 +141,7 @@ function result(value: unknown, isError: boolean) {
 }
 
 function refusal(err: unknown) {
-  const known = isHttpError(err) ? err : httpErrorOf(err);
+  const known = httpErrorOf(err);
   if (known) return result(errorBody(known.code, known.message), true);
   if (isDatabaseBusy(err)) {
     return result(errorBody('unavailable', 'The database is busy (another process holds its write lock); try again'),
@@ -176,7 +176,7 @@ export function createMcpTools(routes: () => readonly R[]) {
       if (route.loopbackOnly) checkLoopbackOnly(ctx.req, isLoopbackHost(ctx.deps.settings.host));
     } catch (err) {
       // Refused before the handler ran, as the pipeline refuses: audited as the API action (when it is one).
-      if (isHttpError(err)) {
+      if (err instanceof HttpError) {
         const { req, peer, requestId } = ctx;
         const info = { route, params, method: route.method, req, peer, requestId, error: err };
         recordRefusal(ctx.deps, info, { refused_by: 'mcp', tool: tool.name });

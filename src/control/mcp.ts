@@ -3,7 +3,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Ctx, Handler, Route } from '../http/pipeline.ts';
-import { HttpError, httpErrorOf, isHttpError } from '../http/http-error.ts';
+import { HttpError, httpErrorOf } from '../http/http-error.ts';
 import { json, TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { openSse } from '../http/sse.ts';
 import { BadInputError, errorMessage } from '../errors.ts';
@@ -159,7 +159,7 @@ function initialize(ctx: C, id: Id, params: Obj): Reply {
 
 /** A refused read (the API's HttpError) as the JSON-RPC error MCP gives resources. */
 function resourceError(err: unknown): never {
-  const known = isHttpError(err) ? err : httpErrorOf(err);
+  const known = httpErrorOf(err);
   if (!known) throw err;
   if (known.code === 'not_found') throw new JsonRpcError(RESOURCE_NOT_FOUND, known.message);
   throw new JsonRpcError(known.code === 'invalid_param' ? INVALID_PARAMS : INTERNAL_ERROR, known.message);
@@ -392,7 +392,7 @@ function postMcp(tools: McpTools): Handler<ControlDeps> {
       const answerTo = err instanceof JsonRpcError ? (err.id ?? id) : id;
       if (err instanceof JsonRpcError) return rpcError(answerTo, err.rpcCode, err.message, err.status, err.data);
       // Refusals of the HTTP request itself keep the API's answer.
-      if (answerTo === undefined || isHttpError(err)) throw err;
+      if (answerTo === undefined || err instanceof HttpError) throw err;
       ctx.deps.log.error('mcp request failed', { request_id: ctx.requestId, error: errorMessage(err) });
       return rpcError(answerTo, INTERNAL_ERROR, `Internal error (request ${ctx.requestId})`);
     }

@@ -6,6 +6,7 @@ import type { RunnerCredential } from '../http/guards.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingChoice, settingFile, settingInt, settingOr } from '../settings-registry.ts';
 import { SEGMENT } from './params.ts';
+import { answerDirOf } from '../engine/answers.ts';
 
 export type ControlSettings = ReturnType<typeof resolveControlSettings>;
 
@@ -28,7 +29,7 @@ export function resolveControlSettings(
     dbPath: flags.db ?? setting(env, 'SVC_CONTROL_DB') ?? join(home, 'control', 'control.db'),
     token,
     allowInsecureBind: settingChoice(env, 'SVC_CONTROL_ALLOW_INSECURE_BIND') === '1',
-    answerDir: setting(env, 'SVC_CONTROL_ANSWER_DIR') ?? join(home, 'control', 'answers'),
+    answerDir: answerDirOf(env),
     svcHome: home,
     source: settingOr(env, 'SVC_SOURCE'),
     runnerTokens,

@@ -22,21 +22,24 @@ export function isOriginName(value: string): boolean {
   return /^[^\p{Cc}]{1,200}$/u.test(value);
 }
 
-/** `$SVC_CONTROL_ANSWER_DIR/<source>/<run>.json`, default ~/.svc/control/answers (DESIGN §4). */
-function answerFilePath(env: NodeJS.ProcessEnv, source: string, run: string): string {
-  const base = env.SVC_CONTROL_ANSWER_DIR || join(svcHomeOf(env), 'control', 'answers');
-  return join(base, source, `${run}.json`);
+/** Where answers wait, as `<source>/<run>.json`: `$SVC_CONTROL_ANSWER_DIR`, default ~/.svc/control/answers. */
+export function answerDirOf(env: NodeJS.ProcessEnv): string {
+  return env.SVC_CONTROL_ANSWER_DIR || join(svcHomeOf(env), 'control', 'answers');
 }
 
-export function writeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, answer: string, by: string): string {
-  const path = answerFilePath(env, source, run);
+function answerFilePath(dir: string, source: string, run: string): string {
+  return join(dir, source, `${run}.json`);
+}
+
+export function writeAnswer(dir: string, source: string, run: string, answer: string, by: string): string {
+  const path = answerFilePath(dir, source, run);
   writeJsonAtomic(path, { answer, by, at: new Date().toISOString() }, 0o600);
   return path;
 }
 
 /** Takes the answer if one is waiting: moves it into the run folder (`answers/`) so it is used exactly once. */
 export function takeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, keepDir: string): Answer | null {
-  const path = answerFilePath(env, source, run);
+  const path = answerFilePath(answerDirOf(env), source, run);
   if (!existsSync(path)) return null;
   // Unique per take: two answers within one millisecond must not overwrite each other's record.
   const kept = join(keepDir, 'answers', `${Date.now()}-${randomBytes(4).toString('hex')}.json`);

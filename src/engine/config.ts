@@ -34,6 +34,9 @@ function isFolderName(value: unknown): value is string {
   return typeof value === 'string' && value !== '' && !value.includes('\0') && !value.split('/').includes('..');
 }
 
+/** A provider's name wherever one is given (config files, /v1/config, POST /v1/start), so all accept the same. */
+export const PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
 function isEnvName(value: unknown): value is string {
   return typeof value === 'string' && /^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(value);
 }
@@ -76,7 +79,7 @@ function readProvider(name: string, value: unknown, file: string): ProviderEntry
   const where = `${file} providers.${name}`;
   const { command, writable } = obj(value);
   if (isJsonObject(value)) onlyKeys(value, ['command', 'writable'], where, badSetting);
-  if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(name)) {
+  if (!PROVIDER_NAME.test(name)) {
     throw new BadSettingError(`Provider name "${name}" in ${file} is not a simple lowercase name`);
   }
   if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string' && a !== '')) {

@@ -57,10 +57,6 @@ export function invalidField(field: string, message: string): HttpError {
   return new HttpError('invalid_param', message, headers);
 }
 
-export function isHttpError(value: unknown): value is HttpError {
-  return value instanceof HttpError;
-}
-
 /** The one error envelope, exactly as the spec says: {"error":{"code","message"}}. */
 export function errorBody(code: ErrorCode, message: string): { error: { code: ErrorCode; message: string } } {
   return { error: { code, message } };

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { writeAnswer, takeAnswer, isOperatorAnswer } from '../../src/engine/answers.ts';
+import { answerDirOf, writeAnswer, takeAnswer, isOperatorAnswer } from '../../src/engine/answers.ts';
 
 describe('answer files', () => {
   const root = mkdtempSync(join(tmpdir(), 'svc-'));
@@ -13,11 +13,11 @@ describe('answer files', () => {
 
   it('takes each answer written once, keeping it in the run folder', () => {
     assert.equal(takeAnswer(env, 'local', 'r1', runDir), null, 'nothing written yet');
-    const path = writeAnswer(env, 'local', 'r1', 'postgres', 'cli');
+    const path = writeAnswer(answerDirOf(env), 'local', 'r1', 'postgres', 'cli');
     assert.deepEqual(takeAnswer(env, 'local', 'r1', runDir), { text: 'postgres', by: 'cli' });
     assert.equal(existsSync(path), false);
     assert.equal(takeAnswer(env, 'local', 'r1', runDir), null, 'used once');
-    writeAnswer(env, 'local', 'r1', 'postgres', 'origin:webhook:octocat');
+    writeAnswer(answerDirOf(env), 'local', 'r1', 'postgres', 'origin:webhook:octocat');
     assert.deepEqual(takeAnswer(env, 'local', 'r1', runDir), { text: 'postgres', by: 'origin:webhook:octocat' },
       'the same words again are a new answer');
     assert.equal(readdirSync(join(runDir, 'answers')).length, 2);

@@ -9,12 +9,14 @@ import { waitFor } from '../helpers/wait-for.ts';
 import { pruneExpiredRuns } from '../../src/control/main.ts';
 
 const DAY = 24 * 60 * 60 * 1000;
+/** Longer than 32 characters: the longest a provider name once was at some of the places that read one. */
+const LONG_NAME = 'a-provider-name-of-forty-characters-long';
 
 describe('settings that steer runs: max_concurrent_runs and default_provider', () => {
   let control: TestControl;
   let repo: TestRepo;
   before(async () => {
-    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT, [LONG_NAME]: EDIT_SCRIPT } });
     control = await startTestControl({ env: GIT_ENV, projects: [repo.repo] });
   });
   after(async () => {
@@ -69,6 +71,24 @@ describe('settings that steer runs: max_concurrent_runs and default_provider', (
     assert.equal(res.json.provider, 'fake');
     await settled(res.json.run, 'succeeded');
     assert.equal((await control.request('GET', `/v1/runs/local/${res.json.run}`)).json.provider, 'fake');
+  });
+
+  it('starts a provider by any name /v1/config accepts, and refuses a too-long one at both alike', async () => {
+    assert.equal(LONG_NAME.length, 40);
+    const command = [join(repo.bin, `${LONG_NAME}.sh`)];
+    const body = { providers: { [LONG_NAME]: { command } }, default_provider: null };
+    const put = await control.request('PUT', '/v1/config', { body });
+    assert.equal(put.status, 200, put.text);
+    const res = await control.request('POST', '/v1/start', { body: { brief: 'long name', repo: repo.repo, provider: LONG_NAME } });
+    assert.equal(res.status, 202, res.text);
+    await settled(res.json.run, 'succeeded');
+
+    const tooLong = 'p'.repeat(65);
+    const refused = await control.request('PUT', '/v1/config', { body: { providers: { [tooLong]: { command } } } });
+    assert.equal(refused.status, 400, refused.text);
+    const start = await control.request('POST', '/v1/start', { body: { brief: 'too long', repo: repo.repo, provider: tooLong } });
+    assert.equal(start.status, 400, start.text);
+    assert.equal(start.json.error.code, 'invalid_param');
   });
 });
 

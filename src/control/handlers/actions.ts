@@ -21,6 +21,7 @@ import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, isRegisteredProject, type RunAction } from '../action-rules.ts';
 import { isIssueUrl } from '../../engine/spec.ts';
 import { realOrNull } from '../../spawn/tree.ts';
+import { PROVIDER_NAME } from '../../engine/config.ts';
 import { formatTraceparent, parseTraceparent } from '../../trace.ts';
 import { actorOf, noteAudit } from '../audited.ts';
 
@@ -77,7 +78,7 @@ function parseStart(deps: ControlDeps, body: unknown) {
   const root = registeredRoot(deps, b.repo);
   const input = { kind, value: checkInput(kind, value, root) };
   const { provider, pr, request_id: requestId } = b;
-  if (provider !== undefined && (typeof provider !== 'string' || !/^[a-z0-9][a-z0-9_-]{0,31}$/.test(provider))) {
+  if (provider !== undefined && (typeof provider !== 'string' || !PROVIDER_NAME.test(provider))) {
     invalidParam('"provider" must be a provider name');
   }
   if (pr !== undefined && typeof pr !== 'boolean') invalidParam('"pr" must be true or false');
@@ -231,8 +232,7 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   // Who answered (docs/engine.md "Who may answer what"): only the caller's own answer may raise the daily caps.
   const by = origin === undefined ? `control:${actorOf(deps, ctx.peer, ctx.req)}` : `origin:${origin}`;
   noteAudit(ctx, { answered_by: by });
-  const env = { SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir };
-  if (reachable(ctx, row)) writeAnswer(env, row.source, row.run, answer, by);
+  if (reachable(ctx, row)) writeAnswer(deps.settings.answerDir, row.source, row.run, answer, by);
   else deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, by }, now);
   const event = { kind: 'answer', data: { answer, via: 'control', by }, ts: now };
   deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
