@@ -121,7 +121,7 @@ export function createRunController(deps: RunControllerDeps) {
           let status = 'stopped';
           let endedAt = deps.clock();
           let failure: RunFailure | null = runFailure('stopped', `stopped by ${STOPPED_BY}`);
-          const state = await stopLocalRun(row.repo_path!, row.run, undefined, STOPPED_BY).catch(() => null);
+          const state = await stopLocalRun(row.repo_path!, row.run, STOPPED_BY).catch(() => null);
           if (state) {
             status = state.status;
             endedAt = state.ended_at ? Date.parse(state.ended_at) : endedAt;

@@ -158,11 +158,11 @@ export async function prepareRetry(
 
 /** Spawns `svc worker MODE --run-id RUN --repo REPO` detached; output goes to worker.log unless inherited. */
 export function spawnWorker(
-  cli: string, state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
+  state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
   const log = inherit ? null : openAppendNoFollow(join(dir, 'worker.log'));
-  const argv = workerArgv(cli, mode, state.run, state.repo_path);
+  const argv = workerArgv(mode, state.run, state.repo_path);
   // An ancestor of the agent: no secret in its environment; its own credentials (the push token, the Control Plane
   // token for ingest, the issue fetchers' keys) come on fd 3 (DESIGN §7a).
   const all = secretsIn(env);

@@ -5,6 +5,7 @@ import { constants as osConstants } from 'node:os';
 import type { Writable } from 'node:stream';
 import { childEnv, LAUNCHER_PID_VAR, type ChildKind } from './env.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
+import { svcCliPath } from './svc-paths.ts';
 
 export type { ChildProcess };
 
@@ -171,6 +172,6 @@ export function retryArgs(from: string, run: string, repo: string): string[] {
 }
 
 /** The run's detached worker: `node <cli> worker MODE --run-id RUN --repo REPO` (proc-group.ts checks it). */
-export function workerArgv(cli: string, mode: string, run: string, repo: string): string[] {
-  return [process.execPath, cli, 'worker', mode, '--run-id', run, '--repo', repo];
+export function workerArgv(mode: string, run: string, repo: string): string[] {
+  return [process.execPath, svcCliPath(), 'worker', mode, '--run-id', run, '--repo', repo];
 }
