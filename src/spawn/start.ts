@@ -59,12 +59,14 @@ export function startChild(argv: readonly string[], opts: StartOptions): ChildPr
   return child;
 }
 
-/** svc's secret names with non-empty string values in `from` (`*_FILE` names hold paths and stay where they are). */
-export function secretsIn(from: Readonly<Record<string, unknown>>): Record<string, string> {
+/** svc's secrets (all, or those of `names`) with non-empty string values in `from` (`*_FILE` names hold paths). */
+export function secretsIn(
+  from: Readonly<Record<string, unknown>>, names: Iterable<string> = SECRET_NAMES,
+): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const name of SECRET_NAMES) {
+  for (const name of names) {
     const value = from[name];
-    if (!name.endsWith('_FILE') && typeof value === 'string' && value) out[name] = value;
+    if (SECRET_NAMES.has(name) && !name.endsWith('_FILE') && typeof value === 'string' && value) out[name] = value;
   }
   return out;
 }
