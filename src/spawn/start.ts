@@ -87,18 +87,20 @@ export function runSync(argv: readonly string[], opts: ChildSpec & {
   });
 }
 
-/** Runs to completion without throwing, keeping at most `maxBuffer` of the output. */
+/** Runs to completion without throwing, keeping at most `maxBuffer` of the output; `input` is written to stdin. */
 export function runCollect(
-  argv: readonly string[], opts: ChildSpec & { timeout?: number; maxBuffer?: number },
+  argv: readonly string[], opts: ChildSpec & { timeout?: number; maxBuffer?: number; input?: string },
 ): Promise<{ status: number | null; stdout: string; stderr: string; error: Error | null }> {
   const { bin, args, options } = prepare(argv, opts);
   return new Promise((resolve) => {
-    execFile(bin, args, { ...options, timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024 },
+    const child = execFile(bin, args, { ...options, timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024 },
       (err, stdout, stderr) => {
         const code = (err as { code?: unknown } | null)?.code;
         const status = err ? (typeof code === 'number' ? code : null) : 0;
         resolve({ status, stdout: `${stdout}`, stderr: `${stderr}`, error: err });
       });
+    // A child that exits without reading it (or never started) must not end this process with EPIPE.
+    if (opts.input !== undefined) child.stdin?.on('error', () => {}).end(opts.input);
   });
 }
 
