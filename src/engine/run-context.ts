@@ -113,7 +113,7 @@ export function openRunContext(
 
 /** From outside the worker: identity-checked SIGTERM to its group, SIGKILL after the grace. `by` names who stopped
  * it (`svc runs stop`, the Control Plane…): the stopped run's failure reason says so. */
-export async function stopLocalRun(repo: string, run: string, by = 'a stop request'): Promise<RunState | null> {
+export async function stopLocalRun(repo: string, run: string, by: string): Promise<RunState | null> {
   const dir = runDir(repo, run);
   if (!existsSync(dir)) return null;
   let state = tryReadState(dir);
