@@ -15,7 +15,6 @@ import { isValidSegment } from '../engine/ids.ts';
 import { signsLater } from '../engine/receipt.ts';
 import { safeJson } from '../safe-json.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
-import { svcCliPath } from '../spawn/svc-paths.ts';
 
 export const HELP = `Usage: svc start <input> [options]
 
@@ -92,7 +91,7 @@ async function launch(
   // Past a resumed run's earlier output, before the worker writes anything.
   const tail = showOutput ? createEventTail(dir) : null;
   tail?.();
-  const child = spawnWorker(svcCliPath(), state, mode, io.env, !detach);
+  const child = spawnWorker(state, mode, io.env, !detach);
   // The run's address first, so a caller (a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
   if (detach) {
@@ -100,7 +99,7 @@ async function launch(
     await sendPendingRuns(io, state.repo_path, 1_500);
     return 0;
   }
-  const onSignal = () => void stopLocalRun(state.repo_path, state.run, undefined, 'an interrupt of svc start');
+  const onSignal = () => void stopLocalRun(state.repo_path, state.run, 'an interrupt of svc start');
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   let closed = false;
@@ -160,7 +159,7 @@ export default async function start(io: CliIo): Promise<number> {
     const state = tryReadState(dir);
     if (!state) throw new NotFoundError(`No run ${run} in this repository`);
     if (flag === 'stop') {
-      io.stdout(summary((await stopLocalRun(repo, run, undefined, 'svc start --stop')) ?? state));
+      io.stdout(summary((await stopLocalRun(repo, run, 'svc start --stop')) ?? state));
       return 0;
     }
     if (flag === 'open-pr') {

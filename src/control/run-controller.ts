@@ -1,8 +1,8 @@
 // How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted
 // env. It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
-import { RUN_SECRET_NAMES } from '../spawn/env.ts';
+import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { startChild, type ChildSpec } from '../spawn/start.ts';
-import { withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
+import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { fileURLToPath } from 'node:url';
 import type { RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
@@ -49,13 +49,9 @@ function childSpec(deps: RunControllerDeps): ChildSpec {
   return { kind: 'control-launcher', base: withoutSecrets(deps.env), extra };
 }
 
-/** The credentials a launched run uses itself (push, ingest, issue fetch). */
+/** The credentials a launched run uses itself (push, ingest, issue fetch); ingest's token is this server's own. */
 function runSecrets(deps: RunControllerDeps): Secrets {
-  const out: Secrets = {};
-  for (const name of RUN_SECRET_NAMES) if (deps.env[name]) out[name] = deps.env[name]!;
-  if (deps.settings.token) out.SVC_CONTROL_TOKEN = deps.settings.token;
-  if (deps.env.OTEL_EXPORTER_OTLP_HEADERS) out.OTEL_EXPORTER_OTLP_HEADERS = deps.env.OTEL_EXPORTER_OTLP_HEADERS;
-  return out;
+  return secretsIn({ ...deps.env, SVC_CONTROL_TOKEN: deps.settings.token }, WORKER_SECRET_NAMES);
 }
 
 export function createRunController(deps: RunControllerDeps) {
@@ -121,7 +117,7 @@ export function createRunController(deps: RunControllerDeps) {
           let status = 'stopped';
           let endedAt = deps.clock();
           let failure: RunFailure | null = runFailure('stopped', `stopped by ${STOPPED_BY}`);
-          const state = await stopLocalRun(row.repo_path!, row.run, undefined, STOPPED_BY).catch(() => null);
+          const state = await stopLocalRun(row.repo_path!, row.run, STOPPED_BY).catch(() => null);
           if (state) {
             status = state.status;
             endedAt = state.ended_at ? Date.parse(state.ended_at) : endedAt;

@@ -1,8 +1,8 @@
 // Error-tracker input (DESIGN §6): an export, or an issue fetched with curl, rendered as the task spec.
-import { objOrNull as obj, type Obj } from '../untrusted.ts';
+import { objOrNull as obj, tryParseJson, type Obj } from '../untrusted.ts';
 import { oneLine, str } from './text.ts';
 import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
-import { startChild } from '../spawn/start.ts';
+import { runCollect } from '../spawn/start.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 
 type ErrtrackExport = { issue: Obj | null; event: Obj | null };
@@ -140,35 +140,31 @@ function quote(value: string): string {
   return `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
 }
 
+const MAX_ANSWER_BYTES = 20_000_000;
+
 /** One GET through `curl --config -`: argv carries no URL and no secret, only the config switch. */
-function curlJson(url: string, token: string): Promise<unknown> {
+async function curlJson(url: string, token: string): Promise<unknown> {
   const config = [`url = ${quote(url)}`, `header = ${quote(`Authorization: Bearer ${token}`)}`,
     'header = "Accept: application/json"', 'proto = "=https,http"', 'silent', 'show-error', 'fail', 'max-time = 30',
-    'max-filesize = 20000000', ''].join('\n');
-  return new Promise((resolve, reject) => {
-    // Paths, proxies and CA settings only (the spawn policy's 'fetch' kind): the token travels on stdin.
-    const child = startChild(['curl', '--config', '-'], { kind: 'fetch', base: process.env, stdio: 'pipe' });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout?.on('data', (c: Buffer) => out.push(c));
-    child.stderr?.on('data', (c: Buffer) => err.push(c));
-    child.on('error', (e) => {
-      reject(new FailedError(`Could not run curl to fetch the issue: ${e.message}`, { cause: e }));
-    });
-    child.on('close', (code) => {
-      if (code !== 0) {
-        const detail = Buffer.concat(err).toString('utf8').split(token).join('***').trim().split('\n')[0] ?? '';
-        reject(new FailedError(`Fetching ${url} failed (curl exit ${code}${detail ? `: ${detail}` : ''})`));
-        return;
-      }
-      try {
-        resolve(JSON.parse(Buffer.concat(out).toString('utf8')));
-      } catch {
-        reject(new FailedError(`The error tracker answered ${url} with something that is not JSON`));
-      }
-    });
-    child.stdin?.end(config);
+    `max-filesize = ${MAX_ANSWER_BYTES}`, ''].join('\n');
+  // Paths, proxies and CA settings only (the spawn policy's 'fetch' kind): the token travels on stdin.
+  const done = await runCollect(['curl', '--config', '-'], {
+    kind: 'fetch', base: process.env, input: config, maxBuffer: 2 * MAX_ANSWER_BYTES,
   });
+  const error = done.error as NodeJS.ErrnoException | null;
+  // Only a start that failed names a syscall (an exit code, a kill or a full buffer does not).
+  if (error?.syscall) {
+    throw new FailedError(`Could not run curl to fetch the issue: ${error.message}`, { cause: error });
+  }
+  if (done.status !== 0) {
+    const detail = done.stderr.split(token).join('***').trim().split('\n')[0] ?? '';
+    throw new FailedError(`Fetching ${url} failed (curl exit ${done.status}${detail ? `: ${detail}` : ''})`);
+  }
+  const answer = tryParseJson(done.stdout);
+  if (answer === undefined) {
+    throw new FailedError(`The error tracker answered ${url} with something that is not JSON`);
+  }
+  return answer;
 }
 
 export async function fetchIssueExport(pageUrl: string, env: NodeJS.ProcessEnv): Promise<ErrtrackExport> {

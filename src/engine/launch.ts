@@ -158,14 +158,13 @@ export async function prepareRetry(
 
 /** Spawns `svc worker MODE --run-id RUN --repo REPO` detached; output goes to worker.log unless inherited. */
 export function spawnWorker(
-  cli: string, state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
+  state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
   const log = inherit ? null : openAppendNoFollow(join(dir, 'worker.log'));
-  const argv = workerArgv(cli, mode, state.run, state.repo_path);
+  const argv = workerArgv(mode, state.run, state.repo_path);
   // An ancestor of the agent: no secret in its environment; its own credentials (the push token, the Control Plane
   // token for ingest, the issue fetchers' keys) come on fd 3 (DESIGN §7a).
-  const all = secretsIn(env);
   const child = startChild(argv, {
     cwd: state.repo_path,
     kind: 'svc-worker',
@@ -173,7 +172,7 @@ export function spawnWorker(
     extra: { SVC_SOURCE: state.source },
     detached: true,
     stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!],
-    secrets: Object.fromEntries(WORKER_SECRET_NAMES.filter((n) => all[n]).map((n) => [n, all[n]!])),
+    secrets: secretsIn(env, WORKER_SECRET_NAMES),
   });
   if (log !== null) closeSync(log);
   if (child.pid && mode !== 'verify') {

@@ -113,9 +113,7 @@ export function openRunContext(
 
 /** From outside the worker: identity-checked SIGTERM to its group, SIGKILL after the grace. `by` names who stopped
  * it (`svc runs stop`, the Control Plane…): the stopped run's failure reason says so. */
-export async function stopLocalRun(
-  repo: string, run: string, graceMs = STOP_GRACE_MS, by = 'a stop request',
-): Promise<RunState | null> {
+export async function stopLocalRun(repo: string, run: string, by: string): Promise<RunState | null> {
   const dir = runDir(repo, run);
   if (!existsSync(dir)) return null;
   let state = tryReadState(dir);
@@ -134,13 +132,13 @@ export async function stopLocalRun(
     // state.json is only a claim: the pid must still be our worker for this very run (its argv says so).
     const owner = isWorkerOf(run);
     // The worker stops its provider (SIGTERM, then SIGKILL after the grace) and records "stopped" itself.
-    if (signalGroup(worker, 'SIGTERM', owner) && !(await waitGroupGone(worker.pgid, graceMs * 2 + 2_000))) {
+    if (signalGroup(worker, 'SIGTERM', owner) && !(await waitGroupGone(worker.pgid, STOP_GRACE_MS * 2 + 2_000))) {
       signalGroup(worker, 'SIGKILL', owner);
       await waitGroupGone(worker.pgid, 5_000);
     }
   }
   state = tryReadState(dir) ?? state;
-  if (state.child) await terminateGroup(state.child, graceMs, isChildOf(run));
+  if (state.child) await terminateGroup(state.child, STOP_GRACE_MS, isChildOf(run));
   const failure = runFailure('stopped', `stopped by ${by}`);
   if (!TERMINAL.has(state.status)) {
     const from = state.status;

@@ -3,11 +3,12 @@
 // started its run, plus what its call site adds by name.
 import { SECRET_NAMES } from '../settings-registry.ts';
 
-/** The credentials a run's own svc uses (push, issue fetchers): handed to it through a pipe, never its environment. */
-export const RUN_SECRET_NAMES = ['GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY'] as const;
-
-/** A run's worker also ships to the Control Plane with its token. */
-export const WORKER_SECRET_NAMES = [...RUN_SECRET_NAMES, 'SVC_CONTROL_TOKEN', 'OTEL_EXPORTER_OTLP_HEADERS'] as const;
+/** The credentials a run's own svc uses (push, issue fetchers, shipping to the Control Plane, trace export): handed
+ * to it through a pipe, never its environment. */
+export const WORKER_SECRET_NAMES = [
+  'GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'TRACKERA_API_KEY', 'SVC_CONTROL_TOKEN',
+  'OTEL_EXPORTER_OTLP_HEADERS',
+] as const;
 
 /** SVC_* variables an untrusted child may still see (they carry no credential). */
 const SVC_NAMES_PASSED: ReadonlySet<string> = new Set(['SVC_SOURCE']);

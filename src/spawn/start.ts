@@ -5,6 +5,7 @@ import { constants as osConstants } from 'node:os';
 import type { Writable } from 'node:stream';
 import { childEnv, LAUNCHER_PID_VAR, type ChildKind } from './env.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
+import { svcCliPath } from './svc-paths.ts';
 
 export type { ChildProcess };
 
@@ -58,12 +59,14 @@ export function startChild(argv: readonly string[], opts: StartOptions): ChildPr
   return child;
 }
 
-/** svc's secret names with non-empty string values in `from` (`*_FILE` names hold paths and stay where they are). */
-export function secretsIn(from: Readonly<Record<string, unknown>>): Record<string, string> {
+/** svc's secrets (all, or those of `names`) with non-empty string values in `from` (`*_FILE` names hold paths). */
+export function secretsIn(
+  from: Readonly<Record<string, unknown>>, names: Iterable<string> = SECRET_NAMES,
+): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const name of SECRET_NAMES) {
+  for (const name of names) {
     const value = from[name];
-    if (!name.endsWith('_FILE') && typeof value === 'string' && value) out[name] = value;
+    if (SECRET_NAMES.has(name) && !name.endsWith('_FILE') && typeof value === 'string' && value) out[name] = value;
   }
   return out;
 }
@@ -84,18 +87,20 @@ export function runSync(argv: readonly string[], opts: ChildSpec & {
   });
 }
 
-/** Runs to completion without throwing, keeping at most `maxBuffer` of the output. */
+/** Runs to completion without throwing, keeping at most `maxBuffer` of the output; `input` is written to stdin. */
 export function runCollect(
-  argv: readonly string[], opts: ChildSpec & { timeout?: number; maxBuffer?: number },
+  argv: readonly string[], opts: ChildSpec & { timeout?: number; maxBuffer?: number; input?: string },
 ): Promise<{ status: number | null; stdout: string; stderr: string; error: Error | null }> {
   const { bin, args, options } = prepare(argv, opts);
   return new Promise((resolve) => {
-    execFile(bin, args, { ...options, timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024 },
+    const child = execFile(bin, args, { ...options, timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024 },
       (err, stdout, stderr) => {
         const code = (err as { code?: unknown } | null)?.code;
         const status = err ? (typeof code === 'number' ? code : null) : 0;
         resolve({ status, stdout: `${stdout}`, stderr: `${stderr}`, error: err });
       });
+    // A child that exits without reading it (or never started) must not end this process with EPIPE.
+    if (opts.input !== undefined) child.stdin?.on('error', () => {}).end(opts.input);
   });
 }
 
@@ -171,6 +176,6 @@ export function retryArgs(from: string, run: string, repo: string): string[] {
 }
 
 /** The run's detached worker: `node <cli> worker MODE --run-id RUN --repo REPO` (proc-group.ts checks it). */
-export function workerArgv(cli: string, mode: string, run: string, repo: string): string[] {
-  return [process.execPath, cli, 'worker', mode, '--run-id', run, '--repo', repo];
+export function workerArgv(mode: string, run: string, repo: string): string[] {
+  return [process.execPath, svcCliPath(), 'worker', mode, '--run-id', run, '--repo', repo];
 }

@@ -1,6 +1,7 @@
 // Default executor: `node <cli> start …` as a child with an allowlisted env, then watches the run's state.json.
 import { startChild } from '../spawn/start.ts';
-import { secretsIn, type Secrets } from '../spawn/secrets-handoff.ts';
+import { secretsIn } from '../spawn/secrets-handoff.ts';
+import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { readFile } from 'node:fs/promises';
 import { watch, type FSWatcher } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -20,10 +21,8 @@ const OUTPUT_CAP = 64 * 1024;
 /** For a freshly launched run to write its first state.json. */
 const MISSING_GRACE_MS = 60_000;
 
-/** What a job's run uses itself: ingest to the Control Plane, the push, an error-tracker fetch; no webhook secret. */
-const LAUNCHER_SECRETS = [
-  'SVC_CONTROL_TOKEN', 'GITHUB_TOKEN', 'GH_TOKEN', 'ERRTRACK_AUTH_TOKEN', 'OTEL_EXPORTER_OTLP_HEADERS',
-];
+/** What a job's run uses itself (no webhook secret); not TRACKERA_API_KEY: a trackera run reads its staged snapshot. */
+const LAUNCHER_SECRETS = WORKER_SECRET_NAMES.filter((name) => name !== 'TRACKERA_API_KEY');
 
 export function createLocalExecutor(opts: {
   /** dist/cli.js, run with `execPath`. */
@@ -38,8 +37,7 @@ export function createLocalExecutor(opts: {
   const launchTimeoutMs = opts.launchTimeoutMs ?? 120_000;
   // Read once: the run's secrets (sent down a pipe on the launcher's fd 3, never its environment) and the
   // operator's names passed to agents (operator.json "env"), which cross the launcher's allowlist.
-  const all = secretsIn(opts.env);
-  const secrets: Secrets = Object.fromEntries(LAUNCHER_SECRETS.filter((n) => all[n]).map((n) => [n, all[n]!]));
+  const secrets = secretsIn(opts.env, LAUNCHER_SECRETS);
   const operatorEnv = operatorPassedEnv(opts.env);
 
   function startSvc(args: readonly string[], cwd: string, extra: Record<string, string>, detached = false) {

@@ -57,7 +57,7 @@ describe('stopping a run from outside its worker', () => {
     const pid = victim.pid!;
     await waitFor(() => procStart(pid), 'victim start time');
     runFolder('rvictim', { pid, pgid: pid, proc_start: procStart(pid) });
-    const state = await stopLocalRun(repo, 'rvictim', 100);
+    const state = await stopLocalRun(repo, 'rvictim', 'the test');
     assert.equal(state?.status, 'stopped');
     assert.equal(processAlive(pid), true, 'a process that is not our worker survives the stop');
   });
@@ -70,7 +70,7 @@ describe('stopping a run from outside its worker', () => {
       pid: other.pid!, pgid: other.pid!, proc_start: procStart(other.pid!),
       child: { pid: child.pid!, pgid: child.pid!, proc_start: procStart(child.pid!) },
     });
-    await stopLocalRun(repo, 'rmismatch', 100);
+    await stopLocalRun(repo, 'rmismatch', 'the test');
     assert.equal(processAlive(other.pid!), true);
     assert.equal(processAlive(child.pid!), true);
   });
@@ -83,7 +83,7 @@ describe('stopping a run from outside its worker', () => {
       pid: worker.pid!, pgid: worker.pid!, proc_start: procStart(worker.pid!),
       child: { pid: child.pid!, pgid: child.pid!, proc_start: procStart(child.pid!) },
     });
-    await stopLocalRun(repo, 'rmine', 100);
+    await stopLocalRun(repo, 'rmine', 'the test');
     await waitFor(() => !processAlive(worker.pid!) && !processAlive(child.pid!), 'worker and child to exit', 15_000);
   });
 
