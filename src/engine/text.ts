@@ -1,8 +1,10 @@
 // Small text helpers for untrusted input: one-line sanitising with a byte cap, and fences that content cannot close.
+import { oneLine as flatten } from '../webhook-sources.ts';
 
-/** Whitespace and control characters collapsed to single spaces, capped at `maxBytes` of UTF-8 (DESIGN: a brief). */
+/** The one flattening a webhook's text gets (whitespace, controls and bidi marks to single spaces), capped at
+ * `maxBytes` of UTF-8 (DESIGN: a brief). */
 export function oneLine(text: string, maxBytes = 1500): string {
-  const flat = text.replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, ' ').replace(/\s+/g, ' ').trim();
+  const flat = flatten(text);
   if (Buffer.byteLength(flat) <= maxBytes) return flat;
   // A cut through a multi-byte character leaves U+FFFD; drop it.
   return `${Buffer.from(flat).subarray(0, maxBytes - 3).toString('utf8').replace(/\uFFFD+$/, '')}...`;

@@ -92,6 +92,8 @@ describe('prompt', () => {
 
   it('sanitises briefs to one capped line', () => {
     assert.equal(oneLine('a\n\tb\u0000c   d'), 'a b c d');
+    // Bidi overrides and C1 controls too (a PR title must not read other than it is), as a webhook's text.
+    assert.equal(oneLine('fix \u202eevil\u202c\u0085done\u2066x\u2069'), 'fix evil done x');
     assert.ok(Buffer.byteLength(oneLine('é'.repeat(2000))) <= 1500);
   });
 });
