@@ -20,12 +20,13 @@ export class SandboxUnavailableError extends UnavailableError {}
 
 export type SandboxProbe = ReturnType<typeof probeSandbox>;
 
-export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get install bubblewrap), or opt out: ' +
-  'SVC_SANDBOX=none for a CLI run, "sandbox": "none" in .svc/policy.json for any run';
-
 const OPT_OUT_CLI = 'SVC_SANDBOX=none or "sandbox": "none" in the project\'s .svc/policy.json';
 const OPT_OUT_SERVER =
   'SVC_SERVER_SANDBOX=none in the environment of the server itself (the Control Plane or the trigger server)';
+
+// A server-started run never takes the repository's word for it (resolveSandbox): each opt-out named where it works.
+export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get install bubblewrap), or opt out: ' +
+  `for a CLI run ${OPT_OUT_CLI}; for a run a server starts ${OPT_OUT_SERVER}`;
 
 /**
  * The sandbox for a run svc is about to start with `env`; `policy` is the project's choice (null: bwrap). Only a run a
