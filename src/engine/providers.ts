@@ -311,7 +311,8 @@ export function isBuiltin(name: string): name is (typeof BUILTIN_PROVIDERS)[numb
 }
 
 function resolveNamed(name: string, config: EngineConfig, pathVar: string | undefined): ResolvedProvider | null {
-  const configured = config.providers[name];
+  // Own keys only: a name like `constructor` is no provider of the config's.
+  const configured = Object.hasOwn(config.providers, name) ? config.providers[name] : undefined;
   if (configured) {
     const [bin, ...rest] = configured.command;
     const path = which(bin!, pathVar);

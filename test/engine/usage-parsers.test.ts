@@ -176,4 +176,10 @@ describe('built-in provider argv', () => {
   it('picks the first built-in on PATH when none is named', () => {
     assert.equal(resolveProvider(null, config, { PATH: bin }).name, 'claude');
   });
+
+  it('calls a name that is only an object\'s inherited key (constructor, toString) an unknown provider', () => {
+    for (const name of ['constructor', 'toString', 'hasOwnProperty']) {
+      assert.throws(() => resolveProvider(name, config, { PATH: bin }), /Unknown provider/, name);
+    }
+  });
 });
