@@ -156,6 +156,10 @@ async function curlJson(url: string, token: string): Promise<unknown> {
   if (error?.syscall) {
     throw new FailedError(`Could not run curl to fetch the issue: ${error.message}`, { cause: error });
   }
+  if (error?.code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER') {
+    // An older curl keeps no max-filesize on a chunked answer: the buffer's cap ends it.
+    throw new FailedError(`The error tracker answered ${url} with more than ${MAX_ANSWER_BYTES / 1e6} MB`);
+  }
   if (done.status !== 0) {
     const detail = done.stderr.split(token).join('***').trim().split('\n')[0] ?? '';
     throw new FailedError(`Fetching ${url} failed (curl exit ${done.status}${detail ? `: ${detail}` : ''})`);
