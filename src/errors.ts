@@ -6,7 +6,7 @@
  * The codes of errors that may reach a command's exit (what went wrong, not how to answer it; one class each), and
  * their exit status: 2 when the person must change what they typed or set (the spec's tokenless bind is one), else 1.
  */
-export const EXIT_STATUS = {
+const EXIT_STATUS = {
   usage: 2,
   bad_input: 2,
   bad_setting: 2,

@@ -178,7 +178,7 @@ export function createMcpTools(routes: () => readonly R[]) {
       // Refused before the handler ran, as the pipeline refuses: audited as the API action (when it is one).
       if (err instanceof HttpError) {
         const { req, peer, requestId } = ctx;
-        const info = { route, params, method: route.method, req, peer, requestId, error: err };
+        const info = { route, params, req, peer, requestId, error: err };
         recordRefusal(ctx.deps, info, { refused_by: 'mcp', tool: tool.name });
       }
       throw err;

@@ -83,8 +83,10 @@ export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: 
   const groups = isPidAlive(id.pid) && (!owner || owner(id.pid)) ? [id, ...descendantGroups(id)] : [id];
   const signalled = groups.filter((g) => signalGroup(g, 'SIGTERM', g === id ? owner : undefined));
   if (signalled.length === 0) return;
+  // One deadline for all the groups: an agent that starts many groups must not get a grace for each.
   const left = async (ms: number) => {
-    for (const g of signalled) if (!(await waitGroupGone(g.pgid, ms))) return true;
+    const deadline = Date.now() + ms;
+    for (const g of signalled) if (!(await waitGroupGone(g.pgid, Math.max(0, deadline - Date.now())))) return true;
     return false;
   };
   if (!(await left(graceMs))) return;

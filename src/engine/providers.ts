@@ -1,6 +1,6 @@
 // Provider adapters: each built-in CLI's invocation and what its output says of cost and session; command providers.
 import { UnavailableError } from '../errors.ts';
-import { obj, objOrNull, tryParseJson } from '../untrusted.ts';
+import { obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
 import { which } from '../spawn/svc-paths.ts';
 import type { EngineConfig } from './config.ts';
 import type { CostFigures } from '../run-json.ts';
@@ -22,8 +22,6 @@ export interface ResolvedProvider {
 }
 
 export type Usage = CostFigures;
-
-type Obj = Record<string, unknown>;
 
 /** A cost or token figure from untrusted output: a finite number, not negative; else null (unknown). */
 export function figure(value: unknown): number | null {

@@ -1,13 +1,11 @@
 // Small text helpers for untrusted input: one-line sanitising with a byte cap, and fences that content cannot close.
-import { oneLine as flatten } from '../webhook-sources.ts';
+import { capUtf8, oneLine as flatten } from '../webhook-sources.ts';
 
 /** The one flattening a webhook's text gets (whitespace, controls and bidi marks to single spaces), capped at
  * `maxBytes` of UTF-8 (DESIGN: a brief). */
 export function oneLine(text: string, maxBytes = 1500): string {
   const flat = flatten(text);
-  if (Buffer.byteLength(flat) <= maxBytes) return flat;
-  // A cut through a multi-byte character leaves U+FFFD; drop it.
-  return `${Buffer.from(flat).subarray(0, maxBytes - 3).toString('utf8').replace(/\uFFFD+$/, '')}...`;
+  return Buffer.byteLength(flat) <= maxBytes ? flat : `${capUtf8(flat, maxBytes - 3)}...`;
 }
 
 /** A backtick fence longer than any backtick run inside the content, so the data cannot end the block early. */

@@ -51,7 +51,8 @@ export interface GateMeter {
   prices: PriceTable;
   /** Why this asker may make no further model call now (a budget reached), or null. */
   refusal(asker: Asker): string | null;
-  /** A shared gate's bound on a run's calls under way: the admitted call's release, or why it must wait (a 429). */
+  /** A shared gate's bound on a run's calls under way: the admitted call's release (safe to call more than once: it
+   * counts once), or why it must wait (a 429). */
   hold?(asker: Asker): (() => void) | string;
 }
 

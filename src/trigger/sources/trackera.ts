@@ -74,6 +74,8 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
 // The verified payload a job's run reads instead of the tracker API (no key in the child; docs/trigger.md): staged,
 // put in place as `jobs/<job id>.json` and `<identifier>.json` once the job committed; else nothing is left behind.
 export async function stageTrackeraSnapshot(repoDir: string, identifier: string, raw: Buffer) {
+  // Both names become file names on the host: checked here too, whatever the caller checked.
+  if (!IDENTIFIER.test(identifier)) throw new RangeError('bad trackera identifier');
   const dir = trackeraInbox(repoDir);
   await mkdir(join(dir, 'jobs'), { recursive: true, mode: 0o700 });
   const [latestTmp, jobTmp] = [join(dir, `.${randomUUID()}.tmp`), join(dir, 'jobs', `.${randomUUID()}.tmp`)];
@@ -91,6 +93,7 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
   return {
     /** Synchronous: done before the job loop can launch the job. */
     keep(jobId: string) {
+      if (!IDENTIFIER.test(jobId)) throw new RangeError('bad job id');
       renameSync(jobTmp, join(dir, 'jobs', `${jobId}.json`));
       staged.splice(staged.indexOf(jobTmp), 1);
       renameSync(latestTmp, join(dir, `${identifier}.json`));
