@@ -46,7 +46,7 @@ export function protocolFiles(ctx: RunContext) {
 const MIB = 1024 * 1024;
 
 /** svc's share of the policy limits, watched while the agent runs; `diskDir` is the worktree. */
-export function watchedLimits(limits: RunLimits, diskDir: string | null): WatchedLimits {
+export function watchedLimits(limits: RunLimits, diskDir: string): WatchedLimits {
   return { processes: limits.processes, memoryBytes: limits.memory_mb * MIB, diskDir, diskBytes: limits.disk_mb * MIB };
 }
 

@@ -45,7 +45,7 @@ export interface WatchedLimits {
   processes: number;
   memoryBytes: number;
   cgroup?: MemoryCgroup | null;
-  diskDir: string | null;
+  diskDir: string;
   diskBytes: number;
 }
 
@@ -186,14 +186,12 @@ export function watchLimits(
     if (over) breach({ limit: 'memory', message: over });
   }, SAMPLE_MS);
   sampler.unref();
-  const dir = limits.diskDir;
-  if (dir === null) return stop;
   let baseline: number | null = null;
   // Each walk of the worktree waits ten times as long as the last one took (at least 5 s): a tenth of a core at most.
   const measure = async (): Promise<void> => {
     if (stopped) return;
     const started = Date.now();
-    const bytes = await treeBytes(dir, (baseline ?? Infinity) + limits.diskBytes);
+    const bytes = await treeBytes(limits.diskDir, (baseline ?? Infinity) + limits.diskBytes);
     baseline ??= bytes;
     if (bytes - baseline > limits.diskBytes) {
       breach({ limit: 'disk', message: `the worktree grew by more than ${limits.diskBytes / MIB} MiB` });
