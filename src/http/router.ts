@@ -20,7 +20,6 @@ const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 function compilePattern(pattern: string): Segment[] {
   if (!pattern.startsWith('/')) throw new RouteTableError(`Route pattern must start with "/": "${pattern}"`);
-  if (pattern === '/') return [];
   const parts = pattern.slice(1).split('/');
   return parts.map((part, index) => {
     const name = part.slice(1);
@@ -108,7 +107,7 @@ export function createRouter<R extends { method: Method; pattern: string }>(rout
   return (method: string, pathname: string) => {
     const exact = literal.get(pathname);
     if (exact) return found(exact, method, {});
-    const parts = pathname === '/' ? [] : pathname.slice(1).split('/');
+    const parts = pathname.slice(1).split('/');
     for (const entry of table) {
       const params = tryMatch(entry, parts);
       if (params) return found(entry, method, params);
