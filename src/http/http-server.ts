@@ -1,7 +1,7 @@
 // The node:http server both servers share, so the two cannot drift apart: its timeouts and connection caps (README
 // "Known limits"), the envelope for requests Node's parser refuses, binding, and shutting down.
 import { createServer, type Server } from 'node:http';
-import type { Socket } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { RequestListener } from './pipeline.ts';
 import { errorBody, errorStatus, type ErrorCode } from './http-error.ts';
@@ -18,10 +18,7 @@ const SERVER_TIMEOUTS = {
   connectionsCheckingInterval: 5_000,
 } as const;
 
-/** `limits`: the Control Plane's defaults unless given. */
-export function createHttpServer(
-  listener: RequestListener, limits: ConnectionLimits = readConnectionLimits({}, 'control'),
-) {
+export function createHttpServer(listener: RequestListener, limits: ConnectionLimits) {
   // requireHostHeader is off so a Host-less HTTP/1.1 request gets the pipeline's envelope, not Node's bare 400.
   const server = createServer({ ...SERVER_TIMEOUTS, requireHostHeader: false }, listener);
   return { server, connections: guardConnections(server, limits) };
@@ -116,8 +113,8 @@ export async function listen(server: Server, host: string, port: number): Promis
       resolve();
     });
   });
-  const address = server.address();
-  const bound = typeof address === 'object' && address ? address.port : port;
+  // A host and a port always bind TCP: the address is never a pipe's name.
+  const bound = (server.address() as AddressInfo).port;
   // An IPv6 literal goes in brackets inside a URL (RFC 3986 §3.2.2).
   const name = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
   return { url: `http://${name}:${bound}`, port: bound };

@@ -7,7 +7,7 @@ import { startTestControl, makeRun, type TestControl } from '../helpers/control-
 import { openSseClient } from '../helpers/sse-client.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
-import { createHttpServer, listen } from '../../src/http/http-server.ts';
+import { createHttpServer, listen, readConnectionLimits } from '../../src/http/http-server.ts';
 import type { EventRow } from '../../src/db/events-store.ts';
 
 /** A raw client socket on 127.0.0.1 that records what it received, when the server ended it and when it closed. */
@@ -243,7 +243,7 @@ describe('hostile traffic: connections', () => {
   });
 
   it('answers 408 to sockets that send nothing and closes them (the shared server factory, timeouts shortened)', async () => {
-    const { server, connections } = createHttpServer((_req, res) => res.end());
+    const { server, connections } = createHttpServer((_req, res) => res.end(), readConnectionLimits({}, 'control'));
     server.headersTimeout = 300;
     server.requestTimeout = 600;
     const { port } = await listen(server, '127.0.0.1', 0);
