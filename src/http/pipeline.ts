@@ -229,8 +229,7 @@ function answerFailure<D>(
   try {
     sendReply(res, { status: err.status, headers: err.headers, body: errorBody(err.code, err.message) });
   } catch (sendErr) {
-    // A header the error carried that Node will not write must not leave the request unanswered.
-    if (res.headersSent) return void res.destroy();
+    // A header the error carried that Node will not write throws before anything is sent: answer without it.
     opts.log.error('error reply failed', { request_id: requestId, error: String(sendErr) });
     sendReply(res, { status: err.status, body: errorBody(err.code, err.message) });
   }
