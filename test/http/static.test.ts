@@ -1,9 +1,10 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { rawRequest } from '../helpers/raw-http.ts';
-import { UI_CSP } from '../../src/http/static-files.ts';
+import { createStaticFiles, UI_CSP } from '../../src/http/static-files.ts';
 
 describe('security', () => {
   describe('static UI files', () => {
@@ -40,6 +41,14 @@ describe('security', () => {
         assert.equal(res.text.includes('"devDependencies"'), false, path);
         assert.equal(res.text === pkg, false, path);
       }
+    });
+  });
+
+  describe('without a static folder', () => {
+    it('serves no file, so the UI answers 404 while the API still works', () => {
+      const files = createStaticFiles(fileURLToPath(new URL('./no-such-folder/', import.meta.url)));
+      assert.equal(files('/', undefined), null);
+      assert.equal(files('/index.html', undefined), null);
     });
   });
 });

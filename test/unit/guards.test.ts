@@ -191,5 +191,8 @@ describe('guards', () => {
       assert.equal(requestUrl('/a/...').pathname, '/a/...');
       assert.equal(requestUrl('/v1/stats?repo=../x').searchParams.get('repo'), '../x');
     });
+    it('answers bad_request to an absolute-form target that is no URL', () => {
+      assert.equal(codeOf(() => requestUrl('http://[not-an-address]/v1/runs')), 'bad_request');
+    });
   });
 });

@@ -8,6 +8,7 @@ import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
 import { childEnv } from '../../src/spawn/env.ts';
 import { declaredFolders } from '../../src/spawn/agent-plan.ts';
+import { ignoredPolicyNote } from '../../src/spawn/sandbox-mode.ts';
 
 describe('childEnv', () => {
   const base = { PATH: '/bin', HOME: '/h', GITHUB_TOKEN: 'g', SVC_API_TOKEN_FILE: '/t', SVC_ORIGIN: 'cli', SVC_SOURCE: 's' };
@@ -29,6 +30,15 @@ describe('childEnv', () => {
       SVC_CONTROL_URL: 'http://c', GITHUB_API_URL: 'https://ghe.example/api/v3' });
     assert.deepEqual(childEnv('fetch', wide), { PATH: '/bin', HOME: '/h', HTTPS_PROXY: 'http://p' });
     assert.deepEqual(childEnv('probe', wide, { LANG: 'C' }), { PATH: '/bin', HOME: '/h', LANG: 'C' });
+  });
+});
+
+describe('ignoredPolicyNote', () => {
+  it('says in a server-started run\'s log that its policy\'s "sandbox": "none" was not obeyed, and only there', () => {
+    assert.match(ignoredPolicyNote('none', { SVC_ORIGIN: 'webhook' }) ?? '', /sandboxed all the same \(only SVC_SERVER_SANDBOX/);
+    assert.equal(ignoredPolicyNote('none', { SVC_ORIGIN: 'cli' }), null);
+    assert.equal(ignoredPolicyNote('none', {}), null);
+    assert.equal(ignoredPolicyNote(null, { SVC_ORIGIN: 'control' }), null);
   });
 });
 
