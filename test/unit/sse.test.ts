@@ -1,0 +1,44 @@
+// The SSE writer's heartbeat: a ping each interval, and a reader that took nothing for a whole interval while bytes
+// waited is dropped (the lag bound's other half; the byte bound is in test/http/events-stream.test.ts).
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { ServerResponse } from 'node:http';
+import { openSse } from '../../src/http/sse.ts';
+
+/** A response whose reader has taken `taken` of the bytes written so far; the rest is pending. */
+function fakeResponse() {
+  const state = { sent: '', taken: 0, destroyed: false };
+  const res = {
+    req: { method: 'GET' },
+    writeHead() {},
+    write(chunk: string) {
+      state.sent += chunk;
+    },
+    get writableLength() {
+      return state.sent.length - state.taken;
+    },
+    on() {},
+    end() {},
+    destroy() {
+      state.destroyed = true;
+    },
+  };
+  return { res: res as unknown as ServerResponse, state };
+}
+
+describe('openSse heartbeat', () => {
+  it('pings a reader that keeps up, and drops one that took nothing for a whole interval while bytes waited', (t) => {
+    t.mock.timers.enable({ apis: ['setInterval'] });
+    const keeping = fakeResponse();
+    const stalled = fakeResponse();
+    openSse(keeping.res).write('data: 1\n\n');
+    openSse(stalled.res).write('data: 1\n\n');
+    for (let beat = 0; beat < 3; beat++) {
+      keeping.state.taken = keeping.state.sent.length;
+      t.mock.timers.tick(15_000);
+    }
+    assert.equal(keeping.state.destroyed, false);
+    assert.equal(keeping.state.sent.split(': ping\n\n').length - 1, 3);
+    assert.equal(stalled.state.destroyed, true);
+  });
+});
