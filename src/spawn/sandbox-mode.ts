@@ -3,7 +3,7 @@
 // boot in `~/.svc/sandbox-probe.json` (~13 ms a run otherwise); a failure is probed again each time.
 import { lstatSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { UnavailableError } from '../errors.ts';
+import { errorMessage, UnavailableError } from '../errors.ts';
 import { settingChoice } from '../settings-registry.ts';
 import { runSync } from './start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from './bwrap-argv.ts';
@@ -80,8 +80,7 @@ function runTrial(bwrap: string, env: NodeJS.ProcessEnv, fds: Array<number | 'ig
   try {
     return runSync(argv, { kind: 'probe', base: { PATH: env.PATH ?? '' }, timeout: 10_000, fds });
   } catch (err) {
-    const { stderr, status, message } = err as { stderr?: unknown; status?: unknown; message?: string };
-    return { failed: `${stderr ?? ''}` || message || `exit ${String(status)}` };
+    return { failed: `${(err as { stderr?: unknown }).stderr ?? ''}` || errorMessage(err) };
   }
 }
 
