@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import type { IncomingMessage } from 'node:http';
-import { readBody, parseJson, parseJsonObject, MiB } from '../../src/http/body.ts';
+import { checkBodyKeys, readBody, parseJson, parseJsonObject, MiB } from '../../src/http/body.ts';
 import { HttpError } from '../../src/http/http-error.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from '../../src/http/body.ts';
 
@@ -103,6 +103,15 @@ describe('body', () => {
     for (const bad of ['[]', '1', '"s"', 'null', 'true']) {
       assert.throws(() => parseJsonObject(Buffer.from(bad)), (err: unknown) => err instanceof HttpError && err.code === 'bad_request', bad);
     }
+  });
+
+  it('refuses an unknown field by its name, echoing at most 64 characters of it', () => {
+    const refusal = (message: string) => (err: unknown) =>
+      err instanceof HttpError && err.code === 'invalid_param' && err.message === message;
+    assert.throws(() => checkBodyKeys({ brief: 'b', typo: 1 }, ['brief'], 'in a start'),
+      refusal('Unknown field "typo" in a start'));
+    assert.throws(() => checkBodyKeys({ ['k'.repeat(100_000)]: 1 }, new Set(['brief'])),
+      refusal(`Unknown field "${'k'.repeat(64)}…"`));
   });
 });
 

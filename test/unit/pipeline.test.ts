@@ -119,7 +119,10 @@ describe('request pipeline', () => {
       deps,
       boundToLoopback: () => true,
       log: createLogger('pipeline-test', (line) => void logged.push(line)),
-      onRefused: (info) => void refusals.push(info),
+      onRefused: (info) => {
+        refusals.push(info);
+        if (info.req.headers['x-hook-fails'] !== undefined) throw new Error('the audit store is gone');
+      },
     });
     server = createServer(listener);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -214,6 +217,13 @@ describe('request pipeline', () => {
     assert.equal(wrongType.status, 415);
     assert.deepEqual(refusals.slice(count).map((r) => r.error.code), ['invalid_json', 'unsupported_media_type']);
     assert.equal(deps.calls.length, calls, 'the handler never ran for a refused body');
+  });
+
+  it('answers a refusal whose hook throws all the same, and logs the hook\'s failure', async () => {
+    const answer = await ask(base, 'POST', '/echo', '{}', { 'content-type': 'text/plain', 'x-hook-fails': '1' });
+    assert.equal(answer.status, 415);
+    assert.equal(envelope(answer).code, 'unsupported_media_type');
+    assert.ok(logged.some((line) => line.includes('refusal hook failed') && line.includes('the audit store is gone')));
   });
 
   it('does not report a handler\'s own error as a refusal', async () => {
