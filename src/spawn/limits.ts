@@ -105,23 +105,13 @@ async function treeBytes(dir: string, cap: number): Promise<number> {
   const pending = [dir];
   while (pending.length && total <= cap) {
     const folder = pending.pop()!;
-    let entries;
-    try {
-      entries = await readdir(folder, { withFileTypes: true });
-    } catch {
-      continue;
-    }
+    // A folder or file gone meanwhile counts nothing.
+    const entries = await readdir(folder, { withFileTypes: true }).catch(() => []);
     for (const entry of entries) {
       if (entry.name === '.git' && folder === dir) continue;
       const path = join(folder, entry.name);
       if (entry.isDirectory()) pending.push(path);
-      else {
-        try {
-          total += (await lstat(path)).size;
-        } catch {
-          // gone meanwhile
-        }
-      }
+      else total += (await lstat(path).catch(() => null))?.size ?? 0;
     }
   }
   return total;
