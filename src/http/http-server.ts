@@ -122,13 +122,12 @@ export async function listen(server: Server, host: string, port: number): Promis
 
 const GRACE_MS = 2_000;
 
-/** Stops accepting, runs `whileDraining` (end streams), then waits for open requests, GRACE_MS at most. */
+/** Stops accepting, ends idle connections, runs `whileDraining` (streams), waits for the rest, GRACE_MS at most. */
 export async function closeGracefully(server: Server, whileDraining: () => void | Promise<void>): Promise<void> {
   // Listen for 'close' before anything can await: with no open connections it fires on the next tick, and a
   // listener attached later would never run (the unref'd timer then lets the process exit mid-shutdown).
   const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));
   server.close();
-  server.closeIdleConnections();
   await whileDraining();
   await new Promise<void>((resolve) => {
     const timer = setTimeout(() => {
