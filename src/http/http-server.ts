@@ -145,10 +145,11 @@ export async function closeGracefully(server: Server, whileDraining: () => void 
 /** The exit code after the first SIGINT or SIGTERM (a second one ends the process at once): 1 if `stop` failed. */
 export function exitCodeAfterSignal(log: Logger, message: string, stop: () => Promise<void>): Promise<number> {
   return new Promise<number>((resolve) => {
-    let stopping = false;
-    const onSignal = (signal: string): void => {
-      if (stopping) return;
-      stopping = true;
+    // Both listeners go on the first signal of either kind, so a second one (SIGINT then SIGTERM too) takes the
+    // default action and ends the process at once.
+    const onSignal = (signal: NodeJS.Signals): void => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
       log.info(message, { signal });
       stop().then(
         () => resolve(0),
@@ -158,7 +159,7 @@ export function exitCodeAfterSignal(log: Logger, message: string, stop: () => Pr
         },
       );
     };
-    process.once('SIGINT', () => onSignal('SIGINT'));
-    process.once('SIGTERM', () => onSignal('SIGTERM'));
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
   });
 }
