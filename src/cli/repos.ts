@@ -122,11 +122,10 @@ function remove(io: CliIo, file: string, name: string | undefined): number {
 export default async function repos(io: CliIo): Promise<number> {
   const picked = subcommand(io, HELP, 'repos', ['list', 'add', 'remove']);
   if (typeof picked === 'number') return picked;
-  const { values, positionals: rest } = parseFlags(picked.rest, { file: { type: 'string' } });
   const { sub } = picked;
+  const most = { list: 0, add: Infinity, remove: 1 }[sub];
+  const { values, positionals: rest } = parseFlags(picked.rest, { file: { type: 'string' } }, most);
   const file = resolve(values.file ?? (io.env.SVC_TRIGGER_REPOS || defaultReposFile(io.env)));
-  if (sub === 'list' && rest.length === 0) return list(io, file);
-  if (sub === 'add') return add(io, file, rest);
-  if (sub === 'remove' && rest.length <= 1) return remove(io, file, rest[0]);
-  throw new UsageError(`Unknown or malformed subcommand "${sub}" (expected list, add or remove)`);
+  if (sub === 'list') return list(io, file);
+  return sub === 'add' ? add(io, file, rest) : remove(io, file, rest[0]);
 }
