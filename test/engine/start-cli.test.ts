@@ -84,6 +84,9 @@ describe('svc start from the command line', () => {
     const ok = await svc(['receipt', 'verify', receiptFile]);
     assert.equal(ok.status, 0, ok.stderr);
     assert.match(ok.stdout, /Receipt OK/);
+    const resumed = await svc(['start', '--resume', run]);
+    assert.equal(resumed.status, 1);
+    assert.equal(resumed.stderr, `svc start: Run ${run} is succeeded; only stopped or failed runs can be resumed\n`);
   });
 
   it('a failing required check means no PR and verdict not_verified', async () => {
@@ -108,6 +111,9 @@ describe('svc start from the command line', () => {
     const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'budget block');
     assert.match(blocked.question, /budget of \$1\.00/);
     assert.equal(blocked.cost_usd, 2);
+    const early = await svc(['start', '--verify', run]);
+    assert.equal(early.status, 1);
+    assert.equal(early.stderr, `svc start: Run ${run} is blocked; verify it once it has ended\n`);
     const answer = await svc(['answer', `local/${run}`, 'no']);
     assert.equal(answer.status, 0, answer.stderr);
     const stopped = await waitFor(() => (state(run).status === 'stopped' ? state(run) : null), 'stop after the budget answer');
