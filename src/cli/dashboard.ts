@@ -123,9 +123,8 @@ async function startControlInBackground(env: NodeJS.ProcessEnv): Promise<{ url: 
   child.once('exit', (code) => {
     exited = code ?? 1;
   });
-  child.once('error', () => {
-    exited = 1;
-  });
+  // Only a spawn that failed emits 'error' here (no kill, IPC or abort signal): its pid is undefined, refused below.
+  child.once('error', () => {});
   child.unref();
   if (pid === undefined) throw new FailedError(`Could not start the Control Plane (see ${log})`);
 

@@ -1,6 +1,7 @@
 // `svc repos list|add|remove`: edits the trigger server's served repositories file (docs/trigger.md). Every change
 // is checked as the server would check the whole file, and written atomically; nothing invalid is ever written.
-import { chownSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { lchownSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
@@ -60,10 +61,12 @@ function ownerFor(file: string): { uid: number; gid: number } | null {
 function writeAtomically(file: string, text: string): void {
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   const owner = ownerFor(file);
-  const temp = `${file}.${process.pid}.tmp`;
-  writeFileSync(temp, text.endsWith('\n') || text === '' ? text : `${text}\n`, { mode: 0o600 });
+  // The folder may be the service user's, who could plant a link at a name it can guess: a new name, made with 'wx'
+  // (O_EXCL: never through a link), and lchown, which gives away no file a link swapped in meanwhile points to.
+  const temp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  writeFileSync(temp, text.endsWith('\n') || text === '' ? text : `${text}\n`, { mode: 0o600, flag: 'wx' });
   // Only root can give a file away.
-  if (owner && process.getuid?.() === 0) chownSync(temp, owner.uid, owner.gid);
+  if (owner && process.getuid?.() === 0) lchownSync(temp, owner.uid, owner.gid);
   renameSync(temp, file);
 }
 
@@ -119,11 +122,10 @@ function remove(io: CliIo, file: string, name: string | undefined): number {
 export default async function repos(io: CliIo): Promise<number> {
   const picked = subcommand(io, HELP, 'repos', ['list', 'add', 'remove']);
   if (typeof picked === 'number') return picked;
-  const { values, positionals: rest } = parseFlags(picked.rest, { file: { type: 'string' } });
   const { sub } = picked;
+  const most = { list: 0, add: Infinity, remove: 1 }[sub];
+  const { values, positionals: rest } = parseFlags(picked.rest, { file: { type: 'string' } }, most);
   const file = resolve(values.file ?? (io.env.SVC_TRIGGER_REPOS || defaultReposFile(io.env)));
-  if (sub === 'list' && rest.length === 0) return list(io, file);
-  if (sub === 'add') return add(io, file, rest);
-  if (sub === 'remove' && rest.length <= 1) return remove(io, file, rest[0]);
-  throw new UsageError(`Unknown or malformed subcommand "${sub}" (expected list, add or remove)`);
+  if (sub === 'list') return list(io, file);
+  return sub === 'add' ? add(io, file, rest) : remove(io, file, rest[0]);
 }

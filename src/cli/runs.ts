@@ -173,11 +173,10 @@ export default async function runs(io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(io.argv, FLAGS);
   const [first, ...rest] = positionals;
   const sub = first === undefined || first === 'list' ? 'list' : first;
-  const args = first === undefined ? [] : rest;
   const { client } = controlClientOf(io.env, values.url);
   if (values.url === undefined) await sendPendingRuns(io, process.cwd());
   try {
-    return await dispatch(io, client, sub, args, values);
+    return await dispatch(io, client, sub, rest, values);
   } catch (err) {
     throw controlFailure(err);
   }

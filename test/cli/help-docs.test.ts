@@ -40,4 +40,14 @@ describe('svc help and the README', () => {
     assert.match(await svc(['start', '--help']), /--follow, -f/);
     assert.match(await svc(['answer', '--help']), /svc answer \[<source>\/\]<run>/);
   });
+
+  it('prints an error as one line, and with the global --verbose its stack after it', async () => {
+    const env = { PATH: process.env.PATH, HOME: tmpdir() };
+    const plain = await runChild(process.execPath, [CLI, 'repos', 'remove'], { cwd: tmpdir(), env });
+    assert.equal(plain.code, 2);
+    assert.equal(plain.stderr, 'svc repos: svc repos remove needs OWNER/NAME\n');
+    const verbose = await runChild(process.execPath, [CLI, 'repos', '--verbose', 'remove'], { cwd: tmpdir(), env });
+    assert.equal(verbose.code, 2);
+    assert.ok(verbose.stderr.startsWith(`${plain.stderr}UsageError: svc repos remove needs OWNER/NAME\n    at `));
+  });
 });

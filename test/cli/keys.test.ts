@@ -57,7 +57,16 @@ describe('svc keys', () => {
     const r = await runChild(process.execPath, [CLI, 'keys', 'list', '--json'], { cwd: dir, env: { PATH: process.env.PATH ?? '', HOME: empty } });
     assert.equal(r.code, 0, r.stderr);
     assert.deepEqual(JSON.parse(r.stdout), { keys: [] });
+    const env = { PATH: process.env.PATH ?? '', HOME: empty };
+    const table = await runChild(process.execPath, [CLI, 'keys', 'list'], { cwd: dir, env });
+    assert.equal(table.code, 0, table.stderr);
+    assert.equal(table.stderr, 'No signing key here yet: the first receipt (or svc keys rotate) makes it\n');
+    assert.match(table.stdout, /^KID +ORIGIN +NAME\n$/);
     assert.equal(existsSync(join(empty, '.svc', 'keys')), false);
+    const first = await runChild(process.execPath, [CLI, 'keys', 'rotate'], { cwd: dir, env });
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /^New receipt signing key [0-9a-f]{16} in .*\n/);
+    assert.ok(first.stdout.endsWith('\nThere was no key before: nothing to retire\n'));
   });
 
   it('rotates: the old key is retired, its receipts still verify and the Control Plane still accepts it', async () => {

@@ -61,4 +61,34 @@ describe('a run made while no Control Plane answers', () => {
       await locked.close();
     }
   });
+
+  it('svc ship sends the project\'s runs, says how many did not go and why, and with --all all again', async () => {
+    const down = `http://127.0.0.1:${await closedPort()}`;
+    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: down };
+    const ship = (...args: string[]) =>
+      runChild(process.execPath, [CLI, 'ship', ...args, '--repo', repo.repo], { cwd: repo.home, env });
+    const failed = await ship();
+    assert.equal(failed.code, 1, failed.stderr);
+    assert.ok(failed.stderr.startsWith(`svc ship: 3 of 3 runs not sent: no Control Plane answered at ${down}`));
+
+    const fresh = await startTestControl();
+    try {
+      env.SVC_CONTROL_URL = fresh.url;
+      const shipped = await ship();
+      assert.equal(shipped.code, 0, shipped.stderr);
+      assert.equal(shipped.stdout, `Shipped 3 runs to ${fresh.url}\n`);
+      const { items } = (await fresh.request('GET', '/v1/runs')).json as { items: Array<{ run: string }> };
+      assert.equal(items.length, 3);
+      const events = () => items.reduce((n, { run }) =>
+        n + fresh.deps.stores.events.list('local', run, { after: 0, limit: 500 }).length, 0);
+      const before = events();
+
+      const all = await ship('--all');
+      assert.equal(all.code, 0, all.stderr);
+      assert.equal(all.stdout, `Shipped 3 runs to ${fresh.url}\n`);
+      assert.ok(events() > before, '--all sends again the events the offsets said had gone');
+    } finally {
+      await fresh.close();
+    }
+  });
 });

@@ -116,17 +116,19 @@ describe('the agent output of a run', () => {
       events: [
         { run: 'rremote', seq: 1, ts: now(), kind: 'log', data: { stream: 'stdout', text: 'remote: hello' } },
         { run: 'rremote', seq: 2, ts: now(), kind: 'cost', data: { usd: 1 } },
+        { run: 'rremote', seq: 3, ts: now(), kind: 'question', data: { question: 'Spend more?' } },
       ],
     });
     assert.equal(ran.status, 200, ran.text);
     const once = svc(['runs', 'logs', 'edge/rremote'], { SVC_CONTROL_URL: control.url });
     assert.equal(await once.closed, 0, once.stderr());
-    assert.equal(once.stdout(), 'remote: hello\n');
+    const asked = '[svc] blocked, waiting for an answer: Spend more?\n';
+    assert.equal(once.stdout(), `remote: hello\n${asked}`);
     const logs = svc(['runs', 'logs', 'edge/rremote', '--follow'], { SVC_CONTROL_URL: control.url });
-    await waitFor(() => logs.stdout().includes('remote: hello\n'), 'the stored line');
+    await waitFor(() => logs.stdout().includes(asked), 'the stored lines');
     const more = await ingest({
       source: 'edge',
-      events: [{ run: 'rremote', seq: 3, ts: now(), kind: 'log', data: { stream: 'stderr', text: 'remote: live' } }],
+      events: [{ run: 'rremote', seq: 4, ts: now(), kind: 'log', data: { stream: 'stderr', text: 'remote: live' } }],
     });
     assert.equal(more.status, 200, more.text);
     await waitFor(() => logs.stdout().includes('remote: live\n'), 'the live line');
@@ -134,11 +136,11 @@ describe('the agent output of a run', () => {
     const ended = await ingest({
       source: 'edge',
       runs: [{ run: 'rremote', status: 'succeeded', started_at: now(), ended_at: now(), updated_at: now() }],
-      events: [{ run: 'rremote', seq: 4, ts: now(), kind: 'run.status', data: { from: 'running', to: 'succeeded' } }],
+      events: [{ run: 'rremote', seq: 5, ts: now(), kind: 'run.status', data: { from: 'running', to: 'succeeded' } }],
     });
     assert.equal(ended.status, 200, ended.text);
     assert.equal(await logs.closed, 0, logs.stderr());
-    assert.equal(logs.stdout(), 'remote: hello\nremote: live\n[svc] status succeeded\n');
+    assert.equal(logs.stdout(), `remote: hello\n${asked}remote: live\n[svc] status succeeded\n`);
   });
 
   it('says a run neither the project nor the Control Plane knows is not found, with exit 1', async () => {

@@ -84,6 +84,9 @@ describe('svc start from the command line', () => {
     const ok = await svc(['receipt', 'verify', receiptFile]);
     assert.equal(ok.status, 0, ok.stderr);
     assert.match(ok.stdout, /Receipt OK/);
+    const resumed = await svc(['start', '--resume', run]);
+    assert.equal(resumed.status, 1);
+    assert.equal(resumed.stderr, `svc start: Run ${run} is succeeded; only stopped or failed runs can be resumed\n`);
   });
 
   it('a failing required check means no PR and verdict not_verified', async () => {
@@ -108,6 +111,9 @@ describe('svc start from the command line', () => {
     const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'budget block');
     assert.match(blocked.question, /budget of \$1\.00/);
     assert.equal(blocked.cost_usd, 2);
+    const early = await svc(['start', '--verify', run]);
+    assert.equal(early.status, 1);
+    assert.equal(early.stderr, `svc start: Run ${run} is blocked; verify it once it has ended\n`);
     const answer = await svc(['answer', `local/${run}`, 'no']);
     assert.equal(answer.status, 0, answer.stderr);
     const stopped = await waitFor(() => (state(run).status === 'stopped' ? state(run) : null), 'stop after the budget answer');
@@ -178,9 +184,14 @@ describe('svc start from the command line', () => {
   });
 
   it('records deploys and renders the newest as "last deploy <sha7> <finished_at> health=<status>"', async () => {
+    const none = await svc(['deploy', 'last']);
+    assert.equal(none.status, 1);
+    assert.equal(none.stderr, 'svc deploy: No deploy records in .svc/deploys\n');
     assert.equal((await svc(['deploy', 'record', '--sha', 'abcdef1234567890', '--health', 'ok', '--finished-at', '2026-01-01T00:00:00Z'])).status, 0);
     assert.equal((await svc(['deploy', 'record', '--sha', '1234567abcdef', '--health', 'degraded', '--finished-at', '2026-02-01T00:00:00Z'])).status, 0);
     assert.equal(latestDeployLine(repo.repo), 'last deploy 1234567 2026-02-01T00:00:00.000Z health=degraded');
+    const last = await svc(['deploy', 'last']);
+    assert.equal(last.stdout, 'last deploy 1234567 2026-02-01T00:00:00.000Z health=degraded\n');
     assert.equal((await svc(['deploy', 'record', '--sha', 'not-a-sha', '--health', 'ok'])).status, 2);
   });
 });

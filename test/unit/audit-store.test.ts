@@ -49,6 +49,14 @@ describe('audit store', () => {
     assert.equal(canonicalJson({ b: 1, a: { d: [1, { z: 0, y: null }], c: 'x' } }), '{"a":{"c":"x","d":[1,{"y":null,"z":0}]},"b":1}');
   });
 
+  it('refuses NaN and Infinity in canonical JSON (JSON would sign them as null); undefined as JSON does', () => {
+    for (const bad of [NaN, Infinity, -Infinity]) {
+      assert.throws(() => canonicalJson({ a: [bad] }), { name: 'TypeError', message: /cannot hold NaN or Infinity/ });
+    }
+    assert.equal(canonicalJson({ a: undefined, b: [undefined] }), '{"b":[null]}');
+    assert.equal(canonicalJson(undefined), 'null');
+  });
+
   it('lists newest first and pages by id without duplicates or gaps while rows are appended', () => {
     for (let i = 0; i < 7; i++) audit.append(entry(i));
     const first = audit.list({ limit: 3 });
