@@ -193,6 +193,19 @@ describe('merge queue and review risk', () => {
     assert.equal(refused.json.error.message, 'The receipt belongs to another run');
   });
 
+  it('lists a queued entry whose run was deleted, and fails it at merge time without calling GitHub', async () => {
+    const run = await finished('fake');
+    assert.equal((await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } })).status, 201);
+    assert.equal((await control.request('DELETE', `/v1/runs/${run.source}/${run.run}`, { body: {} })).status, 200);
+    const listed = (await control.request('GET', '/v1/merge/queue')).json.items.find((e: { run: string }) => e.run === run.run);
+    assert.deepEqual([listed.status, listed.pr_url, listed.verdict, listed.signed_by], ['queued', null, null, null]);
+    const before = github.requests.length;
+    const result = await control.request('POST', '/v1/merge/run', { body: {} });
+    const entry = result.json.items.find((e: { run: string }) => e.run === run.run);
+    assert.deepEqual([entry.status, entry.detail], ['failed', 'The run no longer exists']);
+    assert.equal(github.requests.length, before);
+  });
+
   it('fails a queued entry at merge time when its receipt was tampered with', async () => {
     const run = await finished('fake');
     const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
