@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Ctx, Handler, Refusal } from '../http/pipeline.ts';
 import type { HandlerResult } from '../http/respond.ts';
 import { TAKEN_OVER } from '../http/respond.ts';
-import { HttpError } from '../http/http-error.ts';
+import { httpErrorOf } from '../http/http-error.ts';
 import { isLoopbackAddress, proxyHeaderOf } from '../http/guards.ts';
 import type { ControlDeps } from './deps.ts';
 import { errorMessage } from '../errors.ts';
@@ -72,8 +72,10 @@ export function audited(action: string, handler: Handler<ControlDeps>): Handler<
     try {
       result = await handler(ctx);
     } catch (err) {
+      // As the pipeline answers it: a typed svc error is its refusal (http-error.ts), anything else a 500.
+      const known = httpErrorOf(err);
       const crashed = { outcome: 'internal_error', status: 500 };
-      append(ctx, action, err instanceof HttpError ? { outcome: err.code, status: err.status } : crashed, undefined);
+      append(ctx, action, known ? { outcome: known.code, status: known.status } : crashed, undefined);
       throw err;
     }
     append(ctx, action, outcomeOf(result), result === TAKEN_OVER ? undefined : result.body);

@@ -46,7 +46,6 @@ export const REDACTED = '***';
 export type ConfigValues = Record<string, unknown>;
 
 function kindOf(value: unknown): string {
-  if (value === null) return 'null';
   if (Array.isArray(value)) return 'array';
   if (typeof value === 'number' && !Number.isInteger(value)) return 'number';
   return typeof value === 'number' ? 'integer' : typeof value;

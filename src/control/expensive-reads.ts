@@ -78,7 +78,6 @@ export function createExpensiveReads(opts: {
       if ('error' in reply) waiting.reject(new FailedError(`Expensive read failed: ${reply.error}`));
       else waiting.resolve(reply.value);
       if (pending.size === 0 && !closed) {
-        if (idleTimer) clearTimeout(idleTimer);
         idleTimer = setTimeout(retire, IDLE_MS);
         idleTimer.unref();
       }

@@ -9,11 +9,12 @@ import { SEGMENT, checkArtifactPath, invalidParam, timeMs } from './params.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
 import { isJsonObject, nestsDeeperThan, oneOf, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
+import { schemas } from './openapi-schemas.ts';
 
 export type IngestBatch = ReturnType<typeof validateBatch>;
 type Artifact = { run: string; path: string; content_type: string; content: Buffer };
 
-const BATCH_KEYS = new Set(['source', 'runs', 'events', 'artifacts', 'notifications', 'served_repos']);
+const BATCH_KEYS = new Set(Object.keys(schemas.IngestBatch.properties));
 /** A served repositories file this long is a mistake, not an organisation. */
 const MAX_SERVED = 1000;
 const KIND = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;

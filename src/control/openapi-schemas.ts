@@ -1,5 +1,6 @@
 // Reusable OpenAPI 3.1 components (JSON Schema 2020-12) for the Control Plane and trigger server documents.
 // Shapes follow DESIGN §3–5; a field the design leaves open stays an open object rather than a guess.
+// A request body's properties are also the fields its handler accepts (checkBodyKeys): one list, no drift.
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import { SEGMENT } from './params.ts';
 
@@ -157,6 +158,7 @@ export const schemas = {
     artifacts: array(obj(['run', 'path', 'content_base64'], {
       run: str, path: str, content_type: str, content_base64: { type: 'string', contentEncoding: 'base64' },
     })),
+    notifications: array({ type: 'object' }, { description: 'outbound messages about runs (GET /v1/notifications)' }),
     served_repos: array(
       obj(['name'], { name: { type: 'string', description: 'owner/name' } }, { additionalProperties: false }),
       {

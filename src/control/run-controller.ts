@@ -3,7 +3,7 @@
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { startChild, type ChildSpec } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
-import { fileURLToPath } from 'node:url';
+import { svcCliPath } from '../spawn/svc-paths.ts';
 import type { RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
 import type { Logger } from '../log.ts';
@@ -30,7 +30,6 @@ interface RunControllerDeps {
 export type RunController = ReturnType<typeof createRunController>;
 type OnFailure = 'fail-run' | 'event-only';
 
-const CLI = fileURLToPath(new URL(`../cli${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 /** How much of a launcher's stdout and stderr is kept, each, to say why it failed. */
 const OUTPUT_CAP = 16 * 1024;
 /** Who a run this server stops was stopped by, as its failure says. */
@@ -82,7 +81,7 @@ export function createRunController(deps: RunControllerDeps) {
     launch(source: string, run: string, args: string[], onFailure: OnFailure, traceparent?: string): void {
       const spec = childSpec(deps);
       if (traceparent) spec.extra = { ...spec.extra, SVC_TRACEPARENT: traceparent };
-      const child = startChild([process.execPath, CLI, ...args], {
+      const child = startChild([process.execPath, svcCliPath(), ...args], {
         ...spec, stdio: ['ignore', 'pipe', 'pipe'], secrets: runSecrets(deps),
       });
       const output = { stdout: '', stderr: '' };

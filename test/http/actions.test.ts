@@ -1,7 +1,8 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPublicKey } from 'node:crypto';
-import { existsSync, readFileSync, symlinkSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
@@ -264,6 +265,35 @@ describe('run actions on the Control Plane', () => {
       const res = await control.request('POST', '/v1/start', { body });
       assert.equal(res.status, 400, JSON.stringify(body));
       assert.equal(res.json.error.code, 'invalid_param');
+    }
+  });
+
+  it('rejects a spec_path that is not an existing .md or .json, a bad issue_url, pr or request_id, naming the field', async () => {
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ spec_path: 'missing.md' }, /"spec_path" must name an existing/],
+      [{ spec_path: 'a.txt' }, /"spec_path" must name an existing/],
+      [{ issue_url: 'https://acme.sentry.io/projects/1/' }, /"issue_url" must be an error-tracker issue URL/],
+      [{ brief: 'x', pr: 'yes' }, /"pr" must be true or false/],
+      [{ brief: 'x', request_id: 'no spaces allowed' }, /"request_id" must be 1-128 letters/],
+    ];
+    for (const [fields, message] of cases) {
+      const res = await control.request('POST', '/v1/start', { body: { ...fields, repo: repo.repo } });
+      assert.equal(res.status, 400, JSON.stringify(fields));
+      assert.equal(res.json.error.code, 'invalid_param');
+      assert.match(res.json.error.message, message);
+    }
+  });
+
+  it('refuses to start a run in a registered folder that is not a git repository', async () => {
+    const plain = mkdtempSync(join(tmpdir(), 'svc-plain-'));
+    try {
+      assert.equal((await control.request('PUT', '/v1/config', { body: { repos: [plain] } })).status, 200);
+      const res = await control.request('POST', '/v1/start', { body: { brief: 'x', repo: plain } });
+      assert.equal(res.status, 400, res.text);
+      assert.equal(res.json.error.message, '"repo" is not a git repository');
+    } finally {
+      await control.request('PUT', '/v1/config', { body: { repos: null } });
+      rmSync(plain, { recursive: true, force: true });
     }
   });
 

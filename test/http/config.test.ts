@@ -80,6 +80,10 @@ describe('GET/PUT /v1/config', () => {
     assert.equal(fresh.json.version, json.version + 1);
     const inBody = await control.request('PUT', '/v1/config', { body: { config: { retention_days: 3 }, version: json.version } });
     assert.equal(inBody.status, 409);
+    const both = { body: { config: { retention_days: 3 }, version: json.version + 1 }, headers: { 'if-match': String(json.version) } };
+    const disagree = await control.request('PUT', '/v1/config', both);
+    assert.equal(disagree.status, 400);
+    assert.equal(disagree.json.error.message, 'If-Match and "version" disagree');
   });
 
   it('answers 400 to a malformed If-Match', async () => {

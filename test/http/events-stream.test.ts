@@ -50,11 +50,14 @@ describe('GET /v1/runs/:source/:run/events', () => {
     assert.deepEqual(after.json.items.map((e: { seq: number }) => e.seq), [7]);
   });
 
-  it('answers 404 for an unknown run and 400 for a bad after', async () => {
+  it('answers 404 for an unknown run and 400 for a bad after, or for after and cursor both', async () => {
     assert.equal((await cp.request('GET', '/v1/runs/local/nope/events')).status, 404);
     const bad = await cp.request('GET', '/v1/runs/local/ra/events?after=-1');
     assert.equal(bad.status, 400);
     assert.equal(bad.json.error.code, 'invalid_param');
+    const both = await cp.request('GET', '/v1/runs/local/ra/events?after=1&cursor=2');
+    assert.equal(both.status, 400);
+    assert.equal(both.json.error.message, 'Give "after" or "cursor", not both');
   });
 });
 

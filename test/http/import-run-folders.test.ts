@@ -79,6 +79,14 @@ describe('POST /v1/import of the run folders svc writes', () => {
     assert.equal(res.json.runs, 3);
     assert.equal(cp.deps.stores.artifacts.list('local', 'rempty').length, ARTIFACT_FILES.length);
   });
+
+  it('skips an artifact whose file name holds a backslash and imports the rest of its run', async () => {
+    writeRun(project, 'rslash', { 'artifacts/a\\b.txt': 'odd', 'artifacts/fine.txt': 'ok' });
+    const res = await cp.request('POST', '/v1/import', { body: { path: project } });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.json.skipped, [{ entry: 'rslash/artifacts/a\\b.txt', reason: 'name contains a backslash' }]);
+    assert.deepEqual(cp.deps.stores.artifacts.list('local', 'rslash').map((a) => a.path), ['fine.txt']);
+  });
 });
 
 describe('POST /v1/import is all or nothing', () => {

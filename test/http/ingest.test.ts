@@ -115,6 +115,26 @@ describe('POST /v1/ingest', () => {
     });
   }
 
+  it('scores review risk from an uploaded diffstat: a sizeable not_verified diff of CI, auth and migrations is critical', async () => {
+    const files = [
+      { path: '.github/workflows/ci.yml', insertions: 150, deletions: 100 },
+      { path: 'src/auth/login.ts', insertions: 10, deletions: 0 },
+      { path: 'db/migrations/001.sql', insertions: 5, deletions: 0 },
+      { insertions: 9999 },
+    ];
+    const run = { run: 'rrisk', status: 'failed', started_at: T0, ended_at: T0, updated_at: T0, verdict: 'not_verified' };
+    const diffstat = { run: 'rrisk', path: 'diffstat.json', content_base64: Buffer.from(JSON.stringify({ files })).toString('base64') };
+    assert.equal((await cp.request('POST', '/v1/ingest', { body: { source: 'laptop', runs: [run], artifacts: [diffstat] } })).status, 200);
+    const risk = (await cp.request('GET', '/v1/review/risk?source=laptop&run=rrisk')).json;
+    assert.deepEqual([risk.score, risk.level], [100, 'critical']);
+    assert.deepEqual(risk.reasons.filter((r: string) => !r.includes('(')), ['no tests changed', 'verdict not_verified']);
+    assert.ok(risk.reasons.includes('sizeable diff (265 lines)'), risk.reasons);
+    assert.deepEqual(risk.files.map((f: { flags: string[] }) => f.flags), [['ci'], ['auth'], ['migration']]);
+    const none = await cp.request('GET', '/v1/review/risk?source=laptop&run=r1');
+    assert.equal(none.status, 404);
+    assert.equal(none.json.error.message, 'Run laptop/r1 has no diff yet');
+  });
+
   it('names the unknown run in the error', async () => {
     const res = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop', events: [{ run: 'ghost', seq: 1, ts: T0, kind: 'log' }] } });
     assert.match(res.json.error.message, /ghost/);

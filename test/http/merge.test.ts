@@ -49,6 +49,9 @@ describe('merge queue and review risk', () => {
     const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
     assert.equal(add.status, 201);
     assert.equal(add.json.status, 'queued');
+    const again = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+    assert.equal(again.status, 200, 'already queued');
+    assert.equal(again.json.id, add.json.id);
     const list = await control.request('GET', '/v1/merge/queue');
     assert.equal(list.json.items.length, 1);
     const merged = await control.request('POST', '/v1/merge/run', { body: {} });
@@ -83,6 +86,24 @@ describe('merge queue and review risk', () => {
     assert.equal(entry.status, 'failed');
     assert.match(entry.detail, /evil\/other, not acme\/api/);
     assert.equal(mergesOf('evil', 'other', 900), 0);
+  });
+
+  it('fails an entry whose pr_url is no pull request page, or a pull request GitHub does not find, merging nothing', async () => {
+    const puts = () => github.requests.filter((r) => r.method === 'PUT').length;
+    const before = puts();
+    const cases: Array<[string, RegExp]> = [
+      ['https://github.example/acme/api/issues/7', /^Cannot read the pull request from https:\/\/github\.example\/acme\/api\/issues\/7$/],
+      ['https://github.example/acme/api/pull/9999', /^GitHub answered 404 when reading the pull request: .*Not Found/],
+    ];
+    for (const [prUrl, detail] of cases) {
+      const run = await finished('fake');
+      const rewritten = { ...run, pr_url: prUrl, updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
+      assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [rewritten] } })).status, 200);
+      const entry = await queueAndRun(run);
+      assert.equal(entry.status, 'failed');
+      assert.match(entry.detail, detail);
+    }
+    assert.equal(puts(), before);
   });
 
   it('refuses to merge a PR of the same repository whose head is another branch', async () => {
@@ -160,6 +181,29 @@ describe('merge queue and review risk', () => {
       writePolicy(POLICY);
     }
     assert.equal((await control.request('GET', '/v1/merge/queue')).status, 200);
+  });
+
+  it('refuses to queue a run whose stored receipt is another run\'s, genuine as it is', async () => {
+    const first = await finished('fake');
+    const second = await finished('fake');
+    const receipt = control.deps.stores.artifacts.get(first.source, first.run, 'receipt.json')!;
+    control.deps.stores.artifacts.put(second.source, second.run, { path: 'receipt.json', content_type: 'application/json', content: Buffer.from(receipt.content) });
+    const refused = await control.request('POST', '/v1/merge/queue', { body: { source: second.source, run: second.run } });
+    assert.equal(refused.status, 409);
+    assert.equal(refused.json.error.message, 'The receipt belongs to another run');
+  });
+
+  it('lists a queued entry whose run was deleted, and fails it at merge time without calling GitHub', async () => {
+    const run = await finished('fake');
+    assert.equal((await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } })).status, 201);
+    assert.equal((await control.request('DELETE', `/v1/runs/${run.source}/${run.run}`, { body: {} })).status, 200);
+    const listed = (await control.request('GET', '/v1/merge/queue')).json.items.find((e: { run: string }) => e.run === run.run);
+    assert.deepEqual([listed.status, listed.pr_url, listed.verdict, listed.signed_by], ['queued', null, null, null]);
+    const before = github.requests.length;
+    const result = await control.request('POST', '/v1/merge/run', { body: {} });
+    const entry = result.json.items.find((e: { run: string }) => e.run === run.run);
+    assert.deepEqual([entry.status, entry.detail], ['failed', 'The run no longer exists']);
+    assert.equal(github.requests.length, before);
   });
 
   it('fails a queued entry at merge time when its receipt was tampered with', async () => {

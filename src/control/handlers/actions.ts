@@ -24,11 +24,11 @@ import { realOrNull } from '../../spawn/tree.ts';
 import { PROVIDER_NAME } from '../../engine/config.ts';
 import { formatTraceparent, parseTraceparent } from '../../trace.ts';
 import { actorOf, noteAudit } from '../audited.ts';
+import { schemas } from '../openapi-schemas.ts';
 
 type C = Ctx<ControlDeps>;
 
 const INPUTS = ['brief', 'spec_path', 'issue_url'] as const;
-const START_KEYS = new Set([...INPUTS, 'repo', 'provider', 'pr', 'request_id']);
 const MAX_INPUT_CHARS = 64 * 1024;
 
 function unregisteredMessage(path: string): string {
@@ -67,7 +67,7 @@ function checkInput(kind: (typeof INPUTS)[number], value: string, root: string):
 /** The body of POST /v1/start, read and checked (DESIGN §3). */
 function parseStart(deps: ControlDeps, body: unknown) {
   const b = requireJsonObject(body);
-  checkBodyKeys(b, START_KEYS);
+  checkBodyKeys(b, Object.keys(schemas.StartRequest.properties));
   const given = INPUTS.filter((k) => b[k] !== undefined);
   if (given.length !== 1) invalidParam('Give exactly one of "brief", "spec_path" or "issue_url"');
   const kind = given[0]!;
@@ -219,7 +219,7 @@ export const openRunPr = launchOnRun('pr', ['--open-pr']);
 export const answerRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const body = requireJsonObject(ctx.body);
-  checkBodyKeys(body, ['answer', 'origin']);
+  checkBodyKeys(body, Object.keys(schemas.Answer.properties));
   const { answer, origin } = body;
   if (typeof answer !== 'string' || answer.trim() === '' || Buffer.byteLength(answer) > MAX_ANSWER_BYTES) {
     invalidParam(`"answer" must be a non-empty string of at most ${MAX_ANSWER_BYTES} bytes`);

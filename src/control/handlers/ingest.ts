@@ -16,6 +16,7 @@ import { validateBatch, validateEvent, validateRun, type IngestBatch } from '../
 import { storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
 import { isRegisteredProject } from '../action-rules.ts';
+import { schemas } from '../openapi-schemas.ts';
 import { listPlain, openPlainDirIn, openPlainPath, skipReason } from '../../engine/plain-tree.ts';
 import { readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
 
@@ -150,6 +151,6 @@ function importProject(deps: ControlDeps, path: unknown) {
 
 export const importRuns: Handler<ControlDeps> = (ctx) => {
   const body = requireJsonObject(ctx.body);
-  checkBodyKeys(body, ['path']);
+  checkBodyKeys(body, Object.keys(schemas.ImportRequest.properties));
   return json(200, importProject(ctx.deps, body.path));
 };

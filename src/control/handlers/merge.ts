@@ -15,6 +15,7 @@ import type { Receipt } from '../../engine/receipt.ts';
 import { githubHeaders } from '../../engine/pr.ts';
 import { obj, str } from '../../untrusted.ts';
 import { errorMessage } from '../../errors.ts';
+import { schemas } from '../openapi-schemas.ts';
 
 /** `signed_by` names the known key whose signature on the run's receipt checks out now, else null. */
 function entryJson(deps: ControlDeps, e: MergeEntry, signer?: Signer | null) {
@@ -38,7 +39,7 @@ export const listMergeQueue: Handler<ControlDeps> = (ctx) => {
 export const addToMergeQueue: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const body = requireJsonObject(ctx.body);
-  checkBodyKeys(body, ['source', 'run']);
+  checkBodyKeys(body, Object.keys(schemas.RunTarget.properties));
   const source = checkSegment('source', body.source);
   const run = checkSegment('run', body.run);
   const row = storedRun(deps.stores.runs, { source, run });
