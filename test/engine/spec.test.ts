@@ -51,6 +51,20 @@ describe('error-tracker export to task spec', () => {
     assert.throws(() => errtrackSpec([1, 2]), /JSON object/);
     assert.throws(() => errtrackSpec({ hello: 1 }), /Not an error-tracker export/);
   });
+
+  it('reads an event\'s raw fields: numbers as text, frames named by path or module, tags as pairs', () => {
+    const spec = errtrackSpec({ event: {
+      event_id: 'e1', release: 42, tags: [['environment', 'staging']],
+      exception: { values: [{ type: 'E', value: 'boom', stacktrace: { frames: [{ abs_path: '/app/a.js', lineno: 7 },
+        { module: 'lib.mod' }] } }] },
+      breadcrumbs: { values: [{ type: 'http', data: { url: '/x' } }] },
+    } }).spec;
+    assert.match(spec, /^- Release: 42$/m);
+    assert.match(spec, /^- Environment: staging$/m);
+    assert.match(spec, /^- lib\.mod:\? in <anonymous> \(library\)$/m);
+    assert.match(spec, /^- \/app\/a\.js:7 in <anonymous> \(library\)$/m);
+    assert.match(spec, /^- \[http\] {"url":"\/x"}$/m);
+  });
 });
 
 describe('input classification', () => {
