@@ -128,10 +128,6 @@ export function issueApiUrls(pageUrl: string, env: NodeJS.ProcessEnv) {
     const path = override.pathname.replace(/\/+$/, '');
     base = `${override.protocol}//${override.host}${path === '' ? '/api/0' : path}`;
   }
-  const api = new URL(base);
-  if (api.protocol !== 'https:' && !(api.protocol === 'http:' && isLoopbackHost(api.hostname))) {
-    throw new BadSettingError(`Refusing to send ERRTRACK_AUTH_TOKEN over ${api.protocol} to ${api.host}: use https`);
-  }
   const issuePath = org ? `/organizations/${encodeURIComponent(org)}/issues/${id}/` : `/issues/${id}/`;
   return { issueUrl: `${base}${issuePath}`, eventUrl: `${base}${issuePath}events/latest/` };
 }
@@ -142,11 +138,29 @@ function quote(value: string): string {
 
 const MAX_ANSWER_BYTES = 20_000_000;
 
-/** One GET through `curl --config -`: argv carries no URL and no secret, only the config switch. */
-async function curlJson(url: string, token: string): Promise<unknown> {
-  const config = [`url = ${quote(url)}`, `header = ${quote(`Authorization: Bearer ${token}`)}`,
+/** A secret for fetchJson: the setting it comes from (named in refusals) and its Authorization scheme. */
+type Credential = { name: string; token: string; scheme: 'Bearer ' | '' };
+
+/**
+ * The one way svc fetches an issue (the error tracker's, trackera's): one request through `curl --config -`, a POST
+ * of `body` when given. Argv carries no URL and no secret, only the config switch; no redirect is followed, so the
+ * token goes to `url`'s origin alone (DESIGN §7a), and over https unless that is a loopback address.
+ */
+export async function fetchJson(url: string, credential: Credential, body?: string): Promise<unknown> {
+  const { name, token, scheme } = credential;
+  // A quote, backslash or line break would end the config's quoted value and start a line of its own.
+  if (!/^[\x21-\x7e]+$/.test(token) || token.includes('"') || token.includes('\\')) {
+    throw new BadSettingError(`${name} contains characters a token cannot have`);
+  }
+  const target = new URL(url);
+  if (target.protocol !== 'https:' && !(target.protocol === 'http:' && isLoopbackHost(target.hostname))) {
+    throw new BadSettingError(`Refusing to send ${name} over ${target.protocol} to ${target.host}: use https`);
+  }
+  const config = [`url = ${quote(url)}`, `header = ${quote(`Authorization: ${scheme}${token}`)}`,
     'header = "Accept: application/json"', 'proto = "=https,http"', 'silent', 'show-error', 'fail', 'max-time = 30',
-    `max-filesize = ${MAX_ANSWER_BYTES}`, ''].join('\n');
+    `max-filesize = ${MAX_ANSWER_BYTES}`,
+    ...(body === undefined ? [] : ['header = "Content-Type: application/json"', `data-raw = ${quote(body)}`]),
+    ''].join('\n');
   // Paths, proxies and CA settings only (the spawn policy's 'fetch' kind): the token travels on stdin.
   const done = await runCollect(['curl', '--config', '-'], {
     kind: 'fetch', base: process.env, input: config, maxBuffer: 2 * MAX_ANSWER_BYTES,
@@ -177,12 +191,10 @@ export async function fetchIssueExport(pageUrl: string, env: NodeJS.ProcessEnv):
     throw new BadSettingError('ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched. ' +
       'Set it, or save the issue as JSON and run: svc start <file.json>');
   }
-  if (!/^[\x21-\x7e]+$/.test(token) || token.includes('"') || token.includes('\\')) {
-    throw new BadSettingError('ERRTRACK_AUTH_TOKEN contains characters a token cannot have');
-  }
   const api = issueApiUrls(pageUrl, env);
-  const issue = obj(await curlJson(api.issueUrl, token));
+  const credential = { name: 'ERRTRACK_AUTH_TOKEN', token, scheme: 'Bearer ' } as const;
+  const issue = obj(await fetchJson(api.issueUrl, credential));
   // The issue alone still makes a spec; the stack trace section then says none was found.
-  const event = obj(await curlJson(api.eventUrl, token).catch(() => null));
+  const event = obj(await fetchJson(api.eventUrl, credential).catch(() => null));
   return { issue, event };
 }

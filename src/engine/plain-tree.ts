@@ -110,11 +110,7 @@ function openPlainFile(path: string): number | EntryKind {
   } catch (err) {
     return kindOfError(err);
   }
-  try {
-    if (fstatSync(fd).isFile()) return fd;
-  } catch {
-    // unreadable: as good as not a file
-  }
+  if (fstatSync(fd).isFile()) return fd;
   closeSync(fd);
   return 'other';
 }
@@ -136,8 +132,6 @@ export function readAgentFile(path: string, cap: number): string | null {
   if (typeof fd === 'string') return null;
   try {
     return readRange(fd, 0, cap).toString('utf8');
-  } catch {
-    return null;
   } finally {
     closeSync(fd);
   }

@@ -3,7 +3,7 @@ import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
-import { errtrackSpec, fetchIssueExport } from './errtrack-spec.ts';
+import { errtrackSpec, fetchIssueExport, fetchJson } from './errtrack-spec.ts';
 import { fence, oneLine, str } from './text.ts';
 import { obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
 import { realOrNull } from '../spawn/tree.ts';
@@ -135,14 +135,9 @@ async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue
   const key = env.TRACKERA_API_KEY;
   if (!key) return null;
   const url = env.TRACKERA_API_URL || 'https://api.linear.app/graphql';
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: key },
-    body: JSON.stringify({ query: ISSUE_QUERY, variables: { id } }),
-    signal: AbortSignal.timeout(30_000),
-  });
-  if (!res.ok) return null;
-  const issue = objOrNull(obj(obj(await res.json()).data).issue);
+  const body = JSON.stringify({ query: ISSUE_QUERY, variables: { id } });
+  const answer = await fetchJson(url, { name: 'TRACKERA_API_KEY', token: key, scheme: '' }, body);
+  const issue = objOrNull(obj(obj(answer).data).issue);
   return issue && issueOf(issue, id);
 }
 

@@ -67,8 +67,17 @@ describe('fetching an error-tracker issue URL', () => {
     assert.equal(api.issueUrl, 'https://acme.sentry.io/api/0/organizations/acme/issues/6507376925/');
     assert.equal(api.eventUrl, 'https://acme.sentry.io/api/0/organizations/acme/issues/6507376925/events/latest/');
     assert.equal(issueApiUrls('https://acme.sentry.io/issues/1/', { ERRTRACK_URL: 'http://127.0.0.1:9' }).issueUrl, 'http://127.0.0.1:9/api/0/organizations/acme/issues/1/');
-    assert.throws(() => issueApiUrls('https://acme.sentry.io/issues/1/', { ERRTRACK_URL: 'http://tracker.example.com' }),
-      { code: 'bad_setting' });
+  });
+
+  it('sends the token over plain http to a loopback address only, refusing before anything is sent', async () => {
+    const before = seen.length;
+    // 0.0.0.0 is no loopback name but reaches this machine's own listeners: a missing refusal shows up here.
+    const base = `http://0.0.0.0:${new URL(url).port}`;
+    await assert.rejects(fetchIssueExport('https://acme.sentry.io/issues/1/', { ERRTRACK_AUTH_TOKEN: TOKEN, ERRTRACK_URL: base }),
+      { code: 'bad_setting', message: `Refusing to send ERRTRACK_AUTH_TOKEN over http: to ${new URL(base).host}: use https` });
+    await assert.rejects(fetchIssueExport('https://acme.sentry.io/issues/1/', { ERRTRACK_AUTH_TOKEN: 'two words', ERRTRACK_URL: url }),
+      { code: 'bad_setting', message: 'ERRTRACK_AUTH_TOKEN contains characters a token cannot have' });
+    assert.equal(seen.length, before);
   });
 
   it('sends the token only in a curl config on stdin: it reaches the host but no process argv', async () => {

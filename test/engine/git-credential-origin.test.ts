@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { GIT_ENV } from './fixtures.ts';
 import { makeCert } from '../trigger/standins.ts';
 import { pinPushTarget, pushBranch } from '../../src/engine/git-push.ts';
-import { CredentialRedirectError, withGitToken } from '../../src/engine/git-token.ts';
+import { CredentialRedirectError, redirectRefusal, withGitToken } from '../../src/engine/git-token.ts';
 import { createManagedCheckouts } from '../../src/trigger/managed-checkout.ts';
 import { ManagedGitError } from '../../src/trigger/managed-checkout.ts';
 import type { ServedRepo } from '../../src/trigger/served-repos-file.ts';
@@ -204,5 +204,16 @@ describe('a managed checkout whose clone= origin redirects', () => {
     assert.notEqual(read('origin.log'), '', 'git asked the origin');
     assert.equal(read('other.log').includes('Basic'), false, 'the other host never got the token');
     assert.equal(read('origin.log').includes('Basic'), false);
+  });
+});
+
+describe('the redirect refusal when the server cannot be asked where it points', () => {
+  it('names "another address" when the CA file is unreadable or the URL is not http(s), asking nothing', async () => {
+    const env = { GIT_SSL_CAINFO: join(tmpdir(), 'svc-no-such-ca.pem') };
+    const https = await redirectRefusal('https://127.0.0.1:1/acme/api.git/', 'git-upload-pack', env);
+    assert.ok(https instanceof CredentialRedirectError);
+    assert.match(https.message, /^The git server at "https:\/\/127\.0\.0\.1:1\/acme\/api\.git\/" redirected to another address \(the server did not say where\): svc follows no redirect/);
+    const ssh = await redirectRefusal('ssh://git@127.0.0.1/acme/api.git', 'git-receive-pack', {});
+    assert.match(ssh.message, /^The git server at "ssh:\/\/127\.0\.0\.1\/acme\/api\.git" redirected to another address/);
   });
 });

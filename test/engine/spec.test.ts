@@ -4,7 +4,7 @@ import { readFileSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { errtrackSpec } from '../../src/engine/errtrack-spec.ts';
-import { buildPrompt, classifyInput } from '../../src/engine/spec.ts';
+import { buildPrompt, buildTask, classifyInput } from '../../src/engine/spec.ts';
 import { oneLine } from '../../src/engine/text.ts';
 
 const FIXTURES = new URL('./fixtures', import.meta.url).pathname;
@@ -51,6 +51,20 @@ describe('error-tracker export to task spec', () => {
     assert.throws(() => errtrackSpec([1, 2]), /JSON object/);
     assert.throws(() => errtrackSpec({ hello: 1 }), /Not an error-tracker export/);
   });
+
+  it('reads an event\'s raw fields: numbers as text, frames named by path or module, tags as pairs', () => {
+    const spec = errtrackSpec({ event: {
+      event_id: 'e1', release: 42, tags: [['environment', 'staging']],
+      exception: { values: [{ type: 'E', value: 'boom', stacktrace: { frames: [{ abs_path: '/app/a.js', lineno: 7 },
+        { module: 'lib.mod' }] } }] },
+      breadcrumbs: { values: [{ type: 'http', data: { url: '/x' } }] },
+    } }).spec;
+    assert.match(spec, /^- Release: 42$/m);
+    assert.match(spec, /^- Environment: staging$/m);
+    assert.match(spec, /^- lib\.mod:\? in <anonymous> \(library\)$/m);
+    assert.match(spec, /^- \/app\/a\.js:7 in <anonymous> \(library\)$/m);
+    assert.match(spec, /^- \[http\] {"url":"\/x"}$/m);
+  });
 });
 
 describe('input classification', () => {
@@ -78,6 +92,28 @@ describe('input classification', () => {
   it('refuses a .json or .md name that does not exist instead of sending it as a brief', () => {
     assert.throws(() => classifyInput('missing.json', { forceBrief: false, cwd: dir }), { code: 'bad_input' });
     rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('building the task', () => {
+  it('refuses an export file that is not JSON or not an export, naming the file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-'));
+    try {
+      writeFileSync(join(dir, 'broken.json'), '{"issue":');
+      writeFileSync(join(dir, 'odd.json'), '{"colour":"blue"}');
+      const task = (name: string) => buildTask({ kind: 'errtrack-file', value: join(dir, name) }, dir, {});
+      await assert.rejects(task('broken.json'), { code: 'bad_input', message: '"broken.json" is not valid JSON' });
+      await assert.rejects(task('odd.json'), { code: 'bad_input', message: /^odd\.json: Not an error-tracker export/ });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('gives a tracker reference with no snapshot and no API key its bare spec, from origin trackera', async () => {
+    const task = await buildTask({ kind: 'trackera', value: 'LIN-5' }, tmpdir(), {});
+    assert.equal(task.origin, 'trackera');
+    assert.equal(task.brief, 'trackera:LIN-5');
+    assert.match(task.spec, /^# Tracker issue trackera:LIN-5\n/);
   });
 });
 

@@ -1,9 +1,10 @@
 // `svc start trackera:<id>` from the trigger server reads the payload of its own delivery (issue 11 item 3).
-import { describe, it, after } from 'node:test';
+import { describe, it, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { trackeraSpec } from '../../src/engine/spec.ts';
 
 function issue(title: string): string {
@@ -30,5 +31,83 @@ describe('trackera snapshots', () => {
       assert.match(task.brief, /newest delivery/, JSON.stringify(env));
     }
     assert.equal(existsSync(join(inbox, 'LIN-34.json')), true);
+  });
+});
+
+describe('trackera issues from the API (TRACKERA_API_KEY, TRACKERA_API_URL at a loopback stand-in)', () => {
+  const KEY = 'lin_api_trackera_key_2718';
+  const repo = mkdtempSync(join(tmpdir(), 'svc-trackera-api-'));
+  const seen: Array<{ server: string; method?: string; headers: IncomingHttpHeaders; body: string }> = [];
+  const servers: Server[] = [];
+  let api = '';
+  let other = '';
+
+  /** A loopback server recording every request as `name`, answering with `reply`. */
+  async function serve(name: string, reply: (res: import('node:http').ServerResponse) => void): Promise<string> {
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        seen.push({ server: name, method: req.method, headers: req.headers, body });
+        reply(res);
+      });
+    });
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  }
+
+  before(async () => {
+    other = await serve('other', (res) => res.writeHead(200, { 'content-type': 'application/json' }).end(
+      JSON.stringify({ data: { issue: { identifier: 'LIN-9', title: 'from the other origin' } } })));
+    api = await serve('api', (res) => {
+      if (seen.at(-1)!.body.includes('LIN-77')) {
+        res.writeHead(307, { location: `${other}/graphql` }).end();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data: { issue: {
+        identifier: 'LIN-9', title: 'Checkout fails', description: 'the pay button hangs', url: 'https://tracker.test/LIN-9',
+      } } }));
+    });
+  });
+  after(async () => {
+    for (const server of servers) await new Promise<void>((r) => server.close(() => r()));
+    rmSync(repo, { recursive: true, force: true });
+  });
+
+  it('posts the GraphQL query with the key to TRACKERA_API_URL and turns the answer into the spec', async () => {
+    seen.length = 0;
+    const task = await trackeraSpec(repo, 'LIN-9', { TRACKERA_API_KEY: KEY, TRACKERA_API_URL: `${api}/graphql` });
+    assert.equal(task.brief, 'trackera:LIN-9 Checkout fails');
+    assert.match(task.spec, /Link: https:\/\/tracker\.test\/LIN-9/);
+    assert.match(task.spec, /the pay button hangs/);
+    assert.equal(seen.length, 1);
+    assert.equal(seen[0]!.method, 'POST');
+    assert.equal(seen[0]!.headers.authorization, KEY);
+    assert.equal(seen[0]!.headers['content-type'], 'application/json');
+    assert.deepEqual(JSON.parse(seen[0]!.body).variables, { id: 'LIN-9' });
+  });
+
+  it('follows no redirect: the key never reaches another origin, and the spec is the bare reference', async () => {
+    seen.length = 0;
+    const task = await trackeraSpec(repo, 'LIN-77', { TRACKERA_API_KEY: KEY, TRACKERA_API_URL: `${api}/graphql` });
+    assert.deepEqual(seen.map((s) => s.server), ['api']);
+    assert.equal(task.brief, 'trackera:LIN-77');
+    assert.match(task.spec, /No details were available offline/);
+  });
+
+  it('sends the key over plain http to a loopback address only (0.0.0.0 is refused before anything is sent)', async () => {
+    seen.length = 0;
+    const port = new URL(api).port;
+    const task = await trackeraSpec(repo, 'LIN-9', { TRACKERA_API_KEY: KEY, TRACKERA_API_URL: `http://0.0.0.0:${port}/` });
+    assert.equal(task.brief, 'trackera:LIN-9');
+    assert.deepEqual(seen, []);
+  });
+
+  it('reads nothing without TRACKERA_API_KEY', async () => {
+    seen.length = 0;
+    const task = await trackeraSpec(repo, 'LIN-9', { TRACKERA_API_URL: `${api}/graphql` });
+    assert.equal(task.brief, 'trackera:LIN-9');
+    assert.deepEqual(seen, []);
   });
 });

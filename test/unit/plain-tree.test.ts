@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { listPlain, openPlainPath, readPlainIn, walkPlainTree, type PlainDir } from '../../src/engine/plain-tree.ts';
+import { assertPlainDir, plainSubdir, UnsafePathError } from '../../src/engine/safe-fs.ts';
 
 describe('plain-tree', () => {
   let root: string;
@@ -53,5 +54,21 @@ describe('plain-tree', () => {
       'big.bin is larger than 10 bytes',
       'link.txt is a symbolic link (never followed)',
     ]);
+  });
+});
+
+describe('safe-fs folders', () => {
+  it('refuses a missing run folder, a folder that is a link, and a subfolder path that leaves its root', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-safe-fs-'));
+    try {
+      const gone = join(root, 'gone');
+      assert.throws(() => assertPlainDir(gone), new UnsafePathError(`Run folder "${gone}" is missing (ENOENT)`));
+      symlinkSync(tmpdir(), join(root, 'link'));
+      assert.throws(() => plainSubdir(root, 'link/x'), UnsafePathError);
+      assert.throws(() => plainSubdir(root, '../x'), new UnsafePathError(`"../x" leaves "${root}"`));
+      assert.equal(plainSubdir(root, 'a/b'), join(root, 'a', 'b'));
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
