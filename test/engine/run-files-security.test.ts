@@ -22,7 +22,7 @@ function stateFor(repo: string, run: string, over: Partial<RunState> = {}): RunS
     source: 'local', run, repo: 'acme/api', group_id: run, status: 'running', verdict: null, brief: 'b', origin: 'cli', provider: 'fake',
     branch: null, pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
     tokens_out: null, exit_code: null, error: null, repo_path: repo, input: { kind: 'brief', value: 'b' }, workdir: repo, worktree: false,
-    pr: false, base_sha: null, head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
+    pr: false, base_sha: 'b'.repeat(40), head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
     answers: [], base_branch: 'main', failure: null, ...over,
   };
 }

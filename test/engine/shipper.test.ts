@@ -16,7 +16,7 @@ function runFolder(root: string, run: string, status: RunState['status'] = 'runn
     source: 'local', run, repo: 'acme/api', group_id: run, status, verdict: null, brief: 'b', origin: 'cli', provider: 'fake',
     branch: null, pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
     tokens_out: null, exit_code: null, error: null, repo_path: root, input: { kind: 'brief', value: 'b' }, workdir: root, worktree: false,
-    pr: false, base_sha: null, head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
+    pr: false, base_sha: 'b'.repeat(40), head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
     answers: [], base_branch: 'main', failure: null,
   } satisfies RunState);
   return dir;
