@@ -22,8 +22,7 @@ export function openRunContext(
   dir: string, env: NodeJS.ProcessEnv, opts: { ship?: boolean; say?: (t: string) => void },
 ) {
   const state = readState(dir);
-  let stopping = false;
-  let stoppedBy = '';
+  let stoppedBy: string | null = null;
   // Only a child this process started: state.child may still be what state.json said (untrusted) at start.
   let child: ProcIdentity | null = null;
 
@@ -85,14 +84,13 @@ export function openRunContext(
       ctx.update({ child: identity });
     },
     requestStop(reason: string): void {
-      if (stopping) return;
-      stopping = true;
+      if (stoppedBy !== null) return;
       stoppedBy = reason;
       ctx.say(`stopping: ${reason}`);
       if (child) void terminateGroup(child, STOP_GRACE_MS);
     },
-    stopRequested: (): boolean => stopping,
-    stoppedBy: (): string => stoppedBy,
+    stopRequested: (): boolean => stoppedBy !== null,
+    stoppedBy: (): string | null => stoppedBy,
     /** The answer waiting for the blocked run, by whichever one channel it came (docs/architecture.md, "Channels"). */
     takeAnswer: (): Answer | null => answers.shift() ?? takeAnswer(env, state.source, state.run, dir),
     /** Progress lines for whoever watches the worker (terminal or worker.log). */
