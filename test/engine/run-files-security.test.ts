@@ -87,6 +87,22 @@ describe('stopping a run from outside its worker', () => {
     await waitFor(() => !processAlive(worker.pid!) && !processAlive(child.pid!), 'worker and child to exit', 15_000);
   });
 
+  it('stops a run whose worker has not recorded itself yet: the worker sees "stopping" and ends it, the stopper named', async () => {
+    const dir = runFolder('rqueued', { status: 'queued' });
+    // The worker stops before it reads anything of its plan but that there is one.
+    writeFileSync(join(dir, 'plan.json'), JSON.stringify({ policy: {}, provider: {}, passed_env: [], sandbox: { kind: 'none' }, push_target: null, notes: [] }));
+    const stopping = stopLocalRun(repo, 'rqueued', 'the test');
+    assert.equal(readState(dir).status, 'stopping');
+    const worker = spawn(process.execPath, [CLI_TS, 'worker', 'start', '--run-id', 'rqueued', '--repo', repo],
+      { stdio: 'ignore', env: { PATH: process.env.PATH, HOME: repo, SVC_SHIP: '0' } });
+    const code = await new Promise((resolve) => worker.on('close', resolve));
+    assert.equal(code, 1);
+    const state = (await stopping)!;
+    assert.equal(state.status, 'stopped');
+    assert.deepEqual(state.failure, { class: 'stopped', reason: 'stopped by the test', retryable: false });
+    assert.equal(state.pid, null, 'the worker never recorded itself');
+  });
+
   it('refuses to signal a group whose recorded start time is null', async () => {
     const own = sleeper();
     await waitFor(() => procStart(own.pid!), 'start time');
