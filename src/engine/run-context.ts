@@ -36,12 +36,10 @@ export function openRunContext(
 
   // A linked file or folder the shipper left out is said once, in the run's log and to whoever watches the worker.
   function onSkip(entry: string, reason: string): void {
-    const text = `not shipped: ${entry} ${reason}`;
-    ctx.say(text);
     try {
-      ctx.event('log', { stream: 'svc', text });
+      ctx.note(`not shipped: ${entry} ${reason}`);
     } catch {
-      // events.jsonl itself may be what was refused; the line above still reached worker.log.
+      // events.jsonl itself may be what was refused; note said the line to worker.log before it tried the log.
     }
   }
 
@@ -99,8 +97,8 @@ export function openRunContext(
     },
     /** A line of svc's own in the run's log (with any further fields), also said to whoever watches the worker. */
     note(text: string, fields: Record<string, unknown> = {}): void {
-      ctx.event('log', { stream: 'svc', text, ...fields });
       ctx.say(text);
+      ctx.event('log', { stream: 'svc', text, ...fields });
     },
     async close(): Promise<void> {
       await shipping?.close();

@@ -171,4 +171,18 @@ describe('run folder writes', () => {
     assert.equal(readFileSync(outside, 'utf8'), 'keep\n');
     assert.equal(existsSync(join(root, 'unit.log')), false);
   });
+
+  it("says a linked artifact the worker's shipper leaves out once, to the worker's log and the run's, even unshipped", async () => {
+    writeFileSync(outside, 'keep\n');
+    const dir = folder('rskip');
+    symlinkSync(outside, join(dir, 'artifacts', 'secret.txt'));
+    const said: string[] = [];
+    const env = { SVC_CONTROL_URL: 'http://127.0.0.1:9', HOME: root };
+    const ctx = openRunContext(dir, env, { ship: true, say: (text) => said.push(text) });
+    await ctx.close();
+    const line = 'not shipped: artifacts/secret.txt is a symbolic link (never followed)';
+    assert.deepEqual(said.filter((t) => t.includes('secret.txt')), [`[svc rskip] ${line}\n`]);
+    const logged = readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l).data);
+    assert.deepEqual(logged.filter((d) => d.text?.includes('secret.txt')), [{ stream: 'svc', text: line }]);
+  });
 });
