@@ -93,7 +93,6 @@ export async function reverify(ctx: RunContext, plan: RunPlan, sandbox: RunSandb
 /** Commits (worktree) and diffs what the agent left, with svc's git sandboxed. */
 function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   const { state } = ctx;
-  const base = state.base_sha ?? 'HEAD';
   const run = postAgentGit(ctx, sandbox);
   let diff: DiffResult;
   if (state.worktree) {
@@ -104,9 +103,9 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
     }
     const head = headSha(state.workdir, run);
     ctx.update({ head_sha: head });
-    diff = diffCommits(state.workdir, base, head, run);
+    diff = diffCommits(state.workdir, state.base_sha, head, run);
   } else {
-    diff = diffWorkingTree(state.workdir, state.base_tree ?? base, run);
+    diff = diffWorkingTree(state.workdir, state.base_tree ?? state.base_sha, run);
   }
   ctx.saveArtifact('diff.patch', diff.patch);
   const { files, insertions, deletions, patch_sha256 } = diff;

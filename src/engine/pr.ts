@@ -168,7 +168,7 @@ export class BranchMovedError extends RefusedError {}
  * itself refuses anything but a fast forward should a push land meanwhile). */
 export async function pushFollowUp(state: RunState, target: PushTarget, env: NodeJS.ProcessEnv): Promise<void> {
   const remote = state.follow_up!.branch;
-  const base = state.base_sha!;
+  const base = state.base_sha;
   const token = githubCredential(env)?.token ?? null;
   const now = await fetchBranchHead(state.repo_path, target, remote, token, env);
   if (now !== base) {

@@ -55,29 +55,28 @@ export function inheritSession(previous: ProviderSession | null | undefined): Pr
   return previous ? { ...previous, answers_given: 0, resumed: null } : null;
 }
 
-function change(ctx: RunContext, fields: Partial<ProviderSession>): void {
+/** Changes the run's session record, which recordInvocation wrote before the provider first ran. */
+function change(ctx: RunContext, fields: (session: ProviderSession) => Partial<ProviderSession>): void {
   const session = ctx.state.provider_session;
-  if (session) ctx.update({ provider_session: { ...session, ...fields } });
+  if (session) ctx.update({ provider_session: { ...session, ...fields(session) } });
 }
 
 /** Keeps what an invocation reported: a new id replaces the old one; its last words are kept for a summary. */
 export function recordSightings(ctx: RunContext, seen: SessionSighting): void {
-  const session = ctx.state.provider_session;
-  if (!session) return;
-  const said = seen.said === null ? session.last_output : seen.said.slice(-SAID_CAP);
-  change(ctx, { id: seen.id ?? session.id, last_output: said });
+  change(ctx, (session) => ({
+    id: seen.id ?? session.id, last_output: seen.said === null ? session.last_output : seen.said.slice(-SAID_CAP),
+  }));
 }
 
 /** A question the provider asked (not the budget's), kept for a summary. */
 export function recordQuestion(ctx: RunContext, question: string): void {
-  const questions = [...(ctx.state.provider_session?.questions ?? []), oneLine(question, 2000)];
-  change(ctx, { questions: questions.slice(-QUESTIONS_KEPT) });
+  change(ctx, ({ questions }) => ({ questions: [...questions, oneLine(question, 2000)].slice(-QUESTIONS_KEPT) }));
 }
 
 /** Whether a resume was refused (its session id is then forgotten): the CLI failed before its model did anything. An
  * id in its output proves nothing: claude echoes the id it was asked for in its error when no such session exists. */
 export function resumeRefused(ctx: RunContext, inv: Invocation, code: number | null, usage: Usage): boolean {
   const refused = inv.way === 'session' && code !== 0 && modelSilent(usage);
-  if (refused) change(ctx, { id: null });
+  if (refused) change(ctx, () => ({ id: null }));
   return refused;
 }

@@ -22,8 +22,7 @@ export function openRunContext(
   dir: string, env: NodeJS.ProcessEnv, opts: { ship?: boolean; say?: (t: string) => void },
 ) {
   const state = readState(dir);
-  let stopping = false;
-  let stoppedBy = '';
+  let stoppedBy: string | null = null;
   // Only a child this process started: state.child may still be what state.json said (untrusted) at start.
   let child: ProcIdentity | null = null;
 
@@ -37,12 +36,10 @@ export function openRunContext(
 
   // A linked file or folder the shipper left out is said once, in the run's log and to whoever watches the worker.
   function onSkip(entry: string, reason: string): void {
-    const text = `not shipped: ${entry} ${reason}`;
-    ctx.say(text);
     try {
-      ctx.event('log', { stream: 'svc', text });
+      ctx.note(`not shipped: ${entry} ${reason}`);
     } catch {
-      // events.jsonl itself may be what was refused; the line above still reached worker.log.
+      // events.jsonl itself may be what was refused; note said the line to worker.log before it tried the log.
     }
   }
 
@@ -85,14 +82,13 @@ export function openRunContext(
       ctx.update({ child: identity });
     },
     requestStop(reason: string): void {
-      if (stopping) return;
-      stopping = true;
+      if (stoppedBy !== null) return;
       stoppedBy = reason;
       ctx.say(`stopping: ${reason}`);
       if (child) void terminateGroup(child, STOP_GRACE_MS);
     },
-    stopRequested: (): boolean => stopping,
-    stoppedBy: (): string => stoppedBy,
+    stopRequested: (): boolean => stoppedBy !== null,
+    stoppedBy: (): string | null => stoppedBy,
     /** The answer waiting for the blocked run, by whichever one channel it came (docs/architecture.md, "Channels"). */
     takeAnswer: (): Answer | null => answers.shift() ?? takeAnswer(env, state.source, state.run, dir),
     /** Progress lines for whoever watches the worker (terminal or worker.log). */
@@ -101,8 +97,8 @@ export function openRunContext(
     },
     /** A line of svc's own in the run's log (with any further fields), also said to whoever watches the worker. */
     note(text: string, fields: Record<string, unknown> = {}): void {
-      ctx.event('log', { stream: 'svc', text, ...fields });
       ctx.say(text);
+      ctx.event('log', { stream: 'svc', text, ...fields });
     },
     async close(): Promise<void> {
       await shipping?.close();

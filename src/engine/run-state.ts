@@ -40,7 +40,7 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
     pr_url: string | null;
     previous: { source: string; run: string; receipt: string | null } | null;
   } | null;
-  base_sha: string | null;
+  base_sha: string;
   /** A run without a worktree: the tree its checkout held at the start, which its diff is taken against. */
   base_tree?: string | null;
   head_sha: string | null;

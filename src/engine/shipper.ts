@@ -200,21 +200,17 @@ export function createShipper(
     return read.more;
   }
 
-  let failure: string | null = null;
   return {
     url,
-    /** Why the last flush failed, in words for "not shipped: …" (null after a flush that worked). */
-    failure: (): string | null => failure,
-    /** Sends everything not yet accepted; true when the Control Plane took it all. */
-    async flush(): Promise<boolean> {
+    /** Sends everything not yet accepted: null when the Control Plane took it all, else why not, in words for
+     * "not shipped: …". */
+    async flush(): Promise<string | null> {
       try {
         let more = true;
         for (let i = 0; i < 1000 && more; i++) more = await flushOnce();
-        failure = null;
-        return true;
+        return null;
       } catch (err) {
-        failure = flushFailure(err, url, token !== undefined);
-        return false;
+        return flushFailure(err, url, token !== undefined);
       }
     },
   };
@@ -254,9 +250,9 @@ export function createShipLoop(
     timer = setTimeout(() => {
       dirty = false;
       held = true;
-      shipping = shipper.flush().then((ok) => {
-        held = !ok;
-        backoff = ok ? 0 : Math.min(Math.max(backoff * 2, 250), 30_000);
+      shipping = shipper.flush().then((failure) => {
+        held = failure !== null;
+        backoff = held ? Math.min(Math.max(backoff * 2, 250), 30_000) : 0;
         if (!closed) shipIn(backoff || (dirty ? 200 : 2_000));
       });
     }, ms).unref();
@@ -273,15 +269,16 @@ export function createShipLoop(
       closed = true;
       clearTimeout(timer);
       await shipping;
+      let why: string | null = null;
       for (const wait of [0, 250, 1_000]) {
         if (wait) await sleep(wait);
-        if (await shipper.flush()) {
+        why = await shipper.flush();
+        if (why === null) {
           clearPending(dir);
           return;
         }
       }
       markPending(dir);
-      const why = shipper.failure() ?? `no Control Plane answered at ${shipper.url}`;
       say(`not shipped: ${why}; the next svc command in this project that reaches one sends this run ` +
         '(or run `svc ship`)');
     },
@@ -307,10 +304,8 @@ export async function shipRuns(
     const dir = runDir(repo, run);
     const shipper = createShipper(dir, env, undefined, opts.onSkip && ((entry, why) => opts.onSkip!(run, entry, why)));
     url = shipper.url;
-    if (!(await shipper.flush())) {
-      failure = shipper.failure();
-      break;
-    }
+    failure = await shipper.flush();
+    if (failure !== null) break;
     clearPending(dir);
     shipped.push(run);
   }

@@ -25,7 +25,7 @@ function prepareWorkdir(ctx: RunContext): void {
   if (!state.worktree) return;
   const path = worktreeDir(state.repo_path, state.run);
   try {
-    if (!existsSync(path)) createWorktree(state.repo_path, path, state.branch!, state.base_sha ?? 'HEAD');
+    if (!existsSync(path)) createWorktree(state.repo_path, path, state.branch!, state.base_sha);
   } catch (err) {
     const message = `the run's checkout could not be made: ${errorMessage(err)}`;
     throw new InfraError(message, { beforeAgent: true, cause: err });
@@ -122,8 +122,9 @@ export async function executeRun(
       ctx.setStatus('running', { ...identityOf(process.pid), ended_at: null, error: null, failure: null });
     }
     await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
-    if (ctx.stopRequested() && !TERMINAL.has(ctx.state.status)) {
-      const failure = runFailure('stopped', `stopped by ${ctx.stoppedBy() || 'svc'}`);
+    const stoppedBy = ctx.stoppedBy();
+    if (stoppedBy !== null && !TERMINAL.has(ctx.state.status)) {
+      const failure = runFailure('stopped', `stopped by ${stoppedBy}`);
       ctx.setStatus('stopped', { ended_at: new Date().toISOString(), question: null, child: null, failure });
     }
   } catch (err) {

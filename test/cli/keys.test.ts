@@ -14,7 +14,7 @@ const CLI = join(import.meta.dirname, '../../dist/cli.js');
 
 const BODY: ReceiptBody = {
   type: RECEIPT_TYPE, version: 1, source: 'local', run: 'r1', group_id: 'g1', repo: 'acme/api',
-  branch: null, base_sha: null, head_sha: null, spec_sha256: '0'.repeat(64), provider: 'fake', checks: [],
+  branch: null, base_sha: 'b'.repeat(40), head_sha: null, spec_sha256: '0'.repeat(64), provider: 'fake', checks: [],
   diff: { files: 0, insertions: 0, deletions: 0, patch_sha256: '0'.repeat(64), paths: [] },
   cost: { usd: null, tokens_in: null, tokens_out: null }, verdict: 'verified', gaps: [],
   started_at: '2026-11-28T00:00:00.000Z', ended_at: '2026-11-28T00:01:00.000Z', issued_at: '2026-11-28T00:01:00.000Z',

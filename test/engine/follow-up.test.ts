@@ -5,10 +5,11 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, startGithubStandIn, readJson, CLI, ASK_SCRIPT, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { followUpRequest } from '../../src/engine/follow-up.ts';
 
 /** Appends one line naming the pass to a.txt, so every follow-up has a diff of its own. */
 const MORE_SCRIPT = `#!/bin/sh
@@ -79,6 +80,20 @@ describe('svc start --follow-up', () => {
     const missing = await svc(['start', '--brief', 'x', '--follow-up', 'svc/rnothere', '--provider', 'more']);
     assert.notEqual(missing.status, 0);
     assert.match(missing.stderr, /cannot be fetched/);
+  });
+
+  it('refuses a follow-up the policy could not push (pr.open "never"), before anything is written', async () => {
+    const policy = join(repo.repo, '.svc', 'policy.json');
+    const saved = readFileSync(policy, 'utf8');
+    writeFileSync(policy, JSON.stringify({ ...JSON.parse(saved), pr: { open: 'never' } }));
+    try {
+      const never = await svc(['start', '--brief', 'x', '--follow-up', branch, '--provider', 'more']);
+      assert.notEqual(never.status, 0);
+      assert.match(never.stderr, /Refusing to start a follow-up: the policy says pr\.open = "never"/);
+      assert.equal(JSON.parse(never.stdout).failure.class, 'policy');
+    } finally {
+      writeFileSync(policy, saved);
+    }
   });
 
   it('never pushes over a commit a person pushed to the branch while the follow-up worked: it fails and says why', async () => {
@@ -157,5 +172,20 @@ describe('svc start --follow-up', () => {
     assert.equal(state(run).verdict, 'verified_with_gaps');
     assert.ok(receipt(run).gaps.includes('the diff is empty'));
     assert.equal(originHead(branch), before);
+  });
+});
+
+describe('the --follow-up request', () => {
+  it('names the flag that is malformed: --pr-url, --previous, --previous-receipt (which needs --previous)', () => {
+    const ask = (more: object) => () => followUpRequest({ branch: 'svc/r1', ...more });
+    assert.throws(ask({ prUrl: 'ftp://example.test/pull/1' }), { code: 'bad_input', message: '--pr-url must be an http(s) URL' });
+    assert.throws(ask({ previous: 'local' }), { code: 'bad_input', message: '--previous must be SOURCE/RUN' });
+    assert.throws(ask({ previous: 'local/../x' }), { code: 'bad_input', message: '--previous must be SOURCE/RUN' });
+    const receipt = /--previous-receipt must be a receipt integrity \(64 hex digits\), with --previous/;
+    assert.throws(ask({ previous: 'local/r0', previousReceipt: 'abc' }), receipt);
+    assert.throws(ask({ previousReceipt: 'a'.repeat(64) }), receipt);
+    assert.deepEqual(followUpRequest({ branch: 'svc/r1', prUrl: 'https://example.test/o/r/pull/7', previous: 'local/r0',
+      previousReceipt: 'a'.repeat(64) }),
+    { branch: 'svc/r1', pr_url: 'https://example.test/o/r/pull/7', previous: { source: 'local', run: 'r0', receipt: 'a'.repeat(64) } });
   });
 });

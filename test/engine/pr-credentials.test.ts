@@ -4,7 +4,7 @@
 // `svc start --open-pr RUN`; a repository without an origin is told how to add one.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer, type Server } from 'node:http';
@@ -126,6 +126,7 @@ describe('a verified --pr run whose pull request could not be opened', () => {
   let refusing: Server;
   let env: NodeJS.ProcessEnv;
   let run: string;
+  let refusingUrl: string;
 
   before(async () => {
     github = await startGithubStandIn();
@@ -139,7 +140,7 @@ describe('a verified --pr run whose pull request could not be opened', () => {
     repo = makeRepo({ providers: { fake: EDIT_SCRIPT }, policy: { checks } });
     env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9',
       GITHUB_TOKEN: TOKEN };
-    const refusingUrl = `http://127.0.0.1:${(refusing.address() as { port: number }).port}`;
+    refusingUrl = `http://127.0.0.1:${(refusing.address() as { port: number }).port}`;
     const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'fake'],
       { cwd: repo.repo, env: { ...env, GITHUB_API_URL: refusingUrl } });
     run = (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run;
@@ -155,6 +156,42 @@ describe('a verified --pr run whose pull request could not be opened', () => {
     assert.equal(state.status, 'failed');
     assert.equal(state.verdict, 'verified');
     assert.equal(state.pr_url, null);
+    assert.match(state.error, /Pull request not opened: GitHub answered 401/);
+  });
+
+  it('refuses --open-pr without the run\'s own receipt, and for a run not started with --pr', async () => {
+    const openPr = (id: string) => runChild(process.execPath, [CLI, 'start', '--open-pr', id],
+      { cwd: repo.repo, env: { ...env, GITHUB_API_URL: github.url } });
+    const path = join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json');
+    const signed = readFileSync(path, 'utf8');
+    try {
+      rmSync(path);
+      const none = await openPr(run);
+      assert.equal(none.code, 1);
+      assert.match(none.stderr, new RegExp(`Run local/${run} has no receipt: verify it first`));
+      writeFileSync(path, JSON.stringify({ ...JSON.parse(signed), verdict: 'verified_with_gaps' }));
+      const forged = await openPr(run);
+      assert.equal(forged.code, 1);
+      assert.match(forged.stderr, /The run's receipt does not verify: /);
+    } finally {
+      writeFileSync(path, signed);
+    }
+    const plain = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
+      { cwd: repo.repo, env });
+    const other = (JSON.parse(plain.stdout.trim().split('\n')[0]!) as { run: string }).run;
+    const notPr = await openPr(other);
+    assert.equal(notPr.code, 1);
+    assert.match(notPr.stderr, new RegExp(`Run local/${other} was not started with --pr`));
+    assert.equal(github.requests.filter((r) => r.method === 'POST').length, 0, 'no pull request was asked for');
+  });
+
+  it('fails --open-pr again while GitHub still refuses, keeping the run failed with the new reason', async () => {
+    const res = await runChild(process.execPath, [CLI, 'start', '--open-pr', run],
+      { cwd: repo.repo, env: { ...env, GITHUB_API_URL: refusingUrl } });
+    assert.equal(res.code, 1);
+    assert.match(res.stderr, /Pull request not opened: GitHub answered 401/);
+    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+    assert.equal(state.status, 'failed');
     assert.match(state.error, /Pull request not opened: GitHub answered 401/);
   });
 

@@ -22,7 +22,7 @@ function stateFor(repo: string, run: string, over: Partial<RunState> = {}): RunS
     source: 'local', run, repo: 'acme/api', group_id: run, status: 'running', verdict: null, brief: 'b', origin: 'cli', provider: 'fake',
     branch: null, pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
     tokens_out: null, exit_code: null, error: null, repo_path: repo, input: { kind: 'brief', value: 'b' }, workdir: repo, worktree: false,
-    pr: false, base_sha: null, head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
+    pr: false, base_sha: 'b'.repeat(40), head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
     answers: [], base_branch: 'main', failure: null, ...over,
   };
 }
@@ -85,6 +85,22 @@ describe('stopping a run from outside its worker', () => {
     });
     await stopLocalRun(repo, 'rmine', 'the test');
     await waitFor(() => !processAlive(worker.pid!) && !processAlive(child.pid!), 'worker and child to exit', 15_000);
+  });
+
+  it('stops a run whose worker has not recorded itself yet: the worker sees "stopping" and ends it, the stopper named', async () => {
+    const dir = runFolder('rqueued', { status: 'queued' });
+    // The worker stops before it reads anything of its plan but that there is one.
+    writeFileSync(join(dir, 'plan.json'), JSON.stringify({ policy: {}, provider: {}, passed_env: [], sandbox: { kind: 'none' }, push_target: null, notes: [] }));
+    const stopping = stopLocalRun(repo, 'rqueued', 'the test');
+    assert.equal(readState(dir).status, 'stopping');
+    const worker = spawn(process.execPath, [CLI_TS, 'worker', 'start', '--run-id', 'rqueued', '--repo', repo],
+      { stdio: 'ignore', env: { PATH: process.env.PATH, HOME: repo, SVC_SHIP: '0' } });
+    const code = await new Promise((resolve) => worker.on('close', resolve));
+    assert.equal(code, 1);
+    const state = (await stopping)!;
+    assert.equal(state.status, 'stopped');
+    assert.deepEqual(state.failure, { class: 'stopped', reason: 'stopped by the test', retryable: false });
+    assert.equal(state.pid, null, 'the worker never recorded itself');
   });
 
   it('refuses to signal a group whose recorded start time is null', async () => {
@@ -154,5 +170,19 @@ describe('run folder writes', () => {
     await ctx.close();
     assert.equal(readFileSync(outside, 'utf8'), 'keep\n');
     assert.equal(existsSync(join(root, 'unit.log')), false);
+  });
+
+  it("says a linked artifact the worker's shipper leaves out once, to the worker's log and the run's, even unshipped", async () => {
+    writeFileSync(outside, 'keep\n');
+    const dir = folder('rskip');
+    symlinkSync(outside, join(dir, 'artifacts', 'secret.txt'));
+    const said: string[] = [];
+    const env = { SVC_CONTROL_URL: 'http://127.0.0.1:9', HOME: root };
+    const ctx = openRunContext(dir, env, { ship: true, say: (text) => said.push(text) });
+    await ctx.close();
+    const line = 'not shipped: artifacts/secret.txt is a symbolic link (never followed)';
+    assert.deepEqual(said.filter((t) => t.includes('secret.txt')), [`[svc rskip] ${line}\n`]);
+    const logged = readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l).data);
+    assert.deepEqual(logged.filter((d) => d.text?.includes('secret.txt')), [{ stream: 'svc', text: line }]);
   });
 });

@@ -16,7 +16,7 @@ function runFolder(root: string, run: string, status: RunState['status'] = 'runn
     source: 'local', run, repo: 'acme/api', group_id: run, status, verdict: null, brief: 'b', origin: 'cli', provider: 'fake',
     branch: null, pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
     tokens_out: null, exit_code: null, error: null, repo_path: root, input: { kind: 'brief', value: 'b' }, workdir: root, worktree: false,
-    pr: false, base_sha: null, head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
+    pr: false, base_sha: 'b'.repeat(40), head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
     answers: [], base_branch: 'main', failure: null,
   } satisfies RunState);
   return dir;
@@ -40,20 +40,21 @@ describe('shipper', () => {
     for (let i = 0; i < 1200; i++) log.append('log', { stream: 'stdout', text: `line ${i}` });
     writeFileSync(join(dir, 'artifacts', 'provider.log'), 'hello\n');
     const shipper = createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root });
-    assert.equal(await shipper.flush(), true);
+    assert.equal(await shipper.flush(), null);
     const events = (await control.request('GET', '/v1/runs/local/rship1/events?limit=500')).json.items;
     assert.equal(events.length, 500);
     assert.equal(control.deps.stores.events.list('local', 'rship1', { after: 0, limit: 5000 }).length, 1200);
     assert.equal((await control.request('GET', '/v1/runs/local/rship1/artifact/provider.log')).text, 'hello\n');
     log.append('log', { stream: 'stdout', text: 'one more' });
-    assert.equal(await shipper.flush(), true);
+    assert.equal(await shipper.flush(), null);
     assert.equal(control.deps.stores.events.list('local', 'rship1', { after: 0, limit: 5000 }).length, 1201);
   });
 
-  it('reports false instead of throwing when the Control Plane is down', async () => {
+  it('reports why instead of throwing when the Control Plane is down', async () => {
     const dir = runFolder(root, 'rship2');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
-    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: 'http://127.0.0.1:9', HOME: root }).flush(), false);
+    const failure = await createShipper(dir, { SVC_CONTROL_URL: 'http://127.0.0.1:9', HOME: root }).flush();
+    assert.equal(failure, 'no Control Plane answered at http://127.0.0.1:9');
   });
 
   it("hands the run's own control requests from the ingest response to its worker, and no other run's", async () => {
@@ -90,11 +91,11 @@ describe('shipper', () => {
   it('does not bring back a run deleted on the Control Plane when it is shipped again (issue 23 item 7)', async () => {
     const dir = runFolder(root, 'rship6', 'succeeded');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
-    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), true);
+    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
     assert.equal((await control.request('DELETE', '/v1/runs/local/rship6')).status, 200);
     // `svc ship --all` forgets the offsets and sends state, events and artifacts again.
     rmSync(join(dir, 'ship.json'));
-    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), true);
+    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
     assert.equal((await control.request('GET', '/v1/runs/local/rship6')).status, 404);
     assert.equal(control.deps.stores.events.list('local', 'rship6', { after: 0, limit: 10 }).length, 0);
   });

@@ -165,6 +165,22 @@ describe('svc start from the command line', () => {
     assert.match(missing.stderr, /Provider "codex" not found: looked for the "codex" executable on PATH/);
   });
 
+  it('refuses a --run-id that is not one path segment or names an existing run, and a --retry of no run', async () => {
+    const runs = join(repo.repo, '.svc', 'runs');
+    const before = spawnSync('ls', [runs], { encoding: 'utf8' }).stdout;
+    const outside = await svc(['start', 'anything', '--provider', 'fake', '--run-id', '..']);
+    assert.equal(outside.status, 2);
+    assert.match(outside.stderr, /Run id "\.\." is not a valid path segment/);
+    const taken = before.trim().split('\n')[0]!;
+    const again = await svc(['start', 'anything', '--provider', 'fake', '--run-id', taken]);
+    assert.equal(again.status, 2);
+    assert.match(again.stderr, new RegExp(`Run ${taken} already exists in `));
+    const none = await svc(['start', '--retry', 'no-such-run']);
+    assert.equal(none.status, 2);
+    assert.match(none.stderr, /No run no-such-run in /);
+    assert.equal(spawnSync('ls', [runs], { encoding: 'utf8' }).stdout, before, 'no run was made');
+  });
+
   it('svc receipt verify names an integrity mismatch, a bad signature and an unknown key', async () => {
     const runs = spawnSync('ls', [join(repo.repo, '.svc', 'runs')], { encoding: 'utf8' }).stdout.trim().split('\n');
     const original = readJson(join(repo.repo, '.svc', 'runs', runs[0]!, 'artifacts', 'receipt.json'));
