@@ -238,6 +238,18 @@ describe('verifyCommits', () => {
     assert.throws(verify(''), /no head commit/);
   });
 
+  it("refuses a base commit's policy.json that is not JSON (never read as the defaults)", () => {
+    const repo = join(root, 'bad-policy');
+    mkdirSync(join(repo, '.svc'), { recursive: true });
+    git(repo, ['init', '-q']);
+    writeFileSync(join(repo, '.svc', 'policy.json'), '{"checks": [');
+    git(repo, ['add', '-A']);
+    git(repo, ['commit', '-qm', 'bad policy']);
+    const base = git(repo, ['rev-parse', 'HEAD']);
+    assert.throws(() => policyAt(join(repo, '.git'), base),
+      { name: 'PolicyError', message: 'policy.json at the base commit is not valid JSON' });
+  });
+
   it('refuses git objects that lead out of the workspace through a link', () => {
     const { ws, base, head } = workspace('link');
     const elsewhere = join(root, 'link-elsewhere');
