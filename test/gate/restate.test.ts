@@ -96,6 +96,24 @@ describe('egress gate request framing', () => {
     });
   }
 
+  it('refuses a Content-Length of over 15 digits (past what a number holds exactly), and opens nothing', async () => {
+    const before = raw.connections.length;
+    const answer = await rawExchange(gate.port ?? 0,
+      `POST ${target}/x HTTP/1.1\r\nHost: local.test\r\nContent-Length: 9007199254740993\r\n\r\n`);
+    assert.match(answer, /^HTTP\/1\.1 400 [^]*the Content-Length is not a number/);
+    assert.equal(raw.connections.length, before);
+  });
+
+  it('refuses a plain-HTTP target whose host is no host name, or that is no URL at all', async () => {
+    const before = raw.connections.length;
+    const dots = await rawExchange(gate.port ?? 0, 'GET http://local..test/ HTTP/1.1\r\nHost: x\r\n\r\n');
+    assert.match(dots, /^HTTP\/1\.1 400 [^]*host "local\.\.test" is not a host name/);
+    const broken = await rawExchange(gate.port ?? 0, 'GET http://local%2Ftest/ HTTP/1.1\r\nHost: x\r\n\r\n');
+    assert.match(broken, /^HTTP\/1\.1 400 [^]*the request target is not a URL/);
+    assert.equal(raw.connections.length, before);
+    assert.equal(records.at(-1)?.decision, 'denied');
+  });
+
   it('refuses a transfer coding other than plain chunked', async () => {
     const answer = await rawExchange(gate.port ?? 0,
       `POST ${target}/x HTTP/1.1\r\nHost: local.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n`);
