@@ -307,6 +307,15 @@ describe('seal, evidence and checks', () => {
     assert.throws(() => readSeal(dir), FailedError);
   });
 
+  it('seals a workspace without origin with no URL and why, for the signer\'s error when a PR is asked for', () => {
+    const bare = workspace('seal-no-origin').ws;
+    git(bare, ['remote', 'remove', 'origin']);
+    const seal = writeSeal(bare, join(root, 'sealed-no-origin'));
+    assert.equal(seal.origin_url, null);
+    assert.match(seal.origin_problem ?? '', /git remote add origin/);
+    assert.equal(readSeal(join(root, 'sealed-no-origin')).origin_problem, seal.origin_problem);
+  });
+
   it('reads evidence through typed readers only', () => {
     const output = 'a'.repeat(64);
     const check = { name: 't', argv: ['true'], required: true, exit_code: 0, duration_ms: 5, output_sha256: output };
