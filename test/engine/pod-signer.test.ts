@@ -123,6 +123,11 @@ describe('the signer signs what is pushed', () => {
     assert.equal(receipt?.trace_id, job);
     assert.equal((await signPod('no-trace', workspace('no-trace'), forged))?.trace_id, undefined);
   });
+
+  it('refuses a run folder whose state.json names another run, and signs nothing', async () => {
+    await assert.rejects(signPod('other-run', workspace('other-run'), { state: { run: 'r2' } }),
+      { name: 'RefusedError', message: 'The run folder names k8s/r2, not k8s/r1' });
+  });
 });
 
 describe('a hostile workspace ends the signer, never hangs it', () => {
