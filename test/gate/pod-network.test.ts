@@ -73,6 +73,16 @@ describe('pod receipt network from the shared gate', () => {
     assert.match(forged?.problem ?? '', /407/);
     assert.equal(await podGateNetwork({}, 'run-a', started), null);
   });
+
+  it('reads the records with GET only, and takes span exports with POST only', async () => {
+    const at = { port: gate.port ?? 0 };
+    const posted = await gateRequest(at, `/_job/${cred(A)}/_egress`, { method: 'POST', body: '{}' });
+    assert.equal(posted.status, 405);
+    assert.equal(posted.body, 'svc gate: the egress records are read with GET\n');
+    const got = await gateRequest(at, `/_job/${cred(A)}/_traces`);
+    assert.equal(got.status, 405);
+    assert.equal(got.headers.allow, 'POST');
+  });
 });
 
 describe('pod receipt network from something that is not a whole gate answer', () => {
