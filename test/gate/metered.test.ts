@@ -250,6 +250,11 @@ describe('metered cost at the gate', () => {
     assert.ok(table.models['claude-sonnet-4-5'], 'the built-in rows stay');
     writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { x: { input: '1', output: 2 } } }));
     assert.throws(() => loadPriceTable(file), /x\.input/);
+    for (const [text, why] of [['{"date":', /cannot be read as JSON/], ['{"models": {}}', /must be \{"date"/],
+      ['{"date": "2026-12-01", "models": {"x": 1}}', /x": must be \{"input"/]] as const) {
+      writeFileSync(file, text);
+      assert.throws(() => loadPriceTable(file), (err: Error) => err.name === 'GatePolicyError' && why.test(err.message));
+    }
   });
 
   it('reads an Anthropic stream closed before its message_delta as usage unknown, not as the input alone', () => {
