@@ -11,6 +11,7 @@ import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
 import { loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
 import { usageMeter } from '../../src/gate/usage.ts';
+import { reachedBudget, refusalText } from '../../src/gate/budgets.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { gateRequest, recordingConnect, tempDir } from './helpers.ts';
 
@@ -255,6 +256,13 @@ describe('metered cost at the gate', () => {
       writeFileSync(file, text);
       assert.throws(() => loadPriceTable(file), (err: Error) => err.name === 'GatePolicyError' && why.test(err.message));
     }
+  });
+
+  it('names the server\'s daily cap when that is the budget reached', () => {
+    const reached = reachedBudget({ run: 0, repoDay: 1, serverDay: 5 }, { run: null, repoDay: 2, serverDay: 5 });
+    assert.deepEqual(reached, { kind: 'server-day', limit: 5, spent: 5 });
+    assert.equal(refusalText(reached!, 'acme/web', false), 'this server\'s daily budget of $5.00 is reached ' +
+      '(metered $5.00): model calls are refused until the operator raises it');
   });
 
   it('reads an Anthropic stream closed before its message_delta as usage unknown, not as the input alone', () => {
