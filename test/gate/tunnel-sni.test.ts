@@ -131,6 +131,19 @@ describe('egress gate CONNECT server names', () => {
     assert.match(record.reason ?? '', /does not start with TLS/);
   });
 
+  it('refuses a hello whose server name is no host name, and the destination gets no byte', async () => {
+    const seen = shared.seen.length;
+    const count = records.length;
+    const opened = await gateConnect(at, `allowed.test:${shared.port}`);
+    assert.ok('socket' in opened);
+    opened.socket.write(handMadeHello(extension(0, serverNames([0, 'allowed.test/x']))));
+    const record = await lastRecord(count + 1);
+    opened.socket.destroy();
+    assert.equal(record.decision, 'denied');
+    assert.equal(record.reason, 'the TLS server name "allowed.test/x" is not a host name');
+    assert.equal(shared.seen.length, seen);
+  });
+
   it('reads a ClientHello that arrives a byte at a time', async () => {
     const hello = await captureHello('allowed.test');
     const count = records.length;
