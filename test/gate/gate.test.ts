@@ -227,3 +227,25 @@ describe('egress gate limits', () => {
     }
   });
 });
+
+describe('starting the gate', () => {
+  it('closes the listeners it opened when a later one cannot listen', async () => {
+    const tmp = tempDir();
+    const busy = createTcpServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+    const socketPath = join(tmp.path, 'gate.sock');
+    try {
+      await assert.rejects(startGate({ policy: parseGatePolicy({}), socketPath,
+        tcpPort: (busy.address() as AddressInfo).port }), { code: 'EADDRINUSE' });
+      const reached = await new Promise<boolean>((r) => {
+        const probe = netConnect(socketPath);
+        probe.once('connect', () => r(true)).once('error', () => r(false));
+        probe.once('connect', () => probe.destroy());
+      });
+      assert.equal(reached, false, 'the Unix socket listens no more');
+    } finally {
+      busy.close();
+      tmp.remove();
+    }
+  });
+});
