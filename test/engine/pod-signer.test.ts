@@ -184,6 +184,23 @@ describe('a hostile workspace ends the signer, never hangs it', () => {
       /borrow from outside it/);
   });
 
+  it('skips an alternate git could not open, and refuses alternates nested past git\'s five', () => {
+    const w = workspace('alt-nest');
+    const alternates = (objects: string, text: string) => {
+      mkdirSync(join(objects, 'info'), { recursive: true });
+      writeFileSync(join(objects, 'info', 'alternates'), text);
+    };
+    alternates(join(w.ws, '.git', 'objects'), '# a comment\n\nno-such-folder\n');
+    const v = verifyCommits(w.ws, join(root, 'alt-nest-scratch'), w.base, w.head, 'svc/r1');
+    assert.equal(v.diff.files.length, 1);
+    const chain = [0, 1, 2, 3, 4, 5].map((i) => join(w.ws, `alt${i}`));
+    alternates(join(w.ws, '.git', 'objects'), `${chain[0]}\n`);
+    for (let i = 0; i < 5; i++) alternates(chain[i]!, `${chain[i + 1]}\n`);
+    mkdirSync(chain[5]!);
+    assert.throws(() => verifyCommits(w.ws, join(root, 'alt-nest-scratch'), w.base, w.head, 'svc/r1'),
+      /alternates nest too deep/);
+  });
+
   it('kills a git that waits past its time limit (a FIFO the checks could not see)', () => {
     const fifo = join(root, 'stuck-fifo');
     execFileSync('mkfifo', [fifo]);
@@ -221,6 +238,17 @@ describe('verifyCommits', () => {
     const v = verifyCommits(ws, join(root, 'config-scratch'), base, head, 'svc/r1');
     assert.match(v.diff.patch, /^--- a\/f1\.txt$/m);
     assert.equal(existsSync(marker), false);
+  });
+
+  it('refuses a run whose file content was replaced under its name: the clean copy names it by its real hash', () => {
+    const { ws, base, head } = workspace('tampered-blob');
+    const changed = git(ws, ['rev-parse', 'HEAD:f1.txt']);
+    writeFileSync(join(root, 'tampered-blob.txt'), 'something else\n');
+    const other = git(ws, ['hash-object', '-w', join(root, 'tampered-blob.txt')]);
+    chmodSync(objectPath(ws, changed), 0o644);
+    copyFileSync(objectPath(ws, other), objectPath(ws, changed));
+    assert.throws(() => verifyCommits(ws, join(root, 'tampered-blob-scratch'), base, head, 'svc/r1'),
+      /^UnverifiableError: The run's commits did not pass the hash check/);
   });
 
   it('refuses a head commit whose object was replaced by other content', () => {
