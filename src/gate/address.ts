@@ -125,15 +125,10 @@ export function normaliseHost(raw: string): { host: string; literal: boolean } {
   if (raw === '' || FORBIDDEN.test(raw)) throw new BadHostError(`host "${raw}" is not a host name`);
   // FORBIDDEN refused a zone id (`%`): every IPv6 literal left has its canonical spelling.
   if (isIP(raw) === 6) return { host: canonicalAddress(raw) as string, literal: true };
-  let hostname: string;
-  try {
-    // The WHATWG URL parser lower-cases, applies IDNA (punycode) and writes every IPv4 spelling (0x7f.1, 2130706433)
-    // as its dotted quad.
-    hostname = new URL(`http://${raw}/`).hostname;
-  } catch {
-    throw new BadHostError(`host "${raw}" is not a host name`);
-  }
-  if (hostname.startsWith('[')) throw new BadHostError(`host "${raw}" is not a host name`);
+  // The WHATWG URL parser lower-cases, applies IDNA (punycode) and writes every IPv4 spelling (0x7f.1, 2130706433)
+  // as its dotted quad.
+  const hostname = URL.parse(`http://${raw}/`)?.hostname;
+  if (hostname === undefined || hostname.startsWith('[')) throw new BadHostError(`host "${raw}" is not a host name`);
   const host = hostname.endsWith('.') ? hostname.slice(0, -1) : hostname;
   if (host === '' || host.endsWith('.') || host.startsWith('.') || host.includes('..')) {
     throw new BadHostError(`host "${raw}" is not a host name`);

@@ -71,12 +71,8 @@ export function modelRoutesFromEnv(env: Readonly<Record<string, string | undefin
 /** One route: https, or plain http only to a loopback IP literal (a key never crosses a network in clear). */
 export function modelRoute(name: string, base: string, header: string, value: string): ModelRoute {
   if (!/^[a-z0-9][a-z0-9-]{0,40}$/.test(name)) throw new GatePolicyError(name, 'is not a model API name');
-  let url: URL;
-  try {
-    url = new URL(base);
-  } catch {
-    throw new GatePolicyError(base, 'is not a URL');
-  }
+  const url = URL.parse(base);
+  if (!url) throw new GatePolicyError(base, 'is not a URL');
   if (url.username || url.password || url.search || url.hash) {
     throw new GatePolicyError(base, 'a model API base is an origin with an optional path');
   }

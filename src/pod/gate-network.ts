@@ -2,7 +2,7 @@
 // container has ended: the run container's files have no say in it.
 import { get } from 'node:http';
 import { readEgressRecord, type EgressDenial, type EgressHost, type EgressRecord } from '../gate/evidence.ts';
-import { obj, str } from '../untrusted.ts';
+import { obj, str, tryParseJson } from '../untrusted.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
 import { confinedNetwork, UNCONFINED, type ReceiptNetwork } from '../engine/receipt.ts';
 import type { MeteredCost } from '../run-json.ts';
@@ -24,11 +24,9 @@ function getJson(url: string): Promise<{ status: number; body: unknown }> {
       res.on('end', () => {
         const status = res.statusCode ?? 0;
         if (status !== 200 && status !== 404) return reject(new UnavailableError(`the gate answered ${status}`));
-        try {
-          resolve({ status, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
-        } catch {
-          reject(new UnavailableError(`the gate answered ${status} with something that is not JSON`));
-        }
+        const body = tryParseJson(Buffer.concat(chunks).toString('utf8'));
+        if (body !== undefined) return resolve({ status, body });
+        reject(new UnavailableError(`the gate answered ${status} with something that is not JSON`));
       });
       res.on('error', reject);
     });

@@ -9,6 +9,7 @@ import { git, diffCommits, type DiffResult, type GitRun } from '../engine/git.ts
 import { runSync } from '../spawn/start.ts';
 import { parsePolicy, DEFAULT_POLICY, PolicyError, type Policy } from '../engine/policy.ts';
 import { COMMIT_ID } from './seal.ts';
+import { tryParseJson } from '../untrusted.ts';
 
 export class UnverifiableError extends RefusedError {}
 
@@ -172,11 +173,7 @@ export function policyAt(repo: string, base: string): Policy {
   } catch (err) {
     throw new UnverifiableError(`The base commit's policy could not be read: ${errorMessage(err)}`);
   }
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch {
-    throw new PolicyError('policy.json at the base commit is not valid JSON');
-  }
+  const raw = tryParseJson(text);
+  if (raw === undefined) throw new PolicyError('policy.json at the base commit is not valid JSON');
   return parsePolicy(raw);
 }

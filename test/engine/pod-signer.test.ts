@@ -123,6 +123,11 @@ describe('the signer signs what is pushed', () => {
     assert.equal(receipt?.trace_id, job);
     assert.equal((await signPod('no-trace', workspace('no-trace'), forged))?.trace_id, undefined);
   });
+
+  it('refuses a run folder whose state.json names another run, and signs nothing', async () => {
+    await assert.rejects(signPod('other-run', workspace('other-run'), { state: { run: 'r2' } }),
+      { name: 'RefusedError', message: 'The run folder names k8s/r2, not k8s/r1' });
+  });
 });
 
 describe('a hostile workspace ends the signer, never hangs it', () => {
@@ -179,6 +184,23 @@ describe('a hostile workspace ends the signer, never hangs it', () => {
       /borrow from outside it/);
   });
 
+  it('skips an alternate git could not open, and refuses alternates nested past git\'s five', () => {
+    const w = workspace('alt-nest');
+    const alternates = (objects: string, text: string) => {
+      mkdirSync(join(objects, 'info'), { recursive: true });
+      writeFileSync(join(objects, 'info', 'alternates'), text);
+    };
+    alternates(join(w.ws, '.git', 'objects'), '# a comment\n\nno-such-folder\n');
+    const v = verifyCommits(w.ws, join(root, 'alt-nest-scratch'), w.base, w.head, 'svc/r1');
+    assert.equal(v.diff.files.length, 1);
+    const chain = [0, 1, 2, 3, 4, 5].map((i) => join(w.ws, `alt${i}`));
+    alternates(join(w.ws, '.git', 'objects'), `${chain[0]}\n`);
+    for (let i = 0; i < 5; i++) alternates(chain[i]!, `${chain[i + 1]}\n`);
+    mkdirSync(chain[5]!);
+    assert.throws(() => verifyCommits(w.ws, join(root, 'alt-nest-scratch'), w.base, w.head, 'svc/r1'),
+      /alternates nest too deep/);
+  });
+
   it('kills a git that waits past its time limit (a FIFO the checks could not see)', () => {
     const fifo = join(root, 'stuck-fifo');
     execFileSync('mkfifo', [fifo]);
@@ -218,6 +240,17 @@ describe('verifyCommits', () => {
     assert.equal(existsSync(marker), false);
   });
 
+  it('refuses a run whose file content was replaced under its name: the clean copy names it by its real hash', () => {
+    const { ws, base, head } = workspace('tampered-blob');
+    const changed = git(ws, ['rev-parse', 'HEAD:f1.txt']);
+    writeFileSync(join(root, 'tampered-blob.txt'), 'something else\n');
+    const other = git(ws, ['hash-object', '-w', join(root, 'tampered-blob.txt')]);
+    chmodSync(objectPath(ws, changed), 0o644);
+    copyFileSync(objectPath(ws, other), objectPath(ws, changed));
+    assert.throws(() => verifyCommits(ws, join(root, 'tampered-blob-scratch'), base, head, 'svc/r1'),
+      /^UnverifiableError: The run's commits did not pass the hash check/);
+  });
+
   it('refuses a head commit whose object was replaced by other content', () => {
     const { ws, base, head } = workspace('tampered');
     const tree = git(ws, ['rev-parse', 'HEAD^{tree}']);
@@ -236,6 +269,18 @@ describe('verifyCommits', () => {
     assert.throws(verify(orphan), /does not descend|hash check/);
     assert.throws(verify('f'.repeat(40)), /does not hold commit/);
     assert.throws(verify(''), /no head commit/);
+  });
+
+  it("refuses a base commit's policy.json that is not JSON (never read as the defaults)", () => {
+    const repo = join(root, 'bad-policy');
+    mkdirSync(join(repo, '.svc'), { recursive: true });
+    git(repo, ['init', '-q']);
+    writeFileSync(join(repo, '.svc', 'policy.json'), '{"checks": [');
+    git(repo, ['add', '-A']);
+    git(repo, ['commit', '-qm', 'bad policy']);
+    const base = git(repo, ['rev-parse', 'HEAD']);
+    assert.throws(() => policyAt(join(repo, '.git'), base),
+      { name: 'PolicyError', message: 'policy.json at the base commit is not valid JSON' });
   });
 
   it('refuses git objects that lead out of the workspace through a link', () => {
@@ -293,6 +338,15 @@ describe('seal, evidence and checks', () => {
     assert.throws(() => readSeal(join(root, 'no-seal')), FailedError);
     writeFileSync(join(dir, 'seal.json'), '{"base_sha":"HEAD"}');
     assert.throws(() => readSeal(dir), FailedError);
+  });
+
+  it('seals a workspace without origin with no URL and why, for the signer\'s error when a PR is asked for', () => {
+    const bare = workspace('seal-no-origin').ws;
+    git(bare, ['remote', 'remove', 'origin']);
+    const seal = writeSeal(bare, join(root, 'sealed-no-origin'));
+    assert.equal(seal.origin_url, null);
+    assert.match(seal.origin_problem ?? '', /git remote add origin/);
+    assert.equal(readSeal(join(root, 'sealed-no-origin')).origin_problem, seal.origin_problem);
   });
 
   it('reads evidence through typed readers only', () => {

@@ -2,7 +2,7 @@
 // addresses are refused; only an allow entry naming the exact address and port admits one. Nothing connects.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { decide, parseGatePolicy } from '../../src/gate/policy.ts';
+import { decide, parseGatePolicy, systemResolver } from '../../src/gate/policy.ts';
 import { parseAuthority } from '../../src/gate/address.ts';
 import { tableResolver } from './helpers.ts';
 
@@ -69,6 +69,12 @@ describe('decide', () => {
     const d = await at('nowhere.test:443');
     assert.equal(d.allowed, false);
     assert.match(d.allowed ? '' : d.reason, /does not resolve/);
+    const none = await decide(parseAuthority('public.test:443', null), policy, async () => []);
+    assert.deepEqual(none, { allowed: false, rule: null, reason: 'public.test does not resolve', address: null });
+  });
+
+  it('resolves with the system resolver when none is injected', async () => {
+    assert.ok((await systemResolver('localhost')).length > 0);
   });
 
   it('refuses everything with an empty allow list', async () => {

@@ -5,7 +5,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { connect as netConnect } from 'node:net';
+import { connect as netConnect, createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
@@ -14,6 +14,7 @@ import {
   type Cert, type Reply, type Upstream,
 } from './helpers.ts';
 import { makeCert as makeCertFor } from '../trigger/standins.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 describe('egress gate', () => {
   const tmp = tempDir();
@@ -200,6 +201,50 @@ describe('egress gate limits', () => {
       first.destroy();
     } finally {
       await gate.close();
+      tmp.remove();
+    }
+  });
+
+  it('answers 502 "idle timeout" to a plain-HTTP request whose destination goes quiet, and records it', async () => {
+    const silent = createTcpServer(() => {});
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.2', r));
+    const port = (silent.address() as AddressInfo).port;
+    const records: EgressRecord[] = [];
+    const gate = await startGate({
+      policy: parseGatePolicy({ allow: [`127.0.0.2:${port}`] }), tcpPort: 0, limits: { idleMs: 50 },
+      connect: recordingConnect().connect, onRecord: (r) => records.push(r),
+    });
+    try {
+      const answer = await gateRequest({ port: gate.port ?? 0 }, `http://127.0.0.2:${port}/slow`);
+      assert.equal(answer.status, 502);
+      assert.equal(answer.body, 'svc gate: idle timeout\n');
+      await waitFor(() => records.length === 1, 'the record');
+      const [record] = records;
+      assert.deepEqual([record?.decision, record?.status, record?.reason], ['allowed', 502, 'idle timeout']);
+    } finally {
+      await gate.close();
+      silent.close();
+    }
+  });
+});
+
+describe('starting the gate', () => {
+  it('closes the listeners it opened when a later one cannot listen', async () => {
+    const tmp = tempDir();
+    const busy = createTcpServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+    const socketPath = join(tmp.path, 'gate.sock');
+    try {
+      await assert.rejects(startGate({ policy: parseGatePolicy({}), socketPath,
+        tcpPort: (busy.address() as AddressInfo).port }), { code: 'EADDRINUSE' });
+      const reached = await new Promise<boolean>((r) => {
+        const probe = netConnect(socketPath);
+        probe.once('connect', () => r(true)).once('error', () => r(false));
+        probe.once('connect', () => probe.destroy());
+      });
+      assert.equal(reached, false, 'the Unix socket listens no more');
+    } finally {
+      busy.close();
       tmp.remove();
     }
   });

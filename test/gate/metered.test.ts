@@ -11,6 +11,7 @@ import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
 import { loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
 import { usageMeter } from '../../src/gate/usage.ts';
+import { reachedBudget, refusalText } from '../../src/gate/budgets.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { gateRequest, recordingConnect, tempDir } from './helpers.ts';
 
@@ -250,6 +251,18 @@ describe('metered cost at the gate', () => {
     assert.ok(table.models['claude-sonnet-4-5'], 'the built-in rows stay');
     writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { x: { input: '1', output: 2 } } }));
     assert.throws(() => loadPriceTable(file), /x\.input/);
+    for (const [text, why] of [['{"date":', /cannot be read as JSON/], ['{"models": {}}', /must be \{"date"/],
+      ['{"date": "2026-12-01", "models": {"x": 1}}', /x": must be \{"input"/]] as const) {
+      writeFileSync(file, text);
+      assert.throws(() => loadPriceTable(file), (err: Error) => err.name === 'GatePolicyError' && why.test(err.message));
+    }
+  });
+
+  it('names the server\'s daily cap when that is the budget reached', () => {
+    const reached = reachedBudget({ run: 0, repoDay: 1, serverDay: 5 }, { run: null, repoDay: 2, serverDay: 5 });
+    assert.deepEqual(reached, { kind: 'server-day', limit: 5, spent: 5 });
+    assert.equal(refusalText(reached!, 'acme/web', false), 'this server\'s daily budget of $5.00 is reached ' +
+      '(metered $5.00): model calls are refused until the operator raises it');
   });
 
   it('reads an Anthropic stream closed before its message_delta as usage unknown, not as the input alone', () => {

@@ -219,4 +219,11 @@ describe('model routes', () => {
     assert.throws(() => modelRoute('openai', 'https://user:pw@api.openai.com', 'authorization', 'k'), GatePolicyError);
     assert.equal(modelRoute('local', 'http://[::1]:8080', 'authorization', 'k').base.port, '8080');
   });
+
+  it('refuses a base that is not a URL, and a name that is not a model API name, naming each', () => {
+    assert.throws(() => modelRoute('openai', 'api.openai.com', 'authorization', 'k'),
+      { name: 'GatePolicyError', message: 'Network pattern "api.openai.com": is not a URL' });
+    assert.throws(() => modelRoute('Open AI', 'https://api.openai.com', 'authorization', 'k'),
+      { name: 'GatePolicyError', message: 'Network pattern "Open AI": is not a model API name' });
+  });
 });

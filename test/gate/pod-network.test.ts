@@ -3,6 +3,8 @@
 // another's records; an unreadable gate gives `confined: false`, never a made-up section. Loopback only.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { mintJobCredential, type JobIdentity } from '../../src/gate/job-credential.ts';
@@ -70,5 +72,34 @@ describe('pod receipt network from the shared gate', () => {
     assert.equal(forged?.network.confined, false);
     assert.match(forged?.problem ?? '', /407/);
     assert.equal(await podGateNetwork({}, 'run-a', started), null);
+  });
+
+  it('reads the records with GET only, and takes span exports with POST only', async () => {
+    const at = { port: gate.port ?? 0 };
+    const posted = await gateRequest(at, `/_job/${cred(A)}/_egress`, { method: 'POST', body: '{}' });
+    assert.equal(posted.status, 405);
+    assert.equal(posted.body, 'svc gate: the egress records are read with GET\n');
+    const got = await gateRequest(at, `/_job/${cred(A)}/_traces`);
+    assert.equal(got.status, 405);
+    assert.equal(got.headers.allow, 'POST');
+  });
+});
+
+describe('pod receipt network from something that is not a whole gate answer', () => {
+  it('says not confined, and why, for a body that is not JSON and for one without the gate\'s start', async (t) => {
+    const bodies: Record<string, string> = {
+      '/text': 'svc gate: hello', '/no-since': JSON.stringify({ run: 'run-a', known: true }),
+    };
+    const server = createServer((req, res) => res.end(bodies[req.url ?? ''] ?? ''));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => server.close());
+    const { port } = server.address() as AddressInfo;
+    const at = (path: string) => ({ SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${port}${path}` });
+    const text = await podGateNetwork(at('/text'), 'run-a', new Date().toISOString());
+    assert.equal(text?.network.confined, false);
+    assert.equal(text?.problem,
+      'the gate\'s records could not be read: the gate answered 200 with something that is not JSON');
+    const noSince = await podGateNetwork(at('/no-since'), 'run-a', new Date().toISOString());
+    assert.equal(noSince?.problem, 'the gate did not say since when it has kept records');
   });
 });

@@ -50,6 +50,8 @@ describe('matchesHost', () => {
     assert.equal(matchesHost(p, 'a.b.example.com', 443), true);
     assert.equal(matchesHost(p, 'example.com', 443), false);
     assert.equal(matchesHost(p, 'badexample.com', 443), false);
+    assert.equal(matchesHost(parseHostPattern('*'), 'any.test', 1), true, '"*" covers every name');
+    assert.equal(matchesHost(parseHostPattern('*:443'), 'any.test', 80), false);
   });
 
   it('holds a pattern with a port to that port', () => {
@@ -80,7 +82,7 @@ describe('parseAuthority', () => {
 
   const ODD = ['user@example.com:443', ':443', 'example.com:', 'example.com:0', 'example.com:99999', 'example.com',
     '::1:443', '[fe80::1%25eth0]:443', 'a/b:443', 'exa mple.com:443', '*.example.com:443', '.:443',
-    `${'a'.repeat(301)}:1`];
+    `${'a'.repeat(301)}:1`, 'exa<mple.com:443', 'exa|mple.com:443'];
   for (const raw of ODD) {
     it(`refuses the authority ${JSON.stringify(raw.slice(0, 40))}`, () => {
       assert.throws(() => parseAuthority(raw, null), BadHostError);

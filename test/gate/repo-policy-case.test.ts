@@ -56,4 +56,13 @@ describe("a job's repository policy, whatever the case of its name", () => {
     writeFileSync(file, JSON.stringify({ repos: { 'acme/web': { allow: ['a.test'] }, 'Acme/Web': { allow: [] } } }));
     assert.throws(() => loadGatePolicy(file), GatePolicyError);
   });
+
+  it('refuses a policy file that is not an object, or whose repos or a repository entry is not one', () => {
+    const file = join(tmp.path, 'shapes.json');
+    for (const [value, pattern] of [[[], file], [{ repos: [] }, 'repos'], [{ repos: { 'acme/web': ['a.test'] } },
+      'repos.acme/web']] as const) {
+      writeFileSync(file, JSON.stringify(value));
+      assert.throws(() => loadGatePolicy(file), (err) => err instanceof GatePolicyError && err.pattern === pattern);
+    }
+  });
 });

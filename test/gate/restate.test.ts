@@ -3,6 +3,7 @@
 // loopback keeps every byte it was sent, so the test reads the stream a destination would parse.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { connect as netConnect } from 'node:net';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
@@ -96,6 +97,24 @@ describe('egress gate request framing', () => {
     });
   }
 
+  it('refuses a Content-Length of over 15 digits (past what a number holds exactly), and opens nothing', async () => {
+    const before = raw.connections.length;
+    const answer = await rawExchange(gate.port ?? 0,
+      `POST ${target}/x HTTP/1.1\r\nHost: local.test\r\nContent-Length: 9007199254740993\r\n\r\n`);
+    assert.match(answer, /^HTTP\/1\.1 400 [^]*the Content-Length is not a number/);
+    assert.equal(raw.connections.length, before);
+  });
+
+  it('refuses a plain-HTTP target whose host is no host name, or that is no URL at all', async () => {
+    const before = raw.connections.length;
+    const dots = await rawExchange(gate.port ?? 0, 'GET http://local..test/ HTTP/1.1\r\nHost: x\r\n\r\n');
+    assert.match(dots, /^HTTP\/1\.1 400 [^]*host "local\.\.test" is not a host name/);
+    const broken = await rawExchange(gate.port ?? 0, 'GET http://local%2Ftest/ HTTP/1.1\r\nHost: x\r\n\r\n');
+    assert.match(broken, /^HTTP\/1\.1 400 [^]*the request target is not a URL/);
+    assert.equal(raw.connections.length, before);
+    assert.equal(records.at(-1)?.decision, 'denied');
+  });
+
   it('refuses a transfer coding other than plain chunked', async () => {
     const answer = await rawExchange(gate.port ?? 0,
       `POST ${target}/x HTTP/1.1\r\nHost: local.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n`);
@@ -143,5 +162,37 @@ describe('egress gate request framing', () => {
     assert.match(streams[1] ?? '', /^GET \/two /);
     assert.doesNotMatch(streams[0] ?? '', /content-length|transfer-encoding/i, 'a GET goes without a body');
     assert.equal(records.length, recordsBefore + 2);
+  });
+});
+
+// Node's own parser refuses Transfer-Encoding beside Content-Length, but an operator's NODE_OPTIONS may hold
+// --insecure-http-parser, which lets them both through: the gate's framing refuses them itself.
+describe('egress gate request framing under a lenient HTTP parser', () => {
+  it('refuses a request with both Transfer-Encoding and Content-Length, and two Transfer-Encodings', async (t) => {
+    const gateModule = new URL('../../src/gate/gate.ts', import.meta.url).href;
+    const program = `import { startGate } from ${JSON.stringify(gateModule)};
+      const gate = await startGate({ policy: { allow: [], deny: [] }, tcpPort: 0 });
+      process.stdout.write(\`PORT \${gate.port}\\n\`);`;
+    const child = spawn(process.execPath, ['--insecure-http-parser', '--input-type=module', '-e', program], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    t.after(() => child.kill());
+    const port = await new Promise<number>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /PORT (\d+)/.exec(out);
+        if (m) resolve(Number(m[1]));
+      });
+      child.once('exit', (code) => reject(new Error(`the gate exited with ${code}`)));
+    });
+    const both = await rawExchange(port,
+      'POST http://local.test/x HTTP/1.1\r\nHost: local.test\r\nTransfer-Encoding: chunked\r\n' +
+      `Content-Length: 3\r\n\r\n${chunk(SMUGGLED)}0\r\n\r\n`);
+    assert.match(both, /^HTTP\/1\.1 400 [^]*both Transfer-Encoding and Content-Length is refused/);
+    const twice = await rawExchange(port,
+      'POST http://local.test/x HTTP/1.1\r\nHost: local.test\r\nTransfer-Encoding: chunked\r\n' +
+      `Transfer-Encoding: chunked\r\n\r\n${chunk(SMUGGLED)}0\r\n\r\n`);
+    assert.match(twice, /^HTTP\/1\.1 400 [^]*only "Transfer-Encoding: chunked" is forwarded/);
   });
 });

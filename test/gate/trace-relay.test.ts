@@ -156,6 +156,15 @@ describe('the shared gate relaying a pod\'s spans', () => {
     assert.match(refused[0]!.reason!, /svc's own/);
   });
 
+  it('refuses a body that is not JSON with 400, and sends the collector nothing', async () => {
+    const before = collector.relayed.length;
+    const answer = await relay('j', '{"resourceSpans": [');
+    assert.equal(answer.status, 400);
+    assert.equal(answer.body, 'svc gate: Request body is not valid JSON\n');
+    assert.equal(collector.relayed.length, before);
+    assert.deepEqual(relaysOf('j').map((r) => [r.decision, r.status]), [['denied', 400]]);
+  });
+
   it('refuses a span reusing the id of the gate\'s own connection span, learnt from a traceparent', async () => {
     // An allowed destination the agent runs sees the traceparent naming the gate's span for the request.
     const seen = upstream.seen.length;
@@ -267,6 +276,29 @@ describe('a gate with tracing off', () => {
     } finally {
       for (const gate of gates) await gate.close();
       await upstream.close();
+    }
+  });
+});
+
+describe('a gate whose collector takes nothing', () => {
+  it('answers the pod 502, and records the relay with that status and the bytes it tried to send', async () => {
+    const down = new Tracer(traceSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, 'svc-gate'));
+    const policy = parseGatePolicy({});
+    const records: EgressRecord[] = [];
+    const gate = await startGate({ policy, tcpPort: 0, connect: recordingConnect().connect,
+      onRecord: (r) => records.push(r), clients: { secret: SECRET, maxPerClient: 8, policyFor: () => policy },
+      trace: { tracer: down, parent: null } });
+    try {
+      const answer = await gateRequest({ port: gate.port! }, `/_job/${cred('k')}/_traces`,
+        { method: 'POST', body: otlpBody('svc-run', [span()]) });
+      assert.equal(answer.status, 502);
+      assert.equal(answer.body, 'svc gate: the collector did not take them\n');
+      const relay = records.find((r) => r.kind === 'traces');
+      assert.deepEqual([relay?.status, relay?.reason, relay?.host, relay?.port],
+        [502, 'the collector did not take them', '127.0.0.1', 9]);
+      assert.ok((relay?.bytesUp ?? 0) > 0);
+    } finally {
+      await gate.close();
     }
   });
 });

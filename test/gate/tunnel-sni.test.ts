@@ -8,7 +8,7 @@ import { createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
-import { readClientHello } from '../../src/gate/client-hello.ts';
+import { HelloAssembler, readClientHello } from '../../src/gate/client-hello.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { makeCert as makeCertFor } from '../trigger/standins.ts';
 import {
@@ -131,6 +131,19 @@ describe('egress gate CONNECT server names', () => {
     assert.match(record.reason ?? '', /does not start with TLS/);
   });
 
+  it('refuses a hello whose server name is no host name, and the destination gets no byte', async () => {
+    const seen = shared.seen.length;
+    const count = records.length;
+    const opened = await gateConnect(at, `allowed.test:${shared.port}`);
+    assert.ok('socket' in opened);
+    opened.socket.write(handMadeHello(extension(0, serverNames([0, 'allowed.test/x']))));
+    const record = await lastRecord(count + 1);
+    opened.socket.destroy();
+    assert.equal(record.decision, 'denied');
+    assert.equal(record.reason, 'the TLS server name "allowed.test/x" is not a host name');
+    assert.equal(shared.seen.length, seen);
+  });
+
   it('reads a ClientHello that arrives a byte at a time', async () => {
     const hello = await captureHello('allowed.test');
     const count = records.length;
@@ -149,7 +162,59 @@ describe('egress gate CONNECT server names', () => {
   });
 });
 
+const u16 = (n: number): Buffer => Buffer.from([n >> 8, n & 255]);
+const extension = (type: number, data: Buffer): Buffer => Buffer.concat([u16(type), u16(data.length), data]);
+/** A server_name extension's data: a list of (name type, name) entries. */
+const serverNames = (...entries: Array<[number, string]>): Buffer => {
+  const list = Buffer.concat(entries.map(([type, name]) => Buffer.concat([Buffer.from([type]), u16(name.length),
+    Buffer.from(name, 'latin1')])));
+  return Buffer.concat([u16(list.length), list]);
+};
+
+/** A ClientHello in one TLS record, built by hand: `extensions` null sends none at all (TLS 1.2 may omit them). */
+function handMadeHello(extensions: Buffer | null, message = 1): Buffer {
+  const body = Buffer.concat([
+    Buffer.alloc(2 + 32, 3), Buffer.from([0]), Buffer.from([0, 2, 0x13, 0x01]), Buffer.from([1, 0]),
+    ...(extensions ? [u16(extensions.length), extensions] : []),
+  ]);
+  const handshake = Buffer.concat([Buffer.from([message, 0]), u16(body.length), body]);
+  return Buffer.concat([Buffer.from([22, 3, 1]), u16(handshake.length), handshake]);
+}
+
 describe('ClientHello reading', () => {
+  it('refuses each malformed hello with its reason', () => {
+    const malformed = (reason: string) => ({ kind: 'malformed', reason });
+    const named = (...entries: Array<[number, string]>) => handMadeHello(extension(0, serverNames(...entries)));
+    assert.deepEqual(readClientHello(handMadeHello(null)), { kind: 'hello', serverName: null });
+    assert.deepEqual(readClientHello(named([0, 'a.test'], [0, 'b.test'])),
+      malformed('the TLS ClientHello names a server twice'));
+    assert.deepEqual(readClientHello(named([0, 'a test'])), malformed('the TLS server name is not an ASCII host name'));
+    assert.deepEqual(readClientHello(named([0, ''])), malformed('the TLS server name is not an ASCII host name'));
+    assert.deepEqual(readClientHello(named([1, 'a.test'])),
+      malformed('the TLS server_name extension holds no host name'));
+    const trailing = handMadeHello(extension(0, Buffer.concat([serverNames([0, 'a.test']), Buffer.from([0])])));
+    assert.deepEqual(readClientHello(trailing), malformed('the TLS server_name extension has trailing bytes'));
+    assert.deepEqual(readClientHello(handMadeHello(Buffer.from([0, 0, 0, 9]))),
+      malformed('the TLS ClientHello is cut short'));
+    assert.deepEqual(readClientHello(handMadeHello(null, 2)), malformed('the first TLS message is not a ClientHello'));
+    assert.deepEqual(readClientHello(Buffer.from([22, 3, 1, 0, 4, 1, 1, 0, 1])),
+      malformed('the TLS ClientHello is too large'));
+    assert.deepEqual(readClientHello(Buffer.alloc(64 * 1024 + 1, 22)), malformed('the TLS ClientHello is too large'));
+    assert.deepEqual(readClientHello(Buffer.from([22, 3, 1, 0, 0])), malformed('a TLS record length is out of range'));
+    assert.deepEqual(readClientHello(Buffer.from([22, 2, 0, 0, 4, 1, 0, 0, 0])), { kind: 'not-tls' });
+  });
+
+  it('assembles a hello whose second record arrives after the first is whole', async () => {
+    const body = (await captureHello('parts.test')).subarray(5);
+    const record = (part: Buffer) => Buffer.concat([Buffer.from([22, 3, 1]), u16(part.length), part]);
+    const split = Buffer.concat([record(body.subarray(0, 40)), record(body.subarray(40))]);
+    const hello = new HelloAssembler();
+    assert.deepEqual(hello.push(split.subarray(0, 46)), { kind: 'more' });
+    assert.deepEqual(hello.push(split.subarray(46, 49)), { kind: 'more' });
+    assert.deepEqual(hello.push(split.subarray(49)), { kind: 'hello', serverName: 'parts.test' });
+    assert.equal(hello.readings, 2, 'read again only once the second record was whole');
+  });
+
   it('finds the server name, or none, in what node sends', async () => {
     const named = readClientHello(await captureHello('Example.TEST'));
     assert.deepEqual(named, { kind: 'hello', serverName: 'example.test' });

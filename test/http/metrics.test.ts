@@ -16,6 +16,7 @@ import {
   MetricsRegistry, createModelUsage, escapeLabelValue, METRICS_TYPE,
 } from '../../src/http/metrics.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
+import { readMetricsToken } from '../../src/gate/metrics.ts';
 import { SECRETS, get, post, sign, startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { killGroup, pidIn } from '../helpers/pid-file.ts';
@@ -493,6 +494,9 @@ describe('GET /metrics on svc gate serve', () => {
         const prefixed = await rawGet(`http://127.0.0.1:${port}/_job/${CREDENTIAL}/metrics`, {});
         assert.equal(prefixed.status, 407);
         assert.doesNotMatch(prefixed.body, /svc_/);
+        const posted = await fetch(`http://127.0.0.1:${port}/metrics`, { method: 'POST' });
+        assert.equal(posted.status, 405);
+        assert.equal(posted.headers.get('allow'), 'GET, HEAD');
       });
 
     it('logs one access line per connection on stderr, never the credential, the token or the path', async () => {
@@ -504,5 +508,24 @@ describe('GET /metrics on svc gate serve', () => {
       assert.deepEqual([first.method, first.route, first.status], ['GET', 'http', 200]);
       assert.doesNotMatch(err, new RegExp(`${CREDENTIAL.slice(2, 30)}|${TOKEN}|/hello|/refused`));
     });
+  });
+});
+
+describe('the gate\'s metrics token file', () => {
+  it('is refused when short, or when it is the gate\'s credential secret', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-gate-token-'));
+    try {
+      const secret = Buffer.from('gate-metrics-test-secret-0123456789abcdef');
+      writeFileSync(join(dir, 'token'), 'short\n');
+      assert.throws(() => readMetricsToken(join(dir, 'token'), secret), /at least 16 characters/);
+      writeFileSync(join(dir, 'token'), `${secret.toString('utf8')}\n`);
+      assert.throws(() => readMetricsToken(join(dir, 'token'), secret),
+        { name: 'BadSettingError', message: 'SVC_GATE_METRICS_TOKEN_FILE: the token must differ from ' +
+          'SVC_GATE_SECRET_FILE\'s secret' });
+      writeFileSync(join(dir, 'token'), 'a-token-of-its-own-0123456789\nignored\n');
+      assert.equal(readMetricsToken(join(dir, 'token'), secret), 'a-token-of-its-own-0123456789');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
