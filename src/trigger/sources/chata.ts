@@ -2,7 +2,7 @@
 // in a question's thread answers it; the summary goes back to the command's response_url in mrkdwn.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { describe, obj, str } from '../../untrusted.ts';
+import { describe, obj, str, tryParseJson } from '../../untrusted.ts';
 import { deliveryKeys, sanitizeBrief, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
 import {
   PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts,
@@ -136,13 +136,13 @@ function botPost(
     what: 'chata API',
     check(answer) {
       // The Web API answers 200 with {"ok":false,"error"} when it refuses.
-      if ((JSON.parse(answer || '{}') as { ok?: unknown }).ok !== true) {
+      if (obj(tryParseJson(answer)).ok !== true) {
         throw new PermanentError('chata API refused the message');
       }
     },
     ...(asks ? {
       remember(answer: string) {
-        const ts = str(obj(JSON.parse(answer)).ts);
+        const ts = str(obj(tryParseJson(answer)).ts);
         return ts && MESSAGE_TS.test(ts) ? { question_message: ts } : null;
       },
     } : {}),

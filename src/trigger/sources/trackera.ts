@@ -2,7 +2,7 @@
 // summary goes back as an issue comment in CommonMark, and a `/svc answer` comment answers the run.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { obj, str, describe, type Obj } from '../../untrusted.ts';
+import { obj, str, describe, tryParseJson, type Obj } from '../../untrusted.ts';
 import { deliveryKeys } from '../../webhook-sources.ts';
 import { errorMessage } from '../../errors.ts';
 import { intakeDir, trackeraInbox, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
@@ -103,8 +103,6 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
   };
 }
 
-type TrackeraCommentAnswer = { errors?: unknown; data?: { commentCreate?: { success?: unknown } } };
-
 export const trackeraReply: ReplyChannel = {
   configured: (config) => Boolean(config.trackeraApiKey),
   prepare(target, parts, config) {
@@ -121,8 +119,8 @@ export const trackeraReply: ReplyChannel = {
       body,
       what: 'trackera API',
       check(answer) {
-        const parsed = JSON.parse(answer || '{}') as TrackeraCommentAnswer;
-        if (parsed.errors || parsed.data?.commentCreate?.success !== true) {
+        const parsed = obj(tryParseJson(answer));
+        if (parsed.errors || obj(obj(parsed.data).commentCreate).success !== true) {
           throw new PermanentError('trackera API refused the comment');
         }
       },

@@ -3,7 +3,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
-import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
+import { isJsonObject, obj, str, tryParseJson, type Obj } from '../../untrusted.ts';
 import { deliveryKeys, firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import {
   githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, receivePullRequestEvent, svcCommand, TRUSTED,
@@ -134,7 +134,7 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
 }
 
 function commentId(answer: string): Record<string, unknown> | null {
-  const id = (JSON.parse(answer || '{}') as { id?: unknown }).id;
+  const id = obj(tryParseJson(answer)).id;
   return typeof id === 'number' && Number.isSafeInteger(id) ? { comment_id: id } : null;
 }
 
