@@ -16,11 +16,6 @@ type ChataInput =
   | { kind: 'reply'; channel: string; thread: string; user: string; text: string; eventId: string | null }
   | { kind: 'skip'; reason: string };
 
-/** Slash-command text as an argv element (spec rule 1). */
-export function chataText(raw: string): string {
-  return sanitizeBrief(raw, sourceOf('chata').briefBytes);
-}
-
 function readChata(contentType: string, raw: Buffer): ChataInput {
   if (contentType === 'application/json') {
     const body = parseJsonObject(raw);
@@ -32,7 +27,8 @@ function readChata(contentType: string, raw: Buffer): ChataInput {
   }
   const form = new URLSearchParams(raw.toString('utf8'));
   if (form.has('ssl_check')) return { kind: 'skip', reason: 'ssl_check' };
-  const text = chataText(form.get('text') ?? '');
+  // Slash-command text as an argv element (spec rule 1).
+  const text = sanitizeBrief(form.get('text') ?? '', sourceOf('chata').briefBytes);
   const user = (form.get('user_id') || 'unknown').slice(0, 64);
   return {
     kind: 'command', text, responseUrl: form.get('response_url'), channel: form.get('channel_id') || null, user,
