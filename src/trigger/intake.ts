@@ -118,7 +118,7 @@ export interface Replies {
   duplicate?: (jobId: string) => Reply;
 }
 
-const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
+export const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
 
 /** A job's brief, and its argv where the source's record has none (`jobs`) or records decide it (a follow-up). */
 type Made = { brief: string; args?: string[] };

@@ -1,7 +1,7 @@
 // POST /trackera (Linear): an issue event starts `trackera:<identifier>`, its verified payload kept for the run; the
 // summary goes back as an issue comment in CommonMark, and a `/svc answer` comment answers the run.
 import { parseJsonObject } from '../../http/body.ts';
-import { json, type Reply } from '../../http/respond.ts';
+import type { Reply } from '../../http/respond.ts';
 import { obj, str, describe, tryParseJson, type Obj } from '../../untrusted.ts';
 import { deliveryKeys } from '../../webhook-sources.ts';
 import { errorMessage } from '../../errors.ts';
@@ -11,7 +11,7 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { markdownSummary, PermanentError, type ReplyChannel } from '../summary.ts';
-import { checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
+import { accepted, checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
 import { answerCommand, teamRefusal } from '../answers.ts';
 
 type TrackeraInput =
@@ -62,7 +62,7 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
       // The job is committed: its run falls back to the newest snapshot or the tracker API (docs/trigger.md).
       ctx.deps.log.warn('trackera snapshot not kept', { job_id: jobId, error: errorMessage(err) });
     }
-    return json(202, { job_id: jobId, status: 'queued' });
+    return accepted.queued(jobId);
   };
   try {
     return await enqueue(ctx, { origin: 'trackera', repo: routed.repo.name, reply, prepare }, { queued });
