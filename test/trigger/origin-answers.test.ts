@@ -581,6 +581,18 @@ describe('reply channels for questions', () => {
   });
 });
 
+describe('the completion summary', () => {
+  it('says how long the job took in seconds, minutes or hours, and "unknown" for a time it cannot know', () => {
+    const took = (durationMs: number) => plainSummary(buildSummaryParts({
+      jobId: 'j1', status: 'failed', run: null, outcome: null, durationMs, error: null, publicUrl: undefined,
+    }));
+    assert.equal(took(59_400), 'svc job j1 failed · took 59s');
+    assert.equal(took(125_000), 'svc job j1 failed · took 2m 5s');
+    assert.equal(took(3_725_000), 'svc job j1 failed · took 1h 2m');
+    assert.equal(took(-1), 'svc job j1 failed · took unknown');
+  });
+});
+
 describe('SVC_PUBLIC_URL: links people can follow, never a loopback address', () => {
   const run = { source: 'build-host', run: 'r1' };
   const summary = (publicUrl: string | undefined) => plainSummary(buildSummaryParts({

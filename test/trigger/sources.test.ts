@@ -209,6 +209,12 @@ describe('readWebhook', () => {
     assert.equal(readWebhook('issues', { action: 'labeled', label: { name: 'bug' }, issue }).kind, 'skip');
     assert.equal(readWebhook('push', {}).kind, 'skip');
   });
+  it('skips an issue opened with the svc label by an outsider (an issue template can set the label)', () => {
+    for (const association of ['NONE', 'CONTRIBUTOR', undefined]) {
+      const opened = { action: 'opened', issue: { ...issue, author_association: association }, repository: {} };
+      assert.deepEqual(readWebhook('issues', opened), { kind: 'skip', reason: 'issue author may not start jobs' });
+    }
+  });
 });
 
 describe('resolveRouteSecrets', () => {
