@@ -6,7 +6,8 @@ import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, str, tryParseJson, type Obj } from '../../untrusted.ts';
 import { deliveryKeys, firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import {
-  githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, receivePullRequestEvent, svcCommand, TRUSTED,
+  githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, queueFollowUp, readPullRequestEvent, svcCommand,
+  TRUSTED,
 } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../../engine/pr.ts';
@@ -96,11 +97,11 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   }
   const answered = await answerFromGithub(ctx, event, body);
   if (answered) return answered;
-  if (isPullRequestEvent(event, body)) return receivePullRequestEvent(ctx, event, body);
-  const input = readWebhook(event, body);
+  const input = isPullRequestEvent(event, body) ? readPullRequestEvent(event, body) : readWebhook(event, body);
   if (input.kind === 'skip') return skipped(input.reason);
   const routed = ctx.deps.settings.repos.webhook(input.repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
+  if (input.kind === 'follow-up') return queueFollowUp(ctx, routed.repo.name, event, input);
   const reply = githubThreadTarget(input.repository ?? '', int(obj(body.issue).number));
   return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief, reply });
 }
