@@ -4,6 +4,7 @@ import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, str, tryParseJson, type Obj } from '../../untrusted.ts';
+import { str as text } from '../../engine/text.ts';
 import { deliveryKeys, firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import {
   githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, queueFollowUp, readPullRequestEvent, svcCommand,
@@ -55,8 +56,7 @@ function issuesSkipReason(action: string, body: Obj, issue: Obj): string {
 export function readWebhook(event: string, body: Obj): WebhookInput {
   const issue = obj(body.issue);
   const repository = str(obj(body.repository).full_name);
-  const number = typeof issue.number === 'number' || typeof issue.number === 'string' ? issue.number : '';
-  const ref = `${repository ?? ''}#${number}`;
+  const ref = `${repository ?? ''}#${text(issue.number) ?? ''}`;
   const issueBrief = (): string => {
     const body = str(issue.body) ? ` — ${str(issue.body)}` : '';
     return sanitizeBrief(`${ref} ${str(issue.title) ?? ''}${body}`, sourceOf('webhook').briefBytes);
@@ -121,8 +121,7 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
   if (command === null || repository === null || number === null) return null;
   const routed = ctx.deps.settings.repos.webhook(repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
-  const id = comment.id;
-  const commentId = typeof id === 'number' || typeof id === 'string' ? String(id).slice(0, 40) : '';
+  const commentId = (text(comment.id) ?? '').slice(0, 40);
   const login = (str(obj(comment.user).login) ?? 'unknown').slice(0, 100);
   const association = (str(comment.author_association) ?? 'NONE').slice(0, 40);
   const refusal = (): string | null => (TRUSTED.has(association) ? null
