@@ -226,7 +226,7 @@ export function githubThreadTarget(
   return { channel: 'webhook', target: { repo, issue: number, thread: githubThread(repo, number) } };
 }
 
-/** A follow-up the payload asks for on `repo` (the served repository it routed to), once checked against our records. */
+/** A follow-up the payload asks for on `repo` (the served repository it routed to), once checked against records. */
 export async function queueFollowUp(ctx: TCtx, repo: string, event: string, a: FollowUpAsk): Promise<Reply> {
   // A review and its comments arrive as separate events: the first is the request, the rest duplicates.
   const keys = a.reviewId === null ? [] : [`webhook:review:${repo.toLowerCase()}:${a.reviewId}`];
