@@ -11,7 +11,7 @@ import { createHttpsPoster } from '../../src/trigger/https-post.ts';
 import { chataReply } from '../../src/trigger/sources/chata.ts';
 import { githubReply } from '../../src/trigger/sources/webhook.ts';
 import { trackeraReply } from '../../src/trigger/sources/trackera.ts';
-import { buildSummaryParts, PermanentError, plainSummary, type NotifyConfig } from '../../src/trigger/summary.ts';
+import { buildSummaryParts, data, PermanentError, plainSummary, type NotifyConfig } from '../../src/trigger/summary.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 import { publicRunPage } from '../../src/engine/pr.ts';
 import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
@@ -582,6 +582,12 @@ describe('reply channels for questions', () => {
 });
 
 describe('the completion summary', () => {
+  it('cuts agent text at 500 bytes without splitting a character', () => {
+    const cut = (data(`${'a'.repeat(499)}😀 and more`) as { data: string }).data;
+    assert.equal(cut, `${'a'.repeat(499)}…`);
+    assert.ok(cut.isWellFormed());
+    assert.deepEqual(data('short 😀'), { data: 'short 😀' });
+  });
   it('says how long the job took in seconds, minutes or hours, and "unknown" for a time it cannot know', () => {
     const took = (durationMs: number) => plainSummary(buildSummaryParts({
       jobId: 'j1', status: 'failed', run: null, outcome: null, durationMs, error: null, publicUrl: undefined,
