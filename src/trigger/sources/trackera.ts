@@ -135,8 +135,6 @@ function trackeraThread(issueId: string): string {
   return `trackera:${issueId}`;
 }
 
-type TeamAnswer = { data?: { issue?: { team?: { members?: { nodes?: unknown } } } } };
-
 /** Whether the user is a member of the issue's team, or why that cannot be known. */
 async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<true | string> {
   const { trackeraApiKey, trackeraApiUrl } = ctx.deps.settings.notify;
@@ -146,7 +144,7 @@ async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<
     const res = await ctx.deps.post(new URL(trackeraApiUrl), { authorization: trackeraApiKey },
       JSON.stringify({ query, variables: { id: issueId } }));
     if (res.status !== 200) return `the trackera API answered HTTP ${res.status} about the issue's team`;
-    const nodes = (JSON.parse(res.text) as TeamAnswer).data?.issue?.team?.members?.nodes;
+    const nodes = obj(obj(obj(obj(obj(JSON.parse(res.text)).data).issue).team).members).nodes;
     const members = Array.isArray(nodes) ? nodes.map((n) => str(obj(n).id)) : [];
     return members.includes(userId) ? true : 'the comment\'s author is not a member of the issue\'s team';
   } catch (err) {
