@@ -222,9 +222,8 @@ export function signatureHeaderNames(source: WebhookSource): string[] {
 /** Decodes a `secretForm: 'base64'` secret (chatb's token); null when not canonical base64 (its route is disabled). */
 export function decodeChatbKey(token: string): Buffer | null {
   const t = token.trim();
-  if (t.length === 0 || t.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(t)) return null;
-  const key = Buffer.from(t, 'base64');
-  return key.length > 0 ? key : null;
+  if (t.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(t)) return null;
+  return Buffer.from(t, 'base64');
 }
 
 /** The brief's cap where no source's `briefBytes` applies. */

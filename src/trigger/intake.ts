@@ -7,14 +7,15 @@ import { json, type Reply } from '../http/respond.ts';
 import type { Ctx } from '../http/pipeline.ts';
 import type { TriggerDeps } from './deps.ts';
 import {
-  BRIEF, decodeChatbKey, deliveryKeys, sourceOf, type Source, type SourceName, type WebhookSource,
+  BRIEF, decodeChatbKey, deliveryKeys, firstHeader, sourceOf, type Source, type SourceName, type WebhookSource,
 } from '../webhook-sources.ts';
 import type { EnqueueRequest } from './queue.ts';
 import { queuedReply } from './metrics.ts';
 import { startDelivery, type Delivery } from './job-trace.ts';
 
 export type TCtx = Ctx<TriggerDeps>;
-type Header = string | string[] | undefined;
+/** A header's value as `firstHeader` reads it (Node joins a repeated custom header into one string). */
+type Header = string | undefined;
 type Scheme = NonNullable<WebhookSource['scheme']>;
 
 /** The route's secret, or 503 not_configured naming the variable (or why the route is disabled). */
@@ -43,10 +44,10 @@ export function admit(ctx: TCtx, source: Source): Buffer {
   }
   const { headers } = ctx.req;
   const family = source.families.find((f) => headers[f.signature] !== undefined) ?? source.families[0];
-  const timestamp = 'timestamp' in family ? headers[family.timestamp] : null;
+  const timestamp = 'timestamp' in family ? firstHeader(headers, [family.timestamp]) : null;
   const key = 'secretForm' in source ? decodeChatbKey(secret)! : secret;
-  const now = ctx.deps.clock();
-  requireValid(ctx, source.name, checkSignature(source.scheme, key, raw, headers[family.signature], timestamp, now));
+  const signature = firstHeader(headers, [family.signature]);
+  requireValid(ctx, source.name, checkSignature(source.scheme, key, raw, signature, timestamp, ctx.deps.clock()));
   return raw;
 }
 
@@ -57,11 +58,6 @@ export type Refusal =
 /** ±300 s (spec "Limits"). */
 const WINDOW_MS = 300_000;
 
-function single(value: Header): string | undefined {
-  if (Array.isArray(value)) return value.length === 1 ? value[0] : undefined;
-  return value;
-}
-
 function withinWindow(whenMs: number, nowMs: number): Refusal {
   return Number.isFinite(whenMs) && Math.abs(nowMs - whenMs) <= WINDOW_MS ? null : 'stale_timestamp';
 }
@@ -70,9 +66,9 @@ function withinWindow(whenMs: number, nowMs: number): Refusal {
 export function checkSignature(
   scheme: Scheme, key: string | Buffer, raw: Buffer, signature: Header, timestamp: Header | null, nowMs: number,
 ): Refusal {
-  const sig = single(signature)?.trim();
+  const sig = signature?.trim();
   if (!sig) return 'missing_signature';
-  const ts = timestamp === null ? null : single(timestamp)?.trim() ?? '';
+  const ts = timestamp === null ? null : timestamp?.trim() ?? '';
   if (ts !== null && !/^\d{1,12}$/.test(ts)) return 'missing_timestamp';
   const prefix = scheme.prefix?.exec(sig);
   if (prefix === null) return 'malformed_signature';
@@ -122,7 +118,7 @@ export interface Replies {
   duplicate?: (jobId: string) => Reply;
 }
 
-const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
+export const accepted: Replies = { queued: (jobId) => json(202, { job_id: jobId, status: 'queued' }) };
 
 /** A job's brief, and its argv where the source's record has none (`jobs`) or records decide it (a follow-up). */
 type Made = { brief: string; args?: string[] };

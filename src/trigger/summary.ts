@@ -1,7 +1,7 @@
 // The one-line completion summary every origin receives (status, verdict, PR, cost, duration, run link), and what a
 // source's reply channel is (its sender and renderer are beside its handler, trigger/sources/<name>.ts).
 import { FailedError } from '../errors.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { capUtf8, oneLine } from '../webhook-sources.ts';
 import { runPageUrl, VERDICTS } from '../run-json.ts';
 import type { RunOutcome } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
@@ -72,12 +72,13 @@ export type Piece = { own: string } | { data: string } | { link: string };
 /** The parts, each shown as its pieces side by side, parts separated by SEPARATOR. */
 export type SummaryParts = Piece[][];
 
-const DATA_CHARS = 500;
+const DATA_BYTES = 500;
 
-/** Agent- or vendor-given text as a `data` piece: one line, cut to DATA_CHARS. */
+/** Agent- or vendor-given text as a `data` piece: one line, cut to DATA_BYTES of UTF-8, never inside a character. */
 export function data(text: string): Piece {
   const line = oneLine(text);
-  return { data: line.length > DATA_CHARS ? `${line.slice(0, DATA_CHARS)}…` : line };
+  const cut = capUtf8(line, DATA_BYTES);
+  return { data: cut === line ? line : `${cut}…` };
 }
 
 // An http(s) URL as the WHATWG parser writes it, with nothing a vendor takes as markup (`<>|` close Slack links;

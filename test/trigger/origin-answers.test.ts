@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
 import { chataReply } from '../../src/trigger/sources/chata.ts';
 import { githubReply } from '../../src/trigger/sources/webhook.ts';
-import { buildSummaryParts, plainSummary, type NotifyConfig } from '../../src/trigger/summary.ts';
+import { trackeraReply } from '../../src/trigger/sources/trackera.ts';
+import { buildSummaryParts, data, PermanentError, plainSummary, type NotifyConfig } from '../../src/trigger/summary.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 import { publicRunPage } from '../../src/engine/pr.ts';
 import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
@@ -547,9 +548,21 @@ describe('reply channels for questions', () => {
     assert.equal(late.headers.authorization, 'Bearer xoxb-12');
     assert.equal(JSON.parse(late.body).channel, 'C7');
     assert.throws(() => late.check!('{"ok":false,"error":"not_in_channel"}'));
+    // An answer that is not JSON says no too, and for good: a retry could post the message twice.
+    assert.throws(() => late.check!('<html>ok</html>'), PermanentError);
     // No bot token: nothing is sent to an expired response_url, and the log says why.
     assert.match(chataReply.prepare(target, parts, { ...config, chataBot: undefined }, 1_001) as string,
       /expired and CHATA_BOT_TOKEN is not set/);
+  });
+
+  it('trackera: only a GraphQL answer of success counts as sent; any other is refused for good', () => {
+    const api = { ...config, trackeraApiKey: 'lin_k', trackeraApiUrl: 'https://tracker.example.test/graphql' };
+    const sent = trackeraReply.prepare({ issue_id: 'i1' }, parts, api, 0);
+    assert.ok(typeof sent !== 'string');
+    sent.check!('{"data":{"commentCreate":{"success":true}}}');
+    for (const answer of ['{"errors":[{"message":"no"}]}', '{"data":{"commentCreate":{"success":false}}}', '<html>']) {
+      assert.throws(() => sent.check!(answer), PermanentError);
+    }
   });
 
   it('GitHub: creates the comment, keeps its id, then edits that comment', () => {
@@ -559,10 +572,30 @@ describe('reply channels for questions', () => {
     assert.equal(first.method ?? 'POST', 'POST');
     assert.equal(first.url.href, 'https://api.github.example.test/repos/acme/api/issues/5/comments');
     assert.deepEqual(first.remember!('{"id":77}'), { comment_id: 77 });
+    // An answer that is not JSON keeps nothing, and never fails the sent comment (a retry would post a second one).
+    assert.equal(first.remember!('<html>'), null);
     const next = githubReply.prepare({ ...issue, comment_id: 77 }, parts, config, 0);
     assert.ok(typeof next !== 'string');
     assert.equal(next.method, 'PATCH');
     assert.equal(next.url.href, 'https://api.github.example.test/repos/acme/api/issues/comments/77');
+  });
+});
+
+describe('the completion summary', () => {
+  it('cuts agent text at 500 bytes without splitting a character', () => {
+    const cut = (data(`${'a'.repeat(499)}😀 and more`) as { data: string }).data;
+    assert.equal(cut, `${'a'.repeat(499)}…`);
+    assert.ok(cut.isWellFormed());
+    assert.deepEqual(data('short 😀'), { data: 'short 😀' });
+  });
+  it('says how long the job took in seconds, minutes or hours, and "unknown" for a time it cannot know', () => {
+    const took = (durationMs: number) => plainSummary(buildSummaryParts({
+      jobId: 'j1', status: 'failed', run: null, outcome: null, durationMs, error: null, publicUrl: undefined,
+    }));
+    assert.equal(took(59_400), 'svc job j1 failed · took 59s');
+    assert.equal(took(125_000), 'svc job j1 failed · took 2m 5s');
+    assert.equal(took(3_725_000), 'svc job j1 failed · took 1h 2m');
+    assert.equal(took(-1), 'svc job j1 failed · took unknown');
   });
 });
 

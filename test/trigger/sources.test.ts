@@ -2,10 +2,9 @@ import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { symlinkSync, writeFileSync, rmSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { sanitizeBrief, capUtf8 } from '../../src/webhook-sources.ts';
+import { sanitizeBrief, capUtf8, sourceOf } from '../../src/webhook-sources.ts';
 import { flattenAdf, readTrackerb } from '../../src/trigger/sources/trackerb.ts';
 import { chatbText } from '../../src/trigger/sources/chatb.ts';
-import { chataText } from '../../src/trigger/sources/chata.ts';
 import { readTrackera, stageTrackeraSnapshot } from '../../src/trigger/sources/trackera.ts';
 import { readErrtrackAlert, buildErrtrackBrief, resolveInsideRepo } from '../../src/trigger/sources/errtrack.ts';
 import { readWebhook } from '../../src/trigger/sources/webhook.ts';
@@ -140,6 +139,7 @@ describe('chat text', () => {
     assert.equal(chatbText('<at>Bot</at> fix <b>the</b> login&nbsp;bug &amp; test'), 'fix the login bug & test');
   });
   it('chata strips leading hyphens so text is never an option', () => {
+    const chataText = (text: string) => sanitizeBrief(text, sourceOf('chata').briefBytes);
     assert.equal(chataText('--provider=evil fix it'), 'provider=evil fix it');
     assert.equal(chataText(' - -- '), '');
   });
@@ -208,6 +208,12 @@ describe('readWebhook', () => {
     assert.equal(readWebhook('issue_comment', { action: 'created', comment: { body: '/svcx', author_association: 'OWNER' }, issue }).kind, 'skip');
     assert.equal(readWebhook('issues', { action: 'labeled', label: { name: 'bug' }, issue }).kind, 'skip');
     assert.equal(readWebhook('push', {}).kind, 'skip');
+  });
+  it('skips an issue opened with the svc label by an outsider (an issue template can set the label)', () => {
+    for (const association of ['NONE', 'CONTRIBUTOR', undefined]) {
+      const opened = { action: 'opened', issue: { ...issue, author_association: association }, repository: {} };
+      assert.deepEqual(readWebhook('issues', opened), { kind: 'skip', reason: 'issue author may not start jobs' });
+    }
   });
 });
 

@@ -5,7 +5,7 @@ import { decodeChatbKey, sourceOf, type SourceName } from '../../src/webhook-sou
 import { fixture, sign } from './helpers.ts';
 
 // Each route's scheme, as its record names it: the checks the trigger runs on its deliveries.
-type Header = string | string[] | undefined;
+type Header = string | undefined;
 const scheme = (route: SourceName) => sourceOf(route).scheme!;
 const verifyChata = (secret: string, raw: Buffer, ts: Header, sig: Header, now: number) =>
   checkSignature(scheme('chata'), secret, raw, sig, ts, now);

@@ -2,7 +2,7 @@
 // in a question's thread answers it; the summary goes back to the command's response_url in mrkdwn.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { describe, obj, str } from '../../untrusted.ts';
+import { describe, obj, str, tryParseJson } from '../../untrusted.ts';
 import { deliveryKeys, sanitizeBrief, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
 import {
   PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts,
@@ -16,11 +16,6 @@ type ChataInput =
   | { kind: 'reply'; channel: string; thread: string; user: string; text: string; eventId: string | null }
   | { kind: 'skip'; reason: string };
 
-/** Slash-command text as an argv element (spec rule 1). */
-export function chataText(raw: string): string {
-  return sanitizeBrief(raw, sourceOf('chata').briefBytes);
-}
-
 function readChata(contentType: string, raw: Buffer): ChataInput {
   if (contentType === 'application/json') {
     const body = parseJsonObject(raw);
@@ -32,7 +27,8 @@ function readChata(contentType: string, raw: Buffer): ChataInput {
   }
   const form = new URLSearchParams(raw.toString('utf8'));
   if (form.has('ssl_check')) return { kind: 'skip', reason: 'ssl_check' };
-  const text = chataText(form.get('text') ?? '');
+  // Slash-command text as an argv element (spec rule 1).
+  const text = sanitizeBrief(form.get('text') ?? '', sourceOf('chata').briefBytes);
   const user = (form.get('user_id') || 'unknown').slice(0, 64);
   return {
     kind: 'command', text, responseUrl: form.get('response_url'), channel: form.get('channel_id') || null, user,
@@ -136,13 +132,13 @@ function botPost(
     what: 'chata API',
     check(answer) {
       // The Web API answers 200 with {"ok":false,"error"} when it refuses.
-      if ((JSON.parse(answer || '{}') as { ok?: unknown }).ok !== true) {
+      if (obj(tryParseJson(answer)).ok !== true) {
         throw new PermanentError('chata API refused the message');
       }
     },
     ...(asks ? {
       remember(answer: string) {
-        const ts = str(obj(JSON.parse(answer)).ts);
+        const ts = str(obj(tryParseJson(answer)).ts);
         return ts && MESSAGE_TS.test(ts) ? { question_message: ts } : null;
       },
     } : {}),

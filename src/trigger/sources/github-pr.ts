@@ -6,7 +6,7 @@ import { errorMessage, RefusedError } from '../../errors.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
 import { oneLine, capUtf8, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import { receiptIntegrity } from '../../engine/follow-up.ts';
-import { enqueue, skipped, unserved, type Intake, type TCtx } from '../intake.ts';
+import { enqueue, type Intake, type TCtx } from '../intake.ts';
 import { inTurn } from '../queue.ts';
 
 const COMMAND = /^\/svc(?:\s+|$)/;
@@ -22,7 +22,7 @@ export const PR_EVENTS = new Set(['pull_request_review', 'pull_request_review_co
 type ReviewComment = ReturnType<typeof commentOf>;
 
 /** A follow-up as the payload asks it, checked against the server's records before queueing. */
-type FollowUpAsk = Extract<ReturnType<typeof ask>, { kind: 'follow-up' }>;
+export type FollowUpAsk = Extract<ReturnType<typeof ask>, { kind: 'follow-up' }>;
 type PrInput = FollowUpAsk | { kind: 'skip'; reason: string };
 
 /** A positive safe integer (an issue, PR, review or line number), else null. */
@@ -62,7 +62,7 @@ function ask(body: Obj, who: Obj, instruction: string, rest: {
 }
 
 /** What a pull request event asks, from its payload alone. */
-function readPullRequestEvent(event: string, body: Obj): PrInput {
+export function readPullRequestEvent(event: string, body: Obj): PrInput {
   const action = str(body.action) ?? '';
   if (event === 'issue_comment') {
     if (action !== 'created') return { kind: 'skip', reason: `issue_comment.${action.slice(0, 64)} on a pull request` };
@@ -226,12 +226,8 @@ export function githubThreadTarget(
   return { channel: 'webhook', target: { repo, issue: number, thread: githubThread(repo, number) } };
 }
 
-export async function receivePullRequestEvent(ctx: TCtx, event: string, body: Obj): Promise<Reply> {
-  const a = readPullRequestEvent(event, body);
-  if (a.kind === 'skip') return skipped(a.reason);
-  const routed = ctx.deps.settings.repos.webhook(a.repository);
-  if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
-  const repo = routed.repo.name;
+/** A follow-up the payload asks for on `repo` (the served repository it routed to), once checked against records. */
+export async function queueFollowUp(ctx: TCtx, repo: string, event: string, a: FollowUpAsk): Promise<Reply> {
   // A review and its comments arrive as separate events: the first is the request, the rest duplicates.
   const keys = a.reviewId === null ? [] : [`webhook:review:${repo.toLowerCase()}:${a.reviewId}`];
   const intake: Intake = {

@@ -1,8 +1,8 @@
 // POST /trackera (Linear): an issue event starts `trackera:<identifier>`, its verified payload kept for the run; the
 // summary goes back as an issue comment in CommonMark, and a `/svc answer` comment answers the run.
 import { parseJsonObject } from '../../http/body.ts';
-import { json, type Reply } from '../../http/respond.ts';
-import { obj, str, describe, type Obj } from '../../untrusted.ts';
+import type { Reply } from '../../http/respond.ts';
+import { obj, str, describe, tryParseJson, type Obj } from '../../untrusted.ts';
 import { deliveryKeys } from '../../webhook-sources.ts';
 import { errorMessage } from '../../errors.ts';
 import { intakeDir, trackeraInbox, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
@@ -11,7 +11,7 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { markdownSummary, PermanentError, type ReplyChannel } from '../summary.ts';
-import { checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
+import { accepted, checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
 import { answerCommand, teamRefusal } from '../answers.ts';
 
 type TrackeraInput =
@@ -62,7 +62,7 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
       // The job is committed: its run falls back to the newest snapshot or the tracker API (docs/trigger.md).
       ctx.deps.log.warn('trackera snapshot not kept', { job_id: jobId, error: errorMessage(err) });
     }
-    return json(202, { job_id: jobId, status: 'queued' });
+    return accepted.queued(jobId);
   };
   try {
     return await enqueue(ctx, { origin: 'trackera', repo: routed.repo.name, reply, prepare }, { queued });
@@ -103,8 +103,6 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
   };
 }
 
-type TrackeraCommentAnswer = { errors?: unknown; data?: { commentCreate?: { success?: unknown } } };
-
 export const trackeraReply: ReplyChannel = {
   configured: (config) => Boolean(config.trackeraApiKey),
   prepare(target, parts, config) {
@@ -121,8 +119,8 @@ export const trackeraReply: ReplyChannel = {
       body,
       what: 'trackera API',
       check(answer) {
-        const parsed = JSON.parse(answer || '{}') as TrackeraCommentAnswer;
-        if (parsed.errors || parsed.data?.commentCreate?.success !== true) {
+        const parsed = obj(tryParseJson(answer));
+        if (parsed.errors || obj(obj(parsed.data).commentCreate).success !== true) {
           throw new PermanentError('trackera API refused the comment');
         }
       },
@@ -137,8 +135,6 @@ function trackeraThread(issueId: string): string {
   return `trackera:${issueId}`;
 }
 
-type TeamAnswer = { data?: { issue?: { team?: { members?: { nodes?: unknown } } } } };
-
 /** Whether the user is a member of the issue's team, or why that cannot be known. */
 async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<true | string> {
   const { trackeraApiKey, trackeraApiUrl } = ctx.deps.settings.notify;
@@ -148,7 +144,7 @@ async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<
     const res = await ctx.deps.post(new URL(trackeraApiUrl), { authorization: trackeraApiKey },
       JSON.stringify({ query, variables: { id: issueId } }));
     if (res.status !== 200) return `the trackera API answered HTTP ${res.status} about the issue's team`;
-    const nodes = (JSON.parse(res.text) as TeamAnswer).data?.issue?.team?.members?.nodes;
+    const nodes = obj(obj(obj(obj(obj(JSON.parse(res.text)).data).issue).team).members).nodes;
     const members = Array.isArray(nodes) ? nodes.map((n) => str(obj(n).id)) : [];
     return members.includes(userId) ? true : 'the comment\'s author is not a member of the issue\'s team';
   } catch (err) {

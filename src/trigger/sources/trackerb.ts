@@ -18,8 +18,8 @@ const BLOCKS = new Set([
 ]);
 const MAX_DEPTH = 64;
 
-function attr(node: Obj, name: string): string | undefined {
-  return str(obj(node.attrs)[name]) ?? undefined;
+function attr(node: Obj, name: string): string | null {
+  return str(obj(node.attrs)[name]);
 }
 
 function walk(node: unknown, out: string[], depth: number): void {
@@ -50,8 +50,7 @@ type TrackerbInput =
 
 /** `trackerb:issue_created` in the spec, `jira:issue_created` in the real service: the part after the colon. */
 function eventName(body: Obj): string | null {
-  const name = str(body.webhookEvent);
-  return name ? (name.split(':').pop() ?? null) : null;
+  return str(body.webhookEvent)?.split(':').pop() ?? null;
 }
 
 function touches(items: Obj[], field: string): boolean {

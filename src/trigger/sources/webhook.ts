@@ -3,10 +3,12 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
-import { isJsonObject, obj, type Obj } from '../../untrusted.ts';
+import { isJsonObject, obj, str, tryParseJson, type Obj } from '../../untrusted.ts';
+import { str as text } from '../../engine/text.ts';
 import { deliveryKeys, firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
 import {
-  githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, receivePullRequestEvent, svcCommand, TRUSTED,
+  githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, queueFollowUp, readPullRequestEvent, svcCommand,
+  TRUSTED,
 } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../../engine/pr.ts';
@@ -20,10 +22,6 @@ const COMMENT_PREFIX = '/svc';
 type WebhookInput =
   | { kind: 'job'; brief: string; repository: string | null }
   | { kind: 'skip'; reason: string };
-
-function str(value: unknown): string {
-  return typeof value === 'string' ? value : '';
-}
 
 function hasLabel(issue: Obj): boolean {
   return Array.isArray(issue.labels) && issue.labels.some((l) => obj(l).name === TRIGGER_LABEL);
@@ -48,7 +46,8 @@ function eventMismatch(event: string, body: Obj): string | null {
 function issuesSkipReason(action: string, body: Obj, issue: Obj): string {
   const label = `"${TRIGGER_LABEL}" label`;
   if (action === 'opened') return `issues.opened without the ${label}`;
-  if (action === 'labeled') return `issues.labeled adds "${str(obj(body.label).name).slice(0, 64)}", not the ${label}`;
+  const added = (str(obj(body.label).name) ?? '').slice(0, 64);
+  if (action === 'labeled') return `issues.labeled adds "${added}", not the ${label}`;
   const labelled = hasLabel(issue) ? ` (the issue has the ${label})` : '';
   return `issues.${action.slice(0, 64)} does not start a job${labelled}: only issues.opened with the ${label} or ` +
     `issues.labeled "${TRIGGER_LABEL}" do`;
@@ -56,33 +55,32 @@ function issuesSkipReason(action: string, body: Obj, issue: Obj): string {
 
 export function readWebhook(event: string, body: Obj): WebhookInput {
   const issue = obj(body.issue);
-  const repo = str(obj(body.repository).full_name);
-  const repository = repo === '' ? null : repo;
-  const ref = `${repo}#${typeof issue.number === 'number' || typeof issue.number === 'string' ? issue.number : ''}`;
+  const repository = str(obj(body.repository).full_name);
+  const ref = `${repository ?? ''}#${text(issue.number) ?? ''}`;
   const issueBrief = (): string => {
-    const body = issue.body ? ` — ${str(issue.body)}` : '';
-    return sanitizeBrief(`${ref} ${str(issue.title)}${body}`, sourceOf('webhook').briefBytes);
+    const body = str(issue.body) ? ` — ${str(issue.body)}` : '';
+    return sanitizeBrief(`${ref} ${str(issue.title) ?? ''}${body}`, sourceOf('webhook').briefBytes);
   };
   if (event === 'issues') {
     if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) {
       return { kind: 'job', brief: issueBrief(), repository };
     }
     if (body.action === 'opened' && hasLabel(issue)) {
-      if (!TRUSTED.has(str(issue.author_association))) {
+      if (!TRUSTED.has(str(issue.author_association) ?? '')) {
         return { kind: 'skip', reason: 'issue author may not start jobs' };
       }
       return { kind: 'job', brief: issueBrief(), repository };
     }
-    return { kind: 'skip', reason: issuesSkipReason(str(body.action), body, issue) };
+    return { kind: 'skip', reason: issuesSkipReason(str(body.action) ?? '', body, issue) };
   }
   if (event === 'issue_comment' && body.action === 'created') {
     const comment = obj(body.comment);
-    const ask = svcCommand(str(comment.body));
+    const ask = svcCommand(str(comment.body) ?? '');
     if (ask === null) return { kind: 'skip', reason: `comment does not start with ${COMMENT_PREFIX}` };
-    if (!TRUSTED.has(str(comment.author_association))) {
+    if (!TRUSTED.has(str(comment.author_association) ?? '')) {
       return { kind: 'skip', reason: 'comment author may not start jobs' };
     }
-    const brief = sanitizeBrief(`${ref} ${str(issue.title)} — ${ask}`, sourceOf('webhook').briefBytes);
+    const brief = sanitizeBrief(`${ref} ${str(issue.title) ?? ''} — ${ask}`, sourceOf('webhook').briefBytes);
     return { kind: 'job', brief, repository };
   }
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
@@ -99,12 +97,12 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   }
   const answered = await answerFromGithub(ctx, event, body);
   if (answered) return answered;
-  if (isPullRequestEvent(event, body)) return receivePullRequestEvent(ctx, event, body);
-  const input = readWebhook(event, body);
+  const input = isPullRequestEvent(event, body) ? readPullRequestEvent(event, body) : readWebhook(event, body);
   if (input.kind === 'skip') return skipped(input.reason);
   const routed = ctx.deps.settings.repos.webhook(input.repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
-  const reply = githubThreadTarget(str(obj(body.repository).full_name), int(obj(body.issue).number));
+  if (input.kind === 'follow-up') return queueFollowUp(ctx, routed.repo.name, event, input);
+  const reply = githubThreadTarget(input.repository ?? '', int(obj(body.issue).number));
   return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief, reply });
 }
 
@@ -117,16 +115,15 @@ const PROGRESS_MARK = '<!-- svc-progress -->';
 async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Reply | null> {
   if (event !== 'issue_comment' || body.action !== 'created') return null;
   const comment = obj(body.comment);
-  const command = answerCommand(str(comment.body));
+  const command = answerCommand(str(comment.body) ?? '');
   const repository = str(obj(body.repository).full_name);
   const number = int(obj(body.issue).number);
-  if (command === null || repository === '' || number === null) return null;
+  if (command === null || repository === null || number === null) return null;
   const routed = ctx.deps.settings.repos.webhook(repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
-  const id = comment.id;
-  const commentId = typeof id === 'number' || typeof id === 'string' ? String(id).slice(0, 40) : '';
-  const login = str(obj(comment.user).login).slice(0, 100) || 'unknown';
-  const association = str(comment.author_association).slice(0, 40) || 'NONE';
+  const commentId = (text(comment.id) ?? '').slice(0, 40);
+  const login = (str(obj(comment.user).login) ?? 'unknown').slice(0, 100);
+  const association = (str(comment.author_association) ?? 'NONE').slice(0, 40);
   const refusal = (): string | null => (TRUSTED.has(association) ? null
     : `the comment's author is ${association} on this repository: only OWNER, MEMBER or COLLABORATOR may answer`);
   return ctx.deps.answers.reply({
@@ -137,7 +134,7 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
 }
 
 function commentId(answer: string): Record<string, unknown> | null {
-  const id = (JSON.parse(answer || '{}') as { id?: unknown }).id;
+  const id = obj(tryParseJson(answer)).id;
   return typeof id === 'number' && Number.isSafeInteger(id) ? { comment_id: id } : null;
 }
 
