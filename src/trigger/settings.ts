@@ -1,5 +1,5 @@
 // Trigger server settings resolved from flags and environment in one place; only main.ts and the CLI call this.
-import { svcCliPath } from '../spawn/svc-paths.ts';
+import { svcCliPath, svcHomeOf } from '../spawn/svc-paths.ts';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { NotifyConfig } from './summary.ts';
@@ -40,7 +40,7 @@ function publicUrlOf(value: string | undefined, problems: SecretProblems): strin
 
 /** Also what `svc repos` edits without --file. */
 export function defaultReposFile(env: NodeJS.ProcessEnv): string {
-  return join(env.HOME || homedir(), '.svc', 'trigger', 'repos.conf');
+  return join(svcHomeOf(env), 'trigger', 'repos.conf');
 }
 
 /** An entry with only a host checkout runs in whatever SVC_K8S_REPO_URL/PVC holds: right only when it is alone. */
@@ -89,11 +89,10 @@ export function checkoutsDirOf(env: NodeJS.ProcessEnv, cwd: string): string {
 }
 
 export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string): string {
-  return resolve(cwd, flag ?? env.SVC_TRIGGER_DB ?? join(env.HOME || homedir(), '.svc', 'trigger', 'trigger.db'));
+  return resolve(cwd, flag ?? env.SVC_TRIGGER_DB ?? join(svcHomeOf(env), 'trigger', 'trigger.db'));
 }
 
 export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string) {
-  const home = env.HOME || homedir();
   const { secrets, problems } = resolveRouteSecrets(env);
   const chataPrefix = httpsUrl(settingOr(env, 'CHATA_HOOKS_PREFIX'), 'CHATA_HOOKS_PREFIX', problems);
   const trackeraUrl = httpsUrl(settingOr(env, 'TRACKERA_API_URL'), 'TRACKERA_API_URL', problems);
@@ -127,7 +126,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     port: settingInt(env, 'SVC_TRIGGER_PORT', { flag: flags.port }),
     repos,
     /** The default repositories file and the managed mirrors. */
-    stateDir: join(home, '.svc', 'trigger'),
+    stateDir: join(svcHomeOf(env), 'trigger'),
     checkoutsDir: checkoutsDirOf(env, cwd),
     concurrency,
     repoConcurrency: settingInt(env, 'SVC_TRIGGER_REPO_CONCURRENCY', { max: concurrency, fallback: perRepo }),
