@@ -201,6 +201,17 @@ describe('kubernetes executor', () => {
     assert.match(launched.error!, new RegExp(`^Kubernetes Job ${kubeJobName(id)} ended without a \\{"source","run"\\} line`));
   });
 
+  it('refuses to start with no API to reach: outside a cluster, SVC_K8S_API_URL is needed', () => {
+    const { SVC_K8S_API_URL: _, ...outside } = env;
+    assert.throws(() => executor({ env: outside }), { name: 'BadSettingError', message: /KUBERNETES_SERVICE_HOST/ });
+  });
+
+  it('fails the launch naming the API error when the API server cannot be reached', async () => {
+    const launched = await executor({ env: { ...env, SVC_K8S_API_URL: 'http://127.0.0.1:9' } }).launch({ workdir: '/', id: jobId(), args: ['start', 'x', '--detach'] });
+    assert.equal(launched.run, null);
+    assert.match(launched.error!, /^Kubernetes API: /);
+  });
+
   it('fails the launch with the API status when Kubernetes refuses the Job', async () => {
     kube.refuseWith = 403;
     try {
