@@ -51,6 +51,12 @@ describe('parseServedRepos', () => {
       'acme/ci clone=http://git.example/ci.git',
       'acme/cd clone=https://user:hunter2@git.example/cd.git',
       'acme/x.git checkout=/srv/x',
+      'acme/dd checkout=/srv/dd default default',
+      'acme/ee checkout=',
+      'acme/ff clone=not-a-url',
+      'acme/gg clone=file://host/srv/gg.git',
+      'acme/hh checkout=/srv/hh errtrack=a,,b',
+      'acme/ii clone=git@github.com:acme/ii.git',
     ].join('\n')), [
       [1, '"acme" is not a repository owner/name'],
       [2, 'each repository needs checkout=DIR or clone=URL'],
@@ -60,6 +66,11 @@ describe('parseServedRepos', () => {
       [6, 'clone URLs over http: are not allowed'],
       [7, 'a clone URL must not hold a password: svc sends GITHUB_TOKEN to the origin host itself'],
       [8, '"acme/x.git" is not a repository owner/name'],
+      [9, '"default" is given twice'],
+      [10, 'checkout= needs a value'],
+      [11, 'clone= must be an https://, ssh://, file:// or git@host:owner/name URL'],
+      [12, 'a file:// clone URL names an absolute local path (file:///srv/git/api.git)'],
+      [13, 'errtrack= needs one or more comma-separated values without spaces'],
     ]);
   });
   it('refuses a name, checkout, routing key or default claimed twice, naming the first line', () => {
