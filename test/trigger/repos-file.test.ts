@@ -190,5 +190,8 @@ describe('svc repos and svc trigger serve --repos', () => {
     const both = svc(['trigger', 'serve', '--repos', file, '--repo', home], { PATH: process.env.PATH, HOME: home });
     assert.equal(both.status, 2);
     assert.match(both.stderr, /Give --repos FILE or --repo DIR, not both/);
+    const bothVariables = svc(['trigger', 'serve'], { PATH: process.env.PATH, HOME: home, SVC_TRIGGER_REPOS: file, SVC_TRIGGER_REPO: home });
+    assert.equal(bothVariables.status, 2);
+    assert.match(bothVariables.stderr, /Set SVC_TRIGGER_REPOS or SVC_TRIGGER_REPO, not both/);
   });
 });
