@@ -277,6 +277,27 @@ describe('kubernetes executor', () => {
     assert.equal(kube.requests.filter((r) => r.method === 'POST' && r.url.endsWith('/jobs')).length >= 2, true);
   });
 
+  it('refuses to launch when a Job of that name exists whose pod spec fixes no run id', async () => {
+    const id = jobId();
+    const manifest = { spec: { template: { spec: { containers: [{ name: 'signer', args: ['pod', 'sign'] }] } } } };
+    kube.jobs.set(kubeJobName(id), { manifest, labels: {}, annotations: {}, status: {}, logs: {}, stderr: '', pod: null });
+    const launched = await executor().launch({ workdir: '/', id, args: ['start', 'x', '--detach'] });
+    assert.equal(launched.run, null);
+    assert.equal(launched.error, `Kubernetes Job ${kubeJobName(id)} already exists without a run id in its pod spec`);
+  });
+
+  it('fails the launch when the pod prints no run within the launch timeout', async () => {
+    kube.runPods = false;
+    try {
+      const id = jobId();
+      const launched = await executor({ launchTimeoutMs: 50 }).launch({ workdir: '/', id, args: ['start', 'x', '--detach'] });
+      assert.equal(launched.run, null);
+      assert.equal(launched.error, `Kubernetes Job ${kubeJobName(id)} printed no run within 50 ms`);
+    } finally {
+      kube.runPods = true;
+    }
+  });
+
   it('re-attaches after a restart by finding the Job through its run label', async () => {
     const launched = await executor().launch({ workdir: '/', id: jobId(), args: ['start', 'announce', '--detach'] });
     const fresh = executor();
