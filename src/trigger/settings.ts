@@ -65,17 +65,16 @@ function resolveRepos(
   const envFile = env.SVC_TRIGGER_REPOS ? resolve(cwd, env.SVC_TRIGGER_REPOS) : undefined;
   const defaultFile = defaultReposFile(env);
   const check = kubernetes ? kubernetesReposCheck : undefined;
-  const fromFile = (file: string, by: string) => ({ router: liveServedRepos(file, check), file, by });
-  const fromDir = (dir: string, by: string) => ({ router: shorthandRepos(dir, by), file: undefined, by });
-  let chosen: { router: RepoRouter; file: string | undefined; by: string };
-  if (flags.repos !== undefined) chosen = fromFile(resolve(cwd, flags.repos), `--repos ${resolve(cwd, flags.repos)}`);
-  else if (flags.repo !== undefined) chosen = fromDir(resolve(cwd, flags.repo), `--repo ${resolve(cwd, flags.repo)}`);
-  else if (envFile) chosen = fromFile(envFile, `SVC_TRIGGER_REPOS=${envFile}`);
-  else if (env.SVC_TRIGGER_REPO) {
-    const dir = resolve(cwd, env.SVC_TRIGGER_REPO);
-    chosen = fromDir(dir, `SVC_TRIGGER_REPO=${dir}`);
-  } else if (existsSync(defaultFile)) chosen = fromFile(defaultFile, defaultFile);
-  else chosen = fromDir(cwd, `the current directory ${cwd}`);
+  // `by` + the path: what named it, for the warnings and the log (`--repos /srv/repos.conf`).
+  const fromFile = (file: string, by = '') => ({ router: liveServedRepos(file, check), file, by: by + file });
+  const fromDir = (dir: string, by: string) => ({ router: shorthandRepos(dir, by + dir), by: by + dir });
+  let chosen: { router: RepoRouter; file?: string; by: string };
+  if (flags.repos !== undefined) chosen = fromFile(resolve(cwd, flags.repos), '--repos ');
+  else if (flags.repo !== undefined) chosen = fromDir(resolve(cwd, flags.repo), '--repo ');
+  else if (envFile) chosen = fromFile(envFile, 'SVC_TRIGGER_REPOS=');
+  else if (env.SVC_TRIGGER_REPO) chosen = fromDir(resolve(cwd, env.SVC_TRIGGER_REPO), 'SVC_TRIGGER_REPO=');
+  else if (existsSync(defaultFile)) chosen = fromFile(defaultFile);
+  else chosen = fromDir(cwd, 'the current directory ');
   for (const file of new Set([envFile, defaultFile])) {
     if (file === undefined || file === chosen.file || !existsSync(file)) continue;
     warnings.push(`The served repositories file ${file} exists but is not read: ${chosen.by} overrides it`);
