@@ -7,7 +7,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseServedRepos, ReposFileError } from '../../src/trigger/served-repos-file.ts';
-import { loadServedRepos, takeRepoOption } from '../../src/trigger/served-repos.ts';
+import { loadServedRepos, shorthandRepos, takeRepoOption } from '../../src/trigger/served-repos.ts';
 import { makeRepo, tempDir } from './helpers.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
@@ -123,6 +123,20 @@ describe('loadServedRepos', () => {
     });
     writeFileSync(file, 'acme/ops clone=file:///g/ops.git default\n');
     assert.deepEqual(loadServedRepos(file).entries.map((e) => [e.name, e.clone]), [['acme/ops', 'file:///g/ops.git']]);
+    assert.throws(() => loadServedRepos(join(dir, 'none.conf')), /none\.conf:0: cannot read the file \(ENOENT\)/);
+  });
+});
+
+describe('shorthandRepos', () => {
+  it('names a checkout without a GitHub origin local/<folder>, which takes every source but GitHub', () => {
+    const dir = tempDir('svc-plain-');
+    dirs.push(dir);
+    const router = shorthandRepos(dir, `--repo ${dir}`);
+    assert.match(router.entries[0]!.name, /^local\/svc-plain-/);
+    assert.equal(router.route('errtrack', 'api').kind, 'repo');
+    assert.deepEqual(router.webhook('acme/api'), {
+      kind: 'unserved', reason: 'the served checkout has no GitHub origin; name it in a repositories file',
+    });
   });
 });
 
