@@ -96,7 +96,7 @@ export function createTriggerDedupeStore(db: Db) {
       }
       return undefined;
     },
-    /** Claims the keys (one at least) for a job that holds none, or returns the job holding one and claims none. */
+    /** Claims the keys (one at least, none of them the job's yet), or returns the job holding one and claims none. */
     claim(keys: readonly string[], jobId: string, at: number): string | undefined {
       const fresh: string[] = [];
       const hashes: number[] = [];
