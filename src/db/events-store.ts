@@ -51,9 +51,7 @@ export function createEventsStore(db: Db) {
       if (id === null) throw new ConflictError(`Event seq ${seq} of ${source}/${run} already exists`);
       return { id, source, run, seq, ts, kind, data: text };
     },
-    list: (source: string, run: string, { after, limit }: { after: number; limit: number }) =>
-      listRun.all(source, run, after, limit) as unknown as EventRow[],
-    /** Stream replay: events with id > after, ascending. */
+    /** Events with id > after, ascending: one run's (its page, stream replay), a source's, or all. */
     listAll({ after, limit, source, run }: { after: number; limit: number; source?: string; run?: string }) {
       if (source !== undefined && run !== undefined) {
         return listRun.all(source, run, after, limit) as unknown as EventRow[];

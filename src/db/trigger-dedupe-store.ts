@@ -96,7 +96,7 @@ export function createTriggerDedupeStore(db: Db) {
       }
       return undefined;
     },
-    /** Claims the keys for the job, or returns another job holding one and claims none. */
+    /** Claims the keys (one at least, none of them the job's yet), or returns the job holding one and claims none. */
     claim(keys: readonly string[], jobId: string, at: number): string | undefined {
       const fresh: string[] = [];
       const hashes: number[] = [];
@@ -104,12 +104,10 @@ export function createTriggerDedupeStore(db: Db) {
         if (fresh.includes(key)) continue;
         const h = hashOf(key);
         const holder = holderOf(key, h);
-        if (holder === jobId) continue;
         if (holder !== undefined) return holder;
         fresh.push(key);
         hashes.push(h);
       }
-      if (fresh.length === 0) return undefined;
       const text = JSON.stringify(fresh);
       const id = Number(add.run(text, jobId, at).lastInsertRowid);
       for (let i = 0; i < fresh.length; i++) index(id, fresh[i]!, hashes[i]);

@@ -7,9 +7,6 @@ import type { JobRow } from '../db/trigger-jobs-store.ts';
 
 export type Delivery = ReturnType<typeof startDelivery>;
 
-/** The job's own span as a `traceparent`, and the delivery's span id (null when this server records no spans). */
-export type JobTrace = NonNullable<Delivery['job']>;
-
 /** With no exporter nothing is timed and no id is made (~8 % of a delivery's CPU): `traceparent` is handed on as is. */
 export function startDelivery(tracer: Tracer, req: IncomingMessage, origin: string, repo: string) {
   const parent = req.headers.traceparent === undefined ? null : parseTraceparent(req.headers.traceparent);

@@ -17,7 +17,8 @@ export type TriggerRetention = TriggerSettings['retention'];
 export function pruneBatch(stores: TriggerStores, retention: TriggerRetention, now: number) {
   const dedupeKeys = stores.dedupe.prune(now - retention.dedupeDays * DAY_MS, BATCH);
   const jobsBefore = now - Math.max(retention.jobDays, retention.dedupeDays) * DAY_MS;
-  const jobs = stores.jobs.pruneFinished(jobsBefore, BATCH);
+  // Jobs only once no expired claim is left: a job's delete would take its claim by cascade, past the store's index.
+  const jobs = dedupeKeys < BATCH ? stores.jobs.pruneFinished(jobsBefore, BATCH) : 0;
   return { dedupeKeys, jobs, done: dedupeKeys < BATCH && jobs < BATCH };
 }
 

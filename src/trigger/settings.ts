@@ -1,5 +1,5 @@
 // Trigger server settings resolved from flags and environment in one place; only main.ts and the CLI call this.
-import { svcCliPath } from '../spawn/svc-paths.ts';
+import { svcCliPath, svcHomeOf } from '../spawn/svc-paths.ts';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { NotifyConfig } from './summary.ts';
@@ -40,7 +40,7 @@ function publicUrlOf(value: string | undefined, problems: SecretProblems): strin
 
 /** Also what `svc repos` edits without --file. */
 export function defaultReposFile(env: NodeJS.ProcessEnv): string {
-  return join(env.HOME || homedir(), '.svc', 'trigger', 'repos.conf');
+  return join(svcHomeOf(env), 'trigger', 'repos.conf');
 }
 
 /** An entry with only a host checkout runs in whatever SVC_K8S_REPO_URL/PVC holds: right only when it is alone. */
@@ -65,17 +65,16 @@ function resolveRepos(
   const envFile = env.SVC_TRIGGER_REPOS ? resolve(cwd, env.SVC_TRIGGER_REPOS) : undefined;
   const defaultFile = defaultReposFile(env);
   const check = kubernetes ? kubernetesReposCheck : undefined;
-  const fromFile = (file: string, by: string) => ({ router: liveServedRepos(file, check), file, by });
-  const fromDir = (dir: string, by: string) => ({ router: shorthandRepos(dir, by), file: undefined, by });
-  let chosen: { router: RepoRouter; file: string | undefined; by: string };
-  if (flags.repos !== undefined) chosen = fromFile(resolve(cwd, flags.repos), `--repos ${resolve(cwd, flags.repos)}`);
-  else if (flags.repo !== undefined) chosen = fromDir(resolve(cwd, flags.repo), `--repo ${resolve(cwd, flags.repo)}`);
-  else if (envFile) chosen = fromFile(envFile, `SVC_TRIGGER_REPOS=${envFile}`);
-  else if (env.SVC_TRIGGER_REPO) {
-    const dir = resolve(cwd, env.SVC_TRIGGER_REPO);
-    chosen = fromDir(dir, `SVC_TRIGGER_REPO=${dir}`);
-  } else if (existsSync(defaultFile)) chosen = fromFile(defaultFile, defaultFile);
-  else chosen = fromDir(cwd, `the current directory ${cwd}`);
+  // `by` + the path: what named it, for the warnings and the log (`--repos /srv/repos.conf`).
+  const fromFile = (file: string, by = '') => ({ router: liveServedRepos(file, check), file, by: by + file });
+  const fromDir = (dir: string, by: string) => ({ router: shorthandRepos(dir, by + dir), by: by + dir });
+  let chosen: { router: RepoRouter; file?: string; by: string };
+  if (flags.repos !== undefined) chosen = fromFile(resolve(cwd, flags.repos), '--repos ');
+  else if (flags.repo !== undefined) chosen = fromDir(resolve(cwd, flags.repo), '--repo ');
+  else if (envFile) chosen = fromFile(envFile, 'SVC_TRIGGER_REPOS=');
+  else if (env.SVC_TRIGGER_REPO) chosen = fromDir(resolve(cwd, env.SVC_TRIGGER_REPO), 'SVC_TRIGGER_REPO=');
+  else if (existsSync(defaultFile)) chosen = fromFile(defaultFile);
+  else chosen = fromDir(cwd, 'the current directory ');
   for (const file of new Set([envFile, defaultFile])) {
     if (file === undefined || file === chosen.file || !existsSync(file)) continue;
     warnings.push(`The served repositories file ${file} exists but is not read: ${chosen.by} overrides it`);
@@ -89,11 +88,10 @@ export function checkoutsDirOf(env: NodeJS.ProcessEnv, cwd: string): string {
 }
 
 export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string): string {
-  return resolve(cwd, flag ?? env.SVC_TRIGGER_DB ?? join(env.HOME || homedir(), '.svc', 'trigger', 'trigger.db'));
+  return resolve(cwd, flag ?? env.SVC_TRIGGER_DB ?? join(svcHomeOf(env), 'trigger', 'trigger.db'));
 }
 
 export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string) {
-  const home = env.HOME || homedir();
   const { secrets, problems } = resolveRouteSecrets(env);
   const chataPrefix = httpsUrl(settingOr(env, 'CHATA_HOOKS_PREFIX'), 'CHATA_HOOKS_PREFIX', problems);
   const trackeraUrl = httpsUrl(settingOr(env, 'TRACKERA_API_URL'), 'TRACKERA_API_URL', problems);
@@ -127,7 +125,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     port: settingInt(env, 'SVC_TRIGGER_PORT', { flag: flags.port }),
     repos,
     /** The default repositories file and the managed mirrors. */
-    stateDir: join(home, '.svc', 'trigger'),
+    stateDir: join(svcHomeOf(env), 'trigger'),
     checkoutsDir: checkoutsDirOf(env, cwd),
     concurrency,
     repoConcurrency: settingInt(env, 'SVC_TRIGGER_REPO_CONCURRENCY', { max: concurrency, fallback: perRepo }),

@@ -80,7 +80,7 @@ describe('a run made while no Control Plane answers', () => {
       const { items } = (await fresh.request('GET', '/v1/runs')).json as { items: Array<{ run: string }> };
       assert.equal(items.length, 3);
       const events = () => items.reduce((n, { run }) =>
-        n + fresh.deps.stores.events.list('local', run, { after: 0, limit: 500 }).length, 0);
+        n + fresh.deps.stores.events.listAll({ source: 'local', run, after: 0, limit: 500 }).length, 0);
       const before = events();
 
       const all = await ship('--all');

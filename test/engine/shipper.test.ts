@@ -43,11 +43,11 @@ describe('shipper', () => {
     assert.equal(await shipper.flush(), null);
     const events = (await control.request('GET', '/v1/runs/local/rship1/events?limit=500')).json.items;
     assert.equal(events.length, 500);
-    assert.equal(control.deps.stores.events.list('local', 'rship1', { after: 0, limit: 5000 }).length, 1200);
+    assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rship1', after: 0, limit: 5000 }).length, 1200);
     assert.equal((await control.request('GET', '/v1/runs/local/rship1/artifact/provider.log')).text, 'hello\n');
     log.append('log', { stream: 'stdout', text: 'one more' });
     assert.equal(await shipper.flush(), null);
-    assert.equal(control.deps.stores.events.list('local', 'rship1', { after: 0, limit: 5000 }).length, 1201);
+    assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rship1', after: 0, limit: 5000 }).length, 1201);
   });
 
   it('reports why instead of throwing when the Control Plane is down', async () => {
@@ -97,7 +97,7 @@ describe('shipper', () => {
     rmSync(join(dir, 'ship.json'));
     assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
     assert.equal((await control.request('GET', '/v1/runs/local/rship6')).status, 404);
-    assert.equal(control.deps.stores.events.list('local', 'rship6', { after: 0, limit: 10 }).length, 0);
+    assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rship6', after: 0, limit: 10 }).length, 0);
   });
 });
 

@@ -198,7 +198,7 @@ describe('POST /v1/import', () => {
       assert.equal(res.status, 200, res.text);
       assert.deepEqual([res.json.runs, res.json.events, res.json.artifacts], [1, 1199, 1]);
       assert.deepEqual(res.json.skipped.map((s: { entry: string }) => s.entry).sort(), ['rlong/artifacts/escape.txt', 'rlong/events.jsonl:700']);
-      assert.equal(cp.deps.stores.events.list('local', 'rlong', { after: 0, limit: 5000 }).length, 1199);
+      assert.equal(cp.deps.stores.events.listAll({ source: 'local', run: 'rlong', after: 0, limit: 5000 }).length, 1199);
     } finally {
       rmSync(long, { recursive: true, force: true });
     }

@@ -140,10 +140,10 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
 
   it('refuses an action the run is not in the state for as a tool error with the API code, changing nothing', async () => {
     const [done] = (await value(client, 'list_runs', { status: 'succeeded', limit: 1 })).items;
-    const before = control.deps.stores.events.list('local', done.run, { after: 0, limit: 500 }).length;
+    const before = control.deps.stores.events.listAll({ source: 'local', run: done.run, after: 0, limit: 500 }).length;
     assert.equal(refusalCode(await call(client, 'answer_run', { run: done.run, answer: 'late' })), 'invalid_transition');
     assert.equal(refusalCode(await call(client, 'stop_run', { run: done.run })), 'invalid_transition');
-    assert.equal(control.deps.stores.events.list('local', done.run, { after: 0, limit: 500 }).length, before);
+    assert.equal(control.deps.stores.events.listAll({ source: 'local', run: done.run, after: 0, limit: 500 }).length, before);
     assert.equal(refusalCode(await call(client, 'get_run', { run: 'r-none' })), 'not_found');
   });
 

@@ -127,7 +127,7 @@ describe('retention_days', () => {
     assert.equal(pruneExpiredRuns(control.deps, now), 3);
     for (const [source, run] of [['local', 'rold'], ['far', 'roldfar'], ['local', 'rancient']]) assert.equal(stores.runs.get(source!, run!), undefined, run);
     for (const run of ['rstuck', 'rlate', 'rnew']) assert.ok(stores.runs.get('local', run), `${run} is kept`);
-    assert.equal(stores.events.list('local', 'rold', { after: 0, limit: 10 }).length, 0);
+    assert.equal(stores.events.listAll({ source: 'local', run: 'rold', after: 0, limit: 10 }).length, 0);
     assert.equal(stores.artifacts.list('local', 'rold').length, 0);
     const audit = (await control.request('GET', '/v1/audit?limit=5')).json.items;
     const sweep = audit.find((e: { action: string }) => e.action === 'runs.prune');

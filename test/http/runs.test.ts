@@ -148,7 +148,7 @@ describe('GET and DELETE /v1/runs/:source/:run', () => {
     const res = await cp.request('DELETE', '/v1/runs/local/r000002');
     assert.equal(res.status, 200);
     assert.deepEqual(res.json, { deleted: true });
-    assert.equal(cp.deps.stores.events.list('local', 'r000002', { after: 0, limit: 5 }).length, 0);
+    assert.equal(cp.deps.stores.events.listAll({ source: 'local', run: 'r000002', after: 0, limit: 5 }).length, 0);
     assert.equal(cp.deps.stores.artifacts.list('local', 'r000002').length, 0);
     assert.equal((await cp.request('DELETE', '/v1/runs/local/r000002')).status, 404);
   });

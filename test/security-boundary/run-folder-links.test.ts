@@ -76,7 +76,7 @@ function storedKeyAnywhere(cp: TestControl): string[] {
       const content = cp.deps.stores.artifacts.get(row.source, row.run, meta.path)!.content;
       if (Buffer.from(content).toString('utf8').includes('FAKE-KEY')) hits.push(`${row.run}/${meta.path}`);
     }
-    for (const ev of cp.deps.stores.events.list(row.source, row.run, { after: 0, limit: 500 })) {
+    for (const ev of cp.deps.stores.events.listAll({ source: row.source, run: row.run, after: 0, limit: 500 })) {
       if (ev.data.includes('FAKE-KEY')) hits.push(`${row.run}/events`);
     }
   }
@@ -116,7 +116,7 @@ describe('POST /v1/import with symbolic links in the project', () => {
   it('skips a linked events.jsonl and imports none of its lines', () => {
     assert.match(reasonFor('revents/events.jsonl') ?? '', /symbolic link/);
     assert.ok(cp.deps.stores.runs.get('local', 'revents'));
-    assert.equal(cp.deps.stores.events.list('local', 'revents', { after: 0, limit: 10 }).length, 0);
+    assert.equal(cp.deps.stores.events.listAll({ source: 'local', run: 'revents', after: 0, limit: 10 }).length, 0);
   });
 
   it('skips a linked artifact file and keeps its real sibling', async () => {
@@ -139,7 +139,7 @@ describe('POST /v1/import with symbolic links in the project', () => {
 
   it('imports the plain run whole, and the fake key is nowhere in the store', () => {
     assert.deepEqual(cp.deps.stores.artifacts.list('local', 'rok').map((a) => a.path), ['diffstat.json']);
-    assert.equal(cp.deps.stores.events.list('local', 'rok', { after: 0, limit: 10 }).length, 1);
+    assert.equal(cp.deps.stores.events.listAll({ source: 'local', run: 'rok', after: 0, limit: 10 }).length, 1);
     assert.deepEqual(storedKeyAnywhere(cp), []);
   });
 
@@ -236,8 +236,8 @@ describe('shipper with symbolic links in the run folder', () => {
     for (const run of ['rart', 'revents', 'rfile', 'rmid', 'rok']) {
       assert.ok(cp.deps.stores.runs.get('local', run), run);
     }
-    assert.equal(cp.deps.stores.events.list('local', 'revents', { after: 0, limit: 10 }).length, 0);
-    assert.equal(cp.deps.stores.events.list('local', 'rfile', { after: 0, limit: 10 }).length, 1);
+    assert.equal(cp.deps.stores.events.listAll({ source: 'local', run: 'revents', after: 0, limit: 10 }).length, 0);
+    assert.equal(cp.deps.stores.events.listAll({ source: 'local', run: 'rfile', after: 0, limit: 10 }).length, 1);
     assert.deepEqual(cp.deps.stores.artifacts.list('local', 'rfile').map((a) => a.path), ['provider.log']);
     assert.deepEqual(cp.deps.stores.artifacts.list('local', 'rmid').map((a) => a.path), ['checks/unit.log']);
     assert.deepEqual(cp.deps.stores.artifacts.list('local', 'rok').map((a) => a.path), ['diffstat.json']);

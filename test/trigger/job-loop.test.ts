@@ -8,6 +8,7 @@ import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { isLauncherName } from '../../src/spawn/env.ts';
 import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir, insertJob, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import type { JobExecutor } from '../../src/trigger/executor.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 
@@ -131,6 +132,50 @@ describe('the job loop', () => {
     } finally {
       await t.cleanup();
       rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('fails a queued job whose repository is no longer served, and launches nothing for it', async () => {
+    const repo = makeRepo();
+    const home = tempDir('svc-home-');
+    const dbPath = join(home, 'trigger.db');
+    const db = openDatabase(dbPath, triggerMigrations);
+    const id = 'j0000000000cccccccccccccccc';
+    insertJob(createTriggerStores(db), { id, origin: 'jobs', repo: 'acme/gone', brief: 'x', args: ['start', '--brief', 'x', '--detach'], created_at: Date.now() });
+    db.close();
+    const t = await startTestTrigger({}, { repo, home, db: dbPath });
+    try {
+      const j = await waitFor(async () => ((await job(t, id)).status === 'failed' ? job(t, id) : null), 'the job to fail');
+      assert.equal(j.error, 'The job has no repository to run in: "acme/gone" is no longer served');
+      assert.equal(t.calls().length, 0);
+    } finally {
+      await t.cleanup();
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('ends a job failed when running it throws, and still runs the next one', async () => {
+    let launches = 0;
+    const executor: JobExecutor = {
+      async launch() {
+        launches++;
+        if (launches === 1) throw new Error('the executor broke');
+        return { exitCode: 0, run: null, error: 'second launch refused' };
+      },
+      async follow() {
+        return null;
+      },
+    };
+    const t = await startTestTrigger({ SVC_TRIGGER_CONCURRENCY: '1' }, { executor });
+    try {
+      const first = (await post(`${t.url}/jobs`, JSON.stringify({ brief: 'first' }), bearer)).body.job_id as string;
+      const second = (await post(`${t.url}/jobs`, JSON.stringify({ brief: 'second' }), bearer)).body.job_id as string;
+      const ended = (id: string) => waitFor(async () => ((await job(t, id)).status === 'failed' ? job(t, id) : null), `job ${id}`);
+      assert.equal((await ended(first)).error, 'internal error while running the job');
+      assert.equal((await ended(second)).error, 'second launch refused');
+      assert.ok(t.logs.some((l) => l.msg === 'job crashed' && l.error === 'the executor broke'));
+    } finally {
+      await t.cleanup();
     }
   });
 });

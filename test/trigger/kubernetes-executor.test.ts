@@ -201,6 +201,17 @@ describe('kubernetes executor', () => {
     assert.match(launched.error!, new RegExp(`^Kubernetes Job ${kubeJobName(id)} ended without a \\{"source","run"\\} line`));
   });
 
+  it('refuses to start with no API to reach: outside a cluster, SVC_K8S_API_URL is needed', () => {
+    const { SVC_K8S_API_URL: _, ...outside } = env;
+    assert.throws(() => executor({ env: outside }), { name: 'BadSettingError', message: /KUBERNETES_SERVICE_HOST/ });
+  });
+
+  it('fails the launch naming the API error when the API server cannot be reached', async () => {
+    const launched = await executor({ env: { ...env, SVC_K8S_API_URL: 'http://127.0.0.1:9' } }).launch({ workdir: '/', id: jobId(), args: ['start', 'x', '--detach'] });
+    assert.equal(launched.run, null);
+    assert.match(launched.error!, /^Kubernetes API: /);
+  });
+
   it('fails the launch with the API status when Kubernetes refuses the Job', async () => {
     kube.refuseWith = 403;
     try {
@@ -264,6 +275,27 @@ describe('kubernetes executor', () => {
     assert.equal(again.error, null);
     assert.deepEqual(again.run, first.run, 'the run id of the pod spec already in the cluster, not a new one');
     assert.equal(kube.requests.filter((r) => r.method === 'POST' && r.url.endsWith('/jobs')).length >= 2, true);
+  });
+
+  it('refuses to launch when a Job of that name exists whose pod spec fixes no run id', async () => {
+    const id = jobId();
+    const manifest = { spec: { template: { spec: { containers: [{ name: 'signer', args: ['pod', 'sign'] }] } } } };
+    kube.jobs.set(kubeJobName(id), { manifest, labels: {}, annotations: {}, status: {}, logs: {}, stderr: '', pod: null });
+    const launched = await executor().launch({ workdir: '/', id, args: ['start', 'x', '--detach'] });
+    assert.equal(launched.run, null);
+    assert.equal(launched.error, `Kubernetes Job ${kubeJobName(id)} already exists without a run id in its pod spec`);
+  });
+
+  it('fails the launch when the pod prints no run within the launch timeout', async () => {
+    kube.runPods = false;
+    try {
+      const id = jobId();
+      const launched = await executor({ launchTimeoutMs: 50 }).launch({ workdir: '/', id, args: ['start', 'x', '--detach'] });
+      assert.equal(launched.run, null);
+      assert.equal(launched.error, `Kubernetes Job ${kubeJobName(id)} printed no run within 50 ms`);
+    } finally {
+      kube.runPods = true;
+    }
   });
 
   it('re-attaches after a restart by finding the Job through its run label', async () => {

@@ -7,7 +7,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseServedRepos, ReposFileError } from '../../src/trigger/served-repos-file.ts';
-import { loadServedRepos, takeRepoOption } from '../../src/trigger/served-repos.ts';
+import { loadServedRepos, shorthandRepos, takeRepoOption } from '../../src/trigger/served-repos.ts';
 import { makeRepo, tempDir } from './helpers.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
@@ -51,6 +51,12 @@ describe('parseServedRepos', () => {
       'acme/ci clone=http://git.example/ci.git',
       'acme/cd clone=https://user:hunter2@git.example/cd.git',
       'acme/x.git checkout=/srv/x',
+      'acme/dd checkout=/srv/dd default default',
+      'acme/ee checkout=',
+      'acme/ff clone=not-a-url',
+      'acme/gg clone=file://host/srv/gg.git',
+      'acme/hh checkout=/srv/hh errtrack=a,,b',
+      'acme/ii clone=git@github.com:acme/ii.git',
     ].join('\n')), [
       [1, '"acme" is not a repository owner/name'],
       [2, 'each repository needs checkout=DIR or clone=URL'],
@@ -60,6 +66,11 @@ describe('parseServedRepos', () => {
       [6, 'clone URLs over http: are not allowed'],
       [7, 'a clone URL must not hold a password: svc sends GITHUB_TOKEN to the origin host itself'],
       [8, '"acme/x.git" is not a repository owner/name'],
+      [9, '"default" is given twice'],
+      [10, 'checkout= needs a value'],
+      [11, 'clone= must be an https://, ssh://, file:// or git@host:owner/name URL'],
+      [12, 'a file:// clone URL names an absolute local path (file:///srv/git/api.git)'],
+      [13, 'errtrack= needs one or more comma-separated values without spaces'],
     ]);
   });
   it('refuses a name, checkout, routing key or default claimed twice, naming the first line', () => {
@@ -112,6 +123,20 @@ describe('loadServedRepos', () => {
     });
     writeFileSync(file, 'acme/ops clone=file:///g/ops.git default\n');
     assert.deepEqual(loadServedRepos(file).entries.map((e) => [e.name, e.clone]), [['acme/ops', 'file:///g/ops.git']]);
+    assert.throws(() => loadServedRepos(join(dir, 'none.conf')), /none\.conf:0: cannot read the file \(ENOENT\)/);
+  });
+});
+
+describe('shorthandRepos', () => {
+  it('names a checkout without a GitHub origin local/<folder>, which takes every source but GitHub', () => {
+    const dir = tempDir('svc-plain-');
+    dirs.push(dir);
+    const router = shorthandRepos(dir, `--repo ${dir}`);
+    assert.match(router.entries[0]!.name, /^local\/svc-plain-/);
+    assert.equal(router.route('errtrack', 'api').kind, 'repo');
+    assert.deepEqual(router.webhook('acme/api'), {
+      kind: 'unserved', reason: 'the served checkout has no GitHub origin; name it in a repositories file',
+    });
   });
 });
 
@@ -179,5 +204,8 @@ describe('svc repos and svc trigger serve --repos', () => {
     const both = svc(['trigger', 'serve', '--repos', file, '--repo', home], { PATH: process.env.PATH, HOME: home });
     assert.equal(both.status, 2);
     assert.match(both.stderr, /Give --repos FILE or --repo DIR, not both/);
+    const bothVariables = svc(['trigger', 'serve'], { PATH: process.env.PATH, HOME: home, SVC_TRIGGER_REPOS: file, SVC_TRIGGER_REPO: home });
+    assert.equal(bothVariables.status, 2);
+    assert.match(bothVariables.stderr, /Set SVC_TRIGGER_REPOS or SVC_TRIGGER_REPO, not both/);
   });
 });

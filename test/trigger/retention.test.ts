@@ -10,6 +10,8 @@ import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-st
 import { createJobQueue, type JobQueue } from '../../src/trigger/queue.ts';
 import { type EnqueueRequest } from '../../src/trigger/queue.ts';
 import { DAY_MS } from '../../src/iso-time.ts';
+import { startTriggerRetention } from '../../src/trigger/retention.ts';
+import { createLogger } from '../../src/log.ts';
 import { SECRETS, post, get, pruneAll, startTestTrigger, tempDir } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -110,6 +112,31 @@ describe('trigger DB retention', () => {
       assert.equal(s.stores.jobs.get(old.jobId)?.status, 'queued', 'a queued job is never pruned');
       assert.equal(s.stores.jobs.get(running.jobId)?.status, 'running', 'a running job is never pruned');
       assert.equal((await s.queue.enqueue(delivery('done'))).kind, 'queued', 'past the window a replay is a new delivery');
+    } finally {
+      s.db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('sweeps from its timer in batches of 500, one per turn, every claim through the dedupe store before its job goes', async () => {
+    const dir = tempDir('svc-retention-');
+    const s = openSoak(dir);
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger('retention-test', (line) => lines.push(JSON.parse(line) as Record<string, unknown>));
+    try {
+      const results = await Promise.all(Array.from({ length: 600 }, (_, i) => s.queue.enqueue(delivery(`b${i}`))));
+      for (const r of results) if (r.kind === 'queued') finish(s, r.jobId);
+      s.now.t += 2 * DAY_MS;
+      const stop = startTriggerRetention({ stores: s.stores, retention: { dedupeDays: 1, jobDays: 1 }, clock: () => s.now.t, log });
+      try {
+        const swept = await waitFor(() => lines.find((l) => l.msg === 'trigger retention sweep'), 'the sweep');
+        // 1,200 keys: none left to a job's cascade, which would leave them in the store's in-memory index.
+        assert.deepEqual([swept.jobs, swept.dedupe_keys], [600, 1200]);
+      } finally {
+        stop();
+      }
+      assert.equal(lines.length, 1);
+      assert.equal((s.db.prepare('SELECT count(*) AS n FROM jobs').get() as { n: number }).n, 0);
     } finally {
       s.db.close();
       rmSync(dir, { recursive: true, force: true });

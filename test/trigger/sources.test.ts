@@ -235,6 +235,12 @@ describe('resolveRouteSecrets', () => {
     assert.equal(problems.errors.length, 1);
     assert.ok(!JSON.stringify(problems).includes('same'));
   });
+  it('disables /chatb on a token that is not base64 and names a secret file that cannot be read', () => {
+    const { secrets, problems } = resolveRouteSecrets({ CHATB_SECURITY_TOKEN: 'not base64!', SVC_API_TOKEN_FILE: '/nonexistent/token' });
+    assert.equal(secrets.chatb.unavailable, 'Route /chatb is disabled: CHATB_SECURITY_TOKEN is not valid base64');
+    assert.equal(secrets.jobs.unavailable, 'Route /jobs is not configured: set SVC_API_TOKEN_FILE');
+    assert.ok(problems.errors.includes('SVC_API_TOKEN_FILE could not be read: ENOENT'));
+  });
 });
 
 describe('source readers on hostile JSON (issue 11 item 1)', () => {

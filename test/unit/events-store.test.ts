@@ -11,7 +11,7 @@ describe('events store', () => {
     const dup = stores.events.insert({ source: 's', run: 'r', seq: 1, ts: 12, kind: 'log', data: '{"text":"changed"}' });
     assert.ok(a !== null && b !== null && b > a);
     assert.equal(dup, null);
-    assert.equal(stores.events.list('s', 'r', { after: 0, limit: 10 })[0]?.data, '{"text":"a"}');
+    assert.equal(stores.events.listAll({ source: 's', run: 'r', after: 0, limit: 10 })[0]?.data, '{"text":"a"}');
   });
 
   it('gives server-originated events negative seqs that never collide with the runner', () => {
@@ -24,9 +24,9 @@ describe('events store', () => {
   });
 
   it('pages one run ascending by id after a cursor', () => {
-    const all = stores.events.list('s', 'r', { after: 0, limit: 100 });
+    const all = stores.events.listAll({ source: 's', run: 'r', after: 0, limit: 100 });
     assert.deepEqual(all.map((e) => e.seq), [1, 2, -1, -2, 3]);
-    const page = stores.events.list('s', 'r', { after: all[1]!.id, limit: 2 });
+    const page = stores.events.listAll({ source: 's', run: 'r', after: all[1]!.id, limit: 2 });
     assert.deepEqual(page.map((e) => e.seq), [-1, -2]);
   });
 

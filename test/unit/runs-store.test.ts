@@ -103,7 +103,7 @@ describe('runs store', () => {
     assert.equal(stores.runs.delete('d', 'r2'), 'deleted');
     assert.equal(stores.startRequests.get('req-d'), undefined);
     assert.equal(stores.runs.get('d', 'r2'), undefined);
-    assert.equal(stores.events.list('d', 'r2', { after: 0, limit: 10 }).length, 0);
+    assert.equal(stores.events.listAll({ source: 'd', run: 'r2', after: 0, limit: 10 }).length, 0);
     assert.equal(stores.artifacts.list('d', 'r2').length, 0);
     assert.equal(stores.controlRequests.pending('d').length, 0);
     assert.equal(stores.runs.delete('d', 'r2'), 'not_found');

@@ -28,7 +28,7 @@ export const listEvents: Handler<ControlDeps> = (ctx) => {
   if (after !== null && cursor !== null) invalidParam('Give "after" or "cursor", not both');
   const from = cursor !== null ? parseId('cursor', cursor) : after !== null ? parseId('after', after) : 0;
   const limit = parseLimit(ctx.query.get('limit'));
-  const rows = ctx.deps.stores.events.list(source, run, { after: from, limit: limit + 1 });
+  const rows = ctx.deps.stores.events.listAll({ source, run, after: from, limit: limit + 1 });
   const page = rows.slice(0, limit);
   return jsonPage(page.map(eventJson), rows.length > limit ? String(page[page.length - 1]!.id) : null);
 };
