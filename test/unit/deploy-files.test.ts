@@ -137,6 +137,10 @@ describe('container file', () => {
     assert.match(text, /^COPY .* \/opt\/svc\/$/m);
   });
 
+  it('installs git and curl, which a run in a job pod needs (worktrees; fetching an issue for svc start)', () => {
+    assert.match(text, /apt-get install -y --no-install-recommends [^\n]*\bgit\b[^\n]*\bcurl\b/);
+  });
+
   it('is built with --format docker wherever a podman build is shown, so the HEALTHCHECK survives (issue 11)', () => {
     const deploy = readFileSync(join(SCRIPTS, '../docs/deploy.md'), 'utf8');
     const builds = [...`${text}\n${deploy}`.matchAll(/podman build[^\n]*/g)].map((m) => m[0]);
