@@ -1,6 +1,8 @@
 // The Ed25519 key pair that signs Evidence Receipts: made on first use under ~/.svc/keys/ (0600), public part
 // shareable. Rotation keeps the public halves of earlier keys (keys/retired/) so the receipts they signed still verify.
-import { generateKeyPairSync, createPrivateKey, createPublicKey, createHash, type KeyObject } from 'node:crypto';
+import {
+  generateKeyPairSync, createPrivateKey, createPublicKey, createHash, randomBytes, type KeyObject,
+} from 'node:crypto';
 import {
   mkdirSync, readFileSync, writeFileSync, renameSync, chmodSync, existsSync, readdirSync, rmSync,
 } from 'node:fs';
@@ -16,7 +18,8 @@ export function keyIdOf(publicKey: KeyObject): string {
 }
 
 function writeAtomic(path: string, data: string, mode: number): void {
-  const tmp = `${path}.${process.pid}.tmp`;
+  // A random part too: a temporary file a crash left under a pid used again must not make every later write fail.
+  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   writeFileSync(tmp, data, { mode, flag: 'wx' });
   renameSync(tmp, path);
   chmodSync(path, mode);

@@ -120,3 +120,21 @@ describe('svc keys', () => {
     assert.equal(readFileSync(join(home, '.svc', 'keys', 'receipt-ed25519.pem'), 'utf8'), before);
   });
 });
+
+describe('the signing key files', () => {
+  it('are made even where a crash left a temporary file under this process id', () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-keys-stale-'));
+    try {
+      const keys = join(home, 'keys');
+      mkdirSync(keys, { recursive: true });
+      for (const name of ['receipt-ed25519.pem', 'receipt-ed25519.pub.pem']) {
+        writeFileSync(join(keys, `${name}.${process.pid}.tmp`), 'left by a crash');
+      }
+      const made = loadOrCreateSigningKey(home);
+      assert.ok(existsSync(join(keys, 'receipt-ed25519.pem')));
+      assert.equal(made.kid, loadOrCreateSigningKey(home).kid);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
