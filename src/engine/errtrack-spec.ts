@@ -142,7 +142,7 @@ const MAX_ANSWER_BYTES = 20_000_000;
 type Credential = { name: string; token: string; scheme: 'Bearer ' | '' };
 
 /**
- * The one way svc fetches an issue (the error tracker's, trackera's): one request through `curl --config -`, a POST
+ * The one way svc fetches an issue (the error tracker's, trackera's): one request through `curl -q --config -`, a POST
  * of `body` when given. Argv carries no URL and no secret, only the config switch; no redirect is followed, so the
  * token goes to `url`'s origin alone (DESIGN §7a), and over https unless that is a loopback address.
  */
@@ -156,13 +156,15 @@ export async function fetchJson(url: string, credential: Credential, body?: stri
   if (target.protocol !== 'https:' && !(target.protocol === 'http:' && isLoopbackHost(target.hostname))) {
     throw new BadSettingError(`Refusing to send ${name} over ${target.protocol} to ${target.host}: use https`);
   }
-  const config = [`url = ${quote(url)}`, `header = ${quote(`Authorization: ${scheme}${token}`)}`,
+  // The parsed URL, not the text: the parser drops tabs and line breaks that would start a config line of their own.
+  const config = [`url = ${quote(target.href)}`, `header = ${quote(`Authorization: ${scheme}${token}`)}`,
     'header = "Accept: application/json"', 'proto = "=https,http"', 'silent', 'show-error', 'fail', 'max-time = 30',
     `max-filesize = ${MAX_ANSWER_BYTES}`,
     ...(body === undefined ? [] : ['header = "Content-Type: application/json"', `data-raw = ${quote(body)}`]),
     ''].join('\n');
-  // Paths, proxies and CA settings only (the spawn policy's 'fetch' kind): the token travels on stdin.
-  const done = await runCollect(['curl', '--config', '-'], {
+  // Paths, proxies and CA settings only (the spawn policy's 'fetch' kind): the token travels on stdin. -q first: no
+  // ~/.curlrc may add options (a `location-trusted` there would send the token on to a redirect's host).
+  const done = await runCollect(['curl', '-q', '--config', '-'], {
     kind: 'fetch', base: process.env, input: config, maxBuffer: 2 * MAX_ANSWER_BYTES,
   });
   const error = done.error as NodeJS.ErrnoException | null;

@@ -136,7 +136,10 @@ async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue
   if (!key) return null;
   const url = env.TRACKERA_API_URL || 'https://api.linear.app/graphql';
   const body = JSON.stringify({ query: ISSUE_QUERY, variables: { id } });
-  const answer = await fetchJson(url, { name: 'TRACKERA_API_KEY', token: key, scheme: '' }, body);
+  // A personal API key goes as it is; an OAuth token is set as "Bearer <token>" (trackera takes both).
+  const scheme = key.startsWith('Bearer ') ? 'Bearer ' : '';
+  const credential = { name: 'TRACKERA_API_KEY', token: key.slice(scheme.length), scheme } as const;
+  const answer = await fetchJson(url, credential, body);
   const issue = objOrNull(obj(obj(answer).data).issue);
   return issue && issueOf(issue, id);
 }

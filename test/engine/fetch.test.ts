@@ -86,7 +86,7 @@ describe('fetching an error-tracker issue URL', () => {
     for (const s of seen) {
       assert.equal(s.auth, `Bearer ${TOKEN}`);
       assert.deepEqual(s.argvHits, []);
-      assert.ok(s.curl.includes('--config -'), `curl ran as "curl --config -" (saw ${JSON.stringify(s.curl)})`);
+      assert.ok(s.curl.includes('-q --config -'), `curl ran as "curl -q --config -" (saw ${JSON.stringify(s.curl)})`);
     }
     const spec = errtrackSpec(exp).spec;
     assert.match(spec, /index\.js:19631 in Object\.fetch/);

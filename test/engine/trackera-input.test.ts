@@ -96,6 +96,35 @@ describe('trackera issues from the API (TRACKERA_API_KEY, TRACKERA_API_URL at a 
     assert.match(task.spec, /No details were available offline/);
   });
 
+  it('takes an OAuth token set as "Bearer <token>" and sends it as set', async () => {
+    seen.length = 0;
+    const task = await trackeraSpec(repo, 'LIN-9', { TRACKERA_API_KEY: 'Bearer oauth_tok_31', TRACKERA_API_URL: `${api}/graphql` });
+    assert.equal(task.brief, 'trackera:LIN-9 Checkout fails');
+    assert.equal(seen[0]!.headers.authorization, 'Bearer oauth_tok_31');
+  });
+
+  it('lets no line break in TRACKERA_API_URL add a curl option (a second url here)', async () => {
+    seen.length = 0;
+    await trackeraSpec(repo, 'LIN-9', { TRACKERA_API_KEY: KEY, TRACKERA_API_URL: `${api}/graphql\nurl = "${other}/injected"` });
+    assert.deepEqual(seen.map((s) => s.server), ['api']);
+  });
+
+  it('reads no ~/.curlrc: a location-trusted there does not take the key to a redirect\'s origin', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-trackera-curlrc-'));
+    const saved = process.env.HOME;
+    writeFileSync(join(home, '.curlrc'), 'location-trusted\n');
+    process.env.HOME = home;
+    try {
+      seen.length = 0;
+      const task = await trackeraSpec(repo, 'LIN-77', { TRACKERA_API_KEY: KEY, TRACKERA_API_URL: `${api}/graphql` });
+      assert.deepEqual(seen.map((s) => s.server), ['api']);
+      assert.equal(task.brief, 'trackera:LIN-77');
+    } finally {
+      process.env.HOME = saved;
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   it('sends the key over plain http to a loopback address only (0.0.0.0 is refused before anything is sent)', async () => {
     seen.length = 0;
     const port = new URL(api).port;
