@@ -16,6 +16,7 @@ import {
 } from '../client/server-record.ts';
 import { procStart } from '../engine/proc-group.ts';
 import { procList, readOrNull } from '../spawn/tree.ts';
+import { urlAuthority } from '../http/http-server.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
 export const HELP = `Usage:
   svc dashboard [start|open] [--no-open]
@@ -88,7 +89,7 @@ export async function serveOnFreePort(
   } catch (err) {
     if ((err as NodeJS.ErrnoException | null)?.code !== 'EADDRINUSE') throw err;
   }
-  const url = `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
+  const url = `http://${urlAuthority(host, port)}`;
   const taken = `Port ${port} on ${host} is already in use`;
   const wayOut = `or run this one on a free port: svc ${server} serve --port 0`;
   const record = server === 'control' ? readServerRecordFile(serverRecordFile(env)) : null;

@@ -7,7 +7,7 @@ import { readGateSecret } from './job-credential.ts';
 import { modelRoutesFromEnv } from './model-apis.ts';
 import { createLogger } from '../log.ts';
 import { isJsonObject } from '../untrusted.ts';
-import { exitCodeAfterSignal } from '../http/http-server.ts';
+import { exitCodeAfterSignal, urlAuthority } from '../http/http-server.ts';
 import { createGateMetrics, readMetricsToken } from './metrics.ts';
 import { setting, settingChoice, settingInt, settingOr, settingUsd } from '../settings-registry.ts';
 import { BadSettingError } from '../errors.ts';
@@ -94,7 +94,7 @@ export async function serveGateForever(
     log,
     metrics: createGateMetrics(metricsToken, accessLog ? log : null),
   });
-  say(`svc gate listening on http://${host.includes(':') ? `[${host}]` : host}:${gate.port}` +
+  say(`svc gate listening on http://${urlAuthority(host, gate.port ?? port)}` +
     ` (model APIs: ${routes.map((r) => r.name).join(', ') || 'none'})\n`);
   return exitCodeAfterSignal(log, 'gate stopping', () => gate.close().then(() => tracer.flush()));
 }

@@ -115,9 +115,12 @@ export async function listen(server: Server, host: string, port: number): Promis
   });
   // A host and a port always bind TCP: the address is never a pipe's name.
   const bound = (server.address() as AddressInfo).port;
-  // An IPv6 literal goes in brackets inside a URL (RFC 3986 §3.2.2).
-  const name = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
-  return { url: `http://${name}:${bound}`, port: bound };
+  return { url: `http://${urlAuthority(host, bound)}`, port: bound };
+}
+
+/** `host:port` as a URL writes it: an IPv6 literal goes in brackets (RFC 3986 §3.2.2). */
+export function urlAuthority(host: string, port: number | string): string {
+  return `${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
 }
 
 const GRACE_MS = 2_000;

@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { httpsRequest } from './https-post.ts';
 import { readOrNull } from '../spawn/tree.ts';
+import { urlAuthority } from '../http/http-server.ts';
 import { tryParseJson } from '../untrusted.ts';
 import {
   buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, type KubernetesSettings, type PodJob,
@@ -277,7 +278,7 @@ export function inClusterApiUrl(env: NodeJS.ProcessEnv): string | undefined {
   const host = env.KUBERNETES_SERVICE_HOST;
   if (!host) return undefined;
   const port = env.KUBERNETES_SERVICE_PORT || '443';
-  return `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  return `https://${urlAuthority(host, port)}`;
 }
 
 /** `serviceAccountDir` holds `token`, `ca.crt` and `namespace`. */
