@@ -1,7 +1,7 @@
 // Every call of a mutating handler (done, refused or crashed) and every such call the guards turn away lands in the
 // audit hash chain (docs/control-config.md, "Audit log").
 import type { IncomingMessage } from 'node:http';
-import type { Ctx, Handler, Refusal } from '../http/pipeline.ts';
+import { isDatabaseBusy, type Ctx, type Handler, type Refusal } from '../http/pipeline.ts';
 import type { HandlerResult } from '../http/respond.ts';
 import { TAKEN_OVER } from '../http/respond.ts';
 import { httpErrorOf } from '../http/http-error.ts';
@@ -72,10 +72,13 @@ export function audited(action: string, handler: Handler<ControlDeps>): Handler<
     try {
       result = await handler(ctx);
     } catch (err) {
-      // As the pipeline answers it: a typed svc error is its refusal (http-error.ts), anything else a 500.
+      // As the pipeline answers it: a typed svc error is its refusal (http-error.ts), a busy database a 503, anything
+      // else a 500.
       const known = httpErrorOf(err);
-      const crashed = { outcome: 'internal_error', status: 500 };
-      append(ctx, action, known ? { outcome: known.code, status: known.status } : crashed, undefined);
+      const unknown = isDatabaseBusy(err)
+        ? { outcome: 'unavailable', status: 503 }
+        : { outcome: 'internal_error', status: 500 };
+      append(ctx, action, known ? { outcome: known.code, status: known.status } : unknown, undefined);
       throw err;
     }
     append(ctx, action, outcomeOf(result), result === TAKEN_OVER ? undefined : result.body);

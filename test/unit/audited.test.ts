@@ -22,6 +22,8 @@ describe('audited', () => {
       [new HttpError('invalid_transition', 'no'), 'invalid_transition', 409],
       [new ConflictError('taken'), 'conflict', 409],
       [new FailedError('broke'), 'internal_error', 500],
+      // node:sqlite's error when another process holds the write lock past the busy timeout: the pipeline's 503.
+      [Object.assign(new Error('database is locked'), { code: 'ERR_SQLITE_ERROR', errcode: 5 }), 'unavailable', 503],
     ];
     for (const [thrown, outcome, status] of cases) {
       const rows: AuditInput[] = [];
