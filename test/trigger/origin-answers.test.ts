@@ -11,7 +11,7 @@ import { createHttpsPoster } from '../../src/trigger/https-post.ts';
 import { chataReply } from '../../src/trigger/sources/chata.ts';
 import { githubReply } from '../../src/trigger/sources/webhook.ts';
 import { trackeraReply } from '../../src/trigger/sources/trackera.ts';
-import { buildSummaryParts, data, PermanentError, plainSummary, type NotifyConfig } from '../../src/trigger/summary.ts';
+import { buildSummaryParts, data, plainSummary, type NotifyConfig } from '../../src/trigger/summary.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 import { publicRunPage } from '../../src/engine/pr.ts';
 import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
@@ -549,7 +549,9 @@ describe('reply channels for questions', () => {
     assert.equal(JSON.parse(late.body).channel, 'C7');
     assert.throws(() => late.check!('{"ok":false,"error":"not_in_channel"}'));
     // An answer that is not JSON says no too, and for good: a retry could post the message twice.
-    assert.throws(() => late.check!('<html>ok</html>'), PermanentError);
+    assert.throws(() => late.check!('<html>ok</html>'), { name: 'PermanentError', message: /not a JSON object/ });
+    assert.throws(() => late.check!('null'), { name: 'PermanentError', message: /not a JSON object/ });
+    assert.throws(() => late.check!('{"ok":false}'), { name: 'PermanentError', message: /refused the message/ });
     // No bot token: nothing is sent to an expired response_url, and the log says why.
     assert.match(chataReply.prepare(target, parts, { ...config, chataBot: undefined }, 1_001) as string,
       /expired and CHATA_BOT_TOKEN is not set/);
@@ -560,8 +562,11 @@ describe('reply channels for questions', () => {
     const sent = trackeraReply.prepare({ issue_id: 'i1' }, parts, api, 0);
     assert.ok(typeof sent !== 'string');
     sent.check!('{"data":{"commentCreate":{"success":true}}}');
-    for (const answer of ['{"errors":[{"message":"no"}]}', '{"data":{"commentCreate":{"success":false}}}', '<html>']) {
-      assert.throws(() => sent.check!(answer), PermanentError);
+    for (const answer of ['{"errors":[{"message":"no"}]}', '{"data":{"commentCreate":{"success":false}}}']) {
+      assert.throws(() => sent.check!(answer), { name: 'PermanentError', message: /refused the comment/ });
+    }
+    for (const answer of ['<html>', 'null']) {
+      assert.throws(() => sent.check!(answer), { name: 'PermanentError', message: /not a JSON object/ });
     }
   });
 

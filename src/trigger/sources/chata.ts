@@ -2,7 +2,7 @@
 // in a question's thread answers it; the summary goes back to the command's response_url in mrkdwn.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { describe, obj, str, tryParseJson } from '../../untrusted.ts';
+import { describe, obj, objOrNull, str, tryParseJson } from '../../untrusted.ts';
 import { deliveryKeys, sanitizeBrief, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
 import {
   PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts,
@@ -131,10 +131,11 @@ function botPost(
     body: JSON.stringify({ channel: target.channel_id, text }),
     what: 'chata API',
     check(answer) {
-      // The Web API answers 200 with {"ok":false,"error"} when it refuses.
-      if (obj(tryParseJson(answer)).ok !== true) {
-        throw new PermanentError('chata API refused the message');
-      }
+      // The Web API answers 200 with {"ok":false,"error"} when it refuses. A 2xx that says nothing readable may
+      // still have posted the message: no retry either, and the log says which.
+      const parsed = objOrNull(tryParseJson(answer));
+      if (!parsed) throw new PermanentError('chata API answered with something that is not a JSON object');
+      if (parsed.ok !== true) throw new PermanentError('chata API refused the message');
     },
     ...(asks ? {
       remember(answer: string) {

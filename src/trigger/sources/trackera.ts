@@ -2,7 +2,7 @@
 // summary goes back as an issue comment in CommonMark, and a `/svc answer` comment answers the run.
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
-import { obj, str, describe, tryParseJson, type Obj } from '../../untrusted.ts';
+import { obj, objOrNull, str, describe, tryParseJson, type Obj } from '../../untrusted.ts';
 import { deliveryKeys } from '../../webhook-sources.ts';
 import { errorMessage } from '../../errors.ts';
 import { intakeDir, trackeraInbox, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
@@ -119,7 +119,9 @@ export const trackeraReply: ReplyChannel = {
       body,
       what: 'trackera API',
       check(answer) {
-        const parsed = obj(tryParseJson(answer));
+        const parsed = objOrNull(tryParseJson(answer));
+        // A 2xx that says nothing readable may still have posted the comment: no retry, and the log says which.
+        if (!parsed) throw new PermanentError('trackera API answered with something that is not a JSON object');
         if (parsed.errors || obj(obj(parsed.data).commentCreate).success !== true) {
           throw new PermanentError('trackera API refused the comment');
         }
@@ -144,7 +146,9 @@ async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<
     const res = await ctx.deps.post(new URL(trackeraApiUrl), { authorization: trackeraApiKey },
       JSON.stringify({ query, variables: { id: issueId } }));
     if (res.status !== 200) return `the trackera API answered HTTP ${res.status} about the issue's team`;
-    const nodes = obj(obj(obj(obj(obj(JSON.parse(res.text)).data).issue).team).members).nodes;
+    const answer = objOrNull(tryParseJson(res.text));
+    if (!answer) return 'the trackera API answered something that is not a JSON object about the issue\'s team';
+    const nodes = obj(obj(obj(obj(answer.data).issue).team).members).nodes;
     const members = Array.isArray(nodes) ? nodes.map((n) => str(obj(n).id)) : [];
     return members.includes(userId) ? true : 'the comment\'s author is not a member of the issue\'s team';
   } catch (err) {
