@@ -1,7 +1,7 @@
 // Every call of a mutating handler (done, refused or crashed) and every such call the guards turn away lands in the
 // audit hash chain (docs/control-config.md, "Audit log").
 import type { IncomingMessage } from 'node:http';
-import { isDatabaseBusy, type Ctx, type Handler, type Refusal } from '../http/pipeline.ts';
+import { databaseBusy, isDatabaseBusy, type Ctx, type Handler, type Refusal } from '../http/pipeline.ts';
 import type { HandlerResult } from '../http/respond.ts';
 import { TAKEN_OVER } from '../http/respond.ts';
 import { httpErrorOf } from '../http/http-error.ts';
@@ -74,11 +74,9 @@ export function audited(action: string, handler: Handler<ControlDeps>): Handler<
     } catch (err) {
       // As the pipeline answers it: a typed svc error is its refusal (http-error.ts), a busy database a 503, anything
       // else a 500.
-      const known = httpErrorOf(err);
-      const unknown = isDatabaseBusy(err)
-        ? { outcome: 'unavailable', status: 503 }
-        : { outcome: 'internal_error', status: 500 };
-      append(ctx, action, known ? { outcome: known.code, status: known.status } : unknown, undefined);
+      const known = httpErrorOf(err) ?? (isDatabaseBusy(err) ? databaseBusy() : null);
+      const crashed = { outcome: 'internal_error', status: 500 };
+      append(ctx, action, known ? { outcome: known.code, status: known.status } : crashed, undefined);
       throw err;
     }
     append(ctx, action, outcomeOf(result), result === TAKEN_OVER ? undefined : result.body);

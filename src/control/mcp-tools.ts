@@ -2,7 +2,7 @@
 // OpenAPI document and called through that route's own handler, so the validation, the audit row, the loopback-only
 // authority and the answer are the API's.
 import type { Ctx, Route } from '../http/pipeline.ts';
-import { isDatabaseBusy } from '../http/pipeline.ts';
+import { databaseBusy, isDatabaseBusy } from '../http/pipeline.ts';
 import { checkLoopbackOnly, isLoopbackHost } from '../http/guards.ts';
 import { HttpError, errorBody, httpErrorOf } from '../http/http-error.ts';
 import { TAKEN_OVER, type Reply } from '../http/respond.ts';
@@ -141,12 +141,8 @@ function result(value: unknown, isError: boolean) {
 }
 
 function refusal(err: unknown) {
-  const known = httpErrorOf(err);
+  const known = httpErrorOf(err) ?? (isDatabaseBusy(err) ? databaseBusy() : null);
   if (known) return result(errorBody(known.code, known.message), true);
-  if (isDatabaseBusy(err)) {
-    return result(errorBody('unavailable', 'The database is busy (another process holds its write lock); try again'),
-      true);
-  }
   throw err;
 }
 

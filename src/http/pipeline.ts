@@ -219,8 +219,7 @@ function answerFailure<D>(
     }
   } else if (isDatabaseBusy(thrown)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
-    const message = 'The database is busy (another process holds its write lock); try again';
-    err = new HttpError('unavailable', message, { 'retry-after': '1' });
+    err = databaseBusy();
   } else {
     opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(thrown) });
     err = new HttpError('internal_error', `Internal error (request ${requestId})`);
@@ -240,6 +239,12 @@ function answerFailure<D>(
 // `errcode` (extended codes keep the primary one in their low byte).
 const SQLITE_BUSY = 5;
 const SQLITE_LOCKED = 6;
+
+/** What a request that met a busy database is answered (the pipeline, MCP tools) and audited as. */
+export function databaseBusy(): HttpError {
+  return new HttpError('unavailable', 'The database is busy (another process holds its write lock); try again',
+    { 'retry-after': '1' });
+}
 
 export function isDatabaseBusy(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
