@@ -1,7 +1,9 @@
 // `svc repos list|add|remove`: edits the trigger server's served repositories file (docs/trigger.md). Every change
 // is checked as the server would check the whole file, and written atomically; nothing invalid is ever written.
 import { randomBytes } from 'node:crypto';
-import { lchownSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import {
+  closeSync, fchownSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync,
+} from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
@@ -61,12 +63,21 @@ function ownerFor(file: string): { uid: number; gid: number } | null {
 function writeAtomically(file: string, text: string): void {
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   const owner = ownerFor(file);
-  // The folder may be the service user's, who could plant a link at a name it can guess: a new name, made with 'wx'
-  // (O_EXCL: never through a link), and lchown, which gives away no file a link swapped in meanwhile points to.
+  // The folder may be the service user's, who could plant a link at a name it can guess, or swap a hard link in once
+  // the file is closed: a new name made with 'wx' (O_EXCL: never through a link), given away by its descriptor
+  // (fchown: the file we made, whatever the name then points to), then written and renamed.
   const temp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  writeFileSync(temp, text.endsWith('\n') || text === '' ? text : `${text}\n`, { mode: 0o600, flag: 'wx' });
-  // Only root can give a file away.
-  if (owner && process.getuid?.() === 0) lchownSync(temp, owner.uid, owner.gid);
+  const fd = openSync(temp, 'wx', 0o600);
+  try {
+    // Only root can give a file away.
+    if (owner && process.getuid?.() === 0) fchownSync(fd, owner.uid, owner.gid);
+    writeFileSync(fd, text.endsWith('\n') || text === '' ? text : `${text}\n`);
+  } catch (err) {
+    rmSync(temp, { force: true });
+    throw err;
+  } finally {
+    closeSync(fd);
+  }
   renameSync(temp, file);
 }
 
