@@ -2,6 +2,7 @@
 // "Known limits"), the envelope for requests Node's parser refuses, binding, and shutting down.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { constants as osConstants } from 'node:os';
 import type { Duplex } from 'node:stream';
 import type { RequestListener } from './pipeline.ts';
 import { errorBody, errorStatus, type ErrorCode } from './http-error.ts';
@@ -132,6 +133,8 @@ export async function closeGracefully(server: Server, whileDraining: () => void 
   const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));
   server.close();
   await whileDraining();
+  // A stream ended while draining left its connection idle (keep-alive): end it now, not after the grace.
+  server.closeIdleConnections();
   await new Promise<void>((resolve) => {
     const timer = setTimeout(() => {
       server.closeAllConnections();
@@ -148,11 +151,12 @@ export async function closeGracefully(server: Server, whileDraining: () => void 
 /** The exit code after the first SIGINT or SIGTERM (a second one ends the process at once): 1 if `stop` failed. */
 export function exitCodeAfterSignal(log: Logger, message: string, stop: () => Promise<void>): Promise<number> {
   return new Promise<number>((resolve) => {
-    // Both listeners go on the first signal of either kind, so a second one (SIGINT then SIGTERM too) takes the
-    // default action and ends the process at once.
+    let stopping = false;
     const onSignal = (signal: NodeJS.Signals): void => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      // A second signal of either kind ends the process at once: by exit, not the signal's default action, which the
+      // kernel ignores for a container's PID 1 (bin/svc execs node).
+      if (stopping) process.exit(128 + osConstants.signals[signal]);
+      stopping = true;
       log.info(message, { signal });
       stop().then(
         () => resolve(0),
