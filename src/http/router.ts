@@ -28,8 +28,9 @@ function compilePattern(pattern: string): Segment[] {
       return { kind: 'param', text: name };
     }
     if (part.startsWith('*')) {
-      if (NAME.test(name) && index === parts.length - 1) return { kind: 'tail', text: name };
-      throw new RouteTableError(`Tail "${part}" must be last in "${pattern}"`);
+      // Last, and after a literal or a parameter: a tail first would match "/" itself.
+      if (NAME.test(name) && index === parts.length - 1 && index > 0) return { kind: 'tail', text: name };
+      throw new RouteTableError(`Tail "${part}" must be last, after another segment, in "${pattern}"`);
     }
     if (part === '' || /[:*?#%]/.test(part)) throw new RouteTableError(`Malformed segment "${part}" in "${pattern}"`);
     return { kind: 'literal', text: part };

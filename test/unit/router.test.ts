@@ -60,6 +60,8 @@ describe('router', () => {
     assert.throws(() => createRouter([{ method: 'GET', pattern: '/a/:x', handler: 1 }, { method: 'GET', pattern: '/a/:y', handler: 2 }]), /ambiguous/);
     assert.throws(() => createRouter([{ method: 'GET', pattern: 'a', handler: 1 }]), /start with/);
     assert.throws(() => createRouter([{ method: 'GET', pattern: '/a/*t/b', handler: 1 }]), /last/);
+    assert.throws(() => createRouter([{ method: 'GET', pattern: '/*t', handler: 1 }]), /after another segment/);
+    assert.throws(() => createRouter([{ method: 'GET', pattern: '/', handler: 1 }]), /Malformed segment/);
     assert.throws(() => createRouter([{ method: 'GET', pattern: '/a/:1x', handler: 1 }]), /Malformed/);
   });
 });
