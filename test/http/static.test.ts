@@ -45,7 +45,7 @@ describe('security', () => {
   });
 
   describe('without a static folder', () => {
-    it('serves no file (the UI's paths fall through to 404) instead of throwing', () => {
+    it('serves no file (the UI paths fall through to 404) instead of throwing', () => {
       const files = createStaticFiles(fileURLToPath(new URL('./no-such-folder/', import.meta.url)));
       assert.equal(files('/', undefined), null);
       assert.equal(files('/index.html', undefined), null);
