@@ -213,6 +213,12 @@ describe('readWebhook', () => {
     for (const association of ['NONE', 'CONTRIBUTOR', undefined]) {
       const opened = { action: 'opened', issue: { ...issue, author_association: association }, repository: {} };
       assert.deepEqual(readWebhook('issues', opened), { kind: 'skip', reason: 'issue author may not start jobs' });
+      // The template's label also arrives as a labeled event, sent by that author.
+      const outsider = { ...issue, author_association: association, user: { login: 'mallory' } };
+      const labeled = { action: 'labeled', label: { name: 'svc' }, sender: { login: 'mallory' }, issue: outsider };
+      assert.deepEqual(readWebhook('issues', labeled), { kind: 'skip', reason: 'issue author may not start jobs' });
+      // A maintainer who adds the label to that issue starts the job.
+      assert.equal(readWebhook('issues', { ...labeled, sender: { login: 'maintainer' } }).kind, 'job');
     }
   });
 });

@@ -63,6 +63,11 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
   };
   if (event === 'issues') {
     if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) {
+      // An issue template's labels arrive as `labeled` events sent by the issue's author, who needs no triage right.
+      const byAuthor = str(obj(body.sender).login) === str(obj(issue.user).login);
+      if (byAuthor && !TRUSTED.has(str(issue.author_association) ?? '')) {
+        return { kind: 'skip', reason: 'issue author may not start jobs' };
+      }
       return { kind: 'job', brief: issueBrief(), repository };
     }
     if (body.action === 'opened' && hasLabel(issue)) {
