@@ -64,7 +64,8 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
   if (event === 'issues') {
     if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) {
       // An issue template's labels arrive as `labeled` events sent by the issue's author, who needs no triage right.
-      const byAuthor = str(obj(body.sender).login) === str(obj(issue.user).login);
+      const sender = str(obj(body.sender).login);
+      const byAuthor = sender !== null && sender === str(obj(issue.user).login);
       if (byAuthor && !TRUSTED.has(str(issue.author_association) ?? '')) {
         return { kind: 'skip', reason: 'issue author may not start jobs' };
       }
