@@ -282,6 +282,23 @@ describe('security', () => {
     });
   });
 
+  describe('a set but disabled SVC_API_TOKEN', () => {
+    it('closes job and metrics reads (503 naming why) instead of opening them to local callers', async () => {
+      for (const env of [{ SVC_API_TOKEN: SECRETS.CHATA_SIGNING_SECRET }, { SVC_API_TOKEN: undefined, SVC_API_TOKEN_FILE: '/nonexistent/token' }]) {
+        const off = await startTestTrigger(env);
+        try {
+          for (const path of [`/jobs/j${'0'.repeat(26)}`, '/metrics']) {
+            const res = await fetch(`${off.url}${path}`);
+            assert.equal(res.status, 503, `${path} with ${JSON.stringify(env)}`);
+            assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'not_configured');
+          }
+        } finally {
+          await off.cleanup();
+        }
+      }
+    });
+  });
+
   describe('cross-site browser requests (Fetch Metadata, the shared guard of src/http/guards.ts)', () => {
     // A page in the operator's browser posting a form or a no-cors fetch at the trigger server on this machine.
     const crossSite = { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'no-cors', 'sec-fetch-dest': 'empty' };

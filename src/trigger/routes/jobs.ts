@@ -58,10 +58,11 @@ export async function createJob(ctx: TCtx, raw: Buffer): Promise<Reply> {
 }
 
 // Who may read a job (and GET /metrics): SVC_API_TOKEN's bearer; without one, a local caller of a loopback-bound
-// server under a loopback Host name (no DNS rebinding); else nothing (503 names the token).
+// server under a loopback Host name (no DNS rebinding); else nothing (503 names the token). A token that is set but
+// disabled (equal to another secret, a file that could not be read) answers 503: it never opens reads to any caller.
 export function mayRead(ctx: TCtx): void {
   const secret = ctx.deps.settings.secrets.jobs;
-  if (secret.value && !secret.unavailable) return requireBearer(ctx, secret.value);
+  if (secret.value || secret.variable.endsWith('_FILE')) return requireBearer(ctx, secretFor(ctx, 'jobs'));
   if (isLoopbackHost(ctx.deps.settings.host) && isLoopbackAddress(ctx.req.socket.remoteAddress)) {
     return checkHost(ctx.req, true);
   }
