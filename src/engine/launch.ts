@@ -16,7 +16,9 @@ import {
 } from './git.ts';
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
-import { localRuns, openEventLog, readState, writeState, type RunState, type WorkerMode } from './run-state.ts';
+import {
+  localRuns, openEventLog, readState, refuseTrackedRun, writeState, type RunState, type WorkerMode,
+} from './run-state.ts';
 import { identityOf } from './proc-group.ts';
 import { openAppendNoFollow, plainEngineFolder, writeNoFollow } from './safe-fs.ts';
 import { checkPrPossible } from './pr.ts';
@@ -151,11 +153,12 @@ export async function prepareRetry(
   const repo = resolveRepo(repoDir);
   const oldDir = runDir(repo, oldRun);
   if (!existsSync(oldDir)) throw new BadInputError(`No run ${oldRun} in ${repo}`);
+  refuseTrackedRun(repo, oldRun);
   const old = readState(oldDir);
   return createRun({
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
     brief: old.brief, origin: old.origin, pr: old.pr, worktree: old.worktree, input: old.input,
-    env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir), provider: old.provider || null,
+    env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir, env), provider: old.provider || null,
     // A retry of a follow-up continues the same pull request, after the same run, from its branch's head then.
     followUp: old.follow_up ?? null,
   });
