@@ -12,6 +12,7 @@ import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtu
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { excludeEngineFolders } from '../../src/engine/git.ts';
+import { unsandboxedWarning, type SandboxMode } from '../../src/spawn/sandbox-mode.ts';
 
 const FAILS = '#!/bin/sh\ncat > /dev/null\nexit 3\n';
 
@@ -138,5 +139,13 @@ describe('a run a server starts again from an earlier plan', { skip: !bwrapWorks
     assert.doesNotMatch(res.stderr, /Refusing/);
     const retry = runOf(res.stdout);
     assert.equal(readJson(join(repo.repo, '.svc', 'runs', retry, 'plan.json')).sandbox.kind, 'none');
+  });
+});
+
+describe('the unsandboxed warning', () => {
+  it('names a fixed reason when a plan\'s "none" sandbox gives none', () => {
+    const warning = unsandboxedWarning({ kind: 'none' } as SandboxMode);
+    assert.match(warning!, /WITHOUT a sandbox \(the run's plan says so\)/);
+    assert.doesNotMatch(warning!, /undefined/);
   });
 });
