@@ -3,13 +3,15 @@ import { sendPendingRuns } from './ship.ts';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
-import { readPlan, type RunPlan } from '../engine/run-plan.ts';
+import { planToReuse, type RunPlan } from '../engine/run-plan.ts';
 import { followUpRequest } from '../engine/follow-up.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openPrLater } from '../engine/finish-phase.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
-import { failureOf, readState, tryReadState, type RunState, type WorkerMode } from '../engine/run-state.ts';
+import {
+  failureOf, readState, refuseTrackedRun, tryReadState, type RunState, type WorkerMode,
+} from '../engine/run-state.ts';
 import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { signsLater } from '../engine/receipt.ts';
@@ -156,6 +158,7 @@ export default async function start(io: CliIo): Promise<number> {
     if (run === undefined) continue;
     const repo = resolveRepo(repoDir);
     const dir = runDir(repo, runArg(run, `--${flag}`));
+    refuseTrackedRun(repo, run);
     const state = tryReadState(dir);
     if (!state) throw new NotFoundError(`No run ${run} in this repository`);
     if (flag === 'stop') {
@@ -172,7 +175,7 @@ export default async function start(io: CliIo): Promise<number> {
     if (flag === 'verify' && !TERMINAL.has(state.status)) {
       throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
     }
-    return launch(io, state, readPlan(dir), flag, detach, showOutput);
+    return launch(io, state, planToReuse(dir, io.env), flag, detach, showOutput);
   }
   if (values.retry !== undefined) {
     const retry = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);

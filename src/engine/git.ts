@@ -123,12 +123,13 @@ export function gitCommonDir(repo: string): string {
   return resolve(repo, git(repo, ['rev-parse', '--git-common-dir']).trim());
 }
 
-/** Keeps the engine's own folders out of `git status` and `git add -A` (info/exclude, not .gitignore). */
+/** Keeps the engine's own folders out of `git status` and `git add -A` (info/exclude, not .gitignore). No trailing
+ * slash: a rule ending in "/" matches only a folder, so an agent's link of that name would be committed. */
 export function excludeEngineFolders(common: string): void {
   mkdirSync(join(common, 'info'), { recursive: true });
   const path = join(common, 'info', 'exclude');
   const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
-  const wanted = ['/.svc/runs/', '/.svc/worktrees/', '/.svc/inbox/', '/.svc/ship-pending/']
+  const wanted = ['/.svc/runs', '/.svc/worktrees', '/.svc/inbox', '/.svc/ship-pending']
     .filter((folder) => !text.split('\n').includes(folder));
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }

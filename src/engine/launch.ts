@@ -16,9 +16,11 @@ import {
 } from './git.ts';
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
-import { localRuns, openEventLog, readState, writeState, type RunState, type WorkerMode } from './run-state.ts';
+import {
+  localRuns, openEventLog, readState, refuseTrackedRun, writeState, type RunState, type WorkerMode,
+} from './run-state.ts';
 import { identityOf } from './proc-group.ts';
-import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
+import { openAppendNoFollow, plainEngineFolder, writeNoFollow } from './safe-fs.ts';
 import { checkPrPossible } from './pr.ts';
 import { signsLater } from './receipt.ts';
 import { followUpSession, followUpSpec, followUpStart, type FollowUp } from './follow-up.ts';
@@ -77,6 +79,10 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     });
   }
   const follow = n.followUp ? await followUpStart(n.repo, plan.push_target, n.followUp, n.env) : null;
+  // Before anything is written: a link the repository commits at .svc, .svc/runs or .svc/worktrees would send the
+  // run's files, its checkout and the agent's writable tree outside the repository (DESIGN §7a).
+  plainEngineFolder(n.repo, 'runs');
+  if (isolated) plainEngineFolder(n.repo, 'worktrees');
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new BadInputError(`Run ${n.run} already exists in ${n.repo}`);
   const gitDir = gitCommonDir(n.repo);
@@ -89,8 +95,9 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   }
   if (!isolated) assertCheckoutFree(n.repo);
   const start = isolated ? null : startingTree(n.repo);
-  mkdirSync(artifactsDir(dir), { recursive: true });
-  assertPlainDir(dir);
+  // One level at a time under the plain .svc/runs: the run folder is new, and ours.
+  mkdirSync(dir);
+  mkdirSync(artifactsDir(dir));
   writeNoFollow(join(dir, 'spec.md'), n.spec);
   const now = new Date().toISOString();
   const source = settingOr(n.env, 'SVC_SOURCE');
@@ -146,11 +153,12 @@ export async function prepareRetry(
   const repo = resolveRepo(repoDir);
   const oldDir = runDir(repo, oldRun);
   if (!existsSync(oldDir)) throw new BadInputError(`No run ${oldRun} in ${repo}`);
+  refuseTrackedRun(repo, oldRun);
   const old = readState(oldDir);
   return createRun({
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
     brief: old.brief, origin: old.origin, pr: old.pr, worktree: old.worktree, input: old.input,
-    env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir), provider: old.provider || null,
+    env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir, env), provider: old.provider || null,
     // A retry of a follow-up continues the same pull request, after the same run, from its branch's head then.
     followUp: old.follow_up ?? null,
   });

@@ -113,13 +113,27 @@ export function readPlan(dir: string): RunPlan {
 }
 
 /** For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all (docs/engine.md). */
-export function planForRetry(dir: string): RunPlan | null {
+export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | null {
   try {
     lstatSync(planPath(dir));
   } catch {
     return null;
   }
-  return readPlan(dir);
+  return planToReuse(dir, env);
+}
+
+/**
+ * An earlier run's plan that a retry, resume or verify runs by. A server's run is sandboxed unless the server's own
+ * SVC_SERVER_SANDBOX=none says otherwise (resolveSandbox): a copied plan that runs the agent without one is refused
+ * when the server's setting now gives a run a sandbox, so a plan never takes a server's run below it.
+ */
+export function planToReuse(dir: string, env: NodeJS.ProcessEnv): RunPlan {
+  const plan = readPlan(dir);
+  if (!startedByServer(env) || plan.sandbox.kind !== 'none') return plan;
+  if (resolveSandbox(null, env).kind === 'none') return plan;
+  throw new RefusedError(`Refusing to start: the earlier run's plan (${planPath(dir)}) runs the agent without a ` +
+    `sandbox, and a run a server starts is sandboxed (only SVC_SERVER_SANDBOX=none in the server's environment turns ` +
+    'it off); start a new run instead');
 }
 
 /** Refuses a command provider whose absolute-path arguments its sandbox would not show (there: "No such file"). */

@@ -9,7 +9,7 @@ import { listPlain, openPlainDirIn, openPlainPath, readObjectIn } from './plain-
 import {
   RUN_JSON_FIELDS, runFailure, type CostFigures, type FailureClass, type MeteredCost, type RunFailure, type RunJson,
 } from '../run-json.ts';
-import { errorMessage, SvcError, type SvcErrorCode } from '../errors.ts';
+import { errorMessage, RefusedError, SvcError, type SvcErrorCode } from '../errors.ts';
 import { ProviderMissingError } from './providers.ts';
 import { PolicyError } from './policy.ts';
 import { TrustNeededError } from './run-plan.ts';
@@ -154,6 +154,15 @@ export function trackedNames(repo: string, folder: string): Set<string> {
   const depth = folder.split('/').length;
   const files = tryGit(repo, ['ls-files', '-z', '--', folder]).split('\0');
   return new Set(files.map((f) => f.split('/')[depth]).filter((name): name is string => Boolean(name)));
+}
+
+/** Refuses a run folder git tracks before anything reads it to act (resume, retry, verify, open-pr, stop): it is the
+ * repository's content, which whoever can push writes (its plan.json could name any sandbox and program; DESIGN §7a),
+ * not a run svc made; localRuns() skips it for the same reason. */
+export function refuseTrackedRun(repo: string, run: string): void {
+  if (!trackedNames(repo, '.svc/runs').has(run)) return;
+  throw new RefusedError(`Refusing to use run ${run}: its folder .svc/runs/${run} is committed to the repository, so ` +
+    'it is the repository\'s content, not a run svc made here (nothing was started)');
 }
 
 /** The runs svc made in `<repo>/.svc/runs`, read without following a link, skipping run folders git tracks. */

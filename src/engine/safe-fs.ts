@@ -4,6 +4,7 @@ import {
 } from 'node:fs';
 import { dirname, join, relative, sep, isAbsolute } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { RefusedError } from '../errors.ts';
 
 const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW;
 const TRUNCATE = constants.O_WRONLY | constants.O_TRUNC | constants.O_CREAT | constants.O_NOFOLLOW;
@@ -40,6 +41,17 @@ export function plainSubdir(root: string, rel: string): string {
     assertPlainDir(dir);
   }
   return dir;
+}
+
+/** `<repo>/.svc/<name>`, made as needed; refused when it or `.svc` is not a plain folder (a link, a file). */
+export function plainEngineFolder(repo: string, name: 'runs' | 'worktrees'): string {
+  try {
+    return plainSubdir(repo, join('.svc', name));
+  } catch (err) {
+    if (!(err instanceof UnsafePathError)) throw err;
+    throw new RefusedError('Refusing to start: svc keeps its runs and worktrees in plain folders of the repository, ' +
+      `never behind a link the repository could commit (${err.message}; nothing was started)`, { cause: err });
+  }
 }
 
 /** Opens `path` to write (a new file readable by all), refusing a symbolic link there. */

@@ -11,6 +11,7 @@ import { finish, reverify } from './finish-phase.ts';
 import { failureOf, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
 import { worktreeDir } from './paths.ts';
+import { plainEngineFolder } from './safe-fs.ts';
 import type { RunSandbox } from './sandbox.ts';
 import { prepareMemoryCgroup } from '../spawn/memory-cgroup.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
@@ -24,6 +25,8 @@ function prepareWorkdir(ctx: RunContext): void {
   const { state } = ctx;
   if (!state.worktree) return;
   const path = worktreeDir(state.repo_path, state.run);
+  // git worktree add would follow a link at .svc/worktrees (its launcher checked too; the checkout may change since).
+  plainEngineFolder(state.repo_path, 'worktrees');
   try {
     if (!existsSync(path)) createWorktree(state.repo_path, path, state.branch!, state.base_sha);
   } catch (err) {
