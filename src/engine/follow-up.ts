@@ -7,7 +7,7 @@ import { isValidSegment } from './ids.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import { BranchMovedError, commentOnPullRequest, pullRequestHead, pushFollowUp } from './pr.ts';
 import type { PushTarget } from './git-push.ts';
-import { localRuns, tryReadState, type ProviderSession, type RunState } from './run-state.ts';
+import { localRuns, trackedNames, tryReadState, type ProviderSession, type RunState } from './run-state.ts';
 import { inheritSession } from './provider-session.ts';
 import { receiptMarkdown, signsLater, type Receipt, type ReceiptBody } from './receipt.ts';
 import type { RunContext } from './run-context.ts';
@@ -81,9 +81,12 @@ export async function followUpStart(
   return { base, followUp: { branch: req.branch, pr_url: req.pr_url, previous } };
 }
 
-/** The previous run's CLI session, when it is in this checkout with the same provider; null: a fresh session. */
+/** The previous run's CLI session, when it is in this checkout with the same provider; null: a fresh session. A run
+ * folder the repository commits is its content, not a run svc made: no session is taken from it. */
 export function followUpSession(repo: string, followUp: FollowUp, provider: string): ProviderSession | null {
-  const previous = followUp.previous ? tryReadState(runDir(repo, followUp.previous.run)) : null;
+  const prior = followUp.previous;
+  const made = prior !== null && !trackedNames(repo, '.svc/runs').has(prior.run);
+  const previous = made ? tryReadState(runDir(repo, prior.run)) : null;
   if (!previous || previous.source !== followUp.previous?.source || previous.provider !== provider) return null;
   return inheritSession(previous.provider_session);
 }

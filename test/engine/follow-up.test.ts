@@ -5,11 +5,11 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, startGithubStandIn, readJson, CLI, ASK_SCRIPT, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { followUpRequest } from '../../src/engine/follow-up.ts';
+import { followUpRequest, followUpSession } from '../../src/engine/follow-up.ts';
 
 /** Appends one line naming the pass to a.txt, so every follow-up has a diff of its own. */
 const MORE_SCRIPT = `#!/bin/sh
@@ -187,5 +187,25 @@ describe('the --follow-up request', () => {
     assert.deepEqual(followUpRequest({ branch: 'svc/r1', prUrl: 'https://example.test/o/r/pull/7', previous: 'local/r0',
       previousReceipt: 'a'.repeat(64) }),
     { branch: 'svc/r1', pr_url: 'https://example.test/o/r/pull/7', previous: { source: 'local', run: 'r0', receipt: 'a'.repeat(64) } });
+  });
+});
+
+describe('the session a follow-up inherits', () => {
+  it('comes from a run folder svc made, never from one the repository commits', () => {
+    const repo = makeRepo();
+    try {
+      const dir = join(repo.repo, '.svc', 'runs', 'rprev');
+      mkdirSync(dir, { recursive: true });
+      const session = { kind: 'claude', id: '0b7f3a4e-8c1d-4f2a-9e6b-2d5c8a1f3e7b', answers_given: 0, spec_sha256: 'a'.repeat(64),
+        questions: [], last_output: null, resumed: null };
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'local', run: 'rprev', provider: 'claude', provider_session: session }));
+      const followUp = { branch: 'svc/rprev', pr_url: null, previous: { source: 'local', run: 'rprev', receipt: null } };
+      assert.equal(followUpSession(repo.repo, followUp, 'claude')?.id, session.id);
+      execFileSync('git', ['add', '-f', '.svc/runs/rprev/state.json'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
+      execFileSync('git', ['commit', '-qm', 'a run folder of its own'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
+      assert.equal(followUpSession(repo.repo, followUp, 'claude'), null);
+    } finally {
+      repo.cleanup();
+    }
   });
 });
