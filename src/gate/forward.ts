@@ -245,6 +245,24 @@ function planModel(ctx: GateContext, method: string, url: string, req: IncomingM
   return { dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, model: route.name, metered };
 }
 
+/**
+ * The destination's status and headers written to the client, or why they cannot be (the client gets a 502). Its head
+ * is untrusted: writeHead throws on a status under 100, and a throw in the 'response' listener would end the gate
+ * (every job's, on `svc gate serve`). Node hands 1xx answers other than 101 to 'information', never here; a 101
+ * without an Upgrade the gate sent, or a status past 599 (RFC 9110 §15), is no final answer a client can read. The
+ * reason phrase stays behind: a client ignores it (RFC 9112 §4), and one with a control byte would throw too.
+ */
+function writeAnswerHead(res: ServerResponse, answer: IncomingMessage): string | null {
+  const status = answer.statusCode ?? 0;
+  if (status < 200 || status > 599) return `the destination answered with status ${status}`;
+  try {
+    res.writeHead(status, keepHeaders(answer, HOP_BY_HOP));
+    return null;
+  } catch (err) {
+    return `the destination's answer head cannot be forwarded (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
+  }
+}
+
 function send(
   ctx: GateContext, req: IncomingMessage, res: ServerResponse, plan: Plan, body: boolean, address: string,
   record: (extra: Partial<EgressRecord>) => void,
@@ -276,10 +294,14 @@ function send(
     fail(502, `cannot reach the destination (${err.code ?? 'error'})`);
   });
   upstream.on('response', (answer) => {
-    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, keepHeaders(answer, HOP_BY_HOP));
+    answer.on('error', () => res.destroy());
+    const refused = writeAnswerHead(res, answer);
+    if (refused !== null) {
+      answer.resume();
+      return fail(502, refused);
+    }
     res.flushHeaders();
     answer.pipe(res);
-    answer.on('error', () => res.destroy());
     const status = answer.statusCode ?? 0;
     if (!plan.metered || plan.model === null || !ctx.meter || status < 200 || status > 299) return;
     // After pipe's listener: each chunk is on its way to the client before the meter reads it.
