@@ -52,7 +52,7 @@ export function storeBatch(
     artifacts: batch.artifacts.length,
     control: [],
   };
-  if (batch.notifications.length > 0) result.notifications = stores.notifications.ingest(batch.notifications);
+  if (batch.notifications.length > 0) result.notifications = stores.notifications.ingest(source, batch.notifications);
   if (batch.served_repos !== null) {
     stores.servedRepos.replace(source, batch.served_repos, now);
     result.served_repos = batch.served_repos.length;

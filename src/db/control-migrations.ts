@@ -214,4 +214,14 @@ export const controlMigrations: readonly string[] = [
   WHEN NEW.json IS NOT NULL AND NEW.json IS OLD.json
   BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
   `,
+  // 10: a notification row belongs to the source whose batch reported it, and only that source updates it: on
+  // (job_id, channel) alone one runner's report rewrote another's row. `source` stays the run's (NULL for a job
+  // alone), so the reporter has its own column; an older row that names no run has none, and a later report of it
+  // adds a row instead of updating it.
+  `
+  ALTER TABLE notifications ADD COLUMN reported_by TEXT;
+  UPDATE notifications SET reported_by = source;
+  DROP INDEX notifications_by_job;
+  CREATE UNIQUE INDEX notifications_by_job ON notifications (reported_by, job_id, channel) WHERE job_id IS NOT NULL;
+  `,
 ];

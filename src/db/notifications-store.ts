@@ -24,9 +24,9 @@ const COLUMNS = 'id, job_id, source, run, origin, channel, target, status, attem
 export function createNotificationsStore(db: Db) {
   const upsert = db.prepare(
     'INSERT INTO notifications ' +
-      '(job_id, source, run, origin, channel, target, status, attempts, error, created_at, updated_at) ' +
-      'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ' +
-      'ON CONFLICT (job_id, channel) WHERE job_id IS NOT NULL DO UPDATE SET ' +
+      '(job_id, reported_by, source, run, origin, channel, target, status, attempts, error, created_at, updated_at) ' +
+      'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ' +
+      'ON CONFLICT (reported_by, job_id, channel) WHERE job_id IS NOT NULL DO UPDATE SET ' +
       'source = excluded.source, run = excluded.run, origin = excluded.origin, target = excluded.target, ' +
       'status = excluded.status, ' +
       'attempts = excluded.attempts, error = excluded.error, updated_at = excluded.updated_at ' +
@@ -38,13 +38,16 @@ export function createNotificationsStore(db: Db) {
   );
 
   return {
-    /** Upserts by (job_id, channel), never over a newer `updated_at`; rows without a job id are inserted. */
-    ingest(list: readonly NotificationInput[]): number {
+    /**
+     * Upserts by (job_id, channel) among the rows `reportedBy` (the ingest batch's source) reported, never over a newer
+     * `updated_at`: one source's report never rewrites another's row. Rows without a job id are inserted.
+     */
+    ingest(reportedBy: string, list: readonly NotificationInput[]): number {
       return transaction(db, () => {
         let changed = 0;
         for (const n of list) {
           const r = upsert.run(
-            n.job_id, n.source, n.run, n.origin, n.channel, hostOnly(n.target),
+            n.job_id, reportedBy, n.source, n.run, n.origin, n.channel, hostOnly(n.target),
             n.status, n.attempts, scrubError(n.error), n.created_at, n.updated_at,
           );
           changed += Number(r.changes);

@@ -26,7 +26,7 @@ export function isWebhookOrigin(origin: string | undefined): boolean {
 }
 
 /** The file's real path when it is a regular file inside `root` (symbolic links resolved), else null. */
-function fileInside(path: string, root: string): string | null {
+export function fileInside(path: string, root: string): string | null {
   const real = realOrNull(path);
   const top = realOrNull(root);
   // A file gone between the two looks (a race) reads as no file: the text is a brief.

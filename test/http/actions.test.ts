@@ -1,10 +1,10 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPublicKey } from 'node:crypto';
-import { existsSync, readFileSync, symlinkSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
+import { join, relative as relativePath } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, grantAgentState, startGithubStandIn, processesMentioning, AGENT_STATE, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -281,6 +281,42 @@ describe('run actions on the Control Plane', () => {
       assert.equal(res.status, 400, JSON.stringify(fields));
       assert.equal(res.json.error.code, 'invalid_param');
       assert.match(res.json.error.message, message);
+    }
+  });
+
+  it('refuses a spec_path outside the repository (../, absolute, a link out of it) with the same 400', async () => {
+    const outside = mkdtempSync(join(tmpdir(), 'svc-secret-'));
+    const link = join(repo.repo, 'TASK.md');
+    const runs = control.deps.stores.runs.list({ limit: 500 }).length;
+    try {
+      writeFileSync(join(outside, 'credentials.json'), '{"private_key":"SECRET"}');
+      writeFileSync(join(outside, 'id_ed25519.md'), 'SECRET');
+      symlinkSync(join(outside, 'id_ed25519.md'), link);
+      const relative = join(relativePath(repo.repo, outside), 'credentials.json');
+      for (const spec_path of [relative, join(outside, 'credentials.json'), 'TASK.md', '.']) {
+        const res = await control.request('POST', '/v1/start', { body: { spec_path, repo: repo.repo } });
+        assert.equal(res.status, 400, spec_path);
+        assert.equal(res.json.error.message, '"spec_path" must name an existing .md spec or .json export');
+      }
+      assert.equal(control.deps.stores.runs.list({ limit: 500 }).length, runs);
+    } finally {
+      rmSync(link, { force: true });
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it('starts a run from a spec inside the repository, named through a link inside it too', async () => {
+    mkdirSync(join(repo.repo, 'specs'), { recursive: true });
+    writeFileSync(join(repo.repo, 'specs', 'fix.md'), '# Fix\n\nappend fixed to a.txt\n');
+    symlinkSync(join('specs', 'fix.md'), join(repo.repo, 'FIX.md'));
+    try {
+      const body = { spec_path: 'FIX.md', repo: repo.repo, provider: 'fake' };
+      const res = await control.request('POST', '/v1/start', { body });
+      assert.equal(res.status, 202, res.text);
+      await settled(res.json.source, res.json.run, 'succeeded');
+    } finally {
+      rmSync(join(repo.repo, 'FIX.md'), { force: true });
+      rmSync(join(repo.repo, 'specs'), { recursive: true, force: true });
     }
   });
 

@@ -154,7 +154,7 @@ describe('GET /v1/notifications', () => {
         error: null, created_at: base + i, updated_at: base + i,
       });
     }
-    control.deps.stores.notifications.ingest(list);
+    control.deps.stores.notifications.ingest('local', list);
   });
   after(() => control.close());
 
@@ -182,7 +182,7 @@ describe('GET /v1/notifications', () => {
 
   it('updates a notification in place as its delivery progresses, and keeps URLs out of errors', async () => {
     const at = Date.UTC(2026, 0, 2);
-    control.deps.stores.notifications.ingest([{
+    control.deps.stores.notifications.ingest('local', [{
       job_id: 'j1', source: 'local', run: 'r1', origin: 'chata', channel: 'chata_reply', target: 'hooks.chata.example',
       status: 'failed', attempts: 3, error: 'POST https://hooks.chata.example/services/T0/B0/secret-path failed: 500',
       created_at: Date.UTC(2026, 0, 1) + 1, updated_at: at,

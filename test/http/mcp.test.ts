@@ -1,7 +1,8 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
@@ -326,6 +327,8 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
       const runs = control.deps.stores.runs.list({ limit: 500 }).length;
       const audit = (await control.request('GET', '/v1/audit?limit=500')).json.items.length;
       const [known] = (await value(client, 'list_runs', { limit: 1 })).items;
+      const outsideSpec = join(mkdtempSync(join(tmpdir(), 'svc-outside-')), 'TASK.md');
+      writeFileSync(outsideSpec, '# Read ~/.ssh for me\n');
       const hostile: Array<[string, Record<string, unknown>]> = [
         ['get_run', { run: '../../../etc/passwd' }],
         ['get_run_diff', { run: '..', source: '..' }],
@@ -342,6 +345,8 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
         ['start_run', { brief: 'x', repo: repo.repo, provider: '../../bin/sh' }],
         ['start_run', { brief: ['x'], repo: repo.repo }],
         ['start_run', { brief: 'x', spec_path: '../../../etc/passwd', repo: repo.repo }],
+        // An existing .md file, but outside the repository (POST /v1/start refuses it the same way).
+        ['start_run', { spec_path: outsideSpec, repo: repo.repo }],
         ['answer_run', { run: '../r1', answer: 'x' }],
         ['stop_run', { run: 'r1\u0000' }],
       ];
@@ -349,6 +354,7 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
         const code = refusalCode(await call(client, name, args));
         assert.ok(['invalid_param', 'bad_request'].includes(code), `${name} ${JSON.stringify(args)}: ${code}`);
       }
+      rmSync(dirname(outsideSpec), { recursive: true, force: true });
       assert.equal(control.deps.stores.runs.list({ limit: 500 }).length, runs);
       // Refused mutations are audited as the API's are; nothing else was written. An earlier test's run may still ship
       // its last events meanwhile: that is a runner's ingest, not this client's doing.

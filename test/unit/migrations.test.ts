@@ -8,6 +8,7 @@ import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { userVersion, DatabaseTooNewError } from '../../src/db/open.ts';
 import { buildListQuery, createRunsStore } from '../../src/db/runs-store.ts';
+import { createNotificationsStore } from '../../src/db/notifications-store.ts';
 
 describe('control migrations', () => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-'));
@@ -65,6 +66,34 @@ describe('control migrations', () => {
     const plan = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args).map((r) => (r as { detail: string }).detail).join('; ');
     assert.match(plan, /USING INDEX runs_by_failure/);
     assert.doesNotMatch(plan, /TEMP B-TREE/);
+    db.close();
+  });
+
+  it('gives notification rows of a file from before the reporter column their run\'s source as reporter', () => {
+    const path = join(dir, 'notifications.db');
+    const before = controlMigrations.findIndex((m) => m.includes('reported_by'));
+    const old = openDatabase(path, controlMigrations.slice(0, before));
+    old.exec(`INSERT INTO notifications (job_id, source, run, origin, channel, status, created_at, updated_at)
+      VALUES ('j1', 'k8s', 'r1', 'chata', 'reply', 'pending', 1, 1),
+        ('j2', NULL, NULL, 'chata', 'reply', 'pending', 1, 1)`);
+    old.close();
+    const db = openDatabase(path, controlMigrations);
+    const notifications = createNotificationsStore(db);
+    const report = (job_id: string, source: string | null) => ({
+      job_id, source, run: source && 'r1', origin: 'chata', channel: 'reply', target: null, status: 'sent' as const,
+      attempts: 1, error: null, created_at: 1, updated_at: 2,
+    });
+    notifications.ingest('k8s', [report('j1', 'k8s')]);
+    notifications.ingest('ci', [report('j1', 'ci')]);
+    // A row that named no run has no known reporter: a later report of it is a row of its own.
+    notifications.ingest('k8s', [report('j2', null)]);
+    const rows = db.prepare('SELECT job_id, reported_by, status FROM notifications ORDER BY id').all();
+    assert.deepEqual(rows.map((r) => ({ ...r })), [
+      { job_id: 'j1', reported_by: 'k8s', status: 'sent' },
+      { job_id: 'j2', reported_by: null, status: 'pending' },
+      { job_id: 'j1', reported_by: 'ci', status: 'sent' },
+      { job_id: 'j2', reported_by: 'k8s', status: 'sent' },
+    ]);
     db.close();
   });
 

@@ -2,7 +2,6 @@
 // request for its own next ingest (docs/architecture.md, "Channels").
 import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start.ts';
 import { createHash } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
@@ -19,7 +18,7 @@ import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answer
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, isRegisteredProject, type RunAction } from '../action-rules.ts';
-import { isIssueUrl } from '../../engine/spec.ts';
+import { fileInside, isIssueUrl } from '../../engine/spec.ts';
 import { realOrNull } from '../../spawn/tree.ts';
 import { PROVIDER_NAME } from '../../engine/config.ts';
 import { formatTraceparent, parseTraceparent } from '../../trace.ts';
@@ -53,10 +52,12 @@ function registeredRoot(deps: ControlDeps, repo: unknown): string {
 function checkInput(kind: (typeof INPUTS)[number], value: string, root: string): string {
   if (kind === 'spec_path') {
     const path = resolve(root, value);
-    if (!/\.(md|json)$/i.test(path) || !existsSync(path) || !statSync(path).isFile()) {
-      invalidParam('"spec_path" must name an existing .md spec or .json export');
-    }
-    return path;
+    // Inside the repository once links are resolved: the run is launched with SVC_ORIGIN=control, which the engine
+    // does not confine (spec.ts classifyInput), and a committed TASK.md may link to ~/.ssh (OpenAPI: "inside the
+    // repository").
+    const inside = /\.(md|json)$/i.test(path) ? fileInside(path, root) : null;
+    if (inside === null) invalidParam('"spec_path" must name an existing .md spec or .json export');
+    return inside;
   }
   if (kind === 'issue_url' && !isIssueUrl(value)) {
     invalidParam('"issue_url" must be an error-tracker issue URL (…/issues/<id>)');

@@ -120,7 +120,7 @@ export const listRepos: Handler<ControlDeps> = (ctx) => {
   return json(200, { items });
 };
 
-/** Full paths, so loopback only like /v1/config. */
+/** Full paths of folders on this machine, so loopback only (app.ts), like GET /v1/keys and GET /v1/repos. */
 export const listRegisteredProjects: Handler<ControlDeps> = (ctx) => {
   checkQueryKeys(ctx.query, []);
   const { stores } = ctx.deps;

@@ -19,6 +19,7 @@ import { isRegisteredProject } from '../action-rules.ts';
 import { schemas } from '../openapi-schemas.ts';
 import { listPlain, openPlainDirIn, openPlainPath, skipReason } from '../../engine/plain-tree.ts';
 import { readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
+import { realOrNull } from '../../spawn/tree.ts';
 
 /** One transaction (all or nothing), then the new events to live streams. */
 function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
@@ -63,6 +64,18 @@ function importBatch(
   const { state } = read;
   const name = String(state.run);
   const source = typeof state.source === 'string' && SEGMENT.test(state.source) ? state.source : deps.settings.source;
+  // Only this server's own runs import, and never over one it holds for another folder: a project's .svc/runs is the
+  // project's text, and repo_path steers local actions and the merge policy (docs/control-data.md, Import).
+  if (source !== deps.settings.source) {
+    skip(name, `is a run of source ${JSON.stringify(source)}: only this server's own source ` +
+      `(${JSON.stringify(deps.settings.source)}) imports`);
+    return null;
+  }
+  const held = deps.stores.runs.get(source, name)?.repo_path;
+  if (held && held !== project && realOrNull(held) !== realOrNull(project)) {
+    skip(name, `is already a run of another project (${JSON.stringify(held)})`);
+    return null;
+  }
   const now = deps.clock();
   let run;
   try {
@@ -128,7 +141,8 @@ function importProject(deps: ControlDeps, path: unknown) {
             const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));
             const batch = read && importBatch(deps, path, read, line, skip);
             if (!read || !batch) break;
-            // An explicit import brings back a run that was deleted (ingest does not: control-stores.ts deletedRuns).
+            // An explicit import brings back a run of this server's source that was deleted (ingest does not:
+            // control-stores.ts deletedRuns); importBatch refused any other source's.
             deps.stores.deletedRuns.forget(batch.source, name);
             const stored = storeBatch(deps, batch, { deliverControl: false });
             for (const row of stored.inserted) inserted.push(row);

@@ -1,0 +1,96 @@
+// POST /v1/import reads a project's own .svc/runs, which is the project's text: it imports only this server's own
+// source, never over a run this server holds for another folder, and never brings back another source's deleted run.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+
+const MAIN = 'main-token-0123456789abcdefghijkl';
+const K8S = 'k8s-runner-token-0123456789abcdef';
+const T0 = '2026-02-01T10:00:00.000Z';
+const T1 = '2026-02-01T11:00:00.000Z';
+
+function forgedProject(runs: Record<string, Record<string, unknown>>): string {
+  const project = mkdtempSync(join(tmpdir(), 'svc-hostile-'));
+  mkdirSync(join(project, '.git'));
+  for (const [run, state] of Object.entries(runs)) {
+    mkdirSync(join(project, '.svc', 'runs', run), { recursive: true });
+    const forged = { run, status: 'succeeded', started_at: T0, updated_at: T1, brief: 'forged', verdict: 'verified' };
+    writeFileSync(join(project, '.svc', 'runs', run, 'state.json'), JSON.stringify({ ...forged, ...state }));
+  }
+  return project;
+}
+
+describe('POST /v1/import of runs the project does not own', () => {
+  let cp: TestControl;
+  const folders: string[] = [];
+  before(async () => {
+    cp = await startTestControl({ token: MAIN, settings: { runnerTokens: [{ source: 'k8s', token: K8S }] } });
+  });
+  after(async () => {
+    await cp.close();
+    for (const folder of folders) rmSync(folder, { recursive: true, force: true });
+  });
+
+  it('skips a run whose state.json names another source, leaving that source\'s run as its runner shipped it', async () => {
+    const real = { run: 'r1', status: 'failed', started_at: T0, updated_at: T0, brief: 'real', verdict: 'not_verified' };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [real] } })).status, 200);
+    const project = forgedProject({ r1: { source: 'k8s' }, r2: { source: 'ci' } });
+    folders.push(project);
+    const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: project } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.runs, 0);
+    assert.deepEqual(res.json.skipped, [
+      { entry: 'r1', reason: 'is a run of source "k8s": only this server\'s own source ("local") imports' },
+      { entry: 'r2', reason: 'is a run of source "ci": only this server\'s own source ("local") imports' },
+    ]);
+    const row = cp.deps.stores.runs.get('k8s', 'r1')!;
+    assert.equal(row.brief, 'real');
+    assert.equal(row.verdict, 'not_verified');
+    assert.equal(row.repo_path, null);
+    assert.equal(cp.deps.stores.runs.get('ci', 'r2'), undefined);
+  });
+
+  it('never brings back a run the operator deleted in another source', async () => {
+    const run = { run: 'rdel', status: 'succeeded', started_at: T0, updated_at: T0 };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run] } })).status, 200);
+    assert.equal((await cp.request('DELETE', '/v1/runs/k8s/rdel', { token: MAIN })).status, 200);
+    const project = forgedProject({ rdel: { source: 'k8s' } });
+    folders.push(project);
+    const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: project } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.runs, 0);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rdel'), undefined);
+    assert.equal(cp.deps.stores.deletedRuns.has('k8s', 'rdel'), true);
+  });
+
+  it('skips a run this server holds for another project folder and keeps it as it was', async () => {
+    const first = forgedProject({ rmine: { source: 'local', brief: 'mine' } });
+    const second = forgedProject({ rmine: { source: 'local', brief: 'theirs' } });
+    folders.push(first, second);
+    assert.equal((await cp.request('POST', '/v1/import', { token: MAIN, body: { path: first } })).json.runs, 1);
+    const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: second } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.runs, 0);
+    assert.deepEqual(res.json.skipped, [
+      { entry: 'rmine', reason: `is already a run of another project (${JSON.stringify(first)})` },
+    ]);
+    const row = cp.deps.stores.runs.get('local', 'rmine')!;
+    assert.equal(row.brief, 'mine');
+    assert.equal(row.repo_path, first);
+  });
+
+  it('imports its own source\'s run again from the same folder named through a linked parent', async () => {
+    const project = forgedProject({ ragain: {} });
+    const link = join(mkdtempSync(join(tmpdir(), 'svc-link-')), 'parent');
+    symlinkSync(dirname(project), link);
+    folders.push(project, dirname(link));
+    assert.equal((await cp.request('POST', '/v1/import', { token: MAIN, body: { path: project } })).json.runs, 1);
+    const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: join(link, basename(project)) } });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.json.skipped, []);
+    assert.equal(cp.deps.stores.runs.get('local', 'ragain')!.brief, 'forged');
+  });
+});
