@@ -1,9 +1,9 @@
 // Deploy records under .svc/deploys/*.json: the engine reads and records them, never deploys.
 import { join } from 'node:path';
-import { writeJsonAtomic } from './safe-fs.ts';
+import { makePlainPath, writeJsonAtomic } from './safe-fs.ts';
 import { oneLine } from './text.ts';
 import { BadInputError } from '../errors.ts';
-import { listPlain, openPlainPath, readPlainIn } from './plain-tree.ts';
+import { listPlain, openPlainPath, pathIn, readPlainIn } from './plain-tree.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { tryParseJson } from '../untrusted.ts';
 
@@ -57,7 +57,12 @@ export function recordDeploy(repoDir: string, input: { sha: string; health: stri
     throw new BadInputError('A deploy record needs a hex commit sha (7-64 chars) and an ISO-8601 finished_at');
   }
   const name = `${record.finished_at.replace(/[^0-9A-Za-z]/g, '')}-${record.sha.slice(0, 12)}.json`;
-  const path = join(repoDir, '.svc', 'deploys', name);
-  writeJsonAtomic(path, record);
-  return path;
+  // A repository may commit .svc/deploys as a link: the record is never written where it points.
+  const dir = makePlainPath(repoDir, ['.svc', 'deploys'], 0o777);
+  try {
+    writeJsonAtomic(pathIn(dir, name), record);
+  } finally {
+    dir.close();
+  }
+  return join(repoDir, '.svc', 'deploys', name);
 }
