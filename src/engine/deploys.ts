@@ -1,9 +1,11 @@
 // Deploy records under .svc/deploys/*.json: the engine reads and records them, never deploys.
-import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { writeJsonAtomic } from './safe-fs.ts';
+import { makePlainPath, writeJsonAtomic } from './safe-fs.ts';
 import { oneLine } from './text.ts';
 import { BadInputError } from '../errors.ts';
+import { listPlain, openPlainPath, pathIn, readPlainIn } from './plain-tree.ts';
+import { realOrNull } from '../spawn/tree.ts';
+import { tryParseJson } from '../untrusted.ts';
 
 interface DeployRecord {
   sha: string;
@@ -19,19 +21,28 @@ function parseRecord(raw: unknown): DeployRecord | null {
   return { sha: o.sha.toLowerCase(), finished_at: o.finished_at, health };
 }
 
-/** `last deploy <sha7> <finished_at> health=<status>` for the newest record, or null when there is none. */
+/** A deploy record is a few short fields; anything larger is not one `svc deploy` wrote. */
+const MAX_RECORD = 64 * 1024;
+
+/** `last deploy <sha7> <finished_at> health=<status>` for the newest record, or null when there is none. Read as the
+ * engine reads a repository's files (plain-tree.ts): the trigger server reads them while it answers a webhook, so a
+ * link to /dev/zero or a FIFO there is skipped, never opened. */
 export function latestDeployLine(repoDir: string): string | null {
-  const dir = join(repoDir, '.svc', 'deploys');
-  if (!existsSync(dir)) return null;
+  const real = realOrNull(repoDir); // the checkout's own path is the operator's, and may be a link
+  if (real === null) return null;
+  const dir = openPlainPath(real, ['.svc', 'deploys']);
+  if ('failed' in dir) return null;
   const out: DeployRecord[] = [];
-  for (const name of readdirSync(dir)) {
-    if (!name.endsWith('.json')) continue;
-    try {
-      const record = parseRecord(JSON.parse(readFileSync(join(dir, name), 'utf8')));
-      if (record) out.push(record);
-    } catch {
+  try {
+    for (const { name, kind } of listPlain(dir)) {
+      if (kind !== 'file' || !name.endsWith('.json')) continue;
+      const raw = readPlainIn(dir, name, MAX_RECORD);
       // A broken record is skipped; the others still tell the story.
+      const record = typeof raw === 'string' ? null : parseRecord(tryParseJson(raw.toString('utf8')));
+      if (record) out.push(record);
     }
+  } finally {
+    dir.close();
   }
   const latest = out.sort((a, b) => Date.parse(b.finished_at) - Date.parse(a.finished_at))[0];
   if (!latest) return null;
@@ -46,7 +57,12 @@ export function recordDeploy(repoDir: string, input: { sha: string; health: stri
     throw new BadInputError('A deploy record needs a hex commit sha (7-64 chars) and an ISO-8601 finished_at');
   }
   const name = `${record.finished_at.replace(/[^0-9A-Za-z]/g, '')}-${record.sha.slice(0, 12)}.json`;
-  const path = join(repoDir, '.svc', 'deploys', name);
-  writeJsonAtomic(path, record);
-  return path;
+  // A repository may commit .svc/deploys as a link: the record is never written where it points.
+  const dir = makePlainPath(repoDir, ['.svc', 'deploys'], 0o777);
+  try {
+    writeJsonAtomic(pathIn(dir, name), record);
+  } finally {
+    dir.close();
+  }
+  return join(repoDir, '.svc', 'deploys', name);
 }

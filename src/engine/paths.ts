@@ -19,3 +19,6 @@ export function eventsPath(dir: string): string {
 export function artifactsDir(dir: string): string {
   return join(dir, 'artifacts');
 }
+
+/** Where trackera snapshots wait for a run, under a repository (or the trigger's intake folder for one). */
+export const TRACKERA_INBOX = ['.svc', 'inbox', 'trackera'] as const;

@@ -19,7 +19,8 @@ export interface PlainDir {
   close(): void;
 }
 
-function at(dir: PlainDir, name: string): string {
+/** `name` inside the folder held open, for a call that takes a path: a link put at `dir.path` since is not followed. */
+export function pathIn(dir: PlainDir, name: string): string {
   return PROC_FD ? `/proc/self/fd/${dir.fd}/${name}` : join(dir.path, name);
 }
 
@@ -63,7 +64,7 @@ function openPlainDir(path: string, shown = path): PlainDir | EntryKind {
 }
 
 export function openPlainDirIn(dir: PlainDir, name: string): PlainDir | EntryKind {
-  return openPlainDir(at(dir, name), join(dir.path, name));
+  return openPlainDir(pathIn(dir, name), join(dir.path, name));
 }
 
 /** Opens root/parts[0]/… one folder at a time: the last one open, or the first part that is not a plain folder. */
@@ -88,7 +89,7 @@ export function listPlain(dir: PlainDir): Array<{ name: string; kind: EntryKind 
   } catch {
     return [];
   }
-  return names.sort().map((name) => ({ name, kind: kindOf(at(dir, name)) }));
+  return names.sort().map((name) => ({ name, kind: kindOf(pathIn(dir, name)) }));
 }
 
 /** The plain folders (or files) directly in `<root>/<parts…>`, sorted; none when a level on the way is not plain. */
@@ -116,7 +117,7 @@ function openPlainFile(path: string): number | EntryKind {
 }
 
 export function openPlainFileIn(dir: PlainDir, name: string): number | EntryKind {
-  return openPlainFile(at(dir, name));
+  return openPlainFile(pathIn(dir, name));
 }
 
 export function readRange(fd: number, position: number, length: number): Buffer {

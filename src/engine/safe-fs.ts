@@ -5,6 +5,8 @@ import {
 import { dirname, join, relative, sep, isAbsolute } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { RefusedError } from '../errors.ts';
+import { openPlainDirIn, openPlainPath, pathIn, skipReason, type PlainDir } from './plain-tree.ts';
+import { realOrNull } from '../spawn/tree.ts';
 
 const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW;
 const TRUNCATE = constants.O_WRONLY | constants.O_TRUNC | constants.O_CREAT | constants.O_NOFOLLOW;
@@ -94,4 +96,36 @@ export function writeJsonAtomic(path: string, value: unknown, mode = 0o644): voi
   // 'wx' (O_EXCL) refuses an existing name, symbolic links included, so the temp file is always our own new file.
   writeFileSync(tmp, JSON.stringify(value, null, 2) + '\n', { mode, flag: 'wx' });
   renameSync(tmp, path);
+}
+
+/** Opens (making it when missing, with `mode`) the plain folder `name` inside `dir`; throws at anything else there. */
+export function makePlainDirIn(dir: PlainDir, name: string, mode = 0o700): PlainDir {
+  try {
+    // mkdir never follows a link at its last name: one there is EEXIST, then refused by the open below.
+    mkdirSync(pathIn(dir, name), { mode });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const opened = openPlainDirIn(dir, name);
+  if (typeof opened !== 'string') return opened;
+  throw new UnsafePathError(`Refusing to write into "${join(dir.path, name)}": it ${skipReason(opened)}`);
+}
+
+/** `root/parts…` held open, each level made when missing and none a link (a repository's `.svc/inbox`: it may have
+ * committed any of them as one). `root` itself is the operator's or svc's, so its own path may go through a link. */
+export function makePlainPath(root: string, parts: readonly string[], mode = 0o700): PlainDir {
+  const top = openPlainPath(realOrNull(root) ?? root, []);
+  if ('failed' in top) throw new UnsafePathError(`Refusing to write into "${root}": it ${skipReason(top.kind)}`);
+  let dir = top;
+  try {
+    for (const part of parts) {
+      const next = makePlainDirIn(dir, part, mode);
+      dir.close();
+      dir = next;
+    }
+  } catch (err) {
+    dir.close();
+    throw err;
+  }
+  return dir;
 }

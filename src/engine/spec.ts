@@ -1,6 +1,6 @@
 // The run's input (DESIGN §6), the task spec and brief it becomes, and the prompt around the spec.
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { basename, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
 import { errtrackSpec, fetchIssueExport, fetchJson } from './errtrack-spec.ts';
@@ -8,6 +8,9 @@ import { fence, oneLine, str } from './text.ts';
 import { obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { within } from '../spawn/bwrap-argv.ts';
+import { openPlainDirIn, openPlainPath, pathIn, readPlainIn, type PlainDir } from './plain-tree.ts';
+import { trackedNames } from './run-state.ts';
+import { TRACKERA_INBOX } from './paths.ts';
 
 /** `value`: the absolute path for files, the URL, the tracker id, or the brief text. */
 type ClassifiedInput = { kind: InputKind; value: string };
@@ -107,17 +110,48 @@ type TrackerIssue = ReturnType<typeof issueOf>;
 
 const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
+/** A delivery svc kept is a webhook body it took, at most 1 MiB (http/pipeline.ts). */
+const MAX_SNAPSHOT = 1024 * 1024;
+
 /** The delivery the trigger server's job came from (`jobs/$SVC_JOB_ID.json`, removed once read), else the newest
- * delivery for the issue (`<id>.json`). */
+ * delivery for the issue (`<id>.json`). Read as policy.json is (plain-tree.ts): no link followed, regular files only;
+ * and a snapshot git tracks is the repository's own content, never a delivery svc kept (DESIGN §7a). */
 function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): TrackerIssue | null {
-  const inbox = join(repo, '.svc', 'inbox', 'trackera');
-  const jobId = env.SVC_JOB_ID;
-  const own = jobId && FILE_NAME.test(jobId) ? join(inbox, 'jobs', `${jobId}.json`) : null;
-  const path = own && existsSync(own) ? own : join(inbox, `${id}.json`);
-  if (!existsSync(path)) return null;
-  const raw = obj(JSON.parse(readFileSync(path, 'utf8')));
-  if (path === own) rmSync(own, { force: true });
-  return issueOf(objOrNull(raw.data) ?? raw, id);
+  const real = realOrNull(repo); // the checkout's own path is the operator's, and may be a link
+  if (real === null) return null;
+  const inbox = openPlainPath(real, TRACKERA_INBOX);
+  if ('failed' in inbox) return null;
+  try {
+    const jobId = env.SVC_JOB_ID;
+    const jobs = jobId && FILE_NAME.test(jobId) ? openPlainDirIn(inbox, 'jobs') : null;
+    if (jobs !== null && typeof jobs !== 'string') {
+      try {
+        const name = `${jobId}.json`;
+        const own = readSnapshot(real, jobs, 'jobs', name);
+        if (own !== null) {
+          rmSync(pathIn(jobs, name), { force: true });
+          return issueOf(objOrNull(own.data) ?? own, id);
+        }
+      } finally {
+        jobs.close();
+      }
+    }
+    const name = `${id}.json`;
+    const latest = readSnapshot(real, inbox, '', name);
+    return latest && issueOf(objOrNull(latest.data) ?? latest, id);
+  } finally {
+    inbox.close();
+  }
+}
+
+/** A snapshot's JSON (its parse error thrown, as ever); null when `name` in the inbox's folder `sub` is no regular
+ * file within the cap, or one git tracks. */
+function readSnapshot(repo: string, dir: PlainDir, sub: string, name: string): Obj | null {
+  const bytes = readPlainIn(dir, name, MAX_SNAPSHOT);
+  if (typeof bytes === 'string' || trackedNames(repo, [...TRACKERA_INBOX, sub].filter(Boolean).join('/')).has(name)) {
+    return null;
+  }
+  return obj(JSON.parse(bytes.toString('utf8')));
 }
 
 function issueOf(data: Obj, id: string) {

@@ -1,7 +1,8 @@
 // Checkouts svc manages for a `clone=URL` repository: a bare mirror per repository, a clone of it per job (docs/
 // trigger.md "Managed checkouts"). git runs asynchronously: a fetch must not hold the server's event loop. Must not:
 // touch another repository's folder, reuse a job's checkout, or let the token out in argv, a URL, a file or an error.
-import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
+import { constants, copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../log.ts';
@@ -12,6 +13,9 @@ import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from '../engine/git-token.ts';
 import { shownUrl } from '../engine/git-push.ts';
 import { inTurn } from './queue.ts';
+import { makePlainDirIn, makePlainPath } from '../engine/safe-fs.ts';
+import { pathIn } from '../engine/plain-tree.ts';
+import { TRACKERA_INBOX } from '../engine/paths.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
 
@@ -33,7 +37,7 @@ export function intakeDir(stateDir: string, repo: ServedRepo): string {
 export const TRACKERA_IDENTIFIER = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
 export function trackeraInbox(repoDir: string): string {
-  return join(repoDir, '.svc', 'inbox', 'trackera');
+  return join(repoDir, ...TRACKERA_INBOX);
 }
 
 const JOB_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
@@ -140,16 +144,32 @@ export function createManagedCheckouts(opts: {
     }
   }
 
+  /** Moves the job's snapshot (and copies the issue's newest) from svc's intake folder into the checkout, whose
+   * `.svc/inbox` the repository may have committed as links: nothing there is followed (stageTrackeraSnapshot). */
   function handOverIntake(repo: ServedRepo, dir: string, job: { id: string; args: readonly string[] }): void {
     const from = trackeraInbox(managedDir(opts.stateDir, repo));
-    const to = trackeraInbox(dir);
     const own = join(from, 'jobs', `${job.id}.json`);
     const ref = job.args.find((a) => a.startsWith('trackera:'))?.slice('trackera:'.length);
     const latest = ref && TRACKERA_IDENTIFIER.test(ref) ? join(from, `${ref}.json`) : null;
     if (!existsSync(own) && !(latest && existsSync(latest))) return;
-    mkdirSync(join(to, 'jobs'), { recursive: true, mode: 0o700 });
-    if (existsSync(own)) renameSync(own, join(to, 'jobs', `${job.id}.json`));
-    if (latest && existsSync(latest)) copyFileSync(latest, join(to, `${ref}.json`));
+    const to = makePlainPath(dir, TRACKERA_INBOX);
+    try {
+      if (existsSync(own)) {
+        const jobs = makePlainDirIn(to, 'jobs');
+        try {
+          renameSync(own, pathIn(jobs, `${job.id}.json`));
+        } finally {
+          jobs.close();
+        }
+      }
+      if (latest && existsSync(latest)) {
+        const tmp = pathIn(to, `.${randomUUID()}.tmp`);
+        copyFileSync(latest, tmp, constants.COPYFILE_EXCL);
+        renameSync(tmp, pathIn(to, `${ref}.json`));
+      }
+    } finally {
+      to.close();
+    }
   }
 
   return {

@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -34,5 +34,38 @@ describe('svc deploy outside a git repository', () => {
   it('still exits 2 for a usage mistake, checked before the repository', async () => {
     assert.equal((await svc(['record', '--sha', 'abcdef1234567'])).code, 2);
     assert.equal((await svc(['explode'])).code, 2);
+  });
+});
+
+describe('security: svc deploy in a repository whose .svc/deploys is a link', () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'svc-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('records nothing where the link points and exits 1; last reads no record through it', async () => {
+    const repo = join(dir, 'repo');
+    const outside = join(dir, 'outside');
+    mkdirSync(join(repo, '.svc'), { recursive: true });
+    mkdirSync(outside);
+    execFileSync('git', ['init', '-q'], { cwd: repo, env: { PATH: process.env.PATH ?? '', HOME: dir } });
+    symlinkSync(outside, join(repo, '.svc', 'deploys'));
+    const run = (args: string[]) => new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const env = { PATH: process.env.PATH ?? '', HOME: dir };
+      const child = spawn(process.execPath, [CLI, 'deploy', ...args], { cwd: repo, env });
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => (stderr += c));
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    const record = await run(['record', '--sha', 'abcdef1234567', '--health', 'ok']);
+    assert.equal(record.code, 1, record.stderr);
+    assert.match(record.stderr, /Refusing to write into ".*deploys": it is a symbolic link/);
+    assert.deepEqual(readdirSync(outside), []);
+    const planted = { sha: 'abcdef1234567', finished_at: '2026-01-02T03:04:05Z' };
+    writeFileSync(join(outside, 'a.json'), JSON.stringify(planted));
+    const last = await run(['last']);
+    assert.equal(last.code, 1);
+    assert.equal(last.stderr, 'svc deploy: No deploy records in .svc/deploys\n');
   });
 });

@@ -1,7 +1,8 @@
 // `svc start trackera:<id>` from the trigger server reads the payload of its own delivery (issue 11 item 3).
 import { describe, it, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
@@ -31,6 +32,57 @@ describe('trackera snapshots', () => {
       assert.match(task.brief, /newest delivery/, JSON.stringify(env));
     }
     assert.equal(existsSync(join(inbox, 'LIN-34.json')), true);
+  });
+});
+
+describe('security: trackera snapshots a repository holds itself', () => {
+  const root = mkdtempSync(join(tmpdir(), 'svc-trackera-'));
+  after(() => rmSync(root, { recursive: true, force: true }));
+  const other = join(root, 'other-repo-snapshot.json');
+  writeFileSync(other, issue('another repository\'s private issue'));
+  const fallback = /No details were available offline/;
+
+  /** A git repository with an empty trackera inbox. */
+  function repoWithInbox(name: string): { repo: string; inbox: string } {
+    const repo = join(root, name);
+    const inbox = join(repo, '.svc', 'inbox', 'trackera');
+    mkdirSync(join(inbox, 'jobs'), { recursive: true });
+    execFileSync('git', ['init', '-q'], { cwd: repo });
+    return { repo, inbox };
+  }
+
+  it('follows no link at a snapshot, a job\'s snapshot or the inbox folder, and removes nothing through one',
+    async () => {
+      const { repo, inbox } = repoWithInbox('links');
+      symlinkSync(other, join(inbox, 'LIN-34.json'));
+      symlinkSync(other, join(inbox, 'jobs', 'j01jd0000000000000000000001.json'));
+      const task = await trackeraSpec(repo, 'LIN-34', { SVC_JOB_ID: 'j01jd0000000000000000000001' });
+      assert.match(task.spec, fallback);
+      assert.equal(existsSync(other), true);
+      const linked = repoWithInbox('linked-inbox');
+      rmSync(join(linked.repo, '.svc', 'inbox'), { recursive: true });
+      mkdirSync(join(root, 'elsewhere', 'trackera'), { recursive: true });
+      writeFileSync(join(root, 'elsewhere', 'trackera', 'LIN-34.json'), issue('another repository\'s private issue'));
+      symlinkSync(join(root, 'elsewhere'), join(linked.repo, '.svc', 'inbox'));
+      assert.match((await trackeraSpec(linked.repo, 'LIN-34', {})).spec, fallback);
+    });
+
+  it('reads no FIFO or file over 1 MiB there', async () => {
+    const { repo, inbox } = repoWithInbox('special');
+    execFileSync('mkfifo', [join(inbox, 'LIN-34.json')]);
+    assert.match((await trackeraSpec(repo, 'LIN-34', {})).spec, fallback);
+    writeFileSync(join(inbox, 'LIN-35.json'), issue('x'.repeat(1024 * 1024)));
+    assert.match((await trackeraSpec(repo, 'LIN-35', {})).spec, fallback);
+  });
+
+  it('ignores a snapshot git tracks: a committed one is the repository\'s content, not a delivery', async () => {
+    const { repo, inbox } = repoWithInbox('tracked');
+    writeFileSync(join(inbox, 'LIN-34.json'), issue('committed by the repository'));
+    writeFileSync(join(inbox, 'jobs', 'j01jd0000000000000000000001.json'), issue('committed job delivery'));
+    execFileSync('git', ['add', '-A'], { cwd: repo });
+    const task = await trackeraSpec(repo, 'LIN-34', { SVC_JOB_ID: 'j01jd0000000000000000000001' });
+    assert.match(task.spec, fallback);
+    assert.equal(existsSync(join(inbox, 'jobs', 'j01jd0000000000000000000001.json')), true);
   });
 });
 

@@ -6,7 +6,8 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
-  chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync,
+  chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { createManagedCheckouts, managedDir } from '../../src/trigger/managed-checkout.ts';
@@ -259,6 +260,52 @@ describe('createManagedCheckouts', () => {
     assert.equal(existsSync(join(dir, 'hooked')), false);
     assert.deepEqual(readdirSync(join(co, 'acme', 'web')).sort(), ['.next', 'j1', 'j2', 'j3', 'j4']);
     await managed.idle();
+  });
+
+  describe('security: links the repository commits under .svc/inbox', () => {
+    /** An origin whose trunk commits `link` → `target`, a manager, and job j1's trackera delivery in its intake. */
+    function withCommittedLink(link: string[], target: string) {
+      const dir = tempDir('svc-managed-');
+      dirs.push(dir);
+      const origin = makeOrigin(join(dir, 'origins'), 'web');
+      mkdirSync(join(origin.work, ...link.slice(0, -1)), { recursive: true });
+      symlinkSync(target, join(origin.work, ...link));
+      origin.commit('a link');
+      const stateDir = join(dir, 'state');
+      const managed = createManagedCheckouts({ stateDir, checkoutsDir: join(dir, 'co'), env: GIT_ENV, log: quiet });
+      const repo = served('acme/web', `file://${origin.bare}`);
+      const intake = join(managedDir(stateDir, repo), '.svc', 'inbox', 'trackera');
+      mkdirSync(join(intake, 'jobs'), { recursive: true });
+      writeFileSync(join(intake, 'LIN-34.json'), '{"newest":true}');
+      writeFileSync(join(intake, 'jobs', 'j1.json'), '{"own":true}');
+      return { dir, managed, repo, intake };
+    }
+
+    it('hands the snapshot over in place of a committed link, never writing the host file it names', async () => {
+      const victim = join(tempDir('svc-victim-'), 'victim.txt');
+      dirs.push(join(victim, '..'));
+      writeFileSync(victim, 'operator data\n');
+      const { managed, repo } = withCommittedLink(['.svc', 'inbox', 'trackera', 'LIN-34.json'], victim);
+      const path = await managed.prepare(repo, { id: 'j1', args: ['start', 'trackera:LIN-34'] });
+      assert.equal(readFileSync(victim, 'utf8'), 'operator data\n');
+      const inbox = join(path, '.svc', 'inbox', 'trackera');
+      assert.equal(lstatSync(join(inbox, 'LIN-34.json')).isFile(), true);
+      assert.equal(readFileSync(join(inbox, 'LIN-34.json'), 'utf8'), '{"newest":true}');
+      assert.equal(readFileSync(join(inbox, 'jobs', 'j1.json'), 'utf8'), '{"own":true}');
+      await managed.idle();
+    });
+
+    it('fails the job rather than write through a committed .svc/inbox link, and nothing lands where it points',
+      async () => {
+        const outside = tempDir('svc-outside-');
+        dirs.push(outside);
+        const { managed, repo, intake } = withCommittedLink(['.svc', 'inbox'], outside);
+        await assert.rejects(managed.prepare(repo, { id: 'j1', args: ['start', 'trackera:LIN-34'] }),
+          /Refusing to write into ".*\/\.svc\/inbox": it is a symbolic link/);
+        assert.deepEqual(readdirSync(outside, { recursive: true }), []);
+        assert.equal(existsSync(join(intake, 'jobs', 'j1.json')), true, 'the delivery stays in the intake folder');
+        await managed.idle();
+      });
   });
 
   describe('the token', () => {

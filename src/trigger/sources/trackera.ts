@@ -5,10 +5,12 @@ import type { Reply } from '../../http/respond.ts';
 import { obj, objOrNull, str, describe, tryParseJson, type Obj } from '../../untrusted.ts';
 import { deliveryKeys } from '../../webhook-sources.ts';
 import { errorMessage } from '../../errors.ts';
-import { intakeDir, trackeraInbox, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
+import { intakeDir, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
+import { TRACKERA_INBOX } from '../../engine/paths.ts';
+import { makePlainDirIn, makePlainPath } from '../../engine/safe-fs.ts';
+import { pathIn, type PlainDir } from '../../engine/plain-tree.ts';
 import { renameSync } from 'node:fs';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { rm, writeFile } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import { markdownSummary, PermanentError, type ReplyChannel } from '../summary.ts';
 import { accepted, checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
@@ -73,19 +75,33 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
 
 // The verified payload a job's run reads instead of the tracker API (no key in the child; docs/trigger.md): staged,
 // put in place as `jobs/<job id>.json` and `<identifier>.json` once the job committed; else nothing is left behind.
+// A checkout's `.svc/inbox` is the repository's to commit, links included (DESIGN §7a): its folders are held open
+// without following one, each file is new ('wx'), and a rename replaces whatever name stands at the end, never
+// writing through it.
 export async function stageTrackeraSnapshot(repoDir: string, identifier: string, raw: Buffer) {
   // Both names become file names on the host: checked here too, whatever the caller checked.
   if (!IDENTIFIER.test(identifier)) throw new RangeError('bad trackera identifier');
-  const dir = trackeraInbox(repoDir);
-  await mkdir(join(dir, 'jobs'), { recursive: true, mode: 0o700 });
-  const [latestTmp, jobTmp] = [join(dir, `.${randomUUID()}.tmp`), join(dir, 'jobs', `.${randomUUID()}.tmp`)];
+  const inbox = makePlainPath(repoDir, TRACKERA_INBOX);
+  let jobs: PlainDir;
+  try {
+    jobs = makePlainDirIn(inbox, 'jobs');
+  } catch (err) {
+    inbox.close();
+    throw err;
+  }
+  const [latestTmp, jobTmp] = [pathIn(inbox, `.${randomUUID()}.tmp`), pathIn(jobs, `.${randomUUID()}.tmp`)];
   const staged = [latestTmp, jobTmp];
   /** Removes whatever keep() did not put in place: nothing after a keep, so a queued delivery waits on no rm. */
   const discard = async (): Promise<void> => {
-    await Promise.all(staged.splice(0).map((path) => rm(path, { force: true })));
+    try {
+      await Promise.all(staged.splice(0).map((path) => rm(path, { force: true })));
+    } finally {
+      jobs.close();
+      inbox.close();
+    }
   };
   try {
-    await Promise.all(staged.map((path) => writeFile(path, raw, { mode: 0o600 })));
+    await Promise.all(staged.map((path) => writeFile(path, raw, { mode: 0o600, flag: 'wx' })));
   } catch (err) {
     await discard();
     throw err;
@@ -94,9 +110,9 @@ export async function stageTrackeraSnapshot(repoDir: string, identifier: string,
     /** Synchronous: done before the job loop can launch the job. */
     keep(jobId: string) {
       if (!IDENTIFIER.test(jobId)) throw new RangeError('bad job id');
-      renameSync(jobTmp, join(dir, 'jobs', `${jobId}.json`));
+      renameSync(jobTmp, pathIn(jobs, `${jobId}.json`));
       staged.splice(staged.indexOf(jobTmp), 1);
-      renameSync(latestTmp, join(dir, `${identifier}.json`));
+      renameSync(latestTmp, pathIn(inbox, `${identifier}.json`));
       staged.splice(staged.indexOf(latestTmp), 1);
     },
     discard,

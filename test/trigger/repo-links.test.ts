@@ -1,0 +1,80 @@
+// A served repository's own files never widen what the server does (DESIGN §7a): links and special files a checkout=
+// repository holds under .svc/inbox and .svc/deploys are never followed or opened while a webhook is answered.
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { SECRETS, get, post, sign, fixture, makeRepo, startTestTrigger, tempDir, withJson } from './helpers.ts';
+
+const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+
+describe('security: a checkout= repository\'s links under .svc', () => {
+  const dirs: string[] = [];
+  after(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function deliverTrackera(repo: string): Promise<{ status: number; body: Record<string, unknown> }> {
+    const t = await startTestTrigger({}, { repo });
+    try {
+      const raw = withJson('linear-issue-update.json', (v) => (v.webhookTimestamp = Date.now()));
+      const headers = { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) };
+      return await post(`${t.url}/trackera`, raw, headers);
+    } finally {
+      await t.cleanup();
+    }
+  }
+
+  for (const linked of [['.svc', 'inbox'], ['.svc', 'inbox', 'trackera'], ['.svc', 'inbox', 'trackera', 'jobs']]) {
+    it(`writes no trackera snapshot through a link at ${linked.join('/')}: the delivery fails, nothing lands there`,
+      async () => {
+        const repo = makeRepo();
+        const outside = tempDir('svc-outside-');
+        dirs.push(repo, outside);
+        mkdirSync(join(repo, ...linked.slice(0, -1)), { recursive: true });
+        symlinkSync(outside, join(repo, ...linked));
+        const res = await deliverTrackera(repo);
+        assert.equal(res.status, 500, JSON.stringify(res.body));
+        assert.equal((res.body.error as { code: string }).code, 'internal_error');
+        assert.deepEqual(readdirSync(outside, { recursive: true }), []);
+      });
+  }
+
+  it('replaces a link at .svc/inbox/trackera/<id>.json with the snapshot and leaves the host file it named alone',
+    async () => {
+      const repo = makeRepo();
+      const outside = tempDir('svc-outside-');
+      dirs.push(repo, outside);
+      const victim = join(outside, 'victim.txt');
+      writeFileSync(victim, 'operator data\n');
+      mkdirSync(join(repo, '.svc', 'inbox', 'trackera'), { recursive: true });
+      symlinkSync(victim, join(repo, '.svc', 'inbox', 'trackera', 'LIN-34.json'));
+      const res = await deliverTrackera(repo);
+      assert.equal(res.status, 202, JSON.stringify(res.body));
+      assert.equal(readFileSync(victim, 'utf8'), 'operator data\n');
+      assert.equal(JSON.parse(readFileSync(join(repo, '.svc', 'inbox', 'trackera', 'LIN-34.json'), 'utf8')).type,
+        'Issue');
+    });
+
+  it('answers an errtrack alert at once past a deploy record linked to /dev/zero and one that is a FIFO', async () => {
+    const repo = makeRepo();
+    dirs.push(repo);
+    symlinkSync('/dev/zero', join(repo, '.svc', 'deploys', 'y.json'));
+    execFileSync('mkfifo', [join(repo, '.svc', 'deploys', 'z.json')]);
+    const t = await startTestTrigger({}, { repo });
+    try {
+      const raw = fixture('sentry-event-alert-triggered.json');
+      const res = await post(`${t.url}/errtrack`, raw, {
+        'errtrack-hook-signature': sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw),
+        'errtrack-hook-resource': 'event_alert',
+      });
+      assert.equal(res.status, 202, JSON.stringify(res.body));
+      const job = (await get(`${t.url}/jobs/${res.body.job_id as string}`, bearer)).body;
+      // The plain records still tell the story.
+      assert.match(job.brief as string, /last deploy abcdef1 2026-01-02T03:04:05\.000Z health=ok/);
+    } finally {
+      await t.cleanup();
+    }
+  });
+});
