@@ -22,8 +22,7 @@ export interface PriceTable {
 const p = (input: number, output: number, cache_read?: number, cache_write?: number): ModelPrice =>
   ({ input, output, cache_read, cache_write });
 
-/** Standard (not batch, not priority) prices; Gemini's are its ≤ 200k-token prompt tier. A call at another tier, with
- * a longer prompt or with server tools is priced only by a row `<model>@<what>` (usage.ts pricedAs). */
+/** Standard (not batch, not priority) prices; Gemini's are its ≤ 200k-token prompt tier. */
 export const PRICES: PriceTable = {
   date: '2026-11-01',
   models: {
@@ -55,13 +54,6 @@ export const PRICES: PriceTable = {
     'gemini-2.5-pro': p(1.25, 10, 0.125),
     'gemini-2.5-flash': p(0.3, 2.5, 0.03),
     'gemini-2.5-flash-lite': p(0.1, 0.4, 0.01),
-    // Prompts past 200k tokens: Anthropic's 1M-token context (Sonnet 4 and 4.5) and Gemini 2.5 Pro charge more; the
-    // Flash models charge the same.
-    'claude-sonnet-4-5@long-context': p(6, 22.5, 0.6, 7.5),
-    'claude-sonnet-4@long-context': p(6, 22.5, 0.6, 7.5),
-    'gemini-2.5-pro@long-context': p(2.5, 15, 0.25),
-    'gemini-2.5-flash@long-context': p(0.3, 2.5, 0.03),
-    'gemini-2.5-flash-lite@long-context': p(0.1, 0.4, 0.01),
   },
 };
 
@@ -69,8 +61,7 @@ export const PRICES: PriceTable = {
 export function priceOf(table: PriceTable, model: string | null): ModelPrice | null {
   if (model === null) return null;
   const name = model.toLowerCase().replace(/^models\//, '');
-  // A snapshot's date ends the model's own name, before any `@<what>` (usage.ts pricedAs).
-  const undated = name.replace(/-(\d{8}|\d{4}-\d{2}-\d{2})(@|$)/, '$2');
+  const undated = name.replace(/-(\d{8}|\d{4}-\d{2}-\d{2})$/, '');
   // Own rows only: a model named `constructor` is not priced by Object's prototype.
   const key = [name, undated].find((k) => Object.hasOwn(table.models, k));
   return key === undefined ? null : table.models[key] ?? null;

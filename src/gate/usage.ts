@@ -13,21 +13,11 @@ const DEPTH_MAX = 64;
 
 type Family = 'anthropic' | 'openai' | 'gemini';
 
-// `tier`: where the service tier the call was served at is named outside its usage (Anthropic names it inside).
-const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[]; tier: readonly string[] }> = {
-  anthropic: { usage: ['usage', 'message.usage'], model: ['model', 'message.model'], tier: [] },
-  openai: {
-    usage: ['usage', 'response.usage'], model: ['model', 'response.model'],
-    tier: ['service_tier', 'response.service_tier'],
-  },
-  gemini: { usage: ['usageMetadata'], model: ['modelVersion'], tier: [] },
+const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[] }> = {
+  anthropic: { usage: ['usage', 'message.usage'], model: ['model', 'message.model'] },
+  openai: { usage: ['usage', 'response.usage'], model: ['model', 'response.model'] },
+  gemini: { usage: ['usageMetadata'], model: ['modelVersion'] },
 };
-
-/** The tiers the table's rows price (OpenAI's `default`, Anthropic's `standard`, Groq's `on_demand`); a call served at
- * another (`priority`, `flex`, `scale`, `batch`) is priced only by a row of its own, `<model>@<tier>`. */
-const STANDARD_TIERS = new Set(['default', 'standard', 'on_demand']);
-/** Past this many input tokens (cached included) Anthropic's 1M-token context and Gemini 2.5 Pro charge more. */
-const LONG_CONTEXT_TOKENS = 200_000;
 
 /** The raw text of each value at the wanted key paths (keys joined by ".", arrays not counted), as each ends. */
 class JsonPicker {
@@ -179,21 +169,6 @@ function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): 
   return out;
 }
 
-/**
- * The name a call is priced by: its model's, with `@<tier>` for a tier the standard rows do not price, `@long-context`
- * for a prompt past LONG_CONTEXT_TOKENS (Anthropic, Gemini) and `@server-tools` for server tools used (Anthropic), in
- * that order. Such a call is unpriced (fail closed) unless the table has a row of that name (docs/gate.md "Priced").
- */
-function pricedAs(family: Family, tokens: CallTokens, tier: string | null, serverTools: boolean): string | null {
-  if (tokens.model === null) return null;
-  let name = tokens.model;
-  if (tier !== null && !STANDARD_TIERS.has(tier.toLowerCase())) name += `@${tier.toLowerCase()}`;
-  const input = tokens.tokens_in + tokens.cache_read + tokens.cache_write;
-  if (family !== 'openai' && input > LONG_CONTEXT_TOKENS) name += '@long-context';
-  if (serverTools) name += '@server-tools';
-  return name;
-}
-
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
 /** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
@@ -202,7 +177,7 @@ export function usageMeter(
 ) {
   // The OpenAI-compatible APIs (openrouter, groq, …) read as openai.
   const family: Family = route === 'anthropic' || route === 'gemini' ? route : 'openai';
-  const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model, ...PATHS[family].tier]);
+  const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
   const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
   const sse = type.startsWith('text/event-stream');
@@ -215,8 +190,6 @@ export function usageMeter(
   const tokens: CallTokens = { model, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0 };
   const bad: string[] = [];
   let usageSeen = false;
-  let tier: string | null = null;
-  let serverTools = false;
   let picker = new JsonPicker(wanted);
 
   const take = (p: JsonPicker): void => {
@@ -225,19 +198,12 @@ export function usageMeter(
       const value = tryParseJson(text);
       if (value === undefined) continue;
       if (PATHS[family].model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
-      else if (PATHS[family].tier.includes(at)) tier = str(value)?.slice(0, 40) ?? tier;
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
       else if (isJsonObject(value)) {
         // Anthropic's message_start (`message.usage`) counts the input only: the call's usage is known once the
         // final count (`usage`: a body's, or a message_delta's) arrives; a stream closed before it is unknown.
         if (family !== 'anthropic' || at === 'usage') usageSeen = true;
         Object.assign(tokens, readTokens(family, value, bad));
-        if (family === 'anthropic') {
-          tier = str(value.service_tier)?.slice(0, 40) ?? tier;
-          // Web searches and the like are billed per use, which no row of tokens prices.
-          const tools = Object.values(obj(value.server_tool_use));
-          serverTools ||= tools.some((n) => typeof n !== 'number' || n !== 0);
-        }
       } else bad.push(at);
     }
   };
@@ -304,9 +270,7 @@ export function usageMeter(
       if (unreadable) return none(unreadable);
       if (bad.length > 0) return none(`unreadable usage field ${bad[0]!.slice(0, 60)}`);
       if (!usageSeen) return none('the response carried no usage');
-      // Recorded by the name it was priced by: a refusal then names what has no price (`gpt-5@priority`).
-      const priced = { ...tokens, model: pricedAs(family, tokens, tier, serverTools) };
-      return { ...priced, usd: callCost(prices, priced), unknown: null };
+      return { ...tokens, usd: callCost(prices, tokens), unknown: null };
     },
   };
 }
