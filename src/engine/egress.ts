@@ -12,9 +12,7 @@ import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/bwrap-argv.ts';
 import { errorMessage } from '../errors.ts';
 import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
 import { loadPriceTable } from '../gate/prices.ts';
-import {
-  DayLedger, firstBudget, reachedBudget, refusalText, uncountedReason, uncountedText, type Reached,
-} from '../gate/budgets.ts';
+import { DayLedger, reachedBudget, refusalText, type Reached } from '../gate/budgets.ts';
 import { addMetered } from '../gate/run-records.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { withCost } from './run-state.ts';
@@ -27,38 +25,29 @@ const EVENTS_KEPT = 500;
 
 export type RunGate = Awaited<ReturnType<typeof openRunGate>>;
 
-/** Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): the run's cost, the day ledger, the caps; once
- * the run had a call the gate could not count, its next is refused whenever any budget applies (fail closed). */
-export function runMeter(ctx: Pick<RunContext, 'env' | 'state' | 'update'>) {
+/** Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): the run's cost, the day ledger, the caps. */
+function runMeter(ctx: RunContext) {
   const prices = loadPriceTable(setting(ctx.env, 'SVC_PRICES_FILE'));
   const ledger = new DayLedger(join(svcHomeOf(ctx.env), 'metered'));
   const caps = { repoDay: settingUsd(ctx.env, 'SVC_BUDGET_REPO_DAY_USD'),
     serverDay: settingUsd(ctx.env, 'SVC_BUDGET_SERVER_DAY_USD') };
   // A resumed run opens a new gate: its metered totals go on from what state.json has.
   let totals: MeteredCost | null = ctx.state.metered ?? null;
-  let uncounted: string | null = totals && totals.unpriced + totals.unknown > 0
-    ? 'a model call of the run before it resumed could not be counted' : null;
   const raised = (cap: number | null, answer: number | undefined): number | null =>
     cap === null ? null : Math.max(cap, answer ?? 0);
-  const budgets = () => {
-    const up = ctx.state.budget_caps ?? {};
-    const spent = { run: ctx.state.cost_usd ?? 0, ...ledger.spent(ctx.state.repo) };
-    const repoDay = raised(caps.repoDay, up.repo_day);
-    return { spent, limits: { run: ctx.state.budget_usd, repoDay, serverDay: raised(caps.serverDay, up.server_day) } };
-  };
   const reached = (): Reached | null => {
-    const { spent, limits } = budgets();
-    return reachedBudget(spent, limits);
+    const up = ctx.state.budget_caps ?? {};
+    return reachedBudget({ run: ctx.state.cost_usd ?? 0, ...ledger.spent(ctx.state.repo) }, {
+      run: ctx.state.budget_usd, repoDay: raised(caps.repoDay, up.repo_day),
+      serverDay: raised(caps.serverDay, up.server_day),
+    });
   };
   return {
     reached,
     gate: {
       prices,
       refusal: () => {
-        const { spent, limits } = budgets();
-        const budget = firstBudget(spent, limits);
-        if (budget && uncounted) return uncountedText(budget, ctx.state.repo, uncounted);
-        const r = reachedBudget(spent, limits);
+        const r = reached();
         return r && refusalText(r, ctx.state.repo);
       },
     },
@@ -67,7 +56,6 @@ export function runMeter(ctx: Pick<RunContext, 'env' | 'state' | 'update'>) {
       if (!m) return;
       totals = addMetered(totals, m);
       if (m.usd !== null) ledger.add(ctx.state.repo, m.usd);
-      uncounted ??= uncountedReason(m);
       ctx.update(withCost(ctx.state, { metered: totals }));
     },
   };

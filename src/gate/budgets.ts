@@ -3,7 +3,7 @@
 import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { obj, str, tryParseJson } from '../untrusted.ts';
-import type { EgressRecord, MeteredCall } from './evidence.ts';
+import type { EgressRecord } from './evidence.ts';
 
 export interface Reached {
   kind: 'run' | 'repository-day' | 'server-day';
@@ -23,14 +23,6 @@ export function reachedBudget(spent: Record<Budget, number>, limits: Record<Budg
   return null;
 }
 
-/** The first budget that applies at all (run, then repository, then server), with what was spent on it; or null. */
-export function firstBudget(spent: Record<Budget, number>, limits: Record<Budget, number | null>): Reached | null {
-  if (limits.run !== null) return { kind: 'run', limit: limits.run, spent: spent.run };
-  if (limits.repoDay !== null) return { kind: 'repository-day', limit: limits.repoDay, spent: spent.repoDay };
-  if (limits.serverDay !== null) return { kind: 'server-day', limit: limits.serverDay, spent: spent.serverDay };
-  return null;
-}
-
 const usd = (n: number): string => `$${n.toFixed(2)}`;
 
 export function budgetName(r: Reached, repo: string): string {
@@ -47,20 +39,6 @@ export function refusalText(r: Reached, repo: string, asked = true): string {
   }
   return r.kind === 'run' ? `${reached}: the run stops here (a pod's budget is not raised)`
     : `${reached}: model calls are refused until the operator raises it`;
-}
-
-/** Why the gate could not count a metered call (its model has no price, or its usage was unknown), or null. */
-export function uncountedReason(m: MeteredCall): string | null {
-  if (m.usd !== null) return null;
-  return m.unknown !== null ? `a model call's usage was unknown (${m.unknown})`
-    : `model ${JSON.stringify(m.model ?? 'unnamed')} has no price`;
-}
-
-/** The refusal once a run with a budget had a call the gate could not count (fail closed: that call may have cost
- * anything, and neither the run's budget nor a day's ledger holds it). */
-export function uncountedText(budget: Reached, repo: string, uncounted: string): string {
-  return `${budgetName(budget, repo)} cannot be kept: ${uncounted}, so the gate cannot count what the run spent; ` +
-    'the run stops here';
 }
 
 /** Today's spending per repository and in all: shared by the machine's gates through `<folder>/<day>.jsonl`, or
@@ -139,8 +117,7 @@ export class DayLedger {
   }
 }
 
-/** Calls under way a run with a budget (its own or a day's cap) may have at `svc gate serve`: what it can spend past
- * the budget. */
+/** Calls under way a budgeted run may have at `svc gate serve`: what it can spend past its budget. */
 export const CALLS_IN_FLIGHT = 2;
 
 interface RunSpent {
@@ -151,8 +128,8 @@ interface RunSpent {
   expires: number;
 }
 
-/** Each run's spending at `svc gate serve` while a budget applies to it, apart from its records (which the gate may
- * let go), until its credential expires. */
+/** Each budgeted run's spending at `svc gate serve`, apart from its records (which the gate may let go), until its
+ * credential expires. */
 export class RunSpend {
   private readonly runs = new Map<string, RunSpent>();
 
@@ -170,6 +147,7 @@ export class RunSpend {
     const m = record.metered;
     if (!entry || !m) return;
     if (m.usd !== null) entry.usd += m.usd;
-    else entry.uncounted ??= uncountedReason(m);
+    else entry.uncounted ??= m.unknown !== null ? `a model call's usage was unknown (${m.unknown})`
+      : `model ${JSON.stringify(m.model ?? 'unnamed')} has no price`;
   }
 }

@@ -12,9 +12,7 @@ import { createGateMetrics, readMetricsToken } from './metrics.ts';
 import { setting, settingChoice, settingInt, settingOr, settingUsd } from '../settings-registry.ts';
 import { BadSettingError } from '../errors.ts';
 import { loadPriceTable } from './prices.ts';
-import {
-  CALLS_IN_FLIGHT, DayLedger, firstBudget, reachedBudget, refusalText, RunSpend, uncountedText,
-} from './budgets.ts';
+import { budgetName, CALLS_IN_FLIGHT, DayLedger, reachedBudget, refusalText, RunSpend } from './budgets.ts';
 import type { Asker, GateMeter } from './context.ts';
 import type { EgressRecord } from './evidence.ts';
 import { Tracer, traceSettings } from '../trace.ts';
@@ -102,29 +100,27 @@ export async function serveGateForever(
 }
 
 /** The shared gate's metering (docs/gate.md "Budgets"): daily caps in memory, each run held to its credential's
- * max_usd; once a run to which any budget applies had a call the gate could not count, its next is refused (fail
- * closed), and such a run has at most CALLS_IN_FLIGHT calls under way. */
+ * max_usd; a budgeted run's unpriced call refuses its next (fail closed). */
 export function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(record: EgressRecord): void } {
   const ledger = new DayLedger(null);
   const spend = new RunSpend();
   const caps = {
     repoDay: settingUsd(env, 'SVC_BUDGET_REPO_DAY_USD'), serverDay: settingUsd(env, 'SVC_BUDGET_SERVER_DAY_USD'),
   };
-  const daily = caps.repoDay !== null || caps.serverDay !== null;
-  // Kept for every run a budget applies to: a day's cap too, which counts only the calls the gate priced.
-  const budgeted = (who: Asker['who']) =>
-    who && (who.maxUsd !== undefined || daily) ? spend.of(who.run, who.expiresAt ?? 0) : null;
+  const budgeted = (who: Asker['who']) => (who?.maxUsd !== undefined ? spend.of(who.run, who.expiresAt ?? 0) : null);
   return {
     meter: {
       prices: loadPriceTable(setting(env, 'SVC_PRICES_FILE')),
       refusal: (asker) => {
         const repo = asker.who?.repo ?? '';
+        const budget = asker.who?.maxUsd ?? null;
         const run = budgeted(asker.who);
-        const spent = { run: run?.usd ?? 0, ...ledger.spent(repo) };
-        const limits = { ...caps, run: asker.who?.maxUsd ?? null };
-        const budget = firstBudget(spent, limits);
-        if (budget && run?.uncounted) return uncountedText(budget, repo, run.uncounted);
-        const reached = reachedBudget(spent, limits);
+        if (budget !== null && run?.uncounted) {
+          const name = budgetName({ kind: 'run', limit: budget, spent: run.usd }, repo);
+          return `${name} cannot be kept: ${run.uncounted}, so the gate cannot count what the run spent; ` +
+            'the run stops here';
+        }
+        const reached = reachedBudget({ run: run?.usd ?? 0, ...ledger.spent(repo) }, { ...caps, run: budget });
         return reached && refusalText(reached, repo, false);
       },
       hold: (asker) => {
