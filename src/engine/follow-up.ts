@@ -7,7 +7,7 @@ import { isValidSegment } from './ids.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import { BranchMovedError, commentOnPullRequest, pullRequestHead, pushFollowUp } from './pr.ts';
 import type { PushTarget } from './git-push.ts';
-import { localRuns, trackedNames, tryReadState, type ProviderSession, type RunState } from './run-state.ts';
+import { localRuns, refuseTrackedRun, tryReadState, type ProviderSession, type RunState } from './run-state.ts';
 import { inheritSession } from './provider-session.ts';
 import { receiptMarkdown, signsLater, type Receipt, type ReceiptBody } from './receipt.ts';
 import type { RunContext } from './run-context.ts';
@@ -81,12 +81,21 @@ export async function followUpStart(
   return { base, followUp: { branch: req.branch, pr_url: req.pr_url, previous } };
 }
 
-/** The previous run's CLI session, when it is in this checkout with the same provider; null: a fresh session. A run
- * folder the repository commits is its content, not a run svc made: no session is taken from it. */
+/** False for a run folder the repository commits (or hides behind a committed link): its content, not a run svc made. */
+function isRunSvcMade(repo: string, run: string): boolean {
+  try {
+    refuseTrackedRun(repo, run);
+    return true;
+  } catch (err) {
+    if (err instanceof RefusedError) return false;
+    throw err;
+  }
+}
+
+/** The previous run's CLI session, when it is in this checkout with the same provider; null: a fresh session. */
 export function followUpSession(repo: string, followUp: FollowUp, provider: string): ProviderSession | null {
   const prior = followUp.previous;
-  const made = prior !== null && !trackedNames(repo, '.svc/runs').has(prior.run);
-  const previous = made ? tryReadState(runDir(repo, prior.run)) : null;
+  const previous = prior !== null && isRunSvcMade(repo, prior.run) ? tryReadState(runDir(repo, prior.run)) : null;
   if (!previous || previous.source !== followUp.previous?.source || previous.provider !== provider) return null;
   return inheritSession(previous.provider_session);
 }

@@ -2,7 +2,7 @@
 // it), events.jsonl, and the runs of a checkout.
 import { existsSync, readFileSync } from 'node:fs';
 import { eventsPath, statePath } from './paths.ts';
-import { appendNoFollow, assertPlainDir, writeJsonAtomic } from './safe-fs.ts';
+import { appendNoFollow, assertPlainDir, plainEngineFolder, writeJsonAtomic } from './safe-fs.ts';
 import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
 import { listPlain, openPlainDirIn, openPlainPath, readObjectIn } from './plain-tree.ts';
@@ -160,6 +160,8 @@ export function trackedNames(repo: string, folder: string): Set<string> {
  * repository's content, which whoever can push writes (its plan.json could name any sandbox and program; DESIGN §7a),
  * not a run svc made; localRuns() skips it for the same reason. */
 export function refuseTrackedRun(repo: string, run: string): void {
+  // First the folders: git lists nothing behind a committed link at .svc or .svc/runs, so one there is refused.
+  plainEngineFolder(repo, 'runs');
   if (!trackedNames(repo, '.svc/runs').has(run)) return;
   throw new RefusedError(`Refusing to use run ${run}: its folder .svc/runs/${run} is committed to the repository, so ` +
     'it is the repository\'s content, not a run svc made here (nothing was started)');

@@ -71,6 +71,26 @@ describe('committed links at .svc/worktrees and .svc/runs', () => {
   });
 });
 
+/** Writes a failed run's folder whose plan runs `touch mark` on the host, unsandboxed. */
+function plantRunFolder(dir: string, run: string, repoPath: string, mark: string): void {
+  mkdirSync(join(dir, 'artifacts'), { recursive: true });
+  const limits = { provider_timeout_s: 60, run_timeout_s: 60, check_timeout_s: 60, processes: 64, memory_mb: 512,
+    file_mb: 64, disk_mb: 64, invocations: 1 };
+  writeFileSync(join(dir, 'plan.json'), JSON.stringify({
+    policy: { checks: [], pr: { open: 'never', draft: true, base: null }, max_usd: null, sandbox: null, limits,
+      network: { allow: [], deny: [] } },
+    provider: { name: 'x', kind: 'command', argv: ['/bin/sh', '-c', `cat >/dev/null; touch ${mark}`],
+      stdinPrompt: true },
+    passed_env: [], sandbox: { kind: 'none' }, push_target: null, notes: [],
+  }));
+  writeFileSync(join(dir, 'spec.md'), '# task\n');
+  writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'local', run, repo: 'acme/api', group_id: run,
+    status: 'failed', brief: 'x', origin: 'cli', provider: 'x', worktree: false, pr: false, repo_path: repoPath,
+    input: { kind: 'brief', value: 'x' } }));
+}
+
+const FLAGS = ['--retry', '--resume', '--verify', '--open-pr', '--stop'];
+
 describe('a run folder the repository commits', () => {
   let repo: TestRepo;
   let mark: string;
@@ -79,32 +99,43 @@ describe('a run folder the repository commits', () => {
   before(() => {
     repo = makeRepo();
     mark = join(repo.root, 'ran-on-host');
-    const dir = join(repo.repo, '.svc', 'runs', run);
-    mkdirSync(join(dir, 'artifacts'), { recursive: true });
-    const limits = { provider_timeout_s: 60, run_timeout_s: 60, check_timeout_s: 60, processes: 64, memory_mb: 512,
-      file_mb: 64, disk_mb: 64, invocations: 1 };
-    writeFileSync(join(dir, 'plan.json'), JSON.stringify({
-      policy: { checks: [], pr: { open: 'never', draft: true, base: null }, max_usd: null, sandbox: null, limits,
-        network: { allow: [], deny: [] } },
-      provider: { name: 'x', kind: 'command', argv: ['/bin/sh', '-c', `cat >/dev/null; touch ${mark}`],
-        stdinPrompt: true },
-      passed_env: [], sandbox: { kind: 'none' }, push_target: null, notes: [],
-    }));
-    writeFileSync(join(dir, 'spec.md'), '# task\n');
-    writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'local', run, repo: 'acme/api', group_id: run,
-      status: 'failed', brief: 'x', origin: 'cli', provider: 'x', worktree: false, pr: false, repo_path: repo.repo,
-      input: { kind: 'brief', value: 'x' } }));
+    plantRunFolder(join(repo.repo, '.svc', 'runs', run), run, repo.repo, mark);
     git(repo.repo, ['add', join('.svc', 'runs')]);
     git(repo.repo, ['commit', '-qm', 'a run folder, committed']);
   });
   after(() => repo.cleanup());
 
-  for (const flag of ['--retry', '--resume', '--verify', '--open-pr', '--stop']) {
+  for (const flag of FLAGS) {
     it(`refuses ${flag} of it with exit 1, and nothing its plan names runs`, async () => {
       const res = await svc(repo, [flag, run]);
       assert.equal(res.code, 1, res.stderr);
       assert.match(res.stderr, new RegExp(`Refusing to use run ${run}: its folder \\.svc/runs/${run} is committed`));
       assert.equal(existsSync(mark), false, 'the committed plan\'s program never ran');
+    });
+  }
+});
+
+describe('a run folder behind a committed link at .svc/runs (git lists nothing behind a link)', () => {
+  let repo: TestRepo;
+  let mark: string;
+  const run = 'r01bbbbbbbbbbbbbbbbbbbbbbbb';
+
+  before(() => {
+    repo = makeRepo();
+    mark = join(repo.root, 'ran-on-host');
+    plantRunFolder(join(repo.repo, 'elsewhere', run), run, repo.repo, mark);
+    symlinkSync(join('..', 'elsewhere'), join(repo.repo, '.svc', 'runs'));
+    git(repo.repo, ['add', 'elsewhere', join('.svc', 'runs')]);
+    git(repo.repo, ['commit', '-qm', 'run folders behind a link']);
+  });
+  after(() => repo.cleanup());
+
+  for (const flag of FLAGS) {
+    it(`refuses ${flag} of it with exit 1, and nothing its plan names runs`, async () => {
+      const res = await svc(repo, [flag, run]);
+      assert.equal(res.code, 1, res.stderr);
+      assert.match(res.stderr, /svc keeps its runs and worktrees in plain folders of the repository/);
+      assert.equal(existsSync(mark), false, 'the plan behind the link never ran');
     });
   }
 });
