@@ -214,4 +214,10 @@ export const controlMigrations: readonly string[] = [
   WHEN NEW.json IS NOT NULL AND NEW.json IS OLD.json
   BEGIN UPDATE runs SET json = NULL WHERE rowid = NEW.rowid; END;
   `,
+  // 10: the SHA-256 of the key each run's worker ships with it, kept on first sight so no other runner of the source
+  // can write the run or take its control requests (src/control/ingest-apply.ts). Not in the Run JSON, so the
+  // stale-JSON trigger does not name it; a deleted row takes it along.
+  `
+  ALTER TABLE runs ADD COLUMN run_key_sha256 BLOB;
+  `,
 ];

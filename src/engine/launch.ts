@@ -16,7 +16,9 @@ import {
 } from './git.ts';
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
-import { localRuns, openEventLog, readState, writeState, type RunState, type WorkerMode } from './run-state.ts';
+import {
+  localRuns, makeRunKey, openEventLog, readState, writeState, type RunState, type WorkerMode,
+} from './run-state.ts';
 import { identityOf } from './proc-group.ts';
 import { assertPlainDir, openAppendNoFollow, writeNoFollow } from './safe-fs.ts';
 import { checkPrPossible } from './pr.ts';
@@ -116,6 +118,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     trace_parent: parent?.spanId ?? null,
   };
   writePlan(dir, plan);
+  makeRunKey(dir);
   writeState(dir, state);
   const events = openEventLog(dir);
   events.append('run.status', { from: null, to: 'queued' });

@@ -87,7 +87,7 @@ function importBatch(
     skip(`${name}/artifacts/${rel}`, 'name contains a backslash');
     return [];
   });
-  return { source, runs: [run], events, artifacts, notifications: [], served_repos: null };
+  return { source, runs: [{ ...run, run_key: null }], events, artifacts, notifications: [], served_repos: null };
 }
 
 function importProject(deps: ControlDeps, path: unknown) {
@@ -130,7 +130,7 @@ function importProject(deps: ControlDeps, path: unknown) {
             if (!read || !batch) break;
             // An explicit import brings back a run that was deleted (ingest does not: control-stores.ts deletedRuns).
             deps.stores.deletedRuns.forget(batch.source, name);
-            const stored = storeBatch(deps, batch, { deliverControl: false });
+            const stored = storeBatch(deps, batch, { fromDisk: true });
             for (const row of stored.inserted) inserted.push(row);
             if (first) result.runs += stored.result.runs;
             for (const count of ['events', 'duplicates', 'artifacts'] as const) result[count] += stored.result[count];
