@@ -26,6 +26,8 @@ export interface MadeRequest {
 export type RequestMaker = (connection: number) => MadeRequest;
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
+/** One key for every bench run: each run binds it on its first batch, as a worker's own key would. */
+const BENCH_RUN_KEY = 'bench-run-key-0123456789abcdefghijklmnopqrstuv';
 
 function bearer(token: string | undefined): Record<string, string> {
   return token ? { authorization: `Bearer ${token}` } : {};
@@ -60,6 +62,8 @@ function ingestMaker(fixed: number, source: string, token: string | undefined, p
       run, repo: 'bench/ingest', group_id: run, status: 'running', verdict: null, brief: 'ingest bench', origin: 'bench',
       provider: 'command', branch: `svc/${run}`, pr_url: null, question: null, started_at: ts, ended_at: null, updated_at: ts,
       cost_usd: null, tokens_in: null, tokens_out: null, exit_code: null, error: null,
+      // As the shipper sends it: the Control Plane checks the run's key on every batch (docs/control-data.md).
+      run_key: BENCH_RUN_KEY,
     };
     const body = JSON.stringify({ source, runs: [runJson], events, artifacts: [] });
     return { spec: { method: 'POST', path: '/v1/ingest', headers: { ...JSON_HEADERS, ...bearer(token) }, body }, units: batch };

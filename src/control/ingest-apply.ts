@@ -1,7 +1,10 @@
 // Writes a validated ingest batch inside the caller's transaction. Publishes nothing: a rolled-back batch or import
 // never showed any event to a live stream. Each fact is stored once, as the Control Plane saw it (createEventTruth;
 // docs/control-data.md, "One event per fact").
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { invalidParam } from './params.ts';
+import { HttpError } from '../http/http-error.ts';
+import type { RunsStore } from '../db/runs-store.ts';
 import type { EventsStore, EventInput, EventRow } from '../db/events-store.ts';
 import type { ControlDeps } from './deps.ts';
 import type { IngestBatch } from './ingest-validate.ts';
@@ -9,12 +12,32 @@ import { eventData } from './event-bus.ts';
 import { str } from '../untrusted.ts';
 import type { IngestResult } from '../client/types.ts';
 
-/** Also each named run's start as stored, for the metrics, which would otherwise read every run again. */
+/**
+ * Refuses a batch that writes a run bound to another key, before anything of it is applied (docs/control-data.md,
+ * "Each run's own runner"): a runner token is its source's, shared by every job pod, so the key its worker made is
+ * what tells one run's runner from another's. Returns the digest to bind when the run has none yet (an unseen run, or
+ * one stored by a runner from before keys); one SHA-256 per run named, never per event.
+ */
+function checkRunKey(runs: RunsStore, source: string, run: string, key: string | null): Buffer | null {
+  const digest = key === null ? null : createHash('sha256').update(key).digest();
+  const bound = runs.keyDigest(source, run);
+  if (bound === null || bound === undefined) return digest;
+  if (digest !== null && bound.length === digest.length && timingSafeEqual(bound, digest)) return null;
+  const sent = key === null ? 'carries no "run_key" for it' : 'carries another "run_key"';
+  throw new HttpError('forbidden_run', `Run ${source}/${run} is bound to the key of the runner that made it; this ` +
+    `batch ${sent} (nothing of the batch was applied)`);
+}
+
+/**
+ * Also each named run's start as stored, for the metrics, which would otherwise read every run again. `fromDisk`: an
+ * import of run folders (the operator's action, not a runner's) checks no run's key and takes no control request.
+ */
 export function storeBatch(
-  deps: ControlDeps, batch: IngestBatch, opts: { deliverControl?: boolean } = {},
+  deps: ControlDeps, batch: IngestBatch, opts: { fromDisk?: boolean } = {},
 ): { result: IngestResult; inserted: EventRow[]; started: Map<string, number> } {
   const { stores } = deps;
   const { source } = batch;
+  const byRunner = opts.fromDisk !== true;
   // Every referenced run must exist after this batch: checked before the first write, inside the lock.
   const known = new Set(batch.runs.map((r) => r.run));
   const started = new Map<string, number>();
@@ -22,17 +45,22 @@ export function storeBatch(
     if (known.has(item.run)) continue;
     const row = stores.runs.get(source, item.run);
     if (!row) invalidParam(`Run ${source}/${item.run} is unknown; send it in "runs" first`);
+    // A key comes only with its run: events or artifacts alone may not write a bound run.
+    if (byRunner) checkRunKey(stores.runs, source, item.run, null);
     started.set(item.run, row.started_at);
     known.add(item.run);
   }
   const now = deps.clock();
-  for (const run of batch.runs) {
+  for (const { run_key: key, ...run } of batch.runs) {
+    // Checked before this run's first write; a refusal rolls back the batch's earlier runs with it.
+    const bind = byRunner ? checkRunKey(stores.runs, source, run.run, key) : null;
     // A row stamped later than now (stored before body times were bounded, or by a clock since stepped back) is no
     // newer than this update: no stored claim to the future may keep a runner's real update out (ingest-validate.ts).
     const stored = stores.runs.get(source, run.run);
     const arriving = Math.min(now, run.updated_at ?? now);
     if (stored && stored.updated_at > now) stores.runs.patch(source, run.run, { updated_at: arriving });
     stores.runs.upsert(source, run);
+    if (bind !== null) stores.runs.bindKey(source, run.run, bind);
     started.set(run.run, stored?.started_at ?? run.started_at);
   }
   const inserted: EventRow[] = [];
@@ -57,8 +85,9 @@ export function storeBatch(
     stores.servedRepos.replace(source, batch.served_repos, now);
     result.served_repos = batch.served_repos.length;
   }
-  if (opts.deliverControl !== false) {
-    // Each run's requests go to its own worker, which ships it at least every 2 s: no runner relays for another.
+  if (byRunner) {
+    // Each run's requests go to its own worker (the key checked above), which ships it at least every 2 s: no runner
+    // relays for another, and none takes another run's answer or stop.
     const pending = stores.controlRequests.takePending(source, batch.runs.map((r) => r.run), now);
     result.control = pending.map((r) => ({ ...r.payload, id: r.id, run: r.run, action: r.action }));
   }

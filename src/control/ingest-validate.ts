@@ -221,13 +221,26 @@ function servedRepos(body: Obj): string[] | null {
   });
 }
 
+/** What a worker makes (src/engine/run-state.ts makeRunKey: 32 random bytes, base64url), with room for another. */
+const RUN_KEY = /^[A-Za-z0-9_-]{32,128}$/;
+
+/** A batch's run: its row, and the key its runner sent with it (null: none, as from a runner before keys). */
+function validateBatchRun(
+  v: unknown, where: string, source: string, now: number,
+): RunInput & { run_key: string | null } {
+  const run = validateRun(v, where, source, now);
+  const key = orNull<string>(`${where}.run_key`, (v as Obj).run_key, (x) => typeof x === 'string' && RUN_KEY.test(x),
+    `must match ${RUN_KEY.source} or be null`);
+  return { ...run, run_key: key };
+}
+
 export function validateBatch(body: unknown, now: number) {
   if (!isJsonObject(body)) return bad('Body', 'must be a JSON object');
   checkBodyKeys(body, BATCH_KEYS, 'in ingest body');
   const source = segment('"source"', body.source);
   return {
     source,
-    runs: list(body, 'runs').map((r, i) => validateRun(r, `runs[${i}]`, source, now)),
+    runs: list(body, 'runs').map((r, i) => validateBatchRun(r, `runs[${i}]`, source, now)),
     events: list(body, 'events').map((e, i) => validateEvent(e, `events[${i}]`, source, now)),
     artifacts: list(body, 'artifacts').map((a, i) => validateArtifact(a, `artifacts[${i}]`)),
     notifications: list(body, 'notifications')

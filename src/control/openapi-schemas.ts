@@ -153,7 +153,15 @@ export const schemas = {
   }),
   IngestBatch: obj(['source'], {
     source: str,
-    runs: array({ type: 'object' }),
+    runs: array(obj(['run'], {
+      run: str,
+      run_key: {
+        type: ['string', 'null'], pattern: '^[A-Za-z0-9_-]{32,128}$',
+        description: 'the key the run\'s worker made: the first one shipped binds the run, and later batches that ' +
+          'name the run (its row, events, artifacts) without it are refused with 403 forbidden_run; the Control ' +
+          'Plane keeps only its SHA-256',
+      },
+    }, { description: 'a Run JSON (DESIGN §3) and its run_key' })),
     events: array(obj(['run', 'seq', 'ts', 'kind'], { run: str, seq: int, ts: str, kind: str, data: {} })),
     artifacts: array(obj(['run', 'path', 'content_base64'], {
       run: str, path: str, content_type: str, content_base64: { type: 'string', contentEncoding: 'base64' },
@@ -233,7 +241,9 @@ export const responses = {
   Unauthorized: errorResponse(
     'unauthorized (missing or wrong bearer token; WWW-Authenticate: Bearer) or invalid_signature',
   ),
-  Forbidden: errorResponse('loopback_only, proxied_request, forbidden_host, forbidden_origin or forbidden_source'),
+  Forbidden: errorResponse(
+    'loopback_only, proxied_request, forbidden_host, forbidden_origin, forbidden_source or forbidden_run',
+  ),
   NotFound: errorResponse('not_found'),
   Conflict: errorResponse('invalid_transition or conflict'),
   TooLarge: errorResponse('payload_too_large'),

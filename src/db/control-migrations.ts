@@ -224,4 +224,10 @@ export const controlMigrations: readonly string[] = [
   DROP INDEX notifications_by_job;
   CREATE UNIQUE INDEX notifications_by_job ON notifications (reported_by, job_id, channel) WHERE job_id IS NOT NULL;
   `,
+  // 11: the SHA-256 of the key each run's worker ships with it, kept on first sight so no other runner of the source
+  // can write the run or take its control requests (src/control/ingest-apply.ts). Not in the Run JSON, so the
+  // stale-JSON trigger does not name it; a deleted row takes it along.
+  `
+  ALTER TABLE runs ADD COLUMN run_key_sha256 BLOB;
+  `,
 ];

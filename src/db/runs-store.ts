@@ -59,6 +59,10 @@ export function createRunsStore(db: Db) {
   const statement = statementCache(db);
   const pageStatement = statementCache(db, true);
   const statusStmt = db.prepare('SELECT status FROM runs WHERE source = ? AND run = ?');
+  const keyStmt = db.prepare('SELECT run_key_sha256 AS digest FROM runs WHERE source = ? AND run = ?');
+  const bindKeyStmt = db.prepare(
+    'UPDATE runs SET run_key_sha256 = ? WHERE source = ? AND run = ? AND run_key_sha256 IS NULL',
+  );
   // A start request_id whose run is gone may start a new run, so its start request goes with it.
   const cascade = ['events', 'artifacts', 'control_requests', 'start_requests', 'runs'].map((table) =>
     db.prepare(`DELETE FROM ${table} WHERE source = ? AND run = ?`));
@@ -89,6 +93,12 @@ export function createRunsStore(db: Db) {
       return write(upsertStmt, [source, input.run, ...values]);
     },
     patch,
+    /** The SHA-256 of the run's key (control migration 10): null when none is bound yet, undefined without the run. */
+    keyDigest(source: string, run: string): Uint8Array | null | undefined {
+      return (keyStmt.get(source, run) as { digest: Uint8Array | null } | undefined)?.digest;
+    },
+    /** Binds the run to a key's digest; a run already bound keeps its first. */
+    bindKey: (source: string, run: string, digest: Uint8Array): void => void bindKeyStmt.run(digest, source, run),
     /** A run that goes on (resumed, stopping) keeps no failure from before; one that ends is given its own. */
     setStatus(source: string, run: string, status: RunStatus, at: number, fields: RunPatch = {}) {
       const ended = status === 'failed' || status === 'stopped';

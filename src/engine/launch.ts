@@ -17,7 +17,7 @@ import {
 import { runDir, artifactsDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
 import {
-  localRuns, openEventLog, readState, refuseTrackedRun, writeState, type RunState, type WorkerMode,
+  localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, writeState, type RunState, type WorkerMode,
 } from './run-state.ts';
 import { identityOf } from './proc-group.ts';
 import { openAppendNoFollow, plainEngineFolder, writeNoFollow } from './safe-fs.ts';
@@ -123,6 +123,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     trace_parent: parent?.spanId ?? null,
   };
   writePlan(dir, plan);
+  makeRunKey(dir);
   writeState(dir, state);
   const events = openEventLog(dir);
   events.append('run.status', { from: null, to: 'queued' });

@@ -1,7 +1,8 @@
 // A run's folder as the engine keeps it: state.json (the run JSON of DESIGN §3 plus what the engine needs to steer
 // it), events.jsonl, and the runs of a checkout.
-import { existsSync, readFileSync } from 'node:fs';
-import { eventsPath, statePath } from './paths.ts';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { eventsPath, runKeyPath, statePath } from './paths.ts';
 import { appendNoFollow, assertPlainDir, plainEngineFolder, writeJsonAtomic } from './safe-fs.ts';
 import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
@@ -145,6 +146,16 @@ export function writeState(dir: string, state: RunState): void {
   // The rename replaces a link named state.json rather than following it; the folder itself must not be a link.
   assertPlainDir(dir);
   writeJsonAtomic(statePath(dir), state);
+}
+
+/**
+ * Makes the run's own key, once, with the run: only its owner may read it. The shipper sends it with each batch and
+ * the Control Plane binds the run to it on first sight, so another runner of the same source (a runner token is shared
+ * by every job pod) can neither write this run nor take its answers and stops (docs/control-data.md).
+ */
+export function makeRunKey(dir: string): void {
+  // 'wx' (O_EXCL) makes a new file or fails: never through a planted link, never over a key already shipped.
+  writeFileSync(runKeyPath(dir), randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' });
 }
 
 export type Found = { run: string; state: RunState };

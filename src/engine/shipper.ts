@@ -10,14 +10,15 @@ import type { IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from '../client/server-record.ts';
 import { plainSubdir, writeJsonAtomic, writeNoFollow } from './safe-fs.ts';
 import { isValidSegment } from './ids.ts';
-import { runDir } from './paths.ts';
+import { RUN_KEY_FILE, runDir } from './paths.ts';
 import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
 import {
-  openPlainDirIn, openPlainFileIn, openRunFolder, plainEntries, readObjectIn, readRange, skipReason, walkPlainTree,
+  openPlainDirIn, openPlainFileIn, openRunFolder, plainEntries, readObjectIn, readPlainIn, readRange, skipReason,
+  walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 import { tryParseJson } from '../untrusted.ts';
@@ -121,6 +122,14 @@ export function readControlToken(env: NodeJS.ProcessEnv, url: string): string | 
   return env.SVC_CONTROL_TOKEN || undefined;
 }
 
+/** The key the run's worker made (run-state.ts makeRunKey); null for a run from before keys. */
+function readRunKey(folder: PlainDir, skip: SkipReport): string | null {
+  const raw = readPlainIn(folder, RUN_KEY_FILE, 1024);
+  if (typeof raw !== 'string') return raw.toString('utf8').trim() || null;
+  if (raw !== 'missing') skip(RUN_KEY_FILE, skipReason(raw, 1024));
+  return null;
+}
+
 /** The next batch after `from` (else after ship.json's offsets); null without a state.json of this folder's run. */
 export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: SkipReport): RunBatch | null {
   const state = readObjectIn(folder, 'state.json', skip);
@@ -172,14 +181,18 @@ export function createShipper(
       return false;
     }
     let read: RunBatch | null;
+    let key: string | null;
     try {
       read = readRunBatch(folder, null, skip);
+      key = readRunKey(folder, skip);
     } finally {
       folder.close();
     }
     if (!read) return false;
     const state = read.state as unknown as RunState;
-    const { source: _source, ...run } = toRunJson(state);
+    const { source: _source, ...json } = toRunJson(state);
+    // The key binds the run to this folder's runners (src/control/ingest-apply.ts); a run from before keys has none.
+    const run = key === null ? json : { ...json, run_key: key };
     const result = await client.ingest({
       source: state.source,
       // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator

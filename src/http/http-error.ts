@@ -14,6 +14,7 @@ export const errorStatus = {
   forbidden_origin: 403,
   proxied_request: 403,
   forbidden_source: 403,
+  forbidden_run: 403,
   not_found: 404,
   method_not_allowed: 405,
   invalid_transition: 409,

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree, type PlainDir } from '../engine/plain-tree.ts';
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
-import { runDir } from '../engine/paths.ts';
+import { RUN_KEY_FILE, runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { readState, withCost, type RunState } from '../engine/run-state.ts';
 import { obj } from '../untrusted.ts';
@@ -234,7 +234,8 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, said: RunEv
 const FILE_CAP = 16 * 1024 * 1024;
 const TOTAL_CAP = 256 * 1024 * 1024;
 const MAX_DEPTH = 8;
-const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json'];
+// The run's key too: the signer ships the run as its runner, bound to that key (docs/deploy.md).
+const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json', RUN_KEY_FILE];
 
 /**
  * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:

@@ -1,12 +1,16 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, statSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { createShipper, readControlToken, type ControlItem } from '../../src/engine/shipper.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
-import { writeState, type RunState } from '../../src/engine/run-state.ts';
+import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
+import { prepareRun } from '../../src/engine/launch.ts';
+import { runDir, runKeyPath } from '../../src/engine/paths.ts';
+import { makeRepo, GIT_ENV, type TestRepo } from './fixtures.ts';
 
 function runFolder(root: string, run: string, status: RunState['status'] = 'running'): string {
   const dir = join(root, run);
@@ -98,6 +102,45 @@ describe('shipper', () => {
     assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
     assert.equal((await control.request('GET', '/v1/runs/local/rship6')).status, 404);
     assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rship6', after: 0, limit: 10 }).length, 0);
+  });
+});
+
+describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s own runner")', () => {
+  let control: TestControl;
+  let repo: TestRepo;
+  before(async () => {
+    control = await startTestControl();
+    repo = makeRepo();
+  });
+  after(async () => {
+    await control.close();
+    repo.cleanup();
+  });
+
+  it('is made with each run, readable by its owner only, and binds the run on the Control Plane to it', async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: control.url };
+    const { state } = await prepareRun({ input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo, runId: null, env });
+    const dir = runDir(repo.repo, state.run);
+    assert.equal(statSync(runKeyPath(dir)).mode & 0o777, 0o600);
+    const key = readFileSync(runKeyPath(dir), 'utf8').trim();
+    assert.match(key, /^[A-Za-z0-9_-]{43}$/);
+    assert.throws(() => makeRunKey(dir), /EEXIST/, 'a key already made is never replaced');
+    assert.equal(await createShipper(dir, env).flush(), null);
+    const bound = control.deps.db.prepare('SELECT run_key_sha256 AS d FROM runs WHERE run = ?').get(state.run) as { d: Uint8Array };
+    assert.deepEqual(Buffer.from(bound.d), createHash('sha256').update(key).digest());
+  });
+
+  it('keeps another folder of the same run out, 403 forbidden_run, and loses nothing it had not sent', async () => {
+    const dir = runFolder(repo.root, 'rkey1');
+    makeRunKey(dir);
+    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: repo.home }).flush(), null);
+    const other = runFolder(join(repo.root, 'elsewhere'), 'rkey1');
+    makeRunKey(other);
+    openEventLog(other).append('log', { stream: 'stdout', text: 'from another pod' });
+    const failure = await createShipper(other, { SVC_CONTROL_URL: control.url, HOME: repo.home }).flush();
+    assert.match(failure ?? '', /^the Control Plane at \S+ answered 403 forbidden_run \(Run local\/rkey1 is bound to the key of the runner that made it; this batch carries another "run_key"/);
+    assert.equal(existsSync(join(other, 'ship.json')), false, 'its offsets stay where they were');
+    assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rkey1', after: 0, limit: 10 }).length, 0);
   });
 });
 

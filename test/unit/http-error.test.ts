@@ -5,11 +5,13 @@ import { HttpError, errorBody, errorStatus, invalidField } from '../../src/http/
 // DESIGN §4's status table, written out again so a change to either side is noticed; 408/414/431 are issue 11's
 // codes for requests Node's parser refuses before routing (src/http/http-server.ts); proxied_request is issue 9's
 // refusal of a loopback-only route relayed by a proxy (src/http/guards.ts); forbidden_source is a runner token's
-// batch for another source (src/control/settings.ts).
+// batch for another source (src/control/settings.ts); forbidden_run a batch writing a run bound to another runner's key
+// (src/control/ingest-apply.ts).
 const DESIGN_TABLE: Record<number, string[]> = {
   400: ['bad_request', 'invalid_json', 'invalid_param'],
   401: ['unauthorized', 'invalid_signature'],
-  403: ['loopback_only', 'forbidden_host', 'forbidden_origin', 'proxied_request', 'forbidden_source'],
+  403: ['loopback_only', 'forbidden_host', 'forbidden_origin', 'proxied_request', 'forbidden_source',
+    'forbidden_run'],
   404: ['not_found'],
   405: ['method_not_allowed'],
   408: ['request_timeout'],

@@ -100,7 +100,7 @@ function importBatch(
     skip(`${name}/artifacts/${rel}`, 'name contains a backslash');
     return [];
   });
-  return { source, runs: [run], events, artifacts, notifications: [], served_repos: null };
+  return { source, runs: [{ ...run, run_key: null }], events, artifacts, notifications: [], served_repos: null };
 }
 
 function importProject(deps: ControlDeps, path: unknown) {
@@ -144,7 +144,7 @@ function importProject(deps: ControlDeps, path: unknown) {
             // An explicit import brings back a run of this server's source that was deleted (ingest does not:
             // control-stores.ts deletedRuns); importBatch refused any other source's.
             deps.stores.deletedRuns.forget(batch.source, name);
-            const stored = storeBatch(deps, batch, { deliverControl: false });
+            const stored = storeBatch(deps, batch, { fromDisk: true });
             for (const row of stored.inserted) inserted.push(row);
             if (first) result.runs += stored.result.runs;
             for (const count of ['events', 'duplicates', 'artifacts'] as const) result[count] += stored.result[count];

@@ -1,0 +1,130 @@
+// Each run bound to its own runner (docs/control-data.md, "Each run's own runner"): a runner token is its source's and
+// sits in every job pod, so the key a run's worker made, sent with the run, is what keeps one pod from writing another
+// run of the source or taking its answers and stops (src/control/ingest-apply.ts).
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+
+const MAIN = 'main-token-0123456789abcdefghijkl';
+const K8S = 'k8s-runner-token-0123456789abcdef';
+const KEY = 'victim-key-0123456789abcdefghijklmnopqrstuvwx';
+const OTHER = 'attacker-key-0123456789abcdefghijklmnopqrstuv';
+
+const ago = (ms: number) => new Date(Date.now() - ms).toISOString();
+
+function runOf(run: string, fields: Record<string, unknown> = {}, key: string | null = KEY) {
+  const t = ago(60_000);
+  return { run, status: 'blocked', started_at: t, updated_at: t, repo: 'org/b', question: 'Which DB?', ...fields,
+    ...(key === null ? {} : { run_key: key }) };
+}
+
+describe('run keys on POST /v1/ingest', () => {
+  let cp: TestControl;
+  const ingest = (body: unknown, token = K8S) => cp.request('POST', '/v1/ingest', { token, body });
+  const row = (run: string) => cp.deps.stores.runs.get('k8s', run);
+
+  before(async () => {
+    cp = await startTestControl({ token: MAIN, settings: { runnerTokens: [{ source: 'k8s', token: K8S }] } });
+  });
+  after(() => cp.close());
+
+  it('keep an answer and a stop for the run that holds the key: another pod of the source is refused, 403 forbidden_run', async () => {
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rvictim')] })).status, 200);
+    const answered = await cp.request('POST', '/v1/runs/k8s/rvictim/answer', { token: MAIN, body: { answer: 'hunter2' } });
+    assert.equal(answered.status, 202, answered.text);
+    const old = ago(3_600_000);
+    for (const key of [null, OTHER]) {
+      const stolen = await ingest({ source: 'k8s', runs: [runOf('rvictim', { started_at: old, updated_at: old }, key)] });
+      assert.equal(stolen.status, 403, stolen.text);
+      assert.equal(stolen.json.error.code, 'forbidden_run');
+      const sent = key === null ? 'carries no "run_key" for it' : 'carries another "run_key"';
+      assert.equal(stolen.json.error.message,
+        `Run k8s/rvictim is bound to the key of the runner that made it; this batch ${sent} (nothing of the batch was applied)`);
+      assert.ok(!stolen.text.includes('hunter2'));
+    }
+    assert.equal((await cp.request('POST', '/v1/runs/k8s/rvictim/stop', { token: MAIN, body: {} })).status, 202);
+    const own = await ingest({ source: 'k8s', runs: [runOf('rvictim')] });
+    assert.equal(own.status, 200, own.text);
+    assert.deepEqual(own.json.control.map((c: { action: string; answer?: string }) => [c.action, c.answer]),
+      [['answer', 'hunter2'], ['stop', undefined]]);
+  });
+
+  it('keep the row, events and artifacts of a bound run from another pod; a refused batch applies nothing of it', async () => {
+    await ingest({ source: 'k8s', runs: [runOf('rrow', { status: 'running', question: null })] });
+    const forged = runOf('rrow', { updated_at: new Date().toISOString(), question: 'Paste the production DB password' }, OTHER);
+    const batches = [
+      { source: 'k8s', runs: [runOf('rfresh', {}, OTHER), forged] },
+      { source: 'k8s', events: [{ run: 'rrow', seq: 1, ts: ago(0), kind: 'question', data: { text: 'password?' } }] },
+      { source: 'k8s', artifacts: [{ run: 'rrow', path: 'receipt.json', content_base64: Buffer.from('{}').toString('base64') }] },
+    ];
+    for (const body of batches) {
+      const res = await ingest(body);
+      assert.equal(res.status, 403, res.text);
+      assert.equal(res.json.error.code, 'forbidden_run');
+    }
+    assert.equal(row('rrow')?.status, 'running');
+    assert.equal(row('rrow')?.question, null);
+    assert.equal(row('rfresh'), undefined, 'the run before the refused one is rolled back with it');
+    assert.equal(cp.deps.stores.events.latest('k8s', 'rrow', 'question'), undefined);
+    assert.equal(cp.deps.stores.artifacts.get('k8s', 'rrow', 'receipt.json'), undefined);
+  });
+
+  it('keep only the key\u2019s SHA-256, and never show it', async () => {
+    await ingest({ source: 'k8s', runs: [runOf('rhash')] });
+    const stored = cp.deps.db.prepare("SELECT run_key_sha256 AS d FROM runs WHERE source = 'k8s' AND run = 'rhash'").get() as { d: Uint8Array };
+    assert.deepEqual(Buffer.from(stored.d), createHash('sha256').update(KEY).digest());
+    const shown = await cp.request('GET', '/v1/runs/k8s/rhash', { token: MAIN });
+    assert.equal(shown.status, 200);
+    assert.ok(!shown.text.includes(KEY) && !shown.text.includes('run_key'), shown.text);
+  });
+
+  it('bind a run stored without a key (a runner from before keys) on the first batch that carries one', async () => {
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rold', {}, null)] })).status, 200);
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rold', { question: 'still?' }, null)] })).status, 200);
+    assert.equal(row('rold')?.question, 'still?');
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rold')] })).status, 200);
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rold', {}, null)] })).status, 403);
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rold', {}, OTHER)] })).status, 403);
+  });
+
+  it('refuse a run_key that is not one: 400 naming the field', async () => {
+    for (const key of ['short', 7, 'x'.repeat(129), 'has spaces in it 0123456789abcdefghijkl']) {
+      const res = await ingest({ source: 'k8s', runs: [{ ...runOf('rbad'), run_key: key }] });
+      assert.equal(res.status, 400, res.text);
+      assert.equal(res.json.error.message, 'runs[0].run_key must match ^[A-Za-z0-9_-]{32,128}$ or be null');
+    }
+    assert.equal(row('rbad'), undefined);
+  });
+
+  it('leave POST /v1/import (the operator\u2019s act) writing a bound run, without binding or taking its requests', async () => {
+    await ingest({ source: 'local', runs: [runOf('rimp')] }, MAIN);
+    cp.deps.stores.controlRequests.add('local', 'rimp', 'answer', { answer: 'kept' });
+    const project = mkdtempSync(join(tmpdir(), 'svc-runkey-'));
+    try {
+      const dir = join(project, '.svc', 'runs', 'rimp');
+      mkdirSync(dir, { recursive: true });
+      const t = ago(1_000);
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'local', run: 'rimp', status: 'succeeded', started_at: t, updated_at: t }));
+      writeFileSync(join(dir, 'run-key'), `${OTHER}\n`);
+      const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: project } });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(cp.deps.stores.runs.get('local', 'rimp')?.status, 'succeeded');
+      assert.deepEqual(Buffer.from(cp.deps.stores.runs.keyDigest('local', 'rimp')!), createHash('sha256').update(KEY).digest());
+      assert.deepEqual(cp.deps.stores.controlRequests.pending('local').map((p) => p.run), ['rimp']);
+    } finally {
+      rmSync(project, { recursive: true, force: true });
+    }
+  });
+
+  it('hold for the server\u2019s own token too: the key, not the token, names the run\u2019s runner', async () => {
+    await ingest({ source: 'k8s', runs: [runOf('rmain')] });
+    const res = await ingest({ source: 'k8s', runs: [runOf('rmain', {}, OTHER)] }, MAIN);
+    assert.equal(res.status, 403, res.text);
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rmain', { question: 'q2' })] }, MAIN)).status, 200);
+    assert.equal(row('rmain')?.question, 'q2');
+  });
+});
