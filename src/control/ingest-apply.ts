@@ -15,13 +15,15 @@ import type { IngestResult } from '../client/types.ts';
 /**
  * Refuses a batch that writes a run bound to another key, before anything of it is applied (docs/control-data.md,
  * "Each run's own runner"): a runner token is its source's, shared by every job pod, so the key its worker made is
- * what tells one run's runner from another's. Returns the digest to bind when the run has none yet (an unseen run, or
- * one stored by a runner from before keys); one SHA-256 per run named, never per event.
+ * what tells one run's runner from another's. Returns the digest to bind when this batch makes the run: a run stored
+ * without a key (by a runner from before keys, an import, a start request) stays unbound, since whoever sent a key for
+ * it first would lock its real runner out. One SHA-256 per run named, never per event.
  */
 function checkRunKey(runs: RunsStore, source: string, run: string, key: string | null): Buffer | null {
-  const digest = key === null ? null : createHash('sha256').update(key).digest();
   const bound = runs.keyDigest(source, run);
-  if (bound === null || bound === undefined) return digest;
+  if (bound === undefined) return key === null ? null : createHash('sha256').update(key).digest();
+  if (bound === null) return null;
+  const digest = key === null ? null : createHash('sha256').update(key).digest();
   if (digest !== null && bound.length === digest.length && timingSafeEqual(bound, digest)) return null;
   const sent = key === null ? 'carries no "run_key" for it' : 'carries another "run_key"';
   throw new HttpError('forbidden_run', `Run ${source}/${run} is bound to the key of the runner that made it; this ` +

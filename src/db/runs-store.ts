@@ -93,7 +93,7 @@ export function createRunsStore(db: Db) {
       return write(upsertStmt, [source, input.run, ...values]);
     },
     patch,
-    /** The SHA-256 of the run's key (control migration 10): null when none is bound yet, undefined without the run. */
+    /** The SHA-256 of the run's key (control migration 11): null when none is bound yet, undefined without the run. */
     keyDigest(source: string, run: string): Uint8Array | null | undefined {
       return (keyStmt.get(source, run) as { digest: Uint8Array | null } | undefined)?.digest;
     },
