@@ -81,7 +81,7 @@ export async function followUpStart(
   return { base, followUp: { branch: req.branch, pr_url: req.pr_url, previous } };
 }
 
-/** False for a run folder the repository commits (or hides behind a committed link): its content, not a run svc made. */
+/** False for a run folder the repository commits (or hides behind a committed link): its content, not svc's run. */
 function isRunSvcMade(repo: string, run: string): boolean {
   try {
     refuseTrackedRun(repo, run);
