@@ -56,7 +56,9 @@ function walk(root: string, dir: string, out: Map<string, StaticFile>): void {
     const full = join(dir, entry.name);
     const type = contentTypeOf(entry.name);
     if (entry.isDirectory()) walk(root, full, out);
-    else if (entry.isFile() && type) add(out, `/${relative(root, full).split(sep).join('/')}`, readFileSync(full), type);
+    else if (entry.isFile() && type) {
+      add(out, `/${relative(root, full).split(sep).join('/')}`, readFileSync(full), type);
+    }
   }
 }
 
