@@ -11,7 +11,8 @@ import { FailedError } from '../errors.ts';
 import { isJsonObject, describe as describeValue } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
 import { noteAudit, recordRefusal } from './audited.ts';
-import { invalidParam, SEGMENT } from './params.ts';
+import { invalidParam } from './params.ts';
+import { SEGMENT } from '../run-json.ts';
 import { operations, toOpenapiPath } from './openapi.ts';
 import { schemas } from './openapi-schemas.ts';
 

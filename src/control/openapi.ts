@@ -4,8 +4,7 @@ import { json } from '../http/respond.ts';
 import type { Handler } from '../http/pipeline.ts';
 import type { ControlDeps } from './deps.ts';
 import { schemas, responses, ref } from './openapi-schemas.ts';
-import { SEGMENT } from './params.ts';
-import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
+import { FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
 import { VERSION } from '../version.ts';
 
