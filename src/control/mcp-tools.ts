@@ -8,7 +8,7 @@ import { HttpError, errorBody, httpErrorOf } from '../http/http-error.ts';
 import { TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from '../http/body.ts';
 import { FailedError } from '../errors.ts';
-import { isJsonObject, describe as describeValue } from '../untrusted.ts';
+import { isJsonObject, tryParseJson, describe as describeValue } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
 import { noteAudit, recordRefusal } from './audited.ts';
 import { invalidParam } from './params.ts';
@@ -125,11 +125,8 @@ function replyValue(reply: Reply): unknown {
   const text = bytes.toString('utf8');
   const type = Object.entries(reply.headers ?? {}).find(([k]) => k.toLowerCase() === 'content-type')?.[1] ?? '';
   if (!/[/+]json\b/i.test(type) || jsonDepth(bytes) > MAX_JSON_DEPTH) return text;
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
+  const value = tryParseJson(text);
+  return value === undefined ? text : value;
 }
 
 function result(value: unknown, isError: boolean) {
