@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Entry point: checks the Node version before anything that needs node:sqlite is loaded, then dispatches.
 import './quiet-sqlite-warning.ts';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { exitLike, runLaunched, watchLifeline } from './spawn/start.ts';
 import { reexecClean } from './cli/server-flags.ts';
@@ -90,8 +90,8 @@ async function main(argv: string[]): Promise<number> {
   const rest = argv.filter((a) => a !== '--verbose');
   const [name, ...tail] = rest;
   if (name === '--version' || name === '-v' || name === 'version') {
-    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
-    printOut(`${pkg.version}\n`);
+    const { VERSION } = await import('./version.ts');
+    printOut(`${VERSION}\n`);
     return 0;
   }
   if (name === 'help' && tail[0]) return main([tail[0], '--help']);

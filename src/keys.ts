@@ -1,12 +1,9 @@
 // The Ed25519 key pair that signs Evidence Receipts: made on first use under ~/.svc/keys/ (0600), public part
 // shareable. Rotation keeps the public halves of earlier keys (keys/retired/) so the receipts they signed still verify.
-import {
-  generateKeyPairSync, createPrivateKey, createPublicKey, createHash, randomBytes, type KeyObject,
-} from 'node:crypto';
-import {
-  mkdirSync, readFileSync, writeFileSync, renameSync, chmodSync, existsSync, readdirSync, rmSync,
-} from 'node:fs';
+import { generateKeyPairSync, createPrivateKey, createPublicKey, createHash, type KeyObject } from 'node:crypto';
+import { mkdirSync, readFileSync, existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { writeFileAtomic } from './atomic-write.ts';
 
 const PRIVATE_FILE = 'receipt-ed25519.pem';
 const PUBLIC_FILE = 'receipt-ed25519.pub.pem';
@@ -17,14 +14,6 @@ export function keyIdOf(publicKey: KeyObject): string {
   return createHash('sha256').update(der).digest('hex').slice(0, 16);
 }
 
-function writeAtomic(path: string, data: string, mode: number): void {
-  // A random part too: a temporary file a crash left under a pid used again must not make every later write fail.
-  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  writeFileSync(tmp, data, { mode, flag: 'wx' });
-  renameSync(tmp, path);
-  chmodSync(path, mode);
-}
-
 function publicPem(publicKey: KeyObject): string {
   return publicKey.export({ type: 'spki', format: 'pem' }).toString();
 }
@@ -32,8 +21,8 @@ function publicPem(publicKey: KeyObject): string {
 /** A new pair replaces the files, public half first; a new temporary file ('wx') is never a planted link. */
 function writeNewPair(dir: string): KeyObject {
   const pair = generateKeyPairSync('ed25519');
-  writeAtomic(join(dir, PUBLIC_FILE), publicPem(pair.publicKey), 0o644);
-  writeAtomic(join(dir, PRIVATE_FILE), pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), 0o600);
+  writeFileAtomic(join(dir, PUBLIC_FILE), publicPem(pair.publicKey), 0o644);
+  writeFileAtomic(join(dir, PRIVATE_FILE), pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), 0o600);
   return pair.publicKey;
 }
 
@@ -131,7 +120,7 @@ export function rotateSigningKey(
     if (opts.revoke) rmSync(retired, { force: true });
     else if (!existsSync(retired)) {
       mkdirSync(retiredKeysDir(svcHome), { recursive: true, mode: 0o700 });
-      writeAtomic(retired, publicPem(old.publicKey), 0o644);
+      writeFileAtomic(retired, publicPem(old.publicKey), 0o644);
     }
   }
   const fresh = writeNewPair(dir);

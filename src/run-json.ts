@@ -2,6 +2,9 @@
 // Imports only the typed readers, so the client (which must stay free of node:sqlite) shares it too.
 import { obj, oneOf } from './untrusted.ts';
 
+/** DESIGN §3: both path segments of a run's address `<source>/<run>`. */
+export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
 export const RUN_STATUSES = ['queued', 'running', 'blocked', 'stopping', 'succeeded', 'failed', 'stopped'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 /** The statuses a run ends in (DESIGN §3): the one server-side list (the UI's is static/lib/run-status.js). */

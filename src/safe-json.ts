@@ -20,8 +20,3 @@ const UNSAFE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u20
 export function terminalSafe(text: string): string {
   return text.replace(UNSAFE, (c) => (c === '\t' ? ' ' : '\ufffd'));
 }
-
-/** One line of text from outside inside a table or a key/value line: every control (newlines too) becomes a space. */
-export function oneLine(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]+/g, ' ').trim();
-}

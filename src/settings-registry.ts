@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { BadSettingError } from './errors.ts';
 import { SOURCES } from './webhook-sources.ts';
+import { SEGMENT } from './run-json.ts';
 
 /** The README's sections (scripts/docs-settings.ts titles them). */
 export type SettingGroup = 'control' | 'engine' | 'trigger' | 'kubernetes' | 'gate' | 'svc' | 'packaging';
@@ -29,8 +30,8 @@ export interface Setting {
 
 const NONE = '—';
 const USD: readonly [RegExp, string] = [/^\d{1,9}(\.\d{1,6})?$/, 'an amount of US dollars, like `25` or `2.50`'];
-/** A run source, as run addresses `<source>/<run>` take it (src/engine/ids.ts). */
-const SOURCE: readonly [RegExp, string] = [/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letters, digits, ".", "_" or "-"'];
+/** A run source, as run addresses `<source>/<run>` take it. */
+const SOURCE: readonly [RegExp, string] = [SEGMENT, 'letters, digits, ".", "_" or "-"'];
 const text = (group: SettingGroup, dflt: string, meaning: string, flag?: string) =>
   ({ group, default: dflt, meaning, by: 'operator', ...(flag ? { flag } : {}) }) as const;
 const int = (group: SettingGroup, dflt: number, range: readonly [number, number], meaning: string, flag?: string) =>

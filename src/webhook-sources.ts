@@ -237,7 +237,7 @@ export const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202
 const CONTROL_CHARS = CONTROL.source.slice(1, -1);
 const CHANGED_RUN = new RegExp(`[\\s${CONTROL_CHARS}]{2,}|[^\\S ]|[${CONTROL_CHARS}]`, 'g');
 
-/** Collapses every run of whitespace and control characters into one space and trims. */
+/** Collapses every run of whitespace and control characters into one space and trims (a brief; a CLI table cell). */
 export function oneLine(text: string): string {
   return text.replace(CHANGED_RUN, ' ').trim();
 }

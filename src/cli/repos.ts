@@ -1,9 +1,6 @@
 // `svc repos list|add|remove`: edits the trigger server's served repositories file (docs/trigger.md). Every change
 // is checked as the server would check the whole file, and written atomically; nothing invalid is ever written.
-import { randomBytes } from 'node:crypto';
-import {
-  closeSync, fchownSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync,
-} from 'node:fs';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
@@ -13,6 +10,7 @@ import {
 } from '../trigger/served-repos-file.ts';
 import { checkoutProblems } from '../trigger/served-repos.ts';
 import { ROUTING_KINDS, sourceOf } from '../webhook-sources.ts';
+import { writeFileAtomic } from '../atomic-write.ts';
 
 /** `svc repos add`'s arguments, one routing key per source that has them, wrapped under the command. */
 function addUsage(): string {
@@ -62,23 +60,8 @@ function ownerFor(file: string): { uid: number; gid: number } | null {
 
 function writeAtomically(file: string, text: string): void {
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  const owner = ownerFor(file);
-  // The folder may be the service user's, who could plant a link at a name it can guess, or swap a hard link in once
-  // the file is closed: a new name made with 'wx' (O_EXCL: never through a link), given away by its descriptor
-  // (fchown: the file we made, whatever the name then points to), then written and renamed.
-  const temp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  const fd = openSync(temp, 'wx', 0o600);
-  try {
-    // Only root can give a file away.
-    if (owner && process.getuid?.() === 0) fchownSync(fd, owner.uid, owner.gid);
-    writeFileSync(fd, text.endsWith('\n') || text === '' ? text : `${text}\n`);
-  } catch (err) {
-    rmSync(temp, { force: true });
-    throw err;
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(temp, file);
+  // The folder may be the service user's: the file is given to the owner of the file it replaces (or of its folder).
+  writeFileAtomic(file, text.endsWith('\n') || text === '' ? text : `${text}\n`, 0o600, ownerFor(file) ?? undefined);
 }
 
 const LIVE = 'A trigger server serving this file uses it from its next delivery; no restart is needed.';

@@ -4,6 +4,7 @@ import type {
   Artifact, ConfigDocument, IngestBatch, IngestResult, JsonObject, Page, PageQuery, Provider, ReviewRisk,
   Run, RunEvent, RunFilter, RunRef, StartRequest, StatsFilter, StreamMessage,
 } from './types.ts';
+import { createSseParser } from './sse-parse.ts';
 
 export type * from './types.ts';
 
@@ -189,42 +190,14 @@ export function createControlClient(options: {
 
 export type ControlClient = ReturnType<typeof createControlClient>;
 
-/**
- * Server-Sent Events (WHATWG HTML §9.2.6): one message per blank-line-terminated block that carried data. Twin of
- * static/lib/sse-parse.js (the browser's copy): keep the field rules in step.
- */
+/** The stream's messages, their data parsed as JSON when it is JSON. */
 async function* readSse(body: AsyncIterable<Uint8Array>): AsyncGenerator<StreamMessage> {
   // A TextDecoder drops the stream's leading BOM itself, as the spec's decoding step says.
   const decoder = new TextDecoder();
-  let buffer = '';
-  let id: string | null = null;
-  let event = '';
-  let data: string[] = [];
+  const parser = createSseParser();
   for await (const chunk of body) {
-    buffer += decoder.decode(chunk, { stream: true });
-    // A trailing lone \r may be the first half of \r\n: keep it for the next chunk.
-    let match: RegExpExecArray | null;
-    const lineEnd = /\r\n|\r(?!$)|\n/g;
-    let consumed = 0;
-    while ((match = lineEnd.exec(buffer)) !== null) {
-      const line = buffer.slice(consumed, match.index);
-      consumed = match.index + match[0].length;
-      if (line === '') {
-        if (data.length > 0) yield { id, event: event || 'message', data: parsedOr(data.join('\n')) };
-        data = [];
-        event = '';
-        continue;
-      }
-      if (line.startsWith(':')) continue;
-      const colon = line.indexOf(':');
-      const field = colon === -1 ? line : line.slice(0, colon);
-      let value = colon === -1 ? '' : line.slice(colon + 1);
-      if (value.startsWith(' ')) value = value.slice(1);
-      if (field === 'data') data.push(value);
-      else if (field === 'event') event = value;
-      else if (field === 'id' && !value.includes('\0')) id = value;
+    for (const message of parser.push(decoder.decode(chunk, { stream: true }))) {
+      yield { ...message, data: parsedOr(message.data) };
     }
-    buffer = buffer.slice(consumed);
   }
 }
-

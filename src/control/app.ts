@@ -1,5 +1,7 @@
 // The Control Plane as a pure factory: one ordered route table compiled at boot (STYLE habit 1), and the liveness,
 // readiness and metrics routes (/ready also proves the DB answers a query).
+import { readFileSync } from 'node:fs';
+import { stripTypeScriptTypes } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { createPipeline, type Handler, type Route, type RequestListener } from '../http/pipeline.ts';
 import { MiB } from '../http/body.ts';
@@ -27,6 +29,17 @@ import { audited, recordRefusal } from './audited.ts';
 type R = Route<ControlDeps>;
 
 const STATIC_DIR = fileURLToPath(new URL('../../static', import.meta.url));
+
+/**
+ * The SDK's SSE parser as the UI loads it (/client/sse-parse.js), so the browser and Node read streams with one
+ * parser although the UI has no build step: tsc's module under dist/, or, when svc runs from its sources (the
+ * tests), the source with its types stripped.
+ */
+function sseParserModule(): Buffer {
+  if (!import.meta.url.endsWith('.ts')) return readFileSync(new URL('../client/sse-parse.js', import.meta.url));
+  const source = readFileSync(new URL('../client/sse-parse.ts', import.meta.url), 'utf8');
+  return Buffer.from(stripTypeScriptTypes(source));
+}
 
 // Pre-encoded: /health is the hottest, cheapest route (DESIGN §7 bar: ≥ 0.85 × plain node:http).
 const OK: Reply = {
@@ -109,7 +122,7 @@ export function createControlApp(
     token: deps.settings.token,
     runnerTokens: deps.settings.runnerTokens,
     ownOrigins,
-    staticFiles: createStaticFiles(STATIC_DIR),
+    staticFiles: createStaticFiles(STATIC_DIR, { '/client/sse-parse.js': sseParserModule() }),
     log: deps.log,
     onRefused: (info) => recordRefusal(deps, info),
     requests: deps.metrics.requests,

@@ -8,7 +8,7 @@ import { httpErrorOf } from '../http/http-error.ts';
 import { isLoopbackAddress, proxyHeaderOf } from '../http/guards.ts';
 import type { ControlDeps } from './deps.ts';
 import { errorMessage } from '../errors.ts';
-import { SEGMENT } from './params.ts';
+import { isValidSegment } from '../engine/ids.ts';
 import { obj } from '../untrusted.ts';
 
 const notes = new WeakMap<object, Record<string, unknown>>();
@@ -29,7 +29,7 @@ export function actorOf(deps: ControlDeps, peer: string, req: IncomingMessage, r
 
 function field(value: unknown, key: string): string | undefined {
   const v = obj(value)[key];
-  return typeof v === 'string' && SEGMENT.test(v) ? v : undefined;
+  return isValidSegment(v) ? v : undefined;
 }
 
 function runOf(holder: unknown): string | null {

@@ -3,12 +3,15 @@ import { checkBodyKeys, MAX_JSON_DEPTH } from '../http/body.ts';
 import { OCTET_STREAM } from '../http/static-files.ts';
 import { failureColumns } from '../db/runs-store.ts';
 import type { RunInput } from '../db/run-types.ts';
-import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
+import {
+  FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS, type RunFailure, type RunStatus,
+} from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
-import { SEGMENT, checkArtifactPath, invalidParam, timeMs } from './params.ts';
+import { checkArtifactPath, invalidParam, timeMs } from './params.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
 import { isJsonObject, nestsDeeperThan, oneOf, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
+import { isValidSegment } from '../engine/ids.ts';
 import { schemas } from './openapi-schemas.ts';
 
 export type IngestBatch = ReturnType<typeof validateBatch>;
@@ -45,7 +48,7 @@ function member<T>(where: string, v: unknown, allowed: readonly T[]): T {
 }
 
 function segment(where: string, v: unknown): string {
-  return typeof v === 'string' && SEGMENT.test(v) ? v : bad(where, `must match ${SEGMENT.source}`);
+  return isValidSegment(v) ? v : bad(where, `must match ${SEGMENT.source}`);
 }
 
 function ingestTime(where: string, v: unknown, now: number): number {

@@ -8,10 +8,11 @@ import { HttpError, errorBody, httpErrorOf } from '../http/http-error.ts';
 import { TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from '../http/body.ts';
 import { FailedError } from '../errors.ts';
-import { isJsonObject, describe as describeValue } from '../untrusted.ts';
+import { isJsonObject, tryParseJson, describe as describeValue } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
 import { noteAudit, recordRefusal } from './audited.ts';
-import { invalidParam, SEGMENT } from './params.ts';
+import { invalidParam } from './params.ts';
+import { SEGMENT } from '../run-json.ts';
 import { operations, toOpenapiPath } from './openapi.ts';
 import { schemas } from './openapi-schemas.ts';
 
@@ -124,11 +125,8 @@ function replyValue(reply: Reply): unknown {
   const text = bytes.toString('utf8');
   const type = Object.entries(reply.headers ?? {}).find(([k]) => k.toLowerCase() === 'content-type')?.[1] ?? '';
   if (!/[/+]json\b/i.test(type) || jsonDepth(bytes) > MAX_JSON_DEPTH) return text;
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
+  const value = tryParseJson(text);
+  return value === undefined ? text : value;
 }
 
 function result(value: unknown, isError: boolean) {

@@ -10,7 +10,7 @@ import { BadInputError, errorMessage } from '../errors.ts';
 import { isJsonObject, type Obj } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
 import { createMcpTools, type McpTools } from './mcp-tools.ts';
-import { VERSION } from './openapi.ts';
+import { VERSION } from '../version.ts';
 
 type C = Ctx<ControlDeps>;
 type Id = string | number;

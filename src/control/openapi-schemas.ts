@@ -2,7 +2,7 @@
 // Shapes follow DESIGN §3–5; a field the design leaves open stays an open object rather than a guess.
 // A request body's properties are also the fields its handler accepts (checkBodyKeys): one list, no drift.
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
-import { SEGMENT } from './params.ts';
+import { SEGMENT } from '../run-json.ts';
 
 const nullable = (type: string) => ({ type: [type, 'null'] });
 const time = { type: ['string', 'null'], format: 'date-time' };

@@ -1,13 +1,12 @@
 // The OpenAPI 3.1 description of both servers as data (one operation list, one builder), served at /v1/openapi.json.
 // test/http/openapi.test.ts checks it against both route tables and against real responses.
-import { readFileSync } from 'node:fs';
 import { json } from '../http/respond.ts';
 import type { Handler } from '../http/pipeline.ts';
 import type { ControlDeps } from './deps.ts';
 import { schemas, responses, ref } from './openapi-schemas.ts';
-import { SEGMENT } from './params.ts';
-import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
+import { FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
+import { VERSION } from '../version.ts';
 
 type Server = 'control' | 'trigger' | 'both';
 // Left out: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
@@ -352,8 +351,4 @@ export function toOpenapiPath(pattern: string): string {
   return pattern.replace(/[:*](\w+)/g, '{$1}');
 }
 
-/** svc's version (package.json), as the document and the MCP server's serverInfo give it. */
-export const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
-  version: string;
-}).version;
 export const getOpenapi: Handler<ControlDeps> = (ctx) => json(200, buildOpenapi(VERSION, ctx.deps.url()));

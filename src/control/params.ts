@@ -2,6 +2,8 @@
 // (DESIGN §3, §4); a run named but not stored is 404.
 import { HttpError } from '../http/http-error.ts';
 import { oneOf, tryParseJson } from '../untrusted.ts';
+import { SEGMENT } from '../run-json.ts';
+import { isValidSegment } from '../engine/ids.ts';
 import type { RunRow } from '../db/run-types.ts';
 import type { RunsStore } from '../db/runs-store.ts';
 
@@ -9,13 +11,11 @@ export function invalidParam(message: string): never {
   throw new HttpError('invalid_param', message);
 }
 
-/** DESIGN §3: both `<source>` and `<run>` path segments. */
-export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 500;
 
 export function checkSegment(name: string, value: unknown): string {
-  if (typeof value !== 'string' || !SEGMENT.test(value)) {
+  if (!isValidSegment(value)) {
     invalidParam(`Parameter "${name}" must match ${SEGMENT.source}`);
   }
   return value;
@@ -114,6 +114,6 @@ export function decodeCursor(text: string, shape: ReadonlyArray<'int' | 'segment
   const key = tryParseJson(Buffer.from(text, 'base64url').toString('utf8'));
   if (!Array.isArray(key) || key.length !== shape.length) return bad();
   const fits = (part: unknown, i: number) =>
-    shape[i] === 'int' ? Number.isSafeInteger(part) : typeof part === 'string' && SEGMENT.test(part);
+    shape[i] === 'int' ? Number.isSafeInteger(part) : isValidSegment(part);
   return key.every(fits) ? (key as Array<number | string>) : bad();
 }

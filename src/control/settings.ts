@@ -5,7 +5,7 @@ import { readConnectionLimits } from '../http/http-server.ts';
 import type { RunnerCredential } from '../http/guards.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingChoice, settingFile, settingInt, settingOr } from '../settings-registry.ts';
-import { SEGMENT } from './params.ts';
+import { SEGMENT } from '../run-json.ts';
 import { answerDirOf } from '../engine/answers.ts';
 
 export type ControlSettings = ReturnType<typeof resolveControlSettings>;

@@ -1,8 +1,8 @@
 // Run ids: "r" + 26 lowercase base32 chars (48-bit ms time, then 80 random bits), so they sort by creation time.
 import { randomInt } from 'node:crypto';
+import { SEGMENT } from '../run-json.ts';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
-const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /** `ms` in ten base32 digits of ALPHABET (JavaScript's own base32 digits, mapped). */
 export function encodeTime(ms: number): string {

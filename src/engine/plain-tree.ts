@@ -1,8 +1,9 @@
 // Reads a tree a project or an agent could write without ever following a symbolic link: each name is looked up
 // inside the folder already open, through /proc/self/fd (writes: safe-fs.ts).
-import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
+import { pathKind } from '../spawn/tree.ts';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 // O_NONBLOCK: a planted FIFO cannot block the open.
@@ -24,18 +25,6 @@ export function pathIn(dir: PlainDir, name: string): string {
   return PROC_FD ? `/proc/self/fd/${dir.fd}/${name}` : join(dir.path, name);
 }
 
-function kindOf(path: string): EntryKind {
-  let st;
-  try {
-    st = lstatSync(path);
-  } catch {
-    return 'missing';
-  }
-  if (st.isSymbolicLink()) return 'link';
-  if (st.isDirectory()) return 'dir';
-  return st.isFile() ? 'file' : 'other';
-}
-
 function kindOfError(err: unknown): EntryKind {
   const code = (err as NodeJS.ErrnoException).code;
   if (code === 'ELOOP') return 'link';
@@ -50,7 +39,7 @@ function openPlainDir(path: string, shown = path): PlainDir | EntryKind {
     fd = openSync(path, DIR_FLAGS);
   } catch (err) {
     const kind = kindOfError(err);
-    return kind === 'other' ? kindOf(path) : kind;
+    return kind === 'other' ? (pathKind(path) ?? 'missing') : kind;
   }
   let open = true;
   return {
@@ -89,7 +78,7 @@ export function listPlain(dir: PlainDir): Array<{ name: string; kind: EntryKind 
   } catch {
     return [];
   }
-  return names.sort().map((name) => ({ name, kind: kindOf(pathIn(dir, name)) }));
+  return names.sort().map((name) => ({ name, kind: pathKind(pathIn(dir, name)) ?? 'missing' }));
 }
 
 /** The plain folders (or files) directly in `<root>/<parts…>`, sorted; none when a level on the way is not plain. */

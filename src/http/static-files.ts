@@ -44,6 +44,11 @@ export type StaticFiles = ReturnType<typeof createStaticFiles>;
 
 type StaticFile = { body: Buffer; type: string; etag: string };
 
+function add(out: Map<string, StaticFile>, pathname: string, body: Buffer, type: string): void {
+  const etag = `"${createHash('sha256').update(body).digest('hex').slice(0, 32)}"`;
+  out.set(pathname, { body, type, etag });
+}
+
 // By hand: readdirSync's own recursion follows symlinked folders, and one unreadable entry would lose them all.
 function walk(root: string, dir: string, out: Map<string, StaticFile>): void {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -52,21 +57,25 @@ function walk(root: string, dir: string, out: Map<string, StaticFile>): void {
     const type = contentTypeOf(entry.name);
     if (entry.isDirectory()) walk(root, full, out);
     else if (entry.isFile() && type) {
-      const body = readFileSync(full);
-      const etag = `"${createHash('sha256').update(body).digest('hex').slice(0, 32)}"`;
-      out.set(`/${relative(root, full).split(sep).join('/')}`, { body, type, etag });
+      add(out, `/${relative(root, full).split(sep).join('/')}`, readFileSync(full), type);
     }
   }
 }
 
-/** The reply for a URL path, or null when no such file was found under `root` at boot. */
-export function createStaticFiles(root: string): (pathname: string, ifNoneMatch?: string) => Reply | null {
+/**
+ * The reply for a URL path, or null when no such file was found under `root` at boot. `modules` are JavaScript
+ * modules served beside those files (path → text), made by the caller at boot.
+ */
+export function createStaticFiles(
+  root: string, modules: Record<string, Buffer> = {},
+): (pathname: string, ifNoneMatch?: string) => Reply | null {
   const files = new Map<string, StaticFile>();
   try {
     if (statSync(root).isDirectory()) walk(root, root, files);
   } catch {
     // No static folder: the API still works; the UI answers 404.
   }
+  for (const [pathname, body] of Object.entries(modules)) add(files, pathname, body, TYPES['.js']!);
   return (pathname, ifNoneMatch) => {
     const file = files.get(pathname === '/' ? '/index.html' : pathname);
     if (!file) return null;

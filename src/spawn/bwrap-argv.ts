@@ -2,12 +2,12 @@
 // §7a; docs/engine.md "The agent sandbox" lists what is seen and refused). The view is an allowlist on an empty root
 // and a later mount covers an earlier one, so the order of the steps in bwrapArgv is the policy. The seccomp filter
 // comes on descriptor 3 and the /etc files from 4 on: whoever starts this argv passes openSandboxFds() there.
-import { closeSync, existsSync, lstatSync, openSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { filterArgv, openFilterFd } from './seccomp.ts';
-import { orNull } from './tree.ts';
+import { pathKind } from './tree.ts';
 
 /** A host path bound at `target`, a path under HOME. */
 export interface HomeMount {
@@ -61,13 +61,6 @@ const ETC_ENTRIES = [
   'inputrc', 'terminfo', 'gitconfig', 'shells', 'bash.bashrc', 'profile', 'xattr.conf', 'java-17-openjdk',
   'python3', 'fonts', 'mtab',
 ];
-
-/** What is at `path`; `follow`: through links (only where the link is not an agent's to plant). */
-export function pathKind(path: string, follow = false): 'dir' | 'file' | 'link' | 'other' | null {
-  const st = orNull(() => (follow ? statSync(path) : lstatSync(path)));
-  if (!st) return null;
-  return st.isSymbolicLink() ? 'link' : st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
-}
 
 /** The /etc files copied in come on descriptors from here, after the system-call filter's 3. */
 const ETC_FD = 4;

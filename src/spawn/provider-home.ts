@@ -4,7 +4,8 @@
 // link an agent planted in a kept folder, or write anywhere outside `repoHome`.
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { pathKind, within, type HomeMount } from './bwrap-argv.ts';
+import { within, type HomeMount } from './bwrap-argv.ts';
+import { pathKind } from './tree.ts';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 
 /**

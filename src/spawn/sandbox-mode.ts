@@ -1,7 +1,7 @@
 // Whether a run's agents are sandboxed (DESIGN §7a; docs/engine.md "Choosing it"), decided once per run by its
 // launcher from the project policy, the origin and whether bubblewrap works here. A working probe is kept for this
 // boot in `~/.svc/sandbox-probe.json` (~13 ms a run otherwise); a failure is probed again each time.
-import { lstatSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { errorMessage, UnavailableError } from '../errors.ts';
 import { settingChoice } from '../settings-registry.ts';
@@ -10,6 +10,7 @@ import { bwrapArgv, closeSandboxFds, openSandboxFds } from './bwrap-argv.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { svcHomeOf, which } from './svc-paths.ts';
 import { orNull, readOrNull } from './tree.ts';
+import { writeFileAtomic } from '../atomic-write.ts';
 
 type SandboxSetting = 'bwrap' | 'none';
 
@@ -142,9 +143,7 @@ function probeSandboxCached(env: NodeJS.ProcessEnv): SandboxProbe {
   if (!probe.ok) return probe;
   try {
     mkdirSync(home, { recursive: true, mode: 0o700 });
-    const temp = `${path}.${process.pid}.tmp`;
-    writeFileSync(temp, JSON.stringify({ key, probe }), { mode: 0o600, flag: 'wx' });
-    renameSync(temp, path);
+    writeFileAtomic(path, JSON.stringify({ key, probe }), 0o600);
   } catch {
     // no writable ~/.svc: the next run probes again
   }

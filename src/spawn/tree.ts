@@ -1,7 +1,8 @@
 // The processes an agent started, found without cgroups or prctl (neither is reachable from Node; a process group is
 // not enough, since `setsid` or a double fork leaves it): inside a sandbox, its PID namespace; without one, repeated
 // PPid walks plus the environment marker SVC_PROCESS_TREE=<nonce> (docs/engine.md "Without the sandbox": its limit).
-import { readFileSync, readdirSync, readlinkSync, realpathSync } from 'node:fs';
+// Beside it, the small path readers that spawn/ and engine/ share (orNull and its kin, pathKind).
+import { lstatSync, readFileSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 
 type Proc = NonNullable<ReturnType<typeof readProc>>;
@@ -19,6 +20,13 @@ export const readOrNull = (path: string): string | null => orNull(() => readFile
 export const readlinkOrNull = (path: string): string | null => orNull(() => readlinkSync(path));
 /** The path with every link resolved, or null when it (or a folder on its way) is gone. */
 export const realOrNull = (path: string): string | null => orNull(() => realpathSync(path));
+
+/** What is at `path`; `follow`: through links (only where the link is not an agent's to plant). */
+export function pathKind(path: string, follow = false): 'dir' | 'file' | 'link' | 'other' | null {
+  const st = orNull(() => (follow ? statSync(path) : lstatSync(path)));
+  if (!st) return null;
+  return st.isSymbolicLink() ? 'link' : st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
+}
 
 /** Octal escapes (`\040`) in mountinfo paths. */
 export function unescapeMount(path: string): string {

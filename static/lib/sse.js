@@ -2,7 +2,7 @@
 // Live event streams over fetch (EventSource cannot send an Authorization header). Tracks the last event id and
 // reconnects with Last-Event-ID and ?after=, dropping any id it has already delivered: no gaps, no duplicates.
 import { authHeaders, requestToken, getToken } from './api.js';
-import { createSseParser } from './sse-parse.js';
+import { createSseParser } from '../client/sse-parse.js';
 import { markFresh, markUnreachable } from './connection.js';
 
 /**
@@ -73,7 +73,7 @@ export function openStream(path, options) {
     schedule(Math.min(parser.retryMs() ?? 1000, 5000) * Math.min(failures, 8));
   }
 
-  /** @param {import('./sse-parse.js').SseMessage} message */
+  /** @param {import('../client/sse-parse.js').SseMessage} message */
   function deliver(message) {
     const id = Number(message.id);
     if (!Number.isFinite(id) || id <= lastId) return;

@@ -113,6 +113,10 @@ describe('svc control serve', () => {
     assert.notEqual(s.url.endsWith(':0'), true);
     const health = await fetch(`${s.url}/health`);
     assert.equal(health.status, 200);
+    // Built, it serves the UI the SSE parser tsc compiled (the tests that run the sources get it type-stripped).
+    const parser = await fetch(`${s.url}/client/sse-parse.js`);
+    assert.equal(parser.status, 200);
+    assert.match(await parser.text(), /^export function createSseParser\(\)/m);
     const record = JSON.parse(readFileSync(join(home, '.svc', 'control', 'server.json'), 'utf8'));
     assert.deepEqual(record, { url: s.url, pid: s.child.pid });
     s.child.kill('SIGTERM');

@@ -8,8 +8,10 @@ import { startTestControl, seedRuns, type TestControl } from '../helpers/control
 import { safeJson, terminalSafe } from '../../src/safe-json.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
-// ESC-based CSI (recolour), the one-byte C1 CSI U+009B (clear screen), BEL, an OSC title change ended by ST, CR, DEL.
-const HOSTILE = 'Fix \u001b[31mred\u001b[0m \u009b2J bell\u0007 \u001b]0;pwned\u001b\\ back\rover del\u007f nel\u0085';
+// ESC-based CSI (recolour), the one-byte C1 CSI U+009B (clear screen), BEL, an OSC title change ended by ST, CR, DEL,
+// and U+2028, a line break to a reader that splits lines by Unicode (Python's splitlines) that could fake a field.
+const HOSTILE = 'Fix \u001b[31mred\u001b[0m \u009b2J bell\u0007 \u001b]0;pwned\u001b\\ back\rover del\u007f nel\u0085' +
+  '\u2028x';
 const QUESTION = `Which \u009b31mdatabase\u0007?`;
 const ERROR = 'boom \u001b[2K\u009bK';
 
@@ -61,15 +63,16 @@ describe('CLI output holds no raw terminal control codes', () => {
     const r = await svc(['runs', 'show', `local/${runId}`]);
     assert.equal(r.code, 0, r.stderr.toString());
     const text = assertNoRawControls(r.stdout, 'stdout');
-    assert.ok(text.includes('\nbrief      Fix  [31mred [0m  2J bell   ]0;pwned \\ back over del  nel\n'), text);
-    assert.ok(text.includes('\nquestion   Which  31mdatabase ?\n'), text);
-    assert.ok(text.includes('\nerror      boom  [2K K\n'), text);
+    // Each run of controls and spaces is one space.
+    assert.ok(text.includes('\nbrief      Fix [31mred [0m 2J bell ]0;pwned \\ back over del nel x\n'), text);
+    assert.ok(text.includes('\nquestion   Which 31mdatabase ?\n'), text);
+    assert.ok(text.includes('\nerror      boom [2K K\n'), text);
   });
 
   it('svc runs list replaces them in the table', async () => {
     const r = await svc(['runs', 'list']);
     assert.equal(r.code, 0, r.stderr.toString());
-    const row = /  Fix  \[31mred \[0m  2J bell   \]0;pwned \\ back over del  nel\n$/;
+    const row = /  Fix \[31mred \[0m 2J bell \]0;pwned \\ back over del nel x\n$/;
     assert.match(assertNoRawControls(r.stdout, 'stdout'), row);
   });
 

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createHttpServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { Socket, createServer as createTcpServer, isIP, type AddressInfo } from 'node:net';
+import { Socket, connect as netConnect, createServer as createTcpServer, isIP, type AddressInfo } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { tcpConnect, type ConnectFn } from '../../src/gate/context.ts';
 import type { Resolver } from '../../src/gate/policy.ts';
@@ -165,6 +165,22 @@ export function gateConnect(
     });
     req.on('error', reject);
     req.end();
+  });
+}
+
+/** Writes `text` on a new connection to the gate; resolves with every byte the gate answered once it closed. */
+export function rawExchange(port: number, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = netConnect(port, '127.0.0.1');
+    let answer = '';
+    socket.setEncoding('latin1');
+    socket.on('connect', () => socket.write(text));
+    socket.on('data', (d: string) => (answer += d));
+    socket.on('end', () => {
+      socket.end();
+      resolve(answer);
+    });
+    socket.on('error', reject);
   });
 }
 

@@ -3,23 +3,15 @@
 // connection opens (the real key would go with it). The upstream is a loopback server that records what it got.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect as netConnect } from 'node:net';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { modelPath, modelRoute } from '../../src/gate/model-apis.ts';
-import { gateRequest, recordingConnect, startUpstream, type Upstream } from './helpers.ts';
+import { gateRequest, rawExchange, recordingConnect, startUpstream, type Upstream } from './helpers.ts';
 
 /** The status line the gate answers to a request target written byte for byte (no client library rewriting it). */
-function rawStatus(port: number, target: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const socket = netConnect(port, '127.0.0.1');
-    let text = '';
-    socket.setEncoding('latin1');
-    socket.on('connect', () => socket.write(`GET ${target} HTTP/1.1\r\nHost: gate\r\nConnection: close\r\n\r\n`));
-    socket.on('data', (d: string) => (text += d));
-    socket.on('end', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0)));
-    socket.on('error', reject);
-  });
+async function rawStatus(port: number, target: string): Promise<number> {
+  const text = await rawExchange(port, `GET ${target} HTTP/1.1\r\nHost: gate\r\nConnection: close\r\n\r\n`);
+  return Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
 }
 
 describe('egress gate model API paths', () => {

@@ -4,30 +4,13 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { connect as netConnect } from 'node:net';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import {
-  countRequests, recordingConnect, startRawUpstream, tableResolver, type RawUpstream,
+  countRequests, rawExchange, recordingConnect, startRawUpstream, tableResolver, type RawUpstream,
 } from './helpers.ts';
-
-/** Writes `text` on a new connection to the gate; resolves with every byte the gate answered once it closed. */
-function rawExchange(port: number, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = netConnect(port, '127.0.0.1');
-    let answer = '';
-    socket.setEncoding('latin1');
-    socket.on('connect', () => socket.write(text));
-    socket.on('data', (d: string) => (answer += d));
-    socket.on('end', () => {
-      socket.end();
-      resolve(answer);
-    });
-    socket.on('error', reject);
-  });
-}
 
 const SMUGGLED = 'GET /admin/delete-everything HTTP/1.1\r\nHost: internal.test\r\n\r\n';
 const chunk = (text: string) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;

@@ -28,6 +28,20 @@ describe('security', () => {
       assert.match((await rawRequest(control.url, '/app.js')).headers['content-type'] as string, /^text\/javascript/);
     });
 
+    it('serves the SDK\'s SSE parser to the UI as a module that parses a stream', async () => {
+      const res = await rawRequest(control.url, '/client/sse-parse.js');
+      assert.equal(res.status, 200);
+      assert.match(res.headers['content-type'] as string, /^text\/javascript/);
+      assert.equal(res.headers['content-security-policy'], UI_CSP);
+      const served: typeof import('../../src/client/sse-parse.ts') =
+        await import(`data:text/javascript;base64,${Buffer.from(res.text).toString('base64')}`);
+      const parser = served.createSseParser();
+      assert.deepEqual(parser.push('retry: 500\nid: 4\nevent: log\ndata: a\ndata: b\n\n'), [
+        { id: '4', event: 'log', data: 'a\nb' },
+      ]);
+      assert.equal(parser.retryMs(), 500);
+    });
+
     it('answers 404 for a static path that was not there at boot', async () => {
       const res = await rawRequest(control.url, '/no-such-file.js');
       assert.equal(res.status, 404);

@@ -91,54 +91,53 @@ function plantRunFolder(dir: string, run: string, repoPath: string, mark: string
 
 const FLAGS = ['--retry', '--resume', '--verify', '--open-pr', '--stop'];
 
-describe('a run folder the repository commits', () => {
-  let repo: TestRepo;
-  let mark: string;
-  const run = 'r01aaaaaaaaaaaaaaaaaaaaaaaa';
+/** Two ways a repository plants a run folder: committed in .svc/runs, or behind a committed link there. */
+const PLANTED_RUNS = [
+  {
+    where: 'a run folder the repository commits',
+    run: 'r01aaaaaaaaaaaaaaaaaaaaaaaa',
+    plant(repo: TestRepo, run: string, mark: string): void {
+      plantRunFolder(join(repo.repo, '.svc', 'runs', run), run, repo.repo, mark);
+      git(repo.repo, ['add', join('.svc', 'runs')]);
+      git(repo.repo, ['commit', '-qm', 'a run folder, committed']);
+    },
+    refusal: (run: string) => new RegExp(`Refusing to use run ${run}: its folder \\.svc/runs/${run} is committed`),
+  },
+  {
+    where: 'a run folder behind a committed link at .svc/runs (git lists nothing behind a link)',
+    run: 'r01bbbbbbbbbbbbbbbbbbbbbbbb',
+    plant(repo: TestRepo, run: string, mark: string): void {
+      plantRunFolder(join(repo.repo, 'elsewhere', run), run, repo.repo, mark);
+      symlinkSync(join('..', 'elsewhere'), join(repo.repo, '.svc', 'runs'));
+      git(repo.repo, ['add', 'elsewhere', join('.svc', 'runs')]);
+      git(repo.repo, ['commit', '-qm', 'run folders behind a link']);
+    },
+    refusal: () => /svc keeps its runs and worktrees in plain folders of the repository/,
+  },
+];
 
-  before(() => {
-    repo = makeRepo();
-    mark = join(repo.root, 'ran-on-host');
-    plantRunFolder(join(repo.repo, '.svc', 'runs', run), run, repo.repo, mark);
-    git(repo.repo, ['add', join('.svc', 'runs')]);
-    git(repo.repo, ['commit', '-qm', 'a run folder, committed']);
-  });
-  after(() => repo.cleanup());
+for (const { where, run, plant, refusal } of PLANTED_RUNS) {
+  describe(where, () => {
+    let repo: TestRepo;
+    let mark: string;
 
-  for (const flag of FLAGS) {
-    it(`refuses ${flag} of it with exit 1, and nothing its plan names runs`, async () => {
-      const res = await svc(repo, [flag, run]);
-      assert.equal(res.code, 1, res.stderr);
-      assert.match(res.stderr, new RegExp(`Refusing to use run ${run}: its folder \\.svc/runs/${run} is committed`));
-      assert.equal(existsSync(mark), false, 'the committed plan\'s program never ran');
+    before(() => {
+      repo = makeRepo();
+      mark = join(repo.root, 'ran-on-host');
+      plant(repo, run, mark);
     });
-  }
-});
+    after(() => repo.cleanup());
 
-describe('a run folder behind a committed link at .svc/runs (git lists nothing behind a link)', () => {
-  let repo: TestRepo;
-  let mark: string;
-  const run = 'r01bbbbbbbbbbbbbbbbbbbbbbbb';
-
-  before(() => {
-    repo = makeRepo();
-    mark = join(repo.root, 'ran-on-host');
-    plantRunFolder(join(repo.repo, 'elsewhere', run), run, repo.repo, mark);
-    symlinkSync(join('..', 'elsewhere'), join(repo.repo, '.svc', 'runs'));
-    git(repo.repo, ['add', 'elsewhere', join('.svc', 'runs')]);
-    git(repo.repo, ['commit', '-qm', 'run folders behind a link']);
+    for (const flag of FLAGS) {
+      it(`refuses ${flag} of it with exit 1, and nothing its plan names runs`, async () => {
+        const res = await svc(repo, [flag, run]);
+        assert.equal(res.code, 1, res.stderr);
+        assert.match(res.stderr, refusal(run));
+        assert.equal(existsSync(mark), false, 'the planted plan\'s program never ran');
+      });
+    }
   });
-  after(() => repo.cleanup());
-
-  for (const flag of FLAGS) {
-    it(`refuses ${flag} of it with exit 1, and nothing its plan names runs`, async () => {
-      const res = await svc(repo, [flag, run]);
-      assert.equal(res.code, 1, res.stderr);
-      assert.match(res.stderr, /svc keeps its runs and worktrees in plain folders of the repository/);
-      assert.equal(existsSync(mark), false, 'the plan behind the link never ran');
-    });
-  }
-});
+}
 
 describe('a run a server starts again from an earlier plan', { skip: !bwrapWorks && 'needs a working bwrap' }, () => {
   let repo: TestRepo;

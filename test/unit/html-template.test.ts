@@ -1,6 +1,8 @@
-// The UI's escaping template (static/lib/html.js) and SSE parser run in Node: the browser is not needed to prove them.
+// The UI's escaping template (static/lib/html.js) and its SSE parser (the SDK's, src/client/sse-parse.ts, which the
+// Control Plane serves to the UI) run in Node: the browser is not needed to prove them.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import * as sse from '../../src/client/sse-parse.ts';
 
 interface Safe {
   markup: string;
@@ -12,13 +14,9 @@ interface HtmlModule {
   render(target: { innerHTML: string }, content: unknown): void;
   SafeHtml: new (markup: string) => Safe;
 }
-interface SseModule {
-  createSseParser(): { push(chunk: string): Array<{ id: string; event: string; data: string }>; retryMs(): number | null };
-}
 
 // Imported by URL so the test type-checks without allowJs; the module is plain browser JS.
 const lib: HtmlModule = await import(new URL('../../static/lib/html.js', import.meta.url).href);
-const sse: SseModule = await import(new URL('../../static/lib/sse-parse.js', import.meta.url).href);
 const { html } = lib;
 
 describe('html template', () => {

@@ -11,7 +11,7 @@ import { contentTypeOf, OCTET_STREAM } from '../../http/static-files.ts';
 import { transaction } from '../../db/open.ts';
 import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
-import { invalidParam, SEGMENT } from '../params.ts';
+import { invalidParam } from '../params.ts';
 import { validateBatch, validateEvent, validateRun, type IngestBatch } from '../ingest-validate.ts';
 import { storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
@@ -20,6 +20,7 @@ import { schemas } from '../openapi-schemas.ts';
 import { listPlain, openPlainDirIn, openPlainPath, skipReason } from '../../engine/plain-tree.ts';
 import { readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
 import { realOrNull } from '../../spawn/tree.ts';
+import { isValidSegment } from '../../engine/ids.ts';
 
 /** One transaction (all or nothing), then the new events to live streams. */
 function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
@@ -63,7 +64,7 @@ function importBatch(
 ): IngestBatch | null {
   const { state } = read;
   const name = String(state.run);
-  const source = typeof state.source === 'string' && SEGMENT.test(state.source) ? state.source : deps.settings.source;
+  const source = isValidSegment(state.source) ? state.source : deps.settings.source;
   // Only this server's own runs import, and never over one it holds for another folder: a project's .svc/runs is the
   // project's text, and repo_path steers local actions and the merge policy (docs/control-data.md, Import).
   if (source !== deps.settings.source) {
@@ -129,7 +130,7 @@ function importProject(deps: ControlDeps, path: unknown) {
       deps.stores.projects.add(realpathSync(path), deps.clock());
       if ('failed' in runs) return;
       for (const { name } of listPlain(runs)) {
-        if (!SEGMENT.test(name)) continue;
+        if (!isValidSegment(name)) continue;
         const folder = openPlainDirIn(runs, name);
         if (typeof folder === 'string') {
           if (folder !== 'file') skip(name, skipReason(folder));
