@@ -128,7 +128,7 @@ describe('a ClientHello sent in crumbs', () => {
     const hello = new HelloAssembler();
     let reading = hello.push(Buffer.alloc(0));
     for (let i = 0; i < bytes.length && reading.kind === 'more'; i++) reading = hello.push(bytes.subarray(i, i + 1));
-    assert.deepEqual(reading, { kind: 'hello', serverName: 'crumbs.test' });
+    assert.deepEqual(reading, { kind: 'hello', serverName: 'crumbs.test', end: bytes.length });
     assert.ok(hello.readings <= 3, `read ${hello.readings} times`);
     assert.deepEqual(hello.bytes(), bytes);
   });

@@ -185,7 +185,8 @@ describe('ClientHello reading', () => {
   it('refuses each malformed hello with its reason', () => {
     const malformed = (reason: string) => ({ kind: 'malformed', reason });
     const named = (...entries: Array<[number, string]>) => handMadeHello(extension(0, serverNames(...entries)));
-    assert.deepEqual(readClientHello(handMadeHello(null)), { kind: 'hello', serverName: null });
+    const bare = handMadeHello(null);
+    assert.deepEqual(readClientHello(bare), { kind: 'hello', serverName: null, end: bare.length });
     assert.deepEqual(readClientHello(named([0, 'a.test'], [0, 'b.test'])),
       malformed('the TLS ClientHello names a server twice'));
     assert.deepEqual(readClientHello(named([0, 'a test'])), malformed('the TLS server name is not an ASCII host name'));
@@ -211,14 +212,15 @@ describe('ClientHello reading', () => {
     const hello = new HelloAssembler();
     assert.deepEqual(hello.push(split.subarray(0, 46)), { kind: 'more' });
     assert.deepEqual(hello.push(split.subarray(46, 49)), { kind: 'more' });
-    assert.deepEqual(hello.push(split.subarray(49)), { kind: 'hello', serverName: 'parts.test' });
+    assert.deepEqual(hello.push(split.subarray(49)), { kind: 'hello', serverName: 'parts.test', end: split.length });
     assert.equal(hello.readings, 2, 'read again only once the second record was whole');
   });
 
   it('finds the server name, or none, in what node sends', async () => {
-    const named = readClientHello(await captureHello('Example.TEST'));
-    assert.deepEqual(named, { kind: 'hello', serverName: 'example.test' });
-    assert.deepEqual(readClientHello(await captureHello(undefined)), { kind: 'hello', serverName: null });
+    const bytes = await captureHello('Example.TEST');
+    assert.deepEqual(readClientHello(bytes), { kind: 'hello', serverName: 'example.test', end: bytes.length });
+    const unnamed = await captureHello(undefined);
+    assert.deepEqual(readClientHello(unnamed), { kind: 'hello', serverName: null, end: unnamed.length });
   });
 
   it('reads a hello split over two TLS records, and waits while any of it is missing', async () => {
@@ -227,7 +229,7 @@ describe('ClientHello reading', () => {
     const header = (part: Buffer) => Buffer.from([22, 3, 1, part.length >> 8, part.length & 255]);
     const record = (part: Buffer) => Buffer.concat([header(part), part]);
     const split = Buffer.concat([record(body.subarray(0, 40)), record(body.subarray(40))]);
-    assert.deepEqual(readClientHello(split), { kind: 'hello', serverName: 'split.test' });
+    assert.deepEqual(readClientHello(split), { kind: 'hello', serverName: 'split.test', end: split.length });
     for (const cut of [1, 4, 5, 44, 46, split.length - 1]) {
       assert.deepEqual(readClientHello(split.subarray(0, cut)), { kind: 'more' }, `cut at ${cut}`);
     }
