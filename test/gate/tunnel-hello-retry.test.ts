@@ -13,29 +13,7 @@ import { readClientHello } from '../../src/gate/client-hello.ts';
 import { HelloRetryWatch } from '../../src/gate/hello-retry.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { makeCert as makeCertFor } from '../trigger/standins.ts';
-import { gateConnect, recordingConnect, tableResolver, tempDir } from './helpers.ts';
-
-/** The ClientHello node's TLS client sends for `servername`, as the first bytes on the wire. */
-async function captureHello(servername: string): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const server = createTcpServer((socket) => {
-      let seen = Buffer.alloc(0);
-      socket.on('data', (d: Buffer) => {
-        seen = Buffer.concat([seen, d]);
-        if (readClientHello(seen).kind !== 'more') {
-          socket.destroy();
-          server.close();
-          resolve(seen);
-        }
-      });
-    });
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as AddressInfo).port;
-      tlsConnect({ host: '127.0.0.1', port, servername }).on('error', () => {});
-    });
-    server.on('error', reject);
-  });
-}
+import { captureHello, gateConnect, recordingConnect, tableResolver, tempDir } from './helpers.ts';
 
 const RETRY_RANDOM = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
 

@@ -4,40 +4,15 @@
 // decrypting anything) and refuses the tunnel before a byte reaches the destination. Loopback servers only.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer as createTcpServer, type AddressInfo } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { HelloAssembler, readClientHello } from '../../src/gate/client-hello.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { makeCert as makeCertFor } from '../trigger/standins.ts';
 import {
-  gateConnect, getOverSocket, getOverTls, recordingConnect, startUpstream, tableResolver, tempDir,
+  captureHello, gateConnect, getOverSocket, getOverTls, recordingConnect, startUpstream, tableResolver, tempDir,
   type Cert, type Upstream,
 } from './helpers.ts';
-
-/** The ClientHello node's TLS client sends for `servername` (undefined: none), as the first bytes on the wire. */
-async function captureHello(servername: string | undefined): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const server = createTcpServer((socket) => {
-      let seen = Buffer.alloc(0);
-      socket.on('data', (d: Buffer) => {
-        seen = Buffer.concat([seen, d]);
-        if (readClientHello(seen).kind !== 'more') {
-          socket.destroy();
-          server.close();
-          resolve(seen);
-        }
-      });
-    });
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as AddressInfo).port;
-      const tls = tlsConnect({ host: '127.0.0.1', port, servername });
-      tls.on('error', () => {});
-    });
-    server.on('error', reject);
-  });
-}
 
 describe('egress gate CONNECT server names', () => {
   const tmp = tempDir();
