@@ -39,11 +39,6 @@ export class HelloRetryWatch {
     this.check = check;
   }
 
-  /** The server has answered with its ServerHello: from now on both ways are copied unread. */
-  get done(): boolean {
-    return !this.open;
-  }
-
   /** The client's bytes: those that may go to the server now (the rest is held), or why the tunnel is refused. */
   fromClient(piece: Buffer): ClientReading {
     if (!this.open) return { forward: piece };
