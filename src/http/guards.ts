@@ -85,10 +85,8 @@ function loopbackRefusal(req: IncomingMessage, boundToLoopback: boolean): HttpEr
     return new HttpError('loopback_only', 'This action is only available on a loopback-bound server from this machine');
   }
   const relayed = proxyHeaderOf(req);
-  if (relayed !== undefined) {
-    return new HttpError('proxied_request', `This action is refused through a proxy (the request carries "${relayed}")`);
-  }
-  return null;
+  if (relayed === undefined) return null;
+  return new HttpError('proxied_request', `This action is refused through a proxy (the request carries "${relayed}")`);
 }
 
 export function checkLoopbackOnly(req: IncomingMessage, boundToLoopback: boolean): void {
