@@ -13,6 +13,8 @@ export interface Setting {
   default: unknown;
   description: string;
   secret: boolean;
+  /** A detail of this machine (its paths, the commands it runs): shown only to a caller loopback-only routes admit. */
+  loopbackOnly?: boolean;
   min?: number;
 }
 
@@ -23,11 +25,11 @@ export const SETTINGS: readonly Setting[] = [
       'null leaves the choice to the project (.svc/config.json "provider", else the first built-in on PATH)',
   },
   {
-    key: 'providers', type: 'providers', default: {}, secret: false,
+    key: 'providers', type: 'providers', default: {}, secret: false, loopbackOnly: true,
     description: 'Command providers: name → {"command": [argv…]}; the prompt arrives on stdin and in SVC_TASK_FILE',
   },
   {
-    key: 'repos', type: 'path[]', default: [], secret: false,
+    key: 'repos', type: 'path[]', default: [], secret: false, loopbackOnly: true,
     description: 'Absolute paths of repositories runs may be started in (when non-empty, /v1/start refuses any ' +
       'other); their folder names are listed by /v1/repos',
   },
@@ -136,9 +138,18 @@ export function withDefaults(stored: ConfigValues): ConfigValues {
   return Object.fromEntries(SETTINGS.map((s) => [s.key, value(s)]));
 }
 
-export function redactConfig(values: ConfigValues, schema: readonly Setting[] = SETTINGS): ConfigValues {
+/**
+ * What a caller is shown: secrets as "***"; loopback-only settings (DESIGN §4: repositories and machine actions are
+ * loopback only, /v1/repos and /v1/projects among them) left out unless the caller is local.
+ */
+export function redactConfig(
+  values: ConfigValues, caller: 'local' | 'remote', schema: readonly Setting[] = SETTINGS,
+): ConfigValues {
   const out = { ...values };
-  for (const s of schema) if (s.secret && out[s.key] !== null && out[s.key] !== undefined) out[s.key] = REDACTED;
+  for (const s of schema) {
+    if (s.loopbackOnly && caller === 'remote') delete out[s.key];
+    else if (s.secret && out[s.key] !== null && out[s.key] !== undefined) out[s.key] = REDACTED;
+  }
   return out;
 }
 

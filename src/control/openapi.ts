@@ -155,8 +155,8 @@ export const operations: readonly Op[] = [
     'Cost and tokens: total, unknown-cost runs, by provider, repo and day', { query: RANGE, ok: 'Open' }),
   op('control', 'get', '/v1/audit', 'listAudit', 'admin', 'Mutating actions as a hash chain, newest first',
     { query: PAGE, ok: 'OpenPage' }),
-  op('control', 'get', '/v1/config', 'getConfig', 'admin', 'Configuration (secrets redacted) and its version',
-    { ok: 'Config' }),
+  op('control', 'get', '/v1/config', 'getConfig', 'admin', 'Configuration (secrets redacted) and its version; ' +
+    'repos and providers (paths, commands) only to a caller loopback-only routes admit', { ok: 'Config' }),
   op('control', 'put', '/v1/config', 'putConfig', 'admin', 'Change settings: a partial object of settings, ' +
     'or {config, version?} as GET returns it; If-Match: <version> guards lost updates', {
     loopbackOnly: true, body: 'ConfigUpdate', ok: 'Config', errors: ['Conflict'],

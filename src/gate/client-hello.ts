@@ -2,18 +2,19 @@
 // the name that picks the site on a shared address, which must be the CONNECT host. Pure functions on bytes.
 
 /** The most ClientHello bytes the gate waits for (a post-quantum key share makes one ~2 KB; 2^14 is a record). */
-const MAX_HELLO_BYTES = 64 * 1024;
+export const MAX_HELLO_BYTES = 64 * 1024;
 
 export type HelloReading =
   | { kind: 'more' }
   | { kind: 'not-tls' }
   | { kind: 'malformed'; reason: string }
-  | { kind: 'hello'; serverName: string | null };
+  /** `end`: the byte after the hello's last record, where the client's next record starts. */
+  | { kind: 'hello'; serverName: string | null; end: number };
 
 /** Data events the gate takes before the hello is complete: a client sending it in crumbs only costs the gate. */
 export const MAX_HELLO_PIECES = 4096;
 
-const HANDSHAKE = 22;
+export const HANDSHAKE = 22;
 const CLIENT_HELLO = 1;
 const SERVER_NAME = 0;
 const HOST_NAME = 0;
@@ -21,12 +22,24 @@ const HOST_NAME = 0;
 const ENCRYPTED_CLIENT_HELLO = 0xfe0d;
 const ENCRYPTED_SERVER_NAME = 0xffce;
 
-/** The leading handshake records' bytes (`ended`: another kind of record follows), or what stops reading them. */
-function handshakeBytes(buf: Buffer): { data: Buffer; ended: boolean } | HelloReading {
+interface Handshake {
+  data: Buffer;
+  /** Another kind of record follows. */
+  ended: boolean;
+  /** For each whole record: how many handshake bytes end with it → the byte after it in the buffer. */
+  recordEnds: Map<number, number>;
+}
+
+/** The leading handshake records' bytes, or what stops reading them. */
+function handshakeBytes(buf: Buffer): Handshake | HelloReading {
   const parts: Buffer[] = [];
+  const recordEnds = new Map<number, number>();
   let at = 0;
+  let total = 0;
   while (at < buf.length) {
-    if (buf[at] !== HANDSHAKE) return at === 0 ? { kind: 'not-tls' } : { data: Buffer.concat(parts), ended: true };
+    if (buf[at] !== HANDSHAKE) {
+      return at === 0 ? { kind: 'not-tls' } : { data: Buffer.concat(parts), ended: true, recordEnds };
+    }
     if (buf.length < at + 5) break;
     if (buf[at + 1] !== 3) return { kind: 'not-tls' };
     const length = buf.readUInt16BE(at + 3);
@@ -34,8 +47,10 @@ function handshakeBytes(buf: Buffer): { data: Buffer; ended: boolean } | HelloRe
     if (buf.length < at + 5 + length) break;
     parts.push(buf.subarray(at + 5, at + 5 + length));
     at += 5 + length;
+    total += length;
+    recordEnds.set(total, at);
   }
-  return { data: Buffer.concat(parts), ended: false };
+  return { data: Buffer.concat(parts), ended: false, recordEnds };
 }
 
 /** What the client's first bytes say; a server name is lower case, without a trailing dot (null: none sent). */
@@ -53,8 +68,13 @@ export function readClientHello(buf: Buffer): HelloReading {
   const length = hs.readUIntBE(1, 3);
   if (length > MAX_HELLO_BYTES) return { kind: 'malformed', reason: 'the TLS ClientHello is too large' };
   if (hs.length < 4 + length) return more;
+  // A message after the hello in its last record would reach the server unread (a second ClientHello, say).
+  const end = read.recordEnds.get(4 + length);
+  if (end === undefined) {
+    return { kind: 'malformed', reason: 'the TLS ClientHello shares a record with another message' };
+  }
   try {
-    return { kind: 'hello', serverName: serverNameOf(hs.subarray(4, 4 + length)) };
+    return { kind: 'hello', serverName: serverNameOf(hs.subarray(4, 4 + length)), end };
   } catch (err) {
     if (err instanceof HelloError) return { kind: 'malformed', reason: err.message };
     throw err;
@@ -62,7 +82,7 @@ export function readClientHello(buf: Buffer): HelloReading {
 }
 
 /** Where the buffer must reach before reading it again can tell more: the end of the first incomplete record. */
-function bytesWanted(buf: Buffer): number {
+export function bytesWanted(buf: Buffer): number {
   let at = 0;
   for (;;) {
     if (buf.length < at + 5) return at + 5;

@@ -6,6 +6,7 @@ import { BadHostError, normaliseHost, parseAuthority, type Destination } from '.
 import { decide } from './policy.ts';
 import { refuseRaw, type Asker, type GateContext } from './context.ts';
 import { HelloAssembler, UNRECOGNIZED_NAME_ALERT, type HelloReading } from './client-hello.ts';
+import { HelloRetryWatch } from './hello-retry.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
 
 /** Why a hello's server name does not admit the tunnel to `dest`, or null when it does. */
@@ -79,15 +80,51 @@ export async function handleConnect(
       const mismatch = serverNameMismatch(dest, reading.serverName);
       if (mismatch) return refuseHello(mismatch, true);
       checked = true;
-      client.pause();
-      upstream.write(hello.bytes());
-      upstream.pipe(client);
-      client.pipe(upstream);
+      const bytes = hello.bytes();
+      upstream.write(bytes.subarray(0, reading.end));
+      watchRetry(bytes.subarray(reading.end));
     };
     const onData = (chunk: Buffer): void => settle(hello.push(chunk));
     helloTimer = setTimeout(() => refuseHello('no TLS ClientHello in time', false), ctx.limits.connectTimeoutMs);
     client.on('data', onData);
     settle(hello.push(head));
+  };
+  // Until the server's ServerHello, a later ClientHello (after a HelloRetryRequest) is read too (hello-retry.ts).
+  const watchRetry = (after: Buffer): void => {
+    const watch = new HelloRetryWatch((serverName) => serverNameMismatch(dest, serverName));
+    const copyUnread = (): void => {
+      upstream.off('data', onServer);
+      client.off('data', onClient);
+      client.off('end', onEnd);
+      client.pipe(upstream);
+    };
+    // What the pipe would do: the client's end of sending (half-closed) reaches the server.
+    const onEnd = (): void => {
+      upstream.end();
+    };
+    const onServer = (chunk: Buffer): void => {
+      const held = watch.fromServer(chunk);
+      if (held === null) return;
+      upstream.write(held);
+      copyUnread();
+    };
+    const onClient = (chunk: Buffer): void => {
+      const reading = watch.fromClient(chunk);
+      if ('refused' in reading) {
+        client.off('data', onClient);
+        return refuseHello(reading.refused, true);
+      }
+      if (!upstream.write(reading.forward)) {
+        client.pause();
+        upstream.once('drain', () => client.resume());
+      }
+    };
+    // Before the pipe's own listener: the watch reads each server chunk before the client can answer it.
+    upstream.on('data', onServer);
+    upstream.pipe(client);
+    client.on('data', onClient);
+    client.once('end', onEnd);
+    if (after.length > 0) onClient(after);
   };
   upstream.setTimeout(ctx.limits.connectTimeoutMs);
   upstream.once('connect', () => {

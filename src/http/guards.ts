@@ -79,14 +79,24 @@ export function checkBearer(
   return source;
 }
 
-export function checkLoopbackOnly(req: IncomingMessage, boundToLoopback: boolean): void {
+/** Why a loopback-only route refuses the caller, or null: it is this machine, unproxied, on a loopback bind. */
+function loopbackRefusal(req: IncomingMessage, boundToLoopback: boolean): HttpError | null {
   if (!boundToLoopback || !isLoopbackAddress(req.socket.remoteAddress)) {
-    throw new HttpError('loopback_only', 'This action is only available on a loopback-bound server from this machine');
+    return new HttpError('loopback_only', 'This action is only available on a loopback-bound server from this machine');
   }
   const relayed = proxyHeaderOf(req);
-  if (relayed !== undefined) {
-    throw new HttpError('proxied_request', `This action is refused through a proxy (the request carries "${relayed}")`);
-  }
+  if (relayed === undefined) return null;
+  return new HttpError('proxied_request', `This action is refused through a proxy (the request carries "${relayed}")`);
+}
+
+export function checkLoopbackOnly(req: IncomingMessage, boundToLoopback: boolean): void {
+  const refusal = loopbackRefusal(req, boundToLoopback);
+  if (refusal) throw refusal;
+}
+
+/** A caller loopback-only routes admit: it may also read what only this machine's operator may (paths, commands). */
+export function isLocalCaller(req: IncomingMessage, boundToLoopback: boolean): boolean {
+  return loopbackRefusal(req, boundToLoopback) === null;
 }
 
 /**

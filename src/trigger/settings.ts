@@ -153,6 +153,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
 interface RouteSecret {
   variable: string;
   value: string | undefined;
+  /** The operator set one of its variables (a value or a file), usable or not: reads then need its bearer. */
+  set: boolean;
   /** Why the route cannot serve. */
   unavailable: string | null;
 }
@@ -166,13 +168,13 @@ interface SecretProblems {
 function pick(env: NodeJS.ProcessEnv, route: SourceName, problems: SecretProblems): Omit<RouteSecret, 'unavailable'> {
   const { secret, secretFile } = sourceOf(route);
   const variable = secret.find((name) => env[name]);
-  if (variable) return { variable, value: env[variable] };
-  if (!secretFile || !env[secretFile]) return { variable: secret[0]!, value: undefined };
+  if (variable) return { variable, value: env[variable], set: true };
+  if (!secretFile || !env[secretFile]) return { variable: secret[0]!, value: undefined, set: false };
   try {
-    return { variable: secretFile, value: readFileSync(env[secretFile], 'utf8').trim() || undefined };
+    return { variable: secretFile, value: readFileSync(env[secretFile], 'utf8').trim() || undefined, set: true };
   } catch (err) {
     problems.errors.push(`${secretFile} could not be read: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
-    return { variable: secretFile, value: undefined };
+    return { variable: secretFile, value: undefined, set: true };
   }
 }
 
@@ -180,7 +182,8 @@ export function resolveRouteSecrets(env: NodeJS.ProcessEnv) {
   const problems: SecretProblems = { warnings: [], errors: [] };
   const secrets = {} as Record<SourceName, RouteSecret>;
   for (const route of SOURCE_NAMES) {
-    const { variable, value } = pick(env, route, problems);
+    const picked = pick(env, route, problems);
+    const { variable, value } = picked;
     let unavailable: string | null = null;
     if (!value) {
       unavailable = `Route /${route} is not configured: set ${variable}`;
@@ -189,7 +192,7 @@ export function resolveRouteSecrets(env: NodeJS.ProcessEnv) {
       unavailable = `Route /${route} is disabled: ${variable} is not valid base64`;
       problems.errors.push(unavailable);
     }
-    secrets[route] = { variable, value, unavailable };
+    secrets[route] = { ...picked, unavailable };
   }
   SOURCE_NAMES.forEach((a, i) => {
     for (const b of SOURCE_NAMES.slice(i + 1)) {

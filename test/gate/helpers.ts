@@ -9,6 +9,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import { Socket, connect as netConnect, createServer as createTcpServer, isIP, type AddressInfo } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { tcpConnect, type ConnectFn } from '../../src/gate/context.ts';
+import { readClientHello } from '../../src/gate/client-hello.ts';
 import type { Resolver } from '../../src/gate/policy.ts';
 import { makeCert as makeCertFor, type Cert } from '../trigger/standins.ts';
 
@@ -294,4 +295,27 @@ export async function startRawUpstream(host: string): Promise<RawUpstream> {
     connections,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
+}
+
+/** The ClientHello node's TLS client sends for `servername` (undefined: none), as the first bytes on the wire. */
+export async function captureHello(servername: string | undefined): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const server = createTcpServer((socket) => {
+      let seen = Buffer.alloc(0);
+      socket.on('data', (d: Buffer) => {
+        seen = Buffer.concat([seen, d]);
+        if (readClientHello(seen).kind !== 'more') {
+          socket.destroy();
+          server.close();
+          resolve(seen);
+        }
+      });
+    });
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as AddressInfo).port;
+      const tls = tlsConnect({ host: '127.0.0.1', port, servername });
+      tls.on('error', () => {});
+    });
+    server.on('error', reject);
+  });
 }

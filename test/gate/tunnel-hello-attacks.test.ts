@@ -6,35 +6,13 @@
 //   byte; now it reads it only as records complete, and refuses a hello in too many pieces.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer as createTcpServer, type AddressInfo } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { HelloAssembler, MAX_HELLO_PIECES, readClientHello } from '../../src/gate/client-hello.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
-import { gateConnect, recordingConnect, startRawUpstream, tableResolver, type RawUpstream } from './helpers.ts';
-
-/** The ClientHello node's TLS client sends for `servername`, as the first bytes on the wire. */
-async function captureHello(servername: string): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const server = createTcpServer((socket) => {
-      let seen = Buffer.alloc(0);
-      socket.on('data', (d: Buffer) => {
-        seen = Buffer.concat([seen, d]);
-        if (readClientHello(seen).kind !== 'more') {
-          socket.destroy();
-          server.close();
-          resolve(seen);
-        }
-      });
-    });
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as AddressInfo).port;
-      tlsConnect({ host: '127.0.0.1', port, servername }).on('error', () => {});
-    });
-    server.on('error', reject);
-  });
-}
+import {
+  captureHello, gateConnect, recordingConnect, startRawUpstream, tableResolver, type RawUpstream,
+} from './helpers.ts';
 
 /** `hello` (one TLS record) with one more extension of `type` at the end of its extension list. */
 function withExtension(hello: Buffer, type: number, data: Buffer): Buffer {
@@ -128,7 +106,7 @@ describe('a ClientHello sent in crumbs', () => {
     const hello = new HelloAssembler();
     let reading = hello.push(Buffer.alloc(0));
     for (let i = 0; i < bytes.length && reading.kind === 'more'; i++) reading = hello.push(bytes.subarray(i, i + 1));
-    assert.deepEqual(reading, { kind: 'hello', serverName: 'crumbs.test' });
+    assert.deepEqual(reading, { kind: 'hello', serverName: 'crumbs.test', end: bytes.length });
     assert.ok(hello.readings <= 3, `read ${hello.readings} times`);
     assert.deepEqual(hello.bytes(), bytes);
   });

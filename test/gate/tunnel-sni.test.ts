@@ -4,40 +4,15 @@
 // decrypting anything) and refuses the tunnel before a byte reaches the destination. Loopback servers only.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer as createTcpServer, type AddressInfo } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { HelloAssembler, readClientHello } from '../../src/gate/client-hello.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { makeCert as makeCertFor } from '../trigger/standins.ts';
 import {
-  gateConnect, getOverSocket, getOverTls, recordingConnect, startUpstream, tableResolver, tempDir,
+  captureHello, gateConnect, getOverSocket, getOverTls, recordingConnect, startUpstream, tableResolver, tempDir,
   type Cert, type Upstream,
 } from './helpers.ts';
-
-/** The ClientHello node's TLS client sends for `servername` (undefined: none), as the first bytes on the wire. */
-async function captureHello(servername: string | undefined): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const server = createTcpServer((socket) => {
-      let seen = Buffer.alloc(0);
-      socket.on('data', (d: Buffer) => {
-        seen = Buffer.concat([seen, d]);
-        if (readClientHello(seen).kind !== 'more') {
-          socket.destroy();
-          server.close();
-          resolve(seen);
-        }
-      });
-    });
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as AddressInfo).port;
-      const tls = tlsConnect({ host: '127.0.0.1', port, servername });
-      tls.on('error', () => {});
-    });
-    server.on('error', reject);
-  });
-}
 
 describe('egress gate CONNECT server names', () => {
   const tmp = tempDir();
@@ -185,7 +160,8 @@ describe('ClientHello reading', () => {
   it('refuses each malformed hello with its reason', () => {
     const malformed = (reason: string) => ({ kind: 'malformed', reason });
     const named = (...entries: Array<[number, string]>) => handMadeHello(extension(0, serverNames(...entries)));
-    assert.deepEqual(readClientHello(handMadeHello(null)), { kind: 'hello', serverName: null });
+    const bare = handMadeHello(null);
+    assert.deepEqual(readClientHello(bare), { kind: 'hello', serverName: null, end: bare.length });
     assert.deepEqual(readClientHello(named([0, 'a.test'], [0, 'b.test'])),
       malformed('the TLS ClientHello names a server twice'));
     assert.deepEqual(readClientHello(named([0, 'a test'])), malformed('the TLS server name is not an ASCII host name'));
@@ -211,14 +187,15 @@ describe('ClientHello reading', () => {
     const hello = new HelloAssembler();
     assert.deepEqual(hello.push(split.subarray(0, 46)), { kind: 'more' });
     assert.deepEqual(hello.push(split.subarray(46, 49)), { kind: 'more' });
-    assert.deepEqual(hello.push(split.subarray(49)), { kind: 'hello', serverName: 'parts.test' });
+    assert.deepEqual(hello.push(split.subarray(49)), { kind: 'hello', serverName: 'parts.test', end: split.length });
     assert.equal(hello.readings, 2, 'read again only once the second record was whole');
   });
 
   it('finds the server name, or none, in what node sends', async () => {
-    const named = readClientHello(await captureHello('Example.TEST'));
-    assert.deepEqual(named, { kind: 'hello', serverName: 'example.test' });
-    assert.deepEqual(readClientHello(await captureHello(undefined)), { kind: 'hello', serverName: null });
+    const bytes = await captureHello('Example.TEST');
+    assert.deepEqual(readClientHello(bytes), { kind: 'hello', serverName: 'example.test', end: bytes.length });
+    const unnamed = await captureHello(undefined);
+    assert.deepEqual(readClientHello(unnamed), { kind: 'hello', serverName: null, end: unnamed.length });
   });
 
   it('reads a hello split over two TLS records, and waits while any of it is missing', async () => {
@@ -227,7 +204,7 @@ describe('ClientHello reading', () => {
     const header = (part: Buffer) => Buffer.from([22, 3, 1, part.length >> 8, part.length & 255]);
     const record = (part: Buffer) => Buffer.concat([header(part), part]);
     const split = Buffer.concat([record(body.subarray(0, 40)), record(body.subarray(40))]);
-    assert.deepEqual(readClientHello(split), { kind: 'hello', serverName: 'split.test' });
+    assert.deepEqual(readClientHello(split), { kind: 'hello', serverName: 'split.test', end: split.length });
     for (const cut of [1, 4, 5, 44, 46, split.length - 1]) {
       assert.deepEqual(readClientHello(split.subarray(0, cut)), { kind: 'more' }, `cut at ${cut}`);
     }

@@ -237,8 +237,34 @@ describe('security', () => {
     it('still serves read routes there with the token, and never hands out the key', async () => {
       const res = await rawRequest(pub.url, '/v1/config', { headers: auth, connectHost: '127.0.0.1' });
       assert.equal(res.status, 200);
+      assert.equal(res.json.config.max_concurrent_runs, 2);
       const keys = await rawRequest(pub.url, '/v1/keys', { headers: auth, connectHost: '127.0.0.1' });
       assert.doesNotMatch(keys.text, /BEGIN PUBLIC KEY/);
+    });
+  });
+
+  describe('GET /v1/config: the machine\'s paths and commands only for a caller on it', () => {
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    const config = { repos: ['/srv/private/project'], providers: { mine: { command: ['/opt/agents/mine', '--fast'] } } };
+    before(() => {
+      for (const c of [locked, pub]) c.deps.stores.config.update(() => config);
+    });
+    it('shows the registered repository paths and provider commands to a local caller', async () => {
+      const res = await rawRequest(locked.url, '/v1/config', { headers: auth });
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.json.config.repos, config.repos);
+      assert.deepEqual(res.json.config.providers, config.providers);
+    });
+    it('leaves them out for a token holder on a public bind, or behind a same-host proxy, and keeps the rest', async () => {
+      const answers = [
+        await rawRequest(pub.url, '/v1/config', { headers: auth, connectHost: '127.0.0.1' }),
+        await rawRequest(locked.url, '/v1/config', { headers: { ...auth, 'x-forwarded-for': '203.0.113.7' } }),
+      ];
+      for (const res of answers) {
+        assert.equal(res.status, 200);
+        assert.deepEqual(Object.keys(res.json.config).sort(), ['default_provider', 'max_concurrent_runs', 'retention_days']);
+        assert.doesNotMatch(res.text, /private|agents/);
+      }
     });
   });
 

@@ -247,6 +247,16 @@ describe('resolveRouteSecrets', () => {
     assert.equal(secrets.jobs.unavailable, 'Route /jobs is not configured: set SVC_API_TOKEN_FILE');
     assert.ok(problems.errors.includes('SVC_API_TOKEN_FILE could not be read: ENOENT'));
   });
+  it('says whether the operator set a secret, by value or by file, whether or not it can serve', () => {
+    // mayRead (routes/jobs.ts) reads this, not the variable's name: set means reads need the bearer, or answer 503.
+    assert.equal(resolveRouteSecrets({}).secrets.jobs.set, false);
+    assert.equal(resolveRouteSecrets({ SVC_API_TOKEN: '' }).secrets.jobs.set, false);
+    assert.equal(resolveRouteSecrets({ SVC_API_TOKEN: 'tok' }).secrets.jobs.set, true);
+    const unreadable = resolveRouteSecrets({ SVC_API_TOKEN_FILE: '/nonexistent/token' }).secrets.jobs;
+    assert.deepEqual([unreadable.set, unreadable.value], [true, undefined]);
+    const equal = resolveRouteSecrets({ SVC_API_TOKEN: 'same', CHATA_SIGNING_SECRET: 'same' }).secrets.jobs;
+    assert.deepEqual([equal.set, typeof equal.unavailable], [true, 'string']);
+  });
 });
 
 describe('source readers on hostile JSON (issue 11 item 1)', () => {

@@ -57,12 +57,20 @@ describe('config schema', () => {
     const schema: Setting[] = [...SETTINGS, { key: 'api_key', type: 'string', default: null, secret: true, description: 'test secret' }];
     const base = { ...withDefaults({}), api_key: null };
     const withKey = mergeConfig(base, { api_key: 'k_secret' }, schema);
-    assert.equal(redactConfig(withKey, schema).api_key, REDACTED);
-    assert.equal(JSON.stringify(redactConfig(withKey, schema)).includes('k_secret'), false);
-    assert.equal(redactConfig(base, schema).api_key, null);
+    assert.equal(redactConfig(withKey, 'local', schema).api_key, REDACTED);
+    assert.equal(JSON.stringify(redactConfig(withKey, 'local', schema)).includes('k_secret'), false);
+    assert.equal(redactConfig(base, 'local', schema).api_key, null);
     assert.equal(mergeConfig(withKey, { api_key: REDACTED }, schema).api_key, 'k_secret');
     assert.equal(SETTINGS.some((s) => s.key === 'github_token'), false, 'the unused plaintext github_token setting is gone');
     assert.throws(() => mergeConfig(withDefaults({}), { github_token: 'ghp_x' }), /Unknown setting "github_token"/);
+  });
+
+  it('leaves the repositories\' paths and the providers\' commands out for a caller not on this machine', () => {
+    const values = mergeConfig(withDefaults({}), { repos: ['/srv/private/app'], providers: { mine: { command: ['/opt/x'] } } });
+    assert.deepEqual(redactConfig(values, 'local'), values);
+    const remote = redactConfig(values, 'remote');
+    assert.deepEqual(Object.keys(remote).sort(), ['default_provider', 'max_concurrent_runs', 'retention_days']);
+    assert.doesNotMatch(JSON.stringify(remote), /private|opt/);
   });
 
   it('puts a setting back to its default when sent null', () => {

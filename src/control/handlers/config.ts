@@ -4,7 +4,8 @@ import { HttpError } from '../../http/http-error.ts';
 import { invalidParam } from '../params.ts';
 import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import { json } from '../../http/respond.ts';
-import type { Handler } from '../../http/pipeline.ts';
+import { isLocalCaller, isLoopbackHost } from '../../http/guards.ts';
+import type { Ctx, Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
 import { ConfigVersionConflict } from '../../db/control-stores.ts';
 import {
@@ -13,13 +14,16 @@ import {
 import { canonicalJson } from '../../canonical-json.ts';
 import { noteAudit } from '../audited.ts';
 
-function reply(config: ConfigValues, version: number) {
-  return json(200, { config: redactConfig(config), version }, { etag: `"${version}"` });
+// Any token holder may read the settings, but the repositories' paths and the providers' commands only a caller on
+// this machine, as /v1/repos and /v1/projects (main.ts binds by the same rule as the pipeline's loopback check).
+function reply(ctx: Ctx<ControlDeps>, config: ConfigValues, version: number) {
+  const local = isLocalCaller(ctx.req, isLoopbackHost(ctx.deps.settings.host));
+  return json(200, { config: redactConfig(config, local ? 'local' : 'remote'), version }, { etag: `"${version}"` });
 }
 
 export const getConfig: Handler<ControlDeps> = (ctx) => {
   const { config, version } = readEffectiveConfig(ctx.deps.stores.config);
-  return reply(config, version);
+  return reply(ctx, config, version);
 };
 
 function parseIfMatch(header: string | undefined): number | undefined {
@@ -65,7 +69,7 @@ export const putConfig: Handler<ControlDeps> = (ctx) => {
       effective = mergeConfig(withDefaults(stored), update);
       return storedForm(effective);
     }, expected);
-    return reply(effective, saved.version);
+    return reply(ctx, effective, saved.version);
   } catch (err) {
     if (err instanceof ConfigVersionConflict) {
       throw new HttpError(

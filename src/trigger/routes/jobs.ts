@@ -61,8 +61,7 @@ export async function createJob(ctx: TCtx, raw: Buffer): Promise<Reply> {
 // server under a loopback Host name (no DNS rebinding); else nothing (503 names the token). A token that is set but
 // disabled (equal to another secret, a file that could not be read) answers 503: it never opens reads to any caller.
 export function mayRead(ctx: TCtx): void {
-  const secret = ctx.deps.settings.secrets.jobs;
-  if (secret.value || secret.variable.endsWith('_FILE')) return requireBearer(ctx, secretFor(ctx, 'jobs'));
+  if (ctx.deps.settings.secrets.jobs.set) return requireBearer(ctx, secretFor(ctx, 'jobs'));
   if (isLoopbackHost(ctx.deps.settings.host) && isLoopbackAddress(ctx.req.socket.remoteAddress)) {
     return checkHost(ctx.req, true);
   }
