@@ -3,6 +3,7 @@
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
+import { realOrNull } from '../spawn/tree.ts';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 // O_NONBLOCK: a planted FIFO cannot block the open.
@@ -10,7 +11,7 @@ const FILE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBL
 const PROC_FD = existsSync('/proc/self/fd');
 
 /** What stands at a name: only `dir` and `file` are ever opened. */
-type EntryKind = 'dir' | 'file' | 'link' | 'other' | 'missing';
+export type EntryKind = 'dir' | 'file' | 'link' | 'other' | 'missing';
 
 /** A folder held open; names are looked up inside it, not through `path` (the lexical path, for messages only). */
 export interface PlainDir {
@@ -211,11 +212,13 @@ export function walkPlainTree(
   }
 }
 
-/** A run folder opened from its project (`.svc`, `runs`, `<run>` each plain), else from its parent. */
+/** A run folder opened from its project (`.svc`, `runs`, `<run>` each plain), else from its parent. The project (or
+ * parent) is the operator's or svc's, so its own path may go through a link, as makePlainPath's root may. */
 export function openRunFolder(dir: string): PlainDir | { failed: string; kind: EntryKind } {
   const runs = dirname(dir);
   if (basename(runs) === 'runs' && basename(dirname(runs)) === '.svc') {
-    return openPlainPath(dirname(dirname(runs)), ['.svc', 'runs', basename(dir)]);
+    const project = dirname(dirname(runs));
+    return openPlainPath(realOrNull(project) ?? project, ['.svc', 'runs', basename(dir)]);
   }
-  return openPlainPath(runs, [basename(dir)]);
+  return openPlainPath(realOrNull(runs) ?? runs, [basename(dir)]);
 }

@@ -3,10 +3,10 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { eventsPath, runKeyPath, statePath } from './paths.ts';
-import { appendNoFollow, assertPlainDir, plainEngineFolder, writeJsonAtomic } from './safe-fs.ts';
+import { appendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
 import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
-import { listPlain, openPlainDirIn, openPlainPath, readObjectIn } from './plain-tree.ts';
+import { listPlain, openPlainDirIn, openPlainPath, pathIn, readObjectIn } from './plain-tree.ts';
 import {
   RUN_JSON_FIELDS, runFailure, type CostFigures, type FailureClass, type MeteredCost, type RunFailure, type RunJson,
 } from '../run-json.ts';
@@ -123,8 +123,8 @@ export function openEventLog(
     append(kind, data = {}) {
       seq += 1;
       // O_APPEND, so lines never interleave; never through a planted link (events.jsonl -> ~/.bashrc).
-      assertPlainDir(dir);
-      appendNoFollow(path, JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }) + '\n');
+      const line = JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }) + '\n';
+      withDir(openRunDir(dir), (run) => appendNoFollowIn(run, 'events.jsonl', line));
       onAppend?.();
     },
   };
@@ -143,9 +143,9 @@ export function tryReadState(dir: string): RunState | null {
 }
 
 export function writeState(dir: string, state: RunState): void {
-  // The rename replaces a link named state.json rather than following it; the folder itself must not be a link.
-  assertPlainDir(dir);
-  writeJsonAtomic(statePath(dir), state);
+  // The rename replaces a link named state.json rather than following it; the folder is held open, none on its way
+  // a link.
+  withDir(openRunDir(dir), (run) => writeJsonAtomic(pathIn(run, 'state.json'), state));
 }
 
 /**

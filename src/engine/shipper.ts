@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import type { IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from '../client/server-record.ts';
-import { plainSubdir, writeJsonAtomic, writeNoFollow } from './safe-fs.ts';
+import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment } from './ids.ts';
 import { RUN_KEY_FILE, runDir } from './paths.ts';
 import { errorMessage } from '../errors.ts';
@@ -236,7 +236,8 @@ function projectOf(dir: string): string {
 
 export function markPending(dir: string): void {
   try {
-    writeNoFollow(join(plainSubdir(projectOf(dir), join('.svc', 'ship-pending')), basename(dir)), '');
+    const pending = makePlainPath(projectOf(dir), ['.svc', 'ship-pending'], 0o777);
+    withDir(pending, () => writeNoFollowIn(pending, basename(dir), ''));
   } catch {
     // a project svc cannot write: `svc ship` remains the way
   }
