@@ -169,6 +169,25 @@ export function readObjectIn(
   return null;
 }
 
+/** `<repo>/.svc/<name>`, a repository's file, read without following a link (it could point one at /dev/zero or a
+ * host file) and never past `max` bytes: its bytes, null when it or `.svc` is missing, else why it was not read. */
+export function readRepoSvcFile(repo: string, name: string, max: number): Buffer | null | { refused: string } {
+  const real = realOrNull(repo); // the checkout's own path is the operator's, and may be a link
+  if (real === null) return null;
+  const dir = openPlainPath(real, ['.svc']);
+  if ('failed' in dir) {
+    return dir.kind === 'missing' ? null : { refused: `${name} not read: ${dir.failed} ${skipReason(dir.kind)}` };
+  }
+  let bytes: ReturnType<typeof readPlainIn>;
+  try {
+    bytes = readPlainIn(dir, name, max);
+  } finally {
+    dir.close();
+  }
+  if (bytes === 'missing') return null;
+  return typeof bytes === 'string' ? { refused: `${name} ${skipReason(bytes, max)}` } : bytes;
+}
+
 /** Why an entry that is not what was wanted is skipped, in words for a report. */
 export function skipReason(kind: EntryKind | 'too_large', max?: number): string {
   if (kind === 'link') return 'is a symbolic link (never followed)';

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { listPlain, openPlainPath, readPlainIn, walkPlainTree, type PlainDir } from '../../src/engine/plain-tree.ts';
 import { makePlainPath, openRunDir, UnsafePathError } from '../../src/engine/safe-fs.ts';
+import { readEngineConfigFile } from '../../src/engine/config.ts';
 
 describe('plain-tree', () => {
   let root: string;
@@ -72,6 +73,23 @@ describe('safe-fs folders', () => {
       const run = openRunDir(join(root, 'a', 'b'));
       run.close();
       assert.equal(run.path, join(root, 'a', 'b'));
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a repository\'s .svc/config.json', () => {
+  it('is read as policy.json is: a committed link to a host file holding a config is refused, not followed', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-config-link-'));
+    try {
+      const host = join(root, 'operator.json');
+      writeFileSync(host, JSON.stringify({ providers: { x: { kind: 'command', argv: ['/bin/true'] } } }));
+      mkdirSync(join(root, 'repo', '.svc'), { recursive: true });
+      symlinkSync(host, join(root, 'repo', '.svc', 'config.json'));
+      assert.throws(() => readEngineConfigFile(join(root, 'repo')), {
+        code: 'bad_setting', message: '.svc/config.json is a symbolic link (never followed)',
+      });
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
