@@ -2,7 +2,7 @@
 // it), events.jsonl, and the runs of a checkout.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { eventsPath, runKeyPath, statePath } from './paths.ts';
+import { eventsPath, RUN_KEY_FILE, statePath } from './paths.ts';
 import { appendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
 import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
@@ -155,7 +155,8 @@ export function writeState(dir: string, state: RunState): void {
  */
 export function makeRunKey(dir: string): void {
   // 'wx' (O_EXCL) makes a new file or fails: never through a planted link, never over a key already shipped.
-  writeFileSync(runKeyPath(dir), randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' });
+  const key = randomBytes(32).toString('base64url') + '\n';
+  withDir(openRunDir(dir), (run) => writeFileSync(pathIn(run, RUN_KEY_FILE), key, { mode: 0o600, flag: 'wx' }));
 }
 
 export type Found = { run: string; state: RunState };
@@ -172,7 +173,7 @@ export function trackedNames(repo: string, folder: string): Set<string> {
  * not a run svc made; localRuns() skips it for the same reason. */
 export function refuseTrackedRun(repo: string, run: string): void {
   // First the folders: git lists nothing behind a committed link at .svc or .svc/runs, so one there is refused.
-  plainEngineFolder(repo, 'runs');
+  plainEngineFolder(repo, 'runs').close();
   if (!trackedNames(repo, '.svc/runs').has(run)) return;
   throw new RefusedError(`Refusing to use run ${run}: its folder .svc/runs/${run} is committed to the repository, so ` +
     'it is the repository\'s content, not a run svc made here (nothing was started)');

@@ -20,11 +20,11 @@ function refusedFolder(path: string, kind: EntryKind): UnsafePathError {
   return new UnsafePathError(`Refusing to write into "${path}": it is ${what} a plain directory`);
 }
 
-/** `<repo>/.svc/<name>`, made as needed; refused when it or `.svc` is not a plain folder (a link, a file). */
-export function plainEngineFolder(repo: string, name: 'runs' | 'worktrees'): void {
+/** `<repo>/.svc/<name>` held open, made as needed; refused when it or `.svc` is not a plain folder (a link, a file). */
+export function plainEngineFolder(repo: string, name: 'runs' | 'worktrees'): PlainDir {
   try {
     // 0o777 less the umask, as mkdir makes any folder of the repository.
-    makePlainPath(repo, ['.svc', name], 0o777).close();
+    return makePlainPath(repo, ['.svc', name], 0o777);
   } catch (err) {
     if (!(err instanceof UnsafePathError)) throw err;
     throw new RefusedError('Refusing to start: svc keeps its runs and worktrees in plain folders of the repository, ' +
@@ -75,9 +75,9 @@ export function writeNoFollow(path: string, data: string | Buffer): void {
   writeWith(path, TRUNCATE, data);
 }
 
-/** An fd for appending (e.g. a child's log), refusing a symbolic link at `path`. */
-export function openAppendNoFollow(path: string): number {
-  return openNoFollow(path, APPEND, 'open');
+/** An fd for appending to `name` in the folder held open (e.g. a child's log), refusing a symbolic link there. */
+export function openAppendNoFollowIn(dir: PlainDir, name: string): number {
+  return openNoFollow(pathIn(dir, name), APPEND, 'open', join(dir.path, name));
 }
 
 /** Writes through a temp file and a rename, so a reader never sees half a state.json or answer file. */

@@ -9,7 +9,7 @@ import { createShipper, readControlToken, type ControlItem } from '../../src/eng
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
-import { runDir, runKeyPath } from '../../src/engine/paths.ts';
+import { runDir, RUN_KEY_FILE } from '../../src/engine/paths.ts';
 import { makeRepo, GIT_ENV, type TestRepo } from './fixtures.ts';
 
 function runFolder(root: string, run: string, status: RunState['status'] = 'running'): string {
@@ -121,8 +121,8 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
     const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: control.url };
     const { state } = await prepareRun({ input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo, runId: null, env });
     const dir = runDir(repo.repo, state.run);
-    assert.equal(statSync(runKeyPath(dir)).mode & 0o777, 0o600);
-    const key = readFileSync(runKeyPath(dir), 'utf8').trim();
+    assert.equal(statSync(join(dir, RUN_KEY_FILE)).mode & 0o777, 0o600);
+    const key = readFileSync(join(dir, RUN_KEY_FILE), 'utf8').trim();
     assert.match(key, /^[A-Za-z0-9_-]{43}$/);
     assert.throws(() => makeRunKey(dir), /EEXIST/, 'a key already made is never replaced');
     assert.equal(await createShipper(dir, env).flush(), null);
