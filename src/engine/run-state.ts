@@ -1,12 +1,14 @@
 // A run's folder as the engine keeps it: state.json (the run JSON of DESIGN §3 plus what the engine needs to steer
 // it), events.jsonl, and the runs of a checkout.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { eventsPath, RUN_KEY_FILE, statePath } from './paths.ts';
+import { RUN_KEY_FILE, statePath } from './paths.ts';
 import { appendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
 import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
-import { listPlain, openPlainDirIn, openPlainPath, pathIn, readObjectIn } from './plain-tree.ts';
+import {
+  listPlain, openPlainDirIn, openPlainPath, openRunFolder, pathIn, readObjectIn, readPlainIn,
+} from './plain-tree.ts';
 import {
   RUN_JSON_FIELDS, runFailure, type CostFigures, type FailureClass, type MeteredCost, type RunFailure, type RunJson,
 } from '../run-json.ts';
@@ -110,9 +112,11 @@ export function toRunJson(state: RunState): RunJson {
 export function openEventLog(
   dir: string, onAppend?: () => void,
 ): { append(kind: string, data?: Record<string, unknown>): void } {
-  const path = eventsPath(dir);
+  // Read as it is written, inside the run folder held open: a link there (or on the way) reads as no events yet.
+  const folder = openRunFolder(dir);
+  const text = 'failed' in folder ? 'missing' : withDir(folder, (run) => readPlainIn(run, 'events.jsonl', Infinity));
   let seq = 0;
-  for (const line of existsSync(path) ? readFileSync(path, 'utf8').split('\n') : []) {
+  for (const line of typeof text === 'string' ? [] : text.toString('utf8').split('\n')) {
     try {
       seq = Math.max(seq, (JSON.parse(line) as { seq: number }).seq);
     } catch {
