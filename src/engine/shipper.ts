@@ -17,11 +17,12 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
 import {
-  openPlainDirIn, openPlainFileIn, openRunFolder, plainEntries, readObjectIn, readPlainIn, readRange, skipReason,
-  walkPlainTree,
+  openPlainDirIn, openPlainFileIn, openPlainPath, openRunFolder, pathIn, plainEntries, readObjectIn, readPlainIn,
+  readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 import { tryParseJson } from '../untrusted.ts';
+import { realOrNull } from '../spawn/tree.ts';
 
 const EVENTS_PER_BATCH = 500;
 const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
@@ -244,7 +245,11 @@ export function markPending(dir: string): void {
 }
 
 function clearPending(dir: string): void {
-  rmSync(join(projectOf(dir), '.svc', 'ship-pending', basename(dir)), { force: true });
+  // Inside .svc/ship-pending held open: a link the repository commits there is not followed to remove a file.
+  const project = projectOf(dir);
+  const pending = openPlainPath(realOrNull(project) ?? project, ['.svc', 'ship-pending']);
+  if ('failed' in pending) return;
+  withDir(pending, () => rmSync(pathIn(pending, basename(dir)), { force: true }));
 }
 
 /** `changed()`: something of the run changed, so ship it soon. */

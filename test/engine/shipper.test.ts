@@ -1,11 +1,13 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, mkdirSync, readFileSync, statSync, writeFileSync, rmSync } from 'node:fs';
+import {
+  existsSync, mkdtempSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync, rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { createShipper, readControlToken, type ControlItem } from '../../src/engine/shipper.ts';
+import { createShipper, readControlToken, shipRuns, type ControlItem } from '../../src/engine/shipper.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
@@ -102,6 +104,19 @@ describe('shipper', () => {
     assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
     assert.equal((await control.request('GET', '/v1/runs/local/rship6')).status, 404);
     assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rship6', after: 0, limit: 10 }).length, 0);
+  });
+
+  it('removes no file through a link the repository commits at .svc/ship-pending once a run is shipped', async () => {
+    const project = join(root, 'pending-link');
+    const elsewhere = join(root, 'pending-elsewhere');
+    mkdirSync(join(project, '.svc', 'runs'), { recursive: true });
+    mkdirSync(elsewhere);
+    writeFileSync(join(elsewhere, 'rship7'), 'operator data\n');
+    symlinkSync(elsewhere, join(project, '.svc', 'ship-pending'));
+    renameSync(runFolder(root, 'rship7', 'succeeded'), runDir(project, 'rship7'));
+    const shipped = await shipRuns(project, ['rship7'], { SVC_CONTROL_URL: control.url, HOME: root });
+    assert.deepEqual(shipped.shipped, ['rship7'], String(shipped.failure));
+    assert.equal(readFileSync(join(elsewhere, 'rship7'), 'utf8'), 'operator data\n');
   });
 });
 
