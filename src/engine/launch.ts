@@ -129,9 +129,13 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   makeRunKey(dir);
   writeState(dir, state);
   const events = openEventLog(dir);
-  events.append('run.status', { from: null, to: 'queued' });
-  for (const text of start?.dirty ? [...plan.notes, start.dirty] : plan.notes) {
-    events.append('log', { stream: 'svc', text });
+  try {
+    events.append('run.status', { from: null, to: 'queued' });
+    for (const text of start?.dirty ? [...plan.notes, start.dirty] : plan.notes) {
+      events.append('log', { stream: 'svc', text });
+    }
+  } finally {
+    events.close();
   }
   return { state, plan, renamed };
 }

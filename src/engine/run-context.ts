@@ -3,7 +3,7 @@
 import { existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { openEventLog, readState, tryReadState, writeState, type RunState } from './run-state.ts';
+import { appendEvent, openEventLog, readState, tryReadState, writeState, type RunState } from './run-state.ts';
 import { TERMINAL, runFailure, type RunStatus } from '../run-json.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import { isChildOf, isWorkerOf, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity } from './proc-group.ts';
@@ -108,6 +108,7 @@ export function openRunContext(
     },
     async close(): Promise<void> {
       await shipping?.close();
+      log.close();
     },
   };
   return ctx;
@@ -150,7 +151,7 @@ export async function stopLocalRun(repo: string, run: string, by: string): Promi
       question: null, child: null, pid: null, failure,
     };
     writeState(dir, state);
-    openEventLog(dir).append('run.status', { from, to: 'stopped' });
+    appendEvent(dir, 'run.status', { from, to: 'stopped' });
   } else if (state.status === 'stopped' && state.failure?.class === 'stopped') {
     // The worker knew only the signal it got; this stopper knows who sent it.
     state = { ...state, failure, updated_at: new Date().toISOString() };

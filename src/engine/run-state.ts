@@ -1,13 +1,13 @@
 // A run's folder as the engine keeps it: state.json (the run JSON of DESIGN §3 plus what the engine needs to steer
 // it), events.jsonl, and the runs of a checkout.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { RUN_KEY_FILE, statePath } from './paths.ts';
-import { appendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
+import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
 import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
 import {
-  listPlain, openPlainDirIn, openPlainPath, openRunFolder, pathIn, readObjectIn, readPlainIn,
+  listPlain, openPlainDirIn, openPlainPath, openRunFolder, pathIn, readObjectIn, readPlainIn, type PlainDir,
 } from './plain-tree.ts';
 import {
   RUN_JSON_FIELDS, runFailure, type CostFigures, type FailureClass, type MeteredCost, type RunFailure, type RunJson,
@@ -108,13 +108,14 @@ export function toRunJson(state: RunState): RunJson {
   return out as unknown as RunJson;
 }
 
-/** events.jsonl: one event per line with a per-run seq continued from the last line on disk (DESIGN §3). */
+/** events.jsonl: one event per line with a per-run seq continued from the last line on disk (DESIGN §3). The run
+ * folder is held open until close(): read and appended to inside it, never through a link there or on the way. */
 export function openEventLog(
   dir: string, onAppend?: () => void,
-): { append(kind: string, data?: Record<string, unknown>): void } {
-  // Read as it is written, inside the run folder held open: a link there (or on the way) reads as no events yet.
-  const folder = openRunFolder(dir);
-  const text = 'failed' in folder ? 'missing' : withDir(folder, (run) => readPlainIn(run, 'events.jsonl', Infinity));
+): { append(kind: string, data?: Record<string, unknown>): void; close(): void } {
+  const opened = openRunFolder(dir);
+  const folder = 'failed' in opened ? null : opened;
+  const text = folder ? readPlainIn(folder, 'events.jsonl', Infinity) : 'missing';
   let seq = 0;
   for (const line of typeof text === 'string' ? [] : text.toString('utf8').split('\n')) {
     try {
@@ -123,15 +124,33 @@ export function openEventLog(
       // A blank line, or a torn last line from a killed writer, is skipped, not fatal.
     }
   }
+  let fd: number | null = null;
   return {
     append(kind, data = {}) {
       seq += 1;
-      // O_APPEND, so lines never interleave; never through a planted link (events.jsonl -> ~/.bashrc).
-      const line = JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }) + '\n';
-      withDir(openRunDir(dir), (run) => appendNoFollowIn(run, 'events.jsonl', line));
+      // O_APPEND, so lines never interleave; never through a planted link (events.jsonl -> ~/.bashrc). A folder not
+      // plain when opened is opened again, to be refused naming what stands in the way.
+      const open = (run: PlainDir) => openAppendNoFollowIn(run, 'events.jsonl');
+      fd ??= folder ? open(folder) : withDir(openRunDir(dir), open);
+      writeFileSync(fd, JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }) + '\n');
       onAppend?.();
     },
+    close() {
+      if (fd !== null) closeSync(fd);
+      fd = null;
+      folder?.close();
+    },
   };
+}
+
+/** One event, its log opened and closed around it. */
+export function appendEvent(dir: string, kind: string, data: Record<string, unknown>): void {
+  const log = openEventLog(dir);
+  try {
+    log.append(kind, data);
+  } finally {
+    log.close();
+  }
 }
 
 export function readState(dir: string): RunState {

@@ -13,7 +13,7 @@ const TRUNCATE = constants.O_WRONLY | constants.O_TRUNC | constants.O_CREAT | co
 
 export class UnsafePathError extends Error {}
 
-/** The refusal of `path` as a folder to write into: each says "not a plain directory" (tests and docs pin it). */
+/** The refusal of `path` as a folder to write into; but for a missing one, it says "not a plain directory" (pinned). */
 function refusedFolder(path: string, kind: EntryKind): UnsafePathError {
   if (kind === 'missing') return new UnsafePathError(`Refusing to write into "${path}": it is missing`);
   const what = kind === 'link' ? 'a symbolic link, not' : 'not';
@@ -58,11 +58,6 @@ function writeWith(path: string, flags: number, data: string | Buffer, shown = p
   } finally {
     closeSync(fd);
   }
-}
-
-/** Appends to `name` in the folder held open with O_APPEND (whole lines never interleave) and O_NOFOLLOW. */
-export function appendNoFollowIn(dir: PlainDir, name: string, data: string | Buffer): void {
-  writeWith(pathIn(dir, name), APPEND, data, join(dir.path, name));
 }
 
 /** Writes `name` in the folder held open, never through a link at that name. */
