@@ -9,6 +9,7 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isSecretName } from '../spawn/env.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from './safe-fs.ts';
+import { readRepoSvcFile } from './plain-tree.ts';
 
 export interface ProviderEntry {
   command: string[];
@@ -41,11 +42,16 @@ function isEnvName(value: unknown): value is string {
   return typeof value === 'string' && /^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(value);
 }
 
-/** `<repo>/.svc/config.json` read once, with its path and the sha256 of the bytes parsed (`svc trust`); or null. */
+/** A repository's config.json larger than this is not one a person wrote. */
+const MAX_CONFIG = 1024 * 1024;
+
+/** `<repo>/.svc/config.json` read once (as policy.json is: never through a link, never unbounded), with its path and
+ * the sha256 of the bytes parsed (`svc trust`); or null. */
 export function readEngineConfigFile(repo: string): { config: EngineConfig; path: string; sha256: string } | null {
   const path = join(repo, '.svc', 'config.json');
-  if (!existsSync(path)) return null;
-  const bytes = readFileSync(path);
+  const bytes = readRepoSvcFile(repo, 'config.json', MAX_CONFIG);
+  if (bytes === null) return null;
+  if ('refused' in bytes) throw new BadSettingError(`.svc/${bytes.refused}`);
   return {
     config: parseEngineConfig(bytes, '.svc/config.json', ['provider', 'providers', 'env']),
     path,

@@ -14,13 +14,14 @@ import { settingOr } from '../settings-registry.ts';
 import {
   git, headSha, currentBranch, excludeEngineFolders, gitCommonDir, snapshotTree, workingChanges,
 } from './git.ts';
-import { runDir, artifactsDir, worktreeDir } from './paths.ts';
+import { runDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
 import {
   localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, writeState, type RunState, type WorkerMode,
 } from './run-state.ts';
 import { identityOf } from './proc-group.ts';
-import { openAppendNoFollow, plainEngineFolder, writeNoFollow } from './safe-fs.ts';
+import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
+import { pathIn } from './plain-tree.ts';
 import { checkPrPossible } from './pr.ts';
 import { signsLater } from './receipt.ts';
 import { followUpSession, followUpSpec, followUpStart, type FollowUp } from './follow-up.ts';
@@ -81,8 +82,8 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const follow = n.followUp ? await followUpStart(n.repo, plan.push_target, n.followUp, n.env) : null;
   // Before anything is written: a link the repository commits at .svc, .svc/runs or .svc/worktrees would send the
   // run's files, its checkout and the agent's writable tree outside the repository (DESIGN §7a).
-  plainEngineFolder(n.repo, 'runs');
-  if (isolated) plainEngineFolder(n.repo, 'worktrees');
+  plainEngineFolder(n.repo, 'runs').close();
+  if (isolated) plainEngineFolder(n.repo, 'worktrees').close();
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new BadInputError(`Run ${n.run} already exists in ${n.repo}`);
   const gitDir = gitCommonDir(n.repo);
@@ -95,10 +96,12 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   }
   if (!isolated) assertCheckoutFree(n.repo);
   const start = isolated ? null : startingTree(n.repo);
-  // One level at a time under the plain .svc/runs: the run folder is new, and ours.
-  mkdirSync(dir);
-  mkdirSync(artifactsDir(dir));
-  writeNoFollow(join(dir, 'spec.md'), n.spec);
+  // Made inside the plain .svc/runs held open: the run folder is new, and ours; then written inside it, held open.
+  withDir(plainEngineFolder(n.repo, 'runs'), (runs) => mkdirSync(pathIn(runs, n.run)));
+  withDir(openRunDir(dir), (folder) => {
+    mkdirSync(pathIn(folder, 'artifacts'));
+    writeNoFollowIn(folder, 'spec.md', n.spec);
+  });
   const now = new Date().toISOString();
   const source = settingOr(n.env, 'SVC_SOURCE');
   const name = runRepoName(n.repo, n.env);
@@ -126,9 +129,13 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   makeRunKey(dir);
   writeState(dir, state);
   const events = openEventLog(dir);
-  events.append('run.status', { from: null, to: 'queued' });
-  for (const text of start?.dirty ? [...plan.notes, start.dirty] : plan.notes) {
-    events.append('log', { stream: 'svc', text });
+  try {
+    events.append('run.status', { from: null, to: 'queued' });
+    for (const text of start?.dirty ? [...plan.notes, start.dirty] : plan.notes) {
+      events.append('log', { stream: 'svc', text });
+    }
+  } finally {
+    events.close();
   }
   return { state, plan, renamed };
 }
@@ -170,7 +177,7 @@ export function spawnWorker(
   state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
-  const log = inherit ? null : openAppendNoFollow(join(dir, 'worker.log'));
+  const log = inherit ? null : withDir(openRunDir(dir), (folder) => openAppendNoFollowIn(folder, 'worker.log'));
   const argv = workerArgv(mode, state.run, state.repo_path);
   // An ancestor of the agent: no secret in its environment; its own credentials (the push token, the Control Plane
   // token for ingest, the issue fetchers' keys) come on fd 3 (DESIGN §7a).

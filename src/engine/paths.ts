@@ -15,9 +15,6 @@ export function statePath(dir: string): string {
 }
 /** The run's own key, which its shipper sends with the run (run-state.ts makeRunKey). */
 export const RUN_KEY_FILE = 'run-key';
-export function runKeyPath(dir: string): string {
-  return join(dir, RUN_KEY_FILE);
-}
 export function eventsPath(dir: string): string {
   return join(dir, 'events.jsonl');
 }

@@ -3,7 +3,7 @@
 import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
-import { pathKind } from '../spawn/tree.ts';
+import { pathKind, realOrNull } from '../spawn/tree.ts';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 // O_NONBLOCK: a planted FIFO cannot block the open.
@@ -11,7 +11,7 @@ const FILE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBL
 const PROC_FD = existsSync('/proc/self/fd');
 
 /** What stands at a name: only `dir` and `file` are ever opened. */
-type EntryKind = 'dir' | 'file' | 'link' | 'other' | 'missing';
+export type EntryKind = 'dir' | 'file' | 'link' | 'other' | 'missing';
 
 /** A folder held open; names are looked up inside it, not through `path` (the lexical path, for messages only). */
 export interface PlainDir {
@@ -157,6 +157,25 @@ export function readObjectIn(
   return null;
 }
 
+/** `<repo>/.svc/<name>`, a repository's file, read without following a link (it could point one at /dev/zero or a
+ * host file) and never past `max` bytes: its bytes, null when it or `.svc` is missing, else why it was not read. */
+export function readRepoSvcFile(repo: string, name: string, max: number): Buffer | null | { refused: string } {
+  const real = realOrNull(repo); // the checkout's own path is the operator's, and may be a link
+  if (real === null) return null;
+  const dir = openPlainPath(real, ['.svc']);
+  if ('failed' in dir) {
+    return dir.kind === 'missing' ? null : { refused: `${name} not read: ${dir.failed} ${skipReason(dir.kind)}` };
+  }
+  let bytes: ReturnType<typeof readPlainIn>;
+  try {
+    bytes = readPlainIn(dir, name, max);
+  } finally {
+    dir.close();
+  }
+  if (bytes === 'missing') return null;
+  return typeof bytes === 'string' ? { refused: `${name} ${skipReason(bytes, max)}` } : bytes;
+}
+
 /** Why an entry that is not what was wanted is skipped, in words for a report. */
 export function skipReason(kind: EntryKind | 'too_large', max?: number): string {
   if (kind === 'link') return 'is a symbolic link (never followed)';
@@ -200,11 +219,13 @@ export function walkPlainTree(
   }
 }
 
-/** A run folder opened from its project (`.svc`, `runs`, `<run>` each plain), else from its parent. */
+/** A run folder opened from its project (`.svc`, `runs`, `<run>` each plain), else from its parent. The project (or
+ * parent) is the operator's or svc's, so its own path may go through a link, as makePlainPath's root may. */
 export function openRunFolder(dir: string): PlainDir | { failed: string; kind: EntryKind } {
   const runs = dirname(dir);
   if (basename(runs) === 'runs' && basename(dirname(runs)) === '.svc') {
-    return openPlainPath(dirname(dirname(runs)), ['.svc', 'runs', basename(dir)]);
+    const project = dirname(dirname(runs));
+    return openPlainPath(realOrNull(project) ?? project, ['.svc', 'runs', basename(dir)]);
   }
-  return openPlainPath(runs, [basename(dir)]);
+  return openPlainPath(realOrNull(runs) ?? runs, [basename(dir)]);
 }

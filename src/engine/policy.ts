@@ -1,7 +1,6 @@
 // .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
-import { realOrNull } from '../spawn/tree.ts';
-import { openPlainPath, readPlainIn, skipReason } from './plain-tree.ts';
+import { readRepoSvcFile } from './plain-tree.ts';
 import type { Verdict } from '../run-json.ts';
 import { RefusedError } from '../errors.ts';
 import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
@@ -144,21 +143,9 @@ const MAX_POLICY = 64 * 1024;
  * /dev/zero or a host file); missing gives the defaults, anything else broken throws (fail closed).
  */
 export function loadPolicy(repo: string): Policy {
-  const real = realOrNull(repo); // the checkout's own path is the operator's, and may be a link
-  if (real === null) return DEFAULT_POLICY;
-  const dir = openPlainPath(real, ['.svc']);
-  if ('failed' in dir) {
-    if (dir.kind === 'missing') return DEFAULT_POLICY;
-    throw new PolicyError(`policy.json not read: ${dir.failed} ${skipReason(dir.kind)}`);
-  }
-  let bytes: ReturnType<typeof readPlainIn>;
-  try {
-    bytes = readPlainIn(dir, 'policy.json', MAX_POLICY);
-  } finally {
-    dir.close();
-  }
-  if (bytes === 'missing') return DEFAULT_POLICY;
-  if (typeof bytes === 'string') throw new PolicyError(`policy.json ${skipReason(bytes, MAX_POLICY)}`);
+  const bytes = readRepoSvcFile(repo, 'policy.json', MAX_POLICY);
+  if (bytes === null) return DEFAULT_POLICY;
+  if ('refused' in bytes) throw new PolicyError(bytes.refused);
   const raw = tryParseJson(bytes.toString('utf8'));
   if (raw === undefined) throw new PolicyError('policy.json is not valid JSON');
   return parsePolicy(raw);

@@ -1,7 +1,7 @@
 // The repository name a run records, and the rename of the checkout's earlier runs (docs/engine.md).
 import { join } from 'node:path';
 import { repoName } from './git.ts';
-import { localRuns, openEventLog, writeState, type Found, type RunState } from './run-state.ts';
+import { appendEvent, localRuns, writeState, type Found, type RunState } from './run-state.ts';
 import { runDir } from './paths.ts';
 import { markPending } from './shipper.ts';
 import { writeNoFollow } from './safe-fs.ts';
@@ -60,7 +60,7 @@ function rename(repo: string, found: Found, name: string, now: string): boolean 
   const dir = runDir(repo, found.run);
   try {
     writeState(dir, { ...found.state, repo: name, updated_at: now });
-    openEventLog(dir).append('log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
+    appendEvent(dir, 'log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
     markPending(dir);
     return true;
   } catch {

@@ -1,16 +1,15 @@
 // The worker's handle on one run: state rewrites, events, artifacts, stop requests and shipping, in one place; and
 // the stop of a run from outside its worker.
 import { existsSync } from 'node:fs';
-import { join, dirname, basename } from 'node:path';
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { openEventLog, readState, tryReadState, writeState, type RunState } from './run-state.ts';
+import { appendEvent, openEventLog, readState, tryReadState, writeState, type RunState } from './run-state.ts';
 import { TERMINAL, runFailure, type RunStatus } from '../run-json.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import { isChildOf, isWorkerOf, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity } from './proc-group.ts';
 import { createShipLoop, createShipper, type ControlItem } from './shipper.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
-import { plainSubdir, writeNoFollow } from './safe-fs.ts';
+import { makePlainDirsIn, openRunDir, UnsafePathError, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { setting } from '../settings-registry.ts';
 
 const STOP_GRACE_MS = 5_000;
@@ -70,9 +69,16 @@ export function openRunContext(
       log.append(kind, data);
     },
     saveArtifact(path: string, content: string | Buffer): void {
-      // Every folder level and the file itself are checked: no symbolic link planted under artifacts/ is followed.
-      plainSubdir(dir, 'artifacts');
-      writeNoFollow(join(plainSubdir(artifactsDir(dir), dirname(path)), basename(path)), content);
+      const parts = path.split('/');
+      const name = parts.pop()!;
+      if ([...parts, name].some((part) => part === '' || part === '.' || part === '..')) {
+        throw new UnsafePathError(`"${path}" leaves "${artifactsDir(dir)}"`);
+      }
+      // Every folder level is held open and the file opened without following: no link under artifacts/ is followed.
+      withDir(openRunDir(dir), (run) => {
+        const folder = makePlainDirsIn(run, ['artifacts', ...parts], 0o777);
+        withDir(folder, () => writeNoFollowIn(folder, name, content));
+      });
       const bytes = Buffer.isBuffer(content) ? content : Buffer.from(content);
       ctx.event('artifact', { path, size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });
     },
@@ -102,6 +108,7 @@ export function openRunContext(
     },
     async close(): Promise<void> {
       await shipping?.close();
+      log.close();
     },
   };
   return ctx;
@@ -144,7 +151,7 @@ export async function stopLocalRun(repo: string, run: string, by: string): Promi
       question: null, child: null, pid: null, failure,
     };
     writeState(dir, state);
-    openEventLog(dir).append('run.status', { from, to: 'stopped' });
+    appendEvent(dir, 'run.status', { from, to: 'stopped' });
   } else if (state.status === 'stopped' && state.failure?.class === 'stopped') {
     // The worker knew only the signal it got; this stopper knows who sent it.
     state = { ...state, failure, updated_at: new Date().toISOString() };

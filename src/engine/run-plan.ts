@@ -8,7 +8,8 @@ import { loadPolicy, PolicyError, type Policy } from './policy.ts';
 import { cappedLimits, decideSettings, serverRefusal, startedByServer, trustNeeded } from './setting-authority.ts';
 import { resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
-import { assertPlainDir, writeJsonAtomic } from './safe-fs.ts';
+import { openRunDir, withDir, writeJsonAtomic } from './safe-fs.ts';
+import { pathIn } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
 import { shownBy } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -83,8 +84,7 @@ const planPath = (dir: string) => join(dir, 'plan.json');
 
 /** Written by the launcher, beside state.json, before the run's worker starts; never changed after. */
 export function writePlan(dir: string, plan: RunPlan): void {
-  assertPlainDir(dir);
-  writeJsonAtomic(planPath(dir), plan);
+  withDir(openRunDir(dir), (run) => writeJsonAtomic(pathIn(run, 'plan.json'), plan));
 }
 
 /** The plan, provided it is svc's own file: owned by this user and writable by no one else (the run folder is hidden

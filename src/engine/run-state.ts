@@ -1,12 +1,14 @@
 // A run's folder as the engine keeps it: state.json (the run JSON of DESIGN §3 plus what the engine needs to steer
 // it), events.jsonl, and the runs of a checkout.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { eventsPath, runKeyPath, statePath } from './paths.ts';
-import { appendNoFollow, assertPlainDir, plainEngineFolder, writeJsonAtomic } from './safe-fs.ts';
+import { RUN_KEY_FILE, statePath } from './paths.ts';
+import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
 import { tryGit } from './git.ts';
 import { isValidSegment } from './ids.ts';
-import { listPlain, openPlainDirIn, openPlainPath, readObjectIn } from './plain-tree.ts';
+import {
+  listPlain, openPlainDirIn, openPlainPath, openRunFolder, pathIn, readObjectIn, readPlainIn, type PlainDir,
+} from './plain-tree.ts';
 import {
   RUN_JSON_FIELDS, runFailure, type CostFigures, type FailureClass, type MeteredCost, type RunFailure, type RunJson,
 } from '../run-json.ts';
@@ -106,28 +108,49 @@ export function toRunJson(state: RunState): RunJson {
   return out as unknown as RunJson;
 }
 
-/** events.jsonl: one event per line with a per-run seq continued from the last line on disk (DESIGN §3). */
+/** events.jsonl: one event per line with a per-run seq continued from the last line on disk (DESIGN §3). The run
+ * folder is held open until close(): read and appended to inside it, never through a link there or on the way. */
 export function openEventLog(
   dir: string, onAppend?: () => void,
-): { append(kind: string, data?: Record<string, unknown>): void } {
-  const path = eventsPath(dir);
+): { append(kind: string, data?: Record<string, unknown>): void; close(): void } {
+  const opened = openRunFolder(dir);
+  const folder = 'failed' in opened ? null : opened;
+  const text = folder ? readPlainIn(folder, 'events.jsonl', Infinity) : 'missing';
   let seq = 0;
-  for (const line of existsSync(path) ? readFileSync(path, 'utf8').split('\n') : []) {
+  for (const line of typeof text === 'string' ? [] : text.toString('utf8').split('\n')) {
     try {
       seq = Math.max(seq, (JSON.parse(line) as { seq: number }).seq);
     } catch {
       // A blank line, or a torn last line from a killed writer, is skipped, not fatal.
     }
   }
+  let fd: number | null = null;
   return {
     append(kind, data = {}) {
       seq += 1;
-      // O_APPEND, so lines never interleave; never through a planted link (events.jsonl -> ~/.bashrc).
-      assertPlainDir(dir);
-      appendNoFollow(path, JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }) + '\n');
+      // O_APPEND, so lines never interleave; never through a planted link (events.jsonl -> ~/.bashrc). A folder not
+      // plain when opened is opened again, to be refused naming what stands in the way.
+      const open = (run: PlainDir) => openAppendNoFollowIn(run, 'events.jsonl');
+      fd ??= folder ? open(folder) : withDir(openRunDir(dir), open);
+      writeFileSync(fd, JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }) + '\n');
       onAppend?.();
     },
+    close() {
+      if (fd !== null) closeSync(fd);
+      fd = null;
+      folder?.close();
+    },
   };
+}
+
+/** One event, its log opened and closed around it. */
+export function appendEvent(dir: string, kind: string, data: Record<string, unknown>): void {
+  const log = openEventLog(dir);
+  try {
+    log.append(kind, data);
+  } finally {
+    log.close();
+  }
 }
 
 export function readState(dir: string): RunState {
@@ -143,9 +166,9 @@ export function tryReadState(dir: string): RunState | null {
 }
 
 export function writeState(dir: string, state: RunState): void {
-  // The rename replaces a link named state.json rather than following it; the folder itself must not be a link.
-  assertPlainDir(dir);
-  writeJsonAtomic(statePath(dir), state);
+  // The rename replaces a link named state.json rather than following it; the folder is held open, none on its way
+  // a link.
+  withDir(openRunDir(dir), (run) => writeJsonAtomic(pathIn(run, 'state.json'), state));
 }
 
 /**
@@ -155,7 +178,8 @@ export function writeState(dir: string, state: RunState): void {
  */
 export function makeRunKey(dir: string): void {
   // 'wx' (O_EXCL) makes a new file or fails: never through a planted link, never over a key already shipped.
-  writeFileSync(runKeyPath(dir), randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' });
+  const key = randomBytes(32).toString('base64url') + '\n';
+  withDir(openRunDir(dir), (run) => writeFileSync(pathIn(run, RUN_KEY_FILE), key, { mode: 0o600, flag: 'wx' }));
 }
 
 export type Found = { run: string; state: RunState };
@@ -172,7 +196,7 @@ export function trackedNames(repo: string, folder: string): Set<string> {
  * not a run svc made; localRuns() skips it for the same reason. */
 export function refuseTrackedRun(repo: string, run: string): void {
   // First the folders: git lists nothing behind a committed link at .svc or .svc/runs, so one there is refused.
-  plainEngineFolder(repo, 'runs');
+  plainEngineFolder(repo, 'runs').close();
   if (!trackedNames(repo, '.svc/runs').has(run)) return;
   throw new RefusedError(`Refusing to use run ${run}: its folder .svc/runs/${run} is committed to the repository, so ` +
     'it is the repository\'s content, not a run svc made here (nothing was started)');

@@ -1,11 +1,11 @@
 // Writes into a run folder that never follow a symbolic link a crafted project could plant.
-import {
-  lstatSync, openSync, closeSync, mkdirSync, constants, renameSync, writeFileSync,
-} from 'node:fs';
-import { dirname, join, relative, sep, isAbsolute } from 'node:path';
+import { openSync, closeSync, mkdirSync, constants, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { RefusedError } from '../errors.ts';
-import { openPlainDirIn, openPlainPath, pathIn, skipReason, type PlainDir } from './plain-tree.ts';
+import {
+  openPlainDirIn, openPlainPath, openRunFolder, pathIn, type EntryKind, type PlainDir,
+} from './plain-tree.ts';
 import { realOrNull } from '../spawn/tree.ts';
 
 const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW;
@@ -13,42 +13,18 @@ const TRUNCATE = constants.O_WRONLY | constants.O_TRUNC | constants.O_CREAT | co
 
 export class UnsafePathError extends Error {}
 
-/** Throws unless `dir` is a real directory (not a symbolic link to one). */
-export function assertPlainDir(dir: string): void {
-  let st;
-  try {
-    st = lstatSync(dir);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? 'unreadable';
-    throw new UnsafePathError(`Run folder "${dir}" is missing (${code})`);
-  }
-  if (st.isSymbolicLink() || !st.isDirectory()) {
-    throw new UnsafePathError(`Refusing to write into "${dir}": it is not a plain directory`);
-  }
+/** The refusal of `path` as a folder to write into; but for a missing one, it says "not a plain directory" (pinned). */
+function refusedFolder(path: string, kind: EntryKind): UnsafePathError {
+  if (kind === 'missing') return new UnsafePathError(`Refusing to write into "${path}": it is missing`);
+  const what = kind === 'link' ? 'a symbolic link, not' : 'not';
+  return new UnsafePathError(`Refusing to write into "${path}": it is ${what} a plain directory`);
 }
 
-/** Creates `root/<rel dirs>` as needed and checks each level is a plain directory; returns the full directory path. */
-export function plainSubdir(root: string, rel: string): string {
-  const back = relative(root, join(root, rel));
-  if (isAbsolute(rel) || back.startsWith('..')) throw new UnsafePathError(`"${rel}" leaves "${root}"`);
-  assertPlainDir(root);
-  let dir = root;
-  for (const part of back.split(sep).filter(Boolean)) {
-    dir = join(dir, part);
-    try {
-      mkdirSync(dir);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
-    assertPlainDir(dir);
-  }
-  return dir;
-}
-
-/** `<repo>/.svc/<name>`, made as needed; refused when it or `.svc` is not a plain folder (a link, a file). */
-export function plainEngineFolder(repo: string, name: 'runs' | 'worktrees'): string {
+/** `<repo>/.svc/<name>` held open, made as needed; refused when it or `.svc` is not a plain folder (a link, a file). */
+export function plainEngineFolder(repo: string, name: 'runs' | 'worktrees'): PlainDir {
   try {
-    return plainSubdir(repo, join('.svc', name));
+    // 0o777 less the umask, as mkdir makes any folder of the repository.
+    return makePlainPath(repo, ['.svc', name], 0o777);
   } catch (err) {
     if (!(err instanceof UnsafePathError)) throw err;
     throw new RefusedError('Refusing to start: svc keeps its runs and worktrees in plain folders of the repository, ' +
@@ -56,18 +32,27 @@ export function plainEngineFolder(repo: string, name: 'runs' | 'worktrees'): str
   }
 }
 
-/** Opens `path` to write (a new file readable by all), refusing a symbolic link there. */
-function openNoFollow(path: string, flags: number, what: string): number {
+/** The run folder `dir` held open to write into (openRunFolder: `.svc`, `runs` and the run's folder each plain);
+ * never made here, so a worker whose run was removed writes nothing. */
+export function openRunDir(dir: string): PlainDir {
+  const opened = openRunFolder(dir);
+  if (!('failed' in opened)) return opened;
+  if (opened.kind === 'missing') throw new UnsafePathError(`Run folder "${dir}" is missing (ENOENT)`);
+  throw refusedFolder(opened.failed, opened.kind);
+}
+
+/** Opens `path` to write (a new file readable by all), refusing a symbolic link there; messages name `shown`. */
+function openNoFollow(path: string, flags: number, what: string, shown = path): number {
   try {
     return openSync(path, flags, 0o644);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ELOOP') throw err;
-    throw new UnsafePathError(`Refusing to ${what} "${path}": it is a symbolic link`);
+    throw new UnsafePathError(`Refusing to ${what} "${shown}": it is a symbolic link`);
   }
 }
 
-function writeWith(path: string, flags: number, data: string | Buffer): void {
-  const fd = openNoFollow(path, flags, 'write');
+function writeWith(path: string, flags: number, data: string | Buffer, shown = path): void {
+  const fd = openNoFollow(path, flags, 'write', shown);
   try {
     writeFileSync(fd, data);
   } finally {
@@ -75,18 +60,19 @@ function writeWith(path: string, flags: number, data: string | Buffer): void {
   }
 }
 
-/** Appends with O_APPEND (whole lines never interleave) and O_NOFOLLOW. */
-export function appendNoFollow(path: string, data: string | Buffer): void {
-  writeWith(path, APPEND, data);
+/** Writes `name` in the folder held open, never through a link at that name. */
+export function writeNoFollowIn(dir: PlainDir, name: string, data: string | Buffer): void {
+  writeWith(pathIn(dir, name), TRUNCATE, data, join(dir.path, name));
 }
 
+/** Writes `path`, never through a link at its last name: for a file in a folder no one else writes in. */
 export function writeNoFollow(path: string, data: string | Buffer): void {
   writeWith(path, TRUNCATE, data);
 }
 
-/** An fd for appending (e.g. a child's log), refusing a symbolic link at `path`. */
-export function openAppendNoFollow(path: string): number {
-  return openNoFollow(path, APPEND, 'open');
+/** An fd for appending to `name` in the folder held open (e.g. a child's log), refusing a symbolic link there. */
+export function openAppendNoFollowIn(dir: PlainDir, name: string): number {
+  return openNoFollow(pathIn(dir, name), APPEND, 'open', join(dir.path, name));
 }
 
 /** Writes through a temp file and a rename, so a reader never sees half a state.json or answer file. */
@@ -108,24 +94,38 @@ export function makePlainDirIn(dir: PlainDir, name: string, mode = 0o700): Plain
   }
   const opened = openPlainDirIn(dir, name);
   if (typeof opened !== 'string') return opened;
-  throw new UnsafePathError(`Refusing to write into "${join(dir.path, name)}": it ${skipReason(opened)}`);
+  throw refusedFolder(join(dir.path, name), opened);
+}
+
+/** `dir/parts…` held open, each level made when missing and none a link; `dir` stays the caller's to close. */
+export function makePlainDirsIn(dir: PlainDir, parts: readonly string[], mode = 0o700): PlainDir {
+  let at: PlainDir | null = null;
+  try {
+    for (const part of parts) {
+      const next = makePlainDirIn(at ?? dir, part, mode);
+      at?.close();
+      at = next;
+    }
+  } catch (err) {
+    at?.close();
+    throw err;
+  }
+  return at ?? makePlainDirIn(dir, '.', mode);
 }
 
 /** `root/parts…` held open, each level made when missing and none a link (a repository's `.svc/inbox`: it may have
  * committed any of them as one). `root` itself is the operator's or svc's, so its own path may go through a link. */
 export function makePlainPath(root: string, parts: readonly string[], mode = 0o700): PlainDir {
   const top = openPlainPath(realOrNull(root) ?? root, []);
-  if ('failed' in top) throw new UnsafePathError(`Refusing to write into "${root}": it ${skipReason(top.kind)}`);
-  let dir = top;
+  if ('failed' in top) throw refusedFolder(root, top.kind);
+  return withDir(top, () => makePlainDirsIn(top, parts, mode));
+}
+
+/** `use(dir)`, the folder closed after. */
+export function withDir<T>(dir: PlainDir, use: (dir: PlainDir) => T): T {
   try {
-    for (const part of parts) {
-      const next = makePlainDirIn(dir, part, mode);
-      dir.close();
-      dir = next;
-    }
-  } catch (err) {
+    return use(dir);
+  } finally {
     dir.close();
-    throw err;
   }
-  return dir;
 }

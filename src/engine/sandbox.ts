@@ -5,7 +5,7 @@ import { basename, join } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
 import type { RunLimits } from './policy.ts';
-import { plainSubdir } from './safe-fs.ts';
+import { makePlainDirsIn, openRunDir, withDir } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { gitBaseEnv, hostGit, type GitRun } from './git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
@@ -33,10 +33,14 @@ export type ProtocolFiles = ReturnType<typeof protocolFiles>;
 
 /** The run's protocol files: the task the agent reads, and the folders its question and its answer live in. */
 export function protocolFiles(ctx: RunContext) {
-  const askDir = plainSubdir(ctx.dir, join('io', 'ask'));
-  // Writable inside: an agent that read its answer removes the file to say so.
-  const answerDir = plainSubdir(ctx.dir, join('io', 'answer'));
+  // Each level made as needed and held open, none a link.
+  withDir(openRunDir(ctx.dir), (run) => {
+    for (const name of ['ask', 'answer']) makePlainDirsIn(run, ['io', name], 0o777).close();
+  });
   const ioDir = join(ctx.dir, 'io');
+  const askDir = join(ioDir, 'ask');
+  // Writable inside: an agent that read its answer removes the file to say so.
+  const answerDir = join(ioDir, 'answer');
   return {
     taskFile: join(ioDir, 'prompt.md'), answerFile: join(answerDir, 'answer.txt'),
     questionFile: join(askDir, 'question.txt'), ioDir, askDir, answerDir,

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import type { IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from '../client/server-record.ts';
-import { plainSubdir, writeJsonAtomic, writeNoFollow } from './safe-fs.ts';
+import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment } from './ids.ts';
 import { RUN_KEY_FILE, runDir } from './paths.ts';
 import { errorMessage } from '../errors.ts';
@@ -17,11 +17,12 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
 import {
-  openPlainDirIn, openPlainFileIn, openRunFolder, plainEntries, readObjectIn, readPlainIn, readRange, skipReason,
-  walkPlainTree,
+  openPlainDirIn, openPlainFileIn, openPlainPath, openRunFolder, pathIn, plainEntries, readObjectIn, readPlainIn,
+  readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 import { tryParseJson } from '../untrusted.ts';
+import { realOrNull } from '../spawn/tree.ts';
 
 const EVENTS_PER_BATCH = 500;
 const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
@@ -236,14 +237,19 @@ function projectOf(dir: string): string {
 
 export function markPending(dir: string): void {
   try {
-    writeNoFollow(join(plainSubdir(projectOf(dir), join('.svc', 'ship-pending')), basename(dir)), '');
+    const pending = makePlainPath(projectOf(dir), ['.svc', 'ship-pending'], 0o777);
+    withDir(pending, () => writeNoFollowIn(pending, basename(dir), ''));
   } catch {
     // a project svc cannot write: `svc ship` remains the way
   }
 }
 
 function clearPending(dir: string): void {
-  rmSync(join(projectOf(dir), '.svc', 'ship-pending', basename(dir)), { force: true });
+  // Inside .svc/ship-pending held open: a link the repository commits there is not followed to remove a file.
+  const project = projectOf(dir);
+  const pending = openPlainPath(realOrNull(project) ?? project, ['.svc', 'ship-pending']);
+  if ('failed' in pending) return;
+  withDir(pending, () => rmSync(pathIn(pending, basename(dir)), { force: true }));
 }
 
 /** `changed()`: something of the run changed, so ship it soon. */

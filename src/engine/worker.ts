@@ -26,7 +26,7 @@ function prepareWorkdir(ctx: RunContext): void {
   if (!state.worktree) return;
   const path = worktreeDir(state.repo_path, state.run);
   // git worktree add would follow a link at .svc/worktrees (its launcher checked too; the checkout may change since).
-  plainEngineFolder(state.repo_path, 'worktrees');
+  plainEngineFolder(state.repo_path, 'worktrees').close();
   try {
     if (!existsSync(path)) createWorktree(state.repo_path, path, state.branch!, state.base_sha);
   } catch (err) {

@@ -1,7 +1,7 @@
 // Checkouts svc manages for a `clone=URL` repository: a bare mirror per repository, a clone of it per job (docs/
 // trigger.md "Managed checkouts"). git runs asynchronously: a fetch must not hold the server's event loop. Must not:
 // touch another repository's folder, reuse a job's checkout, or let the token out in argv, a URL, a file or an error.
-import { constants, copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
+import { constants, copyFileSync, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -13,8 +13,8 @@ import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from '../engine/git-token.ts';
 import { shownUrl } from '../engine/git-push.ts';
 import { inTurn } from './queue.ts';
-import { makePlainDirIn, makePlainPath } from '../engine/safe-fs.ts';
-import { pathIn } from '../engine/plain-tree.ts';
+import { makePlainDirIn, makePlainPath, UnsafePathError } from '../engine/safe-fs.ts';
+import { pathIn, type PlainDir } from '../engine/plain-tree.ts';
 import { TRACKERA_INBOX } from '../engine/paths.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
@@ -152,7 +152,16 @@ export function createManagedCheckouts(opts: {
     const ref = job.args.find((a) => a.startsWith('trackera:'))?.slice('trackera:'.length);
     const latest = ref && TRACKERA_IDENTIFIER.test(ref) ? join(from, `${ref}.json`) : null;
     if (!existsSync(own) && !(latest && existsSync(latest))) return;
-    const to = makePlainPath(dir, TRACKERA_INBOX);
+    let to: PlainDir;
+    try {
+      to = makePlainPath(dir, TRACKERA_INBOX);
+    } catch (err) {
+      // The repository's layout, as for a checkout= repository's delivery (trackera.ts): the job runs without it.
+      if (!(err instanceof UnsafePathError)) throw err;
+      opts.log.warn('trackera snapshot not staged', { job_id: job.id, repo: repo.name, error: err.message });
+      rmSync(own, { force: true });
+      return;
+    }
     try {
       if (existsSync(own)) {
         const jobs = makePlainDirIn(to, 'jobs');

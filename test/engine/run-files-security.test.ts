@@ -1,7 +1,9 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
+import {
+  mkdtempSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync, readFileSync, existsSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +12,7 @@ import { procStart, signalGroup } from '../../src/engine/proc-group.ts';
 import { writeState, readState, type RunState } from '../../src/engine/run-state.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { openRunContext } from '../../src/engine/run-context.ts';
+import { writePlan, type RunPlan } from '../../src/engine/run-plan.ts';
 import { writeNoFollow } from '../../src/engine/safe-fs.ts';
 import { processAlive } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -145,6 +148,21 @@ describe('run folder writes', () => {
     assert.throws(() => openEventLog(dir).append('log', {}), /not a plain directory/);
     assert.equal(existsSync(join(real, 'state.json')), false);
     assert.equal(existsSync(join(real, 'events.jsonl')), false);
+  });
+
+  it('refuses every run file write when a folder above the run folder is a link, and writes nothing behind it', () => {
+    // The run folder itself is a plain folder; the link is at .svc/runs (checking only the last name let it through).
+    const project = join(root, 'above');
+    const elsewhere = join(root, 'elsewhere-runs');
+    mkdirSync(join(elsewhere, 'rabove', 'artifacts'), { recursive: true });
+    mkdirSync(join(project, '.svc'), { recursive: true });
+    symlinkSync(elsewhere, join(project, '.svc', 'runs'));
+    const dir = join(project, '.svc', 'runs', 'rabove');
+    const refused = /Refusing to write into ".*\/\.svc\/runs": it is a symbolic link, not a plain directory/;
+    assert.throws(() => writeState(dir, stateFor(project, 'rabove')), refused);
+    assert.throws(() => openEventLog(dir).append('log', {}), refused);
+    assert.throws(() => writePlan(dir, {} as RunPlan), refused);
+    assert.deepEqual(readdirSync(join(elsewhere, 'rabove')), ['artifacts']);
   });
 
   it('replaces a state.json link with a file instead of writing through it', () => {

@@ -1,15 +1,17 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, mkdirSync, readFileSync, statSync, writeFileSync, rmSync } from 'node:fs';
+import {
+  existsSync, mkdtempSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync, rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { createShipper, readControlToken, type ControlItem } from '../../src/engine/shipper.ts';
+import { createShipper, readControlToken, shipRuns, type ControlItem } from '../../src/engine/shipper.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
-import { runDir, runKeyPath } from '../../src/engine/paths.ts';
+import { runDir, RUN_KEY_FILE } from '../../src/engine/paths.ts';
 import { makeRepo, GIT_ENV, type TestRepo } from './fixtures.ts';
 
 function runFolder(root: string, run: string, status: RunState['status'] = 'running'): string {
@@ -103,6 +105,19 @@ describe('shipper', () => {
     assert.equal((await control.request('GET', '/v1/runs/local/rship6')).status, 404);
     assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rship6', after: 0, limit: 10 }).length, 0);
   });
+
+  it('removes no file through a link the repository commits at .svc/ship-pending once a run is shipped', async () => {
+    const project = join(root, 'pending-link');
+    const elsewhere = join(root, 'pending-elsewhere');
+    mkdirSync(join(project, '.svc', 'runs'), { recursive: true });
+    mkdirSync(elsewhere);
+    writeFileSync(join(elsewhere, 'rship7'), 'operator data\n');
+    symlinkSync(elsewhere, join(project, '.svc', 'ship-pending'));
+    renameSync(runFolder(root, 'rship7', 'succeeded'), runDir(project, 'rship7'));
+    const shipped = await shipRuns(project, ['rship7'], { SVC_CONTROL_URL: control.url, HOME: root });
+    assert.deepEqual(shipped.shipped, ['rship7'], String(shipped.failure));
+    assert.equal(readFileSync(join(elsewhere, 'rship7'), 'utf8'), 'operator data\n');
+  });
 });
 
 describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s own runner")', () => {
@@ -121,8 +136,8 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
     const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: control.url };
     const { state } = await prepareRun({ input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo, runId: null, env });
     const dir = runDir(repo.repo, state.run);
-    assert.equal(statSync(runKeyPath(dir)).mode & 0o777, 0o600);
-    const key = readFileSync(runKeyPath(dir), 'utf8').trim();
+    assert.equal(statSync(join(dir, RUN_KEY_FILE)).mode & 0o777, 0o600);
+    const key = readFileSync(join(dir, RUN_KEY_FILE), 'utf8').trim();
     assert.match(key, /^[A-Za-z0-9_-]{43}$/);
     assert.throws(() => makeRunKey(dir), /EEXIST/, 'a key already made is never replaced');
     assert.equal(await createShipper(dir, env).flush(), null);

@@ -264,7 +264,7 @@ describe('createManagedCheckouts', () => {
 
   describe('security: links the repository commits under .svc/inbox', () => {
     /** An origin whose trunk commits `link` → `target`, a manager, and job j1's trackera delivery in its intake. */
-    function withCommittedLink(link: string[], target: string) {
+    function withCommittedLink(link: string[], target: string, log = quiet) {
       const dir = tempDir('svc-managed-');
       dirs.push(dir);
       const origin = makeOrigin(join(dir, 'origins'), 'web');
@@ -272,7 +272,7 @@ describe('createManagedCheckouts', () => {
       symlinkSync(target, join(origin.work, ...link));
       origin.commit('a link');
       const stateDir = join(dir, 'state');
-      const managed = createManagedCheckouts({ stateDir, checkoutsDir: join(dir, 'co'), env: GIT_ENV, log: quiet });
+      const managed = createManagedCheckouts({ stateDir, checkoutsDir: join(dir, 'co'), env: GIT_ENV, log });
       const repo = served('acme/web', `file://${origin.bare}`);
       const intake = join(managedDir(stateDir, repo), '.svc', 'inbox', 'trackera');
       mkdirSync(join(intake, 'jobs'), { recursive: true });
@@ -295,15 +295,19 @@ describe('createManagedCheckouts', () => {
       await managed.idle();
     });
 
-    it('fails the job rather than write through a committed .svc/inbox link, and nothing lands where it points',
+    it('runs the job without the snapshot rather than write through a committed .svc/inbox link, saying why',
       async () => {
         const outside = tempDir('svc-outside-');
         dirs.push(outside);
-        const { managed, repo, intake } = withCommittedLink(['.svc', 'inbox'], outside);
-        await assert.rejects(managed.prepare(repo, { id: 'j1', args: ['start', 'trackera:LIN-34'] }),
-          /Refusing to write into ".*\/\.svc\/inbox": it is a symbolic link/);
+        const lines: Array<Record<string, unknown>> = [];
+        const log = createLogger('managed-test', (line) => lines.push(JSON.parse(line) as Record<string, unknown>));
+        const { managed, repo, intake } = withCommittedLink(['.svc', 'inbox'], outside, log);
+        await managed.prepare(repo, { id: 'j1', args: ['start', 'trackera:LIN-34'] });
         assert.deepEqual(readdirSync(outside, { recursive: true }), []);
-        assert.equal(existsSync(join(intake, 'jobs', 'j1.json')), true, 'the delivery stays in the intake folder');
+        const warned = lines.find((l) => l.msg === 'trackera snapshot not staged');
+        assert.equal(warned?.job_id, 'j1');
+        assert.match(String(warned?.error), /Refusing to write into ".*\/\.svc\/inbox": it is a symbolic link/);
+        assert.equal(existsSync(join(intake, 'jobs', 'j1.json')), false, 'the job\'s own delivery is not left behind');
         await managed.idle();
       });
   });

@@ -4,7 +4,8 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { listPlain, openPlainPath, readPlainIn, walkPlainTree, type PlainDir } from '../../src/engine/plain-tree.ts';
-import { assertPlainDir, plainSubdir, UnsafePathError } from '../../src/engine/safe-fs.ts';
+import { makePlainPath, openRunDir, UnsafePathError } from '../../src/engine/safe-fs.ts';
+import { readEngineConfigFile } from '../../src/engine/config.ts';
 
 describe('plain-tree', () => {
   let root: string;
@@ -58,15 +59,37 @@ describe('plain-tree', () => {
 });
 
 describe('safe-fs folders', () => {
-  it('refuses a missing run folder, a folder that is a link, and a subfolder path that leaves its root', () => {
+  it('refuses a missing run folder and a link on the way, and makes plain levels as needed', () => {
     const root = mkdtempSync(join(tmpdir(), 'svc-safe-fs-'));
     try {
       const gone = join(root, 'gone');
-      assert.throws(() => assertPlainDir(gone), new UnsafePathError(`Run folder "${gone}" is missing (ENOENT)`));
+      assert.throws(() => openRunDir(gone), new UnsafePathError(`Run folder "${gone}" is missing (ENOENT)`));
       symlinkSync(tmpdir(), join(root, 'link'));
-      assert.throws(() => plainSubdir(root, 'link/x'), UnsafePathError);
-      assert.throws(() => plainSubdir(root, '../x'), new UnsafePathError(`"../x" leaves "${root}"`));
-      assert.equal(plainSubdir(root, 'a/b'), join(root, 'a', 'b'));
+      assert.throws(() => makePlainPath(root, ['link', 'x']), new UnsafePathError(
+        `Refusing to write into "${join(root, 'link')}": it is a symbolic link, not a plain directory`));
+      const made = makePlainPath(root, ['a', 'b']);
+      made.close();
+      assert.equal(made.path, join(root, 'a', 'b'));
+      const run = openRunDir(join(root, 'a', 'b'));
+      run.close();
+      assert.equal(run.path, join(root, 'a', 'b'));
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a repository\'s .svc/config.json', () => {
+  it('is read as policy.json is: a committed link to a host file holding a config is refused, not followed', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-config-link-'));
+    try {
+      const host = join(root, 'operator.json');
+      writeFileSync(host, JSON.stringify({ providers: { x: { kind: 'command', argv: ['/bin/true'] } } }));
+      mkdirSync(join(root, 'repo', '.svc'), { recursive: true });
+      symlinkSync(host, join(root, 'repo', '.svc', 'config.json'));
+      assert.throws(() => readEngineConfigFile(join(root, 'repo')), {
+        code: 'bad_setting', message: '.svc/config.json is a symbolic link (never followed)',
+      });
     } finally {
       rmSync(root, { recursive: true, force: true });
     }

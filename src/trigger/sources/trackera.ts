@@ -7,7 +7,7 @@ import { deliveryKeys } from '../../webhook-sources.ts';
 import { errorMessage } from '../../errors.ts';
 import { intakeDir, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
 import { TRACKERA_INBOX } from '../../engine/paths.ts';
-import { makePlainDirIn, makePlainPath } from '../../engine/safe-fs.ts';
+import { makePlainDirIn, makePlainPath, UnsafePathError } from '../../engine/safe-fs.ts';
 import { pathIn, type PlainDir } from '../../engine/plain-tree.ts';
 import { renameSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
@@ -51,13 +51,23 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
   // Staged once the cheap checks passed; put in place in the turn the job commits, before the job loop can launch it.
   const { identifier } = input;
   let snapshot: Awaited<ReturnType<typeof stageTrackeraSnapshot>> | undefined;
+  let unstaged: string | null = null;
   const target = { issue_id: input.issueId, identifier, thread: trackeraThread(input.issueId) };
   const reply = { channel: 'trackera', target };
   const prepare = async () => {
-    snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
+    try {
+      snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
+    } catch (err) {
+      // A link the repository committed under .svc/inbox is its own layout, not the server's failure: a 500 has the
+      // vendor deliver again (trackera retries any answer but 200) only to meet the same link. The job runs without
+      // the snapshot, as after a crash before keep() (docs/trigger.md), and the log says why under its job id.
+      if (!(err instanceof UnsafePathError)) throw err;
+      unstaged = err.message;
+    }
     return { brief: `trackera:${identifier}` };
   };
   const queued = (jobId: string): Reply => {
+    if (unstaged !== null) ctx.deps.log.warn('trackera snapshot not staged', { job_id: jobId, error: unstaged });
     try {
       snapshot?.keep(jobId);
     } catch (err) {
