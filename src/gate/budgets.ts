@@ -146,8 +146,8 @@ export class RunSpend {
     const entry = record.run === undefined ? undefined : this.runs.get(record.run);
     const m = record.metered;
     if (!entry || !m) return;
+    // A call of unknown usage has its bound's price (usage.ts): only a model without a row leaves it uncounted.
     if (m.usd !== null) entry.usd += m.usd;
-    else entry.uncounted ??= m.unknown !== null ? `a model call's usage was unknown (${m.unknown})`
-      : `model ${JSON.stringify(m.model ?? 'unnamed')} has no price`;
+    else entry.uncounted ??= `model ${JSON.stringify(m.model ?? 'unnamed')} has no price`;
   }
 }

@@ -1,0 +1,149 @@
+// A model call cut before its final usage (the API's overloaded error mid-stream, the API closing the connection, the
+// client going away) counts what the gate read of it and bounds for the rest, towards the run's budget and the day's:
+// never $0, and never a refusal of every later call. On `svc gate serve`'s meter, with a loopback model stand-in.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { startGate, type Gate } from '../../src/gate/gate.ts';
+import { parseGatePolicy } from '../../src/gate/policy.ts';
+import { mintJobCredential } from '../../src/gate/job-credential.ts';
+import { modelRoute } from '../../src/gate/model-apis.ts';
+import { sharedMeter } from '../../src/gate/main.ts';
+import type { EgressRecord } from '../../src/gate/evidence.ts';
+import { gateRequest, recordingConnect, tableResolver } from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+
+const SECRET = Buffer.from('cut-stream-budget-secret-0123456789abcdef');
+const event = (name: string, data: unknown): string => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+const MESSAGE_START = event('message_start', { type: 'message_start', message: { model: 'claude-haiku-4-5', usage: {
+  input_tokens: 10_000, output_tokens: 1, cache_read_input_tokens: 2_000, cache_creation_input_tokens: 0 } } });
+const OVERLOADED = event('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } });
+// What the agent's CLI sends: the model and its output maximum, which bounds what a cut call wrote.
+const ASK = JSON.stringify({
+  model: 'claude-haiku-4-5', max_tokens: 1_000, messages: [{ role: 'user', content: 'hi' }],
+});
+// The known part of a cut call at claude-haiku-4-5's row: 10,000 input, 2,000 cache reads, and the 1,000 output tokens
+// the request allowed: $0.0152.
+const CUT_USD = (10_000 * 1 + 2_000 * 0.1 + 1_000 * 5) / 1e6;
+
+/** One call through the gate; resolves when the client's side closes, however it ends (a cut stream ends no body). */
+function modelCall(port: number, credential: string, path: string, abortAfterFirstChunk = false):
+Promise<{ status: number; body: string }> {
+  return new Promise((resolve) => {
+    let status = 0;
+    let body = '';
+    const req = request({
+      host: '127.0.0.1', port, method: 'POST', path: `/_job/${credential}/_model/anthropic/v1/${path}`, agent: false,
+      headers: { 'content-type': 'application/json' },
+    });
+    req.on('response', (res) => {
+      status = res.statusCode ?? 0;
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => {
+        body += d;
+        if (abortAfterFirstChunk) req.destroy();
+      });
+      res.on('error', () => {});
+      res.on('close', () => resolve({ status, body }));
+    });
+    req.on('error', () => resolve({ status, body }));
+    req.end(ASK);
+  });
+}
+
+describe('a budgeted run after a model call cut before its final usage', () => {
+  let gate: Gate;
+  let model: Server;
+  const egressLog: EgressRecord[] = [];
+
+  before(async () => {
+    // `/v1/cut`: message_start, then the connection closes; `/v1/overloaded`: message_start, then the API's error
+    // event and a clean end; `/v1/held-open`: message_start, then nothing until the client goes away.
+    model = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(MESSAGE_START);
+        if (req.url === '/v1/cut') setImmediate(() => res.socket?.destroy());
+        else if (req.url === '/v1/overloaded') res.end(OVERLOADED);
+      });
+    });
+    await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
+    const port = (model.address() as AddressInfo).port;
+    const policy = parseGatePolicy({ allow: [`127.0.0.1:${port}`] });
+    const { meter, count } = sharedMeter({ SVC_BUDGET_REPO_DAY_USD: '0.05' });
+    gate = await startGate({
+      policy, tcpPort: 0, connect: recordingConnect().connect, resolve: tableResolver({}).resolve,
+      clients: { secret: SECRET, maxPerClient: 8, policyFor: () => policy },
+      models: [modelRoute('anthropic', `http://127.0.0.1:${port}`, 'x-api-key', 'k')],
+      meter, onRecord: (record) => {
+        count(record);
+        egressLog.push(record);
+      },
+    });
+  });
+
+  after(async () => {
+    await gate.close();
+    model.closeAllConnections();
+    model.close();
+  });
+
+  const mint = (job: string, repo: string, maxUsd?: number) =>
+    mintJobCredential(SECRET, { job, run: `r-${job}`, repo, maxUsd }, Date.now() + 3600_000);
+  const call = (credential: string, path: string, abort = false) => modelCall(gate.port ?? 0, credential, path, abort);
+  const metered = (job: string, n: number) =>
+    waitFor(() => egressLog.filter((r) => r.run === `r-${job}` && r.metered).length >= n, `${n} metered calls`);
+  const spent = (job: string): number =>
+    egressLog.filter((r) => r.run === `r-${job}`).reduce((sum, r) => sum + (r.metered?.usd ?? 0), 0);
+  const near = (a: number, b: number): void => assert.ok(Math.abs(a - b) < 1e-12, `${a} ≈ ${b}`);
+
+  it('counts what message_start said and the request\'s max_tokens, and lets the run call again under its budget',
+    async () => {
+      const credential = mint('cut', 'acme/cut', 0.05);
+      for (const [i, path] of ['cut', 'overloaded'].entries()) {
+        const answered = await call(credential, path);
+        assert.equal(answered.status, 200);
+        assert.ok(answered.body.startsWith(MESSAGE_START), 'the stream reached the client as far as it went');
+        await metered('cut', i + 1);
+      }
+      const [cut, overloaded] = egressLog.filter((r) => r.run === 'r-cut').map((r) => r.metered);
+      for (const m of [cut, overloaded]) {
+        assert.deepEqual({ ...m, usd: null }, { model: 'claude-haiku-4-5', tokens_in: 10_000, tokens_out: 1_000,
+          cache_read: 2_000, cache_write: 0, usd: null, unknown: 'the response ended before its final usage' });
+        near(m?.usd ?? 0, CUT_USD);
+      }
+      near(spent('cut'), 2 * CUT_USD);
+      const third = await call(credential, 'overloaded');
+      assert.equal(third.status, 200, 'under its budget ($0.0304 of $0.05): the next call goes through');
+      await metered('cut', 3);
+      const fourth = await call(credential, 'cut');
+      assert.equal(fourth.status, 200, '$0.0456 of $0.05: still under');
+      await metered('cut', 4);
+      const refused = await call(credential, 'cut');
+      assert.equal(refused.status, 429);
+      assert.equal(refused.body, 'svc gate: the run\'s budget of $0.05 is reached (metered $0.06): the run stops here ' +
+        '(a pod\'s budget is not raised)\n');
+      const answer = await gateRequest({ port: gate.port ?? 0 }, `/_job/${credential}/_egress`);
+      const egress = JSON.parse(answer.body) as { metered: { cost_usd: number; unpriced: number; unknown: number;
+        calls: number; }; };
+      near(egress.metered.cost_usd, 4 * CUT_USD);
+      assert.deepEqual([egress.metered.calls, egress.metered.unknown, egress.metered.unpriced], [4, 4, 0]);
+    });
+
+  it('counts a call the client walked away from, towards its repository\'s day cap', async () => {
+    const credential = mint('walked-away', 'acme/day');
+    for (let i = 1; i <= 4; i++) {
+      const answered = await call(credential, 'held-open', true);
+      assert.equal(answered.status, 200, `call ${i} passes under the day's cap`);
+      await metered('walked-away', i);
+    }
+    near(spent('walked-away'), 4 * CUT_USD);
+    const refused = await call(mint('same-repo', 'acme/day'), 'cut');
+    assert.equal(refused.status, 429, 'the day\'s $0.06 of $0.05 holds every run of the repository');
+    assert.equal(refused.body, 'svc gate: the daily budget of $0.05 for acme/day is reached (metered $0.06): model ' +
+      'calls are refused until the operator raises it\n');
+    assert.equal((await call(mint('other-repo', 'acme/other'), 'overloaded')).status, 200, 'another repository\'s not');
+  });
+});
