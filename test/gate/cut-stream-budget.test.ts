@@ -123,8 +123,8 @@ describe('a budgeted run after a model call cut before its final usage', () => {
       await metered('cut', 4);
       const refused = await call(credential, 'cut');
       assert.equal(refused.status, 429);
-      assert.equal(refused.body, 'svc gate: the run\'s budget of $0.05 is reached (metered $0.06): the run stops here ' +
-        '(a pod\'s budget is not raised)\n');
+      assert.equal(refused.body, 'svc gate: the run\'s budget of $0.05 is reached (metered $0.06): the run stops ' +
+        'here (a pod\'s budget is not raised)\n');
       const answer = await gateRequest({ port: gate.port ?? 0 }, `/_job/${credential}/_egress`);
       const egress = JSON.parse(answer.body) as { metered: { cost_usd: number; unpriced: number; unknown: number;
         calls: number; }; };
