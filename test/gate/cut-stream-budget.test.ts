@@ -5,6 +5,9 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
@@ -52,36 +55,50 @@ Promise<{ status: number; body: string }> {
   });
 }
 
+/** The model API stand-in. `/v1/cut`: message_start, then the connection closes; `/v1/overloaded`: message_start,
+ * then the API's error event and a clean end; `/v1/held-open`: message_start, then nothing until the client goes. */
+async function startModel(): Promise<{ server: Server; port: number }> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(MESSAGE_START);
+      if (req.url === '/v1/cut') setImmediate(() => res.socket?.destroy());
+      else if (req.url === '/v1/overloaded') res.end(OVERLOADED);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, port: (server.address() as AddressInfo).port };
+}
+
+/** A shared gate (`svc gate serve`'s meter with `env`) in front of the stand-in at `port`, its records in `log`. */
+function startSharedGate(env: NodeJS.ProcessEnv, port: number, log: EgressRecord[]): Promise<Gate> {
+  const policy = parseGatePolicy({ allow: [`127.0.0.1:${port}`] });
+  const { meter, count } = sharedMeter(env);
+  return startGate({
+    policy, tcpPort: 0, connect: recordingConnect().connect, resolve: tableResolver({}).resolve,
+    clients: { secret: SECRET, maxPerClient: 8, policyFor: () => policy },
+    models: [modelRoute('anthropic', `http://127.0.0.1:${port}`, 'x-api-key', 'k')],
+    meter, onRecord: (record) => {
+      count(record);
+      log.push(record);
+    },
+  });
+}
+
+const mint = (job: string, repo: string, maxUsd?: number) =>
+  mintJobCredential(SECRET, { job, run: `r-${job}`, repo, maxUsd }, Date.now() + 3600_000);
+const near = (a: number, b: number): void => assert.ok(Math.abs(a - b) < 1e-12, `${a} ≈ ${b}`);
+
 describe('a budgeted run after a model call cut before its final usage', () => {
   let gate: Gate;
   let model: Server;
   const egressLog: EgressRecord[] = [];
 
   before(async () => {
-    // `/v1/cut`: message_start, then the connection closes; `/v1/overloaded`: message_start, then the API's error
-    // event and a clean end; `/v1/held-open`: message_start, then nothing until the client goes away.
-    model = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write(MESSAGE_START);
-        if (req.url === '/v1/cut') setImmediate(() => res.socket?.destroy());
-        else if (req.url === '/v1/overloaded') res.end(OVERLOADED);
-      });
-    });
-    await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
-    const port = (model.address() as AddressInfo).port;
-    const policy = parseGatePolicy({ allow: [`127.0.0.1:${port}`] });
-    const { meter, count } = sharedMeter({ SVC_BUDGET_REPO_DAY_USD: '0.05' });
-    gate = await startGate({
-      policy, tcpPort: 0, connect: recordingConnect().connect, resolve: tableResolver({}).resolve,
-      clients: { secret: SECRET, maxPerClient: 8, policyFor: () => policy },
-      models: [modelRoute('anthropic', `http://127.0.0.1:${port}`, 'x-api-key', 'k')],
-      meter, onRecord: (record) => {
-        count(record);
-        egressLog.push(record);
-      },
-    });
+    const stand = await startModel();
+    model = stand.server;
+    gate = await startSharedGate({ SVC_BUDGET_REPO_DAY_USD: '0.05' }, stand.port, egressLog);
   });
 
   after(async () => {
@@ -90,14 +107,11 @@ describe('a budgeted run after a model call cut before its final usage', () => {
     model.close();
   });
 
-  const mint = (job: string, repo: string, maxUsd?: number) =>
-    mintJobCredential(SECRET, { job, run: `r-${job}`, repo, maxUsd }, Date.now() + 3600_000);
   const call = (credential: string, path: string, abort = false) => modelCall(gate.port ?? 0, credential, path, abort);
   const metered = (job: string, n: number) =>
     waitFor(() => egressLog.filter((r) => r.run === `r-${job}` && r.metered).length >= n, `${n} metered calls`);
   const spent = (job: string): number =>
     egressLog.filter((r) => r.run === `r-${job}`).reduce((sum, r) => sum + (r.metered?.usd ?? 0), 0);
-  const near = (a: number, b: number): void => assert.ok(Math.abs(a - b) < 1e-12, `${a} ≈ ${b}`);
 
   it('counts what message_start said and the request\'s max_tokens, and lets the run call again under its budget',
     async () => {
@@ -145,5 +159,67 @@ describe('a budgeted run after a model call cut before its final usage', () => {
     assert.equal(refused.body, 'svc gate: the daily budget of $0.05 for acme/day is reached (metered $0.06): model ' +
       'calls are refused until the operator raises it\n');
     assert.equal((await call(mint('other-repo', 'acme/other'), 'overloaded')).status, 200, 'another repository\'s not');
+  });
+});
+
+describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-gate-state-'));
+  const env = { SVC_GATE_STATE_DIR: dir, SVC_BUDGET_SERVER_DAY_USD: '0.05' };
+  let model: Server;
+  let port = 0;
+  const gates: Gate[] = [];
+  const egressLog: EgressRecord[] = [];
+
+  before(async () => {
+    ({ server: model, port } = await startModel());
+  });
+
+  after(async () => {
+    for (const gate of gates) await gate.close();
+    model.closeAllConnections();
+    model.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const open = async (): Promise<Gate> => {
+    const gate = await startSharedGate(env, port, egressLog);
+    gates.push(gate);
+    return gate;
+  };
+  const calls = (): number => egressLog.filter((r) => r.metered).length;
+
+  it('keeps what the run and the day spent: neither gets its cap again', async () => {
+    const first = await open();
+    const run = mint('restarted', 'acme/web', 0.04);
+    for (let i = 1; i <= 2; i++) {
+      assert.equal((await modelCall(first.port ?? 0, run, 'overloaded')).status, 200);
+      await waitFor(() => calls() >= i, `${i} metered calls`);
+    }
+    await first.close();
+    const second = await open();
+    assert.equal((await modelCall(second.port ?? 0, run, 'overloaded')).status, 200, '$0.0304 of $0.04 before it');
+    await waitFor(() => calls() >= 3, '3 metered calls');
+    const over = await modelCall(second.port ?? 0, run, 'overloaded');
+    assert.equal(over.status, 429);
+    assert.equal(over.body, 'svc gate: the run\'s budget of $0.04 is reached (metered $0.05): the run stops here ' +
+      '(a pod\'s budget is not raised)\n');
+    assert.equal((await modelCall(second.port ?? 0, mint('other', 'acme/other'), 'overloaded')).status, 200);
+    await waitFor(() => calls() >= 4, '4 metered calls');
+    const day = await modelCall(second.port ?? 0, mint('third', 'acme/third'), 'overloaded');
+    assert.equal(day.status, 429);
+    assert.equal(day.body, 'svc gate: this server\'s daily budget of $0.05 is reached (metered $0.06): model calls ' +
+      'are refused until the operator raises it\n');
+  });
+
+  it('refuses to start on a state file it cannot read, naming it', () => {
+    const bad = mkdtempSync(join(tmpdir(), 'svc-gate-state-bad-'));
+    try {
+      writeFileSync(join(bad, 'run-spend.json'), '{"runs": {"r-1": {"usd": "lots"}}}');
+      assert.throws(() => sharedMeter({ SVC_GATE_STATE_DIR: bad }), (err: Error) => err.name === 'BadSettingError' &&
+        err.message === `SVC_GATE_STATE_DIR: ${join(bad, 'run-spend.json')} holds no spending for run "r-1"; move it ` +
+          'away to start with no run\'s spending');
+    } finally {
+      rmSync(bad, { recursive: true, force: true });
+    }
   });
 });
