@@ -69,7 +69,23 @@ class JsonPicker {
   }
 
   push(bytes: Uint8Array): void {
-    for (const b of bytes) this.byte(b);
+    // Inside a string that is neither a key nor captured only its closing quote and escapes matter: the text between
+    // (a request's messages, a response's model text: nearly all the bytes) is skipped to the next of those.
+    const next = (byte: number, from: number): number => {
+      const at = bytes.indexOf(byte, from);
+      return at < 0 ? bytes.length : at;
+    };
+    let quote = -1;
+    let backslash = -1;
+    for (let i = 0; i < bytes.length; i++) {
+      if (this.inString && !this.escaped && !this.stringIsKey && this.captureDepth < 0) {
+        if (quote < i) quote = next(0x22, i);
+        if (backslash < i) backslash = next(0x5c, i);
+        i = Math.min(quote, backslash);
+        if (i >= bytes.length) return;
+      }
+      this.byte(bytes[i]!);
+    }
   }
 
   byte(b: number): void {

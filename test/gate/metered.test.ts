@@ -284,6 +284,16 @@ describe('metered cost at the gate', () => {
     close(read.usd, (10_000 * 1 + 500 * 5) / 1e6);
   });
 
+  it('reads the request\'s model and output maximum at every chunk boundary, never from inside a string', () => {
+    const body = JSON.stringify({ model: 'gpt-5', messages: [{ role: 'user', content: 'a "max_tokens": 999999 \\ ' +
+      '{"max_output_tokens": 5} \\"' }], 'max_output_tokens': 700, stream: true });
+    for (const size of [1, 2, 3, 7, 4096]) {
+      const asked = requestMeter('openai');
+      for (const piece of bytesOf(body, size)) asked.push(piece);
+      assert.deepEqual(asked.read(), { model: 'gpt-5', maxOutput: 700, bytes: Buffer.byteLength(body) }, `${size}`);
+    }
+  });
+
   it('counts a call naming no model at the table\'s highest prices, and a cut Gemini stream\'s output at its bound',
     () => {
       const nameless = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);
