@@ -207,8 +207,6 @@ const ASKED_MAX: Record<Family, readonly string[]> = {
   gemini: ['generationConfig.maxOutputTokens'],
 };
 
-export type RequestMeter = ReturnType<typeof requestMeter>;
-
 export function requestMeter(route: string) {
   const family = familyOf(route);
   const picker = new JsonPicker(new Set(['model', ...ASKED_MAX[family]]));
@@ -267,7 +265,8 @@ export function usageMeter(
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
       else if (isJsonObject(value)) {
         // Anthropic's message_start (`message.usage`) counts the input only: the call's usage is known once the
-        // final count (`usage`: a body's, or a message_delta's) arrives; a stream closed before it is unknown.
+        // final count (`usage`: a body's, or a message_delta's) arrives; a stream closed before it counts at its
+        // bounds (end).
         if (family !== 'anthropic' || at === 'usage') usageSeen = true;
         inputSeen = true;
         Object.assign(tokens, readTokens(family, value, bad));
