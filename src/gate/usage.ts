@@ -200,6 +200,11 @@ export interface Asked {
   bytes: number;
 }
 
+/** Bytes of a request body read for what it asked (a coding agent's is about 1 MB at a full context), and values
+ * taken. */
+const ASKED_READ_MAX = 4 * 1024 * 1024;
+const ASKED_PICKS_MAX = 64;
+
 // Each family's names for the output maximum; Gemini names its model in the path.
 const ASKED_MAX: Record<Family, readonly string[]> = {
   anthropic: ['max_tokens'],
@@ -210,24 +215,34 @@ const ASKED_MAX: Record<Family, readonly string[]> = {
 export function requestMeter(route: string) {
   const family = familyOf(route);
   const picker = new JsonPicker(new Set(['model', ...ASKED_MAX[family]]));
-  let bytes = 0;
+  const asked: Asked = { model: null, maxOutput: null, bytes: 0 };
+  let picks = 0;
+  // The agent writes the request: past ASKED_READ_MAX bytes or ASKED_PICKS_MAX values (a key repeated without end)
+  // the reader stops, and what a later value could have changed counts as unknown (the larger bounds).
+  const stopped = (): boolean => asked.bytes > ASKED_READ_MAX || picks > ASKED_PICKS_MAX;
+  const take = (): void => {
+    picks += picker.picks.length;
+    for (const { path, text } of picker.picks.splice(0)) {
+      const value = tryParseJson(text);
+      if (path === 'model') asked.model = str(value)?.slice(0, 200) ?? asked.model;
+      else if (typeof value === 'number' && Number.isInteger(value) && value > 0 && value <= MAX_TOKENS) {
+        // A key given twice is read by the API as one of them: the larger bounds both.
+        asked.maxOutput = Math.max(asked.maxOutput ?? 0, value);
+      }
+    }
+  };
   return {
     push(chunk: Uint8Array): void {
-      bytes += chunk.length;
-      picker.push(chunk);
+      if (!stopped()) {
+        picker.push(chunk);
+        take();
+      }
+      asked.bytes += chunk.length;
     },
     read(): Asked {
       picker.finish();
-      const asked: Asked = { model: null, maxOutput: null, bytes };
-      for (const { path, text } of picker.picks) {
-        const value = tryParseJson(text);
-        if (path === 'model') asked.model = str(value)?.slice(0, 200) ?? asked.model;
-        else if (typeof value === 'number' && Number.isInteger(value) && value > 0 && value <= MAX_TOKENS) {
-          // A key given twice is read by the API as one of them: the larger bounds both.
-          asked.maxOutput = Math.max(asked.maxOutput ?? 0, value);
-        }
-      }
-      return asked;
+      take();
+      return stopped() ? { model: null, maxOutput: null, bytes: asked.bytes } : { ...asked };
     },
   };
 }

@@ -294,6 +294,20 @@ describe('metered cost at the gate', () => {
     }
   });
 
+  it('stops reading a request past 64 values or 4 MiB, and counts what a later value could change as unknown', () => {
+    const repeated = requestMeter('anthropic');
+    repeated.push(Buffer.from(`{${'"max_tokens":1,'.repeat(65)}"model":"claude-haiku-4-5"}`));
+    assert.deepEqual(repeated.read(), { model: null, maxOutput: null, bytes: 15 * 65 + 28 });
+    const long = requestMeter('anthropic');
+    long.push(Buffer.from('{"model":"claude-haiku-4-5","max_tokens":10,"messages":"'));
+    for (let i = 0; i < 5; i++) long.push(Buffer.alloc(1024 * 1024, 0x61));
+    long.push(Buffer.from('","max_tokens":1}'));
+    assert.deepEqual({ ...long.read(), bytes: 0 }, { model: null, maxOutput: null, bytes: 0 });
+    const short = requestMeter('anthropic');
+    short.push(Buffer.from(`{${'"max_tokens":1,'.repeat(63)}"model":"claude-haiku-4-5"}`));
+    assert.deepEqual({ ...short.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 1, bytes: 0 });
+  });
+
   it('counts a call naming no model at the table\'s highest prices, and a cut Gemini stream\'s output at its bound',
     () => {
       const nameless = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);
