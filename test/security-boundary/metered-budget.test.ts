@@ -156,8 +156,8 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
     const start = await svc(['start', '--brief', 'cut streams', '--worktree', '--detach', '--provider', 'cut']);
     assert.equal(start.code, 0, start.stderr);
     const { run } = JSON.parse(start.stdout);
-    const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
-      'the run to finish');
+    const ended = () => ['succeeded', 'failed', 'stopped'].includes(state(run).status);
+    const done = await waitFor(() => (ended() ? state(run) : null), 'the run to finish');
     assert.equal(done.status, 'succeeded', done.error);
     // Each cut call: 1,000 output tokens at most ($0.10), as the whole one said it used.
     near(done.metered.cost_usd, 0.3);
