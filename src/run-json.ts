@@ -54,7 +54,8 @@ export interface CostFigures {
 }
 
 export interface MeteredCost extends CostFigures {
-  /** Model calls metered; of them, those whose model has no price, and those whose usage could not be read. */
+  /** Model calls metered; of them, those whose model has no price, and those whose usage could not all be read
+   * (counted at their bounds: docs/gate.md "Metered cost"). */
   calls: number;
   unpriced: number;
   unknown: number;

@@ -185,6 +185,8 @@ export const SETTINGS = {
   SVC_GATE_PORT: int('gate', 3128, [0, 65535], 'port', '--port'),
   SVC_GATE_POLICY_FILE: text('gate', 'the model APIs only', '`{"allow", "deny", "repos": {…}}`', '--policy'),
   SVC_GATE_MAX_PER_JOB: int('gate', 32, [1, 256], 'connections of one job at once', '--per-job'),
+  SVC_GATE_STATE_DIR: text('gate', 'in memory', 'a folder where `svc gate serve` keeps what each day and each ' +
+    'budgeted run spent, so a restart does not let them spend their caps again'),
   SVC_PRICES_FILE: text('gate', 'the table in src/gate/prices.ts', 'a JSON price table laid over svc\'s ' +
     '(`{"date", "models": {"<model>": {"input", "output", "cache_read", "cache_write"}}}`, US$ per million tokens)'),
   SVC_BUDGET_REPO_DAY_USD: { ...text('gate', 'no cap', 'metered US$ one repository\'s runs may spend per UTC day; ' +

@@ -42,7 +42,8 @@ export const schemas = {
     reported: { type: ['object', 'null'], description: 'what the agent reported (null: nothing)',
       properties: COST },
     metered: { type: ['object', 'null'], description: 'what the egress gate metered from the model APIs\' usage ' +
-      '(null: no call metered); unpriced: calls of a model without a price, unknown: calls whose usage was unreadable',
+      '(null: no call metered); unpriced: calls of a model without a price, unknown: calls whose usage was not all ' +
+      'read (in the cost at their bounds)',
       properties: { ...COST, calls: int, unpriced: int, unknown: int } },
     trace_id: {
       type: ['string', 'null'], pattern: '^[0-9a-f]{32}$',

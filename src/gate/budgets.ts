@@ -1,8 +1,10 @@
 // Budgets on metered cost (docs/gate.md "Budgets"): a run's own (policy max_usd, raised by an answer) and the
 // operator's caps per repository and per server per day, counted in a ledger every gate of the machine shares.
-import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readSync } from 'node:fs';
+import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
-import { obj, str, tryParseJson } from '../untrusted.ts';
+import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
+import { BadSettingError, errorMessage } from '../errors.ts';
+import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import type { EgressRecord } from './evidence.ts';
 
 export interface Reached {
@@ -129,9 +131,38 @@ interface RunSpent {
 }
 
 /** Each budgeted run's spending at `svc gate serve`, apart from its records (which the gate may let go), until its
- * credential expires. */
+ * credential expires; with a `file`, read once at start and written whole (atomically) at each counted call, so a
+ * restart does not give a run its budget again. */
 export class RunSpend {
   private readonly runs = new Map<string, RunSpent>();
+  private readonly file: string | null;
+
+  constructor(file: string | null = null, now = Date.now()) {
+    this.file = file;
+    if (file !== null) this.load(file, now);
+  }
+
+  private load(file: string, now: number): void {
+    const bad = (why: string): BadSettingError =>
+      new BadSettingError(`SVC_GATE_STATE_DIR: ${file} ${why}; move it away to start with no run's spending`);
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw bad(`cannot be read (${errorMessage(err).slice(0, 120)})`);
+    }
+    const value = tryParseJson(text);
+    if (!isJsonObject(value) || !isJsonObject(value.runs)) throw bad('is not {"runs": {"<run>": {"usd", "expires"}}}');
+    for (const [run, entry] of Object.entries(value.runs)) {
+      const o = obj(entry);
+      const { usd, expires } = o;
+      if (typeof usd !== 'number' || !(usd >= 0) || !Number.isFinite(usd) || typeof expires !== 'number') {
+        throw bad(`holds no spending for run ${JSON.stringify(run.slice(0, 60))}`);
+      }
+      if (expires > now) this.runs.set(run, { usd, uncounted: str(o.uncounted), inFlight: 0, expires });
+    }
+  }
 
   of(run: string, expires: number, now = Date.now()): RunSpent {
     let entry = this.runs.get(run);
@@ -146,8 +177,12 @@ export class RunSpend {
     const entry = record.run === undefined ? undefined : this.runs.get(record.run);
     const m = record.metered;
     if (!entry || !m) return;
+    // A call of unknown usage has its bound's price (usage.ts): only a model without a row leaves it uncounted.
     if (m.usd !== null) entry.usd += m.usd;
-    else entry.uncounted ??= m.unknown !== null ? `a model call's usage was unknown (${m.unknown})`
-      : `model ${JSON.stringify(m.model ?? 'unnamed')} has no price`;
+    else entry.uncounted ??= `model ${JSON.stringify(m.model ?? 'unnamed')} has no price`;
+    if (this.file === null) return;
+    const runs: Record<string, Omit<RunSpent, 'inFlight'>> = {};
+    for (const [id, r] of this.runs) runs[id] = { usd: r.usd, uncounted: r.uncounted, expires: r.expires };
+    writeJsonAtomic(this.file, { runs }, 0o600);
   }
 }

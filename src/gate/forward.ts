@@ -8,7 +8,7 @@ import { decide } from './policy.ts';
 import { gateSpanId, refuse, type Asker, type GateContext } from './context.ts';
 import { CREDENTIAL_HEADERS, freeEndpoint, modelPath } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
-import { usageMeter, type UsageMeter } from './usage.ts';
+import { requestMeter, usageMeter, type UsageMeter } from './usage.ts';
 import { formatTraceparent, ownTraceExport, parseTraceparent } from '../trace.ts';
 import { MiB, parseJson, readBody } from '../http/body.ts';
 import { HttpError } from '../http/http-error.ts';
@@ -276,6 +276,9 @@ function send(
   let failure: string | null = null;
   let recorded = false;
   let usage: UsageMeter | null = null;
+  let complete = (): boolean => false;
+  // What the request asks for bounds a call whose usage never came (usage.ts): read as its body passes.
+  const asked = plan.metered ? requestMeter(plan.model ?? '') : null;
   raw.setTimeout(ctx.limits.connectTimeoutMs);
   raw.once('connect', () => raw.setTimeout(ctx.limits.idleMs));
   const upstream = httpRequest({
@@ -307,9 +310,13 @@ function send(
     // After pipe's listener: each chunk is on its way to the client before the meter reads it.
     const meter = usageMeter(plan.model, plan.path, answer.headers, ctx.meter.prices);
     usage = meter;
+    complete = () => answer.complete;
     answer.on('data', (chunk: Buffer) => meter.push(chunk));
   });
-  if (body) req.pipe(upstream);
+  if (body) {
+    if (asked) req.on('data', (chunk: Buffer) => asked.push(chunk));
+    req.pipe(upstream);
+  }
   else {
     req.resume();
     upstream.end();
@@ -321,7 +328,7 @@ function send(
     raw.destroy();
     record({
       status: res.statusCode, reason: failure, bytesUp: raw.bytesWritten, bytesDown: raw.bytesRead,
-      ...(usage ? { metered: usage.end() } : {}),
+      ...(usage && asked ? { metered: usage.end(asked.read(), complete()) } : {}),
     });
   });
 }

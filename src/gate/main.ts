@@ -1,6 +1,7 @@
 // `svc gate serve` (docs/gate.md): the egress gate as a server of its own, the only route out of Kubernetes job pods.
 // Every client presents its job's credential and gets its repository's policy.
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { startGate } from './gate.ts';
 import { GatePolicyError, parseGatePolicy, type GatePolicy, type HostPattern } from './policy.ts';
 import { readGateSecret } from './job-credential.ts';
@@ -86,8 +87,9 @@ export async function serveGateForever(
     // A pod has one address: what it holds, named or not yet named by a credential, is at most one job's share.
     limits: { maxConnectionsPerPeer: maxPerJob },
     onRecord: (record) => {
-      count(record);
+      // The line first: a state folder that cannot be written must not cost the record.
       process.stdout.write(`${JSON.stringify({ egress: record })}\n`);
+      count(record);
     },
     meter,
     trace: { tracer, parent: null },
@@ -99,11 +101,12 @@ export async function serveGateForever(
   return exitCodeAfterSignal(log, 'gate stopping', () => gate.close().then(() => tracer.flush()));
 }
 
-/** The shared gate's metering (docs/gate.md "Budgets"): daily caps in memory, each run held to its credential's
- * max_usd; a budgeted run's unpriced call refuses its next (fail closed). */
+/** The shared gate's metering (docs/gate.md "Budgets"): daily caps, each run held to its credential's max_usd; a
+ * budgeted run's unpriced call refuses its next (fail closed). Kept in SVC_GATE_STATE_DIR when set, else in memory. */
 export function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(record: EgressRecord): void } {
-  const ledger = new DayLedger(null);
-  const spend = new RunSpend();
+  const state = setting(env, 'SVC_GATE_STATE_DIR') ?? null;
+  const ledger = new DayLedger(state === null ? null : join(state, 'metered'));
+  const spend = new RunSpend(state === null ? null : join(state, 'run-spend.json'));
   const caps = {
     repoDay: settingUsd(env, 'SVC_BUDGET_REPO_DAY_USD'), serverDay: settingUsd(env, 'SVC_BUDGET_SERVER_DAY_USD'),
   };

@@ -51,8 +51,10 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
       bytes.inc(['up'], r.bytesUp);
       bytes.inc(['down'], r.bytesDown);
       const m = r.metered;
-      if (m && m.unknown === null) {
-        countModelUsage(r.model ?? 'other', m.model ?? 'other', m.tokens_in + m.tokens_out, m.usd ?? 0);
+      // The cost as the budgets count it (a call of unknown usage at its bound); tokens only as the API counted them.
+      if (m) {
+        const tokens = m.unknown === null ? m.tokens_in + m.tokens_out : 0;
+        countModelUsage(r.model ?? 'other', m.model ?? 'other', tokens, m.usd ?? 0);
       }
       // A record names the job its client spoke for, not the client's address: `peer` is the job's id.
       served(method, route, r.status ?? 0, r.ms / 1000, r.bytesUp + r.bytesDown, r.job ? `job ${r.job}` : '');

@@ -67,12 +67,23 @@ export function priceOf(table: PriceTable, model: string | null): ModelPrice | n
   return key === undefined ? null : table.models[key] ?? null;
 }
 
-export function callCost(table: PriceTable, tokens: CallTokens): number | null {
-  const price = priceOf(table, tokens.model);
-  if (!price) return null;
+/** Tokens at a row's prices, in US dollars. */
+export function costAt(price: ModelPrice, tokens: CallTokens): number {
   const usd = tokens.tokens_in * price.input + tokens.tokens_out * price.output +
     tokens.cache_read * (price.cache_read ?? price.input) + tokens.cache_write * (price.cache_write ?? price.input);
   return usd / 1_000_000;
+}
+
+export function callCost(table: PriceTable, tokens: CallTokens): number | null {
+  const price = priceOf(table, tokens.model);
+  return price ? costAt(price, tokens) : null;
+}
+
+/** The table's highest input and highest output price (each from whichever row has it): what a call naming no model
+ * is counted at, since it may have been any of them. */
+export function highestPrice(table: PriceTable): ModelPrice {
+  const rows = Object.values(table.models);
+  return { input: Math.max(0, ...rows.map((r) => r.input)), output: Math.max(0, ...rows.map((r) => r.output)) };
 }
 
 const PRICE_KEYS = ['input', 'output', 'cache_read', 'cache_write'] as const;

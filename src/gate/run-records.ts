@@ -94,7 +94,8 @@ export class RunRecords {
   }
 }
 
-/** A run's metered totals with one more call: tokens in count cached input too; cost only of priced calls. */
+/** A run's metered totals with one more call: tokens in count cached input too; cost only of priced calls (a call
+ * of unknown usage is priced at its bounds, so `unknown` counts calls also in the cost, `unpriced` those not). */
 export function addMetered(total: MeteredCost | null, call: NonNullable<EgressRecord['metered']>): MeteredCost {
   const t = total ?? { cost_usd: null, tokens_in: 0, tokens_out: 0, calls: 0, unpriced: 0, unknown: 0 };
   return {
@@ -102,7 +103,7 @@ export function addMetered(total: MeteredCost | null, call: NonNullable<EgressRe
     tokens_in: (t.tokens_in ?? 0) + call.tokens_in + call.cache_read + call.cache_write,
     tokens_out: (t.tokens_out ?? 0) + call.tokens_out,
     calls: t.calls + 1,
-    unpriced: t.unpriced + (call.unknown === null && call.usd === null ? 1 : 0),
+    unpriced: t.unpriced + (call.usd === null ? 1 : 0),
     unknown: t.unknown + (call.unknown !== null ? 1 : 0),
   };
 }

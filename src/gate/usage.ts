@@ -1,7 +1,8 @@
 // The usage a model API reports for one call, read from the response bytes as they pass to the client, never buffered:
 // JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
+// A response cut before its final usage is counted at what was read and bounds for the rest, never at $0.
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
-import { callCost, type PriceTable } from './prices.ts';
+import { callCost, costAt, highestPrice, priceOf, type PriceTable } from './prices.ts';
 import type { CallTokens, MeteredCall } from './evidence.ts';
 
 /** Beyond any context window: a bigger count is the response's error. */
@@ -11,7 +12,13 @@ const PICK_MAX = 16 * 1024;
 const KEY_MAX = 64;
 const DEPTH_MAX = 64;
 
+/** The output a call is counted at when its request set no maximum: the most any model of the table can write. */
+export const OUTPUT_BOUND = 128_000;
+
 type Family = 'anthropic' | 'openai' | 'gemini';
+
+// The OpenAI-compatible APIs (openrouter, groq, …) read as openai.
+const familyOf = (route: string): Family => (route === 'anthropic' || route === 'gemini' ? route : 'openai');
 
 const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[] }> = {
   anthropic: { usage: ['usage', 'message.usage'], model: ['model', 'message.model'] },
@@ -62,7 +69,23 @@ class JsonPicker {
   }
 
   push(bytes: Uint8Array): void {
-    for (const b of bytes) this.byte(b);
+    // Inside a string that is neither a key nor captured only its closing quote and escapes matter: the text between
+    // (a request's messages, a response's model text: nearly all the bytes) is skipped to the next of those.
+    const next = (byte: number, from: number): number => {
+      const at = bytes.indexOf(byte, from);
+      return at < 0 ? bytes.length : at;
+    };
+    let quote = -1;
+    let backslash = -1;
+    for (let i = 0; i < bytes.length; i++) {
+      if (this.inString && !this.escaped && !this.stringIsKey && this.captureDepth < 0) {
+        if (quote < i) quote = next(0x22, i);
+        if (backslash < i) backslash = next(0x5c, i);
+        i = Math.min(quote, backslash);
+        if (i >= bytes.length) return;
+      }
+      this.byte(bytes[i]!);
+    }
   }
 
   byte(b: number): void {
@@ -169,14 +192,68 @@ function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): 
   return out;
 }
 
+/** What a request asked for, read from its body as it passes upstream: the model it names, the most output it
+ * allows (the API stops there, so it bounds the output of a call whose usage never came), and its bytes. */
+export interface Asked {
+  model: string | null;
+  maxOutput: number | null;
+  bytes: number;
+}
+
+/** Bytes of a request body read for what it asked (a coding agent's is about 1 MB at a full context), and values
+ * taken. */
+const ASKED_READ_MAX = 4 * 1024 * 1024;
+const ASKED_PICKS_MAX = 64;
+
+// Each family's names for the output maximum; Gemini names its model in the path.
+const ASKED_MAX: Record<Family, readonly string[]> = {
+  anthropic: ['max_tokens'],
+  openai: ['max_tokens', 'max_completion_tokens', 'max_output_tokens'],
+  gemini: ['generationConfig.maxOutputTokens'],
+};
+
+export function requestMeter(route: string) {
+  const family = familyOf(route);
+  const picker = new JsonPicker(new Set(['model', ...ASKED_MAX[family]]));
+  const asked: Asked = { model: null, maxOutput: null, bytes: 0 };
+  let picks = 0;
+  // The agent writes the request: past ASKED_READ_MAX bytes or ASKED_PICKS_MAX values (a key repeated without end)
+  // the reader stops, and what a later value could have changed counts as unknown (the larger bounds).
+  const stopped = (): boolean => asked.bytes > ASKED_READ_MAX || picks > ASKED_PICKS_MAX;
+  const take = (): void => {
+    picks += picker.picks.length;
+    for (const { path, text } of picker.picks.splice(0)) {
+      const value = tryParseJson(text);
+      if (path === 'model') asked.model = str(value)?.slice(0, 200) ?? asked.model;
+      else if (typeof value === 'number' && Number.isInteger(value) && value > 0 && value <= MAX_TOKENS) {
+        // A key given twice is read by the API as one of them: the larger bounds both.
+        asked.maxOutput = Math.max(asked.maxOutput ?? 0, value);
+      }
+    }
+  };
+  return {
+    push(chunk: Uint8Array): void {
+      if (!stopped()) {
+        picker.push(chunk);
+        take();
+      }
+      asked.bytes += chunk.length;
+    },
+    read(): Asked {
+      picker.finish();
+      take();
+      return stopped() ? { model: null, maxOutput: null, bytes: asked.bytes } : { ...asked };
+    },
+  };
+}
+
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
 /** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
 export function usageMeter(
   route: string, path: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
 ) {
-  // The OpenAI-compatible APIs (openrouter, groq, …) read as openai.
-  const family: Family = route === 'anthropic' || route === 'gemini' ? route : 'openai';
+  const family = familyOf(route);
   const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
   const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
@@ -190,6 +267,8 @@ export function usageMeter(
   const tokens: CallTokens = { model, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0 };
   const bad: string[] = [];
   let usageSeen = false;
+  /** A usage object was read: the input counts are known (Anthropic's message_start, any of Gemini's chunks). */
+  let inputSeen = false;
   let picker = new JsonPicker(wanted);
 
   const take = (p: JsonPicker): void => {
@@ -201,8 +280,10 @@ export function usageMeter(
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
       else if (isJsonObject(value)) {
         // Anthropic's message_start (`message.usage`) counts the input only: the call's usage is known once the
-        // final count (`usage`: a body's, or a message_delta's) arrives; a stream closed before it is unknown.
+        // final count (`usage`: a body's, or a message_delta's) arrives; a stream closed before it counts at its
+        // bounds (end).
         if (family !== 'anthropic' || at === 'usage') usageSeen = true;
+        inputSeen = true;
         Object.assign(tokens, readTokens(family, value, bad));
       } else bad.push(at);
     }
@@ -263,14 +344,25 @@ export function usageMeter(
       if (sse) for (const b of chunk) sseByte(b);
       else picker.push(chunk);
     },
-    end(): MeteredCall {
+    /** `complete`: the response arrived whole (not cut by the API, the client or the gate). */
+    end(asked: Asked, complete: boolean): MeteredCall {
       if (!sse || eventHasData) take(picker);
-      const none = (unknown: string): MeteredCall =>
-        ({ model: null, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0, usd: null, unknown });
-      if (unreadable) return none(unreadable);
-      if (bad.length > 0) return none(`unreadable usage field ${bad[0]!.slice(0, 60)}`);
-      if (!usageSeen) return none('the response carried no usage');
-      return { ...tokens, usd: callCost(prices, tokens), unknown: null };
+      // Anthropic's final count is its last usage; Gemini's counts run on, so a cut stream's are not yet final.
+      const ended = usageSeen && (family !== 'gemini' || complete);
+      const unknown = unreadable ?? (bad.length > 0 ? `unreadable usage field ${bad[0]!.slice(0, 60)}`
+        : ended ? null : inputSeen || !complete ? 'the response ended before its final usage'
+          : 'the response carried no usage');
+      if (unknown === null) return { ...tokens, usd: callCost(prices, tokens), unknown };
+      // What was read counts, the rest at its bound (docs/gate.md "Metered cost"): input not read at the request's
+      // bytes (a token stands for at least one byte), output at the request's maximum.
+      const read = inputSeen && bad.length === 0;
+      const counted = {
+        model: tokens.model ?? asked.model, tokens_in: read ? tokens.tokens_in : asked.bytes,
+        tokens_out: Math.max(read ? tokens.tokens_out : 0, asked.maxOutput ?? OUTPUT_BOUND),
+        cache_read: read ? tokens.cache_read : 0, cache_write: read ? tokens.cache_write : 0,
+      };
+      const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
+      return { ...counted, usd: price ? costAt(price, counted) : null, unknown };
     },
   };
 }

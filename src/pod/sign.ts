@@ -121,10 +121,10 @@ function gateBudgetStop(gate: PodGateNetwork): string | null {
   const m = gate.metered;
   if (gate.maxUsd === null || m === null) return null;
   const budget = `$${gate.maxUsd.toFixed(2)}`;
-  // An unpriced call leaves the run's cost unknown: the gate refused the run from there, and so do we.
-  const uncounted = m.unpriced + m.unknown;
-  if (uncounted > 0) {
-    return `Stopped at the max_usd budget of ${budget}: the gate could not price ${uncounted} model call(s)`;
+  // An unpriced call leaves the run's cost unknown: the gate refused the run from there, and so do we. A call of
+  // unknown usage is in the cost at its bounds.
+  if (m.unpriced > 0) {
+    return `Stopped at the max_usd budget of ${budget}: the gate could not price ${m.unpriced} model call(s)`;
   }
   if (m.cost_usd === null || m.cost_usd < gate.maxUsd) return null;
   return `Stopped at the max_usd budget: spent $${m.cost_usd.toFixed(2)} of ${budget}, metered by the gate`;

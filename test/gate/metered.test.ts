@@ -9,8 +9,8 @@ import { writeFileSync } from 'node:fs';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
-import { loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
-import { usageMeter } from '../../src/gate/usage.ts';
+import { highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
+import { OUTPUT_BOUND, requestMeter, usageMeter } from '../../src/gate/usage.ts';
 import { reachedBudget, refusalText } from '../../src/gate/budgets.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { gateRequest, recordingConnect, tempDir } from './helpers.ts';
@@ -189,7 +189,7 @@ describe('metered cost at the gate', () => {
     assert.equal(r.rec.metered?.unknown, null);
   });
 
-  it('forwards a hostile or unreadable response untouched and records its usage as unknown', async () => {
+  it('forwards a hostile or unreadable response untouched and records its usage as unknown, at its bounds', async () => {
     const hostile: Array<[string, Answer]> = [
       ['a string count', { type: 'application/json', pieces: ['{"model":"claude-haiku-4-5","usage":{"input_tokens":"9"}}'] }],
       ['a huge count', { type: 'application/json', pieces: [`{"model":"claude-haiku-4-5","usage":{"output_tokens":${'9'.repeat(400)}}}`] }],
@@ -208,8 +208,13 @@ describe('metered cost at the gate', () => {
       assert.equal(r.status, 200, what);
       const sent = Buffer.concat(answer.pieces.map((p) => Buffer.from(p)));
       if (!answer.encoding) assert.equal(r.body, sent.toString('utf8'), `${what}: forwarded untouched`);
-      assert.equal(r.rec.metered?.usd, null, what);
       assert.match(r.rec.metered?.unknown ?? '', /./, `${what}: usage unknown`);
+      // The request (27 bytes) set no max_tokens: its input at its bytes, its output at OUTPUT_BOUND, priced by the
+      // model the response named, else the one the request did (claude-opus-4-1).
+      const named = r.rec.metered?.model === 'claude-haiku-4-5';
+      assert.equal(r.rec.metered?.model, named ? 'claude-haiku-4-5' : 'claude-opus-4-1', what);
+      assert.deepEqual([r.rec.metered?.tokens_in, r.rec.metered?.tokens_out], [27, OUTPUT_BOUND], what);
+      close(r.rec.metered?.usd, named ? (27 * 1 + OUTPUT_BOUND * 5) / 1e6 : (27 * 15 + OUTPUT_BOUND * 75) / 1e6);
     }
   });
 
@@ -265,12 +270,57 @@ describe('metered cost at the gate', () => {
       '(metered $5.00): model calls are refused until the operator raises it');
   });
 
-  it('reads an Anthropic stream closed before its message_delta as usage unknown, not as the input alone', () => {
+  it('counts an Anthropic stream closed before its message_delta at its input and the request\'s max_tokens', () => {
     const cut = ANTHROPIC_SSE.slice(0, ANTHROPIC_SSE.indexOf('event: message_delta'));
     const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'text/event-stream' }, PRICES);
     meter.push(Buffer.from(cut));
-    assert.equal(meter.end().unknown, 'the response carried no usage');
+    const asked = requestMeter('anthropic');
+    // A key given twice: the larger counts; one inside a message is no request's maximum.
+    asked.push(Buffer.from('{"model":"claude-opus-4-1","max_tokens":500,"messages":[{"max_tokens":9000}],' +
+      '"max_tokens":20}'));
+    const read = meter.end(asked.read(), false);
+    assert.deepEqual({ ...read, usd: null }, { model: 'claude-haiku-4-5', tokens_in: 10_000, tokens_out: 500,
+      cache_read: 0, cache_write: 0, usd: null, unknown: 'the response ended before its final usage' });
+    close(read.usd, (10_000 * 1 + 500 * 5) / 1e6);
   });
+
+  it('reads the request\'s model and output maximum at every chunk boundary, never from inside a string', () => {
+    const body = JSON.stringify({ model: 'gpt-5', messages: [{ role: 'user', content: 'a "max_tokens": 999999 \\ ' +
+      '{"max_output_tokens": 5} \\"' }], 'max_output_tokens': 700, stream: true });
+    for (const size of [1, 2, 3, 7, 4096]) {
+      const asked = requestMeter('openai');
+      for (const piece of bytesOf(body, size)) asked.push(piece);
+      assert.deepEqual(asked.read(), { model: 'gpt-5', maxOutput: 700, bytes: Buffer.byteLength(body) }, `${size}`);
+    }
+  });
+
+  it('stops reading a request past 64 values or 4 MiB, and counts what a later value could change as unknown', () => {
+    const repeated = requestMeter('anthropic');
+    repeated.push(Buffer.from(`{${'"max_tokens":1,'.repeat(65)}"model":"claude-haiku-4-5"}`));
+    assert.deepEqual(repeated.read(), { model: null, maxOutput: null, bytes: 15 * 65 + 28 });
+    const long = requestMeter('anthropic');
+    long.push(Buffer.from('{"model":"claude-haiku-4-5","max_tokens":10,"messages":"'));
+    for (let i = 0; i < 5; i++) long.push(Buffer.alloc(1024 * 1024, 0x61));
+    long.push(Buffer.from('","max_tokens":1}'));
+    assert.deepEqual({ ...long.read(), bytes: 0 }, { model: null, maxOutput: null, bytes: 0 });
+    const short = requestMeter('anthropic');
+    short.push(Buffer.from(`{${'"max_tokens":1,'.repeat(63)}"model":"claude-haiku-4-5"}`));
+    assert.deepEqual({ ...short.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 1, bytes: 0 });
+  });
+
+  it('counts a call naming no model at the table\'s highest prices, and a cut Gemini stream\'s output at its bound',
+    () => {
+      const nameless = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);
+      const top = highestPrice(PRICES);
+      const guessed = nameless.end({ model: null, maxOutput: 100, bytes: 1000 }, false);
+      close(guessed.usd, (1000 * top.input + 100 * top.output) / 1e6);
+      const gemini = usageMeter('gemini', '/v1beta/models/gemini-2.5-pro:streamGenerateContent', {
+        'content-type': 'text/event-stream' }, PRICES);
+      gemini.push(Buffer.from(GEMINI_SSE));
+      const cut = gemini.end({ model: null, maxOutput: null, bytes: 10 }, false);
+      assert.deepEqual([cut.tokens_in, cut.tokens_out, cut.unknown], [3000, OUTPUT_BOUND,
+        'the response ended before its final usage']);
+    });
 
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
     assert.equal(priceOf(PRICES, 'claude-sonnet-4-5-20250929'), PRICES.models['claude-sonnet-4-5']);
@@ -287,7 +337,7 @@ describe('metered cost at the gate', () => {
     const text = `[${[1, 2, 3].map((n) => JSON.stringify({ candidates: [{ content: { parts: [{ text: '{"usageMetadata":1}' }] } }],
       usageMetadata: { promptTokenCount: 1000, candidatesTokenCount: 10 * n } })).join(',\r\n')}]`;
     for (const piece of bytesOf(text, 11)) meter.push(piece);
-    const { usd: _usd, ...read } = meter.end();
+    const { usd: _usd, ...read } = meter.end({ model: null, maxOutput: null, bytes: 0 }, true);
     assert.deepEqual(read, {
       model: 'gemini-2.5-flash', tokens_in: 1000, tokens_out: 30, cache_read: 0, cache_write: 0, unknown: null,
     });
@@ -299,7 +349,7 @@ describe('metered cost at the gate', () => {
     const mb = Buffer.alloc(1024 * 1024, 0x61);
     for (let i = 0; i < 64; i++) meter.push(mb);
     meter.push(Buffer.from('","model":"claude-haiku-4-5","usage":{"input_tokens":1000000,"output_tokens":0}}'));
-    const read = meter.end();
+    const read = meter.end({ model: null, maxOutput: null, bytes: 0 }, true);
     assert.equal(read.unknown, null);
     assert.equal(read.tokens_in, 1_000_000);
   });

@@ -4,7 +4,9 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { request as httpRequest, createServer, type Server } from 'node:http';
+import {
+  request as httpRequest, createServer, type IncomingMessage, type Server, type ServerResponse,
+} from 'node:http';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +18,8 @@ import {
   MetricsRegistry, createModelUsage, escapeLabelValue, METRICS_TYPE,
 } from '../../src/http/metrics.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
-import { readMetricsToken } from '../../src/gate/metrics.ts';
+import { createGateMetrics, readMetricsToken } from '../../src/gate/metrics.ts';
+import { arrivingRecord } from '../../src/gate/evidence.ts';
 import { SECRETS, get, post, sign, startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { killGroup, pidIn } from '../helpers/pid-file.ts';
@@ -112,6 +115,23 @@ describe('the metrics registry', () => {
     assert.equal(value(text, 'svc_gate_model_tokens_total', { provider: 'anthropic', model: 'other' }), 7);
     assert.doesNotMatch(text, /svc_fake/);
     if (PROMTOOL) promtoolCheck(text);
+  });
+
+  it('counts a gate call of unknown usage at its bound\'s cost, and none of its tokens', () => {
+    const metrics = createGateMetrics('t'.repeat(16), null);
+    const call = { model: 'claude-haiku-4-5', tokens_in: 10, tokens_out: 1000, cache_read: 0, cache_write: 0 };
+    const record = arrivingRecord('model', { who: null }, { model: 'anthropic', decision: 'allowed', status: 200 });
+    metrics.recorded({ ...record, metered: { ...call, usd: 0.25, unknown: null } });
+    const cut = 'the response ended before its final usage';
+    metrics.recorded({ ...record, metered: { ...call, usd: 0.5, unknown: cut } });
+    let text = '';
+    const res = { writeHead: () => res, end: (body: string) => (text = body) } as unknown as ServerResponse;
+    const req = { url: '/metrics', method: 'GET', headers: { authorization: `Bearer ${'t'.repeat(16)}` }, socket: {},
+      resume: () => {} } as unknown as IncomingMessage;
+    assert.equal(metrics.answer(req, res), true);
+    const labels = { provider: 'anthropic', model: 'claude-haiku-4-5' };
+    assert.equal(value(text, 'svc_gate_model_tokens_total', labels), 1010);
+    assert.equal(value(text, 'svc_gate_model_cost_usd_total', labels), 0.75);
   });
 });
 

@@ -33,6 +33,18 @@ echo done >> a.txt
 exit 0
 `;
 
+/** Two model calls the API cuts after message_start (each asking for at most 1,000 output tokens), then one whole. */
+const CUT = `#!/bin/sh
+cat > /dev/null
+for path in cut cut messages; do
+  curl -s -o /dev/null -w '%{http_code}\\n' --max-time 20 "$ANTHROPIC_BASE_URL/v1/$path" \\
+    -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' \\
+    -d '{"model":"scripted-model","max_tokens":1000}' >> calls.txt
+done
+echo done >> a.txt
+exit 0
+`;
+
 describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs bubblewrap' }, () => {
   let repo: TestRepo;
   let model: MeteredModel;
@@ -40,7 +52,7 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
 
   before(async () => {
     model = await startMeteredModel();
-    repo = makeRepo({ providers: { liar: LIAR }, policy: { max_usd: 0.25 } });
+    repo = makeRepo({ providers: { liar: LIAR, cut: CUT }, policy: { max_usd: 0.25 } });
     const prices = join(repo.root, 'prices.json');
     // $100 per million output tokens: 1000 tokens are $0.10 a call.
     writeFileSync(prices, JSON.stringify({ date: '2026-11-28', models: { 'scripted-model': { input: 0, output: 100 } } }));
@@ -137,5 +149,20 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
     assert.match(done.error, /^the run's budget of \$0\.05 was reached and not raised within the run's time/);
     assert.equal(done.question, null);
     near(done.metered.cost_usd, 0.1);
+  });
+
+  it('counts calls the API cut after message_start at the request\'s max_tokens, and the run goes on', async () => {
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ max_usd: 1 }));
+    const start = await svc(['start', '--brief', 'cut streams', '--worktree', '--detach', '--provider', 'cut']);
+    assert.equal(start.code, 0, start.stderr);
+    const { run } = JSON.parse(start.stdout);
+    const ended = () => ['succeeded', 'failed', 'stopped'].includes(state(run).status);
+    const done = await waitFor(() => (ended() ? state(run) : null), 'the run to finish');
+    assert.equal(done.status, 'succeeded', done.error);
+    // Each cut call: 1,000 output tokens at most ($0.10), as the whole one said it used.
+    near(done.metered.cost_usd, 0.3);
+    assert.deepEqual({ ...done.metered, cost_usd: 0 },
+      { cost_usd: 0, tokens_in: 0, tokens_out: 3000, calls: 3, unpriced: 0, unknown: 2 });
+    assert.deepEqual(readFileSync(join(done.workdir, 'calls.txt'), 'utf8').trim().split('\n'), ['200', '200', '200']);
   });
 });

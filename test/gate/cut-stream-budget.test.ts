@@ -1,0 +1,225 @@
+// A model call cut before its final usage (the API's overloaded error mid-stream, the API closing the connection, the
+// client going away) counts what the gate read of it and bounds for the rest, towards the run's budget and the day's:
+// never $0, and never a refusal of every later call. On `svc gate serve`'s meter, with a loopback model stand-in.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startGate, type Gate } from '../../src/gate/gate.ts';
+import { parseGatePolicy } from '../../src/gate/policy.ts';
+import { mintJobCredential } from '../../src/gate/job-credential.ts';
+import { modelRoute } from '../../src/gate/model-apis.ts';
+import { sharedMeter } from '../../src/gate/main.ts';
+import type { EgressRecord } from '../../src/gate/evidence.ts';
+import { gateRequest, recordingConnect, tableResolver } from './helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+
+const SECRET = Buffer.from('cut-stream-budget-secret-0123456789abcdef');
+const event = (name: string, data: unknown): string => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+const MESSAGE_START = event('message_start', { type: 'message_start', message: { model: 'claude-haiku-4-5', usage: {
+  input_tokens: 10_000, output_tokens: 1, cache_read_input_tokens: 2_000, cache_creation_input_tokens: 0 } } });
+const OVERLOADED = event('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } });
+// What the agent's CLI sends: the model and its output maximum, which bounds what a cut call wrote.
+const ASK = JSON.stringify({
+  model: 'claude-haiku-4-5', max_tokens: 1_000, messages: [{ role: 'user', content: 'hi' }],
+});
+// The known part of a cut call at claude-haiku-4-5's row: 10,000 input, 2,000 cache reads, and the 1,000 output tokens
+// the request allowed: $0.0152.
+const CUT_USD = (10_000 * 1 + 2_000 * 0.1 + 1_000 * 5) / 1e6;
+
+/** One call through the gate; resolves when the client's side closes, however it ends (a cut stream ends no body). */
+function modelCall(port: number, credential: string, path: string, abortAfterFirstChunk = false):
+Promise<{ status: number; body: string }> {
+  return new Promise((resolve) => {
+    let status = 0;
+    let body = '';
+    const req = request({
+      host: '127.0.0.1', port, method: 'POST', path: `/_job/${credential}/_model/anthropic/v1/${path}`, agent: false,
+      headers: { 'content-type': 'application/json' },
+    });
+    req.on('response', (res) => {
+      status = res.statusCode ?? 0;
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => {
+        body += d;
+        if (abortAfterFirstChunk) req.destroy();
+      });
+      res.on('error', () => {});
+      res.on('close', () => resolve({ status, body }));
+    });
+    req.on('error', () => resolve({ status, body }));
+    req.end(ASK);
+  });
+}
+
+/** The model API stand-in. `/v1/cut`: message_start, then the connection closes; `/v1/overloaded`: message_start,
+ * then the API's error event and a clean end; `/v1/held-open`: message_start, then nothing until the client goes. */
+async function startModel(): Promise<{ server: Server; port: number }> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(MESSAGE_START);
+      if (req.url === '/v1/cut') setImmediate(() => res.socket?.destroy());
+      else if (req.url === '/v1/overloaded') res.end(OVERLOADED);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, port: (server.address() as AddressInfo).port };
+}
+
+/** A shared gate (`svc gate serve`'s meter with `env`) in front of the stand-in at `port`, its records in `log`. */
+function startSharedGate(env: NodeJS.ProcessEnv, port: number, log: EgressRecord[]): Promise<Gate> {
+  const policy = parseGatePolicy({ allow: [`127.0.0.1:${port}`] });
+  const { meter, count } = sharedMeter(env);
+  return startGate({
+    policy, tcpPort: 0, connect: recordingConnect().connect, resolve: tableResolver({}).resolve,
+    clients: { secret: SECRET, maxPerClient: 8, policyFor: () => policy },
+    models: [modelRoute('anthropic', `http://127.0.0.1:${port}`, 'x-api-key', 'k')],
+    meter, onRecord: (record) => {
+      count(record);
+      log.push(record);
+    },
+  });
+}
+
+const mint = (job: string, repo: string, maxUsd?: number) =>
+  mintJobCredential(SECRET, { job, run: `r-${job}`, repo, maxUsd }, Date.now() + 3600_000);
+const near = (a: number, b: number): void => assert.ok(Math.abs(a - b) < 1e-12, `${a} ≈ ${b}`);
+
+describe('a budgeted run after a model call cut before its final usage', () => {
+  let gate: Gate;
+  let model: Server;
+  const egressLog: EgressRecord[] = [];
+
+  before(async () => {
+    const stand = await startModel();
+    model = stand.server;
+    gate = await startSharedGate({ SVC_BUDGET_REPO_DAY_USD: '0.05' }, stand.port, egressLog);
+  });
+
+  after(async () => {
+    await gate.close();
+    model.closeAllConnections();
+    model.close();
+  });
+
+  const call = (credential: string, path: string, abort = false) => modelCall(gate.port ?? 0, credential, path, abort);
+  const metered = (job: string, n: number) =>
+    waitFor(() => egressLog.filter((r) => r.run === `r-${job}` && r.metered).length >= n, `${n} metered calls`);
+  const spent = (job: string): number =>
+    egressLog.filter((r) => r.run === `r-${job}`).reduce((sum, r) => sum + (r.metered?.usd ?? 0), 0);
+
+  it('counts what message_start said and the request\'s max_tokens, and lets the run call again under its budget',
+    async () => {
+      const credential = mint('cut', 'acme/cut', 0.05);
+      for (const [i, path] of ['cut', 'overloaded'].entries()) {
+        const answered = await call(credential, path);
+        assert.equal(answered.status, 200);
+        assert.ok(answered.body.startsWith(MESSAGE_START), 'the stream reached the client as far as it went');
+        await metered('cut', i + 1);
+      }
+      const [cut, overloaded] = egressLog.filter((r) => r.run === 'r-cut').map((r) => r.metered);
+      for (const m of [cut, overloaded]) {
+        assert.deepEqual({ ...m, usd: null }, { model: 'claude-haiku-4-5', tokens_in: 10_000, tokens_out: 1_000,
+          cache_read: 2_000, cache_write: 0, usd: null, unknown: 'the response ended before its final usage' });
+        near(m?.usd ?? 0, CUT_USD);
+      }
+      near(spent('cut'), 2 * CUT_USD);
+      const third = await call(credential, 'overloaded');
+      assert.equal(third.status, 200, 'under its budget ($0.0304 of $0.05): the next call goes through');
+      await metered('cut', 3);
+      const fourth = await call(credential, 'cut');
+      assert.equal(fourth.status, 200, '$0.0456 of $0.05: still under');
+      await metered('cut', 4);
+      const refused = await call(credential, 'cut');
+      assert.equal(refused.status, 429);
+      assert.equal(refused.body, 'svc gate: the run\'s budget of $0.05 is reached (metered $0.06): the run stops ' +
+        'here (a pod\'s budget is not raised)\n');
+      const answer = await gateRequest({ port: gate.port ?? 0 }, `/_job/${credential}/_egress`);
+      const egress = JSON.parse(answer.body) as { metered: { cost_usd: number; unpriced: number; unknown: number;
+        calls: number; }; };
+      near(egress.metered.cost_usd, 4 * CUT_USD);
+      assert.deepEqual([egress.metered.calls, egress.metered.unknown, egress.metered.unpriced], [4, 4, 0]);
+    });
+
+  it('counts a call the client walked away from, towards its repository\'s day cap', async () => {
+    const credential = mint('walked-away', 'acme/day');
+    for (let i = 1; i <= 4; i++) {
+      const answered = await call(credential, 'held-open', true);
+      assert.equal(answered.status, 200, `call ${i} passes under the day's cap`);
+      await metered('walked-away', i);
+    }
+    near(spent('walked-away'), 4 * CUT_USD);
+    const refused = await call(mint('same-repo', 'acme/day'), 'cut');
+    assert.equal(refused.status, 429, 'the day\'s $0.06 of $0.05 holds every run of the repository');
+    assert.equal(refused.body, 'svc gate: the daily budget of $0.05 for acme/day is reached (metered $0.06): model ' +
+      'calls are refused until the operator raises it\n');
+    assert.equal((await call(mint('other-repo', 'acme/other'), 'overloaded')).status, 200, 'another repository\'s not');
+  });
+});
+
+describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-gate-state-'));
+  const env = { SVC_GATE_STATE_DIR: dir, SVC_BUDGET_SERVER_DAY_USD: '0.05' };
+  let model: Server;
+  let port = 0;
+  const gates: Gate[] = [];
+  const egressLog: EgressRecord[] = [];
+
+  before(async () => {
+    ({ server: model, port } = await startModel());
+  });
+
+  after(async () => {
+    for (const gate of gates) await gate.close();
+    model.closeAllConnections();
+    model.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const open = async (): Promise<Gate> => {
+    const gate = await startSharedGate(env, port, egressLog);
+    gates.push(gate);
+    return gate;
+  };
+  const calls = (): number => egressLog.filter((r) => r.metered).length;
+
+  it('keeps what the run and the day spent: neither gets its cap again', async () => {
+    const first = await open();
+    const run = mint('restarted', 'acme/web', 0.04);
+    for (let i = 1; i <= 2; i++) {
+      assert.equal((await modelCall(first.port ?? 0, run, 'overloaded')).status, 200);
+      await waitFor(() => calls() >= i, `${i} metered calls`);
+    }
+    await first.close();
+    const second = await open();
+    assert.equal((await modelCall(second.port ?? 0, run, 'overloaded')).status, 200, '$0.0304 of $0.04 before it');
+    await waitFor(() => calls() >= 3, '3 metered calls');
+    const over = await modelCall(second.port ?? 0, run, 'overloaded');
+    assert.equal(over.status, 429);
+    assert.equal(over.body, 'svc gate: the run\'s budget of $0.04 is reached (metered $0.05): the run stops here ' +
+      '(a pod\'s budget is not raised)\n');
+    assert.equal((await modelCall(second.port ?? 0, mint('other', 'acme/other'), 'overloaded')).status, 200);
+    await waitFor(() => calls() >= 4, '4 metered calls');
+    const day = await modelCall(second.port ?? 0, mint('third', 'acme/third'), 'overloaded');
+    assert.equal(day.status, 429);
+    assert.equal(day.body, 'svc gate: this server\'s daily budget of $0.05 is reached (metered $0.06): model calls ' +
+      'are refused until the operator raises it\n');
+  });
+
+  it('refuses to start on a state file it cannot read, naming it', () => {
+    const bad = mkdtempSync(join(tmpdir(), 'svc-gate-state-bad-'));
+    try {
+      writeFileSync(join(bad, 'run-spend.json'), '{"runs": {"r-1": {"usd": "lots"}}}');
+      assert.throws(() => sharedMeter({ SVC_GATE_STATE_DIR: bad }), (err: Error) => err.name === 'BadSettingError' &&
+        err.message === `SVC_GATE_STATE_DIR: ${join(bad, 'run-spend.json')} holds no spending for run "r-1"; move it ` +
+          'away to start with no run\'s spending');
+    } finally {
+      rmSync(bad, { recursive: true, force: true });
+    }
+  });
+});
