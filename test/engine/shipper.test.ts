@@ -130,6 +130,18 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
     assert.deepEqual(Buffer.from(bound.d), createHash('sha256').update(key).digest());
   });
 
+  it('is the key a Control Plane handed the launcher (SVC_RUN_KEY) when there is one, checked and never echoed', async () => {
+    const handed = 'handed-key-0123456789abcdefghijklmnopqrstuvwxyz';
+    const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_RUN_KEY: handed };
+    const made = (runId: string, e: NodeJS.ProcessEnv) => prepareRun({ input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo, runId, env: e });
+    const { state } = await made('rhanded1', env);
+    assert.equal(readFileSync(runKeyPath(runDir(repo.repo, state.run)), 'utf8'), `${handed}\n`);
+    const bad = 'not a key but a secret all the same';
+    await assert.rejects(made('rhanded2', { ...env, SVC_RUN_KEY: bad }),
+      (e: Error) => e.message === 'SVC_RUN_KEY must be 32 to 128 letters, digits, "_" or "-"');
+    assert.equal(existsSync(runDir(repo.repo, 'rhanded2')), false, 'nothing was made');
+  });
+
   it('keeps another folder of the same run out, 403 forbidden_run, and loses nothing it had not sent', async () => {
     const dir = runFolder(repo.root, 'rkey1');
     makeRunKey(dir);

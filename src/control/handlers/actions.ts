@@ -13,7 +13,8 @@ import { runToJson } from '../../db/runs-store.ts';
 import { transaction } from '../../db/open.ts';
 import type { RunRow } from '../../db/run-types.ts';
 import { canonicalJson } from '../../canonical-json.ts';
-import { newRunId } from '../../engine/ids.ts';
+import { newRunId, newRunKey } from '../../engine/ids.ts';
+import { runKeyDigest } from '../ingest-apply.ts';
 import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
@@ -113,6 +114,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   const bodyHash = createHash('sha256').update(canonicalJson(ctx.body)).digest('hex');
   const now = deps.clock();
   const run = newRunId(now);
+  const key = newRunKey();
   const replayed = transaction(deps.db, (): RunRow | undefined => {
     if (s.requestId) {
       const seen = deps.stores.startRequests.get(s.requestId);
@@ -137,6 +139,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
       repo_path: s.repo,
       brief, origin: 'control', provider: s.provider, branch: s.pr ? `svc/${run}` : null,
     });
+    deps.stores.runs.bindKey(source, run, runKeyDigest(key));
     return undefined;
   });
   if (replayed) return json(200, runToJson(replayed));
@@ -144,7 +147,8 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
     repo: s.repo, run, pr: s.pr, provider: s.provider, brief: s.input.kind === 'brief', input: s.input.value,
   });
   const parent = parseTraceparent(ctx.req.headers.traceparent);
-  deps.engine.launch(source, run, args, 'fail-run', parent ? formatTraceparent(parent) : undefined);
+  deps.engine.launch(source, run, args, 'fail-run', { traceparent: parent ? formatTraceparent(parent) : undefined,
+    runKey: key });
   return accepted(deps, source, run);
 };
 
@@ -194,12 +198,16 @@ export const retryRun: Handler<ControlDeps> = (ctx) => {
   checkConcurrency(deps);
   const now = deps.clock();
   const run = newRunId(now);
-  deps.stores.runs.upsert(row.source, {
-    run, status: 'queued', started_at: now, updated_at: now, group_id: row.group_id, repo: row.repo, repo_path: repo,
-    brief: row.brief, origin: row.origin, provider: row.provider,
-    branch: row.branch?.startsWith('svc/') ? `svc/${run}` : null,
+  const key = newRunKey();
+  transaction(deps.db, () => {
+    deps.stores.runs.upsert(row.source, {
+      run, status: 'queued', started_at: now, updated_at: now, group_id: row.group_id, repo: row.repo,
+      repo_path: repo, brief: row.brief, origin: row.origin, provider: row.provider,
+      branch: row.branch?.startsWith('svc/') ? `svc/${run}` : null,
+    });
+    deps.stores.runs.bindKey(row.source, run, runKeyDigest(key));
   });
-  deps.engine.launch(row.source, run, retryArgs(row.run, run, repo), 'fail-run');
+  deps.engine.launch(row.source, run, retryArgs(row.run, run, repo), 'fail-run', { runKey: key });
   return accepted(deps, row.source, run);
 };
 
