@@ -26,10 +26,13 @@ export default async function ship(io: CliIo): Promise<number> {
   for (const run of values.all ? runs : []) {
     if (lstatSync(runDir(repo, run)).isDirectory()) rmSync(join(runDir(repo, run), 'ship.json'), { force: true });
   }
-  const { shipped, left, url, failure } = await shipRuns(repo, runs, io.env, {
+  const { shipped, left, url, failures } = await shipRuns(repo, runs, io.env, {
     onSkip: (run, entry, reason) => io.stderr(`svc ship: ${run}: ${entry} ${reason}; not shipped\n`),
   });
-  if (left.length > 0) throw new FailedError(`${left.length} of ${runs.length} runs not sent: ${failure}`);
+  // Each run refused on its own is named; the last line says how many did not go, and why the first did not.
+  const [first, ...others] = failures;
+  if (others.length > 0) for (const f of failures) io.stderr(`svc ship: ${f.run}: not shipped: ${f.why}\n`);
+  if (left.length > 0) throw new FailedError(`${left.length} of ${runs.length} runs not sent: ${first?.why ?? null}`);
   io.stdout(`Shipped ${shipped.length} run${shipped.length === 1 ? '' : 's'}${url ? ` to ${url}` : ''}\n`);
   return 0;
 }

@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, mkdirSync, readFileSync, statSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { createShipper, readControlToken, type ControlItem } from '../../src/engine/shipper.ts';
+import { createShipper, readControlToken, shipRuns, type ControlItem } from '../../src/engine/shipper.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
@@ -58,7 +58,7 @@ describe('shipper', () => {
     const dir = runFolder(root, 'rship2');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
     const failure = await createShipper(dir, { SVC_CONTROL_URL: 'http://127.0.0.1:9', HOME: root }).flush();
-    assert.equal(failure, 'no Control Plane answered at http://127.0.0.1:9');
+    assert.deepEqual(failure, { why: 'no Control Plane answered at http://127.0.0.1:9', everyRun: true });
   });
 
   it("hands the run's own control requests from the ingest response to its worker, and no other run's", async () => {
@@ -150,9 +150,25 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
     makeRunKey(other);
     openEventLog(other).append('log', { stream: 'stdout', text: 'from another pod' });
     const failure = await createShipper(other, { SVC_CONTROL_URL: control.url, HOME: repo.home }).flush();
-    assert.match(failure ?? '', /^the Control Plane at \S+ answered 403 forbidden_run \(Run local\/rkey1 is bound to the key of the runner that made it; this batch carries another "run_key"/);
+    assert.equal(failure?.everyRun, false, 'a refusal of this run alone');
+    assert.match(failure?.why ?? '', /^the Control Plane at \S+ answered 403 forbidden_run \(Run local\/rkey1 is bound to the key of the runner that made it; this batch carries another "run_key"/);
     assert.equal(existsSync(join(other, 'ship.json')), false, 'its offsets stay where they were');
     assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rkey1', after: 0, limit: 10 }).length, 0);
+  });
+
+  it('holds back no other run when one is refused: svc ship sends the rest and names each run it could not send', async () => {
+    const runs = join(repo.repo, '.svc', 'runs');
+    const taken = runFolder(join(repo.root, 'taken'), 'rmany1');
+    makeRunKey(taken);
+    assert.equal(await createShipper(taken, { SVC_CONTROL_URL: control.url, HOME: repo.home }).flush(), null);
+    for (const run of ['rmany1', 'rmany2', 'rmany3']) makeRunKey(runFolder(runs, run));
+    const env = { SVC_CONTROL_URL: control.url, HOME: repo.home };
+    const result = await shipRuns(repo.repo, ['rmany1', 'rmany2', 'rmany3'], env);
+    assert.deepEqual(result.shipped, ['rmany2', 'rmany3']);
+    assert.deepEqual(result.left, ['rmany1']);
+    assert.deepEqual(result.failures.map((f) => f.run), ['rmany1']);
+    assert.match(result.failures[0]!.why, /answered 403 forbidden_run \(Run local\/rmany1 is bound/);
+    for (const run of ['rmany2', 'rmany3']) assert.equal(control.deps.stores.runs.get('local', run)?.run, run);
   });
 });
 
