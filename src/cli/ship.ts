@@ -29,10 +29,11 @@ export default async function ship(io: CliIo): Promise<number> {
   const { shipped, left, url, failures } = await shipRuns(repo, runs, io.env, {
     onSkip: (run, entry, reason) => io.stderr(`svc ship: ${run}: ${entry} ${reason}; not shipped\n`),
   });
-  // Each run refused on its own is named; the last line says how many did not go, and why the first did not.
-  const [first, ...others] = failures;
-  if (others.length > 0) for (const f of failures) io.stderr(`svc ship: ${f.run}: not shipped: ${f.why}\n`);
-  if (left.length > 0) throw new FailedError(`${left.length} of ${runs.length} runs not sent: ${first?.why ?? null}`);
+  // Each run refused on its own is named; the last line says how many did not go, and what ended the pass, if anything.
+  for (const f of failures.filter((f) => !f.everyRun)) io.stderr(`svc ship: ${f.run}: not shipped: ${f.why}\n`);
+  const ended = failures.find((f) => f.everyRun);
+  const why = ended ? `: ${ended.why}` : ' (each is named above)';
+  if (left.length > 0) throw new FailedError(`${left.length} of ${runs.length} runs not sent${why}`);
   io.stdout(`Shipped ${shipped.length} run${shipped.length === 1 ? '' : 's'}${url ? ` to ${url}` : ''}\n`);
   return 0;
 }

@@ -323,9 +323,9 @@ export function pendingRuns(repo: string): string[] {
 export async function shipRuns(
   repo: string, runs: string[], env: NodeJS.ProcessEnv,
   opts: { budgetMs?: number; onSkip?: (run: string, entry: string, reason: string) => void } = {},
-): Promise<{ shipped: string[]; left: string[]; url: string | null; failures: Array<{ run: string; why: string }> }> {
+): Promise<{ shipped: string[]; left: string[]; url: string | null; failures: Array<ShipFailure & { run: string }> }> {
   const shipped: string[] = [];
-  const failures: Array<{ run: string; why: string }> = [];
+  const failures: Array<ShipFailure & { run: string }> = [];
   let url: string | null = null;
   const deadline = performance.now() + (opts.budgetMs ?? Infinity);
   for (const run of runs) {
@@ -335,7 +335,7 @@ export async function shipRuns(
     url = shipper.url;
     const failure = await shipper.flush();
     if (failure !== null) {
-      failures.push({ run, why: failure.why });
+      failures.push({ run, ...failure });
       if (failure.everyRun) break;
       continue;
     }
