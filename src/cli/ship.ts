@@ -54,11 +54,13 @@ export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000):
   const repo = projectWithPending(cwd);
   if (!repo) return;
   try {
-    const { shipped, left, url } = await shipRuns(repo, pendingRuns(repo), io.env, { budgetMs });
+    const { shipped, left, url, failures } = await shipRuns(repo, pendingRuns(repo), io.env, { budgetMs });
     if (shipped.length) {
       io.stderr(`svc: sent ${shipped.length} run${shipped.length === 1 ? '' : 's'} the Control Plane at ${url} ` +
         `had not seen${left.length ? ` (${left.length} still waiting)` : ''}\n`);
     }
+    // A run refused on its own would otherwise wait unseen; one that nothing could reach says nothing, as before.
+    for (const f of failures.filter((f) => !f.everyRun)) io.stderr(`svc: run ${f.run} was not sent: ${f.why}\n`);
   } catch {
     // a Control Plane that is down, or a project svc cannot read: the marker stays for the next command
   }

@@ -2,7 +2,7 @@
 // marker, and the next command in the project that reaches a Control Plane sends it, so `svc runs show` finds it.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
@@ -114,6 +114,12 @@ describe('svc ship with a run the Control Plane refuses', () => {
       assert.equal(lines[1], 'svc ship: 1 of 3 runs not sent (each is named above)');
       assert.equal(lines.length, 2, res.stderr);
       for (const run of ['rcli2', 'rcli3']) assert.equal((await cp.request('GET', `/v1/runs/local/${run}`)).status, 200);
+      // Marked to be sent, it is tried before the next command and said to be refused, not left waiting unseen.
+      mkdirSync(join(repo.repo, '.svc', 'ship-pending'), { recursive: true });
+      writeFileSync(join(repo.repo, '.svc', 'ship-pending', 'rcli1'), '');
+      const shown = await runChild(process.execPath, [CLI, 'runs', 'show', 'local/rcli2'], { cwd: repo.repo, env });
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.match(shown.stderr, /^svc: run rcli1 was not sent: the Control Plane at \S+ answered 403 forbidden_run/m);
     } finally {
       await cp.close();
       repo.cleanup();
