@@ -26,10 +26,14 @@ export default async function ship(io: CliIo): Promise<number> {
   for (const run of values.all ? runs : []) {
     if (lstatSync(runDir(repo, run)).isDirectory()) rmSync(join(runDir(repo, run), 'ship.json'), { force: true });
   }
-  const { shipped, left, url, failure } = await shipRuns(repo, runs, io.env, {
+  const { shipped, left, url, failures } = await shipRuns(repo, runs, io.env, {
     onSkip: (run, entry, reason) => io.stderr(`svc ship: ${run}: ${entry} ${reason}; not shipped\n`),
   });
-  if (left.length > 0) throw new FailedError(`${left.length} of ${runs.length} runs not sent: ${failure}`);
+  // Each run refused on its own is named; the last line says how many did not go, and what ended the pass, if anything.
+  for (const f of failures.filter((f) => !f.everyRun)) io.stderr(`svc ship: ${f.run}: not shipped: ${f.why}\n`);
+  const ended = failures.find((f) => f.everyRun);
+  const why = ended ? `: ${ended.why}` : ' (each is named above)';
+  if (left.length > 0) throw new FailedError(`${left.length} of ${runs.length} runs not sent${why}`);
   io.stdout(`Shipped ${shipped.length} run${shipped.length === 1 ? '' : 's'}${url ? ` to ${url}` : ''}\n`);
   return 0;
 }
@@ -50,11 +54,13 @@ export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000):
   const repo = projectWithPending(cwd);
   if (!repo) return;
   try {
-    const { shipped, left, url } = await shipRuns(repo, pendingRuns(repo), io.env, { budgetMs });
+    const { shipped, left, url, failures } = await shipRuns(repo, pendingRuns(repo), io.env, { budgetMs });
     if (shipped.length) {
       io.stderr(`svc: sent ${shipped.length} run${shipped.length === 1 ? '' : 's'} the Control Plane at ${url} ` +
         `had not seen${left.length ? ` (${left.length} still waiting)` : ''}\n`);
     }
+    // A run refused on its own would otherwise wait unseen; one that nothing could reach says nothing, as before.
+    for (const f of failures.filter((f) => !f.everyRun)) io.stderr(`svc: run ${f.run} was not sent: ${f.why}\n`);
   } catch {
     // a Control Plane that is down, or a project svc cannot read: the marker stays for the next command
   }

@@ -4,7 +4,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { invalidParam } from './params.ts';
 import { HttpError } from '../http/http-error.ts';
-import type { RunsStore } from '../db/runs-store.ts';
+import type { KeyedRunRow } from '../db/runs-store.ts';
 import type { EventsStore, EventInput, EventRow } from '../db/events-store.ts';
 import type { ControlDeps } from './deps.ts';
 import type { IngestBatch } from './ingest-validate.ts';
@@ -12,18 +12,24 @@ import { eventData } from './event-bus.ts';
 import { str } from '../untrusted.ts';
 import type { IngestResult } from '../client/types.ts';
 
+/** What the Control Plane keeps of a run's key: its SHA-256 (docs/control-data.md, "Each run's own runner"). */
+export function runKeyDigest(key: string): Buffer {
+  return createHash('sha256').update(key).digest();
+}
+
 /**
  * Refuses a batch that writes a run bound to another key, before anything of it is applied (docs/control-data.md,
  * "Each run's own runner"): a runner token is its source's, shared by every job pod, so the key its worker made is
- * what tells one run's runner from another's. Returns the digest to bind when this batch makes the run: a run stored
- * without a key (by a runner from before keys, an import, a start request) stays unbound, since whoever sent a key for
- * it first would lock its real runner out. One SHA-256 per run named, never per event.
+ * what tells one run's runner from another's. `stored` is the run as read once for this batch (undefined: none yet).
+ * Returns the digest to bind when this batch makes the run: a run stored without a key (by a runner from before keys,
+ * an import) stays unbound, since whoever sent a key for it first would lock its real runner out. One SHA-256 per run
+ * named, never per event.
  */
-function checkRunKey(runs: RunsStore, source: string, run: string, key: string | null): Buffer | null {
-  const bound = runs.keyDigest(source, run);
-  if (bound === undefined) return key === null ? null : createHash('sha256').update(key).digest();
+function checkRunKey(source: string, run: string, stored: KeyedRunRow | undefined, key: string | null): Buffer | null {
+  if (stored === undefined) return key === null ? null : runKeyDigest(key);
+  const bound = stored.run_key_sha256;
   if (bound === null) return null;
-  const digest = key === null ? null : createHash('sha256').update(key).digest();
+  const digest = key === null ? null : runKeyDigest(key);
   if (digest !== null && bound.length === digest.length && timingSafeEqual(bound, digest)) return null;
   const sent = key === null ? 'carries no "run_key" for it' : 'carries another "run_key"';
   throw new HttpError('forbidden_run', `Run ${source}/${run} is bound to the key of the runner that made it; this ` +
@@ -45,20 +51,21 @@ export function storeBatch(
   const started = new Map<string, number>();
   for (const item of [...batch.events, ...batch.artifacts]) {
     if (known.has(item.run)) continue;
-    const row = stores.runs.get(source, item.run);
+    const row = stores.runs.getKeyed(source, item.run);
     if (!row) invalidParam(`Run ${source}/${item.run} is unknown; send it in "runs" first`);
     // A key comes only with its run: events or artifacts alone may not write a bound run.
-    if (byRunner) checkRunKey(stores.runs, source, item.run, null);
+    if (byRunner) checkRunKey(source, item.run, row, null);
     started.set(item.run, row.started_at);
     known.add(item.run);
   }
   const now = deps.clock();
   for (const { run_key: key, ...run } of batch.runs) {
+    // One read of the row serves the key check and the times below.
+    const stored = stores.runs.getKeyed(source, run.run);
     // Checked before this run's first write; a refusal rolls back the batch's earlier runs with it.
-    const bind = byRunner ? checkRunKey(stores.runs, source, run.run, key) : null;
+    const bind = byRunner ? checkRunKey(source, run.run, stored, key) : null;
     // A row stamped later than now (stored before body times were bounded, or by a clock since stepped back) is no
     // newer than this update: no stored claim to the future may keep a runner's real update out (ingest-validate.ts).
-    const stored = stores.runs.get(source, run.run);
     const arriving = Math.min(now, run.updated_at ?? now);
     if (stored && stored.updated_at > now) stores.runs.patch(source, run.run, { updated_at: arriving });
     stores.runs.upsert(source, run);

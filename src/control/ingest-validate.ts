@@ -11,7 +11,7 @@ import { checkArtifactPath, invalidParam, timeMs } from './params.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
 import { isJsonObject, nestsDeeperThan, oneOf, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
-import { isValidSegment } from '../engine/ids.ts';
+import { isValidSegment, RUN_KEY } from '../engine/ids.ts';
 import { schemas } from './openapi-schemas.ts';
 
 export type IngestBatch = ReturnType<typeof validateBatch>;
@@ -223,9 +223,6 @@ function servedRepos(body: Obj): string[] | null {
     return name;
   });
 }
-
-/** What a worker makes (src/engine/run-state.ts makeRunKey: 32 random bytes, base64url), with room for another. */
-const RUN_KEY = /^[A-Za-z0-9_-]{32,128}$/;
 
 /** A batch's run: its row, and the key its runner sent with it (null: none, as from a runner before keys). */
 function validateBatchRun(

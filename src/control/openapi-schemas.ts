@@ -3,6 +3,7 @@
 // A request body's properties are also the fields its handler accepts (checkBodyKeys): one list, no drift.
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
 import { SEGMENT } from '../run-json.ts';
+import { RUN_KEY } from '../engine/ids.ts';
 
 const nullable = (type: string) => ({ type: [type, 'null'] });
 const time = { type: ['string', 'null'], format: 'date-time' };
@@ -157,8 +158,9 @@ export const schemas = {
     runs: array(obj(['run'], {
       run: str,
       run_key: {
-        type: ['string', 'null'], pattern: '^[A-Za-z0-9_-]{32,128}$',
-        description: 'the key the run\'s worker made: the first one shipped binds the run, and later batches that ' +
+        type: ['string', 'null'], pattern: RUN_KEY.source,
+        description: 'the key made with the run (by its launcher; for a run the Control Plane queued, by the ' +
+          'Control Plane, which binds it at once): the first one shipped binds the run, and later batches that ' +
           'name the run (its row, events, artifacts) without it are refused with 403 forbidden_run; the Control ' +
           'Plane keeps only its SHA-256',
       },

@@ -48,9 +48,13 @@ function childSpec(deps: RunControllerDeps): ChildSpec {
   return { kind: 'control-launcher', base: withoutSecrets(deps.env), extra };
 }
 
-/** The credentials a launched run uses itself (push, ingest, issue fetch); ingest's token is this server's own. */
-function runSecrets(deps: RunControllerDeps): Secrets {
-  return secretsIn({ ...deps.env, SVC_CONTROL_TOKEN: deps.settings.token }, WORKER_SECRET_NAMES);
+/**
+ * The credentials a launched run uses itself (push, ingest, issue fetch); ingest's token is this server's own. A new
+ * run's key goes to its launcher alone, which writes the run's `run-key` (run-state.ts runKeyFor).
+ */
+function runSecrets(deps: RunControllerDeps, runKey: string | undefined): Secrets {
+  const secrets = secretsIn({ ...deps.env, SVC_CONTROL_TOKEN: deps.settings.token }, WORKER_SECRET_NAMES);
+  return runKey === undefined ? secrets : { ...secrets, SVC_RUN_KEY: runKey };
 }
 
 export function createRunController(deps: RunControllerDeps) {
@@ -77,12 +81,18 @@ export function createRunController(deps: RunControllerDeps) {
   }
 
   return {
-    /** Runs `svc <args…>` (a launcher); if it fails, the run says why. `traceparent`: validated, continued. */
-    launch(source: string, run: string, args: string[], onFailure: OnFailure, traceparent?: string): void {
+    /**
+     * Runs `svc <args…>` (a launcher); if it fails, the run says why. `traceparent`: validated, continued. `runKey`:
+     * the key of the new run it makes, already bound to its row (handlers/actions.ts).
+     */
+    launch(
+      source: string, run: string, args: string[], onFailure: OnFailure,
+      opts: { traceparent?: string; runKey?: string } = {},
+    ): void {
       const spec = childSpec(deps);
-      if (traceparent) spec.extra = { ...spec.extra, SVC_TRACEPARENT: traceparent };
+      if (opts.traceparent) spec.extra = { ...spec.extra, SVC_TRACEPARENT: opts.traceparent };
       const child = startChild([process.execPath, svcCliPath(), ...args], {
-        ...spec, stdio: ['ignore', 'pipe', 'pipe'], secrets: runSecrets(deps),
+        ...spec, stdio: ['ignore', 'pipe', 'pipe'], secrets: runSecrets(deps, opts.runKey),
       });
       const output = { stdout: '', stderr: '' };
       for (const name of ['stdout', 'stderr'] as const) {

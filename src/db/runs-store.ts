@@ -9,6 +9,8 @@ import { tryParseJson } from '../untrusted.ts';
 import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
 
 export type RunsStore = ReturnType<typeof createRunsStore>;
+/** A row as ingest reads it: with its run's key digest, which never leaves the Control Plane (ingest-apply.ts). */
+export type KeyedRunRow = RunRow & { run_key_sha256: Uint8Array | null };
 
 /** Constants of ours as SQL literals, never input. */
 const sqlList = (statuses: readonly string[]) => statuses.map((x) => `'${x}'`).join(', ');
@@ -59,7 +61,7 @@ export function createRunsStore(db: Db) {
   const statement = statementCache(db);
   const pageStatement = statementCache(db, true);
   const statusStmt = db.prepare('SELECT status FROM runs WHERE source = ? AND run = ?');
-  const keyStmt = db.prepare('SELECT run_key_sha256 AS digest FROM runs WHERE source = ? AND run = ?');
+  const getKeyedStmt = db.prepare(`SELECT ${ROW_COLUMNS}, run_key_sha256 FROM runs WHERE source = ? AND run = ?`);
   const bindKeyStmt = db.prepare(
     'UPDATE runs SET run_key_sha256 = ? WHERE source = ? AND run = ? AND run_key_sha256 IS NULL',
   );
@@ -93,10 +95,8 @@ export function createRunsStore(db: Db) {
       return write(upsertStmt, [source, input.run, ...values]);
     },
     patch,
-    /** The SHA-256 of the run's key (control migration 11): null when none is bound yet, undefined without the run. */
-    keyDigest(source: string, run: string): Uint8Array | null | undefined {
-      return (keyStmt.get(source, run) as { digest: Uint8Array | null } | undefined)?.digest;
-    },
+    /** The row and, in the same read, the SHA-256 of the run's key (control migration 11): null when none is bound. */
+    getKeyed: (source: string, run: string) => getKeyedStmt.get(source, run) as KeyedRunRow | undefined,
     /** Binds the run to a key's digest; a run already bound keeps its first. */
     bindKey: (source: string, run: string, digest: Uint8Array): void => void bindKeyStmt.run(digest, source, run),
     /** A run that goes on (resumed, stopping) keeps no failure from before; one that ends is given its own. */

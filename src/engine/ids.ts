@@ -1,5 +1,6 @@
-// Run ids: "r" + 26 lowercase base32 chars (48-bit ms time, then 80 random bits), so they sort by creation time.
-import { randomInt } from 'node:crypto';
+// Run ids: "r" + 26 lowercase base32 chars (48-bit ms time, then 80 random bits), so they sort by creation time;
+// and the run's own key, made with it.
+import { randomBytes, randomInt } from 'node:crypto';
 import { SEGMENT } from '../run-json.ts';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
@@ -12,6 +13,14 @@ export function encodeTime(ms: number): string {
 export function newRunId(now: number = Date.now()): string {
   return `r${encodeTime(now)}${Array.from({ length: 16 }, () => ALPHABET[randomInt(32)]).join('')}`;
 }
+
+/** A run's own key (docs/control-data.md, "Each run's own runner"): 32 random bytes, base64url. */
+export function newRunKey(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+/** A run key as ingest takes one: what newRunKey makes, with room for another. */
+export const RUN_KEY = /^[A-Za-z0-9_-]{32,128}$/;
 
 /** DESIGN §3: both path segments of `<source>/<run>` match this pattern. */
 export function isValidSegment(value: unknown): value is string {

@@ -17,7 +17,8 @@ import {
 import { runDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
 import {
-  localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, writeState, type RunState, type WorkerMode,
+  localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, writeState, type RunState,
+  type WorkerMode,
 } from './run-state.ts';
 import { identityOf } from './proc-group.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
@@ -67,6 +68,7 @@ export interface PreparedRun {
 /** The run's plan (resolved now, or a retry's earlier one), checked before anything is written; then the run. */
 async function createRun(n: NewRun): Promise<PreparedRun> {
   if (!isValidSegment(n.run)) throw new BadInputError(`Run id "${n.run}" is not a valid path segment`);
+  const key = runKeyFor(n.env);
   const isolated = n.worktree || n.pr;
   const plan = n.plan ?? planRun({
     repo: n.repo, workdir: isolated ? worktreeDir(n.repo, n.run) : n.repo, provider: n.provider, pr: n.pr, env: n.env,
@@ -126,7 +128,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     trace_parent: parent?.spanId ?? null,
   };
   writePlan(dir, plan);
-  makeRunKey(dir);
+  makeRunKey(dir, key);
   writeState(dir, state);
   const events = openEventLog(dir);
   try {

@@ -1,18 +1,17 @@
 // A run's folder as the engine keeps it: state.json (the run JSON of DESIGN §3 plus what the engine needs to steer
 // it), events.jsonl, and the runs of a checkout.
 import { closeSync, readFileSync, writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
 import { RUN_KEY_FILE, statePath } from './paths.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
 import { tryGit } from './git.ts';
-import { isValidSegment } from './ids.ts';
+import { isValidSegment, newRunKey, RUN_KEY } from './ids.ts';
 import {
   listPlain, openPlainDirIn, openPlainPath, openRunFolder, pathIn, readObjectIn, readPlainIn, type PlainDir,
 } from './plain-tree.ts';
 import {
   RUN_JSON_FIELDS, runFailure, type CostFigures, type FailureClass, type MeteredCost, type RunFailure, type RunJson,
 } from '../run-json.ts';
-import { errorMessage, RefusedError, SvcError, type SvcErrorCode } from '../errors.ts';
+import { BadSettingError, errorMessage, RefusedError, SvcError, type SvcErrorCode } from '../errors.ts';
 import { ProviderMissingError } from './providers.ts';
 import { PolicyError } from './policy.ts';
 import { TrustNeededError } from './run-plan.ts';
@@ -176,10 +175,20 @@ export function writeState(dir: string, state: RunState): void {
  * the Control Plane binds the run to it on first sight, so another runner of the same source (a runner token is shared
  * by every job pod) can neither write this run nor take its answers and stops (docs/control-data.md).
  */
-export function makeRunKey(dir: string): void {
+export function makeRunKey(dir: string, key: string = newRunKey()): void {
   // 'wx' (O_EXCL) makes a new file or fails: never through a planted link, never over a key already shipped.
-  const key = randomBytes(32).toString('base64url') + '\n';
-  withDir(openRunDir(dir), (run) => writeFileSync(pathIn(run, RUN_KEY_FILE), key, { mode: 0o600, flag: 'wx' }));
+  withDir(openRunDir(dir), (run) => writeFileSync(pathIn(run, RUN_KEY_FILE), key + '\n', { mode: 0o600, flag: 'wx' }));
+}
+
+/**
+ * The key of a run the Control Plane queued: made with its row, which it binds from birth, and handed to the run's
+ * launcher as SVC_RUN_KEY on fd 3, never in an environment (run-controller.ts); else a new one. Never echoed.
+ */
+export function runKeyFor(env: NodeJS.ProcessEnv): string {
+  const handed = env.SVC_RUN_KEY;
+  if (!handed) return newRunKey();
+  if (!RUN_KEY.test(handed)) throw new BadSettingError('SVC_RUN_KEY must be 32 to 128 letters, digits, "_" or "-"');
+  return handed;
 }
 
 export type Found = { run: string; state: RunState };

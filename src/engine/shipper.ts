@@ -38,6 +38,18 @@ export type ControlItem = IngestResult['control'][number];
 
 type Shipper = ReturnType<typeof createShipper>;
 
+/** Why a flush failed, and whether every other run would fail the same way now (nothing answered, the token refused,
+ * the server busy or failing) rather than this run alone (refused, 403 forbidden_run; a bad batch; its folder). */
+export interface ShipFailure {
+  why: string;
+  everyRun: boolean;
+}
+
+function failsEveryRun(err: unknown): boolean {
+  if (!(err instanceof ControlApiError)) return false;
+  return err.status === 0 || err.status === 401 || err.status === 429 || err.status >= 500;
+}
+
 /** What stopped a flush: nothing answered, the token was refused, or what the Control Plane answered instead. */
 function flushFailure(err: unknown, url: string, hasToken: boolean): string {
   if (!(err instanceof ControlApiError)) return `shipping to ${url} failed (${errorMessage(err)})`;
@@ -216,15 +228,15 @@ export function createShipper(
 
   return {
     url,
-    /** Sends everything not yet accepted: null when the Control Plane took it all, else why not, in words for
-     * "not shipped: …". */
-    async flush(): Promise<string | null> {
+    /** Sends everything not yet accepted: null when the Control Plane took it all, else why not (`why` in words for
+     * "not shipped: …"). */
+    async flush(): Promise<ShipFailure | null> {
       try {
         let more = true;
         for (let i = 0; i < 1000 && more; i++) more = await flushOnce();
         return null;
       } catch (err) {
-        return flushFailure(err, url, token !== undefined);
+        return { why: flushFailure(err, url, token !== undefined), everyRun: failsEveryRun(err) };
       }
     },
   };
@@ -288,17 +300,17 @@ export function createShipLoop(
       closed = true;
       clearTimeout(timer);
       await shipping;
-      let why: string | null = null;
+      let failure: ShipFailure | null = null;
       for (const wait of [0, 250, 1_000]) {
         if (wait) await sleep(wait);
-        why = await shipper.flush();
-        if (why === null) {
+        failure = await shipper.flush();
+        if (failure === null) {
           clearPending(dir);
           return;
         }
       }
       markPending(dir);
-      say(`not shipped: ${why}; the next svc command in this project that reaches one sends this run ` +
+      say(`not shipped: ${failure?.why}; the next svc command in this project that reaches one sends this run ` +
         '(or run `svc ship`)');
     },
   };
@@ -309,24 +321,32 @@ export function pendingRuns(repo: string): string[] {
   return plainEntries(repo, ['.svc', 'ship-pending'], 'file').filter(isValidSegment);
 }
 
-/** Ships `runs` while `budgetMs` lasts, each whole one losing its marker; stops at the first failure. */
+/**
+ * Ships `runs` while `budgetMs` lasts, each whole one losing its marker. A run refused on its own (403
+ * forbidden_run, a bad batch, an unreadable folder) holds back no other: each is in `failures`. Only a failure every
+ * run would meet now (nothing answers, the token is refused, the server is busy or failing) ends the pass there.
+ */
 export async function shipRuns(
   repo: string, runs: string[], env: NodeJS.ProcessEnv,
   opts: { budgetMs?: number; onSkip?: (run: string, entry: string, reason: string) => void } = {},
-): Promise<{ shipped: string[]; left: string[]; url: string | null; failure: string | null }> {
+): Promise<{ shipped: string[]; left: string[]; url: string | null; failures: Array<ShipFailure & { run: string }> }> {
   const shipped: string[] = [];
+  const failures: Array<ShipFailure & { run: string }> = [];
   let url: string | null = null;
-  let failure: string | null = null;
   const deadline = performance.now() + (opts.budgetMs ?? Infinity);
   for (const run of runs) {
     if (performance.now() > deadline) break;
     const dir = runDir(repo, run);
     const shipper = createShipper(dir, env, undefined, opts.onSkip && ((entry, why) => opts.onSkip!(run, entry, why)));
     url = shipper.url;
-    failure = await shipper.flush();
-    if (failure !== null) break;
+    const failure = await shipper.flush();
+    if (failure !== null) {
+      failures.push({ run, ...failure });
+      if (failure.everyRun) break;
+      continue;
+    }
     clearPending(dir);
     shipped.push(run);
   }
-  return { shipped, left: runs.filter((r) => !shipped.includes(r)), url, failure };
+  return { shipped, left: runs.filter((r) => !shipped.includes(r)), url, failures };
 }

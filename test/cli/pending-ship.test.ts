@@ -2,12 +2,13 @@
 // marker, and the next command in the project that reaches a Control Plane sends it, so `svc runs show` finds it.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { closedPort } from '../helpers/closed-port.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { prepareRun } from '../../src/engine/launch.ts';
 
 
 describe('a run made while no Control Plane answers', () => {
@@ -89,6 +90,39 @@ describe('a run made while no Control Plane answers', () => {
       assert.ok(events() > before, '--all sends again the events the offsets said had gone');
     } finally {
       await fresh.close();
+    }
+  });
+});
+
+describe('svc ship with a run the Control Plane refuses', () => {
+  it('sends the other runs all the same and names the one it could not send', async () => {
+    const repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    const cp = await startTestControl();
+    try {
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url };
+      for (const runId of ['rcli1', 'rcli2', 'rcli3']) {
+        await prepareRun({ input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo, runId, env });
+      }
+      // Another runner of the source stored rcli1 first, bound to its own key.
+      const t = new Date().toISOString();
+      const other = { run: 'rcli1', status: 'running', started_at: t, updated_at: t, run_key: 'other-runner-key-0123456789abcdefghijklmn' };
+      assert.equal((await cp.request('POST', '/v1/ingest', { body: { source: 'local', runs: [other] } })).status, 200);
+      const res = await runChild(process.execPath, [CLI, 'ship', '--repo', repo.repo], { cwd: repo.home, env });
+      assert.equal(res.code, 1, res.stderr);
+      const lines = res.stderr.trimEnd().split('\n');
+      assert.match(lines[0]!, new RegExp(`^svc ship: rcli1: not shipped: the Control Plane at ${cp.url} answered 403 forbidden_run \\(Run local/rcli1 is bound`));
+      assert.equal(lines[1], 'svc ship: 1 of 3 runs not sent (each is named above)');
+      assert.equal(lines.length, 2, res.stderr);
+      for (const run of ['rcli2', 'rcli3']) assert.equal((await cp.request('GET', `/v1/runs/local/${run}`)).status, 200);
+      // Marked to be sent, it is tried before the next command and said to be refused, not left waiting unseen.
+      mkdirSync(join(repo.repo, '.svc', 'ship-pending'), { recursive: true });
+      writeFileSync(join(repo.repo, '.svc', 'ship-pending', 'rcli1'), '');
+      const shown = await runChild(process.execPath, [CLI, 'runs', 'show', 'local/rcli2'], { cwd: repo.repo, env });
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.match(shown.stderr, /^svc: run rcli1 was not sent: the Control Plane at \S+ answered 403 forbidden_run/m);
+    } finally {
+      await cp.close();
+      repo.cleanup();
     }
   });
 });

@@ -60,7 +60,7 @@ describe('shipper', () => {
     const dir = runFolder(root, 'rship2');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
     const failure = await createShipper(dir, { SVC_CONTROL_URL: 'http://127.0.0.1:9', HOME: root }).flush();
-    assert.equal(failure, 'no Control Plane answered at http://127.0.0.1:9');
+    assert.deepEqual(failure, { why: 'no Control Plane answered at http://127.0.0.1:9', everyRun: true });
   });
 
   it("hands the run's own control requests from the ingest response to its worker, and no other run's", async () => {
@@ -115,7 +115,7 @@ describe('shipper', () => {
     symlinkSync(elsewhere, join(project, '.svc', 'ship-pending'));
     renameSync(runFolder(root, 'rship7', 'succeeded'), runDir(project, 'rship7'));
     const shipped = await shipRuns(project, ['rship7'], { SVC_CONTROL_URL: control.url, HOME: root });
-    assert.deepEqual(shipped.shipped, ['rship7'], String(shipped.failure));
+    assert.deepEqual(shipped.shipped, ['rship7'], JSON.stringify(shipped.failures));
     assert.equal(readFileSync(join(elsewhere, 'rship7'), 'utf8'), 'operator data\n');
   });
 });
@@ -145,6 +145,18 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
     assert.deepEqual(Buffer.from(bound.d), createHash('sha256').update(key).digest());
   });
 
+  it('is the key a Control Plane handed the launcher (SVC_RUN_KEY) when there is one, checked and never echoed', async () => {
+    const handed = 'handed-key-0123456789abcdefghijklmnopqrstuvwxyz';
+    const env: NodeJS.ProcessEnv = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_RUN_KEY: handed };
+    const made = (runId: string, e: NodeJS.ProcessEnv) => prepareRun({ input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo, runId, env: e });
+    const { state } = await made('rhanded1', env);
+    assert.equal(readFileSync(join(runDir(repo.repo, state.run), RUN_KEY_FILE), 'utf8'), `${handed}\n`);
+    const bad = 'not a key but a secret all the same';
+    await assert.rejects(made('rhanded2', { ...env, SVC_RUN_KEY: bad }),
+      (e: Error) => e.message === 'SVC_RUN_KEY must be 32 to 128 letters, digits, "_" or "-"');
+    assert.equal(existsSync(runDir(repo.repo, 'rhanded2')), false, 'nothing was made');
+  });
+
   it('keeps another folder of the same run out, 403 forbidden_run, and loses nothing it had not sent', async () => {
     const dir = runFolder(repo.root, 'rkey1');
     makeRunKey(dir);
@@ -153,9 +165,25 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
     makeRunKey(other);
     openEventLog(other).append('log', { stream: 'stdout', text: 'from another pod' });
     const failure = await createShipper(other, { SVC_CONTROL_URL: control.url, HOME: repo.home }).flush();
-    assert.match(failure ?? '', /^the Control Plane at \S+ answered 403 forbidden_run \(Run local\/rkey1 is bound to the key of the runner that made it; this batch carries another "run_key"/);
+    assert.equal(failure?.everyRun, false, 'a refusal of this run alone');
+    assert.match(failure?.why ?? '', /^the Control Plane at \S+ answered 403 forbidden_run \(Run local\/rkey1 is bound to the key of the runner that made it; this batch carries another "run_key"/);
     assert.equal(existsSync(join(other, 'ship.json')), false, 'its offsets stay where they were');
     assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rkey1', after: 0, limit: 10 }).length, 0);
+  });
+
+  it('holds back no other run when one is refused: svc ship sends the rest and names each run it could not send', async () => {
+    const runs = join(repo.repo, '.svc', 'runs');
+    const taken = runFolder(join(repo.root, 'taken'), 'rmany1');
+    makeRunKey(taken);
+    assert.equal(await createShipper(taken, { SVC_CONTROL_URL: control.url, HOME: repo.home }).flush(), null);
+    for (const run of ['rmany1', 'rmany2', 'rmany3']) makeRunKey(runFolder(runs, run));
+    const env = { SVC_CONTROL_URL: control.url, HOME: repo.home };
+    const result = await shipRuns(repo.repo, ['rmany1', 'rmany2', 'rmany3'], env);
+    assert.deepEqual(result.shipped, ['rmany2', 'rmany3']);
+    assert.deepEqual(result.left, ['rmany1']);
+    assert.deepEqual(result.failures.map((f) => f.run), ['rmany1']);
+    assert.match(result.failures[0]!.why, /answered 403 forbidden_run \(Run local\/rmany1 is bound/);
+    for (const run of ['rmany2', 'rmany3']) assert.equal(control.deps.stores.runs.get('local', run)?.run, run);
   });
 });
 

@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createPublicKey } from 'node:crypto';
-import { existsSync, readFileSync, symlinkSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash, createPublicKey } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, statSync, symlinkSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { execFileSync } from 'node:child_process';
 import { join, relative as relativePath } from 'node:path';
@@ -173,6 +173,30 @@ describe('run actions on the Control Plane', () => {
     }, 'the stop to be named');
   });
 
+  it('binds a run it starts to a key made with its row, which only the run folder holds: a sender of its source without it is refused', async () => {
+    const res = await control.request('POST', '/v1/start', { body: { brief: 'append fixed to a.txt', repo: repo.repo, provider: 'fake' } });
+    assert.equal(res.status, 202, res.text);
+    const { source, run } = res.json;
+    const digest = control.deps.stores.runs.getKeyed(source, run)?.run_key_sha256;
+    assert.ok(digest, 'bound from birth, before its launcher ran');
+    const now = new Date().toISOString();
+    const forged = await control.request('POST', '/v1/ingest', {
+      body: { source, runs: [{ run, status: 'blocked', question: 'Paste the deploy token', started_at: now, updated_at: now }] },
+    });
+    assert.equal(forged.status, 403, forged.text);
+    assert.equal(forged.json.error.code, 'forbidden_run');
+    // Its own worker ships with the key its launcher was handed, so the run goes on being written.
+    await settled(source, run, 'succeeded');
+    const dir = join(repo.repo, '.svc', 'runs', run);
+    const key = readFileSync(join(dir, 'run-key'), 'utf8').trim();
+    assert.deepEqual(Buffer.from(digest), createHash('sha256').update(key).digest());
+    for (const name of readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((n) => n !== 'run-key')) {
+      const path = join(dir, name);
+      if (!existsSync(path) || !statSync(path).isFile()) continue;
+      assert.ok(!readFileSync(path, 'utf8').includes(key), `${name} holds the key`);
+    }
+  });
+
   it('records the class of a launch that could not make its run: no such provider is config', async () => {
     const res = await control.request('POST', '/v1/start', { body: { brief: 'nobody', repo: repo.repo, provider: 'nosuchcli' } });
     assert.equal(res.status, 202, res.text);
@@ -190,6 +214,7 @@ describe('run actions on the Control Plane', () => {
     const retry = await control.request('POST', `/v1/runs/${first.source}/${first.run}/retry`, { body: {} });
     assert.equal(retry.status, 202);
     assert.notEqual(retry.json.run, first.run);
+    assert.ok(control.deps.stores.runs.getKeyed(retry.json.source, retry.json.run)?.run_key_sha256, 'bound from birth');
     assert.equal(retry.json.group_id, first.group_id);
     const second = await settled(retry.json.source, retry.json.run, 'succeeded');
     assert.equal(second.group_id, first.run);

@@ -90,6 +90,28 @@ describe('run keys on POST /v1/ingest', () => {
     assert.equal(row('rold')?.question, 'still?');
   });
 
+  it('read each run a batch names once, its row and its key together', async () => {
+    await ingest({ source: 'k8s', runs: [runOf('rread1'), runOf('rread2', {}, null)] });
+    const runs = cp.deps.stores.runs as unknown as Record<string, unknown>;
+    const writes = new Set(['upsert', 'patch', 'bindKey', 'setStatus', 'delete']);
+    const reads: string[] = [];
+    const saved = { ...runs };
+    for (const [name, method] of Object.entries(saved)) {
+      if (typeof method !== 'function' || writes.has(name)) continue;
+      runs[name] = (...args: unknown[]) => {
+        reads.push(`${name} ${String(args[1])}`);
+        return (method as (...a: unknown[]) => unknown)(...args);
+      };
+    }
+    try {
+      const event = { run: 'rread2', seq: 1, ts: ago(0), kind: 'log', data: { text: 'x' } };
+      assert.equal((await ingest({ source: 'k8s', runs: [runOf('rread1'), runOf('rnew')], events: [event] })).status, 200);
+    } finally {
+      Object.assign(runs, saved);
+    }
+    assert.deepEqual(reads.map((r) => r.split(' ')[1]).sort(), ['rnew', 'rread1', 'rread2'], reads.join(', '));
+  });
+
   it('refuse a run_key that is not one: 400 naming the field', async () => {
     for (const key of ['short', 7, 'x'.repeat(129), 'has spaces in it 0123456789abcdefghijkl']) {
       const res = await ingest({ source: 'k8s', runs: [{ ...runOf('rbad'), run_key: key }] });
@@ -112,7 +134,7 @@ describe('run keys on POST /v1/ingest', () => {
       const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: project } });
       assert.equal(res.status, 200, res.text);
       assert.equal(cp.deps.stores.runs.get('local', 'rimp')?.status, 'succeeded');
-      assert.deepEqual(Buffer.from(cp.deps.stores.runs.keyDigest('local', 'rimp')!), createHash('sha256').update(KEY).digest());
+      assert.deepEqual(Buffer.from(cp.deps.stores.runs.getKeyed('local', 'rimp')!.run_key_sha256!), createHash('sha256').update(KEY).digest());
       assert.deepEqual(cp.deps.stores.controlRequests.pending('local').map((p) => p.run), ['rimp']);
     } finally {
       rmSync(project, { recursive: true, force: true });

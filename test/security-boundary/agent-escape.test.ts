@@ -134,10 +134,23 @@ echo "invoked" >> "$HOME/agent-state/invocations-$SVC_RUN_ID"
 echo "And now?" > "$SVC_QUESTION_FILE"
 `;
 
+/** Tries to read and replace its run's key (docs/control-data.md, "Each run's own runner"), in its run folder. */
+const RUN_KEY = `#!/bin/sh
+cat > /dev/null
+repo=$(dirname "$(git rev-parse --path-format=absolute --git-common-dir)")
+key="$repo/.svc/runs/$SVC_RUN_ID/run-key"
+{
+  echo "read:[$(cat "$key" 2>/dev/null)]"
+  echo forged > "$key" 2>/dev/null
+  mv -f "$key" "$key.old" 2>/dev/null && echo forged > "$key" 2>/dev/null
+} > "$HOME/agent-state/runkey-$SVC_RUN_ID"
+echo fixed >> a.txt
+`;
+
 const PROVIDERS = {
   embedded: EMBEDDED_FILTER, privileges: PRIVILEGES, looks: LOOKS_AROUND, forks: FORKS, sleeps: SLEEPS,
   bigfile: BIG_FILE, memory: MEMORY, disk: DISK, hugediff: HUGE_DIFF, waits: WAITS_FOR_ANSWER, asks: ASKS_AND_EXITS,
-  always: ALWAYS_ASKS,
+  always: ALWAYS_ASKS, runkey: RUN_KEY,
 };
 
 interface Started {
@@ -252,6 +265,19 @@ function suite(asNobody: boolean): void {
       assert.equal(root.includes(entry), false, `/${entry} is not mounted: ${root.join(' ')}`);
     }
     assert.match(found, /^home:\[agent-state \]$/m, 'HOME holds only the provider\'s declared folder');
+  });
+
+  it('can neither read nor replace its run key, in a worktree or in the checkout itself', async () => {
+    for (const extra of [['--worktree'], []]) {
+      const s = await start('runkey', 'take the key', extra);
+      assert.equal(s.code, 0, s.stderr);
+      const found = readFileSync(join(repo.home, 'agent-state', `runkey-${s.run}`), 'utf8');
+      assert.match(found, /^read:\[\]$/m, `${extra.join(' ')}: ${found}`);
+      // What it wrote at that path (a folder under its private /tmp, or nothing) never reached the run folder.
+      const key = readFileSync(join(repo.repo, '.svc', 'runs', s.run, 'run-key'), 'utf8');
+      assert.match(key, /^[A-Za-z0-9_-]{43}\n$/);
+      assert.equal(existsSync(join(repo.repo, '.svc', 'runs', s.run, 'run-key.old')), false);
+    }
   });
 
   it('ends an agent that starts more processes than limits.processes allows, and still issues a receipt', async () => {

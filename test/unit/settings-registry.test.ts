@@ -100,7 +100,8 @@ describe('the settings registry', () => {
       'SVC_API_TOKEN', 'SVC_API_TOKEN_FILE',
       'SVC_CONTROL_RUNNER_TOKENS_FILE', 'SVC_CONTROL_TOKEN', 'SVC_CONTROL_TOKEN_FILE', 'SVC_ERRTRACK_WEBHOOK_SECRET',
       'SVC_GATE_METRICS_TOKEN_FILE',
-      'SVC_GATE_SECRET_FILE', 'TRACKERA_API_KEY', 'TRACKERA_WEBHOOK_SECRET', 'TRACKERB_API_TOKEN', 'TRACKERB_EMAIL',
+      'SVC_GATE_SECRET_FILE', 'SVC_RUN_KEY', 'TRACKERA_API_KEY', 'TRACKERA_WEBHOOK_SECRET', 'TRACKERB_API_TOKEN',
+      'TRACKERB_EMAIL',
       'TRACKERB_WEBHOOK_SECRET']);
     // A credential-looking variable of the operator's without `secret` would reach agents (Kubernetes Secret names and
     // what svc sets for its own children are not).

@@ -11,9 +11,10 @@ import type { ControlDeps } from '../deps.ts';
 import { invalidParam, runParams, storedRun } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
 import { transaction } from '../../db/open.ts';
-import type { RunRow } from '../../db/run-types.ts';
+import type { RunInput, RunRow } from '../../db/run-types.ts';
 import { canonicalJson } from '../../canonical-json.ts';
-import { newRunId } from '../../engine/ids.ts';
+import { newRunId, newRunKey } from '../../engine/ids.ts';
+import { runKeyDigest } from '../ingest-apply.ts';
 import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
@@ -105,6 +106,21 @@ function checkConcurrency(deps: ControlDeps): void {
   );
 }
 
+/**
+ * Stores a run this server starts, queued and bound from birth to the key it returns, which only the run's launcher
+ * is handed (docs/control-data.md, "Each run's own runner"); within the caller's transaction, if any.
+ */
+function queueRun(
+  deps: ControlDeps, source: string, now: number, fields: Omit<RunInput, 'status' | 'started_at' | 'updated_at'>,
+): string {
+  const key = newRunKey();
+  transaction(deps.db, () => {
+    deps.stores.runs.upsert(source, { ...fields, status: 'queued', started_at: now, updated_at: now });
+    deps.stores.runs.bindKey(source, fields.run, runKeyDigest(key));
+  });
+  return key;
+}
+
 export const startRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const s = parseStart(deps, ctx.body);
@@ -113,7 +129,8 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   const bodyHash = createHash('sha256').update(canonicalJson(ctx.body)).digest('hex');
   const now = deps.clock();
   const run = newRunId(now);
-  const replayed = transaction(deps.db, (): RunRow | undefined => {
+  // The run a replayed request_id gets back, else the new run's key.
+  const outcome = transaction(deps.db, (): RunRow | string => {
     if (s.requestId) {
       const seen = deps.stores.startRequests.get(s.requestId);
       // A seen id whose run was deleted since is a new request.
@@ -132,19 +149,18 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
       deps.stores.startRequests.add({ request_id: s.requestId, body_sha256: bodyHash, source, run, created_at: now });
     }
     const brief = s.input.kind === 'spec_path' ? basename(s.input.value) : oneLine(s.input.value, 1500);
-    deps.stores.runs.upsert(source, {
-      run, status: 'queued', started_at: now, updated_at: now, group_id: run, repo: deps.repos.nameOf(s.repo),
-      repo_path: s.repo,
+    return queueRun(deps, source, now, {
+      run, group_id: run, repo: deps.repos.nameOf(s.repo), repo_path: s.repo,
       brief, origin: 'control', provider: s.provider, branch: s.pr ? `svc/${run}` : null,
     });
-    return undefined;
   });
-  if (replayed) return json(200, runToJson(replayed));
+  if (typeof outcome !== 'string') return json(200, runToJson(outcome));
   const args = controlStartArgs({
     repo: s.repo, run, pr: s.pr, provider: s.provider, brief: s.input.kind === 'brief', input: s.input.value,
   });
   const parent = parseTraceparent(ctx.req.headers.traceparent);
-  deps.engine.launch(source, run, args, 'fail-run', parent ? formatTraceparent(parent) : undefined);
+  deps.engine.launch(source, run, args, 'fail-run', { traceparent: parent ? formatTraceparent(parent) : undefined,
+    runKey: outcome });
   return accepted(deps, source, run);
 };
 
@@ -194,12 +210,11 @@ export const retryRun: Handler<ControlDeps> = (ctx) => {
   checkConcurrency(deps);
   const now = deps.clock();
   const run = newRunId(now);
-  deps.stores.runs.upsert(row.source, {
-    run, status: 'queued', started_at: now, updated_at: now, group_id: row.group_id, repo: row.repo, repo_path: repo,
-    brief: row.brief, origin: row.origin, provider: row.provider,
-    branch: row.branch?.startsWith('svc/') ? `svc/${run}` : null,
+  const key = queueRun(deps, row.source, now, {
+    run, group_id: row.group_id, repo: row.repo, repo_path: repo, brief: row.brief, origin: row.origin,
+    provider: row.provider, branch: row.branch?.startsWith('svc/') ? `svc/${run}` : null,
   });
-  deps.engine.launch(row.source, run, retryArgs(row.run, run, repo), 'fail-run');
+  deps.engine.launch(row.source, run, retryArgs(row.run, run, repo), 'fail-run', { runKey: key });
   return accepted(deps, row.source, run);
 };
 
