@@ -168,6 +168,36 @@ describe('trigger routes with real payloads', () => {
       assert.equal(bare.body.reason, 'issues.opened without the "svc" label');
       assert.deepEqual(t.queue.depth(), before);
     });
+    it('queues one job for an issue opened with the svc label, whichever of its two deliveries comes first', async () => {
+      // GitHub sends issues.opened (labels include svc) and issues.labeled svc by the author, each its own delivery.
+      const send = async (payload: Record<string, unknown>, delivery: string) => {
+        const raw = Buffer.from(JSON.stringify({ ...payload, repository: { full_name: 'acme/api' } }));
+        const signature = `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`;
+        const headers = { 'x-hub-signature-256': signature, 'x-github-event': 'issues', 'x-github-delivery': delivery };
+        return post(`${t.url}/webhook`, raw, headers);
+      };
+      const at = '2026-11-29T09:00:00Z';
+      const issue = (number: number, updated = at) => ({
+        number, title: 'Crash on login', user: { login: 'maintainer' }, author_association: 'MEMBER',
+        labels: [{ name: 'svc' }], created_at: at, updated_at: updated,
+      });
+      const sender = { login: 'maintainer' };
+      const opened = (number: number) => ({ action: 'opened', issue: issue(number), sender });
+      const labeled = (number: number, updated = at) => ({
+        action: 'labeled', label: { name: 'svc' }, issue: issue(number, updated), sender,
+      });
+      const first = await send(opened(41), 'g-opened-41');
+      assert.equal(first.status, 202);
+      const second = await send(labeled(41, '2026-11-29T09:00:01Z'), 'g-labeled-41');
+      assert.deepEqual([second.status, second.body], [200, { status: 'duplicate' }]);
+      // The other order: the label's delivery first.
+      assert.equal((await send(labeled(42), 'g-labeled-42')).status, 202);
+      assert.deepEqual((await send(opened(42), 'g-opened-42')).body, { status: 'duplicate' });
+      // svc removed and added again two days later asks again: a job of its own.
+      const again = await send(labeled(41, '2026-12-01T10:00:00Z'), 'g-labeled-41-again');
+      assert.equal(again.status, 202);
+      assert.notEqual(again.body.job_id, first.body.job_id);
+    });
     it('skips a ping', async () => {
       const raw = Buffer.from('{"zen":"hi"}');
       const res = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`, 'x-github-event': 'ping' });
