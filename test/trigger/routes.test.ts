@@ -84,6 +84,21 @@ describe('trigger routes with real payloads', () => {
       assert.equal(t.stores.replies.get(id), undefined);
       assert.ok(!posted.some((p) => p.url.includes('hooks.slack.com')));
     });
+    it('refuses a slash command that names no workspace, to start work or to answer, as a thread reply is', async () => {
+      const before = t.queue.depth();
+      for (const text of ['fix+the+login+bug', 'answer+use+prod']) {
+        for (const team of ['', 'team_id=&']) {
+          const raw = Buffer.from(slash.replace('team_id=T1DC2JH3J&', team).replace('text=', `text=${text}`));
+          const res = await post(`${t.url}/chata`, raw, signed(raw));
+          assert.equal(res.status, 200);
+          assert.deepEqual(res.body, {
+            response_type: 'ephemeral', text: 'Not queued or answered: a delivery that names no workspace.',
+            status: 'skipped', reason: 'a delivery that names no workspace',
+          });
+        }
+      }
+      assert.deepEqual(t.queue.depth(), before);
+    });
     it('answers url_verification with the challenge', async () => {
       const raw = fixture('slack-events-url-verification.json');
       const res = await post(`${t.url}/chata`, raw, signed(raw, 'application/json'));
