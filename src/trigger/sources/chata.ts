@@ -58,8 +58,12 @@ function readThreadReply(body: Record<string, unknown>): ChataInput {
   if (event.bot_id !== undefined || event.subtype !== undefined) return skip('a bot\'s message or an edit');
   if (!thread || !MESSAGE_TS.test(thread) || thread === ts) return skip('a message not in a thread');
   if (!channel || !user || channel.length > 64 || user.length > 64) return skip('a message without channel or user');
-  // A channel shared with another workspace (Slack Connect) carries its people's messages too: not answers.
-  const refusal = workspaceRefusal(str(body.team_id), str(event.user_team) ?? str(event.team));
+  // A channel shared with another workspace (Slack Connect) carries its people's messages too: not answers. In one that
+  // workspace started, the envelope's `team_id` is theirs; `authorizations[0]` names where the app is installed
+  // (bolt-js reads an event's workspace so too).
+  const authorizations = Array.isArray(body.authorizations) ? body.authorizations : [];
+  const installed = str(obj(authorizations[0]).team_id) ?? str(body.team_id);
+  const refusal = workspaceRefusal(installed, str(event.user_team) ?? str(event.team));
   if (refusal !== null) return skip(refusal);
   // mrkdwn escapes these three in what people write; the run reads their words.
   const text = (str(event.text) ?? '').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
