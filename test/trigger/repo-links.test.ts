@@ -79,7 +79,7 @@ describe('security: a checkout= repository\'s links under .svc', () => {
     }
   });
 
-  it('reads only the last DEPLOY_RECORDS_READ deploy records by name, however many the repository commits', async () => {
+  it('reads only the last DEPLOY_RECORDS_READ deploy records by name, however many a repository commits', async () => {
     const repo = makeRepo();
     dirs.push(repo);
     const deploys = join(repo, '.svc', 'deploys');
@@ -88,7 +88,8 @@ describe('security: a checkout= repository\'s links under .svc', () => {
     // Named before every other record, yet the newest by its time: past the cap, so never read.
     writeFileSync(join(deploys, '0-planted.json'), record('fedcba9', '2030-01-01T00:00:00.000Z'));
     for (let i = 0; i < DEPLOY_RECORDS_READ; i++) {
-      writeFileSync(join(deploys, `2026${String(i).padStart(4, '0')}.json`), record('1234567', '2026-03-01T00:00:00.000Z'));
+      const name = `2026${String(i).padStart(4, '0')}.json`;
+      writeFileSync(join(deploys, name), record('1234567', '2026-03-01T00:00:00.000Z'));
     }
     assert.equal(await latestDeployLine(repo), 'last deploy 1234567 2026-03-01T00:00:00.000Z health=ok');
     // One fewer record after it: it is within the last ones read, and the newest.

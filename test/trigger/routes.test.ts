@@ -84,7 +84,7 @@ describe('trigger routes with real payloads', () => {
       assert.equal(t.stores.replies.get(id), undefined);
       assert.ok(!posted.some((p) => p.url.includes('hooks.slack.com')));
     });
-    it('refuses a slash command that names no workspace, to start work or to answer, as a thread reply is', async () => {
+    it('refuses a slash command that names no workspace, to start work or to answer, like a thread reply', async () => {
       const before = t.queue.depth();
       for (const text of ['fix+the+login+bug', 'answer+use+prod']) {
         for (const team of ['', 'team_id=&']) {
@@ -183,7 +183,7 @@ describe('trigger routes with real payloads', () => {
       assert.equal(bare.body.reason, 'issues.opened without the "svc" label');
       assert.deepEqual(t.queue.depth(), before);
     });
-    it('queues one job for an issue opened with the svc label, whichever of its two deliveries comes first', async () => {
+    it('queues one job for an issue opened with the svc label, whichever of its two deliveries is first', async () => {
       // GitHub sends issues.opened (labels include svc) and issues.labeled svc by the author, each its own delivery.
       const send = async (payload: Record<string, unknown>, delivery: string) => {
         const raw = Buffer.from(JSON.stringify({ ...payload, repository: { full_name: 'acme/api' } }));
