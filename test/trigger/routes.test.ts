@@ -156,6 +156,13 @@ describe('trigger routes with real payloads', () => {
   });
 
   describe('POST /webhook', () => {
+    /** An `issues` event on acme/api, signed as GitHub signs it. */
+    async function send(payload: Record<string, unknown>, delivery: string) {
+      const raw = Buffer.from(JSON.stringify({ ...payload, repository: { full_name: 'acme/api' } }));
+      const signature = `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`;
+      const headers = { 'x-hub-signature-256': signature, 'x-github-event': 'issues', 'x-github-delivery': delivery };
+      return post(`${t.url}/webhook`, raw, headers);
+    }
     it('queues an issue labelled svc', async () => {
       const raw = Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: 3, title: 'Crash', body: 'on save' }, repository: { full_name: 'acme/api' } }));
       const res = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`, 'x-github-event': 'issues', 'x-github-delivery': 'g-1' });
@@ -164,12 +171,6 @@ describe('trigger routes with real payloads', () => {
       assert.deepEqual(job.args, ['start', '--brief', 'acme/api#3 Crash — on save', '--pr', '--detach']);
     });
     it('skips an issue event with its true reason: a closed issue with the label is not "without" it', async () => {
-      const send = async (payload: Record<string, unknown>, delivery: string) => {
-        const raw = Buffer.from(JSON.stringify({ ...payload, repository: { full_name: 'acme/api' } }));
-        const signature = `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`;
-        const headers = { 'x-hub-signature-256': signature, 'x-github-event': 'issues', 'x-github-delivery': delivery };
-        return post(`${t.url}/webhook`, raw, headers);
-      };
       const before = t.queue.depth();
       const issue = { number: 4, title: 'Crash', labels: [{ name: 'svc' }], author_association: 'OWNER' };
       const closed = await send({ action: 'closed', issue }, 'g-closed');
@@ -185,12 +186,6 @@ describe('trigger routes with real payloads', () => {
     });
     it('queues one job for an issue opened with the svc label, whichever of its two deliveries is first', async () => {
       // GitHub sends issues.opened (labels include svc) and issues.labeled svc by the author, each its own delivery.
-      const send = async (payload: Record<string, unknown>, delivery: string) => {
-        const raw = Buffer.from(JSON.stringify({ ...payload, repository: { full_name: 'acme/api' } }));
-        const signature = `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`;
-        const headers = { 'x-hub-signature-256': signature, 'x-github-event': 'issues', 'x-github-delivery': delivery };
-        return post(`${t.url}/webhook`, raw, headers);
-      };
       const at = '2026-11-29T09:00:00Z';
       const issue = (number: number, updated = at) => ({
         number, title: 'Crash on login', user: { login: 'maintainer' }, author_association: 'MEMBER',
