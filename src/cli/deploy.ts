@@ -35,7 +35,7 @@ export default async function deploy(io: CliIo): Promise<number> {
   if (sub === 'record' && (!sha || !health)) throw new UsageError('svc deploy record needs --sha and --health');
   const repo = repoOrExit1(values.repo ?? process.cwd());
   if (sub === 'last') {
-    const line = latestDeployLine(repo);
+    const line = await latestDeployLine(repo);
     if (!line) throw new NotFoundError('No deploy records in .svc/deploys');
     io.stdout(`${line}\n`);
     return 0;

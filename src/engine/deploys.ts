@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { makePlainPath, writeJsonAtomic } from './safe-fs.ts';
 import { oneLine } from './text.ts';
 import { BadInputError } from '../errors.ts';
-import { listPlain, openPlainPath, pathIn, readPlainIn } from './plain-tree.ts';
+import { openPlainPath, pathIn, plainNames, readPlainIn } from './plain-tree.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { tryParseJson } from '../untrusted.ts';
 
@@ -24,18 +24,23 @@ function parseRecord(raw: unknown): DeployRecord | null {
 /** A deploy record is a few short fields; anything larger is not one `svc deploy` wrote. */
 const MAX_RECORD = 64 * 1024;
 
-/** `last deploy <sha7> <finished_at> health=<status>` for the newest record, or null when there is none. Read as the
- * engine reads a repository's files (plain-tree.ts): the trigger server reads them while it answers a webhook, so a
- * link to /dev/zero or a FIFO there is skipped, never opened. */
-export function latestDeployLine(repoDir: string): string | null {
+// Only the last records by name are read: `svc deploy record` names each after its finished_at, so they are the
+// newest, and a repository that commits 50,000 tiny records costs the trigger server one listing, not 50,000 reads.
+export const DEPLOY_RECORDS_READ = 100;
+
+/** `last deploy <sha7> <finished_at> health=<status>` for the newest of the last DEPLOY_RECORDS_READ records by name,
+ * or null when there is none. Read as the engine reads a repository's files (plain-tree.ts): the trigger server reads
+ * them while it answers a webhook, so a link to /dev/zero or a FIFO there is skipped, never read. */
+export async function latestDeployLine(repoDir: string): Promise<string | null> {
   const real = realOrNull(repoDir); // the checkout's own path is the operator's, and may be a link
   if (real === null) return null;
   const dir = openPlainPath(real, ['.svc', 'deploys']);
   if ('failed' in dir) return null;
   const out: DeployRecord[] = [];
   try {
-    for (const { name, kind } of listPlain(dir)) {
-      if (kind !== 'file' || !name.endsWith('.json')) continue;
+    const names = (await plainNames(dir)).filter((name) => name.endsWith('.json')).sort();
+    for (const name of names.slice(-DEPLOY_RECORDS_READ)) {
+      // What is not a regular file reached through no link comes back as its kind, and is skipped.
       const raw = readPlainIn(dir, name, MAX_RECORD);
       // A broken record is skipped; the others still tell the story.
       const record = typeof raw === 'string' ? null : parseRecord(tryParseJson(raw.toString('utf8')));

@@ -1,6 +1,7 @@
 // Reads a tree a project or an agent could write without ever following a symbolic link: each name is looked up
 // inside the folder already open, through /proc/self/fd (writes: safe-fs.ts).
 import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { pathKind, realOrNull } from '../spawn/tree.ts';
@@ -79,6 +80,16 @@ export function listPlain(dir: PlainDir): Array<{ name: string; kind: EntryKind 
     return [];
   }
   return names.sort().map((name) => ({ name, kind: pathKind(pathIn(dir, name)) ?? 'missing' }));
+}
+
+/** The names in `dir`, unsorted and not looked at, read off the event loop: for a folder a repository may fill with
+ * any number of entries (a reader takes the few it wants, then reads each through `readPlainIn`). */
+export async function plainNames(dir: PlainDir): Promise<string[]> {
+  try {
+    return await readdir(PROC_FD ? `/proc/self/fd/${dir.fd}` : dir.path);
+  } catch {
+    return [];
+  }
 }
 
 /** The plain folders (or files) directly in `<root>/<parts…>`, sorted; none when a level on the way is not plain. */

@@ -205,7 +205,7 @@ describe('svc start from the command line', () => {
     assert.equal(none.stderr, 'svc deploy: No deploy records in .svc/deploys\n');
     assert.equal((await svc(['deploy', 'record', '--sha', 'abcdef1234567890', '--health', 'ok', '--finished-at', '2026-01-01T00:00:00Z'])).status, 0);
     assert.equal((await svc(['deploy', 'record', '--sha', '1234567abcdef', '--health', 'degraded', '--finished-at', '2026-02-01T00:00:00Z'])).status, 0);
-    assert.equal(latestDeployLine(repo.repo), 'last deploy 1234567 2026-02-01T00:00:00.000Z health=degraded');
+    assert.equal(await latestDeployLine(repo.repo), 'last deploy 1234567 2026-02-01T00:00:00.000Z health=degraded');
     const last = await svc(['deploy', 'last']);
     assert.equal(last.stdout, 'last deploy 1234567 2026-02-01T00:00:00.000Z health=degraded\n');
     assert.equal((await svc(['deploy', 'record', '--sha', 'not-a-sha', '--health', 'ok'])).status, 2);

@@ -89,10 +89,12 @@ describe('a question is posted once, and a reply in its chata thread answers it'
   }
 
   /** An Events API delivery of a message, signed as Slack signs it (or with `secret`, at `at` seconds). */
-  function message(event: Record<string, unknown>, o: { secret?: string; at?: number } = {}) {
+  function message(
+    event: Record<string, unknown>, o: { secret?: string; at?: number; envelope?: Record<string, unknown> } = {},
+  ) {
     const raw = Buffer.from(JSON.stringify({
       type: 'event_callback', team_id: 'T1', api_app_id: 'A1', event_id: `Ev${randomUUID().slice(0, 8)}`,
-      event_time: nowSeconds(),
+      event_time: nowSeconds(), ...o.envelope,
       event: { type: 'message', channel: 'C1', user: 'U2', ts: `${nowSeconds()}.000300`, ...event },
     }));
     const ts = String(o.at ?? nowSeconds());
@@ -149,6 +151,11 @@ describe('a question is posted once, and a reply in its chata thread answers it'
       assert.equal(res.status, 200, JSON.stringify(event));
       assert.equal(res.body.status, 'skipped', JSON.stringify(event));
     }
+    // In a channel another workspace started and shares with ours, Slack's envelope `team_id` is that workspace's;
+    // `authorizations[0]` names the one the app is installed in, and that workspace's people still do not answer.
+    const shared = { team_id: 'T9', authorizations: [{ team_id: 'T1', user_id: 'UBOT', is_bot: true }] };
+    const theirs = message({ thread_ts: ts, user: 'U8', user_team: 'T9', text: 'use prod' }, { envelope: shared });
+    assert.equal((await theirs.send()).body.status, 'skipped');
     // Forged (another secret) and stale (signed 10 minutes ago): refused before anything reads them.
     assert.equal((await message({ thread_ts: ts, text: 'use prod' }, { secret: 'not-the-secret' }).send()).status, 401);
     const unsigned = message({ thread_ts: ts, text: 'use prod' });

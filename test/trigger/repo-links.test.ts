@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SECRETS, get, post, sign, fixture, makeRepo, startTestTrigger, tempDir, withJson } from './helpers.ts';
+import { DEPLOY_RECORDS_READ, latestDeployLine } from '../../src/engine/deploys.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 
@@ -81,5 +82,23 @@ describe('security: a checkout= repository\'s links under .svc', () => {
     } finally {
       await t.cleanup();
     }
+  });
+
+  it('reads only the last DEPLOY_RECORDS_READ deploy records by name, however many a repository commits', async () => {
+    const repo = makeRepo();
+    dirs.push(repo);
+    const deploys = join(repo, '.svc', 'deploys');
+    for (const name of readdirSync(deploys)) rmSync(join(deploys, name));
+    const record = (sha: string, at: string) => JSON.stringify({ sha, finished_at: at, health: 'ok' });
+    // Named before every other record, yet the newest by its time: past the cap, so never read.
+    writeFileSync(join(deploys, '0-planted.json'), record('fedcba9', '2030-01-01T00:00:00.000Z'));
+    for (let i = 0; i < DEPLOY_RECORDS_READ; i++) {
+      const name = `2026${String(i).padStart(4, '0')}.json`;
+      writeFileSync(join(deploys, name), record('1234567', '2026-03-01T00:00:00.000Z'));
+    }
+    assert.equal(await latestDeployLine(repo), 'last deploy 1234567 2026-03-01T00:00:00.000Z health=ok');
+    // One fewer record after it: it is within the last ones read, and the newest.
+    rmSync(join(deploys, '20260000.json'));
+    assert.equal(await latestDeployLine(repo), 'last deploy fedcba9 2030-01-01T00:00:00.000Z health=ok');
   });
 });

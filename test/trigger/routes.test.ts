@@ -84,6 +84,21 @@ describe('trigger routes with real payloads', () => {
       assert.equal(t.stores.replies.get(id), undefined);
       assert.ok(!posted.some((p) => p.url.includes('hooks.slack.com')));
     });
+    it('refuses a slash command that names no workspace, to start work or to answer, like a thread reply', async () => {
+      const before = t.queue.depth();
+      for (const text of ['fix+the+login+bug', 'answer+use+prod']) {
+        for (const team of ['', 'team_id=&']) {
+          const raw = Buffer.from(slash.replace('team_id=T1DC2JH3J&', team).replace('text=', `text=${text}`));
+          const res = await post(`${t.url}/chata`, raw, signed(raw));
+          assert.equal(res.status, 200);
+          assert.deepEqual(res.body, {
+            response_type: 'ephemeral', text: 'Not queued or answered: a delivery that names no workspace.',
+            status: 'skipped', reason: 'a delivery that names no workspace',
+          });
+        }
+      }
+      assert.deepEqual(t.queue.depth(), before);
+    });
     it('answers url_verification with the challenge', async () => {
       const raw = fixture('slack-events-url-verification.json');
       const res = await post(`${t.url}/chata`, raw, signed(raw, 'application/json'));
@@ -141,6 +156,13 @@ describe('trigger routes with real payloads', () => {
   });
 
   describe('POST /webhook', () => {
+    /** An `issues` event on acme/api, signed as GitHub signs it. */
+    async function send(payload: Record<string, unknown>, delivery: string) {
+      const raw = Buffer.from(JSON.stringify({ ...payload, repository: { full_name: 'acme/api' } }));
+      const signature = `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`;
+      const headers = { 'x-hub-signature-256': signature, 'x-github-event': 'issues', 'x-github-delivery': delivery };
+      return post(`${t.url}/webhook`, raw, headers);
+    }
     it('queues an issue labelled svc', async () => {
       const raw = Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: 3, title: 'Crash', body: 'on save' }, repository: { full_name: 'acme/api' } }));
       const res = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`, 'x-github-event': 'issues', 'x-github-delivery': 'g-1' });
@@ -149,12 +171,6 @@ describe('trigger routes with real payloads', () => {
       assert.deepEqual(job.args, ['start', '--brief', 'acme/api#3 Crash — on save', '--pr', '--detach']);
     });
     it('skips an issue event with its true reason: a closed issue with the label is not "without" it', async () => {
-      const send = async (payload: Record<string, unknown>, delivery: string) => {
-        const raw = Buffer.from(JSON.stringify({ ...payload, repository: { full_name: 'acme/api' } }));
-        const signature = `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`;
-        const headers = { 'x-hub-signature-256': signature, 'x-github-event': 'issues', 'x-github-delivery': delivery };
-        return post(`${t.url}/webhook`, raw, headers);
-      };
       const before = t.queue.depth();
       const issue = { number: 4, title: 'Crash', labels: [{ name: 'svc' }], author_association: 'OWNER' };
       const closed = await send({ action: 'closed', issue }, 'g-closed');
@@ -167,6 +183,30 @@ describe('trigger routes with real payloads', () => {
       const bare = await send({ action: 'opened', issue: { ...issue, labels: [] } }, 'g-bare');
       assert.equal(bare.body.reason, 'issues.opened without the "svc" label');
       assert.deepEqual(t.queue.depth(), before);
+    });
+    it('queues one job for an issue opened with the svc label, whichever of its two deliveries is first', async () => {
+      // GitHub sends issues.opened (labels include svc) and issues.labeled svc by the author, each its own delivery.
+      const at = '2026-11-29T09:00:00Z';
+      const issue = (number: number, updated = at) => ({
+        number, title: 'Crash on login', user: { login: 'maintainer' }, author_association: 'MEMBER',
+        labels: [{ name: 'svc' }], created_at: at, updated_at: updated,
+      });
+      const sender = { login: 'maintainer' };
+      const opened = (number: number) => ({ action: 'opened', issue: issue(number), sender });
+      const labeled = (number: number, updated = at) => ({
+        action: 'labeled', label: { name: 'svc' }, issue: issue(number, updated), sender,
+      });
+      const first = await send(opened(41), 'g-opened-41');
+      assert.equal(first.status, 202);
+      const second = await send(labeled(41, '2026-11-29T09:00:01Z'), 'g-labeled-41');
+      assert.deepEqual([second.status, second.body], [200, { status: 'duplicate' }]);
+      // The other order: the label's delivery first.
+      assert.equal((await send(labeled(42), 'g-labeled-42')).status, 202);
+      assert.deepEqual((await send(opened(42), 'g-opened-42')).body, { status: 'duplicate' });
+      // svc removed and added again two days later asks again: a job of its own.
+      const again = await send(labeled(41, '2026-12-01T10:00:00Z'), 'g-labeled-41-again');
+      assert.equal(again.status, 202);
+      assert.notEqual(again.body.job_id, first.body.job_id);
     });
     it('skips a ping', async () => {
       const raw = Buffer.from('{"zen":"hi"}');

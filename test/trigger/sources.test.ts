@@ -104,6 +104,20 @@ describe('readTrackerb', () => {
   it('matches an assignee by account id too', () => {
     assert.equal(readTrackerb(json('jira-issue-updated-assignee.json'), { assignees: ['5b912e21fa38ae2c896099ae'], labels: [] }).kind, 'job');
   });
+  it('matches each configured assignee only against the field of its kind, never a chosen display name', () => {
+    const filter = { assignees: ['557058:f00d-svc-bot', 'svc-bot@acme.example', 'Release Bot'], labels: [] };
+    const assigned = (assignee: Record<string, unknown>) => readTrackerb({
+      webhookEvent: 'jira:issue_updated', changelog: { items: [{ field: 'assignee', fieldId: 'assignee' }] },
+      issue: { key: 'KAN-7', fields: { summary: 'do it', project: { key: 'KAN' }, assignee } },
+    }, filter).kind;
+    assert.equal(assigned({ accountId: '557058:f00d-svc-bot', displayName: 'svc bot' }), 'job');
+    assert.equal(assigned({ accountId: '712020:m', emailAddress: 'SVC-BOT@acme.example', displayName: 'M' }), 'job');
+    assert.equal(assigned({ accountId: '712020:m', displayName: 'release bot' }), 'job');
+    // Someone else who named themselves after the bot's account id or email.
+    assert.equal(assigned({ accountId: '712020:mallory', displayName: '557058:f00d-svc-bot' }), 'skip');
+    assert.equal(assigned({ accountId: '712020:mallory', displayName: 'SVC-BOT@acme.example' }), 'skip');
+    assert.equal(assigned({ accountId: 'Release Bot', emailAddress: 'release bot' }), 'skip');
+  });
   it('skips an update that touches only the description', () => {
     assert.equal(readTrackerb(json('jira-issue-updated-description.json'), byAssignee).kind, 'skip');
   });

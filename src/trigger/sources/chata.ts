@@ -14,7 +14,8 @@ type ChataInput =
   | { kind: 'command'; text: string; responseUrl: string | null; channel: string | null; user: string }
   | { kind: 'challenge'; challenge: string }
   | { kind: 'reply'; channel: string; thread: string; user: string; text: string; eventId: string | null }
-  | { kind: 'skip'; reason: string };
+  | { kind: 'skip'; reason: string }
+  | { kind: 'refused'; reason: string };
 
 function readChata(contentType: string, raw: Buffer): ChataInput {
   if (contentType === 'application/json') {
@@ -27,12 +28,22 @@ function readChata(contentType: string, raw: Buffer): ChataInput {
   }
   const form = new URLSearchParams(raw.toString('utf8'));
   if (form.has('ssl_check')) return { kind: 'skip', reason: 'ssl_check' };
+  // Slack Connect shares no slash command: a person runs their own workspace's, whose id is the command's `team_id`.
+  const refusal = workspaceRefusal(form.get('team_id'), null);
+  if (refusal !== null) return { kind: 'refused', reason: refusal };
   // Slash-command text as an argv element (spec rule 1).
   const text = sanitizeBrief(form.get('text') ?? '', sourceOf('chata').briefBytes);
   const user = (form.get('user_id') || 'unknown').slice(0, 64);
   return {
     kind: 'command', text, responseUrl: form.get('response_url'), channel: form.get('channel_id') || null, user,
   };
+}
+
+/** The workspace rule of every chata delivery that acts (a command, a thread reply): it names the workspace Slack sent
+ * it for (`team_id`), and the person's own team, where Slack names one, is that workspace. Why not, or null. */
+function workspaceRefusal(home: string | null, team: string | null): string | null {
+  if (!home) return 'a delivery that names no workspace';
+  return team !== null && team !== home ? 'a message from another workspace' : null;
 }
 
 /** Slack's message timestamp, also the message's id in its channel ("1503435956.000247"). */
@@ -47,10 +58,13 @@ function readThreadReply(body: Record<string, unknown>): ChataInput {
   if (event.bot_id !== undefined || event.subtype !== undefined) return skip('a bot\'s message or an edit');
   if (!thread || !MESSAGE_TS.test(thread) || thread === ts) return skip('a message not in a thread');
   if (!channel || !user || channel.length > 64 || user.length > 64) return skip('a message without channel or user');
-  // A channel shared with another workspace (Slack Connect) carries its people's messages too: not answers.
-  const home = str(body.team_id);
-  const team = str(event.user_team) ?? str(event.team);
-  if (!home || (team !== null && team !== home)) return skip('a message from another workspace');
+  // A channel shared with another workspace (Slack Connect) carries its people's messages too: not answers. In one that
+  // workspace started, the envelope's `team_id` is theirs; `authorizations[0]` names where the app is installed
+  // (bolt-js reads an event's workspace so too).
+  const authorizations = Array.isArray(body.authorizations) ? body.authorizations : [];
+  const installed = str(obj(authorizations[0]).team_id) ?? str(body.team_id);
+  const refusal = workspaceRefusal(installed, str(event.user_team) ?? str(event.team));
+  if (refusal !== null) return skip(refusal);
   // mrkdwn escapes these three in what people write; the run reads their words.
   const text = (str(event.text) ?? '').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
   const id = str(body.event_id);
@@ -81,6 +95,9 @@ export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const input = readChata((ctx.req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase(), raw);
   if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
   if (input.kind === 'skip') return skipped(input.reason);
+  if (input.kind === 'refused') {
+    return ephemeral(`Not queued or answered: ${input.reason}.`, { status: 'skipped', reason: input.reason });
+  }
   if (input.kind === 'reply') return answerFromThread(ctx, input);
   const chat = await routeChat(ctx, 'chata', { ...input, keys: [] }, SLACK);
   if (!('routed' in chat)) return chat;

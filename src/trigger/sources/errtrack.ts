@@ -125,7 +125,7 @@ export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string |
   if (alert.culprit) parts.push(`culprit ${alert.culprit}`);
   if (alert.release) parts.push(`release ${alert.release}`);
   if (alert.environment) parts.push(`environment ${alert.environment}`);
-  const deploy = repoDir ? latestDeployLine(repoDir) : null;
+  const deploy = repoDir ? await latestDeployLine(repoDir) : null;
   if (deploy) parts.push(deploy);
   const author = repoDir ? await culpritAuthor(repoDir, alert.fileCandidates) : null;
   if (author) parts.push(`last commit to ${author.file} by ${author.author}`);

@@ -70,12 +70,19 @@ function labelsOf(fields: Obj, items: Obj[]): string[] {
   return labels;
 }
 
+/** An Atlassian account id: `<number>:<id>` (557058:f1ad…), or the older 24 hex digits. */
+const ACCOUNT_ID = /^(\d+:[A-Za-z0-9_-]+|[0-9a-fA-F]{24})$/;
+
+// Each configured value is compared to the one field of its kind: a display name is the person's own choice, so one
+// that reads like the bot's account id or email must not pass a filter pinned to that id or email.
 function assigneeMatches(fields: Obj, wanted: readonly string[]): boolean {
   const a = obj(fields.assignee);
-  const ids = [
-    str(a.accountId), str(a.emailAddress)?.toLowerCase(), str(a.displayName)?.toLowerCase(), str(a.name)?.toLowerCase(),
-  ];
-  return wanted.some((w) => ids.includes(w) || ids.includes(w.toLowerCase()));
+  const lower = (value: unknown) => str(value)?.toLowerCase();
+  return wanted.some((w) => {
+    if (ACCOUNT_ID.test(w)) return str(a.accountId) === w;
+    if (w.includes('@')) return lower(a.emailAddress) === w.toLowerCase();
+    return [lower(a.displayName), lower(a.name)].includes(w.toLowerCase());
+  });
 }
 
 export function readTrackerb(

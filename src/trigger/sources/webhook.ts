@@ -18,10 +18,28 @@ import { markdownSummary, type Delivery, type NotifyConfig, type ReplyChannel, t
 const TRIGGER_LABEL = 'svc';
 const COMMENT_PREFIX = '/svc';
 
-/** `repository` is the event's repository.full_name, which alone routes it. */
+/** `repository` is the event's repository.full_name, which alone routes it; `keys` its dedupe keys besides the
+ * delivery's own. */
 type WebhookInput =
-  | { kind: 'job'; brief: string; repository: string | null }
+  | { kind: 'job'; brief: string; repository: string | null; keys: string[] }
   | { kind: 'skip'; reason: string };
+
+// An issue opened with the `svc` label comes as two deliveries, `issues.opened` (its labels include svc) and
+// `issues.labeled` svc, in either order. Both claim one key, so only the first queues a job. A label event whose
+// issue changed within this long of its creation is that label; one later (svc removed, then added again to ask
+// again) claims no such key and is a job of its own.
+const OPENED_LABEL_MS = 60_000;
+
+/** The key of the `svc` label an issue was opened with, or none for a label added later. */
+function openedLabelKeys(repository: string | null, issue: Obj, action: 'opened' | 'labeled'): string[] {
+  const key = `webhook:issue-opened-svc:${repository ?? ''}#${text(issue.number) ?? ''}`;
+  if (action === 'opened') return [key];
+  const created = Date.parse(str(issue.created_at) ?? '');
+  const changed = Date.parse(str(issue.updated_at) ?? '');
+  // GitHub sends both times; without them the event cannot be told from the creation's, and counts as it.
+  const later = changed - created > OPENED_LABEL_MS;
+  return later ? [] : [key];
+}
 
 function hasLabel(issue: Obj): boolean {
   return Array.isArray(issue.labels) && issue.labels.some((l) => obj(l).name === TRIGGER_LABEL);
@@ -69,13 +87,13 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
       if (byAuthor && !TRUSTED.has(str(issue.author_association) ?? '')) {
         return { kind: 'skip', reason: 'issue author may not start jobs' };
       }
-      return { kind: 'job', brief: issueBrief(), repository };
+      return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(repository, issue, 'labeled') };
     }
     if (body.action === 'opened' && hasLabel(issue)) {
       if (!TRUSTED.has(str(issue.author_association) ?? '')) {
         return { kind: 'skip', reason: 'issue author may not start jobs' };
       }
-      return { kind: 'job', brief: issueBrief(), repository };
+      return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(repository, issue, 'opened') };
     }
     return { kind: 'skip', reason: issuesSkipReason(str(body.action) ?? '', body, issue) };
   }
@@ -87,7 +105,7 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
       return { kind: 'skip', reason: 'comment author may not start jobs' };
     }
     const brief = sanitizeBrief(`${ref} ${str(issue.title) ?? ''} — ${ask}`, sourceOf('webhook').briefBytes);
-    return { kind: 'job', brief, repository };
+    return { kind: 'job', brief, repository, keys: [] };
   }
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
 }
@@ -109,7 +127,7 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
   if (input.kind === 'follow-up') return queueFollowUp(ctx, routed.repo.name, event, input);
   const reply = githubThreadTarget(input.repository ?? '', int(obj(body.issue).number));
-  return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief, reply });
+  return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief, reply, keys: input.keys });
 }
 
 // The job's conversation on GitHub: one progress comment kept up to date where it was asked, and the answers there.
