@@ -5,6 +5,7 @@ import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, ConflictError } from '../errors.ts';
 import { answerDirOf, writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { findLocalRun } from './run-logs.ts';
+import { oneLine } from '../safe-json.ts';
 import { controlClientOf, notFoundAnywhere, parseRunRef } from './runs.ts';
 
 export const HELP = `Usage: svc answer [<source>/]<run> <text> [--repo DIR] [--origin WHO]
@@ -35,7 +36,7 @@ async function answerThroughControl(
   const { url, client } = controlClientOf(io.env);
   try {
     const found = await client.getRun({ source, run });
-    if (found.status !== 'blocked') throw notBlocked(source, run, found.status);
+    if (found.status !== 'blocked') throw notBlocked(source, run, oneLine(String(found.status)));
     await client.answer({ source, run }, text, origin);
   } catch (err) {
     throw notFoundAnywhere(err, { source, run }, url, ' (use --repo DIR)');

@@ -57,8 +57,13 @@ export function failureText(value: unknown): string {
   return `${failure.class}: ${failure.reason}${failure.retryable ? ' (retryable)' : ''}`;
 }
 
+/** `source/run` of a run the server sent, as one line. */
+export function runLabel(run: Pick<Run, 'source' | 'run'>): string {
+  return oneLine(`${run.source}/${run.run}`);
+}
+
 export function formatRunDetails(run: Run): string {
-  const lines = [`${'run'.padEnd(KEY_WIDTH)}${oneLine(`${run.source}/${run.run}`)}`];
+  const lines = [`${'run'.padEnd(KEY_WIDTH)}${runLabel(run)}`];
   for (const key of DETAIL_FIELDS) {
     const value = run[key];
     if (key === 'cost_usd' && value === null) {
@@ -80,7 +85,7 @@ export function networkLine(receipt: unknown): string | null {
   if (typeof network.confined !== 'boolean') return null;
   if (!network.confined) return 'not confined (no sandbox): the agent could reach any host';
   const hosts = Array.isArray(network.hosts) ? network.hosts.map(obj) : [];
-  const names = hosts.slice(0, HOSTS_SHOWN).map((h) => `${str(h.host) ?? '?'}:${num(h.port)}`);
+  const names = hosts.slice(0, HOSTS_SHOWN).map((h) => `${oneLine(str(h.host) ?? '?')}:${num(h.port)}`);
   const more = hosts.length > HOSTS_SHOWN ? ` and ${hosts.length - HOSTS_SHOWN} more` : '';
   const reached = hosts.length ? ` to ${names.join(', ')}${more}` : '';
   return `through the gate: ${num(network.connections)} connections${reached}, ${num(network.denied)} denied`;

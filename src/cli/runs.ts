@@ -6,9 +6,9 @@ import { discoverControlUrl } from '../client/server-record.ts';
 import { readControlToken } from '../engine/shipper.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
-import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine } from './runs-format.ts';
+import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine, runLabel } from './runs-format.ts';
 import { sendPendingRuns } from './ship.ts';
-import { safeJson } from '../safe-json.ts';
+import { oneLine, safeJson } from '../safe-json.ts';
 import { oneOf } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
@@ -121,7 +121,8 @@ async function dispatch(
     if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
     const page = await client.listRuns(listFilter(values));
     print(page, formatRunTable(page.items));
-    if (!json && page.next_cursor) io.stderr(`More runs: svc runs list --cursor ${page.next_cursor}\n`);
+    const more = page.next_cursor ? oneLine(String(page.next_cursor)) : '';
+    if (!json && more) io.stderr(`More runs: svc runs list --cursor ${more}\n`);
     return 0;
   }
   const listOnly = LIST_FLAGS.find((k) => values[k] !== undefined);
@@ -160,7 +161,7 @@ async function dispatch(
   if (action !== null) {
     const run = await client[action](ref);
     if (json) print(run);
-    else if (sub === 'retry' && run?.run) io.stdout(`Retrying ${ref.source}/${ref.run} as ${run.source}/${run.run}\n`);
+    else if (sub === 'retry' && run?.run) io.stdout(`Retrying ${ref.source}/${ref.run} as ${runLabel(run)}\n`);
     else if (sub === 'pr') io.stdout(`Pull request requested for ${ref.source}/${ref.run}\n`);
     else io.stdout(`${sub[0]!.toUpperCase()}${sub.slice(1)} requested for ${ref.source}/${ref.run}\n`);
     return 0;

@@ -19,7 +19,17 @@ export interface NotificationInput {
   updated_at: number;
 }
 
-const COLUMNS = 'id, job_id, source, run, origin, channel, target, status, attempts, error, created_at, updated_at';
+export interface NotificationRow {
+  id: number;
+  /**
+   * The source whose batch reported the row: what the Control Plane saw, where `origin` is what it was told. Null only
+   * on a row about a job alone stored before control migration 10.
+   */
+  reported_by: string | null;
+}
+
+const COLUMNS = 'id, job_id, reported_by, source, run, origin, channel, target, status, attempts, error, created_at, ' +
+  'updated_at';
 
 export function createNotificationsStore(db: Db) {
   const upsert = db.prepare(
@@ -58,7 +68,7 @@ export function createNotificationsStore(db: Db) {
     /** Newest first by (created_at, id), strictly after `after`. */
     list({ limit, after }: { limit: number; after?: { created_at: number; id: number } | null }) {
       const { created_at, id } = after ?? { created_at: Number.MAX_SAFE_INTEGER, id: Number.MAX_SAFE_INTEGER };
-      return page.all(created_at, id, limit) as unknown as Array<NotificationInput & { id: number }>;
+      return page.all(created_at, id, limit) as unknown as Array<NotificationInput & NotificationRow>;
     },
   };
 }

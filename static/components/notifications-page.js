@@ -27,7 +27,9 @@ class NotificationsPage extends PagedList {
         <td data-label="When">${timeTag(n.created_at ?? n.updated_at, { mode: 'absolute', seconds: true })}</td>
         <td data-label="Status">
           <span class="badge delivery-${String(n.status ?? '').replace(/[^a-z_]/g, '')}">${n.status ?? '—'}</span></td>
-        <td data-label="Origin">${n.origin ?? '—'}</td>
+        <td data-label="Origin">${n.origin ?? '—'}${n.reported_by
+          ? html`<div class="muted">reported by <span class="mono">${n.reported_by}</span></div>`
+          : ''}</td>
         <td data-label="Channel">${n.channel ?? '—'}${n.target
           ? html`<div class="muted mono">${n.target}</div>`
           : ''}</td>

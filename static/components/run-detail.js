@@ -191,7 +191,7 @@ class RunDetailPage extends HTMLElement {
         <span class="mono">${before.run}</span></a>` : ''}
       ${after ? html` · retried by <a href="${runLink(after)}" data-role="retried-by">attempt ${i + 2}
         <span class="mono">${after.run}</span></a>` : ''}
-      · <a href="${hashLink(['runs'], { group: run.group_id ?? '' })}">all attempts</a></p>`;
+      · <a href="${hashLink(['runs'], { source: run.source, group: run.group_id ?? '' })}">all attempts</a></p>`;
   }
 }
 

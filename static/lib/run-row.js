@@ -44,7 +44,7 @@ function breakable(text) {
 /** @param {Run} run @param {AttemptInfo | undefined} attempt */
 function attemptBadge(run, attempt) {
   if (!attempt || attempt.m < 2) return '';
-  const group = hashLink(['runs'], { group: run.group_id ?? '' });
+  const group = hashLink(['runs'], { source: run.source, group: run.group_id ?? '' });
   const folded = attempt.earlier ? html` <span class="muted folded">(${attempt.earlier} earlier folded)</span>` : '';
   return html` <a class="badge attempt" href="${group}"
     title="All ${attempt.m} attempts of this retry group">attempt ${attempt.n} of ${attempt.m}</a>${folded}`;

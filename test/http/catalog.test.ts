@@ -165,7 +165,7 @@ describe('GET /v1/notifications', () => {
     const first = res.json.items[0];
     assert.equal(first.target, 'hooks.chata.example');
     assert.equal(first.created_at, '2026-01-01T00:00:00.004Z');
-    assert.deepEqual(Object.keys(first).sort(), ['attempts', 'channel', 'created_at', 'error', 'id', 'job_id', 'origin', 'run', 'source', 'status', 'target', 'updated_at']);
+    assert.deepEqual(Object.keys(first).sort(), ['attempts', 'channel', 'created_at', 'error', 'id', 'job_id', 'origin', 'reported_by', 'run', 'source', 'status', 'target', 'updated_at']);
     assert.equal(res.text.includes('tok4'), false);
     assert.equal(res.json.next_cursor, null);
   });

@@ -1,11 +1,13 @@
 // POST /v1/import reads a project's own .svc/runs, which is the project's text: it imports only this server's own
 // source, never over a run this server holds for another folder, and never brings back another source's deleted run.
+// POST /v1/ingest (`svc ship` of that same text) never writes a run held for another folder either.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { createShipper } from '../../src/engine/shipper.ts';
 
 const MAIN = 'main-token-0123456789abcdefghijkl';
 const K8S = 'k8s-runner-token-0123456789abcdef';
@@ -92,5 +94,73 @@ describe('POST /v1/import of runs the project does not own', () => {
     assert.equal(res.status, 200, res.text);
     assert.deepEqual(res.json.skipped, []);
     assert.equal(cp.deps.stores.runs.get('local', 'ragain')!.brief, 'forged');
+  });
+});
+
+describe('POST /v1/ingest of a run held for another project', () => {
+  let cp: TestControl;
+  let first: string;
+  let second: string;
+  const folders: string[] = [];
+  const held = { brief: 'mine', verdict: 'verified', pr_url: 'https://github.com/acme/a/pull/7' };
+  before(async () => {
+    cp = await startTestControl({ token: MAIN });
+    first = realpathSync(forgedProject({ rheld: { source: 'local', ...held } }));
+    second = realpathSync(forgedProject({}));
+    folders.push(first, second);
+    for (const path of [first, second]) {
+      assert.equal((await cp.request('POST', '/v1/import', { token: MAIN, body: { path } })).status, 200);
+    }
+  });
+  after(async () => {
+    await cp.close();
+    for (const folder of folders) rmSync(folder, { recursive: true, force: true });
+  });
+
+  function assertUnchanged(): void {
+    const row = cp.deps.stores.runs.get('local', 'rheld')!;
+    assert.deepEqual({ repo_path: row.repo_path, brief: row.brief, verdict: row.verdict, pr_url: row.pr_url },
+      { repo_path: first, ...held });
+    assert.equal(cp.deps.stores.events.listAll({ after: 0, limit: 10, source: 'local', run: 'rheld' }).length, 0);
+  }
+
+  it('refuses `svc ship` of another registered project\'s folder naming the run, 403 forbidden_run, row unchanged', async () => {
+    const folder = join(second, '.svc', 'runs', 'rheld');
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(join(folder, 'state.json'), JSON.stringify({
+      run: 'rheld', source: 'local', status: 'failed', started_at: T0, updated_at: Date.now(), brief: 'theirs',
+      verdict: null, pr_url: null, repo_path: second,
+    }));
+    writeFileSync(join(folder, 'events.jsonl'), `${JSON.stringify({ seq: 1, ts: T1, kind: 'log', data: {} })}\n`);
+    const failure = await createShipper(folder, { SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: MAIN, HOME: second }).flush();
+    assert.match(failure ?? '', /answered 403 forbidden_run \(Run local\/rheld is a run of another project/);
+    assertUnchanged();
+  });
+
+  it('refuses a batch naming the run with no folder, or its events alone, and writes none of its other runs', async () => {
+    const now = Date.now();
+    const bodies = [
+      { source: 'local', runs: [{ run: 'rother', status: 'running', started_at: now }, { run: 'rheld', status: 'failed', started_at: now, updated_at: now, brief: 'theirs' }] },
+      { source: 'local', runs: [{ run: 'rother', status: 'running', started_at: now }], events: [{ run: 'rheld', seq: 1, ts: now, kind: 'log', data: {} }] },
+      { source: 'local', runs: [{ run: 'rother', status: 'running', started_at: now }], artifacts: [{ run: 'rheld', path: 'a.txt', content_base64: '' }] },
+    ];
+    for (const body of bodies) {
+      const res = await cp.request('POST', '/v1/ingest', { token: MAIN, body });
+      assert.equal(res.status, 403, res.text);
+      assert.equal(res.json.error.code, 'forbidden_run');
+      assert.equal(cp.deps.stores.runs.get('local', 'rother'), undefined);
+      assert.equal(cp.deps.stores.artifacts.list('local', 'rheld').length, 0);
+      assertUnchanged();
+    }
+  });
+
+  it('takes the run from its own folder, named through a linked parent too', async () => {
+    const link = join(mkdtempSync(join(tmpdir(), 'svc-link-')), 'parent');
+    symlinkSync(dirname(first), link);
+    folders.push(dirname(link));
+    const run = { run: 'rheld', status: 'succeeded', started_at: T0, updated_at: Date.now(), repo_path: join(link, basename(first)), brief: 'mine, again' };
+    const res = await cp.request('POST', '/v1/ingest', { token: MAIN, body: { source: 'local', runs: [run] } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(cp.deps.stores.runs.get('local', 'rheld')!.brief, 'mine, again');
   });
 });

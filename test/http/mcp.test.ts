@@ -185,6 +185,15 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
     assert.equal(refusalCode(await call(client, 'list_runs', { status: 'sideways' })), 'invalid_param');
   });
 
+  it("shows with get_run a run's attempts from its own source only, like GET /v1/runs/:source/:run", async () => {
+    const t = Date.now() - 60_000;
+    control.deps.stores.runs.upsert('laptop', { run: 'rchain', status: 'failed', started_at: t });
+    control.deps.stores.runs.upsert('elsewhere', { run: 'rjoined', group_id: 'rchain', status: 'succeeded', started_at: t + 1 });
+    const run = await value(client, 'get_run', { source: 'laptop', run: 'rchain' });
+    assert.deepEqual(run.attempts.map((a: { source: string; run: string }) => `${a.source}/${a.run}`), ['laptop/rchain']);
+    assert.deepEqual(run, (await control.request('GET', '/v1/runs/laptop/rchain')).json);
+  });
+
   it('shows the merge queue and refuses to queue a run without a pull request', async () => {
     assert.deepEqual(await value(client, 'list_merge_queue'), { items: [] });
     const [done] = (await value(client, 'list_runs', { status: 'succeeded', limit: 1 })).items;

@@ -77,10 +77,11 @@ describe('merge queue and review risk', () => {
     return github.requests.filter((r) => r.method === 'PUT' && r.path === `/repos/${owner}/${name}/pulls/${number}/merge`).length;
   }
 
+  // The ingests below name the run's own project, as a state.json edited in that project can (docs/control-data.md).
   it('refuses to merge a PR in another repository after an ingest rewrote the run\'s pr_url', async () => {
     const run = await finished('fake');
     github.pulls.set(900, { owner: 'evil', repo: 'other', number: 900, head: `svc/${run.run}`, base: 'main', head_sha: null });
-    const rewritten = { ...run, pr_url: 'https://github.example/evil/other/pull/900', updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
+    const rewritten = { ...run, repo_path: repo.repo, pr_url: 'https://github.example/evil/other/pull/900', updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
     assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [rewritten] } })).status, 200);
     const entry = await queueAndRun(run);
     assert.equal(entry.status, 'failed');
@@ -97,7 +98,7 @@ describe('merge queue and review risk', () => {
     ];
     for (const [prUrl, detail] of cases) {
       const run = await finished('fake');
-      const rewritten = { ...run, pr_url: prUrl, updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
+      const rewritten = { ...run, repo_path: repo.repo, pr_url: prUrl, updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
       assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [rewritten] } })).status, 200);
       const entry = await queueAndRun(run);
       assert.equal(entry.status, 'failed');
@@ -109,7 +110,7 @@ describe('merge queue and review risk', () => {
   it('refuses to merge a PR of the same repository whose head is another branch', async () => {
     const first = await finished('fake');
     const second = await finished('fake');
-    const rewritten = { ...second, pr_url: first.pr_url, updated_at: new Date(Date.parse(second.updated_at) + 1).toISOString() };
+    const rewritten = { ...second, repo_path: repo.repo, pr_url: first.pr_url, updated_at: new Date(Date.parse(second.updated_at) + 1).toISOString() };
     await control.request('POST', '/v1/ingest', { body: { source: second.source, runs: [rewritten] } });
     const entry = await queueAndRun(second);
     assert.equal(entry.status, 'failed');

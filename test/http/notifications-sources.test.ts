@@ -11,7 +11,10 @@ const T0 = '2026-02-01T10:00:00.000Z';
 const T1 = '2026-02-01T10:04:00.000Z';
 const T2 = '2026-02-01T10:05:00.000Z';
 
-interface Row { job_id: string; source: string | null; origin: string; target: string; status: string; error: string }
+interface Row {
+  job_id: string; reported_by: string | null; source: string | null; origin: string; target: string; status: string;
+  error: string;
+}
 
 function notification(job_id: string, over: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -58,6 +61,16 @@ describe('POST /v1/ingest notifications across runner sources', () => {
       assert.deepEqual([kept.source, kept.status, kept.target], expected);
       assert.equal(rows.find((n) => n.origin === 'evil')!.error, 'forged');
     }
+  });
+
+  it('names the source that reported each row, a job alone\'s too, whatever origin the row claims', async () => {
+    const forged = notification('jtrigger', { origin: 'chata', target: 'https://hooks.chata.example/y' });
+    const res = await cp.request('POST', '/v1/ingest', { token: CI, body: { source: 'ci', notifications: [forged] } });
+    assert.equal(res.status, 200, res.text);
+    const [row] = await rowsOf('jtrigger');
+    assert.deepEqual([row!.reported_by, row!.source, row!.origin], ['ci', null, 'chata']);
+    const alone = await rowsOf('jalone');
+    assert.deepEqual(alone.map((n) => `${n.reported_by}:${n.origin}`).sort(), ['ci:evil', 'k8s:chata']);
   });
 
   it('still updates a row in place when the source that reported it reports progress', async () => {

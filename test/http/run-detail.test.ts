@@ -1,5 +1,6 @@
 // What run detail adds for the UI: the pending answer of a blocked run (until its runner collects it and moves on),
-// the attempts of its retry group, why each action would be refused; and the list's source filter.
+// the attempts of its retry group (its own source's only), why each action would be refused; and the list's source
+// filter.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
@@ -102,5 +103,31 @@ describe('GET /v1/runs?source=', () => {
     assert.equal(res.status, 400);
     assert.equal(res.json.error.code, 'invalid_param');
     assert.match(res.json.error.message, /source/);
+  });
+});
+
+describe('GET /v1/runs/:source/:run attempts when another source names the run\'s group', () => {
+  const MAIN = 'main-token-0123456789abcdefghijkl';
+  const K8S = 'k8s-runner-token-0123456789abcdef';
+  let cp: TestControl;
+  before(async () => {
+    cp = await startTestControl({ token: MAIN, settings: { runnerTokens: [{ source: 'k8s', token: K8S }] } });
+  });
+  after(() => cp.close());
+
+  it('lists only the run\'s own source\'s attempts, as the list filtered by source and group does', async () => {
+    const t = Date.now() - 60_000;
+    const own = { source: 'local', runs: [{ run: 'rlocal', status: 'failed', started_at: t, updated_at: t }] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { body: own })).status, 200);
+    const forged = { run: 'rfake', group_id: 'rlocal', status: 'succeeded', verdict: 'verified', started_at: t + 1, updated_at: t + 1 };
+    const res = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [forged] } });
+    assert.equal(res.status, 200, res.text);
+    const detail = (await cp.request('GET', '/v1/runs/local/rlocal')).json;
+    assert.deepEqual(detail.attempts.map((a: { source: string; run: string }) => `${a.source}/${a.run}`), ['local/rlocal']);
+    const chain = (await cp.request('GET', '/v1/runs?source=local&group_id=rlocal')).json;
+    assert.deepEqual(chain.items.map((r: { source: string; run: string }) => `${r.source}/${r.run}`), ['local/rlocal']);
+    // The k8s run is its own source's: its detail shows its own group, the one its runner named.
+    const theirs = (await cp.request('GET', '/v1/runs/k8s/rfake')).json;
+    assert.deepEqual(theirs.attempts.map((a: { source: string; run: string }) => `${a.source}/${a.run}`), ['k8s/rfake']);
   });
 });

@@ -332,10 +332,13 @@ function blackBox(asNobody: boolean): void {
     const { kid: _k, integrity: _i, signature: _s, ...body } = (await shipped.json()) as Receipt;
     const pair = generateKeyPairSync('ed25519');
     const forged = issueReceipt({ ...body, verdict: 'verified' }, { kid: keyIdOf(pair.publicKey), privateKey: pair.privateKey, publicKey: pair.publicKey });
+    // Sent with the run's row naming its own project, as whoever writes that project's .svc/runs can: a run held for
+    // a project takes no batch naming another folder or none (docs/control-data.md).
+    const row = { ...(await controlGet(`/v1/runs/${ref.source}/${ref.run}`)).json, repo_path: repo.repo };
     const ingest = await fetch(`${control.url}/v1/ingest`, {
       method: 'POST', headers: { ...controlAuth, 'content-type': 'application/json' },
       body: JSON.stringify({
-        source: ref.source, runs: [], events: [],
+        source: ref.source, runs: [row], events: [],
         artifacts: [{ run: ref.run, path: 'receipt.json', content_type: 'application/json', content_base64: Buffer.from(JSON.stringify(forged)).toString('base64') }],
       }),
     });

@@ -31,19 +31,41 @@ function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
   return result;
 }
 
+/** Whether a run stored for the folder `held` is another project's than `path`'s (compared by real path). */
+function isHeldElsewhere(held: string | null | undefined, path: string | null | undefined): boolean {
+  if (!held || held === path) return false;
+  return !path || realOrNull(held) !== realOrNull(path);
+}
+
+/**
+ * Refuses a batch that writes a run this server holds for another project, before anything of it is applied, as import
+ * skips it (docs/control-data.md, "Which runs the Control Plane steers itself"): the project's `state.json` is its own
+ * text, and the row's folder, brief, verdict and PR steer resume, retry, verify and the merge queue there. A run's
+ * events or artifacts alone name no project, so they may not write such a run either.
+ */
+function refuseRunsHeldElsewhere(deps: ControlDeps, batch: IngestBatch, named: Set<string>): void {
+  const sent = new Map(batch.runs.map((r) => [r.run, r.repo_path]));
+  for (const run of named) {
+    if (!isHeldElsewhere(deps.stores.runs.get(batch.source, run)?.repo_path, sent.get(run))) continue;
+    throw new HttpError('forbidden_run', `Run ${batch.source}/${run} is a run of another project than the one this ` +
+      'batch names for it (nothing of the batch was applied)');
+  }
+}
+
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   const batch = validateBatch(ctx.body, ctx.deps.clock());
   if (ctx.runnerSource !== undefined && batch.source !== ctx.runnerSource) {
     throw new HttpError('forbidden_source', `This token may only ship runs of source "${ctx.runnerSource}"`);
   }
-  // repo_path steers local actions: kept only for this server's own source in a registered project.
   const { deps } = ctx;
+  const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
+  refuseRunsHeldElsewhere(deps, batch, named);
+  // repo_path steers local actions: kept only for this server's own source in a registered project.
   for (const run of batch.runs) {
     const path = run.repo_path;
     if (!path || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
   }
   // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
-  const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
   const deleted = new Set([...named].filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
   if (deleted.size === 0) return json(200, applyBatch(deps, batch));
   const kept = {
@@ -73,7 +95,7 @@ function importBatch(
     return null;
   }
   const held = deps.stores.runs.get(source, name)?.repo_path;
-  if (held && held !== project && realOrNull(held) !== realOrNull(project)) {
+  if (isHeldElsewhere(held, project)) {
     skip(name, `is already a run of another project (${JSON.stringify(held)})`);
     return null;
   }

@@ -70,9 +70,14 @@ function pendingAnswer(stores: ControlStores, row: RunRow) {
   };
 }
 
+/**
+ * The run's retry chain: its own source's runs of its group. A group id is a run id a runner names, and every retry
+ * (the Control Plane's, `svc start --retry`) stays in its run's source, so another source's runner naming this group
+ * may not add to what this run shows (docs/control-data.md, run detail).
+ */
 function attempts(stores: ControlStores, row: RunRow) {
   return stores.runs
-    .list({ group_id: row.group_id, limit: MAX_ATTEMPTS })
+    .list({ source: row.source, group_id: row.group_id, limit: MAX_ATTEMPTS })
     .reverse()
     .map((r) => ({
       source: r.source, run: r.run, status: r.status, verdict: r.verdict, started_at: iso(r.started_at)!,
