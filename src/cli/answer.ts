@@ -5,7 +5,7 @@ import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, ConflictError } from '../errors.ts';
 import { answerDirOf, writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { findLocalRun } from './run-logs.ts';
-import { oneLine } from '../safe-json.ts';
+import { oneLine } from '../webhook-sources.ts';
 import { controlClientOf, notFoundAnywhere, parseRunRef } from './runs.ts';
 
 export const HELP = `Usage: svc answer [<source>/]<run> <text> [--repo DIR] [--origin WHO]

@@ -133,7 +133,7 @@ describe('POST /v1/ingest of a run held for another project', () => {
     }));
     writeFileSync(join(folder, 'events.jsonl'), `${JSON.stringify({ seq: 1, ts: T1, kind: 'log', data: {} })}\n`);
     const failure = await createShipper(folder, { SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: MAIN, HOME: second }).flush();
-    assert.match(failure ?? '', /answered 403 forbidden_run \(Run local\/rheld is a run of another project/);
+    assert.match(failure?.why ?? '', /answered 403 forbidden_run \(Run local\/rheld is a run of another project/);
     assertUnchanged();
   });
 
