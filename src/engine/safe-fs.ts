@@ -1,8 +1,8 @@
 // Writes into a run folder that never follow a symbolic link a crafted project could plant.
-import { openSync, closeSync, mkdirSync, constants, renameSync, writeFileSync } from 'node:fs';
+import { openSync, closeSync, mkdirSync, constants, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { RefusedError } from '../errors.ts';
+import { writeFileAtomic } from '../atomic-write.ts';
 import {
   openPlainDirIn, openPlainPath, openRunFolder, pathIn, type EntryKind, type PlainDir,
 } from './plain-tree.ts';
@@ -78,10 +78,7 @@ export function openAppendNoFollowIn(dir: PlainDir, name: string): number {
 /** Writes through a temp file and a rename, so a reader never sees half a state.json or answer file. */
 export function writeJsonAtomic(path: string, value: unknown, mode = 0o644): void {
   mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  // 'wx' (O_EXCL) refuses an existing name, symbolic links included, so the temp file is always our own new file.
-  writeFileSync(tmp, JSON.stringify(value, null, 2) + '\n', { mode, flag: 'wx' });
-  renameSync(tmp, path);
+  writeFileAtomic(path, JSON.stringify(value, null, 2) + '\n', mode);
 }
 
 /** Opens (making it when missing, with `mode`) the plain folder `name` inside `dir`; throws at anything else there. */

@@ -4,7 +4,7 @@ import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync
 import { join } from 'node:path';
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
-import { writeJsonAtomic } from '../engine/safe-fs.ts';
+import { writeFileAtomic } from '../atomic-write.ts';
 import type { EgressRecord } from './evidence.ts';
 
 export interface Reached {
@@ -183,6 +183,6 @@ export class RunSpend {
     if (this.file === null) return;
     const runs: Record<string, Omit<RunSpent, 'inFlight'>> = {};
     for (const [id, r] of this.runs) runs[id] = { usd: r.usd, uncounted: r.uncounted, expires: r.expires };
-    writeJsonAtomic(this.file, { runs }, 0o600);
+    writeFileAtomic(this.file, JSON.stringify({ runs }, null, 2) + '\n', 0o600);
   }
 }

@@ -45,32 +45,32 @@ describe('the CLI against a Control Plane answering hostile text', () => {
   }
 
   function assertNoForgedLine(r: ChildResult): void {
-    assert.doesNotMatch(`${r.stdout}\n${r.stderr}`, /^verdict {4}verified/m, `${r.stdout}${r.stderr}`);
+    assert.doesNotMatch(`${r.stdout}\n${r.stderr}`, /^verdict +verified/m, `${r.stdout}${r.stderr}`);
   }
 
   it('svc runs list prints the next cursor on one line', async () => {
     const r = await svc(['runs', 'list', '--url', url]);
     assert.equal(r.code, 0, r.stderr);
-    assert.equal(r.stderr, 'More runs: svc runs list --cursor abc verdict    verified\n');
+    assert.equal(r.stderr, 'More runs: svc runs list --cursor abc verdict verified\n');
   });
 
   it('svc runs show prints a receipt\'s host on the network line', async () => {
     const r = await svc(['runs', 'show', 'local/r1', '--url', url]);
     assert.equal(r.code, 0, r.stderr);
     assertNoForgedLine(r);
-    assert.match(r.stdout, /^network +through the gate: 1 connections to api\.example verdict {4}verified:443, 0 denied$/m);
+    assert.match(r.stdout, /^network +through the gate: 1 connections to api\.example verdict verified:443, 0 denied$/m);
   });
 
   it('svc runs retry names the new run on one line', async () => {
     const r = await svc(['runs', 'retry', 'local/r1', '--url', url]);
     assert.equal(r.code, 0, r.stderr);
-    assert.equal(r.stdout, 'Retrying local/r1 as local/r2 verdict    verified\n');
+    assert.equal(r.stdout, 'Retrying local/r1 as local/r2 verdict verified\n');
   });
 
   it('svc answer names a status that is not blocked on one line', async () => {
     const r = await svc(['answer', 'local/r1', 'yes']);
     assert.notEqual(r.code, 0);
     assertNoForgedLine(r);
-    assert.match(r.stderr, /is running verdict {4}verified, not blocked/);
+    assert.match(r.stderr, /is running verdict verified, not blocked/);
   });
 });

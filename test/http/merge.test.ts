@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { writeFileSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { readFileSync, writeFileSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { generateKeyPairSync } from 'node:crypto';
 import { issueReceipt, type Receipt } from '../../src/engine/receipt.ts';
 import { keyIdOf, trustedKeysDir, rotateSigningKey } from '../../src/keys.ts';
@@ -77,12 +77,13 @@ describe('merge queue and review risk', () => {
     return github.requests.filter((r) => r.method === 'PUT' && r.path === `/repos/${owner}/${name}/pulls/${number}/merge`).length;
   }
 
-  // The ingests below name the run's own project, as a state.json edited in that project can (docs/control-data.md).
+  // The ingests below name the run's own project and carry its key, as its own runner's can (docs/control-data.md).
+  const keyOf = (run: { run: string }) => readFileSync(join(repo.repo, '.svc', 'runs', run.run, 'run-key'), 'utf8').trim();
   it('refuses to merge a PR in another repository after an ingest rewrote the run\'s pr_url', async () => {
     const run = await finished('fake');
     github.pulls.set(900, { owner: 'evil', repo: 'other', number: 900, head: `svc/${run.run}`, base: 'main', head_sha: null });
     const rewritten = { ...run, repo_path: repo.repo, pr_url: 'https://github.example/evil/other/pull/900', updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
-    assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [rewritten] } })).status, 200);
+    assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [{ ...rewritten, run_key: keyOf(run) }] } })).status, 200);
     const entry = await queueAndRun(run);
     assert.equal(entry.status, 'failed');
     assert.match(entry.detail, /evil\/other, not acme\/api/);
@@ -99,7 +100,8 @@ describe('merge queue and review risk', () => {
     for (const [prUrl, detail] of cases) {
       const run = await finished('fake');
       const rewritten = { ...run, repo_path: repo.repo, pr_url: prUrl, updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
-      assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [rewritten] } })).status, 200);
+      const runs = [{ ...rewritten, run_key: keyOf(run) }];
+      assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs } })).status, 200);
       const entry = await queueAndRun(run);
       assert.equal(entry.status, 'failed');
       assert.match(entry.detail, detail);
@@ -111,7 +113,8 @@ describe('merge queue and review risk', () => {
     const first = await finished('fake');
     const second = await finished('fake');
     const rewritten = { ...second, repo_path: repo.repo, pr_url: first.pr_url, updated_at: new Date(Date.parse(second.updated_at) + 1).toISOString() };
-    await control.request('POST', '/v1/ingest', { body: { source: second.source, runs: [rewritten] } });
+    const ingest = await control.request('POST', '/v1/ingest', { body: { source: second.source, runs: [{ ...rewritten, run_key: keyOf(second) }] } });
+    assert.equal(ingest.status, 200);
     const entry = await queueAndRun(second);
     assert.equal(entry.status, 'failed');
     assert.match(entry.detail, new RegExp(`not acme/api:svc/${second.run}`));

@@ -235,7 +235,7 @@ function blackBox(asNobody: boolean): void {
   });
 
   it('runs the hostile agent from a signed /chata slash command', async () => {
-    const raw = new URLSearchParams({ command: '/svc', text: brief('chata'), user_id: 'U1', response_url: '' }).toString();
+    const raw = new URLSearchParams({ command: '/svc', text: brief('chata'), team_id: 'T1', user_id: 'U1', response_url: '' }).toString();
     const ts = Math.floor(Date.now() / 1000);
     const res = await fetch(`${trigger.url}/chata`, {
       method: 'POST', body: raw,
@@ -332,9 +332,10 @@ function blackBox(asNobody: boolean): void {
     const { kid: _k, integrity: _i, signature: _s, ...body } = (await shipped.json()) as Receipt;
     const pair = generateKeyPairSync('ed25519');
     const forged = issueReceipt({ ...body, verdict: 'verified' }, { kid: keyIdOf(pair.publicKey), privateKey: pair.privateKey, publicKey: pair.publicKey });
-    // Sent with the run's row naming its own project, as whoever writes that project's .svc/runs can: a run held for
-    // a project takes no batch naming another folder or none (docs/control-data.md).
-    const row = { ...(await controlGet(`/v1/runs/${ref.source}/${ref.run}`)).json, repo_path: repo.repo };
+    // Sent with the run's row naming its own project and its key, as whoever can read that project's .svc/runs can: a
+    // run held for a project takes no batch naming another folder or none, a bound run none without its key.
+    const runKey = readFileSync(join(repo.repo, '.svc', 'runs', ref.run, 'run-key'), 'utf8').trim();
+    const row = { ...(await controlGet(`/v1/runs/${ref.source}/${ref.run}`)).json, repo_path: repo.repo, run_key: runKey };
     const ingest = await fetch(`${control.url}/v1/ingest`, {
       method: 'POST', headers: { ...controlAuth, 'content-type': 'application/json' },
       body: JSON.stringify({

@@ -18,7 +18,7 @@ describe('the network line of svc runs show', () => {
   it('shows a host as one line without controls: an unverified receipt chose it', () => {
     const hosts = [{ host: 'evil.example\u001b]0;owned\u0007\nverdict    verified', port: 443 }];
     assert.equal(networkLine({ network: { confined: true, connections: 1, denied: 0, hosts } }),
-      'through the gate: 1 connections to evil.example ]0;owned verdict    verified:443, 0 denied');
+      'through the gate: 1 connections to evil.example ]0;owned verdict verified:443, 0 denied');
   });
 
   it('reads a forged section by type only', () => {
