@@ -56,7 +56,7 @@ export default async function trust(io: CliIo): Promise<number> {
     return 0;
   }
   const { repo, file } = configOf(values.repo ?? process.cwd());
-  const asks = decideSettings(file.config, { env: [], providers: {}, limits: {} }, {
+  const asks = decideSettings(file.config, { env: [], providers: {} }, {
     server: false, trusted: false, home: io.env.HOME || homedir(), workdir: repo,
     pathDirs: (io.env.PATH ?? '').split(':').filter(isAbsolute),
   });

@@ -25,6 +25,9 @@ export interface RunPlan {
   provider: ResolvedProvider;
   /** Names of svc's environment passed to the agent and the checks; the values come from the worker's environment. */
   passed_env: string[];
+  /** The operator's network.allow (operator.json): the gate adds it to the repository's list, and only these entries
+   * may open an address the gate refuses (DESIGN §7a). Absent in a plan an older svc made: none. */
+  operator_allow?: string[];
   /** Whether the agents are confined, and by which bwrap (DESIGN §7a). */
   sandbox: SandboxMode;
   /** A --pr run's origin, read before any agent ran (git-push.ts); null for a run that opens no pull request. */
@@ -67,6 +70,7 @@ export function planRun(req: {
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
     return {
       policy: { ...policy, limits: capped.limits }, provider, passed_env: decided.env, sandbox,
+      operator_allow: operator.network,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
       notes: [...decided.notes, ...server ? widening.map(serverRefusal) : [], ...capped.notes].concat(ignored),
     };
