@@ -19,10 +19,11 @@ export const SETTING_RULES: readonly SettingRule[] = [
   { file: 'policy.json', key: 'pr', authority: 'repository', why: 'when svc opens a pull request' },
   { file: 'policy.json', key: 'max_usd', authority: 'repository', why: 'a budget only narrows' },
   { file: 'policy.json', key: 'sandbox', authority: 'repository',
-    why: '"none" counts only for a run a person starts at the CLI (src/spawn/sandbox-mode.ts)' },
+    why: '"none" counts only for a run a person starts at the CLI, once they trusted the file (run-plan.ts)' },
   { file: 'policy.json', key: 'limits', authority: 'repository',
     why: 'bounds on the run\'s own sandbox, within the operator\'s caps (operator.json limits)' },
-  { file: 'policy.json', key: 'network', authority: 'repository', why: 'its egress allow list, through the gate, never an address the gate refuses' },
+  { file: 'policy.json', key: 'network', authority: 'repository',
+    why: 'its egress allow list, through the gate, never an address the gate refuses' },
   { file: 'config.json', key: 'provider', authority: 'repository', why: 'which provider a run uses by default' },
   { file: 'config.json', key: 'providers.<name>.command', authority: 'repository',
     why: 'a program that runs in the sandbox with the repository\'s authority, like a check' },
@@ -132,13 +133,14 @@ export function serverRefusal(w: Widening): string {
     `started (only the operator can, in ${OPERATOR_FILES}); ${instead}`;
 }
 
-/** The CLI's refusal: what the untrusted file asks for, and how to allow exactly that file. */
-export function trustNeeded(widening: readonly Widening[], file: string, changed: boolean): string {
+/** The CLI's refusal: what the untrusted file asks for, and how to allow exactly that file (or `instead`). */
+export function trustNeeded(
+  widening: readonly Widening[], file: string, changed: boolean, instead = `move the setting to ${OPERATOR_FILES}`,
+): string {
   const asks = widening.map((w) => `${w.setting} ${w.what}`).join('; ');
   const state = changed ? 'changed since you trusted it' : 'not trusted';
   return `Refusing to start: ${file} asks for settings only the operator or you can allow (${asks}), and the file is ` +
-    `${state}. Read it, then run \`svc trust\` in the repository to allow exactly this file, or move the setting to ` +
-    OPERATOR_FILES;
+    `${state}. Read it, then run \`svc trust\` in the repository to allow exactly this file, or ${instead}`;
 }
 
 /** A repository's limits (or the defaults) within the operator's caps; a note for each one lowered. */
