@@ -1,4 +1,6 @@
 // .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { openPlainPath, readPlainIn, skipReason } from './plain-tree.ts';
@@ -144,11 +146,26 @@ const MAX_POLICY = 64 * 1024;
  * /dev/zero or a host file); missing gives the defaults, anything else broken throws (fail closed).
  */
 export function loadPolicy(repo: string): Policy {
+  return loadPolicyFile(repo).policy;
+}
+
+/** The policy with its path and the sha256 of the bytes parsed (`svc trust`), null when there is no file. */
+export function loadPolicyFile(repo: string): { policy: Policy; path: string; sha256: string | null } {
+  const path = join(repo, '.svc', 'policy.json');
+  const bytes = readPolicyBytes(repo);
+  if (bytes === null) return { policy: DEFAULT_POLICY, path, sha256: null };
+  const raw = tryParseJson(bytes.toString('utf8'));
+  if (raw === undefined) throw new PolicyError('policy.json is not valid JSON');
+  return { policy: parsePolicy(raw), path, sha256: createHash('sha256').update(bytes).digest('hex') };
+}
+
+/** The file's bytes, null when it (or `.svc`) is missing. */
+function readPolicyBytes(repo: string): Buffer | null {
   const real = realOrNull(repo); // the checkout's own path is the operator's, and may be a link
-  if (real === null) return DEFAULT_POLICY;
+  if (real === null) return null;
   const dir = openPlainPath(real, ['.svc']);
   if ('failed' in dir) {
-    if (dir.kind === 'missing') return DEFAULT_POLICY;
+    if (dir.kind === 'missing') return null;
     throw new PolicyError(`policy.json not read: ${dir.failed} ${skipReason(dir.kind)}`);
   }
   let bytes: ReturnType<typeof readPlainIn>;
@@ -157,11 +174,9 @@ export function loadPolicy(repo: string): Policy {
   } finally {
     dir.close();
   }
-  if (bytes === 'missing') return DEFAULT_POLICY;
+  if (bytes === 'missing') return null;
   if (typeof bytes === 'string') throw new PolicyError(`policy.json ${skipReason(bytes, MAX_POLICY)}`);
-  const raw = tryParseJson(bytes.toString('utf8'));
-  if (raw === undefined) throw new PolicyError('policy.json is not valid JSON');
-  return parsePolicy(raw);
+  return bytes;
 }
 
 const RANK: Record<Verdict, number> = { verified: 2, verified_with_gaps: 1, not_verified: 0 };

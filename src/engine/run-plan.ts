@@ -4,7 +4,7 @@ import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
 import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
-import { loadPolicy, PolicyError, type Policy } from './policy.ts';
+import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
 import { cappedLimits, decideSettings, serverRefusal, startedByServer, trustNeeded } from './setting-authority.ts';
 import { resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
@@ -14,6 +14,7 @@ import { shownBy } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { ignoredPolicyNote, resolveSandbox, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import { isJsonObject } from '../untrusted.ts';
+import { settingChoice } from '../settings-registry.ts';
 
 /** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
 export class TrustNeededError extends RefusedError {}
@@ -49,7 +50,8 @@ export function planRun(req: {
 }): RunPlan {
   const { repo, env } = req;
   try {
-    const policy = loadPolicy(repo);
+    const policyFile = loadPolicyFile(repo);
+    const { policy } = policyFile;
     const file = readEngineConfigFile(repo);
     const operator = loadOperatorConfig(env);
     const server = startedByServer(env);
@@ -64,7 +66,7 @@ export function planRun(req: {
     if (widening.length && !server && file) {
       throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed'));
     }
-    const sandbox = resolveSandbox(policy.sandbox, env);
+    const sandbox = resolveSandbox(policySandbox(policyFile, server, env), env);
     if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);
     const capped = cappedLimits(policy.limits, operator.limits);
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
@@ -81,6 +83,20 @@ export function planRun(req: {
     }
     throw err;
   }
+}
+
+/**
+ * The policy's sandbox setting as the run may use it (DESIGN §7a): a CLI run's "none" counts only once the person
+ * trusted that exact policy.json (`svc trust`) or said SVC_SANDBOX=none themselves; a server's run ignores it anyway
+ * (resolveSandbox), since a repository's policy is written by whoever can push to it, the agent included.
+ */
+function policySandbox(file: ReturnType<typeof loadPolicyFile>, server: boolean, env: NodeJS.ProcessEnv) {
+  const asked = file.policy.sandbox;
+  if (server || asked !== 'none' || settingChoice(env, 'SVC_SANDBOX') === 'none') return asked;
+  const trust = file.sha256 === null ? null : trustOf(env, file.path, file.sha256);
+  if (trust === 'trusted') return asked;
+  const widening = [{ provider: null, setting: 'sandbox', what: '"none"' }];
+  throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed', 'set SVC_SANDBOX=none yourself'));
 }
 
 const planPath = (dir: string) => join(dir, 'plan.json');
