@@ -4,12 +4,11 @@ import { readFileSync, existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { BadSettingError } from '../errors.ts';
-import { onlyKeys, readLimits, type RunLimits } from './policy.ts';
+import { onlyKeys, parseNetwork, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isSecretName } from '../spawn/env.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from './safe-fs.ts';
-import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
 
 export interface ProviderEntry {
   command: string[];
@@ -76,21 +75,8 @@ export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly s
   const config: EngineConfig = { provider: (raw.provider as string | undefined) ?? null, providers };
   if (raw.env !== undefined) config.env = raw.env as string[];
   if (raw.limits !== undefined) config.limits = readLimits(raw.limits, where, false, badSetting);
-  if (raw.network !== undefined) config.network = readNetworkAllow(raw.network, where);
+  if (raw.network !== undefined) config.network = parseNetwork(raw.network, where, badSetting, ['allow']).allow;
   return config;
-}
-
-/** `network: {"allow": [host patterns]}`, each checked now: a typo must not silently widen or narrow the gate. */
-function readNetworkAllow(raw: unknown, where: string): string[] {
-  if (!isJsonObject(raw)) throw new BadSettingError(`${where} network must be {"allow": [host patterns]}`);
-  onlyKeys(raw, ['allow'], `${where} network`, badSetting);
-  try {
-    parseGatePolicy({ allow: raw.allow });
-  } catch (err) {
-    if (err instanceof GatePolicyError) throw new BadSettingError(`${where} network: ${err.message}`);
-    throw err;
-  }
-  return (raw.allow ?? []) as string[];
 }
 
 function readProvider(name: string, value: unknown, file: string): ProviderEntry {

@@ -87,15 +87,19 @@ function parseCheck(raw: unknown, i: number) {
   return { name: raw.name, run: raw.run as string[], required: raw.required !== false };
 }
 
-/** `network: {allow, deny}`: host patterns, each checked now so a typo fails the run before it starts. */
-function parseNetwork(raw: unknown): Policy['network'] {
+/** `network: {allow, deny}` (the operator's file: `keys` allow only): host patterns, each checked now so a typo fails
+ * the run before it starts. */
+export function parseNetwork(
+  raw: unknown, where = 'policy.json', fail = (message: string): Error => new PolicyError(message),
+  keys: readonly string[] = ['allow', 'deny'],
+): Policy['network'] {
   if (raw === undefined || raw === null) return { allow: [], deny: [] };
-  if (!isJsonObject(raw)) throw new PolicyError('policy.json network must be an object');
-  onlyKeys(raw, ['allow', 'deny'], 'policy.json network');
+  if (!isJsonObject(raw)) throw fail(`${where} network must be an object`);
+  onlyKeys(raw, keys, `${where} network`, fail);
   try {
     parseGatePolicy(raw);
   } catch (err) {
-    if (err instanceof GatePolicyError) throw new PolicyError(`policy.json network: ${err.message}`);
+    if (err instanceof GatePolicyError) throw fail(`${where} network: ${err.message}`);
     throw err;
   }
   return { allow: (raw.allow ?? []) as string[], deny: (raw.deny ?? []) as string[] };
