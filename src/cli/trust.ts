@@ -1,5 +1,6 @@
-// `svc trust`: allow the exact bytes of a repository's .svc/config.json to widen the sandbox of runs you start at the
-// CLI; runs a server starts never take these settings from a repository (src/engine/setting-authority.ts).
+// `svc trust`: allow the exact bytes of a repository's .svc/config.json and .svc/policy.json to widen the sandbox of
+// runs you start at the CLI; runs a server starts never take these settings from a repository
+// (src/engine/setting-authority.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute } from 'node:path';
@@ -8,6 +9,7 @@ import { NotFoundError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { addTrust, readEngineConfigFile, readTrust, revokeTrust, trustFile } from '../engine/config.ts';
 import { decideSettings } from '../engine/setting-authority.ts';
+import { loadPolicyFile } from '../engine/policy.ts';
 import { createHash } from 'node:crypto';
 
 export const HELP = `Usage: svc trust [--repo DIR]
@@ -16,11 +18,13 @@ export const HELP = `Usage: svc trust [--repo DIR]
 
 A repository's .svc/config.json may ask for settings that widen the agent's
 sandbox: "writable" folders outside the run's working tree, "env" names passed
-to the agent, a provider under a built-in's name. A run you start at the CLI
-uses them only once you trusted that exact file: \`svc trust\` shows what it
-asks for and records the file's sha256 in ~/.svc/trust.json. Any change to the
-file needs trusting again. Runs a server starts never use them (only the
-operator's ~/.svc/operator.json or /etc/svc/operator.json can grant them).
+to the agent, a provider under a built-in's name; its .svc/policy.json may ask
+for "sandbox": "none". A run you start at the CLI uses them only once you
+trusted that exact file: \`svc trust\` shows what each file asks for and records
+its sha256 in ~/.svc/trust.json. Any change to a file needs trusting again.
+Runs a server starts never use them (only the operator's ~/.svc/operator.json
+or /etc/svc/operator.json can grant the config's, and only the server's own
+SVC_SERVER_SANDBOX=none turns the sandbox off).
 
 Options:
   --repo DIR   the repository (default: the current directory)
@@ -28,11 +32,15 @@ Options:
   --revoke     forget the repository's file (or the trusted PATH)
 `;
 
-function configOf(repoDir: string) {
+/** The repository's files a person may trust: its config.json and its policy.json, each when it is there. */
+function filesOf(repoDir: string) {
   const repo = resolveRepo(repoDir);
   const file = readEngineConfigFile(repo);
-  if (!file) throw new NotFoundError(`${repo} has no .svc/config.json: there is nothing to trust`);
-  return { repo, file };
+  const policy = loadPolicyFile(repo);
+  if (!file && policy.sha256 === null) {
+    throw new NotFoundError(`${repo} has no .svc/config.json or .svc/policy.json: there is nothing to trust`);
+  }
+  return { repo, file, policy: policy.sha256 === null ? null : { ...policy, sha256: policy.sha256 } };
 }
 
 export default async function trust(io: CliIo): Promise<number> {
@@ -50,20 +58,35 @@ export default async function trust(io: CliIo): Promise<number> {
     return 0;
   }
   if (values.revoke) {
-    const path = positionals[0] && isAbsolute(positionals[0]) ? positionals[0] : configOf(values.repo ?? '.').file.path;
-    if (!revokeTrust(io.env, path)) throw new NotFoundError(`${path} was not trusted`);
-    io.stdout(`No longer trusted: ${path}\n`);
+    const named = positionals[0] && isAbsolute(positionals[0]) ? [positionals[0]] : null;
+    const own = () => {
+      const { file, policy } = filesOf(values.repo ?? '.');
+      return [file?.path, policy?.path].filter((p): p is string => p !== undefined);
+    };
+    const revoked = (named ?? own()).filter((path) => revokeTrust(io.env, path));
+    if (!revoked.length) throw new NotFoundError(`${(named ?? own()).join(' or ')} was not trusted`);
+    for (const path of revoked) io.stdout(`No longer trusted: ${path}\n`);
     return 0;
   }
-  const { repo, file } = configOf(values.repo ?? process.cwd());
-  const asks = decideSettings(file.config, { env: [], providers: {}, limits: {} }, {
-    server: false, trusted: false, home: io.env.HOME || homedir(), workdir: repo,
-    pathDirs: (io.env.PATH ?? '').split(':').filter(isAbsolute),
-  });
-  const record = addTrust(io.env, file.path, file.sha256);
-  io.stdout(`Trusted ${record.path} (sha256 ${record.sha256.slice(0, 12)}…) for runs you start at the CLI.\n`);
-  if (!asks.widening.length) io.stdout('It asks for nothing beyond what any repository may set.\n');
-  for (const w of asks.widening) io.stdout(`  allowed: ${w.setting} ${w.what}\n`);
-  for (const note of asks.notes) io.stdout(`  still refused: ${note}\n`);
+  const { repo, file, policy } = filesOf(values.repo ?? process.cwd());
+  if (file) {
+    const asks = decideSettings(file.config, { env: [], providers: {} }, {
+      server: false, trusted: false, home: io.env.HOME || homedir(), workdir: repo,
+      pathDirs: (io.env.PATH ?? '').split(':').filter(isAbsolute),
+    });
+    trustOne(io, file.path, file.sha256, asks.widening.map((w) => `${w.setting} ${w.what}`), asks.notes);
+  }
+  if (policy) {
+    trustOne(io, policy.path, policy.sha256, policy.policy.sandbox === 'none' ? ['sandbox "none"'] : [], []);
+  }
   return 0;
+}
+
+/** Records one file and says what it asks for that only a trusted file may. */
+function trustOne(io: CliIo, path: string, sha256: string, allowed: string[], refused: string[]): void {
+  const record = addTrust(io.env, path, sha256);
+  io.stdout(`Trusted ${record.path} (sha256 ${record.sha256.slice(0, 12)}…) for runs you start at the CLI.\n`);
+  if (!allowed.length) io.stdout('It asks for nothing beyond what any repository may set.\n');
+  for (const what of allowed) io.stdout(`  allowed: ${what}\n`);
+  for (const note of refused) io.stdout(`  still refused: ${note}\n`);
 }

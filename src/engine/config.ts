@@ -4,7 +4,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { BadSettingError } from '../errors.ts';
-import { onlyKeys, readLimits, type RunLimits } from './policy.ts';
+import { onlyKeys, parseNetwork, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isSecretName } from '../spawn/env.ts';
 import { realOrNull } from '../spawn/tree.ts';
@@ -26,6 +26,9 @@ export interface EngineConfig {
   env?: string[];
   /** The operator's caps on every run's limits (operator.json only). */
   limits?: Partial<RunLimits>;
+  /** Where every run's gate may connect (operator.json `network.allow` only): the one way to open an address the
+   * gate refuses, such as a local model server's `127.0.0.2:8080` (docs/gate.md "Address rules"). */
+  network?: string[];
 }
 
 const badSetting = (message: string): Error => new BadSettingError(message);
@@ -78,6 +81,7 @@ export function parseEngineConfig(bytes: Buffer, where: string, keys: readonly s
   const config: EngineConfig = { provider: (raw.provider as string | undefined) ?? null, providers };
   if (raw.env !== undefined) config.env = raw.env as string[];
   if (raw.limits !== undefined) config.limits = readLimits(raw.limits, where, false, badSetting);
+  if (raw.network !== undefined) config.network = parseNetwork(raw.network, where, badSetting, ['allow']).allow;
   return config;
 }
 
@@ -101,15 +105,16 @@ export type OperatorConfig = Required<Omit<EngineConfig, 'provider'>>;
 
 /** Both operator files merged; a broken one is an error naming it (fail closed, like the repository's config). */
 export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
-  const merged: OperatorConfig = { env: [], providers: {}, limits: {} };
+  const merged: OperatorConfig = { env: [], providers: {}, limits: {}, network: [] };
   for (const path of ['/etc/svc/operator.json', join(svcHomeOf(env), 'operator.json')]) {
     if (!existsSync(path)) continue;
-    const config = parseEngineConfig(readFileSync(path), path, ['env', 'providers', 'limits']);
+    const config = parseEngineConfig(readFileSync(path), path, ['env', 'providers', 'limits', 'network']);
     // The system file's caps and the home file's both hold: the lower wins.
     for (const [key, cap] of Object.entries(config.limits ?? {}) as [keyof RunLimits, number][]) {
       merged.limits[key] = Math.min(merged.limits[key] ?? cap, cap);
     }
     for (const name of config.env ?? []) if (!merged.env.includes(name)) merged.env.push(name);
+    for (const entry of config.network ?? []) if (!merged.network.includes(entry)) merged.network.push(entry);
     Object.assign(merged.providers, config.providers);
   }
   return merged;

@@ -5,7 +5,8 @@ import { isIP } from 'node:net';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
 import { startGate } from '../gate/gate.ts';
-import { parseGatePolicy, parseHostPattern, type GatePolicy } from '../gate/policy.ts';
+import { parseGatePolicy, parseHostPattern, repositoryAllow, type GatePolicy } from '../gate/policy.ts';
+import { OPERATOR_FILES } from './setting-authority.ts';
 import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-apis.ts';
 import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/bwrap-argv.ts';
@@ -61,15 +62,19 @@ function runMeter(ctx: RunContext) {
   };
 }
 
-/** The project's patterns plus each model API's own origin, exactly (an address only with its port). */
-function gatePolicy(network: Policy['network'], routes: ModelRoute[]): GatePolicy {
-  const base = parseGatePolicy(network);
+/** The project's patterns less any naming a refused address, the operator's, and each model API's own origin,
+ * exactly (an address only with its port): only the operator's settings open a refused address (DESIGN §7a). */
+function gatePolicy(network: Policy['network'], operatorAllow: readonly string[], routes: ModelRoute[]) {
+  const repository = repositoryAllow(network.allow);
+  const allow = [...repository.kept, ...operatorAllow.filter((entry) => !repository.kept.includes(entry))];
+  const base = parseGatePolicy({ allow, deny: network.deny });
   const own = routes.map((r) => {
     const host = r.base.hostname.replace(/^\[|\]$/g, '');
     const port = r.base.port || (r.base.protocol === 'https:' ? '443' : '80');
     return parseHostPattern(isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`);
   });
-  return { allow: [...base.allow, ...own], deny: base.deny };
+  const policy: GatePolicy = { allow: [...base.allow, ...own], deny: base.deny };
+  return { policy, network: { allow, deny: network.deny }, dropped: repository.dropped };
 }
 
 /** The agent's side: every proxy variable names the bridge; each model CLI gets the bridge and a placeholder. */
@@ -93,12 +98,18 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
   return vars;
 }
 
-/** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes). */
-export async function openRunGate(ctx: RunContext, policy: Policy) {
+/** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes).
+ * `operatorAllow`: the operator's network.allow (operator.json), kept in the run's plan. */
+export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow: readonly string[]) {
   const routes = modelRoutesFromEnv(ctx.env);
   // First: a bad price file fails the run before anything is made.
   const meter = runMeter(ctx);
-  const allowed = gatePolicy(policy.network, routes);
+  const allowed = gatePolicy(policy.network, operatorAllow, routes);
+  for (const entry of allowed.dropped) {
+    const text = `Refused .svc/policy.json network.allow ${entry}: a repository cannot open an address the gate ` +
+      `refuses (only the operator can, with network.allow in ${OPERATOR_FILES}); the run goes on without it`;
+    ctx.event('log', { stream: 'svc', text });
+  }
   const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
   const records: EgressRecord[] = [];
@@ -108,7 +119,7 @@ export async function openRunGate(ctx: RunContext, policy: Policy) {
   const gate = await startGate({
     meter: meter.gate,
     trace: traceRoot() ?? undefined,
-    policy: allowed,
+    policy: allowed.policy,
     socketPath: socket,
     models: routes,
     onRecord: (record) => {
@@ -132,7 +143,8 @@ export async function openRunGate(ctx: RunContext, policy: Policy) {
     sandbox: sandboxGate(socket, settingChoice(ctx.env, 'SVC_SANDBOX_FORWARDER') === 'auto'),
     // Added to every sandboxed child's environment: proxies, model base URLs and placeholder keys.
     env: agentEnv(routes, ctx.env),
-    policy: policy.network,
+    // What the gate allowed (the receipt's network section), not what the repository asked for.
+    policy: allowed.network,
     summary: (): EgressSummary => ({ ...summarizeEgress(records), connections: total, denied }),
     // The budget the run's metered spending has reached (the gate refuses model calls meanwhile), or null.
     budgetReached: meter.reached,

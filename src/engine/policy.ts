@@ -1,4 +1,6 @@
 // .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { readRepoSvcFile } from './plain-tree.ts';
 import type { Verdict } from '../run-json.ts';
@@ -84,15 +86,19 @@ function parseCheck(raw: unknown, i: number) {
   return { name: raw.name, run: raw.run as string[], required: raw.required !== false };
 }
 
-/** `network: {allow, deny}`: host patterns, each checked now so a typo fails the run before it starts. */
-function parseNetwork(raw: unknown): Policy['network'] {
+/** `network: {allow, deny}` (the operator's file: `keys` allow only): host patterns, each checked now so a typo fails
+ * the run before it starts. */
+export function parseNetwork(
+  raw: unknown, where = 'policy.json', fail = (message: string): Error => new PolicyError(message),
+  keys: readonly string[] = ['allow', 'deny'],
+): Policy['network'] {
   if (raw === undefined || raw === null) return { allow: [], deny: [] };
-  if (!isJsonObject(raw)) throw new PolicyError('policy.json network must be an object');
-  onlyKeys(raw, ['allow', 'deny'], 'policy.json network');
+  if (!isJsonObject(raw)) throw fail(`${where} network must be an object`);
+  onlyKeys(raw, keys, `${where} network`, fail);
   try {
     parseGatePolicy(raw);
   } catch (err) {
-    if (err instanceof GatePolicyError) throw new PolicyError(`policy.json network: ${err.message}`);
+    if (err instanceof GatePolicyError) throw fail(`${where} network: ${err.message}`);
     throw err;
   }
   return { allow: (raw.allow ?? []) as string[], deny: (raw.deny ?? []) as string[] };
@@ -143,12 +149,18 @@ const MAX_POLICY = 64 * 1024;
  * /dev/zero or a host file); missing gives the defaults, anything else broken throws (fail closed).
  */
 export function loadPolicy(repo: string): Policy {
+  return loadPolicyFile(repo).policy;
+}
+
+/** The policy with its path and the sha256 of the bytes parsed (`svc trust`), null when there is no file. */
+export function loadPolicyFile(repo: string): { policy: Policy; path: string; sha256: string | null } {
+  const path = join(repo, '.svc', 'policy.json');
   const bytes = readRepoSvcFile(repo, 'policy.json', MAX_POLICY);
-  if (bytes === null) return DEFAULT_POLICY;
+  if (bytes === null) return { policy: DEFAULT_POLICY, path, sha256: null };
   if ('refused' in bytes) throw new PolicyError(bytes.refused);
   const raw = tryParseJson(bytes.toString('utf8'));
   if (raw === undefined) throw new PolicyError('policy.json is not valid JSON');
-  return parsePolicy(raw);
+  return { policy: parsePolicy(raw), path, sha256: createHash('sha256').update(bytes).digest('hex') };
 }
 
 const RANK: Record<Verdict, number> = { verified: 2, verified_with_gaps: 1, not_verified: 0 };

@@ -4,7 +4,7 @@ import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
 import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
-import { loadPolicy, PolicyError, type Policy } from './policy.ts';
+import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
 import { cappedLimits, decideSettings, serverRefusal, startedByServer, trustNeeded } from './setting-authority.ts';
 import { resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
@@ -15,6 +15,7 @@ import { shownBy } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { ignoredPolicyNote, resolveSandbox, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import { isJsonObject } from '../untrusted.ts';
+import { settingChoice } from '../settings-registry.ts';
 
 /** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
 export class TrustNeededError extends RefusedError {}
@@ -26,6 +27,9 @@ export interface RunPlan {
   provider: ResolvedProvider;
   /** Names of svc's environment passed to the agent and the checks; the values come from the worker's environment. */
   passed_env: string[];
+  /** The operator's network.allow (operator.json): the gate adds it to the repository's list, and only these entries
+   * may open an address the gate refuses (DESIGN §7a). Absent in a plan an older svc made: none. */
+  operator_allow?: string[];
   /** Whether the agents are confined, and by which bwrap (DESIGN §7a). */
   sandbox: SandboxMode;
   /** A --pr run's origin, read before any agent ran (git-push.ts); null for a run that opens no pull request. */
@@ -47,7 +51,8 @@ export function planRun(req: {
 }): RunPlan {
   const { repo, env } = req;
   try {
-    const policy = loadPolicy(repo);
+    const policyFile = loadPolicyFile(repo);
+    const { policy } = policyFile;
     const file = readEngineConfigFile(repo);
     const operator = loadOperatorConfig(env);
     const server = startedByServer(env);
@@ -62,12 +67,13 @@ export function planRun(req: {
     if (widening.length && !server && file) {
       throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed'));
     }
-    const sandbox = resolveSandbox(policy.sandbox, env);
+    const sandbox = resolveSandbox(policySandbox(policyFile, server, env), env);
     if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);
     const capped = cappedLimits(policy.limits, operator.limits);
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
     return {
       policy: { ...policy, limits: capped.limits }, provider, passed_env: decided.env, sandbox,
+      operator_allow: operator.network,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
       notes: [...decided.notes, ...server ? widening.map(serverRefusal) : [], ...capped.notes].concat(ignored),
     };
@@ -78,6 +84,20 @@ export function planRun(req: {
     }
     throw err;
   }
+}
+
+/**
+ * The policy's sandbox setting as the run may use it (DESIGN §7a): a CLI run's "none" counts only once the person
+ * trusted that exact policy.json (`svc trust`) or said SVC_SANDBOX=none themselves; a server's run ignores it anyway
+ * (resolveSandbox), since a repository's policy is written by whoever can push to it, the agent included.
+ */
+function policySandbox(file: ReturnType<typeof loadPolicyFile>, server: boolean, env: NodeJS.ProcessEnv) {
+  const asked = file.policy.sandbox;
+  if (server || asked !== 'none' || settingChoice(env, 'SVC_SANDBOX') === 'none') return asked;
+  const trust = file.sha256 === null ? null : trustOf(env, file.path, file.sha256);
+  if (trust === 'trusted') return asked;
+  const widening = [{ provider: null, setting: 'sandbox', what: '"none"' }];
+  throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed', 'set SVC_SANDBOX=none yourself'));
 }
 
 const planPath = (dir: string) => join(dir, 'plan.json');

@@ -79,6 +79,7 @@ export function agentSandbox(
       tmpBytes: Math.min(limits.disk_mb, 1024) * MIB,
     },
     gate: sandbox.gate?.sandbox ?? null,
+    note: (text) => ctx.event('log', { stream: 'svc', text }),
   });
   return { bwrap: mode.bwrap, plan };
 }

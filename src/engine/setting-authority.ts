@@ -19,10 +19,11 @@ export const SETTING_RULES: readonly SettingRule[] = [
   { file: 'policy.json', key: 'pr', authority: 'repository', why: 'when svc opens a pull request' },
   { file: 'policy.json', key: 'max_usd', authority: 'repository', why: 'a budget only narrows' },
   { file: 'policy.json', key: 'sandbox', authority: 'repository',
-    why: '"none" counts only for a run a person starts at the CLI (src/spawn/sandbox-mode.ts)' },
+    why: '"none" counts only for a run a person starts at the CLI, once they trusted the file (run-plan.ts)' },
   { file: 'policy.json', key: 'limits', authority: 'repository',
     why: 'bounds on the run\'s own sandbox, within the operator\'s caps (operator.json limits)' },
-  { file: 'policy.json', key: 'network', authority: 'repository', why: 'its egress allow list, through the gate' },
+  { file: 'policy.json', key: 'network', authority: 'repository',
+    why: 'its egress allow list, through the gate, never an address the gate refuses' },
   { file: 'config.json', key: 'provider', authority: 'repository', why: 'which provider a run uses by default' },
   { file: 'config.json', key: 'providers.<name>.command', authority: 'repository',
     why: 'a program that runs in the sandbox with the repository\'s authority, like a check' },
@@ -36,6 +37,8 @@ export const SETTING_RULES: readonly SettingRule[] = [
   { file: 'operator.json', key: 'env', authority: 'operator', why: 'names passed to the agent and the checks' },
   { file: 'operator.json', key: 'providers', authority: 'operator', why: 'providers, built-in names included' },
   { file: 'operator.json', key: 'limits', authority: 'operator', why: 'caps on every run\'s limits' },
+  { file: 'operator.json', key: 'network', authority: 'operator',
+    why: 'destinations every run\'s gate allows; the only way to open an address the gate refuses (loopback, ...)' },
 ];
 
 /** A run a server started: the trigger server and the Control Plane always set SVC_ORIGIN (DESIGN §7a). */
@@ -86,7 +89,9 @@ function folders(name: string, entry: ProviderEntry, file: string, widened: bool
 
 /** The config one run uses (the operator's providers, then the repository's as the rule allows; `writable` made
  * absolute) and the names of svc's environment its agent and checks receive; `repo` null: the repository has none. */
-export function decideSettings(repo: EngineConfig | null, operator: OperatorConfig, use: SettingsUse) {
+export function decideSettings(
+  repo: EngineConfig | null, operator: Pick<OperatorConfig, 'env' | 'providers'>, use: SettingsUse,
+) {
   const out: Collect = { widening: [], notes: [] };
   const widen = !use.server && use.trusted;
   const providers: EngineConfig['providers'] = {};
@@ -117,7 +122,7 @@ export function decideSettings(repo: EngineConfig | null, operator: OperatorConf
   return { config, env, ...out };
 }
 
-const OPERATOR_FILES = '~/.svc/operator.json or /etc/svc/operator.json';
+export const OPERATOR_FILES = '~/.svc/operator.json or /etc/svc/operator.json';
 
 /** The run-log line for a widening setting a server-started run does not use, and what happens instead. */
 export function serverRefusal(w: Widening): string {
@@ -128,13 +133,14 @@ export function serverRefusal(w: Widening): string {
     `started (only the operator can, in ${OPERATOR_FILES}); ${instead}`;
 }
 
-/** The CLI's refusal: what the untrusted file asks for, and how to allow exactly that file. */
-export function trustNeeded(widening: readonly Widening[], file: string, changed: boolean): string {
+/** The CLI's refusal: what the untrusted file asks for, and how to allow exactly that file (or `instead`). */
+export function trustNeeded(
+  widening: readonly Widening[], file: string, changed: boolean, instead = `move the setting to ${OPERATOR_FILES}`,
+): string {
   const asks = widening.map((w) => `${w.setting} ${w.what}`).join('; ');
   const state = changed ? 'changed since you trusted it' : 'not trusted';
   return `Refusing to start: ${file} asks for settings only the operator or you can allow (${asks}), and the file is ` +
-    `${state}. Read it, then run \`svc trust\` in the repository to allow exactly this file, or move the setting to ` +
-    OPERATOR_FILES;
+    `${state}. Read it, then run \`svc trust\` in the repository to allow exactly this file, or ${instead}`;
 }
 
 /** A repository's limits (or the defaults) within the operator's caps; a note for each one lowered. */

@@ -64,7 +64,7 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
   if (mode.kind === 'none') return { mode, gate: null, env: passed };
   // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
   prepareMemoryCgroup(plan.policy.limits.memory_mb * 1024 * 1024);
-  const gate = await openRunGate(ctx, plan.policy).catch((err: unknown) => {
+  const gate = await openRunGate(ctx, plan.policy, plan.operator_allow ?? []).catch((err: unknown) => {
     const message = `the run's egress gate did not start: ${errorMessage(err)}`;
     throw new InfraError(message, { beforeAgent: true, cause: err });
   });

@@ -65,6 +65,23 @@ export function parseGatePolicy(value: { allow?: unknown; deny?: unknown }): Gat
   return { allow: patternList(value.allow, 'allow'), deny: patternList(value.deny, 'deny') };
 }
 
+/**
+ * A repository's allow list as its gate may use it (DESIGN §7a): an entry naming an address in a refused range is
+ * dropped, so the refused ranges hold for everything a repository lists, by literal and by what a name resolves to
+ * (the one way past them, an exact address and port, then comes only from the operator's settings).
+ */
+export function repositoryAllow(allow: readonly string[]): { kept: string[]; dropped: string[] } {
+  const kept: string[] = [];
+  const dropped: string[] = [];
+  for (const text of allow) {
+    const pattern = parseHostPattern(text);
+    const range = pattern.kind === 'address' ? refusedRange(pattern.host) : null;
+    if (range === null) kept.push(text);
+    else dropped.push(`"${text}" (${range})`);
+  }
+  return { kept, dropped };
+}
+
 export function matchesHost(pattern: HostPattern, host: string, port: number): boolean {
   if (pattern.port !== null && pattern.port !== port) return false;
   switch (pattern.kind) {

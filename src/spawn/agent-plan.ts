@@ -33,6 +33,8 @@ interface AgentPlanInput {
   limits?: SandboxLimits;
   /** The run's egress gate (its only route out); null: no network at all. */
   gate: SandboxGate | null;
+  /** Told why a declared folder is left out, for the run's log. */
+  note?: (text: string) => void;
 }
 
 /** Path names of credential files and data svc was configured with (env values). */
@@ -53,9 +55,30 @@ function gitDirs(workdir: string, repo: string): string[] {
   return target ? [join(repo, '.git'), resolve(workdir, target)] : [join(repo, '.git')];
 }
 
-/** The folders a command provider declared writable (a relative one is under HOME), minus those never writable. */
-export function declaredFolders(home: string, declared: string[]): string[] {
-  return declared.map((p) => (p.startsWith('/') ? p : join(home, p))).filter((p) => !neverWritable(p, home));
+/**
+ * The folders a command provider declared writable (a relative one is under HOME) that its sandbox binds, judged again
+ * at each start. One inside the working tree is writable with the tree and never bound by its name: a link the
+ * repository committed there, or one an earlier invocation's agent put in a kept folder's place, would bind whatever
+ * it points to. One elsewhere in the repository (another run's worktree, in a retried run's plan) is the repository's
+ * content too, and left out; what is left is the operator's grant (or a trusted file's), never a never-writable folder.
+ */
+export function declaredFolders(
+  input: Pick<AgentPlanInput, 'home' | 'declared' | 'workdir' | 'repo' | 'env' | 'note'>,
+): string[] {
+  const { home, workdir, repo } = input;
+  const pathDirs = (input.env.PATH ?? '').split(':').filter(isAbsolute);
+  const inRepository = (p: string) => [workdir, repo].some((d) => within(p, d) || within(p, realOrNull(d) ?? d));
+  const bound: string[] = [];
+  for (const path of input.declared.map((p) => (p.startsWith('/') ? p : join(home, p)))) {
+    if (within(path, workdir)) continue;
+    const never = neverWritable(path, home, pathDirs);
+    const real = realOrNull(path);
+    if (never) input.note?.(`writable folder "${path}" is never writable (${never}): left out`);
+    else if (inRepository(path) || (real !== null && inRepository(real))) {
+      input.note?.(`writable folder "${path}" is in the repository, outside the run's working tree: left out`);
+    } else bound.push(path);
+  }
+  return bound;
 }
 
 /** Folders named by absolute path are made on first use, so a CLI can keep what it writes there between runs. */
@@ -113,7 +136,7 @@ function outermost(paths: string[], avoid: (p: string) => boolean): string[] {
 
 export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   // A built-in CLI's own folders are laid from its provider home; those granted a `command` provider bound in place.
-  const folders = declaredFolders(input.home, input.declared);
+  const folders = declaredFolders(input);
   const mounts = input.providerHome
     ? layProviderHome({ provider: input.provider, home: input.home, ...input.providerHome })
     : [];

@@ -21,7 +21,8 @@ export class SandboxUnavailableError extends UnavailableError {}
 
 export type SandboxProbe = ReturnType<typeof probeSandbox>;
 
-const OPT_OUT_CLI = 'SVC_SANDBOX=none or "sandbox": "none" in the project\'s .svc/policy.json';
+const OPT_OUT_CLI = 'SVC_SANDBOX=none, or "sandbox": "none" in the project\'s .svc/policy.json once you trusted it ' +
+  '(`svc trust`)';
 const OPT_OUT_SERVER =
   'SVC_SERVER_SANDBOX=none in the environment of the server itself (the Control Plane or the trigger server)';
 
@@ -30,9 +31,10 @@ export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get inst
   `for a CLI run ${OPT_OUT_CLI}; for a run a server starts ${OPT_OUT_SERVER}`;
 
 /**
- * The sandbox for a run svc is about to start with `env`; `policy` is the project's choice (null: bwrap). Only a run a
- * person started at the CLI may opt out by its policy or SVC_SANDBOX: a repository's policy is written by whoever can
- * push to it, the agent included. A server's run goes unsandboxed only by SVC_SERVER_SANDBOX=none.
+ * The sandbox for a run svc is about to start with `env`; `policy` is the project's choice (null: bwrap), whose "none"
+ * the caller passes only from a policy.json the person trusted (run-plan.ts). Only a run a person started at the CLI
+ * may opt out by its policy or SVC_SANDBOX: a repository's policy is written by whoever can push to it, the agent
+ * included. A server's run goes unsandboxed only by SVC_SERVER_SANDBOX=none.
  */
 export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): SandboxMode {
   const cli = !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';

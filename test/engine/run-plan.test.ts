@@ -85,7 +85,9 @@ describe('a run plan resolved once', () => {
       assert.equal(res.code, 1, `${flag}: ${res.stderr}`);
       assert.match(res.stderr, /has no readable plan .*plan\.json.*retry it/, flag);
     }
-    // A run made before svc kept plans has none: retrying it is a new run, planned as `svc start` plans one.
+    // A run made before svc kept plans has none: retrying it is a new run, planned as `svc start` plans one (so the
+    // untrusted "sandbox": "none" the repository wrote above would refuse it: it goes).
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ checks: [{ name: 'late', run: ['false'] }] }));
     const again = await svc(['--retry', retry, '--detach']);
     assert.doesNotMatch(again.stderr, /has no readable plan/);
     assert.equal(again.code, 0, again.stderr);

@@ -166,9 +166,25 @@ describe('when bwrap cannot run', () => {
       assert.equal(res.code, 1);
       assert.match(res.stderr, /No permissions to creating new namespace/);
       assert.equal(runCount(), before, 'no run was created');
+      // A CLI run takes the repository's word only once the person trusted that exact file (DESIGN §7a).
+      const untrusted = await start({});
+      assert.equal(untrusted.code, 1, untrusted.stderr);
+      assert.match(untrusted.stderr, /^svc start: Refusing to start: .*\.svc\/policy\.json asks for settings only the /m);
+      assert.match(untrusted.stderr, /\(sandbox "none"\), and the file is not trusted\. .*`svc trust`/);
+      assert.match(untrusted.stderr, /or set SVC_SANDBOX=none yourself$/m);
+      assert.equal(runCount(), before, 'no run was created');
+      const own = await start({ SVC_SANDBOX: 'none' });
+      assert.equal(own.code, 0, own.stderr);
+      const trusted = await runChild(process.execPath, [CLI, 'trust'], { cwd: repo.repo, env });
+      assert.equal(trusted.code, 0, trusted.stderr);
+      assert.match(trusted.stdout, /Trusted .*\.svc\/policy\.json .*\n {2}allowed: sandbox "none"\n/);
       const cli = await start({});
       assert.equal(cli.code, 0, cli.stderr);
       assert.match(cli.stderr, /WITHOUT a sandbox \(the project policy says "sandbox": "none"\)/);
+      writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ sandbox: 'none', max_usd: 1 }));
+      const changed = await start({});
+      assert.equal(changed.code, 1, changed.stderr);
+      assert.match(changed.stderr, /the file is changed since you trusted it/);
     } finally {
       writeFileSync(join(repo.repo, '.svc', 'policy.json'), '{}');
     }

@@ -2,7 +2,9 @@
 // deny wins, wildcards cover subdomains only. Pure: nothing resolves or connects.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { GatePolicyError, matchesHost, parseGatePolicy, parseHostPattern } from '../../src/gate/policy.ts';
+import {
+  GatePolicyError, matchesHost, parseGatePolicy, parseHostPattern, repositoryAllow,
+} from '../../src/gate/policy.ts';
 import { BadHostError, parseAuthority } from '../../src/gate/address.ts';
 
 describe('parseHostPattern', () => {
@@ -40,6 +42,18 @@ describe('parseGatePolicy', () => {
   it('refuses a list that is not a list of strings', () => {
     assert.throws(() => parseGatePolicy({ allow: 'api.openai.com' }), GatePolicyError);
     assert.throws(() => parseGatePolicy({ deny: [42] }), GatePolicyError);
+  });
+});
+
+describe('repositoryAllow', () => {
+  it('drops every entry naming a refused address, in any spelling, and keeps names and public addresses', () => {
+    const refused = ['127.0.0.1:47821', '169.254.169.254:80', '[::1]:8080', '[::ffff:127.0.0.1]:80', '0x7f.1:80',
+      '[64:ff9b::a9fe:a9fe]:80', '10.0.0.1', '[fd00:ec2::254]:80'];
+    const kept = ['api.example.com', 'localhost:8080', '*', '93.184.216.34:443'];
+    const { kept: left, dropped } = repositoryAllow([...refused, ...kept]);
+    assert.deepEqual(left, kept, 'a name goes on: the gate refuses what it resolves to');
+    assert.equal(dropped.length, refused.length);
+    assert.equal(dropped[0], '"127.0.0.1:47821" (loopback 127.0.0.0/8)');
   });
 });
 

@@ -100,11 +100,14 @@ function git(cwd: string, args: string[]): void {
  */
 /**
  * `allow`: origins the agent may reach through svc's egress gate (a CLI configured with its own base URL and key in
- * its own files, not through svc's model routes). The model routes svc holds keys for need no entry.
+ * its own files, not through svc's model routes). The model routes svc holds keys for need no entry. They are
+ * loopback addresses, which only the operator's file can open (DESIGN §7a), so they go there.
  */
 export async function makeCliRepo(cliDir: string, extraEnv: NodeJS.ProcessEnv, allow: string[] = []): Promise<CliRepo> {
-  const policy = { checks: [{ name: 'test', run: ['sh', 'test.sh'] }], network: { allow } };
+  const policy = { checks: [{ name: 'test', run: ['sh', 'test.sh'] }] };
   const repo = makeRepo({ policy, providers: {} });
+  const operatorFile = join(repo.home, '.svc', 'operator.json');
+  writeFileSync(operatorFile, JSON.stringify({ ...readJson(operatorFile), network: { allow } }));
   writeFileSync(join(repo.repo, 'test.sh'), `grep -qx ${FIXED} a.txt || { echo "a.txt is not ${FIXED}"; exit 1; }\n`);
   chmodSync(join(repo.repo, 'test.sh'), 0o755);
   git(repo.repo, ['add', 'test.sh']);

@@ -29,6 +29,7 @@ try() {
 {
   try host-direct --noproxy '*' "http://$host/health"
   try host-via-gate "http://$host/health"
+  try host-name-via-gate --noproxy none.invalid "http://localhost:\${host#*:}/health"
   try allowed-via-gate "http://$allowed/ok"
   (unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy; try allowed-no-proxy "http://$allowed/ok")
   try model "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -d '{}'
@@ -93,7 +94,11 @@ function suite(asNobody: boolean): void {
     allowed = await listen('127.0.0.2', allowedSeen);
     model = await listen('127.0.0.1', modelSeen);
     repo = makeRepo({ providers: { probes: PROBES, flood: FLOOD } });
-    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: [hostPort(allowed)] } }));
+    writeRepoPolicy();
+    // Only the operator opens an address the gate refuses: the allowed destination is the operator's grant.
+    const operatorFile = join(repo.home, '.svc', 'operator.json');
+    const operator = readJson(operatorFile);
+    writeFileSync(operatorFile, JSON.stringify({ ...operator, network: { allow: [hostPort(allowed)] } }));
     if (asNobody) execFileSync('chown', ['-R', `${NOBODY}:${NOBODY}`, repo.root]);
   });
   after(() => {
@@ -103,6 +108,14 @@ function suite(asNobody: boolean): void {
     model.close();
     repo.cleanup();
   });
+
+  /** The repository asks for the host's loopback service (by address, and by a name that resolves to it) and for
+   * the allowed destination: none of it counts, as a repository never opens a refused address (DESIGN §7a). */
+  function writeRepoPolicy(): void {
+    const port = hostPort(hostService).split(':')[1];
+    const allow = [hostPort(hostService), `localhost:${port}`, hostPort(allowed)];
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow } }));
+  }
 
   /** `svc …` in the project, as nobody in that pass. */
   function svc(argv: string[], env: NodeJS.ProcessEnv) {
@@ -131,7 +144,8 @@ function suite(asNobody: boolean): void {
       const result = (name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(net)?.[1];
 
       assert.equal(result('host-direct'), '000', 'the host\'s loopback is not in the sandbox\'s network');
-      assert.equal(result('host-via-gate'), '403', 'the gate refuses a loopback address the policy does not name');
+      assert.equal(result('host-via-gate'), '403', 'the gate refuses a loopback address the repository names');
+      assert.equal(result('host-name-via-gate'), '403', 'and a name the repository lists that resolves to it');
       assert.equal(hostSeen.length, 0, 'the host service saw nothing');
       assert.equal(result('allowed-via-gate'), '200');
       assert.equal(allowedSeen.length, 1, 'the allowed destination saw one request, through the gate');
@@ -156,10 +170,15 @@ function suite(asNobody: boolean): void {
       assert.ok(log.some((r) => r.kind === 'model' && r.decision === 'allowed'));
       const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
       assert.equal(receipt.network.confined, true);
-      assert.deepEqual(receipt.network.allow, [hostPort(allowed)]);
+      const port = hostPort(hostService).split(':')[1];
+      assert.deepEqual(receipt.network.allow, [`localhost:${port}`, hostPort(allowed)], 'what the gate allowed');
       assert.ok(receipt.network.denied >= 1);
       const events = readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8');
       assert.match(events, /"egress"/);
+      for (const entry of [hostPort(hostService), hostPort(allowed)]) {
+        assert.ok(events.includes(`Refused .svc/policy.json network.allow \\"${entry}\\" (loopback 127.0.0.0/8): ` +
+          'a repository cannot open an address the gate refuses'), events);
+      }
     });
     }
 
@@ -201,7 +220,7 @@ function suite(asNobody: boolean): void {
         assert.equal(res.code, 1, res.stderr);
         assert.match(res.stderr, /policy\.json network: Network pattern "http:\/\/x\/"/);
       } finally {
-        writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ network: { allow: [hostPort(allowed)] } }));
+        writeRepoPolicy();
       }
     });
 }

@@ -5,8 +5,10 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import {
+  chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
@@ -148,6 +150,43 @@ describe('a repository asking for host folders', { skip: bwrapWorks ? false : 'b
   describe(`as ${isRoot ? 'root' : 'this user'}`, () => hostFolders(false));
   describe('as an unprivileged user (nobody, through setpriv)', { skip: isRoot ? false : 'needs root to drop to nobody' },
     () => hostFolders(true));
+});
+
+const NO_BWRAP = bwrapWorks ? false : 'bwrap cannot run here';
+
+describe('a writable folder inside the working tree that is a link', { skip: NO_BWRAP }, () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  let home: string;
+  before(() => {
+    ({ repo, env } = setup());
+    home = mkdtempSync('/var/tmp/svc-home-');
+  });
+  after(() => {
+    repo.cleanup();
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  it('is writable with the tree, never bound by its name: the host folder it points to stays untouched', async () => {
+    // The tree's own folder needs no grant; the repository commits it as a link to the host's temporary folder,
+    // where other runs' gate sockets and askpass scripts live (a HOME elsewhere, as a server's is).
+    symlinkSync('../..', join(repo.repo, 'cache'));
+    env = { ...env, HOME: home };
+    const agent = script(repo.bin, 'agent.sh', '#!/bin/sh\ncat > /dev/null\n' +
+      'echo planted > "cache/svc-planted-$SVC_RUN_ID"\nmkdir -p kept && echo kept > kept/file\n' +
+      'echo done > worked.txt\n');
+    writeConfig(repo, { provider: 'x', providers: { x: { command: [agent], writable: [`${repo.repo}/cache`,
+      `${repo.repo}/kept`] } } });
+    execFileSync('git', ['add', '.'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
+    execFileSync('git', ['commit', '-qm', 'a cache link'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
+    const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--brief', 'server run']);
+    assert.equal(res.code, 0, res.stderr);
+    const { state } = lastRun(repo);
+    assert.equal(state.status, 'succeeded', state.error);
+    assert.equal(readFileSync(join(repo.repo, 'kept', 'file'), 'utf8'), 'kept\n', 'the tree\'s folder is writable');
+    const planted = join(dirname(repo.root), `svc-planted-${state.run}`);
+    assert.equal(existsSync(planted), false, 'nothing was written where the committed link points');
+  });
 });
 
 describe('a repository redefining a built-in provider', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {

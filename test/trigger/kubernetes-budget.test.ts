@@ -31,7 +31,7 @@ done
 echo '{"type":"svc.cost","usd":0.01,"tokens_in":10,"tokens_out":5}'
 `;
 
-const POLICY = { sandbox: 'none', checks: [{ name: 'test', run: ['grep', '-q', 'fixed', 'a.txt'] }], max_usd: 0.25 };
+const POLICY = { checks: [{ name: 'test', run: ['grep', '-q', 'fixed', 'a.txt'] }], max_usd: 0.25 };
 
 function git(cwd: string, args: string[]): string {
   return execFileSync('git', args, { cwd, encoding: 'utf8', env: { ...process.env, ...GIT_ENV } });
@@ -100,7 +100,9 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
       env, log: silentLogger, pollMs: 50, launchTimeoutMs: 120_000, shipGraceMs: 10_000, controlUrl: cp.url,
       controlToken: CP_TOKEN,
     });
-    const launched = await ex.launch({ workdir: repo.repo, id, args: ['start', '--brief', 'fix the greeting'] });
+    // A job's origin, as the trigger's job loop always gives one: the pod's run is a server's (SVC_SERVER_SANDBOX=none).
+    const args = ['start', '--brief', 'fix the greeting'];
+    const launched = await ex.launch({ workdir: repo.repo, id, origin: 'jobs', args });
     const job = kube.jobs.get(kubeJobName(id));
     assert.equal(launched.error, null, job?.stderr);
     const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });

@@ -40,7 +40,7 @@ done
 `;
 
 const POLICY = {
-  sandbox: 'none', checks: [{ name: 'test', run: ['grep', '-q', 'fixed', 'a.txt'] }], max_usd: 1,
+  checks: [{ name: 'test', run: ['grep', '-q', 'fixed', 'a.txt'] }], max_usd: 1,
   pr: { open: 'verified', draft: true },
 };
 
@@ -111,7 +111,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       controlUrl: cp.url, controlToken: CP_TOKEN,
     });
     const args = ['start', '--brief', brief, ...(more.args ?? []), '--pr', '--detach'];
-    const launched = await ex.launch({ workdir: '/', id, args });
+    // A job's origin, as the trigger's job loop always gives one: the pod's run is a server's (SVC_SERVER_SANDBOX=none).
+    const launched = await ex.launch({ workdir: '/', id, origin: 'jobs', args });
     const job = kube.jobs.get(kubeJobName(id));
     assert.equal(launched.error, null, job?.stderr);
     const acting = whileRunning?.(launched.run!.run);

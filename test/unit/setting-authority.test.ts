@@ -130,3 +130,21 @@ describe('the operator\'s caps on limits', () => {
     }
   });
 });
+
+describe('the operator\'s network grants', () => {
+  it('reads operator.json network.allow, the one way to open a refused address, and refuses a bad one by name', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-grants-'));
+    const write = (value: unknown) => writeFileSync(join(root, '.svc', 'operator.json'), JSON.stringify(value));
+    try {
+      mkdirSync(join(root, '.svc'));
+      write({ network: { allow: ['127.0.0.2:8080', 'models.internal'] } });
+      assert.deepEqual(loadOperatorConfig({ HOME: root }).network, ['127.0.0.2:8080', 'models.internal']);
+      write({ network: { allow: ['http://x/'] } });
+      assert.throws(() => loadOperatorConfig({ HOME: root }), /operator\.json network: Network pattern "http:\/\/x\/"/);
+      write({ network: { deny: ['x.test'] } });
+      assert.throws(() => loadOperatorConfig({ HOME: root }), BadSettingError, 'only allow: deny is the repository\'s');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});

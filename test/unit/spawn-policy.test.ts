@@ -43,9 +43,26 @@ describe('ignoredPolicyNote', () => {
 });
 
 describe('declaredFolders', () => {
+  const folders = (declared: string[], PATH = '') => {
+    const notes: string[] = [];
+    const bound = declaredFolders({ home: '/h', declared, workdir: '/w/repo/.svc/worktrees/r1', repo: '/w/repo',
+      env: { PATH }, note: (text) => notes.push(text) });
+    return { bound, notes };
+  };
+
   it('puts relative declared paths under HOME, keeps absolute ones, and drops what may never be writable', () => {
-    assert.deepEqual(declaredFolders('/h', ['.x', '/abs']), ['/h/.x', '/abs']);
-    assert.deepEqual(declaredFolders('/h', ['.ssh', '/h', '/usr/lib', '.bashrc']), []);
+    assert.deepEqual(folders(['.x', '/abs']).bound, ['/h/.x', '/abs']);
+    assert.deepEqual(folders(['.ssh', '/h', '/usr/lib', '.bashrc']).bound, []);
+    assert.deepEqual(folders(['/tools/bin', '/tools/cache'], '/usr/bin:/tools/bin').bound, ['/tools/cache'],
+      'a folder on svc\'s PATH is never writable');
+  });
+
+  it('binds nothing inside the repository: the working tree is writable already, the rest is not the run\'s', () => {
+    const { bound, notes } = folders(['/w/repo/.svc/worktrees/r1/cache', '/w/repo/cache',
+      '/w/repo/.svc/worktrees/r0/cache']);
+    assert.deepEqual(bound, []);
+    assert.equal(notes.length, 2, 'the working tree\'s own folder needs no note');
+    assert.match(notes[0]!, /"\/w\/repo\/cache" is in the repository, outside the run's working tree: left out/);
   });
 });
 
