@@ -91,7 +91,8 @@ export class HelloWatch {
       if (reading.kind === 'malformed') return { refused: reading.reason, alert: true };
       const mismatch = this.check(reading.serverName, !this.checked);
       if (mismatch) {
-        return { refused: this.checked ? `a second TLS ClientHello on the tunnel: ${mismatch}` : mismatch, alert: true };
+        const refused = this.checked ? `a second TLS ClientHello on the tunnel: ${mismatch}` : mismatch;
+        return { refused, alert: true };
       }
       this.checked = true;
       for (let record = 0; record < reading.end; record += 5 + rest.readUInt16BE(record + 3)) this.recordsLeft -= 1;
