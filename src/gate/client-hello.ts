@@ -11,8 +11,8 @@ export type HelloReading =
   /** `end`: the byte after the hello's last record, where the client's next record starts. */
   | { kind: 'hello'; serverName: string | null; end: number };
 
-/** Data events the gate takes before the hello is complete: a client sending it in crumbs only costs the gate. */
-export const MAX_HELLO_PIECES = 4096;
+/** The most TLS records the hellos of a tunnel may come in: real clients send a hello in one (64 KB takes 4). */
+export const MAX_HELLO_RECORDS = 64;
 
 export const HANDSHAKE = 22;
 const CLIENT_HELLO = 1;
@@ -26,19 +26,21 @@ interface Handshake {
   data: Buffer;
   /** Another kind of record follows. */
   ended: boolean;
+  /** As many records as may be read were read. */
+  capped: boolean;
   /** For each whole record: how many handshake bytes end with it → the byte after it in the buffer. */
   recordEnds: Map<number, number>;
 }
 
-/** The leading handshake records' bytes, or what stops reading them. */
-function handshakeBytes(buf: Buffer): Handshake | HelloReading {
+/** The leading handshake records' bytes (at most `maxRecords` records), or what stops reading them. */
+function handshakeBytes(buf: Buffer, maxRecords: number): Handshake | HelloReading {
   const parts: Buffer[] = [];
   const recordEnds = new Map<number, number>();
   let at = 0;
   let total = 0;
-  while (at < buf.length) {
+  while (at < buf.length && parts.length < maxRecords) {
     if (buf[at] !== HANDSHAKE) {
-      return at === 0 ? { kind: 'not-tls' } : { data: Buffer.concat(parts), ended: true, recordEnds };
+      return at === 0 ? { kind: 'not-tls' } : { data: Buffer.concat(parts), ended: true, capped: false, recordEnds };
     }
     if (buf.length < at + 5) break;
     if (buf[at + 1] !== 3) return { kind: 'not-tls' };
@@ -50,19 +52,22 @@ function handshakeBytes(buf: Buffer): Handshake | HelloReading {
     total += length;
     recordEnds.set(total, at);
   }
-  return { data: Buffer.concat(parts), ended: false, recordEnds };
+  return { data: Buffer.concat(parts), ended: false, capped: parts.length >= maxRecords, recordEnds };
 }
 
-/** What the client's first bytes say; a server name is lower case, without a trailing dot (null: none sent). */
-export function readClientHello(buf: Buffer): HelloReading {
+/**
+ * What bytes starting with a ClientHello say; a server name is lower case, without a trailing dot (null: none sent).
+ * `maxRecords`: how many records the hello may come in (what is left of its tunnel's MAX_HELLO_RECORDS).
+ */
+export function readClientHello(buf: Buffer, maxRecords = MAX_HELLO_RECORDS): HelloReading {
   if (buf.length === 0) return { kind: 'more' };
   if (buf.length > MAX_HELLO_BYTES) return { kind: 'malformed', reason: 'the TLS ClientHello is too large' };
-  const read = handshakeBytes(buf);
+  const read = handshakeBytes(buf, maxRecords);
   if ('kind' in read) return read;
   const hs = read.data;
-  const more: HelloReading = read.ended
-    ? { kind: 'malformed', reason: 'the TLS ClientHello is cut short' }
-    : { kind: 'more' };
+  let more: HelloReading = { kind: 'more' };
+  if (read.ended) more = { kind: 'malformed', reason: 'the TLS ClientHello is cut short' };
+  else if (read.capped) more = { kind: 'malformed', reason: 'the TLS ClientHello came in too many records' };
   if (hs.length < 4) return more;
   if (hs[0] !== CLIENT_HELLO) return { kind: 'malformed', reason: 'the first TLS message is not a ClientHello' };
   const length = hs.readUIntBE(1, 3);
@@ -89,40 +94,6 @@ export function bytesWanted(buf: Buffer): number {
     const end = at + 5 + buf.readUInt16BE(at + 3);
     if (buf.length < end) return end;
     at = end;
-  }
-}
-
-const TOO_MANY_PIECES: HelloReading = { kind: 'malformed', reason: 'the TLS ClientHello came in too many pieces' };
-
-/** A hello as it arrives in pieces, read only once a record they announced is complete (docs/gate.md "Modes"). */
-export class HelloAssembler {
-  private pieces: Buffer[] = [];
-  private total = 0;
-  private wanted = 1;
-  private count = 0;
-  /** How many times the bytes were read (what a crumbling client can make the gate do). */
-  readings = 0;
-
-  bytes(): Buffer {
-    if (this.pieces.length !== 1) this.pieces = [Buffer.concat(this.pieces, this.total)];
-    return this.pieces[0] ?? Buffer.alloc(0);
-  }
-
-  push(piece: Buffer): HelloReading {
-    if (piece.length === 0) return { kind: 'more' };
-    this.count += 1;
-    this.pieces.push(piece);
-    this.total += piece.length;
-    if (this.total < this.wanted) {
-      return this.count > MAX_HELLO_PIECES ? TOO_MANY_PIECES : { kind: 'more' };
-    }
-    const seen = this.bytes();
-    this.readings += 1;
-    const reading = readClientHello(seen);
-    if (reading.kind !== 'more') return reading;
-    if (this.count > MAX_HELLO_PIECES) return TOO_MANY_PIECES;
-    this.wanted = Math.max(this.total + 1, bytesWanted(seen));
-    return reading;
   }
 }
 

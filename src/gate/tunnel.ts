@@ -5,8 +5,8 @@ import type { Duplex } from 'node:stream';
 import { BadHostError, normaliseHost, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
 import { refuseRaw, type Asker, type GateContext } from './context.ts';
-import { HelloAssembler, UNRECOGNIZED_NAME_ALERT, type HelloReading } from './client-hello.ts';
-import { HelloRetryWatch } from './hello-retry.ts';
+import { UNRECOGNIZED_NAME_ALERT } from './client-hello.ts';
+import { HelloWatch } from './hello-retry.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
 
 /** Why a hello's server name does not admit the tunnel to `dest`, or null when it does. */
@@ -68,70 +68,53 @@ export async function handleConnect(
     client.end(alert ? UNRECOGNIZED_NAME_ALERT : undefined, () => client.destroy());
     finish(reason, null);
   };
-  const awaitHello = (): void => {
-    const hello = new HelloAssembler();
-    const settle = (reading: HelloReading): void => {
-      if (reading.kind === 'more') return;
-      client.off('data', onData);
-      clearTimeout(helloTimer);
-      if (reading.kind === 'not-tls') return refuseHello('the tunnel does not start with TLS', false);
-      if (reading.kind === 'malformed') return refuseHello(reading.reason, true);
-      base.sni = reading.serverName;
-      const mismatch = serverNameMismatch(dest, reading.serverName);
-      if (mismatch) return refuseHello(mismatch, true);
-      checked = true;
-      const bytes = hello.bytes();
-      upstream.write(bytes.subarray(0, reading.end));
-      watchRetry(bytes.subarray(reading.end));
-    };
-    const onData = (chunk: Buffer): void => settle(hello.push(chunk));
-    helloTimer = setTimeout(() => refuseHello('no TLS ClientHello in time', false), ctx.limits.connectTimeoutMs);
-    client.on('data', onData);
-    settle(hello.push(head));
+  // One reader of the client's bytes until the server's ServerHello: every ClientHello must name the CONNECT host
+  // (hello-retry.ts). The server is read only once the first passed, so no server byte can end the reading before.
+  const watch = new HelloWatch((serverName, first) => {
+    if (first) base.sni = serverName;
+    return serverNameMismatch(dest, serverName);
+  });
+  // When the watch is over (the server's ServerHello, or the client's end of sending), what it held goes on and the
+  // tunnel is copied unread; the pipe passes the client's end of sending (half-closed) on to the server.
+  const copyUnread = (held: Buffer): void => {
+    upstream.off('data', onServer);
+    client.off('data', onClient);
+    client.off('end', onEnd);
+    if (held.length > 0) upstream.write(held);
+    client.pipe(upstream);
   };
-  // Until the server's ServerHello, a later ClientHello (after a HelloRetryRequest) is read too (hello-retry.ts).
-  const watchRetry = (after: Buffer): void => {
-    const watch = new HelloRetryWatch((serverName) => serverNameMismatch(dest, serverName));
-    const copyUnread = (): void => {
-      upstream.off('data', onServer);
+  const onEnd = (): void => copyUnread(watch.end());
+  const onServer = (chunk: Buffer): void => {
+    const held = watch.fromServer(chunk);
+    if (held !== null) copyUnread(held);
+  };
+  const onClient = (chunk: Buffer): void => {
+    const reading = watch.fromClient(chunk);
+    if ('refused' in reading) {
       client.off('data', onClient);
-      client.off('end', onEnd);
-      client.pipe(upstream);
-    };
-    // What the pipe would do: the client's end of sending (half-closed) reaches the server.
-    const onEnd = (): void => {
-      upstream.end();
-    };
-    const onServer = (chunk: Buffer): void => {
-      const held = watch.fromServer(chunk);
-      if (held === null) return;
-      upstream.write(held);
-      copyUnread();
-    };
-    const onClient = (chunk: Buffer): void => {
-      const reading = watch.fromClient(chunk);
-      if ('refused' in reading) {
-        client.off('data', onClient);
-        return refuseHello(reading.refused, true);
-      }
-      if (!upstream.write(reading.forward)) {
-        client.pause();
-        upstream.once('drain', () => client.resume());
-      }
-    };
-    // Before the pipe's own listener: the watch reads each server chunk before the client can answer it.
-    upstream.on('data', onServer);
-    upstream.pipe(client);
-    client.on('data', onClient);
-    client.once('end', onEnd);
-    if (after.length > 0) onClient(after);
+      return refuseHello(reading.refused, reading.alert);
+    }
+    if (reading.checked && !checked) {
+      checked = true;
+      clearTimeout(helloTimer);
+      // Before the pipe's own listener: the watch reads each server chunk before the client can answer it.
+      upstream.on('data', onServer);
+      upstream.pipe(client);
+      client.once('end', onEnd);
+    }
+    if (reading.forward.length > 0 && !upstream.write(reading.forward)) {
+      client.pause();
+      upstream.once('drain', () => client.resume());
+    }
   };
   upstream.setTimeout(ctx.limits.connectTimeoutMs);
   upstream.once('connect', () => {
     opened = true;
     upstream.setTimeout(ctx.limits.idleMs);
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    awaitHello();
+    helloTimer = setTimeout(() => refuseHello('no TLS ClientHello in time', false), ctx.limits.connectTimeoutMs);
+    client.on('data', onClient);
+    onClient(head);
   });
   // The upstream's end: before the tunnel opened, a refusal the client is owed (status, why); after, the tunnel's.
   const upstreamEnded = (status: number, refusal: string, before: string, after: string | null): void => {

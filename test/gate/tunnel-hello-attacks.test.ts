@@ -8,7 +8,8 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
-import { HelloAssembler, MAX_HELLO_PIECES, readClientHello } from '../../src/gate/client-hello.ts';
+import { readClientHello } from '../../src/gate/client-hello.ts';
+import { HelloWatch, MAX_HELLO_PIECES } from '../../src/gate/hello-retry.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import {
   captureHello, gateConnect, recordingConnect, startRawUpstream, tableResolver, type RawUpstream,
@@ -89,25 +90,28 @@ describe('a ClientHello sent in crumbs', () => {
       first ? Buffer.from([1, 0, 0xfe, 0xf0]) : Buffer.alloc(0), Buffer.alloc(first ? length - 4 : length),
     ]);
     const all = Buffer.concat([record(16384, true), record(16384, false), record(16384, false), record(16000, false)]);
-    const hello = new HelloAssembler();
-    let reading = hello.push(Buffer.alloc(0));
+    const hello = new HelloWatch(() => null);
+    let reading = hello.fromClient(Buffer.alloc(0));
     let pieces = 0;
-    for (let i = 0; i < all.length && reading.kind === 'more'; i++) {
-      reading = hello.push(all.subarray(i, i + 1));
+    for (let i = 0; i < all.length && 'forward' in reading; i++) {
+      reading = hello.fromClient(all.subarray(i, i + 1));
       pieces += 1;
     }
-    assert.deepEqual(reading, { kind: 'malformed', reason: 'the TLS ClientHello came in too many pieces' });
+    assert.deepEqual(reading, { refused: 'the TLS ClientHello came in too many pieces', alert: true });
     assert.equal(pieces, MAX_HELLO_PIECES + 1);
     assert.ok(hello.readings <= 4, `read ${hello.readings} times`);
   });
 
   it("node's own hello a byte at a time: read once per record boundary, and its name found", async () => {
     const bytes = await captureHello('crumbs.test');
-    const hello = new HelloAssembler();
-    let reading = hello.push(Buffer.alloc(0));
-    for (let i = 0; i < bytes.length && reading.kind === 'more'; i++) reading = hello.push(bytes.subarray(i, i + 1));
-    assert.deepEqual(reading, { kind: 'hello', serverName: 'crumbs.test', end: bytes.length });
+    const names: Array<string | null> = [];
+    const hello = new HelloWatch((name) => (names.push(name), null));
+    let reading = hello.fromClient(Buffer.alloc(0));
+    for (let i = 0; i < bytes.length && 'forward' in reading && !reading.checked; i++) {
+      reading = hello.fromClient(bytes.subarray(i, i + 1));
+    }
+    assert.deepEqual(reading, { forward: bytes, checked: true });
+    assert.deepEqual(names, ['crumbs.test']);
     assert.ok(hello.readings <= 3, `read ${hello.readings} times`);
-    assert.deepEqual(hello.bytes(), bytes);
   });
 });

@@ -10,7 +10,7 @@ import { connect as tlsConnect, createServer as createTlsServer, type TLSSocket 
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { readClientHello } from '../../src/gate/client-hello.ts';
-import { HelloRetryWatch } from '../../src/gate/hello-retry.ts';
+import { HelloWatch, MAX_HELLO_PIECES } from '../../src/gate/hello-retry.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { makeCert as makeCertFor } from '../trigger/standins.ts';
 import { captureHello, gateConnect, recordingConnect, tableResolver, tempDir } from './helpers.ts';
@@ -186,23 +186,132 @@ describe('a second ClientHello on a tunnel (TLS 1.3 HelloRetryRequest)', () => {
   });
 });
 
-describe('HelloRetryWatch', () => {
-  const pass = (name: string | null) => (name === 'a.test' ? null : `"${name}" is not a.test`);
+describe('a client that half-closes before the server\'s ServerHello', () => {
+  const records: EgressRecord[] = [];
+  let server: ReturnType<typeof createTcpServer>;
+  let gate: Gate;
 
-  it('holds a half record, and reads later client records unread once the server sent its real hello', () => {
-    const watch = new HelloRetryWatch(pass);
-    assert.deepEqual(watch.fromClient(Buffer.from([23, 3, 3, 0, 1, 9])), { forward: Buffer.from([23, 3, 3, 0, 1, 9]) });
-    assert.deepEqual(watch.fromClient(Buffer.from([23, 3, 3])), { forward: Buffer.alloc(0) });
+  before(async () => {
+    // A server that answers a hello only once the client has ended its side (the client's FIN must reach it).
+    server = createTcpServer({ allowHalfOpen: true }, (socket) => {
+      let seen = Buffer.alloc(0);
+      socket.on('error', () => {});
+      socket.on('data', (d: Buffer) => (seen = Buffer.concat([seen, d])));
+      socket.on('end', () => {
+        if (readClientHello(seen).kind !== 'hello') return void socket.end();
+        socket.write(serverHello(Buffer.alloc(32, 7)));
+        setTimeout(() => socket.end('after-hello'), 50);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.2', resolve));
+    const port = (server.address() as AddressInfo).port;
+    gate = await startGate({
+      policy: parseGatePolicy({ allow: ['allowed.test', `127.0.0.2:${port}`] }), tcpPort: 0,
+      resolve: tableResolver({ 'allowed.test': ['127.0.0.2'] }).resolve, connect: recordingConnect().connect,
+      onRecord: (r) => records.push(r),
+    });
+  });
+
+  after(async () => {
+    await gate.close();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const ends: Array<[string, Buffer]> = [['its hello', Buffer.alloc(0)], ['half a record more', Buffer.from([23, 3, 3])]];
+  for (const [what, after] of ends) {
+    it(`keeps the tunnel when it ends after ${what}: the server gets the end, the client its whole answer`, async () => {
+      const hello = await captureHello('allowed.test');
+      const port = (server.address() as AddressInfo).port;
+      const opened = await gateConnect({ port: gate.port ?? 0 }, `allowed.test:${port}`);
+      assert.ok('socket' in opened);
+      const count = records.length;
+      const answer = await new Promise<Buffer>((resolve) => {
+        let got = Buffer.alloc(0);
+        opened.socket.on('data', (d: Buffer) => (got = Buffer.concat([got, d])));
+        opened.socket.on('close', () => resolve(got));
+        opened.socket.on('error', () => {});
+        opened.socket.end(Buffer.concat([hello, after]));
+      });
+      assert.equal(answer.toString('latin1').endsWith('after-hello'), true, 'the server\'s last bytes arrived');
+      for (let i = 0; i < 500 && records.length <= count; i++) await new Promise((r) => setImmediate(r));
+      assert.equal(records[count]?.reason, null);
+      assert.equal(records[count]?.bytesUp, hello.length + after.length);
+    });
+  }
+});
+
+/** `hello` (one record) told over `count` handshake records. */
+function inRecords(hello: Buffer, count: number): Buffer {
+  const message = hello.subarray(5);
+  const step = Math.ceil(message.length / count);
+  const records: Buffer[] = [];
+  for (let at = 0; at < message.length; at += step) {
+    const part = message.subarray(at, at + step);
+    records.push(Buffer.from([22, 3, 1, part.length >> 8, part.length & 255]), part);
+  }
+  return Buffer.concat(records);
+}
+
+describe('HelloWatch', () => {
+  const pass = (name: string | null) => (name === 'a.test' ? null : `"${name}" is not a.test`);
+  const APPLICATION_DATA = Buffer.concat([Buffer.from([23, 3, 3, 0, 100]), Buffer.alloc(100, 9)]);
+
+  it('holds a half record, and reads later client records unread once the server sent its real hello', async () => {
+    const watch = new HelloWatch(pass);
+    const first = await captureHello('a.test');
+    assert.deepEqual(watch.fromClient(first), { forward: first, checked: true });
+    const record = Buffer.from([23, 3, 3, 0, 1, 9]);
+    assert.deepEqual(watch.fromClient(record), { forward: record, checked: true });
+    assert.deepEqual(watch.fromClient(Buffer.from([23, 3, 3])), { forward: Buffer.alloc(0), checked: true });
     assert.equal(watch.fromServer(serverHello(RETRY_RANDOM)), null, 'a retry request keeps the watch');
     const held = watch.fromServer(Buffer.concat([CHANGE_CIPHER_SPEC, serverHello(Buffer.alloc(32, 7))]));
     assert.deepEqual(held, Buffer.from([23, 3, 3]), 'the held bytes go on when the watch ends');
     // A TLS 1.2 client's encrypted Finished is a handshake record of random bytes: never read as a hello now.
     const finished = Buffer.from([22, 3, 3, 0, 4, 1, 0, 0, 9]);
-    assert.deepEqual(watch.fromClient(finished), { forward: finished });
+    assert.deepEqual(watch.fromClient(finished), { forward: finished, checked: true });
+  });
+
+  it('reads the first hello like any other: refused, with the reason it always had', async () => {
+    const other = await captureHello('other.test');
+    assert.deepEqual(new HelloWatch(pass).fromClient(other), { refused: '"other.test" is not a.test', alert: true });
+    assert.deepEqual(new HelloWatch(pass).fromClient(APPLICATION_DATA),
+      { refused: 'the tunnel does not start with TLS', alert: false });
+    const second = new HelloWatch(pass);
+    second.fromClient(await captureHello('a.test'));
+    assert.deepEqual(second.fromClient(other),
+      { refused: 'a second TLS ClientHello on the tunnel: "other.test" is not a.test', alert: true });
+  });
+
+  it('refuses hellos spread over more records than a tunnel allows, the first or later ones together', async () => {
+    const hello = await captureHello('a.test');
+    const refusal = { refused: 'the TLS ClientHello came in too many records', alert: true };
+    assert.deepEqual(new HelloWatch(pass).fromClient(inRecords(hello, 100)), refusal);
+    const watch = new HelloWatch(pass);
+    assert.equal('forward' in watch.fromClient(inRecords(hello, 40)), true, 'one hello in 40 records passes');
+    assert.deepEqual(watch.fromClient(inRecords(hello, 40)), refusal);
+    // A 60 KB hello announced, then sent as records of one byte: refused at the limit, not read 60,000 times.
+    const crumbs = new HelloWatch(pass);
+    let reading = crumbs.fromClient(Buffer.from([22, 3, 3, 0, 4, 1, 0, 0xea, 0x60]));
+    for (let i = 0; i < 1000 && 'forward' in reading; i++) reading = crumbs.fromClient(Buffer.from([22, 3, 3, 0, 1, 0]));
+    assert.deepEqual(reading, refusal);
+    assert.ok(crumbs.readings <= 64, `read ${crumbs.readings} times`);
+  });
+
+  it("counts only hello pieces: a client's early data in many pieces before the ServerHello passes", async () => {
+    const watch = new HelloWatch(pass);
+    watch.fromClient(await captureHello('a.test'));
+    const forwarded: Buffer[] = [];
+    // Records of 105 bytes in pieces of 30: each record goes on once whole.
+    for (let i = 0; i < MAX_HELLO_PIECES + 12; i++) {
+      const reading = watch.fromClient(APPLICATION_DATA.subarray((i % 4) * 30, (i % 4) * 30 + 30));
+      assert.ok('forward' in reading, `piece ${i}`);
+      forwarded.push(reading.forward);
+    }
+    assert.equal(Buffer.concat(forwarded).length, (MAX_HELLO_PIECES + 12) / 4 * APPLICATION_DATA.length);
   });
 
   it('reads a retry request split over records and pieces', () => {
-    const watch = new HelloRetryWatch(pass);
+    const watch = new HelloWatch(pass);
     const message = serverHello(RETRY_RANDOM).subarray(5);
     const records = Buffer.concat([Buffer.from([22, 3, 3, 0, 20]), message.subarray(0, 20),
       Buffer.from([22, 3, 3, 0, message.length - 20]), message.subarray(20)]);

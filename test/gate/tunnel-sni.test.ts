@@ -6,7 +6,8 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
-import { HelloAssembler, readClientHello } from '../../src/gate/client-hello.ts';
+import { readClientHello } from '../../src/gate/client-hello.ts';
+import { HelloWatch } from '../../src/gate/hello-retry.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { makeCert as makeCertFor } from '../trigger/standins.ts';
 import {
@@ -184,10 +185,13 @@ describe('ClientHello reading', () => {
     const body = (await captureHello('parts.test')).subarray(5);
     const record = (part: Buffer) => Buffer.concat([Buffer.from([22, 3, 1]), u16(part.length), part]);
     const split = Buffer.concat([record(body.subarray(0, 40)), record(body.subarray(40))]);
-    const hello = new HelloAssembler();
-    assert.deepEqual(hello.push(split.subarray(0, 46)), { kind: 'more' });
-    assert.deepEqual(hello.push(split.subarray(46, 49)), { kind: 'more' });
-    assert.deepEqual(hello.push(split.subarray(49)), { kind: 'hello', serverName: 'parts.test', end: split.length });
+    const names: Array<string | null> = [];
+    const hello = new HelloWatch((name) => (names.push(name), null));
+    const waiting = { forward: Buffer.alloc(0), checked: false };
+    assert.deepEqual(hello.fromClient(split.subarray(0, 46)), waiting);
+    assert.deepEqual(hello.fromClient(split.subarray(46, 49)), waiting);
+    assert.deepEqual(hello.fromClient(split.subarray(49)), { forward: split, checked: true });
+    assert.deepEqual(names, ['parts.test']);
     assert.equal(hello.readings, 2, 'read again only once the second record was whole');
   });
 

@@ -268,6 +268,32 @@ describe('security', () => {
     });
   });
 
+  describe('GET /v1/providers: a command provider\'s program path only for a caller on this machine', () => {
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    const pathOf = (res: { json: Array<{ name: string; path: string | null; available: boolean }> }) =>
+      res.json.find((p) => p.name === 'mine');
+    before(() => {
+      const config = { providers: { mine: { command: ['/bin/sh'] } } };
+      for (const c of [locked, pub]) c.deps.stores.config.update(() => config);
+    });
+    it('shows it to a local caller', async () => {
+      const res = await rawRequest(locked.url, '/v1/providers', { headers: auth });
+      assert.equal(res.status, 200);
+      assert.equal(pathOf(res)?.path, '/bin/sh');
+    });
+    it('hides it (path null, still available) from a token holder on a public bind or behind a proxy', async () => {
+      const answers = [
+        await rawRequest(pub.url, '/v1/providers', { headers: auth, connectHost: '127.0.0.1' }),
+        await rawRequest(locked.url, '/v1/providers', { headers: { ...auth, 'x-forwarded-for': '203.0.113.7' } }),
+      ];
+      for (const res of answers) {
+        assert.equal(res.status, 200);
+        assert.equal(pathOf(res)?.path, null);
+        assert.equal(pathOf(res)?.available, true);
+      }
+    });
+  });
+
   describe('loopback-only routes behind a same-host proxy', () => {
     // A reverse proxy on this host connects from 127.0.0.1: its relay headers are what tell its clients apart.
     const relayHeaders: Array<Record<string, string>> = [

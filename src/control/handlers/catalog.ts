@@ -9,7 +9,7 @@ import { iso } from '../../iso-time.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
 import { describeProviders, findOnPath } from '../provider-detect.ts';
 import { createVersionProbe, type VersionProbe } from '../../engine/cli-version.ts';
-import { safeEqual } from '../../http/guards.ts';
+import { isLocalCaller, isLoopbackHost, safeEqual } from '../../http/guards.ts';
 import { SOURCES, signatureHeaderNames, type Outbound, type WebhookSource } from '../../webhook-sources.ts';
 import { knownKeys, publicKeyInfo } from '../../keys.ts';
 import { realOrNull } from '../../spawn/tree.ts';
@@ -27,7 +27,12 @@ export const listProviders: Handler<ControlDeps> = async (ctx) => {
   const { config } = readEffectiveConfig(ctx.deps.stores.config);
   const commands = (config.providers ?? {}) as Record<string, { command: string[] }>;
   const found = await describeProviders(commands, ctx.deps.env.PATH, probeFor(ctx.deps));
-  const items = found.map((p) => ({ ...p, default: config.default_provider === p.name }));
+  // A command provider's program is one of the commands svc runs: its path only to a caller on this machine, as the
+  // `providers` setting in GET /v1/config (a built-in's is where its public CLI is installed).
+  const local = isLocalCaller(ctx.req, isLoopbackHost(ctx.deps.settings.host));
+  const items = found.map((p) => ({
+    ...p, path: p.kind === 'command' && !local ? null : p.path, default: config.default_provider === p.name,
+  }));
   // DESIGN §4: a bare array, not a page.
   return json(200, items);
 };
