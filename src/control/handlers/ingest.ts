@@ -32,23 +32,25 @@ function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
 }
 
 /** Whether a run stored for the folder `held` is another project's than `path`'s (compared by real path). */
-function isHeldElsewhere(held: string | null | undefined, path: string | null | undefined): boolean {
+function isHeldElsewhere(held: string | null | undefined, path: string): boolean {
   if (!held || held === path) return false;
-  return !path || realOrNull(held) !== realOrNull(path);
+  return realOrNull(held) !== realOrNull(path);
 }
 
 /**
- * Refuses a batch that writes a run this server holds for another project, before anything of it is applied, as import
- * skips it (docs/control-data.md, "Which runs the Control Plane steers itself"): the project's `state.json` is its own
- * text, and the row's folder, brief, verdict and PR steer resume, retry, verify and the merge queue there. A run's
- * events or artifacts alone name no project, so they may not write such a run either.
+ * Refuses a batch that names, for a run this server holds for one project, another existing registered project, before
+ * anything of it is applied, as import skips it (docs/control-data.md, "Which runs the Control Plane steers itself").
+ * Any other folder named (a project's old place after a move, a folder gone or never registered, none) is no claim to
+ * the run: the batch is taken and the run keeps the folder stored for it. The run's key, where one is bound, is what
+ * tells its own runner from another sender (ingest-apply.ts checkRunKey).
  */
-function refuseRunsHeldElsewhere(deps: ControlDeps, batch: IngestBatch, named: Set<string>): void {
-  const sent = new Map(batch.runs.map((r) => [r.run, r.repo_path]));
-  for (const run of named) {
-    if (!isHeldElsewhere(deps.stores.runs.get(batch.source, run)?.repo_path, sent.get(run))) continue;
-    throw new HttpError('forbidden_run', `Run ${batch.source}/${run} is a run of another project than the one this ` +
-      'batch names for it (nothing of the batch was applied)');
+function refuseRunsHeldElsewhere(deps: ControlDeps, batch: IngestBatch): void {
+  for (const run of batch.runs) {
+    const held = deps.stores.runs.get(batch.source, run.run)?.repo_path;
+    const sent = run.repo_path;
+    if (!held || !sent || !isRegisteredProject(deps, sent) || !isHeldElsewhere(held, sent)) continue;
+    throw new HttpError('forbidden_run', `Run ${batch.source}/${run.run} is a run of another project than the one ` +
+      'this batch names for it (nothing of the batch was applied)');
   }
 }
 
@@ -59,11 +61,13 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   }
   const { deps } = ctx;
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
-  refuseRunsHeldElsewhere(deps, batch, named);
-  // repo_path steers local actions: kept only for this server's own source in a registered project.
+  refuseRunsHeldElsewhere(deps, batch);
+  // repo_path steers local actions: kept only for this server's own source in a registered project, and never moves a
+  // run held for a folder (a sticky column: the stored one stays).
   for (const run of batch.runs) {
     const path = run.repo_path;
-    if (!path || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
+    const held = path ? deps.stores.runs.get(batch.source, run.run)?.repo_path : null;
+    if (!path || held || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
   }
   // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
   const deleted = new Set([...named].filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
