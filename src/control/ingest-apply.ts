@@ -38,7 +38,9 @@ function checkRunKey(source: string, run: string, stored: KeyedRunRow | undefine
 
 /**
  * Also each named run's start as stored, for the metrics, which would otherwise read every run again. `fromDisk`: an
- * import of run folders (the operator's action, not a runner's) checks no run's key and takes no control request.
+ * import of run folders (the operator's action, not a runner's) checks no run's key and takes no control request; it
+ * binds a run stored without a key to the key its folder holds (a bound run keeps its own), so from then on only the
+ * run's own runner writes it.
  */
 export function storeBatch(
   deps: ControlDeps, batch: IngestBatch, opts: { fromDisk?: boolean } = {},
@@ -63,7 +65,7 @@ export function storeBatch(
     // One read of the row serves the key check and the times below.
     const stored = stores.runs.getKeyed(source, run.run);
     // Checked before this run's first write; a refusal rolls back the batch's earlier runs with it.
-    const bind = byRunner ? checkRunKey(source, run.run, stored, key) : null;
+    const bind = byRunner ? checkRunKey(source, run.run, stored, key) : key === null ? null : runKeyDigest(key);
     // A row stamped later than now (stored before body times were bounded, or by a clock since stepped back) is no
     // newer than this update: no stored claim to the future may keep a runner's real update out (ingest-validate.ts).
     const arriving = Math.min(now, run.updated_at ?? now);

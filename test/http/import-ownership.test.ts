@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { createShipper } from '../../src/engine/shipper.ts';
+import { runKeyDigest } from '../../src/control/ingest-apply.ts';
 
 const MAIN = 'main-token-0123456789abcdefghijkl';
 const K8S = 'k8s-runner-token-0123456789abcdef';
@@ -178,5 +179,60 @@ describe('POST /v1/ingest of a run held for another project', () => {
     const res = await cp.request('POST', '/v1/ingest', { token: MAIN, body: { source: 'local', runs: [run] } });
     assert.equal(res.status, 200, res.text);
     assert.equal(cp.deps.stores.runs.get('local', 'rheld')!.brief, 'mine, again');
+  });
+});
+
+describe('POST /v1/import of a run folder that holds its run-key', () => {
+  let cp: TestControl;
+  let first: string;
+  let second: string;
+  const key = 'k'.repeat(43);
+  const folders: string[] = [];
+  before(async () => {
+    cp = await startTestControl({ token: MAIN });
+    first = realpathSync(forgedProject({ rkeyed: { source: 'local', brief: 'mine' }, rbadkey: { source: 'local' } }));
+    second = realpathSync(forgedProject({}));
+    folders.push(first, second);
+    writeFileSync(join(first, '.svc', 'runs', 'rkeyed', 'run-key'), `${key}\n`);
+    writeFileSync(join(first, '.svc', 'runs', 'rbadkey', 'run-key'), 'short\n');
+  });
+  after(async () => {
+    await cp.close();
+    for (const folder of folders) rmSync(folder, { recursive: true, force: true });
+  });
+
+  it('binds the run to that key, so another project claiming the run\'s folder in its state.json is refused', async () => {
+    for (const path of [first, second]) {
+      const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path } });
+      assert.equal(res.status, 200, res.text);
+      if (path === first) {
+        assert.deepEqual(res.json.skipped, [{ entry: 'rbadkey/run-key', reason: 'must match ^[A-Za-z0-9_-]{32,128}$' }]);
+      }
+    }
+    assert.deepEqual(Buffer.from(cp.deps.stores.runs.getKeyed('local', 'rkeyed')!.run_key_sha256!), runKeyDigest(key));
+    assert.equal(cp.deps.stores.runs.getKeyed('local', 'rbadkey')!.run_key_sha256, null);
+    const folder = join(second, '.svc', 'runs', 'rkeyed');
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(join(folder, 'state.json'), JSON.stringify({
+      run: 'rkeyed', source: 'local', status: 'failed', started_at: T0, updated_at: Date.now(), brief: 'theirs',
+      repo_path: first,
+    }));
+    const forged = await createShipper(folder, { SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: MAIN, HOME: second }).flush();
+    assert.match(forged?.why ?? '', /answered 403 forbidden_run \(Run local\/rkeyed is bound to the key/);
+    assert.equal(cp.deps.stores.runs.get('local', 'rkeyed')!.brief, 'mine');
+    const own = join(first, '.svc', 'runs', 'rkeyed');
+    writeFileSync(join(own, 'events.jsonl'), `${JSON.stringify({ seq: 1, ts: T1, kind: 'log', data: {} })}\n`);
+    assert.equal(await createShipper(own, { SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: MAIN, HOME: first }).flush(), null);
+  });
+
+  it('binds a run stored without a key to its folder\'s before verifying it there', async () => {
+    const now = Date.now();
+    const run = { run: 'rlate', status: 'succeeded', started_at: now, updated_at: now, repo_path: first };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: MAIN, body: { source: 'local', runs: [run] } })).status, 200);
+    mkdirSync(join(first, '.svc', 'runs', 'rlate'), { recursive: true });
+    writeFileSync(join(first, '.svc', 'runs', 'rlate', 'run-key'), `${key}\n`);
+    assert.equal(cp.deps.stores.runs.getKeyed('local', 'rlate')!.run_key_sha256, null);
+    assert.equal((await cp.request('POST', '/v1/runs/local/rlate/verify', { token: MAIN, body: {} })).status, 202);
+    assert.deepEqual(Buffer.from(cp.deps.stores.runs.getKeyed('local', 'rlate')!.run_key_sha256!), runKeyDigest(key));
   });
 });

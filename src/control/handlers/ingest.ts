@@ -18,7 +18,7 @@ import type { IngestResult } from '../../client/types.ts';
 import { isRegisteredProject } from '../action-rules.ts';
 import { schemas } from '../openapi-schemas.ts';
 import { listPlain, openPlainDirIn, openPlainPath, skipReason } from '../../engine/plain-tree.ts';
-import { readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
+import { readBindableRunKey, readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
 import { realOrNull } from '../../spawn/tree.ts';
 import { isValidSegment } from '../../engine/ids.ts';
 
@@ -38,19 +38,24 @@ function isHeldElsewhere(held: string | null | undefined, path: string): boolean
 }
 
 /**
- * Refuses a batch that names, for a run this server holds for one project, another existing registered project, before
- * anything of it is applied, as import skips it (docs/control-data.md, "Which runs the Control Plane steers itself").
- * Any other folder named (a project's old place after a move, a folder gone or never registered, none) is no claim to
- * the run: the batch is taken and the run keeps the folder stored for it. The run's key, where one is bound, is what
- * tells its own runner from another sender (ingest-apply.ts checkRunKey).
+ * Keeps a batch's repo_path, which steers local actions, only for this server's own source in a registered project,
+ * and never over the folder a run is held for (a sticky column: the stored one stays). Refuses a batch that names, for
+ * a run held for one project, another existing registered project, before anything of it is applied, as import skips
+ * it (docs/control-data.md, "Which runs the Control Plane steers itself"). Any other folder named (a project's old
+ * place after a move, a folder gone or never registered, none) is no claim to the run: the batch is taken. The run's
+ * key, where one is bound, is what tells its own runner from another sender (ingest-apply.ts checkRunKey).
  */
-function refuseRunsHeldElsewhere(deps: ControlDeps, batch: IngestBatch): void {
+function takeRepoPaths(deps: ControlDeps, batch: IngestBatch): void {
   for (const run of batch.runs) {
-    const held = deps.stores.runs.get(batch.source, run.run)?.repo_path;
     const sent = run.repo_path;
-    if (!held || !sent || !isRegisteredProject(deps, sent) || !isHeldElsewhere(held, sent)) continue;
-    throw new HttpError('forbidden_run', `Run ${batch.source}/${run.run} is a run of another project than the one ` +
-      'this batch names for it (nothing of the batch was applied)');
+    delete run.repo_path;
+    if (!sent || batch.source !== deps.settings.source || !isRegisteredProject(deps, sent)) continue;
+    const held = deps.stores.runs.get(batch.source, run.run)?.repo_path;
+    if (isHeldElsewhere(held, sent)) {
+      throw new HttpError('forbidden_run', `Run ${batch.source}/${run.run} is a run of another project than the one ` +
+        'this batch names for it (nothing of the batch was applied)');
+    }
+    if (!held) run.repo_path = sent;
   }
 }
 
@@ -61,14 +66,7 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   }
   const { deps } = ctx;
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
-  refuseRunsHeldElsewhere(deps, batch);
-  // repo_path steers local actions: kept only for this server's own source in a registered project, and never moves a
-  // run held for a folder (a sticky column: the stored one stays).
-  for (const run of batch.runs) {
-    const path = run.repo_path;
-    const held = path ? deps.stores.runs.get(batch.source, run.run)?.repo_path : null;
-    if (!path || held || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
-  }
+  takeRepoPaths(deps, batch);
   // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
   const deleted = new Set([...named].filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
   if (deleted.size === 0) return json(200, applyBatch(deps, batch));
@@ -85,8 +83,9 @@ const MAX_SKIPPED = 100;
 
 type Skip = (entry: string, reason: string) => void;
 
+/** `key`: the folder's `run-key`, which binds a run stored without one (ingest-apply.ts storeBatch). */
 function importBatch(
-  deps: ControlDeps, project: string, read: RunBatch, firstLine: number, skip: Skip,
+  deps: ControlDeps, project: string, read: RunBatch, firstLine: number, skip: Skip, key: string | null,
 ): IngestBatch | null {
   const { state } = read;
   const name = String(state.run);
@@ -127,7 +126,7 @@ function importBatch(
     skip(`${name}/artifacts/${rel}`, 'name contains a backslash');
     return [];
   });
-  return { source, runs: [{ ...run, run_key: null }], events, artifacts, notifications: [], served_repos: null };
+  return { source, runs: [{ ...run, run_key: key }], events, artifacts, notifications: [], served_repos: null };
 }
 
 function importProject(deps: ControlDeps, path: unknown) {
@@ -163,10 +162,12 @@ function importProject(deps: ControlDeps, path: unknown) {
           continue;
         }
         try {
+          // The folder's key binds a run stored without one, so later batches need it (docs/control-data.md, Import).
+          const key = readBindableRunKey(folder, (entry, reason) => skip(`${name}/${entry}`, reason));
           let from: ShipOffsets = { events_offset: 0, artifacts: {} };
           for (let line = 0, more = true, first = true; more; first = false) {
             const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));
-            const batch = read && importBatch(deps, path, read, line, skip);
+            const batch = read && importBatch(deps, path, read, line, skip, key);
             if (!read || !batch) break;
             // An explicit import brings back a run of this server's source that was deleted (ingest does not:
             // control-stores.ts deletedRuns); importBatch refused any other source's.
