@@ -22,8 +22,8 @@ export function runKeyDigest(key: string): Buffer {
  * "Each run's own runner"): a runner token is its source's, shared by every job pod, so the key its worker made is
  * what tells one run's runner from another's. `stored` is the run as read once for this batch (undefined: none yet).
  * Returns the digest to bind when this batch makes the run: a run stored without a key (by a runner from before keys,
- * an import) stays unbound, since whoever sent a key for it first would lock its real runner out. One SHA-256 per run
- * named, never per event.
+ * a batch that carried none) stays unbound, since whoever sent a key for it first would lock its real runner out (an
+ * import, resume or verify binds it to its folder's `run-key` instead). One SHA-256 per run named, never per event.
  */
 function checkRunKey(source: string, run: string, stored: KeyedRunRow | undefined, key: string | null): Buffer | null {
   if (stored === undefined) return key === null ? null : runKeyDigest(key);
