@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { writeFileSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { readFileSync, writeFileSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { generateKeyPairSync } from 'node:crypto';
 import { issueReceipt, type Receipt } from '../../src/engine/receipt.ts';
 import { keyIdOf, trustedKeysDir, rotateSigningKey } from '../../src/keys.ts';
@@ -77,11 +77,17 @@ describe('merge queue and review risk', () => {
     return github.requests.filter((r) => r.method === 'PUT' && r.path === `/repos/${owner}/${name}/pulls/${number}/merge`).length;
   }
 
-  // The ingests below name the run's own project, as a state.json edited in that project can (docs/control-data.md).
+  /** The run's own key (its folder's run-key), which whoever can edit the project can read and send. */
+  function keyOf(run: { run: string }): string {
+    return readFileSync(join(repo.repo, '.svc', 'runs', run.run, 'run-key'), 'utf8').trim();
+  }
+
+  // The ingests below name the run's own project and carry its key, as a state.json edited in that project can
+  // (docs/control-data.md).
   it('refuses to merge a PR in another repository after an ingest rewrote the run\'s pr_url', async () => {
     const run = await finished('fake');
     github.pulls.set(900, { owner: 'evil', repo: 'other', number: 900, head: `svc/${run.run}`, base: 'main', head_sha: null });
-    const rewritten = { ...run, repo_path: repo.repo, pr_url: 'https://github.example/evil/other/pull/900', updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
+    const rewritten = { ...run, run_key: keyOf(run), repo_path: repo.repo, pr_url: 'https://github.example/evil/other/pull/900', updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
     assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [rewritten] } })).status, 200);
     const entry = await queueAndRun(run);
     assert.equal(entry.status, 'failed');
@@ -98,7 +104,7 @@ describe('merge queue and review risk', () => {
     ];
     for (const [prUrl, detail] of cases) {
       const run = await finished('fake');
-      const rewritten = { ...run, repo_path: repo.repo, pr_url: prUrl, updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
+      const rewritten = { ...run, run_key: keyOf(run), repo_path: repo.repo, pr_url: prUrl, updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
       assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [rewritten] } })).status, 200);
       const entry = await queueAndRun(run);
       assert.equal(entry.status, 'failed');
@@ -110,7 +116,7 @@ describe('merge queue and review risk', () => {
   it('refuses to merge a PR of the same repository whose head is another branch', async () => {
     const first = await finished('fake');
     const second = await finished('fake');
-    const rewritten = { ...second, repo_path: repo.repo, pr_url: first.pr_url, updated_at: new Date(Date.parse(second.updated_at) + 1).toISOString() };
+    const rewritten = { ...second, run_key: keyOf(second), repo_path: repo.repo, pr_url: first.pr_url, updated_at: new Date(Date.parse(second.updated_at) + 1).toISOString() };
     await control.request('POST', '/v1/ingest', { body: { source: second.source, runs: [rewritten] } });
     const entry = await queueAndRun(second);
     assert.equal(entry.status, 'failed');
