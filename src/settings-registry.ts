@@ -138,7 +138,7 @@ export const SETTINGS = {
     'open connections from one peer address (at most `SVC_TRIGGER_MAX_CONNECTIONS`)'),
   SVC_TRIGGER_CLI: text('trigger', 'the `dist/cli.js` next to the server', 'the `svc` run for each job (tests)'),
   TRACKERB_ASSIGNEES: text('trigger', NONE,
-    'comma-separated account ids (only the account id matches), emails (only the email) or display names'),
+    'comma-separated account ids (only the account id matches), emails (the email, or a Server/DC username) or names'),
   TRACKERB_LABELS: text('trigger', NONE, 'comma-separated labels; with neither filter every trackerb event is skipped'),
   CHATA_HOOKS_PREFIX: text('trigger', '`https://hooks.slack.com/`',
     'chata summaries go only to `response_url`s under this https prefix'),

@@ -7,8 +7,9 @@ import { resolveRepo } from '../engine/launch.ts';
 export const HELP = `Usage: svc deploy record --sha SHA --health STATUS [--finished-at ISO] [--repo DIR]
        svc deploy last [--repo DIR]
 
-record  writes .svc/deploys/<time>-<sha>.json with {sha, finished_at, health}
-last    prints the newest as "last deploy <sha7> <finished_at> health=<status>"
+record  writes .svc/deploys/<time>-<sha>.json with {sha, finished_at, health}; <time> is finished_at in UTC ISO-8601
+        form, so the names sort by time
+last    prints the newest of the last 100 records by name as "last deploy <sha7> <finished_at> health=<status>"
 `;
 
 /** Not being in a git repository is the machine's state, not a mistake in the command line: exit 1, not 2. */

@@ -22,8 +22,8 @@ export function runKeyDigest(key: string): Buffer {
  * "Each run's own runner"): a runner token is its source's, shared by every job pod, so the key its worker made is
  * what tells one run's runner from another's. `stored` is the run as read once for this batch (undefined: none yet).
  * Returns the digest to bind when this batch makes the run: a run stored without a key (by a runner from before keys,
- * an import) stays unbound, since whoever sent a key for it first would lock its real runner out. One SHA-256 per run
- * named, never per event.
+ * a batch that carried none) stays unbound, since whoever sent a key for it first would lock its real runner out (an
+ * import, resume or verify binds it to its folder's `run-key` instead). One SHA-256 per run named, never per event.
  */
 function checkRunKey(source: string, run: string, stored: KeyedRunRow | undefined, key: string | null): Buffer | null {
   if (stored === undefined) return key === null ? null : runKeyDigest(key);
@@ -38,7 +38,9 @@ function checkRunKey(source: string, run: string, stored: KeyedRunRow | undefine
 
 /**
  * Also each named run's start as stored, for the metrics, which would otherwise read every run again. `fromDisk`: an
- * import of run folders (the operator's action, not a runner's) checks no run's key and takes no control request.
+ * import of run folders (the operator's action, not a runner's) checks no run's key and takes no control request; it
+ * binds a run stored without a key to the key its folder holds (a bound run keeps its own), so from then on only the
+ * run's own runner writes it.
  */
 export function storeBatch(
   deps: ControlDeps, batch: IngestBatch, opts: { fromDisk?: boolean } = {},
@@ -63,7 +65,7 @@ export function storeBatch(
     // One read of the row serves the key check and the times below.
     const stored = stores.runs.getKeyed(source, run.run);
     // Checked before this run's first write; a refusal rolls back the batch's earlier runs with it.
-    const bind = byRunner ? checkRunKey(source, run.run, stored, key) : null;
+    const bind = byRunner ? checkRunKey(source, run.run, stored, key) : key === null ? null : runKeyDigest(key);
     // A row stamped later than now (stored before body times were bounded, or by a clock since stepped back) is no
     // newer than this update: no stored claim to the future may keep a runner's real update out (ingest-validate.ts).
     const arriving = Math.min(now, run.updated_at ?? now);

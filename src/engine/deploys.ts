@@ -61,7 +61,10 @@ export function recordDeploy(repoDir: string, input: { sha: string; health: stri
   if (!record) {
     throw new BadInputError('A deploy record needs a hex commit sha (7-64 chars) and an ISO-8601 finished_at');
   }
-  const name = `${record.finished_at.replace(/[^0-9A-Za-z]/g, '')}-${record.sha.slice(0, 12)}.json`;
+  // Named by the time in ISO form, whatever form --finished-at took (an RFC 2822 date's name would sort by weekday), so
+  // every record svc writes sorts by time and latestDeployLine's last names are the newest.
+  const iso = new Date(record.finished_at).toISOString();
+  const name = `${iso.replace(/[^0-9A-Za-z]/g, '')}-${record.sha.slice(0, 12)}.json`;
   // A repository may commit .svc/deploys as a link: the record is never written where it points.
   const dir = makePlainPath(repoDir, ['.svc', 'deploys'], 0o777);
   try {

@@ -9,7 +9,7 @@ import { createControlClient, ControlApiError, type ControlClient } from '../cli
 import type { IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from '../client/server-record.ts';
 import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
-import { isValidSegment } from './ids.ts';
+import { isValidSegment, RUN_KEY } from './ids.ts';
 import { RUN_KEY_FILE, runDir } from './paths.ts';
 import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
@@ -140,6 +140,17 @@ function readRunKey(folder: PlainDir, skip: SkipReport): string | null {
   const raw = readPlainIn(folder, RUN_KEY_FILE, 1024);
   if (typeof raw !== 'string') return raw.toString('utf8').trim() || null;
   if (raw !== 'missing') skip(RUN_KEY_FILE, skipReason(raw, 1024));
+  return null;
+}
+
+/**
+ * The folder's key as the Control Plane binds one (an import, a resume or verify it launches: docs/control-data.md,
+ * "Each run's own runner"), read following no link; null when there is none or it is malformed (reported).
+ */
+export function readBindableRunKey(folder: PlainDir, skip: SkipReport): string | null {
+  const key = readRunKey(folder, skip);
+  if (key === null || RUN_KEY.test(key)) return key;
+  skip(RUN_KEY_FILE, `must match ${RUN_KEY.source}`);
   return null;
 }
 

@@ -1,13 +1,14 @@
 // POST /v1/import reads a project's own .svc/runs, which is the project's text: it imports only this server's own
 // source, never over a run this server holds for another folder, and never brings back another source's deleted run.
-// POST /v1/ingest (`svc ship` of that same text) never writes a run held for another folder either.
+// POST /v1/ingest (`svc ship` of that same text) never names another registered project for a run held for one.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { createShipper } from '../../src/engine/shipper.ts';
+import { runKeyDigest } from '../../src/control/ingest-apply.ts';
 
 const MAIN = 'main-token-0123456789abcdefghijkl';
 const K8S = 'k8s-runner-token-0123456789abcdef';
@@ -137,21 +138,37 @@ describe('POST /v1/ingest of a run held for another project', () => {
     assertUnchanged();
   });
 
-  it('refuses a batch naming the run with no folder, or its events alone, and writes none of its other runs', async () => {
+  it('takes a batch naming a folder that is no registered project, or none, and keeps the run\'s folder', async () => {
+    // A project moved (mv) and imported at its new place ships state.json files naming its old, now missing, folder.
+    const base = realpathSync(mkdtempSync(join(tmpdir(), 'svc-moved-')));
+    folders.push(base);
+    const oldPlace = join(base, 'code-proj');
+    const newPlace = join(base, 'src-proj');
+    const folder = join(oldPlace, '.svc', 'runs', 'rmoved');
+    mkdirSync(join(oldPlace, '.git'), { recursive: true });
+    mkdirSync(folder, { recursive: true });
+    const state = { run: 'rmoved', source: 'local', status: 'succeeded', started_at: T0, updated_at: T1, repo_path: oldPlace };
+    writeFileSync(join(folder, 'state.json'), JSON.stringify(state));
+    renameSync(oldPlace, newPlace);
+    assert.equal((await cp.request('POST', '/v1/import', { token: MAIN, body: { path: newPlace } })).status, 200);
+    const moved = join(newPlace, '.svc', 'runs', 'rmoved');
+    writeFileSync(join(moved, 'events.jsonl'), `${JSON.stringify({ seq: 1, ts: T1, kind: 'log', data: {} })}\n`);
+    assert.equal(await createShipper(moved, { SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: MAIN, HOME: newPlace }).flush(), null);
+    assert.equal(cp.deps.stores.events.listAll({ after: 0, limit: 10, source: 'local', run: 'rmoved' }).length, 1);
     const now = Date.now();
     const bodies = [
-      { source: 'local', runs: [{ run: 'rother', status: 'running', started_at: now }, { run: 'rheld', status: 'failed', started_at: now, updated_at: now, brief: 'theirs' }] },
-      { source: 'local', runs: [{ run: 'rother', status: 'running', started_at: now }], events: [{ run: 'rheld', seq: 1, ts: now, kind: 'log', data: {} }] },
-      { source: 'local', runs: [{ run: 'rother', status: 'running', started_at: now }], artifacts: [{ run: 'rheld', path: 'a.txt', content_base64: '' }] },
+      { source: 'local', runs: [{ run: 'rmoved', status: 'failed', started_at: T0, updated_at: now, repo_path: '/etc' }] },
+      { source: 'local', runs: [{ run: 'rmoved', status: 'failed', started_at: T0, updated_at: now }] },
+      { source: 'local', runs: [], events: [{ run: 'rmoved', seq: 2, ts: now, kind: 'log', data: {} }] },
     ];
     for (const body of bodies) {
-      const res = await cp.request('POST', '/v1/ingest', { token: MAIN, body });
-      assert.equal(res.status, 403, res.text);
-      assert.equal(res.json.error.code, 'forbidden_run');
-      assert.equal(cp.deps.stores.runs.get('local', 'rother'), undefined);
-      assert.equal(cp.deps.stores.artifacts.list('local', 'rheld').length, 0);
-      assertUnchanged();
+      assert.equal((await cp.request('POST', '/v1/ingest', { token: MAIN, body })).status, 200);
+      assert.equal(cp.deps.stores.runs.get('local', 'rmoved')!.repo_path, newPlace);
     }
+    // Another registered project named for it is still refused, even while the run's own folder is missing.
+    renameSync(newPlace, oldPlace);
+    const claimed = { source: 'local', runs: [{ run: 'rmoved', status: 'failed', started_at: T0, updated_at: now, repo_path: second }] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: MAIN, body: claimed })).json.error?.code, 'forbidden_run');
   });
 
   it('takes the run from its own folder, named through a linked parent too', async () => {
@@ -162,5 +179,60 @@ describe('POST /v1/ingest of a run held for another project', () => {
     const res = await cp.request('POST', '/v1/ingest', { token: MAIN, body: { source: 'local', runs: [run] } });
     assert.equal(res.status, 200, res.text);
     assert.equal(cp.deps.stores.runs.get('local', 'rheld')!.brief, 'mine, again');
+  });
+});
+
+describe('POST /v1/import of a run folder that holds its run-key', () => {
+  let cp: TestControl;
+  let first: string;
+  let second: string;
+  const key = 'k'.repeat(43);
+  const folders: string[] = [];
+  before(async () => {
+    cp = await startTestControl({ token: MAIN });
+    first = realpathSync(forgedProject({ rkeyed: { source: 'local', brief: 'mine' }, rbadkey: { source: 'local' } }));
+    second = realpathSync(forgedProject({}));
+    folders.push(first, second);
+    writeFileSync(join(first, '.svc', 'runs', 'rkeyed', 'run-key'), `${key}\n`);
+    writeFileSync(join(first, '.svc', 'runs', 'rbadkey', 'run-key'), 'short\n');
+  });
+  after(async () => {
+    await cp.close();
+    for (const folder of folders) rmSync(folder, { recursive: true, force: true });
+  });
+
+  it('binds the run to that key, so another project claiming the run\'s folder in its state.json is refused', async () => {
+    for (const path of [first, second]) {
+      const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path } });
+      assert.equal(res.status, 200, res.text);
+      if (path === first) {
+        assert.deepEqual(res.json.skipped, [{ entry: 'rbadkey/run-key', reason: 'must match ^[A-Za-z0-9_-]{32,128}$' }]);
+      }
+    }
+    assert.deepEqual(Buffer.from(cp.deps.stores.runs.getKeyed('local', 'rkeyed')!.run_key_sha256!), runKeyDigest(key));
+    assert.equal(cp.deps.stores.runs.getKeyed('local', 'rbadkey')!.run_key_sha256, null);
+    const folder = join(second, '.svc', 'runs', 'rkeyed');
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(join(folder, 'state.json'), JSON.stringify({
+      run: 'rkeyed', source: 'local', status: 'failed', started_at: T0, updated_at: Date.now(), brief: 'theirs',
+      repo_path: first,
+    }));
+    const forged = await createShipper(folder, { SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: MAIN, HOME: second }).flush();
+    assert.match(forged?.why ?? '', /answered 403 forbidden_run \(Run local\/rkeyed is bound to the key/);
+    assert.equal(cp.deps.stores.runs.get('local', 'rkeyed')!.brief, 'mine');
+    const own = join(first, '.svc', 'runs', 'rkeyed');
+    writeFileSync(join(own, 'events.jsonl'), `${JSON.stringify({ seq: 1, ts: T1, kind: 'log', data: {} })}\n`);
+    assert.equal(await createShipper(own, { SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: MAIN, HOME: first }).flush(), null);
+  });
+
+  it('binds a run stored without a key to its folder\'s before verifying it there', async () => {
+    const now = Date.now();
+    const run = { run: 'rlate', status: 'succeeded', started_at: now, updated_at: now, repo_path: first };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: MAIN, body: { source: 'local', runs: [run] } })).status, 200);
+    mkdirSync(join(first, '.svc', 'runs', 'rlate'), { recursive: true });
+    writeFileSync(join(first, '.svc', 'runs', 'rlate', 'run-key'), `${key}\n`);
+    assert.equal(cp.deps.stores.runs.getKeyed('local', 'rlate')!.run_key_sha256, null);
+    assert.equal((await cp.request('POST', '/v1/runs/local/rlate/verify', { token: MAIN, body: {} })).status, 202);
+    assert.deepEqual(Buffer.from(cp.deps.stores.runs.getKeyed('local', 'rlate')!.run_key_sha256!), runKeyDigest(key));
   });
 });

@@ -77,13 +77,18 @@ describe('merge queue and review risk', () => {
     return github.requests.filter((r) => r.method === 'PUT' && r.path === `/repos/${owner}/${name}/pulls/${number}/merge`).length;
   }
 
-  // The ingests below name the run's own project and carry its key, as its own runner's can (docs/control-data.md).
-  const keyOf = (run: { run: string }) => readFileSync(join(repo.repo, '.svc', 'runs', run.run, 'run-key'), 'utf8').trim();
+  /** The run's own key (its folder's run-key), which whoever can edit the project can read and send. */
+  function keyOf(run: { run: string }): string {
+    return readFileSync(join(repo.repo, '.svc', 'runs', run.run, 'run-key'), 'utf8').trim();
+  }
+
+  // The ingests below name the run's own project and carry its key, as a state.json edited in that project can
+  // (docs/control-data.md).
   it('refuses to merge a PR in another repository after an ingest rewrote the run\'s pr_url', async () => {
     const run = await finished('fake');
     github.pulls.set(900, { owner: 'evil', repo: 'other', number: 900, head: `svc/${run.run}`, base: 'main', head_sha: null });
-    const rewritten = { ...run, repo_path: repo.repo, pr_url: 'https://github.example/evil/other/pull/900', updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
-    assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [{ ...rewritten, run_key: keyOf(run) }] } })).status, 200);
+    const rewritten = { ...run, run_key: keyOf(run), repo_path: repo.repo, pr_url: 'https://github.example/evil/other/pull/900', updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
+    assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [rewritten] } })).status, 200);
     const entry = await queueAndRun(run);
     assert.equal(entry.status, 'failed');
     assert.match(entry.detail, /evil\/other, not acme\/api/);
@@ -99,9 +104,8 @@ describe('merge queue and review risk', () => {
     ];
     for (const [prUrl, detail] of cases) {
       const run = await finished('fake');
-      const rewritten = { ...run, repo_path: repo.repo, pr_url: prUrl, updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
-      const runs = [{ ...rewritten, run_key: keyOf(run) }];
-      assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs } })).status, 200);
+      const rewritten = { ...run, run_key: keyOf(run), repo_path: repo.repo, pr_url: prUrl, updated_at: new Date(Date.parse(run.updated_at) + 1).toISOString() };
+      assert.equal((await control.request('POST', '/v1/ingest', { body: { source: run.source, runs: [rewritten] } })).status, 200);
       const entry = await queueAndRun(run);
       assert.equal(entry.status, 'failed');
       assert.match(entry.detail, detail);
@@ -112,9 +116,8 @@ describe('merge queue and review risk', () => {
   it('refuses to merge a PR of the same repository whose head is another branch', async () => {
     const first = await finished('fake');
     const second = await finished('fake');
-    const rewritten = { ...second, repo_path: repo.repo, pr_url: first.pr_url, updated_at: new Date(Date.parse(second.updated_at) + 1).toISOString() };
-    const ingest = await control.request('POST', '/v1/ingest', { body: { source: second.source, runs: [{ ...rewritten, run_key: keyOf(second) }] } });
-    assert.equal(ingest.status, 200);
+    const rewritten = { ...second, run_key: keyOf(second), repo_path: repo.repo, pr_url: first.pr_url, updated_at: new Date(Date.parse(second.updated_at) + 1).toISOString() };
+    await control.request('POST', '/v1/ingest', { body: { source: second.source, runs: [rewritten] } });
     const entry = await queueAndRun(second);
     assert.equal(entry.status, 'failed');
     assert.match(entry.detail, new RegExp(`not acme/api:svc/${second.run}`));

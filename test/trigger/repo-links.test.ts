@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SECRETS, get, post, sign, fixture, makeRepo, startTestTrigger, tempDir, withJson } from './helpers.ts';
-import { DEPLOY_RECORDS_READ, latestDeployLine } from '../../src/engine/deploys.ts';
+import { DEPLOY_RECORDS_READ, latestDeployLine, recordDeploy } from '../../src/engine/deploys.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 
@@ -82,6 +82,21 @@ describe('security: a checkout= repository\'s links under .svc', () => {
     } finally {
       await t.cleanup();
     }
+  });
+
+  it('names each record by its ISO time, so the newest is read whatever form --finished-at took', async () => {
+    const repo = makeRepo();
+    dirs.push(repo);
+    const deploys = join(repo, '.svc', 'deploys');
+    for (const name of readdirSync(deploys)) rmSync(join(deploys, name));
+    const t0 = Date.parse('2026-01-01T00:00:00Z');
+    // RFC 2822 dates named as typed sort by weekday ("Thu…" after "2026…"), crowding the newest out of the cap.
+    for (let i = 0; i < DEPLOY_RECORDS_READ; i++) {
+      recordDeploy(repo, { sha: 'aaaaaaa', health: 'ok', finished_at: new Date(t0 + i * 3600e3).toUTCString() });
+    }
+    recordDeploy(repo, { sha: 'bbbbbbb', health: 'ok', finished_at: '2026-03-01T00:00:00Z' });
+    assert.ok(readdirSync(deploys).includes('20260101T000000000Z-aaaaaaa.json'));
+    assert.equal(await latestDeployLine(repo), 'last deploy bbbbbbb 2026-03-01T00:00:00.000Z health=ok');
   });
 
   it('reads only the last DEPLOY_RECORDS_READ deploy records by name, however many a repository commits', async () => {

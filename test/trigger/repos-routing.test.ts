@@ -44,8 +44,12 @@ function github(name: string, edit: (v: Record<string, any>) => void): Signed {
   return { raw, headers };
 }
 
+let issueIds = 0;
+
+/** An issue of its own (GitHub's issue ids are global) labelled svc in `fullName`. */
 function labeled(fullName: string, title: string) {
   return github('issues-labeled.with-organization.json', (v) => {
+    v.issue.id = 5_000_000 + ++issueIds;
     v.label.name = 'svc';
     v.issue.title = title;
     v.repository.full_name = fullName;

@@ -187,8 +187,8 @@ describe('trigger routes with real payloads', () => {
     it('queues one job for an issue opened with the svc label, whichever of its two deliveries is first', async () => {
       // GitHub sends issues.opened (labels include svc) and issues.labeled svc by the author, each its own delivery.
       const at = '2026-11-29T09:00:00Z';
-      const issue = (number: number, updated = at) => ({
-        number, title: 'Crash on login', user: { login: 'maintainer' }, author_association: 'MEMBER',
+      const issue = (number: number, updated = at, id = 9000 + number) => ({
+        id, number, title: 'Crash on login', user: { login: 'maintainer' }, author_association: 'MEMBER',
         labels: [{ name: 'svc' }], created_at: at, updated_at: updated,
       });
       const sender = { login: 'maintainer' };
@@ -207,6 +207,9 @@ describe('trigger routes with real payloads', () => {
       const again = await send(labeled(41, '2026-12-01T10:00:00Z'), 'g-labeled-41-again');
       assert.equal(again.status, 202);
       assert.notEqual(again.body.job_id, first.body.job_id);
+      // A repository renamed or deleted, and a new one of its name: its issue 41 is another issue, with its own id.
+      const recreated = await send({ action: 'opened', issue: issue(41, at, 7041), sender }, 'g-opened-41-new-repo');
+      assert.equal(recreated.status, 202);
     });
     it('skips a ping', async () => {
       const raw = Buffer.from('{"zen":"hi"}');

@@ -101,8 +101,18 @@ describe('readTrackerb', () => {
     assert.equal(input.kind, 'job');
     assert.ok(input.kind === 'job' && input.brief.startsWith('KAN-22: Add back button to pages — Add back button navigation'));
   });
-  it('matches an assignee by account id too', () => {
-    assert.equal(readTrackerb(json('jira-issue-updated-assignee.json'), { assignees: ['5b912e21fa38ae2c896099ae'], labels: [] }).kind, 'job');
+  it('matches an assignee by account id too, typed in either case', () => {
+    for (const id of ['5b912e21fa38ae2c896099ae', '5B912E21FA38AE2C896099AE']) {
+      const filter = { assignees: [id], labels: [] };
+      assert.equal(readTrackerb(json('jira-issue-updated-assignee.json'), filter).kind, 'job', id);
+    }
+  });
+  it('matches an email configured for a Jira Server/Data Center assignee whose username is that email', () => {
+    const body = {
+      webhookEvent: 'jira:issue_created',
+      issue: { key: 'AB-1', fields: { assignee: { name: 'jdoe@corp.com', emailAddress: 'john.doe@corp.com' } } },
+    };
+    assert.equal(readTrackerb(body, { assignees: ['JDoe@corp.com'], labels: [] }).kind, 'job');
   });
   it('matches each configured assignee only against the field of its kind, never a chosen display name', () => {
     const filter = { assignees: ['557058:f00d-svc-bot', 'svc-bot@acme.example', 'Release Bot'], labels: [] };

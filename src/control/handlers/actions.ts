@@ -15,6 +15,9 @@ import type { RunInput, RunRow } from '../../db/run-types.ts';
 import { canonicalJson } from '../../canonical-json.ts';
 import { newRunId, newRunKey } from '../../engine/ids.ts';
 import { runKeyDigest } from '../ingest-apply.ts';
+import { openRunFolder } from '../../engine/plain-tree.ts';
+import { runDir } from '../../engine/paths.ts';
+import { readBindableRunKey } from '../../engine/shipper.ts';
 import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
@@ -194,10 +197,27 @@ export const stopRun: Handler<ControlDeps> = (ctx) => {
   return accepted(deps, row.source, row.run);
 };
 
+/**
+ * Binds a run stored without a key (imported before imports bound keys, shipped first without one) to its folder's
+ * `run-key` before this server launches a runner there, which ships with that key: from then on no other sender of its
+ * source writes the run (docs/control-data.md, "Each run's own runner"). A bound run keeps its own key.
+ */
+function bindToFolderKey(deps: ControlDeps, row: RunRow): void {
+  const folder = openRunFolder(runDir(row.repo_path!, row.run));
+  if ('failed' in folder) return;
+  try {
+    const key = readBindableRunKey(folder, () => {});
+    if (key !== null) deps.stores.runs.bindKey(row.source, row.run, runKeyDigest(key));
+  } finally {
+    folder.close();
+  }
+}
+
 export const resumeRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const row = allowedRun(ctx, 'resume');
   checkConcurrency(deps);
+  bindToFolderKey(deps, row);
   deps.stores.runs.setStatus(row.source, row.run, 'running', deps.clock(), { ended_at: null, error: null });
   deps.engine.launch(row.source, row.run, resumeArgs(row.run, row.repo_path!), 'fail-run');
   return accepted(deps, row.source, row.run);
@@ -222,6 +242,7 @@ export const retryRun: Handler<ControlDeps> = (ctx) => {
 function launchOnRun(action: 'verify' | 'pr', flags: string[]): Handler<ControlDeps> {
   return (ctx) => {
     const row = allowedRun(ctx, action);
+    bindToFolderKey(ctx.deps, row);
     ctx.deps.engine.launch(row.source, row.run, ['start', ...flags, row.run, '--repo', row.repo_path!], 'event-only');
     return json(202, runToJson(row));
   };

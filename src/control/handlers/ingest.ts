@@ -18,7 +18,7 @@ import type { IngestResult } from '../../client/types.ts';
 import { isRegisteredProject } from '../action-rules.ts';
 import { schemas } from '../openapi-schemas.ts';
 import { listPlain, openPlainDirIn, openPlainPath, skipReason } from '../../engine/plain-tree.ts';
-import { readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
+import { readBindableRunKey, readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
 import { realOrNull } from '../../spawn/tree.ts';
 import { isValidSegment } from '../../engine/ids.ts';
 
@@ -32,23 +32,30 @@ function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
 }
 
 /** Whether a run stored for the folder `held` is another project's than `path`'s (compared by real path). */
-function isHeldElsewhere(held: string | null | undefined, path: string | null | undefined): boolean {
+function isHeldElsewhere(held: string | null | undefined, path: string): boolean {
   if (!held || held === path) return false;
-  return !path || realOrNull(held) !== realOrNull(path);
+  return realOrNull(held) !== realOrNull(path);
 }
 
 /**
- * Refuses a batch that writes a run this server holds for another project, before anything of it is applied, as import
- * skips it (docs/control-data.md, "Which runs the Control Plane steers itself"): the project's `state.json` is its own
- * text, and the row's folder, brief, verdict and PR steer resume, retry, verify and the merge queue there. A run's
- * events or artifacts alone name no project, so they may not write such a run either.
+ * Keeps a batch's repo_path, which steers local actions, only for this server's own source in a registered project,
+ * and never over the folder a run is held for (a sticky column: the stored one stays). Refuses a batch that names, for
+ * a run held for one project, another existing registered project, before anything of it is applied, as import skips
+ * it (docs/control-data.md, "Which runs the Control Plane steers itself"). Any other folder named (a project's old
+ * place after a move, a folder gone or never registered, none) is no claim to the run: the batch is taken. The run's
+ * key, where one is bound, is what tells its own runner from another sender (ingest-apply.ts checkRunKey).
  */
-function refuseRunsHeldElsewhere(deps: ControlDeps, batch: IngestBatch, named: Set<string>): void {
-  const sent = new Map(batch.runs.map((r) => [r.run, r.repo_path]));
-  for (const run of named) {
-    if (!isHeldElsewhere(deps.stores.runs.get(batch.source, run)?.repo_path, sent.get(run))) continue;
-    throw new HttpError('forbidden_run', `Run ${batch.source}/${run} is a run of another project than the one this ` +
-      'batch names for it (nothing of the batch was applied)');
+function takeRepoPaths(deps: ControlDeps, batch: IngestBatch): void {
+  for (const run of batch.runs) {
+    const sent = run.repo_path;
+    delete run.repo_path;
+    if (!sent || batch.source !== deps.settings.source || !isRegisteredProject(deps, sent)) continue;
+    const held = deps.stores.runs.get(batch.source, run.run)?.repo_path;
+    if (isHeldElsewhere(held, sent)) {
+      throw new HttpError('forbidden_run', `Run ${batch.source}/${run.run} is a run of another project than the one ` +
+        'this batch names for it (nothing of the batch was applied)');
+    }
+    if (!held) run.repo_path = sent;
   }
 }
 
@@ -59,12 +66,7 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   }
   const { deps } = ctx;
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
-  refuseRunsHeldElsewhere(deps, batch, named);
-  // repo_path steers local actions: kept only for this server's own source in a registered project.
-  for (const run of batch.runs) {
-    const path = run.repo_path;
-    if (!path || batch.source !== deps.settings.source || !isRegisteredProject(deps, path)) delete run.repo_path;
-  }
+  takeRepoPaths(deps, batch);
   // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
   const deleted = new Set([...named].filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
   if (deleted.size === 0) return json(200, applyBatch(deps, batch));
@@ -81,8 +83,9 @@ const MAX_SKIPPED = 100;
 
 type Skip = (entry: string, reason: string) => void;
 
+/** `key`: the folder's `run-key`, which binds a run stored without one (ingest-apply.ts storeBatch). */
 function importBatch(
-  deps: ControlDeps, project: string, read: RunBatch, firstLine: number, skip: Skip,
+  deps: ControlDeps, project: string, read: RunBatch, firstLine: number, skip: Skip, key: string | null,
 ): IngestBatch | null {
   const { state } = read;
   const name = String(state.run);
@@ -123,7 +126,7 @@ function importBatch(
     skip(`${name}/artifacts/${rel}`, 'name contains a backslash');
     return [];
   });
-  return { source, runs: [{ ...run, run_key: null }], events, artifacts, notifications: [], served_repos: null };
+  return { source, runs: [{ ...run, run_key: key }], events, artifacts, notifications: [], served_repos: null };
 }
 
 function importProject(deps: ControlDeps, path: unknown) {
@@ -159,10 +162,12 @@ function importProject(deps: ControlDeps, path: unknown) {
           continue;
         }
         try {
+          // The folder's key binds a run stored without one, so later batches need it (docs/control-data.md, Import).
+          const key = readBindableRunKey(folder, (entry, reason) => skip(`${name}/${entry}`, reason));
           let from: ShipOffsets = { events_offset: 0, artifacts: {} };
           for (let line = 0, more = true, first = true; more; first = false) {
             const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));
-            const batch = read && importBatch(deps, path, read, line, skip);
+            const batch = read && importBatch(deps, path, read, line, skip, key);
             if (!read || !batch) break;
             // An explicit import brings back a run of this server's source that was deleted (ingest does not:
             // control-stores.ts deletedRuns); importBatch refused any other source's.

@@ -73,15 +73,17 @@ function labelsOf(fields: Obj, items: Obj[]): string[] {
 /** An Atlassian account id: `<number>:<id>` (557058:f1ad…), or the older 24 hex digits. */
 const ACCOUNT_ID = /^(\d+:[A-Za-z0-9_-]+|[0-9a-fA-F]{24})$/;
 
-// Each configured value is compared to the one field of its kind: a display name is the person's own choice, so one
-// that reads like the bot's account id or email must not pass a filter pinned to that id or email.
+// Each configured value is compared, without regard to case, to the fields of its kind: a display name is the person's
+// own choice, so one that reads like the bot's account id or email must not pass a filter pinned to that id or email.
+// An email may also be a Jira Server/Data Center username (`name`), which the instance's administrators set.
 function assigneeMatches(fields: Obj, wanted: readonly string[]): boolean {
   const a = obj(fields.assignee);
   const lower = (value: unknown) => str(value)?.toLowerCase();
   return wanted.some((w) => {
-    if (ACCOUNT_ID.test(w)) return str(a.accountId) === w;
-    if (w.includes('@')) return lower(a.emailAddress) === w.toLowerCase();
-    return [lower(a.displayName), lower(a.name)].includes(w.toLowerCase());
+    const value = w.toLowerCase();
+    if (ACCOUNT_ID.test(w)) return lower(a.accountId) === value;
+    if (w.includes('@')) return [lower(a.emailAddress), lower(a.name)].includes(value);
+    return [lower(a.displayName), lower(a.name)].includes(value);
   });
 }
 

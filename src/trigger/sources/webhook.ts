@@ -30,9 +30,13 @@ type WebhookInput =
 // again) claims no such key and is a job of its own.
 const OPENED_LABEL_MS = 60_000;
 
-/** The key of the `svc` label an issue was opened with, or none for a label added later. */
-function openedLabelKeys(repository: string | null, issue: Obj, action: 'opened' | 'labeled'): string[] {
-  const key = `webhook:issue-opened-svc:${repository ?? ''}#${text(issue.number) ?? ''}`;
+/**
+ * The key of the `svc` label an issue was opened with, or none for a label added later. It names the issue by its own
+ * id, not `<owner/name>#<number>`: a repository renamed or deleted and a new one of that name within the key's 30 days
+ * has issues of the same numbers (`ref`, the key of an event without an id).
+ */
+function openedLabelKeys(ref: string, issue: Obj, action: 'opened' | 'labeled'): string[] {
+  const key = `webhook:issue-opened-svc:${text(issue.id) ?? str(issue.node_id) ?? ref}`;
   if (action === 'opened') return [key];
   const created = Date.parse(str(issue.created_at) ?? '');
   const changed = Date.parse(str(issue.updated_at) ?? '');
@@ -87,13 +91,13 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
       if (byAuthor && !TRUSTED.has(str(issue.author_association) ?? '')) {
         return { kind: 'skip', reason: 'issue author may not start jobs' };
       }
-      return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(repository, issue, 'labeled') };
+      return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(ref, issue, 'labeled') };
     }
     if (body.action === 'opened' && hasLabel(issue)) {
       if (!TRUSTED.has(str(issue.author_association) ?? '')) {
         return { kind: 'skip', reason: 'issue author may not start jobs' };
       }
-      return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(repository, issue, 'opened') };
+      return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(ref, issue, 'opened') };
     }
     return { kind: 'skip', reason: issuesSkipReason(str(body.action) ?? '', body, issue) };
   }
