@@ -37,7 +37,7 @@ Promise<{ status: number; body: string }> {
     let status = 0;
     let body = '';
     const req = request({
-      host: '127.0.0.1', port, method: 'POST', path: `/_job/${credential}/_model/anthropic/v1/${path}`, agent: false,
+      host: '127.0.0.1', port, method: 'POST', path: `/_job/${credential}/_model/anthropic/v1/${path}/messages`, agent: false,
       headers: { 'content-type': 'application/json' },
     });
     req.on('response', (res) => {
@@ -55,16 +55,17 @@ Promise<{ status: number; body: string }> {
   });
 }
 
-/** The model API stand-in. `/v1/cut`: message_start, then the connection closes; `/v1/overloaded`: message_start,
- * then the API's error event and a clean end; `/v1/held-open`: message_start, then nothing until the client goes. */
+/** The model API stand-in, its Messages API at `/v1/<how>/messages`: `cut`: message_start, then the connection
+ * closes; `overloaded`: message_start, then the API's error event and a clean end; `held-open`: message_start, then
+ * nothing until the client goes. */
 async function startModel(): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(MESSAGE_START);
-      if (req.url === '/v1/cut') setImmediate(() => res.socket?.destroy());
-      else if (req.url === '/v1/overloaded') res.end(OVERLOADED);
+      if (req.url === '/v1/cut/messages') setImmediate(() => res.socket?.destroy());
+      else if (req.url === '/v1/overloaded/messages') res.end(OVERLOADED);
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

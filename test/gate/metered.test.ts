@@ -290,34 +290,34 @@ describe('metered cost at the gate', () => {
     for (const size of [1, 2, 3, 7, 4096]) {
       const asked = requestMeter('openai');
       for (const piece of bytesOf(body, size)) asked.push(piece);
-      assert.deepEqual(asked.read(), { model: 'gpt-5', maxOutput: 700, bytes: Buffer.byteLength(body) }, `${size}`);
+      assert.deepEqual(asked.read(), { model: 'gpt-5', maxOutput: 700, choices: 1, bytes: Buffer.byteLength(body) }, `${size}`);
     }
   });
 
   it('stops reading a request past 64 values or 4 MiB, and counts what a later value could change as unknown', () => {
     const repeated = requestMeter('anthropic');
     repeated.push(Buffer.from(`{${'"max_tokens":1,'.repeat(65)}"model":"claude-haiku-4-5"}`));
-    assert.deepEqual(repeated.read(), { model: null, maxOutput: null, bytes: 15 * 65 + 28 });
+    assert.deepEqual(repeated.read(), { model: null, maxOutput: null, choices: 1, bytes: 15 * 65 + 28 });
     const long = requestMeter('anthropic');
     long.push(Buffer.from('{"model":"claude-haiku-4-5","max_tokens":10,"messages":"'));
     for (let i = 0; i < 5; i++) long.push(Buffer.alloc(1024 * 1024, 0x61));
     long.push(Buffer.from('","max_tokens":1}'));
-    assert.deepEqual({ ...long.read(), bytes: 0 }, { model: null, maxOutput: null, bytes: 0 });
+    assert.deepEqual({ ...long.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 });
     const short = requestMeter('anthropic');
     short.push(Buffer.from(`{${'"max_tokens":1,'.repeat(63)}"model":"claude-haiku-4-5"}`));
-    assert.deepEqual({ ...short.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 1, bytes: 0 });
+    assert.deepEqual({ ...short.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 1, choices: 1, bytes: 0 });
   });
 
   it('counts a call naming no model at the table\'s highest prices, and a cut Gemini stream\'s output at its bound',
     () => {
       const nameless = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);
       const top = highestPrice(PRICES);
-      const guessed = nameless.end({ model: null, maxOutput: 100, bytes: 1000 }, false);
+      const guessed = nameless.end({ model: null, maxOutput: 100, choices: 1, bytes: 1000 }, false);
       close(guessed.usd, (1000 * top.input + 100 * top.output) / 1e6);
       const gemini = usageMeter('gemini', '/v1beta/models/gemini-2.5-pro:streamGenerateContent', {
         'content-type': 'text/event-stream' }, PRICES);
       gemini.push(Buffer.from(GEMINI_SSE));
-      const cut = gemini.end({ model: null, maxOutput: null, bytes: 10 }, false);
+      const cut = gemini.end({ model: null, maxOutput: null, choices: 1, bytes: 10 }, false);
       assert.deepEqual([cut.tokens_in, cut.tokens_out, cut.unknown], [3000, OUTPUT_BOUND,
         'the response ended before its final usage']);
     });
@@ -337,7 +337,7 @@ describe('metered cost at the gate', () => {
     const text = `[${[1, 2, 3].map((n) => JSON.stringify({ candidates: [{ content: { parts: [{ text: '{"usageMetadata":1}' }] } }],
       usageMetadata: { promptTokenCount: 1000, candidatesTokenCount: 10 * n } })).join(',\r\n')}]`;
     for (const piece of bytesOf(text, 11)) meter.push(piece);
-    const { usd: _usd, ...read } = meter.end({ model: null, maxOutput: null, bytes: 0 }, true);
+    const { usd: _usd, ...read } = meter.end({ model: null, maxOutput: null, choices: 1, bytes: 0 }, true);
     assert.deepEqual(read, {
       model: 'gemini-2.5-flash', tokens_in: 1000, tokens_out: 30, cache_read: 0, cache_write: 0, unknown: null,
     });
@@ -349,7 +349,7 @@ describe('metered cost at the gate', () => {
     const mb = Buffer.alloc(1024 * 1024, 0x61);
     for (let i = 0; i < 64; i++) meter.push(mb);
     meter.push(Buffer.from('","model":"claude-haiku-4-5","usage":{"input_tokens":1000000,"output_tokens":0}}'));
-    const read = meter.end({ model: null, maxOutput: null, bytes: 0 }, true);
+    const read = meter.end({ model: null, maxOutput: null, choices: 1, bytes: 0 }, true);
     assert.equal(read.unknown, null);
     assert.equal(read.tokens_in, 1_000_000);
   });
