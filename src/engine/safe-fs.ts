@@ -1,5 +1,5 @@
 // Writes into a run folder that never follow a symbolic link a crafted project could plant.
-import { openSync, closeSync, mkdirSync, constants, renameSync, writeFileSync } from 'node:fs';
+import { openSync, closeSync, mkdirSync, constants, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { RefusedError } from '../errors.ts';
@@ -81,7 +81,13 @@ export function writeJsonAtomic(path: string, value: unknown, mode = 0o644): voi
   const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   // 'wx' (O_EXCL) refuses an existing name, symbolic links included, so the temp file is always our own new file.
   writeFileSync(tmp, JSON.stringify(value, null, 2) + '\n', { mode, flag: 'wx' });
-  renameSync(tmp, path);
+  try {
+    renameSync(tmp, path);
+  } catch (err) {
+    // Not left behind for each failed write to add another.
+    rmSync(tmp, { force: true });
+    throw err;
+  }
 }
 
 /** Opens (making it when missing, with `mode`) the plain folder `name` inside `dir`; throws at anything else there. */

@@ -149,7 +149,8 @@ export function freeEndpoint(method: string, path: string): boolean {
 }
 
 // The calls that generate, and so cost what their output may be (docs/gate.md "Metered cost"): each family's.
-const GENERATION = /(\/messages|\/chat\/completions|\/responses|\/completions|:generateContent|:streamGenerateContent)$/i;
+const GENERATION = new RegExp('(/messages|/chat/completions|/responses|/completions|:generateContent|' +
+  ':streamGenerateContent)$', 'i');
 
 /** Whether a call generates output: a POST to one of GENERATION's endpoints, its path (`endpoint` of modelPath) as the
  * API reads it. A call cut before its usage came is counted at its bounds only then (any other is $0). */

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
-import { modelRoute } from '../../src/gate/model-apis.ts';
+import { generationEndpoint, modelPath, modelRoute } from '../../src/gate/model-apis.ts';
 import { highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
 import { OUTPUT_BOUND, requestMeter, usageMeter } from '../../src/gate/usage.ts';
 import { reachedBudget, refusalText } from '../../src/gate/budgets.ts';
@@ -126,11 +126,13 @@ describe('metered cost at the gate', () => {
   });
 
   /** One call through the gate answered with `answer`; the client's body and the call's metered record. */
-  async function call(path: string, answer: Answer): Promise<{ body: string; status: number; rec: EgressRecord }> {
+  async function call(
+    path: string, answer: Answer, method = 'POST', body = '{"model":"claude-opus-4-1"}',
+  ): Promise<{ body: string; status: number; rec: EgressRecord }> {
     next = answer;
     const before = records.length;
     const reply = await gateRequest({ socketPath: gate.socketPath ?? '' }, path, {
-      method: 'POST', body: '{"model":"claude-opus-4-1"}', headers: { 'accept-encoding': 'gzip, br' },
+      method, body, headers: { 'accept-encoding': 'gzip, br' },
     });
     for (let i = 0; records.length === before && i < 1000; i++) await new Promise((r) => setImmediate(r));
     return { body: reply.body, status: reply.status, rec: records.at(-1)! };
@@ -321,6 +323,88 @@ describe('metered cost at the gate', () => {
       assert.deepEqual([cut.tokens_in, cut.tokens_out, cut.unknown], [3000, OUTPUT_BOUND,
         'the response ended before its final usage']);
     });
+
+  it('counts each answer a request asks for (n, candidateCount) at the bound, and a whole response with no usage at ' +
+    'OUTPUT_BOUND whatever maximum the agent wrote', async () => {
+    const chat = `data: ${JSON.stringify({ model: 'gpt-4o-mini', choices: [{ delta: { content: 'hi' } }] })}\n\n` +
+      'data: [DONE]\n\n';
+    const ask = '{"model":"gpt-4o-mini","n":128,"max_completion_tokens":100,"stream":true}';
+    const answer = { type: 'text/event-stream', pieces: [chat] };
+    const whole = await call('/_model/openai/chat/completions', answer, 'POST', ask);
+    assert.deepEqual([whole.rec.metered?.tokens_out, whole.rec.metered?.unknown],
+      [OUTPUT_BOUND * 128, 'the response carried no usage']);
+    // Cut before its usage: the API stopped each of the 128 answers at the request's maximum.
+    const openai = requestMeter('openai');
+    openai.push(Buffer.from(ask));
+    const meter = usageMeter('openai', '/v1/chat/completions', { 'content-type': 'text/event-stream' }, PRICES);
+    meter.push(Buffer.from(chat.slice(0, 40)));
+    assert.equal(meter.end(openai.read(), false).tokens_out, 12_800);
+    const gemini = requestMeter('gemini');
+    gemini.push(Buffer.from('{"contents":[],"generationConfig":{"candidateCount":4,"maxOutputTokens":50}}'));
+    assert.deepEqual({ ...gemini.read(), bytes: 0 }, { model: null, maxOutput: 50, choices: 4, bytes: 0 });
+    const cut = usageMeter('gemini', '/v1beta/models/gemini-2.5-pro:streamGenerateContent', {
+      'content-type': 'text/event-stream' }, PRICES);
+    cut.push(Buffer.from(GEMINI_SSE));
+    assert.equal(cut.end(gemini.read(), false).tokens_out, 200);
+    // A choice count that is no whole number: the family's most answers, at OUTPUT_BOUND each.
+    for (const [route, body, most] of [['openai', '{"n":2.5,"max_tokens":10}', 128],
+      ['gemini', '{"generationConfig":{"candidateCount":"8","maxOutputTokens":10}}', 8]] as const) {
+      const asked = requestMeter(route);
+      asked.push(Buffer.from(body));
+      assert.deepEqual({ ...asked.read(), bytes: 0 }, { model: null, maxOutput: null, choices: most, bytes: 0 }, body);
+    }
+  });
+
+  it('stops reading a request at an escaped key, a maximum that is no whole number, or nesting it cannot follow; and ' +
+    'reads a key past any nesting it skips', () => {
+    const read = (route: string, body: string) => {
+      const asked = requestMeter(route);
+      for (const piece of bytesOf(body, 5)) asked.push(piece);
+      return { ...asked.read(), bytes: 0 };
+    };
+    const stopped = { model: null, maxOutput: null, choices: 1, bytes: 0 };
+    for (const body of [
+      '{"model":"claude-haiku-4-5","max_tokens":100,"max_tok\\u0065ns":50000}',
+      '{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":"50000"}',
+      '{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":null}',
+      '{"model":"claude-haiku-4-5","max_tokens":100,"model":"claude-opus-4-1"}',
+      `{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":${'9'.repeat(20_000)}}`,
+      `${'['.repeat(70)}{"model":"claude-haiku-4-5","max_tokens":100}${']'.repeat(70)}`,
+    ]) assert.deepEqual(read('anthropic', body), stopped, body.slice(0, 80));
+    const gemini = read('gemini', '{"generationConfig":{"maxOutputTokens":10,"maxOutput\\u0054okens":9000}}');
+    assert.deepEqual(gemini, { ...stopped, choices: 8 });
+    // Nesting in a message is skipped whole, however deep: the maximum after it is read.
+    const deep = `{"model":"claude-haiku-4-5","max_tokens":100,"messages":${'['.repeat(100)}${']'.repeat(100)},` +
+      '"max_tokens":50000}';
+    assert.deepEqual(read('anthropic', deep), { model: 'claude-haiku-4-5', maxOutput: 50_000, choices: 1, bytes: 0 });
+    // Escapes in values (a message's text) are no reason to stop.
+    const text = JSON.stringify({ model: 'claude-haiku-4-5', max_tokens: 7,
+      messages: [{ content: 'a\\"b\\u0065\n"' }] });
+    assert.deepEqual(read('anthropic', text), { model: 'claude-haiku-4-5', maxOutput: 7, choices: 1, bytes: 0 });
+  });
+
+  it('counts a call that generates nothing and carries no usage (a stored completions list) as unknown at $0',
+    async () => {
+    for (const path of ['/_model/openai/chat/completions?limit=1', '/_model/openai/responses/resp_1']) {
+      const listed = await call(path, { type: 'application/json', pieces: ['{"object":"list","data":[]}'] }, 'GET', '');
+      assert.equal(listed.status, 200, listed.body);
+      assert.deepEqual(listed.rec.metered, { model: null, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0,
+        usd: 0, unknown: 'the response carried no usage' }, path);
+    }
+    // A generation is one as the API reads its path: escapes, a trailing slash, `;…` and empty segments included.
+    const generation = (method: string, base: string, rest: string): boolean => {
+      const resolved = modelPath(base, rest);
+      return 'endpoint' in resolved && generationEndpoint(method, resolved.endpoint);
+    };
+    for (const [base, rest] of [['/v1', '/chat/completions'], ['/v1', '/chat/%63ompletions/'], ['/v1', '/responses;x'],
+      ['/', '/v1//messages'], ['/', '/v1beta/models/g:streamGenerateContent'], ['/v1', '/completions']]) {
+      assert.ok(generation('POST', base!, rest!), rest);
+    }
+    for (const [method, rest] of [['GET', '/chat/completions'], ['POST', '/embeddings'],
+      ['POST', '/responses/r1/cancel'], ['POST', '/moderations']]) {
+      assert.ok(!generation(method!, '/v1', rest!), `${method} ${rest}`);
+    }
+  });
 
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
     assert.equal(priceOf(PRICES, 'claude-sonnet-4-5-20250929'), PRICES.models['claude-sonnet-4-5']);
