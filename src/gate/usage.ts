@@ -57,9 +57,6 @@ class JsonPicker {
   private nest = 0;
   private capturePath: string | null = null;
   private captured: number[] = [];
-  /** The chunk being read and where its next quote and backslash are (searched once, as the reading passes them). */
-  private quoteAt = -1;
-  private backslashAt = -1;
   /**
    * Something could hide a wanted value from this reader: a key spelled with an escape where a wanted key may be,
    * objects nested past DEPTH_MAX on the way, or a wanted value longer than PICK_MAX.
@@ -84,8 +81,6 @@ class JsonPicker {
   }
 
   push(bytes: Uint8Array): void {
-    this.quoteAt = -1;
-    this.backslashAt = -1;
     for (let i = 0; i < bytes.length; i++) {
       if (this.inString) i = this.string(bytes, i);
       else if (this.inValue) this.valueByte(bytes[i]!);
@@ -101,29 +96,28 @@ class JsonPicker {
       from = i + 1;
     }
     for (;;) {
-      if (this.quoteAt < from) this.quoteAt = nextOf(bytes, 0x22, from);
-      if (this.backslashAt < from) this.backslashAt = nextOf(bytes, 0x5c, from);
-      if (this.backslashAt < this.quoteAt) {
-        // An escape pair is skipped whole (`\"` is no closing quote); one split across chunks ends on the next.
-        if (this.key !== null) this.keyEscaped = true;
-        if (this.backslashAt + 1 >= bytes.length) {
-          this.escaped = true;
-          this.keep(bytes, i, bytes.length);
-          return bytes.length - 1;
-        }
-        from = this.backslashAt + 2;
+      // The next quote closes the string unless an odd run of backslashes before it escapes it: the escapes between
+      // (`\n`, `\\`: a request's text is full of them) cost nothing apart.
+      const quote = bytes.indexOf(0x22, from);
+      const end = quote < 0 ? bytes.length : quote;
+      let run = 0;
+      while (end - run - 1 >= from && bytes[end - run - 1] === 0x5c) run += 1;
+      if (this.key !== null && bytes.subarray(i, end).includes(0x5c)) this.keyEscaped = true;
+      if (quote >= 0 && run % 2 === 1) {
+        from = quote + 1;
         continue;
       }
-      const end = this.quoteAt;
-      if (end >= bytes.length) {
+      if (quote < 0) {
+        // A backslash that ends the chunk escapes the first byte of the next.
+        this.escaped = run % 2 === 1;
         this.keep(bytes, i, bytes.length);
         return bytes.length - 1;
       }
-      this.keep(bytes, i, end + (this.key === null ? 1 : 0));
+      this.keep(bytes, i, quote + (this.key === null ? 1 : 0));
       this.inString = false;
       if (this.key !== null) this.keyRead();
       else if (this.nest === 0) this.valueEnds();
-      return end;
+      return quote;
     }
   }
 
@@ -139,6 +133,12 @@ class JsonPicker {
       this.capturePath = null;
       this.captured = [];
     }
+  }
+
+  private keepByte(b: number): void {
+    if (this.capturePath === null) return;
+    this.one[0] = b;
+    this.keep(this.one, 0, 1);
   }
 
   private keyRead(): void {
@@ -159,12 +159,10 @@ class JsonPicker {
         this.structure(b);
         return;
       }
-      this.one[0] = b;
-      this.keep(this.one, 0, 1);
+      this.keepByte(b);
       return;
     }
-    this.one[0] = b;
-    this.keep(this.one, 0, 1);
+    this.keepByte(b);
     if (b === 0x22) this.inString = true;
     else if (b === 0x7b || b === 0x5b) this.nest += 1;
     else if (b === 0x7d || b === 0x5d) {
@@ -238,11 +236,6 @@ class JsonPicker {
 }
 
 const joinKey = (path: string, key: string): string => (path === '' ? key : `${path}.${key}`);
-
-function nextOf(bytes: Uint8Array, byte: number, from: number): number {
-  const at = bytes.indexOf(byte, from);
-  return at < 0 ? bytes.length : at;
-}
 
 /** Absent is 0; anything but a whole number in range makes the usage unknown. */
 function count(o: Record<string, unknown>, key: string, bad: string[]): number {

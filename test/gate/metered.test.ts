@@ -378,9 +378,14 @@ describe('metered cost at the gate', () => {
       '"max_tokens":50000}';
     assert.deepEqual(read('anthropic', deep), { model: 'claude-haiku-4-5', maxOutput: 50_000, choices: 1, bytes: 0 });
     // Escapes in values (a message's text) are no reason to stop.
-    const text = JSON.stringify({ model: 'claude-haiku-4-5', max_tokens: 7,
-      messages: [{ content: 'a\\"b\\u0065\n"' }] });
-    assert.deepEqual(read('anthropic', text), { model: 'claude-haiku-4-5', maxOutput: 7, choices: 1, bytes: 0 });
+    const text = JSON.stringify({ model: 'claude-haiku-4-5',
+      messages: [{ content: 'a\\"b\\u0065\n"' }, { content: 'ends in backslashes \\\\' }, '\\"'], max_tokens: 9 });
+    for (let size = 1; size <= 9; size++) {
+      const asked = requestMeter('anthropic');
+      for (const piece of bytesOf(text, size)) asked.push(piece);
+      const got = { ...asked.read(), bytes: 0 };
+      assert.deepEqual(got, { model: 'claude-haiku-4-5', maxOutput: 9, choices: 1, bytes: 0 }, `${size}`);
+    }
   });
 
   it('counts a call that generates nothing and carries no usage (a stored completions list) as unknown at $0',
