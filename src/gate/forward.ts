@@ -337,9 +337,10 @@ function send(
     upstream.destroy();
     raw.destroy();
     // A generation whose request went out whole and whose answer never came may have run to its end at the API.
-    const unanswered = !answered && asked !== null && upstream.writableFinished;
+    const prices = ctx.meter?.prices;
+    const unanswered = !answered && asked !== null && prices !== undefined && upstream.writableFinished;
     const metered = usage ? usage.end(asked?.read() ?? null, complete())
-      : unanswered ? unansweredCall(plan.path, asked.read(), ctx.meter!.prices) : null;
+      : unanswered ? unansweredCall(plan.path, asked.read(), prices) : null;
     record({
       status: res.statusCode, reason: failure, bytesUp: raw.bytesWritten, bytesDown: raw.bytesRead,
       ...(metered ? { metered } : {}),
