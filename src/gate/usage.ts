@@ -45,6 +45,8 @@ class JsonPicker {
   private readonly wanted: ReadonlySet<string>;
   /** The paths that lead to a wanted one ("" is the top). */
   private readonly leading: ReadonlySet<string>;
+  /** The paths below the top that lead to a wanted one, as their objects are entered. */
+  private readonly entered = new Set<string>();
   private expectKey = false;
   private inString = false;
   private escaped = false;
@@ -212,6 +214,12 @@ class JsonPicker {
     const top = this.stack.at(-1);
     const path = !top ? '' : top.array ? top.path : top.key === null ? null : joinKey(top.path, top.key);
     const container = b === 0x7b || b === 0x5b;
+    if (path !== null && path !== '' && !this.wanted.has(path) && this.leading.has(path)) {
+      // A second value, or one not an object, where an object leads to a wanted key (`generationConfig`): the API
+      // may read the one without that key.
+      if (b !== 0x7b || this.entered.has(path)) this.doubtful = true;
+      this.entered.add(path);
+    }
     if (path !== null && container && !this.wanted.has(path) && this.leading.has(path)) {
       if (this.stack.length < DEPTH_MAX) {
         this.stack.push({ array: b === 0x5b, path, key: null });

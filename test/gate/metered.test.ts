@@ -371,8 +371,11 @@ describe('metered cost at the gate', () => {
       `{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":${'9'.repeat(20_000)}}`,
       `${'['.repeat(70)}{"model":"claude-haiku-4-5","max_tokens":100}${']'.repeat(70)}`,
     ]) assert.deepEqual(read('anthropic', body), stopped, body.slice(0, 80));
-    const gemini = read('gemini', '{"generationConfig":{"maxOutputTokens":10,"maxOutput\\u0054okens":9000}}');
-    assert.deepEqual(gemini, { ...stopped, choices: 8 });
+    for (const body of ['{"generationConfig":{"maxOutputTokens":10,"maxOutput\\u0054okens":9000}}',
+      '{"generationConfig":{"maxOutputTokens":10},"generationConfig":{"temperature":1}}',
+      '{"generationConfig":{"maxOutputTokens":10},"generationConfig":null}']) {
+      assert.deepEqual(read('gemini', body), { ...stopped, choices: 8 }, body);
+    }
     // Nesting in a message is skipped whole, however deep: the maximum after it is read.
     const deep = `{"model":"claude-haiku-4-5","max_tokens":100,"messages":${'['.repeat(100)}${']'.repeat(100)},` +
       '"max_tokens":50000}';
