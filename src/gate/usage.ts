@@ -7,7 +7,7 @@ import type { CallTokens, MeteredCall } from './evidence.ts';
 
 /** Beyond any context window: a bigger count is the response's error. */
 const MAX_TOKENS = 100_000_000;
-/** Bytes kept of one picked value (a usage object is a few hundred), of a key, and nesting followed. */
+/** Bytes kept of one picked value (a usage object is a few hundred), of a key, and nesting followed to a wanted one. */
 const PICK_MAX = 16 * 1024;
 const KEY_MAX = 64;
 const DEPTH_MAX = 64;
@@ -38,7 +38,7 @@ interface Frame {
 /**
  * The raw text of each value at the wanted key paths (keys joined by ".", arrays not counted), as each ends. Only the
  * objects on the way to a wanted path are read key by key; any other value is skipped whole, its strings to their
- * next quote or backslash.
+ * closing quote.
  */
 class JsonPicker {
   private readonly stack: Frame[] = [];
