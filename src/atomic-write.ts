@@ -23,5 +23,11 @@ export function writeFileAtomic(path: string, data: string, mode: number, owner?
   } finally {
     closeSync(fd);
   }
-  renameSync(temp, path);
+  try {
+    renameSync(temp, path);
+  } catch (err) {
+    // Not left behind for each failed write to add another.
+    rmSync(temp, { force: true });
+    throw err;
+  }
 }

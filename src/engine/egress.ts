@@ -56,8 +56,9 @@ function runMeter(ctx: RunContext) {
       const m = record.metered;
       if (!m) return;
       totals = addMetered(totals, m);
-      if (m.usd !== null) ledger.add(ctx.state.repo, m.usd);
       ctx.update(withCost(ctx.state, { metered: totals }));
+      // Counted in memory before it is appended: a ledger folder that cannot be written throws after.
+      if (m.usd !== null) ledger.add(ctx.state.repo, m.usd);
     },
   };
 }

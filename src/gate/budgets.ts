@@ -2,6 +2,7 @@
 // operator's caps per repository and per server per day, counted in a ledger every gate of the machine shares.
 import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { writeFileAtomic } from '../atomic-write.ts';
@@ -44,8 +45,11 @@ export function refusalText(r: Reached, repo: string, asked = true): string {
 }
 
 /** Today's spending per repository and in all: shared by the machine's gates through `<folder>/<day>.jsonl`, or
- * without a folder this gate's own (`svc gate serve` sees all its jobs' calls). */
+ * without a folder this gate's own (`svc gate serve` sees all its jobs' calls). Each gate counts its own calls in
+ * memory as they end and appends them, marked as its own (`by`), for the others: a folder that cannot be written
+ * costs the others its lines, never this gate its count. */
 export class DayLedger {
+  private readonly id = randomUUID();
   private day = '';
   private offset = 0;
   private rest = '';
@@ -74,16 +78,15 @@ export class DayLedger {
     this.server += amount;
   }
 
+  /** Counts `amount`, then appends it to the day's file (which may throw: the count stays). */
   add(repo: string, amount: number): void {
     this.turn();
     if (!(amount > 0)) return;
-    if (this.folder === null) {
-      this.count(repo, amount);
-      return;
-    }
+    this.count(repo, amount);
+    if (this.folder === null) return;
     mkdirSync(this.folder, { recursive: true, mode: 0o700 });
     // One short line per write, appended: lines of concurrent gates never interleave.
-    const line = `${JSON.stringify({ repo, usd: amount })}\n`;
+    const line = `${JSON.stringify({ repo, usd: amount, by: this.id })}\n`;
     appendFileSync(join(this.folder, `${this.day}.jsonl`), line, { mode: 0o600 });
   }
 
@@ -111,6 +114,8 @@ export class DayLedger {
       for (const line of lines) {
         const o = obj(tryParseJson(line));
         const repo = str(o.repo);
+        // This gate's own lines were counted as it added them.
+        if (o.by === this.id) continue;
         if (repo !== null && typeof o.usd === 'number' && Number.isFinite(o.usd) && o.usd > 0) this.count(repo, o.usd);
       }
     } finally {
@@ -131,7 +136,7 @@ interface RunSpent {
 }
 
 /** Each budgeted run's spending at `svc gate serve`, apart from its records (which the gate may let go), until its
- * credential expires; with a `file`, read once at start and written whole (atomically) at each counted call, so a
+ * credential expires; with a `file`, read once at start and written whole (atomically) after each counted call, so a
  * restart does not give a run its budget again. */
 export class RunSpend {
   private readonly runs = new Map<string, RunSpent>();
@@ -173,6 +178,7 @@ export class RunSpend {
     return entry;
   }
 
+  /** Counts the record's call, then writes the file (which may throw: the count stays). */
   add(record: EgressRecord): void {
     const entry = record.run === undefined ? undefined : this.runs.get(record.run);
     const m = record.metered;

@@ -6,9 +6,9 @@ import type { Duplex } from 'node:stream';
 import { BadHostError, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
 import { gateSpanId, refuse, type Asker, type GateContext } from './context.ts';
-import { CREDENTIAL_HEADERS, freeEndpoint, modelPath } from './model-apis.ts';
+import { CREDENTIAL_HEADERS, freeEndpoint, generationEndpoint, modelPath } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
-import { requestMeter, usageMeter, type UsageMeter } from './usage.ts';
+import { requestMeter, unansweredCall, usageMeter, type UsageMeter } from './usage.ts';
 import { formatTraceparent, ownTraceExport, parseTraceparent } from '../trace.ts';
 import { MiB, parseJson, readBody } from '../http/body.ts';
 import { HttpError } from '../http/http-error.ts';
@@ -87,6 +87,10 @@ interface Plan {
   model: string | null;
   /** Whether the response's usage is metered. */
   metered: boolean;
+  /** A metered call that generates output (model-apis.ts generationEndpoint): one cut short counts at its bounds. */
+  generation: boolean;
+  /** The path as the API reads it (modelPath's `endpoint`): which of its calls can give many answers. */
+  endpoint: string;
 }
 
 /** One request of an admitted client; `url` is the target without a `/_job/<credential>` prefix. */
@@ -224,7 +228,10 @@ function planPlain(url: string, req: IncomingMessage): Planned {
   if (target.username || target.password) return { refused: 'a URL with userinfo is refused', status: 400 };
   const headers = [...keepHeaders(req, REQUEST_DROP), 'host', target.host];
   const dest = parseAuthority(target.host, 80);
-  return { dest, path: target.pathname + target.search, headers, tls: null, model: null, metered: false };
+  return {
+    dest, path: target.pathname + target.search, headers, tls: null, model: null, metered: false, generation: false,
+    endpoint: '',
+  };
 }
 
 function planModel(ctx: GateContext, method: string, url: string, req: IncomingMessage): Planned {
@@ -242,7 +249,11 @@ function planModel(ctx: GateContext, method: string, url: string, req: IncomingM
   const metered = ctx.meter !== null && !freeEndpoint(method, resolved.path);
   const headers = [...keepHeaders(req, metered ? METERED_DROP : MODEL_DROP), 'host', route.base.host, route.header,
     route.value, ...(metered ? ['accept-encoding', 'identity'] : [])];
-  return { dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, model: route.name, metered };
+  const generation = metered && generationEndpoint(method, resolved.endpoint);
+  return {
+    dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, model: route.name, metered, generation,
+    endpoint: resolved.endpoint,
+  };
 }
 
 /**
@@ -277,8 +288,9 @@ function send(
   let recorded = false;
   let usage: UsageMeter | null = null;
   let complete = (): boolean => false;
-  // What the request asks for bounds a call whose usage never came (usage.ts): read as its body passes.
-  const asked = plan.metered ? requestMeter(plan.model ?? '') : null;
+  let answered = false;
+  // What a generation's request asks for bounds a call whose usage never came (usage.ts): read as its body passes.
+  const asked = plan.generation ? requestMeter(plan.model ?? '', plan.endpoint) : null;
   raw.setTimeout(ctx.limits.connectTimeoutMs);
   raw.once('connect', () => raw.setTimeout(ctx.limits.idleMs));
   const upstream = httpRequest({
@@ -297,6 +309,7 @@ function send(
     fail(502, `cannot reach the destination (${err.code ?? 'error'})`);
   });
   upstream.on('response', (answer) => {
+    answered = true;
     answer.on('error', () => res.destroy());
     const refused = writeAnswerHead(res, answer);
     if (refused !== null) {
@@ -314,8 +327,9 @@ function send(
     answer.on('data', (chunk: Buffer) => meter.push(chunk));
   });
   if (body) {
-    if (asked) req.on('data', (chunk: Buffer) => asked.push(chunk));
     req.pipe(upstream);
+    // After pipe's listener: each chunk is on its way upstream before the meter reads it.
+    if (asked) req.on('data', (chunk: Buffer) => asked.push(chunk));
   }
   else {
     req.resume();
@@ -326,9 +340,14 @@ function send(
     recorded = true;
     upstream.destroy();
     raw.destroy();
+    // A generation whose request went out whole and whose answer never came may have run to its end at the API.
+    const prices = ctx.meter?.prices;
+    const unanswered = !answered && asked !== null && prices !== undefined && upstream.writableFinished;
+    const metered = usage ? usage.end(asked?.read() ?? null, complete())
+      : unanswered ? unansweredCall(plan.path, asked.read(), prices) : null;
     record({
       status: res.statusCode, reason: failure, bytesUp: raw.bytesWritten, bytesDown: raw.bytesRead,
-      ...(usage && asked ? { metered: usage.end(asked.read(), complete()) } : {}),
+      ...(metered ? { metered } : {}),
     });
   });
 }

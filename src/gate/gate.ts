@@ -170,8 +170,9 @@ export async function startGate(options: GateOptions): Promise<Gate> {
         const r = boundedRecord({ ...whole, ms: Date.now() - Date.parse(whole.time) });
         endConnectionSpan(asker, r);
         runs.add(r);
-        options.onRecord?.(r);
+        // Counted before the record is handed on: a sink that throws must not cost the metrics.
         options.metrics?.recorded(r);
+        options.onRecord?.(r);
       } catch {
         // The evidence sink's failure must not break a connection; the writer surfaces its own errors.
       }

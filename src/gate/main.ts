@@ -6,12 +6,12 @@ import { startGate } from './gate.ts';
 import { GatePolicyError, parseGatePolicy, type GatePolicy, type HostPattern } from './policy.ts';
 import { readGateSecret } from './job-credential.ts';
 import { modelRoutesFromEnv } from './model-apis.ts';
-import { createLogger } from '../log.ts';
+import { createLogger, type Logger } from '../log.ts';
 import { isJsonObject } from '../untrusted.ts';
 import { exitCodeAfterSignal, urlAuthority } from '../http/http-server.ts';
 import { createGateMetrics, readMetricsToken } from './metrics.ts';
 import { setting, settingChoice, settingInt, settingOr, settingUsd } from '../settings-registry.ts';
-import { BadSettingError } from '../errors.ts';
+import { BadSettingError, errorMessage } from '../errors.ts';
 import { loadPriceTable } from './prices.ts';
 import { budgetName, CALLS_IN_FLIGHT, DayLedger, reachedBudget, refusalText, RunSpend } from './budgets.ts';
 import type { Asker, GateMeter } from './context.ts';
@@ -74,7 +74,7 @@ export async function serveGateForever(
   const served = loadGatePolicy(flags.policy ?? setting(env, 'SVC_GATE_POLICY_FILE') ?? null, models);
   const secret = readGateSecret(secretFile);
   const metricsToken = metricsFile ? readMetricsToken(metricsFile, secret) : null;
-  const { meter, count } = sharedMeter(env);
+  const { meter, count } = sharedMeter(env, log);
   const tracer = new Tracer(traceSettings(env, 'svc-gate'));
   // The gate cannot know which names the trigger serves: it says which it has, for the operator to compare.
   log.info('gate repository policies', { repos: [...served.repos.keys()] });
@@ -103,7 +103,9 @@ export async function serveGateForever(
 
 /** The shared gate's metering (docs/gate.md "Budgets"): daily caps, each run held to its credential's max_usd; a
  * budgeted run's unpriced call refuses its next (fail closed). Kept in SVC_GATE_STATE_DIR when set, else in memory. */
-export function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(record: EgressRecord): void } {
+export function sharedMeter(
+  env: NodeJS.ProcessEnv, log: Logger = createLogger('gate'),
+): { meter: GateMeter; count(record: EgressRecord): void } {
   const state = setting(env, 'SVC_GATE_STATE_DIR') ?? null;
   const ledger = new DayLedger(state === null ? null : join(state, 'metered'));
   const spend = new RunSpend(state === null ? null : join(state, 'run-spend.json'));
@@ -141,9 +143,20 @@ export function sharedMeter(env: NodeJS.ProcessEnv): { meter: GateMeter; count(r
         };
       },
     },
+    // Each counts in memory first, then writes SVC_GATE_STATE_DIR: a folder that cannot be written is logged, and the
+    // caps go on counting (until a restart, which then starts from what was written).
     count: (record) => {
-      spend.add(record);
-      if (record.metered?.usd) ledger.add(record.repo ?? '', record.metered.usd);
+      try {
+        spend.add(record);
+      } catch (err) {
+        log.error('cannot write the runs\' spending to SVC_GATE_STATE_DIR', { error: errorMessage(err) });
+      }
+      if (!record.metered?.usd) return;
+      try {
+        ledger.add(record.repo ?? '', record.metered.usd);
+      } catch (err) {
+        log.error('cannot write the day\'s spending to SVC_GATE_STATE_DIR', { error: errorMessage(err) });
+      }
     },
   };
 }

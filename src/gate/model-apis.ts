@@ -94,7 +94,7 @@ const BAD_ESCAPE = /%(2f|5c|25|3b|[01][0-9a-f]|7f)/i;
 const BROKEN_ESCAPE = /%(?![0-9a-f]{2})/i;
 
 /** `rest` is what follows `/_model/<api>`: empty, `/…` or `?…`. */
-export function modelPath(basePath: string, rest: string): { path: string } | { refused: string } {
+export function modelPath(basePath: string, rest: string): { path: string; endpoint: string } | { refused: string } {
   const mark = rest.indexOf('?');
   const rawPath = mark < 0 ? rest : rest.slice(0, mark);
   const query = mark < 0 ? '' : rest.slice(mark);
@@ -119,17 +119,20 @@ export function modelPath(basePath: string, rest: string): { path: string } | { 
     else if (last) stack.push('');
   }
   // Checked as the API will read it (`%62atches` is `batches` there); an escape that is no UTF-8 is refused too.
-  const unmetered = stack.slice(base.length).find((segment) => {
+  const readAs: string[] = [];
+  for (const segment of stack.slice(base.length)) {
+    let decoded: string | null;
     try {
-      return UNMETERED.test(decodeURIComponent(segment).replace(/;.*$/s, '').replace(/[.\s]+$/, ''));
+      decoded = decodeURIComponent(segment).replace(/;.*$/s, '').replace(/[.\s]+$/, '');
     } catch {
-      return true;
+      decoded = null;
     }
-  });
-  if (unmetered !== undefined) {
-    return { refused: `the model API endpoint "${unmetered.slice(0, 60)}" is not one the gate can meter` };
+    if (decoded === null || UNMETERED.test(decoded)) {
+      return { refused: `the model API endpoint "${segment.slice(0, 60)}" is not one the gate can meter` };
+    }
+    if (decoded !== '') readAs.push(decoded);
   }
-  return { path: `/${stack.join('/')}${query}` };
+  return { path: `/${stack.join('/')}${query}`, endpoint: `/${[...base, ...readAs].join('/')}` };
 }
 
 // Endpoints whose cost is not in their answer (batches, fine-tunes, stores, media): an agent could spend past every
@@ -143,4 +146,14 @@ export function freeEndpoint(method: string, path: string): boolean {
   const bare = path.split('?')[0]!;
   if (/(\/count_tokens|:countTokens)$/.test(bare)) return true;
   return (method === 'GET' || method === 'HEAD') && /\/models(\/[^/:]+)?\/?$/.test(bare);
+}
+
+// The calls that generate, and so cost what their output may be (docs/gate.md "Metered cost"): each family's.
+const GENERATION = new RegExp('(/messages|/chat/completions|/responses|/completions|:generateContent|' +
+  ':streamGenerateContent)$', 'i');
+
+/** Whether a call generates output: a POST to one of GENERATION's endpoints, its path (`endpoint` of modelPath) as the
+ * API reads it. A call cut before its usage came is counted at its bounds only then (any other is $0). */
+export function generationEndpoint(method: string, endpoint: string): boolean {
+  return method === 'POST' && GENERATION.test(endpoint);
 }

@@ -7,7 +7,7 @@ import type { CallTokens, MeteredCall } from './evidence.ts';
 
 /** Beyond any context window: a bigger count is the response's error. */
 const MAX_TOKENS = 100_000_000;
-/** Bytes kept of one picked value (a usage object is a few hundred), of a key, and nesting followed. */
+/** Bytes kept of one picked value (a usage object is a few hundred), of a key, and nesting followed to a wanted one. */
 const PICK_MAX = 16 * 1024;
 const KEY_MAX = 64;
 const DEPTH_MAX = 64;
@@ -26,98 +26,165 @@ const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[]
   gemini: { usage: ['usageMetadata'], model: ['modelVersion'] },
 };
 
-/** The raw text of each value at the wanted key paths (keys joined by ".", arrays not counted), as each ends. */
+/** One object or array on the way to a wanted path: only these are read key by key. */
+interface Frame {
+  array: boolean;
+  /** The keys that lead here, joined by "." (arrays not counted). */
+  path: string;
+  /** The key whose value comes next (an object's), null when unreadable (too long). */
+  key: string | null;
+}
+
+/**
+ * The raw text of each value at the wanted key paths (keys joined by ".", arrays not counted), as each ends. Only the
+ * objects on the way to a wanted path are read key by key; any other value is skipped whole, its strings to their
+ * closing quote.
+ */
 class JsonPicker {
-  private readonly stack: Array<{ array: boolean; key: string | null }> = [];
+  private readonly stack: Frame[] = [];
+  private readonly wanted: ReadonlySet<string>;
+  /** The paths that lead to a wanted one ("" is the top). */
+  private readonly leading: ReadonlySet<string>;
+  /** The paths below the top that lead to a wanted one, as their objects are entered. */
+  private readonly entered = new Set<string>();
+  private expectKey = false;
   private inString = false;
   private escaped = false;
-  private stringIsKey = false;
-  private key: number[] = [];
-  private expectKey = false;
-  private captureDepth = -1;
-  private capturePath = '';
+  /** The key being read (a string in a followed object), else null. */
+  private key: number[] | null = null;
+  private keyEscaped = false;
+  /** A value skipped or captured: open while `inValue`, its nesting (0 for a string or a bare scalar). */
+  private inValue = false;
+  private scalar = false;
+  private nest = 0;
+  private capturePath: string | null = null;
   private captured: number[] = [];
-  private overflow = false;
+  /**
+   * Something could hide a wanted value from this reader: a key spelled with an escape where a wanted key may be,
+   * objects nested past DEPTH_MAX on the way, or a wanted value longer than PICK_MAX.
+   */
+  doubtful = false;
   readonly picks: Array<{ path: string; text: string }> = [];
-
-  private readonly wanted: ReadonlySet<string>;
+  private readonly one = new Uint8Array(1);
 
   constructor(wanted: ReadonlySet<string>) {
     this.wanted = wanted;
-  }
-
-  private path(): string {
-    let out = '';
-    for (const frame of this.stack) if (!frame.array) out += (out ? '.' : '') + (frame.key ?? '');
-    return out;
-  }
-
-  private endCapture(): void {
-    if (!this.overflow) this.picks.push({ path: this.capturePath, text: Buffer.from(this.captured).toString('utf8') });
-    this.finish();
-  }
-
-  private valueStarts(b: number): void {
-    if (this.captureDepth >= 0) return;
-    const top = this.stack.at(-1);
-    if (!top || top.array) return;
-    const path = this.path();
-    if (!this.wanted.has(path)) return;
-    this.captureDepth = this.stack.length;
-    this.capturePath = path;
-    this.captured.push(b);
-  }
-
-  push(bytes: Uint8Array): void {
-    // Inside a string that is neither a key nor captured only its closing quote and escapes matter: the text between
-    // (a request's messages, a response's model text: nearly all the bytes) is skipped to the next of those.
-    const next = (byte: number, from: number): number => {
-      const at = bytes.indexOf(byte, from);
-      return at < 0 ? bytes.length : at;
-    };
-    let quote = -1;
-    let backslash = -1;
-    for (let i = 0; i < bytes.length; i++) {
-      if (this.inString && !this.escaped && !this.stringIsKey && this.captureDepth < 0) {
-        if (quote < i) quote = next(0x22, i);
-        if (backslash < i) backslash = next(0x5c, i);
-        i = Math.min(quote, backslash);
-        if (i >= bytes.length) return;
-      }
-      this.byte(bytes[i]!);
+    const leading = new Set(['']);
+    for (const path of wanted) {
+      const keys = path.split('.');
+      for (let n = 1; n < keys.length; n++) leading.add(keys.slice(0, n).join('.'));
     }
+    this.leading = leading;
   }
 
   byte(b: number): void {
-    if (this.stack.length > DEPTH_MAX) return;
-    if (this.captureDepth >= 0) {
-      // Back in the frame that holds the value: a comma or that frame's close ends it.
-      const closer = b === 0x2c || b === 0x7d || b === 0x5d;
-      const ends = !this.inString && this.stack.length === this.captureDepth && closer;
-      if (ends) this.endCapture();
-      else if (this.captured.length < PICK_MAX) this.captured.push(b);
-      else this.overflow = true;
+    this.one[0] = b;
+    this.push(this.one);
+  }
+
+  push(bytes: Uint8Array): void {
+    for (let i = 0; i < bytes.length; i++) {
+      if (this.inString) i = this.string(bytes, i);
+      else if (this.inValue) this.valueByte(bytes[i]!);
+      else this.structure(bytes[i]!);
     }
-    if (this.inString) {
-      if (this.escaped) this.escaped = false;
-      else if (b === 0x5c) this.escaped = true;
-      else if (b === 0x22) {
-        this.inString = false;
-        const top = this.stack.at(-1);
-        const key = this.key.length <= KEY_MAX ? Buffer.from(this.key).toString('utf8') : null;
-        if (this.stringIsKey && top) top.key = key;
+  }
+
+  /** Reads a string from `i` to its closing quote or the chunk's end; returns the last index read. */
+  private string(bytes: Uint8Array, i: number): number {
+    let from = i;
+    if (this.escaped) {
+      this.escaped = false;
+      from = i + 1;
+    }
+    for (;;) {
+      // The next quote closes the string unless an odd run of backslashes before it escapes it: the escapes between
+      // (`\n`, `\\`: a request's text is full of them) cost nothing apart.
+      const quote = bytes.indexOf(0x22, from);
+      const end = quote < 0 ? bytes.length : quote;
+      let run = 0;
+      while (end - run - 1 >= from && bytes[end - run - 1] === 0x5c) run += 1;
+      if (this.key !== null && bytes.subarray(i, end).includes(0x5c)) this.keyEscaped = true;
+      if (quote >= 0 && run % 2 === 1) {
+        from = quote + 1;
+        continue;
+      }
+      if (quote < 0) {
+        // A backslash that ends the chunk escapes the first byte of the next.
+        this.escaped = run % 2 === 1;
+        this.keep(bytes, i, bytes.length);
+        return bytes.length - 1;
+      }
+      this.keep(bytes, i, quote + (this.key === null ? 1 : 0));
+      this.inString = false;
+      if (this.key !== null) this.keyRead();
+      else if (this.nest === 0) this.valueEnds();
+      return quote;
+    }
+  }
+
+  /** Bytes of a key, or of a captured value, within their bounds. */
+  private keep(bytes: Uint8Array, from: number, to: number): void {
+    const into = this.key ?? (this.capturePath !== null ? this.captured : null);
+    if (into === null) return;
+    const room = (this.key !== null ? KEY_MAX + 1 : PICK_MAX + 1) - into.length;
+    for (let i = from; i < Math.min(to, from + Math.max(0, room)); i++) into.push(bytes[i]!);
+    if (this.key === null && this.captured.length > PICK_MAX) {
+      // Too long to be a value the meter reads: skipped, and a wanted value it could be is not known.
+      this.doubtful = true;
+      this.capturePath = null;
+      this.captured = [];
+    }
+  }
+
+  private keepByte(b: number): void {
+    if (this.capturePath === null) return;
+    this.one[0] = b;
+    this.keep(this.one, 0, 1);
+  }
+
+  private keyRead(): void {
+    const top = this.stack.at(-1);
+    const bytes = this.key!;
+    this.key = null;
+    // An escape may spell a wanted key (`"max_tok\u0065ns"`): what it names is not known, so neither is the value.
+    if (this.keyEscaped) this.doubtful = true;
+    if (top) top.key = bytes.length <= KEY_MAX ? Buffer.from(bytes).toString('utf8') : null;
+  }
+
+  /** A byte of a value skipped or captured, outside its strings. */
+  private valueByte(b: number): void {
+    if (this.scalar) {
+      // A number or literal ends at what follows it, which the frame holding it reads.
+      if (b === 0x2c || b === 0x7d || b === 0x5d || b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d) {
+        this.valueEnds();
+        this.structure(b);
         return;
       }
-      if (this.stringIsKey && this.key.length <= KEY_MAX) this.key.push(b);
+      this.keepByte(b);
       return;
     }
+    this.keepByte(b);
+    if (b === 0x22) this.inString = true;
+    else if (b === 0x7b || b === 0x5b) this.nest += 1;
+    else if (b === 0x7d || b === 0x5d) {
+      this.nest -= 1;
+      if (this.nest === 0) this.valueEnds();
+    }
+  }
+
+  private valueEnds(): void {
+    if (this.capturePath !== null) {
+      this.picks.push({ path: this.capturePath, text: Buffer.from(this.captured).toString('utf8') });
+    }
+    this.inValue = false;
+    this.capturePath = null;
+    this.captured = [];
+  }
+
+  /** A byte between the keys and values of the objects and arrays on the way to a wanted path. */
+  private structure(b: number): void {
     switch (b) {
-      case 0x7b: // {
-      case 0x5b: // [
-        if (!this.expectKey) this.valueStarts(b);
-        this.stack.push({ array: b === 0x5b, key: null });
-        this.expectKey = b === 0x7b;
-        return;
       case 0x7d: // }
       case 0x5d: // ]
         this.stack.pop();
@@ -129,27 +196,54 @@ class JsonPicker {
       case 0x3a: // :
         this.expectKey = false;
         return;
-      case 0x22: // "
-        this.inString = true;
-        this.stringIsKey = this.expectKey;
-        this.key = [];
-        if (!this.stringIsKey) this.valueStarts(b);
-        return;
       case 0x20: case 0x09: case 0x0a: case 0x0d:
         return;
-      default:
-        // A number or literal: its first byte starts it, the rest are captured above.
-        if (!this.expectKey) this.valueStarts(b);
+      case 0x22: // "
+        if (this.expectKey) {
+          this.inString = true;
+          this.key = [];
+          this.keyEscaped = false;
+          return;
+        }
     }
+    if (!this.expectKey) this.valueStarts(b);
+  }
+
+  /** A value's first byte: captured at a wanted path, followed on the way to one, else skipped whole. */
+  private valueStarts(b: number): void {
+    const top = this.stack.at(-1);
+    const path = !top ? '' : top.array ? top.path : top.key === null ? null : joinKey(top.path, top.key);
+    const container = b === 0x7b || b === 0x5b;
+    if (path !== null && path !== '' && !this.wanted.has(path) && this.leading.has(path)) {
+      // A second value, or one not an object, where an object leads to a wanted key (`generationConfig`): the API
+      // may read the one without that key.
+      if (b !== 0x7b || this.entered.has(path)) this.doubtful = true;
+      this.entered.add(path);
+    }
+    if (path !== null && container && !this.wanted.has(path) && this.leading.has(path)) {
+      if (this.stack.length < DEPTH_MAX) {
+        this.stack.push({ array: b === 0x5b, path, key: null });
+        this.expectKey = b === 0x7b;
+        return;
+      }
+      this.doubtful = true;
+    }
+    this.inValue = true;
+    this.scalar = !container && b !== 0x22;
+    this.nest = container ? 1 : 0;
+    this.inString = b === 0x22;
+    this.capturePath = path !== null && this.wanted.has(path) ? path : null;
+    this.captured = this.capturePath === null ? [] : [b];
   }
 
   /** A value still open at the end of the text was cut short, and is dropped. */
   finish(): void {
-    this.captureDepth = -1;
+    this.capturePath = null;
     this.captured = [];
-    this.overflow = false;
   }
 }
+
+const joinKey = (path: string, key: string): string => (path === '' ? key : `${path}.${key}`);
 
 /** Absent is 0; anything but a whole number in range makes the usage unknown. */
 function count(o: Record<string, unknown>, key: string, bad: string[]): number {
@@ -197,6 +291,8 @@ function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): 
 export interface Asked {
   model: string | null;
   maxOutput: number | null;
+  /** The answers it asks for (OpenAI's `n`, Gemini's `candidateCount`; 1 when absent), each up to `maxOutput`. */
+  choices: number;
   bytes: number;
 }
 
@@ -205,30 +301,51 @@ export interface Asked {
 const ASKED_READ_MAX = 4 * 1024 * 1024;
 const ASKED_PICKS_MAX = 64;
 
-// Each family's names for the output maximum; Gemini names its model in the path.
+// Each family's names for the output maximum and for the answers asked; Gemini names its model in the path.
 const ASKED_MAX: Record<Family, readonly string[]> = {
   anthropic: ['max_tokens'],
   openai: ['max_tokens', 'max_completion_tokens', 'max_output_tokens'],
   gemini: ['generationConfig.maxOutputTokens'],
 };
+const ASKED_CHOICES: Record<Family, readonly string[]> = {
+  anthropic: [],
+  openai: ['n'],
+  gemini: ['generationConfig.candidateCount'],
+};
+/** The most answers one call of the family's APIs gives (OpenAI's `n` ≤ 128, Gemini's `candidateCount` ≤ 8): what a
+ * request not read counts at, on the endpoints that take those keys (Anthropic's messages and OpenAI's responses give
+ * one answer, so a long conversation not read is not counted 128 times). */
+const CHOICES_MAX: Record<Family, number> = { anthropic: 1, openai: 128, gemini: 8 };
+const MANY_ANSWERS = /(\/completions|:generateContent|:streamGenerateContent)$/i;
 
-export function requestMeter(route: string) {
+export function requestMeter(route: string, endpoint: string) {
   const family = familyOf(route);
-  const picker = new JsonPicker(new Set(['model', ...ASKED_MAX[family]]));
-  const asked: Asked = { model: null, maxOutput: null, bytes: 0 };
+  const mostAnswers = MANY_ANSWERS.test(endpoint) ? CHOICES_MAX[family] : 1;
+  const maxKeys = ASKED_MAX[family];
+  const choiceKeys = ASKED_CHOICES[family];
+  const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys]));
+  const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
   let picks = 0;
-  // The agent writes the request: past ASKED_READ_MAX bytes or ASKED_PICKS_MAX values (a key repeated without end)
-  // the reader stops, and what a later value could have changed counts as unknown (the larger bounds).
-  const stopped = (): boolean => asked.bytes > ASKED_READ_MAX || picks > ASKED_PICKS_MAX;
+  let unread = false;
+  // The agent writes the request: past ASKED_READ_MAX bytes or ASKED_PICKS_MAX values (a key repeated without end),
+  // at a wanted value that is no whole number (or no string, for the model), or where the picker is in doubt (an
+  // escaped key, nesting past its depth) the reader stops, and what the API may read there counts as unknown (the
+  // larger bounds): the reader cannot tell which of two spellings the API takes.
+  const stopped = (): boolean => unread || picker.doubtful || asked.bytes > ASKED_READ_MAX || picks > ASKED_PICKS_MAX;
   const take = (): void => {
     picks += picker.picks.length;
     for (const { path, text } of picker.picks.splice(0)) {
       const value = tryParseJson(text);
-      if (path === 'model') asked.model = str(value)?.slice(0, 200) ?? asked.model;
-      else if (typeof value === 'number' && Number.isInteger(value) && value > 0 && value <= MAX_TOKENS) {
-        // A key given twice is read by the API as one of them: the larger bounds both.
-        asked.maxOutput = Math.max(asked.maxOutput ?? 0, value);
-      }
+      const whole = typeof value === 'number' && Number.isInteger(value) && value > 0 && value <= MAX_TOKENS;
+      if (path === 'model') {
+        const model = str(value)?.slice(0, 200) ?? null;
+        // A model named twice, differently: which the API takes is not known.
+        if (model === null || (asked.model !== null && asked.model !== model)) unread = true;
+        asked.model = model;
+      } else if (!whole) unread = true;
+      // A key given twice is read by the API as one of them: the larger bounds both.
+      else if (maxKeys.includes(path)) asked.maxOutput = Math.max(asked.maxOutput ?? 0, value);
+      else asked.choices = Math.max(asked.choices, value);
     }
   };
   return {
@@ -242,9 +359,38 @@ export function requestMeter(route: string) {
     read(): Asked {
       picker.finish();
       take();
-      return stopped() ? { model: null, maxOutput: null, bytes: asked.bytes } : { ...asked };
+      if (!stopped()) return { ...asked };
+      return { model: null, maxOutput: null, choices: mostAnswers, bytes: asked.bytes };
     },
   };
+}
+
+// Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not.
+const pathModel = (path: string): string | null => /\/models\/([A-Za-z0-9._-]{1,100}):/.exec(path)?.[1] ?? null;
+
+/**
+ * A generation call whose usage was not all read, counted at what was (`read`: the input's counts, a lower output
+ * figure) and its bounds for the rest (docs/gate.md "Metered cost"): input not read at the request's bytes (a token
+ * stands for at least one byte), output at `maxOutput` (null: OUTPUT_BOUND) for each answer asked; priced by the
+ * model named, else at the table's highest prices.
+ */
+function boundedCall(
+  prices: PriceTable, asked: Asked, model: string | null, read: CallTokens | null, maxOutput: number | null,
+  unknown: string,
+): MeteredCall {
+  const counted = {
+    model: model ?? asked.model, tokens_in: read ? read.tokens_in : asked.bytes,
+    tokens_out: Math.max(read?.tokens_out ?? 0, (maxOutput ?? OUTPUT_BOUND) * asked.choices),
+    cache_read: read?.cache_read ?? 0, cache_write: read?.cache_write ?? 0,
+  };
+  const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
+  return { ...counted, usd: price ? costAt(price, counted) : null, unknown };
+}
+
+/** A generation call whose request was sent and whose answer never came (the client or the gate gave up first): the
+ * API may have run it to its end. */
+export function unansweredCall(path: string, asked: Asked, prices: PriceTable): MeteredCall {
+  return boundedCall(prices, asked, pathModel(path), null, asked.maxOutput, 'the call ended before its answer came');
 }
 
 export type UsageMeter = ReturnType<typeof usageMeter>;
@@ -262,9 +408,7 @@ export function usageMeter(
   const unreadable = encoding !== '' && encoding !== 'identity'
     ? `the response is ${encoding.slice(0, 40)}-encoded`
     : sse || json ? null : `the response is not JSON or an event stream (${type.slice(0, 60) || 'no type'})`;
-  // Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not.
-  const model = /\/models\/([A-Za-z0-9._-]{1,100}):/.exec(path)?.[1] ?? null;
-  const tokens: CallTokens = { model, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0 };
+  const tokens: CallTokens = { model: pathModel(path), tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0 };
   const bad: string[] = [];
   let usageSeen = false;
   /** A usage object was read: the input counts are known (Anthropic's message_start, any of Gemini's chunks). */
@@ -344,25 +488,24 @@ export function usageMeter(
       if (sse) for (const b of chunk) sseByte(b);
       else picker.push(chunk);
     },
-    /** `complete`: the response arrived whole (not cut by the API, the client or the gate). */
-    end(asked: Asked, complete: boolean): MeteredCall {
+    /** `asked`: what a generation call's request asked (null for other calls: nothing to bound); `complete`: the
+     * response arrived whole (not cut by the API, the client or the gate). */
+    end(asked: Asked | null, complete: boolean): MeteredCall {
       if (!sse || eventHasData) take(picker);
       // Anthropic's final count is its last usage; Gemini's counts run on, so a cut stream's are not yet final.
       const ended = usageSeen && (family !== 'gemini' || complete);
+      const none = !inputSeen && complete && !unreadable && bad.length === 0;
       const unknown = unreadable ?? (bad.length > 0 ? `unreadable usage field ${bad[0]!.slice(0, 60)}`
-        : ended ? null : inputSeen || !complete ? 'the response ended before its final usage'
-          : 'the response carried no usage');
+        : ended ? null : none ? 'the response carried no usage' : 'the response ended before its final usage');
       if (unknown === null) return { ...tokens, usd: callCost(prices, tokens), unknown };
-      // What was read counts, the rest at its bound (docs/gate.md "Metered cost"): input not read at the request's
-      // bytes (a token stands for at least one byte), output at the request's maximum.
-      const read = inputSeen && bad.length === 0;
-      const counted = {
-        model: tokens.model ?? asked.model, tokens_in: read ? tokens.tokens_in : asked.bytes,
-        tokens_out: Math.max(read ? tokens.tokens_out : 0, asked.maxOutput ?? OUTPUT_BOUND),
-        cache_read: read ? tokens.cache_read : 0, cache_write: read ? tokens.cache_write : 0,
-      };
-      const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
-      return { ...counted, usd: price ? costAt(price, counted) : null, unknown };
+      // Not a generation (a stored completion listed, a response read back): it wrote nothing to bound.
+      if (asked === null) {
+        return { model: null, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0, usd: 0, unknown };
+      }
+      // A whole response with no usage at all was asked so by the agent (no `stream_options.include_usage`), which
+      // also wrote the maximum the gate read: its output counts at OUTPUT_BOUND.
+      const read = inputSeen && bad.length === 0 ? tokens : null;
+      return boundedCall(prices, asked, tokens.model, read, none ? null : asked.maxOutput, unknown);
     },
   };
 }

@@ -5,7 +5,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
@@ -13,7 +13,8 @@ import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
 import { sharedMeter } from '../../src/gate/main.ts';
-import type { EgressRecord } from '../../src/gate/evidence.ts';
+import { arrivingRecord, type EgressRecord } from '../../src/gate/evidence.ts';
+import { createLogger } from '../../src/log.ts';
 import { gateRequest, recordingConnect, tableResolver } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -37,7 +38,7 @@ Promise<{ status: number; body: string }> {
     let status = 0;
     let body = '';
     const req = request({
-      host: '127.0.0.1', port, method: 'POST', path: `/_job/${credential}/_model/anthropic/v1/${path}`, agent: false,
+      host: '127.0.0.1', port, method: 'POST', path: `/_job/${credential}/_model/anthropic/v1/${path}/messages`, agent: false,
       headers: { 'content-type': 'application/json' },
     });
     req.on('response', (res) => {
@@ -55,16 +56,19 @@ Promise<{ status: number; body: string }> {
   });
 }
 
-/** The model API stand-in. `/v1/cut`: message_start, then the connection closes; `/v1/overloaded`: message_start,
- * then the API's error event and a clean end; `/v1/held-open`: message_start, then nothing until the client goes. */
+/** The model API stand-in, its Messages API at `/v1/<how>/messages`: `cut`: message_start, then the connection
+ * closes; `overloaded`: message_start, then the API's error event and a clean end; `held-open`: message_start, then
+ * nothing until the client goes; `silent`: no answer at all (`silent` counts the requests it read whole). */
+const silent = { read: 0 };
 async function startModel(): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
+      if (req.url === '/v1/silent/messages') return void (silent.read += 1);
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(MESSAGE_START);
-      if (req.url === '/v1/cut') setImmediate(() => res.socket?.destroy());
-      else if (req.url === '/v1/overloaded') res.end(OVERLOADED);
+      if (req.url === '/v1/cut/messages') setImmediate(() => res.socket?.destroy());
+      else if (req.url === '/v1/overloaded/messages') res.end(OVERLOADED);
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -160,6 +164,26 @@ describe('a budgeted run after a model call cut before its final usage', () => {
       'calls are refused until the operator raises it\n');
     assert.equal((await call(mint('other-repo', 'acme/other'), 'overloaded')).status, 200, 'another repository\'s not');
   });
+
+  it('counts a call the client gave up on before its answer came at its bounds, since the API may have run it',
+    async () => {
+    const credential = mint('unanswered', 'acme/unanswered');
+    const read = silent.read;
+    const req = request({
+      host: '127.0.0.1', port: gate.port ?? 0, method: 'POST', agent: false,
+      path: `/_job/${credential}/_model/anthropic/v1/silent/messages`, headers: { 'content-type': 'application/json' },
+    });
+    req.on('error', () => {});
+    req.end(ASK);
+    await waitFor(() => silent.read > read, 'the API read the request');
+    req.destroy();
+    await metered('unanswered', 1);
+    const m = egressLog.find((r) => r.run === 'r-unanswered')?.metered;
+    const bytes = Buffer.byteLength(ASK);
+    assert.deepEqual({ ...m, usd: null }, { model: 'claude-haiku-4-5', tokens_in: bytes, tokens_out: 1_000,
+      cache_read: 0, cache_write: 0, usd: null, unknown: 'the call ended before its answer came' });
+    near(m?.usd ?? 0, (bytes * 1 + 1_000 * 5) / 1e6);
+  });
 });
 
 describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
@@ -209,6 +233,35 @@ describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
     assert.equal(day.status, 429);
     assert.equal(day.body, 'svc gate: this server\'s daily budget of $0.05 is reached (metered $0.06): model calls ' +
       'are refused until the operator raises it\n');
+  });
+
+  it('goes on counting in memory, and logs each write it could not make, when the folder cannot be written', () => {
+    const full = mkdtempSync(join(tmpdir(), 'svc-gate-state-full-'));
+    try {
+      writeFileSync(join(full, 'metered'), ''); // a file where the day ledger's folder goes
+      const lines: string[] = [];
+      const { meter, count } = sharedMeter({ SVC_GATE_STATE_DIR: full, SVC_BUDGET_REPO_DAY_USD: '0.05' },
+        createLogger('gate', (line) => lines.push(line)));
+      mkdirSync(join(full, 'run-spend.json')); // a folder where the runs' spending is renamed to
+      const expiresAt = Date.now() + 3600_000;
+      const budgeted = { policy: parseGatePolicy({}), span: null,
+        who: { job: 'j1', run: 'r-j1', repo: 'acme/full', maxUsd: 0.05, expiresAt } };
+      const other = { ...budgeted, who: { job: 'j2', run: 'r-j2', repo: 'acme/full', expiresAt } };
+      assert.equal(meter.refusal(budgeted), null);
+      const call = { model: 'claude-haiku-4-5', tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0, usd: 0.03,
+        unknown: null };
+      for (let i = 0; i < 2; i++) count({ ...arrivingRecord('model', budgeted), metered: call });
+      assert.equal(meter.refusal(budgeted), 'the run\'s budget of $0.05 is reached (metered $0.06): the run stops ' +
+        'here (a pod\'s budget is not raised)');
+      assert.equal(meter.refusal(other), 'the daily budget of $0.05 for acme/full is reached (metered $0.06): model ' +
+        'calls are refused until the operator raises it');
+      assert.equal(lines.length, 4, lines.join(''));
+      const logged = /cannot write the (runs' spending|day's spending) to SVC_GATE_STATE_DIR/;
+      assert.ok(lines.every((line) => logged.test(line)), lines.join(''));
+      assert.deepEqual(readdirSync(full).sort(), ['metered', 'run-spend.json'], 'no temporary file is left behind');
+    } finally {
+      rmSync(full, { recursive: true, force: true });
+    }
   });
 
   it('refuses to start on a state file it cannot read, naming it', () => {

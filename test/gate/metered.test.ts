@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
-import { modelRoute } from '../../src/gate/model-apis.ts';
+import { generationEndpoint, modelPath, modelRoute } from '../../src/gate/model-apis.ts';
 import { highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
 import { OUTPUT_BOUND, requestMeter, usageMeter } from '../../src/gate/usage.ts';
 import { reachedBudget, refusalText } from '../../src/gate/budgets.ts';
@@ -77,6 +77,9 @@ const GEMINI_USD = (2000 * 0.3 + 1000 * 0.03 + 500 * 2.5) / 1e6;
 const GEMINI_SSE = [1, 2].map((n) => `data: ${JSON.stringify({ candidates: [{ content: { parts: [{ text: `${n}` }] } }],
   usageMetadata: { promptTokenCount: 3000, candidatesTokenCount: 100 * n } })}\r\n\r\n`).join('');
 
+// A generation endpoint of each family, as modelPath reads it (the one that takes `n` or `candidateCount`).
+const ENDPOINT = { anthropic: '/v1/messages', openai: '/v1/chat/completions', gemini: '/v1beta/models/g:generateContent' };
+
 describe('metered cost at the gate', () => {
   const tmp = tempDir();
   const records: EgressRecord[] = [];
@@ -126,11 +129,13 @@ describe('metered cost at the gate', () => {
   });
 
   /** One call through the gate answered with `answer`; the client's body and the call's metered record. */
-  async function call(path: string, answer: Answer): Promise<{ body: string; status: number; rec: EgressRecord }> {
+  async function call(
+    path: string, answer: Answer, method = 'POST', body = '{"model":"claude-opus-4-1"}',
+  ): Promise<{ body: string; status: number; rec: EgressRecord }> {
     next = answer;
     const before = records.length;
     const reply = await gateRequest({ socketPath: gate.socketPath ?? '' }, path, {
-      method: 'POST', body: '{"model":"claude-opus-4-1"}', headers: { 'accept-encoding': 'gzip, br' },
+      method, body, headers: { 'accept-encoding': 'gzip, br' },
     });
     for (let i = 0; records.length === before && i < 1000; i++) await new Promise((r) => setImmediate(r));
     return { body: reply.body, status: reply.status, rec: records.at(-1)! };
@@ -274,7 +279,7 @@ describe('metered cost at the gate', () => {
     const cut = ANTHROPIC_SSE.slice(0, ANTHROPIC_SSE.indexOf('event: message_delta'));
     const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'text/event-stream' }, PRICES);
     meter.push(Buffer.from(cut));
-    const asked = requestMeter('anthropic');
+    const asked = requestMeter('anthropic', ENDPOINT.anthropic);
     // A key given twice: the larger counts; one inside a message is no request's maximum.
     asked.push(Buffer.from('{"model":"claude-opus-4-1","max_tokens":500,"messages":[{"max_tokens":9000}],' +
       '"max_tokens":20}'));
@@ -288,39 +293,133 @@ describe('metered cost at the gate', () => {
     const body = JSON.stringify({ model: 'gpt-5', messages: [{ role: 'user', content: 'a "max_tokens": 999999 \\ ' +
       '{"max_output_tokens": 5} \\"' }], 'max_output_tokens': 700, stream: true });
     for (const size of [1, 2, 3, 7, 4096]) {
-      const asked = requestMeter('openai');
+      const asked = requestMeter('openai', ENDPOINT.openai);
       for (const piece of bytesOf(body, size)) asked.push(piece);
-      assert.deepEqual(asked.read(), { model: 'gpt-5', maxOutput: 700, bytes: Buffer.byteLength(body) }, `${size}`);
+      assert.deepEqual(asked.read(), { model: 'gpt-5', maxOutput: 700, choices: 1, bytes: Buffer.byteLength(body) }, `${size}`);
     }
   });
 
   it('stops reading a request past 64 values or 4 MiB, and counts what a later value could change as unknown', () => {
-    const repeated = requestMeter('anthropic');
+    const repeated = requestMeter('anthropic', ENDPOINT.anthropic);
     repeated.push(Buffer.from(`{${'"max_tokens":1,'.repeat(65)}"model":"claude-haiku-4-5"}`));
-    assert.deepEqual(repeated.read(), { model: null, maxOutput: null, bytes: 15 * 65 + 28 });
-    const long = requestMeter('anthropic');
+    assert.deepEqual(repeated.read(), { model: null, maxOutput: null, choices: 1, bytes: 15 * 65 + 28 });
+    const long = requestMeter('anthropic', ENDPOINT.anthropic);
     long.push(Buffer.from('{"model":"claude-haiku-4-5","max_tokens":10,"messages":"'));
     for (let i = 0; i < 5; i++) long.push(Buffer.alloc(1024 * 1024, 0x61));
     long.push(Buffer.from('","max_tokens":1}'));
-    assert.deepEqual({ ...long.read(), bytes: 0 }, { model: null, maxOutput: null, bytes: 0 });
-    const short = requestMeter('anthropic');
+    assert.deepEqual({ ...long.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 });
+    const short = requestMeter('anthropic', ENDPOINT.anthropic);
     short.push(Buffer.from(`{${'"max_tokens":1,'.repeat(63)}"model":"claude-haiku-4-5"}`));
-    assert.deepEqual({ ...short.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 1, bytes: 0 });
+    assert.deepEqual({ ...short.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 1, choices: 1, bytes: 0 });
   });
 
   it('counts a call naming no model at the table\'s highest prices, and a cut Gemini stream\'s output at its bound',
     () => {
       const nameless = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);
       const top = highestPrice(PRICES);
-      const guessed = nameless.end({ model: null, maxOutput: 100, bytes: 1000 }, false);
+      const guessed = nameless.end({ model: null, maxOutput: 100, choices: 1, bytes: 1000 }, false);
       close(guessed.usd, (1000 * top.input + 100 * top.output) / 1e6);
       const gemini = usageMeter('gemini', '/v1beta/models/gemini-2.5-pro:streamGenerateContent', {
         'content-type': 'text/event-stream' }, PRICES);
       gemini.push(Buffer.from(GEMINI_SSE));
-      const cut = gemini.end({ model: null, maxOutput: null, bytes: 10 }, false);
+      const cut = gemini.end({ model: null, maxOutput: null, choices: 1, bytes: 10 }, false);
       assert.deepEqual([cut.tokens_in, cut.tokens_out, cut.unknown], [3000, OUTPUT_BOUND,
         'the response ended before its final usage']);
     });
+
+  it('counts each answer a request asks for (n, candidateCount) at the bound, and a whole response with no usage at ' +
+    'OUTPUT_BOUND whatever maximum the agent wrote', async () => {
+    const chat = `data: ${JSON.stringify({ model: 'gpt-4o-mini', choices: [{ delta: { content: 'hi' } }] })}\n\n` +
+      'data: [DONE]\n\n';
+    const ask = '{"model":"gpt-4o-mini","n":128,"max_completion_tokens":100,"stream":true}';
+    const answer = { type: 'text/event-stream', pieces: [chat] };
+    const whole = await call('/_model/openai/chat/completions', answer, 'POST', ask);
+    assert.deepEqual([whole.rec.metered?.tokens_out, whole.rec.metered?.unknown],
+      [OUTPUT_BOUND * 128, 'the response carried no usage']);
+    // Cut before its usage: the API stopped each of the 128 answers at the request's maximum.
+    const openai = requestMeter('openai', ENDPOINT.openai);
+    openai.push(Buffer.from(ask));
+    const meter = usageMeter('openai', '/v1/chat/completions', { 'content-type': 'text/event-stream' }, PRICES);
+    meter.push(Buffer.from(chat.slice(0, 40)));
+    assert.equal(meter.end(openai.read(), false).tokens_out, 12_800);
+    const gemini = requestMeter('gemini', ENDPOINT.gemini);
+    gemini.push(Buffer.from('{"contents":[],"generationConfig":{"candidateCount":4,"maxOutputTokens":50}}'));
+    assert.deepEqual({ ...gemini.read(), bytes: 0 }, { model: null, maxOutput: 50, choices: 4, bytes: 0 });
+    const cut = usageMeter('gemini', '/v1beta/models/gemini-2.5-pro:streamGenerateContent', {
+      'content-type': 'text/event-stream' }, PRICES);
+    cut.push(Buffer.from(GEMINI_SSE));
+    assert.equal(cut.end(gemini.read(), false).tokens_out, 200);
+    // A choice count that is no whole number: the family's most answers, at OUTPUT_BOUND each.
+    for (const [route, body, most] of [['openai', '{"n":2.5,"max_tokens":10}', 128],
+      ['gemini', '{"generationConfig":{"candidateCount":"8","maxOutputTokens":10}}', 8]] as const) {
+      const asked = requestMeter(route, ENDPOINT[route as keyof typeof ENDPOINT]);
+      asked.push(Buffer.from(body));
+      assert.deepEqual({ ...asked.read(), bytes: 0 }, { model: null, maxOutput: null, choices: most, bytes: 0 }, body);
+    }
+  });
+
+  it('stops reading a request at an escaped key, a maximum that is no whole number, or nesting it cannot follow; and ' +
+    'reads a key past any nesting it skips', () => {
+    const read = (route: string, body: string) => {
+      const asked = requestMeter(route, ENDPOINT[route as keyof typeof ENDPOINT]);
+      for (const piece of bytesOf(body, 5)) asked.push(piece);
+      return { ...asked.read(), bytes: 0 };
+    };
+    const stopped = { model: null, maxOutput: null, choices: 1, bytes: 0 };
+    for (const body of [
+      '{"model":"claude-haiku-4-5","max_tokens":100,"max_tok\\u0065ns":50000}',
+      '{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":"50000"}',
+      '{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":null}',
+      '{"model":"claude-haiku-4-5","max_tokens":100,"model":"claude-opus-4-1"}',
+      `{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":${'9'.repeat(20_000)}}`,
+      `${'['.repeat(70)}{"model":"claude-haiku-4-5","max_tokens":100}${']'.repeat(70)}`,
+    ]) assert.deepEqual(read('anthropic', body), stopped, body.slice(0, 80));
+    for (const body of ['{"generationConfig":{"maxOutputTokens":10,"maxOutput\\u0054okens":9000}}',
+      '{"generationConfig":{"maxOutputTokens":10},"generationConfig":{"temperature":1}}',
+      '{"generationConfig":{"maxOutputTokens":10},"generationConfig":null}']) {
+      assert.deepEqual(read('gemini', body), { ...stopped, choices: 8 }, body);
+    }
+    // Endpoints that give one answer (OpenAI's responses, Anthropic's messages) count one when not read.
+    const responses = requestMeter('openai', '/v1/responses');
+    responses.push(Buffer.from('{"model":"gpt-5","max_output_tokens":10,"max_output_tokens":"x"}'));
+    assert.deepEqual({ ...responses.read(), bytes: 0 }, stopped);
+    // Nesting in a message is skipped whole, however deep: the maximum after it is read.
+    const deep = `{"model":"claude-haiku-4-5","max_tokens":100,"messages":${'['.repeat(100)}${']'.repeat(100)},` +
+      '"max_tokens":50000}';
+    assert.deepEqual(read('anthropic', deep), { model: 'claude-haiku-4-5', maxOutput: 50_000, choices: 1, bytes: 0 });
+    // Escapes in values (a message's text) are no reason to stop.
+    const text = JSON.stringify({ model: 'claude-haiku-4-5',
+      messages: [{ content: 'a\\"b\\u0065\n"' }, { content: 'ends in backslashes \\\\' }, '\\"'], max_tokens: 9 });
+    for (let size = 1; size <= 9; size++) {
+      const asked = requestMeter('anthropic', ENDPOINT.anthropic);
+      for (const piece of bytesOf(text, size)) asked.push(piece);
+      const got = { ...asked.read(), bytes: 0 };
+      assert.deepEqual(got, { model: 'claude-haiku-4-5', maxOutput: 9, choices: 1, bytes: 0 }, `${size}`);
+    }
+  });
+
+  it('counts a call that generates nothing and carries no usage (a stored completions list) as unknown at $0',
+    async () => {
+    for (const path of ['/_model/openai/chat/completions?limit=1', '/_model/openai/responses/resp_1']) {
+      const listed = await call(path, { type: 'application/json', pieces: ['{"object":"list","data":[]}'] }, 'GET', '');
+      assert.equal(listed.status, 200, listed.body);
+      assert.deepEqual(listed.rec.metered, { model: null, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0,
+        usd: 0, unknown: 'the response carried no usage' }, path);
+    }
+    // A generation is one as the API reads its path: escapes, a trailing slash, `;…` and empty segments included.
+    const generation = (method: string, base: string, rest: string): boolean => {
+      const resolved = modelPath(base, rest);
+      return 'endpoint' in resolved && generationEndpoint(method, resolved.endpoint);
+    };
+    for (const [base, rest] of [['/v1', '/chat/completions'], ['/v1', '/chat/%63ompletions/'], ['/v1', '/responses;x'],
+      ['/', '/v1//messages'], ['/', '/v1beta/models/g:streamGenerateContent'], ['/v1', '/completions']]) {
+      assert.ok(generation('POST', base!, rest!), rest);
+    }
+    for (const [method, rest] of [['GET', '/chat/completions'], ['POST', '/embeddings'],
+      ['POST', '/responses/r1/cancel'], ['POST', '/moderations']]) {
+      assert.ok(!generation(method!, '/v1', rest!), `${method} ${rest}`);
+    }
+  });
 
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
     assert.equal(priceOf(PRICES, 'claude-sonnet-4-5-20250929'), PRICES.models['claude-sonnet-4-5']);
@@ -337,7 +436,7 @@ describe('metered cost at the gate', () => {
     const text = `[${[1, 2, 3].map((n) => JSON.stringify({ candidates: [{ content: { parts: [{ text: '{"usageMetadata":1}' }] } }],
       usageMetadata: { promptTokenCount: 1000, candidatesTokenCount: 10 * n } })).join(',\r\n')}]`;
     for (const piece of bytesOf(text, 11)) meter.push(piece);
-    const { usd: _usd, ...read } = meter.end({ model: null, maxOutput: null, bytes: 0 }, true);
+    const { usd: _usd, ...read } = meter.end({ model: null, maxOutput: null, choices: 1, bytes: 0 }, true);
     assert.deepEqual(read, {
       model: 'gemini-2.5-flash', tokens_in: 1000, tokens_out: 30, cache_read: 0, cache_write: 0, unknown: null,
     });
@@ -349,7 +448,7 @@ describe('metered cost at the gate', () => {
     const mb = Buffer.alloc(1024 * 1024, 0x61);
     for (let i = 0; i < 64; i++) meter.push(mb);
     meter.push(Buffer.from('","model":"claude-haiku-4-5","usage":{"input_tokens":1000000,"output_tokens":0}}'));
-    const read = meter.end({ model: null, maxOutput: null, bytes: 0 }, true);
+    const read = meter.end({ model: null, maxOutput: null, choices: 1, bytes: 0 }, true);
     assert.equal(read.unknown, null);
     assert.equal(read.tokens_in, 1_000_000);
   });

@@ -14,6 +14,12 @@ async function rawStatus(port: number, target: string): Promise<number> {
   return Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
 }
 
+/** modelPath's forwarded path alone (its `endpoint` is tested with the metering). */
+const pathOf = (base: string, rest: string) => {
+  const resolved = modelPath(base, rest);
+  return 'refused' in resolved ? resolved : { path: resolved.path };
+};
+
 describe('egress gate model API paths', () => {
   const recorder = recordingConnect();
   let upstream: Upstream;
@@ -60,13 +66,13 @@ describe('egress gate model API paths', () => {
   });
 
   it('keeps ordinary paths as they were: the base, a trailing slash, a query alone', () => {
-    assert.deepEqual(modelPath('/v1', '/chat/completions'), { path: '/v1/chat/completions' });
-    assert.deepEqual(modelPath('/', '/v1/messages'), { path: '/v1/messages' });
-    assert.deepEqual(modelPath('/', ''), { path: '/' });
-    assert.deepEqual(modelPath('/v1', ''), { path: '/v1' });
-    assert.deepEqual(modelPath('/v1/', '/'), { path: '/v1/' });
-    assert.deepEqual(modelPath('/', '?key=1'), { path: '/?key=1' });
-    assert.deepEqual(modelPath('/', '/v1beta/models/gemini-pro:generateContent'), {
+    assert.deepEqual(pathOf('/v1', '/chat/completions'), { path: '/v1/chat/completions' });
+    assert.deepEqual(pathOf('/', '/v1/messages'), { path: '/v1/messages' });
+    assert.deepEqual(pathOf('/', ''), { path: '/' });
+    assert.deepEqual(pathOf('/v1', ''), { path: '/v1' });
+    assert.deepEqual(pathOf('/v1/', '/'), { path: '/v1/' });
+    assert.deepEqual(pathOf('/', '?key=1'), { path: '/?key=1' });
+    assert.deepEqual(pathOf('/', '/v1beta/models/gemini-pro:generateContent'), {
       path: '/v1beta/models/gemini-pro:generateContent',
     });
     assert.ok('refused' in modelPath('/', '/..'));
@@ -86,7 +92,7 @@ describe('egress gate model API paths', () => {
       assert.ok('path' in modelPath('/', rest), rest);
     }
     // Only what follows the API's base is read: an operator's base may hold any name.
-    assert.deepEqual(modelPath('/audio/v1', '/chat/completions'), { path: '/audio/v1/chat/completions' });
+    assert.deepEqual(pathOf('/audio/v1', '/chat/completions'), { path: '/audio/v1/chat/completions' });
   });
 
   it('refuses a batch before connecting, with the key unsent', async () => {

@@ -20,6 +20,8 @@ import {
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { createGateMetrics, readMetricsToken } from '../../src/gate/metrics.ts';
 import { arrivingRecord } from '../../src/gate/evidence.ts';
+import { startGate } from '../../src/gate/gate.ts';
+import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { SECRETS, get, post, sign, startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { killGroup, pidIn } from '../helpers/pid-file.ts';
@@ -115,6 +117,26 @@ describe('the metrics registry', () => {
     assert.equal(value(text, 'svc_gate_model_tokens_total', { provider: 'anthropic', model: 'other' }), 7);
     assert.doesNotMatch(text, /svc_fake/);
     if (PROMTOOL) promtoolCheck(text);
+  });
+
+  it('counts a gate record in the metrics before handing it on, so a sink that throws costs them nothing', async () => {
+    const token = 'm'.repeat(16);
+    const metrics = createGateMetrics(token, null);
+    const gate = await startGate({ policy: parseGatePolicy({}), tcpPort: 0, metrics, onRecord: () => {
+      throw new Error('the state folder cannot be written');
+    } });
+    try {
+      const refused = await fetch(`http://127.0.0.1:${gate.port}/_model/none/v1/messages`, { method: 'POST' });
+      assert.equal(refused.status, 403);
+      const text = await waitFor(async () => {
+        const s = await (await fetch(`http://127.0.0.1:${gate.port}/metrics`, {
+          headers: { authorization: `Bearer ${token}` } })).text();
+        return value(s, 'svc_gate_connections_total', { kind: 'model', decision: 'denied' }) === 1 ? s : null;
+      }, 'the refused call to be counted');
+      assert.ok(text);
+    } finally {
+      await gate.close();
+    }
   });
 
   it('counts a gate call of unknown usage at its bound\'s cost, and none of its tokens', () => {

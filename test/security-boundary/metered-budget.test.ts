@@ -36,7 +36,7 @@ exit 0
 /** Two model calls the API cuts after message_start (each asking for at most 1,000 output tokens), then one whole. */
 const CUT = `#!/bin/sh
 cat > /dev/null
-for path in cut cut messages; do
+for path in cut/messages cut/messages messages; do
   curl -s -o /dev/null -w '%{http_code}\\n' --max-time 20 "$ANTHROPIC_BASE_URL/v1/$path" \\
     -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' \\
     -d '{"model":"scripted-model","max_tokens":1000}' >> calls.txt
