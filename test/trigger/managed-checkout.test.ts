@@ -318,21 +318,24 @@ describe('createManagedCheckouts', () => {
       await managed.idle();
     });
 
-    it('runs the job without the snapshot rather than write through a committed .svc/inbox link, saying why',
-      async () => {
+    for (const linked of [['.svc', 'inbox'], ['.svc', 'inbox', 'trackera'], ['.svc', 'inbox', 'trackera', 'jobs']]) {
+      it(`runs the job without the snapshot rather than write through a committed link at ${linked.join('/')}, ` +
+        'saying why', async () => {
         const outside = tempDir('svc-outside-');
         dirs.push(outside);
         const lines: Array<Record<string, unknown>> = [];
         const log = createLogger('managed-test', (line) => lines.push(JSON.parse(line) as Record<string, unknown>));
-        const { managed, repo, intake } = withCommittedLink(['.svc', 'inbox'], outside, log);
-        await managed.prepare(repo, { id: 'j1', args: ['start', 'trackera:LIN-34'] });
+        const { managed, repo, intake } = withCommittedLink(linked, outside, log);
+        const path = await managed.prepare(repo, { id: 'j1', args: ['start', 'trackera:LIN-34'] });
+        assert.equal(existsSync(path), true, 'the job has its checkout');
         assert.deepEqual(readdirSync(outside, { recursive: true }), []);
         const warned = lines.find((l) => l.msg === 'trackera snapshot not staged');
         assert.equal(warned?.job_id, 'j1');
-        assert.match(String(warned?.error), /Refusing to write into ".*\/\.svc\/inbox": it is a symbolic link/);
+        assert.match(String(warned?.error), new RegExp(`/${linked.join('/')}": it is a symbolic link, not a plain`));
         assert.equal(existsSync(join(intake, 'jobs', 'j1.json')), false, 'the job\'s own delivery is not left behind');
         await managed.idle();
       });
+    }
   });
 
   describe('the token', () => {
