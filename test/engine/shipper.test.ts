@@ -228,7 +228,7 @@ describe('which failure ends a pass of shipRuns (svc ship, the pending runs befo
     [403, 'loopback_only'], [403, 'proxied_request'], [403, 'forbidden_origin'], [403, 'forbidden_source'],
     [400, 'invalid_json'], [401, 'unauthorized'], [429, 'too_many_requests'], [503, 'unavailable'], [200, null],
   ] as const) {
-    it(`ends the pass at ${status} ${code ?? '(not JSON)'}, which every run would meet, keeping each marker`, async () => {
+    it(`ends the pass at ${status} ${code ?? '(not JSON)'}, which every run would meet, keeping markers`, async () => {
       const result = await shipTwo(status, code);
       assert.deepEqual(result.failures.map((f) => [f.run, f.everyRun]), [['rpass1', true]]);
       assert.deepEqual(result.left, ['rpass1', 'rpass2']);
