@@ -55,12 +55,18 @@ export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000):
   if (!repo) return;
   try {
     const { shipped, left, url, failures } = await shipRuns(repo, pendingRuns(repo), io.env, { budgetMs });
+    const refused = failures.filter((f) => !f.everyRun);
+    const waiting = left.length - refused.length;
     if (shipped.length) {
       io.stderr(`svc: sent ${shipped.length} run${shipped.length === 1 ? '' : 's'} the Control Plane at ${url} ` +
-        `had not seen${left.length ? ` (${left.length} still waiting)` : ''}\n`);
+        `had not seen${waiting ? ` (${waiting} still waiting)` : ''}\n`);
     }
-    // A run refused on its own would otherwise wait unseen; one that nothing could reach says nothing, as before.
-    for (const f of failures.filter((f) => !f.everyRun)) io.stderr(`svc: run ${f.run} was not sent: ${f.why}\n`);
+    // A run refused on its own would otherwise wait unseen: said once, its marker gone (shipRuns), so it is not said
+    // again before every later command. One that nothing could reach says nothing, as before.
+    for (const f of refused) {
+      io.stderr(`svc: run ${f.run} was not sent: ${f.why}; not tried again before each command ` +
+        '(`svc ship` tries it)\n');
+    }
   } catch {
     // a Control Plane that is down, or a project svc cannot read: the marker stays for the next command
   }

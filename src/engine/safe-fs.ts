@@ -13,11 +13,16 @@ const TRUNCATE = constants.O_WRONLY | constants.O_TRUNC | constants.O_CREAT | co
 
 export class UnsafePathError extends Error {}
 
-/** The refusal of `path` as a folder to write into; but for a missing one, it says "not a plain directory" (pinned). */
-function refusedFolder(path: string, kind: EntryKind): UnsafePathError {
-  if (kind === 'missing') return new UnsafePathError(`Refusing to write into "${path}": it is missing`);
+/** makePlainPath's root (an operator's checkout, a folder of svc's) missing, e.g. unmounted, or not a folder: the
+ * host's failure, not the layout of what lies below it that a repository commits. */
+export class UnusableRootError extends UnsafePathError {}
+
+/** The refusal of `path` as a folder to write into: "it is missing", else "it is (a symbolic link,) not a plain
+ * directory" (pinned). */
+function refusedFolder(path: string, kind: EntryKind, Refusal = UnsafePathError): UnsafePathError {
+  if (kind === 'missing') return new Refusal(`Refusing to write into "${path}": it is missing`);
   const what = kind === 'link' ? 'a symbolic link, not' : 'not';
-  return new UnsafePathError(`Refusing to write into "${path}": it is ${what} a plain directory`);
+  return new Refusal(`Refusing to write into "${path}": it is ${what} a plain directory`);
 }
 
 /** `<repo>/.svc/<name>` held open, made as needed; refused when it or `.svc` is not a plain folder (a link, a file). */
@@ -111,10 +116,11 @@ export function makePlainDirsIn(dir: PlainDir, parts: readonly string[], mode = 
 }
 
 /** `root/parts…` held open, each level made when missing and none a link (a repository's `.svc/inbox`: it may have
- * committed any of them as one). `root` itself is the operator's or svc's, so its own path may go through a link. */
+ * committed any of them as one). `root` itself is the operator's or svc's, so its own path may go through a link, and
+ * it is never made: one that cannot be opened is an UnusableRootError. */
 export function makePlainPath(root: string, parts: readonly string[], mode = 0o700): PlainDir {
   const top = openPlainPath(realOrNull(root) ?? root, []);
-  if ('failed' in top) throw refusedFolder(root, top.kind);
+  if ('failed' in top) throw refusedFolder(root, top.kind, UnusableRootError);
   return withDir(top, () => makePlainDirsIn(top, parts, mode));
 }
 

@@ -38,16 +38,24 @@ export type ControlItem = IngestResult['control'][number];
 
 type Shipper = ReturnType<typeof createShipper>;
 
-/** Why a flush failed, and whether every other run would fail the same way now (nothing answered, the token refused,
- * the server busy or failing) rather than this run alone (refused, 403 forbidden_run; a bad batch; its folder). */
+/** Why a flush failed, and whether every other run would fail the same way now rather than this run alone (its
+ * batch refused: 403 forbidden_run, 400 invalid_param or bad_request, 413; its folder unreadable or unwritable). */
 export interface ShipFailure {
   why: string;
   everyRun: boolean;
 }
 
+/** What the send met that is no answer of the Control Plane's (a body cut off, a 200 that is not JSON): every run's. */
+class SendError extends Error {}
+
+/** Anything but a refusal of this run's own batch, or its folder's own error: nothing answered, 401, a 403 about the
+ * host, origin, proxy or source, 404/405 (a URL that is the dashboard's or the trigger's), 408, 429, 5xx. */
 function failsEveryRun(err: unknown): boolean {
+  if (err instanceof SendError) return true;
   if (!(err instanceof ControlApiError)) return false;
-  return err.status === 0 || err.status === 401 || err.status === 429 || err.status >= 500;
+  if (err.status === 403) return err.code !== 'forbidden_run';
+  if (err.status === 400) return err.code !== 'invalid_param' && err.code !== 'bad_request';
+  return err.status !== 413;
 }
 
 /** What stopped a flush: nothing answered, the token was refused, or what the Control Plane answered instead. */
@@ -231,6 +239,8 @@ export function createShipper(
         run: state.run, path: rel, content_type: contentTypeOf(rel) ?? OCTET_STREAM,
         content_base64: content.toString('base64'),
       })),
+    }).catch((err: unknown) => {
+      throw err instanceof ControlApiError ? err : new SendError(errorMessage(err), { cause: err });
     });
     writeJsonAtomic(join(dir, 'ship.json'), read.next);
     for (const item of result.control ?? []) onControl?.(item);
@@ -334,8 +344,9 @@ export function pendingRuns(repo: string): string[] {
 
 /**
  * Ships `runs` while `budgetMs` lasts, each whole one losing its marker. A run refused on its own (403
- * forbidden_run, a bad batch, an unreadable folder) holds back no other: each is in `failures`. Only a failure every
- * run would meet now (nothing answers, the token is refused, the server is busy or failing) ends the pass there.
+ * forbidden_run, a bad batch, an unreadable folder) holds back no other: each is in `failures`, and loses its marker
+ * too, since it would be refused again before every later command (`svc ship` still tries it). Only a failure every
+ * run would meet now (failsEveryRun) ends the pass there, every marker kept.
  */
 export async function shipRuns(
   repo: string, runs: string[], env: NodeJS.ProcessEnv,
@@ -354,6 +365,7 @@ export async function shipRuns(
     if (failure !== null) {
       failures.push({ run, ...failure });
       if (failure.everyRun) break;
+      clearPending(dir);
       continue;
     }
     clearPending(dir);

@@ -13,8 +13,8 @@ import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from '../engine/git-token.ts';
 import { shownUrl } from '../engine/git-push.ts';
 import { inTurn } from './queue.ts';
-import { makePlainDirIn, makePlainPath, UnsafePathError } from '../engine/safe-fs.ts';
-import { pathIn, type PlainDir } from '../engine/plain-tree.ts';
+import { makePlainDirIn, makePlainPath, UnsafePathError, withDir } from '../engine/safe-fs.ts';
+import { pathIn } from '../engine/plain-tree.ts';
 import { TRACKERA_INBOX } from '../engine/paths.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
@@ -152,32 +152,23 @@ export function createManagedCheckouts(opts: {
     const ref = job.args.find((a) => a.startsWith('trackera:'))?.slice('trackera:'.length);
     const latest = ref && TRACKERA_IDENTIFIER.test(ref) ? join(from, `${ref}.json`) : null;
     if (!existsSync(own) && !(latest && existsSync(latest))) return;
-    let to: PlainDir;
     try {
-      to = makePlainPath(dir, TRACKERA_INBOX);
+      withDir(makePlainPath(dir, TRACKERA_INBOX), (to) => {
+        if (existsSync(own)) {
+          withDir(makePlainDirIn(to, 'jobs'), (jobs) => renameSync(own, pathIn(jobs, `${job.id}.json`)));
+        }
+        if (latest && existsSync(latest)) {
+          const tmp = pathIn(to, `.${randomUUID()}.tmp`);
+          copyFileSync(latest, tmp, constants.COPYFILE_EXCL);
+          renameSync(tmp, pathIn(to, `${ref}.json`));
+        }
+      });
     } catch (err) {
-      // The repository's layout, as for a checkout= repository's delivery (trackera.ts): the job runs without it.
+      // The repository's layout (a link or non-folder at .svc/inbox, trackera or jobs), as for a checkout= repository's
+      // delivery (trackera.ts): the job runs without its snapshot, and its own file is not left behind.
       if (!(err instanceof UnsafePathError)) throw err;
       opts.log.warn('trackera snapshot not staged', { job_id: job.id, repo: repo.name, error: err.message });
       rmSync(own, { force: true });
-      return;
-    }
-    try {
-      if (existsSync(own)) {
-        const jobs = makePlainDirIn(to, 'jobs');
-        try {
-          renameSync(own, pathIn(jobs, `${job.id}.json`));
-        } finally {
-          jobs.close();
-        }
-      }
-      if (latest && existsSync(latest)) {
-        const tmp = pathIn(to, `.${randomUUID()}.tmp`);
-        copyFileSync(latest, tmp, constants.COPYFILE_EXCL);
-        renameSync(tmp, pathIn(to, `${ref}.json`));
-      }
-    } finally {
-      to.close();
     }
   }
 

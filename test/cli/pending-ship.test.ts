@@ -119,7 +119,13 @@ describe('svc ship with a run the Control Plane refuses', () => {
       writeFileSync(join(repo.repo, '.svc', 'ship-pending', 'rcli1'), '');
       const shown = await runChild(process.execPath, [CLI, 'runs', 'show', 'local/rcli2'], { cwd: repo.repo, env });
       assert.equal(shown.code, 0, shown.stderr);
-      assert.match(shown.stderr, /^svc: run rcli1 was not sent: the Control Plane at \S+ answered 403 forbidden_run/m);
+      assert.match(shown.stderr, /^svc: run rcli1 was not sent: the Control Plane at \S+ answered 403 forbidden_run /m);
+      assert.match(shown.stderr, /; not tried again before each command \(`svc ship` tries it\)$/m);
+      // Said once: refused for good, it does not come back before every later command.
+      assert.equal(existsSync(join(repo.repo, '.svc', 'ship-pending', 'rcli1')), false);
+      const again = await runChild(process.execPath, [CLI, 'runs', 'show', 'local/rcli2'], { cwd: repo.repo, env });
+      assert.equal(again.code, 0, again.stderr);
+      assert.doesNotMatch(again.stderr, /rcli1/);
     } finally {
       await cp.close();
       repo.cleanup();

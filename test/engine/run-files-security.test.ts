@@ -1,9 +1,11 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import {
-  mkdtempSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync, readFileSync, existsSync,
+import fs, {
+  closeSync, mkdtempSync, mkdirSync, openSync, readdirSync, rmSync, symlinkSync, writeFileSync, readFileSync,
+  existsSync,
 } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +15,7 @@ import { writeState, readState, type RunState } from '../../src/engine/run-state
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { openRunContext } from '../../src/engine/run-context.ts';
 import { writePlan, type RunPlan } from '../../src/engine/run-plan.ts';
-import { writeNoFollow } from '../../src/engine/safe-fs.ts';
+import { UnsafePathError, writeNoFollow } from '../../src/engine/safe-fs.ts';
 import { processAlive } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -202,5 +204,77 @@ describe('run folder writes', () => {
     assert.deepEqual(said.filter((t) => t.includes('secret.txt')), [`[svc rskip] ${line}\n`]);
     const logged = readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l).data);
     assert.deepEqual(logged.filter((d) => d.text?.includes('secret.txt')), [{ stream: 'svc', text: line }]);
+  });
+});
+
+describe('the event log, its run folder and events.jsonl held open (openEventLog)', () => {
+  let root: string;
+  before(() => {
+    root = mkdtempSync(join(tmpdir(), 'svc-'));
+  });
+  after(() => rmSync(root, { recursive: true, force: true }));
+
+  function runFolder(run: string): string {
+    const dir = join(root, 'repo', '.svc', 'runs', run);
+    mkdirSync(dir, { recursive: true });
+    return dir;
+  }
+  const seqs = (dir: string) => readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n')
+    .map((l) => (JSON.parse(l) as { seq: number }).seq);
+
+  it('refuses an append once its run folder was removed, as when each append opened it, writing nowhere', () => {
+    const dir = runFolder('rgone');
+    const log = openEventLog(dir);
+    log.append('log', { text: 'one' });
+    rmSync(dir, { recursive: true });
+    const missing = new UnsafePathError(`Run folder "${dir}" is missing (ENOENT)`);
+    assert.throws(() => log.append('log', { text: 'two' }), missing);
+    log.close();
+  });
+
+  it('starts events.jsonl again when only it was removed, its seq going on', () => {
+    const dir = runFolder('rfile');
+    const log = openEventLog(dir);
+    log.append('log', { text: 'one' });
+    log.append('log', { text: 'two' });
+    rmSync(join(dir, 'events.jsonl'));
+    log.append('log', { text: 'three' });
+    log.append('log', { text: 'four' });
+    log.close();
+    assert.deepEqual(seqs(dir), [3, 4]);
+  });
+
+  it('refuses an append after close, never writing through the number its folder fd had', () => {
+    const dir = runFolder('rclosed');
+    const other = runFolder('rother');
+    const log = openEventLog(dir);
+    log.append('log', { text: 'one' });
+    log.close();
+    const taken = openSync(other, 'r'); // most likely the number the closed folder had
+    try {
+      assert.throws(() => log.append('log', { text: 'two' }), /The event log of ".*rclosed" is closed/);
+    } finally {
+      closeSync(taken);
+    }
+    assert.equal(existsSync(join(other, 'events.jsonl')), false);
+    assert.deepEqual(seqs(dir), [1]);
+  });
+
+  it('closes its run folder when reading events.jsonl throws', (t) => {
+    const dir = runFolder('rread');
+    writeFileSync(join(dir, 'events.jsonl'), '{"seq":1}\n');
+    const fds = () => readdirSync('/proc/self/fd').length;
+    const before = fds();
+    t.mock.method(fs, 'readSync', () => {
+      throw Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' });
+    });
+    syncBuiltinESMExports();
+    try {
+      assert.throws(() => openEventLog(dir), /EIO/);
+    } finally {
+      t.mock.restoreAll();
+      syncBuiltinESMExports();
+    }
+    assert.equal(fds(), before);
   });
 });

@@ -4,6 +4,8 @@ import { createHash } from 'node:crypto';
 import {
   existsSync, mkdtempSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync, rmSync,
 } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
@@ -185,6 +187,64 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
     assert.match(result.failures[0]!.why, /answered 403 forbidden_run \(Run local\/rmany1 is bound/);
     for (const run of ['rmany2', 'rmany3']) assert.equal(control.deps.stores.runs.get('local', run)?.run, run);
   });
+});
+
+describe('which failure ends a pass of shipRuns (svc ship, the pending runs before a command)', () => {
+  let root: string;
+  let answer: { status: number; body: string };
+  let server: Server;
+  let url: string;
+  before(async () => {
+    root = mkdtempSync(join(tmpdir(), 'svc-'));
+    // Whatever SVC_CONTROL_URL points at: a Control Plane refusing a batch, or the dashboard, the trigger, a proxy.
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(answer.status, { 'content-type': 'application/json' }).end(answer.body));
+    });
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(async () => {
+    await new Promise((done) => server.close(done));
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  /** Two runs of a fresh project, each marked to be sent, shipped while the server answers `status` `code`. */
+  async function shipTwo(status: number, code: string | null) {
+    answer = { status, body: code ? JSON.stringify({ error: { code, message: 'no' } }) : '<html>a dashboard</html>' };
+    const project = mkdtempSync(join(root, 'p-'));
+    mkdirSync(join(project, '.svc', 'ship-pending'), { recursive: true });
+    for (const run of ['rpass1', 'rpass2']) {
+      runFolder(join(project, '.svc', 'runs'), run);
+      writeFileSync(join(project, '.svc', 'ship-pending', run), '');
+    }
+    const result = await shipRuns(project, ['rpass1', 'rpass2'], { SVC_CONTROL_URL: url, HOME: root });
+    const marked = ['rpass1', 'rpass2'].filter((run) => existsSync(join(project, '.svc', 'ship-pending', run)));
+    return { ...result, marked };
+  }
+
+  for (const [status, code] of [
+    [404, 'not_found'], [405, 'method_not_allowed'], [408, 'request_timeout'], [403, 'forbidden_host'],
+    [403, 'loopback_only'], [403, 'proxied_request'], [403, 'forbidden_origin'], [403, 'forbidden_source'],
+    [400, 'invalid_json'], [401, 'unauthorized'], [429, 'too_many_requests'], [503, 'unavailable'], [200, null],
+  ] as const) {
+    it(`ends the pass at ${status} ${code ?? '(not JSON)'}, which every run would meet, keeping markers`, async () => {
+      const result = await shipTwo(status, code);
+      assert.deepEqual(result.failures.map((f) => [f.run, f.everyRun]), [['rpass1', true]]);
+      assert.deepEqual(result.left, ['rpass1', 'rpass2']);
+      assert.deepEqual(result.marked, ['rpass1', 'rpass2']);
+    });
+  }
+
+  for (const [status, code] of [[403, 'forbidden_run'], [400, 'invalid_param'], [400, 'bad_request'],
+    [413, 'payload_too_large']] as const) {
+    it(`goes on past ${status} ${code}, a refusal of that run's batch, and drops each refused marker`, async () => {
+      const result = await shipTwo(status, code);
+      assert.deepEqual(result.failures.map((f) => [f.run, f.everyRun]), [['rpass1', false], ['rpass2', false]]);
+      assert.match(result.failures[0]!.why, new RegExp(`answered ${status} ${code} \\(no\\)`));
+      assert.deepEqual(result.marked, []);
+    });
+  }
 });
 
 describe('the Control Plane token a client sends', () => {

@@ -144,6 +144,29 @@ describe('a job of a clone= repository, through the trigger server', () => {
     assert.equal(existsSync(join(intake, 'jobs', `${id}.json`)), false);
   });
 
+  it('stages the snapshot of a repository\'s first delivery, before any job made its intake folder', async () => {
+    const file = join(root, 'repos-fresh.conf');
+    writeFileSync(file, `acme/web clone=${webUrl} default\n`);
+    const fresh = await startTestTrigger({}, { reposFile: file });
+    try {
+      const raw = withJson('linear-issue-update.json', (v) => (v.webhookTimestamp = Date.now()));
+      const headers = { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) };
+      const res = await post(`${fresh.url}/trackera`, raw, headers);
+      assert.equal(res.status, 202, JSON.stringify(res.body));
+      assert.equal(fresh.logs.some((l) => l.msg === 'trackera snapshot not staged'), false);
+      const id = res.body.job_id as string;
+      const done = await waitFor(async () => {
+        const body = (await get(`${fresh.url}/jobs/${id}`, bearer)).body;
+        return body.status !== 'queued' && body.status !== 'running' ? body : null;
+      }, `job ${id} to finish`);
+      assert.equal(done.status, 'succeeded', JSON.stringify(done));
+      const checkout = join(fresh.home, '.local', 'share', 'svc', 'checkouts', 'acme', 'web', id);
+      assert.deepEqual(readFileSync(join(checkout, '.svc', 'inbox', 'trackera', 'jobs', `${id}.json`)), raw);
+    } finally {
+      await fresh.cleanup();
+    }
+  });
+
   it('fails a job whose fetch fails with the reason, and the next job fetches again', async () => {
     const away = `${web.bare}.away`;
     renameSync(web.bare, away);
@@ -295,21 +318,24 @@ describe('createManagedCheckouts', () => {
       await managed.idle();
     });
 
-    it('runs the job without the snapshot rather than write through a committed .svc/inbox link, saying why',
-      async () => {
+    for (const linked of [['.svc', 'inbox'], ['.svc', 'inbox', 'trackera'], ['.svc', 'inbox', 'trackera', 'jobs']]) {
+      it(`runs the job without the snapshot rather than write through a committed link at ${linked.join('/')}, ` +
+        'saying why', async () => {
         const outside = tempDir('svc-outside-');
         dirs.push(outside);
         const lines: Array<Record<string, unknown>> = [];
         const log = createLogger('managed-test', (line) => lines.push(JSON.parse(line) as Record<string, unknown>));
-        const { managed, repo, intake } = withCommittedLink(['.svc', 'inbox'], outside, log);
-        await managed.prepare(repo, { id: 'j1', args: ['start', 'trackera:LIN-34'] });
+        const { managed, repo, intake } = withCommittedLink(linked, outside, log);
+        const path = await managed.prepare(repo, { id: 'j1', args: ['start', 'trackera:LIN-34'] });
+        assert.equal(existsSync(path), true, 'the job has its checkout');
         assert.deepEqual(readdirSync(outside, { recursive: true }), []);
         const warned = lines.find((l) => l.msg === 'trackera snapshot not staged');
         assert.equal(warned?.job_id, 'j1');
-        assert.match(String(warned?.error), /Refusing to write into ".*\/\.svc\/inbox": it is a symbolic link/);
+        assert.match(String(warned?.error), new RegExp(`/${linked.join('/')}": it is a symbolic link, not a plain`));
         assert.equal(existsSync(join(intake, 'jobs', 'j1.json')), false, 'the job\'s own delivery is not left behind');
         await managed.idle();
       });
+    }
   });
 
   describe('the token', () => {

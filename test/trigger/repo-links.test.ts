@@ -47,6 +47,24 @@ describe('security: a checkout= repository\'s links under .svc', () => {
     });
   }
 
+  it('answers 500 when the checkout itself is missing (unmounted), so trackera delivers again, and queues no job',
+    async () => {
+      const repo = makeRepo();
+      dirs.push(repo);
+      const t = await startTestTrigger({}, { repo });
+      try {
+        rmSync(repo, { recursive: true, force: true });
+        const raw = withJson('linear-issue-update.json', (v) => (v.webhookTimestamp = Date.now()));
+        const headers = { 'trackera-signature': sign.hex(SECRETS.TRACKERA_WEBHOOK_SECRET, raw) };
+        const res = await post(`${t.url}/trackera`, raw, headers);
+        assert.equal(res.status, 500, JSON.stringify(res.body));
+        assert.equal(res.body.job_id, undefined);
+        assert.equal(t.logs.some((l) => l.msg === 'trackera snapshot not staged'), false);
+      } finally {
+        await t.cleanup();
+      }
+    });
+
   it('replaces a link at .svc/inbox/trackera/<id>.json with the snapshot and leaves the host file it named alone',
     async () => {
       const repo = makeRepo();

@@ -7,10 +7,10 @@ import { deliveryKeys } from '../../webhook-sources.ts';
 import { errorMessage } from '../../errors.ts';
 import { intakeDir, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
 import { TRACKERA_INBOX } from '../../engine/paths.ts';
-import { makePlainDirIn, makePlainPath, UnsafePathError } from '../../engine/safe-fs.ts';
+import { makePlainDirIn, makePlainPath, UnsafePathError, UnusableRootError } from '../../engine/safe-fs.ts';
 import { pathIn, type PlainDir } from '../../engine/plain-tree.ts';
 import { renameSync } from 'node:fs';
-import { rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import { markdownSummary, PermanentError, type ReplyChannel } from '../summary.ts';
 import { accepted, checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
@@ -55,13 +55,17 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const target = { issue_id: input.issueId, identifier, thread: trackeraThread(input.issueId) };
   const reply = { channel: 'trackera', target };
   const prepare = async () => {
+    // svc's own intake folder of a clone= repository is made as needed (before its first job fetched, it is not
+    // there); an operator's checkout never is: missing (unmounted), it is a 500 below.
+    if (routed.repo.checkout === null) await mkdir(inbox, { recursive: true, mode: 0o700 });
     try {
       snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
     } catch (err) {
-      // A link the repository committed under .svc/inbox is its own layout, not the server's failure: a 500 has the
-      // vendor deliver again (trackera retries any answer but 200) only to meet the same link. The job runs without
-      // the snapshot, as after a crash before keep() (docs/trigger.md), and the log says why under its job id.
-      if (!(err instanceof UnsafePathError)) throw err;
+      // A link or non-folder the repository committed under .svc/inbox is its own layout, not the server's failure:
+      // a 500 has the vendor deliver again (trackera retries any answer but 200) only to meet the same link. The job
+      // runs without the snapshot, as after a crash before keep() (docs/trigger.md), and the log says why under its
+      // job id. A checkout root that is missing or unusable is the host's failure: a 500, delivered again later.
+      if (!(err instanceof UnsafePathError) || err instanceof UnusableRootError) throw err;
       unstaged = err.message;
     }
     return { brief: `trackera:${identifier}` };
