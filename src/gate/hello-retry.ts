@@ -101,7 +101,8 @@ export class HelloWatch {
     const rest = bytes.subarray(at);
     this.held = rest.length === 0 ? [] : [rest];
     this.heldLength = rest.length;
-    this.wanted = need;
+    // Nothing held, nothing wanted: a whole record skipped last must not make the next short one wait.
+    this.wanted = rest.length === 0 ? 0 : need;
     return { forward: bytes.subarray(0, at) };
   }
 

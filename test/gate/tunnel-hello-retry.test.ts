@@ -310,6 +310,17 @@ describe('HelloWatch', () => {
     assert.equal(Buffer.concat(forwarded).length, (MAX_HELLO_PIECES + 12) / 4 * APPLICATION_DATA.length);
   });
 
+  it('forwards a retried hello at once after early data longer than it, the early data whole', async () => {
+    const watch = new HelloWatch(pass);
+    const hello = await captureHello('a.test');
+    const early = Buffer.concat([Buffer.from([23, 3, 3, 0x40, 0]), Buffer.alloc(0x4000, 5)]);
+    assert.deepEqual(watch.fromClient(Buffer.concat([hello, CHANGE_CIPHER_SPEC, early])),
+      { forward: Buffer.concat([hello, CHANGE_CIPHER_SPEC, early]), checked: true });
+    assert.equal(watch.fromServer(serverHello(RETRY_RANDOM)), null);
+    assert.ok(hello.length < early.length);
+    assert.deepEqual(watch.fromClient(hello), { forward: hello, checked: true }, 'not held for the early data\'s size');
+  });
+
   it('reads a retry request split over records and pieces', () => {
     const watch = new HelloWatch(pass);
     const message = serverHello(RETRY_RANDOM).subarray(5);
