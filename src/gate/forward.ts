@@ -89,8 +89,6 @@ interface Plan {
   metered: boolean;
   /** A metered call that generates output (model-apis.ts generationEndpoint): one cut short counts at its bounds. */
   generation: boolean;
-  /** The path as the API reads it (modelPath's `endpoint`): which of its calls can give many answers. */
-  endpoint: string;
 }
 
 /** One request of an admitted client; `url` is the target without a `/_job/<credential>` prefix. */
@@ -230,7 +228,6 @@ function planPlain(url: string, req: IncomingMessage): Planned {
   const dest = parseAuthority(target.host, 80);
   return {
     dest, path: target.pathname + target.search, headers, tls: null, model: null, metered: false, generation: false,
-    endpoint: '',
   };
 }
 
@@ -252,7 +249,6 @@ function planModel(ctx: GateContext, method: string, url: string, req: IncomingM
   const generation = metered && generationEndpoint(method, resolved.endpoint);
   return {
     dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, model: route.name, metered, generation,
-    endpoint: resolved.endpoint,
   };
 }
 
@@ -290,7 +286,7 @@ function send(
   let complete = (): boolean => false;
   let answered = false;
   // What a generation's request asks for bounds a call whose usage never came (usage.ts): read as its body passes.
-  const asked = plan.generation ? requestMeter(plan.model ?? '', plan.endpoint) : null;
+  const asked = plan.generation ? requestMeter(plan.model ?? '') : null;
   raw.setTimeout(ctx.limits.connectTimeoutMs);
   raw.once('connect', () => raw.setTimeout(ctx.limits.idleMs));
   const upstream = httpRequest({

@@ -296,9 +296,9 @@ export interface Asked {
   bytes: number;
 }
 
-/** Bytes of a request body read for what it asked (a coding agent's is about 1 MB at a full context), and values
- * taken. */
-const ASKED_READ_MAX = 4 * 1024 * 1024;
+/** Bytes of a request body read for what it asked (a coding agent's is about 1 MB at a full context, more with
+ * images: an honest request must not be counted as one not read), and values taken. */
+const ASKED_READ_MAX = 32 * 1024 * 1024;
 const ASKED_PICKS_MAX = 64;
 
 // Each family's names for the output maximum and for the answers asked; Gemini names its model in the path.
@@ -312,15 +312,9 @@ const ASKED_CHOICES: Record<Family, readonly string[]> = {
   openai: ['n'],
   gemini: ['generationConfig.candidateCount'],
 };
-/** The most answers one call of the family's APIs gives (OpenAI's `n` ≤ 128, Gemini's `candidateCount` ≤ 8): what a
- * request not read counts at, on the endpoints that take those keys (Anthropic's messages and OpenAI's responses give
- * one answer, so a long conversation not read is not counted 128 times). */
-const CHOICES_MAX: Record<Family, number> = { anthropic: 1, openai: 128, gemini: 8 };
-const MANY_ANSWERS = /(\/completions|:generateContent|:streamGenerateContent)$/i;
 
-export function requestMeter(route: string, endpoint: string) {
+export function requestMeter(route: string) {
   const family = familyOf(route);
-  const mostAnswers = MANY_ANSWERS.test(endpoint) ? CHOICES_MAX[family] : 1;
   const maxKeys = ASKED_MAX[family];
   const choiceKeys = ASKED_CHOICES[family];
   const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys]));
@@ -360,7 +354,9 @@ export function requestMeter(route: string, endpoint: string) {
       picker.finish();
       take();
       if (!stopped()) return { ...asked };
-      return { model: null, maxOutput: null, choices: mostAnswers, bytes: asked.bytes };
+      // One answer, not the family's most (128 for OpenAI's n): counting a request not read at 128 answers at the
+      // table's highest price let one cheap call with an escaped key count $1,229 toward the server's day cap.
+      return { model: null, maxOutput: null, choices: 1, bytes: asked.bytes };
     },
   };
 }
