@@ -133,7 +133,7 @@ export function openEventLog(
   return {
     append(kind, data = {}) {
       // Its folder is closed: an append would write through whatever took its fd's number since.
-      if (closed) throw new Error(`The event log of "${dir}" is closed`);
+      if (closed) throw new TypeError(`The event log of "${dir}" is closed`);
       // The file held open has no name left once the run folder (or events.jsonl) was removed: opened again by the
       // folder's path, so a removed run is refused ("Run folder … is missing") rather than written into a file no one
       // can read. One fstat (~1.5 µs) per append keeps the file held open: opening it per append cost 256 µs, not 5.7.
