@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import {
   chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync,
 } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
@@ -169,23 +169,26 @@ describe('a writable folder inside the working tree that is a link', { skip: NO_
 
   it('is writable with the tree, never bound by its name: the host folder it points to stays untouched', async () => {
     // The tree's own folder needs no grant; the repository commits it as a link to the host's temporary folder,
-    // where other runs' gate sockets and askpass scripts live (a HOME elsewhere, as a server's is).
+    // where other runs' gate sockets and askpass scripts live (a HOME elsewhere, as a server's is). Bound by its
+    // name, the link would put the host's /tmp over the sandbox's private one: the agent's /tmp file would land there.
+    const proof = `/tmp/svc-planted-through-link-${process.pid}`;
     symlinkSync('../..', join(repo.repo, 'cache'));
     env = { ...env, HOME: home };
     const agent = script(repo.bin, 'agent.sh', '#!/bin/sh\ncat > /dev/null\n' +
-      'echo planted > "cache/svc-planted-$SVC_RUN_ID"\nmkdir -p kept && echo kept > kept/file\n' +
-      'echo done > worked.txt\n');
-    writeConfig(repo, { provider: 'x', providers: { x: { command: [agent], writable: [`${repo.repo}/cache`,
-      `${repo.repo}/kept`] } } });
+      `echo planted > ${proof}\necho done > worked.txt\n`);
+    writeConfig(repo, { provider: 'x', providers: { x: { command: [agent], writable: [`${repo.repo}/cache`] } } });
     execFileSync('git', ['add', '.'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
     execFileSync('git', ['commit', '-qm', 'a cache link'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
-    const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--brief', 'server run']);
-    assert.equal(res.code, 0, res.stderr);
-    const { state } = lastRun(repo);
-    assert.equal(state.status, 'succeeded', state.error);
-    assert.equal(readFileSync(join(repo.repo, 'kept', 'file'), 'utf8'), 'kept\n', 'the tree\'s folder is writable');
-    const planted = join(dirname(repo.root), `svc-planted-${state.run}`);
-    assert.equal(existsSync(planted), false, 'nothing was written where the committed link points');
+    try {
+      const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--brief', 'server run']);
+      assert.equal(res.code, 0, res.stderr);
+      const { state } = lastRun(repo);
+      assert.equal(state.status, 'succeeded', state.error);
+      assert.equal(readFileSync(join(repo.repo, 'worked.txt'), 'utf8'), 'done\n', 'the tree is writable');
+      assert.equal(existsSync(proof), false, 'nothing was written to the host folder the committed link points to');
+    } finally {
+      rmSync(proof, { force: true });
+    }
   });
 });
 
