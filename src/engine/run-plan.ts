@@ -1,8 +1,8 @@
 // A run's plan: everything the run may do, resolved once by its launcher and kept as plan.json.
 import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { isAbsolute, join } from 'node:path';
-import { FailedError, RefusedError } from '../errors.ts';
+import { isAbsolute, join, resolve } from 'node:path';
+import { errorMessage, FailedError, RefusedError } from '../errors.ts';
 import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
 import { cappedLimits, decideSettings, serverRefusal, startedByServer, trustNeeded } from './setting-authority.ts';
@@ -143,17 +143,55 @@ export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | nul
 }
 
 /**
- * An earlier run's plan that a retry, resume or verify runs by. A server's run is sandboxed unless the server's own
- * SVC_SERVER_SANDBOX=none says otherwise (resolveSandbox): a copied plan that runs the agent without one is refused
- * when the server's setting now gives a run a sandbox, so a plan never takes a server's run below it.
+ * An earlier run's plan that a retry, resume or verify runs by. A plan that runs the agent without a sandbox is judged
+ * again as a new run would be: a server's run is sandboxed unless the server's own SVC_SERVER_SANDBOX=none says
+ * otherwise (resolveSandbox), and a CLI run's "none" counts only by SVC_SANDBOX=none or a policy.json, trusted as it
+ * is now, that says so (policySandbox); so a plan made before either rule, or before the operator changed the setting,
+ * never takes a run below it. `dir` is the earlier run's folder, `<repo>/.svc/runs/<run>`.
  */
 export function planToReuse(dir: string, env: NodeJS.ProcessEnv): RunPlan {
   const plan = readPlan(dir);
-  if (!startedByServer(env) || plan.sandbox.kind !== 'none') return plan;
-  if (resolveSandbox(null, env).kind === 'none') return plan;
+  if (plan.sandbox.kind !== 'none') return plan;
+  if (startedByServer(env)) {
+    if (resolveSandbox(null, env).kind === 'none') return plan;
+    throw new RefusedError(`Refusing to start: the earlier run's plan (${planPath(dir)}) runs the agent without a ` +
+      `sandbox, and a run a server starts is sandboxed (only SVC_SERVER_SANDBOX=none in the server's environment ` +
+      'turns it off); start a new run instead');
+  }
+  const policyFile = (() => {
+    try {
+      return loadPolicyFile(resolve(dir, '..', '..', '..'));
+    } catch (err) {
+      if (err instanceof PolicyError) throw new PolicyError(`Refusing to start: ${err.message}`, { cause: err });
+      throw err;
+    }
+  })();
+  if (resolveSandbox(policySandbox(policyFile, false, env), env).kind === 'none') return plan;
   throw new RefusedError(`Refusing to start: the earlier run's plan (${planPath(dir)}) runs the agent without a ` +
-    `sandbox, and a run a server starts is sandboxed (only SVC_SERVER_SANDBOX=none in the server's environment turns ` +
-    'it off); start a new run instead');
+    'sandbox, and neither SVC_SANDBOX=none nor the project\'s trusted policy.json says so now; start a new run ' +
+    'instead');
+}
+
+/**
+ * The plan's operator network grants that the operator's configuration still holds at this start: a retried, resumed
+ * or verified run copies an earlier plan, and a grant the operator has withdrawn since must open nothing (as writable
+ * folders, judged again at each start). An operator.json that cannot be read now keeps none.
+ */
+export function operatorAllowNow(plan: RunPlan, env: NodeJS.ProcessEnv, note: (text: string) => void): string[] {
+  const granted = plan.operator_allow ?? [];
+  if (!granted.length) return [];
+  let current: string[];
+  try {
+    current = loadOperatorConfig(env).network;
+  } catch (err) {
+    note(`the operator's network grants are left out: its configuration cannot be read now (${errorMessage(err)})`);
+    return [];
+  }
+  const withdrawn = granted.filter((entry) => !current.includes(entry));
+  if (withdrawn.length) {
+    note(`operator network.allow ${withdrawn.join(', ')} left out: no longer in the operator's configuration`);
+  }
+  return granted.filter((entry) => current.includes(entry));
 }
 
 /** Refuses a command provider whose absolute-path arguments its sandbox would not show (there: "No such file"). */

@@ -192,6 +192,57 @@ describe('a writable folder inside the working tree that is a link', { skip: NO_
   });
 });
 
+describe('a retried CLI run whose plan has no sandbox', { skip: NO_BWRAP }, () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  before(() => {
+    ({ repo, env } = setup());
+    const agent = script(repo.bin, 'agent.sh', '#!/bin/sh\ncat > /dev/null\necho done > "ran-$SVC_RUN_ID.txt"\n');
+    writeConfig(repo, { provider: 'x', providers: { x: { command: [agent] } } });
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ sandbox: 'none' }));
+  });
+  after(() => repo.cleanup());
+
+  it('runs unsandboxed again only as a new run would: SVC_SANDBOX=none, or the policy.json trusted now', async () => {
+    const first = await svc(repo, { ...env, SVC_SANDBOX: 'none' }, ['start', '--brief', 'unconfined by choice']);
+    assert.equal(first.code, 0, first.stderr);
+    const { state } = lastRun(repo);
+    const before = runCount(repo);
+    const refused = await svc(repo, env, ['start', '--retry', state.run]);
+    assert.notEqual(refused.code, 0, 'the untrusted policy.json\'s "none" does not count for the copied plan');
+    assert.match(refused.stderr, /sandbox "none"/);
+    assert.match(refused.stderr, /svc trust/);
+    assert.equal(runCount(repo), before, 'no run was made');
+    assert.equal((await svc(repo, env, ['trust'])).code, 0);
+    const trusted = await svc(repo, env, ['start', '--retry', state.run]);
+    assert.equal(trusted.code, 0, trusted.stderr);
+  });
+});
+
+describe('svc trust with a policy.json it cannot read', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  before(() => {
+    ({ repo, env } = setup());
+    writeConfig(repo, { env: ['MY_TOOL_HOME'] });
+    writeFileSync(join(repo.root, 'elsewhere.json'), '{}');
+    symlinkSync(join(repo.root, 'elsewhere.json'), join(repo.repo, '.svc', 'policy.json'));
+  });
+  after(() => repo.cleanup());
+
+  it('trusts config.json, says why policy.json was not trusted, and revokes by path', async () => {
+    const trusted = await svc(repo, env, ['trust']);
+    assert.equal(trusted.code, 0, trusted.stderr);
+    assert.match(trusted.stdout, /Trusted .*\/\.svc\/config\.json/);
+    assert.match(trusted.stdout, /Not trusted: .*\/\.svc\/policy\.json was not read \(.+\)/);
+    assert.match((await svc(repo, env, ['trust', '--list'])).stdout, /config\.json .* trusted\n/);
+    const revoked = await svc(repo, env, ['trust', '--revoke']);
+    assert.equal(revoked.code, 0, revoked.stderr);
+    assert.match(revoked.stdout, /No longer trusted: .*\/\.svc\/config\.json/);
+    assert.match((await svc(repo, env, ['trust', '--list'])).stdout, /No trusted files/);
+  });
+});
+
 describe('a repository redefining a built-in provider', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {
   let repo: TestRepo;
   let env: NodeJS.ProcessEnv;
