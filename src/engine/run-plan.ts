@@ -32,6 +32,9 @@ export interface RunPlan {
   operator_allow?: string[];
   /** Whether the agents are confined, and by which bwrap (DESIGN §7a). */
   sandbox: SandboxMode;
+  /** Whose rule made it: a server's, or a person's at the CLI (whose trusted files may widen it). Absent in a plan an
+   * older svc made: a person's. */
+  authority?: 'server' | 'person';
   /** A --pr run's origin, read before any agent ran (git-push.ts); null for a run that opens no pull request. */
   push_target: PushTarget | null;
   /** For the run's log: settings left out, limits lowered, a policy's sandbox opt-out ignored. */
@@ -73,6 +76,7 @@ export function planRun(req: {
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
     return {
       policy: { ...policy, limits: capped.limits }, provider, passed_env: decided.env, sandbox,
+      authority: server ? 'server' : 'person',
       operator_allow: operator.network,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
       notes: [...decided.notes, ...server ? widening.map(serverRefusal) : [], ...capped.notes].concat(ignored),
@@ -132,13 +136,18 @@ export function readPlan(dir: string): RunPlan {
   return plan as unknown as RunPlan;
 }
 
-/** For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all (docs/engine.md). */
+/**
+ * For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all, or when a server
+ * retries a run a person planned: what that person's trusted files allowed is theirs, so the server plans the retry
+ * as it plans a new run (docs/engine.md).
+ */
 export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | null {
   try {
     lstatSync(planPath(dir));
   } catch {
     return null;
   }
+  if (startedByServer(env) && readPlan(dir).authority !== 'server') return null;
   return planToReuse(dir, env);
 }
 

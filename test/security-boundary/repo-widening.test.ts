@@ -132,6 +132,19 @@ function hostFolders(asNobody: boolean): void {
     nothingPlanted(state.run);
   });
 
+  it('a server\'s retry of the trusted CLI run is planned as the server plans a run: the person\'s trust stays theirs',
+    async () => {
+      const cli = lastRun(repo).state.run;
+      const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--retry', cli], asNobody);
+      assert.equal(res.code, 0, res.stderr);
+      const { state, events } = lastRun(repo);
+      assert.notEqual(state.run, cli);
+      assert.equal(state.status, 'succeeded', state.error);
+      assert.equal(existsSync(join(repo.home, '.agent-cache', state.run)), false, 'the trusted folder is not bound');
+      assert.match(events, /Refused .svc\/config.json providers.planter.writable \\"\.agent-cache\\".*the run goes on/);
+      nothingPlanted(state.run);
+    });
+
   it('a changed file is not trusted: the run is refused again until trusted again', async () => {
     const path = join(repo.repo, '.svc', 'config.json');
     writeFileSync(path, readFileSync(path, 'utf8').replace('.agent-cache', '.agent-cache2'));
