@@ -3,13 +3,13 @@
 // (src/engine/setting-authority.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { isAbsolute } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
 import { NotFoundError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { addTrust, readEngineConfigFile, readTrust, revokeTrust, trustFile } from '../engine/config.ts';
 import { decideSettings } from '../engine/setting-authority.ts';
-import { loadPolicyFile } from '../engine/policy.ts';
+import { loadPolicyFile, PolicyError, type Policy } from '../engine/policy.ts';
 import { createHash } from 'node:crypto';
 
 export const HELP = `Usage: svc trust [--repo DIR]
@@ -32,15 +32,26 @@ Options:
   --revoke     forget the repository's file (or the trusted PATH)
 `;
 
-/** The repository's files a person may trust: its config.json and its policy.json, each when it is there. */
+/**
+ * The repository's files a person may trust: its config.json and its policy.json, each when it is there. A policy.json
+ * that cannot be read (a link, too large, not valid) is not trusted, and `unread` says why: config.json is still read.
+ */
 function filesOf(repoDir: string) {
   const repo = resolveRepo(repoDir);
   const file = readEngineConfigFile(repo);
-  const policy = loadPolicyFile(repo);
-  if (!file && policy.sha256 === null) {
+  let policy: { policy: Policy; path: string; sha256: string } | null = null;
+  let unread: string | null = null;
+  try {
+    const loaded = loadPolicyFile(repo);
+    if (loaded.sha256 !== null) policy = { ...loaded, sha256: loaded.sha256 };
+  } catch (err) {
+    if (!(err instanceof PolicyError)) throw err;
+    unread = err.message;
+  }
+  if (!file && !policy && unread === null) {
     throw new NotFoundError(`${repo} has no .svc/config.json or .svc/policy.json: there is nothing to trust`);
   }
-  return { repo, file, policy: policy.sha256 === null ? null : { ...policy, sha256: policy.sha256 } };
+  return { repo, file, policy, unread };
 }
 
 export default async function trust(io: CliIo): Promise<number> {
@@ -59,16 +70,18 @@ export default async function trust(io: CliIo): Promise<number> {
   }
   if (values.revoke) {
     const named = positionals[0] && isAbsolute(positionals[0]) ? [positionals[0]] : null;
+    // By path, without reading the files: one that is broken, a link or gone can still be forgotten.
     const own = () => {
-      const { file, policy } = filesOf(values.repo ?? '.');
-      return [file?.path, policy?.path].filter((p): p is string => p !== undefined);
+      const repo = resolveRepo(values.repo ?? '.');
+      return [join(repo, '.svc', 'config.json'), join(repo, '.svc', 'policy.json')];
     };
-    const revoked = (named ?? own()).filter((path) => revokeTrust(io.env, path));
-    if (!revoked.length) throw new NotFoundError(`${(named ?? own()).join(' or ')} was not trusted`);
+    const paths = named ?? own();
+    const revoked = paths.filter((path) => revokeTrust(io.env, path));
+    if (!revoked.length) throw new NotFoundError(`${paths.join(' or ')} was not trusted`);
     for (const path of revoked) io.stdout(`No longer trusted: ${path}\n`);
     return 0;
   }
-  const { repo, file, policy } = filesOf(values.repo ?? process.cwd());
+  const { repo, file, policy, unread } = filesOf(values.repo ?? process.cwd());
   if (file) {
     const asks = decideSettings(file.config, { env: [], providers: {} }, {
       server: false, trusted: false, home: io.env.HOME || homedir(), workdir: repo,
@@ -79,7 +92,10 @@ export default async function trust(io: CliIo): Promise<number> {
   if (policy) {
     trustOne(io, policy.path, policy.sha256, policy.policy.sandbox === 'none' ? ['sandbox "none"'] : [], []);
   }
-  return 0;
+  if (unread !== null) {
+    io.stdout(`Not trusted: ${join(repo, '.svc', 'policy.json')} was not read (${unread}); fix it and trust again.\n`);
+  }
+  return file || policy ? 0 : 1;
 }
 
 /** Records one file and says what it asks for that only a trusted file may. */

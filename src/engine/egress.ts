@@ -19,6 +19,7 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { withCost } from './run-state.ts';
 import type { MeteredCost } from '../run-json.ts';
 import { traceRoot } from '../trace.ts';
+import { refusedRange } from '../gate/address.ts';
 
 /** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
 const RECORDS_KEPT = 20_000;
@@ -75,7 +76,17 @@ function gatePolicy(network: Policy['network'], operatorAllow: readonly string[]
     return parseHostPattern(isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`);
   });
   const policy: GatePolicy = { allow: [...base.allow, ...own], deny: base.deny };
-  return { policy, network: { allow, deny: network.deny }, dropped: repository.dropped };
+  const inert = inertGrants(operatorAllow);
+  return { policy, network: { allow, deny: network.deny }, dropped: repository.dropped, inert };
+}
+
+/** The operator's entries naming a refused address without its port: they open nothing (only an exact address and
+ * port does), so the run's log says so rather than leaving the operator to wonder. */
+function inertGrants(operatorAllow: readonly string[]): string[] {
+  return operatorAllow.filter((text) => {
+    const pattern = parseHostPattern(text);
+    return pattern.kind === 'address' && pattern.port === null && refusedRange(pattern.host) !== null;
+  });
 }
 
 /** The agent's side: every proxy variable names the bridge; each model CLI gets the bridge and a placeholder. */
@@ -109,6 +120,11 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
   for (const entry of allowed.dropped) {
     const text = `Refused .svc/policy.json network.allow ${entry}: a repository cannot open an address the gate ` +
       `refuses (only the operator can, with network.allow in ${OPERATOR_FILES}); the run goes on without it`;
+    ctx.event('log', { stream: 'svc', text });
+  }
+  for (const entry of allowed.inert) {
+    const text = `The operator's network.allow "${entry}" (${OPERATOR_FILES}) opens nothing: an address the gate ` +
+      `refuses opens only with its port ("${entry}:PORT"); a name never opens one, whatever it resolves to`;
     ctx.event('log', { stream: 'svc', text });
   }
   const folder = mkdtempSync('/tmp/svc-gate-');

@@ -1,8 +1,8 @@
 // A run's plan: everything the run may do, resolved once by its launcher and kept as plan.json.
 import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { isAbsolute, join } from 'node:path';
-import { FailedError, RefusedError } from '../errors.ts';
+import { isAbsolute, join, resolve } from 'node:path';
+import { errorMessage, FailedError, RefusedError } from '../errors.ts';
 import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
 import { cappedLimits, decideSettings, serverRefusal, startedByServer, trustNeeded } from './setting-authority.ts';
@@ -32,6 +32,9 @@ export interface RunPlan {
   operator_allow?: string[];
   /** Whether the agents are confined, and by which bwrap (DESIGN §7a). */
   sandbox: SandboxMode;
+  /** Whose rule made it: a server's, or a person's at the CLI (whose trusted files may widen it). Absent in a plan an
+   * older svc made: a person's. */
+  authority?: 'server' | 'person';
   /** A --pr run's origin, read before any agent ran (git-push.ts); null for a run that opens no pull request. */
   push_target: PushTarget | null;
   /** For the run's log: settings left out, limits lowered, a policy's sandbox opt-out ignored. */
@@ -73,6 +76,7 @@ export function planRun(req: {
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
     return {
       policy: { ...policy, limits: capped.limits }, provider, passed_env: decided.env, sandbox,
+      authority: server ? 'server' : 'person',
       operator_allow: operator.network,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
       notes: [...decided.notes, ...server ? widening.map(serverRefusal) : [], ...capped.notes].concat(ignored),
@@ -132,28 +136,71 @@ export function readPlan(dir: string): RunPlan {
   return plan as unknown as RunPlan;
 }
 
-/** For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all (docs/engine.md). */
+/**
+ * For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all, or when a server
+ * retries a run a person planned: what that person's trusted files allowed is theirs, so the server plans the retry
+ * as it plans a new run (docs/engine.md).
+ */
 export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | null {
   try {
     lstatSync(planPath(dir));
   } catch {
     return null;
   }
+  if (startedByServer(env) && readPlan(dir).authority !== 'server') return null;
   return planToReuse(dir, env);
 }
 
 /**
- * An earlier run's plan that a retry, resume or verify runs by. A server's run is sandboxed unless the server's own
- * SVC_SERVER_SANDBOX=none says otherwise (resolveSandbox): a copied plan that runs the agent without one is refused
- * when the server's setting now gives a run a sandbox, so a plan never takes a server's run below it.
+ * An earlier run's plan that a retry, resume or verify runs by. A plan that runs the agent without a sandbox is judged
+ * again as a new run would be: a server's run is sandboxed unless the server's own SVC_SERVER_SANDBOX=none says
+ * otherwise (resolveSandbox), and a CLI run's "none" counts only by SVC_SANDBOX=none or a policy.json, trusted as it
+ * is now, that says so (policySandbox); so a plan made before either rule, or before the operator changed the setting,
+ * never takes a run below it. `dir` is the earlier run's folder, `<repo>/.svc/runs/<run>`.
  */
 export function planToReuse(dir: string, env: NodeJS.ProcessEnv): RunPlan {
   const plan = readPlan(dir);
-  if (!startedByServer(env) || plan.sandbox.kind !== 'none') return plan;
-  if (resolveSandbox(null, env).kind === 'none') return plan;
+  if (plan.sandbox.kind !== 'none') return plan;
+  if (startedByServer(env)) {
+    if (resolveSandbox(null, env).kind === 'none') return plan;
+    throw new RefusedError(`Refusing to start: the earlier run's plan (${planPath(dir)}) runs the agent without a ` +
+      `sandbox, and a run a server starts is sandboxed (only SVC_SERVER_SANDBOX=none in the server's environment ` +
+      'turns it off); start a new run instead');
+  }
+  const policyFile = (() => {
+    try {
+      return loadPolicyFile(resolve(dir, '..', '..', '..'));
+    } catch (err) {
+      if (err instanceof PolicyError) throw new PolicyError(`Refusing to start: ${err.message}`, { cause: err });
+      throw err;
+    }
+  })();
+  if (resolveSandbox(policySandbox(policyFile, false, env), env).kind === 'none') return plan;
   throw new RefusedError(`Refusing to start: the earlier run's plan (${planPath(dir)}) runs the agent without a ` +
-    `sandbox, and a run a server starts is sandboxed (only SVC_SERVER_SANDBOX=none in the server's environment turns ` +
-    'it off); start a new run instead');
+    'sandbox, and neither SVC_SANDBOX=none nor the project\'s trusted policy.json says so now; start a new run ' +
+    'instead');
+}
+
+/**
+ * The plan's operator network grants that the operator's configuration still holds at this start: a retried, resumed
+ * or verified run copies an earlier plan, and a grant the operator has withdrawn since must open nothing (as writable
+ * folders, judged again at each start). An operator.json that cannot be read now keeps none.
+ */
+export function operatorAllowNow(plan: RunPlan, env: NodeJS.ProcessEnv, note: (text: string) => void): string[] {
+  const granted = plan.operator_allow ?? [];
+  if (!granted.length) return [];
+  let current: string[];
+  try {
+    current = loadOperatorConfig(env).network;
+  } catch (err) {
+    note(`the operator's network grants are left out: its configuration cannot be read now (${errorMessage(err)})`);
+    return [];
+  }
+  const withdrawn = granted.filter((entry) => !current.includes(entry));
+  if (withdrawn.length) {
+    note(`operator network.allow ${withdrawn.join(', ')} left out: no longer in the operator's configuration`);
+  }
+  return granted.filter((entry) => current.includes(entry));
 }
 
 /** Refuses a command provider whose absolute-path arguments its sandbox would not show (there: "No such file"). */

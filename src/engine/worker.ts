@@ -2,7 +2,7 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { openRunContext, type RunContext } from './run-context.ts';
-import { readPlan, writePlan, type RunPlan } from './run-plan.ts';
+import { operatorAllowNow, readPlan, writePlan, type RunPlan } from './run-plan.ts';
 import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
@@ -64,7 +64,8 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
   if (mode.kind === 'none') return { mode, gate: null, env: passed };
   // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
   prepareMemoryCgroup(plan.policy.limits.memory_mb * 1024 * 1024);
-  const gate = await openRunGate(ctx, plan.policy, plan.operator_allow ?? []).catch((err: unknown) => {
+  const allow = operatorAllowNow(plan, ctx.env, (text) => ctx.note(text));
+  const gate = await openRunGate(ctx, plan.policy, allow).catch((err: unknown) => {
     const message = `the run's egress gate did not start: ${errorMessage(err)}`;
     throw new InfraError(message, { beforeAgent: true, cause: err });
   });

@@ -197,6 +197,44 @@ function suite(asNobody: boolean): void {
       assert.equal(readFileSync(join(dir, 'artifacts', 'egress.jsonl'), 'utf8').trim().split('\n').length, 600);
     });
 
+    it('a retry keeps no operator grant withdrawn since; a grant that opens nothing is named in the log', async () => {
+      const env: NodeJS.ProcessEnv = {
+        ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+        ANTHROPIC_API_KEY: REAL_KEY, ANTHROPIC_BASE_URL: `http://${hostPort(model)}`,
+      };
+      delete env.SVC_SANDBOX;
+      const operatorFile = join(repo.home, '.svc', 'operator.json');
+      const granted = readFileSync(operatorFile, 'utf8');
+      const operator = JSON.parse(granted);
+      const setAllow = (allow: string[]) => {
+        writeFileSync(operatorFile, JSON.stringify({ ...operator, network: { allow } }));
+      };
+      try {
+        // A loopback address without its port: the gate refuses it all the same, and the run's log says so.
+        setAllow([hostPort(allowed), '127.0.0.3']);
+        const brief = `probe HOSTSVC=${hostPort(hostService)} ALLOWED=${hostPort(allowed)} ABSTRACT=${ABSTRACT_NAME}`;
+        const first = await svc(['start', '--brief', brief, '--provider', 'probes', '--worktree'], env);
+        const { run } = JSON.parse(first.stdout.trim().split('\n')[0]!) as { run: string };
+        assert.match(readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8'),
+          /The operator's network.allow \\"127\.0\.0\.3\\" .* opens nothing/);
+
+        setAllow([]);
+        allowedSeen.length = 0;
+        const retry = await svc(['start', '--retry', run], env);
+        const { run: again } = JSON.parse(retry.stdout.trim().split('\n')[0]!) as { run: string };
+        const dir = join(repo.repo, '.svc', 'runs', again);
+        const net = readFileSync(join(readJson(join(dir, 'state.json')).workdir, 'net.txt'), 'utf8');
+        assert.match(net, /^allowed-via-gate:403$/m, 'the withdrawn grant opens nothing');
+        assert.equal(allowedSeen.length, 0, 'the once-allowed destination saw nothing');
+        const receipt = JSON.parse(readFileSync(join(dir, 'artifacts', 'receipt.json'), 'utf8'));
+        assert.ok(!receipt.network.allow.includes(hostPort(allowed)), 'nor does the receipt say it was allowed');
+        assert.match(readFileSync(join(dir, 'events.jsonl'), 'utf8'),
+          /operator network\.allow 127\.0\.0\.2:\d+, 127\.0\.0\.3 left out: no longer in the operator's configuration/);
+      } finally {
+        writeFileSync(operatorFile, granted);
+      }
+    });
+
     it('says in the receipt that nothing was confined when the run had no sandbox', async () => {
       const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0', SVC_SANDBOX: 'none' };
       const brief = `unconfined HOSTSVC=${hostPort(hostService)} ABSTRACT=${ABSTRACT_NAME}`;

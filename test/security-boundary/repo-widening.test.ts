@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import {
   chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync,
 } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
@@ -132,6 +132,19 @@ function hostFolders(asNobody: boolean): void {
     nothingPlanted(state.run);
   });
 
+  it('a server\'s retry of the trusted CLI run is planned as the server plans a run: the person\'s trust stays theirs',
+    async () => {
+      const cli = lastRun(repo).state.run;
+      const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--retry', cli], asNobody);
+      assert.equal(res.code, 0, res.stderr);
+      const { state, events } = lastRun(repo);
+      assert.notEqual(state.run, cli);
+      assert.equal(state.status, 'succeeded', state.error);
+      assert.equal(existsSync(join(repo.home, '.agent-cache', state.run)), false, 'the trusted folder is not bound');
+      assert.match(events, /Refused .svc\/config.json providers.planter.writable \\"\.agent-cache\\".*the run goes on/);
+      nothingPlanted(state.run);
+    });
+
   it('a changed file is not trusted: the run is refused again until trusted again', async () => {
     const path = join(repo.repo, '.svc', 'config.json');
     writeFileSync(path, readFileSync(path, 'utf8').replace('.agent-cache', '.agent-cache2'));
@@ -169,23 +182,77 @@ describe('a writable folder inside the working tree that is a link', { skip: NO_
 
   it('is writable with the tree, never bound by its name: the host folder it points to stays untouched', async () => {
     // The tree's own folder needs no grant; the repository commits it as a link to the host's temporary folder,
-    // where other runs' gate sockets and askpass scripts live (a HOME elsewhere, as a server's is).
+    // where other runs' gate sockets and askpass scripts live (a HOME elsewhere, as a server's is). Bound by its
+    // name, the link would put the host's /tmp over the sandbox's private one: the agent's /tmp file would land there.
+    const proof = `/tmp/svc-planted-through-link-${process.pid}`;
     symlinkSync('../..', join(repo.repo, 'cache'));
     env = { ...env, HOME: home };
     const agent = script(repo.bin, 'agent.sh', '#!/bin/sh\ncat > /dev/null\n' +
-      'echo planted > "cache/svc-planted-$SVC_RUN_ID"\nmkdir -p kept && echo kept > kept/file\n' +
-      'echo done > worked.txt\n');
-    writeConfig(repo, { provider: 'x', providers: { x: { command: [agent], writable: [`${repo.repo}/cache`,
-      `${repo.repo}/kept`] } } });
+      `echo planted > ${proof}\necho done > worked.txt\n`);
+    writeConfig(repo, { provider: 'x', providers: { x: { command: [agent], writable: [`${repo.repo}/cache`] } } });
     execFileSync('git', ['add', '.'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
     execFileSync('git', ['commit', '-qm', 'a cache link'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
-    const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--brief', 'server run']);
-    assert.equal(res.code, 0, res.stderr);
+    try {
+      const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--brief', 'server run']);
+      assert.equal(res.code, 0, res.stderr);
+      const { state } = lastRun(repo);
+      assert.equal(state.status, 'succeeded', state.error);
+      assert.equal(readFileSync(join(repo.repo, 'worked.txt'), 'utf8'), 'done\n', 'the tree is writable');
+      assert.equal(existsSync(proof), false, 'nothing was written to the host folder the committed link points to');
+    } finally {
+      rmSync(proof, { force: true });
+    }
+  });
+});
+
+describe('a retried CLI run whose plan has no sandbox', { skip: NO_BWRAP }, () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  before(() => {
+    ({ repo, env } = setup());
+    const agent = script(repo.bin, 'agent.sh', '#!/bin/sh\ncat > /dev/null\necho done > "ran-$SVC_RUN_ID.txt"\n');
+    writeConfig(repo, { provider: 'x', providers: { x: { command: [agent] } } });
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ sandbox: 'none' }));
+  });
+  after(() => repo.cleanup());
+
+  it('runs unsandboxed again only as a new run would: SVC_SANDBOX=none, or the policy.json trusted now', async () => {
+    const first = await svc(repo, { ...env, SVC_SANDBOX: 'none' }, ['start', '--brief', 'unconfined by choice']);
+    assert.equal(first.code, 0, first.stderr);
     const { state } = lastRun(repo);
-    assert.equal(state.status, 'succeeded', state.error);
-    assert.equal(readFileSync(join(repo.repo, 'kept', 'file'), 'utf8'), 'kept\n', 'the tree\'s folder is writable');
-    const planted = join(dirname(repo.root), `svc-planted-${state.run}`);
-    assert.equal(existsSync(planted), false, 'nothing was written where the committed link points');
+    const before = runCount(repo);
+    const refused = await svc(repo, env, ['start', '--retry', state.run]);
+    assert.notEqual(refused.code, 0, 'the untrusted policy.json\'s "none" does not count for the copied plan');
+    assert.match(refused.stderr, /sandbox "none"/);
+    assert.match(refused.stderr, /svc trust/);
+    assert.equal(runCount(repo), before, 'no run was made');
+    assert.equal((await svc(repo, env, ['trust'])).code, 0);
+    const trusted = await svc(repo, env, ['start', '--retry', state.run]);
+    assert.equal(trusted.code, 0, trusted.stderr);
+  });
+});
+
+describe('svc trust with a policy.json it cannot read', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  before(() => {
+    ({ repo, env } = setup());
+    writeConfig(repo, { env: ['MY_TOOL_HOME'] });
+    writeFileSync(join(repo.root, 'elsewhere.json'), '{}');
+    symlinkSync(join(repo.root, 'elsewhere.json'), join(repo.repo, '.svc', 'policy.json'));
+  });
+  after(() => repo.cleanup());
+
+  it('trusts config.json, says why policy.json was not trusted, and revokes by path', async () => {
+    const trusted = await svc(repo, env, ['trust']);
+    assert.equal(trusted.code, 0, trusted.stderr);
+    assert.match(trusted.stdout, /Trusted .*\/\.svc\/config\.json/);
+    assert.match(trusted.stdout, /Not trusted: .*\/\.svc\/policy\.json was not read \(.+\)/);
+    assert.match((await svc(repo, env, ['trust', '--list'])).stdout, /config\.json .* trusted\n/);
+    const revoked = await svc(repo, env, ['trust', '--revoke']);
+    assert.equal(revoked.code, 0, revoked.stderr);
+    assert.match(revoked.stdout, /No longer trusted: .*\/\.svc\/config\.json/);
+    assert.match((await svc(repo, env, ['trust', '--list'])).stdout, /No trusted files/);
   });
 });
 
