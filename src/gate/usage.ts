@@ -17,13 +17,31 @@ export const OUTPUT_BOUND = 128_000;
 
 type Family = 'anthropic' | 'openai' | 'gemini';
 
-// The OpenAI-compatible APIs (openrouter, groq, …) read as openai.
-const familyOf = (route: string): Family => (route === 'anthropic' || route === 'gemini' ? route : 'openai');
+/**
+ * The reader of a call by its endpoint's shape (`endpoint` of model-apis.ts modelPath), whatever the route: Anthropic
+ * and Gemini answer OpenAI's shape on their OpenAI-compatible endpoints too. Another endpoint (a response read back)
+ * reads as its route's family; the OpenAI-compatible APIs (openrouter, groq, …) read as openai.
+ */
+function familyOf(route: string, endpoint: string): Family {
+  if (/:(generateContent|streamGenerateContent)$/i.test(endpoint)) return 'gemini';
+  if (/\/messages$/i.test(endpoint)) return 'anthropic';
+  if (/\/(chat\/completions|completions|responses)$/i.test(endpoint)) return 'openai';
+  return route === 'anthropic' || route === 'gemini' ? route : 'openai';
+}
 
-const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[] }> = {
-  anthropic: { usage: ['usage', 'message.usage'], model: ['model', 'message.model'] },
-  openai: { usage: ['usage', 'response.usage'], model: ['model', 'response.model'] },
-  gemini: { usage: ['usageMetadata'], model: ['modelVersion'] },
+const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[]; counts: readonly string[] }> = {
+  anthropic: {
+    usage: ['usage', 'message.usage'], model: ['model', 'message.model'],
+    counts: ['input_tokens', 'output_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'],
+  },
+  openai: {
+    usage: ['usage', 'response.usage'], model: ['model', 'response.model'],
+    counts: ['prompt_tokens', 'completion_tokens', 'input_tokens', 'output_tokens'],
+  },
+  gemini: {
+    usage: ['usageMetadata'], model: ['modelVersion'],
+    counts: ['promptTokenCount', 'candidatesTokenCount', 'cachedContentTokenCount', 'thoughtsTokenCount'],
+  },
 };
 
 /** One object or array on the way to a wanted path: only these are read key by key. */
@@ -313,8 +331,8 @@ const ASKED_CHOICES: Record<Family, readonly string[]> = {
   gemini: ['generationConfig.candidateCount'],
 };
 
-export function requestMeter(route: string) {
-  const family = familyOf(route);
+export function requestMeter(route: string, endpoint: string) {
+  const family = familyOf(route, endpoint);
   const maxKeys = ASKED_MAX[family];
   const choiceKeys = ASKED_CHOICES[family];
   const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys]));
@@ -361,8 +379,10 @@ export function requestMeter(route: string) {
   };
 }
 
-// Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not.
-const pathModel = (path: string): string | null => /\/models\/([A-Za-z0-9._-]{1,100}):/.exec(path)?.[1] ?? null;
+// Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not: read from
+// the endpoint as the API reads it (escapes decoded, no query), never the raw path, whose query could name another.
+const pathModel = (endpoint: string): string | null =>
+  /\/models\/([A-Za-z0-9._-]{1,100}):[^/]*$/.exec(endpoint)?.[1] ?? null;
 
 /**
  * A generation call whose usage was not all read, counted at what was (`read`: the input's counts, a lower output
@@ -385,17 +405,17 @@ function boundedCall(
 
 /** A generation call whose request was sent and whose answer never came (the client or the gate gave up first): the
  * API may have run it to its end. */
-export function unansweredCall(path: string, asked: Asked, prices: PriceTable): MeteredCall {
-  return boundedCall(prices, asked, pathModel(path), null, asked.maxOutput, 'the call ended before its answer came');
+export function unansweredCall(endpoint: string, asked: Asked, prices: PriceTable): MeteredCall {
+  return boundedCall(prices, asked, pathModel(endpoint), null, asked.maxOutput, 'the call ended before its answer came');
 }
 
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
 /** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
 export function usageMeter(
-  route: string, path: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
+  route: string, endpoint: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
 ) {
-  const family = familyOf(route);
+  const family = familyOf(route, endpoint);
   const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
   const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
@@ -404,7 +424,7 @@ export function usageMeter(
   const unreadable = encoding !== '' && encoding !== 'identity'
     ? `the response is ${encoding.slice(0, 40)}-encoded`
     : sse || json ? null : `the response is not JSON or an event stream (${type.slice(0, 60) || 'no type'})`;
-  const tokens: CallTokens = { model: pathModel(path), tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0 };
+  const tokens: CallTokens = { model: pathModel(endpoint), tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0 };
   const bad: string[] = [];
   let usageSeen = false;
   /** A usage object was read: the input counts are known (Anthropic's message_start, any of Gemini's chunks). */
@@ -418,6 +438,8 @@ export function usageMeter(
       if (value === undefined) continue;
       if (PATHS[family].model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
+      // A usage object with none of the reader's counts (another API's shape) says nothing: never $0 as if final.
+      else if (isJsonObject(value) && !PATHS[family].counts.some((key) => value[key] !== undefined)) continue;
       else if (isJsonObject(value)) {
         // Anthropic's message_start (`message.usage`) counts the input only: the call's usage is known once the
         // final count (`usage`: a body's, or a message_delta's) arrives; a stream closed before it counts at its

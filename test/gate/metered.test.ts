@@ -33,6 +33,11 @@ const bytesOf = (text: string, size: number): Buffer[] => {
   return out;
 };
 
+// The endpoints (model-apis.ts modelPath) the request reader is picked by.
+const ENDPOINT_anthropic = '/v1/messages';
+const ENDPOINT_openai = '/v1/chat/completions';
+const ENDPOINT_gemini = '/v1beta/models/gemini-2.5-pro:streamGenerateContent';
+
 const ANTHROPIC_JSON = JSON.stringify({
   id: 'msg_1', type: 'message', model: 'claude-sonnet-4-5-20250929',
   content: [{ type: 'text', text: 'the "usage": {"input_tokens": 999999} inside text is only text' },
@@ -276,7 +281,7 @@ describe('metered cost at the gate', () => {
     const cut = ANTHROPIC_SSE.slice(0, ANTHROPIC_SSE.indexOf('event: message_delta'));
     const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'text/event-stream' }, PRICES);
     meter.push(Buffer.from(cut));
-    const asked = requestMeter('anthropic');
+    const asked = requestMeter('anthropic', ENDPOINT_anthropic);
     // A key given twice: the larger counts; one inside a message is no request's maximum.
     asked.push(Buffer.from('{"model":"claude-opus-4-1","max_tokens":500,"messages":[{"max_tokens":9000}],' +
       '"max_tokens":20}'));
@@ -290,22 +295,22 @@ describe('metered cost at the gate', () => {
     const body = JSON.stringify({ model: 'gpt-5', messages: [{ role: 'user', content: 'a "max_tokens": 999999 \\ ' +
       '{"max_output_tokens": 5} \\"' }], 'max_output_tokens': 700, stream: true });
     for (const size of [1, 2, 3, 7, 4096]) {
-      const asked = requestMeter('openai');
+      const asked = requestMeter('openai', ENDPOINT_openai);
       for (const piece of bytesOf(body, size)) asked.push(piece);
       assert.deepEqual(asked.read(), { model: 'gpt-5', maxOutput: 700, choices: 1, bytes: Buffer.byteLength(body) }, `${size}`);
     }
   });
 
   it('stops reading a request past 64 values or 4 MiB, and counts what a later value could change as unknown', () => {
-    const repeated = requestMeter('anthropic');
+    const repeated = requestMeter('anthropic', ENDPOINT_anthropic);
     repeated.push(Buffer.from(`{${'"max_tokens":1,'.repeat(65)}"model":"claude-haiku-4-5"}`));
     assert.deepEqual(repeated.read(), { model: null, maxOutput: null, choices: 1, bytes: 15 * 65 + 28 });
-    const long = requestMeter('anthropic');
+    const long = requestMeter('anthropic', ENDPOINT_anthropic);
     long.push(Buffer.from('{"model":"claude-haiku-4-5","max_tokens":10,"messages":"'));
     for (let i = 0; i < 33; i++) long.push(Buffer.alloc(1024 * 1024, 0x61));
     long.push(Buffer.from('","max_tokens":1}'));
     assert.deepEqual({ ...long.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 });
-    const short = requestMeter('anthropic');
+    const short = requestMeter('anthropic', ENDPOINT_anthropic);
     short.push(Buffer.from(`{${'"max_tokens":1,'.repeat(63)}"model":"claude-haiku-4-5"}`));
     assert.deepEqual({ ...short.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 1, choices: 1, bytes: 0 });
   });
@@ -334,12 +339,12 @@ describe('metered cost at the gate', () => {
     assert.deepEqual([whole.rec.metered?.tokens_out, whole.rec.metered?.unknown],
       [OUTPUT_BOUND * 128, 'the response carried no usage']);
     // Cut before its usage: the API stopped each of the 128 answers at the request's maximum.
-    const openai = requestMeter('openai');
+    const openai = requestMeter('openai', ENDPOINT_openai);
     openai.push(Buffer.from(ask));
     const meter = usageMeter('openai', '/v1/chat/completions', { 'content-type': 'text/event-stream' }, PRICES);
     meter.push(Buffer.from(chat.slice(0, 40)));
     assert.equal(meter.end(openai.read(), false).tokens_out, 12_800);
-    const gemini = requestMeter('gemini');
+    const gemini = requestMeter('gemini', ENDPOINT_gemini);
     gemini.push(Buffer.from('{"contents":[],"generationConfig":{"candidateCount":4,"maxOutputTokens":50}}'));
     assert.deepEqual({ ...gemini.read(), bytes: 0 }, { model: null, maxOutput: 50, choices: 4, bytes: 0 });
     const cut = usageMeter('gemini', '/v1beta/models/gemini-2.5-pro:streamGenerateContent', {
@@ -350,7 +355,7 @@ describe('metered cost at the gate', () => {
     // family's most, which let one cheap call fill the server's day cap).
     for (const [route, body] of [['openai', '{"n":2.5,"max_tokens":10}'],
       ['gemini', '{"generationConfig":{"candidateCount":"8","maxOutputTokens":10}}']] as const) {
-      const asked = requestMeter(route);
+      const asked = requestMeter(route, route === 'gemini' ? ENDPOINT_gemini : ENDPOINT_openai);
       asked.push(Buffer.from(body));
       assert.deepEqual({ ...asked.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 }, body);
     }
@@ -359,7 +364,7 @@ describe('metered cost at the gate', () => {
   it('stops reading a request at an escaped key, a maximum that is no whole number, or nesting it cannot follow; and ' +
     'reads a key past any nesting it skips', () => {
     const read = (route: string, body: string) => {
-      const asked = requestMeter(route);
+      const asked = requestMeter(route, route === 'gemini' ? ENDPOINT_gemini : ENDPOINT_openai);
       for (const piece of bytesOf(body, 5)) asked.push(piece);
       return { ...asked.read(), bytes: 0 };
     };
@@ -385,7 +390,7 @@ describe('metered cost at the gate', () => {
     const text = JSON.stringify({ model: 'claude-haiku-4-5',
       messages: [{ content: 'a\\"b\\u0065\n"' }, { content: 'ends in backslashes \\\\' }, '\\"'], max_tokens: 9 });
     for (let size = 1; size <= 9; size++) {
-      const asked = requestMeter('anthropic');
+      const asked = requestMeter('anthropic', ENDPOINT_anthropic);
       for (const piece of bytesOf(text, size)) asked.push(piece);
       const got = { ...asked.read(), bytes: 0 };
       assert.deepEqual(got, { model: 'claude-haiku-4-5', maxOutput: 9, choices: 1, bytes: 0 }, `${size}`);
@@ -412,6 +417,34 @@ describe('metered cost at the gate', () => {
     for (const [method, rest] of [['GET', '/chat/completions'], ['POST', '/embeddings'],
       ['POST', '/responses/r1/cancel'], ['POST', '/moderations']]) {
       assert.ok(!generation(method!, '/v1', rest!), `${method} ${rest}`);
+    }
+  });
+
+  it('reads an OpenAI-compatible endpoint of Anthropic or Gemini with the OpenAI reader, and a usage holding none of ' +
+    'its reader\'s counts as unknown at its bounds, never $0', async () => {
+    const chat = (model: string) => ({ type: 'application/json', pieces: [JSON.stringify({ model,
+      choices: [{ message: { content: 'hi' } }], usage: { prompt_tokens: 1000, completion_tokens: 200 } })] });
+    for (const [path, model] of [['/_model/anthropic/v1/chat/completions', 'claude-haiku-4-5'],
+      ['/_model/gemini/v1beta/openai/chat/completions', 'gemini-2.5-flash']] as const) {
+      const { rec } = await call(path, chat(model), 'POST', `{"model":"${model}","max_tokens":10}`);
+      const { usd, ...read } = rec.metered!;
+      assert.deepEqual(read, { model, tokens_in: 1000, tokens_out: 200, cache_read: 0, cache_write: 0, unknown: null },
+        path);
+      close(usd, priceOf(PRICES, model)!.input * 1000 / 1e6 + priceOf(PRICES, model)!.output * 200 / 1e6);
+    }
+    // Anthropic's own endpoint answering another shape's usage: none of its counts, so not a final $0.
+    const { rec } = await call('/_model/anthropic/v1/messages', chat('claude-haiku-4-5'), 'POST',
+      '{"model":"claude-haiku-4-5","max_tokens":10}');
+    assert.deepEqual([rec.metered?.tokens_out, rec.metered?.unknown], [OUTPUT_BOUND, 'the response carried no usage']);
+  });
+
+  it('prices a Gemini call by the model of its path as the API reads it, never one its query names', async () => {
+    const answer = { type: 'application/json', pieces: [JSON.stringify({ candidates: [],
+      usageMetadata: { promptTokenCount: 1000, candidatesTokenCount: 100 } })] };
+    for (const path of ['/v1beta/models/gemini-2.5-%70ro:generateContent?x=/models/gemini-2.5-flash-lite:',
+      '/v1beta/models/gemini-2.5-pro:generateContent?x=/models/gemini-2.5-flash-lite:']) {
+      const { rec } = await call(`/_model/gemini${path}`, answer, 'POST', '{"contents":[]}');
+      assert.equal(rec.metered?.model, 'gemini-2.5-pro', path);
     }
   });
 
