@@ -22,7 +22,9 @@ const HOP_BY_HOP = new Set([
 // A request's framing is the gate's own (requestFraming); the client's length never travels on. The trace context is
 // the gate's too (context.ts GateTrace): a client's could name another run's trace.
 const REQUEST_DROP = new Set([...HOP_BY_HOP, 'content-length', 'traceparent', 'tracestate']);
-const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS]);
+// A method override would make a server read a GET (metered as reading, $0) as the POST that generates.
+const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS, 'x-http-method-override', 'x-method-override',
+  'x-http-method']);
 // Metering reads the response's usage as it passes: the gate asks for it uncompressed.
 const METERED_DROP = new Set([...MODEL_DROP, 'accept-encoding']);
 

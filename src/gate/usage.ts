@@ -406,7 +406,8 @@ function boundedCall(
 /** A generation call whose request was sent and whose answer never came (the client or the gate gave up first): the
  * API may have run it to its end. */
 export function unansweredCall(endpoint: string, asked: Asked, prices: PriceTable): MeteredCall {
-  return boundedCall(prices, asked, pathModel(endpoint), null, asked.maxOutput, 'the call ended before its answer came');
+  const unknown = 'the call ended before its answer came';
+  return boundedCall(prices, asked, pathModel(endpoint), null, asked.maxOutput, unknown);
 }
 
 export type UsageMeter = ReturnType<typeof usageMeter>;

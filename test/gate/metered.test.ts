@@ -3,7 +3,7 @@
 // a budget the meter says is reached refuses the next model call. The model APIs are loopback stand-ins.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
@@ -89,6 +89,7 @@ describe('metered cost at the gate', () => {
   let port: number;
   let next: Answer = { type: 'application/json', pieces: ['{}'] };
   const seenEncodings: Array<string | undefined> = [];
+  let seenHeaders: IncomingHttpHeaders = {};
   let gate: Gate;
   let refusal: () => string | null = () => null;
   let upstreamCalls = 0;
@@ -96,6 +97,7 @@ describe('metered cost at the gate', () => {
   before(async () => {
     upstream = createServer((req, res: ServerResponse) => {
       seenEncodings.push(req.headers['accept-encoding']);
+      seenHeaders = req.headers;
       upstreamCalls += 1;
       req.resume();
       req.on('end', async () => {
@@ -132,12 +134,12 @@ describe('metered cost at the gate', () => {
 
   /** One call through the gate answered with `answer`; the client's body and the call's metered record. */
   async function call(
-    path: string, answer: Answer, method = 'POST', body = '{"model":"claude-opus-4-1"}',
+    path: string, answer: Answer, method = 'POST', body = '{"model":"claude-opus-4-1"}', headers = {},
   ): Promise<{ body: string; status: number; rec: EgressRecord }> {
     next = answer;
     const before = records.length;
     const reply = await gateRequest({ socketPath: gate.socketPath ?? '' }, path, {
-      method, body, headers: { 'accept-encoding': 'gzip, br' },
+      method, body, headers: { 'accept-encoding': 'gzip, br', ...headers },
     });
     for (let i = 0; records.length === before && i < 1000; i++) await new Promise((r) => setImmediate(r));
     return { body: reply.body, status: reply.status, rec: records.at(-1)! };
@@ -446,6 +448,19 @@ describe('metered cost at the gate', () => {
       const { rec } = await call(`/_model/gemini${path}`, answer, 'POST', '{"contents":[]}');
       assert.equal(rec.metered?.model, 'gemini-2.5-pro', path);
     }
+  });
+
+  it('counts any method but GET or HEAD on a generation endpoint as a generation, and drops method overrides',
+    async () => {
+    const override = { 'x-http-method-override': 'POST', 'x-method-override': 'POST', 'x-http-method': 'POST' };
+    const answer = { type: 'application/json', pieces: ['{"candidates":[]}'] };
+    const { rec } = await call('/_model/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent', answer, 'PUT',
+      '{"contents":[]}', override);
+    assert.deepEqual([rec.metered?.model, rec.metered?.tokens_out, rec.metered?.unknown],
+      ['gemini-2.5-pro', OUTPUT_BOUND, 'the response carried no usage']);
+    for (const name of Object.keys(override)) assert.equal(seenHeaders[name], undefined, name);
+    assert.ok(generationEndpoint('PATCH', '/v1/messages'));
+    assert.ok(!generationEndpoint('HEAD', '/v1/messages'));
   });
 
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
