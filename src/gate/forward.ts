@@ -292,7 +292,7 @@ function send(
   let complete = (): boolean => false;
   let answered = false;
   // What a generation's request asks for bounds a call whose usage never came (usage.ts): read as its body passes.
-  const asked = plan.generation ? requestMeter(plan.model ?? '', plan.endpoint) : null;
+  const asked = plan.generation ? requestMeter(plan.model ?? '', plan.endpoint, req.headers) : null;
   raw.setTimeout(ctx.limits.connectTimeoutMs);
   raw.once('connect', () => raw.setTimeout(ctx.limits.idleMs));
   const upstream = httpRequest({

@@ -224,7 +224,9 @@ class JsonPicker {
           return;
         }
     }
-    if (!this.expectKey) this.valueStarts(b);
+    // Where a key must start, any other byte is no JSON this reader walks (a NUL of UTF-16): what it says is not known.
+    if (this.expectKey) this.doubtful = true;
+    else this.valueStarts(b);
   }
 
   /** A value's first byte: captured at a wanted path, followed on the way to one, else skipped whole. */
@@ -331,14 +333,18 @@ const ASKED_CHOICES: Record<Family, readonly string[]> = {
   gemini: ['generationConfig.candidateCount'],
 };
 
-export function requestMeter(route: string, endpoint: string) {
+export function requestMeter(route: string, endpoint: string, headers: Readonly<Record<string, unknown>>) {
   const family = familyOf(route, endpoint);
   const maxKeys = ASKED_MAX[family];
   const choiceKeys = ASKED_CHOICES[family];
   const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys]));
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
   let picks = 0;
-  let unread = false;
+  // A body encoded (gzip) or not starting with `{` past whitespace (a UTF-8 BOM, UTF-16, a form) is not one this
+  // reader walks, though the API may read it: what it asked is not known.
+  const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].trim() : '';
+  let unread = encoding !== '' && encoding.toLowerCase() !== 'identity';
+  let started = false;
   // The agent writes the request: past ASKED_READ_MAX bytes or ASKED_PICKS_MAX values (a key repeated without end),
   // at a wanted value that is no whole number (or no string, for the model), or where the picker is in doubt (an
   // escaped key, nesting past its depth) the reader stops, and what the API may read there counts as unknown (the
@@ -362,6 +368,11 @@ export function requestMeter(route: string, endpoint: string) {
   };
   return {
     push(chunk: Uint8Array): void {
+      if (!started) {
+        const first = chunk.findIndex((b) => b !== 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d);
+        started = first >= 0;
+        if (started && chunk[first] !== 0x7b) unread = true;
+      }
       if (!stopped()) {
         picker.push(chunk);
         take();

@@ -283,7 +283,7 @@ describe('metered cost at the gate', () => {
     const cut = ANTHROPIC_SSE.slice(0, ANTHROPIC_SSE.indexOf('event: message_delta'));
     const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'text/event-stream' }, PRICES);
     meter.push(Buffer.from(cut));
-    const asked = requestMeter('anthropic', ENDPOINT_anthropic);
+    const asked = requestMeter('anthropic', ENDPOINT_anthropic, {});
     // A key given twice: the larger counts; one inside a message is no request's maximum.
     asked.push(Buffer.from('{"model":"claude-opus-4-1","max_tokens":500,"messages":[{"max_tokens":9000}],' +
       '"max_tokens":20}'));
@@ -297,22 +297,22 @@ describe('metered cost at the gate', () => {
     const body = JSON.stringify({ model: 'gpt-5', messages: [{ role: 'user', content: 'a "max_tokens": 999999 \\ ' +
       '{"max_output_tokens": 5} \\"' }], 'max_output_tokens': 700, stream: true });
     for (const size of [1, 2, 3, 7, 4096]) {
-      const asked = requestMeter('openai', ENDPOINT_openai);
+      const asked = requestMeter('openai', ENDPOINT_openai, {});
       for (const piece of bytesOf(body, size)) asked.push(piece);
       assert.deepEqual(asked.read(), { model: 'gpt-5', maxOutput: 700, choices: 1, bytes: Buffer.byteLength(body) }, `${size}`);
     }
   });
 
   it('stops reading a request past 64 values or 4 MiB, and counts what a later value could change as unknown', () => {
-    const repeated = requestMeter('anthropic', ENDPOINT_anthropic);
+    const repeated = requestMeter('anthropic', ENDPOINT_anthropic, {});
     repeated.push(Buffer.from(`{${'"max_tokens":1,'.repeat(65)}"model":"claude-haiku-4-5"}`));
     assert.deepEqual(repeated.read(), { model: null, maxOutput: null, choices: 1, bytes: 15 * 65 + 28 });
-    const long = requestMeter('anthropic', ENDPOINT_anthropic);
+    const long = requestMeter('anthropic', ENDPOINT_anthropic, {});
     long.push(Buffer.from('{"model":"claude-haiku-4-5","max_tokens":10,"messages":"'));
     for (let i = 0; i < 33; i++) long.push(Buffer.alloc(1024 * 1024, 0x61));
     long.push(Buffer.from('","max_tokens":1}'));
     assert.deepEqual({ ...long.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 });
-    const short = requestMeter('anthropic', ENDPOINT_anthropic);
+    const short = requestMeter('anthropic', ENDPOINT_anthropic, {});
     short.push(Buffer.from(`{${'"max_tokens":1,'.repeat(63)}"model":"claude-haiku-4-5"}`));
     assert.deepEqual({ ...short.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 1, choices: 1, bytes: 0 });
   });
@@ -341,12 +341,12 @@ describe('metered cost at the gate', () => {
     assert.deepEqual([whole.rec.metered?.tokens_out, whole.rec.metered?.unknown],
       [OUTPUT_BOUND * 128, 'the response carried no usage']);
     // Cut before its usage: the API stopped each of the 128 answers at the request's maximum.
-    const openai = requestMeter('openai', ENDPOINT_openai);
+    const openai = requestMeter('openai', ENDPOINT_openai, {});
     openai.push(Buffer.from(ask));
     const meter = usageMeter('openai', '/v1/chat/completions', { 'content-type': 'text/event-stream' }, PRICES);
     meter.push(Buffer.from(chat.slice(0, 40)));
     assert.equal(meter.end(openai.read(), false).tokens_out, 12_800);
-    const gemini = requestMeter('gemini', ENDPOINT_gemini);
+    const gemini = requestMeter('gemini', ENDPOINT_gemini, {});
     gemini.push(Buffer.from('{"contents":[],"generationConfig":{"candidateCount":4,"maxOutputTokens":50}}'));
     assert.deepEqual({ ...gemini.read(), bytes: 0 }, { model: null, maxOutput: 50, choices: 4, bytes: 0 });
     const cut = usageMeter('gemini', '/v1beta/models/gemini-2.5-pro:streamGenerateContent', {
@@ -357,7 +357,7 @@ describe('metered cost at the gate', () => {
     // family's most, which let one cheap call fill the server's day cap).
     for (const [route, body] of [['openai', '{"n":2.5,"max_tokens":10}'],
       ['gemini', '{"generationConfig":{"candidateCount":"8","maxOutputTokens":10}}']] as const) {
-      const asked = requestMeter(route, route === 'gemini' ? ENDPOINT_gemini : ENDPOINT_openai);
+      const asked = requestMeter(route, route === 'gemini' ? ENDPOINT_gemini : ENDPOINT_openai, {});
       asked.push(Buffer.from(body));
       assert.deepEqual({ ...asked.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 }, body);
     }
@@ -366,7 +366,7 @@ describe('metered cost at the gate', () => {
   it('stops reading a request at an escaped key, a maximum that is no whole number, or nesting it cannot follow; and ' +
     'reads a key past any nesting it skips', () => {
     const read = (route: string, body: string) => {
-      const asked = requestMeter(route, route === 'gemini' ? ENDPOINT_gemini : ENDPOINT_openai);
+      const asked = requestMeter(route, route === 'gemini' ? ENDPOINT_gemini : ENDPOINT_openai, {});
       for (const piece of bytesOf(body, 5)) asked.push(piece);
       return { ...asked.read(), bytes: 0 };
     };
@@ -392,7 +392,7 @@ describe('metered cost at the gate', () => {
     const text = JSON.stringify({ model: 'claude-haiku-4-5',
       messages: [{ content: 'a\\"b\\u0065\n"' }, { content: 'ends in backslashes \\\\' }, '\\"'], max_tokens: 9 });
     for (let size = 1; size <= 9; size++) {
-      const asked = requestMeter('anthropic', ENDPOINT_anthropic);
+      const asked = requestMeter('anthropic', ENDPOINT_anthropic, {});
       for (const piece of bytesOf(text, size)) asked.push(piece);
       const got = { ...asked.read(), bytes: 0 };
       assert.deepEqual(got, { model: 'claude-haiku-4-5', maxOutput: 9, choices: 1, bytes: 0 }, `${size}`);
@@ -461,6 +461,24 @@ describe('metered cost at the gate', () => {
     for (const name of Object.keys(override)) assert.equal(seenHeaders[name], undefined, name);
     assert.ok(generationEndpoint('PATCH', '/v1/messages'));
     assert.ok(!generationEndpoint('HEAD', '/v1/messages'));
+  });
+
+  it('stops reading a request body it cannot walk: encoded, or not starting with "{" past whitespace', () => {
+    const body = '{"model":"claude-haiku-4-5","max_tokens":10}';
+    const read = (bytes: Buffer, headers: Record<string, string> = {}) => {
+      const asked = requestMeter('anthropic', ENDPOINT_anthropic, headers);
+      for (let i = 0; i < bytes.length; i += 3) asked.push(bytes.subarray(i, i + 3));
+      return { ...asked.read(), bytes: 0 };
+    };
+    const stopped = { model: null, maxOutput: null, choices: 1, bytes: 0 };
+    for (const [name, bytes] of [['BOM', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(body)])],
+      ['UTF-16LE', Buffer.from(body, 'utf16le')], ['UTF-16BE', Buffer.from(body, 'utf16le').swap16()],
+      ['form', Buffer.from('model=claude-haiku-4-5&max_tokens=10')]] as const) {
+      assert.deepEqual(read(bytes), stopped, name);
+    }
+    assert.deepEqual(read(Buffer.from(body), { 'content-encoding': 'gzip' }), stopped);
+    const whole = { model: 'claude-haiku-4-5', maxOutput: 10, choices: 1, bytes: 0 };
+    assert.deepEqual(read(Buffer.from(`  \r\n\t${body}`), { 'content-encoding': 'Identity' }), whole);
   });
 
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
