@@ -70,7 +70,6 @@ class JsonPicker {
   private escaped = false;
   /** The key being read (a string in a followed object), else null. */
   private key: number[] | null = null;
-  private keyEscaped = false;
   /** A value skipped or captured: open while `inValue`, its nesting (0 for a string or a bare scalar). */
   private inValue = false;
   private scalar = false;
@@ -122,7 +121,9 @@ class JsonPicker {
       const end = quote < 0 ? bytes.length : quote;
       let run = 0;
       while (end - run - 1 >= from && bytes[end - run - 1] === 0x5c) run += 1;
-      if (this.key !== null && bytes.subarray(i, end).includes(0x5c)) this.keyEscaped = true;
+      // An escape may spell a wanted key (`"max_tok\u0065ns"`): what it names is not known, so neither is the value.
+      // Known at the first backslash, and each byte looked at once (a key of escaped quotes is no rescan).
+      if (this.key !== null && !this.doubtful && bytes.subarray(from, end).includes(0x5c)) this.doubtful = true;
       if (quote >= 0 && run % 2 === 1) {
         from = quote + 1;
         continue;
@@ -165,8 +166,6 @@ class JsonPicker {
     const top = this.stack.at(-1);
     const bytes = this.key!;
     this.key = null;
-    // An escape may spell a wanted key (`"max_tok\u0065ns"`): what it names is not known, so neither is the value.
-    if (this.keyEscaped) this.doubtful = true;
     if (top) top.key = bytes.length <= KEY_MAX ? Buffer.from(bytes).toString('utf8') : null;
   }
 
@@ -220,7 +219,6 @@ class JsonPicker {
         if (this.expectKey) {
           this.inString = true;
           this.key = [];
-          this.keyEscaped = false;
           return;
         }
     }

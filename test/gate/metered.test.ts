@@ -481,6 +481,18 @@ describe('metered cost at the gate', () => {
     assert.deepEqual(read(Buffer.from(`  \r\n\t${body}`), { 'content-encoding': 'Identity' }), whole);
   });
 
+  it('stops at the first backslash of a key, before the key ends, and still reads values full of escapes', () => {
+    // A key of escaped quotes running across chunks, never closed: the reader stops at its first backslash.
+    const asked = requestMeter('anthropic', ENDPOINT_anthropic, {});
+    asked.push(Buffer.from('{"model":"claude-haiku-4-5","max_tokens":10,"'));
+    for (let i = 0; i < 4; i++) asked.push(Buffer.from('\\"'.repeat(1000)));
+    assert.deepEqual({ ...asked.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 });
+    const value = requestMeter('anthropic', ENDPOINT_anthropic, {});
+    const text = `{"model":"claude-haiku-4-5","messages":"${'\\"'.repeat(3000)}","max_tokens":10}`;
+    for (const piece of bytesOf(text, 1000)) value.push(piece);
+    assert.deepEqual({ ...value.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 10, choices: 1, bytes: 0 });
+  });
+
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
     assert.equal(priceOf(PRICES, 'claude-sonnet-4-5-20250929'), PRICES.models['claude-sonnet-4-5']);
     assert.equal(priceOf(PRICES, 'models/gpt-4o-2024-08-06'), PRICES.models['gpt-4o']);
