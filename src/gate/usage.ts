@@ -84,8 +84,12 @@ class JsonPicker {
   readonly picks: Array<{ path: string; text: string }> = [];
   private readonly one = new Uint8Array(1);
 
-  constructor(wanted: ReadonlySet<string>) {
+  /** Other spellings the API reads as one key (Gemini's snake_case): read as that key, so a second is a repeat. */
+  private readonly aliases: ReadonlyMap<string, string>;
+
+  constructor(wanted: ReadonlySet<string>, aliases: ReadonlyMap<string, string> = new Map()) {
     this.wanted = wanted;
+    this.aliases = aliases;
     const leading = new Set(['']);
     for (const path of wanted) {
       const keys = path.split('.');
@@ -166,7 +170,9 @@ class JsonPicker {
     const top = this.stack.at(-1);
     const bytes = this.key!;
     this.key = null;
-    if (top) top.key = bytes.length <= KEY_MAX ? Buffer.from(bytes).toString('utf8') : null;
+    if (!top) return;
+    const key = bytes.length <= KEY_MAX ? Buffer.from(bytes).toString('utf8') : null;
+    top.key = key === null ? null : (this.aliases.get(key) ?? key);
   }
 
   /** A byte of a value skipped or captured, outside its strings. */
@@ -330,12 +336,19 @@ const ASKED_CHOICES: Record<Family, readonly string[]> = {
   openai: ['n'],
   gemini: ['generationConfig.candidateCount'],
 };
+// Gemini's API reads a field in snake_case as in camelCase (`generation_config.max_output_tokens`).
+const ASKED_ALIASES: Record<Family, ReadonlyMap<string, string>> = {
+  anthropic: new Map(),
+  openai: new Map(),
+  gemini: new Map([['generation_config', 'generationConfig'], ['max_output_tokens', 'maxOutputTokens'],
+    ['candidate_count', 'candidateCount']]),
+};
 
 export function requestMeter(route: string, endpoint: string, headers: Readonly<Record<string, unknown>>) {
   const family = familyOf(route, endpoint);
   const maxKeys = ASKED_MAX[family];
   const choiceKeys = ASKED_CHOICES[family];
-  const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys]));
+  const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys]), ASKED_ALIASES[family]);
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
   let picks = 0;
   // A body encoded (gzip) or not starting with `{` past whitespace (a UTF-8 BOM, UTF-16, a form) is not one this

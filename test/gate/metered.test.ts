@@ -493,6 +493,20 @@ describe('metered cost at the gate', () => {
     assert.deepEqual({ ...value.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 10, choices: 1, bytes: 0 });
   });
 
+  it('reads Gemini\'s snake_case fields as its camelCase ones, a second generation_config as a second one', () => {
+    const read = (body: string) => {
+      const asked = requestMeter('gemini', ENDPOINT_gemini, {});
+      asked.push(Buffer.from(body));
+      return { ...asked.read(), bytes: 0 };
+    };
+    assert.deepEqual(read('{"generation_config":{"max_output_tokens":65536,"candidate_count":8}}'),
+      { model: null, maxOutput: 65_536, choices: 8, bytes: 0 });
+    assert.deepEqual(read('{"generationConfig":{"maxOutputTokens":1,"candidate_count":8,"max_output_tokens":900}}'),
+      { model: null, maxOutput: 900, choices: 8, bytes: 0 });
+    assert.deepEqual(read('{"generationConfig":{"maxOutputTokens":1},"generation_config":{"max_output_tokens":9}}'),
+      { model: null, maxOutput: null, choices: 1, bytes: 0 });
+  });
+
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
     assert.equal(priceOf(PRICES, 'claude-sonnet-4-5-20250929'), PRICES.models['claude-sonnet-4-5']);
     assert.equal(priceOf(PRICES, 'models/gpt-4o-2024-08-06'), PRICES.models['gpt-4o']);
