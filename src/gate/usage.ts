@@ -461,8 +461,9 @@ export function usageMeter(
       if (value === undefined) continue;
       if (PATHS[family].model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
-      // A usage object with none of the reader's counts (another API's shape) says nothing: never $0 as if final.
-      else if (isJsonObject(value) && !PATHS[family].counts.some((key) => value[key] !== undefined)) continue;
+      // A usage object with none of the reader's counts (another API's shape, or each null) says nothing: never $0 as
+      // if final.
+      else if (isJsonObject(value) && !PATHS[family].counts.some((key) => (value[key] ?? null) !== null)) continue;
       else if (isJsonObject(value)) {
         // Anthropic's message_start (`message.usage`) counts the input only: the call's usage is known once the
         // final count (`usage`: a body's, or a message_delta's) arrives; a stream closed before it counts at its

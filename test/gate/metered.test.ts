@@ -438,6 +438,11 @@ describe('metered cost at the gate', () => {
     const { rec } = await call('/_model/anthropic/v1/messages', chat('claude-haiku-4-5'), 'POST',
       '{"model":"claude-haiku-4-5","max_tokens":10}');
     assert.deepEqual([rec.metered?.tokens_out, rec.metered?.unknown], [OUTPUT_BOUND, 'the response carried no usage']);
+    const nulls = { type: 'application/json', pieces: ['{"model":"claude-haiku-4-5","usage":{"input_tokens":null,' +
+      '"output_tokens":null}}'] };
+    const nulled = await call('/_model/anthropic/v1/messages', nulls, 'POST', '{"model":"claude-haiku-4-5"}');
+    assert.deepEqual([nulled.rec.metered?.tokens_out, nulled.rec.metered?.unknown],
+      [OUTPUT_BOUND, 'the response carried no usage']);
   });
 
   it('prices a Gemini call by the model of its path as the API reads it, never one its query names', async () => {
