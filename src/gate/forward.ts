@@ -22,7 +22,9 @@ const HOP_BY_HOP = new Set([
 // A request's framing is the gate's own (requestFraming); the client's length never travels on. The trace context is
 // the gate's too (context.ts GateTrace): a client's could name another run's trace.
 const REQUEST_DROP = new Set([...HOP_BY_HOP, 'content-length', 'traceparent', 'tracestate']);
-const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS]);
+// A method override would make a server read a GET (metered as reading, $0) as the POST that generates.
+const MODEL_DROP = new Set([...REQUEST_DROP, ...CREDENTIAL_HEADERS, 'x-http-method-override', 'x-method-override',
+  'x-http-method']);
 // Metering reads the response's usage as it passes: the gate asks for it uncompressed.
 const METERED_DROP = new Set([...MODEL_DROP, 'accept-encoding']);
 
@@ -85,6 +87,8 @@ interface Plan {
   tls: { host: string } | null;
   /** The model route's name, in the model mode. */
   model: string | null;
+  /** The path as the model API reads it (model-apis.ts modelPath), in the model mode: it picks the usage reader. */
+  endpoint: string;
   /** Whether the response's usage is metered. */
   metered: boolean;
   /** A metered call that generates output (model-apis.ts generationEndpoint): one cut short counts at its bounds. */
@@ -227,7 +231,8 @@ function planPlain(url: string, req: IncomingMessage): Planned {
   const headers = [...keepHeaders(req, REQUEST_DROP), 'host', target.host];
   const dest = parseAuthority(target.host, 80);
   return {
-    dest, path: target.pathname + target.search, headers, tls: null, model: null, metered: false, generation: false,
+    dest, path: target.pathname + target.search, headers, tls: null, model: null, endpoint: '', metered: false,
+    generation: false,
   };
 }
 
@@ -248,7 +253,8 @@ function planModel(ctx: GateContext, method: string, url: string, req: IncomingM
     route.value, ...(metered ? ['accept-encoding', 'identity'] : [])];
   const generation = metered && generationEndpoint(method, resolved.endpoint);
   return {
-    dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, model: route.name, metered, generation,
+    dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, model: route.name,
+    endpoint: resolved.endpoint, metered, generation,
   };
 }
 
@@ -286,7 +292,7 @@ function send(
   let complete = (): boolean => false;
   let answered = false;
   // What a generation's request asks for bounds a call whose usage never came (usage.ts): read as its body passes.
-  const asked = plan.generation ? requestMeter(plan.model ?? '') : null;
+  const asked = plan.generation ? requestMeter(plan.model ?? '', plan.endpoint, req.headers) : null;
   raw.setTimeout(ctx.limits.connectTimeoutMs);
   raw.once('connect', () => raw.setTimeout(ctx.limits.idleMs));
   const upstream = httpRequest({
@@ -317,7 +323,7 @@ function send(
     const status = answer.statusCode ?? 0;
     if (!plan.metered || plan.model === null || !ctx.meter || status < 200 || status > 299) return;
     // After pipe's listener: each chunk is on its way to the client before the meter reads it.
-    const meter = usageMeter(plan.model, plan.path, answer.headers, ctx.meter.prices);
+    const meter = usageMeter(plan.model, plan.endpoint, answer.headers, ctx.meter.prices);
     usage = meter;
     complete = () => answer.complete;
     answer.on('data', (chunk: Buffer) => meter.push(chunk));
@@ -340,7 +346,7 @@ function send(
     const prices = ctx.meter?.prices;
     const unanswered = !answered && asked !== null && prices !== undefined && upstream.writableFinished;
     const metered = usage ? usage.end(asked?.read() ?? null, complete())
-      : unanswered ? unansweredCall(plan.path, asked.read(), prices) : null;
+      : unanswered ? unansweredCall(plan.endpoint, asked.read(), prices) : null;
     record({
       status: res.statusCode, reason: failure, bytesUp: raw.bytesWritten, bytesDown: raw.bytesRead,
       ...(metered ? { metered } : {}),

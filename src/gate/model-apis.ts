@@ -152,8 +152,9 @@ export function freeEndpoint(method: string, path: string): boolean {
 const GENERATION = new RegExp('(/messages|/chat/completions|/responses|/completions|:generateContent|' +
   ':streamGenerateContent)$', 'i');
 
-/** Whether a call generates output: a POST to one of GENERATION's endpoints, its path (`endpoint` of modelPath) as the
- * API reads it. A call cut before its usage came is counted at its bounds only then (any other is $0). */
+/** Whether a call generates output: any method but GET or HEAD (a server may take another for POST) to one of
+ * GENERATION's endpoints, its path (`endpoint` of modelPath) as the API reads it. A call cut before its usage came is
+ * counted at its bounds only then (any other is $0). */
 export function generationEndpoint(method: string, endpoint: string): boolean {
-  return method === 'POST' && GENERATION.test(endpoint);
+  return method !== 'GET' && method !== 'HEAD' && GENERATION.test(endpoint);
 }

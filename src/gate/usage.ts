@@ -17,13 +17,31 @@ export const OUTPUT_BOUND = 128_000;
 
 type Family = 'anthropic' | 'openai' | 'gemini';
 
-// The OpenAI-compatible APIs (openrouter, groq, …) read as openai.
-const familyOf = (route: string): Family => (route === 'anthropic' || route === 'gemini' ? route : 'openai');
+/**
+ * The reader of a call by its endpoint's shape (`endpoint` of model-apis.ts modelPath), whatever the route: Anthropic
+ * and Gemini answer OpenAI's shape on their OpenAI-compatible endpoints too. Another endpoint (a response read back)
+ * reads as its route's family; the OpenAI-compatible APIs (openrouter, groq, …) read as openai.
+ */
+function familyOf(route: string, endpoint: string): Family {
+  if (/:(generateContent|streamGenerateContent)$/i.test(endpoint)) return 'gemini';
+  if (/\/messages$/i.test(endpoint)) return 'anthropic';
+  if (/\/(chat\/completions|completions|responses)$/i.test(endpoint)) return 'openai';
+  return route === 'anthropic' || route === 'gemini' ? route : 'openai';
+}
 
-const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[] }> = {
-  anthropic: { usage: ['usage', 'message.usage'], model: ['model', 'message.model'] },
-  openai: { usage: ['usage', 'response.usage'], model: ['model', 'response.model'] },
-  gemini: { usage: ['usageMetadata'], model: ['modelVersion'] },
+const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[]; counts: readonly string[] }> = {
+  anthropic: {
+    usage: ['usage', 'message.usage'], model: ['model', 'message.model'],
+    counts: ['input_tokens', 'output_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'],
+  },
+  openai: {
+    usage: ['usage', 'response.usage'], model: ['model', 'response.model'],
+    counts: ['prompt_tokens', 'completion_tokens', 'input_tokens', 'output_tokens'],
+  },
+  gemini: {
+    usage: ['usageMetadata'], model: ['modelVersion'],
+    counts: ['promptTokenCount', 'candidatesTokenCount', 'cachedContentTokenCount', 'thoughtsTokenCount'],
+  },
 };
 
 /** One object or array on the way to a wanted path: only these are read key by key. */
@@ -52,7 +70,6 @@ class JsonPicker {
   private escaped = false;
   /** The key being read (a string in a followed object), else null. */
   private key: number[] | null = null;
-  private keyEscaped = false;
   /** A value skipped or captured: open while `inValue`, its nesting (0 for a string or a bare scalar). */
   private inValue = false;
   private scalar = false;
@@ -67,8 +84,12 @@ class JsonPicker {
   readonly picks: Array<{ path: string; text: string }> = [];
   private readonly one = new Uint8Array(1);
 
-  constructor(wanted: ReadonlySet<string>) {
+  /** Other spellings the API reads as one key (Gemini's snake_case): read as that key, so a second is a repeat. */
+  private readonly aliases: ReadonlyMap<string, string>;
+
+  constructor(wanted: ReadonlySet<string>, aliases: ReadonlyMap<string, string> = new Map()) {
     this.wanted = wanted;
+    this.aliases = aliases;
     const leading = new Set(['']);
     for (const path of wanted) {
       const keys = path.split('.');
@@ -104,7 +125,9 @@ class JsonPicker {
       const end = quote < 0 ? bytes.length : quote;
       let run = 0;
       while (end - run - 1 >= from && bytes[end - run - 1] === 0x5c) run += 1;
-      if (this.key !== null && bytes.subarray(i, end).includes(0x5c)) this.keyEscaped = true;
+      // An escape may spell a wanted key (`"max_tok\u0065ns"`): what it names is not known, so neither is the value.
+      // Known at the first backslash, and each byte looked at once (a key of escaped quotes is no rescan).
+      if (this.key !== null && !this.doubtful && bytes.subarray(from, end).includes(0x5c)) this.doubtful = true;
       if (quote >= 0 && run % 2 === 1) {
         from = quote + 1;
         continue;
@@ -147,9 +170,9 @@ class JsonPicker {
     const top = this.stack.at(-1);
     const bytes = this.key!;
     this.key = null;
-    // An escape may spell a wanted key (`"max_tok\u0065ns"`): what it names is not known, so neither is the value.
-    if (this.keyEscaped) this.doubtful = true;
-    if (top) top.key = bytes.length <= KEY_MAX ? Buffer.from(bytes).toString('utf8') : null;
+    if (!top) return;
+    const key = bytes.length <= KEY_MAX ? Buffer.from(bytes).toString('utf8') : null;
+    top.key = key === null ? null : (this.aliases.get(key) ?? key);
   }
 
   /** A byte of a value skipped or captured, outside its strings. */
@@ -202,11 +225,12 @@ class JsonPicker {
         if (this.expectKey) {
           this.inString = true;
           this.key = [];
-          this.keyEscaped = false;
           return;
         }
     }
-    if (!this.expectKey) this.valueStarts(b);
+    // Where a key must start, any other byte is no JSON this reader walks (a NUL of UTF-16): what it says is not known.
+    if (this.expectKey) this.doubtful = true;
+    else this.valueStarts(b);
   }
 
   /** A value's first byte: captured at a wanted path, followed on the way to one, else skipped whole. */
@@ -312,15 +336,26 @@ const ASKED_CHOICES: Record<Family, readonly string[]> = {
   openai: ['n'],
   gemini: ['generationConfig.candidateCount'],
 };
+// Gemini's API reads a field in snake_case as in camelCase (`generation_config.max_output_tokens`).
+const ASKED_ALIASES: Record<Family, ReadonlyMap<string, string>> = {
+  anthropic: new Map(),
+  openai: new Map(),
+  gemini: new Map([['generation_config', 'generationConfig'], ['max_output_tokens', 'maxOutputTokens'],
+    ['candidate_count', 'candidateCount']]),
+};
 
-export function requestMeter(route: string) {
-  const family = familyOf(route);
+export function requestMeter(route: string, endpoint: string, headers: Readonly<Record<string, unknown>>) {
+  const family = familyOf(route, endpoint);
   const maxKeys = ASKED_MAX[family];
   const choiceKeys = ASKED_CHOICES[family];
-  const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys]));
+  const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys]), ASKED_ALIASES[family]);
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
   let picks = 0;
-  let unread = false;
+  // A body encoded (gzip) or not starting with `{` past whitespace (a UTF-8 BOM, UTF-16, a form) is not one this
+  // reader walks, though the API may read it: what it asked is not known.
+  const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].trim() : '';
+  let unread = encoding !== '' && encoding.toLowerCase() !== 'identity';
+  let started = false;
   // The agent writes the request: past ASKED_READ_MAX bytes or ASKED_PICKS_MAX values (a key repeated without end),
   // at a wanted value that is no whole number (or no string, for the model), or where the picker is in doubt (an
   // escaped key, nesting past its depth) the reader stops, and what the API may read there counts as unknown (the
@@ -344,6 +379,11 @@ export function requestMeter(route: string) {
   };
   return {
     push(chunk: Uint8Array): void {
+      if (!started) {
+        const first = chunk.findIndex((b) => b !== 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d);
+        started = first >= 0;
+        if (started && chunk[first] !== 0x7b) unread = true;
+      }
       if (!stopped()) {
         picker.push(chunk);
         take();
@@ -361,8 +401,10 @@ export function requestMeter(route: string) {
   };
 }
 
-// Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not.
-const pathModel = (path: string): string | null => /\/models\/([A-Za-z0-9._-]{1,100}):/.exec(path)?.[1] ?? null;
+// Gemini names the model in its path (`…/models/gemini-2.5-pro:generateContent`) when the body does not: read from
+// the endpoint as the API reads it (escapes decoded, no query), never the raw path, whose query could name another.
+const pathModel = (endpoint: string): string | null =>
+  /\/models\/([A-Za-z0-9._-]{1,100}):[^/]*$/.exec(endpoint)?.[1] ?? null;
 
 /**
  * A generation call whose usage was not all read, counted at what was (`read`: the input's counts, a lower output
@@ -385,17 +427,18 @@ function boundedCall(
 
 /** A generation call whose request was sent and whose answer never came (the client or the gate gave up first): the
  * API may have run it to its end. */
-export function unansweredCall(path: string, asked: Asked, prices: PriceTable): MeteredCall {
-  return boundedCall(prices, asked, pathModel(path), null, asked.maxOutput, 'the call ended before its answer came');
+export function unansweredCall(endpoint: string, asked: Asked, prices: PriceTable): MeteredCall {
+  const unknown = 'the call ended before its answer came';
+  return boundedCall(prices, asked, pathModel(endpoint), null, asked.maxOutput, unknown);
 }
 
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
 /** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
 export function usageMeter(
-  route: string, path: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
+  route: string, endpoint: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
 ) {
-  const family = familyOf(route);
+  const family = familyOf(route, endpoint);
   const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
   const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
@@ -404,7 +447,7 @@ export function usageMeter(
   const unreadable = encoding !== '' && encoding !== 'identity'
     ? `the response is ${encoding.slice(0, 40)}-encoded`
     : sse || json ? null : `the response is not JSON or an event stream (${type.slice(0, 60) || 'no type'})`;
-  const tokens: CallTokens = { model: pathModel(path), tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0 };
+  const tokens: CallTokens = { model: pathModel(endpoint), tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0 };
   const bad: string[] = [];
   let usageSeen = false;
   /** A usage object was read: the input counts are known (Anthropic's message_start, any of Gemini's chunks). */
@@ -418,6 +461,9 @@ export function usageMeter(
       if (value === undefined) continue;
       if (PATHS[family].model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
+      // A usage object with none of the reader's counts (another API's shape, or each null) says nothing: never $0 as
+      // if final.
+      else if (isJsonObject(value) && !PATHS[family].counts.some((key) => (value[key] ?? null) !== null)) continue;
       else if (isJsonObject(value)) {
         // Anthropic's message_start (`message.usage`) counts the input only: the call's usage is known once the
         // final count (`usage`: a body's, or a message_delta's) arrives; a stream closed before it counts at its

@@ -3,7 +3,7 @@
 // a budget the meter says is reached refuses the next model call. The model APIs are loopback stand-ins.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
@@ -32,6 +32,11 @@ const bytesOf = (text: string, size: number): Buffer[] => {
   for (let i = 0; i < b.length; i += size) out.push(b.subarray(i, i + size));
   return out;
 };
+
+// The endpoints (model-apis.ts modelPath) the request reader is picked by.
+const ENDPOINT_anthropic = '/v1/messages';
+const ENDPOINT_openai = '/v1/chat/completions';
+const ENDPOINT_gemini = '/v1beta/models/gemini-2.5-pro:streamGenerateContent';
 
 const ANTHROPIC_JSON = JSON.stringify({
   id: 'msg_1', type: 'message', model: 'claude-sonnet-4-5-20250929',
@@ -84,6 +89,7 @@ describe('metered cost at the gate', () => {
   let port: number;
   let next: Answer = { type: 'application/json', pieces: ['{}'] };
   const seenEncodings: Array<string | undefined> = [];
+  let seenHeaders: IncomingHttpHeaders = {};
   let gate: Gate;
   let refusal: () => string | null = () => null;
   let upstreamCalls = 0;
@@ -91,6 +97,7 @@ describe('metered cost at the gate', () => {
   before(async () => {
     upstream = createServer((req, res: ServerResponse) => {
       seenEncodings.push(req.headers['accept-encoding']);
+      seenHeaders = req.headers;
       upstreamCalls += 1;
       req.resume();
       req.on('end', async () => {
@@ -127,12 +134,12 @@ describe('metered cost at the gate', () => {
 
   /** One call through the gate answered with `answer`; the client's body and the call's metered record. */
   async function call(
-    path: string, answer: Answer, method = 'POST', body = '{"model":"claude-opus-4-1"}',
+    path: string, answer: Answer, method = 'POST', body = '{"model":"claude-opus-4-1"}', headers = {},
   ): Promise<{ body: string; status: number; rec: EgressRecord }> {
     next = answer;
     const before = records.length;
     const reply = await gateRequest({ socketPath: gate.socketPath ?? '' }, path, {
-      method, body, headers: { 'accept-encoding': 'gzip, br' },
+      method, body, headers: { 'accept-encoding': 'gzip, br', ...headers },
     });
     for (let i = 0; records.length === before && i < 1000; i++) await new Promise((r) => setImmediate(r));
     return { body: reply.body, status: reply.status, rec: records.at(-1)! };
@@ -276,7 +283,7 @@ describe('metered cost at the gate', () => {
     const cut = ANTHROPIC_SSE.slice(0, ANTHROPIC_SSE.indexOf('event: message_delta'));
     const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'text/event-stream' }, PRICES);
     meter.push(Buffer.from(cut));
-    const asked = requestMeter('anthropic');
+    const asked = requestMeter('anthropic', ENDPOINT_anthropic, {});
     // A key given twice: the larger counts; one inside a message is no request's maximum.
     asked.push(Buffer.from('{"model":"claude-opus-4-1","max_tokens":500,"messages":[{"max_tokens":9000}],' +
       '"max_tokens":20}'));
@@ -290,22 +297,22 @@ describe('metered cost at the gate', () => {
     const body = JSON.stringify({ model: 'gpt-5', messages: [{ role: 'user', content: 'a "max_tokens": 999999 \\ ' +
       '{"max_output_tokens": 5} \\"' }], 'max_output_tokens': 700, stream: true });
     for (const size of [1, 2, 3, 7, 4096]) {
-      const asked = requestMeter('openai');
+      const asked = requestMeter('openai', ENDPOINT_openai, {});
       for (const piece of bytesOf(body, size)) asked.push(piece);
       assert.deepEqual(asked.read(), { model: 'gpt-5', maxOutput: 700, choices: 1, bytes: Buffer.byteLength(body) }, `${size}`);
     }
   });
 
   it('stops reading a request past 64 values or 4 MiB, and counts what a later value could change as unknown', () => {
-    const repeated = requestMeter('anthropic');
+    const repeated = requestMeter('anthropic', ENDPOINT_anthropic, {});
     repeated.push(Buffer.from(`{${'"max_tokens":1,'.repeat(65)}"model":"claude-haiku-4-5"}`));
     assert.deepEqual(repeated.read(), { model: null, maxOutput: null, choices: 1, bytes: 15 * 65 + 28 });
-    const long = requestMeter('anthropic');
+    const long = requestMeter('anthropic', ENDPOINT_anthropic, {});
     long.push(Buffer.from('{"model":"claude-haiku-4-5","max_tokens":10,"messages":"'));
     for (let i = 0; i < 33; i++) long.push(Buffer.alloc(1024 * 1024, 0x61));
     long.push(Buffer.from('","max_tokens":1}'));
     assert.deepEqual({ ...long.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 });
-    const short = requestMeter('anthropic');
+    const short = requestMeter('anthropic', ENDPOINT_anthropic, {});
     short.push(Buffer.from(`{${'"max_tokens":1,'.repeat(63)}"model":"claude-haiku-4-5"}`));
     assert.deepEqual({ ...short.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 1, choices: 1, bytes: 0 });
   });
@@ -334,12 +341,12 @@ describe('metered cost at the gate', () => {
     assert.deepEqual([whole.rec.metered?.tokens_out, whole.rec.metered?.unknown],
       [OUTPUT_BOUND * 128, 'the response carried no usage']);
     // Cut before its usage: the API stopped each of the 128 answers at the request's maximum.
-    const openai = requestMeter('openai');
+    const openai = requestMeter('openai', ENDPOINT_openai, {});
     openai.push(Buffer.from(ask));
     const meter = usageMeter('openai', '/v1/chat/completions', { 'content-type': 'text/event-stream' }, PRICES);
     meter.push(Buffer.from(chat.slice(0, 40)));
     assert.equal(meter.end(openai.read(), false).tokens_out, 12_800);
-    const gemini = requestMeter('gemini');
+    const gemini = requestMeter('gemini', ENDPOINT_gemini, {});
     gemini.push(Buffer.from('{"contents":[],"generationConfig":{"candidateCount":4,"maxOutputTokens":50}}'));
     assert.deepEqual({ ...gemini.read(), bytes: 0 }, { model: null, maxOutput: 50, choices: 4, bytes: 0 });
     const cut = usageMeter('gemini', '/v1beta/models/gemini-2.5-pro:streamGenerateContent', {
@@ -350,7 +357,7 @@ describe('metered cost at the gate', () => {
     // family's most, which let one cheap call fill the server's day cap).
     for (const [route, body] of [['openai', '{"n":2.5,"max_tokens":10}'],
       ['gemini', '{"generationConfig":{"candidateCount":"8","maxOutputTokens":10}}']] as const) {
-      const asked = requestMeter(route);
+      const asked = requestMeter(route, route === 'gemini' ? ENDPOINT_gemini : ENDPOINT_openai, {});
       asked.push(Buffer.from(body));
       assert.deepEqual({ ...asked.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 }, body);
     }
@@ -359,7 +366,7 @@ describe('metered cost at the gate', () => {
   it('stops reading a request at an escaped key, a maximum that is no whole number, or nesting it cannot follow; and ' +
     'reads a key past any nesting it skips', () => {
     const read = (route: string, body: string) => {
-      const asked = requestMeter(route);
+      const asked = requestMeter(route, route === 'gemini' ? ENDPOINT_gemini : ENDPOINT_openai, {});
       for (const piece of bytesOf(body, 5)) asked.push(piece);
       return { ...asked.read(), bytes: 0 };
     };
@@ -385,7 +392,7 @@ describe('metered cost at the gate', () => {
     const text = JSON.stringify({ model: 'claude-haiku-4-5',
       messages: [{ content: 'a\\"b\\u0065\n"' }, { content: 'ends in backslashes \\\\' }, '\\"'], max_tokens: 9 });
     for (let size = 1; size <= 9; size++) {
-      const asked = requestMeter('anthropic');
+      const asked = requestMeter('anthropic', ENDPOINT_anthropic, {});
       for (const piece of bytesOf(text, size)) asked.push(piece);
       const got = { ...asked.read(), bytes: 0 };
       assert.deepEqual(got, { model: 'claude-haiku-4-5', maxOutput: 9, choices: 1, bytes: 0 }, `${size}`);
@@ -413,6 +420,96 @@ describe('metered cost at the gate', () => {
       ['POST', '/responses/r1/cancel'], ['POST', '/moderations']]) {
       assert.ok(!generation(method!, '/v1', rest!), `${method} ${rest}`);
     }
+  });
+
+  it('reads an OpenAI-compatible endpoint of Anthropic or Gemini with the OpenAI reader, and a usage holding none of ' +
+    'its reader\'s counts as unknown at its bounds, never $0', async () => {
+    const chat = (model: string) => ({ type: 'application/json', pieces: [JSON.stringify({ model,
+      choices: [{ message: { content: 'hi' } }], usage: { prompt_tokens: 1000, completion_tokens: 200 } })] });
+    for (const [path, model] of [['/_model/anthropic/v1/chat/completions', 'claude-haiku-4-5'],
+      ['/_model/gemini/v1beta/openai/chat/completions', 'gemini-2.5-flash']] as const) {
+      const { rec } = await call(path, chat(model), 'POST', `{"model":"${model}","max_tokens":10}`);
+      const { usd, ...read } = rec.metered!;
+      assert.deepEqual(read, { model, tokens_in: 1000, tokens_out: 200, cache_read: 0, cache_write: 0, unknown: null },
+        path);
+      close(usd, priceOf(PRICES, model)!.input * 1000 / 1e6 + priceOf(PRICES, model)!.output * 200 / 1e6);
+    }
+    // Anthropic's own endpoint answering another shape's usage: none of its counts, so not a final $0.
+    const { rec } = await call('/_model/anthropic/v1/messages', chat('claude-haiku-4-5'), 'POST',
+      '{"model":"claude-haiku-4-5","max_tokens":10}');
+    assert.deepEqual([rec.metered?.tokens_out, rec.metered?.unknown], [OUTPUT_BOUND, 'the response carried no usage']);
+    const nulls = { type: 'application/json', pieces: ['{"model":"claude-haiku-4-5","usage":{"input_tokens":null,' +
+      '"output_tokens":null}}'] };
+    const nulled = await call('/_model/anthropic/v1/messages', nulls, 'POST', '{"model":"claude-haiku-4-5"}');
+    assert.deepEqual([nulled.rec.metered?.tokens_out, nulled.rec.metered?.unknown],
+      [OUTPUT_BOUND, 'the response carried no usage']);
+  });
+
+  it('prices a Gemini call by the model of its path as the API reads it, never one its query names', async () => {
+    const answer = { type: 'application/json', pieces: [JSON.stringify({ candidates: [],
+      usageMetadata: { promptTokenCount: 1000, candidatesTokenCount: 100 } })] };
+    for (const path of ['/v1beta/models/gemini-2.5-%70ro:generateContent?x=/models/gemini-2.5-flash-lite:',
+      '/v1beta/models/gemini-2.5-pro:generateContent?x=/models/gemini-2.5-flash-lite:']) {
+      const { rec } = await call(`/_model/gemini${path}`, answer, 'POST', '{"contents":[]}');
+      assert.equal(rec.metered?.model, 'gemini-2.5-pro', path);
+    }
+  });
+
+  it('counts any method but GET or HEAD on a generation endpoint as a generation, and drops method overrides',
+    async () => {
+    const override = { 'x-http-method-override': 'POST', 'x-method-override': 'POST', 'x-http-method': 'POST' };
+    const answer = { type: 'application/json', pieces: ['{"candidates":[]}'] };
+    const { rec } = await call('/_model/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent', answer, 'PUT',
+      '{"contents":[]}', override);
+    assert.deepEqual([rec.metered?.model, rec.metered?.tokens_out, rec.metered?.unknown],
+      ['gemini-2.5-pro', OUTPUT_BOUND, 'the response carried no usage']);
+    for (const name of Object.keys(override)) assert.equal(seenHeaders[name], undefined, name);
+    assert.ok(generationEndpoint('PATCH', '/v1/messages'));
+    assert.ok(!generationEndpoint('HEAD', '/v1/messages'));
+  });
+
+  it('stops reading a request body it cannot walk: encoded, or not starting with "{" past whitespace', () => {
+    const body = '{"model":"claude-haiku-4-5","max_tokens":10}';
+    const read = (bytes: Buffer, headers: Record<string, string> = {}) => {
+      const asked = requestMeter('anthropic', ENDPOINT_anthropic, headers);
+      for (let i = 0; i < bytes.length; i += 3) asked.push(bytes.subarray(i, i + 3));
+      return { ...asked.read(), bytes: 0 };
+    };
+    const stopped = { model: null, maxOutput: null, choices: 1, bytes: 0 };
+    for (const [name, bytes] of [['BOM', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(body)])],
+      ['UTF-16LE', Buffer.from(body, 'utf16le')], ['UTF-16BE', Buffer.from(body, 'utf16le').swap16()],
+      ['form', Buffer.from('model=claude-haiku-4-5&max_tokens=10')]] as const) {
+      assert.deepEqual(read(bytes), stopped, name);
+    }
+    assert.deepEqual(read(Buffer.from(body), { 'content-encoding': 'gzip' }), stopped);
+    const whole = { model: 'claude-haiku-4-5', maxOutput: 10, choices: 1, bytes: 0 };
+    assert.deepEqual(read(Buffer.from(`  \r\n\t${body}`), { 'content-encoding': 'Identity' }), whole);
+  });
+
+  it('stops at the first backslash of a key, before the key ends, and still reads values full of escapes', () => {
+    // A key of escaped quotes running across chunks, never closed: the reader stops at its first backslash.
+    const asked = requestMeter('anthropic', ENDPOINT_anthropic, {});
+    asked.push(Buffer.from('{"model":"claude-haiku-4-5","max_tokens":10,"'));
+    for (let i = 0; i < 4; i++) asked.push(Buffer.from('\\"'.repeat(1000)));
+    assert.deepEqual({ ...asked.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 });
+    const value = requestMeter('anthropic', ENDPOINT_anthropic, {});
+    const text = `{"model":"claude-haiku-4-5","messages":"${'\\"'.repeat(3000)}","max_tokens":10}`;
+    for (const piece of bytesOf(text, 1000)) value.push(piece);
+    assert.deepEqual({ ...value.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 10, choices: 1, bytes: 0 });
+  });
+
+  it('reads Gemini\'s snake_case fields as its camelCase ones, a second generation_config as a second one', () => {
+    const read = (body: string) => {
+      const asked = requestMeter('gemini', ENDPOINT_gemini, {});
+      asked.push(Buffer.from(body));
+      return { ...asked.read(), bytes: 0 };
+    };
+    assert.deepEqual(read('{"generation_config":{"max_output_tokens":65536,"candidate_count":8}}'),
+      { model: null, maxOutput: 65_536, choices: 8, bytes: 0 });
+    assert.deepEqual(read('{"generationConfig":{"maxOutputTokens":1,"candidate_count":8,"max_output_tokens":900}}'),
+      { model: null, maxOutput: 900, choices: 8, bytes: 0 });
+    assert.deepEqual(read('{"generationConfig":{"maxOutputTokens":1},"generation_config":{"max_output_tokens":9}}'),
+      { model: null, maxOutput: null, choices: 1, bytes: 0 });
   });
 
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
