@@ -2,7 +2,7 @@
 // configured as a custom model provider in the user's ~/.codex/config.toml.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startResponsesServer } from './responses-server.ts';
 import type { ScriptedServer } from './gemini-model-server.ts';
@@ -37,7 +37,10 @@ describe('codex CLI end to end', { skip }, () => {
     mkdirSync(join(repo.home, '.codex'), { recursive: true });
     writeFileSync(join(repo.home, '.codex', 'config.toml'), config);
     // SCRIPTED_API_KEY is no provider's documented variable: the agent gets it only because the operator lists it.
-    writeFileSync(join(repo.home, '.svc', 'operator.json'), JSON.stringify({ env: ['SCRIPTED_API_KEY'] }));
+    // Beside the network grant makeCliRepo wrote there (the scripted API is a loopback address).
+    const operatorFile = join(repo.home, '.svc', 'operator.json');
+    const operator = JSON.parse(readFileSync(operatorFile, 'utf8'));
+    writeFileSync(operatorFile, JSON.stringify({ ...operator, env: ['SCRIPTED_API_KEY'] }));
   });
   after(async () => {
     await repo?.close();
