@@ -111,10 +111,12 @@ function githubMaker(secret: string, template: unknown): RequestMaker {
   let n = 0;
   const stamp = Date.now().toString(36);
   const parts = JSON.stringify(template).split(/("@@N@@"|@@N@@|"@@ID@@"|@@NODE@@)/);
+  const idBase = Date.now() * 1000;
   return () => {
     n += 1;
-    // node_id carries this maker's start time, so bodies stay unique across rounds (each round makes a new maker).
-    const values: Record<string, string> = { '"@@N@@"': String(n), '@@N@@': String(n), '"@@ID@@"': String(1e9 + n), '@@NODE@@': `I_kw${stamp}${n}` };
+    // id and node_id carry this maker's start time, so bodies and issues stay unique across rounds (each round makes a
+    // new maker): svc dedupes the label an issue was opened with by the issue's own id, as GitHub's ids are global.
+    const values: Record<string, string> = { '"@@N@@"': String(n), '@@N@@': String(n), '"@@ID@@"': String(idBase + n), '@@NODE@@': `I_kw${stamp}${n}` };
     const body = parts.map((p) => values[p] ?? p).join('');
     const signature = createHmac('sha256', secret).update(body).digest('hex');
     const headers = {
