@@ -359,14 +359,10 @@ export async function shipRuns(
     const shipper = createShipper(dir, env, undefined, opts.onSkip && ((entry, why) => opts.onSkip!(run, entry, why)));
     url = shipper.url;
     const failure = await shipper.flush();
-    if (failure !== null) {
-      failures.push({ run, ...failure });
-      if (failure.everyRun) break;
-      clearPending(dir);
-      continue;
-    }
+    if (failure !== null) failures.push({ run, ...failure });
+    if (failure?.everyRun) break;
     clearPending(dir);
-    shipped.push(run);
+    if (failure === null) shipped.push(run);
   }
   return { shipped, left: runs.filter((r) => !shipped.includes(r)), url, failures };
 }
