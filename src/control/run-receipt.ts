@@ -7,7 +7,7 @@ import { nestsDeeperThan, tryParseJson } from '../untrusted.ts';
 import { MAX_JSON_DEPTH } from '../http/body.ts';
 import { knownKeys, type KnownKey } from '../keys.ts';
 import { verifyReceipt, type Receipt } from '../engine/receipt.ts';
-import { loadPolicy, verdictAccepted, DEFAULT_POLICY, type Policy } from '../engine/policy.ts';
+import { loadPolicyFile, verdictAccepted, DEFAULT_POLICY, type Policy } from '../engine/policy.ts';
 import { openPlainPath, readPlainIn, skipReason } from '../engine/plain-tree.ts';
 
 /** The largest run file read straight from a run folder (as import takes). */
@@ -59,7 +59,7 @@ export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict 
   }
   let policy: Policy;
   try {
-    policy = row.repo_path ? loadPolicy(row.repo_path) : DEFAULT_POLICY;
+    policy = row.repo_path ? loadPolicyFile(row.repo_path).policy : DEFAULT_POLICY;
   } catch (err) {
     return { ok: false, reason: `Policy: ${errorMessage(err)}` };
   }

@@ -1,6 +1,6 @@
 // Deploy records under .svc/deploys/*.json: the engine reads and records them, never deploys.
 import { join } from 'node:path';
-import { makePlainPath, writeJsonAtomic } from './safe-fs.ts';
+import { makePlainPath, withDir, writeJsonAtomic } from './safe-fs.ts';
 import { oneLine } from './text.ts';
 import { BadInputError } from '../errors.ts';
 import { openPlainPath, pathIn, plainNames, readPlainIn } from './plain-tree.ts';
@@ -66,11 +66,6 @@ export function recordDeploy(repoDir: string, input: { sha: string; health: stri
   const iso = new Date(record.finished_at).toISOString();
   const name = `${iso.replace(/[^0-9A-Za-z]/g, '')}-${record.sha.slice(0, 12)}.json`;
   // A repository may commit .svc/deploys as a link: the record is never written where it points.
-  const dir = makePlainPath(repoDir, ['.svc', 'deploys'], 0o777);
-  try {
-    writeJsonAtomic(pathIn(dir, name), record);
-  } finally {
-    dir.close();
-  }
+  withDir(makePlainPath(repoDir, ['.svc', 'deploys'], 0o777), (dir) => writeJsonAtomic(pathIn(dir, name), record));
   return join(repoDir, '.svc', 'deploys', name);
 }

@@ -146,13 +146,9 @@ const MAX_POLICY = 64 * 1024;
 
 /**
  * Reads `<repo>/.svc/policy.json` without following a symbolic link (plain-tree.ts: a repository could point it at
- * /dev/zero or a host file); missing gives the defaults, anything else broken throws (fail closed).
+ * /dev/zero or a host file); missing gives the defaults, anything else broken throws (fail closed). With its path and
+ * the sha256 of the bytes parsed (`svc trust`; null when there is no file).
  */
-export function loadPolicy(repo: string): Policy {
-  return loadPolicyFile(repo).policy;
-}
-
-/** The policy with its path and the sha256 of the bytes parsed (`svc trust`), null when there is no file. */
 export function loadPolicyFile(repo: string): { policy: Policy; path: string; sha256: string | null } {
   const path = join(repo, '.svc', 'policy.json');
   const bytes = readRepoSvcFile(repo, 'policy.json', MAX_POLICY);

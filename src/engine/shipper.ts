@@ -112,16 +112,13 @@ function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
     if (dir !== 'missing') skip('artifacts', skipReason(dir));
     return [];
   }
-  try {
-    const files: TreeFile[] = [];
-    const skipIn = (rel: string, why: string) => skip(`artifacts/${rel}`, why);
-    walkPlainTree(dir, { maxFile: MAX_ARTIFACT, maxDepth: MAX_ARTIFACT_DEPTH, skip: skipIn }, (file) => {
-      if (!file.rel.endsWith('.tmp')) files.push(file);
-    });
-    return files;
-  } finally {
-    dir.close();
-  }
+  const files: TreeFile[] = [];
+  const skipIn = (rel: string, why: string) => skip(`artifacts/${rel}`, why);
+  const opts = { maxFile: MAX_ARTIFACT, maxDepth: MAX_ARTIFACT_DEPTH, skip: skipIn };
+  withDir(dir, () => walkPlainTree(dir, opts, (file) => {
+    if (!file.rel.endsWith('.tmp')) files.push(file);
+  }));
+  return files;
 }
 
 /** Whether the Control Plane at `url` is this machine's: only it may learn a run's folder or get the home token. */
@@ -362,14 +359,10 @@ export async function shipRuns(
     const shipper = createShipper(dir, env, undefined, opts.onSkip && ((entry, why) => opts.onSkip!(run, entry, why)));
     url = shipper.url;
     const failure = await shipper.flush();
-    if (failure !== null) {
-      failures.push({ run, ...failure });
-      if (failure.everyRun) break;
-      clearPending(dir);
-      continue;
-    }
+    if (failure !== null) failures.push({ run, ...failure });
+    if (failure?.everyRun) break;
     clearPending(dir);
-    shipped.push(run);
+    if (failure === null) shipped.push(run);
   }
   return { shipped, left: runs.filter((r) => !shipped.includes(r)), url, failures };
 }

@@ -19,7 +19,7 @@ import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
 import { isValidSegment, newRunId } from '../engine/ids.ts';
 import { createControlClient } from '../client/client.ts';
-import { loadPolicy, PolicyError } from '../engine/policy.ts';
+import { loadPolicyFile, PolicyError } from '../engine/policy.ts';
 import { settingOr } from '../settings-registry.ts';
 
 const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
@@ -133,7 +133,7 @@ export function createKubernetesExecutor(opts: {
     // The run's budget the gate holds the pod to: the repository's, read from the server's checkout, not the pod's.
     let maxUsd: number | null;
     try {
-      maxUsd = settings.gateUrl ? loadPolicy(job.workdir).max_usd : null;
+      maxUsd = settings.gateUrl ? loadPolicyFile(job.workdir).policy.max_usd : null;
     } catch (err) {
       if (!(err instanceof PolicyError)) throw err;
       return { refused: `${job.workdir}/.svc/${err.message}` };

@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { operatorPassedEnv, parseEngineConfig, readTrust } from '../../src/engine/config.ts';
-import { loadPolicy, parsePolicy, PolicyError } from '../../src/engine/policy.ts';
+import { loadPolicyFile, parsePolicy, PolicyError } from '../../src/engine/policy.ts';
 
 const KEYS = ['provider', 'providers', 'env', 'limits'];
 
@@ -99,11 +99,11 @@ describe('policy.json', () => {
   it('reads defaults for a missing project or file, and refuses a file that is not JSON', () => {
     const repo = mkdtempSync(join(tmpdir(), 'svc-policy-file-'));
     try {
-      assert.equal(loadPolicy(join(repo, 'gone')).checks.length, 0);
+      assert.equal(loadPolicyFile(join(repo, 'gone')).policy.checks.length, 0);
       mkdirSync(join(repo, '.svc'));
-      assert.equal(loadPolicy(repo).checks.length, 0);
+      assert.equal(loadPolicyFile(repo).policy.checks.length, 0);
       writeFileSync(join(repo, '.svc', 'policy.json'), '{"checks":');
-      assert.throws(() => loadPolicy(repo), { message: 'policy.json is not valid JSON' });
+      assert.throws(() => loadPolicyFile(repo), { message: 'policy.json is not valid JSON' });
     } finally {
       rmSync(repo, { recursive: true, force: true });
     }
