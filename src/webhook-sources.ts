@@ -39,8 +39,9 @@ export interface WebhookSource {
   routing: 'key' | 'channel' | 'full-name' | 'named';
   /** What a `key` or `channel` source's routing key is, as `svc repos` help names it (`trackera=TEAM`). */
   keyName?: string;
-  /** The most UTF-8 bytes of a brief: longer text is cut, a longer `jobs` brief refused (spec). */
-  briefBytes: number;
+  /** The most UTF-8 bytes of a brief (DEFAULT_BRIEF_BYTES unless given): longer text is cut, a longer `jobs` brief
+   * refused (spec). */
+  briefBytes?: number;
   /** The job's `svc` argv, BRIEF standing for the brief (its own element, never an option); none for `jobs`. */
   argv?: readonly string[];
   /** The channel its completion summary goes back to (its sender: trigger/sources/<name>.ts), if any. */
@@ -61,7 +62,6 @@ export const SOURCES = [
     families: [{ signature: 'errtrack-hook-signature' }, { signature: 'sentry-hook-signature' }],
     scheme: { mac: 'hex' },
     resource: ['errtrack-hook-resource', 'sentry-hook-resource'],
-    briefBytes: 1500,
     argv: ['start', BRIEF, '--pr', '--detach'],
     routing: 'key',
     keyName: 'SLUG',
@@ -78,7 +78,6 @@ export const SOURCES = [
     // Its signed time is the body's webhookTimestamp (ms), checked once the body is parsed.
     families: [{ signature: 'trackera-signature' }, { signature: 'linear-signature' }],
     scheme: { mac: 'hex' },
-    briefBytes: 1500,
     argv: ['start', BRIEF, '--detach'],
     routing: 'key',
     keyName: 'TEAM',
@@ -98,7 +97,6 @@ export const SOURCES = [
     families: [{ signature: 'x-hub-signature' }],
     scheme: { mac: 'hex', prefix: /^sha256=/ },
     delivery: ['x-vendorb-webhook-identifier', 'x-atlassian-webhook-identifier'],
-    briefBytes: 1500,
     argv: ['start', '--brief', BRIEF, '--pr', '--detach'],
     routing: 'key',
     keyName: 'PROJECT',
@@ -122,7 +120,6 @@ export const SOURCES = [
       { signature: 'x-slack-signature', timestamp: 'x-slack-request-timestamp' },
     ],
     scheme: { mac: 'hex', prefix: /^v0=/ },
-    briefBytes: 1500,
     argv: ['start', BRIEF, '--detach'],
     routing: 'channel',
     keyName: 'CHANNEL',
@@ -141,7 +138,6 @@ export const SOURCES = [
     // Teams signs with `Authorization: HMAC <base64>`, the spec's name too; its signed time is the Activity's.
     families: [{ signature: 'authorization' }],
     scheme: { mac: 'base64', prefix: /^HMAC\s+/i },
-    briefBytes: 1500,
     argv: ['start', '--brief', BRIEF, '--pr', '--detach'],
     routing: 'channel',
     keyName: 'CHANNEL',
@@ -158,7 +154,6 @@ export const SOURCES = [
     scheme: { mac: 'hex', prefix: /^sha256=/ },
     resource: ['x-github-event'],
     delivery: ['x-github-delivery'],
-    briefBytes: 1500,
     argv: ['start', '--brief', BRIEF, '--pr', '--detach'],
     routing: 'full-name',
     // Its progress comment uses the GitHub token the pull requests use (the Integrations page's github_prs).
@@ -226,8 +221,13 @@ export function decodeChatbKey(token: string): Buffer | null {
   return Buffer.from(t, 'base64');
 }
 
-/** The brief's cap where no source's `briefBytes` applies. */
+/** A brief's cap where its source's record gives none. */
 export const DEFAULT_BRIEF_BYTES = 1500;
+
+/** The source's brief made of `text`: the one sanitizer below, at the record's cap. */
+export function briefOf(name: SourceName, text: string): string {
+  return sanitizeBrief(text, sourceOf(name).briefBytes);
+}
 
 // C0, DEL, C1, and the Unicode line/paragraph separators and bidi controls that can disguise text in a terminal:
 // what `oneLine` removes.

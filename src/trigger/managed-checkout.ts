@@ -36,10 +36,6 @@ export function intakeDir(stateDir: string, repo: ServedRepo): string {
 /** A trackera issue identifier (ENG-123): a file name in the inbox. */
 export const TRACKERA_IDENTIFIER = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
-export function trackeraInbox(repoDir: string): string {
-  return join(repoDir, ...TRACKERA_INBOX);
-}
-
 const JOB_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 
 function mirrorDir(stateDir: string, repo: ServedRepo): string {
@@ -147,7 +143,7 @@ export function createManagedCheckouts(opts: {
   /** Moves the job's snapshot (and copies the issue's newest) from svc's intake folder into the checkout, whose
    * `.svc/inbox` the repository may have committed as links: nothing there is followed (stageTrackeraSnapshot). */
   function handOverIntake(repo: ServedRepo, dir: string, job: { id: string; args: readonly string[] }): void {
-    const from = trackeraInbox(managedDir(opts.stateDir, repo));
+    const from = join(managedDir(opts.stateDir, repo), ...TRACKERA_INBOX);
     const own = join(from, 'jobs', `${job.id}.json`);
     const ref = job.args.find((a) => a.startsWith('trackera:'))?.slice('trackera:'.length);
     const latest = ref && TRACKERA_IDENTIFIER.test(ref) ? join(from, `${ref}.json`) : null;

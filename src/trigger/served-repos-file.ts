@@ -104,7 +104,8 @@ function parseLine(text: string, line: number): ServedRepo | string | null {
       return `${key}= needs one or more comma-separated values without spaces`;
     }
     if (values.includes(EVERY_CHANNEL) && !isChatKind(key as RoutingKind)) {
-      return `${key}=* is not allowed: only chata=* and chatb=* open an entry to every channel (see "default")`;
+      const chats = CHAT_KINDS.map((k) => `${k}=*`).join(' and ');
+      return `${key}=* is not allowed: only ${chats} open an entry to every channel (see "default")`;
     }
     entry.keys[key as RoutingKind].push(...values);
   }

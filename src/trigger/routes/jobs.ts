@@ -3,7 +3,7 @@ import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
 import { checkHost, checkJsonContentType, isLoopbackAddress, isLoopbackHost } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { CONTROL, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
+import { CONTROL, DEFAULT_BRIEF_BYTES, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
 import { JOB_ID } from '../queue.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { iso } from '../../iso-time.ts';
@@ -15,7 +15,7 @@ const JOBS_FIELDS = new Set(['brief', 'pr', 'request_id', 'repo']);
 function validateJobsBrief(value: unknown): string {
   const refuse = (rule: string) => new HttpError('invalid_param', `"brief" must ${rule}`);
   if (typeof value !== 'string' || value.trim() === '') throw refuse('be a non-empty string');
-  const max = sourceOf('jobs').briefBytes;
+  const max = sourceOf('jobs').briefBytes ?? DEFAULT_BRIEF_BYTES;
   if (Buffer.byteLength(value, 'utf8') > max) throw refuse(`be at most ${max} bytes`);
   if (CONTROL.test(value)) throw refuse('be one line without control characters');
   const brief = value.trim();

@@ -3,7 +3,7 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { describe, obj, objOrNull, str, tryParseJson } from '../../untrusted.ts';
-import { deliveryKeys, sanitizeBrief, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
+import { briefOf, deliveryKeys, stripLeadingHyphens } from '../../webhook-sources.ts';
 import {
   PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts,
 } from '../summary.ts';
@@ -32,7 +32,7 @@ function readChata(contentType: string, raw: Buffer): ChataInput {
   const refusal = workspaceRefusal(form.get('team_id'), null);
   if (refusal !== null) return { kind: 'refused', reason: refusal };
   // Slash-command text as an argv element (spec rule 1).
-  const text = sanitizeBrief(form.get('text') ?? '', sourceOf('chata').briefBytes);
+  const text = briefOf('chata', form.get('text') ?? '');
   const user = (form.get('user_id') || 'unknown').slice(0, 64);
   return {
     kind: 'command', text, responseUrl: form.get('response_url'), channel: form.get('channel_id') || null, user,

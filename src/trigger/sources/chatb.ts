@@ -2,7 +2,7 @@
 // chatb cannot be posted to later.
 import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
-import { sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { briefOf } from '../../webhook-sources.ts';
 import { obj, str } from '../../untrusted.ts';
 import { checkBodyTime, enqueue, requireValid, type TCtx } from '../intake.ts';
 import { chatThread, routeChat, type ChatVoice } from './chat.ts';
@@ -14,7 +14,7 @@ export function chatbText(html: string): string {
     .replace(/<at\b[^>]*>[\s\S]*?<\/at>/gi, ' ')
     .replace(/<[^>]*>/g, ' ')
     .replace(/&(amp|lt|gt|quot|apos|nbsp|#39);/g, (_m, name: string) => ENTITIES[name] ?? ' ');
-  return sanitizeBrief(stripped, sourceOf('chatb').briefBytes);
+  return briefOf('chatb', stripped);
 }
 
 /** Where the message was posted, which routes it (chatb=…): the Teams channel, else the conversation's id. */

@@ -4,7 +4,7 @@ import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { objOrNull as obj, type Obj } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';
-import { firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { briefOf, firstHeader, sourceOf } from '../../webhook-sources.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { runCollect } from '../../spawn/start.ts';
 import { gitArgv, gitExtraEnv } from '../../engine/git.ts';
@@ -129,7 +129,7 @@ export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string |
   if (deploy) parts.push(deploy);
   const author = repoDir ? await culpritAuthor(repoDir, alert.fileCandidates) : null;
   if (author) parts.push(`last commit to ${author.file} by ${author.author}`);
-  return sanitizeBrief(parts.join('; '), sourceOf('errtrack').briefBytes);
+  return briefOf('errtrack', parts.join('; '));
 }
 
 export async function receiveErrtrack(ctx: TCtx, raw: Buffer): Promise<Reply> {

@@ -4,7 +4,7 @@
 import { json, type Reply } from '../../http/respond.ts';
 import { errorMessage, RefusedError } from '../../errors.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
-import { oneLine, capUtf8, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { briefOf, capUtf8, oneLine } from '../../webhook-sources.ts';
 import { receiptIntegrity } from '../../engine/follow-up.ts';
 import { enqueue, type Intake, type TCtx } from '../intake.ts';
 import { inTurn } from '../queue.ts';
@@ -144,8 +144,7 @@ function followUpBrief(repo: string, a: FollowUpAsk, comments: ReviewComment[]):
   const more = comments.length > MAX_COMMENTS ? [`(${comments.length - MAX_COMMENTS} more not shown)`] : [];
   const instruction = a.instruction || 'Address the review comments.';
   const review = shown.length ? ` — review comments: ${[...shown, ...more].join(' | ')}` : '';
-  return sanitizeBrief(`Follow-up on pull request ${repo}#${a.number}: ${instruction}${review}`,
-    sourceOf('webhook').briefBytes);
+  return briefOf('webhook', `Follow-up on pull request ${repo}#${a.number}: ${instruction}${review}`);
 }
 
 // Once its keys are new: svc's PR (branch svc/<run>, not a fork's, <run> a job of this server's), who asks, nothing

@@ -3,7 +3,7 @@
 // as an issue comment in ADF, and a `/svc answer` comment answers the run.
 import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
-import { deliveryKeys, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { briefOf, deliveryKeys } from '../../webhook-sources.ts';
 import { answerCommand, commentTime, teamRefusal } from '../answers.ts';
 import { errorMessage } from '../../errors.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
@@ -113,7 +113,7 @@ export function readTrackerb(
   const summary = str(fields.summary) ?? '';
   const description = flattenAdf(fields.description);
   const text = `${key}: ${summary}${description ? ` — ${description}` : ''}`;
-  const brief = sanitizeBrief(text, sourceOf('trackerb').briefBytes);
+  const brief = briefOf('trackerb', text);
   // The project's key routes it (trackerb=…), else the issue key's prefix (KAN-22 is project KAN's issue 22).
   const project = str(obj(fields.project).key) ?? key.slice(0, key.lastIndexOf('-'));
   return { kind: 'job', key, brief, project };

@@ -5,7 +5,7 @@ import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, str, tryParseJson, type Obj } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';
-import { deliveryKeys, firstHeader, sanitizeBrief, sourceOf } from '../../webhook-sources.ts';
+import { briefOf, deliveryKeys, firstHeader, sourceOf } from '../../webhook-sources.ts';
 import {
   githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, queueFollowUp, readPullRequestEvent, svcCommand,
   TRUSTED,
@@ -81,7 +81,7 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
   const ref = `${repository ?? ''}#${text(issue.number) ?? ''}`;
   const issueBrief = (): string => {
     const body = str(issue.body) ? ` — ${str(issue.body)}` : '';
-    return sanitizeBrief(`${ref} ${str(issue.title) ?? ''}${body}`, sourceOf('webhook').briefBytes);
+    return briefOf('webhook', `${ref} ${str(issue.title) ?? ''}${body}`);
   };
   if (event === 'issues') {
     if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) {
@@ -108,7 +108,7 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
     if (!TRUSTED.has(str(comment.author_association) ?? '')) {
       return { kind: 'skip', reason: 'comment author may not start jobs' };
     }
-    const brief = sanitizeBrief(`${ref} ${str(issue.title) ?? ''} — ${ask}`, sourceOf('webhook').briefBytes);
+    const brief = briefOf('webhook', `${ref} ${str(issue.title) ?? ''} — ${ask}`);
     return { kind: 'job', brief, repository, keys: [] };
   }
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
