@@ -141,11 +141,11 @@ const UNMETERED = new RegExp('^(batch|batches|fine_tuning|fine-tunes|files|uploa
   'audio|videos|threads|evals|containers|cachedContents|tunedModels|fileSearchStores)$|' +
   ':(batchGenerateContent|asyncBatchEmbedContent|predict|predictLongRunning)$', 'i');
 
-/** Calls that cost nothing and answer no usage: listing or reading models, and counting tokens. */
-export function freeEndpoint(method: string, path: string): boolean {
-  const bare = path.split('?')[0]!;
-  if (/(\/count_tokens|:countTokens)$/.test(bare)) return true;
-  return (method === 'GET' || method === 'HEAD') && /\/models(\/[^/:]+)?\/?$/.test(bare);
+/** Calls that cost nothing and answer no usage: listing or reading models, and counting tokens; by the endpoint as the
+ * API reads it (`endpoint` of modelPath), never the raw path (`…:generateContent;:countTokens` generates). */
+export function freeEndpoint(method: string, endpoint: string): boolean {
+  if (/(\/count_tokens|:countTokens)$/.test(endpoint)) return true;
+  return (method === 'GET' || method === 'HEAD') && /\/models(\/[^/:]+)?$/.test(endpoint);
 }
 
 // The calls that generate, and so cost what their output may be (docs/gate.md "Metered cost"): each family's.

@@ -455,6 +455,22 @@ describe('metered cost at the gate', () => {
     }
   });
 
+  it('meters a generation whose raw path ends like a free call, and leaves free calls free, as the API reads the path',
+    async () => {
+    const answer = { type: 'application/json', pieces: ['{"candidates":[]}'] };
+    // The API drops ";…" from a segment: this is generateContent to it, whatever its raw path ends with.
+    const { rec } = await call('/_model/gemini/v1beta/models/gemini-2.5-pro:generateContent;:countTokens', answer,
+      'POST', '{"contents":[]}');
+    assert.deepEqual([rec.metered?.model, rec.metered?.tokens_out, rec.metered?.unknown],
+      ['gemini-2.5-pro', OUTPUT_BOUND, 'the response carried no usage']);
+    const counted = { type: 'application/json', pieces: ['{"totalTokens":12}'] };
+    for (const path of ['/_model/gemini/v1beta/models/gemini-2.5-pro:countTokens',
+      '/_model/anthropic/v1/messages/count_tokens?beta=true', '/_model/anthropic/v1/messages//count_tokens']) {
+      const free = await call(path, counted, 'POST', '{"contents":[]}');
+      assert.equal(free.rec.metered, undefined, path);
+    }
+  });
+
   it('counts any method but GET or HEAD on a generation endpoint as a generation, and drops method overrides',
     async () => {
     const override = { 'x-http-method-override': 'POST', 'x-method-override': 'POST', 'x-http-method': 'POST' };
