@@ -90,6 +90,9 @@ export interface Asked {
   /** The answers it asks for (OpenAI's `n`, Gemini's `candidateCount`; 1 when absent), each up to `maxOutput`. */
   choices: number;
   bytes: number;
+  /** Only when what it asked is not known for certain (its bounds may be low): why. A call counted at those bounds
+   * marks the run's spending doubtful (MeteredCall `doubt`). */
+  doubt?: string;
 }
 
 /** Bytes of a request body read for what it asked (a coding agent's is about 1 MB at a full context, more with
@@ -108,6 +111,13 @@ const ASKED_CHOICES: Record<Family, readonly string[]> = {
   openai: ['n'],
   gemini: ['generationConfig.candidateCount'],
 };
+// Input the API keeps and the request's bytes do not show (OpenAI's Responses: a stored response or conversation
+// continued): the call's input is not bounded by its bytes (docs/gate.md "Metered cost").
+const ASKED_KEPT: Record<Family, readonly string[]> = {
+  anthropic: [],
+  openai: ['previous_response_id', 'conversation'],
+  gemini: [],
+};
 // Gemini's API reads a field in snake_case as in camelCase (`generation_config.max_output_tokens`).
 const ASKED_ALIASES: Record<Family, ReadonlyMap<string, string>> = {
   anthropic: new Map(),
@@ -120,19 +130,25 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const family = familyOf(route, endpoint);
   const maxKeys = ASKED_MAX[family];
   const choiceKeys = ASKED_CHOICES[family];
-  const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys]), ASKED_ALIASES[family]);
+  const keptKeys = ASKED_KEPT[family];
+  const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys, ...keptKeys]), ASKED_ALIASES[family]);
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
   let picks = 0;
   // A body encoded (gzip) or not starting with `{` past whitespace (a UTF-8 BOM, UTF-16, a form) is not one this
   // reader walks, though the API may read it: what it asked is not known.
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].trim() : '';
-  let unread = encoding !== '' && encoding.toLowerCase() !== 'identity';
+  let unread = encoding !== '' && encoding.toLowerCase() !== 'identity'
+    ? `the request body is ${encoding.slice(0, 40)}-encoded` : null;
   let started = false;
   // The agent writes the request: past ASKED_READ_MAX bytes or ASKED_PICKS_MAX values (a key repeated without end),
   // at a wanted value that is no whole number (or no string, for the model), or where the picker is in doubt (an
   // escaped key, nesting past its depth) the reader stops, and what the API may read there counts as unknown (the
   // larger bounds): the reader cannot tell which of two spellings the API takes.
-  const stopped = (): boolean => unread || picker.doubtful || asked.bytes > ASKED_READ_MAX || picks > ASKED_PICKS_MAX;
+  const stopped = (): string | null => unread
+    ?? (picker.doubtful ? 'a key or value it cannot read for certain (an escaped key, a second generationConfig, ' +
+      'a value past 16 KB, nesting past 64 levels)' : null)
+    ?? (asked.bytes > ASKED_READ_MAX ? 'a body past 32 MiB' : null)
+    ?? (picks > ASKED_PICKS_MAX ? 'more than 64 values of the keys the gate reads' : null);
   const take = (): void => {
     picks += picker.picks.length;
     for (const { path, text } of picker.picks.splice(0)) {
@@ -141,9 +157,14 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       if (path === 'model') {
         const model = str(value)?.slice(0, 200) ?? null;
         // A model named twice, differently: which the API takes is not known.
-        if (model === null || (asked.model !== null && asked.model !== model)) unread = true;
+        if (model === null || (asked.model !== null && asked.model !== model)) {
+          unread ??= 'a model named twice or not by name';
+        }
         asked.model = model;
-      } else if (!whole) unread = true;
+      } else if (keptKeys.includes(path)) {
+        // Read, not stopped at: the model and maximum are still known; only the input is not.
+        if (value !== null) asked.doubt ??= `its request continues input the API keeps (${path})`;
+      } else if (!whole) unread ??= 'a maximum or count of answers that is no whole number';
       // A key given twice is read by the API as one of them: the larger bounds both.
       else if (maxKeys.includes(path)) asked.maxOutput = Math.max(asked.maxOutput ?? 0, value);
       else asked.choices = Math.max(asked.choices, value);
@@ -154,9 +175,9 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       if (!started) {
         const first = chunk.findIndex((b) => b !== 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d);
         started = first >= 0;
-        if (started && chunk[first] !== 0x7b) unread = true;
+        if (started && chunk[first] !== 0x7b) unread ??= 'a body that is no JSON object';
       }
-      if (!stopped()) {
+      if (stopped() === null) {
         picker.push(chunk);
         take();
       }
@@ -165,10 +186,13 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
     read(): Asked {
       picker.finish();
       take();
-      if (!stopped()) return { ...asked };
+      const why = stopped();
+      if (why === null) return { ...asked };
       // One answer, not the family's most (128 for OpenAI's n): counting a request not read at 128 answers at the
-      // table's highest price let one cheap call with an escaped key count $1,229 toward the server's day cap.
-      return { model: null, maxOutput: null, choices: 1, bytes: asked.bytes };
+      // table's highest price let one cheap call with an escaped key count $1,229 toward the server's day cap. The
+      // doubt fails the run closed instead (budgets.ts RunSpend): its next call is refused under a budget.
+      const doubt = `its request was not read: ${why}`;
+      return { model: null, maxOutput: null, choices: 1, bytes: asked.bytes, doubt };
     },
   };
 }
@@ -194,7 +218,8 @@ function boundedCall(
     cache_read: read?.cache_read ?? 0, cache_write: read?.cache_write ?? 0,
   };
   const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
-  return { ...counted, usd: price ? costAt(price, counted) : null, unknown };
+  const usd = price ? costAt(price, counted) : null;
+  return { ...counted, usd, unknown, ...(asked.doubt !== undefined ? { doubt: asked.doubt } : {}) };
 }
 
 /** A generation call whose request was sent and whose answer never came (the client or the gate gave up first): the
