@@ -136,9 +136,10 @@ export function modelPath(basePath: string, rest: string): { path: string; endpo
 }
 
 // Endpoints whose cost is not in their answer (batches, fine-tunes, stores, media): an agent could spend past every
-// budget in one call. Coding CLIs call none of them.
+// budget in one call. Coding CLIs call none of them. OpenAI's `conversations` stores input a later call continues,
+// which its request's bytes do not show (a `previous_response_id` cannot be refused so: usage.ts doubts its bound).
 const UNMETERED = new RegExp('^(batch|batches|fine_tuning|fine-tunes|files|uploads|vector_stores|realtime|images|' +
-  'audio|videos|threads|evals|containers|cachedContents|tunedModels|fileSearchStores)$|' +
+  'audio|videos|threads|evals|containers|conversations|cachedContents|tunedModels|fileSearchStores)$|' +
   ':(batchGenerateContent|asyncBatchEmbedContent|predict|predictLongRunning)$', 'i');
 
 /** Calls that cost nothing and answer no usage: listing or reading models, and counting tokens; by the endpoint as the

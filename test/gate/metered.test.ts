@@ -494,6 +494,26 @@ describe('metered cost at the gate', () => {
     assert.ok(!generationEndpoint('HEAD', '/v1/messages'));
   });
 
+  it('doubts the bound of a Responses call that continues input the API keeps, and still reads its model and maximum',
+    () => {
+    const kept = (body: string) => {
+      const asked = requestMeter('openai', '/v1/responses', {});
+      asked.push(Buffer.from(body));
+      return { ...asked.read(), bytes: 0 };
+    };
+    assert.deepEqual(kept('{"model":"gpt-5","max_output_tokens":100,"previous_response_id":"resp_1","input":[]}'),
+      { model: 'gpt-5', maxOutput: 100, choices: 1, bytes: 0,
+        doubt: 'its request continues input the API keeps (previous_response_id)' });
+    assert.equal(kept('{"model":"gpt-5","conversation":{"id":"conv_1"}}').doubt,
+      'its request continues input the API keeps (conversation)');
+    assert.deepEqual(kept('{"model":"gpt-5","previous_response_id":null,"store":false}'),
+      { model: 'gpt-5', maxOutput: null, choices: 1, bytes: 0 });
+    const meter = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);
+    const cut = meter.end(kept('{"model":"gpt-5","previous_response_id":"resp_1"}'), false);
+    assert.deepEqual([cut.model, cut.tokens_out, cut.doubt],
+      ['gpt-5', OUTPUT_BOUND, 'its request continues input the API keeps (previous_response_id)']);
+  });
+
   it('stops reading a request body it cannot walk: encoded, or not starting with "{" past whitespace', () => {
     const body = '{"model":"claude-haiku-4-5","max_tokens":10}';
     const read = (bytes: Buffer, headers: Record<string, string> = {}) => {
