@@ -8,9 +8,9 @@ import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
-import { generationEndpoint, modelPath, modelRoute } from '../../src/gate/model-apis.ts';
+import { generationEndpoint, modelPath, modelRoute, routeVendor } from '../../src/gate/model-apis.ts';
 import { highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
-import { OUTPUT_BOUND, requestMeter, usageMeter, type Asked } from '../../src/gate/usage.ts';
+import { OUTPUT_BOUND, requestMeter, unansweredCall, usageMeter, type Asked } from '../../src/gate/usage.ts';
 import { reachedBudget, refusalText } from '../../src/gate/budgets.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { gateRequest, recordingConnect, tempDir } from './helpers.ts';
@@ -340,6 +340,26 @@ describe('metered cost at the gate', () => {
       assert.deepEqual([cut.tokens_in, cut.tokens_out, cut.unknown], [3000, OUTPUT_BOUND,
         'the response ended before its final usage']);
     });
+
+  it('counts a call naming no model at its vendor\'s highest row when the route reaches the vendor\'s own API, else ' +
+    'at the whole table\'s', () => {
+    const asked = { model: null, maxOutput: null, choices: 1, bytes: 1000 };
+    const sse = { 'content-type': 'text/event-stream' };
+    const top = highestPrice(PRICES);
+    // OpenAI's rows: gpt-4o's $2.50 input, $10 output are its highest; Gemini's: gemini-2.5-pro's $1.25 and $10.
+    const openai = usageMeter('openai', '/v1/responses', sse, PRICES, 'openai').end(asked, false);
+    close(openai.usd, (1000 * 2.5 + OUTPUT_BOUND * 10) / 1e6);
+    const gemini = unansweredCall('/v1beta/models:streamGenerateContent', asked, PRICES, 'gemini');
+    close(gemini.usd, (1000 * 1.25 + OUTPUT_BOUND * 10) / 1e6);
+    const unsure = usageMeter('openai', '/v1/responses', sse, PRICES, null).end(asked, false);
+    close(unsure.usd, (1000 * top.input + OUTPUT_BOUND * top.output) / 1e6);
+    const key = (name: string, base: string) => routeVendor(modelRoute(name, base, 'x-api-key', 'k'));
+    assert.deepEqual([key('anthropic', 'https://api.anthropic.com'), key('openai', 'https://api.openai.com/v1'),
+      key('gemini', 'https://generativelanguage.googleapis.com')], ['anthropic', 'openai', 'gemini']);
+    // A base the operator moved (a proxy may serve any model), or an API serving many vendors' models: not known.
+    assert.deepEqual([key('anthropic', 'http://127.0.0.1:9'), key('openai', 'https://proxy.example/v1'),
+      key('openrouter', 'https://openrouter.ai')], [null, null, null]);
+  });
 
   it('counts each answer a request asks for (n, candidateCount) at the bound, and a whole response with no usage at ' +
     'OUTPUT_BOUND whatever maximum the agent wrote', async () => {
