@@ -267,6 +267,24 @@ describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
     }
   });
 
+  it('keeps a run\'s doubted count across a restart: its next call is still refused', () => {
+    const state = mkdtempSync(join(tmpdir(), 'svc-gate-state-doubt-'));
+    try {
+      const who = { job: 'j', run: 'r-doubt', repo: 'acme/web', maxUsd: 50, expiresAt: Date.now() + 3600_000 };
+      const asker = { policy: parseGatePolicy({}), who, span: null };
+      const first = sharedMeter({ SVC_GATE_STATE_DIR: state });
+      assert.equal(first.meter.refusal(asker), null);
+      first.count({ ...arrivingRecord('model', asker), metered: { model: null, tokens_in: 1, tokens_out: 1,
+        cache_read: 0, cache_write: 0, usd: 0.01, unknown: 'the response ended before its final usage',
+        doubt: 'its request was not read: a body past 32 MiB' } });
+      const again = sharedMeter({ SVC_GATE_STATE_DIR: state }).meter.refusal(asker);
+      assert.equal(again, 'the run\'s budget of $50.00 cannot be kept: a model call may have cost more than its bounds ' +
+        '(its request was not read: a body past 32 MiB), so the gate cannot count what the run spent; the run stops here');
+    } finally {
+      rmSync(state, { recursive: true, force: true });
+    }
+  });
+
   it('refuses to start on a state file it cannot read, naming it', () => {
     const bad = mkdtempSync(join(tmpdir(), 'svc-gate-state-bad-'));
     try {
