@@ -278,8 +278,9 @@ describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
         cache_read: 0, cache_write: 0, usd: 0.01, unknown: 'the response ended before its final usage',
         doubt: 'its request was not read: a body past 32 MiB' } });
       const again = sharedMeter({ SVC_GATE_STATE_DIR: state }).meter.refusal(asker);
-      assert.equal(again, 'the run\'s budget of $50.00 cannot be kept: a model call may have cost more than its bounds ' +
-        '(its request was not read: a body past 32 MiB), so the gate cannot count what the run spent; the run stops here');
+      assert.equal(again, 'the run\'s budget of $50.00 cannot be kept: a model call may have cost more than its ' +
+        'bounds (its request was not read: a body past 32 MiB), so the gate cannot count what the run spent; the run ' +
+        'stops here');
     } finally {
       rmSync(state, { recursive: true, force: true });
     }
