@@ -59,6 +59,8 @@ export interface MeteredCost extends CostFigures {
   calls: number;
   unpriced: number;
   unknown: number;
+  /** Only when some were: calls counted at bounds their request could not set for certain (the count may be low). */
+  doubtful?: number;
 }
 
 /** Every Run JSON key, in the order DESIGN §3 lists them (and every serializer writes them). */

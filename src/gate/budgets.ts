@@ -131,6 +131,8 @@ interface RunSpent {
   usd: number;
   /** Why the gate could not count one of the run's calls (the first such), or null. */
   uncounted: string | null;
+  /** Why one of the run's calls may have cost more than it was counted at (the first such: MeteredCall `doubt`). */
+  doubt: string | null;
   inFlight: number;
   expires: number;
 }
@@ -165,7 +167,8 @@ export class RunSpend {
       if (typeof usd !== 'number' || !(usd >= 0) || !Number.isFinite(usd) || typeof expires !== 'number') {
         throw bad(`holds no spending for run ${JSON.stringify(run.slice(0, 60))}`);
       }
-      if (expires > now) this.runs.set(run, { usd, uncounted: str(o.uncounted), inFlight: 0, expires });
+      if (expires <= now) continue;
+      this.runs.set(run, { usd, uncounted: str(o.uncounted), doubt: str(o.doubt), inFlight: 0, expires });
     }
   }
 
@@ -173,7 +176,7 @@ export class RunSpend {
     let entry = this.runs.get(run);
     if (entry) return entry;
     for (const [id, r] of this.runs) if (r.expires <= now && r.inFlight === 0) this.runs.delete(id);
-    entry = { usd: 0, uncounted: null, inFlight: 0, expires };
+    entry = { usd: 0, uncounted: null, doubt: null, inFlight: 0, expires };
     this.runs.set(run, entry);
     return entry;
   }
@@ -186,9 +189,12 @@ export class RunSpend {
     // A call of unknown usage has its bound's price (usage.ts): only a model without a row leaves it uncounted.
     if (m.usd !== null) entry.usd += m.usd;
     else entry.uncounted ??= `model ${JSON.stringify(m.model ?? 'unnamed')} has no price`;
+    if (m.doubt !== undefined) entry.doubt ??= m.doubt;
     if (this.file === null) return;
     const runs: Record<string, Omit<RunSpent, 'inFlight'>> = {};
-    for (const [id, r] of this.runs) runs[id] = { usd: r.usd, uncounted: r.uncounted, expires: r.expires };
+    for (const [id, r] of this.runs) {
+      runs[id] = { usd: r.usd, uncounted: r.uncounted, doubt: r.doubt, expires: r.expires };
+    }
     writeFileAtomic(this.file, JSON.stringify({ runs }, null, 2) + '\n', 0o600);
   }
 }

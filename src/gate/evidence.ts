@@ -39,10 +39,13 @@ export interface MeteredCall {
   usd: number | null;
   /** Why the usage could not be read; null when it was. */
   unknown: string | null;
+  /** Only on a call counted at bounds its request could not set for certain (usage.ts Asked `doubt`): why. The count
+   * may be low, so a budget the run is held to cannot be kept: its next model call is refused (budgets.ts). */
+  doubt?: string;
 }
 
 /** Tokens of one call as the API counted them. */
-export type CallTokens = Omit<MeteredCall, 'usd' | 'unknown'>;
+export type CallTokens = Omit<MeteredCall, 'usd' | 'unknown' | 'doubt'>;
 
 function readMetered(value: unknown): MeteredCall {
   const o = obj(value);
@@ -50,6 +53,7 @@ function readMetered(value: unknown): MeteredCall {
     model: str(o.model), tokens_in: num(o.tokens_in), tokens_out: num(o.tokens_out), cache_read: num(o.cache_read),
     cache_write: num(o.cache_write), usd: typeof o.usd === 'number' && Number.isFinite(o.usd) ? o.usd : null,
     unknown: typeof o.unknown === 'string' ? o.unknown : null,
+    ...(typeof o.doubt === 'string' ? { doubt: o.doubt } : {}),
   };
 }
 

@@ -13,7 +13,9 @@ import { createGateMetrics, readMetricsToken } from './metrics.ts';
 import { setting, settingChoice, settingInt, settingOr, settingUsd } from '../settings-registry.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { loadPriceTable } from './prices.ts';
-import { budgetName, CALLS_IN_FLIGHT, DayLedger, reachedBudget, refusalText, RunSpend } from './budgets.ts';
+import {
+  budgetName, CALLS_IN_FLIGHT, DayLedger, reachedBudget, refusalText, RunSpend, type Reached,
+} from './budgets.ts';
 import type { Asker, GateMeter } from './context.ts';
 import type { EgressRecord } from './evidence.ts';
 import { Tracer, traceSettings } from '../trace.ts';
@@ -102,7 +104,8 @@ export async function serveGateForever(
 }
 
 /** The shared gate's metering (docs/gate.md "Budgets"): daily caps, each run held to its credential's max_usd; a
- * budgeted run's unpriced call refuses its next (fail closed). Kept in SVC_GATE_STATE_DIR when set, else in memory. */
+ * budgeted run's unpriced call, and a capped run's call counted at bounds in doubt, refuse its next (fail closed).
+ * Kept in SVC_GATE_STATE_DIR when set, else in memory. */
 export function sharedMeter(
   env: NodeJS.ProcessEnv, log: Logger = createLogger('gate'),
 ): { meter: GateMeter; count(record: EgressRecord): void } {
@@ -113,19 +116,29 @@ export function sharedMeter(
     repoDay: settingUsd(env, 'SVC_BUDGET_REPO_DAY_USD'), serverDay: settingUsd(env, 'SVC_BUDGET_SERVER_DAY_USD'),
   };
   const budgeted = (who: Asker['who']) => (who?.maxUsd !== undefined ? spend.of(who.run, who.expiresAt ?? 0) : null);
+  // A run held to a day cap is followed too: a call it could not count for certain leaves the cap unkept.
+  const followed = (who: Asker['who']) =>
+    who && (caps.repoDay !== null || caps.serverDay !== null) ? spend.of(who.run, who.expiresAt ?? 0) : budgeted(who);
   return {
     meter: {
       prices: loadPriceTable(setting(env, 'SVC_PRICES_FILE')),
       refusal: (asker) => {
         const repo = asker.who?.repo ?? '';
         const budget = asker.who?.maxUsd ?? null;
-        const run = budgeted(asker.who);
-        if (budget !== null && run?.uncounted) {
-          const name = budgetName({ kind: 'run', limit: budget, spent: run.usd }, repo);
-          return `${name} cannot be kept: ${run.uncounted}, so the gate cannot count what the run spent; ` +
+        const run = followed(asker.who);
+        const day = ledger.spent(repo);
+        // An unpriced call leaves the run's own budget unkept; a call whose bounds its request could not set (counted
+        // at one answer, so a cheap call cannot fill a day cap) leaves every budget the run is held to unkept.
+        const why = budget !== null && run?.uncounted ? run.uncounted
+          : run?.doubt ? `a model call may have cost more than its bounds (${run.doubt})` : null;
+        if (run && why !== null) {
+          const held: Reached = budget !== null ? { kind: 'run', limit: budget, spent: run.usd }
+            : caps.repoDay !== null ? { kind: 'repository-day', limit: caps.repoDay, spent: day.repoDay }
+              : { kind: 'server-day', limit: caps.serverDay ?? 0, spent: day.serverDay };
+          return `${budgetName(held, repo)} cannot be kept: ${why}, so the gate cannot count what the run spent; ` +
             'the run stops here';
         }
-        const reached = reachedBudget({ run: run?.usd ?? 0, ...ledger.spent(repo) }, { ...caps, run: budget });
+        const reached = reachedBudget({ run: run?.usd ?? 0, ...day }, { ...caps, run: budget });
         return reached && refusalText(reached, repo, false);
       },
       hold: (asker) => {

@@ -3,6 +3,7 @@
 import { isIP } from 'node:net';
 import { refusedRange } from './address.ts';
 import { GatePolicyError } from './policy.ts';
+import type { Vendor } from './prices.ts';
 
 interface ModelApi {
   base: string;
@@ -66,6 +67,14 @@ export function modelRoutesFromEnv(env: Readonly<Record<string, string | undefin
     routes.push(modelRoute(name, base, api.header, api.prefix + key));
   }
   return routes;
+}
+
+/** The vendor whose models a route reaches, known for certain only at that vendor's own API: a base the operator moved
+ * may be a proxy serving any model, and openrouter and the like serve many vendors'. Null when not known. */
+export function routeVendor(route: ModelRoute): Vendor | null {
+  const name = route.name;
+  if (name !== 'anthropic' && name !== 'openai' && name !== 'gemini') return null;
+  return new URL(MODEL_APIS[name]!.base).host === route.base.host ? name : null;
 }
 
 /** One route: https, or plain http only to a loopback IP literal (a key never crosses a network in clear). */
@@ -136,16 +145,17 @@ export function modelPath(basePath: string, rest: string): { path: string; endpo
 }
 
 // Endpoints whose cost is not in their answer (batches, fine-tunes, stores, media): an agent could spend past every
-// budget in one call. Coding CLIs call none of them.
+// budget in one call. Coding CLIs call none of them. OpenAI's `conversations` stores input a later call continues,
+// which its request's bytes do not show (a `previous_response_id` cannot be refused so: usage.ts doubts its bound).
 const UNMETERED = new RegExp('^(batch|batches|fine_tuning|fine-tunes|files|uploads|vector_stores|realtime|images|' +
-  'audio|videos|threads|evals|containers|cachedContents|tunedModels|fileSearchStores)$|' +
+  'audio|videos|threads|evals|containers|conversations|cachedContents|tunedModels|fileSearchStores)$|' +
   ':(batchGenerateContent|asyncBatchEmbedContent|predict|predictLongRunning)$', 'i');
 
-/** Calls that cost nothing and answer no usage: listing or reading models, and counting tokens. */
-export function freeEndpoint(method: string, path: string): boolean {
-  const bare = path.split('?')[0]!;
-  if (/(\/count_tokens|:countTokens)$/.test(bare)) return true;
-  return (method === 'GET' || method === 'HEAD') && /\/models(\/[^/:]+)?\/?$/.test(bare);
+/** Calls that cost nothing and answer no usage: listing or reading models, and counting tokens; by the endpoint as the
+ * API reads it (`endpoint` of modelPath), never the raw path (`…:generateContent;:countTokens` generates). */
+export function freeEndpoint(method: string, endpoint: string): boolean {
+  if (/(\/count_tokens|:countTokens)$/.test(endpoint)) return true;
+  return (method === 'GET' || method === 'HEAD') && /\/models(\/[^/:]+)?$/.test(endpoint);
 }
 
 // The calls that generate, and so cost what their output may be (docs/gate.md "Metered cost"): each family's.

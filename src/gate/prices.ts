@@ -79,10 +79,18 @@ export function callCost(table: PriceTable, tokens: CallTokens): number | null {
   return price ? costAt(price, tokens) : null;
 }
 
-/** The table's highest input and highest output price (each from whichever row has it): what a call naming no model
- * is counted at, since it may have been any of them. */
-export function highestPrice(table: PriceTable): ModelPrice {
-  const rows = Object.values(table.models);
+/** The vendors whose models a route reaches for certain (model-apis.ts routeVendor), and the names of their rows. */
+export type Vendor = 'anthropic' | 'openai' | 'gemini';
+const VENDOR_ROWS: Record<Vendor, RegExp> = {
+  anthropic: /^claude-/, openai: /^(gpt-|chatgpt-|codex-|o\d)/, gemini: /^gemini-/,
+};
+
+/** The highest input and highest output price (each from whichever row has it) of the vendor's rows, else of the
+ * whole table: what a call naming no model is counted at, since it may have been any of them. */
+export function highestPrice(table: PriceTable, vendor: Vendor | null = null): ModelPrice {
+  const all = Object.entries(table.models);
+  const own = vendor === null ? [] : all.filter(([name]) => VENDOR_ROWS[vendor].test(name));
+  const rows = (own.length > 0 ? own : all).map(([, row]) => row);
   return { input: Math.max(0, ...rows.map((r) => r.input)), output: Math.max(0, ...rows.map((r) => r.output)) };
 }
 

@@ -95,9 +95,11 @@ export class RunRecords {
 }
 
 /** A run's metered totals with one more call: tokens in count cached input too; cost only of priced calls (a call
- * of unknown usage is priced at its bounds, so `unknown` counts calls also in the cost, `unpriced` those not). */
+ * of unknown usage is priced at its bounds, so `unknown` counts calls also in the cost, `unpriced` those not;
+ * `doubtful`, only once there is one, those whose bounds may be low). */
 export function addMetered(total: MeteredCost | null, call: NonNullable<EgressRecord['metered']>): MeteredCost {
   const t = total ?? { cost_usd: null, tokens_in: 0, tokens_out: 0, calls: 0, unpriced: 0, unknown: 0 };
+  const doubtful = (t.doubtful ?? 0) + (call.doubt !== undefined ? 1 : 0);
   return {
     cost_usd: call.usd === null ? t.cost_usd : (t.cost_usd ?? 0) + call.usd,
     tokens_in: (t.tokens_in ?? 0) + call.tokens_in + call.cache_read + call.cache_write,
@@ -105,5 +107,6 @@ export function addMetered(total: MeteredCost | null, call: NonNullable<EgressRe
     calls: t.calls + 1,
     unpriced: t.unpriced + (call.usd === null ? 1 : 0),
     unknown: t.unknown + (call.unknown !== null ? 1 : 0),
+    ...(doubtful > 0 ? { doubtful } : {}),
   };
 }

@@ -2,15 +2,12 @@
 // JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
 // A response cut before its final usage is counted at what was read and bounds for the rest, never at $0.
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
-import { callCost, costAt, highestPrice, priceOf, type PriceTable } from './prices.ts';
+import { callCost, costAt, highestPrice, priceOf, type PriceTable, type Vendor } from './prices.ts';
 import type { CallTokens, MeteredCall } from './evidence.ts';
+import { JsonPicker } from './json-picker.ts';
 
 /** Beyond any context window: a bigger count is the response's error. */
 const MAX_TOKENS = 100_000_000;
-/** Bytes kept of one picked value (a usage object is a few hundred), of a key, and nesting followed to a wanted one. */
-const PICK_MAX = 16 * 1024;
-const KEY_MAX = 64;
-const DEPTH_MAX = 64;
 
 /** The output a call is counted at when its request set no maximum: the most any model of the table can write. */
 export const OUTPUT_BOUND = 128_000;
@@ -43,231 +40,6 @@ const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[]
     counts: ['promptTokenCount', 'candidatesTokenCount', 'cachedContentTokenCount', 'thoughtsTokenCount'],
   },
 };
-
-/** One object or array on the way to a wanted path: only these are read key by key. */
-interface Frame {
-  array: boolean;
-  /** The keys that lead here, joined by "." (arrays not counted). */
-  path: string;
-  /** The key whose value comes next (an object's), null when unreadable (too long). */
-  key: string | null;
-}
-
-/**
- * The raw text of each value at the wanted key paths (keys joined by ".", arrays not counted), as each ends. Only the
- * objects on the way to a wanted path are read key by key; any other value is skipped whole, its strings to their
- * closing quote.
- */
-class JsonPicker {
-  private readonly stack: Frame[] = [];
-  private readonly wanted: ReadonlySet<string>;
-  /** The paths that lead to a wanted one ("" is the top). */
-  private readonly leading: ReadonlySet<string>;
-  /** The paths below the top that lead to a wanted one, as their objects are entered. */
-  private readonly entered = new Set<string>();
-  private expectKey = false;
-  private inString = false;
-  private escaped = false;
-  /** The key being read (a string in a followed object), else null. */
-  private key: number[] | null = null;
-  /** A value skipped or captured: open while `inValue`, its nesting (0 for a string or a bare scalar). */
-  private inValue = false;
-  private scalar = false;
-  private nest = 0;
-  private capturePath: string | null = null;
-  private captured: number[] = [];
-  /**
-   * Something could hide a wanted value from this reader: a key spelled with an escape where a wanted key may be,
-   * objects nested past DEPTH_MAX on the way, or a wanted value longer than PICK_MAX.
-   */
-  doubtful = false;
-  readonly picks: Array<{ path: string; text: string }> = [];
-  private readonly one = new Uint8Array(1);
-
-  /** Other spellings the API reads as one key (Gemini's snake_case): read as that key, so a second is a repeat. */
-  private readonly aliases: ReadonlyMap<string, string>;
-
-  constructor(wanted: ReadonlySet<string>, aliases: ReadonlyMap<string, string> = new Map()) {
-    this.wanted = wanted;
-    this.aliases = aliases;
-    const leading = new Set(['']);
-    for (const path of wanted) {
-      const keys = path.split('.');
-      for (let n = 1; n < keys.length; n++) leading.add(keys.slice(0, n).join('.'));
-    }
-    this.leading = leading;
-  }
-
-  byte(b: number): void {
-    this.one[0] = b;
-    this.push(this.one);
-  }
-
-  push(bytes: Uint8Array): void {
-    for (let i = 0; i < bytes.length; i++) {
-      if (this.inString) i = this.string(bytes, i);
-      else if (this.inValue) this.valueByte(bytes[i]!);
-      else this.structure(bytes[i]!);
-    }
-  }
-
-  /** Reads a string from `i` to its closing quote or the chunk's end; returns the last index read. */
-  private string(bytes: Uint8Array, i: number): number {
-    let from = i;
-    if (this.escaped) {
-      this.escaped = false;
-      from = i + 1;
-    }
-    for (;;) {
-      // The next quote closes the string unless an odd run of backslashes before it escapes it: the escapes between
-      // (`\n`, `\\`: a request's text is full of them) cost nothing apart.
-      const quote = bytes.indexOf(0x22, from);
-      const end = quote < 0 ? bytes.length : quote;
-      let run = 0;
-      while (end - run - 1 >= from && bytes[end - run - 1] === 0x5c) run += 1;
-      // An escape may spell a wanted key (`"max_tok\u0065ns"`): what it names is not known, so neither is the value.
-      // Known at the first backslash, and each byte looked at once (a key of escaped quotes is no rescan).
-      if (this.key !== null && !this.doubtful && bytes.subarray(from, end).includes(0x5c)) this.doubtful = true;
-      if (quote >= 0 && run % 2 === 1) {
-        from = quote + 1;
-        continue;
-      }
-      if (quote < 0) {
-        // A backslash that ends the chunk escapes the first byte of the next.
-        this.escaped = run % 2 === 1;
-        this.keep(bytes, i, bytes.length);
-        return bytes.length - 1;
-      }
-      this.keep(bytes, i, quote + (this.key === null ? 1 : 0));
-      this.inString = false;
-      if (this.key !== null) this.keyRead();
-      else if (this.nest === 0) this.valueEnds();
-      return quote;
-    }
-  }
-
-  /** Bytes of a key, or of a captured value, within their bounds. */
-  private keep(bytes: Uint8Array, from: number, to: number): void {
-    const into = this.key ?? (this.capturePath !== null ? this.captured : null);
-    if (into === null) return;
-    const room = (this.key !== null ? KEY_MAX + 1 : PICK_MAX + 1) - into.length;
-    for (let i = from; i < Math.min(to, from + Math.max(0, room)); i++) into.push(bytes[i]!);
-    if (this.key === null && this.captured.length > PICK_MAX) {
-      // Too long to be a value the meter reads: skipped, and a wanted value it could be is not known.
-      this.doubtful = true;
-      this.capturePath = null;
-      this.captured = [];
-    }
-  }
-
-  private keepByte(b: number): void {
-    if (this.capturePath === null) return;
-    this.one[0] = b;
-    this.keep(this.one, 0, 1);
-  }
-
-  private keyRead(): void {
-    const top = this.stack.at(-1);
-    const bytes = this.key!;
-    this.key = null;
-    if (!top) return;
-    const key = bytes.length <= KEY_MAX ? Buffer.from(bytes).toString('utf8') : null;
-    top.key = key === null ? null : (this.aliases.get(key) ?? key);
-  }
-
-  /** A byte of a value skipped or captured, outside its strings. */
-  private valueByte(b: number): void {
-    if (this.scalar) {
-      // A number or literal ends at what follows it, which the frame holding it reads.
-      if (b === 0x2c || b === 0x7d || b === 0x5d || b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d) {
-        this.valueEnds();
-        this.structure(b);
-        return;
-      }
-      this.keepByte(b);
-      return;
-    }
-    this.keepByte(b);
-    if (b === 0x22) this.inString = true;
-    else if (b === 0x7b || b === 0x5b) this.nest += 1;
-    else if (b === 0x7d || b === 0x5d) {
-      this.nest -= 1;
-      if (this.nest === 0) this.valueEnds();
-    }
-  }
-
-  private valueEnds(): void {
-    if (this.capturePath !== null) {
-      this.picks.push({ path: this.capturePath, text: Buffer.from(this.captured).toString('utf8') });
-    }
-    this.inValue = false;
-    this.capturePath = null;
-    this.captured = [];
-  }
-
-  /** A byte between the keys and values of the objects and arrays on the way to a wanted path. */
-  private structure(b: number): void {
-    switch (b) {
-      case 0x7d: // }
-      case 0x5d: // ]
-        this.stack.pop();
-        this.expectKey = false;
-        return;
-      case 0x2c: // ,
-        this.expectKey = this.stack.at(-1)?.array === false;
-        return;
-      case 0x3a: // :
-        this.expectKey = false;
-        return;
-      case 0x20: case 0x09: case 0x0a: case 0x0d:
-        return;
-      case 0x22: // "
-        if (this.expectKey) {
-          this.inString = true;
-          this.key = [];
-          return;
-        }
-    }
-    // Where a key must start, any other byte is no JSON this reader walks (a NUL of UTF-16): what it says is not known.
-    if (this.expectKey) this.doubtful = true;
-    else this.valueStarts(b);
-  }
-
-  /** A value's first byte: captured at a wanted path, followed on the way to one, else skipped whole. */
-  private valueStarts(b: number): void {
-    const top = this.stack.at(-1);
-    const path = !top ? '' : top.array ? top.path : top.key === null ? null : joinKey(top.path, top.key);
-    const container = b === 0x7b || b === 0x5b;
-    if (path !== null && path !== '' && !this.wanted.has(path) && this.leading.has(path)) {
-      // A second value, or one not an object, where an object leads to a wanted key (`generationConfig`): the API
-      // may read the one without that key.
-      if (b !== 0x7b || this.entered.has(path)) this.doubtful = true;
-      this.entered.add(path);
-    }
-    if (path !== null && container && !this.wanted.has(path) && this.leading.has(path)) {
-      if (this.stack.length < DEPTH_MAX) {
-        this.stack.push({ array: b === 0x5b, path, key: null });
-        this.expectKey = b === 0x7b;
-        return;
-      }
-      this.doubtful = true;
-    }
-    this.inValue = true;
-    this.scalar = !container && b !== 0x22;
-    this.nest = container ? 1 : 0;
-    this.inString = b === 0x22;
-    this.capturePath = path !== null && this.wanted.has(path) ? path : null;
-    this.captured = this.capturePath === null ? [] : [b];
-  }
-
-  /** A value still open at the end of the text was cut short, and is dropped. */
-  finish(): void {
-    this.capturePath = null;
-    this.captured = [];
-  }
-}
-
-const joinKey = (path: string, key: string): string => (path === '' ? key : `${path}.${key}`);
 
 /** Absent is 0; anything but a whole number in range makes the usage unknown. */
 function count(o: Record<string, unknown>, key: string, bad: string[]): number {
@@ -318,6 +90,9 @@ export interface Asked {
   /** The answers it asks for (OpenAI's `n`, Gemini's `candidateCount`; 1 when absent), each up to `maxOutput`. */
   choices: number;
   bytes: number;
+  /** Only when what it asked is not known for certain (its bounds may be low): why. A call counted at those bounds
+   * marks the run's spending doubtful (MeteredCall `doubt`). */
+  doubt?: string;
 }
 
 /** Bytes of a request body read for what it asked (a coding agent's is about 1 MB at a full context, more with
@@ -336,6 +111,13 @@ const ASKED_CHOICES: Record<Family, readonly string[]> = {
   openai: ['n'],
   gemini: ['generationConfig.candidateCount'],
 };
+// Input the API keeps and the request's bytes do not show (OpenAI's Responses: a stored response or conversation
+// continued): the call's input is not bounded by its bytes (docs/gate.md "Metered cost").
+const ASKED_KEPT: Record<Family, readonly string[]> = {
+  anthropic: [],
+  openai: ['previous_response_id', 'conversation'],
+  gemini: [],
+};
 // Gemini's API reads a field in snake_case as in camelCase (`generation_config.max_output_tokens`).
 const ASKED_ALIASES: Record<Family, ReadonlyMap<string, string>> = {
   anthropic: new Map(),
@@ -348,19 +130,25 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const family = familyOf(route, endpoint);
   const maxKeys = ASKED_MAX[family];
   const choiceKeys = ASKED_CHOICES[family];
-  const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys]), ASKED_ALIASES[family]);
+  const keptKeys = ASKED_KEPT[family];
+  const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys, ...keptKeys]), ASKED_ALIASES[family]);
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
   let picks = 0;
   // A body encoded (gzip) or not starting with `{` past whitespace (a UTF-8 BOM, UTF-16, a form) is not one this
   // reader walks, though the API may read it: what it asked is not known.
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].trim() : '';
-  let unread = encoding !== '' && encoding.toLowerCase() !== 'identity';
+  let unread = encoding !== '' && encoding.toLowerCase() !== 'identity'
+    ? `the request body is ${encoding.slice(0, 40)}-encoded` : null;
   let started = false;
   // The agent writes the request: past ASKED_READ_MAX bytes or ASKED_PICKS_MAX values (a key repeated without end),
   // at a wanted value that is no whole number (or no string, for the model), or where the picker is in doubt (an
   // escaped key, nesting past its depth) the reader stops, and what the API may read there counts as unknown (the
   // larger bounds): the reader cannot tell which of two spellings the API takes.
-  const stopped = (): boolean => unread || picker.doubtful || asked.bytes > ASKED_READ_MAX || picks > ASKED_PICKS_MAX;
+  const stopped = (): string | null => unread
+    ?? (picker.doubtful ? 'a key or value it cannot read for certain (an escaped key, a second generationConfig, ' +
+      'a value past 16 KB, nesting past 64 levels)' : null)
+    ?? (asked.bytes > ASKED_READ_MAX ? 'a body past 32 MiB' : null)
+    ?? (picks > ASKED_PICKS_MAX ? 'more than 64 values of the keys the gate reads' : null);
   const take = (): void => {
     picks += picker.picks.length;
     for (const { path, text } of picker.picks.splice(0)) {
@@ -369,9 +157,14 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       if (path === 'model') {
         const model = str(value)?.slice(0, 200) ?? null;
         // A model named twice, differently: which the API takes is not known.
-        if (model === null || (asked.model !== null && asked.model !== model)) unread = true;
+        if (model === null || (asked.model !== null && asked.model !== model)) {
+          unread ??= 'a model named twice or not by name';
+        }
         asked.model = model;
-      } else if (!whole) unread = true;
+      } else if (keptKeys.includes(path)) {
+        // Read, not stopped at: the model and maximum are still known; only the input is not.
+        if (value !== null) asked.doubt ??= `its request continues input the API keeps (${path})`;
+      } else if (!whole) unread ??= 'a maximum or count of answers that is no whole number';
       // A key given twice is read by the API as one of them: the larger bounds both.
       else if (maxKeys.includes(path)) asked.maxOutput = Math.max(asked.maxOutput ?? 0, value);
       else asked.choices = Math.max(asked.choices, value);
@@ -382,9 +175,9 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       if (!started) {
         const first = chunk.findIndex((b) => b !== 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d);
         started = first >= 0;
-        if (started && chunk[first] !== 0x7b) unread = true;
+        if (started && chunk[first] !== 0x7b) unread ??= 'a body that is no JSON object';
       }
-      if (!stopped()) {
+      if (stopped() === null) {
         picker.push(chunk);
         take();
       }
@@ -393,10 +186,13 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
     read(): Asked {
       picker.finish();
       take();
-      if (!stopped()) return { ...asked };
+      const why = stopped();
+      if (why === null) return { ...asked };
       // One answer, not the family's most (128 for OpenAI's n): counting a request not read at 128 answers at the
-      // table's highest price let one cheap call with an escaped key count $1,229 toward the server's day cap.
-      return { model: null, maxOutput: null, choices: 1, bytes: asked.bytes };
+      // table's highest price let one cheap call with an escaped key count $1,229 toward the server's day cap. The
+      // doubt fails the run closed instead (budgets.ts RunSpend): its next call is refused under a budget.
+      const doubt = `its request was not read: ${why}`;
+      return { model: null, maxOutput: null, choices: 1, bytes: asked.bytes, doubt };
     },
   };
 }
@@ -410,33 +206,39 @@ const pathModel = (endpoint: string): string | null =>
  * A generation call whose usage was not all read, counted at what was (`read`: the input's counts, a lower output
  * figure) and its bounds for the rest (docs/gate.md "Metered cost"): input not read at the request's bytes (a token
  * stands for at least one byte), output at `maxOutput` (null: OUTPUT_BOUND) for each answer asked; priced by the
- * model named, else at the table's highest prices.
+ * model named, else at the highest prices of its vendor's rows (of the whole table when its vendor is not known).
  */
 function boundedCall(
-  prices: PriceTable, asked: Asked, model: string | null, read: CallTokens | null, maxOutput: number | null,
-  unknown: string,
+  prices: PriceTable, vendor: Vendor | null, asked: Asked, model: string | null, read: CallTokens | null,
+  maxOutput: number | null, unknown: string,
 ): MeteredCall {
   const counted = {
     model: model ?? asked.model, tokens_in: read ? read.tokens_in : asked.bytes,
     tokens_out: Math.max(read?.tokens_out ?? 0, (maxOutput ?? OUTPUT_BOUND) * asked.choices),
     cache_read: read?.cache_read ?? 0, cache_write: read?.cache_write ?? 0,
   };
-  const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
-  return { ...counted, usd: price ? costAt(price, counted) : null, unknown };
+  const price = counted.model === null ? highestPrice(prices, vendor) : priceOf(prices, counted.model);
+  const usd = price ? costAt(price, counted) : null;
+  return { ...counted, usd, unknown, ...(asked.doubt !== undefined ? { doubt: asked.doubt } : {}) };
 }
 
 /** A generation call whose request was sent and whose answer never came (the client or the gate gave up first): the
  * API may have run it to its end. */
-export function unansweredCall(endpoint: string, asked: Asked, prices: PriceTable): MeteredCall {
+export function unansweredCall(
+  endpoint: string, asked: Asked, prices: PriceTable, vendor: Vendor | null = null,
+): MeteredCall {
   const unknown = 'the call ended before its answer came';
-  return boundedCall(prices, asked, pathModel(endpoint), null, asked.maxOutput, unknown);
+  return boundedCall(prices, vendor, asked, pathModel(endpoint), null, asked.maxOutput, unknown);
 }
 
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
-/** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
+/** A meter for one response, JSON or SSE by its type, priced by `prices` (a call naming no model: at `vendor`'s
+ * highest row when the route reaches that vendor's own API, model-apis.ts routeVendor); anything else is of unknown
+ * usage. */
 export function usageMeter(
   route: string, endpoint: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
+  vendor: Vendor | null = null,
 ) {
   const family = familyOf(route, endpoint);
   const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
@@ -547,7 +349,7 @@ export function usageMeter(
       // A whole response with no usage at all was asked so by the agent (no `stream_options.include_usage`), which
       // also wrote the maximum the gate read: its output counts at OUTPUT_BOUND.
       const read = inputSeen && bad.length === 0 ? tokens : null;
-      return boundedCall(prices, asked, tokens.model, read, none ? null : asked.maxOutput, unknown);
+      return boundedCall(prices, vendor, asked, tokens.model, read, none ? null : asked.maxOutput, unknown);
     },
   };
 }

@@ -77,6 +77,7 @@ function readMetered(value: unknown): MeteredCost | null {
   return {
     cost_usd: figure(o.cost_usd), tokens_in: count(o.tokens_in), tokens_out: count(o.tokens_out),
     calls: count(o.calls), unpriced: count(o.unpriced), unknown: count(o.unknown),
+    ...(count(o.doubtful) > 0 ? { doubtful: count(o.doubtful) } : {}),
   };
 }
 

@@ -126,6 +126,11 @@ function gateBudgetStop(gate: PodGateNetwork): string | null {
   if (m.unpriced > 0) {
     return `Stopped at the max_usd budget of ${budget}: the gate could not price ${m.unpriced} model call(s)`;
   }
+  // So does a call counted at bounds its request could not set for certain: its cost may be more.
+  if (m.doubtful) {
+    return `Stopped at the max_usd budget of ${budget}: the gate could not count ${m.doubtful} model call(s) ` +
+      'for certain';
+  }
   if (m.cost_usd === null || m.cost_usd < gate.maxUsd) return null;
   return `Stopped at the max_usd budget: spent $${m.cost_usd.toFixed(2)} of ${budget}, metered by the gate`;
 }

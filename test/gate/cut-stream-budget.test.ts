@@ -22,6 +22,7 @@ const SECRET = Buffer.from('cut-stream-budget-secret-0123456789abcdef');
 const event = (name: string, data: unknown): string => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
 const MESSAGE_START = event('message_start', { type: 'message_start', message: { model: 'claude-haiku-4-5', usage: {
   input_tokens: 10_000, output_tokens: 1, cache_read_input_tokens: 2_000, cache_creation_input_tokens: 0 } } });
+const FINAL = event('message_delta', { type: 'message_delta', usage: { output_tokens: 900 } });
 const OVERLOADED = event('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } });
 // What the agent's CLI sends: the model and its output maximum, which bounds what a cut call wrote.
 const ASK = JSON.stringify({
@@ -32,7 +33,7 @@ const ASK = JSON.stringify({
 const CUT_USD = (10_000 * 1 + 2_000 * 0.1 + 1_000 * 5) / 1e6;
 
 /** One call through the gate; resolves when the client's side closes, however it ends (a cut stream ends no body). */
-function modelCall(port: number, credential: string, path: string, abortAfterFirstChunk = false):
+function modelCall(port: number, credential: string, path: string, abortAfterFirstChunk = false, ask = ASK):
 Promise<{ status: number; body: string }> {
   return new Promise((resolve) => {
     let status = 0;
@@ -52,13 +53,14 @@ Promise<{ status: number; body: string }> {
       res.on('close', () => resolve({ status, body }));
     });
     req.on('error', () => resolve({ status, body }));
-    req.end(ASK);
+    req.end(ask);
   });
 }
 
 /** The model API stand-in, its Messages API at `/v1/<how>/messages`: `cut`: message_start, then the connection
  * closes; `overloaded`: message_start, then the API's error event and a clean end; `held-open`: message_start, then
- * nothing until the client goes; `silent`: no answer at all (`silent` counts the requests it read whole). */
+ * nothing until the client goes; `silent`: no answer at all (`silent` counts the requests it read whole); `whole`:
+ * message_start, then the final usage. */
 const silent = { read: 0 };
 async function startModel(): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {
@@ -69,6 +71,7 @@ async function startModel(): Promise<{ server: Server; port: number }> {
       res.write(MESSAGE_START);
       if (req.url === '/v1/cut/messages') setImmediate(() => res.socket?.destroy());
       else if (req.url === '/v1/overloaded/messages') res.end(OVERLOADED);
+      else if (req.url === '/v1/whole/messages') res.end(FINAL);
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -264,6 +267,25 @@ describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
     }
   });
 
+  it('keeps a run\'s doubted count across a restart: its next call is still refused', () => {
+    const state = mkdtempSync(join(tmpdir(), 'svc-gate-state-doubt-'));
+    try {
+      const who = { job: 'j', run: 'r-doubt', repo: 'acme/web', maxUsd: 50, expiresAt: Date.now() + 3600_000 };
+      const asker = { policy: parseGatePolicy({}), who, span: null };
+      const first = sharedMeter({ SVC_GATE_STATE_DIR: state });
+      assert.equal(first.meter.refusal(asker), null);
+      first.count({ ...arrivingRecord('model', asker), metered: { model: null, tokens_in: 1, tokens_out: 1,
+        cache_read: 0, cache_write: 0, usd: 0.01, unknown: 'the response ended before its final usage',
+        doubt: 'its request was not read: a body past 32 MiB' } });
+      const again = sharedMeter({ SVC_GATE_STATE_DIR: state }).meter.refusal(asker);
+      assert.equal(again, 'the run\'s budget of $50.00 cannot be kept: a model call may have cost more than its ' +
+        'bounds (its request was not read: a body past 32 MiB), so the gate cannot count what the run spent; the run ' +
+        'stops here');
+    } finally {
+      rmSync(state, { recursive: true, force: true });
+    }
+  });
+
   it('refuses to start on a state file it cannot read, naming it', () => {
     const bad = mkdtempSync(join(tmpdir(), 'svc-gate-state-bad-'));
     try {
@@ -274,5 +296,72 @@ describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
     } finally {
       rmSync(bad, { recursive: true, force: true });
     }
+  });
+});
+
+describe('a run whose call was counted at bounds its request could not set for certain', () => {
+  let gate: Gate;
+  let model: Server;
+  const egressLog: EgressRecord[] = [];
+  // The agent asks 128 answers behind an escaped key: the gate cannot tell, counts one answer, and doubts the count.
+  const HIDDEN = '{"model":"claude-haiku-4-5","max_tokens":1000,"\\u006e":128,"messages":[]}';
+
+  before(async () => {
+    const stand = await startModel();
+    model = stand.server;
+    gate = await startSharedGate({ SVC_BUDGET_SERVER_DAY_USD: '1000' }, stand.port, egressLog);
+  });
+
+  after(async () => {
+    await gate.close();
+    model.closeAllConnections();
+    model.close();
+  });
+
+  const call = (credential: string, path: string, ask = ASK) => modelCall(gate.port ?? 0, credential, path, false, ask);
+  const metered = (job: string, n: number) =>
+    waitFor(() => egressLog.filter((r) => r.run === `r-${job}` && r.metered).length >= n, `${n} metered calls`);
+  const DOUBT = 'a model call may have cost more than its bounds (its request was not read: a key or value it cannot ' +
+    'read for certain (an escaped key, a second generationConfig, a value past 16 KB, nesting past 64 levels)), so ' +
+    'the gate cannot count what the run spent; the run stops here';
+
+  it('lets the call through once, then refuses the run\'s next call under its budget, and says so in its cost',
+    async () => {
+      const credential = mint('doubted', 'acme/doubt', 50);
+      assert.equal((await call(credential, 'cut', HIDDEN)).status, 200);
+      await metered('doubted', 1);
+      const m = egressLog.find((r) => r.run === 'r-doubted')?.metered;
+      assert.equal(m?.doubt, 'its request was not read: a key or value it cannot read for certain (an escaped key, ' +
+        'a second generationConfig, a value past 16 KB, nesting past 64 levels)');
+      assert.ok((m?.usd ?? 0) < 50, 'one answer, well under the run\'s $50');
+      const refused = await call(credential, 'overloaded');
+      assert.equal(refused.status, 429);
+      assert.equal(refused.body, `svc gate: the run's budget of $50.00 cannot be kept: ${DOUBT}\n`);
+      const answer = await gateRequest({ port: gate.port ?? 0 }, `/_job/${credential}/_egress`);
+      const egress = JSON.parse(answer.body) as { metered: { calls: number; unpriced: number; doubtful?: number } };
+      assert.deepEqual([egress.metered.calls, egress.metered.unpriced, egress.metered.doubtful], [1, 0, 1]);
+    });
+
+  it('refuses the next call of a run without a budget of its own under a day cap, naming the cap', async () => {
+    const credential = mint('capped', 'acme/capped');
+    assert.equal((await call(credential, 'cut', HIDDEN)).status, 200);
+    await metered('capped', 1);
+    const refused = await call(credential, 'overloaded');
+    assert.equal(refused.status, 429);
+    assert.equal(refused.body, `svc gate: this server's daily budget of $1000.00 cannot be kept: ${DOUBT}\n`);
+  });
+
+  it('leaves a clean cut call, and a doubted request whose answer said its usage, to call again', async () => {
+    const clean = mint('clean', 'acme/clean', 50);
+    assert.equal((await call(clean, 'cut')).status, 200);
+    await metered('clean', 1);
+    assert.equal(egressLog.find((r) => r.run === 'r-clean')?.metered?.doubt, undefined);
+    assert.equal((await call(clean, 'overloaded')).status, 200);
+    const whole = mint('whole', 'acme/whole', 50);
+    assert.equal((await call(whole, 'whole', HIDDEN)).status, 200);
+    await metered('whole', 1);
+    const m = egressLog.find((r) => r.run === 'r-whole')?.metered;
+    assert.deepEqual([m?.tokens_out, m?.unknown, m?.doubt], [900, null, undefined], 'the API counted every answer');
+    assert.equal((await call(whole, 'overloaded')).status, 200);
   });
 });

@@ -8,9 +8,9 @@ import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
-import { generationEndpoint, modelPath, modelRoute } from '../../src/gate/model-apis.ts';
+import { generationEndpoint, modelPath, modelRoute, routeVendor } from '../../src/gate/model-apis.ts';
 import { highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
-import { OUTPUT_BOUND, requestMeter, usageMeter } from '../../src/gate/usage.ts';
+import { OUTPUT_BOUND, requestMeter, unansweredCall, usageMeter, type Asked } from '../../src/gate/usage.ts';
 import { reachedBudget, refusalText } from '../../src/gate/budgets.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { gateRequest, recordingConnect, tempDir } from './helpers.ts';
@@ -81,6 +81,16 @@ const GEMINI_JSON = JSON.stringify({
 const GEMINI_USD = (2000 * 0.3 + 1000 * 0.03 + 500 * 2.5) / 1e6;
 const GEMINI_SSE = [1, 2].map((n) => `data: ${JSON.stringify({ candidates: [{ content: { parts: [{ text: `${n}` }] } }],
   usageMetadata: { promptTokenCount: 3000, candidatesTokenCount: 100 * n } })}\r\n\r\n`).join('');
+
+/** A request the reader stopped at: what it asked unknown (one answer of OUTPUT_BOUND at the table's top), and why. */
+function assertNotRead(got: Asked, why: string, message?: string): void {
+  const { doubt, ...rest } = got;
+  assert.deepEqual({ ...rest, bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 }, message);
+  assert.equal(doubt, `its request was not read: ${why}`, message);
+}
+const ESCAPED = 'a key or value it cannot read for certain (an escaped key, a second generationConfig, a value past ' +
+  '16 KB, nesting past 64 levels)';
+const NOT_WHOLE = 'a maximum or count of answers that is no whole number';
 
 describe('metered cost at the gate', () => {
   const tmp = tempDir();
@@ -306,12 +316,12 @@ describe('metered cost at the gate', () => {
   it('stops reading a request past 64 values or 4 MiB, and counts what a later value could change as unknown', () => {
     const repeated = requestMeter('anthropic', ENDPOINT_anthropic, {});
     repeated.push(Buffer.from(`{${'"max_tokens":1,'.repeat(65)}"model":"claude-haiku-4-5"}`));
-    assert.deepEqual(repeated.read(), { model: null, maxOutput: null, choices: 1, bytes: 15 * 65 + 28 });
+    assertNotRead(repeated.read(), 'more than 64 values of the keys the gate reads');
     const long = requestMeter('anthropic', ENDPOINT_anthropic, {});
     long.push(Buffer.from('{"model":"claude-haiku-4-5","max_tokens":10,"messages":"'));
     for (let i = 0; i < 33; i++) long.push(Buffer.alloc(1024 * 1024, 0x61));
     long.push(Buffer.from('","max_tokens":1}'));
-    assert.deepEqual({ ...long.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 });
+    assertNotRead(long.read(), 'a body past 32 MiB');
     const short = requestMeter('anthropic', ENDPOINT_anthropic, {});
     short.push(Buffer.from(`{${'"max_tokens":1,'.repeat(63)}"model":"claude-haiku-4-5"}`));
     assert.deepEqual({ ...short.read(), bytes: 0 }, { model: 'claude-haiku-4-5', maxOutput: 1, choices: 1, bytes: 0 });
@@ -330,6 +340,26 @@ describe('metered cost at the gate', () => {
       assert.deepEqual([cut.tokens_in, cut.tokens_out, cut.unknown], [3000, OUTPUT_BOUND,
         'the response ended before its final usage']);
     });
+
+  it('counts a call naming no model at its vendor\'s highest row when the route reaches the vendor\'s own API, else ' +
+    'at the whole table\'s', () => {
+    const asked = { model: null, maxOutput: null, choices: 1, bytes: 1000 };
+    const sse = { 'content-type': 'text/event-stream' };
+    const top = highestPrice(PRICES);
+    // OpenAI's rows: gpt-4o's $2.50 input, $10 output are its highest; Gemini's: gemini-2.5-pro's $1.25 and $10.
+    const openai = usageMeter('openai', '/v1/responses', sse, PRICES, 'openai').end(asked, false);
+    close(openai.usd, (1000 * 2.5 + OUTPUT_BOUND * 10) / 1e6);
+    const gemini = unansweredCall('/v1beta/models:streamGenerateContent', asked, PRICES, 'gemini');
+    close(gemini.usd, (1000 * 1.25 + OUTPUT_BOUND * 10) / 1e6);
+    const unsure = usageMeter('openai', '/v1/responses', sse, PRICES, null).end(asked, false);
+    close(unsure.usd, (1000 * top.input + OUTPUT_BOUND * top.output) / 1e6);
+    const key = (name: string, base: string) => routeVendor(modelRoute(name, base, 'x-api-key', 'k'));
+    assert.deepEqual([key('anthropic', 'https://api.anthropic.com'), key('openai', 'https://api.openai.com/v1'),
+      key('gemini', 'https://generativelanguage.googleapis.com')], ['anthropic', 'openai', 'gemini']);
+    // A base the operator moved (a proxy may serve any model), or an API serving many vendors' models: not known.
+    assert.deepEqual([key('anthropic', 'http://127.0.0.1:9'), key('openai', 'https://proxy.example/v1'),
+      key('openrouter', 'https://openrouter.ai')], [null, null, null]);
+  });
 
   it('counts each answer a request asks for (n, candidateCount) at the bound, and a whole response with no usage at ' +
     'OUTPUT_BOUND whatever maximum the agent wrote', async () => {
@@ -359,7 +389,7 @@ describe('metered cost at the gate', () => {
       ['gemini', '{"generationConfig":{"candidateCount":"8","maxOutputTokens":10}}']] as const) {
       const asked = requestMeter(route, route === 'gemini' ? ENDPOINT_gemini : ENDPOINT_openai, {});
       asked.push(Buffer.from(body));
-      assert.deepEqual({ ...asked.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 }, body);
+      assertNotRead(asked.read(), NOT_WHOLE, body);
     }
   });
 
@@ -370,19 +400,19 @@ describe('metered cost at the gate', () => {
       for (const piece of bytesOf(body, 5)) asked.push(piece);
       return { ...asked.read(), bytes: 0 };
     };
-    const stopped = { model: null, maxOutput: null, choices: 1, bytes: 0 };
-    for (const body of [
-      '{"model":"claude-haiku-4-5","max_tokens":100,"max_tok\\u0065ns":50000}',
-      '{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":"50000"}',
-      '{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":null}',
-      '{"model":"claude-haiku-4-5","max_tokens":100,"model":"claude-opus-4-1"}',
-      `{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":${'9'.repeat(20_000)}}`,
-      `${'['.repeat(70)}{"model":"claude-haiku-4-5","max_tokens":100}${']'.repeat(70)}`,
-    ]) assert.deepEqual(read('anthropic', body), stopped, body.slice(0, 80));
+    for (const [body, why] of [
+      ['{"model":"claude-haiku-4-5","max_tokens":100,"max_tok\\u0065ns":50000}', ESCAPED],
+      ['{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":"50000"}', NOT_WHOLE],
+      ['{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":null}', NOT_WHOLE],
+      ['{"model":"claude-haiku-4-5","max_tokens":100,"model":"claude-opus-4-1"}', 'a model named twice or not by name'],
+      [`{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":${'9'.repeat(20_000)}}`, ESCAPED],
+      [`${'['.repeat(70)}{"model":"claude-haiku-4-5","max_tokens":100}${']'.repeat(70)}`,
+        'a body that is no JSON object'],
+    ]) assertNotRead(read('anthropic', body!), why!, body!.slice(0, 80));
     for (const body of ['{"generationConfig":{"maxOutputTokens":10,"maxOutput\\u0054okens":9000}}',
       '{"generationConfig":{"maxOutputTokens":10},"generationConfig":{"temperature":1}}',
       '{"generationConfig":{"maxOutputTokens":10},"generationConfig":null}']) {
-      assert.deepEqual(read('gemini', body), stopped, body);
+      assertNotRead(read('gemini', body), ESCAPED, body);
     }
     // Nesting in a message is skipped whole, however deep: the maximum after it is read.
     const deep = `{"model":"claude-haiku-4-5","max_tokens":100,"messages":${'['.repeat(100)}${']'.repeat(100)},` +
@@ -455,6 +485,22 @@ describe('metered cost at the gate', () => {
     }
   });
 
+  it('meters a generation whose raw path ends like a free call, and leaves free calls free, as the API reads the path',
+    async () => {
+    const answer = { type: 'application/json', pieces: ['{"candidates":[]}'] };
+    // The API drops ";…" from a segment: this is generateContent to it, whatever its raw path ends with.
+    const { rec } = await call('/_model/gemini/v1beta/models/gemini-2.5-pro:generateContent;:countTokens', answer,
+      'POST', '{"contents":[]}');
+    assert.deepEqual([rec.metered?.model, rec.metered?.tokens_out, rec.metered?.unknown],
+      ['gemini-2.5-pro', OUTPUT_BOUND, 'the response carried no usage']);
+    const counted = { type: 'application/json', pieces: ['{"totalTokens":12}'] };
+    for (const path of ['/_model/gemini/v1beta/models/gemini-2.5-pro:countTokens',
+      '/_model/anthropic/v1/messages/count_tokens?beta=true', '/_model/anthropic/v1/messages//count_tokens']) {
+      const free = await call(path, counted, 'POST', '{"contents":[]}');
+      assert.equal(free.rec.metered, undefined, path);
+    }
+  });
+
   it('counts any method but GET or HEAD on a generation endpoint as a generation, and drops method overrides',
     async () => {
     const override = { 'x-http-method-override': 'POST', 'x-method-override': 'POST', 'x-http-method': 'POST' };
@@ -468,6 +514,26 @@ describe('metered cost at the gate', () => {
     assert.ok(!generationEndpoint('HEAD', '/v1/messages'));
   });
 
+  it('doubts the bound of a Responses call that continues input the API keeps, and still reads its model and maximum',
+    () => {
+    const kept = (body: string) => {
+      const asked = requestMeter('openai', '/v1/responses', {});
+      asked.push(Buffer.from(body));
+      return { ...asked.read(), bytes: 0 };
+    };
+    assert.deepEqual(kept('{"model":"gpt-5","max_output_tokens":100,"previous_response_id":"resp_1","input":[]}'),
+      { model: 'gpt-5', maxOutput: 100, choices: 1, bytes: 0,
+        doubt: 'its request continues input the API keeps (previous_response_id)' });
+    assert.equal(kept('{"model":"gpt-5","conversation":{"id":"conv_1"}}').doubt,
+      'its request continues input the API keeps (conversation)');
+    assert.deepEqual(kept('{"model":"gpt-5","previous_response_id":null,"store":false}'),
+      { model: 'gpt-5', maxOutput: null, choices: 1, bytes: 0 });
+    const meter = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);
+    const cut = meter.end(kept('{"model":"gpt-5","previous_response_id":"resp_1"}'), false);
+    assert.deepEqual([cut.model, cut.tokens_out, cut.doubt],
+      ['gpt-5', OUTPUT_BOUND, 'its request continues input the API keeps (previous_response_id)']);
+  });
+
   it('stops reading a request body it cannot walk: encoded, or not starting with "{" past whitespace', () => {
     const body = '{"model":"claude-haiku-4-5","max_tokens":10}';
     const read = (bytes: Buffer, headers: Record<string, string> = {}) => {
@@ -475,13 +541,12 @@ describe('metered cost at the gate', () => {
       for (let i = 0; i < bytes.length; i += 3) asked.push(bytes.subarray(i, i + 3));
       return { ...asked.read(), bytes: 0 };
     };
-    const stopped = { model: null, maxOutput: null, choices: 1, bytes: 0 };
     for (const [name, bytes] of [['BOM', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(body)])],
       ['UTF-16LE', Buffer.from(body, 'utf16le')], ['UTF-16BE', Buffer.from(body, 'utf16le').swap16()],
       ['form', Buffer.from('model=claude-haiku-4-5&max_tokens=10')]] as const) {
-      assert.deepEqual(read(bytes), stopped, name);
+      assertNotRead(read(bytes), name === 'UTF-16LE' ? ESCAPED : 'a body that is no JSON object', name);
     }
-    assert.deepEqual(read(Buffer.from(body), { 'content-encoding': 'gzip' }), stopped);
+    assertNotRead(read(Buffer.from(body), { 'content-encoding': 'gzip' }), 'the request body is gzip-encoded');
     const whole = { model: 'claude-haiku-4-5', maxOutput: 10, choices: 1, bytes: 0 };
     assert.deepEqual(read(Buffer.from(`  \r\n\t${body}`), { 'content-encoding': 'Identity' }), whole);
   });
@@ -491,7 +556,7 @@ describe('metered cost at the gate', () => {
     const asked = requestMeter('anthropic', ENDPOINT_anthropic, {});
     asked.push(Buffer.from('{"model":"claude-haiku-4-5","max_tokens":10,"'));
     for (let i = 0; i < 4; i++) asked.push(Buffer.from('\\"'.repeat(1000)));
-    assert.deepEqual({ ...asked.read(), bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 });
+    assertNotRead(asked.read(), ESCAPED);
     const value = requestMeter('anthropic', ENDPOINT_anthropic, {});
     const text = `{"model":"claude-haiku-4-5","messages":"${'\\"'.repeat(3000)}","max_tokens":10}`;
     for (const piece of bytesOf(text, 1000)) value.push(piece);
@@ -508,8 +573,8 @@ describe('metered cost at the gate', () => {
       { model: null, maxOutput: 65_536, choices: 8, bytes: 0 });
     assert.deepEqual(read('{"generationConfig":{"maxOutputTokens":1,"candidate_count":8,"max_output_tokens":900}}'),
       { model: null, maxOutput: 900, choices: 8, bytes: 0 });
-    assert.deepEqual(read('{"generationConfig":{"maxOutputTokens":1},"generation_config":{"max_output_tokens":9}}'),
-      { model: null, maxOutput: null, choices: 1, bytes: 0 });
+    assertNotRead(read('{"generationConfig":{"maxOutputTokens":1},"generation_config":{"max_output_tokens":9}}'),
+      ESCAPED);
   });
 
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {

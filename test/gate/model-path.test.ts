@@ -85,7 +85,8 @@ describe('egress gate model API paths', () => {
       ['/v1', '/Batches'], ['/v1', '/x/../batches'], ['/', '/v1/messages/%62atches'], ['/', '/v1/%ff'],
       ['/', '/v1beta/cachedContents'], ['/v1', '/images/generations'], ['/v1', '/threads/t1/runs'],
       ['/v1', '/batch/jobs'], ['/v1', '/batches;x=1'], ['/v1', '/batches.'], ['/v1', '/batches%20'],
-      ['/', '/v1beta/models/imagen:predict'],
+      ['/', '/v1beta/models/imagen:predict'], ['/v1', '/conversations'], ['/v1', '/conversations/c1/items'],
+      ['/v1', '/%63onversations'],
     ];
     for (const [base, rest] of refused) assert.ok('refused' in modelPath(base!, rest!), `${base} ${rest}`);
     for (const rest of ['/v1/messages', '/v1/messages/count_tokens', '/v1beta/models/g:streamGenerateContent']) {
