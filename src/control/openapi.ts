@@ -159,7 +159,7 @@ export const operations: readonly Op[] = [
   op('control', 'get', '/v1/stats/cost', 'getCostStats', 'stats',
     'Cost and tokens: total, unknown-cost runs, by provider, repo and day', { query: RANGE, ok: 'Open' }),
   op('control', 'get', '/v1/audit', 'listAudit', 'admin', 'Mutating actions as a hash chain, newest first', {
-    query: [...PAGE, ['verify', 'true: also re-check the whole chain (the answer\'s chain: {intact, first_broken_id})']],
+    query: [...PAGE, ['verify', 'true: also re-check the whole chain (chain: {intact, first_broken_id})']],
     ok: 'OpenPage',
   }),
   op('control', 'get', '/v1/config', 'getConfig', 'admin', 'Configuration (secrets redacted) and its version; ' +
