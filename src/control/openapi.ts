@@ -103,7 +103,7 @@ function op(
   return { server, method: verb, path, id, tag, summary, ...rest, ok };
 }
 
-/** Also what the MCP tools (mcp-tools.ts) take as their input. */
+/** Also what the MCP tools (mcp-tools.ts) take as their input, and each query's names what its handler accepts. */
 export const operations: readonly Op[] = [
   op('both', 'get', '/health', 'getHealth', 'health', 'Liveness: the process answers', { auth: 'none', ok: 'Status' }),
   op('both', 'get', '/ready', 'getReady', 'health',
@@ -147,14 +147,21 @@ export const operations: readonly Op[] = [
     ok: { status: 200, type: '*/*' }, also: [{ status: 304, type: null, description: 'If-None-Match named its ETag' }],
     errors: ['NotFound'],
   }),
-  op('control', 'get', '/v1/stream', 'streamAll', 'events', "Follow every run's events",
-    { query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['TooMany'] }),
+  op('control', 'get', '/v1/stream', 'streamAll', 'events', "Follow every run's events", {
+    query: [
+      ['after', 'event id', EVENT_ID], ['source', "only this source's runs", SEGMENT_SCHEMA],
+      ['run', 'only this run (with source)', SEGMENT_SCHEMA],
+    ],
+    ok: SSE, errors: ['TooMany'],
+  }),
   op('control', 'get', '/v1/stats', 'getStats', 'stats',
     'Counts by status and verdict, success rate, duration p50/p95, runs per day', { query: RANGE, ok: 'Open' }),
   op('control', 'get', '/v1/stats/cost', 'getCostStats', 'stats',
     'Cost and tokens: total, unknown-cost runs, by provider, repo and day', { query: RANGE, ok: 'Open' }),
-  op('control', 'get', '/v1/audit', 'listAudit', 'admin', 'Mutating actions as a hash chain, newest first',
-    { query: PAGE, ok: 'OpenPage' }),
+  op('control', 'get', '/v1/audit', 'listAudit', 'admin', 'Mutating actions as a hash chain, newest first', {
+    query: [...PAGE, ['verify', 'true: also re-check the whole chain (chain: {intact, first_broken_id})']],
+    ok: 'OpenPage',
+  }),
   op('control', 'get', '/v1/config', 'getConfig', 'admin', 'Configuration (secrets redacted) and its version; ' +
     'repos and providers (paths, commands) only to a caller loopback-only routes admit', { ok: 'Config' }),
   op('control', 'put', '/v1/config', 'putConfig', 'admin', 'Change settings: a partial object of settings, ' +
@@ -234,6 +241,13 @@ export const operations: readonly Op[] = [
 
 export const CONTROL_SERVER = { url: 'http://127.0.0.1:47821', description: 'Control Plane (svc control serve)' };
 export const TRIGGER_SERVER = { url: 'http://127.0.0.1:7373', description: 'Trigger server (svc trigger serve)' };
+
+const QUERY_KEYS = new Map(operations.map((o) => [o.id, (o.query ?? []).map(([name]) => name)]));
+
+/** The query parameters operation `id` takes (checkQueryKeys): one list for the handler and the document. */
+export function queryKeys(id: string): readonly string[] {
+  return QUERY_KEYS.get(id) ?? [];
+}
 
 /** `{}` in the list makes a scheme optional: the Control Plane needs its token only when it was given one. */
 const SECURITY: Record<Auth | 'control-token', unknown[]> = {

@@ -6,6 +6,8 @@ import { SEGMENT } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import type { RunRow } from '../db/run-types.ts';
 import type { RunsStore } from '../db/runs-store.ts';
+import { checkBodyKeys, requireJsonObject } from '../http/body.ts';
+import { schemas } from './openapi-schemas.ts';
 
 export function invalidParam(message: string): never {
   throw new HttpError('invalid_param', message);
@@ -35,6 +37,13 @@ export function storedRun(runs: Pick<RunsStore, 'get'>, { source, run }: { sourc
   const row = runs.get(source, run);
   if (!row) throw new HttpError('not_found', `Run ${source}/${run} not found`);
   return row;
+}
+
+/** A JSON object body with only the fields its OpenAPI schema names (an unknown one is 400): one list for both. */
+export function bodyFields(body: unknown, schema: 'StartRequest' | 'Answer' | 'RunTarget' | 'ImportRequest') {
+  const fields = requireJsonObject(body);
+  checkBodyKeys(fields, Object.keys(schemas[schema].properties));
+  return fields;
 }
 
 /** Strict query policy: an unknown parameter is a typo the caller wants to hear about, not a silent no-op. */

@@ -147,7 +147,8 @@ function probes(repo: string): Probe[] {
     c('POST', `${RUN_PATH}/pr`, 409, {}),
     c('GET', `${RUN_PATH}/events?limit=10`, 200), c('GET', `${RUN_PATH}/stream`, 200), c('GET', '/v1/stream?after=0', 200), c('GET', `${RUN_PATH}/artifact/diffstat.json`, 200),
     c('GET', `${RUN_PATH}/artifact/missing.txt`, 404),
-    c('GET', '/v1/stats', 200), c('GET', '/v1/stats/cost', 200), c('GET', '/v1/audit', 200),
+    c('GET', `/v1/stream?after=0&source=local&run=r000001`, 200),
+    c('GET', '/v1/stats', 200), c('GET', '/v1/stats/cost', 200), c('GET', '/v1/audit?verify=true', 200),
     c('GET', '/v1/config', 200), c('PUT', '/v1/config', 200, { retention_days: 30 }), c('PUT', '/v1/config', 409, {}, { 'if-match': '999' }),
     c('GET', '/v1/providers', 200), c('GET', '/v1/integrations', 200), c('GET', '/v1/notifications', 200),
     c('GET', '/v1/merge/queue', 200), c('POST', '/v1/merge/queue', 404, { source: 'local', run: 'r-none' }),
@@ -249,6 +250,11 @@ describe('real responses of every route match the document', () => {
       if (p.server === 'trigger' && p.path === '/jobs' && res.status === 202) lastJob = json.job_id;
       const problems = checkResponse(served, { method: p.method, path: p.path.split('?')[0]!, status: res.status, contentType: res.headers.get('content-type'), json });
       assert.deepEqual(problems, [], `${p.server} ${p.method} ${p.path}`);
+      // A query parameter the route took is one the document names for it.
+      const url = new URL(p.path, 'http://x');
+      const params: Array<{ in: string; name: string }> = findOperation(served, p.method, url.pathname)?.op.parameters ?? [];
+      const named = params.filter((q) => q.in === 'query').map((q) => q.name);
+      for (const key of url.searchParams.keys()) assert.ok(named.includes(key), `${p.method} ${p.path}: "${key}" is not documented`);
     }
   });
 

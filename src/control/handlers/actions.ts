@@ -4,11 +4,10 @@ import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start.ts';
 import { createHash } from 'node:crypto';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
-import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { invalidParam, runParams, storedRun } from '../params.ts';
+import { bodyFields, invalidParam, runParams, storedRun } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
 import { transaction } from '../../db/open.ts';
 import type { RunInput, RunRow } from '../../db/run-types.ts';
@@ -27,7 +26,6 @@ import { realOrNull } from '../../spawn/tree.ts';
 import { PROVIDER_NAME } from '../../engine/config.ts';
 import { formatTraceparent, parseTraceparent } from '../../trace.ts';
 import { actorOf, noteAudit } from '../audited.ts';
-import { schemas } from '../openapi-schemas.ts';
 
 type C = Ctx<ControlDeps>;
 
@@ -71,8 +69,7 @@ function checkInput(kind: (typeof INPUTS)[number], value: string, root: string):
 
 /** The body of POST /v1/start, read and checked (DESIGN §3). */
 function parseStart(deps: ControlDeps, body: unknown) {
-  const b = requireJsonObject(body);
-  checkBodyKeys(b, Object.keys(schemas.StartRequest.properties));
+  const b = bodyFields(body, 'StartRequest');
   const given = INPUTS.filter((k) => b[k] !== undefined);
   if (given.length !== 1) invalidParam('Give exactly one of "brief", "spec_path" or "issue_url"');
   const kind = given[0]!;
@@ -255,8 +252,7 @@ export const openRunPr = launchOnRun('pr', ['--open-pr']);
 
 export const answerRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
-  const body = requireJsonObject(ctx.body);
-  checkBodyKeys(body, Object.keys(schemas.Answer.properties));
+  const body = bodyFields(ctx.body, 'Answer');
   const { answer, origin } = body;
   if (typeof answer !== 'string' || answer.trim() === '' || Buffer.byteLength(answer) > MAX_ANSWER_BYTES) {
     invalidParam(`"answer" must be a non-empty string of at most ${MAX_ANSWER_BYTES} bytes`);

@@ -13,6 +13,7 @@ import { isLocalCaller, isLoopbackHost, safeEqual } from '../../http/guards.ts';
 import { SOURCES, signatureHeaderNames, type Outbound, type WebhookSource } from '../../webhook-sources.ts';
 import { knownKeys, publicKeyInfo } from '../../keys.ts';
 import { realOrNull } from '../../spawn/tree.ts';
+import { queryKeys } from '../openapi.ts';
 
 // One probe cache per running app, so tests with different PATHs never share answers.
 const probes = new WeakMap<ControlDeps, VersionProbe>();
@@ -81,7 +82,7 @@ export const listIntegrations: Handler<ControlDeps> = (ctx) => {
 };
 
 export const listNotifications: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, ['limit', 'cursor']);
+  checkQueryKeys(ctx.query, queryKeys('listNotifications'));
   const limit = parseLimit(ctx.query.get('limit'));
   const cursor = ctx.query.get('cursor');
   const after = cursor === null ? null : (decodeCursor(cursor, ['int', 'int']) as number[]);
@@ -148,7 +149,7 @@ function parseVerify(value: string | null): boolean {
 }
 
 export const listAudit: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, ['limit', 'cursor', 'verify']);
+  checkQueryKeys(ctx.query, queryKeys('listAudit'));
   const limit = parseLimit(ctx.query.get('limit'));
   const cursor = ctx.query.get('cursor');
   const verify = parseVerify(ctx.query.get('verify'));

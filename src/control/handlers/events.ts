@@ -4,6 +4,7 @@ import { TAKEN_OVER, jsonPage, type HandlerResult } from '../../http/respond.ts'
 import type { ControlDeps } from '../deps.ts';
 import { eventJson } from '../event-bus.ts';
 import { streamEvents } from '../event-stream.ts';
+import { queryKeys } from '../openapi.ts';
 import { checkQueryKeys, checkSegment, invalidParam, parseId, parseLimit, runParams, storedRun } from '../params.ts';
 
 function requireRun(ctx: Ctx<ControlDeps>): { source: string; run: string } {
@@ -21,7 +22,7 @@ function resumeAfter(ctx: Ctx<ControlDeps>, fallback: () => number): number {
 }
 
 export const listEvents: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, ['after', 'cursor', 'limit']);
+  checkQueryKeys(ctx.query, queryKeys('listEvents'));
   const { source, run } = requireRun(ctx);
   const after = ctx.query.get('after');
   const cursor = ctx.query.get('cursor');
@@ -34,13 +35,13 @@ export const listEvents: Handler<ControlDeps> = (ctx) => {
 };
 
 export const streamRun: Handler<ControlDeps> = async (ctx): Promise<HandlerResult> => {
-  checkQueryKeys(ctx.query, ['after']);
+  checkQueryKeys(ctx.query, queryKeys('streamRun'));
   await streamEvents(ctx.deps, ctx.res, requireRun(ctx), resumeAfter(ctx, () => 0));
   return TAKEN_OVER;
 };
 
 export const streamAll: Handler<ControlDeps> = async (ctx): Promise<HandlerResult> => {
-  checkQueryKeys(ctx.query, ['after', 'source', 'run']);
+  checkQueryKeys(ctx.query, queryKeys('streamAll'));
   const source = ctx.query.get('source');
   const run = ctx.query.get('run');
   if (run !== null && source === null) invalidParam('Parameter "run" needs "source"');

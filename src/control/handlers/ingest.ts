@@ -3,7 +3,6 @@
 // docs/control-data.md).
 import { lstatSync, realpathSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
@@ -11,12 +10,11 @@ import { contentTypeOf, OCTET_STREAM } from '../../http/static-files.ts';
 import { transaction } from '../../db/open.ts';
 import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
-import { invalidParam } from '../params.ts';
+import { bodyFields, invalidParam } from '../params.ts';
 import { validateBatch, validateEvent, validateRun, type IngestBatch } from '../ingest-validate.ts';
 import { storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
 import { isRegisteredProject } from '../action-rules.ts';
-import { schemas } from '../openapi-schemas.ts';
 import { listPlain, openPlainDirIn, openPlainPath, skipReason } from '../../engine/plain-tree.ts';
 import { readBindableRunKey, readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
 import { realOrNull } from '../../spawn/tree.ts';
@@ -192,7 +190,5 @@ function importProject(deps: ControlDeps, path: unknown) {
 }
 
 export const importRuns: Handler<ControlDeps> = (ctx) => {
-  const body = requireJsonObject(ctx.body);
-  checkBodyKeys(body, Object.keys(schemas.ImportRequest.properties));
-  return json(200, importProject(ctx.deps, body.path));
+  return json(200, importProject(ctx.deps, bodyFields(ctx.body, 'ImportRequest').path));
 };

@@ -2,12 +2,11 @@
 // re-checking every receipt first. It merges the pull request a run's receipt covers, and no other: the PR named by
 // pr_url must be in the receipt's repo on its branch, and GitHub is told the receipt's head commit.
 import { HttpError } from '../../http/http-error.ts';
-import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import { iso } from '../../iso-time.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkSegment, checkQueryKeys, storedRun } from '../params.ts';
+import { bodyFields, checkSegment, checkQueryKeys, storedRun } from '../params.ts';
 import { checkRunReceipt, type Signer } from '../run-receipt.ts';
 import { noteAudit } from '../audited.ts';
 import type { MergeEntry } from '../../db/control-stores.ts';
@@ -15,7 +14,6 @@ import type { Receipt } from '../../engine/receipt.ts';
 import { githubHeaders } from '../../engine/pr.ts';
 import { obj, str } from '../../untrusted.ts';
 import { errorMessage } from '../../errors.ts';
-import { schemas } from '../openapi-schemas.ts';
 
 /** `signed_by` names the known key whose signature on the run's receipt checks out now, else null. */
 function entryJson(deps: ControlDeps, e: MergeEntry, signer?: Signer | null) {
@@ -38,8 +36,7 @@ export const listMergeQueue: Handler<ControlDeps> = (ctx) => {
 
 export const addToMergeQueue: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
-  const body = requireJsonObject(ctx.body);
-  checkBodyKeys(body, Object.keys(schemas.RunTarget.properties));
+  const body = bodyFields(ctx.body, 'RunTarget');
   const source = checkSegment('source', body.source);
   const run = checkSegment('run', body.run);
   const row = storedRun(deps.stores.runs, { source, run });

@@ -7,6 +7,7 @@ import { checkQueryKeys, checkSegment, storedRun } from '../params.ts';
 import { readRunFile } from '../run-receipt.ts';
 import { obj, str, tryParseJson } from '../../untrusted.ts';
 import type { DiffFile } from '../../engine/git.ts';
+import { queryKeys } from '../openapi.ts';
 
 const LOCKFILES = [
   'package-lock.json', 'npm-shrinkwrap.json', 'yarn.lock', 'pnpm-lock.yaml', 'Cargo.lock', 'go.sum', 'poetry.lock',
@@ -83,7 +84,7 @@ function scoreRisk(files: DiffFile[], verdict: string | null) {
 }
 
 export const getReviewRisk: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, ['source', 'run']);
+  checkQueryKeys(ctx.query, queryKeys('getReviewRisk'));
   const source = checkSegment('source', ctx.query.get('source') ?? '');
   const run = checkSegment('run', ctx.query.get('run') ?? '');
   const row = storedRun(ctx.deps.stores.runs, { source, run });

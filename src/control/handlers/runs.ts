@@ -17,10 +17,10 @@ import { str } from '../../untrusted.ts';
 import { eventData } from '../event-bus.ts';
 import { iso } from '../../iso-time.ts';
 import { actionRefusals } from '../action-rules.ts';
+import { queryKeys } from '../openapi.ts';
 
-const LIST_KEYS = [
-  'verdict', 'repo', 'since', 'until', 'group_id', 'status', 'source', 'limit', 'cursor', 'failure',
-] as const;
+const LIST_KEYS = queryKeys('listRuns');
+const WINDOW_KEYS = queryKeys('getStats');
 
 function parseRunFilter(query: URLSearchParams): RunFilter {
   checkQueryKeys(query, LIST_KEYS);
@@ -115,7 +115,7 @@ export const deleteRun: Handler<ControlDeps> = (ctx) => {
 
 /** The window of GET /v1/runs, where `until` before `since` is a mistake worth naming. */
 function filterOf(query: URLSearchParams): StatsFilter {
-  checkQueryKeys(query, ['since', 'until', 'repo']);
+  checkQueryKeys(query, WINDOW_KEYS);
   const filter = parseWindow(query);
   if (filter.since !== undefined && filter.until !== undefined && filter.until < filter.since) {
     invalidParam('Parameter "until" is before "since"');
