@@ -30,6 +30,11 @@ const OPT_OUT_SERVER =
 export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get install bubblewrap), or opt out: ' +
   `for a CLI run ${OPT_OUT_CLI}; for a run a server starts ${OPT_OUT_SERVER}`;
 
+/** A run a server started: the trigger server and the Control Plane always set SVC_ORIGIN (DESIGN §7a). */
+export function startedByServer(env: NodeJS.ProcessEnv): boolean {
+  return !!env.SVC_ORIGIN && env.SVC_ORIGIN !== 'cli';
+}
+
 /**
  * The sandbox for a run svc is about to start with `env`; `policy` is the project's choice (null: bwrap), whose "none"
  * the caller passes only from a policy.json the person trusted (run-plan.ts). Only a run a person started at the CLI
@@ -37,7 +42,7 @@ export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get inst
  * included. A server's run goes unsandboxed only by SVC_SERVER_SANDBOX=none.
  */
 export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): SandboxMode {
-  const cli = !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';
+  const cli = !startedByServer(env);
   const variable = cli ? 'SVC_SANDBOX' : 'SVC_SERVER_SANDBOX';
   const fromEnv = settingChoice(env, variable);
   if (cli && policy === 'none') return { kind: 'none', why: 'the project policy says "sandbox": "none"' };
@@ -53,8 +58,7 @@ export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.Proces
 
 /** Said in a server-started run's log when its project's policy asks for no sandbox: it runs sandboxed anyway. */
 export function ignoredPolicyNote(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): string | null {
-  const cli = !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';
-  if (cli || policy !== 'none') return null;
+  if (!startedByServer(env) || policy !== 'none') return null;
   return 'The project policy says "sandbox": "none"; a run a server started is sandboxed all the same ' +
     `(only ${OPT_OUT_SERVER} turns it off)`;
 }
