@@ -8,6 +8,7 @@ import { tryReadState, type RunState } from '../engine/run-state.ts';
 import { workerAlive } from '../engine/repo-name.ts';
 import { TERMINAL } from '../run-json.ts';
 import { objOrNull, str, tryParseJson } from '../untrusted.ts';
+import { orNull } from '../spawn/tree.ts';
 import type { ControlClient } from '../client/client.ts';
 import type { RunRef } from '../client/types.ts';
 
@@ -39,12 +40,8 @@ export function createEventTail(runDir: string): () => Array<{ kind: string; dat
   let offset = 0;
   let rest = '';
   return () => {
-    let fd: number;
-    try {
-      fd = openSync(eventsPath(runDir), 'r');
-    } catch {
-      return [];
-    }
+    const fd = orNull(() => openSync(eventsPath(runDir), 'r'));
+    if (fd === null) return [];
     let text = rest;
     try {
       const added = Buffer.alloc(Math.max(0, fstatSync(fd).size - offset));
