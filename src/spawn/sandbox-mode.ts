@@ -1,7 +1,7 @@
 // Whether a run's agents are sandboxed (DESIGN §7a; docs/engine.md "Choosing it"), decided once per run by its
 // launcher from the project policy, the origin and whether bubblewrap works here. A working probe is kept for this
 // boot in `~/.svc/sandbox-probe.json` (~13 ms a run otherwise); a failure is probed again each time.
-import { lstatSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { errorMessage, UnavailableError } from '../errors.ts';
 import { settingChoice } from '../settings-registry.ts';
@@ -9,7 +9,8 @@ import { runSync } from './start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from './bwrap-argv.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { svcHomeOf, which } from './svc-paths.ts';
-import { orNull, readOrNull } from './tree.ts';
+import { orNull, pathKind, readOrNull } from './tree.ts';
+import { obj, tryParseJson } from '../untrusted.ts';
 import { writeFileAtomic } from '../atomic-write.ts';
 
 type SandboxSetting = 'bwrap' | 'none';
@@ -137,14 +138,9 @@ function probeSandboxCached(env: NodeJS.ProcessEnv): SandboxProbe {
   if (!key) return probeSandbox(env);
   const home = svcHomeOf(env);
   const path = join(home, 'sandbox-probe.json');
-  try {
-    if (lstatSync(path).isFile()) {
-      const cached = JSON.parse(readFileSync(path, 'utf8')) as { key?: unknown; probe?: SandboxProbe };
-      if (cached.key === key && cached.probe?.ok === true) return cached.probe;
-    }
-  } catch {
-    // none yet, or unreadable: probed again
-  }
+  // None yet, or unreadable: probed again.
+  const cached = pathKind(path) === 'file' ? obj(tryParseJson(readOrNull(path) ?? '')) : {};
+  if (cached.key === key && obj(cached.probe).ok === true) return cached.probe as SandboxProbe;
   const probe = probeSandbox(env);
   if (!probe.ok) return probe;
   try {
