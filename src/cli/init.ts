@@ -1,9 +1,10 @@
 // `svc init`: a first run with no API key, by a stand-in `command` provider in the repository's .svc/.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
 import { ConflictError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
+import { makePlainPath, withDir, writeNoFollowIn } from '../engine/safe-fs.ts';
+import { pathKind } from '../spawn/tree.ts';
 
 export const HELP = `Usage: svc init [--repo DIR] [--force]
 
@@ -31,17 +32,18 @@ const STAND_IN_CONFIG = { provider: 'hello', providers: { hello: { command: ['sh
 export default async function init(io: CliIo): Promise<number> {
   const { values } = parseFlags(io.argv, { repo: { type: 'string' }, force: { type: 'boolean' } }, 0);
   const repo = resolveRepo(values.repo ?? process.cwd());
-  const dir = join(repo, '.svc');
-  const config = join(dir, 'config.json');
-  const agent = join(dir, 'agent.sh');
+  const config = join(repo, '.svc', 'config.json');
+  const agent = join(repo, '.svc', 'agent.sh');
   for (const path of [config, agent]) {
-    if (existsSync(path) && !values.force) {
+    if (pathKind(path) !== null && !values.force) {
       throw new ConflictError(`${path} already exists; pass --force to overwrite it`);
     }
   }
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(agent, STAND_IN_AGENT, { mode: 0o755 });
-  writeFileSync(config, JSON.stringify(STAND_IN_CONFIG, null, 2) + '\n');
+  // The repository may have committed .svc or either name as a link: svc writes into the repository, never through one.
+  withDir(makePlainPath(repo, ['.svc'], 0o777), (dir) => {
+    writeNoFollowIn(dir, 'agent.sh', STAND_IN_AGENT, 0o755);
+    writeNoFollowIn(dir, 'config.json', JSON.stringify(STAND_IN_CONFIG, null, 2) + '\n', 0o666);
+  });
   io.stdout(`Wrote ${agent} and ${config}: a stand-in agent named "hello" that needs no API key.\n` +
     'Try: svc start "say hello"   (then look at svc-hello.md and .svc/runs/<run>/artifacts/)\n' +
     'Commit .svc/ before a --worktree or --pr run. To use a real agent, install one (claude, codex, gemini, aider, ' +

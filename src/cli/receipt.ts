@@ -6,6 +6,7 @@ import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt
 import { knownKeys } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { tryParseJson } from '../untrusted.ts';
+import { readOrNull } from '../spawn/tree.ts';
 
 export const HELP = `Usage: svc receipt verify <file> [--key PUBLIC_KEY.pem]...
 
@@ -20,12 +21,8 @@ export default async function receipt(io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(io.argv, { key: { type: 'string', multiple: true } });
   const [sub, file, ...rest] = positionals;
   if (sub !== 'verify' || !file || rest.length) throw new UsageError('Usage: svc receipt verify <file>');
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    throw new NotFoundError(`Cannot read "${file}"`);
-  }
+  const text = readOrNull(file);
+  if (text === null) throw new NotFoundError(`Cannot read "${file}"`);
   const value = tryParseJson(text) ?? receiptFromMarkdown(text);
   if (value === null) throw new FailedError(`"${file}" is neither receipt JSON nor a PR body with a receipt`);
   const ring = keyRingOf((values.key ?? []).map((keyFile) => readFileSync(keyFile, 'utf8')));

@@ -11,6 +11,7 @@ import {
 import { checkoutProblems } from '../trigger/served-repos.ts';
 import { ROUTING_KINDS, sourceOf } from '../webhook-sources.ts';
 import { writeFileAtomic } from '../atomic-write.ts';
+import { orNull } from '../spawn/tree.ts';
 
 /** `svc repos add`'s arguments, one routing key per source that has them, wrapped under the command. */
 function addUsage(): string {
@@ -47,15 +48,8 @@ function readText(file: string): string | null {
 
 /** Whose the new file is: the replaced file's owner, else its folder's (root editing the service's file). */
 function ownerFor(file: string): { uid: number; gid: number } | null {
-  for (const path of [file, dirname(file)]) {
-    try {
-      const st = statSync(path);
-      return { uid: st.uid, gid: st.gid };
-    } catch {
-      // not there yet
-    }
-  }
-  return null;
+  const st = orNull(() => statSync(file)) ?? orNull(() => statSync(dirname(file)));
+  return st && { uid: st.uid, gid: st.gid };
 }
 
 function writeAtomically(file: string, text: string): void {

@@ -4,10 +4,12 @@ import { closeSync, openSync, readSync, fstatSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { eventsPath, runDir } from '../engine/paths.ts';
 import { repoRoot } from '../engine/git.ts';
-import { tryReadState, type RunState } from '../engine/run-state.ts';
+import { localRuns, tryReadState, type RunState } from '../engine/run-state.ts';
+import { isValidSegment } from '../engine/ids.ts';
 import { workerAlive } from '../engine/repo-name.ts';
 import { TERMINAL } from '../run-json.ts';
 import { objOrNull, str, tryParseJson } from '../untrusted.ts';
+import { orNull } from '../spawn/tree.ts';
 import type { ControlClient } from '../client/client.ts';
 import type { RunRef } from '../client/types.ts';
 
@@ -39,12 +41,8 @@ export function createEventTail(runDir: string): () => Array<{ kind: string; dat
   let offset = 0;
   let rest = '';
   return () => {
-    let fd: number;
-    try {
-      fd = openSync(eventsPath(runDir), 'r');
-    } catch {
-      return [];
-    }
+    const fd = orNull(() => openSync(eventsPath(runDir), 'r'));
+    if (fd === null) return [];
     let text = rest;
     try {
       const added = Buffer.alloc(Math.max(0, fstatSync(fd).size - offset));
@@ -145,14 +143,17 @@ export async function printControlLogs(
   await catchUp();
 }
 
-/** A run this project holds in `.svc/runs/`, found from a folder inside it; `source` null takes any (a bare id). */
+/**
+ * A run svc made in this project's `.svc/runs/`, found from a folder inside it as localRuns finds runs (no link
+ * followed, no folder git tracks: a cloned repository's is whoever pushed it's); `source` null takes any (a bare id)
+ * whose source is a well-formed one, since `svc answer` makes the answer file's path from it.
+ */
 export function findLocalRun(dir: string, source: string | null, run: string): { dir: string; state: RunState } | null {
   const root = repoRoot(dir);
-  const roots = root === null ? [dir] : [root, dir];
-  for (const root of roots) {
-    const folder = runDir(root, run);
-    const state = tryReadState(folder);
-    if (state && (source === null || state.source === source) && state.run === run) return { dir: folder, state };
+  for (const project of root === null ? [dir] : [root, dir]) {
+    const found = localRuns(project).find(({ run: id, state }) =>
+      id === run && isValidSegment(state.source) && (source === null || state.source === source));
+    if (found) return { dir: runDir(project, run), state: found.state };
   }
   return null;
 }

@@ -10,7 +10,7 @@ import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine, runLabel } fr
 import { sendPendingRuns } from './ship.ts';
 import { safeJson } from '../safe-json.ts';
 import { oneLine } from '../webhook-sources.ts';
-import { oneOf } from '../untrusted.ts';
+import { oneOf, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
 
@@ -186,12 +186,7 @@ export default async function runs(io: CliIo): Promise<number> {
 
 /** The receipt's network line for `svc runs show`, padded like the other fields; '' when there is none. */
 async function networkOf(client: ControlClient, ref: RunRef): Promise<string> {
-  let receipt: unknown;
-  try {
-    receipt = JSON.parse(new TextDecoder().decode((await client.artifact(ref, 'receipt.json')).body));
-  } catch {
-    return '';
-  }
-  const line = networkLine(receipt);
+  const receipt = await client.artifact(ref, 'receipt.json').catch(() => null);
+  const line = receipt && networkLine(tryParseJson(new TextDecoder().decode(receipt.body)));
   return line === null ? '' : `${'network'.padEnd(KEY_WIDTH)}${line}\n`;
 }

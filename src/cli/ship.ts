@@ -9,6 +9,7 @@ import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
 import { pendingRuns, shipRuns } from '../engine/shipper.ts';
 import { isValidSegment } from '../engine/ids.ts';
+import { setting } from '../settings-registry.ts';
 
 export const HELP = `Usage: svc ship [--repo DIR] [--all]
 
@@ -50,7 +51,7 @@ function projectWithPending(cwd: string): string | null {
 
 /** The project's pending runs sent within `budgetMs`, said on stderr; never fails the command it runs before. */
 export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000): Promise<void> {
-  if (io.env.SVC_SHIP === '0') return;
+  if (setting(io.env, 'SVC_SHIP') === '0') return;
   const repo = projectWithPending(cwd);
   if (!repo) return;
   try {

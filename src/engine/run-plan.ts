@@ -5,7 +5,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { errorMessage, FailedError, RefusedError } from '../errors.ts';
 import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
-import { cappedLimits, decideSettings, serverRefusal, startedByServer, trustNeeded } from './setting-authority.ts';
+import { cappedLimits, decideSettings, serverRefusal, trustNeeded } from './setting-authority.ts';
 import { resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { openRunDir, withDir, writeJsonAtomic } from './safe-fs.ts';
@@ -13,7 +13,7 @@ import { pathIn } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
 import { shownBy } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { ignoredPolicyNote, resolveSandbox, type SandboxMode } from '../spawn/sandbox-mode.ts';
+import { ignoredPolicyNote, resolveSandbox, startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import { isJsonObject } from '../untrusted.ts';
 import { settingChoice } from '../settings-registry.ts';
 

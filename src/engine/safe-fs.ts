@@ -46,18 +46,18 @@ export function openRunDir(dir: string): PlainDir {
   throw refusedFolder(opened.failed, opened.kind);
 }
 
-/** Opens `path` to write (a new file readable by all), refusing a symbolic link there; messages name `shown`. */
-function openNoFollow(path: string, flags: number, what: string, shown = path): number {
+/** Opens `path` to write (a new file with `mode`), refusing a symbolic link there; messages name `shown`. */
+function openNoFollow(path: string, flags: number, what: string, shown = path, mode = 0o644): number {
   try {
-    return openSync(path, flags, 0o644);
+    return openSync(path, flags, mode);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ELOOP') throw err;
     throw new UnsafePathError(`Refusing to ${what} "${shown}": it is a symbolic link`);
   }
 }
 
-function writeWith(path: string, flags: number, data: string | Buffer, shown = path): void {
-  const fd = openNoFollow(path, flags, 'write', shown);
+function writeWith(path: string, flags: number, data: string | Buffer, shown = path, mode = 0o644): void {
+  const fd = openNoFollow(path, flags, 'write', shown, mode);
   try {
     writeFileSync(fd, data);
   } finally {
@@ -65,9 +65,9 @@ function writeWith(path: string, flags: number, data: string | Buffer, shown = p
   }
 }
 
-/** Writes `name` in the folder held open, never through a link at that name. */
-export function writeNoFollowIn(dir: PlainDir, name: string, data: string | Buffer): void {
-  writeWith(pathIn(dir, name), TRUNCATE, data, join(dir.path, name));
+/** Writes `name` in the folder held open, never through a link at that name; `mode`: a new file's (readable by all). */
+export function writeNoFollowIn(dir: PlainDir, name: string, data: string | Buffer, mode = 0o644): void {
+  writeWith(pathIn(dir, name), TRUNCATE, data, join(dir.path, name), mode);
 }
 
 /** Writes `path`, never through a link at its last name: for a file in a folder no one else writes in. */

@@ -13,13 +13,12 @@ import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '..
 import { runSync } from '../spawn/start.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import type { WatchedLimits } from '../spawn/limits.ts';
-import type { SandboxMode } from '../spawn/sandbox-mode.ts';
+import { startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
 import type { ResolvedProvider } from './providers.ts';
 import { dropRunLayer } from '../spawn/provider-home.ts';
 import { setting } from '../settings-registry.ts';
 import { isRoutedRepoName } from './repo-name.ts';
-import { startedByServer } from './setting-authority.ts';
 
 /** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */
 export interface RunSandbox {

@@ -41,11 +41,6 @@ export const SETTING_RULES: readonly SettingRule[] = [
     why: 'destinations every run\'s gate allows; the only way to open an address the gate refuses (loopback, ...)' },
 ];
 
-/** A run a server started: the trigger server and the Control Plane always set SVC_ORIGIN (DESIGN §7a). */
-export function startedByServer(env: NodeJS.ProcessEnv): boolean {
-  return !!env.SVC_ORIGIN && env.SVC_ORIGIN !== 'cli';
-}
-
 /** How the run was started, and what the repository's file is worth. */
 export interface SettingsUse {
   /** A server started the run (SVC_ORIGIN names a server origin). */

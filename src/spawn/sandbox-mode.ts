@@ -1,7 +1,7 @@
 // Whether a run's agents are sandboxed (DESIGN §7a; docs/engine.md "Choosing it"), decided once per run by its
 // launcher from the project policy, the origin and whether bubblewrap works here. A working probe is kept for this
 // boot in `~/.svc/sandbox-probe.json` (~13 ms a run otherwise); a failure is probed again each time.
-import { lstatSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { errorMessage, UnavailableError } from '../errors.ts';
 import { settingChoice } from '../settings-registry.ts';
@@ -9,7 +9,8 @@ import { runSync } from './start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from './bwrap-argv.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
 import { svcHomeOf, which } from './svc-paths.ts';
-import { orNull, readOrNull } from './tree.ts';
+import { orNull, pathKind, readOrNull } from './tree.ts';
+import { obj, tryParseJson } from '../untrusted.ts';
 import { writeFileAtomic } from '../atomic-write.ts';
 
 type SandboxSetting = 'bwrap' | 'none';
@@ -30,6 +31,11 @@ const OPT_OUT_SERVER =
 export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get install bubblewrap), or opt out: ' +
   `for a CLI run ${OPT_OUT_CLI}; for a run a server starts ${OPT_OUT_SERVER}`;
 
+/** A run a server started: the trigger server and the Control Plane always set SVC_ORIGIN (DESIGN §7a). */
+export function startedByServer(env: NodeJS.ProcessEnv): boolean {
+  return !!env.SVC_ORIGIN && env.SVC_ORIGIN !== 'cli';
+}
+
 /**
  * The sandbox for a run svc is about to start with `env`; `policy` is the project's choice (null: bwrap), whose "none"
  * the caller passes only from a policy.json the person trusted (run-plan.ts). Only a run a person started at the CLI
@@ -37,7 +43,7 @@ export const BWRAP_HINT = 'install the Debian package "bubblewrap" (apt-get inst
  * included. A server's run goes unsandboxed only by SVC_SERVER_SANDBOX=none.
  */
 export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): SandboxMode {
-  const cli = !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';
+  const cli = !startedByServer(env);
   const variable = cli ? 'SVC_SANDBOX' : 'SVC_SERVER_SANDBOX';
   const fromEnv = settingChoice(env, variable);
   if (cli && policy === 'none') return { kind: 'none', why: 'the project policy says "sandbox": "none"' };
@@ -53,8 +59,7 @@ export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.Proces
 
 /** Said in a server-started run's log when its project's policy asks for no sandbox: it runs sandboxed anyway. */
 export function ignoredPolicyNote(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): string | null {
-  const cli = !env.SVC_ORIGIN || env.SVC_ORIGIN === 'cli';
-  if (cli || policy !== 'none') return null;
+  if (!startedByServer(env) || policy !== 'none') return null;
   return 'The project policy says "sandbox": "none"; a run a server started is sandboxed all the same ' +
     `(only ${OPT_OUT_SERVER} turns it off)`;
 }
@@ -133,14 +138,9 @@ function probeSandboxCached(env: NodeJS.ProcessEnv): SandboxProbe {
   if (!key) return probeSandbox(env);
   const home = svcHomeOf(env);
   const path = join(home, 'sandbox-probe.json');
-  try {
-    if (lstatSync(path).isFile()) {
-      const cached = JSON.parse(readFileSync(path, 'utf8')) as { key?: unknown; probe?: SandboxProbe };
-      if (cached.key === key && cached.probe?.ok === true) return cached.probe;
-    }
-  } catch {
-    // none yet, or unreadable: probed again
-  }
+  // None yet, or unreadable: probed again.
+  const cached = pathKind(path) === 'file' ? obj(tryParseJson(readOrNull(path) ?? '')) : {};
+  if (cached.key === key && obj(cached.probe).ok === true) return cached.probe as SandboxProbe;
   const probe = probeSandbox(env);
   if (!probe.ok) return probe;
   try {

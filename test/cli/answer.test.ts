@@ -1,9 +1,10 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync, existsSync, readFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync, existsSync, readFileSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
 
@@ -115,6 +116,29 @@ describe('svc answer', () => {
     const local = await svc(['rremote', 'mysql'], { SVC_CONTROL_URL: control.url });
     assert.equal(local.code, 1);
     assert.match(local.stderr, /No run local\/rremote: .*does not know it/);
+  });
+
+  it('never takes a run folder the repository committed, nor a source it names, for a run svc made here', async () => {
+    // A cloned repository's .svc/runs/<run>/state.json is whoever pushed it's: its "source" would be where svc writes.
+    const repo = join(dir, 'cloned');
+    const escape = join(dir, 'escape');
+    mkdirSync(escape, { recursive: true });
+    const runs: Array<[string, string]> = [['rplanted', relative(answers, escape)], ['rtracked', 'local']];
+    for (const [run, source] of runs) {
+      mkdirSync(join(repo, '.svc', 'runs', run), { recursive: true });
+      writeFileSync(join(repo, '.svc', 'runs', run, 'state.json'), JSON.stringify({ source, run, status: 'blocked' }));
+    }
+    const git = (...args: string[]) => execFileSync('git', ['-C', repo, ...args], { stdio: 'ignore' });
+    git('init', '-q');
+    git('add', '.svc/runs/rtracked');
+    git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'runs');
+    for (const [run] of runs) {
+      const r = await svc([run, 'yes', '--repo', repo]);
+      assert.equal(r.code, 1, r.stdout);
+      assert.match(r.stderr, new RegExp(`No run local/${run}: it is not in this project's`));
+    }
+    assert.deepEqual(readdirSync(escape), []);
+    assert.equal(existsSync(join(answers, 'local', 'rtracked.json')), false);
   });
 
   it('keeps usage mistakes at exit 2', async () => {
