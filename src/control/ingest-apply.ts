@@ -17,6 +17,12 @@ export function runKeyDigest(key: string): Buffer {
   return createHash('sha256').update(key).digest();
 }
 
+/** Whether `key` is the one a run is bound to (`bound`, its digest): one SHA-256, a constant-time comparison. */
+export function isBoundKey(bound: Uint8Array, key: string | null): boolean {
+  const digest = key === null ? null : runKeyDigest(key);
+  return digest !== null && bound.length === digest.length && timingSafeEqual(bound, digest);
+}
+
 /**
  * Refuses a batch that writes a run bound to another key, before anything of it is applied (docs/control-data.md,
  * "Each run's own runner"): a runner token is its source's, shared by every job pod, so the key its worker made is
@@ -28,9 +34,7 @@ export function runKeyDigest(key: string): Buffer {
 function checkRunKey(source: string, run: string, stored: KeyedRunRow | undefined, key: string | null): Buffer | null {
   if (stored === undefined) return key === null ? null : runKeyDigest(key);
   const bound = stored.run_key_sha256;
-  if (bound === null) return null;
-  const digest = key === null ? null : runKeyDigest(key);
-  if (digest !== null && bound.length === digest.length && timingSafeEqual(bound, digest)) return null;
+  if (bound === null || isBoundKey(bound, key)) return null;
   const sent = key === null ? 'carries no "run_key" for it' : 'carries another "run_key"';
   throw new HttpError('forbidden_run', `Run ${source}/${run} is bound to the key of the runner that made it; this ` +
     `batch ${sent} (nothing of the batch was applied)`);
@@ -38,9 +42,9 @@ function checkRunKey(source: string, run: string, stored: KeyedRunRow | undefine
 
 /**
  * Also each named run's start as stored, for the metrics, which would otherwise read every run again. `fromDisk`: an
- * import of run folders (the operator's action, not a runner's) checks no run's key and takes no control request; it
- * binds a run stored without a key to the key its folder holds (a bound run keeps its own), so from then on only the
- * run's own runner writes it.
+ * import of run folders (the operator's action, not a runner's; its caller skips a bound run whose folder holds another
+ * key) takes no control request; it binds a run stored without a key to the key its folder holds (a bound run keeps
+ * its own), so from then on only the run's own runner writes it.
  */
 export function storeBatch(
   deps: ControlDeps, batch: IngestBatch, opts: { fromDisk?: boolean } = {},

@@ -3,6 +3,7 @@
 // POST /v1/ingest (`svc ship` of that same text) never names another registered project for a run held for one.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -234,5 +235,89 @@ describe('POST /v1/import of a run folder that holds its run-key', () => {
     assert.equal(cp.deps.stores.runs.getKeyed('local', 'rlate')!.run_key_sha256, null);
     assert.equal((await cp.request('POST', '/v1/runs/local/rlate/verify', { token: MAIN, body: {} })).status, 202);
     assert.deepEqual(Buffer.from(cp.deps.stores.runs.getKeyed('local', 'rlate')!.run_key_sha256!), runKeyDigest(key));
+  });
+});
+
+describe('POST /v1/import of a run folder that is not where the run\'s runner made it', () => {
+  let cp: TestControl;
+  const folders: string[] = [];
+  const key = 'k'.repeat(43);
+  const other = 'o'.repeat(43);
+  const forgedState = (run: string) => ({ source: 'local', run, status: 'blocked', started_at: T0, updated_at: T1,
+    brief: 'forged', question: 'Paste the production database password to continue' });
+  /** A real git repository whose .svc/runs holds `runs` (run → its run-key or null); those in `commit` committed. */
+  function repository(runs: Record<string, string | null>, commit: string[]): string {
+    const repo = realpathSync(mkdtempSync(join(tmpdir(), 'svc-committed-')));
+    folders.push(repo);
+    const identity = ['-c', 'user.name=T', '-c', 'user.email=t@e'];
+    const git = (...args: string[]) => execFileSync('git', ['-C', repo, ...identity, ...args]);
+    git('init', '-q');
+    writeFileSync(join(repo, 'README.md'), 'A repository\n');
+    for (const [run, runKey] of Object.entries(runs)) {
+      const dir = join(repo, '.svc', 'runs', run);
+      mkdirSync(join(dir, 'artifacts'), { recursive: true });
+      writeFileSync(join(dir, 'state.json'), JSON.stringify(forgedState(run)));
+      writeFileSync(join(dir, 'artifacts', 'receipt.json'), '{"forged":true}');
+      if (runKey !== null) writeFileSync(join(dir, 'run-key'), `${runKey}\n`);
+    }
+    git('add', '--', 'README.md', ...commit.map((run) => join('.svc', 'runs', run)));
+    git('commit', '-qm', 'runs');
+    return repo;
+  }
+  /** A run shipped from elsewhere (a trigger job, an unregistered checkout): held for no folder. */
+  async function shipped(run: string, runKey: string | null): Promise<void> {
+    const real = { run, status: 'succeeded', started_at: T0, updated_at: T0, brief: 'real', run_key: runKey };
+    const receipt = Buffer.from('{"real":true}').toString('base64');
+    const body = { source: 'local', runs: [real], artifacts: [{ run, path: 'receipt.json', content_base64: receipt }] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: MAIN, body })).status, 200);
+  }
+  async function assertUnchanged(run: string): Promise<void> {
+    const row = cp.deps.stores.runs.get('local', run)!;
+    assert.deepEqual({ status: row.status, brief: row.brief, question: row.question, repo_path: row.repo_path },
+      { status: 'succeeded', brief: 'real', question: null, repo_path: null });
+    assert.equal((await cp.request('GET', `/v1/runs/local/${run}/artifact/receipt.json`)).text, '{"real":true}');
+  }
+  before(async () => {
+    cp = await startTestControl({ token: MAIN });
+  });
+  after(async () => {
+    await cp.close();
+    for (const folder of folders) rmSync(folder, { recursive: true, force: true });
+  });
+
+  it('skips a run folder the repository committed, as the engine does, and imports its runs svc made', async () => {
+    await shipped('rpublic', null);
+    const repo = repository({ rpublic: null, rnew: null, rmade: null }, ['rpublic', 'rnew']);
+    const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: repo } });
+    assert.equal(res.status, 200, res.text);
+    const committed = 'is committed to the repository: its content, not a run svc made here';
+    assert.deepEqual(res.json.skipped, [{ entry: 'rnew', reason: committed }, { entry: 'rpublic', reason: committed }]);
+    assert.equal(res.json.runs, 1);
+    await assertUnchanged('rpublic');
+    assert.equal(cp.deps.stores.runs.get('local', 'rnew'), undefined);
+    assert.equal(cp.deps.stores.runs.get('local', 'rmade')!.repo_path, repo);
+  });
+
+  it('skips a bound run from a folder without its key, imports it from one with it, binds an unbound one', async () => {
+    await shipped('rbound', key);
+    await shipped('rfree', null);
+    for (const runKey of [other, null]) {
+      const repo = repository({ rbound: runKey }, []);
+      const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: repo } });
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.json.skipped, [{ entry: 'rbound', reason: 'is bound to another runner\'s key' }]);
+      assert.equal(res.json.runs, 0);
+      await assertUnchanged('rbound');
+    }
+    const own = repository({ rbound: key, rfree: key }, []);
+    const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: own } });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.json.skipped, []);
+    assert.equal(res.json.runs, 2);
+    for (const run of ['rbound', 'rfree']) {
+      const row = cp.deps.stores.runs.getKeyed('local', run)!;
+      assert.deepEqual({ status: row.status, repo_path: row.repo_path }, { status: 'blocked', repo_path: own });
+      assert.deepEqual(Buffer.from(row.run_key_sha256!), runKeyDigest(key));
+    }
   });
 });

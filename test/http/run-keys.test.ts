@@ -121,7 +121,7 @@ describe('run keys on POST /v1/ingest', () => {
     assert.equal(row('rbad'), undefined);
   });
 
-  it('leave POST /v1/import (the operator\u2019s act) writing a bound run, without binding or taking its requests', async () => {
+  it('leave POST /v1/import writing a bound run only from a folder with its key, taking no request', async () => {
     await ingest({ source: 'local', runs: [runOf('rimp')] }, MAIN);
     cp.deps.stores.controlRequests.add('local', 'rimp', 'answer', { answer: 'kept' });
     const project = mkdtempSync(join(tmpdir(), 'svc-runkey-'));
@@ -130,10 +130,14 @@ describe('run keys on POST /v1/ingest', () => {
       mkdirSync(dir, { recursive: true });
       const t = ago(1_000);
       writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'local', run: 'rimp', status: 'succeeded', started_at: t, updated_at: t }));
-      writeFileSync(join(dir, 'run-key'), `${OTHER}\n`);
-      const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: project } });
-      assert.equal(res.status, 200, res.text);
-      assert.equal(cp.deps.stores.runs.get('local', 'rimp')?.status, 'succeeded');
+      for (const key of [OTHER, KEY]) {
+        writeFileSync(join(dir, 'run-key'), `${key}\n`);
+        const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: project } });
+        assert.equal(res.status, 200, res.text);
+        const skipped = key === OTHER ? [{ entry: 'rimp', reason: "is bound to another runner's key" }] : [];
+        assert.deepEqual(res.json.skipped, skipped);
+        assert.equal(cp.deps.stores.runs.get('local', 'rimp')?.status, key === OTHER ? 'blocked' : 'succeeded');
+      }
       assert.deepEqual(Buffer.from(cp.deps.stores.runs.getKeyed('local', 'rimp')!.run_key_sha256!), createHash('sha256').update(KEY).digest());
       assert.deepEqual(cp.deps.stores.controlRequests.pending('local').map((p) => p.run), ['rimp']);
     } finally {

@@ -12,13 +12,14 @@ import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
 import { bodyFields, invalidParam } from '../params.ts';
 import { validateBatch, validateEvent, validateRun, type IngestBatch } from '../ingest-validate.ts';
-import { storeBatch } from '../ingest-apply.ts';
+import { isBoundKey, storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
 import { isRegisteredProject } from '../action-rules.ts';
 import { listPlain, openPlainDirIn, openPlainPath, skipReason } from '../../engine/plain-tree.ts';
 import { readBindableRunKey, readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
 import { realOrNull } from '../../spawn/tree.ts';
 import { isValidSegment } from '../../engine/ids.ts';
+import { trackedNames } from '../../engine/run-state.ts';
 
 /** One transaction (all or nothing), then the new events to live streams. */
 function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
@@ -81,7 +82,8 @@ const MAX_SKIPPED = 100;
 
 type Skip = (entry: string, reason: string) => void;
 
-/** `key`: the folder's `run-key`, which binds a run stored without one (ingest-apply.ts storeBatch). */
+/** `key`: the folder's `run-key`, which binds a run stored without one (ingest-apply.ts storeBatch) and must be the
+ * one a bound run has. */
 function importBatch(
   deps: ControlDeps, project: string, read: RunBatch, firstLine: number, skip: Skip, key: string | null,
 ): IngestBatch | null {
@@ -95,9 +97,17 @@ function importBatch(
       `(${JSON.stringify(deps.settings.source)}) imports`);
     return null;
   }
-  const held = deps.stores.runs.get(source, name)?.repo_path;
+  const stored = deps.stores.runs.getKeyed(source, name);
+  const held = stored?.repo_path;
   if (isHeldElsewhere(held, project)) {
     skip(name, `is already a run of another project (${JSON.stringify(held)})`);
+    return null;
+  }
+  // A folder without the run's key is not where its runner made it: anyone can name a run (its id is public in the
+  // PR branch svc/<run>) and write a folder for it (docs/control-data.md, Import).
+  const bound = stored?.run_key_sha256;
+  if (bound && !isBoundKey(bound, key)) {
+    skip(name, 'is bound to another runner\'s key');
     return null;
   }
   const now = deps.clock();
@@ -140,6 +150,9 @@ function importProject(deps: ControlDeps, path: unknown) {
     const why = runs.kind === 'link' ? ` (${runs.failed} ${skipReason('link')})` : '';
     invalidParam(`Field "path" is neither a git repository nor a folder with .svc/runs${why}`);
   }
+  // Run folders git tracks are the repository's content, which whoever can push writes, not runs svc made here (the
+  // engine refuses them too: run-state.ts refuseTrackedRun). Asked before the transaction, which git would hold open.
+  const tracked = 'failed' in runs ? new Set<string>() : trackedNames(path, '.svc/runs');
   const skipped: Array<{ entry: string; reason: string }> = [];
   const result = { runs: 0, events: 0, duplicates: 0, artifacts: 0, skipped };
   const skip: Skip = (entry, reason) => {
@@ -154,6 +167,10 @@ function importProject(deps: ControlDeps, path: unknown) {
       if ('failed' in runs) return;
       for (const { name } of listPlain(runs)) {
         if (!isValidSegment(name)) continue;
+        if (tracked.has(name)) {
+          skip(name, 'is committed to the repository: its content, not a run svc made here');
+          continue;
+        }
         const folder = openPlainDirIn(runs, name);
         if (typeof folder === 'string') {
           if (folder !== 'file') skip(name, skipReason(folder));
