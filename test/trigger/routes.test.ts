@@ -297,6 +297,16 @@ describe('trigger configuration', () => {
       const job = await get(`${t.url}/jobs/${queued.body.job_id as string}`);
       assert.equal(job.status, 200);
       assert.equal(job.body.id, queued.body.job_id);
+      // A reverse proxy on this machine connects from loopback too: what it relays is not this machine's caller.
+      for (const path of [`/jobs/${queued.body.job_id as string}`, '/metrics']) {
+        const proxies: Record<string, string>[] = [{ 'x-forwarded-for': '203.0.113.9' }, { forwarded: 'for=x' }, { via: '1.1 p' }];
+        for (const relayed of proxies) {
+          const proxied = await get(`${t.url}${path}`, relayed);
+          assert.equal(proxied.status, 503, `${path} with ${JSON.stringify(relayed)}`);
+          assert.equal((proxied.body.error as { code: string }).code, 'not_configured');
+        }
+      }
+      assert.equal((await fetch(`${t.url}/metrics`)).status, 200);
       // Creating a job still needs the token: without one the route is not configured.
       const created = await post(`${t.url}/jobs`, '{"brief":"x"}', { 'content-type': 'application/json' });
       assert.equal(created.status, 503);

@@ -1,7 +1,7 @@
 // POST /jobs and GET /jobs/<id>: bearer SVC_API_TOKEN (constant time), validated briefs, the job JSON of DESIGN §5.
 import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
-import { checkHost, checkJsonContentType, isLoopbackAddress, isLoopbackHost } from '../../http/guards.ts';
+import { checkHost, checkJsonContentType, isLocalCaller, isLoopbackHost } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { CONTROL, DEFAULT_BRIEF_BYTES, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
 import { JOB_ID } from '../queue.ts';
@@ -58,13 +58,12 @@ export async function createJob(ctx: TCtx, raw: Buffer): Promise<Reply> {
 }
 
 // Who may read a job (and GET /metrics): SVC_API_TOKEN's bearer; without one, a local caller of a loopback-bound
-// server under a loopback Host name (no DNS rebinding); else nothing (503 names the token). A token that is set but
+// server under a loopback Host name (no DNS rebinding), unproxied (a reverse proxy on this machine connects from
+// loopback for every client it serves); else nothing (503 names the token). A token that is set but
 // disabled (equal to another secret, a file that could not be read) answers 503: it never opens reads to any caller.
 export function mayRead(ctx: TCtx): void {
   if (ctx.deps.settings.secrets.jobs.set) return requireBearer(ctx, secretFor(ctx, 'jobs'));
-  if (isLoopbackHost(ctx.deps.settings.host) && isLoopbackAddress(ctx.req.socket.remoteAddress)) {
-    return checkHost(ctx.req, true);
-  }
+  if (isLocalCaller(ctx.req, isLoopbackHost(ctx.deps.settings.host))) return checkHost(ctx.req, true);
   secretFor(ctx, 'jobs');
 }
 
