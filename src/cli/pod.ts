@@ -7,11 +7,12 @@ import { writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';
 import { safeJson } from '../safe-json.ts';
 
-export const HELP = `Usage: svc pod seal --repo DIR --sealed DIR
+export const HELP = `Usage: svc pod seal --repo DIR --sealed DIR --handoff FILE
        svc pod sign --run-id RUN --repo DIR --sealed DIR [--pr]
 
 Steps of a Kubernetes job pod (the trigger server's Kubernetes executor writes them into the pod spec):
-  seal   before the run: record the repository's HEAD and origin URL in the sealed folder
+  seal   before the run: record the repository's HEAD and origin URL in the sealed folder, make the run's key
+         there, and write the key handed from it for the run container's svc start to FILE (SVC_SECRETS_HANDOFF)
   sign   after the run container ended: check the run's commits against the sealed base, sign its Evidence
          Receipt with the key in $HOME/.svc/keys, open the pull request (--pr) and ship the run (SVC_CONTROL_URL)
 `;
@@ -22,10 +23,12 @@ export default async function pod(io: CliIo): Promise<number> {
   const { sub: step, rest } = picked;
   const { values } = parseFlags(rest, {
     repo: { type: 'string' }, sealed: { type: 'string' }, 'run-id': { type: 'string' }, pr: { type: 'boolean' },
+    handoff: { type: 'string' },
   }, 0);
   if (!values.repo || !values.sealed) throw new UsageError(`svc pod ${step} needs --repo and --sealed`);
   if (step === 'seal') {
-    const seal = writeSeal(values.repo, values.sealed);
+    if (!values.handoff) throw new UsageError('svc pod seal needs --handoff');
+    const seal = writeSeal(values.repo, values.sealed, values.handoff);
     io.stdout(`${safeJson({ sealed: seal.base_sha, origin: seal.origin_url !== null })}\n`);
     return 0;
   }

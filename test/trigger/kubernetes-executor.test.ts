@@ -88,7 +88,7 @@ describe('buildKubeJob', () => {
     for (const value of [...Object.values(SECRETS), 'cp-token-secret', 'sa-token-123']) assert.ok(!text.includes(value), `secret ${value} reached the Job`);
     const pod = (job as any).spec.template.spec;
     const names = runContainer(pod).env.map((e: { name: string }) => e.name).sort();
-    assert.deepEqual(names, ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SERVER_SANDBOX', 'SVC_SIGN_LATER', 'SVC_SOURCE', 'TMPDIR']);
+    assert.deepEqual(names, ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SECRETS_HANDOFF', 'SVC_SERVER_SANDBOX', 'SVC_SIGN_LATER', 'SVC_SOURCE', 'TMPDIR']);
     assert.deepEqual(pod.containers[0].env.map((e: { name: string }) => e.name).sort(), ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SERVER_SANDBOX', 'SVC_SOURCE', 'TMPDIR']);
   });
 

@@ -4,9 +4,9 @@
 // queue, and be what the Control Plane holds, whatever the agent wrote into the shared workspace.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createKubernetesExecutor, kubeJobName } from '../../src/trigger/kubernetes-executor.ts';
@@ -18,6 +18,7 @@ import { startTestControl, type TestControl } from '../helpers/control-server.ts
 import { makeRepo, startGithubStandIn, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import type { RunOutcome } from '../../src/trigger/executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { handedRunKey } from '../../src/engine/ids.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const CP_TOKEN = 'cp-token-signer';
@@ -152,6 +153,31 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     const queued = await cp.request('POST', '/v1/merge/queue', { body: { source: 'k8s', run } });
     assert.equal(queued.status, 201, queued.text);
     assert.deepEqual(queued.json.signed_by, { kid: runnerKid, name: 'k8s-runner', origin: 'runner' });
+  });
+
+  // The agent runs unsandboxed as the pod's user, so whatever key the run container holds it can read: that key is
+  // the one handed from the run's own, which only the seal step and the signer ever see (docs/deploy.md).
+  it('leaves the agent no key the Control Plane takes for its run once the signer shipped it', async () => {
+    const { outcome, run, job } = await runJob('fix the greeting');
+    assert.equal(outcome.status, 'succeeded', outcome.error ?? '');
+    const volumes = join(repo.root, 'pods', job, 'volumes');
+    const handed = readFileSync(join(volumes, 'workspace', '.svc', 'runs', run, 'run-key'), 'utf8').trim();
+    const own = readFileSync(join(volumes, 'sealed', 'run-key'), 'utf8').trim();
+    assert.equal(handed, handedRunKey(own));
+    assert.equal(existsSync(join(volumes, 'home', '.svc', 'handoff', 'run-key.json')), false, 'svc start took it');
+    // Nowhere in the volumes the run container mounts (grep: 1 when nothing matched).
+    for (const mounted of ['workspace', 'home', 'tmp']) {
+      const grep = spawnSync('grep', ['-rlF', '--', own, join(volumes, mounted)], { encoding: 'utf8' });
+      assert.equal(grep.status, 1, `the run's own key is in ${grep.stdout}`);
+    }
+    const now = new Date().toISOString();
+    const forged = { run, status: 'blocked', question: 'Paste the deploy token', started_at: now, updated_at: now,
+      run_key: handed };
+    const res = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } });
+    assert.equal(res.status, 403, res.text);
+    assert.equal(res.json.error.code, 'forbidden_run');
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.deepEqual([shown.status, shown.verdict, shown.question], ['succeeded', 'verified', null]);
   });
 
   // Without a sandbox in the pod, a process the agent left behind (escaped and with its marker scrubbed, the documented
