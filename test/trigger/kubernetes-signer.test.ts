@@ -162,14 +162,6 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.equal(outcome.status, 'succeeded', outcome.error ?? '');
     const volumes = join(repo.root, 'pods', job, 'volumes');
     const handed = readFileSync(join(volumes, 'workspace', '.svc', 'runs', run, 'run-key'), 'utf8').trim();
-    const own = readFileSync(join(volumes, 'sealed', 'run-key'), 'utf8').trim();
-    assert.equal(handed, handedRunKey(own));
-    assert.equal(existsSync(join(volumes, 'home', '.svc', 'handoff', 'run-key.json')), false, 'svc start took it');
-    // Nowhere in the volumes the run container mounts (grep: 1 when nothing matched).
-    for (const mounted of ['workspace', 'home', 'tmp']) {
-      const grep = spawnSync('grep', ['-rlF', '--', own, join(volumes, mounted)], { encoding: 'utf8' });
-      assert.equal(grep.status, 1, `the run's own key is in ${grep.stdout}`);
-    }
     const now = new Date().toISOString();
     const forged = { run, status: 'blocked', question: 'Paste the deploy token', started_at: now, updated_at: now,
       run_key: handed };
@@ -178,6 +170,14 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.equal(res.json.error.code, 'forbidden_run');
     const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
     assert.deepEqual([shown.status, shown.verdict, shown.question], ['succeeded', 'verified', null]);
+    const own = readFileSync(join(volumes, 'sealed', 'run-key'), 'utf8').trim();
+    assert.equal(handed, handedRunKey(own));
+    assert.equal(existsSync(join(volumes, 'home', '.svc', 'handoff', 'run-key.json')), false, 'svc start took it');
+    // Nowhere in the volumes the run container mounts (grep: 1 when nothing matched).
+    for (const mounted of ['workspace', 'home', 'tmp']) {
+      const grep = spawnSync('grep', ['-rlF', '--', own, join(volumes, mounted)], { encoding: 'utf8' });
+      assert.equal(grep.status, 1, `the run's own key is in ${grep.stdout}`);
+    }
   });
 
   // Without a sandbox in the pod, a process the agent left behind (escaped and with its marker scrubbed, the documented
