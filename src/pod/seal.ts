@@ -6,6 +6,10 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { handedRunKey, newRunKey, RUN_KEY } from '../engine/ids.ts';
 import { RUN_KEY_FILE } from '../engine/paths.ts';
+import { discoverControlUrl } from '../client/server-record.ts';
+import { createControlClient } from '../client/client.ts';
+import { readControlToken } from '../engine/shipper.ts';
+import { settingOr } from '../settings-registry.ts';
 import { headSha, currentBranch } from '../engine/git.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
@@ -35,8 +39,28 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
   const key = newRunKey();
   writeFileSync(join(sealedDir, RUN_KEY_FILE), `${key}\n`, { mode: 0o600, flag: 'wx' });
   mkdirSync(dirname(handoff), { recursive: true, mode: 0o700 });
-  const handed = JSON.stringify({ secrets: { SVC_RUN_KEY: handedRunKey(key) } });
-  writeFileSync(handoff, handed, { mode: 0o600, flag: 'wx' });
+  const handed = handedRunKey(key);
+  writeFileSync(handoff, JSON.stringify({ secrets: { SVC_RUN_KEY: handed } }), { mode: 0o600, flag: 'wx' });
+}
+
+/**
+ * Stores the run, queued and bound to the key handed from the sealed one, before any agent code runs: otherwise the
+ * agent could store it first, without a key (left unbound) or with one of its own (the signer's batches refused). Null
+ * when stored, else why not (the pod goes on; the run container's first batch binds it then, docs/deploy.md).
+ */
+export async function storeRun(env: NodeJS.ProcessEnv, run: string, sealedDir: string): Promise<string | null> {
+  const handed = handedRunKey(readSealedRunKey(sealedDir));
+  const source = settingOr(env, 'SVC_SOURCE');
+  const { url } = discoverControlUrl(env);
+  const token = readControlToken(env, url);
+  const client = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  const now = new Date().toISOString();
+  try {
+    await client.ingest({ source, runs: [{ run, status: 'queued', started_at: now, updated_at: now, run_key: handed }] });
+    return null;
+  } catch (err) {
+    return errorMessage(err);
+  }
 }
 
 /** The key `svc pod seal` made for the run, as the signer ships with it; never echoed. */

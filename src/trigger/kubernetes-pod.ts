@@ -172,12 +172,14 @@ export function buildPodSpec(
       })]
     : [];
   // Before any agent code runs: what the signer will diff against and push to, and the run's key (the run container
-  // gets only the key handed from it, in its home).
+  // gets only the key handed from it, in its home). It also stores the run bound to the handed key, so the agent
+  // cannot be the first to store it.
   const seal = container('seal', {
-    args: ['pod', 'seal', '--repo', WORKSPACE, '--sealed', SEALED_DIR, '--handoff', RUN_KEY_HANDOFF],
-    env: [{ name: 'HOME', value: SEALED_DIR }],
+    args: ['pod', 'seal', '--repo', WORKSPACE, '--sealed', SEALED_DIR, '--handoff', RUN_KEY_HANDOFF, '--run-id', runId],
+    env: baseEnv(serverEnv, s, job, SEALED_DIR, gate),
     volumeMounts: [
       { ...workspace, readOnly: true }, { name: 'sealed', mountPath: SEALED_DIR }, { name: 'home', mountPath: POD_HOME },
+      ...token,
     ],
   });
   const run = container(RUN_CONTAINER, {

@@ -149,7 +149,7 @@ describe('buildKubeJob', () => {
     // The run's key is made there too; the run container gets only the key handed from it, in a file of its home.
     const seal = pod.initContainers.find((c: { name: string }) => c.name === 'seal');
     const handoff = '/home/svc/.svc/handoff/run-key.json';
-    assert.deepEqual(seal.args, ['pod', 'seal', '--repo', '/workspace/repo', '--sealed', '/var/run/svc/sealed', '--handoff', handoff]);
+    assert.deepEqual(seal.args, ['pod', 'seal', '--repo', '/workspace/repo', '--sealed', '/var/run/svc/sealed', '--handoff', handoff, '--run-id', runIdOf(pod)]);
     assert.ok(seal.volumeMounts.some((m: { name: string; mountPath: string }) => m.name === 'home' && m.mountPath === '/home/svc'));
     assert.equal(run.env.find((v: { name: string }) => v.name === 'SVC_SECRETS_HANDOFF')?.value, handoff);
     assert.equal(pod.containers[0].env.some((v: { name: string }) => v.name === 'SVC_SECRETS_HANDOFF'), false);

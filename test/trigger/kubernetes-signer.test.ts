@@ -90,7 +90,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
 
   async function runJob(
     brief: string, beforeSigner?: (workspace: string, run: string) => void | Promise<void>,
-    whileRunning?: (run: string) => Promise<void>, more: { args?: string[]; envSecret?: string } = {},
+    whileRunning?: (run: string) => Promise<void>,
+    more: { args?: string[]; envSecret?: string; beforeRun?: (run: string) => Promise<void> } = {},
   ): Promise<{ outcome: RunOutcome; run: string; job: string }> {
     seq += 1;
     const id = `j0000000000sign${String(seq).padStart(11, '0')}`;
@@ -103,6 +104,11 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       ...(more.envSecret ? { SVC_K8S_ENV_SECRET: more.envSecret } : {}),
     };
     kube.beforeContainer = async (name, container) => {
+      if (container === 'run' && more.beforeRun) {
+        const run = kube.jobs.get(name)!.manifest.spec.template.spec.initContainers.find(
+          (c: { name: string }) => c.name === 'run').args as string[];
+        await more.beforeRun(run[run.indexOf('--run-id') + 1]!);
+      }
       if (container !== 'signer' || !beforeSigner) return;
       const args = kube.jobs.get(name)!.manifest.spec.template.spec.containers[0].args as string[];
       await beforeSigner(join(repo.root, 'pods', name, 'volumes', 'workspace'), args[args.indexOf('--run-id') + 1]!);
@@ -158,7 +164,18 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
   // The agent runs unsandboxed as the pod's user, so whatever key the run container holds it can read: that key is
   // the one handed from the run's own, which only the seal step and the signer ever see (docs/deploy.md).
   it('leaves the agent no key the Control Plane takes for its run once the signer shipped it', async () => {
-    const { outcome, run, job } = await runJob('fix the greeting');
+    // Stored by the seal step before the run container starts: the agent cannot be first, with no key or its own.
+    const first: unknown[] = [];
+    const beforeRun = async (runId: string) => {
+      first.push((await cp.request('GET', `/v1/runs/k8s/${runId}`)).json?.status);
+      const now = new Date().toISOString();
+      for (const key of [{}, { run_key: 'agent-key-0123456789abcdefghijklmnopqrstuvwxyz' }]) {
+        const forged = { run: runId, status: 'succeeded', started_at: now, updated_at: now, ...key };
+        first.push((await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } })).status);
+      }
+    };
+    const { outcome, run, job } = await runJob('fix the greeting', undefined, undefined, { beforeRun });
+    assert.deepEqual(first, ['queued', 403, 403]);
     assert.equal(outcome.status, 'succeeded', outcome.error ?? '');
     const volumes = join(repo.root, 'pods', job, 'volumes');
     const handed = readFileSync(join(volumes, 'workspace', '.svc', 'runs', run, 'run-key'), 'utf8').trim();
