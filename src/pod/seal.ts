@@ -6,9 +6,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { handedRunKey, newRunKey, RUN_KEY } from '../engine/ids.ts';
 import { RUN_KEY_FILE } from '../engine/paths.ts';
-import { discoverControlUrl } from '../client/server-record.ts';
-import { createControlClient } from '../client/client.ts';
-import { readControlToken } from '../engine/shipper.ts';
+import { shipperClient } from '../engine/shipper.ts';
 import { settingOr } from '../settings-registry.ts';
 import { headSha, currentBranch } from '../engine/git.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
@@ -51,12 +49,11 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
 export async function storeRun(env: NodeJS.ProcessEnv, run: string, sealedDir: string): Promise<string | null> {
   const handed = handedRunKey(readSealedRunKey(sealedDir));
   const source = settingOr(env, 'SVC_SOURCE');
-  const { url } = discoverControlUrl(env);
-  const token = readControlToken(env, url);
-  const client = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  const { client } = shipperClient(env);
   const now = new Date().toISOString();
   try {
-    await client.ingest({ source, runs: [{ run, status: 'queued', started_at: now, updated_at: now, run_key: handed }] });
+    const queued = { run, status: 'queued', started_at: now, updated_at: now, run_key: handed };
+    await client.ingest({ source, runs: [queued] });
     return null;
   } catch (err) {
     return errorMessage(err);

@@ -178,7 +178,9 @@ export function buildPodSpec(
     args: ['pod', 'seal', '--repo', WORKSPACE, '--sealed', SEALED_DIR, '--handoff', RUN_KEY_HANDOFF, '--run-id', runId],
     env: baseEnv(serverEnv, s, job, SEALED_DIR, gate),
     volumeMounts: [
-      { ...workspace, readOnly: true }, { name: 'sealed', mountPath: SEALED_DIR }, { name: 'home', mountPath: POD_HOME },
+      { ...workspace, readOnly: true },
+      { name: 'sealed', mountPath: SEALED_DIR },
+      { name: 'home', mountPath: POD_HOME },
       ...token,
     ],
   });
