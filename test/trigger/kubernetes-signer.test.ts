@@ -212,8 +212,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
         run: runId, status: 'succeeded', verdict: 'verified', pr_url: 'https://github.example/acme/api/pull/999',
         started_at: now, ended_at: now, updated_at: '2999-01-01T00:00:00.000Z', brief: 'forged',
       };
-      // The run's own agent can read its run's key (docs/control-data.md, "Each run's own runner"): what it ships
-      // with it is bounded by time alone.
+      // The run's own agent can read the key handed to its run container (docs/control-data.md, "Each run's own
+      // runner"): what it ships with it before the signer's batch is bounded by time alone.
       Object.assign(forged, { run_key: readFileSync(join(workspace, '.svc', 'runs', runId, 'run-key'), 'utf8').trim() });
       const far = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } });
       assert.equal(far.status, 400, far.text);
