@@ -210,7 +210,8 @@ export const SETTINGS = {
   SVC_SECRETS_HANDOFF: bySvc('the 0600 file under `~/.svc/handoff/` a re-executed svc reads its secrets from'),
   SVC_HANDOFF_FD: bySvc('`3`, the inherited pipe a child svc reads its secrets and the sandbox probe from'),
   SVC_RUN_KEY: { ...bySvc('the key of a run the Control Plane queued (its `run-key`), made with its row and handed ' +
-    'to the run\'s launcher on fd 3, never in an environment'), secret: true },
+    'to the run\'s launcher on fd 3, never in an environment; in a Kubernetes pod the key `svc pod seal` handed ' +
+    'from the run\'s own, in a handoff file'), secret: true },
   SVC_LAUNCHER_PID: bySvc('the launcher a detached run worker watches'),
   SVC_TASK_FILE: bySvc('for providers: the task'),
   SVC_QUESTION_FILE: bySvc('for providers: where a question is written'),

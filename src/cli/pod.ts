@@ -3,15 +3,17 @@
 import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { writeSeal } from '../pod/seal.ts';
+import { storeRun, writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';
 import { safeJson } from '../safe-json.ts';
 
-export const HELP = `Usage: svc pod seal --repo DIR --sealed DIR
+export const HELP = `Usage: svc pod seal --repo DIR --sealed DIR --handoff FILE [--run-id RUN]
        svc pod sign --run-id RUN --repo DIR --sealed DIR [--pr]
 
 Steps of a Kubernetes job pod (the trigger server's Kubernetes executor writes them into the pod spec):
-  seal   before the run: record the repository's HEAD and origin URL in the sealed folder
+  seal   before the run: record the repository's HEAD and origin URL in the sealed folder, make the run's key
+         there, and write the key handed from it for the run container's svc start to FILE (SVC_SECRETS_HANDOFF);
+         with --run-id, store that run on the Control Plane bound to the handed key (SVC_CONTROL_URL)
   sign   after the run container ended: check the run's commits against the sealed base, sign its Evidence
          Receipt with the key in $HOME/.svc/keys, open the pull request (--pr) and ship the run (SVC_CONTROL_URL)
 `;
@@ -22,11 +24,17 @@ export default async function pod(io: CliIo): Promise<number> {
   const { sub: step, rest } = picked;
   const { values } = parseFlags(rest, {
     repo: { type: 'string' }, sealed: { type: 'string' }, 'run-id': { type: 'string' }, pr: { type: 'boolean' },
+    handoff: { type: 'string' },
   }, 0);
   if (!values.repo || !values.sealed) throw new UsageError(`svc pod ${step} needs --repo and --sealed`);
   if (step === 'seal') {
-    const seal = writeSeal(values.repo, values.sealed);
-    io.stdout(`${safeJson({ sealed: seal.base_sha, origin: seal.origin_url !== null })}\n`);
+    if (!values.handoff) throw new UsageError('svc pod seal needs --handoff');
+    const named = values['run-id'];
+    if (named !== undefined && !isValidSegment(named)) throw new UsageError('svc pod seal: --run-id is not a run id');
+    const seal = writeSeal(values.repo, values.sealed, values.handoff);
+    const unstored = named === undefined ? 'no --run-id' : await storeRun(io.env, named, values.sealed);
+    if (named !== undefined && unstored) io.stderr(`svc pod seal: the run is not stored yet (${unstored})\n`);
+    io.stdout(`${safeJson({ sealed: seal.base_sha, origin: seal.origin_url !== null, stored: unstored === null })}\n`);
     return 0;
   }
   const run = values['run-id'];

@@ -10,6 +10,7 @@ import type { ControlDeps } from './deps.ts';
 import type { IngestBatch } from './ingest-validate.ts';
 import { eventData } from './event-bus.ts';
 import { str } from '../untrusted.ts';
+import { handedRunKey } from '../engine/ids.ts';
 import type { IngestResult } from '../client/types.ts';
 
 /** What the Control Plane keeps of a run's key: its SHA-256 (docs/control-data.md, "Each run's own runner"). */
@@ -17,10 +18,13 @@ export function runKeyDigest(key: string): Buffer {
   return createHash('sha256').update(key).digest();
 }
 
+function sameDigest(bound: Uint8Array, digest: Buffer): boolean {
+  return bound.length === digest.length && timingSafeEqual(bound, digest);
+}
+
 /** Whether `key` is the one a run is bound to (`bound`, its digest): one SHA-256, a constant-time comparison. */
 export function isBoundKey(bound: Uint8Array, key: string | null): boolean {
-  const digest = key === null ? null : runKeyDigest(key);
-  return digest !== null && bound.length === digest.length && timingSafeEqual(bound, digest);
+  return key !== null && sameDigest(bound, runKeyDigest(key));
 }
 
 /**
@@ -29,12 +33,20 @@ export function isBoundKey(bound: Uint8Array, key: string | null): boolean {
  * what tells one run's runner from another's. `stored` is the run as read once for this batch (undefined: none yet).
  * Returns the digest to bind when this batch makes the run: a run stored without a key (by a runner from before keys,
  * a batch that carried none) stays unbound, since whoever sent a key for it first would lock its real runner out (an
- * import, resume or verify binds it to its folder's `run-key` instead). One SHA-256 per run named, never per event.
+ * import, resume or verify binds it to its folder's `run-key` instead). A run bound to the key handed to its worker
+ * (`handedRunKey`: a pod's run container) moves onto the key that was made from when a batch carries that one (the
+ * pod's signer): `movedFrom` is the handed key's digest, and from then on the handed key, which the agent could read,
+ * writes nothing. One SHA-256 per run named, never per event (two more when a batch's key is not the bound one).
  */
-function checkRunKey(source: string, run: string, stored: KeyedRunRow | undefined, key: string | null): Buffer | null {
-  if (stored === undefined) return key === null ? null : runKeyDigest(key);
+function checkRunKey(
+  source: string, run: string, stored: KeyedRunRow | undefined, key: string | null,
+): { bind: Buffer | null; movedFrom: Uint8Array | null } {
+  if (stored === undefined) return { bind: key === null ? null : runKeyDigest(key), movedFrom: null };
   const bound = stored.run_key_sha256;
-  if (bound === null || isBoundKey(bound, key)) return null;
+  if (bound === null || isBoundKey(bound, key)) return { bind: null, movedFrom: null };
+  if (key !== null && sameDigest(bound, runKeyDigest(handedRunKey(key)))) {
+    return { bind: runKeyDigest(key), movedFrom: bound };
+  }
   const sent = key === null ? 'carries no "run_key" for it' : 'carries another "run_key"';
   throw new HttpError('forbidden_run', `Run ${source}/${run} is bound to the key of the runner that made it; this ` +
     `batch ${sent} (nothing of the batch was applied)`);
@@ -69,13 +81,14 @@ export function storeBatch(
     // One read of the row serves the key check and the times below.
     const stored = stores.runs.getKeyed(source, run.run);
     // Checked before this run's first write; a refusal rolls back the batch's earlier runs with it.
-    const bind = byRunner ? checkRunKey(source, run.run, stored, key) : key === null ? null : runKeyDigest(key);
+    const checked = byRunner ? checkRunKey(source, run.run, stored, key) : null;
+    const bind = checked ? checked.bind : key === null ? null : runKeyDigest(key);
     // A row stamped later than now (stored before body times were bounded, or by a clock since stepped back) is no
     // newer than this update: no stored claim to the future may keep a runner's real update out (ingest-validate.ts).
     const arriving = Math.min(now, run.updated_at ?? now);
     if (stored && stored.updated_at > now) stores.runs.patch(source, run.run, { updated_at: arriving });
     stores.runs.upsert(source, run);
-    if (bind !== null) stores.runs.bindKey(source, run.run, bind);
+    if (bind !== null) stores.runs.bindKey(source, run.run, bind, checked?.movedFrom ?? null);
     started.set(run.run, stored?.started_at ?? run.started_at);
   }
   const inserted: EventRow[] = [];

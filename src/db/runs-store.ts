@@ -62,8 +62,9 @@ export function createRunsStore(db: Db) {
   const pageStatement = statementCache(db, true);
   const statusStmt = db.prepare('SELECT status FROM runs WHERE source = ? AND run = ?');
   const getKeyedStmt = db.prepare(`SELECT ${ROW_COLUMNS}, run_key_sha256 FROM runs WHERE source = ? AND run = ?`);
+  // `IS ?`: NULL for a run bound to no key yet, else equal to the given digest.
   const bindKeyStmt = db.prepare(
-    'UPDATE runs SET run_key_sha256 = ? WHERE source = ? AND run = ? AND run_key_sha256 IS NULL',
+    'UPDATE runs SET run_key_sha256 = ? WHERE source = ? AND run = ? AND run_key_sha256 IS ?',
   );
   // A start request_id whose run is gone may start a new run, so its start request goes with it.
   const cascade = ['events', 'artifacts', 'control_requests', 'start_requests', 'runs'].map((table) =>
@@ -97,8 +98,12 @@ export function createRunsStore(db: Db) {
     patch,
     /** The row and, in the same read, the SHA-256 of the run's key (control migration 11): null when none is bound. */
     getKeyed: (source: string, run: string) => getKeyedStmt.get(source, run) as KeyedRunRow | undefined,
-    /** Binds the run to a key's digest; a run already bound keeps its first. */
-    bindKey: (source: string, run: string, digest: Uint8Array): void => void bindKeyStmt.run(digest, source, run),
+    /**
+     * Binds the run to a key's digest; a run already bound keeps its first, unless `from` names it: a run bound to
+     * a handed key moves onto the key it was made from (ingest-apply.ts checkRunKey).
+     */
+    bindKey: (source: string, run: string, digest: Uint8Array, from: Uint8Array | null = null): void =>
+      void bindKeyStmt.run(digest, source, run, from),
     /** A run that goes on (resumed, stopping) keeps no failure from before; one that ends is given its own. */
     setStatus(source: string, run: string, status: RunStatus, at: number, fields: RunPatch = {}) {
       const ended = status === 'failed' || status === 'stopped';

@@ -1,6 +1,6 @@
 // Run ids: "r" + 26 lowercase base32 chars (48-bit ms time, then 80 random bits), so they sort by creation time;
 // and the run's own key, made with it.
-import { randomBytes, randomInt } from 'node:crypto';
+import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { SEGMENT } from '../run-json.ts';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
@@ -17,6 +17,16 @@ export function newRunId(now: number = Date.now()): string {
 /** A run's own key (docs/control-data.md, "Each run's own runner"): 32 random bytes, base64url. */
 export function newRunKey(): string {
   return randomBytes(32).toString('base64url');
+}
+
+/**
+ * The key a run's worker is handed when a later runner holds the run's own key (a Kubernetes pod: the seal step makes
+ * `key` where the agent cannot read it, the run container gets this): its SHA-256, base64url. The Control Plane binds
+ * the run to it like any key, and moves the run onto `key` when a batch carries that (docs/control-data.md, "Each
+ * run's own runner"); whoever reads this one cannot find `key` from it.
+ */
+export function handedRunKey(key: string): string {
+  return createHash('sha256').update(key).digest('base64url');
 }
 
 /** A run key as ingest takes one: what newRunKey makes, with room for another. */

@@ -190,12 +190,19 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
   return { state, lines, artifacts, next: { events_offset: next, artifacts: sent }, more };
 }
 
+/** The Control Plane a runner ships to, its token for it, and a client with both (a pod's seal step uses it too). */
+export function shipperClient(
+  env: NodeJS.ProcessEnv,
+): { url: string; token: string | undefined; client: ControlClient } {
+  const { url } = discoverControlUrl(env);
+  const token = readControlToken(env, url);
+  return { url, token, client: createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 }) };
+}
+
 export function createShipper(
   dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void, onSkip?: SkipReport,
 ) {
-  const { url } = discoverControlUrl(env);
-  const token = readControlToken(env, url);
-  const client: ControlClient = createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  const { url, token, client } = shipperClient(env);
   const reported = new Set<string>();
   const skip: SkipReport = (entry, reason) => {
     if (reported.has(entry)) return;

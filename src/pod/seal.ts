@@ -1,8 +1,13 @@
-// `svc pod seal`: before any agent code runs in a pod, records the base commit and where a pull request goes, on a
-// volume only this init container and the signer mount, so nothing the agent does can change it.
+// `svc pod seal`: before any agent code runs in a pod, records the base commit and where a pull request goes, and
+// makes the run's key, on a volume only this init container and the signer mount, so nothing the agent does can
+// change them or read the key.
 import { FailedError, errorMessage } from '../errors.ts';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { handedRunKey, newRunKey, RUN_KEY } from '../engine/ids.ts';
+import { RUN_KEY_FILE } from '../engine/paths.ts';
+import { shipperClient } from '../engine/shipper.ts';
+import { settingOr } from '../settings-registry.ts';
 import { headSha, currentBranch } from '../engine/git.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
@@ -22,7 +27,52 @@ const SEAL_FILE = 'seal.json';
 /** A full commit id, SHA-1 or SHA-256. */
 export const COMMIT_ID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 
-export function writeSeal(repo: string, sealedDir: string): Seal {
+/**
+ * The run's own key, in the sealed folder (the signer ships with it), and the key handed from it to the run
+ * container's `svc start` through a secrets handoff file (`SVC_SECRETS_HANDOFF`, src/spawn/secrets-handoff.ts):
+ * the agent can read the handed key, and the Control Plane refuses it once the signer's batch carried the run's own
+ * (docs/control-data.md, "Each run's own runner"). Both files new ('wx'), 0600.
+ */
+function makeRunKeys(sealedDir: string, handoff: string): void {
+  const key = newRunKey();
+  writeFileSync(join(sealedDir, RUN_KEY_FILE), `${key}\n`, { mode: 0o600, flag: 'wx' });
+  mkdirSync(dirname(handoff), { recursive: true, mode: 0o700 });
+  const handed = handedRunKey(key);
+  writeFileSync(handoff, JSON.stringify({ secrets: { SVC_RUN_KEY: handed } }), { mode: 0o600, flag: 'wx' });
+}
+
+/**
+ * Stores the run, queued and bound to the key handed from the sealed one, before any agent code runs: otherwise the
+ * agent could store it first, without a key (left unbound) or with one of its own (the signer's batches refused). Null
+ * when stored, else why not (the pod goes on; the run container's first batch binds it then, docs/deploy.md).
+ */
+export async function storeRun(env: NodeJS.ProcessEnv, run: string, sealedDir: string): Promise<string | null> {
+  const handed = handedRunKey(readSealedRunKey(sealedDir));
+  const source = settingOr(env, 'SVC_SOURCE');
+  const { client } = shipperClient(env);
+  const now = new Date().toISOString();
+  try {
+    const queued = { run, status: 'queued', started_at: now, updated_at: now, run_key: handed };
+    await client.ingest({ source, runs: [queued] });
+    return null;
+  } catch (err) {
+    return errorMessage(err);
+  }
+}
+
+/** The key `svc pod seal` made for the run, as the signer ships with it; never echoed. */
+export function readSealedRunKey(sealedDir: string): string {
+  let key: string;
+  try {
+    key = readFileSync(join(sealedDir, RUN_KEY_FILE), 'utf8').trim();
+  } catch {
+    throw new FailedError(`No readable ${RUN_KEY_FILE} in ${sealedDir}: the pod's seal step did not run`);
+  }
+  if (!RUN_KEY.test(key)) throw new FailedError(`${RUN_KEY_FILE} in ${sealedDir} is not a run key`);
+  return key;
+}
+
+export function writeSeal(repo: string, sealedDir: string, handoff: string): Seal {
   let origin_url: string | null = null;
   let origin_problem: string | null = null;
   try {
@@ -35,6 +85,7 @@ export function writeSeal(repo: string, sealedDir: string): Seal {
     sealed_at: new Date().toISOString(),
   };
   writeJsonAtomic(join(sealedDir, SEAL_FILE), seal);
+  makeRunKeys(sealedDir, handoff);
   return seal;
 }
 

@@ -6,9 +6,9 @@ import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree, type PlainDir } from '../engine/plain-tree.ts';
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
-import { RUN_KEY_FILE, runDir } from '../engine/paths.ts';
+import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
-import { readState, withCost, type RunState } from '../engine/run-state.ts';
+import { makeRunKey, readState, withCost, type RunState } from '../engine/run-state.ts';
 import { obj } from '../untrusted.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
@@ -19,7 +19,7 @@ import { figure } from '../engine/providers.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
 import type { Policy } from '../engine/policy.ts';
-import { readSeal, type Seal } from './seal.ts';
+import { readSeal, readSealedRunKey, type Seal } from './seal.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
 import { repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
@@ -239,8 +239,9 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, said: RunEv
 const FILE_CAP = 16 * 1024 * 1024;
 const TOTAL_CAP = 256 * 1024 * 1024;
 const MAX_DEPTH = 8;
-// The run's key too: the signer ships the run as its runner, bound to that key (docs/deploy.md).
-const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json', RUN_KEY_FILE];
+// Not the run's `run-key`: the run container's was handed to it, and the agent could read it; the signer ships with
+// the key the seal step made (docs/deploy.md).
+const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json'];
 
 /**
  * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
@@ -286,7 +287,10 @@ function copyFrom(folder: PlainDir, to: string): void {
 export async function signRun(opts: SignOptions): Promise<RunState> {
   const work = join(opts.env.HOME ?? '/tmp', 'work');
   const dir = runDir(work, opts.run);
+  const key = readSealedRunKey(opts.sealedDir);
   copyRunFolder(runDir(opts.workspace, opts.run), dir);
+  // The Control Plane moves the run onto this key from the one handed to the run container (ingest-apply.ts).
+  makeRunKey(dir, key);
   const copied = readState(dir);
   if (copied.run !== opts.run || copied.source !== opts.source) {
     const named = `${String(copied.source)}/${String(copied.run)}`;

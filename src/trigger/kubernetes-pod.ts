@@ -14,6 +14,8 @@ export const SIGNER_CONTAINER = 'signer';
 const WORKSPACE = '/workspace/repo';
 const TOKEN_DIR = '/var/run/svc/control-token';
 const POD_HOME = '/home/svc';
+// The run container's svc start takes the run's handed key from here (SVC_SECRETS_HANDOFF), written by `seal`.
+const RUN_KEY_HANDOFF = `${POD_HOME}/.svc/handoff/run-key.json`;
 const SEALED_DIR = '/var/run/svc/sealed';
 const SIGNER_HOME = '/var/run/svc/signer';
 // keys.ts reads the pair from $HOME/.svc/keys; a mounted key is used as is (the folder is read-only, nothing is made).
@@ -169,16 +171,26 @@ export function buildPodSpec(
         volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }],
       })]
     : [];
-  // Before any agent code runs: what the signer will diff against and push to.
+  // Before any agent code runs: what the signer will diff against and push to, and the run's key (the run container
+  // gets only the key handed from it, in its home). It also stores the run bound to the handed key, so the agent
+  // cannot be the first to store it.
   const seal = container('seal', {
-    args: ['pod', 'seal', '--repo', WORKSPACE, '--sealed', SEALED_DIR],
-    env: [{ name: 'HOME', value: SEALED_DIR }],
-    volumeMounts: [{ ...workspace, readOnly: true }, { name: 'sealed', mountPath: SEALED_DIR }],
+    args: ['pod', 'seal', '--repo', WORKSPACE, '--sealed', SEALED_DIR, '--handoff', RUN_KEY_HANDOFF, '--run-id', runId],
+    env: baseEnv(serverEnv, s, job, SEALED_DIR, gate),
+    volumeMounts: [
+      { ...workspace, readOnly: true },
+      { name: 'sealed', mountPath: SEALED_DIR },
+      { name: 'home', mountPath: POD_HOME },
+      ...token,
+    ],
   });
   const run = container(RUN_CONTAINER, {
     args: podArgs(job.args, runId),
     workingDir: WORKSPACE,
-    env: [...baseEnv(serverEnv, s, job, POD_HOME, gate), { name: 'SVC_SIGN_LATER', value: '1' }],
+    env: [
+      ...baseEnv(serverEnv, s, job, POD_HOME, gate), { name: 'SVC_SIGN_LATER', value: '1' },
+      { name: 'SVC_SECRETS_HANDOFF', value: RUN_KEY_HANDOFF },
+    ],
     ...(s.envSecret ? { envFrom: [{ secretRef: { name: s.envSecret } }] } : {}),
     ...(resources ? { resources } : {}),
     volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }, ...token],

@@ -17,6 +17,7 @@ import { git as svcGit } from '../../src/engine/git.ts';
 import { FailedError } from '../../src/errors.ts';
 import { writeSeal, readSeal } from '../../src/pod/seal.ts';
 import { DEFAULT_POLICY } from '../../src/engine/policy.ts';
+import { newRunKey } from '../../src/engine/ids.ts';
 
 const GIT_ENV = { GIT_AUTHOR_NAME: 'T', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 'T', GIT_COMMITTER_EMAIL: 't@x' };
 const root = mkdtempSync(join(tmpdir(), 'svc-pod-'));
@@ -95,6 +96,7 @@ async function signPod(
   mkdirSync(sealedDir);
   const seal = { base_sha: w.base, origin_url: null, origin_problem: 'none', base_branch: 'main', sealed_at: 'x' };
   writeFileSync(join(sealedDir, 'seal.json'), JSON.stringify(seal));
+  writeFileSync(join(sealedDir, 'run-key'), `${newRunKey()}\n`, { mode: 0o600 });
   const home = join(root, `${name}-signer-home`);
   mkdirSync(home);
   const env = { PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0', ...more.env };
@@ -331,7 +333,7 @@ describe('seal, evidence and checks', () => {
 
   it('seals HEAD and origin, and refuses a missing or malformed seal', () => {
     const dir = join(root, 'sealed');
-    const seal = writeSeal(ws, dir);
+    const seal = writeSeal(ws, dir, join(root, 'seal-handoff.json'));
     assert.equal(seal.base_sha, git(ws, ['rev-parse', 'HEAD']));
     assert.match(seal.origin_url ?? '', /^file:\/\/.*seal-origin$/);
     assert.deepEqual(readSeal(dir).base_sha, seal.base_sha);
@@ -343,7 +345,7 @@ describe('seal, evidence and checks', () => {
   it('seals a workspace without origin with no URL and why, for the signer\'s error when a PR is asked for', () => {
     const bare = workspace('seal-no-origin').ws;
     git(bare, ['remote', 'remove', 'origin']);
-    const seal = writeSeal(bare, join(root, 'sealed-no-origin'));
+    const seal = writeSeal(bare, join(root, 'sealed-no-origin'), join(root, 'seal-no-origin-handoff.json'));
     assert.equal(seal.origin_url, null);
     assert.match(seal.origin_problem ?? '', /git remote add origin/);
     assert.equal(readSeal(join(root, 'sealed-no-origin')).origin_problem, seal.origin_problem);

@@ -46,7 +46,7 @@ function prepareWorkspace(
   git(root, ['clone', '-q', `file://${origin}`, ws]);
   const sealed = join(root, `${name}-sealed`);
   mkdirSync(sealed);
-  writeSeal(ws, sealed);
+  writeSeal(ws, sealed, join(root, `${name}-handoff.json`));
   git(ws, ['checkout', '-qb', `svc/${run}`]);
   writeFileSync(join(ws, 'f.txt'), '1\nfixed\n');
   git(ws, ['commit', '-qam', 'agent']);

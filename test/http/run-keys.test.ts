@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { handedRunKey } from '../../src/engine/ids.ts';
 
 const MAIN = 'main-token-0123456789abcdefghijkl';
 const K8S = 'k8s-runner-token-0123456789abcdef';
@@ -143,6 +144,24 @@ describe('run keys on POST /v1/ingest', () => {
     } finally {
       rmSync(project, { recursive: true, force: true });
     }
+  });
+
+  // A pod's run container is handed handedRunKey(key) (its agent can read that one); its signer holds `key`.
+  it('move a run bound to a handed key onto the key it was made from, once a batch carries that; the handed key is then refused', async () => {
+    const handed = handedRunKey(KEY);
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rpod', { status: 'running' }, handed)] })).status, 200);
+    // A key whose hash is not the bound key moves nothing: the other pod's, or the handed key's own hash.
+    for (const key of [OTHER, handedRunKey(handed)]) {
+      assert.equal((await ingest({ source: 'k8s', runs: [runOf('rpod', {}, key)] })).status, 403);
+    }
+    const signed = await ingest({ source: 'k8s', runs: [runOf('rpod', { status: 'succeeded', question: null }, KEY)] });
+    assert.equal(signed.status, 200, signed.text);
+    assert.deepEqual(Buffer.from(cp.deps.stores.runs.getKeyed('k8s', 'rpod')!.run_key_sha256!), createHash('sha256').update(KEY).digest());
+    const forged = await ingest({ source: 'k8s', runs: [runOf('rpod', { status: 'blocked', updated_at: ago(0) }, handed)] });
+    assert.equal(forged.status, 403, forged.text);
+    assert.equal(forged.json.error.code, 'forbidden_run');
+    assert.equal(row('rpod')?.status, 'succeeded');
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rpod', { status: 'succeeded', question: null })] })).status, 200);
   });
 
   it('hold for the server\u2019s own token too: the key, not the token, names the run\u2019s runner', async () => {

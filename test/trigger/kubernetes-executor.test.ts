@@ -88,7 +88,7 @@ describe('buildKubeJob', () => {
     for (const value of [...Object.values(SECRETS), 'cp-token-secret', 'sa-token-123']) assert.ok(!text.includes(value), `secret ${value} reached the Job`);
     const pod = (job as any).spec.template.spec;
     const names = runContainer(pod).env.map((e: { name: string }) => e.name).sort();
-    assert.deepEqual(names, ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SERVER_SANDBOX', 'SVC_SIGN_LATER', 'SVC_SOURCE', 'TMPDIR']);
+    assert.deepEqual(names, ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SECRETS_HANDOFF', 'SVC_SERVER_SANDBOX', 'SVC_SIGN_LATER', 'SVC_SOURCE', 'TMPDIR']);
     assert.deepEqual(pod.containers[0].env.map((e: { name: string }) => e.name).sort(), ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SERVER_SANDBOX', 'SVC_SOURCE', 'TMPDIR']);
   });
 
@@ -146,6 +146,13 @@ describe('buildKubeJob', () => {
     assert.deepEqual(run.envFrom, [{ secretRef: { name: 'provider-keys' } }], 'only the provider keys, as before');
     // The seal the signer trusts is written before the agent runs, and the run container never mounts it.
     assert.deepEqual(all.filter((c) => c.volumeMounts.some((m: { name: string }) => m.name === 'sealed')).map((c) => [c.name, c.volumeMounts.find((m: { name: string }) => m.name === 'sealed').readOnly ?? false]), [['seal', false], ['signer', true]]);
+    // The run's key is made there too; the run container gets only the key handed from it, in a file of its home.
+    const seal = pod.initContainers.find((c: { name: string }) => c.name === 'seal');
+    const handoff = '/home/svc/.svc/handoff/run-key.json';
+    assert.deepEqual(seal.args, ['pod', 'seal', '--repo', '/workspace/repo', '--sealed', '/var/run/svc/sealed', '--handoff', handoff, '--run-id', runIdOf(pod)]);
+    assert.ok(seal.volumeMounts.some((m: { name: string; mountPath: string }) => m.name === 'home' && m.mountPath === '/home/svc'));
+    assert.equal(run.env.find((v: { name: string }) => v.name === 'SVC_SECRETS_HANDOFF')?.value, handoff);
+    assert.equal(pod.containers[0].env.some((v: { name: string }) => v.name === 'SVC_SECRETS_HANDOFF'), false);
     assert.equal(pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'workspace').readOnly, true);
     assert.deepEqual(pod.containers[0].args, ['pod', 'sign', '--run-id', runIdOf(pod), '--repo', '/workspace/repo', '--sealed', '/var/run/svc/sealed', '--pr']);
     // No Kubernetes API token in any container, and no container sees another's processes.

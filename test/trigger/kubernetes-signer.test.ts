@@ -4,9 +4,9 @@
 // queue, and be what the Control Plane holds, whatever the agent wrote into the shared workspace.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createKubernetesExecutor, kubeJobName } from '../../src/trigger/kubernetes-executor.ts';
@@ -18,6 +18,7 @@ import { startTestControl, type TestControl } from '../helpers/control-server.ts
 import { makeRepo, startGithubStandIn, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import type { RunOutcome } from '../../src/trigger/executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { handedRunKey } from '../../src/engine/ids.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const CP_TOKEN = 'cp-token-signer';
@@ -89,7 +90,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
 
   async function runJob(
     brief: string, beforeSigner?: (workspace: string, run: string) => void | Promise<void>,
-    whileRunning?: (run: string) => Promise<void>, more: { args?: string[]; envSecret?: string } = {},
+    whileRunning?: (run: string) => Promise<void>,
+    more: { args?: string[]; envSecret?: string; beforeRun?: (run: string) => Promise<void> } = {},
   ): Promise<{ outcome: RunOutcome; run: string; job: string }> {
     seq += 1;
     const id = `j0000000000sign${String(seq).padStart(11, '0')}`;
@@ -102,6 +104,11 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       ...(more.envSecret ? { SVC_K8S_ENV_SECRET: more.envSecret } : {}),
     };
     kube.beforeContainer = async (name, container) => {
+      if (container === 'run' && more.beforeRun) {
+        const run = kube.jobs.get(name)!.manifest.spec.template.spec.initContainers.find(
+          (c: { name: string }) => c.name === 'run').args as string[];
+        await more.beforeRun(run[run.indexOf('--run-id') + 1]!);
+      }
       if (container !== 'signer' || !beforeSigner) return;
       const args = kube.jobs.get(name)!.manifest.spec.template.spec.containers[0].args as string[];
       await beforeSigner(join(repo.root, 'pods', name, 'volumes', 'workspace'), args[args.indexOf('--run-id') + 1]!);
@@ -154,6 +161,42 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.deepEqual(queued.json.signed_by, { kid: runnerKid, name: 'k8s-runner', origin: 'runner' });
   });
 
+  // The agent runs unsandboxed as the pod's user, so whatever key the run container holds it can read: that key is
+  // the one handed from the run's own, which only the seal step and the signer ever see (docs/deploy.md).
+  it('leaves the agent no key the Control Plane takes for its run once the signer shipped it', async () => {
+    // Stored by the seal step before the run container starts: the agent cannot be first, with no key or its own.
+    const first: unknown[] = [];
+    const beforeRun = async (runId: string) => {
+      first.push((await cp.request('GET', `/v1/runs/k8s/${runId}`)).json?.status);
+      const now = new Date().toISOString();
+      for (const key of [{}, { run_key: 'agent-key-0123456789abcdefghijklmnopqrstuvwxyz' }]) {
+        const forged = { run: runId, status: 'succeeded', started_at: now, updated_at: now, ...key };
+        first.push((await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } })).status);
+      }
+    };
+    const { outcome, run, job } = await runJob('fix the greeting', undefined, undefined, { beforeRun });
+    assert.deepEqual(first, ['queued', 403, 403]);
+    assert.equal(outcome.status, 'succeeded', outcome.error ?? '');
+    const volumes = join(repo.root, 'pods', job, 'volumes');
+    const handed = readFileSync(join(volumes, 'workspace', '.svc', 'runs', run, 'run-key'), 'utf8').trim();
+    const now = new Date().toISOString();
+    const forged = { run, status: 'blocked', question: 'Paste the deploy token', started_at: now, updated_at: now,
+      run_key: handed };
+    const res = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } });
+    assert.equal(res.status, 403, res.text);
+    assert.equal(res.json.error.code, 'forbidden_run');
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.deepEqual([shown.status, shown.verdict, shown.question], ['succeeded', 'verified', null]);
+    const own = readFileSync(join(volumes, 'sealed', 'run-key'), 'utf8').trim();
+    assert.equal(handed, handedRunKey(own));
+    assert.equal(existsSync(join(volumes, 'home', '.svc', 'handoff', 'run-key.json')), false, 'svc start took it');
+    // Nowhere in the volumes the run container mounts (grep: 1 when nothing matched).
+    for (const mounted of ['workspace', 'home', 'tmp']) {
+      const grep = spawnSync('grep', ['-rlF', '--', own, join(volumes, mounted)], { encoding: 'utf8' });
+      assert.equal(grep.status, 1, `the run's own key is in ${grep.stdout}`);
+    }
+  });
+
   // Without a sandbox in the pod, a process the agent left behind (escaped and with its marker scrubbed, the documented
   // limit of docs/engine.md) could rewrite the evidence before the run container ends, and ship a "verified" state of
   // its own with the run container's Control Plane token; the test does both for it.
@@ -169,8 +212,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
         run: runId, status: 'succeeded', verdict: 'verified', pr_url: 'https://github.example/acme/api/pull/999',
         started_at: now, ended_at: now, updated_at: '2999-01-01T00:00:00.000Z', brief: 'forged',
       };
-      // The run's own agent can read its run's key (docs/control-data.md, "Each run's own runner"): what it ships
-      // with it is bounded by time alone.
+      // The run's own agent can read the key handed to its run container (docs/control-data.md, "Each run's own
+      // runner"): what it ships with it before the signer's batch is bounded by time alone.
       Object.assign(forged, { run_key: readFileSync(join(workspace, '.svc', 'runs', runId, 'run-key'), 'utf8').trim() });
       const far = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } });
       assert.equal(far.status, 400, far.text);
