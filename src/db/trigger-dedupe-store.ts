@@ -3,15 +3,16 @@
 // catches up with rows other connections committed (docs/trigger.md "How keys are looked up"; docs/bench.md).
 import { LIMIT_PARAM, type Db } from './open.ts';
 
-// A Map holds at most 2^24 entries in V8: 16 shards keep a server with tens of millions of live keys inside that.
-const SHARDS = 16;
-
-/** FNV-1a over the UTF-16 code units: the low 4 bits pick the shard, the rest is the key within it. */
+/** FNV-1a over the UTF-16 code units, never 0 (a slot's 0 means never used; every hit is confirmed by its row). */
 function hashOf(key: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 16777619);
-  return h >>> 0;
+  return h >>> 0 || 1;
 }
+
+/** Slots filled (removed ones included) past which the table is rebuilt: 3/4, as `rebuild` counts. */
+const MAX_LOAD = 0.75;
+const MIN_SLOTS = 1024;
 
 type Row = { keys: string; job_id: string };
 
@@ -29,27 +30,59 @@ export function createTriggerDedupeStore(db: Db) {
   const expired = db.prepare(`DELETE FROM dedupe_keys WHERE id IN
     (SELECT id FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM}) RETURNING id, keys`);
   expired.setReturnArrays(true);
-  const shards = Array.from({ length: SHARDS }, () => new Map<number, number | number[]>());
   // Every committed row up to here is indexed (set from committed rows only: a rolled-back id is read again).
   let seen = 0;
 
+  // The index: each claimed key's hash and its row id in a slot of two typed arrays (open addressing, probed linearly
+  // from the hash's slot), not Maps: a look-up of a new key reads a few adjacent hashes, and the garbage collector has
+  // nothing to walk (docs/bench.md). `hashes[i]` 0: never used; `ids[i]` 0: removed (row ids start at 1).
+  let hashes = new Uint32Array(MIN_SLOTS);
+  let ids = new Float64Array(MIN_SLOTS);
+  let shift = 32 - Math.log2(MIN_SLOTS);
+  let filled = 0;
+  let live = 0;
+
+  /** The slot probing for `h` starts at (Fibonacci hashing: the hash's bits spread over the table's). */
+  const firstSlot = (h: number): number => Math.imul(h, 0x9e3779b1) >>> shift;
+
+  function put(h: number, id: number): void {
+    const mask = hashes.length - 1;
+    let i = firstSlot(h);
+    while (hashes[i] !== 0) i = (i + 1) & mask;
+    hashes[i] = h;
+    ids[i] = id;
+    filled++;
+    live++;
+  }
+
+  /** A table of the live entries alone, sized so they fill at most half of MAX_LOAD of it. */
+  function rebuild(): void {
+    const [oldHashes, oldIds] = [hashes, ids];
+    let size = MIN_SLOTS;
+    while (live > size * (MAX_LOAD / 2)) size *= 2;
+    hashes = new Uint32Array(size);
+    ids = new Float64Array(size);
+    shift = 32 - Math.log2(size);
+    filled = 0;
+    live = 0;
+    for (let i = 0; i < oldHashes.length; i++) if (oldIds[i] !== 0) put(oldHashes[i]!, oldIds[i]!);
+  }
+
   function index(id: number, key: string, h = hashOf(key)): void {
-    const shard = shards[h & (SHARDS - 1)]!;
-    const ids = shard.get(h >>> 4);
-    if (ids === undefined) shard.set(h >>> 4, id);
-    else if (typeof ids === 'number') {
-      if (ids !== id) shard.set(h >>> 4, [ids, id]);
-    } else if (!ids.includes(id)) ids.push(id);
+    const mask = hashes.length - 1;
+    for (let i = firstSlot(h); hashes[i] !== 0; i = (i + 1) & mask) if (hashes[i] === h && ids[i] === id) return;
+    if (filled + 1 > hashes.length * MAX_LOAD) rebuild();
+    put(h, id);
   }
 
   function unindex(id: number, key: string): void {
     const h = hashOf(key);
-    const shard = shards[h & (SHARDS - 1)]!;
-    const ids = shard.get(h >>> 4);
-    if (ids === id) shard.delete(h >>> 4);
-    else if (Array.isArray(ids)) {
-      const rest = ids.filter((x) => x !== id);
-      shard.set(h >>> 4, rest.length === 1 ? rest[0]! : rest);
+    const mask = hashes.length - 1;
+    for (let i = firstSlot(h); hashes[i] !== 0; i = (i + 1) & mask) {
+      if (hashes[i] === h && ids[i] === id) {
+        ids[i] = 0;
+        live--;
+      }
     }
   }
 
@@ -73,10 +106,10 @@ export function createTriggerDedupeStore(db: Db) {
 
   /** The job whose row holds exactly this key, each hash hit confirmed by the row itself. */
   function holderOf(key: string, h = hashOf(key)): string | undefined {
-    const ids = shards[h & (SHARDS - 1)]!.get(h >>> 4);
-    if (ids === undefined) return undefined;
-    for (const id of typeof ids === 'number' ? [ids] : ids) {
-      const row = byId.get(id) as Row | undefined;
+    const mask = hashes.length - 1;
+    for (let i = firstSlot(h); hashes[i] !== 0; i = (i + 1) & mask) {
+      if (hashes[i] !== h || ids[i] === 0) continue;
+      const row = byId.get(ids[i]!) as Row | undefined;
       if (row !== undefined && keysOf(row.keys).includes(key)) return row.job_id;
     }
     return undefined;

@@ -5,9 +5,18 @@ import { SEGMENT } from '../run-json.ts';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 
+// The last time encoded and its text: the jobs one COMMIT queues share one time (trigger/queue.ts), and the replace
+// below costs ~2 µs, as much as a delivery's dedupe key (docs/bench.md).
+let lastMs = NaN;
+let lastText = '';
+
 /** `ms` in ten base32 digits of ALPHABET (JavaScript's own base32 digits, mapped). */
 export function encodeTime(ms: number): string {
-  return ms.toString(32).padStart(10, '0').replace(/[0-9a-v]/g, (digit) => ALPHABET[parseInt(digit, 32)]!);
+  if (ms !== lastMs) {
+    lastText = ms.toString(32).padStart(10, '0').replace(/[0-9a-v]/g, (digit) => ALPHABET[parseInt(digit, 32)]!);
+    lastMs = ms;
+  }
+  return lastText;
 }
 
 export function newRunId(now: number = Date.now()): string {

@@ -110,6 +110,29 @@ describe('dedupe keys', async () => {
     assert.deepEqual(await place(stores, 5 * day, delivery('old-1'), delivery('new')), ['queued', `dup:${jobOf(stores, 'new')}`]);
   });
 
+  it('finds each of thousands of keys and none pruned, as the index grows and is rebuilt', async () => {
+    const { db, path } = temp.open();
+    const stores = createTriggerStores(db);
+    const day = 86_400_000;
+    const keys = (prefix: string, n: number) => [`${prefix}-body-${n}`, `${prefix}-delivery-${n}`];
+    const many = (prefix: string) => Array.from({ length: 1500 }, (_, n) => delivery(...keys(prefix, n)));
+    await place(stores, 0, ...many('old'));
+    await place(stores, 5 * day, ...many('new'));
+    assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 30 }, 5 * day), { dedupeKeys: 3000, jobs: 0 });
+    // More claims after the removals: the index is rebuilt without them.
+    await place(stores, 5 * day, ...many('later'));
+    const other = createTriggerStores(openDatabase(path, triggerMigrations));
+    for (const store of [stores, other]) {
+      for (let n = 0; n < 1500; n++) {
+        assert.equal(store.dedupe.holder(keys('old', n)), undefined);
+        for (const key of [...keys('new', n), ...keys('later', n)]) {
+          assert.equal(store.dedupe.holder([key]), jobOf(stores, key));
+        }
+      }
+    }
+    other.db.close();
+  });
+
   it('keeps the keys of a DB from before migrations 4 and 7, and they still deduplicate', async () => {
     const dir = tempDir('svc-dedupe-v3-');
     temp.dirs.push(dir);

@@ -151,4 +151,10 @@ describe('job ids', () => {
     }
     assert.equal(ids.size, 2000);
   });
+  it('begin with their own time, also when times alternate (the last time\'s text is kept for the next id)', () => {
+    // 1_700_000_000_000 ms is 1hf7uaq00 in JavaScript's base32 digits; in engine/ids.ts's ALPHABET, 01hf7yat00.
+    const times = [1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_000, 0, 1_700_000_000_000];
+    const prefixes = times.map((t) => newJobId(t).slice(0, 11));
+    assert.deepEqual(prefixes, ['j01hf7yat00', 'j01hf7yat01', 'j01hf7yat00', 'j0000000000', 'j01hf7yat00']);
+  });
 });

@@ -210,6 +210,16 @@ describe('trigger routes with real payloads', () => {
       // A repository renamed or deleted, and a new one of its name: its issue 41 is another issue, with its own id.
       const recreated = await send({ action: 'opened', issue: issue(41, at, 7041), sender }, 'g-opened-41-new-repo');
       assert.equal(recreated.status, 202);
+      // Both deliveries sent at once (so often claimed in one COMMIT), in either order: one job, one duplicate.
+      for (const [number, pair] of [[43, [opened, labeled]], [44, [labeled, opened]]] as const) {
+        const answers = await Promise.all(pair.map((make, i) => send(make(number), `g-together-${number}-${i}`)));
+        const queued = answers.filter((a) => a.status === 202);
+        assert.equal(queued.length, 1);
+        assert.deepEqual(answers.filter((a) => a.status === 200).map((a) => a.body), [{ status: 'duplicate' }]);
+        assert.ok(t.queue.get(queued[0]!.body.job_id as string));
+      }
+      // GitHub's retry of a delivery (the same body and X-GitHub-Delivery) is its duplicate, also of an opened one.
+      assert.deepEqual((await send(opened(41), 'g-opened-41')).body, { status: 'duplicate' });
     });
     it('skips a ping', async () => {
       const raw = Buffer.from('{"zen":"hi"}');
