@@ -14,9 +14,19 @@ import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { isDatabaseBusy } from '../http/pipeline.ts';
 
 /** How soon a write the database refused (another process holds its lock, the disk is full) is tried again. */
 const RETRY_MS = 1_000;
+/** SQLite's primary codes for a disk that failed a write or is full: the same write may succeed later. */
+const SQLITE_IOERR = 10;
+const SQLITE_FULL = 13;
+
+function mayTakeLater(err: unknown): boolean {
+  const errcode = err instanceof Error ? (err as { errcode?: unknown }).errcode : undefined;
+  const primary = typeof errcode === 'number' ? errcode & 0xff : null;
+  return isDatabaseBusy(err) || primary === SQLITE_IOERR || primary === SQLITE_FULL;
+}
 
 interface JobEnd {
   status: 'succeeded' | 'failed' | 'interrupted';
@@ -52,7 +62,9 @@ export function createJobLoop(opts: JobLoopOptions) {
   function track(job: JobRow, work: Promise<void>): void {
     const task = work.catch(async (err: unknown) => {
       log.error('job crashed', { job_id: job.id, error: errorMessage(err) });
-      await record(job, { status: 'failed', error: 'internal error while running the job' });
+      await record(job, { status: 'failed', error: 'internal error while running the job' }).catch((again) => {
+        log.error('could not record the job\'s end', { job_id: job.id, error: errorMessage(again) });
+      });
     });
     tasks.add(task);
     countActive(turns, job, 1);
@@ -92,6 +104,7 @@ export function createJobLoop(opts: JobLoopOptions) {
         return true;
       } catch (err) {
         if (closed) return false;
+        if (!mayTakeLater(err)) throw err;
         log.error('could not record the job\'s end; trying again', { job_id: job.id, error: errorMessage(err) });
       }
       await sleep(RETRY_MS, undefined, { signal: abort.signal }).catch(() => {});
