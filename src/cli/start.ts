@@ -163,6 +163,8 @@ export default async function start(io: CliIo): Promise<number> {
     if (!state) throw new NotFoundError(`No run ${run} in this repository`);
     if (flag === 'stop') {
       io.stdout(summary((await stopLocalRun(repo, run, 'svc start --stop')) ?? state));
+      // A run whose worker is gone has no shipper: its end goes to the Control Plane now.
+      await sendPendingRuns(io, repo);
       return 0;
     }
     if (flag === 'open-pr') {

@@ -12,6 +12,7 @@ import { operatorPassedEnv } from '../engine/config.ts';
 import { TERMINAL, readFailure, runFailure, type RunFailure } from '../run-json.ts';
 import { failureColumns } from '../db/runs-store.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
+import { errorMessage } from '../errors.ts';
 import type { RunEventBus } from './event-bus.ts';
 import type { ControlSettings } from './settings.ts';
 
@@ -70,13 +71,20 @@ export function createRunController(deps: RunControllerDeps) {
     source: string, run: string, message: string, mode: OnFailure, failure: RunFailure | null,
   ): void {
     const now = deps.clock();
-    const row = deps.stores.runs.get(source, run);
-    if (mode === 'fail-run' && row && (row.status === 'queued' || row.status === 'running')) {
-      // The launcher said why on stdout (src/cli/start.ts); one that said nothing failed on svc's side.
-      const columns = failureColumns(failure ?? runFailure('infra', message));
-      deps.stores.runs.setStatus(source, run, 'failed', now, { error: message, ended_at: now, ...columns });
+    try {
+      const row = deps.stores.runs.get(source, run);
+      if (mode === 'fail-run' && row && (row.status === 'queued' || row.status === 'running')) {
+        // The launcher said why on stdout (src/cli/start.ts); one that said nothing failed on svc's side.
+        const columns = failureColumns(failure ?? runFailure('infra', message));
+        deps.stores.runs.setStatus(source, run, 'failed', now, { error: message, ended_at: now, ...columns });
+      }
+      if (row) {
+        deps.bus.publish([deps.stores.events.append(source, run, { kind: 'error', data: { message }, ts: now })]);
+      }
+    } catch (err) {
+      // A database another process holds locked, or a full disk: logged, never the end of this server.
+      deps.log.error('could not record the failed launch', { source, run, error: errorMessage(err) });
     }
-    if (row) deps.bus.publish([deps.stores.events.append(source, run, { kind: 'error', data: { message }, ts: now })]);
     deps.log.warn('run launch failed', { source, run, error: message });
   }
 
@@ -146,7 +154,10 @@ export function createRunController(deps: RunControllerDeps) {
             // The worker shipped the signal it got; who sent it is known here.
             deps.stores.runs.patch(row.source, row.run, { ...failureColumns(failure), updated_at: now });
           }
-        })(),
+        })().catch((err: unknown) => {
+          // A database another process holds locked, or a full disk: the worker's shipped state ends the row later.
+          deps.log.error('could not record the stop', { source: row.source, run: row.run, error: errorMessage(err) });
+        }),
       );
     },
     async close() {

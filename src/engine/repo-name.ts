@@ -49,7 +49,7 @@ function isRenamable(state: RunState): boolean {
 }
 
 /** Whether the worker a run's state names is still that process (pid and start time): then it owns the state. */
-export function workerAlive(state: RunState): boolean {
+export function workerAlive(state: Pick<RunState, 'pid' | 'proc_start'>): boolean {
   if (typeof state.pid !== 'number') return false;
   const started = procStart(state.pid);
   return started !== null && (state.proc_start === null || state.proc_start === started);

@@ -3,11 +3,17 @@
 import { existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { appendEvent, openEventLog, readState, tryReadState, writeState, type RunState } from './run-state.ts';
+import {
+  appendEvent, openEventLog, readState, tryReadState, withCost, writeState, type RunState,
+} from './run-state.ts';
 import { TERMINAL, runFailure, type RunStatus } from '../run-json.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import { isChildOf, isWorkerOf, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity } from './proc-group.ts';
-import { createShipLoop, createShipper, type ControlItem } from './shipper.ts';
+import { createShipLoop, createShipper, markPending, type ControlItem } from './shipper.ts';
+import { workerAlive } from './repo-name.ts';
+import { addUsage, createOutputReader, type Usage } from './providers.ts';
+import { openRunFolder, readPlainIn } from './plain-tree.ts';
+import { objOrNull, tryParseJson } from '../untrusted.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { makePlainDirsIn, openRunDir, UnsafePathError, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { setting } from '../settings-registry.ts';
@@ -130,6 +136,8 @@ export async function stopLocalRun(repo: string, run: string, by: string): Promi
     }
     if (!state) return null;
   }
+  // A worker that died without ending its run (kill -9, out of memory, a reboot) failed it; this stop only finds that.
+  const died = state.pid !== null && state.proc_start !== null && !workerAlive(state);
   if (state.pid) {
     const worker = { pid: state.pid, pgid: state.pgid ?? state.pid, proc_start: state.proc_start };
     // state.json is only a claim: the pid must still be our worker for this very run (its argv says so).
@@ -146,16 +154,54 @@ export async function stopLocalRun(repo: string, run: string, by: string): Promi
   if (!TERMINAL.has(state.status)) {
     const from = state.status;
     const now = new Date().toISOString();
+    const end = died ? {
+      status: 'failed' as const, failure: runFailure('infra', `the run's worker died (found by ${by})`),
+      ...withCost(state, { reported: addUsage(state.reported ?? NO_USAGE, unrecordedUsage(dir, state.provider)) }),
+    } : { status: 'stopped' as const, failure };
     state = {
-      ...state, status: 'stopped', ended_at: state.ended_at ?? now, updated_at: now,
-      question: null, child: null, pid: null, failure,
+      ...state, ...end, ended_at: state.ended_at ?? now, updated_at: now, question: null, child: null, pid: null,
     };
     writeState(dir, state);
-    appendEvent(dir, 'run.status', { from, to: 'stopped' });
+    appendEvent(dir, 'run.status', { from, to: state.status });
+    // No worker ships this end: the next svc command (or `svc ship`) does.
+    markPending(dir);
   } else if (state.status === 'stopped' && state.failure?.class === 'stopped') {
     // The worker knew only the signal it got; this stopper knows who sent it.
     state = { ...state, failure, updated_at: new Date().toISOString() };
     writeState(dir, state);
+    markPending(dir);
   }
   return state;
+}
+
+const NO_USAGE: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
+
+/**
+ * What the provider's output reported (a command provider's `svc.cost` lines) after the run's last `cost` event: the
+ * attempt a dead worker never added to the state. Read from the run's log events, so only what they kept.
+ */
+function unrecordedUsage(dir: string, provider: string): Usage {
+  const folder = openRunFolder(dir);
+  if ('failed' in folder) return NO_USAGE;
+  let text;
+  try {
+    text = readPlainIn(folder, 'events.jsonl', Infinity);
+  } finally {
+    folder.close();
+  }
+  if (typeof text === 'string') return NO_USAGE;
+  let usage = NO_USAGE;
+  let reader = createOutputReader(provider);
+  for (const line of text.toString('utf8').split('\n')) {
+    const event = objOrNull(tryParseJson(line));
+    const data = objOrNull(event?.data);
+    if (event?.kind === 'cost') {
+      usage = NO_USAGE;
+      reader = createOutputReader(provider);
+    } else if (event?.kind === 'log' && (data?.stream === 'stdout' || data?.stream === 'stderr')) {
+      const increment = typeof data.text === 'string' ? reader.line(data.stream, data.text).usage : null;
+      if (increment) usage = addUsage(usage, increment);
+    }
+  }
+  return usage;
 }

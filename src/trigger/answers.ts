@@ -69,6 +69,9 @@ export function commentTime(value: unknown): number | null {
 
 export function createAnswerDesk(opts: AnswerDeskOptions) {
   const { stores, log } = opts;
+  // The keys of answers being handed to their run (`svc answer`), and their job: claimed only once it has answered or
+  // refused, so a crash in between leaves the redelivery free to answer.
+  const answering = new Map<string, string>();
 
   function audit(job: JobRow, req: AnswerRequest, outcome: 'answered' | 'refused', reason: string | null): void {
     stores.replies.audit({
@@ -81,7 +84,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
 
   async function answer(req: AnswerRequest): Promise<AnswerOutcome> {
     // A redelivery is a duplicate even once the job it answered has ended.
-    const earlier = stores.dedupe.holder(req.keys);
+    const earlier = stores.dedupe.holder(req.keys) ?? req.keys.map((k) => answering.get(k)).find((j) => j);
     if (earlier !== undefined) return { kind: 'duplicate', jobId: earlier };
     // The running jobs asked in this thread (bounded by the server's concurrency).
     const all = stores.jobs.listRunning().filter((j) => {
@@ -96,9 +99,11 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
       return { kind: 'no_job', reason: `no running svc job was asked here${named}` };
     }
     const job = jobs[0] ?? elsewhere!;
-    // Synchronous from the look-up to the claim: two copies of one delivery cannot both pass.
-    stores.dedupe.claim(req.keys, job.id, opts.clock());
+    // Synchronous from the look-up to the claim (or the mark in `answering`): two copies of one delivery cannot both
+    // pass.
+    const claim = () => stores.dedupe.claim(req.keys, job.id, opts.clock());
     const refuse = (reason: string) => {
+      claim();
       audit(job, req, 'refused', reason);
       return { kind: 'refused' as const, jobId: job.id, reason };
     };
@@ -126,8 +131,15 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     const run = { source: job.run_source, run: job.run_id };
     // Marked as the origin's (never a raise of the operator's daily caps): route and vendor's name, one short line.
     const by = [...`${req.origin}:${req.who}`.replace(/\p{Cc}+/gu, ' ')].slice(0, 200).join('');
-    const result = await opts.executor.answer(run, req.text, job.workdir, by);
+    for (const key of req.keys) answering.set(key, job.id);
+    let result;
+    try {
+      result = await opts.executor.answer(run, req.text, job.workdir, by);
+    } finally {
+      for (const key of req.keys) answering.delete(key);
+    }
     if (!result.ok) return refuse(result.reason);
+    claim();
     audit(job, req, 'answered', null);
     void opts.progress(job.id, { step: 'answered', by: req.who });
     return { kind: 'answered', jobId: job.id, run: `${run.source}/${run.run}` };

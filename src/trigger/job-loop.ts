@@ -13,6 +13,20 @@ import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isDatabaseBusy } from '../http/pipeline.ts';
+
+/** How soon a write the database refused (another process holds its lock, the disk is full) is tried again. */
+const RETRY_MS = 1_000;
+/** SQLite's primary codes for a disk that failed a write or is full: the same write may succeed later. */
+const SQLITE_IOERR = 10;
+const SQLITE_FULL = 13;
+
+function mayTakeLater(err: unknown): boolean {
+  const errcode = err instanceof Error ? (err as { errcode?: unknown }).errcode : undefined;
+  const primary = typeof errcode === 'number' ? errcode & 0xff : null;
+  return isDatabaseBusy(err) || primary === SQLITE_IOERR || primary === SQLITE_FULL;
+}
 
 interface JobEnd {
   status: 'succeeded' | 'failed' | 'interrupted';
@@ -42,16 +56,15 @@ export function createJobLoop(opts: JobLoopOptions) {
   let closed = false;
 
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
+  let retryKick: NodeJS.Timeout | undefined;
 
   /** A job that throws ends failed; its slot frees either way and the next job may start. */
   function track(job: JobRow, work: Promise<void>): void {
-    const task = work.catch((err: unknown) => {
+    const task = work.catch(async (err: unknown) => {
       log.error('job crashed', { job_id: job.id, error: errorMessage(err) });
-      try {
-        finish(job, { status: 'failed', error: 'internal error while running the job' });
-      } catch {
-        // the DB is gone (shutdown); the job is re-attached or interrupted on restart
-      }
+      await record(job, { status: 'failed', error: 'internal error while running the job' }).catch((again) => {
+        log.error('could not record the job\'s end', { job_id: job.id, error: errorMessage(again) });
+      });
     });
     tasks.add(task);
     countActive(turns, job, 1);
@@ -71,6 +84,8 @@ export function createJobLoop(opts: JobLoopOptions) {
       jobId: job.id, status, run, outcome, durationMs: endedMs - startedMs, error, publicUrl: settings.publicUrl,
     });
     const summary = plainSummary(parts);
+    // The worker's own retries of the run (never the job's), shown in the job's JSON.
+    if (outcome?.infra_retries) stores.jobs.setInfraRetries(job.id, outcome.infra_retries);
     stores.jobs.finish(job.id, {
       status, finished_at: now, exit_code: exitCode, summary, summary_parts: JSON.stringify(parts), error,
     });
@@ -78,9 +93,26 @@ export function createJobLoop(opts: JobLoopOptions) {
     log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
   }
 
+  /**
+   * Records the job's end; a write the database refuses is tried again each second while the job keeps its slot.
+   * False on shutdown: the job stays running, re-attached or interrupted on restart.
+   */
+  async function record(job: JobRow, end: JobEnd): Promise<boolean> {
+    for (;;) {
+      try {
+        finish(job, end);
+        return true;
+      } catch (err) {
+        if (closed) return false;
+        if (!mayTakeLater(err)) throw err;
+        log.error('could not record the job\'s end; trying again', { job_id: job.id, error: errorMessage(err) });
+      }
+      await sleep(RETRY_MS, undefined, { signal: abort.signal }).catch(() => {});
+    }
+  }
+
   async function finishAndNotify(job: JobRow, end: JobEnd): Promise<void> {
-    finish(job, end);
-    await opts.notify(job.id);
+    if (await record(job, end)) await opts.notify(job.id);
   }
 
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
@@ -94,8 +126,6 @@ export function createJobLoop(opts: JobLoopOptions) {
       const error = reattach ? 'run state not found after restart' : 'run state never appeared';
       return finishAndNotify(job, { status: reattach ? 'interrupted' : 'failed', run, error });
     }
-    // The worker's own retries of the run (never the job's), shown in the job's JSON.
-    if (outcome.infra_retries) stores.jobs.setInfraRetries(job.id, outcome.infra_retries);
     const error = outcome.status === 'stopped' ? 'run stopped'
       : outcome.status === 'failed' ? (outcome.error ?? 'run failed')
       : null;
@@ -139,8 +169,21 @@ export function createJobLoop(opts: JobLoopOptions) {
     await followToEnd(job, launched.run, false, workdir);
   }
 
+  /** Starts queued jobs into free slots; a database that refuses the claim is tried again in a second. */
   function kick(): void {
     if (closed) return;
+    try {
+      startQueued();
+    } catch (err) {
+      log.error('could not start queued jobs; trying again', { error: errorMessage(err) });
+      retryKick ??= setTimeout(() => {
+        retryKick = undefined;
+        kick();
+      }, RETRY_MS);
+    }
+  }
+
+  function startQueued(): void {
     // A failed claim: another dispatcher took that job.
     for (let tries = 0; tasks.size < settings.concurrency && tries < settings.concurrency * 2; tries++) {
       const job = pickNext(stores.jobs, turns, settings.repoConcurrency);
@@ -180,6 +223,7 @@ export function createJobLoop(opts: JobLoopOptions) {
     /** Stop taking jobs, let in-flight launches record their run, stop following; resolves when idle. */
     async close() {
       closed = true;
+      clearTimeout(retryKick);
       abort.abort();
       await Promise.allSettled([...tasks]);
     },

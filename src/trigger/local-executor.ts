@@ -16,6 +16,7 @@ import type { RunRef } from '../client/types.ts';
 import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { isValidSegment } from '../engine/ids.ts';
+import { workerAlive } from '../engine/repo-name.ts';
 
 const OUTPUT_CAP = 64 * 1024;
 /** For a freshly launched run to write its first state.json. */
@@ -104,7 +105,7 @@ export function createLocalExecutor(opts: {
           // On re-attach no launch is in flight: a missing state means the run is gone.
           if (f.reattach || Date.now() - started > MISSING_GRACE_MS) return null;
         } else if (state) {
-          const outcome = outcomeFromState(state);
+          const outcome = outcomeFromState(state) ?? await deadWorkerOutcome(path, state);
           if (outcome) return outcome;
           const question = questionOf(state);
           if (question !== asked) f.onQuestion?.(question);
@@ -143,6 +144,20 @@ function watchQuietly(dir: string, changed: (name: string | null) => void): FSWa
 }
 
 /** A half-written or unreadable state.json reads as null, "not yet". */
+/**
+ * A run whose recorded worker is gone while its state says it is not over (killed, the machine restarted) never ends
+ * by itself: it ends failed. Read again first: a worker that ended its run exits right after saying so.
+ */
+async function deadWorkerOutcome(path: string, state: Record<string, unknown>): Promise<RunOutcome | null> {
+  const { pid, proc_start: procStart } = state;
+  if (typeof pid !== 'number' || typeof procStart !== 'string' || workerAlive({ pid, proc_start: procStart })) {
+    return null;
+  }
+  const again = await readState(path);
+  const ended = again && again !== 'missing' ? outcomeFromState(again) : null;
+  return ended ?? { ...outcomeFromState({ ...state, status: 'failed' })!, error: 'the run\'s worker died' };
+}
+
 async function readState(path: string): Promise<Record<string, unknown> | 'missing' | null> {
   try {
     return objOrNull(JSON.parse(await readFile(path, 'utf8')));

@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
 import { isDatabaseBusy } from '../../src/http/pipeline.ts';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 
 const T0 = '2026-02-01T10:00:00.000Z';
 const batch = (run: string) => ({
@@ -47,6 +49,39 @@ describe('a database another process keeps locked', () => {
     other.exec('COMMIT');
     assert.equal(page.status, 200);
     assert.match(page.text, /changed elsewhere/);
+  });
+
+  it('answers an answer 503 without handing it to the run, and hands it over once the lock is gone', async () => {
+    const source = cp.deps.settings.source;
+    seedRuns(cp.deps, 1, { run: 'r-asked', status: 'blocked', repo_path: cp.dir }, source);
+    const file = join(cp.deps.settings.answerDir, source, 'r-asked.json');
+    const path = `/v1/runs/${source}/r-asked/answer`;
+    other.exec('BEGIN IMMEDIATE');
+    const refused = await cp.request('POST', path, { body: { answer: 'the blue one' } });
+    other.exec('COMMIT');
+    assert.equal(refused.status, 503);
+    assert.equal(existsSync(file), false, 'a refused answer never reaches the run');
+    assert.equal((await cp.request('POST', path, { body: { answer: 'the blue one' } })).status, 202);
+    assert.equal(existsSync(file), true);
+    const events = cp.deps.stores.events.listAll({ after: 0, limit: 100, source, run: 'r-asked' });
+    assert.equal(events.filter((e) => e.kind === 'answer').length, 1);
+  });
+
+  it('keeps serving when a stop or a failed launch ends while the lock is held', async () => {
+    const source = cp.deps.settings.source;
+    seedRuns(cp.deps, 1, { run: 'r-stopping', status: 'stopping', repo_path: cp.dir }, source);
+    seedRuns(cp.deps, 1, { run: 'r-launch', status: 'running', repo_path: cp.dir }, source);
+    const row = cp.deps.stores.runs.get(source, 'r-stopping')!;
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      await cp.deps.engine.stop(row);
+      cp.deps.engine.launch(source, 'r-launch', ['no-such-command'], 'fail-run');
+      await cp.deps.engine.close();
+    } finally {
+      other.exec('COMMIT');
+    }
+    assert.equal((await cp.request('GET', `/v1/runs/${source}/r-stopping`)).status, 200, 'the server is still up');
+    assert.equal(cp.deps.stores.runs.get(source, 'r-launch')!.status, 'running', 'the worker\'s own state fixes it');
   });
 
   it('tells a busy database from any other error', () => {

@@ -8,6 +8,7 @@ import { createTriggerStores } from '../../src/db/trigger-stores.ts';
 import { isLauncherName } from '../../src/spawn/env.ts';
 import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir, insertJob, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { DatabaseSync } from 'node:sqlite';
 import type { JobExecutor } from '../../src/trigger/executor.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
@@ -174,6 +175,57 @@ describe('the job loop', () => {
       assert.equal((await ended(first)).error, 'internal error while running the job');
       assert.equal((await ended(second)).error, 'second launch refused');
       assert.ok(t.logs.some((l) => l.msg === 'job crashed' && l.error === 'the executor broke'));
+    } finally {
+      await t.cleanup();
+    }
+  });
+
+  it('outlasts a database another process holds locked: a job\'s end and the next claim are tried again', async () => {
+    const home = tempDir('svc-home-');
+    const dbPath = join(home, 'trigger.db');
+    // A second connection holds the write lock (an operator's sqlite3 shell) from inside a run's follow.
+    let holder: DatabaseSync | null = null;
+    const lock = () => {
+      holder = new DatabaseSync(dbPath);
+      holder.exec('BEGIN IMMEDIATE');
+    };
+    const release = async (msg: string) => {
+      await waitFor(() => t.logs.some((l) => l.msg === msg), `"${msg}" logged`);
+      holder!.exec('ROLLBACK');
+      holder!.close();
+    };
+    const done = { status: 'succeeded', verdict: 'verified', pr_url: null, cost_usd: 0.5, started_at: null,
+      ended_at: null, error: null } as const;
+    let posted!: () => void;
+    const allPosted = new Promise<void>((resolve) => (posted = resolve));
+    const executor: JobExecutor = {
+      async launch(job) {
+        return { exitCode: 0, run: { source: 'local', run: `r${job.id}` }, error: null };
+      },
+      async follow(run) {
+        await allPosted;
+        if (run.run === `r${third}`) return done;
+        lock();
+        // The first run ends; the second is let go (as on shutdown), which frees its slot for the third.
+        return run.run === `r${first}` ? done : 'aborted';
+      },
+    };
+    const t = await startTestTrigger({ SVC_TRIGGER_CONCURRENCY: '1' }, { executor, home, db: dbPath });
+    const queue = async (brief: string) => (await post(`${t.url}/jobs`, JSON.stringify({ brief }), bearer)).body.job_id as string;
+    let first = '';
+    let second = '';
+    let third = '';
+    try {
+      first = await queue('first');
+      second = await queue('second');
+      third = await queue('third');
+      posted();
+      await release('could not record the job\'s end; trying again');
+      const a = await waitFor(async () => ((await job(t, first)).status === 'succeeded' ? job(t, first) : null), 'job 1');
+      assert.equal(a.error, null);
+      await release('could not start queued jobs; trying again');
+      await waitFor(async () => ((await job(t, third)).status === 'succeeded' ? true : null), 'job 3 after the lock');
+      assert.equal((await job(t, second)).status, 'running');
     } finally {
       await t.cleanup();
     }

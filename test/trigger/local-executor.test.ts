@@ -8,6 +8,9 @@ import { join } from 'node:path';
 import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { processAlive } from '../engine/fixtures.ts';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { identityOf } from '../../src/engine/proc-group.ts';
 
 describe('the local executor', () => {
   it('ends a launcher that never finishes, and the process it started in its group', async () => {
@@ -48,6 +51,31 @@ describe('the local executor', () => {
       const outcome = await followed;
       assert.ok(outcome !== null && outcome !== 'aborted');
       assert.equal(outcome.status, 'succeeded');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('ends failed a run whose worker died without saying so, instead of following it for ever', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
+    try {
+      const worker = spawn('sleep', ['300']);
+      const identity = identityOf(worker.pid!);
+      worker.kill('SIGKILL');
+      await once(worker, 'exit');
+      const run = join(dir, '.svc', 'runs', 'r1');
+      mkdirSync(run, { recursive: true });
+      const state = { run: 'r1', status: 'running', verdict: null, started_at: '2026-11-29T12:00:00.000Z', ...identity };
+      writeFileSync(join(run, 'state.json'), JSON.stringify(state));
+      const executor = createLocalExecutor({ cliPath: '/bin/true', env: {}, pollMs: 20 });
+      // Bounded only for the failure: the follow ends at its first look.
+      const outcome = await executor.follow({ source: 'local', run: 'r1' }, AbortSignal.timeout(10_000), {
+        reattach: true, workdir: dir,
+      });
+      assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+      assert.equal(outcome.status, 'failed');
+      assert.equal(outcome.error, 'the run\'s worker died');
+      assert.equal(outcome.started_at, '2026-11-29T12:00:00.000Z');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -265,9 +265,15 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   // Who answered (docs/engine.md "Who may answer what"): only the caller's own answer may raise the daily caps.
   const by = origin === undefined ? `control:${actorOf(deps, ctx.peer, ctx.req)}` : `origin:${origin}`;
   noteAudit(ctx, { answered_by: by });
-  if (reachable(ctx, row)) writeAnswer(deps.settings.answerDir, row.source, row.run, answer, by);
-  else deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, by }, now);
   const event = { kind: 'answer', data: { answer, via: 'control', by }, ts: now };
-  deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
+  // The event is written before the file the run takes: a database that refuses it (503) leaves the run without the
+  // answer, and a file that cannot be written takes the event back with it.
+  const appended = transaction(deps.db, () => {
+    if (!reachable(ctx, row)) deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, by }, now);
+    const stored = deps.stores.events.append(row.source, row.run, event);
+    if (reachable(ctx, row)) writeAnswer(deps.settings.answerDir, row.source, row.run, answer, by);
+    return stored;
+  });
+  deps.bus.publish([appended]);
   return json(202, runToJson(row));
 };
