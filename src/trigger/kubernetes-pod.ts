@@ -1,6 +1,7 @@
 // The pod of one Kubernetes job (containers and mounts: docs/deploy.md), split so that only the signer can read the
 // runner's signing key; the signer trusts only the sealed base, the pod spec and hash-checked git objects (src/pod/).
-// Must not: mount the key, the sealed volume or a service-account token into any container that runs agent code.
+// Must not: mount the key, the sealed volume or a service-account token into any container that runs agent code, nor
+// SVC_K8S_REPO_PVC's claim writable anywhere (pods share it).
 import { mintJobCredential, readGateSecret } from '../gate/job-credential.ts';
 import { childEnv } from '../spawn/env.ts';
 import type { ExecJob } from './executor.ts';
@@ -12,6 +13,7 @@ import { traceSettings } from '../trace.ts';
 export const RUN_CONTAINER = 'run';
 export const SIGNER_CONTAINER = 'signer';
 const WORKSPACE = '/workspace/repo';
+const PVC_DIR = '/pvc';
 const TOKEN_DIR = '/var/run/svc/control-token';
 const POD_HOME = '/home/svc';
 // The run container's svc start takes the run's handed key from here (SVC_SECRETS_HANDOFF), written by `seal`.
@@ -122,6 +124,16 @@ function baseEnv(
 
 type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | null;
 
+// The claim's repository ($1), copied (committed HEAD only) into the pod's own workspace ($2): pods run side by side,
+// and a shared writable checkout would hand one pod's agent another's run key and worktree (docs/control-data.md).
+// The copy keeps the claim's origin, where the seal sends a pull request, and a claim without one gives none.
+const PVC_COPY = [
+  'set -e',
+  'git clone --no-hardlinks -- "$1" "$2"',
+  'git -C "$2" remote remove origin',
+  'if url=$(git -C "$1" config --get remote.origin.url); then git -C "$2" remote add origin "$url"; fi',
+].join('\n');
+
 /** The entry's clone URL, else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at its ref, else the image's own files. */
 function workspaceOf(job: PodJob, s: KubernetesSettings): Workspace {
   if (job.repo?.clone) return { clone: job.repo.clone, ref: undefined };
@@ -131,12 +143,11 @@ function workspaceOf(job: PodJob, s: KubernetesSettings): Workspace {
 }
 
 function volumesOf(s: KubernetesSettings, from: Workspace): Array<Record<string, unknown>> {
-  const volumes: Array<Record<string, unknown>> = [
-    from && 'pvc' in from
-      ? { name: 'workspace', persistentVolumeClaim: { claimName: from.pvc } }
-      : { name: 'workspace', emptyDir: {} },
-    ...['home', 'tmp', 'sealed', 'signer-home', 'signer-tmp'].map((name) => ({ name, emptyDir: {} })),
-  ];
+  const volumes: Array<Record<string, unknown>> = ['workspace', 'home', 'tmp', 'sealed', 'signer-home', 'signer-tmp']
+    .map((name) => ({ name, emptyDir: {} }));
+  if (from && 'pvc' in from) {
+    volumes.push({ name: 'repo-pvc', persistentVolumeClaim: { claimName: from.pvc, readOnly: true } });
+  }
   if (s.controlTokenSecret) {
     volumes.push({ name: 'control-token', secret: { secretName: s.controlTokenSecret, defaultMode: 0o400 } });
   }
@@ -163,12 +174,14 @@ export function buildPodSpec(
   const workspace: Mount = { name: 'workspace', mountPath: WORKSPACE };
   const from = workspaceOf(job, s);
   const gate = gateEnv(serverEnv, s, job, runId);
-  const clone = from && 'clone' in from
+  const clone = from
     ? [container('clone', {
-        command: ['git', 'clone', '--depth', '50', ...(from.ref ? ['--branch', from.ref] : []), '--', from.clone,
-          WORKSPACE],
+        command: 'clone' in from
+          ? ['git', 'clone', '--depth', '50', ...(from.ref ? ['--branch', from.ref] : []), '--', from.clone, WORKSPACE]
+          : ['sh', '-c', PVC_COPY, 'sh', PVC_DIR, WORKSPACE],
         env: [{ name: 'HOME', value: POD_HOME }, ...gate],
-        volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }],
+        volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' },
+          ...('pvc' in from ? [{ name: 'repo-pvc', mountPath: PVC_DIR, readOnly: true }] : [])],
       })]
     : [];
   // Before any agent code runs: what the signer will diff against and push to, and the run's key (the run container

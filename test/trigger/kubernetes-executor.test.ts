@@ -1,6 +1,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
+import { mkdirSync, writeFileSync, rmSync, symlinkSync, unlinkSync, existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
@@ -10,7 +10,7 @@ import { kubernetesSettingsFromEnv, podArgs } from '../../src/trigger/kubernetes
 import { silentLogger } from '../../src/log.ts';
 import { verifyJobCredential } from '../../src/gate/job-credential.ts';
 import { startKubeStandIn, podSecrets, type KubeStandIn } from './kube-stand-in.ts';
-import { startTestTrigger, tempDir, post, get, SECRETS, type TestTrigger } from './helpers.ts';
+import { startTestTrigger, tempDir, makeRepo, post, get, SECRETS, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 
@@ -18,6 +18,14 @@ const dir = tempDir();
 
 function runContainer(pod: any): any {
   return pod.initContainers.find((c: { name: string }) => c.name === 'run');
+}
+
+/** The clone container's `sh -c` arguments with the claim's and the workspace's mount paths swapped for these. */
+function cloneArgv(pod: any, claim: string, workspace: string): string[] {
+  const command = pod.initContainers[0].command as string[];
+  assert.equal(command[0], 'sh');
+  const mounts: Record<string, string> = { '/pvc': claim, '/workspace/repo': workspace };
+  return command.slice(1).map((a) => mounts[a] ?? a);
 }
 
 function runIdOf(pod: any): string {
@@ -168,6 +176,47 @@ describe('buildKubeJob', () => {
     const pod = (buildKubeJob({ id: 'j5', args: ['start', 'x', '--pr'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
     assert.deepEqual(pod.containers[0].envFrom, [{ secretRef: { name: 'provider-keys' } }, { secretRef: { name: 'github-token' } }]);
     assert.ok(!JSON.stringify(pod.initContainers).includes('github-token'));
+  });
+
+  it('copies SVC_K8S_REPO_PVC into each pod\'s own emptyDir workspace, never mounting the claim writable', () => {
+    const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim' };
+    const settings = kubernetesSettingsFromEnv(e);
+    const podOf = (id: string) => (buildKubeJob({ id, args: ['start', 'x'] }, settings, 'build', e) as any)
+      .spec.template.spec;
+    const claim = makeRepo();
+    // What an earlier pod could have left on the claim: another run's key, which no pod may see.
+    mkdirSync(join(claim, '.svc', 'runs', 'r0other'), { recursive: true });
+    writeFileSync(join(claim, '.svc', 'runs', 'r0other', 'run-key'), 'other-run-key');
+    const git = (cwd: string, ...args: string[]) => spawnSync('git', args, { cwd, encoding: 'utf8' }).stdout.trim();
+    const copyEnv = { PATH: process.env.PATH, HOME: dir };
+    for (const id of ['j6a', 'j6b']) {
+      const pod = podOf(id);
+      const workspaceVolume = pod.volumes.find((v: { name: string }) => v.name === 'workspace');
+      assert.deepEqual(workspaceVolume, { name: 'workspace', emptyDir: {} });
+      const claims = pod.volumes.filter((v: { persistentVolumeClaim?: unknown }) => v.persistentVolumeClaim);
+      assert.deepEqual(claims,
+        [{ name: 'repo-pvc', persistentVolumeClaim: { claimName: 'repo-claim', readOnly: true } }]);
+      const mounts = [...pod.initContainers, ...pod.containers].flatMap((c) => c.volumeMounts
+        .filter((m: { name: string }) => m.name === 'repo-pvc')
+        .map((m: { readOnly?: boolean }) => [c.name, m.readOnly]));
+      assert.deepEqual(mounts, [['clone', true]]);
+      assert.deepEqual(pod.initContainers.map((c: { name: string }) => c.name), ['clone', 'seal', 'run']);
+      // The clone container's own argv, run here on a real repository with the pod's paths swapped for temp folders.
+      const workspace = join(dir, `workspace-${id}`);
+      const copy = spawnSync('sh', cloneArgv(pod, claim, workspace), { encoding: 'utf8', env: copyEnv });
+      assert.equal(copy.status, 0, copy.stderr);
+      assert.equal(git(workspace, 'rev-parse', 'HEAD'), git(claim, 'rev-parse', 'HEAD'));
+      const origin = git(workspace, 'remote', 'get-url', 'origin');
+      assert.equal(origin, 'https://github.com/acme/api.git', 'the seal pushes here');
+      assert.equal(existsSync(join(workspace, '.svc', 'runs')), false, 'only committed files are copied');
+      writeFileSync(join(workspace, 'src', 'app.js'), 'agent wrote this\n');
+      assert.equal(git(claim, 'status', '--porcelain', 'src'), '', 'the claim is not the workspace');
+    }
+    spawnSync('git', ['remote', 'remove', 'origin'], { cwd: claim });
+    const workspace = join(dir, 'workspace-j6c');
+    assert.equal(spawnSync('sh', cloneArgv(podOf('j6c'), claim, workspace), { env: copyEnv }).status, 0);
+    assert.equal(git(workspace, 'remote'), '', 'a claim with no origin gives a copy with none (a PR is then refused)');
+    rmSync(claim, { recursive: true, force: true });
   });
 
   it('makes DNS-1123 job names and refuses a missing image', () => {

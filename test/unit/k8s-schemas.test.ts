@@ -122,10 +122,12 @@ describe('Kubernetes objects against the official schemas', () => {
     for (const c of [...pod.initContainers.filter((i) => i.name === 'run'), ...pod.containers]) {
       assert.deepEqual(c.env?.filter((e) => e.name === 'SVC_REPO_NAME'), [{ name: 'SVC_REPO_NAME', value: 'acme/web' }]);
     }
-    // An entry with no clone URL (the one repository served, a checkout= line) keeps the configured workspace.
+    // An entry with no clone URL (the one repository served, a checkout= line) copies the configured claim.
     const local = podOf({ id: 'j2', args: ['start', 'x'], origin: 'github', repo: { name: 'acme/api', clone: null } });
-    assert.equal(local.initContainers.some((c) => c.name === 'clone'), false);
-    assert.deepEqual(local.volumes.find((v) => v.name === 'workspace')?.persistentVolumeClaim, { claimName: 'acme-api' });
+    assert.deepEqual(local.initContainers.find((c) => c.name === 'clone')?.command?.slice(0, 2), ['sh', '-c']);
+    assert.deepEqual(local.volumes.find((v) => v.name === 'workspace'), { name: 'workspace', emptyDir: {} });
+    assert.deepEqual(local.volumes.find((v) => v.name === 'repo-pvc')?.persistentVolumeClaim,
+      { claimName: 'acme-api', readOnly: true });
     assert.equal(JSON.stringify(local).includes('evil/from-the-server-env'), false);
   });
 
