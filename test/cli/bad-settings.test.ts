@@ -2,6 +2,7 @@
 // what they set) and the variable named — wherever in start-up the setting happens to be read.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,6 +25,8 @@ describe('a bad setting', () => {
     it(`${name}=x stops the ${server} server with exit 2, naming the variable`, async () => {
       const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
       try {
+        // The trigger server serves its current directory, which must be a git work tree.
+        spawnSync('git', ['init', '-q', home]);
         const env = { PATH: process.env.PATH, HOME: home, [name]: 'x' };
         const r = await runChild(process.execPath, [CLI, ...args], { cwd: home, env });
         assert.equal(r.code, 2, r.stderr);
