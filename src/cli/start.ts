@@ -3,6 +3,7 @@ import { sendPendingRuns } from './ship.ts';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, ConflictError, FailedError } from '../errors.ts';
 import { realOrNull } from '../spawn/tree.ts';
+import { discoverControlUrl } from '../client/server-record.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
 import { planToReuse, type RunPlan } from '../engine/run-plan.ts';
 import { followUpRequest } from '../engine/follow-up.ts';
@@ -153,6 +154,8 @@ export default async function start(io: CliIo): Promise<number> {
     previous: { type: 'string' },
     'previous-receipt': { type: 'string' },
   });
+  // A bad SVC_CONTROL_PORT exits 2 here, before a worker that would ship its run to no Control Plane starts.
+  if (io.env.SVC_SHIP !== '0') discoverControlUrl(io.env);
   const repoDir = values.repo ?? process.cwd();
   const detach = values.detach === true;
   const showOutput = values.follow === true;
