@@ -79,7 +79,8 @@ describe('a run without a worktree', () => {
     mkdirSync(many);
     for (let i = 0; i < 2000; i += 1) writeFileSync(join(many, `f${i}.txt`), `${i}\n`);
     for (let round = 0; round < 3; round += 1) {
-      const both = await Promise.all([0, 1].map(() => svc(['start', '--brief', 'hold', '--provider', 'hold', '--detach'])));
+      const hold = ['start', '--brief', 'hold', '--provider', 'hold', '--detach'];
+      const both = await Promise.all([svc(hold), svc(hold)]);
       const started = both.filter((res) => res.status === 0);
       assert.equal(started.length, 1, `round ${round}: ${both.map((res) => res.stdout + res.stderr).join('\n')}`);
       const { run } = JSON.parse(started[0]!.stdout.trim());
