@@ -1,7 +1,9 @@
 // `svc start`: make a run from a brief, spec, issue export, issue URL or tracker reference, and run it (DESIGN §6).
 import { sendPendingRuns } from './ship.ts';
 import { parseFlags, type CliIo } from './io.ts';
-import { UsageError, NotFoundError, ConflictError } from '../errors.ts';
+import { UsageError, NotFoundError, ConflictError, FailedError } from '../errors.ts';
+import { realOrNull } from '../spawn/tree.ts';
+import { discoverControlUrl } from '../client/server-record.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
 import { planToReuse, type RunPlan } from '../engine/run-plan.ts';
 import { followUpRequest } from '../engine/follow-up.ts';
@@ -94,6 +96,12 @@ async function launch(
   const tail = showOutput ? createEventTail(dir) : null;
   tail?.();
   const child = spawnWorker(state, mode, io.env, !detach);
+  // A worker that could not be started (its folder gone) is an error to report, never an unhandled 'error' event.
+  const spawnFailure = await new Promise<Error | null>((resolve) => {
+    child.on('error', resolve);
+    child.once('spawn', () => resolve(null));
+  });
+  if (spawnFailure) throw new FailedError(`Could not start the run's worker: ${spawnFailure.message}`);
   // The run's address first, so a caller (a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
   if (detach) {
@@ -146,6 +154,8 @@ export default async function start(io: CliIo): Promise<number> {
     previous: { type: 'string' },
     'previous-receipt': { type: 'string' },
   });
+  // A bad SVC_CONTROL_PORT exits 2 here, before a worker that would ship its run to no Control Plane starts.
+  if (io.env.SVC_SHIP !== '0') discoverControlUrl(io.env);
   const repoDir = values.repo ?? process.cwd();
   const detach = values.detach === true;
   const showOutput = values.follow === true;
@@ -161,6 +171,11 @@ export default async function start(io: CliIo): Promise<number> {
     refuseTrackedRun(repo, run);
     const state = tryReadState(dir);
     if (!state) throw new NotFoundError(`No run ${run} in this repository`);
+    // A run folder moved or copied here with its project still names the old folder, whose run (and worker) it is.
+    if ((realOrNull(state.repo_path) ?? state.repo_path) !== (realOrNull(repo) ?? repo)) {
+      throw new ConflictError(`Run ${run} belongs to the project at ${state.repo_path}, not this one (${repo}): ` +
+        `the project was moved or copied; --${flag} acts on a run only in the project that made it`);
+    }
     if (flag === 'stop') {
       io.stdout(summary((await stopLocalRun(repo, run, 'svc start --stop')) ?? state));
       // A run whose worker is gone has no shipper: its end goes to the Control Plane now.

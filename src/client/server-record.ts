@@ -3,6 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { settingInt } from '../settings-registry.ts';
+import { BadSettingError } from '../errors.ts';
 
 export interface ServerRecord {
   url: string;
@@ -60,8 +62,11 @@ export function discoverControlUrl(env: NodeJS.ProcessEnv): {
   const record = readServerRecordFile(serverRecordFile(env));
   // A stale file (server killed without cleanup) must not win over the default port.
   if (record && isPidAlive(record.pid)) return { url: record.url.replace(/\/+$/, ''), via: 'server.json' };
-  const portText = env.SVC_CONTROL_PORT?.trim();
-  const valid = portText && /^\d+$/.test(portText) && Number(portText) > 0 && Number(portText) <= 65535;
-  const port = valid ? Number(portText) : DEFAULT_CONTROL_PORT;
+  // A bad value exits 2 naming it, as for `svc control serve`: never a silent fall back to another server's port.
+  const port = settingInt(env, 'SVC_CONTROL_PORT');
+  if (port === 0) {
+    throw new BadSettingError('SVC_CONTROL_PORT=0 (any free port) names no port a client can reach: set ' +
+      'SVC_CONTROL_URL to the Control Plane\'s address');
+  }
   return { url: `http://127.0.0.1:${port}`, via: 'default' };
 }

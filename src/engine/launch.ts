@@ -21,6 +21,7 @@ import {
   type WorkerMode,
 } from './run-state.ts';
 import { identityOf } from './proc-group.ts';
+import { claimCheckout } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { checkPrPossible } from './pr.ts';
@@ -96,50 +97,56 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   } catch {
     throw new BadInputError(`The repository at "${n.repo}" has no commits yet; commit something first`);
   }
-  if (!isolated) assertCheckoutFree(n.repo);
-  const start = isolated ? null : startingTree(n.repo);
-  // Made inside the plain .svc/runs held open: the run folder is new, and ours; then written inside it, held open.
-  withDir(plainEngineFolder(n.repo, 'runs'), (runs) => mkdirSync(pathIn(runs, n.run)));
-  withDir(openRunDir(dir), (folder) => {
-    mkdirSync(pathIn(folder, 'artifacts'));
-    writeNoFollowIn(folder, 'spec.md', n.spec);
-  });
-  const now = new Date().toISOString();
-  const source = settingOr(n.env, 'SVC_SOURCE');
-  const name = runRepoName(n.repo, n.env);
-  // A name the trigger routed (SVC_REPO_NAME) is the served entry's, not the checkout's: it renames nothing.
-  const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);
-  // The trace a run joins: its launcher's valid SVC_TRACEPARENT (the span it continues), else a new one.
-  const parent = parseTraceparent(n.env.SVC_TRACEPARENT);
-  const checkedOut = currentBranch(n.repo);
-  const state: RunState = {
-    source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
-    ...(follow ? {
-      follow_up: follow.followUp, provider_session: followUpSession(n.repo, follow.followUp, plan.provider.name),
-    } : {}),
-    brief: n.brief, origin: n.origin, provider: plan.provider.name,
-    branch: isolated ? `svc/${n.run}` : checkedOut,
-    pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
-    tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo,
-    worktree: isolated, pr: n.pr, base_sha: base, base_tree: start?.tree ?? null, head_sha: null,
-    spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null, pgid: null, proc_start: null,
-    budget_usd: null, child: null, answers: [], base_branch: checkedOut,
-    failure: null, reported: null, metered: null, trace_id: parent?.traceId ?? newTraceId(),
-    trace_parent: parent?.spanId ?? null,
-  };
-  writePlan(dir, plan);
-  makeRunKey(dir, key);
-  writeState(dir, state);
-  const events = openEventLog(dir);
+  // Held from the check until this run's state is written, so two starts at once can't both find the checkout free.
+  const release = isolated ? null : await claimCheckout(n.repo);
   try {
-    events.append('run.status', { from: null, to: 'queued' });
-    for (const text of start?.dirty ? [...plan.notes, start.dirty] : plan.notes) {
-      events.append('log', { stream: 'svc', text });
+    if (!isolated) assertCheckoutFree(n.repo);
+    const start = isolated ? null : startingTree(n.repo);
+    // Made inside the plain .svc/runs held open: the run folder is new, and ours; then written inside it, held open.
+    withDir(plainEngineFolder(n.repo, 'runs'), (runs) => mkdirSync(pathIn(runs, n.run)));
+    withDir(openRunDir(dir), (folder) => {
+      mkdirSync(pathIn(folder, 'artifacts'));
+      writeNoFollowIn(folder, 'spec.md', n.spec);
+    });
+    const now = new Date().toISOString();
+    const source = settingOr(n.env, 'SVC_SOURCE');
+    const name = runRepoName(n.repo, n.env);
+    // A name the trigger routed (SVC_REPO_NAME) is the served entry's, not the checkout's: it renames nothing.
+    const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);
+    // The trace a run joins: its launcher's valid SVC_TRACEPARENT (the span it continues), else a new one.
+    const parent = parseTraceparent(n.env.SVC_TRACEPARENT);
+    const checkedOut = currentBranch(n.repo);
+    const state: RunState = {
+      source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
+      ...(follow ? {
+        follow_up: follow.followUp, provider_session: followUpSession(n.repo, follow.followUp, plan.provider.name),
+      } : {}),
+      brief: n.brief, origin: n.origin, provider: plan.provider.name,
+      branch: isolated ? `svc/${n.run}` : checkedOut,
+      pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
+      tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo,
+      worktree: isolated, pr: n.pr, base_sha: base, base_tree: start?.tree ?? null, head_sha: null,
+      spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null, pgid: null, proc_start: null,
+      budget_usd: null, child: null, answers: [], base_branch: checkedOut,
+      failure: null, reported: null, metered: null, trace_id: parent?.traceId ?? newTraceId(),
+      trace_parent: parent?.spanId ?? null,
+    };
+    writePlan(dir, plan);
+    makeRunKey(dir, key);
+    writeState(dir, state);
+    const events = openEventLog(dir);
+    try {
+      events.append('run.status', { from: null, to: 'queued' });
+      for (const text of start?.dirty ? [...plan.notes, start.dirty] : plan.notes) {
+        events.append('log', { stream: 'svc', text });
+      }
+    } finally {
+      events.close();
     }
+    return { state, plan, renamed };
   } finally {
-    events.close();
+    release?.();
   }
-  return { state, plan, renamed };
 }
 
 export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {

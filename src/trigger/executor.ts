@@ -36,6 +36,14 @@ export interface ExecJob {
   traceparent?: string | null;
 }
 
+/**
+ * A job never works in the served checkout itself: without --pr it gets --worktree, a checkout of its own, so jobs
+ * of one repository run side by side and none waits on a run blocked on a question (docs/trigger.md, "Jobs").
+ */
+export function isolatedArgs(args: readonly string[]): string[] {
+  return args.includes('--pr') || args.includes('--worktree') ? [...args] : [...args, '--worktree'];
+}
+
 export interface FollowOptions {
   reattach: boolean;
   /** Where the launcher ran: its runs are under `<workdir>/.svc/runs/`. */

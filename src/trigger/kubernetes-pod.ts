@@ -4,7 +4,7 @@
 // SVC_K8S_REPO_PVC's claim writable anywhere (pods share it).
 import { mintJobCredential, readGateSecret } from '../gate/job-credential.ts';
 import { childEnv } from '../spawn/env.ts';
-import type { ExecJob } from './executor.ts';
+import { isolatedArgs, type ExecJob } from './executor.ts';
 import { MODEL_APIS } from '../gate/model-apis.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingInt, settingOr, type SettingName } from '../settings-registry.ts';
@@ -68,9 +68,7 @@ function gateSecretOf(gateUrl: string | undefined, file: string | undefined): Bu
 
 /** In the foreground, always in a worktree (the signer diffs commits), under the run id the pod spec fixed. */
 export function podArgs(args: readonly string[], runId: string): string[] {
-  const out = args.at(-1) === '--detach' ? args.slice(0, -1) : [...args];
-  if (!out.includes('--pr') && !out.includes('--worktree')) out.push('--worktree');
-  return [...out, '--run-id', runId];
+  return [...isolatedArgs(args.at(-1) === '--detach' ? args.slice(0, -1) : args), '--run-id', runId];
 }
 
 /** The pod's routes out through the gate (docs/gate.md) with this job's credential, valid for its deadline + 10 min. */

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
 import { objOrNull } from '../untrusted.ts';
 import {
-  outcomeFromState, parseLaunchOutput, questionOf,
+  isolatedArgs, outcomeFromState, parseLaunchOutput, questionOf,
   type AnswerResult, type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
 } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
@@ -63,7 +63,7 @@ export function createLocalExecutor(opts: {
     let timedOut = false;
     // SVC_JOB_ID: a trackera run finds its delivery's payload (engine/spec.ts). Its own process group: a timeout
     // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
-    const { child, output, done } = startSvc(job.args, job.workdir, {
+    const { child, output, done } = startSvc(isolatedArgs(job.args), job.workdir, {
       SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
       // The run is named after the served entry, never after what the checkout's origin says.
       ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),

@@ -4,7 +4,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pinPushTarget } from '../engine/git-push.ts';
 import type { Logger } from '../log.ts';
-import { errorMessage } from '../errors.ts';
+import { BadSettingError, errorMessage } from '../errors.ts';
 import {
   EVERY_CHANNEL, isChatKind, keyOf, parseServedRepos, ReposFileError, type ReposProblem, type ServedRepo,
 } from './served-repos-file.ts';
@@ -118,6 +118,9 @@ export function shorthandRepos(dir: string, source: string): RepoRouter {
     isDefault: true,
     line: 0,
   };
+  // The repositories file's own check: a server whose one checkout is missing would queue jobs that all fail.
+  const problem = checkoutProblems([entry], [])[0];
+  if (problem) throw new BadSettingError(`Cannot serve ${source}: ${problem.reason}`);
   const router = createRepoRouter([entry], source);
   if (name) return router;
   return {

@@ -2,7 +2,8 @@
 // what they set) and the variable named — wherever in start-up the setting happens to be read.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
@@ -24,6 +25,8 @@ describe('a bad setting', () => {
     it(`${name}=x stops the ${server} server with exit 2, naming the variable`, async () => {
       const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
       try {
+        // The trigger server serves its current directory, which must be a git work tree.
+        spawnSync('git', ['init', '-q', home]);
         const env = { PATH: process.env.PATH, HOME: home, [name]: 'x' };
         const r = await runChild(process.execPath, [CLI, ...args], { cwd: home, env });
         assert.equal(r.code, 2, r.stderr);
@@ -33,4 +36,20 @@ describe('a bad setting', () => {
       }
     });
   }
+
+  it('SVC_CONTROL_PORT=x stops a client (svc runs) and svc start, before a run is made, with exit 2', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
+    try {
+      spawnSync('git', ['init', '-q', home]);
+      const env = { PATH: process.env.PATH, HOME: home, SVC_CONTROL_PORT: 'x' };
+      for (const args of [['runs'], ['start', '--brief', 'x']]) {
+        const r = await runChild(process.execPath, [CLI, ...args], { cwd: home, env });
+        assert.equal(r.code, 2, r.stderr);
+        assert.match(r.stderr, /SVC_CONTROL_PORT/);
+      }
+      assert.equal(existsSync(join(home, '.svc', 'runs')), false, 'no run was made');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
 });

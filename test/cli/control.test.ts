@@ -1,6 +1,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -215,6 +215,7 @@ describe('a busy port', () => {
   it('gives svc trigger serve the same next step', async () => {
     const other = await foreignListener();
     try {
+      spawnSync('git', ['init', '-q', dir]); // a served checkout must be a git work tree
       const args = ['--port', String(other.port), '--db', join(dir, 'trigger.db'), '--repo', dir];
       const r = await svc(['trigger', 'serve', ...args]);
       assert.equal(r.code, 1);

@@ -42,9 +42,11 @@ describe('discoverControlUrl', () => {
     assert.deepEqual(discoverControlUrl(env), { url: 'http://127.0.0.1:47821', via: 'default' });
   });
 
-  it('honours SVC_CONTROL_PORT for the default and ignores a malformed one', () => {
+  it('honours SVC_CONTROL_PORT for the default and refuses a bad one naming it, never falling back to 47821', () => {
     assert.equal(discoverControlUrl({ HOME: home(), SVC_CONTROL_PORT: '5123' }).url, 'http://127.0.0.1:5123');
-    assert.equal(discoverControlUrl({ HOME: home(), SVC_CONTROL_PORT: 'abc' }).url, 'http://127.0.0.1:47821');
+    for (const bad of ['abc', '0', '70000', '8080x']) {
+      assert.throws(() => discoverControlUrl({ HOME: home(), SVC_CONTROL_PORT: bad }), /SVC_CONTROL_PORT/, bad);
+    }
   });
 });
 

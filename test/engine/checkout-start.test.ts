@@ -2,8 +2,8 @@
 // there before it started, and a second such run in the same checkout must not rewrite the first one's files.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, EDIT_SCRIPT, type TestRepo } from './fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
@@ -69,5 +69,35 @@ describe('a run without a worktree', () => {
     await waitFor(() => readJson(runFile(run, 'state.json')).status === 'succeeded', 'the first run to end');
     const after = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
     assert.equal(after.status, 0, after.stderr);
+  });
+
+  it('gives the checkout to only one of two starts made at the same moment', async () => {
+    const release = join(repo.home, 'agent-state', 'release');
+    rmSync(release, { force: true });
+    // Untracked files make each start's look at the checkout slow: the moment two starts both found it free.
+    const many = join(repo.repo, 'many');
+    mkdirSync(many);
+    for (let i = 0; i < 2000; i += 1) writeFileSync(join(many, `f${i}.txt`), `${i}\n`);
+    for (let round = 0; round < 3; round += 1) {
+      const hold = ['start', '--brief', 'hold', '--provider', 'hold', '--detach'];
+      const both = await Promise.all([svc(hold), svc(hold)]);
+      const started = both.filter((res) => res.status === 0);
+      assert.equal(started.length, 1, `round ${round}: ${both.map((res) => res.stdout + res.stderr).join('\n')}`);
+      const { run } = JSON.parse(started[0]!.stdout.trim());
+      assert.match(both.find((res) => res.status !== 0)!.stderr, new RegExp(`${run}.*--worktree`, 's'));
+      writeFileSync(release, '');
+      await waitFor(() => readJson(runFile(run, 'state.json')).status === 'succeeded', 'the run to end');
+      rmSync(release);
+    }
+    rmSync(many, { recursive: true });
+  });
+
+  it('takes over a claim whose launcher died holding it', async () => {
+    const dead = spawnSync('true').pid;
+    const claim = join(repo.repo, '.svc', 'runs', '.checkout');
+    mkdirSync(claim);
+    writeFileSync(join(claim, 'owner'), JSON.stringify({ pid: dead, pgid: dead, proc_start: '1' }));
+    const res = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+    assert.equal(res.status, 0, res.stderr);
   });
 });

@@ -87,6 +87,15 @@ describe('POST /v1/import of the run folders svc writes', () => {
     assert.deepEqual(res.json.skipped, [{ entry: 'rslash/artifacts/a\\b.txt', reason: 'name contains a backslash' }]);
     assert.deepEqual(cp.deps.stores.artifacts.list('local', 'rslash').map((a) => a.path), ['fine.txt']);
   });
+
+  it('names a run folder that has no state.json, as one whose state.json is empty', async () => {
+    mkdirSync(join(project, '.svc', 'runs', 'rnostate', 'artifacts'), { recursive: true });
+    const res = await cp.request('POST', '/v1/import', { body: { path: project } });
+    assert.equal(res.status, 200, res.text);
+    assert.ok(res.json.skipped.some((s: { entry: string; reason: string }) =>
+      s.entry === 'rnostate/state.json' && s.reason === 'is missing'), JSON.stringify(res.json.skipped));
+    rmSync(join(project, '.svc', 'runs', 'rnostate'), { recursive: true });
+  });
 });
 
 describe('POST /v1/import is all or nothing', () => {

@@ -22,6 +22,18 @@ describe('registered projects', () => {
     repo.cleanup();
   });
 
+  it('says a project the repos setting names does not exist, rather than that it is not registered', async () => {
+    const gone = join(repo.root, 'gone');
+    assert.equal((await cp.request('PUT', '/v1/config', { body: { repos: [gone] } })).status, 200);
+    try {
+      const res = await cp.request('POST', '/v1/start', { body: { brief: 'x', repo: gone } });
+      assert.equal(res.status, 400);
+      assert.equal(res.json.error.message, `Project ${JSON.stringify(gone)} does not exist`);
+    } finally {
+      assert.equal((await cp.request('PUT', '/v1/config', { body: { repos: null } })).status, 200);
+    }
+  });
+
   it('refuses to start a run in a repository before it is imported, naming the import', async () => {
     const res = await cp.request('POST', '/v1/start', { body: { brief: 'x', repo: repo.repo } });
     assert.equal(res.status, 400);

@@ -48,6 +48,20 @@ describe('svc trigger', () => {
     assert.match(bad.stderr, /--concurrency must be an integer/);
   });
 
+  it('refuses with exit 2 to serve a checkout that is missing or not a git work tree (as a repositories file)', () => {
+    const home = tempDir('svc-home-');
+    cleanups.push(() => rmSync(home, { recursive: true, force: true }));
+    const env = { PATH: process.env.PATH, HOME: home, SVC_API_TOKEN: SECRETS.SVC_API_TOKEN };
+    const serve = (args: string[], cwd?: string) => spawnSync(process.execPath,
+      [CLI, 'trigger', 'serve', '--port', '0', ...args], { encoding: 'utf8', env, cwd, timeout: 20_000 });
+    const missing = serve(['--repo', join(home, 'nowhere')]);
+    assert.equal(missing.status, 2, missing.stderr);
+    assert.match(missing.stderr, /Cannot serve --repo .*nowhere: checkout .*nowhere is not a directory/);
+    const plain = serve([], home);
+    assert.equal(plain.status, 2, plain.stderr);
+    assert.match(plain.stderr, /Cannot serve the current directory .*: checkout .* is not a git work tree/);
+  });
+
   it('prints its real URL, serves /health, and exits 0 on SIGTERM', async () => {
     const home = tempDir('svc-home-');
     const repo = makeRepo();

@@ -7,10 +7,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { processAlive } from '../engine/fixtures.ts';
+import { CLI, GIT_ENV, makeRepo, processAlive, readJson } from '../engine/fixtures.ts';
+import { closedPort } from '../helpers/closed-port.ts';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { identityOf } from '../../src/engine/proc-group.ts';
+
+/** Holds its run until the test writes the release file. */
+const HOLD_SCRIPT = `#!/bin/sh
+cat > /dev/null
+while [ ! -f "$HOME/agent-state/release" ]; do sleep 0.05; done
+echo "held" >> a.txt
+`;
 
 describe('the local executor', () => {
   it('ends a launcher that never finishes, and the process it started in its group', async () => {
@@ -78,6 +86,32 @@ describe('the local executor', () => {
       assert.equal(outcome.started_at, '2026-11-29T12:00:00.000Z');
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('runs each job without --pr in a worktree of its own, so a second job is not refused the checkout', async () => {
+    const repo = makeRepo({ providers: { hold: HOLD_SCRIPT } });
+    try {
+      const config = readJson(join(repo.repo, '.svc', 'config.json'));
+      writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify({ ...config, provider: 'hold' }));
+      const env = {
+        ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: `http://127.0.0.1:${await closedPort()}`,
+      };
+      const executor = createLocalExecutor({ cliPath: CLI, env });
+      const args = ['start', '--brief', 'hold the checkout', '--detach'];
+      const first = await executor.launch({ id: 'job-1', args, workdir: repo.repo });
+      assert.equal(first.error, null);
+      const second = await executor.launch({ id: 'job-2', args, workdir: repo.repo });
+      assert.equal(second.error, null);
+      writeFileSync(join(repo.home, 'agent-state', 'release'), '');
+      for (const { run } of [first, second]) {
+        const state = () => readJson(join(repo.repo, '.svc', 'runs', run!.run, 'state.json'));
+        await waitFor(() => state().status === 'succeeded', 'the job\'s run to end');
+        assert.equal(state().worktree, true);
+      }
+      assert.equal(readFileSync(join(repo.repo, 'a.txt'), 'utf8'), 'hello\n');
+    } finally {
+      repo.cleanup();
     }
   });
 });

@@ -44,6 +44,8 @@ function registeredRoot(deps: ControlDeps, repo: unknown): string {
   }
   let dir = realOrNull(repo);
   while (dir !== null && !isRegisteredProject(deps, dir)) dir = dirname(dir) === dir ? null : dirname(dir);
+  // A folder that is not there (say one the "repos" setting names) is said as such, not as unregistered.
+  if (dir === null && realOrNull(repo) === null) invalidParam(`Project ${JSON.stringify(repo)} does not exist`);
   if (dir === null) invalidParam(unregisteredMessage(repo));
   const root = deps.repos.rootOf(repo) ?? invalidParam('"repo" is not a git repository');
   // The repository itself, not only a folder above it: a repository nested inside a registered one is not registered.

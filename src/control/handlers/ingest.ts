@@ -15,7 +15,7 @@ import { validateBatch, validateEvent, validateRun, type IngestBatch } from '../
 import { isBoundKey, storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
 import { isRegisteredProject } from '../action-rules.ts';
-import { listPlain, openPlainDirIn, openPlainPath, skipReason } from '../../engine/plain-tree.ts';
+import { listPlain, openPlainDirIn, openPlainPath, readPlainIn, skipReason } from '../../engine/plain-tree.ts';
 import { readBindableRunKey, readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
 import { realOrNull } from '../../spawn/tree.ts';
 import { isValidSegment } from '../../engine/ids.ts';
@@ -183,6 +183,10 @@ function importProject(deps: ControlDeps, path: unknown) {
           for (let line = 0, more = true, first = true; more; first = false) {
             const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));
             const batch = read && importBatch(deps, path, read, line, skip, key);
+            // A folder without a state.json is said, as one with an unreadable state.json is (readRunBatch).
+            if (!read && first && readPlainIn(folder, 'state.json', 0) === 'missing') {
+              skip(`${name}/state.json`, skipReason('missing'));
+            }
             if (!read || !batch) break;
             // An explicit import brings back a run of this server's source that was deleted (ingest does not:
             // control-stores.ts deletedRuns); importBatch refused any other source's.
