@@ -214,7 +214,7 @@ export function runKeyFor(env: NodeJS.ProcessEnv): string {
 export type Found = { run: string; state: RunState };
 
 /** git failed in a git checkout (dubious ownership, no git, a corrupt index): what it commits is unknown, so each
- * caller fails closed (docs/engine.md "Committed folders"). Never read as "nothing is committed". */
+ * caller fails closed (docs/engine.md, after --retry). Never read as "nothing is committed". */
 export class UntrackableError extends RefusedError {}
 
 /** Whether a name directly under a folder is committed to the repository. */
