@@ -223,7 +223,7 @@ export type Committed = (name: string) => boolean;
 /**
  * Which names under `<repo>/<folder>` git tracks anything in: the repository's own content, never svc's. A path git
  * lists at the folder or above it (a submodule's gitlink or a link at `.svc` or `.svc/runs`) commits everything under
- * it. A folder with no .git in git fails to read commits nothing; a git checkout whose git fails throws.
+ * it. When git fails, a folder without .git (no repository) commits nothing; a git checkout throws UntrackableError.
  */
 export function trackedNames(repo: string, folder: string): Committed {
   const parts = folder.split('/');
