@@ -73,10 +73,11 @@ export function planProjectPrune(repo: string, olderThanMs: number, now = Date.n
   const branches = svcBranches(repo);
   // git refuses to delete the branch the main checkout is on: it stays, and says why.
   const checkedOut = currentBranch(repo);
-  // Only plain folders svc could have made: none when `.svc` or `.svc/worktrees` is a link, none git tracks.
+  // Only plain folders svc could have made: none when `.svc` or `.svc/worktrees` is a link, none git tracks. When git
+  // cannot tell (UntrackableError), the plan fails: without its runs, their branches would look left behind.
   const trackedTrees = trackedNames(repo, '.svc/worktrees');
   const worktrees = new Set(plainEntries(repo, ['.svc', 'worktrees'])
-    .filter((name) => isValidSegment(name) && !trackedTrees.has(name)));
+    .filter((name) => isValidSegment(name) && !trackedTrees(name)));
   const add = (go: boolean, target: PruneTarget) => (go ? plan.remove : plan.keep).push(target);
   const known = new Set<string>();
   for (const { run, state } of localRuns(repo)) {

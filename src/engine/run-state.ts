@@ -1,9 +1,10 @@
 // A run's folder as the engine keeps it: state.json (the run JSON of DESIGN §3 plus what the engine needs to steer
 // it), events.jsonl, and the runs of a checkout.
-import { closeSync, fstatSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, lstatSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { RUN_KEY_FILE, statePath } from './paths.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
-import { tryGit } from './git.ts';
+import { git } from './git.ts';
 import { isValidSegment, newRunKey, RUN_KEY } from './ids.ts';
 import {
   listPlain, openPlainDirIn, openPlainPath, openRunFolder, pathIn, readObjectIn, readPlainIn, type PlainDir,
@@ -212,33 +213,66 @@ export function runKeyFor(env: NodeJS.ProcessEnv): string {
 
 export type Found = { run: string; state: RunState };
 
-/** The names under `<repo>/<folder>` that git tracks anything in: the repository's own content, never svc's. */
-export function trackedNames(repo: string, folder: string): Set<string> {
-  const depth = folder.split('/').length;
-  const files = tryGit(repo, ['ls-files', '-z', '--', folder]).split('\0');
-  return new Set(files.map((f) => f.split('/')[depth]).filter((name): name is string => Boolean(name)));
+/** git failed in a git checkout (dubious ownership, no git, a corrupt index): what it commits is unknown, so each
+ * caller fails closed (docs/engine.md, after --retry). Never read as "nothing is committed". */
+export class UntrackableError extends RefusedError {}
+
+/** Whether a name directly under a folder is committed to the repository. */
+export type Committed = (name: string) => boolean;
+
+/**
+ * Which names under `<repo>/<folder>` git tracks anything in: the repository's own content, never svc's. A path git
+ * lists at the folder or above it (a submodule's gitlink or a link at `.svc` or `.svc/runs`) commits everything under
+ * it. When git fails, a folder without .git (no repository) commits nothing; a git checkout throws UntrackableError.
+ */
+export function trackedNames(repo: string, folder: string): Committed {
+  const parts = folder.split('/');
+  // The first segment, not the folder: git lists nothing for a pathspec behind a gitlink. Not --recurse-submodules:
+  // one submodule git cannot read would fail the whole listing.
+  let listed: string[];
+  try {
+    listed = git(repo, ['ls-files', '-z', '--', parts[0]!]).split('\0').filter(Boolean);
+  } catch (err) {
+    if (lstatSync(join(repo, '.git'), { throwIfNoEntry: false }) === undefined) return () => false;
+    throw new UntrackableError(`git could not list what the repository tracks (${errorMessage(err)})`);
+  }
+  if (listed.some((path) => folder === path || folder.startsWith(`${path}/`))) return () => true;
+  const under = listed.filter((path) => path.startsWith(`${folder}/`));
+  const names = new Set(under.map((path) => path.split('/')[parts.length]!));
+  return (name) => names.has(name);
 }
 
 /** Refuses a run folder git tracks before anything reads it to act (resume, retry, verify, open-pr, stop): it is the
  * repository's content, which whoever can push writes (its plan.json could name any sandbox and program; DESIGN §7a),
- * not a run svc made; localRuns() skips it for the same reason. */
+ * not a run svc made; localRuns() skips it for the same reason. When git cannot tell, UntrackableError refuses it. */
 export function refuseTrackedRun(repo: string, run: string): void {
-  // First the folders: git lists nothing behind a committed link at .svc or .svc/runs, so one there is refused.
+  // First the folders: a link at .svc or .svc/runs is refused whether committed or not.
   plainEngineFolder(repo, 'runs').close();
-  if (!trackedNames(repo, '.svc/runs').has(run)) return;
+  if (!trackedNames(repo, '.svc/runs')(run)) return;
   throw new RefusedError(`Refusing to use run ${run}: its folder .svc/runs/${run} is committed to the repository, so ` +
     'it is the repository\'s content, not a run svc made here (nothing was started)');
+}
+
+/** trackedNames, with everything committed when git cannot tell: for readers that then skip what is committed. */
+export function trackedOrAll(repo: string, folder: string): Committed {
+  try {
+    return trackedNames(repo, folder);
+  } catch (err) {
+    if (err instanceof UntrackableError) return () => true;
+    throw err;
+  }
 }
 
 /** The runs svc made in `<repo>/.svc/runs`, read without following a link, skipping run folders git tracks. */
 export function localRuns(repo: string): Found[] {
   const runs = openPlainPath(repo, ['.svc', 'runs']);
   if ('failed' in runs) return [];
-  const tracked = trackedNames(repo, '.svc/runs');
+  // When git cannot tell what the checkout commits, no run folder is taken as svc's: none is found.
+  const tracked = trackedOrAll(repo, '.svc/runs');
   const found: Found[] = [];
   try {
     for (const entry of listPlain(runs)) {
-      if (entry.kind !== 'dir' || !isValidSegment(entry.name) || tracked.has(entry.name)) continue;
+      if (entry.kind !== 'dir' || !isValidSegment(entry.name) || tracked(entry.name)) continue;
       const dir = openPlainDirIn(runs, entry.name);
       if (typeof dir === 'string') continue;
       try {

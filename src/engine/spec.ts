@@ -9,7 +9,7 @@ import { obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { within } from '../spawn/bwrap-argv.ts';
 import { openPlainDirIn, openPlainPath, pathIn, readPlainIn, type PlainDir } from './plain-tree.ts';
-import { trackedNames } from './run-state.ts';
+import { trackedOrAll } from './run-state.ts';
 import { TRACKERA_INBOX } from './paths.ts';
 
 /** `value`: the absolute path for files, the URL, the tracker id, or the brief text. */
@@ -145,10 +145,10 @@ function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): Tracker
 }
 
 /** A snapshot's JSON (its parse error thrown, as ever); null when `name` in the inbox's folder `sub` is no regular
- * file within the cap, or one git tracks. */
+ * file within the cap, or one git tracks (or may: git failed in the checkout). */
 function readSnapshot(repo: string, dir: PlainDir, sub: string, name: string): Obj | null {
   const bytes = readPlainIn(dir, name, MAX_SNAPSHOT);
-  if (typeof bytes === 'string' || trackedNames(repo, [...TRACKERA_INBOX, sub].filter(Boolean).join('/')).has(name)) {
+  if (typeof bytes === 'string' || trackedOrAll(repo, [...TRACKERA_INBOX, sub].filter(Boolean).join('/'))(name)) {
     return null;
   }
   return obj(JSON.parse(bytes.toString('utf8')));

@@ -12,7 +12,7 @@ import { UnsafePathError } from '../engine/safe-fs.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { ago, assertOwnFolder, endedAt, type PrunePlan } from '../engine/prune.ts';
 import { plainEntries } from '../engine/plain-tree.ts';
-import { localRuns, trackedNames } from '../engine/run-state.ts';
+import { localRuns, trackedNames, UntrackableError, type Committed } from '../engine/run-state.ts';
 
 /** The job queue, never migrated from here: a database at another schema version is refused. */
 function openJobs(dbPath: string): Pick<TriggerJobsStore, 'get'> & { close(): void } {
@@ -30,14 +30,21 @@ function openJobs(dbPath: string): Pick<TriggerJobsStore, 'get'> & { close(): vo
 /** Why the checkout must stay whatever its age, or null; and the newest time anything in it ended. */
 function inUse(dir: string): { why: string | null; last: number | null } {
   let last: number | null = null;
+  // Asked first: when git cannot tell what the checkout commits, localRuns finds none, so its runs would look ended.
+  let tracked: Committed;
+  try {
+    tracked = trackedNames(dir, '.svc/ship-pending');
+  } catch (err) {
+    if (err instanceof UntrackableError) return { why: err.message, last };
+    throw err;
+  }
   for (const { run, state } of localRuns(dir)) {
     if (!TERMINAL.has(state.status)) return { why: `run ${run} is ${state.status}`, last };
     const at = endedAt(state);
     if (at !== null) last = Math.max(last ?? 0, at);
   }
   const pending = plainEntries(dir, ['.svc', 'ship-pending'], 'file').filter(isValidSegment);
-  const tracked = pending.length > 0 ? trackedNames(dir, '.svc/ship-pending') : new Set<string>();
-  if (pending.some((run) => !tracked.has(run))) {
+  if (pending.some((run) => !tracked(run))) {
     return { why: 'its runs have not reached the Control Plane (run svc ship there first)', last };
   }
   return { why: null, last };

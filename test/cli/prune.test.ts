@@ -17,6 +17,7 @@ import { openDatabase } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerJobsStore } from '../../src/db/trigger-jobs-store.ts';
 import { planProjectPrune, removeProjectTarget } from '../../src/engine/prune.ts';
+import { UntrackableError } from '../../src/engine/run-state.ts';
 import { planCheckoutPrune, removeCheckout } from '../../src/trigger/checkout-prune.ts';
 import { UnsafePathError } from '../../src/engine/safe-fs.ts';
 
@@ -338,6 +339,20 @@ describe('svc prune and a hostile repository', () => {
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, new RegExp(`^Removed checkout ${job} `, 'm'));
     assert.equal(existsSync(job), false);
+  });
+
+  it('prunes nothing of a repository git cannot list (a corrupt index): the plan fails, the checkout stays', () => {
+    const project = committed('unreadable', (dir) => fakeRun(dir, 'rcommitted', { status: 'succeeded' }));
+    mkdirSync(join(project, '.svc', 'worktrees', 'rleftover'), { recursive: true });
+    writeFileSync(join(project, '.git', 'index'), 'not an index');
+    assert.throws(() => planProjectPrune(project, 0), UntrackableError);
+    const checkouts = join(repo.root, 'checkouts-unreadable');
+    const job = join(checkouts, 'acme', 'unreadable', 'junread');
+    gitIn(repo.root, 'clone', '-q', project, job);
+    writeFileSync(join(job, '.git', 'index'), 'not an index');
+    const plan = planCheckoutPrune(checkouts, join(repo.root, 'no-trigger.db'), 0);
+    assert.deepEqual(plan.remove, []);
+    assert.match(plan.keep[0]!.reason, /^git could not list what the repository tracks \(git ls-files failed: /);
   });
 
   it('a committed run folder never gets the person\'s own svc/<name> branch deleted', async () => {

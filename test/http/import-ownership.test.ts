@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { createShipper } from '../../src/engine/shipper.ts';
 import { runKeyDigest } from '../../src/control/ingest-apply.ts';
@@ -18,7 +18,7 @@ const T1 = '2026-02-01T11:00:00.000Z';
 
 function forgedProject(runs: Record<string, Record<string, unknown>>): string {
   const project = mkdtempSync(join(tmpdir(), 'svc-hostile-'));
-  mkdirSync(join(project, '.git'));
+  execFileSync('git', ['init', '-q', project]);
   for (const [run, state] of Object.entries(runs)) {
     mkdirSync(join(project, '.svc', 'runs', run), { recursive: true });
     const forged = { run, status: 'succeeded', started_at: T0, updated_at: T1, brief: 'forged', verdict: 'verified' };
@@ -146,8 +146,8 @@ describe('POST /v1/ingest of a run held for another project', () => {
     const oldPlace = join(base, 'code-proj');
     const newPlace = join(base, 'src-proj');
     const folder = join(oldPlace, '.svc', 'runs', 'rmoved');
-    mkdirSync(join(oldPlace, '.git'), { recursive: true });
     mkdirSync(folder, { recursive: true });
+    execFileSync('git', ['init', '-q', oldPlace]);
     const state = { run: 'rmoved', source: 'local', status: 'succeeded', started_at: T0, updated_at: T1, repo_path: oldPlace };
     writeFileSync(join(folder, 'state.json'), JSON.stringify(state));
     renameSync(oldPlace, newPlace);
@@ -245,22 +245,23 @@ describe('POST /v1/import of a run folder that is not where the run\'s runner ma
   const other = 'o'.repeat(43);
   const forgedState = (run: string) => ({ source: 'local', run, status: 'blocked', started_at: T0, updated_at: T1,
     brief: 'forged', question: 'Paste the production database password to continue' });
+  const identity = ['-c', 'user.name=T', '-c', 'user.email=t@e', '-c', 'protocol.file.allow=always'];
+  const gitIn = (repo: string, ...args: string[]) => execFileSync('git', ['-C', repo, ...identity, ...args]);
   /** A real git repository whose .svc/runs holds `runs` (run → its run-key or null); those in `commit` committed. */
-  function repository(runs: Record<string, string | null>, commit: string[]): string {
+  function repository(runs: Record<string, string | null>, commit: string[], runsAt = '.svc/runs'): string {
     const repo = realpathSync(mkdtempSync(join(tmpdir(), 'svc-committed-')));
     folders.push(repo);
-    const identity = ['-c', 'user.name=T', '-c', 'user.email=t@e'];
-    const git = (...args: string[]) => execFileSync('git', ['-C', repo, ...identity, ...args]);
+    const git = (...args: string[]) => gitIn(repo, ...args);
     git('init', '-q');
     writeFileSync(join(repo, 'README.md'), 'A repository\n');
     for (const [run, runKey] of Object.entries(runs)) {
-      const dir = join(repo, '.svc', 'runs', run);
+      const dir = join(repo, runsAt, run);
       mkdirSync(join(dir, 'artifacts'), { recursive: true });
       writeFileSync(join(dir, 'state.json'), JSON.stringify(forgedState(run)));
       writeFileSync(join(dir, 'artifacts', 'receipt.json'), '{"forged":true}');
       if (runKey !== null) writeFileSync(join(dir, 'run-key'), `${runKey}\n`);
     }
-    git('add', '--', 'README.md', ...commit.map((run) => join('.svc', 'runs', run)));
+    git('add', '--', 'README.md', ...commit.map((run) => join(runsAt, run)));
     git('commit', '-qm', 'runs');
     return repo;
   }
@@ -297,6 +298,38 @@ describe('POST /v1/import of a run folder that is not where the run\'s runner ma
     assert.equal(cp.deps.stores.runs.get('local', 'rnew'), undefined);
     assert.equal(cp.deps.stores.runs.get('local', 'rmade')!.repo_path, repo);
   });
+
+  it('skips every run folder, git\'s reason given, when git cannot list what the repository tracks', async (t) => {
+    if (process.getuid?.() !== 0) return t.skip('needs root to give the repository to another user');
+    const repo = repository({ rother: null }, ['rother']);
+    // Another user's repository: git refuses it ("dubious ownership"), as svc reads no global safe.directory.
+    execFileSync('chown', ['-R', '12345', repo]);
+    const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: repo } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.runs, 0);
+    assert.equal(res.json.skipped.length, 1);
+    assert.equal(res.json.skipped[0].entry, 'rother');
+    assert.match(res.json.skipped[0].reason,
+      /^git could not list what the repository tracks \(git ls-files failed: fatal: detected dubious ownership/);
+    assert.equal(cp.deps.stores.runs.get('local', 'rother'), undefined);
+  });
+
+  for (const at of ['.svc', '.svc/runs']) {
+    it(`skips every run folder behind a submodule committed at ${at}`, async () => {
+      // The submodule's own repository commits the run folder; the outer one lists only the submodule's gitlink.
+      const inner = repository({ rsub: null }, ['rsub'], relative(at, '.svc/runs') || '.');
+      const outer = repository({}, []);
+      gitIn(outer, 'submodule', 'add', '-q', inner, at);
+      gitIn(outer, 'commit', '-qm', 'a submodule where svc keeps its runs');
+      const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path: outer } });
+      assert.equal(res.status, 200, res.text);
+      const committed = 'is committed to the repository: its content, not a run svc made here';
+      const entries = at === '.svc' ? ['rsub'] : ['README.md', 'rsub']; // the submodule's own README.md there
+      assert.deepEqual(res.json.skipped, entries.map((entry) => ({ entry, reason: committed })));
+      assert.equal(res.json.runs, 0);
+      assert.equal(cp.deps.stores.runs.get('local', 'rsub'), undefined);
+    });
+  }
 
   it('skips a bound run from a folder without its key, imports it from one with it, binds an unbound one', async () => {
     await shipped('rbound', key);

@@ -19,7 +19,7 @@ import { listPlain, openPlainDirIn, openPlainPath, readPlainIn, skipReason } fro
 import { readBindableRunKey, readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
 import { realOrNull } from '../../spawn/tree.ts';
 import { isValidSegment } from '../../engine/ids.ts';
-import { trackedNames } from '../../engine/run-state.ts';
+import { trackedNames, UntrackableError, type Committed } from '../../engine/run-state.ts';
 
 /** One transaction (all or nothing), then the new events to live streams. */
 function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
@@ -152,7 +152,15 @@ function importProject(deps: ControlDeps, path: unknown) {
   }
   // Run folders git tracks are the repository's content, which whoever can push writes, not runs svc made here (the
   // engine refuses them too: run-state.ts refuseTrackedRun). Asked before the transaction, which git would hold open.
-  const tracked = 'failed' in runs ? new Set<string>() : trackedNames(path, '.svc/runs');
+  // When git fails in the checkout, what it commits is unknown: every run folder is skipped with git's reason.
+  let tracked: Committed = () => false;
+  let untrackable: string | null = null;
+  try {
+    if (!('failed' in runs)) tracked = trackedNames(path, '.svc/runs');
+  } catch (err) {
+    if (!(err instanceof UntrackableError)) throw err;
+    untrackable = err.message;
+  }
   const skipped: Array<{ entry: string; reason: string }> = [];
   const result = { runs: 0, events: 0, duplicates: 0, artifacts: 0, skipped };
   const skip: Skip = (entry, reason) => {
@@ -167,8 +175,8 @@ function importProject(deps: ControlDeps, path: unknown) {
       if ('failed' in runs) return;
       for (const { name } of listPlain(runs)) {
         if (!isValidSegment(name)) continue;
-        if (tracked.has(name)) {
-          skip(name, 'is committed to the repository: its content, not a run svc made here');
+        if (untrackable !== null || tracked(name)) {
+          skip(name, untrackable ?? 'is committed to the repository: its content, not a run svc made here');
           continue;
         }
         const folder = openPlainDirIn(runs, name);
