@@ -4,7 +4,7 @@ import { closeSync, openSync, readSync, fstatSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { eventsPath, runDir } from '../engine/paths.ts';
 import { repoRoot } from '../engine/git.ts';
-import { localRuns, tryReadState, type RunState } from '../engine/run-state.ts';
+import { localRun, tryReadState, type RunState } from '../engine/run-state.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { workerAlive } from '../engine/repo-name.ts';
 import { TERMINAL } from '../run-json.ts';
@@ -150,10 +150,11 @@ export async function printControlLogs(
  */
 export function findLocalRun(dir: string, source: string | null, run: string): { dir: string; state: RunState } | null {
   const root = repoRoot(dir);
-  for (const project of root === null ? [dir] : [root, dir]) {
-    const found = localRuns(project).find(({ run: id, state }) =>
-      id === run && isValidSegment(state.source) && (source === null || state.source === source));
-    if (found) return { dir: runDir(project, run), state: found.state };
+  for (const project of root === null || root === dir ? [dir] : [root, dir]) {
+    const state = localRun(project, run);
+    if (state && isValidSegment(state.source) && (source === null || state.source === source)) {
+      return { dir: runDir(project, run), state };
+    }
   }
   return null;
 }

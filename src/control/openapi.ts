@@ -244,9 +244,12 @@ export const TRIGGER_SERVER = { url: 'http://127.0.0.1:7373', description: 'Trig
 
 const QUERY_KEYS = new Map(operations.map((o) => [o.id, (o.query ?? []).map(([name]) => name)]));
 
-/** The query parameters operation `id` takes (checkQueryKeys): one list for the handler and the document. */
+/** The query parameters operation `id` takes (checkQueryKeys): one list for the handler and the document. Called at
+ * module load: a misspelled id throws there rather than refuse every query parameter of its route. */
 export function queryKeys(id: string): readonly string[] {
-  return QUERY_KEYS.get(id) ?? [];
+  const keys = QUERY_KEYS.get(id);
+  if (keys === undefined) throw new TypeError(`No operation "${id}" in the OpenAPI document`);
+  return keys;
 }
 
 /** `{}` in the list makes a scheme optional: the Control Plane needs its token only when it was given one. */

@@ -273,24 +273,43 @@ export function localRuns(repo: string): Found[] {
   try {
     for (const entry of listPlain(runs)) {
       if (entry.kind !== 'dir' || !isValidSegment(entry.name) || tracked(entry.name)) continue;
-      const dir = openPlainDirIn(runs, entry.name);
-      if (typeof dir === 'string') continue;
-      try {
-        // Not a JSON object, or one not naming its folder's run: not a run svc wrote.
-        const state = readObjectIn(dir, 'state.json', () => undefined);
-        if (state?.run === entry.name && typeof state.status === 'string') {
-          found.push({ run: entry.name, state: state as unknown as RunState });
-        }
-      } catch {
-        // unreadable: not a run svc wrote either
-      } finally {
-        dir.close();
-      }
+      const state = readRunIn(runs, entry.name);
+      if (state) found.push({ run: entry.name, state });
     }
   } finally {
     runs.close();
   }
   return found;
+}
+
+/** The one run `run` as localRuns() would find it, reading that run's folder and no other (svc answer, svc runs
+ * logs); null when localRuns() would not list it. */
+export function localRun(repo: string, run: string): RunState | null {
+  if (!isValidSegment(run)) return null;
+  const runs = openPlainPath(repo, ['.svc', 'runs']);
+  if ('failed' in runs) return null;
+  try {
+    // The check refuseTrackedRun makes: a pathspec of the run's own folder would miss a submodule committed there.
+    return trackedOrAll(repo, '.svc/runs')(run) ? null : readRunIn(runs, run);
+  } finally {
+    runs.close();
+  }
+}
+
+/** The state of run folder `name` in `runs`, held open: null for anything svc did not write there. */
+function readRunIn(runs: PlainDir, name: string): RunState | null {
+  const dir = openPlainDirIn(runs, name);
+  if (typeof dir === 'string') return null;
+  try {
+    // Not a JSON object, or one not naming its folder's run: not a run svc wrote.
+    const state = readObjectIn(dir, 'state.json', () => undefined);
+    return state?.run === name && typeof state.status === 'string' ? state as unknown as RunState : null;
+  } catch {
+    // unreadable: not a run svc wrote either
+    return null;
+  } finally {
+    dir.close();
+  }
 }
 
 // The one place a typed error becomes a failure class (docs/engine.md "Why a run failed"): by its code, and for the

@@ -51,8 +51,14 @@ function openNoFollow(path: string, flags: number, what: string, shown = path, m
   try {
     return openSync(path, flags, mode);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ELOOP') throw err;
-    throw new UnsafePathError(`Refusing to ${what} "${shown}": it is a symbolic link`);
+    const error = err as NodeJS.ErrnoException;
+    if (error.code === 'ELOOP') throw new UnsafePathError(`Refusing to ${what} "${shown}": it is a symbolic link`);
+    // Opened as /proc/self/fd/<n>/<name> (pathIn): any other error names the path the user knows.
+    if (error.path === path && shown !== path) {
+      error.message = error.message.replace(path, shown);
+      error.path = shown;
+    }
+    throw error;
   }
 }
 

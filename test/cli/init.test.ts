@@ -45,6 +45,16 @@ describe('svc init', () => {
     assert.equal((await svc(['--repo', project, '--force'])).code, 0);
   });
 
+  it('names the file it could not write as the repository holds it', async () => {
+    const project = repo('folder-agent');
+    mkdirSync(join(project, '.svc', 'agent.sh'), { recursive: true });
+    const r = await svc(['--repo', project, '--force']);
+    assert.equal(r.code, 1, r.stdout);
+    assert.match(r.stderr, /EISDIR/);
+    assert.ok(r.stderr.includes(`'${join(project, '.svc', 'agent.sh')}'`), r.stderr);
+    assert.doesNotMatch(r.stderr, /\/proc\/self\/fd/);
+  });
+
   it('refuses to write through a link the repository put at .svc, .svc/agent.sh or .svc/config.json', async () => {
     const outside = join(dir, 'outside');
     mkdirSync(outside);

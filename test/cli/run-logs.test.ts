@@ -5,8 +5,12 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import fs, { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+import { execFileSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { findLocalRun } from '../../src/cli/run-logs.ts';
 import { makeRepo, readJson, CLI, GIT_ENV, AGENT_STATE, type TestRepo } from '../engine/fixtures.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -160,5 +164,42 @@ describe('the agent output of a run', () => {
     const r = svc(['start', '--follow', '--detach', 'a brief']);
     assert.equal(await r.closed, 2);
     assert.match(r.stderr(), /--follow .* cannot go with --detach/);
+  });
+});
+
+describe('finding a run in the project (svc answer, svc runs logs)', () => {
+  let project: string;
+  const real = fs.openSync;
+  let opened: string[] = [];
+
+  before(() => {
+    project = realpathSync(mkdtempSync(join(tmpdir(), 'svc-find-')));
+    execFileSync('git', ['init', '-q'], { cwd: project });
+    for (const [run, text] of [['ra', JSON.stringify({ source: 'local', run: 'ra', status: 'blocked' })],
+      ['rb', '{ not json']]) {
+      mkdirSync(join(project, '.svc', 'runs', run!), { recursive: true });
+      writeFileSync(join(project, '.svc', 'runs', run!, 'state.json'), text!);
+    }
+    // Every open through node:fs, the named imports of the sources included, is recorded.
+    fs.openSync = (path: fs.PathLike, flags: fs.OpenMode = 'r', mode?: fs.Mode | null) => {
+      opened.push(String(path));
+      return real(path, flags, mode);
+    };
+    syncBuiltinESMExports();
+  });
+  after(() => {
+    fs.openSync = real;
+    syncBuiltinESMExports();
+    rmSync(project, { recursive: true, force: true });
+  });
+
+  it('reads the one run\'s folder, none of the others, and the project once when it is the repository\'s root', () => {
+    opened = [];
+    assert.equal(findLocalRun(project, 'local', 'ra')?.state.status, 'blocked');
+    assert.deepEqual(opened.filter((path) => /\/rb(\/|$)/.test(path)), [], 'the sibling run was not opened');
+    opened = [];
+    assert.equal(findLocalRun(project, null, 'rmissing'), null);
+    assert.deepEqual(opened.filter((path) => /\/r[ab](\/|$)/.test(path)), []);
+    assert.equal(opened.filter((path) => path.endsWith('/runs')).length, 1, 'one search, not two');
   });
 });

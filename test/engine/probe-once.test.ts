@@ -4,7 +4,7 @@
 // every call and then runs the real one.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
@@ -64,5 +64,38 @@ describe('the sandbox probe', { skip: probe.ok ? false : 'bwrap cannot run on th
     rmSync(cache);
     await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'], { cwd: repo.repo, env });
     assert.equal(calls().trials, 1);
+  });
+
+  it('probes again when the cache is not a good result of this key, as a file of its own', async () => {
+    const cache = join(repo.home, '.svc', 'sandbox-probe.json');
+    const good = readFileSync(cache, 'utf8');
+    const saved = JSON.parse(good) as { key: string; probe: Record<string, unknown> };
+    const elsewhere = join(repo.root, 'good-probe.json');
+    writeFileSync(elsewhere, good);
+    const bad: Array<[string, () => void]> = [
+      ['bad JSON', () => writeFileSync(cache, '{"key":')],
+      ['null', () => writeFileSync(cache, 'null')],
+      ['[]', () => writeFileSync(cache, '[]')],
+      ['probe: null', () => writeFileSync(cache, JSON.stringify({ key: saved.key, probe: null }))],
+      ['ok: "true"', () => writeFileSync(cache, JSON.stringify({ key: saved.key, probe: { ...saved.probe, ok: 'true' } }))],
+      // A good result behind a link is not taken: ~/.svc/sandbox-probe.json is read only as a file of its own.
+      ['a link to a good cache', () => symlinkSync(elsewhere, cache)],
+      ['a folder', () => mkdirSync(cache)],
+    ];
+    const start = () => runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
+      { cwd: repo.repo, env });
+    for (const [what, make] of bad) {
+      rmSync(cache, { recursive: true, force: true });
+      make();
+      calls();
+      const res = await start();
+      assert.equal(res.code, 0, `${what}: ${res.stderr}`);
+      assert.equal(calls().trials, 1, `${what}: probed again`);
+    }
+    rmSync(cache, { recursive: true, force: true });
+    writeFileSync(cache, good);
+    calls();
+    assert.equal((await start()).code, 0);
+    assert.equal(calls().trials, 0, 'a good cache: no trial');
   });
 });

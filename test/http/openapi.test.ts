@@ -2,7 +2,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { controlRoutes } from '../../src/control/app.ts';
 import { triggerRoutes } from '../../src/trigger/app.ts';
-import { buildOpenapi, toOpenapiPath, CONTROL_SERVER, TRIGGER_SERVER } from '../../src/control/openapi.ts';
+import { buildOpenapi, queryKeys, toOpenapiPath, CONTROL_SERVER, TRIGGER_SERVER } from '../../src/control/openapi.ts';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
 import { checkResponse, findOperation, validate } from '../helpers/openapi-check.ts';
 import { startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
@@ -62,6 +62,13 @@ describe('OpenAPI document', () => {
     assert.equal(schema.$ref, '#/components/schemas/ProviderList');
     assert.equal(list.type, 'array');
     assert.equal(list.items.$ref, '#/components/schemas/Provider');
+  });
+
+  it('gives a handler its operation\'s query parameters, and refuses an id it does not hold', () => {
+    assert.ok(queryKeys('listRuns').includes('status'));
+    assert.deepEqual(queryKeys('getHealth'), []);
+    // A misspelled id would otherwise refuse every query parameter of its route.
+    assert.throws(() => queryKeys('listRun'), /No operation "listRun" in the OpenAPI document/);
   });
 
   it('declares every path parameter of each path', () => {

@@ -18,6 +18,9 @@ import { queryKeys } from '../openapi.ts';
 // One probe cache per running app, so tests with different PATHs never share answers.
 const probes = new WeakMap<ControlDeps, VersionProbe>();
 
+const NOTIFICATION_KEYS = queryKeys('listNotifications');
+const AUDIT_KEYS = queryKeys('listAudit');
+
 function probeFor(deps: ControlDeps): VersionProbe {
   if (!probes.has(deps)) probes.set(deps, createVersionProbe(deps.env));
   return probes.get(deps)!;
@@ -82,7 +85,7 @@ export const listIntegrations: Handler<ControlDeps> = (ctx) => {
 };
 
 export const listNotifications: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, queryKeys('listNotifications'));
+  checkQueryKeys(ctx.query, NOTIFICATION_KEYS);
   const limit = parseLimit(ctx.query.get('limit'));
   const cursor = ctx.query.get('cursor');
   const after = cursor === null ? null : (decodeCursor(cursor, ['int', 'int']) as number[]);
@@ -149,7 +152,7 @@ function parseVerify(value: string | null): boolean {
 }
 
 export const listAudit: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, queryKeys('listAudit'));
+  checkQueryKeys(ctx.query, AUDIT_KEYS);
   const limit = parseLimit(ctx.query.get('limit'));
   const cursor = ctx.query.get('cursor');
   const verify = parseVerify(ctx.query.get('verify'));

@@ -7,6 +7,10 @@ import { streamEvents } from '../event-stream.ts';
 import { queryKeys } from '../openapi.ts';
 import { checkQueryKeys, checkSegment, invalidParam, parseId, parseLimit, runParams, storedRun } from '../params.ts';
 
+const EVENT_KEYS = queryKeys('listEvents');
+const STREAM_RUN_KEYS = queryKeys('streamRun');
+const STREAM_ALL_KEYS = queryKeys('streamAll');
+
 function requireRun(ctx: Ctx<ControlDeps>): { source: string; run: string } {
   const key = runParams(ctx);
   storedRun(ctx.deps.stores.runs, key);
@@ -22,7 +26,7 @@ function resumeAfter(ctx: Ctx<ControlDeps>, fallback: () => number): number {
 }
 
 export const listEvents: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, queryKeys('listEvents'));
+  checkQueryKeys(ctx.query, EVENT_KEYS);
   const { source, run } = requireRun(ctx);
   const after = ctx.query.get('after');
   const cursor = ctx.query.get('cursor');
@@ -35,13 +39,13 @@ export const listEvents: Handler<ControlDeps> = (ctx) => {
 };
 
 export const streamRun: Handler<ControlDeps> = async (ctx): Promise<HandlerResult> => {
-  checkQueryKeys(ctx.query, queryKeys('streamRun'));
+  checkQueryKeys(ctx.query, STREAM_RUN_KEYS);
   await streamEvents(ctx.deps, ctx.res, requireRun(ctx), resumeAfter(ctx, () => 0));
   return TAKEN_OVER;
 };
 
 export const streamAll: Handler<ControlDeps> = async (ctx): Promise<HandlerResult> => {
-  checkQueryKeys(ctx.query, queryKeys('streamAll'));
+  checkQueryKeys(ctx.query, STREAM_ALL_KEYS);
   const source = ctx.query.get('source');
   const run = ctx.query.get('run');
   if (run !== null && source === null) invalidParam('Parameter "run" needs "source"');

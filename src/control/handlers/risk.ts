@@ -83,8 +83,10 @@ function scoreRisk(files: DiffFile[], verdict: string | null) {
   return { score, level, reasons, files: out };
 }
 
+const RISK_KEYS = queryKeys('getReviewRisk');
+
 export const getReviewRisk: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, queryKeys('getReviewRisk'));
+  checkQueryKeys(ctx.query, RISK_KEYS);
   const source = checkSegment('source', ctx.query.get('source') ?? '');
   const run = checkSegment('run', ctx.query.get('run') ?? '');
   const row = storedRun(ctx.deps.stores.runs, { source, run });
