@@ -56,7 +56,7 @@ describe('run keys on POST /v1/ingest', () => {
 
   // A pod's seal step stores its run queued, bound to the handed key; a pod that fails before its run container ships
   // leaves it so, with no runner to end it: a stop ends it at once, and a runner that still comes takes the stop.
-  it('end at its stop a pod\'s run no runner shipped yet; it can be deleted; a late runner takes the stop', async () => {
+  it('end at its stop a pod\'s run no runner shipped yet, deletable then; a late runner takes the stop', async () => {
     for (const run of ['rsealed', 'rlate']) {
       const t = ago(60_000);
       const sealed = { run, status: 'queued', started_at: t, updated_at: t, run_key: handedRunKey(KEY) };
