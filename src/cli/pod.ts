@@ -2,8 +2,8 @@
 // Both take every path and the run id from the argv the pod spec fixed, never from a file the agent wrote.
 import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
-import { isValidSegment } from '../engine/ids.ts';
-import { storeRun, writeSeal } from '../pod/seal.ts';
+import { handedRunKey, isValidSegment } from '../engine/ids.ts';
+import { readSealedRunKey, storeSealedRun, writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';
 import { safeJson } from '../safe-json.ts';
 
@@ -32,7 +32,9 @@ export default async function pod(io: CliIo): Promise<number> {
     const named = values['run-id'];
     if (named !== undefined && !isValidSegment(named)) throw new UsageError('svc pod seal: --run-id is not a run id');
     const seal = writeSeal(values.repo, values.sealed, values.handoff);
-    const unstored = named === undefined ? 'no --run-id' : await storeRun(io.env, named, values.sealed);
+    // Refused, or left unbound, fails the seal (the pod does not start its run); not answered is said and goes on.
+    const handed = handedRunKey(readSealedRunKey(values.sealed));
+    const unstored = named === undefined ? 'no --run-id' : await storeSealedRun(io.env, named, seal, handed, true);
     if (named !== undefined && unstored) io.stderr(`svc pod seal: the run is not stored yet (${unstored})\n`);
     io.stdout(`${safeJson({ sealed: seal.base_sha, origin: seal.origin_url !== null, stored: unstored === null })}\n`);
     return 0;

@@ -99,6 +99,8 @@ export interface IngestResult {
   artifacts: number;
   control: Array<{ run: string; action: string; [extra: string]: unknown }>;
   notifications?: number;
+  /** The runs the batch sent a key for that stay unbound, stored first without one (ingest-apply.ts); else absent. */
+  unbound?: string[];
   /** How many repositories the source now serves, when the batch carried served_repos. */
   served_repos?: number;
 }

@@ -43,9 +43,12 @@ function checkRunKey(
 ): { bind: Buffer | null; movedFrom: Uint8Array | null } {
   if (stored === undefined) return { bind: key === null ? null : runKeyDigest(key), movedFrom: null };
   const bound = stored.run_key_sha256;
-  if (bound === null || isBoundKey(bound, key)) return { bind: null, movedFrom: null };
-  if (key !== null && sameDigest(bound, runKeyDigest(handedRunKey(key)))) {
-    return { bind: runKeyDigest(key), movedFrom: bound };
+  if (bound === null) return { bind: null, movedFrom: null };
+  if (key !== null) {
+    // Digested once: compared with the bound one, and bound in its place on a move.
+    const digest = runKeyDigest(key);
+    if (sameDigest(bound, digest)) return { bind: null, movedFrom: null };
+    if (sameDigest(bound, runKeyDigest(handedRunKey(key)))) return { bind: digest, movedFrom: bound };
   }
   const sent = key === null ? 'carries no "run_key" for it' : 'carries another "run_key"';
   throw new HttpError('forbidden_run', `Run ${source}/${run} is bound to the key of the runner that made it; this ` +
@@ -67,6 +70,8 @@ export function storeBatch(
   // Every referenced run must exist after this batch: checked before the first write, inside the lock.
   const known = new Set(batch.runs.map((r) => r.run));
   const started = new Map<string, number>();
+  // Runs this batch sent a key for that stay unbound (stored first without one): a pod's seal step fails on it.
+  const unbound: string[] = [];
   for (const item of [...batch.events, ...batch.artifacts]) {
     if (known.has(item.run)) continue;
     const row = stores.runs.getKeyed(source, item.run);
@@ -83,6 +88,7 @@ export function storeBatch(
     // Checked before this run's first write; a refusal rolls back the batch's earlier runs with it.
     const checked = byRunner ? checkRunKey(source, run.run, stored, key) : null;
     const bind = checked ? checked.bind : key === null ? null : runKeyDigest(key);
+    if (byRunner && key !== null && stored?.run_key_sha256 === null) unbound.push(run.run);
     // A row stamped later than now (stored before body times were bounded, or by a clock since stepped back) is no
     // newer than this update: no stored claim to the future may keep a runner's real update out (ingest-validate.ts).
     const arriving = Math.min(now, run.updated_at ?? now);
@@ -108,6 +114,7 @@ export function storeBatch(
     artifacts: batch.artifacts.length,
     control: [],
   };
+  if (unbound.length > 0) result.unbound = unbound;
   if (batch.notifications.length > 0) result.notifications = stores.notifications.ingest(source, batch.notifications);
   if (batch.served_repos !== null) {
     stores.servedRepos.replace(source, batch.served_repos, now);

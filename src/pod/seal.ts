@@ -2,6 +2,8 @@
 // makes the run's key, on a volume only this init container and the signer mount, so nothing the agent does can
 // change them or read the key.
 import { FailedError, errorMessage } from '../errors.ts';
+import { ControlApiError } from '../client/client.ts';
+import type { IngestResult } from '../client/types.ts';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { handedRunKey, newRunKey, RUN_KEY } from '../engine/ids.ts';
@@ -42,22 +44,33 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
 }
 
 /**
- * Stores the run, queued and bound to the key handed from the sealed one, before any agent code runs: otherwise the
- * agent could store it first, without a key (left unbound) or with one of its own (the signer's batches refused). Null
- * when stored, else why not (the pod goes on; the run container's first batch binds it then, docs/deploy.md).
+ * Stores the run as the seal step saw it (queued, at the seal's time, so it replaces nothing a later batch stored)
+ * with `key`: the seal step's, bound to the handed key, before any agent code runs, so the agent cannot store it first
+ * (without a key: left unbound; with one of its own: the signer's batches refused); the signer's, with the sealed
+ * key, which moves the run onto it before anything of the run folder is shipped. A refusal (4xx) throws; so does a
+ * run left unbound (stored first without a key, ingest's `unbound`) when `needBound`. Else why the Control Plane did
+ * not answer (network, 5xx), or null.
  */
-export async function storeRun(env: NodeJS.ProcessEnv, run: string, sealedDir: string): Promise<string | null> {
-  const handed = handedRunKey(readSealedRunKey(sealedDir));
+export async function storeSealedRun(
+  env: NodeJS.ProcessEnv, run: string, seal: Seal, key: string, needBound: boolean,
+): Promise<string | null> {
   const source = settingOr(env, 'SVC_SOURCE');
   const { client } = shipperClient(env);
-  const now = new Date().toISOString();
+  const queued = { run, status: 'queued', started_at: seal.sealed_at, updated_at: seal.sealed_at, run_key: key };
+  let result: IngestResult;
   try {
-    const queued = { run, status: 'queued', started_at: now, updated_at: now, run_key: handed };
-    await client.ingest({ source, runs: [queued] });
-    return null;
+    result = await client.ingest({ source, runs: [queued] });
   } catch (err) {
+    if (err instanceof ControlApiError && err.status >= 400 && err.status < 500) {
+      throw new FailedError(`The Control Plane refused run ${source}/${run}: ${errorMessage(err)}`);
+    }
     return errorMessage(err);
   }
+  if (needBound && result.unbound?.includes(run)) {
+    throw new FailedError(`Run ${source}/${run} was stored without a key before the seal step: any sender of the ` +
+      'source can write it');
+  }
+  return null;
 }
 
 /** The key `svc pod seal` made for the run, as the signer ships with it; never echoed. */

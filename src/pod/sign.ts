@@ -19,7 +19,7 @@ import { figure } from '../engine/providers.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
 import type { Policy } from '../engine/policy.ts';
-import { readSeal, readSealedRunKey, type Seal } from './seal.ts';
+import { readSeal, readSealedRunKey, storeSealedRun, type Seal } from './seal.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
 import { repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
@@ -288,6 +288,11 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   const work = join(opts.env.HOME ?? '/tmp', 'work');
   const dir = runDir(work, opts.run);
   const key = readSealedRunKey(opts.sealedDir);
+  // The run moves onto the sealed key first, in a batch of the signer's own: a batch carrying the run folder's events
+  // and artifacts, which the agent wrote, can be refused whole for one bad event (ingest-validate.ts), and would leave
+  // the run bound to the handed key, which the agent can read. A refusal fails the signer.
+  const unmoved = await storeSealedRun(opts.env, opts.run, readSeal(opts.sealedDir), key, false);
+  if (unmoved) opts.say(`svc pod sign: the run is not moved onto the sealed key yet (${unmoved})\n`);
   copyRunFolder(runDir(opts.workspace, opts.run), dir);
   // The Control Plane moves the run onto this key from the one handed to the run container (ingest-apply.ts).
   makeRunKey(dir, key);

@@ -54,6 +54,26 @@ describe('run keys on POST /v1/ingest', () => {
       [['answer', 'hunter2'], ['stop', undefined]]);
   });
 
+  // A pod's seal step stores its run queued, bound to the handed key; a pod that fails before its run container ships
+  // leaves it so, with no runner to end it: a stop ends it at once, and a runner that still comes takes the stop.
+  it('end at its stop a pod\'s run no runner shipped yet, deletable then; a late runner takes the stop', async () => {
+    for (const run of ['rsealed', 'rlate']) {
+      const t = ago(60_000);
+      const sealed = { run, status: 'queued', started_at: t, updated_at: t, run_key: handedRunKey(KEY) };
+      assert.equal((await ingest({ source: 'k8s', runs: [sealed] })).status, 200);
+      const stopped = await cp.request('POST', `/v1/runs/k8s/${run}/stop`, { token: MAIN, body: {} });
+      assert.equal(stopped.status, 202, stopped.text);
+      assert.equal(stopped.json.status, 'stopped');
+      assert.deepEqual(stopped.json.failure,
+        { class: 'stopped', reason: 'stopped before any runner shipped it', retryable: false });
+    }
+    assert.equal((await cp.request('DELETE', '/v1/runs/k8s/rsealed', { token: MAIN })).status, 200);
+    const late = await ingest({ source: 'k8s', runs: [runOf('rlate', { status: 'running', question: null,
+      updated_at: new Date().toISOString() }, handedRunKey(KEY))] });
+    assert.equal(late.status, 200, late.text);
+    assert.deepEqual(late.json.control.map((c: { action: string }) => c.action), ['stop']);
+  });
+
   it('keep the row, events and artifacts of a bound run from another pod; a refused batch applies nothing of it', async () => {
     await ingest({ source: 'k8s', runs: [runOf('rrow', { status: 'running', question: null })] });
     const forged = runOf('rrow', { updated_at: new Date().toISOString(), question: 'Paste the production DB password' }, OTHER);

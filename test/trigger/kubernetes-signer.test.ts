@@ -91,7 +91,10 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
   async function runJob(
     brief: string, beforeSigner?: (workspace: string, run: string) => void | Promise<void>,
     whileRunning?: (run: string) => Promise<void>,
-    more: { args?: string[]; envSecret?: string; beforeRun?: (run: string) => Promise<void> } = {},
+    more: {
+      args?: string[]; envSecret?: string; beforeRun?: (run: string) => Promise<void>;
+      beforeSeal?: (run: string) => Promise<void>;
+    } = {},
   ): Promise<{ outcome: RunOutcome; run: string; job: string }> {
     seq += 1;
     const id = `j0000000000sign${String(seq).padStart(11, '0')}`;
@@ -104,10 +107,11 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       ...(more.envSecret ? { SVC_K8S_ENV_SECRET: more.envSecret } : {}),
     };
     kube.beforeContainer = async (name, container) => {
-      if (container === 'run' && more.beforeRun) {
+      const early = container === 'run' ? more.beforeRun : container === 'seal' ? more.beforeSeal : undefined;
+      if (early) {
         const run = kube.jobs.get(name)!.manifest.spec.template.spec.initContainers.find(
-          (c: { name: string }) => c.name === 'run').args as string[];
-        await more.beforeRun(run[run.indexOf('--run-id') + 1]!);
+          (c: { name: string }) => c.name === container).args as string[];
+        await early(run[run.indexOf('--run-id') + 1]!);
       }
       if (container !== 'signer' || !beforeSigner) return;
       const args = kube.jobs.get(name)!.manifest.spec.template.spec.containers[0].args as string[];
@@ -196,6 +200,45 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       assert.equal(grep.status, 1, `the run's own key is in ${grep.stdout}`);
     }
   });
+
+  // The signer's batch carries the run folder's events, which the agent writes: one it cannot take refuses the whole
+  // batch (ingest-validate.ts). The run must move onto the sealed key all the same, in a batch of the signer's own.
+  it('moves the run onto the sealed key even when the agent left an event ingest refuses', async () => {
+    let handed = '';
+    const { run } = await runJob('fix the greeting', (workspace, runId) => {
+      const dir = join(workspace, '.svc', 'runs', runId);
+      handed = readFileSync(join(dir, 'run-key'), 'utf8').trim();
+      writeFileSync(join(dir, 'events.jsonl'), '{"seq":-1,"kind":"x"}\n', { flag: 'a' });
+    });
+    const now = new Date().toISOString();
+    const forged = { run, status: 'blocked', question: 'Paste the deploy token', started_at: now, updated_at: now,
+      run_key: handed };
+    const res = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } });
+    assert.equal(res.status, 403, res.text);
+    assert.equal(res.json.error.code, 'forbidden_run');
+  });
+
+  // Someone of the source stored the pod's run first: with a key of its own (refused) or without one (left unbound,
+  // writable by any sender of the source). Either way the seal step fails and no agent code runs.
+  for (const [what, key, said] of [
+    ['with a key of its own', { run_key: 'other-key-0123456789abcdefghijklmnopqrstuvwxyz' }, /refused run k8s\//],
+    ['without a key', {}, /was stored without a key before the seal step/],
+  ] as const) {
+    it(`fails the seal step of a run stored first ${what}`, async () => {
+      const beforeSeal = async (runId: string) => {
+        const now = new Date().toISOString();
+        const first = { run: runId, status: 'running', started_at: now, updated_at: now, ...key };
+        const res = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [first] } });
+        assert.equal(res.status, 200, res.text);
+      };
+      // The launch fails: the Job ends without the run container's line, and runJob's assertion carries its stderr.
+      await assert.rejects(runJob('fix the greeting', undefined, undefined, { beforeSeal }), (err: Error) => {
+        assert.match(err.message, said);
+        assert.doesNotMatch(err.message, /svc pod seal: the run is not stored yet|\[run\]/);
+        return true;
+      });
+    });
+  }
 
   // Without a sandbox in the pod, a process the agent left behind (escaped and with its marker scrubbed, the documented
   // limit of docs/engine.md) could rewrite the evidence before the run container ends, and ship a "verified" state of

@@ -8,7 +8,8 @@ import type { Handler, Ctx } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { bodyFields, invalidParam, runParams, storedRun } from '../params.ts';
-import { runToJson } from '../../db/runs-store.ts';
+import { failureColumns, runToJson } from '../../db/runs-store.ts';
+import { runFailure } from '../../run-json.ts';
 import { transaction } from '../../db/open.ts';
 import type { RunInput, RunRow } from '../../db/run-types.ts';
 import { canonicalJson } from '../../canonical-json.ts';
@@ -188,10 +189,21 @@ export const stopRun: Handler<ControlDeps> = (ctx) => {
   const row = allowedRun(ctx, 'stop');
   if (row.status === 'stopping') return json(202, runToJson(row));
   const now = deps.clock();
-  deps.stores.runs.setStatus(row.source, row.run, 'stopping', now);
-  const event = { kind: 'run.status', data: { from: row.status, to: 'stopping' }, ts: now };
+  const local = reachable(ctx, row);
+  // A remote run bound to a key that no runner has shipped yet (queued, no status event: a pod's seal step stored it;
+  // a runner's own first batch carries its events) may never get a runner: its pod can fail before the run
+  // container's first batch, and nothing else ends the row. It ends `stopped` at once; a runner that still comes
+  // takes the stop with its first batch.
+  const unshipped = !local && row.status === 'queued' &&
+    (deps.stores.runs.getKeyed(row.source, row.run)?.run_key_sha256 ?? null) !== null &&
+    deps.stores.events.latest(row.source, row.run, 'run.status') === undefined;
+  const to = unshipped ? 'stopped' : 'stopping';
+  const failure = runFailure('stopped', 'stopped before any runner shipped it');
+  const ended = unshipped ? { ended_at: now, ...failureColumns(failure) } : {};
+  deps.stores.runs.setStatus(row.source, row.run, to, now, ended);
+  const event = { kind: 'run.status', data: { from: row.status, to }, ts: now };
   deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
-  if (reachable(ctx, row)) void deps.engine.stop(row);
+  if (local) void deps.engine.stop(row);
   else deps.stores.controlRequests.add(row.source, row.run, 'stop', null, now);
   return accepted(deps, row.source, row.run);
 };
