@@ -251,7 +251,7 @@ function planModel(ctx: GateContext, method: string, url: string, req: IncomingM
   if ('refused' in resolved) return { refused: resolved.refused, status: 403 };
   // A free call (counting tokens, listing models) carries no usage: metered, it would read as one the gate could not
   // price, and a budgeted run would stop on it.
-  const metered = ctx.meter !== null && !freeEndpoint(method, resolved.endpoint);
+  const metered = ctx.meter !== null && !freeEndpoint(method, resolved.path, resolved.endpoint);
   const headers = [...keepHeaders(req, metered ? METERED_DROP : MODEL_DROP), 'host', route.base.host, route.header,
     route.value, ...(metered ? ['accept-encoding', 'identity'] : [])];
   const generation = metered && generationEndpoint(method, resolved.endpoint);

@@ -132,10 +132,15 @@ export function modelPath(basePath: string, rest: string): { path: string; endpo
   for (const segment of stack.slice(base.length)) {
     let decoded: string | null;
     try {
-      decoded = decodeURIComponent(segment).replace(/;.*$/s, '').replace(/[.\s]+$/, '');
+      decoded = decodeURIComponent(segment);
     } catch {
       decoded = null;
     }
+    // `x:countTokens;:generateContent` is one method to the gate and maybe another to the API: refused, not guessed.
+    if (decoded !== null && decoded.includes(';') && decoded.includes(':')) {
+      return { refused: `the model API path segment "${segment.slice(0, 60)}" holds both ";" and ":"` };
+    }
+    decoded = decoded?.replace(/;.*$/s, '').replace(/[.\s]+$/, '') ?? null;
     if (decoded === null || UNMETERED.test(decoded)) {
       return { refused: `the model API endpoint "${segment.slice(0, 60)}" is not one the gate can meter` };
     }
@@ -151,11 +156,14 @@ const UNMETERED = new RegExp('^(batch|batches|fine_tuning|fine-tunes|files|uploa
   'audio|videos|threads|evals|containers|conversations|cachedContents|tunedModels|fileSearchStores)$|' +
   ':(batchGenerateContent|asyncBatchEmbedContent|predict|predictLongRunning)$', 'i');
 
-/** Calls that cost nothing and answer no usage: listing or reading models, and counting tokens; by the endpoint as the
- * API reads it (`endpoint` of modelPath), never the raw path (`…:generateContent;:countTokens` generates). */
-export function freeEndpoint(method: string, endpoint: string): boolean {
-  if (/(\/count_tokens|:countTokens)$/.test(endpoint)) return true;
-  return (method === 'GET' || method === 'HEAD') && /\/models(\/[^/:]+)?$/.test(endpoint);
+/** Calls that cost nothing and answer no usage: listing or reading models, and counting tokens; only when both the raw
+ * path (less its query) and the endpoint as the API reads it (`endpoint` of modelPath) say so, since a server may read
+ * either (`…:generateContent;:countTokens` generates, so may `…:countTokens;:streamGenerateContent`). */
+export function freeEndpoint(method: string, path: string, endpoint: string): boolean {
+  const raw = path.split('?')[0]!;
+  if (/(\/count_tokens|:countTokens)$/.test(endpoint) && /(\/count_tokens|:countTokens)$/.test(raw)) return true;
+  const models = /\/models(\/[^/:]+)?$/;
+  return (method === 'GET' || method === 'HEAD') && models.test(endpoint) && models.test(raw.replace(/\/$/, ''));
 }
 
 // The calls that generate, and so cost what their output may be (docs/gate.md "Metered cost"): each family's.

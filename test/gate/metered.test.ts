@@ -488,11 +488,18 @@ describe('metered cost at the gate', () => {
   it('meters a generation whose raw path ends like a free call, and leaves free calls free, as the API reads the path',
     async () => {
     const answer = { type: 'application/json', pieces: ['{"candidates":[]}'] };
-    // The API drops ";…" from a segment: this is generateContent to it, whatever its raw path ends with.
-    const { rec } = await call('/_model/gemini/v1beta/models/gemini-2.5-pro:generateContent;:countTokens', answer,
-      'POST', '{"contents":[]}');
-    assert.deepEqual([rec.metered?.model, rec.metered?.tokens_out, rec.metered?.unknown],
-      ['gemini-2.5-pro', OUTPUT_BOUND, 'the response carried no usage']);
+    // The API may drop ";…" from a segment or not: a segment with both ";" and ":" names two methods, and is refused.
+    const calls = upstreamCalls;
+    for (const method of [':generateContent;:countTokens', ':countTokens;:streamGenerateContent',
+      ':countTokens;x:generateContent', '%3AcountTokens;x%3AgenerateContent']) {
+      const refused = await call(`/_model/gemini/v1beta/models/gemini-2.5-pro${method}`, answer, 'POST', '{}');
+      assert.equal(refused.status, 403, method);
+      assert.match(refused.body, /holds both ";" and ":"/, method);
+    }
+    assert.equal(upstreamCalls, calls, 'none reached the API');
+    // Free only when the raw path and the path as the API reads it both say so: an escaped ":" is metered.
+    const escaped = await call('/_model/gemini/v1beta/models/gemini-2.5-pro%3AcountTokens', answer, 'POST', '{}');
+    assert.deepEqual([escaped.rec.metered?.usd, escaped.rec.metered?.unknown], [0, 'the response carried no usage']);
     const counted = { type: 'application/json', pieces: ['{"totalTokens":12}'] };
     for (const path of ['/_model/gemini/v1beta/models/gemini-2.5-pro:countTokens',
       '/_model/anthropic/v1/messages/count_tokens?beta=true', '/_model/anthropic/v1/messages//count_tokens']) {
