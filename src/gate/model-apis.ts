@@ -3,7 +3,6 @@
 import { isIP } from 'node:net';
 import { refusedRange } from './address.ts';
 import { GatePolicyError } from './policy.ts';
-import type { Vendor } from './prices.ts';
 
 interface ModelApi {
   base: string;
@@ -67,14 +66,6 @@ export function modelRoutesFromEnv(env: Readonly<Record<string, string | undefin
     routes.push(modelRoute(name, base, api.header, api.prefix + key));
   }
   return routes;
-}
-
-/** The vendor whose models a route reaches, known for certain only at that vendor's own API: a base the operator moved
- * may be a proxy serving any model, and openrouter and the like serve many vendors'. Null when not known. */
-export function routeVendor(route: ModelRoute): Vendor | null {
-  const name = route.name;
-  if (name !== 'anthropic' && name !== 'openai' && name !== 'gemini') return null;
-  return new URL(MODEL_APIS[name]!.base).host === route.base.host ? name : null;
 }
 
 /** One route: https, or plain http only to a loopback IP literal (a key never crosses a network in clear). */

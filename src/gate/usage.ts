@@ -2,7 +2,7 @@
 // JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
 // A response cut before its final usage is counted at what was read and bounds for the rest, never at $0.
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
-import { callCost, costAt, highestPrice, priceOf, type PriceTable, type Vendor } from './prices.ts';
+import { callCost, costAt, highestPrice, priceOf, type PriceTable } from './prices.ts';
 import type { CallTokens, MeteredCall } from './evidence.ts';
 import { JsonPicker } from './json-picker.ts';
 
@@ -112,12 +112,14 @@ const ASKED_CHOICES: Record<Family, readonly string[]> = {
   gemini: ['generationConfig.candidateCount'],
 };
 // Input the API keeps and the request's bytes do not show (OpenAI's Responses: a stored response or conversation
-// continued): the call's input is not bounded by its bytes (docs/gate.md "Metered cost").
+// continued, a stored prompt, which names its model too): the call's input is not bounded by its bytes (docs/gate.md
+// "Metered cost"). `prompt` only on /responses: to the legacy /completions it is the text itself.
 const ASKED_KEPT: Record<Family, readonly string[]> = {
   anthropic: [],
   openai: ['previous_response_id', 'conversation'],
   gemini: [],
 };
+const RESPONSES_KEPT: readonly string[] = [...ASKED_KEPT.openai, 'prompt'];
 // Gemini's API reads a field in snake_case as in camelCase (`generation_config.max_output_tokens`).
 const ASKED_ALIASES: Record<Family, ReadonlyMap<string, string>> = {
   anthropic: new Map(),
@@ -130,7 +132,7 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const family = familyOf(route, endpoint);
   const maxKeys = ASKED_MAX[family];
   const choiceKeys = ASKED_CHOICES[family];
-  const keptKeys = ASKED_KEPT[family];
+  const keptKeys = /\/responses$/i.test(endpoint) ? RESPONSES_KEPT : ASKED_KEPT[family];
   const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys, ...keptKeys]), ASKED_ALIASES[family]);
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
   let picks = 0;
@@ -206,39 +208,34 @@ const pathModel = (endpoint: string): string | null =>
  * A generation call whose usage was not all read, counted at what was (`read`: the input's counts, a lower output
  * figure) and its bounds for the rest (docs/gate.md "Metered cost"): input not read at the request's bytes (a token
  * stands for at least one byte), output at `maxOutput` (null: OUTPUT_BOUND) for each answer asked; priced by the
- * model named, else at the highest prices of its vendor's rows (of the whole table when its vendor is not known).
+ * model named, else at the table's highest prices (prices.ts highestPrice).
  */
 function boundedCall(
-  prices: PriceTable, vendor: Vendor | null, asked: Asked, model: string | null, read: CallTokens | null,
-  maxOutput: number | null, unknown: string,
+  prices: PriceTable, asked: Asked, model: string | null, read: CallTokens | null, maxOutput: number | null,
+  unknown: string,
 ): MeteredCall {
   const counted = {
     model: model ?? asked.model, tokens_in: read ? read.tokens_in : asked.bytes,
     tokens_out: Math.max(read?.tokens_out ?? 0, (maxOutput ?? OUTPUT_BOUND) * asked.choices),
     cache_read: read?.cache_read ?? 0, cache_write: read?.cache_write ?? 0,
   };
-  const price = counted.model === null ? highestPrice(prices, vendor) : priceOf(prices, counted.model);
+  const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
   const usd = price ? costAt(price, counted) : null;
   return { ...counted, usd, unknown, ...(asked.doubt !== undefined ? { doubt: asked.doubt } : {}) };
 }
 
 /** A generation call whose request was sent and whose answer never came (the client or the gate gave up first): the
  * API may have run it to its end. */
-export function unansweredCall(
-  endpoint: string, asked: Asked, prices: PriceTable, vendor: Vendor | null = null,
-): MeteredCall {
+export function unansweredCall(endpoint: string, asked: Asked, prices: PriceTable): MeteredCall {
   const unknown = 'the call ended before its answer came';
-  return boundedCall(prices, vendor, asked, pathModel(endpoint), null, asked.maxOutput, unknown);
+  return boundedCall(prices, asked, pathModel(endpoint), null, asked.maxOutput, unknown);
 }
 
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
-/** A meter for one response, JSON or SSE by its type, priced by `prices` (a call naming no model: at `vendor`'s
- * highest row when the route reaches that vendor's own API, model-apis.ts routeVendor); anything else is of unknown
- * usage. */
+/** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
 export function usageMeter(
   route: string, endpoint: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
-  vendor: Vendor | null = null,
 ) {
   const family = familyOf(route, endpoint);
   const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
@@ -349,7 +346,7 @@ export function usageMeter(
       // A whole response with no usage at all was asked so by the agent (no `stream_options.include_usage`), which
       // also wrote the maximum the gate read: its output counts at OUTPUT_BOUND.
       const read = inputSeen && bad.length === 0 ? tokens : null;
-      return boundedCall(prices, vendor, asked, tokens.model, read, none ? null : asked.maxOutput, unknown);
+      return boundedCall(prices, asked, tokens.model, read, none ? null : asked.maxOutput, unknown);
     },
   };
 }
