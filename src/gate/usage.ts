@@ -135,6 +135,8 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const keptKeys = /\/responses$/i.test(endpoint) ? RESPONSES_KEPT : ASKED_KEPT[family];
   const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys, ...keptKeys]), ASKED_ALIASES[family]);
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
+  // A maximum given as null: the APIs read it as absent, so no maximum (OUTPUT_BOUND), the larger of any given.
+  let unbounded = false;
   let picks = 0;
   // A body encoded (gzip) or not starting with `{` past whitespace (a UTF-8 BOM, UTF-16, a form) is not one this
   // reader walks, though the API may read it: what it asked is not known.
@@ -166,6 +168,9 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       } else if (keptKeys.includes(path)) {
         // Read, not stopped at: the model and maximum are still known; only the input is not.
         if (value !== null) asked.doubt ??= `its request continues input the API keeps (${path})`;
+      } else if (value === null) {
+        // Absent to the API (`"n": null` is one answer): no doubt, and a null maximum bounds nothing.
+        if (maxKeys.includes(path)) unbounded = true;
       } else if (!whole) unread ??= 'a maximum or count of answers that is no whole number';
       // A key given twice is read by the API as one of them: the larger bounds both.
       else if (maxKeys.includes(path)) asked.maxOutput = Math.max(asked.maxOutput ?? 0, value);
@@ -189,7 +194,7 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       picker.finish();
       take();
       const why = stopped();
-      if (why === null) return { ...asked };
+      if (why === null) return { ...asked, ...(unbounded ? { maxOutput: null } : {}) };
       // One answer, not the family's most (128 for OpenAI's n): counting a request not read at 128 answers at the
       // table's highest price let one cheap call with an escaped key count $1,229 toward the server's day cap. The
       // doubt fails the run closed instead (budgets.ts RunSpend): its next call is refused under a budget.

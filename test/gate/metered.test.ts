@@ -412,6 +412,24 @@ describe('metered cost at the gate', () => {
     }
   });
 
+  it('reads a maximum or count of answers given as null as the APIs do, absent: no doubt, no maximum, one answer', () => {
+    const read = (route: 'openai' | 'gemini' | 'anthropic', endpoint: string, body: string) => {
+      const asked = requestMeter(route, endpoint, {});
+      asked.push(Buffer.from(body));
+      return { ...asked.read(), bytes: 0 };
+    };
+    const none = { maxOutput: null, choices: 1, bytes: 0 };
+    assert.deepEqual(read('openai', '/v1/responses', '{"model":"gpt-5","max_output_tokens":null,"n":null}'),
+      { model: 'gpt-5', ...none });
+    assert.deepEqual(read('gemini', ENDPOINT_gemini, '{"generationConfig":{"candidateCount":null,' +
+      '"maxOutputTokens":null}}'), { model: null, ...none });
+    // A maximum given twice, once as null: the API may read the null, so no maximum bounds the call.
+    assert.deepEqual(read('anthropic', ENDPOINT_anthropic, '{"model":"claude-haiku-4-5","max_tokens":100,' +
+      '"max_tokens":null}'), { model: 'claude-haiku-4-5', ...none });
+    assert.deepEqual(read('openai', ENDPOINT_openai, '{"model":"gpt-4o","n":3,"n":null,"max_tokens":9}'),
+      { model: 'gpt-4o', maxOutput: 9, choices: 3, bytes: 0 });
+  });
+
   it('stops reading a request at an escaped key, a maximum that is no whole number, or nesting it cannot follow; and ' +
     'reads a key past any nesting it skips', () => {
     const read = (route: string, body: string) => {
@@ -422,7 +440,6 @@ describe('metered cost at the gate', () => {
     for (const [body, why] of [
       ['{"model":"claude-haiku-4-5","max_tokens":100,"max_tok\\u0065ns":50000}', ESCAPED],
       ['{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":"50000"}', NOT_WHOLE],
-      ['{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":null}', NOT_WHOLE],
       ['{"model":"claude-haiku-4-5","max_tokens":100,"model":"claude-opus-4-1"}', 'a model named twice or not by name'],
       [`{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":${'9'.repeat(20_000)}}`, ESCAPED],
       [`${'['.repeat(70)}{"model":"claude-haiku-4-5","max_tokens":100}${']'.repeat(70)}`,
