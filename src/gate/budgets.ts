@@ -124,7 +124,8 @@ export class DayLedger {
   }
 }
 
-/** Calls under way a budgeted run may have at `svc gate serve`: what it can spend past its budget. */
+/** Calls under way a budgeted run (or any run under a daily cap) may have at `svc gate serve`: what it can spend past
+ * its budget. */
 export const CALLS_IN_FLIGHT = 2;
 
 interface RunSpent {

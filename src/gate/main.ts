@@ -141,8 +141,10 @@ export function sharedMeter(
         const reached = reachedBudget({ run: run?.usd ?? 0, ...day }, { ...caps, run: budget });
         return reached && refusalText(reached, repo, false);
       },
+      // Every run followed, a capped one too: N calls started at once all pass before the first is counted, and each
+      // may count up to its bounds toward the day's cap, which other repositories share.
       hold: (asker) => {
-        const run = budgeted(asker.who);
+        const run = followed(asker.who);
         if (!run) return () => {};
         if (run.inFlight >= CALLS_IN_FLIGHT) {
           return `this run has ${run.inFlight} model calls under way (its budget's bound)`;

@@ -351,6 +351,25 @@ describe('a run whose call was counted at bounds its request could not set for c
     assert.equal(refused.body, `svc gate: this server's daily budget of $1000.00 cannot be kept: ${DOUBT}\n`);
   });
 
+  it('holds a run under a day cap alone to two model calls under way, as a budgeted run', async () => {
+    const credential = mint('capped-flight', 'acme/flight');
+    const read = silent.read;
+    const under = [0, 1].map(() => {
+      const req = request({ host: '127.0.0.1', port: gate.port ?? 0, method: 'POST', agent: false,
+        path: `/_job/${credential}/_model/anthropic/v1/silent/messages` });
+      req.on('error', () => {});
+      req.end(ASK);
+      return req;
+    });
+    await waitFor(() => silent.read === read + 2, 'two calls under way');
+    const third = await call(credential, 'overloaded');
+    assert.equal(third.status, 429);
+    assert.equal(third.body, 'svc gate: this run has 2 model calls under way (its budget\'s bound)\n');
+    for (const req of under) req.destroy();
+    await metered('capped-flight', 2);
+    assert.equal((await call(credential, 'overloaded')).status, 200, 'once they ended, the next goes through');
+  });
+
   it('leaves a clean cut call, and a doubted request whose answer said its usage, to call again', async () => {
     const clean = mint('clean', 'acme/clean', 50);
     assert.equal((await call(clean, 'cut')).status, 200);
