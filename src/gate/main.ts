@@ -115,10 +115,14 @@ export function sharedMeter(
   const caps = {
     repoDay: settingUsd(env, 'SVC_BUDGET_REPO_DAY_USD'), serverDay: settingUsd(env, 'SVC_BUDGET_SERVER_DAY_USD'),
   };
-  const budgeted = (who: Asker['who']) => (who?.maxUsd !== undefined ? spend.of(who.run, who.expiresAt ?? 0) : null);
-  // A run held to a day cap is followed too: a call it could not count for certain leaves the cap unkept.
-  const followed = (who: Asker['who']) =>
-    who && (caps.repoDay !== null || caps.serverDay !== null) ? spend.of(who.run, who.expiresAt ?? 0) : budgeted(who);
+  // A run with a budget is followed, and so is one held to a day cap: a call it could not count for certain leaves
+  // the cap unkept.
+  const followed = (who: Asker['who']) => {
+    if (!who || (who.maxUsd === undefined && caps.repoDay === null && caps.serverDay === null)) return null;
+    const run = spend.of(who.run, who.expiresAt ?? 0);
+    run.budgeted ||= who.maxUsd !== undefined;
+    return run;
+  };
   return {
     meter: {
       prices: loadPriceTable(setting(env, 'SVC_PRICES_FILE')),

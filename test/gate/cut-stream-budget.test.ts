@@ -5,7 +5,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
@@ -281,6 +281,40 @@ describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
       assert.equal(again, 'the run\'s budget of $50.00 cannot be kept: a model call may have cost more than its ' +
         'bounds (its request was not read: a body past 32 MiB), so the gate cannot count what the run spent; the run ' +
         'stops here');
+    } finally {
+      rmSync(state, { recursive: true, force: true });
+    }
+  });
+
+  it('writes the runs\' spending only when a restart needs it: a budgeted run\'s cost, a run\'s first doubt', () => {
+    const state = mkdtempSync(join(tmpdir(), 'svc-gate-state-writes-'));
+    try {
+      const file = join(state, 'run-spend.json');
+      const { meter, count } = sharedMeter({ SVC_GATE_STATE_DIR: state, SVC_BUDGET_SERVER_DAY_USD: '100' });
+      const expiresAt = Date.now() + 3600_000;
+      const asker = (run: string, maxUsd?: number) =>
+        ({ policy: parseGatePolicy({}), span: null, who: { job: run, run, repo: 'acme/web', maxUsd, expiresAt } });
+      const call = (run: string, usd: number, doubt?: string) => {
+        const record = arrivingRecord('model', asker(run));
+        count({ ...record, metered: { model: 'claude-haiku-4-5', tokens_in: 1, tokens_out: 1, cache_read: 0,
+          cache_write: 0, usd, unknown: null, ...(doubt ? { doubt } : {}) } });
+      };
+      const written = () => existsSync(file) ? Object.keys(JSON.parse(readFileSync(file, 'utf8')).runs).sort() : null;
+      for (const run of ['r-capped', 'r-plain']) assert.equal(meter.refusal(asker(run)), null);
+      assert.equal(meter.refusal(asker('r-budget', 5)), null);
+      call('r-capped', 0.01);
+      call('r-plain', 0.01);
+      assert.equal(written(), null, 'a capped run\'s cost is the day ledger\'s: nothing to write');
+      call('r-budget', 0.01);
+      assert.deepEqual(written(), ['r-budget']);
+      call('r-capped', 0.01, 'its request was not read: a body past 32 MiB');
+      assert.deepEqual(written(), ['r-budget', 'r-capped']);
+      rmSync(file);
+      call('r-capped', 0.01, 'its request was not read: a body past 32 MiB');
+      call('r-plain', 0.01);
+      assert.equal(written(), null, 'a second doubt, or another capped call, changes nothing a restart needs');
+      call('r-budget', 0.01);
+      assert.deepEqual(written(), ['r-budget', 'r-capped']);
     } finally {
       rmSync(state, { recursive: true, force: true });
     }
