@@ -131,8 +131,10 @@ export function sharedMeter(
         const budget = asker.who?.maxUsd ?? null;
         const run = followed(asker.who);
         const day = ledger.spent(repo);
-        // An unpriced call leaves the run's own budget unkept; a call whose bounds its request could not set (counted
-        // at one answer, so a cheap call cannot fill a day cap) leaves every budget the run is held to unkept.
+        // An unpriced call leaves the run's own budget unkept; a call whose bounds its request could not set leaves
+        // every budget the run is held to unkept. Such a call counts at most INPUT_BOUND input and one answer of
+        // OUTPUT_BOUND (usage.ts): $39.60 at the built-in table's top prices, so a day cap below that can be filled
+        // by one; two under way per run (hold) bound what a run adds before its next call is refused.
         const why = budget !== null && run?.uncounted ? run.uncounted
           : run?.doubt ? `a model call may have cost more than its bounds (${run.doubt})` : null;
         if (run && why !== null) {

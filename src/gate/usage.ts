@@ -12,6 +12,11 @@ const MAX_TOKENS = 100_000_000;
 /** The output a call is counted at when its request set no maximum: the most any model of the table can write. */
 export const OUTPUT_BOUND = 128_000;
 
+/** The most input a call whose usage never came is counted at, however large its body: the largest context window any
+ * vendor serves (2M tokens, Gemini's); a prompt past it is refused by the API, never billed. Counted at the request's
+ * bytes alone, a 30 MiB body aborted after its upload counted ~$480 toward the server's day cap. */
+export const INPUT_BOUND = 2_000_000;
+
 type Family = 'anthropic' | 'openai' | 'gemini';
 
 /**
@@ -212,7 +217,7 @@ const pathModel = (endpoint: string): string | null =>
 /**
  * A generation call whose usage was not all read, counted at what was (`read`: the input's counts, a lower output
  * figure) and its bounds for the rest (docs/gate.md "Metered cost"): input not read at the request's bytes (a token
- * stands for at least one byte), output at `maxOutput` (null: OUTPUT_BOUND) for each answer asked; priced by the
+ * stands for at least one byte) up to INPUT_BOUND, output at `maxOutput` (null: OUTPUT_BOUND) for each answer asked; priced by the
  * model named, else at the table's highest prices (prices.ts highestPrice).
  */
 function boundedCall(
@@ -220,7 +225,7 @@ function boundedCall(
   unknown: string,
 ): MeteredCall {
   const counted = {
-    model: model ?? asked.model, tokens_in: read ? read.tokens_in : asked.bytes,
+    model: model ?? asked.model, tokens_in: read ? read.tokens_in : Math.min(asked.bytes, INPUT_BOUND),
     tokens_out: Math.max(read?.tokens_out ?? 0, (maxOutput ?? OUTPUT_BOUND) * asked.choices),
     cache_read: read?.cache_read ?? 0, cache_write: read?.cache_write ?? 0,
   };

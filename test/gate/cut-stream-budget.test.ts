@@ -13,6 +13,7 @@ import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
 import { sharedMeter } from '../../src/gate/main.ts';
+import { INPUT_BOUND } from '../../src/gate/usage.ts';
 import { arrivingRecord, type EgressRecord } from '../../src/gate/evidence.ts';
 import { createLogger } from '../../src/log.ts';
 import { gateRequest, recordingConnect, tableResolver } from './helpers.ts';
@@ -186,6 +187,26 @@ describe('a budgeted run after a model call cut before its final usage', () => {
     assert.deepEqual({ ...m, usd: null }, { model: 'claude-haiku-4-5', tokens_in: bytes, tokens_out: 1_000,
       cache_read: 0, cache_write: 0, usd: null, unknown: 'the call ended before its answer came' });
     near(m?.usd ?? 0, (bytes * 1 + 1_000 * 5) / 1e6);
+  });
+
+  it('counts the input of an unanswered call at its bytes only up to the largest context window (INPUT_BOUND)',
+    async () => {
+    const credential = mint('unanswered-large', 'acme/unanswered');
+    const large = JSON.stringify({ model: 'claude-haiku-4-5', max_tokens: 1_000,
+      messages: [{ role: 'user', content: 'x'.repeat(INPUT_BOUND + 500_000) }] });
+    const read = silent.read;
+    const req = request({
+      host: '127.0.0.1', port: gate.port ?? 0, method: 'POST', agent: false,
+      path: `/_job/${credential}/_model/anthropic/v1/silent/messages`, headers: { 'content-type': 'application/json' },
+    });
+    req.on('error', () => {});
+    req.end(large);
+    await waitFor(() => silent.read > read, 'the API read the request');
+    req.destroy();
+    await metered('unanswered-large', 1);
+    const m = egressLog.find((r) => r.run === 'r-unanswered-large')?.metered;
+    assert.deepEqual([m?.tokens_in, m?.tokens_out, m?.doubt], [INPUT_BOUND, 1_000, undefined]);
+    near(m?.usd ?? 0, (INPUT_BOUND * 1 + 1_000 * 5) / 1e6);
   });
 });
 
