@@ -158,8 +158,8 @@ export function freeEndpoint(method: string, path: string, endpoint: string): bo
 }
 
 // The calls that generate, and so cost what their output may be (docs/gate.md "Metered cost"): each family's.
-const GENERATION = new RegExp('(/messages|/chat/completions|/responses|/completions|:generateContent|' +
-  ':streamGenerateContent)$', 'i');
+const GENERATION = new RegExp('(/messages|/chat/completions|/responses|/responses/compact|/completions|' +
+  ':generateContent|:streamGenerateContent)$', 'i');
 
 /** Whether a call generates output: any method but GET or HEAD (a server may take another for POST) to one of
  * GENERATION's endpoints, its path (`endpoint` of modelPath) as the API reads it. A call cut before its usage came is

@@ -125,6 +125,10 @@ const ASKED_KEPT: Record<Family, readonly string[]> = {
   gemini: [],
 };
 const RESPONSES_KEPT: readonly string[] = [...ASKED_KEPT.openai, 'prompt'];
+// Each Responses input item's type: an `item_reference` names an item the API keeps. Not counted towards
+// ASKED_PICKS_MAX: a whole history has one per item.
+const ITEM_TYPE = 'input.type';
+const RESPONSES = /\/responses(\/compact)?$/i;
 // Gemini's API reads a field in snake_case as in camelCase (`generation_config.max_output_tokens`).
 const ASKED_ALIASES: Record<Family, ReadonlyMap<string, string>> = {
   anthropic: new Map(),
@@ -137,8 +141,10 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const family = familyOf(route, endpoint);
   const maxKeys = ASKED_MAX[family];
   const choiceKeys = ASKED_CHOICES[family];
-  const keptKeys = /\/responses$/i.test(endpoint) ? RESPONSES_KEPT : ASKED_KEPT[family];
-  const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys, ...keptKeys]), ASKED_ALIASES[family]);
+  const responses = RESPONSES.test(endpoint);
+  const keptKeys = responses ? RESPONSES_KEPT : ASKED_KEPT[family];
+  const wanted = ['model', ...maxKeys, ...choiceKeys, ...keptKeys, ...(responses ? [ITEM_TYPE] : [])];
+  const picker = new JsonPicker(new Set(wanted), ASKED_ALIASES[family], new Set(responses ? ['input'] : []));
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
   // A maximum given as null: the APIs read it as absent, so no maximum (OUTPUT_BOUND), the larger of any given.
   let unbounded = false;
@@ -159,9 +165,13 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
     ?? (asked.bytes > ASKED_READ_MAX ? 'a body past 32 MiB' : null)
     ?? (picks > ASKED_PICKS_MAX ? 'more than 64 values of the keys the gate reads' : null);
   const take = (): void => {
-    picks += picker.picks.length;
     for (const { path, text } of picker.picks.splice(0)) {
       const value = tryParseJson(text);
+      if (path === ITEM_TYPE) {
+        if (value === 'item_reference') asked.doubt ??= 'its request continues input the API keeps (item_reference)';
+        continue;
+      }
+      picks += 1;
       const whole = typeof value === 'number' && Number.isInteger(value) && value > 0 && value <= MAX_TOKENS;
       if (path === 'model') {
         const model = str(value)?.slice(0, 200) ?? null;

@@ -554,6 +554,10 @@ describe('metered cost at the gate', () => {
       ['gemini-2.5-pro', OUTPUT_BOUND, 'the response carried no usage']);
     for (const name of Object.keys(override)) assert.equal(seenHeaders[name], undefined, name);
     assert.ok(generationEndpoint('PATCH', '/v1/messages'));
+    // Codex compacts its history through /responses/compact: a generation, so a cut one counts at its bounds.
+    const compact = await call('/_model/openai/responses/compact', { type: 'application/json', pieces: ['{}'] },
+      'POST', '{"model":"gpt-5-codex","input":[]}');
+    assert.deepEqual([compact.rec.metered?.model, compact.rec.metered?.tokens_out], ['gpt-5-codex', OUTPUT_BOUND]);
     assert.ok(!generationEndpoint('HEAD', '/v1/messages'));
   });
 
@@ -572,6 +576,12 @@ describe('metered cost at the gate', () => {
     // A stored prompt holds input, and its model, that the request's bytes do not; to /completions it is the text.
     assert.equal(kept('{"prompt":{"id":"pmpt_1"},"input":"hi"}').doubt,
       'its request continues input the API keeps (prompt)');
+    // An input item referring to one the API keeps, among a whole history's items (more than the 64 values read).
+    const history = Array.from({ length: 100 }, () => ({ type: 'message', role: 'user', content: 'x' }));
+    assert.equal(kept(JSON.stringify({ model: 'gpt-5', input: [...history, { type: 'item_reference', id: 'msg_1' }] }))
+      .doubt, 'its request continues input the API keeps (item_reference)');
+    assert.deepEqual(kept(JSON.stringify({ model: 'gpt-5', max_output_tokens: 7, input: history })),
+      { model: 'gpt-5', maxOutput: 7, choices: 1, bytes: 0 });
     const legacy = requestMeter('openai', '/v1/completions', {});
     legacy.push(Buffer.from('{"model":"gpt-4o","prompt":"hi"}'));
     assert.equal(legacy.read().doubt, undefined);
