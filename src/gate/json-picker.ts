@@ -53,7 +53,8 @@ export class JsonPicker {
   private readonly lists: ReadonlySet<string>;
 
   constructor(
-    wanted: ReadonlySet<string>, aliases: ReadonlyMap<string, string> = new Map(), lists: ReadonlySet<string> = new Set(),
+    wanted: ReadonlySet<string>, aliases: ReadonlyMap<string, string> = new Map(),
+    lists: ReadonlySet<string> = new Set(),
   ) {
     this.wanted = wanted;
     this.aliases = aliases;

@@ -227,8 +227,8 @@ const pathModel = (endpoint: string): string | null =>
 /**
  * A generation call whose usage was not all read, counted at what was (`read`: the input's counts, a lower output
  * figure) and its bounds for the rest (docs/gate.md "Metered cost"): input not read at the request's bytes (a token
- * stands for at least one byte) up to INPUT_BOUND, output at `maxOutput` (null: OUTPUT_BOUND) for each answer asked; priced by the
- * model named, else at the table's highest prices (prices.ts highestPrice).
+ * stands for at least one byte) up to INPUT_BOUND, output at `maxOutput` (null: OUTPUT_BOUND) for each answer asked;
+ * priced by the model named, else at the table's highest prices (prices.ts highestPrice).
  */
 function boundedCall(
   prices: PriceTable, asked: Asked, model: string | null, read: CallTokens | null, maxOutput: number | null,

@@ -412,7 +412,8 @@ describe('metered cost at the gate', () => {
     }
   });
 
-  it('reads a maximum or count of answers given as null as the APIs do, absent: no doubt, no maximum, one answer', () => {
+  it('reads a maximum or count of answers given as null as the APIs do, absent: no doubt, no maximum, one answer',
+    () => {
     const read = (route: 'openai' | 'gemini' | 'anthropic', endpoint: string, body: string) => {
       const asked = requestMeter(route, endpoint, {});
       asked.push(Buffer.from(body));
