@@ -6,8 +6,7 @@ import type { Duplex } from 'node:stream';
 import { BadHostError, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
 import { gateSpanId, refuse, type Asker, type GateContext } from './context.ts';
-import { CREDENTIAL_HEADERS, freeEndpoint, generationEndpoint, modelPath, routeVendor } from './model-apis.ts';
-import type { Vendor } from './prices.ts';
+import { CREDENTIAL_HEADERS, freeEndpoint, generationEndpoint, modelPath } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { requestMeter, unansweredCall, usageMeter, type UsageMeter } from './usage.ts';
 import { formatTraceparent, ownTraceExport, parseTraceparent } from '../trace.ts';
@@ -94,8 +93,6 @@ interface Plan {
   metered: boolean;
   /** A metered call that generates output (model-apis.ts generationEndpoint): one cut short counts at its bounds. */
   generation: boolean;
-  /** Whose models the route reaches, when certain (model-apis.ts routeVendor): a call naming none is priced so. */
-  vendor: Vendor | null;
 }
 
 /** One request of an admitted client; `url` is the target without a `/_job/<credential>` prefix. */
@@ -235,7 +232,7 @@ function planPlain(url: string, req: IncomingMessage): Planned {
   const dest = parseAuthority(target.host, 80);
   return {
     dest, path: target.pathname + target.search, headers, tls: null, model: null, endpoint: '', metered: false,
-    generation: false, vendor: null,
+    generation: false,
   };
 }
 
@@ -251,13 +248,13 @@ function planModel(ctx: GateContext, method: string, url: string, req: IncomingM
   if ('refused' in resolved) return { refused: resolved.refused, status: 403 };
   // A free call (counting tokens, listing models) carries no usage: metered, it would read as one the gate could not
   // price, and a budgeted run would stop on it.
-  const metered = ctx.meter !== null && !freeEndpoint(method, resolved.endpoint);
+  const metered = ctx.meter !== null && !freeEndpoint(method, resolved.path, resolved.endpoint);
   const headers = [...keepHeaders(req, metered ? METERED_DROP : MODEL_DROP), 'host', route.base.host, route.header,
     route.value, ...(metered ? ['accept-encoding', 'identity'] : [])];
   const generation = metered && generationEndpoint(method, resolved.endpoint);
   return {
     dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, model: route.name,
-    endpoint: resolved.endpoint, metered, generation, vendor: routeVendor(route),
+    endpoint: resolved.endpoint, metered, generation,
   };
 }
 
@@ -326,7 +323,7 @@ function send(
     const status = answer.statusCode ?? 0;
     if (!plan.metered || plan.model === null || !ctx.meter || status < 200 || status > 299) return;
     // After pipe's listener: each chunk is on its way to the client before the meter reads it.
-    const meter = usageMeter(plan.model, plan.endpoint, answer.headers, ctx.meter.prices, plan.vendor);
+    const meter = usageMeter(plan.model, plan.endpoint, answer.headers, ctx.meter.prices);
     usage = meter;
     complete = () => answer.complete;
     answer.on('data', (chunk: Buffer) => meter.push(chunk));
@@ -349,7 +346,7 @@ function send(
     const prices = ctx.meter?.prices;
     const unanswered = !answered && asked !== null && prices !== undefined && upstream.writableFinished;
     const metered = usage ? usage.end(asked?.read() ?? null, complete())
-      : unanswered ? unansweredCall(plan.endpoint, asked.read(), prices, plan.vendor) : null;
+      : unanswered ? unansweredCall(plan.endpoint, asked.read(), prices) : null;
     record({
       status: res.statusCode, reason: failure, bytesUp: raw.bytesWritten, bytesDown: raw.bytesRead,
       ...(metered ? { metered } : {}),

@@ -48,10 +48,17 @@ export class JsonPicker {
 
   /** Other spellings the API reads as one key (Gemini's snake_case): read as that key, so a second is a repeat. */
   private readonly aliases: ReadonlyMap<string, string>;
+  /** Paths leading to a wanted key that hold a list of objects (Responses' `input` items): each item is read, none
+   * doubted as a second value, and a value of another kind (a string) is skipped. */
+  private readonly lists: ReadonlySet<string>;
 
-  constructor(wanted: ReadonlySet<string>, aliases: ReadonlyMap<string, string> = new Map()) {
+  constructor(
+    wanted: ReadonlySet<string>, aliases: ReadonlyMap<string, string> = new Map(),
+    lists: ReadonlySet<string> = new Set(),
+  ) {
     this.wanted = wanted;
     this.aliases = aliases;
+    this.lists = lists;
     const leading = new Set(['']);
     for (const path of wanted) {
       const keys = path.split('.');
@@ -200,7 +207,7 @@ export class JsonPicker {
     const top = this.stack.at(-1);
     const path = !top ? '' : top.array ? top.path : top.key === null ? null : joinKey(top.path, top.key);
     const container = b === 0x7b || b === 0x5b;
-    if (path !== null && path !== '' && !this.wanted.has(path) && this.leading.has(path)) {
+    if (path !== null && path !== '' && !this.wanted.has(path) && this.leading.has(path) && !this.lists.has(path)) {
       // A second value, or one not an object, where an object leads to a wanted key (`generationConfig`): the API
       // may read the one without that key.
       if (b !== 0x7b || this.entered.has(path)) this.doubtful = true;

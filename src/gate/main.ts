@@ -115,10 +115,14 @@ export function sharedMeter(
   const caps = {
     repoDay: settingUsd(env, 'SVC_BUDGET_REPO_DAY_USD'), serverDay: settingUsd(env, 'SVC_BUDGET_SERVER_DAY_USD'),
   };
-  const budgeted = (who: Asker['who']) => (who?.maxUsd !== undefined ? spend.of(who.run, who.expiresAt ?? 0) : null);
-  // A run held to a day cap is followed too: a call it could not count for certain leaves the cap unkept.
-  const followed = (who: Asker['who']) =>
-    who && (caps.repoDay !== null || caps.serverDay !== null) ? spend.of(who.run, who.expiresAt ?? 0) : budgeted(who);
+  // A run with a budget is followed, and so is one held to a day cap: a call it could not count for certain leaves
+  // the cap unkept.
+  const followed = (who: Asker['who']) => {
+    if (!who || (who.maxUsd === undefined && caps.repoDay === null && caps.serverDay === null)) return null;
+    const run = spend.of(who.run, who.expiresAt ?? 0);
+    run.budgeted ||= who.maxUsd !== undefined;
+    return run;
+  };
   return {
     meter: {
       prices: loadPriceTable(setting(env, 'SVC_PRICES_FILE')),
@@ -127,8 +131,10 @@ export function sharedMeter(
         const budget = asker.who?.maxUsd ?? null;
         const run = followed(asker.who);
         const day = ledger.spent(repo);
-        // An unpriced call leaves the run's own budget unkept; a call whose bounds its request could not set (counted
-        // at one answer, so a cheap call cannot fill a day cap) leaves every budget the run is held to unkept.
+        // An unpriced call leaves the run's own budget unkept; a call whose bounds its request could not set leaves
+        // every budget the run is held to unkept. Such a call counts at most INPUT_BOUND input and one answer of
+        // OUTPUT_BOUND (usage.ts): $39.60 at the built-in table's top prices, so a day cap below that can be filled
+        // by one; two under way per run (hold) bound what a run adds before its next call is refused.
         const why = budget !== null && run?.uncounted ? run.uncounted
           : run?.doubt ? `a model call may have cost more than its bounds (${run.doubt})` : null;
         if (run && why !== null) {
@@ -141,8 +147,10 @@ export function sharedMeter(
         const reached = reachedBudget({ run: run?.usd ?? 0, ...day }, { ...caps, run: budget });
         return reached && refusalText(reached, repo, false);
       },
+      // Every run followed, a capped one too: N calls started at once all pass before the first is counted, and each
+      // may count up to its bounds toward the day's cap, which other repositories share.
       hold: (asker) => {
-        const run = budgeted(asker.who);
+        const run = followed(asker.who);
         if (!run) return () => {};
         if (run.inFlight >= CALLS_IN_FLIGHT) {
           return `this run has ${run.inFlight} model calls under way (its budget's bound)`;

@@ -3,7 +3,6 @@
 import { isIP } from 'node:net';
 import { refusedRange } from './address.ts';
 import { GatePolicyError } from './policy.ts';
-import type { Vendor } from './prices.ts';
 
 interface ModelApi {
   base: string;
@@ -69,14 +68,6 @@ export function modelRoutesFromEnv(env: Readonly<Record<string, string | undefin
   return routes;
 }
 
-/** The vendor whose models a route reaches, known for certain only at that vendor's own API: a base the operator moved
- * may be a proxy serving any model, and openrouter and the like serve many vendors'. Null when not known. */
-export function routeVendor(route: ModelRoute): Vendor | null {
-  const name = route.name;
-  if (name !== 'anthropic' && name !== 'openai' && name !== 'gemini') return null;
-  return new URL(MODEL_APIS[name]!.base).host === route.base.host ? name : null;
-}
-
 /** One route: https, or plain http only to a loopback IP literal (a key never crosses a network in clear). */
 export function modelRoute(name: string, base: string, header: string, value: string): ModelRoute {
   if (!/^[a-z0-9][a-z0-9-]{0,40}$/.test(name)) throw new GatePolicyError(name, 'is not a model API name');
@@ -132,10 +123,15 @@ export function modelPath(basePath: string, rest: string): { path: string; endpo
   for (const segment of stack.slice(base.length)) {
     let decoded: string | null;
     try {
-      decoded = decodeURIComponent(segment).replace(/;.*$/s, '').replace(/[.\s]+$/, '');
+      decoded = decodeURIComponent(segment);
     } catch {
       decoded = null;
     }
+    // `x:countTokens;:generateContent` is one method to the gate and maybe another to the API: refused, not guessed.
+    if (decoded !== null && decoded.includes(';') && decoded.includes(':')) {
+      return { refused: `the model API path segment "${segment.slice(0, 60)}" holds both ";" and ":"` };
+    }
+    decoded = decoded?.replace(/;.*$/s, '').replace(/[.\s]+$/, '') ?? null;
     if (decoded === null || UNMETERED.test(decoded)) {
       return { refused: `the model API endpoint "${segment.slice(0, 60)}" is not one the gate can meter` };
     }
@@ -151,16 +147,19 @@ const UNMETERED = new RegExp('^(batch|batches|fine_tuning|fine-tunes|files|uploa
   'audio|videos|threads|evals|containers|conversations|cachedContents|tunedModels|fileSearchStores)$|' +
   ':(batchGenerateContent|asyncBatchEmbedContent|predict|predictLongRunning)$', 'i');
 
-/** Calls that cost nothing and answer no usage: listing or reading models, and counting tokens; by the endpoint as the
- * API reads it (`endpoint` of modelPath), never the raw path (`…:generateContent;:countTokens` generates). */
-export function freeEndpoint(method: string, endpoint: string): boolean {
-  if (/(\/count_tokens|:countTokens)$/.test(endpoint)) return true;
-  return (method === 'GET' || method === 'HEAD') && /\/models(\/[^/:]+)?$/.test(endpoint);
+/** Calls that cost nothing and answer no usage: listing or reading models, and counting tokens; only when both the raw
+ * path (less its query) and the endpoint as the API reads it (`endpoint` of modelPath) say so, since a server may read
+ * either (`…:generateContent;:countTokens` generates, so may `…:countTokens;:streamGenerateContent`). */
+export function freeEndpoint(method: string, path: string, endpoint: string): boolean {
+  const raw = path.split('?')[0]!;
+  if (/(\/count_tokens|:countTokens)$/.test(endpoint) && /(\/count_tokens|:countTokens)$/.test(raw)) return true;
+  const models = /\/models(\/[^/:]+)?$/;
+  return (method === 'GET' || method === 'HEAD') && models.test(endpoint) && models.test(raw.replace(/\/$/, ''));
 }
 
 // The calls that generate, and so cost what their output may be (docs/gate.md "Metered cost"): each family's.
-const GENERATION = new RegExp('(/messages|/chat/completions|/responses|/completions|:generateContent|' +
-  ':streamGenerateContent)$', 'i');
+const GENERATION = new RegExp('(/messages|/chat/completions|/responses|/responses/compact|/completions|' +
+  ':generateContent|:streamGenerateContent)$', 'i');
 
 /** Whether a call generates output: any method but GET or HEAD (a server may take another for POST) to one of
  * GENERATION's endpoints, its path (`endpoint` of modelPath) as the API reads it. A call cut before its usage came is

@@ -79,18 +79,11 @@ export function callCost(table: PriceTable, tokens: CallTokens): number | null {
   return price ? costAt(price, tokens) : null;
 }
 
-/** The vendors whose models a route reaches for certain (model-apis.ts routeVendor), and the names of their rows. */
-export type Vendor = 'anthropic' | 'openai' | 'gemini';
-const VENDOR_ROWS: Record<Vendor, RegExp> = {
-  anthropic: /^claude-/, openai: /^(gpt-|chatgpt-|codex-|o\d)/, gemini: /^gemini-/,
-};
-
-/** The highest input and highest output price (each from whichever row has it) of the vendor's rows, else of the
- * whole table: what a call naming no model is counted at, since it may have been any of them. */
-export function highestPrice(table: PriceTable, vendor: Vendor | null = null): ModelPrice {
-  const all = Object.entries(table.models);
-  const own = vendor === null ? [] : all.filter(([name]) => VENDOR_ROWS[vendor].test(name));
-  const rows = (own.length > 0 ? own : all).map(([, row]) => row);
+/** The table's highest input and highest output price (each from whichever row has it): what a call naming no model
+ * is counted at, since it may have been any of them. Not its vendor's highest row: a vendor's API serves models the
+ * table lacks (gpt-5-pro, o1-pro, gemini-3-pro), so its rows are no bound for it. */
+export function highestPrice(table: PriceTable): ModelPrice {
+  const rows = Object.values(table.models);
   return { input: Math.max(0, ...rows.map((r) => r.input)), output: Math.max(0, ...rows.map((r) => r.output)) };
 }
 

@@ -2,7 +2,7 @@
 // JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
 // A response cut before its final usage is counted at what was read and bounds for the rest, never at $0.
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
-import { callCost, costAt, highestPrice, priceOf, type PriceTable, type Vendor } from './prices.ts';
+import { callCost, costAt, highestPrice, priceOf, type PriceTable } from './prices.ts';
 import type { CallTokens, MeteredCall } from './evidence.ts';
 import { JsonPicker } from './json-picker.ts';
 
@@ -11,6 +11,11 @@ const MAX_TOKENS = 100_000_000;
 
 /** The output a call is counted at when its request set no maximum: the most any model of the table can write. */
 export const OUTPUT_BOUND = 128_000;
+
+/** The most input a call whose usage never came is counted at, however large its body: the largest context window any
+ * vendor serves (2M tokens, Gemini's); a prompt past it is refused by the API, never billed. Counted at the request's
+ * bytes alone, a 30 MiB body aborted after its upload counted ~$480 toward the server's day cap. */
+export const INPUT_BOUND = 2_000_000;
 
 type Family = 'anthropic' | 'openai' | 'gemini';
 
@@ -112,12 +117,18 @@ const ASKED_CHOICES: Record<Family, readonly string[]> = {
   gemini: ['generationConfig.candidateCount'],
 };
 // Input the API keeps and the request's bytes do not show (OpenAI's Responses: a stored response or conversation
-// continued): the call's input is not bounded by its bytes (docs/gate.md "Metered cost").
+// continued, a stored prompt, which names its model too): the call's input is not bounded by its bytes (docs/gate.md
+// "Metered cost"). `prompt` only on /responses: to the legacy /completions it is the text itself.
 const ASKED_KEPT: Record<Family, readonly string[]> = {
   anthropic: [],
   openai: ['previous_response_id', 'conversation'],
   gemini: [],
 };
+const RESPONSES_KEPT: readonly string[] = [...ASKED_KEPT.openai, 'prompt'];
+// Each Responses input item's type: an `item_reference` names an item the API keeps. Not counted towards
+// ASKED_PICKS_MAX: a whole history has one per item.
+const ITEM_TYPE = 'input.type';
+const RESPONSES = /\/responses(\/compact)?$/i;
 // Gemini's API reads a field in snake_case as in camelCase (`generation_config.max_output_tokens`).
 const ASKED_ALIASES: Record<Family, ReadonlyMap<string, string>> = {
   anthropic: new Map(),
@@ -130,9 +141,13 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const family = familyOf(route, endpoint);
   const maxKeys = ASKED_MAX[family];
   const choiceKeys = ASKED_CHOICES[family];
-  const keptKeys = ASKED_KEPT[family];
-  const picker = new JsonPicker(new Set(['model', ...maxKeys, ...choiceKeys, ...keptKeys]), ASKED_ALIASES[family]);
+  const responses = RESPONSES.test(endpoint);
+  const keptKeys = responses ? RESPONSES_KEPT : ASKED_KEPT[family];
+  const wanted = ['model', ...maxKeys, ...choiceKeys, ...keptKeys, ...(responses ? [ITEM_TYPE] : [])];
+  const picker = new JsonPicker(new Set(wanted), ASKED_ALIASES[family], new Set(responses ? ['input'] : []));
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
+  // A maximum given as null: the APIs read it as absent, so no maximum (OUTPUT_BOUND), the larger of any given.
+  let unbounded = false;
   let picks = 0;
   // A body encoded (gzip) or not starting with `{` past whitespace (a UTF-8 BOM, UTF-16, a form) is not one this
   // reader walks, though the API may read it: what it asked is not known.
@@ -150,9 +165,13 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
     ?? (asked.bytes > ASKED_READ_MAX ? 'a body past 32 MiB' : null)
     ?? (picks > ASKED_PICKS_MAX ? 'more than 64 values of the keys the gate reads' : null);
   const take = (): void => {
-    picks += picker.picks.length;
     for (const { path, text } of picker.picks.splice(0)) {
       const value = tryParseJson(text);
+      if (path === ITEM_TYPE) {
+        if (value === 'item_reference') asked.doubt ??= 'its request continues input the API keeps (item_reference)';
+        continue;
+      }
+      picks += 1;
       const whole = typeof value === 'number' && Number.isInteger(value) && value > 0 && value <= MAX_TOKENS;
       if (path === 'model') {
         const model = str(value)?.slice(0, 200) ?? null;
@@ -164,6 +183,9 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       } else if (keptKeys.includes(path)) {
         // Read, not stopped at: the model and maximum are still known; only the input is not.
         if (value !== null) asked.doubt ??= `its request continues input the API keeps (${path})`;
+      } else if (value === null) {
+        // Absent to the API (`"n": null` is one answer): no doubt, and a null maximum bounds nothing.
+        if (maxKeys.includes(path)) unbounded = true;
       } else if (!whole) unread ??= 'a maximum or count of answers that is no whole number';
       // A key given twice is read by the API as one of them: the larger bounds both.
       else if (maxKeys.includes(path)) asked.maxOutput = Math.max(asked.maxOutput ?? 0, value);
@@ -187,7 +209,7 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       picker.finish();
       take();
       const why = stopped();
-      if (why === null) return { ...asked };
+      if (why === null) return { ...asked, ...(unbounded ? { maxOutput: null } : {}) };
       // One answer, not the family's most (128 for OpenAI's n): counting a request not read at 128 answers at the
       // table's highest price let one cheap call with an escaped key count $1,229 toward the server's day cap. The
       // doubt fails the run closed instead (budgets.ts RunSpend): its next call is refused under a budget.
@@ -205,40 +227,35 @@ const pathModel = (endpoint: string): string | null =>
 /**
  * A generation call whose usage was not all read, counted at what was (`read`: the input's counts, a lower output
  * figure) and its bounds for the rest (docs/gate.md "Metered cost"): input not read at the request's bytes (a token
- * stands for at least one byte), output at `maxOutput` (null: OUTPUT_BOUND) for each answer asked; priced by the
- * model named, else at the highest prices of its vendor's rows (of the whole table when its vendor is not known).
+ * stands for at least one byte) up to INPUT_BOUND, output at `maxOutput` (null: OUTPUT_BOUND) for each answer asked;
+ * priced by the model named, else at the table's highest prices (prices.ts highestPrice).
  */
 function boundedCall(
-  prices: PriceTable, vendor: Vendor | null, asked: Asked, model: string | null, read: CallTokens | null,
-  maxOutput: number | null, unknown: string,
+  prices: PriceTable, asked: Asked, model: string | null, read: CallTokens | null, maxOutput: number | null,
+  unknown: string,
 ): MeteredCall {
   const counted = {
-    model: model ?? asked.model, tokens_in: read ? read.tokens_in : asked.bytes,
+    model: model ?? asked.model, tokens_in: read ? read.tokens_in : Math.min(asked.bytes, INPUT_BOUND),
     tokens_out: Math.max(read?.tokens_out ?? 0, (maxOutput ?? OUTPUT_BOUND) * asked.choices),
     cache_read: read?.cache_read ?? 0, cache_write: read?.cache_write ?? 0,
   };
-  const price = counted.model === null ? highestPrice(prices, vendor) : priceOf(prices, counted.model);
+  const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
   const usd = price ? costAt(price, counted) : null;
   return { ...counted, usd, unknown, ...(asked.doubt !== undefined ? { doubt: asked.doubt } : {}) };
 }
 
 /** A generation call whose request was sent and whose answer never came (the client or the gate gave up first): the
  * API may have run it to its end. */
-export function unansweredCall(
-  endpoint: string, asked: Asked, prices: PriceTable, vendor: Vendor | null = null,
-): MeteredCall {
+export function unansweredCall(endpoint: string, asked: Asked, prices: PriceTable): MeteredCall {
   const unknown = 'the call ended before its answer came';
-  return boundedCall(prices, vendor, asked, pathModel(endpoint), null, asked.maxOutput, unknown);
+  return boundedCall(prices, asked, pathModel(endpoint), null, asked.maxOutput, unknown);
 }
 
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
-/** A meter for one response, JSON or SSE by its type, priced by `prices` (a call naming no model: at `vendor`'s
- * highest row when the route reaches that vendor's own API, model-apis.ts routeVendor); anything else is of unknown
- * usage. */
+/** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
 export function usageMeter(
   route: string, endpoint: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
-  vendor: Vendor | null = null,
 ) {
   const family = familyOf(route, endpoint);
   const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
@@ -349,7 +366,7 @@ export function usageMeter(
       // A whole response with no usage at all was asked so by the agent (no `stream_options.include_usage`), which
       // also wrote the maximum the gate read: its output counts at OUTPUT_BOUND.
       const read = inputSeen && bad.length === 0 ? tokens : null;
-      return boundedCall(prices, vendor, asked, tokens.model, read, none ? null : asked.maxOutput, unknown);
+      return boundedCall(prices, asked, tokens.model, read, none ? null : asked.maxOutput, unknown);
     },
   };
 }

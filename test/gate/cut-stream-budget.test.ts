@@ -5,7 +5,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
@@ -13,6 +13,7 @@ import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
 import { sharedMeter } from '../../src/gate/main.ts';
+import { INPUT_BOUND } from '../../src/gate/usage.ts';
 import { arrivingRecord, type EgressRecord } from '../../src/gate/evidence.ts';
 import { createLogger } from '../../src/log.ts';
 import { gateRequest, recordingConnect, tableResolver } from './helpers.ts';
@@ -187,6 +188,26 @@ describe('a budgeted run after a model call cut before its final usage', () => {
       cache_read: 0, cache_write: 0, usd: null, unknown: 'the call ended before its answer came' });
     near(m?.usd ?? 0, (bytes * 1 + 1_000 * 5) / 1e6);
   });
+
+  it('counts the input of an unanswered call at its bytes only up to the largest context window (INPUT_BOUND)',
+    async () => {
+    const credential = mint('unanswered-large', 'acme/unanswered');
+    const large = JSON.stringify({ model: 'claude-haiku-4-5', max_tokens: 1_000,
+      messages: [{ role: 'user', content: 'x'.repeat(INPUT_BOUND + 500_000) }] });
+    const read = silent.read;
+    const req = request({
+      host: '127.0.0.1', port: gate.port ?? 0, method: 'POST', agent: false,
+      path: `/_job/${credential}/_model/anthropic/v1/silent/messages`, headers: { 'content-type': 'application/json' },
+    });
+    req.on('error', () => {});
+    req.end(large);
+    await waitFor(() => silent.read > read, 'the API read the request');
+    req.destroy();
+    await metered('unanswered-large', 1);
+    const m = egressLog.find((r) => r.run === 'r-unanswered-large')?.metered;
+    assert.deepEqual([m?.tokens_in, m?.tokens_out, m?.doubt], [INPUT_BOUND, 1_000, undefined]);
+    near(m?.usd ?? 0, (INPUT_BOUND * 1 + 1_000 * 5) / 1e6);
+  });
 });
 
 describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
@@ -286,6 +307,40 @@ describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
     }
   });
 
+  it('writes the runs\' spending only when a restart needs it: a budgeted run\'s cost, a run\'s first doubt', () => {
+    const state = mkdtempSync(join(tmpdir(), 'svc-gate-state-writes-'));
+    try {
+      const file = join(state, 'run-spend.json');
+      const { meter, count } = sharedMeter({ SVC_GATE_STATE_DIR: state, SVC_BUDGET_SERVER_DAY_USD: '100' });
+      const expiresAt = Date.now() + 3600_000;
+      const asker = (run: string, maxUsd?: number) =>
+        ({ policy: parseGatePolicy({}), span: null, who: { job: run, run, repo: 'acme/web', maxUsd, expiresAt } });
+      const call = (run: string, usd: number, doubt?: string) => {
+        const record = arrivingRecord('model', asker(run));
+        count({ ...record, metered: { model: 'claude-haiku-4-5', tokens_in: 1, tokens_out: 1, cache_read: 0,
+          cache_write: 0, usd, unknown: null, ...(doubt ? { doubt } : {}) } });
+      };
+      const written = () => existsSync(file) ? Object.keys(JSON.parse(readFileSync(file, 'utf8')).runs).sort() : null;
+      for (const run of ['r-capped', 'r-plain']) assert.equal(meter.refusal(asker(run)), null);
+      assert.equal(meter.refusal(asker('r-budget', 5)), null);
+      call('r-capped', 0.01);
+      call('r-plain', 0.01);
+      assert.equal(written(), null, 'a capped run\'s cost is the day ledger\'s: nothing to write');
+      call('r-budget', 0.01);
+      assert.deepEqual(written(), ['r-budget']);
+      call('r-capped', 0.01, 'its request was not read: a body past 32 MiB');
+      assert.deepEqual(written(), ['r-budget', 'r-capped']);
+      rmSync(file);
+      call('r-capped', 0.01, 'its request was not read: a body past 32 MiB');
+      call('r-plain', 0.01);
+      assert.equal(written(), null, 'a second doubt, or another capped call, changes nothing a restart needs');
+      call('r-budget', 0.01);
+      assert.deepEqual(written(), ['r-budget', 'r-capped']);
+    } finally {
+      rmSync(state, { recursive: true, force: true });
+    }
+  });
+
   it('refuses to start on a state file it cannot read, naming it', () => {
     const bad = mkdtempSync(join(tmpdir(), 'svc-gate-state-bad-'));
     try {
@@ -349,6 +404,25 @@ describe('a run whose call was counted at bounds its request could not set for c
     const refused = await call(credential, 'overloaded');
     assert.equal(refused.status, 429);
     assert.equal(refused.body, `svc gate: this server's daily budget of $1000.00 cannot be kept: ${DOUBT}\n`);
+  });
+
+  it('holds a run under a day cap alone to two model calls under way, as a budgeted run', async () => {
+    const credential = mint('capped-flight', 'acme/flight');
+    const read = silent.read;
+    const under = [0, 1].map(() => {
+      const req = request({ host: '127.0.0.1', port: gate.port ?? 0, method: 'POST', agent: false,
+        path: `/_job/${credential}/_model/anthropic/v1/silent/messages` });
+      req.on('error', () => {});
+      req.end(ASK);
+      return req;
+    });
+    await waitFor(() => silent.read === read + 2, 'two calls under way');
+    const third = await call(credential, 'overloaded');
+    assert.equal(third.status, 429);
+    assert.equal(third.body, 'svc gate: this run has 2 model calls under way (its budget\'s bound)\n');
+    for (const req of under) req.destroy();
+    await metered('capped-flight', 2);
+    assert.equal((await call(credential, 'overloaded')).status, 200, 'once they ended, the next goes through');
   });
 
   it('leaves a clean cut call, and a doubted request whose answer said its usage, to call again', async () => {

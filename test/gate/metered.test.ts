@@ -4,16 +4,19 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { connect as tcpConnect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
-import { generationEndpoint, modelPath, modelRoute, routeVendor } from '../../src/gate/model-apis.ts';
+import { generationEndpoint, modelPath, modelRoute } from '../../src/gate/model-apis.ts';
 import { highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
-import { OUTPUT_BOUND, requestMeter, unansweredCall, usageMeter, type Asked } from '../../src/gate/usage.ts';
+import { OUTPUT_BOUND, requestMeter, usageMeter, type Asked } from '../../src/gate/usage.ts';
 import { reachedBudget, refusalText } from '../../src/gate/budgets.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
-import { gateRequest, recordingConnect, tempDir } from './helpers.ts';
+import { gateRequest, recordingConnect, tableResolver, tempDir } from './helpers.ts';
+import { makeCert as makeCertFor } from '../trigger/standins.ts';
 
 /** What the stand-in answers next: a content type and the body's pieces, each written as its own chunk. */
 interface Answer {
@@ -341,24 +344,40 @@ describe('metered cost at the gate', () => {
         'the response ended before its final usage']);
     });
 
-  it('counts a call naming no model at its vendor\'s highest row when the route reaches the vendor\'s own API, else ' +
-    'at the whole table\'s', () => {
-    const asked = { model: null, maxOutput: null, choices: 1, bytes: 1000 };
-    const sse = { 'content-type': 'text/event-stream' };
-    const top = highestPrice(PRICES);
-    // OpenAI's rows: gpt-4o's $2.50 input, $10 output are its highest; Gemini's: gemini-2.5-pro's $1.25 and $10.
-    const openai = usageMeter('openai', '/v1/responses', sse, PRICES, 'openai').end(asked, false);
-    close(openai.usd, (1000 * 2.5 + OUTPUT_BOUND * 10) / 1e6);
-    const gemini = unansweredCall('/v1beta/models:streamGenerateContent', asked, PRICES, 'gemini');
-    close(gemini.usd, (1000 * 1.25 + OUTPUT_BOUND * 10) / 1e6);
-    const unsure = usageMeter('openai', '/v1/responses', sse, PRICES, null).end(asked, false);
-    close(unsure.usd, (1000 * top.input + OUTPUT_BOUND * top.output) / 1e6);
-    const key = (name: string, base: string) => routeVendor(modelRoute(name, base, 'x-api-key', 'k'));
-    assert.deepEqual([key('anthropic', 'https://api.anthropic.com'), key('openai', 'https://api.openai.com/v1'),
-      key('gemini', 'https://generativelanguage.googleapis.com')], ['anthropic', 'openai', 'gemini']);
-    // A base the operator moved (a proxy may serve any model), or an API serving many vendors' models: not known.
-    assert.deepEqual([key('anthropic', 'http://127.0.0.1:9'), key('openai', 'https://proxy.example/v1'),
-      key('openrouter', 'https://openrouter.ai')], [null, null, null]);
+  it('counts a call naming no model at the whole table\'s highest prices on the vendor\'s own API too (it serves ' +
+    'models the table lacks: gpt-5-pro, o1-pro)', async () => {
+    const dir = tempDir();
+    const cert = makeCertFor(dir.path, 'api.openai.com', ['DNS:api.openai.com']);
+    const api = createHttpsServer({ key: cert.key, cert: cert.cert }, (req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"output":[]}'));
+    });
+    await new Promise<void>((r) => api.listen(0, '127.0.0.1', r));
+    const apiPort = (api.address() as AddressInfo).port;
+    const seen: EgressRecord[] = [];
+    // The route at OpenAI's own base, its name resolved and its connection led to the loopback stand-in.
+    const own = await startGate({
+      policy: parseGatePolicy({ allow: ['api.openai.com', '127.0.0.1:443'] }),
+      models: [modelRoute('openai', 'https://api.openai.com/v1', 'authorization', 'Bearer k')],
+      resolve: tableResolver({ 'api.openai.com': ['127.0.0.1'] }).resolve,
+      connect: () => tcpConnect(apiPort, '127.0.0.1'), ca: cert.cert, socketPath: `${dir.path}/own.sock`,
+      onRecord: (r) => seen.push(r), meter: { prices: PRICES, refusal: () => null },
+    });
+    try {
+      const body = '{"input":"hi","max_output_tokens":100}';
+      const reply = await gateRequest({ socketPath: own.socketPath ?? '' }, '/_model/openai/responses',
+        { method: 'POST', body });
+      assert.equal(reply.status, 200);
+      for (let i = 0; seen.length === 0 && i < 1000; i++) await new Promise((r) => setImmediate(r));
+      const top = highestPrice(PRICES);
+      assert.deepEqual([seen[0]?.metered?.model, seen[0]?.metered?.tokens_out], [null, OUTPUT_BOUND]);
+      close(seen[0]?.metered?.usd, (body.length * top.input + OUTPUT_BOUND * top.output) / 1e6);
+    } finally {
+      await own.close();
+      api.closeAllConnections();
+      await new Promise((r) => api.close(r));
+      dir.remove();
+    }
   });
 
   it('counts each answer a request asks for (n, candidateCount) at the bound, and a whole response with no usage at ' +
@@ -393,6 +412,25 @@ describe('metered cost at the gate', () => {
     }
   });
 
+  it('reads a maximum or count of answers given as null as the APIs do, absent: no doubt, no maximum, one answer',
+    () => {
+    const read = (route: 'openai' | 'gemini' | 'anthropic', endpoint: string, body: string) => {
+      const asked = requestMeter(route, endpoint, {});
+      asked.push(Buffer.from(body));
+      return { ...asked.read(), bytes: 0 };
+    };
+    const none = { maxOutput: null, choices: 1, bytes: 0 };
+    assert.deepEqual(read('openai', '/v1/responses', '{"model":"gpt-5","max_output_tokens":null,"n":null}'),
+      { model: 'gpt-5', ...none });
+    assert.deepEqual(read('gemini', ENDPOINT_gemini, '{"generationConfig":{"candidateCount":null,' +
+      '"maxOutputTokens":null}}'), { model: null, ...none });
+    // A maximum given twice, once as null: the API may read the null, so no maximum bounds the call.
+    assert.deepEqual(read('anthropic', ENDPOINT_anthropic, '{"model":"claude-haiku-4-5","max_tokens":100,' +
+      '"max_tokens":null}'), { model: 'claude-haiku-4-5', ...none });
+    assert.deepEqual(read('openai', ENDPOINT_openai, '{"model":"gpt-4o","n":3,"n":null,"max_tokens":9}'),
+      { model: 'gpt-4o', maxOutput: 9, choices: 3, bytes: 0 });
+  });
+
   it('stops reading a request at an escaped key, a maximum that is no whole number, or nesting it cannot follow; and ' +
     'reads a key past any nesting it skips', () => {
     const read = (route: string, body: string) => {
@@ -403,7 +441,6 @@ describe('metered cost at the gate', () => {
     for (const [body, why] of [
       ['{"model":"claude-haiku-4-5","max_tokens":100,"max_tok\\u0065ns":50000}', ESCAPED],
       ['{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":"50000"}', NOT_WHOLE],
-      ['{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":null}', NOT_WHOLE],
       ['{"model":"claude-haiku-4-5","max_tokens":100,"model":"claude-opus-4-1"}', 'a model named twice or not by name'],
       [`{"model":"claude-haiku-4-5","max_tokens":100,"max_tokens":${'9'.repeat(20_000)}}`, ESCAPED],
       [`${'['.repeat(70)}{"model":"claude-haiku-4-5","max_tokens":100}${']'.repeat(70)}`,
@@ -488,11 +525,18 @@ describe('metered cost at the gate', () => {
   it('meters a generation whose raw path ends like a free call, and leaves free calls free, as the API reads the path',
     async () => {
     const answer = { type: 'application/json', pieces: ['{"candidates":[]}'] };
-    // The API drops ";…" from a segment: this is generateContent to it, whatever its raw path ends with.
-    const { rec } = await call('/_model/gemini/v1beta/models/gemini-2.5-pro:generateContent;:countTokens', answer,
-      'POST', '{"contents":[]}');
-    assert.deepEqual([rec.metered?.model, rec.metered?.tokens_out, rec.metered?.unknown],
-      ['gemini-2.5-pro', OUTPUT_BOUND, 'the response carried no usage']);
+    // The API may drop ";…" from a segment or not: a segment with both ";" and ":" names two methods, and is refused.
+    const calls = upstreamCalls;
+    for (const method of [':generateContent;:countTokens', ':countTokens;:streamGenerateContent',
+      ':countTokens;x:generateContent', '%3AcountTokens;x%3AgenerateContent']) {
+      const refused = await call(`/_model/gemini/v1beta/models/gemini-2.5-pro${method}`, answer, 'POST', '{}');
+      assert.equal(refused.status, 403, method);
+      assert.match(refused.body, /holds both ";" and ":"/, method);
+    }
+    assert.equal(upstreamCalls, calls, 'none reached the API');
+    // Free only when the raw path and the path as the API reads it both say so: an escaped ":" is metered.
+    const escaped = await call('/_model/gemini/v1beta/models/gemini-2.5-pro%3AcountTokens', answer, 'POST', '{}');
+    assert.deepEqual([escaped.rec.metered?.usd, escaped.rec.metered?.unknown], [0, 'the response carried no usage']);
     const counted = { type: 'application/json', pieces: ['{"totalTokens":12}'] };
     for (const path of ['/_model/gemini/v1beta/models/gemini-2.5-pro:countTokens',
       '/_model/anthropic/v1/messages/count_tokens?beta=true', '/_model/anthropic/v1/messages//count_tokens']) {
@@ -511,6 +555,10 @@ describe('metered cost at the gate', () => {
       ['gemini-2.5-pro', OUTPUT_BOUND, 'the response carried no usage']);
     for (const name of Object.keys(override)) assert.equal(seenHeaders[name], undefined, name);
     assert.ok(generationEndpoint('PATCH', '/v1/messages'));
+    // Codex compacts its history through /responses/compact: a generation, so a cut one counts at its bounds.
+    const compact = await call('/_model/openai/responses/compact', { type: 'application/json', pieces: ['{}'] },
+      'POST', '{"model":"gpt-5-codex","input":[]}');
+    assert.deepEqual([compact.rec.metered?.model, compact.rec.metered?.tokens_out], ['gpt-5-codex', OUTPUT_BOUND]);
     assert.ok(!generationEndpoint('HEAD', '/v1/messages'));
   });
 
@@ -526,6 +574,18 @@ describe('metered cost at the gate', () => {
         doubt: 'its request continues input the API keeps (previous_response_id)' });
     assert.equal(kept('{"model":"gpt-5","conversation":{"id":"conv_1"}}').doubt,
       'its request continues input the API keeps (conversation)');
+    // A stored prompt holds input, and its model, that the request's bytes do not; to /completions it is the text.
+    assert.equal(kept('{"prompt":{"id":"pmpt_1"},"input":"hi"}').doubt,
+      'its request continues input the API keeps (prompt)');
+    // An input item referring to one the API keeps, among a whole history's items (more than the 64 values read).
+    const history = Array.from({ length: 100 }, () => ({ type: 'message', role: 'user', content: 'x' }));
+    assert.equal(kept(JSON.stringify({ model: 'gpt-5', input: [...history, { type: 'item_reference', id: 'msg_1' }] }))
+      .doubt, 'its request continues input the API keeps (item_reference)');
+    assert.deepEqual(kept(JSON.stringify({ model: 'gpt-5', max_output_tokens: 7, input: history })),
+      { model: 'gpt-5', maxOutput: 7, choices: 1, bytes: 0 });
+    const legacy = requestMeter('openai', '/v1/completions', {});
+    legacy.push(Buffer.from('{"model":"gpt-4o","prompt":"hi"}'));
+    assert.equal(legacy.read().doubt, undefined);
     assert.deepEqual(kept('{"model":"gpt-5","previous_response_id":null,"store":false}'),
       { model: 'gpt-5', maxOutput: null, choices: 1, bytes: 0 });
     const meter = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);

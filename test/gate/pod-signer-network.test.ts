@@ -79,7 +79,8 @@ describe('pod signer network section', () => {
   before(async () => {
     upstream = await startUpstream('127.0.0.2');
     // A model API answering with usage: 100,000 output tokens of claude-sonnet-4-5 are $1.50 by svc's table; on
-    // `/v1/unpriced` the model is one svc has no price for; `/v1/held` answers when the test lets it (`held`).
+    // `/v1/unpriced` the model is one svc has no price for; `/v1/held` answers when the test lets it (`held`);
+    // `/v1/nousage/messages` answers without usage (the call is counted at its bounds).
     model = createServer((req, res) => {
       req.resume();
       const answer = (): void => {
@@ -88,6 +89,7 @@ describe('pod signer network section', () => {
         res.end(JSON.stringify({ model: name, usage: { input_tokens: 0, output_tokens: 100_000 } }));
       };
       if (req.url === '/v1/held') held.push(answer);
+      else if (req.url === '/v1/nousage/messages') res.writeHead(200).end('{"model":"claude-sonnet-4-5"}');
       else if (req.url === '/v1/messages/count_tokens') res.writeHead(200).end('{"input_tokens":12}');
       else answer();
     });
@@ -388,6 +390,33 @@ describe('pod signer network section', () => {
     assert.equal(state.status, 'stopped');
     assert.equal(state.error, 'Stopped at the max_usd budget of $100.00: the gate could not price 1 model call(s)');
     assert.equal(state.failure?.class, 'budget');
+  });
+
+  // The attack: a key the gate cannot read for certain (`"\u006e": 128` could be 128 answers), in a call whose usage
+  // never comes, so that it counts at bounds lower than what it cost.
+  it('refuses a budgeted run\'s next model call once one was counted in doubt, and the signer stops the run',
+    async () => {
+    const credential = mint('doubted', 100);
+    const hidden = await gateRequest(at(), `/_job/${credential}/_model/anthropic/v1/nousage/messages`,
+      { method: 'POST', body: '{"model":"claude-sonnet-4-5","max_tokens":9,"\\u006e":128}' });
+    assert.equal(hidden.status, 200);
+    await metered('doubted', 1);
+    assert.equal((await modelCall(credential)).status, 429);
+    const ws = prepareWorkspace(root, 'ws-d', 'r-doubted');
+    const home = join(root, 'signer-home-d');
+    mkdirSync(home);
+    const state = await signRun({
+      run: 'r-doubted', source: 'k8s', workspace: ws, sealedDir: join(root, 'ws-d-sealed'), pr: false, say: () => {},
+      env: {
+        PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
+        SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
+      },
+    });
+    assert.equal(state.status, 'stopped');
+    assert.equal(state.error, 'Stopped at the max_usd budget of $100.00: the gate could not count 1 model call(s) ' +
+      'for certain');
+    assert.equal(state.failure?.class, 'budget');
+    assert.equal(state.metered?.doubtful, 1);
   });
 
   // What CLIs do in ordinary work: count tokens and list models. Those answers carry no usage and cost nothing; metered,

@@ -56,6 +56,16 @@ describe('POST /v1/ingest', () => {
     assert.deepEqual(item.metered, run.json.metered);
   });
 
+  it('keeps a run\'s doubtful count, which a run stopped for doubt has', async () => {
+    const metered = {
+      cost_usd: 0.4, tokens_in: 3000, tokens_out: 4000, calls: 4, unpriced: 0, unknown: 1, doubtful: 1,
+    };
+    const res = await cp.request('POST', '/v1/ingest', { body: batch({ events: [], artifacts: [], runs: [{
+      run: 'r-doubt', status: 'stopped', started_at: T0, cost_usd: 0.4, metered }] }) });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual((await cp.request('GET', '/v1/runs/laptop/r-doubt')).json.metered, metered);
+  });
+
   it('is idempotent on (source, run, seq): a resent batch only counts duplicates', async () => {
     const res = await cp.request('POST', '/v1/ingest', { body: batch() });
     assert.equal(res.json.events, 0);
@@ -100,6 +110,8 @@ describe('POST /v1/ingest', () => {
     ['a negative cost', batch({ runs: [{ run: 'r9', status: 'failed', started_at: T0, cost_usd: -1 }] })],
     ['a metered cost that is text', batch({ runs: [{ run: 'r9', status: 'failed', started_at: T0,
       metered: { cost_usd: '0.40', tokens_in: 1, tokens_out: 1, calls: 1, unpriced: 0, unknown: 0 } }] })],
+    ['a doubtful count that is text', batch({ runs: [{ run: 'r9', status: 'failed', started_at: T0,
+      metered: { cost_usd: 0.4, tokens_in: 1, tokens_out: 1, calls: 1, unpriced: 0, unknown: 0, doubtful: '1' } }] })],
     ['a reported cost that is not an object', batch({ runs: [{ run: 'r9', status: 'failed', started_at: T0, reported: 1 }] })],
     ['a bad time', batch({ runs: [{ run: 'r9', status: 'failed', started_at: 'yesterday' }] })],
     ['a bad notification', batch({ notifications: [{ status: 'maybe' }] })],
