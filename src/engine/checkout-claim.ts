@@ -10,7 +10,7 @@ import { RefusedError } from '../errors.ts';
 import { obj, num, str, tryParseJson, type Obj } from '../untrusted.ts';
 import { identityOf, procStart } from './proc-group.ts';
 import { isPidAlive } from '../client/server-record.ts';
-import { openPlainPath, pathIn, type PlainDir } from './plain-tree.ts';
+import { listPlain, openPlainPath, pathIn, type PlainDir } from './plain-tree.ts';
 import { withDir } from './safe-fs.ts';
 import { checkoutGitDir } from './git.ts';
 import { realOrNull } from '../spawn/tree.ts';
@@ -46,6 +46,19 @@ function readClaim(dir: PlainDir): { inode: number; pid: number | null; alive: b
     return statSync(pathIn(dir, CLAIM)).ino === inode ? { inode, pid: valid ? pid : null, alive } : readClaim(dir);
   } catch {
     return null;
+  }
+}
+
+/** A launcher's own folder (`svc-checkout-claim-<pid>-<hex>`) left by one killed before it took the claim. */
+const LAUNCHER_FOLDER = new RegExp(`^${CLAIM}-(\\d+)-[0-9a-f]{12}$`);
+
+/** Removes the folders of launchers no longer running, so they do not pile up in the git directory. */
+function removeDeadLaunchers(dir: PlainDir): void {
+  for (const { name } of listPlain(dir)) {
+    const pid = Number(LAUNCHER_FOLDER.exec(name)?.[1] ?? NaN);
+    if (Number.isSafeInteger(pid) && pid > 0 && !isPidAlive(pid)) {
+      rmSync(pathIn(dir, name), { recursive: true, force: true });
+    }
   }
 }
 
@@ -93,6 +106,7 @@ export async function claimCheckout(repo: string): Promise<() => void> {
     }
     await sleep(20);
   }
+  inGitDir(gitDir, removeDeadLaunchers);
   return () => {
     inGitDir(gitDir, (dir) => renameSync(pathIn(dir, CLAIM), pathIn(dir, mine)));
     removeOwn();

@@ -98,6 +98,8 @@ describe('a run without a worktree', () => {
     const claim = join(repo.repo, '.git', 'svc-checkout-claim');
     mkdirSync(claim);
     writeFileSync(join(claim, 'owner'), JSON.stringify({ pid: dead, pgid: dead, proc_start: '1' }));
+    // A launcher killed while it waited left its own folder.
+    mkdirSync(join(repo.repo, '.git', `svc-checkout-claim-${dead}-0123456789ab`));
     const res = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
     assert.equal(res.status, 0, res.stderr);
     assert.deepEqual(readdirSync(join(repo.repo, '.git')).filter((name) => name.startsWith('svc-checkout-claim')), []);
