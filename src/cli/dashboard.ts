@@ -12,7 +12,7 @@ import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import {
-  answersHealth, discoverControlUrl, serverRecordFile, readServerRecordFile, isPidAlive,
+  answersHealth, findControlUrl, serverRecordFile, readServerRecordFile, isPidAlive,
 } from '../client/server-record.ts';
 import { procStart } from '../engine/proc-group.ts';
 import { procList, readOrNull } from '../spawn/tree.ts';
@@ -43,13 +43,15 @@ export default async function dashboard(io: CliIo): Promise<number> {
   }
   if (sub === 'stop') return stop(io);
 
-  const found = discoverControlUrl(io.env);
-  let url = found.url;
-  if (await answersHealth(url, 2_000)) {
+  // null: SVC_CONTROL_PORT=0, no default server to probe, so one is started on a free port.
+  const found = findControlUrl(io.env);
+  let url: string;
+  if (found && (await answersHealth(found.url, 2_000))) {
+    url = found.url;
     io.stderr(`Using the Control Plane at ${url} (found via ${found.via})\n`);
-  } else if (found.via === 'SVC_CONTROL_URL') {
+  } else if (found?.via === 'SVC_CONTROL_URL') {
     throw new UnavailableError(
-      `Nothing answers at SVC_CONTROL_URL (${url}); start that server or unset SVC_CONTROL_URL to run one here`,
+      `Nothing answers at SVC_CONTROL_URL (${found.url}); start that server or unset SVC_CONTROL_URL to run one here`,
     );
   } else {
     io.stderr('No Control Plane is running; starting one in the background…\n');

@@ -53,10 +53,14 @@ export async function answersHealth(url: string, timeoutMs: number): Promise<boo
 export const DEFAULT_CONTROL_PORT = 47821;
 
 /** The URL, and `via`: how it was found, for `svc control status` and error messages. */
-export function discoverControlUrl(env: NodeJS.ProcessEnv): {
+export interface FoundControl {
   url: string;
   via: 'SVC_CONTROL_URL' | 'server.json' | 'default';
-} {
+}
+
+/** discoverControlUrl, but null where SVC_CONTROL_PORT=0 (any free port) leaves no default address to try: `svc
+ * dashboard` then starts a Control Plane on a free port, as it did before clients refused 0. */
+export function findControlUrl(env: NodeJS.ProcessEnv): FoundControl | null {
   const explicit = env.SVC_CONTROL_URL?.trim();
   if (explicit) return { url: explicit.replace(/\/+$/, ''), via: 'SVC_CONTROL_URL' };
   const record = readServerRecordFile(serverRecordFile(env));
@@ -64,9 +68,12 @@ export function discoverControlUrl(env: NodeJS.ProcessEnv): {
   if (record && isPidAlive(record.pid)) return { url: record.url.replace(/\/+$/, ''), via: 'server.json' };
   // A bad value exits 2 naming it, as for `svc control serve`: never a silent fall back to another server's port.
   const port = settingInt(env, 'SVC_CONTROL_PORT');
-  if (port === 0) {
-    throw new BadSettingError('SVC_CONTROL_PORT=0 (any free port) names no port a client can reach: set ' +
-      'SVC_CONTROL_URL to the Control Plane\'s address');
-  }
-  return { url: `http://127.0.0.1:${port}`, via: 'default' };
+  return port === 0 ? null : { url: `http://127.0.0.1:${port}`, via: 'default' };
+}
+
+export function discoverControlUrl(env: NodeJS.ProcessEnv): FoundControl {
+  const found = findControlUrl(env);
+  if (found) return found;
+  throw new BadSettingError('SVC_CONTROL_PORT=0 (any free port) names no port a client can reach: set ' +
+    'SVC_CONTROL_URL to the Control Plane\'s address');
 }

@@ -3,6 +3,7 @@
 import { ACTIVE_STATUSES, TERMINAL } from '../run-json.ts';
 import type { RunRow } from '../db/run-types.ts';
 import type { ControlDeps } from './deps.ts';
+import { resolve } from 'node:path';
 import { realOrNull } from '../spawn/tree.ts';
 import { readEffectiveConfig } from './config-schema.ts';
 
@@ -73,4 +74,13 @@ export function isRegisteredProject(deps: ControlDeps, path: string): boolean {
   if (deps.stores.projects.has(real)) return true;
   const repos = readEffectiveConfig(deps.stores.config).config.repos as string[];
   return repos.some((p) => realOrNull(p) === real);
+}
+
+/** Whether `path`, as written (normalised, not resolved through links: it may be gone), is a project imported or
+ * named by the `repos` setting: only then may a refusal say it does not exist, else a caller could probe the host. */
+export function isNamedProject(deps: ControlDeps, path: string): boolean {
+  const at = resolve(path);
+  if (deps.stores.projects.has(at)) return true;
+  const repos = readEffectiveConfig(deps.stores.config).config.repos as string[];
+  return repos.some((p) => resolve(p) === at);
 }

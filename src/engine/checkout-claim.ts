@@ -1,7 +1,8 @@
 // One launcher at a time checks that a checkout is free and writes its new run's state there (engine/launch.ts):
 // without this two `svc start` at the same moment both found the checkout free and shared it, each signing the
-// other's work. The claim is `.svc/runs/.checkout` (no run id starts with a dot), a folder put in place whole by
-// rename, which never replaces a folder holding files, with its launcher's identity inside.
+// other's work. The claim is `svc-checkout-claim` in the checkout's git directory (never repository content: a claim
+// a repository commits would hold every start off, and taking it over would change tracked files), a folder put in
+// place whole by rename, which never replaces a folder holding files, with its launcher's identity inside.
 import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -9,24 +10,31 @@ import { RefusedError } from '../errors.ts';
 import { obj, num, str, tryParseJson, type Obj } from '../untrusted.ts';
 import { identityOf, procStart } from './proc-group.ts';
 import { isPidAlive } from '../client/server-record.ts';
-import { pathIn, type PlainDir } from './plain-tree.ts';
-import { plainEngineFolder, withDir } from './safe-fs.ts';
+import { listPlain, openPlainPath, pathIn, type PlainDir } from './plain-tree.ts';
+import { withDir } from './safe-fs.ts';
+import { checkoutGitDir } from './git.ts';
+import { realOrNull } from '../spawn/tree.ts';
 
-const CLAIM = '.checkout';
+const CLAIM = 'svc-checkout-claim';
 /** Another launcher's check and first writes take milliseconds; one holding the claim this long is stuck. */
 const WAIT_MS = 30_000;
 
-function inRuns<T>(repo: string, use: (runs: PlainDir) => T): T {
-  return withDir(plainEngineFolder(repo, 'runs'), use);
+/** The checkout's git directory held open: the claim's names are looked up inside it, never through a link. */
+function inGitDir<T>(gitDir: string, use: (dir: PlainDir) => T): T {
+  const dir = openPlainPath(realOrNull(gitDir) ?? gitDir, []);
+  if ('failed' in dir) {
+    throw new RefusedError(`Cannot claim the checkout: its git directory "${gitDir}" is not a folder`);
+  }
+  return withDir(dir, use);
 }
 
-/** The claim's inode and whether its launcher still runs (the same pid with the same start time); null: no claim. */
-function readClaim(runs: PlainDir): { inode: number; alive: boolean } | null {
+/** The claim's inode, its launcher's pid and whether it still runs (the same pid, same start time); null: no claim. */
+function readClaim(dir: PlainDir): { inode: number; pid: number | null; alive: boolean } | null {
   try {
-    const inode = statSync(pathIn(runs, CLAIM)).ino;
+    const inode = statSync(pathIn(dir, CLAIM)).ino;
     let owner: Obj = {};
     try {
-      owner = obj(tryParseJson(readFileSync(pathIn(runs, `${CLAIM}/owner`), 'utf8')));
+      owner = obj(tryParseJson(readFileSync(pathIn(dir, `${CLAIM}/owner`), 'utf8')));
     } catch {
       // no readable owner: judged as a dead launcher's
     }
@@ -35,51 +43,72 @@ function readClaim(runs: PlainDir): { inode: number; alive: boolean } | null {
     const started = valid ? procStart(pid) : null;
     // Without /proc (no start times) a live pid is taken as the launcher's.
     const alive = valid && (started === null ? isPidAlive(pid) : started === str(owner.proc_start));
-    return statSync(pathIn(runs, CLAIM)).ino === inode ? { inode, alive } : readClaim(runs);
+    return statSync(pathIn(dir, CLAIM)).ino === inode ? { inode, pid: valid ? pid : null, alive } : readClaim(dir);
   } catch {
     return null;
   }
 }
 
+/** A launcher's own folder (`svc-checkout-claim-<pid>-<hex>`) left by one killed before it took the claim. */
+const LAUNCHER_FOLDER = new RegExp(`^${CLAIM}-(\\d+)-[0-9a-f]{12}$`);
+
+/** Removes the folders of launchers no longer running, so they do not pile up in the git directory. */
+function removeDeadLaunchers(dir: PlainDir): void {
+  for (const { name } of listPlain(dir)) {
+    const pid = Number(LAUNCHER_FOLDER.exec(name)?.[1] ?? NaN);
+    if (Number.isSafeInteger(pid) && pid > 0 && !isPidAlive(pid)) {
+      rmSync(pathIn(dir, name), { recursive: true, force: true });
+    }
+  }
+}
+
 /**
  * Takes the checkout's claim, waiting while another live launcher holds it; returns its release. A claim whose
- * launcher died is moved aside to `.checkout-dead-<inode>` and kept: a second launcher that judged the same claim
- * dead then fails to move a fresh claim onto that name, as rename never replaces a folder holding files.
+ * launcher died is moved aside to `svc-checkout-claim-dead-<inode>`, kept while this launcher waits or holds the
+ * claim (a second launcher that judged the same claim dead then fails to move a fresh claim onto that name, as rename
+ * never replaces a folder holding files), and removed when it is done.
  */
 export async function claimCheckout(repo: string): Promise<() => void> {
+  const gitDir = checkoutGitDir(repo);
   const mine = `${CLAIM}-${process.pid}-${randomBytes(6).toString('hex')}`;
-  inRuns(repo, (runs) => {
-    mkdirSync(pathIn(runs, mine));
-    writeFileSync(pathIn(runs, `${mine}/owner`), JSON.stringify(identityOf(process.pid)));
+  const movedAside: string[] = [];
+  const removeOwn = () => inGitDir(gitDir, (dir) => {
+    for (const name of [mine, ...movedAside]) rmSync(pathIn(dir, name), { recursive: true, force: true });
+  });
+  inGitDir(gitDir, (dir) => {
+    mkdirSync(pathIn(dir, mine));
+    writeFileSync(pathIn(dir, `${mine}/owner`), JSON.stringify(identityOf(process.pid)), { flag: 'wx' });
   });
   const deadline = Date.now() + WAIT_MS;
   for (;;) {
-    const taken = inRuns(repo, (runs) => {
+    const holder = inGitDir(gitDir, (dir) => {
       try {
-        renameSync(pathIn(runs, mine), pathIn(runs, CLAIM));
-        return true;
+        renameSync(pathIn(dir, mine), pathIn(dir, CLAIM));
+        return 'taken';
       } catch {
-        const held = readClaim(runs);
+        const held = readClaim(dir);
         if (held && !held.alive) {
           try {
-            renameSync(pathIn(runs, CLAIM), pathIn(runs, `${CLAIM}-dead-${held.inode}`));
+            renameSync(pathIn(dir, CLAIM), pathIn(dir, `${CLAIM}-dead-${held.inode}`));
+            movedAside.push(`${CLAIM}-dead-${held.inode}`);
           } catch {
             // another launcher moved it first
           }
         }
-        return false;
+        return held?.pid ?? null;
       }
     });
-    if (taken) break;
+    if (holder === 'taken') break;
     if (Date.now() > deadline) {
-      inRuns(repo, (runs) => rmSync(pathIn(runs, mine), { recursive: true, force: true }));
-      throw new RefusedError('Another svc start has been claiming this checkout for 30 s; try again ' +
-        '(nothing was started)');
+      removeOwn();
+      const who = holder === null ? 'Another svc start' : `Another svc start (pid ${holder})`;
+      throw new RefusedError(`${who} has been claiming this checkout for 30 s; try again (nothing was started)`);
     }
     await sleep(20);
   }
-  return () => inRuns(repo, (runs) => {
-    renameSync(pathIn(runs, CLAIM), pathIn(runs, mine));
-    rmSync(pathIn(runs, mine), { recursive: true, force: true });
-  });
+  inGitDir(gitDir, removeDeadLaunchers);
+  return () => {
+    inGitDir(gitDir, (dir) => renameSync(pathIn(dir, CLAIM), pathIn(dir, mine)));
+    removeOwn();
+  };
 }

@@ -123,6 +123,12 @@ export function gitCommonDir(repo: string): string {
   return resolve(repo, git(repo, ['rev-parse', '--git-common-dir']).trim());
 }
 
+/** The checkout's own git directory (a linked worktree's is apart from the repository's): for svc's files about this
+ * checkout, never in its tree. */
+export function checkoutGitDir(repo: string): string {
+  return resolve(repo, git(repo, ['rev-parse', '--git-dir']).trim());
+}
+
 /** Keeps the engine's own folders out of `git status` and `git add -A` (info/exclude, not .gitignore). No trailing
  * slash: a rule ending in "/" matches only a folder, so an agent's link of that name would be committed. */
 export function excludeEngineFolders(common: string): void {

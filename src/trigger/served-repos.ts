@@ -3,6 +3,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pinPushTarget } from '../engine/git-push.ts';
+import { repoRoot } from '../engine/git.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import {
@@ -100,9 +101,10 @@ export function takeRepoOption(text: string): RepoOption {
 
 /**
  * `--repo DIR`: one checkout, the default for every source, named as its push target, else `local/<folder>` (which
- * takes no GitHub event).
+ * takes no GitHub event). `checked` false: the checkout is never used (SVC_TRIGGER_EXECUTOR=kubernetes, whose pods
+ * clone SVC_K8S_REPO_URL or copy the PVC), so it need not be a git work tree.
  */
-export function shorthandRepos(dir: string, source: string): RepoRouter {
+export function shorthandRepos(dir: string, source: string, checked = true): RepoRouter {
   let name: string | null = null;
   try {
     name = pinPushTarget(dir).repo;
@@ -119,7 +121,7 @@ export function shorthandRepos(dir: string, source: string): RepoRouter {
     line: 0,
   };
   // The repositories file's own check: a server whose one checkout is missing would queue jobs that all fail.
-  const problem = checkoutProblems([entry], [])[0];
+  const problem = checked ? checkoutProblems([entry], [])[0] : undefined;
   if (problem) throw new BadSettingError(`Cannot serve ${source}: ${problem.reason}`);
   const router = createRepoRouter([entry], source);
   if (name) return router;
@@ -145,7 +147,9 @@ export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly
     }
     if (!dir) problems.push({ line: entry.line, text, reason: `checkout ${entry.checkout} is not a directory` });
     else if (!existsSync(join(entry.checkout, '.git'))) {
-      problems.push({ line: entry.line, text, reason: `checkout ${entry.checkout} is not a git work tree` });
+      const top = repoRoot(entry.checkout);
+      const reason = top === null ? 'is not a git work tree' : `is not the top of a git work tree (its top is ${top})`;
+      problems.push({ line: entry.line, text, reason: `checkout ${entry.checkout} ${reason}` });
     }
   }
   return problems;

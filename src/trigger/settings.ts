@@ -67,7 +67,7 @@ function resolveRepos(
   const check = kubernetes ? kubernetesReposCheck : undefined;
   // `by` + the path: what named it, for the warnings and the log (`--repos /srv/repos.conf`).
   const fromFile = (file: string, by = '') => ({ router: liveServedRepos(file, check), file, by: by + file });
-  const fromDir = (dir: string, by: string) => ({ router: shorthandRepos(dir, by + dir), by: by + dir });
+  const fromDir = (dir: string, by: string) => ({ router: shorthandRepos(dir, by + dir, !kubernetes), by: by + dir });
   let chosen: { router: RepoRouter; file?: string; by: string };
   if (flags.repos !== undefined) chosen = fromFile(resolve(cwd, flags.repos), '--repos ');
   else if (flags.repo !== undefined) chosen = fromDir(resolve(cwd, flags.repo), '--repo ');

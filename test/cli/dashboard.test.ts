@@ -97,6 +97,21 @@ describe('svc dashboard', () => {
     assert.match(again.stderr, /found via server\.json/);
   });
 
+  it('starts a Control Plane on a free port when SVC_CONTROL_PORT=0 (no default server to probe)', async () => {
+    const home = join(dir, 'home-port0');
+    mkdirSync(home, { recursive: true });
+    const env = { ...baseEnv, HOME: home, SVC_CONTROL_PORT: '0', SVC_CONTROL_DB: join(dir, 'port0.db') };
+    const r = await run(['dashboard', 'start', '--no-open'], env);
+    const record = join(home, '.svc', 'control', 'server.json');
+    if (existsSync(record)) started.push(JSON.parse(readFileSync(record, 'utf8')).pid);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /Started the Control Plane/);
+    const url = r.stdout.trim();
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.notEqual(url, 'http://127.0.0.1:0');
+    assert.equal((await fetch(`${url}/health`)).status, 200);
+  });
+
   it('hands the Control Plane it starts its token through a pipe: not in its environment, not in a file', async () => {
     const home = join(dir, 'home-token');
     mkdirSync(home, { recursive: true });

@@ -3,10 +3,11 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, EDIT_SCRIPT, type TestRepo } from './fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
+import { procStart } from '../../src/engine/proc-group.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 /** Waits for its release file, then edits a.txt: a run that holds the checkout as long as the test wants. */
@@ -92,12 +93,29 @@ describe('a run without a worktree', () => {
     rmSync(many, { recursive: true });
   });
 
-  it('takes over a claim whose launcher died holding it', async () => {
+  it('takes over a claim whose launcher died holding it, and leaves no claim folder behind', async () => {
     const dead = spawnSync('true').pid;
-    const claim = join(repo.repo, '.svc', 'runs', '.checkout');
+    const claim = join(repo.repo, '.git', 'svc-checkout-claim');
     mkdirSync(claim);
     writeFileSync(join(claim, 'owner'), JSON.stringify({ pid: dead, pgid: dead, proc_start: '1' }));
+    // A launcher killed while it waited left its own folder.
+    mkdirSync(join(repo.repo, '.git', `svc-checkout-claim-${dead}-0123456789ab`));
     const res = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
     assert.equal(res.status, 0, res.stderr);
+    assert.deepEqual(readdirSync(join(repo.repo, '.git')).filter((name) => name.startsWith('svc-checkout-claim')), []);
+  });
+
+  it('ignores a claim the repository commits at .svc/runs/.checkout and changes no tracked file', async () => {
+    const committed = join(repo.repo, '.svc', 'runs', '.checkout');
+    mkdirSync(committed);
+    const owner = JSON.stringify({ pid: 1, pgid: 1, proc_start: procStart(1) });
+    writeFileSync(join(committed, 'owner'), owner);
+    const git = (args: string[]) => spawnSync('git', args, { cwd: repo.repo, env, encoding: 'utf8' });
+    assert.equal(git(['add', '-f', '.svc/runs/.checkout/owner']).status, 0);
+    assert.equal(git(['commit', '-q', '-m', 'a claim']).status, 0);
+    const res = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+    assert.equal(res.status, 0, res.stderr);
+    assert.equal(readFileSync(join(committed, 'owner'), 'utf8'), owner);
+    assert.equal(git(['status', '--porcelain', '--', '.svc/runs']).stdout, '');
   });
 });

@@ -34,6 +34,15 @@ describe('registered projects', () => {
     }
   });
 
+  it('says a missing path no project names is not registered, telling nothing of what exists on the host', async () => {
+    for (const path of [join(repo.root, 'gone'), '/nonexistent/svc-probe']) {
+      const res = await cp.request('POST', '/v1/start', { body: { brief: 'x', repo: path } });
+      assert.equal(res.status, 400);
+      assert.equal(res.json.error.code, 'invalid_param');
+      assert.match(res.json.error.message, /is not registered with this Control Plane/);
+    }
+  });
+
   it('refuses to start a run in a repository before it is imported, naming the import', async () => {
     const res = await cp.request('POST', '/v1/start', { body: { brief: 'x', repo: repo.repo } });
     assert.equal(res.status, 400);

@@ -1,7 +1,7 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SECRETS, FAKE_SVC, post, get, makeRepo, tempDir } from './helpers.ts';
@@ -60,6 +60,12 @@ describe('svc trigger', () => {
     const plain = serve([], home);
     assert.equal(plain.status, 2, plain.stderr);
     assert.match(plain.stderr, /Cannot serve the current directory .*: checkout .* is not a git work tree/);
+    const repo = makeRepo();
+    cleanups.push(() => rmSync(repo, { recursive: true, force: true }));
+    mkdirSync(join(repo, 'sub'));
+    const sub = serve(['--repo', join(repo, 'sub')]);
+    assert.equal(sub.status, 2, sub.stderr);
+    assert.match(sub.stderr, /: checkout .*sub is not the top of a git work tree \(its top is \//);
   });
 
   it('prints its real URL, serves /health, and exits 0 on SIGTERM', async () => {

@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync, rmSync, symlinkSync, unlinkSync, existsSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
   buildKubeJob, createKubernetesExecutor, kubeJobName, LABEL_RUN,
@@ -441,6 +441,33 @@ describe('svc trigger serve with SVC_TRIGGER_EXECUTOR=kubernetes', () => {
     });
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /SVC_K8S_IMAGE/);
+  });
+
+  it('serves from a working folder outside git, as the shipped deployment does (pods never use it)', async () => {
+    const cli = join(import.meta.dirname, '../../dist/cli.js');
+    const workdir = tempDir('svc-k8s-workdir-');
+    const child = spawn(process.execPath, [cli, 'trigger', 'serve', '--port', '0'], {
+      cwd: workdir, stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...env, HOME: workdir, SVC_TRIGGER_EXECUTOR: 'kubernetes', SVC_K8S_REPO_URL: 'https://git.test/acme/api.git',
+      },
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    try {
+      await Promise.race([
+        waitFor(() => /^http:\/\/127\.0\.0\.1:\d+\n/.test(out), 'the server to listen'),
+        exited.then((code) => assert.fail(`exited ${code}: ${err}`)),
+      ]);
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0, err);
+    } finally {
+      child.kill('SIGKILL');
+      rmSync(workdir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -131,6 +131,7 @@ describe('shorthandRepos', () => {
   it('names a checkout without a GitHub origin local/<folder>, which takes every source but GitHub', () => {
     const dir = tempDir('svc-plain-');
     dirs.push(dir);
+    assert.equal(spawnSync('git', ['init', '-q', dir]).status, 0);
     const router = shorthandRepos(dir, `--repo ${dir}`);
     assert.match(router.entries[0]!.name, /^local\/svc-plain-/);
     assert.equal(router.route('errtrack', 'api').kind, 'repo');

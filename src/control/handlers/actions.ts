@@ -21,7 +21,7 @@ import { readBindableRunKey } from '../../engine/shipper.ts';
 import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
-import { actionRefusal, isRegisteredProject, type RunAction } from '../action-rules.ts';
+import { actionRefusal, isNamedProject, isRegisteredProject, type RunAction } from '../action-rules.ts';
 import { fileInside, isIssueUrl } from '../../engine/spec.ts';
 import { realOrNull } from '../../spawn/tree.ts';
 import { PROVIDER_NAME } from '../../engine/config.ts';
@@ -45,8 +45,11 @@ function registeredRoot(deps: ControlDeps, repo: unknown): string {
   }
   let dir = realOrNull(repo);
   while (dir !== null && !isRegisteredProject(deps, dir)) dir = dirname(dir) === dir ? null : dirname(dir);
-  // A folder that is not there (say one the "repos" setting names) is said as such, not as unregistered.
-  if (dir === null && realOrNull(repo) === null) invalidParam(`Project ${JSON.stringify(repo)} does not exist`);
+  // A registered folder that is not there (say one the "repos" setting names) is said as such, not as unregistered;
+  // any other path is only unregistered, so the answer tells nothing of what exists on this host.
+  if (dir === null && realOrNull(repo) === null && isNamedProject(deps, repo)) {
+    invalidParam(`Project ${JSON.stringify(repo)} does not exist`);
+  }
   if (dir === null) invalidParam(unregisteredMessage(repo));
   const root = deps.repos.rootOf(repo) ?? invalidParam('"repo" is not a git repository');
   // The repository itself, not only a folder above it: a repository nested inside a registered one is not registered.
