@@ -220,7 +220,8 @@ function holdsCheckout(state: RunState, now: number): boolean {
 /** Refuses a second run without a worktree in one checkout: two runs writing one tree would sign each other's work. */
 function assertCheckoutFree(repo: string): void {
   const now = Date.now();
-  const busy = localRuns(repo).find((found) => found.state.repo_path === repo && holdsCheckout(found.state, now));
+  const runs = localRuns(repo, { strict: true });
+  const busy = runs.find((found) => found.state.repo_path === repo && holdsCheckout(found.state, now));
   if (!busy) return;
   throw new RefusedError(`Run ${busy.run} is already working in this checkout without a worktree; start this run ` +
     `with --worktree (its own checkout), or wait for it to end (svc runs stop ${busy.run} ends it now)`);

@@ -80,7 +80,7 @@ export function planProjectPrune(repo: string, olderThanMs: number, now = Date.n
     .filter((name) => isValidSegment(name) && !trackedTrees(name)));
   const add = (go: boolean, target: PruneTarget) => (go ? plan.remove : plan.keep).push(target);
   const known = new Set<string>();
-  for (const { run, state } of localRuns(repo)) {
+  for (const { run, state } of localRuns(repo, { strict: true })) {
     known.add(run);
     const branch = `svc/${run}`;
     // Only what svc made for this run: its worktree and the branch it made there.

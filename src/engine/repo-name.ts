@@ -83,7 +83,7 @@ export function adoptRepoName(repo: string, gitDir: string, name: string) {
     let renamed = 0;
     let left = 0;
     const now = new Date().toISOString();
-    for (const found of localRuns(repo)) {
+    for (const found of localRuns(repo, { strict: true })) {
       const { state } = found;
       if (!isRenamable(state) || state.repo === name || state.repo_path !== repo) continue;
       // A run a trigger server started carries the name its job was routed to: that is not the checkout's to change.

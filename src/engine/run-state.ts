@@ -263,12 +263,22 @@ export function trackedOrAll(repo: string, folder: string): Committed {
   }
 }
 
-/** The runs svc made in `<repo>/.svc/runs`, read without following a link, skipping run folders git tracks. */
-export function localRuns(repo: string): Found[] {
+/**
+ * The runs svc made in `<repo>/.svc/runs`, read without following a link, skipping run folders git tracks. When git
+ * cannot tell what the checkout commits, no run folder is taken as svc's: none is found, or, `strict`, UntrackableError
+ * — for a caller that reads "no run" as "nothing in use" (is the checkout free, may a worktree go), where none found
+ * would fail open.
+ */
+export function localRuns(repo: string, { strict = false } = {}): Found[] {
   const runs = openPlainPath(repo, ['.svc', 'runs']);
   if ('failed' in runs) return [];
-  // When git cannot tell what the checkout commits, no run folder is taken as svc's: none is found.
-  const tracked = trackedOrAll(repo, '.svc/runs');
+  let tracked: Committed;
+  try {
+    tracked = strict ? trackedNames(repo, '.svc/runs') : trackedOrAll(repo, '.svc/runs');
+  } catch (err) {
+    runs.close();
+    throw err;
+  }
   const found: Found[] = [];
   try {
     for (const entry of listPlain(runs)) {

@@ -56,6 +56,8 @@ describe('run folders a repository commits (trackedNames)', () => {
     const dir = folderWithRun('rcommitted', '.svc/runs', true);
     writeFileSync(join(dir, '.git', 'index'), 'not an index');
     assert.deepEqual(localRuns(dir), []);
+    // Where "no run" would read as "nothing in use" (a free checkout, a worktree to remove), the reader says so.
+    assert.throws(() => localRuns(dir, { strict: true }), (err: Error) => err instanceof UntrackableError);
     const reason = /^git could not list what the repository tracks \(git ls-files failed: /;
     assert.throws(() => refuseTrackedRun(dir, 'rcommitted'), (err: Error) =>
       err instanceof UntrackableError && err instanceof RefusedError && reason.test(err.message));
