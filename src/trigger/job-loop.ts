@@ -14,19 +14,10 @@ import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isDatabaseBusy } from '../http/pipeline.ts';
+import { mayTakeLater } from '../http/pipeline.ts';
 
 /** How soon a write the database refused (another process holds its lock, the disk is full) is tried again. */
 const RETRY_MS = 1_000;
-/** SQLite's primary codes for a disk that failed a write or is full: the same write may succeed later. */
-const SQLITE_IOERR = 10;
-const SQLITE_FULL = 13;
-
-function mayTakeLater(err: unknown): boolean {
-  const errcode = err instanceof Error ? (err as { errcode?: unknown }).errcode : undefined;
-  const primary = typeof errcode === 'number' ? errcode & 0xff : null;
-  return isDatabaseBusy(err) || primary === SQLITE_IOERR || primary === SQLITE_FULL;
-}
 
 interface JobEnd {
   status: 'succeeded' | 'failed' | 'interrupted';
