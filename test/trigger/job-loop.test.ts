@@ -234,14 +234,15 @@ describe('the job loop', () => {
     }
   });
 
-  it('tries again only what the database may take later: a bug is thrown; a failed disk logged once a minute', async () => {
+  it('tries again only what the database may take later; a failed disk is logged once a minute', async () => {
     const stores = createTriggerStores(openDatabase(join(tempDir('svc-home-'), 'trigger.db'), triggerMigrations));
     const lines: { msg: string }[] = [];
     const loop = (s: TriggerStores) => createJobLoop({
       stores: s, executor: {} as JobExecutor, managed: {} as never, clock: Date.now, tracer: {} as never,
       log: createLogger('job-loop-test', (line) => lines.push(JSON.parse(line) as { msg: string })),
       settings: {
-        concurrency: 1, repoConcurrency: 1, publicUrl: undefined, repos: { entries: [], byName: () => undefined } as never,
+        concurrency: 1, repoConcurrency: 1, publicUrl: undefined,
+        repos: { entries: [], byName: () => undefined } as never,
       },
       notify: Object.assign(async () => {}, { progress: async () => {} }) as never,
     });
