@@ -156,7 +156,7 @@ export async function stopLocalRun(repo: string, run: string, by: string): Promi
     const now = new Date().toISOString();
     const end = died ? {
       status: 'failed' as const, failure: runFailure('infra', `the run's worker died (found by ${by})`),
-      ...withCost(state, { reported: addUsage(state.reported ?? NO_USAGE, unrecordedUsage(dir, state.provider)) }),
+      ...withCost(state, { reported: largerUsage(state.reported ?? NO_USAGE, reportedUsage(dir, state.provider)) }),
     } : { status: 'stopped' as const, failure };
     state = {
       ...state, ...end, ended_at: state.ended_at ?? now, updated_at: now, question: null, child: null, pid: null,
@@ -177,10 +177,11 @@ export async function stopLocalRun(repo: string, run: string, by: string): Promi
 const NO_USAGE: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
 
 /**
- * What the provider's output reported (a command provider's `svc.cost` lines) after the run's last `cost` event: the
- * attempt a dead worker never added to the state. Read from the run's log events, so only what they kept.
+ * What the provider's output reported, rebuilt from the run's log events: the `cost` events' usage (the run's total
+ * when its last attempt began), then a command provider's `svc.cost` lines after the last of them (the attempt a dead
+ * worker never ended). Only what the events kept.
  */
-function unrecordedUsage(dir: string, provider: string): Usage {
+function reportedUsage(dir: string, provider: string): Usage {
   const folder = openRunFolder(dir);
   if ('failed' in folder) return NO_USAGE;
   let text;
@@ -190,18 +191,35 @@ function unrecordedUsage(dir: string, provider: string): Usage {
     folder.close();
   }
   if (typeof text === 'string') return NO_USAGE;
-  let usage = NO_USAGE;
+  let ended = NO_USAGE;
+  let attempt = NO_USAGE;
   let reader = createOutputReader(provider);
   for (const line of text.toString('utf8').split('\n')) {
     const event = objOrNull(tryParseJson(line));
     const data = objOrNull(event?.data);
     if (event?.kind === 'cost') {
-      usage = NO_USAGE;
+      const figure = (key: string) => (typeof data?.[key] === 'number' ? data[key] : null);
+      const usage = { cost_usd: figure('usd'), tokens_in: figure('tokens_in'), tokens_out: figure('tokens_out') };
+      ended = addUsage(ended, usage);
+      attempt = NO_USAGE;
       reader = createOutputReader(provider);
     } else if (event?.kind === 'log' && (data?.stream === 'stdout' || data?.stream === 'stderr')) {
       const increment = typeof data.text === 'string' ? reader.line(data.stream, data.text).usage : null;
-      if (increment) usage = addUsage(usage, increment);
+      if (increment) attempt = addUsage(attempt, increment);
     }
   }
-  return usage;
+  return addUsage(ended, attempt);
+}
+
+/**
+ * The larger of two totals, figure by figure. A live worker keeps state.json's `reported` current during an attempt
+ * (budgetNow), so it may already hold the rebuilt attempt, or more than the events kept: never their sum.
+ */
+function largerUsage(a: Usage, b: Usage): Usage {
+  const larger = (x: number | null, y: number | null) => (x === null ? y : y === null ? x : Math.max(x, y));
+  return {
+    cost_usd: larger(a.cost_usd, b.cost_usd),
+    tokens_in: larger(a.tokens_in, b.tokens_in),
+    tokens_out: larger(a.tokens_out, b.tokens_out),
+  };
 }

@@ -254,6 +254,17 @@ export function isDatabaseBusy(err: unknown): boolean {
   return primary === SQLITE_BUSY || primary === SQLITE_LOCKED;
 }
 
+/** SQLite's primary codes for a disk that failed a write or is full: the same write may succeed later. */
+const SQLITE_IOERR = 10;
+const SQLITE_FULL = 13;
+
+/** Whether the database refused a write that it may take later: busy or locked, a failed disk write, a full disk. */
+export function mayTakeLater(err: unknown): boolean {
+  const errcode = err instanceof Error ? (err as { errcode?: unknown }).errcode : undefined;
+  const primary = typeof errcode === 'number' ? errcode & 0xff : null;
+  return isDatabaseBusy(err) || primary === SQLITE_IOERR || primary === SQLITE_FULL;
+}
+
 /** Long enough for a client to read a refusal before the reset that closing on unread data sends (RFC 9112 §9.6). */
 const REFUSED_LINGER_MS = 1_000;
 

@@ -9,6 +9,9 @@ import { stripLeadingHyphens } from '../webhook-sources.ts';
 import { MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { json, type Reply } from '../http/respond.ts';
 import { ANSWER_COMMAND, data, type Progress, type SummaryParts } from './summary.ts';
+import { mayTakeLater } from '../http/pipeline.ts';
+import { errorMessage } from '../errors.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface AnswerRequest {
   origin: string;
@@ -67,19 +70,49 @@ export function commentTime(value: unknown): number | null {
   return Number.isFinite(ms) ? ms : null;
 }
 
+/** How often, and how far apart, the claim of an answer handed to its run is tried while the database refuses it. */
+const CLAIM_TRIES = 5;
+const CLAIM_RETRY_MS = 200;
+
 export function createAnswerDesk(opts: AnswerDeskOptions) {
   const { stores, log } = opts;
   // The keys of answers being handed to their run (`svc answer`), and their job: claimed only once it has answered or
   // refused, so a crash in between leaves the redelivery free to answer.
   const answering = new Map<string, string>();
 
+  /** Audits the outcome (its row only as far as the database takes it: the outcome stands, and is logged). */
   function audit(job: JobRow, req: AnswerRequest, outcome: 'answered' | 'refused', reason: string | null): void {
-    stores.replies.audit({
-      job_id: job.id, origin: req.origin, place: req.place, who: req.who, outcome, reason, at: opts.clock(),
-    });
     const fields = { job_id: job.id, origin: req.origin, place: req.place, who: req.who };
+    try {
+      stores.replies.audit({ ...fields, outcome, reason, at: opts.clock() });
+    } catch (err) {
+      log.error('could not audit an answer', { ...fields, outcome, error: errorMessage(err) });
+    }
     if (outcome === 'answered') log.info('answer taken', fields);
     else log.warn('answer refused', { ...fields, reason });
+  }
+
+  /**
+   * Claims the keys of an answer `svc answer` took or refused, trying a write the database refuses a few more times: a
+   * redelivery handed over again could answer a newer question. If the database never takes it, the keys stay in
+   * `answering`, so this server still calls their copies duplicates; the request is still answered 2xx (handled).
+   */
+  async function claimHandled(req: AnswerRequest, job: JobRow): Promise<void> {
+    for (let tries = 1; ; tries++) {
+      try {
+        stores.dedupe.claim(req.keys, job.id, opts.clock());
+        break;
+      } catch (err) {
+        if (!mayTakeLater(err) || tries === CLAIM_TRIES) {
+          log.error('could not claim an answer handed to its run: until this server restarts, its redeliveries are ' +
+            'duplicates; after, one could be handed over again', { job_id: job.id, keys: req.keys.join(' '),
+            error: errorMessage(err) });
+          return;
+        }
+      }
+      await sleep(CLAIM_RETRY_MS);
+    }
+    for (const key of req.keys) answering.delete(key);
   }
 
   async function answer(req: AnswerRequest): Promise<AnswerOutcome> {
@@ -135,11 +168,15 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     let result;
     try {
       result = await opts.executor.answer(run, req.text, job.workdir, by);
-    } finally {
+    } catch (err) {
       for (const key of req.keys) answering.delete(key);
+      throw err;
     }
-    if (!result.ok) return refuse(result.reason);
-    claim();
+    await claimHandled(req, job);
+    if (!result.ok) {
+      audit(job, req, 'refused', result.reason);
+      return { kind: 'refused', jobId: job.id, reason: result.reason };
+    }
     audit(job, req, 'answered', null);
     void opts.progress(job.id, { step: 'answered', by: req.who });
     return { kind: 'answered', jobId: job.id, run: `${run.source}/${run.run}` };

@@ -14,19 +14,12 @@ import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isDatabaseBusy } from '../http/pipeline.ts';
+import { mayTakeLater } from '../http/pipeline.ts';
 
 /** How soon a write the database refused (another process holds its lock, the disk is full) is tried again. */
 const RETRY_MS = 1_000;
-/** SQLite's primary codes for a disk that failed a write or is full: the same write may succeed later. */
-const SQLITE_IOERR = 10;
-const SQLITE_FULL = 13;
-
-function mayTakeLater(err: unknown): boolean {
-  const errcode = err instanceof Error ? (err as { errcode?: unknown }).errcode : undefined;
-  const primary = typeof errcode === 'number' ? errcode & 0xff : null;
-  return isDatabaseBusy(err) || primary === SQLITE_IOERR || primary === SQLITE_FULL;
-}
+/** How often a job's end that the database keeps refusing is logged (a failed disk may refuse it for good). */
+const RETRY_LOG_MS = 60_000;
 
 interface JobEnd {
   status: 'succeeded' | 'failed' | 'interrupted';
@@ -98,6 +91,7 @@ export function createJobLoop(opts: JobLoopOptions) {
    * False on shutdown: the job stays running, re-attached or interrupted on restart.
    */
   async function record(job: JobRow, end: JobEnd): Promise<boolean> {
+    let logged = -Infinity;
     for (;;) {
       try {
         finish(job, end);
@@ -105,7 +99,10 @@ export function createJobLoop(opts: JobLoopOptions) {
       } catch (err) {
         if (closed) return false;
         if (!mayTakeLater(err)) throw err;
-        log.error('could not record the job\'s end; trying again', { job_id: job.id, error: errorMessage(err) });
+        if (Date.now() - logged >= RETRY_LOG_MS) {
+          logged = Date.now();
+          log.error('could not record the job\'s end; trying again', { job_id: job.id, error: errorMessage(err) });
+        }
       }
       await sleep(RETRY_MS, undefined, { signal: abort.signal }).catch(() => {});
     }
@@ -169,12 +166,16 @@ export function createJobLoop(opts: JobLoopOptions) {
     await followToEnd(job, launched.run, false, workdir);
   }
 
-  /** Starts queued jobs into free slots; a database that refuses the claim is tried again in a second. */
+  /**
+   * Starts queued jobs into free slots; a database that refuses the claim is tried again in a second. Any other error
+   * is a bug, and thrown.
+   */
   function kick(): void {
     if (closed) return;
     try {
       startQueued();
     } catch (err) {
+      if (!mayTakeLater(err)) throw err;
       log.error('could not start queued jobs; trying again', { error: errorMessage(err) });
       retryKick ??= setTimeout(() => {
         retryKick = undefined;

@@ -11,43 +11,56 @@ import { join } from 'node:path';
 import { stopLocalRun } from '../../src/engine/run-context.ts';
 import { identityOf } from '../../src/engine/proc-group.ts';
 
+const ENDED = { cost_usd: 0.5, tokens_in: 100, tokens_out: 10 };
+// What the worker's budget check wrote to state.json during the attempt it died in (its total every 150 ms).
+const IN_FLIGHT = { cost_usd: 0.875, tokens_in: 124, tokens_out: 13 };
+
 describe('stopping a run whose worker died', () => {
   it('ends it failed (infra) with the cost of the attempt it was in, and marks it to be shipped', async () => {
-    const repo = mkdtempSync(join(tmpdir(), 'svc-dead-worker-'));
-    try {
-      const worker = spawn('sleep', ['300']);
-      const identity = identityOf(worker.pid!);
-      worker.kill('SIGKILL');
-      await once(worker, 'exit');
-      const run = 'r20261129120000aaaaaaaa';
-      const dir = join(repo, '.svc', 'runs', run);
-      mkdirSync(dir, { recursive: true });
-      const ended = { cost_usd: 0.5, tokens_in: 100, tokens_out: 10 };
-      writeFileSync(join(dir, 'state.json'), JSON.stringify({
-        run, status: 'running', provider: 'mycli', started_at: '2026-11-29T12:00:00.000Z', child: null,
-        reported: ended, metered: null, ...ended, ...identity,
-      }));
-      // One ended attempt (in the state), then the attempt the worker died in: its `svc.cost` lines only.
-      const events = [
-        { kind: 'cost', data: { usd: 0.5, tokens_in: 100, tokens_out: 10, total_usd: 0.5 } },
-        { kind: 'log', data: { stream: 'stdout', text: '{"type":"svc.cost","usd":0.25,"tokens_in":20,"tokens_out":2}' } },
-        { kind: 'log', data: { stream: 'stdout', text: 'working…' } },
-        { kind: 'log', data: { stream: 'stdout', text: '{"type":"svc.cost","usd":0.125,"tokens_in":4,"tokens_out":1}' } },
-      ];
-      writeFileSync(join(dir, 'events.jsonl'),
-        events.map((e, i) => JSON.stringify({ seq: i + 1, ts: '2026-11-29T12:00:00.000Z', ...e })).join('\n') + '\n');
+    await stopsDeadRun(IN_FLIGHT);
+  });
 
-      const state = await stopLocalRun(repo, run, 'svc start --stop');
-      assert.ok(state);
-      assert.equal(state.status, 'failed');
-      assert.equal(state.failure?.class, 'infra');
-      assert.match(state.failure?.reason ?? '', /worker died/);
-      assert.equal(state.cost_usd, 0.875);
-      assert.equal(state.tokens_in, 124);
-      assert.deepEqual(JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')).status, 'failed');
-      assert.ok(existsSync(join(repo, '.svc', 'ship-pending', run)), 'marked for the next svc command to ship');
-    } finally {
-      rmSync(repo, { recursive: true, force: true });
-    }
+  it('rebuilds the attempt from its svc.cost lines when the state had not caught up with them', async () => {
+    await stopsDeadRun(ENDED);
   });
 });
+
+/** A run whose worker died with `reported` in its state.json, stopped: its cost is the in-flight attempt's, once. */
+async function stopsDeadRun(reported: typeof ENDED): Promise<void> {
+  const repo = mkdtempSync(join(tmpdir(), 'svc-dead-worker-'));
+  try {
+    const worker = spawn('sleep', ['300']);
+    const identity = identityOf(worker.pid!);
+    worker.kill('SIGKILL');
+    await once(worker, 'exit');
+    const run = 'r20261129120000aaaaaaaa';
+    const dir = join(repo, '.svc', 'runs', run);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'state.json'), JSON.stringify({
+      run, status: 'running', provider: 'mycli', started_at: '2026-11-29T12:00:00.000Z', child: null,
+      reported, metered: null, ...reported, ...identity,
+    }));
+    // One ended attempt, then the attempt the worker died in: its `svc.cost` lines only.
+    const events = [
+      { kind: 'cost', data: { usd: 0.5, tokens_in: 100, tokens_out: 10, total_usd: 0.5 } },
+      { kind: 'log', data: { stream: 'stdout', text: '{"type":"svc.cost","usd":0.25,"tokens_in":20,"tokens_out":2}' } },
+      { kind: 'log', data: { stream: 'stdout', text: 'working…' } },
+      { kind: 'log', data: { stream: 'stdout', text: '{"type":"svc.cost","usd":0.125,"tokens_in":4,"tokens_out":1}' } },
+    ];
+    writeFileSync(join(dir, 'events.jsonl'),
+      events.map((e, i) => JSON.stringify({ seq: i + 1, ts: '2026-11-29T12:00:00.000Z', ...e })).join('\n') + '\n');
+
+    const state = await stopLocalRun(repo, run, 'svc start --stop');
+    assert.ok(state);
+    assert.equal(state.status, 'failed');
+    assert.equal(state.failure?.class, 'infra');
+    assert.match(state.failure?.reason ?? '', /worker died/);
+    assert.equal(state.cost_usd, 0.875);
+    assert.equal(state.tokens_in, 124);
+    assert.equal(state.tokens_out, 13);
+    assert.deepEqual(JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')).status, 'failed');
+    assert.ok(existsSync(join(repo, '.svc', 'ship-pending', run)), 'marked for the next svc command to ship');
+  } finally {
+    rmSync(repo, { recursive: true, force: true });
+  }
+}

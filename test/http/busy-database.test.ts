@@ -67,6 +67,31 @@ describe('a database another process keeps locked', () => {
     assert.equal(events.filter((e) => e.kind === 'answer').length, 1);
   });
 
+  it('takes back the answer file with its event when the database refuses the COMMIT', async () => {
+    const source = cp.deps.settings.source;
+    seedRuns(cp.deps, 1, { run: 'r-commit', status: 'blocked', repo_path: cp.dir }, source);
+    const file = join(cp.deps.settings.answerDir, source, 'r-commit.json');
+    const path = `/v1/runs/${source}/r-commit/answer`;
+    const { db } = cp.deps;
+    const exec = db.exec.bind(db);
+    // The disk fills up as the transaction commits.
+    const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+    db.exec = (sql: string) => {
+      if (sql === 'COMMIT') throw full;
+      return exec(sql);
+    };
+    let refused;
+    try {
+      refused = await cp.request('POST', path, { body: { answer: 'the blue one' } });
+    } finally {
+      db.exec = exec;
+    }
+    assert.ok(refused.status >= 500, `${refused.status}`);
+    assert.equal(existsSync(file), false, 'an answer whose event was taken back never reaches the run');
+    const events = cp.deps.stores.events.listAll({ after: 0, limit: 100, source, run: 'r-commit' });
+    assert.equal(events.filter((e) => e.kind === 'answer').length, 0);
+  });
+
   it('keeps serving when a stop or a failed launch ends while the lock is held', async () => {
     const source = cp.deps.settings.source;
     seedRuns(cp.deps, 1, { run: 'r-stopping', status: 'stopping', repo_path: cp.dir }, source);

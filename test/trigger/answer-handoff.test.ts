@@ -48,4 +48,46 @@ describe('an answer handed to its run', () => {
     assert.deepEqual(await after.answer(req), { kind: 'duplicate', jobId: 'j1' });
     assert.deepEqual(handed, ['the blue one', 'the blue one']);
   });
+
+  it('is claimed though the database refuses the claim a while, and answered 2xx: it was delivered', async () => {
+    const handed: string[] = [];
+    const executor = {
+      async answer(_run: unknown, text: string): Promise<AnswerResult> {
+        handed.push(text);
+        return { ok: true };
+      },
+    };
+    const locked = Object.assign(new Error('database is locked'), { code: 'ERR_SQLITE_ERROR', errcode: 5 });
+    for (const refusals of [2, Infinity]) {
+      const dir = tempDir();
+      const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
+      const now = Date.now();
+      insertJob(stores, { id: 'j1', origin: 'github', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+      stores.jobs.claim('j1', now);
+      stores.jobs.setRun('j1', 'local', 'r1', null);
+      stores.jobs.setWorkdir('j1', dir);
+      stores.replies.insert('j1', 'github', { thread: 'github:acme/api#12' }, now);
+      // Another process holds the write lock for the first `refusals` claims.
+      const claim = stores.dedupe.claim.bind(stores.dedupe);
+      let refused = 0;
+      stores.dedupe.claim = (...args) => {
+        if (refused++ < refusals) throw locked;
+        return claim(...args);
+      };
+      const desk = createAnswerDesk({
+        stores, executor, clock: Date.now, log: silentLogger, progress: async () => {}, note: async () => true,
+      });
+      const req: AnswerRequest = {
+        origin: 'github', thread: 'github:acme/api#12', text: `answer ${refusals}`, who: 'ada', place: 'acme/api#12',
+        refusal: () => null, keys: [`github:delivery-${refusals}`],
+      };
+      const reply = await desk.reply(req);
+      assert.equal(reply.status, 200, `${refusals} refusals`);
+      assert.deepEqual(reply.body, { status: 'answered', job_id: 'j1', run: 'local/r1' });
+      // Claimed (or, never taken, still held by this server): the redelivery hands nothing over again.
+      assert.deepEqual(await desk.answer(req), { kind: 'duplicate', jobId: 'j1' }, `${refusals} refusals`);
+      if (refusals === 2) assert.equal(stores.dedupe.holder(req.keys), 'j1', 'claimed in the database');
+    }
+    assert.deepEqual(handed, ['answer 2', 'answer Infinity']);
+  });
 });

@@ -10,6 +10,9 @@ import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir, insertJob, typ
 import { waitFor } from '../helpers/wait-for.ts';
 import { DatabaseSync } from 'node:sqlite';
 import type { JobExecutor } from '../../src/trigger/executor.ts';
+import { createJobLoop } from '../../src/trigger/job-loop.ts';
+import type { TriggerStores } from '../../src/db/trigger-stores.ts';
+import { createLogger } from '../../src/log.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 
@@ -229,5 +232,38 @@ describe('the job loop', () => {
     } finally {
       await t.cleanup();
     }
+  });
+
+  it('tries again only what the database may take later; a failed disk is logged once a minute', async () => {
+    const stores = createTriggerStores(openDatabase(join(tempDir('svc-home-'), 'trigger.db'), triggerMigrations));
+    const lines: { msg: string }[] = [];
+    const loop = (s: TriggerStores) => createJobLoop({
+      stores: s, executor: {} as JobExecutor, managed: {} as never, clock: Date.now, tracer: {} as never,
+      log: createLogger('job-loop-test', (line) => lines.push(JSON.parse(line) as { msg: string })),
+      settings: {
+        concurrency: 1, repoConcurrency: 1, publicUrl: undefined,
+        repos: { entries: [], byName: () => undefined } as never,
+      },
+      notify: Object.assign(async () => {}, { progress: async () => {} }) as never,
+    });
+    const bug = new TypeError('a bug');
+    const broken = loop({ ...stores, jobs: { ...stores.jobs, queuedGroups: () => { throw bug; } } });
+    try {
+      assert.throws(() => broken.kick(), bug);
+    } finally {
+      await broken.close();
+    }
+    // A job whose repository is no longer served ends failed at once; a disk fails that write twice (IOERR_WRITE).
+    insertJob(stores, { id: 'j1', origin: 'jobs', brief: 'b', args: ['b'], created_at: Date.now(), repo: 'gone' });
+    const ioerr = Object.assign(new Error('disk I/O error'), { code: 'ERR_SQLITE_ERROR', errcode: 778 });
+    let refusals = 0;
+    const failing = loop({ ...stores, jobs: { ...stores.jobs, finish: (id, end) => {
+      if (refusals++ < 2) throw ioerr;
+      return stores.jobs.finish(id, end);
+    } } });
+    failing.kick();
+    await waitFor(() => stores.jobs.get('j1')?.status === 'failed', 'the job\'s end');
+    await failing.close();
+    assert.equal(lines.filter((l) => l.msg === 'could not record the job\'s end; trying again').length, 1);
   });
 });

@@ -2,6 +2,7 @@
 // request for its own next ingest (docs/architecture.md, "Channels").
 import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start.ts';
 import { createHash } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
@@ -285,12 +286,24 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   const event = { kind: 'answer', data: { answer, via: 'control', by }, ts: now };
   // The event is written before the file the run takes: a database that refuses it (503) leaves the run without the
   // answer, and a file that cannot be written takes the event back with it.
-  const appended = transaction(deps.db, () => {
-    if (!reachable(ctx, row)) deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, by }, now);
-    const stored = deps.stores.events.append(row.source, row.run, event);
-    if (reachable(ctx, row)) writeAnswer(deps.settings.answerDir, row.source, row.run, answer, by);
-    return stored;
-  });
+  let written: string | null = null;
+  let appended;
+  try {
+    appended = transaction(deps.db, () => {
+      if (!reachable(ctx, row)) deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, by }, now);
+      const stored = deps.stores.events.append(row.source, row.run, event);
+      if (reachable(ctx, row)) written = writeAnswer(deps.settings.answerDir, row.source, row.run, answer, by);
+      return stored;
+    });
+  } catch (err) {
+    // A COMMIT the database refused took the event back: the file goes with it, unless the run took it already.
+    try {
+      if (written !== null) rmSync(written, { force: true });
+    } catch {
+      // Best effort: the database's error is the request's answer either way.
+    }
+    throw err;
+  }
   deps.bus.publish([appended]);
   return json(202, runToJson(row));
 };
