@@ -11,9 +11,8 @@ import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
-import {
-  answersHealth, findControlUrl, serverRecordFile, readServerRecordFile, isPidAlive,
-} from '../client/server-record.ts';
+import { answersHealth, serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
+import { findControlUrl } from '../engine/control-url.ts';
 import { procStart } from '../engine/proc-group.ts';
 import { procList, readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';

@@ -2,7 +2,7 @@
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
-import { discoverControlUrl } from '../client/server-record.ts';
+import { discoverControlUrl } from '../engine/control-url.ts';
 import { readControlToken } from '../engine/shipper.ts';
 import type { RunFilter, RunRef } from '../client/types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';

@@ -3,7 +3,7 @@ import { sendPendingRuns } from './ship.ts';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, ConflictError, FailedError } from '../errors.ts';
 import { realOrNull } from '../spawn/tree.ts';
-import { discoverControlUrl } from '../client/server-record.ts';
+import { discoverControlUrl } from '../engine/control-url.ts';
 import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
 import { planToReuse, type RunPlan } from '../engine/run-plan.ts';
 import { followUpRequest } from '../engine/follow-up.ts';

@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import type { IngestResult } from '../client/types.ts';
-import { discoverControlUrl } from '../client/server-record.ts';
+import { discoverControlUrl } from './control-url.ts';
 import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment, RUN_KEY } from './ids.ts';
 import { RUN_KEY_FILE, runDir } from './paths.ts';

@@ -4,7 +4,8 @@ import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { discoverControlUrl, readServerRecordFile, serverRecordFile } from '../../src/client/server-record.ts';
+import { readServerRecordFile, serverRecordFile } from '../../src/client/server-record.ts';
+import { discoverControlUrl } from '../../src/engine/control-url.ts';
 
 const homes: string[] = [];
 function home(record?: unknown): string {

@@ -5,6 +5,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir } from './helpers.ts';
@@ -30,6 +31,11 @@ describe('a served repository asking for a writable ~/.config/git', { skip: bwra
       writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({
         provider: 'planter', providers: { planter: { command: ['sh', '.svc/planter.sh'], writable: ['.config/git'] } },
       }));
+      // Committed, as the repository that asks for it would: a job without --pr runs in a worktree of its own.
+      const git = (...args: string[]) => execFileSync('git', ['-c', 'user.name=A', '-c', 'user.email=a@e', ...args],
+        { cwd: repo, stdio: 'ignore', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: repo } });
+      git('add', '.svc/planter.sh', '.svc/config.json');
+      git('commit', '-q', '-m', 'a provider that plants a git filter');
       mkdirSync(join(home, '.svc'), { recursive: true });
       writeFileSync(join(home, '.svc', 'operator.json'), JSON.stringify({ env: ['MY_TOOL_HOME'] }));
       const t = await startTestTrigger({ MY_TOOL_HOME: '/opt/tool-6160', AWS_SECRET_ACCESS_KEY: 'aws-sekret-6161' },
@@ -48,7 +54,7 @@ describe('a served repository asking for a writable ~/.config/git', { skip: bwra
         assert.equal(existsSync(join(home, '.config', 'git', 'config')), false, 'no global git config on the host');
         assert.equal(existsSync('/tmp/svc-planted-by-job'), false, 'nothing ran the filter');
         assert.equal(job.status, 'succeeded', String(job.error));
-        const env = readFileSync(join(repo, 'agent-env.txt'), 'utf8');
+        const env = readFileSync(join(repo, '.svc', 'worktrees', run, 'agent-env.txt'), 'utf8');
         assert.match(env, /^MY_TOOL_HOME=\/opt\/tool-6160$/m, 'the operator\'s name crossed the launcher');
         assert.equal(env.includes('aws-sekret-6161'), false);
       } finally {
