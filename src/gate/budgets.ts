@@ -124,9 +124,12 @@ export class DayLedger {
   }
 }
 
-/** Calls under way a budgeted run (or any run under a daily cap) may have at `svc gate serve`: what it can spend past
- * its budget. */
+/** Calls under way a budgeted run may have at `svc gate serve`: what it can spend past its budget. */
 export const CALLS_IN_FLIGHT = 2;
+/** Calls under way a run held to a daily cap alone may have: more than a budgeted run's, since a coding agent runs
+ * subagents and side calls beside a long stream, and a cap is shared by many runs; still a bound on what one run
+ * adds to the day before its next call can be refused, under the job's share of the gate's connections. */
+export const CAPPED_CALLS_IN_FLIGHT = 6;
 
 interface RunSpent {
   usd: number;

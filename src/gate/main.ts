@@ -14,7 +14,7 @@ import { setting, settingChoice, settingInt, settingOr, settingUsd } from '../se
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { loadPriceTable } from './prices.ts';
 import {
-  budgetName, CALLS_IN_FLIGHT, DayLedger, reachedBudget, refusalText, RunSpend, type Reached,
+  budgetName, CALLS_IN_FLIGHT, CAPPED_CALLS_IN_FLIGHT, DayLedger, reachedBudget, refusalText, RunSpend, type Reached,
 } from './budgets.ts';
 import type { Asker, GateMeter } from './context.ts';
 import type { EgressRecord } from './evidence.ts';
@@ -134,7 +134,7 @@ export function sharedMeter(
         // An unpriced call leaves the run's own budget unkept; a call whose bounds its request could not set leaves
         // every budget the run is held to unkept. Such a call counts at most INPUT_BOUND input and one answer of
         // OUTPUT_BOUND (usage.ts): $39.60 at the built-in table's top prices, so a day cap below that can be filled
-        // by one; two under way per run (hold) bound what a run adds before its next call is refused.
+        // by one; the calls under way per run (hold) bound what a run adds before its next call is refused.
         const why = budget !== null && run?.uncounted ? run.uncounted
           : run?.doubt ? `a model call may have cost more than its bounds (${run.doubt})` : null;
         if (run && why !== null) {
@@ -152,8 +152,10 @@ export function sharedMeter(
       hold: (asker) => {
         const run = followed(asker.who);
         if (!run) return () => {};
-        if (run.inFlight >= CALLS_IN_FLIGHT) {
-          return `this run has ${run.inFlight} model calls under way (its budget's bound)`;
+        const budgeted = asker.who?.maxUsd !== undefined;
+        if (run.inFlight >= (budgeted ? CALLS_IN_FLIGHT : CAPPED_CALLS_IN_FLIGHT)) {
+          const bound = budgeted ? 'its budget\'s bound' : 'its bound under the daily cap';
+          return `this run has ${run.inFlight} model calls under way (${bound})`;
         }
         run.inFlight += 1;
         // Once only, however the call ends: a second release would let the run past its calls in flight.

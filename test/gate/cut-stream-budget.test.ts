@@ -406,22 +406,22 @@ describe('a run whose call was counted at bounds its request could not set for c
     assert.equal(refused.body, `svc gate: this server's daily budget of $1000.00 cannot be kept: ${DOUBT}\n`);
   });
 
-  it('holds a run under a day cap alone to two model calls under way, as a budgeted run', async () => {
+  it('holds a run under a day cap alone to six model calls under way (a budgeted run: two)', async () => {
     const credential = mint('capped-flight', 'acme/flight');
     const read = silent.read;
-    const under = [0, 1].map(() => {
+    const under = Array.from({ length: 6 }, () => {
       const req = request({ host: '127.0.0.1', port: gate.port ?? 0, method: 'POST', agent: false,
         path: `/_job/${credential}/_model/anthropic/v1/silent/messages` });
       req.on('error', () => {});
       req.end(ASK);
       return req;
     });
-    await waitFor(() => silent.read === read + 2, 'two calls under way');
-    const third = await call(credential, 'overloaded');
-    assert.equal(third.status, 429);
-    assert.equal(third.body, 'svc gate: this run has 2 model calls under way (its budget\'s bound)\n');
+    await waitFor(() => silent.read === read + 6, 'six calls under way');
+    const seventh = await call(credential, 'overloaded');
+    assert.equal(seventh.status, 429);
+    assert.equal(seventh.body, 'svc gate: this run has 6 model calls under way (its bound under the daily cap)\n');
     for (const req of under) req.destroy();
-    await metered('capped-flight', 2);
+    await metered('capped-flight', 6);
     assert.equal((await call(credential, 'overloaded')).status, 200, 'once they ended, the next goes through');
   });
 
