@@ -128,6 +128,9 @@ const RESPONSES_KEPT: readonly string[] = [...ASKED_KEPT.openai, 'prompt'];
 // Each Responses input item's type: an `item_reference` names an item the API keeps. Not counted towards
 // ASKED_PICKS_MAX: a whole history has one per item.
 const ITEM_TYPE = 'input.type';
+// At most this many items read: each costs the picker a value, and a hostile body of 2 million tiny items held the
+// gate's one event loop 2.7 s. A long agent history is some thousands; one past this is read no further (doubted).
+const ITEM_TYPES_MAX = 20_000;
 const RESPONSES = /\/responses(\/compact)?$/i;
 // Gemini's API reads a field in snake_case as in camelCase (`generation_config.max_output_tokens`).
 const ASKED_ALIASES: Record<Family, ReadonlyMap<string, string>> = {
@@ -149,6 +152,7 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   // A maximum given as null: the APIs read it as absent, so no maximum (OUTPUT_BOUND), the larger of any given.
   let unbounded = false;
   let picks = 0;
+  let items = 0;
   // A body encoded (gzip) or not starting with `{` past whitespace (a UTF-8 BOM, UTF-16, a form) is not one this
   // reader walks, though the API may read it: what it asked is not known.
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].trim() : '';
@@ -168,7 +172,8 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
     for (const { path, text } of picker.picks.splice(0)) {
       const value = tryParseJson(text);
       if (path === ITEM_TYPE) {
-        if (value === 'item_reference') asked.doubt ??= 'its request continues input the API keeps (item_reference)';
+        if (++items > ITEM_TYPES_MAX) unread ??= 'more than 20,000 input items';
+        else if (value === 'item_reference') asked.doubt ??= 'its request continues input the API keeps (item_reference)';
         continue;
       }
       picks += 1;

@@ -583,6 +583,11 @@ describe('metered cost at the gate', () => {
       .doubt, 'its request continues input the API keeps (item_reference)');
     assert.deepEqual(kept(JSON.stringify({ model: 'gpt-5', max_output_tokens: 7, input: history })),
       { model: 'gpt-5', maxOutput: 7, choices: 1, bytes: 0 });
+    // A body of endless items is read no further than 20,000 of them (each costs the gate's one event loop).
+    const items = (n: number) =>
+      JSON.stringify({ model: 'gpt-5', input: Array.from({ length: n }, () => ({ type: 'x' })) });
+    assert.equal(kept(items(20_000)).doubt, undefined);
+    assert.equal(kept(items(20_001)).doubt, 'its request was not read: more than 20,000 input items');
     const legacy = requestMeter('openai', '/v1/completions', {});
     legacy.push(Buffer.from('{"model":"gpt-4o","prompt":"hi"}'));
     assert.equal(legacy.read().doubt, undefined);
