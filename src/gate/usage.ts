@@ -173,7 +173,9 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       const value = tryParseJson(text);
       if (path === ITEM_TYPE) {
         if (++items > ITEM_TYPES_MAX) unread ??= 'more than 20,000 input items';
-        else if (value === 'item_reference') asked.doubt ??= 'its request continues input the API keeps (item_reference)';
+        else if (value === 'item_reference') {
+          asked.doubt ??= 'its request continues input the API keeps (item_reference)';
+        }
         continue;
       }
       picks += 1;
