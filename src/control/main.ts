@@ -113,12 +113,13 @@ export async function serveControlForever(
 ): Promise<number> {
   const log = createLogger('control');
   const running = await startControl(settings, env, log);
-  const other = await claimServerRecord(env, { url: running.url, pid: process.pid });
-  // The handlers go in before the URL is printed: a supervisor may send SIGTERM as soon as it reads that line.
+  // The handlers go in before server.json names this server and before the URL is printed: a supervisor (or svc's
+  // own launcher, forwarding its SIGTERM) may send SIGTERM as soon as it reads either.
   const exitCode = exitCodeAfterSignal(log, 'shutting down', async () => {
     await running.close();
     releaseServerRecord(env, process.pid);
   });
+  const other = await claimServerRecord(env, { url: running.url, pid: process.pid });
   print(`${running.url}\n`);
   log.info('listening', { url: running.url, db: settings.dbPath });
   if (other) {
