@@ -1,7 +1,7 @@
 // Opens the receipt-carrying pull request on the run's pinned target (docs/engine.md); never merges or deploys.
 // Must not: send the token anywhere the push would not (git-token.ts), or change the repository.
 import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fetchBranchHead, pushBranch, shownUrl, type PushTarget } from './git-push.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
@@ -35,11 +35,22 @@ interface PrRequest {
 
 type PrResult = { url: string; number: number | null; via: 'rest' | 'gh' };
 
+// What the git gh runs may never do: run a hook, a file monitor, or enter a submodule (whose own config an agent
+// could have written, filters included).
+const GH_GIT_CONFIG: readonly (readonly [string, string])[] = [['core.hooksPath', '/dev/null'],
+  ['core.fsmonitor', 'false'], ['diff.ignoreSubmodules', 'all'], ['submodule.recurse', 'false'],
+  ['status.submoduleSummary', 'false']];
+
 /** gh keeps its own login under HOME, never svc's tokens; the git it runs reads no global config and runs no hook. */
-function ghEnv(env: NodeJS.ProcessEnv): ChildSpec {
-  const noHooks = { GIT_CONFIG_COUNT: '2', GIT_CONFIG_KEY_0: 'core.hooksPath', GIT_CONFIG_VALUE_0: '/dev/null',
-    GIT_CONFIG_KEY_1: 'core.fsmonitor', GIT_CONFIG_VALUE_1: 'false' };
-  return { kind: 'tool', base: env, extra: gitExtraEnv(noHooks) };
+function ghEnv(env: NodeJS.ProcessEnv, ceiling?: string): ChildSpec {
+  const config: Record<string, string> = { GIT_CONFIG_COUNT: String(GH_GIT_CONFIG.length) };
+  // From a scratch folder git finds no repository, even with a temp folder inside one.
+  if (ceiling) config.GIT_CEILING_DIRECTORIES = ceiling;
+  GH_GIT_CONFIG.forEach(([key, value], i) => {
+    config[`GIT_CONFIG_KEY_${i}`] = key;
+    config[`GIT_CONFIG_VALUE_${i}`] = value;
+  });
+  return { kind: 'tool', base: env, extra: gitExtraEnv(config) };
 }
 
 /** What opens the pull request: the token (from the environment or `gh auth token`), else gh itself; null: nothing. */
@@ -106,7 +117,9 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
     writeFileSync(bodyFile, req.body);
     const args = ['pr', 'create', '--repo', repo, '--head', req.branch, '--base', req.base, '--title', req.title,
       '--body-file', bodyFile, ...(req.draft ? ['--draft'] : [])];
-    const out = runSync([gh, ...args], { ...ghEnv(req.env), cwd: req.workdir, maxBuffer: 16 * 1024 * 1024 });
+    // Never in the worktree: gh runs `git status` where it starts, and the agent wrote everything there (a submodule
+    // with its own filters). `--repo` and `--head` name all gh needs, so an empty folder does.
+    const out = runSync([gh, ...args], { ...ghEnv(req.env, dirname(dir)), cwd: dir, maxBuffer: 16 * 1024 * 1024 });
     const url = out.trim().split('\n').pop() ?? '';
     const number = /\/pull\/(\d+)/.exec(url)?.[1];
     return { url, number: number ? Number(number) : null, via: 'gh' };
