@@ -17,7 +17,8 @@ delete gitEnv.GITHUB_TOKEN;
 delete gitEnv.GH_TOKEN;
 
 function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd, env: gitEnv, encoding: 'utf8' });
+  const argv = ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args];
+  return execFileSync('git', argv, { cwd, env: gitEnv, encoding: 'utf8' });
 }
 
 /** A project with a submodule at vendor/lib, pushed to a local bare origin named like GitHub's owner/proj. */
@@ -29,7 +30,8 @@ function projectWithSubmodule(): string {
   const lib = git(join(root, 'lib'), 'rev-parse', 'HEAD').trim();
   const project = join(root, 'proj');
   git(root, 'init', '-q', '-b', 'main', 'proj');
-  writeFileSync(join(project, '.gitmodules'), '[submodule "vendor/lib"]\n\tpath = vendor/lib\n\turl = https://github.com/o/lib\n');
+  const gitmodules = '[submodule "vendor/lib"]\n\tpath = vendor/lib\n\turl = https://github.com/o/lib\n';
+  writeFileSync(join(project, '.gitmodules'), gitmodules);
   git(project, 'add', '.gitmodules');
   git(project, 'update-index', '--add', '--cacheinfo', `160000,${lib},vendor/lib`);
   git(project, 'commit', '-q', '-m', 'base');
@@ -76,7 +78,8 @@ describe('the gh pull-request path', () => {
       draft: false, target, env });
     assert.equal(pr.via, 'gh');
     assert.equal(pr.url, 'https://github.com/owner/proj/pull/1');
-    assert.equal(existsSync(proof), false, `the agent's clean filter ran on the host in ${existsSync(proof) ? readFileSync(proof, 'utf8') : ''}`);
+    const ranIn = existsSync(proof) ? readFileSync(proof, 'utf8') : '';
+    assert.equal(ranIn, '', 'the agent\'s clean filter ran on the host');
     assert.ok(!readFileSync(ghCwd, 'utf8').trim().startsWith(project), 'gh ran outside the project');
     assert.equal(git(join(root, 'owner/proj.git'), 'rev-parse', 'svc/r1'), git(worktree, 'rev-parse', 'HEAD'),
       'the branch was pushed');
