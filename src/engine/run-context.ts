@@ -22,9 +22,13 @@ const STOP_GRACE_MS = 5_000;
 
 export type RunContext = ReturnType<typeof openRunContext>;
 
-/** `ship`: whether the run goes to the Control Plane as it runs; by default unless SVC_SHIP is 0. */
+/**
+ * `ship`: whether the run goes to the Control Plane as it runs; by default unless SVC_SHIP is 0. `control`: requests
+ * an earlier batch of this run took before the context opened (a pod signer's first), acted on as its own batches'.
+ */
 export function openRunContext(
-  dir: string, env: NodeJS.ProcessEnv, opts: { ship?: boolean; say?: (t: string) => void },
+  dir: string, env: NodeJS.ProcessEnv,
+  opts: { ship?: boolean; say?: (t: string) => void; control?: readonly ControlItem[] },
 ) {
   const state = readState(dir);
   let stoppedBy: string | null = null;
@@ -117,6 +121,7 @@ export function openRunContext(
       log.close();
     },
   };
+  for (const item of opts.control ?? []) onControl(item);
   return ctx;
 }
 

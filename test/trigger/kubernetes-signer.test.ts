@@ -281,6 +281,24 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.notEqual(queued.status, 201);
   });
 
+  // The signer's first batch (the move onto the sealed key) takes the run's waiting requests: a stop asked after the
+  // run container's last batch comes only there, and the Control Plane never hands it out again.
+  it('honours a stop asked after the run container ended: the run ends stopped, with no receipt and no PR', async () => {
+    const { outcome, run } = await runJob('fix the greeting', async (_workspace, runId) => {
+      const stop = await cp.request('POST', `/v1/runs/k8s/${runId}/stop`, { body: {} });
+      assert.equal(stop.status, 202, stop.text);
+      assert.equal(stop.json.status, 'stopping');
+    });
+    assert.equal(outcome.status, 'stopped', outcome.error ?? '');
+    assert.equal(outcome.pr_url, null);
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.deepEqual([shown.status, shown.verdict, shown.failure?.class], ['stopped', null, 'stopped']);
+    assert.equal((await cp.request('GET', `/v1/runs/k8s/${run}/artifact/receipt.json`)).json?.forged, true,
+      'only the agent\'s own receipt is there');
+    assert.equal(spawnSync('git', ['rev-parse', '--verify', '-q', `refs/heads/svc/${run}`], { cwd: repo.origin }).status,
+      1, 'no branch pushed');
+  });
+
   it('fails a run whose evidence is gone, whatever its state.json claims, and signs nothing', async () => {
     const { outcome, run } = await runJob('fix the greeting', (workspace, runId) => {
       const dir = join(workspace, '.svc', 'runs', runId);
