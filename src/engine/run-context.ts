@@ -40,6 +40,7 @@ export function openRunContext(
   function onControl(item: ControlItem): void {
     if (item.run !== state.run) return;
     if (item.action === 'stop') ctx.requestStop('a stop request through the Control Plane');
+    if (item.action === 'deleted') ctx.requestStop('its deletion on the Control Plane');
     if (item.action === 'answer' && typeof item.answer === 'string') answers.push(answerOf(item.answer, item.by));
   }
 

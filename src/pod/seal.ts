@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { handedRunKey, newRunKey, RUN_KEY } from '../engine/ids.ts';
 import { RUN_KEY_FILE } from '../engine/paths.ts';
-import { shipperClient, type ControlItem } from '../engine/shipper.ts';
+import { deletedRun, shipperClient, type ControlItem } from '../engine/shipper.ts';
 import { settingOr } from '../settings-registry.ts';
 import { headSha, currentBranch } from '../engine/git.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
@@ -50,7 +50,7 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
  * key, which moves the run onto it before anything of the run folder is shipped. A refusal (4xx) throws; so does a
  * run left unbound (stored first without a key, ingest's `unbound`) when `needBound`. Else `unstored`: why the
  * Control Plane did not answer (network, 5xx), or null; and `control`: the stop and answer requests the batch took
- * (the Control Plane marks them delivered, so the caller must act on them: none comes again).
+ * (the Control Plane marks them delivered, so the caller must act on them: none comes again), and the run's deletion.
  */
 export async function storeSealedRun(
   env: NodeJS.ProcessEnv, run: string, seal: Seal, key: string, needBound: boolean,
@@ -71,7 +71,8 @@ export async function storeSealedRun(
     throw new FailedError(`Run ${source}/${run} was stored without a key before the seal step: any sender of the ` +
       'source can write it');
   }
-  return { unstored: null, control: result.control ?? [] };
+  const deleted = result.deleted?.includes(run) ? [deletedRun(run)] : [];
+  return { unstored: null, control: [...(result.control ?? []), ...deleted] };
 }
 
 /** The key `svc pod seal` made for the run, as the signer ships with it; never echoed. */

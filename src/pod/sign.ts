@@ -301,7 +301,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     const named = `${String(copied.source)}/${String(copied.run)}`;
     throw new RefusedError(`The run folder names ${named}, not ${opts.source}/${opts.run}`);
   }
-  // A stop the first batch took (asked after the run container's last batch) is this signer's to honour.
+  // A stop the first batch took (asked after the run container's last batch), or the run's deletion, is this signer's
+  // to honour.
   const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control });
   try {
     // What only the signer may say is cleared first: the copied state.json is the agent's to write.

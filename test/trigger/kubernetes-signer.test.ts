@@ -299,6 +299,22 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       1, 'no branch pushed');
   });
 
+  // Stopped before its run container's first batch, a pod's run ends at once and can be deleted; its stop request
+  // goes with its row, and each later batch of the pod is answered only "deleted".
+  it('stops a run deleted before its run container shipped: no receipt, no PR, and the run stays deleted', async () => {
+    const beforeRun = async (runId: string) => {
+      const stop = await cp.request('POST', `/v1/runs/k8s/${runId}/stop`, { body: {} });
+      assert.equal(stop.json?.status, 'stopped', stop.text);
+      assert.equal((await cp.request('DELETE', `/v1/runs/k8s/${runId}`)).status, 200);
+    };
+    const { outcome, run, job } = await runJob('fix the greeting', undefined, undefined, { beforeRun });
+    assert.equal(outcome.status, 'stopped', `${outcome.error}\n${kube.jobs.get(job)!.stderr}`);
+    assert.equal(outcome.pr_url, null);
+    assert.equal((await cp.request('GET', `/v1/runs/k8s/${run}`)).status, 404);
+    assert.equal(spawnSync('git', ['rev-parse', '--verify', '-q', `refs/heads/svc/${run}`], { cwd: repo.origin }).status,
+      1, 'no branch pushed');
+  });
+
   it('fails a run whose evidence is gone, whatever its state.json claims, and signs nothing', async () => {
     const { outcome, run } = await runJob('fix the greeting', (workspace, runId) => {
       const dir = join(workspace, '.svc', 'runs', runId);
