@@ -34,7 +34,9 @@ export default async function pod(io: CliIo): Promise<number> {
     const seal = writeSeal(values.repo, values.sealed, values.handoff);
     // Refused, or left unbound, fails the seal (the pod does not start its run); not answered is said and goes on.
     const handed = handedRunKey(readSealedRunKey(values.sealed));
-    const unstored = named === undefined ? 'no --run-id' : await storeSealedRun(io.env, named, seal, handed, true);
+    // A run the seal step stores is new: no stop or answer is waiting for it.
+    const unstored = named === undefined ? 'no --run-id'
+      : (await storeSealedRun(io.env, named, seal, handed, true)).unstored;
     if (named !== undefined && unstored) io.stderr(`svc pod seal: the run is not stored yet (${unstored})\n`);
     io.stdout(`${safeJson({ sealed: seal.base_sha, origin: seal.origin_url !== null, stored: unstored === null })}\n`);
     return 0;

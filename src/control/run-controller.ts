@@ -148,7 +148,7 @@ export function createRunController(deps: RunControllerDeps) {
             deps.stores.runs.setStatus(row.source, row.run, final, now, {
               ended_at: endedAt, question: null, ...failureColumns(failure),
             });
-            const data = { from: current.status, to: 'stopped' };
+            const data = { from: current.status, to: final };
             deps.bus.publish([deps.stores.events.append(row.source, row.run, { kind: 'run.status', data, ts: now })]);
           } else if (current?.status === 'stopped' && current.failure_class === 'stopped' && failure) {
             // The worker shipped the signal it got; who sent it is known here.

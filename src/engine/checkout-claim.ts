@@ -6,7 +6,7 @@
 import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RefusedError } from '../errors.ts';
+import { BadInputError, RefusedError } from '../errors.ts';
 import { obj, num, str, tryParseJson, type Obj } from '../untrusted.ts';
 import { identityOf, procStart } from './proc-group.ts';
 import { isPidAlive } from '../client/server-record.ts';
@@ -26,6 +26,15 @@ function inGitDir<T>(gitDir: string, use: (dir: PlainDir) => T): T {
     throw new RefusedError(`Cannot claim the checkout: its git directory "${gitDir}" is not a folder`);
   }
   return withDir(dir, use);
+}
+
+/** A git directory this user may not write (a read-only mount, another user's checkout) said as such; else `err`. */
+function unwritable(gitDir: string, err: unknown): unknown {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code !== 'EROFS' && code !== 'EACCES' && code !== 'EPERM') return err;
+  return new BadInputError(`Cannot claim the checkout: its git directory "${gitDir}" is not writable here (${code}); ` +
+    'svc start writes its claim and its commits there, so run it as a user who can write the checkout, where it is ' +
+    'mounted writable', { cause: err });
 }
 
 /** The claim's inode, its launcher's pid and whether it still runs (the same pid, same start time); null: no claim. */
@@ -66,7 +75,9 @@ function removeDeadLaunchers(dir: PlainDir): void {
  * Takes the checkout's claim, waiting while another live launcher holds it; returns its release. A claim whose
  * launcher died is moved aside to `svc-checkout-claim-dead-<inode>`, kept while this launcher waits or holds the
  * claim (a second launcher that judged the same claim dead then fails to move a fresh claim onto that name, as rename
- * never replaces a folder holding files), and removed when it is done.
+ * never replaces a folder holding files), and removed when it is done. What that leaves open: a launcher paused
+ * between its read of a dead claim and its move (two adjacent calls) for as long as another moved it, took, held and
+ * released the claim would move a later live claim aside; closing it needs a rename-if-same-inode, which POSIX lacks.
  */
 export async function claimCheckout(repo: string): Promise<() => void> {
   const gitDir = checkoutGitDir(repo);
@@ -76,7 +87,11 @@ export async function claimCheckout(repo: string): Promise<() => void> {
     for (const name of [mine, ...movedAside]) rmSync(pathIn(dir, name), { recursive: true, force: true });
   });
   inGitDir(gitDir, (dir) => {
-    mkdirSync(pathIn(dir, mine));
+    try {
+      mkdirSync(pathIn(dir, mine));
+    } catch (err) {
+      throw unwritable(gitDir, err);
+    }
     writeFileSync(pathIn(dir, `${mine}/owner`), JSON.stringify(identityOf(process.pid)), { flag: 'wx' });
   });
   const deadline = Date.now() + WAIT_MS;

@@ -58,8 +58,14 @@ export async function latestDeployLine(repoDir: string): Promise<string | null> 
 export function recordDeploy(repoDir: string, input: { sha: string; health: string; finished_at?: string }): string {
   const finishedAt = input.finished_at ?? new Date().toISOString();
   const record = parseRecord({ sha: input.sha, health: input.health, finished_at: finishedAt });
+  // Each value named by the flag that gave it (`svc deploy record` is the one caller): one message for both blamed
+  // the time for a short sha.
+  if (!record && !/^[0-9a-f]{7,64}$/i.test(input.sha)) {
+    throw new BadInputError(`--sha ${JSON.stringify(input.sha)} is not a commit sha: 7 to 64 hex digits`);
+  }
   if (!record) {
-    throw new BadInputError('A deploy record needs a hex commit sha (7-64 chars) and an ISO-8601 finished_at');
+    throw new BadInputError(`--finished-at ${JSON.stringify(finishedAt)} is not a date and time ` +
+      '(ISO-8601, e.g. 2026-11-29T12:00:00Z)');
   }
   // Named by the time in ISO form, whatever form --finished-at took (an RFC 2822 date's name would sort by weekday), so
   // every record svc writes sorts by time and latestDeployLine's last names are the newest.

@@ -22,9 +22,13 @@ const STOP_GRACE_MS = 5_000;
 
 export type RunContext = ReturnType<typeof openRunContext>;
 
-/** `ship`: whether the run goes to the Control Plane as it runs; by default unless SVC_SHIP is 0. */
+/**
+ * `ship`: whether the run goes to the Control Plane as it runs; by default unless SVC_SHIP is 0. `control`: requests
+ * an earlier batch of this run took before the context opened (a pod signer's first), acted on as its own batches'.
+ */
 export function openRunContext(
-  dir: string, env: NodeJS.ProcessEnv, opts: { ship?: boolean; say?: (t: string) => void },
+  dir: string, env: NodeJS.ProcessEnv,
+  opts: { ship?: boolean; say?: (t: string) => void; control?: readonly ControlItem[] },
 ) {
   const state = readState(dir);
   let stoppedBy: string | null = null;
@@ -36,6 +40,7 @@ export function openRunContext(
   function onControl(item: ControlItem): void {
     if (item.run !== state.run) return;
     if (item.action === 'stop') ctx.requestStop('a stop request through the Control Plane');
+    if (item.action === 'deleted') ctx.requestStop('its deletion on the Control Plane');
     if (item.action === 'answer' && typeof item.answer === 'string') answers.push(answerOf(item.answer, item.by));
   }
 
@@ -117,6 +122,7 @@ export function openRunContext(
       log.close();
     },
   };
+  for (const item of opts.control ?? []) onControl(item);
   return ctx;
 }
 

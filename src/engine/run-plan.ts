@@ -1,13 +1,14 @@
 // A run's plan: everything the run may do, resolved once by its launcher and kept as plan.json.
 import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { isAbsolute, join, resolve } from 'node:path';
+import { isAbsolute, join, normalize, resolve } from 'node:path';
 import { errorMessage, FailedError, RefusedError } from '../errors.ts';
 import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
 import { cappedLimits, decideSettings, serverRefusal, trustNeeded } from './setting-authority.ts';
 import { resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
+import { git } from './git.ts';
 import { openRunDir, withDir, writeJsonAtomic } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
@@ -71,6 +72,7 @@ export function planRun(req: {
       throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed'));
     }
     const sandbox = resolveSandbox(policySandbox(policyFile, server, env), env);
+    refuseUncommitted(provider, repo, req.workdir);
     if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);
     const capped = cappedLimits(policy.limits, operator.limits);
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
@@ -201,6 +203,32 @@ export function operatorAllowNow(plan: RunPlan, env: NodeJS.ProcessEnv, note: (t
     note(`operator network.allow ${withdrawn.join(', ')} left out: no longer in the operator's configuration`);
   }
   return granted.filter((entry) => current.includes(entry));
+}
+
+/**
+ * Refuses a command provider naming a file of the checkout that is not committed when the run works in a worktree,
+ * which holds only what is committed: there the provider found no such file and the run said only "Provider x exited
+ * with code 2". A program on PATH (a first argument without "/") is no file of the checkout.
+ */
+function refuseUncommitted(provider: ResolvedProvider, repo: string, workdir: string): void {
+  if (provider.kind !== 'command' || resolve(workdir) === resolve(repo)) return;
+  const missing = provider.argv.find((arg, i) => {
+    if (isAbsolute(arg) || (i === 0 && !arg.includes('/'))) return false;
+    const path = normalize(arg);
+    if (path.startsWith('..') || !lstatSync(join(repo, path), { throwIfNoEntry: false })?.isFile()) return false;
+    try {
+      git(repo, ['cat-file', '-e', `HEAD:${path}`]);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  if (missing === undefined) return;
+  throw new RefusedError(
+    `Refusing to start: provider "${provider.name}" names ${missing}, which is not committed, and a --worktree or ` +
+      `--pr run's working tree holds only what is committed. Commit it (git add ${missing} && git commit), or ` +
+      'start without --worktree and --pr',
+  );
 }
 
 /** Refuses a command provider whose absolute-path arguments its sandbox would not show (there: "No such file"). */

@@ -1,7 +1,7 @@
 // A run's folder as the engine keeps it: state.json (the run JSON of DESIGN §3 plus what the engine needs to steer
 // it), events.jsonl, and the runs of a checkout.
 import { closeSync, fstatSync, lstatSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { RUN_KEY_FILE, statePath } from './paths.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
 import { git } from './git.ts';
@@ -220,10 +220,19 @@ export class UntrackableError extends RefusedError {}
 /** Whether a name directly under a folder is committed to the repository. */
 export type Committed = (name: string) => boolean;
 
+/** Whether `dir` or a folder above it holds a `.git`: a project in a checkout's subfolder has none of its own. */
+function inGitCheckout(dir: string): boolean {
+  for (let at = resolve(dir); ; at = dirname(at)) {
+    if (lstatSync(join(at, '.git'), { throwIfNoEntry: false }) !== undefined) return true;
+    if (dirname(at) === at) return false;
+  }
+}
+
 /**
  * Which names under `<repo>/<folder>` git tracks anything in: the repository's own content, never svc's. A path git
  * lists at the folder or above it (a submodule's gitlink or a link at `.svc` or `.svc/runs`) commits everything under
- * it. When git fails, a folder without .git (no repository) commits nothing; a git checkout throws UntrackableError.
+ * it. When git fails, a folder with no .git in it or above it (no repository) commits nothing; a folder of a git
+ * checkout throws UntrackableError.
  */
 export function trackedNames(repo: string, folder: string): Committed {
   const parts = folder.split('/');
@@ -233,7 +242,7 @@ export function trackedNames(repo: string, folder: string): Committed {
   try {
     listed = git(repo, ['ls-files', '-z', '--', parts[0]!]).split('\0').filter(Boolean);
   } catch (err) {
-    if (lstatSync(join(repo, '.git'), { throwIfNoEntry: false }) === undefined) return () => false;
+    if (!inGitCheckout(repo)) return () => false;
     throw new UntrackableError(`git could not list what the repository tracks (${errorMessage(err)})`);
   }
   if (listed.some((path) => folder === path || folder.startsWith(`${path}/`))) return () => true;

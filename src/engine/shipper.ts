@@ -199,6 +199,11 @@ export function shipperClient(
   return { url, token, client: createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 }) };
 }
 
+/** What a batch answered `deleted` for `run` is to its worker: a stop (run-context.ts). */
+export function deletedRun(run: string): ControlItem {
+  return { run, action: 'deleted' };
+}
+
 export function createShipper(
   dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void, onSkip?: SkipReport,
 ) {
@@ -248,6 +253,9 @@ export function createShipper(
     });
     writeJsonAtomic(join(dir, 'ship.json'), read.next);
     for (const item of result.control ?? []) onControl?.(item);
+    // Only an ended run can be deleted: one whose worker still ships was ended on the Control Plane without it (a
+    // pod's run stopped before its first batch), and its stop request went with its row.
+    if (result.deleted?.includes(state.run)) onControl?.(deletedRun(state.run));
     return read.more;
   }
 

@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { handedRunKey, newRunKey, RUN_KEY } from '../engine/ids.ts';
 import { RUN_KEY_FILE } from '../engine/paths.ts';
-import { shipperClient } from '../engine/shipper.ts';
+import { deletedRun, shipperClient, type ControlItem } from '../engine/shipper.ts';
 import { settingOr } from '../settings-registry.ts';
 import { headSha, currentBranch } from '../engine/git.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
@@ -48,12 +48,13 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
  * with `key`: the seal step's, bound to the handed key, before any agent code runs, so the agent cannot store it first
  * (without a key: left unbound; with one of its own: the signer's batches refused); the signer's, with the sealed
  * key, which moves the run onto it before anything of the run folder is shipped. A refusal (4xx) throws; so does a
- * run left unbound (stored first without a key, ingest's `unbound`) when `needBound`. Else why the Control Plane did
- * not answer (network, 5xx), or null.
+ * run left unbound (stored first without a key, ingest's `unbound`) when `needBound`. Else `unstored`: why the
+ * Control Plane did not answer (network, 5xx), or null; and `control`: the stop and answer requests the batch took
+ * (the Control Plane marks them delivered, so the caller must act on them: none comes again), and the run's deletion.
  */
 export async function storeSealedRun(
   env: NodeJS.ProcessEnv, run: string, seal: Seal, key: string, needBound: boolean,
-): Promise<string | null> {
+): Promise<{ unstored: string | null; control: ControlItem[] }> {
   const source = settingOr(env, 'SVC_SOURCE');
   const { client } = shipperClient(env);
   const queued = { run, status: 'queued', started_at: seal.sealed_at, updated_at: seal.sealed_at, run_key: key };
@@ -64,13 +65,14 @@ export async function storeSealedRun(
     if (err instanceof ControlApiError && err.status >= 400 && err.status < 500) {
       throw new FailedError(`The Control Plane refused run ${source}/${run}: ${errorMessage(err)}`);
     }
-    return errorMessage(err);
+    return { unstored: errorMessage(err), control: [] };
   }
   if (needBound && result.unbound?.includes(run)) {
     throw new FailedError(`Run ${source}/${run} was stored without a key before the seal step: any sender of the ` +
       'source can write it');
   }
-  return null;
+  const deleted = result.deleted?.includes(run) ? [deletedRun(run)] : [];
+  return { unstored: null, control: [...(result.control ?? []), ...deleted] };
 }
 
 /** The key `svc pod seal` made for the run, as the signer ships with it; never echoed. */

@@ -291,8 +291,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // The run moves onto the sealed key first, in a batch of the signer's own: a batch carrying the run folder's events
   // and artifacts, which the agent wrote, can be refused whole for one bad event (ingest-validate.ts), and would leave
   // the run bound to the handed key, which the agent can read. A refusal fails the signer.
-  const unmoved = await storeSealedRun(opts.env, opts.run, readSeal(opts.sealedDir), key, false);
-  if (unmoved) opts.say(`svc pod sign: the run is not moved onto the sealed key yet (${unmoved})\n`);
+  const moved = await storeSealedRun(opts.env, opts.run, readSeal(opts.sealedDir), key, false);
+  if (moved.unstored) opts.say(`svc pod sign: the run is not moved onto the sealed key yet (${moved.unstored})\n`);
   copyRunFolder(runDir(opts.workspace, opts.run), dir);
   // The Control Plane moves the run onto this key from the one handed to the run container (ingest-apply.ts).
   makeRunKey(dir, key);
@@ -301,13 +301,21 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     const named = `${String(copied.source)}/${String(copied.run)}`;
     throw new RefusedError(`The run folder names ${named}, not ${opts.source}/${opts.run}`);
   }
-  const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say });
+  // A stop the first batch took (asked after the run container's last batch), or the run's deletion, is this signer's
+  // to honour.
+  const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control });
   try {
     // What only the signer may say is cleared first: the copied state.json is the agent's to write.
     const stopped = ctx.state.status === 'stopped';
     ctx.update({ repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null });
     // The trace is the job's, from the pod spec's SVC_TRACEPARENT: the copied state could name another run's.
     ctx.update({ trace_id: parseTraceparent(opts.env.SVC_TRACEPARENT)?.traceId ?? null });
+    const stoppedBy = ctx.stoppedBy();
+    if (stoppedBy !== null && !stopped) {
+      // As a local run stopped before its finish: no receipt and no pull request (src/engine/worker.ts).
+      ctx.setStatus('stopped', { ...ended(ctx), failure: runFailure('stopped', `stopped by ${stoppedBy}`) });
+      return ctx.state;
+    }
     let evidence: RunEvidence | null = null;
     try {
       evidence = readEvidence(readFileSync(join(dir, 'artifacts', EVIDENCE_ARTIFACT), 'utf8'), opts.run);

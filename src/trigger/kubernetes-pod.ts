@@ -124,12 +124,19 @@ type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | 
 
 // The claim's repository ($1), copied (committed HEAD only) into the pod's own workspace ($2): pods run side by side,
 // and a shared writable checkout would hand one pod's agent another's run key and worktree (docs/control-data.md).
-// The copy keeps the claim's origin, where the seal sends a pull request, and a claim without one gives none.
+// The copy keeps the claim's origin, where the seal sends a pull request, and a claim without one gives none; the
+// origin is the claim's text, so `--` keeps one starting with "-" from reading as an option. A claim is often
+// written by another uid than the pod's: git reads it only as a safe.directory (else the clone fails and the origin
+// read finds none, quietly), and the clone's upload-pack takes that only from a global config (`-c` is not passed on).
 const PVC_COPY = [
   'set -e',
+  'trust=$(mktemp)',
+  'printf \'[safe]\\n\\tdirectory = %s\\n\\tdirectory = %s/.git\\n\' "$1" "$1" > "$trust"',
+  'export GIT_CONFIG_GLOBAL="$trust"',
   'git clone --no-hardlinks -- "$1" "$2"',
   'git -C "$2" remote remove origin',
-  'if url=$(git -C "$1" config --get remote.origin.url); then git -C "$2" remote add origin "$url"; fi',
+  'if url=$(git -C "$1" config --get remote.origin.url); then git -C "$2" remote add -- origin "$url"; fi',
+  'rm -f "$trust"',
 ].join('\n');
 
 /** The entry's clone URL, else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at its ref, else the image's own files. */

@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -34,6 +34,36 @@ describe('svc deploy outside a git repository', () => {
   it('still exits 2 for a usage mistake, checked before the repository', async () => {
     assert.equal((await svc(['record', '--sha', 'abcdef1234567'])).code, 2);
     assert.equal((await svc(['explode'])).code, 2);
+  });
+});
+
+describe('svc deploy record with a value it cannot use', () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'svc-'));
+    execFileSync('git', ['init', '-q'], { cwd: dir, env: { PATH: process.env.PATH ?? '', HOME: dir } });
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  function svc(args: string[]): Promise<{ code: number | null; stderr: string }> {
+    return new Promise((resolve) => {
+      const child = spawn(process.execPath, [CLI, 'deploy', 'record', '--health', 'ok', ...args],
+        { cwd: dir, env: { PATH: process.env.PATH ?? '', HOME: dir } });
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => (stderr += c));
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+  }
+
+  it('exits 2 naming the flag whose value is wrong: --sha or --finished-at', async () => {
+    const short = await svc(['--sha', 'abc']);
+    assert.equal(short.code, 2);
+    assert.equal(short.stderr, 'svc deploy: --sha "abc" is not a commit sha: 7 to 64 hex digits\n');
+    const when = await svc(['--sha', 'abcdef1', '--finished-at', 'soon']);
+    assert.equal(when.code, 2);
+    assert.equal(when.stderr,
+      'svc deploy: --finished-at "soon" is not a date and time (ISO-8601, e.g. 2026-11-29T12:00:00Z)\n');
+    assert.equal(existsSync(join(dir, '.svc', 'deploys')), false, 'nothing recorded');
   });
 });
 

@@ -10,6 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stopLocalRun } from '../../src/engine/run-context.ts';
 import { identityOf } from '../../src/engine/proc-group.ts';
+import { createRunController } from '../../src/control/run-controller.ts';
+import { createLogger } from '../../src/log.ts';
+import type { EventRow } from '../../src/db/events-store.ts';
+import { memoryControlStores } from '../helpers/memory-stores.ts';
 
 const ENDED = { cost_usd: 0.5, tokens_in: 100, tokens_out: 10 };
 // What the worker's budget check wrote to state.json during the attempt it died in (its total every 150 ms).
@@ -25,21 +29,51 @@ describe('stopping a run whose worker died', () => {
   });
 });
 
+describe('the Control Plane stopping a run whose worker died', () => {
+  const { stores } = memoryControlStores();
+
+  it('records it failed and publishes the transition to failed, the status it wrote', async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'svc-dead-worker-'));
+    try {
+      const run = 'r20261129120000bbbbbbbb';
+      await writeDeadRun(repo, run, ENDED);
+      stores.runs.upsert('local', { run, status: 'stopping', started_at: Date.now(), repo_path: repo });
+      const published: EventRow[] = [];
+      const controller = createRunController({
+        stores, bus: { publish: (rows) => published.push(...rows) },
+        settings: { source: 'local', answerDir: repo, token: 't' }, env: {}, clock: Date.now,
+        log: createLogger('test', () => {}), url: () => 'http://127.0.0.1:1',
+      });
+      await controller.stop(stores.runs.get('local', run)!);
+      assert.equal(stores.runs.get('local', run)?.status, 'failed');
+      assert.deepEqual(published.map((e) => JSON.parse(e.data)), [{ from: 'stopping', to: 'failed' }]);
+    } finally {
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+});
+
+/** A run folder in `repo` whose worker (a real process, now gone) died while running with `reported`. */
+async function writeDeadRun(repo: string, run: string, reported: typeof ENDED): Promise<string> {
+  const worker = spawn('sleep', ['300']);
+  const identity = identityOf(worker.pid!);
+  worker.kill('SIGKILL');
+  await once(worker, 'exit');
+  const dir = join(repo, '.svc', 'runs', run);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'state.json'), JSON.stringify({
+    run, status: 'running', provider: 'mycli', started_at: '2026-11-29T12:00:00.000Z', child: null,
+    reported, metered: null, ...reported, ...identity,
+  }));
+  return dir;
+}
+
 /** A run whose worker died with `reported` in its state.json, stopped: its cost is the in-flight attempt's, once. */
 async function stopsDeadRun(reported: typeof ENDED): Promise<void> {
   const repo = mkdtempSync(join(tmpdir(), 'svc-dead-worker-'));
   try {
-    const worker = spawn('sleep', ['300']);
-    const identity = identityOf(worker.pid!);
-    worker.kill('SIGKILL');
-    await once(worker, 'exit');
     const run = 'r20261129120000aaaaaaaa';
-    const dir = join(repo, '.svc', 'runs', run);
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'state.json'), JSON.stringify({
-      run, status: 'running', provider: 'mycli', started_at: '2026-11-29T12:00:00.000Z', child: null,
-      reported, metered: null, ...reported, ...identity,
-    }));
+    const dir = await writeDeadRun(repo, run, reported);
     // One ended attempt, then the attempt the worker died in: its `svc.cost` lines only.
     const events = [
       { kind: 'cost', data: { usd: 0.5, tokens_in: 100, tokens_out: 10, total_usd: 0.5 } },

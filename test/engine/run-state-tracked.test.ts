@@ -62,4 +62,14 @@ describe('run folders a repository commits (trackedNames)', () => {
     assert.throws(() => refuseTrackedRun(dir, 'rcommitted'), (err: Error) =>
       err instanceof UntrackableError && err instanceof RefusedError && reason.test(err.message));
   });
+
+  // A project in a subfolder of a checkout has no .git of its own: git failing there is still a checkout's failure.
+  it('fails closed the same way in a subfolder of a checkout that has no .git of its own', () => {
+    const dir = folderWithRun('rdeep', 'app/.svc/runs', true);
+    writeFileSync(join(dir, '.git', 'index'), 'not an index');
+    const app = join(dir, 'app');
+    assert.deepEqual(localRuns(app), []);
+    assert.throws(() => localRuns(app, { strict: true }), (err: Error) => err instanceof UntrackableError);
+    assert.throws(() => refuseTrackedRun(app, 'rdeep'), (err: Error) => err instanceof UntrackableError);
+  });
 });

@@ -387,3 +387,27 @@ describe('a first run with no API key', { skip: bwrapWorks ? false : 'bwrap cann
     assert.equal(runCount(repo), before, 'no run was made');
   });
 });
+
+describe('a --worktree run after svc init', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+
+  before(() => {
+    ({ repo, env } = setup());
+    // Not the sandbox's concern: the refusal comes from the plan, before any sandbox.
+    env.SVC_SANDBOX = 'none';
+  });
+  after(() => repo.cleanup());
+
+  // The worktree holds only what is committed: the provider found no .svc/agent.sh, and the run said only
+  // "Provider hello exited with code 2".
+  it('is refused naming the uncommitted script the provider runs, and how to commit it', async () => {
+    assert.equal((await svc(repo, env, ['init', '--force'])).code, 0);
+    const before = runCount(repo);
+    const res = await svc(repo, env, ['start', '--brief', 'say hello', '--worktree']);
+    assert.notEqual(res.code, 0);
+    assert.match(res.stderr, /provider "hello" names \.svc\/agent\.sh, which is not committed, and a --worktree or /);
+    assert.match(res.stderr, /Commit it \(git add \.svc\/agent\.sh && git commit\)/);
+    assert.equal(runCount(repo), before, 'no run was made');
+  });
+});

@@ -219,6 +219,24 @@ describe('buildKubeJob', () => {
     rmSync(claim, { recursive: true, force: true });
   });
 
+  // A claim is the operator's volume, often written by a sync job running as another uid than the pod's.
+  const asRoot = process.getuid?.() === 0;
+  it('copies a claim owned by another uid, and an origin starting with "-", as they are', { skip: !asRoot }, () => {
+    const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim' };
+    const pod = (buildKubeJob({ id: 'j6d', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any)
+      .spec.template.spec;
+    const claim = makeRepo();
+    const git = (cwd: string, ...args: string[]) => spawnSync('git', args, { cwd, encoding: 'utf8' });
+    git(claim, 'remote', 'set-url', '--', 'origin', '--mirror=fetch');
+    assert.equal(spawnSync('chown', ['-R', '54321:54321', claim]).status, 0);
+    const workspace = join(dir, 'workspace-j6d');
+    const copyEnv = { PATH: process.env.PATH, HOME: dir };
+    const copy = spawnSync('sh', cloneArgv(pod, claim, workspace), { encoding: 'utf8', env: copyEnv });
+    assert.equal(copy.status, 0, copy.stderr);
+    assert.equal(git(workspace, 'remote', 'get-url', 'origin').stdout.trim(), '--mirror=fetch');
+    rmSync(claim, { recursive: true, force: true });
+  });
+
   it('makes DNS-1123 job names and refuses a missing image', () => {
     assert.match(kubeJobName('J_Weird.ID__with stuff'.repeat(5)), /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/);
     assert.throws(() => kubernetesSettingsFromEnv({}), /SVC_K8S_IMAGE/);

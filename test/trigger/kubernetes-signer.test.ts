@@ -133,6 +133,12 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     return { outcome, run: launched.run!.run, job: kubeJobName(id) };
   }
 
+  /** Whether the run's branch svc/<run> reached the origin (a pull request's first step). */
+  function branchPushed(run: string): boolean {
+    const branch = `refs/heads/svc/${run}`;
+    return spawnSync('git', ['rev-parse', '--verify', '-q', branch], { cwd: repo.origin }).status === 0;
+  }
+
   async function shippedReceipt(run: string): Promise<Receipt & { forged?: boolean }> {
     const res = await cp.request('GET', `/v1/runs/k8s/${run}/artifact/receipt.json`);
     assert.equal(res.status, 200, res.text);
@@ -279,6 +285,38 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.deepEqual(receipt.checks.map((c) => [c.name, c.required, c.exit_code]), [['test', true, null]]);
     const queued = await cp.request('POST', '/v1/merge/queue', { body: { source: 'k8s', run } });
     assert.notEqual(queued.status, 201);
+  });
+
+  // The signer's first batch (the move onto the sealed key) takes the run's waiting requests: a stop asked after the
+  // run container's last batch comes only there, and the Control Plane never hands it out again.
+  it('honours a stop asked after the run container ended: the run ends stopped, no receipt and no PR', async () => {
+    const { outcome, run } = await runJob('fix the greeting', async (_workspace, runId) => {
+      const stop = await cp.request('POST', `/v1/runs/k8s/${runId}/stop`, { body: {} });
+      assert.equal(stop.status, 202, stop.text);
+      assert.equal(stop.json.status, 'stopping');
+    });
+    assert.equal(outcome.status, 'stopped', outcome.error ?? '');
+    assert.equal(outcome.pr_url, null);
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.deepEqual([shown.status, shown.verdict, shown.failure?.class], ['stopped', null, 'stopped']);
+    assert.equal((await cp.request('GET', `/v1/runs/k8s/${run}/artifact/receipt.json`)).json?.forged, true,
+      'only the agent\'s own receipt is there');
+    assert.equal(branchPushed(run), false);
+  });
+
+  // Stopped before its run container's first batch, a pod's run ends at once and can be deleted; its stop request
+  // goes with its row, and each later batch of the pod is answered only "deleted".
+  it('stops a run deleted before its run container shipped: no receipt, no PR, and the run stays deleted', async () => {
+    const beforeRun = async (runId: string) => {
+      const stop = await cp.request('POST', `/v1/runs/k8s/${runId}/stop`, { body: {} });
+      assert.equal(stop.json?.status, 'stopped', stop.text);
+      assert.equal((await cp.request('DELETE', `/v1/runs/k8s/${runId}`)).status, 200);
+    };
+    const { outcome, run, job } = await runJob('fix the greeting', undefined, undefined, { beforeRun });
+    assert.equal(outcome.status, 'stopped', `${outcome.error}\n${kube.jobs.get(job)!.stderr}`);
+    assert.equal(outcome.pr_url, null);
+    assert.equal((await cp.request('GET', `/v1/runs/k8s/${run}`)).status, 404);
+    assert.equal(branchPushed(run), false);
   });
 
   it('fails a run whose evidence is gone, whatever its state.json claims, and signs nothing', async () => {

@@ -1,0 +1,34 @@
+// The checkout claim (src/engine/checkout-claim.ts) in a checkout whose git directory this user cannot write: a
+// read-only mount, made here with bwrap around a process that takes the claim.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const CLAIM_MODULE = fileURLToPath(new URL('../../src/engine/checkout-claim.ts', import.meta.url));
+const hasBwrap = spawnSync('bwrap', ['--dev-bind', '/', '/', 'true']).status === 0;
+
+describe('the checkout claim', () => {
+  it('refuses a read-only git directory with a typed error saying what to do', { skip: !hasBwrap }, () => {
+    const repo = mkdtempSync(join(tmpdir(), 'svc-claim-ro-'));
+    try {
+      assert.equal(spawnSync('git', ['init', '-q', repo]).status, 0);
+      const gitDir = join(repo, '.git');
+      const script = `import(${JSON.stringify(CLAIM_MODULE)}).then((m) => m.claimCheckout(${JSON.stringify(repo)}))` +
+        '.then(() => console.log("claimed"), (e) => console.log(JSON.stringify([e.name, e.code, e.message])))';
+      const res = spawnSync('bwrap', ['--dev-bind', '/', '/', '--ro-bind', gitDir, gitDir,
+        process.execPath, '--input-type=module', '-e', script], { encoding: 'utf8' });
+      assert.equal(res.status, 0, res.stderr);
+      const [name, code, message] = JSON.parse(res.stdout) as string[];
+      assert.deepEqual([name, code], ['BadInputError', 'bad_input']);
+      assert.equal(message, `Cannot claim the checkout: its git directory "${gitDir}" is not writable here (EROFS); ` +
+        'svc start writes its claim and its commits there, so run it as a user who can write the checkout, where it ' +
+        'is mounted writable');
+    } finally {
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+});
