@@ -1,6 +1,7 @@
 // Server-Sent Events writer: `id:` per event, a comment ping so proxies keep the stream open, clean close, and the
 // per-subscriber bound: a reader too far behind, or one that accepts nothing for a whole heartbeat, is cut off.
 import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 
 /** The lag bound: bytes written, not yet taken by the reader (docs/control-data.md, "Event JSON and streams"). */
 const MAX_PENDING_BYTES = 4 * 1024 * 1024;
@@ -46,18 +47,19 @@ export function openSse(res: ServerResponse) {
    * server reads many ingest requests per turn) reach the reader in one write: one system call per turn, not per
    * publish (the fan-in's 20 subscribers, docs/bench.md "speed paths kept").
    */
-  let corked = false;
+  let corked: Socket | null = null;
   function uncork(): void {
-    if (!corked) return;
-    corked = false;
-    res.socket?.uncork();
+    // The socket corked, not res.socket: a response that has ended lets go of its socket, which stays open for the
+    // next request on the connection.
+    corked?.uncork();
+    corked = null;
   }
 
   function put(frames: string | Buffer): void {
     written += typeof frames === 'string' ? Buffer.byteLength(frames) : frames.length;
     if (!corked && res.socket) {
-      corked = true;
-      res.socket.cork();
+      corked = res.socket;
+      corked.cork();
       setImmediate(uncork);
     }
     res.write(frames);

@@ -76,6 +76,15 @@ describe('openSse corking', () => {
     assert.deepEqual({ corked: socket.corked, flushes: socket.flushes }, { corked: 0, flushes: 2 });
   });
 
+  it('uncorks the socket it corked after the response let go of it (kept alive for the next request)', async () => {
+    const { res, socket } = corkedResponse();
+    openSse(res).write('data: 1\n\n');
+    assert.equal(socket.corked, 1);
+    (res as unknown as { socket: null }).socket = null;
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual({ corked: socket.corked, flushes: socket.flushes }, { corked: 0, flushes: 1 });
+  });
+
   it('flushes at once past 256 KiB held, and corks again for the rest of the turn', async () => {
     const { res, state, socket } = corkedResponse();
     const sse = openSse(res);
