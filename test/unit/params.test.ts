@@ -1,6 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { checkArtifactPath, checkQueryKeys, parseLimit, parseWindow, runParams } from '../../src/control/params.ts';
+import {
+  checkArtifactPath, checkQueryKeys, parseLimit, parseWindow, runParams, timeMs,
+} from '../../src/control/params.ts';
+import { iso } from '../../src/iso-time.ts';
 import { runToJson } from '../../src/db/runs-store.ts';
 import { decodeCursor, encodeCursor } from '../../src/control/params.ts';
 import { HttpError } from '../../src/http/http-error.ts';
@@ -30,6 +33,19 @@ describe('params', () => {
     for (const bad of ['yesterday', '2026-02-30T99:00Z', '99999999999999999', 'Tue, 01 Jan 2026']) {
       assert.equal(code(() => since(bad)), 'invalid_param', bad);
     }
+  });
+
+  it('reads and formats each time as its own, the same one repeated or not (the last one is remembered)', () => {
+    const texts = ['2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 'yesterday', 'yesterday', '1767225600001', '',
+      '2026-01-01T00:00:00Z', 'yesterday', 12, 12.5];
+    const read = texts.map((text) => timeMs(text));
+    const day = 1767225600000;
+    assert.deepEqual(read, [day, day, null, null, day + 1, null, day, null, 12, null]);
+    const times = [0, 0, 1767225600001, 1767225600001, 0, -1];
+    assert.deepEqual(times.map((ms) => iso(ms)), times.map((ms) => new Date(ms).toISOString()));
+    assert.throws(() => iso(8.64e15 + 1), RangeError);
+    assert.equal(iso(-1), '1969-12-31T23:59:59.999Z');
+    assert.equal(iso(null), null);
   });
 
   it('checks source and run segments', () => {
