@@ -49,15 +49,16 @@ export function openSse(res: ServerResponse) {
    */
   let corked: Socket | null = null;
   function uncork(): void {
-    // The socket corked, not res.socket: a response that has ended lets go of its socket, which stays open for the
-    // next request on the connection.
+    // The socket corked, not res.socket: do not rely on end() having released this cork before the response let go
+    // of its socket (kept open for the connection's next request).
     corked?.uncork();
     corked = null;
   }
 
   function put(frames: string | Buffer): void {
     written += typeof frames === 'string' ? Buffer.byteLength(frames) : frames.length;
-    if (!corked && res.socket) {
+    // A reader already CORKED_BYTES behind gains nothing from a cork: its bytes wait in the buffer either way.
+    if (!corked && res.socket && res.writableLength < CORKED_BYTES) {
       corked = res.socket;
       corked.cork();
       setImmediate(uncork);
