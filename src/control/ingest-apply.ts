@@ -36,7 +36,8 @@ export function isBoundKey(bound: Uint8Array, key: string | null): boolean {
  * import, resume or verify binds it to its folder's `run-key` instead). A run bound to the key handed to its worker
  * (`handedRunKey`: a pod's run container) moves onto the key that was made from when a batch carries that one (the
  * pod's signer): `movedFrom` is the handed key's digest, and from then on the handed key, which the agent could read,
- * writes nothing. One SHA-256 per run named, never per event (two more when a batch's key is not the bound one).
+ * writes nothing, and what it wrote is replaced by the moving batch's row. One SHA-256 per run named, never per event
+ * (two more when a batch's key is not the bound one).
  */
 function checkRunKey(
   source: string, run: string, stored: KeyedRunRow | undefined, key: string | null,
@@ -91,8 +92,11 @@ export function storeBatch(
     if (byRunner && key !== null && stored?.run_key_sha256 === null) unbound.push(run.run);
     // A row stamped later than now (stored before body times were bounded, or by a clock since stepped back) is no
     // newer than this update: no stored claim to the future may keep a runner's real update out (ingest-validate.ts).
+    // Nor is a row its handed key stored, once the run moves onto the key that was made from: whatever that worker
+    // (whose agent could read the key) claimed, the moving batch's row replaces it (`key_moved`, GET of the run).
     const arriving = Math.min(now, run.updated_at ?? now);
-    if (stored && stored.updated_at > now) stores.runs.patch(source, run.run, { updated_at: arriving });
+    const moving = (checked?.movedFrom ?? null) !== null;
+    if (stored && (stored.updated_at > now || moving)) stores.runs.patch(source, run.run, { updated_at: arriving });
     stores.runs.upsert(source, run);
     if (bind !== null) stores.runs.bindKey(source, run.run, bind, checked?.movedFrom ?? null);
     started.set(run.run, stored?.started_at ?? run.started_at);

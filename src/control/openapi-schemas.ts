@@ -54,7 +54,7 @@ export const schemas = {
   }),
   RunDetail: {
     allOf: [ref('Run')],
-    ...obj(['artifacts', 'pending_answer', 'attempts', 'refusals'], {
+    ...obj(['artifacts', 'pending_answer', 'attempts', 'refusals', 'key_moved'], {
       artifacts: array(obj([], { path: str, content_type: str, size: int, sha256: str })),
       pending_answer: {
         type: ['object', 'null'],
@@ -77,6 +77,12 @@ export const schemas = {
         description: 'Per action (stop, resume, retry, verify, delete, answer, pr): null when the server would ' +
           'accept it, else the message of its 409 invalid_transition',
         additionalProperties: { type: ['string', 'null'] },
+      },
+      key_moved: {
+        type: 'boolean',
+        description: 'true once the run moved from the key handed to its worker onto the key that was made from (a ' +
+          'Kubernetes pod\'s signer; docs/control-data.md "Each run\'s own runner"): its row is since only that ' +
+          'runner\'s, never what the worker, whose agent could read the handed key, shipped',
       },
     }),
   },

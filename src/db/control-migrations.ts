@@ -230,4 +230,9 @@ export const controlMigrations: readonly string[] = [
   `
   ALTER TABLE runs ADD COLUMN run_key_sha256 BLOB;
   `,
+  // 12: whether the run moved from the key handed to its worker onto the key that was made from (a pod's signer):
+  // from then on its row is only that runner's (GET /v1/runs/:source/:run `key_moved`, ingest-apply.ts).
+  `
+  ALTER TABLE runs ADD COLUMN run_key_moved INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

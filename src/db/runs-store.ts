@@ -64,8 +64,9 @@ export function createRunsStore(db: Db) {
   const getKeyedStmt = db.prepare(`SELECT ${ROW_COLUMNS}, run_key_sha256 FROM runs WHERE source = ? AND run = ?`);
   // `IS ?`: NULL for a run bound to no key yet, else equal to the given digest.
   const bindKeyStmt = db.prepare(
-    'UPDATE runs SET run_key_sha256 = ? WHERE source = ? AND run = ? AND run_key_sha256 IS ?',
+    'UPDATE runs SET run_key_sha256 = ?, run_key_moved = ? WHERE source = ? AND run = ? AND run_key_sha256 IS ?',
   );
+  const keyMovedStmt = db.prepare('SELECT run_key_moved FROM runs WHERE source = ? AND run = ?');
   // A start request_id whose run is gone may start a new run, so its start request goes with it.
   const cascade = ['events', 'artifacts', 'control_requests', 'start_requests', 'runs'].map((table) =>
     db.prepare(`DELETE FROM ${table} WHERE source = ? AND run = ?`));
@@ -103,7 +104,10 @@ export function createRunsStore(db: Db) {
      * a handed key moves onto the key it was made from (ingest-apply.ts checkRunKey).
      */
     bindKey: (source: string, run: string, digest: Uint8Array, from: Uint8Array | null = null): void =>
-      void bindKeyStmt.run(digest, source, run, from),
+      void bindKeyStmt.run(digest, from === null ? 0 : 1, source, run, from),
+    /** Whether the run moved from a handed key onto the key it was made from (control migration 12). */
+    keyMoved: (source: string, run: string): boolean =>
+      (keyMovedStmt.get(source, run) as { run_key_moved: number } | undefined)?.run_key_moved === 1,
     /** A run that goes on (resumed, stopping) keeps no failure from before; one that ends is given its own. */
     setStatus(source: string, run: string, status: RunStatus, at: number, fields: RunPatch = {}) {
       const ended = status === 'failed' || status === 'stopped';

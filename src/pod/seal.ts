@@ -44,10 +44,11 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
 }
 
 /**
- * Stores the run as the seal step saw it (queued, at the seal's time, so it replaces nothing a later batch stored)
- * with `key`: the seal step's, bound to the handed key, before any agent code runs, so the agent cannot store it first
- * (without a key: left unbound; with one of its own: the signer's batches refused); the signer's, with the sealed
- * key, which moves the run onto it before anything of the run folder is shipped. A refusal (4xx) throws; so does a
+ * Stores the run as the seal step saw it (queued, at the seal's time, so it replaces nothing a later batch stored
+ * unless it moves the run: ingest-apply.ts) with `key`: the seal step's, bound to the handed key, before any agent
+ * code runs, so the agent cannot store it first (without a key: left unbound; with one of its own: the signer's
+ * batches refused); the signer's, with the sealed key, which moves the run onto it before anything of the run folder
+ * is shipped (its row replacing what the run container shipped). A refusal (4xx) throws; so does a
  * run left unbound (stored first without a key, ingest's `unbound`) when `needBound`. Else `unstored`: why the
  * Control Plane did not answer (network, 5xx), or null; and `control`: the stop and answer requests the batch took
  * (the Control Plane marks them delivered, so the caller must act on them: none comes again), and the run's deletion.

@@ -234,11 +234,18 @@ export function createKubernetesExecutor(opts: {
         name ??= await findJob(run);
         const state = name ? await jobState(name) : null;
         if (!state || state.phase === 'missing') {
-          // No Job (past its TTL, or never labelled): only what the pod shipped last can tell.
-          const shipped = await fromControl(run, outcomeFromState);
-          if (shipped) return shipped;
+          // No Job (past its TTL, or never labelled): only what the pod's signer shipped can tell. Until its first
+          // batch moved the run onto the sealed key (`key_moved`, which replaces the row), the row is what the run
+          // container shipped with the handed key, which the agent could read: no outcome.
+          const copy = await fromControl(run, (shipped) => shipped);
+          const signed = copy?.key_moved === true ? outcomeFromState(copy) : null;
+          if (signed) return signed;
           missingSince ??= Date.now();
-          if (!opts.controlUrl || Date.now() - missingSince >= shipGraceMs) return null;
+          if (!opts.controlUrl || Date.now() - missingSince >= shipGraceMs) {
+            const lost = 'gone before its signer shipped the run (the Control Plane holds only what the run ' +
+              'container shipped)';
+            return copy ? jobOutcome({ phase: 'failed', reason: lost }) : null;
+          }
         } else if (state.phase !== 'running') {
           // Not the Control Plane's copy: the run container holds its token and could ship any status there.
           return lastJsonLine(await podLog(name!, SIGNER_CONTAINER), outcomeFromState) ?? jobOutcome(state);

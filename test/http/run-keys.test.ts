@@ -170,17 +170,26 @@ describe('run keys on POST /v1/ingest', () => {
   it('move a run bound to a handed key onto the key it was made from, once a batch carries that; the handed key is then refused', async () => {
     const handed = handedRunKey(KEY);
     assert.equal((await ingest({ source: 'k8s', runs: [runOf('rpod', { status: 'running' }, handed)] })).status, 200);
+    // The worker's claim, newer than the batch that moves the run: replaced by that one all the same.
+    const claim = {
+      status: 'succeeded', question: null, pr_url: 'https://github.com/org/b/pull/9', updated_at: ago(1_000),
+    };
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rpod', claim, handed)] })).status, 200);
+    const moved = async () => (await cp.request('GET', '/v1/runs/k8s/rpod', { token: MAIN })).json.key_moved;
+    assert.equal(await moved(), false);
     // A key whose hash is not the bound key moves nothing: the other pod's, or the handed key's own hash.
     for (const key of [OTHER, handedRunKey(handed)]) {
       assert.equal((await ingest({ source: 'k8s', runs: [runOf('rpod', {}, key)] })).status, 403);
     }
-    const signed = await ingest({ source: 'k8s', runs: [runOf('rpod', { status: 'succeeded', question: null }, KEY)] });
+    const signed = await ingest({ source: 'k8s', runs: [runOf('rpod', { status: 'failed', question: null }, KEY)] });
     assert.equal(signed.status, 200, signed.text);
+    assert.equal(await moved(), true);
+    assert.deepEqual([row('rpod')?.status, row('rpod')?.pr_url], ['failed', null]);
     assert.deepEqual(Buffer.from(cp.deps.stores.runs.getKeyed('k8s', 'rpod')!.run_key_sha256!), createHash('sha256').update(KEY).digest());
     const forged = await ingest({ source: 'k8s', runs: [runOf('rpod', { status: 'blocked', updated_at: ago(0) }, handed)] });
     assert.equal(forged.status, 403, forged.text);
     assert.equal(forged.json.error.code, 'forbidden_run');
-    assert.equal(row('rpod')?.status, 'succeeded');
+    assert.equal(row('rpod')?.status, 'failed');
     assert.equal((await ingest({ source: 'k8s', runs: [runOf('rpod', { status: 'succeeded', question: null })] })).status, 200);
   });
 

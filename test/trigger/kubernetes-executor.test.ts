@@ -9,6 +9,7 @@ import {
 import { kubernetesSettingsFromEnv, podArgs } from '../../src/trigger/kubernetes-pod.ts';
 import { silentLogger } from '../../src/log.ts';
 import { verifyJobCredential } from '../../src/gate/job-credential.ts';
+import { handedRunKey, newRunKey } from '../../src/engine/ids.ts';
 import { startKubeStandIn, podSecrets, type KubeStandIn } from './kube-stand-in.ts';
 import { startTestTrigger, tempDir, makeRepo, post, get, SECRETS, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -427,6 +428,43 @@ describe('kubernetes executor', () => {
     await waitFor(() => kube.requests.some((r) => r.url.endsWith(`/jobs/${name}`)), 'a poll of the running Job');
     ac.abort();
     assert.equal(await pending, 'aborted');
+  });
+
+  // The run container's agent reads the key handed to it, which the Control Plane takes for the run until the signer's
+  // first batch moves the run onto the sealed key: with the Job gone, only a copy the signer wrote is the outcome.
+  it('with the Job gone, takes the Control Plane\'s copy of the run only from its signer', async () => {
+    const token = 'cp-token-gone';
+    const cp = await startTestControl({ token });
+    try {
+      const key = newRunKey();
+      const at = (ago: number) => new Date(Date.now() - ago).toISOString();
+      const ship = async (fields: Record<string, unknown>, runKey: string) => {
+        const runs = [{ run: 'rgone', started_at: at(60_000), run_key: runKey, ...fields }];
+        const res = await cp.request('POST', '/v1/ingest', { token, body: { source: 'k8s', runs } });
+        assert.equal(res.status, 200, res.text);
+      };
+      const follow = () => executor({ controlUrl: cp.url, controlToken: token }).follow(
+        { source: 'k8s', run: 'rgone' }, new AbortController().signal, { reattach: true, workdir: '/' });
+      const lost = {
+        status: 'failed', verdict: null, pr_url: null, cost_usd: null, started_at: null, ended_at: null,
+        error: 'Kubernetes Job failed: gone before its signer shipped the run (the Control Plane holds only what ' +
+          'the run container shipped)',
+      };
+      // The seal step's store, then the run container's claim, with the handed key.
+      await ship({ status: 'queued', updated_at: at(60_000) }, handedRunKey(key));
+      const forged = { status: 'succeeded', pr_url: 'https://github.com/acme/api/pull/666', cost_usd: 0.01 };
+      await ship({ ...forged, updated_at: at(30_000), ended_at: at(30_000) }, handedRunKey(key));
+      assert.deepEqual(await follow(), lost);
+      // The signer's first batch (queued, at the seal's time) moves the run; the signer dies before its last.
+      await ship({ status: 'queued', updated_at: at(60_000) }, key);
+      assert.deepEqual(await follow(), lost);
+      await ship({ status: 'failed', error: 'check "test" failed', updated_at: at(1_000), ended_at: at(1_000) }, key);
+      const signed = await follow();
+      assert.ok(signed && signed !== 'aborted');
+      assert.deepEqual([signed.status, signed.error, signed.pr_url], ['failed', 'check "test" failed', null]);
+    } finally {
+      await cp.close();
+    }
   });
 
   // A pod's run ships its state to the Control Plane: a question it asks there reaches the job's origin (job-loop.ts).

@@ -98,6 +98,7 @@ export const getRun: Handler<ControlDeps> = (ctx) => {
     pending_answer: pendingAnswer(stores, row),
     attempts: attempts(stores, row),
     refusals: actionRefusals(ctx.deps, row),
+    key_moved: stores.runs.keyMoved(source, run),
   });
 };
 
