@@ -290,7 +290,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   const key = readSealedRunKey(opts.sealedDir);
   // The run moves onto the sealed key first, in a batch of the signer's own: a batch carrying the run folder's events
   // and artifacts, which the agent wrote, can be refused whole for one bad event (ingest-validate.ts), and would leave
-  // the run bound to the handed key, which the agent can read. A refusal fails the signer.
+  // the run bound to the handed key, which the agent can read. The move also replaces the row the handed key stored
+  // (the agent's claims), so a gone Job's outcome is read only from what this signer shipped. A refusal fails it.
   const moved = await storeSealedRun(opts.env, opts.run, readSeal(opts.sealedDir), key, false);
   if (moved.unstored) opts.say(`svc pod sign: the run is not moved onto the sealed key yet (${moved.unstored})\n`);
   copyRunFolder(runDir(opts.workspace, opts.run), dir);
