@@ -2,8 +2,6 @@
 // and an OTLP/HTTP JSON exporter off every request's path (docs/deploy.md "Traces": what it sends, and never sends).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import { obj, str } from './untrusted.ts';
 
 /** Where a span sits: its trace and its own id (the parent of the spans started inside it). */
@@ -240,7 +238,8 @@ function post(settings: TraceSettings, body: string): Promise<boolean> {
   return new Promise((resolve) => {
     const url = URL.parse(settings.url ?? '');
     if (!url) return resolve(false);
-    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    // Taken when a span is sent, never imported: see test/unit/http-imports.test.ts.
+    const { request: send } = process.getBuiltinModule(url.protocol === 'https:' ? 'node:https' : 'node:http');
     const req = send(url, {
       method: 'POST', timeout: POST_TIMEOUT_MS,
       headers: { ...settings.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },

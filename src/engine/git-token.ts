@@ -1,8 +1,7 @@
 // Where svc's GitHub token may go over git (docs/engine.md, "A credential goes to exactly one origin").
 // Must not: write the token anywhere but the environment of the one git child that asks for it.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
@@ -94,7 +93,9 @@ function redirectTarget(url: string, service: string, env: NodeJS.ProcessEnv): P
     try {
       const ca = secure && env.GIT_SSL_CAINFO ? readFileSync(env.GIT_SSL_CAINFO) : undefined;
       const options = { method: 'GET', headers: { 'user-agent': 'git/svc' }, timeout: 30_000, ...(ca ? { ca } : {}) };
-      const req = (secure ? httpsRequest : httpRequest)(target, options, answered);
+      // Taken when asked, never imported: see test/unit/http-imports.test.ts.
+      const { request } = process.getBuiltinModule(secure ? 'node:https' : 'node:http');
+      const req = request(target, options, answered);
       req.on('timeout', () => req.destroy());
       req.on('error', () => resolve(null));
       req.end();

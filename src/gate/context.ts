@@ -2,7 +2,7 @@
 // leaving the machine), who is asking (clientBook), and the one place a refusal is rendered.
 import { connect as netConnect, type Socket } from 'node:net';
 import { createHmac, randomBytes } from 'node:crypto';
-import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { GatePolicy, Resolver } from './policy.ts';
 import { credentialFromProxyAuthorization, verifyJobCredential, type JobIdentity } from './job-credential.ts';
@@ -11,6 +11,9 @@ import type { EgressRecord } from './evidence.ts';
 import type { PriceTable } from './prices.ts';
 import type { RunRecords } from './run-records.ts';
 import { OpenSpan, parseTraceparent, type SpanContext, type Tracer } from '../trace.ts';
+
+// node:http as CommonJS, not an ESM import: see test/unit/http-imports.test.ts.
+const { STATUS_CODES } = process.getBuiltinModule('node:http');
 
 /** Opens a TCP connection to an address the gate has already checked (an IP literal, never a name). */
 export type ConnectFn = (address: string, port: number) => Socket;

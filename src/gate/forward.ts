@@ -1,6 +1,6 @@
 // The gate's HTTP requests (docs/gate.md "Modes"): absolute-form plain HTTP and the model API mode (the real key in
 // place of any credential the client sent), each restated on a connection of its own; bodies stream, never buffered.
-import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { BadHostError, parseAuthority, type Destination } from './address.ts';
@@ -13,6 +13,9 @@ import { formatTraceparent, ownTraceExport, parseTraceparent } from '../trace.ts
 import { MiB, parseJson, readBody } from '../http/body.ts';
 import { HttpError } from '../http/http-error.ts';
 import { errorMessage } from '../errors.ts';
+
+// node:http as CommonJS, not an ESM import: see test/unit/http-imports.test.ts.
+const { request: httpRequest } = process.getBuiltinModule('node:http');
 
 // RFC 9110 §7.6.1: connection-specific fields are not forwarded; proxy-* are for us; host is set from the target.
 const HOP_BY_HOP = new Set([

@@ -1,6 +1,6 @@
 // The egress gate (DESIGN §7a, docs/gate.md): the HTTP proxy that is the sandbox's only route out. It must never
 // connect to a name, only to an address it checked.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { chmodSync, rmSync } from 'node:fs';
@@ -19,6 +19,9 @@ import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
 import type { GateMetrics } from './metrics.ts';
+
+// node:http as CommonJS, not an ESM import: see test/unit/http-imports.test.ts.
+const { createServer } = process.getBuiltinModule('node:http');
 
 export interface GateOptions {
   policy: GatePolicy;

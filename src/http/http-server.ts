@@ -1,6 +1,6 @@
 // The node:http server both servers share, so the two cannot drift apart: its timeouts and connection caps (README
 // "Known limits"), the envelope for requests Node's parser refuses, binding, and shutting down.
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import type { Duplex } from 'node:stream';
@@ -10,6 +10,9 @@ import { JSON_TYPE } from './respond.ts';
 import { settingInt } from '../settings-registry.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
+
+// node:http as CommonJS, not an ESM import: see test/unit/http-imports.test.ts.
+const { createServer } = process.getBuiltinModule('node:http');
 
 /** Headers and the whole request must arrive within theirs (else 408 and closed). */
 const SERVER_TIMEOUTS = {

@@ -1,6 +1,5 @@
 // A pod's receipt network section from the shared gate itself (docs/gate.md "svc gate serve"), asked for once the run
 // container has ended: the run container's files have no say in it.
-import { get } from 'node:http';
 import { readEgressRecord, type EgressDenial, type EgressHost, type EgressRecord } from '../gate/evidence.ts';
 import { obj, str, tryParseJson } from '../untrusted.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
@@ -13,6 +12,8 @@ const MAX_BYTES = 16 * 1024 * 1024;
 /** The gate's answer: a 200 or a 404 (which carries why), and its JSON body. */
 function getJson(url: string): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
+    // node:http as CommonJS, taken when asked: see test/unit/http-imports.test.ts.
+    const { get } = process.getBuiltinModule('node:http');
     const req = get(url, { agent: false, timeout: TIMEOUT_MS }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;

@@ -1,7 +1,7 @@
 // What an agent's sandbox may spend (DESIGN §7a "It ends"; docs/engine.md "Limits" and "Memory"): prlimit's arguments,
 // and svc's watchdog (watchLimits) for what the kernel or a memory cgroup does not bound.
-import { readdirSync, readFileSync, statSync, statfsSync } from 'node:fs';
-import { lstat, readdir } from 'node:fs/promises';
+import { lstatSync, readdirSync, readFileSync, statSync, statfsSync } from 'node:fs';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { join } from 'node:path';
 import { which } from './svc-paths.ts';
 import { orNull, readOrNull, readlinkOrNull, unescapeMount } from './tree.ts';
@@ -99,19 +99,28 @@ function sharedMemoryBytes(pids: readonly number[]): number {
   return [...memfds.values(), ...tmpfs.values()].reduce((n, bytes) => n + bytes, 0);
 }
 
-/** Bytes under `dir` (files as their size, skipping `.git`), counted without following links; stops past `cap`. */
+/** Entries a walk looks at between two turns of the worker's event loop (~1 ms of it at a time). */
+const WALK_SLICE = 256;
+
+/**
+ * Bytes under `dir` (files as their size, skipping `.git`), counted without following links; stops past `cap`. Each
+ * look is synchronous, in slices between turns of the event loop: an awaited lstat per file cost 15 times the CPU (a
+ * 5,000-file checkout: ~440 ms against ~30 ms), taken from the agent's start, where the first walk runs.
+ */
 async function treeBytes(dir: string, cap: number): Promise<number> {
   let total = 0;
+  let looked = 0;
   const pending = [dir];
   while (pending.length && total <= cap) {
     const folder = pending.pop()!;
     // A folder or file gone meanwhile counts nothing.
-    const entries = await readdir(folder, { withFileTypes: true }).catch(() => []);
+    const entries = orNull(() => readdirSync(folder, { withFileTypes: true })) ?? [];
     for (const entry of entries) {
       if (entry.name === '.git' && folder === dir) continue;
       const path = join(folder, entry.name);
       if (entry.isDirectory()) pending.push(path);
-      else total += (await lstat(path).catch(() => null))?.size ?? 0;
+      else total += orNull(() => lstatSync(path))?.size ?? 0;
+      if (++looked % WALK_SLICE === 0) await nextTurn();
     }
   }
   return total;

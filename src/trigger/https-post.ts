@@ -1,5 +1,4 @@
 // Outbound HTTPS with a bounded time and response size and an optional extra CA.
-import { request } from 'node:https';
 
 type PostResult = { status: number; text: string };
 
@@ -24,6 +23,8 @@ export function httpsRequest(url: URL | string, opts: HttpsOptions, body?: strin
       return;
     }
     const { method, headers, ca, timeoutMs, cap = Infinity } = opts;
+    // node:https as CommonJS, taken when a post is sent: see test/unit/http-imports.test.ts.
+    const { request } = process.getBuiltinModule('node:https');
     const req = request(url, { method, headers, timeout: timeoutMs, ...(ca ? { ca } : {}) }, (res) => {
       let text = '';
       res.setEncoding('utf8');

@@ -63,7 +63,9 @@ export function createLocalExecutor(opts: {
     let timedOut = false;
     // SVC_JOB_ID: a trackera run finds its delivery's payload (engine/spec.ts). Its own process group: a timeout
     // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
-    const { child, output, done } = startSvc(isolatedArgs(job.args), job.workdir, {
+    // A managed (clone=) job's checkout is its own already: a worktree in it would only check its tree out again.
+    const args = job.repo?.clone ? job.args : isolatedArgs(job.args);
+    const { child, output, done } = startSvc(args, job.workdir, {
       SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
       // The run is named after the served entry, never after what the checkout's origin says.
       ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),

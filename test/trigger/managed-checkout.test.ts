@@ -103,6 +103,8 @@ describe('a job of a clone= repository, through the trigger server', () => {
     const id = done.id as string;
     const call = t.calls().find((c) => c.env.SVC_JOB_ID === id)!;
     assert.equal(call.cwd, checkoutOf(id));
+    // The checkout is the job's own: no worktree of it, which would check its whole tree out a second time.
+    assert.equal(call.args.includes('--worktree'), false);
     assert.equal(git(call.cwd, 'rev-parse', 'HEAD'), git(web.bare, 'rev-parse', 'refs/heads/trunk'));
     assert.equal(git(call.cwd, 'rev-parse', '--abbrev-ref', 'HEAD'), 'trunk');
     assert.equal(git(call.cwd, 'config', 'remote.origin.url'), webUrl);
