@@ -4,6 +4,8 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { bwrapArgv } from '../../src/spawn/bwrap-argv.ts';
+import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 
 const SCRIPTS = join(import.meta.dirname, '../../scripts');
 const read = (rel: string) => readFileSync(join(SCRIPTS, rel), 'utf8');
@@ -21,6 +23,18 @@ const HARDENING: Array<[string, RegExp]> = [
   ['NoNewPrivileges', /^yes$/], ['ProtectSystem', /^strict$/], ['ProtectHome', /^yes$/], ['PrivateTmp', /^yes$/],
   ['StateDirectory', /^svc\b/], ['User', /^svc$/], ['UMask', /^0077$/], ['CapabilityBoundingSet', /^$/],
 ];
+
+/** The namespaces (systemd's names) an agent's bwrap creates: its argv's --unshare-* flags, and always mnt. */
+function sandboxNamespaces(): string[] {
+  const plan = {
+    readable: [], writable: [], protect: [], hidden: [], protocolReadable: [], protocolWritable: [], home: null,
+    cwd: '/', limits: DEFAULT_LIMITS, network: 'none' as const,
+  };
+  const argv = bwrapArgv('/usr/bin/bwrap', plan, ['true']);
+  assert.ok(!argv.includes('--unshare-all'), 'name each namespace, so the units can be checked against it');
+  const unshared = argv.flatMap((a) => /^--unshare-([a-z]+?)(-try)?$/.exec(a)?.[1] ?? []);
+  return ['mnt', ...new Set(unshared)];
+}
 
 function systemdAnalyze(): boolean {
   return spawnSync('systemd-analyze', ['--version']).status === 0;
@@ -42,12 +56,17 @@ for (const [unit, command] of [['svc-control.service', 'control serve'], ['svc-t
       assert.deepEqual(get('ReadWritePaths'), ['-/srv/svc']);
     });
 
-    it('lets the agent sandbox run: user, mount and PID namespaces, and no overmounted /proc', () => {
-      // bwrap needs an unprivileged user namespace plus mnt and pid ones, and a fresh proc mount, which the kernel
-      // refuses while /proc/sys or /proc/kmsg are overmounted (ProtectKernelTunables, ProtectKernelLogs).
+    it('lets the agent sandbox run: every namespace bwrap unshares, netlink, and no overmounted /proc', () => {
+      // bwrap needs every namespace svc's argv unshares (and always a mount one), a netlink socket to bring up the
+      // loopback of its network namespace, and a fresh proc mount, which the kernel refuses while /proc/sys or
+      // /proc/kmsg are overmounted (ProtectKernelTunables, ProtectKernelLogs).
+      const namespaces = sandboxNamespaces();
+      assert.ok(namespaces.includes('net') && namespaces.includes('user'), namespaces.join(' '));
       for (const restrict of get('RestrictNamespaces')) {
-        assert.ok(['user', 'mnt', 'pid'].every((ns) => restrict.split(/\s+/).includes(ns)), `RestrictNamespaces=${restrict}`);
+        const allowed = restrict.split(/\s+/);
+        for (const ns of namespaces) assert.ok(allowed.includes(ns), `RestrictNamespaces=${restrict} refuses ${ns}`);
       }
+      for (const families of get('RestrictAddressFamilies')) assert.match(families, /(^|\s)AF_NETLINK(\s|$)/);
       for (const filter of get('SystemCallFilter')) assert.match(filter, /@mount/);
       assert.deepEqual(get('ProtectKernelTunables'), ['no']);
       assert.deepEqual(get('ProtectKernelLogs'), ['no']);
