@@ -75,6 +75,11 @@ for (const [unit, command] of [['svc-control.service', 'control serve'], ['svc-t
       assert.deepEqual(get('ProtectProc'), ['invisible']);
     });
 
+    it('signals only the server on stop, so the runs it started keep going (docs/deploy.md "Upgrading")', () => {
+      // Run workers are detached but stay in the unit's cgroup: control-group or mixed would end them too.
+      assert.deepEqual(get('KillMode'), ['process']);
+    });
+
     it('takes secrets from EnvironmentFile or LoadCredential, never inline', () => {
       assert.ok(get('EnvironmentFile').length === 1);
       for (const env of get('Environment')) assert.doesNotMatch(env, /(TOKEN|SECRET|API_KEY)=/, `secret inline: ${env}`);
