@@ -142,6 +142,18 @@ describe('systemd svc-trigger.service credentials', () => {
     assert.match(text, /^LoadCredential=api-token:\/etc\/svc\/credentials\/api-token$/m);
     assert.match(text, /^Environment=SVC_API_TOKEN_FILE=%d\/api-token$/m);
   });
+
+  it('gives the trigger a runner token for its source, which the Control Plane unit loads', () => {
+    // Without one the trigger's reports and its runs' batches are refused (401) for ever.
+    const trigger = read('systemd/svc-trigger.service');
+    assert.match(trigger, /^LoadCredential=control-token:\/etc\/svc\/credentials\/trigger-control-token$/m);
+    assert.match(trigger, /^Environment=SVC_CONTROL_TOKEN_FILE=%d\/control-token$/m);
+    assert.match(trigger, /^Environment=SVC_SOURCE=trigger$/m);
+    assert.match(trigger, /^Environment=SVC_CONTROL_URL=http:\/\/127\.0\.0\.1:47821$/m);
+    const control = read('systemd/svc-control.service');
+    assert.match(control, /^LoadCredential=runner-tokens:\/etc\/svc\/credentials\/runner-tokens$/m);
+    assert.match(control, /^Environment=SVC_CONTROL_RUNNER_TOKENS_FILE=%d\/runner-tokens$/m);
+  });
 });
 
 describe('container file', () => {
