@@ -70,9 +70,9 @@ export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.Proces
 
 /** Where an installed bwrap's namespaces are refused: the service's unit, or the host (docs/deploy.md "systemd"). */
 export const NAMESPACES_HINT = 'bwrap could not create its namespaces: under systemd the unit must allow them ' +
-  '(RestrictNamespaces=user mnt pid ipc uts cgroup net, RestrictAddressFamilies with AF_NETLINK; docs/deploy.md ' +
-  '"systemd"), and the host must allow unprivileged user namespaces (sysctl user.max_user_namespaces above 0, ' +
-  'kernel.unprivileged_userns_clone=1 where it exists)';
+  '(RestrictNamespaces must list every namespace bwrap creates, RestrictAddressFamilies AF_NETLINK; docs/deploy.md ' +
+  '"systemd" lists them), and the host must allow unprivileged user namespaces (sysctl user.max_user_namespaces ' +
+  'above 0, kernel.unprivileged_userns_clone=1 where it exists)';
 
 const TRIAL_FAILED = 'a trial bwrap sandbox failed';
 

@@ -32,7 +32,8 @@ describe('the sandbox refusal', () => {
     assert.ok(message.includes(`${join(root, 'bwrap')} could not set it up here`), message);
     assert.ok(message.includes(REFUSED), message);
     assert.match(message, /bwrap could not create its namespaces: under systemd the unit must allow them/);
-    assert.match(message, /RestrictNamespaces=user mnt pid ipc uts cgroup net/);
+    assert.match(message, /RestrictNamespaces must list every namespace bwrap creates/);
+    assert.match(message, /RestrictAddressFamilies AF_NETLINK/);
     assert.match(message, /user\.max_user_namespaces/);
     assert.doesNotMatch(message, /apt-get install bubblewrap/);
     assert.ok(message.indexOf('RestrictNamespaces') < message.indexOf('SVC_SERVER_SANDBOX=none'), message);
