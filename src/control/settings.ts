@@ -4,7 +4,9 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readConnectionLimits } from '../http/http-server.ts';
 import type { RunnerCredential } from '../http/guards.ts';
 import { BadSettingError } from '../errors.ts';
-import { controlTokenSetting, setting, settingChoice, settingFile, settingInt, settingOr } from '../settings-registry.ts';
+import {
+  controlTokenSetting, setting, settingChoice, settingFile, settingInt, settingOr,
+} from '../settings-registry.ts';
 import { SEGMENT } from '../run-json.ts';
 import { answerDirOf } from '../engine/answers.ts';
 

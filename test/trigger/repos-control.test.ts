@@ -72,7 +72,8 @@ describe('served repositories on the Control Plane', () => {
 
   it('reports and ships with a runner token read from SVC_CONTROL_TOKEN_FILE (the systemd credential)', async () => {
     const runnerToken = 'runner-token-trigger-0123456789';
-    const cp = await startTestControl({ token: CP_TOKEN, settings: { runnerTokens: [{ source: 'trigger', token: runnerToken }] } });
+    const runnerTokens = [{ source: 'trigger', token: runnerToken }];
+    const cp = await startTestControl({ token: CP_TOKEN, settings: { runnerTokens } });
     const api = withProvider(makeRepo('acme/api'));
     const dir = tempDir('svc-repos-');
     const tokenFile = join(dir, 'control-token');
