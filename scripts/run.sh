@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh — a curl client for the svc Control Plane /v1 API (list, show, start, stop, answer, stream, status).
+# run.sh — a curl client for the svc Control Plane /v1 API (list, show, import, start, stop, answer, stream, status).
 # The token never goes on a command line: every curl call reads its URL, headers and body from a
 # config fed on stdin (`curl --config -`), so `ps` and /proc/<pid>/cmdline show no secret.
 set -euo pipefail
@@ -15,9 +15,11 @@ Commands:
   list [--status S] [--verdict V] [--failure F] [--repo R] [--group ID] [--since T] [--until T] [--limit N] [--cursor C]
                                      list runs, newest first (JSON page)
   show <source>/<run>                one run (JSON)
+  import /abs/path                   register a project on the Control Plane's machine and read its runs, so
+                                     runs may be started there (server must be loopback-bound)
   start --repo /abs/path (--brief TEXT | --spec PATH | --issue URL) [--provider P] [--pr] [--request-id ID]
-                                     start a run (server must be loopback-bound)
-  stop <source>/<run>                stop a run
+                                     start a run in an imported project (server must be loopback-bound)
+  stop <source>/<run>                stop a run (server must be loopback-bound)
   answer <source>/<run> <text...>    answer a blocked run
   stream [<source>/<run>] [--after ID]
                                      follow events as Server-Sent Events (all runs, or one run)
@@ -240,6 +242,10 @@ main() {
   case "$cmd" in
     list) cmd_list "$@" ;;
     show) [ $# -eq 1 ] || die_usage 'show needs exactly one <source>/<run>'; run_path "$1"; request GET "$RUN_PATH" ;;
+    import)
+      [ $# -eq 1 ] || die_usage 'import needs exactly one /abs/path'
+      request POST /v1/import "{\"path\":$(json_string "$1")}"
+      ;;
     start) cmd_start "$@" ;;
     stop) [ $# -eq 1 ] || die_usage 'stop needs exactly one <source>/<run>'; run_path "$1"; request POST "$RUN_PATH/stop" '{}' ;;
     answer)

@@ -50,7 +50,8 @@ export const SETTINGS = {
   SVC_CONTROL_TOKEN: secret('control', NONE,
     'bearer token for `/v1/*`; required for a non-loopback bind; sent by clients and the shipper when set'),
   SVC_CONTROL_TOKEN_FILE: secret('control', '`~/.svc/control/token`', 'file holding the token (first line): ' +
-    'the Control Plane reads it when `SVC_CONTROL_TOKEN` is unset (unreadable or empty: exit 2); the shipper and ' +
+    'the Control Plane and the trigger server read it when `SVC_CONTROL_TOKEN` is unset (unreadable or empty: ' +
+    'exit 2); the shipper and ' +
     'the CLI read it first (the default file only for a loopback Control Plane)'),
   SVC_CONTROL_ALLOW_INSECURE_BIND: choice('control', ['0', '1'],
     '`1` accepts a tokenless non-loopback bind (loud warning; not recommended)'),
@@ -258,6 +259,19 @@ export function settingFile(name: SettingName, path: string): string {
   } catch (err) {
     throw new BadSettingError(`${name} could not be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
   }
+}
+
+/**
+ * SVC_CONTROL_TOKEN, else the first line of SVC_CONTROL_TOKEN_FILE: the Control Plane's own token, or the one the
+ * trigger server presents to it. An unreadable or empty file is an error, not a silently open server (or a 401 loop).
+ */
+export function controlTokenSetting(env: NodeJS.ProcessEnv): string | undefined {
+  if (env.SVC_CONTROL_TOKEN) return env.SVC_CONTROL_TOKEN;
+  const file = setting(env, 'SVC_CONTROL_TOKEN_FILE');
+  if (!file) return undefined;
+  const token = settingFile('SVC_CONTROL_TOKEN_FILE', file).split('\n', 1)[0]!.trim();
+  if (!token) throw new BadSettingError('SVC_CONTROL_TOKEN_FILE is empty');
+  return token;
 }
 
 /** The variable's value; unset and empty are the same (undefined). One that misses its pattern is refused. */

@@ -1,7 +1,9 @@
 // `svc doctor`: says whether agent runs can be sandboxed on this host, and why not. Exit 0 when they can.
 import { dirname } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
-import { probeSandbox, BWRAP_HINT, type SandboxProbe } from '../spawn/sandbox-mode.ts';
+import {
+  probeSandbox, BWRAP_HINT, NAMESPACES_HINT, namespacesRefused, type SandboxProbe,
+} from '../spawn/sandbox-mode.ts';
 import { which } from '../spawn/svc-paths.ts';
 import { describeFilter, type SyscallFilter } from '../spawn/seccomp.ts';
 import { memoryBound } from '../spawn/memory-cgroup.ts';
@@ -33,7 +35,7 @@ export function fixFor(probe: SandboxProbe, path: string | undefined, offPath: s
     return `bwrap is installed at ${offPath} but ${dirname(offPath)} is not on PATH (PATH=${path ?? ''}): ` +
       `add it, e.g. PATH="$PATH:${dirname(offPath)}"`;
   }
-  return BWRAP_HINT;
+  return namespacesRefused(probe) ? NAMESPACES_HINT : BWRAP_HINT;
 }
 
 function filterLine(filter: SyscallFilter): string {

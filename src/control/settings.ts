@@ -4,7 +4,9 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { readConnectionLimits } from '../http/http-server.ts';
 import type { RunnerCredential } from '../http/guards.ts';
 import { BadSettingError } from '../errors.ts';
-import { setting, settingChoice, settingFile, settingInt, settingOr } from '../settings-registry.ts';
+import {
+  controlTokenSetting, setting, settingChoice, settingFile, settingInt, settingOr,
+} from '../settings-registry.ts';
 import { SEGMENT } from '../run-json.ts';
 import { answerDirOf } from '../engine/answers.ts';
 
@@ -15,7 +17,7 @@ export function resolveControlSettings(
   flags: { host?: string | undefined; port?: string | undefined; db?: string | undefined },
 ) {
   const home = svcHomeOf(env);
-  const token = controlToken(env);
+  const token = controlTokenSetting(env);
   const runnerTokens = readRunnerTokens(setting(env, 'SVC_CONTROL_RUNNER_TOKENS_FILE'));
   // Without the Control Plane's own token every route is open, so a runner token would restrict nothing.
   if (runnerTokens.length && !token) throw new RunnerTokensError('runner tokens need SVC_CONTROL_TOKEN (or its _FILE)');
@@ -40,16 +42,6 @@ export function resolveControlSettings(
     auditRetentionDays: settingInt(env, 'SVC_CONTROL_AUDIT_RETENTION_DAYS'),
     accessLog: settingChoice(env, 'SVC_ACCESS_LOG') === '1',
   };
-}
-
-/** An unreadable or empty SVC_CONTROL_TOKEN_FILE is an error, not a silently open server. */
-function controlToken(env: NodeJS.ProcessEnv): string | undefined {
-  if (env.SVC_CONTROL_TOKEN) return env.SVC_CONTROL_TOKEN;
-  const file = setting(env, 'SVC_CONTROL_TOKEN_FILE');
-  if (!file) return undefined;
-  const token = settingFile('SVC_CONTROL_TOKEN_FILE', file).split('\n', 1)[0]!.trim();
-  if (!token) throw new BadSettingError('SVC_CONTROL_TOKEN_FILE is empty');
-  return token;
 }
 
 /** Long enough to be a real secret; `openssl rand -hex 32` gives 64. */

@@ -24,7 +24,7 @@ import { identityOf } from './proc-group.ts';
 import { claimCheckout } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
-import { checkPrPossible } from './pr.ts';
+import { checkPrPossible, OriginUnreachableError } from './pr.ts';
 import { signsLater } from './receipt.ts';
 import { followUpSession, followUpSpec, followUpStart, type FollowUp } from './follow-up.ts';
 import { newTraceId, parseTraceparent } from '../trace.ts';
@@ -78,6 +78,9 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   // container holds no GitHub credential by design: its signer container opens the PR.
   if (plan.push_target !== null && !signsLater(n.env)) {
     await checkPrPossible(plan.push_target, n.env).catch((err: unknown) => {
+      if (err instanceof OriginUnreachableError) {
+        throw new OriginUnreachableError(`${err.message} (nothing was started)`, { cause: err });
+      }
       if (!(err instanceof RefusedError)) throw err;
       throw new RefusedError(`Refusing to start a --pr run: ${err.message} (nothing was started)`, { cause: err });
     });

@@ -6,7 +6,7 @@ import { fetchBranchHead, pushBranch, shownUrl, type PushTarget } from './git-pu
 import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
-import { FailedError, RefusedError, errorMessage } from '../errors.ts';
+import { FailedError, RefusedError, UnavailableError, errorMessage } from '../errors.ts';
 import type { RunState } from './run-state.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { runPageUrl } from '../run-json.ts';
@@ -137,8 +137,25 @@ export async function openPullRequest(req: PrRequest): Promise<PrResult> {
 
 const LS_REMOTE_TIMEOUT_MS = 60_000;
 
-/** `git ls-remote URL HEAD` with the credential the push would use; git's first stderr line when it fails. */
-async function lsRemote(url: string, token: string | null, env: NodeJS.ProcessEnv): Promise<string | null> {
+/**
+ * What git says when the origin answered and refused: the credential (401/403, a failed login, no prompt allowed,
+ * permission denied) or the address (no such repository). Anything else (no such host, a refused connection, a
+ * timeout) says nothing about either, and may pass by itself.
+ */
+const ORIGIN_REFUSED = new RegExp([
+  'authentication failed', 'could not read (username|password)', 'permission denied', 'permission to \\S+ denied',
+  'invalid username or password', 'bad credentials', 'returned error: (401|403|404)\\b', 'repository not found',
+  'does not appear to be a git repository',
+].join('|'), 'i');
+
+/** The origin could not be asked at all (DNS, connection, timeout): infra, worth a retry, no one's fault yet. */
+export class OriginUnreachableError extends UnavailableError {}
+
+/** `git ls-remote URL HEAD` with the credential the push would use: null, or git's first stderr line and whether
+ * the origin refused (rather than never answered). */
+async function lsRemote(
+  url: string, token: string | null, env: NodeJS.ProcessEnv,
+): Promise<{ said: string; refused: boolean } | null> {
   return withScratch('ls-remote', async (cwd) => {
     const done = await withGitToken(url, token, env, 'git-upload-pack', (config, extra) => runCollect(
       gitArgv([...config, 'ls-remote', '--quiet', '--', url, 'HEAD']),
@@ -146,20 +163,27 @@ async function lsRemote(url: string, token: string | null, env: NodeJS.ProcessEn
     ));
     if (done.status === 0) return null;
     if (redirectedUrl(done.stderr) !== null) throw await redirectRefusal(url, 'git-upload-pack', env);
-    return done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
+    const said = done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
       ?? (done.status === null ? `no answer within ${LS_REMOTE_TIMEOUT_MS / 1000} s` : `exit ${done.status}`);
+    return { said, refused: done.status !== null && ORIGIN_REFUSED.test(done.stderr) };
   });
 }
 
-/** Refuses (a RefusedError) unless a credential in `env` exists and the origin answers as the push would ask it. */
+/**
+ * Refuses (a RefusedError) unless a credential in `env` exists and the origin answers as the push would ask it; an
+ * origin that could not be asked at all is an OriginUnreachableError, which blames neither.
+ */
 export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv): Promise<void> {
   const credential = githubCredential(env);
   if (credential === null) throw new RefusedError(NO_CREDENTIALS);
   const problem = await lsRemote(target.url, credential.token, env);
-  if (problem !== null) {
-    throw new RefusedError(`The origin "${shownUrl(target.url)}" cannot be reached as configured (${problem}): ` +
-      'fix the credential (GITHUB_TOKEN, GH_TOKEN or gh auth login) or `git remote set-url origin URL`');
+  if (problem === null) return;
+  if (!problem.refused) {
+    throw new OriginUnreachableError(`The origin "${shownUrl(target.url)}" could not be reached to check that the ` +
+      `pull request can be pushed (${problem.said}); try again once it answers`);
   }
+  throw new RefusedError(`The origin "${shownUrl(target.url)}" cannot be reached as configured (${problem.said}): ` +
+    'fix the credential (GITHUB_TOKEN, GH_TOKEN or gh auth login) or `git remote set-url origin URL`');
 }
 
 /** A follow-up's start: the PR branch's head on the pinned origin, fetched with the push's credential. */

@@ -50,11 +50,35 @@ export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.Proces
   if (fromEnv === 'none') return { kind: 'none', why: `${variable}=none` };
   const probe = probeSandboxCached(env);
   if (probe.ok && probe.bwrap) return { kind: 'bwrap', bwrap: probe.bwrap };
+  const optOut = cli ? OPT_OUT_CLI : OPT_OUT_SERVER;
+  // An installed bwrap that failed is fixed where the namespaces are refused; installing it again changes nothing.
+  if (probe.bwrap) {
+    const fix = namespacesRefused(probe)
+      ? `${NAMESPACES_HINT}; \`svc doctor\` checks the host`
+      : '`svc doctor` says why';
+    throw new SandboxUnavailableError(
+      `Refusing to start: agents run in a bubblewrap sandbox and ${probe.bwrap} could not set it up here ` +
+        `(${probe.reason}). ${fix}. Only to run agents unconfined, opt out with ${optOut}`,
+    );
+  }
   throw new SandboxUnavailableError(
     `Refusing to start: agents run in a bubblewrap sandbox and it does not work on this host (${probe.reason}). ` +
       `Install the Debian package "bubblewrap" (apt-get install bubblewrap; \`svc doctor\` checks the host), ` +
-      `or opt out with ${cli ? OPT_OUT_CLI : OPT_OUT_SERVER}`,
+      `or opt out with ${optOut}`,
   );
+}
+
+/** Where an installed bwrap's namespaces are refused: the service's unit, or the host (docs/deploy.md "systemd"). */
+export const NAMESPACES_HINT = 'bwrap could not create its namespaces: under systemd the unit must allow them ' +
+  '(RestrictNamespaces must list every namespace bwrap creates, RestrictAddressFamilies AF_NETLINK; docs/deploy.md ' +
+  '"systemd" lists them), and the host must allow unprivileged user namespaces (sysctl user.max_user_namespaces ' +
+  'above 0, kernel.unprivileged_userns_clone=1 where it exists)';
+
+const TRIAL_FAILED = 'a trial bwrap sandbox failed';
+
+/** bwrap was found and its trial sandbox did not start (rather than starting with too much left to it). */
+export function namespacesRefused(probe: SandboxProbe): boolean {
+  return probe.bwrap !== null && probe.reason !== null && probe.reason.startsWith(TRIAL_FAILED);
 }
 
 /** Said in a server-started run's log when its project's policy asks for no sandbox: it runs sandboxed anyway. */
@@ -113,7 +137,7 @@ export function probeSandbox(env: NodeJS.ProcessEnv) {
   if (typeof trial !== 'string') {
     const said = trial.failed.trim().split('\n')[0];
     const hint = clone === '0' || max === '0' ? ' (unprivileged user namespaces are disabled on this host)' : '';
-    return probe(`a trial bwrap sandbox failed: ${said}${hint}`);
+    return probe(`${TRIAL_FAILED}: ${said}${hint}`);
   }
   const caps = /^CapEff:\s*([0-9a-f]+)/m.exec(trial)?.[1] ?? '?';
   if (!/^0+$/.test(caps)) return probe(`the trial sandbox kept capabilities (CapEff ${caps})`);

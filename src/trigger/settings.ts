@@ -8,7 +8,7 @@ import { liveServedRepos, shorthandRepos, type RepoRouter } from './served-repos
 import { existsSync, readFileSync } from 'node:fs';
 import { decodeChatbKey, SOURCE_NAMES, sourceOf, type SourceName } from '../webhook-sources.ts';
 import { BadSettingError } from '../errors.ts';
-import { setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
+import { controlTokenSetting, setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
 
 export type TriggerSettings = ReturnType<typeof resolveTriggerSettings>;
 
@@ -133,7 +133,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     queueMax: settingInt(env, 'SVC_TRIGGER_QUEUE_MAX'),
     source: settingOr(env, 'SVC_SOURCE'),
     controlUrl: setting(env, 'SVC_CONTROL_URL'),
-    controlToken: setting(env, 'SVC_CONTROL_TOKEN'),
+    controlToken: controlTokenSetting(env),
     publicUrl: publicUrlOf(setting(env, 'SVC_PUBLIC_URL'), problems),
     secrets,
     notify,

@@ -206,6 +206,22 @@ describe('run.sh against a live Control Plane', () => {
     assert.equal(stop.code, 0, stop.stderr);
   });
 
+  it('imports a project, after which a start there is no longer refused as unregistered', async () => {
+    const project = join(dir, 'project with "quotes"');
+    mkdirSync(project);
+    execFileSync('git', ['init', '-q', project]);
+    const before = await live(['start', '--repo', project, '--brief', 'x', '--provider', 'none-such']);
+    assert.equal(before.code, 1);
+    assert.match(before.stderr, /is not registered with this Control Plane: import it first/);
+    const imported = await live(['import', project]);
+    assert.equal(imported.code, 0, imported.stderr);
+    assert.equal(JSON.parse(imported.stdout).runs, 0);
+    const after = await live(['start', '--repo', project, '--brief', 'x', '--provider', 'none-such']);
+    assert.equal(after.code, 0, after.stderr);
+    assert.equal(JSON.parse(after.stdout).status, 'queued');
+    assert.equal((await runSh(['import'])).code, 2);
+  });
+
   it('exits 1 with the server message for a wrong token and an unknown run', async () => {
     const denied = await live(['list'], 'wrong-token');
     assert.equal(denied.code, 1);

@@ -16,6 +16,12 @@ import { makeCert } from '../trigger/standins.ts';
 
 const TOKEN = 'pr-check-token-5c1e';
 
+/** The class of the failure `svc start` printed, and whether it is retryable. */
+function failureOf(stdout: string): [string, boolean] {
+  const { failure } = JSON.parse(stdout.trim().split('\n')[0]!) as { failure: { class: string; retryable: boolean } };
+  return [failure.class, failure.retryable];
+}
+
 function runsOf(repo: TestRepo): string[] {
   const dir = join(repo.repo, '.svc', 'runs');
   return existsSync(dir) ? readdirSync(dir) : [];
@@ -53,6 +59,51 @@ describe('svc start --pr without what a pull request needs', () => {
       assert.deepEqual(runsOf(repo), []);
     } finally {
       execFileSync('git', ['remote', 'set-url', 'origin', repo.origin], { cwd: repo.repo });
+    }
+  });
+
+  it('calls an origin that cannot be reached an infra failure, retryable, and blames no credential', async () => {
+    // A loopback port nothing listens on: git's connection is refused before any credential is asked for.
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', () => r()));
+    const port = (closed.address() as { port: number }).port;
+    await new Promise((r) => closed.close(r));
+    const url = `http://127.0.0.1:${port}/acme/api.git`;
+    execFileSync('git', ['remote', 'set-url', 'origin', url], { cwd: repo.repo });
+    try {
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
+        { cwd: repo.repo, env: { ...env, GITHUB_TOKEN: TOKEN } });
+      assert.equal(res.code, 1);
+      assert.deepEqual(failureOf(res.stdout), ['infra', true]);
+      assert.ok(res.stderr.includes(`The origin "${url}" could not be reached to check that the pull request can be ` +
+        'pushed (fatal: unable to access'), res.stderr);
+      assert.match(res.stderr, /try again once it answers \(nothing was started\)/);
+      assert.doesNotMatch(res.stderr, /credential|Refusing/);
+      assert.deepEqual(runsOf(repo), []);
+    } finally {
+      execFileSync('git', ['remote', 'set-url', 'origin', repo.origin], { cwd: repo.repo });
+    }
+  });
+
+  it('still blames the credential when the origin answers 401', async () => {
+    const refusing = createServer((req, res) => {
+      req.resume();
+      res.writeHead(401, { 'www-authenticate': 'Basic realm="git"' }).end();
+    });
+    await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', () => r()));
+    const url = `http://127.0.0.1:${(refusing.address() as { port: number }).port}/acme/api.git`;
+    execFileSync('git', ['remote', 'set-url', 'origin', url], { cwd: repo.repo });
+    try {
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
+        { cwd: repo.repo, env: { ...env, GITHUB_TOKEN: TOKEN } });
+      assert.equal(res.code, 1);
+      assert.deepEqual(failureOf(res.stdout), ['policy', false]);
+      assert.match(res.stderr, /Refusing to start a --pr run: The origin ".*" cannot be reached as configured/);
+      assert.match(res.stderr, /fix the credential \(GITHUB_TOKEN, GH_TOKEN or gh auth login\)/);
+      assert.deepEqual(runsOf(repo), []);
+    } finally {
+      execFileSync('git', ['remote', 'set-url', 'origin', repo.origin], { cwd: repo.repo });
+      await new Promise((r) => refusing.close(r));
     }
   });
 

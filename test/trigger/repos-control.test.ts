@@ -70,6 +70,45 @@ describe('served repositories on the Control Plane', () => {
     }
   });
 
+  it('reports and ships with a runner token read from SVC_CONTROL_TOKEN_FILE (the systemd credential)', async () => {
+    const runnerToken = 'runner-token-trigger-0123456789';
+    const runnerTokens = [{ source: 'trigger', token: runnerToken }];
+    const cp = await startTestControl({ token: CP_TOKEN, settings: { runnerTokens } });
+    const api = withProvider(makeRepo('acme/api'));
+    const dir = tempDir('svc-repos-');
+    const tokenFile = join(dir, 'control-token');
+    writeFileSync(tokenFile, `${runnerToken}\n`);
+    const t = await startTestTrigger(
+      { SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN_FILE: tokenFile, SVC_SOURCE: 'trigger' },
+      { repo: api, cliPath: CLI },
+    );
+    try {
+      await waitFor(async () => {
+        const items = (await cp.request('GET', '/v1/repos')).json.items as Array<{ name: string }>;
+        return items.length ? items : null;
+      }, 'the served repositories on the Control Plane');
+      const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'write fixed.txt' }), bearer);
+      assert.equal(res.status, 202);
+      const id = res.body.job_id as string;
+      const job = await waitFor(async () => {
+        const j = (await get(`${t.url}/jobs/${id}`, bearer)).body;
+        return j.status !== 'queued' && j.status !== 'running' ? j : null;
+      }, 'the real run to end', 60_000);
+      assert.equal(job.status, 'succeeded', String(job.error));
+      const run = job.run as { source: string; run: string };
+      const shipped = await waitFor(async () => {
+        const page = await cp.request('GET', '/v1/runs?repo=acme%2Fapi');
+        return page.json.items.find((r: { run: string }) => r.run === run.run) ?? null;
+      }, 'the run on the Control Plane', 60_000);
+      assert.equal(shipped.source, 'trigger');
+    } finally {
+      await t.jobLoop.idle();
+      await t.cleanup();
+      await cp.close();
+      for (const d of [api, dir]) rmSync(d, { recursive: true, force: true });
+    }
+  });
+
   it('under the Kubernetes executor, several repositories need a clone= URL each (a pod cannot use a host checkout)', async () => {
     const api = makeRepo('acme/api');
     const dir = tempDir('svc-repos-');

@@ -4,6 +4,9 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { bwrapArgv } from '../../src/spawn/bwrap-argv.ts';
+import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
+import { gateFolderBase } from '../../src/engine/egress.ts';
 
 const SCRIPTS = join(import.meta.dirname, '../../scripts');
 const read = (rel: string) => readFileSync(join(SCRIPTS, rel), 'utf8');
@@ -21,6 +24,18 @@ const HARDENING: Array<[string, RegExp]> = [
   ['NoNewPrivileges', /^yes$/], ['ProtectSystem', /^strict$/], ['ProtectHome', /^yes$/], ['PrivateTmp', /^yes$/],
   ['StateDirectory', /^svc\b/], ['User', /^svc$/], ['UMask', /^0077$/], ['CapabilityBoundingSet', /^$/],
 ];
+
+/** The namespaces (systemd's names) an agent's bwrap creates: its argv's --unshare-* flags, and always mnt. */
+function sandboxNamespaces(): string[] {
+  const plan = {
+    readable: [], writable: [], protect: [], hidden: [], protocolReadable: [], protocolWritable: [], home: null,
+    cwd: '/', limits: DEFAULT_LIMITS, network: 'none' as const,
+  };
+  const argv = bwrapArgv('/usr/bin/bwrap', plan, ['true']);
+  assert.ok(!argv.includes('--unshare-all'), 'name each namespace, so the units can be checked against it');
+  const unshared = argv.flatMap((a) => /^--unshare-([a-z]+?)(-try)?$/.exec(a)?.[1] ?? []);
+  return ['mnt', ...new Set(unshared)];
+}
 
 function systemdAnalyze(): boolean {
   return spawnSync('systemd-analyze', ['--version']).status === 0;
@@ -42,18 +57,32 @@ for (const [unit, command] of [['svc-control.service', 'control serve'], ['svc-t
       assert.deepEqual(get('ReadWritePaths'), ['-/srv/svc']);
     });
 
-    it('lets the agent sandbox run: user, mount and PID namespaces, and no overmounted /proc', () => {
-      // bwrap needs an unprivileged user namespace plus mnt and pid ones, and a fresh proc mount, which the kernel
-      // refuses while /proc/sys or /proc/kmsg are overmounted (ProtectKernelTunables, ProtectKernelLogs).
+    it('lets the agent sandbox run: every namespace bwrap unshares, netlink, and no overmounted /proc', () => {
+      // bwrap needs every namespace svc's argv unshares (and always a mount one), a netlink socket to bring up the
+      // loopback of its network namespace, and a fresh proc mount, which the kernel refuses while /proc/sys or
+      // /proc/kmsg are overmounted (ProtectKernelTunables, ProtectKernelLogs).
+      const namespaces = sandboxNamespaces();
+      assert.ok(namespaces.includes('net') && namespaces.includes('user'), namespaces.join(' '));
       for (const restrict of get('RestrictNamespaces')) {
-        assert.ok(['user', 'mnt', 'pid'].every((ns) => restrict.split(/\s+/).includes(ns)), `RestrictNamespaces=${restrict}`);
+        const allowed = restrict.split(/\s+/);
+        for (const ns of namespaces) assert.ok(allowed.includes(ns), `RestrictNamespaces=${restrict} refuses ${ns}`);
       }
+      for (const families of get('RestrictAddressFamilies')) assert.match(families, /(^|\s)AF_NETLINK(\s|$)/);
       for (const filter of get('SystemCallFilter')) assert.match(filter, /@mount/);
       assert.deepEqual(get('ProtectKernelTunables'), ['no']);
       assert.deepEqual(get('ProtectKernelLogs'), ['no']);
       assert.deepEqual(get('ProcSubset'), []);
       assert.deepEqual(get('PrivateUsers'), []);
       assert.deepEqual(get('ProtectProc'), ['invisible']);
+    });
+
+    it('signals only the server on stop, so the runs it started keep going (docs/deploy.md "Upgrading")', () => {
+      // Run workers are detached but stay in the unit's cgroup: control-group or mixed would end them too.
+      assert.deepEqual(get('KillMode'), ['process']);
+      // systemd removes PrivateTmp's /tmp at the stop: the runs' scratch and gate sockets live in a state folder.
+      assert.ok(get('Environment').includes('TMPDIR=/var/lib/svc/tmp'));
+      assert.ok(get('StateDirectory').some((v) => v.split(/\s+/).includes('svc/tmp')));
+      assert.equal(gateFolderBase('/var/lib/svc/tmp'), '/var/lib/svc/tmp', 'the gate socket follows TMPDIR there');
     });
 
     it('takes secrets from EnvironmentFile or LoadCredential, never inline', () => {
@@ -117,6 +146,18 @@ describe('systemd svc-trigger.service credentials', () => {
     const text = read('systemd/svc-trigger.service');
     assert.match(text, /^LoadCredential=api-token:\/etc\/svc\/credentials\/api-token$/m);
     assert.match(text, /^Environment=SVC_API_TOKEN_FILE=%d\/api-token$/m);
+  });
+
+  it('gives the trigger a runner token for its source, which the Control Plane unit loads', () => {
+    // Without one the trigger's reports and its runs' batches are refused (401) for ever.
+    const trigger = read('systemd/svc-trigger.service');
+    assert.match(trigger, /^LoadCredential=control-token:\/etc\/svc\/credentials\/trigger-control-token$/m);
+    assert.match(trigger, /^Environment=SVC_CONTROL_TOKEN_FILE=%d\/control-token$/m);
+    assert.match(trigger, /^Environment=SVC_SOURCE=trigger$/m);
+    assert.match(trigger, /^Environment=SVC_CONTROL_URL=http:\/\/127\.0\.0\.1:47821$/m);
+    const control = read('systemd/svc-control.service');
+    assert.match(control, /^LoadCredential=runner-tokens:\/etc\/svc\/credentials\/runner-tokens$/m);
+    assert.match(control, /^Environment=SVC_CONTROL_RUNNER_TOKENS_FILE=%d\/runner-tokens$/m);
   });
 });
 
