@@ -111,8 +111,6 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
   return vars;
 }
 
-/** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes).
- * `operatorAllow`: the operator's network.allow (operator.json), kept in the run's plan. */
 /** The longest base that leaves a Unix socket path (~107 bytes) room for `/svc-gate-XXXXXX/gate.sock`. */
 const GATE_BASE_MAX = 107 - '/svc-gate-XXXXXX/gate.sock'.length;
 
@@ -125,6 +123,8 @@ export function gateFolderBase(tmp: string): string {
   return tmp.length <= GATE_BASE_MAX ? tmp : '/tmp';
 }
 
+/** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes).
+ * `operatorAllow`: the operator's network.allow (operator.json), kept in the run's plan. */
 export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow: readonly string[]) {
   const routes = modelRoutesFromEnv(ctx.env);
   // First: a bad price file fails the run before anything is made.
