@@ -138,14 +138,15 @@ export async function openPullRequest(req: PrRequest): Promise<PrResult> {
 const LS_REMOTE_TIMEOUT_MS = 60_000;
 
 /**
- * What git says when the origin answered and refused: the credential (401/403, a failed login, no prompt allowed,
- * permission denied) or the address (no such repository). Anything else (no such host, a refused connection, a
- * timeout) says nothing about either, and may pass by itself.
+ * What git says when it could not ask the origin at all: no such host, a refused or reset connection, a timeout. That
+ * blames neither the credential nor the address, and may pass by itself; anything else git says (a 401/403/404, a
+ * failed login, an unknown repository, a certificate or host key it rejects) stays a refusal.
  */
-const ORIGIN_REFUSED = new RegExp([
-  'authentication failed', 'could not read (username|password)', 'permission denied', 'permission to \\S+ denied',
-  'invalid username or password', 'bad credentials', 'returned error: (401|403|404)\\b', 'repository not found',
-  'does not appear to be a git repository',
+const ORIGIN_UNREACHABLE = new RegExp([
+  'could not resolve host', 'could not resolve hostname', 'name or service not known',
+  'temporary failure in name resolution', 'connection refused', 'connection reset', 'connection timed out',
+  'operation timed out', 'timed out after', 'network is unreachable', 'no route to host', 'failed to connect to',
+  "couldn't connect to server",
 ].join('|'), 'i');
 
 /** The origin could not be asked at all (DNS, connection, timeout): infra, worth a retry, no one's fault yet. */
@@ -165,7 +166,7 @@ async function lsRemote(
     if (redirectedUrl(done.stderr) !== null) throw await redirectRefusal(url, 'git-upload-pack', env);
     const said = done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
       ?? (done.status === null ? `no answer within ${LS_REMOTE_TIMEOUT_MS / 1000} s` : `exit ${done.status}`);
-    return { said, refused: done.status !== null && ORIGIN_REFUSED.test(done.stderr) };
+    return { said, refused: done.status !== null && !ORIGIN_UNREACHABLE.test(done.stderr) };
   });
 }
 

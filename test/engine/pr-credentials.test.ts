@@ -85,27 +85,30 @@ describe('svc start --pr without what a pull request needs', () => {
     }
   });
 
-  it('still blames the credential when the origin answers 401', async () => {
-    const refusing = createServer((req, res) => {
-      req.resume();
-      res.writeHead(401, { 'www-authenticate': 'Basic realm="git"' }).end();
+  // A bare 404 (no body) makes git say only "repository '…' not found": an answer, so still a refusal.
+  for (const [status, headers] of [[401, { 'www-authenticate': 'Basic realm="git"' }], [404, {}]] as const) {
+    it(`still blames the credential when the origin answers ${status}`, async () => {
+      const refusing = createServer((req, res) => {
+        req.resume();
+        res.writeHead(status, headers).end();
+      });
+      await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', () => r()));
+      const url = `http://127.0.0.1:${(refusing.address() as { port: number }).port}/acme/api.git`;
+      execFileSync('git', ['remote', 'set-url', 'origin', url], { cwd: repo.repo });
+      try {
+        const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
+          { cwd: repo.repo, env: { ...env, GITHUB_TOKEN: TOKEN } });
+        assert.equal(res.code, 1);
+        assert.deepEqual(failureOf(res.stdout), ['policy', false]);
+        assert.match(res.stderr, /Refusing to start a --pr run: The origin ".*" cannot be reached as configured/);
+        assert.match(res.stderr, /fix the credential \(GITHUB_TOKEN, GH_TOKEN or gh auth login\)/);
+        assert.deepEqual(runsOf(repo), []);
+      } finally {
+        execFileSync('git', ['remote', 'set-url', 'origin', repo.origin], { cwd: repo.repo });
+        await new Promise((r) => refusing.close(r));
+      }
     });
-    await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', () => r()));
-    const url = `http://127.0.0.1:${(refusing.address() as { port: number }).port}/acme/api.git`;
-    execFileSync('git', ['remote', 'set-url', 'origin', url], { cwd: repo.repo });
-    try {
-      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
-        { cwd: repo.repo, env: { ...env, GITHUB_TOKEN: TOKEN } });
-      assert.equal(res.code, 1);
-      assert.deepEqual(failureOf(res.stdout), ['policy', false]);
-      assert.match(res.stderr, /Refusing to start a --pr run: The origin ".*" cannot be reached as configured/);
-      assert.match(res.stderr, /fix the credential \(GITHUB_TOKEN, GH_TOKEN or gh auth login\)/);
-      assert.deepEqual(runsOf(repo), []);
-    } finally {
-      execFileSync('git', ['remote', 'set-url', 'origin', repo.origin], { cwd: repo.repo });
-      await new Promise((r) => refusing.close(r));
-    }
-  });
+  }
 
   it('names `git remote add origin` when the repository has no origin', async () => {
     execFileSync('git', ['remote', 'remove', 'origin'], { cwd: repo.repo });
