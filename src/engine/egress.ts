@@ -1,7 +1,6 @@
 // A run's egress gate (DESIGN §7a, docs/gate.md): the agents' only route out, every connection kept as evidence.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { tmpdir } from 'node:os';
 import { isIP } from 'node:net';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
@@ -111,18 +110,6 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
   return vars;
 }
 
-/** The longest base that leaves a Unix socket path (~107 bytes) room for `/svc-gate-XXXXXX/gate.sock`. */
-const GATE_BASE_MAX = 107 - '/svc-gate-XXXXXX/gate.sock'.length;
-
-/**
- * Where a run's gate socket folder goes: under TMPDIR when the socket path stays short enough there, else /tmp. The
- * systemd units point TMPDIR at a folder that outlives their private /tmp, which systemd removes at a stop while the
- * runs go on (KillMode=process), and a check's sandbox started after a restart still finds the socket.
- */
-export function gateFolderBase(tmp: string): string {
-  return tmp.length <= GATE_BASE_MAX ? tmp : '/tmp';
-}
-
 /** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes).
  * `operatorAllow`: the operator's network.allow (operator.json), kept in the run's plan. */
 export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow: readonly string[]) {
@@ -140,7 +127,7 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
       `refuses opens only with its port ("${entry}:PORT"); a name never opens one, whatever it resolves to`;
     ctx.event('log', { stream: 'svc', text });
   }
-  const folder = mkdtempSync(join(gateFolderBase(tmpdir()), 'svc-gate-'));
+  const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
   const records: EgressRecord[] = [];
   let total = 0;

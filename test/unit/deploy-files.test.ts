@@ -6,7 +6,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bwrapArgv } from '../../src/spawn/bwrap-argv.ts';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
-import { gateFolderBase } from '../../src/engine/egress.ts';
 
 const SCRIPTS = join(import.meta.dirname, '../../scripts');
 const read = (rel: string) => readFileSync(join(SCRIPTS, rel), 'utf8');
@@ -21,7 +20,7 @@ function directives(unit: string): Array<[string, string]> {
 }
 
 const HARDENING: Array<[string, RegExp]> = [
-  ['NoNewPrivileges', /^yes$/], ['ProtectSystem', /^strict$/], ['ProtectHome', /^yes$/], ['PrivateTmp', /^yes$/],
+  ['NoNewPrivileges', /^yes$/], ['ProtectSystem', /^strict$/], ['ProtectHome', /^yes$/], ['BindPaths', /^\/var\/lib\/svc\/tmp:\/tmp$/],
   ['StateDirectory', /^svc\b/], ['User', /^svc$/], ['UMask', /^0077$/], ['CapabilityBoundingSet', /^$/],
 ];
 
@@ -79,10 +78,10 @@ for (const [unit, command] of [['svc-control.service', 'control serve'], ['svc-t
     it('signals only the server on stop, so the runs it started keep going (docs/deploy.md "Upgrading")', () => {
       // Run workers are detached but stay in the unit's cgroup: control-group or mixed would end them too.
       assert.deepEqual(get('KillMode'), ['process']);
-      // systemd removes PrivateTmp's /tmp at the stop: the runs' scratch and gate sockets live in a state folder.
-      assert.ok(get('Environment').includes('TMPDIR=/var/lib/svc/tmp'));
+      // systemd removes PrivateTmp's /tmp at the stop, under the runs that go on: /tmp is a state folder instead.
+      assert.deepEqual(get('PrivateTmp'), []);
+      assert.deepEqual(get('BindPaths'), ['/var/lib/svc/tmp:/tmp']);
       assert.ok(get('StateDirectory').some((v) => v.split(/\s+/).includes('svc/tmp')));
-      assert.equal(gateFolderBase('/var/lib/svc/tmp'), '/var/lib/svc/tmp', 'the gate socket follows TMPDIR there');
     });
 
     it('takes secrets from EnvironmentFile or LoadCredential, never inline', () => {
