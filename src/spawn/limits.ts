@@ -1,6 +1,9 @@
 // What an agent's sandbox may spend (DESIGN §7a "It ends"; docs/engine.md "Limits" and "Memory"): prlimit's arguments,
 // and svc's watchdog (watchLimits) for what the kernel or a memory cgroup does not bound.
-import { lstatSync, readdirSync, readFileSync, statSync, statfsSync } from 'node:fs';
+import {
+  closeSync, constants, fstatSync, lstatSync, opendirSync, openSync, readdirSync, readFileSync, statSync,
+  statfsSync,
+} from 'node:fs';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { join } from 'node:path';
 import { which } from './svc-paths.ts';
@@ -99,28 +102,80 @@ function sharedMemoryBytes(pids: readonly number[]): number {
   return [...memfds.values(), ...tmpfs.values()].reduce((n, bytes) => n + bytes, 0);
 }
 
-/** Entries a walk looks at between two turns of the worker's event loop (~1 ms of it at a time). */
+/** Entries and folders a walk looks at between two turns of the worker's event loop (~1 ms of it at a time). */
 const WALK_SLICE = 256;
+
+/** A folder met in the walk, with the identity (device, inode) it had when it was seen as a folder, not a link. */
+type SeenFolder = { path: string; dev: number; ino: number };
+
+/**
+ * An open descriptor of `folder`'s very directory and its size, or null when it is gone or its path now leads
+ * elsewhere: a link or another folder swapped in since it was seen (a directory has one name, so its device and inode
+ * name it).
+ */
+function openSeen(folder: SeenFolder): { fd: number; size: number } | null {
+  const fd = orNull(() => openSync(folder.path, constants.O_RDONLY | constants.O_DIRECTORY));
+  if (fd === null) return null;
+  const st = fstatSync(fd);
+  if (st.dev === folder.dev && st.ino === folder.ino) return { fd, size: st.size };
+  closeSync(fd);
+  return null;
+}
+
+/** A folder's own size up to which it is listed at once (some thousand entries, ~1 ms); past it, a slice at a time. */
+const LIST_AT_ONCE_BYTES = 16 * 1024;
+
+/**
+ * The names in the directory at `opened`, read a slice at a time when it is large (a Dir costs ~12 µs to open against
+ * ~4 µs for a whole small listing, and most folders are small); none when it cannot be read. Closes the Dir it opens.
+ */
+function* namesIn(opened: string, size: number): Generator<string> {
+  if (size <= LIST_AT_ONCE_BYTES) {
+    yield* orNull(() => readdirSync(opened)) ?? [];
+    return;
+  }
+  const listing = orNull(() => opendirSync(opened, { bufferSize: WALK_SLICE }));
+  try {
+    for (let entry = orNull(() => listing?.readSync()); entry; entry = orNull(() => listing?.readSync())) {
+      yield entry.name;
+    }
+  } finally {
+    listing?.closeSync();
+  }
+}
 
 /**
  * Bytes under `dir` (files as their size, skipping `.git`), counted without following links; stops past `cap`. Each
  * look is synchronous, in slices between turns of the event loop: an awaited lstat per file cost 15 times the CPU (a
- * 5,000-file checkout: ~440 ms against ~30 ms), taken from the agent's start, where the first walk runs.
+ * 5,000-file checkout: ~440 ms against ~30 ms), taken from the agent's start, where the first walk runs. Folders count
+ * toward a slice too, and a large one is read a slice at a time: neither 200,000 empty folders nor one folder of
+ * 300,000 entries holds the loop. Each folder is listed, and its entries looked at, through a descriptor of the
+ * directory seen in its parent (/proc/self/fd/N): a link the agent swaps in for a folder mid-walk is never followed
+ * (the first walk has no cap, so a folder held as a link to / would have made the host's size the baseline).
  */
-async function treeBytes(dir: string, cap: number): Promise<number> {
+export async function treeBytes(dir: string, cap: number): Promise<number> {
+  const root = orNull(() => statSync(dir));
+  if (!root?.isDirectory()) return 0;
   let total = 0;
   let looked = 0;
-  const pending = [dir];
+  const pending: SeenFolder[] = [{ path: dir, dev: root.dev, ino: root.ino }];
   while (pending.length && total <= cap) {
     const folder = pending.pop()!;
+    if (++looked % WALK_SLICE === 0) await nextTurn();
     // A folder or file gone meanwhile counts nothing.
-    const entries = orNull(() => readdirSync(folder, { withFileTypes: true })) ?? [];
-    for (const entry of entries) {
-      if (entry.name === '.git' && folder === dir) continue;
-      const path = join(folder, entry.name);
-      if (entry.isDirectory()) pending.push(path);
-      else total += orNull(() => lstatSync(path))?.size ?? 0;
-      if (++looked % WALK_SLICE === 0) await nextTurn();
+    const open = openSeen(folder);
+    if (open === null) continue;
+    const opened = `/proc/self/fd/${open.fd}`;
+    try {
+      for (const name of namesIn(opened, open.size)) {
+        if (++looked % WALK_SLICE === 0) await nextTurn();
+        if (name === '.git' && folder.path === dir) continue;
+        const st = orNull(() => lstatSync(`${opened}/${name}`));
+        if (st?.isDirectory()) pending.push({ path: join(folder.path, name), dev: st.dev, ino: st.ino });
+        else total += st?.size ?? 0;
+      }
+    } finally {
+      closeSync(open.fd);
     }
   }
   return total;

@@ -16,8 +16,9 @@ function sourceFiles(dir: string): string[] {
     e.isDirectory() ? sourceFiles(join(dir, e.name)) : /\.[cm]?[jt]s$/.test(e.name) ? [join(dir, e.name)] : []);
 }
 
-// A value import or re-export (not `import type`), or import(), with or without the node: prefix.
-const HTTP_IMPORT = /(?:^\s*(?:import|export)(?!\s+type\s)[^;'"]*from\s*|import\s*\(\s*)['"](?:node:)?https?['"]/m;
+// A value import or re-export (not `import type`), a bare import, or import(), with or without the node: prefix.
+const HTTP_IMPORT =
+  /(?:^\s*(?:import|export)(?!\s+type\s)[^;'"]*from\s*|^\s*import\s*|import\s*\(\s*)['"](?:node:)?https?['"]/m;
 
 describe('node:http and node:https', () => {
   it('are never imported as ESM modules in src/', () => {
@@ -25,6 +26,14 @@ describe('node:http and node:https', () => {
     assert.ok(files.length > 50, 'the walk found the source tree');
     const offenders = files.filter((f) => HTTP_IMPORT.test(readFileSync(f, 'utf8'))).map((f) => relative(SRC, f));
     assert.deepEqual(offenders, []);
+  });
+
+  it('are caught in each form an import takes, and type-only imports are not', () => {
+    for (const line of ["import { request } from 'node:http';", "export { get } from 'https';",
+      "await import('node:https');", "import 'node:http';", "import'http'"]) {
+      assert.match(`// a file\n${line}\n`, HTTP_IMPORT);
+    }
+    assert.doesNotMatch("import type { Server } from 'node:http';\n", HTTP_IMPORT);
   });
 
   it('loads no undici when a run\'s worker code is imported', async () => {
