@@ -248,6 +248,31 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     });
   }
 
+  // A run the seal step could not store, the agent (it holds the run container's token and knows the run id) could
+  // store first bound to a handed key of its own making, and move it: the seal tries a few times, then fails.
+  it('fails the seal step when the Control Plane does not answer its store: no agent code runs', async () => {
+    let asked = 0;
+    const down = createServer((req, res) => {
+      req.resume();
+      asked += 1;
+      res.writeHead(503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { code: 'unavailable', message: 'down for the test' } }));
+    });
+    await new Promise<void>((r) => down.listen(0, '127.0.0.1', r));
+    try {
+      const env = { SVC_CONTROL_URL: `http://127.0.0.1:${(down.address() as AddressInfo).port}` };
+      await assert.rejects(runJob('fix the greeting', undefined, undefined, { env }), (err: Error) => {
+        assert.match(err.message, /is not stored bound to its handed key: the Control Plane did not answer the seal/);
+        assert.doesNotMatch(err.message, /svc pod seal: the run is not stored yet|\[run\]/);
+        return true;
+      });
+      assert.equal(asked, 5, 'the seal step tried five times');
+    } finally {
+      down.closeAllConnections();
+      down.close();
+    }
+  });
+
   // Without a sandbox in the pod, a process the agent left behind (escaped and with its marker scrubbed, the documented
   // limit of docs/engine.md) could rewrite the evidence before the run container ends, and ship a "verified" state of
   // its own with the run container's Control Plane token; the test does both for it.
