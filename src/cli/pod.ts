@@ -3,7 +3,7 @@
 import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
 import { handedRunKey, isValidSegment } from '../engine/ids.ts';
-import { readSealedRunKey, storeSealedRun, writeSeal } from '../pod/seal.ts';
+import { readSealedRunKey, storeHandedRun, writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';
 import { safeJson } from '../safe-json.ts';
 
@@ -13,7 +13,8 @@ export const HELP = `Usage: svc pod seal --repo DIR --sealed DIR --handoff FILE 
 Steps of a Kubernetes job pod (the trigger server's Kubernetes executor writes them into the pod spec):
   seal   before the run: record the repository's HEAD and origin URL in the sealed folder, make the run's key
          there, and write the key handed from it for the run container's svc start to FILE (SVC_SECRETS_HANDOFF);
-         with --run-id, store that run on the Control Plane bound to the handed key (SVC_CONTROL_URL)
+         with --run-id, store that run on the Control Plane bound to the handed key (SVC_CONTROL_URL; not
+         stored after a few tries, the seal fails)
   sign   after the run container ended: check the run's commits against the sealed base, sign its Evidence
          Receipt with the key in $HOME/.svc/keys, open the pull request (--pr) and ship the run (SVC_CONTROL_URL)
 `;
@@ -32,11 +33,11 @@ export default async function pod(io: CliIo): Promise<number> {
     const named = values['run-id'];
     if (named !== undefined && !isValidSegment(named)) throw new UsageError('svc pod seal: --run-id is not a run id');
     const seal = writeSeal(values.repo, values.sealed, values.handoff);
-    // Refused, or left unbound, fails the seal (the pod does not start its run); not answered is said and goes on.
+    // Refused, left unbound, or not answered by the Control Plane named, fails the seal (the pod does not start its
+    // run); with none named, not answered is said and goes on.
     const handed = handedRunKey(readSealedRunKey(values.sealed));
     // A run the seal step stores is new: no stop or answer is waiting for it.
-    const unstored = named === undefined ? 'no --run-id'
-      : (await storeSealedRun(io.env, named, seal, handed, true)).unstored;
+    const unstored = named === undefined ? 'no --run-id' : await storeHandedRun(io.env, named, seal, handed);
     if (named !== undefined && unstored) io.stderr(`svc pod seal: the run is not stored yet (${unstored})\n`);
     io.stdout(`${safeJson({ sealed: seal.base_sha, origin: seal.origin_url !== null, stored: unstored === null })}\n`);
     return 0;

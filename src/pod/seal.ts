@@ -6,6 +6,7 @@ import { ControlApiError } from '../client/client.ts';
 import type { IngestResult } from '../client/types.ts';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { handedRunKey, newRunKey, RUN_KEY } from '../engine/ids.ts';
 import { RUN_KEY_FILE } from '../engine/paths.ts';
 import { deletedRun, shipperClient, type ControlItem } from '../engine/shipper.ts';
@@ -50,7 +51,7 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
  * batches refused); the signer's, with the sealed key, which moves the run onto it before anything of the run folder
  * is shipped (its row replacing what the run container shipped). A refusal (4xx) throws; so does a
  * run left unbound (stored first without a key, ingest's `unbound`) when `needBound`. Else `unstored`: why the
- * Control Plane did not answer (network, 5xx), or null; and `control`: the stop and answer requests the batch took
+ * Control Plane did not answer (network, 5xx; storeHandedRun tries again), or null; and `control`: the stop and answer requests the batch took
  * (the Control Plane marks them delivered, so the caller must act on them: none comes again), and the run's deletion.
  */
 export async function storeSealedRun(
@@ -74,6 +75,31 @@ export async function storeSealedRun(
   }
   const deleted = result.deleted?.includes(run) ? [deletedRun(run)] : [];
   return { unstored: null, control: [...(result.control ?? []), ...deleted] };
+}
+
+/** The pauses between the seal step's tries to store its run: about 4 s in all before the pod fails. */
+const SEAL_RETRY_MS = [250, 500, 1000, 2000];
+
+/**
+ * The seal step's store of `run` bound to `handed`, tried again while the Control Plane does not answer, then a
+ * failure (the pod does not start its run): a run the seal did not store, the agent (it holds the run container's
+ * Control Plane token and knows the run id) could store first bound to a handed key of its own making and move onto
+ * that key itself, and a gone Job's outcome would be its claim (kubernetes-executor.ts). With no SVC_CONTROL_URL
+ * there is no Control Plane the trigger reads: why it did not answer is returned, and the pod goes on.
+ */
+export async function storeHandedRun(
+  env: NodeJS.ProcessEnv, run: string, seal: Seal, handed: string,
+): Promise<string | null> {
+  for (let tries = 0; ; tries++) {
+    const { unstored } = await storeSealedRun(env, run, seal, handed, true);
+    if (unstored === null || !env.SVC_CONTROL_URL) return unstored;
+    const pause = SEAL_RETRY_MS[tries];
+    if (pause === undefined) {
+      throw new FailedError(`Run ${settingOr(env, 'SVC_SOURCE')}/${run} is not stored bound to its handed key: the ` +
+        `Control Plane did not answer the seal step (${unstored})`);
+    }
+    await sleep(pause);
+  }
 }
 
 /** The key `svc pod seal` made for the run, as the signer ships with it; never echoed. */

@@ -1,6 +1,6 @@
 // `svc pod sign` (docs/deploy.md "Receipts from pods"): the only container that mounts the signing key. It runs no code
 // of the repository or the run, and takes from the run container's files only what it labels "reported".
-import { runFailure } from '../run-json.ts';
+import { readFailure, runFailure } from '../run-json.ts';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
@@ -8,7 +8,7 @@ import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree, type PlainDi
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
-import { makeRunKey, readState, withCost, type RunState } from '../engine/run-state.ts';
+import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import { obj } from '../untrusted.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
@@ -302,15 +302,21 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     const named = `${String(copied.source)}/${String(copied.run)}`;
     throw new RefusedError(`The run folder names ${named}, not ${opts.source}/${opts.run}`);
   }
+  // What only the signer may say is cleared before it ships anything: the copied state.json is the agent's to write,
+  // and the run is moved, so a row of a terminal status would be a gone Job's outcome (kubernetes-executor.ts) should
+  // the signer die while it judges, which the agent can cause. The agent's claim of a stop is kept aside.
+  const stopped = copied.status === 'stopped';
+  const stoppedFailure = readFailure(copied.failure);
+  writeState(dir, {
+    ...copied, status: 'running', error: null, exit_code: null, failure: null, failed_check: null, question: null,
+    repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null,
+    // The trace is the job's, from the pod spec's SVC_TRACEPARENT: the copied state could name another run's.
+    trace_id: parseTraceparent(opts.env.SVC_TRACEPARENT)?.traceId ?? null, updated_at: new Date().toISOString(),
+  });
   // A stop the first batch took (asked after the run container's last batch), or the run's deletion, is this signer's
   // to honour.
   const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control });
   try {
-    // What only the signer may say is cleared first: the copied state.json is the agent's to write.
-    const stopped = ctx.state.status === 'stopped';
-    ctx.update({ repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null });
-    // The trace is the job's, from the pod spec's SVC_TRACEPARENT: the copied state could name another run's.
-    ctx.update({ trace_id: parseTraceparent(opts.env.SVC_TRACEPARENT)?.traceId ?? null });
     const stoppedBy = ctx.stoppedBy();
     if (stoppedBy !== null && !stopped) {
       // As a local run stopped before its finish: no receipt and no pull request (src/engine/worker.ts).
@@ -321,8 +327,14 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     try {
       evidence = readEvidence(readFileSync(join(dir, 'artifacts', EVIDENCE_ARTIFACT), 'utf8'), opts.run);
     } catch (err) {
-      // A run stopped before its checks leaves none; anything else without evidence ends failed, whatever it claims.
+      // A run stopped before its checks leaves none (src/engine/worker.ts) and ends stopped, without a receipt;
+      // anything else without evidence ends failed, whatever it claims.
       if (!stopped) refuse(ctx, `the run container left no usable evidence (${errorMessage(err)})`);
+      else {
+        const said = stoppedFailure?.class === 'stopped' ? stoppedFailure : null;
+        const failure = said ?? runFailure('stopped', 'stopped in the run container');
+        ctx.setStatus('stopped', { ...ended(ctx), failure });
+      }
     }
     if (evidence) {
       try {

@@ -238,13 +238,18 @@ export function createKubernetesExecutor(opts: {
           // batch moved the run onto the sealed key (`key_moved`, which replaces the row), the row is what the run
           // container shipped with the handed key, which the agent could read: no outcome.
           const copy = await fromControl(run, (shipped) => shipped);
-          const signed = copy?.key_moved === true ? outcomeFromState(copy) : null;
+          const moved = copy?.key_moved === true;
+          const signed = moved ? outcomeFromState(copy) : null;
           if (signed) return signed;
           missingSince ??= Date.now();
           if (!opts.controlUrl || Date.now() - missingSince >= shipGraceMs) {
-            const lost = 'gone before its signer shipped the run (the Control Plane holds only what the run ' +
+            // A Job never found (after a restart, one its label lookup misses may still run) is not known gone:
+            // interrupted, as for a run with no copy, rather than a failure nobody saw.
+            if (!copy || name === null) return null;
+            const lost = moved ? 'gone before its signer ended the run (the signer moved the run onto its key and ' +
+              'shipped no end)' : 'gone before its signer shipped the run (the Control Plane holds only what the run ' +
               'container shipped)';
-            return copy ? jobOutcome({ phase: 'failed', reason: lost }) : null;
+            return jobOutcome({ phase: 'failed', reason: lost });
           }
         } else if (state.phase !== 'running') {
           // Not the Control Plane's copy: the run container holds its token and could ship any status there.

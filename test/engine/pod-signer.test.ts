@@ -15,7 +15,9 @@ import { readEvidence, EvidenceError, type Receipt } from '../../src/engine/rece
 import { copyRunFolder, reconcileChecks, signRun } from '../../src/pod/sign.ts';
 import { git as svcGit } from '../../src/engine/git.ts';
 import { FailedError } from '../../src/errors.ts';
-import { writeSeal, readSeal } from '../../src/pod/seal.ts';
+import { writeSeal, readSeal, storeHandedRun } from '../../src/pod/seal.ts';
+import { createServer as createHttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { DEFAULT_POLICY } from '../../src/engine/policy.ts';
 import { newRunKey } from '../../src/engine/ids.ts';
 
@@ -349,6 +351,31 @@ describe('seal, evidence and checks', () => {
     assert.equal(seal.origin_url, null);
     assert.match(seal.origin_problem ?? '', /git remote add origin/);
     assert.equal(readSeal(join(root, 'sealed-no-origin')).origin_problem, seal.origin_problem);
+  });
+
+  it('stores the sealed run once the Control Plane answers, trying again while it does not', async () => {
+    const answers = [503, 502, 200];
+    const seen: number[] = [];
+    const cp = createHttpServer((req, res) => {
+      req.resume();
+      const status = answers.shift() ?? 200;
+      seen.push(status);
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(status === 200 ? '{}' : '{"error":{"code":"unavailable","message":"not now"}}');
+    });
+    await new Promise<void>((r) => cp.listen(0, '127.0.0.1', r));
+    try {
+      const env = {
+        SVC_CONTROL_URL: `http://127.0.0.1:${(cp.address() as AddressInfo).port}`, SVC_CONTROL_TOKEN: 't',
+        SVC_SOURCE: 'k8s', HOME: root,
+      };
+      const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
+        sealed_at: new Date().toISOString() };
+      assert.equal(await storeHandedRun(env, 'r1', seal, newRunKey()), null);
+      assert.deepEqual(seen, [503, 502, 200]);
+    } finally {
+      cp.close();
+    }
   });
 
   it('reads evidence through typed readers only', () => {

@@ -443,26 +443,45 @@ describe('kubernetes executor', () => {
         const res = await cp.request('POST', '/v1/ingest', { token, body: { source: 'k8s', runs } });
         assert.equal(res.status, 200, res.text);
       };
-      const follow = () => executor({ controlUrl: cp.url, controlToken: token }).follow(
-        { source: 'k8s', run: 'rgone' }, new AbortController().signal, { reattach: true, workdir: '/' });
-      const lost = {
-        status: 'failed', verdict: null, pr_url: null, cost_usd: null, started_at: null, ended_at: null,
-        error: 'Kubernetes Job failed: gone before its signer shipped the run (the Control Plane holds only what ' +
-          'the run container shipped)',
+      // Re-attached after a restart: the Job its label finds, gone (past its TTL) by the time it is read; or none.
+      const follow = (found: boolean) => {
+        const name = kubeJobName(jobId());
+        if (found) {
+          const labels = { [LABEL_RUN]: 'rgone' };
+          kube.jobs.set(name, { manifest: {}, labels, annotations: {}, status: {}, logs: {}, stderr: '', pod: null });
+          kube.onRequest = (method, path) => {
+            if (method === 'GET' && path.endsWith(`/jobs/${name}`)) kube.jobs.delete(name);
+          };
+        }
+        return executor({ controlUrl: cp.url, controlToken: token }).follow(
+          { source: 'k8s', run: 'rgone' }, new AbortController().signal, { reattach: true, workdir: '/' });
       };
+      const failed = (why: string) => ({
+        status: 'failed', verdict: null, pr_url: null, cost_usd: null, started_at: null, ended_at: null,
+        error: `Kubernetes Job failed: ${why}`,
+      });
+      const lost = failed('gone before its signer shipped the run (the Control Plane holds only what the run ' +
+        'container shipped)');
       // The seal step's store, then the run container's claim, with the handed key.
       await ship({ status: 'queued', updated_at: at(60_000) }, handedRunKey(key));
       const forged = { status: 'succeeded', pr_url: 'https://github.com/acme/api/pull/666', cost_usd: 0.01 };
       await ship({ ...forged, updated_at: at(30_000), ended_at: at(30_000) }, handedRunKey(key));
-      assert.deepEqual(await follow(), lost);
+      assert.deepEqual(await follow(true), lost);
+      // No Job found at all (an unlabelled one may still run): interrupted, not a failure nobody saw.
+      assert.equal(await follow(false), null);
       // The signer's first batch (queued, at the seal's time) moves the run; the signer dies before its last.
       await ship({ status: 'queued', updated_at: at(60_000) }, key);
-      assert.deepEqual(await follow(), lost);
+      assert.deepEqual(await follow(true),
+        failed('gone before its signer ended the run (the signer moved the run onto its key and shipped no end)'));
+      assert.equal(await follow(false), null);
       await ship({ status: 'failed', error: 'check "test" failed', updated_at: at(1_000), ended_at: at(1_000) }, key);
-      const signed = await follow();
-      assert.ok(signed && signed !== 'aborted');
-      assert.deepEqual([signed.status, signed.error, signed.pr_url], ['failed', 'check "test" failed', null]);
+      for (const found of [true, false]) {
+        const signed = await follow(found);
+        assert.ok(signed && signed !== 'aborted');
+        assert.deepEqual([signed.status, signed.error, signed.pr_url], ['failed', 'check "test" failed', null]);
+      }
     } finally {
+      kube.onRequest = null;
       await cp.close();
     }
   });

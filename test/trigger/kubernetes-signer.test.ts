@@ -7,6 +7,8 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createKubernetesExecutor, kubeJobName } from '../../src/trigger/kubernetes-executor.ts';
@@ -93,7 +95,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     whileRunning?: (run: string) => Promise<void>,
     more: {
       args?: string[]; envSecret?: string; beforeRun?: (run: string) => Promise<void>;
-      beforeSeal?: (run: string) => Promise<void>;
+      beforeSeal?: (run: string) => Promise<void>; env?: NodeJS.ProcessEnv;
     } = {},
   ): Promise<{ outcome: RunOutcome; run: string; job: string }> {
     seq += 1;
@@ -104,7 +106,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       SVC_K8S_REPO_URL: `file://${repo.origin}`, SVC_K8S_KEYS_SECRET: 'runner-key',
       SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-signer',
       SVC_K8S_SIGNER_ENV_SECRET: 'signer-github', SVC_K8S_NAMESPACE: 'build',
-      ...(more.envSecret ? { SVC_K8S_ENV_SECRET: more.envSecret } : {}),
+      ...(more.envSecret ? { SVC_K8S_ENV_SECRET: more.envSecret } : {}), ...more.env,
     };
     kube.beforeContainer = async (name, container) => {
       const early = container === 'run' ? more.beforeRun : container === 'seal' ? more.beforeSeal : undefined;
@@ -246,6 +248,31 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     });
   }
 
+  // A run the seal step could not store, the agent (it holds the run container's token and knows the run id) could
+  // store first bound to a handed key of its own making, and move it: the seal tries a few times, then fails.
+  it('fails the seal step when the Control Plane does not answer its store: no agent code runs', async () => {
+    let asked = 0;
+    const down = createServer((req, res) => {
+      req.resume();
+      asked += 1;
+      res.writeHead(503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { code: 'unavailable', message: 'down for the test' } }));
+    });
+    await new Promise<void>((r) => down.listen(0, '127.0.0.1', r));
+    try {
+      const env = { SVC_CONTROL_URL: `http://127.0.0.1:${(down.address() as AddressInfo).port}` };
+      await assert.rejects(runJob('fix the greeting', undefined, undefined, { env }), (err: Error) => {
+        assert.match(err.message, /is not stored bound to its handed key: the Control Plane did not answer the seal/);
+        assert.doesNotMatch(err.message, /svc pod seal: the run is not stored yet|\[run\]/);
+        return true;
+      });
+      assert.equal(asked, 5, 'the seal step tried five times');
+    } finally {
+      down.closeAllConnections();
+      down.close();
+    }
+  });
+
   // Without a sandbox in the pod, a process the agent left behind (escaped and with its marker scrubbed, the documented
   // limit of docs/engine.md) could rewrite the evidence before the run container ends, and ship a "verified" state of
   // its own with the run container's Control Plane token; the test does both for it.
@@ -287,6 +314,48 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.notEqual(queued.status, 201);
   });
 
+  // The agent writes state.json and can time its exit so the pod's deadline kills the signer while it judges: what the
+  // signer shipped until then must not be a terminal claim, or a gone Job's outcome would be the agent's (follow()).
+  it('ships no terminal status of the agent\'s while the signer judges: only the signer\'s own final one', async () => {
+    let runId = '';
+    const seen: string[] = [];
+    const shown = async () => (await cp.request('GET', `/v1/runs/k8s/${runId}`)).json;
+    // A gate that answers late: it holds the signer in judge() until the signer's own first batch has landed.
+    const gate = createServer((req, res) => {
+      req.resume();
+      void waitFor(async () => {
+        const row = await shown();
+        return row?.key_moved === true && row.status !== 'queued' ? row.status as string : undefined;
+      }, 'the signer\'s first batch', 8_000).then((status) => seen.push(status), (err: Error) => seen.push(err.message))
+        .finally(() => {
+          res.writeHead(404, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ run: runId, since: new Date(0).toISOString(), policy: { allow: [], deny: [] } }));
+        });
+    });
+    await new Promise<void>((r) => gate.listen(0, '127.0.0.1', r));
+    writeFileSync(join(repo.root, 'gate-secret'), 'slow-gate-secret-0123456789abcdef0123456789', { mode: 0o600 });
+    try {
+      const env = {
+        SVC_K8S_GATE_URL: `http://127.0.0.1:${(gate.address() as AddressInfo).port}`,
+        SVC_GATE_SECRET_FILE: join(repo.root, 'gate-secret'),
+      };
+      const { outcome, run } = await runJob('fix the greeting', (workspace, id) => {
+        runId = id;
+        const file = join(workspace, '.svc', 'runs', id, 'state.json');
+        const now = new Date().toISOString();
+        const claimed = { status: 'succeeded', error: null, exit_code: 0, cost_usd: 0.01, ended_at: now };
+        writeFileSync(file, JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), ...claimed }));
+      }, undefined, { env });
+      assert.equal(outcome.status, 'succeeded', outcome.error ?? '');
+      assert.deepEqual(seen, ['running'], 'what the Control Plane showed while the gate had not answered');
+      const final = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+      assert.deepEqual([final.status, final.key_moved, final.verdict], ['succeeded', true, 'verified']);
+    } finally {
+      gate.closeAllConnections();
+      gate.close();
+    }
+  });
+
   // The signer's first batch (the move onto the sealed key) takes the run's waiting requests: a stop asked after the
   // run container's last batch comes only there, and the Control Plane never hands it out again.
   it('honours a stop asked after the run container ended: the run ends stopped, no receipt and no PR', async () => {
@@ -316,6 +385,24 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.equal(outcome.status, 'stopped', `${outcome.error}\n${kube.jobs.get(job)!.stderr}`);
     assert.equal(outcome.pr_url, null);
     assert.equal((await cp.request('GET', `/v1/runs/k8s/${run}`)).status, 404);
+    assert.equal(branchPushed(run), false);
+  });
+
+  // A run the run container stopped before its checks leaves no evidence (src/engine/worker.ts); the signer clears the
+  // status it copied before it ships anything, and still ends the run stopped, with the stop's reason.
+  it('keeps a run stopped that its run container stopped before its checks: no receipt, no PR', async () => {
+    const reason = 'stopped by a stop request through the Control Plane';
+    const { outcome, run } = await runJob('fix the greeting', (workspace, runId) => {
+      const dir = join(workspace, '.svc', 'runs', runId);
+      rmSync(join(dir, 'artifacts', 'evidence.json'));
+      const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
+      const failure = { class: 'stopped', reason, retryable: false };
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, status: 'stopped', failure }));
+    });
+    assert.equal(outcome.status, 'stopped', outcome.error ?? '');
+    assert.equal(outcome.pr_url, null);
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.deepEqual([shown.status, shown.verdict, shown.failure?.reason], ['stopped', null, reason]);
     assert.equal(branchPushed(run), false);
   });
 
