@@ -302,7 +302,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     throw new RefusedError(`The run folder names ${named}, not ${opts.source}/${opts.run}`);
   }
   // A stop the first batch took (asked after the run container's last batch), or the run's deletion, is this signer's
-  // to honour.
+  // to honour, whatever the copied state.json (the agent's to write) says of the run's status.
   const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control });
   try {
     // What only the signer may say is cleared first: the copied state.json is the agent's to write.
@@ -311,7 +311,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     // The trace is the job's, from the pod spec's SVC_TRACEPARENT: the copied state could name another run's.
     ctx.update({ trace_id: parseTraceparent(opts.env.SVC_TRACEPARENT)?.traceId ?? null });
     const stoppedBy = ctx.stoppedBy();
-    if (stoppedBy !== null && !stopped) {
+    if (stoppedBy !== null) {
       // As a local run stopped before its finish: no receipt and no pull request (src/engine/worker.ts).
       ctx.setStatus('stopped', { ...ended(ctx), failure: runFailure('stopped', `stopped by ${stoppedBy}`) });
       return ctx.state;
