@@ -303,7 +303,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   }
   // A stop the first batch took (asked after the run container's last batch), or the run's deletion, is this signer's
   // to honour, whatever the copied state.json (the agent's to write) says of the run's status.
-  const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control });
+  const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control, deletionStops: true });
   try {
     // What only the signer may say is cleared first: the copied state.json is the agent's to write.
     const stopped = ctx.state.status === 'stopped';
