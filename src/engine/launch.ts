@@ -21,7 +21,7 @@ import {
   type WorkerMode,
 } from './run-state.ts';
 import { identityOf } from './proc-group.ts';
-import { claimCheckout } from './checkout-claim.ts';
+import { claimCheckout, unwritable } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { checkPrPossible } from './pr.ts';
@@ -90,7 +90,12 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new BadInputError(`Run ${n.run} already exists in ${n.repo}`);
   const gitDir = gitCommonDir(n.repo);
-  excludeEngineFolders(gitDir);
+  try {
+    excludeEngineFolders(gitDir);
+  } catch (err) {
+    // The first write into the git directory: one this user cannot write says so as the claim would.
+    throw unwritable(gitDir, err);
+  }
   let base: string;
   try {
     base = follow?.base ?? headSha(n.repo);
