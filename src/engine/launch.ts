@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
 import { buildTask, classifyInput, isWebhookOrigin, type Task } from './spec.ts';
-import { planForRetry, planRun, writePlan, type RunPlan } from './run-plan.ts';
+import { planForRetry, planRun, refuseUncommitted, writePlan, type RunPlan } from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
 import {
@@ -102,6 +102,8 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   } catch {
     throw new BadInputError(`The repository at "${n.repo}" has no commits yet; commit something first`);
   }
+  // Against the commit the worktree is made at: a follow-up's is its pull request's branch head, not HEAD.
+  if (isolated && !n.plan) refuseUncommitted(plan.provider, n.repo, base);
   // Held from the check until this run's state is written, so two starts at once can't both find the checkout free.
   const release = isolated ? null : await claimCheckout(n.repo);
   try {
