@@ -29,7 +29,7 @@ function inGitDir<T>(gitDir: string, use: (dir: PlainDir) => T): T {
 }
 
 /** A git directory this user may not write (a read-only mount, another user's checkout) said as such; else `err`. */
-function unwritable(gitDir: string, err: unknown): unknown {
+export function unwritable(gitDir: string, err: unknown): unknown {
   const code = (err as NodeJS.ErrnoException).code;
   if (code !== 'EROFS' && code !== 'EACCES' && code !== 'EPERM') return err;
   return new BadInputError(`Cannot claim the checkout: its git directory "${gitDir}" is not writable here (${code}); ` +

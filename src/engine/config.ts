@@ -95,6 +95,9 @@ function readProvider(name: string, value: unknown, file: string): ProviderEntry
   if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string' && a !== '')) {
     throw new BadSettingError(`${where}.command must be a non-empty argv array of strings`);
   }
+  if (command.some((arg: string) => arg.includes('\0'))) {
+    throw new BadSettingError(`${where}.command has an argument with a NUL byte, which no program can be given`);
+  }
   if (writable !== undefined && (!Array.isArray(writable) || !writable.every(isFolderName))) {
     throw new BadSettingError(`${where}.writable must be an array of folder paths (absolute or under HOME)`);
   }

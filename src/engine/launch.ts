@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
 import { buildTask, classifyInput, isWebhookOrigin, type Task } from './spec.ts';
-import { planForRetry, planRun, writePlan, type RunPlan } from './run-plan.ts';
+import { planForRetry, planRun, refuseUncommitted, writePlan, type RunPlan } from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
 import {
@@ -21,7 +21,7 @@ import {
   type WorkerMode,
 } from './run-state.ts';
 import { identityOf } from './proc-group.ts';
-import { claimCheckout } from './checkout-claim.ts';
+import { claimCheckout, unwritable } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { checkPrPossible, OriginUnreachableError } from './pr.ts';
@@ -93,13 +93,20 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new BadInputError(`Run ${n.run} already exists in ${n.repo}`);
   const gitDir = gitCommonDir(n.repo);
-  excludeEngineFolders(gitDir);
+  try {
+    excludeEngineFolders(gitDir);
+  } catch (err) {
+    // The first write into the git directory: one this user cannot write says so as the claim would.
+    throw unwritable(gitDir, err);
+  }
   let base: string;
   try {
     base = follow?.base ?? headSha(n.repo);
   } catch {
     throw new BadInputError(`The repository at "${n.repo}" has no commits yet; commit something first`);
   }
+  // Against the commit the worktree is made at: a follow-up's is its pull request's branch head, not HEAD.
+  if (isolated && !n.plan) refuseUncommitted(plan.provider, n.repo, base);
   // Held from the check until this run's state is written, so two starts at once can't both find the checkout free.
   const release = isolated ? null : await claimCheckout(n.repo);
   try {

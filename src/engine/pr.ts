@@ -119,7 +119,15 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
       '--body-file', bodyFile, ...(req.draft ? ['--draft'] : [])];
     // Never in the worktree: gh runs `git status` where it starts, and the agent wrote everything there (a submodule
     // with its own filters). `--repo` and `--head` name all gh needs, so an empty folder does.
-    const out = runSync([gh, ...args], { ...ghEnv(req.env, dirname(dir)), cwd: dir, maxBuffer: 16 * 1024 * 1024 });
+    let out: string;
+    try {
+      out = runSync([gh, ...args], { ...ghEnv(req.env, dirname(dir)), cwd: dir, maxBuffer: 16 * 1024 * 1024 });
+    } catch (err) {
+      // gh before 2.19 wants a git repository where it starts even when told --repo (cli/cli #5075, #6527).
+      if (!/not a git repository/.test(errorMessage(err))) throw err;
+      throw new FailedError('gh pr create failed with "not a git repository": gh older than 2.19 needs a checkout ' +
+        'svc does not give it; upgrade gh to 2.19 or later, or set GITHUB_TOKEN', { cause: err });
+    }
     const url = out.trim().split('\n').pop() ?? '';
     const number = /\/pull\/(\d+)/.exec(url)?.[1];
     return { url, number: number ? Number(number) : null, via: 'gh' };

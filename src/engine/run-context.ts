@@ -17,6 +17,7 @@ import { objOrNull, tryParseJson } from '../untrusted.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { makePlainDirsIn, openRunDir, UnsafePathError, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { setting } from '../settings-registry.ts';
+import { signsLater } from './receipt.ts';
 
 const STOP_GRACE_MS = 5_000;
 
@@ -25,10 +26,11 @@ export type RunContext = ReturnType<typeof openRunContext>;
 /**
  * `ship`: whether the run goes to the Control Plane as it runs; by default unless SVC_SHIP is 0. `control`: requests
  * an earlier batch of this run took before the context opened (a pod signer's first), acted on as its own batches'.
+ * `deletionStops`: whether the run's deletion on the Control Plane stops it; by default only in a pod's run container.
  */
 export function openRunContext(
   dir: string, env: NodeJS.ProcessEnv,
-  opts: { ship?: boolean; say?: (t: string) => void; control?: readonly ControlItem[] },
+  opts: { ship?: boolean; say?: (t: string) => void; control?: readonly ControlItem[]; deletionStops?: boolean },
 ) {
   const state = readState(dir);
   let stoppedBy: string | null = null;
@@ -40,8 +42,22 @@ export function openRunContext(
   function onControl(item: ControlItem): void {
     if (item.run !== state.run) return;
     if (item.action === 'stop') ctx.requestStop('a stop request through the Control Plane');
-    if (item.action === 'deleted') ctx.requestStop('its deletion on the Control Plane');
+    if (item.action === 'deleted') onDeleted();
     if (item.action === 'answer' && typeof item.answer === 'string') answers.push(answerOf(item.answer, item.by));
+  }
+
+  // A pod's run the Control Plane answers "deleted" was ended there without it (stopped before its run container's
+  // first batch) and its stop request went with its row, so its run container and signer take the deletion as the
+  // stop. Any other worker's run may have been deleted before this attempt began (a resume, a verify, a new run
+  // reusing a deleted run's id): it goes on here, and is no longer shipped.
+  let deletionSaid = false;
+  function onDeleted(): void {
+    if (opts.deletionStops ?? signsLater(env)) {
+      ctx.requestStop('its deletion on the Control Plane');
+    } else if (!deletionSaid) {
+      deletionSaid = true;
+      ctx.say('not shipped: the run was deleted on the Control Plane (it goes on here; an import brings it back)');
+    }
   }
 
   // A linked file or folder the shipper left out is said once, in the run's log and to whoever watches the worker.

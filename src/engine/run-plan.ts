@@ -1,7 +1,7 @@
 // A run's plan: everything the run may do, resolved once by its launcher and kept as plan.json.
-import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { isAbsolute, join, normalize, resolve } from 'node:path';
+import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { errorMessage, FailedError, RefusedError } from '../errors.ts';
 import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
@@ -72,7 +72,6 @@ export function planRun(req: {
       throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed'));
     }
     const sandbox = resolveSandbox(policySandbox(policyFile, server, env), env);
-    refuseUncommitted(provider, repo, req.workdir);
     if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);
     const capped = cappedLimits(policy.limits, operator.limits);
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
@@ -205,19 +204,34 @@ export function operatorAllowNow(plan: RunPlan, env: NodeJS.ProcessEnv, note: (t
   return granted.filter((entry) => current.includes(entry));
 }
 
+/** Programs whose first argument (when not an option) is the script they run: the one file beside argv[0] checked. */
+const INTERPRETERS = new Set(['sh', 'bash', 'dash', 'zsh', 'ksh', 'node', 'deno', 'bun', 'python', 'python3', 'ruby',
+  'perl']);
+
 /**
- * Refuses a command provider naming a file of the checkout that is not committed when the run works in a worktree,
- * which holds only what is committed: there the provider found no such file and the run said only "Provider x exited
- * with code 2". A program on PATH (a first argument without "/") is no file of the checkout.
+ * Refuses a command provider naming a file of the checkout that is not committed when the run works in a worktree
+ * made at `base`, which holds only what is committed there: there the provider found no such file and the run said
+ * only "Provider x exited with code 2". Only what the provider runs is checked, argv[0] and an interpreter's script
+ * (another argument may be a data file the agent makes or an ignored one); a program on PATH (argv[0] without "/")
+ * and a file outside the repository (through a link too) are no file of the checkout.
  */
-function refuseUncommitted(provider: ResolvedProvider, repo: string, workdir: string): void {
-  if (provider.kind !== 'command' || resolve(workdir) === resolve(repo)) return;
-  const missing = provider.argv.find((arg, i) => {
-    if (isAbsolute(arg) || (i === 0 && !arg.includes('/'))) return false;
-    const path = normalize(arg);
-    if (path.startsWith('..') || !lstatSync(join(repo, path), { throwIfNoEntry: false })?.isFile()) return false;
+export function refuseUncommitted(provider: ResolvedProvider, repo: string, base: string): void {
+  if (provider.kind !== 'command') return;
+  const [program, script] = provider.argv;
+  const interpreted = INTERPRETERS.has(basename(program ?? '')) && script !== undefined && !script.startsWith('-');
+  const root = realpathSync(repo);
+  const missing = [...program?.includes('/') ? [program] : [], ...interpreted ? [script] : []].find((arg) => {
+    if (isAbsolute(arg)) return false;
+    let real: string;
     try {
-      git(repo, ['cat-file', '-e', `HEAD:${path}`]);
+      real = realpathSync(join(repo, arg));
+    } catch {
+      return false;
+    }
+    const path = relative(root, real);
+    if (path.startsWith('..') || isAbsolute(path) || !statSync(real).isFile()) return false;
+    try {
+      git(repo, ['cat-file', '-e', `${base}:${path}`]);
       return false;
     } catch {
       return true;

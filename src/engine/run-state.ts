@@ -220,10 +220,15 @@ export class UntrackableError extends RefusedError {}
 /** Whether a name directly under a folder is committed to the repository. */
 export type Committed = (name: string) => boolean;
 
-/** Whether `dir` or a folder above it holds a `.git`: a project in a checkout's subfolder has none of its own. */
+/** Whether `dir` or a folder above it holds a `.git` that looks like a repository's (a project in a checkout's
+ * subfolder has none of its own): a gitfile, or a folder with HEAD, objects and refs. An empty `.git` folder is none. */
 function inGitCheckout(dir: string): boolean {
   for (let at = resolve(dir); ; at = dirname(at)) {
-    if (lstatSync(join(at, '.git'), { throwIfNoEntry: false }) !== undefined) return true;
+    const dotGit = join(at, '.git');
+    const found = lstatSync(dotGit, { throwIfNoEntry: false });
+    if (found?.isFile()) return true;
+    const parts = found?.isDirectory() ? ['HEAD', 'objects', 'refs'] : [];
+    if (parts.length && parts.every((part) => lstatSync(join(dotGit, part), { throwIfNoEntry: false }))) return true;
     if (dirname(at) === at) return false;
   }
 }

@@ -199,7 +199,7 @@ export function shipperClient(
   return { url, token, client: createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 }) };
 }
 
-/** What a batch answered `deleted` for `run` is to its worker: a stop (run-context.ts). */
+/** What a batch answered `deleted` for `run` is to its worker (run-context.ts): a pod's run stops. */
 export function deletedRun(run: string): ControlItem {
   return { run, action: 'deleted' };
 }
@@ -215,7 +215,9 @@ export function createShipper(
     onSkip?.(entry, reason);
   };
 
+  let deleted = false;
   async function flushOnce(): Promise<boolean> {
+    if (deleted) return false;
     const folder = openRunFolder(dir);
     if ('failed' in folder) {
       if (folder.kind !== 'missing') skip(folder.failed, skipReason(folder.kind));
@@ -253,10 +255,12 @@ export function createShipper(
     });
     writeJsonAtomic(join(dir, 'ship.json'), read.next);
     for (const item of result.control ?? []) onControl?.(item);
-    // Only an ended run can be deleted: one whose worker still ships was ended on the Control Plane without it (a
-    // pod's run stopped before its first batch), and its stop request went with its row.
-    if (result.deleted?.includes(state.run)) onControl?.(deletedRun(state.run));
-    return read.more;
+    // Deleted on the Control Plane, the run's later batches would be dropped there too: none is sent.
+    if (result.deleted?.includes(state.run)) {
+      deleted = true;
+      onControl?.(deletedRun(state.run));
+    }
+    return read.more && !deleted;
   }
 
   return {

@@ -314,11 +314,11 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     trace_id: parseTraceparent(opts.env.SVC_TRACEPARENT)?.traceId ?? null, updated_at: new Date().toISOString(),
   });
   // A stop the first batch took (asked after the run container's last batch), or the run's deletion, is this signer's
-  // to honour.
-  const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control });
+  // to honour, whatever the copied state.json (the agent's to write) says of the run's status.
+  const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control, deletionStops: true });
   try {
     const stoppedBy = ctx.stoppedBy();
-    if (stoppedBy !== null && !stopped) {
+    if (stoppedBy !== null) {
       // As a local run stopped before its finish: no receipt and no pull request (src/engine/worker.ts).
       ctx.setStatus('stopped', { ...ended(ctx), failure: runFailure('stopped', `stopped by ${stoppedBy}`) });
       return ctx.state;

@@ -131,12 +131,13 @@ type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | 
 const PVC_COPY = [
   'set -e',
   'trust=$(mktemp)',
+  // Gone from the pod's /tmp whatever step fails (set -e).
+  'trap \'rm -f "$trust"\' EXIT',
   'printf \'[safe]\\n\\tdirectory = %s\\n\\tdirectory = %s/.git\\n\' "$1" "$1" > "$trust"',
   'export GIT_CONFIG_GLOBAL="$trust"',
   'git clone --no-hardlinks -- "$1" "$2"',
   'git -C "$2" remote remove origin',
   'if url=$(git -C "$1" config --get remote.origin.url); then git -C "$2" remote add -- origin "$url"; fi',
-  'rm -f "$trust"',
 ].join('\n');
 
 /** The entry's clone URL, else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at its ref, else the image's own files. */

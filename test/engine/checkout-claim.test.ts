@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CLI, EDIT_SCRIPT, GIT_ENV, makeRepo } from './fixtures.ts';
 
 const CLAIM_MODULE = fileURLToPath(new URL('../../src/engine/checkout-claim.ts', import.meta.url));
 const hasBwrap = spawnSync('bwrap', ['--dev-bind', '/', '/', 'true']).status === 0;
@@ -29,6 +30,22 @@ describe('the checkout claim', () => {
         'is mounted writable');
     } finally {
       rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  // The first svc start in a checkout writes .git/info/exclude before it takes the claim.
+  it('refuses the first svc start in a read-only git directory with the same typed error', { skip: !hasBwrap }, () => {
+    const repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    try {
+      const gitDir = join(repo.repo, '.git');
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_SANDBOX: 'none' };
+      const res = spawnSync('bwrap', ['--dev-bind', '/', '/', '--ro-bind', gitDir, gitDir,
+        process.execPath, CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
+      { cwd: repo.repo, env, encoding: 'utf8' });
+      assert.equal(res.status, 2, res.stderr);
+      assert.match(res.stderr, /Cannot claim the checkout: its git directory ".*" is not writable here \(EROFS\)/);
+    } finally {
+      repo.cleanup();
     }
   });
 });

@@ -63,6 +63,15 @@ describe('run folders a repository commits (trackedNames)', () => {
       err instanceof UntrackableError && err instanceof RefusedError && reason.test(err.message));
   });
 
+  // An empty .git folder above (no repository) is none: git failing there is "no repository".
+  it('finds the runs of a folder that is no git repository under a .git folder that is none either', () => {
+    const dir = folderWithRun('rstray', 'app/.svc/runs', false);
+    mkdirSync(join(dir, '.git'));
+    const app = join(dir, 'app');
+    assert.deepEqual(localRuns(app, { strict: true }).map((found) => found.run), ['rstray']);
+    refuseTrackedRun(app, 'rstray');
+  });
+
   // A project in a subfolder of a checkout has no .git of its own: git failing there is still a checkout's failure.
   it('fails closed the same way in a subfolder of a checkout that has no .git of its own', () => {
     const dir = folderWithRun('rdeep', 'app/.svc/runs', true);

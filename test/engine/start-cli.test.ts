@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync, spawn } from 'node:child_process';
-import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { readFileSync, writeFileSync, existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateKeyPairSync } from 'node:crypto';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
@@ -133,6 +133,35 @@ describe('svc start from the command line', () => {
     assert.equal(done.status, 'succeeded', done.error);
     assert.deepEqual(done.answers, ['postgres fixed']);
     assert.match(readFileSync(join(done.workdir, 'a.txt'), 'utf8'), /postgres fixed/);
+  });
+
+  // A run deleted on the Control Plane before this attempt began is answered "deleted" from its first batch: only a
+  // pod's run takes that as a stop (kubernetes-signer.test.ts); here the attempt completes, unshipped.
+  it('resumes and verifies a run deleted on the Control Plane earlier: each completes here, said once unshipped', async () => {
+    const failedThenDeleted = async () => {
+      const res = await svc(['start', 'do nothing', '--worktree', '--provider', 'idle']);
+      assert.equal(res.status, 1, res.stderr);
+      const { run } = JSON.parse(res.stdout.trim().split('\n').at(-1)!);
+      await waitFor(async () => ((await control.request('GET', `/v1/runs/local/${run}`)).json?.status === 'failed'
+        ? true : null), 'the Control Plane to show the run failed');
+      assert.equal((await control.request('DELETE', `/v1/runs/local/${run}`)).status, 200);
+      writeFileSync(join(state(run).workdir, 'a.txt'), 'fixed\n');
+      return run as string;
+    };
+    for (const flag of ['--resume', '--verify']) {
+      const run = await failedThenDeleted();
+      const receiptFile = join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json');
+      rmSync(receiptFile);
+      const again = await svc(['start', flag, run]);
+      if (flag === '--resume') {
+        assert.equal(again.status, 0, again.stderr);
+        assert.deepEqual([state(run).status, state(run).verdict], ['succeeded', 'verified']);
+      }
+      const receipt = readJson(receiptFile);
+      assert.deepEqual(receipt.checks.map((c: { exit_code: number }) => c.exit_code), [0], flag);
+      assert.equal(again.stderr.split('deleted on the Control Plane').length, 2, `${flag} says it once: ${again.stderr}`);
+      assert.equal((await control.request('GET', `/v1/runs/local/${run}`)).status, 404, `${flag}: it stays deleted`);
+    }
   });
 
   it('turns an exported issue file into the spec offline', async () => {

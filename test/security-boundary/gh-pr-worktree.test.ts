@@ -84,4 +84,19 @@ describe('the gh pull-request path', () => {
     assert.equal(git(join(root, 'owner/proj.git'), 'rev-parse', 'svc/r1'), git(worktree, 'rev-parse', 'HEAD'),
       'the branch was pushed');
   });
+
+  // gh before 2.19 fails outside a git repository even when given --repo (cli/cli #5075, #6527).
+  it('names the gh version to upgrade to, or the token to set, when gh wants a git repository', async () => {
+    const project = join(root, 'proj');
+    const worktree = join(project, '.svc/worktrees/r2');
+    git(project, 'worktree', 'add', '-q', '-b', 'svc/r2', worktree);
+    const bin = join(root, 'old-bin');
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'gh'), '#!/bin/sh\n[ "$1" = auth ] && exit 1\n' +
+      'echo "fatal: not a git repository (or any of the parent directories): .git" >&2\nexit 1\n');
+    chmodSync(join(bin, 'gh'), 0o755);
+    const env = { ...gitEnv, PATH: `${bin}:${process.env.PATH}` };
+    await assert.rejects(openPullRequest({ workdir: worktree, branch: 'svc/r2', base: 'main', title: 't', body: 'b',
+      draft: false, target: pinPushTarget(project), env }), /upgrade gh to 2\.19 or later, or set GITHUB_TOKEN/);
+  });
 });

@@ -410,4 +410,15 @@ describe('a --worktree run after svc init', () => {
     assert.match(res.stderr, /Commit it \(git add \.svc\/agent\.sh && git commit\)/);
     assert.equal(runCount(repo), before, 'no run was made');
   });
+
+  it('says first that a repository with no commits has none (exit 2), whatever its provider names', async () => {
+    const empty = join(repo.root, 'empty');
+    mkdirSync(empty);
+    execFileSync('git', ['init', '-q', empty]);
+    const inEmpty = (args: string[]) => runChild(process.execPath, [CLI, ...args], { cwd: empty, env });
+    assert.equal((await inEmpty(['init', '--force'])).code, 0);
+    const res = await inEmpty(['start', '--brief', 'say hello', '--worktree']);
+    assert.equal(res.code, 2, res.stderr);
+    assert.match(res.stderr, /has no commits yet; commit something first/);
+  });
 });

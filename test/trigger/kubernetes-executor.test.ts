@@ -1,6 +1,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync, rmSync, symlinkSync, unlinkSync, existsSync } from 'node:fs';
+import { mkdirSync, writeFileSync, rmSync, symlinkSync, unlinkSync, existsSync, readdirSync } from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
@@ -236,6 +236,18 @@ describe('buildKubeJob', () => {
     assert.equal(copy.status, 0, copy.stderr);
     assert.equal(git(workspace, 'remote', 'get-url', 'origin').stdout.trim(), '--mirror=fetch');
     rmSync(claim, { recursive: true, force: true });
+  });
+
+  it('leaves no trust file in the pod\'s /tmp when the claim\'s clone fails', () => {
+    const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim' };
+    const pod = (buildKubeJob({ id: 'j6e', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any)
+      .spec.template.spec;
+    const tmp = join(dir, 'tmp-j6e');
+    mkdirSync(tmp);
+    const copyEnv = { PATH: process.env.PATH, HOME: dir, TMPDIR: tmp };
+    const copy = spawnSync('sh', cloneArgv(pod, join(dir, 'no-claim'), join(dir, 'workspace-j6e')), { env: copyEnv });
+    assert.notEqual(copy.status, 0);
+    assert.deepEqual(readdirSync(tmp), []);
   });
 
   it('makes DNS-1123 job names and refuses a missing image', () => {

@@ -373,6 +373,22 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.equal(branchPushed(run), false);
   });
 
+  // The copied state.json is the agent's: a run container that writes "stopped" and leaves its evidence does not make
+  // the signer ignore the stop its first batch took.
+  it('honours a stop asked after the run container ended, whatever status the copied state.json claims', async () => {
+    const { outcome, run } = await runJob('fix the greeting', async (workspace, runId) => {
+      const stop = await cp.request('POST', `/v1/runs/k8s/${runId}/stop`, { body: {} });
+      assert.equal(stop.status, 202, stop.text);
+      const file = join(workspace, '.svc', 'runs', runId, 'state.json');
+      writeFileSync(file, JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), status: 'stopped' }));
+    });
+    assert.equal(outcome.status, 'stopped', outcome.error ?? '');
+    assert.equal(outcome.pr_url, null);
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.deepEqual([shown.status, shown.verdict, shown.failure?.class], ['stopped', null, 'stopped']);
+    assert.equal(branchPushed(run), false);
+  });
+
   // Stopped before its run container's first batch, a pod's run ends at once and can be deleted; its stop request
   // goes with its row, and each later batch of the pod is answered only "deleted".
   it('stops a run deleted before its run container shipped: no receipt, no PR, and the run stays deleted', async () => {

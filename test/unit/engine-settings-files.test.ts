@@ -43,6 +43,8 @@ describe('engine config files', () => {
       [{ providers: { p: { command: [] } } }, 'config.json providers.p.command must be a non-empty argv array of strings'],
       [{ providers: { p: { command: ['x', ''] } } },
         'config.json providers.p.command must be a non-empty argv array of strings'],
+      [{ providers: { p: { command: ['sh', 'a\0b'] } } },
+        'config.json providers.p.command has an argument with a NUL byte, which no program can be given'],
       [{ providers: { p: { command: ['x'], writable: ['../up'] } } },
         'config.json providers.p.writable must be an array of folder paths (absolute or under HOME)'],
       [{ limits: [] }, 'config.json limits must be an object'],
