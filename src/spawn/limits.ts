@@ -1,11 +1,10 @@
 // What an agent's sandbox may spend (DESIGN §7a "It ends"; docs/engine.md "Limits" and "Memory"): prlimit's arguments,
 // and svc's watchdog (watchLimits) for what the kernel or a memory cgroup does not bound.
 import {
-  closeSync, constants, fstatSync, lstatSync, opendirSync, openSync, readdirSync, readFileSync, statSync,
-  statfsSync,
+  closeSync, constants, fstatSync, lstatSync, opendirSync, openSync, readdirSync, readFileSync, readlinkSync,
+  realpathSync, statSync, statfsSync,
 } from 'node:fs';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { join } from 'node:path';
 import { which } from './svc-paths.ts';
 import { orNull, readOrNull, readlinkOrNull, unescapeMount } from './tree.ts';
 import type { MemoryCgroup } from './memory-cgroup.ts';
@@ -105,73 +104,81 @@ function sharedMemoryBytes(pids: readonly number[]): number {
 /** Entries and folders a walk looks at between two turns of the worker's event loop (~1 ms of it at a time). */
 const WALK_SLICE = 256;
 
-/** A folder met in the walk, with the identity (device, inode) it had when it was seen as a folder, not a link. */
-type SeenFolder = { path: string; dev: number; ino: number };
+/** A folder's own size up to which it is listed at once (some thousand entries, ~1 ms); past it, a slice at a time. */
+const LIST_AT_ONCE_BYTES = 16 * 1024;
+
+// Names are read as bytes: a name that is not UTF-8 read as text is another name (U+FFFD), whose lstat finds nothing,
+// so its bytes would count as none. Node reads a Dir's names as bytes too; its types know only text encodings.
+const AS_BYTES = { encoding: 'buffer' as BufferEncoding };
 
 /**
- * An open descriptor of `folder`'s very directory and its size, or null when it is gone or its path now leads
- * elsewhere: a link or another folder swapped in since it was seen (a directory has one name, so its device and inode
- * name it).
+ * An open descriptor of the folder at `path` and its size, or null when it is gone, is a link, or now lies outside
+ * `inside` (a link swapped in above it since its parent listed it): where the descriptor really is, the kernel says.
+ * A folder swapped for another inside the tree is counted where it is now.
  */
-function openSeen(folder: SeenFolder): { fd: number; size: number } | null {
-  const fd = orNull(() => openSync(folder.path, constants.O_RDONLY | constants.O_DIRECTORY));
+function openInside(path: Buffer, inside: Buffer): { fd: number; size: number } | null {
+  const fd = orNull(() => openSync(path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW));
   if (fd === null) return null;
-  const st = fstatSync(fd);
-  if (st.dev === folder.dev && st.ino === folder.ino) return { fd, size: st.size };
+  const at = orNull(() => readlinkSync(`/proc/self/fd/${fd}`, AS_BYTES) as unknown as Buffer);
+  if (at !== null && (at.equals(inside.subarray(0, -1)) || at.subarray(0, inside.length).equals(inside))) {
+    return { fd, size: fstatSync(fd).size };
+  }
   closeSync(fd);
   return null;
 }
-
-/** A folder's own size up to which it is listed at once (some thousand entries, ~1 ms); past it, a slice at a time. */
-const LIST_AT_ONCE_BYTES = 16 * 1024;
 
 /**
  * The names in the directory at `opened`, read a slice at a time when it is large (a Dir costs ~12 µs to open against
  * ~4 µs for a whole small listing, and most folders are small); none when it cannot be read. Closes the Dir it opens.
  */
-function* namesIn(opened: string, size: number): Generator<string> {
+function* namesIn(opened: string, size: number): Generator<Buffer> {
   if (size <= LIST_AT_ONCE_BYTES) {
-    yield* orNull(() => readdirSync(opened)) ?? [];
+    yield* (orNull(() => readdirSync(opened, AS_BYTES)) ?? []) as unknown as Buffer[];
     return;
   }
-  const listing = orNull(() => opendirSync(opened, { bufferSize: WALK_SLICE }));
+  const listing = orNull(() => opendirSync(opened, { ...AS_BYTES, bufferSize: WALK_SLICE }));
   try {
     for (let entry = orNull(() => listing?.readSync()); entry; entry = orNull(() => listing?.readSync())) {
-      yield entry.name;
+      yield entry.name as unknown as Buffer;
     }
   } finally {
     listing?.closeSync();
   }
 }
 
+const SLASH = Buffer.from('/');
+const DOT_GIT = Buffer.from('.git');
+
 /**
  * Bytes under `dir` (files as their size, skipping `.git`), counted without following links; stops past `cap`. Each
  * look is synchronous, in slices between turns of the event loop: an awaited lstat per file cost 15 times the CPU (a
  * 5,000-file checkout: ~440 ms against ~30 ms), taken from the agent's start, where the first walk runs. Folders count
  * toward a slice too, and a large one is read a slice at a time: neither 200,000 empty folders nor one folder of
- * 300,000 entries holds the loop. Each folder is listed, and its entries looked at, through a descriptor of the
- * directory seen in its parent (/proc/self/fd/N): a link the agent swaps in for a folder mid-walk is never followed
- * (the first walk has no cap, so a folder held as a link to / would have made the host's size the baseline).
+ * 300,000 entries holds the loop. A folder is opened without following a link and kept only when the kernel places it
+ * inside the tree, and its entries are looked at through that descriptor (/proc/self/fd/N): a link the agent swaps in
+ * for a folder mid-walk is never followed (the first walk has no cap, so a folder held as a link to / would have made
+ * the host's size the baseline), while folders it merely moves or exchanges inside the tree are still counted.
  */
 export async function treeBytes(dir: string, cap: number): Promise<number> {
-  const root = orNull(() => statSync(dir));
-  if (!root?.isDirectory()) return 0;
+  const root = orNull(() => realpathSync(dir, AS_BYTES) as unknown as Buffer);
+  if (root === null || !orNull(() => statSync(root))?.isDirectory()) return 0;
+  const inside = Buffer.concat([root, SLASH]);
   let total = 0;
   let looked = 0;
-  const pending: SeenFolder[] = [{ path: dir, dev: root.dev, ino: root.ino }];
+  const pending: Buffer[] = [root];
   while (pending.length && total <= cap) {
     const folder = pending.pop()!;
     if (++looked % WALK_SLICE === 0) await nextTurn();
-    // A folder or file gone meanwhile counts nothing.
-    const open = openSeen(folder);
+    // A folder gone meanwhile, or no longer inside the tree, counts nothing.
+    const open = openInside(folder, inside);
     if (open === null) continue;
     const opened = `/proc/self/fd/${open.fd}`;
     try {
       for (const name of namesIn(opened, open.size)) {
         if (++looked % WALK_SLICE === 0) await nextTurn();
-        if (name === '.git' && folder.path === dir) continue;
-        const st = orNull(() => lstatSync(`${opened}/${name}`));
-        if (st?.isDirectory()) pending.push({ path: join(folder.path, name), dev: st.dev, ino: st.ino });
+        if (folder === root && name.equals(DOT_GIT)) continue;
+        const st = orNull(() => lstatSync(Buffer.concat([Buffer.from(`${opened}/`), name])));
+        if (st?.isDirectory()) pending.push(Buffer.concat([folder, SLASH, name]));
         else total += st?.size ?? 0;
       }
     } finally {

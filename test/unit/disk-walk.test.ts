@@ -75,6 +75,31 @@ describe('the disk watchdog\'s walk', () => {
     }
   });
 
+  it('counts a folder exchanged with its twin mid-walk where it is now (only a link leading out is skipped)', async () => {
+    const root = join(scratch, 'twins');
+    for (const name of ['a', 'b']) {
+      mkdirSync(join(root, name), { recursive: true });
+      for (let i = 0; i < 300; i++) writeFileSync(join(root, name, `f${i}`), 'x'.repeat(10));
+    }
+    // At the walk's first turn (256 looks in, one of the two open), the two folders trade names, as
+    // renameat2(RENAME_EXCHANGE) or `mv a t && mv b a && mv t b` does: each name still leads to a folder of the tree.
+    const walk = treeBytes(root, Infinity);
+    renameSync(join(root, 'a'), join(root, 't'));
+    renameSync(join(root, 'b'), join(root, 'a'));
+    renameSync(join(root, 't'), join(root, 'b'));
+    assert.equal(await walk, 2 * 300 * 10);
+  });
+
+  it('counts files whose names are not UTF-8', async () => {
+    const root = join(scratch, 'bytes');
+    mkdirSync(root);
+    const odd = Buffer.concat([Buffer.from(`${root}/`), Buffer.from([0xff])]);
+    writeFileSync(odd, 'q'.repeat(4096));
+    mkdirSync(Buffer.concat([Buffer.from(`${root}/`), Buffer.from([0xfe])]));
+    writeFileSync(Buffer.concat([Buffer.from(`${root}/`), Buffer.from([0xfe]), Buffer.from('/inside')]), 'r'.repeat(100));
+    assert.equal(await treeBytes(root, Infinity), 4096 + 100);
+  });
+
   it('follows no link swapped in for a folder after its parent listed it, nor for the folder it reads', async () => {
     const root = join(scratch, 'swapped');
     const host = join(scratch, 'host');
