@@ -124,7 +124,9 @@ function createViaGh(req: PrRequest, gh: string): PrResult {
       out = runSync([gh, ...args], { ...ghEnv(req.env, dirname(dir)), cwd: dir, maxBuffer: 16 * 1024 * 1024 });
     } catch (err) {
       // gh before 2.19 wants a git repository where it starts even when told --repo (cli/cli #5075, #6527).
-      if (!/not a git repository/.test(errorMessage(err))) throw err;
+      // gh's own words only: the error's message also holds the command line, the brief's title among it.
+      const said = (err as { stderr?: unknown }).stderr;
+      if (typeof said !== 'string' || !/^fatal: not a git repository/m.test(said)) throw err;
       throw new FailedError('gh pr create failed with "not a git repository": gh older than 2.19 needs a checkout ' +
         'svc does not give it; upgrade gh to 2.19 or later, or set GITHUB_TOKEN', { cause: err });
     }

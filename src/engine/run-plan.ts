@@ -204,7 +204,8 @@ export function operatorAllowNow(plan: RunPlan, env: NodeJS.ProcessEnv, note: (t
   return granted.filter((entry) => current.includes(entry));
 }
 
-/** Programs whose first argument (when not an option) is the script they run: the one file beside argv[0] checked. */
+/** Programs whose first argument that is not an option is the script they run: the one file beside argv[0] checked
+ * (after `-c` or `-e` it is code, which names no file of the checkout, so checking it refuses nothing). */
 const INTERPRETERS = new Set(['sh', 'bash', 'dash', 'zsh', 'ksh', 'node', 'deno', 'bun', 'python', 'python3', 'ruby',
   'perl']);
 
@@ -217,8 +218,9 @@ const INTERPRETERS = new Set(['sh', 'bash', 'dash', 'zsh', 'ksh', 'node', 'deno'
  */
 export function refuseUncommitted(provider: ResolvedProvider, repo: string, base: string): void {
   if (provider.kind !== 'command') return;
-  const [program, script] = provider.argv;
-  const interpreted = INTERPRETERS.has(basename(program ?? '')) && script !== undefined && !script.startsWith('-');
+  const [program, ...args] = provider.argv;
+  const script = args.find((arg) => !arg.startsWith('-'));
+  const interpreted = INTERPRETERS.has(basename(program ?? '')) && script !== undefined;
   const root = realpathSync(repo);
   const missing = [...program?.includes('/') ? [program] : [], ...interpreted ? [script] : []].find((arg) => {
     if (isAbsolute(arg)) return false;

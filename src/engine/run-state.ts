@@ -1,6 +1,6 @@
 // A run's folder as the engine keeps it: state.json (the run JSON of DESIGN §3 plus what the engine needs to steer
 // it), events.jsonl, and the runs of a checkout.
-import { closeSync, fstatSync, lstatSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, lstatSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { RUN_KEY_FILE, statePath } from './paths.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
@@ -225,7 +225,8 @@ export type Committed = (name: string) => boolean;
 function inGitCheckout(dir: string): boolean {
   for (let at = resolve(dir); ; at = dirname(at)) {
     const dotGit = join(at, '.git');
-    const found = lstatSync(dotGit, { throwIfNoEntry: false });
+    // Followed: a .git that is a link to a git directory is a checkout's as much as the directory itself.
+    const found = statSync(dotGit, { throwIfNoEntry: false });
     if (found?.isFile()) return true;
     const parts = found?.isDirectory() ? ['HEAD', 'objects', 'refs'] : [];
     if (parts.length && parts.every((part) => lstatSync(join(dotGit, part), { throwIfNoEntry: false }))) return true;

@@ -36,6 +36,9 @@ describe('a command provider\'s uncommitted script (refuseUncommitted)', () => {
   it('checks only the script an interpreter runs, not a data file after it', () => {
     refuseUncommitted(provider('/bin/sh', 'tools/agent.sh', 'notes.txt'), repo, 'HEAD');
     assert.throws(() => refuseUncommitted(provider('/usr/bin/python3', 'notes.txt'), repo, 'HEAD'), refused);
+    // Options before the script: the first argument that is not one is the script.
+    assert.throws(() => refuseUncommitted(provider('/usr/bin/python3', '-u', 'notes.txt'), repo, 'HEAD'), refused);
+    assert.throws(() => refuseUncommitted(provider('/bin/bash', '-e', 'notes.txt'), repo, 'HEAD'), refused);
   });
 
   it('checks against the commit the worktree is made at, not HEAD', () => {

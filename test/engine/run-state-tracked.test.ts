@@ -5,7 +5,7 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { localRuns, refuseTrackedRun, UntrackableError } from '../../src/engine/run-state.ts';
@@ -61,6 +61,15 @@ describe('run folders a repository commits (trackedNames)', () => {
     const reason = /^git could not list what the repository tracks \(git ls-files failed: /;
     assert.throws(() => refuseTrackedRun(dir, 'rcommitted'), (err: Error) =>
       err instanceof UntrackableError && err instanceof RefusedError && reason.test(err.message));
+  });
+
+  // A .git that is a link to the git directory is a checkout's too (some tools keep .git elsewhere).
+  it('fails closed the same way when the checkout\'s .git is a link to its git directory', () => {
+    const dir = folderWithRun('rlinked', 'app/.svc/runs', true);
+    renameSync(join(dir, '.git'), join(dir, 'git-dir'));
+    symlinkSync('git-dir', join(dir, '.git'));
+    writeFileSync(join(dir, 'git-dir', 'index'), 'not an index');
+    assert.throws(() => refuseTrackedRun(join(dir, 'app'), 'rlinked'), (err: Error) => err instanceof UntrackableError);
   });
 
   // An empty .git folder above (no repository) is none: git failing there is "no repository".

@@ -99,4 +99,18 @@ describe('the gh pull-request path', () => {
     await assert.rejects(openPullRequest({ workdir: worktree, branch: 'svc/r2', base: 'main', title: 't', body: 'b',
       draft: false, target: pinPushTarget(project), env }), /upgrade gh to 2\.19 or later, or set GITHUB_TOKEN/);
   });
+
+  it('keeps gh\'s own error when only the title says "not a git repository"', async () => {
+    const project = join(root, 'proj');
+    const worktree = join(project, '.svc/worktrees/r3');
+    git(project, 'worktree', 'add', '-q', '-b', 'svc/r3', worktree);
+    const bin = join(root, 'refusing-bin');
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'gh'), '#!/bin/sh\n[ "$1" = auth ] && exit 1\necho "HTTP 401: Bad credentials" >&2\nexit 1\n');
+    chmodSync(join(bin, 'gh'), 0o755);
+    const env = { ...gitEnv, PATH: `${bin}:${process.env.PATH}` };
+    const title = 'svc: fix "fatal: not a git repository" in the build';
+    await assert.rejects(openPullRequest({ workdir: worktree, branch: 'svc/r3', base: 'main', title, body: 'b',
+      draft: false, target: pinPushTarget(project), env }), (err: Error) => !/upgrade gh/.test(err.message));
+  });
 });
