@@ -7,7 +7,9 @@ import { openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted, type Policy } from './policy.ts';
 import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
-import { commitAll, diffCommits, diffWorkingTree, headSha, type DiffResult } from './git.ts';
+import {
+  commitAll, diffCommits, diffWorkingTree, headSha, treeGit, UnreadableTreeError, type DiffResult,
+} from './git.ts';
 import {
   decideVerdict, failedRequiredCheck, requiredCheckError, saveReceipt, confinedNetwork, reportedChecks, signsLater,
   EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptMarkdown, receiptCost, receiptDiff,
@@ -32,11 +34,11 @@ export async function finish(
   ctx: RunContext, plan: RunPlan, sandbox: RunSandbox, end: Exclude<ProviderOutcome, { kind: 'stopped' }>,
 ): Promise<void> {
   const exitCode = end.kind === 'done' ? 0 : end.exitCode;
-  const diff = collectDiff(ctx, sandbox);
+  const { diff, unreadable } = diffOrUnreadable(ctx, sandbox);
   // An agent that exits 0 having changed nothing did not do the task; a follow-up may find its work already done.
-  const idle = end.kind === 'done' && diff.files.length === 0 && !ctx.state.follow_up;
-  const failure = end.kind !== 'done' ? end.error : idle ? NOTHING_CHANGED : null;
-  const checks = end.kind === 'failed' || idle ? []
+  const idle = end.kind === 'done' && diff.files.length === 0 && !ctx.state.follow_up && unreadable === null;
+  const failure = end.kind !== 'done' ? end.error : unreadable ?? (idle ? NOTHING_CHANGED : null);
+  const checks = end.kind === 'failed' || idle || unreadable !== null ? []
     : await inSpan('svc.checks', {}, () => runChecks(ctx, plan.policy, sandbox));
   if (ctx.stopRequested()) return;
   const ended = new Date().toISOString();
@@ -55,7 +57,9 @@ export async function finish(
   }
   const checkFailed = failure === null ? failedRequiredCheck(checks) : null;
   let error = failure ?? (checkFailed ? requiredCheckError(checkFailed) : null);
-  const cls = { done: idle ? 'agent' : 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit' } as const;
+  const cls = {
+    done: idle || unreadable !== null ? 'agent' : 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit',
+  } as const;
   const failed = error === null ? null : runFailure(config ? 'config' : cls[end.kind], error);
   // Closed first: a connection the close ends is recorded then, and the receipt's network section must count it.
   await sandbox.gate?.close();
@@ -90,14 +94,27 @@ export async function reverify(ctx: RunContext, plan: RunPlan, sandbox: RunSandb
   writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox, failure);
 }
 
+/** The diff, or (with an empty one) why svc's git could not read the tree the agent left: the agent's failure. */
+function diffOrUnreadable(ctx: RunContext, sandbox: RunSandbox): { diff: DiffResult; unreadable: string | null } {
+  try {
+    return { diff: collectDiff(ctx, sandbox), unreadable: null };
+  } catch (err) {
+    if (!(err instanceof UnreadableTreeError)) throw err;
+    ctx.note(err.message);
+    const patch_sha256 = createHash('sha256').update('').digest('hex');
+    return { diff: { files: [], insertions: 0, deletions: 0, patch: '', patch_sha256 }, unreadable: err.message };
+  }
+}
+
 /** Commits (worktree) and diffs what the agent left, with svc's git sandboxed. */
 function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   const { state } = ctx;
-  const run = postAgentGit(ctx, sandbox);
+  const tree = treeGit(state.workdir, postAgentGit(ctx, sandbox));
+  const { run } = tree;
   let diff: DiffResult;
   if (state.worktree) {
     const message = `svc: ${state.brief.slice(0, 72)}\n\nRun ${state.source}/${state.run}`;
-    const skipped = commitAll(state.workdir, message, state.repo_path, run);
+    const skipped = commitAll(tree, message, state.repo_path);
     for (const path of skipped) {
       ctx.note(`embedded repository ${JSON.stringify(path)} not committed (svc never commits a nested repository)`);
     }
@@ -105,7 +122,7 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
     ctx.update({ head_sha: head });
     diff = diffCommits(state.workdir, state.base_sha, head, run);
   } else {
-    diff = diffWorkingTree(state.workdir, state.base_tree ?? state.base_sha, run);
+    diff = diffWorkingTree(tree, state.base_tree ?? state.base_sha);
   }
   ctx.saveArtifact('diff.patch', diff.patch);
   const { files, insertions, deletions, patch_sha256 } = diff;

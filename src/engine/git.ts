@@ -1,9 +1,9 @@
 // svc's git: the argv and environment of every git svc starts (docs/engine.md "svc's own git").
-import { readFileSync, appendFileSync, existsSync, mkdirSync } from 'node:fs';
+import { readFileSync, appendFileSync, existsSync, lstatSync, mkdirSync } from 'node:fs';
 import { join, basename, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
-import { FailedError } from '../errors.ts';
+import { FailedError, RefusedError } from '../errors.ts';
 import { GitRedirectedError, redirectedUrl } from './git-token.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 
@@ -63,14 +63,18 @@ function filterOverrides(configEntries: string): Record<string, string> {
   return env;
 }
 
-/** Runs one git argv (already hardened) and returns stdout; `scratch` are folders it writes besides the repository. */
+/** Runs one git argv (already hardened) and returns stdout; `scratch` are folders it writes besides the repository;
+ * `timeout` (ms) kills it. */
 export type GitRun = (
-  cwd: string, argv: string[], opts: { extra: Record<string, string>; scratch: string[] },
+  cwd: string, argv: string[], opts: { extra: Record<string, string>; scratch: string[]; timeout?: number },
 ) => string;
 
 /** git on the host, for svc's own work on trusted state (before the agent, or pushing what git committed). */
-export const hostGit: GitRun = (cwd, argv, { extra }) =>
-  runSync(argv, { kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * 1024 * 1024 });
+export const hostGit: GitRun = (cwd, argv, { extra, timeout }) =>
+  runSync(argv, { kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * 1024 * 1024, timeout });
+
+/** A working tree svc's git cannot read: a special file where git reads its rules, or a git that never ended. */
+export class UnreadableTreeError extends RefusedError {}
 
 export function git(
   cwd: string, args: string[], extra: Record<string, string> = {}, run: GitRun = hostGit, scratch: string[] = [],
@@ -78,6 +82,7 @@ export function git(
   try {
     return run(cwd, gitArgv(args), { extra: gitExtraEnv(extra), scratch });
   } catch (err) {
+    if (err instanceof UnreadableTreeError) throw err;
     const stderr = String((err as { stderr?: unknown }).stderr ?? '').trim();
     const command = args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0];
     const message = `git ${command} failed${stderr ? `: ${stderr.split('\n')[0]}` : ''}`;
@@ -140,10 +145,67 @@ export function excludeEngineFolders(common: string): void {
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }
 
+/** The environment switching off every filter driver git's config in `dir` names, includes and all. */
+function filtersOff(dir: string, run: GitRun): Record<string, string> {
+  let entries = '';
+  try {
+    entries = git(dir, ['config', '-z', '--get-regexp', '^filter\\.'], {}, run);
+  } catch (err) {
+    // git config fails when nothing matches; a git that never ended is not that.
+    if (err instanceof UnreadableTreeError) throw err;
+  }
+  return filterOverrides(entries);
+}
+
 /** A worktree of `repo` at `base`, checked out as committed: no filter the repository's config names runs. */
 export function createWorktree(repo: string, path: string, branch: string, base: string): void {
-  const noFilters = filterOverrides(tryGit(repo, ['config', '-z', '--get-regexp', '^filter\\.']));
-  git(repo, ['worktree', 'add', '-b', branch, path, base], noFilters);
+  git(repo, ['worktree', 'add', '-b', branch, path, base], filtersOff(repo, hostGit));
+}
+
+/** Each git that reads a working tree is killed after this long: one opening a FIFO (or a device) waits for ever. */
+const TREE_GIT_TIMEOUT_MS = 120_000;
+
+/** The files git opens at a working tree's root before it reads any path (a FIFO there blocks it at once). */
+const RULE_FILES = ['.gitattributes', '.gitignore'] as const;
+
+function specialKind(path: string): string | null {
+  const st = lstatSync(path, { throwIfNoEntry: false });
+  if (!st) return null;
+  if (st.isFIFO()) return 'a FIFO';
+  if (st.isSocket()) return 'a socket';
+  return st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : null;
+}
+
+/** svc's git on one working tree (whoever wrote its files): every call time-limited, no filter driver run. */
+export interface TreeGit {
+  dir: string;
+  run: GitRun;
+}
+
+/**
+ * `run` for the working tree `dir`, refused when a rule file at its root is a FIFO, socket or device. The filters
+ * are read as git reads config (an include may name a file of this very tree), each time a TreeGit is made.
+ */
+export function treeGit(dir: string, run: GitRun = hostGit, timeoutMs = TREE_GIT_TIMEOUT_MS): TreeGit {
+  for (const name of RULE_FILES) {
+    const kind = specialKind(join(dir, name));
+    if (kind) {
+      throw new UnreadableTreeError(`${join(dir, name)} is ${kind}, not a regular file: git would wait on it for ` +
+        'ever, so svc runs no git on this working tree');
+    }
+  }
+  const bounded: GitRun = (cwd, argv, opts) => {
+    try {
+      return run(cwd, argv, { ...opts, timeout: timeoutMs });
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== 'ETIMEDOUT') throw err;
+      const command = argv.find((a, i) => i > 0 && !a.startsWith('-') && argv[i - 1] !== '-c') ?? 'git';
+      throw new UnreadableTreeError(`git ${command} did not end within ${timeoutMs / 1000} s in ${cwd} ` +
+        '(a FIFO or device where git reads a .gitattributes or .gitignore, or a file its config includes, blocks it)');
+    }
+  };
+  const noFilters = filtersOff(dir, bounded);
+  return { dir, run: (cwd, argv, opts) => bounded(cwd, argv, { ...opts, extra: { ...noFilters, ...opts.extra } }) };
 }
 
 type GitIn = (args: string[]) => string;
@@ -159,7 +221,7 @@ function addAll(inDir: GitIn, skip: string[]): void {
 }
 
 /** Commits all but embedded repositories (returned); the committer is read on the host (`run` sees no ~/.gitconfig). */
-export function commitAll(dir: string, message: string, repo: string, run: GitRun): string[] {
+export function commitAll({ dir, run }: TreeGit, message: string, repo: string): string[] {
   const name = tryGit(repo, ['config', 'user.name']).trim() || 'svc';
   const email = tryGit(repo, ['config', 'user.email']).trim() || 'svc@localhost';
   const inDir: GitIn = (args) => git(dir, args, {}, run);
@@ -208,8 +270,8 @@ export function diffCommits(dir: string, base: string, head: string, run: GitRun
 }
 
 /** The paths `git status` lists as changed or untracked (not ignored), and the embedded repositories apart. */
-export function workingChanges(dir: string): { changed: string[]; embedded: string[] } {
-  const out = git(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=all']);
+export function workingChanges({ dir, run }: TreeGit): { changed: string[]; embedded: string[] } {
+  const out = git(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=all'], {}, run);
   const changed: string[] = [];
   const embedded: string[] = [];
   const entries = out.split('\0');
@@ -227,7 +289,7 @@ export function workingChanges(dir: string): { changed: string[]; embedded: stri
 
 /** `body` with a throwaway index of `from` plus the working tree (ignored and `embedded` left out; null: found). */
 function withWorkingIndex<T>(
-  dir: string, from: string, run: GitRun, embedded: string[] | null, body: (inTmp: GitIn, tmp: string) => T,
+  { dir, run }: TreeGit, from: string, embedded: string[] | null, body: (inTmp: GitIn, tmp: string) => T,
 ): T {
   return withScratch('diff', (tmp) => {
     const inTmp: GitIn = (args) => git(dir, args, { GIT_INDEX_FILE: join(tmp, 'index') }, run, [tmp]);
@@ -238,12 +300,12 @@ function withWorkingIndex<T>(
 }
 
 /** The tree of the working tree now: a run without a worktree diffs against it, not against HEAD. */
-export function snapshotTree(dir: string, embedded: string[]): string {
-  return withWorkingIndex(dir, 'HEAD', hostGit, embedded, (inTmp) => inTmp(['write-tree']).trim());
+export function snapshotTree(tree: TreeGit, embedded: string[]): string {
+  return withWorkingIndex(tree, 'HEAD', embedded, (inTmp) => inTmp(['write-tree']).trim());
 }
 
 /** Diff of the working tree (embedded repositories left out) against base (a commit or a tree). */
-export function diffWorkingTree(dir: string, base: string, run: GitRun): DiffResult {
-  return withWorkingIndex(dir, base, run, null,
+export function diffWorkingTree(tree: TreeGit, base: string): DiffResult {
+  return withWorkingIndex(tree, base, null,
     (inTmp, tmp) => runDiff(inTmp, tmp, ['--ignore-submodules=all', '--cached'], [base]));
 }

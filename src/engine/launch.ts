@@ -12,7 +12,7 @@ import { planForRetry, planRun, refuseUncommitted, writePlan, type RunPlan } fro
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
 import {
-  git, headSha, currentBranch, excludeEngineFolders, gitCommonDir, snapshotTree, workingChanges,
+  git, headSha, currentBranch, excludeEngineFolders, gitCommonDir, snapshotTree, treeGit, workingChanges,
 } from './git.ts';
 import { runDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
@@ -239,9 +239,10 @@ function assertCheckoutFree(repo: string): void {
 
 /** The checkout's starting tree when it is not HEAD's (a run without a worktree diffs only its own changes). */
 function startingTree(repo: string): { tree: string | null; dirty: string | null } {
-  const { changed, embedded } = workingChanges(repo);
+  const tree = treeGit(repo);
+  const { changed, embedded } = workingChanges(tree);
   if (changed.length === 0) return { tree: null, dirty: null };
   const dirty = `the checkout had ${changed.length} uncommitted or untracked file(s) at the start ` +
     `(e.g. ${changed[0]}); the diff and receipt cover only what changed after`;
-  return { tree: snapshotTree(repo, embedded), dirty };
+  return { tree: snapshotTree(tree, embedded), dirty };
 }

@@ -98,12 +98,12 @@ export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
   if (mode.kind === 'none') return hostGit;
   const home = ctx.env.HOME || homedir();
   const svcHome = svcHomeOf(ctx.env);
-  return (cwd, argv, { extra, scratch }) => {
+  return (cwd, argv, { extra, scratch, timeout }) => {
     const plan = gitSandboxPlan({ workdir: cwd, repo: ctx.state.repo_path, scratch, home, svcHome, env: ctx.env });
     const fds = openSandboxFds();
     try {
       return runSync(bwrapArgv(mode.bwrap, plan, argv), {
-        kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * MIB, fds,
+        kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * MIB, fds, timeout,
       });
     } finally {
       closeSandboxFds(fds);

@@ -1,0 +1,111 @@
+// svc's git on a working tree (a checkout without a worktree, or the tree an agent left): it runs no filter driver a
+// config include names from a file of that very tree, and a FIFO where git reads its rules fails the run at once
+// instead of blocking svc's git for ever.
+import { describe, it, afterEach } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { commitAll, treeGit, UnreadableTreeError } from '../../src/engine/git.ts';
+
+/** A filter that, if git ever ran it, leaves .git/filter-ran (its working directory is the tree's root). */
+const FILTER = '#!/bin/sh\necho ran >> .git/filter-ran\ncat\n';
+const FILTER_CONFIG = '[filter "x"]\n\tclean = ./.evil.sh\n\tsmudge = ./.evil.sh\n';
+
+/** The agent writes the include's target, the filter and the attributes selecting it, then edits a.txt. */
+const WRITES_FILTER = `#!/bin/sh
+cat > /dev/null
+printf '${FILTER.replace(/\n/g, '\\n')}' > .evil.sh
+chmod +x .evil.sh
+printf '${FILTER_CONFIG.replace(/\n/g, '\\n').replace(/\t/g, '\\t')}' > .gitconfig
+echo '* filter=x' > .gitattributes
+echo fixed >> a.txt
+`;
+
+const MAKES_FIFO = `#!/bin/sh
+cat > /dev/null
+echo fixed >> a.txt
+mkfifo .gitattributes
+`;
+
+/** The operator's .git/config includes the checkout's .gitconfig (a common way to share repository config). */
+function includeCheckoutConfig(repo: TestRepo): void {
+  execFileSync('git', ['config', 'include.path', '../.gitconfig'], { cwd: repo.repo });
+}
+
+function start(repo: TestRepo, args: string[], timeout: number) {
+  const env = { PATH: `${repo.bin}:/usr/bin:/bin`, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0',
+    SVC_CONTROL_URL: 'http://127.0.0.1:9' };
+  return runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--provider', 'fake', ...args],
+    { cwd: repo.repo, env, timeout });
+}
+
+function onlyRunState(repo: TestRepo): Record<string, unknown> {
+  const runs = readdirSync(join(repo.repo, '.svc', 'runs'));
+  assert.equal(runs.length, 1);
+  return readJson(join(repo.repo, '.svc', 'runs', runs[0]!, 'state.json'));
+}
+
+describe('svc\'s git on a working tree', () => {
+  let repo: TestRepo | null = null;
+  afterEach(() => repo?.cleanup());
+
+  it('runs no filter an included config in the checkout names, at start or after the agent', async () => {
+    repo = makeRepo();
+    includeCheckoutConfig(repo);
+    writeFileSync(join(repo.repo, '.evil.sh'), FILTER, { mode: 0o755 });
+    writeFileSync(join(repo.repo, '.gitconfig'), FILTER_CONFIG);
+    writeFileSync(join(repo.repo, '.gitattributes'), '* filter=x\n');
+    // The filter works: a plain git on this checkout runs it.
+    execFileSync('git', ['add', '--dry-run', '-A'], { cwd: repo.repo, stdio: 'ignore' });
+    assert.ok(existsSync(join(repo.repo, '.git', 'filter-ran')), 'the probe git ran the filter');
+    execFileSync('rm', [join(repo.repo, '.git', 'filter-ran')]);
+    const res = await start(repo, [], 60_000);
+    const state = onlyRunState(repo);
+    assert.equal(state.status, 'succeeded', `${state.error} ${res.stderr}`);
+    assert.equal(existsSync(join(repo.repo, '.git', 'filter-ran')), false, 'svc\'s git ran the filter');
+  });
+
+  it('runs no filter the agent set up through the include, when svc diffs what it left', async () => {
+    repo = makeRepo({ providers: { fake: WRITES_FILTER } });
+    includeCheckoutConfig(repo);
+    const res = await start(repo, [], 60_000);
+    const state = onlyRunState(repo);
+    assert.ok(existsSync(join(repo.repo, '.evil.sh')), `the agent wrote its filter: ${res.stderr}`);
+    assert.equal(existsSync(join(repo.repo, '.git', 'filter-ran')), false, 'svc\'s git ran the filter');
+    assert.equal(state.status, 'succeeded', `${state.error} ${res.stderr}`);
+  });
+
+  it('fails the run as the agent\'s, naming it, when the agent leaves a FIFO .gitattributes', async () => {
+    repo = makeRepo({ providers: { fake: MAKES_FIFO } });
+    const res = await start(repo, ['--worktree'], 60_000);
+    assert.equal(res.signal, null, `svc start did not end within 60 s: ${res.stderr}`);
+    const state = onlyRunState(repo);
+    assert.equal(state.status, 'failed');
+    assert.equal((state.failure as { class: string }).class, 'agent');
+    assert.match(String(state.error), /\.gitattributes is a FIFO, not a regular file/);
+    assert.ok(existsSync(join(repo.repo, '.svc', 'runs', String(state.run), 'artifacts', 'receipt.json')), 'a receipt was issued');
+  });
+
+  it('refuses to start in a checkout whose .gitignore is a FIFO, naming it', async () => {
+    repo = makeRepo();
+    execFileSync('mkfifo', [join(repo.repo, '.gitignore')]);
+    const res = await start(repo, [], 20_000);
+    assert.equal(res.signal, null, 'svc start did not end within 20 s');
+    assert.equal(res.code, 1);
+    assert.match(res.stderr, /\.gitignore is a FIFO, not a regular file/);
+  });
+
+  it('ends a git that a FIFO deeper in the tree blocks, after its time limit', () => {
+    repo = makeRepo();
+    mkdirSync(join(repo.repo, 'sub'));
+    writeFileSync(join(repo.repo, 'sub', 'f'), 'x\n');
+    execFileSync('mkfifo', [join(repo.repo, 'sub', '.gitattributes')]);
+    const began = Date.now();
+    assert.throws(() => commitAll(treeGit(repo!.repo, undefined, 1000), 'm', repo!.repo),
+      (err) => err instanceof UnreadableTreeError && /git add did not end within 1 s/.test(err.message));
+    assert.ok(Date.now() - began < 15_000);
+  });
+});
