@@ -1,6 +1,6 @@
 // svc's git: the argv and environment of every git svc starts (docs/engine.md "svc's own git").
-import { readFileSync, appendFileSync, existsSync, lstatSync, mkdirSync } from 'node:fs';
-import { join, basename, resolve } from 'node:path';
+import { readFileSync, appendFileSync, existsSync, lstatSync, mkdirSync, realpathSync } from 'node:fs';
+import { join, basename, dirname, isAbsolute, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { FailedError, RefusedError } from '../errors.ts';
@@ -157,8 +157,57 @@ function filtersOff(dir: string, run: GitRun): Record<string, string> {
   return filterOverrides(entries);
 }
 
+/** A config include naming a file the repository's work tree holds: the repository (or an agent) writes it. */
+export class IncludedTreeConfigError extends RefusedError {}
+
+/** `path` and, when it exists, its real path: a tree reached through a link is the same tree. */
+function bothSpellings(path: string): string[] {
+  const real = (() => {
+    try {
+      return realpathSync(path);
+    } catch {
+      return null;
+    }
+  })();
+  return real && real !== path ? [path, real] : [path];
+}
+
+/**
+ * Refuses a repository whose own config includes a file inside its work tree (`include.path = ../.gitconfig`): git
+ * would read the filters and programs that file names, and the repository, or an agent writing the tree, chooses
+ * them (DESIGN §7a: svc runs nothing the repository configures). The includes are read without following them, so a
+ * file written later changes nothing.
+ */
+function refuseTreeIncludes(dir: string, run: GitRun): void {
+  let listed = '';
+  try {
+    listed = git(dir, ['config', '--no-includes', '--show-origin', '-z', '--get-regexp',
+      '^(include|includeif\\..*)\\.path$'], {}, run);
+  } catch (err) {
+    // git config fails when nothing matches; a git that never ended is not that.
+    if (err instanceof UnreadableTreeError) throw err;
+    return;
+  }
+  const common = resolve(dir, git(dir, ['rev-parse', '--git-common-dir'], {}, run).trim());
+  const trees = [resolve(dir), dirname(common)].flatMap(bothSpellings);
+  const fields = listed.split('\0');
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const origin = resolve(dir, fields[i]!.replace(/^file:/, ''));
+    const value = fields[i + 1]!.slice(fields[i + 1]!.indexOf('\n') + 1);
+    const home = process.env.HOME ?? '/';
+    const target = value.startsWith('~/') ? join(home, value.slice(2))
+      : isAbsolute(value) ? value : resolve(dirname(origin), value);
+    if (trees.some((tree) => target === tree || target.startsWith(`${tree}/`))) {
+      throw new IncludedTreeConfigError(`The repository's git config (${origin}) includes ${target}, a file of its ` +
+        'work tree, which the repository or an agent writes: svc runs no git that reads it. Move that config into ' +
+        '.git/config or outside the checkout');
+    }
+  }
+}
+
 /** A worktree of `repo` at `base`, checked out as committed: no filter the repository's config names runs. */
 export function createWorktree(repo: string, path: string, branch: string, base: string): void {
+  refuseTreeIncludes(repo, hostGit);
   git(repo, ['worktree', 'add', '-b', branch, path, base], filtersOff(repo, hostGit));
 }
 
@@ -176,15 +225,16 @@ function specialKind(path: string): string | null {
   return st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : null;
 }
 
-/** svc's git on one working tree (whoever wrote its files): every call time-limited, no filter driver run. */
+/** svc's git on one working tree (whoever wrote its files): every call time-limited, no config the tree holds read. */
 export interface TreeGit {
   dir: string;
   run: GitRun;
 }
 
 /**
- * `run` for the working tree `dir`, refused when a rule file at its root is a FIFO, socket or device. The filters
- * are read as git reads config (an include may name a file of this very tree), each time a TreeGit is made.
+ * `run` for the working tree `dir`, refused when a rule file at its root is a FIFO, socket or device, or when the
+ * repository's config includes a file of its work tree. The filters the repository's own config names (git-lfs,
+ * git-crypt) run as git runs them: the tree and its starting point are read the same way.
  */
 export function treeGit(dir: string, run: GitRun = hostGit, timeoutMs = TREE_GIT_TIMEOUT_MS): TreeGit {
   for (const name of RULE_FILES) {
@@ -201,11 +251,11 @@ export function treeGit(dir: string, run: GitRun = hostGit, timeoutMs = TREE_GIT
       if ((err as { code?: unknown }).code !== 'ETIMEDOUT') throw err;
       const command = argv.find((a, i) => i > 0 && !a.startsWith('-') && argv[i - 1] !== '-c') ?? 'git';
       throw new UnreadableTreeError(`git ${command} did not end within ${timeoutMs / 1000} s in ${cwd} ` +
-        '(a FIFO or device where git reads a .gitattributes or .gitignore, or a file its config includes, blocks it)');
+        '(a FIFO or device where git reads a .gitattributes or .gitignore blocks it for ever)');
     }
   };
-  const noFilters = filtersOff(dir, bounded);
-  return { dir, run: (cwd, argv, opts) => bounded(cwd, argv, { ...opts, extra: { ...noFilters, ...opts.extra } }) };
+  refuseTreeIncludes(dir, bounded);
+  return { dir, run: bounded };
 }
 
 type GitIn = (args: string[]) => string;

@@ -1,6 +1,6 @@
-// svc's git on a working tree (a checkout without a worktree, or the tree an agent left): it runs no filter driver a
-// config include names from a file of that very tree, and a FIFO where git reads its rules fails the run at once
-// instead of blocking svc's git for ever.
+// svc's git on a working tree (a checkout without a worktree, or the tree an agent left): a repository whose config
+// includes a file of its work tree is refused before any such git runs, and a FIFO where git reads its rules fails the
+// run at once instead of blocking svc's git for ever.
 import { describe, it, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -52,31 +52,23 @@ describe('svc\'s git on a working tree', () => {
   let repo: TestRepo | null = null;
   afterEach(() => repo?.cleanup());
 
-  it('runs no filter an included config in the checkout names, at start or after the agent', async () => {
-    repo = makeRepo();
-    includeCheckoutConfig(repo);
-    writeFileSync(join(repo.repo, '.evil.sh'), FILTER, { mode: 0o755 });
-    writeFileSync(join(repo.repo, '.gitconfig'), FILTER_CONFIG);
-    writeFileSync(join(repo.repo, '.gitattributes'), '* filter=x\n');
-    // The filter works: a plain git on this checkout runs it.
-    execFileSync('git', ['add', '--dry-run', '-A'], { cwd: repo.repo, stdio: 'ignore' });
-    assert.ok(existsSync(join(repo.repo, '.git', 'filter-ran')), 'the probe git ran the filter');
-    execFileSync('rm', [join(repo.repo, '.git', 'filter-ran')]);
-    const res = await start(repo, [], 60_000);
-    const state = onlyRunState(repo);
-    assert.equal(state.status, 'succeeded', `${state.error} ${res.stderr}`);
-    assert.equal(existsSync(join(repo.repo, '.git', 'filter-ran')), false, 'svc\'s git ran the filter');
-  });
-
-  it('runs no filter the agent set up through the include, when svc diffs what it left', async () => {
-    repo = makeRepo({ providers: { fake: WRITES_FILTER } });
-    includeCheckoutConfig(repo);
-    const res = await start(repo, [], 60_000);
-    const state = onlyRunState(repo);
-    assert.ok(existsSync(join(repo.repo, '.evil.sh')), `the agent wrote its filter: ${res.stderr}`);
-    assert.equal(existsSync(join(repo.repo, '.git', 'filter-ran')), false, 'svc\'s git ran the filter');
-    assert.equal(state.status, 'succeeded', `${state.error} ${res.stderr}`);
-  });
+  // The include is read without following it, so a file written into the tree later (by an agent) changes nothing.
+  for (const [how, args] of [['in the checkout', []], ['in a worktree run', ['--worktree']]] as const) {
+    it(`refuses a repository whose config includes a file of its work tree, ${how}, running no filter`, async () => {
+      repo = makeRepo({ providers: { fake: WRITES_FILTER } });
+      includeCheckoutConfig(repo);
+      writeFileSync(join(repo.repo, '.evil.sh'), FILTER, { mode: 0o755 });
+      writeFileSync(join(repo.repo, '.gitconfig'), FILTER_CONFIG);
+      writeFileSync(join(repo.repo, '.gitattributes'), '* filter=x\n');
+      // The filter works: a plain git on this checkout runs it.
+      execFileSync('git', ['add', '--dry-run', '-A'], { cwd: repo.repo, stdio: 'ignore' });
+      assert.ok(existsSync(join(repo.repo, '.git', 'filter-ran')), 'the probe git ran the filter');
+      execFileSync('rm', [join(repo.repo, '.git', 'filter-ran')]);
+      const res = await start(repo, [...args], 60_000);
+      assert.equal(existsSync(join(repo.repo, '.git', 'filter-ran')), false, 'svc\'s git ran the filter');
+      assert.match(`${res.stderr}${res.stdout}`, /includes \S+\.gitconfig, a file of its work tree/);
+    });
+  }
 
   it('fails the run as the agent\'s, naming it, when the agent leaves a FIFO .gitattributes', async () => {
     repo = makeRepo({ providers: { fake: MAKES_FIFO } });
