@@ -19,7 +19,7 @@ import { figure } from '../engine/providers.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
 import type { Policy } from '../engine/policy.ts';
-import { readSeal, readSealedRunKey, storeSealedRun, type Seal } from './seal.ts';
+import { readSeal, readSealedRunKey, storeRun, type Seal } from './seal.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
 import { repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
@@ -215,6 +215,14 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, said: RunEv
   }
   const { receipt, policy, checks, target } = signed;
   const end = { ...ended(ctx), exit_code: evidence.exit_code };
+  // A stop one of the signer's own batches took while it judged (nothing is awaited from here to the pull request):
+  // the run ends stopped, its receipt signed, and no pull request.
+  const stoppedBy = ctx.stoppedBy();
+  if (stoppedBy !== null) {
+    if (opts.pr) ctx.event('pr', { opened: false, reason: `stopped by ${stoppedBy}` });
+    ctx.setStatus('stopped', { ...end, failure: runFailure('stopped', `stopped by ${stoppedBy}`) });
+    return;
+  }
   if (evidence.outcome === 'over_budget') {
     const reason = `verdict ${receipt.verdict}: ${evidence.error ?? 'over budget'}`;
     if (opts.pr) ctx.event('pr', { opened: false, reason });
@@ -291,8 +299,9 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // The run moves onto the sealed key first, in a batch of the signer's own: a batch carrying the run folder's events
   // and artifacts, which the agent wrote, can be refused whole for one bad event (ingest-validate.ts), and would leave
   // the run bound to the handed key, which the agent can read. The move also replaces the row the handed key stored
-  // (the agent's claims), so a gone Job's outcome is read only from what this signer shipped. A refusal fails it.
-  const moved = await storeSealedRun(opts.env, opts.run, readSeal(opts.sealedDir), key, false);
+  // (the agent's claims), so a gone Job's outcome is read only from what this signer shipped. A refusal fails it, and
+  // so does no answer after a few tries: the stops it takes come nowhere else.
+  const moved = await storeRun(opts.env, opts.run, readSeal(opts.sealedDir), { sealed: key });
   if (moved.unstored) opts.say(`svc pod sign: the run is not moved onto the sealed key yet (${moved.unstored})\n`);
   copyRunFolder(runDir(opts.workspace, opts.run), dir);
   // The Control Plane moves the run onto this key from the one handed to the run container (ingest-apply.ts).

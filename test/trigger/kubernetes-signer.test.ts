@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -387,6 +387,86 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
     assert.deepEqual([shown.status, shown.verdict, shown.failure?.class], ['stopped', null, 'stopped']);
     assert.equal(branchPushed(run), false);
+  });
+
+  // The answer to the move is the only place such a stop comes: lost, the signer tries the move again rather than go
+  // on without it (its later batches would take the stop after it looked, and it would open the pull request).
+  it('tries the move again when the Control Plane does not answer it: a stop asked then ends the run', async () => {
+    let dropMove = false;
+    let dropped = 0;
+    const proxy = createServer((req, res) => {
+      const body: Buffer[] = [];
+      req.on('data', (d: Buffer) => body.push(d)).on('end', () => {
+        const text = Buffer.concat(body).toString();
+        const batch = req.url === '/v1/ingest' ? JSON.parse(text) : null;
+        if (dropMove && batch?.runs?.[0]?.status === 'queued' && (batch.events ?? []).length === 0) {
+          dropMove = false;
+          dropped += 1;
+          res.writeHead(503, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: { code: 'unavailable', message: 'lost for the test' } }));
+          return;
+        }
+        const to = new URL(req.url!, cp.url);
+        const forwarded = request(to, { method: req.method, headers: { ...req.headers, host: to.host } }, (answer) => {
+          res.writeHead(answer.statusCode!, answer.headers);
+          answer.pipe(res);
+        });
+        forwarded.end(text);
+      });
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    try {
+      const env = { SVC_CONTROL_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` };
+      const { outcome, run } = await runJob('fix the greeting', async (_workspace, runId) => {
+        const stop = await cp.request('POST', `/v1/runs/k8s/${runId}/stop`, { body: {} });
+        assert.equal(stop.status, 202, stop.text);
+        dropMove = true;
+      }, undefined, { env });
+      assert.equal(dropped, 1, 'the move\'s first try was lost');
+      assert.equal(outcome.status, 'stopped', outcome.error ?? '');
+      assert.equal(outcome.pr_url, null);
+      assert.equal((await shippedReceipt(run)).forged, true, 'only the agent\'s own receipt is there');
+      assert.equal(branchPushed(run), false);
+    } finally {
+      proxy.closeAllConnections();
+      proxy.close();
+    }
+  });
+
+  // A stop the signer's own batches take while it judges (here while the gate has not answered) ends the run stopped:
+  // its receipt is signed by then, but no pull request is opened.
+  it('opens no pull request for a stop the signer took after it looked: the run ends stopped', async () => {
+    let run = '';
+    const gate = createServer((req, res) => {
+      req.resume();
+      const said = `[svc ${run}] stopping: a stop request`;
+      const taken = () => [...kube.jobs.values()].some((j) => j.stderr.includes(said));
+      void cp.request('POST', `/v1/runs/k8s/${run}/stop`, { body: {} })
+        .then(() => waitFor(taken, 'the signer\'s batch taking the stop', 8_000))
+        .finally(() => {
+          res.writeHead(404, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ run, since: new Date(0).toISOString(), policy: { allow: [], deny: [] } }));
+        });
+    });
+    await new Promise<void>((r) => gate.listen(0, '127.0.0.1', r));
+    writeFileSync(join(repo.root, 'gate-secret'), 'slow-gate-secret-0123456789abcdef0123456789', { mode: 0o600 });
+    try {
+      const env = {
+        SVC_K8S_GATE_URL: `http://127.0.0.1:${(gate.address() as AddressInfo).port}`,
+        SVC_GATE_SECRET_FILE: join(repo.root, 'gate-secret'),
+      };
+      const { outcome } = await runJob('fix the greeting', (_workspace, id) => {
+        run = id;
+      }, undefined, { env });
+      assert.equal(outcome.status, 'stopped', outcome.error ?? '');
+      assert.equal(outcome.pr_url, null);
+      const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+      assert.deepEqual([shown.status, shown.failure?.class], ['stopped', 'stopped']);
+      assert.equal(branchPushed(run), false);
+    } finally {
+      gate.closeAllConnections();
+      gate.close();
+    }
   });
 
   // Stopped before its run container's first batch, a pod's run ends at once and can be deleted; its stop request
