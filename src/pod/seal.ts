@@ -44,6 +44,8 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
   writeFileSync(handoff, JSON.stringify({ secrets: { SVC_RUN_KEY: handed } }), { mode: 0o600, flag: 'wx' });
 }
 
+type Stored = { unstored: string | null; control: ControlItem[]; stopAsked: boolean };
+
 /**
  * Stores the run as the seal step saw it (queued, at the seal's time, so it replaces nothing a later batch stored
  * unless it moves the run: ingest-apply.ts) with `key`: the seal step's, bound to the handed key, before any agent
@@ -53,11 +55,12 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
  * run left unbound (stored first without a key, ingest's `unbound`) when `needBound`. Else `unstored`: why the
  * Control Plane did not answer (network, 5xx; storeRun tries again), or null; and `control`: the stop and answer
  * requests the batch took (the Control Plane marks them delivered, so the caller must act on them: none comes again),
- * and the run's deletion.
+ * and the run's deletion; `stopAsked`: whether a stop was ever asked for the run (ingest's `stop_asked`, sent to the
+ * batch that moves it or writes it with the key it moved onto), taken by this batch or by the run container's worker.
  */
 async function storeSealedRun(
   env: NodeJS.ProcessEnv, run: string, seal: Seal, key: string, needBound: boolean,
-): Promise<{ unstored: string | null; control: ControlItem[] }> {
+): Promise<Stored> {
   const source = settingOr(env, 'SVC_SOURCE');
   const { client } = shipperClient(env);
   const queued = { run, status: 'queued', started_at: seal.sealed_at, updated_at: seal.sealed_at, run_key: key };
@@ -68,14 +71,15 @@ async function storeSealedRun(
     if (err instanceof ControlApiError && err.status >= 400 && err.status < 500) {
       throw new FailedError(`The Control Plane refused run ${source}/${run}: ${errorMessage(err)}`);
     }
-    return { unstored: errorMessage(err), control: [] };
+    return { unstored: errorMessage(err), control: [], stopAsked: false };
   }
   if (needBound && result.unbound?.includes(run)) {
     throw new FailedError(`Run ${source}/${run} was stored without a key before the seal step: any sender of the ` +
       'source can write it');
   }
   const deleted = result.deleted?.includes(run) ? [deletedRun(run)] : [];
-  return { unstored: null, control: [...(result.control ?? []), ...deleted] };
+  const stopAsked = result.stop_asked?.includes(run) === true;
+  return { unstored: null, control: [...(result.control ?? []), ...deleted], stopAsked };
 }
 
 /** The pauses between the tries to store a run: about 4 s in all before the pod fails. */
@@ -92,7 +96,7 @@ const STORE_RETRY_MS = [250, 500, 1000, 2000];
  */
 export async function storeRun(
   env: NodeJS.ProcessEnv, run: string, seal: Seal, key: { handed: string } | { sealed: string },
-): Promise<{ unstored: string | null; control: ControlItem[] }> {
+): Promise<Stored> {
   const handed = 'handed' in key;
   for (let tries = 0; ; tries++) {
     const stored = await storeSealedRun(env, run, seal, handed ? key.handed : key.sealed, handed);

@@ -1,6 +1,6 @@
 // `svc pod sign` (docs/deploy.md "Receipts from pods"): the only container that mounts the signing key. It runs no code
 // of the repository or the run, and takes from the run container's files only what it labels "reported".
-import { readFailure, runFailure } from '../run-json.ts';
+import { runFailure } from '../run-json.ts';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
@@ -315,7 +315,6 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // and the run is moved, so a row of a terminal status would be a gone Job's outcome (kubernetes-executor.ts) should
   // the signer die while it judges, which the agent can cause. The agent's claim of a stop is kept aside.
   const stopped = copied.status === 'stopped';
-  const stoppedFailure = readFailure(copied.failure);
   writeState(dir, {
     ...copied, status: 'running', error: null, exit_code: null, failure: null, failed_check: null, question: null,
     repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null,
@@ -336,12 +335,12 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     try {
       evidence = readEvidence(readFileSync(join(dir, 'artifacts', EVIDENCE_ARTIFACT), 'utf8'), opts.run);
     } catch (err) {
-      // A run stopped before its checks leaves none (src/engine/worker.ts) and ends stopped, without a receipt;
-      // anything else without evidence ends failed, whatever it claims.
-      if (!stopped) refuse(ctx, `the run container left no usable evidence (${errorMessage(err)})`);
+      // A run stopped before its checks leaves none (src/engine/worker.ts) and ends stopped, without a receipt, when
+      // a stop was asked for it (its run container's worker took it: the move's answer says one was asked); anything
+      // else without evidence ends failed, whatever it claims, its claimed stop and reason too.
+      if (!stopped || !moved.stopAsked) refuse(ctx, `the run container left no usable evidence (${errorMessage(err)})`);
       else {
-        const said = stoppedFailure?.class === 'stopped' ? stoppedFailure : null;
-        const failure = said ?? runFailure('stopped', 'stopped in the run container');
+        const failure = runFailure('stopped', 'stopped by a stop request through the Control Plane');
         ctx.setStatus('stopped', { ...ended(ctx), failure });
       }
     }

@@ -485,20 +485,45 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
   });
 
   // A run the run container stopped before its checks leaves no evidence (src/engine/worker.ts); the signer clears the
-  // status it copied before it ships anything, and still ends the run stopped, with the stop's reason.
+  // status it copied before it ships anything, and still ends the run stopped: the Control Plane says a stop was asked.
   it('keeps a run stopped that its run container stopped before its checks: no receipt, no PR', async () => {
-    const reason = 'stopped by a stop request through the Control Plane';
-    const { outcome, run } = await runJob('fix the greeting', (workspace, runId) => {
+    const { outcome, run } = await runJob('fix the greeting', async (workspace, runId) => {
       const dir = join(workspace, '.svc', 'runs', runId);
+      const stop = await cp.request('POST', `/v1/runs/k8s/${runId}/stop`, { body: {} });
+      assert.equal(stop.status, 202, stop.text);
+      // The run container's worker takes the stop with a batch of its own (the handed key), and stops before checks.
+      const handed = readFileSync(join(dir, 'run-key'), 'utf8').trim();
+      const now = new Date().toISOString();
+      const row = { run: runId, status: 'running', started_at: now, updated_at: now, run_key: handed };
+      const taken = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [row] } });
+      assert.deepEqual(taken.json.control.map((c: { action: string }) => c.action), ['stop']);
       rmSync(join(dir, 'artifacts', 'evidence.json'));
       const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
-      const failure = { class: 'stopped', reason, retryable: false };
+      const failure = { class: 'stopped', reason: 'stopped by the agent\'s say-so', retryable: false };
       writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, status: 'stopped', failure }));
     });
     assert.equal(outcome.status, 'stopped', outcome.error ?? '');
     assert.equal(outcome.pr_url, null);
     const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    const reason = 'stopped by a stop request through the Control Plane';
     assert.deepEqual([shown.status, shown.verdict, shown.failure?.reason], ['stopped', null, reason]);
+    assert.equal(branchPushed(run), false);
+  });
+
+  // Nobody asked for a stop: a state.json saying "stopped", with the agent's reason and no evidence, is a run without
+  // evidence like any other, not a stop in svc's words.
+  it('fails a run whose state.json claims a stop nobody asked for, its evidence gone', async () => {
+    const { outcome, run } = await runJob('fix the greeting', (workspace, runId) => {
+      const dir = join(workspace, '.svc', 'runs', runId);
+      rmSync(join(dir, 'artifacts', 'evidence.json'));
+      const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
+      const failure = { class: 'stopped', reason: 'stopped by the operator: rotate the deploy key', retryable: false };
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, status: 'stopped', failure }));
+    });
+    assert.equal(outcome.status, 'failed', outcome.error ?? '');
+    assert.match(outcome.error ?? '', /^No receipt: the run container left no usable evidence/);
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.deepEqual([shown.status, shown.failure?.class, shown.pr_url], ['failed', 'policy', null]);
     assert.equal(branchPushed(run), false);
   });
 
