@@ -325,7 +325,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       req.resume();
       void waitFor(async () => {
         const row = await shown();
-        return row?.key_moved === true && row.status !== 'queued' ? row.status as string : undefined;
+        const moved = row?.key_moved === true && row.status !== 'queued';
+        return moved ? `${row.status} ended_at ${row.ended_at}` : undefined;
       }, 'the signer\'s first batch', 8_000).then((status) => seen.push(status), (err: Error) => seen.push(err.message))
         .finally(() => {
           res.writeHead(404, { 'content-type': 'application/json' });
@@ -347,7 +348,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
         writeFileSync(file, JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), ...claimed }));
       }, undefined, { env });
       assert.equal(outcome.status, 'succeeded', outcome.error ?? '');
-      assert.deepEqual(seen, ['running'], 'what the Control Plane showed while the gate had not answered');
+      const judging = ['running ended_at null'];
+      assert.deepEqual(seen, judging, 'what the Control Plane showed while the gate had not answered');
       const final = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
       assert.deepEqual([final.status, final.key_moved, final.verdict], ['succeeded', true, 'verified']);
     } finally {
@@ -543,6 +545,24 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.deepEqual([shipped.json.status, shipped.json.verdict, shipped.json.pr_url], ['failed', null, null]);
     const receipt = await shippedReceipt(run);
     assert.equal(verifyReceipt(receipt, keyRingOf([runnerPublic])).ok, false, 'only the agent\'s own receipt is there');
+  });
+
+  // The copy's ended_at and cost are the agent's: a run refused for want of evidence ends at a time between its start
+  // and now, with the run container's reported cost, and nothing called metered (only a gate meters).
+  it('ends a refused run within its own times, at its reported cost and metered by nothing', async () => {
+    const { outcome, run } = await runJob('fix the greeting', (workspace, runId) => {
+      const dir = join(workspace, '.svc', 'runs', runId);
+      rmSync(join(dir, 'artifacts', 'evidence.json'));
+      const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
+      const metered = { cost_usd: 99, tokens_in: 1, tokens_out: 1, calls: 1, unpriced: 0, unknown: 0 };
+      const reported = { cost_usd: 0.25, tokens_in: 3, tokens_out: 4 };
+      const claimed = { ended_at: '2000-01-01T00:00:00.000Z', cost_usd: 99, metered, reported };
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, ...claimed }));
+    });
+    assert.equal(outcome.status, 'failed', outcome.error ?? '');
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.ok(shown.ended_at >= shown.started_at && Date.parse(shown.ended_at) <= Date.now(), JSON.stringify(shown));
+    assert.deepEqual([shown.cost_usd, shown.tokens_in, shown.metered], [0.25, 3, null]);
   });
 
   it('stops a run at its budget through a Control Plane answer; the signer still signs what exists', async () => {
