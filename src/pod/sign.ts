@@ -326,8 +326,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   }
   // What only the signer may say is cleared before it ships anything: the copied state.json is the agent's to write,
   // and the run is moved, so a row of a terminal status would be a gone Job's outcome (kubernetes-executor.ts) should
-  // the signer die while it judges, which the agent can cause. The agent's claim of a stop is kept aside.
-  const stopped = copied.status === 'stopped';
+  // the signer die while it judges, which the agent can cause. Its claim of a stop is not one (a stop asked is below).
   const signing: Signing = { ...opts, claimedEnd: typeof copied.ended_at === 'string' ? copied.ended_at : null };
   // Nor is the run ended, nor its cost metered, while it is judged: stats-store.ts counts a row with an ended_at as
   // ended, and `metered` is only ever the gate's (meteredCost); the cost shown is the run container's report.
@@ -343,6 +342,9 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // to honour, whatever the copied state.json (the agent's to write) says of the run's status.
   const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control, deletionStops: true });
   try {
+    // A stop asked before: taken by the run container's worker (a run stopped before its checks leaves no evidence,
+    // src/engine/worker.ts), or by a move whose answer was lost; the Control Plane says so (ingest's stop_asked).
+    if (moved.stopAsked) ctx.requestStop('a stop request through the Control Plane');
     const stoppedBy = ctx.stoppedBy();
     if (stoppedBy !== null) {
       // As a local run stopped before its finish: no receipt and no pull request (src/engine/worker.ts).
@@ -354,15 +356,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     try {
       evidence = readEvidence(readFileSync(join(dir, 'artifacts', EVIDENCE_ARTIFACT), 'utf8'), opts.run);
     } catch (err) {
-      // A run stopped before its checks leaves none (src/engine/worker.ts) and ends stopped, without a receipt, when
-      // a stop was asked for it (its run container's worker took it: the move's answer says one was asked); anything
-      // else without evidence ends failed, whatever it claims, its claimed stop and reason too.
-      const unusable = `the run container left no usable evidence (${errorMessage(err)})`;
-      if (!stopped || !moved.stopAsked) refuse(ctx, signing.claimedEnd, unusable);
-      else {
-        const failure = runFailure('stopped', 'stopped by a stop request through the Control Plane');
-        ctx.setStatus('stopped', { ...ended(ctx, signing.claimedEnd), failure });
-      }
+      // Not stopped (above), a run without evidence ends failed, whatever it claims: its claimed stop and reason too.
+      refuse(ctx, signing.claimedEnd, `the run container left no usable evidence (${errorMessage(err)})`);
     }
     if (evidence) {
       try {

@@ -392,48 +392,57 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
   });
 
   // The answer to the move is the only place such a stop comes: lost, the signer tries the move again rather than go
-  // on without it (its later batches would take the stop after it looked, and it would open the pull request).
-  it('tries the move again when the Control Plane does not answer it: a stop asked then ends the run', async () => {
-    let dropMove = false;
-    let dropped = 0;
-    const proxy = createServer((req, res) => {
-      const body: Buffer[] = [];
-      req.on('data', (d: Buffer) => body.push(d)).on('end', () => {
-        const text = Buffer.concat(body).toString();
-        const batch = req.url === '/v1/ingest' ? JSON.parse(text) : null;
-        if (dropMove && batch?.runs?.[0]?.status === 'queued' && (batch.events ?? []).length === 0) {
-          dropMove = false;
-          dropped += 1;
-          res.writeHead(503, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ error: { code: 'unavailable', message: 'lost for the test' } }));
-          return;
-        }
-        const to = new URL(req.url!, cp.url);
-        const forwarded = request(to, { method: req.method, headers: { ...req.headers, host: to.host } }, (answer) => {
-          res.writeHead(answer.statusCode!, answer.headers);
-          answer.pipe(res);
+  // on without it (its later batches would take the stop after it looked, and it would open the pull request). Lost
+  // after the Control Plane applied it (the stop marked delivered), the next try's answer says a stop was asked.
+  for (const applied of [false, true]) {
+    const lost = applied ? 'lost after it was applied' : 'lost';
+    it(`tries the move again when its answer is ${lost}: the stop ends the run`, async () => {
+      let dropMove = false;
+      let dropped = 0;
+      const proxy = createServer((req, res) => {
+        const body: Buffer[] = [];
+        req.on('data', (d: Buffer) => body.push(d)).on('end', () => {
+          const text = Buffer.concat(body).toString();
+          const batch = req.url === '/v1/ingest' ? JSON.parse(text) : null;
+          const lose = dropMove && batch?.runs?.[0]?.status === 'queued' && (batch.events ?? []).length === 0;
+          if (lose) {
+            dropMove = false;
+            dropped += 1;
+          }
+          const unavailable = () => {
+            res.writeHead(503, { 'content-type': 'application/json' });
+            res.end(JSON.stringify({ error: { code: 'unavailable', message: 'lost for the test' } }));
+          };
+          if (lose && !applied) return unavailable();
+          const to = new URL(req.url!, cp.url);
+          const headers = { ...req.headers, host: to.host };
+          const forwarded = request(to, { method: req.method, headers }, (answer) => {
+            if (lose) return answer.resume().on('end', unavailable);
+            res.writeHead(answer.statusCode!, answer.headers);
+            answer.pipe(res);
+          });
+          forwarded.end(text);
         });
-        forwarded.end(text);
       });
+      await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+      try {
+        const env = { SVC_CONTROL_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` };
+        const { outcome, run } = await runJob('fix the greeting', async (_workspace, runId) => {
+          const stop = await cp.request('POST', `/v1/runs/k8s/${runId}/stop`, { body: {} });
+          assert.equal(stop.status, 202, stop.text);
+          dropMove = true;
+        }, undefined, { env });
+        assert.equal(dropped, 1, 'the move\'s first try was lost');
+        assert.equal(outcome.status, 'stopped', outcome.error ?? '');
+        assert.equal(outcome.pr_url, null);
+        assert.equal((await shippedReceipt(run)).forged, true, 'only the agent\'s own receipt is there');
+        assert.equal(branchPushed(run), false);
+      } finally {
+        proxy.closeAllConnections();
+        proxy.close();
+      }
     });
-    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
-    try {
-      const env = { SVC_CONTROL_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` };
-      const { outcome, run } = await runJob('fix the greeting', async (_workspace, runId) => {
-        const stop = await cp.request('POST', `/v1/runs/k8s/${runId}/stop`, { body: {} });
-        assert.equal(stop.status, 202, stop.text);
-        dropMove = true;
-      }, undefined, { env });
-      assert.equal(dropped, 1, 'the move\'s first try was lost');
-      assert.equal(outcome.status, 'stopped', outcome.error ?? '');
-      assert.equal(outcome.pr_url, null);
-      assert.equal((await shippedReceipt(run)).forged, true, 'only the agent\'s own receipt is there');
-      assert.equal(branchPushed(run), false);
-    } finally {
-      proxy.closeAllConnections();
-      proxy.close();
-    }
-  });
+  }
 
   // A stop the signer's own batches take while it judges (here while the gate has not answered) ends the run stopped:
   // its receipt is signed by then, but no pull request is opened.
