@@ -3,7 +3,7 @@
 import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
 import { handedRunKey, isValidSegment } from '../engine/ids.ts';
-import { readSealedRunKey, storeHandedRun, writeSeal } from '../pod/seal.ts';
+import { readSealedRunKey, storeRun, writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';
 import { safeJson } from '../safe-json.ts';
 
@@ -37,7 +37,7 @@ export default async function pod(io: CliIo): Promise<number> {
     // run); with none named, not answered is said and goes on.
     const handed = handedRunKey(readSealedRunKey(values.sealed));
     // A run the seal step stores is new: no stop or answer is waiting for it.
-    const unstored = named === undefined ? 'no --run-id' : await storeHandedRun(io.env, named, seal, handed);
+    const unstored = named === undefined ? 'no --run-id' : (await storeRun(io.env, named, seal, { handed })).unstored;
     if (named !== undefined && unstored) io.stderr(`svc pod seal: the run is not stored yet (${unstored})\n`);
     io.stdout(`${safeJson({ sealed: seal.base_sha, origin: seal.origin_url !== null, stored: unstored === null })}\n`);
     return 0;

@@ -101,6 +101,8 @@ export interface IngestResult {
   notifications?: number;
   /** The runs the batch sent a key for that stay unbound, stored first without one (ingest-apply.ts); else absent. */
   unbound?: string[];
+  /** The runs the batch wrote with the key they moved onto (a pod's signer) that a stop was asked for; else absent. */
+  stop_asked?: string[];
   /** The runs of the batch the operator deleted (DELETE /v1/runs/…): dropped, not stored; else absent. */
   deleted?: string[];
   /** How many repositories the source now serves, when the batch carried served_repos. */

@@ -73,6 +73,8 @@ export function storeBatch(
   const started = new Map<string, number>();
   // Runs this batch sent a key for that stay unbound (stored first without one): a pod's seal step fails on it.
   const unbound: string[] = [];
+  // Runs this batch writes with the key a run moved onto (a pod's signer): told whether a stop was ever asked.
+  const ownKey: string[] = [];
   for (const item of [...batch.events, ...batch.artifacts]) {
     if (known.has(item.run)) continue;
     const row = stores.runs.getKeyed(source, item.run);
@@ -96,6 +98,7 @@ export function storeBatch(
     // (whose agent could read the key) claimed, the moving batch's row replaces it (`key_moved`, GET of the run).
     const arriving = Math.min(now, run.updated_at ?? now);
     const moving = (checked?.movedFrom ?? null) !== null;
+    if (byRunner && key !== null && (moving || stored?.run_key_moved === 1)) ownKey.push(run.run);
     if (stored && (stored.updated_at > now || moving)) stores.runs.patch(source, run.run, { updated_at: arriving });
     stores.runs.upsert(source, run);
     if (bind !== null) stores.runs.bindKey(source, run.run, bind, checked?.movedFrom ?? null);
@@ -129,6 +132,10 @@ export function storeBatch(
     // relays for another, and none takes another run's answer or stop.
     const pending = stores.controlRequests.takePending(source, batch.runs.map((r) => r.run), now);
     result.control = pending.map((r) => ({ ...r.payload, id: r.id, run: r.run, action: r.action }));
+    // A stop the run container's worker took (it stopped before its checks, leaving no evidence) is delivered: only
+    // this says to the signer that a stop was asked, and was not the agent's claim.
+    const stopAsked = ownKey.filter((run) => stores.controlRequests.latest(source, run, 'stop') !== undefined);
+    if (stopAsked.length > 0) result.stop_asked = stopAsked;
   }
   return { result, inserted, started };
 }

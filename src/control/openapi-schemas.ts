@@ -193,6 +193,9 @@ export const schemas = {
     deleted: array(str, {
       description: 'runs of the batch that were deleted on the Control Plane: dropped, with their events and artifacts',
     }),
+    stop_asked: array(str, {
+      description: 'runs the batch wrote with the key they moved onto (a pod\'s signer) that a stop was ever asked for',
+    }),
   }),
   RepoList: LIST(obj(['name', 'served_by'], {
     name: { type: 'string', description: 'owner/name, or a folder name for a path (never the path)' },

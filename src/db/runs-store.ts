@@ -10,7 +10,7 @@ import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } fro
 
 export type RunsStore = ReturnType<typeof createRunsStore>;
 /** A row as ingest reads it: with its run's key digest, which never leaves the Control Plane (ingest-apply.ts). */
-export type KeyedRunRow = RunRow & { run_key_sha256: Uint8Array | null };
+export type KeyedRunRow = RunRow & { run_key_sha256: Uint8Array | null; run_key_moved: number };
 
 /** Constants of ours as SQL literals, never input. */
 const sqlList = (statuses: readonly string[]) => statuses.map((x) => `'${x}'`).join(', ');
@@ -61,7 +61,9 @@ export function createRunsStore(db: Db) {
   const statement = statementCache(db);
   const pageStatement = statementCache(db, true);
   const statusStmt = db.prepare('SELECT status FROM runs WHERE source = ? AND run = ?');
-  const getKeyedStmt = db.prepare(`SELECT ${ROW_COLUMNS}, run_key_sha256 FROM runs WHERE source = ? AND run = ?`);
+  const getKeyedStmt = db.prepare(
+    `SELECT ${ROW_COLUMNS}, run_key_sha256, run_key_moved FROM runs WHERE source = ? AND run = ?`,
+  );
   // `IS ?`: NULL for a run bound to no key yet, else equal to the given digest.
   const bindKeyStmt = db.prepare(
     'UPDATE runs SET run_key_sha256 = ?, run_key_moved = ? WHERE source = ? AND run = ? AND run_key_sha256 IS ?',

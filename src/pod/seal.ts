@@ -44,6 +44,8 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
   writeFileSync(handoff, JSON.stringify({ secrets: { SVC_RUN_KEY: handed } }), { mode: 0o600, flag: 'wx' });
 }
 
+type Stored = { unstored: string | null; control: ControlItem[]; stopAsked: boolean };
+
 /**
  * Stores the run as the seal step saw it (queued, at the seal's time, so it replaces nothing a later batch stored
  * unless it moves the run: ingest-apply.ts) with `key`: the seal step's, bound to the handed key, before any agent
@@ -51,12 +53,14 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
  * batches refused); the signer's, with the sealed key, which moves the run onto it before anything of the run folder
  * is shipped (its row replacing what the run container shipped). A refusal (4xx) throws; so does a
  * run left unbound (stored first without a key, ingest's `unbound`) when `needBound`. Else `unstored`: why the
- * Control Plane did not answer (network, 5xx; storeHandedRun tries again), or null; and `control`: the stop and answer requests the batch took
- * (the Control Plane marks them delivered, so the caller must act on them: none comes again), and the run's deletion.
+ * Control Plane did not answer (network, 5xx; storeRun tries again), or null; and `control`: the stop and answer
+ * requests the batch took (the Control Plane marks them delivered, so the caller must act on them: none comes again),
+ * and the run's deletion; `stopAsked`: whether a stop was ever asked for the run (ingest's `stop_asked`, sent to the
+ * batch that moves it or writes it with the key it moved onto), taken by this batch or by the run container's worker.
  */
-export async function storeSealedRun(
+async function storeSealedRun(
   env: NodeJS.ProcessEnv, run: string, seal: Seal, key: string, needBound: boolean,
-): Promise<{ unstored: string | null; control: ControlItem[] }> {
+): Promise<Stored> {
   const source = settingOr(env, 'SVC_SOURCE');
   const { client } = shipperClient(env);
   const queued = { run, status: 'queued', started_at: seal.sealed_at, updated_at: seal.sealed_at, run_key: key };
@@ -67,36 +71,44 @@ export async function storeSealedRun(
     if (err instanceof ControlApiError && err.status >= 400 && err.status < 500) {
       throw new FailedError(`The Control Plane refused run ${source}/${run}: ${errorMessage(err)}`);
     }
-    return { unstored: errorMessage(err), control: [] };
+    return { unstored: errorMessage(err), control: [], stopAsked: false };
   }
   if (needBound && result.unbound?.includes(run)) {
     throw new FailedError(`Run ${source}/${run} was stored without a key before the seal step: any sender of the ` +
       'source can write it');
   }
   const deleted = result.deleted?.includes(run) ? [deletedRun(run)] : [];
-  return { unstored: null, control: [...(result.control ?? []), ...deleted] };
+  const stopAsked = result.stop_asked?.includes(run) === true;
+  return { unstored: null, control: [...(result.control ?? []), ...deleted], stopAsked };
 }
 
-/** The pauses between the seal step's tries to store its run: about 4 s in all before the pod fails. */
-const SEAL_RETRY_MS = [250, 500, 1000, 2000];
+/** The pauses between the tries to store a run: about 4 s in all before the pod fails. */
+const STORE_RETRY_MS = [250, 500, 1000, 2000];
 
 /**
- * The seal step's store of `run` bound to `handed`, tried again while the Control Plane does not answer, then a
- * failure (the pod does not start its run): a run the seal did not store, the agent (it holds the run container's
- * Control Plane token and knows the run id) could store first bound to a handed key of its own making and move onto
- * that key itself, and a gone Job's outcome would be its claim (kubernetes-executor.ts). With no SVC_CONTROL_URL
+ * `storeSealedRun`, tried again while the Control Plane does not answer, then a failure. The seal step (`handed` key):
+ * a run the seal did not store, the agent (it holds the run container's Control Plane token and knows the run id)
+ * could store first bound to a handed key of its own making and move onto that key itself, and a gone Job's outcome
+ * would be its claim (kubernetes-executor.ts); the pod does not start its run. The signer (`sealed` key): a stop asked
+ * after the run container's last batch comes only in the answer to the move, and the Control Plane never hands it out
+ * again; a lost answer would have the signer sign and open the pull request of a stopped run. With no SVC_CONTROL_URL
  * there is no Control Plane the trigger reads: why it did not answer is returned, and the pod goes on.
  */
-export async function storeHandedRun(
-  env: NodeJS.ProcessEnv, run: string, seal: Seal, handed: string,
-): Promise<string | null> {
+export async function storeRun(
+  env: NodeJS.ProcessEnv, run: string, seal: Seal, key: { handed: string } | { sealed: string },
+): Promise<Stored> {
+  const handed = 'handed' in key;
   for (let tries = 0; ; tries++) {
-    const { unstored } = await storeSealedRun(env, run, seal, handed, true);
-    if (unstored === null || !env.SVC_CONTROL_URL) return unstored;
-    const pause = SEAL_RETRY_MS[tries];
+    const stored = await storeSealedRun(env, run, seal, handed ? key.handed : key.sealed, handed);
+    if (stored.unstored === null || !env.SVC_CONTROL_URL) return stored;
+    const pause = STORE_RETRY_MS[tries];
     if (pause === undefined) {
-      throw new FailedError(`Run ${settingOr(env, 'SVC_SOURCE')}/${run} is not stored bound to its handed key: the ` +
-        `Control Plane did not answer the seal step (${unstored})`);
+      const id = `${settingOr(env, 'SVC_SOURCE')}/${run}`;
+      throw new FailedError(handed
+        ? `Run ${id} is not stored bound to its handed key: the Control Plane did not answer the seal step ` +
+          `(${stored.unstored})`
+        : `Run ${id} is not moved onto the sealed key: the Control Plane did not answer the signer ` +
+          `(${stored.unstored})`);
     }
     await sleep(pause);
   }

@@ -1,6 +1,6 @@
 // `svc pod sign` (docs/deploy.md "Receipts from pods"): the only container that mounts the signing key. It runs no code
 // of the repository or the run, and takes from the run container's files only what it labels "reported".
-import { readFailure, runFailure } from '../run-json.ts';
+import { runFailure } from '../run-json.ts';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
@@ -9,6 +9,7 @@ import { openRunContext, type RunContext } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
+import type { CostFigures } from '../run-json.ts';
 import { obj } from '../untrusted.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
@@ -19,7 +20,7 @@ import { figure } from '../engine/providers.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
 import type { Policy } from '../engine/policy.ts';
-import { readSeal, readSealedRunKey, storeSealedRun, type Seal } from './seal.ts';
+import { readSeal, readSealedRunKey, storeRun, type Seal } from './seal.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
 import { repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
@@ -36,6 +37,10 @@ export interface SignOptions {
   env: NodeJS.ProcessEnv;
   say: (text: string) => void;
 }
+
+/** signRun's options as it passes them on, with the ended_at the copied state.json gave: the run container's word,
+ * kept aside (the rows shipped while the signer judges carry none) for the run's end and the receipt. */
+type Signing = SignOptions & { claimedEnd: string | null };
 
 /** Fields the signer establishes itself, and those it copies from the run container's report. */
 const VERIFIED = ['source', 'run', 'repo', 'branch', 'base_sha', 'head_sha', 'diff', 'checks[].name', 'checks[].argv',
@@ -79,7 +84,7 @@ function sha256Of(path: string): string {
 
 /** `head` and `diff` are null when the signer could not establish them (a not_verified receipt). */
 function receiptBody(
-  ctx: RunContext, opts: SignOptions, seal: Seal, diff: DiffResult | null, head: string | null, checks: ReportedCheck[],
+  ctx: RunContext, opts: Signing, seal: Seal, diff: DiffResult | null, head: string | null, checks: ReportedCheck[],
   verdict: { verdict: Receipt['verdict']; gaps: string[] }, network: ReceiptNetwork | null,
 ): ReceiptBody {
   const s = ctx.state;
@@ -98,7 +103,7 @@ function receiptBody(
     cost: network ? receiptCost(s)
       : { usd: figure(s.cost_usd), tokens_in: figure(s.tokens_in), tokens_out: figure(s.tokens_out) },
     verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
-    ended_at: typeof s.ended_at === 'string' ? s.ended_at : issued, issued_at: issued,
+    ended_at: ended(ctx, opts.claimedEnd).ended_at, issued_at: issued,
     attestation: { by: 'pod-signer', verified, reported },
     ...(network ? { network } : {}),
     ...(s.trace_id ? { trace_id: s.trace_id } : {}),
@@ -107,13 +112,15 @@ function receiptBody(
 
 /** The run's cost from the gate: the run container's figures kept as reported, `metered` the gate's own. */
 function meteredCost(ctx: RunContext, gate: PodGateNetwork): void {
-  const s = ctx.state;
+  const none = { ...ctx.state, reported: null, metered: null };
+  const metered = gate.metered ? { metered: gate.metered } : {};
+  ctx.update(withCost(none, { reported: reportedFigures(ctx.state), ...metered }));
+}
+
+/** The run container's cost figures in a state.json it wrote: its `reported`, or the figures of one without it. */
+function reportedFigures(s: RunState): CostFigures {
   const said = s.reported === undefined ? s : obj(s.reported);
-  const reported = {
-    cost_usd: figure(said.cost_usd), tokens_in: figure(said.tokens_in), tokens_out: figure(said.tokens_out),
-  };
-  const none = { ...s, reported: null, metered: null };
-  ctx.update(withCost(none, { reported, ...(gate.metered ? { metered: gate.metered } : {}) }));
+  return { cost_usd: figure(said.cost_usd), tokens_in: figure(said.tokens_in), tokens_out: figure(said.tokens_out) };
 }
 
 /** The run's stop at the max_usd the gate held it to: a pod's budget is not raised (docs/gate.md "Budgets"). */
@@ -135,36 +142,42 @@ function gateBudgetStop(gate: PodGateNetwork): string | null {
   return `Stopped at the max_usd budget: spent $${m.cost_usd.toFixed(2)} of ${budget}, metered by the gate`;
 }
 
-/** The fields every end of the run sets; the copied ended_at is kept only when it is a time's text. */
-function ended(ctx: RunContext) {
-  const at = ctx.state.ended_at;
-  return { question: null, child: null, ended_at: typeof at === 'string' ? at : new Date().toISOString() };
+/** The fields every end of the run sets: the run container's ended_at (when it is a time's text) or now, held between
+ * the run's start and now. */
+function ended(ctx: RunContext, claimed: string | null) {
+  const now = Date.now();
+  const start = Date.parse(String(ctx.state.started_at));
+  const said = claimed === null ? NaN : Date.parse(claimed);
+  const at = Number.isNaN(said) ? now : Math.min(Math.max(said, Number.isNaN(start) ? said : start), now);
+  return { question: null, child: null, ended_at: new Date(at).toISOString() };
 }
 
 /** As many `egress` events as a local run sends at most; egress.jsonl keeps every record the gate gave. */
 const EGRESS_EVENTS = 500;
 
 /** Ends the run without a receipt: the signer could not establish what it would sign. */
-function refuse(ctx: RunContext, message: string): void {
+function refuse(ctx: RunContext, claimedEnd: string | null, message: string): void {
   ctx.event('receipt', { issued: false, reason: message });
-  ctx.setStatus('failed', { ...ended(ctx), error: `No receipt: ${message}`, failure: runFailure('policy', message) });
+  const failure = runFailure('policy', message);
+  ctx.setStatus('failed', { ...ended(ctx, claimedEnd), error: `No receipt: ${message}`, failure });
 }
 
 /** The workspace's commits could not be established: a signed not_verified receipt saying why, and no PR. */
 function signUnverified(
-  ctx: RunContext, opts: SignOptions, seal: Seal, reason: string, network: PodGateNetwork | null,
+  ctx: RunContext, opts: Signing, seal: Seal, reason: string, network: PodGateNetwork | null,
 ): void {
   const gaps = [`the signer could not verify the run's commits: ${reason}`, ...(network?.gaps ?? [])];
   ctx.update({ base_sha: seal.base_sha, head_sha: null, branch: null, pr: opts.pr });
   saveReceipt(ctx, receiptBody(ctx, opts, seal, null, null, [], { verdict: 'not_verified', gaps },
     network?.network ?? null));
   if (opts.pr) ctx.event('pr', { opened: false, reason: `verdict not_verified: ${reason}` });
-  ctx.setStatus('failed', { ...ended(ctx), error: `Not verified: ${reason}`, failure: runFailure('policy', reason) });
+  const failure = runFailure('policy', reason);
+  ctx.setStatus('failed', { ...ended(ctx, opts.claimedEnd), error: `Not verified: ${reason}`, failure });
 }
 
 /** Checks the commits, judges by the base policy and signs. */
 function signReceipt(
-  ctx: RunContext, opts: SignOptions, seal: Seal, evidence: RunEvidence, network: PodGateNetwork | null,
+  ctx: RunContext, opts: Signing, seal: Seal, evidence: RunEvidence, network: PodGateNetwork | null,
 ): { receipt: Receipt; policy: Policy; checks: ReportedCheck[]; target: PushTarget | null } {
   const head = typeof ctx.state.head_sha === 'string' ? ctx.state.head_sha : '';
   const branch = `svc/${opts.run}`;
@@ -193,7 +206,7 @@ function signReceipt(
 }
 
 /** The run's final status, and its pull request when asked for and allowed, as `svc start` would end it. */
-async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, said: RunEvidence): Promise<void> {
+async function judge(ctx: RunContext, opts: Signing, seal: Seal, said: RunEvidence): Promise<void> {
   const gate = await podGateNetwork(opts.env, opts.run, seal.sealed_at);
   if (gate?.problem) ctx.say(`${gate.problem}: network not confined`);
   if (gate) {
@@ -214,7 +227,15 @@ async function judge(ctx: RunContext, opts: SignOptions, seal: Seal, said: RunEv
     return;
   }
   const { receipt, policy, checks, target } = signed;
-  const end = { ...ended(ctx), exit_code: evidence.exit_code };
+  const end = { ...ended(ctx, opts.claimedEnd), exit_code: evidence.exit_code };
+  // A stop one of the signer's own batches took while it judged (nothing is awaited from here to the pull request):
+  // the run ends stopped, its receipt signed, and no pull request.
+  const stoppedBy = ctx.stoppedBy();
+  if (stoppedBy !== null) {
+    if (opts.pr) ctx.event('pr', { opened: false, reason: `stopped by ${stoppedBy}` });
+    ctx.setStatus('stopped', { ...end, failure: runFailure('stopped', `stopped by ${stoppedBy}`) });
+    return;
+  }
   if (evidence.outcome === 'over_budget') {
     const reason = `verdict ${receipt.verdict}: ${evidence.error ?? 'over budget'}`;
     if (opts.pr) ctx.event('pr', { opened: false, reason });
@@ -291,8 +312,9 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // The run moves onto the sealed key first, in a batch of the signer's own: a batch carrying the run folder's events
   // and artifacts, which the agent wrote, can be refused whole for one bad event (ingest-validate.ts), and would leave
   // the run bound to the handed key, which the agent can read. The move also replaces the row the handed key stored
-  // (the agent's claims), so a gone Job's outcome is read only from what this signer shipped. A refusal fails it.
-  const moved = await storeSealedRun(opts.env, opts.run, readSeal(opts.sealedDir), key, false);
+  // (the agent's claims), so a gone Job's outcome is read only from what this signer shipped. A refusal fails it, and
+  // so does no answer after a few tries: the stops it takes come nowhere else.
+  const moved = await storeRun(opts.env, opts.run, readSeal(opts.sealedDir), { sealed: key });
   if (moved.unstored) opts.say(`svc pod sign: the run is not moved onto the sealed key yet (${moved.unstored})\n`);
   copyRunFolder(runDir(opts.workspace, opts.run), dir);
   // The Control Plane moves the run onto this key from the one handed to the run container (ingest-apply.ts).
@@ -304,11 +326,14 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   }
   // What only the signer may say is cleared before it ships anything: the copied state.json is the agent's to write,
   // and the run is moved, so a row of a terminal status would be a gone Job's outcome (kubernetes-executor.ts) should
-  // the signer die while it judges, which the agent can cause. The agent's claim of a stop is kept aside.
-  const stopped = copied.status === 'stopped';
-  const stoppedFailure = readFailure(copied.failure);
+  // the signer die while it judges, which the agent can cause. Its claim of a stop is not one (a stop asked is below).
+  const signing: Signing = { ...opts, claimedEnd: typeof copied.ended_at === 'string' ? copied.ended_at : null };
+  // Nor is the run ended, nor its cost metered, while it is judged: stats-store.ts counts a row with an ended_at as
+  // ended, and `metered` is only ever the gate's (meteredCost); the cost shown is the run container's report.
+  const cost = withCost({ ...copied, reported: null, metered: null }, { reported: reportedFigures(copied) });
   writeState(dir, {
-    ...copied, status: 'running', error: null, exit_code: null, failure: null, failed_check: null, question: null,
+    ...copied, ...cost, ended_at: null, status: 'running', error: null, exit_code: null, failure: null,
+    failed_check: null, question: null,
     repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null,
     // The trace is the job's, from the pod spec's SVC_TRACEPARENT: the copied state could name another run's.
     trace_id: parseTraceparent(opts.env.SVC_TRACEPARENT)?.traceId ?? null, updated_at: new Date().toISOString(),
@@ -317,30 +342,28 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // to honour, whatever the copied state.json (the agent's to write) says of the run's status.
   const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control, deletionStops: true });
   try {
+    // A stop asked before: taken by the run container's worker (a run stopped before its checks leaves no evidence,
+    // src/engine/worker.ts), or by a move whose answer was lost; the Control Plane says so (ingest's stop_asked).
+    if (moved.stopAsked) ctx.requestStop('a stop request through the Control Plane');
     const stoppedBy = ctx.stoppedBy();
     if (stoppedBy !== null) {
       // As a local run stopped before its finish: no receipt and no pull request (src/engine/worker.ts).
-      ctx.setStatus('stopped', { ...ended(ctx), failure: runFailure('stopped', `stopped by ${stoppedBy}`) });
+      const failure = runFailure('stopped', `stopped by ${stoppedBy}`);
+      ctx.setStatus('stopped', { ...ended(ctx, signing.claimedEnd), failure });
       return ctx.state;
     }
     let evidence: RunEvidence | null = null;
     try {
       evidence = readEvidence(readFileSync(join(dir, 'artifacts', EVIDENCE_ARTIFACT), 'utf8'), opts.run);
     } catch (err) {
-      // A run stopped before its checks leaves none (src/engine/worker.ts) and ends stopped, without a receipt;
-      // anything else without evidence ends failed, whatever it claims.
-      if (!stopped) refuse(ctx, `the run container left no usable evidence (${errorMessage(err)})`);
-      else {
-        const said = stoppedFailure?.class === 'stopped' ? stoppedFailure : null;
-        const failure = said ?? runFailure('stopped', 'stopped in the run container');
-        ctx.setStatus('stopped', { ...ended(ctx), failure });
-      }
+      // Not stopped (above), a run without evidence ends failed, whatever it claims: its claimed stop and reason too.
+      refuse(ctx, signing.claimedEnd, `the run container left no usable evidence (${errorMessage(err)})`);
     }
     if (evidence) {
       try {
-        await judge(ctx, opts, readSeal(opts.sealedDir), evidence);
+        await judge(ctx, signing, readSeal(opts.sealedDir), evidence);
       } catch (err) {
-        refuse(ctx, errorMessage(err));
+        refuse(ctx, signing.claimedEnd, errorMessage(err));
       }
     }
   } finally {

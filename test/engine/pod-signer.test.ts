@@ -15,7 +15,7 @@ import { readEvidence, EvidenceError, type Receipt } from '../../src/engine/rece
 import { copyRunFolder, reconcileChecks, signRun } from '../../src/pod/sign.ts';
 import { git as svcGit } from '../../src/engine/git.ts';
 import { FailedError } from '../../src/errors.ts';
-import { writeSeal, readSeal, storeHandedRun } from '../../src/pod/seal.ts';
+import { writeSeal, readSeal, storeRun } from '../../src/pod/seal.ts';
 import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEFAULT_POLICY } from '../../src/engine/policy.ts';
@@ -55,7 +55,21 @@ function objectPath(ws: string, sha: string): string {
   return join(ws, '.git', 'objects', sha.slice(0, 2), sha.slice(2));
 }
 
-after(() => rmSync(root, { recursive: true, force: true }));
+// A Control Plane that takes every batch and sends nothing back: the signer does not go on without its move's answer.
+const control = createHttpServer((req, res) => {
+  req.resume();
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end('{}');
+});
+let controlUrl = '';
+before(async () => {
+  await new Promise<void>((r) => control.listen(0, '127.0.0.1', r));
+  controlUrl = `http://127.0.0.1:${(control.address() as AddressInfo).port}`;
+});
+after(() => {
+  control.close();
+  rmSync(root, { recursive: true, force: true });
+});
 
 const GITLINK_BEFORE = '1'.repeat(40);
 const GITLINK_AFTER = '2'.repeat(40);
@@ -101,7 +115,7 @@ async function signPod(
   writeFileSync(join(sealedDir, 'run-key'), `${newRunKey()}\n`, { mode: 0o600 });
   const home = join(root, `${name}-signer-home`);
   mkdirSync(home);
-  const env = { PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0', ...more.env };
+  const env = { PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl, SVC_SHIP: '0', ...more.env };
   await signRun({ run, source: 'k8s', workspace: w.ws, sealedDir, pr: false, env, say: () => {} });
   const receipt = join(home, 'work', '.svc', 'runs', run, 'artifacts', 'receipt.json');
   return existsSync(receipt) ? JSON.parse(readFileSync(receipt, 'utf8')) as Receipt : null;
@@ -371,7 +385,7 @@ describe('seal, evidence and checks', () => {
       };
       const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
         sealed_at: new Date().toISOString() };
-      assert.equal(await storeHandedRun(env, 'r1', seal, newRunKey()), null);
+      assert.equal((await storeRun(env, 'r1', seal, { handed: newRunKey() })).unstored, null);
       assert.deepEqual(seen, [503, 502, 200]);
     } finally {
       cp.close();

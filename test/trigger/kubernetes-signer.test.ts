@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -325,7 +325,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       req.resume();
       void waitFor(async () => {
         const row = await shown();
-        return row?.key_moved === true && row.status !== 'queued' ? row.status as string : undefined;
+        const moved = row?.key_moved === true && row.status !== 'queued';
+        return moved ? `${row.status} ended_at ${row.ended_at}` : undefined;
       }, 'the signer\'s first batch', 8_000).then((status) => seen.push(status), (err: Error) => seen.push(err.message))
         .finally(() => {
           res.writeHead(404, { 'content-type': 'application/json' });
@@ -347,7 +348,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
         writeFileSync(file, JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), ...claimed }));
       }, undefined, { env });
       assert.equal(outcome.status, 'succeeded', outcome.error ?? '');
-      assert.deepEqual(seen, ['running'], 'what the Control Plane showed while the gate had not answered');
+      const judging = ['running ended_at null'];
+      assert.deepEqual(seen, judging, 'what the Control Plane showed while the gate had not answered');
       const final = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
       assert.deepEqual([final.status, final.key_moved, final.verdict], ['succeeded', true, 'verified']);
     } finally {
@@ -389,6 +391,95 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.equal(branchPushed(run), false);
   });
 
+  // The answer to the move is the only place such a stop comes: lost, the signer tries the move again rather than go
+  // on without it (its later batches would take the stop after it looked, and it would open the pull request). Lost
+  // after the Control Plane applied it (the stop marked delivered), the next try's answer says a stop was asked.
+  for (const applied of [false, true]) {
+    const lost = applied ? 'lost after it was applied' : 'lost';
+    it(`tries the move again when its answer is ${lost}: the stop ends the run`, async () => {
+      let dropMove = false;
+      let dropped = 0;
+      const proxy = createServer((req, res) => {
+        const body: Buffer[] = [];
+        req.on('data', (d: Buffer) => body.push(d)).on('end', () => {
+          const text = Buffer.concat(body).toString();
+          const batch = req.url === '/v1/ingest' ? JSON.parse(text) : null;
+          const lose = dropMove && batch?.runs?.[0]?.status === 'queued' && (batch.events ?? []).length === 0;
+          if (lose) {
+            dropMove = false;
+            dropped += 1;
+          }
+          const unavailable = () => {
+            res.writeHead(503, { 'content-type': 'application/json' });
+            res.end(JSON.stringify({ error: { code: 'unavailable', message: 'lost for the test' } }));
+          };
+          if (lose && !applied) return unavailable();
+          const to = new URL(req.url!, cp.url);
+          const headers = { ...req.headers, host: to.host };
+          const forwarded = request(to, { method: req.method, headers }, (answer) => {
+            if (lose) return answer.resume().on('end', unavailable);
+            res.writeHead(answer.statusCode!, answer.headers);
+            answer.pipe(res);
+          });
+          forwarded.end(text);
+        });
+      });
+      await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+      try {
+        const env = { SVC_CONTROL_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` };
+        const { outcome, run } = await runJob('fix the greeting', async (_workspace, runId) => {
+          const stop = await cp.request('POST', `/v1/runs/k8s/${runId}/stop`, { body: {} });
+          assert.equal(stop.status, 202, stop.text);
+          dropMove = true;
+        }, undefined, { env });
+        assert.equal(dropped, 1, 'the move\'s first try was lost');
+        assert.equal(outcome.status, 'stopped', outcome.error ?? '');
+        assert.equal(outcome.pr_url, null);
+        assert.equal((await shippedReceipt(run)).forged, true, 'only the agent\'s own receipt is there');
+        assert.equal(branchPushed(run), false);
+      } finally {
+        proxy.closeAllConnections();
+        proxy.close();
+      }
+    });
+  }
+
+  // A stop the signer's own batches take while it judges (here while the gate has not answered) ends the run stopped:
+  // its receipt is signed by then, but no pull request is opened.
+  it('opens no pull request for a stop the signer took after it looked: the run ends stopped', async () => {
+    let run = '';
+    const gate = createServer((req, res) => {
+      req.resume();
+      const said = `[svc ${run}] stopping: a stop request`;
+      const taken = () => [...kube.jobs.values()].some((j) => j.stderr.includes(said));
+      void cp.request('POST', `/v1/runs/k8s/${run}/stop`, { body: {} })
+        .then(() => waitFor(taken, 'the signer\'s batch taking the stop', 8_000))
+        .finally(() => {
+          res.writeHead(404, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ run, since: new Date(0).toISOString(), policy: { allow: [], deny: [] } }));
+        });
+    });
+    await new Promise<void>((r) => gate.listen(0, '127.0.0.1', r));
+    writeFileSync(join(repo.root, 'gate-secret'), 'slow-gate-secret-0123456789abcdef0123456789', { mode: 0o600 });
+    try {
+      const env = {
+        SVC_K8S_GATE_URL: `http://127.0.0.1:${(gate.address() as AddressInfo).port}`,
+        SVC_GATE_SECRET_FILE: join(repo.root, 'gate-secret'),
+      };
+      const { outcome } = await runJob('fix the greeting', (_workspace, id) => {
+        run = id;
+      }, undefined, { env });
+      assert.equal(outcome.status, 'stopped', outcome.error ?? '');
+      assert.equal(outcome.pr_url, null);
+      const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+      assert.deepEqual([shown.status, shown.failure?.class], ['stopped', 'stopped']);
+      assert.equal(branchPushed(run), false);
+    } finally {
+      gate.closeAllConnections();
+      gate.close();
+    }
+  });
+
   // Stopped before its run container's first batch, a pod's run ends at once and can be deleted; its stop request
   // goes with its row, and each later batch of the pod is answered only "deleted".
   it('stops a run deleted before its run container shipped: no receipt, no PR, and the run stays deleted', async () => {
@@ -405,20 +496,45 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
   });
 
   // A run the run container stopped before its checks leaves no evidence (src/engine/worker.ts); the signer clears the
-  // status it copied before it ships anything, and still ends the run stopped, with the stop's reason.
+  // status it copied before it ships anything, and still ends the run stopped: the Control Plane says a stop was asked.
   it('keeps a run stopped that its run container stopped before its checks: no receipt, no PR', async () => {
-    const reason = 'stopped by a stop request through the Control Plane';
-    const { outcome, run } = await runJob('fix the greeting', (workspace, runId) => {
+    const { outcome, run } = await runJob('fix the greeting', async (workspace, runId) => {
       const dir = join(workspace, '.svc', 'runs', runId);
+      const stop = await cp.request('POST', `/v1/runs/k8s/${runId}/stop`, { body: {} });
+      assert.equal(stop.status, 202, stop.text);
+      // The run container's worker takes the stop with a batch of its own (the handed key), and stops before checks.
+      const handed = readFileSync(join(dir, 'run-key'), 'utf8').trim();
+      const now = new Date().toISOString();
+      const row = { run: runId, status: 'running', started_at: now, updated_at: now, run_key: handed };
+      const taken = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [row] } });
+      assert.deepEqual(taken.json.control.map((c: { action: string }) => c.action), ['stop']);
       rmSync(join(dir, 'artifacts', 'evidence.json'));
       const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
-      const failure = { class: 'stopped', reason, retryable: false };
+      const failure = { class: 'stopped', reason: 'stopped by the agent\'s say-so', retryable: false };
       writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, status: 'stopped', failure }));
     });
     assert.equal(outcome.status, 'stopped', outcome.error ?? '');
     assert.equal(outcome.pr_url, null);
     const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    const reason = 'stopped by a stop request through the Control Plane';
     assert.deepEqual([shown.status, shown.verdict, shown.failure?.reason], ['stopped', null, reason]);
+    assert.equal(branchPushed(run), false);
+  });
+
+  // Nobody asked for a stop: a state.json saying "stopped", with the agent's reason and no evidence, is a run without
+  // evidence like any other, not a stop in svc's words.
+  it('fails a run whose state.json claims a stop nobody asked for, its evidence gone', async () => {
+    const { outcome, run } = await runJob('fix the greeting', (workspace, runId) => {
+      const dir = join(workspace, '.svc', 'runs', runId);
+      rmSync(join(dir, 'artifacts', 'evidence.json'));
+      const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
+      const failure = { class: 'stopped', reason: 'stopped by the operator: rotate the deploy key', retryable: false };
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, status: 'stopped', failure }));
+    });
+    assert.equal(outcome.status, 'failed', outcome.error ?? '');
+    assert.match(outcome.error ?? '', /^No receipt: the run container left no usable evidence/);
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.deepEqual([shown.status, shown.failure?.class, shown.pr_url], ['failed', 'policy', null]);
     assert.equal(branchPushed(run), false);
   });
 
@@ -438,6 +554,24 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.deepEqual([shipped.json.status, shipped.json.verdict, shipped.json.pr_url], ['failed', null, null]);
     const receipt = await shippedReceipt(run);
     assert.equal(verifyReceipt(receipt, keyRingOf([runnerPublic])).ok, false, 'only the agent\'s own receipt is there');
+  });
+
+  // The copy's ended_at and cost are the agent's: a run refused for want of evidence ends at a time between its start
+  // and now, with the run container's reported cost, and nothing called metered (only a gate meters).
+  it('ends a refused run within its own times, at its reported cost and metered by nothing', async () => {
+    const { outcome, run } = await runJob('fix the greeting', (workspace, runId) => {
+      const dir = join(workspace, '.svc', 'runs', runId);
+      rmSync(join(dir, 'artifacts', 'evidence.json'));
+      const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
+      const metered = { cost_usd: 99, tokens_in: 1, tokens_out: 1, calls: 1, unpriced: 0, unknown: 0 };
+      const reported = { cost_usd: 0.25, tokens_in: 3, tokens_out: 4 };
+      const claimed = { ended_at: '2000-01-01T00:00:00.000Z', cost_usd: 99, metered, reported };
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, ...claimed }));
+    });
+    assert.equal(outcome.status, 'failed', outcome.error ?? '');
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.ok(shown.ended_at >= shown.started_at && Date.parse(shown.ended_at) <= Date.now(), JSON.stringify(shown));
+    assert.deepEqual([shown.cost_usd, shown.tokens_in, shown.metered], [0.25, 3, null]);
   });
 
   it('stops a run at its budget through a Control Plane answer; the signer still signs what exists', async () => {
