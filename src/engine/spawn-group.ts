@@ -36,6 +36,8 @@ interface SpawnGroupOptions {
 }
 
 const SAMPLE_MS = 100;
+/** How long output may still arrive after the first process exited (its own last writes, bwrap's status). */
+const LEFTOVER_GRACE_MS = 2_000;
 const PAUSE_ROUNDS = 200;
 /** Stopped, traced, in the kernel (it stops on its way out), zombie, dead or gone. */
 const STOPPED_STATES: ReadonlySet<string> = new Set(['T', 't', 'D', 'Z', 'X', '']);
@@ -122,9 +124,16 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   }
   // The first process has exited: without a sandbox, nothing it started may outlive it (a setsid'd daemon would also
   // hold the output pipes open, so 'close' would never come).
+  // Once it has exited, what still holds the output pipes is a process that got away (a bwrap stopped while it set
+  // up its namespaces, orphaned in its own session; one that cleared svc's marker and left the session): its output
+  // is nobody's, and waiting for it held the run `running` for ever. After a grace the pipes are closed from this end.
+  let closeLeftovers: NodeJS.Timeout | undefined;
   child.on('exit', () => {
     if (sampler) clearInterval(sampler);
     guard?.killAll();
+    closeLeftovers = setTimeout(() => {
+      for (const stream of child.stdio) stream?.destroy();
+    }, LEFTOVER_GRACE_MS);
   });
   const members = (): number[] => {
     if (!child.pid) return [];
@@ -161,6 +170,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      clearTimeout(closeLeftovers);
       unwatch();
       // The kernel may have killed for memory after the last sample (the agent then exited on its own).
       const overMemory = watch ? memoryBreach(watch) : null;
