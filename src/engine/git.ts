@@ -172,6 +172,19 @@ function bothSpellings(path: string): string[] {
   return real && real !== path ? [path, real] : [path];
 }
 
+/** `path` with its longest existing leading part through its links, the rest as written. */
+function realSpelling(path: string): string {
+  const rest: string[] = [];
+  for (let head = path; ; head = dirname(head)) {
+    try {
+      return join(realpathSync(head), ...rest);
+    } catch {
+      if (dirname(head) === head) return path;
+      rest.unshift(basename(head));
+    }
+  }
+}
+
 /**
  * Refuses a repository whose own config includes a file inside its work tree (`include.path = ../.gitconfig`): git
  * would read the filters and programs that file names, and the repository, or an agent writing the tree, chooses
@@ -188,16 +201,24 @@ function refuseTreeIncludes(dir: string, run: GitRun): void {
     if (err instanceof UnreadableTreeError) throw err;
     return;
   }
-  const common = resolve(dir, git(dir, ['rev-parse', '--git-common-dir'], {}, run).trim());
-  const trees = [resolve(dir), dirname(common)].flatMap(bothSpellings);
+  const [gitDir, common] = git(dir, ['rev-parse', '--git-dir', '--git-common-dir'], {}, run).trim().split('\n')
+    .map((path) => resolve(dir, path));
+  const within = (path: string, folders: string[]) => folders.some((f) => path === f || path.startsWith(`${f}/`));
+  const trees = [resolve(dir), dirname(common!)].flatMap(bothSpellings);
+  // The git directories themselves (`.git/config.local`) are no agent's to write: the sandbox binds them read-only.
+  const gitDirs = [gitDir!, common!].flatMap(bothSpellings);
   const fields = listed.split('\0');
   for (let i = 0; i + 1 < fields.length; i += 2) {
     const origin = resolve(dir, fields[i]!.replace(/^file:/, ''));
     const value = fields[i + 1]!.slice(fields[i + 1]!.indexOf('\n') + 1);
     const home = process.env.HOME ?? '/';
-    const target = value.startsWith('~/') ? join(home, value.slice(2))
+    const named = value.startsWith('~/') ? join(home, value.slice(2))
       : isAbsolute(value) ? value : resolve(dirname(origin), value);
-    if (trees.some((tree) => target === tree || target.startsWith(`${tree}/`))) {
+    // Through its links (a folder linked to the checkout is the checkout); /proc/self/cwd and /dev/fd lead wherever
+    // the reading git stands, the work tree among them.
+    const target = realSpelling(named);
+    if (within(target, gitDirs) && !within(named, ['/proc', '/dev/fd'])) continue;
+    if (within(target, trees) || within(named, ['/proc', '/dev/fd'])) {
       throw new IncludedTreeConfigError(`The repository's git config (${origin}) includes ${target}, a file of its ` +
         'work tree, which the repository or an agent writes: svc runs no git that reads it. Move that config into ' +
         '.git/config or outside the checkout');

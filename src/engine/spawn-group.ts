@@ -83,8 +83,11 @@ function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroup
         onLine(name, partial);
         partial = '';
       }
-    }).on('end', () => {
+    }).on('close', () => {
+      // 'close', not 'end': a stream closed from this end (a leftover's pipe, spawnGroup) never ends, and its last
+      // line without a newline (a provider's final JSON) still counts.
       if (partial && onLine) onLine(name, partial);
+      partial = '';
     });
   }
   return { output: () => Buffer.concat(chunks), truncated: () => truncated };

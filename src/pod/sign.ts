@@ -142,6 +142,14 @@ function gateBudgetStop(gate: PodGateNetwork): string | null {
   return `Stopped at the max_usd budget: spent $${m.cost_usd.toFixed(2)} of ${budget}, metered by the gate`;
 }
 
+/** The run container's started_at held between the seal's time and now (the seal's when it is no time's text). */
+function heldStart(claimed: unknown, sealedAt: string): string {
+  const sealed = Date.parse(sealedAt);
+  const said = typeof claimed === 'string' ? Date.parse(claimed) : NaN;
+  if (Number.isNaN(sealed)) return new Date().toISOString();
+  return new Date(Number.isNaN(said) ? sealed : Math.min(Math.max(said, sealed), Date.now())).toISOString();
+}
+
 /** The fields every end of the run sets: the run container's ended_at (when it is a time's text) or now, held between
  * the run's start and now. */
 function ended(ctx: RunContext, claimed: string | null) {
@@ -331,8 +339,10 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // Nor is the run ended, nor its cost metered, while it is judged: stats-store.ts counts a row with an ended_at as
   // ended, and `metered` is only ever the gate's (meteredCost); the cost shown is the run container's report.
   const cost = withCost({ ...copied, reported: null, metered: null }, { reported: reportedFigures(copied) });
+  // The start too is held between the seal (before any agent code ran) and now: every end is clamped against it.
   writeState(dir, {
-    ...copied, ...cost, ended_at: null, status: 'running', error: null, exit_code: null, failure: null,
+    ...copied, ...cost, started_at: heldStart(copied.started_at, readSeal(opts.sealedDir).sealed_at),
+    ended_at: null, status: 'running', error: null, exit_code: null, failure: null,
     failed_check: null, question: null,
     repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null,
     // The trace is the job's, from the pod spec's SVC_TRACEPARENT: the copied state could name another run's.

@@ -4,11 +4,12 @@
 import { describe, it, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
-import { commitAll, treeGit, UnreadableTreeError } from '../../src/engine/git.ts';
+import { commitAll, IncludedTreeConfigError, treeGit, UnreadableTreeError } from '../../src/engine/git.ts';
 
 /** A filter that, if git ever ran it, leaves .git/filter-ran (its working directory is the tree's root). */
 const FILTER = '#!/bin/sh\necho ran >> .git/filter-ran\ncat\n';
@@ -69,6 +70,25 @@ describe('svc\'s git on a working tree', () => {
       assert.match(`${res.stderr}${res.stdout}`, /includes \S+\.gitconfig, a file of its work tree/);
     });
   }
+
+  it('tells an include of the tree from one of the git directory, through links and /proc', () => {
+    repo = makeRepo();
+    const at = (path: string) => {
+      execFileSync('git', ['config', '--replace-all', 'include.path', path], { cwd: repo!.repo });
+      return () => treeGit(repo!.repo);
+    };
+    const links = mkdtempSync(join(tmpdir(), 'svc-include-'));
+    try {
+      symlinkSync(repo.repo, join(links, 'alias'));
+      assert.throws(at(join(links, 'alias', '.gitconfig')), IncludedTreeConfigError);
+      assert.throws(at('/proc/self/cwd/.gitconfig'), IncludedTreeConfigError);
+      assert.throws(at('../sub/x.conf'), IncludedTreeConfigError);
+      at('config.local')();
+      at(join(links, 'elsewhere.conf'))();
+    } finally {
+      rmSync(links, { recursive: true, force: true });
+    }
+  });
 
   it('fails the run as the agent\'s, naming it, when the agent leaves a FIFO .gitattributes', async () => {
     repo = makeRepo({ providers: { fake: MAKES_FIFO } });

@@ -565,7 +565,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
       const metered = { cost_usd: 99, tokens_in: 1, tokens_out: 1, calls: 1, unpriced: 0, unknown: 0 };
       const reported = { cost_usd: 0.25, tokens_in: 3, tokens_out: 4 };
-      const claimed = { ended_at: '2000-01-01T00:00:00.000Z', cost_usd: 99, metered, reported };
+      const times = { started_at: '1999-01-01T00:00:00.000Z', ended_at: '2000-01-01T00:00:00.000Z' };
+      const claimed = { ...times, cost_usd: 99, metered, reported };
       writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, ...claimed }));
     });
     assert.equal(outcome.status, 'failed', outcome.error ?? '');
