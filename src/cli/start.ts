@@ -12,11 +12,10 @@ import { openPrLater } from '../engine/finish-phase.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import {
-  failureOf, readState, refuseTrackedRun, tryReadState, type RunState, type WorkerMode,
+  failureOf, readState, refuseTrackedRun, signsLater, tryReadState, type RunState, type WorkerMode,
 } from '../engine/run-state.ts';
 import { TERMINAL } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { signsLater } from '../engine/receipt.ts';
 import { safeJson } from '../safe-json.ts';
 import { printLocalLogs, createEventTail } from './run-logs.ts';
 

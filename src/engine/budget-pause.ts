@@ -3,11 +3,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { RunContext } from './run-context.ts';
 import type { GroupRun } from './spawn-group.ts';
 import { addUsage, type Usage } from './providers.ts';
-import { withCost } from './run-state.ts';
+import { signsLater, withCost } from './run-state.ts';
 import { isOperatorAnswer, type Answer } from './answers.ts';
 import { budgetName, reachedBudget, type Reached } from '../gate/budgets.ts';
 import type { RunGate } from './egress.ts';
-import { signsLater } from './receipt.ts';
 
 /** How often the running provider, its question and its answer are looked at. */
 export const POLL_MS = 150;

@@ -11,7 +11,7 @@ import {
   commitAll, diffCommits, diffWorkingTree, headSha, treeGit, UnreadableTreeError, type DiffResult,
 } from './git.ts';
 import {
-  decideVerdict, failedRequiredCheck, requiredCheckError, saveReceipt, confinedNetwork, reportedChecks, signsLater,
+  decideVerdict, failedRequiredCheck, requiredCheckError, saveReceipt, confinedNetwork, reportedChecks,
   EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptMarkdown, receiptCost, receiptDiff,
   verifyReceipt, type CheckResult, type Receipt, type RunEvidence,
 } from './receipt.ts';
@@ -21,7 +21,7 @@ import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
 import { ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
-import type { RunState } from './run-state.ts';
+import { signsLater, type RunState } from './run-state.ts';
 import { agentSandbox, postAgentGit, type RunSandbox } from './sandbox.ts';
 import { spawnGroup } from './spawn-group.ts';
 import type { ProviderOutcome } from './provider-phase.ts';

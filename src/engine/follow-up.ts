@@ -7,9 +7,11 @@ import { isValidSegment } from './ids.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import { BranchMovedError, commentOnPullRequest, pullRequestHead, pushFollowUp } from './pr.ts';
 import type { PushTarget } from './git-push.ts';
-import { localRuns, refuseTrackedRun, tryReadState, type ProviderSession, type RunState } from './run-state.ts';
+import {
+  localRuns, refuseTrackedRun, signsLater, tryReadState, type ProviderSession, type RunState,
+} from './run-state.ts';
 import { inheritSession } from './provider-session.ts';
-import { receiptMarkdown, signsLater, type Receipt, type ReceiptBody } from './receipt.ts';
+import { receiptMarkdown, type Receipt, type ReceiptBody } from './receipt.ts';
 import type { RunContext } from './run-context.ts';
 import { TERMINAL } from '../run-json.ts';
 import { obj, str } from '../untrusted.ts';

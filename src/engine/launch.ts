@@ -17,15 +17,14 @@ import {
 import { runDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
 import {
-  localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, writeState, type RunState,
-  type WorkerMode,
+  localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
+  type RunState, type WorkerMode,
 } from './run-state.ts';
 import { identityOf } from './proc-group.ts';
 import { claimCheckout, unwritable } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { checkPrPossible, OriginUnreachableError } from './pr.ts';
-import { signsLater } from './receipt.ts';
 import { followUpSession, followUpSpec, followUpStart, type FollowUp } from './follow-up.ts';
 import { newTraceId, parseTraceparent } from '../trace.ts';
 

@@ -249,11 +249,6 @@ export function receiptFromMarkdown(text: string): unknown {
 export const EVIDENCE_ARTIFACT = 'evidence.json';
 export const EVIDENCE_TYPE = 'svc.run_evidence';
 
-/** Whether this run leaves the receipt to a signer container (set only by the pod spec). */
-export function signsLater(env: NodeJS.ProcessEnv): boolean {
-  return env.SVC_SIGN_LATER === '1';
-}
-
 /** A check as a receipt or the evidence records it: its log artifact's name left out. */
 export type ReportedCheck = Omit<CheckResult, 'artifact'>;
 

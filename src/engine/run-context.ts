@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  appendEvent, openEventLog, readState, tryReadState, withCost, writeState, type RunState,
+  appendEvent, openEventLog, readState, signsLater, tryReadState, withCost, writeState, type RunState,
 } from './run-state.ts';
 import { TERMINAL, runFailure, type RunStatus } from '../run-json.ts';
 import { artifactsDir, runDir } from './paths.ts';
@@ -17,7 +17,6 @@ import { objOrNull, tryParseJson } from '../untrusted.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { makePlainDirsIn, openRunDir, UnsafePathError, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { setting } from '../settings-registry.ts';
-import { signsLater } from './receipt.ts';
 
 const STOP_GRACE_MS = 5_000;
 

@@ -221,7 +221,8 @@ export class UntrackableError extends RefusedError {}
 export type Committed = (name: string) => boolean;
 
 /** Whether `dir` or a folder above it holds a `.git` that looks like a repository's (a project in a checkout's
- * subfolder has none of its own): a gitfile, or a folder with HEAD, objects and refs. An empty `.git` folder is none. */
+ * subfolder has none of its own): a gitfile, or a folder with HEAD, objects and refs. An empty `.git` folder is
+ * none. */
 function inGitCheckout(dir: string): boolean {
   for (let at = resolve(dir); ; at = dirname(at)) {
     const dotGit = join(at, '.git');
@@ -350,4 +351,9 @@ export function failureOf(err: unknown): RunFailure {
   const config = err instanceof ProviderMissingError || err instanceof SandboxUnavailableError ||
     err instanceof PolicyError || err instanceof TrustNeededError;
   return runFailure(config ? 'config' : err instanceof SvcError ? CLASS_OF_CODE[err.code] : 'infra', reason);
+}
+
+/** Whether this run leaves the receipt to a signer container (set only by the pod spec). */
+export function signsLater(env: NodeJS.ProcessEnv): boolean {
+  return env.SVC_SIGN_LATER === '1';
 }
