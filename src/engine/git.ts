@@ -145,32 +145,8 @@ export function excludeEngineFolders(common: string): void {
   if (wanted.length) appendFileSync(path, `${text && !text.endsWith('\n') ? '\n' : ''}${wanted.join('\n')}\n`);
 }
 
-/** The environment switching off every filter driver git's config in `dir` names, includes and all. */
-function filtersOff(dir: string, run: GitRun): Record<string, string> {
-  let entries = '';
-  try {
-    entries = git(dir, ['config', '-z', '--get-regexp', '^filter\\.'], {}, run);
-  } catch (err) {
-    // git config fails when nothing matches; a git that never ended is not that.
-    if (err instanceof UnreadableTreeError) throw err;
-  }
-  return filterOverrides(entries);
-}
-
 /** A config include naming a file the repository's work tree holds: the repository (or an agent) writes it. */
 export class IncludedTreeConfigError extends RefusedError {}
-
-/** `path` and, when it exists, its real path: a tree reached through a link is the same tree. */
-function bothSpellings(path: string): string[] {
-  const real = (() => {
-    try {
-      return realpathSync(path);
-    } catch {
-      return null;
-    }
-  })();
-  return real && real !== path ? [path, real] : [path];
-}
 
 /** `path` with its longest existing leading part through its links, the rest as written. */
 function realSpelling(path: string): string {
@@ -204,14 +180,16 @@ function refuseTreeIncludes(dir: string, run: GitRun): void {
   const [gitDir, common] = git(dir, ['rev-parse', '--git-dir', '--git-common-dir'], {}, run).trim().split('\n')
     .map((path) => resolve(dir, path));
   const within = (path: string, folders: string[]) => folders.some((f) => path === f || path.startsWith(`${f}/`));
-  const trees = [resolve(dir), dirname(common!)].flatMap(bothSpellings);
+  // Each as written and through its links: a tree reached through a link is the same tree.
+  const spellings = (path: string) => [path, realSpelling(path)];
+  const trees = [resolve(dir), dirname(common!)].flatMap(spellings);
   // The git directories themselves (`.git/config.local`) are no agent's to write: the sandbox binds them read-only.
-  const gitDirs = [gitDir!, common!].flatMap(bothSpellings);
+  const gitDirs = [gitDir!, common!].flatMap(spellings);
+  const home = process.env.HOME ?? '/';
   const fields = listed.split('\0');
   for (let i = 0; i + 1 < fields.length; i += 2) {
     const origin = resolve(dir, fields[i]!.replace(/^file:/, ''));
     const value = fields[i + 1]!.slice(fields[i + 1]!.indexOf('\n') + 1);
-    const home = process.env.HOME ?? '/';
     const named = value.startsWith('~/') ? join(home, value.slice(2))
       : isAbsolute(value) ? value : resolve(dirname(origin), value);
     // Through its links (a folder linked to the checkout is the checkout); /proc/self/cwd and /dev/fd lead wherever
@@ -229,7 +207,8 @@ function refuseTreeIncludes(dir: string, run: GitRun): void {
 /** A worktree of `repo` at `base`, checked out as committed: no filter the repository's config names runs. */
 export function createWorktree(repo: string, path: string, branch: string, base: string): void {
   refuseTreeIncludes(repo, hostGit);
-  git(repo, ['worktree', 'add', '-b', branch, path, base], filtersOff(repo, hostGit));
+  const noFilters = filterOverrides(tryGit(repo, ['config', '-z', '--get-regexp', '^filter\\.']));
+  git(repo, ['worktree', 'add', '-b', branch, path, base], noFilters);
 }
 
 /** Each git that reads a working tree is killed after this long: one opening a FIFO (or a device) waits for ever. */

@@ -126,10 +126,9 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     sampler = setInterval(() => guard.sample(), SAMPLE_MS).unref();
   }
   // The first process has exited: without a sandbox, nothing it started may outlive it (a setsid'd daemon would also
-  // hold the output pipes open, so 'close' would never come).
-  // Once it has exited, what still holds the output pipes is a process that got away (a bwrap stopped while it set
-  // up its namespaces, orphaned in its own session; one that cleared svc's marker and left the session): its output
-  // is nobody's, and waiting for it held the run `running` for ever. After a grace the pipes are closed from this end.
+  // hold the output pipes open, so 'close' would never come). What still holds them after a grace got away (a bwrap
+  // stopped while it set up its namespaces, orphaned in its own session; a process that cleared svc's marker): its
+  // output is nobody's, and waiting for it held the run `running` for ever, so the pipes are closed from this end.
   let closeLeftovers: NodeJS.Timeout | undefined;
   child.on('exit', () => {
     if (sampler) clearInterval(sampler);

@@ -142,22 +142,18 @@ function gateBudgetStop(gate: PodGateNetwork): string | null {
   return `Stopped at the max_usd budget: spent $${m.cost_usd.toFixed(2)} of ${budget}, metered by the gate`;
 }
 
-/** The run container's started_at held between the seal's time and now (the seal's when it is no time's text). */
-function heldStart(claimed: unknown, sealedAt: string): string {
-  const sealed = Date.parse(sealedAt);
+/** A time the run container wrote (text), held between `from` (epoch ms) and now; `fallback` when it is no time. */
+function heldTime(claimed: unknown, from: number, fallback: number): string {
   const said = typeof claimed === 'string' ? Date.parse(claimed) : NaN;
-  if (Number.isNaN(sealed)) return new Date().toISOString();
-  return new Date(Number.isNaN(said) ? sealed : Math.min(Math.max(said, sealed), Date.now())).toISOString();
+  const at = Number.isNaN(said) ? fallback : Math.min(Math.max(said, Number.isNaN(from) ? said : from), Date.now());
+  return new Date(at).toISOString();
 }
 
 /** The fields every end of the run sets: the run container's ended_at (when it is a time's text) or now, held between
  * the run's start and now. */
 function ended(ctx: RunContext, claimed: string | null) {
-  const now = Date.now();
-  const start = Date.parse(String(ctx.state.started_at));
-  const said = claimed === null ? NaN : Date.parse(claimed);
-  const at = Number.isNaN(said) ? now : Math.min(Math.max(said, Number.isNaN(start) ? said : start), now);
-  return { question: null, child: null, ended_at: new Date(at).toISOString() };
+  const ended_at = heldTime(claimed, Date.parse(String(ctx.state.started_at)), Date.now());
+  return { question: null, child: null, ended_at };
 }
 
 /** As many `egress` events as a local run sends at most; egress.jsonl keeps every record the gate gave. */
@@ -322,7 +318,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // the run bound to the handed key, which the agent can read. The move also replaces the row the handed key stored
   // (the agent's claims), so a gone Job's outcome is read only from what this signer shipped. A refusal fails it, and
   // so does no answer after a few tries: the stops it takes come nowhere else.
-  const moved = await storeRun(opts.env, opts.run, readSeal(opts.sealedDir), { sealed: key });
+  const seal = readSeal(opts.sealedDir);
+  const moved = await storeRun(opts.env, opts.run, seal, { sealed: key });
   if (moved.unstored) opts.say(`svc pod sign: the run is not moved onto the sealed key yet (${moved.unstored})\n`);
   copyRunFolder(runDir(opts.workspace, opts.run), dir);
   // The Control Plane moves the run onto this key from the one handed to the run container (ingest-apply.ts).
@@ -340,8 +337,10 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // ended, and `metered` is only ever the gate's (meteredCost); the cost shown is the run container's report.
   const cost = withCost({ ...copied, reported: null, metered: null }, { reported: reportedFigures(copied) });
   // The start too is held between the seal (before any agent code ran) and now: every end is clamped against it.
+  const sealedAt = Date.parse(seal.sealed_at);
+  const started = heldTime(copied.started_at, sealedAt, Number.isNaN(sealedAt) ? Date.now() : sealedAt);
   writeState(dir, {
-    ...copied, ...cost, started_at: heldStart(copied.started_at, readSeal(opts.sealedDir).sealed_at),
+    ...copied, ...cost, started_at: started,
     ended_at: null, status: 'running', error: null, exit_code: null, failure: null,
     failed_check: null, question: null,
     repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null,
@@ -371,7 +370,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     }
     if (evidence) {
       try {
-        await judge(ctx, signing, readSeal(opts.sealedDir), evidence);
+        await judge(ctx, signing, seal, evidence);
       } catch (err) {
         refuse(ctx, signing.claimedEnd, errorMessage(err));
       }

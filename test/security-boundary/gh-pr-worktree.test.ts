@@ -85,32 +85,29 @@ describe('the gh pull-request path', () => {
       'the branch was pushed');
   });
 
-  // gh before 2.19 fails outside a git repository even when given --repo (cli/cli #5075, #6527).
-  it('names the gh version to upgrade to, or the token to set, when gh wants a git repository', async () => {
+  /** A PR opened through a stand-in gh that has no login and fails `pr create` saying `said` on stderr. */
+  function openThroughFailingGh(run: string, said: string, title: string) {
     const project = join(root, 'proj');
-    const worktree = join(project, '.svc/worktrees/r2');
-    git(project, 'worktree', 'add', '-q', '-b', 'svc/r2', worktree);
-    const bin = join(root, 'old-bin');
+    const worktree = join(project, `.svc/worktrees/${run}`);
+    git(project, 'worktree', 'add', '-q', '-b', `svc/${run}`, worktree);
+    const bin = join(root, `${run}-bin`);
     mkdirSync(bin);
-    writeFileSync(join(bin, 'gh'), '#!/bin/sh\n[ "$1" = auth ] && exit 1\n' +
-      'echo "fatal: not a git repository (or any of the parent directories): .git" >&2\nexit 1\n');
+    writeFileSync(join(bin, 'gh'), `#!/bin/sh\n[ "$1" = auth ] && exit 1\necho '${said}' >&2\nexit 1\n`);
     chmodSync(join(bin, 'gh'), 0o755);
     const env = { ...gitEnv, PATH: `${bin}:${process.env.PATH}` };
-    await assert.rejects(openPullRequest({ workdir: worktree, branch: 'svc/r2', base: 'main', title: 't', body: 'b',
-      draft: false, target: pinPushTarget(project), env }), /upgrade gh to 2\.19 or later, or set GITHUB_TOKEN/);
+    return openPullRequest({ workdir: worktree, branch: `svc/${run}`, base: 'main', title, body: 'b', draft: false,
+      target: pinPushTarget(project), env });
+  }
+
+  // gh before 2.19 fails outside a git repository even when given --repo (cli/cli #5075, #6527).
+  it('names the gh version to upgrade to, or the token to set, when gh wants a git repository', async () => {
+    const said = 'fatal: not a git repository (or any of the parent directories): .git';
+    await assert.rejects(openThroughFailingGh('r2', said, 't'), /upgrade gh to 2\.19 or later, or set GITHUB_TOKEN/);
   });
 
   it('keeps gh\'s own error when only the title says "not a git repository"', async () => {
-    const project = join(root, 'proj');
-    const worktree = join(project, '.svc/worktrees/r3');
-    git(project, 'worktree', 'add', '-q', '-b', 'svc/r3', worktree);
-    const bin = join(root, 'refusing-bin');
-    mkdirSync(bin);
-    writeFileSync(join(bin, 'gh'), '#!/bin/sh\n[ "$1" = auth ] && exit 1\necho "HTTP 401: Bad credentials" >&2\nexit 1\n');
-    chmodSync(join(bin, 'gh'), 0o755);
-    const env = { ...gitEnv, PATH: `${bin}:${process.env.PATH}` };
     const title = 'svc: fix "fatal: not a git repository" in the build';
-    await assert.rejects(openPullRequest({ workdir: worktree, branch: 'svc/r3', base: 'main', title, body: 'b',
-      draft: false, target: pinPushTarget(project), env }), (err: Error) => !/upgrade gh/.test(err.message));
+    await assert.rejects(openThroughFailingGh('r3', 'HTTP 401: Bad credentials', title),
+      (err: Error) => !/upgrade gh/.test(err.message));
   });
 });
