@@ -31,18 +31,34 @@ function familyOf(route: string, endpoint: string): Family {
   return route === 'anthropic' || route === 'gemini' ? route : 'openai';
 }
 
-const PATHS: Record<Family, { usage: readonly string[]; model: readonly string[]; counts: readonly string[] }> = {
+/**
+ * Each family's key paths. In a response: where its usage object and model are, and the counts a usage object holds.
+ * In a request: the names of the output maximum and of the answers asked (Gemini names its model in the path), the
+ * input the API keeps that the request's bytes do not show (OpenAI's Responses: a stored response or conversation
+ * continued, a stored prompt, which names its model too: the call's input is not bounded by its bytes, docs/gate.md
+ * "Metered cost"), and other spellings the API reads as one key (Gemini reads a field in snake_case as in camelCase).
+ */
+const FAMILIES: Record<Family, {
+  usage: readonly string[]; model: readonly string[]; counts: readonly string[]; maxOutput: readonly string[];
+  choices: readonly string[]; kept: readonly string[]; aliases: ReadonlyMap<string, string>;
+}> = {
   anthropic: {
     usage: ['usage', 'message.usage'], model: ['model', 'message.model'],
     counts: ['input_tokens', 'output_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'],
+    maxOutput: ['max_tokens'], choices: [], kept: [], aliases: new Map(),
   },
   openai: {
     usage: ['usage', 'response.usage'], model: ['model', 'response.model'],
     counts: ['prompt_tokens', 'completion_tokens', 'input_tokens', 'output_tokens'],
+    maxOutput: ['max_tokens', 'max_completion_tokens', 'max_output_tokens'], choices: ['n'],
+    kept: ['previous_response_id', 'conversation'], aliases: new Map(),
   },
   gemini: {
     usage: ['usageMetadata'], model: ['modelVersion'],
     counts: ['promptTokenCount', 'candidatesTokenCount', 'cachedContentTokenCount', 'thoughtsTokenCount'],
+    maxOutput: ['generationConfig.maxOutputTokens'], choices: ['generationConfig.candidateCount'], kept: [],
+    aliases: new Map([['generation_config', 'generationConfig'], ['max_output_tokens', 'maxOutputTokens'],
+      ['candidate_count', 'candidateCount']]),
   },
 };
 
@@ -59,32 +75,30 @@ function count(o: Record<string, unknown>, key: string, bad: string[]): number {
 
 /** One usage object in the family's own words → tokens; `bad` collects unreadable fields. */
 function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): Partial<CallTokens> {
-  const has = (k: string): boolean => u[k] !== undefined && u[k] !== null;
-  const out: Partial<CallTokens> = {};
   if (family === 'anthropic') {
     // input_tokens excludes the cache's tokens; message_delta repeats the running output count.
-    if (has('input_tokens')) out.tokens_in = count(u, 'input_tokens', bad);
-    if (has('output_tokens')) out.tokens_out = count(u, 'output_tokens', bad);
-    if (has('cache_read_input_tokens')) out.cache_read = count(u, 'cache_read_input_tokens', bad);
-    if (has('cache_creation_input_tokens')) out.cache_write = count(u, 'cache_creation_input_tokens', bad);
-  } else if (family === 'openai') {
-    // Chat completions say prompt/completion, responses say input/output; both count cached input inside the input.
-    const chat = has('prompt_tokens') || has('completion_tokens');
-    const details = obj(u[chat ? 'prompt_tokens_details' : 'input_tokens_details']);
-    const cached = count(details, 'cached_tokens', bad);
-    const input = count(u, chat ? 'prompt_tokens' : 'input_tokens', bad);
-    out.tokens_in = Math.max(0, input - cached);
-    out.cache_read = Math.min(cached, input);
-    out.tokens_out = count(u, chat ? 'completion_tokens' : 'output_tokens', bad);
-  } else {
-    // Gemini counts cached input inside the prompt, and bills thinking as output.
-    const cached = count(u, 'cachedContentTokenCount', bad);
-    const prompt = count(u, 'promptTokenCount', bad);
-    out.tokens_in = Math.max(0, prompt - cached);
-    out.cache_read = Math.min(cached, prompt);
-    out.tokens_out = count(u, 'candidatesTokenCount', bad) + count(u, 'thoughtsTokenCount', bad);
+    const out: Partial<CallTokens> = {};
+    const fields = [['input_tokens', 'tokens_in'], ['output_tokens', 'tokens_out'], ['cache_read_input_tokens',
+      'cache_read'], ['cache_creation_input_tokens', 'cache_write']] as const;
+    for (const [key, field] of fields) if (u[key] !== undefined && u[key] !== null) out[field] = count(u, key, bad);
+    return out;
   }
-  return out;
+  // OpenAI and Gemini count cached input inside the input. Chat completions say prompt/completion, responses say
+  // input/output; Gemini bills thinking as output.
+  let cached: number;
+  let input: number;
+  let output: number;
+  if (family === 'openai') {
+    const chat = (u.prompt_tokens ?? null) !== null || (u.completion_tokens ?? null) !== null;
+    cached = count(obj(u[chat ? 'prompt_tokens_details' : 'input_tokens_details']), 'cached_tokens', bad);
+    input = count(u, chat ? 'prompt_tokens' : 'input_tokens', bad);
+    output = count(u, chat ? 'completion_tokens' : 'output_tokens', bad);
+  } else {
+    cached = count(u, 'cachedContentTokenCount', bad);
+    input = count(u, 'promptTokenCount', bad);
+    output = count(u, 'candidatesTokenCount', bad) + count(u, 'thoughtsTokenCount', bad);
+  }
+  return { tokens_in: Math.max(0, input - cached), cache_read: Math.min(cached, input), tokens_out: output };
 }
 
 /** What a request asked for, read from its body as it passes upstream: the model it names, the most output it
@@ -105,26 +119,8 @@ export interface Asked {
 const ASKED_READ_MAX = 32 * 1024 * 1024;
 const ASKED_PICKS_MAX = 64;
 
-// Each family's names for the output maximum and for the answers asked; Gemini names its model in the path.
-const ASKED_MAX: Record<Family, readonly string[]> = {
-  anthropic: ['max_tokens'],
-  openai: ['max_tokens', 'max_completion_tokens', 'max_output_tokens'],
-  gemini: ['generationConfig.maxOutputTokens'],
-};
-const ASKED_CHOICES: Record<Family, readonly string[]> = {
-  anthropic: [],
-  openai: ['n'],
-  gemini: ['generationConfig.candidateCount'],
-};
-// Input the API keeps and the request's bytes do not show (OpenAI's Responses: a stored response or conversation
-// continued, a stored prompt, which names its model too): the call's input is not bounded by its bytes (docs/gate.md
-// "Metered cost"). `prompt` only on /responses: to the legacy /completions it is the text itself.
-const ASKED_KEPT: Record<Family, readonly string[]> = {
-  anthropic: [],
-  openai: ['previous_response_id', 'conversation'],
-  gemini: [],
-};
-const RESPONSES_KEPT: readonly string[] = [...ASKED_KEPT.openai, 'prompt'];
+// `prompt` is kept input only on /responses: to the legacy /completions it is the text itself.
+const RESPONSES_KEPT: readonly string[] = [...FAMILIES.openai.kept, 'prompt'];
 // Each Responses input item's type: an `item_reference` names an item the API keeps. Not counted towards
 // ASKED_PICKS_MAX: a whole history has one per item.
 const ITEM_TYPE = 'input.type';
@@ -132,22 +128,14 @@ const ITEM_TYPE = 'input.type';
 // gate's one event loop 2.7 s. A long agent history is some thousands; one past this is read no further (doubted).
 const ITEM_TYPES_MAX = 20_000;
 const RESPONSES = /\/responses(\/compact)?$/i;
-// Gemini's API reads a field in snake_case as in camelCase (`generation_config.max_output_tokens`).
-const ASKED_ALIASES: Record<Family, ReadonlyMap<string, string>> = {
-  anthropic: new Map(),
-  openai: new Map(),
-  gemini: new Map([['generation_config', 'generationConfig'], ['max_output_tokens', 'maxOutputTokens'],
-    ['candidate_count', 'candidateCount']]),
-};
 
 export function requestMeter(route: string, endpoint: string, headers: Readonly<Record<string, unknown>>) {
   const family = familyOf(route, endpoint);
-  const maxKeys = ASKED_MAX[family];
-  const choiceKeys = ASKED_CHOICES[family];
+  const { maxOutput: maxKeys, choices: choiceKeys, kept, aliases } = FAMILIES[family];
   const responses = RESPONSES.test(endpoint);
-  const keptKeys = responses ? RESPONSES_KEPT : ASKED_KEPT[family];
+  const keptKeys = responses ? RESPONSES_KEPT : kept;
   const wanted = ['model', ...maxKeys, ...choiceKeys, ...keptKeys, ...(responses ? [ITEM_TYPE] : [])];
-  const picker = new JsonPicker(new Set(wanted), ASKED_ALIASES[family], new Set(responses ? ['input'] : []));
+  const picker = new JsonPicker(new Set(wanted), aliases, new Set(responses ? ['input'] : []));
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
   // A maximum given as null: the APIs read it as absent, so no maximum (OUTPUT_BOUND), the larger of any given.
   let unbounded = false;
@@ -265,7 +253,8 @@ export function usageMeter(
   route: string, endpoint: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
 ) {
   const family = familyOf(route, endpoint);
-  const wanted = new Set([...PATHS[family].usage, ...PATHS[family].model]);
+  const paths = FAMILIES[family];
+  const wanted = new Set([...paths.usage, ...paths.model]);
   const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
   const sse = type.startsWith('text/event-stream');
@@ -285,11 +274,11 @@ export function usageMeter(
     for (const { path: at, text } of p.picks) {
       const value = tryParseJson(text);
       if (value === undefined) continue;
-      if (PATHS[family].model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
+      if (paths.model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
       // A usage object with none of the reader's counts (another API's shape, or each null) says nothing: never $0 as
       // if final.
-      else if (isJsonObject(value) && !PATHS[family].counts.some((key) => (value[key] ?? null) !== null)) continue;
+      else if (isJsonObject(value) && !paths.counts.some((key) => (value[key] ?? null) !== null)) continue;
       else if (isJsonObject(value)) {
         // Anthropic's message_start (`message.usage`) counts the input only: the call's usage is known once the
         // final count (`usage`: a body's, or a message_delta's) arrives; a stream closed before it counts at its
