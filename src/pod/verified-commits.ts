@@ -5,8 +5,7 @@
 import { RefusedError, errorMessage } from '../errors.ts';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve, sep } from 'node:path';
-import { git, diffCommits, type DiffResult, type GitRun } from '../engine/git.ts';
-import { runSync } from '../spawn/start.ts';
+import { git, diffCommits, hostGit, type DiffResult, type GitRun } from '../engine/git.ts';
 import { parsePolicy, DEFAULT_POLICY, PolicyError, type Policy } from '../engine/policy.ts';
 import { COMMIT_ID } from './seal.ts';
 import { tryParseJson } from '../untrusted.ts';
@@ -19,15 +18,10 @@ interface VerifiedCommits {
   diff: DiffResult;
 }
 
-/** Each git the signer runs is killed after this long; the job's own deadline is hours away. */
-const SIGNER_GIT_TIMEOUT_MS = 5 * 60_000;
-const GIT_OUTPUT_CAP = 256 * 1024 * 1024;
-
-/** The hardened host git with a time limit. */
-export function signerGit(timeoutMs = SIGNER_GIT_TIMEOUT_MS): GitRun {
-  return (cwd, argv, { extra }) => runSync(argv, {
-    kind: 'tool', base: process.env, extra, cwd, maxBuffer: GIT_OUTPUT_CAP, timeout: timeoutMs,
-  });
+/** The hardened host git (hostGit, whose environment keeps no GIT_* variable but who commits and how to reach a
+ * server), killed after `timeoutMs`: the job's own deadline is hours away. */
+export function signerGit(timeoutMs = 5 * 60_000): GitRun {
+  return (cwd, argv, opts) => hostGit(cwd, argv, { ...opts, timeout: timeoutMs });
 }
 
 /** git reads object folders of alternates that name alternates, five deep (git's own limit). */
