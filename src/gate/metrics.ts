@@ -6,8 +6,9 @@ import type { Logger } from '../log.ts';
 import { BadSettingError } from '../errors.ts';
 import { settingFile } from '../settings-registry.ts';
 import { safeEqual } from '../http/guards.ts';
+import { sendReply, type Reply } from '../http/respond.ts';
 import {
-  MetricsRegistry, METRICS_TYPE, createModelUsage, createRequestMetrics, type RequestMetrics,
+  MetricsRegistry, createModelUsage, createRequestMetrics, metricsReply, type RequestMetrics,
 } from '../http/metrics.ts';
 
 export type GateMetrics = ReturnType<typeof createGateMetrics>;
@@ -65,25 +66,17 @@ export function createGateMetrics(token: string | null, accessLog: Logger | null
       const started = performance.now();
       req.resume();
       const presented = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
-      const headers: Record<string, string> = {
-        'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store',
-      };
-      let status: number;
-      let body: string;
-      if (req.method !== 'GET' && req.method !== 'HEAD') {
-        [status, body] = [405, 'svc gate: /metrics is read with GET\n'];
-        headers.allow = 'GET, HEAD';
-      } else if (presented === undefined || !safeEqual(presented, token)) {
-        [status, body] = [401, 'svc gate: missing or wrong bearer token\n'];
-        headers['www-authenticate'] = 'Bearer';
-      } else {
-        [status, body] = [200, registry.render()];
-        headers['content-type'] = METRICS_TYPE;
-      }
-      res.writeHead(status, { ...headers, 'content-length': String(Buffer.byteLength(body)) });
-      res.end(req.method === 'HEAD' ? undefined : body);
+      const plain = { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' };
+      const reply: Reply = req.method !== 'GET' && req.method !== 'HEAD'
+        ? { status: 405, headers: { ...plain, allow: 'GET, HEAD' }, body: 'svc gate: /metrics is read with GET\n' }
+        : presented === undefined || !safeEqual(presented, token)
+          ? { status: 401, headers: { ...plain, 'www-authenticate': 'Bearer' },
+            body: 'svc gate: missing or wrong bearer token\n' }
+          : metricsReply(registry);
+      sendReply(res, reply, req.method === 'HEAD');
       const seconds = (performance.now() - started) / 1000;
-      served(req.method ?? '', METRICS_ROUTE, status, seconds, Buffer.byteLength(body), req.socket.remoteAddress ?? '');
+      const size = Buffer.byteLength(reply.body as string);
+      served(req.method ?? '', METRICS_ROUTE, reply.status, seconds, size, req.socket.remoteAddress ?? '');
       return true;
     },
   };
