@@ -4,12 +4,12 @@ import { runFailure } from '../run-json.ts';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
-import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree, type PlainDir } from '../engine/plain-tree.ts';
+import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree } from '../engine/plain-tree.ts';
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
-import type { CostFigures } from '../run-json.ts';
+import type { CostFigures, MeteredCost } from '../run-json.ts';
 import { obj } from '../untrusted.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
@@ -99,7 +99,7 @@ function receiptBody(
     branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
     spec_sha256: sha256Of(join(ctx.dir, 'spec.md')), provider: strOr(s.provider, 'unknown'),
     checks, diff: receiptDiff(diff ?? { files: [], insertions: 0, deletions: 0, patch_sha256: '' }),
-    // With a gate: its metered figures (meteredCost), the run container's report beside them.
+    // With a gate: its metered figures (signerCost), the run container's report beside them.
     cost: network ? receiptCost(s)
       : { usd: figure(s.cost_usd), tokens_in: figure(s.tokens_in), tokens_out: figure(s.tokens_out) },
     verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
@@ -110,11 +110,11 @@ function receiptBody(
   };
 }
 
-/** The run's cost from the gate: the run container's figures kept as reported, `metered` the gate's own. */
-function meteredCost(ctx: RunContext, gate: PodGateNetwork): void {
-  const none = { ...ctx.state, reported: null, metered: null };
-  const metered = gate.metered ? { metered: gate.metered } : {};
-  ctx.update(withCost(none, { reported: reportedFigures(ctx.state), ...metered }));
+/** The run's cost as the signer states it: the run container's figures kept as reported, `metered` only the gate's
+ * (null: nothing metered yet, while the signer judges). */
+function signerCost(s: RunState, metered: MeteredCost | null) {
+  const cleared = { ...s, reported: null, metered: null };
+  return withCost(cleared, { reported: reportedFigures(s), ...(metered ? { metered } : {}) });
 }
 
 /** The run container's cost figures in a state.json it wrote: its `reported`, or the figures of one without it. */
@@ -218,7 +218,7 @@ async function judge(ctx: RunContext, opts: Signing, seal: Seal, said: RunEviden
     for (const record of gate.records.slice(0, EGRESS_EVENTS)) ctx.event('egress', { ...record });
     const lines = gate.records.map((r) => `${JSON.stringify(r)}\n`).join('');
     ctx.saveArtifact('egress.jsonl', lines);
-    meteredCost(ctx, gate);
+    ctx.update(signerCost(ctx.state, gate.metered));
   }
   const stop = gate && said.outcome !== 'over_budget' ? gateBudgetStop(gate) : null;
   const evidence: RunEvidence = stop ? { ...said, outcome: 'over_budget', error: stop } : said;
@@ -275,16 +275,6 @@ const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json'];
 export function copyRunFolder(from: string, to: string): void {
   const folder = openRunFolder(from);
   if ('failed' in folder) throw new RefusedError(`No run folder at ${from}`);
-  try {
-    rmSync(to, { recursive: true, force: true });
-    mkdirSync(to, { recursive: true, mode: 0o700 });
-    copyFrom(folder, to);
-  } finally {
-    folder.close();
-  }
-}
-
-function copyFrom(folder: PlainDir, to: string): void {
   let total = 0;
   const write = (dst: string, content: Buffer): void => {
     total += content.length;
@@ -292,19 +282,25 @@ function copyFrom(folder: PlainDir, to: string): void {
     mkdirSync(dirname(dst), { recursive: true, mode: 0o700 });
     writeFileSync(dst, content, { mode: 0o600, flag: 'wx' });
   };
-  for (const name of TOP_FILES) {
-    const content = readPlainIn(folder, name, FILE_CAP);
-    if (typeof content !== 'string') write(join(to, name), content);
-  }
-  const artifacts = openPlainDirIn(folder, 'artifacts');
-  if (typeof artifacts === 'string') return;
   try {
-    // Links, special and oversized files are not copied: the signer reports what it signs, not these.
-    walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
-      if (rel !== 'receipt.json') write(join(to, 'artifacts', ...rel.split('/')), content);
-    });
+    rmSync(to, { recursive: true, force: true });
+    mkdirSync(to, { recursive: true, mode: 0o700 });
+    for (const name of TOP_FILES) {
+      const content = readPlainIn(folder, name, FILE_CAP);
+      if (typeof content !== 'string') write(join(to, name), content);
+    }
+    const artifacts = openPlainDirIn(folder, 'artifacts');
+    if (typeof artifacts === 'string') return;
+    try {
+      // Links, special and oversized files are not copied: the signer reports what it signs, not these.
+      walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
+        if (rel !== 'receipt.json') write(join(to, 'artifacts', ...rel.split('/')), content);
+      });
+    } finally {
+      artifacts.close();
+    }
   } finally {
-    artifacts.close();
+    folder.close();
   }
 }
 
@@ -334,8 +330,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // the signer die while it judges, which the agent can cause. Its claim of a stop is not one (a stop asked is below).
   const signing: Signing = { ...opts, claimedEnd: typeof copied.ended_at === 'string' ? copied.ended_at : null };
   // Nor is the run ended, nor its cost metered, while it is judged: stats-store.ts counts a row with an ended_at as
-  // ended, and `metered` is only ever the gate's (meteredCost); the cost shown is the run container's report.
-  const cost = withCost({ ...copied, reported: null, metered: null }, { reported: reportedFigures(copied) });
+  // ended, and `metered` is only ever the gate's (signerCost); the cost shown is the run container's report.
+  const cost = signerCost(copied, null);
   // The start too is held between the seal (before any agent code ran) and now: every end is clamped against it.
   const sealedAt = Date.parse(seal.sealed_at);
   const started = heldTime(copied.started_at, sealedAt, Number.isNaN(sealedAt) ? Date.now() : sealedAt);
