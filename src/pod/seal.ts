@@ -14,7 +14,7 @@ import { settingOr } from '../settings-registry.ts';
 import { headSha, currentBranch } from '../engine/git.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
-import { obj, str } from '../untrusted.ts';
+import { obj, str, tryParseJson } from '../untrusted.ts';
 
 export interface Seal {
   base_sha: string;
@@ -104,24 +104,26 @@ export async function storeRun(
     const pause = STORE_RETRY_MS[tries];
     if (pause === undefined) {
       const id = `${settingOr(env, 'SVC_SOURCE')}/${run}`;
-      throw new FailedError(handed
-        ? `Run ${id} is not stored bound to its handed key: the Control Plane did not answer the seal step ` +
-          `(${stored.unstored})`
-        : `Run ${id} is not moved onto the sealed key: the Control Plane did not answer the signer ` +
-          `(${stored.unstored})`);
+      const [what, asker] = handed ? ['stored bound to its handed key', 'the seal step']
+        : ['moved onto the sealed key', 'the signer'];
+      throw new FailedError(`Run ${id} is not ${what}: the Control Plane did not answer ${asker} (${stored.unstored})`);
     }
     await sleep(pause);
   }
 }
 
+/** A file the seal step wrote in the sealed folder. */
+function readSealed(sealedDir: string, name: string): string {
+  try {
+    return readFileSync(join(sealedDir, name), 'utf8');
+  } catch {
+    throw new FailedError(`No readable ${name} in ${sealedDir}: the pod's seal step did not run`);
+  }
+}
+
 /** The key `svc pod seal` made for the run, as the signer ships with it; never echoed. */
 export function readSealedRunKey(sealedDir: string): string {
-  let key: string;
-  try {
-    key = readFileSync(join(sealedDir, RUN_KEY_FILE), 'utf8').trim();
-  } catch {
-    throw new FailedError(`No readable ${RUN_KEY_FILE} in ${sealedDir}: the pod's seal step did not run`);
-  }
+  const key = readSealed(sealedDir, RUN_KEY_FILE).trim();
   if (!RUN_KEY.test(key)) throw new FailedError(`${RUN_KEY_FILE} in ${sealedDir} is not a run key`);
   return key;
 }
@@ -144,13 +146,7 @@ export function writeSeal(repo: string, sealedDir: string, handoff: string): Sea
 }
 
 export function readSeal(sealedDir: string): Seal {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(join(sealedDir, SEAL_FILE), 'utf8'));
-  } catch {
-    throw new FailedError(`No readable ${SEAL_FILE} in ${sealedDir}: the pod's seal step did not run`);
-  }
-  const s = obj(raw);
+  const s = obj(tryParseJson(readSealed(sealedDir, SEAL_FILE)));
   const base = str(s.base_sha);
   if (!base || !COMMIT_ID.test(base)) throw new FailedError(`${SEAL_FILE} has no base commit`);
   return {
