@@ -24,10 +24,9 @@ const ENCRYPTED_SERVER_NAME = 0xffce;
 
 interface Handshake {
   data: Buffer;
-  /** Another kind of record follows. */
-  ended: boolean;
-  /** As many records as may be read were read. */
-  capped: boolean;
+  /** What a hello longer than `data` reads as: cut short when another kind of record follows, refused when as many
+   * records as may be read were read, else wanting more bytes. */
+  more: HelloReading;
   /** For each whole record: how many handshake bytes end with it → the byte after it in the buffer. */
   recordEnds: Map<number, number>;
 }
@@ -40,7 +39,9 @@ function handshakeBytes(buf: Buffer, maxRecords: number): Handshake | HelloReadi
   let total = 0;
   while (at < buf.length && parts.length < maxRecords) {
     if (buf[at] !== HANDSHAKE) {
-      return at === 0 ? { kind: 'not-tls' } : { data: Buffer.concat(parts), ended: true, capped: false, recordEnds };
+      if (at === 0) return { kind: 'not-tls' };
+      return { data: Buffer.concat(parts), more: { kind: 'malformed', reason: 'the TLS ClientHello is cut short' },
+        recordEnds };
     }
     if (buf.length < at + 5) break;
     if (buf[at + 1] !== 3) return { kind: 'not-tls' };
@@ -52,7 +53,9 @@ function handshakeBytes(buf: Buffer, maxRecords: number): Handshake | HelloReadi
     total += length;
     recordEnds.set(total, at);
   }
-  return { data: Buffer.concat(parts), ended: false, capped: parts.length >= maxRecords, recordEnds };
+  const more: HelloReading = parts.length < maxRecords ? { kind: 'more' }
+    : { kind: 'malformed', reason: 'the TLS ClientHello came in too many records' };
+  return { data: Buffer.concat(parts), more, recordEnds };
 }
 
 /**
@@ -64,10 +67,7 @@ export function readClientHello(buf: Buffer, maxRecords = MAX_HELLO_RECORDS): He
   if (buf.length > MAX_HELLO_BYTES) return { kind: 'malformed', reason: 'the TLS ClientHello is too large' };
   const read = handshakeBytes(buf, maxRecords);
   if ('kind' in read) return read;
-  const hs = read.data;
-  let more: HelloReading = { kind: 'more' };
-  if (read.ended) more = { kind: 'malformed', reason: 'the TLS ClientHello is cut short' };
-  else if (read.capped) more = { kind: 'malformed', reason: 'the TLS ClientHello came in too many records' };
+  const { data: hs, more } = read;
   if (hs.length < 4) return more;
   if (hs[0] !== CLIENT_HELLO) return { kind: 'malformed', reason: 'the first TLS message is not a ClientHello' };
   const length = hs.readUIntBE(1, 3);
