@@ -19,6 +19,9 @@ export const INPUT_BOUND = 2_000_000;
 
 type Family = 'anthropic' | 'openai' | 'gemini';
 
+/** The field of an event stream's line that carries its data, with the colon that ends the name. */
+const DATA_FIELD = Buffer.from('data:', 'latin1');
+
 /**
  * The reader of a call by its endpoint's shape (`endpoint` of model-apis.ts modelPath), whatever the route: Anthropic
  * and Gemini answer OpenAI's shape on their OpenAI-compatible endpoints too. Another endpoint (a response read back)
@@ -292,10 +295,9 @@ export function usageMeter(
 
   // SSE (WHATWG): `data:` lines (joined by newlines) make an event's data, a blank line ends it; the data goes byte by
   // byte into the event's picker.
-  let atLineStart = true;
-  let field: number[] = [];
-  let inField = false;
-  let inData = false;
+  // How much of "data:" the line began with (-1: another field, or a comment); all of it: a data line's value follows.
+  let matched = 0;
+  let lineEmpty = true;
   let skipSpace = false;
   let eventHasData = false;
   let lastCr = false;
@@ -306,32 +308,25 @@ export function usageMeter(
     }
     lastCr = b === 0x0d;
     if (b === 0x0a || b === 0x0d) {
-      if (atLineStart) {
+      if (lineEmpty) {
         if (eventHasData) take(picker);
         picker = new JsonPicker(wanted);
         eventHasData = false;
       }
-      atLineStart = true;
-      inField = false;
-      inData = false;
+      lineEmpty = true;
+      matched = 0;
       return;
     }
-    if (atLineStart) {
-      atLineStart = false;
-      inField = true;
-      field = [];
-    }
-    if (inField) {
-      if (b === 0x3a) {
-        inField = false;
-        inData = field.length === 4 && Buffer.from(field).toString('latin1') === 'data';
-        skipSpace = true;
-        if (inData && eventHasData) picker.byte(0x0a);
-        if (inData) eventHasData = true;
-      } else if (field.length <= 8) field.push(b);
+    lineEmpty = false;
+    if (matched < 0) return;
+    if (matched < DATA_FIELD.length) {
+      matched = b === DATA_FIELD[matched] ? matched + 1 : -1;
+      if (matched < DATA_FIELD.length) return;
+      if (eventHasData) picker.byte(0x0a);
+      eventHasData = true;
+      skipSpace = true;
       return;
     }
-    if (!inData) return;
     if (skipSpace) {
       skipSpace = false;
       if (b === 0x20) return;
