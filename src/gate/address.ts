@@ -94,8 +94,7 @@ export function canonicalAddress(address: string): string | null {
   const family = isIP(address);
   if (family === 4) return address;
   if (family !== 6 || address.includes('%')) return null;
-  const bytes = parseV6(address);
-  const inner = embeddedV4(bytes);
+  const inner = embeddedV4(parseV6(address));
   if (inner?.form === 'IPv4-mapped') return inner.v4.join('.');
   return new URL(`http://[${address}]/`).hostname.slice(1, -1);
 }

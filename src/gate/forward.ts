@@ -86,8 +86,8 @@ interface Plan {
   dest: Destination;
   path: string;
   headers: string[];
-  /** Set for the model mode over https: the name the certificate must carry. */
-  tls: { host: string } | null;
+  /** The model mode over https: the certificate must carry the destination's name. */
+  https: boolean;
   /** The model route's name, in the model mode. */
   model: string | null;
   /** The path as the model API reads it (model-apis.ts modelPath), in the model mode: it picks the usage reader. */
@@ -234,7 +234,7 @@ function planPlain(url: string, req: IncomingMessage): Planned {
   const headers = [...keepHeaders(req, REQUEST_DROP), 'host', target.host];
   const dest = parseAuthority(target.host, 80);
   return {
-    dest, path: target.pathname + target.search, headers, tls: null, model: null, endpoint: '', metered: false,
+    dest, path: target.pathname + target.search, headers, https: false, model: null, endpoint: '', metered: false,
     generation: false,
   };
 }
@@ -255,10 +255,8 @@ function planModel(ctx: GateContext, method: string, url: string, req: IncomingM
   const headers = [...keepHeaders(req, metered ? METERED_DROP : MODEL_DROP), 'host', route.base.host, route.header,
     route.value, ...(metered ? ['accept-encoding', 'identity'] : [])];
   const generation = metered && generationEndpoint(method, resolved.endpoint);
-  return {
-    dest, path: resolved.path, headers, tls: https ? { host: dest.host } : null, model: route.name,
-    endpoint: resolved.endpoint, metered, generation,
-  };
+  const { path, endpoint } = resolved;
+  return { dest, path, headers, https, model: route.name, endpoint, metered, generation };
 }
 
 /**
@@ -284,11 +282,9 @@ function send(
   record: (extra: Partial<EgressRecord>) => void,
 ): void {
   const raw = ctx.connect(address, plan.dest.port);
-  const socket: Duplex = plan.tls
-    ? tlsConnect({
-      socket: raw, host: plan.tls.host, servername: plan.dest.literal ? undefined : plan.tls.host, ca: ctx.ca,
-    })
-    : raw;
+  const { host, literal } = plan.dest;
+  const tls = { socket: raw, host, servername: literal ? undefined : host, ca: ctx.ca };
+  const socket: Duplex = plan.https ? tlsConnect(tls) : raw;
   let failure: string | null = null;
   let recorded = false;
   let usage: UsageMeter | null = null;
