@@ -2,7 +2,7 @@
 // signature over the raw bytes, the dedupe keys, the argv, the replies, the hand-off to the queue.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { HttpError } from '../http/http-error.ts';
-import { safeEqual } from '../http/guards.ts';
+import { checkBearer } from '../http/guards.ts';
 import { json, type Reply } from '../http/respond.ts';
 import type { Ctx } from '../http/pipeline.ts';
 import type { TriggerDeps } from './deps.ts';
@@ -27,19 +27,12 @@ export function secretFor(ctx: TCtx, route: SourceName): string {
   return s.value;
 }
 
-export function requireBearer(ctx: TCtx, token: string): void {
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(ctx.req.headers.authorization ?? '');
-  if (!match || !safeEqual(match[1]!, token)) {
-    throw new HttpError('unauthorized', 'Missing or wrong bearer token', { 'www-authenticate': 'Bearer' });
-  }
-}
-
 /** Every route's check before its handler parses anything: 503 without the secret, the bearer token or signature. */
 export function admit(ctx: TCtx, source: Source): Buffer {
   const secret = secretFor(ctx, source.name);
   const raw = ctx.raw ?? Buffer.alloc(0);
   if (!('scheme' in source)) {
-    requireBearer(ctx, secret);
+    checkBearer(ctx.req, secret);
     return raw;
   }
   const { headers } = ctx.req;

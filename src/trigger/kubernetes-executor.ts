@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { httpsRequest } from './https-post.ts';
 import { readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
-import { tryParseJson } from '../untrusted.ts';
+import { num, obj, str, tryParseJson, type Obj } from '../untrusted.ts';
 import {
   buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
@@ -51,22 +51,19 @@ export function buildKubeJob(
 
 type JobState = { phase: 'running' | 'complete' | 'failed' | 'missing'; reason: string | null };
 
-type JobStatus = {
-  succeeded?: number;
-  failed?: number;
-  conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>;
-};
+/** The elements of a JSON array, each as an object (anything else reads as none). */
+function objects(value: unknown): Obj[] {
+  return Array.isArray(value) ? value.map(obj) : [];
+}
 
 function itemNames(body: unknown): string[] {
-  const items = (body as { items?: Array<{ metadata?: { name?: string } }> } | null)?.items ?? [];
-  return items.flatMap((item) => (item.metadata?.name ? [item.metadata.name] : []));
+  return objects(obj(body).items).flatMap((item) => str(obj(item.metadata).name) ?? []);
 }
 
 /** The signer container's `--run-id` in a Job as the API returned it. */
 function runIdOf(job: unknown): string | null {
-  type Spec = { spec?: { template?: { spec?: { containers?: Array<{ name?: unknown; args?: unknown }> } } } };
-  const containers = (job as Spec | null)?.spec?.template?.spec?.containers;
-  const args = Array.isArray(containers) ? containers.find((c) => c?.name === SIGNER_CONTAINER)?.args : undefined;
+  const containers = obj(obj(obj(obj(job).spec).template).spec).containers;
+  const args = objects(containers).find((c) => c.name === SIGNER_CONTAINER)?.args;
   if (!Array.isArray(args)) return null;
   const value: unknown = args[args.indexOf('--run-id') + 1];
   return isValidSegment(value) && args.includes('--run-id') ? value : null;
@@ -105,12 +102,12 @@ export function createKubernetesExecutor(opts: {
     const res = await api.request('GET', `${jobsPath}/${encodeURIComponent(name)}`);
     if (res.status === 404) return { phase: 'missing', reason: null };
     if (res.status !== 200) throw new FailedError(`Kubernetes API answered ${res.status} reading Job ${name}`);
-    const status = ((res.body as { status?: Record<string, unknown> }).status ?? {}) as JobStatus;
-    const done = (status.conditions ?? [])
+    const status = obj(obj(res.body).status);
+    const done = objects(status.conditions)
       .find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
-    if (done?.type === 'Complete' || (status.succeeded ?? 0) > 0) return { phase: 'complete', reason: null };
-    if (done?.type === 'Failed' || (status.failed ?? 0) > 0) {
-      return { phase: 'failed', reason: done?.message ?? done?.reason ?? 'pod failed' };
+    if (done?.type === 'Complete' || num(status.succeeded) > 0) return { phase: 'complete', reason: null };
+    if (done?.type === 'Failed' || num(status.failed) > 0) {
+      return { phase: 'failed', reason: str(done?.message) ?? str(done?.reason) ?? 'pod failed' };
     }
     return { phase: 'running', reason: null };
   }
@@ -146,8 +143,8 @@ export function createKubernetesExecutor(opts: {
       if (found) return { runId: found };
       return { refused: `Kubernetes Job ${name} already exists without a run id in its pod spec` };
     }
-    const message = (res.body as { message?: unknown } | null)?.message;
-    const detail = typeof message === 'string' ? `: ${message.slice(0, 200)}` : '';
+    const message = str(obj(res.body).message);
+    const detail = message ? `: ${message.slice(0, 200)}` : '';
     return { refused: `Kubernetes API refused Job ${name} (${res.status}${detail})` };
   }
 

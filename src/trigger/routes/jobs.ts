@@ -1,13 +1,13 @@
 // POST /jobs and GET /jobs/<id>: bearer SVC_API_TOKEN (constant time), validated briefs, the job JSON of DESIGN §5.
 import { HttpError } from '../../http/http-error.ts';
 import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
-import { checkHost, checkJsonContentType, isLocalCaller, isLoopbackHost } from '../../http/guards.ts';
+import { checkBearer, checkHost, checkJsonContentType, isLocalCaller, isLoopbackHost } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { CONTROL, DEFAULT_BRIEF_BYTES, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';
 import { JOB_ID } from '../queue.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
 import { iso } from '../../iso-time.ts';
-import { enqueue, requireBearer, secretFor, type TCtx } from '../intake.ts';
+import { enqueue, secretFor, type TCtx } from '../intake.ts';
 
 const JOBS_FIELDS = new Set(['brief', 'pr', 'request_id', 'repo']);
 
@@ -62,7 +62,10 @@ export async function createJob(ctx: TCtx, raw: Buffer): Promise<Reply> {
 // loopback for every client it serves); else nothing (503 names the token). A token that is set but
 // disabled (equal to another secret, a file that could not be read) answers 503: it never opens reads to any caller.
 export function mayRead(ctx: TCtx): void {
-  if (ctx.deps.settings.secrets.jobs.set) return requireBearer(ctx, secretFor(ctx, 'jobs'));
+  if (ctx.deps.settings.secrets.jobs.set) {
+    checkBearer(ctx.req, secretFor(ctx, 'jobs'));
+    return;
+  }
   if (isLocalCaller(ctx.req, isLoopbackHost(ctx.deps.settings.host))) return checkHost(ctx.req, true);
   secretFor(ctx, 'jobs');
 }

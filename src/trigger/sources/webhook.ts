@@ -84,22 +84,17 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
     return briefOf('webhook', `${ref} ${str(issue.title) ?? ''}${body}`);
   };
   if (event === 'issues') {
-    if (body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL) {
-      // An issue template's labels arrive as `labeled` events sent by the issue's author, who needs no triage right.
-      const sender = str(obj(body.sender).login);
-      const byAuthor = sender !== null && sender === str(obj(issue.user).login);
-      if (byAuthor && !TRUSTED.has(str(issue.author_association) ?? '')) {
-        return { kind: 'skip', reason: 'issue author may not start jobs' };
-      }
-      return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(ref, issue, 'labeled') };
+    const action = body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL ? 'labeled'
+      : body.action === 'opened' && hasLabel(issue) ? 'opened' : null;
+    if (action === null) return { kind: 'skip', reason: issuesSkipReason(str(body.action) ?? '', body, issue) };
+    // The issue's author, who opened it or (an issue template's labels arrive as `labeled` events sent by the author)
+    // labelled it, needs a trusted association; anyone else who labels it has the triage right labelling takes.
+    const sender = str(obj(body.sender).login);
+    const byAuthor = action === 'opened' || (sender !== null && sender === str(obj(issue.user).login));
+    if (byAuthor && !TRUSTED.has(str(issue.author_association) ?? '')) {
+      return { kind: 'skip', reason: 'issue author may not start jobs' };
     }
-    if (body.action === 'opened' && hasLabel(issue)) {
-      if (!TRUSTED.has(str(issue.author_association) ?? '')) {
-        return { kind: 'skip', reason: 'issue author may not start jobs' };
-      }
-      return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(ref, issue, 'opened') };
-    }
-    return { kind: 'skip', reason: issuesSkipReason(str(body.action) ?? '', body, issue) };
+    return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(ref, issue, action) };
   }
   if (event === 'issue_comment' && body.action === 'created') {
     const comment = obj(body.comment);
