@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
 import { childEnv } from '../../src/spawn/env.ts';
+import { startChild } from '../../src/spawn/start.ts';
 import { declaredFolders } from '../../src/spawn/agent-plan.ts';
 import { ignoredPolicyNote } from '../../src/spawn/sandbox-mode.ts';
 
@@ -30,6 +31,15 @@ describe('childEnv', () => {
       SVC_CONTROL_URL: 'http://c', GITHUB_API_URL: 'https://ghe.example/api/v3' });
     assert.deepEqual(childEnv('fetch', wide), { PATH: '/bin', HOME: '/h', HTTPS_PROXY: 'http://p' });
     assert.deepEqual(childEnv('probe', wide, { LANG: 'C' }), { PATH: '/bin', HOME: '/h', LANG: 'C' });
+  });
+});
+
+describe('startChild', () => {
+  it('hands secrets only to a child svc: a fetcher, a probe, a tool or an agent is refused before it starts', () => {
+    for (const kind of ['fetch', 'probe', 'tool', 'agent'] as const) {
+      assert.throws(() => startChild(['/bin/true'], { kind, base: {}, secrets: { GITHUB_TOKEN: 'g' } }),
+        { name: 'RangeError', message: `secrets go only to a child svc, never to a child of kind ${kind}` });
+    }
   });
 });
 
