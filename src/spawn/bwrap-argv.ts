@@ -147,8 +147,9 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   const bound = [...readable, ...writable];
   // Protection matters only inside a writable tree; binding it elsewhere would show what was never meant to be seen.
   const protect = [...new Set(plan.protect)].filter((p) => existsSync(p) && writable.some((w) => within(p, w)));
-  // A mask is needed only where a bound tree would show the secret; elsewhere it is simply never mounted.
-  const hidden = plan.hidden.filter((p) => existsSync(p) && bound.some((b) => within(p, b) && p !== b));
+  // A mask is needed only where a bound tree would show the secret (the secret itself bound, a folder on PATH, among
+  // them); elsewhere it is simply never mounted.
+  const hidden = plan.hidden.filter((p) => existsSync(p) && bound.some((b) => within(p, b)));
   const hiddenDirs = hidden.filter((p) => pathKind(p, true) === 'dir');
   const inHidden = (p: string) => hiddenDirs.some((h) => within(p, h));
   for (const path of readable.filter((p) => !inHidden(p))) argv.push('--ro-bind', path, path);

@@ -8,7 +8,7 @@ import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
 import { childEnv } from '../../src/spawn/env.ts';
 import { startChild } from '../../src/spawn/start.ts';
-import { declaredFolders } from '../../src/spawn/agent-plan.ts';
+import { agentSandboxPlan, declaredFolders } from '../../src/spawn/agent-plan.ts';
 import { ignoredPolicyNote } from '../../src/spawn/sandbox-mode.ts';
 
 describe('childEnv', () => {
@@ -130,6 +130,32 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
       assert.equal(readFileSync(join(worktree, 'out.txt'), 'utf8'), 'written\n');
       assert.ok(readFileSync(beat, 'utf8').length > 0, 'the setsid heartbeat ran');
       assert.deepEqual(processesMentioning(beat), [], 'the setsid heartbeat died with the sandbox');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('masks a HOME credential folder that a bound folder is itself (one on PATH), as it masks one inside it', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
+    try {
+      const home = join(root, 'home');
+      const repo = join(root, 'repo');
+      const io = join(root, 'io');
+      mkdirSync(join(home, '.aws'), { recursive: true });
+      mkdirSync(repo);
+      mkdirSync(io);
+      writeFileSync(join(home, '.aws', 'credentials'), 'SECRET-KEY');
+      const plan = agentSandboxPlan({
+        workdir: repo, repo, ioDir: io, askDir: io, answerDir: io, svcHome: join(home, '.svc'), home,
+        provider: 'command', declared: [], program: '/bin/sh', env: { PATH: `/usr/bin:/bin:${home}/.aws` }, gate: null,
+      });
+      const script = `cat ${home}/.aws/credentials 2>/dev/null && echo LEAK; echo done`;
+      const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
+      const fds = openSandboxFds();
+      const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+      closeSandboxFds(fds);
+      assert.equal(run.status, 0, run.stderr);
+      assert.equal(run.stdout.trim(), 'done');
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
