@@ -135,27 +135,44 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
     }
   });
 
-  it('masks a HOME credential folder that a bound folder is itself (one on PATH), as it masks one inside it', () => {
+  it('shows nothing of a HOME credential folder that is, or holds, a folder on PATH', () => {
     const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
     try {
       const home = join(root, 'home');
       const repo = join(root, 'repo');
       const io = join(root, 'io');
-      mkdirSync(join(home, '.aws'), { recursive: true });
+      mkdirSync(join(home, '.aws', 'bin'), { recursive: true });
       mkdirSync(repo);
       mkdirSync(io);
       writeFileSync(join(home, '.aws', 'credentials'), 'SECRET-KEY');
+      writeFileSync(join(home, '.aws', 'bin', 'token'), 'SECRET-TOKEN');
+      for (const onPath of [join(home, '.aws'), join(home, '.aws', 'bin')]) {
+        const plan = agentSandboxPlan({
+          workdir: repo, repo, ioDir: io, askDir: io, answerDir: io, svcHome: join(home, '.svc'), home,
+          provider: 'command', declared: [], program: '/bin/sh', env: { PATH: `/usr/bin:/bin:${onPath}` }, gate: null,
+        });
+        const script = `cat ${home}/.aws/credentials 2>/dev/null; cat ${home}/.aws/bin/token 2>/dev/null; echo done`;
+        const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
+        const fds = openSandboxFds();
+        const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+        closeSandboxFds(fds);
+        assert.equal(run.status, 0, run.stderr);
+        assert.equal(run.stdout.trim(), 'done', `PATH holds ${onPath}`);
+      }
+      // Nor a folder declared writable inside a hidden one (the Control Plane's answers): it is not bound at all.
+      const answers = join(root, 'answers');
+      mkdirSync(join(answers, 'local'), { recursive: true });
       const plan = agentSandboxPlan({
         workdir: repo, repo, ioDir: io, askDir: io, answerDir: io, svcHome: join(home, '.svc'), home,
-        provider: 'command', declared: [], program: '/bin/sh', env: { PATH: `/usr/bin:/bin:${home}/.aws` }, gate: null,
+        provider: 'command', declared: [join(answers, 'local')], program: '/bin/sh', gate: null,
+        env: { PATH: '/usr/bin:/bin', SVC_CONTROL_ANSWER_DIR: answers },
       });
-      const script = `cat ${home}/.aws/credentials 2>/dev/null && echo LEAK; echo done`;
-      const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
+      const argv = bwrapArgv('bwrap', plan, ['sh', '-c', `echo forged > ${answers}/local/r.json; echo done`]);
       const fds = openSandboxFds();
       const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
       closeSandboxFds(fds);
       assert.equal(run.status, 0, run.stderr);
-      assert.equal(run.stdout.trim(), 'done');
+      assert.deepEqual(readdirSync(join(answers, 'local')), [], 'nothing written into the answers folder');
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
