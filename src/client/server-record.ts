@@ -47,5 +47,3 @@ export async function answersHealth(url: string, timeoutMs: number): Promise<boo
     return false;
   }
 }
-
-export const DEFAULT_CONTROL_PORT = 47821;

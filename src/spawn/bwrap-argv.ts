@@ -142,8 +142,10 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
       argv.push(m.writable ? '--bind' : '--ro-bind', m.source, m.target);
     }
   }
-  const readable = plan.readable.filter((p) => existsSync(p) && !isSystemPath(p));
-  const writable = plan.writable.filter((p) => existsSync(p));
+  // Nothing in a hidden path is bound, even by its own name (a folder on PATH inside ~/.aws), but the working folder.
+  const inPlanHidden = (p: string) => plan.hidden.some((h) => within(p, h));
+  const readable = plan.readable.filter((p) => existsSync(p) && !isSystemPath(p) && !inPlanHidden(p));
+  const writable = plan.writable.filter((p) => existsSync(p) && (!inPlanHidden(p) || p === plan.cwd));
   const bound = [...readable, ...writable];
   // Protection matters only inside a writable tree; binding it elsewhere would show what was never meant to be seen.
   const protect = [...new Set(plan.protect)].filter((p) => existsSync(p) && writable.some((w) => within(p, w)));

@@ -39,11 +39,14 @@ export interface StartOptions extends ChildSpec {
   secrets?: Readonly<Record<string, string>>;
 }
 
+/** The kinds that are a child svc (env.ts KINDS): the only children handed secrets. */
+const TAKES_SECRETS: ReadonlySet<ChildKind> = new Set(['svc-worker', 'launcher', 'control-launcher']);
+
 /** A long-lived or streaming child. */
 export function startChild(argv: readonly string[], opts: StartOptions): ChildProcess {
   const { secrets } = opts;
-  // Only a child svc reads and closes its fd 3 at start; an agent or a tool would keep the secrets it was handed.
-  if (secrets !== undefined && (opts.kind === 'agent' || opts.kind === 'tool')) {
+  // Only a child svc reads and closes its fd 3 at start; any other program would keep the secrets it was handed.
+  if (secrets !== undefined && !TAKES_SECRETS.has(opts.kind)) {
     throw new RangeError(`secrets go only to a child svc, never to a child of kind ${opts.kind}`);
   }
   const extra = secrets === undefined ? opts.extra : { ...opts.extra, [HANDOFF_FD_VAR]: `${HANDOFF_FD}` };

@@ -13,7 +13,6 @@ import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-pod.ts';
 import { readConnectionLimits } from '../../src/http/http-server.ts';
 import { resolveSandbox } from '../../src/spawn/sandbox-mode.ts';
 import { BadSettingError } from '../../src/errors.ts';
-import { DEFAULT_CONTROL_PORT } from '../../src/client/server-record.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const REGISTRY = 'src/settings-registry.ts';
@@ -160,8 +159,6 @@ describe('every reader refuses a bad value as a setting error naming the variabl
   it('and the defaults the servers run with are the registry\'s', () => {
     const control = resolveControlSettings({ HOME }, {});
     assert.equal(control.port, SETTINGS.SVC_CONTROL_PORT.default);
-    // The published client imports nothing of the server's, so it keeps its own copy of the port.
-    assert.equal(DEFAULT_CONTROL_PORT, SETTINGS.SVC_CONTROL_PORT.default);
     assert.deepEqual(control.connections, { total: 4096, perPeer: 1024 });
     assert.deepEqual(control.streams, { total: 2000, perRun: 100 });
     const trigger = resolveTriggerSettings({ HOME, SVC_TRIGGER_REPO: ROOT }, {}, ROOT);

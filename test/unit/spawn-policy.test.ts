@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
 import { childEnv } from '../../src/spawn/env.ts';
-import { declaredFolders } from '../../src/spawn/agent-plan.ts';
+import { startChild } from '../../src/spawn/start.ts';
+import { agentSandboxPlan, declaredFolders } from '../../src/spawn/agent-plan.ts';
 import { ignoredPolicyNote } from '../../src/spawn/sandbox-mode.ts';
 
 describe('childEnv', () => {
@@ -30,6 +31,15 @@ describe('childEnv', () => {
       SVC_CONTROL_URL: 'http://c', GITHUB_API_URL: 'https://ghe.example/api/v3' });
     assert.deepEqual(childEnv('fetch', wide), { PATH: '/bin', HOME: '/h', HTTPS_PROXY: 'http://p' });
     assert.deepEqual(childEnv('probe', wide, { LANG: 'C' }), { PATH: '/bin', HOME: '/h', LANG: 'C' });
+  });
+});
+
+describe('startChild', () => {
+  it('hands secrets only to a child svc: a fetcher, a probe, a tool or an agent is refused before it starts', () => {
+    for (const kind of ['fetch', 'probe', 'tool', 'agent'] as const) {
+      assert.throws(() => startChild(['/bin/true'], { kind, base: {}, secrets: { GITHUB_TOKEN: 'g' } }),
+        { name: 'RangeError', message: `secrets go only to a child svc, never to a child of kind ${kind}` });
+    }
   });
 });
 
@@ -120,6 +130,49 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
       assert.equal(readFileSync(join(worktree, 'out.txt'), 'utf8'), 'written\n');
       assert.ok(readFileSync(beat, 'utf8').length > 0, 'the setsid heartbeat ran');
       assert.deepEqual(processesMentioning(beat), [], 'the setsid heartbeat died with the sandbox');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('shows nothing of a HOME credential folder that is, or holds, a folder on PATH', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
+    try {
+      const home = join(root, 'home');
+      const repo = join(root, 'repo');
+      const io = join(root, 'io');
+      mkdirSync(join(home, '.aws', 'bin'), { recursive: true });
+      mkdirSync(repo);
+      mkdirSync(io);
+      writeFileSync(join(home, '.aws', 'credentials'), 'SECRET-KEY');
+      writeFileSync(join(home, '.aws', 'bin', 'token'), 'SECRET-TOKEN');
+      for (const onPath of [join(home, '.aws'), join(home, '.aws', 'bin')]) {
+        const plan = agentSandboxPlan({
+          workdir: repo, repo, ioDir: io, askDir: io, answerDir: io, svcHome: join(home, '.svc'), home,
+          provider: 'command', declared: [], program: '/bin/sh', env: { PATH: `/usr/bin:/bin:${onPath}` }, gate: null,
+        });
+        const script = `cat ${home}/.aws/credentials 2>/dev/null; cat ${home}/.aws/bin/token 2>/dev/null; echo done`;
+        const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
+        const fds = openSandboxFds();
+        const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+        closeSandboxFds(fds);
+        assert.equal(run.status, 0, run.stderr);
+        assert.equal(run.stdout.trim(), 'done', `PATH holds ${onPath}`);
+      }
+      // Nor a folder declared writable inside a hidden one (the Control Plane's answers): it is not bound at all.
+      const answers = join(root, 'answers');
+      mkdirSync(join(answers, 'local'), { recursive: true });
+      const plan = agentSandboxPlan({
+        workdir: repo, repo, ioDir: io, askDir: io, answerDir: io, svcHome: join(home, '.svc'), home,
+        provider: 'command', declared: [join(answers, 'local')], program: '/bin/sh', gate: null,
+        env: { PATH: '/usr/bin:/bin', SVC_CONTROL_ANSWER_DIR: answers },
+      });
+      const argv = bwrapArgv('bwrap', plan, ['sh', '-c', `echo forged > ${answers}/local/r.json; echo done`]);
+      const fds = openSandboxFds();
+      const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+      closeSandboxFds(fds);
+      assert.equal(run.status, 0, run.stderr);
+      assert.deepEqual(readdirSync(join(answers, 'local')), [], 'nothing written into the answers folder');
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
