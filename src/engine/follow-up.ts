@@ -7,9 +7,7 @@ import { isValidSegment } from './ids.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import { BranchMovedError, commentOnPullRequest, pullRequestHead, pushFollowUp } from './pr.ts';
 import type { PushTarget } from './git-push.ts';
-import {
-  localRuns, refuseTrackedRun, signsLater, tryReadState, type ProviderSession, type RunState,
-} from './run-state.ts';
+import { localRun, localRuns, signsLater, type ProviderSession, type RunState } from './run-state.ts';
 import { inheritSession } from './provider-session.ts';
 import { receiptMarkdown, type Receipt, type ReceiptBody } from './receipt.ts';
 import type { RunContext } from './run-context.ts';
@@ -83,22 +81,12 @@ export async function followUpStart(
   return { base, followUp: { branch: req.branch, pr_url: req.pr_url, previous } };
 }
 
-/** False for a run folder the repository commits (or hides behind a committed link): its content, not svc's run. */
-function isRunSvcMade(repo: string, run: string): boolean {
-  try {
-    refuseTrackedRun(repo, run);
-    return true;
-  } catch (err) {
-    if (err instanceof RefusedError) return false;
-    throw err;
-  }
-}
-
-/** The previous run's CLI session, when it is in this checkout with the same provider; null: a fresh session. */
+/** The previous run's CLI session, when it is in this checkout with the same provider; null: a fresh session. A run
+ * folder the repository commits (or hides behind a committed link) is its content, not svc's run (localRun). */
 export function followUpSession(repo: string, followUp: FollowUp, provider: string): ProviderSession | null {
   const prior = followUp.previous;
-  const previous = prior !== null && isRunSvcMade(repo, prior.run) ? tryReadState(runDir(repo, prior.run)) : null;
-  if (!previous || previous.source !== followUp.previous?.source || previous.provider !== provider) return null;
+  const previous = prior === null ? null : localRun(repo, prior.run);
+  if (!previous || previous.source !== prior?.source || previous.provider !== provider) return null;
   return inheritSession(previous.provider_session);
 }
 
