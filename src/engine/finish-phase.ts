@@ -61,8 +61,6 @@ export async function finish(
     done: idle || unreadable !== null ? 'agent' : 'checks', failed: 'agent', 'over-budget': 'budget', limit: 'limit',
   } as const;
   const failed = error === null ? null : runFailure(config ? 'config' : cls[end.kind], error);
-  // Closed first: a connection the close ends is recorded then, and the receipt's network section must count it.
-  await sandbox.gate?.close();
   const receipt = await inSpan('svc.receipt', {},
     () => writeReceipt(ctx, checks, diff, failure !== null, sandbox, failed));
   let prFailure: RunFailure | null = null;
@@ -90,8 +88,7 @@ export async function reverify(ctx: RunContext, plan: RunPlan, sandbox: RunSandb
   const checkFailed = failedRequiredCheck(checks);
   const failure = failedBeforeChecks ? ctx.state.failure ?? null
     : checkFailed ? runFailure('checks', requiredCheckError(checkFailed)) : null;
-  await sandbox.gate?.close();
-  writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox, failure);
+  await writeReceipt(ctx, checks, diff, failedBeforeChecks, sandbox, failure);
 }
 
 /** The diff, or (with an empty one) why svc's git could not read the tree the agent left: the agent's failure. */
@@ -130,10 +127,12 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   return diff;
 }
 
-function writeReceipt(
+async function writeReceipt(
   ctx: RunContext, checks: CheckResult[], diff: DiffResult, runFailed: boolean, sandbox: RunSandbox,
   failure: RunFailure | null,
-): Receipt {
+): Promise<Receipt> {
+  // Closed first: a connection the close ends is recorded then, and the receipt's network section must count it.
+  await sandbox.gate?.close();
   const { state } = ctx;
   const now = new Date().toISOString();
   const { verdict, gaps } = decideVerdict({ checks, diffFiles: diff.files.length, runFailed });

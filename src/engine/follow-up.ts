@@ -5,11 +5,9 @@ import { join } from 'node:path';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { isValidSegment } from './ids.ts';
 import { artifactsDir, runDir } from './paths.ts';
-import { BranchMovedError, commentOnPullRequest, pullRequestHead, pushFollowUp } from './pr.ts';
-import type { PushTarget } from './git-push.ts';
-import {
-  localRuns, refuseTrackedRun, signsLater, tryReadState, type ProviderSession, type RunState,
-} from './run-state.ts';
+import { commentOnPullRequest, githubToken } from './pr.ts';
+import { fetchBranchHead, pushBranch, shownUrl, type PushTarget } from './git-push.ts';
+import { localRun, localRuns, signsLater, type ProviderSession, type RunState } from './run-state.ts';
 import { inheritSession } from './provider-session.ts';
 import { receiptMarkdown, type Receipt, type ReceiptBody } from './receipt.ts';
 import type { RunContext } from './run-context.ts';
@@ -78,27 +76,20 @@ export async function followUpStart(
     throw new RefusedError('Refusing to start a follow-up: the policy says pr.open = "never", so nothing could be ' +
       'pushed to the pull request (nothing was started)');
   }
-  const base = await pullRequestHead(repo, target, req.branch, env);
+  const base = await fetchBranchHead(repo, target, req.branch, githubToken(env), env).catch((err: unknown) => {
+    throw new RefusedError(`The pull request branch "${req.branch}" cannot be fetched from "${shownUrl(target.url)}" ` +
+      `(${errorMessage(err)}): nothing was started`, { cause: err });
+  });
   const previous = req.previous ?? previousOnBranch(repo, req.branch);
   return { base, followUp: { branch: req.branch, pr_url: req.pr_url, previous } };
 }
 
-/** False for a run folder the repository commits (or hides behind a committed link): its content, not svc's run. */
-function isRunSvcMade(repo: string, run: string): boolean {
-  try {
-    refuseTrackedRun(repo, run);
-    return true;
-  } catch (err) {
-    if (err instanceof RefusedError) return false;
-    throw err;
-  }
-}
-
-/** The previous run's CLI session, when it is in this checkout with the same provider; null: a fresh session. */
+/** The previous run's CLI session, when it is in this checkout with the same provider; null: a fresh session. A run
+ * folder the repository commits (or hides behind a committed link) is its content, not svc's run (localRun). */
 export function followUpSession(repo: string, followUp: FollowUp, provider: string): ProviderSession | null {
   const prior = followUp.previous;
-  const previous = prior !== null && isRunSvcMade(repo, prior.run) ? tryReadState(runDir(repo, prior.run)) : null;
-  if (!previous || previous.source !== followUp.previous?.source || previous.provider !== provider) return null;
+  const previous = prior === null ? null : localRun(repo, prior.run);
+  if (!previous || previous.source !== prior?.source || previous.provider !== provider) return null;
   return inheritSession(previous.provider_session);
 }
 
@@ -120,14 +111,26 @@ export function followsOf(state: RunState): Pick<ReceiptBody, 'follows'> {
     receipt: f.previous?.receipt ?? null } };
 }
 
-/** Pushes a follow-up's commits to the PR's branch and takes the PR's address; the run's error when it did not. */
+/** The branch moved on the origin since the run fetched it (someone pushed): svc does not push over it. */
+class BranchMovedError extends RefusedError {}
+
+/** Pushes a follow-up's svc/<run> branch to the PR's branch, unless it moved since the run started from it (git itself
+ * refuses anything but a fast forward should a push land meanwhile), and takes the PR's address; the run's error when
+ * it did not. */
 export async function pushFollowUpRun(
   ctx: RunContext, target: PushTarget, receipt: Receipt,
 ): Promise<string | null> {
   const { state } = ctx;
   const f = state.follow_up!;
   try {
-    await pushFollowUp(state, target, ctx.env);
+    const token = githubToken(ctx.env);
+    const now = await fetchBranchHead(state.repo_path, target, f.branch, token, ctx.env);
+    if (now !== state.base_sha) {
+      throw new BranchMovedError(`the branch "${f.branch}" moved on the origin since this run started from it ` +
+        `(${state.base_sha.slice(0, 12)} then, ${now.slice(0, 12)} now: someone pushed to it); svc never pushes over ` +
+        'commits it did not build on, so nothing was pushed: ask again (/svc …) for a follow-up on the new head');
+    }
+    await pushBranch(state.workdir, target, state.branch!, token, ctx.env, f.branch);
   } catch (err) {
     const reason = errorMessage(err);
     ctx.event('pr', { opened: false, follow_up: true, branch: f.branch, moved: err instanceof BranchMovedError,

@@ -2,12 +2,11 @@
 // Must not: send the token anywhere the push would not (git-token.ts), or change the repository.
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fetchBranchHead, pushBranch, shownUrl, type PushTarget } from './git-push.ts';
+import { pushBranch, shownUrl, type PushTarget } from './git-push.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
-import { FailedError, RefusedError, UnavailableError, errorMessage } from '../errors.ts';
-import type { RunState } from './run-state.ts';
+import { FailedError, RefusedError, UnavailableError } from '../errors.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { runPageUrl } from '../run-json.ts';
 import { which, withScratch } from '../spawn/svc-paths.ts';
@@ -197,41 +196,16 @@ export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv
     'fix the credential (GITHUB_TOKEN, GH_TOKEN or gh auth login) or `git remote set-url origin URL`');
 }
 
-/** A follow-up's start: the PR branch's head on the pinned origin, fetched with the push's credential. */
-export async function pullRequestHead(
-  repo: string, target: PushTarget, branch: string, env: NodeJS.ProcessEnv,
-): Promise<string> {
-  try {
-    return await fetchBranchHead(repo, target, branch, githubCredential(env)?.token ?? null, env);
-  } catch (err) {
-    throw new RefusedError(`The pull request branch "${branch}" cannot be fetched from "${shownUrl(target.url)}" ` +
-      `(${errorMessage(err)}): nothing was started`, { cause: err });
-  }
-}
-
-/** The branch moved on the origin since the run fetched it (someone pushed): svc does not push over it. */
-export class BranchMovedError extends RefusedError {}
-
-/** Pushes a follow-up's svc/<run> branch to the PR's branch, unless it moved since the run started from it (git
- * itself refuses anything but a fast forward should a push land meanwhile). */
-export async function pushFollowUp(state: RunState, target: PushTarget, env: NodeJS.ProcessEnv): Promise<void> {
-  const remote = state.follow_up!.branch;
-  const base = state.base_sha;
-  const token = githubCredential(env)?.token ?? null;
-  const now = await fetchBranchHead(state.repo_path, target, remote, token, env);
-  if (now !== base) {
-    throw new BranchMovedError(`the branch "${remote}" moved on the origin since this run started from it ` +
-      `(${base.slice(0, 12)} then, ${now.slice(0, 12)} now: someone pushed to it); svc never pushes over ` +
-      'commits it did not build on, so nothing was pushed: ask again (/svc …) for a follow-up on the new head');
-  }
-  await pushBranch(state.workdir, target, state.branch!, token, env, remote);
+/** The token pushes, fetches and GitHub API calls send (GITHUB_TOKEN, GH_TOKEN or `gh auth token`), or null. */
+export function githubToken(env: NodeJS.ProcessEnv): string | null {
+  return githubCredential(env)?.token ?? null;
 }
 
 /** Posts `body` as a comment on pull request `number`; a RefusedError without a token (gh alone does not post it). */
 export async function commentOnPullRequest(
   target: PushTarget, number: number, body: string, env: NodeJS.ProcessEnv,
 ): Promise<void> {
-  const token = githubCredential(env)?.token;
+  const token = githubToken(env);
   if (!token) throw new RefusedError(`${NO_CREDENTIALS} (the comment needs a token)`);
   const res = await githubPost(target, `issues/${number}/comments`, { body }, token, env);
   if (!res.ok) throw new FailedError(`GitHub answered ${res.status} when commenting on the pull request`);

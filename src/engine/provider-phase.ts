@@ -44,18 +44,15 @@ export type ProviderOutcome =
 // The question file is in a folder the agent writes: it may be a symbolic link to a secret, a FIFO or huge.
 const QUESTION_CAP = 64 * 1024;
 
-/** The question the provider wrote, taken (the file is removed), or null. While it runs, an empty file is one a shell's
- * `>` created and has not yet written: left for the next look; once it exited, a question without words. */
-function readQuestion(path: string, running: boolean): string | null {
-  if (!existsSync(path)) return null;
+/** The provider's own question (not the budget's), unless the run is blocked already: taken (the file is removed),
+ * kept for a summary of the conversation, then asked. While it runs, an empty file is one a shell's `>` created and has
+ * not yet written: left for the next look; once it exited, a question without words. */
+function takeQuestion(ctx: RunContext, path: string, running: boolean): void {
+  if (ctx.state.status === 'blocked' || !existsSync(path)) return;
   const text = readAgentFile(path, QUESTION_CAP) ?? '';
-  if (running && text.trim() === '') return null;
+  if (running && text.trim() === '') return;
   rmSync(path, { force: true });
-  return oneLine(text, 2000) || 'The provider asked for input without saying what';
-}
-
-/** The provider's own question (not the budget's): kept for a summary of the conversation, then asked. */
-function askedBy(ctx: RunContext, question: string): void {
+  const question = oneLine(text, 2000) || 'The provider asked for input without saying what';
   recordQuestion(ctx, question);
   block(ctx, question);
 }
@@ -215,8 +212,7 @@ function startAttempt(
 
 /** A question the running provider wrote blocks the run; an answer that arrives is handed over while it runs. */
 function pollQuestion(ctx: RunContext, a: Attempt, files: ProtocolFiles): void {
-  const question = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile, true);
-  if (question) askedBy(ctx, question);
+  takeQuestion(ctx, files.questionFile, true);
   if (ctx.state.status !== 'blocked' || ctx.stopRequested()) return;
   const answer = ctx.takeAnswer();
   if (answer === null) return;
@@ -264,8 +260,7 @@ async function outcomeAfterExit(
 
   // A question written just before exit, or still unanswered when the provider exited: wait, then re-invoke. A budget
   // question still open when it exited is the budget's to answer (below), not a question to re-invoke it with.
-  const late = ctx.state.status === 'blocked' ? null : readQuestion(files.questionFile, false);
-  if (late) askedBy(ctx, late);
+  takeQuestion(ctx, files.questionFile, false);
   if (ctx.state.status === 'blocked' && !a.budgetAsked) {
     const answer = await waitForAnswer(ctx);
     if (answer === null || answer === 'stopped') return { kind: 'stopped' };

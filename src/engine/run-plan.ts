@@ -54,7 +54,7 @@ export function planRun(req: {
   env: NodeJS.ProcessEnv;
 }): RunPlan {
   const { repo, env } = req;
-  try {
+  return refusingToStart(() => {
     const policyFile = loadPolicyFile(repo);
     const { policy } = policyFile;
     const file = readEngineConfigFile(repo);
@@ -82,6 +82,13 @@ export function planRun(req: {
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
       notes: [...decided.notes, ...server ? widening.map(serverRefusal) : [], ...capped.notes].concat(ignored),
     };
+  });
+}
+
+/** `load`'s broken policy, or an origin a --pr run cannot push to, said as a refusal to start. */
+function refusingToStart<T>(load: () => T): T {
+  try {
+    return load();
   } catch (err) {
     if (err instanceof PolicyError) throw new PolicyError(`Refusing to start: ${err.message}`, { cause: err });
     if (err instanceof PushRefusedError) {
@@ -162,24 +169,15 @@ export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | nul
 export function planToReuse(dir: string, env: NodeJS.ProcessEnv): RunPlan {
   const plan = readPlan(dir);
   if (plan.sandbox.kind !== 'none') return plan;
-  if (startedByServer(env)) {
-    if (resolveSandbox(null, env).kind === 'none') return plan;
-    throw new RefusedError(`Refusing to start: the earlier run's plan (${planPath(dir)}) runs the agent without a ` +
-      `sandbox, and a run a server starts is sandboxed (only SVC_SERVER_SANDBOX=none in the server's environment ` +
-      'turns it off); start a new run instead');
-  }
-  const policyFile = (() => {
-    try {
-      return loadPolicyFile(resolve(dir, '..', '..', '..'));
-    } catch (err) {
-      if (err instanceof PolicyError) throw new PolicyError(`Refusing to start: ${err.message}`, { cause: err });
-      throw err;
-    }
-  })();
-  if (resolveSandbox(policySandbox(policyFile, false, env), env).kind === 'none') return plan;
+  const server = startedByServer(env);
+  const asked = server ? null
+    : policySandbox(refusingToStart(() => loadPolicyFile(resolve(dir, '..', '..', '..'))), false, env);
+  if (resolveSandbox(asked, env).kind === 'none') return plan;
+  const rule = server
+    ? 'a run a server starts is sandboxed (only SVC_SERVER_SANDBOX=none in the server\'s environment turns it off)'
+    : 'neither SVC_SANDBOX=none nor the project\'s trusted policy.json says so now';
   throw new RefusedError(`Refusing to start: the earlier run's plan (${planPath(dir)}) runs the agent without a ` +
-    'sandbox, and neither SVC_SANDBOX=none nor the project\'s trusted policy.json says so now; start a new run ' +
-    'instead');
+    `sandbox, and ${rule}; start a new run instead`);
 }
 
 /**

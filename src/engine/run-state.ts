@@ -283,13 +283,15 @@ export function trackedOrAll(repo: string, folder: string): Committed {
  * The runs svc made in `<repo>/.svc/runs`, read without following a link, skipping run folders git tracks. When git
  * cannot tell what the checkout commits, no run folder is taken as svc's: none is found, or, `strict`, UntrackableError
  * — for a caller that reads "no run" as "nothing in use" (is the checkout free, may a worktree go), where none found
- * would fail open.
+ * would fail open. `only`: that one run, reading its folder and no other.
  */
-export function localRuns(repo: string, { strict = false } = {}): Found[] {
+export function localRuns(repo: string, { strict = false, only }: { strict?: boolean; only?: string } = {}): Found[] {
   const runs = openPlainPath(repo, ['.svc', 'runs']);
   if ('failed' in runs) return [];
   let tracked: Committed;
   try {
+    // The check refuseTrackedRun makes, for `only` too: a pathspec of the run's own folder would miss a submodule
+    // committed there.
     tracked = strict ? trackedNames(repo, '.svc/runs') : trackedOrAll(repo, '.svc/runs');
   } catch (err) {
     runs.close();
@@ -297,10 +299,11 @@ export function localRuns(repo: string, { strict = false } = {}): Found[] {
   }
   const found: Found[] = [];
   try {
-    for (const entry of listPlain(runs)) {
-      if (entry.kind !== 'dir' || !isValidSegment(entry.name) || tracked(entry.name)) continue;
-      const state = readRunIn(runs, entry.name);
-      if (state) found.push({ run: entry.name, state });
+    const names = only === undefined ? listPlain(runs).filter((e) => e.kind === 'dir').map((e) => e.name) : [only];
+    for (const name of names) {
+      if (!isValidSegment(name) || tracked(name)) continue;
+      const state = readRunIn(runs, name);
+      if (state) found.push({ run: name, state });
     }
   } finally {
     runs.close();
@@ -308,18 +311,9 @@ export function localRuns(repo: string, { strict = false } = {}): Found[] {
   return found;
 }
 
-/** The one run `run` as localRuns() would find it, reading that run's folder and no other (svc answer, svc runs
- * logs); null when localRuns() would not list it. */
+/** The one run `run` as localRuns() would find it (svc answer, svc runs logs); null when it would not list it. */
 export function localRun(repo: string, run: string): RunState | null {
-  if (!isValidSegment(run)) return null;
-  const runs = openPlainPath(repo, ['.svc', 'runs']);
-  if ('failed' in runs) return null;
-  try {
-    // The check refuseTrackedRun makes: a pathspec of the run's own folder would miss a submodule committed there.
-    return trackedOrAll(repo, '.svc/runs')(run) ? null : readRunIn(runs, run);
-  } finally {
-    runs.close();
-  }
+  return localRuns(repo, { only: run })[0]?.state ?? null;
 }
 
 /** The state of run folder `name` in `runs`, held open: null for anything svc did not write there. */

@@ -16,6 +16,7 @@ import type { RunSandbox } from './sandbox.ts';
 import { prepareMemoryCgroup } from '../spawn/memory-cgroup.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openRunGate } from './egress.ts';
+import { POLL_MS } from './budget-pause.ts';
 import { errorMessage, InfraError } from '../errors.ts';
 import { settingInt } from '../settings-registry.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -71,8 +72,6 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
   });
   return { mode, gate, env: { ...passed, ...gate.env } };
 }
-
-const POLL_MS = 100;
 
 /** The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran starts the run
  * over once, after SVC_INFRA_RETRY_WAIT_S. */

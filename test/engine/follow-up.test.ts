@@ -198,7 +198,8 @@ describe('the session a follow-up inherits', () => {
       mkdirSync(dir, { recursive: true });
       const session = { kind: 'claude', id: '0b7f3a4e-8c1d-4f2a-9e6b-2d5c8a1f3e7b', answers_given: 0, spec_sha256: 'a'.repeat(64),
         questions: [], last_output: null, resumed: null };
-      writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'local', run: 'rprev', provider: 'claude', provider_session: session }));
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'local', run: 'rprev', status: 'succeeded', provider: 'claude',
+        provider_session: session }));
       const followUp = { branch: 'svc/rprev', pr_url: null, previous: { source: 'local', run: 'rprev', receipt: null } };
       assert.equal(followUpSession(repo.repo, followUp, 'claude')?.id, session.id);
       execFileSync('git', ['add', '-f', '.svc/runs/rprev/state.json'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
