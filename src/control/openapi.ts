@@ -7,6 +7,7 @@ import type { ControlDeps } from './deps.ts';
 import { schemas, responses, ref } from './openapi-schemas.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
+import { checkQueryKeys } from './params.ts';
 
 type Server = 'control' | 'trigger' | 'both';
 // Left out: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
@@ -51,13 +52,22 @@ function docOf(id: string, tag: string, summary: string, { ok, ...rest }: DocOpt
 /** The route's own options and its operation's. */
 export type RouteOptions = Pick<Route<ControlDeps>, 'auth' | 'loopbackOnly' | 'runner' | 'limit'> & DocOptions;
 
-/** A Control Plane route (app.ts, mcp.ts) and its operation: a body schema makes it take JSON. */
+/**
+ * A Control Plane route (app.ts, mcp.ts) and its operation: a body schema makes it take JSON. A GET /v1 route refuses
+ * a query parameter its operation does not name (docs/control-data.md, "Strict"): one list for it and the document.
+ */
 export function route(
-  method: Method, pattern: string, handler: Handler<ControlDeps>, id: string, tag: string, summary: string,
+  method: Method, pattern: string, handle: Handler<ControlDeps>, id: string, tag: string, summary: string,
   options: RouteOptions = {},
 ): DocumentedRoute {
   const { auth, loopbackOnly, runner, limit, ...rest } = options;
   const body = rest.body === undefined ? undefined : rest.body === 'Empty' ? 'optional-json' : 'json';
+  const keys = (QUERIES[id] ?? []).map(([name]) => name);
+  const strict: Handler<ControlDeps> = (ctx) => {
+    checkQueryKeys(ctx.query, keys);
+    return handle(ctx);
+  };
+  const handler = method === 'GET' && pattern.startsWith('/v1/') ? strict : handle;
   return { method, pattern, handler, auth, loopbackOnly, runner, body, limit, doc: docOf(id, tag, summary, rest) };
 }
 
@@ -79,8 +89,8 @@ const RANGE: Query = [
   ['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'], ['repo', 'repository name'],
 ];
 
-/** Each operation's query parameters: what its handler accepts (checkQueryKeys over queryKeys) and what it says. */
-const QUERIES = {
+/** Each operation's query parameters: what its route accepts (every GET /v1 route: none other) and what it says. */
+const QUERIES: Readonly<Record<string, Query>> = {
   listRuns: [
     ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
     ['status', 'run status', { enum: [...RUN_STATUSES] }],
@@ -102,12 +112,7 @@ const QUERIES = {
   listAudit: [...PAGE, ['verify', 'true: also re-check the whole chain (chain: {intact, first_broken_id})']],
   listNotifications: PAGE,
   getReviewRisk: [['source', 'run source'], ['run', 'run id']],
-} satisfies Record<string, Query>;
-
-/** The query parameters operation `id` takes: one list for the handler and the document. */
-export function queryKeys(id: keyof typeof QUERIES): readonly string[] {
-  return QUERIES[id].map(([name]) => name);
-}
+};
 
 /** A route of the Control Plane's table as its operation (also what its MCP tool, mcp-tools.ts, takes as input). */
 export function routeOperation(route: DocumentedRoute): Op {
@@ -115,7 +120,7 @@ export function routeOperation(route: DocumentedRoute): Op {
   return {
     ...d, server: d.server ?? 'control', method: method.toLowerCase() as Op['method'], path: toOpenapiPath(pattern),
     loopbackOnly: route.loopbackOnly, bodyOptional: route.body === 'optional-json',
-    query: Object.hasOwn(QUERIES, d.id) ? QUERIES[d.id as keyof typeof QUERIES] : undefined,
+    query: QUERIES[d.id],
   };
 }
 
