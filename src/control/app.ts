@@ -93,7 +93,7 @@ export const controlRoutes: readonly R[] = [
     { auth: false, server: 'both', security: 'none', ok: 'Status' }),
   route('GET', '/ready', getReady, 'getReady', 'health', 'Readiness: the database is open and usable (trigger ' +
     'server: also listening and not shutting down)',
-  { auth: false, server: 'both', security: 'none', ok: 'Status', errors: ['Unavailable'] }),
+    { auth: false, server: 'both', security: 'none', ok: 'Status', errors: ['Unavailable'] }),
   // The same token as /v1/* (DESIGN §4): counts of runs and traffic are the operator's business.
   route('GET', '/metrics', getMetrics, 'getMetrics', 'health', 'Prometheus text exposition 0.0.4 (docs/deploy.md ' +
     '"Metrics"): the Control Plane\'s with its token when it has one (as /v1/*); the trigger server\'s as ' +
