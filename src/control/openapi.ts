@@ -124,15 +124,18 @@ export function routeOperation(route: DocumentedRoute): Op {
   };
 }
 
-const WEBHOOK_ERRORS: Err[] = ['Unauthorized', 'TooMany', 'Unavailable'];
+function trigger(method: Op['method'], path: string, id: string, tag: string, summary: string, rest: DocOptions): Op {
+  return { ...docOf(id, tag, summary, rest), server: 'trigger', method, path };
+}
 
 function webhook(origin: string, summary: string, also: Ok): Op {
-  return {
-    server: 'trigger', method: 'post', path: `/${origin}`, id: `receive${origin[0]!.toUpperCase()}${origin.slice(1)}`,
-    summary, tag: 'webhooks', security: 'signature', body: 'Open',
-    ok: { status: 202, schema: 'Queued', description: 'queued' }, also: [also], errors: WEBHOOK_ERRORS,
-  };
+  const id = `receive${origin[0]!.toUpperCase()}${origin.slice(1)}`;
+  return trigger('post', `/${origin}`, id, 'webhooks', summary, {
+    security: 'signature', body: 'Open', ok: { status: 202, schema: 'Queued', description: 'queued' }, also: [also],
+    errors: ['Unauthorized', 'TooMany', 'Unavailable'],
+  });
 }
+
 const SKIPPED = {
   status: 200, schema: 'Skipped',
   description: 'skipped (not an event that starts a job), a duplicate delivery, or an answer to a blocked run taken or '
@@ -141,10 +144,6 @@ const SKIPPED = {
 const CHAT_REPLY = {
   status: 200, schema: 'Open', description: "the chat's own reply format (also for a skipped or duplicate delivery)",
 };
-
-function trigger(method: Op['method'], path: string, id: string, tag: string, summary: string, rest: DocOptions): Op {
-  return { ...docOf(id, tag, summary, rest), server: 'trigger', method, path };
-}
 
 /** The trigger server's own operations (its /health, /ready and /metrics are the Control Plane routes' `both`). */
 const TRIGGER_OPERATIONS: readonly Op[] = [
