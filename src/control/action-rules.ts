@@ -70,17 +70,18 @@ export function actionRefusals(deps: ControlDeps, row: RunRow): Record<RunAction
  */
 export function isRegisteredProject(deps: ControlDeps, path: string): boolean {
   const real = realOrNull(path);
-  if (real === null) return false;
-  if (deps.stores.projects.has(real)) return true;
-  const repos = readEffectiveConfig(deps.stores.config).config.repos as string[];
-  return repos.some((p) => realOrNull(p) === real);
+  return real !== null && isProject(deps, real, realOrNull);
 }
 
 /** Whether `path`, as written (normalised, not resolved through links: it may be gone), is a project imported or
  * named by the `repos` setting: only then may a refusal say it does not exist, else a caller could probe the host. */
 export function isNamedProject(deps: ControlDeps, path: string): boolean {
-  const at = resolve(path);
+  return isProject(deps, resolve(path), resolve);
+}
+
+/** `at` is an imported project's path, or one of the `repos` setting's in the same `form`. */
+function isProject(deps: ControlDeps, at: string, form: (path: string) => string | null): boolean {
   if (deps.stores.projects.has(at)) return true;
   const repos = readEffectiveConfig(deps.stores.config).config.repos as string[];
-  return repos.some((p) => resolve(p) === at);
+  return repos.some((p) => form(p) === at);
 }

@@ -1,7 +1,7 @@
 // The Control Plane's MCP tools (docs/mcp.md): each is one operation of the API, its input schema read from the
 // OpenAPI document and called through that route's own handler, so the validation, the audit row, the loopback-only
 // authority and the answer are the API's.
-import type { Ctx, Route } from '../http/pipeline.ts';
+import type { Ctx } from '../http/pipeline.ts';
 import { databaseBusy, isDatabaseBusy } from '../http/pipeline.ts';
 import { checkLoopbackOnly, isLoopbackHost } from '../http/guards.ts';
 import { HttpError, errorBody, httpErrorOf } from '../http/http-error.ts';
@@ -13,14 +13,14 @@ import type { ControlDeps } from './deps.ts';
 import { noteAudit, recordRefusal } from './audited.ts';
 import { invalidParam } from './params.ts';
 import { SEGMENT } from '../run-json.ts';
-import { operations, toOpenapiPath } from './openapi.ts';
+import { routeOperation, type DocumentedRoute } from './openapi.ts';
 import { schemas } from './openapi-schemas.ts';
 
 type C = Ctx<ControlDeps>;
-type R = Route<ControlDeps>;
 type Schema = Record<string, unknown>;
 type Hints = { readOnlyHint: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
-type ToolDef = ReturnType<typeof tool>;
+type ToolSpec = ReturnType<typeof tool>;
+type ToolDef = ReturnType<typeof define>;
 
 const PATH_PARAMS: Record<string, Schema> = {
   source: {
@@ -39,7 +39,11 @@ function tool(
   name: string, id: string, title: string, description: string, hints: Hints,
   extra: { artifact?: string; omit?: string; optional?: string } = {},
 ) {
-  const op = operations.find((o) => o.id === id)!;
+  return { name, id, title, description, hints, extra };
+}
+
+function define({ name, title, description, hints, extra }: ToolSpec, route: DocumentedRoute) {
+  const op = routeOperation(route);
   const properties: Record<string, Schema> = {};
   const required: string[] = [];
   for (const [, param] of op.path.matchAll(/\{(\w+)\}/g)) {
@@ -52,11 +56,11 @@ function tool(
   for (const [key, schema] of Object.entries(body?.properties ?? {})) if (key !== extra.omit) properties[key] = schema;
   required.push(...(body?.required ?? []).filter((key) => key !== extra.optional));
   const rest: 'query' | 'body' | 'none' = op.query ? 'query' : body?.properties ? 'body' : 'none';
-  return { name, title, description, hints, method: op.method.toUpperCase(), path: op.path, rest, properties,
-    required, artifact: extra.artifact };
+  const { artifact } = extra;
+  return { name, title, description, hints, route, path: op.path, rest, properties, required, artifact };
 }
 
-const TOOLS: readonly ToolDef[] = [
+const TOOLS: readonly ToolSpec[] = [
   tool('list_runs', 'listRuns', 'List runs', 'Runs newest first, one page at a time (pass next_cursor back as ' +
     'cursor), filtered like GET /v1/runs', READ),
   tool('get_run', 'getRun', 'Show a run', 'One run: status, question, verdict, cost, PR, artifacts, pending answer, ' +
@@ -146,21 +150,21 @@ function refusal(err: unknown) {
 
 export type McpTools = ReturnType<typeof createMcpTools>;
 
-export function createMcpTools(routes: () => readonly R[]) {
-  let resolved: Map<string, R> | undefined;
+export function createMcpTools(routes: () => readonly DocumentedRoute[]) {
+  let resolved: ToolDef[] | undefined;
 
   /** A tool naming no route is a bug in svc (a FailedError: a 500 or -32603). */
-  function routeOf(tool: ToolDef): R {
-    resolved ??= new Map(TOOLS.map((t) => {
-      const route = routes().find((r) => r.method === t.method && toOpenapiPath(r.pattern) === t.path);
-      if (!route) throw new FailedError(`MCP tool ${t.name} names no route ${t.method} ${t.path}`);
-      return [t.name, route];
-    }));
-    return resolved.get(tool.name)!;
+  function tools(): ToolDef[] {
+    resolved ??= TOOLS.map((spec) => {
+      const route = routes().find((r) => r.doc.id === spec.id);
+      if (!route) throw new FailedError(`MCP tool ${spec.name} names no route of operation ${spec.id}`);
+      return define(spec, route);
+    });
+    return resolved;
   }
 
   async function callRoute(ctx: C, tool: ToolDef, args: Record<string, unknown>): Promise<Reply> {
-    const route = routeOf(tool);
+    const { route } = tool;
     let params: Record<string, string> = {};
     let request: ReturnType<typeof requestFor>;
     try {
@@ -196,8 +200,7 @@ export function createMcpTools(routes: () => readonly R[]) {
   return {
     list() {
       // A tool naming no route fails tools/list, loudly.
-      for (const t of TOOLS) routeOf(t);
-      return TOOLS.map((t) => ({
+      return tools().map((t) => ({
         name: t.name, title: t.title, description: t.description,
         inputSchema: {
           type: 'object', properties: t.properties, additionalProperties: false,
@@ -207,12 +210,12 @@ export function createMcpTools(routes: () => readonly R[]) {
       }));
     },
     find(name: string): ToolDef | undefined {
-      return TOOLS.find((t) => t.name === name);
+      return tools().find((t) => t.name === name);
     },
     call,
     /** A read tool's reply as a value, or the API's refusal thrown: for resources/list and read. */
     async read(ctx: C, name: 'list_runs' | 'get_run', args: Record<string, unknown>): Promise<unknown> {
-      const reply = await callRoute(ctx, TOOLS.find((t) => t.name === name)!, args);
+      const reply = await callRoute(ctx, tools().find((t) => t.name === name)!, args);
       return replyValue(reply);
     },
   };

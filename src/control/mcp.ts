@@ -2,7 +2,7 @@
 // 2025-11-25 / 2025-06-18 (in memory, holding no authority). The tools are mcp-tools.ts.
 import { createHash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { Ctx, Handler, Route } from '../http/pipeline.ts';
+import type { Ctx, Handler } from '../http/pipeline.ts';
 import { HttpError, httpErrorOf } from '../http/http-error.ts';
 import { json, TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { openSse } from '../http/sse.ts';
@@ -10,6 +10,7 @@ import { BadInputError, errorMessage } from '../errors.ts';
 import { isJsonObject, type Obj } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
 import { createMcpTools, type McpTools } from './mcp-tools.ts';
+import { route, type DocumentedRoute } from './openapi.ts';
 import { VERSION } from '../version.ts';
 
 type C = Ctx<ControlDeps>;
@@ -405,10 +406,25 @@ const deleteMcp: Handler<ControlDeps> = (ctx) => {
 };
 
 /** The /mcp routes over the API's own route table (read lazily: these routes are part of it). */
-export function mcpRoutes(routes: () => readonly Route<ControlDeps>[]): Route<ControlDeps>[] {
+export function mcpRoutes(routes: () => readonly DocumentedRoute[]): DocumentedRoute[] {
   const tools = createMcpTools(routes);
   return [
-    { method: 'POST', pattern: '/mcp', handler: postMcp(tools), auth: true, body: 'json' },
-    { method: 'DELETE', pattern: '/mcp', handler: deleteMcp, auth: true },
+    // JSON-RPC: only the HTTP envelope is described here (docs/mcp.md).
+    route('POST', '/mcp', postMcp(tools), 'postMcp', 'mcp', 'MCP Streamable HTTP, one JSON-RPC message per POST. ' +
+      'Revision 2026-07-28: stateless, each request or notification names its version in _meta and ' +
+      'MCP-Protocol-Version / Mcp-Method headers (a mismatch is 400, an unserved method 404, a posted response 400, ' +
+      'with a JSON-RPC error); 2025-11-25: initialize answers with an Mcp-Session-Id header that every later ' +
+      'message carries', {
+      auth: true, body: 'Open',
+      ok: {
+        status: 200, schema: 'Open', description: 'the JSON-RPC response (application/json); for ' +
+          'subscriptions/listen a text/event-stream of notifications (429 past SVC_CONTROL_MAX_STREAMS or _PER_RUN)',
+      },
+      also: [{ status: 202, type: null, description: 'a notification (or, 2025-11-25, a response), accepted' }],
+      errors: ['NotFound', 'TooMany'],
+    }),
+    route('DELETE', '/mcp', deleteMcp, 'deleteMcp', 'mcp', 'End the MCP session named by Mcp-Session-Id', {
+      auth: true, ok: { status: 204, type: null, description: 'the session ended' }, errors: ['NotFound'],
+    }),
   ];
 }

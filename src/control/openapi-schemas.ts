@@ -1,8 +1,7 @@
 // Reusable OpenAPI 3.1 components (JSON Schema 2020-12) for the Control Plane and trigger server documents.
 // Shapes follow DESIGN §3–5; a field the design leaves open stays an open object rather than a guess.
 // A request body's properties are also the fields its handler accepts (params.ts bodyFields): one list, no drift.
-import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS } from '../run-json.ts';
-import { SEGMENT } from '../run-json.ts';
+import { FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS } from '../run-json.ts';
 import { RUN_KEY } from '../engine/ids.ts';
 
 const nullable = (type: string) => ({ type: [type, 'null'] });

@@ -1,37 +1,77 @@
-// The OpenAPI 3.1 description of both servers as data (one operation list, one builder), served at /v1/openapi.json.
+// The OpenAPI 3.1 description of both servers as data, served at /v1/openapi.json: each Control Plane route's `doc` in
+// its table (app.ts, mcp.ts) and the trigger server's operations listed here; one builder.
 // test/http/openapi.test.ts checks it against both route tables and against real responses.
-import { json } from '../http/respond.ts';
-import type { Handler } from '../http/pipeline.ts';
+import type { Handler, Route } from '../http/pipeline.ts';
+import type { Method } from '../http/router.ts';
 import type { ControlDeps } from './deps.ts';
 import { schemas, responses, ref } from './openapi-schemas.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
-import { VERSION } from '../version.ts';
+import { checkQueryKeys } from './params.ts';
 
 type Server = 'control' | 'trigger' | 'both';
 // Left out: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
-type Auth = 'none' | 'api-token' | 'api-token-or-loopback' | 'signature' | 'server-token';
+type Security = 'none' | 'api-token' | 'api-token-or-loopback' | 'signature' | 'server-token';
 /** `Other` is every operation's `default`, never listed by status. */
-type Err = Exclude<keyof typeof responses, 'Other'>;
+export type Err = Exclude<keyof typeof responses, 'Other'>;
+type Query = ReadonlyArray<readonly [name: string, description: string, schema?: Record<string, unknown>]>;
 
-interface Op {
-  server: Server;
-  method: 'get' | 'post' | 'put' | 'delete';
-  path: string;
+/** What a route's table entry documents; its method, path, loopback-only and optional body are the route's own. */
+interface Doc {
   id: string;
   summary: string;
   tag: string;
-  auth?: Auth;
-  loopbackOnly?: boolean;
-  query?: Array<[name: string, description: string, schema?: Record<string, unknown>]>;
+  /** The trigger server serves this path too. */
+  server?: 'both';
+  security?: Security;
+  /** The request body's schema: `Empty` may be left out. */
   body?: string;
-  bodyOptional?: boolean;
   ok?: Ok;
   also?: Ok[];
   errors?: Err[];
 }
 
-interface Ok {
+export type DocumentedRoute = Route<ControlDeps> & { doc: Doc };
+
+interface Op extends Omit<Doc, 'server'> {
+  server: Server;
+  method: 'get' | 'post' | 'put' | 'delete';
+  path: string;
+  loopbackOnly?: boolean;
+  bodyOptional?: boolean;
+  query?: Query;
+}
+
+/** An operation's fields but its id, tag and summary; `ok` as a schema name is a 200 answering it. */
+export type DocOptions = Omit<Partial<Doc>, 'ok'> & { ok?: Ok | string };
+
+function docOf(id: string, tag: string, summary: string, { ok, ...rest }: DocOptions): Doc {
+  return { id, tag, summary, ...rest, ok: typeof ok === 'string' ? { status: 200, schema: ok } : ok };
+}
+
+/** The route's own options and its operation's. */
+export type RouteOptions = Pick<Route<ControlDeps>, 'auth' | 'loopbackOnly' | 'runner' | 'limit'> & DocOptions;
+
+/**
+ * A Control Plane route (app.ts, mcp.ts) and its operation: a body schema makes it take JSON. A GET /v1 route refuses
+ * a query parameter its operation does not name (docs/control-data.md, "Strict"): one list for it and the document.
+ */
+export function route(
+  method: Method, pattern: string, handle: Handler<ControlDeps>, id: string, tag: string, summary: string,
+  options: RouteOptions = {},
+): DocumentedRoute {
+  const { auth, loopbackOnly, runner, limit, ...rest } = options;
+  const body = rest.body === undefined ? undefined : rest.body === 'Empty' ? 'optional-json' : 'json';
+  const keys = (QUERIES[id] ?? []).map(([name]) => name);
+  const strict: Handler<ControlDeps> = (ctx) => {
+    checkQueryKeys(ctx.query, keys);
+    return handle(ctx);
+  };
+  const handler = method === 'GET' && pattern.startsWith('/v1/') ? strict : handle;
+  return { method, pattern, handler, auth, loopbackOnly, runner, body, limit, doc: docOf(id, tag, summary, rest) };
+}
+
+export interface Ok {
   status: number;
   schema?: string;
   /** A media type without a schema; null: no body at all. */
@@ -39,52 +79,63 @@ interface Ok {
   description?: string;
 }
 
-const RUN = '/v1/runs/{source}/{run}';
 const LIMIT = { type: 'integer', minimum: 1, maximum: 500, default: 50 };
 const EVENT_ID = { type: 'integer', minimum: 0 };
 const SEGMENT_SCHEMA = { type: 'string', pattern: SEGMENT.source };
-const PAGE: Op['query'] = [
+const PAGE: Query = [
   ['limit', 'default 50, clamped to 500', LIMIT], ['cursor', 'next_cursor of the previous page'],
 ];
-const RANGE: Op['query'] = [
+const RANGE: Query = [
   ['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'], ['repo', 'repository name'],
 ];
-const RUN_FILTERS: Op['query'] = [
-  ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
-  ['status', 'run status', { enum: [...RUN_STATUSES] }],
-  ['failure', 'the class of failure of a run that did not succeed', { enum: [...FAILURE_CLASSES] }],
-  ['source', 'the source that sent the run', SEGMENT_SCHEMA], ['group_id', 'retry chain id', SEGMENT_SCHEMA],
-  ...RANGE, ...PAGE,
-];
-const SSE = {
-  status: 200, type: 'text/event-stream',
-  description: 'Server-Sent Events: id = event id, event = kind; honours Last-Event-ID and ?after=; ' +
-    '`: ping` every 15 s; 429 past SVC_CONTROL_MAX_STREAMS or _PER_RUN',
-};
-const ACCEPTED_RUN = { status: 202, schema: 'Run' };
-const START: Partial<Op> = {
-  loopbackOnly: true, body: 'StartRequest', ok: ACCEPTED_RUN, errors: ['Conflict', 'TooMany'],
-  also: [{
-    status: 200, schema: 'Run', description: 'the run an earlier request with this request_id and body started',
-  }],
-};
-const WEBHOOK_ERRORS: Err[] = ['Unauthorized', 'TooMany', 'Unavailable'];
-const ACTION_ERRORS: Err[] = ['NotFound', 'Conflict'];
 
-function action(name: string, summary: string, extra: Partial<Op> = {}): Op {
+/** Each operation's query parameters: what its route accepts (every GET /v1 route: none other) and what it says. */
+const QUERIES: Readonly<Record<string, Query>> = {
+  listRuns: [
+    ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
+    ['status', 'run status', { enum: [...RUN_STATUSES] }],
+    ['failure', 'the class of failure of a run that did not succeed', { enum: [...FAILURE_CLASSES] }],
+    ['source', 'the source that sent the run', SEGMENT_SCHEMA], ['group_id', 'retry chain id', SEGMENT_SCHEMA],
+    ...RANGE, ...PAGE,
+  ],
+  listEvents: [
+    ['after', 'event id', EVENT_ID], ['cursor', 'next_cursor of the previous page (not with after)'],
+    ['limit', 'default 50, clamped to 500', LIMIT],
+  ],
+  streamRun: [['after', 'event id', EVENT_ID]],
+  streamAll: [
+    ['after', 'event id', EVENT_ID], ['source', "only this source's runs", SEGMENT_SCHEMA],
+    ['run', 'only this run (with source)', SEGMENT_SCHEMA],
+  ],
+  getStats: RANGE,
+  getCostStats: RANGE,
+  listAudit: [...PAGE, ['verify', 'true: also re-check the whole chain (chain: {intact, first_broken_id})']],
+  listNotifications: PAGE,
+  getReviewRisk: [['source', 'run source'], ['run', 'run id']],
+};
+
+/** A route of the Control Plane's table as its operation (also what its MCP tool, mcp-tools.ts, takes as input). */
+export function routeOperation(route: DocumentedRoute): Op {
+  const { doc: d, method, pattern } = route;
   return {
-    server: 'control', method: 'post', path: `${RUN}/${name}`, id: `${name}Run`, summary, tag: 'runs', body: 'Empty',
-    bodyOptional: true, ok: ACCEPTED_RUN, errors: ACTION_ERRORS, ...extra,
+    ...d, server: d.server ?? 'control', method: method.toLowerCase() as Op['method'], path: toOpenapiPath(pattern),
+    loopbackOnly: route.loopbackOnly, bodyOptional: route.body === 'optional-json',
+    query: QUERIES[d.id],
   };
+}
+
+function trigger(method: Op['method'], path: string, id: string, tag: string, summary: string, rest: DocOptions): Op {
+  return { ...docOf(id, tag, summary, rest), server: 'trigger', method, path };
 }
 
 function webhook(origin: string, summary: string, also: Ok): Op {
-  return {
-    server: 'trigger', method: 'post', path: `/${origin}`, id: `receive${origin[0]!.toUpperCase()}${origin.slice(1)}`,
-    summary, tag: 'webhooks', auth: 'signature', body: 'Open',
-    ok: { status: 202, schema: 'Queued', description: 'queued' }, also: [also], errors: WEBHOOK_ERRORS,
-  };
+  const id = `receive${origin[0]!.toUpperCase()}${origin.slice(1)}`;
+  return trigger('post', `/${origin}`, id, 'webhooks', summary, {
+    security: 'signature', body: 'Open', ok: { status: 202, schema: 'Queued', description: 'queued' }, also: [also],
+    errors: ['Unauthorized', 'TooMany', 'Unavailable'],
+  });
 }
+
 const SKIPPED = {
   status: 200, schema: 'Skipped',
   description: 'skipped (not an event that starts a job), a duplicate delivery, or an answer to a blocked run taken or '
@@ -94,166 +145,29 @@ const CHAT_REPLY = {
   status: 200, schema: 'Open', description: "the chat's own reply format (also for a skipped or duplicate delivery)",
 };
 
-/** `ok` as a schema name is a 200 answering it. */
-function op(
-  server: Server, verb: Op['method'], path: string, id: string, tag: string, summary: string,
-  rest: Omit<Partial<Op>, 'ok'> & { ok?: Ok | string } = {},
-): Op {
-  const ok = typeof rest.ok === 'string' ? { status: 200, schema: rest.ok } : rest.ok;
-  return { server, method: verb, path, id, tag, summary, ...rest, ok };
-}
-
-/** Also what the MCP tools (mcp-tools.ts) take as their input, and each query's names what its handler accepts. */
-export const operations: readonly Op[] = [
-  op('both', 'get', '/health', 'getHealth', 'health', 'Liveness: the process answers', { auth: 'none', ok: 'Status' }),
-  op('both', 'get', '/ready', 'getReady', 'health',
-    'Readiness: the database is open and usable (trigger server: also listening and not shutting down)',
-    { auth: 'none', ok: 'Status', errors: ['Unavailable'] }),
-  op('control', 'get', '/v1/openapi.json', 'getOpenapi', 'meta', 'This document', { ok: 'Open' }),
-  op('control', 'get', '/v1/runs', 'listRuns', 'runs', 'List runs, newest first, keyset-paged',
-    { query: RUN_FILTERS, ok: 'RunPage', errors: ['BadRequest'] }),
-  op('control', 'post', '/v1/runs', 'createRun', 'runs', 'Start a run (same as POST /v1/start); a valid W3C ' +
-    '`traceparent` header is continued by the run\'s trace, anything else ignored', START),
-  op('control', 'post', '/v1/start', 'startRun', 'runs', 'Start a run in a registered project (POST /v1/import); ' +
-    'the same request_id and body return the same run (200)', START),
-  op('control', 'get', RUN, 'getRun', 'runs', 'One run, with its artifacts, pending answer and retry-group attempts',
-    { ok: 'RunDetail', errors: ['NotFound'] }),
-  op('control', 'delete', RUN, 'deleteRun', 'runs', 'Delete a finished run (409 while queued, running or blocked); ' +
-    'its runner shipping it again does not bring it back', {
-    loopbackOnly: true, body: 'Empty', bodyOptional: true, ok: 'Deleted', errors: ACTION_ERRORS,
-  }),
-  action('stop', 'Stop a run (goes stopping, then stopped)', { loopbackOnly: true }),
-  action('resume', 'Resume a stopped or failed run in its worktree (429 at max_concurrent_runs)', {
-    loopbackOnly: true, errors: [...ACTION_ERRORS, 'TooMany'],
-  }),
-  action('retry', 'Start a new run in the same group (429 at max_concurrent_runs)', {
-    loopbackOnly: true, errors: [...ACTION_ERRORS, 'TooMany'],
-  }),
-  action('verify', 'Re-run the checks and re-issue the receipt'),
-  action('pr', 'Open the pull request of a failed --pr run whose verified work could not be opened as one ' +
-    '(no credentials then); 409 when the run has its PR or is not such a run', { loopbackOnly: true }),
-  action('answer', 'Answer a blocked run (409 unless blocked)', { body: 'Answer', bodyOptional: false }),
-  op('control', 'get', `${RUN}/events`, 'listEvents', 'events', "A run's events after an id", {
-    query: [
-      ['after', 'event id', EVENT_ID], ['cursor', 'next_cursor of the previous page (not with after)'],
-      ['limit', 'default 50, clamped to 500', LIMIT],
-    ],
-    ok: 'EventPage', errors: ['NotFound'],
-  }),
-  op('control', 'get', `${RUN}/stream`, 'streamRun', 'events', "Follow one run's events",
-    { query: [['after', 'event id', EVENT_ID]], ok: SSE, errors: ['NotFound', 'TooMany'] }),
-  op('control', 'get', `${RUN}/artifact/{path}`, 'getArtifact', 'runs',
-    'A file recorded for the run (path may contain /; ETag is its sha256)', {
-    ok: { status: 200, type: '*/*' }, also: [{ status: 304, type: null, description: 'If-None-Match named its ETag' }],
-    errors: ['NotFound'],
-  }),
-  op('control', 'get', '/v1/stream', 'streamAll', 'events', "Follow every run's events", {
-    query: [
-      ['after', 'event id', EVENT_ID], ['source', "only this source's runs", SEGMENT_SCHEMA],
-      ['run', 'only this run (with source)', SEGMENT_SCHEMA],
-    ],
-    ok: SSE, errors: ['TooMany'],
-  }),
-  op('control', 'get', '/v1/stats', 'getStats', 'stats',
-    'Counts by status and verdict, success rate, duration p50/p95, runs per day', { query: RANGE, ok: 'Open' }),
-  op('control', 'get', '/v1/stats/cost', 'getCostStats', 'stats',
-    'Cost and tokens: total, unknown-cost runs, by provider, repo and day', { query: RANGE, ok: 'Open' }),
-  op('control', 'get', '/v1/audit', 'listAudit', 'admin', 'Mutating actions as a hash chain, newest first', {
-    query: [...PAGE, ['verify', 'true: also re-check the whole chain (chain: {intact, first_broken_id})']],
-    ok: 'OpenPage',
-  }),
-  op('control', 'get', '/v1/config', 'getConfig', 'admin', 'Configuration (secrets redacted) and its version; ' +
-    'repos and providers (paths, commands) only to a caller loopback-only routes admit', { ok: 'Config' }),
-  op('control', 'put', '/v1/config', 'putConfig', 'admin', 'Change settings: a partial object of settings, ' +
-    'or {config, version?} as GET returns it; If-Match: <version> guards lost updates', {
-    loopbackOnly: true, body: 'ConfigUpdate', ok: 'Config', errors: ['Conflict'],
-  }),
-  op('control', 'get', '/v1/providers', 'listProviders', 'catalog',
-    'Coding-agent providers and whether they are installed (a bare array)', { ok: 'ProviderList' }),
-  op('control', 'get', '/v1/integrations', 'listIntegrations', 'catalog',
-    'Each trigger route: configured or not (never values)', { ok: 'Open' }),
-  op('control', 'get', '/v1/notifications', 'listNotifications', 'catalog',
-    'Outbound messages about runs and their delivery status', { query: PAGE, ok: 'OpenPage' }),
-  op('control', 'get', '/v1/merge/queue', 'listMergeQueue', 'merge', 'The merge queue in order', { ok: 'OpenList' }),
-  op('control', 'post', '/v1/merge/queue', 'addToMergeQueue', 'merge',
-    'Queue a run whose PR and receipt the policy accepts', {
-    body: 'RunTarget', ok: { status: 201, schema: 'Open', description: 'queued' },
-    also: [{ status: 200, schema: 'Open', description: 'already queued' }], errors: ACTION_ERRORS,
-  }),
-  op('control', 'post', '/v1/merge/run', 'runMergeQueue', 'merge', 'Merge queued runs in order, re-checking each', {
-    loopbackOnly: true, body: 'Empty', bodyOptional: true,
-    ok: { status: 200, schema: 'OpenList', description: 'what happened to each queued run' },
-  }),
-  op('control', 'get', '/v1/review/risk', 'getReviewRisk', 'runs', "Review risk score from a run's diff",
-    { query: [['source', 'run source'], ['run', 'run id']], ok: 'ReviewRisk', errors: ['NotFound'] }),
-  op('control', 'get', '/v1/keys', 'getKeys', 'admin', 'Ed25519 public keys that sign receipts (kid, PEM, JWK)',
-    { loopbackOnly: true, ok: 'Open' }),
-  op('control', 'get', '/v1/repos', 'listRepos', 'admin',
-    'Repository names: of runs, the repos setting, and those trigger servers serve',
-    { loopbackOnly: true, ok: 'RepoList' }),
-  op('control', 'get', '/v1/projects', 'listProjects', 'admin',
-    'Registered projects: where runs may be started (imported, or the repos setting)',
-    { loopbackOnly: true, ok: 'ProjectList' }),
-  op('control', 'post', '/v1/ingest', 'ingestRuns', 'ingest',
-    'Shipper upload: runs upsert, events idempotent on (source, run, seq); body up to 16 MiB',
-    { body: 'IngestBatch', ok: 'IngestResult' }),
-  op('control', 'post', '/v1/import', 'importRuns', 'ingest',
-    'Register a project (runs may then be started there) and read <path>/.svc/runs/* into the database',
-    { loopbackOnly: true, body: 'ImportRequest', ok: 'ImportResult' }),
-  // JSON-RPC: only the HTTP envelope is described here (docs/mcp.md).
-  op('control', 'post', '/mcp', 'postMcp', 'mcp', 'MCP Streamable HTTP, one JSON-RPC message per POST. Revision ' +
-    '2026-07-28: stateless, each request or notification names its version in _meta and MCP-Protocol-Version / ' +
-    'Mcp-Method headers (a mismatch is 400, an unserved method 404, a posted response 400, with a JSON-RPC error); ' +
-    '2025-11-25: initialize answers with an Mcp-Session-Id header that every later message carries', {
-    body: 'Open',
-    ok: {
-      status: 200, schema: 'Open', description: 'the JSON-RPC response (application/json); for subscriptions/listen ' +
-        'a text/event-stream of notifications (429 past SVC_CONTROL_MAX_STREAMS or _PER_RUN)',
-    },
-    also: [{ status: 202, type: null, description: 'a notification (or, 2025-11-25, a response), accepted' }],
-    errors: ['NotFound', 'TooMany'],
-  }),
-  op('control', 'delete', '/mcp', 'deleteMcp', 'mcp', 'End the MCP session named by Mcp-Session-Id', {
-    ok: { status: 204, type: null, description: 'the session ended' }, errors: ['NotFound'],
-  }),
+/** The trigger server's own operations (its /health, /ready and /metrics are the Control Plane routes' `both`). */
+const TRIGGER_OPERATIONS: readonly Op[] = [
   ...SOURCES.flatMap((s: WebhookSource) => (s.api
     ? [webhook(s.name, s.api.summary, s.api.answer === 'chat' ? CHAT_REPLY : SKIPPED)]
     : [])),
-  op('both', 'get', '/metrics', 'getMetrics', 'health', 'Prometheus text exposition 0.0.4 (docs/deploy.md ' +
-    '"Metrics"): the Control Plane\'s with its token when it has one (as /v1/*); the trigger server\'s as ' +
-    'GET /jobs/{id} (bearer SVC_API_TOKEN; without one set, this machine under a loopback Host only)', {
-    auth: 'server-token',
-    ok: { status: 200, type: 'text/plain', description: 'text/plain; version=0.0.4; charset=utf-8' },
-    errors: ['Unauthorized', 'Unavailable'],
-  }),
-  op('trigger', 'get', '/status', 'getTriggerStatus', 'health',
+  trigger('get', '/status', 'getTriggerStatus', 'health',
     'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth',
-    { auth: 'none', ok: 'Open' }),
-  op('trigger', 'post', '/jobs', 'createJob', 'jobs', 'Queue a job directly (bearer SVC_API_TOKEN)', {
-    auth: 'api-token', body: 'JobRequest', ok: { status: 202, schema: 'Queued' }, also: [SKIPPED],
+    { security: 'none', ok: 'Open' }),
+  trigger('post', '/jobs', 'createJob', 'jobs', 'Queue a job directly (bearer SVC_API_TOKEN)', {
+    security: 'api-token', body: 'JobRequest', ok: { status: 202, schema: 'Queued' }, also: [SKIPPED],
     errors: ['Unauthorized', 'TooMany', 'Unavailable'],
   }),
-  op('trigger', 'get', '/jobs/{id}', 'getJob', 'jobs', 'One job and the run it follows (bearer SVC_API_TOKEN; ' +
-    'without one set, open to this machine on a loopback-bound server, else 503 not_configured)', {
-    auth: 'api-token-or-loopback', ok: 'Job', errors: ['Unauthorized', 'NotFound', 'Unavailable'],
+  trigger('get', '/jobs/{id}', 'getJob', 'jobs', 'One job and the run it follows (bearer SVC_API_TOKEN; without ' +
+    'one set, open to this machine on a loopback-bound server, else 503 not_configured)', {
+    security: 'api-token-or-loopback', ok: 'Job', errors: ['Unauthorized', 'NotFound', 'Unavailable'],
   }),
 ];
 
 export const CONTROL_SERVER = { url: 'http://127.0.0.1:47821', description: 'Control Plane (svc control serve)' };
 export const TRIGGER_SERVER = { url: 'http://127.0.0.1:7373', description: 'Trigger server (svc trigger serve)' };
 
-const QUERY_KEYS = new Map(operations.map((o) => [o.id, (o.query ?? []).map(([name]) => name)]));
-
-/** The query parameters operation `id` takes (checkQueryKeys): one list for the handler and the document. Called at
- * module load: a misspelled id throws there rather than refuse every query parameter of its route. */
-export function queryKeys(id: string): readonly string[] {
-  const keys = QUERY_KEYS.get(id);
-  if (keys === undefined) throw new TypeError(`No operation "${id}" in the OpenAPI document`);
-  return keys;
-}
-
 /** `{}` in the list makes a scheme optional: the Control Plane needs its token only when it was given one. */
-const SECURITY: Record<Auth | 'control-token', unknown[]> = {
+const SECURITY: Record<Security | 'control-token', unknown[]> = {
   none: [],
   signature: [],
   'api-token': [{ triggerApiToken: [] }],
@@ -282,16 +196,16 @@ function operation(op: Op): Record<string, unknown> {
   }));
   const oks = [op.ok ?? { status: 200 }, ...(op.also ?? [])];
   const errors = new Set<Err>([...ANY_ROUTE, ...(op.errors ?? [])]);
-  if (op.auth === undefined) errors.add('Unauthorized');
+  if (op.security === undefined) errors.add('Unauthorized');
   if (op.body) errors.add('TooLarge');
-  if (op.body && op.auth !== 'signature') errors.add('UnsupportedType');
+  if (op.body && op.security !== 'signature') errors.add('UnsupportedType');
   const errorRefs = [...errors].sort((a, b) => ERROR_STATUS[a] - ERROR_STATUS[b])
     .map((e) => [String(ERROR_STATUS[e]), { $ref: `#/components/responses/${e}` }]);
   const out: Record<string, unknown> = {
     operationId: op.id,
     summary: op.summary,
     tags: [op.tag],
-    security: SECURITY[op.auth ?? 'control-token'],
+    security: SECURITY[op.security ?? 'control-token'],
     parameters: [...params, ...query],
     responses: {
       ...Object.fromEntries(oks.map((ok) => [String(ok.status), okResponse(ok)])),
@@ -326,8 +240,14 @@ const TAGS: Record<string, string> = {
   jobs: 'Jobs queued directly on the trigger server (bearer SVC_API_TOKEN), and any job looked up by id',
 };
 
-/** With `ownUrl` (a bound server's), that URL is named first wherever the Control Plane's default URL is. */
-export function buildOpenapi(version: string, ownUrl = ''): Record<string, unknown> {
+/**
+ * The document of the Control Plane's `routes` and the trigger server's operations. With `ownUrl` (a bound server's),
+ * that URL is named first wherever the Control Plane's default URL is.
+ */
+export function buildOpenapi(
+  version: string, routes: readonly DocumentedRoute[], ownUrl = '',
+): Record<string, unknown> {
+  const operations = [...routes.map(routeOperation), ...TRIGGER_OPERATIONS];
   const own = (servers: Array<typeof CONTROL_SERVER>) => (ownUrl
     ? [{ url: ownUrl, description: 'this Control Plane' }, ...servers.filter((s) => s.url !== ownUrl)]
     : servers);
@@ -367,5 +287,3 @@ export function buildOpenapi(version: string, ownUrl = ''): Record<string, unkno
 export function toOpenapiPath(pattern: string): string {
   return pattern.replace(/[:*](\w+)/g, '{$1}');
 }
-
-export const getOpenapi: Handler<ControlDeps> = (ctx) => json(200, buildOpenapi(VERSION, ctx.deps.url()));

@@ -8,11 +8,12 @@ import type { ControlDeps } from '../../src/control/deps.ts';
 import type { RunInput } from '../../src/db/run-types.ts';
 import { silentLogger } from '../../src/log.ts';
 import { buildOpenapi } from '../../src/control/openapi.ts';
+import { controlRoutes } from '../../src/control/app.ts';
 import { checkResponse } from './openapi-check.ts';
 
 // Every response a test gets through request() is checked against the OpenAPI document (issue 23): a status or body
 // the document does not give that route fails the test that saw it.
-const DOCUMENT = buildOpenapi('0.0.0-test') as unknown as Parameters<typeof checkResponse>[0];
+const DOCUMENT = buildOpenapi('0.0.0-test', controlRoutes) as unknown as Parameters<typeof checkResponse>[0];
 
 export class UndocumentedResponse extends Error {
   constructor(problems: string[]) {

@@ -3,7 +3,7 @@
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkArtifactPath, checkQueryKeys, runParams } from '../params.ts';
+import { checkArtifactPath, runParams } from '../params.ts';
 import { safeContentType } from '../ingest-validate.ts';
 
 // `sandbox` without allow-scripts/allow-same-origin gives the document an opaque origin and no script at all.
@@ -34,7 +34,6 @@ function served(stored: string): { type: string; inline: boolean } {
 
 export const getArtifact: Handler<ControlDeps> = (ctx) => {
   const { source, run } = runParams(ctx);
-  checkQueryKeys(ctx.query, []);
   const path = checkArtifactPath(ctx.params.path ?? '');
   const row = ctx.deps.stores.artifacts.get(source, run, path);
   if (!row) throw new HttpError('not_found', `Artifact "${path}" of run ${source}/${run} not found`);

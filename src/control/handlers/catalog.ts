@@ -4,7 +4,7 @@ import { basename } from 'node:path';
 import { json } from '../../http/respond.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkQueryKeys, decodeCursor, encodeCursor, invalidParam, parseLimit } from '../params.ts';
+import { decodeCursor, encodeCursor, invalidParam, parseLimit } from '../params.ts';
 import { iso } from '../../iso-time.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
 import { describeProviders, findOnPath } from '../provider-detect.ts';
@@ -13,13 +13,9 @@ import { isLocalCaller, isLoopbackHost, safeEqual } from '../../http/guards.ts';
 import { SOURCES, signatureHeaderNames, type Outbound, type WebhookSource } from '../../webhook-sources.ts';
 import { knownKeys, publicKeyInfo } from '../../keys.ts';
 import { realOrNull } from '../../spawn/tree.ts';
-import { queryKeys } from '../openapi.ts';
 
 // One probe cache per running app, so tests with different PATHs never share answers.
 const probes = new WeakMap<ControlDeps, VersionProbe>();
-
-const NOTIFICATION_KEYS = queryKeys('listNotifications');
-const AUDIT_KEYS = queryKeys('listAudit');
 
 function probeFor(deps: ControlDeps): VersionProbe {
   if (!probes.has(deps)) probes.set(deps, createVersionProbe(deps.env));
@@ -27,7 +23,6 @@ function probeFor(deps: ControlDeps): VersionProbe {
 }
 
 export const listProviders: Handler<ControlDeps> = async (ctx) => {
-  checkQueryKeys(ctx.query, []);
   const { config } = readEffectiveConfig(ctx.deps.stores.config);
   const commands = (config.providers ?? {}) as Record<string, { command: string[] }>;
   const found = await describeProviders(commands, ctx.deps.env.PATH, probeFor(ctx.deps));
@@ -53,7 +48,6 @@ function firstSet(env: NodeJS.ProcessEnv, names: readonly string[]): string | un
  * needs is set (and unique). Values are read to test presence (and equality between route secrets), never returned.
  */
 export const listIntegrations: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, []);
   const { env } = ctx.deps;
   // Secrets shared between routes disable both, as the trigger server does at startup (files are not read here).
   const secrets = SOURCES.map((s) => {
@@ -85,7 +79,6 @@ export const listIntegrations: Handler<ControlDeps> = (ctx) => {
 };
 
 export const listNotifications: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, NOTIFICATION_KEYS);
   const limit = parseLimit(ctx.query.get('limit'));
   const cursor = ctx.query.get('cursor');
   const after = cursor === null ? null : (decodeCursor(cursor, ['int', 'int']) as number[]);
@@ -101,7 +94,6 @@ export const listNotifications: Handler<ControlDeps> = (ctx) => {
 };
 
 export const getKeys: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, []);
   // Only public halves are ever serialised.
   const known = knownKeys(ctx.deps.settings.svcHome);
   const keys = known.map((k) => ({ ...publicKeyInfo(k), name: k.name, origin: k.origin }));
@@ -114,7 +106,6 @@ function repoName(value: string): string {
 }
 
 export const listRepos: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, []);
   const { config } = readEffectiveConfig(ctx.deps.stores.config);
   const servedBy = new Map<string, string[]>();
   for (const repo of ctx.deps.stores.stats.distinctRepos()) servedBy.set(repoName(repo), []);
@@ -131,7 +122,6 @@ export const listRepos: Handler<ControlDeps> = (ctx) => {
 
 /** Full paths of folders on this machine, so loopback only (app.ts), like GET /v1/keys and GET /v1/repos. */
 export const listRegisteredProjects: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, []);
   const { stores } = ctx.deps;
   const items: Array<{ path: string; via: 'import' | 'repos'; registered_at: string | null }> = stores.projects
     .list().map((p) => ({ path: p.path, via: 'import', registered_at: iso(p.registered_at) }));
@@ -152,7 +142,6 @@ function parseVerify(value: string | null): boolean {
 }
 
 export const listAudit: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, AUDIT_KEYS);
   const limit = parseLimit(ctx.query.get('limit'));
   const cursor = ctx.query.get('cursor');
   const verify = parseVerify(ctx.query.get('verify'));

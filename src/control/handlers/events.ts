@@ -4,12 +4,7 @@ import { TAKEN_OVER, jsonPage, type HandlerResult } from '../../http/respond.ts'
 import type { ControlDeps } from '../deps.ts';
 import { eventJson } from '../event-bus.ts';
 import { streamEvents } from '../event-stream.ts';
-import { queryKeys } from '../openapi.ts';
-import { checkQueryKeys, checkSegment, invalidParam, parseId, parseLimit, runParams, storedRun } from '../params.ts';
-
-const EVENT_KEYS = queryKeys('listEvents');
-const STREAM_RUN_KEYS = queryKeys('streamRun');
-const STREAM_ALL_KEYS = queryKeys('streamAll');
+import { checkSegment, invalidParam, parseId, parseLimit, runParams, storedRun } from '../params.ts';
 
 function requireRun(ctx: Ctx<ControlDeps>): { source: string; run: string } {
   const key = runParams(ctx);
@@ -26,7 +21,6 @@ function resumeAfter(ctx: Ctx<ControlDeps>, fallback: () => number): number {
 }
 
 export const listEvents: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, EVENT_KEYS);
   const { source, run } = requireRun(ctx);
   const after = ctx.query.get('after');
   const cursor = ctx.query.get('cursor');
@@ -39,13 +33,11 @@ export const listEvents: Handler<ControlDeps> = (ctx) => {
 };
 
 export const streamRun: Handler<ControlDeps> = async (ctx): Promise<HandlerResult> => {
-  checkQueryKeys(ctx.query, STREAM_RUN_KEYS);
   await streamEvents(ctx.deps, ctx.res, requireRun(ctx), resumeAfter(ctx, () => 0));
   return TAKEN_OVER;
 };
 
 export const streamAll: Handler<ControlDeps> = async (ctx): Promise<HandlerResult> => {
-  checkQueryKeys(ctx.query, STREAM_ALL_KEYS);
   const source = ctx.query.get('source');
   const run = ctx.query.get('run');
   if (run !== null && source === null) invalidParam('Parameter "run" needs "source"');

@@ -6,7 +6,7 @@ import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import { iso } from '../../iso-time.ts';
 import type { ControlDeps } from '../deps.ts';
-import { bodyFields, checkSegment, checkQueryKeys, storedRun } from '../params.ts';
+import { bodyFields, checkSegment, storedRun } from '../params.ts';
 import { checkRunReceipt, type Signer } from '../run-receipt.ts';
 import { noteAudit } from '../audited.ts';
 import type { MergeEntry } from '../../db/control-stores.ts';
@@ -30,7 +30,6 @@ function entryJson(deps: ControlDeps, e: MergeEntry, signer?: Signer | null) {
 }
 
 export const listMergeQueue: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, []);
   return json(200, { items: ctx.deps.stores.mergeQueue.list().map((e) => entryJson(ctx.deps, e)) });
 };
 

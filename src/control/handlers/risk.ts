@@ -3,11 +3,10 @@ import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkQueryKeys, checkSegment, storedRun } from '../params.ts';
+import { checkSegment, storedRun } from '../params.ts';
 import { readRunFile } from '../run-receipt.ts';
 import { obj, str, tryParseJson } from '../../untrusted.ts';
 import type { DiffFile } from '../../engine/git.ts';
-import { queryKeys } from '../openapi.ts';
 
 const LOCKFILES = [
   'package-lock.json', 'npm-shrinkwrap.json', 'yarn.lock', 'pnpm-lock.yaml', 'Cargo.lock', 'go.sum', 'poetry.lock',
@@ -83,10 +82,7 @@ function scoreRisk(files: DiffFile[], verdict: string | null) {
   return { score, level, reasons, files: out };
 }
 
-const RISK_KEYS = queryKeys('getReviewRisk');
-
 export const getReviewRisk: Handler<ControlDeps> = (ctx) => {
-  checkQueryKeys(ctx.query, RISK_KEYS);
   const source = checkSegment('source', ctx.query.get('source') ?? '');
   const run = checkSegment('run', ctx.query.get('run') ?? '');
   const row = storedRun(ctx.deps.stores.runs, { source, run });

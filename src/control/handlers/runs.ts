@@ -8,7 +8,7 @@ import type { RunFilter, RunRow } from '../../db/run-types.ts';
 import type { StatsFilter } from '../../db/stats-store.ts';
 import { VERDICTS, RUN_STATUSES, FAILURE_CLASSES } from '../../run-json.ts';
 import {
-  checkQueryKeys, checkSegment, decodeCursor, encodeCursor, invalidParam, parseEnum, parseLimit, parseWindow, runParams,
+  checkSegment, decodeCursor, encodeCursor, invalidParam, parseEnum, parseLimit, parseWindow, runParams,
   storedRun,
 } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
@@ -17,13 +17,8 @@ import { str } from '../../untrusted.ts';
 import { eventData } from '../event-bus.ts';
 import { iso } from '../../iso-time.ts';
 import { actionRefusals } from '../action-rules.ts';
-import { queryKeys } from '../openapi.ts';
-
-const LIST_KEYS = queryKeys('listRuns');
-const WINDOW_KEYS = queryKeys('getStats');
 
 function parseRunFilter(query: URLSearchParams): RunFilter {
-  checkQueryKeys(query, LIST_KEYS);
   const filter: RunFilter = { limit: parseLimit(query.get('limit')), ...parseWindow(query) };
   const given = query.get('verdict');
   const verdict = given === null ? undefined : parseEnum('verdict', given, [...VERDICTS, 'none']);
@@ -86,7 +81,6 @@ function attempts(stores: ControlStores, row: RunRow) {
 
 export const getRun: Handler<ControlDeps> = (ctx) => {
   const { source, run } = runParams(ctx);
-  checkQueryKeys(ctx.query, []);
   const row = storedRun(ctx.deps.stores.runs, { source, run });
   const { stores } = ctx.deps;
   const artifacts = stores.artifacts
@@ -116,7 +110,6 @@ export const deleteRun: Handler<ControlDeps> = (ctx) => {
 
 /** The window of GET /v1/runs, where `until` before `since` is a mistake worth naming. */
 function filterOf(query: URLSearchParams): StatsFilter {
-  checkQueryKeys(query, WINDOW_KEYS);
   const filter = parseWindow(query);
   if (filter.since !== undefined && filter.until !== undefined && filter.until < filter.since) {
     invalidParam('Parameter "until" is before "since"');
