@@ -57,6 +57,15 @@ export function openPlainDirIn(dir: PlainDir, name: string): PlainDir | EntryKin
   return openPlainDir(pathIn(dir, name), join(dir.path, name));
 }
 
+/** `use(dir)`, the folder closed after. */
+export function withDir<T>(dir: PlainDir, use: (dir: PlainDir) => T): T {
+  try {
+    return use(dir);
+  } finally {
+    dir.close();
+  }
+}
+
 /** Opens root/parts[0]/… one folder at a time: the last one open, or the first part that is not a plain folder. */
 export function openPlainPath(root: string, parts: readonly string[]): PlainDir | { failed: string; kind: EntryKind } {
   const first = openPlainDir(root);
@@ -96,11 +105,7 @@ export async function plainNames(dir: PlainDir): Promise<string[]> {
 export function plainEntries(root: string, parts: readonly string[], kind: 'dir' | 'file' = 'dir'): string[] {
   const dir = openPlainPath(root, parts);
   if ('failed' in dir) return [];
-  try {
-    return listPlain(dir).filter((e) => e.kind === kind).map((e) => e.name);
-  } finally {
-    dir.close();
-  }
+  return withDir(dir, () => listPlain(dir).filter((e) => e.kind === kind).map((e) => e.name));
 }
 
 /** An fd for reading the regular file at `path` (never through a link), or what stands there instead. */
@@ -177,12 +182,7 @@ export function readRepoSvcFile(repo: string, name: string, max: number): Buffer
   if ('failed' in dir) {
     return dir.kind === 'missing' ? null : { refused: `${name} not read: ${dir.failed} ${skipReason(dir.kind)}` };
   }
-  let bytes: ReturnType<typeof readPlainIn>;
-  try {
-    bytes = readPlainIn(dir, name, max);
-  } finally {
-    dir.close();
-  }
+  const bytes = withDir(dir, () => readPlainIn(dir, name, max));
   if (bytes === 'missing') return null;
   return typeof bytes === 'string' ? { refused: `${name} ${skipReason(bytes, max)}` } : bytes;
 }
@@ -213,11 +213,7 @@ export function walkPlainTree(
         opts.skip(rel, sub === 'too deep' ? `is more than ${opts.maxDepth} folders deep` : skipReason(sub));
         continue;
       }
-      try {
-        walkPlainTree(sub, opts, visit, rel);
-      } finally {
-        sub.close();
-      }
+      withDir(sub, () => walkPlainTree(sub, opts, visit, rel));
       continue;
     }
     if (kind !== 'file') {

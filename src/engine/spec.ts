@@ -11,6 +11,7 @@ import { within } from '../spawn/bwrap-argv.ts';
 import { openPlainDirIn, openPlainPath, pathIn, readPlainIn, type PlainDir } from './plain-tree.ts';
 import { trackedOrAll } from './run-state.ts';
 import { TRACKERA_INBOX } from './paths.ts';
+import { withDir } from './safe-fs.ts';
 
 /** `value`: the absolute path for files, the URL, the tracker id, or the brief text. */
 type ClassifiedInput = { kind: InputKind; value: string };
@@ -121,27 +122,18 @@ function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): Tracker
   if (real === null) return null;
   const inbox = openPlainPath(real, TRACKERA_INBOX);
   if ('failed' in inbox) return null;
-  try {
+  return withDir(inbox, () => {
     const jobId = env.SVC_JOB_ID;
     const jobs = jobId && FILE_NAME.test(jobId) ? openPlainDirIn(inbox, 'jobs') : null;
-    if (jobs !== null && typeof jobs !== 'string') {
-      try {
-        const name = `${jobId}.json`;
-        const own = readSnapshot(real, jobs, 'jobs', name);
-        if (own !== null) {
-          rmSync(pathIn(jobs, name), { force: true });
-          return issueOf(objOrNull(own.data) ?? own, id);
-        }
-      } finally {
-        jobs.close();
-      }
-    }
-    const name = `${id}.json`;
-    const latest = readSnapshot(real, inbox, '', name);
-    return latest && issueOf(objOrNull(latest.data) ?? latest, id);
-  } finally {
-    inbox.close();
-  }
+    const own = jobs !== null && typeof jobs !== 'string' ? withDir(jobs, () => {
+      const name = `${jobId}.json`;
+      const snapshot = readSnapshot(real, jobs, 'jobs', name);
+      if (snapshot !== null) rmSync(pathIn(jobs, name), { force: true });
+      return snapshot;
+    }) : null;
+    const found = own ?? readSnapshot(real, inbox, '', `${id}.json`);
+    return found && issueOf(objOrNull(found.data) ?? found, id);
+  });
 }
 
 /** A snapshot's JSON (its parse error thrown, as ever); null when `name` in the inbox's folder `sub` is no regular
