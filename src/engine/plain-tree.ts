@@ -3,6 +3,7 @@
 import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { createHash } from 'node:crypto';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { pathKind, realOrNull } from '../spawn/tree.ts';
 
@@ -174,17 +175,22 @@ export function readObjectIn(
 }
 
 /** `<repo>/.svc/<name>`, a repository's file, read without following a link (it could point one at /dev/zero or a
- * host file) and never past `max` bytes: its bytes, null when it or `.svc` is missing, else why it was not read. */
-export function readRepoSvcFile(repo: string, name: string, max: number): Buffer | null | { refused: string } {
+ * host file) and never past `max` bytes: its bytes, path and sha256 (`svc trust`); null when it or `.svc` is missing;
+ * else `refuse` is thrown with why it was not read. */
+export function readRepoSvcFile(
+  repo: string, name: string, max: number, refuse: (why: string) => Error,
+): { bytes: Buffer; path: string; sha256: string } | null {
   const real = realOrNull(repo); // the checkout's own path is the operator's, and may be a link
   if (real === null) return null;
   const dir = openPlainPath(real, ['.svc']);
   if ('failed' in dir) {
-    return dir.kind === 'missing' ? null : { refused: `${name} not read: ${dir.failed} ${skipReason(dir.kind)}` };
+    if (dir.kind === 'missing') return null;
+    throw refuse(`${name} not read: ${dir.failed} ${skipReason(dir.kind)}`);
   }
   const bytes = withDir(dir, () => readPlainIn(dir, name, max));
   if (bytes === 'missing') return null;
-  return typeof bytes === 'string' ? { refused: `${name} ${skipReason(bytes, max)}` } : bytes;
+  if (typeof bytes === 'string') throw refuse(`${name} ${skipReason(bytes, max)}`);
+  return { bytes, path: join(repo, '.svc', name), sha256: createHash('sha256').update(bytes).digest('hex') };
 }
 
 /** Why an entry that is not what was wanted is skipped, in words for a report. */

@@ -1,5 +1,4 @@
 // .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
-import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { readRepoSvcFile } from './plain-tree.ts';
@@ -150,13 +149,11 @@ const MAX_POLICY = 64 * 1024;
  * the sha256 of the bytes parsed (`svc trust`; null when there is no file).
  */
 export function loadPolicyFile(repo: string): { policy: Policy; path: string; sha256: string | null } {
-  const path = join(repo, '.svc', 'policy.json');
-  const bytes = readRepoSvcFile(repo, 'policy.json', MAX_POLICY);
-  if (bytes === null) return { policy: DEFAULT_POLICY, path, sha256: null };
-  if ('refused' in bytes) throw new PolicyError(bytes.refused);
-  const raw = tryParseJson(bytes.toString('utf8'));
+  const file = readRepoSvcFile(repo, 'policy.json', MAX_POLICY, (why) => new PolicyError(why));
+  if (file === null) return { policy: DEFAULT_POLICY, path: join(repo, '.svc', 'policy.json'), sha256: null };
+  const raw = tryParseJson(file.bytes.toString('utf8'));
   if (raw === undefined) throw new PolicyError('policy.json is not valid JSON');
-  return { policy: parsePolicy(raw), path, sha256: createHash('sha256').update(bytes).digest('hex') };
+  return { policy: parsePolicy(raw), path: file.path, sha256: file.sha256 };
 }
 
 const RANK: Record<Verdict, number> = { verified: 2, verified_with_gaps: 1, not_verified: 0 };
