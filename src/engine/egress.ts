@@ -1,7 +1,6 @@
 // A run's egress gate (DESIGN §7a, docs/gate.md): the agents' only route out, every connection kept as evidence.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { isIP } from 'node:net';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
 import { startGate } from '../gate/gate.ts';
@@ -19,7 +18,7 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { withCost } from './run-state.ts';
 import type { MeteredCost } from '../run-json.ts';
 import { traceRoot } from '../trace.ts';
-import { refusedRange } from '../gate/address.ts';
+import { formatDestination, refusedRange } from '../gate/address.ts';
 
 /** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
 const RECORDS_KEPT = 20_000;
@@ -73,7 +72,7 @@ function gatePolicy(network: Policy['network'], operatorAllow: readonly string[]
   const own = routes.map((r) => {
     const host = r.base.hostname.replace(/^\[|\]$/g, '');
     const port = r.base.port || (r.base.protocol === 'https:' ? '443' : '80');
-    return parseHostPattern(isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`);
+    return parseHostPattern(formatDestination(host, Number(port)));
   });
   const policy: GatePolicy = { allow: [...base.allow, ...own], deny: base.deny };
   const inert = inertGrants(operatorAllow);
