@@ -4,7 +4,7 @@ import { basename, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
 import { errtrackSpec, fetchIssueExport, fetchJson } from './errtrack-spec.ts';
-import { fence, oneLine, str } from './text.ts';
+import { fence, markdownSpec, oneLine, str } from './text.ts';
 import { obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { within } from '../spawn/bwrap-argv.ts';
@@ -81,9 +81,8 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
   switch (input.kind) {
     case 'brief': {
       const brief = oneLine(input.value, 1500);
-      const spec = ['# Task', '', brief, '',
-        '## Acceptance criteria', '', '- The change does what the task asks.', '- Existing tests pass.', ''].join('\n');
-      return { spec, brief, origin };
+      const criteria = ['- The change does what the task asks.', '- Existing tests pass.'];
+      return { spec: markdownSpec('Task', [brief], { 'Acceptance criteria': criteria }), brief, origin };
     }
     case 'spec-file': {
       const spec = readFileSync(input.value, 'utf8');
@@ -173,20 +172,19 @@ async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue
 export async function trackeraSpec(repo: string, id: string, env: NodeJS.ProcessEnv) {
   const issue = fromSnapshot(repo, id, env) ?? await fromApi(id, env).catch(() => null);
   if (!issue || (!issue.title && !issue.description)) {
-    return {
-      brief: `trackera:${id}`,
-      spec: `# Tracker issue trackera:${id}\n\nNo details were available offline; work from the reference.\n\n` +
-        '## Acceptance criteria\n\n- The issue is resolved.\n- Existing tests pass.\n',
-    };
+    const lead = ['No details were available offline; work from the reference.'];
+    const criteria = ['- The issue is resolved.', '- Existing tests pass.'];
+    return { brief: `trackera:${id}`, spec: markdownSpec(`Tracker issue trackera:${id}`, lead, {
+      'Acceptance criteria': criteria,
+    }) };
   }
   const title = oneLine(issue.title ?? `trackera:${id}`, 300);
   return {
     brief: oneLine(`trackera:${issue.identifier} ${title}`, 1500),
-    spec: [
-      `# ${issue.identifier}: ${title}`, '', ...(issue.url ? [`Link: ${issue.url}`, ''] : []),
-      '## Description', '', fence(issue.description ?? '(none)', 'text'), '',
-      '## Acceptance criteria', '', '- The issue is resolved as described.', '- Existing tests pass.', '',
-    ].join('\n'),
+    spec: markdownSpec(`${issue.identifier}: ${title}`, issue.url ? [`Link: ${issue.url}`] : [], {
+      Description: [fence(issue.description ?? '(none)', 'text')],
+      'Acceptance criteria': ['- The issue is resolved as described.', '- Existing tests pass.'],
+    }),
   };
 }
 
