@@ -27,22 +27,22 @@ export function pathIn(dir: PlainDir, name: string): string {
   return PROC_FD ? `/proc/self/fd/${dir.fd}/${name}` : join(dir.path, name);
 }
 
-function kindOfError(err: unknown): EntryKind {
-  const code = (err as NodeJS.ErrnoException).code;
-  if (code === 'ELOOP') return 'link';
-  if (code === 'ENOENT') return 'missing';
-  return 'other';
+/** An fd of `path` opened with `flags` (O_NOFOLLOW), or what its failure says stands there: 'other' for the rest. */
+function openFd(path: string, flags: number): number | EntryKind {
+  try {
+    return openSync(path, flags);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP') return 'link';
+    return code === 'ENOENT' ? 'missing' : 'other';
+  }
 }
 
 /** Opens `path` as a folder (its last component not a link), or says what stands there instead. */
 function openPlainDir(path: string, shown = path): PlainDir | EntryKind {
-  let fd: number;
-  try {
-    fd = openSync(path, DIR_FLAGS);
-  } catch (err) {
-    const kind = kindOfError(err);
-    return kind === 'other' ? (pathKind(path) ?? 'missing') : kind;
-  }
+  const fd = openFd(path, DIR_FLAGS);
+  if (fd === 'other') return pathKind(path) ?? 'missing';
+  if (typeof fd === 'string') return fd;
   let open = true;
   return {
     fd,
@@ -111,13 +111,8 @@ export function plainEntries(root: string, parts: readonly string[], kind: 'dir'
 
 /** An fd for reading the regular file at `path` (never through a link), or what stands there instead. */
 function openPlainFile(path: string): number | EntryKind {
-  let fd: number;
-  try {
-    fd = openSync(path, FILE_FLAGS);
-  } catch (err) {
-    return kindOfError(err);
-  }
-  if (fstatSync(fd).isFile()) return fd;
+  const fd = openFd(path, FILE_FLAGS);
+  if (typeof fd === 'string' || fstatSync(fd).isFile()) return fd;
   closeSync(fd);
   return 'other';
 }
