@@ -6,7 +6,7 @@ import { BadSettingError } from '../errors.ts';
 import { onlyKeys, parseNetwork, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isSecretName } from '../spawn/env.ts';
-import { realOrNull } from '../spawn/tree.ts';
+import { orNull, realOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from './safe-fs.ts';
 import { readRepoSvcFile } from './plain-tree.ts';
 
@@ -129,11 +129,7 @@ export function passedValues(names: readonly string[], env: NodeJS.ProcessEnv): 
 
 /** The operator's passed names for a server's launcher; none when its file is unreadable (the run then fails). */
 export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string> {
-  try {
-    return passedValues(loadOperatorConfig(env).env, env);
-  } catch {
-    return {};
-  }
+  return orNull(() => passedValues(loadOperatorConfig(env).env, env)) ?? {};
 }
 
 // Which repository config files a person trusted (`svc trust`, as direnv does: real path and sha256 of the bytes),
