@@ -5,7 +5,7 @@ import { readdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
-import { pathKind, realOrNull } from '../spawn/tree.ts';
+import { orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 // O_NONBLOCK: a planted FIFO cannot block the open.
@@ -83,23 +83,14 @@ export function openPlainPath(root: string, parts: readonly string[]): PlainDir 
 
 /** The names in `dir` with what each is, sorted; lstat only, so nothing is followed or opened. */
 export function listPlain(dir: PlainDir): Array<{ name: string; kind: EntryKind }> {
-  let names: string[];
-  try {
-    names = readdirSync(PROC_FD ? `/proc/self/fd/${dir.fd}` : dir.path);
-  } catch {
-    return [];
-  }
+  const names = orNull(() => readdirSync(PROC_FD ? `/proc/self/fd/${dir.fd}` : dir.path)) ?? [];
   return names.sort().map((name) => ({ name, kind: pathKind(pathIn(dir, name)) ?? 'missing' }));
 }
 
 /** The names in `dir`, unsorted and not looked at, read off the event loop: for a folder a repository may fill with
  * any number of entries (a reader takes the few it wants, then reads each through `readPlainIn`). */
-export async function plainNames(dir: PlainDir): Promise<string[]> {
-  try {
-    return await readdir(PROC_FD ? `/proc/self/fd/${dir.fd}` : dir.path);
-  } catch {
-    return [];
-  }
+export function plainNames(dir: PlainDir): Promise<string[]> {
+  return readdir(PROC_FD ? `/proc/self/fd/${dir.fd}` : dir.path).catch(() => []);
 }
 
 /** The plain folders (or files) directly in `<root>/<parts…>`, sorted; none when a level on the way is not plain. */
