@@ -173,10 +173,8 @@ export async function trackeraSpec(repo: string, id: string, env: NodeJS.Process
   const issue = fromSnapshot(repo, id, env) ?? await fromApi(id, env).catch(() => null);
   if (!issue || (!issue.title && !issue.description)) {
     const lead = ['No details were available offline; work from the reference.'];
-    const criteria = ['- The issue is resolved.', '- Existing tests pass.'];
-    return { brief: `trackera:${id}`, spec: markdownSpec(`Tracker issue trackera:${id}`, lead, {
-      'Acceptance criteria': criteria,
-    }) };
+    const criteria = { 'Acceptance criteria': ['- The issue is resolved.', '- Existing tests pass.'] };
+    return { brief: `trackera:${id}`, spec: markdownSpec(`Tracker issue trackera:${id}`, lead, criteria) };
   }
   const title = oneLine(issue.title ?? `trackera:${id}`, 300);
   return {

@@ -15,8 +15,7 @@ export function fence(content: string, info = ''): string {
   return `${ticks}${info}\n${content.replace(/\n?$/, '\n')}${ticks}`;
 }
 
-/** A task spec in markdown: `# title`, its lead lines, then each `## heading` with its lines; one line break at the
- * end. */
+/** A task spec in markdown: `# title`, its lead lines, then each `## heading` with its lines; one ending line break. */
 export function markdownSpec(title: string, lead: string[], sections: Record<string, string[]>): string {
   const parts = [`# ${title}`, ''];
   if (lead.length) parts.push(...lead, '');
