@@ -3,17 +3,17 @@
 // other's work. The claim is `svc-checkout-claim` in the checkout's git directory (never repository content: a claim
 // a repository commits would hold every start off, and taking it over would change tracked files), a folder put in
 // place whole by rename, which never replaces a folder holding files, with its launcher's identity inside.
-import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BadInputError, RefusedError } from '../errors.ts';
-import { obj, num, str, tryParseJson, type Obj } from '../untrusted.ts';
+import { obj, num, str, tryParseJson } from '../untrusted.ts';
 import { identityOf, procStart } from './proc-group.ts';
 import { isPidAlive } from '../client/server-record.ts';
 import { listPlain, openPlainPath, pathIn, type PlainDir } from './plain-tree.ts';
 import { withDir } from './safe-fs.ts';
 import { checkoutGitDir } from './git.ts';
-import { realOrNull } from '../spawn/tree.ts';
+import { readOrNull, realOrNull } from '../spawn/tree.ts';
 
 const CLAIM = 'svc-checkout-claim';
 /** Another launcher's check and first writes take milliseconds; one holding the claim this long is stuck. */
@@ -41,12 +41,8 @@ export function unwritable(gitDir: string, err: unknown): unknown {
 function readClaim(dir: PlainDir): { inode: number; pid: number | null; alive: boolean } | null {
   try {
     const inode = statSync(pathIn(dir, CLAIM)).ino;
-    let owner: Obj = {};
-    try {
-      owner = obj(tryParseJson(readFileSync(pathIn(dir, `${CLAIM}/owner`), 'utf8')));
-    } catch {
-      // no readable owner: judged as a dead launcher's
-    }
+    // No readable owner: judged as a dead launcher's.
+    const owner = obj(tryParseJson(readOrNull(pathIn(dir, `${CLAIM}/owner`)) ?? ''));
     const pid = num(owner.pid);
     const valid = Number.isSafeInteger(pid) && pid > 0;
     const started = valid ? procStart(pid) : null;

@@ -1,8 +1,9 @@
 // Which version of an agent CLI is installed, and the range `npm run test:providers` proved for it (docs/engine.md).
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { runCollect } from '../spawn/start.ts';
-import { realOrNull } from '../spawn/tree.ts';
+import { orNull, readOrNull, realOrNull } from '../spawn/tree.ts';
+import { obj, tryParseJson } from '../untrusted.ts';
 import type { ResolvedProvider } from './providers.ts';
 
 /** The npm package the suite installs and the version it drove (equal to test/providers/versions.json); aider is on
@@ -62,12 +63,9 @@ export function packageVersion(path: string, pkg: string): string | null {
   if (real === null) return null;
   let dir = dirname(real);
   for (let i = 0; i < 6; i++) {
-    try {
-      const meta = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown };
-      if (meta.name === pkg && typeof meta.version === 'string') return meta.version;
-    } catch {
-      // No package.json here (or not JSON): keep climbing.
-    }
+    // No package.json here (or not JSON): keep climbing.
+    const meta = obj(tryParseJson(readOrNull(join(dir, 'package.json')) ?? ''));
+    if (meta.name === pkg && typeof meta.version === 'string') return meta.version;
     const up = dirname(dir);
     if (up === dir) break;
     dir = up;
@@ -83,13 +81,9 @@ export function createVersionProbe(env: NodeJS.ProcessEnv): VersionProbe {
   const cache = new Map<string, Promise<string | null>>();
   const base: NodeJS.ProcessEnv = { PATH: env.PATH ?? '', HOME: env.HOME ?? '' };
   return function probe(path, provider) {
-    let key: string;
-    try {
-      const st = statSync(path);
-      key = `${path}|${st.size}|${st.mtimeMs}|${provider ?? ''}`;
-    } catch {
-      return Promise.resolve(null);
-    }
+    const st = orNull(() => statSync(path));
+    if (st === null) return Promise.resolve(null);
+    const key = `${path}|${st.size}|${st.mtimeMs}|${provider ?? ''}`;
     if (!cache.has(key)) {
       const pkg = provider ? TESTED_CLIS[provider]?.package : undefined;
       const fromPackage = pkg ? packageVersion(path, pkg) : null;

@@ -1,13 +1,12 @@
 // The engine's settings files: .svc/config.json, the operator's files, and what `svc trust` trusted.
 import { isJsonObject, obj, tryParseJson } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
-import { createHash } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { BadSettingError } from '../errors.ts';
 import { onlyKeys, parseNetwork, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isSecretName } from '../spawn/env.ts';
-import { realOrNull } from '../spawn/tree.ts';
+import { orNull, realOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from './safe-fs.ts';
 import { readRepoSvcFile } from './plain-tree.ts';
 
@@ -51,15 +50,10 @@ const MAX_CONFIG = 1024 * 1024;
 /** `<repo>/.svc/config.json` read once (as policy.json is: never through a link, never unbounded), with its path and
  * the sha256 of the bytes parsed (`svc trust`); or null. */
 export function readEngineConfigFile(repo: string): { config: EngineConfig; path: string; sha256: string } | null {
-  const path = join(repo, '.svc', 'config.json');
-  const bytes = readRepoSvcFile(repo, 'config.json', MAX_CONFIG);
-  if (bytes === null) return null;
-  if ('refused' in bytes) throw new BadSettingError(`.svc/${bytes.refused}`);
-  return {
-    config: parseEngineConfig(bytes, '.svc/config.json', ['provider', 'providers', 'env']),
-    path,
-    sha256: createHash('sha256').update(bytes).digest('hex'),
-  };
+  const file = readRepoSvcFile(repo, 'config.json', MAX_CONFIG, (why) => new BadSettingError(`.svc/${why}`));
+  if (file === null) return null;
+  const config = parseEngineConfig(file.bytes, '.svc/config.json', ['provider', 'providers', 'env']);
+  return { config, path: file.path, sha256: file.sha256 };
 }
 
 /** Parses a config file's bytes; `where` names the file in errors, `keys` are the top-level keys it may hold. */
@@ -135,11 +129,7 @@ export function passedValues(names: readonly string[], env: NodeJS.ProcessEnv): 
 
 /** The operator's passed names for a server's launcher; none when its file is unreadable (the run then fails). */
 export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string> {
-  try {
-    return passedValues(loadOperatorConfig(env).env, env);
-  } catch {
-    return {};
-  }
+  return orNull(() => passedValues(loadOperatorConfig(env).env, env)) ?? {};
 }
 
 // Which repository config files a person trusted (`svc trust`, as direnv does: real path and sha256 of the bytes),

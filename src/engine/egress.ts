@@ -1,7 +1,6 @@
 // A run's egress gate (DESIGN §7a, docs/gate.md): the agents' only route out, every connection kept as evidence.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { isIP } from 'node:net';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
 import { startGate } from '../gate/gate.ts';
@@ -19,7 +18,7 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { withCost } from './run-state.ts';
 import type { MeteredCost } from '../run-json.ts';
 import { traceRoot } from '../trace.ts';
-import { refusedRange } from '../gate/address.ts';
+import { formatDestination, refusedRange } from '../gate/address.ts';
 
 /** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
 const RECORDS_KEPT = 20_000;
@@ -73,7 +72,7 @@ function gatePolicy(network: Policy['network'], operatorAllow: readonly string[]
   const own = routes.map((r) => {
     const host = r.base.hostname.replace(/^\[|\]$/g, '');
     const port = r.base.port || (r.base.protocol === 'https:' ? '443' : '80');
-    return parseHostPattern(isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`);
+    return parseHostPattern(formatDestination(host, Number(port)));
   });
   const policy: GatePolicy = { allow: [...base.allow, ...own], deny: base.deny };
   const inert = inertGrants(operatorAllow);
@@ -117,15 +116,14 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
   // First: a bad price file fails the run before anything is made.
   const meter = runMeter(ctx);
   const allowed = gatePolicy(policy.network, operatorAllow, routes);
+  const log = (text: string): void => ctx.event('log', { stream: 'svc', text });
   for (const entry of allowed.dropped) {
-    const text = `Refused .svc/policy.json network.allow ${entry}: a repository cannot open an address the gate ` +
-      `refuses (only the operator can, with network.allow in ${OPERATOR_FILES}); the run goes on without it`;
-    ctx.event('log', { stream: 'svc', text });
+    log(`Refused .svc/policy.json network.allow ${entry}: a repository cannot open an address the gate ` +
+      `refuses (only the operator can, with network.allow in ${OPERATOR_FILES}); the run goes on without it`);
   }
   for (const entry of allowed.inert) {
-    const text = `The operator's network.allow "${entry}" (${OPERATOR_FILES}) opens nothing: an address the gate ` +
-      `refuses opens only with its port ("${entry}:PORT"); a name never opens one, whatever it resolves to`;
-    ctx.event('log', { stream: 'svc', text });
+    log(`The operator's network.allow "${entry}" (${OPERATOR_FILES}) opens nothing: an address the gate ` +
+      `refuses opens only with its port ("${entry}:PORT"); a name never opens one, whatever it resolves to`);
   }
   const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
@@ -146,10 +144,7 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
       meter.count(record);
       if (records.length < RECORDS_KEPT) records.push(record);
       if (total <= EVENTS_KEPT) ctx.event('egress', { ...record });
-      if (total === EVENTS_KEPT + 1) {
-        const text = `more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`;
-        ctx.event('log', { stream: 'svc', text });
-      }
+      if (total === EVENTS_KEPT + 1) log(`more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`);
     },
   }).catch((err: unknown) => {
     rmSync(folder, { recursive: true, force: true });
@@ -168,16 +163,13 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
     // Closed once: by the finish, so egress.jsonl is on disk before the run's status is final, else by the worker.
     close: (): Promise<void> => closing ??= (async () => {
       await gate.close();
-      if (total > records.length) {
-        const text = `egress.jsonl keeps the first ${RECORDS_KEPT} of ${total} connections`;
-        ctx.event('log', { stream: 'svc', text });
-      }
+      if (total > records.length) log(`egress.jsonl keeps the first ${RECORDS_KEPT} of ${total} connections`);
       ctx.saveArtifact('egress.jsonl', records.map((r) => JSON.stringify(r)).join('\n') + (records.length ? '\n' : ''));
       // Its socket's folder: a leftover costs nothing, so it never stops the receipt written after the close.
       try {
         rmSync(folder, { recursive: true, force: true });
       } catch (err) {
-        ctx.event('log', { stream: 'svc', text: `the gate's folder ${folder} stays: ${errorMessage(err)}` });
+        log(`the gate's folder ${folder} stays: ${errorMessage(err)}`);
       }
     })(),
   };

@@ -1,6 +1,6 @@
 // Error-tracker input (DESIGN §6): an export, or an issue fetched with curl, rendered as the task spec.
 import { objOrNull as obj, tryParseJson, type Obj } from '../untrusted.ts';
-import { oneLine, str } from './text.ts';
+import { markdownSpec, oneLine, str } from './text.ts';
 import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
 import { runCollect } from '../spawn/start.ts';
 import { isLoopbackHost } from '../http/guards.ts';
@@ -89,20 +89,17 @@ export function errtrackSpec(input: unknown): { spec: string; brief: string } {
     ...(shortId ? [`- Issue: ${shortId}`] : []),
     ...(link ? [`- Link: ${link}`] : []),
   ];
-  const section = (heading: string, lines: string[]) => [`## ${heading}`, '', ...lines, ''];
-  const spec = [
-    `# Fix: ${title}`,
-    '',
-    ...section('Error', [error]),
-    ...section('Stack trace', frames.length ? frames : ['(no stack trace in the export)']),
-    ...section('Breadcrumbs', breadcrumbs.length ? breadcrumbs : ['(none recorded)']),
-    ...section('Context', context),
-    ...section('Acceptance criteria', [
+  const spec = markdownSpec(`Fix: ${title}`, [], {
+    Error: [error],
+    'Stack trace': frames.length ? frames : ['(no stack trace in the export)'],
+    Breadcrumbs: breadcrumbs.length ? breadcrumbs : ['(none recorded)'],
+    Context: context,
+    'Acceptance criteria': [
       `- The error "${oneLine(error, 300)}" no longer occurs.`,
       '- A regression test covers it.',
       '- Existing tests pass.',
-    ]),
-  ].join('\n');
+    ],
+  });
   return { spec, brief: oneLine(`Fix ${title}`, 1500) };
 }
 

@@ -1,11 +1,12 @@
 // svc's git: the argv and environment of every git svc starts (docs/engine.md "svc's own git").
-import { readFileSync, appendFileSync, existsSync, lstatSync, mkdirSync, realpathSync } from 'node:fs';
+import { readFileSync, appendFileSync, existsSync, lstatSync, mkdirSync } from 'node:fs';
 import { join, basename, dirname, isAbsolute, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { FailedError, RefusedError } from '../errors.ts';
 import { GitRedirectedError, redirectedUrl } from './git-token.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
+import { orNull, realOrNull } from '../spawn/tree.ts';
 
 // Held whatever any config says; the `-c` values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
 const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',
@@ -92,11 +93,7 @@ export function git(
 
 /** git's stdout, or '' when it fails (as `git config` does when nothing matches). */
 export function tryGit(dir: string, args: string[]): string {
-  try {
-    return git(dir, args);
-  } catch {
-    return '';
-  }
+  return orNull(() => git(dir, args)) ?? '';
 }
 
 /** The root of the git repository holding `dir`, or null when it is in none (or git cannot read it). */
@@ -152,12 +149,10 @@ export class IncludedTreeConfigError extends RefusedError {}
 function realSpelling(path: string): string {
   const rest: string[] = [];
   for (let head = path; ; head = dirname(head)) {
-    try {
-      return join(realpathSync(head), ...rest);
-    } catch {
-      if (dirname(head) === head) return path;
-      rest.unshift(basename(head));
-    }
+    const real = realOrNull(head);
+    if (real !== null) return join(real, ...rest);
+    if (dirname(head) === head) return path;
+    rest.unshift(basename(head));
   }
 }
 

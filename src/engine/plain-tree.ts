@@ -3,8 +3,9 @@
 import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { createHash } from 'node:crypto';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
-import { pathKind, realOrNull } from '../spawn/tree.ts';
+import { orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 // O_NONBLOCK: a planted FIFO cannot block the open.
@@ -26,22 +27,22 @@ export function pathIn(dir: PlainDir, name: string): string {
   return PROC_FD ? `/proc/self/fd/${dir.fd}/${name}` : join(dir.path, name);
 }
 
-function kindOfError(err: unknown): EntryKind {
-  const code = (err as NodeJS.ErrnoException).code;
-  if (code === 'ELOOP') return 'link';
-  if (code === 'ENOENT') return 'missing';
-  return 'other';
+/** An fd of `path` opened with `flags` (O_NOFOLLOW), or what its failure says stands there: 'other' for the rest. */
+function openFd(path: string, flags: number): number | EntryKind {
+  try {
+    return openSync(path, flags);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP') return 'link';
+    return code === 'ENOENT' ? 'missing' : 'other';
+  }
 }
 
 /** Opens `path` as a folder (its last component not a link), or says what stands there instead. */
 function openPlainDir(path: string, shown = path): PlainDir | EntryKind {
-  let fd: number;
-  try {
-    fd = openSync(path, DIR_FLAGS);
-  } catch (err) {
-    const kind = kindOfError(err);
-    return kind === 'other' ? (pathKind(path) ?? 'missing') : kind;
-  }
+  const fd = openFd(path, DIR_FLAGS);
+  if (fd === 'other') return pathKind(path) ?? 'missing';
+  if (typeof fd === 'string') return fd;
   let open = true;
   return {
     fd,
@@ -55,6 +56,15 @@ function openPlainDir(path: string, shown = path): PlainDir | EntryKind {
 
 export function openPlainDirIn(dir: PlainDir, name: string): PlainDir | EntryKind {
   return openPlainDir(pathIn(dir, name), join(dir.path, name));
+}
+
+/** `use(dir)`, the folder closed after. */
+export function withDir<T>(dir: PlainDir, use: (dir: PlainDir) => T): T {
+  try {
+    return use(dir);
+  } finally {
+    dir.close();
+  }
 }
 
 /** Opens root/parts[0]/… one folder at a time: the last one open, or the first part that is not a plain folder. */
@@ -73,45 +83,27 @@ export function openPlainPath(root: string, parts: readonly string[]): PlainDir 
 
 /** The names in `dir` with what each is, sorted; lstat only, so nothing is followed or opened. */
 export function listPlain(dir: PlainDir): Array<{ name: string; kind: EntryKind }> {
-  let names: string[];
-  try {
-    names = readdirSync(PROC_FD ? `/proc/self/fd/${dir.fd}` : dir.path);
-  } catch {
-    return [];
-  }
+  const names = orNull(() => readdirSync(PROC_FD ? `/proc/self/fd/${dir.fd}` : dir.path)) ?? [];
   return names.sort().map((name) => ({ name, kind: pathKind(pathIn(dir, name)) ?? 'missing' }));
 }
 
 /** The names in `dir`, unsorted and not looked at, read off the event loop: for a folder a repository may fill with
  * any number of entries (a reader takes the few it wants, then reads each through `readPlainIn`). */
-export async function plainNames(dir: PlainDir): Promise<string[]> {
-  try {
-    return await readdir(PROC_FD ? `/proc/self/fd/${dir.fd}` : dir.path);
-  } catch {
-    return [];
-  }
+export function plainNames(dir: PlainDir): Promise<string[]> {
+  return readdir(PROC_FD ? `/proc/self/fd/${dir.fd}` : dir.path).catch(() => []);
 }
 
 /** The plain folders (or files) directly in `<root>/<parts…>`, sorted; none when a level on the way is not plain. */
 export function plainEntries(root: string, parts: readonly string[], kind: 'dir' | 'file' = 'dir'): string[] {
   const dir = openPlainPath(root, parts);
   if ('failed' in dir) return [];
-  try {
-    return listPlain(dir).filter((e) => e.kind === kind).map((e) => e.name);
-  } finally {
-    dir.close();
-  }
+  return withDir(dir, () => listPlain(dir).filter((e) => e.kind === kind).map((e) => e.name));
 }
 
 /** An fd for reading the regular file at `path` (never through a link), or what stands there instead. */
 function openPlainFile(path: string): number | EntryKind {
-  let fd: number;
-  try {
-    fd = openSync(path, FILE_FLAGS);
-  } catch (err) {
-    return kindOfError(err);
-  }
-  if (fstatSync(fd).isFile()) return fd;
+  const fd = openFd(path, FILE_FLAGS);
+  if (typeof fd === 'string' || fstatSync(fd).isFile()) return fd;
   closeSync(fd);
   return 'other';
 }
@@ -169,22 +161,22 @@ export function readObjectIn(
 }
 
 /** `<repo>/.svc/<name>`, a repository's file, read without following a link (it could point one at /dev/zero or a
- * host file) and never past `max` bytes: its bytes, null when it or `.svc` is missing, else why it was not read. */
-export function readRepoSvcFile(repo: string, name: string, max: number): Buffer | null | { refused: string } {
+ * host file) and never past `max` bytes: its bytes, path and sha256 (`svc trust`); null when it or `.svc` is missing;
+ * else `refuse` is thrown with why it was not read. */
+export function readRepoSvcFile(
+  repo: string, name: string, max: number, refuse: (why: string) => Error,
+): { bytes: Buffer; path: string; sha256: string } | null {
   const real = realOrNull(repo); // the checkout's own path is the operator's, and may be a link
   if (real === null) return null;
   const dir = openPlainPath(real, ['.svc']);
   if ('failed' in dir) {
-    return dir.kind === 'missing' ? null : { refused: `${name} not read: ${dir.failed} ${skipReason(dir.kind)}` };
+    if (dir.kind === 'missing') return null;
+    throw refuse(`${name} not read: ${dir.failed} ${skipReason(dir.kind)}`);
   }
-  let bytes: ReturnType<typeof readPlainIn>;
-  try {
-    bytes = readPlainIn(dir, name, max);
-  } finally {
-    dir.close();
-  }
+  const bytes = withDir(dir, () => readPlainIn(dir, name, max));
   if (bytes === 'missing') return null;
-  return typeof bytes === 'string' ? { refused: `${name} ${skipReason(bytes, max)}` } : bytes;
+  if (typeof bytes === 'string') throw refuse(`${name} ${skipReason(bytes, max)}`);
+  return { bytes, path: join(repo, '.svc', name), sha256: createHash('sha256').update(bytes).digest('hex') };
 }
 
 /** Why an entry that is not what was wanted is skipped, in words for a report. */
@@ -213,11 +205,7 @@ export function walkPlainTree(
         opts.skip(rel, sub === 'too deep' ? `is more than ${opts.maxDepth} folders deep` : skipReason(sub));
         continue;
       }
-      try {
-        walkPlainTree(sub, opts, visit, rel);
-      } finally {
-        sub.close();
-      }
+      withDir(sub, () => walkPlainTree(sub, opts, visit, rel));
       continue;
     }
     if (kind !== 'file') {

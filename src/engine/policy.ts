@@ -1,5 +1,4 @@
 // .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
-import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { readRepoSvcFile } from './plain-tree.ts';
@@ -10,29 +9,21 @@ import { GatePolicyError, parseGatePolicy } from '../gate/policy.ts';
 /** A .svc/policy.json that svc refuses: the message names the key and what it must be. */
 export class PolicyError extends RefusedError {}
 
-/** `limits` (DESIGN §7a "It ends"): what one run's agents may spend; each key's enforcer in docs/engine.md. */
-export const DEFAULT_LIMITS = {
-  provider_timeout_s: 3600,
-  run_timeout_s: 4 * 3600,
-  check_timeout_s: 900,
-  processes: 1024,
-  memory_mb: 8192,
-  file_mb: 1024,
-  disk_mb: 4096,
-  invocations: 25,
-};
-export type RunLimits = typeof DEFAULT_LIMITS;
-
-const MAXIMA: RunLimits = {
-  provider_timeout_s: 7 * 24 * 3600,
-  run_timeout_s: 7 * 24 * 3600,
-  check_timeout_s: 24 * 3600,
-  processes: 65536,
-  memory_mb: 1024 * 1024,
-  file_mb: 1024 * 1024,
-  disk_mb: 1024 * 1024,
-  invocations: 1000,
-};
+/** `limits` (DESIGN §7a "It ends"): what one run's agents may spend, by default and at most (a policy.json's bound;
+ * the operator's caps have none); each key's enforcer in docs/engine.md. */
+const LIMIT_RANGES = {
+  provider_timeout_s: [3600, 7 * 24 * 3600],
+  run_timeout_s: [4 * 3600, 7 * 24 * 3600],
+  check_timeout_s: [900, 24 * 3600],
+  processes: [1024, 65536],
+  memory_mb: [8192, 1024 * 1024],
+  file_mb: [1024, 1024 * 1024],
+  disk_mb: [4096, 1024 * 1024],
+  invocations: [25, 1000],
+} satisfies Record<string, [number, number]>;
+export type RunLimits = Record<keyof typeof LIMIT_RANGES, number>;
+const LIMIT_KEYS = Object.keys(LIMIT_RANGES) as (keyof RunLimits)[];
+export const DEFAULT_LIMITS = Object.fromEntries(LIMIT_KEYS.map((key) => [key, LIMIT_RANGES[key][0]])) as RunLimits;
 
 /** Refuses a key that is not `allowed` (a typo must not silently loosen anything), as `fail`'s error. */
 export function onlyKeys(
@@ -48,9 +39,9 @@ export function readLimits(
 ): Partial<RunLimits> {
   if (!isJsonObject(raw)) throw fail(`${where} limits must be an object`);
   const limits: Partial<RunLimits> = {};
-  onlyKeys(raw, Object.keys(DEFAULT_LIMITS), `${where} limits`, fail);
+  onlyKeys(raw, LIMIT_KEYS, `${where} limits`, fail);
   for (const [key, value] of Object.entries(raw)) {
-    const max = bounded ? MAXIMA[key as keyof RunLimits] : Infinity;
+    const max = bounded ? LIMIT_RANGES[key as keyof RunLimits][1] : Infinity;
     if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
       throw fail(`${where} limits.${key} must be a whole number ${bounded ? `from 1 to ${max}` : 'of at least 1'}`);
     }
@@ -150,13 +141,11 @@ const MAX_POLICY = 64 * 1024;
  * the sha256 of the bytes parsed (`svc trust`; null when there is no file).
  */
 export function loadPolicyFile(repo: string): { policy: Policy; path: string; sha256: string | null } {
-  const path = join(repo, '.svc', 'policy.json');
-  const bytes = readRepoSvcFile(repo, 'policy.json', MAX_POLICY);
-  if (bytes === null) return { policy: DEFAULT_POLICY, path, sha256: null };
-  if ('refused' in bytes) throw new PolicyError(bytes.refused);
-  const raw = tryParseJson(bytes.toString('utf8'));
+  const file = readRepoSvcFile(repo, 'policy.json', MAX_POLICY, (why) => new PolicyError(why));
+  if (file === null) return { policy: DEFAULT_POLICY, path: join(repo, '.svc', 'policy.json'), sha256: null };
+  const raw = tryParseJson(file.bytes.toString('utf8'));
   if (raw === undefined) throw new PolicyError('policy.json is not valid JSON');
-  return { policy: parsePolicy(raw), path, sha256: createHash('sha256').update(bytes).digest('hex') };
+  return { policy: parsePolicy(raw), path: file.path, sha256: file.sha256 };
 }
 
 const RANK: Record<Verdict, number> = { verified: 2, verified_with_gaps: 1, not_verified: 0 };

@@ -33,55 +33,6 @@ function json(line: string): Obj | null {
   return t.startsWith('{') ? objOrNull(tryParseJson(t)) : null;
 }
 
-/** `claude -p --output-format json`: the result object carries total_cost_usd and usage. */
-function claude(o: Obj): Usage | null {
-  if (o.type !== 'result') return null;
-  const u = obj(o.usage);
-  const cacheIn = (figure(u.cache_creation_input_tokens) ?? 0) + (figure(u.cache_read_input_tokens) ?? 0);
-  const input = figure(u.input_tokens);
-  return {
-    cost_usd: figure(o.total_cost_usd) ?? figure(o.cost_usd),
-    tokens_in: input === null ? null : input + cacheIn,
-    tokens_out: figure(u.output_tokens),
-  };
-}
-
-/** `codex exec --json`: turn.completed events carry usage; codex reports no price. */
-function codex(o: Obj): Usage | null {
-  if (o.type !== 'turn.completed') return null;
-  const u = obj(o.usage);
-  return { cost_usd: null, tokens_in: figure(u.input_tokens), tokens_out: figure(u.output_tokens) };
-}
-
-/** `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat input/outputTokens. */
-function gemini(o: Obj): Usage | null {
-  if (!o.stats) return null;
-  const stats = obj(o.stats);
-  let tin = figure(stats.inputTokens);
-  let tout = figure(stats.outputTokens);
-  for (const model of Object.values(obj(stats.models))) {
-    const t = obj(obj(model).tokens);
-    // A model entry without token counts reports nothing: the figure stays null rather than 0.
-    const prompt = figure(t.prompt);
-    const candidates = figure(t.candidates);
-    if (prompt !== null) tin = (tin ?? 0) + prompt;
-    if (candidates !== null) tout = (tout ?? 0) + candidates;
-  }
-  return { cost_usd: null, tokens_in: tin, tokens_out: tout };
-}
-
-/** `opencode run --format json`: each step_finish part carries cost and tokens (cache figures added as claude's). */
-function opencode(o: Obj): Usage | null {
-  const part = obj(o.part);
-  const cost = figure(part.cost) ?? figure(o.cost);
-  const tokens = obj(part.tokens ?? o.tokens);
-  if (cost === null && tokens.input === undefined) return null;
-  const input = figure(tokens.input);
-  const cache = obj(tokens.cache);
-  const cacheIn = (figure(cache.read) ?? 0) + (figure(cache.write) ?? 0);
-  return { cost_usd: cost, tokens_in: input === null ? null : input + cacheIn, tokens_out: figure(tokens.output) };
-}
-
 function kilo(text: string): number {
   return text.endsWith('k') ? Math.round(Number(text.slice(0, -1)) * 1000) : Number(text);
 }
@@ -107,12 +58,6 @@ function createAider(): (line: string) => Usage | null {
   };
 }
 
-/** `command` providers report an increment as {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…}. */
-function command(o: Obj): Usage | null {
-  if (o.type !== 'svc.cost') return claude(o);
-  return { cost_usd: figure(o.usd), tokens_in: figure(o.tokens_in), tokens_out: figure(o.tokens_out) };
-}
-
 /** What output says of the CLI's session: its id (shape-checked: it goes into an argv), the agent's (last) words. */
 export interface SessionSighting {
   id: string | null;
@@ -131,39 +76,9 @@ function sighting(id: string | null, said: unknown): SessionSighting | null {
   return id === null && text === null ? null : { id, said: text };
 }
 
-// Where each CLI names its session and what it said: docs/engine.md "Resuming the CLI's session".
-function claudeSession(o: Obj): SessionSighting | null {
-  return sighting(shaped(o.session_id, UUID), o.type === 'result' ? o.result : null);
-}
-
-function codexSession(o: Obj): SessionSighting | null {
-  if (o.type === 'thread.started') return sighting(shaped(o.thread_id, UUID), null);
-  const item = obj(o.item);
-  return o.type === 'item.completed' && item.type === 'agent_message' ? sighting(null, item.text) : null;
-}
-
-function opencodeSession(o: Obj): SessionSighting | null {
-  return sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? obj(o.part).text : null);
-}
-
 // What a stdout line is of the CLI's own records, read from a top-level field of its event (never from text a message
 // or tool result could quote): docs/engine.md "Why a run failed".
 type LoginRecord = 'answered' | 'logged-out' | 'other' | null;
-
-/** claude marks the assistant message it makes up for an API error with the error's kind (an enum of its own). */
-function claudeRecord(o: Obj): LoginRecord {
-  if (o.type !== 'assistant') return null;
-  return o.error === undefined ? 'answered' : o.error === 'authentication_failed' ? 'logged-out' : 'other';
-}
-
-/** codex: item events are the model's doing (an error item is codex's own); turn.failed leads with the API's status. */
-function codexRecord(o: Obj): LoginRecord {
-  const type = typeof o.type === 'string' ? o.type : '';
-  if (type === 'turn.completed' || (type.startsWith('item.') && obj(o.item).type !== 'error')) return 'answered';
-  if (type !== 'turn.failed') return null;
-  const message = obj(o.error).message;
-  return typeof message === 'string' && message.startsWith('unexpected status 401 ') ? 'logged-out' : 'other';
-}
 
 /** A CLI's reader of one line: `o` is the JSON object it holds (or the document it ends), else null. */
 type LineReader = (
@@ -177,8 +92,13 @@ const lastLine = (line: string, o: Obj | null): SessionSighting | null => (o ? n
 type Adapter = {
   args: string[];
   stdin: boolean;
-  /** A fresh reader for one invocation's output (it may keep state across lines). */
-  reader: () => LineReader;
+  /** A CLI that prints JSON objects: what each says of cost, of its session (docs/engine.md "Resuming the CLI's
+   * session") and, on stdout, of its credentials. */
+  usage?: (o: Obj) => Usage | null;
+  session?: (o: Obj) => SessionSighting | null;
+  login?: (o: Obj) => LoginRecord;
+  /** Else a fresh reader of each line for one invocation's output (it may keep state across lines). */
+  reader?: () => LineReader;
   /** It prints one JSON result, maybe pretty-printed over many lines (createOutputReader gathers them): read for its
    * usage only, or for all it says (the session and the login record too, from stdout). */
   document?: 'usage' | 'all';
@@ -200,7 +120,24 @@ const OPENCODE_ARGS = ['--format', 'json', 'Do the task described in the attache
 const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   claude: {
     args: CLAUDE_ARGS, stdin: true, document: 'usage',
-    reader: () => (_, o) => o ? { usage: claude(o), session: claudeSession(o), login: claudeRecord(o) } : {},
+    // `claude -p --output-format json`: the result object carries total_cost_usd and usage.
+    usage(o) {
+      if (o.type !== 'result') return null;
+      const u = obj(o.usage);
+      const cacheIn = (figure(u.cache_creation_input_tokens) ?? 0) + (figure(u.cache_read_input_tokens) ?? 0);
+      const input = figure(u.input_tokens);
+      return {
+        cost_usd: figure(o.total_cost_usd) ?? figure(o.cost_usd),
+        tokens_in: input === null ? null : input + cacheIn,
+        tokens_out: figure(u.output_tokens),
+      };
+    },
+    session: (o) => sighting(shaped(o.session_id, UUID), o.type === 'result' ? o.result : null),
+    // claude marks the assistant message it makes up for an API error with the error's kind (an enum of its own).
+    login(o) {
+      if (o.type !== 'assistant') return null;
+      return o.error === undefined ? 'answered' : o.error === 'authentication_failed' ? 'logged-out' : 'other';
+    },
     resume: (id) => [...CLAUDE_ARGS, '--resume', id],
     notLoggedIn: { exitCode: 1, said: true,
       fix: 'run `claude` and /login as the user svc runs as, or set ANTHROPIC_API_KEY in svc\'s environment' },
@@ -208,7 +145,25 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   // exec never asks for approval; its own sandbox is off (svc's is the boundary); its flags go before `resume`.
   codex: {
     args: [...CODEX_ARGS, '-'], stdin: true,
-    reader: () => (_, o) => o ? { usage: codex(o), session: codexSession(o), login: codexRecord(o) } : {},
+    // `codex exec --json`: turn.completed events carry usage; codex reports no price.
+    usage(o) {
+      if (o.type !== 'turn.completed') return null;
+      const u = obj(o.usage);
+      return { cost_usd: null, tokens_in: figure(u.input_tokens), tokens_out: figure(u.output_tokens) };
+    },
+    session(o) {
+      if (o.type === 'thread.started') return sighting(shaped(o.thread_id, UUID), null);
+      const item = obj(o.item);
+      return o.type === 'item.completed' && item.type === 'agent_message' ? sighting(null, item.text) : null;
+    },
+    // Item events are the model's doing (an error item is codex's own); turn.failed leads with the API's status.
+    login(o) {
+      const type = typeof o.type === 'string' ? o.type : '';
+      if (type === 'turn.completed' || (type.startsWith('item.') && obj(o.item).type !== 'error')) return 'answered';
+      if (type !== 'turn.failed') return null;
+      const message = obj(o.error).message;
+      return typeof message === 'string' && message.startsWith('unexpected status 401 ') ? 'logged-out' : 'other';
+    },
     resume: (id) => [...CODEX_ARGS, 'resume', id, '-'],
     // Without credentials codex asks anyway; the model API's refusal is what it reports.
     notLoggedIn: { exitCode: 1, said: true,
@@ -217,7 +172,23 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   // Headless when stdin is not a TTY; --skip-trust trusts the fresh worktree for this session only.
   gemini: {
     args: GEMINI_ARGS, stdin: true, document: 'all',
-    reader: () => (_, o) => o ? { usage: gemini(o), session: sighting(shaped(o.session_id, UUID), o.response) } : {},
+    // `gemini --output-format json`: stats per model (tokens.prompt / tokens.candidates) or flat input/outputTokens.
+    usage(o) {
+      if (!o.stats) return null;
+      const stats = obj(o.stats);
+      let tin = figure(stats.inputTokens);
+      let tout = figure(stats.outputTokens);
+      for (const model of Object.values(obj(stats.models))) {
+        const t = obj(obj(model).tokens);
+        // A model entry without token counts reports nothing: the figure stays null rather than 0.
+        const prompt = figure(t.prompt);
+        const candidates = figure(t.candidates);
+        if (prompt !== null) tin = (tin ?? 0) + prompt;
+        if (candidates !== null) tout = (tout ?? 0) + candidates;
+      }
+      return { cost_usd: null, tokens_in: tin, tokens_out: tout };
+    },
+    session: (o) => sighting(shaped(o.session_id, UUID), o.response),
     resume: (id) => [...GEMINI_ARGS, '--resume', id], sessionIdLast: true,
     // 41 is the exit code of its FatalAuthenticationError; it prints nothing until it exits.
     notLoggedIn: { exitCode: 41,
@@ -235,13 +206,30 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   // --file takes an array and would swallow a message after it, so the message comes first.
   opencode: {
     args: ['run', ...OPENCODE_ARGS], stdin: false,
-    reader: () => (_, o) => o ? { usage: opencode(o), session: opencodeSession(o) } : {},
+    // `opencode run --format json`: each step_finish part carries cost and tokens (cache figures added as claude's).
+    usage(o) {
+      const part = obj(o.part);
+      const cost = figure(part.cost) ?? figure(o.cost);
+      const tokens = obj(part.tokens ?? o.tokens);
+      if (cost === null && tokens.input === undefined) return null;
+      const input = figure(tokens.input);
+      const cache = obj(tokens.cache);
+      const cacheIn = (figure(cache.read) ?? 0) + (figure(cache.write) ?? 0);
+      return { cost_usd: cost, tokens_in: input === null ? null : input + cacheIn, tokens_out: figure(tokens.output) };
+    },
+    session: (o) => sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? obj(o.part).text : null),
     resume: (id) => ['run', '--session', id, ...OPENCODE_ARGS],
   },
 };
 
+// `command` providers report an increment as {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…}, else as claude.
 const COMMAND: Adapter = {
-  args: [], stdin: true, reader: () => (line, o) => ({ usage: o && command(o), session: lastLine(line, o) }),
+  args: [], stdin: true, reader: () => (line, o) => {
+    const usage = o && (o.type === 'svc.cost'
+      ? { cost_usd: figure(o.usd), tokens_in: figure(o.tokens_in), tokens_out: figure(o.tokens_out) }
+      : BUILTINS.claude.usage!(o));
+    return { usage, session: lastLine(line, o) };
+  },
 };
 
 export function adapterOf(kind: string): Adapter {
@@ -253,7 +241,8 @@ export function adapterOf(kind: string): Adapter {
  * `}` (nested braces are indented) are read as one. */
 export function createOutputReader(kind: string) {
   const adapter = adapterOf(kind);
-  const read = adapter.reader();
+  const read: LineReader = adapter.reader?.() ?? ((_, o) => o
+    ? { usage: adapter.usage?.(o), session: adapter.session?.(o), login: adapter.login?.(o) } : {});
   const session: SessionSighting = { id: null, said: null };
   // Each stream gathers its own document: the two pipes are read apart, so their lines interleave.
   const open: Record<'stdout' | 'stderr', string[] | null> = { stdout: null, stderr: null };

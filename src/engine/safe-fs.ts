@@ -4,8 +4,9 @@ import { dirname, join } from 'node:path';
 import { RefusedError } from '../errors.ts';
 import { writeFileAtomic } from '../atomic-write.ts';
 import {
-  openPlainDirIn, openPlainPath, openRunFolder, pathIn, type EntryKind, type PlainDir,
+  openPlainDirIn, openPlainPath, openRunFolder, pathIn, withDir, type EntryKind, type PlainDir,
 } from './plain-tree.ts';
+export { withDir }; // its home is plain-tree.ts, beside the folder it closes
 import { realOrNull } from '../spawn/tree.ts';
 
 const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW;
@@ -128,13 +129,4 @@ export function makePlainPath(root: string, parts: readonly string[], mode = 0o7
   const top = openPlainPath(realOrNull(root) ?? root, []);
   if ('failed' in top) throw refusedFolder(root, top.kind, UnusableRootError);
   return withDir(top, () => makePlainDirsIn(top, parts, mode));
-}
-
-/** `use(dir)`, the folder closed after. */
-export function withDir<T>(dir: PlainDir, use: (dir: PlainDir) => T): T {
-  try {
-    return use(dir);
-  } finally {
-    dir.close();
-  }
 }

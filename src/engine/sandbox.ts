@@ -1,6 +1,5 @@
 // The worker's side of the agent sandbox (DESIGN §7a): protocol files, the bwrap plans, svc's git after the agent.
 import { createHash } from 'node:crypto';
-import { statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
@@ -11,7 +10,7 @@ import { gitBaseEnv, hostGit, type GitRun } from './git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
-import { realOrNull } from '../spawn/tree.ts';
+import { pathKind, realOrNull } from '../spawn/tree.ts';
 import type { WatchedLimits } from '../spawn/limits.ts';
 import { startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
@@ -136,10 +135,5 @@ export function providerHomeDir(env: NodeJS.ProcessEnv, repoPath: string, provid
 /** The operator's template for what the CLIs obey: ~/.svc/provider-template when it is a folder, else HOME itself. */
 export function providerTemplate(env: NodeJS.ProcessEnv, home: string): string {
   const explicit = join(svcHomeOf(env), 'provider-template');
-  try {
-    if (statSync(explicit).isDirectory()) return explicit;
-  } catch {
-    // none: the user's own CLI folders are the template
-  }
-  return home;
+  return pathKind(explicit, true) === 'dir' ? explicit : home;
 }

@@ -4,13 +4,14 @@ import { basename, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
 import { errtrackSpec, fetchIssueExport, fetchJson } from './errtrack-spec.ts';
-import { fence, oneLine, str } from './text.ts';
+import { fence, markdownSpec, oneLine, str } from './text.ts';
 import { obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { within } from '../spawn/bwrap-argv.ts';
 import { openPlainDirIn, openPlainPath, pathIn, readPlainIn, type PlainDir } from './plain-tree.ts';
 import { trackedOrAll } from './run-state.ts';
 import { TRACKERA_INBOX } from './paths.ts';
+import { withDir } from './safe-fs.ts';
 
 /** `value`: the absolute path for files, the URL, the tracker id, or the brief text. */
 type ClassifiedInput = { kind: InputKind; value: string };
@@ -80,9 +81,8 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
   switch (input.kind) {
     case 'brief': {
       const brief = oneLine(input.value, 1500);
-      const spec = ['# Task', '', brief, '',
-        '## Acceptance criteria', '', '- The change does what the task asks.', '- Existing tests pass.', ''].join('\n');
-      return { spec, brief, origin };
+      const criteria = ['- The change does what the task asks.', '- Existing tests pass.'];
+      return { spec: markdownSpec('Task', [brief], { 'Acceptance criteria': criteria }), brief, origin };
     }
     case 'spec-file': {
       const spec = readFileSync(input.value, 'utf8');
@@ -121,27 +121,18 @@ function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): Tracker
   if (real === null) return null;
   const inbox = openPlainPath(real, TRACKERA_INBOX);
   if ('failed' in inbox) return null;
-  try {
+  return withDir(inbox, () => {
     const jobId = env.SVC_JOB_ID;
     const jobs = jobId && FILE_NAME.test(jobId) ? openPlainDirIn(inbox, 'jobs') : null;
-    if (jobs !== null && typeof jobs !== 'string') {
-      try {
-        const name = `${jobId}.json`;
-        const own = readSnapshot(real, jobs, 'jobs', name);
-        if (own !== null) {
-          rmSync(pathIn(jobs, name), { force: true });
-          return issueOf(objOrNull(own.data) ?? own, id);
-        }
-      } finally {
-        jobs.close();
-      }
-    }
-    const name = `${id}.json`;
-    const latest = readSnapshot(real, inbox, '', name);
-    return latest && issueOf(objOrNull(latest.data) ?? latest, id);
-  } finally {
-    inbox.close();
-  }
+    const own = jobs !== null && typeof jobs !== 'string' ? withDir(jobs, () => {
+      const name = `${jobId}.json`;
+      const snapshot = readSnapshot(real, jobs, 'jobs', name);
+      if (snapshot !== null) rmSync(pathIn(jobs, name), { force: true });
+      return snapshot;
+    }) : null;
+    const found = own ?? readSnapshot(real, inbox, '', `${id}.json`);
+    return found && issueOf(objOrNull(found.data) ?? found, id);
+  });
 }
 
 /** A snapshot's JSON (its parse error thrown, as ever); null when `name` in the inbox's folder `sub` is no regular
@@ -181,20 +172,17 @@ async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue
 export async function trackeraSpec(repo: string, id: string, env: NodeJS.ProcessEnv) {
   const issue = fromSnapshot(repo, id, env) ?? await fromApi(id, env).catch(() => null);
   if (!issue || (!issue.title && !issue.description)) {
-    return {
-      brief: `trackera:${id}`,
-      spec: `# Tracker issue trackera:${id}\n\nNo details were available offline; work from the reference.\n\n` +
-        '## Acceptance criteria\n\n- The issue is resolved.\n- Existing tests pass.\n',
-    };
+    const lead = ['No details were available offline; work from the reference.'];
+    const criteria = { 'Acceptance criteria': ['- The issue is resolved.', '- Existing tests pass.'] };
+    return { brief: `trackera:${id}`, spec: markdownSpec(`Tracker issue trackera:${id}`, lead, criteria) };
   }
   const title = oneLine(issue.title ?? `trackera:${id}`, 300);
   return {
     brief: oneLine(`trackera:${issue.identifier} ${title}`, 1500),
-    spec: [
-      `# ${issue.identifier}: ${title}`, '', ...(issue.url ? [`Link: ${issue.url}`, ''] : []),
-      '## Description', '', fence(issue.description ?? '(none)', 'text'), '',
-      '## Acceptance criteria', '', '- The issue is resolved as described.', '- Existing tests pass.', '',
-    ].join('\n'),
+    spec: markdownSpec(`${issue.identifier}: ${title}`, issue.url ? [`Link: ${issue.url}`] : [], {
+      Description: [fence(issue.description ?? '(none)', 'text')],
+      'Acceptance criteria': ['- The issue is resolved as described.', '- Existing tests pass.'],
+    }),
   };
 }
 
