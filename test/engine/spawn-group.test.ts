@@ -80,11 +80,11 @@ describe('spawnGroup', () => {
         const run = sandboxed();
         const outer = run.identity.pid;
         let init = 0;
-        for (const deadline = Date.now() + 10_000; !init && Date.now() < deadline;) {
+        for (const deadline = Date.now() + 5_000; !init && Date.now() < deadline;) {
           init = Number(readOrNull(`/proc/${outer}/task/${outer}/children`)?.trim().split(' ')[0]);
         }
         if (init) process.kill(init, 'SIGSTOP');
-        while (statFields(outer)?.[0] === 'R') await sleep(1);
+        while (/^[RD]$/.test(statFields(outer)?.[0] ?? '')) await sleep(1);
         if (init && statFields(init)?.[2] === String(outer)) held = { run, init };
         else {
           run.kill();
