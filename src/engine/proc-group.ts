@@ -3,7 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
-import { allPids, procList, realOrNull, statFields } from '../spawn/tree.ts';
+import { allPids, procList, readlinkOrNull, realOrNull, statFields } from '../spawn/tree.ts';
 
 export interface ProcIdentity {
   pid: number;
@@ -48,6 +48,34 @@ export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: Ow
     return true;
   } catch {
     return false;
+  }
+}
+
+/** A sandbox's init by its pid and start time: it is not in svc's group once bwrap set it up (its own session). */
+export interface NamespaceInit {
+  pid: number;
+  proc_start: string;
+}
+
+/**
+ * The first process of a sandbox's PID namespace, as bwrap reported it (its "child-pid" and "pid-namespace"): while
+ * that pid is still a process in that namespace, its start time; null once it is gone (or the pid names another).
+ */
+export function namespaceInit(pid: number, pidNamespace: number): NamespaceInit | null {
+  if (!Number.isSafeInteger(pid) || pid <= 1) return null;
+  const start = procStart(pid);
+  const inside = readlinkOrNull(`/proc/${pid}/ns/pid`) === `pid:[${pidNamespace}]`;
+  // Read again: the namespace seen belongs to the process whose start time was read only if it is unchanged.
+  return start !== null && inside && procStart(pid) === start ? { pid, proc_start: start } : null;
+}
+
+/** SIGKILL to a namespace's init, only while it is the process recorded: the kernel then kills all in it. */
+export function killNamespace(init: NamespaceInit): void {
+  if (procStart(init.pid) !== init.proc_start) return;
+  try {
+    process.kill(init.pid, 'SIGKILL');
+  } catch {
+    // gone meanwhile
   }
 }
 

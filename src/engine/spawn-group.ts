@@ -2,10 +2,10 @@
 import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers, statFields } from '../spawn/tree.ts';
-import { identityOf, signalGroup } from './proc-group.ts';
+import { identityOf, killNamespace, namespaceInit, signalGroup, type NamespaceInit } from './proc-group.ts';
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';
-import { obj, tryParseJson } from '../untrusted.ts';
+import { num, obj, tryParseJson } from '../untrusted.ts';
 
 export interface GroupResult {
   code: number | null;
@@ -127,10 +127,23 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   }
   // The first process has exited: without a sandbox, nothing it started may outlive it (a setsid'd daemon would also
   // hold the output pipes open, so 'close' would never come). What still holds them after a grace got away (a bwrap
-  // stopped while it set up its namespaces, orphaned in its own session; a process that cleared svc's marker): its
-  // output is nobody's, and waiting for it held the run `running` for ever, so the pipes are closed from this end.
+  // init stopped before bwrap reported it, which waits for ever without starting the agent; a process that cleared
+  // svc's marker): its output is nobody's, and waiting for it held the run `running` for ever, so the pipes are closed
+  // from this end.
   let closeLeftovers: NodeJS.Timeout | undefined;
+  // With a sandbox, nothing in it outlives svc's bwrap either: bwrap ties its namespace's init to itself
+  // (--die-with-parent) only once it has set it up, and until then that init ignores the SIGTERM of a stop (an init
+  // gets only the signals it handles), so a stop landing meanwhile left it to go on in a session of its own and start
+  // the agent. bwrap reports it on its status descriptor; whichever of that line and bwrap's exit comes second kills
+  // it, and with it everything in its namespace.
+  let exited = false;
+  let init: NamespaceInit | null = null;
+  const endSandbox = () => {
+    if (exited && init) killNamespace(init);
+  };
   child.on('exit', () => {
+    exited = true;
+    endSandbox();
     if (sampler) clearInterval(sampler);
     guard?.killAll();
     closeLeftovers = setTimeout(() => {
@@ -142,7 +155,10 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     return guard ? guard.members() : [child.pid, ...sandboxMembers(child.pid)];
   };
   const signalAll = (sig: NodeJS.Signals) => signalEach(members(), sig);
-  const agentExited = sandbox ? agentExitedOn(child, statusFd) : null;
+  const agentExited = sandbox ? readStatus(child, statusFd, (found) => {
+    init = found;
+    endSandbox();
+  }) : null;
   const capture = captureOutput(child, opts.maxBytes, opts.onLine);
   // The child may exit without reading its prompt; EPIPE is not our failure.
   if (opts.stdin !== undefined) child.stdin?.on('error', () => undefined).end(opts.stdin);
@@ -189,12 +205,18 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
 
 const STATUS_CAP = 64 * 1024;
 
-/** bwrap's status lines hold `{"exit-code": …}` only once the agent it executed has exited (not after a failed mount
- * or exec). */
-function agentExitedOn(child: ChildProcess, fd: number): () => boolean {
+/** bwrap's status lines: first its namespace's init (`{"child-pid": …, "pid-namespace": …}`), to `onInit` while it
+ * lives; `{"exit-code": …}` only once the agent it executed has exited (not after a failed mount or exec). */
+function readStatus(child: ChildProcess, fd: number, onInit: (init: NamespaceInit) => void): () => boolean {
   let text = '';
+  let initSeen = false;
   (child.stdio[fd] as NodeJS.ReadableStream | null | undefined)?.on('data', (chunk: Buffer) => {
     if (text.length < STATUS_CAP) text += chunk.toString('utf8');
+    if (initSeen || !text.includes('\n')) return;
+    initSeen = true;
+    const first = obj(tryParseJson(text.slice(0, text.indexOf('\n'))));
+    const init = namespaceInit(num(first['child-pid']), num(first['pid-namespace']));
+    if (init) onInit(init);
   });
   return () => text.split('\n').some((line) => typeof obj(tryParseJson(line))['exit-code'] === 'number');
 }

@@ -1,9 +1,19 @@
-// An agent's process group without a sandbox: a program that cannot start, and output lines too long for one piece.
+// An agent's process group: a program that cannot start, output lines too long for one piece, a process that got
+// away, and a sandbox stopped while bwrap sets it up.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { spawnGroup } from '../../src/engine/spawn-group.ts';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { spawnGroup, type GroupRun } from '../../src/engine/spawn-group.ts';
+import { terminateGroup } from '../../src/engine/proc-group.ts';
+import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
+import { probeSandbox } from '../../src/spawn/sandbox-mode.ts';
+import { readOrNull, statFields } from '../../src/spawn/tree.ts';
+import { processesMentioning } from './fixtures.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
 
 const base = { cwd: tmpdir(), env: { PATH: process.env.PATH }, extra: {}, maxBytes: 1024 * 1024, timeoutMs: 30_000 };
 
@@ -46,6 +56,55 @@ describe('spawnGroup', () => {
       } catch {
         // already gone
       }
+    }
+  });
+
+  // bwrap's namespace init ignores a SIGTERM from outside (a PID namespace's init gets only the signals it handles)
+  // and sets --die-with-parent only once its mounts are made, after its --new-session: a stop landing in between
+  // ended svc's bwrap, and the init went on in a session of its own and started the agent, which ran on.
+  it('ends every process of a sandbox stopped while bwrap sets it up', {
+    skip: bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
+    const tag = `127.${process.pid}${Date.now() % 1000}`;
+    const plan = { readable: [], writable: [dir], protect: [], hidden: [], protocolReadable: [], protocolWritable: [],
+      home: null, cwd: dir, limits: DEFAULT_LIMITS, network: 'none' as const };
+    const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan };
+    const sandboxed = () => spawnGroup(['/bin/sleep', tag], { ...base, cwd: dir, sandbox });
+    try {
+      // The namespace's init, held in its setup as soon as bwrap has made it (looked for without yielding, as bwrap
+      // sets up in a few milliseconds; one that was done already is ended and another started); bwrap has reported it
+      // once it waits for it (asleep).
+      let held: { run: GroupRun; init: number } | null = null;
+      for (let attempt = 0; attempt < 10 && !held; attempt++) {
+        const run = sandboxed();
+        const outer = run.identity.pid;
+        let init = 0;
+        for (const deadline = Date.now() + 5_000; !init && Date.now() < deadline;) {
+          init = Number(readOrNull(`/proc/${outer}/task/${outer}/children`)?.trim().split(' ')[0]);
+        }
+        if (init) process.kill(init, 'SIGSTOP');
+        while (/^[RD]$/.test(statFields(outer)?.[0] ?? '')) await sleep(1);
+        if (init && statFields(init)?.[2] === String(outer)) held = { run, init };
+        else {
+          run.kill();
+          await run.done;
+        }
+      }
+      assert.ok(held, 'a sandbox was held in its setup');
+      const outer = held.run.identity.pid;
+      const stop = terminateGroup(held.run.identity, 5_000);
+      while (/^[RSD]$/.test(statFields(outer)?.[0] ?? '')) await sleep(10);
+      process.kill(held.init, 'SIGCONT');
+      await stop;
+      await held.run.done;
+      for (const deadline = Date.now() + 5_000; processesMentioning(tag).length && Date.now() < deadline;) {
+        await sleep(50);
+      }
+      assert.deepEqual(processesMentioning(tag), [], 'a process of the stopped sandbox still runs 5 s after the stop');
+    } finally {
+      for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
