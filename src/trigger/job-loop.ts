@@ -157,7 +157,6 @@ export function createJobLoop(opts: JobLoopOptions) {
       id: job.id, args: job.args, origin: job.origin, workdir, repo: { name: repo.name, clone: repo.clone },
       traceparent: launchTraceparent(job),
     });
-    if (repo.clone) opts.managed.launched(repo);
     if (!launched.run || launched.error) {
       const error = launched.error ?? 'launch failed';
       return finishAndNotify(job, { status: 'failed', exitCode: launched.exitCode, error });

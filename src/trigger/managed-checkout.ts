@@ -87,17 +87,6 @@ export function createManagedCheckouts(opts: {
   const chains = new Map<string, Promise<unknown>>();
   /** Per repository, the origin's answer its spare checkout (`.next`) was made for. */
   const spares = new Map<string, string>();
-  /** Per repository, the answer the mirror holds since the last checkout made in a turn: the next spare's. */
-  const mirrored = new Map<string, Asked>();
-
-  function checkoutsOf(repo: ServedRepo): string {
-    return join(opts.checkoutsDir, ...repo.name.toLowerCase().split('/'));
-  }
-
-  /** The next job's checkout, made ahead; no job id starts with a dot. */
-  function spareOf(repo: ServedRepo): string {
-    return join(checkoutsOf(repo), '.next');
-  }
 
   async function askOrigin(repo: ServedRepo, url: string): Promise<Asked> {
     const mirror = mirrorDir(opts.stateDir, repo);
@@ -188,17 +177,16 @@ export function createManagedCheckouts(opts: {
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);
       if (!JOB_SEGMENT.test(job.id)) throw new RangeError('bad job id');
-      const dir = join(checkoutsOf(repo), job.id);
-      const spare = spareOf(repo);
+      const dir = join(opts.checkoutsDir, ...repo.name.toLowerCase().split('/'), job.id);
+      const spare = join(dir, '..', '.next'); // no job id starts with a dot
       const started = Date.now();
       const key = repo.name.toLowerCase();
       try {
         // The checkout is made inside the turn too: the mirror's branch is still the commit just fetched.
         const { branch, sha } = await inTurn(chains, key, async () => {
-          mirrored.delete(key); // a failed fetch may leave the mirror between two answers
           const asked = await askOrigin(repo, url);
           const sha = await checkoutFor(repo, url, dir, spare, asked);
-          mirrored.set(key, asked);
+          void inTurn(chains, key, () => makeSpare(repo, url, spare, asked));
           return { branch: asked.branch, sha };
         });
         handOverIntake(repo, dir, job);
@@ -212,19 +200,6 @@ export function createManagedCheckouts(opts: {
         }
         throw err;
       }
-    },
-    /**
-     * Makes the repository's next checkout in the background, once a job's launch is done: writing 5,000 files
-     * beside that job's `svc start` would slow the very start the spare is for.
-     */
-    launched(repo: ServedRepo): void {
-      const key = repo.name.toLowerCase();
-      const url = repo.clone;
-      if (url === null) return;
-      void inTurn(chains, key, async () => {
-        const asked = mirrored.get(key);
-        if (asked) await makeSpare(repo, url, spareOf(repo), asked);
-      });
     },
   };
 }

@@ -254,7 +254,6 @@ describe('createManagedCheckouts', () => {
     const repo = served('acme/web', url);
     const fetches = () => readFileSync(join(log, 'argv'), 'utf8').split('\n').filter((l) => / fetch /.test(` ${l} `));
     const first = await managed.prepare(repo, { id: 'j1', args: [] });
-    managed.launched(repo);
     // What a run may leave in its own checkout: untracked files, a changed tracked file, a hook, a config setting.
     mkdirSync(join(first, '.svc', 'runs', 'r1'), { recursive: true });
     writeFileSync(join(first, 'left.txt'), 'from job 1\n');
@@ -271,12 +270,10 @@ describe('createManagedCheckouts', () => {
       assert.equal(git(path, 'config', 'remote.origin.url'), url);
     }
     const second = await managed.prepare(repo, { id: 'j2', args: [] });
-    managed.launched(repo);
     assertFresh(second, git(origin.bare, 'rev-parse', 'refs/heads/trunk'), 'first');
     assert.equal(fetches().length, 1, 'the origin answered as before: the checkout made ahead, nothing fetched');
     const sha = origin.commit('second');
     const third = await managed.prepare(repo, { id: 'j3', args: [] });
-    managed.launched(repo);
     assertFresh(third, sha, 'second');
     assert.equal(fetches().length, 2, 'the origin moved: fetched');
     // A branch other than the default moved: the checkout made ahead is not that answer's either.
@@ -288,28 +285,6 @@ describe('createManagedCheckouts', () => {
     assert.equal(existsSync(join(dir, 'hooked')), false);
     assert.deepEqual(readdirSync(join(co, 'acme', 'web')).sort(), ['.next', 'j1', 'j2', 'j3', 'j4']);
     await managed.idle();
-  });
-
-  it('makes the next checkout only once the job\'s launch is done, not beside its start', async () => {
-    const dir = tempDir('svc-managed-');
-    dirs.push(dir);
-    const origin = makeOrigin(join(dir, 'origins'), 'web');
-    const { env, log } = wrappedGit(dir);
-    const co = join(dir, 'co');
-    const managed = createManagedCheckouts({ stateDir: join(dir, 'state'), checkoutsDir: co, env, log: quiet });
-    const repo = served('acme/web', `file://${origin.bare}`);
-    const clones = () => readFileSync(join(log, 'argv'), 'utf8').split('\n').filter((l) => / clone /.test(` ${l} `));
-    await managed.prepare(repo, { id: 'j1', args: [] });
-    await managed.idle();
-    assert.equal(clones().length, 1, 'only the job\'s own checkout while it starts');
-    assert.equal(existsSync(join(co, 'acme', 'web', '.next')), false);
-    managed.launched(repo);
-    await managed.idle();
-    assert.equal(clones().length, 2);
-    assert.equal(existsSync(join(co, 'acme', 'web', '.next')), true);
-    managed.launched(repo); // a second launch with the spare still unused makes none
-    await managed.idle();
-    assert.equal(clones().length, 2);
   });
 
   describe('security: links the repository commits under .svc/inbox', () => {
