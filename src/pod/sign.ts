@@ -330,7 +330,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // the signer die while it judges, which the agent can cause. Its claim of a stop is not one (a stop asked is below).
   const signing: Signing = { ...opts, claimedEnd: typeof copied.ended_at === 'string' ? copied.ended_at : null };
   // Nor is the run ended, nor its cost metered, before the signer reads the gate: stats-store.ts counts a row with an
-  // ended_at as ended, and `metered` is only ever the gate's (signerCost); the cost shown is the run container's report.
+  // ended_at as ended, and `metered` is only ever the gate's (signerCost); until then the cost shown is the run
+  // container's report.
   const cost = signerCost(copied, null);
   // The start too is held between the seal (before any agent code ran) and now: every end is clamped against it.
   const sealedAt = Date.parse(seal.sealed_at);
