@@ -49,7 +49,8 @@ export default async function pod(io: CliIo): Promise<number> {
   const final = await signRun({
     run, source, workspace: values.repo, sealedDir: values.sealed, pr: values.pr === true, env: io.env, say: io.stderr,
   });
-  const { status, verdict, pr_url, error } = final;
-  io.stdout(`${safeJson({ source, run, status, verdict, pr_url, error })}\n`);
+  // The trigger's outcome of the job (kubernetes-executor.ts): its cost the signer's, metered where the gate metered.
+  const { status, verdict, pr_url, error, cost_usd } = final;
+  io.stdout(`${safeJson({ source, run, status, verdict, pr_url, error, cost_usd })}\n`);
   return final.status === 'succeeded' ? 0 : 1;
 }

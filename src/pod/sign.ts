@@ -209,17 +209,25 @@ function signReceipt(
   return { receipt, policy, checks, target };
 }
 
-/** The run's final status, and its pull request when asked for and allowed, as `svc start` would end it. */
-async function judge(ctx: RunContext, opts: Signing, seal: Seal, said: RunEvidence): Promise<void> {
+/** The gate's account of the run, read once for every way the run ends (stopped, refused, not verified, signed):
+ * its records as the run's evidence, as a local run's gate leaves them (events and egress.jsonl), and its metered
+ * cost as the run's, the run container's figures kept as reported (docs/gate.md "Metered cost"). */
+async function readGate(ctx: RunContext, opts: Signing, seal: Seal): Promise<PodGateNetwork | null> {
   const gate = await podGateNetwork(opts.env, opts.run, seal.sealed_at);
-  if (gate?.problem) ctx.say(`${gate.problem}: network not confined`);
-  if (gate) {
-    // The gate's records as the run's evidence, as a local run's gate leaves them: events and egress.jsonl.
-    for (const record of gate.records.slice(0, EGRESS_EVENTS)) ctx.event('egress', { ...record });
-    const lines = gate.records.map((r) => `${JSON.stringify(r)}\n`).join('');
-    ctx.saveArtifact('egress.jsonl', lines);
-    ctx.update(signerCost(ctx.state, gate.metered));
-  }
+  if (!gate) return null;
+  if (gate.problem) ctx.say(`${gate.problem}: network not confined`);
+  for (const record of gate.records.slice(0, EGRESS_EVENTS)) ctx.event('egress', { ...record });
+  const lines = gate.records.map((r) => `${JSON.stringify(r)}\n`).join('');
+  ctx.saveArtifact('egress.jsonl', lines);
+  ctx.update(signerCost(ctx.state, gate.metered));
+  return gate;
+}
+
+/** The run's final status, and its pull request when asked for and allowed, as `svc start` would end it. Nothing is
+ * awaited from here to the pull request: a stop comes only in a batch's answer, taken while something is awaited. */
+async function judge(
+  ctx: RunContext, opts: Signing, seal: Seal, said: RunEvidence, gate: PodGateNetwork | null,
+): Promise<void> {
   const stop = gate && said.outcome !== 'over_budget' ? gateBudgetStop(gate) : null;
   const evidence: RunEvidence = stop ? { ...said, outcome: 'over_budget', error: stop } : said;
   let signed: ReturnType<typeof signReceipt>;
@@ -232,14 +240,6 @@ async function judge(ctx: RunContext, opts: Signing, seal: Seal, said: RunEviden
   }
   const { receipt, policy, checks, target } = signed;
   const end = { ...ended(ctx, opts.claimedEnd), exit_code: evidence.exit_code };
-  // A stop one of the signer's own batches took while it judged (nothing is awaited from here to the pull request):
-  // the run ends stopped, its receipt signed, and no pull request.
-  const stoppedBy = ctx.stoppedBy();
-  if (stoppedBy !== null) {
-    if (opts.pr) ctx.event('pr', { opened: false, reason: `stopped by ${stoppedBy}` });
-    ctx.setStatus('stopped', { ...end, failure: runFailure('stopped', `stopped by ${stoppedBy}`) });
-    return;
-  }
   if (evidence.outcome === 'over_budget') {
     const reason = `verdict ${receipt.verdict}: ${evidence.error ?? 'over budget'}`;
     if (opts.pr) ctx.event('pr', { opened: false, reason });
@@ -329,8 +329,9 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // and the run is moved, so a row of a terminal status would be a gone Job's outcome (kubernetes-executor.ts) should
   // the signer die while it judges, which the agent can cause. Its claim of a stop is not one (a stop asked is below).
   const signing: Signing = { ...opts, claimedEnd: typeof copied.ended_at === 'string' ? copied.ended_at : null };
-  // Nor is the run ended, nor its cost metered, while it is judged: stats-store.ts counts a row with an ended_at as
-  // ended, and `metered` is only ever the gate's (signerCost); the cost shown is the run container's report.
+  // Nor is the run ended, nor its cost metered, before the signer reads the gate: stats-store.ts counts a row with an
+  // ended_at as ended, and `metered` is only ever the gate's (signerCost); until then the cost shown is the run
+  // container's report.
   const cost = signerCost(copied, null);
   // The start too is held between the seal (before any agent code ran) and now: every end is clamped against it.
   const sealedAt = Date.parse(seal.sealed_at);
@@ -350,9 +351,13 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     // A stop asked before: taken by the run container's worker (a run stopped before its checks leaves no evidence,
     // src/engine/worker.ts), or by a move whose answer was lost; the Control Plane says so (ingest's stop_asked).
     if (moved.stopAsked) ctx.requestStop('a stop request through the Control Plane');
+    // Before any ending, so that each states the gate's metered cost; its batches may take a stop meanwhile. What
+    // fails here refuses the run where judging it would (below), unless it was stopped.
+    const gate = await readGate(ctx, signing, seal).catch((err: unknown) => ({ unread: err }));
+    // A stop taken before the signer signs, asked before it began or while it read the gate: as a local run stopped
+    // after its checks, before its receipt (src/engine/finish-phase.ts), no receipt and no pull request.
     const stoppedBy = ctx.stoppedBy();
     if (stoppedBy !== null) {
-      // As a local run stopped before its finish: no receipt and no pull request (src/engine/worker.ts).
       const failure = runFailure('stopped', `stopped by ${stoppedBy}`);
       ctx.setStatus('stopped', { ...ended(ctx, signing.claimedEnd), failure });
       return ctx.state;
@@ -366,7 +371,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     }
     if (evidence) {
       try {
-        await judge(ctx, signing, seal, evidence);
+        if (gate !== null && 'unread' in gate) throw gate.unread;
+        await judge(ctx, signing, seal, evidence, gate);
       } catch (err) {
         refuse(ctx, signing.claimedEnd, errorMessage(err));
       }

@@ -75,6 +75,8 @@ describe('pod signer network section', () => {
   const egressLog: EgressRecord[] = [];
   /** Answers of `/v1/held` calls, which the model stand-in keeps under way until the test sends them. */
   const held: Array<() => void> = [];
+  /** Runs the Control Plane stand-in says a stop was asked for (ingest's `stop_asked`), as it does to a signer's move. */
+  const stopAsked = new Set<string>();
 
   before(async () => {
     upstream = await startUpstream('127.0.0.2');
@@ -110,10 +112,13 @@ describe('pod signer network section', () => {
     });
     // The Control Plane stand-in takes every batch the signer ships.
     control = createServer((req, res) => {
-      req.resume();
+      const body: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => body.push(chunk));
       req.on('end', () => {
+        const runs: Array<{ run?: string }> = JSON.parse(Buffer.concat(body).toString() || '{}').runs ?? [];
+        const stop_asked = runs.map((r) => r.run).filter((run) => run !== undefined && stopAsked.has(run));
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end('{"ok":true}');
+        res.end(JSON.stringify({ ok: true, stop_asked }));
       });
     });
     await new Promise<void>((r) => control.listen(0, '127.0.0.1', r));
@@ -448,6 +453,40 @@ describe('pod signer network section', () => {
     assert.deepEqual([(await first).status, (await second).status], [200, 200]);
     await metered('in-flight', 2);
     assert.equal((await modelCall(credential)).status, 200, 'once they ended, the next goes through');
+  });
+
+  // The attack: the run container's state.json is the agent's to write. A run that ends any other way than signed and
+  // judged (a stop asked before the signer signed, no evidence left) showed its report as the cost, and stored it
+  // for stats, while every budget reads the gate's records: every ending states the gate's metered cost.
+  it('states the gate\'s metered cost on every ending, a stopped run and one without evidence too', async () => {
+    for (const [job, status] of [['cost-stopped', 'stopped'], ['cost-no-evidence', 'failed']] as const) {
+      const run = `r-${job}`;
+      const credential = mint(job);
+      assert.equal((await modelCall(credential)).status, 200);
+      await metered(job, 1);
+      const reported = { cost_usd: 0.01, tokens_in: 2, tokens_out: 3 };
+      const ws = prepareWorkspace(root, `ws-${job}`, run, { cost_usd: 0.01, reported });
+      if (status === 'stopped') stopAsked.add(run);
+      else rmSync(join(ws, '.svc', 'runs', run, 'artifacts', 'evidence.json'));
+      const home = join(root, `signer-home-${job}`);
+      mkdirSync(home);
+      const state = await signRun({
+        run, source: 'k8s', workspace: ws, sealedDir: join(root, `ws-${job}-sealed`), pr: false, say: () => {},
+        env: {
+          PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
+          SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
+        },
+      });
+      assert.equal(state.status, status, state.error ?? '');
+      assert.equal(state.verdict, null, 'no receipt is signed');
+      assert.deepEqual([state.cost_usd, state.tokens_in, state.tokens_out], [1.5, 0, 100_000], job);
+      assert.deepEqual(state.metered, { cost_usd: 1.5, tokens_in: 0, tokens_out: 100_000, calls: 1, unpriced: 0,
+        unknown: 0 });
+      assert.deepEqual(state.reported, reported);
+      const dir = join(home, 'work', '.svc', 'runs', run);
+      assert.equal(JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')).cost_usd, 1.5, 'as it is shipped');
+      assert.match(readFileSync(join(dir, 'artifacts', 'egress.jsonl'), 'utf8'), /"kind":"model"/);
+    }
   });
 
   it('drops a run\'s spending once its credential has expired, when the next run arrives', () => {

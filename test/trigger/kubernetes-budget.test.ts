@@ -116,6 +116,7 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
     assert.equal(outcome.status, 'stopped', `${outcome.error}\n${job?.stderr}`);
     assert.equal(outcome.error, 'Stopped at the max_usd budget: spent $0.30 of $0.25, metered by the gate');
     assert.equal(outcome.pr_url, null);
+    assert.equal(outcome.cost_usd, 0.3, 'the job\'s outcome (its completion summary) states the gate\'s cost');
     // What the Control Plane holds: the signer's state, the gate's cost beside the agent's cent.
     const shown = (await cp.request('GET', `/v1/runs/k8s/${launched.run!.run}`)).json;
     assert.deepEqual([shown.status, shown.cost_usd, shown.reported?.cost_usd], ['stopped', 0.3, 0.01]);

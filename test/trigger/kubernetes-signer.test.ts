@@ -444,9 +444,10 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     });
   }
 
-  // A stop the signer's own batches take while it judges (here while the gate has not answered) ends the run stopped:
-  // its receipt is signed by then, but no pull request is opened.
-  it('opens no pull request for a stop the signer took after it looked: the run ends stopped', async () => {
+  // A stop the signer's own batches take before it signs (here while the gate has not answered) ends the run stopped
+  // as a stop asked earlier does, and as a local run stopped after its checks (src/engine/finish-phase.ts): no receipt
+  // and no pull request.
+  it('signs nothing and opens no pull request for a stop taken while the signer read the gate', async () => {
     let run = '';
     const gate = createServer((req, res) => {
       req.resume();
@@ -472,7 +473,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       assert.equal(outcome.status, 'stopped', outcome.error ?? '');
       assert.equal(outcome.pr_url, null);
       const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
-      assert.deepEqual([shown.status, shown.failure?.class], ['stopped', 'stopped']);
+      assert.deepEqual([shown.status, shown.verdict, shown.failure?.class], ['stopped', null, 'stopped']);
+      assert.equal((await shippedReceipt(run)).forged, true, 'only the agent\'s own receipt is there');
       assert.equal(branchPushed(run), false);
     } finally {
       gate.closeAllConnections();
