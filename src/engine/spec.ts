@@ -111,8 +111,8 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
     case 'issue-url':
       if (!mayFetchIssue('errtrack', env.SVC_ORIGIN)) {
         throw new BadInputError(`Refusing to fetch the error-tracker issue "${input.value}" for a ${origin} run: ` +
-          `ERRTRACK_AUTH_TOKEN serves only the errtrack webhook's runs, /jobs and the CLI, and text from ${origin} ` +
-          'may name any project\'s issue. Paste the issue\'s details instead');
+          'ERRTRACK_AUTH_TOKEN serves only the CLI, the Control Plane, /jobs and the errtrack webhook\'s runs, and ' +
+          `text from ${origin} may name any project's issue. Paste the issue's details instead`);
       }
       return { ...errtrackSpec(await fetchIssueExport(input.value, env)), origin };
     case 'trackera':

@@ -115,8 +115,8 @@ describe('fetching an error-tracker issue URL', () => {
       await assert.rejects(task(origin), {
         code: 'bad_input',
         message: `Refusing to fetch the error-tracker issue "${page}" for a ${origin} run: ERRTRACK_AUTH_TOKEN ` +
-          `serves only the errtrack webhook's runs, /jobs and the CLI, and text from ${origin} may name any ` +
-          'project\'s issue. Paste the issue\'s details instead',
+          'serves only the CLI, the Control Plane, /jobs and the errtrack webhook\'s runs, and text from ' +
+          `${origin} may name any project's issue. Paste the issue's details instead`,
       });
     }
     assert.equal(seen.length, before, 'nothing reached the tracker');
