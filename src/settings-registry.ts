@@ -95,11 +95,12 @@ export const SETTINGS = {
   HOME: text('control', 'the OS home', '`~/.svc/`: keys, databases, `server.json`, answers, provider homes'),
 
   ERRTRACK_AUTH_TOKEN: secret('engine', NONE, 'token for fetching an error-tracker issue URL; without it nothing is ' +
-    'fetched (exit 2). Sent only to the tracker host, through `curl --config -` on stdin'),
+    'fetched (exit 2). Sent only to the tracker host, through `curl --config -` on stdin; never for a chat\'s or ' +
+    'another sender\'s run (only the CLI, the Control Plane, `/jobs` and the errtrack webhook fetch one)'),
   ERRTRACK_URL: text('engine', '`sentry.io` hosts', 'error-tracker API base; required for issue URLs on other ' +
     'hosts (the token goes only to sentry.io hosts or this host)'),
-  TRACKERA_API_KEY: secret('engine', NONE, 'reads a `trackera:<id>` issue when no saved snapshot exists; for the ' +
-    'trigger server, a result comment on the trackera issue'),
+  TRACKERA_API_KEY: secret('engine', NONE, 'reads a `trackera:<id>` issue when no saved snapshot exists (not for a ' +
+    'chat\'s or another sender\'s run); for the trigger server, a result comment on the trackera issue'),
   TRACKERA_API_URL: text('engine', '`https://api.linear.app/graphql`', 'the trackera GraphQL address (https only)'),
   GITHUB_TOKEN: secret('engine', NONE, 'opens pull requests (else `gh auth token`, else `gh pr create`); also the ' +
     'Control Plane\'s merge queue, the trigger\'s fetch of a `clone=` repository on the token\'s host, and its ' +

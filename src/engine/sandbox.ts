@@ -70,7 +70,10 @@ export function agentSandbox(
       template: providerTemplate(ctx.env, home), repoHome: providerHomeDir(ctx.env, ctx.state.repo_path, provider),
       run: ctx.state.run,
     } : null,
-    program, showProgramFolder: provider?.kind !== 'command' || provider.showFolder !== false, env: ctx.env,
+    // A check is the repository's program, like its command provider: an absolute one shows only its file, never the
+    // folder it sits in (another checkout's gradlew would show that whole checkout).
+    program, showProgramFolder: provider !== null && (provider.kind !== 'command' || provider.showFolder !== false),
+    env: ctx.env,
     // The kernel's share of the policy limits (prlimit inside the sandbox).
     limits: {
       processes: limits.processes, memoryBytes: limits.memory_mb * MIB, fileBytes: limits.file_mb * MIB,

@@ -15,7 +15,8 @@ interface SettingRule {
 
 /** Every setting of every file, classified. A key a file accepts and this table does not list is a test failure. */
 export const SETTING_RULES: readonly SettingRule[] = [
-  { file: 'policy.json', key: 'checks', authority: 'repository', why: 'run in the agent\'s sandbox' },
+  { file: 'policy.json', key: 'checks', authority: 'repository',
+    why: 'run in the agent\'s sandbox; an absolute program shows only its file, like a repository\'s provider' },
   { file: 'policy.json', key: 'pr', authority: 'repository', why: 'when svc opens a pull request' },
   { file: 'policy.json', key: 'max_usd', authority: 'repository', why: 'a budget only narrows' },
   { file: 'policy.json', key: 'sandbox', authority: 'repository',

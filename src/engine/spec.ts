@@ -29,6 +29,16 @@ export function isWebhookOrigin(origin: string | undefined): boolean {
   return origin !== undefined && origin !== '' && origin !== 'cli' && origin !== 'control';
 }
 
+/**
+ * Whether a run of `origin` may fetch an issue with the operator's credential for `tracker` (DESIGN §7a: a credential
+ * goes only to the origin it was made for): a person at the CLI, the Control Plane, the operator's /jobs, and the
+ * tracker's own webhook, whose issue the operator's mapping routed here. Never other senders' text (a chat message),
+ * which may name any project's or team's issue.
+ */
+export function mayFetchIssue(tracker: 'errtrack' | 'trackera', origin: string | undefined): boolean {
+  return !isWebhookOrigin(origin) || origin === tracker || origin === 'jobs';
+}
+
 /** The file's real path when it is a regular file inside `root` (symbolic links resolved), else null. */
 export function fileInside(path: string, root: string): string | null {
   const real = realOrNull(path);
@@ -99,6 +109,11 @@ export async function buildTask(input: ClassifiedInput, repo: string, env: NodeJ
       }
     }
     case 'issue-url':
+      if (!mayFetchIssue('errtrack', env.SVC_ORIGIN)) {
+        throw new BadInputError(`Refusing to fetch the error-tracker issue "${input.value}" for a ${origin} run: ` +
+          'ERRTRACK_AUTH_TOKEN serves only the CLI, the Control Plane, /jobs and the errtrack webhook\'s runs, and ' +
+          `text from ${origin} may name any project's issue. Paste the issue's details instead`);
+      }
       return { ...errtrackSpec(await fetchIssueExport(input.value, env)), origin };
     case 'trackera':
       return { ...(await trackeraSpec(repo, input.value, env)), origin };
@@ -158,7 +173,7 @@ const ISSUE_QUERY = 'query($id:String!){issue(id:$id){identifier title descripti
 
 async function fromApi(id: string, env: NodeJS.ProcessEnv): Promise<TrackerIssue | null> {
   const key = env.TRACKERA_API_KEY;
-  if (!key) return null;
+  if (!key || !mayFetchIssue('trackera', env.SVC_ORIGIN)) return null;
   const url = env.TRACKERA_API_URL || 'https://api.linear.app/graphql';
   const body = JSON.stringify({ query: ISSUE_QUERY, variables: { id } });
   // A personal API key goes as it is; an OAuth token is set as "Bearer <token>" (trackera takes both).

@@ -17,6 +17,7 @@ import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { workerAlive } from '../engine/repo-name.ts';
+import { mayFetchIssue } from '../engine/spec.ts';
 
 const OUTPUT_CAP = 64 * 1024;
 /** For a freshly launched run to write its first state.json. */
@@ -24,6 +25,14 @@ const MISSING_GRACE_MS = 60_000;
 
 /** What a job's run uses itself (no webhook secret); not TRACKERA_API_KEY: a trackera run reads its staged snapshot. */
 const LAUNCHER_SECRETS = WORKER_SECRET_NAMES.filter((name) => name !== 'TRACKERA_API_KEY');
+
+/** ERRTRACK_AUTH_TOKEN only to a job of an origin whose run may fetch an issue with it (engine/spec.ts): the
+ * errtrack webhook's and /jobs'; not a chat's, whose text may name any project's issue (DESIGN §7a). */
+function secretsFor(secrets: Record<string, string>, origin: string | undefined): Record<string, string> {
+  if (origin !== undefined && mayFetchIssue('errtrack', origin)) return secrets;
+  const { ERRTRACK_AUTH_TOKEN: _withheld, ...rest } = secrets;
+  return rest;
+}
 
 export function createLocalExecutor(opts: {
   /** dist/cli.js, run with `execPath`. */
@@ -41,11 +50,14 @@ export function createLocalExecutor(opts: {
   const secrets = secretsIn(opts.env, LAUNCHER_SECRETS);
   const operatorEnv = operatorPassedEnv(opts.env);
 
-  function startSvc(args: readonly string[], cwd: string, extra: Record<string, string>, detached = false) {
+  function startSvc(
+    args: readonly string[], cwd: string, handed: Record<string, string>, extra: Record<string, string>,
+    detached = false,
+  ) {
     const output = { stdout: '', stderr: '' };
     const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...args], {
       cwd, kind: 'launcher', base: opts.env, extra: { ...operatorEnv, ...extra }, detached,
-      stdio: ['ignore', 'pipe', 'pipe'], secrets,
+      stdio: ['ignore', 'pipe', 'pipe'], secrets: handed,
     });
     for (const name of ['stdout', 'stderr'] as const) {
       child[name]?.setEncoding('utf8').on('data', (d: string) => {
@@ -65,7 +77,7 @@ export function createLocalExecutor(opts: {
     // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
     // A managed (clone=) job's checkout is its own already: a worktree in it would only check its tree out again.
     const args = job.repo?.clone ? job.args : isolatedArgs(job.args);
-    const { child, output, done } = startSvc(args, job.workdir, {
+    const { child, output, done } = startSvc(args, job.workdir, secretsFor(secrets, job.origin), {
       SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
       // The run is named after the served entry, never after what the checkout's origin says.
       ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
@@ -128,7 +140,8 @@ export function createLocalExecutor(opts: {
   /** The command a person types, marked as an origin's; after `--` the text is never read as an option. */
   async function answer(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult> {
     const args = ['answer', '--repo', workdir, `--origin=${origin}`, '--', `${run.source}/${run.run}`, text];
-    const { output, done } = startSvc(args, workdir, {});
+    // An answer builds no task: no issue is fetched.
+    const { output, done } = startSvc(args, workdir, secretsFor(secrets, undefined), {});
     const { code, failed } = await done;
     if (code === 0) return { ok: true };
     return { ok: false, reason: failed ?? (lastLine(output.stderr) || `svc answer exited with ${code ?? 'a signal'}`) };

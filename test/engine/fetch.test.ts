@@ -8,6 +8,7 @@ import { SvcError } from '../../src/errors.ts';
 import {
   errtrackSpec, fetchIssueExport, issueApiUrls,
 } from '../../src/engine/errtrack-spec.ts';
+import { buildTask, classifyInput } from '../../src/engine/spec.ts';
 import { makeRepo, CLI, type TestRepo } from './fixtures.ts';
 
 const FIXTURES = new URL('./fixtures', import.meta.url).pathname;
@@ -102,6 +103,26 @@ describe('fetching an error-tracker issue URL', () => {
     assert.equal(res.status, 2);
     assert.match(res.stderr, /ERRTRACK_AUTH_TOKEN is not set, so nothing was fetched/);
     assert.equal(seen.length, before);
+  });
+
+  it('fetches nothing for a chat run naming an issue URL, token set: chat text may name any project\'s issue', async () => {
+    const page = 'https://acme.sentry.io/organizations/acme/issues/6507376925/';
+    const task = (origin: string | undefined) => buildTask(classifyInput(page, {
+      forceBrief: false, cwd: repo.repo, confineTo: repo.repo,
+    }), repo.repo, { SVC_ORIGIN: origin, ERRTRACK_AUTH_TOKEN: TOKEN, ERRTRACK_URL: url });
+    const before = seen.length;
+    for (const origin of ['chata', 'chatb', 'trackera', 'webhook']) {
+      await assert.rejects(task(origin), {
+        code: 'bad_input',
+        message: `Refusing to fetch the error-tracker issue "${page}" for a ${origin} run: ERRTRACK_AUTH_TOKEN ` +
+          'serves only the CLI, the Control Plane, /jobs and the errtrack webhook\'s runs, and text from ' +
+          `${origin} may name any project's issue. Paste the issue's details instead`,
+      });
+    }
+    assert.equal(seen.length, before, 'nothing reached the tracker');
+    for (const origin of ['errtrack', 'jobs', 'control', undefined]) {
+      assert.match((await task(origin)).spec, /index\.js:19631 in Object\.fetch/);
+    }
   });
 
   it('sends the token only to sentry.io hosts or the ERRTRACK_URL host', () => {

@@ -185,6 +185,23 @@ describe('trackera issues from the API (TRACKERA_API_KEY, TRACKERA_API_URL at a 
     assert.deepEqual(seen, []);
   });
 
+  it('reads nothing for a chat run, key set: chat text may name another team\'s issue', async () => {
+    seen.length = 0;
+    for (const origin of ['chata', 'chatb', 'errtrack', 'webhook']) {
+      const task = await trackeraSpec(repo, 'LIN-9', {
+        SVC_ORIGIN: origin, TRACKERA_API_KEY: KEY, TRACKERA_API_URL: `${api}/graphql`,
+      });
+      assert.equal(task.brief, 'trackera:LIN-9');
+    }
+    assert.deepEqual(seen, []);
+    for (const origin of ['trackera', 'jobs', 'control']) {
+      const task = await trackeraSpec(repo, 'LIN-9', {
+        SVC_ORIGIN: origin, TRACKERA_API_KEY: KEY, TRACKERA_API_URL: `${api}/graphql`,
+      });
+      assert.equal(task.brief, 'trackera:LIN-9 Checkout fails');
+    }
+  });
+
   it('reads nothing without TRACKERA_API_KEY', async () => {
     seen.length = 0;
     const task = await trackeraSpec(repo, 'LIN-9', { TRACKERA_API_URL: `${api}/graphql` });

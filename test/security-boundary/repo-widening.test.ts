@@ -302,6 +302,10 @@ describe('a repository\'s program outside the repository and PATH', { skip: bwra
         '#!/bin/sh\ncat > /dev/null\n{ cat "$(dirname "$0")/sibling-secret" || echo unseen; } > peek.txt 2>/dev/null\n' +
         'echo done > "ran-$SVC_RUN_ID.txt"\n');
       writeConfig(repo, { provider: 'peek', providers: { peek: { command: [peek] } } });
+      // A check is the repository's program too: another checkout's gradlew would have shown that whole checkout.
+      const check = script(repo.bin, 'check.sh', '#!/bin/sh\ncat "$(dirname "$0")/sibling-secret" || echo unseen\n');
+      writeFileSync(join(repo.repo, '.svc', 'policy.json'),
+        JSON.stringify({ checks: [{ name: 'peek', run: [check], required: false }] }));
     });
     after(() => repo.cleanup());
 
@@ -309,8 +313,12 @@ describe('a repository\'s program outside the repository and PATH', { skip: bwra
       it(`runs with the program file shown, not its folder (${origin})`, async () => {
         const res = await svc(repo, { ...env, SVC_ORIGIN: origin }, ['start', '--brief', `peek ${origin}`]);
         assert.equal(res.code, 0, res.stderr);
-        assert.equal(lastRun(repo).state.status, 'succeeded');
+        const { state, dir } = lastRun(repo);
+        assert.equal(state.status, 'succeeded');
         assert.equal(readFileSync(join(repo.repo, 'peek.txt'), 'utf8'), 'unseen\n');
+        const check = readFileSync(join(dir, 'artifacts', 'checks', 'peek.log'), 'utf8');
+        assert.equal(check.includes('SIBLING-SECRET-7170'), false, check);
+        assert.match(check, /unseen/);
       });
     }
   });

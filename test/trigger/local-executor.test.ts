@@ -2,7 +2,9 @@
 // its group, through the one process-lifetime module (engine/proc-group.ts), never by a bare pid.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
@@ -12,6 +14,8 @@ import { closedPort } from '../helpers/closed-port.ts';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { identityOf } from '../../src/engine/proc-group.ts';
+
+const FAKE_SVC = new URL('./fake-svc.mjs', import.meta.url).pathname;
 
 /** Holds its run until the test writes the release file. */
 const HOLD_SCRIPT = `#!/bin/sh
@@ -112,6 +116,32 @@ describe('the local executor', () => {
       assert.equal(readFileSync(join(repo.repo, 'a.txt'), 'utf8'), 'hello\n');
     } finally {
       repo.cleanup();
+    }
+  });
+
+  it('hands ERRTRACK_AUTH_TOKEN only to the errtrack and /jobs origins: chat text may name any project\'s issue', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
+    try {
+      const env = {
+        PATH: process.env.PATH, HOME: dir, ERRTRACK_AUTH_TOKEN: 'k-errtrack-7', SVC_CONTROL_TOKEN: 'k-control-8',
+      };
+      const executor = createLocalExecutor({ cliPath: FAKE_SVC, env });
+      const origins = ['chata', 'chatb', 'trackera', 'trackerb', 'webhook', 'errtrack', 'jobs'];
+      for (const origin of origins) {
+        await executor.launch({ id: `job-${origin}`, args: ['start', 'some text', '--pr', '--detach'], origin, workdir: dir });
+      }
+      await executor.answer!({ source: 'local', run: 'r1' }, 'yes', dir, 'chata');
+      const calls = readdirSync(join(dir, 'fake-svc')).filter((n) => n.startsWith('call-'))
+        .map((n) => readJson(join(dir, 'fake-svc', n)));
+      const handed = Object.fromEntries(calls.map((c) => [c.args[0] === 'answer' ? 'answer' : c.env.SVC_ORIGIN,
+        c.handed.secrets.ERRTRACK_AUTH_TOKEN ?? null]));
+      assert.deepEqual(handed, {
+        chata: null, chatb: null, trackera: null, trackerb: null, webhook: null, answer: null,
+        errtrack: 'k-errtrack-7', jobs: 'k-errtrack-7',
+      });
+      for (const call of calls) assert.equal(call.handed.secrets.SVC_CONTROL_TOKEN, 'k-control-8');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
