@@ -134,6 +134,14 @@ function outermost(paths: string[], avoid: (p: string) => boolean): string[] {
   return kept;
 }
 
+/**
+ * Each path and, where a link makes it another folder, that folder too: PATH folders are bound by their real path, so
+ * a mask spelled through a linked HOME (or a ~/.ssh linked into a dotfiles folder) would miss what they show.
+ */
+function withRealSpellings(paths: string[]): string[] {
+  return [...new Set(paths.flatMap((p) => [p, realOrNull(p) ?? p]))];
+}
+
 export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   // A built-in CLI's own folders are laid from its provider home; those granted a `command` provider bound in place.
   const folders = declaredFolders(input);
@@ -154,14 +162,14 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
     // Its git metadata; in the repository itself, the project's .svc (its policy decides the checks); the git
     // directories again, in case a declared folder covers them.
     protect: [join(input.workdir, '.git'), ...(resolve(input.workdir) === resolve(input.repo) ? [engine] : []), ...git],
-    hidden: [
+    hidden: withRealSpellings([
       svcHome,
       join(engine, 'runs'),
       join(engine, 'worktrees'),
       join(engine, 'inbox'),
       ...HOME_CREDENTIALS.map((p) => join(input.home, p)),
       ...configuredSecretPaths(input.env),
-    ],
+    ]),
     protocolReadable: [input.ioDir],
     protocolWritable: [input.askDir, input.answerDir],
     home: input.home,

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
@@ -159,6 +159,22 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
         assert.equal(run.status, 0, run.stderr);
         assert.equal(run.stdout.trim(), 'done', `PATH holds ${onPath}`);
       }
+      // Nor through a HOME reached by a link: PATH folders are bound by their real path, the masks must be too.
+      const linkedHome = join(root, 'home-link');
+      symlinkSync(home, linkedHome);
+      const linkedPlan = agentSandboxPlan({
+        workdir: repo, repo, ioDir: io, askDir: io, answerDir: io, svcHome: join(linkedHome, '.svc'),
+        home: linkedHome, provider: 'command', declared: [], program: '/bin/sh',
+        env: { PATH: `/usr/bin:/bin:${linkedHome}/.aws/bin` }, gate: null,
+      });
+      const read = `cat ${home}/.aws/bin/token 2>/dev/null; cat ${linkedHome}/.aws/bin/token 2>/dev/null; echo done`;
+      const linkedArgv = bwrapArgv('bwrap', linkedPlan, ['sh', '-c', read]);
+      const linkedFds = openSandboxFds();
+      const linkedRun = spawnSync(linkedArgv[0]!, linkedArgv.slice(1),
+        { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...linkedFds] });
+      closeSandboxFds(linkedFds);
+      assert.equal(linkedRun.status, 0, linkedRun.stderr);
+      assert.equal(linkedRun.stdout.trim(), 'done', 'PATH holds ~/.aws/bin through a linked HOME');
       // Nor a folder declared writable inside a hidden one (the Control Plane's answers): it is not bound at all.
       const answers = join(root, 'answers');
       mkdirSync(join(answers, 'local'), { recursive: true });
