@@ -89,8 +89,11 @@ const RANGE: Query = [
   ['since', 'ISO-8601 or unix ms'], ['until', 'ISO-8601 or unix ms'], ['repo', 'repository name'],
 ];
 
-/** Each operation's query parameters: what its route accepts (every GET /v1 route: none other) and what it says. */
-const QUERIES: Readonly<Record<string, Query>> = {
+/**
+ * Each operation's query parameters: what its route accepts (every GET /v1 route: none other) and what it says. Keyed
+ * by operation id (a test checks each key names a route: a misspelt one would refuse every parameter of its route).
+ */
+export const QUERIES: Readonly<Record<string, Query>> = {
   listRuns: [
     ['verdict', 'none = no receipt yet', { enum: [...VERDICTS, 'none'] }],
     ['status', 'run status', { enum: [...RUN_STATUSES] }],

@@ -2,7 +2,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { controlRoutes } from '../../src/control/app.ts';
 import { triggerRoutes } from '../../src/trigger/app.ts';
-import { buildOpenapi, toOpenapiPath, CONTROL_SERVER, TRIGGER_SERVER } from '../../src/control/openapi.ts';
+import { buildOpenapi, toOpenapiPath, CONTROL_SERVER, QUERIES, TRIGGER_SERVER } from '../../src/control/openapi.ts';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
 import { checkResponse, findOperation, validate } from '../helpers/openapi-check.ts';
 import { startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
@@ -73,6 +73,11 @@ describe('OpenAPI document', () => {
     }
     const documented = doc.paths['/v1/runs']!.get.parameters.filter((p: { in: string }) => p.in === 'query');
     assert.ok(documented.some((p: { name: string }) => p.name === 'status'));
+  });
+
+  it('takes each documented query list for an operation a Control Plane route has', () => {
+    const ids = new Set(controlRoutes.map((r) => r.doc.id));
+    assert.deepEqual(Object.keys(QUERIES).filter((id) => !ids.has(id)), []);
   });
 
   it('declares every path parameter of each path', () => {
