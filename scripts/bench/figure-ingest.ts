@@ -29,7 +29,12 @@ export async function fanIn(ctx: BenchContext, control: ServerProcess, dbPath: s
     url: control.url, connections: RUNNERS, warmupMs: ctx.warmupMs, durationMs: ctx.durationMs * ctx.rounds,
     intervalMs: TICK_MS, expect: [200],
     request: { kind: 'ingest', batch: (EVENTS_PER_RUN_SECOND * TICK_MS) / 1000, perSecond: EVENTS_PER_RUN_SECOND, source: 'fanin' },
-  }, control.pid);
+  }, control.pid).catch(async (err: unknown) => {
+    // The subscriber processes end only when told to: a failed load (a runner's `read ECONNRESET` on a machine at load
+    // average 15) left them running and the bench waiting on them for ever.
+    await session.finish(0, 0);
+    throw err;
+  });
   // Server CPU per accepted event (all its work: ingest and the fan-out to the subscribers), and what one core makes of it.
   const cpuPerEvent = (load.cpuUsPerRequest * load.requests) / Math.max(1, load.unitsPerSecond * load.seconds);
   const stored = countEvents(dbPath) - before;

@@ -74,11 +74,19 @@ export function createRunEventBus(limits: SubscriberLimits) {
   return {
     publish(rows: readonly EventRow[]): void {
       if (closed || rows.length === 0 || scopes.size === 0) return;
-      // Grouped by scope, only for scopes somebody listens to.
+      // Grouped by scope, only for scopes somebody listens to: found again only when the run changes (a batch's
+      // events are most often one run's), and an event no scope listens to is never encoded.
       const groups = new Map<string, EncodedEvent[]>();
-      for (const ev of rows.map(encodeEvent)) {
-        for (const scope of ['', ev.source, scopeOf(ev.source, ev.run)]) {
-          if (!scopes.has(scope)) continue;
+      let listened: string[] = [];
+      let last: EventRow | undefined;
+      for (const row of rows) {
+        if (last === undefined || row.run !== last.run || row.source !== last.source) {
+          listened = ['', row.source, scopeOf(row.source, row.run)].filter((scope) => scopes.has(scope));
+        }
+        last = row;
+        if (listened.length === 0) continue;
+        const ev = encodeEvent(row);
+        for (const scope of listened) {
           let list = groups.get(scope);
           if (!list) groups.set(scope, (list = []));
           list.push(ev);

@@ -192,7 +192,7 @@ function createEventTruth(events: EventsStore): { insert(ev: EventInput): EventR
       const tracked = shipped.kind === 'run.status' || shipped.kind === 'question' || shipped.kind === 'answer';
       if (!tracked) {
         const id = events.insert(shipped);
-        return id === null ? null : { id, ...shipped };
+        return id === null ? null : eventRow(id, shipped);
       }
       const key = `${shipped.source}\n${shipped.run}`;
       const ev = corrected(shipped, key);
@@ -206,7 +206,15 @@ function createEventTruth(events: EventsStore): { insert(ev: EventInput): EventR
       }
       if (ev.kind === 'run.status') status.set(key, str(eventData(ev.data).to));
       else exchange.set(key, { kind: ev.kind, data: eventData(ev.data) });
-      return { id, ...ev };
+      return eventRow(id, ev);
     },
   };
+}
+
+/**
+ * The stored row, its fields named one by one: `{ id, ...ev }` (a spread after a field) took 0.4 µs an event against
+ * 0.03, on every event of every batch (docs/bench.md, the fan-in).
+ */
+function eventRow(id: number, ev: EventInput): EventRow {
+  return { id, source: ev.source, run: ev.run, seq: ev.seq, ts: ev.ts, kind: ev.kind, data: ev.data };
 }

@@ -50,6 +50,25 @@ describe('runs store', () => {
     assert.deepEqual(stores.runs.list({ limit: 10, since: 7_000, until: 7_001 }).map((r) => r.run), ['r4']);
   });
 
+  it('stores the same row and Run JSON whether or not an update changes an indexed column', () => {
+    // An update that leaves every indexed column as it is sets only the others (runs-store.ts updateUnindexedStmt).
+    const { db, stores } = memoryControlStores();
+    const direct = memoryControlStores();
+    const last = run(7, { brief: 'b', cost_usd: 0.5, error: 'x', repo_path: '/work/q', updated_at: 30 });
+    stores.runs.upsert('local', run(7, { brief: 'a', cost_usd: 0.5, repo_path: '/work/q', updated_at: 10 }));
+    assert.equal(stores.runs.upsert('local', run(7, { brief: 'b', cost_usd: 0.5, started_at: 2_000, updated_at: 20 })), true);
+    assert.equal(stores.runs.upsert('local', last), true);
+    assert.equal(stores.runs.upsert('local', run(7, { brief: 'old', cost_usd: 0.5, updated_at: 25 })), false);
+    direct.stores.runs.upsert('local', last);
+    const stored = (db: Db) => db.prepare("SELECT * FROM runs WHERE run = 'r7'").get();
+    assert.deepEqual(stored(db), stored(direct.db));
+    // An indexed column that changes (to null as well) takes the plain upsert.
+    stores.runs.upsert('local', run(7, { ...last, verdict: null, cost_usd: null, updated_at: 40 }));
+    direct.stores.runs.upsert('local', run(7, { ...last, verdict: null, cost_usd: null, updated_at: 40 }));
+    assert.deepEqual(stored(db), stored(direct.db));
+    assert.equal(stores.runs.get('local', 'r7')?.verdict, null);
+  });
+
   it('patches only the given columns and reports a missing run', () => {
     assert.equal(stores.runs.setStatus('local', 'r3', 'blocked', 9_000, { question: 'Which DB?' }), true);
     const row = stores.runs.get('local', 'r3');
