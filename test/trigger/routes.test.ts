@@ -3,7 +3,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sign } from './helpers.ts';
-import { SECRETS, fixture, withJson, post, get, nowSeconds, startTestTrigger, type TestTrigger } from './helpers.ts';
+import {
+  SECRETS, fixture, withJson, post, get, nowSeconds, rowCount, startTestTrigger, type TestTrigger,
+} from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
@@ -47,6 +49,27 @@ describe('trigger routes with real payloads', () => {
       assert.deepEqual(call.args, ['start', brief, '--pr', '--detach']);
       assert.equal(call.cwd, t.repo);
       assert.match(job.summary as string, /succeeded · run local\/r\w+ · verdict verified · PR https:\/\/git\.example\.test\/acme\/api\/pull\/7 · cost \$0\.42/);
+    });
+    it('starts one job for a new issue sent as issue.created and as an event_alert, in either order', async () => {
+      const send = (name: string, resource: string, edit: (data: Record<string, Record<string, unknown>>) => void) => {
+        const raw = withJson(name, (v) => edit(v.data as Record<string, Record<string, unknown>>));
+        const signature = sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw);
+        return post(`${t.url}/errtrack`, raw, { 'sentry-hook-signature': signature, 'sentry-hook-resource': resource });
+      };
+      const created = (id: string) => send('sentry-issue-created.json', 'issue', (d) => (d.issue!.id = id));
+      const alert = (id: string, eventId: string, rule = 'Very Important Alert Rule!') => send(
+        'sentry-event-alert-triggered.json', 'event_alert',
+        (d) => Object.assign(d, { triggered_rule: rule }, { event: { ...d.event, issue_id: id, event_id: eventId } }),
+      );
+      const before = rowCount(t.stores.db, 'jobs');
+      assert.equal((await created('5550001')).status, 202);
+      assert.equal((await alert('5550001', 'e0001')).body.status, 'duplicate');
+      assert.equal((await alert('5550002', 'e0002')).status, 202);
+      assert.equal((await created('5550002')).body.status, 'duplicate');
+      // A later alert for the same issue (another rule, a regression) is the same issue's job within the window.
+      assert.equal((await alert('5550002', 'e0003', 'Regressions')).body.status, 'duplicate');
+      assert.equal((await alert('5550003', 'e0004')).status, 202);
+      assert.equal(rowCount(t.stores.db, 'jobs'), before + 3);
     });
     it('skips resources that do not start work', async () => {
       const raw = Buffer.from('{"action":"created","data":{"installation":{}}}');
