@@ -107,6 +107,16 @@ describe('trigger routes with real payloads', () => {
       assert.equal(t.stores.replies.get(id), undefined);
       assert.ok(!posted.some((p) => p.url.includes('hooks.slack.com')));
     });
+    it('queues the words a person typed, not Slack\'s escapes of them, and shows a bad repo= back escaped', async () => {
+      const typed = 'fix a &lt; b &amp;&amp; Vec&lt;u8&gt; &amp;lt;';
+      const raw = Buffer.from(slash.replace('text=', `text=${encodeURIComponent(typed)}`));
+      const res = await post(`${t.url}/chata`, raw, signed(raw));
+      const id = /Queued job (j\w{26})/.exec(res.body.text as string)![1]!;
+      assert.deepEqual((await jobOf(t, id)).args, ['start', 'fix a < b && Vec<u8> &lt;', '--detach']);
+      const bad = Buffer.from(slash.replace('text=', `text=${encodeURIComponent('fix it repo=&lt;!here&gt;')}`));
+      const refused = await post(`${t.url}/chata`, bad, signed(bad));
+      assert.equal(refused.body.text, 'repo=&lt;!here&gt; is not an owner/name. Nothing was queued.');
+    });
     it('refuses a slash command that names no workspace, to start work or to answer, like a thread reply', async () => {
       const before = t.queue.depth();
       for (const text of ['fix+the+login+bug', 'answer+use+prod']) {
