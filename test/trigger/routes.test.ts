@@ -259,6 +259,24 @@ describe('trigger routes with real payloads', () => {
       const res = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`, 'x-github-event': 'ping' });
       assert.equal(res.body.status, 'skipped');
     });
+    it('answers GitHub\'s default form content type with 415 naming the setting, after the signature', async () => {
+      const ping = { zen: 'z', hook_id: 1, hook: { config: { content_type: 'form' } } };
+      const raw = Buffer.from(`payload=${encodeURIComponent(JSON.stringify(ping))}`);
+      const form = { 'content-type': 'application/x-www-form-urlencoded', 'x-github-event': 'ping' };
+      const signed = (body: Buffer) => ({
+        ...form, 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, body)}`,
+      });
+      const res = await post(`${t.url}/webhook`, raw, signed(raw));
+      assert.equal(res.status, 415);
+      const error = res.body.error as { code: string; message: string };
+      assert.equal(error.code, 'unsupported_media_type');
+      assert.match(error.message, /set the webhook's Content type to application\/json/);
+      const forged = { ...form, 'x-hub-signature-256': `sha256=${'0'.repeat(64)}` };
+      assert.equal((await post(`${t.url}/webhook`, raw, forged)).status, 401);
+      // JSON under the form type (curl -d) is still read as JSON.
+      const json = Buffer.from('{"zen":"hi"}');
+      assert.equal((await post(`${t.url}/webhook`, json, signed(json))).body.status, 'skipped');
+    });
   });
 
   describe('POST /jobs and GET /jobs/<id>', () => {
