@@ -78,6 +78,8 @@ export const SOURCES = [
     // Its signed time is the body's webhookTimestamp (ms), checked once the body is parsed.
     families: [{ signature: 'trackera-signature' }, { signature: 'linear-signature' }],
     scheme: { mac: 'hex' },
+    // A retry re-stamps webhookTimestamp (new bytes) under the same Linear-Delivery.
+    delivery: ['linear-delivery'],
     argv: ['start', BRIEF, '--detach'],
     routing: 'key',
     keyName: 'TEAM',

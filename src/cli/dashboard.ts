@@ -17,13 +17,15 @@ import { procStart } from '../engine/proc-group.ts';
 import { procList, readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
+import { isJsonObject, obj, objOrNull, tryParseJson } from '../untrusted.ts';
 export const HELP = `Usage:
   svc dashboard [start|open] [--no-open]
   svc dashboard stop
 
 Opens the Control Plane UI. A running Control Plane is reused (SVC_CONTROL_URL, then ~/.svc/control/server.json,
 then http://127.0.0.1:$SVC_CONTROL_PORT or 47821); otherwise one is started in the background with
-"svc control serve" (log: ~/.svc/control/server.log). "start" and "open" do the same.
+"svc control serve" (log: ~/.svc/control/server.log). Another program answering there (a "svc trigger serve" on
+the Control Plane's port) is refused (exit 1), and nothing is sent to it. "start" and "open" do the same.
 
   --no-open   print the URL instead of opening a browser
 
@@ -44,10 +46,17 @@ export default async function dashboard(io: CliIo): Promise<number> {
 
   // null: SVC_CONTROL_PORT=0, no default server to probe, so one is started on a free port.
   const found = findControlUrl(io.env);
+  const answering = found ? await whoAnswers(found.url, 2_000) : 'nothing';
   let url: string;
-  if (found && (await answersHealth(found.url, 2_000))) {
+  if (found && answering === 'control') {
     url = found.url;
     io.stderr(`Using the Control Plane at ${url} (found via ${found.via})\n`);
+  } else if (found && answering === 'other') {
+    // Its pending runs must not ship there, nor a second server start on its port.
+    const next = found.via === 'SVC_CONTROL_URL' ? 'point SVC_CONTROL_URL at the Control Plane'
+      : 'or start the Control Plane on a free port: SVC_CONTROL_PORT=0 svc dashboard';
+    throw new UnavailableError(`${found.url} (found via ${found.via}) is not a Control Plane: another program ` +
+      `answers there (a svc trigger serve?). Stop it, ${next}`);
   } else if (found?.via === 'SVC_CONTROL_URL') {
     throw new UnavailableError(
       `Nothing answers at SVC_CONTROL_URL (${found.url}); start that server or unset SVC_CONTROL_URL to run one here`,
@@ -75,6 +84,26 @@ export default async function dashboard(io: CliIo): Promise<number> {
     io.stdout(`${url}\n`);
   }
   return 0;
+}
+
+/**
+ * What answers at `url`: a Control Plane (its OpenAPI document, or 401 `unauthorized` when it has a token, which is
+ * never sent to a server not yet known as one), another program (`svc trigger serve` answers /health as well), or
+ * nothing at all.
+ */
+async function whoAnswers(url: string, timeoutMs: number): Promise<'control' | 'other' | 'nothing'> {
+  let status: number;
+  let body: Record<string, unknown> | null;
+  try {
+    const res = await fetch(`${url}/v1/openapi.json`, { signal: AbortSignal.timeout(timeoutMs) });
+    status = res.status;
+    body = objOrNull(tryParseJson(await res.text()));
+  } catch {
+    return 'nothing';
+  }
+  const controlPlane = status === 401 ? obj(body?.error).code === 'unauthorized'
+    : status === 200 && isJsonObject(obj(body?.paths)['/v1/runs']);
+  return controlPlane ? 'control' : 'other';
 }
 
 /**

@@ -86,10 +86,12 @@ function add(io: CliIo, file: string, tokens: string[]): number {
   const line = tokens.map((t) => (t.startsWith('checkout=') ? `checkout=${resolve(t.slice(9))}` : t)).join(' ');
   const before = readText(file) ?? '';
   const after = `${before}${before === '' || before.endsWith('\n') ? '' : '\n'}${line}\n`;
-  // A refused entry is a ReposFileError, a BadSettingError: exit 2, as a usage mistake.
-  const added = parseServedRepos(after, file).at(-1)!;
-  const problems = checkoutProblems([added], after.split(/\r?\n/));
-  if (problems.length) throw new ReposFileError(file, problems);
+  // A refused entry is a ReposFileError, a BadSettingError: exit 2, as a usage mistake. Its line is not in the file.
+  const lines = after.split(/\r?\n/);
+  const addedLine = lines.length - 1;
+  const added = parseServedRepos(after, file, addedLine).at(-1)!;
+  const problems = checkoutProblems([added], lines);
+  if (problems.length) throw new ReposFileError(file, problems, addedLine);
   writeAtomically(file, after);
   io.stdout(`Added ${formatServedRepo(added)} to ${file}\n${LIVE}\n`);
   return 0;

@@ -34,9 +34,12 @@ export interface ReposProblem {
 
 export class ReposFileError extends BadSettingError {
   readonly problems: readonly ReposProblem[];
-  constructor(file: string, problems: readonly ReposProblem[]) {
-    const shown = problems.slice(0, 20).map((p) => `${file}:${p.line}: ${p.reason} (in "${p.text.slice(0, 200)}")`);
-    super(`Invalid served repositories file:\n${shown.join('\n')}`);
+  /** `added`: the line of the entry `svc repos add` tried, not in the file: its problems say "Not added". */
+  constructor(file: string, problems: readonly ReposProblem[], added?: number) {
+    const shown = problems.slice(0, 20).map((p) => (p.line === added ? `Not added: ${p.reason}`
+      : `${file}:${p.line}: ${p.reason} (in "${p.text.slice(0, 200)}")`));
+    const inFile = problems.some((p) => p.line !== added);
+    super(inFile ? `Invalid served repositories file:\n${shown.join('\n')}` : shown.join('\n'));
     this.problems = problems;
   }
 }
@@ -139,8 +142,8 @@ function crossCheck(entries: readonly ServedRepo[], lines: readonly string[]): R
   return problems;
 }
 
-/** Every entry, or ReposFileError listing every line that is wrong. */
-export function parseServedRepos(text: string, file: string): ServedRepo[] {
+/** Every entry, or ReposFileError listing every line that is wrong (`added`: as for ReposFileError). */
+export function parseServedRepos(text: string, file: string, added?: number): ServedRepo[] {
   const lines = text.split(/\r?\n/);
   const entries: ServedRepo[] = [];
   const problems: ReposProblem[] = [];
@@ -153,7 +156,7 @@ export function parseServedRepos(text: string, file: string): ServedRepo[] {
   if (problems.length === 0 && entries.length === 0) {
     problems.push({ line: 1, text: '', reason: 'the file serves no repository' });
   }
-  if (problems.length) throw new ReposFileError(file, problems.sort((a, b) => a.line - b.line));
+  if (problems.length) throw new ReposFileError(file, problems.sort((a, b) => a.line - b.line), added);
   return entries;
 }
 

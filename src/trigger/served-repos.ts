@@ -122,7 +122,10 @@ export function shorthandRepos(dir: string, source: string, checked = true): Rep
   };
   // The repositories file's own check: a server whose one checkout is missing would queue jobs that all fail.
   const problem = checked ? checkoutProblems([entry], [])[0] : undefined;
-  if (problem) throw new BadSettingError(`Cannot serve ${source}: ${problem.reason}`);
+  if (problem) {
+    throw new BadSettingError(`Cannot serve ${source}: ${problem.reason}. Serve a git checkout with --repo DIR, or `
+      + 'repositories with --repos FILE (svc repos add OWNER/NAME checkout=DIR writes the default one)');
+  }
   const router = createRepoRouter([entry], source);
   if (name) return router;
   return {

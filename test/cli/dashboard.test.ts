@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { startTestTrigger } from '../trigger/helpers.ts';
 
 const CLI = join(process.cwd(), 'dist', 'cli.js');
 
@@ -68,6 +69,36 @@ describe('svc dashboard', () => {
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, `${control.url}\n`);
     assert.match(r.stderr, /found via server\.json/);
+  });
+
+  it('refuses a svc trigger serve on the Control Plane\'s port, which answers /health too, and starts nothing', async () => {
+    const trigger = await startTestTrigger();
+    try {
+      const home = join(dir, 'home-trigger');
+      mkdirSync(home, { recursive: true });
+      const port = new URL(trigger.url).port;
+      const r = await run(['dashboard', '--no-open'], { ...baseEnv, HOME: home, SVC_CONTROL_PORT: port });
+      assert.equal(r.code, 1, r.stderr);
+      assert.equal(r.stdout, '');
+      assert.equal(r.stderr, `svc dashboard: http://127.0.0.1:${port} (found via default) is not a Control Plane: another ` +
+        'program answers there (a svc trigger serve?). Stop it, or start the Control Plane on a free port: ' +
+        'SVC_CONTROL_PORT=0 svc dashboard\n');
+      assert.equal(existsSync(join(home, '.svc', 'control', 'server.json')), false);
+    } finally {
+      await trigger.cleanup();
+    }
+  });
+
+  it('reuses a Control Plane that has a token, without sending it before it knows the server is one', async () => {
+    const guarded = await startTestControl({ token: 'dashboard-token-123456' });
+    try {
+      const env = { ...baseEnv, SVC_CONTROL_URL: guarded.url, SVC_CONTROL_TOKEN: 'dashboard-token-123456' };
+      const r = await run(['dashboard', '--no-open'], env);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, `${guarded.url}\n`);
+    } finally {
+      await guarded.close();
+    }
   });
 
   it('fails with exit 1 and starts nothing when SVC_CONTROL_URL points at a dead address', async () => {

@@ -59,7 +59,8 @@ describe('svc trigger', () => {
     assert.match(missing.stderr, /Cannot serve --repo .*nowhere: checkout .*nowhere is not a directory/);
     const plain = serve([], home);
     assert.equal(plain.status, 2, plain.stderr);
-    assert.match(plain.stderr, /Cannot serve the current directory .*: checkout .* is not a git work tree/);
+    assert.match(plain.stderr, /Cannot serve the current directory .*: checkout .* is not a git work tree\. Serve a git /);
+    assert.match(plain.stderr, /with --repo DIR, or repositories with --repos FILE \(svc repos add OWNER\/NAME checkout=DIR/);
     const repo = makeRepo();
     cleanups.push(() => rmSync(repo, { recursive: true, force: true }));
     mkdirSync(join(repo, 'sub'));

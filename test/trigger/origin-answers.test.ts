@@ -274,9 +274,10 @@ describe('questions go back to the origin, answers come in from it', () => {
     ]);
     // Mapped again: the same channel's answer is taken, and the run continues to its end.
     mapChannels('C1');
-    const answered = await chata('C1', 'answer use staging, not prod', 'U2');
+    // Slack sends the words escaped (mrkdwn); the run gets them as typed.
+    const answered = await chata('C1', 'answer use staging &amp; not &lt;prod&gt;', 'U2');
     assert.equal(answered.body.status, 'answered');
-    assert.deepEqual(answerCalls().slice(before).map((a) => a.slice(-1)), [['use staging, not prod']]);
+    assert.deepEqual(answerCalls().slice(before).map((a) => a.slice(-1)), [['use staging & not <prod>']]);
     // Handed over as the origin's answer, never the operator's (it cannot raise a daily budget cap).
     assert.ok(answerCalls().slice(before)[0]!.includes('--origin=chata:U2'));
     const done = await waitFor(async () => {

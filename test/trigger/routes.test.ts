@@ -3,7 +3,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sign } from './helpers.ts';
-import { SECRETS, fixture, withJson, post, get, nowSeconds, startTestTrigger, type TestTrigger } from './helpers.ts';
+import {
+  SECRETS, fixture, withJson, post, get, nowSeconds, rowCount, startTestTrigger, type TestTrigger,
+} from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
@@ -48,6 +50,27 @@ describe('trigger routes with real payloads', () => {
       assert.equal(call.cwd, t.repo);
       assert.match(job.summary as string, /succeeded · run local\/r\w+ · verdict verified · PR https:\/\/git\.example\.test\/acme\/api\/pull\/7 · cost \$0\.42/);
     });
+    it('starts one job for a new issue sent as issue.created and as an event_alert, in either order', async () => {
+      const send = (name: string, resource: string, edit: (data: Record<string, Record<string, unknown>>) => void) => {
+        const raw = withJson(name, (v) => edit(v.data as Record<string, Record<string, unknown>>));
+        const signature = sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw);
+        return post(`${t.url}/errtrack`, raw, { 'sentry-hook-signature': signature, 'sentry-hook-resource': resource });
+      };
+      const created = (id: string) => send('sentry-issue-created.json', 'issue', (d) => (d.issue!.id = id));
+      const alert = (id: string, eventId: string, rule = 'Very Important Alert Rule!') => send(
+        'sentry-event-alert-triggered.json', 'event_alert',
+        (d) => Object.assign(d, { triggered_rule: rule }, { event: { ...d.event, issue_id: id, event_id: eventId } }),
+      );
+      const before = rowCount(t.stores.db, 'jobs');
+      assert.equal((await created('5550001')).status, 202);
+      assert.equal((await alert('5550001', 'e0001')).body.status, 'duplicate');
+      assert.equal((await alert('5550002', 'e0002')).status, 202);
+      assert.equal((await created('5550002')).body.status, 'duplicate');
+      // A later alert for the same issue (another rule, a regression) is the same issue's job within the window.
+      assert.equal((await alert('5550002', 'e0003', 'Regressions')).body.status, 'duplicate');
+      assert.equal((await alert('5550003', 'e0004')).status, 202);
+      assert.equal(rowCount(t.stores.db, 'jobs'), before + 3);
+    });
     it('skips resources that do not start work', async () => {
       const raw = Buffer.from('{"action":"created","data":{"installation":{}}}');
       const res = await post(`${t.url}/errtrack`, raw, { 'errtrack-hook-signature': sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw), 'errtrack-hook-resource': 'installation' });
@@ -83,6 +106,16 @@ describe('trigger routes with real payloads', () => {
       await t.jobLoop.idle();
       assert.equal(t.stores.replies.get(id), undefined);
       assert.ok(!posted.some((p) => p.url.includes('hooks.slack.com')));
+    });
+    it('queues the words a person typed, not Slack\'s escapes of them, and shows a bad repo= back escaped', async () => {
+      const typed = 'fix a &lt; b &amp;&amp; Vec&lt;u8&gt; &amp;lt;';
+      const raw = Buffer.from(slash.replace('text=', `text=${encodeURIComponent(typed)}`));
+      const res = await post(`${t.url}/chata`, raw, signed(raw));
+      const id = /Queued job (j\w{26})/.exec(res.body.text as string)![1]!;
+      assert.deepEqual((await jobOf(t, id)).args, ['start', 'fix a < b && Vec<u8> &lt;', '--detach']);
+      const bad = Buffer.from(slash.replace('text=', `text=${encodeURIComponent('fix it repo=&lt;!here&gt;')}`));
+      const refused = await post(`${t.url}/chata`, bad, signed(bad));
+      assert.equal(refused.body.text, 'repo=&lt;!here&gt; is not an owner/name. Nothing was queued.');
     });
     it('refuses a slash command that names no workspace, to start work or to answer, like a thread reply', async () => {
       const before = t.queue.depth();
@@ -225,6 +258,24 @@ describe('trigger routes with real payloads', () => {
       const raw = Buffer.from('{"zen":"hi"}');
       const res = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`, 'x-github-event': 'ping' });
       assert.equal(res.body.status, 'skipped');
+    });
+    it('answers GitHub\'s default form content type with 415 naming the setting, after the signature', async () => {
+      const ping = { zen: 'z', hook_id: 1, hook: { config: { content_type: 'form' } } };
+      const raw = Buffer.from(`payload=${encodeURIComponent(JSON.stringify(ping))}`);
+      const form = { 'content-type': 'application/x-www-form-urlencoded', 'x-github-event': 'ping' };
+      const signed = (body: Buffer) => ({
+        ...form, 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, body)}`,
+      });
+      const res = await post(`${t.url}/webhook`, raw, signed(raw));
+      assert.equal(res.status, 415);
+      const error = res.body.error as { code: string; message: string };
+      assert.equal(error.code, 'unsupported_media_type');
+      assert.match(error.message, /set the webhook's Content type to application\/json/);
+      const forged = { ...form, 'x-hub-signature-256': `sha256=${'0'.repeat(64)}` };
+      assert.equal((await post(`${t.url}/webhook`, raw, forged)).status, 401);
+      // JSON under the form type (curl -d) is still read as JSON.
+      const json = Buffer.from('{"zen":"hi"}');
+      assert.equal((await post(`${t.url}/webhook`, json, signed(json))).body.status, 'skipped');
     });
   });
 

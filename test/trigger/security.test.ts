@@ -29,7 +29,10 @@ const cases: RouteCase[] = [
   {
     route: 'errtrack',
     secret: SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET,
-    fresh: (n) => withJson('sentry-event-alert-triggered.json', (v) => ((v.data as { event: Record<string, unknown> }).event.event_id = `e${n}`)),
+    // Each a new issue: alerts for one issue start one job between them.
+    fresh: (n) => withJson('sentry-event-alert-triggered.json', (v) => {
+      Object.assign((v.data as { event: Record<string, unknown> }).event, { event_id: `e${n}`, issue_id: `e${n}` });
+    }),
     signed: (raw, secret = SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET) => ({ 'errtrack-hook-signature': sign.hex(secret, raw), 'errtrack-hook-resource': 'event_alert' }),
     redeliver: (raw, first) => ({ raw, headers: { ...first, 'request-id': 'another' } }),
     okStatus: 202,
@@ -95,7 +98,10 @@ const cases: RouteCase[] = [
     route: 'errtrack',
     name: 'errtrack with Sentry\'s headers',
     secret: SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET,
-    fresh: (n) => withJson('sentry-event-alert-triggered.json', (v) => ((v.data as { event: Record<string, unknown> }).event.event_id = `s${n}`)),
+    // Each a new issue: alerts for one issue start one job between them.
+    fresh: (n) => withJson('sentry-event-alert-triggered.json', (v) => {
+      Object.assign((v.data as { event: Record<string, unknown> }).event, { event_id: `s${n}`, issue_id: `s${n}` });
+    }),
     signed: (raw, secret = SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET) => ({ 'sentry-hook-signature': sign.hex(secret, raw), 'sentry-hook-resource': 'event_alert' }),
     redeliver: (raw, first) => ({ raw, headers: { ...first, 'request-id': 'another' } }),
     okStatus: 202,

@@ -107,6 +107,21 @@ describe('real vendors, signed their own way', () => {
       assert.equal(res.status, 401);
       assert.equal(errorCode(res), 'invalid_signature');
     });
+    it('dedupes on Linear-Delivery a retry re-stamped with a new webhookTimestamp, and answers the first 202', async () => {
+      now = Date.now();
+      const before = rowCount(t.stores.db, 'jobs');
+      const issue = JSON.parse(fixture('linear-issue-update.json').toString('utf8')) as Record<string, unknown>;
+      const send = (stamp: number, delivery: string) => {
+        const raw = Buffer.from(JSON.stringify({ ...issue, webhookTimestamp: stamp }));
+        const signature = createHmac('sha256', LINEAR_SECRET).update(raw).digest('hex');
+        return post(`${t.url}/trackera`, raw, { 'linear-signature': signature, 'linear-delivery': delivery });
+      };
+      assert.equal((await send(now, 'd6a1c1b2-0000-4000-8000-000000000001')).status, 202);
+      const retry = await send(now + 60_000, 'd6a1c1b2-0000-4000-8000-000000000001');
+      assert.equal(retry.status, 200);
+      assert.equal(retry.body.status, 'duplicate');
+      assert.equal(rowCount(t.stores.db, 'jobs'), before + 1);
+    });
     it('refuses a Linear-Signature over other bytes', async () => {
       now = LINEAR_TS;
       const res = await post(`${t.url}/trackera`, Buffer.concat([raw, Buffer.from(' ')]), { 'linear-signature': LINEAR_SIGNATURE });

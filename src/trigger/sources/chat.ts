@@ -29,7 +29,9 @@ export async function routeChat(
 ): Promise<Reply | { routed: Extract<Routed, { kind: 'repo' }>; brief: string }> {
   if (/^answer(\s|$)/i.test(m.text)) return answerFromChat(ctx, kind, m, voice);
   const option = takeRepoOption(m.text);
-  if (option.kind === 'bad') return voice.say(`${option.reason}. Nothing was queued.`);
+  const { escape = (t: string) => t } = voice;
+  // The reason quotes the person's own `repo=` word: escaped like any text a chat shows back.
+  if (option.kind === 'bad') return voice.say(`${escape(option.reason)}. Nothing was queued.`);
   if (option.text === '') return voice.say(voice.usage);
   const routed = ctx.deps.settings.repos.chat(kind, m.channel, option.repo);
   if (routed.kind === 'repo') return { routed, brief: option.text };

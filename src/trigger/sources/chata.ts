@@ -31,8 +31,8 @@ function readChata(contentType: string, raw: Buffer): ChataInput {
   // Slack Connect shares no slash command: a person runs their own workspace's, whose id is the command's `team_id`.
   const refusal = workspaceRefusal(form.get('team_id'), null);
   if (refusal !== null) return { kind: 'refused', reason: refusal };
-  // Slash-command text as an argv element (spec rule 1).
-  const text = briefOf('chata', form.get('text') ?? '');
+  // Slash-command text as an argv element (spec rule 1), in the words the person typed.
+  const text = briefOf('chata', slackUnescape(form.get('text') ?? ''));
   const user = (form.get('user_id') || 'unknown').slice(0, 64);
   return {
     kind: 'command', text, responseUrl: form.get('response_url'), channel: form.get('channel_id') || null, user,
@@ -65,8 +65,7 @@ function readThreadReply(body: Record<string, unknown>): ChataInput {
   const installed = str(obj(authorizations[0]).team_id) ?? str(body.team_id);
   const refusal = workspaceRefusal(installed, str(event.user_team) ?? str(event.team));
   if (refusal !== null) return skip(refusal);
-  // mrkdwn escapes these three in what people write; the run reads their words.
-  const text = (str(event.text) ?? '').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+  const text = slackUnescape(str(event.text) ?? '');
   const id = str(body.event_id);
   return { kind: 'reply', channel, thread, user, text, eventId: id && id.length <= 64 ? id : null };
 }
@@ -117,6 +116,14 @@ export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
     queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
     duplicate: (id) => ephemeral(`Already queued as job ${id}.`, { status: 'duplicate' }),
   });
+}
+
+const UNESCAPED: Record<string, string> = { amp: '&', lt: '<', gt: '>' };
+
+/** Slack escapes these three in what people write (a slash command's `text`, a message's): the run reads their words.
+ * Its `<url|label>` and `<@U…|name>` markup is left as sent (docs/trigger.md "Briefs"). */
+function slackUnescape(text: string): string {
+  return text.replace(/&(amp|lt|gt);/g, (_entity, name: string) => UNESCAPED[name]!);
 }
 
 function slackEscape(text: string): string {

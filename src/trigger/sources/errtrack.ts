@@ -41,7 +41,13 @@ function frameFiles(event: Obj): string[] {
   return [...inApp, ...other];
 }
 
-/** An alert, or why it is skipped; `identityKey` is stable across retries, `projectSlug` routes it (errtrack=…). */
+/** The key every delivery about one Sentry issue claims: its `issue` `created` and its events' alerts (which Sentry
+ * sends for a new issue too) start one job between them (docs/trigger.md "Dedupe and replay"). */
+function issueKeys(issueId: string | null): string[] {
+  return issueId ? [`errtrack:issue:${issueId}`] : [];
+}
+
+/** An alert, or why it is skipped; its `keys` are stable across retries, `projectSlug` routes it (errtrack=…). */
 export function readErrtrackAlert(resource: string | undefined, payload: Obj) {
   const action = text(payload.action);
   const data = obj(payload.data) ?? {};
@@ -52,7 +58,7 @@ export function readErrtrackAlert(resource: string | undefined, payload: Obj) {
     const release = obj(event.release) ? text(obj(event.release)!.version) : text(event.release);
     const rule = text(data.triggered_rule) ?? '';
     return {
-      identityKey: `errtrack:event:${text(event.event_id) ?? 'none'}:${rule}`,
+      keys: [`errtrack:event:${text(event.event_id) ?? 'none'}:${rule}`, ...issueKeys(text(event.issue_id))],
       label: text(event.issue_id) ? `issue ${text(event.issue_id)}` : 'event',
       title: text(event.title) ?? text(metadata.value) ?? 'unknown error',
       culprit: text(event.culprit),
@@ -66,7 +72,7 @@ export function readErrtrackAlert(resource: string | undefined, payload: Obj) {
     if (action !== 'created') return { skip: `issue action "${action ?? ''}" does not start a job` } as const;
     const metadata = obj(issue.metadata) ?? {};
     return {
-      identityKey: `errtrack:issue:${text(issue.id) ?? 'none'}:created`,
+      keys: issueKeys(text(issue.id)),
       label: text(issue.shortId) ?? `issue ${text(issue.id) ?? ''}`,
       title: text(issue.title) ?? 'unknown error',
       culprit: text(issue.culprit),
@@ -141,5 +147,5 @@ export async function receiveErrtrack(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const { name, checkout } = routed.repo;
   // Reads the checkout's deploy records and runs `git log`: only once the cheap checks passed.
   const prepare = async () => ({ brief: await buildErrtrackBrief(alert, checkout) });
-  return enqueue(ctx, { origin: 'errtrack', repo: name, keys: [alert.identityKey], prepare });
+  return enqueue(ctx, { origin: 'errtrack', repo: name, keys: alert.keys, prepare });
 }

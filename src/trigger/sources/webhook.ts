@@ -109,8 +109,23 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
 }
 
+// GitHub's default Content type, `application/x-www-form-urlencoded`, sends `payload=<urlencoded JSON>`. Known by
+// that shape, not the header alone: `curl -d @event.json` sends JSON under the form type, and is read as JSON.
+const FORM_PAYLOAD = 'payload=';
+
+/** 415 naming the setting to change for GitHub's form body; after the signature check, as DESIGN orders auth first. */
+function refuseFormPayload(ctx: TCtx, raw: Buffer): void {
+  const type = (ctx.req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/x-www-form-urlencoded' || raw.toString('latin1', 0, FORM_PAYLOAD.length) !== FORM_PAYLOAD) {
+    return;
+  }
+  throw new HttpError('unsupported_media_type',
+    'GitHub sent a form body (payload=…): set the webhook\'s Content type to application/json (Settings → Webhooks)');
+}
+
 export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const event = firstHeader(ctx.req.headers, sourceOf('webhook').resource) ?? '';
+  refuseFormPayload(ctx, raw);
   const body = parseJsonObject(raw);
   const mismatch = eventMismatch(event, body);
   if (mismatch !== null) {
