@@ -135,7 +135,9 @@ function webhook(origin: string, summary: string, also: Ok): Op {
   const id = `receive${origin[0]!.toUpperCase()}${origin.slice(1)}`;
   return trigger('post', `/${origin}`, id, 'webhooks', summary, {
     security: 'signature', body: 'Open', ok: { status: 202, schema: 'Queued', description: 'queued' }, also: [also],
-    errors: ['Unauthorized', 'TooMany', 'Unavailable'],
+    // GitHub's form content type (`payload=…`) is refused on /webhook alone: the other vendors send JSON only.
+    errors: ['BadRequest', 'Unauthorized', 'TooLarge', ...(origin === 'webhook' ? ['UnsupportedType' as const] : []),
+      'TooMany', 'Unavailable'],
   });
 }
 
