@@ -4,13 +4,13 @@ import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { discoverControlUrl } from '../engine/control-url.ts';
 import { readControlToken } from '../engine/shipper.ts';
-import type { RunFilter, RunRef } from '../client/types.ts';
+import type { Run, RunFilter, RunRef } from '../client/types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
 import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine, runLabel } from './runs-format.ts';
 import { sendPendingRuns } from './ship.ts';
 import { safeJson } from '../safe-json.ts';
 import { oneLine } from '../webhook-sources.ts';
-import { oneOf, tryParseJson } from '../untrusted.ts';
+import { obj, objOrNull, oneOf, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
 
@@ -149,7 +149,7 @@ async function dispatch(
   if (sub === 'show') {
     const run = await client.getRun(ref);
     if (json) print(run);
-    else io.stdout(formatRunDetails(run) + (await networkOf(client, ref)));
+    else io.stdout(formatRunDetails(run) + (await networkOf(client, ref, run)));
     return 0;
   }
   if (sub === 'answer') {
@@ -184,8 +184,10 @@ export default async function runs(io: CliIo): Promise<number> {
   }
 }
 
-/** The receipt's network line for `svc runs show`, padded like the other fields; '' when there is none. */
-async function networkOf(client: ControlClient, ref: RunRef): Promise<string> {
+/** The receipt's network line for `svc runs show`, padded like the other fields; '' when there is none, or when the
+ * Control Plane did not verify its signature (`receipt_check`: whoever shipped the run wrote the file). */
+async function networkOf(client: ControlClient, ref: RunRef, run: Run): Promise<string> {
+  if (objOrNull(obj(run.receipt_check).signed_by) === null) return '';
   const receipt = await client.artifact(ref, 'receipt.json').catch(() => null);
   const line = receipt && networkLine(tryParseJson(new TextDecoder().decode(receipt.body)));
   return line === null ? '' : `${'network'.padEnd(KEY_WIDTH)}${line}\n`;

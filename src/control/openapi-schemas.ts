@@ -53,7 +53,7 @@ export const schemas = {
   }),
   RunDetail: {
     allOf: [ref('Run')],
-    ...obj(['artifacts', 'pending_answer', 'attempts', 'refusals', 'key_moved'], {
+    ...obj(['artifacts', 'pending_answer', 'attempts', 'refusals', 'key_moved', 'receipt_check'], {
       artifacts: array(obj([], { path: str, content_type: str, size: int, sha256: str })),
       pending_answer: {
         type: ['object', 'null'],
@@ -82,6 +82,16 @@ export const schemas = {
         description: 'true once the run moved from the key handed to its worker onto the key that was made from (a ' +
           'Kubernetes pod\'s signer; docs/control-data.md "Each run\'s own runner"): its row is since only that ' +
           'runner\'s, never what the worker, whose agent could read the handed key, shipped',
+      },
+      receipt_check: {
+        type: ['object', 'null'],
+        description: 'null without a receipt.json artifact; else signed_by: the known key (GET /v1/keys) its ' +
+          'signature verifies with, when it does and the receipt is this run\'s, and problem: why not. Only a ' +
+          'receipt with a signed_by is a signed receipt: whoever shipped the run wrote the file',
+        properties: {
+          signed_by: { type: ['object', 'null'], properties: { kid: str, name: str, origin: str } },
+          problem: nullable('string'),
+        },
       },
     }),
   },

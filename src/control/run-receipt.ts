@@ -39,8 +39,13 @@ export function readRunFile(deps: ControlDeps, row: RunRow, path: string): Buffe
   }
 }
 
-export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict {
-  if (!row.pr_url) return { ok: false, reason: `Run ${row.source}/${row.run} has no pull request` };
+/**
+ * Whether the run's receipt.json is signed by a key this Control Plane knows and is about this run: the only receipt
+ * the run page and `svc runs show` present as signed (the run detail's `receipt_check`). Whoever shipped the run wrote
+ * that file, say a pod's run container with its handed key, where the agent can write it; a pod's signer replaces it
+ * only when it signs (docs/deploy.md "Receipts from pods").
+ */
+export function checkSignedReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict {
   const raw = readRunFile(deps, row, 'receipt.json');
   if (!raw) return { ok: false, reason: `Run ${row.source}/${row.run} has no Evidence Receipt` };
   const value = tryParseJson(raw.toString('utf8'));
@@ -57,15 +62,23 @@ export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict 
   if (check.receipt.source !== row.source || check.receipt.run !== row.run) {
     return { ok: false, reason: 'The receipt belongs to another run' };
   }
+  return { ok: true, receipt: check.receipt, signer };
+}
+
+/** Whether the merge queue may take the run: a pull request, a signed receipt of it, a verdict its policy takes. */
+export function checkRunReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict {
+  if (!row.pr_url) return { ok: false, reason: `Run ${row.source}/${row.run} has no pull request` };
+  const signed = checkSignedReceipt(deps, row);
+  if (!signed.ok) return signed;
   let policy: Policy;
   try {
     policy = row.repo_path ? loadPolicyFile(row.repo_path).policy : DEFAULT_POLICY;
   } catch (err) {
     return { ok: false, reason: `Policy: ${errorMessage(err)}` };
   }
-  if (!verdictAccepted(policy, check.receipt.verdict)) {
-    const reason = `Verdict ${check.receipt.verdict} is not accepted by the policy (pr.open = "${policy.pr.open}")`;
+  if (!verdictAccepted(policy, signed.receipt.verdict)) {
+    const reason = `Verdict ${signed.receipt.verdict} is not accepted by the policy (pr.open = "${policy.pr.open}")`;
     return { ok: false, reason };
   }
-  return { ok: true, receipt: check.receipt, signer };
+  return signed;
 }

@@ -62,24 +62,33 @@ class ReceiptView extends HTMLElement {
   /** @param {{verdict?: string|null, updated_at?: string|null}} run @param {any} body */
   update(run, body) {
     if (!this.runId) return;
-    const found = artifactsOf(body).find((a) => /(^|\/)receipt\.json$/.test(a.path));
+    // The receipt is receipt.json itself, the file the server checked (`receipt_check`): never another path.
+    const found = artifactsOf(body).find((a) => a.path === 'receipt.json');
     // Fetch only a receipt the run lists: guessing the path is a 404 for runs that have none.
     if (!found) {
       if (run.verdict) render(this, html`<p class="muted">No receipt recorded for this run.</p>`);
       return;
     }
-    const path = found.path;
-    const key = `${path}:${run.verdict ?? ''}:${found.sha256 ?? ''}`;
+    /** @type {{signed_by?: {kid?: string, name?: string} | null, problem?: string | null} | null} */
+    const check = body?.receipt_check ?? null;
+    const signer = check?.signed_by ?? null;
+    const key = `${run.verdict ?? ''}:${found.sha256 ?? ''}:${signer?.kid ?? ''}:${check?.problem ?? ''}`;
     if (key === this.loadedKey) return;
     this.loadedKey = key;
-    void this.load(path);
+    void this.load(found.path, signer, check?.problem ?? 'the server did not check it');
   }
 
-  /** @param {string} path */
-  async load(path) {
+  /**
+   * @param {string} path
+   * @param {{kid?: string, name?: string} | null} signer the known key the server verified the receipt with
+   * @param {string} problem why the server did not verify it
+   */
+  async load(path, signer, problem) {
     const url = artifactUrl(/** @type {{source: string, run: string}} */ (this.runId), path);
     try {
-      this.show(await api(url), url, path);
+      const body = await api(url);
+      if (signer) this.show(body, url, path, signer);
+      else this.showUnsigned(body, url, path, problem);
     } catch (err) {
       const code = /** @type {{code?: string}} */ (err).code;
       if (code === 'not_found') render(this, html`<p class="muted">No receipt recorded for this run.</p>`);
@@ -87,13 +96,32 @@ class ReceiptView extends HTMLElement {
     }
   }
 
+  /**
+   * A receipt.json whose signature does not verify with a key the Control Plane knows: whoever shipped the run wrote
+   * it (a pod's run container, where the agent runs, can), so none of its claims is shown as the receipt's.
+   * @param {any} r @param {string} url @param {string} path @param {string} problem
+   */
+  showUnsigned(r, url, path, problem) {
+    render(this, html`<div class="receipt">
+      <p class="notice"><strong class="warn">Not a signed receipt:</strong> this run's receipt.json does not verify
+        with a key this Control Plane knows (${problem}), so its verdict, checks and cost are not shown.</p>
+      ${this.rawAndDownload(r, url, path)}
+    </div>`);
+  }
+
   /** @param {any} r @param {string} url @param {string} path */
-  show(r, url, path) {
+  rawAndDownload(r, url, path) {
+    return html`<details><summary>Raw receipt JSON</summary><pre class="code">${JSON.stringify(r, null, 2)}</pre>
+      </details>
+      <p><a href="${url}" data-api-file="${path.split('/').pop() ?? 'receipt.json'}" target="_blank"
+        rel="noopener">Download receipt.json</a></p>`;
+  }
+
+  /** @param {any} r @param {string} url @param {string} path @param {{kid?: string, name?: string}} signer */
+  show(r, url, path, signer) {
     /** @type {any[]} */
     const checks = Array.isArray(r?.checks) ? r.checks : [];
     const diff = r?.diff ?? r?.diff_stats ?? {};
-    const sig = r?.signature;
-    const byKey = r?.kid || sig?.kid ? html` by key <code>${r?.kid ?? sig.kid}</code>` : '';
     const exact = /** @type {const} */ ({ mode: 'absolute', seconds: true });
     /** @type {unknown[]} */
     const gaps = Array.isArray(r?.gaps) ? r.gaps : [];
@@ -101,7 +129,7 @@ class ReceiptView extends HTMLElement {
     const paths = Array.isArray(diff.paths) ? diff.paths : [];
     render(this, html`<div class="receipt">
       <div class="receipt-head">${verdictBadge(r?.verdict)}
-        <span>${sig ? html`Signed${byKey}` : html`<strong class="warn">Unsigned</strong>`}</span>
+        <span>Signed by key <code>${text(signer.kid)}</code> (${text(signer.name)})</span>
         <span class="muted">Check it offline: <code>svc receipt verify receipt.json</code></span>
       </div>
       <dl class="facts">
@@ -140,9 +168,7 @@ class ReceiptView extends HTMLElement {
             : html`<span class="badge verdict-not_verified">exit ${text(c.exit_code)}</span>`}</td>
           <td class="num">${duration(c.duration_ms)}</td></tr>`)}</tbody></table>`}
       ${networkTable(r?.network)}
-      <details><summary>Raw receipt JSON</summary><pre class="code">${JSON.stringify(r, null, 2)}</pre></details>
-      <p><a href="${url}" data-api-file="${path.split('/').pop() ?? 'receipt.json'}" target="_blank"
-        rel="noopener">Download receipt.json</a></p>
+      ${this.rawAndDownload(r, url, path)}
     </div>`);
   }
 }

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { launchBrowser, browserSkipReason, screenshot, unexpected, type TestBrowser } from './browser.ts';
-import { seed, ingest, iso, BLOCKED, RUNNING, RECEIPTED } from './seed.ts';
+import { seed, ingest, iso, receipt, BLOCKED, RUNNING, RECEIPTED } from './seed.ts';
 
 const skip = browserSkipReason();
 
@@ -50,7 +50,7 @@ describe('run detail page', { skip: skip ?? false }, () => {
   it('renders the Evidence Receipt readably and lists the artifacts as links', async () => {
     await page.locator('.receipt').waitFor();
     const receipt = (await page.locator('.receipt').textContent()) ?? '';
-    assert.match(receipt, /Signed by key\s*k-2026-01/);
+    assert.match(receipt, /Signed by key\s*[0-9a-f]{16}\s*\(local\)/);
     assert.match(receipt, /npm test/);
     assert.match(receipt, /3 files, \+48 −12/);
     assert.match(receipt, /Cost \(metered\)\s*\$1\.37 \(the agent reported \$0\.20\)/);
@@ -116,6 +116,25 @@ describe('run detail page', { skip: skip ?? false }, () => {
     const pending = control.deps.stores.controlRequests.pending('local').filter((p) => p.run === BLOCKED.run);
     assert.deepEqual(pending.map((p) => [p.action, p.payload]), [['answer', { answer: 'PostgreSQL 16, please', by: 'control:local' }]]);
     assert.equal(existsSync(join(control.dir, 'answers', 'local', `${BLOCKED.run}.json`)), false);
+  });
+
+  // The file is whatever the run's shipper sent (a pod's run container, where the agent runs, ships one): the page
+  // takes the server's receipt_check, never the file's own word, for whether it is signed.
+  it('shows a receipt.json that does not verify as not signed: no verdict, signer or cost of its own', async () => {
+    const now = Date.now();
+    const forged = { ...receipt(control.deps.settings.svcHome, now), run: 'rforged00001', verdict: 'verified' };
+    await ingest(control, {
+      runs: [{ run: 'rforged00001', status: 'failed', brief: 'forged receipt', started_at: iso(now - 60_000),
+        ended_at: iso(now), updated_at: iso(now) }],
+      artifacts: [{ run: 'rforged00001', path: 'receipt.json', content_type: 'application/json',
+        content_base64: Buffer.from(JSON.stringify(forged)).toString('base64') }],
+    });
+    await page.goto(`${control.url}/#/runs/local/rforged00001`);
+    await page.locator('svc-receipt-view .receipt').waitFor();
+    const shown = (await page.locator('svc-receipt-view').textContent()) ?? '';
+    assert.match(shown, /Not a signed receipt:.*\(Integrity mismatch: the receipt was changed after it was issued\)/s);
+    assert.doesNotMatch(shown, /Signed by|Cost \(metered\)/);
+    assert.equal(await page.locator('svc-receipt-view .badge').count(), 0, 'no verdict badge');
   });
 
   it('asks for confirmation before an action and does nothing when cancelled', async () => {

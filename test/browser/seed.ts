@@ -1,6 +1,8 @@
 // A realistic Control Plane history for the UI tests, sent through POST /v1/ingest like a shipper would:
 // many finished runs (for paging), a blocked run with a question, a running run with a log, a run with a receipt.
 import type { TestControl } from '../helpers/control-server.ts';
+import { issueReceipt, RECEIPT_TYPE, type ReceiptBody } from '../../src/engine/receipt.ts';
+import { loadOrCreateSigningKey } from '../../src/keys.ts';
 
 const DAY = 86_400_000;
 const REPOS = ['acme/api', 'acme/web', 'acme/billing'];
@@ -74,10 +76,11 @@ export function liveRuns(now = Date.now()): Record<string, unknown>[] {
   ];
 }
 
-export function receipt(now = Date.now()): Record<string, unknown> {
-  // The shape src/engine/receipt.ts issues (the signature here is a stand-in: the UI does not verify it).
-  return {
-    type: 'svc.evidence-receipt', version: 1, source: 'local', run: RECEIPTED.run, group_id: RECEIPTED.run,
+/** A receipt as src/engine/receipt.ts issues it, signed with the Control Plane's own key (`svcHome`), which the run
+ * detail's receipt_check verifies: the page shows only such a receipt as signed. */
+export function receipt(svcHome: string, now = Date.now()): Record<string, unknown> {
+  return issueReceipt({
+    type: RECEIPT_TYPE, version: 1, source: 'local', run: RECEIPTED.run, group_id: RECEIPTED.run,
     repo: 'acme/billing', branch: `svc/${RECEIPTED.run}`,
     base_sha: '4f1c2a9e0b7d6c5a4f1c2a9e0b7d6c5a4f1c2a9e', head_sha: '9a8b7c6d5e4f3a2b1c0d9a8b7c6d5e4f3a2b1c0d',
     spec_sha256: 'aa'.repeat(32), provider: 'claude',
@@ -91,13 +94,12 @@ export function receipt(now = Date.now()): Record<string, unknown> {
       metered: { cost_usd: 1.37, tokens_in: 88_000, tokens_out: 9_400, calls: 12, unpriced: 0, unknown: 0 } },
     verdict: 'verified', gaps: [],
     started_at: iso(now - 2 * 3600_000), ended_at: iso(now - 2 * 3600_000 + 780_000), issued_at: iso(now - 2 * 3600_000 + 770_000),
-    kid: 'k-2026-01', integrity: 'ee'.repeat(32), signature: 'c2lnbmF0dXJl',
     network: {
       confined: true, allow: ['registry.npmjs.org:443'], deny: [], connections: 14, denied: 1,
       hosts: [{ host: 'api.anthropic.com', port: 443, connections: 12, bytes_up: 51_200, bytes_down: 480_000 }],
       denials: [{ host: '169.254.169.254', port: 80, reason: 'link-local address', count: 1 }],
     },
-  };
+  } as unknown as ReceiptBody, loadOrCreateSigningKey(svcHome)) as unknown as Record<string, unknown>;
 }
 
 export const DIFF = [
@@ -170,7 +172,7 @@ export async function ingest(control: TestControl, body: Record<string, unknown>
 export async function seed(control: TestControl, finished = 60): Promise<void> {
   const now = Date.now();
   await ingest(control, { runs: [...finishedRuns(finished, now), ...liveRuns(now)], events: events(now) });
-  const receiptJson = Buffer.from(JSON.stringify(receipt(now), null, 2)).toString('base64');
+  const receiptJson = Buffer.from(JSON.stringify(receipt(control.deps.settings.svcHome, now), null, 2)).toString('base64');
   await ingest(control, {
     artifacts: [
       { run: RECEIPTED.run, path: 'receipt.json', content_type: 'application/json', content_base64: receiptJson },

@@ -12,10 +12,12 @@ const CLI = join(import.meta.dirname, '../../dist/cli.js');
 const FORGED = '\nverdict    verified\n';
 
 const RUN = { source: 'local', run: 'r1', status: `running${FORGED}`, group_id: 'r1', started_at: '2026-01-01T00:00:00.000Z' };
+// The server says the receipt is signed, so `svc runs show` prints its network line.
+const SIGNED = { receipt_check: { signed_by: { kid: '0123456789abcdef', name: 'local', origin: 'local' }, problem: null } };
 const RECEIPT = { network: { confined: true, connections: 1, denied: 0, hosts: [{ host: `api.example${FORGED}`, port: 443 }] } };
 const ANSWERS: Record<string, unknown> = {
   'GET /v1/runs': { items: [], next_cursor: `abc${FORGED}` },
-  'GET /v1/runs/local/r1': RUN,
+  'GET /v1/runs/local/r1': { ...RUN, ...SIGNED },
   'GET /v1/runs/local/r1/artifact/receipt.json': RECEIPT,
   'POST /v1/runs/local/r1/retry': { ...RUN, run: `r2${FORGED}` },
 };

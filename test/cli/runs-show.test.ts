@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
 import { formatUsd } from '../../src/cli/runs-format.ts';
+import { issueReceipt, RECEIPT_TYPE, type ReceiptBody } from '../../src/engine/receipt.ts';
+import { loadOrCreateSigningKey } from '../../src/keys.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 let control: TestControl;
@@ -52,6 +54,27 @@ describe('svc runs show', () => {
       'exit_code  0',
       '',
     ].join('\n'));
+  });
+
+  // The receipt.json is whatever the run's shipper sent (a pod's run container, where the agent runs, can): its network
+  // line is printed only when the Control Plane verified its signature with a key it knows.
+  it('prints the receipt\'s network line only for a receipt signed by a known key', async () => {
+    const [id] = seedRuns(control.deps, 1, { run: 'rnetwork' });
+    const body = {
+      type: RECEIPT_TYPE, version: 1, source: 'local', run: id, verdict: 'verified', checks: [], gaps: [],
+      network: { confined: true, connections: 3, denied: 0, hosts: [{ host: 'api.example', port: 443 }] },
+    } as unknown as ReceiptBody;
+    const put = (receipt: unknown) => control.deps.stores.artifacts.put('local', id!, {
+      path: 'receipt.json', content_type: 'application/json', content: Buffer.from(JSON.stringify(receipt)),
+    });
+    const signed = issueReceipt(body, loadOrCreateSigningKey(control.deps.settings.svcHome));
+    put({ ...signed, verdict: 'not_verified' });
+    const forged = await svc(['show', `local/${id}`]);
+    assert.equal(forged.code, 0, forged.stderr);
+    assert.doesNotMatch(forged.stdout, /^network/m);
+    put(signed);
+    const shown = await svc(['show', `local/${id}`]);
+    assert.match(shown.stdout, /\nnetwork    through the gate: 3 connections to api\.example:443, 0 denied\n$/);
   });
 
   it('says unknown for a run without a cost, in the cost line\'s own place', async () => {

@@ -276,7 +276,7 @@ describe('real responses of every route match the document', () => {
 
   it('fails on a planted mismatch: an undocumented status, a wrong field type, a missing field', () => {
     const run = { source: 'local', run: 'r1', status: 'succeeded', group_id: 'r1' };
-    assert.deepEqual(checkResponse(doc as never, { method: 'GET', path: RUN_PATH, status: 200, contentType: 'application/json', json: { ...run, artifacts: [], pending_answer: null, attempts: [], refusals: {}, key_moved: false } }), []);
+    assert.deepEqual(checkResponse(doc as never, { method: 'GET', path: RUN_PATH, status: 200, contentType: 'application/json', json: { ...run, artifacts: [], pending_answer: null, attempts: [], refusals: {}, key_moved: false, receipt_check: null } }), []);
     assert.match(checkResponse(doc as never, { method: 'GET', path: '/v1/runs', status: 418, contentType: 'application/json', json: {} })[0] ?? '', /status not documented/);
     assert.match(checkResponse(doc as never, { method: 'POST', path: '/v1/start', status: 202, contentType: 'application/json', json: { ...run, status: 'done' } })[0] ?? '', /\$\.status/);
     assert.match(checkResponse(doc as never, { method: 'GET', path: '/v1/runs', status: 200, contentType: 'application/json', json: { items: [] } })[0] ?? '', /missing "next_cursor"/);

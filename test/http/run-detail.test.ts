@@ -1,9 +1,12 @@
 // What run detail adds for the UI: the pending answer of a blocked run (until its runner collects it and moves on),
-// the attempts of its retry group (its own source's only), why each action would be refused; and the list's source
-// filter.
+// the attempts of its retry group (its own source's only), why each action would be refused, whether its receipt.json
+// is signed by a known key; and the list's source filter.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
+import { issueReceipt, RECEIPT_TYPE, type ReceiptBody } from '../../src/engine/receipt.ts';
+import { keyIdOf, loadOrCreateSigningKey } from '../../src/keys.ts';
 
 describe('GET /v1/runs/:source/:run detail fields', () => {
   let cp: TestControl;
@@ -75,6 +78,38 @@ describe('GET /v1/runs/:source/:run detail fields', () => {
     assert.equal(active.refusals.stop, null);
     const del = await cp.request('DELETE', '/v1/runs/local/r000021');
     assert.equal(del.json.error.message, active.refusals.delete);
+  });
+
+  // Whoever shipped the run wrote its receipt.json (a pod's run container, where the agent runs, can): only one whose
+  // signature verifies with a known key, about this run, is shown as a signed receipt (docs/control-data.md).
+  it('says whether the run\'s receipt.json is signed by a known key, and why not', async () => {
+    const run = { run: 'rreceipt', status: 'succeeded' as const, started_at: Date.now() };
+    cp.deps.stores.runs.upsert('far', run);
+    const check = async () => (await cp.request('GET', '/v1/runs/far/rreceipt')).json.receipt_check;
+    const put = (path: string, receipt: unknown) => cp.deps.stores.artifacts.put('far', 'rreceipt', {
+      path, content_type: 'application/json', content: Buffer.from(JSON.stringify(receipt)),
+    });
+    assert.equal(await check(), null, 'no receipt.json');
+    const body = {
+      type: RECEIPT_TYPE, version: 1, source: 'far', run: 'rreceipt', verdict: 'verified', checks: [], gaps: [],
+    } as unknown as ReceiptBody;
+    const own = loadOrCreateSigningKey(cp.deps.settings.svcHome);
+    put('sub/receipt.json', issueReceipt(body, own));
+    assert.equal(await check(), null, 'a receipt.json in a folder is not the run\'s receipt');
+    put('receipt.json', issueReceipt(body, own));
+    assert.deepEqual(await check(), { signed_by: { kid: own.kid, name: 'local', origin: 'local' }, problem: null });
+    put('receipt.json', { ...issueReceipt(body, own), verdict: 'verified_with_gaps' });
+    assert.deepEqual(await check(), {
+      signed_by: null, problem: 'Integrity mismatch: the receipt was changed after it was issued',
+    });
+    const pair = generateKeyPairSync('ed25519');
+    const stranger = { ...pair, kid: keyIdOf(pair.publicKey) };
+    put('receipt.json', issueReceipt(body, stranger));
+    assert.deepEqual(await check(), {
+      signed_by: null, problem: `Unknown key: no public key with kid "${stranger.kid}" is known here`,
+    });
+    put('receipt.json', issueReceipt({ ...body, run: 'rother' }, own));
+    assert.deepEqual(await check(), { signed_by: null, problem: 'The receipt belongs to another run' });
   });
 });
 

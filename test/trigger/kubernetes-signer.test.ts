@@ -147,6 +147,21 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     return JSON.parse(res.text);
   }
 
+  /** What the run page and `svc runs show` take the run's receipt.json for: signed only with a `signed_by`. */
+  async function receiptCheck(run: string): Promise<{ signed_by: unknown; problem: string | null }> {
+    const res = await cp.request('GET', `/v1/runs/k8s/${run}`);
+    assert.equal(res.status, 200, res.text);
+    return res.json.receipt_check;
+  }
+
+  /** The receipt.json the run container shipped, written by the agent, stays as it was, and is not shown as signed. */
+  async function assertForgedNotSigned(run: string): Promise<void> {
+    assert.equal((await shippedReceipt(run)).forged, true, 'only the agent\'s own receipt is there');
+    assert.deepEqual(await receiptCheck(run), {
+      signed_by: null, problem: 'Integrity mismatch: the receipt was changed after it was issued',
+    }, 'the agent\'s receipt is not shown as a signed receipt');
+  }
+
   it('signs a receipt the runner key verifies, ships it over the forged one; the merge queue takes it', async () => {
     const { outcome, run, job } = await runJob('fix the greeting');
     assert.equal(outcome.status, 'succeeded', `${outcome.error}\n${kube.jobs.get(job)!.stderr}`);
@@ -168,6 +183,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.equal(receipt.base_sha, git(repo.origin, ['rev-parse', 'refs/heads/main']).trim());
     assert.deepEqual(receipt.diff.paths, ['a.txt']);
     assert.deepEqual(receipt.checks.map((c) => [c.name, c.required, c.exit_code]), [['test', true, 0]]);
+    const signer = { kid: runnerKid, name: 'k8s-runner', origin: 'runner' };
+    assert.deepEqual(await receiptCheck(run), { signed_by: signer, problem: null });
     const queued = await cp.request('POST', '/v1/merge/queue', { body: { source: 'k8s', run } });
     assert.equal(queued.status, 201, queued.text);
     assert.deepEqual(queued.json.signed_by, { kid: runnerKid, name: 'k8s-runner', origin: 'runner' });
@@ -370,8 +387,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.equal(outcome.pr_url, null);
     const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
     assert.deepEqual([shown.status, shown.verdict, shown.failure?.class], ['stopped', null, 'stopped']);
-    assert.equal((await cp.request('GET', `/v1/runs/k8s/${run}/artifact/receipt.json`)).json?.forged, true,
-      'only the agent\'s own receipt is there');
+    await assertForgedNotSigned(run);
     assert.equal(branchPushed(run), false);
   });
 
@@ -435,7 +451,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
         assert.equal(dropped, 1, 'the move\'s first try was lost');
         assert.equal(outcome.status, 'stopped', outcome.error ?? '');
         assert.equal(outcome.pr_url, null);
-        assert.equal((await shippedReceipt(run)).forged, true, 'only the agent\'s own receipt is there');
+        await assertForgedNotSigned(run);
         assert.equal(branchPushed(run), false);
       } finally {
         proxy.closeAllConnections();
@@ -474,7 +490,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       assert.equal(outcome.pr_url, null);
       const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
       assert.deepEqual([shown.status, shown.verdict, shown.failure?.class], ['stopped', null, 'stopped']);
-      assert.equal((await shippedReceipt(run)).forged, true, 'only the agent\'s own receipt is there');
+      await assertForgedNotSigned(run);
       assert.equal(branchPushed(run), false);
     } finally {
       gate.closeAllConnections();
@@ -556,6 +572,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.deepEqual([shipped.json.status, shipped.json.verdict, shipped.json.pr_url], ['failed', null, null]);
     const receipt = await shippedReceipt(run);
     assert.equal(verifyReceipt(receipt, keyRingOf([runnerPublic])).ok, false, 'only the agent\'s own receipt is there');
+    await assertForgedNotSigned(run);
   });
 
   // The copy's ended_at and cost are the agent's: a run refused for want of evidence ends at a time between its start

@@ -17,6 +17,7 @@ import { str } from '../../untrusted.ts';
 import { eventData } from '../event-bus.ts';
 import { iso } from '../../iso-time.ts';
 import { actionRefusals } from '../action-rules.ts';
+import { checkSignedReceipt } from '../run-receipt.ts';
 
 function parseRunFilter(query: URLSearchParams): RunFilter {
   const filter: RunFilter = { limit: parseLimit(query.get('limit')), ...parseWindow(query) };
@@ -93,8 +94,16 @@ export const getRun: Handler<ControlDeps> = (ctx) => {
     attempts: attempts(stores, row),
     refusals: actionRefusals(ctx.deps, row),
     key_moved: stores.runs.keyMoved(source, run),
+    receipt_check: artifacts.some((a) => a.path === 'receipt.json') ? receiptCheck(ctx.deps, row) : null,
   });
 };
+
+/** Whether the stored receipt.json is signed by a key this Control Plane knows: only then is it shown as a receipt
+ * (docs/control-data.md, run detail). */
+function receiptCheck(deps: ControlDeps, row: RunRow) {
+  const check = checkSignedReceipt(deps, row);
+  return check.ok ? { signed_by: check.signer, problem: null } : { signed_by: null, problem: check.reason };
+}
 
 export const deleteRun: Handler<ControlDeps> = (ctx) => {
   const { source, run } = runParams(ctx);
