@@ -33,11 +33,12 @@ function updateClause(c: Column): string {
 }
 
 /**
- * The columns an index names (control migrations 1, 2 and 7), started_at aside (an upsert keeps its first value). SQLite
- * rewrites the entry of every index on a column an UPDATE sets, changed or not.
+ * The columns an index names (control migrations 1, 2 and 7), started_at aside (an upsert keeps its first value).
+ * SQLite rewrites the entry of every index on a column an UPDATE sets, changed or not.
  */
 const INDEXED: ReadonlySet<Column> = new Set([
-  'repo', 'group_id', 'status', 'verdict', 'provider', 'ended_at', 'cost_usd', 'tokens_in', 'tokens_out', 'failure_class',
+  'repo', 'group_id', 'status', 'verdict', 'provider', 'ended_at', 'cost_usd', 'tokens_in', 'tokens_out',
+  'failure_class',
 ]);
 
 /** A RunRow's; the stored JSON text is the page's business only. */
@@ -59,7 +60,8 @@ export function createRunsStore(db: Db) {
   const param = (c: Column) => `?${COLUMNS.indexOf(c) + 3}`;
   const updateUnindexedStmt = db.prepare(
     `UPDATE runs SET ${COLUMNS.filter((c) => c !== 'started_at' && !INDEXED.has(c))
-      .map((c) => (STICKY.has(c) ? `${c} = coalesce(${param(c)}, ${c})` : `${c} = ${param(c)}`)).join(', ')}, json = NULL
+      .map((c) => (STICKY.has(c) ? `${c} = coalesce(${param(c)}, ${c})` : `${c} = ${param(c)}`))
+      .join(', ')}, json = NULL
      WHERE source = ?1 AND run = ?2 AND ${param('updated_at')} >= updated_at
      AND ${[...INDEXED].map((c) => `${c} IS ${param(c)}`).join(' AND ')} RETURNING rowid AS rowid_, ${ROW_COLUMNS}`,
   );
