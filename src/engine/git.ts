@@ -83,9 +83,9 @@ export class UnreadableTreeError extends RefusedError {}
 export class GitTimeoutError extends FailedError {}
 
 // Every git svc starts is killed after its limit (one waiting on a FIFO, a remote or a helper waits for ever); one that
-// talks to a remote gets longer, since a large push is slow without being stuck.
+// talks to a remote gets longer, since a first clone of a large repository is slow without being stuck.
 const GIT_TIMEOUT_MS = 120_000;
-const REMOTE_GIT_TIMEOUT_MS = 600_000;
+const REMOTE_GIT_TIMEOUT_MS = 15 * 60_000;
 const REMOTE_COMMANDS: ReadonlySet<string> = new Set(['push', 'fetch', 'clone', 'ls-remote']);
 
 /** The git subcommand of `args` (past `-c name=value` and options), for messages. */
@@ -93,9 +93,14 @@ function subcommand(args: readonly string[]): string {
   return args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0] ?? 'git';
 }
 
+/** How long svc lets the git of `args` run before it kills it. */
+export function gitTimeoutMs(args: readonly string[]): number {
+  return REMOTE_COMMANDS.has(subcommand(args)) ? REMOTE_GIT_TIMEOUT_MS : GIT_TIMEOUT_MS;
+}
+
 export function git(
   cwd: string, args: string[], extra: Record<string, string> = {}, run: GitRun = hostGit, scratch: string[] = [],
-  timeoutMs = REMOTE_COMMANDS.has(subcommand(args)) ? REMOTE_GIT_TIMEOUT_MS : GIT_TIMEOUT_MS,
+  timeoutMs = gitTimeoutMs(args),
 ): string {
   const command = subcommand(args);
   try {
