@@ -1,14 +1,12 @@
 // svc's git: the argv and environment of every git svc starts (docs/engine.md "svc's own git").
-import {
-  readFileSync, appendFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, rmSync,
-} from 'node:fs';
+import { readFileSync, appendFileSync, existsSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join, basename, dirname, isAbsolute, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { FailedError, RefusedError } from '../errors.ts';
 import { GitRedirectedError, redirectedUrl } from './git-token.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
-import { orNull, realOrNull } from '../spawn/tree.ts';
+import { allPids, orNull, readlinkOrNull, readOrNull, realOrNull } from '../spawn/tree.ts';
 
 // Held whatever any config says; the `-c` values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
 const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',
@@ -288,19 +286,14 @@ const TREE_LOCKS = ['index.lock', 'HEAD.lock'] as const;
 function ownGitDir(dir: string): string {
   const dotGit = join(dir, '.git');
   if (!lstatSync(dotGit, { throwIfNoEntry: false })?.isFile()) return dotGit;
-  const named = /^gitdir: (.+)$/m.exec(orNull(() => readFileSync(dotGit, 'utf8')) ?? '')?.[1];
+  const named = /^gitdir: (.+)$/m.exec(readOrNull(dotGit) ?? '')?.[1];
   return named ? resolve(dir, named) : dotGit;
 }
 
 /** Whether any process holds `path` open, by the descriptors /proc lists (none where there is no /proc). */
 function heldOpen(path: string): boolean {
-  for (const pid of orNull(() => readdirSync('/proc')) ?? []) {
-    if (!/^\d+$/.test(pid)) continue;
-    for (const fd of orNull(() => readdirSync(`/proc/${pid}/fd`)) ?? []) {
-      if (orNull(() => readlinkSync(`/proc/${pid}/fd/${fd}`)) === path) return true;
-    }
-  }
-  return false;
+  return allPids().some((pid) => (orNull(() => readdirSync(`/proc/${pid}/fd`)) ?? [])
+    .some((fd) => readlinkOrNull(`/proc/${pid}/fd/${fd}`) === path));
 }
 
 /**
