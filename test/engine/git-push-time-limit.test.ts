@@ -6,7 +6,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { git, GitTimeoutError } from '../../src/engine/git.ts';
+import { git, GitTimeoutError, gitTimeoutMs } from '../../src/engine/git.ts';
 import { failureOf } from '../../src/engine/run-state.ts';
 
 describe('a git to a remote that never answers', () => {
@@ -31,6 +31,12 @@ describe('a git to a remote that never answers', () => {
     for (const socket of sockets) socket.destroy();
     server.close();
     rmSync(root, { recursive: true, force: true });
+  });
+
+  it('gives a git that talks to a remote 15 minutes, past its -c settings, and any other 120 s', () => {
+    assert.equal(gitTimeoutMs(['-c', 'credential.useHttpPath=true', 'push', '--quiet', url]), 15 * 60_000);
+    assert.equal(gitTimeoutMs(['-c', 'fetch.unpackLimit=1', 'fetch', url]), 15 * 60_000);
+    assert.equal(gitTimeoutMs(['rev-parse', 'HEAD']), 120_000);
   });
 
   for (const args of [['ls-remote'], ['fetch', '--quiet']]) {
