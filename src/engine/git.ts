@@ -1,12 +1,12 @@
 // svc's git: the argv and environment of every git svc starts (docs/engine.md "svc's own git").
-import { readFileSync, appendFileSync, existsSync, lstatSync, mkdirSync } from 'node:fs';
+import { readFileSync, appendFileSync, existsSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join, basename, dirname, isAbsolute, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { FailedError, RefusedError } from '../errors.ts';
 import { GitRedirectedError, redirectedUrl } from './git-token.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
-import { orNull, realOrNull } from '../spawn/tree.ts';
+import { allPids, orNull, readlinkOrNull, readOrNull, realOrNull } from '../spawn/tree.ts';
 
 // Held whatever any config says; the `-c` values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
 const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',
@@ -67,7 +67,7 @@ function filterOverrides(configEntries: string): Record<string, string> {
 /** Runs one git argv (already hardened) and returns stdout; `scratch` are folders it writes besides the repository;
  * `timeout` (ms) kills it. */
 export type GitRun = (
-  cwd: string, argv: string[], opts: { extra: Record<string, string>; scratch: string[]; timeout?: number },
+  cwd: string, argv: string[], opts: { extra: Record<string, string>; scratch: string[]; timeout: number },
 ) => string;
 
 /** git on the host, for svc's own work on trusted state (before the agent, or pushing what git committed). */
@@ -77,15 +77,39 @@ export const hostGit: GitRun = (cwd, argv, { extra, timeout }) =>
 /** A working tree svc's git cannot read: a special file where git reads its rules, or a git that never ended. */
 export class UnreadableTreeError extends RefusedError {}
 
+/** A git svc ran did not end within its time limit and was killed: a remote that never answers, a hung helper. */
+export class GitTimeoutError extends FailedError {}
+
+// Every git svc starts is killed after its limit (one waiting on a FIFO, a remote or a helper waits for ever); one that
+// talks to a remote gets longer, since a first clone of a large repository is slow without being stuck.
+const GIT_TIMEOUT_MS = 120_000;
+const REMOTE_GIT_TIMEOUT_MS = 15 * 60_000;
+const REMOTE_COMMANDS: ReadonlySet<string> = new Set(['push', 'fetch', 'clone', 'ls-remote']);
+
+/** The git subcommand of `args` (past `-c name=value` and options), for messages. */
+function subcommand(args: readonly string[]): string {
+  return args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0] ?? 'git';
+}
+
+/** How long svc lets the git of `args` run before it kills it. */
+export function gitTimeoutMs(args: readonly string[]): number {
+  return REMOTE_COMMANDS.has(subcommand(args)) ? REMOTE_GIT_TIMEOUT_MS : GIT_TIMEOUT_MS;
+}
+
 export function git(
   cwd: string, args: string[], extra: Record<string, string> = {}, run: GitRun = hostGit, scratch: string[] = [],
+  timeoutMs = gitTimeoutMs(args),
 ): string {
+  const command = subcommand(args);
   try {
-    return run(cwd, gitArgv(args), { extra: gitExtraEnv(extra), scratch });
+    return run(cwd, gitArgv(args), { extra: gitExtraEnv(extra), scratch, timeout: timeoutMs });
   } catch (err) {
     if (err instanceof UnreadableTreeError) throw err;
+    if ((err as { code?: unknown }).code === 'ETIMEDOUT') {
+      // No figure: a `run` may hold its own limit (the signer's).
+      throw new GitTimeoutError(`git ${command} did not end within its time limit in ${cwd}, so svc ended it`);
+    }
     const stderr = String((err as { stderr?: unknown }).stderr ?? '').trim();
-    const command = args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0];
     const message = `git ${command} failed${stderr ? `: ${stderr.split('\n')[0]}` : ''}`;
     throw redirectedUrl(stderr) === null ? new FailedError(message) : new GitRedirectedError(message);
   }
@@ -206,9 +230,6 @@ export function createWorktree(repo: string, path: string, branch: string, base:
   git(repo, ['worktree', 'add', '-b', branch, path, base], noFilters);
 }
 
-/** Each git that reads a working tree is killed after this long: one opening a FIFO (or a device) waits for ever. */
-const TREE_GIT_TIMEOUT_MS = 120_000;
-
 /** The files git opens at a working tree's root before it reads any path (a FIFO there blocks it at once). */
 const RULE_FILES = ['.gitattributes', '.gitignore'] as const;
 
@@ -231,7 +252,7 @@ export interface TreeGit {
  * repository's config includes a file of its work tree. The filters the repository's own config names (git-lfs,
  * git-crypt) run as git runs them: the tree and its starting point are read the same way.
  */
-export function treeGit(dir: string, run: GitRun = hostGit, timeoutMs = TREE_GIT_TIMEOUT_MS): TreeGit {
+export function treeGit(dir: string, run: GitRun = hostGit, timeoutMs = GIT_TIMEOUT_MS): TreeGit {
   for (const name of RULE_FILES) {
     const kind = specialKind(join(dir, name));
     if (kind) {
@@ -239,18 +260,56 @@ export function treeGit(dir: string, run: GitRun = hostGit, timeoutMs = TREE_GIT
         'ever, so svc runs no git on this working tree');
     }
   }
+  const locks = TREE_LOCKS.map((name) => join(ownGitDir(dir), name));
   const bounded: GitRun = (cwd, argv, opts) => {
+    const began = Date.now();
+    const absent = locks.filter((path) => !existsSync(path));
     try {
       return run(cwd, argv, { ...opts, timeout: timeoutMs });
     } catch (err) {
       if ((err as { code?: unknown }).code !== 'ETIMEDOUT') throw err;
-      const command = argv.find((a, i) => i > 0 && !a.startsWith('-') && argv[i - 1] !== '-c') ?? 'git';
-      throw new UnreadableTreeError(`git ${command} did not end within ${timeoutMs / 1000} s in ${cwd} ` +
-        '(a FIFO or device where git reads a .gitattributes or .gitignore blocks it for ever)');
+      removeLocksLeft(absent, began);
+      throw new UnreadableTreeError(`git ${subcommand(argv.slice(1))} did not end within ${timeoutMs / 1000} s in ` +
+        `${cwd} (a FIFO or device where git reads a .gitattributes or .gitignore blocks it for ever)`);
     }
   };
   refuseTreeIncludes(dir, bounded);
   return { dir, run: bounded };
+}
+
+// The locks a git writing the tree's index holds in its git directory. A git the time limit ends by SIGTERM removes
+// them itself; one in a sandbox dies by SIGKILL when its bwrap does, and leaves them, after which every git there
+// (a resumed or retried run's) refuses to run.
+const TREE_LOCKS = ['index.lock', 'HEAD.lock'] as const;
+
+/** The git directory of the tree at `dir`, from its `.git` (a folder, or a linked worktree's `gitdir:` file). */
+function ownGitDir(dir: string): string {
+  const dotGit = join(dir, '.git');
+  if (!lstatSync(dotGit, { throwIfNoEntry: false })?.isFile()) return dotGit;
+  const named = /^gitdir: (.+)$/m.exec(readOrNull(dotGit) ?? '')?.[1];
+  return named ? resolve(dir, named) : dotGit;
+}
+
+/** Whether any process holds `path` open, by the descriptors /proc lists (none where there is no /proc). */
+function heldOpen(path: string): boolean {
+  return allPids().some((pid) => (orNull(() => readdirSync(`/proc/${pid}/fd`)) ?? [])
+    .some((fd) => readlinkOrNull(`/proc/${pid}/fd/${fd}`) === path));
+}
+
+/**
+ * Removes each of `paths` (absent when svc's git began at `began`) that the killed git left: a regular file made since,
+ * once no process holds it open (the sandbox's git may take a moment to die). A lock some other git made and holds
+ * stays.
+ */
+function removeLocksLeft(paths: string[], began: number): void {
+  for (const path of paths) {
+    const st = lstatSync(path, { throwIfNoEntry: false });
+    if (!st?.isFile() || st.mtimeMs < began - 1000) continue;
+    const real = realOrNull(path) ?? path;
+    const deadline = Date.now() + 2000;
+    while (heldOpen(real) && Date.now() < deadline) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+    if (!heldOpen(real)) rmSync(path, { force: true });
+  }
 }
 
 type GitIn = (args: string[]) => string;

@@ -9,7 +9,7 @@ import type { Logger } from '../log.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { runCollect } from '../spawn/start.ts';
 import { errorMessage, FailedError } from '../errors.ts';
-import { gitArgv, gitBaseEnv, gitExtraEnv } from '../engine/git.ts';
+import { gitArgv, gitBaseEnv, gitExtraEnv, gitTimeoutMs } from '../engine/git.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from '../engine/git-token.ts';
 import { shownUrl } from '../engine/git-push.ts';
 import { inTurn } from './queue.ts';
@@ -18,9 +18,6 @@ import { pathIn } from '../engine/plain-tree.ts';
 import { TRACKERA_INBOX } from '../engine/paths.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
-
-/** A first clone of a large repository takes a while. */
-const NETWORK_TIMEOUT_MS = 15 * 60_000;
 
 /** A managed repository's mirror and intake files. */
 export function managedDir(stateDir: string, repo: ServedRepo): string {
@@ -54,17 +51,18 @@ const OUTPUT_CAP = 4 * 1024 * 1024;
 function createManagedGit(env: NodeJS.ProcessEnv) {
   const base = gitBaseEnv(env);
   async function run(
-    cwd: string, argv: string[], extra: Record<string, string>, what: string, timeout?: number, url?: string,
+    cwd: string, argv: string[], extra: Record<string, string>, what: string, url?: string,
   ): Promise<string> {
+    const timeout = gitTimeoutMs(argv);
     const done = await runCollect(gitArgv(argv), {
-      kind: 'tool', base, extra: gitExtraEnv(extra), cwd, maxBuffer: OUTPUT_CAP, ...(timeout ? { timeout } : {}),
+      kind: 'tool', base, extra: gitExtraEnv(extra), cwd, maxBuffer: OUTPUT_CAP, timeout,
     });
     if (done.status === 0) return done.stdout;
     if (url !== undefined && redirectedUrl(done.stderr) !== null) {
       throw new ManagedGitError(`${what}: ${(await redirectRefusal(url, 'git-upload-pack', env)).message}`);
     }
     const reason = done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
-      ?? (done.status === null ? `no answer within ${Math.round((timeout ?? 0) / 1000)} s` : `exit ${done.status}`);
+      ?? (done.status === null ? `no answer within ${Math.round(timeout / 1000)} s` : `exit ${done.status}`);
     throw new ManagedGitError(`${what}: ${reason.slice(0, 300)}`);
   }
 
@@ -72,7 +70,7 @@ function createManagedGit(env: NodeJS.ProcessEnv) {
   return {
     local: (cwd: string, args: string[], what: string) => run(cwd, args, {}, what),
     remote: (cwd: string, url: string, args: string[], what: string) => withGitToken(url, token, env, 'git-upload-pack',
-      (config, extra) => run(cwd, [...config, ...args], extra, what, NETWORK_TIMEOUT_MS, url)),
+      (config, extra) => run(cwd, [...config, ...args], extra, what, url)),
   };
 }
 

@@ -9,7 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
-import { commitAll, IncludedTreeConfigError, treeGit, UnreadableTreeError } from '../../src/engine/git.ts';
+import {
+  commitAll, IncludedTreeConfigError, treeGit, UnreadableTreeError, type GitRun,
+} from '../../src/engine/git.ts';
 
 /** A filter that, if git ever ran it, leaves .git/filter-ran (its working directory is the tree's root). */
 const FILTER = '#!/bin/sh\necho ran >> .git/filter-ran\ncat\n';
@@ -120,4 +122,35 @@ describe('svc\'s git on a working tree', () => {
       (err) => err instanceof UnreadableTreeError && /git add did not end within 1 s/.test(err.message));
     assert.ok(Date.now() - began < 15_000);
   });
+
+  // A git in svc's sandbox dies by SIGKILL when its bwrap is ended: this run kills git that way.
+  const killedMidWrite: GitRun = (cwd, argv, { extra, timeout }) => execFileSync(argv[0]!, argv.slice(1),
+    { cwd, env: { ...process.env, ...GIT_ENV, ...extra }, timeout, killSignal: 'SIGKILL', encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'] });
+
+  for (const where of ['the checkout', 'a linked worktree']) {
+    it(`removes the index.lock of a git it killed mid-write in ${where}, and keeps a lock that was there`, () => {
+      repo = makeRepo();
+      let tree = repo.repo;
+      if (where === 'a linked worktree') {
+        tree = join(repo.root, 'wt');
+        execFileSync('git', ['worktree', 'add', '-q', '-b', 'w', tree],
+          { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
+      }
+      const gitDir = execFileSync('git', ['rev-parse', '--absolute-git-dir'], { cwd: tree, encoding: 'utf8' }).trim();
+      mkdirSync(join(tree, 'sub'));
+      writeFileSync(join(tree, 'sub', 'f'), 'x\n');
+      execFileSync('mkfifo', [join(tree, 'sub', '.gitattributes')]);
+      writeFileSync(join(gitDir, 'HEAD.lock'), 'another git\'s\n');
+      assert.throws(() => commitAll(treeGit(tree, killedMidWrite, 1000), 'm', repo!.repo),
+        (err) => err instanceof UnreadableTreeError && /git add did not end within 1 s/.test(err.message));
+      assert.equal(existsSync(join(gitDir, 'index.lock')), false, 'the killed git\'s index.lock is left');
+      assert.ok(existsSync(join(gitDir, 'HEAD.lock')), 'a lock that was there before svc\'s git was removed');
+      // A retry of the same tree works once the FIFO is gone.
+      rmSync(join(gitDir, 'HEAD.lock'));
+      rmSync(join(tree, 'sub', '.gitattributes'));
+      commitAll(treeGit(tree, killedMidWrite, 10_000), 'm', repo.repo);
+      assert.equal(execFileSync('git', ['log', '-1', '--format=%s'], { cwd: tree, encoding: 'utf8' }).trim(), 'm');
+    });
+  }
 });
