@@ -7,11 +7,11 @@ import { join } from 'node:path';
 import { openRunContext, type RunContext } from '../../src/engine/run-context.ts';
 import { finish } from '../../src/engine/finish-phase.ts';
 import { parsePolicy } from '../../src/engine/policy.ts';
-import { writeState, type RunState } from '../../src/engine/run-state.ts';
+import { writeState } from '../../src/engine/run-state.ts';
 import type { RunPlan } from '../../src/engine/run-plan.ts';
 import type { RunGate } from '../../src/engine/egress.ts';
 import type { RunSandbox } from '../../src/engine/sandbox.ts';
-import { makeRepo, type TestRepo } from './fixtures.ts';
+import { makeRepo, stateFor, type TestRepo } from './fixtures.ts';
 
 describe('finish and a stop asked while it runs', () => {
   let t: TestRepo;
@@ -27,16 +27,7 @@ describe('finish and a stop asked while it runs', () => {
     const dir = join(t.repo, '.svc', 'runs', run);
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'spec.md'), 'b\n');
-    const now = new Date().toISOString();
-    const state: RunState = {
-      source: 'local', run, repo: 'acme/api', group_id: run, status: 'running', verdict: null, brief: 'b',
-      origin: 'cli', provider: 'fake', branch: null, pr_url: null, question: null, started_at: now, ended_at: null,
-      updated_at: now, cost_usd: null, tokens_in: null, tokens_out: null, exit_code: null, error: null,
-      repo_path: t.repo, input: { kind: 'brief', value: 'b' }, workdir: t.repo, worktree: false, pr: false, base_sha,
-      head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
-      answers: [], base_branch: 'main', failure: null,
-    };
-    writeState(dir, state);
+    writeState(dir, stateFor(t.repo, run, { base_sha }));
     return openRunContext(dir, { HOME: t.home, PATH: process.env.PATH }, { ship: false });
   }
 
