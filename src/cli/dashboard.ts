@@ -107,8 +107,8 @@ async function whoAnswers(url: string, timeoutMs: number): Promise<'control' | '
 }
 
 /**
- * Runs `svc control serve` or `svc trigger serve`; a taken port (EADDRINUSE) fails naming its holder (the recorded
- * Control Plane, a server or a program) and what to do next.
+ * Runs `svc control serve` or `svc trigger serve`; a taken port (EADDRINUSE) fails naming its holder as far as it is
+ * known (the recorded Control Plane, another one, a server that is not one, a program) and what to do next.
  */
 export async function serveOnFreePort(
   server: 'control' | 'trigger', { host, port }: { host: string; port: number }, env: NodeJS.ProcessEnv,
@@ -128,9 +128,14 @@ export async function serveOnFreePort(
     throw new UnavailableError(`${taken}: a Control Plane already runs there (pid ${record.pid}, ${record.url}). ` +
       `Use it (svc control status, svc dashboard), stop it (kill ${record.pid}), ${wayOut}`);
   }
-  if (await answersHealth(url, 1_000)) {
-    throw new UnavailableError(`${taken}: a server answers ${url}/health (another svc ${server} serve?). ` +
-      `Use it, stop it, ${wayOut}`);
+  // What answers is told as svc dashboard tells it; a server that is not a Control Plane is not guessed at further.
+  const answering = await whoAnswers(url, 1_000);
+  if (answering === 'control') {
+    const use = server === 'control' ? `Use it (SVC_CONTROL_URL=${url}), stop it` : 'Stop it';
+    throw new UnavailableError(`${taken}: a Control Plane answers ${url}. ${use}, ${wayOut}`);
+  }
+  if (answering === 'other') {
+    throw new UnavailableError(`${taken}: a server that is not a Control Plane answers ${url}. Stop it, ${wayOut}`);
   }
   throw new UnavailableError(`${taken} by another program. Stop it, ${wayOut}`);
 }

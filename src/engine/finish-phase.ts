@@ -63,6 +63,7 @@ export async function finish(
   const failed = error === null ? null : runFailure(config ? 'config' : cls[end.kind], error);
   const receipt = await inSpan('svc.receipt', {},
     () => writeReceipt(ctx, checks, diff, failure !== null, sandbox, failed));
+  if (receipt === null) return;
   let prFailure: RunFailure | null = null;
   if (!error) {
     error = await inSpan('svc.pr', { 'svc.pr.wanted': ctx.state.pr }, () => maybeOpenPr(ctx, plan, receipt));
@@ -127,12 +128,15 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   return diff;
 }
 
+/** The run's receipt, issued after its gate closes; null when a stop was asked by then (a stopped run gets none). */
 async function writeReceipt(
   ctx: RunContext, checks: CheckResult[], diff: DiffResult, runFailed: boolean, sandbox: RunSandbox,
   failure: RunFailure | null,
-): Promise<Receipt> {
+): Promise<Receipt | null> {
   // Closed first: a connection the close ends is recorded then, and the receipt's network section must count it.
   await sandbox.gate?.close();
+  // After the last await before the receipt: a stop asked while the gate closed ends the run stopped, with no PR.
+  if (ctx.stopRequested()) return null;
   const { state } = ctx;
   const now = new Date().toISOString();
   const { verdict, gaps } = decideVerdict({ checks, diffFiles: diff.files.length, runFailed });

@@ -80,9 +80,20 @@ export function agentSandbox(
       tmpBytes: Math.min(limits.disk_mb, 1024) * MIB,
     },
     gate: sandbox.gate?.sandbox ?? null,
-    note: (text) => ctx.event('log', { stream: 'svc', text }),
+    note: (text) => noteOnce(ctx, text),
   });
   return { bwrap: mode.bwrap, plan };
+}
+
+// A folder left out is the same for every invocation and check of the run: said once in its log.
+const noted = new WeakMap<RunContext, Set<string>>();
+
+function noteOnce(ctx: RunContext, text: string): void {
+  const said = noted.get(ctx) ?? new Set<string>();
+  noted.set(ctx, said);
+  if (said.has(text)) return;
+  said.add(text);
+  ctx.event('log', { stream: 'svc', text });
 }
 
 /** Once the provider is done: its invocations' fresh folders go (what it kept stays in the repository's home). */

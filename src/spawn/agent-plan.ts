@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './env.ts';
 import { layProviderHome, type ProviderHomeSource } from './provider-home.ts';
-import { isSystemPath, within, type SandboxGate, type SandboxPlan } from './bwrap-argv.ts';
+import { hiddenHolding, isSystemPath, within, type SandboxGate, type SandboxPlan } from './bwrap-argv.ts';
 import { orNull, readOrNull, realOrNull } from './tree.ts';
 import { HOME_CREDENTIALS, neverWritable } from './never-writable.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
@@ -156,7 +156,7 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   const program = programFolders(input.program, paths, input.showProgramFolder !== false);
   const readable = outermost([...git, ...paths, ...program],
     (p) => within(p, svcHome) || within(input.home, p));
-  return {
+  const plan: SandboxPlan = {
     readable,
     writable: [input.workdir, ...folders.filter((f) => !within(f, svcHome) && !within(svcHome, f))],
     // Its git metadata; in the repository itself, the project's .svc (its policy decides the checks); the git
@@ -178,6 +178,25 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
     limits: input.limits ?? DEFAULT_LIMITS,
     network: input.gate ?? 'none',
   };
+  noteLeftInHidden(plan, paths, input.note);
+  return plan;
+}
+
+/**
+ * Says which folders of `plan` bwrapArgv leaves out for lying in a hidden path (~/.aws/bin on PATH), as a declared
+ * folder left out is said: else the agent only finds "command not found" there. `pathDirs`: the folders on PATH.
+ */
+function noteLeftInHidden(plan: SandboxPlan, pathDirs: string[], note: AgentPlanInput['note']): void {
+  const folders = [
+    ...plan.readable.map((path) => ({ path, what: pathDirs.includes(path) ? 'folder on PATH' : 'folder' })),
+    ...plan.writable.filter((path) => path !== plan.cwd).map((path) => ({ path, what: 'writable folder' })),
+  ];
+  for (const { path, what } of folders) {
+    const holder = hiddenHolding(plan, path);
+    if (holder !== undefined && existsSync(path)) {
+      note?.(`${what} "${path}" is in "${holder}", which the sandbox hides: left out`);
+    }
+  }
 }
 
 /**

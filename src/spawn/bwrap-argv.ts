@@ -43,10 +43,15 @@ export function within(path: string, dir: string): boolean {
 
 /** Whether a host path is there inside the sandbox `plan` describes (what a command provider's argv may name). */
 export function shownBy(plan: SandboxPlan, path: string): boolean {
-  if (plan.hidden.some((h) => within(path, h))) return false;
+  if (hiddenHolding(plan, path) !== undefined) return false;
   if (isSystemPath(path) || ETC_ENTRIES.some((e) => within(path, `/etc/${e}`))) return true;
   const bound = [...plan.readable, ...plan.writable, ...plan.protocolReadable, ...plan.protocolWritable, plan.cwd];
   return bound.some((dir) => within(path, dir));
+}
+
+/** The hidden path of `plan` that holds `path`: nothing in one is bound, even by its own name (bwrapArgv). */
+export function hiddenHolding(plan: SandboxPlan, path: string): string | undefined {
+  return plan.hidden.find((h) => within(path, h));
 }
 
 /** Folders that hold programs and libraries (symbolic links in a merged-/usr system). */
@@ -143,7 +148,7 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
     }
   }
   // Nothing in a hidden path is bound, even by its own name (a folder on PATH inside ~/.aws), but the working folder.
-  const inPlanHidden = (p: string) => plan.hidden.some((h) => within(p, h));
+  const inPlanHidden = (p: string) => hiddenHolding(plan, p) !== undefined;
   const readable = plan.readable.filter((p) => existsSync(p) && !isSystemPath(p) && !inPlanHidden(p));
   const writable = plan.writable.filter((p) => existsSync(p) && (!inPlanHidden(p) || p === plan.cwd));
   const bound = [...readable, ...writable];

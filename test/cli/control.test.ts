@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
@@ -209,6 +210,36 @@ describe('a busy port', () => {
         'Stop it, or run this one on a free port: svc control serve --port 0\n');
     } finally {
       await other.close();
+    }
+  });
+
+  it('tells svc trigger serve that a Control Plane holds its port, and suggests --port 0', async () => {
+    const s = await serve([]);
+    const port = new URL(s.url).port;
+    spawnSync('git', ['init', '-q', dir]); // a served checkout must be a git work tree
+    const r = await svc(['trigger', 'serve', '--port', port, '--db', join(dir, 'trigger-cp.db'), '--repo', dir]);
+    s.child.kill('SIGTERM');
+    await s.exit;
+    assert.equal(r.code, 1);
+    assert.equal(r.stderr, `svc trigger: Port ${port} on 127.0.0.1 is already in use: a Control Plane answers ` +
+      `${s.url}. Stop it, or run this one on a free port: svc trigger serve --port 0\n`);
+  });
+
+  it('does not take a server that answers /health but is no Control Plane (a svc trigger serve) for one', async () => {
+    // What a svc trigger serve answers: 200 on /health, 404 on /v1/openapi.json.
+    const other = createHttpServer((req, res) => {
+      res.writeHead(req.url === '/health' ? 200 : 404, { 'content-type': 'application/json' }).end('{}');
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const { port } = other.address() as { port: number };
+    try {
+      const r = await svc(['control', 'serve', '--port', String(port), '--db', join(dir, 'fourth.db')]);
+      assert.equal(r.code, 1);
+      assert.equal(r.stderr, `svc control: Port ${port} on 127.0.0.1 is already in use: a server that is not a ` +
+        `Control Plane answers http://127.0.0.1:${port}. Stop it, or run this one on a free port: ` +
+        'svc control serve --port 0\n');
+    } finally {
+      await new Promise<void>((resolve) => other.close(() => resolve()));
     }
   });
 

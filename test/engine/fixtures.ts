@@ -4,6 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { RunState } from '../../src/engine/run-state.ts';
 
 export interface TestRepo {
   root: string;
@@ -234,3 +235,16 @@ export function processAlive(pid: number): boolean {
 
 export const CLI = new URL('../../dist/cli.js', import.meta.url).pathname;
 export { GIT_ENV };
+
+/** A running local run's state.json in `repo` (its own working tree, no worktree), for tests that open its context. */
+export function stateFor(repo: string, run: string, over: Partial<RunState> = {}): RunState {
+  const now = new Date().toISOString();
+  return {
+    source: 'local', run, repo: 'acme/api', group_id: run, status: 'running', verdict: null, brief: 'b', origin: 'cli',
+    provider: 'fake', branch: null, pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now,
+    cost_usd: null, tokens_in: null, tokens_out: null, exit_code: null, error: null, repo_path: repo,
+    input: { kind: 'brief', value: 'b' }, workdir: repo, worktree: false, pr: false, base_sha: 'b'.repeat(40),
+    head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
+    answers: [], base_branch: 'main', failure: null, ...over,
+  };
+}

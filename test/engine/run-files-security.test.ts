@@ -16,21 +16,10 @@ import { openEventLog } from '../../src/engine/run-state.ts';
 import { openRunContext } from '../../src/engine/run-context.ts';
 import { writePlan, type RunPlan } from '../../src/engine/run-plan.ts';
 import { UnsafePathError, writeNoFollow } from '../../src/engine/safe-fs.ts';
-import { processAlive } from './fixtures.ts';
+import { processAlive, stateFor } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 const CLI_TS = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
-
-function stateFor(repo: string, run: string, over: Partial<RunState> = {}): RunState {
-  const now = new Date().toISOString();
-  return {
-    source: 'local', run, repo: 'acme/api', group_id: run, status: 'running', verdict: null, brief: 'b', origin: 'cli', provider: 'fake',
-    branch: null, pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
-    tokens_out: null, exit_code: null, error: null, repo_path: repo, input: { kind: 'brief', value: 'b' }, workdir: repo, worktree: false,
-    pr: false, base_sha: 'b'.repeat(40), head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
-    answers: [], base_branch: 'main', failure: null, ...over,
-  };
-}
 
 describe('stopping a run from outside its worker', () => {
   let repo: string;

@@ -10,6 +10,12 @@ import { childEnv } from '../../src/spawn/env.ts';
 import { startChild } from '../../src/spawn/start.ts';
 import { agentSandboxPlan, declaredFolders } from '../../src/spawn/agent-plan.ts';
 import { ignoredPolicyNote } from '../../src/spawn/sandbox-mode.ts';
+import { agentSandbox, type RunSandbox } from '../../src/engine/sandbox.ts';
+import { openRunContext } from '../../src/engine/run-context.ts';
+import { writeState } from '../../src/engine/run-state.ts';
+import { parsePolicy } from '../../src/engine/policy.ts';
+import type { ResolvedProvider } from '../../src/engine/providers.ts';
+import { stateFor } from '../engine/fixtures.ts';
 
 describe('childEnv', () => {
   const base = { PATH: '/bin', HOME: '/h', GITHUB_TOKEN: 'g', SVC_API_TOKEN_FILE: '/t', SVC_ORIGIN: 'cli', SVC_SOURCE: 's' };
@@ -73,6 +79,37 @@ describe('declaredFolders', () => {
     assert.deepEqual(bound, []);
     assert.equal(notes.length, 2, 'the working tree\'s own folder needs no note');
     assert.match(notes[0]!, /"\/w\/repo\/cache" is in the repository, outside the run's working tree: left out/);
+  });
+});
+
+describe('agentSandboxPlan: folders a hidden path holds', () => {
+  it('says in the run\'s log, once per run, a folder on PATH or a declared one left out for lying in a hidden path', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
+    try {
+      const home = join(root, 'home');
+      const repo = join(root, 'repo');
+      const answers = join(root, 'answers');
+      for (const dir of [join(home, '.aws', 'bin'), repo, join(answers, 'local')]) mkdirSync(dir, { recursive: true });
+      const env = { HOME: home, PATH: `/usr/bin:/bin:${home}/.aws/bin`, SVC_CONTROL_ANSWER_DIR: answers };
+      const dir = join(repo, '.svc', 'runs', 'r1');
+      mkdirSync(dir, { recursive: true });
+      writeState(dir, stateFor(repo, 'r1'));
+      const ctx = openRunContext(dir, env, { ship: false });
+      const sandbox: RunSandbox = { mode: { kind: 'bwrap', bwrap: 'bwrap' }, gate: null, env: {} };
+      const provider = { kind: 'command', writable: [join(answers, 'local')] } as unknown as ResolvedProvider;
+      // The provider's invocation, then a check: the same folders left out each time.
+      agentSandbox(ctx, sandbox, '/bin/sh', provider, parsePolicy({}).limits);
+      agentSandbox(ctx, sandbox, '/bin/sh', null, parsePolicy({}).limits);
+      await ctx.close();
+      const said = readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n')
+        .map((line) => JSON.parse(line).data.text as string | undefined).filter((text) => text?.includes('hides'));
+      assert.deepEqual(said, [
+        `folder on PATH "${home}/.aws/bin" is in "${home}/.aws", which the sandbox hides: left out`,
+        `writable folder "${answers}/local" is in "${answers}", which the sandbox hides: left out`,
+      ]);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
 
