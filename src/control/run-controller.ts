@@ -1,6 +1,7 @@
 // How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted
 // env. It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
+import type { ChildProcess } from 'node:child_process';
 import { startChild, type ChildSpec } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
@@ -60,6 +61,10 @@ function runSecrets(deps: RunControllerDeps, runKey: string | undefined): Secret
 
 export function createRunController(deps: RunControllerDeps) {
   const pending = new Set<Promise<unknown>>();
+  // Each launcher still running, by `source/run`, with when it exits: a stop may come before it made the run's folder.
+  const launchers = new Map<string, { child: ChildProcess; exited: Promise<unknown> }>();
+  // Launchers a stop ended: their exit is the stop's doing, not a failed launch.
+  const ended = new WeakSet<ChildProcess>();
 
   function track<T>(p: Promise<T>): Promise<T> {
     pending.add(p);
@@ -102,6 +107,15 @@ export function createRunController(deps: RunControllerDeps) {
       const child = startChild([process.execPath, svcCliPath(), ...args], {
         ...spec, stdio: ['ignore', 'pipe', 'pipe'], secrets: runSecrets(deps, opts.runKey),
       });
+      const key = `${source}/${run}`;
+      const exited = new Promise((resolve) => {
+        child.once('exit', resolve);
+        child.once('error', resolve);
+      });
+      launchers.set(key, { child, exited });
+      void exited.then(() => {
+        if (launchers.get(key)?.child === child) launchers.delete(key);
+      });
       const output = { stdout: '', stderr: '' };
       for (const name of ['stdout', 'stderr'] as const) {
         child[name]?.on('data', (c: Buffer) => {
@@ -115,7 +129,7 @@ export function createRunController(deps: RunControllerDeps) {
             resolve();
           });
           child.on('close', (code) => {
-            if (code !== 0) {
+            if (code !== 0 && !ended.has(child)) {
               const line = output.stderr.trim().split('\n').pop() ?? '';
               const why = line.replace(/^svc start: /, '') || `svc start exited with code ${code}`;
               // A launcher that could not make its run printed `{"failure":…}` last (read as untrusted).
@@ -134,6 +148,14 @@ export function createRunController(deps: RunControllerDeps) {
           let status = 'stopped';
           let endedAt = deps.clock();
           let failure: RunFailure | null = runFailure('stopped', `stopped by ${STOPPED_BY}`);
+          // A launcher still at work may not have made the run's folder yet, and would start its worker after the
+          // stop looked: it ends first. Whatever it had made by then (a folder, a worker) is stopped below.
+          const launcher = launchers.get(`${row.source}/${row.run}`);
+          if (launcher) {
+            ended.add(launcher.child);
+            launcher.child.kill('SIGKILL');
+            await launcher.exited;
+          }
           const state = await stopLocalRun(row.repo_path!, row.run, STOPPED_BY).catch(() => null);
           if (state) {
             status = state.status;
