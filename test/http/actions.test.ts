@@ -188,6 +188,8 @@ describe('run actions on the Control Plane', () => {
     assert.equal(final.failure.reason, 'stopped by the Control Plane (a stop request)');
     const events = (await control.request('GET', `/v1/runs/${source}/${run}/events?limit=500`)).json.items as Array<{ kind: string; data: { to: unknown } }>;
     assert.deepEqual(events.filter((e) => e.kind === 'run.status').map((e) => e.data.to), ['stopping', 'stopped']);
+    // The launcher the stop ended is no failed launch.
+    assert.equal(events.some((e) => e.kind === 'error'), false);
   });
 
   it('binds a run it starts to a key made with its row, which only the run folder holds: a sender of its source without it is refused', async () => {
