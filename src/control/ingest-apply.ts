@@ -99,8 +99,13 @@ export function storeBatch(
     const arriving = Math.min(now, run.updated_at ?? now);
     const moving = (checked?.movedFrom ?? null) !== null;
     if (byRunner && key !== null && (moving || stored?.run_key_moved === 1)) ownKey.push(run.run);
-    if (stored && (stored.updated_at > now || moving)) stores.runs.patch(source, run.run, { updated_at: arriving });
-    stores.runs.upsert(source, run);
+    // A stopped run is terminal: a runner that never saw the stop (its launch went on regardless, a pod's runner that
+    // came late) does not move it back to queued, running or blocked; a resume, whose runner saw it, does.
+    const late = stored?.status === 'stopped' && LIVE.has(run.status) && !resumedIn(batch.events, run.run);
+    if (!late) {
+      if (stored && (stored.updated_at > now || moving)) stores.runs.patch(source, run.run, { updated_at: arriving });
+      stores.runs.upsert(source, run);
+    }
     if (bind !== null) stores.runs.bindKey(source, run.run, bind, checked?.movedFrom ?? null);
     started.set(run.run, stored?.started_at ?? run.started_at);
   }
@@ -141,6 +146,26 @@ export function storeBatch(
 }
 
 const LIVE: ReadonlySet<string> = new Set(['queued', 'running', 'blocked']);
+/** What a resume moves a run on from (DESIGN §3): its runner's own transition starts there. */
+const RESUMABLE: ReadonlySet<string> = new Set(['stopped', 'failed']);
+
+/**
+ * Whether a runner's transition (its own `from`, to `to`) comes too late for the stored status `before`: one made
+ * before a stop reached it, after the Control Plane's `stopping` or `stopped`. A resume starts from the stop it saw.
+ */
+function lateForStop(before: string, from: unknown, to: string): boolean {
+  if (!LIVE.has(to)) return false;
+  return before === 'stopping' || (before === 'stopped' && !RESUMABLE.has(str(from) ?? ''));
+}
+
+/** Whether a batch resumes `run`: it carries the run's own move out of a stop or failure. */
+function resumedIn(events: readonly EventInput[], run: string): boolean {
+  return events.some((ev) => {
+    if (ev.run !== run || ev.kind !== 'run.status') return false;
+    const data = eventData(ev.data);
+    return RESUMABLE.has(str(data.from) ?? '') && LIVE.has(str(data.to) ?? '');
+  });
+}
 
 type Exchange = { kind: string; data: Record<string, unknown> } | null;
 
@@ -173,7 +198,7 @@ function createEventTruth(events: EventsStore): { insert(ev: EventInput): EventR
       const to = str(data.to);
       const before = lastStatus(ev, key);
       if (to === null || before === null) return ev;
-      if (to === before || (before === 'stopping' && LIVE.has(to))) return null;
+      if (to === before || lateForStop(before, data.from, to)) return null;
       return data.from === before ? ev : { ...ev, data: JSON.stringify({ ...data, from: before }) };
     }
     if (ev.kind === 'answer') {

@@ -13,6 +13,7 @@ import { controlMigrations } from '../db/control-migrations.ts';
 import { createControlStores } from '../db/control-stores.ts';
 import { createRunEventBus } from './event-bus.ts';
 import { createRunController } from './run-controller.ts';
+import { LAUNCH_TIMEOUT_MS } from '../spawn/start.ts';
 import { repoName, repoRoot } from '../engine/git.ts';
 import { createControlApp } from './app.ts';
 import { readEffectiveConfig } from './config-schema.ts';
@@ -70,11 +71,16 @@ export async function startControl(
   if (boundToLoopback) for (const h of ['localhost', '127.0.0.1', '[::1]']) origins.add(`http://${h}:${bound.port}`);
 
   const stopSweeps = startRetentionSweeps(deps);
+  // Launches a Control Plane before this one lost (killed while its launcher failed) end now when older than a launch
+  // may take, and the younger ones once they are.
+  engine.failLostLaunches();
+  const lostLaunches = setTimeout(() => engine.failLostLaunches(), LAUNCH_TIMEOUT_MS).unref();
 
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {
     closing ??= (async () => {
       stopSweeps();
+      clearTimeout(lostLaunches);
       await closeGracefully(server, async () => {
         bus.close();
         await deps.engine.close();

@@ -1,13 +1,16 @@
 // How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted
 // env. It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
-import { startChild, type ChildSpec } from '../spawn/start.ts';
+import type { ChildProcess } from 'node:child_process';
+import { LAUNCH_TIMEOUT_MS, startChild, type ChildSpec } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
-import type { RunRow } from '../db/run-types.ts';
+import { existsSync } from 'node:fs';
+import type { RunKey, RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
 import type { Logger } from '../log.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
+import { runDir } from '../engine/paths.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { TERMINAL, readFailure, runFailure, type RunFailure } from '../run-json.ts';
 import { failureColumns } from '../db/runs-store.ts';
@@ -33,6 +36,11 @@ type OnFailure = 'fail-run' | 'event-only';
 
 /** How much of a launcher's stdout and stderr is kept, each, to say why it failed. */
 const OUTPUT_CAP = 16 * 1024;
+/** The error of a run whose launch a Control Plane before this one lost (failLostLaunches). */
+const LOST_LAUNCH = 'Its launcher was lost: the run\'s folder never appeared (the Control Plane that launched it ' +
+  'stopped before its launcher ended)';
+/** Queued runs read at once when looking for lost launches. */
+const LIST_PAGE = 500;
 /** Who a run this server stops was stopped by, as its failure says. */
 const STOPPED_BY = 'the Control Plane (a stop request)';
 
@@ -60,6 +68,10 @@ function runSecrets(deps: RunControllerDeps, runKey: string | undefined): Secret
 
 export function createRunController(deps: RunControllerDeps) {
   const pending = new Set<Promise<unknown>>();
+  // Each launcher still running, by `source/run`, with when it exits: a stop may come before it made the run's folder.
+  const launchers = new Map<string, { child: ChildProcess; exited: Promise<unknown> }>();
+  // Launchers a stop ended: their exit is the stop's doing, not a failed launch.
+  const ended = new WeakSet<ChildProcess>();
 
   function track<T>(p: Promise<T>): Promise<T> {
     pending.add(p);
@@ -102,6 +114,15 @@ export function createRunController(deps: RunControllerDeps) {
       const child = startChild([process.execPath, svcCliPath(), ...args], {
         ...spec, stdio: ['ignore', 'pipe', 'pipe'], secrets: runSecrets(deps, opts.runKey),
       });
+      const key = `${source}/${run}`;
+      const exited = new Promise((resolve) => {
+        child.once('exit', resolve);
+        child.once('error', resolve);
+      });
+      launchers.set(key, { child, exited });
+      void exited.then(() => {
+        if (launchers.get(key)?.child === child) launchers.delete(key);
+      });
       const output = { stdout: '', stderr: '' };
       for (const name of ['stdout', 'stderr'] as const) {
         child[name]?.on('data', (c: Buffer) => {
@@ -115,7 +136,7 @@ export function createRunController(deps: RunControllerDeps) {
             resolve();
           });
           child.on('close', (code) => {
-            if (code !== 0) {
+            if (code !== 0 && !ended.has(child)) {
               const line = output.stderr.trim().split('\n').pop() ?? '';
               const why = line.replace(/^svc start: /, '') || `svc start exited with code ${code}`;
               // A launcher that could not make its run printed `{"failure":…}` last (read as untrusted).
@@ -134,6 +155,14 @@ export function createRunController(deps: RunControllerDeps) {
           let status = 'stopped';
           let endedAt = deps.clock();
           let failure: RunFailure | null = runFailure('stopped', `stopped by ${STOPPED_BY}`);
+          // A launcher still at work may not have made the run's folder yet, and would start its worker after the
+          // stop looked: it ends first. Whatever it had made by then (a folder, a worker) is stopped below.
+          const launcher = launchers.get(`${row.source}/${row.run}`);
+          if (launcher) {
+            ended.add(launcher.child);
+            launcher.child.kill('SIGKILL');
+            await launcher.exited;
+          }
           const state = await stopLocalRun(row.repo_path!, row.run, STOPPED_BY).catch(() => null);
           if (state) {
             status = state.status;
@@ -159,6 +188,32 @@ export function createRunController(deps: RunControllerDeps) {
           deps.log.error('could not record the stop', { source: row.source, run: row.run, error: errorMessage(err) });
         }),
       );
+    },
+    /**
+     * Fails the runs a launch of this server's source lost: queued, in a folder recorded here, with no launcher of
+     * this process at work, no run folder made and no status shipped after a launch's time (a Control Plane killed
+     * while its launcher failed). Else each holds a `max_concurrent_runs` slot for ever.
+     */
+    failLostLaunches(): void {
+      const source = deps.settings.source;
+      const before = deps.clock() - LAUNCH_TIMEOUT_MS;
+      try {
+        let after: RunKey | undefined;
+        for (;;) {
+          const page = deps.stores.runs.list({ status: 'queued', source, until: before, after, limit: LIST_PAGE });
+          for (const row of page) {
+            if (row.repo_path === null || launchers.has(`${source}/${row.run}`)) continue;
+            if (existsSync(runDir(row.repo_path, row.run))) continue;
+            if (deps.stores.events.latest(source, row.run, 'run.status') !== undefined) continue;
+            recordFailure(source, row.run, LOST_LAUNCH, 'fail-run', null);
+          }
+          const last = page[page.length - 1];
+          if (page.length < LIST_PAGE || last === undefined) break;
+          after = { started_at: last.started_at, source, run: last.run };
+        }
+      } catch (err) {
+        deps.log.error('could not look for lost launches', { error: errorMessage(err) });
+      }
     },
     async close() {
       await Promise.race([Promise.allSettled([...pending]), new Promise((r) => setTimeout(r, 15_000).unref())]);

@@ -155,6 +155,9 @@ export function watchLifeline(env: NodeJS.ProcessEnv): void {
   check();
 }
 
+/** How long a launcher (`svc start --detach`) may take to make its run and start the worker. */
+export const LAUNCH_TIMEOUT_MS = 120_000;
+
 // The argv of every `svc start` the Control Plane starts (start, resume and retry) and of a run's `svc worker`; each
 // trigger source's is beside its handler. Text from outside always follows "--" or `--brief`, never read as an option.
 

@@ -1,5 +1,5 @@
 // Default executor: `node <cli> start …` as a child with an allowlisted env, then watches the run's state.json.
-import { startChild } from '../spawn/start.ts';
+import { LAUNCH_TIMEOUT_MS, startChild } from '../spawn/start.ts';
 import { secretsIn } from '../spawn/secrets-handoff.ts';
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { readFile } from 'node:fs/promises';
@@ -44,7 +44,7 @@ export function createLocalExecutor(opts: {
   launchTimeoutMs?: number;
 }): JobExecutor {
   const pollMs = opts.pollMs ?? 1000;
-  const launchTimeoutMs = opts.launchTimeoutMs ?? 120_000;
+  const launchTimeoutMs = opts.launchTimeoutMs ?? LAUNCH_TIMEOUT_MS;
   // Read once: the run's secrets (sent down a pipe on the launcher's fd 3, never its environment) and the
   // operator's names passed to agents (operator.json "env"), which cross the launcher's allowlist.
   const secrets = secretsIn(opts.env, LAUNCHER_SECRETS);

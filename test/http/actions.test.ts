@@ -173,6 +173,25 @@ describe('run actions on the Control Plane', () => {
     }, 'the stop to be named');
   });
 
+  it('honours a stop that comes before the launcher made the run folder: the run never starts', async () => {
+    const res = await control.request('POST', '/v1/start', { body: { brief: 'sleep', repo: repo.repo, provider: 'sleepy' } });
+    const { source, run } = res.json;
+    const stop = await control.request('POST', `/v1/runs/${source}/${run}/stop`, { body: {} });
+    assert.equal(stop.status, 202);
+    await settled(source, run, 'stopped');
+    const up = join(control.home, AGENT_STATE, `${run}.up`);
+    // Nothing of the run is left running (its launcher ended), or its provider started after all.
+    await waitFor(() => processesMentioning(run).length === 0 || existsSync(up) || null, 'the launch to end');
+    assert.equal(existsSync(up), false, 'the provider never started');
+    const final = await runOf(source, run);
+    assert.equal(final.status, 'stopped');
+    assert.equal(final.failure.reason, 'stopped by the Control Plane (a stop request)');
+    const events = (await control.request('GET', `/v1/runs/${source}/${run}/events?limit=500`)).json.items as Array<{ kind: string; data: { to: unknown } }>;
+    assert.deepEqual(events.filter((e) => e.kind === 'run.status').map((e) => e.data.to), ['stopping', 'stopped']);
+    // The launcher the stop ended is no failed launch.
+    assert.equal(events.some((e) => e.kind === 'error'), false);
+  });
+
   it('binds a run it starts to a key made with its row, which only the run folder holds: a sender of its source without it is refused', async () => {
     const res = await control.request('POST', '/v1/start', { body: { brief: 'append fixed to a.txt', repo: repo.repo, provider: 'fake' } });
     assert.equal(res.status, 202, res.text);

@@ -71,6 +71,29 @@ describe('events tell the truth once', () => {
     assert.deepEqual(transitions(await events('rs4')).slice(-1), ['stopped→running']);
   });
 
+  it('keeps a stopped run stopped when a runner that never saw the stop ships it queued and running after it', async () => {
+    cp.deps.stores.runs.upsert('laptop', { run: 'rs5', status: 'queued', started_at: Date.parse(T0), updated_at: Date.parse(T0) });
+    assert.equal((await cp.request('POST', '/v1/runs/laptop/rs5/stop', { body: {} })).status, 202);
+    // As the run controller ends a run it found nothing of to signal.
+    cp.deps.stores.runs.setStatus('laptop', 'rs5', 'stopped', Date.now(), { ended_at: Date.now() });
+    cp.deps.stores.events.append('laptop', 'rs5', { kind: 'run.status', data: { from: 'stopping', to: 'stopped' } });
+    const late = async (status: string, moves: Array<Record<string, unknown>>) => {
+      const now = new Date().toISOString();
+      const body = {
+        source: 'laptop', runs: [{ run: 'rs5', status, started_at: T0, updated_at: now }],
+        events: moves.map((data) => ({ run: 'rs5', seq: ++seq, ts: now, kind: 'run.status', data })),
+      };
+      assert.equal((await cp.request('POST', '/v1/ingest', { body })).status, 200);
+    };
+    await late('running', [{ from: null, to: 'queued' }, { from: 'queued', to: 'running' }]);
+    assert.equal(cp.deps.stores.runs.get('laptop', 'rs5')?.status, 'stopped');
+    assert.deepEqual(transitions(await events('rs5')), ['queued→stopping', 'stopping→stopped']);
+    // A resume moves it on: the runner's own transition starts from the stop it saw.
+    await late('running', [{ from: 'stopped', to: 'running' }]);
+    assert.equal(cp.deps.stores.runs.get('laptop', 'rs5')?.status, 'running');
+    assert.deepEqual(transitions(await events('rs5')).slice(-1), ['stopped→running']);
+  });
+
   it('does not store a transition twice when the Control Plane already recorded it', async () => {
     await ship('rs2', 'running', [['run.status', { from: 'queued', to: 'running' }]]);
     assert.equal((await cp.request('POST', '/v1/runs/laptop/rs2/stop', { body: {} })).status, 202);

@@ -1,6 +1,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
@@ -144,5 +144,43 @@ describe('retention_days', () => {
     control = await startTestControl({ settings: { dbPath: join(dbDir, 'control.db') } });
     assert.equal(control.deps.stores.runs.get('local', 'rboot'), undefined);
     assert.ok(control.deps.stores.runs.get('local', 'rnew'));
+  });
+});
+
+describe('a launch lost with the Control Plane', () => {
+  it('ends failed (infra) at start-up when its launcher never made the run folder, freeing its slot', async () => {
+    const repo = makeRepo();
+    const dbDir = mkdtempSync(join(tmpdir(), 'svc-'));
+    const dbPath = join(dbDir, 'control.db');
+    let control = await startTestControl({ env: GIT_ENV, settings: { dbPath }, projects: [repo.repo] });
+    try {
+      const { runs } = control.deps.stores;
+      const old = Date.now() - 10 * 60_000;
+      const queued = (i: number, run: string, fields: Record<string, unknown>) =>
+        runs.upsert('local', makeRun(i, { run, status: 'queued', verdict: null, repo_path: repo.repo, ...fields }));
+      // As a server killed (kill -9) right after it answered POST /v1/start leaves its run when the launcher failed.
+      queued(1, 'rlost', { started_at: old, updated_at: old });
+      // Its launcher may still be at work: too young to judge.
+      queued(2, 'ryoung', { started_at: Date.now(), updated_at: Date.now() });
+      // Its launcher made the folder: the run's worker ends it.
+      queued(3, 'rmade', { started_at: old, updated_at: old });
+      mkdirSync(join(repo.repo, '.svc', 'runs', 'rmade'), { recursive: true });
+      // Not launched here.
+      runs.upsert('far', makeRun(4, { run: 'rfar', status: 'queued', verdict: null, started_at: old, updated_at: old }));
+      await control.close();
+      control = await startTestControl({ env: GIT_ENV, settings: { dbPath } });
+      const lost = control.deps.stores.runs.get('local', 'rlost')!;
+      assert.equal(lost.status, 'failed');
+      assert.equal(lost.failure_class, 'infra');
+      assert.match(lost.error ?? '', /launcher was lost/);
+      assert.notEqual(lost.ended_at, null);
+      for (const [source, run] of [['local', 'ryoung'], ['local', 'rmade'], ['far', 'rfar']] as const) {
+        assert.equal(control.deps.stores.runs.get(source, run)?.status, 'queued', run);
+      }
+    } finally {
+      await control.close();
+      rmSync(dbDir, { recursive: true, force: true });
+      repo.cleanup();
+    }
   });
 });
