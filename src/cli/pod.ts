@@ -6,6 +6,7 @@ import { handedRunKey, isValidSegment } from '../engine/ids.ts';
 import { readSealedRunKey, storeRun, writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';
 import { safeJson } from '../safe-json.ts';
+import { SIGNER_OUTCOME } from '../trigger/kubernetes-pod.ts';
 
 export const HELP = `Usage: svc pod seal --repo DIR --sealed DIR --handoff FILE [--run-id RUN]
        svc pod sign --run-id RUN --repo DIR --sealed DIR [--pr]
@@ -50,7 +51,9 @@ export default async function pod(io: CliIo): Promise<number> {
     run, source, workspace: values.repo, sealedDir: values.sealed, pr: values.pr === true, env: io.env, say: io.stderr,
   });
   // The trigger's outcome of the job (kubernetes-executor.ts): its cost the signer's, metered where the gate metered.
+  // Printed last, and exit 0 whatever the run's status: the run is judged. A signer that exits otherwise judged
+  // nothing, whatever its log holds.
   const { status, verdict, pr_url, error, cost_usd } = final;
-  io.stdout(`${safeJson({ source, run, status, verdict, pr_url, error, cost_usd })}\n`);
-  return final.status === 'succeeded' ? 0 : 1;
+  io.stdout(`${SIGNER_OUTCOME}${safeJson({ source, run, status, verdict, pr_url, error, cost_usd })}\n`);
+  return 0;
 }

@@ -25,6 +25,8 @@ import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.t
 import { repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
+import { isValidSegment } from '../engine/ids.ts';
+import { safeJson } from '../safe-json.ts';
 
 export interface SignOptions {
   run: string;
@@ -322,7 +324,9 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   makeRunKey(dir, key);
   const copied = readState(dir);
   if (copied.run !== opts.run || copied.source !== opts.source) {
-    const named = `${String(copied.source)}/${String(copied.run)}`;
+    // The copy's values are the agent's: quoted unless plain ids, so they carry no line into the signer's log.
+    const shown = (value: unknown) => (isValidSegment(value) ? value : safeJson(String(value).slice(0, 100)));
+    const named = `${shown(copied.source)}/${shown(copied.run)}`;
     throw new RefusedError(`The run folder names ${named}, not ${opts.source}/${opts.run}`);
   }
   // What only the signer may say is cleared before it ships anything: the copied state.json is the agent's to write,

@@ -1,6 +1,6 @@
 // How a job's `svc start` is launched and its run followed. The local child process is the default executor;
 // others (e.g. a Kubernetes one) implement the same two calls and are picked by SVC_TRIGGER_EXECUTOR.
-import { objOrNull, str, tryParseJson } from '../untrusted.ts';
+import { obj, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import type { RunRef } from '../client/types.ts';
 
@@ -71,25 +71,17 @@ export function questionOf(state: Record<string, unknown>): string | null {
   return typeof state.question === 'string' && state.question.trim() !== '' ? state.question : 'the run is blocked';
 }
 
-/** The last line of `text` that is a JSON object `pick` accepts (a launcher's run line, a signer's summary). */
-export function lastJsonLine<T>(text: string, pick: (value: Record<string, unknown>) => T | null): T | null {
-  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
+/** As `svc start --detach` prints it: one JSON line `{"source","run"}` (the last such line of `stdout`). */
+export function parseLaunchOutput(stdout: string): RunRef | null {
+  const lines = stdout.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('{'));
   for (let i = lines.length - 1; i >= 0; i--) {
-    const value = objOrNull(tryParseJson(lines[i]!));
-    const found = value && pick(value);
-    if (found) return found;
+    const { source, run } = obj(tryParseJson(lines[i]!));
+    if (isValidSegment(source) && isValidSegment(run)) return { source, run };
   }
   return null;
 }
 
-/** As `svc start --detach` prints it: one JSON line `{"source","run"}`. */
-export function parseLaunchOutput(stdout: string): RunRef | null {
-  return lastJsonLine(stdout, ({ source, run }) => (
-    isValidSegment(source) && isValidSegment(run) ? { source, run } : null
-  ));
-}
-
-/** From a final state.json or the signer's last line. */
+/** From a final state.json or the signer's summary line. */
 export function outcomeFromState(state: Record<string, unknown>): RunOutcome | null {
   const status = state.status;
   if (status !== 'succeeded' && status !== 'failed' && status !== 'stopped') return null;

@@ -1,6 +1,6 @@
 // SVC_TRIGGER_EXECUTOR=kubernetes: each job becomes a batch/v1 Job running `svc start …` in its own pod
-// (kubernetes-pod.ts; docs/deploy.md). The final summary line is read from the signer container only: the run
-// container's log is the agent's to write.
+// (kubernetes-pod.ts; docs/deploy.md). The outcome is the signer container's summary line only, and only from a signer
+// that exited 0: the run container's log is the agent's to write, and the signer's holds error texts.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { httpsRequest } from './https-post.ts';
@@ -8,10 +8,11 @@ import { readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
 import { num, obj, str, tryParseJson, type Obj } from '../untrusted.ts';
 import {
-  buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, type KubernetesSettings, type PodJob,
+  buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, SIGNER_OUTCOME,
+  type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
 import {
-  lastJsonLine, outcomeFromState, parseLaunchOutput, questionOf,
+  outcomeFromState, parseLaunchOutput, questionOf,
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
 } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
@@ -21,6 +22,7 @@ import { isValidSegment, newRunId } from '../engine/ids.ts';
 import { createControlClient } from '../client/client.ts';
 import { loadPolicyFile, PolicyError } from '../engine/policy.ts';
 import { settingOr } from '../settings-registry.ts';
+import { oneLine } from '../webhook-sources.ts';
 
 const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
 const LABEL_JOB = 'svc.dev/job-id';
@@ -112,16 +114,33 @@ export function createKubernetesExecutor(opts: {
     return { phase: 'running', reason: null };
   }
 
-  async function podLog(name: string, container: string): Promise<string> {
+  async function jobPods(name: string): Promise<Obj[]> {
     const selector = encodeURIComponent(`job-name=${name}`);
     const pods = await api.request('GET', `/api/v1/namespaces/${ns}/pods?labelSelector=${selector}`);
-    let text = '';
-    for (const pod of itemNames(pods.body)) {
-      const podPath = `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(pod)}`;
-      const res = await api.request('GET', `${podPath}/log?container=${container}&limitBytes=65536`);
-      if (res.status === 200) text += `${res.text}\n`;
+    return objects(obj(pods.body).items);
+  }
+
+  /** One container's log: its stdout and stderr together. */
+  async function containerLog(pod: Obj, container: string): Promise<string> {
+    const podPath = `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(str(obj(pod.metadata).name) ?? '')}`;
+    const res = await api.request('GET', `${podPath}/log?container=${container}&limitBytes=65536`);
+    return res.status === 200 ? `${res.text}\n` : '';
+  }
+
+  /**
+   * The signer's summary line, from a signer that exited 0 (src/cli/pod.ts exits 0 right after printing it, whatever
+   * the run's status); one that exited otherwise fails the job with its error. No signer ended: the Job's status.
+   */
+  async function signerOutcome(name: string, state: JobState): Promise<RunOutcome> {
+    for (const pod of await jobPods(name)) {
+      const signer = objects(obj(pod.status).containerStatuses).find((c) => c.name === SIGNER_CONTAINER);
+      const exitCode = obj(obj(signer?.state).terminated).exitCode;
+      if (typeof exitCode !== 'number') continue;
+      const log = await containerLog(pod, SIGNER_CONTAINER);
+      if (exitCode === 0) return signerSummary(log) ?? jobFailed('its signer printed no outcome');
+      return jobFailed(`its signer exited with ${exitCode}: ${signerError(log)}`);
     }
-    return text;
+    return jobFailed(state.phase === 'complete' ? 'its signer\'s outcome is gone' : state.reason);
   }
 
   /** The run id the Job's pod spec fixed: ours when we created it, else the existing Job's (a restart mid-launch). */
@@ -164,7 +183,9 @@ export function createKubernetesExecutor(opts: {
 
   /** Whether the run container announced the run the pod spec fixed (a line naming any other run is ignored). */
   async function announced(name: string, runId: string): Promise<RunRef | null> {
-    const lines = (await podLog(name, RUN_CONTAINER)).split('\n').filter((l) => l.includes(runId));
+    let log = '';
+    for (const pod of await jobPods(name)) log += await containerLog(pod, RUN_CONTAINER);
+    const lines = log.split('\n').filter((l) => l.includes(runId));
     const run = parseLaunchOutput(lines.join('\n'));
     return run && run.run === runId && run.source === settings.source ? run : null;
   }
@@ -211,12 +232,10 @@ export function createKubernetesExecutor(opts: {
     return control ? control.getRun(run).then((state) => read({ ...state })).catch(() => null) : null;
   }
 
-  function jobOutcome(state: JobState): RunOutcome {
-    const complete = state.phase === 'complete';
+  function jobFailed(reason: string | null): RunOutcome {
     return {
-      status: complete ? 'succeeded' : 'failed',
-      verdict: null, pr_url: null, cost_usd: null, started_at: null, ended_at: null,
-      error: complete ? null : `Kubernetes Job failed: ${state.reason ?? 'unknown reason'}`,
+      status: 'failed', verdict: null, pr_url: null, cost_usd: null, started_at: null, ended_at: null,
+      error: `Kubernetes Job failed: ${reason ?? 'unknown reason'}`,
     };
   }
 
@@ -246,11 +265,11 @@ export function createKubernetesExecutor(opts: {
             const lost = moved ? 'gone before its signer ended the run (the signer moved the run onto its key and ' +
               'shipped no end)' : 'gone before its signer shipped the run (the Control Plane holds only what the run ' +
               'container shipped)';
-            return jobOutcome({ phase: 'failed', reason: lost });
+            return jobFailed(lost);
           }
         } else if (state.phase !== 'running') {
           // Not the Control Plane's copy: the run container holds its token and could ship any status there.
-          return lastJsonLine(await podLog(name!, SIGNER_CONTAINER), outcomeFromState) ?? jobOutcome(state);
+          return await signerOutcome(name!, state);
         } else if (f?.onQuestion) {
           const question = await fromControl(run, questionOf);
           if (question !== asked) f.onQuestion(question);
@@ -268,6 +287,19 @@ export function createKubernetesExecutor(opts: {
   }
 
   return { launch, follow };
+}
+
+/** The last line that starts with SIGNER_OUTCOME: the signer's own is its last output, after any a message forged. */
+export function signerSummary(log: string): RunOutcome | null {
+  const lines = log.split('\n').filter((line) => line.startsWith(SIGNER_OUTCOME));
+  const last = lines[lines.length - 1];
+  return last === undefined ? null : outcomeFromState(obj(tryParseJson(last.slice(SIGNER_OUTCOME.length))));
+}
+
+/** What src/cli.ts printed of the error that ended the signer (`svc pod: …`), on one line. */
+function signerError(log: string): string {
+  const said = log.split('\n').filter((line) => line.startsWith('svc pod: ')).pop();
+  return said ? oneLine(said.slice('svc pod: '.length)).slice(0, 300) : 'no error printed';
 }
 
 // The API client for the in-cluster service account: JSON requests with the mounted token. Global fetch cannot pin a

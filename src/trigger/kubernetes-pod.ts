@@ -12,6 +12,12 @@ import { traceSettings } from '../trace.ts';
 
 export const RUN_CONTAINER = 'run';
 export const SIGNER_CONTAINER = 'signer';
+/**
+ * The start of the signer's summary line, the job's outcome (src/cli/pod.ts prints it last, on stdout, then exits 0).
+ * Its log holds stdout and stderr together, and an error's text may hold what the agent wrote: the trigger reads no
+ * other line, and this one only from a signer that exited 0 (kubernetes-executor.ts).
+ */
+export const SIGNER_OUTCOME = 'svc-signer-outcome ';
 const WORKSPACE = '/workspace/repo';
 const PVC_DIR = '/pvc';
 const TOKEN_DIR = '/var/run/svc/control-token';

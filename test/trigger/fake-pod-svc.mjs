@@ -4,7 +4,8 @@
 //   in the workspace (its working folder) for the signer, and exits 0 like `svc start` with SVC_SIGN_LATER=1;
 // - `pod seal`: nothing to record here;
 // - `pod sign` (the signer): reads that outcome from --repo, ships the run to the Control Plane (token from
-//   SVC_CONTROL_TOKEN_FILE), prints the final summary line and exits 1 for a failed run, like `svc pod sign`.
+//   SVC_CONTROL_TOKEN_FILE), prints the final summary line and exits 0, like `svc pod sign`; a brief with
+//   `signer-error` makes it print a forged summary line on stderr and fail as a refusal does (exit 1).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -46,8 +47,13 @@ if (args[0] === 'pod' && args[1] === 'sign') {
     });
     if (!res.ok) process.stderr.write(`ship failed: ${res.status} ${await res.text()}\n`);
   }
-  process.stdout.write(`${JSON.stringify({ source, run, status: state.status, verdict: state.verdict, pr_url: state.pr_url, error: state.error })}\n`);
-  process.exit(state.status === 'failed' ? 1 : 0);
+  const summary = { source, run, status: state.status, verdict: state.verdict, pr_url: state.pr_url, error: state.error };
+  if (state.brief.includes('signer-error')) {
+    process.stderr.write(`svc pod: Refused\nsvc-signer-outcome ${JSON.stringify({ ...summary, status: 'succeeded' })}\n`);
+    process.exit(1);
+  }
+  process.stdout.write(`svc-signer-outcome ${JSON.stringify(summary)}\n`);
+  process.exit(0);
 }
 process.stderr.write(`fake pod svc: unknown arguments ${args.join(' ')}\n`);
 process.exit(2);

@@ -10,6 +10,7 @@ import { mkdirSync, writeFileSync, existsSync, symlinkSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { constants as osConstants } from 'node:os';
 
 export const FAKE_POD_SVC = fileURLToPath(new URL('./fake-pod-svc.mjs', import.meta.url));
 
@@ -18,8 +19,11 @@ export interface KubeJob {
   labels: Record<string, string>;
   annotations: Record<string, string>;
   status: Record<string, unknown>;
-  /** Output of each container, by name; stderr of all, for a failing test's message. */
+  /** Log of each container, by name: its stdout and stderr together, as Kubernetes keeps it; stderr of all, for a
+   * failing test's message. */
   logs: Record<string, string>;
+  /** The exit status of each container that ended, by name (the pod status' `state.terminated.exitCode`). */
+  exitCodes?: Record<string, number>;
   stderr: string;
   pod: string | null;
 }
@@ -109,10 +113,14 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
     children.add(child);
     job.logs[c.name] = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (job.logs[c.name] += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (job.stderr += `[${c.name}] ${d}`));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      job.logs[c.name] += d;
+      job.stderr += `[${c.name}] ${d}`;
+    });
     return new Promise((resolve) => {
-      child.on('close', (code) => {
+      child.on('close', (code, signal) => {
         children.delete(child);
+        job.exitCodes = { ...job.exitCodes, [c.name]: code ?? 128 + (signal ? osConstants.signals[signal] : 0) };
         resolve(code === 0);
       });
     });
@@ -176,7 +184,12 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
       }
       if (p && !p[2]) {
         const job = selKey === 'job-name' ? jobs.get(selValue!) : undefined;
-        return send(200, { items: job?.pod ? [{ metadata: { name: job.pod } }] : [] });
+        const spec = job?.manifest.spec?.template?.spec;
+        const statuses = (spec?.containers ?? []).flatMap((c: Container) => {
+          const exitCode = job?.exitCodes?.[c.name];
+          return exitCode === undefined ? [] : [{ name: c.name, state: { terminated: { exitCode } } }];
+        });
+        return send(200, { items: job?.pod ? [{ metadata: { name: job.pod }, status: { containerStatuses: statuses } }] : [] });
       }
       if (p && p[2]) {
         const job = [...jobs.values()].find((j) => j.pod === p[2]);

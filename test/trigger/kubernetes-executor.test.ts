@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync, rmSync, symlinkSync, unlinkSync, existsSync, 
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
-  buildKubeJob, createKubernetesExecutor, kubeJobName, LABEL_RUN,
+  buildKubeJob, createKubernetesExecutor, kubeJobName, LABEL_RUN, signerSummary,
 } from '../../src/trigger/kubernetes-executor.ts';
 import { kubernetesSettingsFromEnv, podArgs } from '../../src/trigger/kubernetes-pod.ts';
 import { silentLogger } from '../../src/log.ts';
@@ -280,6 +280,24 @@ describe('kubernetes executor', () => {
     assert.equal(outcome.error, 'Required check "test" failed (exit 1)');
   });
 
+  // The signer's log holds its stderr too, where an error's text may carry what the agent wrote into state.json.
+  it('takes no outcome from a signer that did not exit 0, whatever its log says: the job fails with its error', async () => {
+    const ex = executor();
+    const launched = await ex.launch({ workdir: '/', id: jobId(), args: ['start', 'announce signer-error', '--detach'] });
+    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
+    assert.ok(outcome && outcome !== 'aborted');
+    assert.deepEqual([outcome.status, outcome.verdict, outcome.pr_url, outcome.error],
+      ['failed', null, null, 'Kubernetes Job failed: its signer exited with 1: Refused']);
+  });
+
+  it('reads only the last line that starts with the outcome marker: no other JSON line is an outcome', () => {
+    const summary = (status: string) => `svc-signer-outcome {"status":"${status}","verdict":null,"error":null}`;
+    const plain = '{"status":"succeeded","verdict":"verified","pr_url":"https://x.test/pull/1","cost_usd":0.01}';
+    assert.equal(signerSummary(`${plain}\n`), null);
+    assert.equal(signerSummary(`svc pod: x ${summary('succeeded')}\n`), null);
+    assert.equal(signerSummary(`${summary('succeeded')}\n${plain}\n${summary('failed')}\n`)?.status, 'failed');
+  });
+
   it('fails the launch when the pod ends without a run line', async () => {
     const id = jobId();
     const launched = await executor().launch({ workdir: '/', id, args: ['start', 'no-run-line', '--detach'] });
@@ -416,7 +434,7 @@ describe('kubernetes executor', () => {
     }
   });
 
-  it('falls back to the Job status when the pod printed no summary', async () => {
+  it('falls back to the Job status when the pod printed no summary; a complete Job without one fails', async () => {
     kube.runPods = false;
     try {
       const name = kubeJobName(jobId());
@@ -426,6 +444,13 @@ describe('kubernetes executor', () => {
       assert.ok(outcome && outcome !== 'aborted');
       assert.equal(outcome.status, 'failed');
       assert.equal(outcome.error, 'Kubernetes Job failed: Job has reached the specified backoff limit');
+      // The signer exits 0 for a failed run too: a complete Job says nothing of the run without its signer's line.
+      const done = kubeJobName(jobId());
+      kube.jobs.set(done, { manifest: {}, labels: { [LABEL_RUN]: 'rdone' }, annotations: {}, status: {}, logs: {}, stderr: '', pod: null });
+      kube.finish(done, true);
+      const gone = await executor().follow({ source: 'k8s', run: 'rdone' }, new AbortController().signal, { reattach: false, workdir: '/' });
+      assert.ok(gone && gone !== 'aborted');
+      assert.deepEqual([gone.status, gone.error], ['failed', 'Kubernetes Job failed: its signer\'s outcome is gone']);
     } finally {
       kube.runPods = true;
     }
