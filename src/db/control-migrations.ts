@@ -235,4 +235,15 @@ export const controlMigrations: readonly string[] = [
   `
   ALTER TABLE runs ADD COLUMN run_key_moved INTEGER NOT NULL DEFAULT 0;
   `,
+  // 13: event ids only grow, across deletes and restarts (a stream resumes after the last id it sent). SQLite gives a
+  // new row the largest id left plus one, so deleting the newest events (a run's DELETE, the retention sweep) handed
+  // their ids out again. The largest id ever deleted is kept here, by trigger whoever deletes, and the events store
+  // gives no new event an id at or below it (src/db/events-store.ts). AUTOINCREMENT was the other way: it rebuilds
+  // the table (~9 µs an event, minutes at start on a large DB) and writes sqlite_sequence at every insert.
+  `
+  CREATE TABLE events_deleted_max (id INTEGER PRIMARY KEY CHECK (id = 1), max_id INTEGER NOT NULL) STRICT;
+  INSERT INTO events_deleted_max VALUES (1, 0);
+  CREATE TRIGGER events_keep_max AFTER DELETE ON events WHEN OLD.id > (SELECT max_id FROM events_deleted_max)
+  BEGIN UPDATE events_deleted_max SET max_id = OLD.id WHERE id = 1; END;
+  `,
 ];

@@ -28,6 +28,10 @@ export function createEventsStore(db: Db) {
   const listAny = db.prepare(`SELECT * FROM events WHERE id > ? ORDER BY id ${LIMIT_PARAM}`);
   const listSource = db.prepare(`SELECT * FROM events WHERE id > ? AND source = ? ORDER BY id ${LIMIT_PARAM}`);
   const maxStmt = db.prepare('SELECT coalesce(max(id), 0) AS m FROM events');
+  const deletedMaxStmt = db.prepare('SELECT max_id AS m FROM events_deleted_max');
+  const moveStmt = db.prepare('UPDATE events SET id = ? WHERE id = ?');
+  /** The largest id this store gave out or found stored or deleted: every new id is above it (control migration 13). */
+  let highest = Math.max(Number((maxStmt.get() as { m: number }).m), Number((deletedMaxStmt.get() as { m: number }).m));
   const latestStmt = db.prepare(
     'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1',
   );
@@ -36,7 +40,16 @@ export function createEventsStore(db: Db) {
   function insert(ev: EventInput): number | null {
     // run() + lastInsertRowid measured ~2x faster than RETURNING on the ingest hot path.
     const r = insertStmt.run(ev.source, ev.run, ev.seq, ev.ts, ev.kind, ev.data);
-    return Number(r.changes) > 0 ? Number(r.lastInsertRowid) : null;
+    if (Number(r.changes) === 0) return null;
+    let id = Number(r.lastInsertRowid);
+    // SQLite took the largest id left plus one: the newest events were deleted (or a transaction rolled back, whose
+    // ids nobody saw; skipping them costs nothing). Once moved, the next inserts follow on from this one.
+    if (id <= highest) {
+      moveStmt.run(highest + 1, id);
+      id = highest + 1;
+    }
+    highest = id;
+    return id;
   }
 
   return {

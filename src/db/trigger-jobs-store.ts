@@ -87,6 +87,10 @@ export function createTriggerJobsStore(db: Db) {
   const setWorkdir = db.prepare('UPDATE jobs SET workdir = ? WHERE id = ?');
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
+  const unclaim = db.prepare(
+    "UPDATE jobs SET status = 'queued', started_at = NULL WHERE id = ? AND status = 'running' AND workdir IS NULL " +
+      'AND run_id IS NULL',
+  );
   const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');
   const setInfraRetries = db.prepare('UPDATE jobs SET infra_retries = ? WHERE id = ?');
   const finish = db.prepare(
@@ -149,6 +153,10 @@ export function createTriggerJobsStore(db: Db) {
     /** queued → running; false when another dispatcher got there first. */
     claim(id: string, startedAt: number): boolean {
       return claim.run(startedAt, id).changes === 1;
+    },
+    /** running → queued, for a job that never reached its launch (no checkout recorded): nothing was started. */
+    unclaim(id: string): boolean {
+      return unclaim.run(id).changes === 1;
     },
     setRun(id: string, source: string, run: string, exitCode: number | null): void {
       setRun.run(source, run, exitCode, id);

@@ -92,11 +92,13 @@ export function runSync(argv: readonly string[], opts: ChildSpec & {
 
 /** Runs to completion without throwing, keeping at most `maxBuffer` of the output; `input` is written to stdin. */
 export function runCollect(
-  argv: readonly string[], opts: ChildSpec & { timeout?: number; maxBuffer?: number; input?: string },
+  argv: readonly string[],
+  opts: ChildSpec & { timeout?: number; maxBuffer?: number; input?: string; signal?: AbortSignal },
 ): Promise<{ status: number | null; stdout: string; stderr: string; error: Error | null }> {
   const { bin, args, options } = prepare(argv, opts);
   return new Promise((resolve) => {
-    const child = execFile(bin, args, { ...options, timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024 },
+    const limits = { timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024, signal: opts.signal };
+    const child = execFile(bin, args, { ...options, ...limits },
       (err, stdout, stderr) => {
         const code = (err as { code?: unknown } | null)?.code;
         const status = err ? (typeof code === 'number' ? code : null) : 0;

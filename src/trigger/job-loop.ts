@@ -146,8 +146,13 @@ export function createJobLoop(opts: JobLoopOptions) {
     }
     let workdir: string;
     try {
-      workdir = repo.checkout ?? await opts.managed.prepare(repo, job);
+      workdir = repo.checkout ?? await opts.managed.prepare(repo, job, abort.signal);
     } catch (err) {
+      // The server stops during a fetch: nothing was launched, so the job waits for the next start.
+      if (abort.signal.aborted) {
+        stores.jobs.unclaim(job.id);
+        return;
+      }
       // git's reason is the job's error; the repository's next job fetches again.
       if (!(err instanceof ManagedGitError)) throw err;
       return finishAndNotify(job, { status: 'failed', error: err.message });
@@ -205,6 +210,9 @@ export function createJobLoop(opts: JobLoopOptions) {
         const run = { source: job.run_source, run: job.run_id };
         markServed(turns, job);
         track(job, followToEnd(job, run, true, workdir));
+      } else if (job.workdir === null && stores.jobs.unclaim(job.id)) {
+        // It died before its launch (during a managed checkout's fetch, say): nothing was started, so it runs again.
+        log.info('job queued again: the server stopped before its launch', { job_id: job.id });
       } else {
         finish(job, { status: 'interrupted', error: 'the server stopped before the run was recorded' });
         void opts.notify(job.id);

@@ -51,15 +51,18 @@ const OUTPUT_CAP = 4 * 1024 * 1024;
 function createManagedGit(env: NodeJS.ProcessEnv) {
   const base = gitBaseEnv(env);
   async function run(
-    cwd: string, argv: string[], extra: Record<string, string>, what: string, url?: string,
+    cwd: string, argv: string[], extra: Record<string, string>, what: string,
+    remote?: { url: string; signal?: AbortSignal | undefined },
   ): Promise<string> {
     const timeout = gitTimeoutMs(argv);
     const done = await runCollect(gitArgv(argv), {
       kind: 'tool', base, extra: gitExtraEnv(extra), cwd, maxBuffer: OUTPUT_CAP, timeout,
+      ...(remote ? { signal: remote.signal } : {}),
     });
     if (done.status === 0) return done.stdout;
-    if (url !== undefined && redirectedUrl(done.stderr) !== null) {
-      throw new ManagedGitError(`${what}: ${(await redirectRefusal(url, 'git-upload-pack', env)).message}`);
+    remote?.signal?.throwIfAborted(); // the server stops: not the origin's failure, so not the job's
+    if (remote !== undefined && redirectedUrl(done.stderr) !== null) {
+      throw new ManagedGitError(`${what}: ${(await redirectRefusal(remote.url, 'git-upload-pack', env)).message}`);
     }
     const reason = done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
       ?? (done.status === null ? `no answer within ${Math.round(timeout / 1000)} s` : `exit ${done.status}`);
@@ -69,8 +72,9 @@ function createManagedGit(env: NodeJS.ProcessEnv) {
   const token = env.GITHUB_TOKEN || env.GH_TOKEN || null;
   return {
     local: (cwd: string, args: string[], what: string) => run(cwd, args, {}, what),
-    remote: (cwd: string, url: string, args: string[], what: string) => withGitToken(url, token, env, 'git-upload-pack',
-      (config, extra) => run(cwd, [...config, ...args], extra, what, url)),
+    remote: (cwd: string, url: string, args: string[], what: string, signal: AbortSignal | undefined) =>
+      withGitToken(url, token, env, 'git-upload-pack',
+        (config, extra) => run(cwd, [...config, ...args], extra, what, { url, signal })),
   };
 }
 
@@ -86,7 +90,7 @@ export function createManagedCheckouts(opts: {
   /** Per repository, the origin's answer its spare checkout (`.next`) was made for. */
   const spares = new Map<string, string>();
 
-  async function askOrigin(repo: ServedRepo, url: string): Promise<Asked> {
+  async function askOrigin(repo: ServedRepo, url: string, signal: AbortSignal | undefined): Promise<Asked> {
     const mirror = mirrorDir(opts.stateDir, repo);
     if (!existsSync(join(mirror, 'HEAD'))) {
       mkdirSync(mirror, { recursive: true, mode: 0o700 });
@@ -94,7 +98,7 @@ export function createManagedCheckouts(opts: {
     }
     const where = `${repo.name} from ${shownUrl(url)}`;
     const listing = await git.remote(mirror, url, ['ls-remote', '--symref', url, 'HEAD', 'refs/heads/*'],
-      `Could not reach ${where}`);
+      `Could not reach ${where}`, signal);
     const branch = /^ref: refs\/heads\/([^-\s]\S*)\tHEAD$/m.exec(listing)?.[1]; // never one git takes for an option
     if (!branch) throw new ManagedGitError(`Could not fetch ${where}: the origin names no default branch (empty?)`);
     return { listing, branch };
@@ -112,7 +116,9 @@ export function createManagedCheckouts(opts: {
   }
 
   /** The spare when it was made for this very answer (nothing to fetch), else fetch and clone; its commit. */
-  async function checkoutFor(repo: ServedRepo, url: string, dir: string, spare: string, asked: Asked) {
+  async function checkoutFor(
+    repo: ServedRepo, url: string, dir: string, spare: string, asked: Asked, signal: AbortSignal | undefined,
+  ) {
     const ready = spares.get(repo.name.toLowerCase()) === asked.listing && existsSync(spare);
     spares.delete(repo.name.toLowerCase());
     if (ready) {
@@ -122,7 +128,8 @@ export function createManagedCheckouts(opts: {
     }
     const fetch = ['fetch', '--quiet', '--prune', '--no-tags', '--no-write-fetch-head',
       url, '+refs/heads/*:refs/heads/*'];
-    await git.remote(mirrorDir(opts.stateDir, repo), url, fetch, `Could not fetch ${repo.name} from ${shownUrl(url)}`);
+    const what = `Could not fetch ${repo.name} from ${shownUrl(url)}`;
+    await git.remote(mirrorDir(opts.stateDir, repo), url, fetch, what, signal);
     return makeCheckout(repo, url, dir, asked.branch);
   }
 
@@ -171,7 +178,10 @@ export function createManagedCheckouts(opts: {
     idle: async () => {
       while (chains.size > 0) await Promise.all(chains.values());
     },
-    async prepare(repo: ServedRepo, job: { id: string; args: readonly string[] }): Promise<string> {
+    /** `signal`: the server stops; git talking to the origin is killed and prepare rejects with its reason. */
+    async prepare(
+      repo: ServedRepo, job: { id: string; args: readonly string[] }, signal?: AbortSignal,
+    ): Promise<string> {
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);
       if (!JOB_SEGMENT.test(job.id)) throw new RangeError('bad job id');
@@ -182,11 +192,13 @@ export function createManagedCheckouts(opts: {
       try {
         // The checkout is made inside the turn too: the mirror's branch is still the commit just fetched.
         const { branch, sha } = await inTurn(chains, key, async () => {
-          const asked = await askOrigin(repo, url);
-          const sha = await checkoutFor(repo, url, dir, spare, asked);
+          signal?.throwIfAborted(); // a job that waited its turn behind a fetch the stop killed
+          const asked = await askOrigin(repo, url, signal);
+          const sha = await checkoutFor(repo, url, dir, spare, asked, signal);
           void inTurn(chains, key, () => makeSpare(repo, url, spare, asked));
           return { branch: asked.branch, sha };
         });
+        signal?.throwIfAborted(); // the job stays queued, and its snapshot in the intake folder for its next try
         handOverIntake(repo, dir, job);
         const ms = Date.now() - started;
         opts.log.info('managed checkout ready', { job_id: job.id, repo: repo.name, branch, sha, ms });

@@ -122,6 +122,8 @@ describe('the job loop', () => {
     for (const [id, run] of [['j0000000000aaaaaaaaaaaaaaaa', null], ['j0000000000bbbbbbbbbbbbbbbb', 'rgone']] as const) {
       insertJob(stores, { id, origin: 'jobs', repo: 'acme/api', brief: 'x', args: ['start', '--brief', 'x', '--detach'], created_at: now });
       stores.jobs.claim(id, now);
+      // Both reached their launch (the checkout is recorded just before it): either may have started a run.
+      stores.jobs.setWorkdir(id, repo);
       if (run) stores.jobs.setRun(id, 'local', run, 0);
     }
     db.close();
@@ -133,6 +135,27 @@ describe('the job loop', () => {
         assert.ok(j.finished_at);
       }
       assert.equal(t.calls().length, 0);
+    } finally {
+      await t.cleanup();
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('queues again on restart a running job that never reached its launch (a managed checkout\'s fetch)', async () => {
+    const repo = makeRepo();
+    const home = tempDir('svc-home-');
+    const dbPath = join(home, 'trigger.db');
+    const db = openDatabase(dbPath, triggerMigrations);
+    const stores = createTriggerStores(db);
+    const id = 'j0000000000dddddddddddddddd';
+    insertJob(stores, { id, origin: 'jobs', repo: 'acme/api', brief: 'x', args: ['start', '--brief', 'x', '--detach'], created_at: Date.now() });
+    stores.jobs.claim(id, Date.now()); // claimed, then the server was killed before any checkout was recorded
+    db.close();
+    const t = await startTestTrigger({}, { repo, home, db: dbPath });
+    try {
+      const j = await waitFor(async () => ((await job(t, id)).status === 'succeeded' ? job(t, id) : null), `job ${id} to run`);
+      assert.equal(j.error, null);
+      assert.equal(t.calls().length, 1);
     } finally {
       await t.cleanup();
       rmSync(repo, { recursive: true, force: true });

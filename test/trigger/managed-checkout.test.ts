@@ -10,6 +10,8 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { createServer, type Socket } from 'node:net';
+import { DatabaseSync } from 'node:sqlite';
 import { createManagedCheckouts, managedDir } from '../../src/trigger/managed-checkout.ts';
 import { ManagedGitError } from '../../src/trigger/managed-checkout.ts';
 import type { ServedRepo } from '../../src/trigger/served-repos-file.ts';
@@ -217,6 +219,50 @@ function wrappedGit(dir: string): { env: NodeJS.ProcessEnv; log: string } {
 }
 
 const quiet = createLogger('managed-test', () => {});
+
+describe('a server stopped while a managed checkout\'s fetch hangs', () => {
+  it('kills the fetch, stops at once, and leaves the job queued for the next start', async () => {
+    // The origin: a loopback listener that accepts and never answers (git waits on its TLS handshake).
+    const sockets: Socket[] = [];
+    const origin = createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
+    const port = (origin.address() as { port: number }).port;
+    const root = tempDir('svc-hung-origin-');
+    const file = join(root, 'repos.conf');
+    writeFileSync(file, `acme/web clone=https://127.0.0.1:${port}/acme/web.git default\n`);
+    const t = await startTestTrigger({}, { reposFile: file });
+    try {
+      const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'fix the redirect' }), bearer);
+      assert.equal(res.status, 202, JSON.stringify(res.body));
+      const id = res.body.job_id as string;
+      await waitFor(async () => (sockets.length > 0 ? true : null), 'git to reach the origin');
+      assert.equal((await get(`${t.url}/jobs/${id}`, bearer)).body.status, 'running');
+      const started = Date.now();
+      let timer: NodeJS.Timeout | undefined;
+      const stopped = await Promise.race([
+        t.close().then(() => true),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 10_000))),
+      ]);
+      clearTimeout(timer);
+      assert.ok(stopped, 'the server was still waiting for the fetch 10 s after it was told to stop');
+      assert.ok(Date.now() - started < 10_000);
+      const db = new DatabaseSync(join(t.home, 'trigger.db'), { readOnly: true });
+      try {
+        const row = db.prepare('SELECT status, started_at, workdir, error FROM jobs WHERE id = ?').get(id);
+        assert.deepEqual({ ...row }, { status: 'queued', started_at: null, workdir: null, error: null });
+      } finally {
+        db.close();
+      }
+      assert.equal(t.calls().length, 0, 'nothing was launched');
+      assert.equal(existsSync(join(t.home, '.local', 'share', 'svc', 'checkouts', 'acme', 'web', id)), false);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      origin.close();
+      rmSync(t.home, { recursive: true, force: true });
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
 
 describe('createManagedCheckouts', () => {
   const dirs: string[] = [];

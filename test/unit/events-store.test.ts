@@ -1,6 +1,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { memoryControlStores } from '../helpers/memory-stores.ts';
+import { openDatabase } from '../../src/db/open.ts';
+import { controlMigrations } from '../../src/db/control-migrations.ts';
+import { createControlStores } from '../../src/db/control-stores.ts';
 
 describe('events store', () => {
   const { stores } = memoryControlStores();
@@ -36,5 +42,48 @@ describe('events store', () => {
     assert.equal(stores.events.listAll({ after: 0, limit: 100 }).length, 6);
     assert.deepEqual(stores.events.listAll({ after: 0, limit: 100, source: 't' }).map((e) => e.run), ['x']);
     assert.equal(stores.events.listAll({ after: 0, limit: 100, source: 's', run: 'r' }).length, 5);
+  });
+});
+
+describe('event ids only grow, across deletes and restarts', () => {
+  /** One ended run with `n` events; the id of its last one. */
+  function stored(stores: ReturnType<typeof createControlStores>, run: string, n: number): number {
+    stores.runs.upsert('s', { run, status: 'succeeded', started_at: 1_000, updated_at: 1_000 });
+    let last = 0;
+    for (let seq = 0; seq < n; seq++) {
+      last = stores.events.insert({ source: 's', run, seq, ts: 1_000, kind: 'log', data: '{}' })!;
+    }
+    return last;
+  }
+
+  it('never hands out the id of a deleted event again, nor after a restart', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-event-ids-'));
+    try {
+      const path = join(dir, 'control.db');
+      // A database from before migration 13 that already holds events.
+      const old = openDatabase(path, controlMigrations.slice(0, 12));
+      old.prepare("INSERT INTO events (source, run, seq, ts, kind, data) VALUES ('s', 'r0', 0, 1, 'log', '{}')").run();
+      old.close();
+      let db = openDatabase(path, controlMigrations);
+      let stores = createControlStores(db);
+      stored(stores, 'r1', 3);
+      const newest = stored(stores, 'r2', 3);
+      // A run's DELETE takes the newest events along; a watcher holding `newest` must see the next one.
+      assert.equal(stores.runs.delete('s', 'r2'), 'deleted');
+      const next = stored(stores, 'r3', 2);
+      assert.ok(next - 1 > newest, `${next - 1} after ${newest}`);
+      assert.deepEqual(stores.events.listAll({ after: newest, limit: 10 }).map((e) => e.run), ['r3', 'r3']);
+      // Deleted again (the retention sweep deletes the same way), then a restart.
+      assert.equal(stores.runs.delete('s', 'r3'), 'deleted');
+      db.close();
+      db = openDatabase(path, controlMigrations);
+      stores = createControlStores(db);
+      const after = stored(stores, 'r4', 1);
+      assert.ok(after > next, `${after} after ${next}`);
+      assert.equal(stores.events.maxId(), after);
+      db.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
