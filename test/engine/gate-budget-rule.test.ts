@@ -27,6 +27,17 @@ done
 exit 0
 `;
 
+// A model call whose request the gate cannot read (an escaped key), so it is counted in doubt, then another.
+const DOUBTED = `#!/bin/sh
+cat > /dev/null
+for i in 1 2; do
+  curl -s -o /dev/null -w '%{http_code}\\n' --max-time 20 "$ANTHROPIC_BASE_URL/v1/messages" \\
+    -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' \\
+    -d '{"model":"scripted-model","max_tok\\u0065ns":1000}' >> calls.txt
+done
+exit 0
+`;
+
 // Starts 20 priced model calls at once ($0.10 each at the test's prices).
 const PARALLEL = `#!/bin/sh
 cat > /dev/null
@@ -54,14 +65,17 @@ describe('a local run\'s gate keeps the shared gate\'s budget rule', () => {
         const model = (JSON.parse(body) as { model: string }).model;
         upstream.push(model);
         const out = model === 'scripted-model' ? 1000 : 100_000;
+        // The escaped key's call gets an answer without usage: counted at its bounds, which its request did not set.
+        const usage = body.includes('\\u0065') ? {} : { usage: { input_tokens: 0, output_tokens: out } };
         setTimeout(() => {
           res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ model, usage: { input_tokens: 0, output_tokens: out } }));
+          res.end(JSON.stringify({ model, ...usage }));
         }, model === 'scripted-model' ? 1500 : 0);
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    repo = makeRepo({ providers: { sequential: SEQUENTIAL, parallel: PARALLEL }, policy: { max_usd: 0.25 } });
+    const providers = { sequential: SEQUENTIAL, parallel: PARALLEL, doubted: DOUBTED };
+    repo = makeRepo({ providers, policy: { max_usd: 0.25 } });
     const prices = join(repo.root, 'prices.json');
     const models = { 'scripted-model': { input: 0, output: 100 } };
     writeFileSync(prices, JSON.stringify({ date: '2026-11-28', models }));
@@ -102,7 +116,6 @@ describe('a local run\'s gate keeps the shared gate\'s budget rule', () => {
     assert.ok(asked.question.startsWith('the run\'s budget of $0.25 cannot be kept: model "claude-unpriced-x" has ' +
       'no price, so the gate cannot count what the run spent'), asked.question);
     assert.equal(asked.metered.unpriced, 1);
-    assert.ok(codes(run).includes('429'), 'the next call was refused');
     // A raise goes on past the call not counted so far; the next one not counted asks again.
     assert.equal((await svc(['answer', `local/${run}`, 'yes'])).code, 0);
     const again = await waitFor(() => {
@@ -115,6 +128,19 @@ describe('a local run\'s gate keeps the shared gate\'s budget rule', () => {
     const done = await waitFor(() => (state(run).status === 'stopped' ? state(run) : null), 'the run to stop', 60_000);
     assert.match(done.error, /^Stopped at the max_usd budget/);
     assert.equal(upstream.length, 2, 'no call after the "no"');
+  });
+
+  it('refuses the call after one counted in doubt and asks', async () => {
+    upstream.length = 0;
+    const run = await start('doubted');
+    const asked = await ended(run);
+    assert.equal(asked.status, 'blocked', `${asked.status}: ${asked.error}`);
+    assert.equal(upstream.length, 1);
+    assert.ok(asked.question.startsWith('the run\'s budget of $0.25 cannot be kept: a model call may have cost more ' +
+      'than its bounds (its request was not read: '), asked.question);
+    assert.equal((await svc(['answer', `local/${run}`, 'no'])).code, 0);
+    await waitFor(() => (state(run).status === 'stopped' ? state(run) : null), 'the run to stop', 60_000);
+    assert.equal(upstream.length, 1, 'the second call never reached the API');
   });
 
   it('holds a budgeted run to 2 model calls under way: the others are refused, 429', async () => {
