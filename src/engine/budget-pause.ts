@@ -65,6 +65,11 @@ const stepOf = (r: Reached, maxUsd: number | null): number => (r.kind === 'run' 
 function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): string {
   const how = ctx.state.metered ? 'metered by the gate' : 'as the agent reported';
   const step = stepOf(r, maxUsd);
+  if (r.uncountable !== undefined) {
+    return `${budgetName(r, ctx.state.repo)} cannot be kept: ${r.uncountable}, so the gate cannot count what the run ` +
+      `spent (it has counted $${r.spent.toFixed(2)}). Answer "raise to $${(r.limit + step).toFixed(2)}" or any ` +
+      `amount, or "yes" for another $${step.toFixed(2)}, to go on; anything else to stop.`;
+  }
   return `Budget of $${r.limit.toFixed(2)} reached — raise it to? (${budgetName(r, ctx.state.repo)}; the run has ` +
     `spent $${r.spent.toFixed(2)}, ${how}.) Answer "raise to $${(r.limit + step).toFixed(2)}" or any amount, "yes" ` +
     `for another $${step.toFixed(2)}, anything else to stop.`;
@@ -102,6 +107,7 @@ function answerBudget(ctx: RunContext, answer: Answer | null, a: BudgetWatch): s
   const raised = r.kind === 'run' ? { budget_usd: to }
     : { budget_caps: { ...caps, [r.kind === 'repository-day' ? 'repo_day' : 'server_day']: to } };
   ctx.event('budget', { kind: r.kind, from: r.limit, to, by: answer.by });
+  a.gate?.acceptUncounted();
   ctx.setStatus('running', { question: null, ...raised });
   return null;
 }

@@ -12,7 +12,9 @@ import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/bwrap-argv.ts';
 import { errorMessage } from '../errors.ts';
 import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
 import { loadPriceTable } from '../gate/prices.ts';
-import { DayLedger, reachedBudget, refusalText, type Reached } from '../gate/budgets.ts';
+import {
+  budgetHeld, countCall, DayLedger, holdCall, refusalText, type Reached, type RunCount,
+} from '../gate/budgets.ts';
 import { addMetered } from '../gate/run-records.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { withCost } from './run-state.ts';
@@ -26,7 +28,8 @@ const EVENTS_KEPT = 500;
 
 export type RunGate = Awaited<ReturnType<typeof openRunGate>>;
 
-/** Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): the run's cost, the day ledger, the caps. */
+/** Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): the run's cost, the day ledger, and the budget
+ * rule `svc gate serve` applies too (budgetHeld, holdCall), on the run's budgets as its answers raised them. */
 function runMeter(ctx: RunContext) {
   const prices = loadPriceTable(setting(ctx.env, 'SVC_PRICES_FILE'));
   const ledger = new DayLedger(join(svcHomeOf(ctx.env), 'metered'));
@@ -34,28 +37,42 @@ function runMeter(ctx: RunContext) {
     serverDay: settingUsd(ctx.env, 'SVC_BUDGET_SERVER_DAY_USD') };
   // A resumed run opens a new gate: its metered totals go on from what state.json has.
   let totals: MeteredCost | null = ctx.state.metered ?? null;
+  // What the rule knows of the run; its usd is the run's cost (metered once a call was priced, else reported).
+  const run: RunCount = { usd: 0, uncounted: null, doubt: null, inFlight: 0 };
   const raised = (cap: number | null, answer: number | undefined): number | null =>
     cap === null ? null : Math.max(cap, answer ?? 0);
-  const reached = (): Reached | null => {
+  const limits = () => {
     const up = ctx.state.budget_caps ?? {};
-    return reachedBudget({ run: ctx.state.cost_usd ?? 0, ...ledger.spent(ctx.state.repo) }, {
-      run: ctx.state.budget_usd, repoDay: raised(caps.repoDay, up.repo_day),
-      serverDay: raised(caps.serverDay, up.server_day),
-    });
+    return { run: ctx.state.budget_usd, repoDay: raised(caps.repoDay, up.repo_day),
+      serverDay: raised(caps.serverDay, up.server_day) };
   };
+  const reached = (): Reached | null =>
+    budgetHeld({ ...run, usd: ctx.state.cost_usd ?? 0 }, limits(), ledger.spent(ctx.state.repo));
   return {
     reached,
+    // An answer that raised the budget the run was held to goes on past the calls it could not count so far: the
+    // run's next such call asks again.
+    accept(): void {
+      run.uncounted = null;
+      run.doubt = null;
+    },
     gate: {
       prices,
       refusal: () => {
         const r = reached();
         return r && refusalText(r, ctx.state.repo);
       },
+      hold: () => {
+        const held = limits();
+        if (held.run === null && held.repoDay === null && held.serverDay === null) return () => {};
+        return holdCall(run, held.run !== null);
+      },
     },
     count(record: EgressRecord): void {
       const m = record.metered;
       if (!m) return;
       totals = addMetered(totals, m);
+      countCall(run, m);
       ctx.update(withCost(ctx.state, { metered: totals }));
       // Counted in memory before it is appended: a ledger folder that cannot be written throws after.
       if (m.usd !== null) ledger.add(ctx.state.repo, m.usd);
@@ -160,6 +177,8 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
     summary: (): EgressSummary => ({ ...summarizeEgress(records), connections: total, denied }),
     // The budget the run's metered spending has reached (the gate refuses model calls meanwhile), or null.
     budgetReached: meter.reached,
+    // After an answer raised the budget: the calls the gate could not count so far no longer hold the run.
+    acceptUncounted: meter.accept,
     // Closed once: by the finish, so egress.jsonl is on disk before the run's status is final, else by the worker.
     close: (): Promise<void> => closing ??= (async () => {
       await gate.close();

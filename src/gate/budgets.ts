@@ -6,18 +6,30 @@ import { randomUUID } from 'node:crypto';
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { writeFileAtomic } from '../atomic-write.ts';
-import type { EgressRecord } from './evidence.ts';
+import type { EgressRecord, MeteredCall } from './evidence.ts';
 
 export interface Reached {
   kind: 'run' | 'repository-day' | 'server-day';
   limit: number;
   spent: number;
+  /** Why the budget cannot be kept though not reached: a call the gate could not count for certain. */
+  uncountable?: string;
 }
 
 type Budget = 'run' | 'repoDay' | 'serverDay';
+type Limits = Record<Budget, number | null>;
+
+/** What the budget rule knows of a run: its metered cost, calls under way, and why one of its calls went uncounted
+ * (a model with no price) or may have cost more than it was counted at (MeteredCall `doubt`), the first such. */
+export interface RunCount {
+  usd: number;
+  uncounted: string | null;
+  doubt: string | null;
+  inFlight: number;
+}
 
 /** The first budget reached (run, then repository, then server), or null. */
-export function reachedBudget(spent: Record<Budget, number>, limits: Record<Budget, number | null>): Reached | null {
+export function reachedBudget(spent: Record<Budget, number>, limits: Limits): Reached | null {
   const rows: Array<[Reached['kind'], number, number | null]> = [
     ['run', spent.run, limits.run], ['repository-day', spent.repoDay, limits.repoDay],
     ['server-day', spent.serverDay, limits.serverDay],
@@ -34,8 +46,68 @@ export function budgetName(r: Reached, repo: string): string {
   return `this server's daily budget of ${usd(r.limit)}`;
 }
 
+/** The one budget rule of a run's own gate and `svc gate serve` (docs/gate.md "Budgets"): the budget a run's next
+ * model call is refused at, or null. An unpriced call leaves the run's own budget unkept; a call whose bounds its
+ * request could not set leaves every budget the run is held to unkept. Such a call counts at most INPUT_BOUND input
+ * and one answer of OUTPUT_BOUND (usage.ts): $39.60 at the built-in table's top prices, so a day cap below that can
+ * be filled by one; the calls under way per run (holdCall) bound what a run adds before its next call is refused. */
+export function budgetHeld(run: RunCount, limits: Limits, day: { repoDay: number; serverDay: number }): Reached | null {
+  const why = limits.run !== null && run.uncounted ? run.uncounted
+    : run.doubt ? `a model call may have cost more than its bounds (${run.doubt})` : null;
+  if (why !== null && (limits.run !== null || limits.repoDay !== null || limits.serverDay !== null)) {
+    const held: Reached = limits.run !== null ? { kind: 'run', limit: limits.run, spent: run.usd }
+      : limits.repoDay !== null ? { kind: 'repository-day', limit: limits.repoDay, spent: day.repoDay }
+        : { kind: 'server-day', limit: limits.serverDay ?? 0, spent: day.serverDay };
+    return { ...held, uncountable: why };
+  }
+  return reachedBudget({ run: run.usd, ...day }, limits);
+}
+
+/** Adds a call to what the rule knows of its run; true when it was the run's first uncounted or doubted call. */
+export function countCall(run: RunCount, m: MeteredCall): boolean {
+  let first = false;
+  // A call of unknown usage has its bound's price (usage.ts): only a model without a row leaves it uncounted.
+  if (m.usd !== null) run.usd += m.usd;
+  else if (run.uncounted === null) {
+    run.uncounted = `model ${JSON.stringify(m.model ?? 'unnamed')} has no price`;
+    first = true;
+  }
+  if (m.doubt !== undefined && run.doubt === null) {
+    run.doubt = m.doubt;
+    first = true;
+  }
+  return first;
+}
+
+/** Calls under way a budgeted run may have at a gate: what it can spend past its budget. */
+export const CALLS_IN_FLIGHT = 2;
+/** Calls under way a run held to a daily cap alone may have: more than a budgeted run's, since a coding agent runs
+ * subagents and side calls beside a long stream, and a cap is shared by many runs; still a bound on what one run
+ * adds to the day before its next call can be refused, under the job's share of the gate's connections. */
+export const CAPPED_CALLS_IN_FLIGHT = 6;
+
+/** A budgeted run's (or, under a daily cap, any run's) next model call is held to its calls under way: the admitted
+ * call's release (counted once, however often called), or why it must wait (a 429). */
+export function holdCall(run: RunCount, budgeted: boolean): (() => void) | string {
+  if (run.inFlight >= (budgeted ? CALLS_IN_FLIGHT : CAPPED_CALLS_IN_FLIGHT)) {
+    const bound = budgeted ? 'its budget\'s bound' : 'its bound under the daily cap';
+    return `this run has ${run.inFlight} model calls under way (${bound})`;
+  }
+  run.inFlight += 1;
+  // Once only, however the call ends: a second release would let the run past its calls in flight.
+  let released = false;
+  return () => {
+    if (!released) run.inFlight -= 1;
+    released = true;
+  };
+}
+
 /** The gate's refusal, as a CLI shows it (`asked`: the engine asks to raise it; not on `svc gate serve`). */
 export function refusalText(r: Reached, repo: string, asked = true): string {
+  if (r.uncountable !== undefined) {
+    return `${budgetName(r, repo)} cannot be kept: ${r.uncountable}, so the gate cannot count what the run spent; ` +
+      (asked ? 'svc has paused the run and asked whether to go on' : 'the run stops here');
+  }
   const reached = `${budgetName(r, repo)} is reached (metered ${usd(r.spent)})`;
   if (asked) {
     return `${reached}: svc has paused the run and asked whether to raise it; model calls resume once it is raised`;
@@ -124,22 +196,9 @@ export class DayLedger {
   }
 }
 
-/** Calls under way a budgeted run may have at `svc gate serve`: what it can spend past its budget. */
-export const CALLS_IN_FLIGHT = 2;
-/** Calls under way a run held to a daily cap alone may have: more than a budgeted run's, since a coding agent runs
- * subagents and side calls beside a long stream, and a cap is shared by many runs; still a bound on what one run
- * adds to the day before its next call can be refused, under the job's share of the gate's connections. */
-export const CAPPED_CALLS_IN_FLIGHT = 6;
-
-interface RunSpent {
-  usd: number;
-  /** Why the gate could not count one of the run's calls (the first such), or null. */
-  uncounted: string | null;
-  /** Why one of the run's calls may have cost more than it was counted at (the first such: MeteredCall `doubt`). */
-  doubt: string | null;
+interface RunSpent extends RunCount {
   /** Held to a max_usd of its own: its usd matters after a restart (a run under a daily cap alone: only its doubt). */
   budgeted: boolean;
-  inFlight: number;
   expires: number;
 }
 
@@ -196,17 +255,7 @@ export class RunSpend {
     const entry = record.run === undefined ? undefined : this.runs.get(record.run);
     const m = record.metered;
     if (!entry || !m) return;
-    let changed = entry.budgeted && m.usd !== null && m.usd > 0;
-    // A call of unknown usage has its bound's price (usage.ts): only a model without a row leaves it uncounted.
-    if (m.usd !== null) entry.usd += m.usd;
-    else if (entry.uncounted === null) {
-      entry.uncounted = `model ${JSON.stringify(m.model ?? 'unnamed')} has no price`;
-      changed = true;
-    }
-    if (m.doubt !== undefined && entry.doubt === null) {
-      entry.doubt = m.doubt;
-      changed = true;
-    }
+    const changed = countCall(entry, m) || (entry.budgeted && m.usd !== null && m.usd > 0);
     if (this.file === null || !changed) return;
     const runs: Record<string, Omit<RunSpent, 'inFlight' | 'budgeted'>> = {};
     for (const [id, r] of this.runs) {

@@ -13,9 +13,7 @@ import { createGateMetrics, readMetricsToken } from './metrics.ts';
 import { setting, settingChoice, settingInt, settingOr, settingUsd } from '../settings-registry.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { loadPriceTable } from './prices.ts';
-import {
-  budgetName, CALLS_IN_FLIGHT, CAPPED_CALLS_IN_FLIGHT, DayLedger, reachedBudget, refusalText, RunSpend, type Reached,
-} from './budgets.ts';
+import { budgetHeld, DayLedger, holdCall, refusalText, RunSpend } from './budgets.ts';
 import type { Asker, GateMeter } from './context.ts';
 import type { EgressRecord } from './evidence.ts';
 import { Tracer, traceSettings } from '../trace.ts';
@@ -128,42 +126,15 @@ export function sharedMeter(
       prices: loadPriceTable(setting(env, 'SVC_PRICES_FILE')),
       refusal: (asker) => {
         const repo = asker.who?.repo ?? '';
-        const budget = asker.who?.maxUsd ?? null;
-        const run = followed(asker.who);
-        const day = ledger.spent(repo);
-        // An unpriced call leaves the run's own budget unkept; a call whose bounds its request could not set leaves
-        // every budget the run is held to unkept. Such a call counts at most INPUT_BOUND input and one answer of
-        // OUTPUT_BOUND (usage.ts): $39.60 at the built-in table's top prices, so a day cap below that can be filled
-        // by one; the calls under way per run (hold) bound what a run adds before its next call is refused.
-        const why = budget !== null && run?.uncounted ? run.uncounted
-          : run?.doubt ? `a model call may have cost more than its bounds (${run.doubt})` : null;
-        if (run && why !== null) {
-          const held: Reached = budget !== null ? { kind: 'run', limit: budget, spent: run.usd }
-            : caps.repoDay !== null ? { kind: 'repository-day', limit: caps.repoDay, spent: day.repoDay }
-              : { kind: 'server-day', limit: caps.serverDay ?? 0, spent: day.serverDay };
-          return `${budgetName(held, repo)} cannot be kept: ${why}, so the gate cannot count what the run spent; ` +
-            'the run stops here';
-        }
-        const reached = reachedBudget({ run: run?.usd ?? 0, ...day }, { ...caps, run: budget });
-        return reached && refusalText(reached, repo, false);
+        const run = followed(asker.who) ?? { usd: 0, uncounted: null, doubt: null, inFlight: 0 };
+        const held = budgetHeld(run, { ...caps, run: asker.who?.maxUsd ?? null }, ledger.spent(repo));
+        return held && refusalText(held, repo, false);
       },
       // Every run followed, a capped one too: N calls started at once all pass before the first is counted, and each
       // may count up to its bounds toward the day's cap, which other repositories share.
       hold: (asker) => {
         const run = followed(asker.who);
-        if (!run) return () => {};
-        const budgeted = asker.who?.maxUsd !== undefined;
-        if (run.inFlight >= (budgeted ? CALLS_IN_FLIGHT : CAPPED_CALLS_IN_FLIGHT)) {
-          const bound = budgeted ? 'its budget\'s bound' : 'its bound under the daily cap';
-          return `this run has ${run.inFlight} model calls under way (${bound})`;
-        }
-        run.inFlight += 1;
-        // Once only, however the call ends: a second release would let the run past its calls in flight.
-        let released = false;
-        return () => {
-          if (!released) run.inFlight -= 1;
-          released = true;
-        };
+        return run ? holdCall(run, asker.who?.maxUsd !== undefined) : () => {};
       },
     },
     // Each counts in memory first, then writes SVC_GATE_STATE_DIR: a folder that cannot be written is logged, and the

@@ -1,0 +1,155 @@
+// A local run's own gate keeps the budget rule `svc gate serve` keeps (docs/gate.md "Budgets"): a model with no price
+// leaves a budget unkept, so the run's next model call is refused and the run asks; and a budgeted run has at most 2
+// model calls under way, so calls started at once cannot all pass before the first is counted.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+
+// Reports $0 (what the agent says is not what the gate counts), then makes model calls one after another, as a CLI
+// does: a refused one is tried again.
+const SEQUENTIAL = `#!/bin/sh
+cat > /dev/null
+echo '{"type":"svc.cost","usd":0,"tokens_in":0,"tokens_out":0}'
+i=0
+while [ $i -lt 20 ]; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 20 "$ANTHROPIC_BASE_URL/v1/messages" \\
+    -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' \\
+    -d '{"model":"claude-unpriced-x","max_tokens":100000}')
+  echo "$code" >> calls.txt
+  if [ "$code" = 200 ]; then i=$((i+1)); else sleep 0.2; fi
+done
+exit 0
+`;
+
+// A model call whose request the gate cannot read (an escaped key), so it is counted in doubt, then another.
+const DOUBTED = `#!/bin/sh
+cat > /dev/null
+for i in 1 2; do
+  curl -s -o /dev/null -w '%{http_code}\\n' --max-time 20 "$ANTHROPIC_BASE_URL/v1/messages" \\
+    -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' \\
+    -d '{"model":"scripted-model","max_tok\\u0065ns":1000}' >> calls.txt
+done
+exit 0
+`;
+
+// Starts 20 priced model calls at once ($0.10 each at the test's prices).
+const PARALLEL = `#!/bin/sh
+cat > /dev/null
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+  ( curl -s -o /dev/null -w '%{http_code}\\n' --max-time 20 "$ANTHROPIC_BASE_URL/v1/messages" \\
+    -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' \\
+    -d '{"model":"scripted-model","max_tokens":1000}' >> calls.txt ) &
+done
+wait
+exit 0
+`;
+
+describe('a local run\'s gate keeps the shared gate\'s budget rule', () => {
+  let repo: TestRepo;
+  let server: Server;
+  let env: NodeJS.ProcessEnv;
+  const upstream: string[] = [];
+
+  before(async () => {
+    // The model API: answers each call after 1.5 s with the usage of the model it was asked for.
+    server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        const model = (JSON.parse(body) as { model: string }).model;
+        upstream.push(model);
+        const out = model === 'scripted-model' ? 1000 : 100_000;
+        // The escaped key's call gets an answer without usage: counted at its bounds, which its request did not set.
+        const usage = body.includes('\\u0065') ? {} : { usage: { input_tokens: 0, output_tokens: out } };
+        setTimeout(() => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ model, ...usage }));
+        }, model === 'scripted-model' ? 1500 : 0);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const providers = { sequential: SEQUENTIAL, parallel: PARALLEL, doubted: DOUBTED };
+    repo = makeRepo({ providers, policy: { max_usd: 0.25 } });
+    const prices = join(repo.root, 'prices.json');
+    const models = { 'scripted-model': { input: 0, output: 100 } };
+    writeFileSync(prices, JSON.stringify({ date: '2026-11-28', models }));
+    const api = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    env = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+      ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: api,
+      SVC_PRICES_FILE: prices, SVC_SANDBOX_FORWARDER: 'node',
+    };
+    delete env.SVC_SANDBOX;
+  });
+  after(() => {
+    server.closeAllConnections();
+    server.close();
+    repo.cleanup();
+  });
+
+  const svc = (args: string[]) => runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env });
+  const state = (run: string) => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+  const start = async (provider: string): Promise<string> => {
+    const started = await svc(['start', '--brief', 'spend', '--worktree', '--detach', '--provider', provider]);
+    assert.equal(started.code, 0, started.stderr);
+    return JSON.parse(started.stdout).run;
+  };
+  const ended = (run: string) => waitFor(() => {
+    const s = state(run);
+    return ['succeeded', 'failed', 'stopped', 'blocked'].includes(s.status) ? s : null;
+  }, 'the run to end or ask', 60_000);
+  const codes = (run: string): string[] =>
+    readFileSync(join(state(run).workdir, 'calls.txt'), 'utf8').trim().split('\n');
+
+  it('refuses the call after an unpriced one and asks; "yes" lets one more through, "no" stops', async () => {
+    upstream.length = 0;
+    const run = await start('sequential');
+    const asked = await ended(run);
+    assert.equal(asked.status, 'blocked', `${asked.status}: ${asked.error}`);
+    assert.deepEqual(upstream, ['claude-unpriced-x'], 'one call reached the API');
+    assert.ok(asked.question.startsWith('the run\'s budget of $0.25 cannot be kept: model "claude-unpriced-x" has ' +
+      'no price, so the gate cannot count what the run spent'), asked.question);
+    assert.equal(asked.metered.unpriced, 1);
+    // A raise goes on past the call not counted so far; the next one not counted asks again.
+    assert.equal((await svc(['answer', `local/${run}`, 'yes'])).code, 0);
+    const again = await waitFor(() => {
+      const s = state(run);
+      return s.status === 'blocked' && s.budget_usd === 0.5 ? s : null;
+    }, 'the question after the raise', 60_000);
+    assert.equal(again.metered.unpriced, 2);
+    assert.equal(upstream.length, 2);
+    assert.equal((await svc(['answer', `local/${run}`, 'no'])).code, 0);
+    const done = await waitFor(() => (state(run).status === 'stopped' ? state(run) : null), 'the run to stop', 60_000);
+    assert.match(done.error, /^Stopped at the max_usd budget/);
+    assert.equal(upstream.length, 2, 'no call after the "no"');
+  });
+
+  it('refuses the call after one counted in doubt and asks', async () => {
+    upstream.length = 0;
+    const run = await start('doubted');
+    const asked = await ended(run);
+    assert.equal(asked.status, 'blocked', `${asked.status}: ${asked.error}`);
+    assert.equal(upstream.length, 1);
+    assert.ok(asked.question.startsWith('the run\'s budget of $0.25 cannot be kept: a model call may have cost more ' +
+      'than its bounds (its request was not read: '), asked.question);
+    assert.equal((await svc(['answer', `local/${run}`, 'no'])).code, 0);
+    await waitFor(() => (state(run).status === 'stopped' ? state(run) : null), 'the run to stop', 60_000);
+    assert.equal(upstream.length, 1, 'the second call never reached the API');
+  });
+
+  it('holds a budgeted run to 2 model calls under way: the others are refused, 429', async () => {
+    upstream.length = 0;
+    const run = await start('parallel');
+    const done = await ended(run);
+    assert.equal(upstream.length, 2, `${upstream.length} calls reached the API`);
+    assert.deepEqual(codes(run).sort(), [...Array(2).fill('200'), ...Array(18).fill('429')]);
+    assert.equal(done.metered.calls, 2);
+    assert.ok(Math.abs(done.cost_usd - 0.2) < 1e-9, `cost ${done.cost_usd}`);
+  });
+});
