@@ -292,10 +292,12 @@ const TREE_LOCKS = ['index.lock', 'HEAD.lock'] as const;
 /**
  * The git directory of the worktree svc made at `worktree` for a run of `repo`: `<common dir>/worktrees/<folder name>`,
  * as `git worktree add` names it, computed by svc and never read from the worktree's `.git` file (the agent writes
- * that). Null when a part of it is not a plain folder (a link) or its `gitdir` does not name that worktree.
+ * that). Null when git cannot name the common dir, a part is not a plain folder (a link), or its `gitdir` does not
+ * name that worktree.
  */
 export function runWorktreeGitDir(repo: string, worktree: string): string | null {
-  const common = gitCommonDir(repo);
+  const common = orNull(() => gitCommonDir(repo));
+  if (common === null) return null;
   const own = join(common, 'worktrees', basename(worktree));
   for (const path of [join(common, 'worktrees'), own]) {
     if (!lstatSync(path, { throwIfNoEntry: false })?.isDirectory()) return null;

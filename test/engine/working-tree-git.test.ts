@@ -4,7 +4,9 @@
 import { describe, it, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
@@ -184,5 +186,13 @@ describe('svc\'s git on a working tree', () => {
     assert.throws(() => treeGit(tree, userCommitsMeanwhile, 1000, gitDir).run(tree, ['git', 'add', '-A'],
       { extra: {}, scratch: [], timeout: 1000 }), UnreadableTreeError);
     assert.ok(existsSync(userLock), 'the user\'s git lost its index.lock');
+  });
+
+  it('names no git directory for a worktree whose git directory is reached through a link', () => {
+    repo = makeRepo();
+    const { tree, gitDir } = runWorktree(repo);
+    renameSync(gitDir, join(repo.root, 'elsewhere'));
+    symlinkSync(join(repo.root, 'elsewhere'), gitDir);
+    assert.equal(runWorktreeGitDir(repo.repo, tree), null);
   });
 });
