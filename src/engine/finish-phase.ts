@@ -8,7 +8,7 @@ import { verdictAccepted, type Policy } from './policy.ts';
 import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
 import {
-  commitAll, diffCommits, diffWorkingTree, headSha, treeGit, UnreadableTreeError, type DiffResult,
+  commitAll, diffCommits, diffWorkingTree, headSha, runWorktreeGitDir, treeGit, UnreadableTreeError, type DiffResult,
 } from './git.ts';
 import {
   decideVerdict, failedRequiredCheck, requiredCheckError, saveReceipt, confinedNetwork, reportedChecks,
@@ -107,7 +107,8 @@ function diffOrUnreadable(ctx: RunContext, sandbox: RunSandbox): { diff: DiffRes
 /** Commits (worktree) and diffs what the agent left, with svc's git sandboxed. */
 function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   const { state } = ctx;
-  const tree = treeGit(state.workdir, postAgentGit(ctx, sandbox));
+  const lockDir = state.worktree ? runWorktreeGitDir(state.repo_path, state.workdir) : null;
+  const tree = treeGit(state.workdir, postAgentGit(ctx, sandbox), undefined, lockDir);
   const { run } = tree;
   let diff: DiffResult;
   if (state.worktree) {

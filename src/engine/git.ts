@@ -81,10 +81,11 @@ export class UnreadableTreeError extends RefusedError {}
 export class GitTimeoutError extends FailedError {}
 
 // Every git svc starts is killed after its limit (one waiting on a FIFO, a remote or a helper waits for ever); one that
-// talks to a remote gets longer, since a first clone of a large repository is slow without being stuck.
+// talks to a remote, or checks out or removes a whole worktree, gets longer: a first clone or a checkout of a large
+// repository is slow without being stuck.
 const GIT_TIMEOUT_MS = 120_000;
-const REMOTE_GIT_TIMEOUT_MS = 15 * 60_000;
-const REMOTE_COMMANDS: ReadonlySet<string> = new Set(['push', 'fetch', 'clone', 'ls-remote']);
+const LONG_GIT_TIMEOUT_MS = 15 * 60_000;
+const LONG_COMMANDS: ReadonlySet<string> = new Set(['push', 'fetch', 'clone', 'ls-remote', 'worktree']);
 
 /** The git subcommand of `args` (past `-c name=value` and options), for messages. */
 function subcommand(args: readonly string[]): string {
@@ -93,7 +94,7 @@ function subcommand(args: readonly string[]): string {
 
 /** How long svc lets the git of `args` run before it kills it. */
 export function gitTimeoutMs(args: readonly string[]): number {
-  return REMOTE_COMMANDS.has(subcommand(args)) ? REMOTE_GIT_TIMEOUT_MS : GIT_TIMEOUT_MS;
+  return LONG_COMMANDS.has(subcommand(args)) ? LONG_GIT_TIMEOUT_MS : GIT_TIMEOUT_MS;
 }
 
 export function git(
@@ -250,9 +251,12 @@ export interface TreeGit {
 /**
  * `run` for the working tree `dir`, refused when a rule file at its root is a FIFO, socket or device, or when the
  * repository's config includes a file of its work tree. The filters the repository's own config names (git-lfs,
- * git-crypt) run as git runs them: the tree and its starting point are read the same way.
+ * git-crypt) run as git runs them: the tree and its starting point are read the same way. `lockDir` is the git
+ * directory of a worktree svc made for this run (`runWorktreeGitDir`), the only place a killed git's lock is removed.
  */
-export function treeGit(dir: string, run: GitRun = hostGit, timeoutMs = GIT_TIMEOUT_MS): TreeGit {
+export function treeGit(
+  dir: string, run: GitRun = hostGit, timeoutMs = GIT_TIMEOUT_MS, lockDir: string | null = null,
+): TreeGit {
   for (const name of RULE_FILES) {
     const kind = specialKind(join(dir, name));
     if (kind) {
@@ -260,7 +264,7 @@ export function treeGit(dir: string, run: GitRun = hostGit, timeoutMs = GIT_TIME
         'ever, so svc runs no git on this working tree');
     }
   }
-  const locks = TREE_LOCKS.map((name) => join(ownGitDir(dir), name));
+  const locks = lockDir === null ? [] : TREE_LOCKS.map((name) => join(lockDir, name));
   const bounded: GitRun = (cwd, argv, opts) => {
     const began = Date.now();
     const absent = locks.filter((path) => !existsSync(path));
@@ -269,8 +273,11 @@ export function treeGit(dir: string, run: GitRun = hostGit, timeoutMs = GIT_TIME
     } catch (err) {
       if ((err as { code?: unknown }).code !== 'ETIMEDOUT') throw err;
       removeLocksLeft(absent, began);
+      // Elsewhere a lock may be another git's (one waiting on an editor holds its lock file closed), so it stays.
+      const stale = lockDir === null ? '; if it left an index.lock or HEAD.lock in the git directory ' +
+        '(`git rev-parse --git-path index.lock` names it), remove that once no git runs there' : '';
       throw new UnreadableTreeError(`git ${subcommand(argv.slice(1))} did not end within ${timeoutMs / 1000} s in ` +
-        `${cwd} (a FIFO or device where git reads a .gitattributes or .gitignore blocks it for ever)`);
+        `${cwd} (a FIFO or device where git reads a .gitattributes or .gitignore blocks it for ever)${stale}`);
     }
   };
   refuseTreeIncludes(dir, bounded);
@@ -282,12 +289,21 @@ export function treeGit(dir: string, run: GitRun = hostGit, timeoutMs = GIT_TIME
 // (a resumed or retried run's) refuses to run.
 const TREE_LOCKS = ['index.lock', 'HEAD.lock'] as const;
 
-/** The git directory of the tree at `dir`, from its `.git` (a folder, or a linked worktree's `gitdir:` file). */
-function ownGitDir(dir: string): string {
-  const dotGit = join(dir, '.git');
-  if (!lstatSync(dotGit, { throwIfNoEntry: false })?.isFile()) return dotGit;
-  const named = /^gitdir: (.+)$/m.exec(readOrNull(dotGit) ?? '')?.[1];
-  return named ? resolve(dir, named) : dotGit;
+/**
+ * The git directory of the worktree svc made at `worktree` for a run of `repo`: `<common dir>/worktrees/<folder name>`,
+ * as `git worktree add` names it, computed by svc and never read from the worktree's `.git` file (the agent writes
+ * that). Null when git cannot name the common dir, a part is not a plain folder (a link), or its `gitdir` does not
+ * name that worktree.
+ */
+export function runWorktreeGitDir(repo: string, worktree: string): string | null {
+  const common = orNull(() => gitCommonDir(repo));
+  if (common === null) return null;
+  const own = join(common, 'worktrees', basename(worktree));
+  for (const path of [join(common, 'worktrees'), own]) {
+    if (!lstatSync(path, { throwIfNoEntry: false })?.isDirectory()) return null;
+  }
+  const named = readOrNull(join(own, 'gitdir'))?.trim();
+  return named === join(realOrNull(worktree) ?? worktree, '.git') ? own : null;
 }
 
 /** Whether any process holds `path` open, by the descriptors /proc lists (none where there is no /proc). */

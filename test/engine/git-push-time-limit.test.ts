@@ -33,9 +33,12 @@ describe('a git to a remote that never answers', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  it('gives a git that talks to a remote 15 minutes, past its -c settings, and any other 120 s', () => {
+  it('gives a git that talks to a remote or makes a worktree 15 minutes, past its -c settings, any other 120 s', () => {
     assert.equal(gitTimeoutMs(['-c', 'credential.useHttpPath=true', 'push', '--quiet', url]), 15 * 60_000);
     assert.equal(gitTimeoutMs(['-c', 'fetch.unpackLimit=1', 'fetch', url]), 15 * 60_000);
+    // A checkout or removal of a whole large tree is slow without being stuck.
+    assert.equal(gitTimeoutMs(['-c', 'filter.lfs.smudge=', 'worktree', 'add', '-b', 'b', 'p', 'HEAD']), 15 * 60_000);
+    assert.equal(gitTimeoutMs(['worktree', 'remove', '--force', '--force', 'p']), 15 * 60_000);
     assert.equal(gitTimeoutMs(['rev-parse', 'HEAD']), 120_000);
   });
 

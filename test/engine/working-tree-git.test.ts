@@ -4,13 +4,15 @@
 import { describe, it, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import {
-  commitAll, IncludedTreeConfigError, treeGit, UnreadableTreeError, type GitRun,
+  commitAll, IncludedTreeConfigError, runWorktreeGitDir, treeGit, UnreadableTreeError, type GitRun,
 } from '../../src/engine/git.ts';
 
 /** A filter that, if git ever ran it, leaves .git/filter-ran (its working directory is the tree's root). */
@@ -128,29 +130,69 @@ describe('svc\'s git on a working tree', () => {
     { cwd, env: { ...process.env, ...GIT_ENV, ...extra }, timeout, killSignal: 'SIGKILL', encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'] });
 
-  for (const where of ['the checkout', 'a linked worktree']) {
-    it(`removes the index.lock of a git it killed mid-write in ${where}, and keeps a lock that was there`, () => {
-      repo = makeRepo();
-      let tree = repo.repo;
-      if (where === 'a linked worktree') {
-        tree = join(repo.root, 'wt');
-        execFileSync('git', ['worktree', 'add', '-q', '-b', 'w', tree],
-          { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
-      }
-      const gitDir = execFileSync('git', ['rev-parse', '--absolute-git-dir'], { cwd: tree, encoding: 'utf8' }).trim();
-      mkdirSync(join(tree, 'sub'));
-      writeFileSync(join(tree, 'sub', 'f'), 'x\n');
-      execFileSync('mkfifo', [join(tree, 'sub', '.gitattributes')]);
-      writeFileSync(join(gitDir, 'HEAD.lock'), 'another git\'s\n');
-      assert.throws(() => commitAll(treeGit(tree, killedMidWrite, 1000), 'm', repo!.repo),
-        (err) => err instanceof UnreadableTreeError && /git add did not end within 1 s/.test(err.message));
-      assert.equal(existsSync(join(gitDir, 'index.lock')), false, 'the killed git\'s index.lock is left');
-      assert.ok(existsSync(join(gitDir, 'HEAD.lock')), 'a lock that was there before svc\'s git was removed');
-      // A retry of the same tree works once the FIFO is gone.
-      rmSync(join(gitDir, 'HEAD.lock'));
-      rmSync(join(tree, 'sub', '.gitattributes'));
-      commitAll(treeGit(tree, killedMidWrite, 10_000), 'm', repo.repo);
-      assert.equal(execFileSync('git', ['log', '-1', '--format=%s'], { cwd: tree, encoding: 'utf8' }).trim(), 'm');
-    });
+  /** A worktree of `repo` as svc makes one for a run, with its git directory as svc computes it. */
+  function runWorktree(made: TestRepo): { tree: string; gitDir: string } {
+    const tree = join(made.root, 'wt');
+    execFileSync('git', ['worktree', 'add', '-q', '-b', 'w', tree],
+      { cwd: made.repo, env: { ...process.env, ...GIT_ENV } });
+    const gitDir = runWorktreeGitDir(made.repo, tree);
+    assert.ok(gitDir !== null);
+    return { tree, gitDir };
   }
+
+  function blockedSub(tree: string): void {
+    mkdirSync(join(tree, 'sub'));
+    writeFileSync(join(tree, 'sub', 'f'), 'x\n');
+    execFileSync('mkfifo', [join(tree, 'sub', '.gitattributes')]);
+  }
+
+  it('removes the index.lock of a git it killed mid-write in a worktree it made, keeping one that was there', () => {
+    repo = makeRepo();
+    const { tree, gitDir } = runWorktree(repo);
+    blockedSub(tree);
+    writeFileSync(join(gitDir, 'HEAD.lock'), 'another git\'s\n');
+    assert.throws(() => commitAll(treeGit(tree, killedMidWrite, 1000, gitDir), 'm', repo!.repo),
+      (err) => err instanceof UnreadableTreeError && /git add did not end within 1 s/.test(err.message));
+    assert.equal(existsSync(join(gitDir, 'index.lock')), false, 'the killed git\'s index.lock is left');
+    assert.ok(existsSync(join(gitDir, 'HEAD.lock')), 'a lock that was there before svc\'s git was removed');
+    // A retry of the same tree works once the FIFO is gone.
+    rmSync(join(gitDir, 'HEAD.lock'));
+    rmSync(join(tree, 'sub', '.gitattributes'));
+    commitAll(treeGit(tree, killedMidWrite, 10_000, gitDir), 'm', repo.repo);
+    assert.equal(execFileSync('git', ['log', '-1', '--format=%s'], { cwd: tree, encoding: 'utf8' }).trim(), 'm');
+  });
+
+  // The user's own git may hold that lock closed (`git commit` waiting on its editor): svc names it and leaves it.
+  it('keeps the lock a killed git left in the checkout itself, and its error names it', () => {
+    repo = makeRepo();
+    blockedSub(repo.repo);
+    assert.throws(() => commitAll(treeGit(repo!.repo, killedMidWrite, 1000), 'm', repo!.repo),
+      (err) => err instanceof UnreadableTreeError &&
+        /index\.lock .*`git rev-parse --git-path index\.lock`/.test(err.message));
+    assert.ok(existsSync(join(repo.repo, '.git', 'index.lock')));
+  });
+
+  // An agent's `.git` file naming the checkout's git directory does not put the user's locks in reach.
+  it('keeps a fresh lock in the git directory a worktree\'s .git file names instead of its own', () => {
+    repo = makeRepo();
+    const { tree, gitDir } = runWorktree(repo);
+    const userLock = join(repo.repo, '.git', 'index.lock');
+    writeFileSync(join(tree, '.git'), `gitdir: ${join(repo.repo, '.git')}\n`);
+    assert.equal(runWorktreeGitDir(repo.repo, tree), gitDir);
+    const userCommitsMeanwhile: GitRun = () => {
+      writeFileSync(userLock, '');
+      throw Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' });
+    };
+    assert.throws(() => treeGit(tree, userCommitsMeanwhile, 1000, gitDir).run(tree, ['git', 'add', '-A'],
+      { extra: {}, scratch: [], timeout: 1000 }), UnreadableTreeError);
+    assert.ok(existsSync(userLock), 'the user\'s git lost its index.lock');
+  });
+
+  it('names no git directory for a worktree whose git directory is reached through a link', () => {
+    repo = makeRepo();
+    const { tree, gitDir } = runWorktree(repo);
+    renameSync(gitDir, join(repo.root, 'elsewhere'));
+    symlinkSync(join(repo.root, 'elsewhere'), gitDir);
+    assert.equal(runWorktreeGitDir(repo.repo, tree), null);
+  });
 });
