@@ -193,6 +193,21 @@ describe('run keys on POST /v1/ingest', () => {
     assert.equal((await ingest({ source: 'k8s', runs: [runOf('rpod', { status: 'succeeded', question: null })] })).status, 200);
   });
 
+  // The signer's move (queued) replaces a `stopped` the run container claimed with its handed key: kept, the row
+  // would be terminal under the signer (an operator's stop refused 409) and a gone Job's outcome the agent's.
+  it('move a run whose handed key claimed it stopped: the moving batch\'s row replaces the claim', async () => {
+    const handed = handedRunKey(KEY);
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rclaim', { status: 'running' }, handed)] })).status, 200);
+    const stopped = await ingest({
+      source: 'k8s', runs: [runOf('rclaim', { status: 'stopped', updated_at: ago(1_000) }, handed)],
+      events: [{ run: 'rclaim', seq: 1, ts: ago(1_000), kind: 'run.status', data: { from: 'running', to: 'stopped' } }],
+    });
+    assert.equal(stopped.status, 200, stopped.text);
+    const moved = await ingest({ source: 'k8s', runs: [runOf('rclaim', { status: 'queued', updated_at: ago(0) }, KEY)] });
+    assert.equal(moved.status, 200, moved.text);
+    assert.equal(row('rclaim')?.status, 'queued');
+  });
+
   it('hold for the server\u2019s own token too: the key, not the token, names the run\u2019s runner', async () => {
     await ingest({ source: 'k8s', runs: [runOf('rmain')] });
     const res = await ingest({ source: 'k8s', runs: [runOf('rmain', {}, OTHER)] }, MAIN);
