@@ -1,8 +1,7 @@
 // How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted
 // env. It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
-import type { ChildProcess } from 'node:child_process';
-import { LAUNCH_TIMEOUT_MS, startChild, type ChildSpec } from '../spawn/start.ts';
+import { LAUNCH_TIMEOUT_MS, startChild, type ChildProcess, type ChildSpec } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { existsSync } from 'node:fs';
