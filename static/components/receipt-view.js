@@ -108,7 +108,10 @@ class ReceiptView extends HTMLElement {
       const same = check.sha256 != null && (await sha256Of(bytes, response)) === check.sha256;
       if (check.signed_by && same) this.show(body, url, path, check.signed_by);
       else if (check.signed_by) this.showUnsigned(body, url, path, 'it changed after the server checked it', null);
-      else this.showUnsigned(body, url, path, check.problem ?? 'the server did not check it', check.unknown_kid ?? null);
+      else {
+        const problem = check.problem ?? 'the server did not check it';
+        this.showUnsigned(body, url, path, problem, check.unknown_kid ?? null);
+      }
     } catch (err) {
       const code = /** @type {{code?: string}} */ (err).code;
       if (code === 'not_found') render(this, html`<p class="muted">No receipt recorded for this run.</p>`);

@@ -112,7 +112,8 @@ function receiptCheck(deps: ControlDeps, row: RunRow) {
       sha256: null };
   }
   if (check.ok) return { signed_by: check.signer, problem: null, unknown_kid: null, sha256: check.sha256 };
-  return { signed_by: null, problem: check.reason, unknown_kid: check.unknownKid ?? null, sha256: check.sha256 ?? null };
+  const unknownKid = check.unknownKid ?? null;
+  return { signed_by: null, problem: check.reason, unknown_kid: unknownKid, sha256: check.sha256 ?? null };
 }
 
 export const deleteRun: Handler<ControlDeps> = (ctx) => {
