@@ -1,4 +1,5 @@
 // `svc runs`: lists and steers runs through the typed client; `logs` reads a run of this project from its folder.
+import { createHash } from 'node:crypto';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
@@ -10,7 +11,7 @@ import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine, runLabel } fr
 import { sendPendingRuns } from './ship.ts';
 import { safeJson } from '../safe-json.ts';
 import { oneLine } from '../webhook-sources.ts';
-import { obj, objOrNull, oneOf, tryParseJson } from '../untrusted.ts';
+import { obj, objOrNull, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
 
@@ -185,10 +186,13 @@ export default async function runs(io: CliIo): Promise<number> {
 }
 
 /** The receipt's network line for `svc runs show`, padded like the other fields; '' when there is none, or when the
- * Control Plane did not verify its signature (`receipt_check`: whoever shipped the run wrote the file). */
+ * Control Plane did not verify its signature (`receipt_check`: whoever shipped the run wrote the file), or the bytes
+ * fetched are not the ones it checked (`receipt_check.sha256`: the file may be replaced between the two requests). */
 async function networkOf(client: ControlClient, ref: RunRef, run: Run): Promise<string> {
-  if (objOrNull(obj(run.receipt_check).signed_by) === null) return '';
+  const check = obj(run.receipt_check);
+  if (objOrNull(check.signed_by) === null) return '';
   const receipt = await client.artifact(ref, 'receipt.json').catch(() => null);
-  const line = receipt && networkLine(tryParseJson(new TextDecoder().decode(receipt.body)));
+  if (!receipt || createHash('sha256').update(receipt.body).digest('hex') !== str(check.sha256)) return '';
+  const line = networkLine(tryParseJson(new TextDecoder().decode(receipt.body)));
   return line === null ? '' : `${'network'.padEnd(KEY_WIDTH)}${line}\n`;
 }

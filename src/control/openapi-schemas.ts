@@ -87,10 +87,14 @@ export const schemas = {
         type: ['object', 'null'],
         description: 'null without a receipt.json artifact; else signed_by: the known key (GET /v1/keys) its ' +
           'signature verifies with, when it does and the receipt is this run\'s, and problem: why not. Only a ' +
-          'receipt with a signed_by is a signed receipt: whoever shipped the run wrote the file',
+          'receipt with a signed_by is a signed receipt: whoever shipped the run wrote the file. ' +
+          'unknown_kid: the kid an intact receipt names when no known key has it (register the signer\'s public ' +
+          'key as ~/.svc/keys/trusted/<name>.pem); sha256: of the receipt.json bytes checked (null if unread)',
         properties: {
           signed_by: { type: ['object', 'null'], properties: { kid: str, name: str, origin: str } },
           problem: nullable('string'),
+          unknown_kid: nullable('string'),
+          sha256: nullable('string'),
         },
       },
     }),

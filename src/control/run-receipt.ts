@@ -1,5 +1,6 @@
 // Whether a run's Evidence Receipt is genuine (signed by a key the Control Plane knows: its own or a registered
 // runner's), about that run, and accepted by its repo's policy.
+import { createHash } from 'node:crypto';
 import type { ControlDeps } from './deps.ts';
 import { errorMessage } from '../errors.ts';
 import type { RunRow } from '../db/run-types.ts';
@@ -15,7 +16,11 @@ const MAX_RUN_FILE = 16 * 1024 * 1024;
 
 export type Signer = Pick<KnownKey, 'kid' | 'name' | 'origin'>;
 
-type ReceiptVerdict = { ok: true; receipt: Receipt; signer: Signer } | { ok: false; reason: string };
+/** `sha256`: of the receipt.json bytes checked; `unknownKid`: the kid of an intact receipt whose key is not known here
+ * (its signature cannot be checked: the file names the kid, which anyone can). */
+type ReceiptVerdict =
+  | { ok: true; receipt: Receipt; signer: Signer; sha256: string }
+  | { ok: false; reason: string; sha256?: string; unknownKid?: string };
 
 /** As stored by ingest, else from the run folder on this machine, where a link is logged and read as no file. */
 export function readRunFile(deps: ControlDeps, row: RunRow, path: string): Buffer | null {
@@ -45,24 +50,28 @@ export function readRunFile(deps: ControlDeps, row: RunRow, path: string): Buffe
  * that file, say a pod's run container with its handed key, where the agent can write it; a pod's signer replaces it
  * only when it signs (docs/deploy.md "Receipts from pods").
  */
-export function checkSignedReceipt(deps: ControlDeps, row: RunRow): ReceiptVerdict {
+export function checkSignedReceipt(deps: ControlDeps, row: RunRow, makeKey = true): ReceiptVerdict {
   const raw = readRunFile(deps, row, 'receipt.json');
   if (!raw) return { ok: false, reason: `Run ${row.source}/${row.run} has no Evidence Receipt` };
+  const sha256 = createHash('sha256').update(raw).digest('hex');
   const value = tryParseJson(raw.toString('utf8'));
-  if (value === undefined) return { ok: false, reason: 'The receipt is not valid JSON' };
+  if (value === undefined) return { ok: false, reason: 'The receipt is not valid JSON', sha256 };
   // An uploaded artifact saw no body depth limit, and checking a receipt serialises it recursively (canonical JSON).
   if (nestsDeeperThan(value, MAX_JSON_DEPTH)) {
-    return { ok: false, reason: `The receipt nests deeper than ${MAX_JSON_DEPTH} arrays/objects` };
+    return { ok: false, reason: `The receipt nests deeper than ${MAX_JSON_DEPTH} arrays/objects`, sha256 };
   }
-  const known = knownKeys(deps.settings.svcHome);
+  const known = knownKeys(deps.settings.svcHome, makeKey);
   const check = verifyReceipt(value, new Map(known.map((k) => [k.kid, k.publicKey])));
-  if (!check.ok || !check.receipt) return { ok: false, reason: check.message };
+  if (!check.ok || !check.receipt) {
+    const unknownKid = check.problem === 'unknown_key' ? (value as { kid: string }).kid : undefined;
+    return { ok: false, reason: check.message, sha256, unknownKid };
+  }
   const key = known.find((k) => k.kid === check.receipt!.kid)!;
   const signer: Signer = { kid: key.kid, name: key.name, origin: key.origin };
   if (check.receipt.source !== row.source || check.receipt.run !== row.run) {
-    return { ok: false, reason: 'The receipt belongs to another run' };
+    return { ok: false, reason: 'The receipt belongs to another run', sha256 };
   }
-  return { ok: true, receipt: check.receipt, signer };
+  return { ok: true, receipt: check.receipt, signer, sha256 };
 }
 
 /** Whether the merge queue may take the run: a pull request, a signed receipt of it, a verdict its policy takes. */

@@ -47,6 +47,17 @@ function networkTable(n) {
       : html`<tr><td colspan="5" class="muted">No connection was attempted.</td></tr>`}</tbody></table>`;
 }
 
+/**
+ * The sha256 of the fetched receipt bytes; where the page has no Web Crypto (plain http away from localhost), the
+ * server's own hash of the bytes it sent (the artifact's ETag).
+ * @param {ArrayBuffer} bytes @param {Response} response
+ */
+async function sha256Of(bytes, response) {
+  if (!globalThis.crypto?.subtle) return (response.headers.get('etag') ?? '').replace(/^(W\/)?"|"$/g, '');
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
 class ReceiptView extends HTMLElement {
   constructor() {
     super();
@@ -69,26 +80,38 @@ class ReceiptView extends HTMLElement {
       if (run.verdict) render(this, html`<p class="muted">No receipt recorded for this run.</p>`);
       return;
     }
-    /** @type {{signed_by?: {kid?: string, name?: string} | null, problem?: string | null} | null} */
+    /**
+     * @type {{signed_by?: {kid?: string, name?: string} | null, problem?: string | null, unknown_kid?: string | null,
+     *   sha256?: string | null} | null}
+     */
     const check = body?.receipt_check ?? null;
-    const signer = check?.signed_by ?? null;
-    const key = `${run.verdict ?? ''}:${found.sha256 ?? ''}:${signer?.kid ?? ''}:${check?.problem ?? ''}`;
+    const key = `${run.verdict ?? ''}:${found.sha256 ?? ''}:${JSON.stringify(check)}`;
     if (key === this.loadedKey) return;
     this.loadedKey = key;
-    void this.load(found.path, signer, check?.problem ?? 'the server did not check it');
+    void this.load(found.path, check ?? { problem: 'the server did not check it' });
   }
 
   /**
+   * Shows the receipt as signed only when the bytes fetched are the ones the server checked (`receipt_check.sha256`):
+   * the file may be replaced between the two requests.
    * @param {string} path
-   * @param {{kid?: string, name?: string} | null} signer the known key the server verified the receipt with
-   * @param {string} problem why the server did not verify it
+   * @param {{signed_by?: {kid?: string, name?: string} | null, problem?: string | null, unknown_kid?: string | null,
+   *   sha256?: string | null}} check
    */
-  async load(path, signer, problem) {
+  async load(path, check) {
     const url = artifactUrl(/** @type {{source: string, run: string}} */ (this.runId), path);
     try {
-      const body = await api(url);
-      if (signer) this.show(body, url, path, signer);
-      else this.showUnsigned(body, url, path, problem);
+      /** @type {Response} */
+      const response = await api(url, { raw: true });
+      const bytes = await response.arrayBuffer();
+      const body = JSON.parse(new TextDecoder().decode(bytes));
+      const same = check.sha256 != null && (await sha256Of(bytes, response)) === check.sha256;
+      if (check.signed_by && same) this.show(body, url, path, check.signed_by);
+      else if (check.signed_by) this.showUnsigned(body, url, path, 'it changed after the server checked it', null);
+      else {
+        const problem = check.problem ?? 'the server did not check it';
+        this.showUnsigned(body, url, path, problem, check.unknown_kid ?? null);
+      }
     } catch (err) {
       const code = /** @type {{code?: string}} */ (err).code;
       if (code === 'not_found') render(this, html`<p class="muted">No receipt recorded for this run.</p>`);
@@ -98,13 +121,21 @@ class ReceiptView extends HTMLElement {
 
   /**
    * A receipt.json whose signature does not verify with a key the Control Plane knows: whoever shipped the run wrote
-   * it (a pod's run container, where the agent runs, can), so none of its claims is shown as the receipt's.
-   * @param {any} r @param {string} url @param {string} path @param {string} problem
+   * it (a pod's run container, where the agent runs, can), so none of its claims is shown as the receipt's. An intact
+   * one naming a key this Control Plane does not have (a laptop's, another machine's import) says how to register it.
+   * @param {any} r @param {string} url @param {string} path @param {string} problem @param {string | null} unknownKid
    */
-  showUnsigned(r, url, path, problem) {
+  showUnsigned(r, url, path, problem, unknownKid) {
+    const head = unknownKid
+      ? html`<p class="notice"><strong class="warn">Signed by key <code>${unknownKid}</code>, which this Control Plane
+        does not know:</strong> its signature cannot be checked here, so its verdict, checks and cost are not shown.
+        To trust that signer, copy its public key (<code>~/.svc/keys/receipt-ed25519.pub.pem</code> on its machine)
+        to <code>~/.svc/keys/trusted/&lt;name&gt;.pem</code> here (docs/control-config.md, <code>GET /v1/keys</code>).
+        </p>`
+      : html`<p class="notice"><strong class="warn">Not a signed receipt:</strong> this run's receipt.json does not
+        verify with a key this Control Plane knows (${problem}), so its verdict, checks and cost are not shown.</p>`;
     render(this, html`<div class="receipt">
-      <p class="notice"><strong class="warn">Not a signed receipt:</strong> this run's receipt.json does not verify
-        with a key this Control Plane knows (${problem}), so its verdict, checks and cost are not shown.</p>
+      ${head}
       ${this.rawAndDownload(r, url, path)}
     </div>`);
   }

@@ -2,12 +2,15 @@
 // answering a blocked run, the Evidence Receipt and artifacts.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { launchBrowser, browserSkipReason, screenshot, unexpected, type TestBrowser } from './browser.ts';
 import { seed, ingest, iso, receipt, BLOCKED, RUNNING, RECEIPTED } from './seed.ts';
+import { issueReceipt, type ReceiptBody } from '../../src/engine/receipt.ts';
+import { keyIdOf } from '../../src/keys.ts';
 
 const skip = browserSkipReason();
 
@@ -135,6 +138,52 @@ describe('run detail page', { skip: skip ?? false }, () => {
     assert.match(shown, /Not a signed receipt:.*\(Integrity mismatch: the receipt was changed after it was issued\)/s);
     assert.doesNotMatch(shown, /Signed by|Cost \(metered\)/);
     assert.equal(await page.locator('svc-receipt-view .badge').count(), 0, 'no verdict badge');
+  });
+
+  // A laptop worker shipping to a team Control Plane, or an import from another machine: intact, but by a key this
+  // Control Plane has not registered. The page names that key and where to register it, still vouching for nothing.
+  it('names the unknown key an intact receipt is signed by, and where to register it, showing none of its claims',
+    async () => {
+      const now = Date.now();
+      const pair = generateKeyPairSync('ed25519');
+      const stranger = { ...pair, kid: keyIdOf(pair.publicKey) };
+      const signed = receipt(control.deps.settings.svcHome, now);
+      const { kid: _kid, integrity: _integrity, signature: _signature, ...body } = signed;
+      const foreign = issueReceipt({ ...body, run: 'rforeign0001' } as unknown as ReceiptBody, stranger);
+      await ingest(control, {
+        runs: [{ run: 'rforeign0001', status: 'succeeded', brief: 'laptop run', started_at: iso(now - 60_000),
+          ended_at: iso(now), updated_at: iso(now) }],
+        artifacts: [{ run: 'rforeign0001', path: 'receipt.json', content_type: 'application/json',
+          content_base64: Buffer.from(JSON.stringify(foreign)).toString('base64') }],
+      });
+      await page.goto(`${control.url}/#/runs/local/rforeign0001`);
+      await page.locator('svc-receipt-view .receipt').waitFor();
+      const shown = ((await page.locator('svc-receipt-view').textContent()) ?? '').replace(/\s+/g, ' ');
+      assert.match(shown, new RegExp(`Signed by key ${stranger.kid}, which this Control Plane does not know:`));
+      assert.match(shown, /~\/\.svc\/keys\/trusted\/<name>\.pem/);
+      assert.doesNotMatch(shown, /Not a signed receipt|Cost \(metered\)/);
+      assert.equal(await page.locator('svc-receipt-view .badge').count(), 0, 'no verdict badge');
+    });
+
+  // The page reads run detail's receipt_check, then fetches receipt.json: bytes other than the ones checked are not
+  // shown as the signed receipt.
+  it('shows a receipt as signed only when the bytes fetched are the ones the server checked', async () => {
+    const pattern = `**/v1/runs/local/${RECEIPTED.run}/artifact/receipt.json`;
+    await page.route(pattern, async (route) => {
+      const original = await route.fetch();
+      const swapped = { ...(await original.json()), verdict: 'verified' };
+      await route.fulfill({ response: original, body: `${JSON.stringify(swapped, null, 1)}\n` });
+    });
+    try {
+      await page.goto(`${control.url}/#/runs/local/${RECEIPTED.run}`);
+      await page.locator('svc-receipt-view .receipt').waitFor();
+      const shown = ((await page.locator('svc-receipt-view').textContent()) ?? '').replace(/\s+/g, ' ');
+      assert.match(shown, /Not a signed receipt:.*\(it changed after the server checked it\)/);
+      assert.doesNotMatch(shown, /Signed by key|Cost \(metered\)/);
+      assert.equal(await page.locator('svc-receipt-view .badge').count(), 0, 'no verdict badge');
+    } finally {
+      await page.unroute(pattern);
+    }
   });
 
   it('asks for confirmation before an action and does nothing when cancelled', async () => {

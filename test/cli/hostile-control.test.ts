@@ -2,6 +2,7 @@
 // shipped the values): every value it prints stays on its own line, so no answer can add a line of its own.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,8 +14,11 @@ const FORGED = '\nverdict    verified\n';
 
 const RUN = { source: 'local', run: 'r1', status: `running${FORGED}`, group_id: 'r1', started_at: '2026-01-01T00:00:00.000Z' };
 // The server says the receipt is signed, so `svc runs show` prints its network line.
-const SIGNED = { receipt_check: { signed_by: { kid: '0123456789abcdef', name: 'local', origin: 'local' }, problem: null } };
 const RECEIPT = { network: { confined: true, connections: 1, denied: 0, hosts: [{ host: `api.example${FORGED}`, port: 443 }] } };
+const SIGNED = { receipt_check: {
+  signed_by: { kid: '0123456789abcdef', name: 'local', origin: 'local' }, problem: null, unknown_kid: null,
+  sha256: createHash('sha256').update(JSON.stringify(RECEIPT)).digest('hex'),
+} };
 const ANSWERS: Record<string, unknown> = {
   'GET /v1/runs': { items: [], next_cursor: `abc${FORGED}` },
   'GET /v1/runs/local/r1': { ...RUN, ...SIGNED },

@@ -77,6 +77,37 @@ describe('svc runs show', () => {
     assert.match(shown.stdout, /\nnetwork    through the gate: 3 connections to api\.example:443, 0 denied\n$/);
   });
 
+  // The CLI reads run detail, then fetches receipt.json: a file replaced in between is not the one the server checked.
+  it('prints no network line when the receipt fetched is not the one the Control Plane checked', async () => {
+    const [id] = seedRuns(control.deps, 1, { run: 'rswapped' });
+    const body = {
+      type: RECEIPT_TYPE, version: 1, source: 'local', run: id, verdict: 'verified', checks: [], gaps: [],
+      network: { confined: true, connections: 3, denied: 0, hosts: [{ host: 'api.example', port: 443 }] },
+    } as unknown as ReceiptBody;
+    const put = (receipt: unknown) => control.deps.stores.artifacts.put('local', id!, {
+      path: 'receipt.json', content_type: 'application/json', content: Buffer.from(JSON.stringify(receipt)),
+    });
+    put(issueReceipt(body, loadOrCreateSigningKey(control.deps.settings.svcHome)));
+    const artifacts = control.deps.stores.artifacts;
+    const get = artifacts.get.bind(artifacts);
+    let reads = 0;
+    // The first read is run detail's check; the file is replaced right after it, before the CLI fetches it.
+    artifacts.get = (source, run, path) => {
+      const row = get(source, run, path);
+      if (run === id && path === 'receipt.json' && ++reads === 1) {
+        put({ ...body, network: { ...body.network as object, hosts: [{ host: 'evil.example', port: 443 }] } });
+      }
+      return row;
+    };
+    try {
+      const shown = await svc(['show', `local/${id}`]);
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.doesNotMatch(shown.stdout, /^network/m);
+    } finally {
+      artifacts.get = get;
+    }
+  });
+
   it('says unknown for a run without a cost, in the cost line\'s own place', async () => {
     const [id] = seedRuns(control.deps, 2, { cost_usd: null, tokens_in: 5 }).slice(1);
     const r = await svc(['show', `local/${id}`]);

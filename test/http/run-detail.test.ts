@@ -3,10 +3,12 @@
 // is signed by a known key; and the list's source filter.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { generateKeyPairSync } from 'node:crypto';
+import { createHash, generateKeyPairSync } from 'node:crypto';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
 import { issueReceipt, RECEIPT_TYPE, type ReceiptBody } from '../../src/engine/receipt.ts';
-import { keyIdOf, loadOrCreateSigningKey } from '../../src/keys.ts';
+import { hasSigningKey, keyIdOf, loadOrCreateSigningKey } from '../../src/keys.ts';
 
 describe('GET /v1/runs/:source/:run detail fields', () => {
   let cp: TestControl;
@@ -96,20 +98,65 @@ describe('GET /v1/runs/:source/:run detail fields', () => {
     const own = loadOrCreateSigningKey(cp.deps.settings.svcHome);
     put('sub/receipt.json', issueReceipt(body, own));
     assert.equal(await check(), null, 'a receipt.json in a folder is not the run\'s receipt');
-    put('receipt.json', issueReceipt(body, own));
-    assert.deepEqual(await check(), { signed_by: { kid: own.kid, name: 'local', origin: 'local' }, problem: null });
-    put('receipt.json', { ...issueReceipt(body, own), verdict: 'verified_with_gaps' });
+    // sha256: of the bytes checked, so a page fetching the file next can tell it is the same file.
+    const sha = (receipt: unknown) => createHash('sha256').update(JSON.stringify(receipt)).digest('hex');
+    const signed = issueReceipt(body, own);
+    put('receipt.json', signed);
     assert.deepEqual(await check(), {
-      signed_by: null, problem: 'Integrity mismatch: the receipt was changed after it was issued',
+      signed_by: { kid: own.kid, name: 'local', origin: 'local' }, problem: null, unknown_kid: null, sha256: sha(signed),
     });
+    const changed = { ...issueReceipt(body, own), verdict: 'verified_with_gaps' };
+    put('receipt.json', changed);
+    assert.deepEqual(await check(), {
+      signed_by: null, problem: 'Integrity mismatch: the receipt was changed after it was issued', unknown_kid: null,
+      sha256: sha(changed),
+    });
+    // Intact, by a key not registered here (a laptop's, another machine's import): the UI says which key to register.
     const pair = generateKeyPairSync('ed25519');
     const stranger = { ...pair, kid: keyIdOf(pair.publicKey) };
-    put('receipt.json', issueReceipt(body, stranger));
+    const foreign = issueReceipt(body, stranger);
+    put('receipt.json', foreign);
     assert.deepEqual(await check(), {
       signed_by: null, problem: `Unknown key: no public key with kid "${stranger.kid}" is known here`,
+      unknown_kid: stranger.kid, sha256: sha(foreign),
     });
-    put('receipt.json', issueReceipt({ ...body, run: 'rother' }, own));
-    assert.deepEqual(await check(), { signed_by: null, problem: 'The receipt belongs to another run' });
+    const other = issueReceipt({ ...body, run: 'rother' }, own);
+    put('receipt.json', other);
+    assert.deepEqual(await check(), {
+      signed_by: null, problem: 'The receipt belongs to another run', unknown_kid: null, sha256: sha(other),
+    });
+  });
+
+  // A read: it never makes the Control Plane's signing key, and a key it cannot read is the check's problem, not a 500.
+  it('checks a receipt without making a signing key, and answers 200 when the keys cannot be read', async () => {
+    const fresh = await startTestControl();
+    try {
+      const home = fresh.deps.settings.svcHome;
+      rmSync(join(home, 'keys'), { recursive: true, force: true });
+      fresh.deps.stores.runs.upsert('far', { run: 'rkeys', status: 'succeeded', started_at: Date.now() });
+      fresh.deps.stores.artifacts.put('far', 'rkeys', {
+        path: 'receipt.json', content_type: 'application/json', content: Buffer.from('{"type":"x"}'),
+      });
+      const first = await fresh.request('GET', '/v1/runs/far/rkeys');
+      assert.equal(first.status, 200);
+      assert.equal(first.json.receipt_check.signed_by, null);
+      assert.equal(hasSigningKey(home), false, 'a GET made no signing key');
+      // A corrupt private key PEM: the run detail still answers, with the reason in receipt_check.problem.
+      mkdirSync(join(home, 'keys'), { recursive: true });
+      writeFileSync(join(home, 'keys', 'receipt-ed25519.pem'), 'not a key\n');
+      const signed = issueReceipt({
+        type: RECEIPT_TYPE, version: 1, source: 'far', run: 'rkeys', verdict: 'verified', checks: [], gaps: [],
+      } as unknown as ReceiptBody, { ...generateKeyPairSync('ed25519'), kid: '0123456789abcdef' });
+      fresh.deps.stores.artifacts.put('far', 'rkeys', {
+        path: 'receipt.json', content_type: 'application/json', content: Buffer.from(JSON.stringify(signed)),
+      });
+      const corrupt = await fresh.request('GET', '/v1/runs/far/rkeys');
+      assert.equal(corrupt.status, 200);
+      assert.equal(corrupt.json.receipt_check.signed_by, null);
+      assert.match(corrupt.json.receipt_check.problem, /^The receipt could not be checked: /);
+    } finally {
+      await fresh.close();
+    }
   });
 });
 

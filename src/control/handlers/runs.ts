@@ -18,6 +18,7 @@ import { eventData } from '../event-bus.ts';
 import { iso } from '../../iso-time.ts';
 import { actionRefusals } from '../action-rules.ts';
 import { checkSignedReceipt } from '../run-receipt.ts';
+import { errorMessage } from '../../errors.ts';
 
 function parseRunFilter(query: URLSearchParams): RunFilter {
   const filter: RunFilter = { limit: parseLimit(query.get('limit')), ...parseWindow(query) };
@@ -99,10 +100,20 @@ export const getRun: Handler<ControlDeps> = (ctx) => {
 };
 
 /** Whether the stored receipt.json is signed by a key this Control Plane knows: only then is it shown as a receipt
- * (docs/control-data.md, run detail). */
+ * (docs/control-data.md, run detail). A read: it makes no signing key, and a key it cannot read is the check's
+ * problem, not the run detail's failure. */
 function receiptCheck(deps: ControlDeps, row: RunRow) {
-  const check = checkSignedReceipt(deps, row);
-  return check.ok ? { signed_by: check.signer, problem: null } : { signed_by: null, problem: check.reason };
+  let check: ReturnType<typeof checkSignedReceipt>;
+  try {
+    check = checkSignedReceipt(deps, row, false);
+  } catch (err) {
+    deps.log.warn('receipt not checked', { source: row.source, run: row.run, error: errorMessage(err) });
+    return { signed_by: null, problem: `The receipt could not be checked: ${errorMessage(err)}`, unknown_kid: null,
+      sha256: null };
+  }
+  if (check.ok) return { signed_by: check.signer, problem: null, unknown_kid: null, sha256: check.sha256 };
+  const unknownKid = check.unknownKid ?? null;
+  return { signed_by: null, problem: check.reason, unknown_kid: unknownKid, sha256: check.sha256 ?? null };
 }
 
 export const deleteRun: Handler<ControlDeps> = (ctx) => {
