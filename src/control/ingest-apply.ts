@@ -101,8 +101,11 @@ export function storeBatch(
     if (byRunner && key !== null && (moving || stored?.run_key_moved === 1)) ownKey.push(run.run);
     // A stopped run is terminal: a runner that never saw the stop (its launch went on regardless, a pod's runner that
     // came late) does not move it back to queued, running or blocked; a resume, whose runner saw it, does; and so does
-    // the move onto the signer's key, whose row replaces whatever the handed key claimed (a stop too).
-    const late = !moving && stored?.status === 'stopped' && LIVE.has(run.status) && !resumedIn(batch.events, run.run);
+    // the move onto the signer's key, whose row replaces a stop the handed key claimed, never one the Control Plane
+    // was asked for (the signer takes that stop; should it die first, the run stays stopped, not queued for ever).
+    const claimedStop = moving && stores.controlRequests.latest(source, run.run, 'stop') === undefined;
+    const late = !claimedStop && stored?.status === 'stopped' && LIVE.has(run.status)
+      && !resumedIn(batch.events, run.run);
     if (!late) {
       if (stored && (stored.updated_at > now || moving)) stores.runs.patch(source, run.run, { updated_at: arriving });
       stores.runs.upsert(source, run);

@@ -208,6 +208,20 @@ describe('run keys on POST /v1/ingest', () => {
     assert.equal(row('rclaim')?.status, 'queued');
   });
 
+  // A stop the operator asked stays: the signer takes it (stop_asked); should the signer die first, the run is not
+  // left queued with no runner for ever.
+  it('move a run the Control Plane stopped: it stays stopped, and the stop goes to the signer', async () => {
+    const handed = handedRunKey(KEY);
+    assert.equal((await ingest({ source: 'k8s', runs: [runOf('rop', { status: 'queued' }, handed)] })).status, 200);
+    assert.equal((await cp.request('POST', '/v1/runs/k8s/rop/stop', { token: MAIN, body: {} })).status, 202);
+    assert.equal(row('rop')?.status, 'stopped');
+    const moved = await ingest({ source: 'k8s', runs: [runOf('rop', { status: 'queued', updated_at: ago(0) }, KEY)] });
+    assert.equal(moved.status, 200, moved.text);
+    assert.deepEqual(moved.json.stop_asked, ['rop']);
+    assert.equal(row('rop')?.status, 'stopped');
+    assert.equal((await cp.request('GET', '/v1/runs/k8s/rop', { token: MAIN })).json.key_moved, true);
+  });
+
   it('hold for the server\u2019s own token too: the key, not the token, names the run\u2019s runner', async () => {
     await ingest({ source: 'k8s', runs: [runOf('rmain')] });
     const res = await ingest({ source: 'k8s', runs: [runOf('rmain', {}, OTHER)] }, MAIN);
