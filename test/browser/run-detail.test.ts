@@ -186,6 +186,38 @@ describe('run detail page', { skip: skip ?? false }, () => {
     }
   });
 
+  // The unknown key is named only for the bytes the server checked: other bytes are not its receipt at all.
+  it('names no unknown key for receipt bytes other than the ones the server checked', async () => {
+    const now = Date.now();
+    const pair = generateKeyPairSync('ed25519');
+    const stranger = { ...pair, kid: keyIdOf(pair.publicKey) };
+    const signed = receipt(control.deps.settings.svcHome, now);
+    const { kid: _kid, integrity: _integrity, signature: _signature, ...body } = signed;
+    const foreign = issueReceipt({ ...body, run: 'rforeign0002' } as unknown as ReceiptBody, stranger);
+    await ingest(control, {
+      runs: [{ run: 'rforeign0002', status: 'succeeded', brief: 'laptop run', started_at: iso(now - 60_000),
+        ended_at: iso(now), updated_at: iso(now) }],
+      artifacts: [{ run: 'rforeign0002', path: 'receipt.json', content_type: 'application/json',
+        content_base64: Buffer.from(JSON.stringify(foreign)).toString('base64') }],
+    });
+    const pattern = '**/v1/runs/local/rforeign0002/artifact/receipt.json';
+    await page.route(pattern, async (route) => {
+      const original = await route.fetch();
+      const swapped = { ...(await original.json()), verdict: 'verified' };
+      await route.fulfill({ response: original, body: `${JSON.stringify(swapped, null, 1)}\n` });
+    });
+    try {
+      await page.goto(`${control.url}/#/runs/local/rforeign0002`);
+      await page.locator('svc-receipt-view .receipt').waitFor();
+      const shown = ((await page.locator('svc-receipt-view').textContent()) ?? '').replace(/\s+/g, ' ');
+      assert.match(shown, /Not a signed receipt:.*\(it changed after the server checked it\)/);
+      assert.doesNotMatch(shown, /Signed by key|Cost \(metered\)/);
+      assert.equal(await page.locator('svc-receipt-view .badge').count(), 0, 'no verdict badge');
+    } finally {
+      await page.unroute(pattern);
+    }
+  });
+
   it('asks for confirmation before an action and does nothing when cancelled', async () => {
     await page.goto(`${control.url}/#/runs/local/${RUNNING.run}`);
     await page.locator('button[data-run-action=stop]:not([disabled])').click();
