@@ -117,7 +117,8 @@ export async function executeRun(
   try {
     plan = readPlan(dir);
     if (mode !== 'verify') {
-      if (ctx.state.status === 'stopping' || (mode === 'start' && ctx.state.status === 'stopped')) {
+      // Its launcher made the run queued (a resume too, launch.ts): stopped or stopping now, a stop came first.
+      if (ctx.state.status === 'stopping' || ctx.state.status === 'stopped') {
         const { failure: earlier } = ctx.state;
         const failure = earlier?.class === 'stopped' ? earlier
           : runFailure('stopped', 'stopped before its worker started');
