@@ -1,7 +1,6 @@
 // A worker's stand-in for the dead-worker stop tests: in run folder argv[2], as the worker does, it records itself
 // and starts a sandboxed agent (`sleep <argv[3]>`) recorded as the run's child, holds the sandbox in its setup, says
 // `{"init":…,"outer":…}` once its state.json names the init, then waits to be killed.
-import { tmpdir } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openRunContext } from '../../src/engine/run-context.ts';
 import { identityOf } from '../../src/engine/proc-group.ts';
@@ -13,8 +12,9 @@ import { holdInSetup } from './held-sandbox.ts';
 const [dir, tag] = process.argv.slice(2) as [string, string];
 const ctx = openRunContext(dir, process.env, { ship: false });
 ctx.update({ status: 'running', ...identityOf(process.pid) });
-const cwd = tmpdir();
-const plan = { readable: [], writable: [], protect: [], hidden: [], protocolReadable: [], protocolWritable: [],
+// The agent works in the run folder (which the test removes), as in a checkout of its own.
+const cwd = dir;
+const plan = { readable: [], writable: [cwd], protect: [], hidden: [], protocolReadable: [], protocolWritable: [],
   home: null, cwd, limits: DEFAULT_LIMITS, network: 'none' as const };
 const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan };
 // Started as provider-phase.ts starts an agent: SVC_RUN_ID in its environment, recorded with its init once reported.
