@@ -291,6 +291,7 @@ async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSandbox): 
         timeoutMs: policy.limits.check_timeout_s * 1000,
         // A check runs code the agent wrote: in the sandbox, with no provider's login folders.
         sandbox: agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits),
+        onInit: (init) => ctx.setChild({ ...run.identity, init }),
       });
       ctx.setChild(run.identity);
       const done = await run.done;

@@ -17,7 +17,7 @@ import {
 import { runDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
 import {
-  localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
+  appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
 } from './run-state.ts';
 import { identityOf } from './proc-group.ts';
@@ -195,6 +195,9 @@ export function spawnWorker(
   state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
+  // A resume goes back to queued before its worker starts, as a new run is made queued: a stop that comes before the
+  // worker wrote `running` finds a run to stop (not the run it resumes from, already ended), and the worker honours it.
+  if (mode === 'resume') requeue(dir);
   const log = inherit ? null : withDir(openRunDir(dir), (folder) => openAppendNoFollowIn(folder, 'worker.log'));
   const argv = workerArgv(mode, state.run, state.repo_path);
   // An ancestor of the agent: no secret in its environment; its own credentials (the push token, the Control Plane
@@ -215,6 +218,14 @@ export function spawnWorker(
     writeState(dir, { ...fresh, ...identityOf(child.pid) });
   }
   return child;
+}
+
+/** A stopped or failed run, queued again to be resumed: it goes on, so it keeps no end or failure from before. */
+function requeue(dir: string): void {
+  const earlier = readState(dir);
+  const now = new Date().toISOString();
+  writeState(dir, { ...earlier, status: 'queued', ended_at: null, error: null, failure: null, updated_at: now });
+  appendEvent(dir, 'run.status', { from: earlier.status, to: 'queued' });
 }
 
 /** A run just made has no worker yet; one still without a worker after this never got one. */

@@ -69,9 +69,11 @@ export function namespaceInit(pid: number, pidNamespace: number): NamespaceInit 
   return start !== null && inside && procStart(pid) === start ? { pid, proc_start: start } : null;
 }
 
-/** SIGKILL to a namespace's init, only while it is the process recorded: the kernel then kills all in it. */
-export function killNamespace(init: NamespaceInit): void {
-  if (procStart(init.pid) !== init.proc_start) return;
+/** SIGKILL to a namespace's init, only while it is the process recorded (and, read from disk, passes `owner`): the
+ * kernel then kills all in it. */
+export function killNamespace(init: NamespaceInit, owner?: OwnerCheck): void {
+  if (!Number.isSafeInteger(init.pid) || init.pid <= 1 || procStart(init.pid) !== init.proc_start) return;
+  if (owner && !owner(init.pid)) return;
   try {
     process.kill(init.pid, 'SIGKILL');
   } catch {

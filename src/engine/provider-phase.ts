@@ -193,6 +193,7 @@ function startAttempt(
     cwd: ctx.state.workdir, env: ctx.env, extra,
     sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits),
     watch: watchedLimits(limits, ctx.state.workdir),
+    onInit: (init) => ctx.setChild({ ...proc.identity, init }),
     timeoutMs: Math.min(limits.provider_timeout_s * 1000, a.deadline - Date.now()),
     ...(provider.stdinPrompt ? { stdin: inv.prompt } : {}),
     maxBytes: 1,

@@ -8,7 +8,9 @@ import {
 } from './run-state.ts';
 import { TERMINAL, runFailure, type RunStatus } from '../run-json.ts';
 import { artifactsDir, runDir } from './paths.ts';
-import { isChildOf, isWorkerOf, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity } from './proc-group.ts';
+import {
+  isChildOf, isWorkerOf, killNamespace, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity,
+} from './proc-group.ts';
 import { createShipLoop, createShipper, markPending, type ControlItem } from './shipper.ts';
 import { workerAlive } from './repo-name.ts';
 import { addUsage, createOutputReader, type Usage } from './providers.ts';
@@ -109,7 +111,7 @@ export function openRunContext(
       ctx.event('artifact', { path, size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });
     },
     /** The provider or check now running (its own process group), so a stop can reach it. */
-    setChild(identity: ProcIdentity | null): void {
+    setChild(identity: RunState['child']): void {
       child = identity;
       ctx.update({ child: identity });
     },
@@ -171,6 +173,9 @@ export async function stopLocalRun(repo: string, run: string, by: string): Promi
   }
   state = tryReadState(dir) ?? state;
   if (state.child) await terminateGroup(state.child, STOP_GRACE_MS, isChildOf(run));
+  // A sandbox's init still in its setup outlives its bwrap and goes on to start the agent; a worker that died
+  // (SIGKILL, out of memory) before bwrap's exit never killed it (spawn-group.ts).
+  if (state.child?.init) killNamespace(state.child.init, isChildOf(run));
   const failure = runFailure('stopped', `stopped by ${by}`);
   if (!TERMINAL.has(state.status)) {
     const from = state.status;

@@ -17,6 +17,7 @@ import { ProviderMissingError } from './providers.ts';
 import { PolicyError } from './policy.ts';
 import { TrustNeededError } from './run-plan.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
+import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -54,8 +55,9 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   proc_start: string | null;
   /** Spending the user has approved so far; starts at the policy's max_usd. */
   budget_usd: number | null;
-  /** The provider or check running now, in its own process group (null between steps). */
-  child: { pid: number; pgid: number; proc_start: string | null } | null;
+  /** The provider or check running now, in its own process group (null between steps); with its sandbox's namespace
+   * init once bwrap reported it, which is in no group of svc's: a stop from outside the worker kills it by its own. */
+  child: (ProcIdentity & { init?: NamespaceInit }) | null;
   answers: string[];
   /** Branch the repo had checked out when the run was made (the PR base unless the policy names one). */
   base_branch: string | null;

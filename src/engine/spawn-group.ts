@@ -33,6 +33,8 @@ interface SpawnGroupOptions {
   sandbox: { bwrap: string; plan: SandboxPlan } | null;
   /** Limits svc watches while the agent runs; breaking one ends it. */
   watch?: WatchedLimits;
+  /** The sandbox's namespace init as soon as bwrap reports it, for a stop from outside this process to record. */
+  onInit?: (init: NamespaceInit) => void;
 }
 
 const SAMPLE_MS = 100;
@@ -157,6 +159,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const signalAll = (sig: NodeJS.Signals) => signalEach(members(), sig);
   const agentExited = sandbox ? readStatus(child, statusFd, (found) => {
     init = found;
+    opts.onInit?.(found);
     endSandbox();
   }) : null;
   const capture = captureOutput(child, opts.maxBytes, opts.onLine);

@@ -5,7 +5,7 @@ import { openRunContext, type RunContext } from './run-context.ts';
 import { operatorAllowNow, readPlan, writePlan, type RunPlan } from './run-plan.ts';
 import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
-import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
+import { identityOf, isChildOf, killNamespace, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
 import { finish, reverify } from './finish-phase.ts';
 import { failureOf, type WorkerMode } from './run-state.ts';
@@ -103,6 +103,8 @@ export async function executeRun(
   const childOwner = isChildOf(ctx.state.run);
   process.on('exit', () => {
     if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
+    // Its sandbox's init too: still in its setup it is in no group of svc's, and this process reaps no bwrap now.
+    if (ctx.state.child?.init) killNamespace(ctx.state.child.init, childOwner);
   });
   let plan: RunPlan | null = null;
   const tracer = new Tracer(traceSettings(env, 'svc-run'));
@@ -115,7 +117,8 @@ export async function executeRun(
   try {
     plan = readPlan(dir);
     if (mode !== 'verify') {
-      if (ctx.state.status === 'stopping' || (mode === 'start' && ctx.state.status === 'stopped')) {
+      // Its launcher made the run queued (a resume too, launch.ts): stopped or stopping now, a stop came first.
+      if (ctx.state.status === 'stopping' || ctx.state.status === 'stopped') {
         const { failure: earlier } = ctx.state;
         const failure = earlier?.class === 'stopped' ? earlier
           : runFailure('stopped', 'stopped before its worker started');

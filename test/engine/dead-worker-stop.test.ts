@@ -8,12 +8,19 @@ import { once } from 'node:events';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { stopLocalRun } from '../../src/engine/run-context.ts';
 import { identityOf } from '../../src/engine/proc-group.ts';
 import { createRunController } from '../../src/control/run-controller.ts';
 import { createLogger } from '../../src/log.ts';
 import type { EventRow } from '../../src/db/events-store.ts';
 import { memoryControlStores } from '../helpers/memory-stores.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
+import { processesMentioning } from './fixtures.ts';
+import { statFields } from '../../src/spawn/tree.ts';
+
+const HELD_WORKER = fileURLToPath(new URL('../helpers/held-sandbox-worker.ts', import.meta.url));
 
 const ENDED = { cost_usd: 0.5, tokens_in: 100, tokens_out: 10 };
 // What the worker's budget check wrote to state.json during the attempt it died in (its total every 150 ms).
@@ -48,6 +55,42 @@ describe('the Control Plane stopping a run whose worker died', () => {
       assert.equal(stores.runs.get('local', run)?.status, 'failed');
       assert.deepEqual(published.map((e) => JSON.parse(e.data)), [{ from: 'stopping', to: 'failed' }]);
     } finally {
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+});
+
+// The worker records its agent's sandbox init as soon as bwrap reports it: killed (SIGKILL, out of memory) while bwrap
+// set the sandbox up, it never ended that init, which ignores the stop's SIGTERM, outlives bwrap and starts the agent.
+describe('stopping a run whose worker died while its sandbox was set up', () => {
+  it('ends the sandbox, agent and all', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' }, async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'svc-dead-worker-'));
+    const tag = `127.${process.pid}${Date.now() % 1000}`;
+    const run = 'r20261129120000cccccccc';
+    const dir = join(repo, '.svc', 'runs', run);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'state.json'), JSON.stringify({
+      run, status: 'queued', provider: 'mycli', started_at: '2026-11-29T12:00:00.000Z', child: null, repo_path: repo,
+    }));
+    const worker = spawn(process.execPath, [HELD_WORKER, dir, tag], {
+      detached: true, stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    try {
+      const [line] = (await once(worker.stdout!.setEncoding('utf8'), 'data')) as [string];
+      const { init, outer } = JSON.parse(line) as { init: number; outer: number };
+      worker.kill('SIGKILL');
+      await once(worker, 'exit');
+      const stop = stopLocalRun(repo, run, 'svc start --stop');
+      while (/^[RSD]$/.test(statFields(outer)?.[0] ?? '')) await sleep(10);
+      process.kill(init, 'SIGCONT');
+      assert.equal((await stop)?.status, 'failed');
+      for (const deadline = Date.now() + 5_000; processesMentioning(tag).length && Date.now() < deadline;) {
+        await sleep(50);
+      }
+      assert.deepEqual(processesMentioning(tag), [], 'a process of the sandbox still runs 5 s after the stop');
+    } finally {
+      worker.kill('SIGKILL');
+      for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
       rmSync(repo, { recursive: true, force: true });
     }
   });

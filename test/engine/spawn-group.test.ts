@@ -7,13 +7,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { spawnGroup, type GroupRun } from '../../src/engine/spawn-group.ts';
+import { spawnGroup } from '../../src/engine/spawn-group.ts';
 import { terminateGroup } from '../../src/engine/proc-group.ts';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { probeSandbox } from '../../src/spawn/sandbox-mode.ts';
-import { readOrNull, statFields } from '../../src/spawn/tree.ts';
+import { statFields } from '../../src/spawn/tree.ts';
 import { processesMentioning } from './fixtures.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
+import { holdInSetup } from '../helpers/held-sandbox.ts';
 
 const base = { cwd: tmpdir(), env: { PATH: process.env.PATH }, extra: {}, maxBytes: 1024 * 1024, timeoutMs: 30_000 };
 
@@ -72,25 +73,7 @@ describe('spawnGroup', () => {
     const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan };
     const sandboxed = () => spawnGroup(['/bin/sleep', tag], { ...base, cwd: dir, sandbox });
     try {
-      // The namespace's init, held in its setup as soon as bwrap has made it (looked for without yielding, as bwrap
-      // sets up in a few milliseconds; one that was done already is ended and another started); bwrap has reported it
-      // once it waits for it (asleep).
-      let held: { run: GroupRun; init: number } | null = null;
-      for (let attempt = 0; attempt < 10 && !held; attempt++) {
-        const run = sandboxed();
-        const outer = run.identity.pid;
-        let init = 0;
-        for (const deadline = Date.now() + 5_000; !init && Date.now() < deadline;) {
-          init = Number(readOrNull(`/proc/${outer}/task/${outer}/children`)?.trim().split(' ')[0]);
-        }
-        if (init) process.kill(init, 'SIGSTOP');
-        while (/^[RD]$/.test(statFields(outer)?.[0] ?? '')) await sleep(1);
-        if (init && statFields(init)?.[2] === String(outer)) held = { run, init };
-        else {
-          run.kill();
-          await run.done;
-        }
-      }
+      const held = await holdInSetup(sandboxed);
       assert.ok(held, 'a sandbox was held in its setup');
       const outer = held.run.identity.pid;
       const stop = terminateGroup(held.run.identity, 5_000);
