@@ -28,8 +28,9 @@ import { tryParseJson } from '../untrusted.ts';
 /** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
 const RECORDS_KEPT = 20_000;
 const EVENTS_KEPT = 500;
-/** An egress.jsonl larger than this is not one svc left (RECORDS_KEPT records of a few hundred bytes each). */
-const EARLIER_BYTES = 64 * 1024 * 1024;
+/** An egress.jsonl larger than this is not one svc left: each record's fields are bounded (run-records.ts
+ * boundedRecord), well under 4 KiB of JSON. */
+const EARLIER_BYTES = RECORDS_KEPT * 4096;
 
 export type RunGate = Awaited<ReturnType<typeof openRunGate>>;
 
@@ -183,14 +184,14 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
     log(`The operator's network.allow "${entry}" (${OPERATOR_FILES}) opens nothing: an address the gate ` +
       `refuses opens only with its port ("${entry}:PORT"); a name never opens one, whatever it resolves to`);
   }
-  const folder = mkdtempSync('/tmp/svc-gate-');
-  const socket = join(folder, 'gate.sock');
-  // A resumed or verified run's gate goes on from its earlier sessions' (docs/engine.md "Sandbox").
+  // A resumed or verified run's gate goes on from its earlier sessions' (docs/engine.md "The agent sandbox").
   const earlier = earlierEgress(ctx, log);
   const records: EgressRecord[] = earlier.records;
   const carried = records.length;
   let total = earlier.connections;
   let denied = earlier.denied;
+  const folder = mkdtempSync('/tmp/svc-gate-');
+  const socket = join(folder, 'gate.sock');
   let closing: Promise<void> | undefined;
   const gate = await startGate({
     meter: meter.gate,

@@ -1,7 +1,7 @@
-// A run's egress record spans every session of the run (docs/engine.md "Sandbox"): after `svc start --resume` and
-// `--verify`, the receipt's network section and egress.jsonl still hold what the earlier sessions' gates saw, so an
-// agent cannot probe the network, fail on purpose and have a resume sign a clean section. Black-box: real `svc start`
-// runs in bwrap behind the gate, a loopback stand-in for the model API.
+// A run's egress record spans every session of the run (docs/engine.md "The agent sandbox"): after `svc start
+// --resume` and `--verify`, the receipt's network section and egress.jsonl still hold what the earlier sessions' gates
+// saw, so an agent cannot probe the network, fail on purpose and have a resume sign a clean section. Black-box: real
+// `svc start` runs in bwrap behind the gate, a loopback stand-in for the model API.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
