@@ -1,13 +1,14 @@
 // A run's egress gate (DESIGN §7a, docs/gate.md): the agents' only route out, every connection kept as evidence.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { createHash } from 'node:crypto';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
 import { startGate } from '../gate/gate.ts';
 import { parseGatePolicy, parseHostPattern, repositoryAllow, type GatePolicy } from '../gate/policy.ts';
 import { OPERATOR_FILES } from './setting-authority.ts';
 import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-apis.ts';
-import { summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
+import { readEgressRecord, summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/bwrap-argv.ts';
 import { errorMessage } from '../errors.ts';
 import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
@@ -21,10 +22,15 @@ import { withCost } from './run-state.ts';
 import type { MeteredCost } from '../run-json.ts';
 import { traceRoot } from '../trace.ts';
 import { formatDestination, refusedRange } from '../gate/address.ts';
+import { openPlainDirIn, openRunFolder, readPlainIn, skipReason, withDir } from './plain-tree.ts';
+import { tryParseJson } from '../untrusted.ts';
 
 /** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
 const RECORDS_KEPT = 20_000;
 const EVENTS_KEPT = 500;
+/** An egress.jsonl larger than this is not one svc left: each record's fields are bounded (run-records.ts
+ * boundedRecord), well under 4 KiB of JSON. */
+const EARLIER_BYTES = RECORDS_KEPT * 4096;
 
 export type RunGate = Awaited<ReturnType<typeof openRunGate>>;
 
@@ -126,6 +132,42 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
   return vars;
 }
 
+const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
+
+/** The egress.jsonl the run's earlier sessions left, read without following a link; else why it cannot be. */
+function readEarlierLog(dir: string): Buffer | string {
+  const run = openRunFolder(dir);
+  if ('failed' in run) return `${run.failed} ${skipReason(run.kind)}`;
+  return withDir(run, (folder) => {
+    const artifacts = openPlainDirIn(folder, 'artifacts');
+    if (typeof artifacts === 'string') return `artifacts ${skipReason(artifacts)}`;
+    return withDir(artifacts, (opened) => {
+      const bytes = readPlainIn(opened, 'egress.jsonl', EARLIER_BYTES);
+      return typeof bytes === 'string' ? skipReason(bytes, EARLIER_BYTES) : bytes;
+    });
+  });
+}
+
+/**
+ * What the run's earlier sessions' gates saw, so a resume's or a verify's gate goes on from it: the totals from svc's
+ * own record in state.json (a sandboxed agent never sees the run folder), and the records of egress.jsonl only while
+ * it is the file whose sha256 svc recorded. Another one (edited, replaced, removed) is left out, and the log says so.
+ */
+function earlierEgress(ctx: RunContext, log: (text: string) => void) {
+  const record = ctx.state.egress;
+  if (!record) return { bytes: Buffer.alloc(0), records: [], connections: 0, denied: 0 };
+  const read = readEarlierLog(ctx.dir);
+  const problem = typeof read === 'string' ? read : sha256(read) === record.sha256 ? null : 'changed since';
+  const bytes = typeof read === 'string' || problem !== null ? Buffer.alloc(0) : read;
+  if (problem !== null) {
+    log(`egress.jsonl is not as svc left it (${problem}): the records of the run's earlier sessions are left out of ` +
+      `it and of the receipt's hosts and denials; the receipt's totals are svc's own record`);
+  }
+  const lines = bytes.toString('utf8').split('\n').filter((line) => line !== '');
+  return { bytes, records: lines.map((line) => readEgressRecord(tryParseJson(line))),
+    connections: record.connections, denied: record.denied };
+}
+
 /** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes).
  * `operatorAllow`: the operator's network.allow (operator.json), kept in the run's plan. */
 export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow: readonly string[]) {
@@ -142,11 +184,14 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
     log(`The operator's network.allow "${entry}" (${OPERATOR_FILES}) opens nothing: an address the gate ` +
       `refuses opens only with its port ("${entry}:PORT"); a name never opens one, whatever it resolves to`);
   }
+  // A resumed or verified run's gate goes on from its earlier sessions' (docs/engine.md "The agent sandbox").
+  const earlier = earlierEgress(ctx, log);
+  const records: EgressRecord[] = earlier.records;
+  const carried = records.length;
+  let total = earlier.connections;
+  let denied = earlier.denied;
   const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
-  const records: EgressRecord[] = [];
-  let total = 0;
-  let denied = 0;
   let closing: Promise<void> | undefined;
   const gate = await startGate({
     meter: meter.gate,
@@ -183,7 +228,11 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
     close: (): Promise<void> => closing ??= (async () => {
       await gate.close();
       if (total > records.length) log(`egress.jsonl keeps the first ${RECORDS_KEPT} of ${total} connections`);
-      ctx.saveArtifact('egress.jsonl', records.map((r) => JSON.stringify(r)).join('\n') + (records.length ? '\n' : ''));
+      // The earlier sessions' lines as they were, then this session's; svc's record vouches for the whole file.
+      const lines = records.slice(carried).map((r) => `${JSON.stringify(r)}\n`).join('');
+      const file = Buffer.concat([earlier.bytes, Buffer.from(lines)]);
+      ctx.saveArtifact('egress.jsonl', file);
+      ctx.update({ egress: { connections: total, denied, sha256: sha256(file) } });
       // Its socket's folder: a leftover costs nothing, so it never stops the receipt written after the close.
       try {
         rmSync(folder, { recursive: true, force: true });

@@ -72,6 +72,9 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   provider_session?: ProviderSession | null;
   /** The id of the span the run continues (SVC_TRACEPARENT at launch; src/trace.ts); null: a trace of its own. */
   trace_parent?: string | null;
+  /** svc's own account of every connection its gates saw in the run's sessions so far, and the sha256 of the
+   * egress.jsonl they left: the next session's gate (a resume, a verify) goes on from it (src/engine/egress.ts). */
+  egress?: { connections: number; denied: number; sha256: string } | null;
 }
 
 /** What svc knows of the provider CLI's session (docs/engine.md "Resuming the CLI's session"); its words are the

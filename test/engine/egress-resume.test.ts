@@ -1,0 +1,113 @@
+// A run's egress record spans every session of the run (docs/engine.md "The agent sandbox"): after `svc start
+// --resume` and `--verify`, the receipt's network section and egress.jsonl still hold what the earlier sessions' gates
+// saw, so an agent cannot probe the network, fail on purpose and have a resume sign a clean section. Black-box: real
+// `svc start` runs in bwrap behind the gate, a loopback stand-in for the model API.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
+import { startMeteredModel, type MeteredModel } from '../helpers/metered-model.ts';
+
+// First invocation: one model call and one refused connection, then it fails. Resumed: one more refused, an edit, 0.
+const PROBE = `#!/bin/sh
+cat > /dev/null
+if [ -f second.txt ]; then curl -s -o /dev/null --max-time 5 http://second.example/ || true; echo x >> a.txt; exit 0; fi
+curl -s -o /dev/null --max-time 20 "$ANTHROPIC_BASE_URL/v1/messages" -H 'content-type: application/json' \\
+  -d '{"model":"scripted-model"}'
+curl -s -o /dev/null --max-time 5 http://not-allowed.example/ || true
+touch second.txt
+exit 1
+`;
+
+/** The check tries a host of its own, so each session that runs it (the resume, each verify) adds one refusal. */
+const CHECK = ['sh', '-c', 'curl -s -o /dev/null --max-time 5 http://third.example/ || true'];
+
+interface Network {
+  confined: boolean;
+  connections: number;
+  denied: number;
+  hosts: Array<{ host: string; connections: number }>;
+  denials: Array<{ host: string; count: number }>;
+}
+
+describe('the egress record of a resumed or verified run', { skip: !bwrapWorks && 'needs bubblewrap' }, () => {
+  let model: MeteredModel;
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  before(async () => {
+    model = await startMeteredModel();
+    repo = makeRepo({ providers: { p: PROBE }, policy: { checks: [{ name: 'probe', run: CHECK, required: false }] } });
+    const api = `http://127.0.0.1:${(model.server.address() as AddressInfo).port}`;
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+      SVC_SANDBOX_FORWARDER: 'node', ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: api };
+    delete env.SVC_SANDBOX;
+  });
+  after(() => {
+    model.server.closeAllConnections();
+    model.server.close();
+    repo.cleanup();
+  });
+
+  const svc = (args: string[]) => runChild(process.execPath, [CLI, 'start', ...args], { cwd: repo.repo, env });
+  const network = (dir: string): Network => readJson(join(dir, 'artifacts', 'receipt.json')).network as Network;
+  const egressLines = (dir: string): string[] =>
+    readFileSync(join(dir, 'artifacts', 'egress.jsonl'), 'utf8').split('\n').filter((line) => line !== '');
+  const refused = (n: Network) => n.denials.map((d) => `${d.host} ${d.count}`).sort();
+
+  it('counts every session\'s connections in the receipt and egress.jsonl after --resume and --verify', async () => {
+    const first = await svc(['--brief', 'x', '--worktree', '--provider', 'p']);
+    assert.equal(first.code, 1, first.stderr);
+    const run = (JSON.parse(first.stdout.trim().split('\n')[0]!) as { run: string }).run;
+    const dir = join(repo.repo, '.svc', 'runs', run);
+    assert.equal(network(dir).connections, 2);
+    const firstLines = egressLines(dir);
+    assert.equal(firstLines.length, 2);
+
+    const second = await svc(['--resume', run]);
+    assert.equal(second.code, 0, second.stderr);
+    const resumed = network(dir);
+    assert.equal(resumed.confined, true);
+    assert.deepEqual([resumed.connections, resumed.denied], [4, 3]);
+    assert.deepEqual(refused(resumed), ['not-allowed.example 1', 'second.example 1', 'third.example 1']);
+    assert.equal(resumed.hosts.length, 1, 'the model API, reached in the first session');
+    const resumedLines = egressLines(dir);
+    assert.equal(resumedLines.length, 4);
+    // The earlier session's lines stay as its gate wrote them; this session's follow.
+    assert.deepEqual(resumedLines.slice(0, 2), firstLines);
+
+    const third = await svc(['--verify', run]);
+    assert.equal(third.code, 0, third.stderr);
+    const verified = network(dir);
+    assert.deepEqual([verified.connections, verified.denied], [5, 4]);
+    assert.deepEqual(refused(verified), ['not-allowed.example 1', 'second.example 1', 'third.example 2']);
+    assert.equal(verified.hosts.length, 1);
+    assert.deepEqual(egressLines(dir).slice(0, 4), resumedLines);
+    assert.equal(egressLines(dir).length, 5);
+  });
+
+  it('leaves out an egress.jsonl svc did not leave, keeping the totals of svc\'s own record', async () => {
+    const first = await svc(['--brief', 'x', '--worktree', '--provider', 'p']);
+    assert.equal(first.code, 1, first.stderr);
+    const run = (JSON.parse(first.stdout.trim().split('\n')[0]!) as { run: string }).run;
+    const dir = join(repo.repo, '.svc', 'runs', run);
+    // Someone who can write the run folder rewrites the earlier session's evidence into an innocent one.
+    const forged = { ...JSON.parse(egressLines(dir)[0]!) as object, host: 'innocent.example', decision: 'allowed' };
+    writeFileSync(join(dir, 'artifacts', 'egress.jsonl'), JSON.stringify(forged) + '\n');
+
+    const second = await svc(['--resume', run]);
+    assert.equal(second.code, 0, second.stderr);
+    const resumed = network(dir);
+    assert.deepEqual([resumed.connections, resumed.denied], [4, 3]);
+    assert.deepEqual(refused(resumed), ['second.example 1', 'third.example 1']);
+    assert.deepEqual(resumed.hosts, []);
+    assert.deepEqual(egressLines(dir).map((line) => (JSON.parse(line) as { host: string }).host).sort(),
+      ['second.example', 'third.example']);
+    const notes = readFileSync(join(dir, 'events.jsonl'), 'utf8').split('\n').filter((line) => line.includes(
+      'egress.jsonl is not as svc left it'));
+    assert.equal(notes.length, 1);
+  });
+});
