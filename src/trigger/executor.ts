@@ -81,7 +81,7 @@ export function parseLaunchOutput(stdout: string): RunRef | null {
   return null;
 }
 
-/** From a final state.json or the signer's summary line. */
+/** From a final state.json or the signer's outcome (its termination message). */
 export function outcomeFromState(state: Record<string, unknown>): RunOutcome | null {
   const status = state.status;
   if (status !== 'succeeded' && status !== 'failed' && status !== 'stopped') return null;

@@ -13,11 +13,16 @@ import { traceSettings } from '../trace.ts';
 export const RUN_CONTAINER = 'run';
 export const SIGNER_CONTAINER = 'signer';
 /**
- * The start of the signer's summary line, the job's outcome (src/cli/pod.ts prints it last, on stdout, then exits 0).
- * Its log holds stdout and stderr together, and an error's text may hold what the agent wrote: the trigger reads no
- * other line, and this one only from a signer that exited 0 (kubernetes-executor.ts).
+ * The signer's termination message file (Kubernetes' default path, on no volume: the file is the container's own, so
+ * no other container can write it): the job's outcome, which src/cli/pod.ts writes last, and the trigger reads from
+ * the pod status' `state.terminated.message` (kubernetes-executor.ts), never from a log.
  */
-export const SIGNER_OUTCOME = 'svc-signer-outcome ';
+export const SIGNER_OUTCOME_PATH = '/dev/termination-log';
+/**
+ * The most bytes of an outcome: Kubernetes keeps 4 KiB of a container's message, and of 12 KiB for the pod's
+ * containers together an equal share each when they wrote more (this pod has at most four).
+ */
+export const SIGNER_OUTCOME_MAX_BYTES = 3072;
 const WORKSPACE = '/workspace/repo';
 const PVC_DIR = '/pvc';
 const TOKEN_DIR = '/var/run/svc/control-token';
@@ -226,7 +231,10 @@ export function buildPodSpec(
   const signer = container(SIGNER_CONTAINER, {
     // Everything the signer trusts comes from here (run id, PR wish), not from files the run wrote.
     args: ['pod', 'sign', '--run-id', runId, '--repo', WORKSPACE, '--sealed', SEALED_DIR,
-      ...(job.args.includes('--pr') ? ['--pr'] : [])],
+      '--outcome', SIGNER_OUTCOME_PATH, ...(job.args.includes('--pr') ? ['--pr'] : [])],
+    // Only the file: FallbackToLogsOnError would take a failed signer's log, where an error may quote the agent.
+    terminationMessagePath: SIGNER_OUTCOME_PATH,
+    terminationMessagePolicy: 'File',
     workingDir: SIGNER_HOME,
     env: baseEnv(serverEnv, s, job, SIGNER_HOME, gate),
     ...(signerEnvFrom.length ? { envFrom: signerEnvFrom } : {}),

@@ -4,8 +4,9 @@ import { mkdirSync, writeFileSync, rmSync, symlinkSync, unlinkSync, existsSync, 
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
-  buildKubeJob, createKubernetesExecutor, kubeJobName, LABEL_RUN, signerSummary,
+  buildKubeJob, createKubernetesExecutor, kubeJobName, LABEL_RUN,
 } from '../../src/trigger/kubernetes-executor.ts';
+import { outcomeMessage } from '../../src/cli/pod.ts';
 import { kubernetesSettingsFromEnv, podArgs } from '../../src/trigger/kubernetes-pod.ts';
 import { silentLogger } from '../../src/log.ts';
 import { verifyJobCredential } from '../../src/gate/job-credential.ts';
@@ -163,7 +164,7 @@ describe('buildKubeJob', () => {
     assert.equal(run.env.find((v: { name: string }) => v.name === 'SVC_SECRETS_HANDOFF')?.value, handoff);
     assert.equal(pod.containers[0].env.some((v: { name: string }) => v.name === 'SVC_SECRETS_HANDOFF'), false);
     assert.equal(pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'workspace').readOnly, true);
-    assert.deepEqual(pod.containers[0].args, ['pod', 'sign', '--run-id', runIdOf(pod), '--repo', '/workspace/repo', '--sealed', '/var/run/svc/sealed', '--pr']);
+    assert.deepEqual(pod.containers[0].args, ['pod', 'sign', '--run-id', runIdOf(pod), '--repo', '/workspace/repo', '--sealed', '/var/run/svc/sealed', '--outcome', '/dev/termination-log', '--pr']);
     // No Kubernetes API token in any container, and no container sees another's processes.
     assert.equal(pod.automountServiceAccountToken, false);
     assert.equal(pod.shareProcessNamespace, false);
@@ -290,12 +291,38 @@ describe('kubernetes executor', () => {
       ['failed', null, null, 'Kubernetes Job failed: its signer exited with 1: Refused']);
   });
 
-  it('reads only the last line that starts with the outcome marker: no other JSON line is an outcome', () => {
-    const summary = (status: string) => `svc-signer-outcome {"status":"${status}","verdict":null,"error":null}`;
-    const plain = '{"status":"succeeded","verdict":"verified","pr_url":"https://x.test/pull/1","cost_usd":0.01}';
-    assert.equal(signerSummary(`${plain}\n`), null);
-    assert.equal(signerSummary(`svc pod: x ${summary('succeeded')}\n`), null);
-    assert.equal(signerSummary(`${summary('succeeded')}\n${plain}\n${summary('failed')}\n`)?.status, 'failed');
+  // The outcome is the signer's termination message, not its log: a log of any length is for people.
+  it('takes the outcome of a signer that logged 80 KiB before it', async () => {
+    const ex = executor();
+    const launched = await ex.launch({ workdir: '/', id: jobId(), args: ['start', 'announce chatty', '--detach'] });
+    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
+    assert.ok(outcome && outcome !== 'aborted');
+    assert.deepEqual([outcome.status, outcome.verdict, outcome.error], ['succeeded', 'verified', null]);
+    assert.ok(kube.requests.every((r) => !r.url.includes('container=signer')), 'the signer\'s log is never read');
+  });
+
+  it('writes the outcome to the signer\'s own termination file, on no volume any container mounts', () => {
+    const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim', SVC_K8S_KEYS_SECRET: 'keys', SVC_K8S_CONTROL_TOKEN_SECRET: 'cp' };
+    const pod = (buildKubeJob({ id: 'j5t', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
+    const signer = pod.containers[0];
+    assert.deepEqual([signer.terminationMessagePath, signer.terminationMessagePolicy], ['/dev/termination-log', 'File']);
+    for (const c of [...pod.initContainers, ...pod.containers]) {
+      for (const m of c.volumeMounts as Array<{ mountPath: string }>) {
+        assert.ok(!`${signer.terminationMessagePath}/`.startsWith(`${m.mountPath}/`), `${c.name} mounts ${m.mountPath}`);
+      }
+    }
+  });
+
+  // Kubernetes keeps at most 4 KiB of a message, 3 KiB each of this pod's four containers: a cut one would not parse.
+  it('fits the outcome in 3072 bytes, cutting a long error, and refuses one that cannot fit', () => {
+    const base = { source: 'k8s', run: 'r1', status: 'failed', verdict: null, pr_url: null, cost_usd: 0.5 };
+    const short = outcomeMessage({ ...base, error: 'Required check "test" failed (exit 1)' });
+    assert.equal(JSON.parse(short).error, 'Required check "test" failed (exit 1)');
+    const long = outcomeMessage({ ...base, error: `No receipt: ${'\u0001"é'.repeat(3000)}` });
+    assert.ok(Buffer.byteLength(long) <= 3072, `${Buffer.byteLength(long)} bytes`);
+    assert.ok(Buffer.byteLength(long) > 2900, 'cut no more than it must');
+    assert.match(JSON.parse(long).error, /^No receipt: \u0001"é.*…$/s);
+    assert.throws(() => outcomeMessage({ ...base, pr_url: `https://x.test/${'p'.repeat(4000)}`, error: 'x' }), /over the 3072/);
   });
 
   it('fails the launch when the pod ends without a run line', async () => {
