@@ -55,7 +55,7 @@ export interface StandInOptions {
 type EnvVar = { name: string; value?: string; valueFrom?: { secretKeyRef: { name: string; key: string; optional?: boolean } } };
 type Container = {
   name: string; args?: string[]; command?: string[]; env?: EnvVar[]; terminationMessagePath?: string;
-  envFrom?: Array<{ secretRef: { name: string } }>; workingDir?: string; volumeMounts?: Array<{ name: string; mountPath: string }>;
+  workingDir?: string; volumeMounts?: Array<{ name: string; mountPath: string }>;
 };
 
 export async function startKubeStandIn(workRoot: string, opts: StandInOptions = {}): Promise<KubeStandIn> {
@@ -114,7 +114,6 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
       if (!existsSync(at)) symlinkSync(inner.dir, at);
     }
     const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
-    for (const from of c.envFrom ?? []) Object.assign(env, podEnvSecrets.get(from.secretRef.name) ?? {});
     for (const e of c.env ?? []) {
       const ref = e.valueFrom?.secretKeyRef;
       const value = ref ? podEnvSecrets.get(ref.name)?.[ref.key] : e.value;
@@ -235,5 +234,5 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
 export const podSecrets = new Map<string, string>();
 /** Secret name → its files (name → content), for Secrets with other keys (the runner's signing key). */
 export const podSecretFiles = new Map<string, Record<string, string>>();
-/** Secret name → its keys, for a container's `env` `valueFrom.secretKeyRef` (or an `envFrom` of it). */
+/** Secret name → its keys, for a container's `env` `valueFrom.secretKeyRef`. */
 export const podEnvSecrets = new Map<string, Record<string, string>>();

@@ -152,8 +152,9 @@ describe('buildKubeJob', () => {
     for (const word of ['signing-key', 'svc-signing-key', '/var/run/svc/signer', 'sealed', 'receipt-ed25519']) {
       assert.ok(!runText.includes(word), `the run container must not name ${word}`);
     }
-    assert.equal(run.env.some((v: { name: string }) => /KEY|SIGN(?!_LATER)/.test(v.name)), false);
-    assert.deepEqual(run.envFrom, [{ secretRef: { name: 'provider-keys' } }], 'only the provider keys, as before');
+    // Of SVC_K8S_ENV_SECRET it takes the provider keys (no gate); nothing else names a key.
+    const own = run.env.filter((v: any) => v.valueFrom?.secretKeyRef.name !== 'provider-keys');
+    assert.equal(own.some((v: { name: string }) => /KEY|SIGN(?!_LATER)/.test(v.name)), false);
     // The seal the signer trusts is written before the agent runs, and the run container never mounts it.
     assert.deepEqual(all.filter((c) => c.volumeMounts.some((m: { name: string }) => m.name === 'sealed')).map((c) => [c.name, c.volumeMounts.find((m: { name: string }) => m.name === 'sealed').readOnly ?? false]), [['seal', false], ['signer', true]]);
     // The run's key is made there too; the run container gets only the key handed from it, in a file of its home.
@@ -173,10 +174,42 @@ describe('buildKubeJob', () => {
     assert.equal(without.volumes.some((v: { name: string }) => v.name === 'signing-key'), false);
   });
 
-  it('gives SVC_K8S_SIGNER_ENV_SECRET to the signer only', () => {
-    const e = { ...env, SVC_K8S_ENV_SECRET: 'provider-keys', SVC_K8S_SIGNER_ENV_SECRET: 'github-token' };
-    const pod = (buildKubeJob({ id: 'j5', args: ['start', 'x', '--pr'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
-    assert.deepEqual(pod.containers[0].envFrom, [{ secretRef: { name: 'provider-keys' } }, { secretRef: { name: 'github-token' } }]);
+  // DESIGN §7a: a job pod acts only with its own authority. The agent can read all the run container holds.
+  it('gives each container only the named keys its job needs, never a whole Secret', () => {
+    const gateSecret = join(dir, 'gate-secret-keys');
+    writeFileSync(gateSecret, 'kube-keys-gate-secret-0123456789abcdef');
+    const e = { ...env, SVC_K8S_ENV_SECRET: 'operator-env', SVC_K8S_SIGNER_ENV_SECRET: 'github-token' };
+    const gated = { ...e, SVC_K8S_GATE_URL: 'http://svc-gate:3128', SVC_GATE_SECRET_FILE: gateSecret };
+    const podOf = (settingsEnv: NodeJS.ProcessEnv, job: { origin?: string; args: string[] }) =>
+      (buildKubeJob({ id: 'j5', ...job }, kubernetesSettingsFromEnv(settingsEnv), 'build', settingsEnv) as any).spec.template.spec;
+    /** Secret → the keys a container takes of it. */
+    const keysOf = (c: any) => {
+      const keys: Record<string, string[]> = {};
+      for (const v of c.env) {
+        const ref = v.valueFrom?.secretKeyRef;
+        if (!ref) continue;
+        assert.deepEqual([ref.key, ref.optional], [v.name, true]);
+        (keys[ref.name] ??= []).push(ref.key);
+      }
+      return keys;
+    };
+    const providers = ['ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'OPENROUTER_API_KEY',
+      'GROQ_API_KEY', 'MISTRAL_API_KEY', 'DEEPSEEK_API_KEY', 'XAI_API_KEY'];
+    const issue = 'https://acme.sentry.io/issues/42/';
+    const pod = podOf(e, { origin: 'jobs', args: ['start', '--brief', issue, '--pr'] });
+    for (const c of [...pod.initContainers, ...pod.containers]) assert.equal(c.envFrom, undefined, c.name);
+    assert.deepEqual(keysOf(runContainer(pod)), { 'operator-env': providers });
+    assert.deepEqual(keysOf(pod.containers[0]), { 'github-token': ['GITHUB_TOKEN', 'GH_TOKEN', 'GITHUB_API_URL'] });
+    for (const c of pod.initContainers.filter((c: any) => c.name !== 'run')) assert.deepEqual(keysOf(c), {}, c.name);
+    // Behind a gate the provider keys are its own: the run container holds placeholders, and nothing of the Secret.
+    assert.deepEqual(keysOf(runContainer(podOf(gated, { origin: 'jobs', args: ['start', '--brief', 'x'] }))), {});
+    // The errtrack token only where the job's input is an issue URL its origin may fetch; trackera's likewise.
+    const errtrack = ['ERRTRACK_AUTH_TOKEN', 'ERRTRACK_URL'];
+    assert.deepEqual(keysOf(runContainer(podOf(gated, { origin: 'errtrack', args: ['start', issue, '--pr'] }))), { 'operator-env': errtrack });
+    assert.deepEqual(keysOf(runContainer(podOf(gated, { origin: 'errtrack', args: ['start', 'Fix errtrack A-1: boom', '--pr'] }))), {});
+    assert.deepEqual(keysOf(runContainer(podOf(gated, { origin: 'chata', args: ['start', issue] }))), {});
+    assert.deepEqual(keysOf(runContainer(podOf(gated, { origin: 'trackera', args: ['start', 'trackera:ENG-7'] }))),
+      { 'operator-env': ['TRACKERA_API_KEY', 'TRACKERA_API_URL'] });
     assert.ok(!JSON.stringify(pod.initContainers).includes('github-token'));
   });
 
