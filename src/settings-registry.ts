@@ -164,8 +164,10 @@ export const SETTINGS = {
   SVC_K8S_REPO_URL: text('kubernetes', NONE, 'git URL cloned for a repository without `clone=`'),
   SVC_K8S_REPO_REF: text('kubernetes', NONE, 'its branch'),
   SVC_K8S_REPO_PVC: text('kubernetes', NONE, 'or: a PersistentVolumeClaim holding that repository'),
-  SVC_K8S_ENV_SECRET: text('kubernetes', NONE, 'a Secret whose keys become the `run` and `signer` environment'),
-  SVC_K8S_SIGNER_ENV_SECRET: text('kubernetes', NONE, 'a Secret whose keys become the `signer`\'s environment only'),
+  SVC_K8S_ENV_SECRET: text('kubernetes', NONE, 'a Secret of which the `run` container takes, by name, only the keys ' +
+    'its job uses'),
+  SVC_K8S_SIGNER_ENV_SECRET: text('kubernetes', NONE, 'a Secret of which the `signer` alone takes `GITHUB_TOKEN`, ' +
+    '`GH_TOKEN`, `GITHUB_API_URL`'),
   SVC_K8S_CONTROL_TOKEN_SECRET: text('kubernetes', NONE, 'a Secret with key `token`, mounted for the shippers'),
   SVC_K8S_KEYS_SECRET: text('kubernetes', NONE, 'a Secret with the runner\'s receipt key, mounted in `signer` only'),
   SVC_K8S_SOURCE: { ...text('kubernetes', '`k8s`', '`SVC_SOURCE` of the pods\' runs'), pattern: SOURCE },

@@ -24,6 +24,11 @@ export function isIssueUrl(text: string): boolean {
   return ISSUE_URL.test(text.trim());
 }
 
+/** Whether `text` is, as a run's input, an issue reference of `tracker` (classifyInput reads it as one). */
+export function isIssueReference(tracker: 'errtrack' | 'trackera', text: string): boolean {
+  return tracker === 'errtrack' ? isIssueUrl(text) : TRACKERA.test(text.trim());
+}
+
 /** Runs whose text came from a webhook (chat, tracker, /jobs) rather than a person at the CLI or the Control Plane. */
 export function isWebhookOrigin(origin: string | undefined): boolean {
   return origin !== undefined && origin !== '' && origin !== 'cli' && origin !== 'control';

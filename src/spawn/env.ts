@@ -24,6 +24,9 @@ const AGENT_NAMES: ReadonlySet<string> = new Set([
   'DISABLE_ERROR_REPORTING',
 ]);
 
+/** The model providers' keys among those: what an agent's CLI calls its model with. */
+export const PROVIDER_KEY_NAMES: readonly string[] = [...AGENT_NAMES].filter((name) => name.endsWith('_API_KEY'));
+
 /** Prefixes of the providers' own settings (claude, codex, gemini, aider, opencode) and of the locale. */
 const AGENT_PREFIXES = ['LC_', 'CLAUDE_CODE_', 'CODEX_', 'GEMINI_', 'AIDER_', 'OPENCODE_'];
 

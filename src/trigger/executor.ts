@@ -2,6 +2,7 @@
 // others (e.g. a Kubernetes one) implement the same two calls and are picked by SVC_TRIGGER_EXECUTOR.
 import { obj, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
+import { isIssueReference, mayFetchIssue } from '../engine/spec.ts';
 import type { RunRef } from '../client/types.ts';
 
 /** What a completion summary needs of a run's final state. */
@@ -34,6 +35,16 @@ export interface ExecJob {
   repo?: { name: string; clone: string | null };
   /** SVC_TRACEPARENT: the run continues the job's span. */
   traceparent?: string | null;
+}
+
+/**
+ * Whether a job's run may fetch an issue with `tracker`'s credential, so is handed it (DESIGN §7a): its origin may
+ * (engine/spec.ts), and its input, not forced to a brief, is such an issue's reference. An errtrack alert's brief
+ * ("Fix errtrack …") and a /jobs brief (`--brief`) never are.
+ */
+export function jobMayFetchIssue(tracker: 'errtrack' | 'trackera', job: Pick<ExecJob, 'origin' | 'args'>): boolean {
+  if (job.origin === undefined || !mayFetchIssue(tracker, job.origin) || job.args.includes('--brief')) return false;
+  return job.args.some((arg) => isIssueReference(tracker, arg));
 }
 
 /**
@@ -81,7 +92,7 @@ export function parseLaunchOutput(stdout: string): RunRef | null {
   return null;
 }
 
-/** From a final state.json or the signer's summary line. */
+/** From a final state.json or the signer's outcome (its termination message). */
 export function outcomeFromState(state: Record<string, unknown>): RunOutcome | null {
   const status = state.status;
   if (status !== 'succeeded' && status !== 'failed' && status !== 'stopped') return null;

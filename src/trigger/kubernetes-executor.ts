@@ -1,6 +1,6 @@
 // SVC_TRIGGER_EXECUTOR=kubernetes: each job becomes a batch/v1 Job running `svc start …` in its own pod
-// (kubernetes-pod.ts; docs/deploy.md). The outcome is the signer container's summary line only, and only from a signer
-// that exited 0: the run container's log is the agent's to write, and the signer's holds error texts.
+// (kubernetes-pod.ts; docs/deploy.md). The outcome is the signer container's termination message only, and only from
+// a signer that exited 0: the run container's log is the agent's to write, and the signer's holds error texts.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { httpsRequest } from './https-post.ts';
@@ -8,7 +8,7 @@ import { readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
 import { num, obj, str, tryParseJson, type Obj } from '../untrusted.ts';
 import {
-  buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, SIGNER_OUTCOME,
+  buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER,
   type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
 import {
@@ -120,25 +120,28 @@ export function createKubernetesExecutor(opts: {
     return objects(obj(pods.body).items);
   }
 
-  /** One container's log: its stdout and stderr together. */
-  async function containerLog(pod: Obj, container: string): Promise<string> {
+  /** The run container's log: its stdout and stderr together. */
+  async function runLog(pod: Obj): Promise<string> {
     const podPath = `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(str(obj(pod.metadata).name) ?? '')}`;
-    const res = await api.request('GET', `${podPath}/log?container=${container}&limitBytes=65536`);
+    const res = await api.request('GET', `${podPath}/log?container=${RUN_CONTAINER}&limitBytes=65536`);
     return res.status === 200 ? `${res.text}\n` : '';
   }
 
   /**
-   * The signer's summary line, from a signer that exited 0 (src/cli/pod.ts exits 0 right after printing it, whatever
-   * the run's status); one that exited otherwise fails the job with its error. No signer ended: the Job's status.
+   * The signer's outcome, its termination message (SIGNER_OUTCOME_PATH), from a signer that exited 0
+   * (src/cli/pod.ts exits 0 right after writing it, whatever the run's status); one that exited otherwise fails the
+   * job with the error it wrote there. No signer ended: the Job's status. Its log is for people: never read here.
    */
   async function signerOutcome(name: string, state: JobState): Promise<RunOutcome> {
     for (const pod of await jobPods(name)) {
       const signer = objects(obj(pod.status).containerStatuses).find((c) => c.name === SIGNER_CONTAINER);
-      const exitCode = obj(obj(signer?.state).terminated).exitCode;
-      if (typeof exitCode !== 'number') continue;
-      const log = await containerLog(pod, SIGNER_CONTAINER);
-      if (exitCode === 0) return signerSummary(log) ?? jobFailed('its signer printed no outcome');
-      return jobFailed(`its signer exited with ${exitCode}: ${signerError(log)}`);
+      const ended = obj(obj(signer?.state).terminated);
+      if (typeof ended.exitCode !== 'number') continue;
+      const message = obj(tryParseJson(str(ended.message) ?? ''));
+      if (ended.exitCode === 0) return outcomeFromState(message) ?? jobFailed('its signer left no outcome');
+      const error = str(message.error);
+      const said = error ? oneLine(error).slice(0, 300) : 'no error recorded';
+      return jobFailed(`its signer exited with ${ended.exitCode}: ${said}`);
     }
     return jobFailed(state.phase === 'complete' ? 'its signer\'s outcome is gone' : state.reason);
   }
@@ -184,7 +187,7 @@ export function createKubernetesExecutor(opts: {
   /** Whether the run container announced the run the pod spec fixed (a line naming any other run is ignored). */
   async function announced(name: string, runId: string): Promise<RunRef | null> {
     let log = '';
-    for (const pod of await jobPods(name)) log += await containerLog(pod, RUN_CONTAINER);
+    for (const pod of await jobPods(name)) log += await runLog(pod);
     const lines = log.split('\n').filter((l) => l.includes(runId));
     const run = parseLaunchOutput(lines.join('\n'));
     return run && run.run === runId && run.source === settings.source ? run : null;
@@ -287,19 +290,6 @@ export function createKubernetesExecutor(opts: {
   }
 
   return { launch, follow };
-}
-
-/** The last line that starts with SIGNER_OUTCOME: the signer's own is its last output, after any a message forged. */
-export function signerSummary(log: string): RunOutcome | null {
-  const lines = log.split('\n').filter((line) => line.startsWith(SIGNER_OUTCOME));
-  const last = lines[lines.length - 1];
-  return last === undefined ? null : outcomeFromState(obj(tryParseJson(last.slice(SIGNER_OUTCOME.length))));
-}
-
-/** What src/cli.ts printed of the error that ended the signer (`svc pod: …`), on one line. */
-function signerError(log: string): string {
-  const said = log.split('\n').filter((line) => line.startsWith('svc pod: ')).pop();
-  return said ? oneLine(said.slice('svc pod: '.length)).slice(0, 300) : 'no error printed';
 }
 
 // The API client for the in-cluster service account: JSON requests with the mounted token. Global fetch cannot pin a

@@ -3,8 +3,8 @@
 // Must not: mount the key, the sealed volume or a service-account token into any container that runs agent code, nor
 // SVC_K8S_REPO_PVC's claim writable anywhere (pods share it).
 import { mintJobCredential, readGateSecret } from '../gate/job-credential.ts';
-import { childEnv } from '../spawn/env.ts';
-import { isolatedArgs, type ExecJob } from './executor.ts';
+import { childEnv, PROVIDER_KEY_NAMES } from '../spawn/env.ts';
+import { isolatedArgs, jobMayFetchIssue, type ExecJob } from './executor.ts';
 import { MODEL_APIS } from '../gate/model-apis.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingInt, settingOr, type SettingName } from '../settings-registry.ts';
@@ -13,11 +13,16 @@ import { traceSettings } from '../trace.ts';
 export const RUN_CONTAINER = 'run';
 export const SIGNER_CONTAINER = 'signer';
 /**
- * The start of the signer's summary line, the job's outcome (src/cli/pod.ts prints it last, on stdout, then exits 0).
- * Its log holds stdout and stderr together, and an error's text may hold what the agent wrote: the trigger reads no
- * other line, and this one only from a signer that exited 0 (kubernetes-executor.ts).
+ * The signer's termination message file (Kubernetes' default path, on no volume: the file is the container's own, so
+ * no other container can write it): the job's outcome, which src/cli/pod.ts writes last, and the trigger reads from
+ * the pod status' `state.terminated.message` (kubernetes-executor.ts), never from a log.
  */
-export const SIGNER_OUTCOME = 'svc-signer-outcome ';
+export const SIGNER_OUTCOME_PATH = '/dev/termination-log';
+/**
+ * The most bytes of an outcome: Kubernetes keeps 4 KiB of a container's message, and of 12 KiB for the pod's
+ * containers together an equal share each when they wrote more (this pod has at most four).
+ */
+export const SIGNER_OUTCOME_MAX_BYTES = 3072;
 const WORKSPACE = '/workspace/repo';
 const PVC_DIR = '/pvc';
 const TOKEN_DIR = '/var/run/svc/control-token';
@@ -31,6 +36,9 @@ const SIGNER_KEYS_DIR = `${SIGNER_HOME}/.svc/keys`;
 
 type Mount = { name: string; mountPath: string; readOnly?: boolean };
 type EnvVar = { name: string; value: string };
+type SecretVar = { name: string; valueFrom: { secretKeyRef: { name: string; key: string; optional: true } } };
+/** What the signer takes of SVC_K8S_SIGNER_ENV_SECRET: the pull request's token and its host. */
+const SIGNER_SECRET_KEYS = ['GITHUB_TOKEN', 'GH_TOKEN', 'GITHUB_API_URL'];
 /** Of the server's checkout only its policy's max_usd goes in: the pod clones its own (deploy.md). */
 export type PodJob = Omit<ExecJob, 'workdir'> & { maxUsd?: number | null };
 
@@ -126,6 +134,25 @@ function baseEnv(
   return env;
 }
 
+/** Named keys of an operator's Secret, each the variable of its name; a key it lacks is no variable. */
+function secretVars(secret: string | undefined, keys: readonly string[]): SecretVar[] {
+  if (!secret) return [];
+  return keys.map((key) => ({ name: key, valueFrom: { secretKeyRef: { name: secret, key, optional: true } } }));
+}
+
+/**
+ * What the run container takes of SVC_K8S_ENV_SECRET: only what this job's run uses, since the agent can read all
+ * the container holds (DESIGN §7a). The provider keys only without a gate (which holds them; the container gets
+ * placeholders); an issue tracker's credential only for a job that may fetch its issue with it.
+ */
+function runSecretKeys(job: PodJob, gated: boolean): string[] {
+  return [
+    ...(gated ? [] : PROVIDER_KEY_NAMES),
+    ...(jobMayFetchIssue('errtrack', job) ? ['ERRTRACK_AUTH_TOKEN', 'ERRTRACK_URL'] : []),
+    ...(jobMayFetchIssue('trackera', job) ? ['TRACKERA_API_KEY', 'TRACKERA_API_URL'] : []),
+  ];
+}
+
 type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | null;
 
 // The claim's repository ($1), copied (committed HEAD only) into the pod's own workspace ($2): pods run side by side,
@@ -215,21 +242,21 @@ export function buildPodSpec(
     env: [
       ...baseEnv(serverEnv, s, job, POD_HOME, gate), { name: 'SVC_SIGN_LATER', value: '1' },
       { name: 'SVC_SECRETS_HANDOFF', value: RUN_KEY_HANDOFF },
+      ...secretVars(s.envSecret, runSecretKeys(job, !!s.gateUrl)),
     ],
-    ...(s.envSecret ? { envFrom: [{ secretRef: { name: s.envSecret } }] } : {}),
     ...(resources ? { resources } : {}),
     volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }, ...token],
   });
-  const signerEnvFrom = [s.envSecret, s.signerEnvSecret]
-    .filter((n): n is string => !!n)
-    .map((name) => ({ secretRef: { name } }));
   const signer = container(SIGNER_CONTAINER, {
     // Everything the signer trusts comes from here (run id, PR wish), not from files the run wrote.
     args: ['pod', 'sign', '--run-id', runId, '--repo', WORKSPACE, '--sealed', SEALED_DIR,
-      ...(job.args.includes('--pr') ? ['--pr'] : [])],
+      '--outcome', SIGNER_OUTCOME_PATH, ...(job.args.includes('--pr') ? ['--pr'] : [])],
+    // Only the file: FallbackToLogsOnError would take a failed signer's log, where an error may quote the agent.
+    terminationMessagePath: SIGNER_OUTCOME_PATH,
+    terminationMessagePolicy: 'File',
     workingDir: SIGNER_HOME,
-    env: baseEnv(serverEnv, s, job, SIGNER_HOME, gate),
-    ...(signerEnvFrom.length ? { envFrom: signerEnvFrom } : {}),
+    // It runs no provider and fetches no issue: of the operator's Secrets only the pull request's token.
+    env: [...baseEnv(serverEnv, s, job, SIGNER_HOME, gate), ...secretVars(s.signerEnvSecret, SIGNER_SECRET_KEYS)],
     ...(resources ? { resources } : {}),
     volumeMounts: [
       { ...workspace, readOnly: true },

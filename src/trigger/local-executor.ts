@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
 import { objOrNull } from '../untrusted.ts';
 import {
-  isolatedArgs, outcomeFromState, parseLaunchOutput, questionOf,
+  isolatedArgs, jobMayFetchIssue, outcomeFromState, parseLaunchOutput, questionOf,
   type AnswerResult, type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
 } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
@@ -17,7 +17,6 @@ import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { workerAlive } from '../engine/repo-name.ts';
-import { mayFetchIssue } from '../engine/spec.ts';
 
 const OUTPUT_CAP = 64 * 1024;
 /** For a freshly launched run to write its first state.json. */
@@ -26,10 +25,10 @@ const MISSING_GRACE_MS = 60_000;
 /** What a job's run uses itself (no webhook secret); not TRACKERA_API_KEY: a trackera run reads its staged snapshot. */
 const LAUNCHER_SECRETS = WORKER_SECRET_NAMES.filter((name) => name !== 'TRACKERA_API_KEY');
 
-/** ERRTRACK_AUTH_TOKEN only to a job of an origin whose run may fetch an issue with it (engine/spec.ts): the
- * errtrack webhook's and /jobs'; not a chat's, whose text may name any project's issue (DESIGN §7a). */
-function secretsFor(secrets: Record<string, string>, origin: string | undefined): Record<string, string> {
-  if (origin !== undefined && mayFetchIssue('errtrack', origin)) return secrets;
+/** ERRTRACK_AUTH_TOKEN only to a job whose run may fetch an issue with it (jobMayFetchIssue): not a chat's, whose
+ * text may name any project's issue, nor an alert's or /jobs', whose brief is never an issue URL (DESIGN §7a). */
+function secretsFor(secrets: Record<string, string>, job: ExecJob | null): Record<string, string> {
+  if (job !== null && jobMayFetchIssue('errtrack', job)) return secrets;
   const { ERRTRACK_AUTH_TOKEN: _withheld, ...rest } = secrets;
   return rest;
 }
@@ -77,7 +76,7 @@ export function createLocalExecutor(opts: {
     // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
     // A managed (clone=) job's checkout is its own already: a worktree in it would only check its tree out again.
     const args = job.repo?.clone ? job.args : isolatedArgs(job.args);
-    const { child, output, done } = startSvc(args, job.workdir, secretsFor(secrets, job.origin), {
+    const { child, output, done } = startSvc(args, job.workdir, secretsFor(secrets, job), {
       SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
       // The run is named after the served entry, never after what the checkout's origin says.
       ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
@@ -141,7 +140,7 @@ export function createLocalExecutor(opts: {
   async function answer(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult> {
     const args = ['answer', '--repo', workdir, `--origin=${origin}`, '--', `${run.source}/${run.run}`, text];
     // An answer builds no task: no issue is fetched.
-    const { output, done } = startSvc(args, workdir, secretsFor(secrets, undefined), {});
+    const { output, done } = startSvc(args, workdir, secretsFor(secrets, null), {});
     const { code, failed } = await done;
     if (code === 0) return { ok: true };
     return { ok: false, reason: failed ?? (lastLine(output.stderr) || `svc answer exited with ${code ?? 'a signal'}`) };

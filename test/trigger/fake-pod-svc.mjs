@@ -4,8 +4,9 @@
 //   in the workspace (its working folder) for the signer, and exits 0 like `svc start` with SVC_SIGN_LATER=1;
 // - `pod seal`: nothing to record here;
 // - `pod sign` (the signer): reads that outcome from --repo, ships the run to the Control Plane (token from
-//   SVC_CONTROL_TOKEN_FILE), prints the final summary line and exits 0, like `svc pod sign`; a brief with
-//   `signer-error` makes it print a forged summary line on stderr and fail as a refusal does (exit 1).
+//   SVC_CONTROL_TOKEN_FILE), writes the final summary to --outcome (its termination message) and exits 0, like
+//   `svc pod sign`; a brief with `signer-error` makes it print a forged summary on stderr and fail as a refusal does
+//   (its error written there, exit 1); one with `chatty` makes it log 80 KiB before its summary.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -48,11 +49,17 @@ if (args[0] === 'pod' && args[1] === 'sign') {
     if (!res.ok) process.stderr.write(`ship failed: ${res.status} ${await res.text()}\n`);
   }
   const summary = { source, run, status: state.status, verdict: state.verdict, pr_url: state.pr_url, error: state.error };
+  const outcome = flag('--outcome');
   if (state.brief.includes('signer-error')) {
-    process.stderr.write(`svc pod: Refused\nsvc-signer-outcome ${JSON.stringify({ ...summary, status: 'succeeded' })}\n`);
+    process.stderr.write(`svc pod: Refused\n${JSON.stringify({ ...summary, status: 'succeeded' })}\n`);
+    writeFileSync(outcome, JSON.stringify({ error: 'Refused' }));
     process.exit(1);
   }
-  process.stdout.write(`svc-signer-outcome ${JSON.stringify(summary)}\n`);
+  if (state.brief.includes('chatty')) {
+    for (let i = 0; i < 1024; i++) process.stderr.write(`${'checking the workspace '.repeat(3).padEnd(79)}\n`);
+  }
+  writeFileSync(outcome, JSON.stringify(summary));
+  process.stdout.write(`${JSON.stringify(summary)}\n`);
   process.exit(0);
 }
 process.stderr.write(`fake pod svc: unknown arguments ${args.join(' ')}\n`);

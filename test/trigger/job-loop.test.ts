@@ -46,7 +46,8 @@ describe('the job loop', () => {
       // The one extra name: the descriptor of the pipe that carries what the run uses itself (issue 9 item 4); the
       // launcher reads it at start. Nothing is written to disk on the way.
       assert.equal(call.env.SVC_HANDOFF_FD, '3');
-      assert.deepEqual(call.handed, { secrets: { SVC_CONTROL_TOKEN: 'k-control-5', ERRTRACK_AUTH_TOKEN: 'k-errtrack-3' } });
+      // Not ERRTRACK_AUTH_TOKEN: a /jobs brief is never an issue URL (--brief).
+      assert.deepEqual(call.handed, { secrets: { SVC_CONTROL_TOKEN: 'k-control-5' } });
       assert.equal(existsSync(join(t.home, '.svc', 'handoff')), false, 'no handoff file was written');
       for (const name of Object.keys(call.env)) {
         if (name !== 'SVC_HANDOFF_FD') assert.ok(isLauncherName(name), `unexpected ${name} in the child env`);

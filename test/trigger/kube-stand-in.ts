@@ -6,7 +6,7 @@
 // containers with a `command` (the clone) run that command only with the real svc.
 import { createServer, type Server } from 'node:http';
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync, existsSync, symlinkSync } from 'node:fs';
+import { mkdirSync, writeFileSync, existsSync, symlinkSync, readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +24,9 @@ export interface KubeJob {
   logs: Record<string, string>;
   /** The exit status of each container that ended, by name (the pod status' `state.terminated.exitCode`). */
   exitCodes?: Record<string, number>;
+  /** The termination message of each container that ended and has a terminationMessagePath (`state.terminated.message`:
+   * the file's first 4096 bytes, as Kubernetes keeps at most). */
+  messages?: Record<string, string>;
   stderr: string;
   pod: string | null;
 }
@@ -49,9 +52,10 @@ export interface StandInOptions {
   svc?: string;
 }
 
+type EnvVar = { name: string; value?: string; valueFrom?: { secretKeyRef: { name: string; key: string; optional?: boolean } } };
 type Container = {
-  name: string; args?: string[]; command?: string[]; env?: Array<{ name: string; value: string }>;
-  envFrom?: Array<{ secretRef: { name: string } }>; workingDir?: string; volumeMounts?: Array<{ name: string; mountPath: string }>;
+  name: string; args?: string[]; command?: string[]; env?: EnvVar[]; terminationMessagePath?: string;
+  workingDir?: string; volumeMounts?: Array<{ name: string; mountPath: string }>;
 };
 
 export async function startKubeStandIn(workRoot: string, opts: StandInOptions = {}): Promise<KubeStandIn> {
@@ -87,8 +91,15 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
   }
 
   function runContainer(job: KubeJob, c: Container, dirs: Map<string, string>, podDir: string): Promise<boolean> {
+    // The termination message file is the container's own, as the kubelet makes it: on no volume.
+    const termination = c.terminationMessagePath ? join(podDir, 'termination', c.name) : null;
+    if (termination) {
+      mkdirSync(dirname(termination), { recursive: true });
+      writeFileSync(termination, '');
+    }
     const mounts = (c.volumeMounts ?? [])
       .map((m) => ({ path: m.mountPath, dir: dirs.get(m.name)! }))
+      .concat(termination ? [{ path: c.terminationMessagePath!, dir: termination }] : [])
       .sort((a, b) => b.path.length - a.path.length);
     const local = (value: string): string => {
       const m = mounts.find((x) => value === x.path || value.startsWith(`${x.path}/`));
@@ -103,8 +114,12 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
       if (!existsSync(at)) symlinkSync(inner.dir, at);
     }
     const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
-    for (const from of c.envFrom ?? []) Object.assign(env, podEnvSecrets.get(from.secretRef.name) ?? {});
-    for (const e of c.env ?? []) env[e.name] = local(e.value);
+    for (const e of c.env ?? []) {
+      const ref = e.valueFrom?.secretKeyRef;
+      const value = ref ? podEnvSecrets.get(ref.name)?.[ref.key] : e.value;
+      if (value === undefined && !ref?.optional) throw new Error(`container ${c.name}: no value for ${e.name}`);
+      if (value !== undefined) env[e.name] = ref ? value : local(value);
+    }
     const svc = [process.execPath, opts.svc ?? FAKE_POD_SVC];
     const argv = c.command ? c.command.map(local) : [...svc, ...(c.args ?? []).map(local)];
     if (c.command && !opts.svc) return Promise.resolve(true);
@@ -121,6 +136,9 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
       child.on('close', (code, signal) => {
         children.delete(child);
         job.exitCodes = { ...job.exitCodes, [c.name]: code ?? 128 + (signal ? osConstants.signals[signal] : 0) };
+        if (termination) {
+          job.messages = { ...job.messages, [c.name]: readFileSync(termination).subarray(0, 4096).toString('utf8') };
+        }
         resolve(code === 0);
       });
     });
@@ -187,7 +205,8 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
         const spec = job?.manifest.spec?.template?.spec;
         const statuses = (spec?.containers ?? []).flatMap((c: Container) => {
           const exitCode = job?.exitCodes?.[c.name];
-          return exitCode === undefined ? [] : [{ name: c.name, state: { terminated: { exitCode } } }];
+          const message = job?.messages?.[c.name];
+          return exitCode === undefined ? [] : [{ name: c.name, state: { terminated: { exitCode, ...(message ? { message } : {}) } } }];
         });
         return send(200, { items: job?.pod ? [{ metadata: { name: job.pod }, status: { containerStatuses: statuses } }] : [] });
       }
@@ -215,5 +234,5 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
 export const podSecrets = new Map<string, string>();
 /** Secret name → its files (name → content), for Secrets with other keys (the runner's signing key). */
 export const podSecretFiles = new Map<string, Record<string, string>>();
-/** Secret name → the variables an `envFrom` of it gives a container. */
+/** Secret name → its keys, for a container's `env` `valueFrom.secretKeyRef`. */
 export const podEnvSecrets = new Map<string, Record<string, string>>();

@@ -4,8 +4,9 @@ import { mkdirSync, writeFileSync, rmSync, symlinkSync, unlinkSync, existsSync, 
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
-  buildKubeJob, createKubernetesExecutor, kubeJobName, LABEL_RUN, signerSummary,
+  buildKubeJob, createKubernetesExecutor, kubeJobName, LABEL_RUN,
 } from '../../src/trigger/kubernetes-executor.ts';
+import { outcomeMessage } from '../../src/cli/pod.ts';
 import { kubernetesSettingsFromEnv, podArgs } from '../../src/trigger/kubernetes-pod.ts';
 import { silentLogger } from '../../src/log.ts';
 import { verifyJobCredential } from '../../src/gate/job-credential.ts';
@@ -151,8 +152,9 @@ describe('buildKubeJob', () => {
     for (const word of ['signing-key', 'svc-signing-key', '/var/run/svc/signer', 'sealed', 'receipt-ed25519']) {
       assert.ok(!runText.includes(word), `the run container must not name ${word}`);
     }
-    assert.equal(run.env.some((v: { name: string }) => /KEY|SIGN(?!_LATER)/.test(v.name)), false);
-    assert.deepEqual(run.envFrom, [{ secretRef: { name: 'provider-keys' } }], 'only the provider keys, as before');
+    // Of SVC_K8S_ENV_SECRET it takes the provider keys (no gate); nothing else names a key.
+    const own = run.env.filter((v: any) => v.valueFrom?.secretKeyRef.name !== 'provider-keys');
+    assert.equal(own.some((v: { name: string }) => /KEY|SIGN(?!_LATER)/.test(v.name)), false);
     // The seal the signer trusts is written before the agent runs, and the run container never mounts it.
     assert.deepEqual(all.filter((c) => c.volumeMounts.some((m: { name: string }) => m.name === 'sealed')).map((c) => [c.name, c.volumeMounts.find((m: { name: string }) => m.name === 'sealed').readOnly ?? false]), [['seal', false], ['signer', true]]);
     // The run's key is made there too; the run container gets only the key handed from it, in a file of its home.
@@ -163,7 +165,7 @@ describe('buildKubeJob', () => {
     assert.equal(run.env.find((v: { name: string }) => v.name === 'SVC_SECRETS_HANDOFF')?.value, handoff);
     assert.equal(pod.containers[0].env.some((v: { name: string }) => v.name === 'SVC_SECRETS_HANDOFF'), false);
     assert.equal(pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'workspace').readOnly, true);
-    assert.deepEqual(pod.containers[0].args, ['pod', 'sign', '--run-id', runIdOf(pod), '--repo', '/workspace/repo', '--sealed', '/var/run/svc/sealed', '--pr']);
+    assert.deepEqual(pod.containers[0].args, ['pod', 'sign', '--run-id', runIdOf(pod), '--repo', '/workspace/repo', '--sealed', '/var/run/svc/sealed', '--outcome', '/dev/termination-log', '--pr']);
     // No Kubernetes API token in any container, and no container sees another's processes.
     assert.equal(pod.automountServiceAccountToken, false);
     assert.equal(pod.shareProcessNamespace, false);
@@ -172,10 +174,42 @@ describe('buildKubeJob', () => {
     assert.equal(without.volumes.some((v: { name: string }) => v.name === 'signing-key'), false);
   });
 
-  it('gives SVC_K8S_SIGNER_ENV_SECRET to the signer only', () => {
-    const e = { ...env, SVC_K8S_ENV_SECRET: 'provider-keys', SVC_K8S_SIGNER_ENV_SECRET: 'github-token' };
-    const pod = (buildKubeJob({ id: 'j5', args: ['start', 'x', '--pr'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
-    assert.deepEqual(pod.containers[0].envFrom, [{ secretRef: { name: 'provider-keys' } }, { secretRef: { name: 'github-token' } }]);
+  // DESIGN §7a: a job pod acts only with its own authority. The agent can read all the run container holds.
+  it('gives each container only the named keys its job needs, never a whole Secret', () => {
+    const gateSecret = join(dir, 'gate-secret-keys');
+    writeFileSync(gateSecret, 'kube-keys-gate-secret-0123456789abcdef');
+    const e = { ...env, SVC_K8S_ENV_SECRET: 'operator-env', SVC_K8S_SIGNER_ENV_SECRET: 'github-token' };
+    const gated = { ...e, SVC_K8S_GATE_URL: 'http://svc-gate:3128', SVC_GATE_SECRET_FILE: gateSecret };
+    const podOf = (settingsEnv: NodeJS.ProcessEnv, job: { origin?: string; args: string[] }) =>
+      (buildKubeJob({ id: 'j5', ...job }, kubernetesSettingsFromEnv(settingsEnv), 'build', settingsEnv) as any).spec.template.spec;
+    /** Secret → the keys a container takes of it. */
+    const keysOf = (c: any) => {
+      const keys: Record<string, string[]> = {};
+      for (const v of c.env) {
+        const ref = v.valueFrom?.secretKeyRef;
+        if (!ref) continue;
+        assert.deepEqual([ref.key, ref.optional], [v.name, true]);
+        (keys[ref.name] ??= []).push(ref.key);
+      }
+      return keys;
+    };
+    const providers = ['ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'OPENROUTER_API_KEY',
+      'GROQ_API_KEY', 'MISTRAL_API_KEY', 'DEEPSEEK_API_KEY', 'XAI_API_KEY'];
+    const issue = 'https://acme.sentry.io/issues/42/';
+    const pod = podOf(e, { origin: 'jobs', args: ['start', '--brief', issue, '--pr'] });
+    for (const c of [...pod.initContainers, ...pod.containers]) assert.equal(c.envFrom, undefined, c.name);
+    assert.deepEqual(keysOf(runContainer(pod)), { 'operator-env': providers });
+    assert.deepEqual(keysOf(pod.containers[0]), { 'github-token': ['GITHUB_TOKEN', 'GH_TOKEN', 'GITHUB_API_URL'] });
+    for (const c of pod.initContainers.filter((c: any) => c.name !== 'run')) assert.deepEqual(keysOf(c), {}, c.name);
+    // Behind a gate the provider keys are its own: the run container holds placeholders, and nothing of the Secret.
+    assert.deepEqual(keysOf(runContainer(podOf(gated, { origin: 'jobs', args: ['start', '--brief', 'x'] }))), {});
+    // The errtrack token only where the job's input is an issue URL its origin may fetch; trackera's likewise.
+    const errtrack = ['ERRTRACK_AUTH_TOKEN', 'ERRTRACK_URL'];
+    assert.deepEqual(keysOf(runContainer(podOf(gated, { origin: 'errtrack', args: ['start', issue, '--pr'] }))), { 'operator-env': errtrack });
+    assert.deepEqual(keysOf(runContainer(podOf(gated, { origin: 'errtrack', args: ['start', 'Fix errtrack A-1: boom', '--pr'] }))), {});
+    assert.deepEqual(keysOf(runContainer(podOf(gated, { origin: 'chata', args: ['start', issue] }))), {});
+    assert.deepEqual(keysOf(runContainer(podOf(gated, { origin: 'trackera', args: ['start', 'trackera:ENG-7'] }))),
+      { 'operator-env': ['TRACKERA_API_KEY', 'TRACKERA_API_URL'] });
     assert.ok(!JSON.stringify(pod.initContainers).includes('github-token'));
   });
 
@@ -290,12 +324,38 @@ describe('kubernetes executor', () => {
       ['failed', null, null, 'Kubernetes Job failed: its signer exited with 1: Refused']);
   });
 
-  it('reads only the last line that starts with the outcome marker: no other JSON line is an outcome', () => {
-    const summary = (status: string) => `svc-signer-outcome {"status":"${status}","verdict":null,"error":null}`;
-    const plain = '{"status":"succeeded","verdict":"verified","pr_url":"https://x.test/pull/1","cost_usd":0.01}';
-    assert.equal(signerSummary(`${plain}\n`), null);
-    assert.equal(signerSummary(`svc pod: x ${summary('succeeded')}\n`), null);
-    assert.equal(signerSummary(`${summary('succeeded')}\n${plain}\n${summary('failed')}\n`)?.status, 'failed');
+  // The outcome is the signer's termination message, not its log: a log of any length is for people.
+  it('takes the outcome of a signer that logged 80 KiB before it', async () => {
+    const ex = executor();
+    const launched = await ex.launch({ workdir: '/', id: jobId(), args: ['start', 'announce chatty', '--detach'] });
+    const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
+    assert.ok(outcome && outcome !== 'aborted');
+    assert.deepEqual([outcome.status, outcome.verdict, outcome.error], ['succeeded', 'verified', null]);
+    assert.ok(kube.requests.every((r) => !r.url.includes('container=signer')), 'the signer\'s log is never read');
+  });
+
+  it('writes the outcome to the signer\'s own termination file, on no volume any container mounts', () => {
+    const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim', SVC_K8S_KEYS_SECRET: 'keys', SVC_K8S_CONTROL_TOKEN_SECRET: 'cp' };
+    const pod = (buildKubeJob({ id: 'j5t', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
+    const signer = pod.containers[0];
+    assert.deepEqual([signer.terminationMessagePath, signer.terminationMessagePolicy], ['/dev/termination-log', 'File']);
+    for (const c of [...pod.initContainers, ...pod.containers]) {
+      for (const m of c.volumeMounts as Array<{ mountPath: string }>) {
+        assert.ok(!`${signer.terminationMessagePath}/`.startsWith(`${m.mountPath}/`), `${c.name} mounts ${m.mountPath}`);
+      }
+    }
+  });
+
+  // Kubernetes keeps at most 4 KiB of a message, 3 KiB each of this pod's four containers: a cut one would not parse.
+  it('fits the outcome in 3072 bytes, cutting a long error, and refuses one that cannot fit', () => {
+    const base = { source: 'k8s', run: 'r1', status: 'failed', verdict: null, pr_url: null, cost_usd: 0.5 };
+    const short = outcomeMessage({ ...base, error: 'Required check "test" failed (exit 1)' });
+    assert.equal(JSON.parse(short).error, 'Required check "test" failed (exit 1)');
+    const long = outcomeMessage({ ...base, error: `No receipt: ${'\u0001"é'.repeat(3000)}` });
+    assert.ok(Buffer.byteLength(long) <= 3072, `${Buffer.byteLength(long)} bytes`);
+    assert.ok(Buffer.byteLength(long) > 2900, 'cut no more than it must');
+    assert.match(JSON.parse(long).error, /^No receipt: \u0001"é.*…$/s);
+    assert.throws(() => outcomeMessage({ ...base, pr_url: `https://x.test/${'p'.repeat(4000)}`, error: 'x' }), /over the 3072/);
   });
 
   it('fails the launch when the pod ends without a run line', async () => {

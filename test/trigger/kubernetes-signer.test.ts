@@ -94,7 +94,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     brief: string, beforeSigner?: (workspace: string, run: string) => void | Promise<void>,
     whileRunning?: (run: string) => Promise<void>,
     more: {
-      args?: string[]; envSecret?: string; beforeRun?: (run: string) => Promise<void>;
+      args?: string[]; beforeRun?: (run: string) => Promise<void>;
       beforeSeal?: (run: string) => Promise<void>; env?: NodeJS.ProcessEnv;
     } = {},
   ): Promise<{ outcome: RunOutcome; run: string; job: string }> {
@@ -105,8 +105,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       SVC_K8S_API_URL: kube.url, SVC_K8S_SA_DIR: join(repo.root, 'no-sa'), SVC_K8S_IMAGE: 'registry.test/svc:1',
       SVC_K8S_REPO_URL: `file://${repo.origin}`, SVC_K8S_KEYS_SECRET: 'runner-key',
       SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-signer',
-      SVC_K8S_SIGNER_ENV_SECRET: 'signer-github', SVC_K8S_NAMESPACE: 'build',
-      ...(more.envSecret ? { SVC_K8S_ENV_SECRET: more.envSecret } : {}), ...more.env,
+      SVC_K8S_SIGNER_ENV_SECRET: 'signer-github', SVC_K8S_NAMESPACE: 'build', ...more.env,
     };
     kube.beforeContainer = async (name, container) => {
       const early = container === 'run' ? more.beforeRun : container === 'seal' ? more.beforeSeal : undefined;
@@ -643,16 +642,17 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     ].map((r) => JSON.stringify(r)).join('\n');
     writeFileSync(join(clis, 'claude'), `#!/bin/sh\n[ "$1" = --version ] && exit 0\ncat > /dev/null\n` +
       `cat <<'EOF'\n${records}\nEOF\nexit 1\n`, { mode: 0o755 });
-    podEnvSecrets.set('cli-path', { PATH: `${clis}:${process.env.PATH}` });
+    // The stand-in's containers take the test's PATH (a Secret gives a pod only the keys its job uses).
+    const path = process.env.PATH;
+    process.env.PATH = `${clis}:${path}`;
     try {
-      const { outcome, run } = await runJob('fix the greeting', undefined, undefined,
-        { args: ['--provider', 'claude'], envSecret: 'cli-path' });
+      const { outcome, run } = await runJob('fix the greeting', undefined, undefined, { args: ['--provider', 'claude'] });
       assert.equal(outcome.status, 'failed');
       assert.match(outcome.error ?? '', /^Provider claude is not logged in: /);
       const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
       assert.deepEqual(shown.failure, { class: 'config', reason: outcome.error, retryable: false });
     } finally {
-      podEnvSecrets.delete('cli-path');
+      process.env.PATH = path;
     }
   });
 });

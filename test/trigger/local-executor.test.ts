@@ -119,26 +119,31 @@ describe('the local executor', () => {
     }
   });
 
-  it('hands ERRTRACK_AUTH_TOKEN only to the errtrack and /jobs origins: chat text may name any project\'s issue', async () => {
+  // An alert's brief ("Fix errtrack …") and a /jobs brief (--brief) are never an issue URL: no job of theirs fetches.
+  it('hands ERRTRACK_AUTH_TOKEN only to a job whose input is an issue URL its origin may fetch', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
     try {
       const env = {
         PATH: process.env.PATH, HOME: dir, ERRTRACK_AUTH_TOKEN: 'k-errtrack-7', SVC_CONTROL_TOKEN: 'k-control-8',
       };
       const executor = createLocalExecutor({ cliPath: FAKE_SVC, env });
-      const origins = ['chata', 'chatb', 'trackera', 'trackerb', 'webhook', 'errtrack', 'jobs'];
-      for (const origin of origins) {
-        await executor.launch({ id: `job-${origin}`, args: ['start', 'some text', '--pr', '--detach'], origin, workdir: dir });
+      const issue = 'https://acme.sentry.io/issues/42/';
+      const jobs: Array<{ origin: string; text: string; brief?: boolean }> = [
+        ...['chata', 'chatb', 'trackera', 'trackerb', 'webhook', 'errtrack', 'jobs'].map((origin) => ({ origin, text: 'some text' })),
+        { origin: 'chata', text: issue }, { origin: 'errtrack', text: 'Fix errtrack ACME-1: boom' },
+        { origin: 'jobs', text: issue, brief: true }, { origin: 'errtrack', text: issue },
+      ];
+      for (const [i, job] of jobs.entries()) {
+        const args = ['start', ...(job.brief ? ['--brief'] : []), job.text, '--pr', '--detach'];
+        await executor.launch({ id: `job-${i}`, args, origin: job.origin, workdir: dir });
       }
-      await executor.answer!({ source: 'local', run: 'r1' }, 'yes', dir, 'chata');
+      await executor.answer!({ source: 'local', run: 'r1' }, issue, dir, 'chata');
       const calls = readdirSync(join(dir, 'fake-svc')).filter((n) => n.startsWith('call-'))
         .map((n) => readJson(join(dir, 'fake-svc', n)));
-      const handed = Object.fromEntries(calls.map((c) => [c.args[0] === 'answer' ? 'answer' : c.env.SVC_ORIGIN,
-        c.handed.secrets.ERRTRACK_AUTH_TOKEN ?? null]));
-      assert.deepEqual(handed, {
-        chata: null, chatb: null, trackera: null, trackerb: null, webhook: null, answer: null,
-        errtrack: 'k-errtrack-7', jobs: 'k-errtrack-7',
-      });
+      const handed = calls.filter((c) => c.handed.secrets.ERRTRACK_AUTH_TOKEN !== undefined)
+        .map((c) => [c.env.SVC_ORIGIN, c.args.includes(issue), c.args.includes('--brief')]);
+      assert.deepEqual(handed, [['errtrack', true, false]]);
+      assert.equal(calls.length, jobs.length + 1);
       for (const call of calls) assert.equal(call.handed.secrets.SVC_CONTROL_TOKEN, 'k-control-8');
     } finally {
       rmSync(dir, { recursive: true, force: true });
