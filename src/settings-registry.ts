@@ -57,8 +57,9 @@ export const SETTINGS = {
     '`1` accepts a tokenless non-loopback bind (loud warning; not recommended)'),
   SVC_CONTROL_ANSWER_DIR: text('control', '`~/.svc/control/answers`',
     'where answers for blocked runs are written (`<source>/<run>.json`) and runs wait for them'),
-  SVC_CONTROL_RUNNER_TOKENS_FILE: secret('control', NONE, 'a file of `<source> <token>` lines: tokens that may only ' +
-    '`POST /v1/ingest` runs of their source ([runner tokens](#control-plane-api))'),
+  SVC_CONTROL_RUNNER_TOKENS_FILE: secret('control', NONE, 'a file of `<source> <token> [bound-runs] ' +
+    '[read=<source>,…]` lines: tokens that may only `POST /v1/ingest` runs of their source, and read the runs of the sources `read=` ' +
+    'names ([runner tokens](#control-plane-api))'),
   SVC_CONTROL_MAX_CONNECTIONS: int('control', 4096, [1, 1_000_000],
     'open connections the Control Plane keeps; one more is answered 503 and closed ([known limits](#known-limits))'),
   SVC_CONTROL_MAX_CONNECTIONS_PER_PEER: int('control', 1024, [1, 1_000_000],
@@ -169,6 +170,8 @@ export const SETTINGS = {
   SVC_K8S_SIGNER_ENV_SECRET: text('kubernetes', NONE, 'a Secret of which the `signer` alone takes `GITHUB_TOKEN`, ' +
     '`GH_TOKEN`, `GITHUB_API_URL`'),
   SVC_K8S_CONTROL_TOKEN_SECRET: text('kubernetes', NONE, 'a Secret with key `token`, mounted for the shippers'),
+  SVC_K8S_RUN_CONTROL_TOKEN_SECRET: text('kubernetes', NONE, 'a Secret with key `token` (a `bound-runs` runner ' +
+    'token), mounted for the `run` container instead'),
   SVC_K8S_KEYS_SECRET: text('kubernetes', NONE, 'a Secret with the runner\'s receipt key, mounted in `signer` only'),
   SVC_K8S_SOURCE: { ...text('kubernetes', '`k8s`', '`SVC_SOURCE` of the pods\' runs'), pattern: SOURCE },
   SVC_K8S_TTL_SECONDS: int('kubernetes', 3600, [0, 31_536_000], '`ttlSecondsAfterFinished`'),

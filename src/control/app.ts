@@ -110,7 +110,7 @@ export const controlRoutes: readonly R[] = [
   route('POST', '/v1/start', audited('run.start', startRun), 'startRun', 'runs', 'Start a run in a registered ' +
     'project (POST /v1/import); the same request_id and body return the same run (200)', START),
   route('GET', RUN, getRun, 'getRun', 'runs', 'One run, with its artifacts, pending answer and retry-group attempts',
-    { ok: 'RunDetail', errors: ['NotFound'] }),
+    { runner: true, ok: 'RunDetail', errors: ['NotFound'] }),
   route('DELETE', RUN, audited('run.delete', deleteRun), 'deleteRun', 'runs', 'Delete a finished run (409 while ' +
     'queued, running or blocked); its runner shipping it again does not bring it back', {
     loopbackOnly: true, body: 'Empty', ok: 'Deleted', errors: ACTION_ERRORS,

@@ -87,7 +87,7 @@ export function audited(action: string, handler: Handler<ControlDeps>): Handler<
 function append(ctx: Ctx<ControlDeps>, action: string, end: { outcome: string; status: number }, reply: unknown): void {
   try {
     ctx.deps.stores.audit.append({
-      actor: actorOf(ctx.deps, ctx.peer, ctx.req, ctx.runnerSource),
+      actor: actorOf(ctx.deps, ctx.peer, ctx.req, ctx.runner?.source),
       peer: ctx.peer,
       action,
       target: targetOf(ctx, action, reply),

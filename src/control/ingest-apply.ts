@@ -40,8 +40,15 @@ export function isBoundKey(bound: Uint8Array, key: string | null): boolean {
  * (two more when a batch's key is not the bound one).
  */
 function checkRunKey(
-  source: string, run: string, stored: KeyedRunRow | undefined, key: string | null,
+  source: string, run: string, stored: KeyedRunRow | undefined, key: string | null, boundRuns: boolean,
 ): { bind: Buffer | null; movedFrom: Uint8Array | null } {
+  // A `bound-runs` token (a pod's run container's, which its agent can read) creates no run and writes no unbound one:
+  // the pod's seal step stored its run, bound to the key handed to it (docs/control-data.md, "Each run's own runner").
+  if (boundRuns && (stored === undefined || stored.run_key_sha256 === null)) {
+    throw new HttpError('forbidden_run', `Run ${source}/${run} is ${stored ? 'bound to no key' : 'not stored'}: ` +
+      'this token writes only runs already stored and bound to the key its batch carries (nothing of the batch was ' +
+      'applied)');
+  }
   if (stored === undefined) return { bind: key === null ? null : runKeyDigest(key), movedFrom: null };
   const bound = stored.run_key_sha256;
   if (bound === null) return { bind: null, movedFrom: null };
@@ -60,14 +67,16 @@ function checkRunKey(
  * Also each named run's start as stored, for the metrics, which would otherwise read every run again. `fromDisk`: an
  * import of run folders (the operator's action, not a runner's; its caller skips a bound run whose folder holds another
  * key) takes no control request; it binds a run stored without a key to the key its folder holds (a bound run keeps
- * its own), so from then on only the run's own runner writes it.
+ * its own), so from then on only the run's own runner writes it. `boundRuns`: the batch came with a `bound-runs`
+ * runner token, which may write only runs already stored and bound (checkRunKey).
  */
 export function storeBatch(
-  deps: ControlDeps, batch: IngestBatch, opts: { fromDisk?: boolean } = {},
+  deps: ControlDeps, batch: IngestBatch, opts: { fromDisk?: boolean; boundRuns?: boolean } = {},
 ): { result: IngestResult; inserted: EventRow[]; started: Map<string, number> } {
   const { stores } = deps;
   const { source } = batch;
   const byRunner = opts.fromDisk !== true;
+  const boundRuns = opts.boundRuns === true;
   // Every referenced run must exist after this batch: checked before the first write, inside the lock.
   const known = new Set(batch.runs.map((r) => r.run));
   const started = new Map<string, number>();
@@ -80,7 +89,7 @@ export function storeBatch(
     const row = stores.runs.getKeyed(source, item.run);
     if (!row) invalidParam(`Run ${source}/${item.run} is unknown; send it in "runs" first`);
     // A key comes only with its run: events or artifacts alone may not write a bound run.
-    if (byRunner) checkRunKey(source, item.run, row, null);
+    if (byRunner) checkRunKey(source, item.run, row, null, boundRuns);
     started.set(item.run, row.started_at);
     known.add(item.run);
   }
@@ -89,7 +98,7 @@ export function storeBatch(
     // One read of the row serves the key check and the times below.
     const stored = stores.runs.getKeyed(source, run.run);
     // Checked before this run's first write; a refusal rolls back the batch's earlier runs with it.
-    const checked = byRunner ? checkRunKey(source, run.run, stored, key) : null;
+    const checked = byRunner ? checkRunKey(source, run.run, stored, key, boundRuns) : null;
     const bind = checked ? checked.bind : key === null ? null : runKeyDigest(key);
     if (byRunner && key !== null && stored?.run_key_sha256 === null) unbound.push(run.run);
     // A row stamped later than now (stored before body times were bounded, or by a clock since stepped back) is no

@@ -53,6 +53,24 @@ export class RunnerTokensError extends BadSettingError {
   }
 }
 
+const LINE = '<source> <token> [bound-runs] [read=<source>,…]';
+
+/**
+ * A line's words after the token: `bound-runs`, a pod's run container's token, writes only runs already stored and
+ * bound to the key its batch carries and nothing source-wide (src/control/ingest-apply.ts); `read=<source>,…` also
+ * reads runs of those sources one at a time (a trigger's, of its pods' runs). Null: a word that is neither.
+ */
+function readGrants(words: readonly string[]): { boundRuns: boolean; reads: string[] } | null {
+  const grants = { boundRuns: false, reads: [] as string[] };
+  for (const word of words) {
+    const reads = word.startsWith('read=') ? word.slice('read='.length).split(',') : null;
+    if (word === 'bound-runs') grants.boundRuns = true;
+    else if (reads !== null && reads.every((source) => SEGMENT.test(source))) grants.reads.push(...reads);
+    else return null;
+  }
+  return grants;
+}
+
 /** Runner tokens (README): every problem names its line, never the token. */
 export function parseRunnerTokens(text: string): RunnerCredential[] {
   const tokens: RunnerCredential[] = [];
@@ -60,16 +78,16 @@ export function parseRunnerTokens(text: string): RunnerCredential[] {
   text.split('\n').forEach((raw, i) => {
     const line = raw.trim();
     if (line === '' || line.startsWith('#')) return;
-    const parts = line.split(/\s+/);
-    if (parts.length !== 2) throw new RunnerTokensError(`line ${i + 1} must be "<source> <token>"`);
-    const [source, token] = parts as [string, string];
+    const [source, token, ...words] = line.split(/\s+/) as [string, string | undefined, ...string[]];
+    const grants = readGrants(words);
+    if (token === undefined || grants === null) throw new RunnerTokensError(`line ${i + 1} must be "${LINE}"`);
     if (!SEGMENT.test(source)) throw new RunnerTokensError(`line ${i + 1}: "${source}" is not a valid source name`);
     if (token.length < MIN_TOKEN_LENGTH) {
       throw new RunnerTokensError(`line ${i + 1}: the token must be at least ${MIN_TOKEN_LENGTH} characters`);
     }
     if (seen.has(token)) throw new RunnerTokensError(`line ${i + 1}: this token is already given to a source`);
     seen.add(token);
-    tokens.push({ source, token });
+    tokens.push({ source, token, ...grants });
   });
   return tokens;
 }

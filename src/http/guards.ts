@@ -54,29 +54,36 @@ export function safeEqual(a: string, b: string): boolean {
 export interface RunnerCredential {
   source: string;
   token: string;
+  /** Writes only runs already stored and bound to the key its batch carries, nothing source-wide: a pod's run
+   * container's token (`bound-runs`). */
+  boundRuns?: boolean;
+  /** Sources whose runs it may also read one at a time, GET /v1/runs/<source>/<run> (`read=`): a trigger's. */
+  reads?: readonly string[];
+}
+
+export function unauthorized(): HttpError {
+  return new HttpError('unauthorized', 'Missing or wrong bearer token', { 'www-authenticate': 'Bearer' });
 }
 
 /**
- * The server's own token (answers undefined) or, on a route runners may call, a runner token (answers its source).
+ * The server's own token (answers undefined) or, on a route runners may call, a runner token (answers it).
  * Every runner token is compared, in constant time each, whatever matched before.
  */
 export function checkBearer(
   req: IncomingMessage,
   token: string | undefined,
   runners: readonly RunnerCredential[] = [],
-): string | undefined {
+): RunnerCredential | undefined {
   if (!token) return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
   const presented = match?.[1];
   if (presented !== undefined && safeEqual(presented, token)) return undefined;
-  let source: string | undefined;
+  let found: RunnerCredential | undefined;
   for (const runner of runners) {
-    if (presented !== undefined && safeEqual(presented, runner.token)) source = runner.source;
+    if (presented !== undefined && safeEqual(presented, runner.token)) found = runner;
   }
-  if (source === undefined) {
-    throw new HttpError('unauthorized', 'Missing or wrong bearer token', { 'www-authenticate': 'Bearer' });
-  }
-  return source;
+  if (found === undefined) throw unauthorized();
+  return found;
 }
 
 /** Why a loopback-only route refuses the caller, or null: it is this machine, unproxied, on a loopback bind. */

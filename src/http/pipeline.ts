@@ -25,8 +25,8 @@ export interface Ctx<D> {
   raw: Buffer | undefined;
   peer: string;
   requestId: string;
-  /** Set when a runner token (not the server's own) authenticated the request: the source it may act for. */
-  runnerSource: string | undefined;
+  /** Set when a runner token (not the server's own) authenticated the request: its source and what it may do. */
+  runner: RunnerCredential | undefined;
   deps: D;
 }
 
@@ -39,7 +39,7 @@ export interface Route<D> {
   /** Bearer token required when the server has one (default: true for /v1/*). */
   auth?: boolean;
   loopbackOnly?: boolean;
-  /** Runner tokens (PipelineOptions.runnerTokens) are accepted here too; the handler checks ctx.runnerSource. */
+  /** Runner tokens (PipelineOptions.runnerTokens) are accepted here too; the handler checks ctx.runner. */
   runner?: boolean;
   /** 'json' enforces content type and parses; 'raw' hands over bytes; default none (body ignored). */
   body?: 'json' | 'raw' | 'optional-json';
@@ -119,14 +119,14 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     seen.pattern = route.pattern;
     seen.route = route;
     seen.params = match.params;
-    const runnerSource = (route.auth ?? pathname.startsWith('/v1/'))
+    const runner = (route.auth ?? pathname.startsWith('/v1/'))
       ? checkBearer(req, opts.token, route.runner ? opts.runnerTokens : undefined)
       : undefined;
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
     if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
     const ctx: Ctx<D> = {
       req, res, params: match.params, query: url.searchParams, body: undefined, raw: undefined,
-      peer: req.socket.remoteAddress ?? '', requestId, runnerSource, deps: opts.deps,
+      peer: req.socket.remoteAddress ?? '', requestId, runner, deps: opts.deps,
     };
     if (!wantsBody(route, req)) {
       if (route.body === 'optional-json') ctx.body = {};

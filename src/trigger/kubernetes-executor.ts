@@ -19,7 +19,7 @@ import type { RunRef } from '../client/types.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
 import { isValidSegment, newRunId } from '../engine/ids.ts';
-import { createControlClient } from '../client/client.ts';
+import { ControlApiError, createControlClient } from '../client/client.ts';
 import { loadPolicyFile, PolicyError } from '../engine/policy.ts';
 import { settingOr } from '../settings-registry.ts';
 import { oneLine } from '../webhook-sources.ts';
@@ -97,6 +97,10 @@ export function createKubernetesExecutor(opts: {
   const launchTimeoutMs = opts.launchTimeoutMs ?? 15 * 60_000;
   const shipGraceMs = opts.shipGraceMs ?? 60_000;
   const log = opts.log;
+  if (settings.controlTokenSecret && !settings.runControlTokenSecret) {
+    log.warn('SVC_K8S_RUN_CONTROL_TOKEN_SECRET is unset: each pod\'s agent holds the seal\'s and signer\'s runner ' +
+      'token, with which it can store runs no trigger launched (docs/deploy.md, "Receipts from pods")');
+  }
   /** Run → Job name, for runs launched by this process (the run label covers restarts). */
   const known = new Map<string, string>();
 
@@ -231,8 +235,17 @@ export function createKubernetesExecutor(opts: {
   // While the pod runs only its question is read from the Control Plane, never its outcome (agent-written data).
   const control = opts.controlUrl
     ? createControlClient({ url: opts.controlUrl, token: opts.controlToken, timeoutMs: 10_000 }) : null;
+  let refusalLogged = false;
   async function fromControl<T>(run: RunRef, read: (state: Record<string, unknown>) => T | null): Promise<T | null> {
-    return control ? control.getRun(run).then((state) => read({ ...state })).catch(() => null) : null;
+    return control ? control.getRun(run).then((state) => read({ ...state })).catch((err: unknown) => {
+      // A token that may not read the run is a setting to fix, not "no copy yet": said once (docs/trigger.md).
+      if (err instanceof ControlApiError && (err.status === 401 || err.status === 403) && !refusalLogged) {
+        refusalLogged = true;
+        log.error('the Control Plane refuses this trigger the runs of its pods: their questions and a vanished ' +
+          'Job\'s outcome go unread (SVC_CONTROL_TOKEN needs read=<source>)', { ...run, error: err.message });
+      }
+      return null;
+    }) : null;
   }
 
   function jobFailed(reason: string | null): RunOutcome {

@@ -61,6 +61,9 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv) {
     repoPvc: opt('SVC_K8S_REPO_PVC'),
     envSecret: opt('SVC_K8S_ENV_SECRET'),
     controlTokenSecret: opt('SVC_K8S_CONTROL_TOKEN_SECRET'),
+    runControlTokenSecret: runTokenSecretOf(
+      opt('SVC_K8S_CONTROL_TOKEN_SECRET'), opt('SVC_K8S_RUN_CONTROL_TOKEN_SECRET'),
+    ),
     ttlSeconds: settingInt(env, 'SVC_K8S_TTL_SECONDS'),
     activeDeadlineSeconds: settingInt(env, 'SVC_K8S_ACTIVE_DEADLINE_SECONDS'),
     source: settingOr(env, 'SVC_K8S_SOURCE'),
@@ -69,6 +72,15 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv) {
     gateUrl: opt('SVC_K8S_GATE_URL'),
     gateSecret: gateSecretOf(opt('SVC_K8S_GATE_URL'), opt('SVC_GATE_SECRET_FILE')),
   };
+}
+
+/** The run container's token replaces the shippers' one there, at the same path: alone it would be no pod's. */
+function runTokenSecretOf(control: string | undefined, run: string | undefined): string | undefined {
+  if (run !== undefined && control === undefined) {
+    throw new BadSettingError('SVC_K8S_RUN_CONTROL_TOKEN_SECRET needs SVC_K8S_CONTROL_TOKEN_SECRET (the seal\'s and ' +
+      'the signer\'s token)');
+  }
+  return run;
 }
 
 /** The gate refuses pods without a credential: a gate URL needs the secret to mint one. */
@@ -190,6 +202,9 @@ function volumesOf(s: KubernetesSettings, from: Workspace): Array<Record<string,
   if (s.controlTokenSecret) {
     volumes.push({ name: 'control-token', secret: { secretName: s.controlTokenSecret, defaultMode: 0o400 } });
   }
+  if (s.runControlTokenSecret) {
+    volumes.push({ name: 'run-control-token', secret: { secretName: s.runControlTokenSecret, defaultMode: 0o400 } });
+  }
   // This runner's key, whose public half the Control Plane has registered (keys/trusted/).
   if (s.keysSecret) volumes.push({ name: 'signing-key', secret: { secretName: s.keysSecret, defaultMode: 0o400 } });
   return volumes;
@@ -210,6 +225,9 @@ export function buildPodSpec(
   );
   const resources = resourcesOf(s);
   const token: Mount[] = s.controlTokenSecret ? [{ name: 'control-token', mountPath: TOKEN_DIR, readOnly: true }] : [];
+  // The agent's container holds a `bound-runs` token where one is given: it writes only the run the seal stored.
+  const runToken: Mount[] = s.runControlTokenSecret
+    ? [{ name: 'run-control-token', mountPath: TOKEN_DIR, readOnly: true }] : token;
   const workspace: Mount = { name: 'workspace', mountPath: WORKSPACE };
   const from = workspaceOf(job, s);
   const gate = gateEnv(serverEnv, s, job, runId);
@@ -245,7 +263,7 @@ export function buildPodSpec(
       ...secretVars(s.envSecret, runSecretKeys(job, !!s.gateUrl)),
     ],
     ...(resources ? { resources } : {}),
-    volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }, ...token],
+    volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }, ...runToken],
   });
   const signer = container(SIGNER_CONTAINER, {
     // Everything the signer trusts comes from here (run id, PR wish), not from files the run wrote.

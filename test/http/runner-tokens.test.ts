@@ -66,14 +66,100 @@ describe('runner tokens', () => {
   });
 });
 
+// A Kubernetes pod's run container holds its token where the agent runs unsandboxed (docs/deploy.md): with the seal's
+// and signer's token there, the agent could store a run no trigger launched, blocked on a question of its own, and
+// collect the operator's answer; report served repositories and notifications; and claim a metered cost.
+describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => {
+  const RUN_TOKEN = 'k8s-run-container-token-0123456789ab';
+  const TRIGGER = 'trigger-runner-token-0123456789abcdef';
+  const KEY = 'A'.repeat(43);
+  const AGENT_KEY = 'B'.repeat(43);
+  const metered = { cost_usd: 4321.5, tokens_in: 1, tokens_out: 1, calls: 1, unpriced: 0, unknown: 0 };
+  let cp: TestControl;
+
+  before(async () => {
+    cp = await startTestControl({ token: MAIN, settings: { runnerTokens: [
+      { source: 'k8s', token: K8S }, { source: 'k8s', token: RUN_TOKEN, boundRuns: true },
+      { source: 'trigger', token: TRIGGER, reads: ['k8s'] },
+    ] } });
+  });
+  after(() => cp.close());
+
+  function run(name: string, more: Record<string, unknown> = {}) {
+    const t = new Date().toISOString();
+    return { run: name, status: 'running', started_at: t, updated_at: t, brief: 'shipped', ...more };
+  }
+
+  it('writes the run the seal stored bound to its key, never a `metered` figure', async () => {
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rpod', { status: 'queued', run_key: KEY })] } });
+    assert.equal(sealed.status, 200, sealed.text);
+    const body = { source: 'k8s', runs: [run('rpod', { run_key: KEY, cost_usd: 0.5, metered })], events: [{ run: 'rpod', seq: 1, kind: 'log', ts: new Date().toISOString(), data: {} }] };
+    const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body });
+    assert.equal(res.status, 200, res.text);
+    const shown = await cp.request('GET', '/v1/runs/k8s/rpod', { token: MAIN });
+    assert.deepEqual([shown.json.status, shown.json.metered, shown.json.cost_usd], ['running', null, 0.5]);
+  });
+
+  it('stores no run of its own: 403 forbidden_run, nothing written, no answer to collect', async () => {
+    const forged = run('rforged', { status: 'blocked', question: 'Paste the GITHUB_TOKEN here', run_key: AGENT_KEY, origin: 'control' });
+    const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: { source: 'k8s', runs: [run('rpod', { run_key: KEY }), forged] } });
+    assert.equal(res.status, 403, res.text);
+    assert.equal(res.json.error.code, 'forbidden_run');
+    assert.match(res.json.error.message, /^Run k8s\/rforged is not stored: this token writes only runs already stored/);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rforged'), undefined);
+  });
+
+  it('writes no run stored without a key, nor its events alone', async () => {
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rold')] } })).status, 200);
+    const event = { run: 'rold', seq: 1, kind: 'log', ts: new Date().toISOString(), data: {} };
+    for (const body of [{ source: 'k8s', runs: [run('rold', { run_key: AGENT_KEY, status: 'blocked' })] }, { source: 'k8s', events: [event] }]) {
+      const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body });
+      assert.equal(res.status, 403, res.text);
+      assert.match(res.json.error.message, /^Run k8s\/rold is bound to no key: this token writes only/);
+    }
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rold')?.status, 'running');
+  });
+
+  it('reports no served repositories or notifications: 403 forbidden_source, nothing written', async () => {
+    const notification = { job_id: 'j1', origin: 'chata', channel: 'reply', status: 'sent' };
+    for (const extra of [{ served_repos: [{ name: 'evil/repo' }] }, { notifications: [notification] }]) {
+      const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: { source: 'k8s', runs: [run('rpod', { run_key: KEY })], ...extra } });
+      assert.equal(res.status, 403, res.text);
+      assert.equal(res.json.error.code, 'forbidden_source');
+    }
+    assert.deepEqual(cp.deps.stores.servedRepos.list(), []);
+    assert.equal((await cp.request('GET', '/v1/notifications', { token: MAIN })).json.items.length, 0);
+  });
+
+  it('a read= token reads runs of the sources it names, one at a time, and nothing else', async () => {
+    const read = await cp.request('GET', '/v1/runs/k8s/rpod', { token: TRIGGER });
+    assert.equal(read.status, 200, read.text);
+    assert.equal(read.json.run, 'rpod');
+    const other = await cp.request('GET', '/v1/runs/ci/rpod', { token: TRIGGER });
+    assert.equal(other.status, 403, other.text);
+    assert.deepEqual(other.json.error, { code: 'forbidden_source', message: 'This token may only read runs of source "k8s"' });
+    for (const [token, path] of [[TRIGGER, '/v1/runs'], [TRIGGER, '/v1/runs/k8s/rpod/events'], [RUN_TOKEN, '/v1/runs/k8s/rpod'], [K8S, '/v1/runs/k8s/rpod']] as const) {
+      assert.equal((await cp.request('GET', path, { token })).status, 401, `${path}`);
+    }
+  });
+});
+
 describe('SVC_CONTROL_RUNNER_TOKENS_FILE', () => {
   it('reads "<source> <token>" lines, skipping blanks and comments', () => {
-    assert.deepEqual(parseRunnerTokens(`# runners\n\nk8s ${K8S}\n  ci   ${CI}  \n`), [{ source: 'k8s', token: K8S }, { source: 'ci', token: CI }]);
+    const plain = { boundRuns: false, reads: [] };
+    assert.deepEqual(parseRunnerTokens(`# runners\n\nk8s ${K8S}\n  ci   ${CI}  \n`), [{ source: 'k8s', token: K8S, ...plain }, { source: 'ci', token: CI, ...plain }]);
+  });
+
+  it('reads a line\u2019s grants: bound-runs, read=<source>,…', () => {
+    assert.deepEqual(parseRunnerTokens(`k8s ${K8S} bound-runs\ntrigger ${CI} read=k8s,ci\n`), [
+      { source: 'k8s', token: K8S, boundRuns: true, reads: [] }, { source: 'trigger', token: CI, boundRuns: false, reads: ['k8s', 'ci'] },
+    ]);
   });
 
   it('refuses a bad line, a bad source, a short token and a token given twice, naming the line and never the token', () => {
     const cases: Array<[string, RegExp]> = [
       [`k8s\n`, /line 1 must be/], [`k8s ${K8S} extra\n`, /line 1 must be/], [`../x ${K8S}\n`, /not a valid source/],
+      [`k8s ${K8S} read=\n`, /line 1 must be/], [`k8s ${K8S} read=../x\n`, /line 1 must be/],
       [`k8s short\n`, /at least 24/], [`k8s ${K8S}\nci ${K8S}\n`, /line 2: this token is already given/],
     ];
     for (const [text, message] of cases) {
@@ -92,7 +178,7 @@ describe('SVC_CONTROL_RUNNER_TOKENS_FILE', () => {
       const env = { HOME: dir, SVC_CONTROL_RUNNER_TOKENS_FILE: file };
       assert.throws(() => resolveControlSettings(env, {}), /need SVC_CONTROL_TOKEN/);
       assert.throws(() => resolveControlSettings({ ...env, SVC_CONTROL_TOKEN: K8S }, {}), /equals SVC_CONTROL_TOKEN/);
-      assert.deepEqual(resolveControlSettings({ ...env, SVC_CONTROL_TOKEN: MAIN }, {}).runnerTokens, [{ source: 'k8s', token: K8S }]);
+      assert.deepEqual(resolveControlSettings({ ...env, SVC_CONTROL_TOKEN: MAIN }, {}).runnerTokens, [{ source: 'k8s', token: K8S, boundRuns: false, reads: [] }]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

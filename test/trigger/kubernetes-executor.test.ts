@@ -8,7 +8,8 @@ import {
 } from '../../src/trigger/kubernetes-executor.ts';
 import { outcomeMessage } from '../../src/cli/pod.ts';
 import { kubernetesSettingsFromEnv, podArgs } from '../../src/trigger/kubernetes-pod.ts';
-import { silentLogger } from '../../src/log.ts';
+import { createLogger, silentLogger } from '../../src/log.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { verifyJobCredential } from '../../src/gate/job-credential.ts';
 import { handedRunKey, newRunKey } from '../../src/engine/ids.ts';
 import { startKubeStandIn, podSecrets, type KubeStandIn } from './kube-stand-in.ts';
@@ -100,6 +101,25 @@ describe('buildKubeJob', () => {
     const names = runContainer(pod).env.map((e: { name: string }) => e.name).sort();
     assert.deepEqual(names, ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SECRETS_HANDOFF', 'SVC_SERVER_SANDBOX', 'SVC_SIGN_LATER', 'SVC_SOURCE', 'TMPDIR']);
     assert.deepEqual(pod.containers[0].env.map((e: { name: string }) => e.name).sort(), ['HOME', 'SVC_CONTROL_TOKEN_FILE', 'SVC_CONTROL_URL', 'SVC_SERVER_SANDBOX', 'SVC_SOURCE', 'TMPDIR']);
+  });
+
+  // The run container is where the agent runs unsandboxed: its token may only write the run the seal stored
+  // (a `bound-runs` runner token, docs/deploy.md "Receipts from pods"); seal and signer keep the token that stores runs.
+  it('mounts SVC_K8S_RUN_CONTROL_TOKEN_SECRET for the run container instead of the seal\'s and signer\'s token', () => {
+    const e = { ...env, SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control', SVC_K8S_RUN_CONTROL_TOKEN_SECRET: 'svc-control-run' };
+    const pod = (buildKubeJob({ id: 'j1', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
+    const secretOf = (volume: string) => pod.volumes.find((v: { name: string }) => v.name === volume)?.secret?.secretName;
+    const tokenMounts = (c: { volumeMounts: Array<{ name: string; mountPath: string }> }) => c.volumeMounts
+      .filter((m) => m.mountPath === '/var/run/svc/control-token').map((m) => secretOf(m.name));
+    const containers = [...pod.initContainers, ...pod.containers];
+    assert.deepEqual(containers.map((c: any) => [c.name, tokenMounts(c)]),
+      [['seal', ['svc-control']], ['run', ['svc-control-run']], ['signer', ['svc-control']]]);
+    // Without it, as before (the trigger warns at start); alone, it is no pod's.
+    const before = (buildKubeJob({ id: 'j1', args: ['start', 'x'] }, settings(), 'build', env) as any).spec.template.spec;
+    assert.deepEqual(runContainer(before).volumeMounts.filter((m: { mountPath: string }) => m.mountPath === '/var/run/svc/control-token')
+      .map((m: { name: string }) => m.name), ['control-token']);
+    assert.throws(() => kubernetesSettingsFromEnv({ ...env, SVC_K8S_RUN_CONTROL_TOKEN_SECRET: 'svc-control-run' }),
+      /SVC_K8S_RUN_CONTROL_TOKEN_SECRET needs SVC_K8S_CONTROL_TOKEN_SECRET/);
   });
 
   it('hands the pod the job\'s span and the trace export settings, never the export headers (a secret)', () => {
@@ -584,21 +604,49 @@ describe('kubernetes executor', () => {
   });
 
   // A pod's run ships its state to the Control Plane: a question it asks there reaches the job's origin (job-loop.ts).
-  it('tells the question a running pod\'s run asks, read from the Control Plane', async () => {
-    const cp = await startTestControl({ token: 'cp-token-q' });
+  // The trigger's token is the documented one (docs/trigger.md): a runner token of its own source with read=k8s.
+  it('tells the question a running pod\'s run asks, read from the Control Plane with the trigger\'s runner token', async () => {
+    const TRIGGER = 'trigger-runner-token-0123456789abcdef';
+    const runnerTokens = [{ source: 'trigger', token: TRIGGER, reads: ['k8s'] }];
+    const cp = await startTestControl({ token: 'cp-token-q', settings: { runnerTokens } });
     try {
       cp.deps.stores.runs.upsert('k8s', { run: 'rasks', status: 'blocked', started_at: Date.now(), question: 'Which DB?' });
       const name = kubeJobName(jobId());
       kube.jobs.set(name, { manifest: {}, labels: { [LABEL_RUN]: 'rasks' }, annotations: {}, status: {}, logs: {}, stderr: '', pod: null });
       const asked: Array<string | null> = [];
       const ac = new AbortController();
-      const pending = executor({ controlUrl: cp.url, controlToken: 'cp-token-q' }).follow(
+      const pending = executor({ controlUrl: cp.url, controlToken: TRIGGER }).follow(
         { source: 'k8s', run: 'rasks' }, ac.signal, { reattach: false, workdir: '/', onQuestion: (q) => asked.push(q) },
       );
       await waitFor(() => asked.length === 1, 'the question');
       assert.deepEqual(asked, ['Which DB?']);
       ac.abort();
       assert.equal(await pending, 'aborted');
+    } finally {
+      await cp.close();
+    }
+  });
+
+  it('says, once, that the Control Plane refuses its token the pod runs, rather than taking that for no copy yet', async () => {
+    const TRIGGER = 'trigger-runner-token-0123456789abcdef';
+    const cp = await startTestControl({ token: 'cp-token-q', settings: { runnerTokens: [{ source: 'trigger', token: TRIGGER }] } });
+    const lines: string[] = [];
+    try {
+      cp.deps.stores.runs.upsert('k8s', { run: 'rdenied', status: 'blocked', started_at: Date.now(), question: 'Which DB?' });
+      const name = kubeJobName(jobId());
+      kube.jobs.set(name, { manifest: {}, labels: { [LABEL_RUN]: 'rdenied' }, annotations: {}, status: {}, logs: {}, stderr: '', pod: null });
+      const ac = new AbortController();
+      const log = createLogger('trigger', (line) => lines.push(line));
+      const pending = executor({ controlUrl: cp.url, controlToken: TRIGGER, log }).follow(
+        { source: 'k8s', run: 'rdenied' }, ac.signal, { reattach: false, workdir: '/', onQuestion: () => {} },
+      );
+      await waitFor(() => lines.some((l) => l.includes('refuses this trigger')), 'the refusal logged');
+      await sleep(100);
+      ac.abort();
+      assert.equal(await pending, 'aborted');
+      const said = lines.filter((l) => l.includes('refuses this trigger'));
+      assert.equal(said.length, 1, said.join(''));
+      assert.match(said[0]!, /"level":"error".*Missing or wrong bearer token/);
     } finally {
       await cp.close();
     }

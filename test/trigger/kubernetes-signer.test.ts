@@ -24,6 +24,11 @@ import { handedRunKey } from '../../src/engine/ids.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const CP_TOKEN = 'cp-token-signer';
+// The documented tokens (docs/deploy.md "Receipts from pods"): `seal` and `signer` store and move runs with one,
+// the run container holds a `bound-runs` one, and the trigger reads its pods' runs with a `read=k8s` one of its own.
+const POD_TOKEN = 'k8s-pod-runner-token-0123456789abcd';
+const RUN_TOKEN = 'k8s-run-container-token-0123456789a';
+const TRIGGER_TOKEN = 'trigger-runner-token-0123456789abcd';
 
 // What a prompt-injected agent in the run container does: the task (unless told to leave it broken), then a forged
 // receipt in its run folder: it has no key, so the best it can do is a receipt with a made-up signature.
@@ -68,7 +73,10 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     git(repo.repo, ['commit', '-qm', 'svc policy']);
     git(repo.repo, ['push', '-q', 'origin', 'main']);
     github = await startGithubStandIn({ originOf: (owner, name) => join(repo.root, owner, `${name}.git`) });
-    cp = await startTestControl({ token: CP_TOKEN });
+    cp = await startTestControl({ token: CP_TOKEN, settings: { runnerTokens: [
+      { source: 'k8s', token: POD_TOKEN }, { source: 'k8s', token: RUN_TOKEN, boundRuns: true },
+      { source: 'trigger', token: TRIGGER_TOKEN, reads: ['k8s'] },
+    ] } });
     const pair = generateKeyPairSync('ed25519');
     runnerKid = keyIdOf(pair.publicKey);
     runnerPublic = pair.publicKey.export({ type: 'spki', format: 'pem' }).toString();
@@ -77,7 +85,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     podSecretFiles.set('runner-key', { 'receipt-ed25519.pem': privatePem });
     mkdirSync(trustedKeysDir(join(cp.home, '.svc')), { recursive: true });
     writeFileSync(join(trustedKeysDir(join(cp.home, '.svc')), 'k8s-runner.pem'), runnerPublic);
-    podSecrets.set('svc-control-signer', CP_TOKEN);
+    podSecrets.set('svc-control-signer', POD_TOKEN);
+    podSecrets.set('svc-control-run', RUN_TOKEN);
     podEnvSecrets.set('signer-github', { GITHUB_TOKEN: 'gh-pod-token', GITHUB_API_URL: github.url });
     kube = await startKubeStandIn(join(repo.root, 'pods'), { svc: CLI });
   });
@@ -104,7 +113,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       PATH: process.env.PATH, HOME: repo.home, LANG: 'C', SVC_CONTROL_URL: cp.url,
       SVC_K8S_API_URL: kube.url, SVC_K8S_SA_DIR: join(repo.root, 'no-sa'), SVC_K8S_IMAGE: 'registry.test/svc:1',
       SVC_K8S_REPO_URL: `file://${repo.origin}`, SVC_K8S_KEYS_SECRET: 'runner-key',
-      SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-signer',
+      SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-signer', SVC_K8S_RUN_CONTROL_TOKEN_SECRET: 'svc-control-run',
       SVC_K8S_SIGNER_ENV_SECRET: 'signer-github', SVC_K8S_NAMESPACE: 'build', ...more.env,
     };
     kube.beforeContainer = async (name, container) => {
@@ -120,7 +129,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     };
     const ex = createKubernetesExecutor({
       env, log: silentLogger, pollMs: 50, launchTimeoutMs: 120_000, shipGraceMs: 10_000,
-      controlUrl: cp.url, controlToken: CP_TOKEN,
+      controlUrl: cp.url, controlToken: TRIGGER_TOKEN,
     });
     const args = ['start', '--brief', brief, ...(more.args ?? []), '--pr', '--detach'];
     // A job's origin, as the trigger's job loop always gives one: the pod's run is a server's (SVC_SERVER_SANDBOX=none).
@@ -220,6 +229,14 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     const own = readFileSync(join(volumes, 'sealed', 'run-key'), 'utf8').trim();
     assert.equal(handed, handedRunKey(own));
     assert.equal(existsSync(join(volumes, 'home', '.svc', 'handoff', 'run-key.json')), false, 'svc start took it');
+    // The token its container mounts stores no run of the agent's own, with a key of its own, nor source-wide rows.
+    const token = readFileSync(join(volumes, 'run-control-token', 'token'), 'utf8').trim();
+    const agentRun = { ...forged, run: `${run}x`, run_key: 'agent-key-0123456789abcdefghijklmnopqrstuvwxyz' };
+    for (const body of [{ runs: [agentRun] }, { served_repos: [{ name: 'evil/repo' }] }]) {
+      const refused = await cp.request('POST', '/v1/ingest', { token, body: { source: 'k8s', ...body } });
+      assert.equal(refused.status, 403, refused.text);
+    }
+    assert.equal((await cp.request('GET', `/v1/runs/k8s/${run}x`)).status, 404);
     // Nowhere in the volumes the run container mounts (grep: 1 when nothing matched).
     for (const mounted of ['workspace', 'home', 'tmp']) {
       const grep = spawnSync('grep', ['-rlF', '--', own, join(volumes, mounted)], { encoding: 'utf8' });

@@ -12,7 +12,7 @@ function ctxFor(rows: AuditInput[]): Ctx<ControlDeps> {
   const deps = { settings: { token: null }, stores: { audit: { append: (row: AuditInput) => rows.push(row) } }, log: silentLogger };
   return {
     req: { headers: {} }, params: { source: 'local', run: 'r1' }, query: new URLSearchParams(), body: undefined,
-    peer: '127.0.0.1', requestId: 'req-1', runnerSource: undefined, deps,
+    peer: '127.0.0.1', requestId: 'req-1', runner: undefined, deps,
   } as unknown as Ctx<ControlDeps>;
 }
 

@@ -21,9 +21,9 @@ import { realOrNull } from '../../spawn/tree.ts';
 import { isValidSegment } from '../../engine/ids.ts';
 import { trackedNames, UntrackableError, type Committed } from '../../engine/run-state.ts';
 
-/** One transaction (all or nothing), then the new events to live streams. */
-function applyBatch(deps: ControlDeps, batch: IngestBatch): IngestResult {
-  const { result, inserted, started } = transaction(deps.db, () => storeBatch(deps, batch));
+/** One transaction (all or nothing), then the new events to live streams. `boundRuns`: ingest-apply.ts storeBatch. */
+function applyBatch(deps: ControlDeps, batch: IngestBatch, boundRuns: boolean): IngestResult {
+  const { result, inserted, started } = transaction(deps.db, () => storeBatch(deps, batch, { boundRuns }));
   deps.checkpoints.nudge();
   deps.bus.publish(inserted);
   deps.metrics.observeEvents(inserted, started);
@@ -60,22 +60,31 @@ function takeRepoPaths(deps: ControlDeps, batch: IngestBatch): void {
 
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   const batch = validateBatch(ctx.body, ctx.deps.clock());
-  if (ctx.runnerSource !== undefined && batch.source !== ctx.runnerSource) {
-    throw new HttpError('forbidden_source', `This token may only ship runs of source "${ctx.runnerSource}"`);
+  const { deps, runner } = ctx;
+  if (runner !== undefined && batch.source !== runner.source) {
+    throw new HttpError('forbidden_source', `This token may only ship runs of source "${runner.source}"`);
   }
-  const { deps } = ctx;
+  // A pod's run container's token (`bound-runs`), which the pod's agent can read, writes its own run only: nothing
+  // source-wide, and no `metered` (what the run container says was metered is the agent's to write; the pod's signer
+  // ships the gate's figures).
+  const boundRuns = runner?.boundRuns === true;
+  if (boundRuns && (batch.served_repos !== null || batch.notifications.length > 0)) {
+    throw new HttpError('forbidden_source', 'This token may only write runs already stored and bound to the key its ' +
+      'batch carries, not its source\'s served repositories or notifications (nothing of the batch was applied)');
+  }
+  if (boundRuns) for (const run of batch.runs) run.metered = null;
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
   takeRepoPaths(deps, batch);
   // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
   const deleted = new Set([...named].filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
-  if (deleted.size === 0) return json(200, applyBatch(deps, batch));
+  if (deleted.size === 0) return json(200, applyBatch(deps, batch, boundRuns));
   const kept = {
     ...batch,
     runs: batch.runs.filter((r) => !deleted.has(r.run)),
     events: batch.events.filter((e) => !deleted.has(e.run)),
     artifacts: batch.artifacts.filter((a) => !deleted.has(a.run)),
   };
-  return json(200, { ...applyBatch(deps, kept), deleted: [...deleted].sort() });
+  return json(200, { ...applyBatch(deps, kept, boundRuns), deleted: [...deleted].sort() });
 };
 
 const MAX_SKIPPED = 100;

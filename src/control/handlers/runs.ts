@@ -1,7 +1,8 @@
 // Run list (keyset paged, filtered), run detail and delete, and the stats over the list's window (computed on the
 // expensive-reads thread). Parsing lives in ../params.ts, SQL in src/db/runs-store.ts.
 import { HttpError } from '../../http/http-error.ts';
-import type { Handler } from '../../http/pipeline.ts';
+import type { Ctx, Handler } from '../../http/pipeline.ts';
+import { unauthorized } from '../../http/guards.ts';
 import { json, jsonPage } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import type { RunFilter, RunRow } from '../../db/run-types.ts';
@@ -81,7 +82,19 @@ function attempts(stores: ControlStores, row: RunRow) {
     }));
 }
 
+/** A runner token reads a run only with a `read=` grant naming its source: a trigger's, of its pods' runs. */
+function checkRunnerRead(ctx: Ctx<ControlDeps>): void {
+  if (ctx.runner === undefined) return;
+  const reads = ctx.runner.reads ?? [];
+  if (reads.length === 0) throw unauthorized();
+  if (!reads.includes(ctx.params.source ?? '')) {
+    const named = reads.map((source) => `"${source}"`).join(', ');
+    throw new HttpError('forbidden_source', `This token may only read runs of source ${named}`);
+  }
+}
+
 export const getRun: Handler<ControlDeps> = (ctx) => {
+  checkRunnerRead(ctx);
   const { source, run } = runParams(ctx);
   const row = storedRun(ctx.deps.stores.runs, { source, run });
   const { stores } = ctx.deps;
