@@ -145,11 +145,13 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     }
     const refusal = req.refusal(job);
     if (refusal !== null) return refuse(refusal);
-    // The job's time down to its second: a vendor's timestamp has no finer part.
-    const queuedAt = Math.floor(job.created_at / 1000) * 1000;
-    if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= queuedAt)) {
-      return refuse(`the comment was written before job ${job.id} was queued (or says not when): ` +
-        'a delivery sent again is never an answer to a newer question');
+    // Written for what the run asks now: not before the job was queued, nor before its current question was asked
+    // (notify.ts keeps when), each down to its second, as a vendor's timestamp has no finer part.
+    const askedAt = stores.replies.get(job.id)?.target.asked_at;
+    const since = Math.max(job.created_at, typeof askedAt === 'number' ? askedAt : 0);
+    if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= Math.floor(since / 1000) * 1000)) {
+      return refuse(`the comment was written before job ${job.id} was queued or asked what it waits on (or says ` +
+        'not when): a delivery sent again is never an answer to a newer question');
     }
     if (jobs.length > 1) {
       return refuse(`${jobs.length} jobs run here (${jobs.map((j) => j.id).join(', ')}): ` +

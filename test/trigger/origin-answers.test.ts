@@ -412,7 +412,8 @@ describe('questions go back to the origin, answers come in from it', () => {
       && r.body.includes('waiting for an answer')), 'the question as a comment');
     const say = (userId: string, body: string) => trackeraEvent({
       action: 'create', type: 'Comment',
-      data: { id: randomUUID(), body, issueId: 'issue-askq-1', userId, user: { id: userId, name: userId } },
+      data: { id: randomUUID(), body, issueId: 'issue-askq-1', userId, user: { id: userId, name: userId },
+        createdAt: new Date().toISOString() },
     });
     const stranger = await say('u-stranger', '/svc answer delete the backups');
     assert.equal(stranger.body.status, 'refused');
@@ -449,6 +450,32 @@ describe('questions go back to the origin, answers come in from it', () => {
     const audited = (await job(id)).answers as Array<Record<string, unknown>>;
     assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['acc-member', 'refused']]);
   });
+
+  it('trackera: an old comment delivered again (Linear signs a fresh webhookTimestamp) or an undated one never answers',
+    async () => {
+      const queued = await trackeraEvent({
+        action: 'create', type: 'Issue', url: 'https://linear.example/x/issue/ASKQ-9',
+        data: { id: 'issue-askq-9', identifier: 'ASKQ-9', title: 'ask-question purge the cache', team: { key: 'ASKQ' } },
+      });
+      const id = queued.body.job_id as string;
+      await waitFor(() => trackera.requests.find((r) => r.body.includes('commentCreate')
+        && r.body.includes('issue-askq-9') && r.body.includes('waiting for an answer')), 'the question');
+      const say = (body: string, createdAt?: string) => trackeraEvent({
+        action: 'create', type: 'Comment',
+        data: { id: randomUUID(), body, issueId: 'issue-askq-9', userId: 'u-member', ...createdAt ? { createdAt } : {} },
+      });
+      // A member's comment written an hour before this job existed; its retry carries a fresh webhookTimestamp.
+      const old = await say('/svc answer yes, purge it', new Date(Date.now() - 3_600_000).toISOString());
+      assert.equal(old.body.status, 'refused', JSON.stringify(old.body));
+      assert.match(old.body.reason as string, /written before job/);
+      // One that says not when it was written cannot be dated, so it is refused too.
+      assert.equal((await say('/svc answer yes, purge it now')).body.status, 'refused');
+      assert.deepEqual(answerCalls().filter((a) => a.some((x) => x.startsWith('yes, purge it'))), []);
+      assert.equal((await say('/svc answer no, keep it', new Date().toISOString())).body.status, 'answered');
+      const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+      assert.deepEqual(audited.map((a) => [a.who, a.outcome]),
+        [['u-member', 'refused'], ['u-member', 'refused'], ['u-member', 'answered']]);
+    });
 
   it('a trackerb stranger who renames themselves between comments still gets one refusal reply', async () => {
     const queued = await trackerbEvent({
