@@ -81,7 +81,9 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
   const answering = new Map<string, string>();
 
   /** Audits the outcome (its row only as far as the database takes it: the outcome stands, and is logged). */
-  function audit(job: JobRow, req: AnswerRequest, outcome: 'answered' | 'refused', reason: string | null): void {
+  function audit(
+    job: JobRow, req: AnswerRequest, outcome: 'answered' | 'refused', reason: string | null, detail?: string,
+  ): void {
     const fields = { job_id: job.id, origin: req.origin, place: req.place, who: req.who };
     try {
       stores.replies.audit({ ...fields, outcome, reason, at: opts.clock() });
@@ -89,7 +91,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
       log.error('could not audit an answer', { ...fields, outcome, error: errorMessage(err) });
     }
     if (outcome === 'answered') log.info('answer taken', fields);
-    else log.warn('answer refused', { ...fields, reason });
+    else log.warn('answer refused', { ...fields, reason, ...(detail === undefined ? {} : { detail }) });
   }
 
   /**
@@ -176,7 +178,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     }
     await claimHandled(req, job);
     if (!result.ok) {
-      audit(job, req, 'refused', result.reason);
+      audit(job, req, 'refused', result.reason, result.detail);
       return { kind: 'refused', jobId: job.id, reason: result.reason };
     }
     audit(job, req, 'answered', null);

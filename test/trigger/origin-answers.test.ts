@@ -239,7 +239,11 @@ describe('questions go back to the origin, answers come in from it', () => {
     await waitFor(async () => (await job(id)).run, 'the run to start');
     const res = await comment(23, '/svc answer use staging', 'ada', 'OWNER').send();
     assert.equal(res.body.status, 'refused');
-    assert.match(res.body.reason as string, /is running, not blocked/);
+    // A fixed text for what `svc answer` said, never its stderr, which may name the Control Plane's address.
+    assert.equal(res.body.reason, 'the run is not blocked: it waits for no answer');
+    const note = await waitFor(() => onIssue(23).find((r) => r.body.includes('did not take the answer')), 'the refusal');
+    assert.match(note.body, /waits for no answer/);
+    assert.ok(!note.body.includes('cp.internal'), note.body);
     // An answer past what a run takes is refused here, before any child is started.
     const calls = answerCalls().length;
     const huge = await comment(23, `/svc answer ${'x'.repeat(70 * 1024)}`, 'ada', 'OWNER').send();
@@ -691,8 +695,14 @@ describe('the answer reaches the run as `svc answer` hands it over (the real CLI
       assert.equal(written.answer, 'use staging --force');
       assert.equal(written.by, 'origin:webhook:--octocat');
       const refused = await executor.answer!({ source: 'local', run: 'rrunning' }, 'use staging', project, 'webhook:x');
-      assert.equal(refused.ok, false);
-      assert.match((refused as { reason: string }).reason, /is running, not blocked/);
+      assert.deepEqual(refused, { ok: false, reason: 'the run is not blocked: it waits for no answer',
+        detail: 'svc answer: Run local/rrunning is running, not blocked: nothing to answer' });
+      // A run the checkout does not hold goes to the Control Plane: its address stays out of what the origin is told.
+      const away = await executor.answer!({ source: 'local', run: 'relsewhere' }, 'use staging', project, 'webhook:x');
+      assert.equal(away.ok, false);
+      const { reason, detail } = away as { reason: string; detail: string };
+      assert.equal(reason, 'the run is not in the job\'s checkout and the Control Plane could not be reached');
+      assert.match(detail, /127\.0\.0\.1:9/);
     } finally {
       rmSync(home, { recursive: true, force: true });
       rmSync(project, { recursive: true, force: true });
