@@ -139,6 +139,7 @@ describe('a question is posted once, and a reply in its chata thread answers it'
       { thread_ts: ts, bot_id: 'B1', text: 'use prod' },
       { thread_ts: ts, subtype: 'bot_message', bot_id: 'B1', user: undefined, text: 'use prod' },
       { thread_ts: ts, subtype: 'message_changed', text: 'use prod' },
+      { thread_ts: ts, subtype: 'thread_broadcast', bot_id: 'B1', text: 'use prod' },
       { thread_ts: '1700000000.999', text: 'use prod' },
       { thread_ts: ts, channel: 'C9', text: 'use prod' },
       { ts, text: 'use prod' },
@@ -168,7 +169,8 @@ describe('a question is posted once, and a reply in its chata thread answers it'
     mapChannels('C1');
     assert.equal(answerCalls().length, before);
 
-    const reply = message({ thread_ts: ts, text: 'use staging &amp; not prod' });
+    // Sent "also to #channel" (Slack's `thread_broadcast`): still a person's reply in the thread.
+    const reply = message({ thread_ts: ts, subtype: 'thread_broadcast', text: 'use staging &amp; not prod' });
     const answered = await reply.send();
     assert.equal(answered.body.status, 'answered');
     assert.equal(answered.body.job_id, id);
