@@ -23,9 +23,9 @@ export function isOriginName(value: string): boolean {
 }
 
 /**
- * Why `svc answer --origin` did not answer, as the one line it prints on stdout (`origin-refusal: not_blocked`), and the
- * fixed text the trigger server tells the origin for each: its stderr may name the Control Plane's address, which is
- * never put in a message (docs/trigger.md), so it goes to the server's log only.
+ * Why `svc answer --origin` did not answer, as the one line it prints on stdout (`origin-refusal: not_blocked`), and
+ * the fixed text the trigger server tells the origin for each: its stderr may name the Control Plane's address, which
+ * is never put in a message (docs/trigger.md), so it goes to the server's log only.
  */
 export const ORIGIN_REFUSALS = {
   not_blocked: 'the run is not blocked: it waits for no answer',

@@ -27,7 +27,8 @@ if (args[0] === 'answer') {
   if (state.status !== 'blocked') {
     // Like svc --origin: the typed reason on stdout; the message (here naming an internal address) on stderr.
     process.stdout.write('origin-refusal: not_blocked\n');
-    process.stderr.write(`svc: Run ${ref} is ${state.status}, not blocked (cp.internal.test:8080): nothing to answer\n`);
+    const where = '(cp.internal.test:8080)';
+    process.stderr.write(`svc: Run ${ref} is ${state.status}, not blocked ${where}: nothing to answer\n`);
     process.exit(1);
   }
   const now = new Date().toISOString();

@@ -320,7 +320,7 @@ describe('an answer is for the question its run waits on now', () => {
     try {
       const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
       // Queued at 10:00; asks its first question at 10:05, is answered from the Control Plane, asks again at 10:20.
-      const at = (minutes: number, seconds = 0) => Date.parse('2026-11-29T10:00:00Z') + minutes * 60_000 + seconds * 1000;
+      const at = (minutes: number) => Date.parse('2026-11-29T10:00:00Z') + minutes * 60_000;
       let now = at(0);
       insertJob(stores, { id: 'j1', origin: 'trackerb', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
       stores.jobs.claim('j1', now);

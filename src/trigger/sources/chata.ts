@@ -50,8 +50,8 @@ function workspaceRefusal(home: string | null, team: string | null): string | nu
 const MESSAGE_TS = /^\d{1,12}\.\d{1,9}$/;
 
 /**
- * An Events API `message` in a thread, by a person: not a bot's, not an edit, not the thread's parent. A reply also sent
- * to the channel ("Also send to #channel", subtype `thread_broadcast`) is still a person's reply in the thread.
+ * An Events API `message` in a thread, by a person: not a bot's, not an edit, not the thread's parent. A reply also
+ * sent to the channel ("Also send to #channel", subtype `thread_broadcast`) is still a person's reply in the thread.
  */
 function readThreadReply(body: Record<string, unknown>): ChataInput {
   const event = obj(body.event);
