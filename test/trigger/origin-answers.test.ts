@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
+import { createGithubApi } from '../../src/trigger/github-api.ts';
 import { chataReply } from '../../src/trigger/sources/chata.ts';
 import { githubReply } from '../../src/trigger/sources/webhook.ts';
 import { trackeraReply } from '../../src/trigger/sources/trackera.ts';
@@ -57,7 +58,12 @@ describe('questions go back to the origin, answers come in from it', () => {
       ? { status: 200, body: JSON.stringify(req.path.includes('accountId=acc-member') ? [{ accountId: 'acc-member' }] : []) }
       : { status: 201, body: '{}' });
     // A created comment's id: its issue's number × 100 + how many came before it there (the first is N00).
+    // Who may write to acme/api: everyone asked about but `reader` (an organization member who may only read) and
+    // `unknown-to-api` (the API fails).
     github.respond = (req) => {
+      const asked = /^\/repos\/acme\/api\/collaborators\/([^/]+)\/permission$/.exec(req.path)?.[1];
+      if (asked === 'unknown-to-api') return { status: 502, body: '{}' };
+      if (asked) return { status: 200, body: JSON.stringify({ permission: asked === 'reader' ? 'read' : 'write' }) };
       const issue = /\/issues\/(\d+)\/comments$/.exec(req.path)?.[1];
       if (req.method !== 'POST' || !issue) return { status: 200, body: '{}' };
       return { status: 201, body: JSON.stringify({ id: Number(issue) * 100 + onIssue(Number(issue)).length - 1 }) };
@@ -77,7 +83,10 @@ describe('questions go back to the origin, answers come in from it', () => {
       TRACKERB_API_TOKEN: 'jira-token-15',
       // Blocked runs hold their slots: every test's job gets one.
       SVC_TRIGGER_CONCURRENCY: '16',
-    }, { repo, reposFile, post: createHttpsPoster({ ca: cert.cert }) });
+    }, {
+      repo, reposFile, post: createHttpsPoster({ ca: cert.cert }),
+      github: createGithubApi({ apiUrl: github.url, token: 'gh-token-11' }, cert.cert),
+    });
   });
   after(async () => {
     await t.cleanup();
@@ -182,6 +191,19 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.equal((await job(id)).status, 'running');
   });
 
+  it('refuses an answer from a MEMBER who may only read, or whose permission GitHub\'s API cannot say', async () => {
+    const { id } = await blocked(29, 'ask-question about the migration');
+    for (const login of ['reader', 'unknown-to-api']) {
+      const res = await comment(29, '/svc answer drop every table', login, 'MEMBER').send();
+      assert.equal(res.body.status, 'refused', login);
+      assert.match(res.body.reason as string, /may write to this repository|may not write to this repository/);
+    }
+    assert.ok(github.requests.some((r) => r.path === '/repos/acme/api/collaborators/reader/permission'));
+    assert.deepEqual(answerCalls().filter((a) => a.includes('drop every table')), []);
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['reader', 'refused'], ['unknown-to-api', 'refused']]);
+  });
+
   it('a job named from another issue is refused and audited, and svc posts nothing into the job\'s issue', async () => {
     const { id } = await blocked(26, 'ask-question about the queue');
     // A stranger on another issue names the job (its id is on the public progress comment): svc must not be made to
@@ -241,7 +263,8 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.equal(res.body.status, 'refused');
     // A fixed text for what `svc answer` said, never its stderr, which may name the Control Plane's address.
     assert.equal(res.body.reason, 'the run is not blocked: it waits for no answer');
-    const note = await waitFor(() => onIssue(23).find((r) => r.body.includes('did not take the answer')), 'the refusal');
+    const note = await waitFor(() => onIssue(23).find((r) => r.body.includes('did not take the answer')),
+      'the refusal');
     assert.match(note.body, /waits for no answer/);
     assert.ok(!note.body.includes('cp.internal'), note.body);
     // An answer past what a run takes is refused here, before any child is started.
@@ -459,14 +482,16 @@ describe('questions go back to the origin, answers come in from it', () => {
     async () => {
       const queued = await trackeraEvent({
         action: 'create', type: 'Issue', url: 'https://linear.example/x/issue/ASKQ-9',
-        data: { id: 'issue-askq-9', identifier: 'ASKQ-9', title: 'ask-question purge the cache', team: { key: 'ASKQ' } },
+        data: { id: 'issue-askq-9', identifier: 'ASKQ-9', title: 'ask-question purge the cache',
+          team: { key: 'ASKQ' } },
       });
       const id = queued.body.job_id as string;
       await waitFor(() => trackera.requests.find((r) => r.body.includes('commentCreate')
         && r.body.includes('issue-askq-9') && r.body.includes('waiting for an answer')), 'the question');
       const say = (body: string, createdAt?: string) => trackeraEvent({
         action: 'create', type: 'Comment',
-        data: { id: randomUUID(), body, issueId: 'issue-askq-9', userId: 'u-member', ...createdAt ? { createdAt } : {} },
+        data: { id: randomUUID(), body, issueId: 'issue-askq-9', userId: 'u-member',
+          ...createdAt ? { createdAt } : {} },
       });
       // A member's comment written an hour before this job existed; its retry carries a fresh webhookTimestamp.
       const old = await say('/svc answer yes, purge it', new Date(Date.now() - 3_600_000).toISOString());
