@@ -2,8 +2,11 @@
 // a run neither knows is an error (exit 1), never a stray file that nothing will read.
 import { resolve } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
-import { UsageError, ConflictError } from '../errors.ts';
-import { answerDirOf, writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../engine/answers.ts';
+import { UsageError, ConflictError, NotFoundError } from '../errors.ts';
+import {
+  answerDirOf, writeAnswer, isOriginName, MAX_ANSWER_BYTES, ORIGIN_REFUSAL_LINE, type OriginRefusal,
+} from '../engine/answers.ts';
+import { ControlApiError } from '../client/client.ts';
 import { findLocalRun } from './run-logs.ts';
 import { oneLine } from '../webhook-sources.ts';
 import { controlClientOf, notFoundAnywhere, parseRunRef } from './runs.ts';
@@ -20,7 +23,9 @@ answer goes through the Control Plane (SVC_CONTROL_URL, SVC_CONTROL_TOKEN).
 --origin WHO  the answer was given where the job was asked (the trigger server relays
               it so: WHO is e.g. webhook:octocat); it is recorded as origin:WHO and
               cannot raise the operator's daily budget caps. Without it the answer is
-              the operator's ("cli", or through the Control Plane its token's).
+              the operator's ("cli", or through the Control Plane its token's). With it,
+              a failure also prints one line on stdout, "origin-refusal: <why>" (why:
+              not_blocked, unknown_run, unreachable or failed).
 
 Exits 1 when the run is not blocked, or when neither the project nor the Control
 Plane knows it.
@@ -60,11 +65,24 @@ export default async function answer(io: CliIo): Promise<number> {
     throw new UsageError('--origin must be 1 to 200 characters without control characters');
   }
   const dir = resolve(typeof values.repo === 'string' ? values.repo : process.cwd());
-  const state = findLocalRun(dir, bare ? null : source, run)?.state;
-  if (!state) return answerThroughControl(io, source, run, text, origin);
-  if (state.status !== 'blocked') throw notBlocked(state.source, run, state.status);
-  const by = origin === undefined ? 'cli' : `origin:${origin}`;
-  const path = writeAnswer(answerDirOf(io.env), state.source, run, text, by);
-  io.stdout(`Answer written to ${path}\n`);
-  return 0;
+  try {
+    const state = findLocalRun(dir, bare ? null : source, run)?.state;
+    if (!state) return await answerThroughControl(io, source, run, text, origin);
+    if (state.status !== 'blocked') throw notBlocked(state.source, run, state.status);
+    const by = origin === undefined ? 'cli' : `origin:${origin}`;
+    const path = writeAnswer(answerDirOf(io.env), state.source, run, text, by);
+    io.stdout(`Answer written to ${path}\n`);
+    return 0;
+  } catch (err) {
+    // For the trigger server, which tells the origin only a fixed text for it (the message stays on stderr).
+    if (origin !== undefined) io.stdout(`${ORIGIN_REFUSAL_LINE}${originRefusalOf(err)}\n`);
+    throw err;
+  }
+}
+
+/** What an origin is told (ORIGIN_REFUSALS) of the error an answer ended with. */
+function originRefusalOf(err: unknown): OriginRefusal {
+  if (err instanceof ConflictError) return 'not_blocked';
+  if (!(err instanceof NotFoundError)) return 'failed';
+  return err.cause instanceof ControlApiError && err.cause.code === 'unreachable' ? 'unreachable' : 'unknown_run';
 }

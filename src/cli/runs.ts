@@ -76,7 +76,8 @@ export function notFoundAnywhere(err: unknown, ref: RunRef, url: string, hint = 
   }
   const there = err.code === 'not_found' ? `the Control Plane at ${url} does not know it` : err.message;
   const run = `${ref.source}/${ref.run}`;
-  return new NotFoundError(`No run ${run}: it is not in this project's .svc/runs/${hint}, and ${there}`);
+  const message = `No run ${run}: it is not in this project's .svc/runs/${hint}, and ${there}`;
+  return new NotFoundError(message, { cause: err });
 }
 
 export function parseRunRef(text: string | undefined, env: NodeJS.ProcessEnv): RunRef {

@@ -22,6 +22,20 @@ export function isOriginName(value: string): boolean {
   return /^[^\p{Cc}]{1,200}$/u.test(value);
 }
 
+/**
+ * Why `svc answer --origin` did not answer, as the one line it prints on stdout (`origin-refusal: not_blocked`), and
+ * the fixed text the trigger server tells the origin for each: its stderr may name the Control Plane's address, which
+ * is never put in a message (docs/trigger.md), so it goes to the server's log only.
+ */
+export const ORIGIN_REFUSALS = {
+  not_blocked: 'the run is not blocked: it waits for no answer',
+  unknown_run: 'neither the job\'s checkout nor the Control Plane knows the run',
+  unreachable: 'the run is not in the job\'s checkout and the Control Plane could not be reached',
+  failed: 'svc answer failed (the trigger server\'s log says why)',
+} as const;
+export type OriginRefusal = keyof typeof ORIGIN_REFUSALS;
+export const ORIGIN_REFUSAL_LINE = 'origin-refusal: ';
+
 /** Where answers wait, as `<source>/<run>.json`: `$SVC_CONTROL_ANSWER_DIR`, default ~/.svc/control/answers. */
 export function answerDirOf(env: NodeJS.ProcessEnv): string {
   return env.SVC_CONTROL_ANSWER_DIR || join(svcHomeOf(env), 'control', 'answers');

@@ -81,7 +81,9 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
   const answering = new Map<string, string>();
 
   /** Audits the outcome (its row only as far as the database takes it: the outcome stands, and is logged). */
-  function audit(job: JobRow, req: AnswerRequest, outcome: 'answered' | 'refused', reason: string | null): void {
+  function audit(
+    job: JobRow, req: AnswerRequest, outcome: 'answered' | 'refused', reason: string | null, detail?: string,
+  ): void {
     const fields = { job_id: job.id, origin: req.origin, place: req.place, who: req.who };
     try {
       stores.replies.audit({ ...fields, outcome, reason, at: opts.clock() });
@@ -89,7 +91,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
       log.error('could not audit an answer', { ...fields, outcome, error: errorMessage(err) });
     }
     if (outcome === 'answered') log.info('answer taken', fields);
-    else log.warn('answer refused', { ...fields, reason });
+    else log.warn('answer refused', { ...fields, reason, ...(detail === undefined ? {} : { detail }) });
   }
 
   /**
@@ -145,11 +147,13 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     }
     const refusal = req.refusal(job);
     if (refusal !== null) return refuse(refusal);
-    // The job's time down to its second: a vendor's timestamp has no finer part.
-    const queuedAt = Math.floor(job.created_at / 1000) * 1000;
-    if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= queuedAt)) {
-      return refuse(`the comment was written before job ${job.id} was queued (or says not when): ` +
-        'a delivery sent again is never an answer to a newer question');
+    // Written for what the run asks now: not before the job was queued, nor before its current question was asked
+    // (notify.ts keeps when), each down to its second, as a vendor's timestamp has no finer part.
+    const askedAt = stores.replies.get(job.id)?.target.asked_at;
+    const since = Math.max(job.created_at, typeof askedAt === 'number' ? askedAt : 0);
+    if (req.writtenAt !== undefined && !(req.writtenAt !== null && req.writtenAt >= Math.floor(since / 1000) * 1000)) {
+      return refuse(`the comment was written before job ${job.id} was queued or asked what it waits on (or says ` +
+        'not when): a delivery sent again is never an answer to a newer question');
     }
     if (jobs.length > 1) {
       return refuse(`${jobs.length} jobs run here (${jobs.map((j) => j.id).join(', ')}): ` +
@@ -174,7 +178,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     }
     await claimHandled(req, job);
     if (!result.ok) {
-      audit(job, req, 'refused', result.reason);
+      audit(job, req, 'refused', result.reason, result.detail);
       return { kind: 'refused', jobId: job.id, reason: result.reason };
     }
     audit(job, req, 'answered', null);

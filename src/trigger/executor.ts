@@ -63,7 +63,8 @@ export interface FollowOptions {
   onQuestion?: (question: string | null) => void;
 }
 
-export type AnswerResult = { ok: true } | { ok: false; reason: string };
+/** `reason` is a fixed text the origin may be told; `detail`, what svc said, is for the server's log only. */
+export type AnswerResult = { ok: true } | { ok: false; reason: string; detail: string };
 
 /**
  * `launch` runs the launcher to its end (quick with `--detach`), reports a failed launch rather than throwing and

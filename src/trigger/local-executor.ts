@@ -17,6 +17,7 @@ import { identityOf, signalGroup } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { workerAlive } from '../engine/repo-name.ts';
+import { ORIGIN_REFUSAL_LINE, ORIGIN_REFUSALS, type OriginRefusal } from '../engine/answers.ts';
 
 const OUTPUT_CAP = 64 * 1024;
 /** For a freshly launched run to write its first state.json. */
@@ -143,7 +144,12 @@ export function createLocalExecutor(opts: {
     const { output, done } = startSvc(args, workdir, secretsFor(secrets, null), {});
     const { code, failed } = await done;
     if (code === 0) return { ok: true };
-    return { ok: false, reason: failed ?? (lastLine(output.stderr) || `svc answer exited with ${code ?? 'a signal'}`) };
+    // Its stderr may name the Control Plane's address: the origin is told only the fixed text of the reason it names.
+    const said = output.stdout.split('\n').find((line) => line.startsWith(ORIGIN_REFUSAL_LINE));
+    const why = said?.slice(ORIGIN_REFUSAL_LINE.length);
+    const reason = why !== undefined && Object.hasOwn(ORIGIN_REFUSALS, why) ? why as OriginRefusal : 'failed';
+    const detail = failed ?? (lastLine(output.stderr) || `svc answer exited with ${code ?? 'a signal'}`);
+    return { ok: false, reason: ORIGIN_REFUSALS[reason], detail };
   }
 
   return { launch, follow, answer };

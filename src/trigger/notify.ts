@@ -153,7 +153,11 @@ export function createNotifier(opts: NotifierOptions) {
           opts.log.info('question already posted', { job_id: jobId });
           return;
         }
-        if (target.target.asked !== undefined) {
+        if (asked !== null) {
+          // When it was asked, whether or not the post below goes: a comment written before it was meant for an
+          // earlier question, or none, and never answers this one (answers.ts).
+          opts.stores.replies.patchTarget(jobId, { asked: null, question_message: null, asked_at: opts.clock() });
+        } else if (target.target.asked !== undefined) {
           // The old question's thread answers nothing more (a late reply there must not answer the next question).
           opts.stores.replies.patchTarget(jobId, { asked: null, question_message: null });
         }

@@ -25,7 +25,10 @@ if (args[0] === 'answer') {
   const path = join(dir, '.svc', 'runs', run, 'state.json');
   const state = JSON.parse(readFileSync(path, 'utf8'));
   if (state.status !== 'blocked') {
-    process.stderr.write(`svc: Run ${ref} is ${state.status}, not blocked: nothing to answer\n`);
+    // Like svc --origin: the typed reason on stdout; the message (here naming an internal address) on stderr.
+    process.stdout.write('origin-refusal: not_blocked\n');
+    const where = '(cp.internal.test:8080)';
+    process.stderr.write(`svc: Run ${ref} is ${state.status}, not blocked ${where}: nothing to answer\n`);
     process.exit(1);
   }
   const now = new Date().toISOString();

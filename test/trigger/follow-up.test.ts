@@ -66,6 +66,9 @@ describe('/svc follow-ups on svc\'s pull requests', () => {
     github.respond = (req: Recorded) => {
       if (req.headers.authorization !== 'Bearer gh-token') return { status: 401, body: '{}' };
       if (req.method === 'POST') return { status: 201, body: '{"id":1}' };
+      // Everyone asked about may write to acme/api but `reader` (a collaborator with read access only).
+      const asked = /^\/repos\/acme\/api\/collaborators\/([^/]+)\/permission$/.exec(req.path)?.[1];
+      if (asked) return { status: 200, body: JSON.stringify({ permission: asked === 'reader' ? 'read' : 'admin' }) };
       const found = pulls.get(req.path) ?? reviewComments.get(req.path);
       return found === undefined ? { status: 404, body: '{"message":"Not Found"}' } : { status: 200, body: JSON.stringify(found) };
     };
@@ -117,6 +120,19 @@ describe('/svc follow-ups on svc\'s pull requests', () => {
     assert.equal(audit.actor, 'mallory');
     assert.equal(audit.association, 'CONTRIBUTOR');
     assert.equal(audit.pr, 12);
+    assert.equal(jobCount(), 1);
+  });
+
+  it('a COLLABORATOR who may only read (GitHub\'s API says) is refused with a reply and audited; no job', async () => {
+    const res = await send(t, 'issue_comment', prComment(12, '/svc push my change', 'COLLABORATOR', 'reader'));
+    assert.equal(res.body.status, 'refused');
+    assert.equal(res.body.reason, 'the author may not write to this repository');
+    assert.ok(github.requests.some((r) => r.path === '/repos/acme/api/collaborators/reader/permission'));
+    const reply = await waitFor(() => replies().find((r) => r.body.includes('may write to the repository')),
+      'the reply');
+    assert.doesNotMatch(reply.body, /reader|push my change/);
+    const audit = t.logs.find((l) => l.msg === 'audit: follow-up refused' && l.actor === 'reader');
+    assert.equal(audit?.association, 'COLLABORATOR');
     assert.equal(jobCount(), 1);
   });
 
@@ -247,7 +263,9 @@ describe('a /svc follow-up through dist/cli.js start: new commits on the same pu
       assert.equal(pull.length, 1);
       assert.equal(pull[0]!.body.head, branch);
       api.respond = (req) => (req.method === 'GET' && req.path === '/repos/acme/api/pulls/1'
-        ? { status: 200, body: JSON.stringify(pullJson(1, branch)) } : { status: 404, body: '{}' });
+        ? { status: 200, body: JSON.stringify(pullJson(1, branch)) }
+        : req.path.endsWith('/permission') ? { status: 200, body: '{"permission":"write"}' }
+        : { status: 404, body: '{}' });
 
       // A person pushes to the PR's branch before asking: the follow-up builds on their commit, never over it.
       const clone = tempDir('svc-human-');

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHttpsPoster } from '../../src/trigger/https-post.ts';
+import { createGithubApi } from '../../src/trigger/github-api.ts';
 import { chataReply } from '../../src/trigger/sources/chata.ts';
 import { githubReply } from '../../src/trigger/sources/webhook.ts';
 import { trackeraReply } from '../../src/trigger/sources/trackera.ts';
@@ -57,7 +58,12 @@ describe('questions go back to the origin, answers come in from it', () => {
       ? { status: 200, body: JSON.stringify(req.path.includes('accountId=acc-member') ? [{ accountId: 'acc-member' }] : []) }
       : { status: 201, body: '{}' });
     // A created comment's id: its issue's number × 100 + how many came before it there (the first is N00).
+    // Who may write to acme/api: everyone asked about but `reader` (an organization member who may only read) and
+    // `unknown-to-api` (the API fails).
     github.respond = (req) => {
+      const asked = /^\/repos\/acme\/api\/collaborators\/([^/]+)\/permission$/.exec(req.path)?.[1];
+      if (asked === 'unknown-to-api') return { status: 502, body: '{}' };
+      if (asked) return { status: 200, body: JSON.stringify({ permission: asked === 'reader' ? 'read' : 'write' }) };
       const issue = /\/issues\/(\d+)\/comments$/.exec(req.path)?.[1];
       if (req.method !== 'POST' || !issue) return { status: 200, body: '{}' };
       return { status: 201, body: JSON.stringify({ id: Number(issue) * 100 + onIssue(Number(issue)).length - 1 }) };
@@ -77,7 +83,10 @@ describe('questions go back to the origin, answers come in from it', () => {
       TRACKERB_API_TOKEN: 'jira-token-15',
       // Blocked runs hold their slots: every test's job gets one.
       SVC_TRIGGER_CONCURRENCY: '16',
-    }, { repo, reposFile, post: createHttpsPoster({ ca: cert.cert }) });
+    }, {
+      repo, reposFile, post: createHttpsPoster({ ca: cert.cert }),
+      github: createGithubApi({ apiUrl: github.url, token: 'gh-token-11' }, cert.cert),
+    });
   });
   after(async () => {
     await t.cleanup();
@@ -182,6 +191,19 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.equal((await job(id)).status, 'running');
   });
 
+  it('refuses an answer from a MEMBER who may only read, or whose permission GitHub\'s API cannot say', async () => {
+    const { id } = await blocked(29, 'ask-question about the migration');
+    for (const login of ['reader', 'unknown-to-api']) {
+      const res = await comment(29, '/svc answer drop every table', login, 'MEMBER').send();
+      assert.equal(res.body.status, 'refused', login);
+      assert.match(res.body.reason as string, /may write to this repository|may not write to this repository/);
+    }
+    assert.ok(github.requests.some((r) => r.path === '/repos/acme/api/collaborators/reader/permission'));
+    assert.deepEqual(answerCalls().filter((a) => a.includes('drop every table')), []);
+    const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+    assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['reader', 'refused'], ['unknown-to-api', 'refused']]);
+  });
+
   it('a job named from another issue is refused and audited, and svc posts nothing into the job\'s issue', async () => {
     const { id } = await blocked(26, 'ask-question about the queue');
     // A stranger on another issue names the job (its id is on the public progress comment): svc must not be made to
@@ -239,7 +261,12 @@ describe('questions go back to the origin, answers come in from it', () => {
     await waitFor(async () => (await job(id)).run, 'the run to start');
     const res = await comment(23, '/svc answer use staging', 'ada', 'OWNER').send();
     assert.equal(res.body.status, 'refused');
-    assert.match(res.body.reason as string, /is running, not blocked/);
+    // A fixed text for what `svc answer` said, never its stderr, which may name the Control Plane's address.
+    assert.equal(res.body.reason, 'the run is not blocked: it waits for no answer');
+    const note = await waitFor(() => onIssue(23).find((r) => r.body.includes('did not take the answer')),
+      'the refusal');
+    assert.match(note.body, /waits for no answer/);
+    assert.ok(!note.body.includes('cp.internal'), note.body);
     // An answer past what a run takes is refused here, before any child is started.
     const calls = answerCalls().length;
     const huge = await comment(23, `/svc answer ${'x'.repeat(70 * 1024)}`, 'ada', 'OWNER').send();
@@ -412,7 +439,8 @@ describe('questions go back to the origin, answers come in from it', () => {
       && r.body.includes('waiting for an answer')), 'the question as a comment');
     const say = (userId: string, body: string) => trackeraEvent({
       action: 'create', type: 'Comment',
-      data: { id: randomUUID(), body, issueId: 'issue-askq-1', userId, user: { id: userId, name: userId } },
+      data: { id: randomUUID(), body, issueId: 'issue-askq-1', userId, user: { id: userId, name: userId },
+        createdAt: new Date().toISOString() },
     });
     const stranger = await say('u-stranger', '/svc answer delete the backups');
     assert.equal(stranger.body.status, 'refused');
@@ -449,6 +477,34 @@ describe('questions go back to the origin, answers come in from it', () => {
     const audited = (await job(id)).answers as Array<Record<string, unknown>>;
     assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['acc-member', 'refused']]);
   });
+
+  it('trackera: an old comment delivered again (Linear signs a fresh webhookTimestamp) or an undated one never answers',
+    async () => {
+      const queued = await trackeraEvent({
+        action: 'create', type: 'Issue', url: 'https://linear.example/x/issue/ASKQ-9',
+        data: { id: 'issue-askq-9', identifier: 'ASKQ-9', title: 'ask-question purge the cache',
+          team: { key: 'ASKQ' } },
+      });
+      const id = queued.body.job_id as string;
+      await waitFor(() => trackera.requests.find((r) => r.body.includes('commentCreate')
+        && r.body.includes('issue-askq-9') && r.body.includes('waiting for an answer')), 'the question');
+      const say = (body: string, createdAt?: string) => trackeraEvent({
+        action: 'create', type: 'Comment',
+        data: { id: randomUUID(), body, issueId: 'issue-askq-9', userId: 'u-member',
+          ...createdAt ? { createdAt } : {} },
+      });
+      // A member's comment written an hour before this job existed; its retry carries a fresh webhookTimestamp.
+      const old = await say('/svc answer yes, purge it', new Date(Date.now() - 3_600_000).toISOString());
+      assert.equal(old.body.status, 'refused', JSON.stringify(old.body));
+      assert.match(old.body.reason as string, /written before job/);
+      // One that says not when it was written cannot be dated, so it is refused too.
+      assert.equal((await say('/svc answer yes, purge it now')).body.status, 'refused');
+      assert.deepEqual(answerCalls().filter((a) => a.some((x) => x.startsWith('yes, purge it'))), []);
+      assert.equal((await say('/svc answer no, keep it', new Date().toISOString())).body.status, 'answered');
+      const audited = (await job(id)).answers as Array<Record<string, unknown>>;
+      assert.deepEqual(audited.map((a) => [a.who, a.outcome]),
+        [['u-member', 'refused'], ['u-member', 'refused'], ['u-member', 'answered']]);
+    });
 
   it('a trackerb stranger who renames themselves between comments still gets one refusal reply', async () => {
     const queued = await trackerbEvent({
@@ -664,8 +720,14 @@ describe('the answer reaches the run as `svc answer` hands it over (the real CLI
       assert.equal(written.answer, 'use staging --force');
       assert.equal(written.by, 'origin:webhook:--octocat');
       const refused = await executor.answer!({ source: 'local', run: 'rrunning' }, 'use staging', project, 'webhook:x');
-      assert.equal(refused.ok, false);
-      assert.match((refused as { reason: string }).reason, /is running, not blocked/);
+      assert.deepEqual(refused, { ok: false, reason: 'the run is not blocked: it waits for no answer',
+        detail: 'svc answer: Run local/rrunning is running, not blocked: nothing to answer' });
+      // A run the checkout does not hold goes to the Control Plane: its address stays out of what the origin is told.
+      const away = await executor.answer!({ source: 'local', run: 'relsewhere' }, 'use staging', project, 'webhook:x');
+      assert.equal(away.ok, false);
+      const { reason, detail } = away as { reason: string; detail: string };
+      assert.equal(reason, 'the run is not in the job\'s checkout and the Control Plane could not be reached');
+      assert.match(detail, /127\.0\.0\.1:9/);
     } finally {
       rmSync(home, { recursive: true, force: true });
       rmSync(project, { recursive: true, force: true });

@@ -139,6 +139,7 @@ describe('a question is posted once, and a reply in its chata thread answers it'
       { thread_ts: ts, bot_id: 'B1', text: 'use prod' },
       { thread_ts: ts, subtype: 'bot_message', bot_id: 'B1', user: undefined, text: 'use prod' },
       { thread_ts: ts, subtype: 'message_changed', text: 'use prod' },
+      { thread_ts: ts, subtype: 'thread_broadcast', bot_id: 'B1', text: 'use prod' },
       { thread_ts: '1700000000.999', text: 'use prod' },
       { thread_ts: ts, channel: 'C9', text: 'use prod' },
       { ts, text: 'use prod' },
@@ -168,7 +169,8 @@ describe('a question is posted once, and a reply in its chata thread answers it'
     mapChannels('C1');
     assert.equal(answerCalls().length, before);
 
-    const reply = message({ thread_ts: ts, text: 'use staging &amp; not prod' });
+    // Sent "also to #channel" (Slack's `thread_broadcast`): still a person's reply in the thread.
+    const reply = message({ thread_ts: ts, subtype: 'thread_broadcast', text: 'use staging &amp; not prod' });
     const answered = await reply.send();
     assert.equal(answered.body.status, 'answered');
     assert.equal(answered.body.job_id, id);
@@ -309,5 +311,52 @@ describe('a new question of a run moves its chata thread', () => {
     } as AnswerRequest);
     assert.notEqual(late.kind, 'answered');
     assert.deepEqual(answered, []);
+  });
+});
+
+describe('an answer is for the question its run waits on now', () => {
+  it('a comment written for an earlier question of the job, delivered late, never answers the later one', async () => {
+    const dir = tempDir('svc-late-answer-');
+    try {
+      const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
+      // Queued at 10:00; asks its first question at 10:05, is answered from the Control Plane, asks again at 10:20.
+      const at = (minutes: number) => Date.parse('2026-11-29T10:00:00Z') + minutes * 60_000;
+      let now = at(0);
+      insertJob(stores, { id: 'j1', origin: 'trackerb', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+      stores.jobs.claim('j1', now);
+      stores.jobs.setRun('j1', 'local', 'r1', null);
+      stores.jobs.setWorkdir('j1', dir);
+      stores.replies.insert('j1', 'trackerb', { key: 'KAN-7', thread: 'trackerb:KAN-7' }, now);
+      const silent = { info() {}, warn() {}, error() {}, debug() {} } as unknown as Logger;
+      // No channel takes its messages here: when a question was asked is kept whether or not its post went.
+      const notifier = createNotifier({
+        stores, log: silent, clock: () => now, backoffMs: 1, post: async () => ({ status: 500, text: '' }),
+        report: async () => {}, replies: {},
+        config: { chataHooksPrefix: '', trackeraApiUrl: '', trackeraApiKey: undefined, trackerb: undefined },
+      });
+      now = at(5);
+      await notifier.progress('j1', { step: 'waiting', question: 'Q1: raise the budget to $20?' });
+      now = at(20);
+      await notifier.progress('j1', { step: 'waiting', question: 'Q2: may I drop the users table?' });
+      const answered: string[] = [];
+      const desk = createAnswerDesk({
+        stores, log: silent, clock: () => now, progress: async () => {}, note: async () => true,
+        executor: { answer: async (_run, text) => { answered.push(text); return { ok: true }; } },
+      } as AnswerDeskOptions);
+      const ask = (text: string, writtenAt: number, key: string) => desk.answer({
+        origin: 'trackerb', thread: 'trackerb:KAN-7', who: 'acc-member', text, writtenAt, refusal: () => null,
+        place: 'trackerb issue KAN-7', keys: [key],
+      } as AnswerRequest);
+      // "yes" written at 10:06 for Q1, its delivery retried at 10:21.
+      now = at(21);
+      const late = await ask('yes', at(6), 'comment-10');
+      assert.equal(late.kind, 'refused');
+      assert.match((late as { reason: string }).reason, /written before job j1 was queued or asked what it waits on/);
+      // One written in the second Q2 was asked (a vendor's time has no finer part) answers it.
+      assert.equal((await ask('no, keep it', at(20), 'comment-11')).kind, 'answered');
+      assert.deepEqual(answered, ['no, keep it']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

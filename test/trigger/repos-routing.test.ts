@@ -9,6 +9,8 @@ import {
   SECRETS, fixture, withJson, post, get, nowSeconds, startTestTrigger, makeRepo, tempDir, type TestTrigger,
 } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { makeCert, startStandIn, type StandIn } from './standins.ts';
+import { createGithubApi } from '../../src/trigger/github-api.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 const GITHUB = new URL('./fixtures/github/', import.meta.url);
@@ -88,6 +90,7 @@ describe('one trigger server for an organisation with three repositories', () =>
   let web: string;
   let ops: string;
   let file: string;
+  let githubApi: StandIn;
   const jobsByRepo = new Map<string, string[]>();
 
   before(async () => {
@@ -103,10 +106,18 @@ describe('one trigger server for an organisation with three repositories', () =>
       `acme/ops checkout=${ops} chata=*`,
       '',
     ].join('\n'));
-    t = await startTestTrigger({ TRACKERB_ASSIGNEES: ASSIGNEE }, { repo: api, reposFile: file });
+    // GitHub's API: every commenter asked about may write, but `reader` (an organization member who may only read).
+    const cert = makeCert(tempDir('svc-cert-'));
+    githubApi = await startStandIn(cert);
+    githubApi.respond = (req) => ({ status: 200, body: JSON.stringify({
+      permission: req.path.endsWith('/collaborators/reader/permission') ? 'read' : 'write' }) });
+    t = await startTestTrigger({ TRACKERB_ASSIGNEES: ASSIGNEE }, {
+      repo: api, reposFile: file, github: createGithubApi({ apiUrl: githubApi.url, token: 'gh-token' }, cert.cert),
+    });
   });
   after(async () => {
     await t.cleanup();
+    await githubApi.close();
     for (const dir of [api, web, ops]) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -140,6 +151,22 @@ describe('one trigger server for an organisation with three repositories', () =>
       assert.equal(res.status, 202, JSON.stringify(res.body));
       const job = await ranIn(res.body.job_id as string, 'Octocoders/Hello-World', web);
       assert.match(job.brief as string, /fix the typo$/);
+    });
+    it('skips a /svc comment from a MEMBER who may only read the repository, asked of GitHub\'s API', async () => {
+      const depth = t.queue.depth();
+      const { raw, headers } = github('issue_comment-created.with-organization.json', (v) => {
+        v.comment.body = '/svc push this';
+        v.comment.author_association = 'MEMBER';
+        v.comment.user.login = 'reader';
+        v.repository.full_name = 'Octocoders/Hello-World';
+      });
+      const res = await post(`${t.url}/webhook`, raw, headers);
+      assert.deepEqual(res.body, {
+        status: 'skipped', reason: 'comment author may not start jobs: the author may not write to this repository',
+      });
+      const asked = '/repos/Octocoders/Hello-World/collaborators/reader/permission';
+      assert.ok(githubApi.requests.some((r) => r.path === asked));
+      assert.deepEqual(t.queue.depth(), depth);
     });
     it('matches repository.full_name without regard to case, as GitHub does', async () => {
       const { raw, headers } = labeled('codertocat/hello-world', 'Case');

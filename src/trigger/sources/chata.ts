@@ -49,13 +49,17 @@ function workspaceRefusal(home: string | null, team: string | null): string | nu
 /** Slack's message timestamp, also the message's id in its channel ("1503435956.000247"). */
 const MESSAGE_TS = /^\d{1,12}\.\d{1,9}$/;
 
-/** An Events API `message` in a thread, by a person: not a bot's, not an edit, not the thread's parent. */
+/**
+ * An Events API `message` in a thread, by a person: not a bot's, not an edit, not the thread's parent. A reply also
+ * sent to the channel ("Also send to #channel", subtype `thread_broadcast`) is still a person's reply in the thread.
+ */
 function readThreadReply(body: Record<string, unknown>): ChataInput {
   const event = obj(body.event);
   const [channel, user, ts, thread] = [event.channel, event.user, event.ts, event.thread_ts].map(str);
   const skip = (reason: string): ChataInput => ({ kind: 'skip', reason });
   if (event.type !== 'message') return skip(`event "${describe(event.type)}" is not a message`);
-  if (event.bot_id !== undefined || event.subtype !== undefined) return skip('a bot\'s message or an edit');
+  const subtype = event.subtype === 'thread_broadcast' ? undefined : event.subtype;
+  if (event.bot_id !== undefined || subtype !== undefined) return skip('a bot\'s message or an edit');
   if (!thread || !MESSAGE_TS.test(thread) || thread === ts) return skip('a message not in a thread');
   if (!channel || !user || channel.length > 64 || user.length > 64) return skip('a message without channel or user');
   // A channel shared with another workspace (Slack Connect) carries its people's messages too: not answers. In one that

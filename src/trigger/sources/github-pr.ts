@@ -1,6 +1,7 @@
 // POST /webhook (GitHub), pull request follow-ups (docs/trigger.md "Follow-ups on svc's pull requests"): `/svc
 // <instruction>` on svc's PR queues `svc start --follow-up svc/<run>`; never on a PR svc did not open, for someone
-// who may not write to the repository, or while another run works on the PR; no payload text in an API path or reply.
+// who may not write to the repository (asked of GitHub's API), or while another run works on the PR; no payload text
+// in an API path but a login checked as GitHub spells one, none in a reply.
 import { json, type Reply } from '../../http/respond.ts';
 import { errorMessage, RefusedError } from '../../errors.ts';
 import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
@@ -14,6 +15,9 @@ const COMMAND = /^\/svc(?:\s+|$)/;
 export const TRUSTED = new Set(['OWNER', 'MEMBER', 'COLLABORATOR']);
 const ASSOCIATIONS = new Set([...TRUSTED, 'CONTRIBUTOR', 'FIRST_TIMER', 'FIRST_TIME_CONTRIBUTOR', 'MANNEQUIN', 'NONE']);
 const RUN_BRANCH = /^svc\/(r[0-9a-z]{26})$/;
+/** GitHub's roles that may push to the repository, as its permission API names them. */
+const WRITERS = new Set(['admin', 'maintain', 'write']);
+const LOGIN = /^[A-Za-z0-9][A-Za-z0-9-]{0,38}$/;
 const MAX_COMMENTS = 30;
 const COMMENT_BYTES = 300;
 
@@ -24,6 +28,23 @@ type ReviewComment = ReturnType<typeof commentOf>;
 /** A follow-up as the payload asks it, checked against the server's records before queueing. */
 export type FollowUpAsk = Extract<ReturnType<typeof ask>, { kind: 'follow-up' }>;
 type PrInput = FollowUpAsk | { kind: 'skip'; reason: string };
+
+/**
+ * Whether `login` may write to `repo`, asked of GitHub's API, else why not. An association of MEMBER or COLLABORATOR
+ * says no such thing (an organization's member, a read-only collaborator), and a job of theirs pushes with svc's token.
+ * Fails closed: an API that cannot say (no token, an error, an answer without a permission) is a no, and logged.
+ */
+export async function mayWrite(ctx: TCtx, repo: string, login: string): Promise<true | string> {
+  if (!LOGIN.test(login)) return 'the author is not a GitHub user who may write to this repository';
+  try {
+    const answer = obj(await ctx.deps.github.get(`/repos/${repo}/collaborators/${login}/permission`));
+    const permission = str(answer.permission) ?? '';
+    return WRITERS.has(permission) ? true : 'the author may not write to this repository';
+  } catch (err) {
+    ctx.deps.log.warn('write permission not known', { route: 'webhook', repo, login, error: errorMessage(err) });
+    return 'the GitHub API could not say whether the author may write to this repository';
+  }
+}
 
 /** A positive safe integer (an issue, PR, review or line number), else null. */
 export function int(value: unknown): number | null {
@@ -163,6 +184,11 @@ async function prepareFollowUp(ctx: TCtx, repo: string, a: FollowUpAsk): Promise
     const who = ASSOCIATIONS.has(a.association) ? a.association : 'not a member';
     throw new FollowUpNotQueued('the author may not ask for follow-ups', `${REPLY_HEAD} only a repository owner, ` +
       `member or collaborator may ask svc to change this pull request (this request's author is ${who}).`, true);
+  }
+  const writes = await mayWrite(ctx, repo, a.actor);
+  if (writes !== true) {
+    throw new FollowUpNotQueued(writes, `${REPLY_HEAD} only someone who may write to the repository may ask svc to ` +
+      'change this pull request (asked of the GitHub API).', true);
   }
   if (str(pull.state) === 'closed') {
     throw new FollowUpNotQueued('the pull request is closed', `${REPLY_HEAD} this pull request is closed. Reopen it ` +

@@ -14,7 +14,7 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import { markdownSummary, PermanentError, type ReplyChannel } from '../summary.ts';
 import { accepted, checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
-import { answerCommand, teamRefusal } from '../answers.ts';
+import { answerCommand, commentTime, teamRefusal } from '../answers.ts';
 
 type TrackeraInput =
   | { kind: 'issue'; identifier: string; issueId: string; teamKey: string | null }
@@ -201,6 +201,8 @@ async function answerFromTrackera(ctx: TCtx, body: Obj): Promise<Reply | null> {
     origin: 'trackera', thread: trackeraThread(issueId), ...command, who,
     refusal: teamRefusal(ctx.deps.settings.repos, await onIssueTeam(ctx, issueId, userId)),
     place: `trackera issue ${issueId} comment ${commentId}`,
+    // The comment's own time: a retry is signed with a fresh `webhookTimestamp`, so only this dates what it answers.
+    writtenAt: commentTime(data.createdAt),
     keys: deliveryKeys('trackera', ctx.req.headers, ctx.raw, ...(commentId ? [`trackera:comment:${commentId}`] : [])),
   });
 }

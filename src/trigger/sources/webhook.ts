@@ -1,5 +1,6 @@
 // POST /webhook (GitHub): an issue opened with label `svc` or labelled `svc`, or a comment starting `/svc`, by someone
-// with write-level association, becomes a job; everything else is skipped.
+// with write-level association (a comment's author: with write permission, asked of GitHub), becomes a job; everything
+// else is skipped.
 import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
@@ -7,8 +8,8 @@ import { isJsonObject, obj, str, tryParseJson, type Obj } from '../../untrusted.
 import { str as text } from '../../engine/text.ts';
 import { briefOf, deliveryKeys, firstHeader, sourceOf } from '../../webhook-sources.ts';
 import {
-  githubThread, githubThreadTarget, int, isPullRequestEvent, PR_EVENTS, queueFollowUp, readPullRequestEvent, svcCommand,
-  TRUSTED,
+  githubThread, githubThreadTarget, int, isPullRequestEvent, mayWrite, PR_EVENTS, queueFollowUp, readPullRequestEvent,
+  svcCommand, TRUSTED,
 } from './github-pr.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../../engine/pr.ts';
@@ -21,7 +22,7 @@ const COMMENT_PREFIX = '/svc';
 /** `repository` is the event's repository.full_name, which alone routes it; `keys` its dedupe keys besides the
  * delivery's own. */
 type WebhookInput =
-  | { kind: 'job'; brief: string; repository: string | null; keys: string[] }
+  | { kind: 'job'; brief: string; repository: string | null; keys: string[]; writer?: string }
   | { kind: 'skip'; reason: string };
 
 // An issue opened with the `svc` label comes as two deliveries, `issues.opened` (its labels include svc) and
@@ -104,7 +105,8 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
       return { kind: 'skip', reason: 'comment author may not start jobs' };
     }
     const brief = briefOf('webhook', `${ref} ${str(issue.title) ?? ''} — ${ask}`);
-    return { kind: 'job', brief, repository, keys: [] };
+    // Who must be able to write to the repository (asked of GitHub once the event routed).
+    return { kind: 'job', brief, repository, keys: [], writer: str(obj(comment.user).login) ?? '' };
   }
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
 }
@@ -140,6 +142,8 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const routed = ctx.deps.settings.repos.webhook(input.repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
   if (input.kind === 'follow-up') return queueFollowUp(ctx, routed.repo.name, event, input);
+  const writes = input.writer === undefined ? true : await mayWrite(ctx, routed.repo.name, input.writer);
+  if (writes !== true) return skipped(`comment author may not start jobs: ${writes}`);
   const reply = githubThreadTarget(input.repository ?? '', int(obj(body.issue).number));
   return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief, reply, keys: input.keys });
 }
@@ -160,10 +164,12 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
   const routed = ctx.deps.settings.repos.webhook(repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
   const commentId = (text(comment.id) ?? '').slice(0, 40);
-  const login = (str(obj(comment.user).login) ?? 'unknown').slice(0, 100);
+  const author = str(obj(comment.user).login) ?? '';
+  const login = (author || 'unknown').slice(0, 100);
   const association = (str(comment.author_association) ?? 'NONE').slice(0, 40);
-  const refusal = (): string | null => (TRUSTED.has(association) ? null
-    : `the comment's author is ${association} on this repository: only OWNER, MEMBER or COLLABORATOR may answer`);
+  const writes = TRUSTED.has(association) ? await mayWrite(ctx, routed.repo.name, author)
+    : `the comment's author is ${association} on this repository: only OWNER, MEMBER or COLLABORATOR may answer`;
+  const refusal = (): string | null => (writes === true ? null : writes);
   return ctx.deps.answers.reply({
     origin: 'webhook', thread: githubThread(repository, number), ...command, who: login, refusal,
     writtenAt: commentTime(comment.created_at), place: `github ${repository}#${number} comment ${commentId}`,
