@@ -16,6 +16,7 @@ import { createRunController } from './run-controller.ts';
 import { LAUNCH_TIMEOUT_MS } from '../spawn/start.ts';
 import { repoName, repoRoot } from '../engine/git.ts';
 import { createControlApp } from './app.ts';
+import { importActiveRuns } from './handlers/ingest.ts';
 import { readEffectiveConfig } from './config-schema.ts';
 import { createRefusalTally } from './refusal-tally.ts';
 import { createExpensiveReads } from './expensive-reads.ts';
@@ -71,6 +72,7 @@ export async function startControl(
   if (boundToLoopback) for (const h of ['localhost', '127.0.0.1', '[::1]']) origins.add(`http://${h}:${bound.port}`);
 
   const stopSweeps = startRetentionSweeps(deps);
+  importActiveRuns(deps);
   // Launches a Control Plane before this one lost (killed while its launcher failed) end now when older than a launch
   // may take, and the younger ones once they are.
   engine.failLostLaunches();

@@ -71,6 +71,8 @@ export function createRunController(deps: RunControllerDeps) {
   const launchers = new Map<string, { child: ChildProcess; exited: Promise<unknown> }>();
   // Launchers a stop ended: their exit is the stop's doing, not a failed launch.
   const ended = new WeakSet<ChildProcess>();
+  // Each stop under way, by `source/run`: a stop asked again meanwhile is that one.
+  const stops = new Map<string, Promise<void>>();
 
   function track<T>(p: Promise<T>): Promise<T> {
     pending.add(p);
@@ -149,7 +151,10 @@ export function createRunController(deps: RunControllerDeps) {
     },
     /** Stops a run whose folder is recorded (status already set to stopping by the caller); resolves once stopped. */
     stop(row: RunRow): Promise<void> {
-      return track(
+      const key = `${row.source}/${row.run}`;
+      const under = stops.get(key);
+      if (under) return under;
+      const stopping = track(
         (async () => {
           let status = 'stopped';
           let endedAt = deps.clock();
@@ -187,6 +192,9 @@ export function createRunController(deps: RunControllerDeps) {
           deps.log.error('could not record the stop', { source: row.source, run: row.run, error: errorMessage(err) });
         }),
       );
+      stops.set(key, stopping);
+      void stopping.finally(() => stops.delete(key));
+      return stopping;
     },
     /**
      * Fails the runs a launch of this server's source lost: queued, in a folder recorded here, with no launcher of
