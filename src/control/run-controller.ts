@@ -136,10 +136,12 @@ export function createRunController(deps: RunControllerDeps) {
             recordFailure(source, run, `Could not start svc: ${err.message}`, onFailure, null);
             resolve();
           });
-          child.on('close', (code) => {
+          child.on('close', (code, signal) => {
             if (code !== 0 && !ended.has(child)) {
               const line = output.stderr.trim().split('\n').pop() ?? '';
-              const why = line.replace(/^svc start: /, '') || `svc start exited with code ${code}`;
+              // A launcher killed (out of memory, a kill) said nothing of why: its last line was not its last word.
+              const why = signal ? `svc start was killed by ${signal}`
+                : line.replace(/^svc start: /, '') || `svc start exited with code ${code}`;
               // A launcher that could not make its run printed `{"failure":…}` last (read as untrusted).
               const last = output.stdout.trim().split('\n').pop() ?? '';
               recordFailure(source, run, why, onFailure, readFailure(obj(tryParseJson(last)).failure));
