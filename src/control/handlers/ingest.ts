@@ -140,7 +140,7 @@ function importBatch(
   return { source, runs: [{ ...run, run_key: key }], events, artifacts, notifications: [], served_repos: null };
 }
 
-/** `only`: the run folders to read (all when absent). */
+/** `only`: the run folders to read (all when absent), of a project already registered (this registers none). */
 function importProject(deps: ControlDeps, path: unknown, only?: ReadonlySet<string>) {
   if (typeof path !== 'string' || !isAbsolute(path) || path.includes('\0')) {
     invalidParam('Field "path" must be an absolute path');
@@ -175,7 +175,7 @@ function importProject(deps: ControlDeps, path: unknown, only?: ReadonlySet<stri
   const inserted: EventRow[] = [];
   try {
     transaction(deps.db, () => {
-      deps.stores.projects.add(realpathSync(path), deps.clock());
+      if (!only) deps.stores.projects.add(realpathSync(path), deps.clock());
       if ('failed' in runs) return;
       for (const { name } of listPlain(runs)) {
         if (!isValidSegment(name) || (only && !only.has(name))) continue;
