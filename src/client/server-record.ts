@@ -27,14 +27,35 @@ export function readServerRecordFile(path: string): (ServerRecord & Record<strin
   }
 }
 
-/** Signal 0 checks existence; EPERM means the process exists but belongs to someone else. */
+/** Fields of /proc/<pid>/stat after the command name: index 0 is field 3 (state), 2 is the group, 19 the start time. */
+export function statFields(pid: number): string[] | null {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // The command name may hold spaces and parentheses; fields are counted after the last ')'.
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/**
+ * Whether the process these fields describe has died: a zombie (Z, or X while it goes) keeps its pid only until its
+ * parent's wait(), which a PID 1 that is no init (a container's node) never makes.
+ */
+export function hasDied(fields: string[] | null): boolean {
+  return fields?.[0] === 'Z' || fields?.[0] === 'X';
+}
+
+/** Signal 0 checks existence (EPERM: it exists but belongs to someone else); a zombie is not alive. */
 export function isPidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
+  // A negative pid names a group, which has no stat of its own.
+  return pid < 0 || !hasDied(statFields(pid));
 }
 
 /** Whether a server answers 2xx on `<url>/health` within `timeoutMs`. */

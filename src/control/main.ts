@@ -16,6 +16,7 @@ import { createRunController } from './run-controller.ts';
 import { LAUNCH_TIMEOUT_MS } from '../spawn/start.ts';
 import { repoName, repoRoot } from '../engine/git.ts';
 import { createControlApp } from './app.ts';
+import { importActiveRuns } from './handlers/ingest.ts';
 import { readEffectiveConfig } from './config-schema.ts';
 import { createRefusalTally } from './refusal-tally.ts';
 import { createExpensiveReads } from './expensive-reads.ts';
@@ -71,6 +72,7 @@ export async function startControl(
   if (boundToLoopback) for (const h of ['localhost', '127.0.0.1', '[::1]']) origins.add(`http://${h}:${bound.port}`);
 
   const stopSweeps = startRetentionSweeps(deps);
+  importActiveRuns(deps);
   // Launches a Control Plane before this one lost (killed while its launcher failed) end now when older than a launch
   // may take, and the younger ones once they are.
   engine.failLostLaunches();
@@ -97,12 +99,14 @@ export async function startControl(
 
 /**
  * Records this server in server.json (what clients find it by) unless the file names another live Control Plane (its
- * pid alive and its URL answering /health); answers the record kept instead, if any.
+ * pid alive and its URL answering /health); answers the record kept instead, if any. A record naming the URL this
+ * server has bound is stale whatever its pid (reused, or a zombie): what answers there is this server.
  */
 async function claimServerRecord(env: NodeJS.ProcessEnv, own: ServerRecord): Promise<ServerRecord | null> {
   const path = serverRecordFile(env);
   const found = readServerRecordFile(path);
-  if (found && found.pid !== own.pid && isPidAlive(found.pid) && (await answersHealth(found.url, 500))) return found;
+  const other = found !== null && found.pid !== own.pid && URL.parse(found.url)?.origin !== URL.parse(own.url)?.origin;
+  if (other && isPidAlive(found.pid) && (await answersHealth(found.url, 500))) return found;
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   writeJsonAtomic(path, own, 0o600);
   return null;

@@ -71,6 +71,8 @@ export function createRunController(deps: RunControllerDeps) {
   const launchers = new Map<string, { child: ChildProcess; exited: Promise<unknown> }>();
   // Launchers a stop ended: their exit is the stop's doing, not a failed launch.
   const ended = new WeakSet<ChildProcess>();
+  // Each stop under way, by `source/run`: a stop asked again meanwhile is that one.
+  const stops = new Map<string, Promise<void>>();
 
   function track<T>(p: Promise<T>): Promise<T> {
     pending.add(p);
@@ -134,10 +136,12 @@ export function createRunController(deps: RunControllerDeps) {
             recordFailure(source, run, `Could not start svc: ${err.message}`, onFailure, null);
             resolve();
           });
-          child.on('close', (code) => {
+          child.on('close', (code, signal) => {
             if (code !== 0 && !ended.has(child)) {
               const line = output.stderr.trim().split('\n').pop() ?? '';
-              const why = line.replace(/^svc start: /, '') || `svc start exited with code ${code}`;
+              // A launcher killed (out of memory, a kill) said nothing of why: its last line was not its last word.
+              const why = signal ? `svc start was killed by ${signal}`
+                : line.replace(/^svc start: /, '') || `svc start exited with code ${code}`;
               // A launcher that could not make its run printed `{"failure":…}` last (read as untrusted).
               const last = output.stdout.trim().split('\n').pop() ?? '';
               recordFailure(source, run, why, onFailure, readFailure(obj(tryParseJson(last)).failure));
@@ -149,7 +153,10 @@ export function createRunController(deps: RunControllerDeps) {
     },
     /** Stops a run whose folder is recorded (status already set to stopping by the caller); resolves once stopped. */
     stop(row: RunRow): Promise<void> {
-      return track(
+      const key = `${row.source}/${row.run}`;
+      const under = stops.get(key);
+      if (under) return under;
+      const stopping = track(
         (async () => {
           let status = 'stopped';
           let endedAt = deps.clock();
@@ -187,6 +194,9 @@ export function createRunController(deps: RunControllerDeps) {
           deps.log.error('could not record the stop', { source: row.source, run: row.run, error: errorMessage(err) });
         }),
       );
+      stops.set(key, stopping);
+      void stopping.finally(() => stops.delete(key));
+      return stopping;
     },
     /**
      * Fails the runs a launch of this server's source lost: queued, in a folder recorded here, with no launcher of

@@ -2,8 +2,8 @@
 // read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf, isChildOf).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { isPidAlive } from '../client/server-record.ts';
-import { allPids, procList, readlinkOrNull, realOrNull, statFields } from '../spawn/tree.ts';
+import { hasDied, isPidAlive, statFields } from '../client/server-record.ts';
+import { allPids, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
 
 export interface ProcIdentity {
   pid: number;
@@ -15,8 +15,10 @@ export interface ProcIdentity {
 /** Whether the live process `pid` is the one the caller means (e.g. our worker for a given run). */
 type OwnerCheck = (pid: number) => boolean;
 
+/** The start time of the live process `pid`; null for one that has died, even while a zombie keeps its pid. */
 export function procStart(pid: number): string | null {
-  return statFields(pid)?.[19] ?? null;
+  const fields = statFields(pid);
+  return hasDied(fields) ? null : fields?.[19] ?? null;
 }
 
 function procGroup(pid: number): number | null {

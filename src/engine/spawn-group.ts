@@ -1,7 +1,8 @@
 // Runs an agent (a provider or a check) in its own process group, confined, its output streamed and capped.
 import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
-import { createTreeGuard, sandboxMembers, statFields } from '../spawn/tree.ts';
+import { createTreeGuard, sandboxMembers } from '../spawn/tree.ts';
+import { statFields } from '../client/server-record.ts';
 import { identityOf, killNamespace, namespaceInit, signalGroup, type NamespaceInit } from './proc-group.ts';
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';

@@ -4,6 +4,7 @@
 // Beside it, the small path readers that spawn/ and engine/ share (orNull and its kin, pathKind).
 import { lstatSync, readFileSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { hasDied, statFields } from '../client/server-record.ts';
 
 type Proc = NonNullable<ReturnType<typeof readProc>>;
 
@@ -33,18 +34,10 @@ export function unescapeMount(path: string): string {
   return path.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 }
 
-/** Fields of /proc/<pid>/stat after the command name: index 0 is field 3 (state), 2 is the group, 19 the start time. */
-export function statFields(pid: number): string[] | null {
-  const stat = readOrNull(`/proc/${pid}/stat`);
-  // The command name may hold spaces and parentheses; fields are counted after the last ')'.
-  return stat === null ? null : stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-}
-
 /** A live process: its pid, its parent's, and its start time (which tells a reused pid apart). */
 function readProc(pid: number) {
   const fields = statFields(pid);
-  // A zombie has already died; only its parent's wait() removes it.
-  if (!fields || fields[0] === 'Z' || fields[0] === 'X') return null;
+  if (!fields || hasDied(fields)) return null;
   return { pid, ppid: Number(fields[1]), start: fields[19] ?? '' };
 }
 

@@ -159,6 +159,22 @@ describe('svc control serve', () => {
     assert.equal(existsSync(recordFile), false);
   });
 
+  it('takes over a stale server.json naming its own URL, though its pid is alive (reused, or a zombie)', async () => {
+    const recordFile = join(home, '.svc', 'control', 'server.json');
+    mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+    const port = await closedPort();
+    const reused = spawn('sleep', ['300']);
+    children.add(reused);
+    writeFileSync(recordFile, JSON.stringify({ url: `http://127.0.0.1:${port}`, pid: reused.pid }));
+    const s = await serve(['--port', String(port)]);
+    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), { url: s.url, pid: s.child.pid });
+    assert.doesNotMatch(s.stderr(), /another Control Plane is recorded/);
+    s.child.kill('SIGTERM');
+    assert.equal((await s.exit).code, 0);
+    assert.equal(existsSync(recordFile), false);
+    reused.kill('SIGKILL');
+  });
+
   it('refuses a non-loopback bind without a token: exit 2 and a reason', async () => {
     const r = await svc(['control', 'serve', '--host', '0.0.0.0', '--port', '0', '--db', join(dir, 'refused.db')]);
     assert.equal(r.code, 2);

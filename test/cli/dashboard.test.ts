@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { isPidAlive } from '../../src/client/server-record.ts';
 import { startTestTrigger } from '../trigger/helpers.ts';
 
 const CLI = join(process.cwd(), 'dist', 'cli.js');
@@ -209,7 +210,8 @@ describe('svc dashboard', () => {
     const stopped = await run(['dashboard', 'stop'], env);
     assert.equal(stopped.code, 0, stopped.stderr);
     assert.equal(stopped.stderr, `Stopped the Control Plane at http://127.0.0.1:${port} (pid ${pid})\n`);
-    assert.equal(existsSync(`/proc/${pid}`), false, 'the server process is gone');
+    // Gone, or a zombie its new parent has yet to reap: it has exited either way.
+    assert.equal(isPidAlive(pid), false, 'the server process is gone');
     assert.equal(existsSync(join(home, '.svc', 'control', 'server.json')), false, 'it removed its record on the way out');
     assert.equal(existsSync(join(home, '.svc', 'control', 'dashboard.json')), false);
     const again = await run(['dashboard', 'stop'], env);

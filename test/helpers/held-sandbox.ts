@@ -2,7 +2,8 @@
 // from outside and ties itself to bwrap (--die-with-parent) only after its --new-session, so it can outlive bwrap.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { GroupRun } from '../../src/engine/spawn-group.ts';
-import { readOrNull, statFields } from '../../src/spawn/tree.ts';
+import { readOrNull } from '../../src/spawn/tree.ts';
+import { statFields } from '../../src/client/server-record.ts';
 
 /**
  * The namespace's init, stopped as soon as bwrap has made it (looked for without yielding, as bwrap sets up in a few

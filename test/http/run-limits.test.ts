@@ -1,12 +1,16 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, makeRun, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { pruneExpiredRuns } from '../../src/control/main.ts';
+import { runKeyDigest } from '../../src/control/ingest-apply.ts';
+import { identityOf } from '../../src/engine/proc-group.ts';
 
 const DAY = 24 * 60 * 60 * 1000;
 /** Longer than 32 characters: the longest a provider name once was at some of the places that read one. */
@@ -180,6 +184,75 @@ describe('a launch lost with the Control Plane', () => {
     } finally {
       await control.close();
       rmSync(dbDir, { recursive: true, force: true });
+      repo.cleanup();
+    }
+  });
+});
+
+/** A run folder in `repo` whose state.json says `fields` (ISO times, as the engine writes them). */
+function writeRunFolder(repo: string, run: string, fields: Record<string, unknown>): void {
+  const dir = join(repo, '.svc', 'runs', run);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'local', run, repo: 'acme/api', ...fields }));
+}
+
+describe('a run that ends while no Control Plane listens', () => {
+  it('ends at start-up as its folder says, by the rules an import follows, reading only active runs', async () => {
+    const repo = makeRepo();
+    const dbDir = mkdtempSync(join(tmpdir(), 'svc-'));
+    const dbPath = join(dbDir, 'control.db');
+    let control = await startTestControl({ env: GIT_ENV, settings: { dbPath }, projects: [repo.repo] });
+    try {
+      const { runs } = control.deps.stores;
+      const old = Date.now() - 10 * 60_000;
+      const running = (i: number, run: string) =>
+        runs.upsert('local', makeRun(i, { run, status: 'running', verdict: null, repo_path: repo.repo, started_at: old, updated_at: old }));
+      const ended = { status: 'succeeded', started_at: new Date(old).toISOString(), ended_at: new Date().toISOString(), updated_at: new Date().toISOString() };
+      // Its worker's last ship failed: the Control Plane was restarting.
+      running(1, 'rended');
+      writeRunFolder(repo.repo, 'rended', ended);
+      // Bound to its runner's key, which this folder lacks: not the run's own folder, so not taken.
+      running(2, 'rbound');
+      runs.bindKey('local', 'rbound', runKeyDigest('the runner\'s key'));
+      writeRunFolder(repo.repo, 'rbound', ended);
+      // Not an active run of this server: import alone reads it.
+      writeRunFolder(repo.repo, 'runknown', ended);
+      await control.close();
+      control = await startTestControl({ env: GIT_ENV, settings: { dbPath } });
+      assert.equal(control.deps.stores.runs.get('local', 'rended')?.status, 'succeeded');
+      assert.equal(control.deps.stores.runs.get('local', 'rbound')?.status, 'running');
+      assert.equal(control.deps.stores.runs.get('local', 'runknown'), undefined);
+    } finally {
+      await control.close();
+      rmSync(dbDir, { recursive: true, force: true });
+      repo.cleanup();
+    }
+  });
+
+  it('is stopped again when asked again while stopping: the stop a Control Plane before took was lost with it', async () => {
+    const repo = makeRepo();
+    const control = await startTestControl({ env: GIT_ENV, projects: [repo.repo] });
+    try {
+      const worker = spawn('sleep', ['300']);
+      const identity = identityOf(worker.pid!);
+      worker.kill('SIGKILL');
+      await once(worker, 'exit');
+      const old = Date.now() - 10 * 60_000;
+      writeRunFolder(repo.repo, 'rlost', {
+        status: 'running', provider: 'fake', started_at: new Date(old).toISOString(), updated_at: new Date(old).toISOString(),
+        child: null, ...identity,
+      });
+      control.deps.stores.runs.upsert('local', makeRun(1, { run: 'rlost', status: 'stopping', verdict: null, repo_path: repo.repo, started_at: old, updated_at: old }));
+      const res = await control.request('POST', '/v1/runs/local/rlost/stop');
+      assert.equal(res.status, 202, res.text);
+      const row = await waitFor(() => {
+        const stored = control.deps.stores.runs.get('local', 'rlost');
+        return stored?.status === 'stopping' ? null : stored;
+      }, 'the run to end');
+      assert.equal(row?.status, 'failed');
+      assert.equal(row?.failure_class, 'infra');
+    } finally {
+      await control.close();
       repo.cleanup();
     }
   });

@@ -173,8 +173,12 @@ describe('container file', () => {
     assert.match(text, /^HEALTHCHECK [^\n]*(\\\n[^\n]*)*CMD \["node", "-e", "[^"]*fetch\(process\.env\.SVC_HEALTH_URL\)/m);
     assert.match(text, /SVC_HEALTH_URL=http:\/\/127\.0\.0\.1:47821\/health/);
     assert.match(text, /^VOLUME \["\/var\/lib\/svc"\]$/m);
-    assert.match(text, /^ENTRYPOINT \["\/opt\/svc\/bin\/svc"\]$/m);
     assert.match(text, /^COPY .* \/opt\/svc\/$/m);
+  });
+
+  it('starts svc under tini, an init that reaps the orphans re-parented to PID 1 (node never does)', () => {
+    assert.match(text, /apt-get install -y --no-install-recommends [^\n]*\btini\b/);
+    assert.match(text, /^ENTRYPOINT \["\/usr\/bin\/tini", "--", "\/opt\/svc\/bin\/svc"\]$/m);
   });
 
   it('installs git and curl, which a run in a job pod needs (worktrees; fetching an issue for svc start)', () => {

@@ -191,9 +191,14 @@ function reachable(ctx: C, row: RunRow): boolean {
 export const stopRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const row = allowedRun(ctx, 'stop');
-  if (row.status === 'stopping') return json(202, runToJson(row));
-  const now = deps.clock();
   const local = reachable(ctx, row);
+  if (row.status === 'stopping') {
+    // Asked again, a local stop looks again: the one asked first may have been lost with the Control Plane that took
+    // it, and its run have ended unseen or gone on (a remote run's stop is a request its runner still takes).
+    if (local) void deps.engine.stop(row);
+    return json(202, runToJson(row));
+  }
+  const now = deps.clock();
   // A remote run bound to a key that no runner has shipped yet (queued, no status event: a pod's seal step stored it;
   // a runner's own first batch carries its events) may never get a runner: its pod can fail before the run
   // container's first batch, and nothing else ends the row. It ends `stopped` at once; a runner that still comes

@@ -20,6 +20,9 @@ import { readBindableRunKey, readRunBatch, type RunBatch, type ShipOffsets } fro
 import { realOrNull } from '../../spawn/tree.ts';
 import { isValidSegment } from '../../engine/ids.ts';
 import { trackedNames, UntrackableError, type Committed } from '../../engine/run-state.ts';
+import { ACTIVE_STATUSES } from '../../run-json.ts';
+import type { RunKey } from '../../db/run-types.ts';
+import { errorMessage } from '../../errors.ts';
 
 /** One transaction (all or nothing), then the new events to live streams. `boundRuns`: ingest-apply.ts storeBatch. */
 function applyBatch(deps: ControlDeps, batch: IngestBatch, boundRuns: boolean): IngestResult {
@@ -146,7 +149,8 @@ function importBatch(
   return { source, runs: [{ ...run, run_key: key }], events, artifacts, notifications: [], served_repos: null };
 }
 
-function importProject(deps: ControlDeps, path: unknown) {
+/** `only`: the run folders to read (all when absent), of a project already registered (this registers none). */
+function importProject(deps: ControlDeps, path: unknown, only?: ReadonlySet<string>) {
   if (typeof path !== 'string' || !isAbsolute(path) || path.includes('\0')) {
     invalidParam('Field "path" must be an absolute path');
   }
@@ -180,10 +184,10 @@ function importProject(deps: ControlDeps, path: unknown) {
   const inserted: EventRow[] = [];
   try {
     transaction(deps.db, () => {
-      deps.stores.projects.add(realpathSync(path), deps.clock());
+      if (!only) deps.stores.projects.add(realpathSync(path), deps.clock());
       if ('failed' in runs) return;
       for (const { name } of listPlain(runs)) {
-        if (!isValidSegment(name)) continue;
+        if (!isValidSegment(name) || (only && !only.has(name))) continue;
         if (untrackable !== null || tracked(name)) {
           skip(name, untrackable ?? 'is committed to the repository: its content, not a run svc made here');
           continue;
@@ -225,6 +229,41 @@ function importProject(deps: ControlDeps, path: unknown) {
   }
   deps.bus.publish(inserted);
   return result;
+}
+
+/** Active runs read at once when looking for those that ended while no Control Plane listened. */
+const ACTIVE_PAGE = 500;
+
+/**
+ * At start-up, the active runs of this server's source in registered projects, read again from their folders as an
+ * import reads them (its checks and the ingest rules). A run that ended while no Control Plane listened (its worker's
+ * last ship failed, leaving it to a later svc command in that project) is told its end here, else it stays active
+ * and holds a `max_concurrent_runs` slot for ever.
+ */
+export function importActiveRuns(deps: ControlDeps): void {
+  const source = deps.settings.source;
+  const byProject = new Map<string, Set<string>>();
+  for (const status of ACTIVE_STATUSES) {
+    let after: RunKey | undefined;
+    for (;;) {
+      const page = deps.stores.runs.list({ status, source, after, limit: ACTIVE_PAGE });
+      for (const { repo_path: project, run } of page) {
+        if (project !== null) byProject.set(project, (byProject.get(project) ?? new Set()).add(run));
+      }
+      const last = page[page.length - 1];
+      if (page.length < ACTIVE_PAGE || last === undefined) break;
+      after = { started_at: last.started_at, source, run: last.run };
+    }
+  }
+  for (const [project, runs] of byProject) {
+    if (!isRegisteredProject(deps, project)) continue;
+    try {
+      const { skipped } = importProject(deps, project, runs);
+      if (skipped.length > 0) deps.log.warn('active runs not read again from their folders', { project, skipped });
+    } catch (err) {
+      deps.log.error('could not read active runs again', { project, error: errorMessage(err) });
+    }
+  }
 }
 
 export const importRuns: Handler<ControlDeps> = (ctx) => {

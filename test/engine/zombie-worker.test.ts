@@ -1,0 +1,43 @@
+// A worker killed under a parent that never reaps it (the container's node is PID 1, no init) stays a zombie: its pid
+// and start time still read from /proc, yet it has died, and a run or job that waits on it must end.
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isPidAlive, statFields } from '../../src/client/server-record.ts';
+import { identityOf, procStart } from '../../src/engine/proc-group.ts';
+import { workerAlive } from '../../src/engine/repo-name.ts';
+
+/** A process killed under a parent (`sleep`, after the shell's exec) that never waits for it: a zombie. */
+async function zombie(): Promise<{ pid: number; proc_start: string | null; parent: () => void }> {
+  const shell = spawn('sh', ['-c', 'sleep 300 & echo $!; exec sleep 300'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const [line] = (await once(shell.stdout, 'data')) as [Buffer];
+  const pid = Number(line.toString().trim());
+  // Only once the shell is `sleep` may the child die: the shell itself would reap it.
+  while (readFileSync(`/proc/${shell.pid}/comm`, 'utf8').trim() !== 'sleep') await sleep(10);
+  const identity = identityOf(pid);
+  process.kill(pid, 'SIGKILL');
+  while (statFields(pid)?.[0] !== 'Z') await sleep(10);
+  return { ...identity, parent: () => shell.kill('SIGKILL') };
+}
+
+describe('a worker that died as a zombie', () => {
+  const parents: (() => void)[] = [];
+  after(() => parents.forEach((kill) => kill()));
+
+  it('is not alive, has no start time, and is no longer the worker its run recorded', async () => {
+    const dead = await zombie();
+    parents.push(dead.parent);
+    assert.notEqual(dead.proc_start, null, 'recorded while alive');
+    assert.equal(procStart(dead.pid), null);
+    assert.equal(isPidAlive(dead.pid), false);
+    assert.equal(workerAlive({ pid: dead.pid, proc_start: dead.proc_start }), false);
+  });
+
+  it('leaves a live process alive', () => {
+    assert.equal(isPidAlive(process.pid), true);
+    assert.equal(workerAlive({ pid: process.pid, proc_start: procStart(process.pid) }), true);
+  });
+});
