@@ -85,11 +85,12 @@ export function openRunContext(
       writeState(dir, state);
       markDirty();
     },
-    setStatus(to: RunStatus, fields: Partial<RunState> = {}): void {
+    /** `marks`: more fields of its `run.status` event (a resume's `resumed`). */
+    setStatus(to: RunStatus, fields: Partial<RunState> = {}, marks: Record<string, unknown> = {}): void {
       const from = state.status;
       ctx.update({ ...fields, status: to });
       if (from !== to) {
-        ctx.event('run.status', { from, to });
+        ctx.event('run.status', { from, to, ...marks });
         ctx.say(`status ${to}${fields.error ? `: ${fields.error}` : ''}`);
       }
     },

@@ -90,6 +90,21 @@ async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMod
   }
 }
 
+/**
+ * A run its worker found not queued: one stopping or stopped (a stop came before its worker started) ends stopped;
+ * any other (failed by a stop that found a dead worker, or another worker's) is left as it is.
+ */
+async function notStarted(ctx: RunContext): Promise<number> {
+  const { status, failure: earlier } = ctx.state;
+  if (status === 'stopping' || status === 'stopped') {
+    const failure = earlier?.class === 'stopped' ? earlier : runFailure('stopped', 'stopped before its worker started');
+    const ended_at = ctx.state.ended_at ?? new Date().toISOString();
+    ctx.setStatus('stopped', { ended_at, failure, child: null, pid: null });
+  }
+  await ctx.close();
+  return 1;
+}
+
 /** Runs in the detached worker process; the exit code is 0 when the run succeeded. */
 export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
@@ -98,6 +113,9 @@ export async function executeRun(
   // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is gone.
   const onSignal = (signal: NodeJS.Signals) => ctx.requestStop(`a ${signal} to the run's worker`);
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, onSignal);
+  // Its launcher made the run queued (a resume too, launch.ts): anything else now, something came first, and this
+  // worker runs nothing, nor touches a child its state names.
+  if (mode !== 'verify' && ctx.state.status !== 'queued') return notStarted(ctx);
   // Whatever happens to this process, the provider's group must not outlive it.
   // ctx.state.child may still be what state.json said at start, so it gets the same owner check as any stopper's.
   const childOwner = isChildOf(ctx.state.run);
@@ -117,15 +135,9 @@ export async function executeRun(
   try {
     plan = readPlan(dir);
     if (mode !== 'verify') {
-      // Its launcher made the run queued (a resume too, launch.ts): stopped or stopping now, a stop came first.
-      if (ctx.state.status === 'stopping' || ctx.state.status === 'stopped') {
-        const { failure: earlier } = ctx.state;
-        const failure = earlier?.class === 'stopped' ? earlier
-          : runFailure('stopped', 'stopped before its worker started');
-        ctx.setStatus('stopped', { ended_at: ctx.state.ended_at ?? new Date().toISOString(), failure });
-        return 1;
-      }
-      ctx.setStatus('running', { ...identityOf(process.pid), ended_at: null, error: null, failure: null });
+      // A resume's `running` says so, as its launcher's `queued` did: the time to an agent is a new run's only.
+      const marks = mode === 'resume' ? { resumed: true } : {};
+      ctx.setStatus('running', { ...identityOf(process.pid), ended_at: null, error: null, failure: null }, marks);
     }
     await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
     const stoppedBy = ctx.stoppedBy();
