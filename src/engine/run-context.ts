@@ -144,6 +144,17 @@ export function openRunContext(
   return ctx;
 }
 
+/** Whatever happens to the worker's process, the run's child (its group, its sandbox's init) must not outlive it. */
+export function endChildOnExit(ctx: RunContext): void {
+  // ctx.state.child may still be what state.json said at start, so it gets the same owner check as any stopper's.
+  const owner = isChildOf(ctx.state.run);
+  process.on('exit', () => {
+    if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', owner);
+    // Its sandbox's init too: still in its setup it is in no group of svc's, and this process reaps no bwrap now.
+    if (ctx.state.child?.init) killNamespace(ctx.state.child.init, owner);
+  });
+}
+
 /** From outside the worker: identity-checked SIGTERM to its group, SIGKILL after the grace. `by` names who stopped
  * it (`svc runs stop`, the Control Plane…): the stopped run's failure reason says so. */
 export async function stopLocalRun(repo: string, run: string, by: string): Promise<RunState | null> {

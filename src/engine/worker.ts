@@ -1,11 +1,11 @@
 // The worker: one run by the plan its launcher wrote (run-plan.ts), resolving no setting itself.
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { openRunContext, type RunContext } from './run-context.ts';
+import { endChildOnExit, openRunContext, type RunContext } from './run-context.ts';
 import { operatorAllowNow, readPlan, writePlan, type RunPlan } from './run-plan.ts';
 import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
-import { identityOf, isChildOf, killNamespace, signalGroup } from './proc-group.ts';
+import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
 import { finish, reverify } from './finish-phase.ts';
 import { failureOf, type WorkerMode } from './run-state.ts';
@@ -116,14 +116,8 @@ export async function executeRun(
   // Its launcher made the run queued (a resume too, launch.ts): anything else now, something came first, and this
   // worker runs nothing, nor touches a child its state names.
   if (mode !== 'verify' && ctx.state.status !== 'queued') return notStarted(ctx);
-  // Whatever happens to this process, the provider's group must not outlive it.
-  // ctx.state.child may still be what state.json said at start, so it gets the same owner check as any stopper's.
+  endChildOnExit(ctx);
   const childOwner = isChildOf(ctx.state.run);
-  process.on('exit', () => {
-    if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
-    // Its sandbox's init too: still in its setup it is in no group of svc's, and this process reaps no bwrap now.
-    if (ctx.state.child?.init) killNamespace(ctx.state.child.init, childOwner);
-  });
   let plan: RunPlan | null = null;
   const tracer = new Tracer(traceSettings(env, 'svc-run'));
   // A child of the launcher's SVC_TRACEPARENT (as recorded), else its trace's root.

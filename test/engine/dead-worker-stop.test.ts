@@ -96,6 +96,38 @@ describe('stopping a run whose worker died while its sandbox was set up', () => 
   });
 });
 
+describe('a worker that exits while its sandbox is set up', () => {
+  it('ends the sandbox\'s init on its way out, before it saw bwrap end', {
+    skip: bwrapWorks ? false : 'bwrap cannot run on this host',
+  }, async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'svc-dead-worker-'));
+    const tag = `127.${process.pid}${Date.now() % 1000}1`;
+    const run = 'r20261129120000dddddddd';
+    const dir = join(repo, '.svc', 'runs', run);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'state.json'), JSON.stringify({
+      run, status: 'queued', provider: 'mycli', started_at: '2026-11-29T12:00:00.000Z', child: null, repo_path: repo,
+    }));
+    const worker = spawn(process.execPath, [HELD_WORKER, dir, tag], {
+      detached: true, stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    try {
+      await once(worker.stdout!.setEncoding('utf8'), 'data');
+      const exited = once(worker, 'exit');
+      worker.stdin!.end('exit\n');
+      assert.deepEqual((await exited)[0], 0);
+      for (const deadline = Date.now() + 5_000; processesMentioning(tag).length && Date.now() < deadline;) {
+        await sleep(50);
+      }
+      assert.deepEqual(processesMentioning(tag), [], 'a process of the sandbox still runs 5 s after its worker left');
+    } finally {
+      worker.kill('SIGKILL');
+      for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+});
+
 /** A run folder in `repo` whose worker (a real process, now gone) died while running with `reported`. */
 async function writeDeadRun(repo: string, run: string, reported: typeof ENDED): Promise<string> {
   const worker = spawn('sleep', ['300']);
