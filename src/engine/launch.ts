@@ -21,6 +21,7 @@ import {
   type RunState, type WorkerMode,
 } from './run-state.ts';
 import { identityOf } from './proc-group.ts';
+import { markPending } from './shipper.ts';
 import { claimCheckout, unwritable } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
@@ -251,6 +252,8 @@ function requeue(dir: string): RunState {
 function putBack(dir: string, earlier: RunState): void {
   writeState(dir, { ...earlier, updated_at: new Date().toISOString() });
   appendEvent(dir, 'run.status', { from: 'queued', to: earlier.status, resumed: true });
+  // No worker ships it: the next svc command (or `svc ship`) does.
+  markPending(dir);
 }
 
 /** A run just made has no worker yet; one still without a worker after this never got one. */

@@ -6,7 +6,7 @@ import { describe, it, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { spawn } from 'node:child_process';
-import { readFileSync, symlinkSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prepareRun, spawnWorker } from '../../src/engine/launch.ts';
@@ -89,6 +89,7 @@ describe('resuming a run', () => {
     assert.deepEqual(statusEvents(dir).slice(1), [
       { from: 'stopped', to: 'queued', resumed: true }, { from: 'queued', to: 'stopped', resumed: true },
     ]);
+    assert.ok(existsSync(join(t.repo, '.svc', 'ship-pending', state.run)), 'marked for the next svc command to ship');
   });
 
   it('runs nothing in a worker that finds its run not queued (failed by a stop, or stopped)', async () => {
