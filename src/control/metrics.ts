@@ -38,6 +38,9 @@ export function createControlMetrics(runs: RunsStore, subscribers: () => number,
       for (const row of rows) {
         if (row.kind !== 'run.status') continue;
         const data = eventData(row.data);
+        // A resume's own moves (back to queued, to running, or back to its end when its worker did not start): the
+        // run's start and end were observed already, and its `started_at` is the first start's.
+        if (data.resumed === true) continue;
         const to = str(data.to);
         const first = to === 'running' && str(data.from) === 'queued';
         if (!first && (to === null || !TERMINAL.has(to))) continue;

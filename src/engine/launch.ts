@@ -21,6 +21,7 @@ import {
   type RunState, type WorkerMode,
 } from './run-state.ts';
 import { identityOf } from './proc-group.ts';
+import { markPending } from './shipper.ts';
 import { claimCheckout, unwritable } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
@@ -195,24 +196,35 @@ export function spawnWorker(
   state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
-  // A resume goes back to queued before its worker starts, as a new run is made queued: a stop that comes before the
-  // worker wrote `running` finds a run to stop (not the run it resumes from, already ended), and the worker honours it.
-  if (mode === 'resume') requeue(dir);
   const log = inherit ? null : withDir(openRunDir(dir), (folder) => openAppendNoFollowIn(folder, 'worker.log'));
   const argv = workerArgv(mode, state.run, state.repo_path);
-  // An ancestor of the agent: no secret in its environment; its own credentials (the push token, the Control Plane
-  // token for ingest, the issue fetchers' keys) come on fd 3 (DESIGN §7a).
-  const child = startChild(argv, {
-    cwd: state.repo_path,
-    kind: 'svc-worker',
-    base: withoutSecrets(env),
-    extra: { SVC_SOURCE: state.source },
-    detached: true,
-    stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!],
-    secrets: secretsIn(env, WORKER_SECRET_NAMES),
-  });
-  if (log !== null) closeSync(log);
-  if (child.pid && mode !== 'verify') {
+  // A resume goes back to queued right before its worker starts, as a new run is made queued: a stop that comes before
+  // the worker wrote `running` finds a run to stop (not the run it resumes from, already ended), and the worker
+  // honours it. A worker that did not start leaves the run as it was, its end and failure kept.
+  const earlier = mode === 'resume' ? requeue(dir) : null;
+  let child: ReturnType<typeof startChild>;
+  try {
+    // An ancestor of the agent: no secret in its environment; its own credentials (the push token, the Control Plane
+    // token for ingest, the issue fetchers' keys) come on fd 3 (DESIGN §7a).
+    child = startChild(argv, {
+      cwd: state.repo_path,
+      kind: 'svc-worker',
+      base: withoutSecrets(env),
+      extra: { SVC_SOURCE: state.source },
+      detached: true,
+      stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', log!, log!],
+      secrets: secretsIn(env, WORKER_SECRET_NAMES),
+    });
+  } catch (err) {
+    if (earlier) putBack(dir, earlier);
+    throw err;
+  } finally {
+    if (log !== null) closeSync(log);
+  }
+  // No pid: the spawn failed, and its 'error' event (the caller's to report) follows.
+  if (!child.pid) {
+    if (earlier) putBack(dir, earlier);
+  } else if (mode !== 'verify') {
     // Recorded before the worker runs, so a stop that comes right away can still find it.
     const fresh = readState(dir);
     writeState(dir, { ...fresh, ...identityOf(child.pid) });
@@ -220,12 +232,28 @@ export function spawnWorker(
   return child;
 }
 
-/** A stopped or failed run, queued again to be resumed: it goes on, so it keeps no end or failure from before. */
-function requeue(dir: string): void {
+/**
+ * A stopped or failed run, queued again to be resumed: it goes on, so it keeps no end or failure from before, nor the
+ * worker and child it had (a stop in the resume's start must not take a dead worker's pid for the run's). Its event
+ * says `resumed`: the time to an agent and the timeline's queued span are a new run's only.
+ */
+function requeue(dir: string): RunState {
   const earlier = readState(dir);
   const now = new Date().toISOString();
-  writeState(dir, { ...earlier, status: 'queued', ended_at: null, error: null, failure: null, updated_at: now });
-  appendEvent(dir, 'run.status', { from: earlier.status, to: 'queued' });
+  writeState(dir, {
+    ...earlier, status: 'queued', ended_at: null, error: null, failure: null, updated_at: now,
+    pid: null, pgid: null, proc_start: null, child: null,
+  });
+  appendEvent(dir, 'run.status', { from: earlier.status, to: 'queued', resumed: true });
+  return earlier;
+}
+
+/** A resume whose worker did not start: the run is again what it was, stopped or failed as before. */
+function putBack(dir: string, earlier: RunState): void {
+  writeState(dir, { ...earlier, updated_at: new Date().toISOString() });
+  appendEvent(dir, 'run.status', { from: 'queued', to: earlier.status, resumed: true });
+  // No worker ships it: the next svc command (or `svc ship`) does.
+  markPending(dir);
 }
 
 /** A run just made has no worker yet; one still without a worker after this never got one. */

@@ -85,11 +85,12 @@ export function openRunContext(
       writeState(dir, state);
       markDirty();
     },
-    setStatus(to: RunStatus, fields: Partial<RunState> = {}): void {
+    /** `marks`: more fields of its `run.status` event (a resume's `resumed`). */
+    setStatus(to: RunStatus, fields: Partial<RunState> = {}, marks: Record<string, unknown> = {}): void {
       const from = state.status;
       ctx.update({ ...fields, status: to });
       if (from !== to) {
-        ctx.event('run.status', { from, to });
+        ctx.event('run.status', { from, to, ...marks });
         ctx.say(`status ${to}${fields.error ? `: ${fields.error}` : ''}`);
       }
     },
@@ -141,6 +142,17 @@ export function openRunContext(
   };
   for (const item of opts.control ?? []) onControl(item);
   return ctx;
+}
+
+/** Whatever happens to the worker's process, the run's child (its group, its sandbox's init) must not outlive it. */
+export function endChildOnExit(ctx: RunContext): void {
+  // ctx.state.child may still be what state.json said at start, so it gets the same owner check as any stopper's.
+  const owner = isChildOf(ctx.state.run);
+  process.on('exit', () => {
+    if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', owner);
+    // Its sandbox's init too: still in its setup it is in no group of svc's, and this process reaps no bwrap now.
+    if (ctx.state.child?.init) killNamespace(ctx.state.child.init, owner);
+  });
 }
 
 /** From outside the worker: identity-checked SIGTERM to its group, SIGKILL after the grace. `by` names who stopped

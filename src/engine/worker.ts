@@ -1,11 +1,11 @@
 // The worker: one run by the plan its launcher wrote (run-plan.ts), resolving no setting itself.
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { openRunContext, type RunContext } from './run-context.ts';
+import { endChildOnExit, openRunContext, type RunContext } from './run-context.ts';
 import { operatorAllowNow, readPlan, writePlan, type RunPlan } from './run-plan.ts';
 import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
-import { identityOf, isChildOf, killNamespace, signalGroup } from './proc-group.ts';
+import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
 import { finish, reverify } from './finish-phase.ts';
 import { failureOf, type WorkerMode } from './run-state.ts';
@@ -90,6 +90,21 @@ async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMod
   }
 }
 
+/**
+ * A run its worker found not queued: one stopping or stopped (a stop came before its worker started) ends stopped;
+ * any other (failed by a stop that found a dead worker, or another worker's) is left as it is.
+ */
+async function notStarted(ctx: RunContext): Promise<number> {
+  const { status, failure: earlier } = ctx.state;
+  if (status === 'stopping' || status === 'stopped') {
+    const failure = earlier?.class === 'stopped' ? earlier : runFailure('stopped', 'stopped before its worker started');
+    const ended_at = ctx.state.ended_at ?? new Date().toISOString();
+    ctx.setStatus('stopped', { ended_at, failure, child: null, pid: null });
+  }
+  await ctx.close();
+  return 1;
+}
+
 /** Runs in the detached worker process; the exit code is 0 when the run succeeded. */
 export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
@@ -98,14 +113,11 @@ export async function executeRun(
   // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is gone.
   const onSignal = (signal: NodeJS.Signals) => ctx.requestStop(`a ${signal} to the run's worker`);
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, onSignal);
-  // Whatever happens to this process, the provider's group must not outlive it.
-  // ctx.state.child may still be what state.json said at start, so it gets the same owner check as any stopper's.
+  // Its launcher made the run queued (a resume too, launch.ts): anything else now, something came first, and this
+  // worker runs nothing, nor touches a child its state names.
+  if (mode !== 'verify' && ctx.state.status !== 'queued') return notStarted(ctx);
+  endChildOnExit(ctx);
   const childOwner = isChildOf(ctx.state.run);
-  process.on('exit', () => {
-    if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
-    // Its sandbox's init too: still in its setup it is in no group of svc's, and this process reaps no bwrap now.
-    if (ctx.state.child?.init) killNamespace(ctx.state.child.init, childOwner);
-  });
   let plan: RunPlan | null = null;
   const tracer = new Tracer(traceSettings(env, 'svc-run'));
   // A child of the launcher's SVC_TRACEPARENT (as recorded), else its trace's root.
@@ -117,15 +129,9 @@ export async function executeRun(
   try {
     plan = readPlan(dir);
     if (mode !== 'verify') {
-      // Its launcher made the run queued (a resume too, launch.ts): stopped or stopping now, a stop came first.
-      if (ctx.state.status === 'stopping' || ctx.state.status === 'stopped') {
-        const { failure: earlier } = ctx.state;
-        const failure = earlier?.class === 'stopped' ? earlier
-          : runFailure('stopped', 'stopped before its worker started');
-        ctx.setStatus('stopped', { ended_at: ctx.state.ended_at ?? new Date().toISOString(), failure });
-        return 1;
-      }
-      ctx.setStatus('running', { ...identityOf(process.pid), ended_at: null, error: null, failure: null });
+      // A resume's `running` says so, as its launcher's `queued` did: the time to an agent is a new run's only.
+      const marks = mode === 'resume' ? { resumed: true } : {};
+      ctx.setStatus('running', { ...identityOf(process.pid), ended_at: null, error: null, failure: null }, marks);
     }
     await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
     const stoppedBy = ctx.stoppedBy();

@@ -74,7 +74,8 @@ export function buildTimeline(run, events, now) {
     const at = /** @type {number} */ (e.ts);
     const d = e.data && typeof e.data === 'object' ? e.data : {};
     if (e.kind === 'run.status') {
-      if (!sawRunning && d.to === 'running') {
+      // A resume's move to running is no first start: its queued time is not from the run's start.
+      if (!sawRunning && d.to === 'running' && d.resumed !== true) {
         sawRunning = true;
         if (d.from === 'queued' && at > start) spans.push({ kind: 'queued', start, end: at, label: 'queued' });
       }

@@ -3,7 +3,7 @@
 // shipped, since no worker will ship it.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -64,37 +64,61 @@ describe('the Control Plane stopping a run whose worker died', () => {
 // set the sandbox up, it never ended that init, which ignores the stop's SIGTERM, outlives bwrap and starts the agent.
 describe('stopping a run whose worker died while its sandbox was set up', () => {
   it('ends the sandbox, agent and all', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' }, async () => {
-    const repo = mkdtempSync(join(tmpdir(), 'svc-dead-worker-'));
-    const tag = `127.${process.pid}${Date.now() % 1000}`;
     const run = 'r20261129120000cccccccc';
-    const dir = join(repo, '.svc', 'runs', run);
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'state.json'), JSON.stringify({
-      run, status: 'queued', provider: 'mycli', started_at: '2026-11-29T12:00:00.000Z', child: null, repo_path: repo,
-    }));
-    const worker = spawn(process.execPath, [HELD_WORKER, dir, tag], {
-      detached: true, stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    try {
-      const [line] = (await once(worker.stdout!.setEncoding('utf8'), 'data')) as [string];
-      const { init, outer } = JSON.parse(line) as { init: number; outer: number };
+    await endsHeldSandbox(run, 'the stop', async (worker, repo, { init, outer }) => {
       worker.kill('SIGKILL');
       await once(worker, 'exit');
       const stop = stopLocalRun(repo, run, 'svc start --stop');
       while (/^[RSD]$/.test(statFields(outer)?.[0] ?? '')) await sleep(10);
       process.kill(init, 'SIGCONT');
       assert.equal((await stop)?.status, 'failed');
-      for (const deadline = Date.now() + 5_000; processesMentioning(tag).length && Date.now() < deadline;) {
-        await sleep(50);
-      }
-      assert.deepEqual(processesMentioning(tag), [], 'a process of the sandbox still runs 5 s after the stop');
-    } finally {
-      worker.kill('SIGKILL');
-      for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
-      rmSync(repo, { recursive: true, force: true });
-    }
+    });
   });
 });
+
+describe('a worker that exits while its sandbox is set up', () => {
+  it('ends the sandbox\'s init on its way out, before it saw bwrap end', {
+    skip: bwrapWorks ? false : 'bwrap cannot run on this host',
+  }, async () => {
+    await endsHeldSandbox('r20261129120000dddddddd', 'its worker left', async (worker) => {
+      const exited = once(worker, 'exit');
+      worker.stdin!.end('exit\n');
+      assert.deepEqual((await exited)[0], 0);
+    });
+  });
+});
+
+/**
+ * A run in a new project whose stand-in worker holds its sandbox in setup; `act` ends the worker its way, after which
+ * (`after`) no process of the sandbox may run 5 s on.
+ */
+async function endsHeldSandbox(
+  run: string, after: string,
+  act: (worker: ChildProcess, repo: string, held: { init: number; outer: number }) => Promise<void>,
+): Promise<void> {
+  const repo = mkdtempSync(join(tmpdir(), 'svc-dead-worker-'));
+  const tag = `127.${process.pid}${Date.now() % 1000}`;
+  const dir = join(repo, '.svc', 'runs', run);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'state.json'), JSON.stringify({
+    run, status: 'queued', provider: 'mycli', started_at: '2026-11-29T12:00:00.000Z', child: null, repo_path: repo,
+  }));
+  const worker = spawn(process.execPath, [HELD_WORKER, dir, tag], {
+    detached: true, stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  try {
+    const [line] = (await once(worker.stdout!.setEncoding('utf8'), 'data')) as [string];
+    await act(worker, repo, JSON.parse(line) as { init: number; outer: number });
+    for (const deadline = Date.now() + 5_000; processesMentioning(tag).length && Date.now() < deadline;) {
+      await sleep(50);
+    }
+    assert.deepEqual(processesMentioning(tag), [], `a process of the sandbox still runs 5 s after ${after}`);
+  } finally {
+    worker.kill('SIGKILL');
+    for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
+    rmSync(repo, { recursive: true, force: true });
+  }
+}
 
 /** A run folder in `repo` whose worker (a real process, now gone) died while running with `reported`. */
 async function writeDeadRun(repo: string, run: string, reported: typeof ENDED): Promise<string> {

@@ -1,40 +1,119 @@
-// A stop that comes while a resume's worker starts, before it wrote `running`: the run ends stopped and its agent
-// never runs again (before, the stop found the run it resumed from, already ended, signalled nothing, and the resumed
-// run went on).
-import { describe, it, before, after } from 'node:test';
+// A resume's launcher queues the run again and its worker runs it only from there: a stop that comes while the worker
+// starts, before it wrote `running`, ends the run stopped and its agent never runs again (before, the stop found the
+// run it resumed from, already ended, signalled nothing, and the resumed run went on); a worker that does not start
+// leaves the run as it was.
+import { describe, it, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { prepareRun, spawnWorker } from '../../src/engine/launch.ts';
 import { stopLocalRun } from '../../src/engine/run-context.ts';
-import { readState, writeState } from '../../src/engine/run-state.ts';
+import { identityOf } from '../../src/engine/proc-group.ts';
+import { readState, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { runFailure } from '../../src/run-json.ts';
 import { GIT_ENV, makeRepo, type TestRepo } from './fixtures.ts';
 
-describe('a stop while a resume starts its worker', () => {
-  let t: TestRepo;
-  before(() => {
-    t = makeRepo();
-  });
-  after(() => t.cleanup());
+const CLI_TS = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 
-  it('ends the resumed run stopped, its agent not run again', async () => {
-    const env = { ...process.env, ...GIT_ENV, HOME: t.home, SVC_SHIP: '0', SVC_SANDBOX: 'none' };
+describe('resuming a run', () => {
+  let t: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  // A checkout each: a run one test leaves unended would hold it for the next.
+  beforeEach(() => {
+    t = makeRepo();
+    env = { ...process.env, ...GIT_ENV, HOME: t.home, SVC_SHIP: '0', SVC_SANDBOX: 'none' };
+  });
+  afterEach(() => t.cleanup());
+
+  /** A run stopped before its worker ever started (what a resume moves on from), with `over` in its state. */
+  async function stoppedRun(over: Partial<RunState> = {}): Promise<{ dir: string; state: RunState }> {
     const { state } = await prepareRun({
       input: 'append fixed', forceBrief: true, pr: false, worktree: false, provider: 'fake', repo: t.repo, runId: null,
       env,
     });
     const dir = join(t.repo, '.svc', 'runs', state.run);
-    // Stopped before its worker ever started: what a resume moves on from.
     const ended_at = new Date().toISOString();
-    writeState(dir, { ...state, status: 'stopped', ended_at, failure: runFailure('stopped', 'stopped by a test') });
+    const stopped: RunState = {
+      ...state, status: 'stopped', ended_at, failure: runFailure('stopped', 'stopped by a test'), ...over,
+    };
+    writeState(dir, stopped);
+    return { dir, state: stopped };
+  }
+
+  const agentRan = () => readFileSync(join(t.repo, 'a.txt'), 'utf8') !== 'hello\n';
+  const statusEvents = (dir: string) => readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n')
+    .map((line) => JSON.parse(line) as { kind: string; data: Record<string, unknown> })
+    .filter((e) => e.kind === 'run.status').map((e) => e.data);
+
+  it('ends the resumed run stopped when a stop comes while its worker starts, its agent not run again', async () => {
+    const { dir, state } = await stoppedRun();
     const worker = spawnWorker(readState(dir), 'resume', env, false);
     const exited = once(worker, 'exit');
     await stopLocalRun(t.repo, state.run, 'svc start --stop');
     await exited;
     const final = readState(dir);
     assert.deepEqual([final.status, final.failure], ['stopped', runFailure('stopped', 'stopped by svc start --stop')]);
-    assert.equal(readFileSync(join(t.repo, 'a.txt'), 'utf8'), 'hello\n', 'the agent ran');
+    assert.equal(agentRan(), false, 'the agent ran');
+  });
+
+  it('queues it with no worker nor child of before, so a stop then finds no dead worker to fail it', async () => {
+    // Its earlier worker and agent, both gone: a stop that took that pid for the run's would end it failed.
+    const gone = spawn('sleep', ['300']);
+    const identity = identityOf(gone.pid!);
+    gone.kill('SIGKILL');
+    await once(gone, 'exit');
+    const child = { ...identity, init: { pid: 99, proc_start: '1' } };
+    const { dir, state } = await stoppedRun({ ...identity, child });
+    const worker = spawnWorker(readState(dir), 'resume', env, false);
+    const exited = once(worker, 'exit');
+    const queued = readState(dir);
+    assert.deepEqual([queued.status, queued.pid, queued.child], ['queued', worker.pid, null]);
+    await stopLocalRun(t.repo, state.run, 'svc start --stop');
+    await exited;
+    assert.equal(readState(dir).status, 'stopped');
+    assert.equal(agentRan(), false, 'the agent ran');
+  });
+
+  it('leaves a run as it was when its worker cannot start: its log a link, or its spawn refused', async () => {
+    const { dir, state } = await stoppedRun();
+    symlinkSync('/dev/null', join(dir, 'worker.log'));
+    assert.throws(() => spawnWorker(readState(dir), 'resume', env, false), /symbolic link/);
+    assert.deepEqual(readState(dir), state);
+    // A value no process can be given (a NUL byte): the spawn throws once the run is queued again.
+    assert.throws(() => spawnWorker(readState(dir), 'resume', { ...env, HOME: 'a\0b' }, true));
+    const after = readState(dir);
+    assert.deepEqual({ ...after, updated_at: state.updated_at }, state);
+    assert.deepEqual(statusEvents(dir).slice(1), [
+      { from: 'stopped', to: 'queued', resumed: true }, { from: 'queued', to: 'stopped', resumed: true },
+    ]);
+    assert.ok(existsSync(join(t.repo, '.svc', 'ship-pending', state.run)), 'marked for the next svc command to ship');
+  });
+
+  it('runs nothing in a worker that finds its run not queued (failed by a stop, or stopped)', async () => {
+    for (const status of ['failed', 'stopped'] as const) {
+      const failure = runFailure(status === 'failed' ? 'infra' : 'stopped', 'ended by a test');
+      const { dir, state } = await stoppedRun({ status, failure });
+      const worker = spawn(process.execPath, [CLI_TS, 'worker', 'resume', '--run-id', state.run, '--repo', t.repo],
+        { stdio: 'ignore', env });
+      const [code] = await once(worker, 'exit');
+      assert.equal(code, 1);
+      assert.deepEqual([readState(dir).status, readState(dir).failure], [status, failure]);
+      assert.equal(agentRan(), false, `the agent ran in a run found ${status}`);
+    }
+  });
+
+  it('says `resumed` in its moves to queued and running, which are no first start', async () => {
+    const { dir } = await stoppedRun();
+    const worker = spawnWorker(readState(dir), 'resume', env, false);
+    const [code] = await once(worker, 'exit');
+    assert.equal(code, 0);
+    assert.equal(readState(dir).status, 'succeeded');
+    assert.deepEqual(statusEvents(dir).slice(1), [
+      { from: 'stopped', to: 'queued', resumed: true }, { from: 'queued', to: 'running', resumed: true },
+      { from: 'running', to: 'succeeded' },
+    ]);
   });
 });

@@ -203,13 +203,15 @@ describe('GET /metrics on the Control Plane', () => {
   }
 
   /** A run shipped as a runner ships it: the run, then its status events, each batch on its own. */
-  async function ingest(run: string, startedAt: number, events: Array<[number, number, string | null, string]>) {
+  async function ingest(
+    run: string, startedAt: number, events: Array<[number, number, string | null, string, object?]>,
+  ) {
     const body = {
       source: 'local',
       runs: [{ run, status: events.at(-1)![3], started_at: new Date(startedAt).toISOString(),
         updated_at: new Date(events.at(-1)![1]).toISOString(), group_id: run, brief: 'secret brief text' }],
-      events: events.map(([seq, ts, from, to]) => ({ run, seq, ts: new Date(ts).toISOString(), kind: 'run.status',
-        data: { from, to } })),
+      events: events.map(([seq, ts, from, to, marks]) => ({ run, seq, ts: new Date(ts).toISOString(),
+        kind: 'run.status', data: { from, to, ...marks } })),
       artifacts: [],
     };
     const res = await fetch(`${running.url}/v1/ingest`, {
@@ -257,6 +259,27 @@ describe('GET /metrics on the Control Plane', () => {
     assert.equal(value(text, 'svc_control_runs', { status: 'running' }), 0);
     // No run id and no brief is ever a label.
     assert.doesNotMatch(text, /rmetrics000001|secret brief text/);
+  });
+
+  it('observes a resumed run\'s time to agent and end once, from its first start only', async () => {
+    const before = await scrape();
+    const t0 = Date.now() - 3 * 86_400_000;
+    await ingest('rmetrics000003', t0, [[1, t0, null, 'queued'], [2, t0 + 500, 'queued', 'running'],
+      [3, t0 + 90_000, 'running', 'stopped']]);
+    // Resumed three days later (launch.ts: its launcher queues it, its worker runs it), then a resume whose worker did
+    // not start: each of its moves says `resumed`.
+    const resumed = { resumed: true };
+    const later = Date.now() - 1_000;
+    await ingest('rmetrics000003', t0, [[4, later, 'stopped', 'queued', resumed],
+      [5, later + 200, 'queued', 'running', resumed], [6, later + 300, 'running', 'stopped'],
+      [7, later + 400, 'stopped', 'queued', resumed], [8, later + 500, 'queued', 'stopped', resumed]]);
+    const text = await scrape();
+    const added = (name: string, labels?: Record<string, string>) =>
+      value(text, name, labels) - value(before, name, labels);
+    assert.equal(added('svc_control_time_to_agent_seconds_count'), 1);
+    assert.equal(added('svc_control_time_to_agent_seconds_bucket', { le: '0.5' }), 1);
+    assert.equal(added('svc_control_run_duration_seconds_count', { status: 'stopped' }), 2,
+      'its first stop and its resume\'s, never the put-back of a resume that did not start');
   });
 
   it('times a status change from the run\'s stored start: shipped without its run, or with a later start', async () => {

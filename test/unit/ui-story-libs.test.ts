@@ -110,6 +110,16 @@ describe('timeline', () => {
     assert.ok(t.spans.every((s) => !s.open));
   });
 
+  it('gives a resumed run no queued span from its start to the resume', () => {
+    const ended_at = new Date(t0 + 150_000).toISOString();
+    const run = { started_at: new Date(t0).toISOString(), ended_at, status: 'failed' };
+    // Stopped while queued, resumed a day later: its launcher queued it again, its worker ran it.
+    const resumed = [ev(1, 5, 'run.status', { from: 'queued', to: 'stopped' }),
+      ev(2, 86_400, 'run.status', { from: 'stopped', to: 'queued', resumed: true }),
+      ev(3, 86_401, 'run.status', { from: 'queued', to: 'running', resumed: true })];
+    assert.deepEqual(tl.buildTimeline(run, resumed, t0)!.spans, []);
+  });
+
   it('labels provider spans from the fields, and reads the text of runs recorded before the fields', () => {
     const run = { started_at: new Date(t0).toISOString(), ended_at: new Date(t0 + 150_000).toISOString(), status: 'failed' };
     const labels = (evs: typeof events) => tl.buildTimeline(run, evs, t0)!.spans.filter((s) => s.kind === 'provider')
