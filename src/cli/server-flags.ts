@@ -2,9 +2,15 @@
 // its heap when the isolate is created (docs/bench.md "RSS"). Only the CLI runs this.
 import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 
-/** Memory saver only from Node 24: an older V8 refuses the flag, and after the re-exec there is no fallback. */
+/**
+ * Memory saver only from Node 24: an older V8 refuses the flag, and after the re-exec there is no fallback. Memory
+ * saver keeps the young generation at its 1 MB start, so under ingest V8 scavenged ~25 times a second and promoted
+ * what requests still held into old space, which it then mark-compacted every ~0.5 s: the minimum makes it 4 MB
+ * (docs/bench.md, "The fan-in: the young generation under memory saver").
+ */
 export function serverNodeFlags(nodeMajor = Number(process.versions.node.split('.')[0])): readonly string[] {
-  return nodeMajor >= 24 ? ['--max-semi-space-size=8', '--memory-saver-mode'] : ['--max-semi-space-size=8'];
+  const semiSpace = '--max-semi-space-size=8';
+  return nodeMajor >= 24 ? [semiSpace, '--min-semi-space-size=4', '--memory-saver-mode'] : [semiSpace];
 }
 
 export const SERVER_NODE_FLAGS = serverNodeFlags();
