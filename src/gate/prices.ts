@@ -48,6 +48,8 @@ export const PRICES: PriceTable = {
     'gpt-4.1-mini': p(0.4, 1.6, 0.1),
     'gpt-4.1-nano': p(0.1, 0.4, 0.025),
     'gpt-4o': p(2.5, 10, 1.25),
+    // A snapshot its vendor prices apart from its model's row (no cached-input price): matched before the date goes.
+    'gpt-4o-2024-05-13': p(5, 15),
     'gpt-4o-mini': p(0.15, 0.6, 0.075),
     'o3': p(2, 8, 0.5),
     'o4-mini': p(1.1, 4.4, 0.275),
@@ -57,7 +59,8 @@ export const PRICES: PriceTable = {
   },
 };
 
-/** The row of a model's exact name, else of its name less a snapshot's date; a variant (`o3-pro`) needs its own. */
+/** The row of a model's exact name, else of its name less a snapshot's date; a variant (`o3-pro`), and a snapshot
+ * priced apart (`gpt-4o-2024-05-13`), needs its own. */
 export function priceOf(table: PriceTable, model: string | null): ModelPrice | null {
   if (model === null) return null;
   const name = model.toLowerCase().replace(/^models\//, '');

@@ -646,6 +646,9 @@ describe('metered cost at the gate', () => {
     assert.equal(priceOf(PRICES, 'claude-sonnet-4-5-20250929'), PRICES.models['claude-sonnet-4-5']);
     assert.equal(priceOf(PRICES, 'models/gpt-4o-2024-08-06'), PRICES.models['gpt-4o']);
     assert.equal(priceOf(PRICES, 'gpt-5-codex'), PRICES.models['gpt-5-codex'], 'a variant with its own row');
+    // A snapshot its vendor prices apart ($5/$15, not gpt-4o's $2.50/$10) is never priced as its model.
+    const apart = priceOf(PRICES, 'gpt-4o-2024-05-13');
+    assert.deepEqual([apart?.input, apart?.output, apart?.cache_read], [5, 15, undefined]);
     for (const variant of ['gpt-5-pro', 'o3-pro', 'gpt-4o-mini-realtime', 'claude-opus-4-1-fast', 'constructor']) {
       assert.equal(priceOf(PRICES, variant), null, variant);
     }
