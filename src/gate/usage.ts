@@ -124,6 +124,34 @@ const ASKED_PICKS_MAX = 64;
 
 // `prompt` is kept input only on /responses: to the legacy /completions it is the text itself.
 const RESPONSES_KEPT: readonly string[] = [...FAMILIES.openai.kept, 'prompt'];
+/** What a request may ask that costs past its tokens, priced by no row (docs/gate.md "Metered cost"): the key paths of
+ * each family, read as the body passes, and a request asking it is refused before its last bytes go upstream. */
+const UNMETERED: Record<Family, readonly string[]> = {
+  anthropic: ['tools.type'],
+  openai: ['tools.type', 'service_tier', 'web_search_options'],
+  gemini: ['tools.googleSearch', 'tools.googleSearchRetrieval', 'tools.googleMaps'],
+};
+// The server-side tools billed per use (searches, containers, images), by the tool's `type`; a client's own tools
+// (functions, bash, a text editor) cost only tokens.
+const SERVER_TOOLS: Record<Family, RegExp> = {
+  anthropic: /^(web_search|code_execution)_/,
+  openai: /^(web_search|file_search|code_interpreter|image_generation)/,
+  gemini: /^$/,
+};
+const GEMINI_TOOLS = new Map([['google_search', 'googleSearch'], ['google_search_retrieval', 'googleSearchRetrieval'],
+  ['google_maps', 'googleMaps']]);
+
+/** What of a request's value at an UNMETERED path the meter cannot price, or null. */
+function unmetered(family: Family, path: string, value: unknown): string | null {
+  if (path === 'tools.type') {
+    const type = typeof value === 'string' ? value : '';
+    return SERVER_TOOLS[family].test(type) ? `the server-side tool "${type.slice(0, 60)}"` : null;
+  }
+  if (path === 'service_tier') return value === 'priority' ? 'the "priority" service tier' : null;
+  // Chat completions' web search, Gemini's search and maps grounding: asked by being there.
+  return value === null ? null : `"${path.replace(/^tools\./, '')}"`;
+}
+
 // Each Responses input item's type: an `item_reference` names an item the API keeps. Not counted towards
 // ASKED_PICKS_MAX: a whole history has one per item.
 const ITEM_TYPE = 'input.type';
@@ -137,9 +165,14 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const { maxOutput: maxKeys, choices: choiceKeys, kept, aliases } = FAMILIES[family];
   const responses = RESPONSES.test(endpoint);
   const keptKeys = responses ? RESPONSES_KEPT : kept;
-  const wanted = ['model', ...maxKeys, ...choiceKeys, ...keptKeys, ...(responses ? [ITEM_TYPE] : [])];
-  const picker = new JsonPicker(new Set(wanted), aliases, new Set(responses ? ['input'] : []));
+  const unmeteredKeys = UNMETERED[family];
+  const wanted = ['model', ...maxKeys, ...choiceKeys, ...keptKeys, ...unmeteredKeys, ...(responses ? [ITEM_TYPE] : [])];
+  const names = family === 'gemini' ? new Map([...aliases, ...GEMINI_TOOLS]) : aliases;
+  const picker = new JsonPicker(new Set(wanted), names, new Set(['tools', ...(responses ? ['input'] : [])]));
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
+  // What the request asks that the meter cannot price (the first): the gate refuses it.
+  let refused: string | null = null;
+  let tools = 0;
   // A maximum given as null: the APIs read it as absent, so no maximum (OUTPUT_BOUND), the larger of any given.
   let unbounded = false;
   let picks = 0;
@@ -162,6 +195,12 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const take = (): void => {
     for (const { path, text } of picker.picks.splice(0)) {
       const value = tryParseJson(text);
+      // Not counted towards ASKED_PICKS_MAX either: an agent names a tool list of some dozens on every call.
+      if (unmeteredKeys.includes(path)) {
+        if (++tools > ITEM_TYPES_MAX) unread ??= 'more than 20,000 tools';
+        else refused ??= unmetered(family, path, value);
+        continue;
+      }
       if (path === ITEM_TYPE) {
         if (++items > ITEM_TYPES_MAX) unread ??= 'more than 20,000 input items';
         else if (value === 'item_reference') {
@@ -202,6 +241,12 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
         take();
       }
       asked.bytes += chunk.length;
+    },
+    /** What the request read so far asks that the meter cannot price (a server-side tool billed per use, the priority
+     * tier), or null: read after each push, before the chunk goes upstream. */
+    refusal(): string | null {
+      return refused === null ? null : `the request asks for ${refused}, which the gate cannot meter (it prices ` +
+        'tokens only): refused on a metered model route';
     },
     read(): Asked {
       picker.finish();

@@ -106,6 +106,8 @@ describe('metered cost at the gate', () => {
   let gate: Gate;
   let refusal: () => string | null = () => null;
   let upstreamCalls = 0;
+  /** Requests whose body the stand-in read whole: only those could an API run. */
+  let upstreamBodies = 0;
 
   before(async () => {
     upstream = createServer((req, res: ServerResponse) => {
@@ -114,6 +116,7 @@ describe('metered cost at the gate', () => {
       upstreamCalls += 1;
       req.resume();
       req.on('end', async () => {
+        upstreamBodies += 1;
         const headers: Record<string, string> = { 'content-type': next.type };
         if (next.encoding) headers['content-encoding'] = next.encoding;
         res.writeHead(200, headers);
@@ -640,6 +643,44 @@ describe('metered cost at the gate', () => {
       { model: null, maxOutput: 900, choices: 8, bytes: 0 });
     assertNotRead(read('{"generationConfig":{"maxOutputTokens":1},"generation_config":{"max_output_tokens":9}}'),
       ESCAPED);
+  });
+
+  it('refuses a request asking what the meter cannot price (a server-side tool, the priority tier) before the API ' +
+    'gets it whole, and lets a client\'s own tools through', async () => {
+    const answer = { type: 'application/json', pieces: [ANTHROPIC_JSON] };
+    const own = [{ name: 'f', input_schema: { type: 'object' } }, { type: 'bash_20250124', name: 'bash' },
+      { type: 'web_fetch_20250910', name: 'web_fetch' }];
+    const refused: Array<[string, unknown, string]> = [
+      ['/_model/anthropic/v1/messages', { model: 'claude-sonnet-4-5', tools: [...own,
+        { type: 'web_search_20250305', name: 'web_search', max_uses: 5 }] }, 'the server-side tool "web_search_20250305"'],
+      ['/_model/anthropic/v1/messages', { tools: [{ type: 'code_execution_20250825', name: 'code_execution' }] },
+        'the server-side tool "code_execution_20250825"'],
+      ['/_model/openai/responses', { model: 'gpt-5', tools: [{ type: 'function', name: 'f' }, { type: 'web_search' }] },
+        'the server-side tool "web_search"'],
+      ['/_model/openai/responses', { tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] },
+        'the server-side tool "code_interpreter"'],
+      ['/_model/openai/chat/completions', { model: 'gpt-5', service_tier: 'priority' }, 'the "priority" service tier'],
+      ['/_model/openai/chat/completions', { model: 'gpt-4o-search-preview', web_search_options: {} },
+        '"web_search_options"'],
+      ['/_model/gemini/v1beta/models/gemini-2.5-pro:generateContent', { tools: [{ functionDeclarations: [] },
+        { google_search: {} }] }, '"googleSearch"'],
+    ];
+    for (const [path, body, what] of refused) {
+      const bodies = upstreamBodies;
+      const got = await call(path, answer, 'POST', JSON.stringify(body));
+      assert.equal(got.status, 403, path);
+      assert.equal(got.body, `svc gate: the request asks for ${what}, which the gate cannot meter (it prices tokens ` +
+        'only): refused on a metered model route\n');
+      assert.deepEqual([got.rec.decision, got.rec.status, got.rec.metered], ['denied', 403, undefined], path);
+      assert.equal(upstreamBodies, bodies, `${path}: the API never got the whole request`);
+    }
+    for (const [path, body] of [['/_model/anthropic/v1/messages', { model: 'claude-sonnet-4-5', tools: own }],
+      ['/_model/openai/chat/completions', { model: 'gpt-5', service_tier: 'default', web_search_options: null }],
+      ['/_model/gemini/v1beta/models/gemini-2.5-pro:generateContent', { tools: [{ codeExecution: {} }] }]] as const) {
+      const got = await call(path, answer, 'POST', JSON.stringify(body));
+      assert.equal(got.status, 200, `${path}: ${got.body}`);
+      assert.equal(got.rec.decision, 'allowed');
+    }
   });
 
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
