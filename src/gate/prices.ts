@@ -12,6 +12,9 @@ export interface ModelPrice {
   /** Absent: priced as input. */
   cache_read?: number;
   cache_write?: number;
+  /** The vendor's long-context tier: a call whose prompt (input, cache reads and writes) is past `above` tokens is
+   * priced whole at these rates. */
+  long?: { above: number } & Omit<ModelPrice, 'long'>;
 }
 
 export interface PriceTable {
@@ -21,16 +24,18 @@ export interface PriceTable {
 
 const p = (input: number, output: number, cache_read?: number, cache_write?: number): ModelPrice =>
   ({ input, output, cache_read, cache_write });
+// Past 200k prompt tokens: Claude Sonnet 4 and 4.5 (their 1M-token context), Gemini 2.5 Pro.
+const LONG_SONNET = { above: 200_000, ...p(6, 22.5, 0.6, 7.5) };
 
-/** Standard (not batch, not priority) prices; Gemini's are its ≤ 200k-token prompt tier. */
+/** Standard (not batch, not priority) prices, with the long-context tiers of the models that have one. */
 export const PRICES: PriceTable = {
   date: '2026-11-01',
   models: {
     'claude-opus-4-5': p(5, 25, 0.5, 6.25),
     'claude-opus-4-1': p(15, 75, 1.5, 18.75),
     'claude-opus-4': p(15, 75, 1.5, 18.75),
-    'claude-sonnet-4-5': p(3, 15, 0.3, 3.75),
-    'claude-sonnet-4': p(3, 15, 0.3, 3.75),
+    'claude-sonnet-4-5': { ...p(3, 15, 0.3, 3.75), long: LONG_SONNET },
+    'claude-sonnet-4': { ...p(3, 15, 0.3, 3.75), long: LONG_SONNET },
     'claude-3-7-sonnet': p(3, 15, 0.3, 3.75),
     'claude-haiku-4-5': p(1, 5, 0.1, 1.25),
     'claude-3-5-haiku': p(0.8, 4, 0.08, 1),
@@ -53,7 +58,7 @@ export const PRICES: PriceTable = {
     'gpt-4o-mini': p(0.15, 0.6, 0.075),
     'o3': p(2, 8, 0.5),
     'o4-mini': p(1.1, 4.4, 0.275),
-    'gemini-2.5-pro': p(1.25, 10, 0.125),
+    'gemini-2.5-pro': { ...p(1.25, 10, 0.125), long: { above: 200_000, ...p(2.5, 15, 0.25) } },
     'gemini-2.5-flash': p(0.3, 2.5, 0.03),
     'gemini-2.5-flash-lite': p(0.1, 0.4, 0.01),
   },
@@ -70,8 +75,10 @@ export function priceOf(table: PriceTable, model: string | null): ModelPrice | n
   return key === undefined ? null : table.models[key] ?? null;
 }
 
-/** Tokens at a row's prices, in US dollars. */
-export function costAt(price: ModelPrice, tokens: CallTokens): number {
+/** Tokens at a row's prices (its long-context tier's for a prompt past it), in US dollars. */
+export function costAt(row: ModelPrice, tokens: CallTokens): number {
+  const prompt = tokens.tokens_in + tokens.cache_read + tokens.cache_write;
+  const price = row.long !== undefined && prompt > row.long.above ? row.long : row;
   const usd = tokens.tokens_in * price.input + tokens.tokens_out * price.output +
     tokens.cache_read * (price.cache_read ?? price.input) + tokens.cache_write * (price.cache_write ?? price.input);
   return usd / 1_000_000;

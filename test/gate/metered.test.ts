@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { generationEndpoint, modelPath, modelRoute } from '../../src/gate/model-apis.ts';
-import { highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
+import { callCost, highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
 import { OUTPUT_BOUND, requestMeter, usageMeter, type Asked } from '../../src/gate/usage.ts';
 import { reachedBudget, refusalText } from '../../src/gate/budgets.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
@@ -652,7 +652,8 @@ describe('metered cost at the gate', () => {
       { type: 'web_fetch_20250910', name: 'web_fetch' }];
     const refused: Array<[string, unknown, string]> = [
       ['/_model/anthropic/v1/messages', { model: 'claude-sonnet-4-5', tools: [...own,
-        { type: 'web_search_20250305', name: 'web_search', max_uses: 5 }] }, 'the server-side tool "web_search_20250305"'],
+        { type: 'web_search_20250305', name: 'web_search', max_uses: 5 }] },
+      'the server-side tool "web_search_20250305"'],
       ['/_model/anthropic/v1/messages', { tools: [{ type: 'code_execution_20250825', name: 'code_execution' }] },
         'the server-side tool "code_execution_20250825"'],
       ['/_model/openai/responses', { model: 'gpt-5', tools: [{ type: 'function', name: 'f' }, { type: 'web_search' }] },
@@ -681,6 +682,21 @@ describe('metered cost at the gate', () => {
       assert.equal(got.status, 200, `${path}: ${got.body}`);
       assert.equal(got.rec.decision, 'allowed');
     }
+  });
+
+  it('prices a call whose prompt is past a long-context tier (Gemini 2.5 Pro, Claude Sonnet 4.5) whole at its rates',
+    () => {
+    const gemini = usageMeter('gemini', '/v1beta/models/gemini-2.5-pro:generateContent',
+      { 'content-type': 'application/json' }, PRICES);
+    const usageMetadata = {
+      promptTokenCount: 1_000_000, cachedContentTokenCount: 100_000, candidatesTokenCount: 10_000,
+    };
+    gemini.push(Buffer.from(JSON.stringify({ modelVersion: 'gemini-2.5-pro', usageMetadata })));
+    close(gemini.end(null, true).usd, (900_000 * 2.5 + 100_000 * 0.25 + 10_000 * 15) / 1e6);
+    const at = (tokens_in: number, cache_read: number) => callCost(PRICES, { model: 'claude-sonnet-4-5-20250929',
+      tokens_in, tokens_out: 1000, cache_read, cache_write: 0 });
+    close(at(150_000, 50_000), (150_000 * 3 + 50_000 * 0.3 + 1000 * 15) / 1e6);
+    close(at(150_000, 50_001), (150_000 * 6 + 50_001 * 0.6 + 1000 * 22.5) / 1e6);
   });
 
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
