@@ -296,13 +296,18 @@ export function unansweredCall(endpoint: string, asked: Asked, prices: PriceTabl
 
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
+// The tier an OpenAI-shaped response says it served the call at: "priority" costs more than the standard rows (asked
+// by the request, it was refused; `auto` is served so at a project whose default tier is priority).
+const TIER = ['service_tier', 'response.service_tier'];
+const PRIORITY_DOUBT = { doubt: 'it was served at the priority tier, which the gate prices at the standard rows' };
+
 /** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
 export function usageMeter(
   route: string, endpoint: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
 ) {
   const family = familyOf(route, endpoint);
   const paths = FAMILIES[family];
-  const wanted = new Set([...paths.usage, ...paths.model]);
+  const wanted = new Set([...paths.usage, ...paths.model, ...(family === 'openai' ? TIER : [])]);
   const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
   const sse = type.startsWith('text/event-stream');
@@ -315,6 +320,7 @@ export function usageMeter(
   let usageSeen = false;
   /** A usage object was read: the input counts are known (Anthropic's message_start, any of Gemini's chunks). */
   let inputSeen = false;
+  let priority = false;
   let picker = new JsonPicker(wanted);
 
   const take = (p: JsonPicker): void => {
@@ -322,7 +328,8 @@ export function usageMeter(
     for (const { path: at, text } of p.picks) {
       const value = tryParseJson(text);
       if (value === undefined) continue;
-      if (paths.model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
+      if (TIER.includes(at)) priority ||= value === 'priority';
+      else if (paths.model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
       // A usage object with none of the reader's counts (another API's shape, or each null) says nothing: never $0 as
       // if final.
@@ -394,7 +401,8 @@ export function usageMeter(
       const none = !inputSeen && complete && !unreadable && bad.length === 0;
       const unknown = unreadable ?? (bad.length > 0 ? `unreadable usage field ${bad[0]!.slice(0, 60)}`
         : ended ? null : none ? 'the response carried no usage' : 'the response ended before its final usage');
-      if (unknown === null) return { ...tokens, usd: callCost(prices, tokens), unknown };
+      const tier = priority ? PRIORITY_DOUBT : {};
+      if (unknown === null) return { ...tokens, usd: callCost(prices, tokens), unknown, ...tier };
       // Not a generation (a stored completion listed, a response read back): it wrote nothing to bound.
       if (asked === null) {
         return { model: null, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0, usd: 0, unknown };
@@ -402,7 +410,7 @@ export function usageMeter(
       // A whole response with no usage at all was asked so by the agent (no `stream_options.include_usage`), which
       // also wrote the maximum the gate read: its output counts at OUTPUT_BOUND.
       const read = inputSeen && bad.length === 0 ? tokens : null;
-      return boundedCall(prices, asked, tokens.model, read, none ? null : asked.maxOutput, unknown);
+      return { ...tier, ...boundedCall(prices, asked, tokens.model, read, none ? null : asked.maxOutput, unknown) };
     },
   };
 }

@@ -699,6 +699,25 @@ describe('metered cost at the gate', () => {
     close(at(150_000, 50_001), (150_000 * 6 + 50_001 * 0.6 + 1000 * 22.5) / 1e6);
   });
 
+  it('doubts an OpenAI call the response says was served at the priority tier (priced at the standard rows)', () => {
+    const metered = (body: unknown, endpoint = '/v1/responses') => {
+      const meter = usageMeter('openai', endpoint, { 'content-type': 'application/json' }, PRICES);
+      meter.push(Buffer.from(JSON.stringify(body)));
+      return meter.end({ model: null, maxOutput: 1000, choices: 1, bytes: 10 }, true);
+    };
+    const usage = { input_tokens: 1_000_000, output_tokens: 100_000 };
+    const served = metered({ model: 'gpt-5', service_tier: 'priority', usage });
+    assert.equal(served.doubt, 'it was served at the priority tier, which the gate prices at the standard rows');
+    close(served.usd, 1.25 + 0.1 * 10);
+    const streamed = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);
+    streamed.push(Buffer.from(sse([['response.completed', { type: 'response.completed',
+      response: { model: 'gpt-5', service_tier: 'priority', usage } }]])));
+    assert.equal(streamed.end(null, true).doubt, served.doubt);
+    for (const tier of ['default', 'flex', null]) {
+      assert.equal(metered({ model: 'gpt-5', service_tier: tier, usage }).doubt, undefined, `${tier}`);
+    }
+  });
+
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
     assert.equal(priceOf(PRICES, 'claude-sonnet-4-5-20250929'), PRICES.models['claude-sonnet-4-5']);
     assert.equal(priceOf(PRICES, 'models/gpt-4o-2024-08-06'), PRICES.models['gpt-4o']);
