@@ -12,6 +12,8 @@ export interface ModelPrice {
   /** Absent: priced as input. */
   cache_read?: number;
   cache_write?: number;
+  /** An hour's cache writes (Anthropic: twice the input price); absent: priced as cache_write. */
+  cache_write_1h?: number;
   /** The vendor's long-context tier: a call whose prompt (input, cache reads and writes) is past `above` tokens is
    * priced whole at these rates. */
   long?: { above: number } & Omit<ModelPrice, 'long'>;
@@ -24,21 +26,24 @@ export interface PriceTable {
 
 const p = (input: number, output: number, cache_read?: number, cache_write?: number): ModelPrice =>
   ({ input, output, cache_read, cache_write });
+// Anthropic's: cache reads a tenth of the input price, five minutes' writes 1.25 times it, an hour's twice it.
+const claude = (input: number, output: number): ModelPrice =>
+  ({ ...p(input, output, input / 10, input * 1.25), cache_write_1h: input * 2 });
 // Past 200k prompt tokens: Claude Sonnet 4 and 4.5 (their 1M-token context), Gemini 2.5 Pro.
-const LONG_SONNET = { above: 200_000, ...p(6, 22.5, 0.6, 7.5) };
+const LONG_SONNET = { above: 200_000, ...claude(6, 22.5) };
 
 /** Standard (not batch, not priority) prices, with the long-context tiers of the models that have one. */
 export const PRICES: PriceTable = {
   date: '2026-11-01',
   models: {
-    'claude-opus-4-5': p(5, 25, 0.5, 6.25),
-    'claude-opus-4-1': p(15, 75, 1.5, 18.75),
-    'claude-opus-4': p(15, 75, 1.5, 18.75),
-    'claude-sonnet-4-5': { ...p(3, 15, 0.3, 3.75), long: LONG_SONNET },
-    'claude-sonnet-4': { ...p(3, 15, 0.3, 3.75), long: LONG_SONNET },
-    'claude-3-7-sonnet': p(3, 15, 0.3, 3.75),
-    'claude-haiku-4-5': p(1, 5, 0.1, 1.25),
-    'claude-3-5-haiku': p(0.8, 4, 0.08, 1),
+    'claude-opus-4-5': claude(5, 25),
+    'claude-opus-4-1': claude(15, 75),
+    'claude-opus-4': claude(15, 75),
+    'claude-sonnet-4-5': { ...claude(3, 15), long: LONG_SONNET },
+    'claude-sonnet-4': { ...claude(3, 15), long: LONG_SONNET },
+    'claude-3-7-sonnet': claude(3, 15),
+    'claude-haiku-4-5': claude(1, 5),
+    'claude-3-5-haiku': claude(0.8, 4),
     'gpt-5.1': p(1.25, 10, 0.125),
     'gpt-5': p(1.25, 10, 0.125),
     'gpt-5-codex': p(1.25, 10, 0.125),
@@ -79,8 +84,11 @@ export function priceOf(table: PriceTable, model: string | null): ModelPrice | n
 export function costAt(row: ModelPrice, tokens: CallTokens): number {
   const prompt = tokens.tokens_in + tokens.cache_read + tokens.cache_write;
   const price = row.long !== undefined && prompt > row.long.above ? row.long : row;
+  const write = price.cache_write ?? price.input;
+  const hour = Math.min(tokens.cache_write_1h ?? 0, tokens.cache_write);
   const usd = tokens.tokens_in * price.input + tokens.tokens_out * price.output +
-    tokens.cache_read * (price.cache_read ?? price.input) + tokens.cache_write * (price.cache_write ?? price.input);
+    tokens.cache_read * (price.cache_read ?? price.input) + (tokens.cache_write - hour) * write +
+    hour * (price.cache_write_1h ?? write);
   return usd / 1_000_000;
 }
 
@@ -97,7 +105,7 @@ export function highestPrice(table: PriceTable): ModelPrice {
   return { input: Math.max(0, ...rows.map((r) => r.input)), output: Math.max(0, ...rows.map((r) => r.output)) };
 }
 
-const PRICE_KEYS = ['input', 'output', 'cache_read', 'cache_write'] as const;
+const PRICE_KEYS = ['input', 'output', 'cache_read', 'cache_write', 'cache_write_1h'] as const;
 
 /** The built-in table with the operator's file laid over it (`{"date", "models": {name: {input, output, …}}}`). */
 export function loadPriceTable(file: string | undefined): PriceTable {
@@ -117,7 +125,7 @@ export function loadPriceTable(file: string | undefined): PriceTable {
     const price: Record<string, number> = {};
     for (const key of PRICE_KEYS) {
       const v = row[key];
-      if (v === undefined && (key === 'cache_read' || key === 'cache_write')) continue;
+      if (v === undefined && key !== 'input' && key !== 'output') continue;
       if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
         throw new GatePolicyError(`${file}: ${name}.${key}`, 'must be a number of US dollars per million tokens');
       }

@@ -84,6 +84,9 @@ function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): 
     const fields = [['input_tokens', 'tokens_in'], ['output_tokens', 'tokens_out'], ['cache_read_input_tokens',
       'cache_read'], ['cache_creation_input_tokens', 'cache_write']] as const;
     for (const [key, field] of fields) if (u[key] !== undefined && u[key] !== null) out[field] = count(u, key, bad);
+    // Of the cache writes, an hour's (the rest are five minutes'): priced apart, so read apart.
+    const hour = count(obj(u.cache_creation), 'ephemeral_1h_input_tokens', bad);
+    if (hour > 0) out.cache_write_1h = hour;
     return out;
   }
   // OpenAI and Gemini count cached input inside the input. Chat completions say prompt/completion, responses say
@@ -281,6 +284,7 @@ function boundedCall(
     model: model ?? asked.model, tokens_in: read ? read.tokens_in : Math.min(asked.bytes, INPUT_BOUND),
     tokens_out: Math.max(read?.tokens_out ?? 0, (maxOutput ?? OUTPUT_BOUND) * asked.choices),
     cache_read: read?.cache_read ?? 0, cache_write: read?.cache_write ?? 0,
+    ...(read?.cache_write_1h !== undefined ? { cache_write_1h: read.cache_write_1h } : {}),
   };
   const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
   const usd = price ? costAt(price, counted) : null;

@@ -699,6 +699,20 @@ describe('metered cost at the gate', () => {
     close(at(150_000, 50_001), (150_000 * 6 + 50_001 * 0.6 + 1000 * 22.5) / 1e6);
   });
 
+  it('prices Anthropic\'s hour-long cache writes at twice the input price, five minutes\' at 1.25 times', () => {
+    const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'application/json' }, PRICES);
+    meter.push(Buffer.from(JSON.stringify({ model: 'claude-sonnet-4-5', usage: { input_tokens: 10, output_tokens: 10,
+      cache_creation_input_tokens: 300_000, cache_creation: { ephemeral_5m_input_tokens: 100_000,
+        ephemeral_1h_input_tokens: 200_000 } } })));
+    const call = meter.end(null, true);
+    assert.deepEqual([call.cache_write, call.cache_write_1h], [300_000, 200_000]);
+    // Past 200k prompt tokens: Sonnet's long-context tier, $6 input, so $7.50 and $12 writes.
+    close(call.usd, (10 * 6 + 10 * 22.5 + 100_000 * 7.5 + 200_000 * 12) / 1e6);
+    const short = callCost(PRICES, { model: 'claude-haiku-4-5', tokens_in: 0, tokens_out: 0, cache_read: 0,
+      cache_write: 3000, cache_write_1h: 1000 });
+    close(short, (2000 * 1.25 + 1000 * 2) / 1e6);
+  });
+
   it('doubts an OpenAI call the response says was served at the priority tier (priced at the standard rows)', () => {
     const metered = (body: unknown, endpoint = '/v1/responses') => {
       const meter = usageMeter('openai', endpoint, { 'content-type': 'application/json' }, PRICES);
