@@ -304,6 +304,9 @@ export type UsageMeter = ReturnType<typeof usageMeter>;
 // by the request, it was refused; `auto` is served so at a project whose default tier is priority).
 const TIER = ['service_tier', 'response.service_tier'];
 const PRIORITY_DOUBT = { doubt: 'it was served at the priority tier, which the gate prices at the standard rows' };
+// An Anthropic usage counting web searches (a request naming the tool is refused, but one the reader could not read
+// is not): billed per search, which no row prices.
+const SEARCH_DOUBT = { doubt: 'its usage counts web searches, billed per search, which the gate does not price' };
 
 /** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
 export function usageMeter(
@@ -325,6 +328,7 @@ export function usageMeter(
   /** A usage object was read: the input counts are known (Anthropic's message_start, any of Gemini's chunks). */
   let inputSeen = false;
   let priority = false;
+  let searched = false;
   let picker = new JsonPicker(wanted);
 
   const take = (p: JsonPicker): void => {
@@ -345,6 +349,8 @@ export function usageMeter(
         if (family !== 'anthropic' || at === 'usage') usageSeen = true;
         inputSeen = true;
         Object.assign(tokens, readTokens(family, value, bad));
+        const searches = obj(value.server_tool_use).web_search_requests;
+        searched ||= family === 'anthropic' && typeof searches === 'number' && searches > 0;
       } else bad.push(at);
     }
   };
@@ -405,7 +411,7 @@ export function usageMeter(
       const none = !inputSeen && complete && !unreadable && bad.length === 0;
       const unknown = unreadable ?? (bad.length > 0 ? `unreadable usage field ${bad[0]!.slice(0, 60)}`
         : ended ? null : none ? 'the response carried no usage' : 'the response ended before its final usage');
-      const tier = priority ? PRIORITY_DOUBT : {};
+      const tier = searched ? SEARCH_DOUBT : priority ? PRIORITY_DOUBT : {};
       if (unknown === null) return { ...tokens, usd: callCost(prices, tokens), unknown, ...tier };
       // Not a generation (a stored completion listed, a response read back): it wrote nothing to bound.
       if (asked === null) {

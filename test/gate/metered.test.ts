@@ -713,6 +713,18 @@ describe('metered cost at the gate', () => {
     close(short, (2000 * 1.25 + 1000 * 2) / 1e6);
   });
 
+  it('doubts an Anthropic call whose usage counts web searches (billed per search, priced by no row)', () => {
+    const metered = (searches: number) => {
+      const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'application/json' }, PRICES);
+      meter.push(Buffer.from(JSON.stringify({ model: 'claude-sonnet-4-5', usage: { input_tokens: 10, output_tokens: 10,
+        server_tool_use: { web_search_requests: searches, web_fetch_requests: 3 } } })));
+      return meter.end({ model: null, maxOutput: 1000, choices: 1, bytes: 10 }, true);
+    };
+    assert.equal(metered(5000).doubt,
+      'its usage counts web searches, billed per search, which the gate does not price');
+    assert.equal(metered(0).doubt, undefined, 'web fetches cost only tokens');
+  });
+
   it('doubts an OpenAI call the response says was served at the priority tier (priced at the standard rows)', () => {
     const metered = (body: unknown, endpoint = '/v1/responses') => {
       const meter = usageMeter('openai', endpoint, { 'content-type': 'application/json' }, PRICES);
