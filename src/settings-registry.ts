@@ -197,7 +197,8 @@ export const SETTINGS = {
   SVC_GATE_STATE_DIR: text('gate', 'in memory', 'a folder where `svc gate serve` keeps what each day and each ' +
     'budgeted run spent, so a restart does not let them spend their caps again'),
   SVC_PRICES_FILE: text('gate', 'the table in src/gate/prices.ts', 'a JSON price table laid over svc\'s ' +
-    '(`{"date", "models": {"<model>": {"input", "output", "cache_read", "cache_write"}}}`, US$ per million tokens)'),
+    '(`{"date", "models": {"<model>": {"input", "output", "cache_read", "cache_write", "cache_write_1h"}}}`, ' +
+    'US$ per million tokens)'),
   SVC_BUDGET_REPO_DAY_USD: { ...text('gate', 'no cap', 'metered US$ one repository\'s runs may spend per UTC day; ' +
     'at the cap the gate refuses model calls and the run asks to raise it'), pattern: USD },
   SVC_BUDGET_SERVER_DAY_USD: { ...text('gate', 'no cap', 'likewise, for all runs of this machine (or of one ' +

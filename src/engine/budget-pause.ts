@@ -5,7 +5,7 @@ import type { GroupRun } from './spawn-group.ts';
 import { addUsage, type Usage } from './providers.ts';
 import { signsLater, withCost } from './run-state.ts';
 import { isOperatorAnswer, type Answer } from './answers.ts';
-import { budgetName, reachedBudget, type Reached } from '../gate/budgets.ts';
+import { budgetName, reachedBudget, runSpent, type Reached } from '../gate/budgets.ts';
 import type { RunGate } from './egress.ts';
 
 /** How often the running provider, its question and its answer are looked at. */
@@ -35,8 +35,9 @@ export function block(ctx: RunContext, question: string): void {
   ctx.setStatus('blocked', { question });
 }
 
-/** The budget the run has reached, if any (docs/gate.md "Budgets"): the metering gate's own check (metered cost, daily
- * caps), else max_usd against what the agent reports (kept in state.json first, so the run's cost is current). */
+/** The budget the run has reached, if any (docs/gate.md "Budgets"): the metering gate's own check (what the run spent,
+ * daily caps), else max_usd against what the run spent (runSpent; the agent's report kept in state.json first, so it
+ * is current). */
 function budgetNow(ctx: RunContext, a: BudgetWatch): Reached | null {
   const reported = addUsage(a.before, a.usage);
   const was = ctx.state.reported;
@@ -47,7 +48,7 @@ function budgetNow(ctx: RunContext, a: BudgetWatch): Reached | null {
   // here could not reach it, so the run container never asks (docs/gate.md "A pod's max_usd").
   if (signsLater(ctx.env) && ctx.env.SVC_GATE_EVIDENCE_URL) return null;
   const limits = { run: ctx.state.budget_usd, repoDay: null, serverDay: null };
-  return reachedBudget({ run: ctx.state.cost_usd ?? 0, repoDay: 0, serverDay: 0 }, limits);
+  return reachedBudget({ run: runSpent(ctx.state), repoDay: 0, serverDay: 0 }, limits);
 }
 
 /** An answer to the budget question (docs/engine.md "Blocked runs and the budget"): a new budget in dollars ("raise to
@@ -63,7 +64,10 @@ function readBudgetAnswer(answer: string): { raiseTo: number } | 'more' | 'stop'
 const stepOf = (r: Reached, maxUsd: number | null): number => (r.kind === 'run' ? maxUsd ?? r.limit : r.limit);
 
 function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): string {
-  const how = ctx.state.metered ? 'metered by the gate' : 'as the agent reported';
+  // A daily cap counts metered calls only; the run's own budget what the run spent, the larger figure (runSpent).
+  const metered = ctx.state.metered?.cost_usd ?? null;
+  const byGate = r.kind !== 'run' || (metered !== null && metered >= r.spent);
+  const how = byGate ? 'metered by the gate' : 'as the agent reported';
   const step = stepOf(r, maxUsd);
   if (r.uncountable !== undefined) {
     return `${budgetName(r, ctx.state.repo)} cannot be kept: ${r.uncountable}, so the gate cannot count what the run ` +

@@ -14,7 +14,7 @@ import { errorMessage } from '../errors.ts';
 import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
 import { loadPriceTable } from '../gate/prices.ts';
 import {
-  budgetHeld, countCall, DayLedger, holdCall, refusalText, type Reached, type RunCount,
+  budgetHeld, countCall, DayLedger, holdCall, refusalText, runSpent, type Reached, type RunCount,
 } from '../gate/budgets.ts';
 import { addMetered } from '../gate/run-records.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -43,7 +43,7 @@ function runMeter(ctx: RunContext) {
     serverDay: settingUsd(ctx.env, 'SVC_BUDGET_SERVER_DAY_USD') };
   // A resumed run opens a new gate: its metered totals go on from what state.json has.
   let totals: MeteredCost | null = ctx.state.metered ?? null;
-  // What the rule knows of the run; its usd is the run's cost (metered once a call was priced, else reported).
+  // What the rule knows of the run; its usd is what the run spent (runSpent: the larger of metered and reported).
   const run: RunCount = { usd: 0, uncounted: null, doubt: null, inFlight: 0 };
   const raised = (cap: number | null, answer: number | undefined): number | null =>
     cap === null ? null : Math.max(cap, answer ?? 0);
@@ -53,7 +53,7 @@ function runMeter(ctx: RunContext) {
       serverDay: raised(caps.serverDay, up.server_day) };
   };
   const reached = (): Reached | null =>
-    budgetHeld({ ...run, usd: ctx.state.cost_usd ?? 0 }, limits(), ledger.spent(ctx.state.repo));
+    budgetHeld({ ...run, usd: runSpent(ctx.state) }, limits(), ledger.spent(ctx.state.repo));
   return {
     reached,
     // An answer that raised the budget the run was held to goes on past the calls it could not count so far: the

@@ -46,14 +46,23 @@ export function budgetName(r: Reached, repo: string): string {
   return `this server's daily budget of ${usd(r.limit)}`;
 }
 
+/** What a run has spent against its own budget (max_usd): the larger of what the gate metered and what the agent
+ * reported. Each misses what the other may see: the gate cannot read calls a CLI makes through a CONNECT tunnel
+ * (its vendor's login), and the report is the agent's; a free call metered at $0 must not hide a reported $5. */
+export function runSpent(cost: {
+  metered?: { cost_usd: number | null } | null; reported?: { cost_usd: number | null } | null;
+}): number {
+  return Math.max(cost.metered?.cost_usd ?? 0, cost.reported?.cost_usd ?? 0);
+}
+
 /** The one budget rule of a run's own gate and `svc gate serve` (docs/gate.md "Budgets"): the budget a run's next
- * model call is refused at, or null. An unpriced call leaves the run's own budget unkept; a call whose bounds its
- * request could not set leaves every budget the run is held to unkept. Such a call counts at most INPUT_BOUND input
- * and one answer of OUTPUT_BOUND (usage.ts): $39.60 at the built-in table's top prices, so a day cap below that can
- * be filled by one; the calls under way per run (holdCall) bound what a run adds before its next call is refused. */
+ * model call is refused at, or null. An unpriced call, or one whose bounds its request could not set, leaves every
+ * budget the run is held to unkept (a daily cap too: an unpriced call adds nothing to the day's count). A doubted call
+ * counts at most INPUT_BOUND input and one answer of OUTPUT_BOUND (usage.ts): $39.60 at the built-in table's top
+ * prices, so a day cap below that can be filled by one; the calls under way per run (holdCall) bound what a run adds
+ * before its next call is refused. */
 export function budgetHeld(run: RunCount, limits: Limits, day: { repoDay: number; serverDay: number }): Reached | null {
-  const why = limits.run !== null && run.uncounted ? run.uncounted
-    : run.doubt ? `a model call may have cost more than its bounds (${run.doubt})` : null;
+  const why = run.uncounted ?? (run.doubt ? `a model call may have cost more than its bounds (${run.doubt})` : null);
   if (why !== null && (limits.run !== null || limits.repoDay !== null || limits.serverDay !== null)) {
     const held: Reached = limits.run !== null ? { kind: 'run', limit: limits.run, spent: run.usd }
       : limits.repoDay !== null ? { kind: 'repository-day', limit: limits.repoDay, spent: day.repoDay }

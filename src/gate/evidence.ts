@@ -35,6 +35,9 @@ export interface MeteredCall {
   tokens_out: number;
   cache_read: number;
   cache_write: number;
+  /** Of cache_write, the tokens written for an hour (Anthropic's `cache_creation.ephemeral_1h_input_tokens`), which
+   * cost more than five minutes' writes; only when there are any. */
+  cache_write_1h?: number;
   /** null: unpriced (no row for the model) or unknown usage. */
   usd: number | null;
   /** Why the usage could not be read; null when it was. */

@@ -290,6 +290,8 @@ function send(
   let usage: UsageMeter | null = null;
   let complete = (): boolean => false;
   let answered = false;
+  // Why the request was cut before it went upstream whole (it asked what the meter cannot price), or null.
+  let cut: string | null = null;
   // What a generation's request asks for bounds a call whose usage never came (usage.ts): read as its body passes.
   const asked = plan.generation ? requestMeter(plan.model ?? '', plan.endpoint, req.headers) : null;
   raw.setTimeout(ctx.limits.connectTimeoutMs);
@@ -328,9 +330,20 @@ function send(
     answer.on('data', (chunk: Buffer) => meter.push(chunk));
   });
   if (body) {
+    // Before pipe's listener: a request asking what the meter cannot price is cut before the chunk that asks it goes
+    // upstream, so the API never gets a whole request to run (that chunk is written to a destroyed request: dropped).
+    if (asked) {
+      req.on('data', (chunk: Buffer) => {
+        asked.push(chunk);
+        const why = cut === null ? asked.refusal() : null;
+        if (why === null) return;
+        cut = why;
+        req.unpipe(upstream);
+        upstream.destroy();
+        fail(403, why);
+      });
+    }
     req.pipe(upstream);
-    // After pipe's listener: each chunk is on its way upstream before the meter reads it.
-    if (asked) req.on('data', (chunk: Buffer) => asked.push(chunk));
   }
   else {
     req.resume();
@@ -348,7 +361,7 @@ function send(
       : unanswered ? unansweredCall(plan.endpoint, asked.read(), prices) : null;
     record({
       status: res.statusCode, reason: failure, bytesUp: raw.bytesWritten, bytesDown: raw.bytesRead,
-      ...(metered ? { metered } : {}),
+      ...(metered ? { metered } : {}), ...(cut !== null ? { decision: 'denied' as const } : {}),
     });
   });
 }

@@ -102,7 +102,7 @@ export async function serveGateForever(
 }
 
 /** The shared gate's metering (docs/gate.md "Budgets"): daily caps, each run held to its credential's max_usd; a
- * budgeted run's unpriced call, and a capped run's call counted at bounds in doubt, refuse its next (fail closed).
+ * budgeted or capped run's unpriced call, or call counted at bounds in doubt, refuses its next (fail closed).
  * Kept in SVC_GATE_STATE_DIR when set, else in memory. */
 export function sharedMeter(
   env: NodeJS.ProcessEnv, log: Logger = createLogger('gate'),

@@ -96,12 +96,15 @@ export class RunRecords {
 
 /** A run's metered totals with one more call: tokens in count cached input too; cost only of priced calls (a call
  * of unknown usage is priced at its bounds, so `unknown` counts calls also in the cost, `unpriced` those not;
- * `doubtful`, only once there is one, those whose bounds may be low). */
+ * `doubtful`, only once there is one, those whose bounds may be low). A call of unknown usage counted at $0 (one that
+ * generated nothing, usage.ts) prices nothing: the cost stays null until a call is priced, so a free GET does not
+ * make the run's cost a metered $0 in place of what the agent reported. */
 export function addMetered(total: MeteredCost | null, call: NonNullable<EgressRecord['metered']>): MeteredCost {
   const t = total ?? { cost_usd: null, tokens_in: 0, tokens_out: 0, calls: 0, unpriced: 0, unknown: 0 };
   const doubtful = (t.doubtful ?? 0) + (call.doubt !== undefined ? 1 : 0);
   return {
-    cost_usd: call.usd === null ? t.cost_usd : (t.cost_usd ?? 0) + call.usd,
+    cost_usd: call.usd === null || (call.unknown !== null && call.usd === 0) ? t.cost_usd
+      : (t.cost_usd ?? 0) + call.usd,
     tokens_in: (t.tokens_in ?? 0) + call.tokens_in + call.cache_read + call.cache_write,
     tokens_out: (t.tokens_out ?? 0) + call.tokens_out,
     calls: t.calls + 1,

@@ -84,6 +84,9 @@ function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): 
     const fields = [['input_tokens', 'tokens_in'], ['output_tokens', 'tokens_out'], ['cache_read_input_tokens',
       'cache_read'], ['cache_creation_input_tokens', 'cache_write']] as const;
     for (const [key, field] of fields) if (u[key] !== undefined && u[key] !== null) out[field] = count(u, key, bad);
+    // Of the cache writes, an hour's (the rest are five minutes'): priced apart, so read apart.
+    const hour = count(obj(u.cache_creation), 'ephemeral_1h_input_tokens', bad);
+    if (hour > 0) out.cache_write_1h = hour;
     return out;
   }
   // OpenAI and Gemini count cached input inside the input. Chat completions say prompt/completion, responses say
@@ -124,6 +127,34 @@ const ASKED_PICKS_MAX = 64;
 
 // `prompt` is kept input only on /responses: to the legacy /completions it is the text itself.
 const RESPONSES_KEPT: readonly string[] = [...FAMILIES.openai.kept, 'prompt'];
+/** What a request may ask that costs past its tokens, priced by no row (docs/gate.md "Metered cost"): the key paths of
+ * each family, read as the body passes, and a request asking it is refused before its last bytes go upstream. */
+const UNMETERED: Record<Family, readonly string[]> = {
+  anthropic: ['tools.type'],
+  openai: ['tools.type', 'service_tier', 'web_search_options'],
+  gemini: ['tools.googleSearch', 'tools.googleSearchRetrieval', 'tools.googleMaps'],
+};
+// The server-side tools billed per use (searches, containers, images), by the tool's `type`; a client's own tools
+// (functions, bash, a text editor) cost only tokens.
+const SERVER_TOOLS: Record<Family, RegExp> = {
+  anthropic: /^(web_search|code_execution)_/,
+  openai: /^(web_search|file_search|code_interpreter|image_generation)/,
+  gemini: /^$/,
+};
+const GEMINI_TOOLS = new Map([['google_search', 'googleSearch'], ['google_search_retrieval', 'googleSearchRetrieval'],
+  ['google_maps', 'googleMaps']]);
+
+/** What of a request's value at an UNMETERED path the meter cannot price, or null. */
+function unmetered(family: Family, path: string, value: unknown): string | null {
+  if (path === 'tools.type') {
+    const type = typeof value === 'string' ? value : '';
+    return SERVER_TOOLS[family].test(type) ? `the server-side tool "${type.slice(0, 60)}"` : null;
+  }
+  if (path === 'service_tier') return value === 'priority' ? 'the "priority" service tier' : null;
+  // Chat completions' web search, Gemini's search and maps grounding: asked by being there.
+  return value === null ? null : `"${path.replace(/^tools\./, '')}"`;
+}
+
 // Each Responses input item's type: an `item_reference` names an item the API keeps. Not counted towards
 // ASKED_PICKS_MAX: a whole history has one per item.
 const ITEM_TYPE = 'input.type';
@@ -137,9 +168,14 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const { maxOutput: maxKeys, choices: choiceKeys, kept, aliases } = FAMILIES[family];
   const responses = RESPONSES.test(endpoint);
   const keptKeys = responses ? RESPONSES_KEPT : kept;
-  const wanted = ['model', ...maxKeys, ...choiceKeys, ...keptKeys, ...(responses ? [ITEM_TYPE] : [])];
-  const picker = new JsonPicker(new Set(wanted), aliases, new Set(responses ? ['input'] : []));
+  const unmeteredKeys = UNMETERED[family];
+  const wanted = ['model', ...maxKeys, ...choiceKeys, ...keptKeys, ...unmeteredKeys, ...(responses ? [ITEM_TYPE] : [])];
+  const names = family === 'gemini' ? new Map([...aliases, ...GEMINI_TOOLS]) : aliases;
+  const picker = new JsonPicker(new Set(wanted), names, new Set(['tools', ...(responses ? ['input'] : [])]));
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
+  // What the request asks that the meter cannot price (the first): the gate refuses it.
+  let refused: string | null = null;
+  let tools = 0;
   // A maximum given as null: the APIs read it as absent, so no maximum (OUTPUT_BOUND), the larger of any given.
   let unbounded = false;
   let picks = 0;
@@ -162,6 +198,12 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const take = (): void => {
     for (const { path, text } of picker.picks.splice(0)) {
       const value = tryParseJson(text);
+      // Not counted towards ASKED_PICKS_MAX either: an agent names a tool list of some dozens on every call.
+      if (unmeteredKeys.includes(path)) {
+        if (++tools > ITEM_TYPES_MAX) unread ??= 'more than 20,000 tools';
+        else refused ??= unmetered(family, path, value);
+        continue;
+      }
       if (path === ITEM_TYPE) {
         if (++items > ITEM_TYPES_MAX) unread ??= 'more than 20,000 input items';
         else if (value === 'item_reference') {
@@ -203,6 +245,12 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       }
       asked.bytes += chunk.length;
     },
+    /** What the request read so far asks that the meter cannot price (a server-side tool billed per use, the priority
+     * tier), or null: read after each push, before the chunk goes upstream. */
+    refusal(): string | null {
+      return refused === null ? null : `the request asks for ${refused}, which the gate cannot meter (it prices ` +
+        'tokens only): refused on a metered model route';
+    },
     read(): Asked {
       picker.finish();
       take();
@@ -236,6 +284,7 @@ function boundedCall(
     model: model ?? asked.model, tokens_in: read ? read.tokens_in : Math.min(asked.bytes, INPUT_BOUND),
     tokens_out: Math.max(read?.tokens_out ?? 0, (maxOutput ?? OUTPUT_BOUND) * asked.choices),
     cache_read: read?.cache_read ?? 0, cache_write: read?.cache_write ?? 0,
+    ...(read?.cache_write_1h !== undefined ? { cache_write_1h: read.cache_write_1h } : {}),
   };
   const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
   const usd = price ? costAt(price, counted) : null;
@@ -251,13 +300,21 @@ export function unansweredCall(endpoint: string, asked: Asked, prices: PriceTabl
 
 export type UsageMeter = ReturnType<typeof usageMeter>;
 
+// The tier an OpenAI-shaped response says it served the call at: "priority" costs more than the standard rows (asked
+// by the request, it was refused; `auto` is served so at a project whose default tier is priority).
+const TIER = ['service_tier', 'response.service_tier'];
+const PRIORITY_DOUBT = { doubt: 'it was served at the priority tier, which the gate prices at the standard rows' };
+// An Anthropic usage counting web searches (a request naming the tool is refused, but one the reader could not read
+// is not): billed per search, which no row prices.
+const SEARCH_DOUBT = { doubt: 'its usage counts web searches, billed per search, which the gate does not price' };
+
 /** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
 export function usageMeter(
   route: string, endpoint: string, headers: Readonly<Record<string, unknown>>, prices: PriceTable,
 ) {
   const family = familyOf(route, endpoint);
   const paths = FAMILIES[family];
-  const wanted = new Set([...paths.usage, ...paths.model]);
+  const wanted = new Set([...paths.usage, ...paths.model, ...(family === 'openai' ? TIER : [])]);
   const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
   const sse = type.startsWith('text/event-stream');
@@ -270,6 +327,8 @@ export function usageMeter(
   let usageSeen = false;
   /** A usage object was read: the input counts are known (Anthropic's message_start, any of Gemini's chunks). */
   let inputSeen = false;
+  let priority = false;
+  let searched = false;
   let picker = new JsonPicker(wanted);
 
   const take = (p: JsonPicker): void => {
@@ -277,7 +336,8 @@ export function usageMeter(
     for (const { path: at, text } of p.picks) {
       const value = tryParseJson(text);
       if (value === undefined) continue;
-      if (paths.model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
+      if (TIER.includes(at)) priority ||= value === 'priority';
+      else if (paths.model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
       // A usage object with none of the reader's counts (another API's shape, or each null) says nothing: never $0 as
       // if final.
@@ -289,6 +349,8 @@ export function usageMeter(
         if (family !== 'anthropic' || at === 'usage') usageSeen = true;
         inputSeen = true;
         Object.assign(tokens, readTokens(family, value, bad));
+        const searches = obj(value.server_tool_use).web_search_requests;
+        searched ||= family === 'anthropic' && typeof searches === 'number' && searches > 0;
       } else bad.push(at);
     }
   };
@@ -349,7 +411,8 @@ export function usageMeter(
       const none = !inputSeen && complete && !unreadable && bad.length === 0;
       const unknown = unreadable ?? (bad.length > 0 ? `unreadable usage field ${bad[0]!.slice(0, 60)}`
         : ended ? null : none ? 'the response carried no usage' : 'the response ended before its final usage');
-      if (unknown === null) return { ...tokens, usd: callCost(prices, tokens), unknown };
+      const tier = searched ? SEARCH_DOUBT : priority ? PRIORITY_DOUBT : {};
+      if (unknown === null) return { ...tokens, usd: callCost(prices, tokens), unknown, ...tier };
       // Not a generation (a stored completion listed, a response read back): it wrote nothing to bound.
       if (asked === null) {
         return { model: null, tokens_in: 0, tokens_out: 0, cache_read: 0, cache_write: 0, usd: 0, unknown };
@@ -357,7 +420,7 @@ export function usageMeter(
       // A whole response with no usage at all was asked so by the agent (no `stream_options.include_usage`), which
       // also wrote the maximum the gate read: its output counts at OUTPUT_BOUND.
       const read = inputSeen && bad.length === 0 ? tokens : null;
-      return boundedCall(prices, asked, tokens.model, read, none ? null : asked.maxOutput, unknown);
+      return { ...tier, ...boundedCall(prices, asked, tokens.model, read, none ? null : asked.maxOutput, unknown) };
     },
   };
 }

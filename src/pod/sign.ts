@@ -25,6 +25,7 @@ import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.t
 import { repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
+import { runSpent } from '../gate/budgets.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { safeJson } from '../safe-json.ts';
 
@@ -125,23 +126,26 @@ function reportedFigures(s: RunState): CostFigures {
   return { cost_usd: figure(said.cost_usd), tokens_in: figure(said.tokens_in), tokens_out: figure(said.tokens_out) };
 }
 
-/** The run's stop at the max_usd the gate held it to: a pod's budget is not raised (docs/gate.md "Budgets"). */
-function gateBudgetStop(gate: PodGateNetwork): string | null {
+/** The run's stop at the max_usd the gate held it to: a pod's budget is not raised (docs/gate.md "Budgets"). It is
+ * reached by what the run spent (runSpent): the larger of the gate's metered cost and the run container's report. */
+function gateBudgetStop(gate: PodGateNetwork, reported: CostFigures | null): string | null {
   const m = gate.metered;
-  if (gate.maxUsd === null || m === null) return null;
+  if (gate.maxUsd === null) return null;
   const budget = `$${gate.maxUsd.toFixed(2)}`;
   // An unpriced call leaves the run's cost unknown: the gate refused the run from there, and so do we. A call of
   // unknown usage is in the cost at its bounds.
-  if (m.unpriced > 0) {
+  if (m !== null && m.unpriced > 0) {
     return `Stopped at the max_usd budget of ${budget}: the gate could not price ${m.unpriced} model call(s)`;
   }
   // So does a call counted at bounds its request could not set for certain: its cost may be more.
-  if (m.doubtful) {
+  if (m?.doubtful) {
     return `Stopped at the max_usd budget of ${budget}: the gate could not count ${m.doubtful} model call(s) ` +
       'for certain';
   }
-  if (m.cost_usd === null || m.cost_usd < gate.maxUsd) return null;
-  return `Stopped at the max_usd budget: spent $${m.cost_usd.toFixed(2)} of ${budget}, metered by the gate`;
+  const spent = runSpent({ metered: m, reported });
+  if (spent < gate.maxUsd) return null;
+  const by = (m?.cost_usd ?? 0) >= spent ? 'metered by the gate' : 'as the run container reported';
+  return `Stopped at the max_usd budget: spent $${spent.toFixed(2)} of ${budget}, ${by}`;
 }
 
 /** A time the run container wrote (text), held between `from` (epoch ms) and now; `fallback` when it is no time. */
@@ -230,7 +234,7 @@ async function readGate(ctx: RunContext, opts: Signing, seal: Seal): Promise<Pod
 async function judge(
   ctx: RunContext, opts: Signing, seal: Seal, said: RunEvidence, gate: PodGateNetwork | null,
 ): Promise<void> {
-  const stop = gate && said.outcome !== 'over_budget' ? gateBudgetStop(gate) : null;
+  const stop = gate && said.outcome !== 'over_budget' ? gateBudgetStop(gate, ctx.state.reported ?? null) : null;
   const evidence: RunEvidence = stop ? { ...said, outcome: 'over_budget', error: stop } : said;
   let signed: ReturnType<typeof signReceipt>;
   try {

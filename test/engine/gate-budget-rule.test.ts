@@ -153,3 +153,61 @@ describe('a local run\'s gate keeps the shared gate\'s budget rule', () => {
     assert.ok(Math.abs(done.cost_usd - 0.2) < 1e-9, `cost ${done.cost_usd}`);
   });
 });
+
+// The CLI spent $5 through a path the gate cannot read (its vendor's login over a CONNECT tunnel) and says so; before
+// that, one free call through the gate (a stored-completions list: no usage, metered unknown at $0).
+const HIDDEN_BY_FREE_CALL = `#!/bin/sh
+cat > /dev/null
+curl -s -o /dev/null --max-time 20 "$OPENAI_BASE_URL/chat/completions"
+echo '{"type":"svc.cost","usd":5,"tokens_in":1000000,"tokens_out":100000}'
+exit 0
+`;
+
+describe('a local run\'s budget holds on the larger of its metered and reported cost', () => {
+  let server: Server;
+  let repo: TestRepo;
+  const seen: string[] = [];
+  before(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        seen.push(`${req.method} ${req.url}`);
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'list', data: [] }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    repo = makeRepo({ providers: { hidden: HIDDEN_BY_FREE_CALL }, policy: { max_usd: 1 } });
+  });
+  after(() => {
+    server.closeAllConnections();
+    server.close();
+    repo.cleanup();
+  });
+
+  it('a free call metered at $0 neither hides the reported $5 from max_usd $1 nor becomes the run\'s cost',
+    async () => {
+      const env: NodeJS.ProcessEnv = {
+        ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+        OPENAI_API_KEY: 'sk-real', OPENAI_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+        SVC_SANDBOX_FORWARDER: 'node',
+      };
+      delete env.SVC_SANDBOX;
+      const svc = (args: string[]) => runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env });
+      const started = await svc(['start', '--brief', 'spend', '--worktree', '--detach', '--provider', 'hidden']);
+      assert.equal(started.code, 0, started.stderr);
+      const run = JSON.parse(started.stdout).run;
+      const state = () => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+      const asked = await waitFor(() => {
+        const s = state();
+        return ['succeeded', 'failed', 'stopped', 'blocked'].includes(s.status) ? s : null;
+      }, 'the run to end or ask', 60_000);
+      assert.deepEqual(seen, ['GET /v1/chat/completions'], 'the free call went through the gate');
+      assert.equal(asked.status, 'blocked', `${asked.status}: ${asked.error}`);
+      assert.match(asked.question, /^Budget of \$1\.00 reached .*the run has spent \$5\.00, as the agent reported/);
+      assert.deepEqual([asked.metered.calls, asked.metered.unknown, asked.metered.cost_usd], [1, 1, null]);
+      assert.equal(asked.cost_usd, 5);
+      assert.equal((await svc(['answer', `local/${run}`, 'no'])).code, 0);
+      await waitFor(() => (state().status === 'stopped' ? state() : null), 'the run to stop', 60_000);
+    });
+});

@@ -406,6 +406,18 @@ describe('a run whose call was counted at bounds its request could not set for c
     assert.equal(refused.body, `svc gate: this server's daily budget of $1000.00 cannot be kept: ${DOUBT}\n`);
   });
 
+  it('refuses the next call of a run under a day cap alone after a call of a model with no price', () => {
+    // An unpriced call adds nothing to the day's count: ten of them would all pass a cap they each could fill.
+    const { meter, count } = sharedMeter({ SVC_BUDGET_SERVER_DAY_USD: '0.5' });
+    const who = { job: 'j', run: 'r-unpriced', repo: 'acme/unpriced', expiresAt: Date.now() + 3600_000 };
+    const asker = { policy: parseGatePolicy({}), who, span: null };
+    assert.equal(meter.refusal(asker), null);
+    count({ ...arrivingRecord('model', asker), metered: { model: 'claude-unpriced-x', tokens_in: 0,
+      tokens_out: 100_000, cache_read: 0, cache_write: 0, usd: null, unknown: null } });
+    assert.equal(meter.refusal(asker), 'this server\'s daily budget of $0.50 cannot be kept: model ' +
+      '"claude-unpriced-x" has no price, so the gate cannot count what the run spent; the run stops here');
+  });
+
   it('holds a run under a day cap alone to six model calls under way (a budgeted run: two)', async () => {
     const credential = mint('capped-flight', 'acme/flight');
     const read = silent.read;

@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { generationEndpoint, modelPath, modelRoute } from '../../src/gate/model-apis.ts';
-import { highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
+import { callCost, highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
 import { OUTPUT_BOUND, requestMeter, usageMeter, type Asked } from '../../src/gate/usage.ts';
 import { reachedBudget, refusalText } from '../../src/gate/budgets.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
@@ -106,6 +106,8 @@ describe('metered cost at the gate', () => {
   let gate: Gate;
   let refusal: () => string | null = () => null;
   let upstreamCalls = 0;
+  /** Requests whose body the stand-in read whole: only those could an API run. */
+  let upstreamBodies = 0;
 
   before(async () => {
     upstream = createServer((req, res: ServerResponse) => {
@@ -114,6 +116,7 @@ describe('metered cost at the gate', () => {
       upstreamCalls += 1;
       req.resume();
       req.on('end', async () => {
+        upstreamBodies += 1;
         const headers: Record<string, string> = { 'content-type': next.type };
         if (next.encoding) headers['content-encoding'] = next.encoding;
         res.writeHead(200, headers);
@@ -642,10 +645,112 @@ describe('metered cost at the gate', () => {
       ESCAPED);
   });
 
+  it('refuses a request asking what the meter cannot price (a server-side tool, the priority tier) before the API ' +
+    'gets it whole, and lets a client\'s own tools through', async () => {
+    const answer = { type: 'application/json', pieces: [ANTHROPIC_JSON] };
+    const own = [{ name: 'f', input_schema: { type: 'object' } }, { type: 'bash_20250124', name: 'bash' },
+      { type: 'web_fetch_20250910', name: 'web_fetch' }];
+    const refused: Array<[string, unknown, string]> = [
+      ['/_model/anthropic/v1/messages', { model: 'claude-sonnet-4-5', tools: [...own,
+        { type: 'web_search_20250305', name: 'web_search', max_uses: 5 }] },
+      'the server-side tool "web_search_20250305"'],
+      ['/_model/anthropic/v1/messages', { tools: [{ type: 'code_execution_20250825', name: 'code_execution' }] },
+        'the server-side tool "code_execution_20250825"'],
+      ['/_model/openai/responses', { model: 'gpt-5', tools: [{ type: 'function', name: 'f' }, { type: 'web_search' }] },
+        'the server-side tool "web_search"'],
+      ['/_model/openai/responses', { tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] },
+        'the server-side tool "code_interpreter"'],
+      ['/_model/openai/chat/completions', { model: 'gpt-5', service_tier: 'priority' }, 'the "priority" service tier'],
+      ['/_model/openai/chat/completions', { model: 'gpt-4o-search-preview', web_search_options: {} },
+        '"web_search_options"'],
+      ['/_model/gemini/v1beta/models/gemini-2.5-pro:generateContent', { tools: [{ functionDeclarations: [] },
+        { google_search: {} }] }, '"googleSearch"'],
+    ];
+    for (const [path, body, what] of refused) {
+      const bodies = upstreamBodies;
+      const got = await call(path, answer, 'POST', JSON.stringify(body));
+      assert.equal(got.status, 403, path);
+      assert.equal(got.body, `svc gate: the request asks for ${what}, which the gate cannot meter (it prices tokens ` +
+        'only): refused on a metered model route\n');
+      assert.deepEqual([got.rec.decision, got.rec.status, got.rec.metered], ['denied', 403, undefined], path);
+      assert.equal(upstreamBodies, bodies, `${path}: the API never got the whole request`);
+    }
+    for (const [path, body] of [['/_model/anthropic/v1/messages', { model: 'claude-sonnet-4-5', tools: own }],
+      ['/_model/openai/chat/completions', { model: 'gpt-5', service_tier: 'default', web_search_options: null }],
+      ['/_model/gemini/v1beta/models/gemini-2.5-pro:generateContent', { tools: [{ codeExecution: {} }] }]] as const) {
+      const got = await call(path, answer, 'POST', JSON.stringify(body));
+      assert.equal(got.status, 200, `${path}: ${got.body}`);
+      assert.equal(got.rec.decision, 'allowed');
+    }
+  });
+
+  it('prices a call whose prompt is past a long-context tier (Gemini 2.5 Pro, Claude Sonnet 4.5) whole at its rates',
+    () => {
+    const gemini = usageMeter('gemini', '/v1beta/models/gemini-2.5-pro:generateContent',
+      { 'content-type': 'application/json' }, PRICES);
+    const usageMetadata = {
+      promptTokenCount: 1_000_000, cachedContentTokenCount: 100_000, candidatesTokenCount: 10_000,
+    };
+    gemini.push(Buffer.from(JSON.stringify({ modelVersion: 'gemini-2.5-pro', usageMetadata })));
+    close(gemini.end(null, true).usd, (900_000 * 2.5 + 100_000 * 0.25 + 10_000 * 15) / 1e6);
+    const at = (tokens_in: number, cache_read: number) => callCost(PRICES, { model: 'claude-sonnet-4-5-20250929',
+      tokens_in, tokens_out: 1000, cache_read, cache_write: 0 });
+    close(at(150_000, 50_000), (150_000 * 3 + 50_000 * 0.3 + 1000 * 15) / 1e6);
+    close(at(150_000, 50_001), (150_000 * 6 + 50_001 * 0.6 + 1000 * 22.5) / 1e6);
+  });
+
+  it('prices Anthropic\'s hour-long cache writes at twice the input price, five minutes\' at 1.25 times', () => {
+    const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'application/json' }, PRICES);
+    meter.push(Buffer.from(JSON.stringify({ model: 'claude-sonnet-4-5', usage: { input_tokens: 10, output_tokens: 10,
+      cache_creation_input_tokens: 300_000, cache_creation: { ephemeral_5m_input_tokens: 100_000,
+        ephemeral_1h_input_tokens: 200_000 } } })));
+    const call = meter.end(null, true);
+    assert.deepEqual([call.cache_write, call.cache_write_1h], [300_000, 200_000]);
+    // Past 200k prompt tokens: Sonnet's long-context tier, $6 input, so $7.50 and $12 writes.
+    close(call.usd, (10 * 6 + 10 * 22.5 + 100_000 * 7.5 + 200_000 * 12) / 1e6);
+    const short = callCost(PRICES, { model: 'claude-haiku-4-5', tokens_in: 0, tokens_out: 0, cache_read: 0,
+      cache_write: 3000, cache_write_1h: 1000 });
+    close(short, (2000 * 1.25 + 1000 * 2) / 1e6);
+  });
+
+  it('doubts an Anthropic call whose usage counts web searches (billed per search, priced by no row)', () => {
+    const metered = (searches: number) => {
+      const meter = usageMeter('anthropic', '/v1/messages', { 'content-type': 'application/json' }, PRICES);
+      meter.push(Buffer.from(JSON.stringify({ model: 'claude-sonnet-4-5', usage: { input_tokens: 10, output_tokens: 10,
+        server_tool_use: { web_search_requests: searches, web_fetch_requests: 3 } } })));
+      return meter.end({ model: null, maxOutput: 1000, choices: 1, bytes: 10 }, true);
+    };
+    assert.equal(metered(5000).doubt,
+      'its usage counts web searches, billed per search, which the gate does not price');
+    assert.equal(metered(0).doubt, undefined, 'web fetches cost only tokens');
+  });
+
+  it('doubts an OpenAI call the response says was served at the priority tier (priced at the standard rows)', () => {
+    const metered = (body: unknown, endpoint = '/v1/responses') => {
+      const meter = usageMeter('openai', endpoint, { 'content-type': 'application/json' }, PRICES);
+      meter.push(Buffer.from(JSON.stringify(body)));
+      return meter.end({ model: null, maxOutput: 1000, choices: 1, bytes: 10 }, true);
+    };
+    const usage = { input_tokens: 1_000_000, output_tokens: 100_000 };
+    const served = metered({ model: 'gpt-5', service_tier: 'priority', usage });
+    assert.equal(served.doubt, 'it was served at the priority tier, which the gate prices at the standard rows');
+    close(served.usd, 1.25 + 0.1 * 10);
+    const streamed = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);
+    streamed.push(Buffer.from(sse([['response.completed', { type: 'response.completed',
+      response: { model: 'gpt-5', service_tier: 'priority', usage } }]])));
+    assert.equal(streamed.end(null, true).doubt, served.doubt);
+    for (const tier of ['default', 'flex', null]) {
+      assert.equal(metered({ model: 'gpt-5', service_tier: tier, usage }).doubt, undefined, `${tier}`);
+    }
+  });
+
   it('prices a dated snapshot by its model\'s row, never a variant (priced apart) by its base model\'s', () => {
     assert.equal(priceOf(PRICES, 'claude-sonnet-4-5-20250929'), PRICES.models['claude-sonnet-4-5']);
     assert.equal(priceOf(PRICES, 'models/gpt-4o-2024-08-06'), PRICES.models['gpt-4o']);
     assert.equal(priceOf(PRICES, 'gpt-5-codex'), PRICES.models['gpt-5-codex'], 'a variant with its own row');
+    // A snapshot its vendor prices apart ($5/$15, not gpt-4o's $2.50/$10) is never priced as its model.
+    const apart = priceOf(PRICES, 'gpt-4o-2024-05-13');
+    assert.deepEqual([apart?.input, apart?.output, apart?.cache_read], [5, 15, undefined]);
     for (const variant of ['gpt-5-pro', 'o3-pro', 'gpt-4o-mini-realtime', 'claude-opus-4-1-fast', 'constructor']) {
       assert.equal(priceOf(PRICES, variant), null, variant);
     }

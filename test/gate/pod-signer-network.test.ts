@@ -316,6 +316,32 @@ describe('pod signer network section', () => {
     assert.match(readFileSync(join(dir, 'artifacts', 'egress.jsonl'), 'utf8'), /"status":429/);
   });
 
+  // The gate cannot read what a CLI spends through a CONNECT tunnel (its vendor's login): the run container's report
+  // past the budget stops the run though the gate metered less.
+  it('stops a pod at its max_usd on the larger of the metered cost and the run container\'s report', async () => {
+    const run = 'r-reported-over';
+    const credential = mintJobCredential(SECRET, { job: 'j-r', run, repo: 'acme/web', maxUsd: 2 },
+      Date.now() + 3600_000);
+    const call = await gateRequest({ port: gate.port ?? 0 }, `/_job/${credential}/_model/anthropic/v1/messages`,
+      { method: 'POST', body: '{}' });
+    assert.equal(call.status, 200);
+    await waitFor(() => egressLog.some((r) => r.run === run && r.metered), 'the metered call');
+    const ws = prepareWorkspace(root, 'ws-r', run, { cost_usd: 5, reported: { cost_usd: 5 } });
+    const home = join(root, 'signer-home-r');
+    mkdirSync(home);
+    const state = await signRun({
+      run, source: 'k8s', workspace: ws, sealedDir: join(root, 'ws-r-sealed'), pr: false, say: () => {},
+      env: {
+        PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
+        SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
+      },
+    });
+    assert.equal(state.status, 'stopped');
+    assert.equal(state.error, 'Stopped at the max_usd budget: spent $5.00 of $2.00, as the run container reported');
+    assert.equal(state.failure?.class, 'budget');
+    assert.equal(state.metered?.cost_usd, 1.5, 'the metered cost is the run\'s cost, the report beside it');
+  });
+
   it('a pod cannot raise its budget: a credential with its budget changed or taken out is refused, nothing spent',
     async () => {
       const run = 'r-raise';

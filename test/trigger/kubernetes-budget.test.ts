@@ -127,19 +127,22 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
     await waitFor(() => refusal.test(gateOut), 'the refusal in the gate\'s log');
   });
 
-  it('never asks a pod\'s run to raise a budget its agent reports spent: the gate\'s metered cost decides', async () => {
-    // One call ($0.15, under the budget) while the CLI reports a dollar: no question, the run goes on to succeed.
-    writeFileSync(join(repo.bin, 'honest.sh'), AGENT.replace('1 2 3', '1').replace('"usd":0.01', '"usd":1.00'),
-      { mode: 0o755 });
-    const config = { provider: 'honest', providers: { honest: { command: [join(repo.bin, 'honest.sh')] } } };
-    writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify(config));
-    git(repo.repo, ['commit', '-qam', 'the honest agent']);
-    git(repo.repo, ['push', '-q', 'origin', 'main']);
-    const before = modelCalls;
-    const { launched, outcome, job } = await runJob('j0000000000budget0000000002');
-    assert.equal(outcome.status, 'succeeded', `${outcome.error}\n${job?.stderr}`);
-    assert.equal(modelCalls, before + 1);
-    const events = (await cp.request('GET', `/v1/runs/k8s/${launched.run!.run}/events?limit=500`)).json;
-    assert.ok(!JSON.stringify(events).includes('"question"'), 'the run asked nothing');
-  });
+  it('never asks a pod\'s run to raise a budget its agent reports spent: the signer stops it on the larger figure',
+    async () => {
+      // One call ($0.15, under the budget) while the CLI reports a dollar: no question; the gate lets the call through
+      // (it holds the run on what it metered), and the signer stops the run on the report (the larger figure).
+      writeFileSync(join(repo.bin, 'honest.sh'), AGENT.replace('1 2 3', '1').replace('"usd":0.01', '"usd":1.00'),
+        { mode: 0o755 });
+      const config = { provider: 'honest', providers: { honest: { command: [join(repo.bin, 'honest.sh')] } } };
+      writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify(config));
+      git(repo.repo, ['commit', '-qam', 'the honest agent']);
+      git(repo.repo, ['push', '-q', 'origin', 'main']);
+      const before = modelCalls;
+      const { launched, outcome, job } = await runJob('j0000000000budget0000000002');
+      assert.equal(outcome.status, 'stopped', `${outcome.error}\n${job?.stderr}`);
+      assert.equal(outcome.error, 'Stopped at the max_usd budget: spent $1.00 of $0.25, as the run container reported');
+      assert.equal(modelCalls, before + 1);
+      const events = (await cp.request('GET', `/v1/runs/k8s/${launched.run!.run}/events?limit=500`)).json;
+      assert.ok(!JSON.stringify(events).includes('"question"'), 'the run asked nothing');
+    });
 });
