@@ -156,14 +156,17 @@ function readEarlierLog(dir: string): Buffer | string {
 
 type EgressState = NonNullable<RunState['egress']>;
 
-/** svc's record in state.json when it holds what svc writes (counts, a sha256's hex), else null. */
+const isSha256 = (value: unknown): value is string => typeof value === 'string' && /^[0-9a-f]{64}$/.test(value);
+
+/** svc's record in state.json when it holds what svc writes (counts, sha256s' hex), else null. */
 function readEgressState(value: unknown): EgressState | null {
   const record = objOrNull(value);
   const connections = countOrNull(record?.connections);
   const denied = countOrNull(record?.denied);
-  const hash = typeof record?.sha256 === 'string' && /^[0-9a-f]{64}$/.test(record.sha256) ? record.sha256 : null;
-  if (connections === null || denied === null || denied > connections || hash === null) return null;
-  return { connections, denied, sha256: hash };
+  const previous = record?.previous ?? null;
+  if (connections === null || denied === null || denied > connections || !isSha256(record?.sha256)) return null;
+  if (previous !== null && !isSha256(previous)) return null;
+  return { connections, denied, sha256: record.sha256, previous };
 }
 
 /**
@@ -178,26 +181,32 @@ function earlierEgress(ctx: RunContext, log: (text: string) => void) {
   const record = readEgressState(given);
   const read = readEarlierLog(ctx.dir);
   if (record === null) {
-    const none = { bytes: Buffer.alloc(0), records: [], connections: 0, denied: 0, gaps: [] };
+    const none = { bytes: Buffer.alloc(0), sha256: null, records: [], connections: 0, denied: 0, gaps: [] };
     // A run made before svc kept the record, with nothing the earlier sessions left, has nothing to go on from.
     if (given === null && (typeof read === 'string' || read.length === 0)) return none;
     const why = given === null ? 'svc has no record of the egress.jsonl they left' : 'state.json\'s egress record ' +
       'is not one svc writes';
     return { ...none, gaps: [leftOut(log, why, 'the receipt\'s totals count only this session\'s')] };
   }
-  const problem = typeof read === 'string' ? read : sha256(read) === record.sha256 ? null : 'changed since';
+  const hash = typeof read === 'string' ? null : sha256(read);
+  const before = hash !== null && hash === record.previous;
+  const problem = typeof read === 'string' ? read : hash === record.sha256 || before ? null : 'changed since';
   const bytes = typeof read === 'string' || problem !== null ? Buffer.alloc(0) : read;
-  const gaps = problem === null ? []
-    : [leftOut(log, `egress.jsonl is not as svc left it (${problem})`, 'the receipt\'s totals are svc\'s own record')];
+  const totals = 'the receipt\'s totals are svc\'s own record';
+  const gaps = problem !== null ? [leftOut(log, `egress.jsonl is not as svc left it (${problem})`, totals)]
+    // The file from before the last session's close: svc stopped between writing its record and the file.
+    : before ? [leftOut(log, 'svc stopped before writing the last session\'s lines', totals, 'that session')] : [];
   const lines = bytes.toString('utf8').split('\n').filter((line) => line !== '');
-  return { bytes, records: lines.map((line) => readEgressRecord(tryParseJson(line))),
+  return { bytes, sha256: problem === null ? hash : null,
+    records: lines.map((line) => readEgressRecord(tryParseJson(line))),
     connections: record.connections, denied: record.denied, gaps };
 }
 
-/** Logs why the earlier sessions' records are left out, and gives the receipt's gap. */
-function leftOut(log: (text: string) => void, why: string, totals: string): string {
-  log(`${why}: the records of the run's earlier sessions are left out of egress.jsonl and of the receipt's hosts ` +
-    `and denials; ${totals}`);
+/** Logs why the records of `whose` are left out, and gives the receipt's gap. */
+function leftOut(
+  log: (text: string) => void, why: string, totals: string, whose = 'the run\'s earlier sessions',
+): string {
+  log(`${why}: the records of ${whose} are left out of egress.jsonl and of the receipt's hosts and denials; ${totals}`);
   return `the earlier sessions' egress records were left out: ${why}`;
 }
 
@@ -243,7 +252,9 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
       meter.count(record);
       if (records.length < RECORDS_KEPT) records.push(record);
       if (total <= EVENTS_KEPT) ctx.event('egress', { ...record });
-      if (total === EVENTS_KEPT + 1 && earlier.connections < EVENTS_KEPT) log(`more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`);
+      if (total === EVENTS_KEPT + 1 && earlier.connections < EVENTS_KEPT) {
+        log(`more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`);
+      }
     },
   }).catch((err: unknown) => {
     rmSync(folder, { recursive: true, force: true });
@@ -266,12 +277,15 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
     // Closed once: by the finish, so egress.jsonl is on disk before the run's status is final, else by the worker.
     close: (): Promise<void> => closing ??= (async () => {
       await gate.close();
-      if (records.length >= RECORDS_KEPT && total > records.length) log(`egress.jsonl keeps the first ${RECORDS_KEPT} of ${total} connections`);
-      // The earlier sessions' lines as they were, then this session's; svc's record vouches for the whole file.
+      if (records.length >= RECORDS_KEPT && total > records.length) {
+        log(`egress.jsonl keeps the first ${RECORDS_KEPT} of ${total} connections`);
+      }
+      // The earlier sessions' lines as they were, then this session's; svc's record vouches for the whole file. The
+      // record first, naming the file before too: a worker stopped between the two leaves a file svc still knows.
       const lines = records.slice(carried).map((r) => `${JSON.stringify(r)}\n`).join('');
       const file = Buffer.concat([earlier.bytes, Buffer.from(lines)]);
+      ctx.update({ egress: { connections: total, denied, sha256: sha256(file), previous: earlier.sha256 } });
       ctx.saveArtifact('egress.jsonl', file);
-      ctx.update({ egress: { connections: total, denied, sha256: sha256(file) } });
       // Its socket's folder: a leftover costs nothing, so it never stops the receipt written after the close.
       try {
         rmSync(folder, { recursive: true, force: true });

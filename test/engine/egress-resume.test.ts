@@ -65,10 +65,12 @@ describe('the egress record of a resumed or verified run', { skip: !bwrapWorks &
   const egressLines = (dir: string): string[] =>
     readFileSync(join(dir, 'artifacts', 'egress.jsonl'), 'utf8').split('\n').filter((line) => line !== '');
   const refused = (n: Network) => n.denials.map((d) => `${d.host} ${d.count}`).sort();
-  const receipt = (dir: string) => readJson(join(dir, 'artifacts', 'receipt.json')) as { verdict: string; gaps: string[] };
+  const receipt = (dir: string): { verdict: string; gaps: string[] } =>
+    readJson(join(dir, 'artifacts', 'receipt.json'));
   const events = (dir: string) => readFileSync(join(dir, 'events.jsonl'), 'utf8').split('\n').filter((line) => line)
     .map((line) => JSON.parse(line) as { kind: string; data: { text?: string } });
-  const notes = (dir: string, text: string) => events(dir).filter((e) => e.kind === 'log' && e.data.text?.includes(text));
+  const notes = (dir: string, text: string) =>
+    events(dir).filter((e) => e.kind === 'log' && e.data.text?.includes(text));
   /** A first session that made its connections and failed: its run folder. */
   const failedRun = async (): Promise<string> => {
     const first = await svc(['--brief', 'x', '--worktree', '--provider', 'p']);
@@ -182,6 +184,25 @@ describe('the egress record of a resumed or verified run', { skip: !bwrapWorks &
     assert.equal(events(dir).filter((e) => e.kind === 'egress').length, 2, 'the first session\'s only');
     assert.equal(notes(dir, 'this session\'s are not sent as events').length, 1);
     assert.deepEqual(gapOf(dir), []);
+  });
+
+  it('keeps the file from before a close svc was stopped in, with a gap for that session\'s lines', async () => {
+    const dir = await failedRun();
+    // As a worker stopped between its two writes leaves it: svc's record names the file it was about to write (its
+    // connections counted), the file is still the one before.
+    editState(dir, (state) => {
+      state.egress = { ...state.egress, connections: state.egress.connections + 3, sha256: 'f'.repeat(64),
+        previous: state.egress.sha256 };
+    });
+    const resumed = await resume(dir);
+    assert.deepEqual([resumed.connections, resumed.denied], [7, 3]);
+    assert.deepEqual(refused(resumed), ['not-allowed.example 1', 'second.example 1', 'third.example 1']);
+    assert.equal(egressLines(dir).length, 4);
+    assert.deepEqual(gapOf(dir),
+      ['the earlier sessions\' egress records were left out: svc stopped before writing the last session\'s lines']);
+    // svc writes its record first, naming the file before this close's.
+    const record = (readJson(join(dir, 'state.json')) as { egress: { previous: string } }).egress;
+    assert.match(record.previous, /^[0-9a-f]{64}$/);
   });
 
   it('meters a resumed run from nothing when state.json\'s metered cost is not one svc writes', async () => {
