@@ -172,9 +172,10 @@ function readEgressState(value: unknown): EgressState | null {
 /**
  * What the run's earlier sessions' gates saw, so a resume's or a verify's gate goes on from it: the totals from svc's
  * own record in state.json (a sandboxed agent never sees the run folder), and the records of egress.jsonl only while
- * it is the file whose sha256 svc recorded. The check finds an egress.jsonl edited alone, not one whose record in
- * state.json was rewritten with it. Records left out (the file not as svc left it, or svc's record missing while a
- * file is there) are a gap in the receipt, and the log says so.
+ * it is the file whose sha256 svc recorded, or the one before it (svc stopped between writing its record and the
+ * file). The check finds an egress.jsonl edited alone, not one whose record in state.json was rewritten with it.
+ * Records left out (the file not as svc left it, svc's record missing or unreadable while a file is there, the lines
+ * of a session svc stopped before writing) are a gap in the receipt, and the log says so.
  */
 function earlierEgress(ctx: RunContext, log: (text: string) => void) {
   const given = ctx.state.egress ?? null;
