@@ -1,6 +1,6 @@
 // The Run JSON of DESIGN §3 — the one shape a run has on the wire — with its status and verdict vocabularies.
 // Imports only the typed readers, so the client (which must stay free of node:sqlite) shares it too.
-import { obj, oneOf } from './untrusted.ts';
+import { countOrNull, figure, obj, oneOf } from './untrusted.ts';
 
 /** DESIGN §3: both path segments of a run's address `<source>/<run>`. */
 export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -61,6 +61,19 @@ export interface MeteredCost extends CostFigures {
   unknown: number;
   /** Only when some were: calls counted at bounds their request could not set for certain (the count may be low). */
   doubtful?: number;
+}
+
+/** Metered totals from JSON another process wrote (the shared gate's answer, a state.json): a field that is no
+ * count is 0, a cost that is no figure null; null for none. */
+export function readMetered(value: unknown): MeteredCost | null {
+  if (value === null || value === undefined) return null;
+  const o = obj(value);
+  const count = (field: unknown): number => countOrNull(field) ?? 0;
+  return {
+    cost_usd: figure(o.cost_usd), tokens_in: count(o.tokens_in), tokens_out: count(o.tokens_out),
+    calls: count(o.calls), unpriced: count(o.unpriced), unknown: count(o.unknown),
+    ...(count(o.doubtful) > 0 ? { doubtful: count(o.doubtful) } : {}),
+  };
 }
 
 /** Every Run JSON key, in the order DESIGN §3 lists them (and every serializer writes them). */

@@ -42,6 +42,16 @@ export function num(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0;
 }
 
+/** The value when it is a count: a whole number from 0 that a double holds exactly; else null. */
+export function countOrNull(value: unknown): number | null {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : null;
+}
+
+/** A cost or token figure from untrusted output: a finite number, not negative; else null (unknown). */
+export function figure(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
+}
+
 /** Text for a message: strings and finite numbers as themselves, every other value by its type only. */
 export function describe(value: unknown): string {
   if (typeof value === 'string') return value;

@@ -2,6 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
 import { startGate } from '../gate/gate.ts';
@@ -18,12 +19,12 @@ import {
 } from '../gate/budgets.ts';
 import { addMetered } from '../gate/run-records.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { withCost } from './run-state.ts';
-import type { MeteredCost } from '../run-json.ts';
+import { withCost, type RunState } from './run-state.ts';
+import { readMetered, type MeteredCost } from '../run-json.ts';
 import { traceRoot } from '../trace.ts';
 import { formatDestination, refusedRange } from '../gate/address.ts';
 import { openPlainDirIn, openRunFolder, readPlainIn, skipReason, withDir } from './plain-tree.ts';
-import { tryParseJson } from '../untrusted.ts';
+import { countOrNull, objOrNull, tryParseJson } from '../untrusted.ts';
 
 /** Connections kept for egress.jsonl and the receipt's hosts (~6 MB at most), and those also sent as run events. */
 const RECORDS_KEPT = 20_000;
@@ -36,13 +37,18 @@ export type RunGate = Awaited<ReturnType<typeof openRunGate>>;
 
 /** Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): the run's cost, the day ledger, and the budget
  * rule `svc gate serve` applies too (budgetHeld, holdCall), on the run's budgets as its answers raised them. */
-function runMeter(ctx: RunContext) {
+function runMeter(ctx: RunContext, log: (text: string) => void) {
   const prices = loadPriceTable(setting(ctx.env, 'SVC_PRICES_FILE'));
   const ledger = new DayLedger(join(svcHomeOf(ctx.env), 'metered'));
   const caps = { repoDay: settingUsd(ctx.env, 'SVC_BUDGET_REPO_DAY_USD'),
     serverDay: settingUsd(ctx.env, 'SVC_BUDGET_SERVER_DAY_USD') };
-  // A resumed run opens a new gate: its metered totals go on from what state.json has.
-  let totals: MeteredCost | null = ctx.state.metered ?? null;
+  // A resumed run opens a new gate: its metered totals go on from what state.json has, when svc wrote it.
+  const given = ctx.state.metered ?? null;
+  let totals: MeteredCost | null = readMetered(given);
+  if (!isDeepStrictEqual(totals, given)) {
+    log('state.json\'s metered cost is not one svc writes: the gate meters the run from nothing');
+    totals = null;
+  }
   // What the rule knows of the run; its usd is what the run spent (runSpent: the larger of metered and reported).
   const run: RunCount = { usd: 0, uncounted: null, doubt: null, inFlight: 0 };
   const raised = (cap: number | null, answer: number | undefined): number | null =>
@@ -148,34 +154,71 @@ function readEarlierLog(dir: string): Buffer | string {
   });
 }
 
+type EgressState = NonNullable<RunState['egress']>;
+
+const isSha256 = (value: unknown): value is string => typeof value === 'string' && /^[0-9a-f]{64}$/.test(value);
+
+/** svc's record in state.json when it holds what svc writes (counts, sha256s' hex), else null. */
+function readEgressState(value: unknown): EgressState | null {
+  const record = objOrNull(value);
+  const connections = countOrNull(record?.connections);
+  const denied = countOrNull(record?.denied);
+  const previous = record?.previous ?? null;
+  if (connections === null || denied === null || denied > connections || !isSha256(record?.sha256)) return null;
+  if (previous !== null && !isSha256(previous)) return null;
+  return { connections, denied, sha256: record.sha256, previous };
+}
+
 /**
  * What the run's earlier sessions' gates saw, so a resume's or a verify's gate goes on from it: the totals from svc's
  * own record in state.json (a sandboxed agent never sees the run folder), and the records of egress.jsonl only while
- * it is the file whose sha256 svc recorded. Another one (edited, replaced, removed) is left out, and the log says so.
+ * it is the file whose sha256 svc recorded, or the one before it (svc stopped between writing its record and the
+ * file). The check finds an egress.jsonl edited alone, not one whose record in state.json was rewritten with it.
+ * Records left out (the file not as svc left it, svc's record missing or unreadable while a file is there, the lines
+ * of a session svc stopped before writing) are a gap in the receipt, and the log says so.
  */
 function earlierEgress(ctx: RunContext, log: (text: string) => void) {
-  const record = ctx.state.egress;
-  if (!record) return { bytes: Buffer.alloc(0), records: [], connections: 0, denied: 0 };
+  const given = ctx.state.egress ?? null;
+  const record = readEgressState(given);
   const read = readEarlierLog(ctx.dir);
-  const problem = typeof read === 'string' ? read : sha256(read) === record.sha256 ? null : 'changed since';
-  const bytes = typeof read === 'string' || problem !== null ? Buffer.alloc(0) : read;
-  if (problem !== null) {
-    log(`egress.jsonl is not as svc left it (${problem}): the records of the run's earlier sessions are left out of ` +
-      `it and of the receipt's hosts and denials; the receipt's totals are svc's own record`);
+  if (record === null) {
+    const none = { bytes: Buffer.alloc(0), sha256: null, records: [], connections: 0, denied: 0, gaps: [] };
+    // A run made before svc kept the record, with nothing the earlier sessions left, has nothing to go on from.
+    if (given === null && (typeof read === 'string' || read.length === 0)) return none;
+    const why = given === null ? 'svc has no record of the egress.jsonl they left' : 'state.json\'s egress record ' +
+      'is not one svc writes';
+    return { ...none, gaps: [leftOut(log, why, 'the receipt\'s totals count only this session\'s')] };
   }
+  const hash = typeof read === 'string' ? null : sha256(read);
+  const before = hash !== null && hash === record.previous;
+  const problem = typeof read === 'string' ? read : hash === record.sha256 || before ? null : 'changed since';
+  const bytes = typeof read === 'string' || problem !== null ? Buffer.alloc(0) : read;
+  const totals = 'the receipt\'s totals are svc\'s own record';
+  const gaps = problem !== null ? [leftOut(log, `egress.jsonl is not as svc left it (${problem})`, totals)]
+    // The file from before the last session's close: svc stopped between writing its record and the file.
+    : before ? [leftOut(log, 'svc stopped before writing the last session\'s lines', totals, 'that session')] : [];
   const lines = bytes.toString('utf8').split('\n').filter((line) => line !== '');
-  return { bytes, records: lines.map((line) => readEgressRecord(tryParseJson(line))),
-    connections: record.connections, denied: record.denied };
+  return { bytes, sha256: problem === null ? hash : null,
+    records: lines.map((line) => readEgressRecord(tryParseJson(line))),
+    connections: record.connections, denied: record.denied, gaps };
+}
+
+/** Logs why the records of `whose` are left out, and gives the receipt's gap. */
+function leftOut(
+  log: (text: string) => void, why: string, totals: string, whose = 'the run\'s earlier sessions',
+): string {
+  log(`${why}: the records of ${whose} are left out of egress.jsonl and of the receipt's hosts and denials; ${totals}`);
+  return `the earlier sessions' egress records were left out: ${why}`;
 }
 
 /** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes).
  * `operatorAllow`: the operator's network.allow (operator.json), kept in the run's plan. */
 export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow: readonly string[]) {
   const routes = modelRoutesFromEnv(ctx.env);
-  // First: a bad price file fails the run before anything is made.
-  const meter = runMeter(ctx);
-  const allowed = gatePolicy(policy.network, operatorAllow, routes);
   const log = (text: string): void => ctx.event('log', { stream: 'svc', text });
+  // First: a bad price file fails the run before anything is made.
+  const meter = runMeter(ctx, log);
+  const allowed = gatePolicy(policy.network, operatorAllow, routes);
   for (const entry of allowed.dropped) {
     log(`Refused .svc/policy.json network.allow ${entry}: a repository cannot open an address the gate ` +
       `refuses (only the operator can, with network.allow in ${OPERATOR_FILES}); the run goes on without it`);
@@ -190,6 +233,10 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
   const carried = records.length;
   let total = earlier.connections;
   let denied = earlier.denied;
+  if (total >= EVENTS_KEPT) {
+    log(`the run's earlier sessions made ${total} connections: this session's are not sent as events (the first ` +
+      `${EVENTS_KEPT} of a run are), only written to egress.jsonl`);
+  }
   const folder = mkdtempSync('/tmp/svc-gate-');
   const socket = join(folder, 'gate.sock');
   let closing: Promise<void> | undefined;
@@ -206,7 +253,9 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
       meter.count(record);
       if (records.length < RECORDS_KEPT) records.push(record);
       if (total <= EVENTS_KEPT) ctx.event('egress', { ...record });
-      if (total === EVENTS_KEPT + 1) log(`more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`);
+      if (total === EVENTS_KEPT + 1 && earlier.connections < EVENTS_KEPT) {
+        log(`more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`);
+      }
     },
   }).catch((err: unknown) => {
     rmSync(folder, { recursive: true, force: true });
@@ -219,7 +268,9 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
     env: agentEnv(routes, ctx.env),
     // What the gate allowed (the receipt's network section), not what the repository asked for.
     policy: allowed.network,
-    summary: (): EgressSummary => ({ ...summarizeEgress(records), connections: total, denied }),
+    // With the gaps where the earlier sessions' records were left out (the receipt's verdict says so).
+    summary: (): EgressSummary & { gaps: string[] } =>
+      ({ ...summarizeEgress(records), connections: total, denied, gaps: earlier.gaps }),
     // The budget the run's metered spending has reached (the gate refuses model calls meanwhile), or null.
     budgetReached: meter.reached,
     // After an answer raised the budget: the calls the gate could not count so far no longer hold the run.
@@ -227,12 +278,15 @@ export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow
     // Closed once: by the finish, so egress.jsonl is on disk before the run's status is final, else by the worker.
     close: (): Promise<void> => closing ??= (async () => {
       await gate.close();
-      if (total > records.length) log(`egress.jsonl keeps the first ${RECORDS_KEPT} of ${total} connections`);
-      // The earlier sessions' lines as they were, then this session's; svc's record vouches for the whole file.
+      if (records.length >= RECORDS_KEPT && total > records.length) {
+        log(`egress.jsonl keeps the first ${RECORDS_KEPT} of ${total} connections`);
+      }
+      // The earlier sessions' lines as they were, then this session's; svc's record vouches for the whole file. The
+      // record first, naming the file before too: a worker stopped between the two leaves a file svc still knows.
       const lines = records.slice(carried).map((r) => `${JSON.stringify(r)}\n`).join('');
       const file = Buffer.concat([earlier.bytes, Buffer.from(lines)]);
+      ctx.update({ egress: { connections: total, denied, sha256: sha256(file), previous: earlier.sha256 } });
       ctx.saveArtifact('egress.jsonl', file);
-      ctx.update({ egress: { connections: total, denied, sha256: sha256(file) } });
       // Its socket's folder: a leftover costs nothing, so it never stops the receipt written after the close.
       try {
         rmSync(folder, { recursive: true, force: true });

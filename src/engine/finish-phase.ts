@@ -140,7 +140,9 @@ async function writeReceipt(
   if (ctx.stopRequested()) return null;
   const { state } = ctx;
   const now = new Date().toISOString();
-  const { verdict, gaps } = decideVerdict({ checks, diffFiles: diff.files.length, runFailed });
+  // The network section's own gaps (earlier sessions' egress records left out) are the verdict's too.
+  const seen = sandbox.gate?.summary() ?? null;
+  const { verdict, gaps } = decideVerdict({ checks, diffFiles: diff.files.length, runFailed, gaps: seen?.gaps });
   const { source, run, group_id, repo, branch, base_sha, head_sha, provider, started_at } = state;
   return saveReceipt(ctx, {
     type: RECEIPT_TYPE, version: 1, source, run, group_id, repo, branch, base_sha, head_sha,
@@ -150,7 +152,7 @@ async function writeReceipt(
     diff: receiptDiff(diff),
     cost: receiptCost(state),
     verdict, gaps, started_at, ended_at: state.ended_at ?? now, issued_at: now,
-    network: sandbox.gate ? confinedNetwork(sandbox.gate.policy, sandbox.gate.summary()) : UNCONFINED,
+    network: sandbox.gate && seen ? confinedNetwork(sandbox.gate.policy, seen) : UNCONFINED,
     ...(state.provider_session?.resumed ? { resumed: state.provider_session.resumed } : {}),
     failure,
     ...(state.trace_id ? { trace_id: state.trace_id } : {}),

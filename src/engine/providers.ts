@@ -1,6 +1,6 @@
 // Provider adapters: each built-in CLI's invocation and what its output says of cost and session; command providers.
 import { UnavailableError } from '../errors.ts';
-import { obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
+import { figure, obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
 import { which } from '../spawn/svc-paths.ts';
 import type { EngineConfig } from './config.ts';
 import type { CostFigures } from '../run-json.ts';
@@ -22,11 +22,6 @@ export interface ResolvedProvider {
 }
 
 export type Usage = CostFigures;
-
-/** A cost or token figure from untrusted output: a finite number, not negative; else null (unknown). */
-export function figure(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
-}
 
 function json(line: string): Obj | null {
   const t = line.trim();

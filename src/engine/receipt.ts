@@ -37,21 +37,25 @@ export function requiredCheckError(check: CheckOutcome): string {
   return `Required check "${check.name}" failed (exit ${check.exit_code})`;
 }
 
-/** The verdict from the check results, the diff and whether the run itself failed; gaps say what was missing. */
+/** The verdict from the check results, the diff and whether the run itself failed; gaps say what was missing, `gaps`
+ * given what else was (the network not fully accounted for, checks the signer could not match): they make a verified
+ * run verified_with_gaps. */
 export function decideVerdict(
-  input: { checks: readonly CheckOutcome[]; diffFiles: number; runFailed: boolean },
+  input: { checks: readonly CheckOutcome[]; diffFiles: number; runFailed: boolean; gaps?: readonly string[] },
 ): { verdict: Verdict; gaps: string[] } {
+  const more = input.gaps ?? [];
   const requiredFailed = input.checks.filter((c) => c.required && c.exit_code !== 0);
   if (input.runFailed || requiredFailed.length > 0) {
     const gaps = requiredFailed.map((c) => `required check "${c.name}" failed`);
     if (input.runFailed) gaps.unshift('the run failed');
     if (input.diffFiles === 0) gaps.push('the diff is empty');
-    return { verdict: 'not_verified', gaps };
+    return { verdict: 'not_verified', gaps: [...gaps, ...more] };
   }
   const gaps: string[] = [];
   if (!input.checks.some((c) => c.required)) gaps.push('no required checks configured');
   for (const c of input.checks) if (!c.required && c.exit_code !== 0) gaps.push(`optional check "${c.name}" failed`);
   if (input.diffFiles === 0) gaps.push('the diff is empty');
+  gaps.push(...more);
   return { verdict: gaps.length === 0 ? 'verified' : 'verified_with_gaps', gaps };
 }
 

@@ -73,8 +73,10 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   /** The id of the span the run continues (SVC_TRACEPARENT at launch; src/trace.ts); null: a trace of its own. */
   trace_parent?: string | null;
   /** svc's own account of every connection its gates saw in the run's sessions so far, and the sha256 of the
-   * egress.jsonl they left: the next session's gate (a resume, a verify) goes on from it (src/engine/egress.ts). */
-  egress?: { connections: number; denied: number; sha256: string } | null;
+   * egress.jsonl they left: the next session's gate (a resume, a verify) goes on from it (src/engine/egress.ts).
+   * `previous`: the sha256 of the file before the last session wrote its lines (written first, so a worker stopped
+   * between the two writes leaves a file svc still knows). */
+  egress?: { connections: number; denied: number; sha256: string; previous?: string | null } | null;
 }
 
 /** What svc knows of the provider CLI's session (docs/engine.md "Resuming the CLI's session"); its words are the

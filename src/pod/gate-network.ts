@@ -1,11 +1,10 @@
 // A pod's receipt network section from the shared gate itself (docs/gate.md "svc gate serve"), asked for once the run
 // container has ended: the run container's files have no say in it.
 import { readEgressRecord, type EgressDenial, type EgressHost, type EgressRecord } from '../gate/evidence.ts';
-import { obj, str, tryParseJson } from '../untrusted.ts';
+import { countOrNull, figure, obj, str, tryParseJson } from '../untrusted.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
 import { confinedNetwork, UNCONFINED, type ReceiptNetwork } from '../engine/receipt.ts';
-import type { MeteredCost } from '../run-json.ts';
-import { figure } from '../engine/providers.ts';
+import { readMetered, type MeteredCost } from '../run-json.ts';
 const TIMEOUT_MS = 10_000;
 const MAX_BYTES = 16 * 1024 * 1024;
 
@@ -38,8 +37,7 @@ function getJson(url: string): Promise<{ status: number; body: unknown }> {
 
 const arr = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
 const strings = (value: unknown): string[] => arr(value).map(str).filter((s): s is string => s !== null);
-const count = (value: unknown): number =>
-  typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : 0;
+const count = (value: unknown): number => countOrNull(value) ?? 0;
 
 function readHost(value: unknown): EgressHost {
   const o = obj(value);
@@ -70,16 +68,6 @@ export interface PodGateNetwork {
   metered: MeteredCost | null;
   /** The run's max_usd the gate held it to; null when none. */
   maxUsd: number | null;
-}
-
-function readMetered(value: unknown): MeteredCost | null {
-  if (value === null || value === undefined) return null;
-  const o = obj(value);
-  return {
-    cost_usd: figure(o.cost_usd), tokens_in: count(o.tokens_in), tokens_out: count(o.tokens_out),
-    calls: count(o.calls), unpriced: count(o.unpriced), unknown: count(o.unknown),
-    ...(count(o.doubtful) > 0 ? { doubtful: count(o.doubtful) } : {}),
-  };
 }
 
 /** The network section for `run` (null: the pod has no gate); a gate that may have missed part of the run since

@@ -10,13 +10,12 @@ import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
-import { obj } from '../untrusted.ts';
+import { figure, obj } from '../untrusted.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
   requiredCheckError,
 } from '../engine/receipt.ts';
-import { figure } from '../engine/providers.ts';
 import { maybeOpenPr } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
 import type { Policy } from '../engine/policy.ts';
@@ -203,13 +202,9 @@ function signReceipt(
   const runFailed = evidence.error !== null;
   const reconciled = runFailed ? { checks: [], gaps: [] } : reconcileChecks(policy, evidence.checks);
   const checks = reconciled.checks;
-  const gaps = [...reconciled.gaps, ...(network?.gaps ?? [])];
-  const decided = decideVerdict({ checks, diffFiles: commits.diff.files.length, runFailed });
   // A required check missing or changed already failed the verdict (its exit code is null); anything else is a gap.
-  const verdict = {
-    verdict: gaps.length && decided.verdict === 'verified' ? 'verified_with_gaps' as const : decided.verdict,
-    gaps: [...decided.gaps, ...gaps],
-  };
+  const gaps = [...reconciled.gaps, ...(network?.gaps ?? [])];
+  const verdict = decideVerdict({ checks, diffFiles: commits.diff.files.length, runFailed, gaps });
   const receipt = saveReceipt(ctx,
     receiptBody(ctx, opts, seal, commits.diff, head, checks, verdict, network?.network ?? null));
   return { receipt, policy, checks, target };
