@@ -19,6 +19,11 @@ export const SIGNER_CONTAINER = 'signer';
  */
 export const SIGNER_OUTCOME_PATH = '/dev/termination-log';
 /**
+ * What starts the signer's outcome line in its log, as older signers printed it and older triggers read it: kept for
+ * this one release, so that Jobs running across an upgrade or a rollback keep their outcome (docs/deploy.md).
+ */
+export const SIGNER_OUTCOME_MARK = 'svc-signer-outcome ';
+/**
  * The most bytes of an outcome: Kubernetes keeps 4 KiB of a container's message, and of 12 KiB for the pod's
  * containers together an equal share each when they wrote more (this pod has at most four).
  */

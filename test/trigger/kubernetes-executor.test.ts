@@ -354,6 +354,30 @@ describe('kubernetes executor', () => {
     assert.ok(kube.requests.every((r) => !r.url.includes('container=signer')), 'the signer\'s log is never read');
   });
 
+  // A Job made by the trigger before the termination message ran an older signer: its outcome is its log's marked line.
+  it('takes the marked log line of a signer in a Job an older trigger made (no --outcome), across an upgrade', async () => {
+    kube.runPods = false;
+    try {
+      const name = kubeJobName(jobId());
+      const signer = { name: 'signer', args: ['pod', 'sign', '--run-id', 'rold', '--repo', '/workspace/repo', '--pr'] };
+      const summary = { source: 'k8s', run: 'rold', status: 'succeeded', verdict: 'verified', error: null,
+        pr_url: 'https://git.example.test/acme/api/pull/7', cost_usd: 0.5 };
+      const line = `svc-signer-outcome ${JSON.stringify(summary)}`;
+      kube.jobs.set(name, {
+        manifest: { spec: { template: { spec: { containers: [signer] } } } }, labels: { [LABEL_RUN]: 'rold' },
+        annotations: {}, status: {}, logs: { signer: `signing\n${line}\n` }, exitCodes: { signer: 0 }, stderr: '',
+        pod: `${name}-x7k2q`,
+      });
+      kube.finish(name, true);
+      const outcome = await executor().follow({ source: 'k8s', run: 'rold' }, new AbortController().signal, { reattach: true, workdir: '/' });
+      assert.ok(outcome && outcome !== 'aborted');
+      assert.deepEqual([outcome.status, outcome.verdict, outcome.pr_url, outcome.error],
+        ['succeeded', 'verified', summary.pr_url, null]);
+    } finally {
+      kube.runPods = true;
+    }
+  });
+
   it('writes the outcome to the signer\'s own termination file, on no volume any container mounts', () => {
     const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim', SVC_K8S_KEYS_SECRET: 'keys', SVC_K8S_CONTROL_TOKEN_SECRET: 'cp' };
     const pod = (buildKubeJob({ id: 'j5t', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
