@@ -4,6 +4,7 @@
 // SVC_K8S_REPO_PVC's claim writable anywhere (pods share it).
 import { mintJobCredential, readGateSecret } from '../gate/job-credential.ts';
 import { childEnv, PROVIDER_KEY_NAMES } from '../spawn/env.ts';
+import { operatorPassedEnv } from '../engine/config.ts';
 import { isolatedArgs, jobMayFetchIssue, type ExecJob } from './executor.ts';
 import { MODEL_APIS } from '../gate/model-apis.ts';
 import { BadSettingError } from '../errors.ts';
@@ -151,6 +152,18 @@ function baseEnv(
   return env;
 }
 
+/**
+ * The names the operator passes to agents (operator.json "env"), as the local executor passes them to its jobs: the
+ * trigger's own values, written into the Job manifest, so never a secret's or an SVC_ name (passedValues) nor a
+ * provider key (those come from SVC_K8S_ENV_SECRET or the gate), nor one the pod sets itself (its home, the gate's).
+ */
+function operatorEnv(serverEnv: NodeJS.ProcessEnv, set: readonly EnvVar[]): EnvVar[] {
+  const own = ['PATH', 'HOME', 'TMPDIR', ...PROVIDER_KEY_NAMES];
+  return Object.entries(operatorPassedEnv(serverEnv))
+    .filter(([name]) => !own.includes(name) && !set.some((e) => e.name === name))
+    .map(([name, value]) => ({ name, value }));
+}
+
 /** Named keys of an operator's Secret, each the variable of its name; a key it lacks is no variable. */
 function secretVars(secret: string | undefined, keys: readonly string[]): SecretVar[] {
   if (!secret) return [];
@@ -259,12 +272,15 @@ export function buildPodSpec(
       ...token,
     ],
   });
+  const runEnv = [
+    ...baseEnv(serverEnv, s, job, POD_HOME, gate), { name: 'SVC_SIGN_LATER', value: '1' },
+    { name: 'SVC_SECRETS_HANDOFF', value: RUN_KEY_HANDOFF },
+  ];
   const run = container(RUN_CONTAINER, {
     args: podArgs(job.args, runId),
     workingDir: WORKSPACE,
     env: [
-      ...baseEnv(serverEnv, s, job, POD_HOME, gate), { name: 'SVC_SIGN_LATER', value: '1' },
-      { name: 'SVC_SECRETS_HANDOFF', value: RUN_KEY_HANDOFF },
+      ...runEnv, ...operatorEnv(serverEnv, runEnv),
       ...secretVars(s.envSecret, runSecretKeys(job, !!s.gateUrl)),
     ],
     ...(resources ? { resources } : {}),

@@ -233,6 +233,26 @@ describe('buildKubeJob', () => {
     assert.ok(!JSON.stringify(pod.initContainers).includes('github-token'));
   });
 
+  // As the local executor does for its jobs: the operator's passed names, from the trigger's values, never a secret's.
+  it('gives the run container the names the operator passes to agents (operator.json "env"), never a secret', () => {
+    const home = join(dir, 'operator-home');
+    mkdirSync(join(home, '.svc'), { recursive: true });
+    const passed = ['ANTHROPIC_MODEL', 'GIT_AUTHOR_NAME', 'CLAUDE_CODE_MAX_OUTPUT_TOKENS', 'ANTHROPIC_API_KEY', 'HOME'];
+    writeFileSync(join(home, '.svc', 'operator.json'), JSON.stringify({ env: passed }));
+    const e = { ...env, HOME: home, ANTHROPIC_MODEL: 'claude-test', GIT_AUTHOR_NAME: 'Svc Bot',
+      CLAUDE_CODE_MAX_OUTPUT_TOKENS: '4096', ANTHROPIC_API_KEY: 'sk-trigger-secret' };
+    const pod = (buildKubeJob({ id: 'j6', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
+    const run = runContainer(pod);
+    const value = (name: string) => run.env.filter((v: any) => v.name === name).map((v: any) => v.value);
+    assert.deepEqual([value('ANTHROPIC_MODEL'), value('GIT_AUTHOR_NAME'), value('CLAUDE_CODE_MAX_OUTPUT_TOKENS')],
+      [['claude-test'], ['Svc Bot'], ['4096']]);
+    assert.deepEqual(value('HOME'), ['/home/svc'], 'the pod\'s own home, once');
+    assert.ok(!JSON.stringify(pod).includes('sk-trigger-secret'), 'no secret of the trigger\'s');
+    for (const c of [...pod.initContainers, ...pod.containers].filter((c: any) => c.name !== 'run')) {
+      assert.ok(!c.env.some((v: any) => v.name === 'ANTHROPIC_MODEL'), c.name);
+    }
+  });
+
   it('copies SVC_K8S_REPO_PVC into each pod\'s own emptyDir workspace, never mounting the claim writable', () => {
     const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim' };
     const settings = kubernetesSettingsFromEnv(e);
