@@ -148,8 +148,13 @@ export function createKubernetesExecutor(opts: {
       if (ended.exitCode === 0 && Array.isArray(args) && !args.includes('--outcome')) {
         return markedOutcome(await containerLog(pod, SIGNER_CONTAINER)) ?? jobFailed('its signer printed no outcome');
       }
-      const message = obj(tryParseJson(str(ended.message) ?? ''));
-      if (ended.exitCode === 0) return outcomeFromState(message) ?? jobFailed('its signer left no outcome');
+      const text = str(ended.message) ?? '';
+      const message = obj(tryParseJson(text));
+      if (ended.exitCode === 0) {
+        // A message the kubelet cut (more containers than SIGNER_OUTCOME_MAX_BYTES allows for) does not parse.
+        return outcomeFromState(message) ??
+          jobFailed(text ? 'its signer\'s outcome was cut or unreadable' : 'its signer left no outcome');
+      }
       const error = str(message.error);
       const said = error ? oneLine(error).slice(0, 300) : 'no error recorded';
       return jobFailed(`its signer exited with ${ended.exitCode}: ${said}`);

@@ -398,6 +398,25 @@ describe('kubernetes executor', () => {
     }
   });
 
+  it('says a signer\'s outcome the kubelet cut (a pod with more containers) was cut, not that it left none', async () => {
+    kube.runPods = false;
+    try {
+      const name = kubeJobName(jobId());
+      const signer = { name: 'signer', args: ['pod', 'sign', '--run-id', 'rcut', '--outcome', '/dev/termination-log'] };
+      kube.jobs.set(name, {
+        manifest: { spec: { template: { spec: { containers: [signer] } } } }, labels: { [LABEL_RUN]: 'rcut' },
+        annotations: {}, status: {}, logs: {}, exitCodes: { signer: 0 }, messages: { signer: '{"source":"k8s","run":"rc' },
+        stderr: '', pod: `${name}-x7k2q`,
+      });
+      kube.finish(name, true);
+      const outcome = await executor().follow({ source: 'k8s', run: 'rcut' }, new AbortController().signal, { reattach: true, workdir: '/' });
+      assert.ok(outcome && outcome !== 'aborted');
+      assert.deepEqual([outcome.status, outcome.error], ['failed', 'Kubernetes Job failed: its signer\'s outcome was cut or unreadable']);
+    } finally {
+      kube.runPods = true;
+    }
+  });
+
   it('writes the outcome to the signer\'s own termination file, on no volume any container mounts', () => {
     const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim', SVC_K8S_KEYS_SECRET: 'keys', SVC_K8S_CONTROL_TOKEN_SECRET: 'cp' };
     const pod = (buildKubeJob({ id: 'j5t', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
@@ -410,16 +429,17 @@ describe('kubernetes executor', () => {
     }
   });
 
-  // Kubernetes keeps at most 4 KiB of a message, 3 KiB each of this pod's four containers: a cut one would not parse.
-  it('fits the outcome in 3072 bytes, cutting a long error, and refuses one that cannot fit', () => {
+  // The kubelet cuts each container's message to 12 KiB ÷ the pod's containers, sidecars included: a cut one would
+  // not parse. 1536 bytes are eight containers' share (this pod's four, six with a mesh's istio-init and istio-proxy).
+  it('fits the outcome in 1536 bytes, cutting a long error, and refuses one that cannot fit', () => {
     const base = { source: 'k8s', run: 'r1', status: 'failed', verdict: null, pr_url: null, cost_usd: 0.5 };
     const short = outcomeMessage({ ...base, error: 'Required check "test" failed (exit 1)' });
     assert.equal(JSON.parse(short).error, 'Required check "test" failed (exit 1)');
     const long = outcomeMessage({ ...base, error: `No receipt: ${'\u0001"é'.repeat(3000)}` });
-    assert.ok(Buffer.byteLength(long) <= 3072, `${Buffer.byteLength(long)} bytes`);
-    assert.ok(Buffer.byteLength(long) > 2900, 'cut no more than it must');
+    assert.ok(Buffer.byteLength(long) <= 1536, `${Buffer.byteLength(long)} bytes`);
+    assert.ok(Buffer.byteLength(long) > 1400, 'cut no more than it must');
     assert.match(JSON.parse(long).error, /^No receipt: \u0001"é.*…$/s);
-    assert.throws(() => outcomeMessage({ ...base, pr_url: `https://x.test/${'p'.repeat(4000)}`, error: 'x' }), /over the 3072/);
+    assert.throws(() => outcomeMessage({ ...base, pr_url: `https://x.test/${'p'.repeat(4000)}`, error: 'x' }), /over the 1536/);
   });
 
   it('fails the launch when the pod ends without a run line', async () => {
