@@ -97,7 +97,9 @@ export const SETTINGS = {
 
   ERRTRACK_AUTH_TOKEN: secret('engine', NONE, 'token for fetching an error-tracker issue URL; without it nothing is ' +
     'fetched (exit 2). Sent only to the tracker host, through `curl --config -` on stdin; never for a chat\'s or ' +
-    'another sender\'s run (only the CLI, the Control Plane, `/jobs` and the errtrack webhook fetch one)'),
+    'another sender\'s run: the CLI and the Control Plane fetch one, and a trigger job only when its input is the ' +
+    'issue\'s URL, not forced to a brief, and it came from `/jobs` or the errtrack webhook (`jobMayFetchIssue`, ' +
+    'src/trigger/executor.ts; so neither a `/jobs` `--brief` nor an errtrack alert\'s "Fix errtrack …" brief does)'),
   ERRTRACK_URL: text('engine', '`sentry.io` hosts', 'error-tracker API base; required for issue URLs on other ' +
     'hosts (the token goes only to sentry.io hosts or this host)'),
   TRACKERA_API_KEY: secret('engine', NONE, 'reads a `trackera:<id>` issue when no saved snapshot exists (not for a ' +

@@ -7,7 +7,7 @@ import { handedRunKey, isValidSegment } from '../engine/ids.ts';
 import { readSealedRunKey, storeRun, writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';
 import { safeJson } from '../safe-json.ts';
-import { SIGNER_OUTCOME_MAX_BYTES } from '../trigger/kubernetes-pod.ts';
+import { SIGNER_OUTCOME_MARK, SIGNER_OUTCOME_MAX_BYTES } from '../trigger/kubernetes-pod.ts';
 import { capUtf8 } from '../webhook-sources.ts';
 
 export const HELP = `Usage: svc pod seal --repo DIR --sealed DIR --handoff FILE [--run-id RUN]
@@ -90,7 +90,8 @@ export default async function pod(io: CliIo): Promise<number> {
     throw err;
   }
   if (file) writeFileSync(file, outcome);
-  // For people reading the pod's log; the trigger never reads it.
-  io.stdout(`${outcome}\n`);
+  // For people reading the pod's log, and for an older trigger (a rollback), which reads it from there; this trigger
+  // reads it from the log only for a Job an older trigger made (no --outcome).
+  io.stdout(`${SIGNER_OUTCOME_MARK}${outcome}\n`);
   return 0;
 }

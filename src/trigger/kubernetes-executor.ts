@@ -1,6 +1,7 @@
 // SVC_TRIGGER_EXECUTOR=kubernetes: each job becomes a batch/v1 Job running `svc start …` in its own pod
 // (kubernetes-pod.ts; docs/deploy.md). The outcome is the signer container's termination message only, and only from
-// a signer that exited 0: the run container's log is the agent's to write, and the signer's holds error texts.
+// a signer that exited 0: the run container's log is the agent's to write, and the signer's holds error texts (read
+// only for a Job an older trigger made, whose signer wrote no termination message).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { httpsRequest } from './https-post.ts';
@@ -8,7 +9,7 @@ import { readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
 import { num, obj, str, tryParseJson, type Obj } from '../untrusted.ts';
 import {
-  buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER,
+  buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, SIGNER_OUTCOME_MARK,
   type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
 import {
@@ -124,25 +125,36 @@ export function createKubernetesExecutor(opts: {
     return objects(obj(pods.body).items);
   }
 
-  /** The run container's log: its stdout and stderr together. */
-  async function runLog(pod: Obj): Promise<string> {
+  /** One container's log: its stdout and stderr together. */
+  async function containerLog(pod: Obj, container: string): Promise<string> {
     const podPath = `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(str(obj(pod.metadata).name) ?? '')}`;
-    const res = await api.request('GET', `${podPath}/log?container=${RUN_CONTAINER}&limitBytes=65536`);
+    const res = await api.request('GET', `${podPath}/log?container=${container}&limitBytes=65536`);
     return res.status === 200 ? `${res.text}\n` : '';
   }
 
   /**
    * The signer's outcome, its termination message (SIGNER_OUTCOME_PATH), from a signer that exited 0
    * (src/cli/pod.ts exits 0 right after writing it, whatever the run's status); one that exited otherwise fails the
-   * job with the error it wrote there. No signer ended: the Job's status. Its log is for people: never read here.
+   * job with the error it wrote there. No signer ended: the Job's status. Its log is for people, but for a Job an
+   * older trigger made (its signer has no `--outcome`), whose signer printed its outcome last in its log instead.
    */
   async function signerOutcome(name: string, state: JobState): Promise<RunOutcome> {
     for (const pod of await jobPods(name)) {
       const signer = objects(obj(pod.status).containerStatuses).find((c) => c.name === SIGNER_CONTAINER);
       const ended = obj(obj(signer?.state).terminated);
       if (typeof ended.exitCode !== 'number') continue;
-      const message = obj(tryParseJson(str(ended.message) ?? ''));
-      if (ended.exitCode === 0) return outcomeFromState(message) ?? jobFailed('its signer left no outcome');
+      // For one release (docs/deploy.md, "Upgrading"): a later one drops this with the line the signer prints.
+      const args = objects(obj(pod.spec).containers).find((c) => c.name === SIGNER_CONTAINER)?.args;
+      if (ended.exitCode === 0 && Array.isArray(args) && !args.includes('--outcome')) {
+        return markedOutcome(await containerLog(pod, SIGNER_CONTAINER)) ?? jobFailed('its signer printed no outcome');
+      }
+      const text = str(ended.message) ?? '';
+      const message = obj(tryParseJson(text));
+      if (ended.exitCode === 0) {
+        // A message the kubelet cut (more containers than SIGNER_OUTCOME_MAX_BYTES allows for) does not parse.
+        return outcomeFromState(message) ??
+          jobFailed(text ? 'its signer\'s outcome was cut or unreadable' : 'its signer left no outcome');
+      }
       const error = str(message.error);
       const said = error ? oneLine(error).slice(0, 300) : 'no error recorded';
       return jobFailed(`its signer exited with ${ended.exitCode}: ${said}`);
@@ -191,7 +203,7 @@ export function createKubernetesExecutor(opts: {
   /** Whether the run container announced the run the pod spec fixed (a line naming any other run is ignored). */
   async function announced(name: string, runId: string): Promise<RunRef | null> {
     let log = '';
-    for (const pod of await jobPods(name)) log += await runLog(pod);
+    for (const pod of await jobPods(name)) log += await containerLog(pod, RUN_CONTAINER);
     const lines = log.split('\n').filter((l) => l.includes(runId));
     const run = parseLaunchOutput(lines.join('\n'));
     return run && run.run === runId && run.source === settings.source ? run : null;
@@ -303,6 +315,12 @@ export function createKubernetesExecutor(opts: {
   }
 
   return { launch, follow };
+}
+
+/** The last line that starts with the mark: an older signer's own is its last output, after any a message forged. */
+function markedOutcome(log: string): RunOutcome | null {
+  const last = log.split('\n').filter((line) => line.startsWith(SIGNER_OUTCOME_MARK)).pop();
+  return last === undefined ? null : outcomeFromState(obj(tryParseJson(last.slice(SIGNER_OUTCOME_MARK.length))));
 }
 
 // The API client for the in-cluster service account: JSON requests with the mounted token. Global fetch cannot pin a

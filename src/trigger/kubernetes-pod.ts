@@ -4,6 +4,7 @@
 // SVC_K8S_REPO_PVC's claim writable anywhere (pods share it).
 import { mintJobCredential, readGateSecret } from '../gate/job-credential.ts';
 import { childEnv, PROVIDER_KEY_NAMES } from '../spawn/env.ts';
+import { operatorPassedEnv } from '../engine/config.ts';
 import { isolatedArgs, jobMayFetchIssue, type ExecJob } from './executor.ts';
 import { MODEL_APIS } from '../gate/model-apis.ts';
 import { BadSettingError } from '../errors.ts';
@@ -19,10 +20,16 @@ export const SIGNER_CONTAINER = 'signer';
  */
 export const SIGNER_OUTCOME_PATH = '/dev/termination-log';
 /**
- * The most bytes of an outcome: Kubernetes keeps 4 KiB of a container's message, and of 12 KiB for the pod's
- * containers together an equal share each when they wrote more (this pod has at most four).
+ * What starts the signer's outcome line in its log, as older signers printed it and older triggers read it: kept for
+ * this one release, so that Jobs running across an upgrade or a rollback keep their outcome (docs/deploy.md).
  */
-export const SIGNER_OUTCOME_MAX_BYTES = 3072;
+export const SIGNER_OUTCOME_MARK = 'svc-signer-outcome ';
+/**
+ * The most bytes of an outcome: the kubelet cuts each container's message to 12 KiB ÷ the pod's containers, init
+ * containers and injected sidecars included (this pod's four, with a mesh's two six): 1536 is eight's share. The
+ * trigger shows 300 characters of an error at most.
+ */
+export const SIGNER_OUTCOME_MAX_BYTES = 1536;
 const WORKSPACE = '/workspace/repo';
 const PVC_DIR = '/pvc';
 const TOKEN_DIR = '/var/run/svc/control-token';
@@ -146,6 +153,18 @@ function baseEnv(
   return env;
 }
 
+/**
+ * The names the operator passes to agents (operator.json "env"), as the local executor passes them to its jobs: the
+ * trigger's own values, written into the Job manifest, so never a secret's or an SVC_ name (passedValues) nor a
+ * provider key (those come from SVC_K8S_ENV_SECRET or the gate), nor one the pod sets itself (its home, the gate's).
+ */
+function operatorEnv(serverEnv: NodeJS.ProcessEnv, set: readonly EnvVar[]): EnvVar[] {
+  const own = ['PATH', 'HOME', 'TMPDIR', ...PROVIDER_KEY_NAMES];
+  return Object.entries(operatorPassedEnv(serverEnv))
+    .filter(([name]) => !own.includes(name) && !set.some((e) => e.name === name))
+    .map(([name, value]) => ({ name, value }));
+}
+
 /** Named keys of an operator's Secret, each the variable of its name; a key it lacks is no variable. */
 function secretVars(secret: string | undefined, keys: readonly string[]): SecretVar[] {
   if (!secret) return [];
@@ -254,12 +273,15 @@ export function buildPodSpec(
       ...token,
     ],
   });
+  const runEnv = [
+    ...baseEnv(serverEnv, s, job, POD_HOME, gate), { name: 'SVC_SIGN_LATER', value: '1' },
+    { name: 'SVC_SECRETS_HANDOFF', value: RUN_KEY_HANDOFF },
+  ];
   const run = container(RUN_CONTAINER, {
     args: podArgs(job.args, runId),
     workingDir: WORKSPACE,
     env: [
-      ...baseEnv(serverEnv, s, job, POD_HOME, gate), { name: 'SVC_SIGN_LATER', value: '1' },
-      { name: 'SVC_SECRETS_HANDOFF', value: RUN_KEY_HANDOFF },
+      ...runEnv, ...operatorEnv(serverEnv, runEnv),
       ...secretVars(s.envSecret, runSecretKeys(job, !!s.gateUrl)),
     ],
     ...(resources ? { resources } : {}),

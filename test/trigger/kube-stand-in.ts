@@ -208,7 +208,8 @@ export async function startKubeStandIn(workRoot: string, opts: StandInOptions = 
           const message = job?.messages?.[c.name];
           return exitCode === undefined ? [] : [{ name: c.name, state: { terminated: { exitCode, ...(message ? { message } : {}) } } }];
         });
-        return send(200, { items: job?.pod ? [{ metadata: { name: job.pod }, status: { containerStatuses: statuses } }] : [] });
+        const pod = { metadata: { name: job?.pod }, spec, status: { containerStatuses: statuses } };
+        return send(200, { items: job?.pod ? [pod] : [] });
       }
       if (p && p[2]) {
         const job = [...jobs.values()].find((j) => j.pod === p[2]);

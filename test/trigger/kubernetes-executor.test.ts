@@ -233,6 +233,26 @@ describe('buildKubeJob', () => {
     assert.ok(!JSON.stringify(pod.initContainers).includes('github-token'));
   });
 
+  // As the local executor does for its jobs: the operator's passed names, from the trigger's values, never a secret's.
+  it('gives the run container the names the operator passes to agents (operator.json "env"), never a secret', () => {
+    const home = join(dir, 'operator-home');
+    mkdirSync(join(home, '.svc'), { recursive: true });
+    const passed = ['ANTHROPIC_MODEL', 'GIT_AUTHOR_NAME', 'CLAUDE_CODE_MAX_OUTPUT_TOKENS', 'ANTHROPIC_API_KEY', 'HOME'];
+    writeFileSync(join(home, '.svc', 'operator.json'), JSON.stringify({ env: passed }));
+    const e = { ...env, HOME: home, ANTHROPIC_MODEL: 'claude-test', GIT_AUTHOR_NAME: 'Svc Bot',
+      CLAUDE_CODE_MAX_OUTPUT_TOKENS: '4096', ANTHROPIC_API_KEY: 'sk-trigger-secret' };
+    const pod = (buildKubeJob({ id: 'j6', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
+    const run = runContainer(pod);
+    const value = (name: string) => run.env.filter((v: any) => v.name === name).map((v: any) => v.value);
+    assert.deepEqual([value('ANTHROPIC_MODEL'), value('GIT_AUTHOR_NAME'), value('CLAUDE_CODE_MAX_OUTPUT_TOKENS')],
+      [['claude-test'], ['Svc Bot'], ['4096']]);
+    assert.deepEqual(value('HOME'), ['/home/svc'], 'the pod\'s own home, once');
+    assert.ok(!JSON.stringify(pod).includes('sk-trigger-secret'), 'no secret of the trigger\'s');
+    for (const c of [...pod.initContainers, ...pod.containers].filter((c: any) => c.name !== 'run')) {
+      assert.ok(!c.env.some((v: any) => v.name === 'ANTHROPIC_MODEL'), c.name);
+    }
+  });
+
   it('copies SVC_K8S_REPO_PVC into each pod\'s own emptyDir workspace, never mounting the claim writable', () => {
     const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim' };
     const settings = kubernetesSettingsFromEnv(e);
@@ -354,6 +374,49 @@ describe('kubernetes executor', () => {
     assert.ok(kube.requests.every((r) => !r.url.includes('container=signer')), 'the signer\'s log is never read');
   });
 
+  // A Job made by the trigger before the termination message ran an older signer: its outcome is its log's marked line.
+  it('takes the marked log line of a signer in a Job an older trigger made (no --outcome), across an upgrade', async () => {
+    kube.runPods = false;
+    try {
+      const name = kubeJobName(jobId());
+      const signer = { name: 'signer', args: ['pod', 'sign', '--run-id', 'rold', '--repo', '/workspace/repo', '--pr'] };
+      const summary = { source: 'k8s', run: 'rold', status: 'succeeded', verdict: 'verified', error: null,
+        pr_url: 'https://git.example.test/acme/api/pull/7', cost_usd: 0.5 };
+      const line = `svc-signer-outcome ${JSON.stringify(summary)}`;
+      kube.jobs.set(name, {
+        manifest: { spec: { template: { spec: { containers: [signer] } } } }, labels: { [LABEL_RUN]: 'rold' },
+        annotations: {}, status: {}, logs: { signer: `signing\n${line}\n` }, exitCodes: { signer: 0 }, stderr: '',
+        pod: `${name}-x7k2q`,
+      });
+      kube.finish(name, true);
+      const outcome = await executor().follow({ source: 'k8s', run: 'rold' }, new AbortController().signal, { reattach: true, workdir: '/' });
+      assert.ok(outcome && outcome !== 'aborted');
+      assert.deepEqual([outcome.status, outcome.verdict, outcome.pr_url, outcome.error],
+        ['succeeded', 'verified', summary.pr_url, null]);
+    } finally {
+      kube.runPods = true;
+    }
+  });
+
+  it('says a signer\'s outcome the kubelet cut (a pod with more containers) was cut, not that it left none', async () => {
+    kube.runPods = false;
+    try {
+      const name = kubeJobName(jobId());
+      const signer = { name: 'signer', args: ['pod', 'sign', '--run-id', 'rcut', '--outcome', '/dev/termination-log'] };
+      kube.jobs.set(name, {
+        manifest: { spec: { template: { spec: { containers: [signer] } } } }, labels: { [LABEL_RUN]: 'rcut' },
+        annotations: {}, status: {}, logs: {}, exitCodes: { signer: 0 }, messages: { signer: '{"source":"k8s","run":"rc' },
+        stderr: '', pod: `${name}-x7k2q`,
+      });
+      kube.finish(name, true);
+      const outcome = await executor().follow({ source: 'k8s', run: 'rcut' }, new AbortController().signal, { reattach: true, workdir: '/' });
+      assert.ok(outcome && outcome !== 'aborted');
+      assert.deepEqual([outcome.status, outcome.error], ['failed', 'Kubernetes Job failed: its signer\'s outcome was cut or unreadable']);
+    } finally {
+      kube.runPods = true;
+    }
+  });
+
   it('writes the outcome to the signer\'s own termination file, on no volume any container mounts', () => {
     const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim', SVC_K8S_KEYS_SECRET: 'keys', SVC_K8S_CONTROL_TOKEN_SECRET: 'cp' };
     const pod = (buildKubeJob({ id: 'j5t', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
@@ -366,16 +429,17 @@ describe('kubernetes executor', () => {
     }
   });
 
-  // Kubernetes keeps at most 4 KiB of a message, 3 KiB each of this pod's four containers: a cut one would not parse.
-  it('fits the outcome in 3072 bytes, cutting a long error, and refuses one that cannot fit', () => {
+  // The kubelet cuts each container's message to 12 KiB ÷ the pod's containers, sidecars included: a cut one would
+  // not parse. 1536 bytes are eight containers' share (this pod's four, six with a mesh's istio-init and istio-proxy).
+  it('fits the outcome in 1536 bytes, cutting a long error, and refuses one that cannot fit', () => {
     const base = { source: 'k8s', run: 'r1', status: 'failed', verdict: null, pr_url: null, cost_usd: 0.5 };
     const short = outcomeMessage({ ...base, error: 'Required check "test" failed (exit 1)' });
     assert.equal(JSON.parse(short).error, 'Required check "test" failed (exit 1)');
     const long = outcomeMessage({ ...base, error: `No receipt: ${'\u0001"é'.repeat(3000)}` });
-    assert.ok(Buffer.byteLength(long) <= 3072, `${Buffer.byteLength(long)} bytes`);
-    assert.ok(Buffer.byteLength(long) > 2900, 'cut no more than it must');
+    assert.ok(Buffer.byteLength(long) <= 1536, `${Buffer.byteLength(long)} bytes`);
+    assert.ok(Buffer.byteLength(long) > 1400, 'cut no more than it must');
     assert.match(JSON.parse(long).error, /^No receipt: \u0001"é.*…$/s);
-    assert.throws(() => outcomeMessage({ ...base, pr_url: `https://x.test/${'p'.repeat(4000)}`, error: 'x' }), /over the 3072/);
+    assert.throws(() => outcomeMessage({ ...base, pr_url: `https://x.test/${'p'.repeat(4000)}`, error: 'x' }), /over the 1536/);
   });
 
   it('fails the launch when the pod ends without a run line', async () => {
