@@ -14,6 +14,7 @@ import { stopLocalRun } from '../../src/engine/run-context.ts';
 import { identityOf } from '../../src/engine/proc-group.ts';
 import { readState, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { runFailure } from '../../src/run-json.ts';
+import { ConflictError } from '../../src/errors.ts';
 import { GIT_ENV, makeRepo, type TestRepo } from './fixtures.ts';
 
 const CLI_TS = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
@@ -90,6 +91,40 @@ describe('resuming a run', () => {
       { from: 'stopped', to: 'queued', resumed: true }, { from: 'queued', to: 'stopped', resumed: true },
     ]);
     assert.ok(existsSync(join(t.repo, '.svc', 'ship-pending', state.run)), 'marked for the next svc command to ship');
+  });
+
+  it('puts a run back when its worker\'s spawn fails later, with no pid (its program missing)', async () => {
+    const { dir, state } = await stoppedRun();
+    // The usual failure (ENOENT, EACCES, EAGAIN) is no throw: a child with no pid, and an 'error' event after.
+    const execPath = process.execPath;
+    process.execPath = join(t.home, 'no-such-node');
+    let worker: ReturnType<typeof spawnWorker>;
+    try {
+      worker = spawnWorker(readState(dir), 'resume', env, false);
+    } finally {
+      process.execPath = execPath;
+    }
+    const [err] = await once(worker, 'error') as [NodeJS.ErrnoException];
+    assert.equal(err.code, 'ENOENT');
+    assert.equal(worker.pid, undefined);
+    const after = readState(dir);
+    assert.deepEqual({ ...after, updated_at: state.updated_at }, state);
+    assert.deepEqual(statusEvents(dir).slice(1), [
+      { from: 'stopped', to: 'queued', resumed: true }, { from: 'queued', to: 'stopped', resumed: true },
+    ]);
+    assert.ok(existsSync(join(t.repo, '.svc', 'ship-pending', state.run)), 'marked for the next svc command to ship');
+  });
+
+  it('refuses a second resume that read the run before the first queued it, the first\'s worker kept', async () => {
+    const { dir } = await stoppedRun();
+    const stale = readState(dir);
+    const first = spawnWorker(stale, 'resume', env, false);
+    const exited = once(first, 'exit');
+    assert.throws(() => spawnWorker(stale, 'resume', env, false), (err: Error) => err instanceof ConflictError &&
+      /^Run \S+ is (queued|running); only stopped or failed runs can be resumed$/.test(err.message));
+    assert.equal(readState(dir).pid, first.pid);
+    await exited;
+    assert.equal(readState(dir).status, 'succeeded');
   });
 
   it('runs nothing in a worker that finds its run not queued (failed by a stop, or stopped)', async () => {
