@@ -6,6 +6,8 @@ import { describe, it, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +18,12 @@ import { readState, writeState, type RunState } from '../../src/engine/run-state
 import { runFailure } from '../../src/run-json.ts';
 import { ConflictError } from '../../src/errors.ts';
 import { GIT_ENV, makeRepo, type TestRepo } from './fixtures.ts';
+
+interface OtlpBody {
+  resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<{
+    name: string; status: { code: number }; attributes: Array<{ key: string; value: unknown }>;
+  }> }> }>;
+}
 
 const CLI_TS = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 
@@ -137,6 +145,32 @@ describe('resuming a run', () => {
       assert.equal(code, 1);
       assert.deepEqual([readState(dir).status, readState(dir).failure], [status, failure]);
       assert.equal(agentRan(), false, `the agent ran in a run found ${status}`);
+    }
+  });
+
+  it('ends a svc.run span (error, its svc.status) in a worker that finds its run stopped', async () => {
+    const bodies: string[] = [];
+    const collector = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+      req.on('end', () => { bodies.push(body); res.end('{}'); });
+    });
+    collector.listen(0, '127.0.0.1');
+    await once(collector, 'listening');
+    try {
+      const { state } = await stoppedRun();
+      const { port } = collector.address() as AddressInfo;
+      const worker = spawn(process.execPath, [CLI_TS, 'worker', 'resume', '--run-id', state.run, '--repo', t.repo],
+        { stdio: 'ignore', env: { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` } });
+      await once(worker, 'exit');
+      const spans = bodies.flatMap((body) => (JSON.parse(body) as OtlpBody).resourceSpans
+        .flatMap((r) => r.scopeSpans.flatMap((scope) => scope.spans)));
+      const run = spans.find((span) => span.name === 'svc.run');
+      assert.ok(run, 'no svc.run span');
+      assert.equal(run.status.code, 2);
+      assert.deepEqual(run.attributes.find((a) => a.key === 'svc.status')?.value, { stringValue: 'stopped' });
+    } finally {
+      collector.close();
     }
   });
 
