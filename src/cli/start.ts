@@ -100,7 +100,12 @@ async function launch(
     child.on('error', resolve);
     child.once('spawn', () => resolve(null));
   });
-  if (spawnFailure) throw new FailedError(`Could not start the run's worker: ${spawnFailure.message}`);
+  if (spawnFailure) {
+    // A resume's run is back to what it was (launch.ts putBack) with no worker to ship it: the Control Plane learns
+    // that now, not the failure of this command.
+    if (mode === 'resume') await sendPendingRuns(io, state.repo_path, 1_500);
+    throw new FailedError(`Could not start the run's worker: ${spawnFailure.message}`);
+  }
   // The run's address first, so a caller (a Kubernetes pod log) knows it at once.
   io.stdout(safeJson({ source: state.source, run: state.run }) + '\n');
   if (detach) {

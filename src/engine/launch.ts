@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { startChild, workerArgv } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
-import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
+import { BadInputError, ConflictError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
 import { buildTask, classifyInput, isWebhookOrigin, type Task } from './spec.ts';
 import { planForRetry, planRun, refuseUncommitted, writePlan, type RunPlan } from './run-plan.ts';
@@ -239,6 +239,11 @@ export function spawnWorker(
  */
 function requeue(dir: string): RunState {
   const earlier = readState(dir);
+  // Read again here: a second resume that checked before the first queued the run would take that `queued` for the
+  // earlier state and clear the first's worker.
+  if (earlier.status !== 'stopped' && earlier.status !== 'failed') {
+    throw new ConflictError(`Run ${earlier.run} is ${earlier.status}; only stopped or failed runs can be resumed`);
+  }
   const now = new Date().toISOString();
   writeState(dir, {
     ...earlier, status: 'queued', ended_at: null, error: null, failure: null, updated_at: now,

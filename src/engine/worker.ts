@@ -113,12 +113,6 @@ export async function executeRun(
   // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is gone.
   const onSignal = (signal: NodeJS.Signals) => ctx.requestStop(`a ${signal} to the run's worker`);
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, onSignal);
-  // Its launcher made the run queued (a resume too, launch.ts): anything else now, something came first, and this
-  // worker runs nothing, nor touches a child its state names.
-  if (mode !== 'verify' && ctx.state.status !== 'queued') return notStarted(ctx);
-  endChildOnExit(ctx);
-  const childOwner = isChildOf(ctx.state.run);
-  let plan: RunPlan | null = null;
   const tracer = new Tracer(traceSettings(env, 'svc-run'));
   // A child of the launcher's SVC_TRACEPARENT (as recorded), else its trace's root.
   const { trace_id, trace_parent, source, run, repo, provider, origin } = ctx.state;
@@ -126,6 +120,17 @@ export async function executeRun(
     attributes: { 'svc.source': source, 'svc.run': run, 'svc.repo': repo, 'svc.provider': provider,
       'svc.origin': origin, 'svc.mode': mode },
   });
+  // Its launcher made the run queued (a resume too, launch.ts): anything else now, something came first, and this
+  // worker runs nothing, nor touches a child its state names. Its span still ends, as any run's worker's.
+  if (mode !== 'verify' && ctx.state.status !== 'queued') {
+    const code = await notStarted(ctx);
+    runSpan.end('error', { 'svc.status': ctx.state.status, 'svc.verdict': ctx.state.verdict });
+    await tracer.flush();
+    return code;
+  }
+  endChildOnExit(ctx);
+  const childOwner = isChildOf(ctx.state.run);
+  let plan: RunPlan | null = null;
   try {
     plan = readPlan(dir);
     if (mode !== 'verify') {

@@ -6,6 +6,8 @@ import { describe, it, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,7 +16,14 @@ import { stopLocalRun } from '../../src/engine/run-context.ts';
 import { identityOf } from '../../src/engine/proc-group.ts';
 import { readState, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { runFailure } from '../../src/run-json.ts';
+import { ConflictError } from '../../src/errors.ts';
 import { GIT_ENV, makeRepo, type TestRepo } from './fixtures.ts';
+
+interface OtlpBody {
+  resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<{
+    name: string; status: { code: number }; attributes: Array<{ key: string; value: unknown }>;
+  }> }> }>;
+}
 
 const CLI_TS = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 
@@ -92,6 +101,40 @@ describe('resuming a run', () => {
     assert.ok(existsSync(join(t.repo, '.svc', 'ship-pending', state.run)), 'marked for the next svc command to ship');
   });
 
+  it('puts a run back when its worker\'s spawn fails later, with no pid (its program missing)', async () => {
+    const { dir, state } = await stoppedRun();
+    // The usual failure (ENOENT, EACCES, EAGAIN) is no throw: a child with no pid, and an 'error' event after.
+    const execPath = process.execPath;
+    process.execPath = join(t.home, 'no-such-node');
+    let worker: ReturnType<typeof spawnWorker>;
+    try {
+      worker = spawnWorker(readState(dir), 'resume', env, false);
+    } finally {
+      process.execPath = execPath;
+    }
+    const [err] = await once(worker, 'error') as [NodeJS.ErrnoException];
+    assert.equal(err.code, 'ENOENT');
+    assert.equal(worker.pid, undefined);
+    const after = readState(dir);
+    assert.deepEqual({ ...after, updated_at: state.updated_at }, state);
+    assert.deepEqual(statusEvents(dir).slice(1), [
+      { from: 'stopped', to: 'queued', resumed: true }, { from: 'queued', to: 'stopped', resumed: true },
+    ]);
+    assert.ok(existsSync(join(t.repo, '.svc', 'ship-pending', state.run)), 'marked for the next svc command to ship');
+  });
+
+  it('refuses a second resume that read the run before the first queued it, the first\'s worker kept', async () => {
+    const { dir } = await stoppedRun();
+    const stale = readState(dir);
+    const first = spawnWorker(stale, 'resume', env, false);
+    const exited = once(first, 'exit');
+    assert.throws(() => spawnWorker(stale, 'resume', env, false), (err: Error) => err instanceof ConflictError &&
+      /^Run \S+ is (queued|running); only stopped or failed runs can be resumed$/.test(err.message));
+    assert.equal(readState(dir).pid, first.pid);
+    await exited;
+    assert.equal(readState(dir).status, 'succeeded');
+  });
+
   it('runs nothing in a worker that finds its run not queued (failed by a stop, or stopped)', async () => {
     for (const status of ['failed', 'stopped'] as const) {
       const failure = runFailure(status === 'failed' ? 'infra' : 'stopped', 'ended by a test');
@@ -102,6 +145,32 @@ describe('resuming a run', () => {
       assert.equal(code, 1);
       assert.deepEqual([readState(dir).status, readState(dir).failure], [status, failure]);
       assert.equal(agentRan(), false, `the agent ran in a run found ${status}`);
+    }
+  });
+
+  it('ends a svc.run span (error, its svc.status) in a worker that finds its run stopped', async () => {
+    const bodies: string[] = [];
+    const collector = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+      req.on('end', () => { bodies.push(body); res.end('{}'); });
+    });
+    collector.listen(0, '127.0.0.1');
+    await once(collector, 'listening');
+    try {
+      const { state } = await stoppedRun();
+      const { port } = collector.address() as AddressInfo;
+      const worker = spawn(process.execPath, [CLI_TS, 'worker', 'resume', '--run-id', state.run, '--repo', t.repo],
+        { stdio: 'ignore', env: { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` } });
+      await once(worker, 'exit');
+      const spans = bodies.flatMap((body) => (JSON.parse(body) as OtlpBody).resourceSpans
+        .flatMap((r) => r.scopeSpans.flatMap((scope) => scope.spans)));
+      const run = spans.find((span) => span.name === 'svc.run');
+      assert.ok(run, 'no svc.run span');
+      assert.equal(run.status.code, 2);
+      assert.deepEqual(run.attributes.find((a) => a.key === 'svc.status')?.value, { stringValue: 'stopped' });
+    } finally {
+      collector.close();
     }
   });
 
