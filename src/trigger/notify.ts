@@ -143,21 +143,24 @@ export function createNotifier(opts: NotifierOptions) {
   return Object.assign(notifyJob, {
     /** The run started (only channels that keep a progress message), asks a question, or was answered. */
     progress(jobId: string, progress: Progress): Promise<void> {
+      // The question posted is kept (as a digest) with the reply target, so a restart does not post it again.
+      const asked = progress.step === 'waiting' ? hash('sha256', progress.question, 'hex') : null;
+      const current = opts.stores.replies.get(jobId);
+      if (asked !== null && current && asked !== current.target.asked) {
+        // When it was asked, stamped as the run asks it (not when its post's turn comes, behind a post still being
+        // sent), whether or not the post goes: a comment written before it was meant for an earlier question, or
+        // none, and never answers this one (answers.ts); the earlier question's thread answers nothing more.
+        opts.stores.replies.patchTarget(jobId, { asked: null, question_message: null, asked_at: opts.clock() });
+      }
       return jobTurn(jobId, async () => {
         const job = opts.stores.jobs.get(jobId);
         const target = opts.stores.replies.get(jobId);
         if (!job?.run_source || !job.run_id || !target) return;
-        // The question posted is kept (as a digest) with the reply target, so a restart does not post it again.
-        const asked = progress.step === 'waiting' ? hash('sha256', progress.question, 'hex') : null;
         if (asked !== null && asked === target.target.asked) {
           opts.log.info('question already posted', { job_id: jobId });
           return;
         }
-        if (asked !== null) {
-          // When it was asked, whether or not the post below goes: a comment written before it was meant for an
-          // earlier question, or none, and never answers this one (answers.ts).
-          opts.stores.replies.patchTarget(jobId, { asked: null, question_message: null, asked_at: opts.clock() });
-        } else if (target.target.asked !== undefined) {
+        if (asked !== null || target.target.asked !== undefined) {
           // The old question's thread answers nothing more (a late reply there must not answer the next question).
           opts.stores.replies.patchTarget(jobId, { asked: null, question_message: null });
         }

@@ -105,6 +105,12 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
   if (filter.assignees.length === 0 && filter.labels.length === 0) {
     problems.warnings.push('Neither TRACKERB_ASSIGNEES nor TRACKERB_LABELS is set: every trackerb event is skipped');
   }
+  if (secrets.webhook.value && !ghToken) {
+    // Who may write is asked of GitHub's API, which fails closed: say so once rather than in every skipped comment.
+    problems.warnings.push('Neither GITHUB_TOKEN nor GH_TOKEN is set: /webhook skips every /svc comment job and ' +
+      'refuses every /svc answer and pull-request follow-up (whether the author may write cannot be asked of ' +
+      'GitHub), and posts no progress, question or summary to GitHub; labelled issues still start jobs');
+  }
   const executor = settingChoice(env, 'SVC_TRIGGER_EXECUTOR');
   const repos = resolveRepos(env, flags, cwd, problems.warnings, executor === 'kubernetes');
   const concurrency = settingInt(env, 'SVC_TRIGGER_CONCURRENCY', { flag: flags.concurrency });

@@ -15,6 +15,7 @@ import { createNotifier } from '../../src/trigger/notify.ts';
 import { createAnswerDesk, type AnswerDeskOptions, type AnswerRequest } from '../../src/trigger/answers.ts';
 import type { Logger } from '../../src/log.ts';
 import { chataReply } from '../../src/trigger/sources/chata.ts';
+import { githubReply } from '../../src/trigger/sources/webhook.ts';
 import type { Delivery, NotifyConfig } from '../../src/trigger/summary.ts';
 import {
   SECRETS, fixture, get, insertJob, makeRepo, nowSeconds, post, sign, startTestTrigger, tempDir, type TestTrigger,
@@ -356,6 +357,60 @@ describe('an answer is for the question its run waits on now', () => {
       assert.equal((await ask('no, keep it', at(20), 'comment-11')).kind, 'answered');
       assert.deepEqual(answered, ['no, keep it']);
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a question is dated when the run asks it, not when its post gets a turn behind one still being sent', async () => {
+    const dir = tempDir('svc-asked-at-');
+    let release = (): void => {};
+    try {
+      const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
+      const at = (seconds: number) => Date.parse('2026-11-29T10:00:00Z') + seconds * 1000;
+      let now = at(0);
+      insertJob(stores, { id: 'j2', origin: 'webhook', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+      stores.jobs.claim('j2', now);
+      stores.jobs.setRun('j2', 'local', 'r2', null);
+      stores.jobs.setWorkdir('j2', dir);
+      const thread = 'github:acme/api#12';
+      stores.replies.insert('j2', 'webhook', { repo: 'acme/api', issue: 12, thread, comment_id: 1200 }, now);
+      const silent = { info() {}, warn() {}, error() {}, debug() {} } as unknown as Logger;
+      // GitHub takes every edit of the progress comment but the one saying the first question was answered, which
+      // hangs (as a slow API does, for up to its retries' minute).
+      const edits: string[] = [];
+      const post = async (_url: URL, _headers: unknown, body: string) => {
+        edits.push(body);
+        if (body.includes('answered')) await new Promise<void>((resolve) => { release = resolve; });
+        return { status: 200, text: '{}' };
+      };
+      const notifier = createNotifier({
+        stores, log: silent, clock: () => now, backoffMs: 1, post, report: async () => {},
+        replies: { webhook: githubReply },
+        config: { chataHooksPrefix: '', trackeraApiUrl: '', trackeraApiKey: undefined, trackerb: undefined,
+          github: { apiUrl: 'https://api.github.invalid', token: 'gh-token' } },
+      });
+      now = at(60);
+      await notifier.progress('j2', { step: 'waiting', question: 'Q1: raise the budget to $20?' });
+      now = at(70);
+      void notifier.progress('j2', { step: 'answered', by: 'ada' });
+      await waitFor(() => edits.some((e) => e.includes('answered')), 'the hanging edit');
+      now = at(72);
+      void notifier.progress('j2', { step: 'waiting', question: 'Q2: may I drop the users table?' });
+      const answered: string[] = [];
+      const desk = createAnswerDesk({
+        stores, log: silent, clock: () => now, progress: async () => {}, note: async () => true,
+        executor: { answer: async (_run, text) => { answered.push(text); return { ok: true }; } },
+      } as AnswerDeskOptions);
+      // "yes" written at 10:01:08 for Q1, delivered at 10:01:13 while Q2's post still waits its turn.
+      now = at(73);
+      const late = await desk.answer({
+        origin: 'webhook', thread, who: 'ada', text: 'yes', writtenAt: at(68), refusal: () => null,
+        place: 'github acme/api#12 comment 5', keys: ['webhook:comment:5'],
+      } as AnswerRequest);
+      assert.equal(late.kind, 'refused');
+      assert.deepEqual(answered, []);
+    } finally {
+      release();
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -106,6 +106,12 @@ describe('which repositories source wins, said out loud', () => {
     assert.equal(byEnv.repos.source, `SVC_TRIGGER_REPO=${repo}`);
     assert.ok(byEnv.problems.warnings.includes(
       `The served repositories file ${file} exists but is not read: SVC_TRIGGER_REPO=${repo} overrides it`));
+    // /webhook without a GitHub token: said once at start, with what stops working.
+    const noToken = (w: string) => w.startsWith('Neither GITHUB_TOKEN nor GH_TOKEN is set: /webhook skips every /svc');
+    assert.ok(resolveTriggerSettings({ ...env, GITHUB_WEBHOOK_SECRET: 's' }, {}, home).problems.warnings.some(noToken));
+    for (const quiet of [{ ...env, GITHUB_WEBHOOK_SECRET: 's', GH_TOKEN: 't' }, env]) {
+      assert.ok(!resolveTriggerSettings(quiet, {}, home).problems.warnings.some(noToken));
+    }
     const byFlag = resolveTriggerSettings({ HOME: home, SVC_TRIGGER_REPOS: file }, { repo }, home);
     assert.equal(byFlag.repos.source, `--repo ${repo}`);
     assert.ok(byFlag.problems.warnings.includes(

@@ -168,6 +168,19 @@ describe('one trigger server for an organisation with three repositories', () =>
       assert.ok(githubApi.requests.some((r) => r.path === asked));
       assert.deepEqual(t.queue.depth(), depth);
     });
+    it('asks GitHub about an Enterprise Managed User, whose login has an underscore, and queues the job', async () => {
+      const { raw, headers } = github('issue_comment-created.with-organization.json', (v) => {
+        v.comment.body = '/svc fix the EMU typo';
+        v.comment.author_association = 'MEMBER';
+        v.comment.user.login = 'octocat_acme';
+        v.repository.full_name = 'Octocoders/Hello-World';
+      });
+      const res = await post(`${t.url}/webhook`, raw, headers);
+      assert.equal(res.status, 202, JSON.stringify(res.body));
+      const asked = '/repos/Octocoders/Hello-World/collaborators/octocat_acme/permission';
+      assert.ok(githubApi.requests.some((r) => r.path === asked));
+      await ranIn(res.body.job_id as string, 'Octocoders/Hello-World', web);
+    });
     it('matches repository.full_name without regard to case, as GitHub does', async () => {
       const { raw, headers } = labeled('codertocat/hello-world', 'Case');
       const res = await post(`${t.url}/webhook`, raw, headers);

@@ -17,7 +17,8 @@ const ASSOCIATIONS = new Set([...TRUSTED, 'CONTRIBUTOR', 'FIRST_TIMER', 'FIRST_T
 const RUN_BRANCH = /^svc\/(r[0-9a-z]{26})$/;
 /** GitHub's roles that may push to the repository, as its permission API names them. */
 const WRITERS = new Set(['admin', 'maintain', 'write']);
-const LOGIN = /^[A-Za-z0-9][A-Za-z0-9-]{0,38}$/;
+// Enterprise Managed Users' logins end in `_<shortcode>` (octocat_acme).
+const LOGIN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,38}$/;
 const MAX_COMMENTS = 30;
 const COMMENT_BYTES = 300;
 
@@ -37,7 +38,7 @@ type PrInput = FollowUpAsk | { kind: 'skip'; reason: string };
 export async function mayWrite(ctx: TCtx, repo: string, login: string): Promise<true | string> {
   if (!LOGIN.test(login)) return 'the author is not a GitHub user who may write to this repository';
   try {
-    const answer = obj(await ctx.deps.github.get(`/repos/${repo}/collaborators/${login}/permission`));
+    const answer = obj(await ctx.deps.github.get(`/repos/${repo}/collaborators/${encodeURIComponent(login)}/permission`));
     const permission = str(answer.permission) ?? '';
     return WRITERS.has(permission) ? true : 'the author may not write to this repository';
   } catch (err) {
