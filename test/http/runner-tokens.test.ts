@@ -90,14 +90,18 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     return { run: name, status: 'running', started_at: t, updated_at: t, brief: 'shipped', ...more };
   }
 
-  it('writes the run the seal stored bound to its key, never a `metered` figure', async () => {
+  it('writes the run the seal stored bound to its key, never a `metered` figure or cost', async () => {
     const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rpod', { status: 'queued', run_key: KEY })] } });
     assert.equal(sealed.status, 200, sealed.text);
-    const body = { source: 'k8s', runs: [run('rpod', { run_key: KEY, cost_usd: 0.5, metered })], events: [{ run: 'rpod', seq: 1, kind: 'log', ts: new Date().toISOString(), data: {} }] };
+    const body = { source: 'k8s', runs: [run('rpod', { run_key: KEY, cost_usd: 999999, tokens_in: 5, tokens_out: 5, metered })], events: [{ run: 'rpod', seq: 1, kind: 'log', ts: new Date().toISOString(), data: {} }] };
     const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body });
     assert.equal(res.status, 200, res.text);
     const shown = await cp.request('GET', '/v1/runs/k8s/rpod', { token: MAIN });
-    assert.deepEqual([shown.json.status, shown.json.metered, shown.json.cost_usd], ['running', null, 0.5]);
+    const { status, metered: shownMetered, cost_usd, tokens_in, tokens_out } = shown.json;
+    assert.deepEqual([status, shownMetered, cost_usd, tokens_in, tokens_out], ['running', null, null, null, null]);
+    const cost = await cp.request('GET', '/v1/stats/cost', { token: MAIN });
+    assert.equal(cost.status, 200, cost.text);
+    assert.deepEqual([cost.json.total_usd, cost.json.tokens_in], [null, null]);
   });
 
   it('stores no run of its own: 403 forbidden_run, nothing written, no answer to collect', async () => {
