@@ -155,16 +155,18 @@ describe('SVC_CONTROL_RUNNER_TOKENS_FILE', () => {
   });
 
   it('reads a line\u2019s grants: bound-runs, read=<source>,…', () => {
-    assert.deepEqual(parseRunnerTokens(`k8s ${K8S} bound-runs\ntrigger ${CI} read=k8s,ci\n`), [
+    assert.deepEqual(parseRunnerTokens(`k8s ${K8S} bound-runs\ntrigger ${CI} read=k8s,ci read=k8s\n`), [
       { source: 'k8s', token: K8S, boundRuns: true, reads: [] }, { source: 'trigger', token: CI, boundRuns: false, reads: ['k8s', 'ci'] },
     ]);
   });
 
-  it('refuses a bad line, a bad source, a short token and a token given twice, naming the line and never the token', () => {
+  it('refuses a bad line, a bad source, a short token, a token given twice and bound-runs with read=, naming the line and never the token', () => {
     const cases: Array<[string, RegExp]> = [
       [`k8s\n`, /line 1 must be/], [`k8s ${K8S} extra\n`, /line 1 must be/], [`../x ${K8S}\n`, /not a valid source/],
       [`k8s ${K8S} read=\n`, /line 1 must be/], [`k8s ${K8S} read=../x\n`, /line 1 must be/],
       [`k8s short\n`, /at least 24/], [`k8s ${K8S}\nci ${K8S}\n`, /line 2: this token is already given/],
+      [`k8s ${K8S} bound-runs read=k8s\n`, /line 1: a bound-runs token may not also read=/],
+      [`k8s ${K8S} read=ci bound-runs\n`, /line 1: a bound-runs token may not also read=/],
     ];
     for (const [text, message] of cases) {
       assert.throws(() => parseRunnerTokens(text), (err: Error) => err instanceof RunnerTokensError && message.test(err.message)
