@@ -58,8 +58,8 @@ export const SETTINGS = {
   SVC_CONTROL_ANSWER_DIR: text('control', '`~/.svc/control/answers`',
     'where answers for blocked runs are written (`<source>/<run>.json`) and runs wait for them'),
   SVC_CONTROL_RUNNER_TOKENS_FILE: secret('control', NONE, 'a file of `<source> <token> [bound-runs] ' +
-    '[read=<source>,…]` lines: tokens that may only `POST /v1/ingest` runs of their source, and read the runs of the sources `read=` ' +
-    'names ([runner tokens](#control-plane-api))'),
+    '[read=<source>,…]` lines: tokens that may only `POST /v1/ingest` runs of their source, and read the runs of ' +
+    'the sources `read=` names ([runner tokens](#control-plane-api))'),
   SVC_CONTROL_MAX_CONNECTIONS: int('control', 4096, [1, 1_000_000],
     'open connections the Control Plane keeps; one more is answered 503 and closed ([known limits](#known-limits))'),
   SVC_CONTROL_MAX_CONNECTIONS_PER_PEER: int('control', 1024, [1, 1_000_000],

@@ -68,7 +68,7 @@ function readGrants(words: readonly string[]): { boundRuns: boolean; reads: stri
     else if (reads !== null && reads.every((source) => SEGMENT.test(source))) grants.reads.push(...reads);
     else return null;
   }
-  return grants;
+  return { ...grants, reads: [...new Set(grants.reads)] };
 }
 
 /** Runner tokens (README): every problem names its line, never the token. */
@@ -82,6 +82,10 @@ export function parseRunnerTokens(text: string): RunnerCredential[] {
     const grants = readGrants(words);
     if (token === undefined || grants === null) throw new RunnerTokensError(`line ${i + 1} must be "${LINE}"`);
     if (!SEGMENT.test(source)) throw new RunnerTokensError(`line ${i + 1}: "${source}" is not a valid source name`);
+    // A pod's agent can read its `bound-runs` token: with read= it would read every run of the sources named.
+    if (grants.boundRuns && grants.reads.length > 0) {
+      throw new RunnerTokensError(`line ${i + 1}: a bound-runs token may not also read= (a pod's agent can read it)`);
+    }
     if (token.length < MIN_TOKEN_LENGTH) {
       throw new RunnerTokensError(`line ${i + 1}: the token must be at least ${MIN_TOKEN_LENGTH} characters`);
     }

@@ -98,10 +98,6 @@ export function createKubernetesExecutor(opts: {
   const launchTimeoutMs = opts.launchTimeoutMs ?? 15 * 60_000;
   const shipGraceMs = opts.shipGraceMs ?? 60_000;
   const log = opts.log;
-  if (settings.controlTokenSecret && !settings.runControlTokenSecret) {
-    log.warn('SVC_K8S_RUN_CONTROL_TOKEN_SECRET is unset: each pod\'s agent holds the seal\'s and signer\'s runner ' +
-      'token, with which it can store runs no trigger launched (docs/deploy.md, "Receipts from pods")');
-  }
   /** Run → Job name, for runs launched by this process (the run label covers restarts). */
   const known = new Map<string, string>();
 

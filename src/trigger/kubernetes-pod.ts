@@ -81,11 +81,20 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv) {
   };
 }
 
-/** The run container's token replaces the shippers' one there, at the same path: alone it would be no pod's. */
+/** The run container's token replaces the shippers' one there, at the same path: alone it would be no pod's, and
+ * without it (or the same Secret) the pod's agent would hold the token that stores runs no trigger launched. */
 function runTokenSecretOf(control: string | undefined, run: string | undefined): string | undefined {
   if (run !== undefined && control === undefined) {
     throw new BadSettingError('SVC_K8S_RUN_CONTROL_TOKEN_SECRET needs SVC_K8S_CONTROL_TOKEN_SECRET (the seal\'s and ' +
       'the signer\'s token)');
+  }
+  if (control !== undefined && run === undefined) {
+    throw new BadSettingError('SVC_K8S_CONTROL_TOKEN_SECRET needs SVC_K8S_RUN_CONTROL_TOKEN_SECRET (a `bound-runs` ' +
+      'runner token for the run container, whose agent can read it: docs/deploy.md "Upgrading")');
+  }
+  if (control !== undefined && control === run) {
+    throw new BadSettingError('SVC_K8S_RUN_CONTROL_TOKEN_SECRET names the Secret SVC_K8S_CONTROL_TOKEN_SECRET names: ' +
+      'the run container\'s agent would hold the seal\'s and the signer\'s token (docs/deploy.md "Upgrading")');
   }
   return run;
 }

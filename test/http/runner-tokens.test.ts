@@ -90,14 +90,18 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     return { run: name, status: 'running', started_at: t, updated_at: t, brief: 'shipped', ...more };
   }
 
-  it('writes the run the seal stored bound to its key, never a `metered` figure', async () => {
+  it('writes the run the seal stored bound to its key, never a `metered` figure or cost', async () => {
     const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rpod', { status: 'queued', run_key: KEY })] } });
     assert.equal(sealed.status, 200, sealed.text);
-    const body = { source: 'k8s', runs: [run('rpod', { run_key: KEY, cost_usd: 0.5, metered })], events: [{ run: 'rpod', seq: 1, kind: 'log', ts: new Date().toISOString(), data: {} }] };
+    const body = { source: 'k8s', runs: [run('rpod', { run_key: KEY, cost_usd: 999999, tokens_in: 5, tokens_out: 5, metered })], events: [{ run: 'rpod', seq: 1, kind: 'log', ts: new Date().toISOString(), data: {} }] };
     const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body });
     assert.equal(res.status, 200, res.text);
     const shown = await cp.request('GET', '/v1/runs/k8s/rpod', { token: MAIN });
-    assert.deepEqual([shown.json.status, shown.json.metered, shown.json.cost_usd], ['running', null, 0.5]);
+    const { status, metered: shownMetered, cost_usd, tokens_in, tokens_out } = shown.json;
+    assert.deepEqual([status, shownMetered, cost_usd, tokens_in, tokens_out], ['running', null, null, null, null]);
+    const cost = await cp.request('GET', '/v1/stats/cost', { token: MAIN });
+    assert.equal(cost.status, 200, cost.text);
+    assert.deepEqual([cost.json.total_usd, cost.json.tokens_in], [null, null]);
   });
 
   it('stores no run of its own: 403 forbidden_run, nothing written, no answer to collect', async () => {
@@ -151,16 +155,18 @@ describe('SVC_CONTROL_RUNNER_TOKENS_FILE', () => {
   });
 
   it('reads a line\u2019s grants: bound-runs, read=<source>,…', () => {
-    assert.deepEqual(parseRunnerTokens(`k8s ${K8S} bound-runs\ntrigger ${CI} read=k8s,ci\n`), [
+    assert.deepEqual(parseRunnerTokens(`k8s ${K8S} bound-runs\ntrigger ${CI} read=k8s,ci read=k8s\n`), [
       { source: 'k8s', token: K8S, boundRuns: true, reads: [] }, { source: 'trigger', token: CI, boundRuns: false, reads: ['k8s', 'ci'] },
     ]);
   });
 
-  it('refuses a bad line, a bad source, a short token and a token given twice, naming the line and never the token', () => {
+  it('refuses a bad line, a bad source, a short token, a token given twice and bound-runs with read=, naming the line and never the token', () => {
     const cases: Array<[string, RegExp]> = [
       [`k8s\n`, /line 1 must be/], [`k8s ${K8S} extra\n`, /line 1 must be/], [`../x ${K8S}\n`, /not a valid source/],
       [`k8s ${K8S} read=\n`, /line 1 must be/], [`k8s ${K8S} read=../x\n`, /line 1 must be/],
       [`k8s short\n`, /at least 24/], [`k8s ${K8S}\nci ${K8S}\n`, /line 2: this token is already given/],
+      [`k8s ${K8S} bound-runs read=k8s\n`, /line 1: a bound-runs token may not also read=/],
+      [`k8s ${K8S} read=ci bound-runs\n`, /line 1: a bound-runs token may not also read=/],
     ];
     for (const [text, message] of cases) {
       assert.throws(() => parseRunnerTokens(text), (err: Error) => err instanceof RunnerTokensError && message.test(err.message)

@@ -91,7 +91,7 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
   async function runJob(id: string) {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH, HOME: repo.home, LANG: 'C', SVC_CONTROL_URL: cp.url,
-      SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-budget', SVC_K8S_API_URL: kube.url,
+      SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control-budget', SVC_K8S_RUN_CONTROL_TOKEN_SECRET: 'svc-control-run', SVC_K8S_API_URL: kube.url,
       SVC_K8S_SA_DIR: join(repo.root, 'no-sa'), SVC_K8S_IMAGE: 'registry.test/svc:1',
       SVC_K8S_REPO_URL: `file://${repo.origin}`, SVC_K8S_NAMESPACE: 'build',
       SVC_K8S_GATE_URL: `http://127.0.0.1:${gatePort}`, SVC_GATE_SECRET_FILE: join(repo.root, 'gate-secret'),

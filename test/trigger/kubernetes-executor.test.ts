@@ -12,6 +12,7 @@ import { createLogger, silentLogger } from '../../src/log.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { verifyJobCredential } from '../../src/gate/job-credential.ts';
 import { handedRunKey, newRunKey } from '../../src/engine/ids.ts';
+import { BadSettingError } from '../../src/errors.ts';
 import { startKubeStandIn, podSecrets, type KubeStandIn } from './kube-stand-in.ts';
 import { startTestTrigger, tempDir, makeRepo, post, get, SECRETS, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -67,7 +68,7 @@ after(async () => {
 });
 
 describe('buildKubeJob', () => {
-  const settings = () => kubernetesSettingsFromEnv({ ...env, SVC_K8S_REPO_URL: 'https://git.test/acme/api.git', SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control' });
+  const settings = () => kubernetesSettingsFromEnv({ ...env, SVC_K8S_REPO_URL: 'https://git.test/acme/api.git', SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control', SVC_K8S_RUN_CONTROL_TOKEN_SECRET: 'svc-control-run' });
 
   it('runs svc start in the foreground, in a worktree, under the run id of the pod spec', () => {
     assert.deepEqual(podArgs(['start', '--brief', '--detach', '--pr', '--detach'], 'r1'), ['start', '--brief', '--detach', '--pr', '--run-id', 'r1']);
@@ -114,12 +115,18 @@ describe('buildKubeJob', () => {
     const containers = [...pod.initContainers, ...pod.containers];
     assert.deepEqual(containers.map((c: any) => [c.name, tokenMounts(c)]),
       [['seal', ['svc-control']], ['run', ['svc-control-run']], ['signer', ['svc-control']]]);
-    // Without it, as before (the trigger warns at start); alone, it is no pod's.
-    const before = (buildKubeJob({ id: 'j1', args: ['start', 'x'] }, settings(), 'build', env) as any).spec.template.spec;
-    assert.deepEqual(runContainer(before).volumeMounts.filter((m: { mountPath: string }) => m.mountPath === '/var/run/svc/control-token')
-      .map((m: { name: string }) => m.name), ['control-token']);
+    // Alone, it is no pod's.
     assert.throws(() => kubernetesSettingsFromEnv({ ...env, SVC_K8S_RUN_CONTROL_TOKEN_SECRET: 'svc-control-run' }),
       /SVC_K8S_RUN_CONTROL_TOKEN_SECRET needs SVC_K8S_CONTROL_TOKEN_SECRET/);
+  });
+
+  // Closed by default: a trigger left with one pod token would hand the agent the token that stores runs.
+  it('refuses SVC_K8S_CONTROL_TOKEN_SECRET without SVC_K8S_RUN_CONTROL_TOKEN_SECRET, or naming the same Secret', () => {
+    for (const run of [undefined, 'svc-control']) {
+      const e = { ...env, SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control', SVC_K8S_RUN_CONTROL_TOKEN_SECRET: run };
+      assert.throws(() => kubernetesSettingsFromEnv(e), (err: Error) => err instanceof BadSettingError &&
+        /SVC_K8S_RUN_CONTROL_TOKEN_SECRET/.test(err.message) && /docs\/deploy\.md "Upgrading"/.test(err.message));
+    }
   });
 
   it('hands the pod the job\'s span and the trace export settings, never the export headers (a secret)', () => {
@@ -418,7 +425,7 @@ describe('kubernetes executor', () => {
   });
 
   it('writes the outcome to the signer\'s own termination file, on no volume any container mounts', () => {
-    const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim', SVC_K8S_KEYS_SECRET: 'keys', SVC_K8S_CONTROL_TOKEN_SECRET: 'cp' };
+    const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim', SVC_K8S_KEYS_SECRET: 'keys', SVC_K8S_CONTROL_TOKEN_SECRET: 'cp', SVC_K8S_RUN_CONTROL_TOKEN_SECRET: 'cp-run' };
     const pod = (buildKubeJob({ id: 'j5t', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
     const signer = pod.containers[0];
     assert.deepEqual([signer.terminationMessagePath, signer.terminationMessagePolicy], ['/dev/termination-log', 'File']);
@@ -764,7 +771,7 @@ describe('kubernetes executor end to end through the trigger server', () => {
     cp = await startTestControl({ token: CP_TOKEN });
     podSecrets.set('svc-control', CP_TOKEN);
     const triggerEnv = { SVC_SOURCE: 'k8s', SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: CP_TOKEN };
-    const ex = executor({ env: { ...env, ...triggerEnv, SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control' }, controlUrl: cp.url, controlToken: CP_TOKEN, shipGraceMs: 5_000 });
+    const ex = executor({ env: { ...env, ...triggerEnv, SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control', SVC_K8S_RUN_CONTROL_TOKEN_SECRET: 'svc-control-run' }, controlUrl: cp.url, controlToken: CP_TOKEN, shipGraceMs: 5_000 });
     trigger = await startTestTrigger(triggerEnv, { executor: ex });
   });
   after(async () => {

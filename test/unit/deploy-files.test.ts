@@ -232,6 +232,10 @@ describe('kubernetes manifests', () => {
     const dep = docs.get('Deployment')![0]!;
     assert.match(dep, /- name: SVC_TRIGGER_EXECUTOR\n\s+value: kubernetes/);
     assert.match(dep, /serviceAccountName: svc-trigger/);
+    // The pods' two runner tokens, never one: the run container's agent may hold only the `bound-runs` one.
+    assert.match(dep, /- name: SVC_K8S_CONTROL_TOKEN_SECRET\n\s+value: svc-control-pods/);
+    assert.match(dep, /- name: SVC_K8S_RUN_CONTROL_TOKEN_SECRET\n\s+value: svc-control-run/);
+    assert.match(readFileSync(join(SCRIPTS, 'k8s', 'trigger.yaml'), 'utf8'), /`trigger <token> read=k8s`/);
     assert.match(dep, /livenessProbe:\n\s+httpGet:\n\s+path: \/health/);
     assert.match(dep, /readinessProbe:\n\s+httpGet:\n\s+path: \/ready/);
     const role = docs.get('Role')![0]!;

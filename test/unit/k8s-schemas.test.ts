@@ -32,6 +32,7 @@ const OPTIONAL: Record<string, string> = {
   SVC_K8S_REPO_PVC: 'acme-api',
   SVC_K8S_ENV_SECRET: 'svc-provider-keys',
   SVC_K8S_CONTROL_TOKEN_SECRET: 'svc-control',
+  SVC_K8S_RUN_CONTROL_TOKEN_SECRET: 'svc-control-run',
   SVC_K8S_KEYS_SECRET: 'svc-keys',
   SVC_K8S_SIGNER_ENV_SECRET: 'svc-github',
   SVC_K8S_TTL_SECONDS: '600',
@@ -58,7 +59,8 @@ async function modelFor(apiVersion: string, kind: string): Promise<new (data: un
 
 describe('Kubernetes objects against the official schemas', () => {
   it('every Job the executor builds validates, for each combination of its settings', () => {
-    const names = Object.keys(OPTIONAL);
+    // The run container's token goes with the shippers' one (kubernetes-pod.ts runTokenSecretOf), never alone.
+    const names = Object.keys(OPTIONAL).filter((name) => name !== 'SVC_K8S_RUN_CONTROL_TOKEN_SECRET');
     const base = { SVC_K8S_IMAGE: 'registry.example.test/svc:1.0', PATH: '/usr/bin', LANG: 'C.UTF-8', SVC_CONTROL_URL: 'http://control:47821' };
     let checked = 0;
     for (let mask = 0; mask < 1 << names.length; mask++) {
@@ -66,6 +68,7 @@ describe('Kubernetes objects against the official schemas', () => {
       names.forEach((name, i) => {
         if (mask & (1 << i)) env[name] = OPTIONAL[name];
       });
+      if (env.SVC_K8S_CONTROL_TOKEN_SECRET) env.SVC_K8S_RUN_CONTROL_TOKEN_SECRET = OPTIONAL.SVC_K8S_RUN_CONTROL_TOKEN_SECRET;
       const settings = kubernetesSettingsFromEnv(env);
       const routed = { name: 'acme/web', clone: 'https://github.com/acme/web.git' };
       for (const job of [{ id: 'j01jd0000000000000000000000', args: ['start', 'trackera:LIN-34', '--detach'], origin: 'trackera' }, { id: 'J2', args: ['start', '--brief', 'fix it', '--pr'] }, { id: 'J3', args: ['start', '--brief', 'fix it', '--pr'], origin: 'github', repo: routed }]) {
@@ -146,7 +149,9 @@ describe('Kubernetes objects against the official schemas', () => {
     variants.push(['clone instead of PVC', { ...base, ...clone }]);
     variants.push(['clone through the gate',
       { ...base, ...clone, SVC_K8S_GATE_URL: 'http://svc-gate:3128', SVC_GATE_SECRET_FILE: GATE_SECRET_FILE }]);
-    for (const [name, value] of Object.entries(OPTIONAL)) variants.push([name, { ...base, [name]: value }]);
+    const { SVC_K8S_CONTROL_TOKEN_SECRET: shippers, SVC_K8S_RUN_CONTROL_TOKEN_SECRET: run, ...alone } = OPTIONAL;
+    for (const [name, value] of Object.entries(alone)) variants.push([name, { ...base, [name]: value }]);
+    variants.push(['control tokens', { ...base, SVC_K8S_CONTROL_TOKEN_SECRET: shippers, SVC_K8S_RUN_CONTROL_TOKEN_SECRET: run }]);
     for (const [label, env] of variants) {
       const object = buildKubeJob({ id: 'j1', args: ['start', 'x', '--detach'], origin: 'jobs' }, kubernetesSettingsFromEnv(env), 'default', env);
       objects.push({ label: `Job (${label})`, object: object as K8sObject['object'] });

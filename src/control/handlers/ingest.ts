@@ -68,14 +68,21 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
     throw new HttpError('forbidden_source', `This token may only ship runs of source "${runner.source}"`);
   }
   // A pod's run container's token (`bound-runs`), which the pod's agent can read, writes its own run only: nothing
-  // source-wide, and no `metered` (what the run container says was metered is the agent's to write; the pod's signer
-  // ships the gate's figures).
+  // source-wide, and no `metered`, `cost_usd`, `tokens_in` or `tokens_out` (what the run container says was metered
+  // or spent is the agent's to write, and /v1/stats/cost sums the last three; the pod's signer ships the gate's).
   const boundRuns = runner?.boundRuns === true;
   if (boundRuns && (batch.served_repos !== null || batch.notifications.length > 0)) {
     throw new HttpError('forbidden_source', 'This token may only write runs already stored and bound to the key its ' +
       'batch carries, not its source\'s served repositories or notifications (nothing of the batch was applied)');
   }
-  if (boundRuns) for (const run of batch.runs) run.metered = null;
+  if (boundRuns) {
+    for (const run of batch.runs) {
+      run.metered = null;
+      run.cost_usd = null;
+      run.tokens_in = null;
+      run.tokens_out = null;
+    }
+  }
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
   takeRepoPaths(deps, batch);
   // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
