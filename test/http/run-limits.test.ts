@@ -258,6 +258,24 @@ describe('a run that ends while no Control Plane listens', () => {
     }
   });
 
+  it('joins a stop under way only when asked again while stopping; a stop after a resume runs its own after it', async () => {
+    const repo = makeRepo();
+    const control = await startTestControl({ env: GIT_ENV, projects: [repo.repo] });
+    try {
+      const old = Date.now() - 10 * 60_000;
+      control.deps.stores.runs.upsert('local', makeRun(1, { run: 'rtwice', status: 'stopping', verdict: null, repo_path: repo.repo, started_at: old, updated_at: old }));
+      const row = control.deps.stores.runs.get('local', 'rtwice')!;
+      const first = control.deps.engine.stop(row);
+      assert.equal(control.deps.engine.stop(row, true), first, 'asked again while stopping');
+      const second = control.deps.engine.stop(row);
+      assert.notEqual(second, first, 'a stop of the resumed run sees its launcher itself');
+      await Promise.all([first, second]);
+    } finally {
+      await control.close();
+      repo.cleanup();
+    }
+  });
+
   it('is stopped again when asked again while stopping: the stop a Control Plane before took was lost with it', async () => {
     const repo = makeRepo();
     const control = await startTestControl({ env: GIT_ENV, projects: [repo.repo] });
