@@ -40,11 +40,19 @@ export function statFields(pid: number): string[] | null {
 }
 
 /**
- * Whether the process these fields describe has died: a zombie (Z, or X while it goes) keeps its pid only until its
- * parent's wait(), which a PID 1 that is no init (a container's node) never makes.
+ * Whether process `pid` (these its stat fields) has died: a zombie (Z, or X while it goes) keeps its pid only until
+ * its parent's wait(), which a PID 1 that is no init (a container's node) never makes. A live process whose main
+ * thread alone exited (pthread_exit) also reads Z, so only a zombie left with one thread counts.
  */
-export function hasDied(fields: string[] | null): boolean {
-  return fields?.[0] === 'Z' || fields?.[0] === 'X';
+export function hasDied(pid: number, fields: string[] | null): boolean {
+  if (fields?.[0] !== 'Z' && fields?.[0] !== 'X') return false;
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    return true;
+  }
+  return Number(/^Threads:\s*(\d+)/m.exec(status)?.[1] ?? '1') <= 1;
 }
 
 /** Signal 0 checks existence (EPERM: it exists but belongs to someone else); a zombie is not alive. */
@@ -55,7 +63,7 @@ export function isPidAlive(pid: number): boolean {
     if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
   // A negative pid names a group, which has no stat of its own.
-  return pid < 0 || !hasDied(statFields(pid));
+  return pid < 0 || !hasDied(pid, statFields(pid));
 }
 
 /** Whether a server answers 2xx on `<url>/health` within `timeoutMs`. */

@@ -72,7 +72,8 @@ export async function startControl(
   if (boundToLoopback) for (const h of ['localhost', '127.0.0.1', '[::1]']) origins.add(`http://${h}:${bound.port}`);
 
   const stopSweeps = startRetentionSweeps(deps);
-  importActiveRuns(deps);
+  // After listen, yielding between projects: a start-up with many active runs still answers /health.
+  const activeRuns = importActiveRuns(deps);
   // Launches a Control Plane before this one lost (killed while its launcher failed) end now when older than a launch
   // may take, and the younger ones once they are.
   engine.failLostLaunches();
@@ -83,6 +84,7 @@ export async function startControl(
     closing ??= (async () => {
       stopSweeps();
       clearTimeout(lostLaunches);
+      await activeRuns;
       await closeGracefully(server, async () => {
         bus.close();
         await deps.engine.close();

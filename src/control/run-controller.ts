@@ -151,13 +151,18 @@ export function createRunController(deps: RunControllerDeps) {
         }),
       );
     },
-    /** Stops a run whose folder is recorded (status already set to stopping by the caller); resolves once stopped. */
-    stop(row: RunRow): Promise<void> {
+    /**
+     * Stops a run whose folder is recorded (status already set to stopping by the caller); resolves once stopped.
+     * `again` (asked again while stopping) joins a stop under way; any other runs after it, as one taken before a
+     * resume looked before that resume's launcher was there.
+     */
+    stop(row: RunRow, again = false): Promise<void> {
       const key = `${row.source}/${row.run}`;
       const under = stops.get(key);
-      if (under) return under;
+      if (under && again) return under;
       const stopping = track(
         (async () => {
+          await under;
           let status = 'stopped';
           let endedAt = deps.clock();
           let failure: RunFailure | null = runFailure('stopped', `stopped by ${STOPPED_BY}`);
@@ -195,7 +200,9 @@ export function createRunController(deps: RunControllerDeps) {
         }),
       );
       stops.set(key, stopping);
-      void stopping.finally(() => stops.delete(key));
+      void stopping.finally(() => {
+        if (stops.get(key) === stopping) stops.delete(key);
+      });
       return stopping;
     },
     /**

@@ -18,7 +18,7 @@ type OwnerCheck = (pid: number) => boolean;
 /** The start time of the live process `pid`; null for one that has died, even while a zombie keeps its pid. */
 export function procStart(pid: number): string | null {
   const fields = statFields(pid);
-  return hasDied(fields) ? null : fields?.[19] ?? null;
+  return hasDied(pid, fields) ? null : fields?.[19] ?? null;
 }
 
 function procGroup(pid: number): number | null {
@@ -26,8 +26,10 @@ function procGroup(pid: number): number | null {
   return Number.isSafeInteger(value) ? value : null;
 }
 
+/** Its start time even for a zombie: a zombie group leader's pid is not reused while its group lives, so the live
+ * members it leaves are still the group recorded (signalGroup). */
 export function identityOf(pid: number): ProcIdentity {
-  return { pid, pgid: pid, proc_start: procStart(pid) };
+  return { pid, pgid: pid, proc_start: statFields(pid)?.[19] ?? null };
 }
 
 /**
@@ -38,8 +40,10 @@ export function identityOf(pid: number): ProcIdentity {
  */
 export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: OwnerCheck): boolean {
   if (!Number.isSafeInteger(id.pid) || id.pid <= 1 || id.pgid !== id.pid || id.proc_start === null) return false;
-  if (isPidAlive(id.pid)) {
-    if (procStart(id.pid) !== id.proc_start || procGroup(id.pid) !== id.pgid) return false;
+  const leader = statFields(id.pid);
+  // A zombie leader is still checked by its start time; only a live one can pass `owner` (a zombie has no argv).
+  if (leader && (leader[19] !== id.proc_start || Number(leader[2]) !== id.pgid)) return false;
+  if (leader && !hasDied(id.pid, leader)) {
     if (owner && !owner(id.pid)) return false;
   } else if (owner) {
     const members = allPids().filter((pid) => procGroup(pid) === id.pgid);

@@ -37,7 +37,7 @@ export function unescapeMount(path: string): string {
 /** A live process: its pid, its parent's, and its start time (which tells a reused pid apart). */
 function readProc(pid: number) {
   const fields = statFields(pid);
-  if (!fields || hasDied(fields)) return null;
+  if (!fields || hasDied(pid, fields)) return null;
   return { pid, ppid: Number(fields[1]), start: fields[19] ?? '' };
 }
 

@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isPidAlive, statFields } from '../../src/client/server-record.ts';
-import { identityOf, procStart } from '../../src/engine/proc-group.ts';
+import { identityOf, procStart, terminateGroup } from '../../src/engine/proc-group.ts';
 import { workerAlive } from '../../src/engine/repo-name.ts';
 
 /** A process killed under a parent (`sleep`, after the shell's exec) that never waits for it: a zombie. */
@@ -39,5 +39,22 @@ describe('a worker that died as a zombie', () => {
   it('leaves a live process alive', () => {
     assert.equal(isPidAlive(process.pid), true);
     assert.equal(workerAlive({ pid: process.pid, proc_start: procStart(process.pid) }), true);
+  });
+
+  it('a stop still kills the live members of a group whose leader is a zombie', async () => {
+    // P never reaps (its shell execs sleep); C leads its own group, starts G in it and exits: C is P's zombie.
+    const script = 'setsid sh -c "sleep 301 & echo \\$!; sleep 0.3" & echo $!; exec sleep 300';
+    const agent = spawn('sh', ['-c', script], { detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
+    parents.push(() => agent.kill('SIGKILL'));
+    let out = '';
+    while (out.split('\n').length < 3) out += ((await once(agent.stdout, 'data')) as [Buffer])[0].toString();
+    const pids = out.trim().split('\n').map(Number);
+    // The two echoes race: C is the one that leads its own group.
+    const leader = pids.find((pid) => statFields(pid)?.[2] === String(pid))!;
+    const member = pids.find((pid) => pid !== leader)!;
+    while (statFields(leader)?.[0] !== 'Z') await sleep(10);
+    assert.equal(statFields(member)?.[2], String(leader), 'G is in the zombie C\'s group');
+    await terminateGroup(identityOf(agent.pid!), 2_000);
+    assert.equal(isPidAlive(member), false);
   });
 });

@@ -219,12 +219,59 @@ describe('a run that ends while no Control Plane listens', () => {
       writeRunFolder(repo.repo, 'runknown', ended);
       await control.close();
       control = await startTestControl({ env: GIT_ENV, settings: { dbPath } });
-      assert.equal(control.deps.stores.runs.get('local', 'rended')?.status, 'succeeded');
-      assert.equal(control.deps.stores.runs.get('local', 'rbound')?.status, 'running');
-      assert.equal(control.deps.stores.runs.get('local', 'runknown'), undefined);
+      const { stores } = control.deps;
+      // Read after listen: the Control Plane answers meanwhile.
+      await waitFor(() => (stores.runs.get('local', 'rended')?.status === 'succeeded' ? true : null), 'rended to end');
+      assert.equal(stores.runs.get('local', 'rbound')?.status, 'running');
+      assert.equal(stores.runs.get('local', 'runknown'), undefined);
     } finally {
       await control.close();
       rmSync(dbDir, { recursive: true, force: true });
+      repo.cleanup();
+    }
+  });
+
+  it('is read again at start-up after what its runner shipped, not from its first event', async () => {
+    const repo = makeRepo();
+    const dbDir = mkdtempSync(join(tmpdir(), 'svc-'));
+    const dbPath = join(dbDir, 'control.db');
+    let control = await startTestControl({ env: GIT_ENV, settings: { dbPath }, projects: [repo.repo] });
+    try {
+      const old = Date.now() - 10 * 60_000;
+      control.deps.stores.runs.upsert('local', makeRun(1, { run: 'rbig', status: 'running', verdict: null, repo_path: repo.repo, started_at: old, updated_at: old }));
+      writeRunFolder(repo.repo, 'rbig', { status: 'succeeded', started_at: new Date(old).toISOString(), ended_at: new Date().toISOString() });
+      const line = (seq: number) => `${JSON.stringify({ seq, ts: new Date(old).toISOString(), kind: 'log', data: {} })}\n`;
+      const shipped = Array.from({ length: 3_000 }, (_, i) => line(i + 1)).join('');
+      const folder = join(repo.repo, '.svc', 'runs', 'rbig');
+      writeFileSync(join(folder, 'events.jsonl'), shipped + line(3_001));
+      writeFileSync(join(folder, 'ship.json'), JSON.stringify({ events_offset: Buffer.byteLength(shipped), artifacts: {} }));
+      await control.close();
+      control = await startTestControl({ env: GIT_ENV, settings: { dbPath } });
+      const { stores } = control.deps;
+      await waitFor(() => (stores.runs.get('local', 'rbig')?.status === 'succeeded' ? true : null), 'rbig to end');
+      const events = stores.events.listAll({ after: 0, limit: 10_000, source: 'local', run: 'rbig' });
+      assert.deepEqual(events.map((e) => e.seq), [3_001]);
+    } finally {
+      await control.close();
+      rmSync(dbDir, { recursive: true, force: true });
+      repo.cleanup();
+    }
+  });
+
+  it('joins a stop under way only when asked again while stopping; a stop after a resume runs its own after it', async () => {
+    const repo = makeRepo();
+    const control = await startTestControl({ env: GIT_ENV, projects: [repo.repo] });
+    try {
+      const old = Date.now() - 10 * 60_000;
+      control.deps.stores.runs.upsert('local', makeRun(1, { run: 'rtwice', status: 'stopping', verdict: null, repo_path: repo.repo, started_at: old, updated_at: old }));
+      const row = control.deps.stores.runs.get('local', 'rtwice')!;
+      const first = control.deps.engine.stop(row);
+      assert.equal(control.deps.engine.stop(row, true), first, 'asked again while stopping');
+      const second = control.deps.engine.stop(row);
+      assert.notEqual(second, first, 'a stop of the resumed run sees its launcher itself');
+      await Promise.all([first, second]);
+    } finally {
+      await control.close();
       repo.cleanup();
     }
   });

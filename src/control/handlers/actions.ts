@@ -195,7 +195,7 @@ export const stopRun: Handler<ControlDeps> = (ctx) => {
   if (row.status === 'stopping') {
     // Asked again, a local stop looks again: the one asked first may have been lost with the Control Plane that took
     // it, and its run have ended unseen or gone on (a remote run's stop is a request its runner still takes).
-    if (local) void deps.engine.stop(row);
+    if (local) void deps.engine.stop(row, true);
     return json(202, runToJson(row));
   }
   const now = deps.clock();

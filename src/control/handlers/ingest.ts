@@ -2,6 +2,7 @@
 // reads them, through ingest's validation and store, in one transaction, following no symbolic link below the folder:
 // docs/control-data.md).
 import { lstatSync, realpathSync } from 'node:fs';
+import { setImmediate } from 'node:timers/promises';
 import { isAbsolute, join } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
@@ -207,7 +208,8 @@ function importProject(deps: ControlDeps, path: unknown, only?: ReadonlySet<stri
         try {
           // The folder's key binds a run stored without one, so later batches need it (docs/control-data.md, Import).
           const key = readBindableRunKey(folder, (entry, reason) => skip(`${name}/${entry}`, reason));
-          let from: ShipOffsets = { events_offset: 0, artifacts: {} };
+          // Read again at start-up (`only`), a run resumes after what its runner shipped (ship.json), as the shipper does.
+          let from: ShipOffsets | null = only ? null : { events_offset: 0, artifacts: {} };
           for (let line = 0, more = true, first = true; more; first = false) {
             const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));
             const batch = read && importBatch(deps, path, read, line, skip, key);
@@ -225,6 +227,8 @@ function importProject(deps: ControlDeps, path: unknown, only?: ReadonlySet<stri
             for (const count of ['events', 'duplicates', 'artifacts'] as const) result[count] += stored.result[count];
             ({ next: from, more } = read);
             line += read.lines.length;
+            // One batch carries the run's state (its end): the rest is the shipper's, on the next svc command there.
+            if (only) break;
           }
         } finally {
           folder.close();
@@ -247,7 +251,7 @@ const ACTIVE_PAGE = 500;
  * last ship failed, leaving it to a later svc command in that project) is told its end here, else it stays active
  * and holds a `max_concurrent_runs` slot for ever.
  */
-export function importActiveRuns(deps: ControlDeps): void {
+export async function importActiveRuns(deps: ControlDeps): Promise<void> {
   const source = deps.settings.source;
   const byProject = new Map<string, Set<string>>();
   for (const status of ACTIVE_STATUSES) {
@@ -263,6 +267,8 @@ export function importActiveRuns(deps: ControlDeps): void {
     }
   }
   for (const [project, runs] of byProject) {
+    // Between projects the server answers its requests (/health first): this runs after it listens.
+    await setImmediate();
     if (!isRegisteredProject(deps, project)) continue;
     try {
       const { skipped } = importProject(deps, project, runs);
