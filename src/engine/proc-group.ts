@@ -2,7 +2,8 @@
 // read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf, isChildOf).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { hasDied, isPidAlive, statFields } from '../client/server-record.ts';
+import { isPidAlive } from '../client/server-record.ts';
+import { hasDied, statFields } from '../proc-stat.ts';
 import { allPids, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
 
 export interface ProcIdentity {

@@ -2,7 +2,7 @@
 import { startChild, type ChildProcess } from '../spawn/start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers } from '../spawn/tree.ts';
-import { statFields } from '../client/server-record.ts';
+import { statFields } from '../proc-stat.ts';
 import { identityOf, killNamespace, namespaceInit, signalGroup, type NamespaceInit } from './proc-group.ts';
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';

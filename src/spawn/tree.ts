@@ -4,7 +4,7 @@
 // Beside it, the small path readers that spawn/ and engine/ share (orNull and its kin, pathKind).
 import { lstatSync, readFileSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { hasDied, statFields } from '../client/server-record.ts';
+import { hasDied, statFields } from '../proc-stat.ts';
 
 type Proc = NonNullable<ReturnType<typeof readProc>>;
 

@@ -18,7 +18,7 @@ import type { EventRow } from '../../src/db/events-store.ts';
 import { memoryControlStores } from '../helpers/memory-stores.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { processesMentioning } from './fixtures.ts';
-import { statFields } from '../../src/client/server-record.ts';
+import { statFields } from '../../src/proc-stat.ts';
 
 const HELD_WORKER = fileURLToPath(new URL('../helpers/held-sandbox-worker.ts', import.meta.url));
 

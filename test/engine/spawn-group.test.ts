@@ -11,7 +11,7 @@ import { spawnGroup } from '../../src/engine/spawn-group.ts';
 import { terminateGroup } from '../../src/engine/proc-group.ts';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { probeSandbox } from '../../src/spawn/sandbox-mode.ts';
-import { statFields } from '../../src/client/server-record.ts';
+import { statFields } from '../../src/proc-stat.ts';
 import { processesMentioning } from './fixtures.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { holdInSetup } from '../helpers/held-sandbox.ts';

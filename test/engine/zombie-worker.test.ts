@@ -6,7 +6,8 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isPidAlive, statFields } from '../../src/client/server-record.ts';
+import { isPidAlive } from '../../src/client/server-record.ts';
+import { statFields } from '../../src/proc-stat.ts';
 import { identityOf, procStart, terminateGroup } from '../../src/engine/proc-group.ts';
 import { workerAlive } from '../../src/engine/repo-name.ts';
 

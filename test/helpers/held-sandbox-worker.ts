@@ -10,7 +10,7 @@ import { spawnGroup } from '../../src/engine/spawn-group.ts';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { probeSandbox } from '../../src/spawn/sandbox-mode.ts';
 import { holdInSetup } from './held-sandbox.ts';
-import { statFields } from '../../src/client/server-record.ts';
+import { statFields } from '../../src/proc-stat.ts';
 
 const [dir, tag] = process.argv.slice(2) as [string, string];
 const ctx = openRunContext(dir, process.env, { ship: false });

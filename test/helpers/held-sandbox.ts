@@ -3,7 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { GroupRun } from '../../src/engine/spawn-group.ts';
 import { readOrNull } from '../../src/spawn/tree.ts';
-import { statFields } from '../../src/client/server-record.ts';
+import { statFields } from '../../src/proc-stat.ts';
 
 /**
  * The namespace's init, stopped as soon as bwrap has made it (looked for without yielding, as bwrap sets up in a few

@@ -208,7 +208,8 @@ function importProject(deps: ControlDeps, path: unknown, only?: ReadonlySet<stri
         try {
           // The folder's key binds a run stored without one, so later batches need it (docs/control-data.md, Import).
           const key = readBindableRunKey(folder, (entry, reason) => skip(`${name}/${entry}`, reason));
-          // Read again at start-up (`only`), a run resumes after what its runner shipped (ship.json), as the shipper does.
+          // Read again at start-up (`only`), a run resumes after what its runner shipped (ship.json), as the
+          // shipper does.
           let from: ShipOffsets | null = only ? null : { events_offset: 0, artifacts: {} };
           for (let line = 0, more = true, first = true; more; first = false) {
             const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));

@@ -38,7 +38,8 @@ type PrInput = FollowUpAsk | { kind: 'skip'; reason: string };
 export async function mayWrite(ctx: TCtx, repo: string, login: string): Promise<true | string> {
   if (!LOGIN.test(login)) return 'the author is not a GitHub user who may write to this repository';
   try {
-    const answer = obj(await ctx.deps.github.get(`/repos/${repo}/collaborators/${encodeURIComponent(login)}/permission`));
+    const path = `/repos/${repo}/collaborators/${encodeURIComponent(login)}/permission`;
+    const answer = obj(await ctx.deps.github.get(path));
     const permission = str(answer.permission) ?? '';
     return WRITERS.has(permission) ? true : 'the author may not write to this repository';
   } catch (err) {
