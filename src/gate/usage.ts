@@ -118,6 +118,9 @@ export interface Asked {
   /** Only when what it asked is not known for certain (its bounds may be low): why. A call counted at those bounds
    * marks the run's spending doubtful (MeteredCall `doubt`). */
   doubt?: string;
+  /** The reader stopped (`doubt` says why): what the request asked past its tokens (the priority tier) is not known,
+   * so even a call whose usage came whole is in doubt. */
+  unread?: true;
 }
 
 /** Bytes of a request body read for what it asked (a coding agent's is about 1 MB at a full context, more with
@@ -245,7 +248,7 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       // table's highest price let one cheap call with an escaped key count $1,229 toward the server's day cap. The
       // doubt fails the run closed instead (budgets.ts RunSpend): its next call is refused under a budget.
       const doubt = `its request was not read: ${why}`;
-      return { model: null, maxOutput: null, choices: 1, bytes: asked.bytes, doubt };
+      return { model: null, maxOutput: null, choices: 1, bytes: asked.bytes, doubt, unread: true };
     },
   };
 }
@@ -420,7 +423,8 @@ export function usageMeter(
         : ended ? null : none ? 'the response carried no usage' : 'the response ended before its final usage');
       const toolDoubt = used === null ? null
         : { doubt: `it used a server-side tool (${used.slice(0, 60)}), billed per use, which the gate does not price` };
-      const tier = searched ? SEARCH_DOUBT : toolDoubt ?? (priority ? PRIORITY_DOUBT : {});
+      const unread = asked?.unread && asked.doubt !== undefined ? { doubt: asked.doubt } : null;
+      const tier = searched ? SEARCH_DOUBT : toolDoubt ?? unread ?? (priority ? PRIORITY_DOUBT : {});
       if (unknown === null) return { ...tokens, usd: callCost(prices, tokens), unknown, ...tier };
       // Not a generation (a stored completion listed, a response read back): it wrote nothing to bound.
       if (asked === null) {

@@ -88,7 +88,8 @@ const GEMINI_SSE = [1, 2].map((n) => `data: ${JSON.stringify({ candidates: [{ co
 /** A request the reader stopped at: what it asked unknown (one answer of OUTPUT_BOUND at the table's top), and why. */
 function assertNotRead(got: Asked, why: string, message?: string): void {
   const { doubt, ...rest } = got;
-  assert.deepEqual({ ...rest, bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 }, message);
+  assert.deepEqual({ ...rest, bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0, unread: true },
+    message);
   assert.equal(doubt, `its request was not read: ${why}`, message);
 }
 const ESCAPED = 'a key or value it cannot read for certain (an escaped key, a second generationConfig, a value past ' +
@@ -617,6 +618,17 @@ describe('metered cost at the gate', () => {
     assertNotRead(read(Buffer.from(body), { 'content-encoding': 'gzip' }), 'the request body is gzip-encoded');
     const whole = { model: 'claude-haiku-4-5', maxOutput: 10, choices: 1, bytes: 0 };
     assert.deepEqual(read(Buffer.from(`  \r\n\t${body}`), { 'content-encoding': 'Identity' }), whole);
+  });
+
+  it('counts a call whose request the reader stopped at in doubt even when its usage came whole', async () => {
+    const answer = { type: 'application/json', pieces: [ANTHROPIC_JSON] };
+    const escaped = await call('/_model/anthropic/v1/messages', answer, 'POST',
+      '{"model":"claude-haiku-4-5","m\\u0061x_tokens":10}');
+    assert.equal(escaped.status, 200);
+    close(escaped.rec.metered?.usd, ANTHROPIC_USD);
+    assert.equal(escaped.rec.metered?.doubt, `its request was not read: ${ESCAPED}`);
+    const plain = await call('/_model/anthropic/v1/messages', answer, 'POST', '{"model":"claude-haiku-4-5"}');
+    assert.equal(plain.rec.metered?.doubt, undefined);
   });
 
   it('stops at the first backslash of a key, before the key ends, and still reads values full of escapes', () => {
