@@ -280,6 +280,14 @@ describe('metered cost at the gate', () => {
     assert.equal(table.date, '2026-12-01');
     assert.deepEqual(table.models['scripted-model'], { input: 100, output: 200 });
     assert.ok(table.models['claude-sonnet-4-5'], 'the built-in rows stay');
+    // A row replaces the built-in row whole; a long-context tier is kept when the file gives it.
+    writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { 'gemini-2.5-pro': { input: 1, output: 8,
+      long: { above: 200_000, input: 2, output: 12 } } } }));
+    assert.deepEqual(loadPriceTable(file).models['gemini-2.5-pro'],
+      { input: 1, output: 8, long: { above: 200_000, input: 2, output: 12 } });
+    writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { x: { input: 1, output: 2, long: { input: 2,
+      output: 4 } } } }));
+    assert.throws(() => loadPriceTable(file), /x\.long\.above": must be a number of prompt tokens/);
     writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { x: { input: '1', output: 2 } } }));
     assert.throws(() => loadPriceTable(file), /x\.input/);
     for (const [text, why] of [['{"date":', /cannot be read as JSON/], ['{"models": {}}', /must be \{"date"/],
