@@ -107,6 +107,27 @@ export function highestPrice(table: PriceTable): ModelPrice {
 
 const PRICE_KEYS = ['input', 'output', 'cache_read', 'cache_write', 'cache_write_1h'] as const;
 
+/** One row of the operator's file, at `where` (a file and model name, for its errors); `long` (a tier's `above` and
+ * its prices) read at the top level only. */
+function readRow(where: string, row: unknown, top: boolean): ModelPrice {
+  if (!isJsonObject(row)) throw new GatePolicyError(where, 'must be {"input": …, "output": …}');
+  const price: Record<string, number> = {};
+  for (const key of [...PRICE_KEYS, ...(top ? [] : ['above'] as const)]) {
+    const v = row[key];
+    if (v === undefined && key !== 'input' && key !== 'output' && key !== 'above') continue;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
+      const unit = key === 'above' ? 'a number of prompt tokens' : 'a number of US dollars per million tokens';
+      throw new GatePolicyError(`${where}.${key}`, `must be ${unit}`);
+    }
+    price[key] = v;
+  }
+  // A row replaces the built-in row whole: a model with a long-context tier keeps one only when the file gives it.
+  if (top && row.long !== undefined) {
+    return { ...price, long: readRow(`${where}.long`, row.long, false) } as unknown as ModelPrice;
+  }
+  return price as unknown as ModelPrice;
+}
+
 /** The built-in table with the operator's file laid over it (`{"date", "models": {name: {input, output, …}}}`). */
 export function loadPriceTable(file: string | undefined): PriceTable {
   if (file === undefined) return PRICES;
@@ -121,17 +142,7 @@ export function loadPriceTable(file: string | undefined): PriceTable {
   }
   const models: Record<string, ModelPrice> = { ...PRICES.models };
   for (const [name, row] of Object.entries(value.models)) {
-    if (!isJsonObject(row)) throw new GatePolicyError(`${file}: ${name}`, 'must be {"input": …, "output": …}');
-    const price: Record<string, number> = {};
-    for (const key of PRICE_KEYS) {
-      const v = row[key];
-      if (v === undefined && key !== 'input' && key !== 'output') continue;
-      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
-        throw new GatePolicyError(`${file}: ${name}.${key}`, 'must be a number of US dollars per million tokens');
-      }
-      price[key] = v;
-    }
-    models[name.toLowerCase()] = price as unknown as ModelPrice;
+    models[name.toLowerCase()] = readRow(`${file}: ${name}`, row, true);
   }
   return { date: value.date.slice(0, 40), models };
 }

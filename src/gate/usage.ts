@@ -118,6 +118,9 @@ export interface Asked {
   /** Only when what it asked is not known for certain (its bounds may be low): why. A call counted at those bounds
    * marks the run's spending doubtful (MeteredCall `doubt`). */
   doubt?: string;
+  /** The reader stopped (`doubt` says why): what the request asked past its tokens (the priority tier) is not known,
+   * so even a call whose usage came whole is in doubt. */
+  unread?: true;
 }
 
 /** Bytes of a request body read for what it asked (a coding agent's is about 1 MB at a full context, more with
@@ -128,31 +131,19 @@ const ASKED_PICKS_MAX = 64;
 // `prompt` is kept input only on /responses: to the legacy /completions it is the text itself.
 const RESPONSES_KEPT: readonly string[] = [...FAMILIES.openai.kept, 'prompt'];
 /** What a request may ask that costs past its tokens, priced by no row (docs/gate.md "Metered cost"): the key paths of
- * each family, read as the body passes, and a request asking it is refused before its last bytes go upstream. */
+ * each family, read as the body passes, and a request asking it is refused before its last bytes go upstream. A
+ * server-side tool only offered (`tools`) costs nothing until the model uses it: its use is read in the response. */
 const UNMETERED: Record<Family, readonly string[]> = {
-  anthropic: ['tools.type'],
-  openai: ['tools.type', 'service_tier', 'web_search_options'],
-  gemini: ['tools.googleSearch', 'tools.googleSearchRetrieval', 'tools.googleMaps'],
+  anthropic: [],
+  openai: ['service_tier', 'web_search_options'],
+  gemini: [],
 };
-// The server-side tools billed per use (searches, containers, images), by the tool's `type`; a client's own tools
-// (functions, bash, a text editor) cost only tokens.
-const SERVER_TOOLS: Record<Family, RegExp> = {
-  anthropic: /^(web_search|code_execution)_/,
-  openai: /^(web_search|file_search|code_interpreter|image_generation)/,
-  gemini: /^$/,
-};
-const GEMINI_TOOLS = new Map([['google_search', 'googleSearch'], ['google_search_retrieval', 'googleSearchRetrieval'],
-  ['google_maps', 'googleMaps']]);
 
 /** What of a request's value at an UNMETERED path the meter cannot price, or null. */
-function unmetered(family: Family, path: string, value: unknown): string | null {
-  if (path === 'tools.type') {
-    const type = typeof value === 'string' ? value : '';
-    return SERVER_TOOLS[family].test(type) ? `the server-side tool "${type.slice(0, 60)}"` : null;
-  }
+function unmetered(path: string, value: unknown): string | null {
   if (path === 'service_tier') return value === 'priority' ? 'the "priority" service tier' : null;
-  // Chat completions' web search, Gemini's search and maps grounding: asked by being there.
-  return value === null ? null : `"${path.replace(/^tools\./, '')}"`;
+  // Chat completions' web search: its search models search on every call, asked by being there.
+  return value === null ? null : `"${path}"`;
 }
 
 // Each Responses input item's type: an `item_reference` names an item the API keeps. Not counted towards
@@ -170,12 +161,10 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const keptKeys = responses ? RESPONSES_KEPT : kept;
   const unmeteredKeys = UNMETERED[family];
   const wanted = ['model', ...maxKeys, ...choiceKeys, ...keptKeys, ...unmeteredKeys, ...(responses ? [ITEM_TYPE] : [])];
-  const names = family === 'gemini' ? new Map([...aliases, ...GEMINI_TOOLS]) : aliases;
-  const picker = new JsonPicker(new Set(wanted), names, new Set(['tools', ...(responses ? ['input'] : [])]));
+  const picker = new JsonPicker(new Set(wanted), aliases, new Set(responses ? ['input'] : []));
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
   // What the request asks that the meter cannot price (the first): the gate refuses it.
   let refused: string | null = null;
-  let tools = 0;
   // A maximum given as null: the APIs read it as absent, so no maximum (OUTPUT_BOUND), the larger of any given.
   let unbounded = false;
   let picks = 0;
@@ -198,10 +187,9 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   const take = (): void => {
     for (const { path, text } of picker.picks.splice(0)) {
       const value = tryParseJson(text);
-      // Not counted towards ASKED_PICKS_MAX either: an agent names a tool list of some dozens on every call.
       if (unmeteredKeys.includes(path)) {
-        if (++tools > ITEM_TYPES_MAX) unread ??= 'more than 20,000 tools';
-        else refused ??= unmetered(family, path, value);
+        picks += 1;
+        refused ??= unmetered(path, value);
         continue;
       }
       if (path === ITEM_TYPE) {
@@ -260,7 +248,7 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       // table's highest price let one cheap call with an escaped key count $1,229 toward the server's day cap. The
       // doubt fails the run closed instead (budgets.ts RunSpend): its next call is refused under a budget.
       const doubt = `its request was not read: ${why}`;
-      return { model: null, maxOutput: null, choices: 1, bytes: asked.bytes, doubt };
+      return { model: null, maxOutput: null, choices: 1, bytes: asked.bytes, doubt, unread: true };
     },
   };
 }
@@ -304,9 +292,29 @@ export type UsageMeter = ReturnType<typeof usageMeter>;
 // by the request, it was refused; `auto` is served so at a project whose default tier is priority).
 const TIER = ['service_tier', 'response.service_tier'];
 const PRIORITY_DOUBT = { doubt: 'it was served at the priority tier, which the gate prices at the standard rows' };
-// An Anthropic usage counting web searches (a request naming the tool is refused, but one the reader could not read
-// is not): billed per search, which no row prices.
+// An Anthropic usage counting web searches (a stream cut before its server_tool_use block still counts them): billed
+// per search, which no row prices.
 const SEARCH_DOUBT = { doubt: 'its usage counts web searches, billed per search, which the gate does not price' };
+
+// Where a response says the model used a server-side tool billed per use (a search, a container, an image), which no
+// row prices: offered by the request (not refused: Codex offers web search on every call), used at the model's choice.
+// OpenAI Responses' output items (a body's `output`, a stream's `item` and final `response.output`), Anthropic's
+// content blocks (`server_tool_use`), Gemini's grounding (the queries it searched or retrieved, a Maps widget).
+const TOOL_USE: Record<Family, readonly string[]> = {
+  openai: ['output.type', 'item.type', 'response.output.type'],
+  anthropic: ['content.type', 'content_block.type'],
+  gemini: ['candidates.groundingMetadata.webSearchQueries', 'candidates.groundingMetadata.retrievalQueries',
+    'candidates.groundingMetadata.googleMapsWidgetContextToken'],
+};
+const OPENAI_TOOL_CALL = /^(web_search|file_search|code_interpreter|image_generation)_call$/;
+
+/** The server-side tool a response's value at a TOOL_USE path says was used, or null. */
+function toolUsed(family: Family, path: string, value: unknown): string | null {
+  if (family === 'openai') return typeof value === 'string' && OPENAI_TOOL_CALL.test(value) ? value : null;
+  if (family === 'anthropic') return value === 'server_tool_use' ? value : null;
+  const grounded = Array.isArray(value) ? value.length > 0 : value !== null;
+  return grounded ? path.slice(path.lastIndexOf('.') + 1) : null;
+}
 
 /** A meter for one response, JSON or SSE by its type, priced by `prices`; anything else is of unknown usage. */
 export function usageMeter(
@@ -314,7 +322,7 @@ export function usageMeter(
 ) {
   const family = familyOf(route, endpoint);
   const paths = FAMILIES[family];
-  const wanted = new Set([...paths.usage, ...paths.model, ...(family === 'openai' ? TIER : [])]);
+  const wanted = new Set([...paths.usage, ...paths.model, ...TOOL_USE[family], ...(family === 'openai' ? TIER : [])]);
   const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
   const sse = type.startsWith('text/event-stream');
@@ -329,6 +337,7 @@ export function usageMeter(
   let inputSeen = false;
   let priority = false;
   let searched = false;
+  let used: string | null = null;
   let picker = new JsonPicker(wanted);
 
   const take = (p: JsonPicker): void => {
@@ -337,6 +346,7 @@ export function usageMeter(
       const value = tryParseJson(text);
       if (value === undefined) continue;
       if (TIER.includes(at)) priority ||= value === 'priority';
+      else if (TOOL_USE[family].includes(at)) used ??= toolUsed(family, at, value);
       else if (paths.model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
       // A usage object with none of the reader's counts (another API's shape, or each null) says nothing: never $0 as
@@ -411,7 +421,10 @@ export function usageMeter(
       const none = !inputSeen && complete && !unreadable && bad.length === 0;
       const unknown = unreadable ?? (bad.length > 0 ? `unreadable usage field ${bad[0]!.slice(0, 60)}`
         : ended ? null : none ? 'the response carried no usage' : 'the response ended before its final usage');
-      const tier = searched ? SEARCH_DOUBT : priority ? PRIORITY_DOUBT : {};
+      const toolDoubt = used === null ? null
+        : { doubt: `it used a server-side tool (${used.slice(0, 60)}), billed per use, which the gate does not price` };
+      const unread = asked?.unread && asked.doubt !== undefined ? { doubt: asked.doubt } : null;
+      const tier = searched ? SEARCH_DOUBT : toolDoubt ?? unread ?? (priority ? PRIORITY_DOUBT : {});
       if (unknown === null) return { ...tokens, usd: callCost(prices, tokens), unknown, ...tier };
       // Not a generation (a stored completion listed, a response read back): it wrote nothing to bound.
       if (asked === null) {

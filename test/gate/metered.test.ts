@@ -13,7 +13,7 @@ import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { generationEndpoint, modelPath, modelRoute } from '../../src/gate/model-apis.ts';
 import { callCost, highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
 import { OUTPUT_BOUND, requestMeter, usageMeter, type Asked } from '../../src/gate/usage.ts';
-import { reachedBudget, refusalText } from '../../src/gate/budgets.ts';
+import { budgetHeld, countCall, reachedBudget, refusalText, type RunCount } from '../../src/gate/budgets.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { gateRequest, recordingConnect, tableResolver, tempDir } from './helpers.ts';
 import { makeCert as makeCertFor } from '../trigger/standins.ts';
@@ -88,7 +88,8 @@ const GEMINI_SSE = [1, 2].map((n) => `data: ${JSON.stringify({ candidates: [{ co
 /** A request the reader stopped at: what it asked unknown (one answer of OUTPUT_BOUND at the table's top), and why. */
 function assertNotRead(got: Asked, why: string, message?: string): void {
   const { doubt, ...rest } = got;
-  assert.deepEqual({ ...rest, bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0 }, message);
+  assert.deepEqual({ ...rest, bytes: 0 }, { model: null, maxOutput: null, choices: 1, bytes: 0, unread: true },
+    message);
   assert.equal(doubt, `its request was not read: ${why}`, message);
 }
 const ESCAPED = 'a key or value it cannot read for certain (an escaped key, a second generationConfig, a value past ' +
@@ -279,6 +280,14 @@ describe('metered cost at the gate', () => {
     assert.equal(table.date, '2026-12-01');
     assert.deepEqual(table.models['scripted-model'], { input: 100, output: 200 });
     assert.ok(table.models['claude-sonnet-4-5'], 'the built-in rows stay');
+    // A row replaces the built-in row whole; a long-context tier is kept when the file gives it.
+    writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { 'gemini-2.5-pro': { input: 1, output: 8,
+      long: { above: 200_000, input: 2, output: 12 } } } }));
+    assert.deepEqual(loadPriceTable(file).models['gemini-2.5-pro'],
+      { input: 1, output: 8, long: { above: 200_000, input: 2, output: 12 } });
+    writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { x: { input: 1, output: 2, long: { input: 2,
+      output: 4 } } } }));
+    assert.throws(() => loadPriceTable(file), /x\.long\.above": must be a number of prompt tokens/);
     writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { x: { input: '1', output: 2 } } }));
     assert.throws(() => loadPriceTable(file), /x\.input/);
     for (const [text, why] of [['{"date":', /cannot be read as JSON/], ['{"models": {}}', /must be \{"date"/],
@@ -619,6 +628,17 @@ describe('metered cost at the gate', () => {
     assert.deepEqual(read(Buffer.from(`  \r\n\t${body}`), { 'content-encoding': 'Identity' }), whole);
   });
 
+  it('counts a call whose request the reader stopped at in doubt even when its usage came whole', async () => {
+    const answer = { type: 'application/json', pieces: [ANTHROPIC_JSON] };
+    const escaped = await call('/_model/anthropic/v1/messages', answer, 'POST',
+      '{"model":"claude-haiku-4-5","m\\u0061x_tokens":10}');
+    assert.equal(escaped.status, 200);
+    close(escaped.rec.metered?.usd, ANTHROPIC_USD);
+    assert.equal(escaped.rec.metered?.doubt, `its request was not read: ${ESCAPED}`);
+    const plain = await call('/_model/anthropic/v1/messages', answer, 'POST', '{"model":"claude-haiku-4-5"}');
+    assert.equal(plain.rec.metered?.doubt, undefined);
+  });
+
   it('stops at the first backslash of a key, before the key ends, and still reads values full of escapes', () => {
     // A key of escaped quotes running across chunks, never closed: the reader stops at its first backslash.
     const asked = requestMeter('anthropic', ENDPOINT_anthropic, {});
@@ -645,26 +665,13 @@ describe('metered cost at the gate', () => {
       ESCAPED);
   });
 
-  it('refuses a request asking what the meter cannot price (a server-side tool, the priority tier) before the API ' +
-    'gets it whole, and lets a client\'s own tools through', async () => {
+  it('refuses a request asking what the meter cannot price (the priority tier, chat search) before the API gets it ' +
+    'whole, and lets a server-side tool only offered through (Codex offers web search on every call)', async () => {
     const answer = { type: 'application/json', pieces: [ANTHROPIC_JSON] };
-    const own = [{ name: 'f', input_schema: { type: 'object' } }, { type: 'bash_20250124', name: 'bash' },
-      { type: 'web_fetch_20250910', name: 'web_fetch' }];
     const refused: Array<[string, unknown, string]> = [
-      ['/_model/anthropic/v1/messages', { model: 'claude-sonnet-4-5', tools: [...own,
-        { type: 'web_search_20250305', name: 'web_search', max_uses: 5 }] },
-      'the server-side tool "web_search_20250305"'],
-      ['/_model/anthropic/v1/messages', { tools: [{ type: 'code_execution_20250825', name: 'code_execution' }] },
-        'the server-side tool "code_execution_20250825"'],
-      ['/_model/openai/responses', { model: 'gpt-5', tools: [{ type: 'function', name: 'f' }, { type: 'web_search' }] },
-        'the server-side tool "web_search"'],
-      ['/_model/openai/responses', { tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] },
-        'the server-side tool "code_interpreter"'],
       ['/_model/openai/chat/completions', { model: 'gpt-5', service_tier: 'priority' }, 'the "priority" service tier'],
       ['/_model/openai/chat/completions', { model: 'gpt-4o-search-preview', web_search_options: {} },
         '"web_search_options"'],
-      ['/_model/gemini/v1beta/models/gemini-2.5-pro:generateContent', { tools: [{ functionDeclarations: [] },
-        { google_search: {} }] }, '"googleSearch"'],
     ];
     for (const [path, body, what] of refused) {
       const bodies = upstreamBodies;
@@ -675,13 +682,71 @@ describe('metered cost at the gate', () => {
       assert.deepEqual([got.rec.decision, got.rec.status, got.rec.metered], ['denied', 403, undefined], path);
       assert.equal(upstreamBodies, bodies, `${path}: the API never got the whole request`);
     }
-    for (const [path, body] of [['/_model/anthropic/v1/messages', { model: 'claude-sonnet-4-5', tools: own }],
+    const codex = { model: 'gpt-5-codex', tools: [{ type: 'function', name: 'shell' },
+      { type: 'web_search', external_web_access: false }] };
+    for (const [path, body] of [
+      ['/_model/anthropic/v1/messages', { model: 'claude-sonnet-4-5', tools: [{ type: 'bash_20250124', name: 'bash' },
+        { type: 'web_search_20250305', name: 'web_search', max_uses: 5 }] }],
+      ['/_model/openai/responses', codex],
+      ['/_model/openai/responses', { tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] }],
       ['/_model/openai/chat/completions', { model: 'gpt-5', service_tier: 'default', web_search_options: null }],
-      ['/_model/gemini/v1beta/models/gemini-2.5-pro:generateContent', { tools: [{ codeExecution: {} }] }]] as const) {
+      ['/_model/gemini/v1beta/models/gemini-2.5-pro:generateContent', { tools: [{ google_search: {} }] }],
+    ] as const) {
       const got = await call(path, answer, 'POST', JSON.stringify(body));
       assert.equal(got.status, 200, `${path}: ${got.body}`);
       assert.equal(got.rec.decision, 'allowed');
+      assert.equal(got.rec.metered?.doubt, undefined, `${path}: offered, not used`);
     }
+  });
+
+  it('doubts a call whose response says it used a server-side tool billed per use, JSON and streamed', async () => {
+    const usage = { input_tokens: 1000, output_tokens: 100 };
+    const json = (family: 'openai' | 'anthropic' | 'gemini', endpoint: string, body: unknown) => {
+      const meter = usageMeter(family, endpoint, { 'content-type': 'application/json' }, PRICES);
+      meter.push(Buffer.from(JSON.stringify(body)));
+      return meter.end({ model: null, maxOutput: 1000, choices: 1, bytes: 10 }, true).doubt;
+    };
+    const used = (tool: string) => `it used a server-side tool (${tool}), billed per use, which the gate does not price`;
+    for (const tool of ['web_search_call', 'file_search_call', 'code_interpreter_call', 'image_generation_call']) {
+      assert.equal(json('openai', '/v1/responses', { model: 'gpt-5', output: [{ type: 'reasoning' },
+        { type: tool, id: 'x' }, { type: 'message' }], usage }), used(tool));
+    }
+    assert.equal(json('openai', '/v1/responses', { model: 'gpt-5', output: [{ type: 'function_call' },
+      { type: 'message' }], usage }), undefined);
+    const stream = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);
+    stream.push(Buffer.from(sse([
+      ['response.output_item.added', { type: 'response.output_item.added', item: { type: 'web_search_call' } }],
+      ['response.completed', { type: 'response.completed', response: { model: 'gpt-5', output: [], usage } }]])));
+    assert.equal(stream.end(null, true).doubt, used('web_search_call'));
+    assert.equal(json('anthropic', '/v1/messages', { model: 'claude-sonnet-4-5', content: [{ type: 'text' },
+      { type: 'server_tool_use', name: 'code_execution' }], usage }), used('server_tool_use'));
+    const gemini = (groundingMetadata: unknown) => json('gemini', '/v1beta/models/gemini-2.5-pro:generateContent',
+      { candidates: [{ content: {}, groundingMetadata }], usageMetadata: { promptTokenCount: 10,
+        candidatesTokenCount: 10 } });
+    assert.equal(gemini({ webSearchQueries: ['svc'], searchEntryPoint: { renderedContent: 'x'.repeat(40_000) } }),
+      used('webSearchQueries'));
+    assert.equal(gemini({ webSearchQueries: [] }), undefined);
+
+    // Through the gate, under a run's budget (the doubt rule): the call that used the tool is counted in doubt, and
+    // the run's next call is refused.
+    const codex = { model: 'gpt-5-codex', tools: [{ type: 'web_search', external_web_access: false }] };
+    const run: RunCount = { usd: 0, uncounted: null, doubt: null, inFlight: 0 };
+    let counted = records.length;
+    refusal = () => {
+      for (const r of records.slice(counted)) if (r.metered) countCall(run, r.metered);
+      counted = records.length;
+      const held = budgetHeld(run, { run: 1, repoDay: null, serverDay: null }, { repoDay: 0, serverDay: 0 });
+      return held ? refusalText(held, 'acme/web', false) : null;
+    };
+    const searched = await call('/_model/openai/responses', { type: 'application/json', pieces: [JSON.stringify({
+      model: 'gpt-5', output: [{ type: 'web_search_call' }], usage })] }, 'POST', JSON.stringify(codex));
+    assert.equal(searched.status, 200);
+    assert.equal(searched.rec.metered?.doubt, used('web_search_call'));
+    const next = await call('/_model/openai/responses', { type: 'application/json', pieces: ['{}'] }, 'POST',
+      JSON.stringify(codex));
+    refusal = () => null;
+    assert.equal(next.status, 429);
+    assert.match(next.body, /may have cost more than its bounds \(it used a server-side tool \(web_search_call\)/);
   });
 
   it('prices a call whose prompt is past a long-context tier (Gemini 2.5 Pro, Claude Sonnet 4.5) whole at its rates',
