@@ -73,7 +73,10 @@ export async function startControl(
 
   const stopSweeps = startRetentionSweeps(deps);
   // After listen, yielding between projects: a start-up with many active runs still answers /health.
-  const activeRuns = importActiveRuns(deps);
+  const stopReading = new AbortController();
+  const activeRuns = importActiveRuns(deps, stopReading.signal).catch((err: unknown) => {
+    deps.log.error('could not read active runs again', { error: errorMessage(err) });
+  });
   // Launches a Control Plane before this one lost (killed while its launcher failed) end now when older than a launch
   // may take, and the younger ones once they are.
   engine.failLostLaunches();
@@ -84,6 +87,7 @@ export async function startControl(
     closing ??= (async () => {
       stopSweeps();
       clearTimeout(lostLaunches);
+      stopReading.abort();
       await activeRuns;
       await closeGracefully(server, async () => {
         bus.close();

@@ -47,7 +47,8 @@ export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: Ow
   if (leader && !hasDied(id.pid, leader)) {
     if (owner && !owner(id.pid)) return false;
   } else if (owner) {
-    const members = allPids().filter((pid) => procGroup(pid) === id.pgid);
+    // A zombie leader (checked above) has no argv or environment left to pass `owner` with: the live members must.
+    const members = allPids().filter((pid) => procGroup(pid) === id.pgid && !hasDied(pid, statFields(pid)));
     if (members.length === 0 || !members.every(owner)) return false;
   }
   try {

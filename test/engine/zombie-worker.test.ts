@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isPidAlive } from '../../src/client/server-record.ts';
 import { statFields } from '../../src/proc-stat.ts';
-import { identityOf, procStart, terminateGroup } from '../../src/engine/proc-group.ts';
+import { identityOf, isChildOf, procStart, terminateGroup } from '../../src/engine/proc-group.ts';
 import { workerAlive } from '../../src/engine/repo-name.ts';
 
 /** A process killed under a parent (`sleep`, after the shell's exec) that never waits for it: a zombie. */
@@ -56,6 +56,23 @@ describe('a worker that died as a zombie', () => {
     while (statFields(leader)?.[0] !== 'Z') await sleep(10);
     assert.equal(statFields(member)?.[2], String(leader), 'G is in the zombie C\'s group');
     await terminateGroup(identityOf(agent.pid!), 2_000);
+    assert.equal(isPidAlive(member), false);
+  });
+
+  // A stop of a run's recorded child reads its identity from disk and checks each member is the run's: the zombie
+  // leader (no environment left to show) is not a member that could fail that check.
+  it('a stop from disk kills the live members of the run\'s child group whose leader is a zombie', async () => {
+    const script = 'setsid sh -c "sleep 302 & echo \\$!; sleep 0.3" & echo $!; exec sleep 300';
+    const env = { ...process.env, SVC_RUN_ID: 'rzombie000001' };
+    const agent = spawn('sh', ['-c', script], { detached: true, env, stdio: ['ignore', 'pipe', 'ignore'] });
+    parents.push(() => agent.kill('SIGKILL'));
+    let out = '';
+    while (out.split('\n').length < 3) out += ((await once(agent.stdout, 'data')) as [Buffer])[0].toString();
+    const pids = out.trim().split('\n').map(Number);
+    const leader = pids.find((pid) => statFields(pid)?.[2] === String(pid))!;
+    const member = pids.find((pid) => pid !== leader)!;
+    while (statFields(leader)?.[0] !== 'Z') await sleep(10);
+    await terminateGroup(identityOf(leader), 2_000, isChildOf('rzombie000001'));
     assert.equal(isPidAlive(member), false);
   });
 });

@@ -252,7 +252,7 @@ const ACTIVE_PAGE = 500;
  * last ship failed, leaving it to a later svc command in that project) is told its end here, else it stays active
  * and holds a `max_concurrent_runs` slot for ever.
  */
-export async function importActiveRuns(deps: ControlDeps): Promise<void> {
+export async function importActiveRuns(deps: ControlDeps, stop?: AbortSignal): Promise<void> {
   const source = deps.settings.source;
   const byProject = new Map<string, Set<string>>();
   for (const status of ACTIVE_STATUSES) {
@@ -270,6 +270,8 @@ export async function importActiveRuns(deps: ControlDeps): Promise<void> {
   for (const [project, runs] of byProject) {
     // Between projects the server answers its requests (/health first): this runs after it listens.
     await setImmediate();
+    // A server closing reads no more: what is left is read at its next start.
+    if (stop?.aborted) return;
     if (!isRegisteredProject(deps, project)) continue;
     try {
       const { skipped } = importProject(deps, project, runs);
