@@ -121,6 +121,9 @@ export interface Asked {
   /** The reader stopped (`doubt` says why): what the request asked past its tokens (the priority tier) is not known,
    * so even a call whose usage came whole is in doubt. */
   unread?: true;
+  /** A server-side tool billed per use the request offers (its first): a call whose response is not read whole may
+   * have used it unseen. */
+  offered?: string;
 }
 
 /** Bytes of a request body read for what it asked (a coding agent's is about 1 MB at a full context, more with
@@ -142,6 +145,8 @@ const UNMETERED: Record<Family, readonly string[]> = {
 /** What of a request's value at an UNMETERED path the meter cannot price, or null. */
 function unmetered(path: string, value: unknown): string | null {
   if (path === 'service_tier') return value === 'priority' ? 'the "priority" service tier' : null;
+  // A background response is answered later, read back by another call: the gate never reads its usage.
+  if (path === 'background') return value === true ? 'a background response' : null;
   // Chat completions' web search: its search models search on every call, asked by being there.
   return value === null ? null : `"${path}"`;
 }
@@ -153,15 +158,30 @@ const ITEM_TYPE = 'input.type';
 // gate's one event loop 2.7 s. A long agent history is some thousands; one past this is read no further (doubted).
 const ITEM_TYPES_MAX = 20_000;
 const RESPONSES = /\/responses(\/compact)?$/i;
+// Where a request offers tools: each tool's type (OpenAI, Anthropic), or its key (Gemini). Not counted towards
+// ASKED_PICKS_MAX: an agent offers many tools.
+const OFFERED: Record<Family, readonly string[]> = {
+  openai: ['tools.type'],
+  anthropic: ['tools.type'],
+  gemini: ['tools.googleSearch', 'tools.googleSearchRetrieval', 'tools.googleMaps', 'tools.google_search',
+    'tools.google_search_retrieval', 'tools.google_maps'],
+};
+const PER_USE_TOOL: Record<Family, RegExp> = {
+  openai: /^(web_search|file_search|code_interpreter|image_generation)/,
+  anthropic: /^(web_search|code_execution)_/,
+  gemini: /./,
+};
 
 export function requestMeter(route: string, endpoint: string, headers: Readonly<Record<string, unknown>>) {
   const family = familyOf(route, endpoint);
   const { maxOutput: maxKeys, choices: choiceKeys, kept, aliases } = FAMILIES[family];
   const responses = RESPONSES.test(endpoint);
   const keptKeys = responses ? RESPONSES_KEPT : kept;
-  const unmeteredKeys = UNMETERED[family];
-  const wanted = ['model', ...maxKeys, ...choiceKeys, ...keptKeys, ...unmeteredKeys, ...(responses ? [ITEM_TYPE] : [])];
-  const picker = new JsonPicker(new Set(wanted), aliases, new Set(responses ? ['input'] : []));
+  const unmeteredKeys = responses ? [...UNMETERED[family], 'background'] : UNMETERED[family];
+  const offeredKeys = OFFERED[family];
+  const wanted = ['model', ...maxKeys, ...choiceKeys, ...keptKeys, ...unmeteredKeys, ...offeredKeys,
+    ...(responses ? [ITEM_TYPE] : [])];
+  const picker = new JsonPicker(new Set(wanted), aliases, new Set(responses ? ['input', 'tools'] : ['tools']));
   const asked: Asked = { model: null, maxOutput: null, choices: 1, bytes: 0 };
   // What the request asks that the meter cannot price (the first): the gate refuses it.
   let refused: string | null = null;
@@ -190,6 +210,11 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       if (unmeteredKeys.includes(path)) {
         picks += 1;
         refused ??= unmetered(path, value);
+        continue;
+      }
+      if (offeredKeys.includes(path)) {
+        const tool = family === 'gemini' ? path.slice('tools.'.length) : str(value);
+        if (value !== null && tool !== null && PER_USE_TOOL[family].test(tool)) asked.offered ??= tool.slice(0, 60);
         continue;
       }
       if (path === ITEM_TYPE) {
@@ -248,7 +273,8 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       // table's highest price let one cheap call with an escaped key count $1,229 toward the server's day cap. The
       // doubt fails the run closed instead (budgets.ts RunSpend): its next call is refused under a budget.
       const doubt = `its request was not read: ${why}`;
-      return { model: null, maxOutput: null, choices: 1, bytes: asked.bytes, doubt, unread: true };
+      return { model: null, maxOutput: null, choices: 1, bytes: asked.bytes, doubt, unread: true,
+        ...(asked.offered !== undefined ? { offered: asked.offered } : {}) };
     },
   };
 }
@@ -262,11 +288,12 @@ const pathModel = (endpoint: string): string | null =>
  * A generation call whose usage was not all read, counted at what was (`read`: the input's counts, a lower output
  * figure) and its bounds for the rest (docs/gate.md "Metered cost"): input not read at the request's bytes (a token
  * stands for at least one byte) up to INPUT_BOUND, output at `maxOutput` (null: OUTPUT_BOUND) for each answer asked;
- * priced by the model named, else at the table's highest prices (prices.ts highestPrice).
+ * priced by the model named, else at the table's highest prices (prices.ts highestPrice). `unseen`: the response was
+ * not read whole, so a per-use tool the request offered may have been used unseen (a doubt).
  */
 function boundedCall(
   prices: PriceTable, asked: Asked, model: string | null, read: CallTokens | null, maxOutput: number | null,
-  unknown: string,
+  unknown: string, unseen: boolean,
 ): MeteredCall {
   const counted = {
     model: model ?? asked.model, tokens_in: read ? read.tokens_in : Math.min(asked.bytes, INPUT_BOUND),
@@ -276,14 +303,16 @@ function boundedCall(
   };
   const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
   const usd = price ? costAt(price, counted) : null;
-  return { ...counted, usd, unknown, ...(asked.doubt !== undefined ? { doubt: asked.doubt } : {}) };
+  const doubt = asked.doubt ?? (asked.offered === undefined || !unseen ? undefined
+    : `it offered a per-use server tool (${asked.offered}) and its response was not read whole`);
+  return { ...counted, usd, unknown, ...(doubt !== undefined ? { doubt } : {}) };
 }
 
 /** A generation call whose request was sent and whose answer never came (the client or the gate gave up first): the
  * API may have run it to its end. */
 export function unansweredCall(endpoint: string, asked: Asked, prices: PriceTable): MeteredCall {
   const unknown = 'the call ended before its answer came';
-  return boundedCall(prices, asked, pathModel(endpoint), null, asked.maxOutput, unknown);
+  return boundedCall(prices, asked, pathModel(endpoint), null, asked.maxOutput, unknown, true);
 }
 
 export type UsageMeter = ReturnType<typeof usageMeter>;
@@ -302,16 +331,22 @@ const SEARCH_DOUBT = { doubt: 'its usage counts web searches, billed per search,
 // content blocks (`server_tool_use`), Gemini's grounding (the queries it searched or retrieved, a Maps widget).
 const TOOL_USE: Record<Family, readonly string[]> = {
   openai: ['output.type', 'item.type', 'response.output.type'],
-  anthropic: ['content.type', 'content_block.type'],
+  anthropic: ['content.type', 'content_block.type', 'content.name', 'content_block.name'],
   gemini: ['candidates.groundingMetadata.webSearchQueries', 'candidates.groundingMetadata.retrievalQueries',
-    'candidates.groundingMetadata.googleMapsWidgetContextToken'],
+    'candidates.groundingMetadata.googleMapsWidgetContextToken', 'candidates.groundingMetadata.groundingChunks'],
 };
+// Anthropic's server tools billed per use (web_fetch and tool search cost only tokens): a server_tool_use block's name.
+const ANTHROPIC_PER_USE = /^(web_search|code_execution|bash_code_execution|text_editor_code_execution)/;
 const OPENAI_TOOL_CALL = /^(web_search|file_search|code_interpreter|image_generation)_call$/;
 
-/** The server-side tool a response's value at a TOOL_USE path says was used, or null. */
-function toolUsed(family: Family, path: string, value: unknown): string | null {
+/** The server-side tool a response's value at a TOOL_USE path says was used, or null; `serverBlock`: the Anthropic
+ * content block being read is a server_tool_use one (its type comes before its name). */
+function toolUsed(family: Family, path: string, value: unknown, serverBlock: boolean): string | null {
   if (family === 'openai') return typeof value === 'string' && OPENAI_TOOL_CALL.test(value) ? value : null;
-  if (family === 'anthropic') return value === 'server_tool_use' ? value : null;
+  if (family === 'anthropic') {
+    const name = path.endsWith('.name') && serverBlock ? str(value) : null;
+    return name !== null && ANTHROPIC_PER_USE.test(name) ? name : null;
+  }
   const grounded = Array.isArray(value) ? value.length > 0 : value !== null;
   return grounded ? path.slice(path.lastIndexOf('.') + 1) : null;
 }
@@ -338,6 +373,7 @@ export function usageMeter(
   let priority = false;
   let searched = false;
   let used: string | null = null;
+  let serverBlock = false;
   let picker = new JsonPicker(wanted);
 
   const take = (p: JsonPicker): void => {
@@ -346,7 +382,10 @@ export function usageMeter(
       const value = tryParseJson(text);
       if (value === undefined) continue;
       if (TIER.includes(at)) priority ||= value === 'priority';
-      else if (TOOL_USE[family].includes(at)) used ??= toolUsed(family, at, value);
+      else if (TOOL_USE[family].includes(at)) {
+        if (at.endsWith('.type')) serverBlock = value === 'server_tool_use';
+        used ??= toolUsed(family, at, value, serverBlock);
+      }
       else if (paths.model.includes(at)) tokens.model = str(value)?.slice(0, 200) ?? tokens.model;
       else if (value === null) continue; // a streamed chunk before the one that carries the usage
       // A usage object with none of the reader's counts (another API's shape, or each null) says nothing: never $0 as
@@ -433,7 +472,8 @@ export function usageMeter(
       // A whole response with no usage at all was asked so by the agent (no `stream_options.include_usage`), which
       // also wrote the maximum the gate read: its output counts at OUTPUT_BOUND.
       const read = inputSeen && bad.length === 0 ? tokens : null;
-      return { ...tier, ...boundedCall(prices, asked, tokens.model, read, none ? null : asked.maxOutput, unknown) };
+      const bounded = boundedCall(prices, asked, tokens.model, read, none ? null : asked.maxOutput, unknown, !none);
+      return { ...tier, ...bounded };
     },
   };
 }

@@ -12,7 +12,7 @@ import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { generationEndpoint, modelPath, modelRoute } from '../../src/gate/model-apis.ts';
 import { callCost, highestPrice, loadPriceTable, priceOf, PRICES } from '../../src/gate/prices.ts';
-import { OUTPUT_BOUND, requestMeter, usageMeter, type Asked } from '../../src/gate/usage.ts';
+import { OUTPUT_BOUND, requestMeter, unansweredCall, usageMeter, type Asked } from '../../src/gate/usage.ts';
 import { budgetHeld, countCall, reachedBudget, refusalText, type RunCount } from '../../src/gate/budgets.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { gateRequest, recordingConnect, tableResolver, tempDir } from './helpers.ts';
@@ -718,14 +718,32 @@ describe('metered cost at the gate', () => {
       ['response.output_item.added', { type: 'response.output_item.added', item: { type: 'web_search_call' } }],
       ['response.completed', { type: 'response.completed', response: { model: 'gpt-5', output: [], usage } }]])));
     assert.equal(stream.end(null, true).doubt, used('web_search_call'));
-    assert.equal(json('anthropic', '/v1/messages', { model: 'claude-sonnet-4-5', content: [{ type: 'text' },
-      { type: 'server_tool_use', name: 'code_execution' }], usage }), used('server_tool_use'));
+    const anthropic = (name: string) => json('anthropic', '/v1/messages', { model: 'claude-sonnet-4-5',
+      content: [{ type: 'text' }, { type: 'tool_use', name: 'web_search_local' }, { type: 'server_tool_use', name }],
+      usage });
+    assert.equal(anthropic('code_execution'), used('code_execution'));
+    assert.equal(anthropic('web_search'), used('web_search'));
+    assert.equal(anthropic('bash_code_execution'), used('bash_code_execution'));
+    // Free server tools (tokens only), and a client tool of a per-use tool's name: no doubt.
+    for (const free of ['web_fetch', 'tool_search_tool_regex', 'tool_search_tool_bm25']) {
+      assert.equal(anthropic(free), undefined, free);
+    }
+    const anthropicStream = usageMeter('anthropic', '/v1/messages', { 'content-type': 'text/event-stream' }, PRICES);
+    anthropicStream.push(Buffer.from(sse([
+      ['content_block_start', { type: 'content_block_start', index: 1,
+        content_block: { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: {} } }],
+      ['message_delta', { type: 'message_delta', usage: { output_tokens: 10 } }]])));
+    assert.equal(anthropicStream.end(null, true).doubt, used('web_search'));
     const gemini = (groundingMetadata: unknown) => json('gemini', '/v1beta/models/gemini-2.5-pro:generateContent',
       { candidates: [{ content: {}, groundingMetadata }], usageMetadata: { promptTokenCount: 10,
         candidatesTokenCount: 10 } });
     assert.equal(gemini({ webSearchQueries: ['svc'], searchEntryPoint: { renderedContent: 'x'.repeat(40_000) } }),
       used('webSearchQueries'));
     assert.equal(gemini({ webSearchQueries: [] }), undefined);
+    // Maps grounding shows its places as chunks, with no widget token unless asked for.
+    assert.equal(gemini({ groundingChunks: [{ maps: { uri: 'https://maps.google.com/?cid=1', title: 'Cafe' } }] }),
+      used('groundingChunks'));
+    assert.equal(gemini({ groundingChunks: [] }), undefined);
 
     // Through the gate, under a run's budget (the doubt rule): the call that used the tool is counted in doubt, and
     // the run's next call is refused.
@@ -747,6 +765,58 @@ describe('metered cost at the gate', () => {
     refusal = () => null;
     assert.equal(next.status, 429);
     assert.match(next.body, /may have cost more than its bounds \(it used a server-side tool \(web_search_call\)/);
+  });
+
+  it('doubts a call offering a per-use server tool whose response was not read whole, and refuses a background ' +
+    'Responses call', async () => {
+    const offered = (tool: string) => `it offered a per-use server tool (${tool}) and its response was not read whole`;
+    const asked = (route: string, endpoint: string, body: unknown) => {
+      const meter = requestMeter(route, endpoint, {});
+      meter.push(Buffer.from(JSON.stringify(body)));
+      return meter;
+    };
+    const codex = { model: 'gpt-5-codex', tools: [{ type: 'function', name: 'shell' },
+      { type: 'web_search', external_web_access: false }] };
+    // A stream cut after response.created: the searches may have run unseen.
+    const cut = usageMeter('openai', '/v1/responses', { 'content-type': 'text/event-stream' }, PRICES);
+    cut.push(Buffer.from(sse([['response.created', { type: 'response.created',
+      response: { model: 'gpt-5-codex', output: [], usage: null } }]])));
+    assert.equal(cut.end(asked('openai', '/v1/responses', codex).read(), false).doubt, offered('web_search'));
+    assert.equal(unansweredCall('/v1/responses', asked('openai', '/v1/responses', codex).read(), PRICES).doubt,
+      offered('web_search'));
+    assert.equal(unansweredCall('/v1/messages', asked('anthropic', '/v1/messages', { model: 'claude-sonnet-4-5',
+      tools: [{ type: 'web_search_20250305', name: 'web_search' }] }).read(), PRICES).doubt,
+    offered('web_search_20250305'));
+    assert.equal(unansweredCall('/v1beta/models/gemini-2.5-pro:generateContent', asked('gemini',
+      '/v1beta/models/gemini-2.5-pro:generateContent', { tools: [{ googleMaps: {} }] }).read(), PRICES).doubt,
+    offered('googleMaps'));
+    // Free or client tools only: no doubt.
+    for (const [route, endpoint, body] of [
+      ['openai', '/v1/responses', { model: 'gpt-5', tools: [{ type: 'function', name: 'web_search' }] }],
+      ['anthropic', '/v1/messages', { model: 'claude-sonnet-4-5', tools: [{ type: 'web_fetch_20250910',
+        name: 'web_fetch' }, { type: 'bash_20250124', name: 'bash' }] }],
+    ] as const) {
+      const got = asked(route, endpoint, body).read();
+      assert.deepEqual([got.offered, got.doubt], [undefined, undefined], route);
+      assert.equal(unansweredCall(endpoint, got, PRICES).doubt, undefined, route);
+    }
+    // Read whole without use (the codex case): clean, and the offer is no reason to refuse.
+    const whole = await call('/_model/openai/responses', { type: 'application/json', pieces: [JSON.stringify({
+      model: 'gpt-5-codex', output: [{ type: 'message' }], usage: { input_tokens: 10, output_tokens: 5 } })] },
+    'POST', JSON.stringify(codex));
+    assert.deepEqual([whole.status, whole.rec.metered?.doubt], [200, undefined]);
+    // A background response is answered later, read back by another call: refused before the API gets it whole.
+    const bodies = upstreamBodies;
+    const background = await call('/_model/openai/responses', { type: 'application/json', pieces: [JSON.stringify({
+      status: 'queued', output: [], usage: null })] }, 'POST', JSON.stringify({ ...codex, background: true }));
+    assert.equal(background.status, 403);
+    assert.equal(background.body, 'svc gate: the request asks for a background response, which the gate cannot ' +
+      'meter (it prices tokens only): refused on a metered model route\n');
+    assert.equal(upstreamBodies, bodies);
+    const foreground = await call('/_model/openai/responses', { type: 'application/json', pieces: [JSON.stringify({
+      model: 'gpt-5', output: [], usage: { input_tokens: 10, output_tokens: 5 } })] }, 'POST',
+    JSON.stringify({ model: 'gpt-5', background: false }));
+    assert.equal(foreground.status, 200);
   });
 
   it('prices a call whose prompt is past a long-context tier (Gemini 2.5 Pro, Claude Sonnet 4.5) whole at its rates',
