@@ -24,6 +24,23 @@ async function zombie(): Promise<{ pid: number; proc_start: string | null; paren
   return { ...identity, parent: () => shell.kill('SIGKILL') };
 }
 
+/**
+ * P (its shell execs sleep, so it never reaps) starts C, which leads its own group, starts G in it and exits: C is
+ * P's zombie and G a live member of C's group. `kill` ends P.
+ */
+async function zombieLedGroup(env: NodeJS.ProcessEnv = process.env) {
+  const script = 'setsid sh -c "sleep 301 & echo \\$!; sleep 0.3" & echo $!; exec sleep 300';
+  const agent = spawn('sh', ['-c', script], { detached: true, env, stdio: ['ignore', 'pipe', 'ignore'] });
+  let out = '';
+  while (out.split('\n').length < 3) out += ((await once(agent.stdout, 'data')) as [Buffer])[0].toString();
+  const pids = out.trim().split('\n').map(Number);
+  // The two echoes race: C is the one that leads its own group.
+  const leader = pids.find((pid) => statFields(pid)?.[2] === String(pid))!;
+  const member = pids.find((pid) => pid !== leader)!;
+  while (statFields(leader)?.[0] !== 'Z') await sleep(10);
+  return { parent: agent.pid!, leader, member, kill: () => agent.kill('SIGKILL') };
+}
+
 describe('a worker that died as a zombie', () => {
   const parents: (() => void)[] = [];
   after(() => parents.forEach((kill) => kill()));
@@ -43,35 +60,18 @@ describe('a worker that died as a zombie', () => {
   });
 
   it('a stop still kills the live members of a group whose leader is a zombie', async () => {
-    // P never reaps (its shell execs sleep); C leads its own group, starts G in it and exits: C is P's zombie.
-    const script = 'setsid sh -c "sleep 301 & echo \\$!; sleep 0.3" & echo $!; exec sleep 300';
-    const agent = spawn('sh', ['-c', script], { detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
-    parents.push(() => agent.kill('SIGKILL'));
-    let out = '';
-    while (out.split('\n').length < 3) out += ((await once(agent.stdout, 'data')) as [Buffer])[0].toString();
-    const pids = out.trim().split('\n').map(Number);
-    // The two echoes race: C is the one that leads its own group.
-    const leader = pids.find((pid) => statFields(pid)?.[2] === String(pid))!;
-    const member = pids.find((pid) => pid !== leader)!;
-    while (statFields(leader)?.[0] !== 'Z') await sleep(10);
+    const { parent, leader, member, kill } = await zombieLedGroup();
+    parents.push(kill);
     assert.equal(statFields(member)?.[2], String(leader), 'G is in the zombie C\'s group');
-    await terminateGroup(identityOf(agent.pid!), 2_000);
+    await terminateGroup(identityOf(parent), 2_000);
     assert.equal(isPidAlive(member), false);
   });
 
   // A stop of a run's recorded child reads its identity from disk and checks each member is the run's: the zombie
   // leader (no environment left to show) is not a member that could fail that check.
   it('a stop from disk kills the live members of the run\'s child group whose leader is a zombie', async () => {
-    const script = 'setsid sh -c "sleep 302 & echo \\$!; sleep 0.3" & echo $!; exec sleep 300';
-    const env = { ...process.env, SVC_RUN_ID: 'rzombie000001' };
-    const agent = spawn('sh', ['-c', script], { detached: true, env, stdio: ['ignore', 'pipe', 'ignore'] });
-    parents.push(() => agent.kill('SIGKILL'));
-    let out = '';
-    while (out.split('\n').length < 3) out += ((await once(agent.stdout, 'data')) as [Buffer])[0].toString();
-    const pids = out.trim().split('\n').map(Number);
-    const leader = pids.find((pid) => statFields(pid)?.[2] === String(pid))!;
-    const member = pids.find((pid) => pid !== leader)!;
-    while (statFields(leader)?.[0] !== 'Z') await sleep(10);
+    const { leader, member, kill } = await zombieLedGroup({ ...process.env, SVC_RUN_ID: 'rzombie000001' });
+    parents.push(kill);
     await terminateGroup(identityOf(leader), 2_000, isChildOf('rzombie000001'));
     assert.equal(isPidAlive(member), false);
   });
