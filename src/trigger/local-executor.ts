@@ -1,6 +1,5 @@
 // Default executor: `node <cli> start …` as a child with an allowlisted env, then watches the run's state.json.
-import { LAUNCH_TIMEOUT_MS, startChild } from '../spawn/start.ts';
-import { secretsIn } from '../spawn/secrets-handoff.ts';
+import { LAUNCH_TIMEOUT_MS, secretsIn, startChild } from '../spawn/start.ts';
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { readFile } from 'node:fs/promises';
 import { watch, type FSWatcher } from 'node:fs';
@@ -163,7 +162,6 @@ function watchQuietly(dir: string, changed: (name: string | null) => void): FSWa
   }
 }
 
-/** A half-written or unreadable state.json reads as null, "not yet". */
 /**
  * A run whose recorded worker is gone while its state says it is not over (killed, the machine restarted) never ends
  * by itself: it ends failed. Read again first: a worker that ended its run exits right after saying so.
@@ -178,6 +176,7 @@ async function deadWorkerOutcome(path: string, state: Record<string, unknown>): 
   return ended ?? { ...outcomeFromState({ ...state, status: 'failed' })!, error: 'the run\'s worker died' };
 }
 
+/** A half-written or unreadable state.json reads as null, "not yet". */
 async function readState(path: string): Promise<Record<string, unknown> | 'missing' | null> {
   try {
     return objOrNull(JSON.parse(await readFile(path, 'utf8')));
