@@ -199,7 +199,7 @@ async function answerFromTrackera(ctx: TCtx, body: Obj): Promise<Reply | null> {
   const commentId = (str(data.id) ?? '').slice(0, 100);
   return ctx.deps.answers.reply({
     origin: 'trackera', thread: trackeraThread(issueId), ...command, who,
-    refusal: teamRefusal(ctx.deps.settings.repos, await onIssueTeam(ctx, issueId, userId)),
+    refusal: teamRefusal(ctx.deps.settings.repos), standing: () => onIssueTeam(ctx, issueId, userId),
     place: `trackera issue ${issueId} comment ${commentId}`,
     // The comment's own time: a retry is signed with a fresh `webhookTimestamp`, so only this dates what it answers.
     writtenAt: commentTime(data.createdAt),

@@ -214,7 +214,7 @@ async function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply | null> {
   const commentId = (str(comment.id) ?? '').slice(0, 40);
   return ctx.deps.answers.reply({
     origin: 'trackerb', thread: trackerbThread(key), ...command, who, writtenAt: commentTime(comment.created),
-    refusal: teamRefusal(ctx.deps.settings.repos, await onIssueTeam(ctx, key, accountId)),
+    refusal: teamRefusal(ctx.deps.settings.repos), standing: () => onIssueTeam(ctx, key, accountId),
     place: `trackerb issue ${key} comment ${commentId}`,
     keys: deliveryKeys('trackerb', ctx.req.headers, ctx.raw, ...(commentId ? [`trackerb:comment:${commentId}`] : [])),
   });
