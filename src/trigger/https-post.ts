@@ -31,17 +31,24 @@ export function httpsRequest(url: URL | string, opts: HttpsOptions, body?: strin
     const { method, headers, ca, timeoutMs, cap = Infinity } = opts;
     // node:https as CommonJS, taken when a post is sent: see test/unit/http-imports.test.ts.
     const { request } = process.getBuiltinModule('node:https');
-    const req = request(url, { method, headers, timeout: timeoutMs, ...(ca ? { ca } : {}) }, (res) => {
+    const req = request(url, { method, headers, ...(ca ? { ca } : {}) }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => {
-        if (text.length < cap) text += d;
+        if (text.length < cap) text += d.slice(0, cap - text.length);
       });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text, ...retryAfterMs(res.headers['retry-after']) }));
+      res.on('end', () => {
+        clearTimeout(deadline);
+        resolve({ status: res.statusCode ?? 0, text, ...retryAfterMs(res.headers['retry-after']) });
+      });
       res.on('error', reject);
     });
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    req.on('error', reject);
+    // The whole exchange, not only a silence: an answer that trickles for ever would hold its caller for ever.
+    const deadline = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    req.on('error', (err) => {
+      clearTimeout(deadline);
+      reject(err);
+    });
     req.end(body);
   });
 }
