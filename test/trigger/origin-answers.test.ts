@@ -594,6 +594,35 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.deepEqual(audited.map((a) => a.who), ['acc-renamer', 'acc-renamer', 'acc-renamer', 'acc-other']);
   });
 
+  it('trackerb: a team look-up answered with something not JSON refuses, and puts none of it in the reason', async () => {
+    const queued = await trackerbEvent({
+      webhookEvent: 'jira:issue_created',
+      issue: { id: '10004', key: 'ASKB-4', fields: { summary: 'ask-question pick a zone', labels: ['svc'],
+        project: { key: 'ASKB' } } },
+    });
+    const id = queued.body.job_id as string;
+    await waitFor(() => trackerb.requests.find((r) => r.path === '/rest/api/3/issue/ASKB-4/comment'
+      && r.body.includes('waiting for an answer')), 'the question');
+    const respond = trackerb.respond;
+    // A proxy in front of the tracker answers 200 with its own page, naming an inside host.
+    trackerb.respond = (req) => (req.path.includes('accountId=acc-proxied')
+      ? { status: 200, body: 'proxy-10.0.0.7 is down' } : respond(req));
+    try {
+      const res = await trackerbEvent({
+        webhookEvent: 'comment_created', issue: { key: 'ASKB-4' },
+        comment: { id: String(commentSeq++), body: '/svc answer zone b', author: { accountId: 'acc-proxied' },
+          created: jiraNow() },
+      });
+      assert.equal(res.body.status, 'refused');
+      assert.doesNotMatch(res.body.reason as string, /proxy|10\.0/);
+      assert.match(res.body.reason as string, /not JSON about the issue's team/);
+    } finally {
+      trackerb.respond = respond;
+    }
+    assert.deepEqual(answerCalls().filter((a) => a.includes('zone b')), []);
+    assert.deepEqual(((await job(id)).answers as Array<Record<string, unknown>>).map((a) => a.outcome), ['refused']);
+  });
+
   it('a trackerb issue asks in a comment; only someone assignable to it may answer it', async () => {
     const queued = await trackerbEvent({
       webhookEvent: 'jira:issue_created',

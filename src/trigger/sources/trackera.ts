@@ -182,7 +182,9 @@ async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<
     const members = Array.isArray(nodes) ? nodes.map((n) => str(obj(n).id)) : [];
     return members.includes(userId) ? true : 'the comment\'s author is not a member of the issue\'s team';
   } catch (err) {
-    return `the trackera API could not say who is on the issue's team (${errorMessage(err)})`;
+    // The reason is posted where the answer was written: the error (a host, a proxy's words) goes only to the log.
+    ctx.deps.log.warn('issue team not known', { route: 'trackera', issue: issueId, error: errorMessage(err) });
+    return 'the trackera API could not say who is on the issue\'s team';
   }
 }
 
