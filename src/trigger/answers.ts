@@ -26,6 +26,11 @@ export interface AnswerRequest {
   place: string;
   /** Why this sender may not answer this job, or null. */
   refusal: (job: JobRow) => string | null;
+  /**
+   * Whether the vendor's API says the sender may answer here (true), else why not: asked only for an answer that is
+   * no copy of one handled and finds a job to answer, so a redelivery or a stray comment costs no API call.
+   */
+  standing?: () => Promise<true | string>;
   /** When the vendor says it was written (ms; null: unsaid), where signed deliveries carry no time of their own. */
   writtenAt?: number | null;
   keys: readonly string[];
@@ -117,7 +122,9 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     for (const key of req.keys) answering.delete(key);
   }
 
-  async function answer(req: AnswerRequest): Promise<AnswerOutcome> {
+  /** A copy of an answer handled, no job to answer, or the jobs it may answer (none: `job` was named elsewhere). */
+  function find(req: AnswerRequest): Extract<AnswerOutcome, { kind: 'duplicate' | 'no_job' }>
+    | { kind: 'found'; job: JobRow; jobs: JobRow[] } {
     // A redelivery is a duplicate even once the job it answered has ended.
     const earlier = stores.dedupe.holder(req.keys) ?? req.keys.map((k) => answering.get(k)).find((j) => j);
     if (earlier !== undefined) return { kind: 'duplicate', jobId: earlier };
@@ -133,7 +140,20 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
       const named = req.jobId ? ` as job ${req.jobId}` : '';
       return { kind: 'no_job', reason: `no running svc job was asked here${named}` };
     }
-    const job = jobs[0] ?? elsewhere!;
+    return { kind: 'found', job: jobs[0] ?? elsewhere!, jobs };
+  }
+
+  async function answer(req: AnswerRequest): Promise<AnswerOutcome> {
+    let standing: true | string = true;
+    if (req.standing) {
+      const first = find(req);
+      if (first.kind !== 'found') return first;
+      if (first.jobs.length > 0) standing = await req.standing();
+    }
+    // Looked up (again, after the vendor was asked: a copy may have been handled meanwhile) right before the claim.
+    const found = find(req);
+    if (found.kind !== 'found') return found;
+    const { job, jobs } = found;
     // Synchronous from the look-up to the claim (or the mark in `answering`): two copies of one delivery cannot both
     // pass.
     const claim = () => stores.dedupe.claim(req.keys, job.id, opts.clock());
@@ -145,7 +165,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     if (jobs.length === 0) {
       return { ...refuse(`job ${job.id} was not asked here: answer it where it was asked`), elsewhere: true };
     }
-    const refusal = req.refusal(job);
+    const refusal = req.refusal(job) ?? (standing === true ? null : standing);
     if (refusal !== null) return refuse(refusal);
     // Written for what the run asks now: not before the job was queued, nor before its current question was asked
     // (notify.ts keeps when), each down to its second, as a vendor's timestamp has no finer part.
@@ -209,10 +229,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
   };
 }
 
-/** A tracker's answer is refused when its job's repository is no longer served, or for why `member` says. */
-export function teamRefusal(repos: Pick<RepoRouter, 'byName'>, member: true | string): (job: JobRow) => string | null {
-  return (job) => {
-    if (job.repo !== null && !repos.byName(job.repo)) return `"${job.repo}" is no longer served`;
-    return member === true ? null : member;
-  };
+/** A tracker's answer is refused when its job's repository is no longer served (then for its `standing`). */
+export function teamRefusal(repos: Pick<RepoRouter, 'byName'>): (job: JobRow) => string | null {
+  return (job) => (job.repo !== null && !repos.byName(job.repo) ? `"${job.repo}" is no longer served` : null);
 }

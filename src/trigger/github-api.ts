@@ -22,6 +22,8 @@ export function createGithubApi(gh: { apiUrl: string; token: string } | undefine
     return value;
   };
   return {
+    /** A token is set: GitHub can be asked, and what it cannot say is a no. */
+    configured: gh !== undefined,
     /** `path` starts with `/`; a FailedError on any non-2xx answer. */
     get: (path: string) => send('GET', path),
     /** `body` is Markdown in svc's own words. */

@@ -1,6 +1,12 @@
 // Outbound HTTPS with a bounded time and response size and an optional extra CA.
 
-type PostResult = { status: number; text: string };
+/** `retryAfterMs`: how long a 429 or 503 asks to wait (its `Retry-After` in seconds), where it says. */
+type PostResult = { status: number; text: string; retryAfterMs?: number };
+
+/** A `Retry-After` of whole seconds (every vendor svc posts to writes that form); a date or anything else is unsaid. */
+function retryAfterMs(value: string | string[] | undefined): { retryAfterMs?: number } {
+  return typeof value === 'string' && /^\d{1,6}$/.test(value.trim()) ? { retryAfterMs: Number(value) * 1000 } : {};
+}
 
 /** Sends a JSON body; rejects on network errors, resolves with any HTTP status. */
 export type Poster = (url: URL, headers: Record<string, string>, body: string, method?: string) => Promise<PostResult>;
@@ -25,17 +31,24 @@ export function httpsRequest(url: URL | string, opts: HttpsOptions, body?: strin
     const { method, headers, ca, timeoutMs, cap = Infinity } = opts;
     // node:https as CommonJS, taken when a post is sent: see test/unit/http-imports.test.ts.
     const { request } = process.getBuiltinModule('node:https');
-    const req = request(url, { method, headers, timeout: timeoutMs, ...(ca ? { ca } : {}) }, (res) => {
+    const req = request(url, { method, headers, ...(ca ? { ca } : {}) }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => {
-        if (text.length < cap) text += d;
+        if (text.length < cap) text += d.slice(0, cap - text.length);
       });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('end', () => {
+        clearTimeout(deadline);
+        resolve({ status: res.statusCode ?? 0, text, ...retryAfterMs(res.headers['retry-after']) });
+      });
       res.on('error', reject);
     });
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    req.on('error', reject);
+    // The whole exchange, not only a silence: an answer that trickles for ever would hold its caller for ever.
+    const deadline = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    req.on('error', (err) => {
+      clearTimeout(deadline);
+      reject(err);
+    });
     req.end(body);
   });
 }

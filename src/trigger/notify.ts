@@ -53,6 +53,8 @@ function checkStatus(status: number, what: string): void {
 }
 
 const ATTEMPTS = 4;
+/** The longest a vendor's `Retry-After` holds a retry back (its rate limits ask for seconds, up to a minute). */
+const MAX_RETRY_AFTER_MS = 120_000;
 
 type Sent = { error: string | null; tried: number; aborted?: true };
 
@@ -76,8 +78,11 @@ export function createNotifier(opts: NotifierOptions) {
   /** Sends with the retries (`error` null when sent); keeps what the answer says to remember. */
   async function send(jobId: string, channel: string, delivery: Delivery): Promise<Sent> {
     for (let tried = 1; ; tried++) {
+      // A rate limit's own wait: retrying sooner is refused again, and four refusals would lose the message.
+      let asked = 0;
       try {
         const answer = await opts.post(delivery.url, delivery.headers, delivery.body, delivery.method);
+        if (answer.status === 429 || answer.status === 503) asked = answer.retryAfterMs ?? 0;
         checkStatus(answer.status, delivery.what);
         delivery.check?.(answer.text);
         const keep = delivery.remember?.(answer.text);
@@ -88,7 +93,8 @@ export function createNotifier(opts: NotifierOptions) {
         opts.log.warn('reply failed', { job_id: jobId, channel, host: delivery.url.host, attempt: tried, error });
         if (err instanceof PermanentError || tried >= ATTEMPTS) return { error, tried };
         try {
-          await sleep(backoffMs * 4 ** (tried - 1), undefined, opts.signal ? { signal: opts.signal } : {});
+          const wait = Math.max(backoffMs * 4 ** (tried - 1), Math.min(asked, MAX_RETRY_AFTER_MS));
+          await sleep(wait, undefined, opts.signal ? { signal: opts.signal } : {});
         } catch {
           return { error, tried, aborted: true };
         }

@@ -109,7 +109,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     // Who may write is asked of GitHub's API, which fails closed: say so once rather than in every skipped comment.
     problems.warnings.push('Neither GITHUB_TOKEN nor GH_TOKEN is set: /webhook skips every /svc comment job and ' +
       'refuses every /svc answer and pull-request follow-up (whether the author may write cannot be asked of ' +
-      'GitHub), and posts no progress, question or summary to GitHub; labelled issues still start jobs');
+      'GitHub), and posts no progress, question or summary to GitHub; labelled issues still start jobs, their ' +
+      'authors judged by association alone');
   }
   const executor = settingChoice(env, 'SVC_TRIGGER_EXECUTOR');
   const repos = resolveRepos(env, flags, cwd, problems.warnings, executor === 'kubernetes');

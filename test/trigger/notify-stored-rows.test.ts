@@ -75,6 +75,26 @@ describe('a stored row never keeps its summary pending', () => {
     assert.doesNotMatch(sent!.body, /summary of jgood/);
   });
 
+  it('waits out a vendor\'s 429 as long as its Retry-After says, so the summary is not lost to a rate limit', async () => {
+    // The vendor refuses every post within a second of the first it refused (the backoff here is 1, 4, 16 ms).
+    let limitedSince: number | null = null;
+    const respond = hooks.respond;
+    hooks.respond = (req) => {
+      if (req.path !== '/commands/T1/jlimited') return respond(req);
+      limitedSince ??= Date.now();
+      return Date.now() - limitedSince < 1000 ? { status: 429, body: '{}', headers: { 'retry-after': '1' } }
+        : { status: 200, body: '{"ok":true}' };
+    };
+    try {
+      finished('jlimited', 'chata', null);
+      await notify('jlimited');
+      assert.equal(stores.replies.get('jlimited')!.notify_status, 'sent');
+      assert.equal(hooks.requests.filter((r) => r.path === '/commands/T1/jlimited').length, 2);
+    } finally {
+      hooks.respond = respond;
+    }
+  });
+
   for (const channel of ['constructor', 'toString', '__proto__', 'nosuch']) {
     it(`skips a row whose channel is ${JSON.stringify(channel)} (no channel by that name)`, async () => {
       const id = `jch${channel.replace(/\W/g, '')}`;

@@ -2,7 +2,11 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { sign } from './helpers.ts';
-import { createHttpsPoster } from '../../src/trigger/https-post.ts';
+import { createHttpsPoster, httpsRequest } from '../../src/trigger/https-post.ts';
+import { createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { errorMessage } from '../../src/errors.ts';
 import { SECRETS, fixture, withJson, post, get, nowSeconds, startTestTrigger, tempDir, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { makeCert, startStandIn, type StandIn, type Cert } from './standins.ts';
@@ -159,6 +163,39 @@ describe('createHttpsPoster', () => {
       assert.equal(control.requests.length, 0);
     } finally {
       await control.close();
+    }
+  });
+
+  it('gives up on an answer that never ends, however steadily it trickles, and keeps no more than its cap', async () => {
+    const dir = tempDir('svc-trickle-');
+    const cert = makeCert(dir);
+    // A server that answers 200 and then writes a kilobyte every 50 ms, for ever: never idle, never done (`/whole`:
+    // 100 kB at once, then done).
+    const server = createServer({ key: cert.key, cert: cert.cert }, (req, res) => {
+      res.writeHead(200);
+      if (req.url === '/whole') {
+        res.end('y'.repeat(100 * 1024));
+        return;
+      }
+      const drip = setInterval(() => res.write('x'.repeat(1024)), 50);
+      res.on('close', () => clearInterval(drip));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/x`;
+    try {
+      const outcome = await Promise.race([
+        httpsRequest(url, { method: 'GET', headers: {}, ca: cert.cert, timeoutMs: 400, cap: 10 })
+          .then((r) => `answered ${r.text.length} characters`, (err: unknown) => errorMessage(err)),
+        sleep(3000).then(() => 'still reading after 3 s'),
+      ]);
+      assert.equal(outcome, 'no answer within 400 ms');
+      const whole = await httpsRequest(url.replace(/\/x$/, '/whole'),
+        { method: 'GET', headers: {}, ca: cert.cert, timeoutMs: 2000, cap: 10 });
+      assert.equal(whole.text, 'y'.repeat(10));
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -204,6 +204,62 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.deepEqual(audited.map((a) => [a.who, a.outcome]), [['reader', 'refused'], ['unknown-to-api', 'refused']]);
   });
 
+  /** How often GitHub was asked whether `login` may write to acme/api. */
+  function permissionAsks(login: string): number {
+    return github.requests.filter((r) => r.path === `/repos/acme/api/collaborators/${login}/permission`).length;
+  }
+
+  it('asks GitHub nothing for an answer where no job runs, and once for an answer delivered twice', async () => {
+    const none = await comment(33, '/svc answer nothing waits here', 'asks-nowhere', 'MEMBER').send();
+    assert.equal(none.body.status, 'skipped');
+    assert.equal(permissionAsks('asks-nowhere'), 0);
+    await blocked(34, 'ask-question about the index');
+    const before = permissionAsks('reader');
+    const copy = comment(34, '/svc answer drop the index', 'reader', 'MEMBER');
+    const delivery = randomUUID();
+    assert.equal((await copy.send(delivery)).body.status, 'refused');
+    assert.equal((await copy.send(delivery)).body.status, 'duplicate');
+    assert.equal(permissionAsks('reader') - before, 1);
+  });
+
+  it('a trackera answer where no job runs asks the tracker nothing about the issue\'s team', async () => {
+    const res = await trackeraEvent({
+      action: 'create', type: 'Comment',
+      data: { id: randomUUID(), body: '/svc answer yes', issueId: 'issue-with-no-job', userId: 'u-member',
+        createdAt: new Date().toISOString() },
+    });
+    assert.equal(res.body.status, 'skipped');
+    assert.deepEqual(trackera.requests.filter((r) => r.body.includes('issue-with-no-job')), []);
+  });
+
+  it('a /svc comment delivered twice asks GitHub once whether its author may write', async () => {
+    const copy = comment(35, '/svc tidy the README', 'writes-twice', 'MEMBER');
+    const delivery = randomUUID();
+    assert.equal((await copy.send(delivery)).status, 202);
+    assert.equal((await copy.send(delivery)).body.status, 'duplicate');
+    assert.equal(permissionAsks('writes-twice'), 1);
+  });
+
+  it('an issue its author opens or labels starts work only if the author may write, asked of GitHub', async () => {
+    const issue = (number: number, action: string, login: string, sender = login) => githubEvent('issues', {
+      action, label: { name: 'svc' }, repository: { full_name: 'acme/api' }, sender: { login: sender },
+      issue: { number, title: 'tidy up', body: '', labels: [{ name: 'svc' }], author_association: 'MEMBER',
+        user: { login } },
+    }).send();
+    for (const [number, action, login] of [[36, 'opened', 'reader'], [37, 'labeled', 'reader'],
+      [38, 'opened', 'unknown-to-api']] as const) {
+      const res = await issue(number, action, login);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(res.body.status, 'skipped');
+      assert.match(res.body.reason as string, /^issue author may not start jobs: .*write to this repository/);
+    }
+    assert.equal((await issue(39, 'opened', 'opens-and-writes')).status, 202);
+    assert.equal(permissionAsks('opens-and-writes'), 1);
+    // Labelled by someone else: labelling takes the triage right, so the author is not asked about.
+    assert.equal((await issue(40, 'labeled', 'reader', 'triager')).status, 202);
+    assert.equal(permissionAsks('triager'), 0);
+  });
+
   it('a job named from another issue is refused and audited, and svc posts nothing into the job\'s issue', async () => {
     const { id } = await blocked(26, 'ask-question about the queue');
     // A stranger on another issue names the job (its id is on the public progress comment): svc must not be made to
@@ -536,6 +592,35 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.ok(!replies.some((r) => r.body.includes('Renamed')), 'the display name an attacker picks is not posted');
     const audited = (await job(id)).answers as Array<Record<string, unknown>>;
     assert.deepEqual(audited.map((a) => a.who), ['acc-renamer', 'acc-renamer', 'acc-renamer', 'acc-other']);
+  });
+
+  it('trackerb: a team look-up answered with something not JSON refuses, and puts none of it in the reason', async () => {
+    const queued = await trackerbEvent({
+      webhookEvent: 'jira:issue_created',
+      issue: { id: '10004', key: 'ASKB-4', fields: { summary: 'ask-question pick a zone', labels: ['svc'],
+        project: { key: 'ASKB' } } },
+    });
+    const id = queued.body.job_id as string;
+    await waitFor(() => trackerb.requests.find((r) => r.path === '/rest/api/3/issue/ASKB-4/comment'
+      && r.body.includes('waiting for an answer')), 'the question');
+    const respond = trackerb.respond;
+    // A proxy in front of the tracker answers 200 with its own page, naming an inside host.
+    trackerb.respond = (req) => (req.path.includes('accountId=acc-proxied')
+      ? { status: 200, body: 'proxy-10.0.0.7 is down' } : respond(req));
+    try {
+      const res = await trackerbEvent({
+        webhookEvent: 'comment_created', issue: { key: 'ASKB-4' },
+        comment: { id: String(commentSeq++), body: '/svc answer zone b', author: { accountId: 'acc-proxied' },
+          created: jiraNow() },
+      });
+      assert.equal(res.body.status, 'refused');
+      assert.doesNotMatch(res.body.reason as string, /proxy|10\.0/);
+      assert.match(res.body.reason as string, /not JSON about the issue's team/);
+    } finally {
+      trackerb.respond = respond;
+    }
+    assert.deepEqual(answerCalls().filter((a) => a.includes('zone b')), []);
+    assert.deepEqual(((await job(id)).answers as Array<Record<string, unknown>>).map((a) => a.outcome), ['refused']);
   });
 
   it('a trackerb issue asks in a comment; only someone assignable to it may answer it', async () => {

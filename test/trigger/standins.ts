@@ -33,8 +33,8 @@ export interface Recorded {
 export interface StandIn {
   url: string;
   requests: Recorded[];
-  /** Status to answer with next (default 200) and the body. */
-  respond: (req: Recorded) => { status: number; body: string };
+  /** Status to answer with next (default 200), the body, and any headers besides its content type. */
+  respond: (req: Recorded) => { status: number; body: string; headers?: Record<string, string> };
   close(): Promise<void>;
 }
 
@@ -47,7 +47,7 @@ async function listen(server: Server, requests: Recorded[], standIn: { respond: 
       const rec = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body };
       requests.push(rec);
       const answer = standIn.respond(rec);
-      res.writeHead(answer.status, { 'content-type': 'application/json' });
+      res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers });
       res.end(answer.body);
     });
   });

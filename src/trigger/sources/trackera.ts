@@ -182,7 +182,9 @@ async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<
     const members = Array.isArray(nodes) ? nodes.map((n) => str(obj(n).id)) : [];
     return members.includes(userId) ? true : 'the comment\'s author is not a member of the issue\'s team';
   } catch (err) {
-    return `the trackera API could not say who is on the issue's team (${errorMessage(err)})`;
+    // The reason is posted where the answer was written: the error (a host, a proxy's words) goes only to the log.
+    ctx.deps.log.warn('issue team not known', { route: 'trackera', issue: issueId, error: errorMessage(err) });
+    return 'the trackera API could not say who is on the issue\'s team';
   }
 }
 
@@ -199,7 +201,7 @@ async function answerFromTrackera(ctx: TCtx, body: Obj): Promise<Reply | null> {
   const commentId = (str(data.id) ?? '').slice(0, 100);
   return ctx.deps.answers.reply({
     origin: 'trackera', thread: trackeraThread(issueId), ...command, who,
-    refusal: teamRefusal(ctx.deps.settings.repos, await onIssueTeam(ctx, issueId, userId)),
+    refusal: teamRefusal(ctx.deps.settings.repos), standing: () => onIssueTeam(ctx, issueId, userId),
     place: `trackera issue ${issueId} comment ${commentId}`,
     // The comment's own time: a retry is signed with a fresh `webhookTimestamp`, so only this dates what it answers.
     writtenAt: commentTime(data.createdAt),

@@ -7,7 +7,7 @@ import { briefOf, deliveryKeys } from '../../webhook-sources.ts';
 import { answerCommand, commentTime, teamRefusal } from '../answers.ts';
 import { errorMessage } from '../../errors.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
-import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
+import { isJsonObject, obj, str, tryParseJson, type Obj } from '../../untrusted.ts';
 import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
 
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
@@ -186,11 +186,14 @@ async function onIssueTeam(ctx: TCtx, key: string, accountId: string): Promise<t
   try {
     const res = await ctx.deps.post(url, headers, '', 'GET');
     if (res.status !== 200) return `the trackerb API answered HTTP ${res.status} about the issue's team`;
-    const users: unknown = JSON.parse(res.text);
+    const users = tryParseJson(res.text);
+    if (users === undefined) return 'the trackerb API answered something that is not JSON about the issue\'s team';
     const listed = Array.isArray(users) && users.some((u) => str(obj(u).accountId) === accountId);
     return listed ? true : 'the comment\'s author cannot be assigned this issue (not on its team)';
   } catch (err) {
-    return `the trackerb API could not say who is on the issue's team (${errorMessage(err)})`;
+    // The reason is posted where the answer was written: the error (a host, a proxy's words) goes only to the log.
+    ctx.deps.log.warn('issue team not known', { route: 'trackerb', issue: key, error: errorMessage(err) });
+    return 'the trackerb API could not say who is on the issue\'s team';
   }
 }
 
@@ -214,7 +217,7 @@ async function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply | null> {
   const commentId = (str(comment.id) ?? '').slice(0, 40);
   return ctx.deps.answers.reply({
     origin: 'trackerb', thread: trackerbThread(key), ...command, who, writtenAt: commentTime(comment.created),
-    refusal: teamRefusal(ctx.deps.settings.repos, await onIssueTeam(ctx, key, accountId)),
+    refusal: teamRefusal(ctx.deps.settings.repos), standing: () => onIssueTeam(ctx, key, accountId),
     place: `trackerb issue ${key} comment ${commentId}`,
     keys: deliveryKeys('trackerb', ctx.req.headers, ctx.raw, ...(commentId ? [`trackerb:comment:${commentId}`] : [])),
   });

@@ -20,10 +20,19 @@ const TRIGGER_LABEL = 'svc';
 const COMMENT_PREFIX = '/svc';
 
 /** `repository` is the event's repository.full_name, which alone routes it; `keys` its dedupe keys besides the
- * delivery's own. */
+ * delivery's own; `writer` who must be able to write to the repository (asked of GitHub once the event routed). */
 type WebhookInput =
-  | { kind: 'job'; brief: string; repository: string | null; keys: string[]; writer?: string }
+  | { kind: 'job'; brief: string; repository: string | null; keys: string[]; writer?: Writer }
   | { kind: 'skip'; reason: string };
+
+/**
+ * A comment's author is always asked about (without a token, that fails closed). An issue's author only where a token
+ * is set: without one, an issue labelled `svc` still starts work on its author's association (docs/trigger.md).
+ */
+type Writer = { login: string; of: 'comment' | 'issue' };
+
+/** A job not queued because its author may not write to the repository. */
+class NotAWriter extends Error {}
 
 // An issue opened with the `svc` label comes as two deliveries, `issues.opened` (its labels include svc) and
 // `issues.labeled` svc, in either order. Both claim one key, so only the first queues a job. A label event whose
@@ -95,7 +104,9 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
     if (byAuthor && !TRUSTED.has(str(issue.author_association) ?? '')) {
       return { kind: 'skip', reason: 'issue author may not start jobs' };
     }
-    return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(ref, issue, action) };
+    // An association of MEMBER says nothing of write access (mayWrite): the author is asked about too.
+    const writer = byAuthor ? { writer: { login: str(obj(issue.user).login) ?? '', of: 'issue' as const } } : {};
+    return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(ref, issue, action), ...writer };
   }
   if (event === 'issue_comment' && body.action === 'created') {
     const comment = obj(body.comment);
@@ -105,8 +116,8 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
       return { kind: 'skip', reason: 'comment author may not start jobs' };
     }
     const brief = briefOf('webhook', `${ref} ${str(issue.title) ?? ''} — ${ask}`);
-    // Who must be able to write to the repository (asked of GitHub once the event routed).
-    return { kind: 'job', brief, repository, keys: [], writer: str(obj(comment.user).login) ?? '' };
+    const writer = { login: str(obj(comment.user).login) ?? '', of: 'comment' as const };
+    return { kind: 'job', brief, repository, keys: [], writer };
   }
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
 }
@@ -142,10 +153,24 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   const routed = ctx.deps.settings.repos.webhook(input.repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
   if (input.kind === 'follow-up') return queueFollowUp(ctx, routed.repo.name, event, input);
-  const writes = input.writer === undefined ? true : await mayWrite(ctx, routed.repo.name, input.writer);
-  if (writes !== true) return skipped(`comment author may not start jobs: ${writes}`);
   const reply = githubThreadTarget(input.repository ?? '', int(obj(body.issue).number));
-  return enqueue(ctx, { origin: 'webhook', repo: routed.repo.name, brief: input.brief, reply, keys: input.keys });
+  const intake = { origin: 'webhook', repo: routed.repo.name, reply, keys: input.keys } as const;
+  const { writer } = input;
+  if (writer === undefined || (writer.of === 'issue' && !ctx.deps.github.configured)) {
+    return enqueue(ctx, { ...intake, brief: input.brief });
+  }
+  // Asked of GitHub only once the delivery is no copy of one queued (`prepare` runs after that check).
+  const prepare = async () => {
+    const writes = await mayWrite(ctx, routed.repo.name, writer.login);
+    if (writes !== true) throw new NotAWriter(`${writer.of} author may not start jobs: ${writes}`);
+    return { brief: input.brief };
+  };
+  try {
+    return await enqueue(ctx, { ...intake, prepare });
+  } catch (err) {
+    if (err instanceof NotAWriter) return skipped(err.message);
+    throw err;
+  }
 }
 
 // The job's conversation on GitHub: one progress comment kept up to date where it was asked, and the answers there.
@@ -167,11 +192,12 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
   const author = str(obj(comment.user).login) ?? '';
   const login = (author || 'unknown').slice(0, 100);
   const association = (str(comment.author_association) ?? 'NONE').slice(0, 40);
-  const writes = TRUSTED.has(association) ? await mayWrite(ctx, routed.repo.name, author)
-    : `the comment's author is ${association} on this repository: only OWNER, MEMBER or COLLABORATOR may answer`;
-  const refusal = (): string | null => (writes === true ? null : writes);
+  const trusted = TRUSTED.has(association);
+  const refusal = (): string | null => (trusted ? null
+    : `the comment's author is ${association} on this repository: only OWNER, MEMBER or COLLABORATOR may answer`);
   return ctx.deps.answers.reply({
     origin: 'webhook', thread: githubThread(repository, number), ...command, who: login, refusal,
+    standing: () => (trusted ? mayWrite(ctx, routed.repo.name, author) : Promise.resolve(true)),
     writtenAt: commentTime(comment.created_at), place: `github ${repository}#${number} comment ${commentId}`,
     keys: deliveryKeys('webhook', ctx.req.headers, ctx.raw, ...(commentId ? [`webhook:comment:${commentId}`] : [])),
   });
