@@ -61,6 +61,9 @@ export interface MeteredCost extends CostFigures {
   unknown: number;
   /** Only when some were: calls counted at bounds their request could not set for certain (the count may be low). */
   doubtful?: number;
+  /** Only when some were: CONNECT tunnels the run opened, whose TLS the gate does not read (a model call in one is not
+   * metered: a CLI logged in to its vendor's account). */
+  tunnels?: number;
 }
 
 /** Metered totals from JSON another process wrote (the shared gate's answer, a state.json): a field that is no
@@ -73,6 +76,7 @@ export function readMetered(value: unknown): MeteredCost | null {
     cost_usd: figure(o.cost_usd), tokens_in: count(o.tokens_in), tokens_out: count(o.tokens_out),
     calls: count(o.calls), unpriced: count(o.unpriced), unknown: count(o.unknown),
     ...(count(o.doubtful) > 0 ? { doubtful: count(o.doubtful) } : {}),
+    ...(count(o.tunnels) > 0 ? { tunnels: count(o.tunnels) } : {}),
   };
 }
 

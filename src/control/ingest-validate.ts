@@ -92,7 +92,7 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
     (x) => typeof x === 'number' && Number.isFinite(x) && x >= 0, 'must be a non-negative number or null');
   input.reported = costJson(`${where}.reported`, v.reported, ['cost_usd', 'tokens_in', 'tokens_out']);
   input.metered = costJson(`${where}.metered`, v.metered,
-    ['cost_usd', 'tokens_in', 'tokens_out', 'calls', 'unpriced', 'unknown'], ['doubtful']);
+    ['cost_usd', 'tokens_in', 'tokens_out', 'calls', 'unpriced', 'unknown'], ['doubtful', 'tunnels']);
   input.repo_path = orNull(`${where}.repo_path`, v.repo_path,
     (x) => typeof x === 'string' && x.startsWith('/') && !x.includes('\0'), 'must be an absolute path or null');
   Object.assign(input, failureColumns(validateFailure(`${where}.failure`, v.failure, input.status)));
@@ -119,7 +119,7 @@ function validateFailure(where: string, v: unknown, status: RunStatus): RunFailu
 }
 
 /** A Run JSON cost object (reported, metered) as the JSON text the row keeps. */
-/** `optional` keys are kept only when given (the metered `doubtful`, present once a call was counted in doubt). */
+/** `optional` keys are kept only when given (the metered `doubtful` and `tunnels`, present once there is one). */
 function costJson(where: string, v: unknown, keys: readonly string[], optional: readonly string[] = []): string | null {
   if (v === undefined || v === null) return null;
   if (!isJsonObject(v)) return bad(where, 'must be an object or null');

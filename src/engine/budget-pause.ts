@@ -64,7 +64,7 @@ function readBudgetAnswer(answer: string): { raiseTo: number } | 'more' | 'stop'
 const stepOf = (r: Reached, maxUsd: number | null): number => (r.kind === 'run' ? maxUsd ?? r.limit : r.limit);
 
 function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): string {
-  // A daily cap counts metered calls only; the run's own budget what the run spent, the larger figure (runSpent).
+  // A daily cap counts metered calls only; the run's own budget what the run spent (runSpent).
   const metered = ctx.state.metered?.cost_usd ?? null;
   const byGate = r.kind !== 'run' || (metered !== null && metered >= r.spent);
   const how = byGate ? 'metered by the gate' : 'as the agent reported';

@@ -17,7 +17,7 @@ import { loadPriceTable } from '../gate/prices.ts';
 import {
   budgetHeld, countCall, DayLedger, holdCall, refusalText, runSpent, type Reached, type RunCount,
 } from '../gate/budgets.ts';
-import { addMetered } from '../gate/run-records.ts';
+import { addMetered, addTunnel } from '../gate/run-records.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { withCost, type RunState } from './run-state.ts';
 import { readMetered, type MeteredCost } from '../run-json.ts';
@@ -49,7 +49,7 @@ function runMeter(ctx: RunContext, log: (text: string) => void) {
     log('state.json\'s metered cost is not one svc writes: the gate meters the run from nothing');
     totals = null;
   }
-  // What the rule knows of the run; its usd is what the run spent (runSpent: the larger of metered and reported).
+  // What the rule knows of the run; its usd is what the run spent (runSpent).
   const run: RunCount = { usd: 0, uncounted: null, doubt: null, inFlight: 0 };
   const raised = (cap: number | null, answer: number | undefined): number | null =>
     cap === null ? null : Math.max(cap, answer ?? 0);
@@ -78,6 +78,10 @@ function runMeter(ctx: RunContext, log: (text: string) => void) {
         const held = limits();
         if (held.run === null && held.repoDay === null && held.serverDay === null) return () => {};
         return holdCall(run, held.run !== null);
+      },
+      tunnel: () => {
+        totals = addTunnel(totals);
+        ctx.update(withCost(ctx.state, { metered: totals }));
       },
     },
     count(record: EgressRecord): void {

@@ -7,6 +7,7 @@ import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { writeFileAtomic } from '../atomic-write.ts';
 import type { EgressRecord, MeteredCall } from './evidence.ts';
+import type { MeteredCost } from '../run-json.ts';
 
 export interface Reached {
   kind: 'run' | 'repository-day' | 'server-day';
@@ -46,13 +47,19 @@ export function budgetName(r: Reached, repo: string): string {
   return `this server's daily budget of ${usd(r.limit)}`;
 }
 
-/** What a run has spent against its own budget (max_usd): the larger of what the gate metered and what the agent
- * reported. Each misses what the other may see: the gate cannot read calls a CLI makes through a CONNECT tunnel
- * (its vendor's login), and the report is the agent's; a free call metered at $0 must not hide a reported $5. */
-export function runSpent(cost: {
-  metered?: { cost_usd: number | null } | null; reported?: { cost_usd: number | null } | null;
-}): number {
-  return Math.max(cost.metered?.cost_usd ?? 0, cost.reported?.cost_usd ?? 0);
+/** What a run has spent against its own budget (max_usd), one rule for a run's own gate, the engine without one and
+ * a pod's signer: the gate's metered cost alone when the gate saw and priced every model call of the run (it priced
+ * one, left none unpriced or counted in doubt, and the run opened no CONNECT tunnel, whose TLS it does not read);
+ * otherwise the larger of that and what the agent reported, since each may then miss what the other sees (a CLI
+ * logged in to its vendor's account calls through a tunnel; a free call metered at $0 must not hide a reported $5).
+ * An agent's own estimate (claude's list price) never overrides a whole metered figure: the operator's price file
+ * (a $0 row, a negotiated price) decides what the run spent. */
+export function runSpent(
+  cost: { metered?: MeteredCost | null; reported?: { cost_usd: number | null } | null },
+): number {
+  const m = cost.metered ?? null;
+  if (m !== null && m.cost_usd !== null && m.unpriced === 0 && !m.doubtful && !m.tunnels) return m.cost_usd;
+  return Math.max(m?.cost_usd ?? 0, cost.reported?.cost_usd ?? 0);
 }
 
 /** The one budget rule of a run's own gate and `svc gate serve` (docs/gate.md "Budgets"): the budget a run's next

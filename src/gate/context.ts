@@ -57,6 +57,8 @@ export interface GateMeter {
   /** A shared gate's bound on a run's calls under way: the admitted call's release (safe to call more than once: it
    * counts once), or why it must wait (a 429). */
   hold?(asker: Asker): (() => void) | string;
+  /** A run's own gate: a CONNECT tunnel of the run opened (a shared gate counts each run's in its RunRecords). */
+  tunnel?(): void;
 }
 
 /** A refusal as plain text; the connection closes after it. */

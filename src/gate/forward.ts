@@ -2,7 +2,7 @@
 // place of any credential the client sent), each restated on a connection of its own; bodies stream, never buffered.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect as tlsConnect } from 'node:tls';
-import type { Duplex } from 'node:stream';
+import { Transform, type Duplex, type TransformCallback } from 'node:stream';
 import { BadHostError, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
 import { gateSpanId, refuse, type Asker, type GateContext } from './context.ts';
@@ -329,20 +329,27 @@ function send(
     complete = () => answer.complete;
     answer.on('data', (chunk: Buffer) => meter.push(chunk));
   });
-  if (body) {
-    // Before pipe's listener: a request asking what the meter cannot price is cut before the chunk that asks it goes
-    // upstream, so the API never gets a whole request to run (that chunk is written to a destroyed request: dropped).
-    if (asked) {
-      req.on('data', (chunk: Buffer) => {
-        asked.push(chunk);
-        const why = cut === null ? asked.refusal() : null;
-        if (why === null) return;
-        cut = why;
-        req.unpipe(upstream);
-        upstream.destroy();
-        fail(403, why);
-      });
-    }
+  if (body && asked) {
+    // Each chunk goes upstream once the meter read it (decompressed, for a compressed body): a request asking what the
+    // meter cannot price is cut before the chunk that asks it goes upstream, so the API never gets a whole request.
+    const checked = (chunk: Buffer | undefined, next: TransformCallback): void => {
+      if (cut !== null) return next();
+      const why = asked.refusal();
+      if (why === null) return next(null, chunk);
+      cut = why;
+      req.unpipe(reading);
+      reading.unpipe(upstream);
+      req.resume();
+      upstream.destroy();
+      fail(403, why);
+      next();
+    };
+    const reading = new Transform({
+      transform: (chunk: Buffer, _encoding, next) => asked.push(chunk, () => checked(chunk, next)),
+      flush: (next) => asked.end(() => checked(undefined, next)),
+    });
+    req.pipe(reading).pipe(upstream);
+  } else if (body) {
     req.pipe(upstream);
   }
   else {

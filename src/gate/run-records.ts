@@ -75,6 +75,12 @@ export class RunRecords {
     if (record.metered) run.metered = addMetered(run.metered, record.metered);
   }
 
+  /** A CONNECT tunnel `who`'s run opened (none on a run's own gate: the run's meter counts it). */
+  addTunnel(who: { run: string } | null): void {
+    const run = who ? this.tally(who.run) : null;
+    if (run) run.metered = addTunnel(run.metered);
+  }
+
   /** Null for a run let go: the gate relays nothing more for it. */
   relayShare(id: string): RelayShare | null {
     return this.tally(id)?.relay ?? null;
@@ -94,13 +100,15 @@ export class RunRecords {
   }
 }
 
+const NOTHING_METERED: MeteredCost = { cost_usd: null, tokens_in: 0, tokens_out: 0, calls: 0, unpriced: 0, unknown: 0 };
+
 /** A run's metered totals with one more call: tokens in count cached input too; cost only of priced calls (a call
  * of unknown usage is priced at its bounds, so `unknown` counts calls also in the cost, `unpriced` those not;
  * `doubtful`, only once there is one, those whose bounds may be low). A call of unknown usage counted at $0 (one that
  * generated nothing, usage.ts) prices nothing: the cost stays null until a call is priced, so a free GET does not
  * make the run's cost a metered $0 in place of what the agent reported. */
 export function addMetered(total: MeteredCost | null, call: NonNullable<EgressRecord['metered']>): MeteredCost {
-  const t = total ?? { cost_usd: null, tokens_in: 0, tokens_out: 0, calls: 0, unpriced: 0, unknown: 0 };
+  const t = total ?? NOTHING_METERED;
   const doubtful = (t.doubtful ?? 0) + (call.doubt !== undefined ? 1 : 0);
   return {
     cost_usd: call.usd === null || (call.unknown !== null && call.usd === 0) ? t.cost_usd
@@ -111,5 +119,13 @@ export function addMetered(total: MeteredCost | null, call: NonNullable<EgressRe
     unpriced: t.unpriced + (call.usd === null ? 1 : 0),
     unknown: t.unknown + (call.unknown !== null ? 1 : 0),
     ...(doubtful > 0 ? { doubtful } : {}),
+    ...(t.tunnels !== undefined ? { tunnels: t.tunnels } : {}),
   };
+}
+
+/** A run's metered totals with one more CONNECT tunnel opened: what it carries the gate cannot read, so the metered
+ * cost may miss a model call in it (budgets.ts runSpent). */
+export function addTunnel(total: MeteredCost | null): MeteredCost {
+  const t = total ?? NOTHING_METERED;
+  return { ...t, tunnels: (t.tunnels ?? 0) + 1 };
 }

@@ -110,6 +110,9 @@ export async function handleConnect(
   upstream.setTimeout(ctx.limits.connectTimeoutMs);
   upstream.once('connect', () => {
     opened = true;
+    // What it carries the gate cannot read: the run's metered cost may miss a model call in it (budgets.ts runSpent).
+    ctx.runs.addTunnel(asker.who);
+    ctx.meter?.tunnel?.();
     upstream.setTimeout(ctx.limits.idleMs);
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     helloTimer = setTimeout(() => refuseHello('no TLS ClientHello in time', false), ctx.limits.connectTimeoutMs);

@@ -1,6 +1,8 @@
 // The usage a model API reports for one call, read from the response bytes as they pass to the client, never buffered:
 // JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
 // A response cut before its final usage is counted at what was read and bounds for the rest, never at $0.
+import type { Transform } from 'node:stream';
+import { createBrotliDecompress, createGunzip, createInflate, createZstdDecompress } from 'node:zlib';
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
 import { callCost, costAt, highestPrice, priceOf, type PriceTable } from './prices.ts';
 import type { CallTokens, MeteredCall } from './evidence.ts';
@@ -172,6 +174,16 @@ const PER_USE_TOOL: Record<Family, RegExp> = {
   gemini: /./,
 };
 
+/** A decompressor for a request body sent with Content-Encoding `encoding` (codex logged in to ChatGPT sends zstd),
+ * or null for one the gate does not read (none, or codings stacked). */
+function bodyDecoder(encoding: string): Transform | null {
+  const coding = encoding.toLowerCase();
+  if (coding === 'gzip' || coding === 'x-gzip') return createGunzip();
+  if (coding === 'deflate') return createInflate();
+  if (coding === 'br') return createBrotliDecompress();
+  return coding === 'zstd' ? createZstdDecompress() : null;
+}
+
 export function requestMeter(route: string, endpoint: string, headers: Readonly<Record<string, unknown>>) {
   const family = familyOf(route, endpoint);
   const { maxOutput: maxKeys, choices: choiceKeys, kept, aliases } = FAMILIES[family];
@@ -189,11 +201,13 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   let unbounded = false;
   let picks = 0;
   let items = 0;
-  // A body encoded (gzip) or not starting with `{` past whitespace (a UTF-8 BOM, UTF-16, a form) is not one this
+  // A body compressed (gzip, deflate, br, zstd) is read as it is decompressed, its bytes and caps those decompressed;
+  // one of another coding, or not starting with `{` past whitespace (a UTF-8 BOM, UTF-16, a form), is not one this
   // reader walks, though the API may read it: what it asked is not known.
   const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].trim() : '';
-  let unread = encoding !== '' && encoding.toLowerCase() !== 'identity'
-    ? `the request body is ${encoding.slice(0, 40)}-encoded` : null;
+  const identity = encoding === '' || encoding.toLowerCase() === 'identity';
+  let decoder = identity ? null : bodyDecoder(encoding);
+  let unread = identity || decoder !== null ? null : `the request body is ${encoding.slice(0, 40)}-encoded`;
   let started = false;
   // The agent writes the request: past ASKED_READ_MAX bytes or ASKED_PICKS_MAX values (a key repeated without end),
   // at a wanted value that is no whole number (or no string, for the model), or where the picker is in doubt (an
@@ -245,18 +259,52 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
       else asked.choices = Math.max(asked.choices, value);
     }
   };
+  const read = (chunk: Uint8Array): void => {
+    if (!started) {
+      const first = chunk.findIndex((b) => b !== 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d);
+      started = first >= 0;
+      if (started && chunk[first] !== 0x7b) unread ??= 'a body that is no JSON object';
+    }
+    if (stopped() === null) {
+      picker.push(chunk);
+      take();
+    }
+    asked.bytes += chunk.length;
+    // Past what is read, decompressing more would only cost the gate: the rest passes upstream unread.
+    if (decoder !== null && stopped() !== null) stopDecoding();
+  };
+  // What waits on the decoder (the chunks' way upstream): each called once, when read or when decoding stops.
+  const waiting = new Set<() => void>();
+  const afterDecoding = (then: () => void): (() => void) => {
+    const once = (): void => {
+      if (waiting.delete(once)) then();
+    };
+    waiting.add(once);
+    return once;
+  };
+  const stopDecoding = (): void => {
+    decoder?.destroy();
+    decoder = null;
+    for (const then of waiting) then();
+  };
+  decoder?.on('data', read);
+  decoder?.on('error', () => {
+    unread ??= `a body that is not valid ${encoding.slice(0, 40)}`;
+    stopDecoding();
+  });
   return {
-    push(chunk: Uint8Array): void {
-      if (!started) {
-        const first = chunk.findIndex((b) => b !== 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d);
-        started = first >= 0;
-        if (started && chunk[first] !== 0x7b) unread ??= 'a body that is no JSON object';
+    /** Reads a chunk of the body as sent; `then` once it is read (decompressed first: later, on another tick). */
+    push(chunk: Uint8Array, then: () => void = () => {}): void {
+      if (decoder === null) {
+        read(chunk);
+        return then();
       }
-      if (stopped() === null) {
-        picker.push(chunk);
-        take();
-      }
-      asked.bytes += chunk.length;
+      decoder.write(chunk, afterDecoding(then));
+    },
+    /** `then` once the whole body is read (a compressed one's last bytes decompressed). */
+    end(then: () => void): void {
+      if (decoder === null) return then();
+      decoder.end(afterDecoding(then));
     },
     /** What the request read so far asks that the meter cannot price (a server-side tool billed per use, the priority
      * tier), or null: read after each push, before the chunk goes upstream. */

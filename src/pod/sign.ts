@@ -126,7 +126,8 @@ function reportedFigures(s: RunState): CostFigures {
 }
 
 /** The run's stop at the max_usd the gate held it to: a pod's budget is not raised (docs/gate.md "Budgets"). It is
- * reached by what the run spent (runSpent): the larger of the gate's metered cost and the run container's report. */
+ * reached by what the run spent (runSpent): the gate's metered cost, or the larger of it and the run container's
+ * report where the gate may have missed a call (a CONNECT tunnel). */
 function gateBudgetStop(gate: PodGateNetwork, reported: CostFigures | null): string | null {
   const m = gate.metered;
   if (gate.maxUsd === null) return null;

@@ -163,6 +163,18 @@ echo '{"type":"svc.cost","usd":5,"tokens_in":1000000,"tokens_out":100000}'
 exit 0
 `;
 
+// One call through the gate ($0.01 of gpt-5 by svc's table), then the CLI's own estimate of $5 (claude prints one);
+// with `tunnel`, first a CONNECT tunnel, whose TLS the gate does not read, to the API's address.
+const estimated = (tunnel: string) => `#!/bin/sh
+cat > /dev/null
+${tunnel}
+curl -s -o /dev/null --max-time 20 -H 'content-type: application/json' \\
+  -d '{"model":"gpt-5","max_tokens":1000,"messages":[]}' "$OPENAI_BASE_URL/chat/completions"
+echo '{"type":"svc.cost","usd":5,"tokens_in":1000000,"tokens_out":100000}'
+echo spent > spent.txt
+exit 0
+`;
+
 describe('a local run\'s budget holds on the larger of its metered and reported cost', () => {
   let server: Server;
   let repo: TestRepo;
@@ -173,11 +185,18 @@ describe('a local run\'s budget holds on the larger of its metered and reported 
       req.on('end', () => {
         seen.push(`${req.method} ${req.url}`);
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ object: 'list', data: [] }));
+        if (req.method === 'POST') {
+          res.end(JSON.stringify({ model: 'gpt-5', usage: { prompt_tokens: 0, completion_tokens: 1000 } }));
+        } else res.end(JSON.stringify({ object: 'list', data: [] }));
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    repo = makeRepo({ providers: { hidden: HIDDEN_BY_FREE_CALL }, policy: { max_usd: 1 } });
+    const api = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const tunnel = `curl -s -o /dev/null --max-time 20 -p -x "$HTTPS_PROXY" "http://${api}/" || true`;
+    repo = makeRepo({
+      providers: { hidden: HIDDEN_BY_FREE_CALL, estimated: estimated(''), tunneled: estimated(tunnel) },
+      policy: { max_usd: 1 },
+    });
   });
   after(() => {
     server.closeAllConnections();
@@ -185,23 +204,31 @@ describe('a local run\'s budget holds on the larger of its metered and reported 
     repo.cleanup();
   });
 
+  const svc = (args: string[]) => {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+      OPENAI_API_KEY: 'sk-real', OPENAI_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+      SVC_SANDBOX_FORWARDER: 'node',
+    };
+    delete env.SVC_SANDBOX;
+    return runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env });
+  };
+  /** Starts a run of `provider`; its state.json once it ended or asked, and its id. */
+  async function ranOrAsked(provider: string) {
+    const started = await svc(['start', '--brief', 'spend', '--worktree', '--detach', '--provider', provider]);
+    assert.equal(started.code, 0, started.stderr);
+    const run: string = JSON.parse(started.stdout).run;
+    const state = () => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+    const ended = await waitFor(() => {
+      const s = state();
+      return ['succeeded', 'failed', 'stopped', 'blocked'].includes(s.status) ? s : null;
+    }, 'the run to end or ask', 60_000);
+    return { run, state, ended };
+  }
+
   it('a free call metered at $0 neither hides the reported $5 from max_usd $1 nor becomes the run\'s cost',
     async () => {
-      const env: NodeJS.ProcessEnv = {
-        ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
-        OPENAI_API_KEY: 'sk-real', OPENAI_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
-        SVC_SANDBOX_FORWARDER: 'node',
-      };
-      delete env.SVC_SANDBOX;
-      const svc = (args: string[]) => runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env });
-      const started = await svc(['start', '--brief', 'spend', '--worktree', '--detach', '--provider', 'hidden']);
-      assert.equal(started.code, 0, started.stderr);
-      const run = JSON.parse(started.stdout).run;
-      const state = () => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
-      const asked = await waitFor(() => {
-        const s = state();
-        return ['succeeded', 'failed', 'stopped', 'blocked'].includes(s.status) ? s : null;
-      }, 'the run to end or ask', 60_000);
+      const { run, state, ended: asked } = await ranOrAsked('hidden');
       assert.deepEqual(seen, ['GET /v1/chat/completions'], 'the free call went through the gate');
       assert.equal(asked.status, 'blocked', `${asked.status}: ${asked.error}`);
       assert.match(asked.question, /^Budget of \$1\.00 reached .*the run has spent \$5\.00, as the agent reported/);
@@ -210,4 +237,21 @@ describe('a local run\'s budget holds on the larger of its metered and reported 
       assert.equal((await svc(['answer', `local/${run}`, 'no'])).code, 0);
       await waitFor(() => (state().status === 'stopped' ? state() : null), 'the run to stop', 60_000);
     });
+
+  // The operator's price file, not a CLI's own list-price estimate, decides what a run the gate saw whole spent.
+  it('every call metered and priced: the metered $0.01 decides, the CLI\'s estimate of $5 does not', async () => {
+    const { ended } = await ranOrAsked('estimated');
+    assert.equal(ended.status, 'succeeded', `${ended.status}: ${ended.question ?? ended.error}`);
+    assert.deepEqual([ended.metered.calls, ended.metered.cost_usd, ended.metered.tunnels], [1, 0.01, undefined]);
+    assert.equal(ended.reported.cost_usd, 5);
+  });
+
+  it('a CONNECT tunnel first: the gate may have missed a call, so the larger report holds the budget', async () => {
+    const { run, state, ended: asked } = await ranOrAsked('tunneled');
+    assert.equal(asked.status, 'blocked', `${asked.status}: ${asked.error}`);
+    assert.match(asked.question, /^Budget of \$1\.00 reached .*the run has spent \$5\.00, as the agent reported/);
+    assert.deepEqual([asked.metered.calls, asked.metered.tunnels], [1, 1]);
+    assert.equal((await svc(['answer', `local/${run}`, 'no'])).code, 0);
+    await waitFor(() => (state().status === 'stopped' ? state() : null), 'the run to stop', 60_000);
+  });
 });

@@ -3,11 +3,12 @@
 // a budget the meter says is reached refuses the next model call. The model APIs are loopback stand-ins.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import { createServer, request, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { connect as tcpConnect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
+import { brotliCompressSync, deflateSync, gzipSync, zstdCompressSync } from 'node:zlib';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { generationEndpoint, modelPath, modelRoute } from '../../src/gate/model-apis.ts';
@@ -623,9 +624,62 @@ describe('metered cost at the gate', () => {
       ['form', Buffer.from('model=claude-haiku-4-5&max_tokens=10')]] as const) {
       assertNotRead(read(bytes), name === 'UTF-16LE' ? ESCAPED : 'a body that is no JSON object', name);
     }
-    assertNotRead(read(Buffer.from(body), { 'content-encoding': 'gzip' }), 'the request body is gzip-encoded');
+    assertNotRead(read(Buffer.from(body), { 'content-encoding': 'gzip, br' }), 'the request body is gzip, br-encoded');
     const whole = { model: 'claude-haiku-4-5', maxOutput: 10, choices: 1, bytes: 0 };
     assert.deepEqual(read(Buffer.from(`  \r\n\t${body}`), { 'content-encoding': 'Identity' }), whole);
+  });
+
+  it('reads a compressed request body as it is decompressed (gzip, deflate, br, zstd), within the 32 MiB read',
+    async () => {
+      const body = '{"model":"claude-haiku-4-5","max_tokens":10}';
+      const read = async (bytes: Buffer, encoding: string) => {
+        const asked = requestMeter('anthropic', ENDPOINT_anthropic, { 'content-encoding': encoding });
+        for (let i = 0; i < bytes.length; i += 3) {
+          await new Promise<void>((resolve) => asked.push(bytes.subarray(i, i + 3), resolve));
+        }
+        await new Promise<void>((resolve) => asked.end(resolve));
+        return asked.read();
+      };
+      const compressed: Array<[string, Buffer]> = [['gzip', gzipSync(body)], ['x-gzip', gzipSync(body)],
+        ['deflate', deflateSync(body)], ['br', brotliCompressSync(body)], ['ZSTD', zstdCompressSync(body)]];
+      for (const [encoding, bytes] of compressed) {
+        assert.deepEqual(await read(bytes, encoding), { model: 'claude-haiku-4-5', maxOutput: 10, choices: 1,
+          bytes: body.length }, encoding);
+      }
+      assertNotRead(await read(Buffer.from('not zstd at all'), 'zstd'), 'a body that is not valid zstd');
+      // 40 MiB of whitespace in 40 KB: read up to the 32 MiB an honest body may have, decompressed no further.
+      const bomb = zstdCompressSync(Buffer.concat([Buffer.from('{"model":"claude-haiku-4-5",'),
+        Buffer.alloc(40 * 1024 * 1024, 0x20), Buffer.from('"max_tokens":10}')]));
+      const past = await read(bomb, 'zstd');
+      assertNotRead(past, 'a body past 32 MiB');
+      assert.ok(past.bytes < 40 * 1024 * 1024, `${past.bytes} bytes decompressed`);
+    });
+
+  it('reads a zstd request through the gate: priced without doubt, refused before the API gets one asking the ' +
+    'priority tier', async () => {
+    const send = (path: string, body: string) => new Promise<{ status: number; rec: EgressRecord }>((resolve, fail) => {
+      next = { type: 'application/json', pieces: [ANTHROPIC_JSON] };
+      const before = records.length;
+      const req = request({ socketPath: gate.socketPath ?? '', method: 'POST', path, agent: false,
+        headers: { 'content-type': 'application/json', 'content-encoding': 'zstd' } });
+      req.on('response', (res) => {
+        res.resume();
+        res.on('end', async () => {
+          for (let i = 0; records.length === before && i < 1000; i++) await new Promise((r) => setImmediate(r));
+          resolve({ status: res.statusCode ?? 0, rec: records.at(-1)! });
+        });
+      });
+      req.on('error', fail);
+      req.end(zstdCompressSync(body));
+    });
+    const read = await send('/_model/anthropic/v1/messages', '{"model":"claude-haiku-4-5","max_tokens":10}');
+    assert.equal(read.status, 200);
+    close(read.rec.metered?.usd, ANTHROPIC_USD);
+    assert.equal(read.rec.metered?.doubt, undefined);
+    const bodies = upstreamBodies;
+    const priority = await send('/_model/openai/chat/completions', '{"model":"gpt-5","service_tier":"priority"}');
+    assert.deepEqual([priority.status, priority.rec.decision], [403, 'denied']);
+    assert.equal(upstreamBodies, bodies, 'the API never got the whole request');
   });
 
   it('counts a call whose request the reader stopped at in doubt even when its usage came whole', async () => {

@@ -17,7 +17,9 @@ import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import { writeSeal } from '../../src/pod/seal.ts';
 import { signRun } from '../../src/pod/sign.ts';
-import { gateRequest, proxyAuth, recordingConnect, startUpstream, tableResolver, type Upstream } from './helpers.ts';
+import {
+  gateConnect, gateRequest, proxyAuth, recordingConnect, startUpstream, tableResolver, type Upstream,
+} from './helpers.ts';
 import { modelRoute } from '../../src/gate/model-apis.ts';
 import { sharedMeter } from '../../src/gate/main.ts';
 import { RunSpend } from '../../src/gate/budgets.ts';
@@ -316,30 +318,50 @@ describe('pod signer network section', () => {
     assert.match(readFileSync(join(dir, 'artifacts', 'egress.jsonl'), 'utf8'), /"status":429/);
   });
 
-  // The gate cannot read what a CLI spends through a CONNECT tunnel (its vendor's login): the run container's report
-  // past the budget stops the run though the gate metered less.
-  it('stops a pod at its max_usd on the larger of the metered cost and the run container\'s report', async () => {
-    const run = 'r-reported-over';
+  /** One metered call ($1.50) of a run held to max_usd $2, after a CONNECT tunnel when `tunnel`; then the signer, the
+   * run container reporting $5. */
+  async function signReportedOver(run: string, tunnel: boolean) {
     const credential = mintJobCredential(SECRET, { job: 'j-r', run, repo: 'acme/web', maxUsd: 2 },
       Date.now() + 3600_000);
-    const call = await gateRequest({ port: gate.port ?? 0 }, `/_job/${credential}/_model/anthropic/v1/messages`,
+    const at = { port: gate.port ?? 0 };
+    if (tunnel) {
+      const opened = await gateConnect(at, `local.test:${upstream.port}`, proxyAuth(credential));
+      assert.ok('socket' in opened, 'the tunnel opened');
+      opened.socket.destroy();
+    }
+    const call = await gateRequest(at, `/_job/${credential}/_model/anthropic/v1/messages`,
       { method: 'POST', body: '{}' });
     assert.equal(call.status, 200);
     await waitFor(() => egressLog.some((r) => r.run === run && r.metered), 'the metered call');
-    const ws = prepareWorkspace(root, 'ws-r', run, { cost_usd: 5, reported: { cost_usd: 5 } });
-    const home = join(root, 'signer-home-r');
+    const ws = prepareWorkspace(root, `ws-${run}`, run, { cost_usd: 5, reported: { cost_usd: 5 } });
+    const home = join(root, `signer-home-${run}`);
     mkdirSync(home);
-    const state = await signRun({
-      run, source: 'k8s', workspace: ws, sealedDir: join(root, 'ws-r-sealed'), pr: false, say: () => {},
+    return signRun({
+      run, source: 'k8s', workspace: ws, sealedDir: join(root, `ws-${run}-sealed`), pr: false, say: () => {},
       env: {
         PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
         SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
       },
     });
+  }
+
+  // The gate cannot read what a CLI spends through a CONNECT tunnel (its vendor's login): once the run opened one,
+  // the run container's report past the budget stops the run though the gate metered less.
+  it('stops a pod that opened a CONNECT tunnel at its max_usd on the larger of metered and reported', async () => {
+    const state = await signReportedOver('r-reported-over', true);
     assert.equal(state.status, 'stopped');
     assert.equal(state.error, 'Stopped at the max_usd budget: spent $5.00 of $2.00, as the run container reported');
     assert.equal(state.failure?.class, 'budget');
     assert.equal(state.metered?.cost_usd, 1.5, 'the metered cost is the run\'s cost, the report beside it');
+    assert.equal(state.metered?.tunnels, 1);
+  });
+
+  // Without a tunnel the gate saw and priced every call: the operator's prices decide, not the CLI's own estimate.
+  it('holds a pod whose every call the gate metered to the metered cost, not a larger report', async () => {
+    const state = await signReportedOver('r-reported-whole', false);
+    assert.notEqual(state.status, 'stopped', state.error ?? '');
+    assert.equal(state.metered?.cost_usd, 1.5);
+    assert.equal(state.metered?.tunnels, undefined);
   });
 
   it('a pod cannot raise its budget: a credential with its budget changed or taken out is refused, nothing spent',

@@ -56,9 +56,9 @@ describe('POST /v1/ingest', () => {
     assert.deepEqual(item.metered, run.json.metered);
   });
 
-  it('keeps a run\'s doubtful count, which a run stopped for doubt has', async () => {
+  it('keeps a run\'s doubtful and tunnel counts, which a run stopped for doubt has', async () => {
     const metered = {
-      cost_usd: 0.4, tokens_in: 3000, tokens_out: 4000, calls: 4, unpriced: 0, unknown: 1, doubtful: 1,
+      cost_usd: 0.4, tokens_in: 3000, tokens_out: 4000, calls: 4, unpriced: 0, unknown: 1, doubtful: 1, tunnels: 2,
     };
     const res = await cp.request('POST', '/v1/ingest', { body: batch({ events: [], artifacts: [], runs: [{
       run: 'r-doubt', status: 'stopped', started_at: T0, cost_usd: 0.4, metered }] }) });

@@ -129,10 +129,14 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
 
   it('never asks a pod\'s run to raise a budget its agent reports spent: the signer stops it on the larger figure',
     async () => {
-      // One call ($0.15, under the budget) while the CLI reports a dollar: no question; the gate lets the call through
-      // (it holds the run on what it metered), and the signer stops the run on the report (the larger figure).
-      writeFileSync(join(repo.bin, 'honest.sh'), AGENT.replace('1 2 3', '1').replace('"usd":0.01', '"usd":1.00'),
-        { mode: 0o755 });
+      // One call ($0.15, under the budget) while the CLI reports a dollar, after a CONNECT tunnel (its vendor's login,
+      // whose calls the gate cannot read): no question; the gate lets the call through (it holds the run on what it
+      // metered), and the signer stops the run on the report (the larger figure, since the tunnel may have carried
+      // calls). Without the tunnel the metered cost alone would decide (pod-signer-network.test.ts).
+      const api = `127.0.0.1:${(model.address() as AddressInfo).port}`;
+      const tunnel = `curl -s -o /dev/null --max-time 20 --noproxy '' -p -x "$HTTPS_PROXY" http://${api}/ || true\n`;
+      const honest = AGENT.replace('1 2 3', '1').replace('"usd":0.01', '"usd":1.00').replace('for i', `${tunnel}for i`);
+      writeFileSync(join(repo.bin, 'honest.sh'), honest, { mode: 0o755 });
       const config = { provider: 'honest', providers: { honest: { command: [join(repo.bin, 'honest.sh')] } } };
       writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify(config));
       git(repo.repo, ['commit', '-qam', 'the honest agent']);
