@@ -126,6 +126,9 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
       // The first run spent $0.40 today: this one's first call brings the repository to $0.50, its second is refused.
       const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'the cap question');
       assert.match(blocked.question, /^Budget of \$0\.50 reached — raise it to\? \(the daily budget of \$0\.50 for acme\/api;/);
+      // The cap is the day's, reached with the first run's $0.40: the question (which goes to the run's origin) says
+      // what this run spent, never the other runs' spending as its own.
+      assert.match(blocked.question, /; the run has spent \$0\.10, metered by the gate\.\)/);
       assert.equal(model.calls() - before, 1, 'one call reached the model API before the cap');
       assert.equal((await svc(['answer', `local/${run}`, '$1'], { SVC_BUDGET_REPO_DAY_USD: '0.5' })).code, 0);
       const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
