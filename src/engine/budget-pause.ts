@@ -107,8 +107,8 @@ function answerBudget(ctx: RunContext, answer: Answer | null, a: BudgetWatch): s
   const read = readBudgetAnswer(answer.text);
   if (read === 'stop') {
     ctx.setStatus('running', { question: null });
-    return `Stopped at ${r.kind === 'run' ? 'the max_usd budget' : name}: spent $${r.spent.toFixed(2)} of ` +
-      `$${r.limit.toFixed(2)}`;
+    if (r.kind !== 'run') return `Stopped at ${name}: the run spent $${ownSpent(ctx, r).toFixed(2)}`;
+    return `Stopped at the max_usd budget: spent $${r.spent.toFixed(2)} of $${r.limit.toFixed(2)}`;
   }
   if (r.kind !== 'run' && !isOperatorAnswer(answer.by)) {
     block(ctx, `Budget of $${r.limit.toFixed(2)} reached — only the operator can raise ${name} (svc answer on the ` +
