@@ -157,7 +157,8 @@ describe('the signer signs what is pushed', () => {
     assert.deepEqual(diffstat.files.map((f: { path: string }) => f.path), ['f1.txt']);
     assert.equal(diffstat.patch_sha256, receipt?.diff.patch_sha256);
     assert.match(readFileSync(join(signed, 'artifacts', 'diff.patch'), 'utf8'), /^\+fixed$/m);
-    const shipped = existsSync(join(signed, 'ship.json')) ? JSON.parse(readFileSync(join(signed, 'ship.json'), 'utf8')) : {};
+    const shipFile = join(signed, 'ship.json');
+    const shipped = existsSync(shipFile) ? JSON.parse(readFileSync(shipFile, 'utf8')) : {};
     assert.notEqual(shipped.events_offset, 1e9, 'the agent\'s offsets are not the signer\'s');
   });
 
@@ -358,8 +359,8 @@ describe('copyRunFolder', () => {
       ['artifacts/checks/test.log', 'artifacts/evidence.json', 'state.json']);
     assert.equal(readFileSync(join(to, 'artifacts', 'evidence.json'), 'utf8'), '{"e":1}');
     assert.equal(readFileSync(join(to, 'artifacts', 'checks', 'test.log'), 'utf8'), 'ok');
-    const dropped = ['artifacts/receipt.json', 'artifacts/diffstat.json', 'ship.json', 'artifacts/leak.txt', 'events.jsonl',
-      'artifacts/dir-link'];
+    const dropped = ['artifacts/receipt.json', 'artifacts/diffstat.json', 'ship.json', 'artifacts/leak.txt',
+      'events.jsonl', 'artifacts/dir-link'];
     for (const gone of dropped) {
       assert.equal(existsSync(join(to, gone)), false, gone);
     }
