@@ -63,19 +63,29 @@ function readBudgetAnswer(answer: string): { raiseTo: number } | 'more' | 'stop'
 /** What "yes" adds to the budget reached: another max_usd for the run's own, else the budget itself. */
 const stepOf = (r: Reached, maxUsd: number | null): number => (r.kind === 'run' ? maxUsd ?? r.limit : r.limit);
 
+/**
+ * What the run itself spent, as its questions and errors say it: a daily cap is reached by the day's runs together
+ * (the repository's, or every repository's on this machine), whose spending is not this run's to tell the people it
+ * asks (a question goes to the run's origin); the run's own budget by what the run spent.
+ */
+function ownSpent(ctx: RunContext, r: Reached): number {
+  return r.kind === 'run' ? r.spent : ctx.state.metered?.cost_usd ?? 0;
+}
+
 function budgetQuestion(ctx: RunContext, r: Reached, maxUsd: number | null): string {
   // A daily cap counts metered calls only; the run's own budget what the run spent (runSpent).
   const metered = ctx.state.metered?.cost_usd ?? null;
   const byGate = r.kind !== 'run' || (metered !== null && metered >= r.spent);
   const how = byGate ? 'metered by the gate' : 'as the agent reported';
   const step = stepOf(r, maxUsd);
+  const spent = ownSpent(ctx, r).toFixed(2);
   if (r.uncountable !== undefined) {
     return `${budgetName(r, ctx.state.repo)} cannot be kept: ${r.uncountable}, so the gate cannot count what the run ` +
-      `spent (it has counted $${r.spent.toFixed(2)}). Answer "raise to $${(r.limit + step).toFixed(2)}" or any ` +
+      `spent (it has counted $${spent}). Answer "raise to $${(r.limit + step).toFixed(2)}" or any ` +
       `amount, or "yes" for another $${step.toFixed(2)}, to go on; anything else to stop.`;
   }
   return `Budget of $${r.limit.toFixed(2)} reached — raise it to? (${budgetName(r, ctx.state.repo)}; the run has ` +
-    `spent $${r.spent.toFixed(2)}, ${how}.) Answer "raise to $${(r.limit + step).toFixed(2)}" or any amount, "yes" ` +
+    `spent $${spent}, ${how}.) Answer "raise to $${(r.limit + step).toFixed(2)}" or any amount, "yes" ` +
     `for another $${step.toFixed(2)}, anything else to stop.`;
 }
 
@@ -97,13 +107,13 @@ function answerBudget(ctx: RunContext, answer: Answer | null, a: BudgetWatch): s
   const read = readBudgetAnswer(answer.text);
   if (read === 'stop') {
     ctx.setStatus('running', { question: null });
-    return `Stopped at ${r.kind === 'run' ? 'the max_usd budget' : name}: spent $${r.spent.toFixed(2)} of ` +
-      `$${r.limit.toFixed(2)}`;
+    if (r.kind !== 'run') return `Stopped at ${name}: the run spent $${ownSpent(ctx, r).toFixed(2)}`;
+    return `Stopped at the max_usd budget: spent $${r.spent.toFixed(2)} of $${r.limit.toFixed(2)}`;
   }
   if (r.kind !== 'run' && !isOperatorAnswer(answer.by)) {
     block(ctx, `Budget of $${r.limit.toFixed(2)} reached — only the operator can raise ${name} (svc answer on the ` +
       `run's machine, or the Control Plane); the answer from ${answer.by} did not. The run has spent ` +
-      `$${r.spent.toFixed(2)} and waits for the operator; answer "stop" to end it.`);
+      `$${ownSpent(ctx, r).toFixed(2)} and waits for the operator; answer "stop" to end it.`);
     return ASKED_AGAIN;
   }
   const to = read === 'more' ? r.limit + stepOf(r, a.maxUsd) : read.raiseTo;

@@ -123,10 +123,15 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   } else {
     diff = diffWorkingTree(tree, state.base_tree ?? state.base_sha);
   }
+  saveDiff(ctx, diff);
+  return diff;
+}
+
+/** The run's diff as its artifacts: the patch, and diffstat.json (its files and counts: the review risk reads it). */
+export function saveDiff(ctx: RunContext, diff: DiffResult): void {
   ctx.saveArtifact('diff.patch', diff.patch);
   const { files, insertions, deletions, patch_sha256 } = diff;
   ctx.saveArtifact('diffstat.json', JSON.stringify({ files, insertions, deletions, patch_sha256 }, null, 2));
-  return diff;
 }
 
 /** The run's receipt, issued after its gate closes; null when a stop was asked by then (a stopped run gets none). */

@@ -124,7 +124,9 @@ export function refusalText(r: Reached, repo: string, asked = true): string {
     return `${budgetName(r, repo)} cannot be kept: ${r.uncountable}, so the gate cannot count what the run spent; ` +
       (asked ? 'svc has paused the run and asked whether to go on' : 'the run stops here');
   }
-  const reached = `${budgetName(r, repo)} is reached (metered ${usd(r.spent)})`;
+  // A daily cap's amount is the day's spending of every run it counts (every repository's, for the server's): not
+  // this run's to read, and the text is its evidence (the receipt's denials, which a pull request carries).
+  const reached = `${budgetName(r, repo)} is reached${r.kind === 'run' ? ` (metered ${usd(r.spent)})` : ''}`;
   if (asked) {
     return `${reached}: svc has paused the run and asked whether to raise it; model calls resume once it is raised`;
   }

@@ -16,7 +16,7 @@ import {
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
   requiredCheckError,
 } from '../engine/receipt.ts';
-import { maybeOpenPr } from '../engine/finish-phase.ts';
+import { maybeOpenPr, saveDiff } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, readSealedRunKey, storeRun, type Seal } from './seal.ts';
@@ -198,7 +198,7 @@ function signReceipt(
   ctx.update({
     base_sha: seal.base_sha, head_sha: head, branch, base_branch: seal.base_branch, pr: opts.pr, workdir: commits.repo,
   });
-  ctx.saveArtifact('diff.patch', commits.diff.patch);
+  saveDiff(ctx, commits.diff);
   const policy = policyAt(commits.repo, seal.base_sha);
   const runFailed = evidence.error !== null;
   const reconciled = runFailed ? { checks: [], gaps: [] } : reconcileChecks(policy, evidence.checks);
@@ -267,12 +267,17 @@ const FILE_CAP = 16 * 1024 * 1024;
 const TOTAL_CAP = 256 * 1024 * 1024;
 const MAX_DEPTH = 8;
 // Not the run's `run-key`: the run container's was handed to it, and the agent could read it; the signer ships with
-// the key the seal step made (docs/deploy.md).
-const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md', 'ship.json'];
+// the key the seal step made (docs/deploy.md). Nor its `ship.json`: what it says was shipped already the signer would
+// not ship, so an agent naming the signer's diff there (or an event offset past the end) kept its own diff on the
+// Control Plane and the signer's events off it; the signer ships the folder from its start (events are idempotent).
+const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md'];
+/** Artifacts only the signer establishes: the agent's are never copied (the signer writes its own, or none). */
+const SIGNER_ARTIFACTS = new Set(['receipt.json', 'diff.patch', 'diffstat.json']);
 
 /**
  * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
- * regular files only, opened without following a link (the signer's mounts hold the key), capped; never a receipt.
+ * regular files only, opened without following a link (the signer's mounts hold the key), capped; never a receipt,
+ * nor a diff the signer makes itself.
  */
 export function copyRunFolder(from: string, to: string): void {
   const folder = openRunFolder(from);
@@ -296,7 +301,7 @@ export function copyRunFolder(from: string, to: string): void {
     try {
       // Links, special and oversized files are not copied: the signer reports what it signs, not these.
       walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
-        if (rel !== 'receipt.json') write(join(to, 'artifacts', ...rel.split('/')), content);
+        if (!SIGNER_ARTIFACTS.has(rel)) write(join(to, 'artifacts', ...rel.split('/')), content);
       });
     } finally {
       artifacts.close();

@@ -142,6 +142,26 @@ describe('the signer signs what is pushed', () => {
     assert.equal((await signPod('no-trace', workspace('no-trace'), forged))?.trace_id, undefined);
   });
 
+  it('ships the diff it made, whatever the run container wrote of its own diff or of what was shipped', async () => {
+    const w = workspace('own-diff');
+    const dir = join(w.ws, '.svc', 'runs', 'r1');
+    mkdirSync(join(dir, 'artifacts'), { recursive: true });
+    // The agent's word: a harmless diffstat, and a ship.json saying everything the signer will make was shipped.
+    const fake = JSON.stringify({ files: [{ path: 'docs/typo.md', insertions: 1, deletions: 0 }] });
+    writeFileSync(join(dir, 'artifacts', 'diffstat.json'), fake);
+    writeFileSync(join(dir, 'artifacts', 'diff.patch'), 'fake patch\n');
+    writeFileSync(join(dir, 'ship.json'), JSON.stringify({ events_offset: 1e9, artifacts: { 'diffstat.json': 'x' } }));
+    const receipt = await signPod('own-diff', w);
+    const signed = join(root, 'own-diff-signer-home', 'work', '.svc', 'runs', 'r1');
+    const diffstat = JSON.parse(readFileSync(join(signed, 'artifacts', 'diffstat.json'), 'utf8'));
+    assert.deepEqual(diffstat.files.map((f: { path: string }) => f.path), ['f1.txt']);
+    assert.equal(diffstat.patch_sha256, receipt?.diff.patch_sha256);
+    assert.match(readFileSync(join(signed, 'artifacts', 'diff.patch'), 'utf8'), /^\+fixed$/m);
+    const shipFile = join(signed, 'ship.json');
+    const shipped = existsSync(shipFile) ? JSON.parse(readFileSync(shipFile, 'utf8')) : {};
+    assert.notEqual(shipped.events_offset, 1e9, 'the agent\'s offsets are not the signer\'s');
+  });
+
   it('refuses a run folder whose state.json names another run, and signs nothing', async () => {
     await assert.rejects(signPod('other-run', workspace('other-run'), { state: { run: 'r2' } }),
       { name: 'RefusedError', message: 'The run folder names k8s/r2, not k8s/r1' });
@@ -325,6 +345,8 @@ describe('copyRunFolder', () => {
     writeFileSync(join(from, 'artifacts', 'evidence.json'), '{"e":1}');
     writeFileSync(join(from, 'artifacts', 'checks', 'test.log'), 'ok');
     writeFileSync(join(from, 'artifacts', 'receipt.json'), '{"forged":true}');
+    writeFileSync(join(from, 'artifacts', 'diffstat.json'), '{"files":[]}');
+    writeFileSync(join(from, 'ship.json'), '{"events_offset":1000000}');
     const secret = join(root, 'signer-key.pem');
     writeFileSync(secret, 'PRIVATE KEY');
     symlinkSync(secret, join(from, 'artifacts', 'leak.txt'));
@@ -337,7 +359,9 @@ describe('copyRunFolder', () => {
       ['artifacts/checks/test.log', 'artifacts/evidence.json', 'state.json']);
     assert.equal(readFileSync(join(to, 'artifacts', 'evidence.json'), 'utf8'), '{"e":1}');
     assert.equal(readFileSync(join(to, 'artifacts', 'checks', 'test.log'), 'utf8'), 'ok');
-    for (const gone of ['artifacts/receipt.json', 'artifacts/leak.txt', 'events.jsonl', 'artifacts/dir-link']) {
+    const dropped = ['artifacts/receipt.json', 'artifacts/diffstat.json', 'ship.json', 'artifacts/leak.txt',
+      'events.jsonl', 'artifacts/dir-link'];
+    for (const gone of dropped) {
       assert.equal(existsSync(join(to, gone)), false, gone);
     }
   });

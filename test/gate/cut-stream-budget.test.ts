@@ -164,8 +164,9 @@ describe('a budgeted run after a model call cut before its final usage', () => {
     near(spent('walked-away'), 4 * CUT_USD);
     const refused = await call(mint('same-repo', 'acme/day'), 'cut');
     assert.equal(refused.status, 429, 'the day\'s $0.06 of $0.05 holds every run of the repository');
-    assert.equal(refused.body, 'svc gate: the daily budget of $0.05 for acme/day is reached (metered $0.06): model ' +
-      'calls are refused until the operator raises it\n');
+    // No amount: the day's $0.06 is another run's spending (the refusal is this run's evidence, its PR's receipt).
+    assert.equal(refused.body, 'svc gate: the daily budget of $0.05 for acme/day is reached: model calls are refused ' +
+      'until the operator raises it\n');
     assert.equal((await call(mint('other-repo', 'acme/other'), 'overloaded')).status, 200, 'another repository\'s not');
   });
 
@@ -255,8 +256,8 @@ describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
     await waitFor(() => calls() >= 4, '4 metered calls');
     const day = await modelCall(second.port ?? 0, mint('third', 'acme/third'), 'overloaded');
     assert.equal(day.status, 429);
-    assert.equal(day.body, 'svc gate: this server\'s daily budget of $0.05 is reached (metered $0.06): model calls ' +
-      'are refused until the operator raises it\n');
+    assert.equal(day.body, 'svc gate: this server\'s daily budget of $0.05 is reached: model calls are refused until ' +
+      'the operator raises it\n');
   });
 
   it('goes on counting in memory, and logs each write it could not make, when the folder cannot be written', () => {
@@ -277,8 +278,8 @@ describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
       for (let i = 0; i < 2; i++) count({ ...arrivingRecord('model', budgeted), metered: call });
       assert.equal(meter.refusal(budgeted), 'the run\'s budget of $0.05 is reached (metered $0.06): the run stops ' +
         'here (a pod\'s budget is not raised)');
-      assert.equal(meter.refusal(other), 'the daily budget of $0.05 for acme/full is reached (metered $0.06): model ' +
-        'calls are refused until the operator raises it');
+      assert.equal(meter.refusal(other), 'the daily budget of $0.05 for acme/full is reached: model calls are refused ' +
+        'until the operator raises it');
       assert.equal(lines.length, 4, lines.join(''));
       const logged = /cannot write the (runs' spending|day's spending) to SVC_GATE_STATE_DIR/;
       assert.ok(lines.every((line) => logged.test(line)), lines.join(''));

@@ -301,8 +301,9 @@ describe('metered cost at the gate', () => {
   it('names the server\'s daily cap when that is the budget reached', () => {
     const reached = reachedBudget({ run: 0, repoDay: 1, serverDay: 5 }, { run: null, repoDay: 2, serverDay: 5 });
     assert.deepEqual(reached, { kind: 'server-day', limit: 5, spent: 5 });
-    assert.equal(refusalText(reached!, 'acme/web', false), 'this server\'s daily budget of $5.00 is reached ' +
-      '(metered $5.00): model calls are refused until the operator raises it');
+    // No amount: the day's spending is every repository's, not the run's to read.
+    assert.equal(refusalText(reached!, 'acme/web', false), 'this server\'s daily budget of $5.00 is reached: model ' +
+      'calls are refused until the operator raises it');
   });
 
   it('counts an Anthropic stream closed before its message_delta at its input and the request\'s max_tokens', () => {

@@ -126,6 +126,9 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
       // The first run spent $0.40 today: this one's first call brings the repository to $0.50, its second is refused.
       const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'the cap question');
       assert.match(blocked.question, /^Budget of \$0\.50 reached — raise it to\? \(the daily budget of \$0\.50 for acme\/api;/);
+      // The cap is the day's, reached with the first run's $0.40: the question (which goes to the run's origin) says
+      // what this run spent, never the other runs' spending as its own.
+      assert.match(blocked.question, /; the run has spent \$0\.10, metered by the gate\.\)/);
       assert.equal(model.calls() - before, 1, 'one call reached the model API before the cap');
       assert.equal((await svc(['answer', `local/${run}`, '$1'], { SVC_BUDGET_REPO_DAY_USD: '0.5' })).code, 0);
       const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
@@ -135,6 +138,22 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
       near(done.metered.cost_usd, 0.4);
       assert.equal(model.calls() - before, 4);
     });
+
+  it('stops at a daily cap the day\'s earlier runs filled, saying what this run spent, not theirs', async () => {
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ max_usd: 5 }));
+    const cap = { SVC_BUDGET_REPO_DAY_USD: '0.5' };
+    const start = await svc(['start', '--brief', 'spend at a full cap', '--worktree', '--detach', '--provider', 'liar'], cap);
+    assert.equal(start.code, 0, start.stderr);
+    const { run } = JSON.parse(start.stdout);
+    // The earlier runs spent $0.80 of the repository's day: this one's first call is refused.
+    const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'the cap question');
+    assert.match(blocked.question, /the run has spent \$0\.00, metered by the gate/);
+    assert.equal((await svc(['answer', `local/${run}`, 'stop'], cap)).code, 0);
+    const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
+      'the run to stop');
+    assert.equal(done.status, 'stopped', done.error);
+    assert.equal(done.error, 'Stopped at the daily budget of $0.50 for acme/api: the run spent $0.00');
+  });
 
   it('ends the run over budget when the question is still unanswered at the end of the run\'s time', async () => {
     writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ max_usd: 0.05, limits: { run_timeout_s: 8 } }));

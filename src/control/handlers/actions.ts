@@ -209,11 +209,17 @@ export const stopRun: Handler<ControlDeps> = (ctx) => {
   const to = unshipped ? 'stopped' : 'stopping';
   const failure = runFailure('stopped', 'stopped before any runner shipped it');
   const ended = unshipped ? { ended_at: now, ...failureColumns(failure) } : {};
-  deps.stores.runs.setStatus(row.source, row.run, to, now, ended);
   const event = { kind: 'run.status', data: { from: row.status, to }, ts: now };
-  deps.bus.publish([deps.stores.events.append(row.source, row.run, event)]);
+  // One transaction: a write refused part way leaves no `stopping` run whose runner was never asked (a stop asked
+  // again of a stopping run asks nothing new of another source's runner).
+  const appended = transaction(deps.db, () => {
+    deps.stores.runs.setStatus(row.source, row.run, to, now, ended);
+    const stored = deps.stores.events.append(row.source, row.run, event);
+    if (!local) deps.stores.controlRequests.add(row.source, row.run, 'stop', null, now);
+    return stored;
+  });
+  deps.bus.publish([appended]);
   if (local) void deps.engine.stop(row);
-  else deps.stores.controlRequests.add(row.source, row.run, 'stop', null, now);
   return accepted(deps, row.source, row.run);
 };
 

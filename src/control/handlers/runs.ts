@@ -13,6 +13,7 @@ import {
   storedRun,
 } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
+import { transaction } from '../../db/open.ts';
 import type { ControlStores } from '../../db/control-stores.ts';
 import { str } from '../../untrusted.ts';
 import { eventData } from '../event-bus.ts';
@@ -131,13 +132,19 @@ function receiptCheck(deps: ControlDeps, row: RunRow) {
 
 export const deleteRun: Handler<ControlDeps> = (ctx) => {
   const { source, run } = runParams(ctx);
-  const outcome = ctx.deps.stores.runs.delete(source, run);
+  const { stores } = ctx.deps;
+  // With its record, in one transaction: a delete whose record was not written would come back with the runner's
+  // next batch, and could not be asked again (404).
+  const outcome = transaction(ctx.deps.db, () => {
+    const done = stores.runs.delete(source, run);
+    // So its runner re-shipping it does not bring it back.
+    if (done === 'deleted') stores.deletedRuns.add(source, run, ctx.deps.clock());
+    return done;
+  });
   if (outcome === 'not_found') throw new HttpError('not_found', `Run ${source}/${run} not found`);
   if (outcome === 'active') {
     throw new HttpError('invalid_transition', `Run ${source}/${run} is still active; stop it before deleting`);
   }
-  // So its runner re-shipping it does not bring it back.
-  ctx.deps.stores.deletedRuns.add(source, run, ctx.deps.clock());
   return json(200, { deleted: true });
 };
 
