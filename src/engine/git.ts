@@ -130,18 +130,10 @@ export function headSha(dir: string, run: GitRun = hostGit): string {
   return git(dir, ['rev-parse', 'HEAD'], {}, run).trim();
 }
 
-export function currentBranch(dir: string): string | null {
-  return branchName(git(dir, ['rev-parse', '--abbrev-ref', 'HEAD']).trim());
-}
-
-function branchName(name: string): string | null {
-  return name === 'HEAD' ? null : name;
-}
-
-/** HEAD's commit and its branch (null when detached), read by one git: a launcher's base; throws with no commit. */
+/** HEAD's commit and its branch (null when detached), read by one git; throws when there is no commit yet. */
 export function headAndBranch(dir: string): { sha: string; branch: string | null } {
   const [sha, name] = git(dir, ['rev-parse', 'HEAD', '--abbrev-ref', 'HEAD']).trim().split('\n');
-  return { sha: sha!, branch: branchName(name!) };
+  return { sha: sha!, branch: name === 'HEAD' ? null : name! };
 }
 
 /** "owner/name" of a remote URL (https, ssh or scp-like form, or a path), or null. */
