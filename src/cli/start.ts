@@ -8,7 +8,6 @@ import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } 
 import { planToReuse, type RunPlan } from '../engine/run-plan.ts';
 import { followUpRequest } from '../engine/follow-up.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
-import { openPrLater } from '../engine/finish-phase.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import {
@@ -187,6 +186,9 @@ export default async function start(io: CliIo): Promise<number> {
       return 0;
     }
     if (flag === 'open-pr') {
+      // Loaded here, not with the command: the finish phase (its sandbox, spawn and cgroup modules) is no part of a
+      // start's way to its worker (docs/bench.md, "the launcher's modules").
+      const { openPrLater } = await import('../engine/finish-phase.ts');
       io.stdout(summary(await openPrLater(dir, io.env, (t) => io.stderr(`svc start: ${t}\n`))));
       return 0;
     }

@@ -12,7 +12,6 @@ import { identityOf, procStart } from './proc-group.ts';
 import { isPidAlive } from '../client/server-record.ts';
 import { listPlain, openPlainPath, pathIn, type PlainDir } from './plain-tree.ts';
 import { withDir } from './safe-fs.ts';
-import { checkoutGitDir } from './git.ts';
 import { readOrNull, realOrNull } from '../spawn/tree.ts';
 
 const CLAIM = 'svc-checkout-claim';
@@ -68,15 +67,15 @@ function removeDeadLaunchers(dir: PlainDir): void {
 }
 
 /**
- * Takes the checkout's claim, waiting while another live launcher holds it; returns its release. A claim whose
+ * Takes the claim in the checkout's own git directory `gitDir` (`gitDirs(…).own`), waiting while another live
+ * launcher holds it; returns its release. A claim whose
  * launcher died is moved aside to `svc-checkout-claim-dead-<inode>`, kept while this launcher waits or holds the
  * claim (a second launcher that judged the same claim dead then fails to move a fresh claim onto that name, as rename
  * never replaces a folder holding files), and removed when it is done. What that leaves open: a launcher paused
  * between its read of a dead claim and its move (two adjacent calls) for as long as another moved it, took, held and
  * released the claim would move a later live claim aside; closing it needs a rename-if-same-inode, which POSIX lacks.
  */
-export async function claimCheckout(repo: string): Promise<() => void> {
-  const gitDir = checkoutGitDir(repo);
+export async function claimCheckout(gitDir: string): Promise<() => void> {
   const mine = `${CLAIM}-${process.pid}-${randomBytes(6).toString('hex')}`;
   const movedAside: string[] = [];
   const removeOwn = () => inGitDir(gitDir, (dir) => {

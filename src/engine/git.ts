@@ -130,9 +130,10 @@ export function headSha(dir: string, run: GitRun = hostGit): string {
   return git(dir, ['rev-parse', 'HEAD'], {}, run).trim();
 }
 
-export function currentBranch(dir: string): string | null {
-  const name = git(dir, ['rev-parse', '--abbrev-ref', 'HEAD']).trim();
-  return name === 'HEAD' ? null : name;
+/** HEAD's commit and its branch (null when detached), read by one git; throws when there is no commit yet. */
+export function headAndBranch(dir: string): { sha: string; branch: string | null } {
+  const [sha, name] = git(dir, ['rev-parse', 'HEAD', '--abbrev-ref', 'HEAD']).trim().split('\n');
+  return { sha: sha!, branch: name === 'HEAD' ? null : name! };
 }
 
 /** "owner/name" of a remote URL (https, ssh or scp-like form, or a path), or null. */
@@ -150,10 +151,12 @@ export function gitCommonDir(repo: string): string {
   return resolve(repo, git(repo, ['rev-parse', '--git-common-dir']).trim());
 }
 
-/** The checkout's own git directory (a linked worktree's is apart from the repository's): for svc's files about this
- * checkout, never in its tree. */
-export function checkoutGitDir(repo: string): string {
-  return resolve(repo, git(repo, ['rev-parse', '--git-dir']).trim());
+/** The checkout's own git directory (a linked worktree's is apart from the repository's: for svc's files about this
+ * checkout, never in its tree) and the repository's, read by one git. */
+export function gitDirs(dir: string, run: GitRun = hostGit): { own: string; common: string } {
+  const [own, common] = git(dir, ['rev-parse', '--git-dir', '--git-common-dir'], {}, run).trim().split('\n')
+    .map((path) => resolve(dir, path));
+  return { own: own!, common: common! };
 }
 
 /** Keeps the engine's own folders out of `git status` and `git add -A` (info/exclude, not .gitignore). No trailing
@@ -197,14 +200,13 @@ function refuseTreeIncludes(dir: string, run: GitRun): void {
     if (err instanceof UnreadableTreeError) throw err;
     return;
   }
-  const [gitDir, common] = git(dir, ['rev-parse', '--git-dir', '--git-common-dir'], {}, run).trim().split('\n')
-    .map((path) => resolve(dir, path));
+  const { own: gitDir, common } = gitDirs(dir, run);
   const within = (path: string, folders: string[]) => folders.some((f) => path === f || path.startsWith(`${f}/`));
   // Each as written and through its links: a tree reached through a link is the same tree.
   const spellings = (path: string) => [path, realSpelling(path)];
-  const trees = [resolve(dir), dirname(common!)].flatMap(spellings);
+  const trees = [resolve(dir), dirname(common)].flatMap(spellings);
   // The git directories themselves (`.git/config.local`) are no agent's to write: the sandbox binds them read-only.
-  const gitDirs = [gitDir!, common!].flatMap(spellings);
+  const gitFolders = [gitDir, common].flatMap(spellings);
   const home = process.env.HOME ?? '/';
   const fields = listed.split('\0');
   for (let i = 0; i + 1 < fields.length; i += 2) {
@@ -215,7 +217,7 @@ function refuseTreeIncludes(dir: string, run: GitRun): void {
     // Through its links (a folder linked to the checkout is the checkout); /proc/self/cwd and /dev/fd lead wherever
     // the reading git stands, the work tree among them.
     const target = realSpelling(named);
-    if (within(target, gitDirs) && !within(named, ['/proc', '/dev/fd'])) continue;
+    if (within(target, gitFolders) && !within(named, ['/proc', '/dev/fd'])) continue;
     if (within(target, trees) || within(named, ['/proc', '/dev/fd'])) {
       throw new IncludedTreeConfigError(`The repository's git config (${origin}) includes ${target}, a file of its ` +
         'work tree, which the repository or an agent writes: svc runs no git that reads it. Move that config into ' +

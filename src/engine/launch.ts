@@ -12,7 +12,7 @@ import { planForRetry, planRun, refuseUncommitted, writePlan, type RunPlan } fro
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
 import {
-  git, headSha, currentBranch, excludeEngineFolders, gitCommonDir, snapshotTree, treeGit, workingChanges,
+  git, headAndBranch, excludeEngineFolders, gitDirs, snapshotTree, treeGit, workingChanges,
 } from './git.ts';
 import { runDir, worktreeDir } from './paths.ts';
 import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
@@ -92,23 +92,25 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   if (isolated) plainEngineFolder(n.repo, 'worktrees').close();
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new BadInputError(`Run ${n.run} already exists in ${n.repo}`);
-  const gitDir = gitCommonDir(n.repo);
+  const { own, common: gitDir } = gitDirs(n.repo);
   try {
     excludeEngineFolders(gitDir);
   } catch (err) {
     // The first write into the git directory: one this user cannot write says so as the claim would.
     throw unwritable(gitDir, err);
   }
-  let base: string;
+  // The commit and the branch checked out, read together (one git, on the launcher's way to the agent).
+  let head: { sha: string; branch: string | null };
   try {
-    base = follow?.base ?? headSha(n.repo);
+    head = headAndBranch(n.repo);
   } catch {
     throw new BadInputError(`The repository at "${n.repo}" has no commits yet; commit something first`);
   }
+  const base = follow?.base ?? head.sha;
   // Against the commit the worktree is made at: a follow-up's is its pull request's branch head, not HEAD.
   if (isolated && !n.plan) refuseUncommitted(plan.provider, n.repo, base);
   // Held from the check until this run's state is written, so two starts at once can't both find the checkout free.
-  const release = isolated ? null : await claimCheckout(n.repo);
+  const release = isolated ? null : await claimCheckout(own);
   try {
     if (!isolated) assertCheckoutFree(n.repo);
     const start = isolated ? null : startingTree(n.repo);
@@ -125,7 +127,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);
     // The trace a run joins: its launcher's valid SVC_TRACEPARENT (the span it continues), else a new one.
     const parent = parseTraceparent(n.env.SVC_TRACEPARENT);
-    const checkedOut = currentBranch(n.repo);
+    const checkedOut = head.branch;
     const state: RunState = {
       source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
       ...(follow ? {

@@ -2,7 +2,7 @@
 import { lstatSync, realpathSync, rmSync } from 'node:fs';
 import { realOrNull } from '../spawn/tree.ts';
 import { join } from 'node:path';
-import { git, currentBranch } from './git.ts';
+import { git, headAndBranch } from './git.ts';
 import { worktreeDir } from './paths.ts';
 import { localRuns, trackedNames, type RunState } from './run-state.ts';
 import { isValidSegment } from './ids.ts';
@@ -72,7 +72,7 @@ export function planProjectPrune(repo: string, olderThanMs: number, now = Date.n
   const plan: PrunePlan = { remove: [], keep: [] };
   const branches = svcBranches(repo);
   // git refuses to delete the branch the main checkout is on: it stays, and says why.
-  const checkedOut = currentBranch(repo);
+  const checkedOut = headAndBranch(repo).branch;
   // Only plain folders svc could have made: none when `.svc` or `.svc/worktrees` is a link, none git tracks. When git
   // cannot tell (UntrackableError), the plan fails: without its runs, their branches would look left behind.
   const trackedTrees = trackedNames(repo, '.svc/worktrees');

@@ -11,7 +11,7 @@ import { handedRunKey, newRunKey, RUN_KEY } from '../engine/ids.ts';
 import { RUN_KEY_FILE } from '../engine/paths.ts';
 import { deletedRun, shipperClient, type ControlItem } from '../engine/shipper.ts';
 import { settingOr } from '../settings-registry.ts';
-import { headSha, currentBranch } from '../engine/git.ts';
+import { headAndBranch } from '../engine/git.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { obj, str, tryParseJson } from '../untrusted.ts';
@@ -136,8 +136,9 @@ export function writeSeal(repo: string, sealedDir: string, handoff: string): Sea
   } catch (err) {
     origin_problem = errorMessage(err);
   }
+  const head = headAndBranch(repo);
   const seal: Seal = {
-    base_sha: headSha(repo), origin_url, origin_problem, base_branch: currentBranch(repo),
+    base_sha: head.sha, origin_url, origin_problem, base_branch: head.branch,
     sealed_at: new Date().toISOString(),
   };
   writeJsonAtomic(join(sealedDir, SEAL_FILE), seal);

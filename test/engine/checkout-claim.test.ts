@@ -18,7 +18,7 @@ describe('the checkout claim', () => {
     try {
       assert.equal(spawnSync('git', ['init', '-q', repo]).status, 0);
       const gitDir = join(repo, '.git');
-      const script = `import(${JSON.stringify(CLAIM_MODULE)}).then((m) => m.claimCheckout(${JSON.stringify(repo)}))` +
+      const script = `import(${JSON.stringify(CLAIM_MODULE)}).then((m) => m.claimCheckout(${JSON.stringify(gitDir)}))` +
         '.then(() => console.log("claimed"), (e) => console.log(JSON.stringify([e.name, e.code, e.message])))';
       const res = spawnSync('bwrap', ['--dev-bind', '/', '/', '--ro-bind', gitDir, gitDir,
         process.execPath, '--input-type=module', '-e', script], { encoding: 'utf8' });
