@@ -11,6 +11,7 @@ import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { CLI, GIT_ENV, makeRepo, processAlive, readJson } from '../engine/fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
+import { startTestControl } from '../helpers/control-server.ts';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { identityOf } from '../../src/engine/proc-group.ts';
@@ -90,6 +91,35 @@ describe('the local executor', () => {
       assert.equal(outcome.started_at, '2026-11-29T12:00:00.000Z');
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('ends a SIGKILLed worker\'s run in its folder and on the Control Plane, and what it left', async () => {
+    const control = await startTestControl();
+    const repo = makeRepo({ providers: { hold: HOLD_SCRIPT } });
+    try {
+      const config = readJson(join(repo.repo, '.svc', 'config.json'));
+      writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify({ ...config, provider: 'hold' }));
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: control.url };
+      const executor = createLocalExecutor({ cliPath: CLI, env, pollMs: 50 });
+      const args = ['start', '--brief', 'hold', '--detach'];
+      const launched = await executor.launch({ id: 'job-1', args, workdir: repo.repo });
+      assert.equal(launched.error, null);
+      const ref = launched.run!;
+      const state = () => readJson(join(repo.repo, '.svc', 'runs', ref.run, 'state.json'));
+      await waitFor(() => state().child !== null, 'the provider to start');
+      const { pid, child } = state();
+      process.kill(pid, 'SIGKILL');
+      const outcome = await executor.follow(ref, AbortSignal.timeout(60_000), { reattach: true, workdir: repo.repo });
+      assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+      assert.equal(outcome.status, 'failed');
+      assert.equal(state().status, 'failed', 'the run folder says the run ended');
+      const onControl = async () => (await control.request('GET', `/v1/runs/${ref.source}/${ref.run}`)).json?.status;
+      await waitFor(async () => await onControl() === 'failed', 'the Control Plane to have the run\'s end');
+      await waitFor(() => !processAlive(child.pgid), 'the provider the dead worker left to be ended');
+    } finally {
+      await control.close();
+      repo.cleanup();
     }
   });
 
