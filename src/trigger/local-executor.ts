@@ -94,11 +94,15 @@ export function createLocalExecutor(opts: {
     const { code, failed } = await done;
     clearTimeout(timer);
     if (failed) return { exitCode: null, run: null, error: failed };
-    const run = code === 0 ? parseLaunchOutput(output.stdout) : null;
+    // A run line is printed once the run's worker started (src/cli/start.ts): that run goes on whatever ends the
+    // launcher after it (a kill while it sends earlier runs to the Control Plane), so the job follows it, never
+    // failing beside a run that then works unwatched.
+    const run = parseLaunchOutput(output.stdout);
+    if (run) return { exitCode: code, run, error: null };
     const error = timedOut ? `svc start did not finish within ${launchTimeoutMs} ms`
       : code !== 0 ? `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`
-      : run ? null : 'svc start printed no {"source","run"} line';
-    return { exitCode: code, run, error };
+      : 'svc start printed no {"source","run"} line';
+    return { exitCode: code, run: null, error };
   }
 
   async function follow(run: RunRef, signal: AbortSignal, f: FollowOptions): Promise<RunOutcome | null | 'aborted'> {

@@ -46,6 +46,28 @@ describe('the local executor', () => {
     }
   });
 
+  it('follows the run of a launcher SIGKILLed after it printed its run line, instead of failing the job', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
+    try {
+      // Stands in for `svc start --detach` killed while it sends earlier runs to the Control Plane (src/cli/start.ts):
+      // its worker (here: the state it leaves) goes on.
+      const launcher = join(dir, 'launcher.mjs');
+      writeFileSync(launcher, `import { mkdirSync, writeFileSync } from 'node:fs';
+mkdirSync('.svc/runs/r1', { recursive: true });
+writeFileSync('.svc/runs/r1/state.json', JSON.stringify({ run: 'r1', status: 'succeeded', verdict: 'verified' }));
+process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(process.pid, 'SIGKILL'));
+`);
+      const executor = createLocalExecutor({ cliPath: launcher, env: { PATH: process.env.PATH } });
+      const result = await executor.launch({ id: 'job-1', args: ['start', '--brief', 'b', '--detach'], workdir: dir });
+      assert.deepEqual({ run: result.run, error: result.error }, { run: { source: 'local', run: 'r1' }, error: null });
+      const outcome = await executor.follow(result.run!, AbortSignal.timeout(10_000), { reattach: false, workdir: dir });
+      assert.ok(outcome !== null && outcome !== 'aborted');
+      assert.equal(outcome.status, 'succeeded');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('sees a run end when its state.json is replaced, without waiting for its poll', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
     try {
