@@ -8,7 +8,9 @@ import { closeSync, fchmodSync, fchownSync, openSync, renameSync, rmSync, writeF
  * hard link in once the file is closed: the temporary name is made with 'wx' (O_EXCL: never through a link), and its
  * mode and `owner` are set through the descriptor (the file we made, whatever the name then points to).
  */
-export function writeFileAtomic(path: string, data: string, mode: number, owner?: { uid: number; gid: number }): void {
+export function writeFileAtomic(
+  path: string, data: string | Buffer, mode: number, owner?: { uid: number; gid: number },
+): void {
   // A random part too: a temporary file a crash left under a pid used again must not make every later write fail.
   const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   const fd = openSync(temp, 'wx', mode);

@@ -17,7 +17,7 @@ import { addUsage, createOutputReader, type Usage } from './providers.ts';
 import { openRunFolder, readPlainIn } from './plain-tree.ts';
 import { objOrNull, tryParseJson } from '../untrusted.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
-import { makePlainDirsIn, openRunDir, UnsafePathError, withDir, writeNoFollowIn } from './safe-fs.ts';
+import { makePlainDirsIn, openRunDir, replaceNoFollowIn, UnsafePathError, withDir } from './safe-fs.ts';
 import { setting } from '../settings-registry.ts';
 
 const STOP_GRACE_MS = 5_000;
@@ -103,10 +103,11 @@ export function openRunContext(
       if ([...parts, name].some((part) => part === '' || part === '.' || part === '..')) {
         throw new UnsafePathError(`"${path}" leaves "${artifactsDir(dir)}"`);
       }
-      // Every folder level is held open and the file opened without following: no link under artifacts/ is followed.
+      // Every folder level is held open and a link at the name refused: no link under artifacts/ is followed. Replaced
+      // whole, so a receipt a --verify cannot write on a full disk leaves the one there as it was.
       withDir(openRunDir(dir), (run) => {
         const folder = makePlainDirsIn(run, ['artifacts', ...parts], 0o777);
-        withDir(folder, () => writeNoFollowIn(folder, name, content));
+        withDir(folder, () => replaceNoFollowIn(folder, name, content));
       });
       const bytes = Buffer.isBuffer(content) ? content : Buffer.from(content);
       ctx.event('artifact', { path, size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });

@@ -123,8 +123,12 @@ export function openEventLog(
   const opened = openRunFolder(dir);
   let folder = 'failed' in opened ? null : opened;
   let seq = 0;
+  // A last line without its newline (a writer killed mid-line, a disk that filled): the next line starts on a line of
+  // its own, or it would be glued to the fragment and lost with it.
+  let torn = false;
   try {
     const text = folder ? readPlainIn(folder, 'events.jsonl', Infinity) : 'missing';
+    if (typeof text !== 'string') torn = text.length > 0 && text[text.length - 1] !== 10;
     for (const line of typeof text === 'string' ? [] : text.toString('utf8').split('\n')) {
       try {
         seq = Math.max(seq, (JSON.parse(line) as { seq: number }).seq);
@@ -156,7 +160,15 @@ export function openEventLog(
       // plain when opened is opened again, to be refused naming what stands in the way.
       const open = (run: PlainDir) => openAppendNoFollowIn(run, 'events.jsonl');
       fd ??= folder ? open(folder) : withDir(openRunDir(dir), open);
-      writeFileSync(fd, JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }) + '\n');
+      const line = JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }) + '\n';
+      try {
+        writeFileSync(fd, torn ? `\n${line}` : line);
+      } catch (err) {
+        // Part of it may be on disk (ENOSPC after a short write).
+        torn = true;
+        throw err;
+      }
+      torn = false;
       onAppend?.();
     },
     close() {

@@ -1,5 +1,5 @@
 // Writes into a run folder that never follow a symbolic link a crafted project could plant.
-import { openSync, closeSync, mkdirSync, constants, writeFileSync } from 'node:fs';
+import { openSync, closeSync, lstatSync, mkdirSync, constants, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { RefusedError } from '../errors.ts';
 import { writeFileAtomic } from '../atomic-write.ts';
@@ -75,6 +75,18 @@ function writeWith(path: string, flags: number, data: string | Buffer, shown = p
 /** Writes `name` in the folder held open, never through a link at that name; `mode`: a new file's (readable by all). */
 export function writeNoFollowIn(dir: PlainDir, name: string, data: string | Buffer, mode = 0o644): void {
   writeWith(pathIn(dir, name), TRUNCATE, data, join(dir.path, name), mode);
+}
+
+/**
+ * Replaces `name` in the folder held open whole (a temporary file and a rename, atomic-write.ts), so a write that
+ * cannot complete (a full disk) leaves the file as it was; a link at that name is refused, never followed or replaced.
+ */
+export function replaceNoFollowIn(dir: PlainDir, name: string, data: string | Buffer, mode = 0o644): void {
+  const shown = join(dir.path, name);
+  if (lstatSync(pathIn(dir, name), { throwIfNoEntry: false })?.isSymbolicLink()) {
+    throw new UnsafePathError(`Refusing to write "${shown}": it is a symbolic link`);
+  }
+  writeFileAtomic(pathIn(dir, name), data, mode);
 }
 
 /** Writes `path`, never through a link at its last name: for a file in a folder no one else writes in. */

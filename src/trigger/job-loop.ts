@@ -87,25 +87,29 @@ export function createJobLoop(opts: JobLoopOptions) {
   }
 
   /**
-   * Records the job's end; a write the database refuses is tried again each second while the job keeps its slot.
-   * False on shutdown: the job stays running, re-attached or interrupted on restart.
+   * Records `what` of the job (`write`); a write the database refuses (busy, a full disk) is tried again each second
+   * while the job keeps its slot. False on shutdown: the job stays running, re-attached or interrupted on restart.
    */
-  async function record(job: JobRow, end: JobEnd): Promise<boolean> {
+  async function untilRecorded(job: JobRow, what: string, write: () => void): Promise<boolean> {
     let logged = -Infinity;
     for (;;) {
       try {
-        finish(job, end);
+        write();
         return true;
       } catch (err) {
         if (closed) return false;
         if (!mayTakeLater(err)) throw err;
         if (Date.now() - logged >= RETRY_LOG_MS) {
           logged = Date.now();
-          log.error('could not record the job\'s end; trying again', { job_id: job.id, error: errorMessage(err) });
+          log.error(`could not record ${what}; trying again`, { job_id: job.id, error: errorMessage(err) });
         }
       }
       await sleep(RETRY_MS, undefined, { signal: abort.signal }).catch(() => {});
     }
+  }
+
+  function record(job: JobRow, end: JobEnd): Promise<boolean> {
+    return untilRecorded(job, 'the job\'s end', () => finish(job, end));
   }
 
   async function finishAndNotify(job: JobRow, end: JobEnd): Promise<void> {
@@ -166,7 +170,11 @@ export function createJobLoop(opts: JobLoopOptions) {
       const error = launched.error ?? 'launch failed';
       return finishAndNotify(job, { status: 'failed', exitCode: launched.exitCode, error });
     }
-    stores.jobs.setRun(job.id, launched.run.source, launched.run.run, launched.exitCode);
+    // Its run is working: a job failed here for a full disk would leave that run unwatched.
+    const { source, run } = launched.run;
+    if (!await untilRecorded(job, 'the job\'s run', () => stores.jobs.setRun(job.id, source, run, launched.exitCode))) {
+      return;
+    }
     void opts.notify.progress(job.id, { step: 'started' });
     await followToEnd(job, launched.run, false, workdir);
   }

@@ -94,11 +94,15 @@ export function createLocalExecutor(opts: {
     const { code, failed } = await done;
     clearTimeout(timer);
     if (failed) return { exitCode: null, run: null, error: failed };
-    const run = code === 0 ? parseLaunchOutput(output.stdout) : null;
+    // A run line is printed once the run's worker started (src/cli/start.ts): that run goes on whatever ends the
+    // launcher after it (a kill while it sends earlier runs to the Control Plane), so the job follows it, never
+    // failing beside a run that then works unwatched.
+    const run = parseLaunchOutput(output.stdout);
+    if (run) return { exitCode: code, run, error: null };
     const error = timedOut ? `svc start did not finish within ${launchTimeoutMs} ms`
       : code !== 0 ? `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`
-      : run ? null : 'svc start printed no {"source","run"} line';
-    return { exitCode: code, run, error };
+      : 'svc start printed no {"source","run"} line';
+    return { exitCode: code, run: null, error };
   }
 
   async function follow(run: RunRef, signal: AbortSignal, f: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
@@ -118,7 +122,8 @@ export function createLocalExecutor(opts: {
           // On re-attach no launch is in flight: a missing state means the run is gone.
           if (f.reattach || Date.now() - started > MISSING_GRACE_MS) return null;
         } else if (state) {
-          const outcome = outcomeFromState(state) ?? await deadWorkerOutcome(path, state);
+          const outcome = outcomeFromState(state)
+            ?? await deadWorkerOutcome(path, state, () => recordEnd(run, f.workdir));
           if (outcome) return outcome;
           const question = questionOf(state);
           if (question !== asked) f.onQuestion?.(question);
@@ -134,6 +139,15 @@ export function createLocalExecutor(opts: {
     } finally {
       watcher?.close();
     }
+  }
+
+  /**
+   * A dead worker's run, whose end was never written nor shipped: `svc start --stop` writes it (failed, class infra),
+   * ends what the run left (its provider's group, its sandbox) and sends it to the Control Plane, as a person's stop
+   * of such a run does; without it the run stayed `running` there, holding a slot, and its folder said so for ever.
+   */
+  async function recordEnd(run: RunRef, workdir: string): Promise<void> {
+    await startSvc(['start', '--stop', run.run], workdir, secretsFor(secrets, null), {}).done;
   }
 
   /** The command a person types, marked as an origin's; after `--` the text is never read as an option. */
@@ -166,14 +180,18 @@ function watchQuietly(dir: string, changed: (name: string | null) => void): FSWa
  * A run whose recorded worker is gone while its state says it is not over (killed, the machine restarted) never ends
  * by itself: it ends failed. Read again first: a worker that ended its run exits right after saying so.
  */
-async function deadWorkerOutcome(path: string, state: Record<string, unknown>): Promise<RunOutcome | null> {
+async function deadWorkerOutcome(
+  path: string, state: Record<string, unknown>, recordEnd: () => Promise<void>,
+): Promise<RunOutcome | null> {
   const { pid, proc_start: procStart } = state;
   if (typeof pid !== 'number' || typeof procStart !== 'string' || workerAlive({ pid, proc_start: procStart })) {
     return null;
   }
   const again = await readState(path);
   const ended = again && again !== 'missing' ? outcomeFromState(again) : null;
-  return ended ?? { ...outcomeFromState({ ...state, status: 'failed' })!, error: 'the run\'s worker died' };
+  if (ended) return ended;
+  await recordEnd();
+  return { ...outcomeFromState({ ...state, status: 'failed' })!, error: 'the run\'s worker died' };
 }
 
 /** A half-written or unreadable state.json reads as null, "not yet". */

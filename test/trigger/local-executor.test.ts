@@ -11,6 +11,7 @@ import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { CLI, GIT_ENV, makeRepo, processAlive, readJson } from '../engine/fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
+import { startTestControl } from '../helpers/control-server.ts';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { identityOf } from '../../src/engine/proc-group.ts';
@@ -40,6 +41,28 @@ describe('the local executor', () => {
       assert.match(result.error ?? '', /did not finish within 500 ms/);
       const child = Number(readFileSync(join(dir, 'child.pid'), 'utf8'));
       await waitFor(() => !processAlive(child), 'the hung launcher\'s child to be ended with it');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('follows the run of a launcher SIGKILLed after it printed its run line, instead of failing the job', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
+    try {
+      // Stands in for `svc start --detach` killed while it sends earlier runs to the Control Plane (src/cli/start.ts):
+      // its worker (here: the state it leaves) goes on.
+      const launcher = join(dir, 'launcher.mjs');
+      writeFileSync(launcher, `import { mkdirSync, writeFileSync } from 'node:fs';
+mkdirSync('.svc/runs/r1', { recursive: true });
+writeFileSync('.svc/runs/r1/state.json', JSON.stringify({ run: 'r1', status: 'succeeded', verdict: 'verified' }));
+process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(process.pid, 'SIGKILL'));
+`);
+      const executor = createLocalExecutor({ cliPath: launcher, env: { PATH: process.env.PATH } });
+      const result = await executor.launch({ id: 'job-1', args: ['start', '--brief', 'b', '--detach'], workdir: dir });
+      assert.deepEqual({ run: result.run, error: result.error }, { run: { source: 'local', run: 'r1' }, error: null });
+      const outcome = await executor.follow(result.run!, AbortSignal.timeout(10_000), { reattach: false, workdir: dir });
+      assert.ok(outcome !== null && outcome !== 'aborted');
+      assert.equal(outcome.status, 'succeeded');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -90,6 +113,35 @@ describe('the local executor', () => {
       assert.equal(outcome.started_at, '2026-11-29T12:00:00.000Z');
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('ends a SIGKILLed worker\'s run in its folder and on the Control Plane, and what it left', async () => {
+    const control = await startTestControl();
+    const repo = makeRepo({ providers: { hold: HOLD_SCRIPT } });
+    try {
+      const config = readJson(join(repo.repo, '.svc', 'config.json'));
+      writeFileSync(join(repo.repo, '.svc', 'config.json'), JSON.stringify({ ...config, provider: 'hold' }));
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: control.url };
+      const executor = createLocalExecutor({ cliPath: CLI, env, pollMs: 50 });
+      const args = ['start', '--brief', 'hold', '--detach'];
+      const launched = await executor.launch({ id: 'job-1', args, workdir: repo.repo });
+      assert.equal(launched.error, null);
+      const ref = launched.run!;
+      const state = () => readJson(join(repo.repo, '.svc', 'runs', ref.run, 'state.json'));
+      await waitFor(() => state().child !== null, 'the provider to start');
+      const { pid, child } = state();
+      process.kill(pid, 'SIGKILL');
+      const outcome = await executor.follow(ref, AbortSignal.timeout(60_000), { reattach: true, workdir: repo.repo });
+      assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+      assert.equal(outcome.status, 'failed');
+      assert.equal(state().status, 'failed', 'the run folder says the run ended');
+      const onControl = async () => (await control.request('GET', `/v1/runs/${ref.source}/${ref.run}`)).json?.status;
+      await waitFor(async () => await onControl() === 'failed', 'the Control Plane to have the run\'s end');
+      await waitFor(() => !processAlive(child.pgid), 'the provider the dead worker left to be ended');
+    } finally {
+      await control.close();
+      repo.cleanup();
     }
   });
 
