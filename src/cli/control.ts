@@ -20,7 +20,7 @@ import  Register the project DIR (default: the current directory) with the Contr
         may start, resume, retry and verify runs there, and read the runs in DIR/.svc/runs (POST /v1/import).
 
 Environment: SVC_CONTROL_HOST, SVC_CONTROL_PORT, SVC_CONTROL_DB, SVC_CONTROL_TOKEN,
-SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status)
+SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status, import)
 `;
 
 export default async function control(io: CliIo): Promise<number> {
