@@ -144,6 +144,9 @@ describe('svc runs show and actions', () => {
     const r = await svc(['list'], { SVC_CONTROL_URL: gone.url });
     assert.equal(r.code, 1);
     assert.match(r.stderr, new RegExp(`Cannot reach the Control Plane at ${gone.url.replace(/\./g, '\\.')}`));
+    const next = ': start one with "svc dashboard" (in the background) or "svc control serve", or set SVC_CONTROL_URL '
+      + 'to where yours listens\n';
+    assert.ok(r.stderr.endsWith(next), r.stderr);
   });
 
   it('rejects malformed run ids, unknown subcommands and list flags on actions with exit 2', async () => {
