@@ -47,7 +47,8 @@ type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Prom
 
 // Lazy imports keep `svc --version` fast and keep node:sqlite out of commands that don't need it.
 const commands: Record<string, [summary: string, load: Loader]> = {
-  control: ['Run or query the Control Plane (serve, status)', () => import('./cli/control.ts')],
+  control: ['Run or query the Control Plane, or register a project with it (serve, status, import)',
+    () => import('./cli/control.ts')],
   dashboard: ['Open the Control Plane UI, starting it if needed (start, open, stop)',
     () => import('./cli/dashboard.ts')],
   start: ['Start a run from a brief, spec file, issue export or issue URL', () => import('./cli/start.ts')],

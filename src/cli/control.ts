@@ -1,24 +1,30 @@
 // `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
 import { parseFlags, subcommand, type CliIo } from './io.ts';
-import { UnavailableError, errorMessage } from '../errors.ts';
+import { resolve } from 'node:path';
+import { FailedError, UnavailableError, errorMessage } from '../errors.ts';
 import { ControlApiError } from '../client/client.ts';
 import { controlClientOf } from './runs.ts';
 import { safeJson } from '../safe-json.ts';
+import { oneLine } from '../webhook-sources.ts';
+import { obj } from '../untrusted.ts';
 
 export const HELP = `Usage:
   svc control serve [--host HOST] [--port PORT] [--db PATH]
   svc control status [--json]
+  svc control import [DIR] [--json]
 
 serve   Start the Control Plane (default 127.0.0.1:${47821}, DB ~/.svc/control/control.db).
         --port 0 binds a free port; the URL printed on stdout is the real one.
 status  Report whether the Control Plane is reachable and how many runs it holds (exit 1 when unreachable).
+import  Register the project DIR (default: the current directory) with the Control Plane on this machine, so it
+        may start, resume, retry and verify runs there, and read the runs in DIR/.svc/runs (POST /v1/import).
 
 Environment: SVC_CONTROL_HOST, SVC_CONTROL_PORT, SVC_CONTROL_DB, SVC_CONTROL_TOKEN,
-SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status)
+SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status, import)
 `;
 
 export default async function control(io: CliIo): Promise<number> {
-  const parsed = subcommand(io, HELP, 'control', ['serve', 'status']);
+  const parsed = subcommand(io, HELP, 'control', ['serve', 'status', 'import']);
   if (typeof parsed === 'number') return parsed;
   const { sub, rest } = parsed;
   if (sub === 'serve') {
@@ -30,7 +36,35 @@ export default async function control(io: CliIo): Promise<number> {
     const { serveOnFreePort } = await import('./dashboard.ts');
     return serveOnFreePort('control', settings, io.env, () => serveControlForever(settings, io.env, io.stdout));
   }
+  if (sub === 'import') return controlImport(io, rest);
   return controlStatus(io, Boolean(parseFlags(rest, { json: { type: 'boolean' } }, 0).values.json));
+}
+
+/** POST /v1/import of DIR, made absolute here (the route takes only an absolute path). */
+async function controlImport(io: CliIo, args: string[]): Promise<number> {
+  const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } }, 1);
+  const dir = resolve(positionals[0] ?? process.cwd());
+  const { url, via, client, hasToken } = controlClientOf(io.env);
+  let result: Record<string, unknown>;
+  try {
+    result = await client.import(dir);
+  } catch (err) {
+    if (err instanceof ControlApiError && err.status >= 400 && err.status !== 401) {
+      throw new FailedError(`Not imported: ${err.message} (${err.status} ${err.code})`, { cause: err });
+    }
+    throw new UnavailableError(reason(err, url, via, hasToken), { cause: err });
+  }
+  if (values.json) {
+    io.stdout(`${safeJson(result)}\n`);
+    return 0;
+  }
+  const skipped = Array.isArray(result.skipped) ? result.skipped : [];
+  io.stdout(`Imported ${dir} into the Control Plane at ${url}: ${Number(result.runs)} runs, ${Number(result.events)} `
+    + `events, ${Number(result.artifacts)} artifacts; runs may now be started there\n`);
+  for (const entry of skipped) {
+    io.stdout(`  skipped ${oneLine(String(obj(entry).entry))}: ${oneLine(String(obj(entry).reason))}\n`);
+  }
+  return 0;
 }
 
 /** The next step when nothing answers, by how the address was found. */

@@ -63,10 +63,20 @@ export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
   return { ...found, client, hasToken: token !== undefined };
 }
 
+/** The next step after a 401: where svc commands take the token from (systemd keeps it as a credential). */
+const TOKEN_HINT = 'give the Control Plane\'s token in SVC_CONTROL_TOKEN_FILE or SVC_CONTROL_TOKEN '
+  + '(under systemd: /etc/svc/credentials/control-token)';
+
+/** The next step when nothing answers. */
+const START_HINT = 'start one with "svc dashboard" (in the background) or "svc control serve", or set SVC_CONTROL_URL '
+  + 'to where yours listens';
+
 /** A Control Plane error answer as the failure a command exits 1 with; any other error as it is. */
 function controlFailure(err: unknown): unknown {
   if (!(err instanceof ControlApiError)) return err;
-  return new FailedError(err.status === 0 ? err.message : `${err.message} (${err.status} ${err.code})`);
+  if (err.status === 0) return new FailedError(`${err.message}: ${START_HINT}`);
+  const next = err.status === 401 ? `: ${TOKEN_HINT}` : '';
+  return new FailedError(`${err.message} (${err.status} ${err.code})${next}`);
 }
 
 /** A run this project does not hold, asked of the Control Plane: not found when it does not know it either. */

@@ -46,11 +46,11 @@ export function actionRefusal(deps: ControlDeps, row: RunRow, action: RunAction)
     }
     if (!row.repo_path) {
       return `Run ${id} was shipped without a registered project, so its repository is unknown: ` +
-        `import its project (POST /v1/import) to ${action} it`;
+        `import its project (POST /v1/import) to ${action} it: svc control import DIR on the Control Plane's machine`;
     }
     if (!isRegisteredProject(deps, row.repo_path)) {
       return `Run ${id} is in a project that is no longer registered: ` +
-        `import it again (POST /v1/import) to ${action} it`;
+        `import it again (POST /v1/import) to ${action} it: svc control import DIR on the Control Plane's machine`;
     }
   }
   if (ALLOWED_FROM[action].has(row.status)) return null;

@@ -47,7 +47,8 @@ export function resolveRepo(dir: string): string {
   try {
     return git(dir, ['rev-parse', '--show-toplevel']).trim();
   } catch (err) {
-    throw new BadInputError(`Not a git repository: "${dir}" (${errorMessage(err)})`);
+    throw new BadInputError(`Not a git repository: "${dir}" (${errorMessage(err)}); run svc inside a git repository `
+      + '(git init makes one), or name one with --repo DIR');
   }
 }
 

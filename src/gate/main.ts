@@ -61,7 +61,8 @@ export async function serveGateForever(
 ): Promise<number> {
   const secretFile = setting(env, 'SVC_GATE_SECRET_FILE');
   if (!secretFile) {
-    throw new BadSettingError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with');
+    throw new BadSettingError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with. Make '
+      + 'one (openssl rand -hex 32 > FILE, mode 0600) and give the trigger server the same file');
   }
   const host = flags.host ?? settingOr(env, 'SVC_GATE_HOST');
   const port = settingInt(env, 'SVC_GATE_PORT', { flag: flags.port });

@@ -88,10 +88,21 @@ export function checkBodyTime(form: 'ms' | 'iso', value: unknown, nowMs: number)
   return Number.isNaN(when) ? 'missing_timestamp' : withinWindow(when, nowMs);
 }
 
+/** What the operator checks after a refusal: the secret, or the clock. */
+function refusalNext(route: SourceName, reason: Exclude<Refusal, null>): string {
+  if (reason === 'stale_timestamp' || reason === 'missing_timestamp') {
+    return 'the signed time is missing or more than 300 s from this host\'s clock: check the clock (NTP); '
+      + 'a delivery replayed later is refused on purpose';
+  }
+  const variables = sourceOf(route).secret.join(' or ');
+  return `check that ${variables} holds the secret the sender signs with, and that the sender posts to /${route}`;
+}
+
 /** 401 with nothing queued; the log says which check failed, the caller learns only that it failed. */
 export function requireValid(ctx: TCtx, route: SourceName, reason: Refusal): void {
   if (reason === null) return;
-  ctx.deps.log.warn('webhook refused', { route, reason, request_id: ctx.requestId, peer: ctx.peer });
+  const next = refusalNext(route, reason);
+  ctx.deps.log.warn('webhook refused', { route, reason, next, request_id: ctx.requestId, peer: ctx.peer });
   throw new HttpError('invalid_signature', 'Signature is missing, wrong or stale');
 }
 

@@ -37,7 +37,7 @@ export class ReposFileError extends BadSettingError {
   /** `added`: the line of the entry `svc repos add` tried, not in the file: its problems say "Not added". */
   constructor(file: string, problems: readonly ReposProblem[], added?: number) {
     const shown = problems.slice(0, 20).map((p) => (p.line === added ? `Not added: ${p.reason}`
-      : `${file}:${p.line}: ${p.reason} (in "${p.text.slice(0, 200)}")`));
+      : `${file}:${p.line}: ${p.reason}${p.text ? ` (in "${p.text.slice(0, 200)}")` : ''}`));
     const inFile = problems.some((p) => p.line !== added);
     super(inFile ? `Invalid served repositories file:\n${shown.join('\n')}` : shown.join('\n'));
     this.problems = problems;

@@ -165,7 +165,8 @@ export function loadServedRepos(file: string): RepoRouter {
     text = readFileSync(file, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? 'unreadable';
-    throw new ReposFileError(file, [{ line: 0, text: '', reason: `cannot read the file (${code})` }]);
+    const next = code === 'ENOENT' ? `: write it with "svc repos add --file ${file} OWNER/NAME checkout=DIR"` : '';
+    throw new ReposFileError(file, [{ line: 0, text: '', reason: `cannot read the file (${code})${next}` }]);
   }
   const entries = parseServedRepos(text, file);
   const problems = checkoutProblems(entries, text.split(/\r?\n/));

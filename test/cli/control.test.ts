@@ -328,3 +328,43 @@ describe('svc control status', () => {
     assert.ok(r.stderr.endsWith(hint), r.stderr);
   });
 });
+
+describe('svc control import', () => {
+  let server: Served;
+  before(async () => {
+    server = await serve([], { SVC_CONTROL_TOKEN: 'import-token' });
+  });
+  after(async () => {
+    server.child.kill('SIGTERM');
+    await server.exit;
+  });
+  const env = () => ({ SVC_CONTROL_URL: server.url, SVC_CONTROL_TOKEN: 'import-token' });
+
+  it('registers the current directory (a relative DIR made absolute) and lists a half-written run folder it skipped', async () => {
+    const project = join(dir, 'import-project');
+    mkdirSync(join(project, '.svc', 'runs', 'r01half'), { recursive: true });
+    spawnSync('git', ['init', '-q', project]);
+    const here = await runChild(process.execPath, [CLI, 'control', 'import'], { cwd: project, env: baseEnv(env()) });
+    assert.equal(here.code, 0, here.stderr);
+    assert.equal(here.stdout, `Imported ${project} into the Control Plane at ${server.url}: 0 runs, 0 events, `
+      + '0 artifacts; runs may now be started there\n  skipped r01half/state.json: is missing\n');
+    const relative = await runChild(process.execPath, [CLI, 'control', 'import', 'import-project', '--json'],
+      { cwd: dir, env: baseEnv(env()) });
+    assert.equal(relative.code, 0, relative.stderr);
+    assert.deepEqual(JSON.parse(relative.stdout).skipped, [{ entry: 'r01half/state.json', reason: 'is missing' }]);
+    const projects = await fetch(`${server.url}/v1/projects`, { headers: { authorization: 'Bearer import-token' } });
+    assert.deepEqual(((await projects.json()) as { items: { path: string }[] }).items.map((p) => p.path), [project]);
+  });
+
+  it('exits 1 with the server\'s reason for an empty folder, and says where the token goes on a 401', async () => {
+    const empty = join(dir, 'import-empty');
+    mkdirSync(empty, { recursive: true });
+    const r = await svc(['control', 'import', empty], env());
+    assert.equal(r.code, 1);
+    assert.equal(r.stderr, 'svc control: Not imported: Field "path" is neither a git repository nor a folder with '
+      + '.svc/runs (400 invalid_param)\n');
+    const denied = await svc(['control', 'import', empty], { SVC_CONTROL_URL: server.url });
+    assert.equal(denied.code, 1);
+    assert.match(denied.stderr, /needs a token: set SVC_CONTROL_TOKEN/);
+  });
+});

@@ -146,6 +146,8 @@ describe('svc gate serve', () => {
       { env: { PATH: process.env.PATH, HOME: dir } });
     assert.equal(none.code, 2);
     assert.match(none.stderr, /SVC_GATE_SECRET_FILE is required/);
+    const make = /Make one \(openssl rand -hex 32 > FILE, mode 0600\) and give the trigger server the same file/;
+    assert.match(none.stderr, make);
     writeFileSync(join(dir, 'short-secret'), 'short\n');
     const short = await runChild(process.execPath, [CLI, 'gate', 'serve', '--port', '0'],
       { env: { PATH: process.env.PATH, HOME: dir, SVC_GATE_SECRET_FILE: join(dir, 'short-secret') } });

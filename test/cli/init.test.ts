@@ -45,6 +45,16 @@ describe('svc init', () => {
     assert.equal((await svc(['--repo', project, '--force'])).code, 0);
   });
 
+  it('outside a git repository says how to get into one (exit 2)', async () => {
+    const plain = join(dir, 'not-git');
+    mkdirSync(plain);
+    const r = await svc(['--repo', plain]);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /^svc init: Not a git repository: ".*not-git" \(.*not a git/);
+    const next = '; run svc inside a git repository (git init makes one), or name one with --repo DIR\n';
+    assert.ok(r.stderr.endsWith(next), r.stderr);
+  });
+
   it('names the file it could not write as the repository holds it', async () => {
     const project = repo('folder-agent');
     mkdirSync(join(project, '.svc', 'agent.sh'), { recursive: true });

@@ -125,12 +125,28 @@ describe('svc runs show and actions', () => {
     assert.equal(r.stderr, 'svc runs: Run local/r01abc is not blocked (409 invalid_transition)\n');
   });
 
+  it('says where the token goes when the Control Plane refuses the request with 401 (svc runs and svc answer)', async () => {
+    api.answer = (_req, res) => sendJson(res, 401, { error: { code: 'unauthorized', message: 'Missing or wrong bearer token' } });
+    const next = 'give the Control Plane\'s token in SVC_CONTROL_TOKEN_FILE or SVC_CONTROL_TOKEN '
+      + '(under systemd: /etc/svc/credentials/control-token)';
+    const listed = await svc(['list']);
+    assert.equal(listed.code, 1);
+    assert.equal(listed.stderr, `svc runs: Missing or wrong bearer token (401 unauthorized): ${next}\n`);
+    const env = { PATH: process.env.PATH ?? '', HOME: home, SVC_CONTROL_URL: api.url };
+    const answered = await runChild(process.execPath, [CLI, 'answer', 'local/r01abc', 'yes'], { env, cwd: home });
+    assert.equal(answered.code, 1);
+    assert.equal(answered.stderr, `svc answer: Missing or wrong bearer token (401 unauthorized): ${next}\n`);
+  });
+
   it('exits 1 naming the URL when the Control Plane is unreachable', async () => {
     const gone = await startStandIn();
     await gone.close();
     const r = await svc(['list'], { SVC_CONTROL_URL: gone.url });
     assert.equal(r.code, 1);
     assert.match(r.stderr, new RegExp(`Cannot reach the Control Plane at ${gone.url.replace(/\./g, '\\.')}`));
+    const next = ': start one with "svc dashboard" (in the background) or "svc control serve", or set SVC_CONTROL_URL '
+      + 'to where yours listens\n';
+    assert.ok(r.stderr.endsWith(next), r.stderr);
   });
 
   it('rejects malformed run ids, unknown subcommands and list flags on actions with exit 2', async () => {

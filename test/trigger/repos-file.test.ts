@@ -125,6 +125,18 @@ describe('loadServedRepos', () => {
     assert.deepEqual(loadServedRepos(file).entries.map((e) => [e.name, e.clone]), [['acme/ops', 'file:///g/ops.git']]);
     assert.throws(() => loadServedRepos(join(dir, 'none.conf')), /none\.conf:0: cannot read the file \(ENOENT\)/);
   });
+
+  it('says how to write a file that does not exist, and quotes no empty line', () => {
+    const dir = tempDir('svc-repos-');
+    dirs.push(dir);
+    const file = join(dir, 'none.conf');
+    assert.throws(() => loadServedRepos(file), (err: unknown) => {
+      assert.ok(err instanceof ReposFileError);
+      assert.equal(err.message, `Invalid served repositories file:\n${file}:0: cannot read the file (ENOENT): `
+        + `write it with "svc repos add --file ${file} OWNER/NAME checkout=DIR"`);
+      return true;
+    });
+  });
 });
 
 describe('shorthandRepos', () => {
