@@ -47,9 +47,11 @@ export function protocolFiles(ctx: RunContext) {
 
 const MIB = 1024 * 1024;
 
-/** svc's share of the policy limits, watched while the agent runs; `diskDir` is the worktree. */
-export function watchedLimits(limits: RunLimits, diskDir: string): WatchedLimits {
-  return { processes: limits.processes, memoryBytes: limits.memory_mb * MIB, diskDir, diskBytes: limits.disk_mb * MIB };
+/** svc's share of the policy limits, watched while the agent runs; `diskDirs`: the worktree and the folders of its
+ * question and answer. */
+export function watchedLimits(limits: RunLimits, diskDirs: string[]): WatchedLimits {
+  const { processes, memory_mb, disk_mb } = limits;
+  return { processes, memoryBytes: memory_mb * MIB, diskDirs, diskBytes: disk_mb * MIB };
 }
 
 /** The sandbox for `program` (a provider of family `provider`, or a check when `provider` is null). */

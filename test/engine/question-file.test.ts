@@ -4,7 +4,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
@@ -62,13 +62,21 @@ else
 fi
 `;
 
+/** Fills the folder of its question file, as it could the worktree. */
+const FILLS_ASK_FOLDER = `#!/bin/sh
+cat > /dev/null
+dir=$(dirname "$SVC_QUESTION_FILE")
+for i in $(seq 1 40); do head -c 1048576 /dev/zero > "$dir/fill-$i.bin"; done
+sleep 30
+`;
+
 describe('what an agent leaves where its question and answer go', () => {
   let repo: TestRepo;
   let env: NodeJS.ProcessEnv;
   const workers: Array<{ pid: number; run: string }> = [];
 
   before(() => {
-    repo = makeRepo({ providers: { blocks: BLOCKS_ITS_FILES } });
+    repo = makeRepo({ providers: { blocks: BLOCKS_ITS_FILES, fills: FILLS_ASK_FOLDER } });
     env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9' };
   });
   after(() => {
@@ -98,7 +106,8 @@ describe('what an agent leaves where its question and answer go', () => {
       const blocked = await waitFor(() => (state().status === 'blocked' ? state() : null), 'the run to block');
       workers.push({ pid: blocked.pid, run });
       assert.equal(blocked.question, question);
-      const answered = await runChild(process.execPath, [CLI, 'answer', `local/${run}`, 'teal'], { cwd: repo.repo, env });
+      const answered = await runChild(process.execPath, [CLI, 'answer', `local/${run}`, 'teal'],
+        { cwd: repo.repo, env });
       assert.equal(answered.code, 0, answered.stderr);
       const done = await waitFor(() => (['succeeded', 'failed'].includes(state().status) ? state() : null), 'the end',
         20_000);
@@ -107,4 +116,19 @@ describe('what an agent leaves where its question and answer go', () => {
       assert.match(readFileSync(join(tree, 'a.txt'), 'utf8'), /teal/);
     });
   }
+
+  it('ends an agent whose question folder grows past limits.disk_mb, as its worktree would', async () => {
+    const policy = join(repo.repo, '.svc', 'policy.json');
+    writeFileSync(policy, JSON.stringify({ limits: { disk_mb: 8 } }));
+    try {
+      const started = await runChild(process.execPath,
+        [CLI, 'start', '--brief', 'fill', '--provider', 'fills', '--worktree'], { cwd: repo.repo, env });
+      const { run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { run: string };
+      const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+      assert.equal(state.status, 'failed');
+      assert.match(state.error, /grew by more than 8 MiB.*limits\.disk_mb/);
+    } finally {
+      rmSync(policy, { force: true });
+    }
+  });
 });
