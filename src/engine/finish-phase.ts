@@ -295,7 +295,7 @@ async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSandbox): 
         // A check runs code the agent wrote: in the sandbox, with no provider's login folders, and the limits svc
         // watches while the agent runs (its disk, its processes) hold for it too.
         sandbox: agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits),
-        watch: watchedLimits(policy.limits, [ctx.state.workdir, files.askDir, files.answerDir]),
+        watch: watchedLimits(policy.limits, ctx.state.workdir, files),
         onInit: (init) => ctx.setChild({ ...run.identity, init }),
       });
       ctx.setChild(run.identity);
