@@ -22,7 +22,7 @@ import { ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
 import { signsLater, type RunState } from './run-state.ts';
-import { agentSandbox, postAgentGit, type RunSandbox } from './sandbox.ts';
+import { agentSandbox, postAgentGit, protocolFiles, watchedLimits, type RunSandbox } from './sandbox.ts';
 import { spawnGroup } from './spawn-group.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
 import { inSpan } from '../trace.ts';
@@ -286,6 +286,7 @@ const CHECK_OUTPUT_CAP = 256 * 1024;
 /** The checks, one after another in the run's working tree, each in a process group a stop can reach. */
 async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSandbox): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
+  const files = protocolFiles(ctx);
   try {
     for (const { name, run: argv, required } of policy.checks) {
       if (ctx.stopRequested()) break;
@@ -296,13 +297,17 @@ async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSandbox): 
         extra: { ...sandbox.env, SVC_RUN_ID: ctx.state.run },
         maxBytes: CHECK_OUTPUT_CAP,
         timeoutMs: policy.limits.check_timeout_s * 1000,
-        // A check runs code the agent wrote: in the sandbox, with no provider's login folders.
+        // A check runs code the agent wrote: in the sandbox, with no provider's login folders, and the limits svc
+        // watches while the agent runs (its disk, its processes) hold for it too.
         sandbox: agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits),
+        watch: watchedLimits(policy.limits, ctx.state.workdir, files),
         onInit: (init) => ctx.setChild({ ...run.identity, init }),
       });
       ctx.setChild(run.identity);
       const done = await run.done;
-      const output = done.truncated ? Buffer.concat([done.output, Buffer.from('\n[output truncated]\n')]) : done.output;
+      const notes = [...done.truncated ? ['[output truncated]'] : [],
+        ...done.endedBy ? [`[svc ended the check: ${done.endedBy.message}]`] : []];
+      const output = notes.length ? Buffer.concat([done.output, Buffer.from(`\n${notes.join('\n')}\n`)]) : done.output;
       const artifact = `checks/${name.replace(/[^A-Za-z0-9._-]/g, '_')}.log`;
       ctx.saveArtifact(artifact, output);
       const exit_code = done.code;

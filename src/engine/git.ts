@@ -1,5 +1,8 @@
 // svc's git: the argv and environment of every git svc starts (docs/engine.md "svc's own git").
-import { readFileSync, appendFileSync, existsSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import {
+  readFileSync, appendFileSync, closeSync, existsSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readSync,
+  rmSync,
+} from 'node:fs';
 import { join, basename, dirname, isAbsolute, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
@@ -361,6 +364,25 @@ export type DiffFile = DiffResult['files'][number];
 /** A larger patch is not kept whole: the receipt and diffstat.json still list its files and hash it. */
 const PATCH_CAP = 32 * 1024 * 1024;
 
+/** The patch git wrote and its sha256; past the cap it is hashed a piece at a time, never held (the agent's files
+ * make it: gigabytes, past what one read can return). */
+function readPatch(path: string): { bytes: Buffer | null; size: number; patch_sha256: string } {
+  const fd = openSync(path, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    if (size <= PATCH_CAP) {
+      const bytes = readFileSync(fd);
+      return { bytes, size, patch_sha256: createHash('sha256').update(bytes).digest('hex') };
+    }
+    const hash = createHash('sha256');
+    const piece = Buffer.alloc(1024 * 1024);
+    for (let n = readSync(fd, piece); n > 0; n = readSync(fd, piece)) hash.update(piece.subarray(0, n));
+    return { bytes: null, size, patch_sha256: hash.digest('hex') };
+  } finally {
+    closeSync(fd);
+  }
+}
+
 function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]) {
   // --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
   const diff = ['diff', '--no-ext-diff', '--no-textconv', ...opts];
@@ -371,10 +393,9 @@ function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]) {
     const [ins = '0', del = '0', ...rest] = l.split('\t');
     return { path: rest.join('\t'), insertions: count(ins), deletions: count(del) };
   });
-  const bytes = readFileSync(patchFile);
-  const patch_sha256 = createHash('sha256').update(bytes).digest('hex');
-  const patch = bytes.length <= PATCH_CAP ? bytes.toString('utf8')
-    : `# svc: the patch is ${bytes.length} bytes, more than the ${PATCH_CAP}-byte cap; it is not kept here.\n` +
+  const { bytes, size, patch_sha256 } = readPatch(patchFile);
+  const patch = bytes !== null ? bytes.toString('utf8')
+    : `# svc: the patch is ${size} bytes, more than the ${PATCH_CAP}-byte cap; it is not kept here.\n` +
       `# Its files are in diffstat.json; its sha256 is ${patch_sha256}.\n`;
   return {
     files,

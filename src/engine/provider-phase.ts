@@ -1,13 +1,13 @@
 // Runs the provider until it is done; its questions block the run until answered (docs/engine.md).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
 import {
   adapterOf, addUsage, createOutputReader, modelSilent, type OutputReader, type ResolvedProvider,
 } from './providers.ts';
 import { oneLine } from './text.ts';
-import { writeNoFollow } from './safe-fs.ts';
+import { clearAgentName, replaceAgentFile, writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
 import {
   agentSandbox, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
@@ -51,14 +51,14 @@ function takeQuestion(ctx: RunContext, path: string, running: boolean): void {
   if (ctx.state.status === 'blocked' || !existsSync(path)) return;
   const text = readAgentFile(path, QUESTION_CAP) ?? '';
   if (running && text.trim() === '') return;
-  rmSync(path, { force: true });
+  clearAgentName(path);
   const question = oneLine(text, 2000) || 'The provider asked for input without saying what';
   recordQuestion(ctx, question);
   block(ctx, question);
 }
 
 function unblock(ctx: RunContext, { text, by }: Answer, answerFile: string): void {
-  writeNoFollow(answerFile, text);
+  replaceAgentFile(answerFile, text);
   ctx.event('answer', { answer: text, by });
   ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, text] });
 }
@@ -173,12 +173,12 @@ function startAttempt(
 ): GroupRun {
   const { taskFile, questionFile, answerFile } = files;
   writeNoFollow(taskFile, inv.prompt);
-  rmSync(questionFile, { force: true });
+  clearAgentName(questionFile);
   // Every invocation finds the latest answer at $SVC_ANSWER_FILE (the prompt, or the session it continues, has all of
   // them); none before the first.
   const latest = ctx.state.answers.at(-1);
-  if (latest === undefined) rmSync(answerFile, { force: true });
-  else writeNoFollow(answerFile, latest);
+  if (latest === undefined) clearAgentName(answerFile);
+  else replaceAgentFile(answerFile, latest);
   // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
   const extra = { ...opts.sandbox.env, PWD: ctx.state.workdir, SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile,
     SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run, SVC_SOURCE: ctx.state.source };
@@ -192,7 +192,7 @@ function startAttempt(
   const proc = spawnGroup(argv, {
     cwd: ctx.state.workdir, env: ctx.env, extra,
     sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits),
-    watch: watchedLimits(limits, ctx.state.workdir),
+    watch: watchedLimits(limits, ctx.state.workdir, files),
     onInit: (init) => ctx.setChild({ ...proc.identity, init }),
     timeoutMs: Math.min(limits.provider_timeout_s * 1000, a.deadline - Date.now()),
     ...(provider.stdinPrompt ? { stdin: inv.prompt } : {}),

@@ -1,5 +1,6 @@
 // Writes into a run folder that never follow a symbolic link a crafted project could plant.
-import { openSync, closeSync, lstatSync, mkdirSync, constants, writeFileSync } from 'node:fs';
+import { openSync, closeSync, lstatSync, mkdirSync, constants, writeFileSync, renameSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { RefusedError } from '../errors.ts';
 import { writeFileAtomic } from '../atomic-write.ts';
@@ -92,6 +93,29 @@ export function replaceNoFollowIn(dir: PlainDir, name: string, data: string | Bu
 /** Writes `path`, never through a link at its last name: for a file in a folder no one else writes in. */
 export function writeNoFollow(path: string, data: string | Buffer): void {
   writeWith(path, TRUNCATE, data);
+}
+
+/**
+ * Clears `path` in a folder an agent writes, perhaps while it runs (its question's and its answer's): whatever stands
+ * there (a FIFO an open would wait on for ever, a link, a folder) is renamed to a name of svc's, never opened or
+ * followed, then removed unless a folder. A folder stays under that name: a tree the agent may still be writing is not
+ * walked, since it could swap a link in on the way.
+ */
+export function clearAgentName(path: string): void {
+  const aside = `${path}.${randomBytes(8).toString('hex')}.left`;
+  try {
+    renameSync(path, aside);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  if (!lstatSync(aside).isDirectory()) rmSync(aside, { force: true });
+}
+
+/** `text` as a new regular file at `path` in a folder an agent writes, whatever it left at that name. */
+export function replaceAgentFile(path: string, text: string): void {
+  clearAgentName(path);
+  writeFileAtomic(path, text, 0o644);
 }
 
 /** An fd for appending to `name` in the folder held open (e.g. a child's log), refusing a symbolic link there. */

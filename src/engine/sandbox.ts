@@ -8,7 +8,7 @@ import { makePlainDirsIn, openRunDir, withDir } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { gitBaseEnv, hostGit, type GitRun } from './git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
-import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
+import { bwrapArgv, closeSandboxFds, openSandboxFds, within, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
 import { pathKind, realOrNull } from '../spawn/tree.ts';
 import type { WatchedLimits } from '../spawn/limits.ts';
@@ -47,9 +47,12 @@ export function protocolFiles(ctx: RunContext) {
 
 const MIB = 1024 * 1024;
 
-/** svc's share of the policy limits, watched while the agent runs; `diskDir` is the worktree. */
-export function watchedLimits(limits: RunLimits, diskDir: string): WatchedLimits {
-  return { processes: limits.processes, memoryBytes: limits.memory_mb * MIB, diskDir, diskBytes: limits.disk_mb * MIB };
+/** svc's share of the policy limits, watched while the agent (or a check) runs in `workdir`. */
+export function watchedLimits(limits: RunLimits, workdir: string, files: ProtocolFiles): WatchedLimits {
+  // The question and answer folders count once: a run in the checkout itself has its run folder inside its tree.
+  const diskDirs = [workdir, ...[files.askDir, files.answerDir].filter((dir) => !within(dir, workdir))];
+  const { processes, memory_mb, disk_mb } = limits;
+  return { processes, memoryBytes: memory_mb * MIB, diskDirs, diskBytes: disk_mb * MIB };
 }
 
 /** The sandbox for `program` (a provider of family `provider`, or a check when `provider` is null). */

@@ -42,12 +42,13 @@ export function limitArgv(limits: SandboxLimits): string[] {
     `--nofile=${openFiles}`, '--core=0', '--'];
 }
 
-/** `memoryBytes`: all the sandbox's memory together; `diskDir`: the folder whose growth is bounded (the worktree). */
+/** `memoryBytes`: all the sandbox's memory together; `diskDirs`: the host folders it writes whose growth together is
+ * bounded (the worktree, and the run's question and answer folders: files there are as much on the host's disk). */
 export interface WatchedLimits {
   processes: number;
   memoryBytes: number;
   cgroup?: MemoryCgroup | null;
-  diskDir: string;
+  diskDirs: string[];
   diskBytes: number;
 }
 
@@ -252,10 +253,12 @@ export function watchLimits(
   const measure = async (): Promise<void> => {
     if (stopped) return;
     const started = Date.now();
-    const bytes = await treeBytes(limits.diskDir, (baseline ?? Infinity) + limits.diskBytes);
+    let bytes = 0;
+    for (const dir of limits.diskDirs) bytes += await treeBytes(dir, (baseline ?? Infinity) + limits.diskBytes - bytes);
     baseline ??= bytes;
     if (bytes - baseline > limits.diskBytes) {
-      breach({ limit: 'disk', message: `the worktree grew by more than ${limits.diskBytes / MIB} MiB` });
+      const what = limits.diskDirs.length > 1 ? 'the worktree and the question and answer folders' : 'the worktree';
+      breach({ limit: 'disk', message: `${what} grew by more than ${limits.diskBytes / MIB} MiB` });
       return;
     }
     if (stopped) return;

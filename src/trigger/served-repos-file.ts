@@ -1,5 +1,6 @@
 // The served repositories file (docs/trigger.md "Served repositories"): one line per repository, refused whole when
 // any line is wrong, so the server never starts with a routing table it half understood. Pure text in, entries out.
+import { posix } from 'node:path';
 import { BadSettingError } from '../errors.ts';
 import { isRepoName } from '../engine/repo-name.ts';
 import { CHAT_KINDS, ROUTING_KINDS, type ChatKind, type RoutingKind } from '../webhook-sources.ts';
@@ -129,7 +130,9 @@ function crossCheck(entries: readonly ServedRepo[], lines: readonly string[]): R
   };
   for (const entry of entries) {
     claim(`repository "${entry.name}"`, `name:${entry.name.toLowerCase()}`, entry);
-    if (entry.checkout) claim(`checkout ${entry.checkout}`, `checkout:${entry.checkout}`, entry);
+    // However it is spelled (`/srv//api`, `/srv/./api`): one folder served as two repositories would run one's jobs
+    // in the other's checkout, towards its origin.
+    if (entry.checkout) claim(`checkout ${entry.checkout}`, `checkout:${posix.resolve(entry.checkout)}`, entry);
     if (entry.isDefault) claim('"default"', 'default', entry);
     // A chat channel may reach several entries (it then picks one with repo=); other keys route to exactly one.
     for (const kind of ROUTING_KINDS) {

@@ -4,6 +4,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pinPushTarget } from '../engine/git-push.ts';
 import { repoRoot } from '../engine/git.ts';
+import { realOrNull } from '../spawn/tree.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import {
@@ -139,9 +140,19 @@ export function shorthandRepos(dir: string, source: string, checked = true): Rep
 /** What the parser cannot see: a checkout that is missing or not a git work tree. */
 export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly string[]): ReposProblem[] {
   const problems: ReposProblem[] = [];
+  // Each folder by its real path: two entries reaching one checkout through a link would share it.
+  const reached = new Map<string, ServedRepo>();
   for (const entry of entries) {
     if (entry.checkout === null) continue;
     const text = lines[entry.line - 1]?.trim() ?? entry.name;
+    const real = realOrNull(entry.checkout);
+    const holder = real === null ? undefined : reached.get(real);
+    if (holder) {
+      const reason = `checkout ${entry.checkout} is the folder of line ${holder.line}`;
+      problems.push({ line: entry.line, text, reason });
+      continue;
+    }
+    if (real !== null) reached.set(real, entry);
     let dir = false;
     try {
       dir = statSync(entry.checkout).isDirectory();

@@ -1,8 +1,10 @@
 // An agent asks by writing $SVC_QUESTION_FILE. A shell's `>` creates the file before it writes: svc must not take the
-// empty file it may see in between as a question without words.
+// empty file it may see in between as a question without words. Nor may what the agent leaves at either file's name
+// (a FIFO, a folder) stop svc or fail the run as svc's.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
@@ -44,5 +46,89 @@ describe('a question file written in two steps', () => {
     assert.equal(answered.code, 0, answered.stderr);
     const done = await waitFor(() => (['succeeded', 'failed'].includes(state().status) ? state() : null), 'the end');
     assert.equal(done.status, 'succeeded', done.error);
+  });
+});
+
+/** Asks, leaving a FIFO where svc puts its answer (or, by its brief, folders where svc puts the answer and takes the
+ * question); once invoked again with the answer in $SVC_ANSWER_FILE, writes it down. */
+const BLOCKS_ITS_FILES = `#!/bin/sh
+cat > /dev/null
+if [ -f "$SVC_ANSWER_FILE" ]; then cat "$SVC_ANSWER_FILE" >> a.txt; exit 0; fi
+if grep -qi fifo "$SVC_TASK_FILE"; then
+  mkfifo "$SVC_ANSWER_FILE"
+  echo "Which colour?" > "$SVC_QUESTION_FILE"
+else
+  mkdir "$SVC_ANSWER_FILE" "$SVC_QUESTION_FILE"
+fi
+`;
+
+/** Fills the folder of its question file, as it could the worktree. */
+const FILLS_ASK_FOLDER = `#!/bin/sh
+cat > /dev/null
+dir=$(dirname "$SVC_QUESTION_FILE")
+for i in $(seq 1 40); do head -c 1048576 /dev/zero > "$dir/fill-$i.bin"; done
+sleep 30
+`;
+
+describe('what an agent leaves where its question and answer go', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  const workers: Array<{ pid: number; run: string }> = [];
+
+  before(() => {
+    repo = makeRepo({ providers: { blocks: BLOCKS_ITS_FILES, fills: FILLS_ASK_FOLDER } });
+    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9' };
+  });
+  after(() => {
+    // A worker the old code left waiting on the FIFO for ever (SIGTERM does not end it), while it is still that one.
+    for (const { pid, run } of workers) {
+      try {
+        if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(run)) process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    repo.cleanup();
+  });
+
+  const asked = {
+    'a FIFO where its answer goes': 'Which colour?',
+    'folders where its question and answer go': 'The provider asked for input without saying what',
+  };
+  for (const [kind, question] of Object.entries(asked)) {
+    it(`answers an agent that left ${kind}, never opening what it left`, async () => {
+      const started = await runChild(process.execPath,
+        [CLI, 'start', '--brief', `leave ${kind}`, '--provider', 'blocks', '--detach', '--worktree'],
+        { cwd: repo.repo, env });
+      assert.equal(started.code, 0, started.stderr);
+      const { run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { run: string };
+      const state = () => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+      const blocked = await waitFor(() => (state().status === 'blocked' ? state() : null), 'the run to block');
+      workers.push({ pid: blocked.pid, run });
+      assert.equal(blocked.question, question);
+      const answered = await runChild(process.execPath, [CLI, 'answer', `local/${run}`, 'teal'],
+        { cwd: repo.repo, env });
+      assert.equal(answered.code, 0, answered.stderr);
+      const done = await waitFor(() => (['succeeded', 'failed'].includes(state().status) ? state() : null), 'the end',
+        20_000);
+      assert.equal(done.status, 'succeeded', done.error);
+      const tree = join(repo.repo, '.svc', 'worktrees', run);
+      assert.match(readFileSync(join(tree, 'a.txt'), 'utf8'), /teal/);
+    });
+  }
+
+  it('ends an agent whose question folder grows past limits.disk_mb, as its worktree would', async () => {
+    const policy = join(repo.repo, '.svc', 'policy.json');
+    writeFileSync(policy, JSON.stringify({ limits: { disk_mb: 8 } }));
+    try {
+      const started = await runChild(process.execPath,
+        [CLI, 'start', '--brief', 'fill', '--provider', 'fills', '--worktree'], { cwd: repo.repo, env });
+      const { run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { run: string };
+      const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+      assert.equal(state.status, 'failed');
+      assert.match(state.error, /grew by more than 8 MiB.*limits\.disk_mb/);
+    } finally {
+      rmSync(policy, { force: true });
+    }
   });
 });

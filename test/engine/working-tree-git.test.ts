@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import {
-  commitAll, IncludedTreeConfigError, runWorktreeGitDir, treeGit, UnreadableTreeError, type GitRun,
+  commitAll, diffCommits, IncludedTreeConfigError, runWorktreeGitDir, treeGit, UnreadableTreeError, type GitRun,
 } from '../../src/engine/git.ts';
 
 /** A filter that, if git ever ran it, leaves .git/filter-ran (its working directory is the tree's root). */
@@ -194,5 +194,20 @@ describe('svc\'s git on a working tree', () => {
     renameSync(gitDir, join(repo.root, 'elsewhere'));
     symlinkSync(join(repo.root, 'elsewhere'), gitDir);
     assert.equal(runWorktreeGitDir(repo.repo, tree), null);
+  });
+
+  it('hashes a patch past 2 GiB a piece at a time, keeping its files but not the patch', () => {
+    // What git writes for the gigabytes an agent can leave (limits.disk_mb is 4 GiB by default): sparse here.
+    const size = 2 ** 31 + 4096;
+    const sparseGit: GitRun = (_cwd, argv) => {
+      const output = argv.find((arg) => arg.startsWith('--output='));
+      if (output) execFileSync('truncate', ['-s', String(size), output.slice('--output='.length)]);
+      return argv.includes('--numstat') ? '-\t-\tbig.bin\n' : '';
+    };
+    const diff = diffCommits('/', 'a'.repeat(40), 'b'.repeat(40), sparseGit);
+    // sha256sum of that many zero bytes.
+    assert.equal(diff.patch_sha256, 'd702231a97a4e742e747bd3fdc81d8d1b604378660d5fc38934b865ca2a9d6d1');
+    assert.match(diff.patch, new RegExp(`the patch is ${size} bytes, more than the \\d+-byte cap`));
+    assert.deepEqual(diff.files, [{ path: 'big.bin', insertions: 0, deletions: 0 }]);
   });
 });

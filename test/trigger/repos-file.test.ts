@@ -3,7 +3,7 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseServedRepos, ReposFileError } from '../../src/trigger/served-repos-file.ts';
@@ -87,6 +87,11 @@ describe('parseServedRepos', () => {
       [4, 'trackera=eng is already on line 1'],
     ]);
   });
+  it('refuses one checkout claimed twice under another spelling', () => {
+    assert.deepEqual(problems('acme/api checkout=/srv/api\nevil/x checkout=/srv//api/.'), [
+      [2, 'checkout /srv//api/. is already on line 1'],
+    ]);
+  });
   it('lets one chat channel reach several entries and opens an entry to every channel only with chata=*', () => {
     const [api, web] = parseServedRepos([
       'acme/api checkout=/srv/api chata=C1 chatb=19:x@thread.skype',
@@ -134,6 +139,23 @@ describe('loadServedRepos', () => {
       assert.ok(err instanceof ReposFileError);
       assert.equal(err.message, `Invalid served repositories file:\n${file}:0: cannot read the file (ENOENT): `
         + `write it with "svc repos add --file ${file} OWNER/NAME checkout=DIR"`);
+      return true;
+    });
+  });
+});
+
+describe('loadServedRepos, one checkout through a link', () => {
+  it('refuses a second entry whose checkout is the first one\'s folder reached through a link', () => {
+    const repo = makeRepo();
+    const dir = tempDir('svc-repos-');
+    dirs.push(repo, dir);
+    const link = join(dir, 'same');
+    symlinkSync(repo, link);
+    const file = join(dir, 'repos.conf');
+    writeFileSync(file, `acme/api checkout=${repo}\nevil/x checkout=${link}\n`);
+    assert.throws(() => loadServedRepos(file), (err: unknown) => {
+      assert.ok(err instanceof ReposFileError);
+      assert.deepEqual(err.problems.map((p) => [p.line, p.reason]), [[2, `checkout ${link} is the folder of line 1`]]);
       return true;
     });
   });
