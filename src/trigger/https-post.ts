@@ -53,7 +53,7 @@ export function httpsRequest(url: URL | string, opts: HttpsOptions, body?: strin
   });
 }
 
-export function createHttpsPoster(opts: { ca?: string | Buffer; cap?: number } = {}): Poster {
+export function createHttpsPoster(opts: { ca?: string | Buffer; cap?: number; timeoutMs?: number } = {}): Poster {
   return (url, headers, body, method = 'POST') => httpsRequest(url, {
     method,
     headers: {
@@ -62,7 +62,7 @@ export function createHttpsPoster(opts: { ca?: string | Buffer; cap?: number } =
       ...headers,
     },
     ca: opts.ca,
-    timeoutMs: 10_000,
+    timeoutMs: opts.timeoutMs ?? 10_000,
     cap: opts.cap ?? 256 * 1024,
   }, body);
 }
