@@ -164,7 +164,8 @@ async function prepareThenCommit(
   } catch (err) {
     // `prepare` refused the sender or failed: no job, and the delivery's span still ends.
     const skip = err instanceof NotQueued;
-    delivery.span?.end(skip ? 'unset' : 'error', { 'svc.outcome': skip ? 'skipped' : 'not_queued', 'svc.job_id': null });
+    const outcome = { 'svc.outcome': skip ? 'skipped' : 'not_queued', 'svc.job_id': null };
+    delivery.span?.end(skip ? 'unset' : 'error', outcome);
     if (skip) return skipped(err.message);
     throw err;
   } finally {

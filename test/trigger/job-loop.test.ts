@@ -281,7 +281,7 @@ describe('the job loop', () => {
     });
     try {
       loop.kick();
-      await waitFor(() => stores.jobs.get('j2')?.status === 'failed', 'the second job while the first\'s summary waits');
+      await waitFor(() => stores.jobs.get('j2')?.status === 'failed', 'job 2 while job 1\'s summary waits');
       assert.deepEqual(told, ['j1', 'j2']);
       let idle = false;
       const idled = loop.idle().then(() => { idle = true; });

@@ -241,7 +241,7 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.equal(permissionAsks('writes-twice'), 1);
   });
 
-  it('a /svc comment is answered within GitHub\'s own 10 s delivery timeout when GitHub does not say who may write', async () => {
+  it('answers a /svc comment inside GitHub\'s 10 s timeout when GitHub cannot say who may write', async () => {
     const started = Date.now();
     const res = await comment(41, '/svc tidy the README', 'slow-github', 'MEMBER').send();
     const took = Date.now() - started;
