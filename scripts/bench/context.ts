@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServerProcess } from './processes.ts';
+import { SECRET_NAMES } from '../../src/settings-registry.ts';
 
 export interface BenchOptions {
   quick: boolean;
@@ -38,10 +39,16 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
   return { quick, only: onlyArg ? onlyArg.slice('--only='.length).split(',').filter(Boolean) : [], runs, profile };
 }
 
-/** The servers get a temp HOME and none of the caller's SVC_* settings, so the bench never touches ~/.svc. */
-export function benchEnv(home: string): NodeJS.ProcessEnv {
+/**
+ * The servers get a temp HOME and none of the caller's SVC_* settings, so the bench never touches ~/.svc, and none
+ * of the credentials or trace exporter svc calls out with: a GITHUB_TOKEN in the shell would make every /webhook
+ * delivery ask api.github.com whether its author may write. The bench never reaches a public address.
+ */
+export function benchEnv(home: string, from: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SVC_')) env[k] = v;
+  for (const [k, v] of Object.entries(from)) {
+    if (!k.startsWith('SVC_') && !k.startsWith('OTEL_') && !SECRET_NAMES.has(k)) env[k] = v;
+  }
   env.HOME = home;
   // --access-log: every svc server writes its access log line per request (SVC_ACCESS_LOG), to show its cost.
   if (process.argv.includes('--access-log')) env.SVC_ACCESS_LOG = '1';

@@ -11,9 +11,11 @@ export type GithubApi = ReturnType<typeof createGithubApi>;
 export function createGithubApi(gh: { apiUrl: string; token: string } | undefined, ca?: string | Buffer) {
   // A review's hundred comments can be more than a vendor's answer to a summary.
   const post = createHttpsPoster({ ...(ca ? { ca } : {}), cap: 1024 * 1024 });
-  const send = async (method: string, path: string, body = ''): Promise<unknown> => {
+  // GitHub gives up on a delivery after 10 s: a question asked while one waits must leave time for the answer.
+  const ask = createHttpsPoster({ ...(ca ? { ca } : {}), cap: 1024 * 1024, timeoutMs: 5_000 });
+  const send = async (method: string, path: string, body = '', poster = post): Promise<unknown> => {
     if (!gh) throw new UnavailableError('GITHUB_TOKEN (or GH_TOKEN) is not set: svc cannot call the GitHub API');
-    const res = await post(new URL(`${gh.apiUrl}${path}`), githubHeaders(gh.token), body, method);
+    const res = await poster(new URL(`${gh.apiUrl}${path}`), githubHeaders(gh.token), body, method);
     if (res.status < 200 || res.status > 299) {
       throw new FailedError(`GitHub answered ${res.status} to ${method} ${path.slice(0, 200)}`);
     }
@@ -26,6 +28,8 @@ export function createGithubApi(gh: { apiUrl: string; token: string } | undefine
     configured: gh !== undefined,
     /** `path` starts with `/`; a FailedError on any non-2xx answer. */
     get: (path: string) => send('GET', path),
+    /** As `get`, within 5 s: asked while a GitHub delivery waits for its answer. */
+    getWhileDelivering: (path: string) => send('GET', path, '', ask),
     /** `body` is Markdown in svc's own words. */
     async comment(repo: string, number: number, body: string): Promise<void> {
       await send('POST', `/repos/${repo}/issues/${number}/comments`, JSON.stringify({ body }));

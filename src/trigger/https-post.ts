@@ -16,7 +16,7 @@ interface HttpsOptions {
   headers: Record<string, string>;
   ca?: string | Buffer | undefined;
   timeoutMs: number;
-  /** Characters of the answer kept; the rest is read and dropped. */
+  /** Bytes of the answer kept (cut before decoding: never half a character's UTF-16 pair); the rest is dropped. */
   cap?: number;
 }
 
@@ -32,16 +32,23 @@ export function httpsRequest(url: URL | string, opts: HttpsOptions, body?: strin
     // node:https as CommonJS, taken when a post is sent: see test/unit/http-imports.test.ts.
     const { request } = process.getBuiltinModule('node:https');
     const req = request(url, { method, headers, ...(ca ? { ca } : {}) }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => {
-        if (text.length < cap) text += d.slice(0, cap - text.length);
+      const kept: Buffer[] = [];
+      let size = 0;
+      res.on('data', (d: Buffer) => {
+        if (size >= cap) return;
+        const part = d.subarray(0, cap - size);
+        kept.push(part);
+        size += part.length;
       });
       res.on('end', () => {
         clearTimeout(deadline);
+        const text = Buffer.concat(kept).toString('utf8');
         resolve({ status: res.statusCode ?? 0, text, ...retryAfterMs(res.headers['retry-after']) });
       });
-      res.on('error', reject);
+      res.on('error', (err) => {
+        clearTimeout(deadline);
+        reject(err);
+      });
     });
     // The whole exchange, not only a silence: an answer that trickles for ever would hold its caller for ever.
     const deadline = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
@@ -53,7 +60,7 @@ export function httpsRequest(url: URL | string, opts: HttpsOptions, body?: strin
   });
 }
 
-export function createHttpsPoster(opts: { ca?: string | Buffer; cap?: number } = {}): Poster {
+export function createHttpsPoster(opts: { ca?: string | Buffer; cap?: number; timeoutMs?: number } = {}): Poster {
   return (url, headers, body, method = 'POST') => httpsRequest(url, {
     method,
     headers: {
@@ -62,7 +69,7 @@ export function createHttpsPoster(opts: { ca?: string | Buffer; cap?: number } =
       ...headers,
     },
     ca: opts.ca,
-    timeoutMs: 10_000,
+    timeoutMs: opts.timeoutMs ?? 10_000,
     cap: opts.cap ?? 256 * 1024,
   }, body);
 }

@@ -106,6 +106,9 @@ export function requireValid(ctx: TCtx, route: SourceName, reason: Refusal): voi
   throw new HttpError('invalid_signature', 'Signature is missing, wrong or stale');
 }
 
+/** Thrown by an intake's `prepare` when its delivery asks for nothing its sender may have: answered 200 skipped. */
+export class NotQueued extends Error {}
+
 export function skipped(reason: string): Reply {
   return json(200, { status: 'skipped', reason });
 }
@@ -159,10 +162,23 @@ async function prepareThenCommit(
   delivery: Delivery,
 ): Promise<Reply> {
   const admission = await ctx.deps.queue.admit(intake.origin, dedupeKeys);
-  if (admission.kind === 'full') throw full(ctx, intake.origin);
-  if (admission.kind === 'duplicate') return duplicate(ctx, intake.origin, admission.jobId, replies);
+  if (admission.kind === 'full') {
+    delivery.span?.end('unset', { 'svc.outcome': 'full', 'svc.job_id': null });
+    throw full(ctx, intake.origin);
+  }
+  if (admission.kind === 'duplicate') {
+    delivery.span?.end('unset', { 'svc.outcome': 'duplicate', 'svc.job_id': admission.jobId });
+    return duplicate(ctx, intake.origin, admission.jobId, replies);
+  }
   try {
     return await commit(ctx, intake, await intake.prepare(), dedupeKeys, replies, delivery);
+  } catch (err) {
+    // `prepare` refused the sender or failed: no job, and the delivery's span still ends.
+    const skip = err instanceof NotQueued;
+    const outcome = { 'svc.outcome': skip ? 'skipped' : 'not_queued', 'svc.job_id': null };
+    delivery.span?.end(skip ? 'unset' : 'error', outcome);
+    if (skip) return skipped(err.message);
+    throw err;
   } finally {
     admission.release();
   }

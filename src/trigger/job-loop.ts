@@ -46,6 +46,8 @@ export function createJobLoop(opts: JobLoopOptions) {
   const { stores, executor, log, settings } = opts;
   const abort = new AbortController();
   const tasks = new Set<Promise<void>>();
+  /** Summaries still being sent: awaited by `idle` and `close`, but holding no job slot. */
+  const sending = new Set<Promise<void>>();
   let closed = false;
 
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
@@ -113,7 +115,17 @@ export function createJobLoop(opts: JobLoopOptions) {
   }
 
   async function finishAndNotify(job: JobRow, end: JobEnd): Promise<void> {
-    if (await record(job, end)) await opts.notify(job.id);
+    if (await record(job, end)) sendSummary(job.id);
+  }
+
+  /**
+   * The job's slot frees before its summary goes: a vendor's Retry-After may hold a send for minutes. A summary
+   * not sent by shutdown stays pending and is sent on the next start (`recover`).
+   */
+  function sendSummary(jobId: string): void {
+    const sent = opts.notify(jobId);
+    sending.add(sent);
+    void sent.finally(() => sending.delete(sent));
   }
 
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
@@ -233,16 +245,16 @@ export function createJobLoop(opts: JobLoopOptions) {
   return {
     kick,
     recover,
-    /** Resolves once no job is active; a job that ends may start the next (track's kick). */
+    /** Resolves once no job is active and no summary is being sent; a job that ends may start the next. */
     async idle() {
-      while (tasks.size > 0) await Promise.allSettled([...tasks]);
+      while (tasks.size > 0 || sending.size > 0) await Promise.allSettled([...tasks, ...sending]);
     },
     /** Stop taking jobs, let in-flight launches record their run, stop following; resolves when idle. */
     async close() {
       closed = true;
       clearTimeout(retryKick);
       abort.abort();
-      await Promise.allSettled([...tasks]);
+      await Promise.allSettled([...tasks, ...sending]);
     },
   };
 }

@@ -258,6 +258,43 @@ describe('the job loop', () => {
     }
   });
 
+  it('frees a job\'s slot before its summary is sent: a vendor\'s Retry-After does not stall the queue', async () => {
+    const stores = createTriggerStores(openDatabase(join(tempDir('svc-home-'), 'trigger.db'), triggerMigrations));
+    // Each job's repository is no longer served: it ends failed at once, then its summary is sent (held here).
+    for (const id of ['j1', 'j2']) {
+      insertJob(stores, { id, origin: 'jobs', brief: 'b', args: ['b'], created_at: Date.now(), repo: 'gone' });
+    }
+    let letGo = (): void => {};
+    const held = new Promise<void>((resolve) => { letGo = resolve; });
+    const told: string[] = [];
+    const loop = createJobLoop({
+      stores, executor: {} as JobExecutor, managed: {} as never, clock: Date.now, tracer: {} as never,
+      log: createLogger('job-loop-test', () => {}),
+      settings: {
+        concurrency: 1, repoConcurrency: 1, publicUrl: undefined,
+        repos: { entries: [], byName: () => undefined } as never,
+      },
+      notify: Object.assign(async (jobId: string) => {
+        told.push(jobId);
+        await held;
+      }, { progress: async () => {} }) as never,
+    });
+    try {
+      loop.kick();
+      await waitFor(() => stores.jobs.get('j2')?.status === 'failed', 'job 2 while job 1\'s summary waits');
+      assert.deepEqual(told, ['j1', 'j2']);
+      let idle = false;
+      const idled = loop.idle().then(() => { idle = true; });
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(idle, false, 'idle waits for the summaries being sent');
+      letGo();
+      await idled;
+    } finally {
+      letGo();
+      await loop.close();
+    }
+  });
+
   it('tries again only what the database may take later; a failed disk is logged once a minute', async () => {
     const stores = createTriggerStores(openDatabase(join(tempDir('svc-home-'), 'trigger.db'), triggerMigrations));
     const lines: { msg: string }[] = [];

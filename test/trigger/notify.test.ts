@@ -177,6 +177,10 @@ describe('createHttpsPoster', () => {
         res.end('y'.repeat(100 * 1024));
         return;
       }
+      if (req.url === '/emoji') {
+        res.end('y'.repeat(9) + '😀'.repeat(10));
+        return;
+      }
       const drip = setInterval(() => res.write('x'.repeat(1024)), 50);
       res.on('close', () => clearInterval(drip));
     });
@@ -192,6 +196,11 @@ describe('createHttpsPoster', () => {
       const whole = await httpsRequest(url.replace(/\/x$/, '/whole'),
         { method: 'GET', headers: {}, ca: cert.cert, timeoutMs: 2000, cap: 10 });
       assert.equal(whole.text, 'y'.repeat(10));
+      // The cap is bytes: it never leaves half of a surrogate pair (an emoji is 4 bytes, 2 UTF-16 code units).
+      const emoji = await httpsRequest(url.replace(/\/x$/, '/emoji'),
+        { method: 'GET', headers: {}, ca: cert.cert, timeoutMs: 2000, cap: 10 });
+      assert.ok(emoji.text.isWellFormed(), JSON.stringify(emoji.text));
+      assert.ok(Buffer.byteLength(emoji.text) <= 12);
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

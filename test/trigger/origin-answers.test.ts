@@ -63,6 +63,7 @@ describe('questions go back to the origin, answers come in from it', () => {
     github.respond = (req) => {
       const asked = /^\/repos\/acme\/api\/collaborators\/([^/]+)\/permission$/.exec(req.path)?.[1];
       if (asked === 'unknown-to-api') return { status: 502, body: '{}' };
+      if (asked === 'slow-github') return null;
       if (asked) return { status: 200, body: JSON.stringify({ permission: asked === 'reader' ? 'read' : 'write' }) };
       const issue = /\/issues\/(\d+)\/comments$/.exec(req.path)?.[1];
       if (req.method !== 'POST' || !issue) return { status: 200, body: '{}' };
@@ -238,6 +239,15 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.equal((await copy.send(delivery)).status, 202);
     assert.equal((await copy.send(delivery)).body.status, 'duplicate');
     assert.equal(permissionAsks('writes-twice'), 1);
+  });
+
+  it('answers a /svc comment inside GitHub\'s 10 s timeout when GitHub cannot say who may write', async () => {
+    const started = Date.now();
+    const res = await comment(41, '/svc tidy the README', 'slow-github', 'MEMBER').send();
+    const took = Date.now() - started;
+    assert.equal(res.body.status, 'skipped');
+    assert.match(res.body.reason as string, /could not say whether the author may write/);
+    assert.ok(took >= 4_500 && took < 8_000, `answered after ${took} ms`);
   });
 
   it('an issue its author opens or labels starts work only if the author may write, asked of GitHub', async () => {

@@ -33,8 +33,8 @@ export interface Recorded {
 export interface StandIn {
   url: string;
   requests: Recorded[];
-  /** Status to answer with next (default 200), the body, and any headers besides its content type. */
-  respond: (req: Recorded) => { status: number; body: string; headers?: Record<string, string> };
+  /** Status to answer with next (default 200), the body, and any headers besides its content type; null: never. */
+  respond: (req: Recorded) => { status: number; body: string; headers?: Record<string, string> } | null;
   close(): Promise<void>;
 }
 
@@ -47,6 +47,7 @@ async function listen(server: Server, requests: Recorded[], standIn: { respond: 
       const rec = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body };
       requests.push(rec);
       const answer = standIn.respond(rec);
+      if (answer === null) return;
       res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers });
       res.end(answer.body);
     });

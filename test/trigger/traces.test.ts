@@ -305,6 +305,32 @@ describe('traces across the trigger server and a real run', () => {
     }
   });
 
+  it('a /svc comment whose author GitHub cannot vouch for still ends its delivery span, as skipped', async () => {
+    const collector = await startCollector();
+    const repo = makeRepo();
+    // No GITHUB_TOKEN: whether the author may write cannot be asked, which fails closed (skipped).
+    const t = await startTestTrigger({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url }, { repo });
+    try {
+      const raw = Buffer.from(JSON.stringify({
+        action: 'created', repository: { full_name: 'acme/api' }, issue: { number: 12, title: 'Crash' },
+        comment: { id: 12, body: '/svc fix it', user: { login: 'member' }, author_association: 'MEMBER' },
+      }));
+      const res = await post(`${t.url}/webhook`, raw, {
+        'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`,
+        'x-github-event': 'issue_comment', 'x-github-delivery': 'trace-comment-12',
+      });
+      assert.equal(res.body.status, 'skipped', JSON.stringify(res.body));
+      await waitFor(() => named(collector, 'svc.delivery').length > 0, 'the delivery span');
+      const [delivery] = named(collector, 'svc.delivery');
+      assert.deepEqual(attr(delivery!, 'svc.outcome'), { stringValue: 'skipped' });
+      assert.deepEqual(collector.problems, []);
+    } finally {
+      await t.cleanup();
+      await collector.close();
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
   it('OTEL_TRACES_EXPORTER=none sends nothing; a run carries the caller\'s traceparent as it came, or a new one', async () => {
     const collector = await startCollector();
     const t = await startTestTrigger({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_TRACES_EXPORTER: 'none' });

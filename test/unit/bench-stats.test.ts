@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHistogram, formatNumber, median, meetsBar, percentile, ratio, summarize } from '../../scripts/bench/stats.ts';
 import { encodeRequest, parseResponse } from '../../scripts/bench/raw-client.ts';
+import { benchEnv } from '../../scripts/bench/context.ts';
 
 describe('bench stats', () => {
   it('takes nearest-rank percentiles of a sorted array', () => {
@@ -104,5 +105,13 @@ describe('bench raw client framing', () => {
     assert.equal(parsed?.response.status, 202);
     assert.equal(parsed?.response.body.toString(), 'abcde');
     assert.equal(parsed?.used, raw.length);
+  });
+
+  it('hands the servers no credential or exporter svc would call a public address with', () => {
+    const env = benchEnv('/tmp/bench-home', {
+      PATH: '/usr/bin', GITHUB_TOKEN: 'ghp_x', GH_TOKEN: 'gho_y', TRACKERA_API_KEY: 'k', CHATA_BOT_TOKEN: 'xoxb',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'https://otel.example', SVC_CONTROL_URL: 'http://127.0.0.1:1',
+    });
+    assert.deepEqual(env, { PATH: '/usr/bin', HOME: '/tmp/bench-home' });
   });
 });

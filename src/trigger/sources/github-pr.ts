@@ -39,7 +39,7 @@ export async function mayWrite(ctx: TCtx, repo: string, login: string): Promise<
   if (!LOGIN.test(login)) return 'the author is not a GitHub user who may write to this repository';
   try {
     const path = `/repos/${repo}/collaborators/${encodeURIComponent(login)}/permission`;
-    const answer = obj(await ctx.deps.github.get(path));
+    const answer = obj(await ctx.deps.github.getWhileDelivering(path));
     const permission = str(answer.permission) ?? '';
     return WRITERS.has(permission) ? true : 'the author may not write to this repository';
   } catch (err) {

@@ -11,7 +11,7 @@ import {
   githubThread, githubThreadTarget, int, isPullRequestEvent, mayWrite, PR_EVENTS, queueFollowUp, readPullRequestEvent,
   svcCommand, TRUSTED,
 } from './github-pr.ts';
-import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
+import { enqueue, NotQueued, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../../engine/pr.ts';
 import { answerCommand, commentTime } from '../answers.ts';
 import { markdownSummary, type Delivery, type NotifyConfig, type ReplyChannel, type SummaryParts } from '../summary.ts';
@@ -30,9 +30,6 @@ type WebhookInput =
  * is set: without one, an issue labelled `svc` still starts work on its author's association (docs/trigger.md).
  */
 type Writer = { login: string; of: 'comment' | 'issue' };
-
-/** A job not queued because its author may not write to the repository. */
-class NotAWriter extends Error {}
 
 // An issue opened with the `svc` label comes as two deliveries, `issues.opened` (its labels include svc) and
 // `issues.labeled` svc, in either order. Both claim one key, so only the first queues a job. A label event whose
@@ -162,15 +159,10 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   // Asked of GitHub only once the delivery is no copy of one queued (`prepare` runs after that check).
   const prepare = async () => {
     const writes = await mayWrite(ctx, routed.repo.name, writer.login);
-    if (writes !== true) throw new NotAWriter(`${writer.of} author may not start jobs: ${writes}`);
+    if (writes !== true) throw new NotQueued(`${writer.of} author may not start jobs: ${writes}`);
     return { brief: input.brief };
   };
-  try {
-    return await enqueue(ctx, { ...intake, prepare });
-  } catch (err) {
-    if (err instanceof NotAWriter) return skipped(err.message);
-    throw err;
-  }
+  return enqueue(ctx, { ...intake, prepare });
 }
 
 // The job's conversation on GitHub: one progress comment kept up to date where it was asked, and the answers there.
