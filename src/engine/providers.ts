@@ -103,6 +103,9 @@ type Adapter = {
   sessionIdLast?: true;
   /** How the CLI says it has no credentials (its exit code for it; `said`: it prints a login record) and the fix. */
   notLoggedIn?: { exitCode: number; said?: true; fix: string };
+  /** A CLI that ignores the base-URL variable of its model API (`env`): the options, put right after the program,
+   * that give it the URL that variable names. */
+  baseUrl?: { env: string; args: (url: string) => string[] };
 };
 
 const CLAUDE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
@@ -163,6 +166,9 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
     // Without credentials codex asks anyway; the model API's refusal is what it reports.
     notLoggedIn: { exitCode: 1, said: true,
       fix: 'run `codex login` as the user svc runs as, or set OPENAI_API_KEY in svc\'s environment' },
+    // codex 0.169 reads OPENAI_BASE_URL no more, only its openai_base_url setting; a user's own model_providers
+    // entry is unaffected (docs/gate.md "The model CLIs and the gate").
+    baseUrl: { env: 'OPENAI_BASE_URL', args: (url) => ['-c', `openai_base_url=${JSON.stringify(url)}`] },
   },
   // Headless when stdin is not a TTY; --skip-trust trusts the fresh worktree for this session only.
   gemini: {
@@ -229,6 +235,13 @@ const COMMAND: Adapter = {
 
 export function adapterOf(kind: string): Adapter {
   return isBuiltin(kind) ? BUILTINS[kind] : COMMAND;
+}
+
+/** `argv` of a `kind` CLI pointed at the model API base URL svc's gate gave it in `gateEnv`, if it needs telling. */
+export function pointedAtGate(kind: string, argv: string[], gateEnv: Record<string, string>): string[] {
+  const { baseUrl } = adapterOf(kind);
+  const url = baseUrl ? gateEnv[baseUrl.env] : undefined;
+  return url === undefined ? argv : [argv[0]!, ...baseUrl!.args(url), ...argv.slice(1)];
 }
 
 /** Reads one invocation's output, each line parsed once; `session` is what its stdout said of the CLI's session. A CLI

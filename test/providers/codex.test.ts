@@ -8,7 +8,7 @@ import { startResponsesServer } from './responses-server.ts';
 import type { ScriptedServer } from './gemini-model-server.ts';
 import { skipUnlessInstalled, requireProviderCli, makeCliRepo, CLI_TEST } from './cli-run.ts';
 import { fixTheTest, BROKEN, SUMMARY, type CliRepo } from './cli-run.ts';
-import { assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
+import { assertKeyOnlyAtTheGate, assertNoSecretSent, assertTaskFenced, verifiedFixRun } from './conformance.ts';
 import { assertSessionKeptPerRepository, blockedThenAnswered, stopLeavesNothing } from './conformance.ts';
 import { sessionGoneThenSummary } from './conformance.ts';
 
@@ -83,5 +83,36 @@ describe('codex CLI end to end', { skip }, () => {
 
   it('stop during a long exec_command leaves nothing running', CLI_TEST, async () => {
     await stopLeavesNothing(repo, server, 'codex');
+  });
+});
+
+// The way a user with an OpenAI key meets codex: svc holds the key (OPENAI_API_KEY; OPENAI_BASE_URL moves the gate's
+// upstream to the scripted API) and codex, with no provider of its own configured, must call the gate. codex 0.169
+// reads no OPENAI_BASE_URL: told only by its environment, it tunnelled to api.openai.com and the server saw nothing.
+describe('codex CLI through svc\'s gate with the key svc holds', { skip }, () => {
+  const REAL = 'sk-scripted-openai-real';
+  let server: ScriptedServer;
+  let repo: CliRepo;
+
+  before(async () => {
+    server = await startResponsesServer(fixTheTest());
+    const env = { OPENAI_API_KEY: REAL, OPENAI_BASE_URL: `${server.url}/v1` };
+    repo = await makeCliRepo(requireProviderCli('codex'), env);
+    // A model codex 0.169 has metadata for, from the built-in OpenAI provider.
+    mkdirSync(join(repo.home, '.codex'), { recursive: true });
+    writeFileSync(join(repo.home, '.codex', 'config.toml'), 'model = "gpt-5.5"\n');
+  });
+  after(async () => {
+    await repo?.close();
+    await server?.close();
+  });
+
+  const through = 'calls the model through the gate: verified PR, the real key only at the server, its config kept';
+  it(through, CLI_TEST, async () => {
+    await verifiedFixRun(repo, 'codex');
+    assert.ok(server.requests.every((r) => r.path === '/v1/responses'), server.requests.map((r) => r.path).join());
+    assertKeyOnlyAtTheGate(server, repo.home, REAL, 'authorization');
+    assertNoSecretSent(server);
+    assert.equal(readFileSync(join(repo.home, '.codex', 'config.toml'), 'utf8'), 'model = "gpt-5.5"\n');
   });
 });
