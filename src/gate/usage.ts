@@ -297,18 +297,15 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
     stopDecoding();
   });
   // The decoder stops at the compressed body's end, but bytes sent past it (a second deflate or brotli stream, data
-  // after a zstd frame) still go upstream: what the API reads there is not known.
+  // after a zstd frame) still go upstream: what the API reads there is not known. node:zlib ends a stream once bytes
+  // follow its end (or at the body's end), having taken fewer bytes than were sent exactly when some lie past it.
   let sent = 0;
-  let ended = false;
-  const pastEnd = 'bytes past the end of the compressed body';
   decoder?.on('end', () => {
-    ended = true;
-    if (decoder !== null && decoder.bytesWritten < sent) unread ??= pastEnd;
+    if (decoder !== null && decoder.bytesWritten < sent) unread ??= 'bytes past the end of the compressed body';
   });
   return {
     /** Reads a chunk of the body as sent; `then` once it is read (decompressed first: later, on another tick). */
     push(chunk: Uint8Array, then: () => void = () => {}): void {
-      if (ended && chunk.length > 0) unread ??= pastEnd;
       sent += chunk.length;
       if (decoder === null) {
         read(chunk);
