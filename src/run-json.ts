@@ -61,8 +61,8 @@ export interface MeteredCost extends CostFigures {
   unknown: number;
   /** Only when some were: calls counted at bounds their request could not set for certain (the count may be low). */
   doubtful?: number;
-  /** Only when some were: CONNECT tunnels the run opened, whose TLS the gate does not read (a model call in one is not
-   * metered: a CLI logged in to its vendor's account). */
+  /** CONNECT tunnels the run opened, whose TLS the gate does not read (a model call in one is not metered: a CLI logged
+   * in to its vendor's account); 0 included. Absent from totals an older gate or svc wrote: they did not count them. */
   tunnels?: number;
 }
 
@@ -76,7 +76,7 @@ export function readMetered(value: unknown): MeteredCost | null {
     cost_usd: figure(o.cost_usd), tokens_in: count(o.tokens_in), tokens_out: count(o.tokens_out),
     calls: count(o.calls), unpriced: count(o.unpriced), unknown: count(o.unknown),
     ...(count(o.doubtful) > 0 ? { doubtful: count(o.doubtful) } : {}),
-    ...(count(o.tunnels) > 0 ? { tunnels: count(o.tunnels) } : {}),
+    ...(countOrNull(o.tunnels) !== null ? { tunnels: count(o.tunnels) } : {}),
   };
 }
 

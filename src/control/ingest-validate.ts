@@ -119,7 +119,7 @@ function validateFailure(where: string, v: unknown, status: RunStatus): RunFailu
 }
 
 /** A Run JSON cost object (reported, metered) as the JSON text the row keeps. */
-/** `optional` keys are kept only when given (the metered `doubtful` and `tunnels`, present once there is one). */
+/** `optional` keys are kept only when given (the metered `doubtful`, present once there is one, and `tunnels`). */
 function costJson(where: string, v: unknown, keys: readonly string[], optional: readonly string[] = []): string | null {
   if (v === undefined || v === null) return null;
   if (!isJsonObject(v)) return bad(where, 'must be an object or null');

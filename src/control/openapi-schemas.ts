@@ -44,8 +44,8 @@ export const schemas = {
     metered: { type: ['object', 'null'], description: 'what the egress gate metered from the model APIs\' usage ' +
       '(null: no call metered); unpriced: calls of a model without a price, unknown: calls whose usage was not all ' +
       'read (in the cost at their bounds), doubtful (only once there is one): calls counted at bounds their request ' +
-      'could not set for certain (the cost may be low), tunnels (likewise): CONNECT tunnels the run opened, which ' +
-      'the gate does not read',
+      'could not set for certain (the cost may be low), tunnels: CONNECT tunnels the run opened, which the gate ' +
+      'does not read (absent from figures an older gate metered, which did not count them)',
       properties: { ...COST, calls: int, unpriced: int, unknown: int, doubtful: int, tunnels: int } },
     trace_id: {
       type: ['string', 'null'], pattern: '^[0-9a-f]{32}$',

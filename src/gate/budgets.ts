@@ -49,16 +49,17 @@ export function budgetName(r: Reached, repo: string): string {
 
 /** What a run has spent against its own budget (max_usd), one rule for a run's own gate, the engine without one and
  * a pod's signer: the gate's metered cost alone when the gate saw and priced every model call of the run (it priced
- * one, left none unpriced or counted in doubt, and the run opened no CONNECT tunnel, whose TLS it does not read);
- * otherwise the larger of that and what the agent reported, since each may then miss what the other sees (a CLI
- * logged in to its vendor's account calls through a tunnel; a free call metered at $0 must not hide a reported $5).
+ * one, left none unpriced or counted in doubt, and counted no CONNECT tunnel, whose TLS it does not read; totals an
+ * older gate or svc wrote have no count of tunnels, so may miss a call); otherwise the larger of that and what the
+ * agent reported, since each may then miss what the other sees (a CLI logged in to its vendor's account calls through
+ * a tunnel; a free call metered at $0 must not hide a reported $5).
  * An agent's own estimate (claude's list price) never overrides a whole metered figure: the operator's price file
  * (a $0 row, a negotiated price) decides what the run spent. */
 export function runSpent(
   cost: { metered?: MeteredCost | null; reported?: { cost_usd: number | null } | null },
 ): number {
   const m = cost.metered ?? null;
-  if (m !== null && m.cost_usd !== null && m.unpriced === 0 && !m.doubtful && !m.tunnels) return m.cost_usd;
+  if (m !== null && m.cost_usd !== null && m.unpriced === 0 && !m.doubtful && m.tunnels === 0) return m.cost_usd;
   return Math.max(m?.cost_usd ?? 0, cost.reported?.cost_usd ?? 0);
 }
 

@@ -100,7 +100,10 @@ export class RunRecords {
   }
 }
 
-const NOTHING_METERED: MeteredCost = { cost_usd: null, tokens_in: 0, tokens_out: 0, calls: 0, unpriced: 0, unknown: 0 };
+// The gate counts tunnels from the start: totals without `tunnels` are an older gate's or svc's (budgets.ts runSpent).
+const NOTHING_METERED: MeteredCost = {
+  cost_usd: null, tokens_in: 0, tokens_out: 0, calls: 0, unpriced: 0, unknown: 0, tunnels: 0,
+};
 
 /** A run's metered totals with one more call: tokens in count cached input too; cost only of priced calls (a call
  * of unknown usage is priced at its bounds, so `unknown` counts calls also in the cost, `unpriced` those not;

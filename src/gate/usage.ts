@@ -2,7 +2,8 @@
 // JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
 // A response cut before its final usage is counted at what was read and bounds for the rest, never at $0.
 import type { Transform } from 'node:stream';
-import { createBrotliDecompress, createGunzip, createInflate, createZstdDecompress } from 'node:zlib';
+import { constants, createBrotliDecompress, createGunzip, createInflate, createZstdDecompress } from 'node:zlib';
+import type { Zlib } from 'node:zlib';
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
 import { callCost, costAt, highestPrice, priceOf, type PriceTable } from './prices.ts';
 import type { CallTokens, MeteredCall } from './evidence.ts';
@@ -176,12 +177,15 @@ const PER_USE_TOOL: Record<Family, RegExp> = {
 
 /** A decompressor for a request body sent with Content-Encoding `encoding` (codex logged in to ChatGPT sends zstd),
  * or null for one the gate does not read (none, or codings stacked). */
-function bodyDecoder(encoding: string): Transform | null {
+function bodyDecoder(encoding: string): (Transform & Zlib) | null {
   const coding = encoding.toLowerCase();
   if (coding === 'gzip' || coding === 'x-gzip') return createGunzip();
   if (coding === 'deflate') return createInflate();
   if (coding === 'br') return createBrotliDecompress();
-  return coding === 'zstd' ? createZstdDecompress() : null;
+  // A zstd frame names the window its decoder allocates (up to 2 GiB): a 1.3 KB frame asking 128 MiB cost ~30 MiB
+  // of the shared gate per request. Held to RFC 9659's 8 MiB for HTTP; a frame asking more is not read.
+  const window = { [constants.ZSTD_d_windowLogMax]: 23 };
+  return coding === 'zstd' ? createZstdDecompress({ params: window }) : null;
 }
 
 export function requestMeter(route: string, endpoint: string, headers: Readonly<Record<string, unknown>>) {
@@ -292,9 +296,17 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
     unread ??= `a body that is not valid ${encoding.slice(0, 40)}`;
     stopDecoding();
   });
+  // The decoder stops at the compressed body's end, but bytes sent past it (a second deflate or brotli stream, data
+  // after a zstd frame) still go upstream: what the API reads there is not known. node:zlib ends a stream once bytes
+  // follow its end (or at the body's end), having taken fewer bytes than were sent exactly when some lie past it.
+  let sent = 0;
+  decoder?.on('end', () => {
+    if (decoder !== null && decoder.bytesWritten < sent) unread ??= 'bytes past the end of the compressed body';
+  });
   return {
     /** Reads a chunk of the body as sent; `then` once it is read (decompressed first: later, on another tick). */
     push(chunk: Uint8Array, then: () => void = () => {}): void {
+      sent += chunk.length;
       if (decoder === null) {
         read(chunk);
         return then();

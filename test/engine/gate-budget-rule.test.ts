@@ -163,16 +163,17 @@ echo '{"type":"svc.cost","usd":5,"tokens_in":1000000,"tokens_out":100000}'
 exit 0
 `;
 
-// One call through the gate ($0.01 of gpt-5 by svc's table), then the CLI's own estimate of $5 (claude prints one);
-// with `tunnel`, first a CONNECT tunnel, whose TLS the gate does not read, to the API's address.
-const estimated = (tunnel: string) => `#!/bin/sh
+// One call through the gate ($0.01 of gpt-5 by svc's table), then the CLI's own estimate of $5 (claude prints one),
+// exiting `code`; `first` runs before the call (a CONNECT tunnel, whose TLS the gate does not read, to the API's
+// address; or an exit at once, resumed after the call was made).
+const estimated = (first: string, code = 0) => `#!/bin/sh
 cat > /dev/null
-${tunnel}
+${first}
 curl -s -o /dev/null --max-time 20 -H 'content-type: application/json' \\
   -d '{"model":"gpt-5","max_tokens":1000,"messages":[]}' "$OPENAI_BASE_URL/chat/completions"
 echo '{"type":"svc.cost","usd":5,"tokens_in":1000000,"tokens_out":100000}'
 echo spent > spent.txt
-exit 0
+exit ${code}
 `;
 
 describe('a local run\'s budget holds on the larger of its metered and reported cost', () => {
@@ -194,7 +195,8 @@ describe('a local run\'s budget holds on the larger of its metered and reported 
     const api = `127.0.0.1:${(server.address() as AddressInfo).port}`;
     const tunnel = `curl -s -o /dev/null --max-time 20 -p -x "$HTTPS_PROXY" "http://${api}/" || true`;
     repo = makeRepo({
-      providers: { hidden: HIDDEN_BY_FREE_CALL, estimated: estimated(''), tunneled: estimated(tunnel) },
+      providers: { hidden: HIDDEN_BY_FREE_CALL, estimated: estimated(''), tunneled: estimated(tunnel),
+        failing: estimated('[ -f spent.txt ] && exit 0', 1) },
       policy: { max_usd: 1 },
     });
   });
@@ -242,7 +244,7 @@ describe('a local run\'s budget holds on the larger of its metered and reported 
   it('every call metered and priced: the metered $0.01 decides, the CLI\'s estimate of $5 does not', async () => {
     const { ended } = await ranOrAsked('estimated');
     assert.equal(ended.status, 'succeeded', `${ended.status}: ${ended.question ?? ended.error}`);
-    assert.deepEqual([ended.metered.calls, ended.metered.cost_usd, ended.metered.tunnels], [1, 0.01, undefined]);
+    assert.deepEqual([ended.metered.calls, ended.metered.cost_usd, ended.metered.tunnels], [1, 0.01, 0]);
     assert.equal(ended.reported.cost_usd, 5);
   });
 
@@ -254,4 +256,25 @@ describe('a local run\'s budget holds on the larger of its metered and reported 
     assert.equal((await svc(['answer', `local/${run}`, 'no'])).code, 0);
     await waitFor(() => (state().status === 'stopped' ? state() : null), 'the run to stop', 60_000);
   });
+
+  // A run that failed under an older svc, resumed after the upgrade: its state.json's metered figures count no
+  // tunnels, so the gate may have missed a call, and the larger report holds the budget.
+  it('resumed from a state.json that does not count tunnels (an older svc\'s): the larger report holds the budget',
+    async () => {
+      const { run, state, ended: failed } = await ranOrAsked('failing');
+      assert.equal(failed.status, 'failed', failed.error);
+      assert.deepEqual([failed.metered.cost_usd, failed.metered.tunnels, failed.reported.cost_usd], [0.01, 0, 5]);
+      delete failed.metered.tunnels;
+      writeFileSync(join(repo.repo, '.svc', 'runs', run, 'state.json'), JSON.stringify(failed));
+      const resumed = await svc(['start', '--resume', run, '--detach']);
+      assert.equal(resumed.code, 0, resumed.stderr);
+      const asked = await waitFor(() => {
+        const s = state();
+        return ['succeeded', 'failed', 'stopped', 'blocked'].includes(s.status) ? s : null;
+      }, 'the resumed run to end or ask', 60_000);
+      assert.equal(asked.status, 'blocked', `${asked.status}: ${asked.error}`);
+      assert.match(asked.question, /^Budget of \$1\.00 reached .*the run has spent \$5\.00, as the agent reported/);
+      assert.equal((await svc(['answer', `local/${run}`, 'no'])).code, 0);
+      await waitFor(() => (state().status === 'stopped' ? state() : null), 'the run to stop', 60_000);
+    });
 });

@@ -8,7 +8,10 @@ import { createServer as createHttpsServer } from 'node:https';
 import { connect as tcpConnect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
-import { brotliCompressSync, deflateSync, gzipSync, zstdCompressSync } from 'node:zlib';
+import {
+  brotliCompressSync, constants, createZstdCompress, deflateSync, gzipSync, zstdCompressSync,
+} from 'node:zlib';
+import { buffer } from 'node:stream/consumers';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import { generationEndpoint, modelPath, modelRoute } from '../../src/gate/model-apis.ts';
@@ -633,10 +636,10 @@ describe('metered cost at the gate', () => {
   it('reads a compressed request body as it is decompressed (gzip, deflate, br, zstd), within the 32 MiB read',
     async () => {
       const body = '{"model":"claude-haiku-4-5","max_tokens":10}';
-      const read = async (bytes: Buffer, encoding: string) => {
+      const read = async (bytes: Buffer, encoding: string, step = 3) => {
         const asked = requestMeter('anthropic', ENDPOINT_anthropic, { 'content-encoding': encoding });
-        for (let i = 0; i < bytes.length; i += 3) {
-          await new Promise<void>((resolve) => asked.push(bytes.subarray(i, i + 3), resolve));
+        for (let i = 0; i < bytes.length; i += step) {
+          await new Promise<void>((resolve) => asked.push(bytes.subarray(i, i + step), resolve));
         }
         await new Promise<void>((resolve) => asked.end(resolve));
         return asked.read();
@@ -654,6 +657,24 @@ describe('metered cost at the gate', () => {
       const past = await read(bomb, 'zstd');
       assertNotRead(past, 'a body past 32 MiB');
       assert.ok(past.bytes < 40 * 1024 * 1024, `${past.bytes} bytes decompressed`);
+      // A frame naming a 128 MiB window (streamed: no content size to shrink it to) would cost the gate ~30 MiB to
+      // decode: past RFC 9659's 8 MiB, not read.
+      const window27 = await buffer(createZstdCompress({ params: { [constants.ZSTD_c_windowLog]: 27 } }).end(body));
+      assertNotRead(await read(window27, 'zstd'), 'a body that is not valid zstd');
+      const window23 = await buffer(createZstdCompress({ params: { [constants.ZSTD_c_windowLog]: 23 } }).end(body));
+      assert.equal((await read(window23, 'zstd')).maxOutput, 10);
+      // A second stream after the first goes upstream, but the decoder stops at the first's end: its bytes are not
+      // read, whether they come in the chunk that ends the first (whole, or 3 bytes at a time) or in the next.
+      const priority = '{"service_tier":"priority"}';
+      for (const [encoding, compress] of [['deflate', deflateSync], ['br', brotliCompressSync]] as const) {
+        const stacked = Buffer.concat([compress(body), compress(priority)]);
+        for (const step of [3, stacked.length, compress(body).length]) {
+          assertNotRead(await read(stacked, encoding, step), 'bytes past the end of the compressed body',
+            `${encoding}, ${step} bytes at a time`);
+        }
+      }
+      assertNotRead(await read(Buffer.concat([zstdCompressSync(body), Buffer.from(priority)]), 'zstd'),
+        'bytes past the end of the compressed body');
     });
 
   it('reads a zstd request through the gate: priced without doubt, refused before the API gets one asking the ' +

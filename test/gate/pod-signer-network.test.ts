@@ -192,7 +192,7 @@ describe('pod signer network section', () => {
     assert.equal(receipt.cost.source, 'metered');
     assert.equal(receipt.cost.usd, 1.5);
     assert.deepEqual(receipt.cost.metered, { cost_usd: 1.5, tokens_in: 0, tokens_out: 100_000, calls: 1, unpriced: 0,
-      unknown: 0 });
+      unknown: 0, tunnels: 0 });
     assert.deepEqual(receipt.cost.reported, { cost_usd: 0, tokens_in: 5, tokens_out: 5 });
     assert.ok(receipt.attestation.verified.includes('cost'));
     assert.ok(receipt.attestation.reported.includes('cost.reported'));
@@ -319,8 +319,8 @@ describe('pod signer network section', () => {
   });
 
   /** One metered call ($1.50) of a run held to max_usd $2, after a CONNECT tunnel when `tunnel`; then the signer, the
-   * run container reporting $5. */
-  async function signReportedOver(run: string, tunnel: boolean) {
+   * run container reporting $5, asking the gate's records at `evidence` (the gate's own port unless given). */
+  async function signReportedOver(run: string, tunnel: boolean, evidence = gate.port ?? 0) {
     const credential = mintJobCredential(SECRET, { job: 'j-r', run, repo: 'acme/web', maxUsd: 2 },
       Date.now() + 3600_000);
     const at = { port: gate.port ?? 0 };
@@ -340,7 +340,7 @@ describe('pod signer network section', () => {
       run, source: 'k8s', workspace: ws, sealedDir: join(root, `ws-${run}-sealed`), pr: false, say: () => {},
       env: {
         PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: controlUrl,
-        SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${gate.port}/_job/${credential}/_egress`,
+        SVC_GATE_EVIDENCE_URL: `http://127.0.0.1:${evidence}/_job/${credential}/_egress`,
       },
     });
   }
@@ -361,7 +361,29 @@ describe('pod signer network section', () => {
     const state = await signReportedOver('r-reported-whole', false);
     assert.notEqual(state.status, 'stopped', state.error ?? '');
     assert.equal(state.metered?.cost_usd, 1.5);
-    assert.equal(state.metered?.tunnels, undefined);
+    assert.equal(state.metered?.tunnels, 0);
+  });
+
+  // The signer and `svc gate serve` roll out apart: a gate from before tunnels were counted answers no `tunnels`, so
+  // it may have let one through unseen, and the larger report holds the budget.
+  it('stops a pod on the larger report when the gate\'s figures do not count tunnels (an older gate)', async () => {
+    const older = createServer((req, res) => {
+      void gateRequest({ port: gate.port ?? 0 }, req.url ?? '/').then((answer) => {
+        const body = JSON.parse(answer.body) as { metered?: Record<string, unknown> };
+        delete body.metered?.tunnels;
+        res.writeHead(answer.status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(body));
+      });
+    });
+    await new Promise<void>((resolve) => older.listen(0, '127.0.0.1', resolve));
+    try {
+      const state = await signReportedOver('r-reported-older', false, (older.address() as AddressInfo).port);
+      assert.equal(state.status, 'stopped');
+      assert.equal(state.error, 'Stopped at the max_usd budget: spent $5.00 of $2.00, as the run container reported');
+      assert.deepEqual([state.metered?.cost_usd, state.metered?.tunnels], [1.5, undefined]);
+    } finally {
+      older.close();
+    }
   });
 
   it('a pod cannot raise its budget: a credential with its budget changed or taken out is refused, nothing spent',
@@ -529,7 +551,7 @@ describe('pod signer network section', () => {
       assert.equal(state.verdict, null, 'no receipt is signed');
       assert.deepEqual([state.cost_usd, state.tokens_in, state.tokens_out], [1.5, 0, 100_000], job);
       assert.deepEqual(state.metered, { cost_usd: 1.5, tokens_in: 0, tokens_out: 100_000, calls: 1, unpriced: 0,
-        unknown: 0 });
+        unknown: 0, tunnels: 0 });
       assert.deepEqual(state.reported, reported);
       const dir = join(home, 'work', '.svc', 'runs', run);
       assert.equal(JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')).cost_usd, 1.5, 'as it is shipped');

@@ -92,7 +92,7 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
       assert.equal(done.budget_usd, 1);
       near(done.cost_usd, 0.4);
       assert.deepEqual({ ...done.metered, cost_usd: 0 },
-        { cost_usd: 0, tokens_in: 0, tokens_out: 4000, calls: 4, unpriced: 0, unknown: 0 });
+        { cost_usd: 0, tokens_in: 0, tokens_out: 4000, calls: 4, unpriced: 0, unknown: 0, tunnels: 0 });
       assert.deepEqual(done.reported, { cost_usd: 0, tokens_in: 0, tokens_out: 0 });
       const statuses = readFileSync(join(done.workdir, 'calls.txt'), 'utf8').trim().split('\n');
       assert.equal(statuses.filter((s) => s === '200').length, 4);
@@ -181,7 +181,7 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
     // Each cut call: 1,000 output tokens at most ($0.10), as the whole one said it used.
     near(done.metered.cost_usd, 0.3);
     assert.deepEqual({ ...done.metered, cost_usd: 0 },
-      { cost_usd: 0, tokens_in: 0, tokens_out: 3000, calls: 3, unpriced: 0, unknown: 2 });
+      { cost_usd: 0, tokens_in: 0, tokens_out: 3000, calls: 3, unpriced: 0, unknown: 2, tunnels: 0 });
     assert.deepEqual(readFileSync(join(done.workdir, 'calls.txt'), 'utf8').trim().split('\n'), ['200', '200', '200']);
   });
 });
