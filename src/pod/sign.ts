@@ -273,6 +273,10 @@ const MAX_DEPTH = 8;
 const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md'];
 /** Artifacts only the signer establishes: the agent's are never copied (the signer writes its own, or none). */
 const SIGNER_ARTIFACTS = new Set(['receipt.json', 'diff.patch', 'diffstat.json']);
+/** The run's diff until the signer establishes one from the commits it checked. */
+const NO_DIFF: DiffResult = {
+  files: [], insertions: 0, deletions: 0, patch: '', patch_sha256: createHash('sha256').update('').digest('hex'),
+};
 
 /**
  * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
@@ -357,6 +361,10 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // to honour, whatever the copied state.json (the agent's to write) says of the run's status.
   const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control, deletionStops: true });
   try {
+    // Replaced on the Control Plane whatever ends the run: the diff.patch and diffstat.json the run container shipped
+    // under its handed key are the agent's, and review risk and get_run_diff read them as the run's. signReceipt
+    // writes the diff of the commits it checked over this; a stop, a refusal or unverified commits leave it empty.
+    saveDiff(ctx, NO_DIFF);
     // A stop asked before: taken by the run container's worker (a run stopped before its checks leaves no evidence,
     // src/engine/worker.ts), or by a move whose answer was lost; the Control Plane says so (ingest's stop_asked).
     if (moved.stopAsked) ctx.requestStop('a stop request through the Control Plane');

@@ -96,7 +96,7 @@ function submoduleWorkspace(name: string): { ws: string; base: string; head: str
 
 /** What a pod leaves the signer: the run folder in the workspace (state and evidence) and the seal of the base. */
 async function signPod(
-  name: string, w: { ws: string; base: string; head: string }, more: { state?: object; env?: object } = {},
+  name: string, w: { ws: string; base: string; head: string }, more: { state?: object; env?: object; evidence?: false } = {},
 ): Promise<Receipt | null> {
   const run = 'r1';
   const dir = join(w.ws, '.svc', 'runs', run);
@@ -107,7 +107,9 @@ async function signPod(
   writeFileSync(join(dir, 'state.json'), JSON.stringify(state));
   const check = { name: 'test', argv: ['true'], required: true, exit_code: 0, duration_ms: 1, output_sha256: '' };
   const evidence = { type: 'svc.run_evidence', version: 1, run, outcome: 'finished', error: null, exit_code: 0 };
-  writeFileSync(join(dir, 'artifacts', 'evidence.json'), JSON.stringify({ ...evidence, checks: [check] }));
+  if (more.evidence !== false) {
+    writeFileSync(join(dir, 'artifacts', 'evidence.json'), JSON.stringify({ ...evidence, checks: [check] }));
+  }
   const sealedDir = join(root, `${name}-sealed`);
   mkdirSync(sealedDir);
   const seal = { base_sha: w.base, origin_url: null, origin_problem: 'none', base_branch: 'main', sealed_at: 'x' };
@@ -160,6 +162,22 @@ describe('the signer signs what is pushed', () => {
     const shipFile = join(signed, 'ship.json');
     const shipped = existsSync(shipFile) ? JSON.parse(readFileSync(shipFile, 'utf8')) : {};
     assert.notEqual(shipped.events_offset, 1e9, 'the agent\'s offsets are not the signer\'s');
+  });
+
+  it('ships an empty diff over the run container\'s when it ends without signing the commits', async () => {
+    for (const [name, end] of [['unverified-diff', 'commits'], ['no-evidence-diff', 'evidence']]) {
+      const w = workspace(name!);
+      const dir = join(w.ws, '.svc', 'runs', 'r1');
+      mkdirSync(join(dir, 'artifacts'), { recursive: true });
+      writeFileSync(join(dir, 'artifacts', 'diffstat.json'), JSON.stringify({ files: [{ path: 'docs/typo.md' }] }));
+      writeFileSync(join(dir, 'artifacts', 'diff.patch'), 'fake patch\n');
+      const more = end === 'commits' ? { state: { head_sha: 'f'.repeat(40) } } : { evidence: false as const };
+      const receipt = await signPod(name!, w, more);
+      assert.equal(receipt?.verdict ?? 'none', end === 'commits' ? 'not_verified' : 'none');
+      const signed = join(root, `${name}-signer-home`, 'work', '.svc', 'runs', 'r1', 'artifacts');
+      assert.deepEqual(JSON.parse(readFileSync(join(signed, 'diffstat.json'), 'utf8')).files, [], name);
+      assert.equal(readFileSync(join(signed, 'diff.patch'), 'utf8'), '', name);
+    }
   });
 
   it('refuses a run folder whose state.json names another run, and signs nothing', async () => {
