@@ -328,6 +328,10 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   const seal = readSeal(opts.sealedDir);
   const moved = await storeRun(opts.env, opts.run, seal, { sealed: key });
   if (moved.unstored) opts.say(`svc pod sign: the run is not moved onto the sealed key yet (${moved.unstored})\n`);
+  // A seq so high (the handed key's to ship) that the signer's events after it would not be safe integers.
+  if (!Number.isSafeInteger(moved.lastSeq + 2 ** 32)) {
+    throw new RefusedError(`The run container stored event seq ${moved.lastSeq}: the signer's events have no room`);
+  }
   copyRunFolder(runDir(opts.workspace, opts.run), dir);
   // The Control Plane moves the run onto this key from the one handed to the run container (ingest-apply.ts).
   makeRunKey(dir, key);
@@ -359,7 +363,11 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   });
   // A stop the first batch took (asked after the run container's last batch), or the run's deletion, is this signer's
   // to honour, whatever the copied state.json (the agent's to write) says of the run's status.
-  const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control, deletionStops: true });
+  // Its events go after every seq the Control Plane stored: the run container's (the agent's to ship, past what its
+  // events.jsonl holds, or in one over the copy's cap) would take the seqs of the signer's, stored first, kept.
+  const ctx = openRunContext(dir, opts.env, {
+    ship: true, say: opts.say, control: moved.control, deletionStops: true, seqAfter: moved.lastSeq,
+  });
   try {
     // Replaced on the Control Plane whatever ends the run: the diff.patch and diffstat.json the run container shipped
     // under its handed key are the agent's, and review risk and get_run_diff read them as the run's. signReceipt

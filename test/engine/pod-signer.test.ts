@@ -55,11 +55,13 @@ function objectPath(ws: string, sha: string): string {
   return join(ws, '.git', 'objects', sha.slice(0, 2), sha.slice(2));
 }
 
-// A Control Plane that takes every batch and sends nothing back: the signer does not go on without its move's answer.
+// A Control Plane that takes every batch and sends nothing back (but `storedSeq`, the highest event seq it says it
+// stored): the signer does not go on without its move's answer.
+let storedSeq = 0;
 const control = createHttpServer((req, res) => {
   req.resume();
   res.writeHead(200, { 'content-type': 'application/json' });
-  res.end('{}');
+  res.end(storedSeq ? JSON.stringify({ last_seq: [{ run: 'r1', seq: storedSeq }] }) : '{}');
 });
 let controlUrl = '';
 before(async () => {
@@ -177,6 +179,31 @@ describe('the signer signs what is pushed', () => {
       const signed = join(root, `${name}-signer-home`, 'work', '.svc', 'runs', 'r1', 'artifacts');
       assert.deepEqual(JSON.parse(readFileSync(join(signed, 'diffstat.json'), 'utf8')).files, [], name);
       assert.equal(readFileSync(join(signed, 'diff.patch'), 'utf8'), '', name);
+    }
+  });
+
+  // The run container (the agent) may ship seqs its events.jsonl does not hold, or one over the copy's cap: the
+  // signer's events stored at those seqs would be dropped as duplicates.
+  it('numbers its events after the highest seq the Control Plane stored for the run', async () => {
+    const w = workspace('stored-seq');
+    const dir = join(w.ws, '.svc', 'runs', 'r1');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'events.jsonl'), `${JSON.stringify({ seq: 3, ts: 'x', kind: 'note', data: {} })}\n`);
+    storedSeq = 5000;
+    try {
+      assert.equal((await signPod('stored-seq', w))?.verdict, 'verified');
+    } finally {
+      storedSeq = 0;
+    }
+    const log = join(root, 'stored-seq-signer-home', 'work', '.svc', 'runs', 'r1', 'events.jsonl');
+    const events = readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { seq: number });
+    assert.deepEqual(events.slice(1).filter((e) => e.seq <= 5000), []);
+    assert.equal(events[1]?.seq, 5001);
+    storedSeq = Number.MAX_SAFE_INTEGER - 10;
+    try {
+      await assert.rejects(signPod('unsafe-seq', workspace('unsafe-seq')), { name: 'RefusedError' });
+    } finally {
+      storedSeq = 0;
     }
   });
 
