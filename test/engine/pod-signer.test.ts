@@ -56,12 +56,14 @@ function objectPath(ws: string, sha: string): string {
 }
 
 // A Control Plane that takes every batch and sends nothing back (but `storedSeq`, the highest event seq it says it
-// stored): the signer does not go on without its move's answer.
+// stored, and a stop asked when `stopAsked`): the signer does not go on without its move's answer.
 let storedSeq = 0;
+let stopAsked = false;
 const control = createHttpServer((req, res) => {
   req.resume();
   res.writeHead(200, { 'content-type': 'application/json' });
-  res.end(storedSeq ? JSON.stringify({ last_seq: [{ run: 'r1', seq: storedSeq }] }) : '{}');
+  const stop = stopAsked ? { stop_asked: ['r1'] } : {};
+  res.end(JSON.stringify(storedSeq ? { ...stop, last_seq: [{ run: 'r1', seq: storedSeq }] } : stop));
 });
 let controlUrl = '';
 before(async () => {
@@ -167,18 +169,22 @@ describe('the signer signs what is pushed', () => {
   });
 
   it('ships an empty diff over the run container\'s when it ends without signing the commits', async () => {
-    for (const [name, end] of [['unverified-diff', 'commits'], ['no-evidence-diff', 'evidence']]) {
+    const ends = [['unverified-diff', 'commits', 'failed'], ['no-evidence-diff', 'evidence', 'failed'],
+      ['stop-diff', 'stop', 'stopped']];
+    for (const [name, end, status] of ends) {
       const w = workspace(name!);
       const dir = join(w.ws, '.svc', 'runs', 'r1');
       mkdirSync(join(dir, 'artifacts'), { recursive: true });
       writeFileSync(join(dir, 'artifacts', 'diffstat.json'), JSON.stringify({ files: [{ path: 'docs/typo.md' }] }));
       writeFileSync(join(dir, 'artifacts', 'diff.patch'), 'fake patch\n');
       const more = end === 'commits' ? { state: { head_sha: 'f'.repeat(40) } } : { evidence: false as const };
-      const receipt = await signPod(name!, w, more);
+      stopAsked = end === 'stop';
+      const receipt = await signPod(name!, w, end === 'stop' ? {} : more).finally(() => (stopAsked = false));
       assert.equal(receipt?.verdict ?? 'none', end === 'commits' ? 'not_verified' : 'none');
       const signed = join(root, `${name}-signer-home`, 'work', '.svc', 'runs', 'r1', 'artifacts');
       assert.deepEqual(JSON.parse(readFileSync(join(signed, 'diffstat.json'), 'utf8')).files, [], name);
       assert.equal(readFileSync(join(signed, 'diff.patch'), 'utf8'), '', name);
+      assert.equal(JSON.parse(readFileSync(join(signed, '..', 'state.json'), 'utf8')).status, status, name);
     }
   });
 
