@@ -103,6 +103,8 @@ export interface IngestResult {
   unbound?: string[];
   /** The runs the batch wrote with the key they moved onto (a pod's signer) that a stop was asked for; else absent. */
   stop_asked?: string[];
+  /** For those runs, the highest event seq stored (the signer's events go after it); else absent. */
+  last_seq?: Array<{ run: string; seq: number }>;
   /** The runs of the batch the operator deleted (DELETE /v1/runs/…): dropped, not stored; else absent. */
   deleted?: string[];
   /** How many repositories the source now serves, when the batch carried served_repos. */

@@ -154,6 +154,9 @@ export function storeBatch(
     // this says to the signer that a stop was asked, and was not the agent's claim.
     const stopAsked = ownKey.filter((run) => stores.controlRequests.latest(source, run, 'stop') !== undefined);
     if (stopAsked.length > 0) result.stop_asked = stopAsked;
+    // And the highest seq stored for each: its events go after it, or those the handed key stored first (a seq the
+    // agent shipped past its events.jsonl, or one the signer could not copy) would keep the signer's out.
+    if (ownKey.length > 0) result.last_seq = ownKey.map((run) => ({ run, seq: stores.events.maxSeq(source, run) }));
   }
   return { result, inserted, started };
 }

@@ -210,6 +210,9 @@ export const schemas = {
     stop_asked: array(str, {
       description: 'runs the batch wrote with the key they moved onto (a pod\'s signer) that a stop was ever asked for',
     }),
+    last_seq: array(obj(['run', 'seq'], { run: str, seq: int }), {
+      description: 'for the runs the batch wrote with the key they moved onto, the highest event seq stored',
+    }),
   }),
   RepoList: LIST(obj(['name', 'served_by'], {
     name: { type: 'string', description: 'owner/name, or a folder name for a path (never the path)' },

@@ -24,6 +24,7 @@ export function createEventsStore(db: Db) {
       'ON CONFLICT (source, run, seq) DO NOTHING',
   );
   const minSeq = db.prepare('SELECT min(seq) AS m FROM events WHERE source = ? AND run = ?');
+  const maxSeq = db.prepare('SELECT coalesce(max(seq), 0) AS m FROM events WHERE source = ? AND run = ?');
   const listRun = db.prepare(`SELECT * FROM events WHERE source = ? AND run = ? AND id > ? ORDER BY id ${LIMIT_PARAM}`);
   const listAny = db.prepare(`SELECT * FROM events WHERE id > ? ORDER BY id ${LIMIT_PARAM}`);
   const listSource = db.prepare(`SELECT * FROM events WHERE id > ? AND source = ? ORDER BY id ${LIMIT_PARAM}`);
@@ -73,6 +74,8 @@ export function createEventsStore(db: Db) {
       return listAny.all(after, limit) as unknown as EventRow[];
     },
     maxId: () => Number((maxStmt.get() as { m: number }).m),
+    /** The highest seq a runner sent for the run (0: none). */
+    maxSeq: (source: string, run: string) => Number((maxSeq.get(source, run) as { m: number }).m),
     latest: (source: string, run: string, kind: string) => latestStmt.get(source, run, kind) as EventRow | undefined,
   };
 }

@@ -31,7 +31,11 @@ export type RunContext = ReturnType<typeof openRunContext>;
  */
 export function openRunContext(
   dir: string, env: NodeJS.ProcessEnv,
-  opts: { ship?: boolean; say?: (t: string) => void; control?: readonly ControlItem[]; deletionStops?: boolean },
+  opts: {
+    ship?: boolean; say?: (t: string) => void; control?: readonly ControlItem[]; deletionStops?: boolean;
+    /** Event seqs go after this one too (a pod's signer: what the Control Plane stored before it). */
+    seqAfter?: number;
+  },
 ) {
   const state = readState(dir);
   let stoppedBy: string | null = null;
@@ -74,7 +78,7 @@ export function openRunContext(
     ? createShipLoop(createShipper(dir, env, onControl, onSkip), dir, (text) => ctx.say(text))
     : null;
   const markDirty = () => shipping?.changed();
-  const log = openEventLog(dir, markDirty);
+  const log = openEventLog(dir, markDirty, opts.seqAfter);
 
   const ctx = {
     dir,

@@ -115,14 +115,15 @@ export function toRunJson(state: RunState): RunJson {
   return out as unknown as RunJson;
 }
 
-/** events.jsonl: one event per line with a per-run seq continued from the last line on disk (DESIGN §3). The run
- * folder is held open until close(): read and appended to inside it, never through a link there or on the way. */
+/** events.jsonl: one event per line with a per-run seq continued from the last line on disk, or from `seqAfter` when
+ * higher (DESIGN §3). The run folder is held open until close(): read and appended to inside it, never through a link
+ * there or on the way. */
 export function openEventLog(
-  dir: string, onAppend?: () => void,
+  dir: string, onAppend?: () => void, seqAfter = 0,
 ): { append(kind: string, data?: Record<string, unknown>): void; close(): void } {
   const opened = openRunFolder(dir);
   let folder = 'failed' in opened ? null : opened;
-  let seq = 0;
+  let seq = seqAfter;
   // A last line without its newline (a writer killed mid-line, a disk that filled): the next line starts on a line of
   // its own, or it would be glued to the fragment and lost with it.
   let torn = false;

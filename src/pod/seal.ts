@@ -44,7 +44,7 @@ function makeRunKeys(sealedDir: string, handoff: string): void {
   writeFileSync(handoff, JSON.stringify({ secrets: { SVC_RUN_KEY: handed } }), { mode: 0o600, flag: 'wx' });
 }
 
-type Stored = { unstored: string | null; control: ControlItem[]; stopAsked: boolean };
+type Stored = { unstored: string | null; control: ControlItem[]; stopAsked: boolean; lastSeq: number };
 
 /**
  * Stores the run as the seal step saw it (queued, at the seal's time, so it replaces nothing a later batch stored
@@ -56,7 +56,8 @@ type Stored = { unstored: string | null; control: ControlItem[]; stopAsked: bool
  * Control Plane did not answer (network, 5xx; storeRun tries again), or null; and `control`: the stop and answer
  * requests the batch took (the Control Plane marks them delivered, so the caller must act on them: none comes again),
  * and the run's deletion; `stopAsked`: whether a stop was ever asked for the run (ingest's `stop_asked`, sent to the
- * batch that moves it or writes it with the key it moved onto), taken by this batch or by the run container's worker.
+ * batch that moves it or writes it with the key it moved onto), taken by this batch or by the run container's worker;
+ * `lastSeq`: the highest event seq the Control Plane stored for it (ingest's `last_seq`, to the same batches), or 0.
  */
 async function storeSealedRun(
   env: NodeJS.ProcessEnv, run: string, seal: Seal, key: string, needBound: boolean,
@@ -71,7 +72,7 @@ async function storeSealedRun(
     if (err instanceof ControlApiError && err.status >= 400 && err.status < 500) {
       throw new FailedError(`The Control Plane refused run ${source}/${run}: ${errorMessage(err)}`);
     }
-    return { unstored: errorMessage(err), control: [], stopAsked: false };
+    return { unstored: errorMessage(err), control: [], stopAsked: false, lastSeq: 0 };
   }
   if (needBound && result.unbound?.includes(run)) {
     throw new FailedError(`Run ${source}/${run} was stored without a key before the seal step: any sender of the ` +
@@ -79,7 +80,8 @@ async function storeSealedRun(
   }
   const deleted = result.deleted?.includes(run) ? [deletedRun(run)] : [];
   const stopAsked = result.stop_asked?.includes(run) === true;
-  return { unstored: null, control: [...(result.control ?? []), ...deleted], stopAsked };
+  const lastSeq = result.last_seq?.find((r) => r.run === run)?.seq ?? 0;
+  return { unstored: null, control: [...(result.control ?? []), ...deleted], stopAsked, lastSeq };
 }
 
 /** The pauses between the tries to store a run: about 4 s in all before the pod fails. */

@@ -273,6 +273,10 @@ const MAX_DEPTH = 8;
 const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md'];
 /** Artifacts only the signer establishes: the agent's are never copied (the signer writes its own, or none). */
 const SIGNER_ARTIFACTS = new Set(['receipt.json', 'diff.patch', 'diffstat.json']);
+/** The run's diff until the signer establishes one from the commits it checked. */
+const NO_DIFF: DiffResult = {
+  files: [], insertions: 0, deletions: 0, patch: '', patch_sha256: createHash('sha256').update('').digest('hex'),
+};
 
 /**
  * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
@@ -324,6 +328,10 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   const seal = readSeal(opts.sealedDir);
   const moved = await storeRun(opts.env, opts.run, seal, { sealed: key });
   if (moved.unstored) opts.say(`svc pod sign: the run is not moved onto the sealed key yet (${moved.unstored})\n`);
+  // A seq so high (the handed key's to ship) that the signer's events after it would not be safe integers.
+  if (!Number.isSafeInteger(moved.lastSeq + 2 ** 32)) {
+    throw new RefusedError(`The run container stored event seq ${moved.lastSeq}: the signer's events have no room`);
+  }
   copyRunFolder(runDir(opts.workspace, opts.run), dir);
   // The Control Plane moves the run onto this key from the one handed to the run container (ingest-apply.ts).
   makeRunKey(dir, key);
@@ -355,8 +363,16 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   });
   // A stop the first batch took (asked after the run container's last batch), or the run's deletion, is this signer's
   // to honour, whatever the copied state.json (the agent's to write) says of the run's status.
-  const ctx = openRunContext(dir, opts.env, { ship: true, say: opts.say, control: moved.control, deletionStops: true });
+  // Its events go after every seq the Control Plane stored: the run container's (the agent's to ship, past what its
+  // events.jsonl holds, or in one over the copy's cap) would take the seqs of the signer's, stored first, kept.
+  const ctx = openRunContext(dir, opts.env, {
+    ship: true, say: opts.say, control: moved.control, deletionStops: true, seqAfter: moved.lastSeq,
+  });
   try {
+    // Replaced on the Control Plane whatever ends the run: the diff.patch and diffstat.json the run container shipped
+    // under its handed key are the agent's, and review risk and get_run_diff read them as the run's. signReceipt
+    // writes the diff of the commits it checked over this; a stop, a refusal or unverified commits leave it empty.
+    saveDiff(ctx, NO_DIFF);
     // A stop asked before: taken by the run container's worker (a run stopped before its checks leaves no evidence,
     // src/engine/worker.ts), or by a move whose answer was lost; the Control Plane says so (ingest's stop_asked).
     if (moved.stopAsked) ctx.requestStop('a stop request through the Control Plane');

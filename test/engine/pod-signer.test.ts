@@ -55,11 +55,15 @@ function objectPath(ws: string, sha: string): string {
   return join(ws, '.git', 'objects', sha.slice(0, 2), sha.slice(2));
 }
 
-// A Control Plane that takes every batch and sends nothing back: the signer does not go on without its move's answer.
+// A Control Plane that takes every batch and sends nothing back (but `storedSeq`, the highest event seq it says it
+// stored, and a stop asked when `stopAsked`): the signer does not go on without its move's answer.
+let storedSeq = 0;
+let stopAsked = false;
 const control = createHttpServer((req, res) => {
   req.resume();
   res.writeHead(200, { 'content-type': 'application/json' });
-  res.end('{}');
+  const stop = stopAsked ? { stop_asked: ['r1'] } : {};
+  res.end(JSON.stringify(storedSeq ? { ...stop, last_seq: [{ run: 'r1', seq: storedSeq }] } : stop));
 });
 let controlUrl = '';
 before(async () => {
@@ -96,7 +100,7 @@ function submoduleWorkspace(name: string): { ws: string; base: string; head: str
 
 /** What a pod leaves the signer: the run folder in the workspace (state and evidence) and the seal of the base. */
 async function signPod(
-  name: string, w: { ws: string; base: string; head: string }, more: { state?: object; env?: object } = {},
+  name: string, w: { ws: string; base: string; head: string }, more: { state?: object; env?: object; evidence?: false } = {},
 ): Promise<Receipt | null> {
   const run = 'r1';
   const dir = join(w.ws, '.svc', 'runs', run);
@@ -107,7 +111,9 @@ async function signPod(
   writeFileSync(join(dir, 'state.json'), JSON.stringify(state));
   const check = { name: 'test', argv: ['true'], required: true, exit_code: 0, duration_ms: 1, output_sha256: '' };
   const evidence = { type: 'svc.run_evidence', version: 1, run, outcome: 'finished', error: null, exit_code: 0 };
-  writeFileSync(join(dir, 'artifacts', 'evidence.json'), JSON.stringify({ ...evidence, checks: [check] }));
+  if (more.evidence !== false) {
+    writeFileSync(join(dir, 'artifacts', 'evidence.json'), JSON.stringify({ ...evidence, checks: [check] }));
+  }
   const sealedDir = join(root, `${name}-sealed`);
   mkdirSync(sealedDir);
   const seal = { base_sha: w.base, origin_url: null, origin_problem: 'none', base_branch: 'main', sealed_at: 'x' };
@@ -160,6 +166,51 @@ describe('the signer signs what is pushed', () => {
     const shipFile = join(signed, 'ship.json');
     const shipped = existsSync(shipFile) ? JSON.parse(readFileSync(shipFile, 'utf8')) : {};
     assert.notEqual(shipped.events_offset, 1e9, 'the agent\'s offsets are not the signer\'s');
+  });
+
+  it('ships an empty diff over the run container\'s when it ends without signing the commits', async () => {
+    const ends = [['unverified-diff', 'commits', 'failed'], ['no-evidence-diff', 'evidence', 'failed'],
+      ['stop-diff', 'stop', 'stopped']];
+    for (const [name, end, status] of ends) {
+      const w = workspace(name!);
+      const dir = join(w.ws, '.svc', 'runs', 'r1');
+      mkdirSync(join(dir, 'artifacts'), { recursive: true });
+      writeFileSync(join(dir, 'artifacts', 'diffstat.json'), JSON.stringify({ files: [{ path: 'docs/typo.md' }] }));
+      writeFileSync(join(dir, 'artifacts', 'diff.patch'), 'fake patch\n');
+      const more = end === 'commits' ? { state: { head_sha: 'f'.repeat(40) } } : { evidence: false as const };
+      stopAsked = end === 'stop';
+      const receipt = await signPod(name!, w, end === 'stop' ? {} : more).finally(() => (stopAsked = false));
+      assert.equal(receipt?.verdict ?? 'none', end === 'commits' ? 'not_verified' : 'none');
+      const signed = join(root, `${name}-signer-home`, 'work', '.svc', 'runs', 'r1', 'artifacts');
+      assert.deepEqual(JSON.parse(readFileSync(join(signed, 'diffstat.json'), 'utf8')).files, [], name);
+      assert.equal(readFileSync(join(signed, 'diff.patch'), 'utf8'), '', name);
+      assert.equal(JSON.parse(readFileSync(join(signed, '..', 'state.json'), 'utf8')).status, status, name);
+    }
+  });
+
+  // The run container (the agent) may ship seqs its events.jsonl does not hold, or one over the copy's cap: the
+  // signer's events stored at those seqs would be dropped as duplicates.
+  it('numbers its events after the highest seq the Control Plane stored for the run', async () => {
+    const w = workspace('stored-seq');
+    const dir = join(w.ws, '.svc', 'runs', 'r1');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'events.jsonl'), `${JSON.stringify({ seq: 3, ts: 'x', kind: 'note', data: {} })}\n`);
+    storedSeq = 5000;
+    try {
+      assert.equal((await signPod('stored-seq', w))?.verdict, 'verified');
+    } finally {
+      storedSeq = 0;
+    }
+    const log = join(root, 'stored-seq-signer-home', 'work', '.svc', 'runs', 'r1', 'events.jsonl');
+    const events = readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { seq: number });
+    assert.deepEqual(events.slice(1).filter((e) => e.seq <= 5000), []);
+    assert.equal(events[1]?.seq, 5001);
+    storedSeq = Number.MAX_SAFE_INTEGER - 10;
+    try {
+      await assert.rejects(signPod('unsafe-seq', workspace('unsafe-seq')), { name: 'RefusedError' });
+    } finally {
+      storedSeq = 0;
+    }
   });
 
   it('refuses a run folder whose state.json names another run, and signs nothing', async () => {

@@ -278,8 +278,8 @@ describe('svc gate serve restarted with SVC_GATE_STATE_DIR', () => {
       for (let i = 0; i < 2; i++) count({ ...arrivingRecord('model', budgeted), metered: call });
       assert.equal(meter.refusal(budgeted), 'the run\'s budget of $0.05 is reached (metered $0.06): the run stops ' +
         'here (a pod\'s budget is not raised)');
-      assert.equal(meter.refusal(other), 'the daily budget of $0.05 for acme/full is reached: model calls are refused ' +
-        'until the operator raises it');
+      assert.equal(meter.refusal(other),
+        'the daily budget of $0.05 for acme/full is reached: model calls are refused until the operator raises it');
       assert.equal(lines.length, 4, lines.join(''));
       const logged = /cannot write the (runs' spending|day's spending) to SVC_GATE_STATE_DIR/;
       assert.ok(lines.every((line) => logged.test(line)), lines.join(''));

@@ -95,7 +95,8 @@ describe('a database another process keeps locked', () => {
   // Each action's writes are one transaction: a write the disk refuses part way takes the earlier ones back with it,
   // so the same request asked again does what it says (before, a stop left the run `stopping` with no request for its
   // runner, which a second stop never made; a delete left no record, so the runner's next batch brought the run back).
-  it('takes a stop of another source\'s run back whole when its request cannot be written, and the next stop queues it', async () => {
+  it('takes a stop of another source\'s run back whole when its request cannot be written, and the next stop queues it',
+    async () => {
     seedRuns(cp.deps, 1, { run: 'r-far-stop', status: 'running' }, 'far');
     const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
     const requests = cp.deps.stores.controlRequests;
@@ -112,7 +113,8 @@ describe('a database another process keeps locked', () => {
     assert.ok(refused.status >= 500, `${refused.status}`);
     assert.equal(cp.deps.stores.runs.get('far', 'r-far-stop')!.status, 'running', 'nothing of the refused stop stays');
     assert.equal((await cp.request('POST', '/v1/runs/far/r-far-stop/stop', { body: {} })).status, 202);
-    assert.deepEqual(cp.deps.stores.controlRequests.pending('far').map((p) => [p.run, p.action]), [['r-far-stop', 'stop']]);
+    const pending = cp.deps.stores.controlRequests.pending('far');
+    assert.deepEqual(pending.map((p) => [p.run, p.action]), [['r-far-stop', 'stop']]);
   });
 
   it('takes a delete back whole when its record cannot be written: the run is still there to delete', async () => {

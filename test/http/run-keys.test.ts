@@ -206,6 +206,8 @@ describe('run keys on POST /v1/ingest', () => {
     const moved = await ingest({ source: 'k8s', runs: [runOf('rclaim', { status: 'queued', updated_at: ago(0) }, KEY)] });
     assert.equal(moved.status, 200, moved.text);
     assert.equal(row('rclaim')?.status, 'queued');
+    // The highest seq the handed key stored: the signer's events go after it, or they would be dropped as duplicates.
+    assert.deepEqual(moved.json.last_seq, [{ run: 'rclaim', seq: 1 }]);
   });
 
   // A stop the operator asked stays: the signer takes it (stop_asked); should the signer die first, the run is not

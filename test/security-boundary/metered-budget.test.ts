@@ -72,6 +72,9 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
   const svc = (args: string[], extra: NodeJS.ProcessEnv = {}) =>
     runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env: { ...env, ...extra } });
   const state = (run: string) => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+  /** The run's state once it ended, else null. */
+  const finished = (run: string) =>
+    (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null);
   const near = (a: number, b: number) => assert.ok(Math.abs(a - b) < 1e-9, `${a} ≈ ${b}`);
 
   it('records the metered $0.40 beside a reported $0, pauses at the $0.25 budget and goes on once raised to $1',
@@ -86,7 +89,7 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
       assert.equal(blocked.cost_usd, blocked.metered.cost_usd, 'the run\'s cost is the metered one');
 
       assert.equal((await svc(['answer', `local/${run}`, 'raise to $1'])).code, 0);
-      const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
+      const done = await waitFor(() => finished(run),
         'the run to finish');
       assert.equal(done.status, 'succeeded', done.error);
       assert.equal(done.budget_usd, 1);
@@ -131,7 +134,7 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
       assert.match(blocked.question, /; the run has spent \$0\.10, metered by the gate\.\)/);
       assert.equal(model.calls() - before, 1, 'one call reached the model API before the cap');
       assert.equal((await svc(['answer', `local/${run}`, '$1'], { SVC_BUDGET_REPO_DAY_USD: '0.5' })).code, 0);
-      const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
+      const done = await waitFor(() => finished(run),
         'the run to finish');
       assert.equal(done.status, 'succeeded', done.error);
       assert.deepEqual(done.budget_caps, { repo_day: 1 });
@@ -142,14 +145,15 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
   it('stops at a daily cap the day\'s earlier runs filled, saying what this run spent, not theirs', async () => {
     writeFileSync(join(repo.repo, '.svc', 'policy.json'), JSON.stringify({ max_usd: 5 }));
     const cap = { SVC_BUDGET_REPO_DAY_USD: '0.5' };
-    const start = await svc(['start', '--brief', 'spend at a full cap', '--worktree', '--detach', '--provider', 'liar'], cap);
+    const argv = ['start', '--brief', 'spend at a full cap', '--worktree', '--detach', '--provider', 'liar'];
+    const start = await svc(argv, cap);
     assert.equal(start.code, 0, start.stderr);
     const { run } = JSON.parse(start.stdout);
     // The earlier runs spent $0.80 of the repository's day: this one's first call is refused.
     const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'the cap question');
     assert.match(blocked.question, /the run has spent \$0\.00, metered by the gate/);
     assert.equal((await svc(['answer', `local/${run}`, 'stop'], cap)).code, 0);
-    const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
+    const done = await waitFor(() => finished(run),
       'the run to stop');
     assert.equal(done.status, 'stopped', done.error);
     assert.equal(done.error, 'Stopped at the daily budget of $0.50 for acme/api: the run spent $0.00');
@@ -162,7 +166,7 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
     const { run } = JSON.parse(start.stdout);
     const blocked = await waitFor(() => (state(run).status === 'blocked' ? state(run) : null), 'the budget question');
     assert.match(blocked.question, /^Budget of \$0\.05 reached/);
-    const done = await waitFor(() => (['succeeded', 'failed', 'stopped'].includes(state(run).status) ? state(run) : null),
+    const done = await waitFor(() => finished(run),
       'the run\'s time to end');
     assert.equal(done.status, 'stopped');
     assert.match(done.error, /^the run's budget of \$0\.05 was reached and not raised within the run's time/);
