@@ -157,6 +157,8 @@ export function createLocalExecutor(opts: {
    * of such a run does; without it the run stayed `running` there, holding a slot, and its folder said so for ever.
    */
   async function recordEnd(run: RunRef, workdir: string, signal: AbortSignal): Promise<void> {
+    // Shutting down already: no listener would hear that, so the stop is left to the restart's re-attach.
+    if (signal.aborted) return;
     const deadline = AbortSignal.timeout(launchTimeoutMs);
     const handed = secretsIn(secrets, STOP_SECRETS);
     const stop = startSvc(['start', '--stop', run.run], workdir, handed, {}, AbortSignal.any([signal, deadline]));

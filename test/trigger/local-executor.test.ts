@@ -145,30 +145,15 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
   });
 
   it('ends failed a run whose worker died without saying so, instead of following it for ever', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
-    try {
-      const worker = spawn('sleep', ['300']);
-      const identity = identityOf(worker.pid!);
-      worker.kill('SIGKILL');
-      await once(worker, 'exit');
-      const run = join(dir, '.svc', 'runs', 'r1');
-      mkdirSync(run, { recursive: true });
-      const state = { run: 'r1', status: 'running', verdict: null, started_at: '2026-11-29T12:00:00.000Z', ...identity };
-      writeFileSync(join(run, 'state.json'), JSON.stringify(state));
-      const executor = createLocalExecutor({
-        cliPath: '/bin/true', env: {}, pollMs: 20, log: createLogger('test', () => {}),
-      });
-      // Bounded only for the failure: the follow ends at its first look.
-      const outcome = await executor.follow({ source: 'local', run: 'r1' }, AbortSignal.timeout(10_000), {
-        reattach: true, workdir: dir,
-      });
-      assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
-      assert.equal(outcome.status, 'failed');
-      assert.equal(outcome.error, 'the run\'s worker died');
-      assert.equal(outcome.started_at, '2026-11-29T12:00:00.000Z');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    // Its stop refuses: the job still ends, and the refusal is logged with what the stop said.
+    const { outcome, said } = await followDeadWorker('refuse');
+    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+    assert.deepEqual([outcome.status, outcome.error, outcome.ended_at], ['failed', 'the run\'s worker died', null]);
+    assert.equal(outcome.started_at, '2026-11-29T12:00:00.000Z');
+    const logged = said.map((line) => JSON.parse(line) as { level: string; run: string; error: string });
+    assert.deepEqual(logged.map(({ level, run, error }) => ({ level, run, error })), [{
+      level: 'error', run: 'local/r1', error: 'exited with 1: svc: Run r1 belongs to the project at /elsewhere',
+    }]);
   });
 
   it('ends a SIGKILLed worker\'s run in its folder and on the Control Plane, and what it left', async () => {
@@ -221,16 +206,6 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     const { outcome } = await followDeadWorker('stopped');
     assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
     assert.deepEqual([outcome.status, outcome.error], ['stopped', null]);
-  });
-
-  it('logs a dead worker\'s stop that refused, with what it said, and still ends the job failed', async () => {
-    const { outcome, said } = await followDeadWorker('refuse');
-    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
-    assert.deepEqual([outcome.status, outcome.error, outcome.ended_at], ['failed', 'the run\'s worker died', null]);
-    const logged = said.map((line) => JSON.parse(line) as { level: string; run: string; error: string });
-    assert.deepEqual(logged.map(({ level, run, error }) => ({ level, run, error })), [{
-      level: 'error', run: 'local/r1', error: 'exited with 1: svc: Run r1 belongs to the project at /elsewhere',
-    }]);
   });
 
   it('ends a dead worker\'s hung stop at its deadline, and at once on shutdown', { timeout: 30_000 }, async () => {
