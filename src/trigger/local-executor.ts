@@ -42,8 +42,7 @@ export function createLocalExecutor(opts: {
   execPath?: string;
   env: NodeJS.ProcessEnv;
   pollMs?: number;
-  /** A launcher (or a dead worker's `svc start --stop`) still running after this long is killed (SIGTERM, then
-   * SIGKILL). */
+  /** A launcher, or a dead worker's stop, still running after this long is killed (SIGTERM, then SIGKILL). */
   launchTimeoutMs?: number;
   log?: Logger;
 }): JobExecutor {
@@ -55,10 +54,7 @@ export function createLocalExecutor(opts: {
   const secrets = secretsIn(opts.env, LAUNCHER_SECRETS);
   const operatorEnv = operatorPassedEnv(opts.env);
 
-  /**
-   * `svc ARGS…`; with `end`, in its own process group, which `end` signals (SIGTERM, then SIGKILL after 5 s): it and
-   * what it started, and a Ctrl-C on the server's terminal misses it.
-   */
+  /** `svc ARGS…`; with `end`, in a process group of its own, signalled once `end` aborts (SIGTERM, SIGKILL 5 s on). */
   function startSvc(
     args: readonly string[], cwd: string, handed: Record<string, string>, extra: Record<string, string>,
     end?: AbortSignal,
