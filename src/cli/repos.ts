@@ -55,7 +55,8 @@ function ownerFor(file: string): { uid: number; gid: number } | null {
 function writeAtomically(file: string, text: string): void {
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   // The folder may be the service user's: the file is given to the owner of the file it replaces (or of its folder).
-  writeFileAtomic(file, text.endsWith('\n') || text === '' ? text : `${text}\n`, 0o600, ownerFor(file) ?? undefined);
+  const data = text.endsWith('\n') || text === '' ? text : `${text}\n`;
+  writeFileAtomic(file, data, 0o600, { owner: ownerFor(file) ?? undefined });
 }
 
 const LIVE = 'A trigger server serving this file uses it from its next delivery; no restart is needed.';

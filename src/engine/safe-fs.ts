@@ -55,13 +55,20 @@ function openNoFollow(path: string, flags: number, what: string, shown = path, m
   } catch (err) {
     const error = err as NodeJS.ErrnoException;
     if (error.code === 'ELOOP') throw new UnsafePathError(`Refusing to ${what} "${shown}": it is a symbolic link`);
-    // Opened as /proc/self/fd/<n>/<name> (pathIn): any other error names the path the user knows.
-    if (error.path === path && shown !== path) {
-      error.message = error.message.replace(path, shown);
-      error.path = shown;
-    }
-    throw error;
+    throw naming(error, path, shown);
   }
+}
+
+/** `error` about `path`, opened as /proc/self/fd/<n>/<name> (pathIn), naming the path the user knows (`shown`)
+ * instead: in its message, its `path` and a rename's `dest` (a temporary name beside it starts with it too). */
+function naming(error: NodeJS.ErrnoException & { dest?: string }, path: string, shown: string): Error {
+  if (shown === path) return error;
+  error.message = error.message.replaceAll(path, shown);
+  for (const key of ['path', 'dest'] as const) {
+    const at = error[key];
+    if (at?.startsWith(path)) error[key] = shown + at.slice(path.length);
+  }
+  return error;
 }
 
 function writeWith(path: string, flags: number, data: string | Buffer, shown = path, mode = 0o644): void {
@@ -87,7 +94,12 @@ export function replaceNoFollowIn(dir: PlainDir, name: string, data: string | Bu
   if (lstatSync(pathIn(dir, name), { throwIfNoEntry: false })?.isSymbolicLink()) {
     throw new UnsafePathError(`Refusing to write "${shown}": it is a symbolic link`);
   }
-  writeFileAtomic(pathIn(dir, name), data, mode);
+  try {
+    // `mode` less the umask, as writeNoFollowIn makes a new file.
+    writeFileAtomic(pathIn(dir, name), data, mode, { umask: true });
+  } catch (err) {
+    throw naming(err as NodeJS.ErrnoException, pathIn(dir, name), shown);
+  }
 }
 
 /** Writes `path`, never through a link at its last name: for a file in a folder no one else writes in. */

@@ -17,6 +17,7 @@ import { operatorPassedEnv } from '../engine/config.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { workerAlive } from '../engine/repo-name.ts';
 import { ORIGIN_REFUSAL_LINE, ORIGIN_REFUSALS, type OriginRefusal } from '../engine/answers.ts';
+import { createLogger, type Logger } from '../log.ts';
 
 const OUTPUT_CAP = 64 * 1024;
 /** For a freshly launched run to write its first state.json. */
@@ -24,6 +25,8 @@ const MISSING_GRACE_MS = 60_000;
 
 /** What a job's run uses itself (no webhook secret); not TRACKERA_API_KEY: a trackera run reads its staged snapshot. */
 const LAUNCHER_SECRETS = WORKER_SECRET_NAMES.filter((name) => name !== 'TRACKERA_API_KEY');
+/** What `svc start --stop` uses: it only ships the run's end (DESIGN §7a: no push or issue credential). */
+const STOP_SECRETS = ['SVC_CONTROL_TOKEN', 'OTEL_EXPORTER_OTLP_HEADERS'];
 
 /** ERRTRACK_AUTH_TOKEN only to a job whose run may fetch an issue with it (jobMayFetchIssue): not a chat's, whose
  * text may name any project's issue, nor an alert's or /jobs', whose brief is never an issue URL (DESIGN §7a). */
@@ -39,25 +42,36 @@ export function createLocalExecutor(opts: {
   execPath?: string;
   env: NodeJS.ProcessEnv;
   pollMs?: number;
-  /** A launcher still running after this long is killed (SIGTERM, then SIGKILL). */
+  /** A launcher, or a dead worker's stop, still running after this long is killed (SIGTERM, then SIGKILL). */
   launchTimeoutMs?: number;
+  log?: Logger;
 }): JobExecutor {
   const pollMs = opts.pollMs ?? 1000;
   const launchTimeoutMs = opts.launchTimeoutMs ?? LAUNCH_TIMEOUT_MS;
+  const log = opts.log ?? createLogger('trigger');
   // Read once: the run's secrets (sent down a pipe on the launcher's fd 3, never its environment) and the
   // operator's names passed to agents (operator.json "env"), which cross the launcher's allowlist.
   const secrets = secretsIn(opts.env, LAUNCHER_SECRETS);
   const operatorEnv = operatorPassedEnv(opts.env);
 
+  /** `svc ARGS…`; with `end`, in a process group of its own, signalled once `end` aborts (SIGTERM, SIGKILL 5 s on). */
   function startSvc(
     args: readonly string[], cwd: string, handed: Record<string, string>, extra: Record<string, string>,
-    detached = false,
+    end?: AbortSignal,
   ) {
     const output = { stdout: '', stderr: '' };
     const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...args], {
-      cwd, kind: 'launcher', base: opts.env, extra: { ...operatorEnv, ...extra }, detached,
+      cwd, kind: 'launcher', base: opts.env, extra: { ...operatorEnv, ...extra }, detached: end !== undefined,
       stdio: ['ignore', 'pipe', 'pipe'], secrets: handed,
     });
+    // Taken at spawn: `end` signals this group only while it is still this child's (pids are reused).
+    const group = child.pid === undefined ? null : identityOf(child.pid);
+    const kill = () => {
+      if (!group) return;
+      signalGroup(group, 'SIGTERM');
+      setTimeout(() => signalGroup(group, 'SIGKILL'), 5_000).unref();
+    };
+    end?.addEventListener('abort', kill, { once: true });
     for (const name of ['stdout', 'stderr'] as const) {
       child[name]?.setEncoding('utf8').on('data', (d: string) => {
         if (output[name].length < OUTPUT_CAP) output[name] += d;
@@ -66,40 +80,30 @@ export function createLocalExecutor(opts: {
     const done = new Promise<{ code: number | null; failed?: string }>((resolve) => {
       child.on('error', (err) => resolve({ code: null, failed: `could not start svc: ${err.message}` }));
       child.on('close', (code) => resolve({ code }));
-    });
-    return { child, output, done };
+    }).finally(() => end?.removeEventListener('abort', kill));
+    return { output, done };
   }
 
   async function launch(job: ExecJob): Promise<LaunchResult> {
-    let timedOut = false;
+    const deadline = AbortSignal.timeout(launchTimeoutMs);
     // SVC_JOB_ID: a trackera run finds its delivery's payload (engine/spec.ts). Its own process group: a timeout
     // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
     // A managed (clone=) job's checkout is its own already: a worktree in it would only check its tree out again.
     const args = job.repo?.clone ? job.args : isolatedArgs(job.args);
-    const { child, output, done } = startSvc(args, job.workdir, secretsFor(secrets, job), {
+    const { output, done } = startSvc(args, job.workdir, secretsFor(secrets, job), {
       SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
       // The run is named after the served entry, never after what the checkout's origin says.
       ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
       ...(job.traceparent ? { SVC_TRACEPARENT: job.traceparent } : {}),
-    }, true);
-    // Taken at spawn: the timeout signals this group only while it is still this launcher's (pids are reused).
-    const launcher = child.pid === undefined ? null : identityOf(child.pid);
-    const timer = setTimeout(() => {
-      timedOut = true;
-      if (!launcher) return;
-      signalGroup(launcher, 'SIGTERM');
-      setTimeout(() => signalGroup(launcher, 'SIGKILL'), 5_000).unref();
-    }, launchTimeoutMs);
-    timer.unref();
+    }, deadline);
     const { code, failed } = await done;
-    clearTimeout(timer);
     if (failed) return { exitCode: null, run: null, error: failed };
     // A run line is printed once the run's worker started (src/cli/start.ts): that run goes on whatever ends the
     // launcher after it (a kill while it sends earlier runs to the Control Plane), so the job follows it, never
     // failing beside a run that then works unwatched.
     const run = parseLaunchOutput(output.stdout);
     if (run) return { exitCode: code, run, error: null };
-    const error = timedOut ? `svc start did not finish within ${launchTimeoutMs} ms`
+    const error = deadline.aborted ? `svc start did not finish within ${launchTimeoutMs} ms`
       : code !== 0 ? `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`
       : 'svc start printed no {"source","run"} line';
     return { exitCode: code, run: null, error };
@@ -123,7 +127,9 @@ export function createLocalExecutor(opts: {
           if (f.reattach || Date.now() - started > MISSING_GRACE_MS) return null;
         } else if (state) {
           const outcome = outcomeFromState(state)
-            ?? await deadWorkerOutcome(path, state, () => recordEnd(run, f.workdir));
+            ?? await deadWorkerOutcome(path, state, () => recordEnd(run, f.workdir, signal));
+          // A shutdown during a dead worker's stop: the job is re-attached on restart, and its run stopped then.
+          if (signal.aborted) return 'aborted';
           if (outcome) return outcome;
           const question = questionOf(state);
           if (question !== asked) f.onQuestion?.(question);
@@ -146,8 +152,19 @@ export function createLocalExecutor(opts: {
    * ends what the run left (its provider's group, its sandbox) and sends it to the Control Plane, as a person's stop
    * of such a run does; without it the run stayed `running` there, holding a slot, and its folder said so for ever.
    */
-  async function recordEnd(run: RunRef, workdir: string): Promise<void> {
-    await startSvc(['start', '--stop', run.run], workdir, secretsFor(secrets, null), {}).done;
+  async function recordEnd(run: RunRef, workdir: string, signal: AbortSignal): Promise<void> {
+    // Shutting down already: no listener would hear that, so the stop is left to the restart's re-attach.
+    if (signal.aborted) return;
+    const deadline = AbortSignal.timeout(launchTimeoutMs);
+    const handed = secretsIn(secrets, STOP_SECRETS);
+    const stop = startSvc(['start', '--stop', run.run], workdir, handed, {}, AbortSignal.any([signal, deadline]));
+    const { code, failed } = await stop.done;
+    if (code === 0 || signal.aborted) return;
+    const error = failed ?? (deadline.aborted ? `did not finish within ${launchTimeoutMs} ms`
+      : `exited with ${code ?? 'a signal'}: ${lastLine(stop.output.stderr) || 'no output'}`);
+    log.error('svc start --stop of a run whose worker died failed: the run may still say it is running', {
+      run: `${run.source}/${run.run}`, error,
+    });
   }
 
   /** The command a person types, marked as an origin's; after `--` the text is never read as an option. */
@@ -178,7 +195,8 @@ function watchQuietly(dir: string, changed: (name: string | null) => void): FSWa
 
 /**
  * A run whose recorded worker is gone while its state says it is not over (killed, the machine restarted) never ends
- * by itself: it ends failed. Read again first: a worker that ended its run exits right after saying so.
+ * by itself: it ends failed. Read again first: a worker that ended its run exits right after saying so. After
+ * `recordEnd`, what that stop wrote (the run's cost, its end), or what a person's stop that came first did.
  */
 async function deadWorkerOutcome(
   path: string, state: Record<string, unknown>, recordEnd: () => Promise<void>,
@@ -187,11 +205,16 @@ async function deadWorkerOutcome(
   if (typeof pid !== 'number' || typeof procStart !== 'string' || workerAlive({ pid, proc_start: procStart })) {
     return null;
   }
-  const again = await readState(path);
-  const ended = again && again !== 'missing' ? outcomeFromState(again) : null;
+  const ended = await endedIn(path);
   if (ended) return ended;
   await recordEnd();
-  return { ...outcomeFromState({ ...state, status: 'failed' })!, error: 'the run\'s worker died' };
+  const outcome = await endedIn(path) ?? outcomeFromState({ ...state, status: 'failed' })!;
+  return outcome.status === 'failed' ? { ...outcome, error: 'the run\'s worker died' } : outcome;
+}
+
+async function endedIn(path: string): Promise<RunOutcome | null> {
+  const state = await readState(path);
+  return state && state !== 'missing' ? outcomeFromState(state) : null;
 }
 
 /** A half-written or unreadable state.json reads as null, "not yet". */

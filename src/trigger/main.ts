@@ -48,7 +48,7 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
   // A token from SVC_CONTROL_TOKEN_FILE (a systemd credential) reaches the runs as SVC_CONTROL_TOKEN does: by the
   // launcher's secrets pipe, never its environment.
   const launchEnv = controlToken ? { ...env, SVC_CONTROL_TOKEN: controlToken } : env;
-  const local = createLocalExecutor({ cliPath: settings.cliPath, env: launchEnv, ...poll });
+  const local = createLocalExecutor({ cliPath: settings.cliPath, env: launchEnv, log, ...poll });
   if (settings.executor === 'local') return local;
   // A pod's run is answered as a person would: `svc answer` finds no such run here and goes through the Control Plane.
   return { ...createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll }), answer: local.answer };

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs, {
   closeSync, mkdtempSync, mkdirSync, openSync, readdirSync, rmSync, symlinkSync, writeFileSync, readFileSync,
-  existsSync,
+  existsSync, statSync,
 } from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -179,6 +179,27 @@ describe('run folder writes', () => {
     await ctx.close();
     assert.equal(readFileSync(outside, 'utf8'), 'keep\n');
     assert.equal(existsSync(join(root, 'unit.log')), false);
+  });
+
+  it('writes an artifact readable as the umask allows, and names the path the user knows when it cannot', async () => {
+    const dir = folder('rmode');
+    const ctx = openRunContext(dir, {}, { ship: false });
+    const umask = process.umask(0o077);
+    try {
+      ctx.saveArtifact('diff.patch', 'x');
+    } finally {
+      process.umask(umask);
+    }
+    assert.equal(statSync(join(dir, 'artifacts', 'diff.patch')).mode & 0o777, 0o600);
+    // A folder at the name: the rename onto it fails, and says so of the run's folder, not of /proc/self/fd/<n>.
+    mkdirSync(join(dir, 'artifacts', 'receipt.json'));
+    const shown = join(dir, 'artifacts', 'receipt.json');
+    assert.throws(() => ctx.saveArtifact('receipt.json', 'x'), (err: NodeJS.ErrnoException & { dest?: string }) => {
+      assert.ok(!err.message.includes('/proc/self/fd') && err.message.includes(`'${shown}'`), err.message);
+      assert.deepEqual([err.dest, err.path?.startsWith(`${shown}.`)], [shown, true]);
+      return true;
+    });
+    await ctx.close();
   });
 
   it("says a linked artifact the worker's shipper leaves out once, to the worker's log and the run's, even unshipped", async () => {

@@ -1,5 +1,7 @@
 // The trigger server's database on a full disk (a 2 MiB tmpfs, mounted as root) while a job launches: the run the
 // launcher started is recorded once space is back and followed to its end, never a job failed beside a run that works.
+// Whether SQLite needs a new block for that write depends on its write-ahead log: job-loop.test.ts pins the retry with
+// a store that refuses it for certain.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';

@@ -327,4 +327,45 @@ describe('the job loop', () => {
     await failing.close();
     assert.equal(lines.filter((l) => l.msg === 'could not record the job\'s end; trying again').length, 1);
   });
+
+  it('records a launched run the full disk refused once, then follows it, never failing the job beside it', async () => {
+    const home = tempDir('svc-home-');
+    const stores = createTriggerStores(openDatabase(join(home, 'trigger.db'), triggerMigrations));
+    insertJob(stores, { id: 'j1', origin: 'jobs', brief: 'b', args: ['b'], created_at: Date.now(), repo: 'api' });
+    const lines: { msg: string }[] = [];
+    const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+    let refusals = 0;
+    const jobs = { ...stores.jobs, setRun: (...args: Parameters<TriggerStores['jobs']['setRun']>) => {
+      if (refusals++ === 0) throw full;
+      return stores.jobs.setRun(...args);
+    } };
+    const run = { source: 'local', run: 'r1' };
+    const executor: JobExecutor = {
+      launch: async () => ({ exitCode: 0, run, error: null }),
+      follow: async () => ({
+        status: 'succeeded', verdict: 'verified', pr_url: null, cost_usd: null, started_at: null, ended_at: null,
+        error: null,
+      }),
+    };
+    const loop = createJobLoop({
+      stores: { ...stores, jobs }, executor, managed: {} as never, clock: Date.now, tracer: {} as never,
+      log: createLogger('job-loop-test', (line) => lines.push(JSON.parse(line) as { msg: string })),
+      settings: {
+        concurrency: 1, repoConcurrency: 1, publicUrl: undefined,
+        repos: { entries: [], byName: () => ({ name: 'api', checkout: home }) } as never,
+      },
+      notify: Object.assign(async () => {}, { progress: async () => {} }) as never,
+    });
+    try {
+      loop.kick();
+      await waitFor(() => stores.jobs.get('j1')?.status !== 'running' ? stores.jobs.get('j1') : null, 'the job\'s end');
+      const row = stores.jobs.get('j1')!;
+      assert.deepEqual({ status: row.status, error: row.error, run: [row.run_source, row.run_id] },
+        { status: 'succeeded', error: null, run: ['local', 'r1'] });
+      assert.deepEqual(lines.filter((l) => l.msg.startsWith('could not record')).map((l) => l.msg),
+        ['could not record the job\'s run; trying again']);
+    } finally {
+      await loop.close();
+    }
+  });
 });

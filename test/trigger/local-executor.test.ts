@@ -3,7 +3,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync,
+  chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +15,8 @@ import { startTestControl } from '../helpers/control-server.ts';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { identityOf } from '../../src/engine/proc-group.ts';
+import { createLogger } from '../../src/log.ts';
+import type { RunOutcome } from '../../src/trigger/executor.ts';
 
 const FAKE_SVC = new URL('./fake-svc.mjs', import.meta.url).pathname;
 
@@ -24,6 +26,55 @@ cat > /dev/null
 while [ ! -f "$HOME/agent-state/release" ]; do sleep 0.05; done
 echo "held" >> a.txt
 `;
+
+/**
+ * Stands in for `svc start --stop` of run r1, whose worker died: records what it was handed, then does what the file
+ * stop-does in its folder says: `fail` (ends the run failed with its cost, as svc does), `stopped` (a person's stop
+ * came first), `refuse` (says why on stderr, exits 1) or `hang`.
+ */
+const STOPPER = `import { readFileSync, writeFileSync } from 'node:fs';
+const handed = process.env.SVC_HANDOFF_FD === '3' ? JSON.parse(readFileSync(3, 'utf8')) : null;
+writeFileSync('stop-call.json', JSON.stringify({ args: process.argv.slice(2), handed, pid: process.pid }));
+const does = readFileSync('stop-does', 'utf8');
+const path = '.svc/runs/r1/state.json';
+const end = { ...JSON.parse(readFileSync(path, 'utf8')), ended_at: '2026-11-29T12:05:00.000Z', cost_usd: 1.25 };
+const status = { fail: 'failed', stopped: 'stopped' }[does];
+if (status) writeFileSync(path, JSON.stringify({ ...end, status }));
+if (does === 'refuse') {
+  process.stderr.write('svc: Run r1 belongs to the project at /elsewhere\\n');
+  process.exit(1);
+}
+if (does === 'hang') setInterval(() => {}, 1 << 30);
+`;
+
+/** Follows run r1, whose worker is dead, in a folder whose `svc start --stop` is STOPPER doing `does`. */
+async function followDeadWorker(does: string, o: {
+  env?: NodeJS.ProcessEnv; launchTimeoutMs?: number; shutdown?: (stopStarted: Promise<unknown>) => AbortSignal;
+} = {}): Promise<{ outcome: RunOutcome | null | 'aborted'; said: string[]; stop: { handed: unknown; pid: number } }> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
+  try {
+    const worker = spawn('sleep', ['300']);
+    const identity = identityOf(worker.pid!);
+    worker.kill('SIGKILL');
+    await once(worker, 'exit');
+    mkdirSync(join(dir, '.svc', 'runs', 'r1'), { recursive: true });
+    const state = { run: 'r1', status: 'running', started_at: '2026-11-29T12:00:00.000Z', cost_usd: 0.5, ...identity };
+    writeFileSync(join(dir, '.svc', 'runs', 'r1', 'state.json'), JSON.stringify(state));
+    writeFileSync(join(dir, 'stopper.mjs'), STOPPER);
+    writeFileSync(join(dir, 'stop-does'), does);
+    const said: string[] = [];
+    const executor = createLocalExecutor({
+      cliPath: join(dir, 'stopper.mjs'), env: { PATH: process.env.PATH, ...o.env }, pollMs: 20,
+      launchTimeoutMs: o.launchTimeoutMs, log: createLogger('test', (line) => said.push(line)),
+    });
+    const stopStarted = () => waitFor(() => existsSync(join(dir, 'stop-call.json')), 'the stop to start');
+    const signal = o.shutdown ? o.shutdown(stopStarted()) : AbortSignal.timeout(30_000);
+    const outcome = await executor.follow({ source: 'local', run: 'r1' }, signal, { reattach: true, workdir: dir });
+    return { outcome, said, stop: readJson(join(dir, 'stop-call.json')) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 describe('the local executor', () => {
   it('ends a launcher that never finishes, and the process it started in its group', async () => {
@@ -60,7 +111,9 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       const executor = createLocalExecutor({ cliPath: launcher, env: { PATH: process.env.PATH } });
       const result = await executor.launch({ id: 'job-1', args: ['start', '--brief', 'b', '--detach'], workdir: dir });
       assert.deepEqual({ run: result.run, error: result.error }, { run: { source: 'local', run: 'r1' }, error: null });
-      const outcome = await executor.follow(result.run!, AbortSignal.timeout(10_000), { reattach: false, workdir: dir });
+      const outcome = await executor.follow(result.run!, AbortSignal.timeout(10_000), {
+        reattach: false, workdir: dir,
+      });
       assert.ok(outcome !== null && outcome !== 'aborted');
       assert.equal(outcome.status, 'succeeded');
     } finally {
@@ -92,28 +145,15 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
   });
 
   it('ends failed a run whose worker died without saying so, instead of following it for ever', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
-    try {
-      const worker = spawn('sleep', ['300']);
-      const identity = identityOf(worker.pid!);
-      worker.kill('SIGKILL');
-      await once(worker, 'exit');
-      const run = join(dir, '.svc', 'runs', 'r1');
-      mkdirSync(run, { recursive: true });
-      const state = { run: 'r1', status: 'running', verdict: null, started_at: '2026-11-29T12:00:00.000Z', ...identity };
-      writeFileSync(join(run, 'state.json'), JSON.stringify(state));
-      const executor = createLocalExecutor({ cliPath: '/bin/true', env: {}, pollMs: 20 });
-      // Bounded only for the failure: the follow ends at its first look.
-      const outcome = await executor.follow({ source: 'local', run: 'r1' }, AbortSignal.timeout(10_000), {
-        reattach: true, workdir: dir,
-      });
-      assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
-      assert.equal(outcome.status, 'failed');
-      assert.equal(outcome.error, 'the run\'s worker died');
-      assert.equal(outcome.started_at, '2026-11-29T12:00:00.000Z');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    // Its stop refuses: the job still ends, and the refusal is logged with what the stop said.
+    const { outcome, said } = await followDeadWorker('refuse');
+    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+    assert.deepEqual([outcome.status, outcome.error, outcome.ended_at], ['failed', 'the run\'s worker died', null]);
+    assert.equal(outcome.started_at, '2026-11-29T12:00:00.000Z');
+    const logged = said.map((line) => JSON.parse(line) as { level: string; run: string; error: string });
+    assert.deepEqual(logged.map(({ level, run, error }) => ({ level, run, error })), [{
+      level: 'error', run: 'local/r1', error: 'exited with 1: svc: Run r1 belongs to the project at /elsewhere',
+    }]);
   });
 
   it('ends a SIGKILLed worker\'s run in its folder and on the Control Plane, and what it left', async () => {
@@ -143,6 +183,48 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       await control.close();
       repo.cleanup();
     }
+  });
+
+  it('takes a dead worker\'s outcome from the end its stop wrote; hands the stop only what it ships with', async () => {
+    const env = {
+      GITHUB_TOKEN: 'k-github-1', GH_TOKEN: 'k-gh-2', ERRTRACK_AUTH_TOKEN: 'k-errtrack-3',
+      SVC_CONTROL_TOKEN: 'k-control-4', OTEL_EXPORTER_OTLP_HEADERS: 'authorization=k-otel-5',
+    };
+    const { outcome, said, stop } = await followDeadWorker('fail', { env });
+    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+    assert.deepEqual(
+      { status: outcome.status, error: outcome.error, ended_at: outcome.ended_at, cost_usd: outcome.cost_usd },
+      { status: 'failed', error: 'the run\'s worker died', ended_at: '2026-11-29T12:05:00.000Z', cost_usd: 1.25 },
+    );
+    assert.deepEqual(stop.handed, {
+      secrets: { SVC_CONTROL_TOKEN: 'k-control-4', OTEL_EXPORTER_OTLP_HEADERS: 'authorization=k-otel-5' },
+    });
+    assert.deepEqual(said, []);
+  });
+
+  it('shows a dead worker\'s run stopped when a person\'s stop of it came first', async () => {
+    const { outcome } = await followDeadWorker('stopped');
+    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+    assert.deepEqual([outcome.status, outcome.error], ['stopped', null]);
+  });
+
+  it('ends a dead worker\'s hung stop at its deadline, and at once on shutdown', { timeout: 30_000 }, async () => {
+    const late = await followDeadWorker('hang', { launchTimeoutMs: 500 });
+    assert.ok(late.outcome !== null && late.outcome !== 'aborted', `followed to ${String(late.outcome)}`);
+    assert.equal(late.outcome.error, 'the run\'s worker died');
+    assert.match(late.said.join(''), /did not finish within 500 ms/);
+    await waitFor(() => !processAlive(late.stop.pid), 'the stop to be ended at its deadline');
+    const shutdown = new AbortController();
+    const started = Date.now();
+    const { outcome, stop } = await followDeadWorker('hang', {
+      shutdown: (stopStarted) => {
+        void stopStarted.then(() => shutdown.abort());
+        return shutdown.signal;
+      },
+    });
+    assert.equal(outcome, 'aborted');
+    assert.ok(Date.now() - started < 10_000, 'the shutdown did not wait for the stop');
+    await waitFor(() => !processAlive(stop.pid), 'the stop to be ended on shutdown');
   });
 
   it('runs each job without --pr in a worktree of its own, so a second job is not refused the checkout', async () => {
