@@ -1,9 +1,10 @@
 // `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
 import { parseFlags, subcommand, type CliIo } from './io.ts';
+import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { FailedError, UnavailableError, errorMessage } from '../errors.ts';
+import { BadInputError, FailedError, UnavailableError, errorMessage } from '../errors.ts';
 import { ControlApiError } from '../client/client.ts';
-import { controlClientOf } from './runs.ts';
+import { controlClientOf, startHint, TOKEN_HINT } from './runs.ts';
 import { safeJson } from '../safe-json.ts';
 import { oneLine } from '../webhook-sources.ts';
 import { obj } from '../untrusted.ts';
@@ -16,8 +17,9 @@ export const HELP = `Usage:
 serve   Start the Control Plane (default 127.0.0.1:${47821}, DB ~/.svc/control/control.db).
         --port 0 binds a free port; the URL printed on stdout is the real one.
 status  Report whether the Control Plane is reachable and how many runs it holds (exit 1 when unreachable).
-import  Register the project DIR (default: the current directory) with the Control Plane on this machine, so it
-        may start, resume, retry and verify runs there, and read the runs in DIR/.svc/runs (POST /v1/import).
+import  Register the project DIR (default: the git work tree of the current directory) with the Control Plane on
+        this machine, so it may start, resume, retry and verify runs there, and read the runs in DIR/.svc/runs
+        (POST /v1/import).
 
 Environment: SVC_CONTROL_HOST, SVC_CONTROL_PORT, SVC_CONTROL_DB, SVC_CONTROL_TOKEN,
 SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status, import)
@@ -43,7 +45,13 @@ export default async function control(io: CliIo): Promise<number> {
 /** POST /v1/import of DIR, made absolute here (the route takes only an absolute path). */
 async function controlImport(io: CliIo, args: string[]): Promise<number> {
   const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } }, 1);
-  const dir = resolve(positionals[0] ?? process.cwd());
+  const given = positionals[0];
+  // By default the work tree the current directory is in, whose .svc/runs svc start writes.
+  const dir = given === undefined ? (await import('../engine/git.ts')).repoRoot(process.cwd()) ?? process.cwd()
+    : resolve(given);
+  if (given === '' || !statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
+    throw new BadInputError(`Not imported: "${given}" is not a directory; give the project's folder`);
+  }
   const { url, via, client, hasToken } = controlClientOf(io.env);
   let result: Record<string, unknown>;
   try {
@@ -67,21 +75,12 @@ async function controlImport(io: CliIo, args: string[]): Promise<number> {
   return 0;
 }
 
-/** The next step when nothing answers, by how the address was found. */
-function startHint(via: string): string {
-  if (via === 'SVC_CONTROL_URL') {
-    return 'start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
-  }
-  const stale = via === 'server.json' ? 'the server recorded in ~/.svc/control/server.json does not answer; ' : '';
-  return `${stale}start one with "svc control serve" (in this terminal) or "svc dashboard" (in the background)`;
-}
-
 function reason(err: unknown, url: string, via: string, hasToken: boolean): string {
   if (err instanceof ControlApiError) {
     if (err.status === 401) {
       return hasToken
-        ? `The Control Plane at ${url} refused SVC_CONTROL_TOKEN: the token is wrong`
-        : `The Control Plane at ${url} needs a token: set SVC_CONTROL_TOKEN`;
+        ? `The Control Plane at ${url} refused the token svc sent: the token is wrong; ${TOKEN_HINT}`
+        : `The Control Plane at ${url} needs a token: ${TOKEN_HINT}`;
     }
     if (err.status === 0) return `The Control Plane is not reachable at ${url}: ${startHint(via)}`;
     return `The Control Plane at ${url} answered ${err.status} ${err.code}: ${err.message}`;

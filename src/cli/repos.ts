@@ -90,8 +90,11 @@ function add(io: CliIo, file: string, tokens: string[]): number {
   // A refused entry is a ReposFileError, a BadSettingError: exit 2, as a usage mistake. Its line is not in the file.
   const lines = after.split(/\r?\n/);
   const addedLine = lines.length - 1;
-  const added = parseServedRepos(after, file, addedLine).at(-1)!;
-  const problems = checkoutProblems([added], lines);
+  const entries = parseServedRepos(after, file, addedLine);
+  const added = entries.at(-1)!;
+  // All entries, as the server checks them (a folder reached through a link is another line's), but the lines
+  // already in the file are not this command's to refuse.
+  const problems = checkoutProblems(entries, lines).filter((problem) => problem.line === addedLine);
   if (problems.length) throw new ReposFileError(file, problems, addedLine);
   writeAtomically(file, after);
   io.stdout(`Added ${formatServedRepo(added)} to ${file}\n${LIVE}\n`);

@@ -63,26 +63,34 @@ export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
   return { ...found, client, hasToken: token !== undefined };
 }
 
-/** The next step after a 401: where svc commands take the token from (systemd keeps it as a credential). */
-const TOKEN_HINT = 'give the Control Plane\'s token in SVC_CONTROL_TOKEN_FILE or SVC_CONTROL_TOKEN '
+/** The next step after a 401, for every svc command: where the token goes (systemd keeps it as a credential). */
+export const TOKEN_HINT = 'set SVC_CONTROL_TOKEN, or SVC_CONTROL_TOKEN_FILE to a file holding it '
   + '(under systemd: /etc/svc/credentials/control-token)';
 
-/** The next step when nothing answers. */
-const START_HINT = 'start one with "svc dashboard" (in the background) or "svc control serve", or set SVC_CONTROL_URL '
-  + 'to where yours listens';
+/** The next step when nothing answers, for every svc command, by how the address was found (`via`). */
+export function startHint(via: string): string {
+  if (via === 'SVC_CONTROL_URL') {
+    return 'start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
+  }
+  if (via === '--url') return 'start the server --url names, or leave --url out to use a local one';
+  const stale = via === 'server.json' ? 'the server recorded in ~/.svc/control/server.json does not answer; ' : '';
+  return `${stale}start one with "svc control serve" (in this terminal) or "svc dashboard" (in the background)`;
+}
 
 /** A Control Plane error answer as the failure a command exits 1 with; any other error as it is. */
-function controlFailure(err: unknown): unknown {
+function controlFailure(err: unknown, via: string): unknown {
   if (!(err instanceof ControlApiError)) return err;
-  if (err.status === 0) return new FailedError(`${err.message}: ${START_HINT}`);
+  if (err.status === 0) return new FailedError(`${err.message}: ${startHint(via)}`);
   const next = err.status === 401 ? `: ${TOKEN_HINT}` : '';
   return new FailedError(`${err.message} (${err.status} ${err.code})${next}`);
 }
 
 /** A run this project does not hold, asked of the Control Plane: not found when it does not know it either. */
-export function notFoundAnywhere(err: unknown, ref: RunRef, url: string, hint = ''): unknown {
+export function notFoundAnywhere(
+  err: unknown, ref: RunRef, { url, via }: { url: string; via: string }, hint = '',
+): unknown {
   if (!(err instanceof ControlApiError) || (err.code !== 'not_found' && err.code !== 'unreachable')) {
-    return controlFailure(err);
+    return controlFailure(err, via);
   }
   const there = err.code === 'not_found' ? `the Control Plane at ${url} does not know it` : err.message;
   const run = `${ref.source}/${ref.run}`;
@@ -126,7 +134,7 @@ function listFilter(values: FlagValues): RunFilter {
 }
 
 async function dispatch(
-  io: CliIo, client: ControlClient, sub: string, positionals: string[], values: FlagValues,
+  io: CliIo, client: ControlClient, via: string, sub: string, positionals: string[], values: FlagValues,
 ): Promise<number> {
   const json = values.json === true;
   const print = (value: unknown, text = '') => io.stdout(json ? `${safeJson(value, 2)}\n` : text);
@@ -154,7 +162,7 @@ async function dispatch(
     try {
       await printControlLogs(client, ref, io.stdout, follow);
     } catch (err) {
-      throw notFoundAnywhere(err, ref, client.url);
+      throw notFoundAnywhere(err, ref, { url: client.url, via });
     }
     return 0;
   }
@@ -187,12 +195,12 @@ export default async function runs(io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(io.argv, FLAGS);
   const [first, ...rest] = positionals;
   const sub = first === undefined || first === 'list' ? 'list' : first;
-  const { client } = controlClientOf(io.env, values.url);
+  const { client, via } = controlClientOf(io.env, values.url);
   if (values.url === undefined) await sendPendingRuns(io, process.cwd());
   try {
-    return await dispatch(io, client, sub, rest, values);
+    return await dispatch(io, client, via, sub, rest, values);
   } catch (err) {
-    throw controlFailure(err);
+    throw controlFailure(err, via);
   }
 }
 

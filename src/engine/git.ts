@@ -157,8 +157,13 @@ export function gitCommonDir(repo: string): string {
 /** The checkout's own git directory (a linked worktree's is apart from the repository's: for svc's files about this
  * checkout, never in its tree) and the repository's, read by one git. */
 export function gitDirs(dir: string, run: GitRun = hostGit): { own: string; common: string } {
-  const [own, common] = git(dir, ['rev-parse', '--git-dir', '--git-common-dir'], {}, run).trim().split('\n')
-    .map((path) => resolve(dir, path));
+  const lines = git(dir, ['rev-parse', '--git-dir', '--git-common-dir'], {}, run).replace(/\n$/, '').split('\n');
+  // git prints each on its own line: a line break in one would read as two paths, one of them in the work tree.
+  if (lines.length !== 2) {
+    throw new RefusedError(`svc cannot read the git directories of ${dir}: a git directory path holds a line break; ` +
+      'move the repository to a path without one (nothing was started)');
+  }
+  const [own, common] = lines.map((path) => resolve(dir, path));
   return { own: own!, common: common! };
 }
 

@@ -87,13 +87,13 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     });
   }
   const follow = n.followUp ? await followUpStart(n.repo, plan.push_target, n.followUp, n.env) : null;
+  const { own, common: gitDir } = gitDirs(n.repo);
   // Before anything is written: a link the repository commits at .svc, .svc/runs or .svc/worktrees would send the
   // run's files, its checkout and the agent's writable tree outside the repository (DESIGN §7a).
   plainEngineFolder(n.repo, 'runs').close();
   if (isolated) plainEngineFolder(n.repo, 'worktrees').close();
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new BadInputError(`Run ${n.run} already exists in ${n.repo}`);
-  const { own, common: gitDir } = gitDirs(n.repo);
   try {
     excludeEngineFolders(gitDir);
   } catch (err) {

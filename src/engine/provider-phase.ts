@@ -7,7 +7,7 @@ import {
   adapterOf, addUsage, createOutputReader, modelSilent, pointedAtGate, type OutputReader, type ResolvedProvider,
 } from './providers.ts';
 import { oneLine } from './text.ts';
-import { clearAgentName, replaceAgentFile, writeNoFollow } from './safe-fs.ts';
+import { AgentFolderError, clearAgentName, replaceAgentFile, writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
 import {
   agentSandbox, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
@@ -57,8 +57,14 @@ function takeQuestion(ctx: RunContext, path: string, running: boolean): void {
   block(ctx, question);
 }
 
-function unblock(ctx: RunContext, { text, by }: Answer, answerFile: string): void {
-  replaceAgentFile(answerFile, text);
+/** Hands the answer over; one the agent kept a folder in the way of is recorded in `a.agentFailed`, and not given. */
+function unblock(ctx: RunContext, { text, by }: Answer, answerFile: string, a: Attempt): void {
+  try {
+    replaceAgentFile(answerFile, text);
+  } catch (err) {
+    if (!(err instanceof AgentFolderError)) throw err;
+    a.agentFailed = err.message;
+  }
   ctx.event('answer', { answer: text, by });
   ctx.setStatus('running', { question: null, answers: [...ctx.state.answers, text] });
 }
@@ -137,6 +143,8 @@ interface Attempt extends BudgetWatch {
   loggedOut: boolean;
   /** No invocation of the run's provider ran before this one (state.json's model_answered is unset). */
   first: boolean;
+  /** What the agent did that kept svc from handing it its answer (AgentFolderError): the run fails as the agent's. */
+  agentFailed: string | null;
 }
 
 function newAttempt(
@@ -148,7 +156,7 @@ function newAttempt(
   const before = ctx.state.reported === undefined ? { cost_usd, tokens_in, tokens_out } : ctx.state.reported ?? none;
   return {
     number, deadline, before, usage: none, budgetAsked: false, reached: null,
-    overBudget: null, maxUsd: policy.max_usd, gate, answeredWhileRunning: false, loggedOut: false,
+    overBudget: null, maxUsd: policy.max_usd, gate, answeredWhileRunning: false, loggedOut: false, agentFailed: null,
     output: createOutputReader(provider.kind),
     first: ctx.state.model_answered === undefined,
   };
@@ -214,13 +222,14 @@ function startAttempt(
 }
 
 /** A question the running provider wrote blocks the run; an answer that arrives is handed over while it runs. */
-function pollQuestion(ctx: RunContext, a: Attempt, files: ProtocolFiles): void {
+function pollQuestion(ctx: RunContext, proc: GroupRun, a: Attempt, files: ProtocolFiles): void {
   takeQuestion(ctx, files.questionFile, true);
   if (ctx.state.status !== 'blocked' || ctx.stopRequested()) return;
   const answer = ctx.takeAnswer();
   if (answer === null) return;
-  unblock(ctx, answer, files.answerFile);
+  unblock(ctx, answer, files.answerFile, a);
   a.answeredWhileRunning = true;
+  if (a.agentFailed !== null) proc.kill();
 }
 
 async function watchAttempt(ctx: RunContext, proc: GroupRun, a: Attempt, files: ProtocolFiles): Promise<GroupResult> {
@@ -229,7 +238,7 @@ async function watchAttempt(ctx: RunContext, proc: GroupRun, a: Attempt, files: 
   while (!exited) {
     if (a.budgetAsked) pollBudgetAnswer(ctx, proc, a);
     else if (askBudgetIfReached(ctx, proc, a)) continue;
-    else pollQuestion(ctx, a, files);
+    else pollQuestion(ctx, proc, a, files);
     await Promise.race([done, sleep(POLL_MS)]);
   }
   return done;
@@ -248,11 +257,18 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
   }
 }
 
+/** The agent's failure to let svc hand it its answer (`a.agentFailed`), or null. */
+function answerRefused(name: string, a: Attempt, code: number | null): ProviderOutcome | null {
+  return a.agentFailed === null ? null : { kind: 'failed', exitCode: code, error: `Provider ${name} ${a.agentFailed}` };
+}
+
 /** An invocation's exit: an outcome, 'again' to invoke once more, 'refused' to do so in a fresh CLI session. */
 async function outcomeAfterExit(
   ctx: RunContext, provider: ResolvedProvider, files: ProtocolFiles, a: Attempt, result: GroupResult, inv: Invocation,
 ): Promise<ProviderOutcome | 'again' | 'refused'> {
   if (ctx.stopRequested()) return { kind: 'stopped' };
+  const refusedAnswer = answerRefused(provider.name, a, result.code);
+  if (refusedAnswer) return refusedAnswer;
   const over = overBudgetAtExit(ctx, a, Boolean(result.endedBy));
   if (over !== null) return { kind: 'over-budget', exitCode: result.code, error: over };
   if (result.endedBy) {
@@ -267,8 +283,8 @@ async function outcomeAfterExit(
   if (ctx.state.status === 'blocked' && !a.budgetAsked) {
     const answer = await waitForAnswer(ctx);
     if (answer === null || answer === 'stopped') return { kind: 'stopped' };
-    unblock(ctx, answer, files.answerFile);
-    return 'again';
+    unblock(ctx, answer, files.answerFile, a);
+    return answerRefused(provider.name, a, result.code) ?? 'again';
   }
   // An answer that arrived while the provider still ran and is still unread there when it exited (real CLIs exit
   // after asking, as the prompt tells them) re-invokes it with the answer.

@@ -1,5 +1,5 @@
 // Writes into a run folder that never follow a symbolic link a crafted project could plant.
-import { openSync, closeSync, lstatSync, mkdirSync, constants, writeFileSync, renameSync, rmSync } from 'node:fs';
+import { openSync, closeSync, lstatSync, mkdirSync, constants, writeFileSync, renameSync, unlinkSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { RefusedError } from '../errors.ts';
@@ -121,13 +121,34 @@ export function clearAgentName(path: string): void {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
     throw err;
   }
-  if (!lstatSync(aside).isDirectory()) rmSync(aside, { force: true });
+  // unlink follows no link and removes no folder (EISDIR); the running agent may have removed the entry (ENOENT) or
+  // put a folder there since.
+  try {
+    unlinkSync(aside);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'EISDIR') throw err;
+  }
 }
+
+/** The running agent kept making a folder where svc writes its answer: the run fails as the agent's. */
+export class AgentFolderError extends Error {}
 
 /** `text` as a new regular file at `path` in a folder an agent writes, whatever it left at that name. */
 export function replaceAgentFile(path: string, text: string): void {
-  clearAgentName(path);
-  writeFileAtomic(path, text, 0o644);
+  for (let attempt = 1; ; attempt++) {
+    clearAgentName(path);
+    try {
+      writeFileAtomic(path, text, 0o644);
+      return;
+    } catch (err) {
+      // A folder made at the name between the clear and the rename into place.
+      if ((err as NodeJS.ErrnoException).code !== 'EISDIR') throw err;
+      if (attempt === 3) {
+        throw new AgentFolderError(`kept making a folder at ${path}, where svc writes its answer`, { cause: err });
+      }
+    }
+  }
 }
 
 /** An fd for appending to `name` in the folder held open (e.g. a child's log), refusing a symbolic link there. */

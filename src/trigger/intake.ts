@@ -88,10 +88,15 @@ export function checkBodyTime(form: 'ms' | 'iso', value: unknown, nowMs: number)
   return Number.isNaN(when) ? 'missing_timestamp' : withinWindow(when, nowMs);
 }
 
-/** What the operator checks after a refusal: the secret, or the clock. */
+/** What the operator checks after a refusal: the secret, the clock, or what reached svc. */
 function refusalNext(route: SourceName, reason: Exclude<Refusal, null>): string {
-  if (reason === 'stale_timestamp' || reason === 'missing_timestamp') {
-    return 'the signed time is missing or more than 300 s from this host\'s clock: check the clock (NTP); '
+  if (reason === 'missing_timestamp') {
+    return 'the delivery carries no signed time, or one that is not a time: the sender always sends it, so this one '
+      + 'did not come from the sender as sent (or a proxy on the way dropped or changed it); '
+      + `check what posts to /${route}`;
+  }
+  if (reason === 'stale_timestamp') {
+    return 'the signed time is more than 300 s from this host\'s clock: check the clock (NTP); '
       + 'a delivery replayed later is refused on purpose';
   }
   const variables = sourceOf(route).secret.join(' or ');

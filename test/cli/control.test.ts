@@ -367,4 +367,28 @@ describe('svc control import', () => {
     assert.equal(denied.code, 1);
     assert.match(denied.stderr, /needs a token: set SVC_CONTROL_TOKEN/);
   });
+
+  it('exits 2 naming a DIR that is not a folder (or empty) before it asks the Control Plane anything', async () => {
+    const file = join(dir, 'import-file');
+    writeFileSync(file, 'not a folder\n');
+    // Nothing listens here: a request would exit 1 (unreachable), not 2.
+    const nowhere = { SVC_CONTROL_URL: `http://127.0.0.1:${await closedPort()}` };
+    for (const given of [file, join(dir, 'import-missing'), '']) {
+      const r = await svc(['control', 'import', given], nowhere);
+      assert.equal(r.code, 2, r.stderr);
+      assert.equal(r.stderr, `svc control: Not imported: "${given}" is not a directory; give the project's folder\n`);
+    }
+  });
+
+  it('imports the work tree the current directory is in by default, as svc start finds it', async () => {
+    const project = join(dir, 'import-nested');
+    mkdirSync(join(project, 'src', 'deep'), { recursive: true });
+    spawnSync('git', ['init', '-q', project]);
+    const r = await runChild(process.execPath, [CLI, 'control', 'import', '--json'],
+      { cwd: join(project, 'src', 'deep'), env: baseEnv(env()) });
+    assert.equal(r.code, 0, r.stderr);
+    const projects = await fetch(`${server.url}/v1/projects`, { headers: { authorization: 'Bearer import-token' } });
+    const paths = ((await projects.json()) as { items: { path: string }[] }).items.map((p) => p.path);
+    assert.ok(paths.includes(project), paths.join(' '));
+  });
 });

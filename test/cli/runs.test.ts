@@ -127,7 +127,7 @@ describe('svc runs show and actions', () => {
 
   it('says where the token goes when the Control Plane refuses the request with 401 (svc runs and svc answer)', async () => {
     api.answer = (_req, res) => sendJson(res, 401, { error: { code: 'unauthorized', message: 'Missing or wrong bearer token' } });
-    const next = 'give the Control Plane\'s token in SVC_CONTROL_TOKEN_FILE or SVC_CONTROL_TOKEN '
+    const next = 'set SVC_CONTROL_TOKEN, or SVC_CONTROL_TOKEN_FILE to a file holding it '
       + '(under systemd: /etc/svc/credentials/control-token)';
     const listed = await svc(['list']);
     assert.equal(listed.code, 1);
@@ -144,9 +144,13 @@ describe('svc runs show and actions', () => {
     const r = await svc(['list'], { SVC_CONTROL_URL: gone.url });
     assert.equal(r.code, 1);
     assert.match(r.stderr, new RegExp(`Cannot reach the Control Plane at ${gone.url.replace(/\./g, '\\.')}`));
-    const next = ': start one with "svc dashboard" (in the background) or "svc control serve", or set SVC_CONTROL_URL '
-      + 'to where yours listens\n';
+    // The address came from SVC_CONTROL_URL: the hint says so, as svc control status does, and not to set it.
+    const next = ': start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one\n';
     assert.ok(r.stderr.endsWith(next), r.stderr);
+    const given = await svc(['list', '--url', gone.url]);
+    assert.equal(given.code, 1);
+    assert.ok(given.stderr.endsWith(': start the server --url names, or leave --url out to use a local one\n'),
+      given.stderr);
   });
 
   it('rejects malformed run ids, unknown subcommands and list flags on actions with exit 2', async () => {

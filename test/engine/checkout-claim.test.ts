@@ -3,7 +3,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,6 +44,30 @@ describe('the checkout claim', () => {
       { cwd: repo.repo, env, encoding: 'utf8' });
       assert.equal(res.status, 2, res.stderr);
       assert.match(res.stderr, /Cannot claim the checkout: its git directory ".*" is not writable here \(EROFS\)/);
+    } finally {
+      repo.cleanup();
+    }
+  });
+
+  // git prints each git directory on its own line, so a line break in one reads as two paths: the second, relative,
+  // would be the repository's git directory inside the user's work tree, where svc would write info/exclude.
+  it('refuses a linked worktree of a repository whose path holds a line break, writing nothing', () => {
+    const repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    try {
+      const main = join(repo.root, 'a\nb');
+      renameSync(repo.repo, main);
+      const tree = join(repo.root, 'tree');
+      assert.equal(spawnSync('git', ['worktree', 'add', '-q', tree], { cwd: main }).status, 0);
+      mkdirSync(join(tree, '.svc'));
+      copyFileSync(join(main, '.svc', 'config.json'), join(tree, '.svc', 'config.json'));
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_SANDBOX: 'none',
+        SVC_CONTROL_URL: 'http://127.0.0.1:9' };
+      const res = spawnSync(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
+        { cwd: tree, env, encoding: 'utf8' });
+      assert.equal(res.status, 1, res.stderr);
+      assert.match(res.stderr, /a git directory path holds a line break/);
+      assert.equal(existsSync(join(tree, 'b')), false, 'nothing was written in the work tree');
+      assert.equal(existsSync(join(tree, '.svc', 'runs')), false, 'no run folder was made');
     } finally {
       repo.cleanup();
     }

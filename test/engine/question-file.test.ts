@@ -1,14 +1,17 @@
 // An agent asks by writing $SVC_QUESTION_FILE. A shell's `>` creates the file before it writes: svc must not take the
 // empty file it may see in between as a question without words. Nor may what the agent leaves at either file's name
 // (a FIFO, a folder) stop svc or fail the run as svc's.
-import { describe, it, before, after } from 'node:test';
+import { describe, it, before, after, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import fs, { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { AgentFolderError, clearAgentName, replaceAgentFile } from '../../src/engine/safe-fs.ts';
 
 /** Opens the question file, writes it a moment later and exits; invoked again with the answer, writes it down. */
 const SLOW_ASK = `#!/bin/sh
@@ -131,4 +134,71 @@ describe('what an agent leaves where its question and answer go', () => {
       rmSync(policy, { force: true });
     }
   });
+});
+
+// The agent runs while svc clears and replaces its answer file: it may remove, swap or re-create what is there at any
+// moment between svc's steps (each step is made to race here by a stand-in for renameSync).
+describe('clearing and replacing a name the running agent writes', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-agent-name-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const realRename = fs.renameSync;
+
+  /** renameSync doing `agent(from, to)` first whenever `when(from, to)`. */
+  function racing(t: TestContext, when: (from: string, to: string) => boolean, agent: () => void) {
+    t.mock.method(fs, 'renameSync', (from: string, to: string) => {
+      if (when(from, to)) agent();
+      realRename(from, to);
+    });
+    syncBuiltinESMExports();
+    t.after(() => {
+      t.mock.restoreAll();
+      syncBuiltinESMExports();
+    });
+  }
+
+  const agentActs = {
+    'removed': (aside: string) => rmSync(aside),
+    'made a folder at': (aside: string) => {
+      rmSync(aside);
+      mkdirSync(aside);
+    },
+  };
+  for (const [act, agent] of Object.entries(agentActs)) {
+    it(`takes a name as cleared when the agent ${act} the entry svc moved aside`, (t) => {
+      const path = join(dir, `question-${act.length}.txt`);
+      writeFileSync(path, 'Which colour?');
+      // The agent acts once the entry is under svc's name (after the real rename).
+      t.mock.method(fs, 'renameSync', (from: string, to: string) => {
+        realRename(from, to);
+        if (from === path) agent(to);
+      });
+      syncBuiltinESMExports();
+      try {
+        clearAgentName(path);
+      } finally {
+        t.mock.restoreAll();
+        syncBuiltinESMExports();
+      }
+      assert.equal(existsSync(path), false);
+    });
+  }
+
+  it('replaces the answer file when the agent makes a folder there once, and fails as the agent once it keeps on',
+    (t) => {
+      const path = join(dir, 'answer.txt');
+      let folders = 0;
+      racing(t, (from, to) => to === path && from.endsWith('.tmp') && folders < 1, () => {
+        folders++;
+        mkdirSync(path);
+      });
+      replaceAgentFile(path, 'teal\n');
+      assert.equal(readFileSync(path, 'utf8'), 'teal\n');
+      t.mock.restoreAll();
+      racing(t, (from, to) => to === path && from.endsWith('.tmp'), () => mkdirSync(path));
+      assert.throws(() => replaceAgentFile(path, 'teal\n'), (err: unknown) => {
+        assert.ok(err instanceof AgentFolderError, String(err));
+        assert.match(err.message, /kept making a folder at .*answer\.txt/);
+        return true;
+      });
+    });
 });

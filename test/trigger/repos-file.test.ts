@@ -217,6 +217,12 @@ describe('svc repos and svc trigger serve --repos', () => {
     const missing = svc(['repos', 'add', 'acme/ops', 'checkout=/nonexistent/ops'], env);
     assert.equal(missing.status, 2);
     assert.equal(missing.stderr, 'svc repos: Not added: checkout /nonexistent/ops is not a directory\n');
+    // The server reads each checkout through its links: the same folder under another name is refused here too.
+    const link = join(home, 'api-link');
+    symlinkSync(api, link);
+    const linked = svc(['repos', 'add', 'acme/ops', `checkout=${link}`], env);
+    assert.equal(linked.status, 2);
+    assert.equal(linked.stderr, `svc repos: Not added: checkout ${link} is the folder of line 1\n`);
 
     const list = svc(['repos', 'list'], env);
     assert.equal(list.status, 0);

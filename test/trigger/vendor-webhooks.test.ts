@@ -56,7 +56,8 @@ describe('real vendors, signed their own way', () => {
       assert.equal(res.status, 401);
       assert.equal(errorCode(res), 'invalid_signature');
     });
-    it('logs the next step with a refusal: the clock for a stale time, the secret\'s variable for a bad signature',
+    it('logs the next step with a refusal: the clock for a stale time, the secret\'s variable for a bad signature, '
+      + 'what posts there for a missing time',
       async () => {
         now = (SLACK_TS + 360) * 1000;
         const signed = { 'x-slack-request-timestamp': String(SLACK_TS), 'x-slack-signature': SLACK_SIGNATURE };
@@ -66,12 +67,17 @@ describe('real vendors, signed their own way', () => {
         now = SLACK_TS * 1000;
         const forged = { ...headers, 'x-slack-signature': `v0=${'0'.repeat(64)}` };
         assert.equal((await post(`${t.url}/chata`, raw, forged)).status, 401);
+        const unsent = { ...FORM, 'x-slack-signature': SLACK_SIGNATURE };
+        assert.equal((await post(`${t.url}/chata`, raw, unsent)).status, 401);
         const refused = t.logs.filter((l) => l.msg === 'webhook refused').map((l) => [l.reason, l.next]);
         assert.deepEqual(refused, [
-          ['stale_timestamp', 'the signed time is missing or more than 300 s from this host\'s clock: check the clock '
+          ['stale_timestamp', 'the signed time is more than 300 s from this host\'s clock: check the clock '
             + '(NTP); a delivery replayed later is refused on purpose'],
           ['bad_signature', 'check that CHATA_SIGNING_SECRET holds the secret the sender signs with, and that the '
             + 'sender posts to /chata'],
+          ['missing_timestamp', 'the delivery carries no signed time, or one that is not a time: the sender always '
+            + 'sends it, so this one did not come from the sender as sent (or a proxy on the way dropped or changed '
+            + 'it); check what posts to /chata'],
         ]);
       });
     it('refuses a forged X-Slack-Signature and a timestamp moved to now without re-signing', async () => {
