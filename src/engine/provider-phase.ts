@@ -4,7 +4,8 @@ import { existsSync } from 'node:fs';
 import type { RunContext } from './run-context.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
 import {
-  adapterOf, addUsage, createOutputReader, modelSilent, pointedAtGate, type OutputReader, type ResolvedProvider,
+  adapterOf, addUsage, createOutputReader, gateEnvFor, modelSilent, pointedAtGate, type OutputReader,
+  type ResolvedProvider,
 } from './providers.ts';
 import { oneLine } from './text.ts';
 import { AgentFolderError, clearAgentName, replaceAgentFile, writeNoFollow } from './safe-fs.ts';
@@ -187,11 +188,13 @@ function startAttempt(
   const latest = ctx.state.answers.at(-1);
   if (latest === undefined) clearAgentName(answerFile);
   else replaceAgentFile(answerFile, latest);
-  // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
-  const extra = { ...opts.sandbox.env, PWD: ctx.state.workdir, SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile,
-    SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run, SVC_SOURCE: ctx.state.source };
   // Only the run gate's own base URL goes into the argv, never one svc was given (a job pod's names its credential).
-  const gateEnv = opts.sandbox.gate?.env ?? {};
+  const gate = opts.sandbox.gate;
+  const gateEnv = gate?.env ?? {};
+  // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
+  const extra = { ...opts.sandbox.env, ...gate ? gateEnvFor(provider.kind, gateEnv) : {}, PWD: ctx.state.workdir,
+    SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile, SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run,
+    SVC_SOURCE: ctx.state.source };
   const argv = pointedAtGate(provider.kind, inv.argv, gateEnv).map((arg) => (arg === '{task_file}' ? taskFile : arg));
   const how = inv.way === 'session' ? `, resuming its session ${inv.id}`
     : inv.way === 'summary' ? `, a fresh session with the earlier conversation summarised: ${inv.why}` : '';

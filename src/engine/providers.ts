@@ -106,6 +106,9 @@ type Adapter = {
   /** A CLI that ignores the base-URL variable of its model API (`env`): the options, put right after the program,
    * that give it the URL that variable names. */
   baseUrl?: { env: string; args: (url: string) => string[] };
+  /** What the CLI's environment needs beyond the variables the gate gives it (`gate`) so that its model calls, and
+   * nothing else, go out through the gate (docs/gate.md "The model CLIs and the gate"). */
+  underGate?: (gate: Record<string, string>) => Record<string, string>;
 };
 
 const CLAUDE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
@@ -139,6 +142,8 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
     resume: (id) => [...CLAUDE_ARGS, '--resume', id],
     notLoggedIn: { exitCode: 1, said: true,
       fix: 'run `claude` and /login as the user svc runs as, or set ANTHROPIC_API_KEY in svc\'s environment' },
+    // Without it claude 2.1 also tunnels to api.anthropic.com for feature flags, telemetry and plugin listings.
+    underGate: () => ({ CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' }),
   },
   // exec never asks for approval; its own sandbox is off (svc's is the boundary); its flags go before `resume`.
   codex: {
@@ -220,6 +225,9 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
     },
     session: (o) => sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? obj(o.part).text : null),
     resume: (id) => ['run', '--session', id, ...OPENCODE_ARGS],
+    // Its Anthropic client posts to <base>/messages, where claude posts to <base>/v1/messages.
+    underGate: (gate): Record<string, string> =>
+      gate.ANTHROPIC_BASE_URL ? { ANTHROPIC_BASE_URL: `${gate.ANTHROPIC_BASE_URL}/v1` } : {},
   },
 };
 
@@ -242,6 +250,11 @@ export function pointedAtGate(kind: string, argv: string[], gateEnv: Record<stri
   const { baseUrl } = adapterOf(kind);
   const url = baseUrl ? gateEnv[baseUrl.env] : undefined;
   return url === undefined ? argv : [argv[0]!, ...baseUrl!.args(url), ...argv.slice(1)];
+}
+
+/** What a `kind` CLI's environment needs beyond the variables svc's gate gives it (`gateEnv`). */
+export function gateEnvFor(kind: string, gateEnv: Record<string, string>): Record<string, string> {
+  return adapterOf(kind).underGate?.(gateEnv) ?? {};
 }
 
 /** Reads one invocation's output, each line parsed once; `session` is what its stdout said of the CLI's session. A CLI

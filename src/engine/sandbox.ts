@@ -71,7 +71,7 @@ export function agentSandbox(
     declared: provider?.kind === 'command' ? provider.writable ?? [] : [],
     providerHome: provider && provider.kind !== 'command' ? {
       template: providerTemplate(ctx.env, home), repoHome: providerHomeDir(ctx.env, ctx.state.repo_path, provider),
-      run: ctx.state.run,
+      run: ctx.state.run, gateEnv: sandbox.gate?.env,
     } : null,
     // A check is the repository's program, like its command provider: an absolute one shows only its file, never the
     // folder it sits in (another checkout's gradlew would show that whole checkout).

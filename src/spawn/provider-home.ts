@@ -6,7 +6,7 @@ import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'no
 import { dirname, join } from 'node:path';
 import { within, type HomeMount } from './bwrap-argv.ts';
 import { pathKind } from './tree.ts';
-import { isJsonObject, tryParseJson } from '../untrusted.ts';
+import { isJsonObject, obj, tryParseJson } from '../untrusted.ts';
 
 /**
  * A CLI's paths under HOME: `roots` laid fresh for each invocation, writable; `files` it obeys, copied into them from
@@ -74,6 +74,8 @@ export interface ProviderHomeSource {
   /** The repository's home for this provider: `state/` holds what is kept, `laid/<run>` the run's fresh folders. */
   repoHome: string;
   run: string;
+  /** The variables the run's gate gives the agent (its model APIs' base URLs), when there is one. */
+  gateEnv?: Readonly<Record<string, string>>;
 }
 
 /** Roots that are files: their fresh copy comes from the template, or nothing. */
@@ -124,6 +126,23 @@ function copyInto(source: string, dest: string, rel: string): void {
   writeFileSync(dest, JSON.stringify(rest, null, 2), { mode: 0o600 });
 }
 
+/**
+ * gemini 0.61 takes its auth type from the saved choice, else from its environment, where a base URL makes it
+ * "gateway", which it refuses before any call (exit 41). The gate holds the key: the run's settings choose it
+ * unless the user chose otherwise (docs/gate.md "The model CLIs and the gate"). A file that is not plain JSON (gemini
+ * allows comments) is left as written.
+ */
+function chooseApiKey(path: string): void {
+  const settings = pathKind(path) === 'file' ? tryParseJson(readFileSync(path, 'utf8')) : {};
+  if (!isJsonObject(settings)) return;
+  const security = obj(settings.security);
+  const auth = obj(security.auth);
+  if (auth.selectedType !== undefined) return;
+  const chosen = { ...settings, security: { ...security, auth: { ...auth, selectedType: 'gemini-api-key' } } };
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  writeFileSync(path, JSON.stringify(chosen, null, 2), { mode: 0o600 });
+}
+
 /** What never stays in a kept folder: whatever the template, the login or the scrub list puts at that path. */
 function scrubKept(state: string, kept: string, layout: ProviderLayout): void {
   for (const path of [...layout.files, ...layout.dirs, ...layout.login, ...layout.scrub]) {
@@ -154,6 +173,9 @@ export function layProviderHome(input: ProviderHomeSource & { provider: string; 
   for (const rel of layout.files) {
     const source = join(input.template, rel);
     if (laid.some((r) => within(rel, r)) && pathKind(source, true) === 'file') copyInto(source, join(layer, rel), rel);
+  }
+  if (input.provider === 'gemini' && input.gateEnv?.GOOGLE_GEMINI_BASE_URL) {
+    chooseApiKey(join(layer, '.gemini', 'settings.json'));
   }
   const state = keptDir(input.repoHome);
   mkdirSync(state, { recursive: true, mode: 0o700 });

@@ -20,12 +20,11 @@ describe('gemini CLI end to end', { skip }, () => {
     server = await startGeminiModelServer(fixTheTest());
     const env = { GEMINI_API_KEY: 'scripted-gemini-key', GOOGLE_GEMINI_BASE_URL: server.url };
     repo = await makeCliRepo(requireProviderCli('gemini'), env);
-    // A user who chose "Use Gemini API key" (what gemini's own auth dialog saves). With GOOGLE_GEMINI_BASE_URL set and
-    // no choice saved, gemini 0.61 picks its "gateway" auth type and then refuses it headless.
+    // A user who never chose an auth type (gemini's dialog saves one): with GOOGLE_GEMINI_BASE_URL set and no choice
+    // saved, gemini 0.61 picks its "gateway" auth type and refuses it headless, so svc's run settings choose the key.
     mkdirSync(join(repo.home, '.gemini'), { recursive: true });
     // Usage statistics and update checks off: nothing but the scripted server is contacted.
     const settings = {
-      security: { auth: { selectedType: 'gemini-api-key' } },
       privacy: { usageStatisticsEnabled: false },
       general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
     };

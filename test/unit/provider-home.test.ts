@@ -95,6 +95,32 @@ describe('layProviderHome', () => {
     const file = mounts.find((m) => m.target === join(home, '.claude.json'))!;
     assert.deepEqual(JSON.parse(readFileSync(file.source, 'utf8')), { mcpServers: { op: {} } });
   });
+
+  it('chooses gemini\'s API-key auth in the run\'s settings when the gate holds the key and none is chosen', () => {
+    const template = join(root, 'gemini-template');
+    mkdirSync(join(template, '.gemini'), { recursive: true });
+    const gate = { GOOGLE_GEMINI_BASE_URL: 'http://localhost:3128/_model/gemini' };
+    const settingsOf = (text: string | null, gateEnv?: Record<string, string>) => {
+      if (text === null) rmSync(join(template, '.gemini', 'settings.json'), { force: true });
+      else writeFileSync(join(template, '.gemini', 'settings.json'), text);
+      const mounts = layProviderHome({
+        provider: 'gemini', home, template, repoHome: join(root, 'gemini-home'), run: 'r1', gateEnv,
+      });
+      const folder = mounts.find((m) => m.target === join(home, '.gemini'))!;
+      const path = join(folder.source, 'settings.json');
+      return existsSync(path) ? readFileSync(path, 'utf8') : null;
+    };
+    const apiKey = { security: { auth: { selectedType: 'gemini-api-key' } } };
+    assert.deepEqual(JSON.parse(settingsOf(null, gate)!), apiKey);
+    assert.deepEqual(JSON.parse(settingsOf('{"ui":{"theme":"x"},"security":{"folderTrust":{}}}', gate)!),
+      { ui: { theme: 'x' }, security: { folderTrust: {}, auth: { selectedType: 'gemini-api-key' } } });
+    // The user's own choice, a file gemini reads with comments, and a run without the gate's key: as written.
+    const oauth = '{"security":{"auth":{"selectedType":"oauth-personal"}}}';
+    assert.equal(settingsOf(oauth, gate), oauth);
+    assert.equal(settingsOf('// mine\n{}', gate), '// mine\n{}');
+    assert.equal(settingsOf('{}'), '{}');
+    assert.equal(settingsOf(null), null);
+  });
 });
 
 describe('providerHomeKey', () => {
