@@ -74,7 +74,8 @@ export function startHint(via: string): string {
   }
   if (via === '--url') return 'start the server --url names, or leave --url out to use a local one';
   const stale = via === 'server.json' ? 'the server recorded in ~/.svc/control/server.json does not answer; ' : '';
-  return `${stale}start one with "svc control serve" (in this terminal) or "svc dashboard" (in the background)`;
+  return `${stale}start one with "svc control serve" (in this terminal) or "svc dashboard" (in the background), `
+    + 'or set SVC_CONTROL_URL to where yours listens';
 }
 
 /** A Control Plane error answer as the failure a command exits 1 with; any other error as it is. */

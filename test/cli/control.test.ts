@@ -324,7 +324,8 @@ describe('svc control status', () => {
     const r = await svc(['control', 'status'], { HOME: join(dir, 'empty-home'), SVC_CONTROL_PORT: String(port) });
     assert.equal(r.code, 1);
     assert.match(r.stderr, new RegExp(`http://127\\.0\\.0\\.1:${port}`));
-    const hint = ': start one with "svc control serve" (in this terminal) or "svc dashboard" (in the background)\n';
+    const hint = ': start one with "svc control serve" (in this terminal) or "svc dashboard" (in the background), '
+      + 'or set SVC_CONTROL_URL to where yours listens\n';
     assert.ok(r.stderr.endsWith(hint), r.stderr);
   });
 });
