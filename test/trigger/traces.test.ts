@@ -332,7 +332,7 @@ describe('traces across the trigger server and a real run', () => {
     }
   });
 
-  it('a follow-up refused on a pull request that is not svc\'s ends its delivery span as refused, not an error', async () => {
+  it('a follow-up refused (a pull request not svc\'s) ends its delivery span as refused, not an error', async () => {
     const collector = await startCollector();
     const repo = makeRepo();
     const t = await startTestTrigger({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url }, { repo });
