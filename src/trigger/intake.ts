@@ -2,6 +2,7 @@
 // signature over the raw bytes, the dedupe keys, the argv, the replies, the hand-off to the queue.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { HttpError } from '../http/http-error.ts';
+import { RefusedError } from '../errors.ts';
 import { checkBearer } from '../http/guards.ts';
 import { json, type Reply } from '../http/respond.ts';
 import type { Ctx } from '../http/pipeline.ts';
@@ -178,10 +179,11 @@ async function prepareThenCommit(
   try {
     return await commit(ctx, intake, await intake.prepare(), dedupeKeys, replies, delivery);
   } catch (err) {
-    // `prepare` refused the sender or failed: no job, and the delivery's span still ends.
+    // `prepare` skipped the delivery, refused it (a follow-up's refusal, answered by its source) or failed: no job,
+    // and the delivery's span still ends.
     const skip = err instanceof NotQueued;
-    const outcome = { 'svc.outcome': skip ? 'skipped' : 'not_queued', 'svc.job_id': null };
-    delivery.span?.end(skip ? 'unset' : 'error', outcome);
+    const outcome = skip ? 'skipped' : err instanceof RefusedError ? 'refused' : 'not_queued';
+    delivery.span?.end(outcome === 'not_queued' ? 'error' : 'unset', { 'svc.outcome': outcome, 'svc.job_id': null });
     if (skip) return skipped(err.message);
     throw err;
   } finally {

@@ -48,6 +48,8 @@ export function createJobLoop(opts: JobLoopOptions) {
   const tasks = new Set<Promise<void>>();
   /** Summaries still being sent: awaited by `idle` and `close`, but holding no job slot. */
   const sending = new Set<Promise<void>>();
+  /** Jobs whose summary waits its turn: at most `concurrency` go at once (a burst to a vendor answering 429). */
+  const waiting: string[] = [];
   let closed = false;
 
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
@@ -123,9 +125,19 @@ export function createJobLoop(opts: JobLoopOptions) {
    * not sent by shutdown stays pending and is sent on the next start (`recover`).
    */
   function sendSummary(jobId: string): void {
-    const sent = opts.notify(jobId);
-    sending.add(sent);
-    void sent.finally(() => sending.delete(sent));
+    waiting.push(jobId);
+    sendWaiting();
+  }
+
+  function sendWaiting(): void {
+    while (sending.size < settings.concurrency && waiting.length > 0) {
+      const sent = opts.notify(waiting.shift()!);
+      sending.add(sent);
+      void sent.finally(() => {
+        sending.delete(sent);
+        sendWaiting();
+      });
+    }
   }
 
   async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
@@ -235,10 +247,10 @@ export function createJobLoop(opts: JobLoopOptions) {
         log.info('job queued again: the server stopped before its launch', { job_id: job.id });
       } else {
         finish(job, { status: 'interrupted', error: 'the server stopped before the run was recorded' });
-        void opts.notify(job.id);
+        sendSummary(job.id);
       }
     }
-    for (const jobId of stores.replies.listPending()) void opts.notify(jobId);
+    for (const jobId of stores.replies.listPending()) sendSummary(jobId);
     kick();
   }
 
@@ -249,12 +261,16 @@ export function createJobLoop(opts: JobLoopOptions) {
     async idle() {
       while (tasks.size > 0 || sending.size > 0) await Promise.allSettled([...tasks, ...sending]);
     },
-    /** Stop taking jobs, let in-flight launches record their run, stop following; resolves when idle. */
+    /**
+     * Stop taking jobs, let in-flight launches record their run, stop following; resolves when idle. Summaries
+     * waiting their turn stay pending (sent on the next start); a job that ends meanwhile still sends its own.
+     */
     async close() {
       closed = true;
+      waiting.length = 0;
       clearTimeout(retryKick);
       abort.abort();
-      await Promise.allSettled([...tasks, ...sending]);
+      while (tasks.size > 0 || sending.size > 0) await Promise.allSettled([...tasks, ...sending]);
     },
   };
 }

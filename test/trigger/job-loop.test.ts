@@ -282,17 +282,103 @@ describe('the job loop', () => {
     try {
       loop.kick();
       await waitFor(() => stores.jobs.get('j2')?.status === 'failed', 'job 2 while job 1\'s summary waits');
-      assert.deepEqual(told, ['j1', 'j2']);
+      assert.deepEqual(told, ['j1'], 'job 2\'s summary waits its turn (concurrency 1)');
       let idle = false;
       const idled = loop.idle().then(() => { idle = true; });
       await new Promise((resolve) => setImmediate(resolve));
       assert.equal(idle, false, 'idle waits for the summaries being sent');
       letGo();
       await idled;
+      assert.deepEqual(told, ['j1', 'j2']);
     } finally {
       letGo();
       await loop.close();
     }
+  });
+
+  it('sends at most `concurrency` summaries at once; close leaves the ones waiting their turn pending', async () => {
+    const stores = createTriggerStores(openDatabase(join(tempDir('svc-home-'), 'trigger.db'), triggerMigrations));
+    // Five jobs whose repository is no longer served end failed at once: a burst of summaries to one vendor.
+    const ids = ['j1', 'j2', 'j3', 'j4', 'j5'];
+    for (const id of ids) {
+      insertJob(stores, { id, origin: 'jobs', brief: 'b', args: ['b'], created_at: Date.now(), repo: 'gone' });
+      stores.replies.insert(id, 'jobs', {}, Date.now());
+    }
+    let letGo = (): void => {};
+    let held = new Promise<void>((resolve) => { letGo = resolve; });
+    const told: string[] = [];
+    let inFlight = 0;
+    let most = 0;
+    const loop = () => createJobLoop({
+      stores, executor: {} as JobExecutor, managed: {} as never, clock: Date.now, tracer: {} as never,
+      log: createLogger('job-loop-test', () => {}),
+      settings: {
+        concurrency: 2, repoConcurrency: 2, publicUrl: undefined,
+        repos: { entries: [], byName: () => undefined } as never,
+      },
+      notify: Object.assign(async (jobId: string) => {
+        told.push(jobId);
+        most = Math.max(most, ++inFlight);
+        await held;
+        inFlight--;
+      }, { progress: async () => {} }) as never,
+    });
+    const first = loop();
+    try {
+      first.kick();
+      await waitFor(() => ids.every((id) => stores.jobs.get(id)?.status === 'failed'), 'the five jobs\' ends');
+      assert.equal(told.length, 2);
+      letGo();
+      await first.idle();
+      assert.deepEqual([told.length, most], [5, 2]);
+    } finally {
+      letGo();
+      await first.close();
+    }
+    // After a restart the pending summaries (never marked sent here) go two at a time too; close waits only for the
+    // two being sent.
+    told.length = 0;
+    most = 0;
+    held = new Promise<void>((resolve) => { letGo = resolve; });
+    const second = loop();
+    second.recover();
+    assert.equal(told.length, 2);
+    const closed = second.close();
+    letGo();
+    await closed;
+    assert.deepEqual([told.length, most], [2, 2]);
+  });
+
+  it('close waits for the summary of a job whose launch fails while it closes (no summary sent twice)', async () => {
+    const stores = createTriggerStores(openDatabase(join(tempDir('svc-home-'), 'trigger.db'), triggerMigrations));
+    insertJob(stores, { id: 'j1', origin: 'jobs', brief: 'b', args: ['b'], created_at: Date.now(), repo: 'r' });
+    let endLaunch = (): void => {};
+    let launching = false;
+    const executor = {
+      launch: () => {
+        launching = true;
+        return new Promise((resolve) => { endLaunch = () => resolve({ run: null, error: 'boom', exitCode: 1 }); });
+      },
+    } as unknown as JobExecutor;
+    let sent = false;
+    const loop = createJobLoop({
+      stores, executor, managed: {} as never, clock: Date.now, tracer: { startSpan: () => null } as never,
+      log: createLogger('job-loop-test', () => {}),
+      settings: {
+        concurrency: 1, repoConcurrency: 1, publicUrl: undefined,
+        repos: { entries: [], byName: () => ({ name: 'r', checkout: tempDir('svc-repo-'), clone: null }) } as never,
+      },
+      notify: Object.assign(async () => {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        sent = true;
+      }, { progress: async () => {} }) as never,
+    });
+    loop.kick();
+    await waitFor(() => launching, 'the launch');
+    const closed = loop.close();
+    endLaunch();
+    await closed;
+    assert.equal(sent, true, 'close returned while the summary was still being sent');
   });
 
   it('tries again only what the database may take later; a failed disk is logged once a minute', async () => {

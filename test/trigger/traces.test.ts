@@ -30,6 +30,7 @@ interface Span {
   parentSpanId?: string;
   name: string;
   attributes: Array<{ key: string; value: Record<string, unknown> }>;
+  status?: { code?: number };
 }
 
 interface Collector {
@@ -323,6 +324,36 @@ describe('traces across the trigger server and a real run', () => {
       await waitFor(() => named(collector, 'svc.delivery').length > 0, 'the delivery span');
       const [delivery] = named(collector, 'svc.delivery');
       assert.deepEqual(attr(delivery!, 'svc.outcome'), { stringValue: 'skipped' });
+      assert.deepEqual(collector.problems, []);
+    } finally {
+      await t.cleanup();
+      await collector.close();
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('a follow-up refused (a pull request not svc\'s) ends its delivery span as refused, not an error', async () => {
+    const collector = await startCollector();
+    const repo = makeRepo();
+    const t = await startTestTrigger({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url }, { repo });
+    try {
+      const pull = { number: 12, state: 'open', html_url: 'https://github.example/acme/api/pull/12',
+        head: { ref: 'feature/x', sha: 'a'.repeat(40), repo: { full_name: 'acme/api' } },
+        base: { ref: 'main', repo: { full_name: 'acme/api' } } };
+      const raw = Buffer.from(JSON.stringify({
+        action: 'submitted', repository: { full_name: 'acme/api' }, pull_request: pull,
+        review: { id: 77, state: 'changes_requested', body: '/svc fix it', author_association: 'MEMBER',
+          user: { login: 'bo' } },
+      }));
+      const res = await post(`${t.url}/webhook`, raw, {
+        'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`,
+        'x-github-event': 'pull_request_review', 'x-github-delivery': 'trace-review-77',
+      });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      await waitFor(() => named(collector, 'svc.delivery').length > 0, 'the delivery span');
+      const [delivery] = named(collector, 'svc.delivery');
+      assert.deepEqual(attr(delivery!, 'svc.outcome'), { stringValue: 'refused' });
+      assert.notEqual(delivery!.status?.code, 2, 'no error status');
       assert.deepEqual(collector.problems, []);
     } finally {
       await t.cleanup();
