@@ -218,7 +218,7 @@ describe('the signer signs what is pushed', () => {
     }
   });
 
-  // The copied events.jsonl is the agent's: a seq there too high for the signer's own is no more room than a stored one.
+  // The copied events.jsonl is the agent's: a seq there too high for the signer's leaves no room, as a stored one.
   it('refuses a run whose copied events.jsonl holds a seq with no room after it', async () => {
     const w = workspace('copied-seq');
     mkdirSync(join(w.ws, '.svc', 'runs', 'r1'), { recursive: true });
@@ -228,7 +228,7 @@ describe('the signer signs what is pushed', () => {
   });
 
   // The signer ships the copied events.jsonl from its start: one line ingest refuses would refuse every batch of it.
-  it("ships its receipt and status to a real Control Plane past event lines of the agent's ingest refuses", async () => {
+  it("ships its receipt and status to a real Control Plane past the agent's event lines ingest refuses", async () => {
     const cp = await startTestControl();
     try {
       const w = workspace('bad-lines');
@@ -507,6 +507,34 @@ describe('seal, evidence and checks', () => {
         sealed_at: new Date().toISOString() };
       assert.equal((await storeRun(env, 'r1', seal, { handed: newRunKey() })).unstored, null);
       assert.deepEqual(seen, [503, 502, 200]);
+    } finally {
+      cp.close();
+    }
+  });
+
+  it("reads the Control Plane's answer to the move through typed readers: a non-list names no run", async () => {
+    const answers = ['{"last_seq":"r1","unbound":"r1","stop_asked":"xr1x","deleted":"r1"}',
+      '{"last_seq":[{"run":"r1","seq":"7"}],"stop_asked":["r1"]}', '{"last_seq":[null,{"run":"r1","seq":7}]}'];
+    const cp = createHttpServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(answers.shift() ?? '{}');
+    });
+    await new Promise<void>((r) => cp.listen(0, '127.0.0.1', r));
+    try {
+      const env = {
+        SVC_CONTROL_URL: `http://127.0.0.1:${(cp.address() as AddressInfo).port}`, SVC_CONTROL_TOKEN: 't',
+        SVC_SOURCE: 'k8s', HOME: root,
+      };
+      const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
+        sealed_at: new Date().toISOString() };
+      const stored = async () => {
+        const { stopAsked, lastSeq, control } = await storeRun(env, 'r1', seal, { sealed: newRunKey() });
+        return { stopAsked, lastSeq, control };
+      };
+      assert.deepEqual(await stored(), { stopAsked: false, lastSeq: 0, control: [] });
+      assert.deepEqual(await stored(), { stopAsked: true, lastSeq: 0, control: [] });
+      assert.deepEqual(await stored(), { stopAsked: false, lastSeq: 7, control: [] });
     } finally {
       cp.close();
     }
