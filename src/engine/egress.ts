@@ -17,7 +17,7 @@ import { loadPriceTable } from '../gate/prices.ts';
 import {
   budgetHeld, countCall, DayLedger, holdCall, refusalText, runSpent, type Reached, type RunCount,
 } from '../gate/budgets.ts';
-import { addMetered, addTunnel } from '../gate/run-records.ts';
+import { addMetered, addTunnel, NOTHING_METERED } from '../gate/run-records.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { withCost, type RunState } from './run-state.ts';
 import { readMetered, type MeteredCost } from '../run-json.ts';
@@ -37,7 +37,7 @@ export type RunGate = Awaited<ReturnType<typeof openRunGate>>;
 
 /** Metering for a run's gate (docs/gate.md "Metered cost", "Budgets"): the run's cost, the day ledger, and the budget
  * rule `svc gate serve` applies too (budgetHeld, holdCall), on the run's budgets as its answers raised them. */
-function runMeter(ctx: RunContext, log: (text: string) => void) {
+function runMeter(ctx: RunContext, log: (text: string) => void, resumed: boolean) {
   const prices = loadPriceTable(setting(ctx.env, 'SVC_PRICES_FILE'));
   const ledger = new DayLedger(join(svcHomeOf(ctx.env), 'metered'));
   const caps = { repoDay: settingUsd(ctx.env, 'SVC_BUDGET_REPO_DAY_USD'),
@@ -48,6 +48,12 @@ function runMeter(ctx: RunContext, log: (text: string) => void) {
   if (!isDeepStrictEqual(totals, given)) {
     log('state.json\'s metered cost is not one svc writes: the gate meters the run from nothing');
     totals = null;
+  }
+  // Nothing of the earlier sessions' gates known (none, an older one, or state.json not svc's): what they missed in a
+  // tunnel is unknown too, so the totals count no tunnels and runSpent takes the larger report. A new run's count all.
+  if (totals === null && resumed) {
+    const { tunnels: _unknown, ...uncounted } = NOTHING_METERED;
+    totals = uncounted;
   }
   // What the rule knows of the run; its usd is what the run spent (runSpent).
   const run: RunCount = { usd: 0, uncounted: null, doubt: null, inFlight: 0 };
@@ -216,12 +222,15 @@ function leftOut(
 }
 
 /** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes).
- * `operatorAllow`: the operator's network.allow (operator.json), kept in the run's plan. */
-export async function openRunGate(ctx: RunContext, policy: Policy, operatorAllow: readonly string[]) {
+ * `operatorAllow`: the operator's network.allow (operator.json), kept in the run's plan. `resumed`: the run had
+ * sessions before this one (a resume, a verify). */
+export async function openRunGate(
+  ctx: RunContext, policy: Policy, operatorAllow: readonly string[], resumed: boolean,
+) {
   const routes = modelRoutesFromEnv(ctx.env);
   const log = (text: string): void => ctx.event('log', { stream: 'svc', text });
   // First: a bad price file fails the run before anything is made.
-  const meter = runMeter(ctx, log);
+  const meter = runMeter(ctx, log, resumed);
   const allowed = gatePolicy(policy.network, operatorAllow, routes);
   for (const entry of allowed.dropped) {
     log(`Refused .svc/policy.json network.allow ${entry}: a repository cannot open an address the gate ` +

@@ -12,6 +12,7 @@ import {
 import {
   RUN_JSON_FIELDS, runFailure, type CostFigures, type FailureClass, type MeteredCost, type RunFailure, type RunJson,
 } from '../run-json.ts';
+import { countOrNull, objOrNull, tryParseJson } from '../untrusted.ts';
 import { BadSettingError, errorMessage, RefusedError, SvcError, type SvcErrorCode } from '../errors.ts';
 import { ProviderMissingError } from './providers.ts';
 import { PolicyError } from './policy.ts';
@@ -130,12 +131,14 @@ export function openEventLog(
   try {
     const text = folder ? readPlainIn(folder, 'events.jsonl', Infinity) : 'missing';
     if (typeof text !== 'string') torn = text.length > 0 && text[text.length - 1] !== 10;
+    // A blank line, or a torn last line from a killed writer, is skipped, not fatal; so is a seq ingest would refuse
+    // (a pod signer's copy is the agent's to write: `{"seq":1e999}` would number every later event null).
     for (const line of typeof text === 'string' ? [] : text.toString('utf8').split('\n')) {
-      try {
-        seq = Math.max(seq, (JSON.parse(line) as { seq: number }).seq);
-      } catch {
-        // A blank line, or a torn last line from a killed writer, is skipped, not fatal.
-      }
+      seq = Math.max(seq, countOrNull(objOrNull(tryParseJson(line))?.seq) ?? 0);
+    }
+    // A seq so high that the events after it would not be safe integers (ingest-validate.ts refuses them).
+    if (!Number.isSafeInteger(seq + 2 ** 32)) {
+      throw new RefusedError(`The run's events would follow seq ${seq} (${dir}): they have no room`);
     }
   } catch (err) {
     folder?.close();

@@ -42,7 +42,8 @@ const RESUMED_NOTE =
 
 /** The provider and the finish (start, resume), or the checks again (verify), in the plan's sandbox. */
 async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
-  const sandbox = await inSpan('svc.sandbox', { 'svc.sandbox': plan.sandbox.kind }, () => openSandbox(ctx, plan));
+  const sandbox = await inSpan('svc.sandbox', { 'svc.sandbox': plan.sandbox.kind },
+    () => openSandbox(ctx, plan, mode));
   try {
     if (mode === 'verify') return await reverify(ctx, plan, sandbox);
     prepareWorkdir(ctx);
@@ -57,7 +58,7 @@ async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<v
 }
 
 /** The plan's sandbox, its egress gate (the caller closes it) and the values of the names the plan passes. */
-async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> {
+async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): Promise<RunSandbox> {
   const mode = plan.sandbox;
   const passed = passedValues(plan.passed_env, ctx.env);
   const warning = unsandboxedWarning(mode);
@@ -66,7 +67,7 @@ async function openSandbox(ctx: RunContext, plan: RunPlan): Promise<RunSandbox> 
   // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
   prepareMemoryCgroup(plan.policy.limits.memory_mb * 1024 * 1024);
   const allow = operatorAllowNow(plan, ctx.env, (text) => ctx.note(text));
-  const gate = await openRunGate(ctx, plan.policy, allow).catch((err: unknown) => {
+  const gate = await openRunGate(ctx, plan.policy, allow, worker !== 'start').catch((err: unknown) => {
     const message = `the run's egress gate did not start: ${errorMessage(err)}`;
     throw new InfraError(message, { beforeAgent: true, cause: err });
   });

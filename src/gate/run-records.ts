@@ -101,7 +101,7 @@ export class RunRecords {
 }
 
 // The gate counts tunnels from the start: totals without `tunnels` are an older gate's or svc's (budgets.ts runSpent).
-const NOTHING_METERED: MeteredCost = {
+export const NOTHING_METERED: MeteredCost = {
   cost_usd: null, tokens_in: 0, tokens_out: 0, calls: 0, unpriced: 0, unknown: 0, tunnels: 0,
 };
 

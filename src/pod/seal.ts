@@ -14,7 +14,7 @@ import { settingOr } from '../settings-registry.ts';
 import { headAndBranch } from '../engine/git.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
-import { obj, str, tryParseJson } from '../untrusted.ts';
+import { countOrNull, obj, str, tryParseJson } from '../untrusted.ts';
 
 export interface Seal {
   base_sha: string;
@@ -74,13 +74,15 @@ async function storeSealedRun(
     }
     return { unstored: errorMessage(err), control: [], stopAsked: false, lastSeq: 0 };
   }
-  if (needBound && result.unbound?.includes(run)) {
+  // The answer is read as untrusted (src/untrusted.ts): a list only when it is one.
+  const listed = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+  if (needBound && listed(result.unbound).includes(run)) {
     throw new FailedError(`Run ${source}/${run} was stored without a key before the seal step: any sender of the ` +
       'source can write it');
   }
-  const deleted = result.deleted?.includes(run) ? [deletedRun(run)] : [];
-  const stopAsked = result.stop_asked?.includes(run) === true;
-  const lastSeq = result.last_seq?.find((r) => r.run === run)?.seq ?? 0;
+  const deleted = listed(result.deleted).includes(run) ? [deletedRun(run)] : [];
+  const stopAsked = listed(result.stop_asked).includes(run);
+  const lastSeq = countOrNull(listed(result.last_seq).map(obj).find((r) => r.run === run)?.seq) ?? 0;
   return { unstored: null, control: [...(result.control ?? []), ...deleted], stopAsked, lastSeq };
 }
 

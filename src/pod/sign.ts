@@ -10,7 +10,8 @@ import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
-import { figure, obj } from '../untrusted.ts';
+import { figure, obj, tryParseJson } from '../untrusted.ts';
+import { validateEvent } from '../control/ingest-validate.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -279,11 +280,29 @@ const NO_DIFF: DiffResult = {
 };
 
 /**
+ * The lines of an events.jsonl the agent wrote that ingest takes (ingest-validate.ts) for run `source`/`run`: the
+ * signer ships the copy from its start, and a batch holding one line ingest refuses is refused whole, the signer's
+ * receipt and status with it.
+ */
+function ingestibleLines(content: Buffer, source: string, run: string): Buffer {
+  const now = Date.now();
+  const kept = content.toString('utf8').split('\n').filter((line) => {
+    try {
+      validateEvent({ ...obj(tryParseJson(line)), run }, 'event', source, now);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  return Buffer.from(kept.map((line) => `${line}\n`).join(''));
+}
+
+/**
  * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
  * regular files only, opened without following a link (the signer's mounts hold the key), capped; never a receipt,
- * nor a diff the signer makes itself.
+ * nor a diff the signer makes itself, nor an event line ingest would refuse for run `source`/`run`.
  */
-export function copyRunFolder(from: string, to: string): void {
+export function copyRunFolder(from: string, to: string, source: string, run: string): void {
   const folder = openRunFolder(from);
   if ('failed' in folder) throw new RefusedError(`No run folder at ${from}`);
   let total = 0;
@@ -298,7 +317,8 @@ export function copyRunFolder(from: string, to: string): void {
     mkdirSync(to, { recursive: true, mode: 0o700 });
     for (const name of TOP_FILES) {
       const content = readPlainIn(folder, name, FILE_CAP);
-      if (typeof content !== 'string') write(join(to, name), content);
+      if (typeof content === 'string') continue;
+      write(join(to, name), name === 'events.jsonl' ? ingestibleLines(content, source, run) : content);
     }
     const artifacts = openPlainDirIn(folder, 'artifacts');
     if (typeof artifacts === 'string') return;
@@ -328,11 +348,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   const seal = readSeal(opts.sealedDir);
   const moved = await storeRun(opts.env, opts.run, seal, { sealed: key });
   if (moved.unstored) opts.say(`svc pod sign: the run is not moved onto the sealed key yet (${moved.unstored})\n`);
-  // A seq so high (the handed key's to ship) that the signer's events after it would not be safe integers.
-  if (!Number.isSafeInteger(moved.lastSeq + 2 ** 32)) {
-    throw new RefusedError(`The run container stored event seq ${moved.lastSeq}: the signer's events have no room`);
-  }
-  copyRunFolder(runDir(opts.workspace, opts.run), dir);
+  copyRunFolder(runDir(opts.workspace, opts.run), dir, opts.source, opts.run);
   // The Control Plane moves the run onto this key from the one handed to the run container (ingest-apply.ts).
   makeRunKey(dir, key);
   const copied = readState(dir);
@@ -364,7 +380,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // A stop the first batch took (asked after the run container's last batch), or the run's deletion, is this signer's
   // to honour, whatever the copied state.json (the agent's to write) says of the run's status.
   // Its events go after every seq the Control Plane stored: the run container's (the agent's to ship, past what its
-  // events.jsonl holds, or in one over the copy's cap) would take the seqs of the signer's, stored first, kept.
+  // events.jsonl holds, or in one over the copy's cap) would take the seqs of the signer's, stored first, kept. A seq
+  // (stored, or the copy's) with no safe integers after it refuses the run (openEventLog).
   const ctx = openRunContext(dir, opts.env, {
     ship: true, say: opts.say, control: moved.control, deletionStops: true, seqAfter: moved.lastSeq,
   });

@@ -176,6 +176,17 @@ echo spent > spent.txt
 exit ${code}
 `;
 
+// A priced model call ($0.01) each session; the first reports $0.50 and fails, a resumed one reports $5 and succeeds.
+const CALLS_AGAIN = `#!/bin/sh
+cat > /dev/null
+curl -s -o /dev/null --max-time 20 -H 'content-type: application/json' \\
+  -d '{"model":"gpt-5","max_tokens":1000,"messages":[]}' "$OPENAI_BASE_URL/chat/completions"
+if [ -f spent.txt ]; then usd=5; code=0; else usd=0.5; code=1; fi
+echo "{\\"type\\":\\"svc.cost\\",\\"usd\\":$usd}"
+echo spent > spent.txt
+exit $code
+`;
+
 describe('a local run\'s budget holds on the larger of its metered and reported cost', () => {
   let server: Server;
   let repo: TestRepo;
@@ -196,7 +207,8 @@ describe('a local run\'s budget holds on the larger of its metered and reported 
     const tunnel = `curl -s -o /dev/null --max-time 20 -p -x "$HTTPS_PROXY" "http://${api}/" || true`;
     repo = makeRepo({
       providers: { hidden: HIDDEN_BY_FREE_CALL, estimated: estimated(''), tunneled: estimated(tunnel),
-        failing: estimated('[ -f spent.txt ] && exit 0', 1) },
+        failing: estimated('[ -f spent.txt ] && exit 0', 1),
+        'calling-again': CALLS_AGAIN },
       policy: { max_usd: 1 },
     });
   });
@@ -277,4 +289,26 @@ describe('a local run\'s budget holds on the larger of its metered and reported 
       assert.equal((await svc(['answer', `local/${run}`, 'no'])).code, 0);
       await waitFor(() => (state().status === 'stopped' ? state() : null), 'the run to stop', 60_000);
     });
+
+  // Nothing known of what the earlier sessions' gates saw (no metered figures: an older gate's run that opened only
+  // tunnels; or figures svc does not write): the resumed session's call alone is no whole metered figure.
+  for (const [earlier, metered] of [['no metered figures', null], ['metered figures svc does not write',
+    { cost_usd: 'x' }]] as const) {
+    it(`resumed from a state.json with ${earlier}: the larger report holds the budget`, async () => {
+      const { run, state, ended: failed } = await ranOrAsked('calling-again');
+      assert.equal(failed.status, 'failed', failed.error);
+      writeFileSync(join(repo.repo, '.svc', 'runs', run, 'state.json'), JSON.stringify({ ...failed, metered }));
+      const resumed = await svc(['start', '--resume', run, '--detach']);
+      assert.equal(resumed.code, 0, resumed.stderr);
+      const asked = await waitFor(() => {
+        const s = state();
+        return ['succeeded', 'failed', 'stopped', 'blocked'].includes(s.status) ? s : null;
+      }, 'the resumed run to end or ask', 60_000);
+      assert.equal(asked.status, 'blocked', `${asked.status}: ${asked.error}`);
+      assert.match(asked.question, /^Budget of \$1\.00 reached .*as the agent reported/);
+      assert.deepEqual([asked.metered.calls, asked.metered.cost_usd, 'tunnels' in asked.metered], [1, 0.01, false]);
+      assert.equal((await svc(['answer', `local/${run}`, 'no'])).code, 0);
+      await waitFor(() => (state().status === 'stopped' ? state() : null), 'the run to stop', 60_000);
+    });
+  }
 });

@@ -20,6 +20,7 @@ import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEFAULT_POLICY } from '../../src/engine/policy.ts';
 import { newRunKey } from '../../src/engine/ids.ts';
+import { startTestControl } from '../helpers/control-server.ts';
 
 const GIT_ENV = { GIT_AUTHOR_NAME: 'T', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 'T', GIT_COMMITTER_EMAIL: 't@x' };
 const root = mkdtempSync(join(tmpdir(), 'svc-pod-'));
@@ -100,7 +101,8 @@ function submoduleWorkspace(name: string): { ws: string; base: string; head: str
 
 /** What a pod leaves the signer: the run folder in the workspace (state and evidence) and the seal of the base. */
 async function signPod(
-  name: string, w: { ws: string; base: string; head: string }, more: { state?: object; env?: object; evidence?: false } = {},
+  name: string, w: { ws: string; base: string; head: string },
+  more: { state?: object; env?: object; evidence?: false; sealedAt?: string } = {},
 ): Promise<Receipt | null> {
   const run = 'r1';
   const dir = join(w.ws, '.svc', 'runs', run);
@@ -116,7 +118,9 @@ async function signPod(
   }
   const sealedDir = join(root, `${name}-sealed`);
   mkdirSync(sealedDir);
-  const seal = { base_sha: w.base, origin_url: null, origin_problem: 'none', base_branch: 'main', sealed_at: 'x' };
+  const seal = {
+    base_sha: w.base, origin_url: null, origin_problem: 'none', base_branch: 'main', sealed_at: more.sealedAt ?? 'x',
+  };
   writeFileSync(join(sealedDir, 'seal.json'), JSON.stringify(seal));
   writeFileSync(join(sealedDir, 'run-key'), `${newRunKey()}\n`, { mode: 0o600 });
   const home = join(root, `${name}-signer-home`);
@@ -194,7 +198,8 @@ describe('the signer signs what is pushed', () => {
     const w = workspace('stored-seq');
     const dir = join(w.ws, '.svc', 'runs', 'r1');
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'events.jsonl'), `${JSON.stringify({ seq: 3, ts: 'x', kind: 'note', data: {} })}\n`);
+    const line = { seq: 3, ts: new Date().toISOString(), kind: 'note', data: {} };
+    writeFileSync(join(dir, 'events.jsonl'), `${JSON.stringify(line)}\n`);
     storedSeq = 5000;
     try {
       assert.equal((await signPod('stored-seq', w))?.verdict, 'verified');
@@ -210,6 +215,39 @@ describe('the signer signs what is pushed', () => {
       await assert.rejects(signPod('unsafe-seq', workspace('unsafe-seq')), { name: 'RefusedError' });
     } finally {
       storedSeq = 0;
+    }
+  });
+
+  // The copied events.jsonl is the agent's: a seq there too high for the signer's leaves no room, as a stored one.
+  it('refuses a run whose copied events.jsonl holds a seq with no room after it', async () => {
+    const w = workspace('copied-seq');
+    mkdirSync(join(w.ws, '.svc', 'runs', 'r1'), { recursive: true });
+    const line = { seq: Number.MAX_SAFE_INTEGER, ts: new Date().toISOString(), kind: 'note', data: {} };
+    writeFileSync(join(w.ws, '.svc', 'runs', 'r1', 'events.jsonl'), `${JSON.stringify(line)}\n`);
+    await assert.rejects(signPod('copied-seq', w), { name: 'RefusedError', message: /no room/ });
+  });
+
+  // The signer ships the copied events.jsonl from its start: one line ingest refuses would refuse every batch of it.
+  it("ships its receipt and status to a real Control Plane past the agent's event lines ingest refuses", async () => {
+    const cp = await startTestControl();
+    try {
+      const w = workspace('bad-lines');
+      mkdirSync(join(w.ws, '.svc', 'runs', 'r1'), { recursive: true });
+      const ts = new Date().toISOString();
+      const lines = ['{"seq":1e999,"kind":"note"}', '"a string"', 'not json', '{"seq":-1,"kind":"note"}',
+        JSON.stringify({ seq: 2, ts, kind: 'bad kind!' }), JSON.stringify({ seq: 3, ts: '9999-01-01', kind: 'note' }),
+        JSON.stringify({ seq: 4, ts, kind: 'note', source: 'other' }), JSON.stringify({ seq: 5, ts, kind: 'note' })];
+      writeFileSync(join(w.ws, '.svc', 'runs', 'r1', 'events.jsonl'), `${lines.join('\n')}\n`);
+      const env = { SVC_CONTROL_URL: cp.url, SVC_SOURCE: 'k8s', SVC_SHIP: '1' };
+      assert.equal((await signPod('bad-lines', w, { env, sealedAt: ts }))?.verdict, 'verified');
+      const run = await cp.request('GET', '/v1/runs/k8s/r1');
+      assert.equal(run.json.status, 'succeeded');
+      const events = (await cp.request('GET', '/v1/runs/k8s/r1/events')).json.items as Array<{ seq: number }>;
+      assert.deepEqual(events.map((e) => e.seq), [...events.keys()].map((i) => i + 5));
+      assert.ok(events.some((e) => JSON.stringify(e).includes('"to":"succeeded"')), JSON.stringify(events));
+      assert.equal((await cp.request('GET', '/v1/runs/k8s/r1/artifact/receipt.json')).status, 200);
+    } finally {
+      await cp.close();
     }
   });
 
@@ -404,7 +442,7 @@ describe('copyRunFolder', () => {
     symlinkSync(secret, join(from, 'events.jsonl'));
     symlinkSync(root, join(from, 'artifacts', 'dir-link'));
     const to = join(root, 'run-to');
-    copyRunFolder(from, to);
+    copyRunFolder(from, to, 'k8s', 'r1');
     const copied = readdirSync(to, { recursive: true, withFileTypes: true }).filter((e) => !e.isDirectory());
     assert.deepEqual(copied.map((e) => relative(to, join(e.parentPath, e.name))).sort(),
       ['artifacts/checks/test.log', 'artifacts/evidence.json', 'state.json']);
@@ -419,7 +457,7 @@ describe('copyRunFolder', () => {
 
   it('refuses a run folder that is a link', () => {
     symlinkSync(join(root, 'run-from'), join(root, 'run-link'));
-    assert.throws(() => copyRunFolder(join(root, 'run-link'), join(root, 'run-to2')), /No run folder/);
+    assert.throws(() => copyRunFolder(join(root, 'run-link'), join(root, 'run-to2'), 'k8s', 'r1'), /No run folder/);
   });
 });
 
@@ -469,6 +507,34 @@ describe('seal, evidence and checks', () => {
         sealed_at: new Date().toISOString() };
       assert.equal((await storeRun(env, 'r1', seal, { handed: newRunKey() })).unstored, null);
       assert.deepEqual(seen, [503, 502, 200]);
+    } finally {
+      cp.close();
+    }
+  });
+
+  it("reads the Control Plane's answer to the move through typed readers: a non-list names no run", async () => {
+    const answers = ['{"last_seq":"r1","unbound":"r1","stop_asked":"xr1x","deleted":"r1"}',
+      '{"last_seq":[{"run":"r1","seq":"7"}],"stop_asked":["r1"]}', '{"last_seq":[null,{"run":"r1","seq":7}]}'];
+    const cp = createHttpServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(answers.shift() ?? '{}');
+    });
+    await new Promise<void>((r) => cp.listen(0, '127.0.0.1', r));
+    try {
+      const env = {
+        SVC_CONTROL_URL: `http://127.0.0.1:${(cp.address() as AddressInfo).port}`, SVC_CONTROL_TOKEN: 't',
+        SVC_SOURCE: 'k8s', HOME: root,
+      };
+      const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
+        sealed_at: new Date().toISOString() };
+      const stored = async () => {
+        const { stopAsked, lastSeq, control } = await storeRun(env, 'r1', seal, { sealed: newRunKey() });
+        return { stopAsked, lastSeq, control };
+      };
+      assert.deepEqual(await stored(), { stopAsked: false, lastSeq: 0, control: [] });
+      assert.deepEqual(await stored(), { stopAsked: true, lastSeq: 0, control: [] });
+      assert.deepEqual(await stored(), { stopAsked: false, lastSeq: 7, control: [] });
     } finally {
       cp.close();
     }

@@ -270,6 +270,27 @@ describe('the event log, its run folder and events.jsonl held open (openEventLog
     assert.deepEqual(seqs(dir), [1]);
   });
 
+  it('numbers on from the last seq ingest takes, never a non-integer, unsafe or negative one', () => {
+    const dir = runFolder('rbadseq');
+    const lines = ['{"seq":2}', '{"seq":1e999}', '"a string"', '{"seq":-5}', '{"seq":2.5}', '{"seq":"9"}', 'null'];
+    writeFileSync(join(dir, 'events.jsonl'), `${lines.join('\n')}\n`);
+    const log = openEventLog(dir);
+    log.append('log', { text: 'next' });
+    log.close();
+    const last = readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n').at(-1)!;
+    assert.equal((JSON.parse(last) as { seq: number }).seq, 3);
+  });
+
+  it('refuses a log whose last seq leaves no room for safe integer seqs after it, closing its folder', () => {
+    const dir = runFolder('rnoroom');
+    writeFileSync(join(dir, 'events.jsonl'), `{"seq":${Number.MAX_SAFE_INTEGER - 5}}\n`);
+    const fds = () => readdirSync('/proc/self/fd').length;
+    const before = fds();
+    assert.throws(() => openEventLog(dir), { name: 'RefusedError', message: /no room/ });
+    assert.throws(() => openEventLog(runFolder('rnoroom2'), undefined, Number.MAX_SAFE_INTEGER), /no room/);
+    assert.equal(fds(), before);
+  });
+
   it('closes its run folder when reading events.jsonl throws', (t) => {
     const dir = runFolder('rread');
     writeFileSync(join(dir, 'events.jsonl'), '{"seq":1}\n');
