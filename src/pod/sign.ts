@@ -10,8 +10,7 @@ import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
-import { figure, obj, tryParseJson } from '../untrusted.ts';
-import { validateEvent } from '../control/ingest-validate.ts';
+import { figure, obj } from '../untrusted.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -280,29 +279,11 @@ const NO_DIFF: DiffResult = {
 };
 
 /**
- * The lines of an events.jsonl the agent wrote that ingest takes (ingest-validate.ts) for run `source`/`run`: the
- * signer ships the copy from its start, and a batch holding one line ingest refuses is refused whole, the signer's
- * receipt and status with it.
- */
-function ingestibleLines(content: Buffer, source: string, run: string): Buffer {
-  const now = Date.now();
-  const kept = content.toString('utf8').split('\n').filter((line) => {
-    try {
-      validateEvent({ ...obj(tryParseJson(line)), run }, 'event', source, now);
-      return true;
-    } catch {
-      return false;
-    }
-  });
-  return Buffer.from(kept.map((line) => `${line}\n`).join(''));
-}
-
-/**
  * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
  * regular files only, opened without following a link (the signer's mounts hold the key), capped; never a receipt,
- * nor a diff the signer makes itself, nor an event line ingest would refuse for run `source`/`run`.
+ * nor a diff the signer makes itself.
  */
-export function copyRunFolder(from: string, to: string, source: string, run: string): void {
+export function copyRunFolder(from: string, to: string): void {
   const folder = openRunFolder(from);
   if ('failed' in folder) throw new RefusedError(`No run folder at ${from}`);
   let total = 0;
@@ -318,7 +299,7 @@ export function copyRunFolder(from: string, to: string, source: string, run: str
     for (const name of TOP_FILES) {
       const content = readPlainIn(folder, name, FILE_CAP);
       if (typeof content === 'string') continue;
-      write(join(to, name), name === 'events.jsonl' ? ingestibleLines(content, source, run) : content);
+      write(join(to, name), content);
     }
     const artifacts = openPlainDirIn(folder, 'artifacts');
     if (typeof artifacts === 'string') return;
@@ -348,7 +329,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   const seal = readSeal(opts.sealedDir);
   const moved = await storeRun(opts.env, opts.run, seal, { sealed: key });
   if (moved.unstored) opts.say(`svc pod sign: the run is not moved onto the sealed key yet (${moved.unstored})\n`);
-  copyRunFolder(runDir(opts.workspace, opts.run), dir, opts.source, opts.run);
+  copyRunFolder(runDir(opts.workspace, opts.run), dir);
   // The Control Plane moves the run onto this key from the one handed to the run container (ingest-apply.ts).
   makeRunKey(dir, key);
   const copied = readState(dir);
