@@ -206,7 +206,8 @@ export const SETTINGS = {
   SVC_BUDGET_SERVER_DAY_USD: { ...text('gate', 'no cap', 'likewise, for all runs of this machine (or of one ' +
     '`svc gate serve`)'), pattern: USD },
   ANTHROPIC_BASE_URL: text('gate', NONE, 'model API base the gate forwards to (the model keys, `ANTHROPIC_API_KEY`, ' +
-    '`OPENAI_API_KEY`, `GEMINI_API_KEY`, …, are listed in src/gate/model-apis.ts)'),
+    '`OPENAI_API_KEY`, `GEMINI_API_KEY`, …, are listed in src/gate/model-apis.ts); for Anthropic the origin form ' +
+    'claude takes, without `/v1` (svc appends `/v1` for opencode, so a base ending in `/v1` would reach `/v1/v1`)'),
   OPENAI_BASE_URL: text('gate', NONE, 'likewise'),
   GOOGLE_GEMINI_BASE_URL: text('gate', NONE, 'likewise'),
 

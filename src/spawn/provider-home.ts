@@ -137,7 +137,9 @@ function chooseApiKey(path: string): void {
   if (!isJsonObject(settings)) return;
   const security = obj(settings.security);
   const auth = obj(security.auth);
-  if (auth.selectedType !== undefined) return;
+  // Also gemini's older flat `selectedAuthType` and an enforced type: either is the user's choice.
+  if (auth.selectedType !== undefined || auth.enforcedType !== undefined) return;
+  if (settings.selectedAuthType !== undefined) return;
   const chosen = { ...settings, security: { ...security, auth: { ...auth, selectedType: 'gemini-api-key' } } };
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   writeFileSync(path, JSON.stringify(chosen, null, 2), { mode: 0o600 });

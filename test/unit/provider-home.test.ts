@@ -117,6 +117,10 @@ describe('layProviderHome', () => {
     // The user's own choice, a file gemini reads with comments, and a run without the gate's key: as written.
     const oauth = '{"security":{"auth":{"selectedType":"oauth-personal"}}}';
     assert.equal(settingsOf(oauth, gate), oauth);
+    const flat = '{"selectedAuthType":"oauth-personal"}';
+    assert.equal(settingsOf(flat, gate), flat);
+    const enforced = '{"security":{"auth":{"enforcedType":"vertex-ai"}}}';
+    assert.equal(settingsOf(enforced, gate), enforced);
     assert.equal(settingsOf('// mine\n{}', gate), '// mine\n{}');
     assert.equal(settingsOf('{}'), '{}');
     assert.equal(settingsOf(null), null);
