@@ -59,8 +59,12 @@ export function runSpent(
   cost: { metered?: MeteredCost | null; reported?: { cost_usd: number | null } | null },
 ): number {
   const m = cost.metered ?? null;
-  if (m !== null && m.cost_usd !== null && m.unpriced === 0 && !m.doubtful && m.tunnels === 0) return m.cost_usd;
-  return Math.max(m?.cost_usd ?? 0, cost.reported?.cost_usd ?? 0);
+  // state.json is read back without a check of every figure: one that is not a finite number counts as unknown (0),
+  // never as a NaN that no budget is ever reached by.
+  const metered = Number.isFinite(m?.cost_usd) ? (m?.cost_usd as number) : null;
+  const reported = Number.isFinite(cost.reported?.cost_usd) ? (cost.reported?.cost_usd as number) : 0;
+  if (m !== null && metered !== null && m.unpriced === 0 && !m.doubtful && m.tunnels === 0) return metered;
+  return Math.max(metered ?? 0, reported);
 }
 
 /** The one budget rule of a run's own gate and `svc gate serve` (docs/gate.md "Budgets"): the budget a run's next
