@@ -71,8 +71,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     await ceiling.stop();
     tmp.remove();
   }
-  // What else used the cores meanwhile: the rows that need both cores (a server and its load generator) lose most to
-  // it, while the peer, one Python process, hardly does (docs/bench.md, the peer row's 8.01x measured apart).
+  // What else used the cores meanwhile: every row of a server and its load generator reads low with it, and the peer
+  // ratio most (docs/bench.md, "The peer row's 8.01x measured apart").
   const others = (machineBusyUs() - busyBefore - (benchOwnUs() - ownBefore)) / 1000 / (Date.now() - began);
   const meta = {
     mode: options.quick ? 'quick' : 'full',
