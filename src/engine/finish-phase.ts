@@ -8,7 +8,8 @@ import { verdictAccepted, type Policy } from './policy.ts';
 import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
 import {
-  commitAll, diffCommits, diffWorkingTree, headSha, runWorktreeGitDir, treeGit, UnreadableTreeError, type DiffResult,
+  commitAll, diffCommits, diffWorkingTree, EMPTY_DIFF, headSha, runWorktreeGitDir, treeGit, UnreadableTreeError,
+  type DiffResult,
 } from './git.ts';
 import {
   decideVerdict, failedRequiredCheck, requiredCheckError, saveReceipt, confinedNetwork, reportedChecks,
@@ -99,8 +100,7 @@ function diffOrUnreadable(ctx: RunContext, sandbox: RunSandbox): { diff: DiffRes
   } catch (err) {
     if (!(err instanceof UnreadableTreeError)) throw err;
     ctx.note(err.message);
-    const patch_sha256 = createHash('sha256').update('').digest('hex');
-    return { diff: { files: [], insertions: 0, deletions: 0, patch: '', patch_sha256 }, unreadable: err.message };
+    return { diff: EMPTY_DIFF, unreadable: err.message };
   }
 }
 
