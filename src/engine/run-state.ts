@@ -19,6 +19,7 @@ import { PolicyError } from './policy.ts';
 import { TrustNeededError } from './run-plan.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
+import { orNull } from '../spawn/tree.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -200,11 +201,7 @@ export function readState(dir: string): RunState {
 }
 
 export function tryReadState(dir: string): RunState | null {
-  try {
-    return readState(dir);
-  } catch {
-    return null;
-  }
+  return orNull(() => readState(dir));
 }
 
 export function writeState(dir: string, state: RunState): void {

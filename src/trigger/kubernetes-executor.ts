@@ -59,10 +59,6 @@ function objects(value: unknown): Obj[] {
   return Array.isArray(value) ? value.map(obj) : [];
 }
 
-function itemNames(body: unknown): string[] {
-  return objects(obj(body).items).flatMap((item) => str(obj(item.metadata).name) ?? []);
-}
-
 /** The signer container's `--run-id` in a Job as the API returned it. */
 function runIdOf(job: unknown): string | null {
   const containers = obj(obj(obj(obj(job).spec).template).spec).containers;
@@ -193,7 +189,7 @@ export function createKubernetesExecutor(opts: {
 
   async function findJob(run: RunRef): Promise<string | null> {
     const res = await api.request('GET', `${jobsPath}?labelSelector=${encodeURIComponent(`${LABEL_RUN}=${run.run}`)}`);
-    return itemNames(res.body)[0] ?? null;
+    return objects(obj(res.body).items).map((item) => str(obj(item.metadata).name)).find((name) => name) ?? null;
   }
 
   /** Whether the run container announced the run the pod spec fixed (a line naming any other run is ignored). */
