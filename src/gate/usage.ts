@@ -94,19 +94,14 @@ function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): 
   }
   // OpenAI and Gemini count cached input inside the input. Chat completions say prompt/completion, responses say
   // input/output; Gemini bills thinking as output.
-  let cached: number;
-  let input: number;
-  let output: number;
-  if (family === 'openai') {
-    const chat = (u.prompt_tokens ?? null) !== null || (u.completion_tokens ?? null) !== null;
-    cached = count(obj(u[chat ? 'prompt_tokens_details' : 'input_tokens_details']), 'cached_tokens', bad);
-    input = count(u, chat ? 'prompt_tokens' : 'input_tokens', bad);
-    output = count(u, chat ? 'completion_tokens' : 'output_tokens', bad);
-  } else {
-    cached = count(u, 'cachedContentTokenCount', bad);
-    input = count(u, 'promptTokenCount', bad);
-    output = count(u, 'candidatesTokenCount', bad) + count(u, 'thoughtsTokenCount', bad);
-  }
+  const chat = (u.prompt_tokens ?? null) !== null || (u.completion_tokens ?? null) !== null;
+  const [cached, input, output] = family === 'openai' ? [
+    count(obj(u[chat ? 'prompt_tokens_details' : 'input_tokens_details']), 'cached_tokens', bad),
+    count(u, chat ? 'prompt_tokens' : 'input_tokens', bad), count(u, chat ? 'completion_tokens' : 'output_tokens', bad),
+  ] : [
+    count(u, 'cachedContentTokenCount', bad), count(u, 'promptTokenCount', bad),
+    count(u, 'candidatesTokenCount', bad) + count(u, 'thoughtsTokenCount', bad),
+  ];
   return { tokens_in: Math.max(0, input - cached), cache_read: Math.min(cached, input), tokens_out: output };
 }
 
