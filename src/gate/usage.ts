@@ -5,7 +5,7 @@ import type { Transform } from 'node:stream';
 import { constants, createBrotliDecompress, createGunzip, createInflate, createZstdDecompress } from 'node:zlib';
 import type { Zlib } from 'node:zlib';
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
-import { callCost, costAt, highestPrice, priceOf, type PriceTable } from './prices.ts';
+import { callCost, costAt, highestPrice, type PriceTable } from './prices.ts';
 import type { CallTokens, MeteredCall } from './evidence.ts';
 import { JsonPicker } from './json-picker.ts';
 
@@ -356,8 +356,7 @@ function boundedCall(
     cache_read: read?.cache_read ?? 0, cache_write: read?.cache_write ?? 0,
     ...(read?.cache_write_1h !== undefined ? { cache_write_1h: read.cache_write_1h } : {}),
   };
-  const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
-  const usd = price ? costAt(price, counted) : null;
+  const usd = counted.model === null ? costAt(highestPrice(prices), counted) : callCost(prices, counted);
   const doubt = asked.doubt ?? (asked.offered === undefined || !unseen ? undefined
     : `it offered a per-use server tool (${asked.offered}) and its response was not read whole`);
   return { ...counted, usd, unknown, ...(doubt !== undefined ? { doubt } : {}) };
