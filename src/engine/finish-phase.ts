@@ -8,7 +8,7 @@ import { verdictAccepted, type Policy } from './policy.ts';
 import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
 import {
-  commitAll, diffCommits, diffWorkingTree, EMPTY_DIFF, headSha, runWorktreeGitDir, treeGit, UnreadableTreeError,
+  commitAll, diffCommits, diffWorkingTree, EMPTY_DIFF, git, runWorktreeGitDir, treeGit, UnreadableTreeError,
   type DiffResult,
 } from './git.ts';
 import {
@@ -117,7 +117,7 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
     for (const path of skipped) {
       ctx.note(`embedded repository ${JSON.stringify(path)} not committed (svc never commits a nested repository)`);
     }
-    const head = headSha(state.workdir, run);
+    const head = git(state.workdir, ['rev-parse', 'HEAD'], {}, run).trim();
     ctx.update({ head_sha: head });
     diff = diffCommits(state.workdir, state.base_sha, head, run);
   } else {

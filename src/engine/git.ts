@@ -129,10 +129,6 @@ export function repoRoot(dir: string): string | null {
   return tryGit(dir, ['rev-parse', '--show-toplevel']).trim() || null;
 }
 
-export function headSha(dir: string, run: GitRun = hostGit): string {
-  return git(dir, ['rev-parse', 'HEAD'], {}, run).trim();
-}
-
 /** HEAD's commit and its branch (null when detached), read by one git; throws when there is no commit yet. */
 export function headAndBranch(dir: string): { sha: string; branch: string | null } {
   const [sha, name] = git(dir, ['rev-parse', 'HEAD', '--abbrev-ref', 'HEAD']).trim().split('\n');
