@@ -219,11 +219,9 @@ export function createKubernetesExecutor(opts: {
           return { exitCode: 0, run, error: null };
         }
         if (state!.phase !== 'running') {
-          return {
-            exitCode: state!.phase === 'complete' ? 0 : 1,
-            run: null,
-            error: `Kubernetes Job ${name} ended without a {"source","run"} line (${state!.reason ?? state!.phase})`,
-          };
+          const { phase, reason } = state!;
+          const error = `Kubernetes Job ${name} ended without a {"source","run"} line (${reason ?? phase})`;
+          return { exitCode: phase === 'complete' ? 0 : 1, run: null, error };
         }
         if (Date.now() > deadline) {
           const error = `Kubernetes Job ${name} printed no run within ${launchTimeoutMs} ms`;
@@ -344,10 +342,10 @@ export function createKubeApi(opts: { apiUrl: string; serviceAccountDir: string 
   function headers(contentType: string | undefined): Record<string, string> {
     // Bound service-account tokens rotate: the kubelet rewrites the file, so read it on every request.
     const token = readOptional(join(opts.serviceAccountDir, 'token'));
-    const h: Record<string, string> = { accept: 'application/json' };
-    if (token) h.authorization = `Bearer ${token}`;
-    if (contentType) h['content-type'] = contentType;
-    return h;
+    return {
+      accept: 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(contentType ? { 'content-type': contentType } : {}),
+    };
   }
 
   function parse(status: number, text: string): KubeResponse {
