@@ -95,7 +95,6 @@ function subcommand(args: readonly string[]): string {
   return args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0] ?? 'git';
 }
 
-/** How long svc lets the git of `args` run before it kills it. */
 export function gitTimeoutMs(args: readonly string[]): number {
   return LONG_COMMANDS.has(subcommand(args)) ? LONG_GIT_TIMEOUT_MS : GIT_TIMEOUT_MS;
 }

@@ -186,7 +186,6 @@ export function openEventLog(
   };
 }
 
-/** One event, its log opened and closed around it. */
 export function appendEvent(dir: string, kind: string, data: Record<string, unknown>): void {
   const log = openEventLog(dir);
   try {

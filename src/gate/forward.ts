@@ -92,7 +92,6 @@ interface Plan {
   model: string | null;
   /** The path as the model API reads it (model-apis.ts modelPath), in the model mode: it picks the usage reader. */
   endpoint: string;
-  /** Whether the response's usage is metered. */
   metered: boolean;
   /** A metered call that generates output (model-apis.ts generationEndpoint): one cut short counts at its bounds. */
   generation: boolean;

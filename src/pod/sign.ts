@@ -35,7 +35,6 @@ export interface SignOptions {
   /** The shared workspace (read-only here). */
   workspace: string;
   sealedDir: string;
-  /** Whether the pod spec asked for a pull request. */
   pr: boolean;
   env: NodeJS.ProcessEnv;
   say: (text: string) => void;

@@ -54,7 +54,6 @@ export function buildKubeJob(
 
 type JobState = { phase: 'running' | 'complete' | 'failed' | 'missing'; reason: string | null };
 
-/** The elements of a JSON array, each as an object (anything else reads as none). */
 function objects(value: unknown): Obj[] {
   return Array.isArray(value) ? value.map(obj) : [];
 }
@@ -324,7 +323,6 @@ function readOptional(path: string): string | undefined {
   return readOrNull(path)?.trim() || undefined;
 }
 
-/** The API URL from the in-cluster environment, or undefined outside a cluster. */
 export function inClusterApiUrl(env: NodeJS.ProcessEnv): string | undefined {
   if (env.SVC_K8S_API_URL) return env.SVC_K8S_API_URL.replace(/\/+$/, '');
   const host = env.KUBERNETES_SERVICE_HOST;
