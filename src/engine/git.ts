@@ -46,25 +46,28 @@ export function gitExtraEnv(extra: Record<string, string> = {}): Record<string, 
   return { ...extra, ...GIT_ISOLATION_ENV };
 }
 
-// Switches off every filter driver named in `git config -z --get-regexp '^filter\.'` output, through
-// GIT_CONFIG_COUNT, whose keys may hold any character (a `-c` key cannot hold '=').
+/** Git config `pairs` as the GIT_CONFIG_COUNT environment, whose keys may hold any character (a `-c` key cannot hold
+ * '='); no pairs, no variables. */
+export function gitConfigEnv(pairs: ReadonlyArray<readonly [string, string]>): Record<string, string> {
+  const env: Record<string, string> = pairs.length ? { GIT_CONFIG_COUNT: String(pairs.length) } : {};
+  pairs.forEach(([key, value], i) => {
+    env[`GIT_CONFIG_KEY_${i}`] = key;
+    env[`GIT_CONFIG_VALUE_${i}`] = value;
+  });
+  return env;
+}
+
+const FILTER_OFF = [['clean', ''], ['smudge', ''], ['process', ''], ['required', 'false']] as const;
+
+// Switches off every filter driver named in `git config -z --get-regexp '^filter\.'` output.
 function filterOverrides(configEntries: string): Record<string, string> {
   const drivers = new Set<string>();
   for (const entry of configEntries.split('\0')) {
     const m = /^filter\.(.+)\.[^.]+$/s.exec(entry.split('\n', 1)[0] ?? '');
     if (m) drivers.add(m[1]!);
   }
-  const env: Record<string, string> = {};
-  let n = 0;
-  for (const name of drivers) {
-    for (const [setting, value] of [['clean', ''], ['smudge', ''], ['process', ''], ['required', 'false']]) {
-      env[`GIT_CONFIG_KEY_${n}`] = `filter.${name}.${setting}`;
-      env[`GIT_CONFIG_VALUE_${n}`] = value!;
-      n += 1;
-    }
-  }
-  if (n) env.GIT_CONFIG_COUNT = String(n);
-  return env;
+  return gitConfigEnv([...drivers].flatMap((name) =>
+    FILTER_OFF.map(([setting, value]) => [`filter.${name}.${setting}`, value] as const)));
 }
 
 /** Runs one git argv (already hardened) and returns stdout; `scratch` are folders it writes besides the repository;
