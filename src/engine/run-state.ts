@@ -307,17 +307,11 @@ export function trackedOrAll(repo: string, folder: string): Committed {
 export function localRuns(repo: string, { strict = false, only }: { strict?: boolean; only?: string } = {}): Found[] {
   const runs = openPlainPath(repo, ['.svc', 'runs']);
   if ('failed' in runs) return [];
-  let tracked: Committed;
+  const found: Found[] = [];
   try {
     // The check refuseTrackedRun makes, for `only` too: a pathspec of the run's own folder would miss a submodule
     // committed there.
-    tracked = strict ? trackedNames(repo, '.svc/runs') : trackedOrAll(repo, '.svc/runs');
-  } catch (err) {
-    runs.close();
-    throw err;
-  }
-  const found: Found[] = [];
-  try {
+    const tracked = strict ? trackedNames(repo, '.svc/runs') : trackedOrAll(repo, '.svc/runs');
     const names = only === undefined ? listPlain(runs).filter((e) => e.kind === 'dir').map((e) => e.name) : [only];
     for (const name of names) {
       if (!isValidSegment(name) || tracked(name)) continue;
