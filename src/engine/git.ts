@@ -242,12 +242,13 @@ export function createWorktree(repo: string, path: string, branch: string, base:
 /** The files git opens at a working tree's root before it reads any path (a FIFO there blocks it at once). */
 const RULE_FILES = ['.gitattributes', '.gitignore'] as const;
 
-function specialKind(path: string): string | null {
+/** What `path` is when it is none of a regular file, a folder or (`links`) a symbolic link: "a FIFO", "a device", …;
+ * null when it is one of those, or absent. */
+export function specialKind(path: string, links = true): string | null {
   const st = lstatSync(path, { throwIfNoEntry: false });
-  if (!st) return null;
-  if (st.isFIFO()) return 'a FIFO';
-  if (st.isSocket()) return 'a socket';
-  return st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : null;
+  if (!st || st.isFile() || st.isDirectory() || (links && st.isSymbolicLink())) return null;
+  return st.isFIFO() ? 'a FIFO' : st.isSymbolicLink() ? 'a symbolic link' : st.isSocket() ? 'a socket'
+    : st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : 'not a regular file';
 }
 
 /** svc's git on one working tree (whoever wrote its files): every call time-limited, no config the tree holds read. */
