@@ -8,7 +8,7 @@ import { verdictAccepted, type Policy } from './policy.ts';
 import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
 import {
-  commitAll, diffCommits, diffWorkingTree, EMPTY_DIFF, git, runWorktreeGitDir, treeGit, UnreadableTreeError,
+  commitAll, diffCommits, diffWorkingTree, emptyDiff, git, runWorktreeGitDir, treeGit, UnreadableTreeError,
   type DiffResult,
 } from './git.ts';
 import {
@@ -100,7 +100,7 @@ function diffOrUnreadable(ctx: RunContext, sandbox: RunSandbox): { diff: DiffRes
   } catch (err) {
     if (!(err instanceof UnreadableTreeError)) throw err;
     ctx.note(err.message);
-    return { diff: EMPTY_DIFF, unreadable: err.message };
+    return { diff: emptyDiff(), unreadable: err.message };
   }
 }
 

@@ -411,9 +411,10 @@ function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]) {
 }
 
 /** No change: a run's diff until svc establishes one, or when svc's git could not read the tree the agent left. */
-export const EMPTY_DIFF: DiffResult = {
-  files: [], insertions: 0, deletions: 0, patch: '', patch_sha256: createHash('sha256').update('').digest('hex'),
-};
+export function emptyDiff(): DiffResult {
+  const patch_sha256 = createHash('sha256').update('').digest('hex');
+  return { files: [], insertions: 0, deletions: 0, patch: '', patch_sha256 };
+}
 
 /** Between two commits, gitlink moves too (`Subproject commit` lines: ids only; a pushed branch carries them). */
 export function diffCommits(dir: string, base: string, head: string, run: GitRun): DiffResult {

@@ -164,7 +164,9 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
   const base = arrivingRecord('traces', asker, { method: req.method ?? null });
   const done = (status: number, reason: string | null, extra: Partial<EgressRecord> = {}): void =>
     ctx.record({ ...base, ...extra, status, reason }, asker);
-  const deny = (status: number, reason: string, headers = {}, extra: Partial<EgressRecord> = {}): void => {
+  const deny = (
+    status: number, reason: string, headers: Record<string, string> = {}, extra: Partial<EgressRecord> = {},
+  ): void => {
     req.resume();
     refuse(res, status, reason, headers);
     done(status, reason, extra);

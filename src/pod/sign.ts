@@ -22,7 +22,7 @@ import type { PushTarget } from '../engine/git-push.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, readSealedRunKey, storeRun, type Seal } from './seal.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
-import { EMPTY_DIFF, repoSlug, type DiffResult } from '../engine/git.ts';
+import { emptyDiff, repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
 import { runSpent } from '../gate/budgets.ts';
@@ -357,7 +357,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     // Replaced on the Control Plane whatever ends the run: the diff.patch and diffstat.json the run container shipped
     // under its handed key are the agent's, and review risk and get_run_diff read them as the run's. signReceipt
     // writes the diff of the commits it checked over this; a stop, a refusal or unverified commits leave it empty.
-    saveDiff(ctx, EMPTY_DIFF);
+    saveDiff(ctx, emptyDiff());
     // A stop asked before: taken by the run container's worker (a run stopped before its checks leaves no evidence,
     // src/engine/worker.ts), or by a move whose answer was lost; the Control Plane says so (ingest's stop_asked).
     if (moved.stopAsked) ctx.requestStop('a stop request through the Control Plane');
