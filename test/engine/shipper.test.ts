@@ -77,7 +77,7 @@ describe('shipper', () => {
     assert.deepEqual(control.deps.stores.controlRequests.pending('local').map((p) => p.run), ['rother'], "kept for rother's own worker");
   });
 
-  it('lets a run shipped from a registered project on this machine be retried and verified (issue 23 item 4)', async () => {
+  it('lets a run shipped from a registered project on this machine be retried and verified', async () => {
     const project = join(root, 'registered');
     mkdirSync(join(project, '.git'), { recursive: true });
     assert.equal((await control.request('POST', '/v1/import', { body: { path: project } })).status, 200);
@@ -96,7 +96,7 @@ describe('shipper', () => {
     assert.match(refusals.retry, /import its project \(POST \/v1\/import\)/);
   });
 
-  it('does not bring back a run deleted on the Control Plane when it is shipped again (issue 23 item 7)', async () => {
+  it('does not bring back a run deleted on the Control Plane when it is shipped again', async () => {
     const dir = runFolder(root, 'rship6', 'succeeded');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
     assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
