@@ -2,6 +2,7 @@
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startChild, workerArgv } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
@@ -235,6 +236,29 @@ export function spawnWorker(
   return child;
 }
 
+/** How long a resume or a verify of an ended run waits for the worker of its last attempt to exit. */
+const LAST_WORKER_WAIT_MS = 10_000;
+const LAST_WORKER_POLL_MS = 50;
+
+/**
+ * An ended run's state once the worker of its last attempt has exited (a resume and a verify start only then). Its
+ * status ends before it does: its last write (worker.ts: no child, no pid) puts back its own copy of state.json, over
+ * a resume's `queued` (whose worker then finds the run ended and runs nothing) or what a verify wrote. A worker still
+ * there after the wait is refused as a conflict.
+ */
+export async function afterLastWorker(dir: string, action: 'resume' | 'verify'): Promise<RunState> {
+  const until = Date.now() + LAST_WORKER_WAIT_MS;
+  for (;;) {
+    const state = readState(dir);
+    if (!TERMINAL.has(state.status) || !workerAlive(state)) return state;
+    if (Date.now() >= until) {
+      throw new ConflictError(`Run ${state.run} is ${state.status} but its worker is still finishing: ${action} it ` +
+        'once that has exited');
+    }
+    await sleep(LAST_WORKER_POLL_MS);
+  }
+}
+
 /**
  * A stopped or failed run, queued again to be resumed: it goes on, so it keeps no end or failure from before, nor the
  * worker and child it had (a stop in the resume's start must not take a dead worker's pid for the run's). Its event
@@ -246,6 +270,10 @@ function requeue(dir: string): RunState {
   // earlier state and clear the first's worker.
   if (earlier.status !== 'stopped' && earlier.status !== 'failed') {
     throw new ConflictError(`Run ${earlier.run} is ${earlier.status}; only stopped or failed runs can be resumed`);
+  }
+  if (workerAlive(earlier)) {
+    throw new ConflictError(`Run ${earlier.run} is ${earlier.status} but its worker is still finishing: resume it ` +
+      'once that has exited');
   }
   const now = new Date().toISOString();
   writeState(dir, {
