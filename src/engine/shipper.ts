@@ -21,7 +21,8 @@ import {
   readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
-import { tryParseJson } from '../untrusted.ts';
+import { isJsonObject, tryParseJson, type Obj } from '../untrusted.ts';
+import { eventRefusal } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
 
 const EVENTS_PER_BATCH = 500;
@@ -190,6 +191,21 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
   return { state, lines, artifacts, next: { events_offset: next, artifacts: sent }, more };
 }
 
+/**
+ * A line of events.jsonl as its run's batch carries it, or nothing: a blank line, or one ingest would refuse (not JSON,
+ * or refused by eventRefusal), is left out, the first such said once, rather than get the whole batch refused (and
+ * every later one: a pod's signer ships the lines the run container's side wrote, its receipt and status after them).
+ */
+function shippableEvent(line: string, state: RunState, now: number, skip: SkipReport): Obj[] {
+  if (line.trim() === '') return [];
+  const parsed = tryParseJson(line);
+  const event = isJsonObject(parsed) ? { ...parsed, run: state.run } : null;
+  const why = event === null ? 'not a JSON object' : eventRefusal(event, state.source, now);
+  if (event !== null && why === null) return [event];
+  skip('events.jsonl lines ingest refuses', `(left out; the first: ${why})`);
+  return [];
+}
+
 /** The Control Plane a runner ships to, its token for it, and a client with both (a pod's seal step uses it too). */
 export function shipperClient(
   env: NodeJS.ProcessEnv,
@@ -233,6 +249,7 @@ export function createShipper(
     }
     if (!read) return false;
     const state = read.state as unknown as RunState;
+    const now = Date.now();
     const { source: _source, ...json } = toRunJson(state);
     // The key binds the run to this folder's runners (src/control/ingest-apply.ts); a run from before keys has none.
     const run = key === null ? json : { ...json, run_key: key };
@@ -241,11 +258,7 @@ export function createShipper(
       // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
       // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
       runs: [sameMachine(url) ? { ...run, repo_path: state.repo_path } : run],
-      // A line that is not JSON is skipped rather than blocking every later event.
-      events: read.lines.flatMap((line) => {
-        const event = tryParseJson(line);
-        return event === undefined ? [] : [{ ...(event as object), run: state.run }];
-      }) as never,
+      events: read.lines.flatMap((line) => shippableEvent(line, state, now, skip)) as never,
       artifacts: read.artifacts.map(({ rel, content }) => ({
         run: state.run, path: rel, content_type: contentTypeOf(rel) ?? OCTET_STREAM,
         content_base64: content.toString('base64'),
