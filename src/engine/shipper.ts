@@ -21,7 +21,7 @@ import {
   readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
-import { isJsonObject, tryParseJson, type Obj } from '../untrusted.ts';
+import { isJsonObject, list, obj, tryParseJson, type Obj } from '../untrusted.ts';
 import { eventRefusal } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
 
@@ -220,6 +220,21 @@ export function deletedRun(run: string): ControlItem {
   return { run, action: 'deleted' };
 }
 
+/**
+ * What the Control Plane's answer to a batch for `run` asks of its runner, read as untrusted (src/untrusted.ts): the
+ * `control` requests that name a run and an action, and whether `deleted` lists `run` (a list only when it is one: a
+ * text holding the run's id is no deletion of it).
+ */
+export function readIngestAnswer(result: unknown, run: string): { control: ControlItem[]; deleted: boolean } {
+  const answer = obj(result);
+  const control = list(answer.control).flatMap((item) => {
+    const request = obj(item);
+    const named = typeof request.run === 'string' && typeof request.action === 'string';
+    return named ? [request as ControlItem] : [];
+  });
+  return { control, deleted: list(answer.deleted).includes(run) };
+}
+
 export function createShipper(
   dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void, onSkip?: SkipReport,
 ) {
@@ -267,9 +282,10 @@ export function createShipper(
       throw err instanceof ControlApiError ? err : new SendError(errorMessage(err), { cause: err });
     });
     writeJsonAtomic(join(dir, 'ship.json'), read.next);
-    for (const item of result.control ?? []) onControl?.(item);
+    const answer = readIngestAnswer(result, state.run);
+    for (const item of answer.control) onControl?.(item);
     // Deleted on the Control Plane, the run's later batches would be dropped there too: none is sent.
-    if (result.deleted?.includes(state.run)) {
+    if (answer.deleted) {
       deleted = true;
       onControl?.(deletedRun(state.run));
     }

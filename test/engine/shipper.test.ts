@@ -247,6 +247,61 @@ describe('which failure ends a pass of shipRuns (svc ship, the pending runs befo
   }
 });
 
+// A Control Plane's answer is read through typed readers (src/untrusted.ts): a broken or hostile one (a proxy, another
+// server at the URL) neither crashes the shipper nor tells it of a deletion or a request it did not list.
+describe("the shipper reads the Control Plane's answer to a batch as untrusted", () => {
+  let root: string;
+  let body = '';
+  let batches = 0;
+  let server: Server;
+  let url: string;
+  before(async () => {
+    root = mkdtempSync(join(tmpdir(), 'svc-'));
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        batches++;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+      });
+    });
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(async () => {
+    await new Promise((done) => server.close(done));
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  const answers: Array<[string, object]> = [
+    ['an object with its own includes as deleted, and an object as control',
+      { deleted: { includes: 1 }, control: { length: 1, 0: { run: 'ranswer', action: 'stop' } } }],
+    ['a text naming the run as deleted, and requests without a run or an action as control',
+      { deleted: 'not ranswer', control: [null, 'stop', { run: 'ranswer' }, { run: 'ranswer', action: 1 }, [1]] }],
+  ];
+  for (const [i, [what, answer]] of answers.entries()) {
+    it(`takes no deletion and no request from ${what}, and ships on`, async () => {
+      body = JSON.stringify({ runs: 1, events: 0, duplicates: 0, artifacts: 0, ...answer });
+      const dir = runFolder(join(root, `hostile-${i}`), 'ranswer');
+      const items: ControlItem[] = [];
+      const shipper = createShipper(dir, { SVC_CONTROL_URL: url, HOME: root }, (item) => items.push(item));
+      batches = 0;
+      assert.equal(await shipper.flush(), null);
+      assert.equal(await shipper.flush(), null);
+      assert.deepEqual(items, []);
+      assert.equal(batches, 2, 'a run not deleted is shipped again');
+    });
+  }
+
+  it('hands over the requests that name a run and an action, and a deletion the list names', async () => {
+    body = JSON.stringify({ runs: 1, events: 0, duplicates: 0, artifacts: 0, deleted: ['ranswer'],
+      control: [{ run: 'ranswer', action: 'answer', answer: 'yes' }, { run: 'ranswer', action: null }] });
+    const items: ControlItem[] = [];
+    const dir = runFolder(join(root, 'listed'), 'ranswer');
+    await createShipper(dir, { SVC_CONTROL_URL: url, HOME: root }, (item) => items.push(item)).flush();
+    assert.deepEqual(items, [{ run: 'ranswer', action: 'answer', answer: 'yes' }, { run: 'ranswer', action: 'deleted' }]);
+  });
+});
+
 describe('the Control Plane token a client sends', () => {
   it("never sends this machine's own token file to a remote Control Plane (SVC_CONTROL_URL or --url elsewhere)", () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-token-'));
