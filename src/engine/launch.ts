@@ -271,10 +271,6 @@ function requeue(dir: string): RunState {
   if (earlier.status !== 'stopped' && earlier.status !== 'failed') {
     throw new ConflictError(`Run ${earlier.run} is ${earlier.status}; only stopped or failed runs can be resumed`);
   }
-  if (workerAlive(earlier)) {
-    throw new ConflictError(`Run ${earlier.run} is ${earlier.status} but its worker is still finishing: resume it ` +
-      'once that has exited');
-  }
   const now = new Date().toISOString();
   writeState(dir, {
     ...earlier, status: 'queued', ended_at: null, error: null, failure: null, updated_at: now,
