@@ -299,7 +299,9 @@ describe("the shipper reads the Control Plane's answer to a batch as untrusted",
     const items: ControlItem[] = [];
     const dir = runFolder(join(root, 'listed'), 'ranswer');
     await createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: root }, (item) => items.push(item)).flush();
-    assert.deepEqual(items, [{ run: 'ranswer', action: 'answer', answer: 'yes' }, { run: 'ranswer', action: 'deleted' }]);
+    assert.deepEqual(items, [
+      { run: 'ranswer', action: 'answer', answer: 'yes' }, { run: 'ranswer', action: 'deleted' },
+    ]);
   });
 });
 
