@@ -244,8 +244,9 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     }
   });
 
-  // The signer's batch carries the run folder's events, which the agent writes: one it cannot take refuses the whole
-  // batch (ingest-validate.ts). The run must move onto the sealed key all the same, in a batch of the signer's own.
+  // The signer's batch carries the run folder's events, which the agent writes: one it cannot take would refuse the
+  // whole batch (its shipper leaves it out: engine/run-event.ts). The run must move onto the sealed key all the same,
+  // in a batch of the signer's own.
   it('moves the run onto the sealed key even when the agent left an event ingest refuses', async () => {
     let handed = '';
     const { run } = await runJob('fix the greeting', (workspace, runId) => {
