@@ -9,6 +9,7 @@ import type { RunsStore } from '../db/runs-store.ts';
 import { checkBodyKeys, requireJsonObject } from '../http/body.ts';
 import { schemas } from './openapi-schemas.ts';
 import { timeMs } from '../iso-time.ts';
+import { isArtifactPath } from '../engine/run-event.ts';
 
 export function invalidParam(message: string): never {
   throw new HttpError('invalid_param', message);
@@ -83,17 +84,8 @@ export function parseId(name: string, value: string): number {
   return Number(value);
 }
 
-/** Backslash too: some filesystems treat it as a separator. */
 export function checkArtifactPath(path: string, name = 'Artifact path'): string {
-  const bad =
-    path.length === 0 ||
-    path.length > 1024 ||
-    path.startsWith('/') ||
-    path.includes('\\') ||
-    path.includes('\0') ||
-    /^[A-Za-z]:/.test(path) ||
-    path.split('/').some((s) => s === '' || s === '.' || s === '..');
-  if (bad) invalidParam(`${name} must be relative with no "..", NUL or backslash`);
+  if (!isArtifactPath(path)) invalidParam(`${name} must be relative with no "..", NUL or backslash`);
   return path;
 }
 

@@ -1,5 +1,6 @@
 // One run event as ingest takes it (docs/control-data.md): the one check of an event, for a batch and an import
-// (control/ingest-validate.ts) and for a runner's shipper (shipper.ts), which leaves out a line ingest would refuse.
+// (control/ingest-validate.ts) and for a runner's shipper (shipper.ts), which leaves out a line ingest would refuse;
+// so is the check of an artifact's name.
 // It throws 400 invalid_param naming the first bad field; it writes nothing.
 import { HttpError } from '../http/http-error.ts';
 import { MAX_JSON_DEPTH } from '../http/body.ts';
@@ -16,6 +17,23 @@ export const MAX_FUTURE_MS = 5 * 60 * 1000;
 
 function bad(where: string, what: string): never {
   throw new HttpError('invalid_param', `${where} ${what}`);
+}
+
+/**
+ * Whether ingest takes an artifact at `path` (control/params.ts checkArtifactPath): relative, no empty, "." or ".."
+ * segment, no NUL, no backslash (some filesystems treat it as a separator), at most 1024 characters. A runner's
+ * shipper and an import leave out a file whose name it is not, rather than have the whole batch refused.
+ */
+export function isArtifactPath(path: string): boolean {
+  return !(
+    path.length === 0 ||
+    path.length > 1024 ||
+    path.startsWith('/') ||
+    path.includes('\\') ||
+    path.includes('\0') ||
+    /^[A-Za-z]:/.test(path) ||
+    path.split('/').some((s) => s === '' || s === '.' || s === '..')
+  );
 }
 
 export function segment(where: string, v: unknown): string {

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
-import type { IngestResult } from '../client/types.ts';
+import type { IngestBatch, IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from './control-url.ts';
 import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment, RUN_KEY } from './ids.ts';
@@ -22,7 +22,7 @@ import {
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 import { isJsonObject, list, obj, tryParseJson, type Obj } from '../untrusted.ts';
-import { eventRefusal } from './run-event.ts';
+import { eventRefusal, isArtifactPath } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
 
 const EVENTS_PER_BATCH = 500;
@@ -206,6 +206,19 @@ function shippableEvent(line: string, state: RunState, now: number, skip: SkipRe
   return [];
 }
 
+/** An artifact as its run's batch carries it, or nothing: one whose name ingest refuses is left out (said once), as
+ * a bad event line is, rather than get every batch refused (an agent names the files it leaves). */
+function shippableArtifact(
+  rel: string, content: Buffer, state: RunState, skip: SkipReport,
+): NonNullable<IngestBatch['artifacts']> {
+  if (!isArtifactPath(rel)) {
+    skip(`artifacts/${rel}`, 'left out: ingest takes only a name relative with no "..", NUL or backslash');
+    return [];
+  }
+  const type = contentTypeOf(rel) ?? OCTET_STREAM;
+  return [{ run: state.run, path: rel, content_type: type, content_base64: content.toString('base64') }];
+}
+
 /** The Control Plane a runner ships to, its token for it, and a client with both (a pod's seal step uses it too). */
 export function shipperClient(
   env: NodeJS.ProcessEnv,
@@ -274,10 +287,7 @@ export function createShipper(
       // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
       runs: [sameMachine(url) ? { ...run, repo_path: state.repo_path } : run],
       events: read.lines.flatMap((line) => shippableEvent(line, state, now, skip)) as never,
-      artifacts: read.artifacts.map(({ rel, content }) => ({
-        run: state.run, path: rel, content_type: contentTypeOf(rel) ?? OCTET_STREAM,
-        content_base64: content.toString('base64'),
-      })),
+      artifacts: read.artifacts.flatMap(({ rel, content }) => shippableArtifact(rel, content, state, skip)),
     }).catch((err: unknown) => {
       throw err instanceof ControlApiError ? err : new SendError(errorMessage(err), { cause: err });
     });

@@ -227,13 +227,16 @@ describe('the signer signs what is pushed', () => {
     await assert.rejects(signPod('copied-seq', w), { name: 'RefusedError', message: /no room/ });
   });
 
-  // The signer ships the copied events.jsonl from its start: one line ingest refuses would refuse every batch of it.
-  // Its shipper leaves such lines out (engine/run-event.ts eventRefusal) and ships the rest.
-  it("ships its receipt and status to a real Control Plane past the agent's event lines ingest refuses", async () => {
+  // The signer ships the copied events.jsonl from its start, and the copied artifacts: one line or one artifact name
+  // ingest refuses would refuse every batch of it. Its shipper leaves such lines and names out (engine/run-event.ts
+  // eventRefusal, isArtifactPath) and ships the rest.
+  it("ships its receipt and status to a real Control Plane past the agent's event lines and artifact names ingest " +
+    'refuses', async () => {
     const cp = await startTestControl();
     try {
       const w = workspace('bad-lines');
-      mkdirSync(join(w.ws, '.svc', 'runs', 'r1'), { recursive: true });
+      mkdirSync(join(w.ws, '.svc', 'runs', 'r1', 'artifacts'), { recursive: true });
+      writeFileSync(join(w.ws, '.svc', 'runs', 'r1', 'artifacts', 'a\\b.txt'), 'agent-named\n');
       const ts = new Date().toISOString();
       const deep = JSON.stringify({ seq: 6, ts, kind: 'note', data: JSON.parse(`${'['.repeat(62)}${']'.repeat(62)}`) });
       const lines = ['{"seq":1e999,"kind":"note"}', '"a string"', 'not json', '{"seq":-1,"kind":"note"}',

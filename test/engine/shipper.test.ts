@@ -58,6 +58,21 @@ describe('shipper', () => {
     assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rship1', after: 0, limit: 5000 }).length, 1201);
   });
 
+  it('leaves out an artifact whose name ingest refuses, says so once, and ships the rest', async () => {
+    const dir = runFolder(root, 'rshipname');
+    writeFileSync(join(dir, 'artifacts', 'a\\b.txt'), 'agent-named\n');
+    writeFileSync(join(dir, 'artifacts', 'ok.txt'), 'fine\n');
+    const skipped: string[] = [];
+    const shipper = createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }, undefined, (entry) => {
+      skipped.push(entry);
+    });
+    assert.equal(await shipper.flush(), null);
+    assert.equal((await control.request('GET', '/v1/runs/local/rshipname/artifact/ok.txt')).text, 'fine\n');
+    writeFileSync(join(dir, 'artifacts', 'ok.txt'), 'changed\n');
+    assert.equal(await shipper.flush(), null);
+    assert.deepEqual(skipped, ['artifacts/a\\b.txt']);
+  });
+
   it('reports why instead of throwing when the Control Plane is down', async () => {
     const dir = runFolder(root, 'rship2');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
