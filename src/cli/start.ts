@@ -4,7 +4,9 @@ import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, ConflictError, FailedError } from '../errors.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { discoverControlUrl } from '../engine/control-url.ts';
-import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
+import {
+  afterLastWorker, prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun,
+} from '../engine/launch.ts';
 import { planToReuse, type RunPlan } from '../engine/run-plan.ts';
 import { followUpRequest } from '../engine/follow-up.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
@@ -172,7 +174,7 @@ export default async function start(io: CliIo): Promise<number> {
     const repo = resolveRepo(repoDir);
     const dir = runDir(repo, runArg(run, `--${flag}`));
     refuseTrackedRun(repo, run);
-    const state = tryReadState(dir);
+    let state = tryReadState(dir);
     if (!state) throw new NotFoundError(`No run ${run} in this repository`);
     // A run folder moved or copied here with its project still names the old folder, whose run (and worker) it is.
     if ((realOrNull(state.repo_path) ?? state.repo_path) !== (realOrNull(repo) ?? repo)) {
@@ -192,6 +194,7 @@ export default async function start(io: CliIo): Promise<number> {
       io.stdout(summary(await openPrLater(dir, io.env, (t) => io.stderr(`svc start: ${t}\n`))));
       return 0;
     }
+    state = await afterLastWorker(dir, flag);
     if (flag === 'resume' && state.status !== 'stopped' && state.status !== 'failed') {
       throw new ConflictError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
     }

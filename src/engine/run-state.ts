@@ -60,6 +60,9 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   /** The provider or check running now, in its own process group (null between steps); with its sandbox's namespace
    * init once bwrap reported it, which is in no group of svc's: a stop from outside the worker kills it by its own. */
   child: (ProcIdentity & { init?: NamespaceInit }) | null;
+  /** The identity of the last `svc start --verify` worker: the run's `pid` stays its last attempt's, yet a verify
+   * worker's last write too puts back its own copy of state.json (launch.ts afterLastWorker waits for both). */
+  verifier?: ProcIdentity | null;
   answers: string[];
   /** Branch the repo had checked out when the run was made (the PR base unless the policy names one). */
   base_branch: string | null;

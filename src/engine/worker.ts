@@ -138,6 +138,9 @@ export async function executeRun(
       // A resume's `running` says so, as its launcher's `queued` did: the time to an agent is a new run's only.
       const marks = mode === 'resume' ? { resumed: true } : {};
       ctx.setStatus('running', { ...identityOf(process.pid), ended_at: null, error: null, failure: null }, marks);
+    } else {
+      // As its launcher recorded it: a copy of state.json read before that write must not clear it (afterLastWorker).
+      ctx.update({ verifier: identityOf(process.pid) });
     }
     await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
     const stoppedBy = ctx.stoppedBy();

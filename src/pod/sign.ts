@@ -309,7 +309,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   const dir = runDir(work, opts.run);
   const key = readSealedRunKey(opts.sealedDir);
   // The run moves onto the sealed key first, in a batch of the signer's own: a batch carrying the run folder's events
-  // and artifacts, which the agent wrote, can be refused whole for one bad event (ingest-validate.ts), and would leave
+  // and artifacts, which the agent wrote, can be refused whole for one bad event (engine/run-event.ts), and would leave
   // the run bound to the handed key, which the agent can read. The move also replaces the row the handed key stored
   // (the agent's claims), so a gone Job's outcome is read only from what this signer shipped. A refusal fails it, and
   // so does no answer after a few tries: the stops it takes come nowhere else.

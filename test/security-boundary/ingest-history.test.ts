@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { MAX_FUTURE_MS } from '../../src/control/ingest-validate.ts';
+import { MAX_FUTURE_MS } from '../../src/engine/run-event.ts';
 
 const MINUTE = 60_000;
 
