@@ -118,6 +118,9 @@ if (args[0] === '--child') {
 } else {
   const workedArg = args.find((a) => a.startsWith('--worked='));
   const worked = workedArg ? Number(workedArg.slice('--worked='.length)) : 0;
+  if (!Number.isSafeInteger(worked) || worked < 0 || workedArg === '--worked=') {
+    throw new Error(`--worked= takes a whole number of runs, not "${workedArg}"`);
+  }
   const positional = args.filter((a) => !a.startsWith('--'));
   const batches = Number(positional[0] ?? 3000);
   const roots = positional.slice(1).map((p) => resolve(p));

@@ -75,10 +75,14 @@ describe('server V8 flags', () => {
         for (let i = 0; i < 1e6; i++) ring[i & 1023] = row(i);
         setTimeout(() => process.stdout.write(String(majors)), 50);
       }, 50);`;
-    const run = spawnSync(process.execPath, [...SERVER_NODE_FLAGS, '-e', script], { encoding: 'utf8' });
-    assert.equal(run.status, 0, run.stderr);
-    // With pretenuring: 15-43 mark-compacts while the short-lived rows are made; without it: none.
-    assert.ok(Number(run.stdout) <= 3, `mark-compacts: ${run.stdout}`);
+    // With pretenuring most processes mark-compact 13-43 times while the short-lived rows are made, but some do not
+    // (V8 decides when its background compiler finishes): four processes, so the old flags pass ~1.5 % of the time.
+    // Without it: 0 or 1 each.
+    for (let round = 0; round < 4; round++) {
+      const run = spawnSync(process.execPath, [...SERVER_NODE_FLAGS, '-e', script], { encoding: 'utf8' });
+      assert.equal(run.status, 0, run.stderr);
+      assert.ok(Number(run.stdout) <= 3, `mark-compacts: ${run.stdout} (process ${round + 1} of 4)`);
+    }
   });
 
   /** Starts `svc control serve` and returns the argv of the process once it prints its URL (same pid throughout). */
