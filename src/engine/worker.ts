@@ -13,7 +13,6 @@ import { TERMINAL, runFailure } from '../run-json.ts';
 import { worktreeDir } from './paths.ts';
 import { plainEngineFolder } from './safe-fs.ts';
 import type { RunSandbox } from './sandbox.ts';
-import { prepareMemoryCgroup } from '../spawn/memory-cgroup.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openRunGate } from './egress.ts';
 import { POLL_MS } from './budget-pause.ts';
@@ -64,8 +63,6 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
   const warning = unsandboxedWarning(mode);
   if (warning) ctx.note(warning);
   if (mode.kind === 'none') return { mode, gate: null, env: passed };
-  // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
-  prepareMemoryCgroup(plan.policy.limits.memory_mb * 1024 * 1024);
   const allow = operatorAllowNow(plan, ctx.env, (text) => ctx.note(text));
   const gate = await openRunGate(ctx, plan.policy, allow, worker !== 'start').catch((err: unknown) => {
     const message = `the run's egress gate did not start: ${errorMessage(err)}`;
