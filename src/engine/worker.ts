@@ -7,7 +7,6 @@ import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
-import { finish, reverify } from './finish-phase.ts';
 import { failureOf, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
 import { worktreeDir } from './paths.ts';
@@ -44,11 +43,17 @@ async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<v
   const sandbox = await inSpan('svc.sandbox', { 'svc.sandbox': plan.sandbox.kind },
     () => openSandbox(ctx, plan, mode));
   try {
-    if (mode === 'verify') return await reverify(ctx, plan, sandbox);
+    if (mode === 'verify') return await (await import('./finish-phase.ts')).reverify(ctx, plan, sandbox);
     prepareWorkdir(ctx);
     const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
     const notes = mode === 'resume' ? [RESUMED_NOTE] : [];
+    // The finish phase's modules (~5 ms of CPU) load in the turn after the agent's spawn (runProvider runs up to it
+    // at once), off its way to the agent (docs/bench.md); still at the worker's start, not from a newer svc installed
+    // while the agent works. A failed load is thrown where the finish needs it.
+    const finishPhase = new Promise((loaded) => setImmediate(loaded)).then(() => import('./finish-phase.ts'));
+    finishPhase.catch(() => {});
     const outcome = await runProvider(ctx, plan, spec, { notes, sandbox });
+    const { finish } = await finishPhase;
     if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
     await finish(ctx, plan, sandbox, outcome);
   } finally {
