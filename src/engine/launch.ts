@@ -86,7 +86,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
       throw new RefusedError(`Refusing to start a --pr run: ${err.message} (nothing was started)`, { cause: err });
     });
   }
-  // Only a follow-up loads its module, and the receipt and key modules it brings (docs/bench.md, the launcher's modules).
+  // Only a follow-up loads its module, and the receipt and key modules it brings (docs/bench.md).
   const followUps = n.followUp ? await import('./follow-up.ts') : null;
   const follow = n.followUp && followUps
     ? await followUps.followUpStart(n.repo, plan.push_target, n.followUp, n.env)
