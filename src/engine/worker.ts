@@ -38,23 +38,40 @@ function prepareWorkdir(ctx: RunContext): void {
 const RESUMED_NOTE =
   'This run was resumed: your earlier changes are already in the working tree. Continue the task from there.';
 
+let finishPhase: Promise<typeof import('./finish-phase.ts')> | null = null;
+
+/**
+ * The finish phase's modules (~5 ms of CPU), loaded once per worker, kept off the way to the agent (docs/bench.md):
+ * first asked for in the turn after the agent's spawn, or before the automatic retry's wait. A svc installed between
+ * the worker's start and then (its gate's start, its `git worktree add`) is what it loads. A failed load is the run's
+ * failure where the finish needs it: after the agent ran.
+ */
+function loadFinish(): Promise<typeof import('./finish-phase.ts')> {
+  if (finishPhase) return finishPhase;
+  finishPhase = import('./finish-phase.ts').catch((err: unknown) => {
+    const message = `svc could not load its finish phase: ${errorMessage(err)}`;
+    throw new InfraError(message, { beforeAgent: false, cause: err });
+  });
+  // Unhandled until the finish asks for it, which a stopped run never does.
+  finishPhase.catch(() => {});
+  return finishPhase;
+}
+
 /** The provider and the finish (start, resume), or the checks again (verify), in the plan's sandbox. */
 async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
   const sandbox = await inSpan('svc.sandbox', { 'svc.sandbox': plan.sandbox.kind },
     () => openSandbox(ctx, plan, mode));
   try {
-    if (mode === 'verify') return await (await import('./finish-phase.ts')).reverify(ctx, plan, sandbox);
+    if (mode === 'verify') return await (await loadFinish()).reverify(ctx, plan, sandbox);
     prepareWorkdir(ctx);
     const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
     const notes = mode === 'resume' ? [RESUMED_NOTE] : [];
-    // The finish phase's modules (~5 ms of CPU) load in the turn after the agent's spawn (runProvider runs up to it
-    // at once), off its way to the agent (docs/bench.md); still at the worker's start, not from a newer svc installed
-    // while the agent works. A failed load is thrown where the finish needs it.
-    const finishPhase = new Promise((loaded) => setImmediate(loaded)).then(() => import('./finish-phase.ts'));
-    finishPhase.catch(() => {});
+    // runProvider runs up to the agent's spawn at once: the finish phase loads in the turn after it, while the agent
+    // works, not at the run's end.
+    setImmediate(loadFinish);
     const outcome = await runProvider(ctx, plan, spec, { notes, sandbox });
-    const { finish } = await finishPhase;
     if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
+    const { finish } = await loadFinish();
     await finish(ctx, plan, sandbox, outcome);
   } finally {
     await sandbox.gate?.close();
@@ -86,6 +103,8 @@ async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMod
     if (!(err instanceof InfraError) || !err.beforeAgent || mode === 'verify' || retried >= 1) throw err;
     ctx.update({ infra_retries: retried + 1 });
     ctx.note(`retried automatically after ${err.message}`, { retry: 'automatic', after: failureOf(err) });
+    // Loaded now, not after a wait of up to SVC_INFRA_RETRY_WAIT_S in which a newer svc may be installed.
+    void loadFinish();
     const until = Date.now() + settingInt(ctx.env, 'SVC_INFRA_RETRY_WAIT_S') * 1000;
     while (Date.now() < until && !ctx.stopRequested()) await sleep(Math.min(POLL_MS, until - Date.now()));
     if (ctx.stopRequested()) return;
