@@ -8,7 +8,6 @@ import {
   afterLastWorker, prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun,
 } from '../engine/launch.ts';
 import { planToReuse, type RunPlan } from '../engine/run-plan.ts';
-import { followUpRequest } from '../engine/follow-up.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
@@ -208,13 +207,15 @@ export default async function start(io: CliIo): Promise<number> {
     return launchNew(io, retry, detach, showOutput);
   }
   if (positionals.length === 0) throw new UsageError('svc start needs an input (see svc start --help)');
+  // Loaded only for a follow-up, as launch.ts loads the rest of it.
+  const followUp = values['follow-up'] === undefined ? null : (await import('../engine/follow-up.ts')).followUpRequest({
+    branch: values['follow-up'], prUrl: values['pr-url'], previous: values.previous,
+    previousReceipt: values['previous-receipt'],
+  });
   return launchNew(io, prepareRun({
     input: positionals.join(' '),
     forceBrief: values.brief === true,
-    followUp: values['follow-up'] === undefined ? null : followUpRequest({
-      branch: values['follow-up'], prUrl: values['pr-url'], previous: values.previous,
-      previousReceipt: values['previous-receipt'],
-    }),
+    followUp,
     pr: values.pr === true,
     worktree: values.worktree === true,
     provider: values.provider ?? null,

@@ -27,7 +27,7 @@ import { claimCheckout, unwritable } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { checkPrPossible, OriginUnreachableError } from './pr.ts';
-import { followUpSession, followUpSpec, followUpStart, type FollowUp } from './follow-up.ts';
+import type { FollowUp } from './follow-up.ts';
 import { newTraceId, parseTraceparent } from '../trace.ts';
 
 export interface StartOptions {
@@ -87,7 +87,11 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
       throw new RefusedError(`Refusing to start a --pr run: ${err.message} (nothing was started)`, { cause: err });
     });
   }
-  const follow = n.followUp ? await followUpStart(n.repo, plan.push_target, n.followUp, n.env) : null;
+  // Only a follow-up loads its module, and the receipt and key modules it brings (docs/bench.md).
+  const followUps = n.followUp ? await import('./follow-up.ts') : null;
+  const follow = n.followUp && followUps
+    ? await followUps.followUpStart(n.repo, plan.push_target, n.followUp, n.env)
+    : null;
   const { own, common: gitDir } = gitDirs(n.repo);
   // Before anything is written: a link the repository commits at .svc, .svc/runs or .svc/worktrees would send the
   // run's files, its checkout and the agent's writable tree outside the repository (DESIGN §7a).
@@ -132,8 +136,9 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     const checkedOut = head.branch;
     const state: RunState = {
       source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
-      ...(follow ? {
-        follow_up: follow.followUp, provider_session: followUpSession(n.repo, follow.followUp, plan.provider.name),
+      ...(follow && followUps ? {
+        follow_up: follow.followUp,
+        provider_session: followUps.followUpSession(n.repo, follow.followUp, plan.provider.name),
       } : {}),
       brief: n.brief, origin: n.origin, provider: plan.provider.name,
       branch: isolated ? `svc/${n.run}` : checkedOut,
@@ -169,7 +174,7 @@ export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
   const input = classifyInput(opts.input, { forceBrief: opts.forceBrief, cwd: process.cwd(), confineTo });
   const task = await buildTask(input, repo, opts.env);
   const followUp = opts.followUp ?? null;
-  if (followUp) task.spec = followUpSpec(task.spec, followUp);
+  if (followUp) task.spec = (await import('./follow-up.ts')).followUpSpec(task.spec, followUp);
   return createRun({
     repo, run: opts.runId ?? newRunId(), groupId: null, ...task, pr: opts.pr || followUp !== null,
     worktree: opts.worktree, input: { kind: input.kind, value: input.kind === 'brief' ? task.brief : input.value },
