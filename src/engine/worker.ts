@@ -2,7 +2,7 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { endChildOnExit, openRunContext, type RunContext } from './run-context.ts';
-import { operatorAllowNow, readPlan, writePlan, type RunPlan } from './run-plan.ts';
+import { operatorAllowNow, readPlan, serverShare, writePlan, type RunPlan } from './run-plan.ts';
 import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
@@ -134,12 +134,13 @@ export async function executeRun(
   let plan: RunPlan | null = null;
   try {
     plan = readPlan(dir);
+    const used = serverShare(plan, env, ctx.state.workdir, (text) => ctx.note(text));
     if (mode !== 'verify') {
       // A resume's `running` says so, as its launcher's `queued` did: the time to an agent is a new run's only.
       const marks = mode === 'resume' ? { resumed: true } : {};
       ctx.setStatus('running', { ...identityOf(process.pid), ended_at: null, error: null, failure: null }, marks);
     }
-    await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
+    await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, used, mode));
     const stoppedBy = ctx.stoppedBy();
     if (stoppedBy !== null && !TERMINAL.has(ctx.state.status)) {
       const failure = runFailure('stopped', `stopped by ${stoppedBy}`);

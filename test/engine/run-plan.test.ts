@@ -5,11 +5,15 @@
 // than resolved again.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, chownSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
+import { serverShare, type RunPlan } from '../../src/engine/run-plan.ts';
 
 
 /** Fails its first invocation, leaving a mark in the working tree; finishes the task on the next. */
@@ -112,5 +116,41 @@ describe('a run plan resolved once', () => {
       assert.match((await svc(['--verify', retry])).stderr, /has no readable plan/, 'owned by another user');
     }
     assert.doesNotMatch(readFileSync(join(dirOf(retry), 'events.jsonl'), 'utf8'), /WITHOUT a sandbox/);
+  });
+});
+
+describe('a server starting again a run a person planned (serverShare)', () => {
+  const home = mkdtempSync(join(tmpdir(), 'svc-share-'));
+  const operator = (config: unknown) => writeFileSync(join(home, '.svc', 'operator.json'), JSON.stringify(config));
+  const server = { HOME: home, SVC_ORIGIN: 'control' };
+  const plan = (provider: Partial<RunPlan['provider']>, authority: RunPlan['authority'] = 'person'): RunPlan => ({
+    policy: {} as RunPlan['policy'], sandbox: { kind: 'none' } as RunPlan['sandbox'], push_target: null, notes: [],
+    passed_env: ['OPERATOR_NAME', 'PERSON_NAME'], authority,
+    provider: { name: 'x', kind: 'command', argv: ['/bin/x'], stdinPrompt: true, ...provider },
+  });
+  before(() => {
+    mkdirSync(join(home, '.svc'));
+    operator({ env: ['OPERATOR_NAME'] });
+  });
+  after(() => rmSync(home, { recursive: true, force: true }));
+
+  it('refuses a built-in the person\'s file redefined, and leaves a server\'s plan and a person\'s CLI start alone',
+    () => {
+      const impostor = plan({ name: 'claude' });
+      assert.throws(() => serverShare(impostor, server, '/w', () => {}), /in place of the built-in/);
+      assert.equal(serverShare(impostor, { HOME: home }, '/w', () => {}), impostor, 'the person at the CLI');
+      assert.equal(serverShare(plan({ name: 'claude' }, 'server'), server, '/w', () => {}).provider.name, 'claude');
+    });
+
+  it('keeps the operator\'s names and provider as they are, and of the repository\'s the folders in its tree', () => {
+    operator({ env: ['OPERATOR_NAME'], providers: { ops: { command: ['/bin/ops'], writable: ['/srv/cache'] } } });
+    const notes: string[] = [];
+    const ops = serverShare(plan({ name: 'ops', writable: ['/srv/cache'] }), server, '/w', (t) => notes.push(t));
+    assert.deepEqual([ops.passed_env, ops.provider.writable], [['OPERATOR_NAME'], ['/srv/cache']]);
+    const own = serverShare(plan({ writable: ['/w/cache', '/srv/cache'], showFolder: true }), server, '/w',
+      (t) => notes.push(t));
+    assert.deepEqual([own.provider.writable, own.provider.showFolder], [['/w/cache'], false]);
+    assert.deepEqual(notes.map((n) => n.split(':')[0]),
+      ['Refused env PERSON_NAME', 'Refused env PERSON_NAME', 'Refused providers.x.writable "/srv/cache"']);
   });
 });
