@@ -23,6 +23,7 @@ import {
 } from './plain-tree.ts';
 import { tryParseJson } from '../untrusted.ts';
 import { realOrNull } from '../spawn/tree.ts';
+import { loopbackListenerUids } from '../proc-stat.ts';
 
 const EVENTS_PER_BATCH = 500;
 const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
@@ -126,9 +127,23 @@ function sameMachine(url: string): boolean {
   return isLoopbackHost(URL.parse(url)?.hostname ?? '');
 }
 
-/** SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (this machine's, never for a remote `url`), SVC_CONTROL_TOKEN. */
+/**
+ * Whether what listens at the loopback `url` is another user's: on a shared host anyone may take the port while this
+ * user's Control Plane is down (its default, 47821, above all). Unknown (no /proc/net) is not another's.
+ */
+function listenedByAnother(url: string): boolean {
+  const parsed = URL.parse(url);
+  const port = Number(parsed?.port || (parsed?.protocol === 'https:' ? 443 : 80));
+  const uid = process.getuid?.();
+  return (loopbackListenerUids(port) ?? []).some((owner) => owner !== uid);
+}
+
+/**
+ * SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (this machine's own Control Plane's: never for a remote `url`, nor
+ * for a port another user listens on), SVC_CONTROL_TOKEN.
+ */
 export function readControlToken(env: NodeJS.ProcessEnv, url: string): string | undefined {
-  const home = sameMachine(url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
+  const home = sameMachine(url) && !listenedByAnother(url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
   for (const file of [env.SVC_CONTROL_TOKEN_FILE, home]) {
     try {
       const token = file ? readFileSync(file, 'utf8').trim() : '';

@@ -1,6 +1,8 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { once } from 'node:events';
 import {
   existsSync, mkdtempSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync, rmSync,
 } from 'node:fs';
@@ -15,6 +17,9 @@ import { makeRunKey, writeState, type RunState } from '../../src/engine/run-stat
 import { prepareRun } from '../../src/engine/launch.ts';
 import { runDir, RUN_KEY_FILE } from '../../src/engine/paths.ts';
 import { makeRepo, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { letNobodyReach } from '../helpers/nobody-reach.ts';
+
+const isRoot = process.getuid?.() === 0;
 
 function runFolder(root: string, run: string, status: RunState['status'] = 'running'): string {
   const dir = join(root, run);
@@ -267,3 +272,31 @@ describe('the Control Plane token a client sends', () => {
     }
   });
 });
+
+describe('the home token and a port another user listens on', { skip: isRoot ? false : 'needs root to listen as nobody' },
+  () => {
+    it('is not sent where another user took the Control Plane\'s port; it is where this user listens', async () => {
+      const home = mkdtempSync(join(tmpdir(), 'svc-token-'));
+      mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+      writeFileSync(join(home, '.svc', 'control', 'token'), 'own-local-token\n');
+      letNobodyReach(process.execPath);
+      const own = createServer();
+      await new Promise<void>((resolve) => own.listen(0, '127.0.0.1', resolve));
+      // Another user's listener, on a port this user's Control Plane would have (it is down).
+      const squatter = spawn('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '--', process.execPath,
+        '-e', 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => ' +
+          'console.log(s.address().port))'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      try {
+        const [line] = await once(squatter.stdout!, 'data') as [Buffer];
+        const port = Number(line.toString().trim());
+        assert.equal(readControlToken({ HOME: home }, `http://127.0.0.1:${port}`), undefined);
+        assert.equal(readControlToken({ HOME: home }, `http://localhost:${port}`), undefined);
+        const mine = (own.address() as AddressInfo).port;
+        assert.equal(readControlToken({ HOME: home }, `http://127.0.0.1:${mine}`), 'own-local-token');
+      } finally {
+        squatter.kill();
+        own.close();
+        rmSync(home, { recursive: true, force: true });
+      }
+    });
+  });
