@@ -143,11 +143,12 @@ function listenedByAnother(url: string): boolean {
  * for a port another user listens on), SVC_CONTROL_TOKEN.
  */
 export function readControlToken(env: NodeJS.ProcessEnv, url: string): string | undefined {
-  const home = sameMachine(url) && !listenedByAnother(url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
+  const home = sameMachine(url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
   for (const file of [env.SVC_CONTROL_TOKEN_FILE, home]) {
     try {
       const token = file ? readFileSync(file, 'utf8').trim() : '';
-      if (token) return token;
+      // Asked only of a token the home file holds: /proc/net is read on no start path that does not send one.
+      if (token && (file !== home || !listenedByAnother(url))) return token;
     } catch {
       // missing: the next source
     }
