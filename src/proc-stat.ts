@@ -29,33 +29,3 @@ export function hasDied(pid: number, fields: string[] | null): boolean {
   }
   return Number(/^Threads:\s*(\d+)/m.exec(status)?.[1] ?? '1') <= 1;
 }
-
-/** /proc/net's LISTEN state; a loopback (127/8, ::1, ::ffff:127/104) or any-address local address, in its hex form. */
-const LISTEN = '0A';
-const LOOPBACK_OR_ANY = /^(?:[0-9A-F]{6}7F|0{8}|0{32}|0{24}01000000|0{16}FFFF0000[0-9A-F]{6}7F)$/;
-
-/**
- * The users owning the TCP sockets that listen at `port` on a loopback or any address, as /proc/net/tcp and tcp6 say
- * (what a connection to a loopback address of this port reaches); null when neither can be read.
- */
-export function loopbackListenerUids(port: number): number[] | null {
-  const uids: number[] = [];
-  let read = false;
-  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    let text: string;
-    try {
-      text = readFileSync(table, 'utf8');
-    } catch {
-      continue;
-    }
-    read = true;
-    for (const line of text.split('\n').slice(1)) {
-      // sl, local_address, rem_address, st, tx:rx, tr:when, retrnsmt, uid, …
-      const fields = line.trim().split(/\s+/);
-      const [address, hexPort] = (fields[1] ?? '').split(':');
-      const listening = fields[3] === LISTEN && parseInt(hexPort ?? '', 16) === port;
-      if (listening && LOOPBACK_OR_ANY.test(address ?? '')) uids.push(Number(fields[7]));
-    }
-  }
-  return read ? uids : null;
-}

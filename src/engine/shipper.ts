@@ -5,9 +5,9 @@ import { basename, dirname, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
+import { createControlClient, ControlApiError } from '../client/client.ts';
 import type { IngestResult } from '../client/types.ts';
-import { discoverControlUrl } from './control-url.ts';
+import { discoverControlUrl, liveRecordUrl, type FoundControl } from './control-url.ts';
 import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment, RUN_KEY } from './ids.ts';
 import { RUN_KEY_FILE, runDir } from './paths.ts';
@@ -23,7 +23,6 @@ import {
 } from './plain-tree.ts';
 import { tryParseJson } from '../untrusted.ts';
 import { realOrNull } from '../spawn/tree.ts';
-import { loopbackListenerUids } from '../proc-stat.ts';
 
 const EVENTS_PER_BATCH = 500;
 const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
@@ -127,33 +126,58 @@ function sameMachine(url: string): boolean {
   return isLoopbackHost(URL.parse(url)?.hostname ?? '');
 }
 
-/**
- * Whether what listens at the loopback `url` is another user's: on a shared host anyone may take the port while this
- * user's Control Plane is down (its default, 47821, above all). Unknown (no /proc/net) is not another's.
- */
-function listenedByAnother(url: string): boolean {
-  const parsed = URL.parse(url);
-  const port = Number(parsed?.port || (parsed?.protocol === 'https:' ? 443 : 80));
-  const uid = process.getuid?.();
-  return (loopbackListenerUids(port) ?? []).some((owner) => owner !== uid);
+/** How the Control Plane was found (control-url.ts), or `--url` a person gave. */
+export interface ControlFound {
+  url: string;
+  via: FoundControl['via'] | '--url';
 }
 
 /**
- * SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (this machine's own Control Plane's: never for a remote `url`, nor
- * for a port another user listens on), SVC_CONTROL_TOKEN.
+ * Whether ~/.svc/control/token, this machine's own Control Plane's, may go to `found`: a loopback address the person
+ * named (SVC_CONTROL_URL, SVC_CONTROL_PORT, --url) or a live server.json records. Never the default port's fallback,
+ * taken when no Control Plane is known to run: on a shared host anyone may listen there while the user's is down.
  */
-export function readControlToken(env: NodeJS.ProcessEnv, url: string): string | undefined {
-  const home = sameMachine(url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
+function homeTokenGoes(env: NodeJS.ProcessEnv, found: ControlFound): boolean {
+  if (!sameMachine(found.url)) return false;
+  return found.via !== 'default' || Boolean(env.SVC_CONTROL_PORT?.trim());
+}
+
+let withheldSaid = false;
+
+/** Said once a process (stderr: the terminal, or the worker's log) when the home token is not sent to `url`. */
+function sayWithheld(url: string): void {
+  if (withheldSaid) return;
+  withheldSaid = true;
+  process.stderr.write(`svc: ~/.svc/control/token is not sent to ${url}: no Control Plane is known to run there (no ` +
+    'live ~/.svc/control/server.json), and while yours is down another user may listen on its port; if yours ' +
+    `listens there, set SVC_CONTROL_URL=${url}\n`);
+}
+
+/**
+ * SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (where homeTokenGoes says), SVC_CONTROL_TOKEN; `home` when the
+ * token is the home file's, which a long-lived shipper sends to a server.json's URL only while that record is live.
+ */
+function controlToken(env: NodeJS.ProcessEnv, found: ControlFound): { token: string | undefined; home: boolean } {
+  const home = sameMachine(found.url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
+  let withheld = false;
   for (const file of [env.SVC_CONTROL_TOKEN_FILE, home]) {
     try {
       const token = file ? readFileSync(file, 'utf8').trim() : '';
-      // Asked only of a token the home file holds: /proc/net is read on no start path that does not send one.
-      if (token && (file !== home || !listenedByAnother(url))) return token;
+      if (!token) continue;
+      // A file SVC_CONTROL_TOKEN_FILE names goes where it is named, even when it is the home file.
+      if (file === env.SVC_CONTROL_TOKEN_FILE) return { token, home: false };
+      if (homeTokenGoes(env, found)) return { token, home: true };
+      withheld = true;
     } catch {
       // missing: the next source
     }
   }
-  return env.SVC_CONTROL_TOKEN || undefined;
+  if (withheld && !env.SVC_CONTROL_TOKEN) sayWithheld(found.url);
+  return { token: env.SVC_CONTROL_TOKEN || undefined, home: false };
+}
+
+export function readControlToken(env: NodeJS.ProcessEnv, found: ControlFound): string | undefined {
+  return controlToken(env, found).token;
 }
 
 /** The key the run's worker made (run-state.ts makeRunKey); null for a run from before keys. */
@@ -207,12 +231,11 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
 }
 
 /** The Control Plane a runner ships to, its token for it, and a client with both (a pod's seal step uses it too). */
-export function shipperClient(
-  env: NodeJS.ProcessEnv,
-): { url: string; token: string | undefined; client: ControlClient } {
-  const { url } = discoverControlUrl(env);
-  const token = readControlToken(env, url);
-  return { url, token, client: createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 }) };
+export function shipperClient(env: NodeJS.ProcessEnv) {
+  const found = discoverControlUrl(env);
+  const { token, home } = controlToken(env, found);
+  const client = createControlClient({ url: found.url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  return { ...found, token, home, client };
 }
 
 /** What a batch answered `deleted` for `run` is to its worker (run-context.ts): a pod's run stops. */
@@ -223,7 +246,15 @@ export function deletedRun(run: string): ControlItem {
 export function createShipper(
   dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void, onSkip?: SkipReport,
 ) {
-  const { url, token, client } = shipperClient(env);
+  const { url, via, token, home, client } = shipperClient(env);
+  const bare = home ? createControlClient({ url, timeoutMs: 10_000 }) : client;
+  /** Asked before each flush: the home token goes to a server.json's URL only while that server runs (one read). */
+  const senderNow = () => {
+    if (!home || via !== 'server.json' || liveRecordUrl(env) === url) return client;
+    sayWithheld(url);
+    return bare;
+  };
+  let sentToken = token !== undefined;
   const reported = new Set<string>();
   const skip: SkipReport = (entry, reason) => {
     if (reported.has(entry)) return;
@@ -252,7 +283,9 @@ export function createShipper(
     const { source: _source, ...json } = toRunJson(state);
     // The key binds the run to this folder's runners (src/control/ingest-apply.ts); a run from before keys has none.
     const run = key === null ? json : { ...json, run_key: key };
-    const result = await client.ingest({
+    const sender = senderNow();
+    sentToken = sender === client && token !== undefined;
+    const result = await sender.ingest({
       source: state.source,
       // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
       // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
@@ -289,7 +322,7 @@ export function createShipper(
         for (let i = 0; i < 1000 && more; i++) more = await flushOnce();
         return null;
       } catch (err) {
-        return { why: flushFailure(err, url, token !== undefined), everyRun: failsEveryRun(err) };
+        return { why: flushFailure(err, url, sentToken), everyRun: failsEveryRun(err) };
       }
     },
   };

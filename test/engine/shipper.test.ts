@@ -11,15 +11,12 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { createShipper, readControlToken, shipRuns, type ControlItem } from '../../src/engine/shipper.ts';
+import { createShipper, readControlToken, shipRuns, shipperClient, type ControlItem } from '../../src/engine/shipper.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
 import { runDir, RUN_KEY_FILE } from '../../src/engine/paths.ts';
 import { makeRepo, GIT_ENV, type TestRepo } from './fixtures.ts';
-import { letNobodyReach } from '../helpers/nobody-reach.ts';
-
-const isRoot = process.getuid?.() === 0;
 
 function runFolder(root: string, run: string, status: RunState['status'] = 'running'): string {
   const dir = join(root, run);
@@ -259,44 +256,67 @@ describe('the Control Plane token a client sends', () => {
       mkdirSync(join(home, '.svc', 'control'), { recursive: true });
       writeFileSync(join(home, '.svc', 'control', 'token'), 'own-local-token\n');
       const env = { HOME: home };
-      assert.equal(readControlToken(env, 'http://127.0.0.1:47999'), 'own-local-token');
-      assert.equal(readControlToken(env, 'http://[::1]:47999'), 'own-local-token');
-      assert.equal(readControlToken(env, 'https://control.example.test'), undefined);
+      const named = (url: string) => ({ url, via: 'SVC_CONTROL_URL' as const });
+      assert.equal(readControlToken(env, named('http://127.0.0.1:47999')), 'own-local-token');
+      assert.equal(readControlToken(env, named('http://[::1]:47999')), 'own-local-token');
+      assert.equal(readControlToken(env, named('https://control.example.test')), undefined);
       // What the operator named for any Control Plane still goes.
-      assert.equal(readControlToken({ ...env, SVC_CONTROL_TOKEN: 'named' }, 'https://control.example.test'), 'named');
+      const remote = named('https://control.example.test');
+      assert.equal(readControlToken({ ...env, SVC_CONTROL_TOKEN: 'named' }, remote), 'named');
       writeFileSync(join(home, 'named-file'), 'from-file\n');
-      const named = { ...env, SVC_CONTROL_TOKEN_FILE: join(home, 'named-file') };
-      assert.equal(readControlToken(named, 'https://control.example.test'), 'from-file');
+      assert.equal(readControlToken({ ...env, SVC_CONTROL_TOKEN_FILE: join(home, 'named-file') }, remote), 'from-file');
     } finally {
       rmSync(home, { recursive: true, force: true });
     }
   });
 });
 
-describe('the home token and a port another user listens on', { skip: isRoot ? false : 'needs root to listen as nobody' },
-  () => {
-    it('is not sent where another user took the Control Plane\'s port; it is where this user listens', async () => {
-      const home = mkdtempSync(join(tmpdir(), 'svc-token-'));
-      mkdirSync(join(home, '.svc', 'control'), { recursive: true });
-      writeFileSync(join(home, '.svc', 'control', 'token'), 'own-local-token\n');
-      letNobodyReach(process.execPath);
-      const own = createServer();
-      await new Promise<void>((resolve) => own.listen(0, '127.0.0.1', resolve));
-      // Another user's listener, on a port this user's Control Plane would have (it is down).
-      const squatter = spawn('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '--', process.execPath,
-        '-e', 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => ' +
-          'console.log(s.address().port))'], { stdio: ['ignore', 'pipe', 'inherit'] });
-      try {
-        const [line] = await once(squatter.stdout!, 'data') as [Buffer];
-        const port = Number(line.toString().trim());
-        assert.equal(readControlToken({ HOME: home }, `http://127.0.0.1:${port}`), undefined);
-        assert.equal(readControlToken({ HOME: home }, `http://localhost:${port}`), undefined);
-        const mine = (own.address() as AddressInfo).port;
-        assert.equal(readControlToken({ HOME: home }, `http://127.0.0.1:${mine}`), 'own-local-token');
-      } finally {
-        squatter.kill();
-        own.close();
-        rmSync(home, { recursive: true, force: true });
-      }
-    });
+describe('the home token and a port no live Control Plane is known to hold', () => {
+  let home: string;
+  before(() => {
+    home = mkdtempSync(join(tmpdir(), 'svc-token-'));
+    mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+    writeFileSync(join(home, '.svc', 'control', 'token'), 'own-local-token\n');
   });
+  after(() => rmSync(home, { recursive: true, force: true }));
+
+  it('is not sent to the default port found when no Control Plane runs (anyone may listen there)', () => {
+    // Nothing is contacted: only the token the client would send is looked at.
+    assert.equal(shipperClient({ HOME: home }).token, undefined);
+    const url = 'http://127.0.0.1:47999';
+    assert.equal(readControlToken({ HOME: home, SVC_CONTROL_PORT: '47999' }, { url, via: 'default' }), 'own-local-token');
+    assert.equal(readControlToken({ HOME: home }, { url, via: 'SVC_CONTROL_URL' }), 'own-local-token');
+    assert.equal(readControlToken({ HOME: home }, { url, via: '--url' }), 'own-local-token');
+    // A token file named goes where it is named, even the home file.
+    const named = { HOME: home, SVC_CONTROL_TOKEN_FILE: join(home, '.svc', 'control', 'token') };
+    assert.equal(shipperClient(named).token, 'own-local-token');
+  });
+
+  it('goes to the URL a live server.json names, and no longer once that server is gone and the port taken', async () => {
+    const seen: (string | undefined)[] = [];
+    const squatter = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      req.resume();
+      req.on('end', () => res.writeHead(401, { 'content-type': 'application/json' })
+        .end('{"error":{"code":"unauthorized","message":"no"}}'));
+    });
+    await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
+    // The Control Plane server.json records (a process standing in for it), on the port the squatter will hold.
+    const server = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      const url = `http://127.0.0.1:${(squatter.address() as AddressInfo).port}`;
+      const start = readFileSync(`/proc/${server.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[19];
+      writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify({ url, pid: server.pid, proc_start: start }));
+      const shipper = createShipper(runFolder(home, 'rlive'), { HOME: home });
+      await shipper.flush();
+      server.kill('SIGKILL');
+      await once(server, 'exit');
+      const failure = await shipper.flush();
+      assert.deepEqual(seen, ['Bearer own-local-token', undefined]);
+      assert.match(failure?.why ?? '', /needs a token/);
+    } finally {
+      server.kill('SIGKILL');
+      squatter.close();
+    }
+  });
+});
