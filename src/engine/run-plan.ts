@@ -183,11 +183,42 @@ export function planToReuse(dir: string, env: NodeJS.ProcessEnv): RunPlan {
 }
 
 /**
+ * Whether a plan's command provider is the operator's entry as it stands now: the same argv and writable folders as
+ * decideSettings resolves that entry to (a name alone is no proof: the operator may have defined it since).
+ */
+function operatorRunsIt(provider: ResolvedProvider, env: NodeJS.ProcessEnv, workdir: string): boolean {
+  const operator = loadOperatorConfig(env);
+  if (!Object.hasOwn(operator.providers, provider.name)) return false;
+  const pathDirs = (env.PATH ?? '').split(':').filter(isAbsolute);
+  const use = { server: true, trusted: false, home: env.HOME || homedir(), workdir, pathDirs };
+  try {
+    const now = resolveProvider(provider.name, decideSettings(null, operator, use).config, env);
+    return JSON.stringify([now.argv, now.writable]) === JSON.stringify([provider.argv, provider.writable ?? []]);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Refuses a server's resume or verify (SVC_ORIGIN names a server) of a plan a person made that runs their file's
+ * redefinition of a built-in: the built-in would be another agent mid-run. Asked before the run is queued again.
+ */
+export function refuseServersBuiltin(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string): void {
+  const { provider } = plan;
+  if (!startedByServer(env) || plan.authority === 'server' || provider.kind !== 'command') return;
+  if (!isBuiltin(provider.name) || operatorRunsIt(provider, env, workdir)) return;
+  throw new RefusedError(`Refusing to start: the run's plan runs .svc/config.json's "${provider.name}" in place of ` +
+    'the built-in, as a person trusted; a run a server starts never does: resume or verify it with svc start in ' +
+    'the project, or retry it (a new run, planned as the server plans one)');
+}
+
+/**
  * The plan a server's start of an earlier run goes by (the Control Plane's resume and verify: SVC_ORIGIN names a
  * server). A plan a person made holds what their trusted files allowed, which is theirs, as for a server's retry
  * (planForRetry): the run goes on with what the server's rule gives a new run, each setting left out said through
- * `note`: the operator's env names, and of a repository's provider the folders inside the run's tree, its program
- * file shown alone. A built-in the person's file redefined is refused: the built-in would be another agent mid-run.
+ * `note`: the operator's env names, the operator's provider as its entry stands now, and of any other provider the
+ * folders inside the run's tree `workdir`, its program file shown alone (refuseServersBuiltin refused earlier a
+ * redefined built-in).
  */
 export function serverShare(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string, note: (text: string) => void) {
   if (!startedByServer(env) || plan.authority === 'server') return plan;
@@ -197,12 +228,7 @@ export function serverShare(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: stri
   const passed = plan.passed_env.filter((name) => operator.env.includes(name));
   for (const name of plan.passed_env.filter((n) => !passed.includes(n))) leftOut(`env ${name}`);
   const { provider } = plan;
-  if (provider.kind !== 'command' || operator.providers[provider.name]) return { ...plan, passed_env: passed };
-  if (isBuiltin(provider.name)) {
-    throw new RefusedError(`Refusing to start: the run's plan runs .svc/config.json's "${provider.name}" in place of ` +
-      'the built-in, as a person trusted; a run a server starts never does: resume or verify it with svc start in ' +
-      'the project, or retry it (a new run, planned as the server plans one)');
-  }
+  if (provider.kind !== 'command' || operatorRunsIt(provider, env, workdir)) return { ...plan, passed_env: passed };
   const writable = (provider.writable ?? []).filter((path) => within(path, workdir));
   for (const path of (provider.writable ?? []).filter((p) => !writable.includes(p))) {
     leftOut(`providers.${provider.name}.writable "${path}"`);

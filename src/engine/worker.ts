@@ -10,7 +10,7 @@ import { runProvider } from './provider-phase.ts';
 import { finish, reverify } from './finish-phase.ts';
 import { failureOf, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
-import { worktreeDir } from './paths.ts';
+import { runTree, worktreeDir } from './paths.ts';
 import { plainEngineFolder } from './safe-fs.ts';
 import type { RunSandbox } from './sandbox.ts';
 import { prepareMemoryCgroup } from '../spawn/memory-cgroup.ts';
@@ -134,7 +134,7 @@ export async function executeRun(
   let plan: RunPlan | null = null;
   try {
     plan = readPlan(dir);
-    const used = serverShare(plan, env, ctx.state.workdir, (text) => ctx.note(text));
+    const used = serverShare(plan, env, runTree(ctx.state), (text) => ctx.note(text));
     if (mode !== 'verify') {
       // A resume's `running` says so, as its launcher's `queued` did: the time to an agent is a new run's only.
       const marks = mode === 'resume' ? { resumed: true } : {};
