@@ -281,6 +281,33 @@ describe('a server starting again a run a person planned with a trusted file', {
   });
 });
 
+describe('a server resuming a run that runs a person\'s redefined built-in', { skip: NO_BWRAP }, () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  before(() => {
+    ({ repo, env } = setup());
+    const agent = script(repo.bin, 'not-claude.sh', '#!/bin/sh\ncat > /dev/null\nexit 3\n');
+    writeConfig(repo, { provider: 'claude', providers: { claude: { command: [agent] } } });
+  });
+  after(() => repo.cleanup());
+
+  it('is refused before the run is queued again, and changes nothing', async () => {
+    assert.equal((await svc(repo, env, ['trust'])).code, 0);
+    assert.notEqual((await svc(repo, env, ['start', '--brief', 'fail once'])).code, 0);
+    const { state, dir } = lastRun(repo);
+    assert.equal(state.status, 'failed');
+    const before = readFileSync(join(dir, 'state.json'), 'utf8');
+    const eventsBefore = readFileSync(join(dir, 'events.jsonl'), 'utf8');
+    for (const flag of ['--resume', '--verify']) {
+      const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', flag, state.run]);
+      assert.equal(res.code, 1, `${flag}: ${res.stderr}`);
+      assert.match(res.stderr, /in place of the built-in/, flag);
+      assert.equal(readFileSync(join(dir, 'state.json'), 'utf8'), before, `${flag} changed state.json`);
+      assert.equal(readFileSync(join(dir, 'events.jsonl'), 'utf8'), eventsBefore, `${flag} changed the run's log`);
+    }
+  });
+});
+
 describe('svc trust with a policy.json it cannot read', () => {
   let repo: TestRepo;
   let env: NodeJS.ProcessEnv;
