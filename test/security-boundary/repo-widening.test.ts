@@ -308,6 +308,35 @@ describe('a server resuming a run that runs a person\'s redefined built-in', { s
   });
 });
 
+describe('a server resuming a worktree run whose worker never recorded its worktree', { skip: NO_BWRAP }, () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  let cache: string;
+  before(() => {
+    ({ repo, env } = setup());
+    // In the project, outside the run's worktree: the person's trust made it writable.
+    cache = join(repo.repo, 'person-cache');
+    mkdirSync(cache);
+    const agent = script(repo.bin, 'twice.sh', '#!/bin/sh\ncat > /dev/null\n' +
+      'if [ ! -f first-mark ]; then echo first > first-mark; exit 3; fi\n' +
+      `echo kept > "${cache}/$SVC_RUN_ID" 2>/dev/null\necho done > "ran-$SVC_RUN_ID.txt"\n`);
+    writeConfig(repo, { provider: 'twice', providers: { twice: { command: [agent], writable: [cache] } } });
+  });
+  after(() => repo.cleanup());
+
+  it('takes the run\'s tree as its worktree, not the project state.json still names', async () => {
+    assert.equal((await svc(repo, env, ['trust'])).code, 0);
+    assert.notEqual((await svc(repo, env, ['start', '--worktree', '--brief', 'twice'])).code, 0);
+    const { state, dir } = lastRun(repo);
+    assert.equal(state.status, 'failed');
+    // As a worker that failed making the checkout leaves it: state.json names the project as where it works.
+    writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, workdir: repo.repo }, null, 2));
+    const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--resume', state.run]);
+    assert.equal(existsSync(join(cache, state.run)), false, `${res.stderr}: the person's folder was bound`);
+    assert.match(lastRun(repo).events, /Refused providers.twice.writable/);
+  });
+});
+
 describe('svc trust with a policy.json it cannot read', () => {
   let repo: TestRepo;
   let env: NodeJS.ProcessEnv;
