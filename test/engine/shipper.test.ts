@@ -11,7 +11,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { createShipper, readControlToken, shipRuns, shipperClient, type ControlItem } from '../../src/engine/shipper.ts';
+import {
+  createShipper, readControlToken, shipRuns, shipperClient, type ControlItem,
+} from '../../src/engine/shipper.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
@@ -284,7 +286,8 @@ describe('the home token and a port no live Control Plane is known to hold', () 
     // Nothing is contacted: only the token the client would send is looked at.
     assert.equal(shipperClient({ HOME: home }).token, undefined);
     const url = 'http://127.0.0.1:47999';
-    assert.equal(readControlToken({ HOME: home, SVC_CONTROL_PORT: '47999' }, { url, via: 'default' }), 'own-local-token');
+    const port = { HOME: home, SVC_CONTROL_PORT: '47999' };
+    assert.equal(readControlToken(port, { url, via: 'default' }), 'own-local-token');
     assert.equal(readControlToken({ HOME: home }, { url, via: 'SVC_CONTROL_URL' }), 'own-local-token');
     assert.equal(readControlToken({ HOME: home }, { url, via: '--url' }), 'own-local-token');
     // A token file named goes where it is named, even the home file.
@@ -292,7 +295,7 @@ describe('the home token and a port no live Control Plane is known to hold', () 
     assert.equal(shipperClient(named).token, 'own-local-token');
   });
 
-  it('goes to the URL a live server.json names, and no longer once that server is gone and the port taken', async () => {
+  it('goes to the URL a live server.json names, not once that server is gone and the port taken', async () => {
     const seen: (string | undefined)[] = [];
     const squatter = createServer((req, res) => {
       seen.push(req.headers.authorization);
@@ -306,7 +309,8 @@ describe('the home token and a port no live Control Plane is known to hold', () 
     try {
       const url = `http://127.0.0.1:${(squatter.address() as AddressInfo).port}`;
       const start = readFileSync(`/proc/${server.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[19];
-      writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify({ url, pid: server.pid, proc_start: start }));
+      const record = { url, pid: server.pid, proc_start: start };
+      writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify(record));
       const shipper = createShipper(runFolder(home, 'rlive'), { HOME: home });
       await shipper.flush();
       server.kill('SIGKILL');
