@@ -7,10 +7,10 @@ import { discoverControlUrl } from '../engine/control-url.ts';
 import {
   afterLastWorker, prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun,
 } from '../engine/launch.ts';
-import { planToReuse, type RunPlan } from '../engine/run-plan.ts';
+import { planToReuse, refuseServersBuiltin, type RunPlan } from '../engine/run-plan.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
-import { runDir } from '../engine/paths.ts';
+import { runDir, runTree } from '../engine/paths.ts';
 import {
   failureOf, readState, refuseTrackedRun, signsLater, tryReadState, type RunState, type WorkerMode,
 } from '../engine/run-state.ts';
@@ -200,7 +200,10 @@ export default async function start(io: CliIo): Promise<number> {
     if (flag === 'verify' && !TERMINAL.has(state.status)) {
       throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
     }
-    return launch(io, state, planToReuse(dir, io.env), flag, detach, showOutput);
+    const plan = planToReuse(dir, io.env);
+    // Before the run is queued again: a refused resume or verify leaves it as it was.
+    refuseServersBuiltin(plan, io.env, runTree(state));
+    return launch(io, state, plan, flag, detach, showOutput);
   }
   if (values.retry !== undefined) {
     const retry = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);

@@ -5,9 +5,9 @@ import { basename, dirname, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
+import { createControlClient, ControlApiError } from '../client/client.ts';
 import type { IngestBatch, IngestResult } from '../client/types.ts';
-import { discoverControlUrl } from './control-url.ts';
+import { discoverControlUrl, liveRecordUrl, type FoundControl } from './control-url.ts';
 import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment, RUN_KEY } from './ids.ts';
 import { RUN_KEY_FILE, runDir } from './paths.ts';
@@ -127,18 +127,58 @@ function sameMachine(url: string): boolean {
   return isLoopbackHost(URL.parse(url)?.hostname ?? '');
 }
 
-/** SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (this machine's, never for a remote `url`), SVC_CONTROL_TOKEN. */
-export function readControlToken(env: NodeJS.ProcessEnv, url: string): string | undefined {
-  const home = sameMachine(url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
+/** How the Control Plane was found (control-url.ts), or `--url` a person gave. */
+export interface ControlFound {
+  url: string;
+  via: FoundControl['via'] | '--url';
+}
+
+/**
+ * Whether ~/.svc/control/token, this machine's own Control Plane's, may go to `found`: a loopback address the person
+ * named (SVC_CONTROL_URL, SVC_CONTROL_PORT, --url) or a live server.json records. Never the default port's fallback,
+ * taken when no Control Plane is known to run: on a shared host anyone may listen there while the user's is down.
+ */
+function homeTokenGoes(env: NodeJS.ProcessEnv, found: ControlFound): boolean {
+  if (!sameMachine(found.url)) return false;
+  return found.via !== 'default' || Boolean(env.SVC_CONTROL_PORT?.trim());
+}
+
+let withheldSaid = false;
+
+/** Said once a process (stderr: the terminal, or the worker's log) when the home token is not sent to `url`. */
+function sayWithheld(url: string): void {
+  if (withheldSaid) return;
+  withheldSaid = true;
+  process.stderr.write(`svc: ~/.svc/control/token is not sent to ${url}: no Control Plane is known to run there (no ` +
+    'live ~/.svc/control/server.json), and while yours is down another user may listen on its port; if yours ' +
+    `listens there, set SVC_CONTROL_URL=${url}\n`);
+}
+
+/**
+ * SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (where homeTokenGoes says), SVC_CONTROL_TOKEN; `home` when the
+ * token is the home file's, which a long-lived shipper sends to a server.json's URL only while that record is live.
+ */
+function controlToken(env: NodeJS.ProcessEnv, found: ControlFound): { token: string | undefined; home: boolean } {
+  const home = sameMachine(found.url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
+  let withheld = false;
   for (const file of [env.SVC_CONTROL_TOKEN_FILE, home]) {
     try {
       const token = file ? readFileSync(file, 'utf8').trim() : '';
-      if (token) return token;
+      if (!token) continue;
+      // A file SVC_CONTROL_TOKEN_FILE names goes where it is named, even when it is the home file.
+      if (file === env.SVC_CONTROL_TOKEN_FILE) return { token, home: false };
+      if (homeTokenGoes(env, found)) return { token, home: true };
+      withheld = true;
     } catch {
       // missing: the next source
     }
   }
-  return env.SVC_CONTROL_TOKEN || undefined;
+  if (withheld && !env.SVC_CONTROL_TOKEN) sayWithheld(found.url);
+  return { token: env.SVC_CONTROL_TOKEN || undefined, home: false };
+}
+
+export function readControlToken(env: NodeJS.ProcessEnv, found: ControlFound): string | undefined {
+  return controlToken(env, found).token;
 }
 
 /** The key the run's worker made (run-state.ts makeRunKey); null for a run from before keys. */
@@ -220,12 +260,11 @@ function shippableArtifact(
 }
 
 /** The Control Plane a runner ships to, its token for it, and a client with both (a pod's seal step uses it too). */
-export function shipperClient(
-  env: NodeJS.ProcessEnv,
-): { url: string; token: string | undefined; client: ControlClient } {
-  const { url } = discoverControlUrl(env);
-  const token = readControlToken(env, url);
-  return { url, token, client: createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 }) };
+export function shipperClient(env: NodeJS.ProcessEnv) {
+  const found = discoverControlUrl(env);
+  const { token, home } = controlToken(env, found);
+  const client = createControlClient({ url: found.url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  return { ...found, token, home, client };
 }
 
 /** What a batch answered `deleted` for `run` is to its worker (run-context.ts): a pod's run stops. */
@@ -251,7 +290,15 @@ export function readIngestAnswer(result: unknown, run: string): { control: Contr
 export function createShipper(
   dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void, onSkip?: SkipReport,
 ) {
-  const { url, token, client } = shipperClient(env);
+  const { url, via, token, home, client } = shipperClient(env);
+  const bare = home ? createControlClient({ url, timeoutMs: 10_000 }) : client;
+  /** Asked before each flush: the home token goes to a server.json's URL only while that server runs (one read). */
+  const senderNow = () => {
+    if (!home || via !== 'server.json' || liveRecordUrl(env) === url) return client;
+    sayWithheld(url);
+    return bare;
+  };
+  let sentToken = token !== undefined;
   const reported = new Set<string>();
   const skip: SkipReport = (entry, reason) => {
     if (reported.has(entry)) return;
@@ -281,7 +328,9 @@ export function createShipper(
     const { source: _source, ...json } = toRunJson(state);
     // The key binds the run to this folder's runners (src/control/ingest-apply.ts); a run from before keys has none.
     const run = key === null ? json : { ...json, run_key: key };
-    const result = await client.ingest({
+    const sender = senderNow();
+    sentToken = sender === client && token !== undefined;
+    const result = await sender.ingest({
       source: state.source,
       // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
       // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
@@ -312,7 +361,7 @@ export function createShipper(
         for (let i = 0; i < 1000 && more; i++) more = await flushOnce();
         return null;
       } catch (err) {
-        return { why: flushFailure(err, url, token !== undefined), everyRun: failsEveryRun(err) };
+        return { why: flushFailure(err, url, sentToken), everyRun: failsEveryRun(err) };
       }
     },
   };

@@ -2,14 +2,14 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { endChildOnExit, openRunContext, type RunContext } from './run-context.ts';
-import { operatorAllowNow, readPlan, writePlan, type RunPlan } from './run-plan.ts';
+import { operatorAllowNow, readPlan, serverShare, writePlan, type RunPlan } from './run-plan.ts';
 import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
 import { failureOf, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
-import { worktreeDir } from './paths.ts';
+import { runTree, worktreeDir } from './paths.ts';
 import { plainEngineFolder } from './safe-fs.ts';
 import type { RunSandbox } from './sandbox.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
@@ -155,6 +155,7 @@ export async function executeRun(
   let plan: RunPlan | null = null;
   try {
     plan = readPlan(dir);
+    const used = serverShare(plan, env, runTree(ctx.state), (text) => ctx.note(text));
     if (mode !== 'verify') {
       // A resume's `running` says so, as its launcher's `queued` did: the time to an agent is a new run's only.
       const marks = mode === 'resume' ? { resumed: true } : {};
@@ -163,7 +164,7 @@ export async function executeRun(
       // As its launcher recorded it: a copy of state.json read before that write must not clear it (afterLastWorker).
       ctx.update({ verifier: identityOf(process.pid) });
     }
-    await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
+    await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, used, mode));
     const stoppedBy = ctx.stoppedBy();
     if (stoppedBy !== null && !TERMINAL.has(ctx.state.status)) {
       const failure = runFailure('stopped', `stopped by ${stoppedBy}`);

@@ -1,6 +1,8 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { once } from 'node:events';
 import {
   existsSync, mkdtempSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync, rmSync,
 } from 'node:fs';
@@ -9,7 +11,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { createShipper, readControlToken, shipRuns, type ControlItem } from '../../src/engine/shipper.ts';
+import {
+  createShipper, readControlToken, shipRuns, shipperClient, type ControlItem,
+} from '../../src/engine/shipper.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
@@ -327,16 +331,69 @@ describe('the Control Plane token a client sends', () => {
       mkdirSync(join(home, '.svc', 'control'), { recursive: true });
       writeFileSync(join(home, '.svc', 'control', 'token'), 'own-local-token\n');
       const env = { HOME: home };
-      assert.equal(readControlToken(env, 'http://127.0.0.1:47999'), 'own-local-token');
-      assert.equal(readControlToken(env, 'http://[::1]:47999'), 'own-local-token');
-      assert.equal(readControlToken(env, 'https://control.example.test'), undefined);
+      const named = (url: string) => ({ url, via: 'SVC_CONTROL_URL' as const });
+      assert.equal(readControlToken(env, named('http://127.0.0.1:47999')), 'own-local-token');
+      assert.equal(readControlToken(env, named('http://[::1]:47999')), 'own-local-token');
+      assert.equal(readControlToken(env, named('https://control.example.test')), undefined);
       // What the operator named for any Control Plane still goes.
-      assert.equal(readControlToken({ ...env, SVC_CONTROL_TOKEN: 'named' }, 'https://control.example.test'), 'named');
+      const remote = named('https://control.example.test');
+      assert.equal(readControlToken({ ...env, SVC_CONTROL_TOKEN: 'named' }, remote), 'named');
       writeFileSync(join(home, 'named-file'), 'from-file\n');
-      const named = { ...env, SVC_CONTROL_TOKEN_FILE: join(home, 'named-file') };
-      assert.equal(readControlToken(named, 'https://control.example.test'), 'from-file');
+      assert.equal(readControlToken({ ...env, SVC_CONTROL_TOKEN_FILE: join(home, 'named-file') }, remote), 'from-file');
     } finally {
       rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the home token and a port no live Control Plane is known to hold', () => {
+  let home: string;
+  before(() => {
+    home = mkdtempSync(join(tmpdir(), 'svc-token-'));
+    mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+    writeFileSync(join(home, '.svc', 'control', 'token'), 'own-local-token\n');
+  });
+  after(() => rmSync(home, { recursive: true, force: true }));
+
+  it('is not sent to the default port found when no Control Plane runs (anyone may listen there)', () => {
+    // Nothing is contacted: only the token the client would send is looked at.
+    assert.equal(shipperClient({ HOME: home }).token, undefined);
+    const url = 'http://127.0.0.1:47999';
+    const port = { HOME: home, SVC_CONTROL_PORT: '47999' };
+    assert.equal(readControlToken(port, { url, via: 'default' }), 'own-local-token');
+    assert.equal(readControlToken({ HOME: home }, { url, via: 'SVC_CONTROL_URL' }), 'own-local-token');
+    assert.equal(readControlToken({ HOME: home }, { url, via: '--url' }), 'own-local-token');
+    // A token file named goes where it is named, even the home file.
+    const named = { HOME: home, SVC_CONTROL_TOKEN_FILE: join(home, '.svc', 'control', 'token') };
+    assert.equal(shipperClient(named).token, 'own-local-token');
+  });
+
+  it('goes to the URL a live server.json names, not once that server is gone and the port taken', async () => {
+    const seen: (string | undefined)[] = [];
+    const squatter = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      req.resume();
+      req.on('end', () => res.writeHead(401, { 'content-type': 'application/json' })
+        .end('{"error":{"code":"unauthorized","message":"no"}}'));
+    });
+    await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
+    // The Control Plane server.json records (a process standing in for it), on the port the squatter will hold.
+    const server = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      const url = `http://127.0.0.1:${(squatter.address() as AddressInfo).port}`;
+      const start = readFileSync(`/proc/${server.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[19];
+      const record = { url, pid: server.pid, proc_start: start };
+      writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify(record));
+      const shipper = createShipper(runFolder(home, 'rlive'), { HOME: home });
+      await shipper.flush();
+      server.kill('SIGKILL');
+      await once(server, 'exit');
+      const failure = await shipper.flush();
+      assert.deepEqual(seen, ['Bearer own-local-token', undefined]);
+      assert.match(failure?.why ?? '', /needs a token/);
+    } finally {
+      server.kill('SIGKILL');
+      squatter.close();
     }
   });
 });
