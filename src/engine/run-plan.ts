@@ -17,6 +17,7 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { ignoredPolicyNote, resolveSandbox, startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import { isJsonObject } from '../untrusted.ts';
 import { settingChoice } from '../settings-registry.ts';
+import { providerHomeKey } from './sandbox.ts';
 
 /** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
 export class TrustNeededError extends RefusedError {}
@@ -36,6 +37,10 @@ export interface RunPlan {
   /** Whose rule made it: a server's, or a person's at the CLI (whose trusted files may widen it). Absent in a plan an
    * older svc made: a person's. */
   authority?: 'server' | 'person';
+  /** A built-in CLI's provider home key (sandbox.ts providerHomeKey) as this start resolved it from its launcher's
+   * environment: a resume, retry or verify, whoever asks for it (the Control Plane, say), finds the session state the
+   * run's CLI kept there. Absent for a command provider, and in a plan an older svc made: resolved again. */
+  provider_home?: string;
   /** A --pr run's origin, read before any agent ran (git-push.ts); null for a run that opens no pull request. */
   push_target: PushTarget | null;
   /** For the run's log: settings left out, limits lowered, a policy's sandbox opt-out ignored. */
@@ -77,6 +82,7 @@ export function planRun(req: {
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
     return {
       policy: { ...policy, limits: capped.limits }, provider, passed_env: decided.env, sandbox,
+      ...provider.kind === 'command' ? {} : { provider_home: providerHomeKey(repo, env) },
       authority: server ? 'server' : 'person',
       operator_allow: operator.network,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
