@@ -181,7 +181,7 @@ case "$*" in *--resume*) echo teal > a.txt ;; *) exit 3 ;; esac
     assert.equal(readJson(join(dir, 'artifacts', 'receipt.json')).resumed, 'session');
   });
 
-  it('a trigger-routed run resumed through the Control Plane continues its session from the served home', async () => {
+  it('a trigger-routed run resumed through the Control Plane continues its session; a retry keeps its name', async () => {
     // The session lives in the provider home the run was planned with (a routed job's: its served name); the Control
     // Plane's launcher has neither the job's origin nor SVC_REPO_NAME, and used to resume in the checkout's home.
     const script = `#!/bin/sh
@@ -207,7 +207,7 @@ esac
     });
     const first = await runChild(process.execPath,
       [CLI, 'start', '--brief', 'name a colour', '--worktree', '--provider', 'claude'],
-      opts({ SVC_ORIGIN: 'chata', SVC_REPO_NAME: 'acme/api' }));
+      opts({ SVC_ORIGIN: 'chata', SVC_REPO_NAME: 'acme/web' }));
     const { run, status } = JSON.parse(first.stdout.trim().split('\n').at(-1)!) as { run: string; status: string };
     assert.equal(status, 'failed', first.stderr);
     const again = await runChild(process.execPath, [CLI, 'start', '--resume', run], opts({ SVC_ORIGIN: 'control' }));
@@ -217,6 +217,10 @@ esac
     const texts: string[] = events.filter((e) => e.kind === 'log').map((e) => String(e.data.text));
     assert.equal(summary.status, 'succeeded', `${summary.error}\n${texts.join('\n')}`);
     assert.equal(readJson(join(dir, 'artifacts', 'receipt.json')).resumed, 'session', texts.join('\n'));
+    const retried = await runChild(process.execPath, [CLI, 'start', '--retry', run], opts({ SVC_ORIGIN: 'control' }));
+    const retry = JSON.parse(retried.stdout.trim().split('\n')[0]!) as { run: string };
+    const again2 = readJson(join(repo.repo, '.svc', 'runs', retry.run, 'state.json'));
+    assert.deepEqual([again2.repo, again2.origin, again2.group_id], ['acme/web', 'chata', run], retried.stderr);
   });
 
   it('no session id printed: a fresh session with the question and the answer summarised', async () => {
