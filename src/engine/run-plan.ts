@@ -18,6 +18,7 @@ import { ignoredPolicyNote, resolveSandbox, startedByServer, type SandboxMode } 
 import { isJsonObject } from '../untrusted.ts';
 import { settingChoice } from '../settings-registry.ts';
 import { providerHomeKey } from './sandbox.ts';
+import { isRoutedRepoName } from './repo-name.ts';
 
 /** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
 export class TrustNeededError extends RefusedError {}
@@ -37,9 +38,10 @@ export interface RunPlan {
   /** Whose rule made it: a server's, or a person's at the CLI (whose trusted files may widen it). Absent in a plan an
    * older svc made: a person's. */
   authority?: 'server' | 'person';
-  /** A built-in CLI's provider home key (sandbox.ts providerHomeKey) as this start resolved it from its launcher's
-   * environment: a resume, retry or verify, whoever asks for it (the Control Plane, say), finds the session state the
-   * run's CLI kept there. Absent for a command provider, and in a plan an older svc made: resolved again. */
+  /** A trigger-routed run's provider home key (sandbox.ts providerHomeKey: its served name's), for a built-in CLI: a
+   * resume, retry or verify, whoever asks for it (the Control Plane's launcher has no SVC_REPO_NAME), finds the
+   * session state the run's CLI kept there. Absent for any other run, and in a plan an older svc made: resolved from
+   * the worker's environment. */
   provider_home?: string;
   /** A --pr run's origin, read before any agent ran (git-push.ts); null for a run that opens no pull request. */
   push_target: PushTarget | null;
@@ -82,7 +84,7 @@ export function planRun(req: {
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
     return {
       policy: { ...policy, limits: capped.limits }, provider, passed_env: decided.env, sandbox,
-      ...provider.kind === 'command' ? {} : { provider_home: providerHomeKey(repo, env) },
+      ...isRoutedRepoName(env) && provider.kind !== 'command' ? { provider_home: providerHomeKey(repo, env) } : {},
       authority: server ? 'server' : 'person',
       operator_allow: operator.network,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
