@@ -16,7 +16,9 @@ import {
   git, headAndBranch, excludeEngineFolders, gitDirs, snapshotTree, treeGit, workingChanges,
 } from './git.ts';
 import { runDir, worktreeDir } from './paths.ts';
-import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
+import {
+  adoptRepoName, isRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename,
+} from './repo-name.ts';
 import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
@@ -59,6 +61,8 @@ type NewRun = Pick<StartOptions, 'repo' | 'pr' | 'worktree' | 'provider' | 'env'
   input: RunState['input'];
   /** Retry: the earlier run's plan, taken as it is; else the plan is resolved here (with `provider`). */
   plan: RunPlan | null;
+  /** Retry of a run a trigger server routed: the served name it keeps, whoever retries it. */
+  routedName?: string;
 };
 
 /** A new run's state and plan, and the rename of the checkout's earlier runs its name caused (if any). */
@@ -128,9 +132,9 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     });
     const now = new Date().toISOString();
     const source = settingOr(n.env, 'SVC_SOURCE');
-    const name = runRepoName(n.repo, n.env);
+    const name = n.routedName ?? runRepoName(n.repo, n.env);
     // A name the trigger routed (SVC_REPO_NAME) is the served entry's, not the checkout's: it renames nothing.
-    const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);
+    const renamed = isRoutedRepoName(n.env) || n.routedName ? null : adoptRepoName(n.repo, gitDir, name);
     // The trace a run joins: its launcher's valid SVC_TRACEPARENT (the span it continues), else a new one.
     const parent = parseTraceparent(n.env.SVC_TRACEPARENT);
     const checkedOut = head.branch;
@@ -195,6 +199,8 @@ export async function prepareRetry(
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
     brief: old.brief, origin: old.origin, pr: old.pr, worktree: old.worktree, input: old.input,
     env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir, env), provider: old.provider || null,
+    // The Control Plane's launcher has no SVC_REPO_NAME: a routed run's retry keeps its group's served name.
+    routedName: isWebhookOrigin(old.origin) && isRepoName(old.repo) ? old.repo : undefined,
     // A retry of a follow-up continues the same pull request, after the same run, from its branch's head then.
     followUp: old.follow_up ?? null,
   });

@@ -19,6 +19,8 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { ignoredPolicyNote, resolveSandbox, startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import { isJsonObject } from '../untrusted.ts';
 import { settingChoice } from '../settings-registry.ts';
+import { providerHomeKey } from './sandbox.ts';
+import { isRoutedRepoName } from './repo-name.ts';
 
 /** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
 export class TrustNeededError extends RefusedError {}
@@ -38,6 +40,11 @@ export interface RunPlan {
   /** Whose rule made it: a server's, or a person's at the CLI (whose trusted files may widen it). Absent in a plan an
    * older svc made: a person's. */
   authority?: 'server' | 'person';
+  /** A trigger-routed run's provider home key (sandbox.ts providerHomeKey: its served name's), for a built-in CLI: a
+   * resume, retry or verify, whoever asks for it (the Control Plane's launcher has no SVC_REPO_NAME), finds the
+   * session state the run's CLI kept there. Absent for any other run, and in a plan an older svc made: resolved from
+   * the worker's environment. */
+  provider_home?: string;
   /** A --pr run's origin, read before any agent ran (git-push.ts); null for a run that opens no pull request. */
   push_target: PushTarget | null;
   /** For the run's log: settings left out, limits lowered, a policy's sandbox opt-out ignored. */
@@ -79,6 +86,7 @@ export function planRun(req: {
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
     return {
       policy: { ...policy, limits: capped.limits }, provider, passed_env: decided.env, sandbox,
+      ...isRoutedRepoName(env) && provider.kind !== 'command' ? { provider_home: providerHomeKey(repo, env) } : {},
       authority: server ? 'server' : 'person',
       operator_allow: operator.network,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,

@@ -11,7 +11,7 @@ import { failureOf, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
 import { runTree, worktreeDir } from './paths.ts';
 import { plainEngineFolder } from './safe-fs.ts';
-import type { RunSandbox } from './sandbox.ts';
+import { plannedHomeKey, type RunSandbox } from './sandbox.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openRunGate } from './egress.ts';
 import { POLL_MS } from './budget-pause.ts';
@@ -90,7 +90,7 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
     const message = `the run's egress gate did not start: ${errorMessage(err)}`;
     throw new InfraError(message, { beforeAgent: true, cause: err });
   });
-  return { mode, gate, env: { ...passed, ...gate.env } };
+  return { mode, gate, env: { ...passed, ...gate.env }, providerHome: plannedHomeKey(plan.provider_home) };
 }
 
 /** The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran starts the run

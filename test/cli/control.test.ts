@@ -363,6 +363,22 @@ describe('svc control import', () => {
     assert.deepEqual(((await projects.json()) as { items: { path: string }[] }).items.map((p) => p.path), [project]);
   });
 
+  it('counts the events the Control Plane already had apart from those the import stored', async () => {
+    const project = join(dir, 'import-shipped');
+    const run = join(project, '.svc', 'runs', 'r01shipped');
+    mkdirSync(run, { recursive: true });
+    spawnSync('git', ['init', '-q', project]);
+    const at = '2026-02-01T10:00:00.000Z';
+    writeFileSync(join(run, 'state.json'), JSON.stringify({ source: 'local', run: 'r01shipped', status: 'succeeded',
+      started_at: at, ended_at: at, updated_at: at, repo: 'acme/api' }));
+    writeFileSync(join(run, 'events.jsonl'), `${JSON.stringify({ seq: 1, ts: at, kind: 'run.status',
+      data: { from: null, to: 'queued' } })}\n`);
+    const first = await svc(['control', 'import', project], env());
+    assert.match(first.stdout, /: 1 runs, 1 events, 0 artifacts;/);
+    const again = await svc(['control', 'import', project], env());
+    assert.match(again.stdout, /: 1 runs, 0 events \(and 1 it already had\), 0 artifacts;/);
+  });
+
   it('exits 1 with the server\'s reason for an empty folder, and says where the token goes on a 401', async () => {
     const empty = join(dir, 'import-empty');
     mkdirSync(empty, { recursive: true });

@@ -319,6 +319,15 @@ describe('hostile traffic: the unsigned event header must match the signed body'
     assert.equal((await webhook(prLabeled, 'pull_request')).body.status, 'skipped');
   });
 
+  it('skips a /svc comment without GITHUB_TOKEN, saying the server has none (not GitHub\'s failure)', async () => {
+    const issue = { number: 9, title: 'Crash', author_association: 'OWNER', labels: [] };
+    const comment = { id: 77, body: '/svc fix', author_association: 'OWNER', user: { login: 'octocat' } };
+    const res = await webhook({ action: 'created', comment, issue, repository }, 'issue_comment');
+    const reason = 'comment author may not start jobs: svc has no GITHUB_TOKEN (or GH_TOKEN) to ask GitHub whether '
+      + 'the author may write to this repository';
+    assert.deepEqual(res.body, { status: 'skipped', reason });
+  });
+
   it('refuses an issue_comment body sent as `issues`, and an issues body sent as `issue_comment`', async () => {
     const issue = { number: 9, title: 'Crash', author_association: 'OWNER', labels: [{ name: 'svc' }] };
     const by = { body: '/svc fix', author_association: 'OWNER' };

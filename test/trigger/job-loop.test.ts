@@ -202,6 +202,9 @@ describe('the job loop', () => {
       assert.equal((await ended(first)).error, 'internal error while running the job');
       assert.equal((await ended(second)).error, 'second launch refused');
       assert.ok(t.logs.some((l) => l.msg === 'job crashed' && l.error === 'the executor broke'));
+      // A job that never got a run says why in the log (a Sentry or /jobs job sends its summary nowhere).
+      const ends = t.logs.filter((l) => l.msg === 'job finished' && l.job_id === second);
+      assert.deepEqual(ends.map((l) => [l.level, l.status, l.error]), [['warn', 'failed', 'second launch refused']]);
     } finally {
       await t.cleanup();
     }
