@@ -6,7 +6,7 @@ import { errorMessage, FailedError, RefusedError } from '../errors.ts';
 import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
 import {
-  cappedLimits, decideSettings, OPERATOR_FILES, serverRefusal, trustNeeded,
+  cappedLimits, decideSettings, OPERATOR_FILES, serverRefusal, trustNeeded, TrustNeededError,
 } from './setting-authority.ts';
 import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
@@ -23,8 +23,6 @@ import { providerHomeKey } from './sandbox.ts';
 import { isRoutedRepoName } from './repo-name.ts';
 
 /** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
-export class TrustNeededError extends RefusedError {}
-
 export interface RunPlan {
   /** The project's policy as it was when the run was made, its limits held within the operator's caps. */
   policy: Policy;
