@@ -181,4 +181,9 @@ export const triggerMigrations: readonly string[] = [
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   `,
+  // 13: the run id the server chose for a job's launch (`svc start --run-id`), stored before the launcher starts: a
+  // restart during the launch finds that run and follows it (job-loop.ts recover).
+  `
+  ALTER TABLE jobs ADD COLUMN launch_run TEXT;
+  `,
 ];

@@ -26,6 +26,8 @@ export interface LaunchResult {
 
 export interface ExecJob {
   id: string;
+  /** The run id the server chose and recorded before the launch (`--run-id`): a new one, which no webhook names. */
+  run: string;
   /** The argv after `svc`, e.g. ['start', '--brief', '…', '--pr', '--detach']. */
   args: readonly string[];
   /** SVC_ORIGIN. */
@@ -72,6 +74,8 @@ export type AnswerResult = { ok: true } | { ok: false; reason: string; detail: s
  * null for a run it cannot find, 'aborted' on shutdown (the job stays `running`, re-attached later).
  */
 export interface JobExecutor {
+  /** The `source` of the runs it starts (their launchers' SVC_SOURCE). */
+  source: string;
   launch(job: ExecJob): Promise<LaunchResult>;
   follow(run: RunRef, signal: AbortSignal, opts: FollowOptions): Promise<RunOutcome | null | 'aborted'>;
   /** Answers a blocked run as `svc answer --origin WHO` does; absent where it cannot reach the runs. */

@@ -15,6 +15,7 @@ import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mayTakeLater } from '../http/pipeline.ts';
+import { newRunId } from '../engine/ids.ts';
 
 /** How soon a write the database refused (another process holds its lock, the disk is full) is tried again. */
 const RETRY_MS = 1_000;
@@ -140,15 +141,22 @@ export function createJobLoop(opts: JobLoopOptions) {
     }
   }
 
-  async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
+  /**
+   * `launching`: re-attached to the run a launch the server did not see end was making, whose state may appear yet
+   * (its launcher goes on without the server).
+   */
+  async function followToEnd(
+    job: JobRow, run: RunRef, reattach: boolean, workdir: string, launching = false,
+  ): Promise<void> {
     // The answer comes back through the job's route (answers.ts).
     const onQuestion = (question: string | null): void => {
       void opts.notify.progress(job.id, question !== null ? { step: 'waiting', question } : { step: 'resumed' });
     };
-    const outcome = await executor.follow(run, abort.signal, { reattach, workdir, onQuestion });
+    const outcome = await executor.follow(run, abort.signal, { reattach: reattach && !launching, workdir, onQuestion });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
     if (outcome === null) {
-      const error = reattach ? 'run state not found after restart' : 'run state never appeared';
+      const error = launching ? 'the server stopped during the launch, and its run never appeared'
+        : reattach ? 'run state not found after restart' : 'run state never appeared';
       return finishAndNotify(job, { status: reattach ? 'interrupted' : 'failed', run, error });
     }
     const error = outcome.status === 'stopped' ? 'run stopped'
@@ -185,10 +193,12 @@ export function createJobLoop(opts: JobLoopOptions) {
       if (!(err instanceof ManagedGitError)) throw err;
       return finishAndNotify(job, { status: 'failed', error: err.message });
     }
-    stores.jobs.setWorkdir(job.id, workdir);
+    // Its run's id, chosen here and recorded before the launcher starts: a restart while it runs finds that run.
+    const launchRun = newRunId();
+    stores.jobs.setLaunch(job.id, workdir, launchRun);
     const launched = await executor.launch({
-      id: job.id, args: job.args, origin: job.origin, workdir, repo: { name: repo.name, clone: repo.clone },
-      traceparent: launchTraceparent(job),
+      id: job.id, run: launchRun, args: job.args, origin: job.origin, workdir,
+      repo: { name: repo.name, clone: repo.clone }, traceparent: launchTraceparent(job),
     });
     if (!launched.run || launched.error) {
       const error = launched.error ?? 'launch failed';
@@ -233,15 +243,22 @@ export function createJobLoop(opts: JobLoopOptions) {
     }
   }
 
-  /** After a restart: re-attach running jobs to their runs (or mark them interrupted), resend missed summaries. */
+  /**
+   * After a restart: re-attach running jobs to their runs, or to the run a launch in flight was given (marked
+   * interrupted when there is none), and resend missed summaries.
+   */
   function recover(): void {
     for (const job of stores.jobs.listRunning()) {
       const workdir = job.workdir ?? repoOf(job)?.checkout ?? null;
-      if (job.run_source && job.run_id && workdir !== null) {
-        log.info('re-attaching job to its run', { job_id: job.id, run: `${job.run_source}/${job.run_id}` });
-        const run = { source: job.run_source, run: job.run_id };
+      const launching = job.run_id === null && job.launch_run !== null;
+      const run = launching ? { source: executor.source, run: job.launch_run! }
+        : job.run_source && job.run_id ? { source: job.run_source, run: job.run_id } : null;
+      if (run && workdir !== null) {
+        // Now the job's run: an answer or a progress note finds it, and a second restart re-attaches to it.
+        if (launching) stores.jobs.setRun(job.id, run.source, run.run, null);
+        log.info('re-attaching job to its run', { job_id: job.id, run: `${run.source}/${run.run}`, launching });
         markServed(turns, job);
-        track(job, followToEnd(job, run, true, workdir));
+        track(job, followToEnd(job, run, true, workdir, launching));
       } else if (job.workdir === null && stores.jobs.unclaim(job.id)) {
         // It died before its launch (during a managed checkout's fetch, say): nothing was started, so it runs again.
         log.info('job queued again: the server stopped before its launch', { job_id: job.id });

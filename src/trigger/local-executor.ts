@@ -18,6 +18,7 @@ import { isValidSegment } from '../engine/ids.ts';
 import { workerAlive } from '../engine/repo-name.ts';
 import { ORIGIN_REFUSAL_LINE, ORIGIN_REFUSALS, type OriginRefusal } from '../engine/answers.ts';
 import { createLogger, type Logger } from '../log.ts';
+import { settingOr } from '../settings-registry.ts';
 
 const OUTPUT_CAP = 64 * 1024;
 /** For a freshly launched run to write its first state.json. */
@@ -89,7 +90,7 @@ export function createLocalExecutor(opts: {
     // SVC_JOB_ID: a trackera run finds its delivery's payload (engine/spec.ts). Its own process group: a timeout
     // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
     // A managed (clone=) job's checkout is its own already: a worktree in it would only check its tree out again.
-    const args = job.repo?.clone ? job.args : isolatedArgs(job.args);
+    const args = [...job.repo?.clone ? job.args : isolatedArgs(job.args), '--run-id', job.run];
     const { output, done } = startSvc(args, job.workdir, secretsFor(secrets, job), {
       SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
       // The run is named after the served entry, never after what the checkout's origin says.
@@ -182,7 +183,7 @@ export function createLocalExecutor(opts: {
     return { ok: false, reason: ORIGIN_REFUSALS[reason], detail };
   }
 
-  return { launch, follow, answer };
+  return { source: settingOr(opts.env, 'SVC_SOURCE'), launch, follow, answer };
 }
 
 function watchQuietly(dir: string, changed: (name: string | null) => void): FSWatcher | null {

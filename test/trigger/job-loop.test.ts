@@ -123,9 +123,14 @@ describe('the job loop', () => {
     for (const [id, run] of [['j0000000000aaaaaaaaaaaaaaaa', null], ['j0000000000bbbbbbbbbbbbbbbb', 'rgone']] as const) {
       insertJob(stores, { id, origin: 'jobs', repo: 'acme/api', brief: 'x', args: ['start', '--brief', 'x', '--detach'], created_at: now });
       stores.jobs.claim(id, now);
-      // Both reached their launch (the checkout is recorded just before it): either may have started a run.
-      stores.jobs.setWorkdir(id, repo);
-      if (run) stores.jobs.setRun(id, 'local', run, 0);
+      // Both reached their launch (the checkout is recorded just before it): either may have started a run. The
+      // first's row is from before migration 13 (no run id chosen before its launch).
+      if (run) {
+        stores.jobs.setLaunch(id, repo, run);
+        stores.jobs.setRun(id, 'local', run, 0);
+      } else {
+        db.prepare('UPDATE jobs SET workdir = ? WHERE id = ?').run(repo, id);
+      }
     }
     db.close();
     const t = await startTestTrigger({}, { repo, home, db: dbPath });
@@ -185,6 +190,7 @@ describe('the job loop', () => {
   it('ends a job failed when running it throws, and still runs the next one', async () => {
     let launches = 0;
     const executor: JobExecutor = {
+      source: 'local',
       async launch() {
         launches++;
         if (launches === 1) throw new Error('the executor broke');
@@ -226,6 +232,7 @@ describe('the job loop', () => {
     let posted!: () => void;
     const allPosted = new Promise<void>((resolve) => (posted = resolve));
     const executor: JobExecutor = {
+      source: 'local',
       async launch(job) {
         return { exitCode: 0, run: { source: 'local', run: `r${job.id}` }, error: null };
       },
@@ -427,6 +434,7 @@ describe('the job loop', () => {
     } };
     const run = { source: 'local', run: 'r1' };
     const executor: JobExecutor = {
+      source: 'local',
       launch: async () => ({ exitCode: 0, run, error: null }),
       follow: async () => ({
         status: 'succeeded', verdict: 'verified', pr_url: null, cost_usd: null, started_at: null, ended_at: null,

@@ -15,6 +15,7 @@ import { startTestControl } from '../helpers/control-server.ts';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { identityOf } from '../../src/engine/proc-group.ts';
+import { newRunId } from '../../src/engine/ids.ts';
 import { createLogger } from '../../src/log.ts';
 import type { RunOutcome } from '../../src/trigger/executor.ts';
 
@@ -87,7 +88,7 @@ describe('the local executor', () => {
       const executor = createLocalExecutor({
         cliPath: hang, execPath: '/bin/sh', env: { PATH: process.env.PATH }, launchTimeoutMs: 500,
       });
-      const result = await executor.launch({ id: 'job-1', args: ['start'], workdir: dir });
+      const result = await executor.launch({ run: newRunId(), id: 'job-1', args: ['start'], workdir: dir });
       assert.equal(result.run, null);
       assert.match(result.error ?? '', /did not finish within 500 ms/);
       const child = Number(readFileSync(join(dir, 'child.pid'), 'utf8'));
@@ -109,7 +110,8 @@ writeFileSync('.svc/runs/r1/state.json', JSON.stringify({ run: 'r1', status: 'su
 process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(process.pid, 'SIGKILL'));
 `);
       const executor = createLocalExecutor({ cliPath: launcher, env: { PATH: process.env.PATH } });
-      const result = await executor.launch({ id: 'job-1', args: ['start', '--brief', 'b', '--detach'], workdir: dir });
+      const args = ['start', '--brief', 'b', '--detach'];
+      const result = await executor.launch({ id: 'job-1', run: 'r1', args, workdir: dir });
       assert.deepEqual({ run: result.run, error: result.error }, { run: { source: 'local', run: 'r1' }, error: null });
       const outcome = await executor.follow(result.run!, AbortSignal.timeout(10_000), {
         reattach: false, workdir: dir,
@@ -165,7 +167,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: control.url };
       const executor = createLocalExecutor({ cliPath: CLI, env, pollMs: 50 });
       const args = ['start', '--brief', 'hold', '--detach'];
-      const launched = await executor.launch({ id: 'job-1', args, workdir: repo.repo });
+      const launched = await executor.launch({ run: newRunId(), id: 'job-1', args, workdir: repo.repo });
       assert.equal(launched.error, null);
       const ref = launched.run!;
       const state = () => readJson(join(repo.repo, '.svc', 'runs', ref.run, 'state.json'));
@@ -237,9 +239,9 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       };
       const executor = createLocalExecutor({ cliPath: CLI, env });
       const args = ['start', '--brief', 'hold the checkout', '--detach'];
-      const first = await executor.launch({ id: 'job-1', args, workdir: repo.repo });
+      const first = await executor.launch({ run: newRunId(), id: 'job-1', args, workdir: repo.repo });
       assert.equal(first.error, null);
-      const second = await executor.launch({ id: 'job-2', args, workdir: repo.repo });
+      const second = await executor.launch({ run: newRunId(), id: 'job-2', args, workdir: repo.repo });
       assert.equal(second.error, null);
       writeFileSync(join(repo.home, 'agent-state', 'release'), '');
       for (const { run } of [first, second]) {
@@ -269,7 +271,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       ];
       for (const [i, job] of jobs.entries()) {
         const args = ['start', ...(job.brief ? ['--brief'] : []), job.text, '--pr', '--detach'];
-        await executor.launch({ id: `job-${i}`, args, origin: job.origin, workdir: dir });
+        await executor.launch({ run: newRunId(), id: `job-${i}`, args, origin: job.origin, workdir: dir });
       }
       await executor.answer!({ source: 'local', run: 'r1' }, issue, dir, 'chata');
       const calls = readdirSync(join(dir, 'fake-svc')).filter((n) => n.startsWith('call-'))

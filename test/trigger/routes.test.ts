@@ -411,6 +411,7 @@ describe('trigger configuration', () => {
       { SVC_TRIGGER_QUEUE_MAX: '1', SVC_TRIGGER_CONCURRENCY: '1' },
       {
         executor: {
+          source: 'local',
           launch: async () => (await gate, { exitCode: 1, run: null, error: 'gated' }),
           follow: async () => null,
         },
