@@ -59,6 +59,8 @@ export function isolatedArgs(args: readonly string[]): string[] {
 
 export interface FollowOptions {
   reattach: boolean;
+  /** Re-attached to the run a launch the server did not see end was given: its launcher may be making it still. */
+  launching?: boolean;
   /** Where the launcher ran: its runs are under `<workdir>/.svc/runs/`. */
   workdir: string;
   /** Told each time the run starts or stops (null) waiting for an answer, from the same read that sees it end. */

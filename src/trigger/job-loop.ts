@@ -141,10 +141,7 @@ export function createJobLoop(opts: JobLoopOptions) {
     }
   }
 
-  /**
-   * `launching`: re-attached to the run a launch the server did not see end was making, whose state may appear yet
-   * (its launcher goes on without the server).
-   */
+  /** `launching`: re-attached to the run a launch the server did not see end was given. */
   async function followToEnd(
     job: JobRow, run: RunRef, reattach: boolean, workdir: string, launching = false,
   ): Promise<void> {
@@ -152,10 +149,10 @@ export function createJobLoop(opts: JobLoopOptions) {
     const onQuestion = (question: string | null): void => {
       void opts.notify.progress(job.id, question !== null ? { step: 'waiting', question } : { step: 'resumed' });
     };
-    const outcome = await executor.follow(run, abort.signal, { reattach: reattach && !launching, workdir, onQuestion });
+    const outcome = await executor.follow(run, abort.signal, { reattach, launching, workdir, onQuestion });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
     if (outcome === null) {
-      const error = launching ? 'the server stopped during the launch, and its run never appeared'
+      const error = launching ? 'the server stopped during the launch and found no run after its restart'
         : reattach ? 'run state not found after restart' : 'run state never appeared';
       return finishAndNotify(job, { status: reattach ? 'interrupted' : 'failed', run, error });
     }

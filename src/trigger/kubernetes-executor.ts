@@ -158,7 +158,7 @@ export function createKubernetesExecutor(opts: {
     return jobFailed(state.phase === 'complete' ? 'its signer\'s outcome is gone' : state.reason);
   }
 
-  /** The run id the Job's pod spec fixed: the job's when we made the Job, else the existing Job's (a restart mid-launch). */
+  /** The run id the Job's pod spec fixed: the job's when we made it, else the existing Job's (a restart mid-launch). */
   async function createJob(job: ExecJob, name: string): Promise<{ runId: string } | { refused: string }> {
     const runId = job.run;
     // The run's budget the gate holds the pod to: the repository's, read from the server's checkout, not the pod's.

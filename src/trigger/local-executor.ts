@@ -2,7 +2,7 @@
 import { LAUNCH_TIMEOUT_MS, secretsIn, startChild } from '../spawn/start.ts';
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { readFile } from 'node:fs/promises';
-import { watch, type FSWatcher } from 'node:fs';
+import { existsSync, watch, type FSWatcher } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
@@ -124,8 +124,10 @@ export function createLocalExecutor(opts: {
         if (signal.aborted) return 'aborted';
         const state = await readState(path);
         if (state === 'missing') {
-          // On re-attach no launch is in flight: a missing state means the run is gone.
-          if (f.reattach || Date.now() - started > MISSING_GRACE_MS) return null;
+          // On re-attach a missing state means the run is gone, unless a launch still in flight made its folder: its
+          // state comes next (engine/launch.ts createRun).
+          const mayCome = !f.reattach || (f.launching === true && existsSync(dirname(path)));
+          if (!mayCome || Date.now() - started > MISSING_GRACE_MS) return null;
         } else if (state) {
           const outcome = outcomeFromState(state)
             ?? await deadWorkerOutcome(path, state, () => recordEnd(run, f.workdir, signal));
