@@ -4,6 +4,7 @@ import { obj, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { isIssueReference, mayFetchIssue } from '../engine/spec.ts';
 import type { RunRef } from '../client/types.ts';
+import type { ProcIdentity } from '../engine/proc-group.ts';
 
 /** What a completion summary needs of a run's final state. */
 export interface RunOutcome {
@@ -37,6 +38,8 @@ export interface ExecJob {
   repo?: { name: string; clone: string | null };
   /** SVC_TRACEPARENT: the run continues the job's span. */
   traceparent?: string | null;
+  /** Told the launcher's process identity once it started, for a restart to end it (an executor of processes). */
+  onLauncher?: (launcher: ProcIdentity) => void;
 }
 
 /**
@@ -59,8 +62,11 @@ export function isolatedArgs(args: readonly string[]): string[] {
 
 export interface FollowOptions {
   reattach: boolean;
-  /** Re-attached to the run a launch the server did not see end was given: its launcher may be making it still. */
-  launching?: boolean;
+  /**
+   * Re-attached to the run a launch the server did not see end was given; `launcher`, that launch's process, is ended
+   * first (unknown: it may be making the run still).
+   */
+  launching?: { launcher: ProcIdentity | null };
   /** Where the launcher ran: its runs are under `<workdir>/.svc/runs/`. */
   workdir: string;
   /** Told each time the run starts or stops (null) waiting for an answer, from the same read that sees it end. */

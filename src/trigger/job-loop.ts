@@ -2,7 +2,7 @@
 // A job ends when its run ends (DESIGN §5); shutdown leaves queued jobs queued and running jobs re-attachable.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
-import type { JobExecutor, RunOutcome } from './executor.ts';
+import type { FollowOptions, JobExecutor, RunOutcome } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
 import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { createNotifier } from './notify.ts';
@@ -16,6 +16,7 @@ import { endJobSpan, launchTraceparent } from './job-trace.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mayTakeLater } from '../http/pipeline.ts';
 import { newRunId } from '../engine/ids.ts';
+import type { ProcIdentity } from '../engine/proc-group.ts';
 
 /** How soon a write the database refused (another process holds its lock, the disk is full) is tried again. */
 const RETRY_MS = 1_000;
@@ -141,9 +142,9 @@ export function createJobLoop(opts: JobLoopOptions) {
     }
   }
 
-  /** `launching`: re-attached to the run a launch the server did not see end was given. */
+  /** `launching`: re-attached to the run a launch the server did not see end was given (FollowOptions). */
   async function followToEnd(
-    job: JobRow, run: RunRef, reattach: boolean, workdir: string, launching = false,
+    job: JobRow, run: RunRef, reattach: boolean, workdir: string, launching?: FollowOptions['launching'],
   ): Promise<void> {
     // The answer comes back through the job's route (answers.ts).
     const onQuestion = (question: string | null): void => {
@@ -161,6 +162,15 @@ export function createJobLoop(opts: JobLoopOptions) {
       : null;
     const status = outcome.status === 'succeeded' ? 'succeeded' : 'failed';
     await finishAndNotify(job, { status, run, outcome, error });
+  }
+
+  /** Without it a restart during the launch cannot end the launcher: it may make its run after the job is over. */
+  function recordLauncher(job: JobRow, launcher: ProcIdentity): void {
+    try {
+      stores.jobs.setLauncher(job.id, JSON.stringify(launcher));
+    } catch (err) {
+      log.error('could not record the job\'s launcher', { job_id: job.id, error: errorMessage(err) });
+    }
   }
 
   /** The job's served entry (a job queued before routing, migration 6, takes the default). */
@@ -196,6 +206,7 @@ export function createJobLoop(opts: JobLoopOptions) {
     const launched = await executor.launch({
       id: job.id, run: launchRun, args: job.args, origin: job.origin, workdir,
       repo: { name: repo.name, clone: repo.clone }, traceparent: launchTraceparent(job),
+      onLauncher: (launcher) => recordLauncher(job, launcher),
     });
     if (!launched.run || launched.error) {
       const error = launched.error ?? 'launch failed';
@@ -251,11 +262,13 @@ export function createJobLoop(opts: JobLoopOptions) {
       const run = launching ? { source: executor.source, run: job.launch_run! }
         : job.run_source && job.run_id ? { source: job.run_source, run: job.run_id } : null;
       if (run && workdir !== null) {
+        // Written by this server (runJob), read before setRun drops it.
+        const launcher = job.launcher === null ? null : JSON.parse(job.launcher) as ProcIdentity;
         // Now the job's run: an answer or a progress note finds it, and a second restart re-attaches to it.
         if (launching) stores.jobs.setRun(job.id, run.source, run.run, null);
         log.info('re-attaching job to its run', { job_id: job.id, run: `${run.source}/${run.run}`, launching });
         markServed(turns, job);
-        track(job, followToEnd(job, run, true, workdir, launching));
+        track(job, followToEnd(job, run, true, workdir, launching ? { launcher } : undefined));
       } else if (job.workdir === null && stores.jobs.unclaim(job.id)) {
         // It died before its launch (during a managed checkout's fetch, say): nothing was started, so it runs again.
         log.info('job queued again: the server stopped before its launch', { job_id: job.id });

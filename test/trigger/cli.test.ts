@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { SECRETS, FAKE_SVC, post, get, makeRepo, tempDir } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { killGroup, pidIn } from '../helpers/pid-file.ts';
+import { processAlive } from '../engine/fixtures.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
@@ -114,6 +115,8 @@ describe('svc trigger', () => {
     assert.deepEqual(done.args, ['start', '--brief', 'after the crash', '--detach']);
     const interrupted = (await get(`${second.url}/jobs/${blocker.body.job_id as string}`, bearer)).body;
     assert.equal(interrupted.status, 'interrupted');
+    // Its launcher, lost with the first server, was ended by the second: no run it makes later goes on unwatched.
+    await waitFor(() => !processAlive(hangPid), 'the lost launcher to be ended');
     second.child.kill('SIGTERM');
   });
 
@@ -152,6 +155,11 @@ describe('svc trigger', () => {
     };
     // Its worker started (its pid recorded): the launcher prints the run and sends it on, then exits.
     const run = await waitFor(() => (existsSync(runs) ? readdirSync(runs) : []).find((r) => stateOf(r)?.pid), 'the worker');
+    // Should the test fail before it releases the agent, the worker stops it (before the repository is removed).
+    const worker = stateOf(run)!.pid as number;
+    cleanups.unshift(() => {
+      if (processAlive(worker)) process.kill(-worker, 'SIGTERM');
+    });
     first.child.kill('SIGKILL');
     await new Promise((r) => first.child.once('exit', r));
     holding = false;

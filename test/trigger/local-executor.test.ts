@@ -31,27 +31,35 @@ echo "held" >> a.txt
 /**
  * Stands in for `svc start --stop` of run r1, whose worker died: records what it was handed, then does what the file
  * stop-does in its folder says: `fail` (ends the run failed with its cost, as svc does), `stopped` (a person's stop
- * came first), `refuse` (says why on stderr, exits 1) or `hang`.
+ * came first), `refuse` (says why on stderr, exits 1), `hang`, or `held` (ends the run failed, then sends it: writes
+ * `sent` once the file `release` is there).
  */
-const STOPPER = `import { readFileSync, writeFileSync } from 'node:fs';
+const STOPPER = `import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 const handed = process.env.SVC_HANDOFF_FD === '3' ? JSON.parse(readFileSync(3, 'utf8')) : null;
 writeFileSync('stop-call.json', JSON.stringify({ args: process.argv.slice(2), handed, pid: process.pid }));
 const does = readFileSync('stop-does', 'utf8');
 const path = '.svc/runs/r1/state.json';
 const end = { ...JSON.parse(readFileSync(path, 'utf8')), ended_at: '2026-11-29T12:05:00.000Z', cost_usd: 1.25 };
-const status = { fail: 'failed', stopped: 'stopped' }[does];
+const status = { fail: 'failed', stopped: 'stopped', held: 'failed' }[does];
 if (status) writeFileSync(path, JSON.stringify({ ...end, status }));
 if (does === 'refuse') {
   process.stderr.write('svc: Run r1 belongs to the project at /elsewhere\\n');
   process.exit(1);
 }
 if (does === 'hang') setInterval(() => {}, 1 << 30);
+if (does === 'held') {
+  while (!existsSync('release')) await new Promise((resolve) => setTimeout(resolve, 20));
+  writeFileSync('sent', '');
+}
 `;
 
 /** Follows run r1, whose worker is dead, in a folder whose `svc start --stop` is STOPPER doing `does`. */
 async function followDeadWorker(does: string, o: {
-  env?: NodeJS.ProcessEnv; launchTimeoutMs?: number; shutdown?: (stopStarted: Promise<unknown>) => AbortSignal;
-} = {}): Promise<{ outcome: RunOutcome | null | 'aborted'; said: string[]; stop: { handed: unknown; pid: number } }> {
+  env?: NodeJS.ProcessEnv; launchTimeoutMs?: number;
+  shutdown?: (stopStarted: Promise<unknown>, dir: string) => AbortSignal;
+} = {}): Promise<{
+  outcome: RunOutcome | null | 'aborted'; said: string[]; stop: { handed: unknown; pid: number }; sent: boolean;
+}> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
   try {
     const worker = spawn('sleep', ['300']);
@@ -69,9 +77,9 @@ async function followDeadWorker(does: string, o: {
       launchTimeoutMs: o.launchTimeoutMs, log: createLogger('test', (line) => said.push(line)),
     });
     const stopStarted = () => waitFor(() => existsSync(join(dir, 'stop-call.json')), 'the stop to start');
-    const signal = o.shutdown ? o.shutdown(stopStarted()) : AbortSignal.timeout(30_000);
+    const signal = o.shutdown ? o.shutdown(stopStarted(), dir) : AbortSignal.timeout(30_000);
     const outcome = await executor.follow({ source: 'local', run: 'r1' }, signal, { reattach: true, workdir: dir });
-    return { outcome, said, stop: readJson(join(dir, 'stop-call.json')) };
+    return { outcome, said, stop: readJson(join(dir, 'stop-call.json')), sent: existsSync(join(dir, 'sent')) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -210,23 +218,61 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     assert.deepEqual([outcome.status, outcome.error], ['stopped', null]);
   });
 
-  it('ends a dead worker\'s hung stop at its deadline, and at once on shutdown', { timeout: 30_000 }, async () => {
+  it('ends a dead worker\'s hung stop at its deadline, during a shutdown too', { timeout: 30_000 }, async () => {
     const late = await followDeadWorker('hang', { launchTimeoutMs: 500 });
     assert.ok(late.outcome !== null && late.outcome !== 'aborted', `followed to ${String(late.outcome)}`);
     assert.equal(late.outcome.error, 'the run\'s worker died');
     assert.match(late.said.join(''), /did not finish within 500 ms/);
     await waitFor(() => !processAlive(late.stop.pid), 'the stop to be ended at its deadline');
     const shutdown = new AbortController();
-    const started = Date.now();
     const { outcome, stop } = await followDeadWorker('hang', {
+      launchTimeoutMs: 500,
       shutdown: (stopStarted) => {
         void stopStarted.then(() => shutdown.abort());
         return shutdown.signal;
       },
     });
     assert.equal(outcome, 'aborted');
-    assert.ok(Date.now() - started < 10_000, 'the shutdown did not wait for the stop');
-    await waitFor(() => !processAlive(stop.pid), 'the stop to be ended on shutdown');
+    await waitFor(() => !processAlive(stop.pid), 'the stop to be ended at its deadline');
+  });
+
+  it('lets a dead worker\'s stop send the run\'s end when the server shuts down meanwhile', async () => {
+    const shutdown = new AbortController();
+    const { outcome, sent, said } = await followDeadWorker('held', {
+      shutdown: (stopStarted, dir) => {
+        void stopStarted.then(() => {
+          shutdown.abort();
+          writeFileSync(join(dir, 'release'), '');
+        });
+        return shutdown.signal;
+      },
+    });
+    // The job stays running, re-attached on restart to the end this stop wrote; the Control Plane has that end.
+    assert.equal(outcome, 'aborted');
+    assert.ok(sent, 'the stop was ended before it sent the run\'s end');
+    assert.deepEqual(said, []);
+  });
+
+  it('ends a launch the server lost, then the run it made that has no worker, instead of following it for ever', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
+    try {
+      // The launcher a server SIGKILLed mid-launch left running, and the run it made before it started a worker.
+      const launcher = spawn('sleep', ['300'], { detached: true });
+      mkdirSync(join(dir, '.svc', 'runs', 'r1'), { recursive: true });
+      const state = { run: 'r1', status: 'queued', started_at: '2026-11-29T12:00:00.000Z', pid: null, proc_start: null };
+      writeFileSync(join(dir, '.svc', 'runs', 'r1', 'state.json'), JSON.stringify(state));
+      writeFileSync(join(dir, 'stopper.mjs'), STOPPER);
+      writeFileSync(join(dir, 'stop-does'), 'fail');
+      const executor = createLocalExecutor({ cliPath: join(dir, 'stopper.mjs'), env: { PATH: process.env.PATH }, pollMs: 20 });
+      const outcome = await executor.follow({ source: 'local', run: 'r1' }, AbortSignal.timeout(20_000), {
+        reattach: true, launching: { launcher: identityOf(launcher.pid!) }, workdir: dir,
+      });
+      assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+      assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
+      assert.equal(processAlive(launcher.pid!), false, 'the lost launcher still runs');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('runs each job without --pr in a worktree of its own, so a second job is not refused the checkout', async () => {
