@@ -123,8 +123,8 @@ export function createLocalExecutor(opts: {
     // A launch the server lost: its launcher is ended first (never the worker it started, a group of its own), so what
     // it left is all there is, and a run it made that has no worker is ended as a dead worker's is.
     const lost = f.launching?.launcher ?? null;
-    if (lost) await endGroup(lost);
     try {
+      if (lost) await endGroup(lost);
       for (;;) {
         if (signal.aborted) return 'aborted';
         const state = await readState(path);
