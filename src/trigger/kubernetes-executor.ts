@@ -41,7 +41,8 @@ export function buildKubeJob(
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
-    metadata: { name, namespace, labels },
+    // Found by its run from the start: a server that restarts before the pod announces the run still follows it.
+    metadata: { name, namespace, labels: { ...labels, [LABEL_RUN]: runId } },
     spec: {
       // A run is not idempotent (it may open a PR): never let Kubernetes start it a second time.
       backoffLimit: 0,

@@ -554,6 +554,25 @@ describe('kubernetes executor', () => {
     }
   });
 
+  it('follows after a restart the Job of a launch the server lost before the pod announced its run', async () => {
+    const id = jobId();
+    const run = newRunId();
+    kube.runPods = false;
+    try {
+      // The server learned no run from this launch: it stands for one that died while the pod was still pending.
+      const launched = await executor({ launchTimeoutMs: 50 }).launch({ run, workdir: '/', id, args: ['start', 'announce', '--detach'] });
+      assert.equal(launched.run, null);
+    } finally {
+      kube.runPods = true;
+    }
+    kube.finish(kubeJobName(id), false);
+    const outcome = await executor().follow({ source: 'k8s', run }, new AbortController().signal, {
+      reattach: true, launching: { launcher: null }, workdir: '/',
+    });
+    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+    assert.equal(outcome.status, 'failed');
+  });
+
   it('re-attaches after a restart by finding the Job through its run label', async () => {
     const launched = await executor().launch({ run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'announce', '--detach'] });
     const fresh = executor();
