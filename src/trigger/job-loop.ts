@@ -146,8 +146,12 @@ export function createJobLoop(opts: JobLoopOptions) {
   async function followToEnd(
     job: JobRow, run: RunRef, reattach: boolean, workdir: string, launching?: FollowOptions['launching'],
   ): Promise<void> {
+    // A launch the server lost never told its run's start (runJob does, after the launch): told once its run is seen.
+    let untold = launching !== undefined;
     // The answer comes back through the job's route (answers.ts).
     const onQuestion = (question: string | null): void => {
+      if (untold) void opts.notify.progress(job.id, { step: 'started' });
+      untold = false;
       void opts.notify.progress(job.id, question !== null ? { step: 'waiting', question } : { step: 'resumed' });
     };
     const outcome = await executor.follow(run, abort.signal, { reattach, launching, workdir, onQuestion });

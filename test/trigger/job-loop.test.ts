@@ -388,6 +388,49 @@ describe('the job loop', () => {
     assert.equal(sent, true, 'close returned while the summary was still being sent');
   });
 
+  it('after a restart tells the start of the run a lost launch made once it sees that run, and follows it', async () => {
+    const home = tempDir('svc-home-');
+    const stores = createTriggerStores(openDatabase(join(home, 'trigger.db'), triggerMigrations));
+    insertJob(stores, { id: 'j1', origin: 'jobs', brief: 'b', args: ['b'], created_at: Date.now(), repo: 'api' });
+    stores.jobs.claim('j1', Date.now());
+    stores.jobs.setLaunch('j1', home, 'r1');
+    const followed: unknown[] = [];
+    const executor: JobExecutor = {
+      source: 'local',
+      launch: async () => assert.fail('a job caught mid-launch is never launched again'),
+      follow: async (run, _signal, f) => {
+        followed.push(run, f.launching);
+        f.onQuestion?.(null);
+        return {
+          status: 'succeeded', verdict: 'verified', pr_url: null, cost_usd: null, started_at: null, ended_at: null,
+          error: null,
+        };
+      },
+    };
+    const told: unknown[] = [];
+    const loop = createJobLoop({
+      stores, executor, managed: {} as never, clock: Date.now, tracer: {} as never,
+      log: createLogger('job-loop-test', () => {}),
+      settings: {
+        concurrency: 1, repoConcurrency: 1, publicUrl: undefined,
+        repos: { entries: [], byName: () => ({ name: 'api', checkout: home }) } as never,
+      },
+      notify: Object.assign(async () => {}, {
+        progress: async (_id: string, p: { step: string }) => void told.push(p.step),
+      }) as never,
+    });
+    try {
+      loop.recover();
+      await loop.idle();
+      const row = stores.jobs.get('j1')!;
+      assert.deepEqual([row.status, row.run_source, row.run_id], ['succeeded', 'local', 'r1']);
+      assert.deepEqual(followed, [{ source: 'local', run: 'r1' }, { launcher: null }]);
+      assert.deepEqual(told, ['started', 'resumed']);
+    } finally {
+      await loop.close();
+    }
+  });
+
   it('tries again only what the database may take later; a failed disk is logged once a minute', async () => {
     const stores = createTriggerStores(openDatabase(join(tempDir('svc-home-'), 'trigger.db'), triggerMigrations));
     const lines: { msg: string }[] = [];
