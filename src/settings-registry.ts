@@ -92,7 +92,7 @@ export const SETTINGS = {
   NODE_OPTIONS: text('control', NONE,
     'a `--max-semi-space-size` given here (or on the `node` command line) wins; the Control Plane re-executes ' +
     'only to add what is missing (`--memory-saver-mode`: `--no-memory-saver-mode` on the `node` command line keeps ' +
-    'it off)'),
+    'it off, as `--allocation-site-pretenuring` there keeps pretenuring on)'),
   HOME: text('control', 'the OS home', '`~/.svc/`: keys, databases, `server.json`, answers, provider homes'),
 
   ERRTRACK_AUTH_TOKEN: secret('engine', NONE, 'token for fetching an error-tracker issue URL; without it nothing is ' +

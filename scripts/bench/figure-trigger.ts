@@ -111,7 +111,8 @@ export async function startBenchTrigger(ctx: BenchContext, cli?: string, name = 
  * deliveries for 2 × rounds × (warm-up + duration); the same load fills it first here, so the row sees the same DB.
  */
 export async function measurePeer(ctx: BenchContext): Promise<Row[]> {
-  const { server, githubJob, githubSecret } = await startBenchTrigger(ctx);
+  // Its own repository and DB: with `--only=peer,trigger` the trigger rows' are still in the temp folder.
+  const { server, githubJob, githubSecret } = await startBenchTrigger(ctx, undefined, 'peer');
   try {
     const job = loadJob(ctx, server.url, githubJob, CONNECTIONS, [202]);
     const fillMs = 2 * ctx.rounds * (ctx.warmupMs + ctx.durationMs);

@@ -15,6 +15,7 @@ import { measureWorkedIn } from './figure-worked.ts';
 import { measureSandbox } from './figure-sandbox.ts';
 import { measureGate } from './figure-gate.ts';
 import { measureDispatch } from './figure-dispatch.ts';
+import { benchOwnUs, machineBusyUs } from './cpu-per-request.ts';
 
 const OUT_DIR = fileURLToPath(new URL('../../test-output/bench', import.meta.url));
 
@@ -51,6 +52,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   };
   const rows: Row[] = [];
   const began = Date.now();
+  const [busyBefore, ownBefore] = [machineBusyUs(), benchOwnUs()];
   let failures = 0;
   try {
     for (const figure of FIGURES) {
@@ -69,12 +71,16 @@ export async function main(argv: readonly string[]): Promise<number> {
     await ceiling.stop();
     tmp.remove();
   }
+  // What else used the cores meanwhile: every row of a server and its load generator reads low with it, and the peer
+  // ratio most (docs/bench.md, "The peer row's 8.01x measured apart").
+  const others = (machineBusyUs() - busyBefore - (benchOwnUs() - ownBefore)) / 1000 / (Date.now() - began);
   const meta = {
     mode: options.quick ? 'quick' : 'full',
     node: process.version,
     cpus: `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'unknown'}`,
     date: new Date().toISOString(),
     seconds: ((Date.now() - began) / 1000).toFixed(0),
+    'other load': `${Math.max(0, others).toFixed(2)} cores (CPU used by other processes meanwhile, steal included)`,
   };
   const { markdown, files } = writeResults(OUT_DIR, rows, meta);
   process.stdout.write(markdown);

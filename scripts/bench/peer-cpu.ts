@@ -62,7 +62,7 @@ try {
   const f = (xs: number[]): string => `${median(xs).toFixed(1)}, ${Math.min(...xs).toFixed(1)} µs`;
   for (const b of builds) {
     process.stdout.write(`| ${b.cli} | ${f(b.process)} | ${f(b.loop)} | ${Math.round(median(b.rps))} |\n`);
-    log(`${b.cli}: process ${b.process.map((x) => x.toFixed(1)).join(' ')}`);
+    log(`${b.cli}: process ${b.process.map((x) => x.toFixed(1)).join(' ')}; req/s ${b.rps.map(Math.round).join(' ')}`);
   }
 } finally {
   for (const b of builds) {

@@ -46,17 +46,12 @@ function readText(file: string): string | null {
   }
 }
 
-/** Whose the new file is: the replaced file's owner, else its folder's (root editing the service's file). */
-function ownerFor(file: string): { uid: number; gid: number } | null {
-  const st = orNull(() => statSync(file)) ?? orNull(() => statSync(dirname(file)));
-  return st && { uid: st.uid, gid: st.gid };
-}
-
 function writeAtomically(file: string, text: string): void {
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   // The folder may be the service user's: the file is given to the owner of the file it replaces (or of its folder).
+  const st = orNull(() => statSync(file)) ?? orNull(() => statSync(dirname(file)));
   const data = text.endsWith('\n') || text === '' ? text : `${text}\n`;
-  writeFileAtomic(file, data, 0o600, { owner: ownerFor(file) ?? undefined });
+  writeFileAtomic(file, data, 0o600, { owner: st ? { uid: st.uid, gid: st.gid } : undefined });
 }
 
 const LIVE = 'A trigger server serving this file uses it from its next delivery; no restart is needed.';

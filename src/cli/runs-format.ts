@@ -44,12 +44,6 @@ export function formatUsd(usd: number): string {
   return `${usd < 0 ? '-' : ''}$${text}`;
 }
 
-function detailValue(key: keyof Run, value: Run[keyof Run]): string {
-  if (key === 'cost_usd' && typeof value === 'number') return formatUsd(value);
-  if (key === 'failure') return oneLine(failureText(value));
-  return oneLine(String(value));
-}
-
 /** A run's failure as one line, `class: reason (retryable)`, read by type alone: the server's answer is untrusted. */
 export function failureText(value: unknown): string {
   const failure = readFailure(value);
@@ -72,7 +66,9 @@ export function formatRunDetails(run: Run): string {
     }
     if (value === null || value === undefined || value === '') continue;
     if (key === 'question' && run.status !== 'blocked') continue;
-    lines.push(`${key.padEnd(KEY_WIDTH)}${detailValue(key, value)}`);
+    const text = key === 'cost_usd' && typeof value === 'number' ? formatUsd(value)
+      : oneLine(key === 'failure' ? failureText(value) : String(value));
+    lines.push(`${key.padEnd(KEY_WIDTH)}${text}`);
   }
   return `${lines.join('\n')}\n`;
 }

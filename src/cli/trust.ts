@@ -3,9 +3,9 @@
 // (src/engine/setting-authority.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { isAbsolute, join } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
-import { NotFoundError } from '../errors.ts';
+import { NotFoundError, UsageError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { addTrust, readEngineConfigFile, readTrust, revokeTrust, trustFile } from '../engine/config.ts';
 import { decideSettings } from '../engine/setting-authority.ts';
@@ -57,7 +57,9 @@ function filesOf(repoDir: string) {
 export default async function trust(io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(io.argv, {
     repo: { type: 'string' }, list: { type: 'boolean' }, revoke: { type: 'boolean' },
-  });
+  }, 1);
+  // Only --revoke takes a PATH: a folder given to trust is not the current one's (--repo DIR names it).
+  if (!values.revoke && positionals[0] !== undefined) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
   if (values.list) {
     const records = readTrust(io.env);
     if (!records.length) io.stdout(`No trusted files (${trustFile(io.env)})\n`);
@@ -69,13 +71,12 @@ export default async function trust(io: CliIo): Promise<number> {
     return 0;
   }
   if (values.revoke) {
-    const named = positionals[0] && isAbsolute(positionals[0]) ? [positionals[0]] : null;
     // By path, without reading the files: one that is broken, a link or gone can still be forgotten.
     const own = () => {
       const repo = resolveRepo(values.repo ?? '.');
       return [join(repo, '.svc', 'config.json'), join(repo, '.svc', 'policy.json')];
     };
-    const paths = named ?? own();
+    const paths = positionals[0] ? [resolve(positionals[0])] : own();
     const revoked = paths.filter((path) => revokeTrust(io.env, path));
     if (!revoked.length) throw new NotFoundError(`${paths.join(' or ')} was not trusted`);
     for (const path of revoked) io.stdout(`No longer trusted: ${path}\n`);

@@ -2,6 +2,7 @@
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startChild, workerArgv } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
@@ -20,13 +21,13 @@ import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
 } from './run-state.ts';
-import { identityOf } from './proc-group.ts';
+import { identityOf, isWorkerOf } from './proc-group.ts';
 import { markPending } from './shipper.ts';
 import { claimCheckout, unwritable } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { checkPrPossible, OriginUnreachableError } from './pr.ts';
-import { followUpSession, followUpSpec, followUpStart, type FollowUp } from './follow-up.ts';
+import type { FollowUp } from './follow-up.ts';
 import { newTraceId, parseTraceparent } from '../trace.ts';
 
 export interface StartOptions {
@@ -86,7 +87,11 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
       throw new RefusedError(`Refusing to start a --pr run: ${err.message} (nothing was started)`, { cause: err });
     });
   }
-  const follow = n.followUp ? await followUpStart(n.repo, plan.push_target, n.followUp, n.env) : null;
+  // Only a follow-up loads its module, and the receipt and key modules it brings (docs/bench.md).
+  const followUps = n.followUp ? await import('./follow-up.ts') : null;
+  const follow = n.followUp && followUps
+    ? await followUps.followUpStart(n.repo, plan.push_target, n.followUp, n.env)
+    : null;
   const { own, common: gitDir } = gitDirs(n.repo);
   // Before anything is written: a link the repository commits at .svc, .svc/runs or .svc/worktrees would send the
   // run's files, its checkout and the agent's writable tree outside the repository (DESIGN §7a).
@@ -131,8 +136,9 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     const checkedOut = head.branch;
     const state: RunState = {
       source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
-      ...(follow ? {
-        follow_up: follow.followUp, provider_session: followUpSession(n.repo, follow.followUp, plan.provider.name),
+      ...(follow && followUps ? {
+        follow_up: follow.followUp,
+        provider_session: followUps.followUpSession(n.repo, follow.followUp, plan.provider.name),
       } : {}),
       brief: n.brief, origin: n.origin, provider: plan.provider.name,
       branch: isolated ? `svc/${n.run}` : checkedOut,
@@ -168,7 +174,7 @@ export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
   const input = classifyInput(opts.input, { forceBrief: opts.forceBrief, cwd: process.cwd(), confineTo });
   const task = await buildTask(input, repo, opts.env);
   const followUp = opts.followUp ?? null;
-  if (followUp) task.spec = followUpSpec(task.spec, followUp);
+  if (followUp) task.spec = (await import('./follow-up.ts')).followUpSpec(task.spec, followUp);
   return createRun({
     repo, run: opts.runId ?? newRunId(), groupId: null, ...task, pr: opts.pr || followUp !== null,
     worktree: opts.worktree, input: { kind: input.kind, value: input.kind === 'brief' ? task.brief : input.value },
@@ -227,12 +233,43 @@ export function spawnWorker(
   // No pid: the spawn failed, and its 'error' event (the caller's to report) follows.
   if (!child.pid) {
     if (earlier) putBack(dir, earlier);
-  } else if (mode !== 'verify') {
-    // Recorded before the worker runs, so a stop that comes right away can still find it.
+  } else {
+    // Recorded before the worker runs, so a stop that comes right away can still find it, and a resume or another
+    // verify waits for it (afterLastWorker).
     const fresh = readState(dir);
-    writeState(dir, { ...fresh, ...identityOf(child.pid) });
+    const identity = identityOf(child.pid);
+    writeState(dir, mode === 'verify' ? { ...fresh, verifier: identity } : { ...fresh, ...identity });
   }
   return child;
+}
+
+/** How long a resume or a verify of an ended run waits for the worker of its last attempt to exit. */
+const LAST_WORKER_WAIT_MS = 10_000;
+const LAST_WORKER_POLL_MS = 50;
+
+/**
+ * An ended run's state once the workers that may still write it have exited: its last attempt's and the last verify's
+ * (a resume and a verify start only then). A status ends before its worker does: its last write (worker.ts) puts back
+ * its own copy of state.json, over a resume's `queued` (whose worker then finds the run ended and runs nothing) or
+ * what a verify wrote. A resume of a run it would refuse anyway does not wait; a worker still there after the wait is
+ * refused as a conflict, by its pid.
+ */
+export async function afterLastWorker(dir: string, action: 'resume' | 'verify'): Promise<RunState> {
+  const until = Date.now() + LAST_WORKER_WAIT_MS;
+  for (;;) {
+    const state = readState(dir);
+    const resumable = state.status === 'stopped' || state.status === 'failed';
+    if (!TERMINAL.has(state.status) || (action === 'resume' && !resumable)) return state;
+    // state.json is only a claim: a pid there counts only while it is still a worker of this very run.
+    const owner = isWorkerOf(state.run);
+    const alive = [state, state.verifier ?? null].find((w) => w && workerAlive(w) && owner(w.pid!));
+    if (!alive) return state;
+    if (Date.now() >= until) {
+      throw new ConflictError(`Run ${state.run} is ${state.status} but its worker (pid ${alive.pid}) is still ` +
+        `finishing: ${action} it once that has exited`);
+    }
+    await sleep(LAST_WORKER_POLL_MS);
+  }
 }
 
 /**

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
-import type { IngestResult } from '../client/types.ts';
+import type { IngestBatch, IngestResult } from '../client/types.ts';
 import { discoverControlUrl } from './control-url.ts';
 import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment, RUN_KEY } from './ids.ts';
@@ -21,7 +21,8 @@ import {
   readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
-import { tryParseJson } from '../untrusted.ts';
+import { isJsonObject, list, obj, tryParseJson, type Obj } from '../untrusted.ts';
+import { eventRefusal, isArtifactPath } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
 
 const EVENTS_PER_BATCH = 500;
@@ -190,6 +191,34 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
   return { state, lines, artifacts, next: { events_offset: next, artifacts: sent }, more };
 }
 
+/**
+ * A line of events.jsonl as its run's batch carries it, or nothing: a blank line, or one ingest would refuse (not JSON,
+ * or refused by eventRefusal), is left out, the first such said once, rather than get the whole batch refused (and
+ * every later one: a pod's signer ships the lines the run container's side wrote, its receipt and status after them).
+ */
+function shippableEvent(line: string, state: RunState, now: number, skip: SkipReport): Obj[] {
+  if (line.trim() === '') return [];
+  const parsed = tryParseJson(line);
+  const event = isJsonObject(parsed) ? { ...parsed, run: state.run } : null;
+  const why = event === null ? 'not a JSON object' : eventRefusal(event, state.source, now);
+  if (event !== null && why === null) return [event];
+  skip('events.jsonl lines ingest refuses', `(left out; the first: ${why})`);
+  return [];
+}
+
+/** An artifact as its run's batch carries it, or nothing: one whose name ingest refuses is left out (said once), as
+ * a bad event line is, rather than get every batch refused (an agent names the files it leaves). */
+function shippableArtifact(
+  rel: string, content: Buffer, state: RunState, skip: SkipReport,
+): NonNullable<IngestBatch['artifacts']> {
+  if (!isArtifactPath(rel)) {
+    skip(`artifacts/${rel}`, 'left out: ingest takes only a name relative with no "..", NUL or backslash');
+    return [];
+  }
+  const type = contentTypeOf(rel) ?? OCTET_STREAM;
+  return [{ run: state.run, path: rel, content_type: type, content_base64: content.toString('base64') }];
+}
+
 /** The Control Plane a runner ships to, its token for it, and a client with both (a pod's seal step uses it too). */
 export function shipperClient(
   env: NodeJS.ProcessEnv,
@@ -202,6 +231,21 @@ export function shipperClient(
 /** What a batch answered `deleted` for `run` is to its worker (run-context.ts): a pod's run stops. */
 export function deletedRun(run: string): ControlItem {
   return { run, action: 'deleted' };
+}
+
+/**
+ * What the Control Plane's answer to a batch for `run` asks of its runner, read as untrusted (src/untrusted.ts): the
+ * `control` requests that name a run and an action, and whether `deleted` lists `run` (a list only when it is one: a
+ * text holding the run's id is no deletion of it).
+ */
+export function readIngestAnswer(result: unknown, run: string): { control: ControlItem[]; deleted: boolean } {
+  const answer = obj(result);
+  const control = list(answer.control).flatMap((item) => {
+    const request = obj(item);
+    const named = typeof request.run === 'string' && typeof request.action === 'string';
+    return named ? [request as ControlItem] : [];
+  });
+  return { control, deleted: list(answer.deleted).includes(run) };
 }
 
 export function createShipper(
@@ -233,6 +277,7 @@ export function createShipper(
     }
     if (!read) return false;
     const state = read.state as unknown as RunState;
+    const now = Date.now();
     const { source: _source, ...json } = toRunJson(state);
     // The key binds the run to this folder's runners (src/control/ingest-apply.ts); a run from before keys has none.
     const run = key === null ? json : { ...json, run_key: key };
@@ -241,22 +286,16 @@ export function createShipper(
       // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
       // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
       runs: [sameMachine(url) ? { ...run, repo_path: state.repo_path } : run],
-      // A line that is not JSON is skipped rather than blocking every later event.
-      events: read.lines.flatMap((line) => {
-        const event = tryParseJson(line);
-        return event === undefined ? [] : [{ ...(event as object), run: state.run }];
-      }) as never,
-      artifacts: read.artifacts.map(({ rel, content }) => ({
-        run: state.run, path: rel, content_type: contentTypeOf(rel) ?? OCTET_STREAM,
-        content_base64: content.toString('base64'),
-      })),
+      events: read.lines.flatMap((line) => shippableEvent(line, state, now, skip)) as never,
+      artifacts: read.artifacts.flatMap(({ rel, content }) => shippableArtifact(rel, content, state, skip)),
     }).catch((err: unknown) => {
       throw err instanceof ControlApiError ? err : new SendError(errorMessage(err), { cause: err });
     });
     writeJsonAtomic(join(dir, 'ship.json'), read.next);
-    for (const item of result.control ?? []) onControl?.(item);
+    const answer = readIngestAnswer(result, state.run);
+    for (const item of answer.control) onControl?.(item);
     // Deleted on the Control Plane, the run's later batches would be dropped there too: none is sent.
-    if (result.deleted?.includes(state.run)) {
+    if (answer.deleted) {
       deleted = true;
       onControl?.(deletedRun(state.run));
     }

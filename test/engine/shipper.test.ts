@@ -58,6 +58,21 @@ describe('shipper', () => {
     assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rship1', after: 0, limit: 5000 }).length, 1201);
   });
 
+  it('leaves out an artifact whose name ingest refuses, says so once, and ships the rest', async () => {
+    const dir = runFolder(root, 'rshipname');
+    writeFileSync(join(dir, 'artifacts', 'a\\b.txt'), 'agent-named\n');
+    writeFileSync(join(dir, 'artifacts', 'ok.txt'), 'fine\n');
+    const skipped: string[] = [];
+    const shipper = createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }, undefined, (entry) => {
+      skipped.push(entry);
+    });
+    assert.equal(await shipper.flush(), null);
+    assert.equal((await control.request('GET', '/v1/runs/local/rshipname/artifact/ok.txt')).text, 'fine\n');
+    writeFileSync(join(dir, 'artifacts', 'ok.txt'), 'changed\n');
+    assert.equal(await shipper.flush(), null);
+    assert.deepEqual(skipped, ['artifacts/a\\b.txt']);
+  });
+
   it('reports why instead of throwing when the Control Plane is down', async () => {
     const dir = runFolder(root, 'rship2');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
@@ -77,7 +92,7 @@ describe('shipper', () => {
     assert.deepEqual(control.deps.stores.controlRequests.pending('local').map((p) => p.run), ['rother'], "kept for rother's own worker");
   });
 
-  it('lets a run shipped from a registered project on this machine be retried and verified (issue 23 item 4)', async () => {
+  it('lets a run shipped from a registered project on this machine be retried and verified', async () => {
     const project = join(root, 'registered');
     mkdirSync(join(project, '.git'), { recursive: true });
     assert.equal((await control.request('POST', '/v1/import', { body: { path: project } })).status, 200);
@@ -96,7 +111,7 @@ describe('shipper', () => {
     assert.match(refusals.retry, /import its project \(POST \/v1\/import\)/);
   });
 
-  it('does not bring back a run deleted on the Control Plane when it is shipped again (issue 23 item 7)', async () => {
+  it('does not bring back a run deleted on the Control Plane when it is shipped again', async () => {
     const dir = runFolder(root, 'rship6', 'succeeded');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
     assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
@@ -189,36 +204,46 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
   });
 });
 
+/** Whatever SVC_CONTROL_URL points at (a Control Plane, or the dashboard, the trigger, a proxy): it answers each
+ * request with `answer` as it is then, and counts them. */
+async function startStandIn() {
+  const stand = { answer: { status: 200, body: '' }, requests: 0, url: '', close: () => Promise.resolve() };
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      stand.requests++;
+      res.writeHead(stand.answer.status, { 'content-type': 'application/json' }).end(stand.answer.body);
+    });
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  stand.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  stand.close = () => new Promise<void>((done) => server.close(() => done()));
+  return stand;
+}
+
 describe('which failure ends a pass of shipRuns (svc ship, the pending runs before a command)', () => {
   let root: string;
-  let answer: { status: number; body: string };
-  let server: Server;
-  let url: string;
+  let stand: Awaited<ReturnType<typeof startStandIn>>;
   before(async () => {
     root = mkdtempSync(join(tmpdir(), 'svc-'));
-    // Whatever SVC_CONTROL_URL points at: a Control Plane refusing a batch, or the dashboard, the trigger, a proxy.
-    server = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => res.writeHead(answer.status, { 'content-type': 'application/json' }).end(answer.body));
-    });
-    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    stand = await startStandIn();
   });
   after(async () => {
-    await new Promise((done) => server.close(done));
+    await stand.close();
     rmSync(root, { recursive: true, force: true });
   });
 
   /** Two runs of a fresh project, each marked to be sent, shipped while the server answers `status` `code`. */
   async function shipTwo(status: number, code: string | null) {
-    answer = { status, body: code ? JSON.stringify({ error: { code, message: 'no' } }) : '<html>a dashboard</html>' };
+    const body = code ? JSON.stringify({ error: { code, message: 'no' } }) : '<html>a dashboard</html>';
+    stand.answer = { status, body };
     const project = mkdtempSync(join(root, 'p-'));
     mkdirSync(join(project, '.svc', 'ship-pending'), { recursive: true });
     for (const run of ['rpass1', 'rpass2']) {
       runFolder(join(project, '.svc', 'runs'), run);
       writeFileSync(join(project, '.svc', 'ship-pending', run), '');
     }
-    const result = await shipRuns(project, ['rpass1', 'rpass2'], { SVC_CONTROL_URL: url, HOME: root });
+    const result = await shipRuns(project, ['rpass1', 'rpass2'], { SVC_CONTROL_URL: stand.url, HOME: root });
     const marked = ['rpass1', 'rpass2'].filter((run) => existsSync(join(project, '.svc', 'ship-pending', run)));
     return { ...result, marked };
   }
@@ -245,6 +270,54 @@ describe('which failure ends a pass of shipRuns (svc ship, the pending runs befo
       assert.deepEqual(result.marked, []);
     });
   }
+});
+
+// A Control Plane's answer is read through typed readers (src/untrusted.ts): a broken or hostile one (a proxy, another
+// server at the URL) neither crashes the shipper nor tells it of a deletion or a request it did not list.
+describe("the shipper reads the Control Plane's answer to a batch as untrusted", () => {
+  let root: string;
+  let stand: Awaited<ReturnType<typeof startStandIn>>;
+  before(async () => {
+    root = mkdtempSync(join(tmpdir(), 'svc-'));
+    stand = await startStandIn();
+  });
+  after(async () => {
+    await stand.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+  const ingested = (answer: object) =>
+    ({ status: 200, body: JSON.stringify({ runs: 1, events: 0, duplicates: 0, artifacts: 0, ...answer }) });
+
+  const answers: Array<[string, object]> = [
+    ['an object with its own includes as deleted, and an object as control',
+      { deleted: { includes: 1 }, control: { length: 1, 0: { run: 'ranswer', action: 'stop' } } }],
+    ['a text naming the run as deleted, and requests without a run or an action as control',
+      { deleted: 'not ranswer', control: [null, 'stop', { run: 'ranswer' }, { run: 'ranswer', action: 1 }, [1]] }],
+  ];
+  for (const [i, [what, answer]] of answers.entries()) {
+    it(`takes no deletion and no request from ${what}, and ships on`, async () => {
+      stand.answer = ingested(answer);
+      const dir = runFolder(join(root, `hostile-${i}`), 'ranswer');
+      const items: ControlItem[] = [];
+      const shipper = createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: root }, (item) => items.push(item));
+      stand.requests = 0;
+      assert.equal(await shipper.flush(), null);
+      assert.equal(await shipper.flush(), null);
+      assert.deepEqual(items, []);
+      assert.equal(stand.requests, 2, 'a run not deleted is shipped again');
+    });
+  }
+
+  it('hands over the requests that name a run and an action, and a deletion the list names', async () => {
+    stand.answer = ingested({ deleted: ['ranswer'],
+      control: [{ run: 'ranswer', action: 'answer', answer: 'yes' }, { run: 'ranswer', action: null }] });
+    const items: ControlItem[] = [];
+    const dir = runFolder(join(root, 'listed'), 'ranswer');
+    await createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: root }, (item) => items.push(item)).flush();
+    assert.deepEqual(items, [
+      { run: 'ranswer', action: 'answer', answer: 'yes' }, { run: 'ranswer', action: 'deleted' },
+    ]);
+  });
 });
 
 describe('the Control Plane token a client sends', () => {

@@ -254,6 +254,19 @@ describe('svc trust with a policy.json it cannot read', () => {
     assert.match(revoked.stdout, /No longer trusted: .*\/\.svc\/config\.json/);
     assert.match((await svc(repo, env, ['trust', '--list'])).stdout, /No trusted files/);
   });
+
+  it('refuses a folder named without --repo (it trusted the current one), and revokes a relative PATH', async () => {
+    const other = join(repo.root, 'other-project');
+    mkdirSync(other, { recursive: true });
+    const named = await svc(repo, env, ['trust', other]);
+    assert.equal(named.code, 2, named.stdout);
+    assert.match(named.stderr, /Unexpected argument/);
+    assert.match((await svc(repo, env, ['trust', '--list'])).stdout, /No trusted files/);
+    assert.equal((await svc(repo, env, ['trust'])).code, 0);
+    const revoked = await svc(repo, env, ['trust', '--revoke', '.svc/config.json']);
+    assert.equal(revoked.code, 0, revoked.stderr);
+    assert.match(revoked.stdout, /No longer trusted: .*\/\.svc\/config\.json\n$/);
+  });
 });
 
 describe('a repository redefining a built-in provider', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {

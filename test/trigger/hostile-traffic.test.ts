@@ -1,4 +1,4 @@
-// Hostile traffic against a real trigger server (issue 21, trigger items): a flood on one route, duplicate floods,
+// Hostile traffic against a real trigger server: a flood on one route, duplicate floods,
 // reply URLs that try to leave their prefix, run text that tries to become vendor markup, a relabelled event.
 // Everything is sent to 127.0.0.1 only; real SQLite, real git repos, real child processes.
 import { describe, it, before, after } from 'node:test';

@@ -12,7 +12,8 @@ import { transaction } from '../../db/open.ts';
 import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
 import { bodyFields, invalidParam } from '../params.ts';
-import { validateBatch, validateEvent, validateRun, type IngestBatch } from '../ingest-validate.ts';
+import { validateBatch, validateRun, type IngestBatch } from '../ingest-validate.ts';
+import { isArtifactPath, validateEvent } from '../../engine/run-event.ts';
 import { isBoundKey, storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
 import { isRegisteredProject } from '../action-rules.ts';
@@ -150,8 +151,8 @@ function importBatch(
   });
   const artifacts = read.artifacts.flatMap(({ rel, content }) => {
     const type = contentTypeOf(rel) ?? OCTET_STREAM;
-    if (!rel.includes('\\')) return [{ run: name, path: rel, content_type: type, content }];
-    skip(`${name}/artifacts/${rel}`, 'name contains a backslash');
+    if (isArtifactPath(rel)) return [{ run: name, path: rel, content_type: type, content }];
+    skip(`${name}/artifacts/${rel}`, rel.includes('\\') ? 'name contains a backslash' : 'name ingest refuses');
     return [];
   });
   return { source, runs: [{ ...run, run_key: key }], events, artifacts, notifications: [], served_repos: null };
