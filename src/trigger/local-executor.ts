@@ -2,7 +2,7 @@
 import { LAUNCH_TIMEOUT_MS, secretsIn, startChild } from '../spawn/start.ts';
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { readFile } from 'node:fs/promises';
-import { existsSync, watch, type FSWatcher } from 'node:fs';
+import { watch, type FSWatcher } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
@@ -15,7 +15,7 @@ import type { RunRef } from '../client/types.ts';
 import { identityOf, signalGroup, waitGroupGone, type ProcIdentity } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { workerAlive } from '../engine/repo-name.ts';
+import { noWorkerComing, workerAlive } from '../engine/repo-name.ts';
 import { ORIGIN_REFUSAL_LINE, ORIGIN_REFUSALS, type OriginRefusal } from '../engine/answers.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { settingOr } from '../settings-registry.ts';
@@ -121,7 +121,7 @@ export function createLocalExecutor(opts: {
     let asked: string | null | undefined;
     const watcher = watchQuietly(dirname(path), (name) => name === 'state.json' && wake.abort());
     // A launch the server lost: its launcher is ended first (never the worker it started, a group of its own), so what
-    // it left is all there is, and a run it made that has no worker is ended as a dead worker's is.
+    // it left is all there is, and a run it made that never gets a worker is ended as a dead worker's is.
     const lost = f.launching?.launcher ?? null;
     try {
       if (lost) await endGroup(lost);
@@ -129,13 +129,13 @@ export function createLocalExecutor(opts: {
         if (signal.aborted) return 'aborted';
         const state = await readState(path);
         if (state === 'missing') {
-          // On re-attach a missing state means the run is gone, unless a launch that may still be going made its
-          // folder: its state comes next (engine/launch.ts createRun).
-          const mayCome = !f.reattach || (f.launching && !lost && existsSync(dirname(path)));
+          // On re-attach a missing state means the run is gone, unless a launch that may still be going makes it: one
+          // whose launcher the server never recorded (its row write failed), so never ended, gets the grace.
+          const mayCome = !f.reattach || (f.launching && !lost);
           if (!mayCome || Date.now() - started > MISSING_GRACE_MS) return null;
         } else if (state) {
           const outcome = outcomeFromState(state)
-            ?? await deadWorkerOutcome(path, state, () => recordEnd(run, f.workdir, signal), lost !== null);
+            ?? await deadWorkerOutcome(path, state, () => recordEnd(run, f.workdir, signal));
           // Shutting down: the job is re-attached on restart, which finds the end this stop wrote (or stops the run).
           if (signal.aborted) return 'aborted';
           if (outcome) return outcome;
@@ -214,14 +214,14 @@ function watchQuietly(dir: string, changed: (name: string | null) => void): FSWa
  * A run whose recorded worker is gone while its state says it is not over (killed, the machine restarted) never ends
  * by itself: it ends failed. Read again first: a worker that ended its run exits right after saying so. After
  * `recordEnd`, what that stop wrote (the run's cost, its end), or what a person's stop that came first did.
- * `launcherGone`: the run's launcher was ended, so a run with no worker recorded gets none.
+ * A run with no worker recorded gets none once its state is older than the grace a new run has, its launcher ended
+ * or not recorded (a second restart, a launcher whose record failed): `svc start --stop` ends it as a dead worker's.
  */
 async function deadWorkerOutcome(
-  path: string, state: Record<string, unknown>, recordEnd: () => Promise<void>, launcherGone: boolean,
+  path: string, state: Record<string, unknown>, recordEnd: () => Promise<void>,
 ): Promise<RunOutcome | null> {
   const { pid, proc_start: procStart } = state;
-  const noWorker = launcherGone && (pid === null || pid === undefined);
-  if (!noWorker &&
+  if (!noWorkerComing(state, Date.now()) &&
     (typeof pid !== 'number' || typeof procStart !== 'string' || workerAlive({ pid, proc_start: procStart }))) {
     return null;
   }

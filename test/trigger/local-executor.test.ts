@@ -85,6 +85,32 @@ async function followDeadWorker(does: string, o: {
   }
 }
 
+/** Follows, re-attached, a run the real `svc start --stop` can stop, queued a day ago and still without a worker. */
+async function followWorkerless(f: { launching?: { launcher: ReturnType<typeof identityOf> } }) {
+  const repo = makeRepo();
+  try {
+    const run = newRunId();
+    const dir = join(repo.repo, '.svc', 'runs', run);
+    mkdirSync(dir, { recursive: true });
+    const state = {
+      run, status: 'queued', provider: 'mycli', repo_path: repo.repo, started_at: '2026-11-29T12:00:00.000Z',
+      updated_at: '2026-11-29T12:00:00.000Z', pid: null, pgid: null, proc_start: null, child: null,
+    };
+    writeFileSync(join(dir, 'state.json'), JSON.stringify(state));
+    const env = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: `http://127.0.0.1:${await closedPort()}`,
+    };
+    const executor = createLocalExecutor({ cliPath: CLI, env, pollMs: 20 });
+    const outcome = await executor.follow({ source: 'local', run }, AbortSignal.timeout(20_000), {
+      reattach: true, workdir: repo.repo, ...f,
+    });
+    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+    return { outcome, state: readJson(join(dir, 'state.json')) };
+  } finally {
+    repo.cleanup();
+  }
+}
+
 describe('the local executor', () => {
   it('ends a launcher that never finishes, and the process it started in its group', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
@@ -254,22 +280,36 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
   });
 
   it('ends a launch the server lost, then the run it made that has no worker, instead of following it for ever', async () => {
+    // The launcher a server SIGKILLed mid-launch left running, and the run it made before it started a worker.
+    const launcher = spawn('sleep', ['300'], { detached: true });
+    const launching = { launcher: identityOf(launcher.pid!) };
+    const { outcome, state } = await followWorkerless({ launching });
+    assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
+    // The real `svc start --stop` recorded it as a dead worker's run, never a person's stop.
+    assert.deepEqual([state.status, state.failure.class], ['failed', 'infra']);
+    assert.equal(processAlive(launcher.pid!), false, 'the lost launcher still runs');
+  });
+
+  it('ends a run that never got a worker on a second restart (launcher no longer recorded), after the grace', async () => {
+    const { outcome, state } = await followWorkerless({});
+    assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
+    assert.deepEqual([state.status, state.failure.class], ['failed', 'infra']);
+  });
+
+  it('waits for the run of a launch whose launcher was never recorded, instead of calling the job interrupted', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
     try {
-      // The launcher a server SIGKILLed mid-launch left running, and the run it made before it started a worker.
-      const launcher = spawn('sleep', ['300'], { detached: true });
-      mkdirSync(join(dir, '.svc', 'runs', 'r1'), { recursive: true });
-      const state = { run: 'r1', status: 'queued', started_at: '2026-11-29T12:00:00.000Z', pid: null, proc_start: null };
-      writeFileSync(join(dir, '.svc', 'runs', 'r1', 'state.json'), JSON.stringify(state));
-      writeFileSync(join(dir, 'stopper.mjs'), STOPPER);
-      writeFileSync(join(dir, 'stop-does'), 'fail');
-      const executor = createLocalExecutor({ cliPath: join(dir, 'stopper.mjs'), env: { PATH: process.env.PATH }, pollMs: 20 });
+      const executor = createLocalExecutor({ cliPath: FAKE_SVC, env: { PATH: process.env.PATH }, pollMs: 20 });
+      // That launcher may still be going: it makes the run's folder, then its state, after the server restarted.
+      setTimeout(() => {
+        mkdirSync(join(dir, '.svc', 'runs', 'r1'), { recursive: true });
+        const state = { run: 'r1', status: 'succeeded', started_at: '2026-11-29T12:00:00.000Z', pid: null };
+        writeFileSync(join(dir, '.svc', 'runs', 'r1', 'state.json'), JSON.stringify(state));
+      }, 300);
       const outcome = await executor.follow({ source: 'local', run: 'r1' }, AbortSignal.timeout(20_000), {
-        reattach: true, launching: { launcher: identityOf(launcher.pid!) }, workdir: dir,
+        reattach: true, launching: { launcher: null }, workdir: dir,
       });
-      assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
-      assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
-      assert.equal(processAlive(launcher.pid!), false, 'the lost launcher still runs');
+      assert.equal(outcome !== null && outcome !== 'aborted' ? outcome.status : outcome, 'succeeded');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
