@@ -62,7 +62,8 @@ export const UNSTARTED_GRACE_MS = 60_000;
 export function noWorkerComing(state: { pid?: unknown; updated_at?: unknown }, now: number): boolean {
   if (state.pid !== null && state.pid !== undefined) return false;
   const updated = typeof state.updated_at === 'string' ? Date.parse(state.updated_at) : NaN;
-  return !(now - updated < UNSTARTED_GRACE_MS);
+  // A state with no time of its own svc did not write: nothing says how old it is.
+  return Number.isFinite(updated) && now - updated >= UNSTARTED_GRACE_MS;
 }
 
 /** Renames one run; false when it could not be (a link, a folder svc can't write): left for a later start. */

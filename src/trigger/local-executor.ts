@@ -12,7 +12,9 @@ import {
   type AnswerResult, type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
 } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
-import { identityOf, signalGroup, waitGroupGone, type ProcIdentity } from '../engine/proc-group.ts';
+import {
+  identityOf, isLauncherOf, signalGroup, waitGroupGone, type OwnerCheck, type ProcIdentity,
+} from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { noWorkerComing, workerAlive } from '../engine/repo-name.ts';
@@ -124,7 +126,8 @@ export function createLocalExecutor(opts: {
     // it left is all there is, and a run it made that never gets a worker is ended as a dead worker's is.
     const lost = f.launching?.launcher ?? null;
     try {
-      if (lost) await endGroup(lost);
+      // Read from the job's row: signalled only while its leader is still this run's launcher (its argv says so).
+      if (lost) await endGroup(lost, isLauncherOf(run.run, opts.cliPath));
       for (;;) {
         if (signal.aborted) return 'aborted';
         const state = await readState(path);
@@ -195,9 +198,12 @@ export function createLocalExecutor(opts: {
   return { source: settingOr(opts.env, 'SVC_SOURCE'), launch, follow, answer };
 }
 
-/** SIGTERM to a group we started, SIGKILL 5 s on if it is still there; resolves once it is gone. */
-async function endGroup(group: ProcIdentity): Promise<void> {
-  if (!signalGroup(group, 'SIGTERM') || await waitGroupGone(group.pgid, 5_000)) return;
+/**
+ * SIGTERM to a group we started, SIGKILL 5 s on if it is still there; resolves once it is gone. `owner` proves an
+ * identity read from storage before the SIGTERM; the group it let through is ours for the SIGKILL.
+ */
+async function endGroup(group: ProcIdentity, owner: OwnerCheck): Promise<void> {
+  if (!signalGroup(group, 'SIGTERM', owner) || await waitGroupGone(group.pgid, 5_000)) return;
   signalGroup(group, 'SIGKILL');
   await waitGroupGone(group.pgid, 5_000);
 }

@@ -12,7 +12,7 @@ import { waitFor } from '../helpers/wait-for.ts';
 import { CLI, GIT_ENV, makeRepo, processAlive, readJson } from '../engine/fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
 import { startTestControl } from '../helpers/control-server.ts';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { identityOf } from '../../src/engine/proc-group.ts';
 import { newRunId } from '../../src/engine/ids.ts';
@@ -85,8 +85,18 @@ async function followDeadWorker(does: string, o: {
   }
 }
 
-/** Follows, re-attached, a run the real `svc start --stop` can stop, queued a day ago and still without a worker. */
-async function followWorkerless(f: { launching?: { launcher: ReturnType<typeof identityOf> } }) {
+/** A process whose argv is a trigger's `svc start … --run-id <run>` that hangs, in a group of its own. */
+function hungLauncher(run: string): ChildProcess {
+  return spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)', CLI, 'start', '--run-id', run], {
+    detached: true, stdio: 'ignore',
+  });
+}
+
+/**
+ * Follows, re-attached, a run the real `svc start --stop` can stop, queued a day ago and still without a worker;
+ * with `launcher`, as a lost launch whose recorded launcher is the process it starts.
+ */
+async function followWorkerless(launcher?: (run: string) => ChildProcess) {
   const repo = makeRepo();
   try {
     const run = newRunId();
@@ -100,12 +110,15 @@ async function followWorkerless(f: { launching?: { launcher: ReturnType<typeof i
     const env = {
       ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: `http://127.0.0.1:${await closedPort()}`,
     };
+    const started = launcher?.(run);
+    if (started) await waitFor(() => readFileSync(`/proc/${started.pid}/cmdline`, 'utf8').includes('--run-id'), 'its argv');
+    const launching = started ? { launching: { launcher: identityOf(started.pid!) } } : {};
     const executor = createLocalExecutor({ cliPath: CLI, env, pollMs: 20 });
     const outcome = await executor.follow({ source: 'local', run }, AbortSignal.timeout(20_000), {
-      reattach: true, workdir: repo.repo, ...f,
+      reattach: true, workdir: repo.repo, ...launching,
     });
     assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
-    return { outcome, state: readJson(join(dir, 'state.json')) };
+    return { outcome, state: readJson(join(dir, 'state.json')), launcher: started };
   } finally {
     repo.cleanup();
   }
@@ -281,22 +294,31 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
 
   it('ends a launch the server lost, then the run it made that has no worker, instead of following it for ever', async () => {
     // The launcher a server SIGKILLed mid-launch left running, and the run it made before it started a worker.
-    const launcher = spawn('sleep', ['300'], { detached: true });
-    const launching = { launcher: identityOf(launcher.pid!) };
-    const { outcome, state } = await followWorkerless({ launching });
+    const { outcome, state, launcher } = await followWorkerless((run) => hungLauncher(run));
     assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
     // The real `svc start --stop` recorded it as a dead worker's run, never a person's stop.
     assert.deepEqual([state.status, state.failure.class], ['failed', 'infra']);
-    assert.equal(processAlive(launcher.pid!), false, 'the lost launcher still runs');
+    assert.equal(processAlive(launcher!.pid!), false, 'the lost launcher still runs');
   });
 
-  it('ends a run that never got a worker on a second restart (launcher no longer recorded), after the grace', async () => {
-    const { outcome, state } = await followWorkerless({});
+  it('leaves alone a recorded launcher that is not the run\'s launcher (the job\'s row is only a claim)', async () => {
+    const other = newRunId();
+    const { outcome, launcher } = await followWorkerless(() => hungLauncher(other));
+    try {
+      assert.equal(outcome.status, 'failed');
+      assert.equal(processAlive(launcher!.pid!), true, 'another run\'s launcher was ended');
+    } finally {
+      launcher!.kill('SIGKILL');
+    }
+  });
+
+  it('ends a run that never got a worker on a second restart (no launcher recorded then)', async () => {
+    const { outcome, state } = await followWorkerless();
     assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
     assert.deepEqual([state.status, state.failure.class], ['failed', 'infra']);
   });
 
-  it('waits for the run of a launch whose launcher was never recorded, instead of calling the job interrupted', async () => {
+  it('waits for the run of a launch whose launcher was never recorded, not interrupted at once', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
     try {
       const executor = createLocalExecutor({ cliPath: FAKE_SVC, env: { PATH: process.env.PATH }, pollMs: 20 });
