@@ -23,6 +23,10 @@ export interface JobRow {
   repo: string | null;
   /** Where its `svc start` ran (set just before launch); null until then. */
   workdir: string | null;
+  /** The run id its launch was given (`--run-id`, set with `workdir`); null until then and before migration 13. */
+  launch_run: string | null;
+  /** Its launcher's process identity as JSON (engine/proc-group.ts ProcIdentity) while it may run; else null. */
+  launcher: string | null;
   /** Automatic starts-over of its run after an infra failure; never the job's own retry. */
   infra_retries: number;
   /** Its span as a traceparent, and its parent span's id (job-trace.ts). */
@@ -84,14 +88,15 @@ export function createTriggerJobsStore(db: Db) {
     `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?
      AND status IN ('succeeded', 'failed', 'interrupted') ORDER BY finished_at ${LIMIT_PARAM})`,
   );
-  const setWorkdir = db.prepare('UPDATE jobs SET workdir = ? WHERE id = ?');
+  const setLaunch = db.prepare('UPDATE jobs SET workdir = ?, launch_run = ? WHERE id = ?');
+  const setLauncher = db.prepare('UPDATE jobs SET launcher = ? WHERE id = ?');
   const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const unclaim = db.prepare(
     "UPDATE jobs SET status = 'queued', started_at = NULL WHERE id = ? AND status = 'running' AND workdir IS NULL " +
       'AND run_id IS NULL',
   );
-  const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ? WHERE id = ?');
+  const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ?, launcher = NULL WHERE id = ?');
   const setInfraRetries = db.prepare('UPDATE jobs SET infra_retries = ? WHERE id = ?');
   const finish = db.prepare(
     'UPDATE jobs SET status = ?, finished_at = ?, exit_code = coalesce(?, exit_code), ' +
@@ -144,8 +149,13 @@ export function createTriggerJobsStore(db: Db) {
     oldestQueuedIn(repo: string | null, origin: string): JobRow | undefined {
       return toJob(oldestIn.get(repo, origin) as Row | undefined);
     },
-    setWorkdir(id: string, workdir: string): void {
-      setWorkdir.run(workdir, id);
+    /** Where the job's launcher runs and the run id it is given, recorded before it starts. */
+    setLaunch(id: string, workdir: string, run: string): void {
+      setLaunch.run(workdir, run, id);
+    },
+    /** Its launcher's identity (JSON), recorded once it started; dropped when its run is recorded. */
+    setLauncher(id: string, launcher: string): void {
+      setLauncher.run(launcher, id);
     },
     listRunning(): JobRow[] {
       return (running.all() as Row[]).map((r) => toJob(r)!);

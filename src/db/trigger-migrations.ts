@@ -181,4 +181,11 @@ export const triggerMigrations: readonly string[] = [
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   CREATE INDEX dedupe_keys_by_created ON dedupe_keys (created_at);
   `,
+  // 13: the run id the server chose for a job's launch (`svc start --run-id`), stored before the launcher starts, and
+  // the launcher's process identity (JSON: pid, pgid, proc_start) once it runs: a restart during the launch ends that
+  // launcher, then follows the run it made (job-loop.ts recover).
+  `
+  ALTER TABLE jobs ADD COLUMN launch_run TEXT;
+  ALTER TABLE jobs ADD COLUMN launcher TEXT;
+  `,
 ];

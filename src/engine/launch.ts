@@ -17,7 +17,7 @@ import {
 } from './git.ts';
 import { runDir, worktreeDir } from './paths.ts';
 import {
-  adoptRepoName, isRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename,
+  adoptRepoName, isRepoName, isRoutedRepoName, runRepoName, UNSTARTED_GRACE_MS, workerAlive, type RepoRename,
 } from './repo-name.ts';
 import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
@@ -306,9 +306,6 @@ function putBack(dir: string, earlier: RunState): void {
   // No worker ships it: the next svc command (or `svc ship`) does.
   markPending(dir);
 }
-
-/** A run just made has no worker yet; one still without a worker after this never got one. */
-const UNSTARTED_GRACE_MS = 60_000;
 
 function holdsCheckout(state: RunState, now: number): boolean {
   if (state.worktree !== false || TERMINAL.has(state.status)) return false;

@@ -14,7 +14,7 @@ export interface ProcIdentity {
 }
 
 /** Whether the live process `pid` is the one the caller means (e.g. our worker for a given run). */
-type OwnerCheck = (pid: number) => boolean;
+export type OwnerCheck = (pid: number) => boolean;
 
 /** The start time of the live process `pid`; null for one that has died, even while a zombie keeps its pid. */
 export function procStart(pid: number): string | null {
@@ -146,6 +146,18 @@ export function isWorkerOf(run: string): OwnerCheck {
     const cli = argv.findIndex((a) => /cli\.[jt]s$/.test(a) && CLI_PATHS.has(realOrNull(a) ?? a));
     const at = argv.indexOf('--run-id');
     return cli !== -1 && argv[cli + 1] === 'worker' && at !== -1 && argv[at + 1] === run;
+  };
+}
+
+/** A trigger's launcher argv is `node <cliPath> start … --run-id <run>` (trigger/local-executor.ts launch). */
+export function isLauncherOf(run: string, cliPath: string): OwnerCheck {
+  const cli = realOrNull(cliPath) ?? cliPath;
+  return (pid) => {
+    const argv = procList(pid, 'cmdline');
+    if (!argv) return false;
+    const at = argv.findIndex((a, i) => (realOrNull(a) ?? a) === cli && argv[i + 1] === 'start');
+    const runAt = argv.lastIndexOf('--run-id');
+    return at !== -1 && runAt > at && argv[runAt + 1] === run;
   };
 }
 

@@ -55,6 +55,17 @@ export function workerAlive(state: Pick<RunState, 'pid' | 'proc_start'>): boolea
   return started !== null && (state.proc_start === null || state.proc_start === started);
 }
 
+/** A run just made has no worker yet; one still without a worker this long after its last write never gets one. */
+export const UNSTARTED_GRACE_MS = 60_000;
+
+/** No worker recorded and none coming: its state was last written (made, resumed, stopped) over the grace ago. */
+export function noWorkerComing(state: { pid?: unknown; updated_at?: unknown }, now: number): boolean {
+  if (state.pid !== null && state.pid !== undefined) return false;
+  const updated = typeof state.updated_at === 'string' ? Date.parse(state.updated_at) : NaN;
+  // A state with no time of its own svc did not write: nothing says how old it is.
+  return Number.isFinite(updated) && now - updated >= UNSTARTED_GRACE_MS;
+}
+
 /** Renames one run; false when it could not be (a link, a folder svc can't write): left for a later start. */
 function rename(repo: string, found: Found, name: string, now: string): boolean {
   const dir = runDir(repo, found.run);

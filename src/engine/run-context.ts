@@ -12,7 +12,7 @@ import {
   isChildOf, isWorkerOf, killNamespace, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity,
 } from './proc-group.ts';
 import { createShipLoop, createShipper, markPending, type ControlItem } from './shipper.ts';
-import { workerAlive } from './repo-name.ts';
+import { noWorkerComing, workerAlive } from './repo-name.ts';
 import { addUsage, createOutputReader, type Usage } from './providers.ts';
 import { openRunFolder, readPlainIn } from './plain-tree.ts';
 import { objOrNull, tryParseJson } from '../untrusted.ts';
@@ -167,6 +167,8 @@ export async function stopLocalRun(repo: string, run: string, by: string): Promi
   if (!existsSync(dir)) return null;
   let state = tryReadState(dir);
   if (!state || TERMINAL.has(state.status)) return state;
+  // A run still without a worker past the grace never got one (its launcher died): nobody stopped a working run.
+  const neverStarted = noWorkerComing(state, Date.now());
   // A worker that has not recorded itself yet sees "stopping" when it starts and stops at once.
   if (!state.pid) {
     writeState(dir, { ...state, status: 'stopping', updated_at: new Date().toISOString() });
@@ -177,7 +179,7 @@ export async function stopLocalRun(repo: string, run: string, by: string): Promi
     if (!state) return null;
   }
   // A worker that died without ending its run (kill -9, out of memory, a reboot) failed it; this stop only finds that.
-  const died = state.pid !== null && state.proc_start !== null && !workerAlive(state);
+  const died = state.pid !== null ? state.proc_start !== null && !workerAlive(state) : neverStarted;
   if (state.pid) {
     const worker = { pid: state.pid, pgid: state.pgid ?? state.pid, proc_start: state.proc_start };
     // state.json is only a claim: the pid must still be our worker for this very run (its argv says so).

@@ -4,6 +4,7 @@ import { obj, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { isIssueReference, mayFetchIssue } from '../engine/spec.ts';
 import type { RunRef } from '../client/types.ts';
+import type { ProcIdentity } from '../engine/proc-group.ts';
 
 /** What a completion summary needs of a run's final state. */
 export interface RunOutcome {
@@ -26,6 +27,8 @@ export interface LaunchResult {
 
 export interface ExecJob {
   id: string;
+  /** The run id the server chose and recorded before the launch (`--run-id`): a new one, which no webhook names. */
+  run: string;
   /** The argv after `svc`, e.g. ['start', '--brief', '…', '--pr', '--detach']. */
   args: readonly string[];
   /** SVC_ORIGIN. */
@@ -35,6 +38,8 @@ export interface ExecJob {
   repo?: { name: string; clone: string | null };
   /** SVC_TRACEPARENT: the run continues the job's span. */
   traceparent?: string | null;
+  /** Told the launcher's process identity once it started, for a restart to end it (an executor of processes). */
+  onLauncher?: (launcher: ProcIdentity) => void;
 }
 
 /**
@@ -57,6 +62,11 @@ export function isolatedArgs(args: readonly string[]): string[] {
 
 export interface FollowOptions {
   reattach: boolean;
+  /**
+   * Re-attached to the run a launch the server did not see end was given; `launcher`, that launch's process, is ended
+   * first (unknown: it may be making the run still).
+   */
+  launching?: { launcher: ProcIdentity | null };
   /** Where the launcher ran: its runs are under `<workdir>/.svc/runs/`. */
   workdir: string;
   /** Told each time the run starts or stops (null) waiting for an answer, from the same read that sees it end. */
@@ -72,6 +82,8 @@ export type AnswerResult = { ok: true } | { ok: false; reason: string; detail: s
  * null for a run it cannot find, 'aborted' on shutdown (the job stays `running`, re-attached later).
  */
 export interface JobExecutor {
+  /** The `source` of the runs it starts (their launchers' SVC_SOURCE). */
+  source: string;
   launch(job: ExecJob): Promise<LaunchResult>;
   follow(run: RunRef, signal: AbortSignal, opts: FollowOptions): Promise<RunOutcome | null | 'aborted'>;
   /** Answers a blocked run as `svc answer --origin WHO` does; absent where it cannot reach the runs. */

@@ -2,7 +2,7 @@
 // A job ends when its run ends (DESIGN §5); shutdown leaves queued jobs queued and running jobs re-attachable.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
-import type { JobExecutor, RunOutcome } from './executor.ts';
+import type { FollowOptions, JobExecutor, RunOutcome } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
 import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { createNotifier } from './notify.ts';
@@ -15,6 +15,8 @@ import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mayTakeLater } from '../http/pipeline.ts';
+import { newRunId } from '../engine/ids.ts';
+import type { ProcIdentity } from '../engine/proc-group.ts';
 
 /** How soon a write the database refused (another process holds its lock, the disk is full) is tried again. */
 const RETRY_MS = 1_000;
@@ -146,15 +148,23 @@ export function createJobLoop(opts: JobLoopOptions) {
     }
   }
 
-  async function followToEnd(job: JobRow, run: RunRef, reattach: boolean, workdir: string): Promise<void> {
+  /** `launching`: re-attached to the run a launch the server did not see end was given (FollowOptions). */
+  async function followToEnd(
+    job: JobRow, run: RunRef, reattach: boolean, workdir: string, launching?: FollowOptions['launching'],
+  ): Promise<void> {
+    // A launch the server lost never told its run's start (runJob does, after the launch): told once its run is seen.
+    let untold = launching !== undefined;
     // The answer comes back through the job's route (answers.ts).
     const onQuestion = (question: string | null): void => {
+      if (untold) void opts.notify.progress(job.id, { step: 'started' });
+      untold = false;
       void opts.notify.progress(job.id, question !== null ? { step: 'waiting', question } : { step: 'resumed' });
     };
-    const outcome = await executor.follow(run, abort.signal, { reattach, workdir, onQuestion });
+    const outcome = await executor.follow(run, abort.signal, { reattach, launching, workdir, onQuestion });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
     if (outcome === null) {
-      const error = reattach ? 'run state not found after restart' : 'run state never appeared';
+      const error = launching ? 'the server stopped during the launch and found no run after its restart'
+        : reattach ? 'run state not found after restart' : 'run state never appeared';
       return finishAndNotify(job, { status: reattach ? 'interrupted' : 'failed', run, error });
     }
     const error = outcome.status === 'stopped' ? 'run stopped'
@@ -162,6 +172,15 @@ export function createJobLoop(opts: JobLoopOptions) {
       : null;
     const status = outcome.status === 'succeeded' ? 'succeeded' : 'failed';
     await finishAndNotify(job, { status, run, outcome, error });
+  }
+
+  /** Without it a restart during the launch cannot end the launcher: it may make its run after the job is over. */
+  function recordLauncher(job: JobRow, launcher: ProcIdentity): void {
+    try {
+      stores.jobs.setLauncher(job.id, JSON.stringify(launcher));
+    } catch (err) {
+      log.error('could not record the job\'s launcher', { job_id: job.id, error: errorMessage(err) });
+    }
   }
 
   /** The job's served entry (a job queued before routing, migration 6, takes the default). */
@@ -191,10 +210,13 @@ export function createJobLoop(opts: JobLoopOptions) {
       if (!(err instanceof ManagedGitError)) throw err;
       return finishAndNotify(job, { status: 'failed', error: err.message });
     }
-    stores.jobs.setWorkdir(job.id, workdir);
+    // Its run's id, chosen here and recorded before the launcher starts: a restart while it runs finds that run.
+    const launchRun = newRunId();
+    stores.jobs.setLaunch(job.id, workdir, launchRun);
     const launched = await executor.launch({
-      id: job.id, args: job.args, origin: job.origin, workdir, repo: { name: repo.name, clone: repo.clone },
-      traceparent: launchTraceparent(job),
+      id: job.id, run: launchRun, args: job.args, origin: job.origin, workdir,
+      repo: { name: repo.name, clone: repo.clone }, traceparent: launchTraceparent(job),
+      onLauncher: (launcher) => recordLauncher(job, launcher),
     });
     if (!launched.run || launched.error) {
       const error = launched.error ?? 'launch failed';
@@ -239,15 +261,24 @@ export function createJobLoop(opts: JobLoopOptions) {
     }
   }
 
-  /** After a restart: re-attach running jobs to their runs (or mark them interrupted), resend missed summaries. */
+  /**
+   * After a restart: re-attach running jobs to their runs, or to the run a launch in flight was given (marked
+   * interrupted when there is none), and resend missed summaries.
+   */
   function recover(): void {
     for (const job of stores.jobs.listRunning()) {
       const workdir = job.workdir ?? repoOf(job)?.checkout ?? null;
-      if (job.run_source && job.run_id && workdir !== null) {
-        log.info('re-attaching job to its run', { job_id: job.id, run: `${job.run_source}/${job.run_id}` });
-        const run = { source: job.run_source, run: job.run_id };
+      const launching = job.run_id === null && job.launch_run !== null;
+      const run = launching ? { source: executor.source, run: job.launch_run! }
+        : job.run_source && job.run_id ? { source: job.run_source, run: job.run_id } : null;
+      if (run && workdir !== null) {
+        // Written by this server (runJob), read before setRun drops it.
+        const launcher = job.launcher === null ? null : JSON.parse(job.launcher) as ProcIdentity;
+        // Now the job's run: an answer or a progress note finds it, and a second restart re-attaches to it.
+        if (launching) stores.jobs.setRun(job.id, run.source, run.run, null);
+        log.info('re-attaching job to its run', { job_id: job.id, run: `${run.source}/${run.run}`, launching });
         markServed(turns, job);
-        track(job, followToEnd(job, run, true, workdir));
+        track(job, followToEnd(job, run, true, workdir, launching ? { launcher } : undefined));
       } else if (job.workdir === null && stores.jobs.unclaim(job.id)) {
         // It died before its launch (during a managed checkout's fetch, say): nothing was started, so it runs again.
         log.info('job queued again: the server stopped before its launch', { job_id: job.id });

@@ -41,7 +41,8 @@ export function buildKubeJob(
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
-    metadata: { name, namespace, labels },
+    // Found by its run from the start: a server that restarts before the pod announces the run still follows it.
+    metadata: { name, namespace, labels: { ...labels, [LABEL_RUN]: runId } },
     spec: {
       // A run is not idempotent (it may open a PR): never let Kubernetes start it a second time.
       backoffLimit: 0,
@@ -153,9 +154,9 @@ export function createKubernetesExecutor(opts: {
     return jobFailed(state.phase === 'complete' ? 'its signer\'s outcome is gone' : state.reason);
   }
 
-  /** The run id the Job's pod spec fixed: ours when we created it, else the existing Job's (a restart mid-launch). */
+  /** The run id the Job's pod spec fixed: the job's when we made it, else the existing Job's (a restart mid-launch). */
   async function createJob(job: ExecJob, name: string): Promise<{ runId: string } | { refused: string }> {
-    const runId = newRunId();
+    const runId = job.run;
     // The run's budget the gate holds the pod to: the repository's, read from the server's checkout, not the pod's.
     let maxUsd: number | null;
     try {
@@ -303,7 +304,7 @@ export function createKubernetesExecutor(opts: {
     }
   }
 
-  return { launch, follow };
+  return { source: settings.source, launch, follow };
 }
 
 /** The last line that starts with the mark: an older signer's own is its last output, after any a message forged. */

@@ -47,7 +47,7 @@ type SecretVar = { name: string; valueFrom: { secretKeyRef: { name: string; key:
 /** What the signer takes of SVC_K8S_SIGNER_ENV_SECRET: the pull request's token and its host. */
 const SIGNER_SECRET_KEYS = ['GITHUB_TOKEN', 'GH_TOKEN', 'GITHUB_API_URL'];
 /** Of the server's checkout only its policy's max_usd goes in: the pod clones its own (deploy.md). */
-export type PodJob = Omit<ExecJob, 'workdir'> & { maxUsd?: number | null };
+export type PodJob = Omit<ExecJob, 'workdir' | 'run'> & { maxUsd?: number | null };
 
 export type KubernetesSettings = ReturnType<typeof kubernetesSettingsFromEnv>;
 

@@ -12,12 +12,15 @@ import {
   type AnswerResult, type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
 } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
-import { identityOf, signalGroup } from '../engine/proc-group.ts';
+import {
+  identityOf, isLauncherOf, signalGroup, waitGroupGone, type OwnerCheck, type ProcIdentity,
+} from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { workerAlive } from '../engine/repo-name.ts';
+import { noWorkerComing, workerAlive } from '../engine/repo-name.ts';
 import { ORIGIN_REFUSAL_LINE, ORIGIN_REFUSALS, type OriginRefusal } from '../engine/answers.ts';
 import { createLogger, type Logger } from '../log.ts';
+import { settingOr } from '../settings-registry.ts';
 
 const OUTPUT_CAP = 64 * 1024;
 /** For a freshly launched run to write its first state.json. */
@@ -81,7 +84,7 @@ export function createLocalExecutor(opts: {
       child.on('error', (err) => resolve({ code: null, failed: `could not start svc: ${err.message}` }));
       child.on('close', (code) => resolve({ code }));
     }).finally(() => end?.removeEventListener('abort', kill));
-    return { output, done };
+    return { output, done, group };
   }
 
   async function launch(job: ExecJob): Promise<LaunchResult> {
@@ -89,13 +92,14 @@ export function createLocalExecutor(opts: {
     // SVC_JOB_ID: a trackera run finds its delivery's payload (engine/spec.ts). Its own process group: a timeout
     // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
     // A managed (clone=) job's checkout is its own already: a worktree in it would only check its tree out again.
-    const args = job.repo?.clone ? job.args : isolatedArgs(job.args);
-    const { output, done } = startSvc(args, job.workdir, secretsFor(secrets, job), {
+    const args = [...job.repo?.clone ? job.args : isolatedArgs(job.args), '--run-id', job.run];
+    const { output, done, group } = startSvc(args, job.workdir, secretsFor(secrets, job), {
       SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
       // The run is named after the served entry, never after what the checkout's origin says.
       ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
       ...(job.traceparent ? { SVC_TRACEPARENT: job.traceparent } : {}),
     }, deadline);
+    if (group) job.onLauncher?.(group);
     const { code, failed } = await done;
     if (failed) return { exitCode: null, run: null, error: failed };
     // A run line is printed once the run's worker started (src/cli/start.ts): that run goes on whatever ends the
@@ -118,17 +122,24 @@ export function createLocalExecutor(opts: {
     // undefined until the first read, which is told either way (the notifier drops a question it already posted).
     let asked: string | null | undefined;
     const watcher = watchQuietly(dirname(path), (name) => name === 'state.json' && wake.abort());
+    // A launch the server lost: its launcher is ended first (never the worker it started, a group of its own), so what
+    // it left is all there is, and a run it made that never gets a worker is ended as a dead worker's is.
+    const lost = f.launching?.launcher ?? null;
     try {
+      // Read from the job's row: signalled only while its leader is still this run's launcher (its argv says so).
+      if (lost) await endGroup(lost, isLauncherOf(run.run, opts.cliPath));
       for (;;) {
         if (signal.aborted) return 'aborted';
         const state = await readState(path);
         if (state === 'missing') {
-          // On re-attach no launch is in flight: a missing state means the run is gone.
-          if (f.reattach || Date.now() - started > MISSING_GRACE_MS) return null;
+          // On re-attach a missing state means the run is gone, unless a launch that may still be going makes it: one
+          // whose launcher the server never recorded (its row write failed), so never ended, gets the grace.
+          const mayCome = !f.reattach || (f.launching && !lost);
+          if (!mayCome || Date.now() - started > MISSING_GRACE_MS) return null;
         } else if (state) {
           const outcome = outcomeFromState(state)
             ?? await deadWorkerOutcome(path, state, () => recordEnd(run, f.workdir, signal));
-          // A shutdown during a dead worker's stop: the job is re-attached on restart, and its run stopped then.
+          // Shutting down: the job is re-attached on restart, which finds the end this stop wrote (or stops the run).
           if (signal.aborted) return 'aborted';
           if (outcome) return outcome;
           const question = questionOf(state);
@@ -157,9 +168,11 @@ export function createLocalExecutor(opts: {
     if (signal.aborted) return;
     const deadline = AbortSignal.timeout(launchTimeoutMs);
     const handed = secretsIn(secrets, STOP_SECRETS);
-    const stop = startSvc(['start', '--stop', run.run], workdir, handed, {}, AbortSignal.any([signal, deadline]));
+    // A shutdown lets it finish, as it does a launch (only its deadline ends it): one ended midway could have written
+    // the run's end and not sent it, and the run stayed `running` on the Control Plane until something shipped again.
+    const stop = startSvc(['start', '--stop', run.run], workdir, handed, {}, deadline);
     const { code, failed } = await stop.done;
-    if (code === 0 || signal.aborted) return;
+    if (code === 0) return;
     const error = failed ?? (deadline.aborted ? `did not finish within ${launchTimeoutMs} ms`
       : `exited with ${code ?? 'a signal'}: ${lastLine(stop.output.stderr) || 'no output'}`);
     log.error('svc start --stop of a run whose worker died failed: the run may still say it is running', {
@@ -182,7 +195,17 @@ export function createLocalExecutor(opts: {
     return { ok: false, reason: ORIGIN_REFUSALS[reason], detail };
   }
 
-  return { launch, follow, answer };
+  return { source: settingOr(opts.env, 'SVC_SOURCE'), launch, follow, answer };
+}
+
+/**
+ * SIGTERM to a group we started, SIGKILL 5 s on if it is still there; resolves once it is gone. `owner` proves an
+ * identity read from storage before the SIGTERM; the group it let through is ours for the SIGKILL.
+ */
+async function endGroup(group: ProcIdentity, owner: OwnerCheck): Promise<void> {
+  if (!signalGroup(group, 'SIGTERM', owner) || await waitGroupGone(group.pgid, 5_000)) return;
+  signalGroup(group, 'SIGKILL');
+  await waitGroupGone(group.pgid, 5_000);
 }
 
 function watchQuietly(dir: string, changed: (name: string | null) => void): FSWatcher | null {
@@ -197,12 +220,15 @@ function watchQuietly(dir: string, changed: (name: string | null) => void): FSWa
  * A run whose recorded worker is gone while its state says it is not over (killed, the machine restarted) never ends
  * by itself: it ends failed. Read again first: a worker that ended its run exits right after saying so. After
  * `recordEnd`, what that stop wrote (the run's cost, its end), or what a person's stop that came first did.
+ * A run with no worker recorded gets none once its state is older than the grace a new run has, its launcher ended
+ * or not recorded (a second restart, a launcher whose record failed): `svc start --stop` ends it as a dead worker's.
  */
 async function deadWorkerOutcome(
   path: string, state: Record<string, unknown>, recordEnd: () => Promise<void>,
 ): Promise<RunOutcome | null> {
   const { pid, proc_start: procStart } = state;
-  if (typeof pid !== 'number' || typeof procStart !== 'string' || workerAlive({ pid, proc_start: procStart })) {
+  if (!noWorkerComing(state, Date.now()) &&
+    (typeof pid !== 'number' || typeof procStart !== 'string' || workerAlive({ pid, proc_start: procStart }))) {
     return null;
   }
   const ended = await endedIn(path);

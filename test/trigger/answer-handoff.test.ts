@@ -20,7 +20,7 @@ describe('an answer handed to its run', () => {
     insertJob(stores, { id: 'j1', origin: 'github', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
     stores.jobs.claim('j1', now);
     stores.jobs.setRun('j1', 'local', 'r1', null);
-    stores.jobs.setWorkdir('j1', dir);
+    stores.jobs.setLaunch('j1', dir, 'r1');
     stores.replies.insert('j1', 'github', { thread: 'github:acme/api#12' }, now);
     const handed: string[] = [];
     // The first `svc answer` never returns: the server is killed (kill -9) while it runs.
@@ -65,7 +65,7 @@ describe('an answer handed to its run', () => {
       insertJob(stores, { id: 'j1', origin: 'github', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
       stores.jobs.claim('j1', now);
       stores.jobs.setRun('j1', 'local', 'r1', null);
-      stores.jobs.setWorkdir('j1', dir);
+      stores.jobs.setLaunch('j1', dir, 'r1');
       stores.replies.insert('j1', 'github', { thread: 'github:acme/api#12' }, now);
       // Another process holds the write lock for the first `refusals` claims.
       const claim = stores.dedupe.claim.bind(stores.dedupe);

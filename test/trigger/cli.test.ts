@@ -1,12 +1,15 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SECRETS, FAKE_SVC, post, get, makeRepo, tempDir } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { killGroup, pidIn } from '../helpers/pid-file.ts';
+import { processAlive } from '../engine/fixtures.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
@@ -112,6 +115,70 @@ describe('svc trigger', () => {
     assert.deepEqual(done.args, ['start', '--brief', 'after the crash', '--detach']);
     const interrupted = (await get(`${second.url}/jobs/${blocker.body.job_id as string}`, bearer)).body;
     assert.equal(interrupted.status, 'interrupted');
+    // Its launcher, lost with the first server, was ended by the second: no run it makes later goes on unwatched.
+    await waitFor(() => !processAlive(hangPid), 'the lost launcher to be ended');
     second.child.kill('SIGTERM');
+  });
+
+  it('follows to its end the run a launch was making when the server was SIGKILLed, once it restarts', async () => {
+    const home = tempDir('svc-home-');
+    const repo = makeRepo();
+    cleanups.push(() => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }));
+    // A slow agent: it works until the test releases it (a file in its worktree).
+    const agent = 'while [ ! -f release ]; do sleep 0.05; done; echo done > done.txt';
+    writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({ provider: 'slow', providers: { slow: { command: ['sh', '-c', agent] } } }));
+    // A Control Plane that holds what is sent to it until the server is killed: the launcher, which sends its new run
+    // before it exits (src/cli/start.ts), is still running then.
+    const held: ServerResponse[] = [];
+    let holding = true;
+    const control = createServer((req, res) => {
+      req.resume();
+      if (holding) held.push(res);
+      else res.writeHead(503).end();
+    });
+    await new Promise<void>((r) => control.listen(0, '127.0.0.1', r));
+    cleanups.push(() => control.close());
+    const env = {
+      ...baseEnv(home), SVC_TRIGGER_CLI: CLI, SVC_CONTROL_URL: `http://127.0.0.1:${(control.address() as AddressInfo).port}`,
+    };
+    const args = ['--repo', repo, '--concurrency', '1'];
+    const first = await serve(env, args);
+    const accepted = await post(`${first.url}/jobs`, JSON.stringify({ brief: 'slow work' }), bearer);
+    assert.equal(accepted.status, 202);
+    const runs = join(repo, '.svc', 'runs');
+    const stateOf = (run: string): Record<string, unknown> | null => {
+      try {
+        return JSON.parse(readFileSync(join(runs, run, 'state.json'), 'utf8')) as Record<string, unknown>;
+      } catch {
+        return null;
+      }
+    };
+    // Its worker started (its pid recorded): the launcher prints the run and sends it on, then exits.
+    const run = await waitFor(() => (existsSync(runs) ? readdirSync(runs) : []).find((r) => stateOf(r)?.pid), 'the worker');
+    // Should the test fail before it releases the agent, the worker stops it (before the repository is removed).
+    const worker = stateOf(run)!.pid as number;
+    cleanups.unshift(() => {
+      if (processAlive(worker)) process.kill(-worker, 'SIGTERM');
+    });
+    first.child.kill('SIGKILL');
+    await new Promise((r) => first.child.once('exit', r));
+    holding = false;
+    for (const res of held) res.destroy();
+
+    const second = await serve(env, args);
+    cleanups.push(() => second.child.kill('SIGTERM'));
+    const id = accepted.body.job_id as string;
+    const job = async () => (await get(`${second.url}/jobs/${id}`, bearer)).body;
+    const following = await job();
+    assert.equal(following.status, 'running', String(following.error));
+    assert.deepEqual(following.run, { source: 'local', run });
+    writeFileSync(join(repo, '.svc', 'worktrees', run, 'release'), '');
+    const done = await waitFor(async () => {
+      const j = await job();
+      return j.status !== 'running' ? j : null;
+    }, 'the job to end with its run');
+    assert.equal(done.status, 'succeeded', String(done.error));
+    assert.deepEqual(done.run, { source: 'local', run });
+    assert.equal(stateOf(run)?.status, 'succeeded');
   });
 });

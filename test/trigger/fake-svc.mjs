@@ -45,7 +45,8 @@ if (args[0] === 'answer') {
   process.stderr.write('provider not found\n');
   process.exit(3);
 } else {
-  const run = `r${randomBytes(13).toString('hex')}`;
+  // The run id the server chose (`--run-id`), as svc takes it.
+  const run = args.includes('--run-id') ? args[args.indexOf('--run-id') + 1] : `r${randomBytes(13).toString('hex')}`;
   const dir = join(process.cwd(), '.svc', 'runs', run);
   mkdirSync(dir, { recursive: true });
   const now = new Date().toISOString();

@@ -23,6 +23,7 @@ const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 
 /** Runs nothing: a launched job fails at once, so thousands of accepted deliveries cost no child processes. */
 const inertExecutor: JobExecutor = {
+  source: 'local',
   launch: async () => ({ exitCode: 1, run: null, error: 'the fuzz executor runs nothing' }),
   follow: async () => null,
 };

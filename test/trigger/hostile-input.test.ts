@@ -96,7 +96,7 @@ describe('50 concurrent trackera deliveries for one issue', () => {
   it('keeps no snapshot for a delivery refused because the queue is full', async (tc) => {
     let release = (): void => {};
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const held = { launch: () => gate.then(() => ({ exitCode: 1, run: null, error: 'released' })), follow: async () => null };
+    const held = { source: 'local', launch: () => gate.then(() => ({ exitCode: 1, run: null, error: 'released' })), follow: async () => null };
     const full = await startTestTrigger({ SVC_TRIGGER_QUEUE_MAX: '1', SVC_TRIGGER_CONCURRENCY: '1' }, { executor: held });
     tc.after(async () => {
       release();

@@ -123,9 +123,14 @@ describe('the job loop', () => {
     for (const [id, run] of [['j0000000000aaaaaaaaaaaaaaaa', null], ['j0000000000bbbbbbbbbbbbbbbb', 'rgone']] as const) {
       insertJob(stores, { id, origin: 'jobs', repo: 'acme/api', brief: 'x', args: ['start', '--brief', 'x', '--detach'], created_at: now });
       stores.jobs.claim(id, now);
-      // Both reached their launch (the checkout is recorded just before it): either may have started a run.
-      stores.jobs.setWorkdir(id, repo);
-      if (run) stores.jobs.setRun(id, 'local', run, 0);
+      // Both reached their launch (the checkout is recorded just before it): either may have started a run. The
+      // first's row is from before migration 13 (no run id chosen before its launch).
+      if (run) {
+        stores.jobs.setLaunch(id, repo, run);
+        stores.jobs.setRun(id, 'local', run, 0);
+      } else {
+        db.prepare('UPDATE jobs SET workdir = ? WHERE id = ?').run(repo, id);
+      }
     }
     db.close();
     const t = await startTestTrigger({}, { repo, home, db: dbPath });
@@ -185,6 +190,7 @@ describe('the job loop', () => {
   it('ends a job failed when running it throws, and still runs the next one', async () => {
     let launches = 0;
     const executor: JobExecutor = {
+      source: 'local',
       async launch() {
         launches++;
         if (launches === 1) throw new Error('the executor broke');
@@ -229,6 +235,7 @@ describe('the job loop', () => {
     let posted!: () => void;
     const allPosted = new Promise<void>((resolve) => (posted = resolve));
     const executor: JobExecutor = {
+      source: 'local',
       async launch(job) {
         return { exitCode: 0, run: { source: 'local', run: `r${job.id}` }, error: null };
       },
@@ -384,6 +391,49 @@ describe('the job loop', () => {
     assert.equal(sent, true, 'close returned while the summary was still being sent');
   });
 
+  it('after a restart tells the start of the run a lost launch made once it sees that run, and follows it', async () => {
+    const home = tempDir('svc-home-');
+    const stores = createTriggerStores(openDatabase(join(home, 'trigger.db'), triggerMigrations));
+    insertJob(stores, { id: 'j1', origin: 'jobs', brief: 'b', args: ['b'], created_at: Date.now(), repo: 'api' });
+    stores.jobs.claim('j1', Date.now());
+    stores.jobs.setLaunch('j1', home, 'r1');
+    const followed: unknown[] = [];
+    const executor: JobExecutor = {
+      source: 'local',
+      launch: async () => assert.fail('a job caught mid-launch is never launched again'),
+      follow: async (run, _signal, f) => {
+        followed.push(run, f.launching);
+        f.onQuestion?.(null);
+        return {
+          status: 'succeeded', verdict: 'verified', pr_url: null, cost_usd: null, started_at: null, ended_at: null,
+          error: null,
+        };
+      },
+    };
+    const told: unknown[] = [];
+    const loop = createJobLoop({
+      stores, executor, managed: {} as never, clock: Date.now, tracer: {} as never,
+      log: createLogger('job-loop-test', () => {}),
+      settings: {
+        concurrency: 1, repoConcurrency: 1, publicUrl: undefined,
+        repos: { entries: [], byName: () => ({ name: 'api', checkout: home }) } as never,
+      },
+      notify: Object.assign(async () => {}, {
+        progress: async (_id: string, p: { step: string }) => void told.push(p.step),
+      }) as never,
+    });
+    try {
+      loop.recover();
+      await loop.idle();
+      const row = stores.jobs.get('j1')!;
+      assert.deepEqual([row.status, row.run_source, row.run_id], ['succeeded', 'local', 'r1']);
+      assert.deepEqual(followed, [{ source: 'local', run: 'r1' }, { launcher: null }]);
+      assert.deepEqual(told, ['started', 'resumed']);
+    } finally {
+      await loop.close();
+    }
+  });
+
   it('tries again only what the database may take later; a failed disk is logged once a minute', async () => {
     const stores = createTriggerStores(openDatabase(join(tempDir('svc-home-'), 'trigger.db'), triggerMigrations));
     const lines: { msg: string }[] = [];
@@ -430,6 +480,7 @@ describe('the job loop', () => {
     } };
     const run = { source: 'local', run: 'r1' };
     const executor: JobExecutor = {
+      source: 'local',
       launch: async () => ({ exitCode: 0, run, error: null }),
       follow: async () => ({
         status: 'succeeded', verdict: 'verified', pr_url: null, cost_usd: null, started_at: null, ended_at: null,

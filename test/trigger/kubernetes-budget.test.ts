@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createKubernetesExecutor, kubeJobName } from '../../src/trigger/kubernetes-executor.ts';
 import { silentLogger } from '../../src/log.ts';
+import { newRunId } from '../../src/engine/ids.ts';
 import { startKubeStandIn, podSecrets, type KubeStandIn } from './kube-stand-in.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -102,7 +103,7 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
     });
     // A job's origin, as the trigger's job loop always gives one: the pod's run is a server's (SVC_SERVER_SANDBOX=none).
     const args = ['start', '--brief', 'fix the greeting'];
-    const launched = await ex.launch({ workdir: repo.repo, id, origin: 'jobs', args });
+    const launched = await ex.launch({ run: newRunId(), workdir: repo.repo, id, origin: 'jobs', args });
     const job = kube.jobs.get(kubeJobName(id));
     assert.equal(launched.error, null, job?.stderr);
     const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });

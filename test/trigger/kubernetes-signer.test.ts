@@ -20,7 +20,7 @@ import { startTestControl, type TestControl } from '../helpers/control-server.ts
 import { makeRepo, startGithubStandIn, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import type { RunOutcome } from '../../src/trigger/executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { handedRunKey } from '../../src/engine/ids.ts';
+import { handedRunKey, newRunId } from '../../src/engine/ids.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const CP_TOKEN = 'cp-token-signer';
@@ -133,7 +133,7 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     });
     const args = ['start', '--brief', brief, ...(more.args ?? []), '--pr', '--detach'];
     // A job's origin, as the trigger's job loop always gives one: the pod's run is a server's (SVC_SERVER_SANDBOX=none).
-    const launched = await ex.launch({ workdir: '/', id, origin: 'jobs', args });
+    const launched = await ex.launch({ run: newRunId(), workdir: '/', id, origin: 'jobs', args });
     const job = kube.jobs.get(kubeJobName(id));
     assert.equal(launched.error, null, job?.stderr);
     const acting = whileRunning?.(launched.run!.run);

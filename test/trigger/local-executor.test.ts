@@ -12,9 +12,10 @@ import { waitFor } from '../helpers/wait-for.ts';
 import { CLI, GIT_ENV, makeRepo, processAlive, readJson } from '../engine/fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
 import { startTestControl } from '../helpers/control-server.ts';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { identityOf } from '../../src/engine/proc-group.ts';
+import { newRunId } from '../../src/engine/ids.ts';
 import { createLogger } from '../../src/log.ts';
 import type { RunOutcome } from '../../src/trigger/executor.ts';
 
@@ -30,27 +31,35 @@ echo "held" >> a.txt
 /**
  * Stands in for `svc start --stop` of run r1, whose worker died: records what it was handed, then does what the file
  * stop-does in its folder says: `fail` (ends the run failed with its cost, as svc does), `stopped` (a person's stop
- * came first), `refuse` (says why on stderr, exits 1) or `hang`.
+ * came first), `refuse` (says why on stderr, exits 1), `hang`, or `held` (ends the run failed, then sends it: writes
+ * `sent` once the file `release` is there).
  */
-const STOPPER = `import { readFileSync, writeFileSync } from 'node:fs';
+const STOPPER = `import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 const handed = process.env.SVC_HANDOFF_FD === '3' ? JSON.parse(readFileSync(3, 'utf8')) : null;
 writeFileSync('stop-call.json', JSON.stringify({ args: process.argv.slice(2), handed, pid: process.pid }));
 const does = readFileSync('stop-does', 'utf8');
 const path = '.svc/runs/r1/state.json';
 const end = { ...JSON.parse(readFileSync(path, 'utf8')), ended_at: '2026-11-29T12:05:00.000Z', cost_usd: 1.25 };
-const status = { fail: 'failed', stopped: 'stopped' }[does];
+const status = { fail: 'failed', stopped: 'stopped', held: 'failed' }[does];
 if (status) writeFileSync(path, JSON.stringify({ ...end, status }));
 if (does === 'refuse') {
   process.stderr.write('svc: Run r1 belongs to the project at /elsewhere\\n');
   process.exit(1);
 }
 if (does === 'hang') setInterval(() => {}, 1 << 30);
+if (does === 'held') {
+  while (!existsSync('release')) await new Promise((resolve) => setTimeout(resolve, 20));
+  writeFileSync('sent', '');
+}
 `;
 
 /** Follows run r1, whose worker is dead, in a folder whose `svc start --stop` is STOPPER doing `does`. */
 async function followDeadWorker(does: string, o: {
-  env?: NodeJS.ProcessEnv; launchTimeoutMs?: number; shutdown?: (stopStarted: Promise<unknown>) => AbortSignal;
-} = {}): Promise<{ outcome: RunOutcome | null | 'aborted'; said: string[]; stop: { handed: unknown; pid: number } }> {
+  env?: NodeJS.ProcessEnv; launchTimeoutMs?: number;
+  shutdown?: (stopStarted: Promise<unknown>, dir: string) => AbortSignal;
+} = {}): Promise<{
+  outcome: RunOutcome | null | 'aborted'; said: string[]; stop: { handed: unknown; pid: number }; sent: boolean;
+}> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
   try {
     const worker = spawn('sleep', ['300']);
@@ -68,11 +77,50 @@ async function followDeadWorker(does: string, o: {
       launchTimeoutMs: o.launchTimeoutMs, log: createLogger('test', (line) => said.push(line)),
     });
     const stopStarted = () => waitFor(() => existsSync(join(dir, 'stop-call.json')), 'the stop to start');
-    const signal = o.shutdown ? o.shutdown(stopStarted()) : AbortSignal.timeout(30_000);
+    const signal = o.shutdown ? o.shutdown(stopStarted(), dir) : AbortSignal.timeout(30_000);
     const outcome = await executor.follow({ source: 'local', run: 'r1' }, signal, { reattach: true, workdir: dir });
-    return { outcome, said, stop: readJson(join(dir, 'stop-call.json')) };
+    return { outcome, said, stop: readJson(join(dir, 'stop-call.json')), sent: existsSync(join(dir, 'sent')) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** A process whose argv is a trigger's `svc start … --run-id <run>` that hangs, in a group of its own. */
+function hungLauncher(run: string): ChildProcess {
+  return spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)', CLI, 'start', '--run-id', run], {
+    detached: true, stdio: 'ignore',
+  });
+}
+
+/**
+ * Follows, re-attached, a run the real `svc start --stop` can stop, queued a day ago and still without a worker;
+ * with `launcher`, as a lost launch whose recorded launcher is the process it starts.
+ */
+async function followWorkerless(launcher?: (run: string) => ChildProcess) {
+  const repo = makeRepo();
+  try {
+    const run = newRunId();
+    const dir = join(repo.repo, '.svc', 'runs', run);
+    mkdirSync(dir, { recursive: true });
+    const state = {
+      run, status: 'queued', provider: 'mycli', repo_path: repo.repo, started_at: '2026-11-29T12:00:00.000Z',
+      updated_at: '2026-11-29T12:00:00.000Z', pid: null, pgid: null, proc_start: null, child: null,
+    };
+    writeFileSync(join(dir, 'state.json'), JSON.stringify(state));
+    const env = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: `http://127.0.0.1:${await closedPort()}`,
+    };
+    const started = launcher?.(run);
+    if (started) await waitFor(() => readFileSync(`/proc/${started.pid}/cmdline`, 'utf8').includes('--run-id'), 'its argv');
+    const launching = started ? { launching: { launcher: identityOf(started.pid!) } } : {};
+    const executor = createLocalExecutor({ cliPath: CLI, env, pollMs: 20 });
+    const outcome = await executor.follow({ source: 'local', run }, AbortSignal.timeout(20_000), {
+      reattach: true, workdir: repo.repo, ...launching,
+    });
+    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+    return { outcome, state: readJson(join(dir, 'state.json')), launcher: started };
+  } finally {
+    repo.cleanup();
   }
 }
 
@@ -87,7 +135,7 @@ describe('the local executor', () => {
       const executor = createLocalExecutor({
         cliPath: hang, execPath: '/bin/sh', env: { PATH: process.env.PATH }, launchTimeoutMs: 500,
       });
-      const result = await executor.launch({ id: 'job-1', args: ['start'], workdir: dir });
+      const result = await executor.launch({ run: newRunId(), id: 'job-1', args: ['start'], workdir: dir });
       assert.equal(result.run, null);
       assert.match(result.error ?? '', /did not finish within 500 ms/);
       const child = Number(readFileSync(join(dir, 'child.pid'), 'utf8'));
@@ -109,7 +157,8 @@ writeFileSync('.svc/runs/r1/state.json', JSON.stringify({ run: 'r1', status: 'su
 process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(process.pid, 'SIGKILL'));
 `);
       const executor = createLocalExecutor({ cliPath: launcher, env: { PATH: process.env.PATH } });
-      const result = await executor.launch({ id: 'job-1', args: ['start', '--brief', 'b', '--detach'], workdir: dir });
+      const args = ['start', '--brief', 'b', '--detach'];
+      const result = await executor.launch({ id: 'job-1', run: 'r1', args, workdir: dir });
       assert.deepEqual({ run: result.run, error: result.error }, { run: { source: 'local', run: 'r1' }, error: null });
       const outcome = await executor.follow(result.run!, AbortSignal.timeout(10_000), {
         reattach: false, workdir: dir,
@@ -165,7 +214,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: control.url };
       const executor = createLocalExecutor({ cliPath: CLI, env, pollMs: 50 });
       const args = ['start', '--brief', 'hold', '--detach'];
-      const launched = await executor.launch({ id: 'job-1', args, workdir: repo.repo });
+      const launched = await executor.launch({ run: newRunId(), id: 'job-1', args, workdir: repo.repo });
       assert.equal(launched.error, null);
       const ref = launched.run!;
       const state = () => readJson(join(repo.repo, '.svc', 'runs', ref.run, 'state.json'));
@@ -208,23 +257,84 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     assert.deepEqual([outcome.status, outcome.error], ['stopped', null]);
   });
 
-  it('ends a dead worker\'s hung stop at its deadline, and at once on shutdown', { timeout: 30_000 }, async () => {
+  it('ends a dead worker\'s hung stop at its deadline, during a shutdown too', { timeout: 30_000 }, async () => {
     const late = await followDeadWorker('hang', { launchTimeoutMs: 500 });
     assert.ok(late.outcome !== null && late.outcome !== 'aborted', `followed to ${String(late.outcome)}`);
     assert.equal(late.outcome.error, 'the run\'s worker died');
     assert.match(late.said.join(''), /did not finish within 500 ms/);
     await waitFor(() => !processAlive(late.stop.pid), 'the stop to be ended at its deadline');
     const shutdown = new AbortController();
-    const started = Date.now();
     const { outcome, stop } = await followDeadWorker('hang', {
+      launchTimeoutMs: 500,
       shutdown: (stopStarted) => {
         void stopStarted.then(() => shutdown.abort());
         return shutdown.signal;
       },
     });
     assert.equal(outcome, 'aborted');
-    assert.ok(Date.now() - started < 10_000, 'the shutdown did not wait for the stop');
-    await waitFor(() => !processAlive(stop.pid), 'the stop to be ended on shutdown');
+    await waitFor(() => !processAlive(stop.pid), 'the stop to be ended at its deadline');
+  });
+
+  it('lets a dead worker\'s stop send the run\'s end when the server shuts down meanwhile', async () => {
+    const shutdown = new AbortController();
+    const { outcome, sent, said } = await followDeadWorker('held', {
+      shutdown: (stopStarted, dir) => {
+        void stopStarted.then(() => {
+          shutdown.abort();
+          writeFileSync(join(dir, 'release'), '');
+        });
+        return shutdown.signal;
+      },
+    });
+    // The job stays running, re-attached on restart to the end this stop wrote; the Control Plane has that end.
+    assert.equal(outcome, 'aborted');
+    assert.ok(sent, 'the stop was ended before it sent the run\'s end');
+    assert.deepEqual(said, []);
+  });
+
+  it('ends a launch the server lost, then the run it made that has no worker, instead of following it for ever', async () => {
+    // The launcher a server SIGKILLed mid-launch left running, and the run it made before it started a worker.
+    const { outcome, state, launcher } = await followWorkerless((run) => hungLauncher(run));
+    assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
+    // The real `svc start --stop` recorded it as a dead worker's run, never a person's stop.
+    assert.deepEqual([state.status, state.failure.class], ['failed', 'infra']);
+    assert.equal(processAlive(launcher!.pid!), false, 'the lost launcher still runs');
+  });
+
+  it('leaves alone a recorded launcher that is not the run\'s launcher (the job\'s row is only a claim)', async () => {
+    const other = newRunId();
+    const { outcome, launcher } = await followWorkerless(() => hungLauncher(other));
+    try {
+      assert.equal(outcome.status, 'failed');
+      assert.equal(processAlive(launcher!.pid!), true, 'another run\'s launcher was ended');
+    } finally {
+      launcher!.kill('SIGKILL');
+    }
+  });
+
+  it('ends a run that never got a worker on a second restart (no launcher recorded then)', async () => {
+    const { outcome, state } = await followWorkerless();
+    assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
+    assert.deepEqual([state.status, state.failure.class], ['failed', 'infra']);
+  });
+
+  it('waits for the run of a launch whose launcher was never recorded, not interrupted at once', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
+    try {
+      const executor = createLocalExecutor({ cliPath: FAKE_SVC, env: { PATH: process.env.PATH }, pollMs: 20 });
+      // That launcher may still be going: it makes the run's folder, then its state, after the server restarted.
+      setTimeout(() => {
+        mkdirSync(join(dir, '.svc', 'runs', 'r1'), { recursive: true });
+        const state = { run: 'r1', status: 'succeeded', started_at: '2026-11-29T12:00:00.000Z', pid: null };
+        writeFileSync(join(dir, '.svc', 'runs', 'r1', 'state.json'), JSON.stringify(state));
+      }, 300);
+      const outcome = await executor.follow({ source: 'local', run: 'r1' }, AbortSignal.timeout(20_000), {
+        reattach: true, launching: { launcher: null }, workdir: dir,
+      });
+      assert.equal(outcome !== null && outcome !== 'aborted' ? outcome.status : outcome, 'succeeded');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('runs each job without --pr in a worktree of its own, so a second job is not refused the checkout', async () => {
@@ -237,9 +347,9 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       };
       const executor = createLocalExecutor({ cliPath: CLI, env });
       const args = ['start', '--brief', 'hold the checkout', '--detach'];
-      const first = await executor.launch({ id: 'job-1', args, workdir: repo.repo });
+      const first = await executor.launch({ run: newRunId(), id: 'job-1', args, workdir: repo.repo });
       assert.equal(first.error, null);
-      const second = await executor.launch({ id: 'job-2', args, workdir: repo.repo });
+      const second = await executor.launch({ run: newRunId(), id: 'job-2', args, workdir: repo.repo });
       assert.equal(second.error, null);
       writeFileSync(join(repo.home, 'agent-state', 'release'), '');
       for (const { run } of [first, second]) {
@@ -269,7 +379,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       ];
       for (const [i, job] of jobs.entries()) {
         const args = ['start', ...(job.brief ? ['--brief'] : []), job.text, '--pr', '--detach'];
-        await executor.launch({ id: `job-${i}`, args, origin: job.origin, workdir: dir });
+        await executor.launch({ run: newRunId(), id: `job-${i}`, args, origin: job.origin, workdir: dir });
       }
       await executor.answer!({ source: 'local', run: 'r1' }, issue, dir, 'chata');
       const calls = readdirSync(join(dir, 'fake-svc')).filter((n) => n.startsWith('call-'))

@@ -326,7 +326,7 @@ describe('an answer is for the question its run waits on now', () => {
       insertJob(stores, { id: 'j1', origin: 'trackerb', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
       stores.jobs.claim('j1', now);
       stores.jobs.setRun('j1', 'local', 'r1', null);
-      stores.jobs.setWorkdir('j1', dir);
+      stores.jobs.setLaunch('j1', dir, 'r1');
       stores.replies.insert('j1', 'trackerb', { key: 'KAN-7', thread: 'trackerb:KAN-7' }, now);
       const silent = { info() {}, warn() {}, error() {}, debug() {} } as unknown as Logger;
       // No channel takes its messages here: when a question was asked is kept whether or not its post went.
@@ -371,7 +371,7 @@ describe('an answer is for the question its run waits on now', () => {
       insertJob(stores, { id: 'j2', origin: 'webhook', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
       stores.jobs.claim('j2', now);
       stores.jobs.setRun('j2', 'local', 'r2', null);
-      stores.jobs.setWorkdir('j2', dir);
+      stores.jobs.setLaunch('j2', dir, 'r2');
       const thread = 'github:acme/api#12';
       stores.replies.insert('j2', 'webhook', { repo: 'acme/api', issue: 12, thread, comment_id: 1200 }, now);
       const silent = { info() {}, warn() {}, error() {}, debug() {} } as unknown as Logger;

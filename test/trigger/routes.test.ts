@@ -46,7 +46,9 @@ describe('trigger routes with real payloads', () => {
       assert.ok(brief.includes('last deploy abcdef1'));
       assert.deepEqual(job.args, ['start', brief, '--pr', '--detach']);
       const call = t.calls().find((c) => c.args.includes(brief))!;
-      assert.deepEqual(call.args, ['start', brief, '--pr', '--detach']);
+      // The run id the server chose, which the job's run has.
+      const run = (job.run as { run: string }).run;
+      assert.deepEqual(call.args, ['start', brief, '--pr', '--detach', '--run-id', run]);
       assert.equal(call.cwd, t.repo);
       assert.match(job.summary as string, /succeeded · run local\/r\w+ · verdict verified · PR https:\/\/git\.example\.test\/acme\/api\/pull\/7 · cost \$0\.42/);
     });
@@ -411,6 +413,7 @@ describe('trigger configuration', () => {
       { SVC_TRIGGER_QUEUE_MAX: '1', SVC_TRIGGER_CONCURRENCY: '1' },
       {
         executor: {
+          source: 'local',
           launch: async () => (await gate, { exitCode: 1, run: null, error: 'gated' }),
           follow: async () => null,
         },

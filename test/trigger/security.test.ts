@@ -5,7 +5,7 @@ import { sign } from './helpers.ts';
 import type { JobExecutor } from '../../src/trigger/executor.ts';
 import { SECRETS, fixture, rowCount, withJson, post, nowSeconds, startTestTrigger, type TestTrigger, type Res } from './helpers.ts';
 
-const stubExecutor: JobExecutor = { launch: async () => ({ exitCode: 1, run: null, error: 'stub' }), follow: async () => null };
+const stubExecutor: JobExecutor = { source: 'local', launch: async () => ({ exitCode: 1, run: null, error: 'stub' }), follow: async () => null };
 
 interface RouteCase {
   route: string;
