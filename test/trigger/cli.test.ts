@@ -75,7 +75,9 @@ describe('svc trigger', () => {
   it('prints its real URL, serves /health, and exits 0 on SIGTERM', async () => {
     const home = tempDir('svc-home-');
     const repo = makeRepo();
-    cleanups.push(() => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }));
+    cleanups.push(
+      () => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }),
+    );
     const { child, url } = await serve(baseEnv(home), ['--repo', repo]);
     assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
     assert.notEqual(url, 'http://127.0.0.1:0');
@@ -126,7 +128,8 @@ describe('svc trigger', () => {
     cleanups.push(() => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }));
     // A slow agent: it works until the test releases it (a file in its worktree).
     const agent = 'while [ ! -f release ]; do sleep 0.05; done; echo done > done.txt';
-    writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({ provider: 'slow', providers: { slow: { command: ['sh', '-c', agent] } } }));
+    const config = { provider: 'slow', providers: { slow: { command: ['sh', '-c', agent] } } };
+    writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify(config));
     // A Control Plane that holds what is sent to it until the server is killed: the launcher, which sends its new run
     // before it exits (src/cli/start.ts), is still running then.
     const held: ServerResponse[] = [];
@@ -139,7 +142,8 @@ describe('svc trigger', () => {
     await new Promise<void>((r) => control.listen(0, '127.0.0.1', r));
     cleanups.push(() => control.close());
     const env = {
-      ...baseEnv(home), SVC_TRIGGER_CLI: CLI, SVC_CONTROL_URL: `http://127.0.0.1:${(control.address() as AddressInfo).port}`,
+      ...baseEnv(home), SVC_TRIGGER_CLI: CLI,
+      SVC_CONTROL_URL: `http://127.0.0.1:${(control.address() as AddressInfo).port}`,
     };
     const args = ['--repo', repo, '--concurrency', '1'];
     const first = await serve(env, args);
@@ -154,7 +158,8 @@ describe('svc trigger', () => {
       }
     };
     // Its worker started (its pid recorded): the launcher prints the run and sends it on, then exits.
-    const run = await waitFor(() => (existsSync(runs) ? readdirSync(runs) : []).find((r) => stateOf(r)?.pid), 'the worker');
+    const listed = () => (existsSync(runs) ? readdirSync(runs) : []);
+    const run = await waitFor(() => listed().find((r) => stateOf(r)?.pid), 'the worker');
     // Should the test fail before it releases the agent, the worker stops it (before the repository is removed).
     const worker = stateOf(run)!.pid as number;
     cleanups.unshift(() => {

@@ -391,7 +391,8 @@ describe('the job loop', () => {
     assert.equal(sent, true, 'close returned while the summary was still being sent');
   });
 
-  it('after a restart tells the start of the run a lost launch made once it sees that run, and follows it', async () => {
+  it('after a restart tells the start of the run a lost launch made once it sees that run, and follows it',
+    async () => {
     const home = tempDir('svc-home-');
     const stores = createTriggerStores(openDatabase(join(home, 'trigger.db'), triggerMigrations));
     insertJob(stores, { id: 'j1', origin: 'jobs', brief: 'b', args: ['b'], created_at: Date.now(), repo: 'api' });

@@ -341,7 +341,9 @@ describe('kubernetes executor', () => {
   it('creates a Job with the service-account token, learns the run from the pod log and follows it to the end', async () => {
     const ex = executor();
     const id = jobId();
-    const launched = await ex.launch({ run: newRunId(), workdir: '/', id, args: ['start', '--brief', 'announce fix it', '--pr', '--detach'] });
+    const launched = await ex.launch({
+      run: newRunId(), workdir: '/', id, args: ['start', '--brief', 'announce fix it', '--pr', '--detach'],
+    });
     assert.equal(launched.error, null);
     assert.equal(launched.run?.source, 'k8s');
     const create = kube.requests.find((r) => r.method === 'POST')!;
@@ -354,7 +356,9 @@ describe('kubernetes executor', () => {
 
   it('reports a failed run with the error from its summary line', async () => {
     const ex = executor();
-    const launched = await ex.launch({ run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'make-it-fail', '--detach'] });
+    const launched = await ex.launch({
+      run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'make-it-fail', '--detach'],
+    });
     const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
     assert.ok(outcome && outcome !== 'aborted');
     assert.equal(outcome.status, 'failed');
@@ -364,7 +368,9 @@ describe('kubernetes executor', () => {
   // The signer's log holds its stderr too, where an error's text may carry what the agent wrote into state.json.
   it('takes no outcome from a signer that did not exit 0, whatever its log says: the job fails with its error', async () => {
     const ex = executor();
-    const launched = await ex.launch({ run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'announce signer-error', '--detach'] });
+    const launched = await ex.launch({
+      run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'announce signer-error', '--detach'],
+    });
     const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
     assert.ok(outcome && outcome !== 'aborted');
     assert.deepEqual([outcome.status, outcome.verdict, outcome.pr_url, outcome.error],
@@ -374,7 +380,9 @@ describe('kubernetes executor', () => {
   // The outcome is the signer's termination message, not its log: a log of any length is for people.
   it('takes the outcome of a signer that logged 80 KiB before it', async () => {
     const ex = executor();
-    const launched = await ex.launch({ run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'announce chatty', '--detach'] });
+    const launched = await ex.launch({
+      run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'announce chatty', '--detach'],
+    });
     const outcome = await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
     assert.ok(outcome && outcome !== 'aborted');
     assert.deepEqual([outcome.status, outcome.verdict, outcome.error], ['succeeded', 'verified', null]);
@@ -451,7 +459,9 @@ describe('kubernetes executor', () => {
 
   it('fails the launch when the pod ends without a run line', async () => {
     const id = jobId();
-    const launched = await executor().launch({ run: newRunId(), workdir: '/', id, args: ['start', 'no-run-line', '--detach'] });
+    const launched = await executor().launch({
+      run: newRunId(), workdir: '/', id, args: ['start', 'no-run-line', '--detach'],
+    });
     assert.equal(launched.run, null);
     assert.equal(launched.exitCode, 1);
     assert.match(launched.error!, new RegExp(`^Kubernetes Job ${kubeJobName(id)} ended without a \\{"source","run"\\} line`));
@@ -463,7 +473,9 @@ describe('kubernetes executor', () => {
   });
 
   it('fails the launch naming the API error when the API server cannot be reached', async () => {
-    const launched = await executor({ env: { ...env, SVC_K8S_API_URL: 'http://127.0.0.1:9' } }).launch({ run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'x', '--detach'] });
+    const launched = await executor({ env: { ...env, SVC_K8S_API_URL: 'http://127.0.0.1:9' } }).launch({
+      run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'x', '--detach'],
+    });
     assert.equal(launched.run, null);
     assert.match(launched.error!, /^Kubernetes API: /);
   });
@@ -471,7 +483,9 @@ describe('kubernetes executor', () => {
   it('fails the launch with the API status when Kubernetes refuses the Job', async () => {
     kube.refuseWith = 403;
     try {
-      const launched = await executor().launch({ run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'x', '--detach'] });
+      const launched = await executor().launch({
+        run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'x', '--detach'],
+      });
       assert.equal(launched.run, null);
       assert.match(launched.error!, /^Kubernetes API refused Job svc-\S+ \(403: jobs\.batch is forbidden/);
     } finally {
@@ -496,7 +510,9 @@ describe('kubernetes executor', () => {
     assert.equal(verifyJobCredential(Buffer.from('kube-budget-gate-secret-0123456789abcdef'), credential)?.maxUsd, 0.5);
     writeFileSync(join(checkout, '.svc', 'policy.json'), '{"max_usd": "lots"}');
     const broken = jobId();
-    const refused = await ex.launch({ run: newRunId(), workdir: checkout, id: broken, args: ['start', 'x', '--detach'] });
+    const refused = await ex.launch({
+      run: newRunId(), workdir: checkout, id: broken, args: ['start', 'x', '--detach'],
+    });
     assert.equal(refused.run, null);
     assert.match(refused.error ?? '', /policy\.json max_usd must be a positive number/);
     assert.equal(kube.jobs.has(kubeJobName(broken)), false);
@@ -526,8 +542,12 @@ describe('kubernetes executor', () => {
 
   it('follows the existing Job\'s run when the Job already exists (a restart mid-launch)', async () => {
     const id = jobId();
-    const first = await executor().launch({ run: newRunId(), workdir: '/', id, args: ['start', 'announce', '--detach'] });
-    const again = await executor().launch({ run: newRunId(), workdir: '/', id, args: ['start', 'announce', '--detach'] });
+    const first = await executor().launch({
+      run: newRunId(), workdir: '/', id, args: ['start', 'announce', '--detach'],
+    });
+    const again = await executor().launch({
+      run: newRunId(), workdir: '/', id, args: ['start', 'announce', '--detach'],
+    });
     assert.equal(again.error, null);
     assert.deepEqual(again.run, first.run, 'the run id of the pod spec already in the cluster, not a new one');
     assert.equal(kube.requests.filter((r) => r.method === 'POST' && r.url.endsWith('/jobs')).length >= 2, true);
@@ -546,7 +566,9 @@ describe('kubernetes executor', () => {
     kube.runPods = false;
     try {
       const id = jobId();
-      const launched = await executor({ launchTimeoutMs: 50 }).launch({ run: newRunId(), workdir: '/', id, args: ['start', 'x', '--detach'] });
+      const launched = await executor({ launchTimeoutMs: 50 }).launch({
+        run: newRunId(), workdir: '/', id, args: ['start', 'x', '--detach'],
+      });
       assert.equal(launched.run, null);
       assert.equal(launched.error, `Kubernetes Job ${kubeJobName(id)} printed no run within 50 ms`);
     } finally {
@@ -560,7 +582,9 @@ describe('kubernetes executor', () => {
     kube.runPods = false;
     try {
       // The server learned no run from this launch: it stands for one that died while the pod was still pending.
-      const launched = await executor({ launchTimeoutMs: 50 }).launch({ run, workdir: '/', id, args: ['start', 'announce', '--detach'] });
+      const launched = await executor({ launchTimeoutMs: 50 }).launch({
+        run, workdir: '/', id, args: ['start', 'announce', '--detach'],
+      });
       assert.equal(launched.run, null);
     } finally {
       kube.runPods = true;
@@ -574,7 +598,9 @@ describe('kubernetes executor', () => {
   });
 
   it('re-attaches after a restart by finding the Job through its run label', async () => {
-    const launched = await executor().launch({ run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'announce', '--detach'] });
+    const launched = await executor().launch({
+      run: newRunId(), workdir: '/', id: jobId(), args: ['start', 'announce', '--detach'],
+    });
     const fresh = executor();
     const outcome = await fresh.follow(launched.run!, new AbortController().signal, { reattach: true, workdir: '/' });
     assert.ok(outcome && outcome !== 'aborted');
@@ -595,7 +621,9 @@ describe('kubernetes executor', () => {
       kube.finish(name, true);
     };
     try {
-      const launched = await executor().launch({ run: newRunId(), workdir: '/', id, args: ['start', 'announce', '--detach'] });
+      const launched = await executor().launch({
+        run: newRunId(), workdir: '/', id, args: ['start', 'announce', '--detach'],
+      });
       assert.equal(launched.error, null);
       assert.equal(launched.run?.source, 'k8s');
     } finally {

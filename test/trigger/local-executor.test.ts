@@ -111,7 +111,8 @@ async function followWorkerless(launcher?: (run: string) => ChildProcess) {
       ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: `http://127.0.0.1:${await closedPort()}`,
     };
     const started = launcher?.(run);
-    if (started) await waitFor(() => readFileSync(`/proc/${started.pid}/cmdline`, 'utf8').includes('--run-id'), 'its argv');
+    const argvOf = (pid: number | undefined) => readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    if (started) await waitFor(() => argvOf(started.pid).includes('--run-id'), 'its argv');
     const launching = started ? { launching: { launcher: identityOf(started.pid!) } } : {};
     const executor = createLocalExecutor({ cliPath: CLI, env, pollMs: 20 });
     const outcome = await executor.follow({ source: 'local', run }, AbortSignal.timeout(20_000), {
@@ -292,7 +293,8 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     assert.deepEqual(said, []);
   });
 
-  it('ends a launch the server lost, then the run it made that has no worker, instead of following it for ever', async () => {
+  it('ends a launch the server lost, then the run it made that has no worker, instead of following it for ever',
+    async () => {
     // The launcher a server SIGKILLed mid-launch left running, and the run it made before it started a worker.
     const { outcome, state, launcher } = await followWorkerless((run) => hungLauncher(run));
     assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
