@@ -104,7 +104,15 @@ export function createControlClient(options: {
   async function call<T>(path: string, c: Call = {}): Promise<T> {
     const res = await send(path, c);
     const text = await res.text();
-    return (text ? JSON.parse(text) : null) as T;
+    if (!text) return null as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      // A proxy or captive portal answering 2xx with its own page: still the one error a call throws.
+      const type = res.headers.get('content-type') ?? 'no content type';
+      throw new ControlApiError(res.status, 'bad_response',
+        `The Control Plane at ${base} answered ${res.status} with something that is not JSON (${type})`);
+    }
   }
 
   function runPath(ref: RunRef, tail = ''): string {
