@@ -220,6 +220,11 @@ function answerFailure<D>(
   } else if (isDatabaseBusy(thrown)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
     err = databaseBusy();
+  } else if (isDiskFull(thrown)) {
+    // A refusal the client can act on, not an internal error: the request's writes were one transaction, taken back.
+    opts.log.error('disk full: a write was refused', { request_id: requestId, error: errorMessage(thrown) });
+    err = new HttpError('unavailable', 'The server\'s disk is full: the request was not done; try again once it has '
+      + 'space', { 'retry-after': '60' });
   } else {
     opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(thrown) });
     err = new HttpError('internal_error', `Internal error (request ${requestId})`);
@@ -257,6 +262,14 @@ export function isDatabaseBusy(err: unknown): boolean {
 /** SQLite's primary codes for a disk that failed a write or is full: the same write may succeed later. */
 const SQLITE_IOERR = 10;
 const SQLITE_FULL = 13;
+
+/** A write the disk refused for want of space: SQLite's SQLITE_FULL, or a file's ENOSPC or EDQUOT. */
+export function isDiskFull(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const { code, errcode } = err as { code?: unknown; errcode?: unknown };
+  if (code === 'ENOSPC' || code === 'EDQUOT') return true;
+  return code === 'ERR_SQLITE_ERROR' && typeof errcode === 'number' && (errcode & 0xff) === SQLITE_FULL;
+}
 
 /** Whether the database refused a write that it may take later: busy or locked, a failed disk write, a full disk. */
 export function mayTakeLater(err: unknown): boolean {
