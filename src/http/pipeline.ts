@@ -221,10 +221,8 @@ function answerFailure<D>(
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
     err = databaseBusy();
   } else if (isDiskFull(thrown)) {
-    // A refusal the client can act on, not an internal error: the request's writes were one transaction, taken back.
     opts.log.error('disk full: a write was refused', { request_id: requestId, error: errorMessage(thrown) });
-    err = new HttpError('unavailable', 'The server\'s disk is full: the request was not done; try again once it has '
-      + 'space', { 'retry-after': '60' });
+    err = diskFull();
   } else {
     opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(thrown) });
     err = new HttpError('internal_error', `Internal error (request ${requestId})`);
@@ -245,10 +243,21 @@ function answerFailure<D>(
 const SQLITE_BUSY = 5;
 const SQLITE_LOCKED = 6;
 
-/** What a request that met a busy database is answered (the pipeline, MCP tools) and audited as. */
-export function databaseBusy(): HttpError {
+/** What a request that met a busy database is answered and audited as. */
+function databaseBusy(): HttpError {
   return new HttpError('unavailable', 'The database is busy (another process holds its write lock); try again',
     { 'retry-after': '1' });
+}
+
+/** A request a full disk refused: one the client can act on, not an internal error (its transaction was taken back). */
+function diskFull(): HttpError {
+  const message = 'The server\'s disk is full: the request was not done; try again once it has space';
+  return new HttpError('unavailable', message, { 'retry-after': '60' });
+}
+
+/** What a thrown error is answered as if no crash (svc's typed error, a busy database, a full disk), else null. */
+export function refusalOf(err: unknown): HttpError | null {
+  return httpErrorOf(err) ?? (isDatabaseBusy(err) ? databaseBusy() : isDiskFull(err) ? diskFull() : null);
 }
 
 export function isDatabaseBusy(err: unknown): boolean {
