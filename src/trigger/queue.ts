@@ -3,6 +3,7 @@
 // one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still fails alone.
 import { errorMessage, FailedError } from '../errors.ts';
 import { transaction } from '../db/open.ts';
+import { isDatabaseBusy, isDiskFull } from '../http/pipeline.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { NewJob } from '../db/trigger-jobs-store.ts';
 import type { SourceName } from '../webhook-sources.ts';
@@ -103,6 +104,13 @@ export class DeliveryNotCommittedError extends FailedError {
   }
 }
 
+/** What a delivery its commit failed is rejected with: a busy database or a full disk as itself, so the pipeline answers
+ * it 503 with Retry-After as it does any request (a 500 told the sender nothing it could act on). */
+function notCommitted(err: unknown): Error {
+  return err instanceof Error && (isDatabaseBusy(err) || isDiskFull(err)) ? err
+    : new DeliveryNotCommittedError(errorMessage(err));
+}
+
 export function createJobQueue(opts: JobQueueOptions) {
   const { stores } = opts;
   const shares = queueShares(opts.maxQueued, opts.routes ?? 1);
@@ -157,13 +165,13 @@ export function createJobQueue(opts: JobQueueOptions) {
             outcomes.push(place(p.request, now, queued, inserted));
           } catch (err) {
             if (!stores.db.isTransaction) throw err;
-            outcomes.push(new DeliveryNotCommittedError(errorMessage(err)));
+            outcomes.push(notCommitted(err));
           }
         }
         stores.jobs.count(inserted);
       });
     } catch (err) {
-      for (const p of batch) p.reject(new DeliveryNotCommittedError(errorMessage(err)));
+      for (const p of batch) p.reject(notCommitted(err));
       return;
     }
     batch.forEach((p, i) => {
