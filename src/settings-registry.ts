@@ -52,7 +52,8 @@ export const SETTINGS = {
   SVC_CONTROL_TOKEN_FILE: secret('control', '`~/.svc/control/token`', 'file holding the token (first line): ' +
     'the Control Plane and the trigger server read it when `SVC_CONTROL_TOKEN` is unset (unreadable or empty: ' +
     'exit 2); the shipper and ' +
-    'the CLI read it first (the default file only for a loopback Control Plane)'),
+    'the CLI read it first (the default file only for a loopback Control Plane named by `SVC_CONTROL_URL` or ' +
+    '`SVC_CONTROL_PORT`, or recorded by a live `server.json`)'),
   SVC_CONTROL_ALLOW_INSECURE_BIND: choice('control', ['0', '1'],
     '`1` accepts a tokenless non-loopback bind (loud warning; not recommended)'),
   SVC_CONTROL_ANSWER_DIR: text('control', '`~/.svc/control/answers`',
@@ -92,7 +93,7 @@ export const SETTINGS = {
   NODE_OPTIONS: text('control', NONE,
     'a `--max-semi-space-size` given here (or on the `node` command line) wins; the Control Plane re-executes ' +
     'only to add what is missing (`--memory-saver-mode`: `--no-memory-saver-mode` on the `node` command line keeps ' +
-    'it off)'),
+    'it off, as `--allocation-site-pretenuring` there keeps pretenuring on)'),
   HOME: text('control', 'the OS home', '`~/.svc/`: keys, databases, `server.json`, answers, provider homes'),
 
   ERRTRACK_AUTH_TOKEN: secret('engine', NONE, 'token for fetching an error-tracker issue URL; without it nothing is ' +

@@ -2,7 +2,7 @@
 // and an OTLP/HTTP JSON exporter off every request's path (docs/deploy.md "Traces": what it sends, and never sends).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
-import { obj, str } from './untrusted.ts';
+import { list, obj, str } from './untrusted.ts';
 
 /** Where a span sits: its trace and its own id (the parent of the spans started inside it). */
 export interface SpanContext {
@@ -109,7 +109,6 @@ export function otlpBody(service: string, spans: readonly SpanRecord[]): string 
   });
 }
 
-const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
 const VALUE_KINDS = ['stringValue', 'intValue', 'doubleValue', 'boolValue'] as const;
 const NANOS = /^\d{1,20}$/;
 

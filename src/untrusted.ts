@@ -27,6 +27,11 @@ export function obj(value: unknown): Obj {
   return isJsonObject(value) ? value : {};
 }
 
+/** The value when it is an array, else an empty one. */
+export function list(value: unknown): unknown[] {
+  return Array.isArray(value) ? value : [];
+}
+
 /** The value when it is a non-empty string, else null. */
 export function str(value: unknown): string | null {
   return typeof value === 'string' && value !== '' ? value : null;

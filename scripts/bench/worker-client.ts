@@ -38,7 +38,12 @@ export async function runLoadInWorker(job: LoadJob): Promise<LoadResult> {
   const child = spawnWorker();
   const done = nextMessage<{ result: LoadResult }>(child, 'result');
   child.send({ type: 'load', job });
-  return (await done).result;
+  const { result } = await done;
+  // A round with no measured request has NaN latencies, which cross IPC as null (JSON): the fan-in's log line then
+  // threw on `null.toFixed` on a machine at load 17-21. NaN again, so such a row reads n/a and fails its bar.
+  const latency = result.latencyMs as unknown as Record<string, number | null>;
+  for (const key of Object.keys(latency)) latency[key] ??= Number.NaN;
+  return result;
 }
 
 export interface SseSession {

@@ -67,8 +67,10 @@ async function controlImport(io: CliIo, args: string[]): Promise<number> {
     return 0;
   }
   const skipped = Array.isArray(result.skipped) ? result.skipped : [];
+  // Events the runs shipped as they ran are there already: "0 events" alone read as if the import lost them.
+  const there = Number(result.duplicates) > 0 ? ` (and ${Number(result.duplicates)} it already had)` : '';
   io.stdout(`Imported ${dir} into the Control Plane at ${url}: ${Number(result.runs)} runs, ${Number(result.events)} `
-    + `events, ${Number(result.artifacts)} artifacts; runs may now be started there\n`);
+    + `events${there}, ${Number(result.artifacts)} artifacts; runs may now be started there\n`);
   for (const entry of skipped) {
     io.stdout(`  skipped ${oneLine(String(obj(entry).entry))}: ${oneLine(String(obj(entry).reason))}\n`);
   }

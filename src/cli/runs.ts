@@ -57,8 +57,8 @@ const ACTIONS = ['stop', 'resume', 'retry', 'verify', 'pr'] as const;
 
 /** The Control Plane a command talks to: `url`, else the one found as DESIGN §4 says; the token as the shipper's. */
 export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
-  const found = url ? { url, via: '--url' } : discoverControlUrl(env);
-  const token = readControlToken(env, found.url);
+  const found = url ? { url, via: '--url' as const } : discoverControlUrl(env);
+  const token = readControlToken(env, found);
   const client = createControlClient({ url: found.url, token, timeoutMs: 10_000 });
   return { ...found, client, hasToken: token !== undefined };
 }

@@ -6,11 +6,16 @@ import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } fr
  * Memory saver only from Node 24: an older V8 refuses the flag, and after the re-exec there is no fallback. Memory
  * saver keeps the young generation at its 1 MB start, so under ingest V8 scavenged ~25 times a second and promoted
  * what requests still held into old space, which it then mark-compacted every ~0.5 s: the minimum makes it 4 MB
- * (docs/bench.md, "The fan-in: the young generation under memory saver").
+ * (docs/bench.md, "The fan-in: the young generation under memory saver"). No allocation-site pretenuring: a bulk
+ * ingest (500 runs a request) made V8 allocate the objects of the same code sites straight into old space for the
+ * rest of the process's life, where under memory saver's small old-space limit the fan-in's and the list's
+ * short-lived objects then forced a mark-compact every ~0.5 s (docs/bench.md, "A worked-in server: pretenuring").
  */
 export function serverNodeFlags(nodeMajor = Number(process.versions.node.split('.')[0])): readonly string[] {
   const semiSpace = '--max-semi-space-size=8';
-  return nodeMajor >= 24 ? [semiSpace, '--min-semi-space-size=4', '--memory-saver-mode'] : [semiSpace];
+  return nodeMajor >= 24
+    ? [semiSpace, '--min-semi-space-size=4', '--memory-saver-mode', '--no-allocation-site-pretenuring']
+    : [semiSpace];
 }
 
 export const SERVER_NODE_FLAGS = serverNodeFlags();

@@ -4,12 +4,13 @@ import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, ConflictError, FailedError } from '../errors.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { discoverControlUrl } from '../engine/control-url.ts';
-import { prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun } from '../engine/launch.ts';
-import { planToReuse, type RunPlan } from '../engine/run-plan.ts';
-import { followUpRequest } from '../engine/follow-up.ts';
+import {
+  afterLastWorker, prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun,
+} from '../engine/launch.ts';
+import { planToReuse, refuseServersBuiltin, type RunPlan } from '../engine/run-plan.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
-import { runDir } from '../engine/paths.ts';
+import { runDir, runTree } from '../engine/paths.ts';
 import {
   failureOf, readState, refuseTrackedRun, signsLater, tryReadState, type RunState, type WorkerMode,
 } from '../engine/run-state.ts';
@@ -172,7 +173,7 @@ export default async function start(io: CliIo): Promise<number> {
     const repo = resolveRepo(repoDir);
     const dir = runDir(repo, runArg(run, `--${flag}`));
     refuseTrackedRun(repo, run);
-    const state = tryReadState(dir);
+    let state = tryReadState(dir);
     if (!state) throw new NotFoundError(`No run ${run} in this repository`);
     // A run folder moved or copied here with its project still names the old folder, whose run (and worker) it is.
     if ((realOrNull(state.repo_path) ?? state.repo_path) !== (realOrNull(repo) ?? repo)) {
@@ -192,26 +193,32 @@ export default async function start(io: CliIo): Promise<number> {
       io.stdout(summary(await openPrLater(dir, io.env, (t) => io.stderr(`svc start: ${t}\n`))));
       return 0;
     }
+    state = await afterLastWorker(dir, flag);
     if (flag === 'resume' && state.status !== 'stopped' && state.status !== 'failed') {
       throw new ConflictError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
     }
     if (flag === 'verify' && !TERMINAL.has(state.status)) {
       throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
     }
-    return launch(io, state, planToReuse(dir, io.env), flag, detach, showOutput);
+    const plan = planToReuse(dir, io.env);
+    // Before the run is queued again: a refused resume or verify leaves it as it was.
+    refuseServersBuiltin(plan, io.env, runTree(state));
+    return launch(io, state, plan, flag, detach, showOutput);
   }
   if (values.retry !== undefined) {
     const retry = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
     return launchNew(io, retry, detach, showOutput);
   }
   if (positionals.length === 0) throw new UsageError('svc start needs an input (see svc start --help)');
+  // Loaded only for a follow-up, as launch.ts loads the rest of it.
+  const followUp = values['follow-up'] === undefined ? null : (await import('../engine/follow-up.ts')).followUpRequest({
+    branch: values['follow-up'], prUrl: values['pr-url'], previous: values.previous,
+    previousReceipt: values['previous-receipt'],
+  });
   return launchNew(io, prepareRun({
     input: positionals.join(' '),
     forceBrief: values.brief === true,
-    followUp: values['follow-up'] === undefined ? null : followUpRequest({
-      branch: values['follow-up'], prUrl: values['pr-url'], previous: values.previous,
-      previousReceipt: values['previous-receipt'],
-    }),
+    followUp,
     pr: values.pr === true,
     worktree: values.worktree === true,
     provider: values.provider ?? null,

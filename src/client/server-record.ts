@@ -8,6 +8,8 @@ import { hasDied, statFields } from '../proc-stat.ts';
 export interface ServerRecord {
   url: string;
   pid: number;
+  /** The server's start time (/proc/<pid>/stat field 22); a record an svc before it wrote has none. */
+  proc_start?: string | undefined;
 }
 
 export function serverRecordFile(env: NodeJS.ProcessEnv): string {

@@ -1,17 +1,15 @@
 // Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
-import { checkBodyKeys, MAX_JSON_DEPTH } from '../http/body.ts';
+import { checkBodyKeys } from '../http/body.ts';
 import { OCTET_STREAM } from '../http/static-files.ts';
 import { failureColumns } from '../db/runs-store.ts';
 import type { RunInput } from '../db/run-types.ts';
-import {
-  FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS, type RunFailure, type RunStatus,
-} from '../run-json.ts';
-import type { EventInput } from '../db/events-store.ts';
-import { checkArtifactPath, invalidParam, timeMs } from './params.ts';
+import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
+import { checkArtifactPath, invalidParam } from './params.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
-import { isJsonObject, nestsDeeperThan, oneOf, type Obj } from '../untrusted.ts';
+import { isJsonObject, oneOf, type Obj } from '../untrusted.ts';
 import { isRepoName } from '../engine/repo-name.ts';
-import { isValidSegment, RUN_KEY } from '../engine/ids.ts';
+import { RUN_KEY } from '../engine/ids.ts';
+import { ingestTime, optionalTime, segment, validateEvent } from '../engine/run-event.ts';
 import { schemas } from './openapi-schemas.ts';
 
 export type IngestBatch = ReturnType<typeof validateBatch>;
@@ -20,7 +18,6 @@ type Artifact = { run: string; path: string; content_type: string; content: Buff
 const BATCH_KEYS = new Set(Object.keys(schemas.IngestBatch.properties));
 /** A served repositories file this long is a mistake, not an organisation. */
 const MAX_SERVED = 1000;
-const KIND = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const MAX_TEXT = 64 * 1024;
 const MIME_NAME = String.raw`[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`;
@@ -30,9 +27,6 @@ const MIME = new RegExp(String.raw`^${MIME_NAME}\/${MIME_NAME}(${MIME_PARAM})*$`
 const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
 // No pid: a worker's process id is not the Control Plane's to record from a body or a file.
 const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code'] as const;
-
-/** How far a body time may run ahead of the Control Plane's clock: a runner's drift, not a run parked in the future. */
-export const MAX_FUTURE_MS = 5 * 60 * 1000;
 
 function bad(where: string, what: string): never {
   return invalidParam(`${where} ${what}`);
@@ -45,21 +39,6 @@ function orNull<T>(where: string, v: unknown, ok: (x: unknown) => boolean, what:
 
 function member<T>(where: string, v: unknown, allowed: readonly T[]): T {
   return oneOf(v, allowed) ?? bad(where, `must be one of ${allowed.join(', ')}`);
-}
-
-function segment(where: string, v: unknown): string {
-  return isValidSegment(v) ? v : bad(where, `must match ${SEGMENT.source}`);
-}
-
-function ingestTime(where: string, v: unknown, now: number): number {
-  const ms = timeMs(v) ?? bad(where, 'must be an ISO-8601 time or unix milliseconds');
-  const minutes = MAX_FUTURE_MS / 60_000;
-  if (ms > now + MAX_FUTURE_MS) bad(where, `is more than ${minutes} minutes ahead of the Control Plane's clock`);
-  return ms;
-}
-
-function optionalTime(where: string, v: unknown, now: number): number | null {
-  return v === undefined || v === null ? null : ingestTime(where, v, now);
 }
 
 const TRACE_ID = /^[0-9a-f]{32}$/;
@@ -132,33 +111,6 @@ function costJson(where: string, v: unknown, keys: readonly string[], optional: 
     if (keys.includes(k) || typeof x === 'number') out[k] = typeof x === 'number' ? x : null;
   }
   return JSON.stringify(out);
-}
-
-/**
- * `inCheckedBody`: the event came in a request body, whose own depth check (http/body.ts parseJson) already bounds its
- * data below MAX_JSON_DEPTH, so the data is not walked again (its walk was ~1 % of the fan-in server's CPU).
- */
-export function validateEvent(
-  v: unknown, where: string, source: string, now: number, inCheckedBody = false,
-): EventInput {
-  if (!isJsonObject(v)) return bad(where, 'must be an object');
-  if (v.source !== undefined && v.source !== source) bad(`${where}.source`, 'must match the batch source');
-  const seq = v.seq;
-  if (!Number.isSafeInteger(seq) || (seq as number) < 0) bad(`${where}.seq`, 'must be a non-negative integer');
-  if (typeof v.kind !== 'string' || !KIND.test(v.kind)) bad(`${where}.kind`, `must match ${KIND.source}`);
-  // Checked without recursion before JSON.stringify recurses: import reads events.jsonl lines no body limit saw.
-  if (!inCheckedBody && nestsDeeperThan(v.data, MAX_JSON_DEPTH)) {
-    bad(`${where}.data`, `nests deeper than ${MAX_JSON_DEPTH} arrays/objects`);
-  }
-  const data = v.data === undefined ? '{}' : JSON.stringify(v.data);
-  return {
-    source,
-    run: segment(`${where}.run`, v.run),
-    seq: seq as number,
-    ts: optionalTime(`${where}.ts`, v.ts, now) ?? now,
-    kind: v.kind as string,
-    data,
-  };
 }
 
 export function safeContentType(value: unknown): string {

@@ -7,6 +7,7 @@ import { dirname } from 'node:path';
 import {
   answersHealth, readServerRecordFile, isPidAlive, serverRecordFile, type ServerRecord,
 } from '../client/server-record.ts';
+import { procStart } from '../engine/proc-group.ts';
 import { openDatabase, transaction } from '../db/open.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { controlMigrations } from '../db/control-migrations.ts';
@@ -135,7 +136,9 @@ export async function serveControlForever(
     await running.close();
     releaseServerRecord(env, process.pid);
   });
-  const other = await claimServerRecord(env, { url: running.url, pid: process.pid });
+  // Its start time tells this server from a later process given its pid: what the home token goes to (shipper.ts).
+  const own = { url: running.url, pid: process.pid, proc_start: procStart(process.pid) ?? undefined };
+  const other = await claimServerRecord(env, own);
   print(`${running.url}\n`);
   log.info('listening', { url: running.url, db: settings.dbPath });
   if (other) {

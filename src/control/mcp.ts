@@ -390,12 +390,11 @@ function postMcp(tools: McpTools): Handler<ControlDeps> {
       if (message.kind !== 'request') return { status: 202 };
       return rpcResult(message.id, await dispatch(ctx, tools, message.method, message.params));
     } catch (err) {
-      const answerTo = err instanceof JsonRpcError ? (err.id ?? id) : id;
-      if (err instanceof JsonRpcError) return rpcError(answerTo, err.rpcCode, err.message, err.status, err.data);
+      if (err instanceof JsonRpcError) return rpcError(err.id ?? id, err.rpcCode, err.message, err.status, err.data);
       // Refusals of the HTTP request itself keep the API's answer.
-      if (answerTo === undefined || err instanceof HttpError) throw err;
+      if (id === undefined || err instanceof HttpError) throw err;
       ctx.deps.log.error('mcp request failed', { request_id: ctx.requestId, error: errorMessage(err) });
-      return rpcError(answerTo, INTERNAL_ERROR, `Internal error (request ${ctx.requestId})`);
+      return rpcError(id, INTERNAL_ERROR, `Internal error (request ${ctx.requestId})`);
     }
   };
 }

@@ -8,6 +8,8 @@ import type { RunRow } from '../db/run-types.ts';
 import type { RunsStore } from '../db/runs-store.ts';
 import { checkBodyKeys, requireJsonObject } from '../http/body.ts';
 import { schemas } from './openapi-schemas.ts';
+import { timeMs } from '../iso-time.ts';
+import { isArtifactPath } from '../engine/run-event.ts';
 
 export function invalidParam(message: string): never {
   throw new HttpError('invalid_param', message);
@@ -62,30 +64,6 @@ export function parseLimit(value: string | null): number {
   return Math.min(Number(value), MAX_LIMIT);
 }
 
-const ISO = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
-
-// The last time text read: the events of one ingest batch mostly carry the same one (docs/bench.md, "speed paths
-// kept").
-let lastText = '';
-let lastMs: number | null = null;
-
-/** Unix ms as a number, or ISO-8601 (date or date-time) or unix milliseconds as a string; else null. */
-export function timeMs(value: unknown): number | null {
-  if (typeof value !== 'string') return inDateRange(value);
-  if (value === lastText) return lastMs;
-  let ms: number;
-  if (/^-?[0-9]{1,16}$/.test(value)) ms = Number(value);
-  else ms = ISO.test(value) ? Date.parse(value) : Number.NaN;
-  lastMs = inDateRange(ms);
-  lastText = value;
-  return lastMs;
-}
-
-/** Inside the range a Date can represent, so toISOString never throws on the way out. */
-function inDateRange(ms: unknown): number | null {
-  return Number.isSafeInteger(ms) && Math.abs(ms as number) <= 8.64e15 ? (ms as number) : null;
-}
-
 /** `since` (inclusive) and `until` (exclusive) start times and `repo`: the window of the runs list and the stats. */
 export function parseWindow(query: URLSearchParams): { since?: number; until?: number; repo?: string } {
   const window: { since?: number; until?: number; repo?: string } = {};
@@ -106,17 +84,8 @@ export function parseId(name: string, value: string): number {
   return Number(value);
 }
 
-/** Backslash too: some filesystems treat it as a separator. */
 export function checkArtifactPath(path: string, name = 'Artifact path'): string {
-  const bad =
-    path.length === 0 ||
-    path.length > 1024 ||
-    path.startsWith('/') ||
-    path.includes('\\') ||
-    path.includes('\0') ||
-    /^[A-Za-z]:/.test(path) ||
-    path.split('/').some((s) => s === '' || s === '.' || s === '..');
-  if (bad) invalidParam(`${name} must be relative with no "..", NUL or backslash`);
+  if (!isArtifactPath(path)) invalidParam(`${name} must be relative with no "..", NUL or backslash`);
   return path;
 }
 

@@ -1,15 +1,11 @@
 // Error-tracker input (DESIGN §6): an export, or an issue fetched with curl, rendered as the task spec.
-import { objOrNull as obj, tryParseJson, type Obj } from '../untrusted.ts';
+import { list, objOrNull as obj, tryParseJson, type Obj } from '../untrusted.ts';
 import { markdownSpec, oneLine, str } from './text.ts';
 import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
 import { runCollect } from '../spawn/start.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 
 type ErrtrackExport = { issue: Obj | null; event: Obj | null };
-
-function arr(value: unknown): unknown[] {
-  return Array.isArray(value) ? value : [];
-}
 
 /** Accepts an issue export, an event, `{issue, event}`, or an alert/issue webhook body holding either. */
 function normalizeExport(input: unknown): ErrtrackExport {
@@ -27,9 +23,9 @@ function normalizeExport(input: unknown): ErrtrackExport {
 
 /** The objects of the event's `type` section: its entry of that type (an issue export's form), else its own field. */
 function sectionValues(event: Obj | null, type: 'exception' | 'breadcrumbs'): Obj[] {
-  const entry = arr(event?.entries).map(obj).find((e) => e?.type === type);
+  const entry = list(event?.entries).map(obj).find((e) => e?.type === type);
   const values = entry ? obj(entry.data)?.values : obj(event?.[type])?.values;
-  return arr(values).map(obj).filter((v): v is Obj => v !== null);
+  return list(values).map(obj).filter((v): v is Obj => v !== null);
 }
 
 function toFrame(raw: Obj) {
@@ -43,7 +39,7 @@ function toFrame(raw: Obj) {
 /** Frames newest call first, in-app frames before library frames (stable within each group). */
 function framesOf(values: Obj[]) {
   const frames = [...values].reverse().flatMap((value) =>
-    arr(obj(value.stacktrace)?.frames).map(obj).filter((f): f is Obj => f !== null).reverse().map(toFrame));
+    list(obj(value.stacktrace)?.frames).map(obj).filter((f): f is Obj => f !== null).reverse().map(toFrame));
   return [...frames.filter((f) => f.inApp), ...frames.filter((f) => !f.inApp)];
 }
 
@@ -55,7 +51,7 @@ function crumbLine(c: Obj): string {
 }
 
 function tagValue(event: Obj | null, key: string): string | null {
-  for (const t of arr(event?.tags)) {
+  for (const t of list(event?.tags)) {
     const tag = obj(t);
     if (tag && tag.key === key) return str(tag.value);
     if (Array.isArray(t) && t[0] === key) return str(t[1]);

@@ -8,7 +8,8 @@ import { verdictAccepted, type Policy } from './policy.ts';
 import { followsOf, pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
 import {
-  commitAll, diffCommits, diffWorkingTree, headSha, runWorktreeGitDir, treeGit, UnreadableTreeError, type DiffResult,
+  commitAll, diffCommits, diffWorkingTree, emptyDiff, git, runWorktreeGitDir, treeGit, UnreadableTreeError,
+  type DiffResult,
 } from './git.ts';
 import {
   decideVerdict, failedRequiredCheck, requiredCheckError, saveReceipt, confinedNetwork, reportedChecks,
@@ -99,8 +100,7 @@ function diffOrUnreadable(ctx: RunContext, sandbox: RunSandbox): { diff: DiffRes
   } catch (err) {
     if (!(err instanceof UnreadableTreeError)) throw err;
     ctx.note(err.message);
-    const patch_sha256 = createHash('sha256').update('').digest('hex');
-    return { diff: { files: [], insertions: 0, deletions: 0, patch: '', patch_sha256 }, unreadable: err.message };
+    return { diff: emptyDiff(), unreadable: err.message };
   }
 }
 
@@ -117,7 +117,7 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
     for (const path of skipped) {
       ctx.note(`embedded repository ${JSON.stringify(path)} not committed (svc never commits a nested repository)`);
     }
-    const head = headSha(state.workdir, run);
+    const head = git(state.workdir, ['rev-parse', 'HEAD'], {}, run).trim();
     ctx.update({ head_sha: head });
     diff = diffCommits(state.workdir, state.base_sha, head, run);
   } else {

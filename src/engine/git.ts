@@ -46,25 +46,28 @@ export function gitExtraEnv(extra: Record<string, string> = {}): Record<string, 
   return { ...extra, ...GIT_ISOLATION_ENV };
 }
 
-// Switches off every filter driver named in `git config -z --get-regexp '^filter\.'` output, through
-// GIT_CONFIG_COUNT, whose keys may hold any character (a `-c` key cannot hold '=').
+/** Git config `pairs` as the GIT_CONFIG_COUNT environment, whose keys may hold any character (a `-c` key cannot hold
+ * '='); no pairs, no variables. */
+export function gitConfigEnv(pairs: ReadonlyArray<readonly [string, string]>): Record<string, string> {
+  const env: Record<string, string> = pairs.length ? { GIT_CONFIG_COUNT: String(pairs.length) } : {};
+  pairs.forEach(([key, value], i) => {
+    env[`GIT_CONFIG_KEY_${i}`] = key;
+    env[`GIT_CONFIG_VALUE_${i}`] = value;
+  });
+  return env;
+}
+
+const FILTER_OFF = [['clean', ''], ['smudge', ''], ['process', ''], ['required', 'false']] as const;
+
+// Switches off every filter driver named in `git config -z --get-regexp '^filter\.'` output.
 function filterOverrides(configEntries: string): Record<string, string> {
   const drivers = new Set<string>();
   for (const entry of configEntries.split('\0')) {
     const m = /^filter\.(.+)\.[^.]+$/s.exec(entry.split('\n', 1)[0] ?? '');
     if (m) drivers.add(m[1]!);
   }
-  const env: Record<string, string> = {};
-  let n = 0;
-  for (const name of drivers) {
-    for (const [setting, value] of [['clean', ''], ['smudge', ''], ['process', ''], ['required', 'false']]) {
-      env[`GIT_CONFIG_KEY_${n}`] = `filter.${name}.${setting}`;
-      env[`GIT_CONFIG_VALUE_${n}`] = value!;
-      n += 1;
-    }
-  }
-  if (n) env.GIT_CONFIG_COUNT = String(n);
-  return env;
+  return gitConfigEnv([...drivers].flatMap((name) =>
+    FILTER_OFF.map(([setting, value]) => [`filter.${name}.${setting}`, value] as const)));
 }
 
 /** Runs one git argv (already hardened) and returns stdout; `scratch` are folders it writes besides the repository;
@@ -95,7 +98,6 @@ function subcommand(args: readonly string[]): string {
   return args.find((a, i) => !a.startsWith('-') && args[i - 1] !== '-c') ?? args[0] ?? 'git';
 }
 
-/** How long svc lets the git of `args` run before it kills it. */
 export function gitTimeoutMs(args: readonly string[]): number {
   return LONG_COMMANDS.has(subcommand(args)) ? LONG_GIT_TIMEOUT_MS : GIT_TIMEOUT_MS;
 }
@@ -127,10 +129,6 @@ export function tryGit(dir: string, args: string[]): string {
 /** The root of the git repository holding `dir`, or null when it is in none (or git cannot read it). */
 export function repoRoot(dir: string): string | null {
   return tryGit(dir, ['rev-parse', '--show-toplevel']).trim() || null;
-}
-
-export function headSha(dir: string, run: GitRun = hostGit): string {
-  return git(dir, ['rev-parse', 'HEAD'], {}, run).trim();
 }
 
 /** HEAD's commit and its branch (null when detached), read by one git; throws when there is no commit yet. */
@@ -244,12 +242,13 @@ export function createWorktree(repo: string, path: string, branch: string, base:
 /** The files git opens at a working tree's root before it reads any path (a FIFO there blocks it at once). */
 const RULE_FILES = ['.gitattributes', '.gitignore'] as const;
 
-function specialKind(path: string): string | null {
+/** What `path` is when it is none of a regular file, a folder or (`links`) a symbolic link: "a FIFO", "a device", …;
+ * null when it is one of those, or absent. */
+export function specialKind(path: string, links = true): string | null {
   const st = lstatSync(path, { throwIfNoEntry: false });
-  if (!st) return null;
-  if (st.isFIFO()) return 'a FIFO';
-  if (st.isSocket()) return 'a socket';
-  return st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : null;
+  if (!st || st.isFile() || st.isDirectory() || (links && st.isSymbolicLink())) return null;
+  return st.isFIFO() ? 'a FIFO' : st.isSymbolicLink() ? 'a symbolic link' : st.isSocket() ? 'a socket'
+    : st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : 'not a regular file';
 }
 
 /** svc's git on one working tree (whoever wrote its files): every call time-limited, no config the tree holds read. */
@@ -409,6 +408,12 @@ function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]) {
     patch,
     patch_sha256,
   };
+}
+
+/** No change: a run's diff until svc establishes one, or when svc's git could not read the tree the agent left. */
+export function emptyDiff(): DiffResult {
+  const patch_sha256 = createHash('sha256').update('').digest('hex');
+  return { files: [], insertions: 0, deletions: 0, patch: '', patch_sha256 };
 }
 
 /** Between two commits, gitlink moves too (`Subproject commit` lines: ids only; a pushed branch carries them). */

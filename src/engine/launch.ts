@@ -2,6 +2,7 @@
 import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startChild, workerArgv } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
@@ -15,18 +16,20 @@ import {
   git, headAndBranch, excludeEngineFolders, gitDirs, snapshotTree, treeGit, workingChanges,
 } from './git.ts';
 import { runDir, worktreeDir } from './paths.ts';
-import { adoptRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename } from './repo-name.ts';
+import {
+  adoptRepoName, isRepoName, isRoutedRepoName, runRepoName, workerAlive, type RepoRename,
+} from './repo-name.ts';
 import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
 } from './run-state.ts';
-import { identityOf } from './proc-group.ts';
+import { identityOf, isWorkerOf } from './proc-group.ts';
 import { markPending } from './shipper.ts';
 import { claimCheckout, unwritable } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { checkPrPossible, OriginUnreachableError } from './pr.ts';
-import { followUpSession, followUpSpec, followUpStart, type FollowUp } from './follow-up.ts';
+import type { FollowUp } from './follow-up.ts';
 import { newTraceId, parseTraceparent } from '../trace.ts';
 
 export interface StartOptions {
@@ -58,6 +61,8 @@ type NewRun = Pick<StartOptions, 'repo' | 'pr' | 'worktree' | 'provider' | 'env'
   input: RunState['input'];
   /** Retry: the earlier run's plan, taken as it is; else the plan is resolved here (with `provider`). */
   plan: RunPlan | null;
+  /** Retry of a run a trigger server routed: the served name it keeps, whoever retries it. */
+  routedName?: string;
 };
 
 /** A new run's state and plan, and the rename of the checkout's earlier runs its name caused (if any). */
@@ -86,7 +91,11 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
       throw new RefusedError(`Refusing to start a --pr run: ${err.message} (nothing was started)`, { cause: err });
     });
   }
-  const follow = n.followUp ? await followUpStart(n.repo, plan.push_target, n.followUp, n.env) : null;
+  // Only a follow-up loads its module, and the receipt and key modules it brings (docs/bench.md).
+  const followUps = n.followUp ? await import('./follow-up.ts') : null;
+  const follow = n.followUp && followUps
+    ? await followUps.followUpStart(n.repo, plan.push_target, n.followUp, n.env)
+    : null;
   const { own, common: gitDir } = gitDirs(n.repo);
   // Before anything is written: a link the repository commits at .svc, .svc/runs or .svc/worktrees would send the
   // run's files, its checkout and the agent's writable tree outside the repository (DESIGN §7a).
@@ -123,16 +132,17 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     });
     const now = new Date().toISOString();
     const source = settingOr(n.env, 'SVC_SOURCE');
-    const name = runRepoName(n.repo, n.env);
+    const name = n.routedName ?? runRepoName(n.repo, n.env);
     // A name the trigger routed (SVC_REPO_NAME) is the served entry's, not the checkout's: it renames nothing.
-    const renamed = isRoutedRepoName(n.env) ? null : adoptRepoName(n.repo, gitDir, name);
+    const renamed = isRoutedRepoName(n.env) || n.routedName ? null : adoptRepoName(n.repo, gitDir, name);
     // The trace a run joins: its launcher's valid SVC_TRACEPARENT (the span it continues), else a new one.
     const parent = parseTraceparent(n.env.SVC_TRACEPARENT);
     const checkedOut = head.branch;
     const state: RunState = {
       source, run: n.run, repo: name, group_id: n.groupId ?? n.run, status: 'queued', verdict: null,
-      ...(follow ? {
-        follow_up: follow.followUp, provider_session: followUpSession(n.repo, follow.followUp, plan.provider.name),
+      ...(follow && followUps ? {
+        follow_up: follow.followUp,
+        provider_session: followUps.followUpSession(n.repo, follow.followUp, plan.provider.name),
       } : {}),
       brief: n.brief, origin: n.origin, provider: plan.provider.name,
       branch: isolated ? `svc/${n.run}` : checkedOut,
@@ -168,7 +178,7 @@ export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
   const input = classifyInput(opts.input, { forceBrief: opts.forceBrief, cwd: process.cwd(), confineTo });
   const task = await buildTask(input, repo, opts.env);
   const followUp = opts.followUp ?? null;
-  if (followUp) task.spec = followUpSpec(task.spec, followUp);
+  if (followUp) task.spec = (await import('./follow-up.ts')).followUpSpec(task.spec, followUp);
   return createRun({
     repo, run: opts.runId ?? newRunId(), groupId: null, ...task, pr: opts.pr || followUp !== null,
     worktree: opts.worktree, input: { kind: input.kind, value: input.kind === 'brief' ? task.brief : input.value },
@@ -189,6 +199,8 @@ export async function prepareRetry(
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
     brief: old.brief, origin: old.origin, pr: old.pr, worktree: old.worktree, input: old.input,
     env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir, env), provider: old.provider || null,
+    // The Control Plane's launcher has no SVC_REPO_NAME: a routed run's retry keeps its group's served name.
+    routedName: isWebhookOrigin(old.origin) && isRepoName(old.repo) ? old.repo : undefined,
     // A retry of a follow-up continues the same pull request, after the same run, from its branch's head then.
     followUp: old.follow_up ?? null,
   });
@@ -227,12 +239,43 @@ export function spawnWorker(
   // No pid: the spawn failed, and its 'error' event (the caller's to report) follows.
   if (!child.pid) {
     if (earlier) putBack(dir, earlier);
-  } else if (mode !== 'verify') {
-    // Recorded before the worker runs, so a stop that comes right away can still find it.
+  } else {
+    // Recorded before the worker runs, so a stop that comes right away can still find it, and a resume or another
+    // verify waits for it (afterLastWorker).
     const fresh = readState(dir);
-    writeState(dir, { ...fresh, ...identityOf(child.pid) });
+    const identity = identityOf(child.pid);
+    writeState(dir, mode === 'verify' ? { ...fresh, verifier: identity } : { ...fresh, ...identity });
   }
   return child;
+}
+
+/** How long a resume or a verify of an ended run waits for the worker of its last attempt to exit. */
+const LAST_WORKER_WAIT_MS = 10_000;
+const LAST_WORKER_POLL_MS = 50;
+
+/**
+ * An ended run's state once the workers that may still write it have exited: its last attempt's and the last verify's
+ * (a resume and a verify start only then). A status ends before its worker does: its last write (worker.ts) puts back
+ * its own copy of state.json, over a resume's `queued` (whose worker then finds the run ended and runs nothing) or
+ * what a verify wrote. A resume of a run it would refuse anyway does not wait; a worker still there after the wait is
+ * refused as a conflict, by its pid.
+ */
+export async function afterLastWorker(dir: string, action: 'resume' | 'verify'): Promise<RunState> {
+  const until = Date.now() + LAST_WORKER_WAIT_MS;
+  for (;;) {
+    const state = readState(dir);
+    const resumable = state.status === 'stopped' || state.status === 'failed';
+    if (!TERMINAL.has(state.status) || (action === 'resume' && !resumable)) return state;
+    // state.json is only a claim: a pid there counts only while it is still a worker of this very run.
+    const owner = isWorkerOf(state.run);
+    const alive = [state, state.verifier ?? null].find((w) => w && workerAlive(w) && owner(w.pid!));
+    if (!alive) return state;
+    if (Date.now() >= until) {
+      throw new ConflictError(`Run ${state.run} is ${state.status} but its worker (pid ${alive.pid}) is still ` +
+        `finishing: ${action} it once that has exited`);
+    }
+    await sleep(LAST_WORKER_POLL_MS);
+  }
 }
 
 /**

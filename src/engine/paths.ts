@@ -10,6 +10,10 @@ export function runDir(repo: string, run: string): string {
 export function worktreeDir(repo: string, run: string): string {
   return join(repo, '.svc', 'worktrees', run);
 }
+/** The run's working tree: its worktree, else the project (what the worker works in, before it is made). */
+export function runTree(state: { worktree: boolean; repo_path: string; run: string }): string {
+  return state.worktree ? worktreeDir(state.repo_path, state.run) : state.repo_path;
+}
 export function statePath(dir: string): string {
   return join(dir, 'state.json');
 }

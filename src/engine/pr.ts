@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pushBranch, shownUrl, type PushTarget } from './git-push.ts';
 import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
-import { gitArgv, gitBaseEnv, gitExtraEnv } from './git.ts';
+import { gitArgv, gitBaseEnv, gitConfigEnv, gitExtraEnv } from './git.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError, UnavailableError } from '../errors.ts';
 import { isLoopbackHost } from '../http/guards.ts';
@@ -42,13 +42,8 @@ const GH_GIT_CONFIG: readonly (readonly [string, string])[] = [['core.hooksPath'
 
 /** gh keeps its own login under HOME, never svc's tokens; the git it runs reads no global config and runs no hook. */
 function ghEnv(env: NodeJS.ProcessEnv, ceiling?: string): ChildSpec {
-  const config: Record<string, string> = { GIT_CONFIG_COUNT: String(GH_GIT_CONFIG.length) };
   // From a scratch folder git finds no repository, even with a temp folder inside one.
-  if (ceiling) config.GIT_CEILING_DIRECTORIES = ceiling;
-  GH_GIT_CONFIG.forEach(([key, value], i) => {
-    config[`GIT_CONFIG_KEY_${i}`] = key;
-    config[`GIT_CONFIG_VALUE_${i}`] = value;
-  });
+  const config = { ...gitConfigEnv(GH_GIT_CONFIG), ...(ceiling ? { GIT_CEILING_DIRECTORIES: ceiling } : {}) };
   return { kind: 'tool', base: env, extra: gitExtraEnv(config) };
 }
 

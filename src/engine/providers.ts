@@ -182,17 +182,11 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
     usage(o) {
       if (!o.stats) return null;
       const stats = obj(o.stats);
-      let tin = figure(stats.inputTokens);
-      let tout = figure(stats.outputTokens);
-      for (const model of Object.values(obj(stats.models))) {
-        const t = obj(obj(model).tokens);
-        // A model entry without token counts reports nothing: the figure stays null rather than 0.
-        const prompt = figure(t.prompt);
-        const candidates = figure(t.candidates);
-        if (prompt !== null) tin = (tin ?? 0) + prompt;
-        if (candidates !== null) tout = (tout ?? 0) + candidates;
-      }
-      return { cost_usd: null, tokens_in: tin, tokens_out: tout };
+      const flat = { tokens_in: figure(stats.inputTokens), tokens_out: figure(stats.outputTokens) };
+      // A model entry without token counts reports nothing (addUsage): the figure stays null rather than 0.
+      return Object.values(obj(stats.models)).map((model) => obj(obj(model).tokens)).reduce<Usage>((total, t) =>
+        addUsage(total, { cost_usd: null, tokens_in: figure(t.prompt), tokens_out: figure(t.candidates) }),
+        { cost_usd: null, ...flat });
     },
     session: (o) => sighting(shaped(o.session_id, UUID), o.response),
     resume: (id) => [...GEMINI_ARGS, '--resume', id], sessionIdLast: true,

@@ -5,22 +5,24 @@ import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { errorMessage, FailedError, RefusedError } from '../errors.ts';
 import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
-import { cappedLimits, decideSettings, serverRefusal, trustNeeded } from './setting-authority.ts';
-import { resolveProvider, type ResolvedProvider } from './providers.ts';
+import {
+  cappedLimits, decideSettings, OPERATOR_FILES, serverRefusal, trustNeeded, TrustNeededError,
+} from './setting-authority.ts';
+import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { git } from './git.ts';
 import { openRunDir, withDir, writeJsonAtomic } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
-import { shownBy } from '../spawn/bwrap-argv.ts';
+import { shownBy, within } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { ignoredPolicyNote, resolveSandbox, startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import { isJsonObject } from '../untrusted.ts';
 import { settingChoice } from '../settings-registry.ts';
+import { providerHomeKey } from './sandbox.ts';
+import { isRoutedRepoName } from './repo-name.ts';
 
 /** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
-export class TrustNeededError extends RefusedError {}
-
 export interface RunPlan {
   /** The project's policy as it was when the run was made, its limits held within the operator's caps. */
   policy: Policy;
@@ -36,6 +38,11 @@ export interface RunPlan {
   /** Whose rule made it: a server's, or a person's at the CLI (whose trusted files may widen it). Absent in a plan an
    * older svc made: a person's. */
   authority?: 'server' | 'person';
+  /** A trigger-routed run's provider home key (sandbox.ts providerHomeKey: its served name's), for a built-in CLI: a
+   * resume, retry or verify, whoever asks for it (the Control Plane's launcher has no SVC_REPO_NAME), finds the
+   * session state the run's CLI kept there. Absent for any other run, and in a plan an older svc made: resolved from
+   * the worker's environment. */
+  provider_home?: string;
   /** A --pr run's origin, read before any agent ran (git-push.ts); null for a run that opens no pull request. */
   push_target: PushTarget | null;
   /** For the run's log: settings left out, limits lowered, a policy's sandbox opt-out ignored. */
@@ -77,6 +84,7 @@ export function planRun(req: {
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
     return {
       policy: { ...policy, limits: capped.limits }, provider, passed_env: decided.env, sandbox,
+      ...isRoutedRepoName(env) && provider.kind !== 'command' ? { provider_home: providerHomeKey(repo, env) } : {},
       authority: server ? 'server' : 'person',
       operator_allow: operator.network,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
@@ -178,6 +186,60 @@ export function planToReuse(dir: string, env: NodeJS.ProcessEnv): RunPlan {
     : 'neither SVC_SANDBOX=none nor the project\'s trusted policy.json says so now';
   throw new RefusedError(`Refusing to start: the earlier run's plan (${planPath(dir)}) runs the agent without a ` +
     `sandbox, and ${rule}; start a new run instead`);
+}
+
+/**
+ * Whether a plan's command provider is the operator's entry as it stands now: the same argv and writable folders as
+ * decideSettings resolves that entry to (a name alone is no proof: the operator may have defined it since).
+ */
+function operatorRunsIt(provider: ResolvedProvider, env: NodeJS.ProcessEnv, workdir: string): boolean {
+  const operator = loadOperatorConfig(env);
+  if (!Object.hasOwn(operator.providers, provider.name)) return false;
+  const pathDirs = (env.PATH ?? '').split(':').filter(isAbsolute);
+  const use = { server: true, trusted: false, home: env.HOME || homedir(), workdir, pathDirs };
+  try {
+    const now = resolveProvider(provider.name, decideSettings(null, operator, use).config, env);
+    return JSON.stringify([now.argv, now.writable]) === JSON.stringify([provider.argv, provider.writable ?? []]);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Refuses a server's resume or verify (SVC_ORIGIN names a server) of a plan a person made that runs their file's
+ * redefinition of a built-in: the built-in would be another agent mid-run. Asked before the run is queued again.
+ */
+export function refuseServersBuiltin(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string): void {
+  const { provider } = plan;
+  if (!startedByServer(env) || plan.authority === 'server' || provider.kind !== 'command') return;
+  if (!isBuiltin(provider.name) || operatorRunsIt(provider, env, workdir)) return;
+  throw new RefusedError(`Refusing to start: the run's plan runs .svc/config.json's "${provider.name}" in place of ` +
+    'the built-in, as a person trusted; a run a server starts never does: resume or verify it with svc start in ' +
+    'the project, or retry it (a new run, planned as the server plans one)');
+}
+
+/**
+ * The plan a server's start of an earlier run goes by (the Control Plane's resume and verify: SVC_ORIGIN names a
+ * server). A plan a person made holds what their trusted files allowed, which is theirs, as for a server's retry
+ * (planForRetry): the run goes on with what the server's rule gives a new run, each setting left out said through
+ * `note`: the operator's env names, the operator's provider as its entry stands now, and of any other provider the
+ * folders inside the run's tree `workdir`, its program file shown alone (refuseServersBuiltin refused earlier a
+ * redefined built-in).
+ */
+export function serverShare(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string, note: (text: string) => void) {
+  if (!startedByServer(env) || plan.authority === 'server') return plan;
+  const operator = loadOperatorConfig(env);
+  const leftOut = (what: string) => note(`Refused ${what}: a run a server starts again does not use what a person's ` +
+    'trusted files allowed (only the operator can grant it, in ' + OPERATOR_FILES + '); the run goes on without it');
+  const passed = plan.passed_env.filter((name) => operator.env.includes(name));
+  for (const name of plan.passed_env.filter((n) => !passed.includes(n))) leftOut(`env ${name}`);
+  const { provider } = plan;
+  if (provider.kind !== 'command' || operatorRunsIt(provider, env, workdir)) return { ...plan, passed_env: passed };
+  const writable = (provider.writable ?? []).filter((path) => within(path, workdir));
+  for (const path of (provider.writable ?? []).filter((p) => !writable.includes(p))) {
+    leftOut(`providers.${provider.name}.writable "${path}"`);
+  }
+  return { ...plan, passed_env: passed, provider: { ...provider, writable, showFolder: false } };
 }
 
 /**

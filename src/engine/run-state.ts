@@ -16,9 +16,10 @@ import { countOrNull, objOrNull, tryParseJson } from '../untrusted.ts';
 import { BadSettingError, errorMessage, RefusedError, SvcError, type SvcErrorCode } from '../errors.ts';
 import { ProviderMissingError } from './providers.ts';
 import { PolicyError } from './policy.ts';
-import { TrustNeededError } from './run-plan.ts';
+import { TrustNeededError } from './setting-authority.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
+import { orNull } from '../spawn/tree.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -59,6 +60,9 @@ export interface RunState extends Omit<RunJson, 'reported' | 'metered'> {
   /** The provider or check running now, in its own process group (null between steps); with its sandbox's namespace
    * init once bwrap reported it, which is in no group of svc's: a stop from outside the worker kills it by its own. */
   child: (ProcIdentity & { init?: NamespaceInit }) | null;
+  /** The identity of the last `svc start --verify` worker: the run's `pid` stays its last attempt's, yet a verify
+   * worker's last write too puts back its own copy of state.json (launch.ts afterLastWorker waits for both). */
+  verifier?: ProcIdentity | null;
   answers: string[];
   /** Branch the repo had checked out when the run was made (the PR base unless the policy names one). */
   base_branch: string | null;
@@ -185,7 +189,6 @@ export function openEventLog(
   };
 }
 
-/** One event, its log opened and closed around it. */
 export function appendEvent(dir: string, kind: string, data: Record<string, unknown>): void {
   const log = openEventLog(dir);
   try {
@@ -200,11 +203,7 @@ export function readState(dir: string): RunState {
 }
 
 export function tryReadState(dir: string): RunState | null {
-  try {
-    return readState(dir);
-  } catch {
-    return null;
-  }
+  return orNull(() => readState(dir));
 }
 
 export function writeState(dir: string, state: RunState): void {
@@ -311,17 +310,11 @@ export function trackedOrAll(repo: string, folder: string): Committed {
 export function localRuns(repo: string, { strict = false, only }: { strict?: boolean; only?: string } = {}): Found[] {
   const runs = openPlainPath(repo, ['.svc', 'runs']);
   if ('failed' in runs) return [];
-  let tracked: Committed;
+  const found: Found[] = [];
   try {
     // The check refuseTrackedRun makes, for `only` too: a pathspec of the run's own folder would miss a submodule
     // committed there.
-    tracked = strict ? trackedNames(repo, '.svc/runs') : trackedOrAll(repo, '.svc/runs');
-  } catch (err) {
-    runs.close();
-    throw err;
-  }
-  const found: Found[] = [];
-  try {
+    const tracked = strict ? trackedNames(repo, '.svc/runs') : trackedOrAll(repo, '.svc/runs');
     const names = only === undefined ? listPlain(runs).filter((e) => e.kind === 'dir').map((e) => e.name) : [only];
     for (const name of names) {
       if (!isValidSegment(name) || tracked(name)) continue;

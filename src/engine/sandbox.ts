@@ -25,6 +25,8 @@ export interface RunSandbox {
   gate: RunGate | null;
   /** Added to every provider's and check's environment: the plan's passed names, then the gate's variables. */
   env: Record<string, string>;
+  /** The key of the provider home the plan names (run-plan.ts `provider_home`); absent: from the worker's env. */
+  providerHome?: string;
 }
 
 export type ProtocolFiles = ReturnType<typeof protocolFiles>;
@@ -70,7 +72,8 @@ export function agentSandbox(
     // A command provider's folders as the settings rule allowed them; a built-in's come from its provider home.
     declared: provider?.kind === 'command' ? provider.writable ?? [] : [],
     providerHome: provider && provider.kind !== 'command' ? {
-      template: providerTemplate(ctx.env, home), repoHome: providerHomeDir(ctx.env, ctx.state.repo_path, provider),
+      template: providerTemplate(ctx.env, home),
+      repoHome: providerHomeDir(ctx.env, ctx.state.repo_path, provider, sandbox.providerHome),
       run: ctx.state.run, gateEnv: sandbox.gate?.env,
     } : null,
     // A check is the repository's program, like its command provider: an absolute one shows only its file, never the
@@ -103,7 +106,7 @@ function noteOnce(ctx: RunContext, text: string): void {
 export function releaseProviderHome(ctx: RunContext, sandbox: RunSandbox, provider: { kind: string }): void {
   if (sandbox.mode.kind === 'none' || provider.kind === 'command') return;
   try {
-    dropRunLayer(providerHomeDir(ctx.env, ctx.state.repo_path, provider), ctx.state.run);
+    dropRunLayer(providerHomeDir(ctx.env, ctx.state.repo_path, provider, sandbox.providerHome), ctx.state.run);
   } catch {
     // left for the run's next invocation to replace, or for the operator to remove with the home
   }
@@ -144,9 +147,16 @@ export function providerHomeKey(repoPath: string, env: NodeJS.ProcessEnv): strin
   return keyOf(basename(real), `path:${real}`);
 }
 
-/** `~/.svc/homes/<provider>/<key>`, for a built-in CLI by its name. */
-export function providerHomeDir(env: NodeJS.ProcessEnv, repoPath: string, provider: { kind: string }): string {
-  return join(svcHomeOf(env), 'homes', provider.kind, providerHomeKey(repoPath, env));
+/** `~/.svc/homes/<provider>/<key>`, for a built-in CLI by its name; `key` as the run's plan names it, if it does. */
+export function providerHomeDir(
+  env: NodeJS.ProcessEnv, repoPath: string, provider: { kind: string }, key = providerHomeKey(repoPath, env),
+): string {
+  return join(svcHomeOf(env), 'homes', provider.kind, key);
+}
+
+/** A plan's provider home key as providerHomeKey makes them (one path segment), else none: resolve it again. */
+export function plannedHomeKey(key: unknown): string | undefined {
+  return typeof key === 'string' && /^[a-z0-9_][a-z0-9._-]{0,99}$/.test(key) ? key : undefined;
 }
 
 /** The operator's template for what the CLIs obey: ~/.svc/provider-template when it is a folder, else HOME itself. */

@@ -5,6 +5,10 @@ import { neverWritable } from '../spawn/never-writable.ts';
 import type { EngineConfig, OperatorConfig, ProviderEntry } from './config.ts';
 import type { RunLimits } from './policy.ts';
 import { isBuiltin } from './providers.ts';
+import { RefusedError } from '../errors.ts';
+
+/** A repository's file asks for more than svc gives without the person's trust (`svc trust`). */
+export class TrustNeededError extends RefusedError {}
 
 interface SettingRule {
   file: 'policy.json' | 'config.json' | 'operator.json';

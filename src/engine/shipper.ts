@@ -5,9 +5,9 @@ import { basename, dirname, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
-import type { IngestResult } from '../client/types.ts';
-import { discoverControlUrl } from './control-url.ts';
+import { createControlClient, ControlApiError } from '../client/client.ts';
+import type { IngestBatch, IngestResult } from '../client/types.ts';
+import { discoverControlUrl, liveRecordUrl, type FoundControl } from './control-url.ts';
 import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment, RUN_KEY } from './ids.ts';
 import { RUN_KEY_FILE, runDir } from './paths.ts';
@@ -21,7 +21,8 @@ import {
   readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
-import { tryParseJson } from '../untrusted.ts';
+import { isJsonObject, list, obj, tryParseJson, type Obj } from '../untrusted.ts';
+import { eventRefusal, isArtifactPath } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
 
 const EVENTS_PER_BATCH = 500;
@@ -126,18 +127,58 @@ function sameMachine(url: string): boolean {
   return isLoopbackHost(URL.parse(url)?.hostname ?? '');
 }
 
-/** SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (this machine's, never for a remote `url`), SVC_CONTROL_TOKEN. */
-export function readControlToken(env: NodeJS.ProcessEnv, url: string): string | undefined {
-  const home = sameMachine(url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
+/** How the Control Plane was found (control-url.ts), or `--url` a person gave. */
+export interface ControlFound {
+  url: string;
+  via: FoundControl['via'] | '--url';
+}
+
+/**
+ * Whether ~/.svc/control/token, this machine's own Control Plane's, may go to `found`: a loopback address the person
+ * named (SVC_CONTROL_URL, SVC_CONTROL_PORT, --url) or a live server.json records. Never the default port's fallback,
+ * taken when no Control Plane is known to run: on a shared host anyone may listen there while the user's is down.
+ */
+function homeTokenGoes(env: NodeJS.ProcessEnv, found: ControlFound): boolean {
+  if (!sameMachine(found.url)) return false;
+  return found.via !== 'default' || Boolean(env.SVC_CONTROL_PORT?.trim());
+}
+
+let withheldSaid = false;
+
+/** Said once a process (stderr: the terminal, or the worker's log) when the home token is not sent to `url`. */
+function sayWithheld(url: string): void {
+  if (withheldSaid) return;
+  withheldSaid = true;
+  process.stderr.write(`svc: ~/.svc/control/token is not sent to ${url}: no Control Plane is known to run there (no ` +
+    'live ~/.svc/control/server.json), and while yours is down another user may listen on its port; if yours ' +
+    `listens there, set SVC_CONTROL_URL=${url}\n`);
+}
+
+/**
+ * SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (where homeTokenGoes says), SVC_CONTROL_TOKEN; `home` when the
+ * token is the home file's, which a long-lived shipper sends to a server.json's URL only while that record is live.
+ */
+function controlToken(env: NodeJS.ProcessEnv, found: ControlFound): { token: string | undefined; home: boolean } {
+  const home = sameMachine(found.url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
+  let withheld = false;
   for (const file of [env.SVC_CONTROL_TOKEN_FILE, home]) {
     try {
       const token = file ? readFileSync(file, 'utf8').trim() : '';
-      if (token) return token;
+      if (!token) continue;
+      // A file SVC_CONTROL_TOKEN_FILE names goes where it is named, even when it is the home file.
+      if (file === env.SVC_CONTROL_TOKEN_FILE) return { token, home: false };
+      if (homeTokenGoes(env, found)) return { token, home: true };
+      withheld = true;
     } catch {
       // missing: the next source
     }
   }
-  return env.SVC_CONTROL_TOKEN || undefined;
+  if (withheld && !env.SVC_CONTROL_TOKEN) sayWithheld(found.url);
+  return { token: env.SVC_CONTROL_TOKEN || undefined, home: false };
+}
+
+export function readControlToken(env: NodeJS.ProcessEnv, found: ControlFound): string | undefined {
+  return controlToken(env, found).token;
 }
 
 /** The key the run's worker made (run-state.ts makeRunKey); null for a run from before keys. */
@@ -190,13 +231,40 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
   return { state, lines, artifacts, next: { events_offset: next, artifacts: sent }, more };
 }
 
+/**
+ * A line of events.jsonl as its run's batch carries it, or nothing: a blank line, or one ingest would refuse (not JSON,
+ * or refused by eventRefusal), is left out, the first such said once, rather than get the whole batch refused (and
+ * every later one: a pod's signer ships the lines the run container's side wrote, its receipt and status after them).
+ */
+function shippableEvent(line: string, state: RunState, now: number, skip: SkipReport): Obj[] {
+  if (line.trim() === '') return [];
+  const parsed = tryParseJson(line);
+  const event = isJsonObject(parsed) ? { ...parsed, run: state.run } : null;
+  const why = event === null ? 'not a JSON object' : eventRefusal(event, state.source, now);
+  if (event !== null && why === null) return [event];
+  skip('events.jsonl lines ingest refuses', `(left out; the first: ${why})`);
+  return [];
+}
+
+/** An artifact as its run's batch carries it, or nothing: one whose name ingest refuses is left out (said once), as
+ * a bad event line is, rather than get every batch refused (an agent names the files it leaves). */
+function shippableArtifact(
+  rel: string, content: Buffer, state: RunState, skip: SkipReport,
+): NonNullable<IngestBatch['artifacts']> {
+  if (!isArtifactPath(rel)) {
+    skip(`artifacts/${rel}`, 'left out: ingest takes only a name relative with no "..", NUL or backslash');
+    return [];
+  }
+  const type = contentTypeOf(rel) ?? OCTET_STREAM;
+  return [{ run: state.run, path: rel, content_type: type, content_base64: content.toString('base64') }];
+}
+
 /** The Control Plane a runner ships to, its token for it, and a client with both (a pod's seal step uses it too). */
-export function shipperClient(
-  env: NodeJS.ProcessEnv,
-): { url: string; token: string | undefined; client: ControlClient } {
-  const { url } = discoverControlUrl(env);
-  const token = readControlToken(env, url);
-  return { url, token, client: createControlClient({ url, ...(token ? { token } : {}), timeoutMs: 10_000 }) };
+export function shipperClient(env: NodeJS.ProcessEnv) {
+  const found = discoverControlUrl(env);
+  const { token, home } = controlToken(env, found);
+  const client = createControlClient({ url: found.url, ...(token ? { token } : {}), timeoutMs: 10_000 });
+  return { ...found, token, home, client };
 }
 
 /** What a batch answered `deleted` for `run` is to its worker (run-context.ts): a pod's run stops. */
@@ -204,10 +272,33 @@ export function deletedRun(run: string): ControlItem {
   return { run, action: 'deleted' };
 }
 
+/**
+ * What the Control Plane's answer to a batch for `run` asks of its runner, read as untrusted (src/untrusted.ts): the
+ * `control` requests that name a run and an action, and whether `deleted` lists `run` (a list only when it is one: a
+ * text holding the run's id is no deletion of it).
+ */
+export function readIngestAnswer(result: unknown, run: string): { control: ControlItem[]; deleted: boolean } {
+  const answer = obj(result);
+  const control = list(answer.control).flatMap((item) => {
+    const request = obj(item);
+    const named = typeof request.run === 'string' && typeof request.action === 'string';
+    return named ? [request as ControlItem] : [];
+  });
+  return { control, deleted: list(answer.deleted).includes(run) };
+}
+
 export function createShipper(
   dir: string, env: NodeJS.ProcessEnv, onControl?: (item: ControlItem) => void, onSkip?: SkipReport,
 ) {
-  const { url, token, client } = shipperClient(env);
+  const { url, via, token, home, client } = shipperClient(env);
+  const bare = home ? createControlClient({ url, timeoutMs: 10_000 }) : client;
+  /** Asked before each flush: the home token goes to a server.json's URL only while that server runs (one read). */
+  const senderNow = () => {
+    if (!home || via !== 'server.json' || liveRecordUrl(env) === url) return client;
+    sayWithheld(url);
+    return bare;
+  };
+  let sentToken = token !== undefined;
   const reported = new Set<string>();
   const skip: SkipReport = (entry, reason) => {
     if (reported.has(entry)) return;
@@ -233,30 +324,27 @@ export function createShipper(
     }
     if (!read) return false;
     const state = read.state as unknown as RunState;
+    const now = Date.now();
     const { source: _source, ...json } = toRunJson(state);
     // The key binds the run to this folder's runners (src/control/ingest-apply.ts); a run from before keys has none.
     const run = key === null ? json : { ...json, run_key: key };
-    const result = await client.ingest({
+    const sender = senderNow();
+    sentToken = sender === client && token !== undefined;
+    const result = await sender.ingest({
       source: state.source,
       // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
       // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
       runs: [sameMachine(url) ? { ...run, repo_path: state.repo_path } : run],
-      // A line that is not JSON is skipped rather than blocking every later event.
-      events: read.lines.flatMap((line) => {
-        const event = tryParseJson(line);
-        return event === undefined ? [] : [{ ...(event as object), run: state.run }];
-      }) as never,
-      artifacts: read.artifacts.map(({ rel, content }) => ({
-        run: state.run, path: rel, content_type: contentTypeOf(rel) ?? OCTET_STREAM,
-        content_base64: content.toString('base64'),
-      })),
+      events: read.lines.flatMap((line) => shippableEvent(line, state, now, skip)) as never,
+      artifacts: read.artifacts.flatMap(({ rel, content }) => shippableArtifact(rel, content, state, skip)),
     }).catch((err: unknown) => {
       throw err instanceof ControlApiError ? err : new SendError(errorMessage(err), { cause: err });
     });
     writeJsonAtomic(join(dir, 'ship.json'), read.next);
-    for (const item of result.control ?? []) onControl?.(item);
+    const answer = readIngestAnswer(result, state.run);
+    for (const item of answer.control) onControl?.(item);
     // Deleted on the Control Plane, the run's later batches would be dropped there too: none is sent.
-    if (result.deleted?.includes(state.run)) {
+    if (answer.deleted) {
       deleted = true;
       onControl?.(deletedRun(state.run));
     }
@@ -273,7 +361,7 @@ export function createShipper(
         for (let i = 0; i < 1000 && more; i++) more = await flushOnce();
         return null;
       } catch (err) {
-        return { why: flushFailure(err, url, token !== undefined), everyRun: failsEveryRun(err) };
+        return { why: flushFailure(err, url, sentToken), everyRun: failsEveryRun(err) };
       }
     },
   };

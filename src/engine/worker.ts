@@ -2,18 +2,16 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { endChildOnExit, openRunContext, type RunContext } from './run-context.ts';
-import { operatorAllowNow, readPlan, writePlan, type RunPlan } from './run-plan.ts';
+import { operatorAllowNow, readPlan, serverShare, writePlan, type RunPlan } from './run-plan.ts';
 import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
-import { finish, reverify } from './finish-phase.ts';
 import { failureOf, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
-import { worktreeDir } from './paths.ts';
+import { runTree, worktreeDir } from './paths.ts';
 import { plainEngineFolder } from './safe-fs.ts';
-import type { RunSandbox } from './sandbox.ts';
-import { prepareMemoryCgroup } from '../spawn/memory-cgroup.ts';
+import { plannedHomeKey, type RunSandbox } from './sandbox.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { openRunGate } from './egress.ts';
 import { POLL_MS } from './budget-pause.ts';
@@ -40,17 +38,40 @@ function prepareWorkdir(ctx: RunContext): void {
 const RESUMED_NOTE =
   'This run was resumed: your earlier changes are already in the working tree. Continue the task from there.';
 
+let finishPhase: Promise<typeof import('./finish-phase.ts')> | null = null;
+
+/**
+ * The finish phase's modules (~5 ms of CPU), loaded once per worker, kept off the way to the agent (docs/bench.md):
+ * first asked for in the turn after the agent's spawn, or before the automatic retry's wait. A svc installed between
+ * the worker's start and then (its gate's start, its `git worktree add`) is what it loads. A failed load is the run's
+ * failure where the finish needs it: after the agent ran.
+ */
+function loadFinish(): Promise<typeof import('./finish-phase.ts')> {
+  if (finishPhase) return finishPhase;
+  finishPhase = import('./finish-phase.ts').catch((err: unknown) => {
+    const message = `svc could not load its finish phase: ${errorMessage(err)}`;
+    throw new InfraError(message, { beforeAgent: false, cause: err });
+  });
+  // Unhandled until the finish asks for it, which a stopped run never does.
+  finishPhase.catch(() => {});
+  return finishPhase;
+}
+
 /** The provider and the finish (start, resume), or the checks again (verify), in the plan's sandbox. */
 async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
   const sandbox = await inSpan('svc.sandbox', { 'svc.sandbox': plan.sandbox.kind },
     () => openSandbox(ctx, plan, mode));
   try {
-    if (mode === 'verify') return await reverify(ctx, plan, sandbox);
+    if (mode === 'verify') return await (await loadFinish()).reverify(ctx, plan, sandbox);
     prepareWorkdir(ctx);
     const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
     const notes = mode === 'resume' ? [RESUMED_NOTE] : [];
+    // runProvider runs up to the agent's spawn at once: the finish phase loads in the turn after it, while the agent
+    // works, not at the run's end.
+    setImmediate(loadFinish);
     const outcome = await runProvider(ctx, plan, spec, { notes, sandbox });
     if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
+    const { finish } = await loadFinish();
     await finish(ctx, plan, sandbox, outcome);
   } finally {
     await sandbox.gate?.close();
@@ -64,14 +85,12 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
   const warning = unsandboxedWarning(mode);
   if (warning) ctx.note(warning);
   if (mode.kind === 'none') return { mode, gate: null, env: passed };
-  // The first sandbox's memory cgroup is made while the gate and the worktree are prepared (memory-cgroup.ts).
-  prepareMemoryCgroup(plan.policy.limits.memory_mb * 1024 * 1024);
   const allow = operatorAllowNow(plan, ctx.env, (text) => ctx.note(text));
   const gate = await openRunGate(ctx, plan.policy, allow, worker !== 'start').catch((err: unknown) => {
     const message = `the run's egress gate did not start: ${errorMessage(err)}`;
     throw new InfraError(message, { beforeAgent: true, cause: err });
   });
-  return { mode, gate, env: { ...passed, ...gate.env } };
+  return { mode, gate, env: { ...passed, ...gate.env }, providerHome: plannedHomeKey(plan.provider_home) };
 }
 
 /** The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran starts the run
@@ -84,6 +103,8 @@ async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMod
     if (!(err instanceof InfraError) || !err.beforeAgent || mode === 'verify' || retried >= 1) throw err;
     ctx.update({ infra_retries: retried + 1 });
     ctx.note(`retried automatically after ${err.message}`, { retry: 'automatic', after: failureOf(err) });
+    // Loaded now, not after a wait of up to SVC_INFRA_RETRY_WAIT_S in which a newer svc may be installed.
+    void loadFinish();
     const until = Date.now() + settingInt(ctx.env, 'SVC_INFRA_RETRY_WAIT_S') * 1000;
     while (Date.now() < until && !ctx.stopRequested()) await sleep(Math.min(POLL_MS, until - Date.now()));
     if (ctx.stopRequested()) return;
@@ -134,12 +155,16 @@ export async function executeRun(
   let plan: RunPlan | null = null;
   try {
     plan = readPlan(dir);
+    const used = serverShare(plan, env, runTree(ctx.state), (text) => ctx.note(text));
     if (mode !== 'verify') {
       // A resume's `running` says so, as its launcher's `queued` did: the time to an agent is a new run's only.
       const marks = mode === 'resume' ? { resumed: true } : {};
       ctx.setStatus('running', { ...identityOf(process.pid), ended_at: null, error: null, failure: null }, marks);
+    } else {
+      // As its launcher recorded it: a copy of state.json read before that write must not clear it (afterLastWorker).
+      ctx.update({ verifier: identityOf(process.pid) });
     }
-    await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, plan!, mode));
+    await withSpan(tracer, runSpan.context, () => workRetryingInfra(ctx, used, mode));
     const stoppedBy = ctx.stoppedBy();
     if (stoppedBy !== null && !TERMINAL.has(ctx.state.status)) {
       const failure = runFailure('stopped', `stopped by ${stoppedBy}`);

@@ -92,7 +92,6 @@ interface Plan {
   model: string | null;
   /** The path as the model API reads it (model-apis.ts modelPath), in the model mode: it picks the usage reader. */
   endpoint: string;
-  /** Whether the response's usage is metered. */
   metered: boolean;
   /** A metered call that generates output (model-apis.ts generationEndpoint): one cut short counts at its bounds. */
   generation: boolean;
@@ -165,10 +164,12 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
   const base = arrivingRecord('traces', asker, { method: req.method ?? null });
   const done = (status: number, reason: string | null, extra: Partial<EgressRecord> = {}): void =>
     ctx.record({ ...base, ...extra, status, reason }, asker);
-  const deny = (status: number, reason: string, headers: Record<string, string> = {}): void => {
+  const deny = (
+    status: number, reason: string, headers: Record<string, string> = {}, extra: Partial<EgressRecord> = {},
+  ): void => {
     req.resume();
     refuse(res, status, reason, headers);
-    done(status, reason);
+    done(status, reason, extra);
   };
   const { who } = asker;
   const own = parseTraceparent(who?.trace);
@@ -212,10 +213,7 @@ async function relayTraces(ctx: GateContext, asker: Asker, req: IncomingMessage,
   if (share.spans + relayed.spans > RELAY.spans) return deny(413, RELAY_SPENT);
   share.spans += relayed.spans;
   const sent = { decision: 'allowed' as const, bytesUp: Buffer.byteLength(relayed.body) };
-  if (!await tracer.forward(relayed.body)) {
-    refuse(res, 502, 'the collector did not take them');
-    return done(502, 'the collector did not take them', sent);
-  }
+  if (!await tracer.forward(relayed.body)) return deny(502, 'the collector did not take them', {}, sent);
   res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
   done(200, null, sent);
 }

@@ -5,7 +5,7 @@ import type { Transform } from 'node:stream';
 import { constants, createBrotliDecompress, createGunzip, createInflate, createZstdDecompress } from 'node:zlib';
 import type { Zlib } from 'node:zlib';
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
-import { callCost, costAt, highestPrice, priceOf, type PriceTable } from './prices.ts';
+import { callCost, costAt, highestPrice, type PriceTable } from './prices.ts';
 import type { CallTokens, MeteredCall } from './evidence.ts';
 import { JsonPicker } from './json-picker.ts';
 
@@ -94,19 +94,14 @@ function readTokens(family: Family, u: Record<string, unknown>, bad: string[]): 
   }
   // OpenAI and Gemini count cached input inside the input. Chat completions say prompt/completion, responses say
   // input/output; Gemini bills thinking as output.
-  let cached: number;
-  let input: number;
-  let output: number;
-  if (family === 'openai') {
-    const chat = (u.prompt_tokens ?? null) !== null || (u.completion_tokens ?? null) !== null;
-    cached = count(obj(u[chat ? 'prompt_tokens_details' : 'input_tokens_details']), 'cached_tokens', bad);
-    input = count(u, chat ? 'prompt_tokens' : 'input_tokens', bad);
-    output = count(u, chat ? 'completion_tokens' : 'output_tokens', bad);
-  } else {
-    cached = count(u, 'cachedContentTokenCount', bad);
-    input = count(u, 'promptTokenCount', bad);
-    output = count(u, 'candidatesTokenCount', bad) + count(u, 'thoughtsTokenCount', bad);
-  }
+  const chat = (u.prompt_tokens ?? null) !== null || (u.completion_tokens ?? null) !== null;
+  const [cached, input, output] = family === 'openai' ? [
+    count(obj(u[chat ? 'prompt_tokens_details' : 'input_tokens_details']), 'cached_tokens', bad),
+    count(u, chat ? 'prompt_tokens' : 'input_tokens', bad), count(u, chat ? 'completion_tokens' : 'output_tokens', bad),
+  ] : [
+    count(u, 'cachedContentTokenCount', bad), count(u, 'promptTokenCount', bad),
+    count(u, 'candidatesTokenCount', bad) + count(u, 'thoughtsTokenCount', bad),
+  ];
   return { tokens_in: Math.max(0, input - cached), cache_read: Math.min(cached, input), tokens_out: output };
 }
 
@@ -361,8 +356,7 @@ function boundedCall(
     cache_read: read?.cache_read ?? 0, cache_write: read?.cache_write ?? 0,
     ...(read?.cache_write_1h !== undefined ? { cache_write_1h: read.cache_write_1h } : {}),
   };
-  const price = counted.model === null ? highestPrice(prices) : priceOf(prices, counted.model);
-  const usd = price ? costAt(price, counted) : null;
+  const usd = counted.model === null ? costAt(highestPrice(prices), counted) : callCost(prices, counted);
   const doubt = asked.doubt ?? (asked.offered === undefined || !unseen ? undefined
     : `it offered a per-use server tool (${asked.offered}) and its response was not read whole`);
   return { ...counted, usd, unknown, ...(doubt !== undefined ? { doubt } : {}) };

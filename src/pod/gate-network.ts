@@ -1,7 +1,7 @@
 // A pod's receipt network section from the shared gate itself (docs/gate.md "svc gate serve"), asked for once the run
 // container has ended: the run container's files have no say in it.
 import { readEgressRecord, type EgressDenial, type EgressHost, type EgressRecord } from '../gate/evidence.ts';
-import { countOrNull, figure, obj, str, tryParseJson } from '../untrusted.ts';
+import { countOrNull, figure, list, obj, str, tryParseJson } from '../untrusted.ts';
 import { UnavailableError, errorMessage } from '../errors.ts';
 import { confinedNetwork, UNCONFINED, type ReceiptNetwork } from '../engine/receipt.ts';
 import { readMetered, type MeteredCost } from '../run-json.ts';
@@ -35,8 +35,7 @@ function getJson(url: string): Promise<{ status: number; body: unknown }> {
   });
 }
 
-const arr = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
-const strings = (value: unknown): string[] => arr(value).map(str).filter((s): s is string => s !== null);
+const strings = (value: unknown): string[] => list(value).map(str).filter((s): s is string => s !== null);
 const count = (value: unknown): number => countOrNull(value) ?? 0;
 
 function readHost(value: unknown): EgressHost {
@@ -105,10 +104,10 @@ export async function podGateNetwork(
   const policy = obj(answer.policy);
   const network = confinedNetwork({ allow: strings(policy.allow), deny: strings(policy.deny) }, {
     connections: count(answer.connections), denied: count(answer.denied),
-    hosts: arr(answer.hosts).map(readHost), denials: arr(answer.denials).map(readDenial),
+    hosts: list(answer.hosts).map(readHost), denials: list(answer.denials).map(readDenial),
   });
   return {
-    network, records: arr(answer.records).map(readEgressRecord), problem: null, gaps,
+    network, records: list(answer.records).map(readEgressRecord), problem: null, gaps,
     metered: readMetered(answer.metered), maxUsd: figure(answer.max_usd),
   };
 }

@@ -9,12 +9,12 @@ import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { handedRunKey, newRunKey, RUN_KEY } from '../engine/ids.ts';
 import { RUN_KEY_FILE } from '../engine/paths.ts';
-import { deletedRun, shipperClient, type ControlItem } from '../engine/shipper.ts';
+import { deletedRun, readIngestAnswer, shipperClient, type ControlItem } from '../engine/shipper.ts';
 import { settingOr } from '../settings-registry.ts';
 import { headAndBranch } from '../engine/git.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
-import { countOrNull, obj, str, tryParseJson } from '../untrusted.ts';
+import { countOrNull, list, obj, str, tryParseJson } from '../untrusted.ts';
 
 export interface Seal {
   base_sha: string;
@@ -75,15 +75,15 @@ async function storeSealedRun(
     return { unstored: errorMessage(err), control: [], stopAsked: false, lastSeq: 0 };
   }
   // The answer is read as untrusted (src/untrusted.ts): a list only when it is one.
-  const listed = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
-  if (needBound && listed(result.unbound).includes(run)) {
+  if (needBound && list(result.unbound).includes(run)) {
     throw new FailedError(`Run ${source}/${run} was stored without a key before the seal step: any sender of the ` +
       'source can write it');
   }
-  const deleted = listed(result.deleted).includes(run) ? [deletedRun(run)] : [];
-  const stopAsked = listed(result.stop_asked).includes(run);
-  const lastSeq = countOrNull(listed(result.last_seq).map(obj).find((r) => r.run === run)?.seq) ?? 0;
-  return { unstored: null, control: [...(result.control ?? []), ...deleted], stopAsked, lastSeq };
+  const answer = readIngestAnswer(result, run);
+  const deleted = answer.deleted ? [deletedRun(run)] : [];
+  const stopAsked = list(result.stop_asked).includes(run);
+  const lastSeq = countOrNull(list(result.last_seq).map(obj).find((r) => r.run === run)?.seq) ?? 0;
+  return { unstored: null, control: [...answer.control, ...deleted], stopAsked, lastSeq };
 }
 
 /** The pauses between the tries to store a run: about 4 s in all before the pod fails. */

@@ -1,6 +1,7 @@
 // `svc pod sign` (docs/deploy.md "Receipts from pods"): the only container that mounts the signing key. It runs no code
 // of the repository or the run, and takes from the run container's files only what it labels "reported".
 import { runFailure } from '../run-json.ts';
+import { orNull } from '../spawn/tree.ts';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { dirname, join } from 'node:path';
@@ -21,7 +22,7 @@ import type { PushTarget } from '../engine/git-push.ts';
 import type { Policy } from '../engine/policy.ts';
 import { readSeal, readSealedRunKey, storeRun, type Seal } from './seal.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
-import { repoSlug, type DiffResult } from '../engine/git.ts';
+import { emptyDiff, repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
 import { runSpent } from '../gate/budgets.ts';
@@ -34,7 +35,6 @@ export interface SignOptions {
   /** The shared workspace (read-only here). */
   workspace: string;
   sealedDir: string;
-  /** Whether the pod spec asked for a pull request. */
   pr: boolean;
   env: NodeJS.ProcessEnv;
   say: (text: string) => void;
@@ -76,14 +76,6 @@ function strOr(value: unknown, fallback: string): string {
   return typeof value === 'string' && value ? value.slice(0, 500) : fallback;
 }
 
-function sha256Of(path: string): string {
-  try {
-    return createHash('sha256').update(readFileSync(path)).digest('hex');
-  } catch {
-    return '';
-  }
-}
-
 /** `head` and `diff` are null when the signer could not establish them (a not_verified receipt). */
 function receiptBody(
   ctx: RunContext, opts: Signing, seal: Seal, diff: DiffResult | null, head: string | null, checks: ReportedCheck[],
@@ -91,6 +83,7 @@ function receiptBody(
 ): ReceiptBody {
   const s = ctx.state;
   const issued = new Date().toISOString();
+  const spec = orNull(() => readFileSync(join(ctx.dir, 'spec.md')));
   // Only with a gate are the network and `metered` the gate's own; without, state.json's is the run container's.
   const metered = network !== null && typeof s.metered?.cost_usd === 'number';
   const verified = [...VERIFIED, ...(network ? ['network'] : []), ...(metered ? ['cost'] : [])];
@@ -99,7 +92,8 @@ function receiptBody(
     type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: strOr(s.group_id, opts.run),
     repo: (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(s.repo, 'workspace'),
     branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
-    spec_sha256: sha256Of(join(ctx.dir, 'spec.md')), provider: strOr(s.provider, 'unknown'),
+    spec_sha256: spec === null ? '' : createHash('sha256').update(spec).digest('hex'),
+    provider: strOr(s.provider, 'unknown'),
     checks, diff: receiptDiff(diff ?? { files: [], insertions: 0, deletions: 0, patch_sha256: '' }),
     // With a gate: its metered figures (signerCost), the run container's report beside them.
     cost: network ? receiptCost(s)
@@ -112,17 +106,14 @@ function receiptBody(
   };
 }
 
-/** The run's cost as the signer states it: the run container's figures kept as reported, `metered` only the gate's
- * (null: nothing metered yet, while the signer judges). */
+/** The run's cost as the signer states it: the run container's figures kept as reported (the `reported` of the
+ * state.json it wrote, or the figures of one without it), `metered` only the gate's (null: nothing metered yet, while
+ * the signer judges). */
 function signerCost(s: RunState, metered: MeteredCost | null) {
-  const cleared = { ...s, reported: null, metered: null };
-  return withCost(cleared, { reported: reportedFigures(s), ...(metered ? { metered } : {}) });
-}
-
-/** The run container's cost figures in a state.json it wrote: its `reported`, or the figures of one without it. */
-function reportedFigures(s: RunState): CostFigures {
   const said = s.reported === undefined ? s : obj(s.reported);
-  return { cost_usd: figure(said.cost_usd), tokens_in: figure(said.tokens_in), tokens_out: figure(said.tokens_out) };
+  const { cost_usd, tokens_in, tokens_out } = said;
+  const reported = { cost_usd: figure(cost_usd), tokens_in: figure(tokens_in), tokens_out: figure(tokens_out) };
+  return withCost({ ...s, reported: null, metered: null }, { reported, ...(metered ? { metered } : {}) });
 }
 
 /** The run's stop at the max_usd the gate held it to: a pod's budget is not raised (docs/gate.md "Budgets"). It is
@@ -273,10 +264,6 @@ const MAX_DEPTH = 8;
 const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md'];
 /** Artifacts only the signer establishes: the agent's are never copied (the signer writes its own, or none). */
 const SIGNER_ARTIFACTS = new Set(['receipt.json', 'diff.patch', 'diffstat.json']);
-/** The run's diff until the signer establishes one from the commits it checked. */
-const NO_DIFF: DiffResult = {
-  files: [], insertions: 0, deletions: 0, patch: '', patch_sha256: createHash('sha256').update('').digest('hex'),
-};
 
 /**
  * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
@@ -322,7 +309,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   const dir = runDir(work, opts.run);
   const key = readSealedRunKey(opts.sealedDir);
   // The run moves onto the sealed key first, in a batch of the signer's own: a batch carrying the run folder's events
-  // and artifacts, which the agent wrote, can be refused whole for one bad event (ingest-validate.ts), and would leave
+  // and artifacts, which the agent wrote, can be refused whole for one bad event (engine/run-event.ts), and would leave
   // the run bound to the handed key, which the agent can read. The move also replaces the row the handed key stored
   // (the agent's claims), so a gone Job's outcome is read only from what this signer shipped. A refusal fails it, and
   // so does no answer after a few tries: the stops it takes come nowhere else.
@@ -370,7 +357,7 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
     // Replaced on the Control Plane whatever ends the run: the diff.patch and diffstat.json the run container shipped
     // under its handed key are the agent's, and review risk and get_run_diff read them as the run's. signReceipt
     // writes the diff of the commits it checked over this; a stop, a refusal or unverified commits leave it empty.
-    saveDiff(ctx, NO_DIFF);
+    saveDiff(ctx, emptyDiff());
     // A stop asked before: taken by the run container's worker (a run stopped before its checks leaves no evidence,
     // src/engine/worker.ts), or by a move whose answer was lost; the Control Plane says so (ingest's stop_asked).
     if (moved.stopAsked) ctx.requestStop('a stop request through the Control Plane');

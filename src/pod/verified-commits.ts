@@ -5,7 +5,7 @@
 import { RefusedError, errorMessage } from '../errors.ts';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve, sep } from 'node:path';
-import { git, diffCommits, hostGit, type DiffResult, type GitRun } from '../engine/git.ts';
+import { git, diffCommits, hostGit, specialKind, type DiffResult, type GitRun } from '../engine/git.ts';
 import { parsePolicy, DEFAULT_POLICY, PolicyError, type Policy } from '../engine/policy.ts';
 import { COMMIT_ID } from './seal.ts';
 import { tryParseJson } from '../untrusted.ts';
@@ -27,14 +27,6 @@ export function signerGit(timeoutMs = 5 * 60_000): GitRun {
 /** git reads object folders of alternates that name alternates, five deep (git's own limit). */
 const ALTERNATE_DEPTH = 5;
 
-function kindProblem(path: string): string | null {
-  const st = lstatSync(path, { throwIfNoEntry: false });
-  if (!st || st.isFile() || st.isDirectory()) return null;
-  const kind = st.isFIFO() ? 'a FIFO' : st.isSymbolicLink() ? 'a symbolic link' : st.isSocket() ? 'a socket'
-    : st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : 'not a regular file';
-  return `${path} is ${kind}`;
-}
-
 /**
  * Refuses, before any git runs, an object folder (or an alternate it names, which must be inside the workspace)
  * holding anything but regular files and folders: a FIFO blocks the git that opens it, a device never ends.
@@ -46,8 +38,8 @@ function refuseSpecialFiles(objects: string, root: string, depth = 0): void {
     const dir = pending.pop()!;
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
-      const problem = kindProblem(path);
-      if (problem) throw new UnverifiableError(`The workspace's git objects hold a special file: ${problem}`);
+      const kind = specialKind(path, false);
+      if (kind) throw new UnverifiableError(`The workspace's git objects hold a special file: ${path} is ${kind}`);
       if (entry.isDirectory()) pending.push(path);
     }
   }

@@ -3,12 +3,11 @@
 import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
-import { startChild } from './start.ts';
 import { orNull, readOrNull, unescapeMount } from './tree.ts';
 
 type MemoryCgroupSupport = { version: 'v1' | 'v2'; parent: string } | { version: null; reason: string };
 
-export type MemoryCgroup = NonNullable<ReturnType<typeof makeMemoryCgroup>>;
+export type MemoryCgroup = NonNullable<ReturnType<typeof openMemoryCgroup>>;
 
 const PREFIX = 'svc-';
 
@@ -106,34 +105,8 @@ function removeSoon(path: string, tries: number): void {
   }
 }
 
-let prepared: { bytes: number; cgroup: MemoryCgroup } | null = null;
-
-/**
- * Makes the next sandbox's cgroup (for openMemoryCgroup of the same size) now, and lets a throwaway process join it:
- * the first entry into a fresh v1 group waits ~10 ms in the kernel, which then passes while the worker prepares.
- */
-export function prepareMemoryCgroup(bytes: number): void {
-  if (prepared) return;
-  const cgroup = makeMemoryCgroup(bytes);
-  if (!cgroup) return;
-  prepared = { bytes, cgroup };
-  const join = ['/bin/sh', '-c', 'echo $$ > "$1"', 'svc-cgroup-warm', `${cgroup.path}/cgroup.procs`];
-  // Only a head start: the sandbox's own shell enters the cgroup either way.
-  orNull(() => startChild(join, { kind: 'probe', base: process.env, stdio: 'ignore' }).on('error', () => {}).unref());
-  process.once('exit', () => prepared?.cgroup.remove());
-}
-
 /** A cgroup holding at most `bytes` of memory, no swap; null where svc cannot make one (the watchdog counts then). */
-export function openMemoryCgroup(bytes: number): MemoryCgroup | null {
-  if (prepared?.bytes === bytes) {
-    const { cgroup } = prepared;
-    prepared = null;
-    return cgroup;
-  }
-  return makeMemoryCgroup(bytes);
-}
-
-function makeMemoryCgroup(bytes: number) {
+export function openMemoryCgroup(bytes: number) {
   const found = memoryCgroupSupport();
   if (found.version === null) return null;
   const { parent, version } = found;

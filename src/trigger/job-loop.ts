@@ -87,7 +87,13 @@ export function createJobLoop(opts: JobLoopOptions) {
       status, finished_at: now, exit_code: exitCode, summary, summary_parts: JSON.stringify(parts), error,
     });
     endJobSpan(opts.tracer, job, status, now, run?.run ?? null);
-    log.info('job finished', { job_id: job.id, status, run: run ? `${run.source}/${run.run}` : null });
+    if (run) {
+      log.info('job finished', { job_id: job.id, status, run: `${run.source}/${run.run}` });
+      return;
+    }
+    // No run to look up (no repository, a failed fetch or launch): the log says why, as the job's JSON does; an
+    // errtrack or /jobs job sends its summary nowhere.
+    log.warn('job finished', { job_id: job.id, status, run: null, error });
   }
 
   /**

@@ -54,13 +54,8 @@ export function buildKubeJob(
 
 type JobState = { phase: 'running' | 'complete' | 'failed' | 'missing'; reason: string | null };
 
-/** The elements of a JSON array, each as an object (anything else reads as none). */
 function objects(value: unknown): Obj[] {
   return Array.isArray(value) ? value.map(obj) : [];
-}
-
-function itemNames(body: unknown): string[] {
-  return objects(obj(body).items).flatMap((item) => str(obj(item.metadata).name) ?? []);
 }
 
 /** The signer container's `--run-id` in a Job as the API returned it. */
@@ -193,7 +188,7 @@ export function createKubernetesExecutor(opts: {
 
   async function findJob(run: RunRef): Promise<string | null> {
     const res = await api.request('GET', `${jobsPath}?labelSelector=${encodeURIComponent(`${LABEL_RUN}=${run.run}`)}`);
-    return itemNames(res.body)[0] ?? null;
+    return objects(obj(res.body).items).map((item) => str(obj(item.metadata).name)).find((name) => name) ?? null;
   }
 
   /** Whether the run container announced the run the pod spec fixed (a line naming any other run is ignored). */
@@ -223,11 +218,9 @@ export function createKubernetesExecutor(opts: {
           return { exitCode: 0, run, error: null };
         }
         if (state!.phase !== 'running') {
-          return {
-            exitCode: state!.phase === 'complete' ? 0 : 1,
-            run: null,
-            error: `Kubernetes Job ${name} ended without a {"source","run"} line (${state!.reason ?? state!.phase})`,
-          };
+          const { phase, reason } = state!;
+          const error = `Kubernetes Job ${name} ended without a {"source","run"} line (${reason ?? phase})`;
+          return { exitCode: phase === 'complete' ? 0 : 1, run: null, error };
         }
         if (Date.now() > deadline) {
           const error = `Kubernetes Job ${name} printed no run within ${launchTimeoutMs} ms`;
@@ -330,7 +323,6 @@ function readOptional(path: string): string | undefined {
   return readOrNull(path)?.trim() || undefined;
 }
 
-/** The API URL from the in-cluster environment, or undefined outside a cluster. */
 export function inClusterApiUrl(env: NodeJS.ProcessEnv): string | undefined {
   if (env.SVC_K8S_API_URL) return env.SVC_K8S_API_URL.replace(/\/+$/, '');
   const host = env.KUBERNETES_SERVICE_HOST;
@@ -348,10 +340,10 @@ export function createKubeApi(opts: { apiUrl: string; serviceAccountDir: string 
   function headers(contentType: string | undefined): Record<string, string> {
     // Bound service-account tokens rotate: the kubelet rewrites the file, so read it on every request.
     const token = readOptional(join(opts.serviceAccountDir, 'token'));
-    const h: Record<string, string> = { accept: 'application/json' };
-    if (token) h.authorization = `Bearer ${token}`;
-    if (contentType) h['content-type'] = contentType;
-    return h;
+    return {
+      accept: 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(contentType ? { 'content-type': contentType } : {}),
+    };
   }
 
   function parse(status: number, text: string): KubeResponse {

@@ -12,7 +12,7 @@ import { seedStory, REMOTE_BLOCKED, REMOTE_DONE, RETRIES, QUEUED, BIG, BIG_FILES
 const skip = browserSkipReason();
 const ISO_TITLE = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z · \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+ \(UTC[+−]\d\d:\d\d\)$/;
 
-describe('the run story (issue 13)', { skip: skip ?? false }, () => {
+describe('the run story', { skip: skip ?? false }, () => {
   let control: TestControl;
   let browser: TestBrowser;
   let page: Page;

@@ -1,4 +1,4 @@
-// Runs that tell the stories issue 13 is about, ingested like shippers would send them: runs from two other
+// Runs that tell the stories the run pages must show, ingested like shippers would send them: runs from two other
 // sources (one blocked with a question), a retry chain of three attempts, a run in every status, and a run with a
 // 5,000-line diff (25 files of 200 lines, plus a binary file and a large file that starts collapsed).
 import type { TestControl } from '../helpers/control-server.ts';

@@ -56,6 +56,13 @@ function serve(args: string[], env: Record<string, string> = {}): Promise<Served
 
 const NO_STACK = /\n\s+at /;
 
+/** server.json as {url, pid}, having checked the start time it records (what tells its server from a later pid's). */
+function readRecord(file: string): { url: string; pid: number } {
+  const { proc_start: started, ...record } = JSON.parse(readFileSync(file, 'utf8'));
+  assert.match(started, /^\d+$/, 'server.json records its server\'s start time');
+  return record;
+}
+
 after(() => {
   for (const child of children) child.kill('SIGKILL');
   rmSync(dir, { recursive: true, force: true });
@@ -118,8 +125,7 @@ describe('svc control serve', () => {
     const parser = await fetch(`${s.url}/client/sse-parse.js`);
     assert.equal(parser.status, 200);
     assert.match(await parser.text(), /^export function createSseParser\(\)/m);
-    const record = JSON.parse(readFileSync(join(home, '.svc', 'control', 'server.json'), 'utf8'));
-    assert.deepEqual(record, { url: s.url, pid: s.child.pid });
+    assert.deepEqual(readRecord(join(home, '.svc', 'control', 'server.json')), { url: s.url, pid: s.child.pid });
     s.child.kill('SIGTERM');
     const r = await s.exit;
     assert.equal(r.code, 0);
@@ -130,19 +136,19 @@ describe('svc control serve', () => {
     const recordFile = join(home, '.svc', 'control', 'server.json');
     const first = await serve([]);
     const firstRecord = { url: first.url, pid: first.child.pid };
-    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), firstRecord);
+    assert.deepEqual(readRecord(recordFile), firstRecord);
     // A second one on another port: it serves, says how to reach it, and the record still names the first.
     const second = await serve([]);
     assert.equal((await fetch(`${second.url}/health`)).status, 200);
-    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), firstRecord);
+    assert.deepEqual(readRecord(recordFile), firstRecord);
     assert.match(second.stderr(), new RegExp(`SVC_CONTROL_URL=${second.url}`));
     second.child.kill('SIGTERM');
     assert.equal((await second.exit).code, 0);
-    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), firstRecord, 'the second removed only its own record');
+    assert.deepEqual(readRecord(recordFile), firstRecord, 'the second removed only its own record');
     // A third on the first's port cannot bind: it exits and the record is untouched.
     const busy = await svc(['control', 'serve', '--port', new URL(first.url).port, '--db', join(dir, 'busy.db')]);
     assert.notEqual(busy.code, 0);
-    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), firstRecord);
+    assert.deepEqual(readRecord(recordFile), firstRecord);
     first.child.kill('SIGTERM');
     assert.equal((await first.exit).code, 0);
     assert.equal(existsSync(recordFile), false, 'the first removed its own record');
@@ -153,7 +159,7 @@ describe('svc control serve', () => {
     mkdirSync(join(home, '.svc', 'control'), { recursive: true });
     writeFileSync(recordFile, JSON.stringify({ url: `http://127.0.0.1:${await closedPort()}`, pid: 2 ** 22 + 1 }));
     const s = await serve([]);
-    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), { url: s.url, pid: s.child.pid });
+    assert.deepEqual(readRecord(recordFile), { url: s.url, pid: s.child.pid });
     s.child.kill('SIGTERM');
     assert.equal((await s.exit).code, 0);
     assert.equal(existsSync(recordFile), false);
@@ -167,7 +173,7 @@ describe('svc control serve', () => {
     children.add(reused);
     writeFileSync(recordFile, JSON.stringify({ url: `http://127.0.0.1:${port}`, pid: reused.pid }));
     const s = await serve(['--port', String(port)]);
-    assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), { url: s.url, pid: s.child.pid });
+    assert.deepEqual(readRecord(recordFile), { url: s.url, pid: s.child.pid });
     assert.doesNotMatch(s.stderr(), /another Control Plane is recorded/);
     s.child.kill('SIGTERM');
     assert.equal((await s.exit).code, 0);
@@ -355,6 +361,22 @@ describe('svc control import', () => {
     assert.deepEqual(JSON.parse(relative.stdout).skipped, [{ entry: 'r01half/state.json', reason: 'is missing' }]);
     const projects = await fetch(`${server.url}/v1/projects`, { headers: { authorization: 'Bearer import-token' } });
     assert.deepEqual(((await projects.json()) as { items: { path: string }[] }).items.map((p) => p.path), [project]);
+  });
+
+  it('counts the events the Control Plane already had apart from those the import stored', async () => {
+    const project = join(dir, 'import-shipped');
+    const run = join(project, '.svc', 'runs', 'r01shipped');
+    mkdirSync(run, { recursive: true });
+    spawnSync('git', ['init', '-q', project]);
+    const at = '2026-02-01T10:00:00.000Z';
+    writeFileSync(join(run, 'state.json'), JSON.stringify({ source: 'local', run: 'r01shipped', status: 'succeeded',
+      started_at: at, ended_at: at, updated_at: at, repo: 'acme/api' }));
+    writeFileSync(join(run, 'events.jsonl'), `${JSON.stringify({ seq: 1, ts: at, kind: 'run.status',
+      data: { from: null, to: 'queued' } })}\n`);
+    const first = await svc(['control', 'import', project], env());
+    assert.match(first.stdout, /: 1 runs, 1 events, 0 artifacts;/);
+    const again = await svc(['control', 'import', project], env());
+    assert.match(again.stdout, /: 1 runs, 0 events \(and 1 it already had\), 0 artifacts;/);
   });
 
   it('exits 1 with the server\'s reason for an empty folder, and says where the token goes on a 401', async () => {

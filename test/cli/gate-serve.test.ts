@@ -1,4 +1,4 @@
-// `svc gate serve` (issue 20 §7): the egress gate as its own process, as Kubernetes job pods use it. Spawned for real
+// `svc gate serve`: the egress gate as its own process, as Kubernetes job pods use it. Spawned for real
 // on 127.0.0.1:0; its upstreams are loopback servers (127.0.0.2 named exactly in the policy, 127.0.0.1 not).
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// `svc` on a machine whose system Node is older than svc needs (issue 23 item 1): a global `svc` (npm link) starts on
+// `svc` on a machine whose system Node is older than svc needs: a global `svc` (npm link) starts on
 // the system Node, which hands the command to the Node the checkout pins. Run from another folder, as a user would.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// A run made while no Control Plane ran (issue 23 item 2): `svc start` says it was not shipped and why, leaves a
+// A run made while no Control Plane ran: `svc start` says it was not shipped and why, leaves a
 // marker, and the next command in the project that reaches a Control Plane sends it, so `svc runs show` finds it.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';

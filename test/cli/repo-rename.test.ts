@@ -1,4 +1,4 @@
-// One repository, one name (issue 23 item 9): a checkout that gains an origin would list its earlier runs under its
+// One repository, one name: a checkout that gains an origin would list its earlier runs under its
 // folder name and its later runs under owner/name. The first run under the new name renames the earlier ones, ships
 // them, and says so; their receipts keep the name they were signed with.
 import { describe, it, before, after } from 'node:test';

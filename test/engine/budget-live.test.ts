@@ -1,4 +1,4 @@
-// max_usd enforced while the provider runs (issue 9 item 7): a `command` provider that reports cost line by line and
+// max_usd enforced while the provider runs: a `command` provider that reports cost line by line and
 // never exits by itself is frozen and asked at the budget; "yes" thaws it with another max_usd, "no" ends it, and the
 // checks still run and a receipt is issued for what exists.
 import { describe, it, before, after } from 'node:test';

@@ -20,6 +20,7 @@ import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEFAULT_POLICY } from '../../src/engine/policy.ts';
 import { newRunKey } from '../../src/engine/ids.ts';
+import { startTestControl } from '../helpers/control-server.ts';
 
 const GIT_ENV = { GIT_AUTHOR_NAME: 'T', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 'T', GIT_COMMITTER_EMAIL: 't@x' };
 const root = mkdtempSync(join(tmpdir(), 'svc-pod-'));
@@ -224,6 +225,37 @@ describe('the signer signs what is pushed', () => {
     const line = { seq: Number.MAX_SAFE_INTEGER, ts: new Date().toISOString(), kind: 'note', data: {} };
     writeFileSync(join(w.ws, '.svc', 'runs', 'r1', 'events.jsonl'), `${JSON.stringify(line)}\n`);
     await assert.rejects(signPod('copied-seq', w), { name: 'RefusedError', message: /no room/ });
+  });
+
+  // The signer ships the copied events.jsonl from its start, and the copied artifacts: one line or one artifact name
+  // ingest refuses would refuse every batch of it. Its shipper leaves such lines and names out (engine/run-event.ts
+  // eventRefusal, isArtifactPath) and ships the rest.
+  it("ships its receipt and status to a real Control Plane past the agent's event lines and artifact names ingest " +
+    'refuses', async () => {
+    const cp = await startTestControl();
+    try {
+      const w = workspace('bad-lines');
+      mkdirSync(join(w.ws, '.svc', 'runs', 'r1', 'artifacts'), { recursive: true });
+      writeFileSync(join(w.ws, '.svc', 'runs', 'r1', 'artifacts', 'a\\b.txt'), 'agent-named\n');
+      const ts = new Date().toISOString();
+      const deep = JSON.stringify({ seq: 6, ts, kind: 'note', data: JSON.parse(`${'['.repeat(62)}${']'.repeat(62)}`) });
+      const lines = ['{"seq":1e999,"kind":"note"}', '"a string"', 'not json', '{"seq":-1,"kind":"note"}',
+        JSON.stringify({ seq: 2, ts, kind: 'bad kind!' }), JSON.stringify({ seq: 3, ts: '9999-01-01', kind: 'note' }),
+        JSON.stringify({ seq: 4, ts, kind: 'note', source: 'other' }), JSON.stringify({ seq: 5, ts, kind: 'note' }),
+        deep, '[1]'];
+      writeFileSync(join(w.ws, '.svc', 'runs', 'r1', 'events.jsonl'), `${lines.join('\n')}\n`);
+      const env = { SVC_CONTROL_URL: cp.url, SVC_SOURCE: 'k8s', SVC_SHIP: '1' };
+      assert.equal((await signPod('bad-lines', w, { env, sealedAt: ts }))?.verdict, 'verified');
+      const run = await cp.request('GET', '/v1/runs/k8s/r1');
+      assert.equal(run.json.status, 'succeeded');
+      const events = (await cp.request('GET', '/v1/runs/k8s/r1/events')).json.items as Array<{ seq: number }>;
+      // The one line ingest takes, then the signer's own, after every seq of the copy (the deep line's 6 too).
+      assert.deepEqual(events.map((e) => e.seq), [5, ...events.slice(1).map((_, i) => i + 7)]);
+      assert.ok(events.some((e) => JSON.stringify(e).includes('"to":"succeeded"')), JSON.stringify(events));
+      assert.equal((await cp.request('GET', '/v1/runs/k8s/r1/artifact/receipt.json')).status, 200);
+    } finally {
+      await cp.close();
+    }
   });
 
   it('refuses a run folder whose state.json names another run, and signs nothing', async () => {

@@ -5,11 +5,15 @@
 // than resolved again.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, chownSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
+import { refuseServersBuiltin, serverShare, type RunPlan } from '../../src/engine/run-plan.ts';
 
 
 /** Fails its first invocation, leaving a mark in the working tree; finishes the task on the next. */
@@ -113,4 +117,57 @@ describe('a run plan resolved once', () => {
     }
     assert.doesNotMatch(readFileSync(join(dirOf(retry), 'events.jsonl'), 'utf8'), /WITHOUT a sandbox/);
   });
+});
+
+describe('a server starting again a run a person planned (serverShare)', () => {
+  const home = mkdtempSync(join(tmpdir(), 'svc-share-'));
+  const operator = (config: unknown) => writeFileSync(join(home, '.svc', 'operator.json'), JSON.stringify(config));
+  const server = { HOME: home, SVC_ORIGIN: 'control' };
+  const cache = join(home, 'operator-cache');
+  const plan = (provider: Partial<RunPlan['provider']>, authority: RunPlan['authority'] = 'person'): RunPlan => ({
+    policy: {} as RunPlan['policy'], sandbox: { kind: 'none' } as RunPlan['sandbox'], push_target: null, notes: [],
+    passed_env: ['OPERATOR_NAME', 'PERSON_NAME'], authority,
+    provider: { name: 'x', kind: 'command', argv: ['/bin/x'], stdinPrompt: true, ...provider },
+  });
+  before(() => {
+    mkdirSync(join(home, '.svc'));
+    operator({ env: ['OPERATOR_NAME'] });
+  });
+  after(() => rmSync(home, { recursive: true, force: true }));
+
+  it('refuses a built-in the person\'s file redefined, and leaves a server\'s plan and a person\'s CLI start alone',
+    () => {
+      const impostor = plan({ name: 'claude' });
+      assert.throws(() => refuseServersBuiltin(impostor, server, '/w'), /in place of the built-in/);
+      refuseServersBuiltin(impostor, { HOME: home }, '/w');
+      refuseServersBuiltin(plan({ name: 'claude' }, 'server'), server, '/w');
+    });
+
+  it('keeps the operator\'s names and provider as they are, and of the repository\'s the folders in its tree', () => {
+    operator({ env: ['OPERATOR_NAME'], providers: { ops: { command: ['/bin/sh'], writable: [cache] } } });
+    const notes: string[] = [];
+    const ops = serverShare(plan({ name: 'ops', argv: ['/bin/sh'], writable: [cache] }), server, '/w',
+      (t) => notes.push(t));
+    assert.deepEqual([ops.passed_env, ops.provider.writable], [['OPERATOR_NAME'], [cache]]);
+    const own = serverShare(plan({ writable: ['/w/cache', cache], showFolder: true }), server, '/w',
+      (t) => notes.push(t));
+    assert.deepEqual([own.provider.writable, own.provider.showFolder], [['/w/cache'], false]);
+    assert.deepEqual(notes.map((n) => n.split(':')[0]),
+      ['Refused env PERSON_NAME', 'Refused env PERSON_NAME', `Refused providers.x.writable "${cache}"`]);
+  });
+
+  it('counts a provider under the operator\'s name as the operator\'s only while its argv and folders are the entry\'s',
+    () => {
+      operator({ env: [], providers: { ops: { command: ['/bin/sh'], writable: [cache] } } });
+      const notes: string[] = [];
+      const person = plan({ name: 'ops', argv: ['/bin/sh', '-c', 'x'], writable: [cache, '/home/p/.x'] });
+      const used = serverShare(person, server, '/w', (t) => notes.push(t));
+      assert.deepEqual([used.provider.writable, used.provider.showFolder], [[], false]);
+      assert.equal(notes.filter((n) => n.startsWith('Refused providers.ops.writable')).length, 2);
+      const builtin = plan({ name: 'claude', argv: ['/bin/sh'], writable: [cache] });
+      operator({ env: [], providers: { claude: { command: ['/bin/sh'], writable: [cache] } } });
+      refuseServersBuiltin(builtin, server, '/w');
+      operator({ env: [], providers: { claude: { command: ['/bin/sh', '-x'] } } });
+      assert.throws(() => refuseServersBuiltin(builtin, server, '/w'), /in place of the built-in/);
+    });
 });

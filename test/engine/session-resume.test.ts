@@ -181,6 +181,48 @@ case "$*" in *--resume*) echo teal > a.txt ;; *) exit 3 ;; esac
     assert.equal(readJson(join(dir, 'artifacts', 'receipt.json')).resumed, 'session');
   });
 
+  it('a trigger-routed run resumed through the Control Plane continues its session; a retry keeps its name', async () => {
+    // The session lives in the provider home the run was planned with (a routed job's: its served name); the Control
+    // Plane's launcher has neither the job's origin nor SVC_REPO_NAME, and used to resume in the checkout's home.
+    const script = `#!/bin/sh
+[ "$1" = --version ] && { echo "0.0.1"; exit 0; }
+cat > /dev/null
+echo "svc-test argv: $*"
+echo '{"type":"system","subtype":"init","session_id":"${UUID}"}'
+echo '{"type":"result","session_id":"${UUID}","usage":{"input_tokens":10,"output_tokens":5}}'
+case "$*" in
+  *--resume*) [ -f "$HOME/.claude/projects/${UUID}" ] || { echo "No conversation found" >&2; exit 1; }
+    echo teal > a.txt ;;
+  *) mkdir -p "$HOME/.claude/projects" && touch "$HOME/.claude/projects/${UUID}"; exit 3 ;;
+esac
+`;
+    writeFileSync(join(bin, 'claude'), script);
+    chmodSync(join(bin, 'claude'), 0o755);
+    const env = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+      PATH: `${bin}:${process.env.PATH}`,
+    };
+    const opts = (extra: Record<string, string>) => ({
+      cwd: repo.repo, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'],
+    });
+    const first = await runChild(process.execPath,
+      [CLI, 'start', '--brief', 'name a colour', '--worktree', '--provider', 'claude'],
+      opts({ SVC_ORIGIN: 'chata', SVC_REPO_NAME: 'acme/web' }));
+    const { run, status } = JSON.parse(first.stdout.trim().split('\n').at(-1)!) as { run: string; status: string };
+    assert.equal(status, 'failed', first.stderr);
+    const again = await runChild(process.execPath, [CLI, 'start', '--resume', run], opts({ SVC_ORIGIN: 'control' }));
+    const summary = JSON.parse(again.stdout.trim().split('\n').at(-1)!);
+    const dir = join(repo.repo, '.svc', 'runs', run);
+    const events = readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const texts: string[] = events.filter((e) => e.kind === 'log').map((e) => String(e.data.text));
+    assert.equal(summary.status, 'succeeded', `${summary.error}\n${texts.join('\n')}`);
+    assert.equal(readJson(join(dir, 'artifacts', 'receipt.json')).resumed, 'session', texts.join('\n'));
+    const retried = await runChild(process.execPath, [CLI, 'start', '--retry', run], opts({ SVC_ORIGIN: 'control' }));
+    const retry = JSON.parse(retried.stdout.trim().split('\n')[0]!) as { run: string };
+    const again2 = readJson(join(repo.repo, '.svc', 'runs', retry.run, 'state.json'));
+    assert.deepEqual([again2.repo, again2.origin, again2.group_id], ['acme/web', 'chata', run], retried.stderr);
+  });
+
   it('no session id printed: a fresh session with the question and the answer summarised', async () => {
     const r = await askedAndAnswered('claude', fakeCli({ ...FAKES.claude!, announce: '' }, ''));
     assert.ok(!r.argvs[1]!.includes('--resume'), r.argvs[1]);

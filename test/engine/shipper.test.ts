@@ -1,6 +1,8 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { once } from 'node:events';
 import {
   existsSync, mkdtempSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync, rmSync,
 } from 'node:fs';
@@ -9,7 +11,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { createShipper, readControlToken, shipRuns, type ControlItem } from '../../src/engine/shipper.ts';
+import {
+  createShipper, readControlToken, shipRuns, shipperClient, type ControlItem,
+} from '../../src/engine/shipper.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
@@ -58,6 +62,21 @@ describe('shipper', () => {
     assert.equal(control.deps.stores.events.listAll({ source: 'local', run: 'rship1', after: 0, limit: 5000 }).length, 1201);
   });
 
+  it('leaves out an artifact whose name ingest refuses, says so once, and ships the rest', async () => {
+    const dir = runFolder(root, 'rshipname');
+    writeFileSync(join(dir, 'artifacts', 'a\\b.txt'), 'agent-named\n');
+    writeFileSync(join(dir, 'artifacts', 'ok.txt'), 'fine\n');
+    const skipped: string[] = [];
+    const shipper = createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }, undefined, (entry) => {
+      skipped.push(entry);
+    });
+    assert.equal(await shipper.flush(), null);
+    assert.equal((await control.request('GET', '/v1/runs/local/rshipname/artifact/ok.txt')).text, 'fine\n');
+    writeFileSync(join(dir, 'artifacts', 'ok.txt'), 'changed\n');
+    assert.equal(await shipper.flush(), null);
+    assert.deepEqual(skipped, ['artifacts/a\\b.txt']);
+  });
+
   it('reports why instead of throwing when the Control Plane is down', async () => {
     const dir = runFolder(root, 'rship2');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
@@ -77,7 +96,7 @@ describe('shipper', () => {
     assert.deepEqual(control.deps.stores.controlRequests.pending('local').map((p) => p.run), ['rother'], "kept for rother's own worker");
   });
 
-  it('lets a run shipped from a registered project on this machine be retried and verified (issue 23 item 4)', async () => {
+  it('lets a run shipped from a registered project on this machine be retried and verified', async () => {
     const project = join(root, 'registered');
     mkdirSync(join(project, '.git'), { recursive: true });
     assert.equal((await control.request('POST', '/v1/import', { body: { path: project } })).status, 200);
@@ -96,7 +115,7 @@ describe('shipper', () => {
     assert.match(refusals.retry, /import its project \(POST \/v1\/import\)/);
   });
 
-  it('does not bring back a run deleted on the Control Plane when it is shipped again (issue 23 item 7)', async () => {
+  it('does not bring back a run deleted on the Control Plane when it is shipped again', async () => {
     const dir = runFolder(root, 'rship6', 'succeeded');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
     assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
@@ -189,36 +208,46 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
   });
 });
 
+/** Whatever SVC_CONTROL_URL points at (a Control Plane, or the dashboard, the trigger, a proxy): it answers each
+ * request with `answer` as it is then, and counts them. */
+async function startStandIn() {
+  const stand = { answer: { status: 200, body: '' }, requests: 0, url: '', close: () => Promise.resolve() };
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      stand.requests++;
+      res.writeHead(stand.answer.status, { 'content-type': 'application/json' }).end(stand.answer.body);
+    });
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  stand.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  stand.close = () => new Promise<void>((done) => server.close(() => done()));
+  return stand;
+}
+
 describe('which failure ends a pass of shipRuns (svc ship, the pending runs before a command)', () => {
   let root: string;
-  let answer: { status: number; body: string };
-  let server: Server;
-  let url: string;
+  let stand: Awaited<ReturnType<typeof startStandIn>>;
   before(async () => {
     root = mkdtempSync(join(tmpdir(), 'svc-'));
-    // Whatever SVC_CONTROL_URL points at: a Control Plane refusing a batch, or the dashboard, the trigger, a proxy.
-    server = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => res.writeHead(answer.status, { 'content-type': 'application/json' }).end(answer.body));
-    });
-    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    stand = await startStandIn();
   });
   after(async () => {
-    await new Promise((done) => server.close(done));
+    await stand.close();
     rmSync(root, { recursive: true, force: true });
   });
 
   /** Two runs of a fresh project, each marked to be sent, shipped while the server answers `status` `code`. */
   async function shipTwo(status: number, code: string | null) {
-    answer = { status, body: code ? JSON.stringify({ error: { code, message: 'no' } }) : '<html>a dashboard</html>' };
+    const body = code ? JSON.stringify({ error: { code, message: 'no' } }) : '<html>a dashboard</html>';
+    stand.answer = { status, body };
     const project = mkdtempSync(join(root, 'p-'));
     mkdirSync(join(project, '.svc', 'ship-pending'), { recursive: true });
     for (const run of ['rpass1', 'rpass2']) {
       runFolder(join(project, '.svc', 'runs'), run);
       writeFileSync(join(project, '.svc', 'ship-pending', run), '');
     }
-    const result = await shipRuns(project, ['rpass1', 'rpass2'], { SVC_CONTROL_URL: url, HOME: root });
+    const result = await shipRuns(project, ['rpass1', 'rpass2'], { SVC_CONTROL_URL: stand.url, HOME: root });
     const marked = ['rpass1', 'rpass2'].filter((run) => existsSync(join(project, '.svc', 'ship-pending', run)));
     return { ...result, marked };
   }
@@ -247,6 +276,54 @@ describe('which failure ends a pass of shipRuns (svc ship, the pending runs befo
   }
 });
 
+// A Control Plane's answer is read through typed readers (src/untrusted.ts): a broken or hostile one (a proxy, another
+// server at the URL) neither crashes the shipper nor tells it of a deletion or a request it did not list.
+describe("the shipper reads the Control Plane's answer to a batch as untrusted", () => {
+  let root: string;
+  let stand: Awaited<ReturnType<typeof startStandIn>>;
+  before(async () => {
+    root = mkdtempSync(join(tmpdir(), 'svc-'));
+    stand = await startStandIn();
+  });
+  after(async () => {
+    await stand.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+  const ingested = (answer: object) =>
+    ({ status: 200, body: JSON.stringify({ runs: 1, events: 0, duplicates: 0, artifacts: 0, ...answer }) });
+
+  const answers: Array<[string, object]> = [
+    ['an object with its own includes as deleted, and an object as control',
+      { deleted: { includes: 1 }, control: { length: 1, 0: { run: 'ranswer', action: 'stop' } } }],
+    ['a text naming the run as deleted, and requests without a run or an action as control',
+      { deleted: 'not ranswer', control: [null, 'stop', { run: 'ranswer' }, { run: 'ranswer', action: 1 }, [1]] }],
+  ];
+  for (const [i, [what, answer]] of answers.entries()) {
+    it(`takes no deletion and no request from ${what}, and ships on`, async () => {
+      stand.answer = ingested(answer);
+      const dir = runFolder(join(root, `hostile-${i}`), 'ranswer');
+      const items: ControlItem[] = [];
+      const shipper = createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: root }, (item) => items.push(item));
+      stand.requests = 0;
+      assert.equal(await shipper.flush(), null);
+      assert.equal(await shipper.flush(), null);
+      assert.deepEqual(items, []);
+      assert.equal(stand.requests, 2, 'a run not deleted is shipped again');
+    });
+  }
+
+  it('hands over the requests that name a run and an action, and a deletion the list names', async () => {
+    stand.answer = ingested({ deleted: ['ranswer'],
+      control: [{ run: 'ranswer', action: 'answer', answer: 'yes' }, { run: 'ranswer', action: null }] });
+    const items: ControlItem[] = [];
+    const dir = runFolder(join(root, 'listed'), 'ranswer');
+    await createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: root }, (item) => items.push(item)).flush();
+    assert.deepEqual(items, [
+      { run: 'ranswer', action: 'answer', answer: 'yes' }, { run: 'ranswer', action: 'deleted' },
+    ]);
+  });
+});
+
 describe('the Control Plane token a client sends', () => {
   it("never sends this machine's own token file to a remote Control Plane (SVC_CONTROL_URL or --url elsewhere)", () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-token-'));
@@ -254,16 +331,69 @@ describe('the Control Plane token a client sends', () => {
       mkdirSync(join(home, '.svc', 'control'), { recursive: true });
       writeFileSync(join(home, '.svc', 'control', 'token'), 'own-local-token\n');
       const env = { HOME: home };
-      assert.equal(readControlToken(env, 'http://127.0.0.1:47999'), 'own-local-token');
-      assert.equal(readControlToken(env, 'http://[::1]:47999'), 'own-local-token');
-      assert.equal(readControlToken(env, 'https://control.example.test'), undefined);
+      const named = (url: string) => ({ url, via: 'SVC_CONTROL_URL' as const });
+      assert.equal(readControlToken(env, named('http://127.0.0.1:47999')), 'own-local-token');
+      assert.equal(readControlToken(env, named('http://[::1]:47999')), 'own-local-token');
+      assert.equal(readControlToken(env, named('https://control.example.test')), undefined);
       // What the operator named for any Control Plane still goes.
-      assert.equal(readControlToken({ ...env, SVC_CONTROL_TOKEN: 'named' }, 'https://control.example.test'), 'named');
+      const remote = named('https://control.example.test');
+      assert.equal(readControlToken({ ...env, SVC_CONTROL_TOKEN: 'named' }, remote), 'named');
       writeFileSync(join(home, 'named-file'), 'from-file\n');
-      const named = { ...env, SVC_CONTROL_TOKEN_FILE: join(home, 'named-file') };
-      assert.equal(readControlToken(named, 'https://control.example.test'), 'from-file');
+      assert.equal(readControlToken({ ...env, SVC_CONTROL_TOKEN_FILE: join(home, 'named-file') }, remote), 'from-file');
     } finally {
       rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the home token and a port no live Control Plane is known to hold', () => {
+  let home: string;
+  before(() => {
+    home = mkdtempSync(join(tmpdir(), 'svc-token-'));
+    mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+    writeFileSync(join(home, '.svc', 'control', 'token'), 'own-local-token\n');
+  });
+  after(() => rmSync(home, { recursive: true, force: true }));
+
+  it('is not sent to the default port found when no Control Plane runs (anyone may listen there)', () => {
+    // Nothing is contacted: only the token the client would send is looked at.
+    assert.equal(shipperClient({ HOME: home }).token, undefined);
+    const url = 'http://127.0.0.1:47999';
+    const port = { HOME: home, SVC_CONTROL_PORT: '47999' };
+    assert.equal(readControlToken(port, { url, via: 'default' }), 'own-local-token');
+    assert.equal(readControlToken({ HOME: home }, { url, via: 'SVC_CONTROL_URL' }), 'own-local-token');
+    assert.equal(readControlToken({ HOME: home }, { url, via: '--url' }), 'own-local-token');
+    // A token file named goes where it is named, even the home file.
+    const named = { HOME: home, SVC_CONTROL_TOKEN_FILE: join(home, '.svc', 'control', 'token') };
+    assert.equal(shipperClient(named).token, 'own-local-token');
+  });
+
+  it('goes to the URL a live server.json names, not once that server is gone and the port taken', async () => {
+    const seen: (string | undefined)[] = [];
+    const squatter = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      req.resume();
+      req.on('end', () => res.writeHead(401, { 'content-type': 'application/json' })
+        .end('{"error":{"code":"unauthorized","message":"no"}}'));
+    });
+    await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
+    // The Control Plane server.json records (a process standing in for it), on the port the squatter will hold.
+    const server = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      const url = `http://127.0.0.1:${(squatter.address() as AddressInfo).port}`;
+      const start = readFileSync(`/proc/${server.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[19];
+      const record = { url, pid: server.pid, proc_start: start };
+      writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify(record));
+      const shipper = createShipper(runFolder(home, 'rlive'), { HOME: home });
+      await shipper.flush();
+      server.kill('SIGKILL');
+      await once(server, 'exit');
+      const failure = await shipper.flush();
+      assert.deepEqual(seen, ['Bearer own-local-token', undefined]);
+      assert.match(failure?.why ?? '', /needs a token/);
+    } finally {
+      server.kill('SIGKILL');
+      squatter.close();
     }
   });
 });

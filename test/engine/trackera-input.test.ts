@@ -1,4 +1,4 @@
-// `svc start trackera:<id>` from the trigger server reads the payload of its own delivery (issue 11 item 3).
+// `svc start trackera:<id>` from the trigger server reads the payload of its own delivery.
 import { describe, it, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';

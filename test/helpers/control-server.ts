@@ -11,7 +11,7 @@ import { buildOpenapi } from '../../src/control/openapi.ts';
 import { controlRoutes } from '../../src/control/app.ts';
 import { checkResponse } from './openapi-check.ts';
 
-// Every response a test gets through request() is checked against the OpenAPI document (issue 23): a status or body
+// Every response a test gets through request() is checked against the OpenAPI document: a status or body
 // the document does not give that route fails the test that saw it.
 const DOCUMENT = buildOpenapi('0.0.0-test', controlRoutes) as unknown as Parameters<typeof checkResponse>[0];
 

@@ -1,4 +1,4 @@
-// Checks a real response against the OpenAPI document (issue 23): the status must be one the operation lists (or,
+// Checks a real response against the OpenAPI document: the status must be one the operation lists (or,
 // for the shared pipeline's refusals, its `default`), and a JSON body must match that response's schema. A small
 // JSON Schema 2020-12 subset — exactly the keywords src/control/openapi*.ts uses; an unknown keyword is a problem, so
 // the document cannot grow a keyword this checker silently ignores.

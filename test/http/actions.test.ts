@@ -140,7 +140,7 @@ describe('run actions on the Control Plane', () => {
     const events = (await control.request('GET', `/v1/runs/${source}/${run}/events?limit=500`)).json.items;
     assert.ok(events.some((e: { kind: string }) => e.kind === 'question'));
     assert.ok(events.some((e: { kind: string; data: { answer?: string } }) => e.kind === 'answer' && e.data.answer === 'postgres fixed'));
-    // One answer, one event: the runner's own event for using it is recognised as the same answer (issue 11).
+    // One answer, one event: the runner's own event for using it is recognised as the same answer.
     assert.equal(events.filter((e: { kind: string }) => e.kind === 'answer').length, 1);
     // The run records who answered: the Control Plane's caller, as its audit names them.
     const own = readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8').trim().split('\n')
@@ -158,7 +158,7 @@ describe('run actions on the Control Plane', () => {
     assert.equal(stop.json.status, 'stopping');
     await settled(source, run, 'stopped');
     await waitFor(() => processesMentioning(`svc-grandchild-${run}`).length === 0 || null, 'provider processes to exit');
-    // Each transition starts where the one before it ended, and the run ends stopping→stopped (issue 11), whether the
+    // Each transition starts where the one before it ended, and the run ends stopping→stopped, whether the
     // runner's own queued/running events reached the Control Plane before the stop or after it.
     const events = (await control.request('GET', `/v1/runs/${source}/${run}/events?limit=500`)).json.items as Array<{ kind: string; data: { from: unknown; to: unknown } }>;
     const moves = events.filter((e) => e.kind === 'run.status').map((e) => e.data);

@@ -22,7 +22,7 @@ function envelope(response: string): { status: number; code: string } {
   return { status, code: body.error.code };
 }
 
-describe('requests refused before routing (issue 11 item 1)', () => {
+describe('requests refused before routing', () => {
   let server: Server;
   let port = 0;
   before(async () => {

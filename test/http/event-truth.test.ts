@@ -1,4 +1,4 @@
-// Events tell each fact once (issue 11 item 5): one `answer` event per answer, and status transitions whose `from`
+// Events tell each fact once: one `answer` event per answer, and status transitions whose `from`
 // is the status recorded before them, however the Control Plane's own events and the runner's shipped ones interleave.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';

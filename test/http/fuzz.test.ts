@@ -1,4 +1,4 @@
-// Fuzzes every route of the Control Plane's route table (issue 11): generated requests built from real bodies, then
+// Fuzzes every route of the Control Plane's route table: generated requests built from real bodies, then
 // checks no 5xx, the JSON envelope on every error, nothing stored for a refused request, and a live server after.
 // SVC_FUZZ_SEED=<seed> replays a failure; SVC_FUZZ_REQUESTS=<n> changes how many requests are sent.
 import { describe, it, before, after } from 'node:test';
@@ -102,7 +102,7 @@ function countFiles(dir: string): number {
   }
 }
 
-describe('fuzzing every Control Plane route (issue 11 item 2)', () => {
+describe('fuzzing every Control Plane route', () => {
   let control: TestControl;
   let templates: Map<string, RouteTemplate>;
   const seed = fuzzSeed();

@@ -1,4 +1,4 @@
-// Regression tests for the hostile inputs issue 11 found on the Control Plane: each used to answer 500 or hang.
+// Regression tests for hostile inputs once found to break the Control Plane: each used to answer 500 or hang.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -19,7 +19,7 @@ function counts(control: TestControl): { runs: number; events: number } {
   return { runs: row.runs, events: row.events };
 }
 
-describe('hostile input to the Control Plane (issue 11 item 1)', () => {
+describe('hostile input to the Control Plane', () => {
   let control: TestControl;
   before(async () => {
     control = await startTestControl();

@@ -1,5 +1,5 @@
-// Registered projects (issue 20 item 6): POST /v1/import registers a repository, GET /v1/projects lists the registered
-// ones, and a run deleted on the Control Plane stays deleted when its runner ships it again (issue 23 item 7).
+// Registered projects: POST /v1/import registers a repository, GET /v1/projects lists the registered
+// ones, and a run deleted on the Control Plane stays deleted when its runner ships it again.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,7 +1,7 @@
 // Runner tokens (SVC_CONTROL_RUNNER_TOKENS_FILE): POST /v1/ingest for their own source, nothing else.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
@@ -188,5 +188,33 @@ describe('SVC_CONTROL_RUNNER_TOKENS_FILE', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('a runner token named for the server\u2019s own source', () => {
+  let cp: TestControl;
+  let project: string;
+  const LOCAL = 'local-runner-token-0123456789abcdef';
+
+  before(async () => {
+    cp = await startTestControl({ token: MAIN, settings: { runnerTokens: [{ source: 'local', token: LOCAL }] } });
+    project = realpathSync(mkdtempSync(join(tmpdir(), 'svc-project-')));
+    cp.deps.stores.projects.add(project, Date.now());
+  });
+  after(async () => {
+    await cp.close();
+    rmSync(project, { recursive: true, force: true });
+  });
+
+  it('ships its runs but never names the registered project this server would act in (repo_path)', async () => {
+    const body = batch('local', 'rlocal');
+    body.runs[0] = { ...body.runs[0]!, repo_path: project } as (typeof body.runs)[number];
+    const res = await cp.request('POST', '/v1/ingest', { token: LOCAL, body });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(cp.deps.stores.runs.get('local', 'rlocal')?.repo_path, null);
+    // The server's own token still does.
+    const own = { ...body, runs: [{ ...body.runs[0]!, run: 'rown' }] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: MAIN, body: own })).status, 200);
+    assert.equal(cp.deps.stores.runs.get('local', 'rown')?.repo_path, project);
   });
 });

@@ -1,4 +1,4 @@
-// The repositories trigger servers serve (issue 22 item 5): reported in an ingest batch's served_repos, kept per
+// The repositories trigger servers serve: reported in an ingest batch's served_repos, kept per
 // source, listed by GET /v1/repos beside the names runs carry, so the UI's filter offers them before any run.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';

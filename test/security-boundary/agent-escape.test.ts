@@ -1,4 +1,4 @@
-// The agent stays in (issue 19, DESIGN §7a), black-box: real `svc start` runs whose `command` provider plays a hostile
+// The agent stays in (DESIGN §7a), black-box: real `svc start` runs whose `command` provider plays a hostile
 // agent, each trying one way out. Run as whoever runs the tests (root in CI) and, when that is root, again as an
 // unprivileged user (`setpriv` to nobody), since the kernel treats the two differently (capabilities, RLIMIT_NPROC).
 import { describe, it, before, after } from 'node:test';

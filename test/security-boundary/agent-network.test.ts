@@ -1,4 +1,4 @@
-// No route out but the gate (issue 20, DESIGN §7a), black-box: real `svc start` runs whose `command` agent tries the
+// No route out but the gate (DESIGN §7a), black-box: real `svc start` runs whose `command` agent tries the
 // host's loopback services (the Control Plane's kind), a destination the policy does not allow, the same without the
 // proxy variables, and DNS; and uses the model API through the gate with the placeholder key it was given. Every
 // destination here is a loopback address on this machine; nothing is sent anywhere else.

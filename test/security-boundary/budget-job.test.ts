@@ -1,4 +1,4 @@
-// The budget during an invocation of a run the trigger server started (issue 9 item 7, "Done when": the same boundary
+// The budget during an invocation of a run the trigger server started (the same boundary
 // holds for a /jobs job, not only the CLI): a `command` provider that reports cost line by line is frozen at max_usd
 // and the run asks; "no" ends the provider, the checks still run and the receipt is issued for what exists.
 import { describe, it, before, after } from 'node:test';

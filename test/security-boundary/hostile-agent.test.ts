@@ -1,4 +1,4 @@
-// The agent boundary, black-box (issue 9, DESIGN §7a): real `svc control serve`, real `svc trigger serve` and real
+// The agent boundary, black-box (DESIGN §7a): real `svc control serve`, real `svc trigger serve` and real
 // `svc start` processes, each started with svc's secrets in its environment the way an operator might, and a `command`
 // provider that does what a prompt-injected agent would: reads every /proc/*/environ and cmdline it can, every file
 // under ~/.svc, leaves a `setsid` child behind, rewrites git's URL rules and tries to plant a receipt key. The same
@@ -147,7 +147,7 @@ function blackBox(asNobody: boolean): void {
       headers: { authorization: `Bearer ${SECRETS.SVC_CONTROL_TOKEN}`, 'content-type': 'application/json' },
     });
     assert.equal(limit.status, 200, await limit.text());
-    // Runs start from the API only in a project the operator registered (issue 20 item 6).
+    // Runs start from the API only in a project the operator registered.
     const imported = await fetch(`${control.url}/v1/import`, {
       method: 'POST', body: JSON.stringify({ path: repo.repo }),
       headers: { authorization: `Bearer ${SECRETS.SVC_CONTROL_TOKEN}`, 'content-type': 'application/json' },

@@ -1,12 +1,12 @@
 // Ingest cannot rewrite a run's history: no time more than 5 minutes ahead of the Control Plane's clock is taken, and
-// a batch claiming to be newer than it is cannot keep the runner's own later update out (issue 19, finding 5).
+// a batch claiming to be newer than it is cannot keep the runner's own later update out.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { MAX_FUTURE_MS } from '../../src/control/ingest-validate.ts';
+import { MAX_FUTURE_MS } from '../../src/engine/run-event.ts';
 
 const MINUTE = 60_000;
 

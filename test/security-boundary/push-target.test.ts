@@ -1,4 +1,4 @@
-// Where the GitHub token goes, end to end (issue 9, DESIGN §7a): real `svc start --pr` runs push over HTTPS to a real
+// Where the GitHub token goes, end to end (DESIGN §7a): real `svc start --pr` runs push over HTTPS to a real
 // git smart-HTTP host (git http-backend) standing in for GitHub, which records every Authorization header, and open
 // the pull request on the GitHub REST stand-in. A second git host on the same 127.0.0.1 (so the token's host rule
 // alone would let it through) and a plain HTTP proxy play the places a hostile agent points git at. The push target

@@ -232,6 +232,111 @@ describe('a retried CLI run whose plan has no sandbox', { skip: NO_BWRAP }, () =
   });
 });
 
+describe('a server starting again a run a person planned with a trusted file', { skip: NO_BWRAP }, () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  let run: string;
+  before(() => {
+    ({ repo, env } = setup());
+    // Fails its first invocation, remembering it in the folder the person's trust made writable.
+    const agent = script(repo.bin, 'cacher.sh', '#!/bin/sh\ncat > /dev/null\n' +
+      'if [ ! -f "$HOME/.agent-cache/first-$SVC_RUN_ID" ]; then\n' +
+      '  echo first > "$HOME/.agent-cache/first-$SVC_RUN_ID"\n  exit 3\nfi\n' +
+      'echo kept > "$HOME/.agent-cache/$SVC_RUN_ID"\necho done > "ran-$SVC_RUN_ID.txt"\n');
+    mkdirSync(join(repo.home, '.agent-cache'));
+    writeConfig(repo, {
+      provider: 'cacher', env: ['PERSON_TOOL_HOME'],
+      providers: { cacher: { command: [agent], writable: ['.agent-cache'] } },
+    });
+    writeFileSync(join(repo.repo, '.svc', 'policy.json'),
+      JSON.stringify({ checks: [{ name: 'env', run: ['sh', '-c', 'env'], required: false }] }));
+    env.PERSON_TOOL_HOME = '/opt/person-tool-5160';
+  });
+  after(() => repo.cleanup());
+
+  it('the person\'s run uses what they trusted', async () => {
+    assert.equal((await svc(repo, env, ['trust'])).code, 0);
+    const res = await svc(repo, env, ['start', '--brief', 'cache it']);
+    assert.notEqual(res.code, 0);
+    ({ run } = lastRun(repo).state);
+    assert.equal(lastRun(repo).state.status, 'failed');
+    assert.equal(readFileSync(join(repo.home, '.agent-cache', `first-${run}`), 'utf8'), 'first\n');
+  });
+
+  it('a server\'s resume does not bind the person\'s trusted folder, and says so in the log', async () => {
+    const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--resume', run]);
+    const bound = existsSync(join(repo.home, '.agent-cache', run));
+    assert.equal(bound, false, `${res.stderr}: the trusted folder was bound`);
+    const { events } = lastRun(repo);
+    assert.match(events, /Refused providers.cacher.writable \\".*\/\.agent-cache\\": .*a person's trusted .*without/);
+  });
+
+  it('a server\'s verify passes its checks none of the person\'s trusted env names', async () => {
+    const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--verify', run]);
+    assert.match(res.stderr, /check env exit 0/, res.stderr);
+    const { dir, events } = lastRun(repo);
+    const check = readFileSync(join(dir, 'artifacts', 'checks', 'env.log'), 'utf8');
+    assert.equal(check.includes('/opt/person-tool-5160'), false, 'the person\'s env name reached the check');
+    assert.match(events, /Refused env PERSON_TOOL_HOME: .*a person's trusted/);
+  });
+});
+
+describe('a server resuming a run that runs a person\'s redefined built-in', { skip: NO_BWRAP }, () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  before(() => {
+    ({ repo, env } = setup());
+    const agent = script(repo.bin, 'not-claude.sh', '#!/bin/sh\ncat > /dev/null\nexit 3\n');
+    writeConfig(repo, { provider: 'claude', providers: { claude: { command: [agent] } } });
+  });
+  after(() => repo.cleanup());
+
+  it('is refused before the run is queued again, and changes nothing', async () => {
+    assert.equal((await svc(repo, env, ['trust'])).code, 0);
+    assert.notEqual((await svc(repo, env, ['start', '--brief', 'fail once'])).code, 0);
+    const { state, dir } = lastRun(repo);
+    assert.equal(state.status, 'failed');
+    const before = readFileSync(join(dir, 'state.json'), 'utf8');
+    const eventsBefore = readFileSync(join(dir, 'events.jsonl'), 'utf8');
+    for (const flag of ['--resume', '--verify']) {
+      const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', flag, state.run]);
+      assert.equal(res.code, 1, `${flag}: ${res.stderr}`);
+      assert.match(res.stderr, /in place of the built-in/, flag);
+      assert.equal(readFileSync(join(dir, 'state.json'), 'utf8'), before, `${flag} changed state.json`);
+      assert.equal(readFileSync(join(dir, 'events.jsonl'), 'utf8'), eventsBefore, `${flag} changed the run's log`);
+    }
+  });
+});
+
+describe('a server resuming a worktree run whose worker never recorded its worktree', { skip: NO_BWRAP }, () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  let cache: string;
+  before(() => {
+    ({ repo, env } = setup());
+    // In the project, outside the run's worktree: the person's trust made it writable.
+    cache = join(repo.repo, 'person-cache');
+    mkdirSync(cache);
+    const agent = script(repo.bin, 'twice.sh', '#!/bin/sh\ncat > /dev/null\n' +
+      'if [ ! -f first-mark ]; then echo first > first-mark; exit 3; fi\n' +
+      `echo kept > "${cache}/$SVC_RUN_ID" 2>/dev/null\necho done > "ran-$SVC_RUN_ID.txt"\n`);
+    writeConfig(repo, { provider: 'twice', providers: { twice: { command: [agent], writable: [cache] } } });
+  });
+  after(() => repo.cleanup());
+
+  it('takes the run\'s tree as its worktree, not the project state.json still names', async () => {
+    assert.equal((await svc(repo, env, ['trust'])).code, 0);
+    assert.notEqual((await svc(repo, env, ['start', '--worktree', '--brief', 'twice'])).code, 0);
+    const { state, dir } = lastRun(repo);
+    assert.equal(state.status, 'failed');
+    // As a worker that failed making the checkout leaves it: state.json names the project as where it works.
+    writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, workdir: repo.repo }, null, 2));
+    const res = await svc(repo, { ...env, SVC_ORIGIN: 'control' }, ['start', '--resume', state.run]);
+    assert.equal(existsSync(join(cache, state.run)), false, `${res.stderr}: the person's folder was bound`);
+    assert.match(lastRun(repo).events, /Refused providers.twice.writable/);
+  });
+});
+
 describe('svc trust with a policy.json it cannot read', () => {
   let repo: TestRepo;
   let env: NodeJS.ProcessEnv;

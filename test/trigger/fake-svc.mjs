@@ -50,9 +50,9 @@ if (args[0] === 'answer') {
   mkdirSync(dir, { recursive: true });
   const now = new Date().toISOString();
   const running = text.includes('stay-running');
-  // A run that blocks with a question (the agent asks; issue 32): it waits until `svc answer` (above).
+  // A run that blocks with a question (the agent asks): it waits until `svc answer` (above).
   const asks = text.includes('ask-question') || text.includes('trackera:ASKQ-');
-  // A run whose error carries vendor markup (issue 21): every run in a project holding this file fails with its text.
+  // A run whose error carries vendor markup: every run in a project holding this file fails with its text.
   let hostile = null;
   try {
     hostile = readFileSync(join(process.cwd(), '.svc', 'fake-run-error.txt'), 'utf8');

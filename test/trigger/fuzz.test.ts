@@ -1,4 +1,4 @@
-// Fuzzes every route of the trigger server's route table (issue 11): the real webhook fixtures, mutated and then
+// Fuzzes every route of the trigger server's route table: the real webhook fixtures, mutated and then
 // signed with the test's secrets so they reach the handlers, plus broken HTTP. Checks no 5xx, the envelope on every
 // error, no job, dedupe key, reply target or snapshot for a refused delivery, and a live server after.
 // SVC_FUZZ_SEED=<seed> replays a failure; SVC_FUZZ_REQUESTS=<n> changes how many requests are sent.
@@ -96,7 +96,7 @@ function inboxFingerprint(repo: string): string {
   return `${names.length}:${hash.digest('hex').slice(0, 12)}`;
 }
 
-describe('fuzzing every trigger route with signed real payloads (issue 11 item 2)', () => {
+describe('fuzzing every trigger route with signed real payloads', () => {
   let t: TestTrigger;
   const seed = fuzzSeed();
   const routeTemplates = templates();

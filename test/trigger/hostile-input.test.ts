@@ -1,4 +1,4 @@
-// Regression tests for the hostile deliveries issue 11 found on the trigger server, sent signed to a real server.
+// Regression tests for hostile deliveries once found to break the trigger server, sent signed to a real server.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -16,7 +16,7 @@ function withRaw(name: string, edit: (v: Record<string, unknown>) => void, hole:
   return Buffer.from(JSON.stringify(value).replace('"__HOLE__"', () => hole));
 }
 
-describe('hostile signed deliveries (issue 11 item 1)', () => {
+describe('hostile signed deliveries', () => {
   let t: TestTrigger;
   before(async () => {
     t = await startTestTrigger({ TRACKERB_ASSIGNEES: '712020:f1ad7cfd-7f82-4dc0-85e4-8bc47bcc08e4' });
@@ -65,7 +65,7 @@ describe('hostile signed deliveries (issue 11 item 1)', () => {
   });
 });
 
-describe('50 concurrent trackera deliveries for one issue (issue 11 item 3)', () => {
+describe('50 concurrent trackera deliveries for one issue', () => {
   let t: TestTrigger;
   before(async () => {
     t = await startTestTrigger({ SVC_TRIGGER_QUEUE_MAX: '1000' });

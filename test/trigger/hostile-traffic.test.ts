@@ -1,4 +1,4 @@
-// Hostile traffic against a real trigger server (issue 21, trigger items): a flood on one route, duplicate floods,
+// Hostile traffic against a real trigger server: a flood on one route, duplicate floods,
 // reply URLs that try to leave their prefix, run text that tries to become vendor markup, a relabelled event.
 // Everything is sent to 127.0.0.1 only; real SQLite, real git repos, real child processes.
 import { describe, it, before, after } from 'node:test';
@@ -317,6 +317,15 @@ describe('hostile traffic: the unsigned event header must match the signed body'
     assert.equal((res.body.error as { code: string }).code, 'invalid_param');
     assert.deepEqual(t.queue.depth(), before);
     assert.equal((await webhook(prLabeled, 'pull_request')).body.status, 'skipped');
+  });
+
+  it('skips a /svc comment without GITHUB_TOKEN, saying the server has none (not GitHub\'s failure)', async () => {
+    const issue = { number: 9, title: 'Crash', author_association: 'OWNER', labels: [] };
+    const comment = { id: 77, body: '/svc fix', author_association: 'OWNER', user: { login: 'octocat' } };
+    const res = await webhook({ action: 'created', comment, issue, repository }, 'issue_comment');
+    const reason = 'comment author may not start jobs: svc has no GITHUB_TOKEN (or GH_TOKEN) to ask GitHub whether '
+      + 'the author may write to this repository';
+    assert.deepEqual(res.body, { status: 'skipped', reason });
   });
 
   it('refuses an issue_comment body sent as `issues`, and an issues body sent as `issue_comment`', async () => {

@@ -43,7 +43,7 @@ describe('the job loop', () => {
       const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'dump env' }), bearer);
       await waitFor(async () => ((await job(t, res.body.job_id as string)).status === 'succeeded' ? true : null), 'the job');
       const call = t.calls()[0]!;
-      // The one extra name: the descriptor of the pipe that carries what the run uses itself (issue 9 item 4); the
+      // The one extra name: the descriptor of the pipe that carries what the run uses itself; the
       // launcher reads it at start. Nothing is written to disk on the way.
       assert.equal(call.env.SVC_HANDOFF_FD, '3');
       // Not ERRTRACK_AUTH_TOKEN: a /jobs brief is never an issue URL (--brief).
@@ -202,6 +202,9 @@ describe('the job loop', () => {
       assert.equal((await ended(first)).error, 'internal error while running the job');
       assert.equal((await ended(second)).error, 'second launch refused');
       assert.ok(t.logs.some((l) => l.msg === 'job crashed' && l.error === 'the executor broke'));
+      // A job that never got a run says why in the log (a Sentry or /jobs job sends its summary nowhere).
+      const ends = t.logs.filter((l) => l.msg === 'job finished' && l.job_id === second);
+      assert.deepEqual(ends.map((l) => [l.level, l.status, l.error]), [['warn', 'failed', 'second launch refused']]);
     } finally {
       await t.cleanup();
     }

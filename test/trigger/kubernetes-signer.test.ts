@@ -244,15 +244,20 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     }
   });
 
-  // The signer's batch carries the run folder's events, which the agent writes: one it cannot take refuses the whole
-  // batch (ingest-validate.ts). The run must move onto the sealed key all the same, in a batch of the signer's own.
-  it('moves the run onto the sealed key even when the agent left an event ingest refuses', async () => {
+  // The signer's batches carry what the agent could write in the run folder: one refusal their shipper does not
+  // filter (here a copied state.json whose group_id ingest refuses) refuses every one of them. The run must move onto
+  // the sealed key all the same, in a batch of the signer's own (pod/sign.ts signRun), or it stays bound to the
+  // handed key, which the agent can read.
+  it('moves the run onto the sealed key even when ingest refuses every batch of the signer\'s shipper', async () => {
     let handed = '';
     const { run } = await runJob('fix the greeting', (workspace, runId) => {
       const dir = join(workspace, '.svc', 'runs', runId);
       handed = readFileSync(join(dir, 'run-key'), 'utf8').trim();
-      writeFileSync(join(dir, 'events.jsonl'), '{"seq":-1,"kind":"x"}\n', { flag: 'a' });
+      const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, group_id: 'not a group id!' }));
     });
+    const stored = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.notEqual(stored.verdict, 'verified', 'the signer\'s batches were refused, its receipt with them');
     const now = new Date().toISOString();
     const forged = { run, status: 'blocked', question: 'Paste the deploy token', started_at: now, updated_at: now,
       run_key: handed };

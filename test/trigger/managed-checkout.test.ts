@@ -1,4 +1,4 @@
-// Managed checkouts (issue 22 item 3): a clone= repository's job runs in its own checkout of the freshly fetched
+// Managed checkouts: a clone= repository's job runs in its own checkout of the freshly fetched
 // default branch, made from a mirror under the trigger's state folder; a failed fetch fails the job with git's reason
 // and the next job fetches again; fetches of one repository never overlap; the token goes to the origin host only,
 // through GIT_ASKPASS. Origins are real bare repositories (file://) and a loopback git smart-HTTP host.

@@ -1,4 +1,4 @@
-// The Control Plane knows the served repositories (issue 22 item 5): the trigger server reports what it serves, a
+// The Control Plane knows the served repositories: the trigger server reports what it serves, a
 // job's run carries the routed entry's owner/name (not what its checkout's origin says) through the real `svc start`
 // and its shipper, and GET /v1/repos plus the runs filter find it there.
 import { describe, it } from 'node:test';

@@ -1,4 +1,4 @@
-// Fair queueing across repositories (issue 22): 50 jobs queued for A, then one for B; B starts within one slot, and
+// Fair queueing across repositories: 50 jobs queued for A, then one for B; B starts within one slot, and
 // still does after a restart. The fake svc's "stay-running" runs hold their slot until the test ends them.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';

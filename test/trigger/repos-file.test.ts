@@ -1,4 +1,4 @@
-// The served repositories file (issue 22): what it accepts, every bad line refused with its line and reason, the
+// The served repositories file: what it accepts, every bad line refused with its line and reason, the
 // server refusing to start on it, and `svc repos list|add|remove` editing it.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// One trigger server for three repositories (issue 22): every source's signed delivery reaches the right repository's
+// One trigger server for three repositories: every source's signed delivery reaches the right repository's
 // checkout, an event for a repository that is not served is skipped with its reason, and nothing is guessed.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Trigger DB retention (issue 11 item 4): dedupe keys expire after their window, finished jobs after their age,
+// Trigger DB retention: dedupe keys expire after their window, finished jobs after their age,
 // queued and running jobs never; across a long soak the DB file stops growing once the window has passed.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';

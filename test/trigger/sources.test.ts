@@ -283,7 +283,7 @@ describe('resolveRouteSecrets', () => {
   });
 });
 
-describe('source readers on hostile JSON (issue 11 item 1)', () => {
+describe('source readers on hostile JSON', () => {
   // Each of these used to reach `String(x)` on an object whose own toString is not a function.
   const poison = JSON.parse('{"toString": 1, "valueOf": null, "__proto__": {"x": 1}}') as unknown;
   it('trackera skips non-issue events whose type or action is an object with its own toString', () => {
@@ -303,7 +303,7 @@ describe('source readers on hostile JSON (issue 11 item 1)', () => {
   });
 });
 
-describe('trackera snapshot under concurrent deliveries (issue 11 item 3)', () => {
+describe('trackera snapshot under concurrent deliveries', () => {
   it('50 concurrent stages for one issue all succeed: each job keeps its own delivery whole, no temp files', async () => {
     const repo = tempDir('svc-snap-');
     after(() => rmSync(repo, { recursive: true, force: true }));

@@ -115,7 +115,7 @@ describe('body', () => {
   });
 });
 
-describe('JSON nesting limit (issue 11 item 1)', () => {
+describe('JSON nesting limit', () => {
   it('refuses a body nested deeper than the limit with invalid_json before parsing', () => {
     const deep = Buffer.from(`{"data":${'['.repeat(100_000)}${']'.repeat(100_000)}}`);
     assert.throws(() => parseJson(deep), (err: unknown) => err instanceof HttpError && err.code === 'invalid_json');

@@ -185,7 +185,7 @@ describe('container file', () => {
     assert.match(text, /apt-get install -y --no-install-recommends [^\n]*\bgit\b[^\n]*\bcurl\b/);
   });
 
-  it('is built with --format docker wherever a podman build is shown, so the HEALTHCHECK survives (issue 11)', () => {
+  it('is built with --format docker wherever a podman build is shown, so the HEALTHCHECK survives', () => {
     const deploy = readFileSync(join(SCRIPTS, '../docs/deploy.md'), 'utf8');
     const builds = [...`${text}\n${deploy}`.matchAll(/podman build[^\n]*/g)].map((m) => m[0]);
     assert.ok(builds.length >= 2, 'the Containerfile and docs/deploy.md both show the build command');

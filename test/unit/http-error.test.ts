@@ -2,8 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { HttpError, errorBody, errorStatus, invalidField } from '../../src/http/http-error.ts';
 
-// DESIGN §4's status table, written out again so a change to either side is noticed; 408/414/431 are issue 11's
-// codes for requests Node's parser refuses before routing (src/http/http-server.ts); proxied_request is issue 9's
+// DESIGN §4's status table, written out again so a change to either side is noticed; 408/414/431 are the
+// codes for requests Node's parser refuses before routing (src/http/http-server.ts); proxied_request is the
 // refusal of a loopback-only route relayed by a proxy (src/http/guards.ts); forbidden_source is a runner token's
 // batch for another source (src/control/settings.ts); forbidden_run a batch writing a run bound to another runner's key
 // (src/control/ingest-apply.ts).

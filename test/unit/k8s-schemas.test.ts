@@ -1,4 +1,4 @@
-// The Kubernetes objects svc builds or ships, validated against Kubernetes' own OpenAPI schemas (issue 11 item 7):
+// The Kubernetes objects svc builds or ships, validated against Kubernetes' own OpenAPI schemas:
 // every Job the executor builds, for each combination of its SVC_K8S_* settings, and every manifest in scripts/k8s.
 // The schemas come from the `kubernetes-models` devDependency (generated from the official OpenAPI spec); nothing
 // at run time depends on it.

@@ -1,5 +1,5 @@
 // The UI's money() (static/lib/format.js) and the CLI's formatUsd (src/cli/runs-format.ts) are one rule in two
-// files (the browser's no-build modules cannot import dist/): the same dollars print the same everywhere (issue 23).
+// files (the browser's no-build modules cannot import dist/): the same dollars print the same everywhere.
 // Also the event log's first status line (static/lib/event-text.js).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,9 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  checkArtifactPath, checkQueryKeys, parseLimit, parseWindow, runParams, timeMs,
+  checkArtifactPath, checkQueryKeys, parseLimit, parseWindow, runParams,
 } from '../../src/control/params.ts';
-import { iso } from '../../src/iso-time.ts';
+import { iso, timeMs } from '../../src/iso-time.ts';
 import { runToJson } from '../../src/db/runs-store.ts';
 import { decodeCursor, encodeCursor } from '../../src/control/params.ts';
 import { HttpError } from '../../src/http/http-error.ts';

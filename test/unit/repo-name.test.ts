@@ -1,4 +1,4 @@
-// A run's `repo` (issue 22 item 5): the routed served entry's owner/name when a trigger server launched it, else the
+// A run's `repo`: the routed served entry's owner/name when a trigger server launched it, else the
 // checkout's origin. SVC_REPO_NAME from anywhere else, or not an owner/name, is not taken.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';

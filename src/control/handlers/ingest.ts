@@ -6,13 +6,15 @@ import { setImmediate } from 'node:timers/promises';
 import { isAbsolute, join } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
+import type { RunnerCredential } from '../../http/guards.ts';
 import { json } from '../../http/respond.ts';
 import { contentTypeOf, OCTET_STREAM } from '../../http/static-files.ts';
 import { transaction } from '../../db/open.ts';
 import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
 import { bodyFields, invalidParam } from '../params.ts';
-import { validateBatch, validateEvent, validateRun, type IngestBatch } from '../ingest-validate.ts';
+import { validateBatch, validateRun, type IngestBatch } from '../ingest-validate.ts';
+import { isArtifactPath, validateEvent } from '../../engine/run-event.ts';
 import { isBoundKey, storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
 import { isRegisteredProject } from '../action-rules.ts';
@@ -41,18 +43,22 @@ function isHeldElsewhere(held: string | null | undefined, path: string): boolean
 }
 
 /**
- * Keeps a batch's repo_path, which steers local actions, only for this server's own source in a registered project,
- * and never over the folder a run is held for (a sticky column: the stored one stays). Refuses a batch that names, for
- * a run held for one project, another existing registered project, before anything of it is applied, as import skips
- * it (docs/control-data.md, "Which runs the Control Plane steers itself"). Any other folder named (a project's old
- * place after a move, a folder gone or never registered, none) is no claim to the run: the batch is taken. The run's
- * key, where one is bound, is what tells its own runner from another sender (ingest-apply.ts checkRunKey).
+ * Keeps a batch's repo_path, which steers local actions, only for this server's own source under its own token, in a
+ * registered project, and never over the folder a run is held for (a sticky column: the stored one stays). Refuses a
+ * batch that names, for a run held for one project, another existing registered project, before anything of it is
+ * applied, as import skips it (docs/control-data.md, "Which runs the Control Plane steers itself"). Any other folder
+ * named (a project's old place after a move, a folder gone or never registered, none) is no claim to the run: the
+ * batch is taken. The run's key, where one is bound, is what tells its own runner from another sender
+ * (ingest-apply.ts checkRunKey).
  */
-function takeRepoPaths(deps: ControlDeps, batch: IngestBatch): void {
+function takeRepoPaths(deps: ControlDeps, batch: IngestBatch, runner: RunnerCredential | undefined): void {
   for (const run of batch.runs) {
     const sent = run.repo_path;
     delete run.repo_path;
-    if (!sent || batch.source !== deps.settings.source || !isRegisteredProject(deps, sent)) continue;
+    // A runner token, even one named for this server's own source (a pod's agent can read its token), ships runs: it
+    // never says where this server acts.
+    if (!sent || runner !== undefined || batch.source !== deps.settings.source) continue;
+    if (!isRegisteredProject(deps, sent)) continue;
     const held = deps.stores.runs.get(batch.source, run.run)?.repo_path;
     if (isHeldElsewhere(held, sent)) {
       throw new HttpError('forbidden_run', `Run ${batch.source}/${run.run} is a run of another project than the one ` +
@@ -85,7 +91,7 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
     }
   }
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
-  takeRepoPaths(deps, batch);
+  takeRepoPaths(deps, batch, runner);
   // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
   const deleted = new Set([...named].filter((run) => deps.stores.deletedRuns.has(batch.source, run)));
   if (deleted.size === 0) return json(200, applyBatch(deps, batch, boundRuns));
@@ -150,8 +156,8 @@ function importBatch(
   });
   const artifacts = read.artifacts.flatMap(({ rel, content }) => {
     const type = contentTypeOf(rel) ?? OCTET_STREAM;
-    if (!rel.includes('\\')) return [{ run: name, path: rel, content_type: type, content }];
-    skip(`${name}/artifacts/${rel}`, 'name contains a backslash');
+    if (isArtifactPath(rel)) return [{ run: name, path: rel, content_type: type, content }];
+    skip(`${name}/artifacts/${rel}`, rel.includes('\\') ? 'name contains a backslash' : 'name ingest refuses');
     return [];
   });
   return { source, runs: [{ ...run, run_key: key }], events, artifacts, notifications: [], served_repos: null };

@@ -44,7 +44,9 @@ export async function mayWrite(ctx: TCtx, repo: string, login: string): Promise<
     return WRITERS.has(permission) ? true : 'the author may not write to this repository';
   } catch (err) {
     ctx.deps.log.warn('write permission not known', { route: 'webhook', repo, login, error: errorMessage(err) });
-    return 'the GitHub API could not say whether the author may write to this repository';
+    // What GitHub shows under Recent Deliveries: without a token the fix is the server's, not GitHub's.
+    return ctx.deps.github.configured ? 'the GitHub API could not say whether the author may write to this repository'
+      : 'svc has no GITHUB_TOKEN (or GH_TOKEN) to ask GitHub whether the author may write to this repository';
   }
 }
 

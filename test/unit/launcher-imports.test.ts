@@ -1,0 +1,29 @@
+// `svc start`'s launcher loads what a plain start runs: each module is ~1 ms of CPU on every run's way to its agent
+// (docs/bench.md, "the launcher's modules"). A follow-up's module, and the receipt and key modules it brings, load only
+// for a follow-up.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/** Every module a fresh process loads to import `entry`. */
+function modulesLoadedBy(entry: string): string[] {
+  const script = [
+    "import { registerHooks } from 'node:module';",
+    'const seen = [];',
+    'registerHooks({ load(url, context, next) { seen.push(url); return next(url, context); } });',
+    `await import(${JSON.stringify(entry)});`,
+    'console.log(JSON.stringify(seen));',
+  ].join('\n');
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+  return JSON.parse(out) as string[];
+}
+
+describe("svc start's launcher", () => {
+  it('loads no follow-up, receipt or key module for a plain start', () => {
+    const loaded = modulesLoadedBy(fileURLToPath(new URL('../../src/cli/start.ts', import.meta.url)));
+    assert.ok(loaded.some((url) => url.endsWith('/src/engine/launch.ts')), 'the launcher itself was loaded');
+    const rare = loaded.filter((url) => /\/src\/(engine\/follow-up|engine\/receipt|keys)\.ts$/.test(url));
+    assert.deepEqual(rare, []);
+  });
+});
