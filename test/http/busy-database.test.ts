@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
 import { isDatabaseBusy, isDiskFull } from '../../src/http/pipeline.ts';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const T0 = '2026-02-01T10:00:00.000Z';
@@ -94,6 +94,31 @@ describe('a database another process keeps locked', () => {
     assert.equal(existsSync(file), false, 'an answer whose event was taken back never reaches the run');
     const events = cp.deps.stores.events.listAll({ after: 0, limit: 100, source, run: 'r-commit' });
     assert.equal(events.filter((e) => e.kind === 'answer').length, 0);
+  });
+
+  it('puts back the accepted answer the run has not taken when a second answer\'s COMMIT is refused', async () => {
+    const source = cp.deps.settings.source;
+    seedRuns(cp.deps, 1, { run: 'r-second', status: 'blocked', repo_path: cp.dir }, source);
+    const file = join(cp.deps.settings.answerDir, source, 'r-second.json');
+    const path = `/v1/runs/${source}/r-second/answer`;
+    assert.equal((await cp.request('POST', path, { body: { answer: 'the blue one' } })).status, 202);
+    const accepted = readFileSync(file);
+    const { db } = cp.deps;
+    const exec = db.exec.bind(db);
+    const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+    db.exec = (sql: string) => {
+      if (sql === 'COMMIT') throw full;
+      return exec(sql);
+    };
+    let refused;
+    try {
+      refused = await cp.request('POST', path, { body: { answer: 'the red one' } });
+    } finally {
+      db.exec = exec;
+    }
+    assert.equal(refused.status, 503);
+    // Before, the refused answer's cleanup deleted the file, so the first answer (answered 202) never reached the run.
+    assert.deepEqual(readFileSync(file), accepted, 'the first answer still waits for the run');
   });
 
   // Each action's writes are one transaction: a write the disk refuses part way takes the earlier ones back with it,
