@@ -111,6 +111,13 @@ function notCommitted(err: unknown): Error {
     : new DeliveryNotCommittedError(errorMessage(err));
 }
 
+/** A delivery's rows could not be taken out of the open transaction: the whole batch must be rolled back. */
+class BatchRollback extends Error {
+  constructor(cause: unknown) {
+    super('rows of a failed delivery could not be removed', { cause });
+  }
+}
+
 export function createJobQueue(opts: JobQueueOptions) {
   const { stores } = opts;
   const shares = queueShares(opts.maxQueued, opts.routes ?? 1);
@@ -120,6 +127,16 @@ export function createJobQueue(opts: JobQueueOptions) {
     const holder = stores.dedupe.holder(keys);
     if (holder !== undefined) return { kind: 'duplicate', jobId: holder };
     return shareAdmits(shares, queued, origin) ? undefined : { kind: 'full' };
+  }
+
+  /** Takes a failed delivery's job out of the open transaction; if that fails too, the whole batch is rolled back,
+   * else its batch-mates' COMMIT would keep rows of a delivery answered as not done. */
+  function removeOrRollBack(jobId: string): void {
+    try {
+      stores.jobs.remove(jobId);
+    } catch (err) {
+      throw new BatchRollback(err);
+    }
   }
 
   /** `queued` counts up as this transaction queues; `inserted` is counted in the DB once, before its COMMIT. */
@@ -141,7 +158,7 @@ export function createJobQueue(opts: JobQueueOptions) {
       if (reply) stores.replies.insert(jobId, reply.channel, reply.target, now);
     } catch (err) {
       // Nothing of it stays (its keys go by cascade), unless SQLite ended the transaction.
-      if (stores.db.isTransaction) stores.jobs.remove(jobId);
+      if (stores.db.isTransaction) removeOrRollBack(jobId);
       throw err;
     }
     queued.set(origin, (queued.get(origin) ?? 0) + 1);
@@ -164,6 +181,7 @@ export function createJobQueue(opts: JobQueueOptions) {
           try {
             outcomes.push(place(p.request, now, queued, inserted));
           } catch (err) {
+            if (err instanceof BatchRollback) throw err.cause;
             if (!stores.db.isTransaction) throw err;
             outcomes.push(notCommitted(err));
           }
