@@ -206,8 +206,9 @@ function answerFailure<D>(
   req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen<D>, thrown: unknown,
   opts: PipelineOptions<D>,
 ): void {
-  let err = httpErrorOf(thrown);
-  if (err) {
+  const err = refusalOf(thrown) ?? new HttpError('internal_error', `Internal error (request ${requestId})`);
+  // refusalOf is the one mapping; the branches below only say what is logged, and which refusals the hook hears of.
+  if (httpErrorOf(thrown)) {
     if (opts.onRefused && seen.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
       const refusal = { route: seen.route, params: seen.params ?? {}, req, peer: req.socket.remoteAddress ?? '' };
       try {
@@ -219,13 +220,10 @@ function answerFailure<D>(
     }
   } else if (isDatabaseBusy(thrown)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
-    err = databaseBusy();
   } else if (isDiskFull(thrown)) {
     opts.log.error('disk full: a write was refused', { request_id: requestId, error: errorMessage(thrown) });
-    err = diskFull();
   } else {
     opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(thrown) });
-    err = new HttpError('internal_error', `Internal error (request ${requestId})`);
   }
   closeAfterRefusal(req, res);
   try {
