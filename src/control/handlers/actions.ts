@@ -290,6 +290,19 @@ function bytesOrNull(path: string): Buffer | null {
   }
 }
 
+/** Puts the answer file back as it was: the earlier answer, or none; the refused one never stays for the run. */
+function putBackAnswer(path: string, previous: Buffer | null): void {
+  try {
+    if (previous !== null) {
+      writeFileAtomic(path, previous, 0o600);
+      return;
+    }
+  } catch {
+    // No room to put the earlier answer back: the refused answer is removed all the same.
+  }
+  rmSync(path, { force: true });
+}
+
 export const answerRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const body = bodyFields(ctx.body, 'Answer');
@@ -328,8 +341,7 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
     // A COMMIT the database refused took the event back: the file goes with it (an earlier answer is put back),
     // unless the run took it already.
     try {
-      if (written && previous !== null) writeFileAtomic(path, previous, 0o600);
-      else if (written) rmSync(path, { force: true });
+      if (written) putBackAnswer(path, previous);
     } catch {
       // Best effort: the database's error is the request's answer either way.
     }
