@@ -18,7 +18,10 @@ export class ControlApiError extends Error {
   /** The request field the server named (a setting's key for PUT /v1/config), or null when it named none. */
   readonly field: string | null;
 
-  /** status 0 with code "unreachable" means no HTTP answer at all (refused, DNS, timeout). */
+  /**
+   * status 0 with code "unreachable" means no HTTP answer at all (refused, DNS, timeout); code "bad_response", a 2xx
+   * whose body was cut short or is not JSON (a proxy's page).
+   */
   constructor(status: number, code: string, message: string, field: string | null = null) {
     super(message);
     this.name = 'ControlApiError';
@@ -35,6 +38,11 @@ function parsedOr(text: string): unknown {
   } catch {
     return text;
   }
+}
+
+/** What fetch's error says went wrong: undici's TypeError carries the socket's error as its cause. */
+function causeOf(err: unknown): string {
+  return err instanceof Error ? ((err.cause as Error | undefined)?.message ?? err.message) : String(err);
 }
 
 /** The error of a non-2xx response, also from proxies that answer with HTML or nothing. */
@@ -94,8 +102,7 @@ export function createControlClient(options: {
       res = await fetch(url(path, call.query), init);
     } catch (err) {
       if (signal?.aborted) throw err;
-      const cause = err instanceof Error ? ((err.cause as Error | undefined)?.message ?? err.message) : String(err);
-      throw new ControlApiError(0, 'unreachable', `Cannot reach the Control Plane at ${base} (${cause})`);
+      throw new ControlApiError(0, 'unreachable', `Cannot reach the Control Plane at ${base} (${causeOf(err)})`);
     }
     if (!res.ok) throw await errorFromResponse(res);
     return res;
@@ -103,8 +110,23 @@ export function createControlClient(options: {
 
   async function call<T>(path: string, c: Call = {}): Promise<T> {
     const res = await send(path, c);
-    const text = await res.text();
-    return (text ? JSON.parse(text) : null) as T;
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      // The connection ended (or timed out) part way through the body: no answer to act on.
+      const message = `The Control Plane at ${base} did not send its whole answer (${causeOf(err)})`;
+      throw new ControlApiError(res.status, 'bad_response', message);
+    }
+    if (!text) return null as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      // A proxy or captive portal answering 2xx with its own page: still the one error a call throws.
+      const type = res.headers.get('content-type') ?? 'no content type';
+      throw new ControlApiError(res.status, 'bad_response',
+        `The Control Plane at ${base} answered ${res.status} with something that is not JSON (${type})`);
+    }
   }
 
   function runPath(ref: RunRef, tail = ''): string {

@@ -1,10 +1,9 @@
 // Every call of a mutating handler (done, refused or crashed) and every such call the guards turn away lands in the
 // audit hash chain (docs/control-config.md, "Audit log").
 import type { IncomingMessage } from 'node:http';
-import { databaseBusy, isDatabaseBusy, type Ctx, type Handler, type Refusal } from '../http/pipeline.ts';
+import { refusalOf, type Ctx, type Handler, type Refusal } from '../http/pipeline.ts';
 import type { HandlerResult } from '../http/respond.ts';
 import { TAKEN_OVER } from '../http/respond.ts';
-import { httpErrorOf } from '../http/http-error.ts';
 import { isLoopbackAddress, proxyHeaderOf } from '../http/guards.ts';
 import type { ControlDeps } from './deps.ts';
 import { errorMessage } from '../errors.ts';
@@ -72,9 +71,9 @@ export function audited(action: string, handler: Handler<ControlDeps>): Handler<
     try {
       result = await handler(ctx);
     } catch (err) {
-      // As the pipeline answers it: a typed svc error is its refusal (http-error.ts), a busy database a 503, anything
-      // else a 500.
-      const known = httpErrorOf(err) ?? (isDatabaseBusy(err) ? databaseBusy() : null);
+      // As the pipeline answers it: a typed svc error is its refusal (http-error.ts), a busy database or a full disk a
+      // 503, anything else a 500.
+      const known = refusalOf(err);
       const crashed = { outcome: 'internal_error', status: 500 };
       append(ctx, action, known ? { outcome: known.code, status: known.status } : crashed, undefined);
       throw err;

@@ -2,9 +2,9 @@
 // OpenAPI document and called through that route's own handler, so the validation, the audit row, the loopback-only
 // authority and the answer are the API's.
 import type { Ctx } from '../http/pipeline.ts';
-import { databaseBusy, isDatabaseBusy } from '../http/pipeline.ts';
+import { refusalOf } from '../http/pipeline.ts';
 import { checkLoopbackOnly, isLoopbackHost } from '../http/guards.ts';
-import { HttpError, errorBody, httpErrorOf } from '../http/http-error.ts';
+import { HttpError, errorBody } from '../http/http-error.ts';
 import { TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from '../http/body.ts';
 import { FailedError } from '../errors.ts';
@@ -143,7 +143,7 @@ function result(value: unknown, isError: boolean) {
 }
 
 function refusal(err: unknown) {
-  const known = httpErrorOf(err) ?? (isDatabaseBusy(err) ? databaseBusy() : null);
+  const known = refusalOf(err);
   if (known) return result(errorBody(known.code, known.message), true);
   throw err;
 }

@@ -41,7 +41,7 @@ export function answerDirOf(env: NodeJS.ProcessEnv): string {
   return env.SVC_CONTROL_ANSWER_DIR || join(svcHomeOf(env), 'control', 'answers');
 }
 
-function answerFilePath(dir: string, source: string, run: string): string {
+export function answerFilePath(dir: string, source: string, run: string): string {
   return join(dir, source, `${run}.json`);
 }
 

@@ -46,7 +46,8 @@ export interface ShipFailure {
   everyRun: boolean;
 }
 
-/** What the send met that is no answer of the Control Plane's (a body cut off, a 200 that is not JSON): every run's. */
+/** What the send threw that is no ControlApiError (an aborted send, say): every run's. A body cut off or a 200 that is
+ * not JSON is a ControlApiError `bad_response` from the client, counted as every run's by failsEveryRun's last line. */
 class SendError extends Error {}
 
 /** Anything but a refusal of this run's own batch, or its folder's own error: nothing answered, 401, a 403 about the

@@ -206,8 +206,9 @@ function answerFailure<D>(
   req: IncomingMessage, res: ServerResponse, requestId: string, seen: Seen<D>, thrown: unknown,
   opts: PipelineOptions<D>,
 ): void {
-  let err = httpErrorOf(thrown);
-  if (err) {
+  const err = refusalOf(thrown) ?? new HttpError('internal_error', `Internal error (request ${requestId})`);
+  // refusalOf is the one mapping; the branches below only say what is logged, and which refusals the hook hears of.
+  if (httpErrorOf(thrown)) {
     if (opts.onRefused && seen.route && !SAFE_METHODS.has(req.method ?? 'GET')) {
       const refusal = { route: seen.route, params: seen.params ?? {}, req, peer: req.socket.remoteAddress ?? '' };
       try {
@@ -219,10 +220,10 @@ function answerFailure<D>(
     }
   } else if (isDatabaseBusy(thrown)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
-    err = databaseBusy();
+  } else if (isDiskFull(thrown)) {
+    opts.log.error('disk full: a write was refused', { request_id: requestId, error: errorMessage(thrown) });
   } else {
     opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(thrown) });
-    err = new HttpError('internal_error', `Internal error (request ${requestId})`);
   }
   closeAfterRefusal(req, res);
   try {
@@ -240,10 +241,21 @@ function answerFailure<D>(
 const SQLITE_BUSY = 5;
 const SQLITE_LOCKED = 6;
 
-/** What a request that met a busy database is answered (the pipeline, MCP tools) and audited as. */
-export function databaseBusy(): HttpError {
+/** What a request that met a busy database is answered and audited as. */
+function databaseBusy(): HttpError {
   return new HttpError('unavailable', 'The database is busy (another process holds its write lock); try again',
     { 'retry-after': '1' });
+}
+
+/** A request a full disk refused: one the client can act on, not an internal error (its transaction was taken back). */
+function diskFull(): HttpError {
+  const message = 'The server\'s disk is full: the request was not done; try again once it has space';
+  return new HttpError('unavailable', message, { 'retry-after': '60' });
+}
+
+/** What a thrown error is answered as if no crash (svc's typed error, a busy database, a full disk), else null. */
+export function refusalOf(err: unknown): HttpError | null {
+  return httpErrorOf(err) ?? (isDatabaseBusy(err) ? databaseBusy() : isDiskFull(err) ? diskFull() : null);
 }
 
 export function isDatabaseBusy(err: unknown): boolean {
@@ -257,6 +269,14 @@ export function isDatabaseBusy(err: unknown): boolean {
 /** SQLite's primary codes for a disk that failed a write or is full: the same write may succeed later. */
 const SQLITE_IOERR = 10;
 const SQLITE_FULL = 13;
+
+/** A write the disk refused for want of space: SQLite's SQLITE_FULL, or a file's ENOSPC or EDQUOT. */
+export function isDiskFull(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const { code, errcode } = err as { code?: unknown; errcode?: unknown };
+  if (code === 'ENOSPC' || code === 'EDQUOT') return true;
+  return code === 'ERR_SQLITE_ERROR' && typeof errcode === 'number' && (errcode & 0xff) === SQLITE_FULL;
+}
 
 /** Whether the database refused a write that it may take later: busy or locked, a failed disk write, a full disk. */
 export function mayTakeLater(err: unknown): boolean {

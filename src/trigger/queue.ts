@@ -3,6 +3,7 @@
 // one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still fails alone.
 import { errorMessage, FailedError } from '../errors.ts';
 import { transaction } from '../db/open.ts';
+import { isDatabaseBusy, isDiskFull } from '../http/pipeline.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { NewJob } from '../db/trigger-jobs-store.ts';
 import type { SourceName } from '../webhook-sources.ts';
@@ -103,6 +104,20 @@ export class DeliveryNotCommittedError extends FailedError {
   }
 }
 
+/** What a delivery its commit failed is rejected with: a busy database or a full disk as itself, so the pipeline
+ * answers it 503 with Retry-After as it does any request (a 500 told the sender nothing it could act on). */
+function notCommitted(err: unknown): Error {
+  return err instanceof Error && (isDatabaseBusy(err) || isDiskFull(err)) ? err
+    : new DeliveryNotCommittedError(errorMessage(err));
+}
+
+/** A delivery's rows could not be taken out of the open transaction: the whole batch must be rolled back. */
+class BatchRollback extends Error {
+  constructor(cause: unknown) {
+    super('rows of a failed delivery could not be removed', { cause });
+  }
+}
+
 export function createJobQueue(opts: JobQueueOptions) {
   const { stores } = opts;
   const shares = queueShares(opts.maxQueued, opts.routes ?? 1);
@@ -112,6 +127,16 @@ export function createJobQueue(opts: JobQueueOptions) {
     const holder = stores.dedupe.holder(keys);
     if (holder !== undefined) return { kind: 'duplicate', jobId: holder };
     return shareAdmits(shares, queued, origin) ? undefined : { kind: 'full' };
+  }
+
+  /** Takes a failed delivery's job out of the open transaction; if that fails too, the whole batch is rolled back,
+   * else its batch-mates' COMMIT would keep rows of a delivery answered as not done. */
+  function removeOrRollBack(jobId: string): void {
+    try {
+      stores.jobs.remove(jobId);
+    } catch (err) {
+      throw new BatchRollback(err);
+    }
   }
 
   /** `queued` counts up as this transaction queues; `inserted` is counted in the DB once, before its COMMIT. */
@@ -133,7 +158,7 @@ export function createJobQueue(opts: JobQueueOptions) {
       if (reply) stores.replies.insert(jobId, reply.channel, reply.target, now);
     } catch (err) {
       // Nothing of it stays (its keys go by cascade), unless SQLite ended the transaction.
-      if (stores.db.isTransaction) stores.jobs.remove(jobId);
+      if (stores.db.isTransaction) removeOrRollBack(jobId);
       throw err;
     }
     queued.set(origin, (queued.get(origin) ?? 0) + 1);
@@ -156,14 +181,15 @@ export function createJobQueue(opts: JobQueueOptions) {
           try {
             outcomes.push(place(p.request, now, queued, inserted));
           } catch (err) {
+            if (err instanceof BatchRollback) throw err.cause;
             if (!stores.db.isTransaction) throw err;
-            outcomes.push(new DeliveryNotCommittedError(errorMessage(err)));
+            outcomes.push(notCommitted(err));
           }
         }
         stores.jobs.count(inserted);
       });
     } catch (err) {
-      for (const p of batch) p.reject(new DeliveryNotCommittedError(errorMessage(err)));
+      for (const p of batch) p.reject(notCommitted(err));
       return;
     }
     batch.forEach((p, i) => {

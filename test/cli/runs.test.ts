@@ -153,6 +153,17 @@ describe('svc runs show and actions', () => {
       given.stderr);
   });
 
+  it('exits 1 saying the answer was not JSON when something in between answers 200 with a page', async () => {
+    api.answer = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<html>sign in to the network</html>');
+    };
+    const r = await svc(['list']);
+    assert.equal(r.code, 1);
+    assert.equal(r.stderr, `svc runs: The Control Plane at ${api.url} answered 200 with something that is not JSON `
+      + '(text/html) (200 bad_response)\n');
+  });
+
   it('rejects malformed run ids, unknown subcommands and list flags on actions with exit 2', async () => {
     assert.equal((await svc(['show', '../etc'])).code, 2);
     assert.equal((await svc(['show', 'a/b/c'])).code, 2);

@@ -93,6 +93,31 @@ describe('createControlClient errors', () => {
     assert.equal(err.code, 'http_error');
   });
 
+  it('turns a 2xx answer that is not JSON (a proxy page) into ControlApiError code bad_response', async () => {
+    api.answer = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<html>sign in to the network</html>');
+    };
+    const err = await createControlClient({ url: api.url }).listRuns().catch((e: unknown) => e);
+    assert.ok(err instanceof ControlApiError);
+    assert.equal(err.status, 200);
+    assert.equal(err.code, 'bad_response');
+    assert.match(err.message, /answered 200 with something that is not JSON \(text\/html\)/);
+  });
+
+  it('reports an answer cut short part way through its body as code bad_response, not a bare TypeError', async () => {
+    api.answer = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      res.write('{"items":');
+      setTimeout(() => res.socket?.destroy(), 20);
+    };
+    const err = await createControlClient({ url: api.url }).listRuns().catch((e: unknown) => e);
+    assert.ok(err instanceof ControlApiError, String(err));
+    assert.equal(err.code, 'bad_response');
+    assert.equal(err.status, 200);
+    assert.match(err.message, /did not send its whole answer/);
+  });
+
   it('reports an unreachable server as status 0 code unreachable without the token', async () => {
     const closed = await startStandIn();
     await closed.close();

@@ -5,8 +5,8 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
-import { isDatabaseBusy } from '../../src/http/pipeline.ts';
-import { existsSync } from 'node:fs';
+import { isDatabaseBusy, isDiskFull } from '../../src/http/pipeline.ts';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const T0 = '2026-02-01T10:00:00.000Z';
@@ -86,10 +86,39 @@ describe('a database another process keeps locked', () => {
     } finally {
       db.exec = exec;
     }
-    assert.ok(refused.status >= 500, `${refused.status}`);
+    // A full disk is a refusal the client can act on, not an internal error (before: 500 internal_error).
+    assert.equal(refused.status, 503);
+    assert.equal((refused.json as { error: { code: string } }).error.code, 'unavailable');
+    assert.match((refused.json as { error: { message: string } }).error.message, /disk is full/);
+    assert.equal(refused.headers.get('retry-after'), '60');
     assert.equal(existsSync(file), false, 'an answer whose event was taken back never reaches the run');
     const events = cp.deps.stores.events.listAll({ after: 0, limit: 100, source, run: 'r-commit' });
     assert.equal(events.filter((e) => e.kind === 'answer').length, 0);
+  });
+
+  it('puts back the accepted answer the run has not taken when a second answer\'s COMMIT is refused', async () => {
+    const source = cp.deps.settings.source;
+    seedRuns(cp.deps, 1, { run: 'r-second', status: 'blocked', repo_path: cp.dir }, source);
+    const file = join(cp.deps.settings.answerDir, source, 'r-second.json');
+    const path = `/v1/runs/${source}/r-second/answer`;
+    assert.equal((await cp.request('POST', path, { body: { answer: 'the blue one' } })).status, 202);
+    const accepted = readFileSync(file);
+    const { db } = cp.deps;
+    const exec = db.exec.bind(db);
+    const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+    db.exec = (sql: string) => {
+      if (sql === 'COMMIT') throw full;
+      return exec(sql);
+    };
+    let refused;
+    try {
+      refused = await cp.request('POST', path, { body: { answer: 'the red one' } });
+    } finally {
+      db.exec = exec;
+    }
+    assert.equal(refused.status, 503);
+    // Before, the refused answer's cleanup deleted the file, so the first answer (answered 202) never reached the run.
+    assert.deepEqual(readFileSync(file), accepted, 'the first answer still waits for the run');
   });
 
   // Each action's writes are one transaction: a write the disk refuses part way takes the earlier ones back with it,
@@ -110,7 +139,7 @@ describe('a database another process keeps locked', () => {
     } finally {
       requests.add = add;
     }
-    assert.ok(refused.status >= 500, `${refused.status}`);
+    assert.equal(refused.status, 503);
     assert.equal(cp.deps.stores.runs.get('far', 'r-far-stop')!.status, 'running', 'nothing of the refused stop stays');
     assert.equal((await cp.request('POST', '/v1/runs/far/r-far-stop/stop', { body: {} })).status, 202);
     const pending = cp.deps.stores.controlRequests.pending('far');
@@ -131,7 +160,7 @@ describe('a database another process keeps locked', () => {
     } finally {
       deleted.add = add;
     }
-    assert.ok(refused.status >= 500, `${refused.status}`);
+    assert.equal(refused.status, 503);
     assert.equal(cp.deps.stores.runs.get('far', 'r-far-gone')?.status, 'succeeded', 'a refused delete deletes nothing');
     assert.equal((await cp.request('DELETE', '/v1/runs/far/r-far-gone')).status, 200);
     assert.equal(cp.deps.stores.deletedRuns.has('far', 'r-far-gone'), true);
@@ -152,6 +181,16 @@ describe('a database another process keeps locked', () => {
     }
     assert.equal((await cp.request('GET', `/v1/runs/${source}/r-stopping`)).status, 200, 'the server is still up');
     assert.equal(cp.deps.stores.runs.get(source, 'r-launch')!.status, 'running', 'the worker\'s own state fixes it');
+  });
+
+  it('tells a full disk (SQLite\'s or a file\'s) from any other error', () => {
+    const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+    const noSpace = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    const quota = Object.assign(new Error('EDQUOT: disk quota exceeded, write'), { code: 'EDQUOT' });
+    const constraint = Object.assign(new Error('x'), { code: 'ERR_SQLITE_ERROR', errcode: 19 });
+    assert.deepEqual([full, noSpace, quota].map(isDiskFull), [true, true, true]);
+    assert.equal(isDiskFull(constraint), false);
+    assert.equal(isDiskFull(new Error('database or disk is full')), false, 'never by its message');
   });
 
   it('tells a busy database from any other error', () => {

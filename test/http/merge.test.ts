@@ -318,4 +318,32 @@ describe('merge queue and review risk', () => {
     const missing = await control.request('GET', `/v1/review/risk?source=${run.source}`);
     assert.equal(missing.status, 400);
   });
+  it('answers 200 with what was merged when storing an outcome meets a full disk, naming the entry not recorded', async () => {
+    const first = await finished('fake');
+    const second = await finished('fake');
+    const ids: number[] = [];
+    for (const run of [first, second]) {
+      const add = await control.request('POST', '/v1/merge/queue', { body: { source: run.source, run: run.run } });
+      assert.equal(add.status, 201);
+      ids.push(add.json.id);
+    }
+    const queue = control.deps.stores.mergeQueue;
+    const setStatus = queue.setStatus;
+    queue.setStatus = (...args) => {
+      if (args[0] === ids[1]) throw Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+      setStatus(...args);
+    };
+    try {
+      const result = await control.request('POST', '/v1/merge/run', { body: {} });
+      assert.equal(result.status, 200, result.text);
+      const items = result.json.items.map((e: { run: string; status: string }) => [e.run, e.status]);
+      assert.deepEqual(items.slice(-1), [[first.run, 'merged']]);
+      assert.equal(result.json.not_recorded.length, 1);
+      assert.equal(result.json.not_recorded[0].run, second.run);
+      assert.equal(result.json.not_recorded[0].status, 'merged', 'GitHub merged it');
+      assert.match(result.json.not_recorded[0].error, /could not be stored: database or disk is full/);
+    } finally {
+      queue.setStatus = setStatus;
+    }
+  });
 });

@@ -72,6 +72,24 @@ describe('job queue', () => {
     assert.equal((await queue.enqueue(delivery(2))).kind, 'queued');
   });
 
+  it('rolls the whole turn back when a failed delivery\'s rows cannot be removed, keeping nothing of it', async () => {
+    const { db } = temp.open();
+    const stores = createTriggerStores(db);
+    const queue = createJobQueue({ stores, clock: Date.now, maxQueued: 1000, onEnqueued() {} });
+    const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+    stores.jobs.remove = () => {
+      throw full;
+    };
+    const results = await Promise.allSettled([
+      queue.enqueue(delivery(1)), queue.enqueue(delivery(2, { bad: 1n })), queue.enqueue(delivery(3)),
+    ]);
+    // Before, the batch-mates' COMMIT kept delivery 2's job, though delivery 2 was answered as not done.
+    assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected', 'rejected']);
+    assert.ok(results.every((r) => r.status === 'rejected' && r.reason === full));
+    assert.equal(count(db, 'jobs'), 0);
+    assert.equal(count(db, KEYS), 0);
+  });
+
   it('answers duplicate on a later key and keeps nothing of it, not even a key it claimed first', async () => {
     const { queue, db } = setup(1000);
     const first = await queue.enqueue(delivery(1));

@@ -24,6 +24,9 @@ describe('audited', () => {
       [new FailedError('broke'), 'internal_error', 500],
       // node:sqlite's error when another process holds the write lock past the busy timeout: the pipeline's 503.
       [Object.assign(new Error('database is locked'), { code: 'ERR_SQLITE_ERROR', errcode: 5 }), 'unavailable', 503],
+      // A full disk, SQLite's or a file's: the pipeline's 503 too (before, audited as a 500 crash it never answered).
+      [Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 }), 'unavailable', 503],
+      [Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' }), 'unavailable', 503],
     ];
     for (const [thrown, outcome, status] of cases) {
       const rows: AuditInput[] = [];

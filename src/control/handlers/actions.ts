@@ -2,7 +2,7 @@
 // request for its own next ingest (docs/architecture.md, "Channels").
 import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start.ts';
 import { createHash } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler, Ctx } from '../../http/pipeline.ts';
@@ -19,7 +19,8 @@ import { runKeyDigest } from '../ingest-apply.ts';
 import { openRunFolder } from '../../engine/plain-tree.ts';
 import { runDir } from '../../engine/paths.ts';
 import { readBindableRunKey } from '../../engine/shipper.ts';
-import { writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
+import { answerFilePath, writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
+import { writeFileAtomic } from '../../atomic-write.ts';
 import { oneLine } from '../../engine/text.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, isNamedProject, isRegisteredProject, type RunAction } from '../action-rules.ts';
@@ -279,6 +280,29 @@ export const verifyRun = launchOnRun('verify', ['--detach', '--verify']);
 /** `svc start --open-pr` for a --pr run whose verified work could not be opened as a PR (docs/engine.md). */
 export const openRunPr = launchOnRun('pr', ['--open-pr']);
 
+/** The file's bytes, or null when there is none (the run may take its answer at any moment). */
+function bytesOrNull(path: string): Buffer | null {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+}
+
+/** Puts the answer file back as it was: the earlier answer, or none; the refused one never stays for the run. */
+function putBackAnswer(path: string, previous: Buffer | null): void {
+  try {
+    if (previous !== null) {
+      writeFileAtomic(path, previous, 0o600);
+      return;
+    }
+  } catch {
+    // No room to put the earlier answer back: the refused answer is removed all the same.
+  }
+  rmSync(path, { force: true });
+}
+
 export const answerRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const body = bodyFields(ctx.body, 'Answer');
@@ -297,19 +321,27 @@ export const answerRun: Handler<ControlDeps> = (ctx) => {
   const event = { kind: 'answer', data: { answer, via: 'control', by }, ts: now };
   // The event is written before the file the run takes: a database that refuses it (503) leaves the run without the
   // answer, and a file that cannot be written takes the event back with it.
-  let written: string | null = null;
+  const path = answerFilePath(deps.settings.answerDir, row.source, row.run);
+  let written = false;
+  // An earlier answer the run has not taken yet (its event stands) is overwritten: its bytes are kept to put back.
+  let previous: Buffer | null = null;
   let appended;
   try {
     appended = transaction(deps.db, () => {
       if (!reachable(ctx, row)) deps.stores.controlRequests.add(row.source, row.run, 'answer', { answer, by }, now);
       const stored = deps.stores.events.append(row.source, row.run, event);
-      if (reachable(ctx, row)) written = writeAnswer(deps.settings.answerDir, row.source, row.run, answer, by);
+      if (reachable(ctx, row)) {
+        previous = bytesOrNull(path);
+        writeAnswer(deps.settings.answerDir, row.source, row.run, answer, by);
+        written = true;
+      }
       return stored;
     });
   } catch (err) {
-    // A COMMIT the database refused took the event back: the file goes with it, unless the run took it already.
+    // A COMMIT the database refused took the event back: the file goes with it (an earlier answer is put back),
+    // unless the run took it already.
     try {
-      if (written !== null) rmSync(written, { force: true });
+      if (written) putBackAnswer(path, previous);
     } catch {
       // Best effort: the database's error is the request's answer either way.
     }

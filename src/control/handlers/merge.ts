@@ -51,18 +51,28 @@ export const runMergeQueue: Handler<ControlDeps> = async (ctx) => {
   const { deps } = ctx;
   const results = [];
   const signers: Record<string, string | null> = {};
+  const notRecorded = [];
   for (const entry of deps.stores.mergeQueue.queued()) {
     const row = deps.stores.runs.get(entry.source, entry.run);
     const check = row ? checkRunReceipt(deps, row) : ({ ok: false, reason: 'The run no longer exists' } as const);
     // pr_url can be rewritten by a later ingest, so the PR is checked against the receipt before it is merged.
     const problem = check.ok ? await mergeReceiptPull(deps.env, row!.pr_url!, check.receipt) : check.reason;
-    deps.stores.mergeQueue.setStatus(entry.id, problem ? 'failed' : 'merged', problem, deps.clock());
+    const status = problem ? 'failed' : 'merged';
     const signer = check.ok ? check.signer : null;
     signers[`${entry.source}/${entry.run}`] = signer?.kid ?? null;
+    try {
+      deps.stores.mergeQueue.setStatus(entry.id, status, problem, deps.clock());
+    } catch (err) {
+      // GitHub has already done (or refused) this entry and the earlier ones, so the request is not answered as
+      // one that was not done: the answer says what happened, names the entry left queued, and merges no more.
+      const error = `The outcome could not be stored: ${errorMessage(err)}`;
+      notRecorded.push({ source: entry.source, run: entry.run, status, detail: problem, error });
+      break;
+    }
     results.push(entryJson(deps, deps.stores.mergeQueue.get(entry.source, entry.run)!, signer));
   }
   noteAudit(ctx, { signed_by: signers });
-  return json(200, { items: results });
+  return json(200, notRecorded.length ? { items: results, not_recorded: notRecorded } : { items: results });
 };
 
 const NAME = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,100}$/;
