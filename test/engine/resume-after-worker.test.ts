@@ -24,7 +24,7 @@ exit 1
 // state.json as it is then, watches it for 3 s, puts its copy back without a pid as worker.ts does, and says whether
 // another process wrote the file meanwhile. Without stdin to wait for (STAND_IN_FOREVER) it stays until killed.
 const FINISHING_WORKER = `
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 const path = process.env.STAND_IN_STATE;
 if (process.env.STAND_IN_FOREVER) await new Promise(() => setInterval(() => {}, 1000));
 await new Promise((resolve) => {
@@ -38,7 +38,10 @@ while (now === kept && Date.now() < until) {
   await new Promise((resolve) => setTimeout(resolve, 20));
   now = readFileSync(path, 'utf8');
 }
-writeFileSync(path, JSON.stringify({ ...JSON.parse(kept), pid: null, proc_start: null }));
+// Written aside and renamed into place, as writeState does: svc polls the file meanwhile and must never read it
+// half-written.
+writeFileSync(path + '.tmp', JSON.stringify({ ...JSON.parse(kept), pid: null, proc_start: null }));
+renameSync(path + '.tmp', path);
 process.stdout.write(now === kept ? 'untouched' : 'written meanwhile');
 process.exit(0);
 `;
