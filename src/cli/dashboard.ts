@@ -12,9 +12,9 @@ import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { answersHealth, serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
-import { findControlUrl } from '../engine/control-url.ts';
+import { findControlUrl, isOwnControlServe } from '../engine/control-url.ts';
 import { procStart } from '../engine/proc-group.ts';
-import { procList, readOrNull } from '../spawn/tree.ts';
+import { readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { isJsonObject, obj, objOrNull, tryParseJson } from '../untrusted.ts';
@@ -215,14 +215,12 @@ function openBrowser(cmd: string, url: string, env: NodeJS.ProcessEnv): Promise<
 
 const dashboardRecordFile = (env: NodeJS.ProcessEnv) => join(serverRecordFile(env), '..', 'dashboard.json');
 
-/** The recorded process is still the one started: same pid, same start time, and it is `svc control serve`. */
+/** The recorded process is still the one started: same pid, same start time, and this user's `svc control serve`. */
 function isTheStartedServer(record: { pid: number; proc_start?: unknown }): boolean {
   if (record.pid <= 1 || typeof record.proc_start !== 'string' || procStart(record.pid) !== record.proc_start) {
     return false;
   }
-  const argv = procList(record.pid, 'cmdline') ?? [];
-  const at = argv.indexOf('control');
-  return at >= 0 && argv[at + 1] === 'serve';
+  return isOwnControlServe(record.pid);
 }
 
 const STOP_DEADLINE_MS = 30_000;

@@ -14,8 +14,14 @@ import { startTestTrigger } from '../trigger/helpers.ts';
 
 const CLI = join(process.cwd(), 'dist', 'cli.js');
 
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<ChildResult> {
-  return runChild(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+function run(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<ChildResult> {
+  return runChild(process.execPath, [CLI, ...args], { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** This process's start time (/proc/self/stat field 22), as a Control Plane records its own in server.json. */
+function ownProcStart(): string {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
 }
 
 function freePort(): Promise<number> {
@@ -62,10 +68,11 @@ describe('svc dashboard', () => {
     assert.match(r.stderr, /found via SVC_CONTROL_URL/);
   });
 
-  it('reuses the server recorded in ~/.svc/control/server.json when its pid is alive', async () => {
+  it('reuses the server recorded in ~/.svc/control/server.json while its pid has the start time recorded', async () => {
     const home = join(dir, 'home-record');
     mkdirSync(join(home, '.svc', 'control'), { recursive: true });
-    writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify({ url: control.url, pid: process.pid }));
+    const record = { url: control.url, pid: process.pid, proc_start: ownProcStart() };
+    writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify(record));
     const r = await run(['dashboard', 'open', '--no-open'], { ...baseEnv, HOME: home });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, `${control.url}\n`);

@@ -1,6 +1,6 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -33,8 +33,10 @@ describe('discoverControlUrl', () => {
     assert.deepEqual(discoverControlUrl(env), { url: 'https://cp.example:8443', via: 'SVC_CONTROL_URL' });
   });
 
-  it('uses server.json when its pid is alive', () => {
-    const env = { HOME: home({ url: 'http://127.0.0.1:5000', pid: process.pid }) };
+  it('uses server.json while its pid has the start time it recorded', () => {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    const started = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    const env = { HOME: home({ url: 'http://127.0.0.1:5000', pid: process.pid, proc_start: started }) };
     assert.deepEqual(discoverControlUrl(env), { url: 'http://127.0.0.1:5000', via: 'server.json' });
   });
 
