@@ -5,6 +5,8 @@ import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, chmodS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { spawn } from 'node:child_process';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
@@ -96,6 +98,48 @@ describe('svc dashboard', () => {
       await trigger.cleanup();
     }
   });
+
+  it('starts its own on a free port, sending nothing, when a Control Plane server.json does not record holds the port',
+    async () => {
+      const home = join(dir, 'home-foreign');
+      mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+      writeFileSync(join(home, '.svc', 'control', 'token'), 'own-home-token\n');
+      // A run made while no Control Plane ran, waiting in the project the command runs in to be sent.
+      const project = join(dir, 'project-foreign');
+      mkdirSync(join(project, '.svc', 'runs', 'r1'), { recursive: true });
+      mkdirSync(join(project, '.svc', 'ship-pending'), { recursive: true });
+      const state = { run: 'r1', status: 'succeeded' };
+      writeFileSync(join(project, '.svc', 'runs', 'r1', 'state.json'), JSON.stringify(state));
+      writeFileSync(join(project, '.svc', 'ship-pending', 'r1'), '');
+      // Another user's server on the port, answering as a Control Plane with a token does.
+      const seen: string[] = [];
+      const standIn = createHttpServer((req, res) => {
+        seen.push(`${req.method} ${req.url} ${req.headers.authorization ?? '-'}`);
+        req.resume();
+        const refusal = { error: { code: 'unauthorized', message: 'no' } };
+        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify(refusal));
+      });
+      await new Promise<void>((resolve) => standIn.listen(0, '127.0.0.1', resolve));
+      try {
+        const foreign = `http://127.0.0.1:${(standIn.address() as AddressInfo).port}`;
+        const port = new URL(foreign).port;
+        const env = { ...baseEnv, HOME: home, SVC_CONTROL_PORT: port, SVC_CONTROL_DB: join(dir, 'foreign.db') };
+        const r = await run(['dashboard', '--no-open'], env, project);
+        const record = join(home, '.svc', 'control', 'server.json');
+        if (existsSync(record)) started.push(JSON.parse(readFileSync(record, 'utf8')).pid);
+        assert.equal(r.code, 0, r.stderr);
+        assert.deepEqual(seen, ['GET /v1/openapi.json -'], 'asked what it is, sent nothing else');
+        const said = `A Control Plane that ~/.svc/control/server.json does not record answers at ${foreign}: not ` +
+          `used (if it is yours, set SVC_CONTROL_URL=${foreign}); starting one on a free port`;
+        assert.ok(r.stderr.startsWith(said), r.stderr);
+        const url = r.stdout.trim();
+        assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+        assert.notEqual(url, foreign);
+        assert.match(r.stderr, new RegExp(`Started the Control Plane at ${url} `));
+      } finally {
+        standIn.close();
+      }
+    });
 
   it('reuses a Control Plane that has a token, without sending it before it knows the server is one', async () => {
     const guarded = await startTestControl({ token: 'dashboard-token-123456' });
