@@ -11,8 +11,8 @@ import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
-import { answersHealth, serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
-import { findControlUrl, isOwnControlServe } from '../engine/control-url.ts';
+import { answersHealth, serverRecordFile, readServerRecordFile } from '../client/server-record.ts';
+import { findControlUrl, isLiveRecord, isOwnControlServe } from '../engine/control-url.ts';
 import { procStart } from '../engine/proc-group.ts';
 import { readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
@@ -135,7 +135,7 @@ export async function serveOnFreePort(
   const taken = `Port ${port} on ${host} is already in use`;
   const wayOut = `or run this one on a free port: svc ${server} serve --port 0`;
   const record = server === 'control' ? readServerRecordFile(serverRecordFile(env)) : null;
-  const recorded = record && isPidAlive(record.pid) ? URL.parse(record.url) : null;
+  const recorded = record && isLiveRecord(record) ? URL.parse(record.url) : null;
   if (record && recorded && Number(recorded.port || (recorded.protocol === 'https:' ? 443 : 80)) === port) {
     throw new UnavailableError(`${taken}: a Control Plane already runs there (pid ${record.pid}, ${record.url}). ` +
       `Use it (svc control status, svc dashboard), stop it (kill ${record.pid}), ${wayOut}`);
@@ -244,7 +244,7 @@ async function stop(io: CliIo): Promise<number> {
   if (!record || !isTheStartedServer(record)) {
     rmSync(path, { force: true });
     const other = readServerRecordFile(serverRecordFile(io.env));
-    if (other && isPidAlive(other.pid)) {
+    if (other && isLiveRecord(other)) {
       throw new ConflictError(`The Control Plane at ${other.url} (pid ${other.pid}) was not started by ` +
         'svc dashboard: stop it where it was started (Ctrl-C in its terminal, systemctl stop svc-control)');
     }

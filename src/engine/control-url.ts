@@ -4,7 +4,7 @@
 // imports nothing of svc's settings.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { readServerRecordFile, serverRecordFile } from '../client/server-record.ts';
+import { readServerRecordFile, serverRecordFile, type ServerRecord } from '../client/server-record.ts';
 import { procStart } from './proc-group.ts';
 import { procList } from '../spawn/tree.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -37,17 +37,20 @@ export function findControlUrl(env: NodeJS.ProcessEnv): FoundControl | null {
   return port === 0 ? null : { url: `http://127.0.0.1:${port}`, via: 'default' };
 }
 
-/**
- * The URL server.json names while the server that wrote it runs: its pid alive with the start time it recorded; a
- * record without one (an svc before start times, or a host without /proc) while its pid is this user's `svc control
- * serve`. Else null: a pid another process reused, above all another user's, names no Control Plane of ours.
- */
+/** The URL server.json names while the server that wrote it runs (isLiveRecord); else null. */
 export function liveRecordUrl(env: NodeJS.ProcessEnv): string | null {
   const record = readServerRecordFile(serverRecordFile(env));
-  if (!record) return null;
+  return record && isLiveRecord(record) ? record.url.replace(/\/+$/, '') : null;
+}
+
+/**
+ * Whether the server that wrote `record` runs: its pid alive with the start time it recorded; a record without one
+ * (an svc before start times, or a host without /proc) while its pid is this user's `svc control serve`. A pid another
+ * process reused, above all another user's, names no Control Plane of ours.
+ */
+export function isLiveRecord(record: ServerRecord): boolean {
   const started = record.proc_start;
-  const live = typeof started === 'string' ? procStart(record.pid) === started : isOwnControlServe(record.pid);
-  return live ? record.url.replace(/\/+$/, '') : null;
+  return typeof started === 'string' ? procStart(record.pid) === started : isOwnControlServe(record.pid);
 }
 
 /**

@@ -275,7 +275,8 @@ describe('svc dashboard', () => {
     mkdirSync(join(home, '.svc', 'control'), { recursive: true });
     // server.json of a Control Plane started elsewhere (this test process stands in for it), and a dashboard record
     // whose pid is that live process but whose start time is not: a recycled pid.
-    writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify({ url: control.url, pid: process.pid }));
+    const record = { url: control.url, pid: process.pid, proc_start: ownProcStart() };
+    writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify(record));
     writeFileSync(join(home, '.svc', 'control', 'dashboard.json'), JSON.stringify({ pid: process.pid, proc_start: '1', url: control.url }));
     const r = await run(['dashboard', 'stop'], { ...baseEnv, HOME: home });
     assert.equal(r.code, 1);
