@@ -6,7 +6,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { readServerRecordFile, serverRecordFile, type ServerRecord } from '../client/server-record.ts';
 import { procStart } from './proc-group.ts';
-import { procList } from '../spawn/tree.ts';
+import { orNull, procList } from '../spawn/tree.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { settingInt } from '../settings-registry.ts';
@@ -38,7 +38,7 @@ export function findControlUrl(env: NodeJS.ProcessEnv): FoundControl | null {
 }
 
 /** The URL server.json names while the server that wrote it runs (isLiveRecord); else null. */
-export function liveRecordUrl(env: NodeJS.ProcessEnv): string | null {
+function liveRecordUrl(env: NodeJS.ProcessEnv): string | null {
   const record = readServerRecordFile(serverRecordFile(env));
   return record && isLiveRecord(record) ? record.url.replace(/\/+$/, '') : null;
 }
@@ -60,18 +60,10 @@ export function isLiveRecord(record: ServerRecord): boolean {
  */
 export function isOwnControlServe(pid: number): boolean {
   const argv = procList(pid, 'cmdline');
-  if (argv === null) return !existsSync('/proc/self') && signalReaches(pid);
+  if (argv === null) return !existsSync('/proc/self') && orNull(() => process.kill(pid, 0)) === true;
   const at = argv.indexOf('control');
   const owner = statSync(`/proc/${pid}`, { throwIfNoEntry: false })?.uid;
   return at >= 0 && argv[at + 1] === 'serve' && owner === process.getuid?.();
-}
-
-function signalReaches(pid: number): boolean {
-  try {
-    return process.kill(pid, 0);
-  } catch {
-    return false;
-  }
 }
 
 export function discoverControlUrl(env: NodeJS.ProcessEnv): FoundControl {
