@@ -22,12 +22,13 @@ export const HELP = `Usage:
   svc dashboard [start|open] [--no-open]
   svc dashboard stop
 
-Opens the Control Plane UI. A running Control Plane is reused when SVC_CONTROL_URL names it or a live
-~/.svc/control/server.json records it; otherwise one is started in the background with "svc control serve" on
-http://127.0.0.1:$SVC_CONTROL_PORT or 47821 (log: ~/.svc/control/server.log), or on a free port when a Control
-Plane that server.json does not record answers there (it may be another user's: nothing is sent to it). Another
-program answering there (a "svc trigger serve" on the Control Plane's port) is refused (exit 1), and nothing is
-sent to it. "start" and "open" do the same.
+Opens the Control Plane UI. A running Control Plane is reused (SVC_CONTROL_URL, then ~/.svc/control/server.json,
+then http://127.0.0.1:$SVC_CONTROL_PORT or 47821); otherwise one is started in the background with
+"svc control serve" (log: ~/.svc/control/server.log). Another program answering there (a "svc trigger serve" on
+the Control Plane's port) is refused (exit 1), and nothing is sent to it. "start" and "open" do the same. The
+project's pending runs are sent to it; ~/.svc/control/token goes with them only where every svc command sends it,
+never to the default port when no live server.json records a Control Plane there (stderr says so). The page is
+opened without a token: the UI asks for it.
 
   --no-open   print the URL instead of opening a browser
 
@@ -50,7 +51,7 @@ export default async function dashboard(io: CliIo): Promise<number> {
   const found = findControlUrl(io.env);
   const answering = found ? await whoAnswers(found.url, 2_000) : 'nothing';
   let url: string;
-  if (found && answering === 'control' && found.via !== 'default') {
+  if (found && answering === 'control') {
     url = found.url;
     io.stderr(`Using the Control Plane at ${url} (found via ${found.via})\n`);
   } else if (found && answering === 'other') {
@@ -64,22 +65,15 @@ export default async function dashboard(io: CliIo): Promise<number> {
       `Nothing answers at SVC_CONTROL_URL (${found.url}); start that server or unset SVC_CONTROL_URL to run one here`,
     );
   } else {
-    // A Control Plane on the port that no live server.json of this user records may be anyone's: the person's
-    // runs, and the token they would type into its page, go to one this command starts on a free port instead.
-    const foreign = answering === 'control' ? found?.url : undefined;
-    if (foreign) {
-      io.stderr(`A Control Plane that ~/.svc/control/server.json does not record answers at ${foreign}: not used ` +
-        `(if it is yours, set SVC_CONTROL_URL=${foreign}); starting one on a free port in the background…\n`);
-    } else {
-      io.stderr('No Control Plane is running; starting one in the background…\n');
-    }
-    const started = await startControlInBackground(foreign ? { ...io.env, SVC_CONTROL_PORT: '0' } : io.env);
+    io.stderr('No Control Plane is running; starting one in the background…\n');
+    const started = await startControlInBackground(io.env);
     url = started.url;
     io.stderr(`Started the Control Plane at ${url} (pid ${started.pid}, log ${started.log})\n`);
   }
   if (io.env.SVC_CONTROL_TOKEN) io.stderr('This Control Plane has a token: the UI asks for it once per browser tab.\n');
-  // Discovery finds `url` again (SVC_CONTROL_URL, or the server.json it is recorded in), so the token goes as svc's
-  // one rule says (control-url.ts homeTokenGoes).
+  // Discovery finds `url` again, so ~/.svc/control/token goes only where homeTokenGoes says (control-url.ts): not to
+  // one the default port answers that no live server.json records, which may be another user's. The page is opened
+  // without any token either way (the UI asks for it).
   await sendPendingRuns(io, process.cwd());
 
   if (values['no-open']) {

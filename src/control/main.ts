@@ -137,7 +137,7 @@ export async function serveControlForever(
     await running.close();
     releaseServerRecord(env, process.pid);
   });
-  // Its start time tells this server from a later process given its pid: what the home token goes to (shipper.ts).
+  // Its start time tells this server from a later process given its pid: what the home token goes to (control-url.ts).
   const own = { url: running.url, pid: process.pid, proc_start: procStart(process.pid) ?? undefined };
   const other = await claimServerRecord(env, own);
   print(`${running.url}\n`);

@@ -54,16 +54,16 @@ export function isLiveRecord(record: ServerRecord): boolean {
 }
 
 /**
- * Whether process `pid` is a `svc control serve` of this user: its command line `… control serve` and its /proc entry
- * owned by this user. Without /proc (not Linux) there is no command line to read: signal 0 reaching it (not EPERM,
- * another user's) is all there is to ask.
+ * Whether process `pid` is a `svc control serve` of this user: its command line `… control serve` (a `--verbose`
+ * anywhere, which cli.ts drops, aside) and its /proc entry owned by this user. Without /proc (not Linux) there is no
+ * command line to read: signal 0 reaching it (not EPERM, another user's) is all there is to ask.
  */
 export function isOwnControlServe(pid: number): boolean {
-  const argv = procList(pid, 'cmdline');
-  if (argv === null) return !existsSync('/proc/self') && orNull(() => process.kill(pid, 0)) === true;
-  const at = argv.indexOf('control');
+  const argv = procList(pid, 'cmdline')?.filter((arg) => arg !== '--verbose');
+  if (argv === undefined) return !existsSync('/proc/self') && orNull(() => process.kill(pid, 0)) === true;
+  const serve = argv.some((arg, at) => arg === 'control' && argv[at + 1] === 'serve');
   const owner = statSync(`/proc/${pid}`, { throwIfNoEntry: false })?.uid;
-  return at >= 0 && argv[at + 1] === 'serve' && owner === process.getuid?.();
+  return serve && owner === process.getuid?.();
 }
 
 export function discoverControlUrl(env: NodeJS.ProcessEnv): FoundControl {

@@ -5,14 +5,13 @@ import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, chmodS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
-import { createServer as createHttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { spawn } from 'node:child_process';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { isPidAlive } from '../../src/client/server-record.ts';
 import { startTestTrigger } from '../trigger/helpers.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
 
 const CLI = join(process.cwd(), 'dist', 'cli.js');
 
@@ -99,46 +98,34 @@ describe('svc dashboard', () => {
     }
   });
 
-  it('starts its own on a free port, sending nothing, when a Control Plane server.json does not record holds the port',
+  it('reuses a Control Plane on the default port that no server.json records, sending its pending runs no home token',
+    { skip: bwrapWorks ? false : 'bwrap cannot run here (a network namespace of its own holds the default port)' },
     async () => {
-      const home = join(dir, 'home-foreign');
+      const home = join(dir, 'home-unrecorded');
       mkdirSync(join(home, '.svc', 'control'), { recursive: true });
       writeFileSync(join(home, '.svc', 'control', 'token'), 'own-home-token\n');
       // A run made while no Control Plane ran, waiting in the project the command runs in to be sent.
-      const project = join(dir, 'project-foreign');
+      const project = join(dir, 'project-unrecorded');
       mkdirSync(join(project, '.svc', 'runs', 'r1'), { recursive: true });
       mkdirSync(join(project, '.svc', 'ship-pending'), { recursive: true });
       const state = { run: 'r1', status: 'succeeded' };
       writeFileSync(join(project, '.svc', 'runs', 'r1', 'state.json'), JSON.stringify(state));
       writeFileSync(join(project, '.svc', 'ship-pending', 'r1'), '');
-      // Another user's server on the port, answering as a Control Plane with a token does.
-      const seen: string[] = [];
-      const standIn = createHttpServer((req, res) => {
-        seen.push(`${req.method} ${req.url} ${req.headers.authorization ?? '-'}`);
-        req.resume();
-        const refusal = { error: { code: 'unauthorized', message: 'no' } };
-        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify(refusal));
-      });
-      await new Promise<void>((resolve) => standIn.listen(0, '127.0.0.1', resolve));
-      try {
-        const foreign = `http://127.0.0.1:${(standIn.address() as AddressInfo).port}`;
-        const port = new URL(foreign).port;
-        const env = { ...baseEnv, HOME: home, SVC_CONTROL_PORT: port, SVC_CONTROL_DB: join(dir, 'foreign.db') };
-        const r = await run(['dashboard', '--no-open'], env, project);
-        const record = join(home, '.svc', 'control', 'server.json');
-        if (existsSync(record)) started.push(JSON.parse(readFileSync(record, 'utf8')).pid);
-        assert.equal(r.code, 0, r.stderr);
-        assert.deepEqual(seen, ['GET /v1/openapi.json -'], 'asked what it is, sent nothing else');
-        const said = `A Control Plane that ~/.svc/control/server.json does not record answers at ${foreign}: not ` +
-          `used (if it is yours, set SVC_CONTROL_URL=${foreign}); starting one on a free port`;
-        assert.ok(r.stderr.startsWith(said), r.stderr);
-        const url = r.stdout.trim();
-        assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
-        assert.notEqual(url, foreign);
-        assert.match(r.stderr, new RegExp(`Started the Control Plane at ${url} `));
-      } finally {
-        standIn.close();
-      }
+      // No SVC_CONTROL_PORT: the default port, where another user's server (the stand-in) may listen while the
+      // person's own is down. The namespace gives 47821 to the stand-in without reaching the host's.
+      const standIn = join(process.cwd(), 'test', 'helpers', 'default-port-stand-in.ts');
+      const inside = [process.execPath, standIn, process.execPath, CLI, 'dashboard', '--no-open'];
+      const bwrap = ['--dev-bind', '/', '/', '--unshare-net', '--die-with-parent', '--', ...inside];
+      const outer = await runChild('bwrap', bwrap, { env: { ...baseEnv, HOME: home }, cwd: project });
+      assert.equal(outer.code, 0, outer.stderr);
+      const r = JSON.parse(outer.stdout) as ChildResult & { seen: string[] };
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, 'http://127.0.0.1:47821\n');
+      assert.ok(r.seen.length > 1, `its pending run was offered: ${r.seen.join(', ')}`);
+      assert.deepEqual(r.seen.filter((line) => !line.endsWith(' -')), [], 'no token of any kind');
+      assert.match(r.stderr, /^Using the Control Plane at http:\/\/127\.0\.0\.1:47821 \(found via default\)\n/);
+      const withheld = 'svc: ~/.svc/control/token is not sent to http://127.0.0.1:47821: no Control Plane is known';
+      assert.ok(r.stderr.includes(withheld), r.stderr);
     });
 
   it('reuses a Control Plane that has a token, without sending it before it knows the server is one', async () => {
