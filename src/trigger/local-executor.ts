@@ -1,6 +1,5 @@
 // Default executor: `node <cli> start …` as a child with an allowlisted env, then watches the run's state.json.
-import { LAUNCH_TIMEOUT_MS, secretsIn, startChild } from '../spawn/start.ts';
-import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
+import { LAUNCH_TIMEOUT_MS, secretsIn, startChild, WORKER_SECRET_NAMES } from '../spawn/start.ts';
 import { readFile } from 'node:fs/promises';
 import { watch, type FSWatcher } from 'node:fs';
 import { dirname, join } from 'node:path';
