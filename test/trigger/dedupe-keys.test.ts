@@ -1,6 +1,6 @@
-// Dedupe keys (trigger-jobs-store.ts createTriggerDedupeStore, an in-memory index over an append-only table of
-// claims): a delivery is a duplicate exactly when a committed row (from any connection) holds one of its keys;
-// expired keys, a rolled-back delivery and DBs from before migrations 4, 7, 10 and 12 never change that.
+// Dedupe keys (trigger-dedupe-store.ts, an in-memory index over an append-only table of claims): a delivery is a
+// duplicate exactly when a committed row (from any connection) holds one of its keys; expired keys, a rolled-back
+// delivery and DBs from before migrations 4, 7, 10 and 12 never change that.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
