@@ -108,16 +108,17 @@ export function createControlClient(options: {
     return res;
   }
 
+  /** The connection ended (or timed out) part way through a body or a stream: no answer to act on. */
+  function cutShort(res: Response, err: unknown): ControlApiError {
+    const message = `The Control Plane at ${base} did not send its whole answer (${causeOf(err)})`;
+    return new ControlApiError(res.status, 'bad_response', message);
+  }
+
   async function call<T>(path: string, c: Call = {}): Promise<T> {
     const res = await send(path, c);
-    let text: string;
-    try {
-      text = await res.text();
-    } catch (err) {
-      // The connection ended (or timed out) part way through the body: no answer to act on.
-      const message = `The Control Plane at ${base} did not send its whole answer (${causeOf(err)})`;
-      throw new ControlApiError(res.status, 'bad_response', message);
-    }
+    const text = await res.text().catch((err: unknown) => {
+      throw cutShort(res, err);
+    });
     if (!text) return null as T;
     try {
       return JSON.parse(text) as T;
@@ -148,7 +149,7 @@ export function createControlClient(options: {
     } catch (err) {
       // The caller aborting is how a stream ends on purpose: finish quietly.
       if (opts.signal?.aborted) return;
-      throw err;
+      throw cutShort(res, err);
     } finally {
       await res.body.cancel().catch(() => {});
     }
@@ -179,7 +180,9 @@ export function createControlClient(options: {
       return {
         contentType: res.headers.get('content-type') ?? 'application/octet-stream',
         etag: res.headers.get('etag'),
-        body: new Uint8Array(await res.arrayBuffer()),
+        body: new Uint8Array(await res.arrayBuffer().catch((err: unknown) => {
+          throw cutShort(res, err);
+        })),
       };
     },
     stats: (filter: StatsFilter = {}) => call<JsonObject>('/v1/stats', { query: filter }),
