@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createControlClient, ControlApiError } from '../client/client.ts';
 import type { IngestBatch, IngestResult } from '../client/types.ts';
-import { discoverControlUrl, liveRecordUrl, type FoundControl } from './control-url.ts';
+import { controlFailed, discoverControlUrl, liveRecordUrl, type FoundControl } from './control-url.ts';
 import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment, RUN_KEY } from './ids.ts';
 import { RUN_KEY_FILE, runDir } from './paths.ts';
@@ -60,16 +60,10 @@ function failsEveryRun(err: unknown): boolean {
   return err.status !== 413;
 }
 
-/** What stopped a flush: nothing answered, the token was refused, or what the Control Plane answered instead. */
-function flushFailure(err: unknown, url: string, hasToken: boolean): string {
-  if (!(err instanceof ControlApiError)) return `shipping to ${url} failed (${errorMessage(err)})`;
-  if (err.status === 0) return `no Control Plane answered at ${url}`;
-  if (err.status === 401) {
-    return hasToken
-      ? `the Control Plane at ${url} refused the token (401 unauthorized: the token this run sent is not its token)`
-      : `the Control Plane at ${url} needs a token (401 unauthorized: set SVC_CONTROL_TOKEN or SVC_CONTROL_TOKEN_FILE)`;
-  }
-  return `the Control Plane at ${url} answered ${err.status} ${err.code} (${err.message})`;
+/** What stopped a flush: what the Control Plane did (control-url.ts controlFailed), else the send's own error. */
+function flushFailure(err: unknown, found: { url: string; via: string }, hasToken: boolean): string {
+  if (!(err instanceof ControlApiError)) return `shipping to ${found.url} failed (${errorMessage(err)})`;
+  return controlFailed(err, found, hasToken);
 }
 
 /** One batch of a run folder, read after `from`; `next` is where the following batch starts. */
@@ -362,7 +356,7 @@ export function createShipper(
         for (let i = 0; i < 1000 && more; i++) more = await flushOnce();
         return null;
       } catch (err) {
-        return { why: flushFailure(err, url, sentToken), everyRun: failsEveryRun(err) };
+        return { why: flushFailure(err, { url, via }, sentToken), everyRun: failsEveryRun(err) };
       }
     },
   };

@@ -307,7 +307,7 @@ describe('svc control status', () => {
   it('exits 1 and says the token is wrong on a 401, without printing the token', async () => {
     const r = await svc(['control', 'status'], { SVC_CONTROL_URL: server.url, SVC_CONTROL_TOKEN: 'not-the-token' });
     assert.equal(r.code, 1);
-    assert.match(r.stderr, /token is wrong/);
+    assert.match(r.stderr, /refused the token svc sent \(401 unauthorized\)/);
     assert.equal(r.stderr.includes('not-the-token'), false);
     const missing = await svc(['control', 'status'], { SVC_CONTROL_URL: server.url });
     assert.equal(missing.code, 1);
@@ -319,7 +319,7 @@ describe('svc control status', () => {
     const r = await svc(['control', 'status'], { SVC_CONTROL_URL: url });
     assert.equal(r.code, 1);
     const hint = 'start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
-    assert.equal(r.stderr, `svc control: The Control Plane is not reachable at ${url}: ${hint}\n`);
+    assert.equal(r.stderr, `svc control: no Control Plane answered at ${url}: ${hint}\n`);
     const j = await svc(['control', 'status', '--json'], { SVC_CONTROL_URL: url });
     assert.equal(j.code, 1);
     assert.equal(JSON.parse(j.stdout).reachable, false);
@@ -384,11 +384,11 @@ describe('svc control import', () => {
     mkdirSync(empty, { recursive: true });
     const r = await svc(['control', 'import', empty], env());
     assert.equal(r.code, 1);
-    assert.equal(r.stderr, 'svc control: Not imported: Field "path" is neither a git repository nor a folder with '
-      + '.svc/runs (400 invalid_param)\n');
+    assert.equal(r.stderr, `svc control: Not imported: the Control Plane at ${server.url} answered 400 invalid_param `
+      + '(Field "path" is neither a git repository nor a folder with .svc/runs)\n');
     const denied = await svc(['control', 'import', empty], { SVC_CONTROL_URL: server.url });
     assert.equal(denied.code, 1);
-    assert.match(denied.stderr, /needs a token: set SVC_CONTROL_TOKEN/);
+    assert.match(denied.stderr, /needs a token \(401 unauthorized\): set SVC_CONTROL_TOKEN/);
   });
 
   it('exits 2 naming a DIR that is not a folder (or empty) before it asks the Control Plane anything', async () => {

@@ -81,7 +81,9 @@ describe('shipper', () => {
     const dir = runFolder(root, 'rship2');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
     const failure = await createShipper(dir, { SVC_CONTROL_URL: 'http://127.0.0.1:9', HOME: root }).flush();
-    assert.deepEqual(failure, { why: 'no Control Plane answered at http://127.0.0.1:9', everyRun: true });
+    const why = 'no Control Plane answered at http://127.0.0.1:9: start the server SVC_CONTROL_URL names, or unset '
+      + 'SVC_CONTROL_URL to use a local one';
+    assert.deepEqual(failure, { why, everyRun: true });
   });
 
   it("hands the run's own control requests from the ingest response to its worker, and no other run's", async () => {
