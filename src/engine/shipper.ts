@@ -26,7 +26,14 @@ import { eventRefusal, isArtifactPath } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
 
 const EVENTS_PER_BATCH = 500;
-const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
+/** What one batch carries, in bytes as its JSON body counts them (lines as they are, artifacts in base64): under
+ * ingest's 16 MiB body cap (control/app.ts INGEST_LIMIT), with room for the run's state (1 MiB at most) and the
+ * `run` field each event gains. */
+const BATCH_BYTES = 14 * 1024 * 1024;
+/** Counted for each event beyond its line's bytes: the `"run":"<id>"` the batch adds to it, and a comma. */
+const EVENT_OVERHEAD = 128;
+/** Said once (SkipReport) for the lines a batch leaves out because ingest would refuse them. */
+const REFUSED_LINES = 'events.jsonl lines ingest refuses';
 const MAX_ARTIFACT = 8 * 1024 * 1024;
 const MAX_ARTIFACT_DEPTH = 16;
 
@@ -79,27 +86,65 @@ export interface RunBatch {
 /** Told once per entry (a path under the run folder, or the folder itself) that it was left out, and why. */
 type SkipReport = (entry: string, reason: string) => void;
 
-/** Complete lines from `offset`, and the byte offset after the last one taken. */
-function readEventLines(folder: PlainDir, offset: number, skip: SkipReport): { lines: string[]; next: number } {
+/** The offset of the first newline at or after `from`, or null when the file ends first (a line being written). */
+function newlineFrom(fd: number, from: number): number | null {
+  for (let at = from; ; ) {
+    const chunk = readRange(fd, at, 1024 * 1024);
+    if (chunk.length === 0) return null;
+    const nl = chunk.indexOf(10);
+    if (nl !== -1) return at + nl;
+    at += chunk.length;
+  }
+}
+
+function tooLong(skip: SkipReport, bytes: number): void {
+  skip(REFUSED_LINES, `(left out; the first: a line of ${bytes} bytes, more than one batch to ingest carries)`);
+}
+
+/**
+ * Complete lines from `offset` that fit one batch (BATCH_BYTES with EVENT_OVERHEAD each, at most EVENTS_PER_BATCH),
+ * the byte offset after the last one taken, and the bytes they count. A line no batch can carry (BATCH_BYTES or more:
+ * ingest would refuse its body with 413, and every later batch with it) is left out as a line ingest refuses is, said
+ * once: it stays in the lines as a blank one, so a caller counts it.
+ */
+function readEventLines(
+  folder: PlainDir, offset: number, skip: SkipReport,
+): { lines: string[]; next: number; bytes: number; full: boolean } {
   const fd = openPlainFileIn(folder, 'events.jsonl');
   if (typeof fd === 'string') {
     if (fd !== 'missing') skip('events.jsonl', skipReason(fd));
-    return { lines: [], next: offset };
+    return { lines: [], next: offset, bytes: 0, full: false };
   }
-  let buf: Buffer;
+  const lines: string[] = [];
+  let bytes = 0;
   try {
-    buf = readRange(fd, offset, Math.max(0, Math.min(fstatSync(fd).size - offset, 16 * 1024 * 1024)));
+    for (;;) {
+      const buf = readRange(fd, offset, Math.max(0, Math.min(fstatSync(fd).size - offset, BATCH_BYTES)));
+      // A full window: the file may go on past it, so another batch follows.
+      const window = buf.length === BATCH_BYTES;
+      let pos = 0;
+      // A last line without its newline is still being written: left for the next read.
+      for (let nl = buf.indexOf(10); nl !== -1; nl = buf.indexOf(10, pos)) {
+        const line = buf.subarray(pos, nl).toString('utf8');
+        // As the body carries it: a byte that is no UTF-8 is the three of U+FFFD there.
+        const size = Buffer.byteLength(line) + EVENT_OVERHEAD;
+        const full = bytes + size > BATCH_BYTES && lines.length > 0;
+        if (full || lines.length === EVENTS_PER_BATCH) return { lines, next: offset + pos, bytes, full: true };
+        if (size > BATCH_BYTES) tooLong(skip, size);
+        lines.push(size > BATCH_BYTES ? '' : line);
+        bytes += size > BATCH_BYTES ? 0 : size;
+        pos = nl + 1;
+      }
+      if (pos > 0 || !window) return { lines, next: offset + pos, bytes, full: window };
+      const end = newlineFrom(fd, offset + buf.length);
+      if (end === null) return { lines, next: offset, bytes, full: false };
+      tooLong(skip, end - offset);
+      lines.push('');
+      offset = end + 1;
+    }
   } finally {
     closeSync(fd);
   }
-  const lines: string[] = [];
-  let pos = 0;
-  // A last line without its newline is still being written: left for the next read.
-  for (let nl = buf.indexOf(10); nl !== -1 && lines.length < EVENTS_PER_BATCH; nl = buf.indexOf(10, pos)) {
-    lines.push(buf.subarray(pos, nl).toString('utf8'));
-    pos = nl + 1;
-  }
-  return { lines, next: offset + pos };
 }
 
 function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
@@ -208,22 +253,26 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
   }
   const saved = from ? null : readObjectIn(folder, 'ship.json', skip) as Partial<ShipOffsets> | null;
   const offsets = from ?? { events_offset: Number(saved?.events_offset) || 0, artifacts: saved?.artifacts ?? {} };
-  const { lines, next } = readEventLines(folder, offsets.events_offset, skip);
+  const read = readEventLines(folder, offsets.events_offset, skip);
+  const { lines, next } = read;
   const artifacts: TreeFile[] = [];
   const sent = { ...offsets.artifacts };
-  let bytes = 0;
-  let full = false;
+  let bytes = read.bytes;
+  let full = read.full;
   for (const file of readArtifacts(folder, skip)) {
     const sha = createHash('sha256').update(file.content).digest('hex');
     if (offsets.artifacts[file.rel] === sha) continue;
-    full = bytes + file.content.length > ARTIFACT_BYTES_PER_BATCH && artifacts.length > 0;
-    if (full) break;
-    bytes += file.content.length;
+    // Base64 as the batch carries it, and its name; one artifact (MAX_ARTIFACT) always fits an empty batch.
+    const size = Math.ceil(file.content.length / 3) * 4 + file.rel.length + EVENT_OVERHEAD;
+    if (bytes + size > BATCH_BYTES && (artifacts.length > 0 || lines.length > 0)) {
+      full = true;
+      break;
+    }
+    bytes += size;
     artifacts.push(file);
     sent[file.rel] = sha;
   }
-  const more = full || lines.length === EVENTS_PER_BATCH;
-  return { state, lines, artifacts, next: { events_offset: next, artifacts: sent }, more };
+  return { state, lines, artifacts, next: { events_offset: next, artifacts: sent }, more: full };
 }
 
 /**
@@ -237,7 +286,7 @@ function shippableEvent(line: string, state: RunState, now: number, skip: SkipRe
   const event = isJsonObject(parsed) ? { ...parsed, run: state.run } : null;
   const why = event === null ? 'not a JSON object' : eventRefusal(event, state.source, now);
   if (event !== null && why === null) return [event];
-  skip('events.jsonl lines ingest refuses', `(left out; the first: ${why})`);
+  skip(REFUSED_LINES, `(left out; the first: ${why})`);
   return [];
 }
 

@@ -77,6 +77,36 @@ describe('shipper', () => {
     assert.deepEqual(skipped, ['artifacts/a\\b.txt']);
   });
 
+  it('splits a run by bytes so no batch passes ingest\'s 16 MiB body cap (huge agent lines and an artifact)', async () => {
+    const dir = runFolder(root, 'rshipbig');
+    const log = openEventLog(dir);
+    for (const c of 'abc') log.append('log', { stream: 'stdout', text: c.repeat(6 * 1024 * 1024) });
+    writeFileSync(join(dir, 'artifacts', 'big.bin'), Buffer.alloc(7 * 1024 * 1024, 1));
+    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
+    const stored = control.deps.stores.events.listAll({ source: 'local', run: 'rshipbig', after: 0, limit: 10 });
+    assert.equal(stored.length, 3);
+    const art = await control.request('GET', '/v1/runs/local/rshipbig/artifact/big.bin');
+    assert.equal(art.status, 200);
+  });
+
+  it('leaves out a line no batch can carry, says so once, and ships the lines after it', async () => {
+    const dir = runFolder(root, 'rshiphuge');
+    const log = openEventLog(dir);
+    log.append('log', { stream: 'stdout', text: 'before' });
+    log.append('log', { stream: 'stdout', text: 'x'.repeat(20 * 1024 * 1024) });
+    log.append('log', { stream: 'stdout', text: 'y'.repeat(15 * 1024 * 1024) });
+    log.append('log', { stream: 'stdout', text: 'after' });
+    const skipped: string[] = [];
+    const shipper = createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }, undefined, (entry, why) => {
+      skipped.push(`${entry} ${why}`);
+    });
+    assert.equal(await shipper.flush(), null);
+    const stored = control.deps.stores.events.listAll({ source: 'local', run: 'rshiphuge', after: 0, limit: 10 });
+    assert.deepEqual(stored.map((e) => JSON.parse(e.data).text), ['before', 'after']);
+    assert.equal(skipped.length, 1);
+    assert.match(skipped[0]!, /^events\.jsonl lines ingest refuses \(left out; the first: a line of \d+ bytes, more than/);
+  });
+
   it('reports why instead of throwing when the Control Plane is down', async () => {
     const dir = runFolder(root, 'rship2');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
