@@ -71,12 +71,17 @@ async function controlImport(io: CliIo, args: string[]): Promise<number> {
   const skipped = Array.isArray(result.skipped) ? result.skipped : [];
   // Events the runs shipped as they ran are there already: "0 events" alone read as if the import lost them.
   const there = Number(result.duplicates) > 0 ? ` (and ${Number(result.duplicates)} it already had)` : '';
-  io.stdout(`Imported ${dir} into the Control Plane at ${url}: ${Number(result.runs)} runs, ${Number(result.events)} `
-    + `events${there}, ${Number(result.artifacts)} artifacts; runs may now be started there\n`);
+  io.stdout(`Imported ${dir} into the Control Plane at ${url}: ${count(result.runs, 'run')}, `
+    + `${count(result.events, 'event')}${there}, ${count(result.artifacts, 'artifact')}; runs may now be started there\n`);
   for (const entry of skipped) {
     io.stdout(`  skipped ${oneLine(String(obj(entry).entry))}: ${oneLine(String(obj(entry).reason))}\n`);
   }
   return 0;
+}
+
+/** "1 run", "2 runs": a count as the Control Plane answered it, with its noun. */
+function count(n: unknown, noun: string): string {
+  return `${Number(n)} ${noun}${Number(n) === 1 ? '' : 's'}`;
 }
 
 function reason(err: unknown, found: { url: string; via: string }, hasToken: boolean): string {
@@ -102,6 +107,6 @@ async function controlStatus(io: CliIo, json: boolean): Promise<number> {
     throw new UnavailableError(message, { cause: err });
   }
   if (json) io.stdout(`${safeJson({ reachable: true, url, via, runs })}\n`);
-  else io.stdout(`reachable ${url} — ${runs} run${runs === 1 ? '' : 's'}\n`);
+  else io.stdout(`reachable ${url} — ${count(runs, 'run')}\n`);
   return 0;
 }

@@ -374,9 +374,9 @@ describe('svc control import', () => {
     writeFileSync(join(run, 'events.jsonl'), `${JSON.stringify({ seq: 1, ts: at, kind: 'run.status',
       data: { from: null, to: 'queued' } })}\n`);
     const first = await svc(['control', 'import', project], env());
-    assert.match(first.stdout, /: 1 runs, 1 events, 0 artifacts;/);
+    assert.match(first.stdout, /: 1 run, 1 event, 0 artifacts;/);
     const again = await svc(['control', 'import', project], env());
-    assert.match(again.stdout, /: 1 runs, 0 events \(and 1 it already had\), 0 artifacts;/);
+    assert.match(again.stdout, /: 1 run, 0 events \(and 1 it already had\), 0 artifacts;/);
   });
 
   it('exits 1 with the server\'s reason for an empty folder, and says where the token goes on a 401', async () => {
