@@ -71,8 +71,9 @@ async function controlImport(io: CliIo, args: string[]): Promise<number> {
   const skipped = Array.isArray(result.skipped) ? result.skipped : [];
   // Events the runs shipped as they ran are there already: "0 events" alone read as if the import lost them.
   const there = Number(result.duplicates) > 0 ? ` (and ${Number(result.duplicates)} it already had)` : '';
-  io.stdout(`Imported ${dir} into the Control Plane at ${url}: ${count(result.runs, 'run')}, `
-    + `${count(result.events, 'event')}${there}, ${count(result.artifacts, 'artifact')}; runs may now be started there\n`);
+  const counts = `${count(result.runs, 'run')}, ${count(result.events, 'event')}${there}, `
+    + count(result.artifacts, 'artifact');
+  io.stdout(`Imported ${dir} into the Control Plane at ${url}: ${counts}; runs may now be started there\n`);
   for (const entry of skipped) {
     io.stdout(`  skipped ${oneLine(String(obj(entry).entry))}: ${oneLine(String(obj(entry).reason))}\n`);
   }
