@@ -20,10 +20,10 @@ export class ControlApiError extends Error {
 
   /**
    * status 0 with code "unreachable" means no HTTP answer at all (refused, DNS, timeout); code "bad_response", a 2xx
-   * whose body was cut short or is not JSON (a proxy's page).
+   * whose body was cut short or is not JSON (a proxy's page). `options.cause`: for "unreachable", fetch's own error.
    */
-  constructor(status: number, code: string, message: string, field: string | null = null) {
-    super(message);
+  constructor(status: number, code: string, message: string, field: string | null = null, options?: ErrorOptions) {
+    super(message, options);
     this.name = 'ControlApiError';
     this.status = status;
     this.code = code;
@@ -41,7 +41,7 @@ function parsedOr(text: string): unknown {
 }
 
 /** What fetch's error says went wrong: undici's TypeError carries the socket's error as its cause. */
-function causeOf(err: unknown): string {
+export function causeOf(err: unknown): string {
   return err instanceof Error ? ((err.cause as Error | undefined)?.message ?? err.message) : String(err);
 }
 
@@ -102,7 +102,8 @@ export function createControlClient(options: {
       res = await fetch(url(path, call.query), init);
     } catch (err) {
       if (signal?.aborted) throw err;
-      throw new ControlApiError(0, 'unreachable', `Cannot reach the Control Plane at ${base} (${causeOf(err)})`);
+      const message = `Cannot reach the Control Plane at ${base} (${causeOf(err)})`;
+      throw new ControlApiError(0, 'unreachable', message, null, { cause: err });
     }
     if (!res.ok) throw await errorFromResponse(res);
     return res;

@@ -5,7 +5,7 @@ import { isPidAlive, readServerRecordFile, serverRecordFile } from '../client/se
 import { procStart } from './proc-group.ts';
 import { settingInt } from '../settings-registry.ts';
 import { BadSettingError } from '../errors.ts';
-import type { ControlApiError } from '../client/client.ts';
+import { causeOf, type ControlApiError } from '../client/client.ts';
 
 /** The URL, and `via`: how it was found, for `svc control status` and error messages. */
 export interface FoundControl {
@@ -61,12 +61,19 @@ function startHint(via: string): string {
 }
 
 /**
- * "The Control Plane failed", in the one wording every svc command and the shipper use: nothing answered (and how to
- * start one), the token missing or refused (and where it goes), or what it answered instead.
+ * "The Control Plane failed", in the one wording every svc command and the shipper use: nothing answered (why, and how
+ * to start one), the token missing or refused (and where it goes), an answer cut short or not JSON, or what it
+ * answered instead.
  */
 export function controlFailed(err: ControlApiError, found: { url: string; via: string }, hasToken: boolean): string {
   const { url, via } = found;
-  if (err.status === 0) return `no Control Plane answered at ${url}: ${startHint(via)}`;
+  if (err.status === 0) {
+    // fetch's own error (ENOTFOUND, ECONNREFUSED, a timeout): what to fix differs by it.
+    const why = err.cause === undefined ? '' : ` (${causeOf(err.cause)})`;
+    return `no Control Plane answered at ${url}${why}: ${startHint(via)}`;
+  }
+  // The client's sentence names the Control Plane and what was wrong with its answer already.
+  if (err.code === 'bad_response') return err.message.replace(/^The /, 'the ');
   if (err.status === 401) {
     const what = hasToken ? 'refused the token svc sent' : 'needs a token';
     return `the Control Plane at ${url} ${what} (401 unauthorized): ${TOKEN_HINT}`;

@@ -319,7 +319,8 @@ describe('svc control status', () => {
     const r = await svc(['control', 'status'], { SVC_CONTROL_URL: url });
     assert.equal(r.code, 1);
     const hint = 'start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
-    assert.equal(r.stderr, `svc control: no Control Plane answered at ${url}: ${hint}\n`);
+    const refused = `(connect ECONNREFUSED ${url.slice('http://'.length)})`;
+    assert.equal(r.stderr, `svc control: no Control Plane answered at ${url} ${refused}: ${hint}\n`);
     const j = await svc(['control', 'status', '--json'], { SVC_CONTROL_URL: url });
     assert.equal(j.code, 1);
     assert.equal(JSON.parse(j.stdout).reachable, false);

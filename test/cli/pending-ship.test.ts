@@ -30,8 +30,9 @@ describe('a run made while no Control Plane answers', () => {
     const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
       { cwd: repo.repo, env });
     assert.equal(started.code, 0, started.stderr);
-    assert.match(started.stderr, new RegExp(`not shipped: no Control Plane answered at ${down}: start the server `
-      + 'SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one; the next svc command'));
+    const refused = `\\(connect ECONNREFUSED ${down.slice('http://'.length)}\\)`;
+    assert.match(started.stderr, new RegExp(`not shipped: no Control Plane answered at ${down} ${refused}: start the `
+      + 'server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one; the next svc command'));
     const { source, run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { source: string; run: string };
     assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', run)));
     assert.equal((await cp.request('GET', `/v1/runs/${source}/${run}`)).status, 404);

@@ -111,8 +111,8 @@ describe('shipper', () => {
     const dir = runFolder(root, 'rship2');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
     const failure = await createShipper(dir, { SVC_CONTROL_URL: 'http://127.0.0.1:9', HOME: root }).flush();
-    const why = 'no Control Plane answered at http://127.0.0.1:9: start the server SVC_CONTROL_URL names, or unset '
-      + 'SVC_CONTROL_URL to use a local one';
+    const why = 'no Control Plane answered at http://127.0.0.1:9 (bad port): start the server '
+      + 'SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
     assert.deepEqual(failure, { why, everyRun: true });
   });
 
