@@ -26,10 +26,13 @@ import { eventRefusal, isArtifactPath } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
 
 const EVENTS_PER_BATCH = 500;
-/** What one batch carries, in bytes as its JSON body counts them (lines as they are, artifacts in base64): under
- * ingest's 16 MiB body cap (control/app.ts INGEST_LIMIT), with room for the run's state (1 MiB at most) and the
- * `run` field each event gains. */
+/** What one batch carries, in bytes as its JSON body counts them (events re-serialised, artifacts in base64 with
+ * their names): under ingest's 16 MiB body cap (control/app.ts INGEST_LIMIT), with room for the run's state (1 MiB at
+ * most) and the `run` field each event gains. An import reads its batches this size too, though it sends no body. */
 const BATCH_BYTES = 14 * 1024 * 1024;
+/** The longest line an import (`svc control import`, the start-up scan) takes: it sends no HTTP body, so BATCH_BYTES
+ * does not bound it; this is the window every read of events.jsonl had before batches were counted in bytes. */
+export const IMPORT_LINE_BYTES = 16 * 1024 * 1024;
 /** Counted for each event beyond its line's bytes: the `"run":"<id>"` the batch adds to it, and a comma. */
 const EVENT_OVERHEAD = 128;
 /** Said once (SkipReport) for the lines a batch leaves out because ingest would refuse them. */
@@ -79,6 +82,8 @@ export interface RunBatch {
   /** Complete lines of events.jsonl (blank ones included, so a caller can count them). */
   lines: string[];
   artifacts: TreeFile[];
+  /** The lines left out for their length (each a blank one in `lines`): its place there, and its bytes. */
+  tooLong: Array<{ index: number; bytes: number }>;
   next: ShipOffsets;
   more: boolean;
 }
@@ -97,25 +102,39 @@ function newlineFrom(fd: number, from: number): number | null {
   }
 }
 
-function tooLong(skip: SkipReport, bytes: number): void {
-  skip(REFUSED_LINES, `(left out; the first: a line of ${bytes} bytes, more than one batch to ingest carries)`);
+/**
+ * The bytes a line takes in the shipper's batch body: the event re-serialised (JSON.stringify writes `1e20` as 21
+ * digits, a `\u00e9` as the two bytes of é) with EVENT_OVERHEAD for its `run`; none for a line it leaves out as not
+ * a JSON object, or as nesting too deep to serialise (shippableEvent, eventRefusal).
+ */
+function carriedBytes(line: string): number {
+  const parsed = tryParseJson(line);
+  if (!isJsonObject(parsed)) return 0;
+  try {
+    return Buffer.byteLength(JSON.stringify(parsed)) + EVENT_OVERHEAD;
+  } catch {
+    return 0;
+  }
 }
 
 /**
- * Complete lines from `offset` that fit one batch (BATCH_BYTES with EVENT_OVERHEAD each, at most EVENTS_PER_BATCH),
- * the byte offset after the last one taken, and the bytes they count. A line no batch can carry (BATCH_BYTES or more:
- * ingest would refuse its body with 413, and every later batch with it) is left out as a line ingest refuses is, said
- * once: it stays in the lines as a blank one, so a caller counts it.
+ * Complete lines from `offset` that fit one batch (BATCH_BYTES, at most EVENTS_PER_BATCH), the byte offset after the
+ * last one taken, and the bytes they count: for the shipper (`ship`) as its body carries them (carriedBytes), else as
+ * read. A line longer than one batch carries (the shipper: ingest would refuse its body with 413, and every later
+ * batch with it) or than IMPORT_LINE_BYTES (an import) is left out, in `tooLong`: a blank line stands in its place, so
+ * a caller counts it. An import takes a longer line alone in its batch.
  */
 function readEventLines(
-  folder: PlainDir, offset: number, skip: SkipReport,
-): { lines: string[]; next: number; bytes: number; full: boolean } {
+  folder: PlainDir, offset: number, skip: SkipReport, ship: boolean,
+): { lines: string[]; tooLong: RunBatch['tooLong']; next: number; bytes: number; full: boolean } {
+  const lines: string[] = [];
+  const tooLong: RunBatch['tooLong'] = [];
   const fd = openPlainFileIn(folder, 'events.jsonl');
   if (typeof fd === 'string') {
     if (fd !== 'missing') skip('events.jsonl', skipReason(fd));
-    return { lines: [], next: offset, bytes: 0, full: false };
+    return { lines, tooLong, next: offset, bytes: 0, full: false };
   }
-  const lines: string[] = [];
+  const limit = ship ? BATCH_BYTES : IMPORT_LINE_BYTES;
   let bytes = 0;
   try {
     for (;;) {
@@ -126,19 +145,23 @@ function readEventLines(
       // A last line without its newline is still being written: left for the next read.
       for (let nl = buf.indexOf(10); nl !== -1; nl = buf.indexOf(10, pos)) {
         const line = buf.subarray(pos, nl).toString('utf8');
-        // As the body carries it: a byte that is no UTF-8 is the three of U+FFFD there.
-        const size = Buffer.byteLength(line) + EVENT_OVERHEAD;
+        const size = ship ? carriedBytes(line) : nl - pos;
         const full = bytes + size > BATCH_BYTES && lines.length > 0;
-        if (full || lines.length === EVENTS_PER_BATCH) return { lines, next: offset + pos, bytes, full: true };
-        if (size > BATCH_BYTES) tooLong(skip, size);
-        lines.push(size > BATCH_BYTES ? '' : line);
-        bytes += size > BATCH_BYTES ? 0 : size;
+        if (full || lines.length === EVENTS_PER_BATCH) return { lines, tooLong, next: offset + pos, bytes, full: true };
+        if (size > limit) tooLong.push({ index: lines.length, bytes: nl - pos });
+        lines.push(size > limit ? '' : line);
+        bytes += size > limit ? 0 : size;
         pos = nl + 1;
       }
-      if (pos > 0 || !window) return { lines, next: offset + pos, bytes, full: window };
+      if (pos > 0 || !window) return { lines, tooLong, next: offset + pos, bytes, full: window };
       const end = newlineFrom(fd, offset + buf.length);
-      if (end === null) return { lines, next: offset, bytes, full: false };
-      tooLong(skip, end - offset);
+      if (end === null) return { lines, tooLong, next: offset, bytes, full: false };
+      // Longer than the window: the shipper's limit is the window, so only an import takes it.
+      if (end - offset <= limit && !ship) {
+        lines.push(readRange(fd, offset, end - offset).toString('utf8'));
+        return { lines, tooLong, next: end + 1, bytes: bytes + end - offset, full: true };
+      }
+      tooLong.push({ index: lines.length, bytes: end - offset });
       lines.push('');
       offset = end + 1;
     }
@@ -240,8 +263,13 @@ export function readBindableRunKey(folder: PlainDir, skip: SkipReport): string |
   return null;
 }
 
-/** The next batch after `from` (else after ship.json's offsets); null without a state.json of this folder's run. */
-export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: SkipReport): RunBatch | null {
+/**
+ * The next batch after `from` (else after ship.json's offsets); null without a state.json of this folder's run. `ship`:
+ * counted as the shipper's HTTP body carries it, else as an import reads it (readEventLines).
+ */
+export function readRunBatch(
+  folder: PlainDir, from: ShipOffsets | null, skip: SkipReport, ship: boolean,
+): RunBatch | null {
   const state = readObjectIn(folder, 'state.json', skip);
   if (!state) return null;
   // The folder names the run: a state.json claiming another run (edited by whoever can write the project) would
@@ -253,8 +281,8 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
   }
   const saved = from ? null : readObjectIn(folder, 'ship.json', skip) as Partial<ShipOffsets> | null;
   const offsets = from ?? { events_offset: Number(saved?.events_offset) || 0, artifacts: saved?.artifacts ?? {} };
-  const read = readEventLines(folder, offsets.events_offset, skip);
-  const { lines, next } = read;
+  const read = readEventLines(folder, offsets.events_offset, skip, ship);
+  const { lines, tooLong, next } = read;
   const artifacts: TreeFile[] = [];
   const sent = { ...offsets.artifacts };
   let bytes = read.bytes;
@@ -262,8 +290,10 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
   for (const file of readArtifacts(folder, skip)) {
     const sha = createHash('sha256').update(file.content).digest('hex');
     if (offsets.artifacts[file.rel] === sha) continue;
-    // Base64 as the batch carries it, and its name; one artifact (MAX_ARTIFACT) always fits an empty batch.
-    const size = Math.ceil(file.content.length / 3) * 4 + file.rel.length + EVENT_OVERHEAD;
+    // Base64 as the batch carries it, and its name in UTF-8 as JSON writes it; one artifact (MAX_ARTIFACT) always fits
+    // an empty batch.
+    const path = Buffer.byteLength(JSON.stringify(file.rel));
+    const size = Math.ceil(file.content.length / 3) * 4 + path + EVENT_OVERHEAD;
     if (bytes + size > BATCH_BYTES && (artifacts.length > 0 || lines.length > 0)) {
       full = true;
       break;
@@ -272,7 +302,7 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
     artifacts.push(file);
     sent[file.rel] = sha;
   }
-  return { state, lines, artifacts, next: { events_offset: next, artifacts: sent }, more: full };
+  return { state, lines, artifacts, tooLong, next: { events_offset: next, artifacts: sent }, more: full };
 }
 
 /**
@@ -361,12 +391,15 @@ export function createShipper(
     let read: RunBatch | null;
     let key: string | null;
     try {
-      read = readRunBatch(folder, null, skip);
+      read = readRunBatch(folder, null, skip, true);
       key = readRunKey(folder, skip);
     } finally {
       folder.close();
     }
     if (!read) return false;
+    for (const { bytes } of read.tooLong) {
+      skip(REFUSED_LINES, `(left out; the first: a line of ${bytes} bytes, more than one batch to ingest carries)`);
+    }
     const state = read.state as unknown as RunState;
     const now = Date.now();
     const { source: _source, ...json } = toRunJson(state);

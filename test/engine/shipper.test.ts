@@ -12,8 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import {
-  createShipper, readControlToken, shipRuns, shipperClient, type ControlItem,
+  createShipper, readControlToken, readRunBatch, shipRuns, shipperClient, type ControlItem,
 } from '../../src/engine/shipper.ts';
+import { openRunFolder } from '../../src/engine/plain-tree.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
@@ -105,6 +106,34 @@ describe('shipper', () => {
     assert.deepEqual(stored.map((e) => JSON.parse(e.data).text), ['before', 'after']);
     assert.equal(skipped.length, 1);
     assert.match(skipped[0]!, /^events\.jsonl lines ingest refuses \(left out; the first: a line of \d+ bytes, more /);
+  });
+
+  it('counts a line as the batch body carries it: 2 MB of 1e20 re-serialise to 8.8 MB, one batch each', async () => {
+    const dir = runFolder(root, 'rshipwide');
+    // JSON.stringify writes 1e20 as 100000000000000000000: each line grows from 2 MB in the file to 8.8 MB in a body.
+    const wide = `[${Array(400_000).fill('1e20').join(',')}]`;
+    const lines = [1, 2].map((seq) => `{"seq":${seq},"kind":"log","data":{"n":${wide}}}\n`);
+    writeFileSync(join(dir, 'events.jsonl'), lines.join(''));
+    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
+    const stored = control.deps.stores.events.listAll({ source: 'local', run: 'rshipwide', after: 0, limit: 10 });
+    assert.deepEqual(stored.map((e) => e.seq), [1, 2]);
+  });
+
+  it("counts an artifact's name in the UTF-8 bytes JSON writes, not UTF-16 units", () => {
+    const dir = runFolder(root, 'rshipnames');
+    // 8 MiB (11184812 in base64) and 2621163 bytes (3494884): with names counted as UTF-16 units the two fill the
+    // batch to 3 bytes under BATCH_BYTES; "é" is two bytes, so counted as the body carries them they do not fit.
+    writeFileSync(join(dir, 'artifacts', 'a.bin'), Buffer.alloc(8 * 1024 * 1024));
+    writeFileSync(join(dir, 'artifacts', `${'é'.repeat(100)}.txt`), Buffer.alloc(2_621_163));
+    const folder = openRunFolder(dir);
+    assert.ok(!('failed' in folder));
+    try {
+      const batch = readRunBatch(folder, null, () => {}, true);
+      assert.equal(batch?.artifacts.length, 1);
+      assert.equal(batch.more, true);
+    } finally {
+      folder.close();
+    }
   });
 
   it('reports why instead of throwing when the Control Plane is down', async () => {
