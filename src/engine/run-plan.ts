@@ -302,10 +302,12 @@ export function refuseUncommitted(provider: ResolvedProvider, repo: string, base
   if (missing === undefined) return;
   const refused = `Refusing to start: provider "${provider.name}" names ${missing}, which is not committed, and `;
   const commit = `(git add ${missing} && git commit)`;
-  // A trigger server's job always works in a worktree (trigger/executor.ts): leaving out --worktree is no way out.
+  // A trigger server's job always works in a worktree (trigger/executor.ts), of the served checkout or, for a clone=
+  // job, of a checkout made from the remote: leaving out --worktree is no way out; a clone= job has no served checkout.
   throw new RefusedError(job
-    ? `${refused}a trigger server's job works in a worktree of its own, which holds only what is committed. Commit ` +
-      `it in the served checkout ${commit}`
+    ? `${refused}a trigger server's job works in a worktree of the served checkout, which holds only what is ` +
+      `committed (a clone= job: of a checkout made from the remote, which holds only what is pushed). Commit it in ` +
+      `the served checkout ${commit}; for a clone= job, commit it and push it to the remote the job clones`
     : `${refused}a --worktree or --pr run's working tree holds only what is committed. Commit it ${commit}, or ` +
       'start without --worktree and --pr');
 }

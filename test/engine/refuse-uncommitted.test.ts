@@ -35,7 +35,9 @@ describe('a command provider\'s uncommitted script (refuseUncommitted)', () => {
 
   it('tells a trigger server\'s job to commit the script, not to start without --worktree (it cannot)', () => {
     const job = () => refuseUncommitted(provider('/bin/sh', 'notes.txt'), repo, 'HEAD', true);
-    assert.throws(job, /a trigger server's job works in a worktree of its own, .*Commit it in the served checkout/);
+    assert.throws(job, /a trigger server's job works in a worktree of the served checkout, .*Commit it in the served /);
+    // A clone= job has no served checkout: what it runs must be pushed.
+    assert.throws(job, /for a clone= job, commit it and push it to the remote the job clones$/);
     assert.throws(job, (err: Error) => !err.message.includes('start without --worktree'));
   });
 
