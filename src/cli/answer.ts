@@ -38,13 +38,14 @@ function notBlocked(source: string, run: string, status: string): ConflictError 
 async function answerThroughControl(
   io: CliIo, source: string, run: string, text: string, origin: string | undefined,
 ): Promise<number> {
-  const { url, via, client } = controlClientOf(io.env);
+  const control = controlClientOf(io.env);
+  const { url, client } = control;
   try {
     const found = await client.getRun({ source, run });
     if (found.status !== 'blocked') throw notBlocked(source, run, oneLine(String(found.status)));
     await client.answer({ source, run }, text, origin);
   } catch (err) {
-    throw notFoundAnywhere(err, { source, run }, { url, via }, ' (use --repo DIR)');
+    throw notFoundAnywhere(err, { source, run }, control, ' (use --repo DIR)');
   }
   io.stdout(`Answered ${source}/${run} through the Control Plane at ${url}\n`);
   return 0;

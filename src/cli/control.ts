@@ -4,7 +4,8 @@ import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { BadInputError, FailedError, UnavailableError, errorMessage } from '../errors.ts';
 import { ControlApiError } from '../client/client.ts';
-import { controlClientOf, startHint, TOKEN_HINT } from './runs.ts';
+import { controlClientOf } from './runs.ts';
+import { controlFailed } from '../engine/control-url.ts';
 import { safeJson } from '../safe-json.ts';
 import { oneLine } from '../webhook-sources.ts';
 import { obj } from '../untrusted.ts';
@@ -52,15 +53,16 @@ async function controlImport(io: CliIo, args: string[]): Promise<number> {
   if (given === '' || !statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
     throw new BadInputError(`Not imported: "${given}" is not a directory; give the project's folder`);
   }
-  const { url, via, client, hasToken } = controlClientOf(io.env);
+  const found = controlClientOf(io.env);
+  const { url, client, hasToken } = found;
   let result: Record<string, unknown>;
   try {
     result = await client.import(dir);
   } catch (err) {
     if (err instanceof ControlApiError && err.status >= 400 && err.status !== 401) {
-      throw new FailedError(`Not imported: ${err.message} (${err.status} ${err.code})`, { cause: err });
+      throw new FailedError(`Not imported: ${reason(err, found, hasToken)}`, { cause: err });
     }
-    throw new UnavailableError(reason(err, url, via, hasToken), { cause: err });
+    throw new UnavailableError(reason(err, found, hasToken), { cause: err });
   }
   if (values.json) {
     io.stdout(`${safeJson(result)}\n`);
@@ -69,29 +71,28 @@ async function controlImport(io: CliIo, args: string[]): Promise<number> {
   const skipped = Array.isArray(result.skipped) ? result.skipped : [];
   // Events the runs shipped as they ran are there already: "0 events" alone read as if the import lost them.
   const there = Number(result.duplicates) > 0 ? ` (and ${Number(result.duplicates)} it already had)` : '';
-  io.stdout(`Imported ${dir} into the Control Plane at ${url}: ${Number(result.runs)} runs, ${Number(result.events)} `
-    + `events${there}, ${Number(result.artifacts)} artifacts; runs may now be started there\n`);
+  const counts = `${count(result.runs, 'run')}, ${count(result.events, 'event')}${there}, `
+    + count(result.artifacts, 'artifact');
+  io.stdout(`Imported ${dir} into the Control Plane at ${url}: ${counts}; runs may now be started there\n`);
   for (const entry of skipped) {
     io.stdout(`  skipped ${oneLine(String(obj(entry).entry))}: ${oneLine(String(obj(entry).reason))}\n`);
   }
   return 0;
 }
 
-function reason(err: unknown, url: string, via: string, hasToken: boolean): string {
-  if (err instanceof ControlApiError) {
-    if (err.status === 401) {
-      return hasToken
-        ? `The Control Plane at ${url} refused the token svc sent: the token is wrong; ${TOKEN_HINT}`
-        : `The Control Plane at ${url} needs a token: ${TOKEN_HINT}`;
-    }
-    if (err.status === 0) return `The Control Plane is not reachable at ${url}: ${startHint(via)}`;
-    return `The Control Plane at ${url} answered ${err.status} ${err.code}: ${err.message}`;
-  }
-  return `The Control Plane at ${url} gave an unexpected answer (${errorMessage(err)})`;
+/** "1 run", "2 runs": a count as the Control Plane answered it, with its noun. */
+function count(n: unknown, noun: string): string {
+  return `${Number(n)} ${noun}${Number(n) === 1 ? '' : 's'}`;
+}
+
+function reason(err: unknown, found: { url: string; via: string }, hasToken: boolean): string {
+  if (err instanceof ControlApiError) return controlFailed(err, found, hasToken);
+  return `the Control Plane at ${found.url} gave an unexpected answer (${errorMessage(err)})`;
 }
 
 async function controlStatus(io: CliIo, json: boolean): Promise<number> {
-  const { url, via, client, hasToken } = controlClientOf(io.env);
+  const found = controlClientOf(io.env);
+  const { url, via, client, hasToken } = found;
   let runs: number;
   try {
     await client.health();
@@ -99,7 +100,7 @@ async function controlStatus(io: CliIo, json: boolean): Promise<number> {
     runs = Number(stats.runs);
     if (!Number.isSafeInteger(runs)) throw new UnavailableError('/v1/stats has no run count');
   } catch (err) {
-    const message = reason(err, url, via, hasToken);
+    const message = reason(err, found, hasToken);
     if (json) {
       io.stdout(`${safeJson({ reachable: false, url, via, error: message })}\n`);
       return 1;
@@ -107,6 +108,6 @@ async function controlStatus(io: CliIo, json: boolean): Promise<number> {
     throw new UnavailableError(message, { cause: err });
   }
   if (json) io.stdout(`${safeJson({ reachable: true, url, via, runs })}\n`);
-  else io.stdout(`reachable ${url} — ${runs} run${runs === 1 ? '' : 's'}\n`);
+  else io.stdout(`reachable ${url} — ${count(runs, 'run')}\n`);
   return 0;
 }

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
-import { controlToken, discoverControlUrl } from '../engine/control-url.ts';
+import { controlFailed, controlToken, discoverControlUrl } from '../engine/control-url.ts';
 import type { Run, RunFilter, RunRef } from '../client/types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
 import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine, runLabel } from './runs-format.ts';
@@ -62,37 +62,20 @@ export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
   return { ...found, client, hasToken: token !== undefined };
 }
 
-/** The next step after a 401, for every svc command: where the token goes (systemd keeps it as a credential). */
-export const TOKEN_HINT = 'set SVC_CONTROL_TOKEN, or SVC_CONTROL_TOKEN_FILE to a file holding it '
-  + '(under systemd: /etc/svc/credentials/control-token)';
-
-/** The next step when nothing answers, for every svc command, by how the address was found (`via`). */
-export function startHint(via: string): string {
-  if (via === 'SVC_CONTROL_URL') {
-    return 'start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
-  }
-  if (via === '--url') return 'start the server --url names, or leave --url out to use a local one';
-  const stale = via === 'server.json' ? 'the server recorded in ~/.svc/control/server.json does not answer; ' : '';
-  return `${stale}start one with "svc control serve" (in this terminal) or "svc dashboard" (in the background), `
-    + 'or set SVC_CONTROL_URL to where yours listens';
-}
-
 /** A Control Plane error answer as the failure a command exits 1 with; any other error as it is. */
-function controlFailure(err: unknown, via: string): unknown {
-  if (!(err instanceof ControlApiError)) return err;
-  if (err.status === 0) return new FailedError(`${err.message}: ${startHint(via)}`);
-  const next = err.status === 401 ? `: ${TOKEN_HINT}` : '';
-  return new FailedError(`${err.message} (${err.status} ${err.code})${next}`);
+function controlFailure(err: unknown, found: { url: string; via: string }, hasToken: boolean): unknown {
+  return err instanceof ControlApiError ? new FailedError(controlFailed(err, found, hasToken), { cause: err }) : err;
 }
 
 /** A run this project does not hold, asked of the Control Plane: not found when it does not know it either. */
 export function notFoundAnywhere(
-  err: unknown, ref: RunRef, { url, via }: { url: string; via: string }, hint = '',
+  err: unknown, ref: RunRef, found: { url: string; via: string; hasToken: boolean }, hint = '',
 ): unknown {
   if (!(err instanceof ControlApiError) || (err.code !== 'not_found' && err.code !== 'unreachable')) {
-    return controlFailure(err, via);
+    return controlFailure(err, found, found.hasToken);
   }
-  const there = err.code === 'not_found' ? `the Control Plane at ${url} does not know it` : err.message;
+  const there = err.code === 'not_found' ? `the Control Plane at ${found.url} does not know it`
+    : controlFailed(err, found, found.hasToken);
   const run = `${ref.source}/${ref.run}`;
   const message = `No run ${run}: it is not in this project's .svc/runs/${hint}, and ${there}`;
   return new NotFoundError(message, { cause: err });
@@ -133,9 +116,12 @@ function listFilter(values: FlagValues): RunFilter {
   };
 }
 
+type FoundClient = ReturnType<typeof controlClientOf>;
+
 async function dispatch(
-  io: CliIo, client: ControlClient, via: string, sub: string, positionals: string[], values: FlagValues,
+  io: CliIo, found: FoundClient, sub: string, positionals: string[], values: FlagValues,
 ): Promise<number> {
+  const { client } = found;
   const json = values.json === true;
   const print = (value: unknown, text = '') => io.stdout(json ? `${safeJson(value, 2)}\n` : text);
   if (sub === 'list') {
@@ -162,7 +148,7 @@ async function dispatch(
     try {
       await printControlLogs(client, ref, io.stdout, follow);
     } catch (err) {
-      throw notFoundAnywhere(err, ref, { url: client.url, via });
+      throw notFoundAnywhere(err, ref, found);
     }
     return 0;
   }
@@ -195,12 +181,12 @@ export default async function runs(io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(io.argv, FLAGS);
   const [first, ...rest] = positionals;
   const sub = first === undefined || first === 'list' ? 'list' : first;
-  const { client, via } = controlClientOf(io.env, values.url);
+  const found = controlClientOf(io.env, values.url);
   if (values.url === undefined) await sendPendingRuns(io, process.cwd());
   try {
-    return await dispatch(io, client, via, sub, rest, values);
+    return await dispatch(io, found, sub, rest, values);
   } catch (err) {
-    throw controlFailure(err, via);
+    throw controlFailure(err, found, found.hasToken);
   }
 }
 

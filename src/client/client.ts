@@ -20,10 +20,10 @@ export class ControlApiError extends Error {
 
   /**
    * status 0 with code "unreachable" means no HTTP answer at all (refused, DNS, timeout); code "bad_response", a 2xx
-   * whose body was cut short or is not JSON (a proxy's page).
+   * whose body was cut short or is not JSON (a proxy's page). `options.cause`: for "unreachable", fetch's own error.
    */
-  constructor(status: number, code: string, message: string, field: string | null = null) {
-    super(message);
+  constructor(status: number, code: string, message: string, field: string | null = null, options?: ErrorOptions) {
+    super(message, options);
     this.name = 'ControlApiError';
     this.status = status;
     this.code = code;
@@ -41,7 +41,7 @@ function parsedOr(text: string): unknown {
 }
 
 /** What fetch's error says went wrong: undici's TypeError carries the socket's error as its cause. */
-function causeOf(err: unknown): string {
+export function causeOf(err: unknown): string {
   return err instanceof Error ? ((err.cause as Error | undefined)?.message ?? err.message) : String(err);
 }
 
@@ -102,22 +102,24 @@ export function createControlClient(options: {
       res = await fetch(url(path, call.query), init);
     } catch (err) {
       if (signal?.aborted) throw err;
-      throw new ControlApiError(0, 'unreachable', `Cannot reach the Control Plane at ${base} (${causeOf(err)})`);
+      const message = `Cannot reach the Control Plane at ${base} (${causeOf(err)})`;
+      throw new ControlApiError(0, 'unreachable', message, null, { cause: err });
     }
     if (!res.ok) throw await errorFromResponse(res);
     return res;
   }
 
+  /** The connection ended (or timed out) part way through a body or a stream: no answer to act on. */
+  function cutShort(res: Response, err: unknown): ControlApiError {
+    const message = `The Control Plane at ${base} did not send its whole answer (${causeOf(err)})`;
+    return new ControlApiError(res.status, 'bad_response', message);
+  }
+
   async function call<T>(path: string, c: Call = {}): Promise<T> {
     const res = await send(path, c);
-    let text: string;
-    try {
-      text = await res.text();
-    } catch (err) {
-      // The connection ended (or timed out) part way through the body: no answer to act on.
-      const message = `The Control Plane at ${base} did not send its whole answer (${causeOf(err)})`;
-      throw new ControlApiError(res.status, 'bad_response', message);
-    }
+    const text = await res.text().catch((err: unknown) => {
+      throw cutShort(res, err);
+    });
     if (!text) return null as T;
     try {
       return JSON.parse(text) as T;
@@ -148,7 +150,7 @@ export function createControlClient(options: {
     } catch (err) {
       // The caller aborting is how a stream ends on purpose: finish quietly.
       if (opts.signal?.aborted) return;
-      throw err;
+      throw cutShort(res, err);
     } finally {
       await res.body.cancel().catch(() => {});
     }
@@ -179,7 +181,9 @@ export function createControlClient(options: {
       return {
         contentType: res.headers.get('content-type') ?? 'application/octet-stream',
         etag: res.headers.get('etag'),
-        body: new Uint8Array(await res.arrayBuffer()),
+        body: new Uint8Array(await res.arrayBuffer().catch((err: unknown) => {
+          throw cutShort(res, err);
+        })),
       };
     },
     stats: (filter: StatsFilter = {}) => call<JsonObject>('/v1/stats', { query: filter }),

@@ -11,6 +11,7 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { settingInt } from '../settings-registry.ts';
 import { BadSettingError } from '../errors.ts';
+import { causeOf, type ControlApiError } from '../client/client.ts';
 
 /** The URL, and `via`: how it was found, for `svc control status` and error messages. */
 export interface FoundControl {
@@ -123,4 +124,40 @@ export function controlToken(env: NodeJS.ProcessEnv, found: ControlFound): { tok
   }
   if (withheld && !env.SVC_CONTROL_TOKEN) sayWithheld(found.url);
   return { token: env.SVC_CONTROL_TOKEN || undefined, home: false };
+}
+
+/** The next step after a 401, for every svc command: where the token goes (systemd keeps it as a credential). */
+const TOKEN_HINT = 'set SVC_CONTROL_TOKEN, or SVC_CONTROL_TOKEN_FILE to a file holding it '
+  + '(under systemd: /etc/svc/credentials/control-token)';
+
+/** The next step when nothing answers, for every svc command, by how the address was found (`via`). */
+function startHint(via: string): string {
+  if (via === 'SVC_CONTROL_URL') {
+    return 'start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
+  }
+  if (via === '--url') return 'start the server --url names, or leave --url out to use a local one';
+  const stale = via === 'server.json' ? 'the server recorded in ~/.svc/control/server.json does not answer; ' : '';
+  return `${stale}start one with "svc control serve" (in this terminal) or "svc dashboard" (in the background), `
+    + 'or set SVC_CONTROL_URL to where yours listens';
+}
+
+/**
+ * "The Control Plane failed", in the one wording every svc command and the shipper use: nothing answered (why, and how
+ * to start one), the token missing or refused (and where it goes), an answer cut short or not JSON, or what it
+ * answered instead.
+ */
+export function controlFailed(err: ControlApiError, found: { url: string; via: string }, hasToken: boolean): string {
+  const { url, via } = found;
+  if (err.status === 0) {
+    // fetch's own error (ENOTFOUND, ECONNREFUSED, a timeout): what to fix differs by it.
+    const why = err.cause === undefined ? '' : ` (${causeOf(err.cause)})`;
+    return `no Control Plane answered at ${url}${why}: ${startHint(via)}`;
+  }
+  // The client's sentence names the Control Plane and what was wrong with its answer already.
+  if (err.code === 'bad_response') return err.message.replace(/^The /, 'the ');
+  if (err.status === 401) {
+    const what = hasToken ? 'refused the token svc sent' : 'needs a token';
+    return `the Control Plane at ${url} ${what} (401 unauthorized): ${TOKEN_HINT}`;
+  }
+  return `the Control Plane at ${url} answered ${err.status} ${err.code} (${err.message})`;
 }

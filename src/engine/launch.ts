@@ -117,7 +117,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   }
   const base = follow?.base ?? head.sha;
   // Against the commit the worktree is made at: a follow-up's is its pull request's branch head, not HEAD.
-  if (isolated && !n.plan) refuseUncommitted(plan.provider, n.repo, base);
+  if (isolated && !n.plan) refuseUncommitted(plan.provider, n.repo, base, isWebhookOrigin(n.env.SVC_ORIGIN));
   // Held from the check until this run's state is written, so two starts at once can't both find the checkout free.
   const release = isolated ? null : await claimCheckout(own);
   try {

@@ -276,7 +276,7 @@ const INTERPRETERS = new Set(['sh', 'bash', 'dash', 'zsh', 'ksh', 'node', 'deno'
  * (another argument may be a data file the agent makes or an ignored one); a program on PATH (argv[0] without "/")
  * and a file outside the repository (through a link too) are no file of the checkout.
  */
-export function refuseUncommitted(provider: ResolvedProvider, repo: string, base: string): void {
+export function refuseUncommitted(provider: ResolvedProvider, repo: string, base: string, job = false): void {
   if (provider.kind !== 'command') return;
   const [program, ...args] = provider.argv;
   const script = args.find((arg) => !arg.startsWith('-'));
@@ -300,11 +300,16 @@ export function refuseUncommitted(provider: ResolvedProvider, repo: string, base
     }
   });
   if (missing === undefined) return;
-  throw new RefusedError(
-    `Refusing to start: provider "${provider.name}" names ${missing}, which is not committed, and a --worktree or ` +
-      `--pr run's working tree holds only what is committed. Commit it (git add ${missing} && git commit), or ` +
-      'start without --worktree and --pr',
-  );
+  const refused = `Refusing to start: provider "${provider.name}" names ${missing}, which is not committed, and `;
+  const commit = `(git add ${missing} && git commit)`;
+  // A trigger server's job always works in a worktree (trigger/executor.ts), of the served checkout or, for a clone=
+  // job, of a checkout made from the remote: leaving out --worktree is no way out; a clone= job has no served checkout.
+  throw new RefusedError(job
+    ? `${refused}a trigger server's job works in a worktree of the served checkout, which holds only what is ` +
+      `committed (a clone= job: of a checkout made from the remote, which holds only what is pushed). Commit it in ` +
+      `the served checkout ${commit}; for a clone= job, commit it and push it to the remote the job clones`
+    : `${refused}a --worktree or --pr run's working tree holds only what is committed. Commit it ${commit}, or ` +
+      'start without --worktree and --pr');
 }
 
 /** Refuses a command provider whose absolute-path arguments its sandbox would not show (there: "No such file"). */

@@ -7,7 +7,9 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createControlClient, ControlApiError } from '../client/client.ts';
 import type { IngestBatch, IngestResult } from '../client/types.ts';
-import { controlToken, discoverControlUrl, homeTokenGoes, isSameMachine, sayWithheld } from './control-url.ts';
+import {
+  controlFailed, controlToken, discoverControlUrl, homeTokenGoes, isSameMachine, sayWithheld,
+} from './control-url.ts';
 import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment, RUN_KEY } from './ids.ts';
 import { RUN_KEY_FILE, runDir } from './paths.ts';
@@ -24,7 +26,17 @@ import { eventRefusal, isArtifactPath } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
 
 const EVENTS_PER_BATCH = 500;
-const ARTIFACT_BYTES_PER_BATCH = 8 * 1024 * 1024;
+/** What one batch carries, in bytes as its JSON body counts them (events re-serialised, artifacts in base64 with
+ * their names): under ingest's 16 MiB body cap (control/app.ts INGEST_LIMIT), with room for the run's state (1 MiB at
+ * most) and the `run` field each event gains. An import reads its batches this size too, though it sends no body. */
+const BATCH_BYTES = 14 * 1024 * 1024;
+/** The longest line an import (`svc control import`, the start-up scan) takes: it sends no HTTP body, so BATCH_BYTES
+ * does not bound it; this is the window every read of events.jsonl had before batches were counted in bytes. */
+export const IMPORT_LINE_BYTES = 16 * 1024 * 1024;
+/** Counted for each event beyond its line's bytes: the `"run":"<id>"` the batch adds to it, and a comma. */
+const EVENT_OVERHEAD = 128;
+/** Said once (SkipReport) for the lines a batch leaves out because ingest would refuse them. */
+const REFUSED_LINES = 'events.jsonl lines ingest refuses';
 const MAX_ARTIFACT = 8 * 1024 * 1024;
 const MAX_ARTIFACT_DEPTH = 16;
 
@@ -58,16 +70,10 @@ function failsEveryRun(err: unknown): boolean {
   return err.status !== 413;
 }
 
-/** What stopped a flush: nothing answered, the token was refused, or what the Control Plane answered instead. */
-function flushFailure(err: unknown, url: string, hasToken: boolean): string {
-  if (!(err instanceof ControlApiError)) return `shipping to ${url} failed (${errorMessage(err)})`;
-  if (err.status === 0) return `no Control Plane answered at ${url}`;
-  if (err.status === 401) {
-    return hasToken
-      ? `the Control Plane at ${url} refused the token (401 unauthorized: the token this run sent is not its token)`
-      : `the Control Plane at ${url} needs a token (401 unauthorized: set SVC_CONTROL_TOKEN or SVC_CONTROL_TOKEN_FILE)`;
-  }
-  return `the Control Plane at ${url} answered ${err.status} ${err.code} (${err.message})`;
+/** What stopped a flush: what the Control Plane did (control-url.ts controlFailed), else the send's own error. */
+function flushFailure(err: unknown, found: { url: string; via: string }, hasToken: boolean): string {
+  if (!(err instanceof ControlApiError)) return `shipping to ${found.url} failed (${errorMessage(err)})`;
+  return controlFailed(err, found, hasToken);
 }
 
 /** One batch of a run folder, read after `from`; `next` is where the following batch starts. */
@@ -76,6 +82,8 @@ export interface RunBatch {
   /** Complete lines of events.jsonl (blank ones included, so a caller can count them). */
   lines: string[];
   artifacts: TreeFile[];
+  /** The lines left out for their length (each a blank one in `lines`): its place there, and its bytes. */
+  tooLong: Array<{ index: number; bytes: number }>;
   next: ShipOffsets;
   more: boolean;
 }
@@ -83,27 +91,83 @@ export interface RunBatch {
 /** Told once per entry (a path under the run folder, or the folder itself) that it was left out, and why. */
 type SkipReport = (entry: string, reason: string) => void;
 
-/** Complete lines from `offset`, and the byte offset after the last one taken. */
-function readEventLines(folder: PlainDir, offset: number, skip: SkipReport): { lines: string[]; next: number } {
+/** The offset of the first newline at or after `from`, or null when the file ends first (a line being written). */
+function newlineFrom(fd: number, from: number): number | null {
+  for (let at = from; ; ) {
+    const chunk = readRange(fd, at, 1024 * 1024);
+    if (chunk.length === 0) return null;
+    const nl = chunk.indexOf(10);
+    if (nl !== -1) return at + nl;
+    at += chunk.length;
+  }
+}
+
+/**
+ * The bytes a line takes in the shipper's batch body: the event re-serialised (JSON.stringify writes `1e20` as 21
+ * digits, a `\u00e9` as the two bytes of é) with EVENT_OVERHEAD for its `run`; none for a line it leaves out as not
+ * a JSON object, or as nesting too deep to serialise (shippableEvent, eventRefusal).
+ */
+function carriedBytes(line: string): number {
+  const parsed = tryParseJson(line);
+  if (!isJsonObject(parsed)) return 0;
+  try {
+    return Buffer.byteLength(JSON.stringify(parsed)) + EVENT_OVERHEAD;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Complete lines from `offset` that fit one batch (BATCH_BYTES, at most EVENTS_PER_BATCH), the byte offset after the
+ * last one taken, and the bytes they count: for the shipper (`ship`) as its body carries them (carriedBytes), else as
+ * read. A line longer than one batch carries (the shipper: ingest would refuse its body with 413, and every later
+ * batch with it) or than IMPORT_LINE_BYTES (an import) is left out, in `tooLong`: a blank line stands in its place, so
+ * a caller counts it. An import takes a longer line alone in its batch.
+ */
+function readEventLines(
+  folder: PlainDir, offset: number, skip: SkipReport, ship: boolean,
+): { lines: string[]; tooLong: RunBatch['tooLong']; next: number; bytes: number; full: boolean } {
+  const lines: string[] = [];
+  const tooLong: RunBatch['tooLong'] = [];
   const fd = openPlainFileIn(folder, 'events.jsonl');
   if (typeof fd === 'string') {
     if (fd !== 'missing') skip('events.jsonl', skipReason(fd));
-    return { lines: [], next: offset };
+    return { lines, tooLong, next: offset, bytes: 0, full: false };
   }
-  let buf: Buffer;
+  const limit = ship ? BATCH_BYTES : IMPORT_LINE_BYTES;
+  let bytes = 0;
   try {
-    buf = readRange(fd, offset, Math.max(0, Math.min(fstatSync(fd).size - offset, 16 * 1024 * 1024)));
+    for (;;) {
+      const buf = readRange(fd, offset, Math.max(0, Math.min(fstatSync(fd).size - offset, BATCH_BYTES)));
+      // A full window: the file may go on past it, so another batch follows.
+      const window = buf.length === BATCH_BYTES;
+      let pos = 0;
+      // A last line without its newline is still being written: left for the next read.
+      for (let nl = buf.indexOf(10); nl !== -1; nl = buf.indexOf(10, pos)) {
+        const line = buf.subarray(pos, nl).toString('utf8');
+        const size = ship ? carriedBytes(line) : nl - pos;
+        const full = bytes + size > BATCH_BYTES && lines.length > 0;
+        if (full || lines.length === EVENTS_PER_BATCH) return { lines, tooLong, next: offset + pos, bytes, full: true };
+        if (size > limit) tooLong.push({ index: lines.length, bytes: nl - pos });
+        lines.push(size > limit ? '' : line);
+        bytes += size > limit ? 0 : size;
+        pos = nl + 1;
+      }
+      if (pos > 0 || !window) return { lines, tooLong, next: offset + pos, bytes, full: window };
+      const end = newlineFrom(fd, offset + buf.length);
+      if (end === null) return { lines, tooLong, next: offset, bytes, full: false };
+      // Longer than the window: the shipper's limit is the window, so only an import takes it.
+      if (end - offset <= limit && !ship) {
+        lines.push(readRange(fd, offset, end - offset).toString('utf8'));
+        return { lines, tooLong, next: end + 1, bytes: bytes + end - offset, full: true };
+      }
+      tooLong.push({ index: lines.length, bytes: end - offset });
+      lines.push('');
+      offset = end + 1;
+    }
   } finally {
     closeSync(fd);
   }
-  const lines: string[] = [];
-  let pos = 0;
-  // A last line without its newline is still being written: left for the next read.
-  for (let nl = buf.indexOf(10); nl !== -1 && lines.length < EVENTS_PER_BATCH; nl = buf.indexOf(10, pos)) {
-    lines.push(buf.subarray(pos, nl).toString('utf8'));
-    pos = nl + 1;
-  }
-  return { lines, next: offset + pos };
 }
 
 function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
@@ -140,8 +204,13 @@ export function readBindableRunKey(folder: PlainDir, skip: SkipReport): string |
   return null;
 }
 
-/** The next batch after `from` (else after ship.json's offsets); null without a state.json of this folder's run. */
-export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: SkipReport): RunBatch | null {
+/**
+ * The next batch after `from` (else after ship.json's offsets); null without a state.json of this folder's run. `ship`:
+ * counted as the shipper's HTTP body carries it, else as an import reads it (readEventLines).
+ */
+export function readRunBatch(
+  folder: PlainDir, from: ShipOffsets | null, skip: SkipReport, ship: boolean,
+): RunBatch | null {
   const state = readObjectIn(folder, 'state.json', skip);
   if (!state) return null;
   // The folder names the run: a state.json claiming another run (edited by whoever can write the project) would
@@ -153,22 +222,28 @@ export function readRunBatch(folder: PlainDir, from: ShipOffsets | null, skip: S
   }
   const saved = from ? null : readObjectIn(folder, 'ship.json', skip) as Partial<ShipOffsets> | null;
   const offsets = from ?? { events_offset: Number(saved?.events_offset) || 0, artifacts: saved?.artifacts ?? {} };
-  const { lines, next } = readEventLines(folder, offsets.events_offset, skip);
+  const read = readEventLines(folder, offsets.events_offset, skip, ship);
+  const { lines, tooLong, next } = read;
   const artifacts: TreeFile[] = [];
   const sent = { ...offsets.artifacts };
-  let bytes = 0;
-  let full = false;
+  let bytes = read.bytes;
+  let full = read.full;
   for (const file of readArtifacts(folder, skip)) {
     const sha = createHash('sha256').update(file.content).digest('hex');
     if (offsets.artifacts[file.rel] === sha) continue;
-    full = bytes + file.content.length > ARTIFACT_BYTES_PER_BATCH && artifacts.length > 0;
-    if (full) break;
-    bytes += file.content.length;
+    // Base64 as the batch carries it, and its name in UTF-8 as JSON writes it; one artifact (MAX_ARTIFACT) always fits
+    // an empty batch.
+    const path = Buffer.byteLength(JSON.stringify(file.rel));
+    const size = Math.ceil(file.content.length / 3) * 4 + path + EVENT_OVERHEAD;
+    if (bytes + size > BATCH_BYTES && (artifacts.length > 0 || lines.length > 0)) {
+      full = true;
+      break;
+    }
+    bytes += size;
     artifacts.push(file);
     sent[file.rel] = sha;
   }
-  const more = full || lines.length === EVENTS_PER_BATCH;
-  return { state, lines, artifacts, next: { events_offset: next, artifacts: sent }, more };
+  return { state, lines, artifacts, tooLong, next: { events_offset: next, artifacts: sent }, more: full };
 }
 
 /**
@@ -182,7 +257,7 @@ function shippableEvent(line: string, state: RunState, now: number, skip: SkipRe
   const event = isJsonObject(parsed) ? { ...parsed, run: state.run } : null;
   const why = event === null ? 'not a JSON object' : eventRefusal(event, state.source, now);
   if (event !== null && why === null) return [event];
-  skip('events.jsonl lines ingest refuses', `(left out; the first: ${why})`);
+  skip(REFUSED_LINES, `(left out; the first: ${why})`);
   return [];
 }
 
@@ -257,12 +332,15 @@ export function createShipper(
     let read: RunBatch | null;
     let key: string | null;
     try {
-      read = readRunBatch(folder, null, skip);
+      read = readRunBatch(folder, null, skip, true);
       key = readRunKey(folder, skip);
     } finally {
       folder.close();
     }
     if (!read) return false;
+    for (const { bytes } of read.tooLong) {
+      skip(REFUSED_LINES, `(left out; the first: a line of ${bytes} bytes, more than one batch to ingest carries)`);
+    }
     const state = read.state as unknown as RunState;
     const now = Date.now();
     const { source: _source, ...json } = toRunJson(state);
@@ -301,7 +379,7 @@ export function createShipper(
         for (let i = 0; i < 1000 && more; i++) more = await flushOnce();
         return null;
       } catch (err) {
-        return { why: flushFailure(err, url, sentToken), everyRun: failsEveryRun(err) };
+        return { why: flushFailure(err, { url, via }, sentToken), everyRun: failsEveryRun(err) };
       }
     },
   };

@@ -105,7 +105,7 @@ export function createRouter<R extends { method: Method; pattern: string }>(rout
     return parts.length === segs.length ? params : null;
   }
 
-  return (method: string, pathname: string) => {
+  function lookup(method: string, pathname: string) {
     const exact = literal.get(pathname);
     if (exact) return found(exact, method, {});
     const parts = pathname.slice(1).split('/');
@@ -113,6 +113,17 @@ export function createRouter<R extends { method: Method; pattern: string }>(rout
       const params = tryMatch(entry, parts);
       if (params) return found(entry, method, params);
     }
+    return undefined;
+  }
+
+  // One rule for every route (README "Trigger server"): a path no route takes is tried once more without one
+  // trailing slash, so `POST /errtrack/` is `POST /errtrack` and `GET /v1/runs/` is `GET /v1/runs`. Only after
+  // a miss: an artifact path ending in "/" still reaches its own route unchanged.
+  return (method: string, pathname: string) => {
+    const match = lookup(method, pathname) ?? (pathname.length > 1 && pathname.endsWith('/')
+      ? lookup(method, pathname.slice(0, -1))
+      : undefined);
+    if (match) return match;
     throw new HttpError('not_found', `No route for "${pathname}"`);
   };
 }

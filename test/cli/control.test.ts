@@ -331,7 +331,7 @@ describe('svc control status', () => {
   it('exits 1 and says the token is wrong on a 401, without printing the token', async () => {
     const r = await svc(['control', 'status'], { SVC_CONTROL_URL: server.url, SVC_CONTROL_TOKEN: 'not-the-token' });
     assert.equal(r.code, 1);
-    assert.match(r.stderr, /token is wrong/);
+    assert.match(r.stderr, /refused the token svc sent \(401 unauthorized\)/);
     assert.equal(r.stderr.includes('not-the-token'), false);
     const missing = await svc(['control', 'status'], { SVC_CONTROL_URL: server.url });
     assert.equal(missing.code, 1);
@@ -343,7 +343,8 @@ describe('svc control status', () => {
     const r = await svc(['control', 'status'], { SVC_CONTROL_URL: url });
     assert.equal(r.code, 1);
     const hint = 'start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
-    assert.equal(r.stderr, `svc control: The Control Plane is not reachable at ${url}: ${hint}\n`);
+    const refused = `(connect ECONNREFUSED ${url.slice('http://'.length)})`;
+    assert.equal(r.stderr, `svc control: no Control Plane answered at ${url} ${refused}: ${hint}\n`);
     const j = await svc(['control', 'status', '--json'], { SVC_CONTROL_URL: url });
     assert.equal(j.code, 1);
     assert.equal(JSON.parse(j.stdout).reachable, false);
@@ -398,9 +399,9 @@ describe('svc control import', () => {
     writeFileSync(join(run, 'events.jsonl'), `${JSON.stringify({ seq: 1, ts: at, kind: 'run.status',
       data: { from: null, to: 'queued' } })}\n`);
     const first = await svc(['control', 'import', project], env());
-    assert.match(first.stdout, /: 1 runs, 1 events, 0 artifacts;/);
+    assert.match(first.stdout, /: 1 run, 1 event, 0 artifacts;/);
     const again = await svc(['control', 'import', project], env());
-    assert.match(again.stdout, /: 1 runs, 0 events \(and 1 it already had\), 0 artifacts;/);
+    assert.match(again.stdout, /: 1 run, 0 events \(and 1 it already had\), 0 artifacts;/);
   });
 
   it('exits 1 with the server\'s reason for an empty folder, and says where the token goes on a 401', async () => {
@@ -408,11 +409,11 @@ describe('svc control import', () => {
     mkdirSync(empty, { recursive: true });
     const r = await svc(['control', 'import', empty], env());
     assert.equal(r.code, 1);
-    assert.equal(r.stderr, 'svc control: Not imported: Field "path" is neither a git repository nor a folder with '
-      + '.svc/runs (400 invalid_param)\n');
+    assert.equal(r.stderr, `svc control: Not imported: the Control Plane at ${server.url} answered 400 invalid_param `
+      + '(Field "path" is neither a git repository nor a folder with .svc/runs)\n');
     const denied = await svc(['control', 'import', empty], { SVC_CONTROL_URL: server.url });
     assert.equal(denied.code, 1);
-    assert.match(denied.stderr, /needs a token: set SVC_CONTROL_TOKEN/);
+    assert.match(denied.stderr, /needs a token \(401 unauthorized\): set SVC_CONTROL_TOKEN/);
   });
 
   it('exits 2 naming a DIR that is not a folder (or empty) before it asks the Control Plane anything', async () => {

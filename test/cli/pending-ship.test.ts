@@ -30,7 +30,9 @@ describe('a run made while no Control Plane answers', () => {
     const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
       { cwd: repo.repo, env });
     assert.equal(started.code, 0, started.stderr);
-    assert.match(started.stderr, new RegExp(`not shipped: no Control Plane answered at ${down}; the next svc command`));
+    const refused = `\\(connect ECONNREFUSED ${down.slice('http://'.length)}\\)`;
+    assert.match(started.stderr, new RegExp(`not shipped: no Control Plane answered at ${down} ${refused}: start the `
+      + 'server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one; the next svc command'));
     const { source, run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { source: string; run: string };
     assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', run)));
     assert.equal((await cp.request('GET', `/v1/runs/${source}/${run}`)).status, 404);
@@ -49,7 +51,7 @@ describe('a run made while no Control Plane answers', () => {
       const base = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: locked.url, SVC_SANDBOX: 'none' };
       for (const [env, said] of [
         [base, 'needs a token \\(401 unauthorized'],
-        [{ ...base, SVC_CONTROL_TOKEN: 'not-the-token' }, 'refused the token \\(401 unauthorized'],
+        [{ ...base, SVC_CONTROL_TOKEN: 'not-the-token' }, 'refused the token svc sent \\(401 unauthorized'],
       ] as const) {
         const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
           { cwd: repo.repo, env });

@@ -122,7 +122,8 @@ describe('svc runs show and actions', () => {
     api.answer = (_req, res) => sendJson(res, 409, { error: { code: 'invalid_transition', message: 'Run local/r01abc is not blocked' } });
     const r = await svc(['answer', 'local/r01abc', 'x']);
     assert.equal(r.code, 1);
-    assert.equal(r.stderr, 'svc runs: Run local/r01abc is not blocked (409 invalid_transition)\n');
+    assert.equal(r.stderr,
+      `svc runs: the Control Plane at ${api.url} answered 409 invalid_transition (Run local/r01abc is not blocked)\n`);
   });
 
   it('says where the token goes when the Control Plane refuses the request with 401 (svc runs and svc answer)', async () => {
@@ -131,11 +132,12 @@ describe('svc runs show and actions', () => {
       + '(under systemd: /etc/svc/credentials/control-token)';
     const listed = await svc(['list']);
     assert.equal(listed.code, 1);
-    assert.equal(listed.stderr, `svc runs: Missing or wrong bearer token (401 unauthorized): ${next}\n`);
+    const needs = `the Control Plane at ${api.url} needs a token (401 unauthorized): ${next}`;
+    assert.equal(listed.stderr, `svc runs: ${needs}\n`);
     const env = { PATH: process.env.PATH ?? '', HOME: home, SVC_CONTROL_URL: api.url };
     const answered = await runChild(process.execPath, [CLI, 'answer', 'local/r01abc', 'yes'], { env, cwd: home });
     assert.equal(answered.code, 1);
-    assert.equal(answered.stderr, `svc answer: Missing or wrong bearer token (401 unauthorized): ${next}\n`);
+    assert.equal(answered.stderr, `svc answer: ${needs}\n`);
   });
 
   it('exits 1 naming the URL when the Control Plane is unreachable', async () => {
@@ -143,7 +145,9 @@ describe('svc runs show and actions', () => {
     await gone.close();
     const r = await svc(['list'], { SVC_CONTROL_URL: gone.url });
     assert.equal(r.code, 1);
-    assert.match(r.stderr, new RegExp(`Cannot reach the Control Plane at ${gone.url.replace(/\./g, '\\.')}`));
+    // Why nothing answered (a refused connection, not a name that resolves nowhere), then what to do.
+    assert.ok(r.stderr.startsWith(`svc runs: no Control Plane answered at ${gone.url} (connect ECONNREFUSED `),
+      r.stderr);
     // The address came from SVC_CONTROL_URL: the hint says so, as svc control status does, and not to set it.
     const next = ': start the server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one\n';
     assert.ok(r.stderr.endsWith(next), r.stderr);
@@ -160,8 +164,9 @@ describe('svc runs show and actions', () => {
     };
     const r = await svc(['list']);
     assert.equal(r.code, 1);
-    assert.equal(r.stderr, `svc runs: The Control Plane at ${api.url} answered 200 with something that is not JSON `
-      + '(text/html) (200 bad_response)\n');
+    // One sentence naming the URL once.
+    assert.equal(r.stderr, `svc runs: the Control Plane at ${api.url} answered 200 with something that is not JSON `
+      + '(text/html)\n');
   });
 
   it('rejects malformed run ids, unknown subcommands and list flags on actions with exit 2', async () => {

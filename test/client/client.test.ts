@@ -187,6 +187,34 @@ describe('createControlClient stream', () => {
     }
     assert.deepEqual(got, ['first']);
   });
+
+  it('reports a stream cut short as ControlApiError code bad_response after the messages that arrived', async () => {
+    api.answer = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('id: 1\nevent: log\ndata: "first"\n\n');
+      setTimeout(() => res.socket?.destroy(), 20);
+    };
+    const got: unknown[] = [];
+    const err = await (async () => {
+      for await (const m of createControlClient({ url: api.url }).streamRun(ref)) got.push(m.data);
+    })().catch((e: unknown) => e);
+    assert.deepEqual(got, ['first']);
+    assert.ok(err instanceof ControlApiError, String(err));
+    assert.equal(err.code, 'bad_response');
+    assert.equal(err.status, 200);
+    assert.match(err.message, /did not send its whole answer/);
+  });
+
+  it('reports artifact bytes cut short as ControlApiError code bad_response', async () => {
+    api.answer = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '100' });
+      res.write('hel');
+      setTimeout(() => res.socket?.destroy(), 20);
+    };
+    const err = await createControlClient({ url: api.url }).artifact(ref, 'a.txt').catch((e: unknown) => e);
+    assert.ok(err instanceof ControlApiError, String(err));
+    assert.equal(err.code, 'bad_response');
+  });
 });
 
 describe('security', () => {

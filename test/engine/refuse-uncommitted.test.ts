@@ -33,6 +33,14 @@ describe('a command provider\'s uncommitted script (refuseUncommitted)', () => {
     refuseUncommitted(provider('/bin/sh', 'scripts/agent.sh'), repo, 'HEAD');
   });
 
+  it('tells a trigger server\'s job to commit the script, not to start without --worktree (it cannot)', () => {
+    const job = () => refuseUncommitted(provider('/bin/sh', 'notes.txt'), repo, 'HEAD', true);
+    assert.throws(job, /a trigger server's job works in a worktree of the served checkout, .*Commit it in the served /);
+    // A clone= job has no served checkout: what it runs must be pushed.
+    assert.throws(job, /for a clone= job, commit it and push it to the remote the job clones$/);
+    assert.throws(job, (err: Error) => !err.message.includes('start without --worktree'));
+  });
+
   it('checks only the script an interpreter runs, not a data file after it', () => {
     refuseUncommitted(provider('/bin/sh', 'tools/agent.sh', 'notes.txt'), repo, 'HEAD');
     assert.throws(() => refuseUncommitted(provider('/usr/bin/python3', 'notes.txt'), repo, 'HEAD'), refused);

@@ -11,8 +11,11 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { createShipper, shipRuns, shipperClient, type ControlItem } from '../../src/engine/shipper.ts';
+import {
+  createShipper, readRunBatch, shipRuns, shipperClient, type ControlItem,
+} from '../../src/engine/shipper.ts';
 import { controlToken, type ControlFound } from '../../src/engine/control-url.ts';
+import { openRunFolder } from '../../src/engine/plain-tree.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
@@ -76,11 +79,71 @@ describe('shipper', () => {
     assert.deepEqual(skipped, ['artifacts/a\\b.txt']);
   });
 
+  it('splits a run by bytes so no batch passes ingest\'s 16 MiB body cap (huge lines and an artifact)', async () => {
+    const dir = runFolder(root, 'rshipbig');
+    const log = openEventLog(dir);
+    for (const c of 'abc') log.append('log', { stream: 'stdout', text: c.repeat(6 * 1024 * 1024) });
+    writeFileSync(join(dir, 'artifacts', 'big.bin'), Buffer.alloc(7 * 1024 * 1024, 1));
+    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
+    const stored = control.deps.stores.events.listAll({ source: 'local', run: 'rshipbig', after: 0, limit: 10 });
+    assert.equal(stored.length, 3);
+    const art = await control.request('GET', '/v1/runs/local/rshipbig/artifact/big.bin');
+    assert.equal(art.status, 200);
+  });
+
+  it('leaves out a line no batch can carry, says so once, and ships the lines after it', async () => {
+    const dir = runFolder(root, 'rshiphuge');
+    const log = openEventLog(dir);
+    log.append('log', { stream: 'stdout', text: 'before' });
+    log.append('log', { stream: 'stdout', text: 'x'.repeat(20 * 1024 * 1024) });
+    log.append('log', { stream: 'stdout', text: 'y'.repeat(15 * 1024 * 1024) });
+    log.append('log', { stream: 'stdout', text: 'after' });
+    const skipped: string[] = [];
+    const shipper = createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }, undefined, (entry, why) => {
+      skipped.push(`${entry} ${why}`);
+    });
+    assert.equal(await shipper.flush(), null);
+    const stored = control.deps.stores.events.listAll({ source: 'local', run: 'rshiphuge', after: 0, limit: 10 });
+    assert.deepEqual(stored.map((e) => JSON.parse(e.data).text), ['before', 'after']);
+    assert.equal(skipped.length, 1);
+    assert.match(skipped[0]!, /^events\.jsonl lines ingest refuses \(left out; the first: a line of \d+ bytes, more /);
+  });
+
+  it('counts a line as the batch body carries it: 2 MB of 1e20 re-serialise to 8.8 MB, one batch each', async () => {
+    const dir = runFolder(root, 'rshipwide');
+    // JSON.stringify writes 1e20 as 100000000000000000000: each line grows from 2 MB in the file to 8.8 MB in a body.
+    const wide = `[${Array(400_000).fill('1e20').join(',')}]`;
+    const lines = [1, 2].map((seq) => `{"seq":${seq},"kind":"log","data":{"n":${wide}}}\n`);
+    writeFileSync(join(dir, 'events.jsonl'), lines.join(''));
+    assert.equal(await createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }).flush(), null);
+    const stored = control.deps.stores.events.listAll({ source: 'local', run: 'rshipwide', after: 0, limit: 10 });
+    assert.deepEqual(stored.map((e) => e.seq), [1, 2]);
+  });
+
+  it("counts an artifact's name in the UTF-8 bytes JSON writes, not UTF-16 units", () => {
+    const dir = runFolder(root, 'rshipnames');
+    // 8 MiB (11184812 in base64) and 2621163 bytes (3494884): with names counted as UTF-16 units the two fill the
+    // batch to 3 bytes under BATCH_BYTES; "é" is two bytes, so counted as the body carries them they do not fit.
+    writeFileSync(join(dir, 'artifacts', 'a.bin'), Buffer.alloc(8 * 1024 * 1024));
+    writeFileSync(join(dir, 'artifacts', `${'é'.repeat(100)}.txt`), Buffer.alloc(2_621_163));
+    const folder = openRunFolder(dir);
+    assert.ok(!('failed' in folder));
+    try {
+      const batch = readRunBatch(folder, null, () => {}, true);
+      assert.equal(batch?.artifacts.length, 1);
+      assert.equal(batch.more, true);
+    } finally {
+      folder.close();
+    }
+  });
+
   it('reports why instead of throwing when the Control Plane is down', async () => {
     const dir = runFolder(root, 'rship2');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });
     const failure = await createShipper(dir, { SVC_CONTROL_URL: 'http://127.0.0.1:9', HOME: root }).flush();
-    assert.deepEqual(failure, { why: 'no Control Plane answered at http://127.0.0.1:9', everyRun: true });
+    const why = 'no Control Plane answered at http://127.0.0.1:9 (bad port): start the server '
+      + 'SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one';
+    assert.deepEqual(failure, { why, everyRun: true });
   });
 
   it("hands the run's own control requests from the ingest response to its worker, and no other run's", async () => {

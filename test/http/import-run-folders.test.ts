@@ -137,4 +137,24 @@ describe('POST /v1/import is all or nothing', () => {
     const projects = (await cp.request('GET', '/v1/projects')).json.items.map((p: { path: string }) => p.path);
     assert.deepEqual(projects, [realpathSync(project)]);
   });
+  it('imports a line of 15 MiB (no HTTP body), leaves out one over 16 MiB by its line number, goes on', async () => {
+    const own = mkdtempSync(join(tmpdir(), 'svc-import-long-'));
+    try {
+      const line = (seq: number, text: string) => `${JSON.stringify({ seq, kind: 'log', ts: T0, data: { text } })}\n`;
+      writeRun(own, 'rlong', {
+        'events.jsonl': line(1, 'before') + line(2, 'y'.repeat(15 * 1024 * 1024))
+          + line(3, 'x'.repeat(17 * 1024 * 1024)) + line(4, 'after'),
+      });
+      const res = await cp.request('POST', '/v1/import', { body: { path: own } });
+      assert.equal(res.status, 200, res.text);
+      const stored = cp.deps.stores.events.listAll({ source: 'local', run: 'rlong', after: 0, limit: 10 });
+      assert.deepEqual(stored.map((e) => e.seq), [1, 2, 4]);
+      const bytes = line(3, 'x'.repeat(17 * 1024 * 1024)).length - 1;
+      assert.deepEqual(res.json.skipped, [{
+        entry: 'rlong/events.jsonl:3', reason: `left out: a line of ${bytes} bytes, more than an import takes (16 MiB)`,
+      }]);
+    } finally {
+      rmSync(own, { recursive: true, force: true });
+    }
+  });
 });

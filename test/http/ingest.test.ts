@@ -42,6 +42,14 @@ describe('POST /v1/ingest', () => {
     assert.equal(art.text, 'all good');
   });
 
+  it('takes an artifact of several MiB (its base64 check once overflowed the stack: a 500)', async () => {
+    const content = Buffer.alloc(6 * 1024 * 1024, 7);
+    const big = [{ run: 'r1', path: 'big.bin', content_base64: content.toString('base64') }];
+    const res = await cp.request('POST', '/v1/ingest', { body: batch({ events: [], artifacts: big }) });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(cp.deps.stores.artifacts.get('laptop', 'r1', 'big.bin')?.content.length, content.length);
+  });
+
   it('keeps a run\'s metered and reported cost apart, with only their own keys', async () => {
     const metered = { cost_usd: 0.4, tokens_in: 3000, tokens_out: 4000, calls: 4, unpriced: 0, unknown: 0, extra: 'x' };
     const res = await cp.request('POST', '/v1/ingest', { body: batch({ events: [], artifacts: [], runs: [{
@@ -104,6 +112,8 @@ describe('POST /v1/ingest', () => {
     ['a negative seq', batch({ events: [{ run: 'r1', seq: -1, ts: T0, kind: 'log' }] })],
     ['a kind with a newline', batch({ events: [{ run: 'r1', seq: 9, ts: T0, kind: 'log\nevent: x' }] })],
     ['bad base64', batch({ artifacts: [{ run: 'r1', path: 'a.txt', content_base64: '!!!' }] })],
+    ['base64 not in groups of four', batch({ artifacts: [{ run: 'r1', path: 'a.txt', content_base64: 'abcde' }] })],
+    ['base64 with padding inside', batch({ artifacts: [{ run: 'r1', path: 'a.txt', content_base64: 'ab==abcd' }] })],
     ['a traversal artifact path', batch({ artifacts: [{ run: 'r1', path: '../../etc/passwd', content_base64: '' }] })],
     ['a bad source', batch({ source: '../x' })],
     ['an unknown top-level field', batch({ extra: 1 })],

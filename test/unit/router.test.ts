@@ -55,6 +55,14 @@ describe('router', () => {
     assert.equal(codeOf(() => match('GET', '/v1/runs/local/')), 'not_found');
   });
 
+  it('takes a path with one trailing slash as the path without it (every route, one rule)', () => {
+    assert.equal(match('POST', '/v1/runs/').route.handler, 'start');
+    assert.equal(match('GET', '/jobs/j1/').params.id, 'j1');
+    assert.equal(match('GET', '/v1/runs/local/r1/artifact/logs/').params.path, 'logs/');
+    assert.equal(codeOf(() => match('GET', '/v1/runs//')), 'not_found');
+    assert.equal(codeOf(() => match('DELETE', '/v1/runs/')), 'method_not_allowed');
+  });
+
   it('throws at boot on duplicate or ambiguous routes and malformed patterns', () => {
     assert.throws(() => createRouter([{ method: 'GET', pattern: '/a', handler: 1 }, { method: 'GET', pattern: '/a', handler: 2 }]), /Duplicate/);
     assert.throws(() => createRouter([{ method: 'GET', pattern: '/a/:x', handler: 1 }, { method: 'GET', pattern: '/a/:y', handler: 2 }]), /ambiguous/);

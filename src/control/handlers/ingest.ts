@@ -19,7 +19,9 @@ import { isBoundKey, storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
 import { isRegisteredProject } from '../action-rules.ts';
 import { listPlain, openPlainDirIn, openPlainPath, readPlainIn, skipReason } from '../../engine/plain-tree.ts';
-import { readBindableRunKey, readRunBatch, type RunBatch, type ShipOffsets } from '../../engine/shipper.ts';
+import {
+  IMPORT_LINE_BYTES, readBindableRunKey, readRunBatch, type RunBatch, type ShipOffsets,
+} from '../../engine/shipper.ts';
 import { realOrNull } from '../../spawn/tree.ts';
 import { isValidSegment } from '../../engine/ids.ts';
 import { trackedNames, UntrackableError, type Committed } from '../../engine/run-state.ts';
@@ -218,7 +220,12 @@ function importProject(deps: ControlDeps, path: unknown, only?: ReadonlySet<stri
           // shipper does.
           let from: ShipOffsets | null = only ? null : { events_offset: 0, artifacts: {} };
           for (let line = 0, more = true, first = true; more; first = false) {
-            const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason));
+            const read = readRunBatch(folder, from, (entry, reason) => skip(`${name}/${entry}`, reason), false);
+            for (const { index, bytes } of read?.tooLong ?? []) {
+              const most = `${IMPORT_LINE_BYTES / 1024 / 1024} MiB`;
+              skip(`${name}/events.jsonl:${line + index + 1}`,
+                `left out: a line of ${bytes} bytes, more than an import takes (${most})`);
+            }
             const batch = read && importBatch(deps, path, read, line, skip, key);
             // A folder without a state.json is said, as one with an unreadable state.json is (readRunBatch).
             if (!read && first && readPlainIn(folder, 'state.json', 0) === 'missing') {
