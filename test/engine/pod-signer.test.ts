@@ -258,6 +258,36 @@ describe('the signer signs what is pushed', () => {
     }
   });
 
+  // The signer ships the copied state.json's fields it does not set itself (repo, group_id, brief, origin, provider,
+  // the reported tokens): one ingest refuses would refuse every batch of it. Its shipper cuts a text too long, leaves
+  // out any other such field (engine/run-event.ts runRefusal) and says so once in the run's log.
+  it("ships its receipt and status to a real Control Plane past the state.json fields ingest refuses", async () => {
+    const cp = await startTestControl();
+    try {
+      const w = workspace('bad-state');
+      const sealedAt = new Date().toISOString();
+      const state = {
+        group_id: '../other', repo: 'r'.repeat(70_000), brief: 42, origin: { webhook: true }, provider: ['command'],
+        status: 'exploded', tokens_in: -1, tokens_out: 2 ** 60, branch: 7, updated_at: '9999-01-01T00:00:00Z',
+      };
+      const env = { SVC_CONTROL_URL: cp.url, SVC_SOURCE: 'k8s', SVC_SHIP: '1' };
+      assert.equal((await signPod('bad-state', w, { env, state, sealedAt }))?.verdict, 'verified');
+      const run = (await cp.request('GET', '/v1/runs/k8s/r1')).json;
+      assert.equal(run.status, 'succeeded');
+      assert.equal(run.group_id, 'r1');
+      assert.equal(run.repo, `${'r'.repeat(64 * 1024 - 1)}…`);
+      assert.deepEqual([run.brief, run.origin, run.provider, run.tokens_in, run.tokens_out], [null, null, null, null,
+        null]);
+      assert.equal(run.branch, 'svc/r1');
+      assert.equal((await cp.request('GET', '/v1/runs/k8s/r1/artifact/receipt.json')).status, 200);
+      const events = (await cp.request('GET', '/v1/runs/k8s/r1/events')).json.items as Array<{ data: unknown }>;
+      const said = events.map((e) => JSON.stringify(e.data)).filter((d) => d.includes('state.json field group_id'));
+      assert.equal(said.length, 1, JSON.stringify(events));
+    } finally {
+      await cp.close();
+    }
+  });
+
   it('refuses a run folder whose state.json names another run, and signs nothing', async () => {
     await assert.rejects(signPod('other-run', workspace('other-run'), { state: { run: 'r2' } }),
       { name: 'RefusedError', message: 'The run folder names k8s/r2, not k8s/r1' });
