@@ -27,6 +27,7 @@ import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
 import { runSpent } from '../gate/budgets.ts';
 import { isValidSegment } from '../engine/ids.ts';
+import { isRoutedRepoName } from '../engine/repo-name.ts';
 import { safeJson } from '../safe-json.ts';
 
 export interface SignOptions {
@@ -337,10 +338,13 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // The start too is held between the seal (before any agent code ran) and now: every end is clamped against it.
   const sealedAt = Date.parse(seal.sealed_at);
   const started = heldTime(copied.started_at, sealedAt, Number.isNaN(sealedAt) ? Date.now() : sealedAt);
+  // The repository and origin the trigger gave the pod spec: the copy's are the agent's word, and the run's stats,
+  // filters and the receipt name its repository. The copy's only where neither the spec nor the seal names one.
+  const repo = isRoutedRepoName(opts.env) ? opts.env.SVC_REPO_NAME! : seal.origin_url && repoSlug(seal.origin_url);
   writeState(dir, {
-    ...copied, ...cost, started_at: started,
+    ...copied, ...cost, started_at: started, repo: repo || copied.repo, origin: opts.env.SVC_ORIGIN || copied.origin,
     ended_at: null, status: 'running', error: null, exit_code: null, failure: null,
-    failed_check: null, question: null,
+    failed_check: null, question: null, branch: null,
     repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null,
     // The trace is the job's, from the pod spec's SVC_TRACEPARENT: the copied state could name another run's.
     trace_id: parseTraceparent(opts.env.SVC_TRACEPARENT)?.traceId ?? null, updated_at: new Date().toISOString(),

@@ -267,7 +267,7 @@ describe('the signer signs what is pushed', () => {
       const w = workspace('bad-state');
       const sealedAt = new Date().toISOString();
       const state = {
-        group_id: '../other', repo: 'r'.repeat(70_000), brief: 42, origin: { webhook: true }, provider: ['command'],
+        group_id: '../other', brief: 42, origin: { webhook: true }, provider: 'p'.repeat(70_000),
         status: 'exploded', tokens_in: -1, tokens_out: 2 ** 60, branch: 7, updated_at: '9999-01-01T00:00:00Z',
       };
       const env = { SVC_CONTROL_URL: cp.url, SVC_SOURCE: 'k8s', SVC_SHIP: '1' };
@@ -275,9 +275,8 @@ describe('the signer signs what is pushed', () => {
       const run = (await cp.request('GET', '/v1/runs/k8s/r1')).json;
       assert.equal(run.status, 'succeeded');
       assert.equal(run.group_id, 'r1');
-      assert.equal(run.repo, `${'r'.repeat(64 * 1024 - 1)}…`);
-      assert.deepEqual([run.brief, run.origin, run.provider, run.tokens_in, run.tokens_out], [null, null, null, null,
-        null]);
+      assert.equal(run.provider, `${'p'.repeat(64 * 1024 - 1)}…`);
+      assert.deepEqual([run.brief, run.origin, run.tokens_in, run.tokens_out], [null, null, null, null]);
       assert.equal(run.branch, 'svc/r1');
       assert.equal((await cp.request('GET', '/v1/runs/k8s/r1/artifact/receipt.json')).status, 200);
       const events = (await cp.request('GET', '/v1/runs/k8s/r1/events')).json.items as Array<{ data: unknown }>;
@@ -286,6 +285,22 @@ describe('the signer signs what is pushed', () => {
     } finally {
       await cp.close();
     }
+  });
+
+  it('names the repository, origin and branch the pod spec gave, not those of the copied state.json', async () => {
+    const state = { repo: 'victim/other', origin: 'cli', branch: 'main' };
+    const env = { SVC_ORIGIN: 'chatb', SVC_REPO_NAME: 'acme/app' };
+    const signed = (name: string) => {
+      const file = join(root, `${name}-signer-home`, 'work', '.svc', 'runs', 'r1', 'state.json');
+      const { repo, origin, branch } = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+      return { repo, origin, branch };
+    };
+    const receipt = await signPod('spec-repo', workspace('spec-repo'), { state, env });
+    assert.deepEqual({ ...signed('spec-repo'), receipt: receipt?.repo },
+      { repo: 'acme/app', origin: 'chatb', branch: 'svc/r1', receipt: 'acme/app' });
+    // Refused (no evidence), the run has no branch the signer checked.
+    assert.equal(await signPod('spec-refused', workspace('spec-refused'), { state, env, evidence: false }), null);
+    assert.deepEqual(signed('spec-refused'), { repo: 'acme/app', origin: 'chatb', branch: null });
   });
 
   it('refuses a run folder whose state.json names another run, and signs nothing', async () => {
