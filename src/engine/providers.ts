@@ -1,6 +1,6 @@
 // Provider adapters: each built-in CLI's invocation and what its output says of cost and session; command providers.
 import { UnavailableError } from '../errors.ts';
-import { figure, obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
+import { countOrNull, figure, obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
 import { which } from '../spawn/svc-paths.ts';
 import type { EngineConfig } from './config.ts';
 import type { CostFigures } from '../run-json.ts';
@@ -229,7 +229,7 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
 const COMMAND: Adapter = {
   args: [], stdin: true, reader: () => (line, o) => {
     const usage = o && (o.type === 'svc.cost'
-      ? { cost_usd: figure(o.usd), tokens_in: figure(o.tokens_in), tokens_out: figure(o.tokens_out) }
+      ? { cost_usd: figure(o.usd), tokens_in: countOrNull(o.tokens_in), tokens_out: countOrNull(o.tokens_out) }
       : BUILTINS.claude.usage!(o));
     return { usage, session: lastLine(line, o) };
   },

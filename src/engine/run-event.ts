@@ -160,6 +160,10 @@ function costJson(where: string, v: unknown, keys: readonly string[], optional: 
     if (x !== null && x !== undefined && (typeof x !== 'number' || !Number.isFinite(x) || x < 0)) {
       bad(`${where}.${k}`, 'must be a non-negative number or null');
     }
+    // Every figure but the cost is a count: the Run JSON says integer (control/openapi-schemas.ts).
+    if (k !== 'cost_usd' && typeof x === 'number' && !Number.isSafeInteger(x)) {
+      bad(`${where}.${k}`, 'must be an integer or null');
+    }
     if (keys.includes(k) || typeof x === 'number') out[k] = typeof x === 'number' ? x : null;
   }
   return JSON.stringify(out);

@@ -11,7 +11,7 @@ import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
-import { figure, obj } from '../untrusted.ts';
+import { countOrNull, figure, obj } from '../untrusted.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -113,7 +113,9 @@ function receiptBody(
 function signerCost(s: RunState, metered: MeteredCost | null) {
   const said = s.reported === undefined ? s : obj(s.reported);
   const { cost_usd, tokens_in, tokens_out } = said;
-  const reported = { cost_usd: figure(cost_usd), tokens_in: figure(tokens_in), tokens_out: figure(tokens_out) };
+  const reported = {
+    cost_usd: figure(cost_usd), tokens_in: countOrNull(tokens_in), tokens_out: countOrNull(tokens_out),
+  };
   return withCost({ ...s, reported: null, metered: null }, { reported, ...(metered ? { metered } : {}) });
 }
 

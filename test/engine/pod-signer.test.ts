@@ -258,8 +258,8 @@ describe('the signer signs what is pushed', () => {
     }
   });
 
-  // The signer ships the copied state.json's fields it does not set itself (repo, group_id, brief, origin, provider,
-  // the reported tokens): one ingest refuses would refuse every batch of it. Its shipper cuts a text too long, leaves
+  // The signer ships the copied state.json's fields it does not set itself (group_id, brief, origin, provider, the
+  // reported cost): one ingest refuses would refuse every batch of it. Its shipper cuts a text too long, leaves
   // out any other such field (engine/run-event.ts runRefusal) and says so once in the run's log.
   it("ships its receipt and status to a real Control Plane past the state.json fields ingest refuses", async () => {
     const cp = await startTestControl();
@@ -268,7 +268,8 @@ describe('the signer signs what is pushed', () => {
       const sealedAt = new Date().toISOString();
       const state = {
         group_id: '../other', brief: 42, origin: { webhook: true }, provider: 'p'.repeat(70_000),
-        status: 'exploded', tokens_in: -1, tokens_out: 2 ** 60, branch: 7, updated_at: '9999-01-01T00:00:00Z',
+        status: 'exploded', reported: { cost_usd: 0.5, tokens_in: 1.5, tokens_out: 2 ** 60 }, branch: 7,
+        updated_at: '9999-01-01T00:00:00Z',
       };
       const env = { SVC_CONTROL_URL: cp.url, SVC_SOURCE: 'k8s', SVC_SHIP: '1' };
       assert.equal((await signPod('bad-state', w, { env, state, sealedAt }))?.verdict, 'verified');
@@ -277,6 +278,8 @@ describe('the signer signs what is pushed', () => {
       assert.equal(run.group_id, 'r1');
       assert.equal(run.provider, `${'p'.repeat(64 * 1024 - 1)}…`);
       assert.deepEqual([run.brief, run.origin, run.tokens_in, run.tokens_out], [null, null, null, null]);
+      // Counts the Run JSON gives as integers: a reported count that is none is unknown.
+      assert.deepEqual([run.cost_usd, run.reported], [0.5, { cost_usd: 0.5, tokens_in: null, tokens_out: null }]);
       assert.equal(run.branch, 'svc/r1');
       assert.equal((await cp.request('GET', '/v1/runs/k8s/r1/artifact/receipt.json')).status, 200);
       const events = (await cp.request('GET', '/v1/runs/k8s/r1/events')).json.items as Array<{ data: unknown }>;

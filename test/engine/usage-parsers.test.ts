@@ -129,6 +129,11 @@ describe('provider usage parsers', () => {
     assert.deepEqual(total('command', ['{"type":"svc.cost","usd":0.5}']), { cost_usd: 0.5, tokens_in: null, tokens_out: null });
     assert.deepEqual(total('command', ['plain text', '{"type":"svc.cost","usd":-1,"tokens_in":"many"}']), NONE);
   });
+
+  it('keeps a token count of a svc.cost line that is no whole number unknown, as the Run JSON counts tokens', () => {
+    const line = '{"type":"svc.cost","usd":0.5,"tokens_in":1.5,"tokens_out":1e300}';
+    assert.deepEqual(total('command', [line]), { cost_usd: 0.5, tokens_in: null, tokens_out: null });
+  });
 });
 
 describe('built-in provider argv', () => {

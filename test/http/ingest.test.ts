@@ -112,6 +112,8 @@ describe('POST /v1/ingest', () => {
       metered: { cost_usd: '0.40', tokens_in: 1, tokens_out: 1, calls: 1, unpriced: 0, unknown: 0 } }] })],
     ['a doubtful count that is text', batch({ runs: [{ run: 'r9', status: 'failed', started_at: T0,
       metered: { cost_usd: 0.4, tokens_in: 1, tokens_out: 1, calls: 1, unpriced: 0, unknown: 0, doubtful: '1' } }] })],
+    ['a reported token count that is not an integer', batch({ runs: [{ run: 'r9', status: 'failed', started_at: T0,
+      reported: { cost_usd: 0.4, tokens_in: 1.5, tokens_out: 1 } }] })],
     ['a reported cost that is not an object', batch({ runs: [{ run: 'r9', status: 'failed', started_at: T0, reported: 1 }] })],
     ['a bad time', batch({ runs: [{ run: 'r9', status: 'failed', started_at: 'yesterday' }] })],
     ['a bad notification', batch({ notifications: [{ status: 'maybe' }] })],
