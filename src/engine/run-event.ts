@@ -94,6 +94,7 @@ export const MAX_TEXT = 64 * 1024;
 const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
 // No pid: a worker's process id is not the Control Plane's to record from a body or a file.
 const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code'] as const;
+const COUNT_FIELDS: readonly string[] = ['tokens_in', 'tokens_out'];
 
 export function validateRun(v: unknown, where: string, source: string, now: number): RunInput {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
@@ -117,7 +118,8 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
       'must be a string or null');
   }
   for (const f of INT_FIELDS) {
-    input[f] = orNull(`${where}.${f}`, v[f], Number.isSafeInteger, 'must be an integer or null');
+    input[f] = orNull(`${where}.${f}`, COUNT_FIELDS.includes(f) ? wholeOrNull(v[f]) : v[f], Number.isSafeInteger,
+      'must be an integer or null');
   }
   input.cost_usd = orNull(`${where}.cost_usd`, v.cost_usd,
     (x) => typeof x === 'number' && Number.isFinite(x) && x >= 0, 'must be a non-negative number or null');
@@ -149,6 +151,15 @@ function validateFailure(where: string, v: unknown, status: RunStatus): RunFailu
   return { class: cls, reason: v.reason as string, retryable: v.retryable as boolean };
 }
 
+/**
+ * A count (tokens, calls) as the row keeps it: a number that is no safe integer is unknown (null), as the engine reads
+ * one (countOrNull), not a refused batch: an older svc's command provider wrote fractional token counts, which its
+ * runners still ship and `POST /v1/import` still reads. Anything else is returned for its check.
+ */
+function wholeOrNull(x: unknown): unknown {
+  return typeof x === 'number' && !Number.isSafeInteger(x) ? null : x;
+}
+
 /** A Run JSON cost object (reported, metered) as the JSON text the row keeps. */
 /** `optional` keys are kept only when given (the metered `doubtful`, present once there is one, and `tunnels`). */
 function costJson(where: string, v: unknown, keys: readonly string[], optional: readonly string[] = []): string | null {
@@ -161,10 +172,8 @@ function costJson(where: string, v: unknown, keys: readonly string[], optional: 
       bad(`${where}.${k}`, 'must be a non-negative number or null');
     }
     // Every figure but the cost is a count: the Run JSON says integer (control/openapi-schemas.ts).
-    if (k !== 'cost_usd' && typeof x === 'number' && !Number.isSafeInteger(x)) {
-      bad(`${where}.${k}`, 'must be an integer or null');
-    }
-    if (keys.includes(k) || typeof x === 'number') out[k] = typeof x === 'number' ? x : null;
+    const figure = k === 'cost_usd' ? x : wholeOrNull(x);
+    if (keys.includes(k) || typeof figure === 'number') out[k] = typeof figure === 'number' ? figure : null;
   }
   return JSON.stringify(out);
 }
