@@ -103,12 +103,16 @@ describe('POST /v1/ingest', () => {
     const res = await cp.request('POST', '/v1/ingest', { body: batch({ runs: [
       { run: 'frac', status: 'failed', started_at: T0, reported: { cost_usd: 0.4, tokens_in: 1.5, tokens_out: 1 },
         metered: { cost_usd: 0.2, tokens_in: 3, tokens_out: 2.5, calls: 1, unpriced: 0, unknown: 0, doubtful: 0.5 } },
-      { run: 'frac-top', status: 'failed', started_at: T0, tokens_in: 1.5, tokens_out: 2 },
     ] }) });
     assert.equal(res.status, 200, res.text);
     const run = (await cp.request('GET', '/v1/runs/laptop/frac')).json;
     assert.deepEqual(run.reported, { cost_usd: 0.4, tokens_in: null, tokens_out: 1 });
     assert.deepEqual(run.metered, { cost_usd: 0.2, tokens_in: 3, tokens_out: null, calls: 1, unpriced: 0, unknown: 0 });
+  });
+
+  it("stores a run's token count that is no whole number as unknown (null), and takes the batch", async () => {
+    const runs = [{ run: 'frac-top', status: 'failed', started_at: T0, tokens_in: 1.5, tokens_out: 2 }];
+    assert.equal((await cp.request('POST', '/v1/ingest', { body: batch({ runs }) })).status, 200);
     const top = (await cp.request('GET', '/v1/runs/laptop/frac-top')).json;
     assert.deepEqual([top.tokens_in, top.tokens_out], [null, 2]);
   });
