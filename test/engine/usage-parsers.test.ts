@@ -139,7 +139,8 @@ describe('provider usage parsers', () => {
     assert.deepEqual(total('codex', [JSON.stringify(codex)]), { cost_usd: null, tokens_in: 7, tokens_out: null });
     const gemini = { stats: { models: { m: { tokens: { prompt: 4.5, candidates: 6 } } } } };
     assert.deepEqual(total('gemini', [JSON.stringify(gemini)]), { cost_usd: null, tokens_in: null, tokens_out: 6 });
-    const opencode = { type: 'step_finish', part: { cost: 0.1, tokens: { input: 5, output: 0.5, cache: { read: 1 } } } };
+    const tokens = { input: 5, output: 0.5, cache: { read: 1 } };
+    const opencode = { type: 'step_finish', part: { cost: 0.1, tokens } };
     assert.deepEqual(total('opencode', [JSON.stringify(opencode)]), { cost_usd: 0.1, tokens_in: 6, tokens_out: null });
     const aider = total('aider', ['Tokens: 1.5 sent, 2k received.']);
     assert.deepEqual(aider, { cost_usd: null, tokens_in: null, tokens_out: 2000 });
