@@ -307,7 +307,7 @@ describe('the signer signs what is pushed', () => {
     assert.deepEqual(signed('spec-refused'), { repo: 'acme/app', origin: 'chatb', branch: null });
   });
 
-  it("names the sealed origin's repository without a routed name, and the run's own group, not the copy's", async () => {
+  it("names the sealed origin's repository without a routed name, and the run's own group as its group", async () => {
     // The copy names another run's group: the Control Plane would list this run among that run's attempts.
     const state = { repo: 'victim/other', origin: 'cli', group_id: 'r0' };
     const originUrl = 'https://github.com/acme/sealed.git';
