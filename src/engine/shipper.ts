@@ -265,12 +265,22 @@ function shippableRun(row: Obj, source: string, now: number, skip: SkipReport): 
       out[field] = value;
       continue;
     }
-    const cut = typeof value === 'string' ? `${value.slice(0, MAX_TEXT - 1)}…` : null;
+    const cut = typeof value === 'string' ? cutText(value) : null;
     const fits = cut !== null && runRefusal({ ...base, [field]: cut }, source, now) === null;
     out[field] = fits ? cut : null;
     skip(`state.json field ${field}`, `as written (ingest refuses it: ${why}; ${fits ? 'cut short' : 'left out'})`);
   }
   return out;
+}
+
+/**
+ * `text` cut to the MAX_TEXT UTF-16 code units ingest takes (it counts a string's length), ending in `…`, never
+ * between the two halves of a surrogate pair (a lone half is no character: shown as U+FFFD, or refused by JSON tools).
+ */
+function cutText(text: string): string {
+  const end = MAX_TEXT - 1;
+  const last = text.charCodeAt(end - 1);
+  return `${text.slice(0, last >= 0xd800 && last <= 0xdbff ? end - 1 : end)}…`;
 }
 
 /** An artifact as its run's batch carries it, or nothing: one whose name ingest refuses is left out (said once), as
