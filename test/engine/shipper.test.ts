@@ -77,7 +77,7 @@ describe('shipper', () => {
     assert.deepEqual(skipped, ['artifacts/a\\b.txt']);
   });
 
-  it("cuts a state.json text too long for ingest on a character's boundary, not inside a surrogate pair", async () => {
+  it("cuts a state.json text too long for ingest on a character boundary, not in a surrogate pair", async () => {
     const dir = runFolder(root, 'rshipcut');
     const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')) as RunState;
     // Ingest takes 65,536 UTF-16 code units; the cut's last unit before its `…` would be an emoji's first half.
