@@ -6,14 +6,13 @@ import {
 import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { existsSync } from 'node:fs';
-import type { RunKey, RunRow } from '../db/run-types.ts';
+import { failureColumns, type RunKey, type RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
 import type { Logger } from '../log.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { TERMINAL, readFailure, runFailure, type RunFailure } from '../run-json.ts';
-import { failureColumns } from '../db/runs-store.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
 import { errorMessage } from '../errors.ts';
 import type { RunEventBus } from './event-bus.ts';

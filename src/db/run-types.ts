@@ -1,5 +1,6 @@
-// The runs table's row, filter and key types, apart from the store so its callers need not import it.
-import type { FailureClass, RunJson, RunStatus, Verdict } from '../run-json.ts';
+// The runs table's row, filter and key types and its failure columns, apart from the store so its callers (the
+// engine's check of a run as ingest takes it too) need not import it.
+import type { FailureClass, RunFailure, RunJson, RunStatus, Verdict } from '../run-json.ts';
 
 /** A runs row: the Run JSON fields with times as unix ms, plus the internal columns that never leave the server. */
 export interface RunRow
@@ -24,6 +25,17 @@ export interface RunRow
 export type RunInput = Partial<Omit<RunRow, 'source' | 'run' | 'status' | 'started_at'>> &
   Pick<RunRow, 'run' | 'status' | 'started_at'>;
 export type RunPatch = Partial<Omit<RunRow, 'source' | 'run'>>;
+
+/** The columns of a Run JSON `failure` (all null for none), for an upsert or a patch. */
+export function failureColumns(
+  failure: RunFailure | null,
+): Pick<RunRow, 'failure_class' | 'failure_reason' | 'failure_retryable'> {
+  return {
+    failure_class: failure?.class ?? null,
+    failure_reason: failure?.reason ?? null,
+    failure_retryable: failure ? Number(failure.retryable) : null,
+  };
+}
 
 export type RunKey = Pick<RunRow, 'started_at' | 'source' | 'run'>;
 

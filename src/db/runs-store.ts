@@ -3,10 +3,12 @@
 import type { SQLInputValue, StatementSync } from 'node:sqlite';
 import { LIMIT_PARAM, statementCache, transaction, type Db } from './open.ts';
 import { ACTIVE_STATUSES, TERMINAL_STATUSES, type RunStatus } from '../run-json.ts';
-import type { CostFigures, MeteredCost, RunFailure, RunJson } from '../run-json.ts';
+import type { CostFigures, MeteredCost, RunJson } from '../run-json.ts';
 import { iso } from '../iso-time.ts';
 import { tryParseJson } from '../untrusted.ts';
-import type { DeleteOutcome, RunFilter, RunInput, RunKey, RunPatch, RunRow } from './run-types.ts';
+import {
+  failureColumns, type DeleteOutcome, type RunFilter, type RunInput, type RunKey, type RunPatch, type RunRow,
+} from './run-types.ts';
 
 export type RunsStore = ReturnType<typeof createRunsStore>;
 /** A row as ingest reads it: with its run's key digest, which never leaves the Control Plane (ingest-apply.ts). */
@@ -248,17 +250,6 @@ export function runToJson(row: RunRow): RunJson {
     reported: costText<CostFigures>(row.reported),
     metered: costText<MeteredCost>(row.metered),
     trace_id: row.trace_id ?? null,
-  };
-}
-
-/** The columns of a Run JSON `failure` (all null for none), for an upsert or a patch. */
-export function failureColumns(
-  failure: RunFailure | null,
-): Pick<RunRow, 'failure_class' | 'failure_reason' | 'failure_retryable'> {
-  return {
-    failure_class: failure?.class ?? null,
-    failure_reason: failure?.reason ?? null,
-    failure_retryable: failure ? Number(failure.retryable) : null,
   };
 }
 

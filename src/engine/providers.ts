@@ -1,6 +1,6 @@
 // Provider adapters: each built-in CLI's invocation and what its output says of cost and session; command providers.
 import { UnavailableError } from '../errors.ts';
-import { figure, obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
+import { countOrNull, figure, obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
 import { which } from '../spawn/svc-paths.ts';
 import type { EngineConfig } from './config.ts';
 import type { CostFigures } from '../run-json.ts';
@@ -28,8 +28,8 @@ function json(line: string): Obj | null {
   return t.startsWith('{') ? objOrNull(tryParseJson(t)) : null;
 }
 
-function kilo(text: string): number {
-  return text.endsWith('k') ? Math.round(Number(text.slice(0, -1)) * 1000) : Number(text);
+function kilo(text: string): number | null {
+  return countOrNull(text.endsWith('k') ? Math.round(Number(text.slice(0, -1)) * 1000) : Number(text));
 }
 
 const AIDER_TOKENS = /^Tokens: ([\d.]+k?) sent, (?:[\d.]+k? cache (?:write|hit), )*([\d.]+k?) received\.(.*)$/;
@@ -125,12 +125,13 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
     usage(o) {
       if (o.type !== 'result') return null;
       const u = obj(o.usage);
-      const cacheIn = (figure(u.cache_creation_input_tokens) ?? 0) + (figure(u.cache_read_input_tokens) ?? 0);
-      const input = figure(u.input_tokens);
+      const cacheWrite = countOrNull(u.cache_creation_input_tokens) ?? 0;
+      const cacheIn = cacheWrite + (countOrNull(u.cache_read_input_tokens) ?? 0);
+      const input = countOrNull(u.input_tokens);
       return {
         cost_usd: figure(o.total_cost_usd) ?? figure(o.cost_usd),
         tokens_in: input === null ? null : input + cacheIn,
-        tokens_out: figure(u.output_tokens),
+        tokens_out: countOrNull(u.output_tokens),
       };
     },
     session: (o) => sighting(shaped(o.session_id, UUID), o.type === 'result' ? o.result : null),
@@ -152,7 +153,7 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
     usage(o) {
       if (o.type !== 'turn.completed') return null;
       const u = obj(o.usage);
-      return { cost_usd: null, tokens_in: figure(u.input_tokens), tokens_out: figure(u.output_tokens) };
+      return { cost_usd: null, tokens_in: countOrNull(u.input_tokens), tokens_out: countOrNull(u.output_tokens) };
     },
     session(o) {
       if (o.type === 'thread.started') return sighting(shaped(o.thread_id, UUID), null);
@@ -182,10 +183,10 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
     usage(o) {
       if (!o.stats) return null;
       const stats = obj(o.stats);
-      const flat = { tokens_in: figure(stats.inputTokens), tokens_out: figure(stats.outputTokens) };
+      const flat = { tokens_in: countOrNull(stats.inputTokens), tokens_out: countOrNull(stats.outputTokens) };
       // A model entry without token counts reports nothing (addUsage): the figure stays null rather than 0.
       return Object.values(obj(stats.models)).map((model) => obj(obj(model).tokens)).reduce<Usage>((total, t) =>
-        addUsage(total, { cost_usd: null, tokens_in: figure(t.prompt), tokens_out: figure(t.candidates) }),
+        addUsage(total, { cost_usd: null, tokens_in: countOrNull(t.prompt), tokens_out: countOrNull(t.candidates) }),
         { cost_usd: null, ...flat });
     },
     session: (o) => sighting(shaped(o.session_id, UUID), o.response),
@@ -212,10 +213,11 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
       const cost = figure(part.cost) ?? figure(o.cost);
       const tokens = obj(part.tokens ?? o.tokens);
       if (cost === null && tokens.input === undefined) return null;
-      const input = figure(tokens.input);
+      const input = countOrNull(tokens.input);
       const cache = obj(tokens.cache);
-      const cacheIn = (figure(cache.read) ?? 0) + (figure(cache.write) ?? 0);
-      return { cost_usd: cost, tokens_in: input === null ? null : input + cacheIn, tokens_out: figure(tokens.output) };
+      const cacheIn = (countOrNull(cache.read) ?? 0) + (countOrNull(cache.write) ?? 0);
+      const output = countOrNull(tokens.output);
+      return { cost_usd: cost, tokens_in: input === null ? null : input + cacheIn, tokens_out: output };
     },
     session: (o) => sighting(shaped(o.sessionID, OPENCODE_SESSION), o.type === 'text' ? obj(o.part).text : null),
     resume: (id) => ['run', '--session', id, ...OPENCODE_ARGS],
@@ -229,7 +231,7 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
 const COMMAND: Adapter = {
   args: [], stdin: true, reader: () => (line, o) => {
     const usage = o && (o.type === 'svc.cost'
-      ? { cost_usd: figure(o.usd), tokens_in: figure(o.tokens_in), tokens_out: figure(o.tokens_out) }
+      ? { cost_usd: figure(o.usd), tokens_in: countOrNull(o.tokens_in), tokens_out: countOrNull(o.tokens_out) }
       : BUILTINS.claude.usage!(o));
     return { usage, session: lastLine(line, o) };
   },

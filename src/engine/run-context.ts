@@ -15,7 +15,7 @@ import { createShipLoop, createShipper, markPending, type ControlItem } from './
 import { noWorkerComing, workerAlive } from './repo-name.ts';
 import { addUsage, createOutputReader, type Usage } from './providers.ts';
 import { openRunFolder, readPlainIn } from './plain-tree.ts';
-import { objOrNull, tryParseJson } from '../untrusted.ts';
+import { countOrNull, figure, objOrNull, tryParseJson } from '../untrusted.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { makePlainDirsIn, openRunDir, replaceNoFollowIn, UnsafePathError, withDir } from './safe-fs.ts';
 import { setting } from '../settings-registry.ts';
@@ -243,8 +243,9 @@ function reportedUsage(dir: string, provider: string): Usage {
     const event = objOrNull(tryParseJson(line));
     const data = objOrNull(event?.data);
     if (event?.kind === 'cost') {
-      const figure = (key: string) => (typeof data?.[key] === 'number' ? data[key] : null);
-      const usage = { cost_usd: figure('usd'), tokens_in: figure('tokens_in'), tokens_out: figure('tokens_out') };
+      const usage = {
+        cost_usd: figure(data?.usd), tokens_in: countOrNull(data?.tokens_in), tokens_out: countOrNull(data?.tokens_out),
+      };
       ended = addUsage(ended, usage);
       attempt = NO_USAGE;
       reader = createOutputReader(provider);

@@ -1,12 +1,13 @@
-// One run event as ingest takes it (docs/control-data.md): the one check of an event, for a batch and an import
-// (control/ingest-validate.ts) and for a runner's shipper (shipper.ts), which leaves out a line ingest would refuse;
-// so is the check of an artifact's name.
+// A run's row and its events as ingest takes them (docs/control-data.md): the one check of each, for a batch and an
+// import (control/ingest-validate.ts) and for a runner's shipper (shipper.ts), which leaves out an event line, or cuts
+// or leaves out a field of state.json, that ingest would refuse; so is the check of an artifact's name.
 // It throws 400 invalid_param naming the first bad field; it writes nothing.
 import { HttpError } from '../http/http-error.ts';
 import { MAX_JSON_DEPTH } from '../http/body.ts';
-import { SEGMENT } from '../run-json.ts';
+import { FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
-import { isJsonObject, nestsDeeperThan } from '../untrusted.ts';
+import { failureColumns, type RunInput } from '../db/run-types.ts';
+import { isJsonObject, nestsDeeperThan, oneOf } from '../untrusted.ts';
 import { timeMs } from '../iso-time.ts';
 import { isValidSegment } from './ids.ts';
 
@@ -78,6 +79,105 @@ export function validateEvent(
   };
 }
 
+export function member<T>(where: string, v: unknown, allowed: readonly T[]): T {
+  return oneOf(v, allowed) ?? bad(where, `must be one of ${allowed.join(', ')}`);
+}
+
+export function orNull<T>(where: string, v: unknown, ok: (x: unknown) => boolean, what: string): T | null {
+  if (v === undefined || v === null) return null;
+  return ok(v) ? (v as T) : bad(where, what);
+}
+
+const TRACE_ID = /^[0-9a-f]{32}$/;
+/** The longest text a run's field may hold (a longer one the shipper cuts to this). */
+export const MAX_TEXT = 64 * 1024;
+const TEXT_FIELDS = ['repo', 'brief', 'origin', 'provider', 'branch', 'pr_url', 'question', 'error'] as const;
+// No pid: a worker's process id is not the Control Plane's to record from a body or a file.
+const INT_FIELDS = ['tokens_in', 'tokens_out', 'exit_code'] as const;
+const COUNT_FIELDS: readonly string[] = ['tokens_in', 'tokens_out'];
+
+export function validateRun(v: unknown, where: string, source: string, now: number): RunInput {
+  if (!isJsonObject(v)) return bad(where, 'must be an object');
+  const run = segment(`${where}.run`, v.run);
+  if (v.source !== undefined && v.source !== source) bad(`${where}.source`, 'must match the batch source');
+  const status = member(`${where}.status`, v.status, RUN_STATUSES);
+  const updated = optionalTime(`${where}.updated_at`, v.updated_at, now) ?? now;
+  const input: RunInput = {
+    run,
+    status,
+    started_at: ingestTime(`${where}.started_at`, v.started_at, now),
+    ended_at: optionalTime(`${where}.ended_at`, v.ended_at, now),
+    // A claim to be newer than the batch's arrival buys nothing (docs/control-data.md, "Who wins an update").
+    updated_at: Math.min(updated, now),
+    group_id: v.group_id === undefined || v.group_id === null ? run : segment(`${where}.group_id`, v.group_id),
+  };
+  input.verdict = orNull(`${where}.verdict`, v.verdict, (x) => oneOf(x, VERDICTS) !== null,
+    `must be one of ${VERDICTS.join(', ')} or null`);
+  for (const f of TEXT_FIELDS) {
+    input[f] = orNull(`${where}.${f}`, v[f], (x) => typeof x === 'string' && x.length <= MAX_TEXT,
+      'must be a string or null');
+  }
+  for (const f of INT_FIELDS) {
+    input[f] = orNull(`${where}.${f}`, COUNT_FIELDS.includes(f) ? wholeOrNull(v[f]) : v[f], Number.isSafeInteger,
+      'must be an integer or null');
+  }
+  input.cost_usd = orNull(`${where}.cost_usd`, v.cost_usd,
+    (x) => typeof x === 'number' && Number.isFinite(x) && x >= 0, 'must be a non-negative number or null');
+  input.reported = costJson(`${where}.reported`, v.reported, ['cost_usd', 'tokens_in', 'tokens_out']);
+  input.metered = costJson(`${where}.metered`, v.metered,
+    ['cost_usd', 'tokens_in', 'tokens_out', 'calls', 'unpriced', 'unknown'], ['doubtful', 'tunnels']);
+  input.repo_path = orNull(`${where}.repo_path`, v.repo_path,
+    (x) => typeof x === 'string' && x.startsWith('/') && !x.includes('\0'), 'must be an absolute path or null');
+  Object.assign(input, failureColumns(validateFailure(`${where}.failure`, v.failure, input.status)));
+  input.trace_id = orNull(`${where}.trace_id`, v.trace_id, (x) => typeof x === 'string' && TRACE_ID.test(x),
+    'must be 32 lowercase hex digits (an OpenTelemetry trace id) or null');
+  return input;
+}
+
+const FAILURE_KEYS = new Set(['class', 'reason', 'retryable']);
+const MAX_REASON = 4096;
+
+/** Kept only on a run that ended failed or stopped: a stale one in a state.json is not worth refusing its batch for. */
+function validateFailure(where: string, v: unknown, status: RunStatus): RunFailure | null {
+  if (v === undefined || v === null) return null;
+  if (!isJsonObject(v)) return bad(where, 'must be an object or null');
+  for (const key of Object.keys(v)) if (!FAILURE_KEYS.has(key)) bad(`${where}: unknown field "${key}"`, 'in failure');
+  const cls = member(`${where}.class`, v.class, FAILURE_CLASSES);
+  if (typeof v.reason !== 'string' || v.reason.length > MAX_REASON) {
+    bad(`${where}.reason`, `must be a string of at most ${MAX_REASON} characters`);
+  }
+  if (typeof v.retryable !== 'boolean') bad(`${where}.retryable`, 'must be true or false');
+  if (status !== 'failed' && status !== 'stopped') return null;
+  return { class: cls, reason: v.reason as string, retryable: v.retryable as boolean };
+}
+
+/**
+ * A count (tokens, calls) as the row keeps it: a number that is no safe integer is unknown (null), as the engine reads
+ * one (countOrNull), not a refused batch: an older svc's command provider wrote fractional token counts, which its
+ * runners still ship and `POST /v1/import` still reads. Anything else is returned for its check.
+ */
+function wholeOrNull(x: unknown): unknown {
+  return typeof x === 'number' && !Number.isSafeInteger(x) ? null : x;
+}
+
+/** A Run JSON cost object (reported, metered) as the JSON text the row keeps. */
+/** `optional` keys are kept only when given (the metered `doubtful`, present once there is one, and `tunnels`). */
+function costJson(where: string, v: unknown, keys: readonly string[], optional: readonly string[] = []): string | null {
+  if (v === undefined || v === null) return null;
+  if (!isJsonObject(v)) return bad(where, 'must be an object or null');
+  const out: Record<string, number | null> = {};
+  for (const k of [...keys, ...optional]) {
+    const x = v[k];
+    if (x !== null && x !== undefined && (typeof x !== 'number' || !Number.isFinite(x) || x < 0)) {
+      bad(`${where}.${k}`, 'must be a non-negative number or null');
+    }
+    // Every figure but the cost is a count: the Run JSON says integer (control/openapi-schemas.ts).
+    const figure = k === 'cost_usd' ? x : wholeOrNull(x);
+    if (keys.includes(k) || typeof figure === 'number') out[k] = typeof figure === 'number' ? figure : null;
+  }
+  return JSON.stringify(out);
+}
+
 /** The nesting an event may have in a batch: the body's own limit less the body object and its events array. */
 const BATCH_EVENT_DEPTH = MAX_JSON_DEPTH - 2;
 
@@ -87,8 +187,18 @@ const BATCH_EVENT_DEPTH = MAX_JSON_DEPTH - 2;
  */
 export function eventRefusal(event: unknown, source: string, now: number): string | null {
   if (nestsDeeperThan(event, BATCH_EVENT_DEPTH)) return `nests deeper than ${MAX_JSON_DEPTH} arrays/objects in a batch`;
+  return refusal(() => validateEvent(event, 'event', source, now, true));
+}
+
+/** Why ingest would refuse `row` (a run's row as its batch of source `source` carries it), or null. */
+export function runRefusal(row: unknown, source: string, now: number): string | null {
+  return refusal(() => validateRun(row, 'state.json', source, now));
+}
+
+/** The message of the refusal `check` throws, or null when it passes. */
+function refusal(check: () => unknown): string | null {
   try {
-    validateEvent(event, 'event', source, now, true);
+    check();
     return null;
   } catch (err) {
     if (err instanceof HttpError) return err.message;

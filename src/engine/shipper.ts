@@ -22,7 +22,7 @@ import {
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 import { isJsonObject, list, obj, tryParseJson, type Obj } from '../untrusted.ts';
-import { eventRefusal, isArtifactPath } from './run-event.ts';
+import { eventRefusal, isArtifactPath, MAX_TEXT, runRefusal } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
 
 const EVENTS_PER_BATCH = 500;
@@ -261,6 +261,42 @@ function shippableEvent(line: string, state: RunState, now: number, skip: SkipRe
   return [];
 }
 
+/**
+ * The run's row as its batch carries it: a field ingest would refuse (runRefusal) is cut to the length ingest takes
+ * where that is all it needs, else left out, each said once, rather than get every batch of the run refused (a pod's
+ * signer ships the state.json the agent could write, its receipt and status in the same batches). Each field is
+ * checked beside those every row needs (the run, its status and start), which the engine writes and none leaves out.
+ */
+function shippableRun(row: Obj, source: string, now: number, skip: SkipReport): Obj {
+  if (runRefusal(row, source, now) === null) return row;
+  const base = { run: row.run, status: row.status, started_at: row.started_at };
+  if (runRefusal(base, source, now) !== null) return row;
+  const out: Obj = { ...base };
+  for (const [field, value] of Object.entries(row)) {
+    if (field in base) continue;
+    const why = runRefusal({ ...base, [field]: value }, source, now);
+    if (why === null) {
+      out[field] = value;
+      continue;
+    }
+    const cut = typeof value === 'string' ? cutText(value) : null;
+    const fits = cut !== null && runRefusal({ ...base, [field]: cut }, source, now) === null;
+    out[field] = fits ? cut : null;
+    skip(`state.json field ${field}`, `as written (ingest refuses it: ${why}; ${fits ? 'cut short' : 'left out'})`);
+  }
+  return out;
+}
+
+/**
+ * `text` cut to the MAX_TEXT UTF-16 code units ingest takes (it counts a string's length), ending in `…`, never
+ * between the two halves of a surrogate pair (a lone half is no character: shown as U+FFFD, or refused by JSON tools).
+ */
+function cutText(text: string): string {
+  const end = MAX_TEXT - 1;
+  const last = text.charCodeAt(end - 1);
+  return `${text.slice(0, last >= 0xd800 && last <= 0xdbff ? end - 1 : end)}…`;
+}
+
 /** An artifact as its run's batch carries it, or nothing: one whose name ingest refuses is left out (said once), as
  * a bad event line is, rather than get every batch refused (an agent names the files it leaves). */
 function shippableArtifact(
@@ -315,15 +351,19 @@ export function createShipper(
   };
   let sentToken = token !== undefined;
   const reported = new Set<string>();
+  /** Whether this batch told something left out: the run's log holds a new line, which a last flush ships too. */
+  let told = false;
   const skip: SkipReport = (entry, reason) => {
     if (reported.has(entry)) return;
     reported.add(entry);
+    told = true;
     onSkip?.(entry, reason);
   };
 
   let deleted = false;
   async function flushOnce(): Promise<boolean> {
     if (deleted) return false;
+    told = false;
     const folder = openRunFolder(dir);
     if ('failed' in folder) {
       if (folder.kind !== 'missing') skip(folder.failed, skipReason(folder.kind));
@@ -352,7 +392,7 @@ export function createShipper(
       source: state.source,
       // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
       // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
-      runs: [isSameMachine(url) ? { ...run, repo_path: state.repo_path } : run],
+      runs: [shippableRun(isSameMachine(url) ? { ...run, repo_path: state.repo_path } : run, state.source, now, skip)],
       events: read.lines.flatMap((line) => shippableEvent(line, state, now, skip)) as never,
       artifacts: read.artifacts.flatMap(({ rel, content }) => shippableArtifact(rel, content, state, skip)),
     }).catch((err: unknown) => {
@@ -366,7 +406,7 @@ export function createShipper(
       deleted = true;
       onControl?.(deletedRun(state.run));
     }
-    return read.more && !deleted;
+    return (read.more || told) && !deleted;
   }
 
   return {

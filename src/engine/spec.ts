@@ -84,8 +84,14 @@ export function classifyInput(
 
 export type Task = { spec: string; brief: string; origin: string };
 
+/** The run's origin its launcher named (SVC_ORIGIN: a trigger's route, `control`), or null when it named none. */
+export function launcherOrigin(env: NodeJS.ProcessEnv): string | null {
+  return env.SVC_ORIGIN && /^[a-z][a-z0-9_-]{0,31}$/.test(env.SVC_ORIGIN) ? env.SVC_ORIGIN : null;
+}
+
 function defaultOrigin(input: ClassifiedInput, env: NodeJS.ProcessEnv): string {
-  if (env.SVC_ORIGIN && /^[a-z][a-z0-9_-]{0,31}$/.test(env.SVC_ORIGIN)) return env.SVC_ORIGIN;
+  const launcher = launcherOrigin(env);
+  if (launcher !== null) return launcher;
   if (input.kind === 'errtrack-file' || input.kind === 'issue-url') return 'errtrack';
   if (input.kind === 'trackera') return 'trackera';
   return 'cli';

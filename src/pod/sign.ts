@@ -11,7 +11,7 @@ import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
-import { figure, obj } from '../untrusted.ts';
+import { countOrNull, figure, obj } from '../untrusted.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -27,6 +27,8 @@ import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
 import { runSpent } from '../gate/budgets.ts';
 import { isValidSegment } from '../engine/ids.ts';
+import { isRoutedRepoName } from '../engine/repo-name.ts';
+import { launcherOrigin } from '../engine/spec.ts';
 import { safeJson } from '../safe-json.ts';
 
 export interface SignOptions {
@@ -45,10 +47,10 @@ export interface SignOptions {
 type Signing = SignOptions & { claimedEnd: string | null };
 
 /** Fields the signer establishes itself, and those it copies from the run container's report. */
-const VERIFIED = ['source', 'run', 'repo', 'branch', 'base_sha', 'head_sha', 'diff', 'checks[].name', 'checks[].argv',
-  'checks[].required', 'verdict', 'gaps', 'issued_at'];
+const VERIFIED = ['source', 'run', 'group_id', 'repo', 'branch', 'base_sha', 'head_sha', 'diff', 'checks[].name',
+  'checks[].argv', 'checks[].required', 'verdict', 'gaps', 'issued_at'];
 const REPORTED = ['checks[].exit_code', 'checks[].duration_ms', 'checks[].output_sha256', 'spec_sha256', 'provider',
-  'group_id', 'cost', 'started_at', 'ended_at', 'whether the run itself failed'];
+  'cost', 'started_at', 'ended_at', 'whether the run itself failed'];
 
 /** The base policy's checks with the results the run container reported for them; anything else is a gap. */
 export function reconcileChecks(
@@ -89,7 +91,7 @@ function receiptBody(
   const verified = [...VERIFIED, ...(network ? ['network'] : []), ...(metered ? ['cost'] : [])];
   const reported = metered ? [...REPORTED.filter((f) => f !== 'cost'), 'cost.reported'] : REPORTED;
   return {
-    type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: strOr(s.group_id, opts.run),
+    type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: opts.run,
     repo: (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(s.repo, 'workspace'),
     branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
     spec_sha256: spec === null ? '' : createHash('sha256').update(spec).digest('hex'),
@@ -112,7 +114,9 @@ function receiptBody(
 function signerCost(s: RunState, metered: MeteredCost | null) {
   const said = s.reported === undefined ? s : obj(s.reported);
   const { cost_usd, tokens_in, tokens_out } = said;
-  const reported = { cost_usd: figure(cost_usd), tokens_in: figure(tokens_in), tokens_out: figure(tokens_out) };
+  const reported = {
+    cost_usd: figure(cost_usd), tokens_in: countOrNull(tokens_in), tokens_out: countOrNull(tokens_out),
+  };
   return withCost({ ...s, reported: null, metered: null }, { reported, ...(metered ? { metered } : {}) });
 }
 
@@ -337,10 +341,19 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // The start too is held between the seal (before any agent code ran) and now: every end is clamped against it.
   const sealedAt = Date.parse(seal.sealed_at);
   const started = heldTime(copied.started_at, sealedAt, Number.isNaN(sealedAt) ? Date.now() : sealedAt);
+  // The repository and origin the trigger gave the pod spec: the copy's are the agent's word, and the run's stats and
+  // filters name its repository. The row's name is the one the trigger routed the job to, as a local run's
+  // (runRepoName); the receipt's is the sealed origin's first (receiptBody), where its pull request goes and which a
+  // merge checks it against. The copy's only where neither the spec nor the seal names one.
+  const repo = isRoutedRepoName(opts.env) ? opts.env.SVC_REPO_NAME! : seal.origin_url && repoSlug(seal.origin_url);
   writeState(dir, {
-    ...copied, ...cost, started_at: started,
+    ...copied, ...cost, started_at: started, repo: repo || copied.repo,
+    origin: launcherOrigin(opts.env) ?? copied.origin,
+    // Every run a trigger starts is a group of its own (a pod's `svc start --run-id`; a retry is the Control Plane's,
+    // of a folder it holds): the copy's group is the agent's word, which would list this run among another's attempts.
+    group_id: opts.run,
     ended_at: null, status: 'running', error: null, exit_code: null, failure: null,
-    failed_check: null, question: null,
+    failed_check: null, question: null, branch: null,
     repo_path: work, pid: null, pgid: null, proc_start: null, child: null, verdict: null, pr_url: null,
     // The trace is the job's, from the pod spec's SVC_TRACEPARENT: the copied state could name another run's.
     trace_id: parseTraceparent(opts.env.SVC_TRACEPARENT)?.traceId ?? null, updated_at: new Date().toISOString(),

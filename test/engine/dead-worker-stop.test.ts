@@ -34,6 +34,21 @@ describe('stopping a run whose worker died', () => {
   it('rebuilds the attempt from its svc.cost lines when the state had not caught up with them', async () => {
     await stopsDeadRun(ENDED);
   });
+
+  it("rebuilds a cost event's token count that is no whole number as unknown, keeping the rest", async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'svc-dead-worker-'));
+    try {
+      const run = 'r20261129120000aaaaaaab';
+      const dir = await writeDeadRun(repo, run, { cost_usd: null, tokens_in: null, tokens_out: null } as never);
+      const event = { seq: 1, ts: '2026-11-29T12:00:00.000Z', kind: 'cost', data: { usd: 0.5, tokens_in: 100.5,
+        tokens_out: 10 } };
+      writeFileSync(join(dir, 'events.jsonl'), `${JSON.stringify(event)}\n`);
+      const state = await stopLocalRun(repo, run, 'svc start --stop');
+      assert.deepEqual([state?.cost_usd, state?.tokens_in, state?.tokens_out], [0.5, null, 10]);
+    } finally {
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('the Control Plane stopping a run whose worker died', () => {

@@ -102,7 +102,7 @@ function submoduleWorkspace(name: string): { ws: string; base: string; head: str
 /** What a pod leaves the signer: the run folder in the workspace (state and evidence) and the seal of the base. */
 async function signPod(
   name: string, w: { ws: string; base: string; head: string },
-  more: { state?: object; env?: object; evidence?: false; sealedAt?: string } = {},
+  more: { state?: object; env?: object; evidence?: false; sealedAt?: string; originUrl?: string } = {},
 ): Promise<Receipt | null> {
   const run = 'r1';
   const dir = join(w.ws, '.svc', 'runs', run);
@@ -119,7 +119,8 @@ async function signPod(
   const sealedDir = join(root, `${name}-sealed`);
   mkdirSync(sealedDir);
   const seal = {
-    base_sha: w.base, origin_url: null, origin_problem: 'none', base_branch: 'main', sealed_at: more.sealedAt ?? 'x',
+    base_sha: w.base, origin_url: more.originUrl ?? null, origin_problem: more.originUrl ? null : 'none',
+    base_branch: 'main', sealed_at: more.sealedAt ?? 'x',
   };
   writeFileSync(join(sealedDir, 'seal.json'), JSON.stringify(seal));
   writeFileSync(join(sealedDir, 'run-key'), `${newRunKey()}\n`, { mode: 0o600 });
@@ -256,6 +257,77 @@ describe('the signer signs what is pushed', () => {
     } finally {
       await cp.close();
     }
+  });
+
+  // The signer ships the copied state.json's fields it does not set itself (brief, origin, provider, the reported
+  // cost): one ingest refuses would refuse every batch of it. The group is the run's own whatever the copy says. Its shipper cuts a text too long, leaves
+  // out any other such field (engine/run-event.ts runRefusal) and says so once in the run's log.
+  it("ships its receipt and status to a real Control Plane past the state.json fields ingest refuses", async () => {
+    const cp = await startTestControl();
+    try {
+      const w = workspace('bad-state');
+      const sealedAt = new Date().toISOString();
+      const state = {
+        group_id: '../other', brief: 42, origin: { webhook: true }, provider: 'p'.repeat(70_000),
+        status: 'exploded', reported: { cost_usd: 0.5, tokens_in: 1.5, tokens_out: 2 ** 60 }, branch: 7,
+        updated_at: '9999-01-01T00:00:00Z',
+      };
+      const env = { SVC_CONTROL_URL: cp.url, SVC_SOURCE: 'k8s', SVC_SHIP: '1' };
+      assert.equal((await signPod('bad-state', w, { env, state, sealedAt }))?.verdict, 'verified');
+      const run = (await cp.request('GET', '/v1/runs/k8s/r1')).json;
+      assert.equal(run.status, 'succeeded');
+      assert.equal(run.group_id, 'r1');
+      assert.equal(run.provider, `${'p'.repeat(64 * 1024 - 1)}…`);
+      assert.deepEqual([run.brief, run.origin, run.tokens_in, run.tokens_out], [null, null, null, null]);
+      // Counts the Run JSON gives as integers: a reported count that is none is unknown.
+      assert.deepEqual([run.cost_usd, run.reported], [0.5, { cost_usd: 0.5, tokens_in: null, tokens_out: null }]);
+      assert.equal(run.branch, 'svc/r1');
+      assert.equal((await cp.request('GET', '/v1/runs/k8s/r1/artifact/receipt.json')).status, 200);
+      const events = (await cp.request('GET', '/v1/runs/k8s/r1/events')).json.items as Array<{ data: unknown }>;
+      const said = events.map((e) => JSON.stringify(e.data)).filter((d) => d.includes('state.json field brief'));
+      assert.equal(said.length, 1, JSON.stringify(events));
+    } finally {
+      await cp.close();
+    }
+  });
+
+  it('names the repository, origin and branch the pod spec gave, not those of the copied state.json', async () => {
+    const state = { repo: 'victim/other', origin: 'cli', branch: 'main' };
+    const env = { SVC_ORIGIN: 'chatb', SVC_REPO_NAME: 'acme/app' };
+    const signed = (name: string) => {
+      const file = join(root, `${name}-signer-home`, 'work', '.svc', 'runs', 'r1', 'state.json');
+      const { repo, origin, branch } = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+      return { repo, origin, branch };
+    };
+    const receipt = await signPod('spec-repo', workspace('spec-repo'), { state, env });
+    assert.deepEqual({ ...signed('spec-repo'), receipt: receipt?.repo },
+      { repo: 'acme/app', origin: 'chatb', branch: 'svc/r1', receipt: 'acme/app' });
+    // Refused (no evidence), the run has no branch the signer checked.
+    assert.equal(await signPod('spec-refused', workspace('spec-refused'), { state, env, evidence: false }), null);
+    assert.deepEqual(signed('spec-refused'), { repo: 'acme/app', origin: 'chatb', branch: null });
+  });
+
+  it("names the sealed origin's repository without a routed name, and the run's own group as its group", async () => {
+    // The copy names another run's group: the Control Plane would list this run among that run's attempts.
+    const state = { repo: 'victim/other', origin: 'cli', group_id: 'r0' };
+    const originUrl = 'https://github.com/acme/sealed.git';
+    const row = (name: string) => {
+      const file = join(root, `${name}-signer-home`, 'work', '.svc', 'runs', 'r1', 'state.json');
+      const { repo, origin, group_id } = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+      return { repo, origin, group_id };
+    };
+    const receipt = await signPod('sealed-repo', workspace('sealed-repo'), { state, originUrl });
+    assert.deepEqual(row('sealed-repo'), { repo: 'acme/sealed', origin: 'cli', group_id: 'r1' });
+    assert.deepEqual([receipt?.repo, receipt?.group_id], ['acme/sealed', 'r1']);
+    assert.ok(receipt?.attestation?.verified.includes('group_id'));
+    // Routed, the row names the routed repository (its stats and filters, as a local run's); the receipt the origin its
+    // pull request goes to, which a merge checks it against. An SVC_ORIGIN no launcher sets is not the run's origin.
+    const env = { SVC_ORIGIN: 'chatb', SVC_REPO_NAME: 'acme/app' };
+    const routed = await signPod('sealed-routed', workspace('sealed-routed'), { state, originUrl, env });
+    assert.deepEqual([row('sealed-routed').repo, row('sealed-routed').origin, routed?.repo],
+      ['acme/app', 'chatb', 'acme/sealed']);
+    await signPod('bad-origin', workspace('bad-origin'), { state, env: { SVC_ORIGIN: 'chat\nb' } });
+    assert.equal(row('bad-origin').origin, 'cli');
   });
 
   it('refuses a run folder whose state.json names another run, and signs nothing', async () => {

@@ -137,6 +137,22 @@ describe('shipper', () => {
     }
   });
 
+  it("cuts a state.json text too long for ingest on a character boundary, not in a surrogate pair", async () => {
+    const dir = runFolder(root, 'rshipcut');
+    const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')) as RunState;
+    // Ingest takes 65,536 UTF-16 code units; the cut's last unit before its `…` would be an emoji's first half.
+    writeState(dir, { ...state, provider: `${'p'.repeat(64 * 1024 - 2)}${'\u{1F600}'.repeat(4)}` });
+    const skipped: string[] = [];
+    const shipper = createShipper(dir, { SVC_CONTROL_URL: control.url, HOME: root }, undefined, (entry) => {
+      skipped.push(entry);
+    });
+    assert.equal(await shipper.flush(), null);
+    const provider = (await control.request('GET', '/v1/runs/local/rshipcut')).json.provider as string;
+    assert.equal(provider, `${'p'.repeat(64 * 1024 - 2)}…`);
+    assert.ok(provider.isWellFormed());
+    assert.deepEqual(skipped, ['state.json field provider']);
+  });
+
   it('reports why instead of throwing when the Control Plane is down', async () => {
     const dir = runFolder(root, 'rship2');
     openEventLog(dir).append('log', { stream: 'stdout', text: 'x' });

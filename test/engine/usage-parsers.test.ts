@@ -129,6 +129,27 @@ describe('provider usage parsers', () => {
     assert.deepEqual(total('command', ['{"type":"svc.cost","usd":0.5}']), { cost_usd: 0.5, tokens_in: null, tokens_out: null });
     assert.deepEqual(total('command', ['plain text', '{"type":"svc.cost","usd":-1,"tokens_in":"many"}']), NONE);
   });
+
+  it('keeps a built-in CLI\'s token count that is no whole number unknown, and the rest of its report', () => {
+    const claude = { type: 'result', total_cost_usd: 0.25, usage: { input_tokens: 1.5, output_tokens: 3 } };
+    assert.deepEqual(total('claude', [JSON.stringify(claude)]), { cost_usd: 0.25, tokens_in: null, tokens_out: 3 });
+    const cached = { type: 'result', usage: { input_tokens: 2, cache_read_input_tokens: 0.5, output_tokens: 1.5 } };
+    assert.deepEqual(total('claude', [JSON.stringify(cached)]), { cost_usd: null, tokens_in: 2, tokens_out: null });
+    const codex = { type: 'turn.completed', usage: { input_tokens: 7, output_tokens: 2.5 } };
+    assert.deepEqual(total('codex', [JSON.stringify(codex)]), { cost_usd: null, tokens_in: 7, tokens_out: null });
+    const gemini = { stats: { models: { m: { tokens: { prompt: 4.5, candidates: 6 } } } } };
+    assert.deepEqual(total('gemini', [JSON.stringify(gemini)]), { cost_usd: null, tokens_in: null, tokens_out: 6 });
+    const tokens = { input: 5, output: 0.5, cache: { read: 1 } };
+    const opencode = { type: 'step_finish', part: { cost: 0.1, tokens } };
+    assert.deepEqual(total('opencode', [JSON.stringify(opencode)]), { cost_usd: 0.1, tokens_in: 6, tokens_out: null });
+    const aider = total('aider', ['Tokens: 1.5 sent, 2k received.']);
+    assert.deepEqual(aider, { cost_usd: null, tokens_in: null, tokens_out: 2000 });
+  });
+
+  it('keeps a token count of a svc.cost line that is no whole number unknown, as the Run JSON counts tokens', () => {
+    const line = '{"type":"svc.cost","usd":0.5,"tokens_in":1.5,"tokens_out":1e300}';
+    assert.deepEqual(total('command', [line]), { cost_usd: 0.5, tokens_in: null, tokens_out: null });
+  });
 });
 
 describe('built-in provider argv', () => {

@@ -96,6 +96,18 @@ describe('POST /v1/import of the run folders svc writes', () => {
       s.entry === 'rnostate/state.json' && s.reason === 'is missing'), JSON.stringify(res.json.skipped));
     rmSync(join(project, '.svc', 'runs', 'rnostate'), { recursive: true });
   });
+
+  it("imports an older svc's run whose command provider reported fractional tokens, the counts unknown", async () => {
+    writeRun(project, 'rfrac', {});
+    const reported = { cost_usd: 0.5, tokens_in: 1234.5, tokens_out: 10 };
+    writeFileSync(join(project, '.svc', 'runs', 'rfrac', 'state.json'), JSON.stringify({ source: 'local', run: 'rfrac',
+      status: 'succeeded', started_at: T0, ended_at: T0, updated_at: T0, reported, ...reported }));
+    const res = await cp.request('POST', '/v1/import', { body: { path: project } });
+    assert.equal(res.status, 200, res.text);
+    const run = (await cp.request('GET', '/v1/runs/local/rfrac')).json;
+    assert.deepEqual([run.cost_usd, run.tokens_in, run.tokens_out], [0.5, null, 10]);
+    assert.deepEqual(run.reported, { cost_usd: 0.5, tokens_in: null, tokens_out: 10 });
+  });
 });
 
 describe('POST /v1/import is all or nothing', () => {

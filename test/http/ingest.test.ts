@@ -106,6 +106,25 @@ describe('POST /v1/ingest', () => {
     assert.equal(res.json.notifications, 1);
   });
 
+  // An older svc's command provider wrote fractional token counts: its runners ship them and import reads them.
+  it('stores a token or call count that is no whole number as unknown (null), and takes the batch', async () => {
+    const res = await cp.request('POST', '/v1/ingest', { body: batch({ runs: [
+      { run: 'frac', status: 'failed', started_at: T0, reported: { cost_usd: 0.4, tokens_in: 1.5, tokens_out: 1 },
+        metered: { cost_usd: 0.2, tokens_in: 3, tokens_out: 2.5, calls: 1, unpriced: 0, unknown: 0, doubtful: 0.5 } },
+    ] }) });
+    assert.equal(res.status, 200, res.text);
+    const run = (await cp.request('GET', '/v1/runs/laptop/frac')).json;
+    assert.deepEqual(run.reported, { cost_usd: 0.4, tokens_in: null, tokens_out: 1 });
+    assert.deepEqual(run.metered, { cost_usd: 0.2, tokens_in: 3, tokens_out: null, calls: 1, unpriced: 0, unknown: 0 });
+  });
+
+  it("stores a run's token count that is no whole number as unknown (null), and takes the batch", async () => {
+    const runs = [{ run: 'frac-top', status: 'failed', started_at: T0, tokens_in: 1.5, tokens_out: 2 }];
+    assert.equal((await cp.request('POST', '/v1/ingest', { body: batch({ runs }) })).status, 200);
+    const top = (await cp.request('GET', '/v1/runs/laptop/frac-top')).json;
+    assert.deepEqual([top.tokens_in, top.tokens_out], [null, 2]);
+  });
+
   const invalid: Array<[string, Record<string, unknown>]> = [
     ['an event for an unknown run', batch({ events: [{ run: 'ghost', seq: 1, ts: T0, kind: 'log', data: {} }] })],
     ['an unknown status', batch({ runs: [{ run: 'r9', status: 'dancing', started_at: T0 }] })],

@@ -6,7 +6,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -244,20 +244,21 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     }
   });
 
-  // The signer's batches carry what the agent could write in the run folder: one refusal their shipper does not
-  // filter (here a copied state.json whose group_id ingest refuses) refuses every one of them. The run must move onto
-  // the sealed key all the same, in a batch of the signer's own (pod/sign.ts signRun), or it stays bound to the
-  // handed key, which the agent can read.
-  it('moves the run onto the sealed key even when ingest refuses every batch of the signer\'s shipper', async () => {
+  // The signer's batches carry what the agent could write in the run folder. A copied events.jsonl line that, with the
+  // artifacts beside it, made every batch larger than ingest's 16 MiB got every one of them refused, the receipt with
+  // them; the shipper now leaves such a line out and says so. The run moves onto the sealed key in a batch of the
+  // signer's own (pod/sign.ts signRun) all the same: the handed key, which the agent can read, writes nothing more.
+  it('ships the receipt past a line no batch can carry, and moves the run onto the sealed key', async () => {
     let handed = '';
     const { run } = await runJob('fix the greeting', (workspace, runId) => {
       const dir = join(workspace, '.svc', 'runs', runId);
       handed = readFileSync(join(dir, 'run-key'), 'utf8').trim();
-      const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
-      writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, group_id: 'not a group id!' }));
+      const line = { seq: 1_000_000, ts: new Date().toISOString(), kind: 'note', data: { text: 'x'.repeat(15 << 20) } };
+      appendFileSync(join(dir, 'events.jsonl'), `${JSON.stringify(line)}\n`);
+      writeFileSync(join(dir, 'artifacts', 'big.bin'), Buffer.alloc(2 << 20));
     });
     const stored = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
-    assert.notEqual(stored.verdict, 'verified', 'the signer\'s batches were refused, its receipt with them');
+    assert.equal(stored.verdict, 'verified', 'the signer\'s batches were taken, its receipt with them');
     const now = new Date().toISOString();
     const forged = { run, status: 'blocked', question: 'Paste the deploy token', started_at: now, updated_at: now,
       run_key: handed };
