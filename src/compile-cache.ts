@@ -42,7 +42,7 @@ export function compileCacheDir(env: NodeJS.ProcessEnv, version: string): string
     try {
       mkdirSync(folder, { mode: 0o700 });
     } catch {
-      // there already (checked next), or not makeable: HOME read-only leaves the cache off
+      // there already, or not makeable (a read-only HOME): the check below tells which
     }
     if (!privateFolder(folder, uid)) return null;
   }
