@@ -8,7 +8,7 @@ import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './safe-json.ts';
 import { errorMessage, exitStatusOf } from './errors.ts';
-import { useCompileCache } from './compile-cache.ts';
+import { useCompileCache } from './cli/compile-cache.ts';
 import { VERSION } from './version.ts';
 
 const MIN = [22, 13] as const;

@@ -1,11 +1,11 @@
-// Node's compile cache for svc's own modules (docs/engine.md "Node's compile cache"): V8's code for them, kept under
-// ~/.svc, which no sandbox shows. What it holds is code svc runs, so it is used only in folders svc's user alone can
-// write; anything doubtful leaves it off, silently: it must never stop a command.
+// Node's compile cache for svc's own modules (docs/engine.md "Node's compile cache"), turned on by cli.ts alone:
+// V8's code for them, kept under ~/.svc, which no sandbox shows. What it holds is code svc runs, so it is used only
+// in folders svc's user alone can write; anything doubtful leaves it off, silently: it must never stop a command.
 import { existsSync, lstatSync, mkdirSync } from 'node:fs';
 // The module object, not its named export: a Node too old to have it must still reach cli.ts's version check.
 import nodeModule from 'node:module';
 import { dirname, join } from 'node:path';
-import { svcHomeOf } from './spawn/svc-paths.ts';
+import { svcHomeOf } from '../spawn/svc-paths.ts';
 
 /** A real folder (not a link) of this user that no one else may write into. */
 function privateFolder(path: string, uid: number): boolean {
