@@ -116,9 +116,9 @@ async function main(argv: string[]): Promise<number> {
     reexecClean({ serverFlags: name === 'control', handed });
   }
   const env = inMemoryEnv(handed);
-  // A command's modules come with the dynamic import below: those are what the cache keeps (docs/engine.md).
-  useCompileCache(env, VERSION);
   try {
+    // A command's modules come with the dynamic import below: those are what the cache keeps (docs/engine.md).
+    useCompileCache(env, VERSION);
     const mod = await load();
     if (helpAsked && mod.HELP !== undefined) {
       printOut(mod.HELP);

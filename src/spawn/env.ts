@@ -89,6 +89,10 @@ export type ChildKind = keyof typeof KINDS;
 /** Names an old-Node launcher's pid (start.ts runLaunched): for the launched svc only, never its children. */
 export const LAUNCHER_PID_VAR = 'SVC_LAUNCHER_PID';
 
+// NODE_COMPILE_CACHE turns Node's cache on before svc's first line, past src/cli/compile-cache.ts's rules and
+// SVC_COMPILE_CACHE=0: it stays with the process it was given to, and no child of svc, svc or other, inherits it.
+const NEVER_PASSED: ReadonlySet<string> = new Set([LAUNCHER_PID_VAR, 'NODE_COMPILE_CACHE']);
+
 /**
  * The environment for a child of `kind`: the names of `base` its rule lets through, plus `extra`, which the call
  * site chose by name (SVC_TASK_FILE for a provider, GIT_INDEX_FILE for one git call). Secrets a child svc needs
@@ -100,7 +104,7 @@ export function childEnv(
   const passes = KINDS[kind];
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(base)) {
-    if (value !== undefined && key !== LAUNCHER_PID_VAR && passes(key)) env[key] = value;
+    if (value !== undefined && !NEVER_PASSED.has(key) && passes(key)) env[key] = value;
   }
   return Object.assign(env, extra);
 }
