@@ -8,6 +8,8 @@ import { reexecClean } from './cli/server-flags.ts';
 import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './safe-json.ts';
 import { errorMessage, exitStatusOf } from './errors.ts';
+import { useCompileCache } from './cli/compile-cache.ts';
+import { VERSION } from './version.ts';
 
 const MIN = [22, 13] as const;
 
@@ -91,7 +93,6 @@ async function main(argv: string[]): Promise<number> {
   const rest = argv.filter((a) => a !== '--verbose');
   const [name, ...tail] = rest;
   if (name === '--version' || name === '-v' || name === 'version') {
-    const { VERSION } = await import('./version.ts');
     printOut(`${VERSION}\n`);
     return 0;
   }
@@ -116,6 +117,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const env = inMemoryEnv(handed);
   try {
+    // A command's modules come with the dynamic import below: those are what the cache keeps (docs/engine.md).
+    useCompileCache(env, VERSION);
     const mod = await load();
     if (helpAsked && mod.HELP !== undefined) {
       printOut(mod.HELP);

@@ -125,6 +125,9 @@ export const SETTINGS = {
   SVC_PROVIDER_HOME_SCOPE: { ...text('engine', NONE, 'a person\'s `svc start` only: provider homes shared by ' +
     'every repository started with this name, instead of one per repository; ignored for server-started runs'),
   pattern: [/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a simple lowercase name, `[a-z0-9_-]`'] },
+  SVC_COMPILE_CACHE: choice('engine', ['1', '0'], '`0` turns off Node\'s compile cache of svc\'s modules in ' +
+    '`~/.svc/compile-cache/` for every command (servers pass it to their runs); a `NODE_COMPILE_CACHE` svc was ' +
+    'started with wins in that process ([docs/engine.md](docs/engine.md#nodes-compile-cache))'),
 
   SVC_TRIGGER_HOST: text('trigger', '`127.0.0.1`', 'bind address', '--host'),
   SVC_TRIGGER_PORT: int('trigger', 7373, [0, 65535], 'port, `0` = any free port', '--port'),

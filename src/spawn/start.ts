@@ -45,12 +45,13 @@ export function isSecretName(name: string): boolean {
 
 // Among a launcher's names: GITHUB_API_URL says which host the push token belongs to (GitHub Enterprise);
 // SVC_SERVER_SANDBOX is the server's own setting, the only way a server-started run goes unsandboxed (DESIGN §7a);
-// the OpenTelemetry names carry no credential (the headers go by the secrets pipe).
+// the OpenTelemetry names carry no credential (the headers go by the secrets pipe); SVC_COMPILE_CACHE=0 set on a
+// server turns the compile cache off for its runs' svc too.
 const OTEL_NAMES = ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_SERVICE_NAME',
   'OTEL_TRACES_EXPORTER'];
 const LAUNCHER_NAMES = new Set(['PATH', 'HOME', 'USER', 'LANG', 'TZ', 'TERM', 'TMPDIR', 'SVC_SOURCE', 'SVC_CONTROL_URL',
   'SVC_CONTROL_ANSWER_DIR', 'SVC_ORIGIN', 'SVC_JOB_ID', 'GITHUB_API_URL', 'SVC_SERVER_SANDBOX', 'SVC_REPO_NAME',
-  'SVC_PUBLIC_URL', 'SVC_TRACEPARENT', ...OTEL_NAMES]);
+  'SVC_PUBLIC_URL', 'SVC_TRACEPARENT', 'SVC_COMPILE_CACHE', ...OTEL_NAMES]);
 
 // The engine's own credentials (push, issue fetchers) reach it by the secrets pipe, never by these names.
 const CONTROL_LAUNCHER_NAMES = new Set([
@@ -58,7 +59,8 @@ const CONTROL_LAUNCHER_NAMES = new Set([
   'http_proxy', 'https_proxy', 'no_proxy', 'SSL_CERT_FILE', 'NODE_EXTRA_CA_CERTS', 'ANTHROPIC_API_KEY',
   'ANTHROPIC_BASE_URL', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'OPENROUTER_API_KEY',
   'ERRTRACK_URL', 'GITHUB_API_URL', 'TRACKERA_API_URL', 'SVC_CONTROL_TOKEN_FILE', 'GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL',
-  'GIT_COMMITTER_NAME', 'GIT_COMMITTER_EMAIL', 'GIT_SSH_COMMAND', 'SVC_SERVER_SANDBOX', 'SVC_PUBLIC_URL', ...OTEL_NAMES,
+  'GIT_COMMITTER_NAME', 'GIT_COMMITTER_EMAIL', 'GIT_SSH_COMMAND', 'SVC_SERVER_SANDBOX', 'SVC_PUBLIC_URL',
+  'SVC_COMPILE_CACHE', ...OTEL_NAMES,
 ]);
 
 const FETCH_NAMES = new Set(['PATH', 'HOME', 'https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'no_proxy',
@@ -95,6 +97,10 @@ export type ChildKind = keyof typeof KINDS;
 /** Names an old-Node launcher's pid (runLaunched): for the launched svc only, never its children. */
 export const LAUNCHER_PID_VAR = 'SVC_LAUNCHER_PID';
 
+// NODE_COMPILE_CACHE turns Node's cache on before svc's first line, past src/cli/compile-cache.ts's rules and
+// SVC_COMPILE_CACHE=0: it stays with the process it was given to, and no child of svc, svc or other, inherits it.
+const NEVER_PASSED: ReadonlySet<string> = new Set([LAUNCHER_PID_VAR, 'NODE_COMPILE_CACHE']);
+
 /**
  * The environment for a child of `kind`: the names of `base` its rule lets through, plus `extra`, which the call
  * site chose by name (SVC_TASK_FILE for a provider, GIT_INDEX_FILE for one git call). Secrets a child svc needs
@@ -106,7 +112,7 @@ export function childEnv(
   const passes = KINDS[kind];
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(base)) {
-    if (value !== undefined && key !== LAUNCHER_PID_VAR && passes(key)) env[key] = value;
+    if (value !== undefined && !NEVER_PASSED.has(key) && passes(key)) env[key] = value;
   }
   return Object.assign(env, extra);
 }

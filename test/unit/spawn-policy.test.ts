@@ -38,6 +38,15 @@ describe('childEnv', () => {
     assert.deepEqual(childEnv('fetch', wide), { PATH: '/bin', HOME: '/h', HTTPS_PROXY: 'http://p' });
     assert.deepEqual(childEnv('probe', wide, { LANG: 'C' }), { PATH: '/bin', HOME: '/h', LANG: 'C' });
   });
+  it("passes a server's SVC_COMPILE_CACHE to its launchers, and NODE_COMPILE_CACHE to no child at all", () => {
+    const server = { PATH: '/bin', SVC_COMPILE_CACHE: '0', NODE_COMPILE_CACHE: '/c' };
+    for (const kind of ['launcher', 'control-launcher'] as const) {
+      assert.deepEqual(childEnv(kind, server), { PATH: '/bin', SVC_COMPILE_CACHE: '0' }, kind);
+    }
+    for (const kind of ['svc-worker', 'tool', 'agent', 'fetch', 'probe'] as const) {
+      assert.equal(childEnv(kind, server).NODE_COMPILE_CACHE, undefined, kind);
+    }
+  });
 });
 
 describe('startChild', () => {
