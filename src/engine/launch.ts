@@ -17,7 +17,7 @@ import {
 } from './git.ts';
 import { runDir, worktreeDir } from './paths.ts';
 import {
-  adoptRepoName, isRepoName, isRoutedRepoName, runRepoName, UNSTARTED_GRACE_MS, workerAlive, type RepoRename,
+  adoptRepoName, isRepoName, isRoutedRepoName, noWorkerComing, runRepoName, workerAlive, type RepoRename,
 } from './repo-name.ts';
 import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
@@ -307,9 +307,11 @@ function putBack(dir: string, earlier: RunState): void {
   markPending(dir);
 }
 
+/** A run without a worker yet holds the checkout from its last write (made, or queued again by a resume), not from
+ * its start: a day-old run resumed a moment ago is about to work in it. */
 function holdsCheckout(state: RunState, now: number): boolean {
   if (state.worktree !== false || TERMINAL.has(state.status)) return false;
-  if (state.pid === null) return now - Date.parse(state.started_at) < UNSTARTED_GRACE_MS;
+  if (state.pid === null) return !noWorkerComing(state, now);
   return workerAlive(state);
 }
 

@@ -56,7 +56,7 @@ export function workerAlive(state: Pick<RunState, 'pid' | 'proc_start'>): boolea
 }
 
 /** A run just made has no worker yet; one still without a worker this long after its last write never gets one. */
-export const UNSTARTED_GRACE_MS = 60_000;
+const UNSTARTED_GRACE_MS = 60_000;
 
 /** No worker recorded and none coming: its state was last written (made, resumed, stopped) over the grace ago. */
 export function noWorkerComing(state: { pid?: unknown; updated_at?: unknown }, now: number): boolean {

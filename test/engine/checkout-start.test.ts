@@ -72,6 +72,28 @@ describe('a run without a worktree', () => {
     assert.equal(after.status, 0, after.stderr);
   });
 
+  it('refuses a second run beside a day-old run resumed a moment ago whose worker is not recorded yet', async () => {
+    const made = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+    assert.equal(made.status, 0, made.stderr);
+    const { run } = JSON.parse(made.stdout.split('\n')[0]!);
+    // Its worker's last write is over before the test writes the run's state.
+    await waitFor(() => procStart(readJson(runFile(run, 'state.json')).pid) === null, 'its worker to exit');
+    const ended = readJson(runFile(run, 'state.json'));
+    // As a resume's launcher leaves it between queueing the run again and recording the worker it starts.
+    const resumed = {
+      ...ended, status: 'queued', ended_at: null, pid: null, pgid: null, proc_start: null,
+      started_at: new Date(Date.now() - 86_400_000).toISOString(), updated_at: new Date().toISOString(),
+    };
+    writeFileSync(runFile(run, 'state.json'), JSON.stringify(resumed));
+    try {
+      const second = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+      assert.notEqual(second.status, 0, second.stdout);
+      assert.match(second.stderr, new RegExp(`${run}.*--worktree`, 's'));
+    } finally {
+      writeFileSync(runFile(run, 'state.json'), JSON.stringify(ended));
+    }
+  });
+
   it('gives the checkout to only one of two starts made at the same moment', async () => {
     const release = join(repo.home, 'agent-state', 'release');
     rmSync(release, { force: true });
