@@ -345,5 +345,13 @@ describe('merge queue and review risk', () => {
     } finally {
       queue.setStatus = setStatus;
     }
+    // Asked again, the entry GitHub merged then is recorded merged, from the pull request's state: no second merge.
+    const number = Number(/\d+$/.exec(second.pr_url)![0]);
+    const again = await control.request('POST', '/v1/merge/run', { body: {} });
+    assert.equal(again.status, 200, again.text);
+    const entry = again.json.items.find((e: { run: string }) => e.run === second.run);
+    assert.equal(entry?.status, 'merged', entry?.detail);
+    assert.equal(again.json.not_recorded, undefined);
+    assert.equal(mergesOf('acme', 'api', number), 1, 'merged on GitHub once');
   });
 });

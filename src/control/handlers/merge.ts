@@ -123,8 +123,12 @@ async function mergeReceiptPull(
     if (!got.ok) {
       return `GitHub answered ${got.status} when reading the pull request: ${(await got.text()).slice(0, 200)}`;
     }
-    const mismatch = pullMismatch(await got.json(), receipt);
+    const found: unknown = await got.json();
+    const mismatch = pullMismatch(found, receipt);
     if (mismatch) return mismatch;
+    // Merged at the receipt's head already (an earlier merge/run whose outcome was not stored): asked again, it is
+    // recorded merged, never merged a second time (GitHub would refuse it with 405).
+    if (obj(found).merged === true) return null;
     // sha: GitHub refuses the merge (409) if the head moved after we looked (DESIGN §4: merge what the receipt covers).
     const res = await fetch(`${api}/merge`, {
       method: 'PUT',
