@@ -148,6 +148,7 @@ export default async function start(io: CliIo): Promise<number> {
     provider: { type: 'string' },
     repo: { type: 'string' },
     stop: { type: 'string' },
+    'worker-lost': { type: 'boolean' },
     resume: { type: 'string' },
     retry: { type: 'string' },
     verify: { type: 'string' },
@@ -181,7 +182,8 @@ export default async function start(io: CliIo): Promise<number> {
         `the project was moved or copied; --${flag} acts on a run only in the project that made it`);
     }
     if (flag === 'stop') {
-      io.stdout(summary((await stopLocalRun(repo, run, 'svc start --stop')) ?? state));
+      const workerLost = values['worker-lost'] === true;
+      io.stdout(summary((await stopLocalRun(repo, run, 'svc start --stop', workerLost)) ?? state));
       // A run whose worker is gone has no shipper: its end goes to the Control Plane now.
       await sendPendingRuns(io, repo);
       return 0;

@@ -170,7 +170,8 @@ export function createLocalExecutor(opts: {
     const handed = secretsIn(secrets, STOP_SECRETS);
     // A shutdown lets it finish, as it does a launch (only its deadline ends it): one ended midway could have written
     // the run's end and not sent it, and the run stayed `running` on the Control Plane until something shipped again.
-    const stop = startSvc(['start', '--stop', run.run], workdir, handed, {}, deadline);
+    // --worker-lost: a run that never got a worker ends failed as a dead worker's, not `stopped` as a person's stop.
+    const stop = startSvc(['start', '--stop', run.run, '--worker-lost'], workdir, handed, {}, deadline);
     const { code, failed } = await stop.done;
     if (code === 0) return;
     const error = failed ?? (deadline.aborted ? `did not finish within ${launchTimeoutMs} ms`
