@@ -5,7 +5,7 @@ import { UsageError, NotFoundError, ConflictError, FailedError } from '../errors
 import { realOrNull } from '../spawn/tree.ts';
 import { discoverControlUrl } from '../engine/control-url.ts';
 import {
-  afterLastWorker, prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun,
+  afterLastWorker, claimForResume, prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun,
 } from '../engine/launch.ts';
 import { planToReuse, refuseServersBuiltin, type RunPlan } from '../engine/run-plan.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
@@ -94,7 +94,13 @@ async function launch(
   // Past a resumed run's earlier output, before the worker writes anything.
   const tail = showOutput ? createEventTail(dir) : null;
   tail?.();
-  const child = spawnWorker(state, mode, io.env, !detach);
+  const release = mode === 'resume' ? await claimForResume(state) : null;
+  let child: ReturnType<typeof spawnWorker>;
+  try {
+    child = spawnWorker(state, mode, io.env, !detach);
+  } finally {
+    release?.();
+  }
   // A worker that could not be started (its folder gone) is an error to report, never an unhandled 'error' event.
   const spawnFailure = await new Promise<Error | null>((resolve) => {
     child.on('error', resolve);

@@ -325,6 +325,22 @@ function assertCheckoutFree(repo: string): void {
     `with --worktree (its own checkout), or wait for it to end (svc runs stop ${busy.run} ends it now)`);
 }
 
+/**
+ * A resume of a run in the checkout itself takes the checkout as a new run does (createRun): refused while another
+ * run works there. The claim is held until the resume has queued its run again (spawnWorker): the caller releases it.
+ */
+export async function claimForResume(state: RunState): Promise<(() => void) | null> {
+  if (state.worktree !== false) return null;
+  const release = await claimCheckout(gitDirs(state.repo_path).own);
+  try {
+    assertCheckoutFree(state.repo_path);
+  } catch (err) {
+    release();
+    throw err;
+  }
+  return release;
+}
+
 /** The checkout's starting tree when it is not HEAD's (a run without a worktree diffs only its own changes). */
 function startingTree(repo: string): { tree: string | null; dirty: string | null } {
   const tree = treeGit(repo);

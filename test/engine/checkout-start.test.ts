@@ -94,6 +94,31 @@ describe('a run without a worktree', () => {
     }
   });
 
+  it('refuses to resume a run in the checkout while another run works there, and resumes it once that one ended',
+    async () => {
+    const release = join(repo.home, 'agent-state', 'release');
+    rmSync(release, { force: true });
+    const startHeld = async (brief: string) => {
+      const res = await svc(['start', '--brief', brief, '--provider', 'hold', '--detach']);
+      assert.equal(res.status, 0, res.stderr);
+      const { run } = JSON.parse(res.stdout.split('\n')[0]!);
+      await waitFor(() => readJson(runFile(run, 'state.json')).status === 'running', 'the run to start');
+      return run as string;
+    };
+    const stopped = await startHeld('stopped then resumed');
+    assert.equal((await svc(['start', '--stop', stopped])).status, 0);
+    const working = await startHeld('works meanwhile');
+    const refused = await svc(['start', '--resume', stopped, '--detach']);
+    assert.notEqual(refused.status, 0, refused.stdout);
+    assert.match(refused.stderr, new RegExp(`${working}.*--worktree`, 's'));
+    assert.equal(readJson(runFile(stopped, 'state.json')).status, 'stopped');
+    writeFileSync(release, '');
+    await waitFor(() => readJson(runFile(working, 'state.json')).status === 'succeeded', 'the working run to end');
+    const resumed = await svc(['start', '--resume', stopped]);
+    assert.equal(resumed.status, 0, resumed.stderr);
+    rmSync(release);
+  });
+
   it('gives the checkout to only one of two starts made at the same moment', async () => {
     const release = join(repo.home, 'agent-state', 'release');
     rmSync(release, { force: true });
