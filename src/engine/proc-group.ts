@@ -1,10 +1,10 @@
 // Process groups we own: identity recorded at spawn (pid + /proc start time), checked before any signal; one
 // read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf, isChildOf).
+import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
 import { hasDied, statFields } from '../proc-stat.ts';
-import { statSync } from 'node:fs';
 import { allPids, orNull, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
 
 export interface ProcIdentity {
