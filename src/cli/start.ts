@@ -1,7 +1,7 @@
 // `svc start`: make a run from a brief, spec, issue export, issue URL or tracker reference, and run it (DESIGN §6).
 import { sendPendingRuns } from './ship.ts';
 import { parseFlags, type CliIo } from './io.ts';
-import { UsageError, NotFoundError, ConflictError, FailedError } from '../errors.ts';
+import { UsageError, NotFoundError, ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { discoverControlUrl } from '../engine/control-url.ts';
 import {
@@ -94,7 +94,11 @@ async function launch(
   // Past a resumed run's earlier output, before the worker writes anything.
   const tail = showOutput ? createEventTail(dir) : null;
   tail?.();
-  const release = mode === 'resume' ? await claimForResume(state) : null;
+  // A refused resume leaves the run as it was: `{"refused":…}` tells the Control Plane that launched it so.
+  const release = mode === 'resume' ? await claimForResume(state).catch((err: unknown) => {
+    io.stdout(safeJson({ refused: errorMessage(err) }) + '\n');
+    throw err;
+  }) : null;
   let child: ReturnType<typeof spawnWorker>;
   try {
     child = spawnWorker(state, mode, io.env, !detach);

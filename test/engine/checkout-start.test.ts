@@ -94,6 +94,26 @@ describe('a run without a worktree', () => {
     }
   });
 
+  it('does not keep the checkout for a run without a worker whose state names no valid time of its last write',
+    async () => {
+    const made = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+    assert.equal(made.status, 0, made.stderr);
+    const { run } = JSON.parse(made.stdout.split('\n')[0]!);
+    await waitFor(() => procStart(readJson(runFile(run, 'state.json')).pid) === null, 'its worker to exit');
+    const ended = readJson(runFile(run, 'state.json'));
+    // Not a state svc wrote: nothing says a worker is coming, so it must not hold the checkout for ever.
+    const timeless = { ...ended, status: 'queued', ended_at: null, pid: null, pgid: null, proc_start: null };
+    try {
+      for (const updated of [{ updated_at: 'not a time' }, { updated_at: undefined }]) {
+        writeFileSync(runFile(run, 'state.json'), JSON.stringify({ ...timeless, ...updated }));
+        const second = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+        assert.equal(second.status, 0, second.stderr);
+      }
+    } finally {
+      writeFileSync(runFile(run, 'state.json'), JSON.stringify(ended));
+    }
+  });
+
   it('refuses to resume a run in the checkout while another run works there, and resumes it once that one ended',
     async () => {
     const release = join(repo.home, 'agent-state', 'release');
@@ -110,12 +130,22 @@ describe('a run without a worktree', () => {
     const working = await startHeld('works meanwhile');
     const refused = await svc(['start', '--resume', stopped, '--detach']);
     assert.notEqual(refused.status, 0, refused.stdout);
-    assert.match(refused.stderr, new RegExp(`${working}.*--worktree`, 's'));
+    assert.match(refused.stderr,
+      new RegExp(`Run ${working} is already working.*wait for run ${working} to end, then resume`, 's'));
+    assert.doesNotMatch(refused.stderr, /--worktree/);
     assert.equal(readJson(runFile(stopped, 'state.json')).status, 'stopped');
     writeFileSync(release, '');
     await waitFor(() => readJson(runFile(working, 'state.json')).status === 'succeeded', 'the working run to end');
-    const resumed = await svc(['start', '--resume', stopped]);
-    assert.equal(resumed.status, 0, resumed.stderr);
+    rmSync(release);
+    // Two resumes at once: one resumes it, the other finds it no longer stopped (not the run in its own way).
+    const both = await Promise.all([svc(['start', '--resume', stopped, '--detach']),
+      svc(['start', '--resume', stopped, '--detach'])]);
+    assert.deepEqual(both.map((r) => r.status).sort(), [0, 1], both.map((r) => r.stderr).join('\n'));
+    const loser = both.find((r) => r.status !== 0)!;
+    assert.match(loser.stderr, new RegExp(`Run ${stopped} is (queued|running); only stopped or failed runs can be resumed`));
+    await waitFor(() => readJson(runFile(stopped, 'state.json')).status === 'running', 'the resumed run to work');
+    writeFileSync(release, '');
+    await waitFor(() => readJson(runFile(stopped, 'state.json')).status === 'succeeded', 'the resumed run to end');
     rmSync(release);
   });
 
