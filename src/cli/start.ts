@@ -1,11 +1,11 @@
 // `svc start`: make a run from a brief, spec, issue export, issue URL or tracker reference, and run it (DESIGN §6).
 import { sendPendingRuns } from './ship.ts';
 import { parseFlags, type CliIo } from './io.ts';
-import { UsageError, NotFoundError, ConflictError, FailedError } from '../errors.ts';
+import { UsageError, NotFoundError, ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { discoverControlUrl } from '../engine/control-url.ts';
 import {
-  afterLastWorker, prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun,
+  afterLastWorker, claimForResume, prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun,
 } from '../engine/launch.ts';
 import { planToReuse, refuseServersBuiltin, type RunPlan } from '../engine/run-plan.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
@@ -94,7 +94,17 @@ async function launch(
   // Past a resumed run's earlier output, before the worker writes anything.
   const tail = showOutput ? createEventTail(dir) : null;
   tail?.();
-  const child = spawnWorker(state, mode, io.env, !detach);
+  // A refused resume leaves the run as it was: `{"refused":…}` tells the Control Plane that launched it so.
+  const release = mode === 'resume' ? await claimForResume(state).catch((err: unknown) => {
+    io.stdout(safeJson({ refused: errorMessage(err) }) + '\n');
+    throw err;
+  }) : null;
+  let child: ReturnType<typeof spawnWorker>;
+  try {
+    child = spawnWorker(state, mode, io.env, !detach);
+  } finally {
+    release?.();
+  }
   // A worker that could not be started (its folder gone) is an error to report, never an unhandled 'error' event.
   const spawnFailure = await new Promise<Error | null>((resolve) => {
     child.on('error', resolve);
@@ -148,6 +158,7 @@ export default async function start(io: CliIo): Promise<number> {
     provider: { type: 'string' },
     repo: { type: 'string' },
     stop: { type: 'string' },
+    'worker-lost': { type: 'boolean' },
     resume: { type: 'string' },
     retry: { type: 'string' },
     verify: { type: 'string' },
@@ -181,7 +192,8 @@ export default async function start(io: CliIo): Promise<number> {
         `the project was moved or copied; --${flag} acts on a run only in the project that made it`);
     }
     if (flag === 'stop') {
-      io.stdout(summary((await stopLocalRun(repo, run, 'svc start --stop')) ?? state));
+      const workerLost = values['worker-lost'] === true;
+      io.stdout(summary((await stopLocalRun(repo, run, 'svc start --stop', workerLost)) ?? state));
       // A run whose worker is gone has no shipper: its end goes to the Control Plane now.
       await sendPendingRuns(io, repo);
       return 0;

@@ -82,11 +82,18 @@ export function createRunController(deps: RunControllerDeps) {
 
   function recordFailure(
     source: string, run: string, message: string, mode: OnFailure, failure: RunFailure | null,
+    putBack: RunRow | null = null,
   ): void {
     const now = deps.clock();
     try {
       const row = deps.stores.runs.get(source, run);
-      if (mode === 'fail-run' && row && (row.status === 'queued' || row.status === 'running')) {
+      if (putBack !== null && row?.status === 'running') {
+        // A resume refused before it queued the run again: the run is what it was, its end and failure kept.
+        deps.stores.runs.setStatus(source, run, putBack.status, now, {
+          ended_at: putBack.ended_at, error: putBack.error, failure_class: putBack.failure_class,
+          failure_reason: putBack.failure_reason, failure_retryable: putBack.failure_retryable,
+        });
+      } else if (mode === 'fail-run' && row && (row.status === 'queued' || row.status === 'running')) {
         // The launcher said why on stdout (src/cli/start.ts); one that said nothing failed on svc's side.
         const columns = failureColumns(failure ?? runFailure('infra', message));
         deps.stores.runs.setStatus(source, run, 'failed', now, { error: message, ended_at: now, ...columns });
@@ -104,11 +111,12 @@ export function createRunController(deps: RunControllerDeps) {
   return {
     /**
      * Runs `svc <args…>` (a launcher); if it fails, the run says why. `traceparent`: validated, continued. `runKey`:
-     * the key of the new run it makes, already bound to its row (handlers/actions.ts).
+     * the key of the new run it makes, already bound to its row (handlers/actions.ts). `resumed`: the row before a
+     * resume set it running, which it is again when the launcher refused the resume (`{"refused":…}`, start.ts).
      */
     launch(
       source: string, run: string, args: string[], onFailure: OnFailure,
-      opts: { traceparent?: string; runKey?: string } = {},
+      opts: { traceparent?: string; runKey?: string; resumed?: RunRow } = {},
     ): void {
       const spec = childSpec(deps);
       if (opts.traceparent) spec.extra = { ...spec.extra, SVC_TRACEPARENT: opts.traceparent };
@@ -142,9 +150,11 @@ export function createRunController(deps: RunControllerDeps) {
               // A launcher killed (out of memory, a kill) said nothing of why: its last line was not its last word.
               const why = signal ? `svc start was killed by ${signal}`
                 : line.replace(/^svc start: /, '') || `svc start exited with code ${code}`;
-              // A launcher that could not make its run printed `{"failure":…}` last (read as untrusted).
-              const last = output.stdout.trim().split('\n').pop() ?? '';
-              recordFailure(source, run, why, onFailure, readFailure(obj(tryParseJson(last)).failure));
+              // A launcher that could not make its run printed `{"failure":…}` last, one that refused a resume
+              // `{"refused":…}` (read as untrusted).
+              const last = obj(tryParseJson(output.stdout.trim().split('\n').pop() ?? ''));
+              const putBack = typeof last.refused === 'string' ? opts.resumed ?? null : null;
+              recordFailure(source, run, why, onFailure, readFailure(last.failure), putBack);
             }
             resolve();
           });

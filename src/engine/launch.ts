@@ -16,7 +16,7 @@ import {
 } from './git.ts';
 import { runDir, worktreeDir } from './paths.ts';
 import {
-  adoptRepoName, isRepoName, isRoutedRepoName, runRepoName, UNSTARTED_GRACE_MS, workerAlive, type RepoRename,
+  adoptRepoName, isRepoName, isRoutedRepoName, runRepoName, workerAlive, workerComing, type RepoRename,
 } from './repo-name.ts';
 import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
@@ -306,20 +306,46 @@ function putBack(dir: string, earlier: RunState): void {
   markPending(dir);
 }
 
+/** A run without a worker yet holds the checkout from its last write (made, or queued again by a resume), not from
+ * its start: a day-old run resumed a moment ago is about to work in it. A state with no valid time of that write
+ * (svc did not write it) holds nothing: nothing says its worker is coming. */
 function holdsCheckout(state: RunState, now: number): boolean {
   if (state.worktree !== false || TERMINAL.has(state.status)) return false;
-  if (state.pid === null) return now - Date.parse(state.started_at) < UNSTARTED_GRACE_MS;
+  if (state.pid === null) return workerComing(state, now);
   return workerAlive(state);
 }
 
-/** Refuses a second run without a worktree in one checkout: two runs writing one tree would sign each other's work. */
-function assertCheckoutFree(repo: string): void {
+/**
+ * Refuses a second run without a worktree in one checkout: two runs writing one tree would sign each other's work.
+ * `resuming`: the run a resume takes the checkout for, which is not in its own way (a second resume of it is refused
+ * as one of a run no longer stopped, when it queues the run again).
+ */
+function assertCheckoutFree(repo: string, resuming: string | null = null): void {
   const now = Date.now();
   const runs = localRuns(repo, { strict: true });
-  const busy = runs.find((found) => found.state.repo_path === repo && holdsCheckout(found.state, now));
+  const busy = runs.find((found) => found.run !== resuming && found.state.repo_path === repo &&
+    holdsCheckout(found.state, now));
   if (!busy) return;
-  throw new RefusedError(`Run ${busy.run} is already working in this checkout without a worktree; start this run ` +
-    `with --worktree (its own checkout), or wait for it to end (svc runs stop ${busy.run} ends it now)`);
+  const then = resuming === null ? 'start this run with --worktree (its own checkout), or wait for it to end'
+    : `wait for run ${busy.run} to end, then resume this run`;
+  throw new RefusedError(`Run ${busy.run} is already working in this checkout without a worktree; ${then} ` +
+    `(svc runs stop ${busy.run} ends it now)`);
+}
+
+/**
+ * A resume of a run in the checkout itself takes the checkout as a new run does (createRun): refused while another
+ * run works there. The claim is held until the resume has queued its run again (spawnWorker): the caller releases it.
+ */
+export async function claimForResume(state: RunState): Promise<(() => void) | null> {
+  if (state.worktree !== false) return null;
+  const release = await claimCheckout(gitDirs(state.repo_path).own);
+  try {
+    assertCheckoutFree(state.repo_path, state.run);
+  } catch (err) {
+    release();
+    throw err;
+  }
+  return release;
 }
 
 /** The checkout's starting tree when it is not HEAD's (a run without a worktree diffs only its own changes). */

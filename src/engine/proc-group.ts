@@ -1,10 +1,11 @@
 // Process groups we own: identity recorded at spawn (pid + /proc start time), checked before any signal; one
 // read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf, isChildOf).
+import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
 import { hasDied, statFields } from '../proc-stat.ts';
-import { allPids, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
+import { allPids, orNull, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
 
 export interface ProcIdentity {
   pid: number;
@@ -149,15 +150,17 @@ export function isWorkerOf(run: string): OwnerCheck {
   };
 }
 
-/** A trigger's launcher argv is `node <cliPath> start … --run-id <run>` (trigger/executor.ts launch). */
-export function isLauncherOf(run: string, cliPath: string): OwnerCheck {
-  const cli = realOrNull(cliPath) ?? cliPath;
+/**
+ * A trigger's launcher is a process of this user whose argv is `node <cli> start … --run-id <run>`, the run id last
+ * (trigger/executor.ts launch). Any <cli>: a server restarted after an upgrade moved its CLI still ends the
+ * launches its former self made. The run id is the one the server chose for that job alone, and the caller's pid and
+ * start time are those it recorded when it started the launcher.
+ */
+export function isLauncherOf(run: string): OwnerCheck {
   return (pid) => {
     const argv = procList(pid, 'cmdline');
-    if (!argv) return false;
-    const at = argv.findIndex((a, i) => (realOrNull(a) ?? a) === cli && argv[i + 1] === 'start');
-    const runAt = argv.lastIndexOf('--run-id');
-    return at !== -1 && runAt > at && argv[runAt + 1] === run;
+    if (!argv || orNull(() => statSync(`/proc/${pid}`).uid) !== process.getuid?.()) return false;
+    return argv.indexOf('start') >= 2 && argv.at(-2) === '--run-id' && argv.at(-1) === run;
   };
 }
 

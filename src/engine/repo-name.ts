@@ -56,14 +56,23 @@ export function workerAlive(state: Pick<RunState, 'pid' | 'proc_start'>): boolea
 }
 
 /** A run just made has no worker yet; one still without a worker this long after its last write never gets one. */
-export const UNSTARTED_GRACE_MS = 60_000;
+const UNSTARTED_GRACE_MS = 60_000;
+
+/** How long ago a state with no worker recorded was last written; NaN with a worker, or with no valid time. */
+function ageWithoutWorker(state: { pid?: unknown; updated_at?: unknown }, now: number): number {
+  if (state.pid !== null && state.pid !== undefined) return NaN;
+  return now - (typeof state.updated_at === 'string' ? Date.parse(state.updated_at) : NaN);
+}
 
 /** No worker recorded and none coming: its state was last written (made, resumed, stopped) over the grace ago. */
 export function noWorkerComing(state: { pid?: unknown; updated_at?: unknown }, now: number): boolean {
-  if (state.pid !== null && state.pid !== undefined) return false;
-  const updated = typeof state.updated_at === 'string' ? Date.parse(state.updated_at) : NaN;
   // A state with no time of its own svc did not write: nothing says how old it is.
-  return Number.isFinite(updated) && now - updated >= UNSTARTED_GRACE_MS;
+  return ageWithoutWorker(state, now) >= UNSTARTED_GRACE_MS;
+}
+
+/** No worker recorded yet, and one may still come: its state was last written (made, resumed) under the grace ago. */
+export function workerComing(state: { pid?: unknown; updated_at?: unknown }, now: number): boolean {
+  return ageWithoutWorker(state, now) < UNSTARTED_GRACE_MS;
 }
 
 /** Renames one run; false when it could not be (a link, a folder svc can't write): left for a later start. */

@@ -160,15 +160,21 @@ export function endChildOnExit(ctx: RunContext): void {
   });
 }
 
-/** From outside the worker: identity-checked SIGTERM to its group, SIGKILL after the grace. `by` names who stopped
- * it (`svc runs stop`, the Control Plane…): the stopped run's failure reason says so. */
-export async function stopLocalRun(repo: string, run: string, by: string): Promise<RunState | null> {
+/**
+ * From outside the worker: identity-checked SIGTERM to its group, SIGKILL after the grace. `by` names who stopped
+ * it (`svc runs stop`, the Control Plane…): the stopped run's failure reason says so. `workerLost`: the caller follows
+ * the run and found it gone without a worker (the trigger server's `svc start --stop --worker-lost`), so a run with
+ * none past the grace ends as a dead worker's; a person's stop of such a run ends it `stopped`.
+ */
+export async function stopLocalRun(
+  repo: string, run: string, by: string, workerLost = false,
+): Promise<RunState | null> {
   const dir = runDir(repo, run);
   if (!existsSync(dir)) return null;
   let state = tryReadState(dir);
   if (!state || TERMINAL.has(state.status)) return state;
   // A run still without a worker past the grace never got one (its launcher died): nobody stopped a working run.
-  const neverStarted = noWorkerComing(state, Date.now());
+  const neverStarted = workerLost && noWorkerComing(state, Date.now());
   // A worker that has not recorded itself yet sees "stopping" when it starts and stops at once.
   if (!state.pid) {
     writeState(dir, { ...state, status: 'stopping', updated_at: new Date().toISOString() });

@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
 import {
-  identityOf, isLauncherOf, signalGroup, waitGroupGone, type OwnerCheck, type ProcIdentity,
+  identityOf, isLauncherOf, procStart, signalGroup, waitGroupGone, type OwnerCheck, type ProcIdentity,
 } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { noWorkerComing, workerAlive } from '../engine/repo-name.ts';
@@ -242,7 +242,12 @@ export function createLocalExecutor(opts: {
     const lost = f.launching?.launcher ?? null;
     try {
       // Read from the job's row: signalled only while its leader is still this run's launcher (its argv says so).
-      if (lost) await endGroup(lost, isLauncherOf(run.run, opts.cliPath));
+      if (lost && !(await endGroup(lost, isLauncherOf(run.run)))) {
+        // Still the process recorded, yet not this run's launcher by its argv or user: never signalled, and said.
+        log.warn('a lost launch\'s recorded launcher is left running: it is not `svc start … --run-id <run>`', {
+          pid: lost.pid, run: `${run.source}/${run.run}`,
+        });
+      }
       for (;;) {
         if (signal.aborted) return 'aborted';
         const state = await readState(path);
@@ -285,7 +290,8 @@ export function createLocalExecutor(opts: {
     const handed = secretsIn(secrets, STOP_SECRETS);
     // A shutdown lets it finish, as it does a launch (only its deadline ends it): one ended midway could have written
     // the run's end and not sent it, and the run stayed `running` on the Control Plane until something shipped again.
-    const stop = startSvc(['start', '--stop', run.run], workdir, handed, {}, deadline);
+    // --worker-lost: a run that never got a worker ends failed as a dead worker's, not `stopped` as a person's stop.
+    const stop = startSvc(['start', '--stop', run.run, '--worker-lost'], workdir, handed, {}, deadline);
     const { code, failed } = await stop.done;
     if (code === 0) return;
     const error = failed ?? (deadline.aborted ? `did not finish within ${launchTimeoutMs} ms`
@@ -315,12 +321,17 @@ export function createLocalExecutor(opts: {
 
 /**
  * SIGTERM to a group we started, SIGKILL 5 s on if it is still there; resolves once it is gone. `owner` proves an
- * identity read from storage before the SIGTERM; the group it let through is ours for the SIGKILL.
+ * identity read from storage before the SIGTERM; the group it let through is ours for the SIGKILL. False when its
+ * leader is still the process recorded but `owner` refused it: it is left running.
  */
-async function endGroup(group: ProcIdentity, owner: OwnerCheck): Promise<void> {
-  if (!signalGroup(group, 'SIGTERM', owner) || await waitGroupGone(group.pgid, 5_000)) return;
+async function endGroup(group: ProcIdentity, owner: OwnerCheck): Promise<boolean> {
+  if (!signalGroup(group, 'SIGTERM', owner)) {
+    return group.proc_start === null || procStart(group.pid) !== group.proc_start;
+  }
+  if (await waitGroupGone(group.pgid, 5_000)) return true;
   signalGroup(group, 'SIGKILL');
   await waitGroupGone(group.pgid, 5_000);
+  return true;
 }
 
 function watchQuietly(dir: string, changed: (name: string | null) => void): FSWatcher | null {

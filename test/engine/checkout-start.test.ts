@@ -72,6 +72,83 @@ describe('a run without a worktree', () => {
     assert.equal(after.status, 0, after.stderr);
   });
 
+  it('refuses a second run beside a day-old run resumed a moment ago whose worker is not recorded yet', async () => {
+    const made = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+    assert.equal(made.status, 0, made.stderr);
+    const { run } = JSON.parse(made.stdout.split('\n')[0]!);
+    // Its worker's last write is over before the test writes the run's state.
+    await waitFor(() => procStart(readJson(runFile(run, 'state.json')).pid) === null, 'its worker to exit');
+    const ended = readJson(runFile(run, 'state.json'));
+    // As a resume's launcher leaves it between queueing the run again and recording the worker it starts.
+    const resumed = {
+      ...ended, status: 'queued', ended_at: null, pid: null, pgid: null, proc_start: null,
+      started_at: new Date(Date.now() - 86_400_000).toISOString(), updated_at: new Date().toISOString(),
+    };
+    writeFileSync(runFile(run, 'state.json'), JSON.stringify(resumed));
+    try {
+      const second = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+      assert.notEqual(second.status, 0, second.stdout);
+      assert.match(second.stderr, new RegExp(`${run}.*--worktree`, 's'));
+    } finally {
+      writeFileSync(runFile(run, 'state.json'), JSON.stringify(ended));
+    }
+  });
+
+  it('does not keep the checkout for a run without a worker whose state names no valid time of its last write',
+    async () => {
+    const made = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+    assert.equal(made.status, 0, made.stderr);
+    const { run } = JSON.parse(made.stdout.split('\n')[0]!);
+    await waitFor(() => procStart(readJson(runFile(run, 'state.json')).pid) === null, 'its worker to exit');
+    const ended = readJson(runFile(run, 'state.json'));
+    // Not a state svc wrote: nothing says a worker is coming, so it must not hold the checkout for ever.
+    const timeless = { ...ended, status: 'queued', ended_at: null, pid: null, pgid: null, proc_start: null };
+    try {
+      for (const updated of [{ updated_at: 'not a time' }, { updated_at: undefined }]) {
+        writeFileSync(runFile(run, 'state.json'), JSON.stringify({ ...timeless, ...updated }));
+        const second = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+        assert.equal(second.status, 0, second.stderr);
+      }
+    } finally {
+      writeFileSync(runFile(run, 'state.json'), JSON.stringify(ended));
+    }
+  });
+
+  it('refuses to resume a run in the checkout while another run works there, and resumes it once that one ended',
+    async () => {
+    const release = join(repo.home, 'agent-state', 'release');
+    rmSync(release, { force: true });
+    const startHeld = async (brief: string) => {
+      const res = await svc(['start', '--brief', brief, '--provider', 'hold', '--detach']);
+      assert.equal(res.status, 0, res.stderr);
+      const { run } = JSON.parse(res.stdout.split('\n')[0]!);
+      await waitFor(() => readJson(runFile(run, 'state.json')).status === 'running', 'the run to start');
+      return run as string;
+    };
+    const stopped = await startHeld('stopped then resumed');
+    assert.equal((await svc(['start', '--stop', stopped])).status, 0);
+    const working = await startHeld('works meanwhile');
+    const refused = await svc(['start', '--resume', stopped, '--detach']);
+    assert.notEqual(refused.status, 0, refused.stdout);
+    assert.match(refused.stderr,
+      new RegExp(`Run ${working} is already working.*wait for run ${working} to end, then resume`, 's'));
+    assert.doesNotMatch(refused.stderr, /--worktree/);
+    assert.equal(readJson(runFile(stopped, 'state.json')).status, 'stopped');
+    writeFileSync(release, '');
+    await waitFor(() => readJson(runFile(working, 'state.json')).status === 'succeeded', 'the working run to end');
+    rmSync(release);
+    // Two resumes at once: one resumes it, the other finds it no longer stopped (not the run in its own way).
+    const both = await Promise.all([svc(['start', '--resume', stopped, '--detach']),
+      svc(['start', '--resume', stopped, '--detach'])]);
+    assert.deepEqual(both.map((r) => r.status).sort(), [0, 1], both.map((r) => r.stderr).join('\n'));
+    const loser = both.find((r) => r.status !== 0)!;
+    assert.match(loser.stderr, new RegExp(`Run ${stopped} is (queued|running); only stopped or failed runs can be resumed`));
+    await waitFor(() => readJson(runFile(stopped, 'state.json')).status === 'running', 'the resumed run to work');
+    writeFileSync(release, '');
+    await waitFor(() => readJson(runFile(stopped, 'state.json')).status === 'succeeded', 'the resumed run to end');
+    rmSync(release);
+  });
+
   it('gives the checkout to only one of two starts made at the same moment', async () => {
     const release = join(repo.home, 'agent-state', 'release');
     rmSync(release, { force: true });

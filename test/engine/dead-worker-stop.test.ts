@@ -51,6 +51,37 @@ describe('stopping a run whose worker died', () => {
   });
 });
 
+describe('stopping a run that never got a worker', () => {
+  /** Queued a day ago and still without a worker (its launcher died), stopped by `svc start --stop [--worker-lost]`. */
+  async function stopWorkerless(workerLost: boolean) {
+    const repo = mkdtempSync(join(tmpdir(), 'svc-workerless-'));
+    try {
+      const run = 'r20261129120000cccccccc';
+      const dir = join(repo, '.svc', 'runs', run);
+      mkdirSync(dir, { recursive: true });
+      const day = '2026-11-29T12:00:00.000Z';
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({
+        run, status: 'queued', provider: 'mycli', repo_path: repo, started_at: day, updated_at: day,
+        pid: null, pgid: null, proc_start: null, child: null,
+      }));
+      return await stopLocalRun(repo, run, 'svc start --stop', workerLost);
+    } finally {
+      rmSync(repo, { recursive: true, force: true });
+    }
+  }
+
+  it('ends it stopped when a person stops it: nobody found a worker dead', async () => {
+    const state = await stopWorkerless(false);
+    assert.deepEqual([state?.status, state?.failure?.class, state?.failure?.reason],
+      ['stopped', 'stopped', 'stopped by svc start --stop']);
+  });
+
+  it('ends it failed (infra) when the trigger server that follows it found it lost (--worker-lost)', async () => {
+    const state = await stopWorkerless(true);
+    assert.deepEqual([state?.status, state?.failure?.class], ['failed', 'infra']);
+  });
+});
+
 describe('the Control Plane stopping a run whose worker died', () => {
   const { stores } = memoryControlStores();
 

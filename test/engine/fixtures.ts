@@ -124,6 +124,8 @@ export interface StandInPull {
   base: string;
   /** What GET reports as head.sha; merges with another `sha` are refused with 409 as GitHub does. */
   head_sha: string | null;
+  /** Set by a merge: GET then says `merged` (state `closed`), and a second merge is refused with 405 as GitHub does. */
+  merged?: boolean;
 }
 
 export interface StandIn {
@@ -153,7 +155,8 @@ export async function startGithubStandIn(opts: { originOf?: (owner: string, repo
   function pullJson(p: StandInPull) {
     const full = `${p.owner}/${p.repo}`;
     return {
-      number: p.number, state: 'open', html_url: `https://github.example/${full}/pull/${p.number}`,
+      number: p.number, state: p.merged ? 'closed' : 'open', merged: p.merged === true,
+      html_url: `https://github.example/${full}/pull/${p.number}`,
       base: { ref: p.base, repo: { full_name: full } },
       head: { ref: p.head, ...(p.head_sha ? { sha: p.head_sha } : {}), repo: { full_name: full } },
     };
@@ -180,9 +183,12 @@ export async function startGithubStandIn(opts: { originOf?: (owner: string, repo
       } else if (req.method === 'GET' && one && !one[4] && found) {
         res.writeHead(200).end(JSON.stringify(pullJson(pull)));
       } else if (req.method === 'PUT' && one?.[4] && found) {
-        if (pull.head_sha && body?.sha !== undefined && body.sha !== pull.head_sha) {
+        if (pull.merged) {
+          res.writeHead(405).end(JSON.stringify({ message: 'Pull Request is not mergeable' }));
+        } else if (pull.head_sha && body?.sha !== undefined && body.sha !== pull.head_sha) {
           res.writeHead(409).end(JSON.stringify({ message: 'Head branch was modified. Review and try the merge again.' }));
         } else {
+          pull.merged = true;
           res.writeHead(200).end(JSON.stringify({ merged: true, sha: 'f'.repeat(40), message: 'Pull Request successfully merged' }));
         }
       } else {

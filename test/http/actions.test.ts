@@ -259,6 +259,39 @@ describe('run actions on the Control Plane', () => {
     assert.equal(resumeAgain.status, 409);
   });
 
+  it('keeps a stopped run stopped when its resume is refused because another run works in its checkout', async () => {
+    const startSleepy = async () => {
+      const res = await control.request('POST', '/v1/start', { body: { brief: 'sleep', repo: repo.repo, provider: 'sleepy' } });
+      assert.equal(res.status, 202, res.text);
+      await waitFor(() => existsSync(join(control.home, AGENT_STATE, `${res.json.run}.up`)) || null, 'the provider to start');
+      return res.json as { source: string; run: string };
+    };
+    const stopped = await startSleepy();
+    assert.equal((await control.request('POST', `/v1/runs/${stopped.source}/${stopped.run}/stop`, { body: {} })).status, 202);
+    // Once named: the worker ships the signal it got, then the Control Plane names itself.
+    const before = await waitFor(async () => {
+      const r = await runOf(stopped.source, stopped.run);
+      return r.failure?.reason === 'stopped by the Control Plane (a stop request)' ? r : null;
+    }, 'the stop to be named');
+    const working = await startSleepy();
+    try {
+      const resumed = await control.request('POST', `/v1/runs/${stopped.source}/${stopped.run}/resume`, { body: {} });
+      assert.equal(resumed.status, 202, resumed.text);
+      const events = async () => (await control.request('GET', `/v1/runs/${stopped.source}/${stopped.run}/events?limit=500`)).json.items as Array<{ kind: string; data: { message?: string } }>;
+      const refusal = await waitFor(async () => (await events()).find((e) => e.kind === 'error')?.data.message ?? null, 'the refusal');
+      assert.match(refusal, new RegExp(`Run ${working.run} is already working in this checkout.*wait for run ${working.run} to end, then resume`));
+      const after = await runOf(stopped.source, stopped.run);
+      assert.equal(after.status, 'stopped');
+      assert.deepEqual(after.failure, before.failure, 'its stop, not a failed launch');
+      assert.equal(after.ended_at, before.ended_at);
+      const state = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', stopped.run, 'state.json'), 'utf8'));
+      assert.equal(state.status, 'stopped');
+    } finally {
+      await control.request('POST', `/v1/runs/${working.source}/${working.run}/stop`, { body: {} });
+      await settled(working.source, working.run, 'stopped');
+    }
+  });
+
   it('answers the same run for a repeated request_id and 409s when the body differs', async () => {
     const body = { brief: 'idempotent', repo: repo.repo, provider: 'fake', request_id: 'req-1' };
     const a = await control.request('POST', '/v1/start', { body });

@@ -134,6 +134,17 @@ describe('merge queue and review risk', () => {
     assert.equal(mergesOf('acme', 'api', pull.number), 0);
   });
 
+  it('records no merge for a PR GitHub reports merged without naming the receipt\'s head (merged by hand)', async () => {
+    const run = await finished('fake');
+    const pull = github.pulls.get(Number(/\d+$/.exec(run.pr_url)![0]))!;
+    pull.merged = true;
+    pull.head_sha = null;
+    const entry = await queueAndRun(run);
+    assert.equal(entry.status, 'failed');
+    assert.match(entry.detail, /merged already, not at the receipt's head/);
+    assert.equal(mergesOf('acme', 'api', pull.number), 0);
+  });
+
   it('refuses to queue a run whose required check failed (no PR, not_verified)', async () => {
     const run = await finished('nothing');
     assert.equal(run.status, 'failed');
@@ -345,5 +356,13 @@ describe('merge queue and review risk', () => {
     } finally {
       queue.setStatus = setStatus;
     }
+    // Asked again, the entry GitHub merged then is recorded merged, from the pull request's state: no second merge.
+    const number = Number(/\d+$/.exec(second.pr_url)![0]);
+    const again = await control.request('POST', '/v1/merge/run', { body: {} });
+    assert.equal(again.status, 200, again.text);
+    const entry = again.json.items.find((e: { run: string }) => e.run === second.run);
+    assert.equal(entry?.status, 'merged', entry?.detail);
+    assert.equal(again.json.not_recorded, undefined);
+    assert.equal(mergesOf('acme', 'api', number), 1, 'merged on GitHub once');
   });
 });

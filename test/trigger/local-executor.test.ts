@@ -85,8 +85,8 @@ async function followDeadWorker(does: string, o: {
 }
 
 /** A process whose argv is a trigger's `svc start … --run-id <run>` that hangs, in a group of its own. */
-function hungLauncher(run: string): ChildProcess {
-  return spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)', CLI, 'start', '--run-id', run], {
+function hungLauncher(run: string, cli = CLI): ChildProcess {
+  return spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)', cli, 'start', '--run-id', run], {
     detached: true, stdio: 'ignore',
   });
 }
@@ -113,12 +113,14 @@ async function followWorkerless(launcher?: (run: string) => ChildProcess) {
     const argvOf = (pid: number | undefined) => readFileSync(`/proc/${pid}/cmdline`, 'utf8');
     if (started) await waitFor(() => argvOf(started.pid).includes('--run-id'), 'its argv');
     const launching = started ? { launching: { launcher: identityOf(started.pid!) } } : {};
-    const executor = createLocalExecutor({ cliPath: CLI, env, pollMs: 20 });
+    const said: string[] = [];
+    const log = createLogger('test', (line) => said.push(line));
+    const executor = createLocalExecutor({ cliPath: CLI, env, pollMs: 20, log });
     const outcome = await executor.follow({ source: 'local', run }, AbortSignal.timeout(20_000), {
       reattach: true, workdir: repo.repo, ...launching,
     });
     assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
-    return { outcome, state: readJson(join(dir, 'state.json')), launcher: started };
+    return { outcome, state: readJson(join(dir, 'state.json')), launcher: started, run, said };
   } finally {
     repo.cleanup();
   }
@@ -302,12 +304,29 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     assert.equal(processAlive(launcher!.pid!), false, 'the lost launcher still runs');
   });
 
-  it('leaves alone a recorded launcher that is not the run\'s launcher (the job\'s row is only a claim)', async () => {
+  it('leaves alone a recorded launcher that is not the run\'s launcher (the job\'s row is only a claim), and says so',
+    async () => {
     const other = newRunId();
-    const { outcome, launcher } = await followWorkerless(() => hungLauncher(other));
+    const { outcome, launcher, run, said } = await followWorkerless(() => hungLauncher(other));
     try {
       assert.equal(outcome.status, 'failed');
       assert.equal(processAlive(launcher!.pid!), true, 'another run\'s launcher was ended');
+      const warned = said.map((line) => JSON.parse(line)).filter((entry) => entry.level === 'warn');
+      assert.equal(warned.length, 1, said.join(''));
+      assert.match(warned[0].msg, /launcher is left running/);
+      assert.deepEqual([warned[0].pid, warned[0].run], [launcher!.pid, `local/${run}`]);
+    } finally {
+      launcher!.kill('SIGKILL');
+    }
+  });
+
+  it('ends a lost launcher an earlier install started from another CLI path (an upgrade moved dist/)', async () => {
+    const moved = join(tmpdir(), 'svc-before-upgrade', 'dist', 'cli.js');
+    const { outcome, state, launcher, said } = await followWorkerless((run) => hungLauncher(run, moved));
+    try {
+      assert.deepEqual([outcome.status, state.failure.class], ['failed', 'infra']);
+      assert.equal(processAlive(launcher!.pid!), false, 'the earlier install\'s launcher still runs');
+      assert.deepEqual(said, []);
     } finally {
       launcher!.kill('SIGKILL');
     }

@@ -246,7 +246,7 @@ export const resumeRun: Handler<ControlDeps> = (ctx) => {
   checkConcurrency(deps);
   bindToFolderKey(deps, row);
   deps.stores.runs.setStatus(row.source, row.run, 'running', deps.clock(), { ended_at: null, error: null });
-  deps.engine.launch(row.source, row.run, resumeArgs(row.run, row.repo_path!), 'fail-run');
+  deps.engine.launch(row.source, row.run, resumeArgs(row.run, row.repo_path!), 'fail-run', { resumed: row });
   return accepted(deps, row.source, row.run);
 };
 

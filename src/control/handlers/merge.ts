@@ -123,8 +123,16 @@ async function mergeReceiptPull(
     if (!got.ok) {
       return `GitHub answered ${got.status} when reading the pull request: ${(await got.text()).slice(0, 200)}`;
     }
-    const mismatch = pullMismatch(await got.json(), receipt);
+    const found: unknown = await got.json();
+    const mismatch = pullMismatch(found, receipt);
     if (mismatch) return mismatch;
+    // Merged at the receipt's head already (an earlier merge/run whose outcome was not stored): asked again, it is
+    // recorded merged, never merged a second time (GitHub would refuse it with 405). Only when GitHub names that head:
+    // one merged by hand at another head, or with none named, merged commits the receipt does not cover.
+    if (obj(found).merged === true) {
+      if (obj(obj(found).head).sha === receipt.head_sha) return null;
+      return 'The pull request was merged already, not at the receipt\'s head: it was merged without the merge queue';
+    }
     // sha: GitHub refuses the merge (409) if the head moved after we looked (DESIGN §4: merge what the receipt covers).
     const res = await fetch(`${api}/merge`, {
       method: 'PUT',
