@@ -142,7 +142,8 @@ describe('a run without a worktree', () => {
       svc(['start', '--resume', stopped, '--detach'])]);
     assert.deepEqual(both.map((r) => r.status).sort(), [0, 1], both.map((r) => r.stderr).join('\n'));
     const loser = both.find((r) => r.status !== 0)!;
-    assert.match(loser.stderr, new RegExp(`Run ${stopped} is (queued|running); only stopped or failed runs can be resumed`));
+    assert.match(loser.stderr,
+      new RegExp(`Run ${stopped} is (queued|running); only stopped or failed runs can be resumed`));
     await waitFor(() => readJson(runFile(stopped, 'state.json')).status === 'running', 'the resumed run to work');
     writeFileSync(release, '');
     await waitFor(() => readJson(runFile(stopped, 'state.json')).status === 'succeeded', 'the resumed run to end');

@@ -261,13 +261,16 @@ describe('run actions on the Control Plane', () => {
 
   it('keeps a stopped run stopped when its resume is refused because another run works in its checkout', async () => {
     const startSleepy = async () => {
-      const res = await control.request('POST', '/v1/start', { body: { brief: 'sleep', repo: repo.repo, provider: 'sleepy' } });
+      const body = { brief: 'sleep', repo: repo.repo, provider: 'sleepy' };
+      const res = await control.request('POST', '/v1/start', { body });
       assert.equal(res.status, 202, res.text);
-      await waitFor(() => existsSync(join(control.home, AGENT_STATE, `${res.json.run}.up`)) || null, 'the provider to start');
+      const up = join(control.home, AGENT_STATE, `${res.json.run}.up`);
+      await waitFor(() => existsSync(up) || null, 'the provider to start');
       return res.json as { source: string; run: string };
     };
     const stopped = await startSleepy();
-    assert.equal((await control.request('POST', `/v1/runs/${stopped.source}/${stopped.run}/stop`, { body: {} })).status, 202);
+    const path = `/v1/runs/${stopped.source}/${stopped.run}`;
+    assert.equal((await control.request('POST', `${path}/stop`, { body: {} })).status, 202);
     // Once named: the worker ships the signal it got, then the Control Plane names itself.
     const before = await waitFor(async () => {
       const r = await runOf(stopped.source, stopped.run);
@@ -277,9 +280,12 @@ describe('run actions on the Control Plane', () => {
     try {
       const resumed = await control.request('POST', `/v1/runs/${stopped.source}/${stopped.run}/resume`, { body: {} });
       assert.equal(resumed.status, 202, resumed.text);
-      const events = async () => (await control.request('GET', `/v1/runs/${stopped.source}/${stopped.run}/events?limit=500`)).json.items as Array<{ kind: string; data: { message?: string } }>;
-      const refusal = await waitFor(async () => (await events()).find((e) => e.kind === 'error')?.data.message ?? null, 'the refusal');
-      assert.match(refusal, new RegExp(`Run ${working.run} is already working in this checkout.*wait for run ${working.run} to end, then resume`));
+      type Event = { kind: string; data: { message?: string } };
+      const events = async () => (await control.request('GET', `${path}/events?limit=500`)).json.items as Event[];
+      const refusal = await waitFor(async () => (await events()).find((e) => e.kind === 'error')?.data.message ?? null,
+        'the refusal');
+      const busy = `Run ${working.run} is already working in this checkout.*wait for run ${working.run} to end, then resume`;
+      assert.match(refusal, new RegExp(busy));
       const after = await runOf(stopped.source, stopped.run);
       assert.equal(after.status, 'stopped');
       assert.deepEqual(after.failure, before.failure, 'its stop, not a failed launch');

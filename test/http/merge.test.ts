@@ -134,7 +134,7 @@ describe('merge queue and review risk', () => {
     assert.equal(mergesOf('acme', 'api', pull.number), 0);
   });
 
-  it('records no merge for a PR GitHub reports merged without naming the receipt\'s head (merged by hand)', async () => {
+  it('records no merge for a PR GitHub reports merged without naming the receipt\'s head (by hand)', async () => {
     const run = await finished('fake');
     const pull = github.pulls.get(Number(/\d+$/.exec(run.pr_url)![0]))!;
     pull.merged = true;
