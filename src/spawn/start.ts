@@ -6,6 +6,7 @@ import type { Writable } from 'node:stream';
 import { childEnv, LAUNCHER_PID_VAR, type ChildKind } from './env.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
 import { svcCliPath } from './svc-paths.ts';
+import { createTreeGuard } from './tree.ts';
 
 export type { ChildProcess };
 
@@ -90,20 +91,33 @@ export function runSync(argv: readonly string[], opts: ChildSpec & {
   });
 }
 
-/** Runs to completion without throwing, keeping at most `maxBuffer` of the output; `input` is written to stdin. */
+/**
+ * Runs to completion without throwing, keeping at most `maxBuffer` of the output; `input` is written to stdin. Its time
+ * limit or an abort of `signal` ends the child and every process it started: a kill of git alone left its remote
+ * helper (git-remote-https, which holds the connection and the output pipes) orphaned, waiting on the remote for as
+ * long as the remote liked, and this call waiting with it.
+ */
 export function runCollect(
   argv: readonly string[],
   opts: ChildSpec & { timeout?: number; maxBuffer?: number; input?: string; signal?: AbortSignal },
 ): Promise<{ status: number | null; stdout: string; stderr: string; error: Error | null }> {
   const { bin, args, options } = prepare(argv, opts);
+  const { signal, timeout } = opts;
   return new Promise((resolve) => {
-    const limits = { timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024, signal: opts.signal };
-    const child = execFile(bin, args, { ...options, ...limits },
+    const tree = createTreeGuard();
+    const end = (): void => tree.killAll();
+    const timer = timeout ? setTimeout(end, timeout) : undefined;
+    const child = execFile(bin, args, { ...options, maxBuffer: opts.maxBuffer ?? 64 * 1024 },
       (err, stdout, stderr) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', end);
         const code = (err as { code?: unknown } | null)?.code;
         const status = err ? (typeof code === 'number' ? code : null) : 0;
         resolve({ status, stdout: `${stdout}`, stderr: `${stderr}`, error: err });
       });
+    if (child.pid !== undefined) tree.watch(child.pid);
+    signal?.addEventListener('abort', end, { once: true });
+    if (signal?.aborted) end();
     // A child that exits without reading it (or never started) must not end this process with EPIPE.
     if (opts.input !== undefined) child.stdin?.on('error', () => {}).end(opts.input);
   });
