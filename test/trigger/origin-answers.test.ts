@@ -242,12 +242,13 @@ describe('questions go back to the origin, answers come in from it', () => {
   });
 
   it('answers a /svc comment inside GitHub\'s 10 s timeout when GitHub cannot say who may write', async () => {
-    const started = Date.now();
     const res = await comment(41, '/svc tidy the README', 'slow-github', 'MEMBER').send();
-    const took = Date.now() - started;
     assert.equal(res.body.status, 'skipped');
     assert.match(res.body.reason as string, /could not say whether the author may write/);
-    assert.ok(took >= 4_500 && took < 8_000, `answered after ${took} ms`);
+    // The stand-in never answers: the delivery was answered because the ask gave up at its own 5 s limit, which its
+    // error names (a clock here would measure the machine's load, not svc).
+    const gaveUp = t.logs.find((l) => l.msg === 'write permission not known' && l.login === 'slow-github');
+    assert.equal(gaveUp?.error, 'no answer within 5000 ms');
   });
 
   it('an issue its author opens or labels starts work only if the author may write, asked of GitHub', async () => {
