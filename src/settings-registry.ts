@@ -24,7 +24,7 @@ export interface Setting {
   pattern?: readonly [RegExp, string];
   /** The default as the docs say it, where another setting decides it. */
   shown?: string;
-  /** A credential: read once at start, never passed to an agent or a tool (src/spawn/env.ts, secrets-handoff.ts). */
+  /** A credential: read once at start, never passed to an agent or a tool (src/spawn/start.ts, secrets-handoff.ts). */
   secret?: true;
 }
 
@@ -85,7 +85,8 @@ export const SETTINGS = {
   OTEL_SERVICE_NAME: text('control', '`svc-trigger` / `svc-run` / `svc-gate`', 'the `service.name` of exported spans'),
   OTEL_TRACES_EXPORTER: text('control', '`otlp`', '`none`: export no traces even with an endpoint set'),
   SVC_CONTROL_URL: text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
-    'Control Plane. Discovery: this, then `~/.svc/control/server.json` if its pid is alive, then `SVC_CONTROL_PORT`'),
+    'Control Plane. Discovery: this, then `~/.svc/control/server.json` while the server that wrote it runs ' +
+    '([deploy](docs/deploy.md)), then `SVC_CONTROL_PORT`'),
   SVC_SOURCE: { ...text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
     pattern: SOURCE },
   BROWSER: text('control', '`xdg-open` / `open`',

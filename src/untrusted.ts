@@ -52,6 +52,12 @@ export function countOrNull(value: unknown): number | null {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : null;
 }
 
+/** The value when it is a positive whole number a double holds exactly (an issue, PR, review or line number); else
+ * null. */
+export function positiveInt(value: unknown): number | null {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : null;
+}
+
 /** A cost or token figure from untrusted output: a finite number, not negative; else null (unknown). */
 export function figure(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;

@@ -11,10 +11,10 @@ import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { SERVER_NODE_FLAGS } from './server-flags.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
-import { answersHealth, serverRecordFile, readServerRecordFile, isPidAlive } from '../client/server-record.ts';
-import { findControlUrl } from '../engine/control-url.ts';
+import { answersHealth, serverRecordFile, readServerRecordFile } from '../client/server-record.ts';
+import { findControlUrl, isLiveRecord, isOwnControlServe } from '../engine/control-url.ts';
 import { procStart } from '../engine/proc-group.ts';
-import { procList, readOrNull } from '../spawn/tree.ts';
+import { readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { isJsonObject, obj, objOrNull, tryParseJson } from '../untrusted.ts';
@@ -25,7 +25,10 @@ export const HELP = `Usage:
 Opens the Control Plane UI. A running Control Plane is reused (SVC_CONTROL_URL, then ~/.svc/control/server.json,
 then http://127.0.0.1:$SVC_CONTROL_PORT or 47821); otherwise one is started in the background with
 "svc control serve" (log: ~/.svc/control/server.log). Another program answering there (a "svc trigger serve" on
-the Control Plane's port) is refused (exit 1), and nothing is sent to it. "start" and "open" do the same.
+the Control Plane's port) is refused (exit 1), and nothing is sent to it. "start" and "open" do the same. The
+project's pending runs are sent to it; ~/.svc/control/token goes with them only where every svc command sends it,
+never to the default port when no live server.json records a Control Plane there (stderr says so). The page is
+opened without a token: the UI asks for it.
 
   --no-open   print the URL instead of opening a browser
 
@@ -68,7 +71,10 @@ export default async function dashboard(io: CliIo): Promise<number> {
     io.stderr(`Started the Control Plane at ${url} (pid ${started.pid}, log ${started.log})\n`);
   }
   if (io.env.SVC_CONTROL_TOKEN) io.stderr('This Control Plane has a token: the UI asks for it once per browser tab.\n');
-  await sendPendingRuns({ ...io, env: { ...io.env, SVC_CONTROL_URL: url } }, process.cwd());
+  // Discovery finds `url` again, so ~/.svc/control/token goes only where homeTokenGoes says (control-url.ts): not to
+  // one the default port answers that no live server.json records, which may be another user's. The page is opened
+  // without any token either way (the UI asks for it).
+  await sendPendingRuns(io, process.cwd());
 
   if (values['no-open']) {
     io.stdout(`${url}\n`);
@@ -123,7 +129,7 @@ export async function serveOnFreePort(
   const taken = `Port ${port} on ${host} is already in use`;
   const wayOut = `or run this one on a free port: svc ${server} serve --port 0`;
   const record = server === 'control' ? readServerRecordFile(serverRecordFile(env)) : null;
-  const recorded = record && isPidAlive(record.pid) ? URL.parse(record.url) : null;
+  const recorded = record && isLiveRecord(record) ? URL.parse(record.url) : null;
   if (record && recorded && Number(recorded.port || (recorded.protocol === 'https:' ? 443 : 80)) === port) {
     throw new UnavailableError(`${taken}: a Control Plane already runs there (pid ${record.pid}, ${record.url}). ` +
       `Use it (svc control status, svc dashboard), stop it (kill ${record.pid}), ${wayOut}`);
@@ -215,14 +221,12 @@ function openBrowser(cmd: string, url: string, env: NodeJS.ProcessEnv): Promise<
 
 const dashboardRecordFile = (env: NodeJS.ProcessEnv) => join(serverRecordFile(env), '..', 'dashboard.json');
 
-/** The recorded process is still the one started: same pid, same start time, and it is `svc control serve`. */
+/** The recorded process is still the one started: same pid, same start time, and this user's `svc control serve`. */
 function isTheStartedServer(record: { pid: number; proc_start?: unknown }): boolean {
   if (record.pid <= 1 || typeof record.proc_start !== 'string' || procStart(record.pid) !== record.proc_start) {
     return false;
   }
-  const argv = procList(record.pid, 'cmdline') ?? [];
-  const at = argv.indexOf('control');
-  return at >= 0 && argv[at + 1] === 'serve';
+  return isOwnControlServe(record.pid);
 }
 
 const STOP_DEADLINE_MS = 30_000;
@@ -234,7 +238,7 @@ async function stop(io: CliIo): Promise<number> {
   if (!record || !isTheStartedServer(record)) {
     rmSync(path, { force: true });
     const other = readServerRecordFile(serverRecordFile(io.env));
-    if (other && isPidAlive(other.pid)) {
+    if (other && isLiveRecord(other)) {
       throw new ConflictError(`The Control Plane at ${other.url} (pid ${other.pid}) was not started by ` +
         'svc dashboard: stop it where it was started (Ctrl-C in its terminal, systemctl stop svc-control)');
     }

@@ -3,8 +3,7 @@ import { createHash } from 'node:crypto';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
-import { discoverControlUrl } from '../engine/control-url.ts';
-import { readControlToken } from '../engine/shipper.ts';
+import { controlToken, discoverControlUrl } from '../engine/control-url.ts';
 import type { Run, RunFilter, RunRef } from '../client/types.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-json.ts';
 import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine, runLabel } from './runs-format.ts';
@@ -58,7 +57,7 @@ const ACTIONS = ['stop', 'resume', 'retry', 'verify', 'pr'] as const;
 /** The Control Plane a command talks to: `url`, else the one found as DESIGN §4 says; the token as the shipper's. */
 export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
   const found = url ? { url, via: '--url' as const } : discoverControlUrl(env);
-  const token = readControlToken(env, found);
+  const { token } = controlToken(env, found);
   const client = createControlClient({ url: found.url, token, timeoutMs: 10_000 });
   return { ...found, client, hasToken: token !== undefined };
 }

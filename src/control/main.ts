@@ -5,9 +5,10 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { dirname } from 'node:path';
 import {
-  answersHealth, readServerRecordFile, isPidAlive, serverRecordFile, type ServerRecord,
+  answersHealth, readServerRecordFile, serverRecordFile, type ServerRecord,
 } from '../client/server-record.ts';
 import { procStart } from '../engine/proc-group.ts';
+import { isLiveRecord } from '../engine/control-url.ts';
 import { openDatabase, transaction } from '../db/open.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { controlMigrations } from '../db/control-migrations.ts';
@@ -113,7 +114,7 @@ async function claimServerRecord(env: NodeJS.ProcessEnv, own: ServerRecord): Pro
   const path = serverRecordFile(env);
   const found = readServerRecordFile(path);
   const other = found !== null && found.pid !== own.pid && URL.parse(found.url)?.origin !== URL.parse(own.url)?.origin;
-  if (other && isPidAlive(found.pid) && (await answersHealth(found.url, 500))) return found;
+  if (other && isLiveRecord(found) && (await answersHealth(found.url, 500))) return found;
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   writeJsonAtomic(path, own, 0o600);
   return null;
@@ -136,7 +137,7 @@ export async function serveControlForever(
     await running.close();
     releaseServerRecord(env, process.pid);
   });
-  // Its start time tells this server from a later process given its pid: what the home token goes to (shipper.ts).
+  // Its start time tells this server from a later process given its pid: what the home token goes to (control-url.ts).
   const own = { url: running.url, pid: process.pid, proc_start: procStart(process.pid) ?? undefined };
   const other = await claimServerRecord(env, own);
   print(`${running.url}\n`);

@@ -1,7 +1,8 @@
 // How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted
 // env. It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
-import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
-import { LAUNCH_TIMEOUT_MS, startChild, type ChildProcess, type ChildSpec } from '../spawn/start.ts';
+import {
+  LAUNCH_TIMEOUT_MS, startChild, WORKER_SECRET_NAMES, type ChildProcess, type ChildSpec,
+} from '../spawn/start.ts';
 import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { existsSync } from 'node:fs';

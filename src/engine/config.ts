@@ -5,7 +5,7 @@ import { basename, dirname, join } from 'node:path';
 import { BadSettingError } from '../errors.ts';
 import { onlyKeys, parseNetwork, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { isSecretName } from '../spawn/env.ts';
+import { isSecretName } from '../spawn/start.ts';
 import { orNull, realOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from './safe-fs.ts';
 import { readRepoSvcFile } from './plain-tree.ts';

@@ -1,9 +1,8 @@
 // The launcher: makes a run (id, folder, spec, plan, queued state) and starts its worker, detached.
-import { WORKER_SECRET_NAMES } from '../spawn/env.ts';
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startChild, workerArgv } from '../spawn/start.ts';
+import { startChild, workerArgv, WORKER_SECRET_NAMES } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { createHash } from 'node:crypto';
 import { BadInputError, ConflictError, RefusedError, errorMessage } from '../errors.ts';

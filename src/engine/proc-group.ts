@@ -149,7 +149,7 @@ export function isWorkerOf(run: string): OwnerCheck {
   };
 }
 
-/** A trigger's launcher argv is `node <cliPath> start … --run-id <run>` (trigger/local-executor.ts launch). */
+/** A trigger's launcher argv is `node <cliPath> start … --run-id <run>` (trigger/executor.ts launch). */
 export function isLauncherOf(run: string, cliPath: string): OwnerCheck {
   const cli = realOrNull(cliPath) ?? cliPath;
   return (pid) => {

@@ -1,20 +1,18 @@
 // Sends a run folder to the Control Plane (POST /v1/ingest), resumable from ship.json (/v1/import reads it too);
 // when a run ships, and the one recovery (docs/engine.md "Shipping to the Control Plane").
-import { closeSync, fstatSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, fstatSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createControlClient, ControlApiError } from '../client/client.ts';
 import type { IngestBatch, IngestResult } from '../client/types.ts';
-import { discoverControlUrl, liveRecordUrl, type FoundControl } from './control-url.ts';
+import { controlToken, discoverControlUrl, homeTokenGoes, isSameMachine, sayWithheld } from './control-url.ts';
 import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment, RUN_KEY } from './ids.ts';
 import { RUN_KEY_FILE, runDir } from './paths.ts';
 import { errorMessage } from '../errors.ts';
 import { toRunJson, type RunState } from './run-state.ts';
-import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { isLoopbackHost } from '../http/guards.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
 import {
   openPlainDirIn, openPlainFileIn, openPlainPath, openRunFolder, pathIn, plainEntries, readObjectIn, readPlainIn,
@@ -121,65 +119,6 @@ function readArtifacts(folder: PlainDir, skip: SkipReport): TreeFile[] {
     if (!file.rel.endsWith('.tmp')) files.push(file);
   }));
   return files;
-}
-
-/** Whether the Control Plane at `url` is this machine's: only it may learn a run's folder or get the home token. */
-function sameMachine(url: string): boolean {
-  return isLoopbackHost(URL.parse(url)?.hostname ?? '');
-}
-
-/** How the Control Plane was found (control-url.ts), or `--url` a person gave. */
-export interface ControlFound {
-  url: string;
-  via: FoundControl['via'] | '--url';
-}
-
-/**
- * Whether ~/.svc/control/token, this machine's own Control Plane's, may go to `found`: a loopback address the person
- * named (SVC_CONTROL_URL, SVC_CONTROL_PORT, --url) or a live server.json records. Never the default port's fallback,
- * taken when no Control Plane is known to run: on a shared host anyone may listen there while the user's is down.
- */
-function homeTokenGoes(env: NodeJS.ProcessEnv, found: ControlFound): boolean {
-  if (!sameMachine(found.url)) return false;
-  return found.via !== 'default' || Boolean(env.SVC_CONTROL_PORT?.trim());
-}
-
-let withheldSaid = false;
-
-/** Said once a process (stderr: the terminal, or the worker's log) when the home token is not sent to `url`. */
-function sayWithheld(url: string): void {
-  if (withheldSaid) return;
-  withheldSaid = true;
-  process.stderr.write(`svc: ~/.svc/control/token is not sent to ${url}: no Control Plane is known to run there (no ` +
-    'live ~/.svc/control/server.json), and while yours is down another user may listen on its port; if yours ' +
-    `listens there, set SVC_CONTROL_URL=${url}\n`);
-}
-
-/**
- * SVC_CONTROL_TOKEN_FILE, then ~/.svc/control/token (where homeTokenGoes says), SVC_CONTROL_TOKEN; `home` when the
- * token is the home file's, which a long-lived shipper sends to a server.json's URL only while that record is live.
- */
-function controlToken(env: NodeJS.ProcessEnv, found: ControlFound): { token: string | undefined; home: boolean } {
-  const home = sameMachine(found.url) ? join(svcHomeOf(env), 'control', 'token') : undefined;
-  let withheld = false;
-  for (const file of [env.SVC_CONTROL_TOKEN_FILE, home]) {
-    try {
-      const token = file ? readFileSync(file, 'utf8').trim() : '';
-      if (!token) continue;
-      // A file SVC_CONTROL_TOKEN_FILE names goes where it is named, even when it is the home file.
-      if (file === env.SVC_CONTROL_TOKEN_FILE) return { token, home: false };
-      if (homeTokenGoes(env, found)) return { token, home: true };
-      withheld = true;
-    } catch {
-      // missing: the next source
-    }
-  }
-  if (withheld && !env.SVC_CONTROL_TOKEN) sayWithheld(found.url);
-  return { token: env.SVC_CONTROL_TOKEN || undefined, home: false };
-}
-
-export function readControlToken(env: NodeJS.ProcessEnv, found: ControlFound): string | undefined {
-  return controlToken(env, found).token;
 }
 
 /** The key the run's worker made (run-state.ts makeRunKey); null for a run from before keys. */
@@ -295,7 +234,7 @@ export function createShipper(
   const bare = home ? createControlClient({ url, timeoutMs: 10_000 }) : client;
   /** Asked before each flush: the home token goes to a server.json's URL only while that server runs (one read). */
   const senderNow = () => {
-    if (!home || via !== 'server.json' || liveRecordUrl(env) === url) return client;
+    if (!home || homeTokenGoes(env, { url, via })) return client;
     sayWithheld(url);
     return bare;
   };
@@ -335,7 +274,7 @@ export function createShipper(
       source: state.source,
       // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
       // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
-      runs: [sameMachine(url) ? { ...run, repo_path: state.repo_path } : run],
+      runs: [isSameMachine(url) ? { ...run, repo_path: state.repo_path } : run],
       events: read.lines.flatMap((line) => shippableEvent(line, state, now, skip)) as never,
       artifacts: read.artifacts.flatMap(({ rel, content }) => shippableArtifact(rel, content, state, skip)),
     }).catch((err: unknown) => {

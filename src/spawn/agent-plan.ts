@@ -3,7 +3,7 @@
 // simply absent; the masks in `hidden` only matter where a bound tree (a declared folder, a PATH folder) holds one.
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import { isSecretName } from './env.ts';
+import { isSecretName } from './start.ts';
 import { layProviderHome, type ProviderHomeSource } from './provider-home.ts';
 import { hiddenHolding, isSystemPath, within, type SandboxGate, type SandboxPlan } from './bwrap-argv.ts';
 import { orNull, readOrNull, realOrNull } from './tree.ts';

@@ -1,10 +1,24 @@
-// How a job's `svc start` is launched and its run followed. The local child process is the default executor;
-// others (e.g. a Kubernetes one) implement the same two calls and are picked by SVC_TRIGGER_EXECUTOR.
-import { obj, str, tryParseJson } from '../untrusted.ts';
+// How a job's `svc start` is launched and its run followed. The local child process is the default executor, at
+// this file's end: `node <cli> start …` as a child with an allowlisted env, then it watches the run's state.json.
+// Others (e.g. a Kubernetes one) implement the same two calls and are picked by SVC_TRIGGER_EXECUTOR.
+import { LAUNCH_TIMEOUT_MS, secretsIn, startChild, WORKER_SECRET_NAMES } from '../spawn/start.ts';
+import { readFile } from 'node:fs/promises';
+import { watch, type FSWatcher } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { oneLine } from '../webhook-sources.ts';
+import {
+  identityOf, isLauncherOf, signalGroup, waitGroupGone, type OwnerCheck, type ProcIdentity,
+} from '../engine/proc-group.ts';
+import { operatorPassedEnv } from '../engine/config.ts';
+import { noWorkerComing, workerAlive } from '../engine/repo-name.ts';
+import { ORIGIN_REFUSAL_LINE, ORIGIN_REFUSALS, type OriginRefusal } from '../engine/answers.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { settingOr } from '../settings-registry.ts';
+import { obj, objOrNull, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { isIssueReference, mayFetchIssue } from '../engine/spec.ts';
 import type { RunRef } from '../client/types.ts';
-import type { ProcIdentity } from '../engine/proc-group.ts';
 
 /** What a completion summary needs of a run's final state. */
 export interface RunOutcome {
@@ -120,4 +134,240 @@ export function outcomeFromState(state: Record<string, unknown>): RunOutcome | n
     infra_retries: Number.isSafeInteger(state.infra_retries) && (state.infra_retries as number) > 0
       ? state.infra_retries as number : 0,
   };
+}
+
+// The default executor: a local child process.
+const OUTPUT_CAP = 64 * 1024;
+/** For a freshly launched run to write its first state.json. */
+const MISSING_GRACE_MS = 60_000;
+
+/** What a job's run uses itself (no webhook secret); not TRACKERA_API_KEY: a trackera run reads its staged snapshot. */
+const LAUNCHER_SECRETS = WORKER_SECRET_NAMES.filter((name) => name !== 'TRACKERA_API_KEY');
+/** What `svc start --stop` uses: it only ships the run's end (DESIGN §7a: no push or issue credential). */
+const STOP_SECRETS = ['SVC_CONTROL_TOKEN', 'OTEL_EXPORTER_OTLP_HEADERS'];
+
+/** ERRTRACK_AUTH_TOKEN only to a job whose run may fetch an issue with it (jobMayFetchIssue): not a chat's, whose
+ * text may name any project's issue, nor an alert's or /jobs', whose brief is never an issue URL (DESIGN §7a). */
+function secretsFor(secrets: Record<string, string>, job: ExecJob | null): Record<string, string> {
+  if (job !== null && jobMayFetchIssue('errtrack', job)) return secrets;
+  const { ERRTRACK_AUTH_TOKEN: _withheld, ...rest } = secrets;
+  return rest;
+}
+
+export function createLocalExecutor(opts: {
+  /** dist/cli.js, run with `execPath`. */
+  cliPath: string;
+  execPath?: string;
+  env: NodeJS.ProcessEnv;
+  pollMs?: number;
+  /** A launcher, or a dead worker's stop, still running after this long is killed (SIGTERM, then SIGKILL). */
+  launchTimeoutMs?: number;
+  log?: Logger;
+}): JobExecutor {
+  const pollMs = opts.pollMs ?? 1000;
+  const launchTimeoutMs = opts.launchTimeoutMs ?? LAUNCH_TIMEOUT_MS;
+  const log = opts.log ?? createLogger('trigger');
+  // Read once: the run's secrets (sent down a pipe on the launcher's fd 3, never its environment) and the
+  // operator's names passed to agents (operator.json "env"), which cross the launcher's allowlist.
+  const secrets = secretsIn(opts.env, LAUNCHER_SECRETS);
+  const operatorEnv = operatorPassedEnv(opts.env);
+
+  /** `svc ARGS…`; with `end`, in a process group of its own, signalled once `end` aborts (SIGTERM, SIGKILL 5 s on). */
+  function startSvc(
+    args: readonly string[], cwd: string, handed: Record<string, string>, extra: Record<string, string>,
+    end?: AbortSignal,
+  ) {
+    const output = { stdout: '', stderr: '' };
+    const child = startChild([opts.execPath ?? process.execPath, opts.cliPath, ...args], {
+      cwd, kind: 'launcher', base: opts.env, extra: { ...operatorEnv, ...extra }, detached: end !== undefined,
+      stdio: ['ignore', 'pipe', 'pipe'], secrets: handed,
+    });
+    // Taken at spawn: `end` signals this group only while it is still this child's (pids are reused).
+    const group = child.pid === undefined ? null : identityOf(child.pid);
+    const kill = () => {
+      if (!group) return;
+      signalGroup(group, 'SIGTERM');
+      setTimeout(() => signalGroup(group, 'SIGKILL'), 5_000).unref();
+    };
+    end?.addEventListener('abort', kill, { once: true });
+    for (const name of ['stdout', 'stderr'] as const) {
+      child[name]?.setEncoding('utf8').on('data', (d: string) => {
+        if (output[name].length < OUTPUT_CAP) output[name] += d;
+      });
+    }
+    const done = new Promise<{ code: number | null; failed?: string }>((resolve) => {
+      child.on('error', (err) => resolve({ code: null, failed: `could not start svc: ${err.message}` }));
+      child.on('close', (code) => resolve({ code }));
+    }).finally(() => end?.removeEventListener('abort', kill));
+    return { output, done, group };
+  }
+
+  async function launch(job: ExecJob): Promise<LaunchResult> {
+    const deadline = AbortSignal.timeout(launchTimeoutMs);
+    // SVC_JOB_ID: a trackera run finds its delivery's payload (engine/spec.ts). Its own process group: a timeout
+    // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
+    // A managed (clone=) job's checkout is its own already: a worktree in it would only check its tree out again.
+    const args = [...job.repo?.clone ? job.args : isolatedArgs(job.args), '--run-id', job.run];
+    const { output, done, group } = startSvc(args, job.workdir, secretsFor(secrets, job), {
+      SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
+      // The run is named after the served entry, never after what the checkout's origin says.
+      ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
+      ...(job.traceparent ? { SVC_TRACEPARENT: job.traceparent } : {}),
+    }, deadline);
+    if (group) job.onLauncher?.(group);
+    const { code, failed } = await done;
+    if (failed) return { exitCode: null, run: null, error: failed };
+    // A run line is printed once the run's worker started (src/cli/start.ts): that run goes on whatever ends the
+    // launcher after it (a kill while it sends earlier runs to the Control Plane), so the job follows it, never
+    // failing beside a run that then works unwatched.
+    const run = parseLaunchOutput(output.stdout);
+    if (run) return { exitCode: code, run, error: null };
+    const error = deadline.aborted ? `svc start did not finish within ${launchTimeoutMs} ms`
+      : code !== 0 ? `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`
+      : 'svc start printed no {"source","run"} line';
+    return { exitCode: code, run: null, error };
+  }
+
+  async function follow(run: RunRef, signal: AbortSignal, f: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
+    if (!isValidSegment(run.run)) return null;
+    const path = join(f.workdir, '.svc', 'runs', run.run, 'state.json');
+    const started = Date.now();
+    // A watch on the run's folder sees each state.json renamed into place at once; the poll covers a missing folder.
+    let wake = new AbortController();
+    // undefined until the first read, which is told either way (the notifier drops a question it already posted).
+    let asked: string | null | undefined;
+    const watcher = watchQuietly(dirname(path), (name) => name === 'state.json' && wake.abort());
+    // A launch the server lost: its launcher is ended first (never the worker it started, a group of its own), so what
+    // it left is all there is, and a run it made that never gets a worker is ended as a dead worker's is.
+    const lost = f.launching?.launcher ?? null;
+    try {
+      // Read from the job's row: signalled only while its leader is still this run's launcher (its argv says so).
+      if (lost) await endGroup(lost, isLauncherOf(run.run, opts.cliPath));
+      for (;;) {
+        if (signal.aborted) return 'aborted';
+        const state = await readState(path);
+        if (state === 'missing') {
+          // On re-attach a missing state means the run is gone, unless a launch that may still be going makes it: one
+          // whose launcher the server never recorded (its row write failed), so never ended, gets the grace.
+          const mayCome = !f.reattach || (f.launching && !lost);
+          if (!mayCome || Date.now() - started > MISSING_GRACE_MS) return null;
+        } else if (state) {
+          const outcome = outcomeFromState(state)
+            ?? await deadWorkerOutcome(path, state, () => recordEnd(run, f.workdir, signal));
+          // Shutting down: the job is re-attached on restart, which finds the end this stop wrote (or stops the run).
+          if (signal.aborted) return 'aborted';
+          if (outcome) return outcome;
+          const question = questionOf(state);
+          if (question !== asked) f.onQuestion?.(question);
+          asked = question;
+        }
+        try {
+          await sleep(pollMs, undefined, { signal: AbortSignal.any([signal, wake.signal]) });
+        } catch {
+          if (signal.aborted) return 'aborted';
+          wake = new AbortController();
+        }
+      }
+    } finally {
+      watcher?.close();
+    }
+  }
+
+  /**
+   * A dead worker's run, whose end was never written nor shipped: `svc start --stop` writes it (failed, class infra),
+   * ends what the run left (its provider's group, its sandbox) and sends it to the Control Plane, as a person's stop
+   * of such a run does; without it the run stayed `running` there, holding a slot, and its folder said so for ever.
+   */
+  async function recordEnd(run: RunRef, workdir: string, signal: AbortSignal): Promise<void> {
+    // Shutting down already: no listener would hear that, so the stop is left to the restart's re-attach.
+    if (signal.aborted) return;
+    const deadline = AbortSignal.timeout(launchTimeoutMs);
+    const handed = secretsIn(secrets, STOP_SECRETS);
+    // A shutdown lets it finish, as it does a launch (only its deadline ends it): one ended midway could have written
+    // the run's end and not sent it, and the run stayed `running` on the Control Plane until something shipped again.
+    const stop = startSvc(['start', '--stop', run.run], workdir, handed, {}, deadline);
+    const { code, failed } = await stop.done;
+    if (code === 0) return;
+    const error = failed ?? (deadline.aborted ? `did not finish within ${launchTimeoutMs} ms`
+      : `exited with ${code ?? 'a signal'}: ${lastLine(stop.output.stderr) || 'no output'}`);
+    log.error('svc start --stop of a run whose worker died failed: the run may still say it is running', {
+      run: `${run.source}/${run.run}`, error,
+    });
+  }
+
+  /** The command a person types, marked as an origin's; after `--` the text is never read as an option. */
+  async function answer(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult> {
+    const args = ['answer', '--repo', workdir, `--origin=${origin}`, '--', `${run.source}/${run.run}`, text];
+    // An answer builds no task: no issue is fetched.
+    const { output, done } = startSvc(args, workdir, secretsFor(secrets, null), {});
+    const { code, failed } = await done;
+    if (code === 0) return { ok: true };
+    // Its stderr may name the Control Plane's address: the origin is told only the fixed text of the reason it names.
+    const said = output.stdout.split('\n').find((line) => line.startsWith(ORIGIN_REFUSAL_LINE));
+    const why = said?.slice(ORIGIN_REFUSAL_LINE.length);
+    const reason = why !== undefined && Object.hasOwn(ORIGIN_REFUSALS, why) ? why as OriginRefusal : 'failed';
+    const detail = failed ?? (lastLine(output.stderr) || `svc answer exited with ${code ?? 'a signal'}`);
+    return { ok: false, reason: ORIGIN_REFUSALS[reason], detail };
+  }
+
+  return { source: settingOr(opts.env, 'SVC_SOURCE'), launch, follow, answer };
+}
+
+/**
+ * SIGTERM to a group we started, SIGKILL 5 s on if it is still there; resolves once it is gone. `owner` proves an
+ * identity read from storage before the SIGTERM; the group it let through is ours for the SIGKILL.
+ */
+async function endGroup(group: ProcIdentity, owner: OwnerCheck): Promise<void> {
+  if (!signalGroup(group, 'SIGTERM', owner) || await waitGroupGone(group.pgid, 5_000)) return;
+  signalGroup(group, 'SIGKILL');
+  await waitGroupGone(group.pgid, 5_000);
+}
+
+function watchQuietly(dir: string, changed: (name: string | null) => void): FSWatcher | null {
+  try {
+    return watch(dir, (_event, name) => changed(name)).on('error', () => {});
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A run whose recorded worker is gone while its state says it is not over (killed, the machine restarted) never ends
+ * by itself: it ends failed. Read again first: a worker that ended its run exits right after saying so. After
+ * `recordEnd`, what that stop wrote (the run's cost, its end), or what a person's stop that came first did.
+ * A run with no worker recorded gets none once its state is older than the grace a new run has, its launcher ended
+ * or not recorded (a second restart, a launcher whose record failed): `svc start --stop` ends it as a dead worker's.
+ */
+async function deadWorkerOutcome(
+  path: string, state: Record<string, unknown>, recordEnd: () => Promise<void>,
+): Promise<RunOutcome | null> {
+  const { pid, proc_start: procStart } = state;
+  if (!noWorkerComing(state, Date.now()) &&
+    (typeof pid !== 'number' || typeof procStart !== 'string' || workerAlive({ pid, proc_start: procStart }))) {
+    return null;
+  }
+  const ended = await endedIn(path);
+  if (ended) return ended;
+  await recordEnd();
+  const outcome = await endedIn(path) ?? outcomeFromState({ ...state, status: 'failed' })!;
+  return outcome.status === 'failed' ? { ...outcome, error: 'the run\'s worker died' } : outcome;
+}
+
+async function endedIn(path: string): Promise<RunOutcome | null> {
+  const state = await readState(path);
+  return state && state !== 'missing' ? outcomeFromState(state) : null;
+}
+
+/** A half-written or unreadable state.json reads as null, "not yet". */
+async function readState(path: string): Promise<Record<string, unknown> | 'missing' | null> {
+  try {
+    return objOrNull(JSON.parse(await readFile(path, 'utf8')));
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : null;
+  }
+}
+
+function lastLine(text: string): string {
+  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  return oneLine(lines[lines.length - 1] ?? '').slice(0, 300);
 }

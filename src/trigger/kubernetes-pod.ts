@@ -3,7 +3,7 @@
 // Must not: mount the key, the sealed volume or a service-account token into any container that runs agent code, nor
 // SVC_K8S_REPO_PVC's claim writable anywhere (pods share it).
 import { mintJobCredential, readGateSecret } from '../gate/job-credential.ts';
-import { childEnv, PROVIDER_KEY_NAMES } from '../spawn/env.ts';
+import { childEnv, PROVIDER_KEY_NAMES } from '../spawn/start.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { isolatedArgs, jobMayFetchIssue, type ExecJob } from './executor.ts';
 import { MODEL_APIS } from '../gate/model-apis.ts';

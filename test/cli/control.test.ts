@@ -181,6 +181,30 @@ describe('svc control serve', () => {
     reused.kill('SIGKILL');
   });
 
+  it('takes over an older svc\'s server.json (no start time) whose pid another program holds, though its URL answers',
+    async () => {
+      const recordFile = join(home, '.svc', 'control', 'server.json');
+      mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+      // A server answering /health where the record points, and its pid now a sleep's: on a shared host, another
+      // user's process could hold both, and kept this server out of the record clients find it by.
+      const health = createHttpServer((_req, res) => res.writeHead(200).end('{"status":"ok"}'));
+      await new Promise<void>((resolve) => health.listen(0, '127.0.0.1', resolve));
+      const reused = spawn('sleep', ['300']);
+      children.add(reused);
+      try {
+        const address = health.address();
+        const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+        writeFileSync(recordFile, JSON.stringify({ url, pid: reused.pid }));
+        const s = await serve([]);
+        assert.deepEqual(readRecord(recordFile), { url: s.url, pid: s.child.pid });
+        s.child.kill('SIGTERM');
+        assert.equal((await s.exit).code, 0);
+      } finally {
+        reused.kill('SIGKILL');
+        health.close();
+      }
+    });
+
   it('refuses a non-loopback bind without a token: exit 2 and a reason', async () => {
     const r = await svc(['control', 'serve', '--host', '0.0.0.0', '--port', '0', '--db', join(dir, 'refused.db')]);
     assert.equal(r.code, 2);

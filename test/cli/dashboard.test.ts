@@ -11,11 +11,18 @@ import { runChild, type ChildResult } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { isPidAlive } from '../../src/client/server-record.ts';
 import { startTestTrigger } from '../trigger/helpers.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
 
 const CLI = join(process.cwd(), 'dist', 'cli.js');
 
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<ChildResult> {
-  return runChild(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+function run(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<ChildResult> {
+  return runChild(process.execPath, [CLI, ...args], { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** This process's start time (/proc/self/stat field 22), as a Control Plane records its own in server.json. */
+function ownProcStart(): string {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
 }
 
 function freePort(): Promise<number> {
@@ -62,10 +69,11 @@ describe('svc dashboard', () => {
     assert.match(r.stderr, /found via SVC_CONTROL_URL/);
   });
 
-  it('reuses the server recorded in ~/.svc/control/server.json when its pid is alive', async () => {
+  it('reuses the server recorded in ~/.svc/control/server.json while its pid has the start time recorded', async () => {
     const home = join(dir, 'home-record');
     mkdirSync(join(home, '.svc', 'control'), { recursive: true });
-    writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify({ url: control.url, pid: process.pid }));
+    const record = { url: control.url, pid: process.pid, proc_start: ownProcStart() };
+    writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify(record));
     const r = await run(['dashboard', 'open', '--no-open'], { ...baseEnv, HOME: home });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, `${control.url}\n`);
@@ -89,6 +97,36 @@ describe('svc dashboard', () => {
       await trigger.cleanup();
     }
   });
+
+  it('reuses a Control Plane on the default port that no server.json records, sending its pending runs no home token',
+    { skip: bwrapWorks ? false : 'bwrap cannot run here (a network namespace of its own holds the default port)' },
+    async () => {
+      const home = join(dir, 'home-unrecorded');
+      mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+      writeFileSync(join(home, '.svc', 'control', 'token'), 'own-home-token\n');
+      // A run made while no Control Plane ran, waiting in the project the command runs in to be sent.
+      const project = join(dir, 'project-unrecorded');
+      mkdirSync(join(project, '.svc', 'runs', 'r1'), { recursive: true });
+      mkdirSync(join(project, '.svc', 'ship-pending'), { recursive: true });
+      const state = { run: 'r1', status: 'succeeded' };
+      writeFileSync(join(project, '.svc', 'runs', 'r1', 'state.json'), JSON.stringify(state));
+      writeFileSync(join(project, '.svc', 'ship-pending', 'r1'), '');
+      // No SVC_CONTROL_PORT: the default port, where another user's server (the stand-in) may listen while the
+      // person's own is down. The namespace gives 47821 to the stand-in without reaching the host's.
+      const standIn = join(process.cwd(), 'test', 'helpers', 'default-port-stand-in.ts');
+      const inside = [process.execPath, standIn, process.execPath, CLI, 'dashboard', '--no-open'];
+      const bwrap = ['--dev-bind', '/', '/', '--unshare-net', '--die-with-parent', '--', ...inside];
+      const outer = await runChild('bwrap', bwrap, { env: { ...baseEnv, HOME: home }, cwd: project });
+      assert.equal(outer.code, 0, outer.stderr);
+      const r = JSON.parse(outer.stdout) as ChildResult & { seen: string[] };
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, 'http://127.0.0.1:47821\n');
+      assert.ok(r.seen.length > 1, `its pending run was offered: ${r.seen.join(', ')}`);
+      assert.deepEqual(r.seen.filter((line) => !line.endsWith(' -')), [], 'no token of any kind');
+      assert.match(r.stderr, /^Using the Control Plane at http:\/\/127\.0\.0\.1:47821 \(found via default\)\n/);
+      const withheld = 'svc: ~/.svc/control/token is not sent to http://127.0.0.1:47821: no Control Plane is known';
+      assert.ok(r.stderr.includes(withheld), r.stderr);
+    });
 
   it('reuses a Control Plane that has a token, without sending it before it knows the server is one', async () => {
     const guarded = await startTestControl({ token: 'dashboard-token-123456' });
@@ -224,7 +262,8 @@ describe('svc dashboard', () => {
     mkdirSync(join(home, '.svc', 'control'), { recursive: true });
     // server.json of a Control Plane started elsewhere (this test process stands in for it), and a dashboard record
     // whose pid is that live process but whose start time is not: a recycled pid.
-    writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify({ url: control.url, pid: process.pid }));
+    const record = { url: control.url, pid: process.pid, proc_start: ownProcStart() };
+    writeFileSync(join(home, '.svc', 'control', 'server.json'), JSON.stringify(record));
     writeFileSync(join(home, '.svc', 'control', 'dashboard.json'), JSON.stringify({ pid: process.pid, proc_start: '1', url: control.url }));
     const r = await run(['dashboard', 'stop'], { ...baseEnv, HOME: home });
     assert.equal(r.code, 1);

@@ -1,11 +1,11 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type SpawnOptions } from 'node:child_process';
 import { readServerRecordFile, serverRecordFile } from '../../src/client/server-record.ts';
-import { discoverControlUrl } from '../../src/engine/control-url.ts';
+import { discoverControlUrl, isOwnControlServe } from '../../src/engine/control-url.ts';
 
 const homes: string[] = [];
 function home(record?: unknown): string {
@@ -33,8 +33,10 @@ describe('discoverControlUrl', () => {
     assert.deepEqual(discoverControlUrl(env), { url: 'https://cp.example:8443', via: 'SVC_CONTROL_URL' });
   });
 
-  it('uses server.json when its pid is alive', () => {
-    const env = { HOME: home({ url: 'http://127.0.0.1:5000', pid: process.pid }) };
+  it('uses server.json while its pid has the start time it recorded', () => {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    const started = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    const env = { HOME: home({ url: 'http://127.0.0.1:5000', pid: process.pid, proc_start: started }) };
     assert.deepEqual(discoverControlUrl(env), { url: 'http://127.0.0.1:5000', via: 'server.json' });
   });
 
@@ -49,6 +51,34 @@ describe('discoverControlUrl', () => {
       assert.throws(() => discoverControlUrl({ HOME: home(), SVC_CONTROL_PORT: bad }), /SVC_CONTROL_PORT/, bad);
     }
   });
+});
+
+const procs: ReturnType<typeof spawn>[] = [];
+after(() => {
+  for (const child of procs) child.kill('SIGKILL');
+});
+
+/** A shell whose command line reads `sh -c read svc ARGS…` (its builtin read waits on stdin: no child to leave). */
+function lookalike(args: string[], options: SpawnOptions = {}) {
+  const child = spawn('sh', ['-c', 'read line', 'svc', ...args], { ...options, stdio: ['pipe', 'ignore', 'ignore'] });
+  procs.push(child);
+  return child.pid!;
+}
+
+describe('isOwnControlServe: what vouches for a server.json without a start time', () => {
+  it("is this user's process whose command line says control serve, a --verbose anywhere aside", () => {
+    assert.equal(isOwnControlServe(lookalike(['control', 'serve'])), true);
+    assert.equal(isOwnControlServe(lookalike(['control', 'serve', '--port', '0'])), true);
+    assert.equal(isOwnControlServe(lookalike(['--verbose', 'control', '--verbose', 'serve'])), true);
+    assert.equal(isOwnControlServe(lookalike(['control', 'status'])), false);
+    assert.equal(isOwnControlServe(lookalike(['serve', 'control'])), false);
+    assert.equal(isOwnControlServe(deadPid()), false);
+  });
+
+  it("is never another user's control serve (root starts one as nobody)",
+    { skip: process.getuid?.() === 0 ? false : 'only root can start a process as another user' }, () => {
+      assert.equal(isOwnControlServe(lookalike(['control', 'serve'], { uid: 65534, gid: 65534 })), false);
+    });
 });
 
 describe('readServerRecordFile', () => {

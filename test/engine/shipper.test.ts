@@ -11,9 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import {
-  createShipper, readControlToken, shipRuns, shipperClient, type ControlItem,
-} from '../../src/engine/shipper.ts';
+import { createShipper, shipRuns, shipperClient, type ControlItem } from '../../src/engine/shipper.ts';
+import { controlToken, type ControlFound } from '../../src/engine/control-url.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
@@ -313,6 +312,9 @@ describe("the shipper reads the Control Plane's answer to a batch as untrusted",
   });
 });
 
+/** The token svc's commands send to `found` (control-url.ts, the one rule). */
+const readControlToken = (env: NodeJS.ProcessEnv, found: ControlFound) => controlToken(env, found).token;
+
 describe('the Control Plane token a client sends', () => {
   it("never sends this machine's own token file to a remote Control Plane (SVC_CONTROL_URL or --url elsewhere)", () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-token-'));
@@ -355,6 +357,28 @@ describe('the home token and a port no live Control Plane is known to hold', () 
     // A token file named goes where it is named, even the home file.
     const named = { HOME: home, SVC_CONTROL_TOKEN_FILE: join(home, '.svc', 'control', 'token') };
     assert.equal(shipperClient(named).token, 'own-local-token');
+  });
+
+  it('goes to an older svc\'s server.json (no start time) only while its pid is this user\'s control serve', () => {
+    // Nothing is contacted: only where discovery points and the token the client would send are looked at.
+    const url = 'http://127.0.0.1:47998';
+    const recordFile = join(home, '.svc', 'control', 'server.json');
+    const sleeper = spawn('sleep', ['60'], { stdio: 'ignore' });
+    const idle = ['-e', 'setTimeout(() => {}, 60_000)'];
+    const serve = spawn(process.execPath, [...idle, 'control', 'serve'], { stdio: 'ignore' });
+    try {
+      // A pid now held by another program (here a sleep; on a shared host, another user's) names no Control Plane.
+      writeFileSync(recordFile, JSON.stringify({ url, pid: sleeper.pid }));
+      const reused = shipperClient({ HOME: home });
+      assert.deepEqual([reused.via, reused.token], ['default', undefined]);
+      writeFileSync(recordFile, JSON.stringify({ url, pid: serve.pid }));
+      const live = shipperClient({ HOME: home });
+      assert.deepEqual([live.url, live.via, live.token], [url, 'server.json', 'own-local-token']);
+    } finally {
+      sleeper.kill('SIGKILL');
+      serve.kill('SIGKILL');
+      rmSync(recordFile, { force: true });
+    }
   });
 
   it('goes to the URL a live server.json names, not once that server is gone and the port taken', async () => {

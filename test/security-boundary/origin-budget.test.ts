@@ -14,7 +14,7 @@ import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtu
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
-import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
+import { createLocalExecutor } from '../../src/trigger/executor.ts';
 
 
 /**

@@ -44,6 +44,14 @@ async function jobOf(t: TestTrigger, id: string) {
   return (await get(`${t.url}/jobs/${id}`, bearer)).body;
 }
 
+/** The job's reply_targets row: its channel and where on GitHub (what a reply learns later, left out). */
+function replyTarget(t: TestTrigger, id: string) {
+  const row = t.stores.replies.get(id);
+  if (row === undefined) return undefined;
+  const { repo, issue, thread } = row.target;
+  return { channel: row.channel, repo, issue, thread };
+}
+
 async function ended(t: TestTrigger, id: string) {
   return waitFor(async () => {
     const j = await jobOf(t, id);
@@ -183,6 +191,9 @@ describe('/svc follow-ups on svc\'s pull requests', () => {
     const res = await send(t, 'issue_comment', payload, { delivery: 'fu-happy' });
     assert.equal(res.status, 202, JSON.stringify(res.body));
     followUp = res.body.job_id as string;
+    // Its progress comment goes to the PR's thread, where an answer on the PR finds the job.
+    assert.deepEqual(replyTarget(t, followUp),
+      { channel: 'webhook', repo: 'acme/api', issue: 12, thread: 'github:acme/api#12' });
     const again = await send(t, 'issue_comment', payload, { delivery: 'fu-happy' });
     assert.equal(again.body.status, 'duplicate');
     const job = await waitFor(async () => {
@@ -224,6 +235,8 @@ describe('/svc follow-ups on svc\'s pull requests', () => {
     const res = await send(t, 'pull_request_review', { action: 'submitted', repository: REPO, pull_request: pull,
       review: { id: 77, state: 'changes_requested', body: '', author_association: 'MEMBER', user: { login: 'bo' } } });
     assert.equal(res.status, 202, JSON.stringify(res.body));
+    assert.deepEqual(replyTarget(t, res.body.job_id as string),
+      { channel: 'webhook', repo: 'acme/api', issue: 12, thread: 'github:acme/api#12' });
     // GitHub also sends each of the review's comments as its own event: the same request, a duplicate.
     const comment = await send(t, 'pull_request_review_comment', { action: 'created', repository: REPO, pull_request: pull,
       comment: { id: 5, pull_request_review_id: 77, path: 'src/app.js', line: 3, body: '/svc rename x to total',

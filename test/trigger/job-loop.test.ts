@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { openDatabase } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores } from '../../src/db/trigger-stores.ts';
-import { isLauncherName } from '../../src/spawn/env.ts';
+import { isLauncherName } from '../../src/spawn/start.ts';
 import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir, insertJob, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { DatabaseSync } from 'node:sqlite';

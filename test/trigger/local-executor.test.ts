@@ -7,7 +7,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
+import { createLocalExecutor, type RunOutcome } from '../../src/trigger/executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { CLI, GIT_ENV, makeRepo, processAlive, readJson } from '../engine/fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
@@ -17,7 +17,6 @@ import { once } from 'node:events';
 import { identityOf } from '../../src/engine/proc-group.ts';
 import { newRunId } from '../../src/engine/ids.ts';
 import { createLogger } from '../../src/log.ts';
-import type { RunOutcome } from '../../src/trigger/executor.ts';
 
 const FAKE_SVC = new URL('./fake-svc.mjs', import.meta.url).pathname;
 

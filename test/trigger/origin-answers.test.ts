@@ -15,7 +15,7 @@ import { trackeraReply } from '../../src/trigger/sources/trackera.ts';
 import { buildSummaryParts, data, plainSummary, type NotifyConfig } from '../../src/trigger/summary.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 import { publicRunPage } from '../../src/engine/pr.ts';
-import { createLocalExecutor } from '../../src/trigger/local-executor.ts';
+import { createLocalExecutor } from '../../src/trigger/executor.ts';
 import { answerCommand } from '../../src/trigger/answers.ts';
 import {
   SECRETS, fixture, get, makeRepo, nowSeconds, post, sign, startTestTrigger, tempDir, type TestTrigger,

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
-import { childEnv } from '../../src/spawn/env.ts';
+import { childEnv } from '../../src/spawn/start.ts';
 import { startChild } from '../../src/spawn/start.ts';
 import { agentSandboxPlan, declaredFolders } from '../../src/spawn/agent-plan.ts';
 import { ignoredPolicyNote } from '../../src/spawn/sandbox-mode.ts';

@@ -4,7 +4,7 @@
 // in an API path but a login checked as GitHub spells one, none in a reply.
 import { json, type Reply } from '../../http/respond.ts';
 import { errorMessage, RefusedError } from '../../errors.ts';
-import { isJsonObject, obj, str, type Obj } from '../../untrusted.ts';
+import { obj, positiveInt, str, type Obj } from '../../untrusted.ts';
 import { briefOf, capUtf8, oneLine } from '../../webhook-sources.ts';
 import { receiptIntegrity } from '../../engine/follow-up.ts';
 import { enqueue, type Intake, type TCtx } from '../intake.ts';
@@ -21,8 +21,6 @@ const WRITERS = new Set(['admin', 'maintain', 'write']);
 const LOGIN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,38}$/;
 const MAX_COMMENTS = 30;
 const COMMENT_BYTES = 300;
-
-export const PR_EVENTS = new Set(['pull_request_review', 'pull_request_review_comment']);
 
 type ReviewComment = ReturnType<typeof commentOf>;
 
@@ -50,15 +48,6 @@ export async function mayWrite(ctx: TCtx, repo: string, login: string): Promise<
   }
 }
 
-/** A positive safe integer (an issue, PR, review or line number), else null. */
-export function int(value: unknown): number | null {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : null;
-}
-
-export function isPullRequestEvent(event: string, body: Obj): boolean {
-  return PR_EVENTS.has(event) || (event === 'issue_comment' && isJsonObject(obj(body.issue).pull_request));
-}
-
 /** The text after `/svc`, or null when the text is not a `/svc` command. */
 export function svcCommand(text: string): string | null {
   const t = text.trim();
@@ -66,7 +55,7 @@ export function svcCommand(text: string): string | null {
 }
 
 function commentOf(c: Obj, text: string) {
-  return { path: str(c.path) ?? '', line: int(c.line) ?? int(c.original_line), text };
+  return { path: str(c.path) ?? '', line: positiveInt(c.line) ?? positiveInt(c.original_line), text };
 }
 
 function ask(body: Obj, who: Obj, instruction: string, rest: {
@@ -96,7 +85,7 @@ export function readPullRequestEvent(event: string, body: Obj): PrInput {
     if (instruction === null) return { kind: 'skip', reason: 'comment does not start with /svc' };
     if (instruction === '') return { kind: 'skip', reason: '/svc with no instruction' };
     return ask(body, comment, instruction, {
-      number: int(obj(body.issue).number), pull: null, comments: [], review: null, reviewId: null,
+      number: positiveInt(obj(body.issue).number), pull: null, comments: [], review: null, reviewId: null,
     });
   }
   const pull = obj(body.pull_request);
@@ -106,8 +95,8 @@ export function readPullRequestEvent(event: string, body: Obj): PrInput {
     const instruction = svcCommand(str(comment.body) ?? '');
     if (!instruction) return { kind: 'skip', reason: 'review comment does not start with /svc and an instruction' };
     return ask(body, comment, instruction, {
-      number: int(pull.number), pull, comments: [commentOf(comment, instruction)], review: null,
-      reviewId: int(comment.pull_request_review_id),
+      number: positiveInt(pull.number), pull, comments: [commentOf(comment, instruction)], review: null,
+      reviewId: positiveInt(comment.pull_request_review_id),
     });
   }
   if (action !== 'submitted') return { kind: 'skip', reason: `pull_request_review.${action.slice(0, 64)}` };
@@ -116,13 +105,13 @@ export function readPullRequestEvent(event: string, body: Obj): PrInput {
   if (state !== 'commented' && state !== 'changes_requested') {
     return { kind: 'skip', reason: `a review that is "${state.slice(0, 32)}" asks for no change` };
   }
-  const id = int(review.id);
+  const id = positiveInt(review.id);
   if (id === null) return { kind: 'skip', reason: 'the review has no id' };
   // A review body that is a /svc command is a request by itself; any other is one when it has comments.
   const own = svcCommand(str(review.body) ?? '');
   const instruction = own ?? oneLine(str(review.body) ?? '');
   return ask(body, review, instruction, {
-    number: int(pull.number), pull, comments: [], review: { id, needsComments: !own }, reviewId: id,
+    number: positiveInt(pull.number), pull, comments: [], review: { id, needsComments: !own }, reviewId: id,
   });
 }
 
@@ -240,27 +229,17 @@ function firstTold(ctx: TCtx, repo: string, a: FollowUpAsk): boolean {
   return true;
 }
 
-/** The thread an answer on the same issue or PR finds its job by. */
-export function githubThread(repository: string, number: number): string {
-  return `github:${repository.toLowerCase()}#${number}`;
-}
-
-/** Where a GitHub job's progress comment goes: a repository and issue or PR number fit for an API path. */
-export function githubThreadTarget(
-  repo: string, number: number | null,
-): { channel: 'webhook'; target: Record<string, unknown> } | undefined {
-  // Never `.` or `..`, which a URL would resolve into another path.
-  const segment = /^[A-Za-z0-9-]{1,39}\/[A-Za-z0-9._-]{1,100}$/.test(repo) && !/\/\.\.?$/.test(repo);
-  if (!segment || number === null) return undefined;
-  return { channel: 'webhook', target: { repo, issue: number, thread: githubThread(repo, number) } };
-}
-
-/** A follow-up the payload asks for on `repo` (the served repository it routed to), once checked against records. */
-export async function queueFollowUp(ctx: TCtx, repo: string, event: string, a: FollowUpAsk): Promise<Reply> {
+/**
+ * A follow-up the payload asks for on `repo` (the served repository it routed to), once checked against records;
+ * `reply`, the PR's thread (its progress comment and answers).
+ */
+export async function queueFollowUp(
+  ctx: TCtx, repo: string, event: string, a: FollowUpAsk, reply: Intake['reply'],
+): Promise<Reply> {
   // A review and its comments arrive as separate events: the first is the request, the rest duplicates.
   const keys = a.reviewId === null ? [] : [`webhook:review:${repo.toLowerCase()}:${a.reviewId}`];
   const intake: Intake = {
-    origin: 'webhook', repo, keys, reply: githubThreadTarget(a.repository ?? '', a.number),
+    origin: 'webhook', repo, keys, reply,
     prepare: () => prepareFollowUp(ctx, repo, a),
   };
   try {

@@ -4,13 +4,10 @@
 import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
-import { isJsonObject, obj, str, tryParseJson, type Obj } from '../../untrusted.ts';
+import { isJsonObject, obj, positiveInt, str, tryParseJson, type Obj } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';
 import { briefOf, deliveryKeys, firstHeader, sourceOf } from '../../webhook-sources.ts';
-import {
-  githubThread, githubThreadTarget, int, isPullRequestEvent, mayWrite, PR_EVENTS, queueFollowUp, readPullRequestEvent,
-  svcCommand, TRUSTED,
-} from './github-pr.ts';
+import { mayWrite, queueFollowUp, readPullRequestEvent, svcCommand, TRUSTED } from './github-pr.ts';
 import { enqueue, NotQueued, skipped, unserved, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../../engine/pr.ts';
 import { answerCommand, commentTime } from '../answers.ts';
@@ -54,6 +51,14 @@ function openedLabelKeys(ref: string, issue: Obj, action: 'opened' | 'labeled'):
 
 function hasLabel(issue: Obj): boolean {
   return Array.isArray(issue.labels) && issue.labels.some((l) => obj(l).name === TRIGGER_LABEL);
+}
+
+/** Events on a pull request's review: a follow-up, never new work (github-pr.ts). */
+const PR_EVENTS = new Set(['pull_request_review', 'pull_request_review_comment']);
+
+/** A review, a review comment or a comment on a pull request's conversation (GitHub sends that as an issue comment). */
+function isPullRequestEvent(event: string, body: Obj): boolean {
+  return PR_EVENTS.has(event) || (event === 'issue_comment' && isJsonObject(obj(body.issue).pull_request));
 }
 
 /** Why the unsigned event header disagrees with the signed body's shape for an event svc acts on, or null. */
@@ -149,8 +154,10 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
   if (input.kind === 'skip') return skipped(input.reason);
   const routed = ctx.deps.settings.repos.webhook(input.repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
-  if (input.kind === 'follow-up') return queueFollowUp(ctx, routed.repo.name, event, input);
-  const reply = githubThreadTarget(input.repository ?? '', int(obj(body.issue).number));
+  if (input.kind === 'follow-up') {
+    return queueFollowUp(ctx, routed.repo.name, event, input, githubThreadTarget(input.repository ?? '', input.number));
+  }
+  const reply = githubThreadTarget(input.repository ?? '', positiveInt(obj(body.issue).number));
   const intake = { origin: 'webhook', repo: routed.repo.name, reply, keys: input.keys } as const;
   const { writer } = input;
   if (writer === undefined || (writer.of === 'issue' && !ctx.deps.github.configured)) {
@@ -167,6 +174,21 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
 
 // The job's conversation on GitHub: one progress comment kept up to date where it was asked, and the answers there.
 
+/** The thread an answer on the same issue or PR finds its job by. */
+function githubThread(repository: string, number: number): string {
+  return `github:${repository.toLowerCase()}#${number}`;
+}
+
+/** Where a GitHub job's progress comment goes: a repository and issue or PR number fit for an API path. */
+function githubThreadTarget(
+  repo: string, number: number | null,
+): { channel: 'webhook'; target: Record<string, unknown> } | undefined {
+  // Never `.` or `..`, which a URL would resolve into another path.
+  const segment = /^[A-Za-z0-9-]{1,39}\/[A-Za-z0-9._-]{1,100}$/.test(repo) && !/\/\.\.?$/.test(repo);
+  if (!segment || number === null) return undefined;
+  return { channel: 'webhook', target: { repo, issue: number, thread: githubThread(repo, number) } };
+}
+
 /** Marks svc's progress comment (GitHub does not show it). */
 const PROGRESS_MARK = '<!-- svc-progress -->';
 
@@ -176,7 +198,7 @@ async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Re
   const comment = obj(body.comment);
   const command = answerCommand(str(comment.body) ?? '');
   const repository = str(obj(body.repository).full_name);
-  const number = int(obj(body.issue).number);
+  const number = positiveInt(obj(body.issue).number);
   if (command === null || repository === null || number === null) return null;
   const routed = ctx.deps.settings.repos.webhook(repository);
   if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
