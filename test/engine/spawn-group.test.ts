@@ -44,7 +44,8 @@ describe('spawnGroup', () => {
   // A process that got away (here: it cleared svc's marker and left the session) holds the output pipes after the
   // first process exited: the run still ends (before, it waited for that process, a run `running` for as long).
   it('ends once the first process exited although a process that got away still holds its output', async () => {
-    // A duration of its own: the cleanup kills only this test's process, never another copy's of the suite.
+    // A duration of its own: the cleanup kills only this test's process, never another copy's of the suite (the
+    // argument whole, between NULs: another copy's longer pid would start with this one).
     const tag = `126.${process.pid}`;
     const script = `(env -i /usr/bin/setsid /bin/sleep ${tag} &) ; exit 0`;
     const run = spawnGroup(['/bin/sh', '-c', script], { ...base, sandbox: null });
@@ -54,7 +55,7 @@ describe('spawnGroup', () => {
       assert.notEqual(done, 'hung', 'spawnGroup waited for the process that got away');
       assert.equal(done === 'hung' ? null : done.code, 0);
     } finally {
-      for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
+      for (const pid of processesMentioning(`\0${tag}\0`)) process.kill(pid, 'SIGKILL');
     }
   });
 
