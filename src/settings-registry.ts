@@ -234,7 +234,7 @@ export const SETTINGS = {
   SVC_QUESTION_FILE: bySvc('for providers: where a question is written'),
   SVC_ANSWER_FILE: bySvc('for providers: where its answer appears'),
   SVC_RUN_ID: bySvc('for providers: the run'),
-  SVC_PROCESS_TREE: bySvc('marks an unsandboxed agent\'s processes, to end them all'),
+  SVC_PROCESS_TREE: bySvc('marks the processes of an unsandboxed agent or of a tool svc runs (git), to end them all'),
   SVC_GIT_PUSH_TOKEN: bySvc('the push\'s token, for svc\'s `GIT_ASKPASS` only'),
   SVC_GIT_CREDENTIAL_URL: bySvc('the URL that askpass answers for'),
   SVC_GIT_CREDENTIAL_USER_URL: bySvc('likewise, with the user name'),

@@ -8,6 +8,7 @@ import { constants as osConstants } from 'node:os';
 import type { Writable } from 'node:stream';
 import { SECRET_NAMES } from '../settings-registry.ts';
 import { svcCliPath } from './svc-paths.ts';
+import { createTreeGuard } from './tree.ts';
 
 export type { ChildProcess };
 
@@ -192,26 +193,80 @@ export function runSync(argv: readonly string[], opts: ChildSpec & {
   fds?: Array<number | 'ignore'>;
 }): string {
   const { bin, args, options } = prepare(argv, opts);
-  return execFileSync(bin, args, {
-    ...options, encoding: 'utf8', maxBuffer: opts.maxBuffer ?? 1024 * 1024, timeout: opts.timeout,
-    stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe', ...opts.fds ?? []],
-  });
+  const tree = createTreeGuard();
+  try {
+    return execFileSync(bin, args, {
+      ...marked(options, tree), encoding: 'utf8', maxBuffer: opts.maxBuffer ?? 1024 * 1024, timeout: opts.timeout,
+      stdio: ['ignore', 'pipe', opts.stderr ?? 'pipe', ...opts.fds ?? []],
+    });
+  } catch (err) {
+    // At its time limit the child got SIGTERM and lost its pipes; what it started (git's remote helper, holding its
+    // connection to the origin) ran on, reparented: the marker finds it.
+    if ((err as NodeJS.ErrnoException).code === 'ETIMEDOUT') tree.killAll();
+    throw err;
+  }
 }
 
-/** Runs to completion without throwing, keeping at most `maxBuffer` of the output; `input` is written to stdin. */
+/** `options` with the guard's marker in the child's environment, which finds what the child started once reparented. */
+function marked<T extends { env: NodeJS.ProcessEnv }>(options: T, tree: { marker: string }): T {
+  return { ...options, env: { ...options.env, ...Object.fromEntries([tree.marker.split('=')]) } };
+}
+
+/**
+ * How long a child ended by its time limit or an abort has, after SIGTERM, to clean up (git removes its *.lock files)
+ * before what is left of its tree gets SIGKILL.
+ */
+const END_GRACE_MS = 2_000;
+
+/**
+ * Runs to completion without throwing, keeping at most `maxBuffer` of the output; `input` is written to stdin. Its time
+ * limit or an abort of `signal` ends the child and every process it started: a kill of git alone left its remote
+ * helper (git-remote-https, which holds the connection and the output pipes) orphaned, waiting on the remote for as
+ * long as the remote liked, and this call waiting with it.
+ */
 export function runCollect(
   argv: readonly string[],
   opts: ChildSpec & { timeout?: number; maxBuffer?: number; input?: string; signal?: AbortSignal },
 ): Promise<{ status: number | null; stdout: string; stderr: string; error: Error | null }> {
   const { bin, args, options } = prepare(argv, opts);
+  const { signal, timeout } = opts;
   return new Promise((resolve) => {
-    const limits = { timeout: opts.timeout, maxBuffer: opts.maxBuffer ?? 64 * 1024, signal: opts.signal };
-    const child = execFile(bin, args, { ...options, ...limits },
+    const tree = createTreeGuard();
+    let grace: NodeJS.Timeout | undefined;
+    const child = execFile(bin, args, { ...marked(options, tree), maxBuffer: opts.maxBuffer ?? 64 * 1024 },
       (err, stdout, stderr) => {
+        clearTimeout(timer);
+        clearTimeout(grace);
+        signal?.removeEventListener('abort', end);
         const code = (err as { code?: unknown } | null)?.code;
         const status = err ? (typeof code === 'number' ? code : null) : 0;
         resolve({ status, stdout: `${stdout}`, stderr: `${stderr}`, error: err });
       });
+    // What is left once the child is gone or its grace is over: killed, and the output pipes let go, which a process
+    // that left the tree unmarked (`env -i`) could otherwise hold open for as long as it liked, this call waiting.
+    const finish = (): void => {
+      clearTimeout(grace);
+      tree.killAll();
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+    };
+    // SIGTERM first, the tree recorded before: git removes its lock files on it (after a SIGKILL, an index.lock or a
+    // ref's lock left behind fails every later git there), and what it started is still found once reparented.
+    const end = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', end);
+      tree.sample();
+      if (child.exitCode !== null || child.signalCode !== null || !child.kill('SIGTERM')) {
+        finish();
+        return;
+      }
+      child.once('exit', finish);
+      grace = setTimeout(finish, END_GRACE_MS);
+    };
+    const timer = timeout ? setTimeout(end, timeout) : undefined;
+    if (child.pid !== undefined) tree.watch(child.pid);
+    signal?.addEventListener('abort', end, { once: true });
+    if (signal?.aborted) end();
     // A child that exits without reading it (or never started) must not end this process with EPIPE.
     if (opts.input !== undefined) child.stdin?.on('error', () => {}).end(opts.input);
   });

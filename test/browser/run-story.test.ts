@@ -287,7 +287,6 @@ describe('the run story', { skip: skip ?? false }, () => {
     const rendered = await page.locator('svc-diff-view tr.d-add').count();
     assert.equal(rendered, BIG_FILES * BIG_LINES_PER_FILE, 'the 25 normal files are open');
     console.log(`# changes view: ${rendered} diff lines parsed (${await view.getAttribute('data-parse-ms')} ms) and rendered with layout in ${ms} ms`);
-    assert.ok(ms < 5000, `far too slow: ${ms} ms`);
     const binary = page.locator('details.diff-file', { hasText: 'assets/logo.png' });
     assert.match((await binary.textContent()) ?? '', /binary/);
     const large = page.locator('details.diff-file[data-large=yes]');

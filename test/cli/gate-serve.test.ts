@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { runChild } from '../helpers/run-child.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
@@ -72,11 +73,7 @@ describe('svc gate serve', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     gate.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
-    for (let i = 0; i < 200 && !/listening on http:\/\/127\.0\.0\.1:(\d+)/.test(out); i++) {
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)?.[1]);
-    assert.ok(port > 0, out);
+    port = Number(await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out)?.[1], 'the gate to listen'));
   });
   after(() => {
     gate.kill('SIGTERM');
@@ -100,11 +97,7 @@ describe('svc gate serve', () => {
     // The child writes its log lines on its own time, and the test before left 407 lines: wait for this test's two.
     const allowedLine = /"egress":\{[^\n]*"decision":"allowed"[^\n]*"job":"j-serve","run":"r-serve","repo":"acme\/web"/;
     const loopbackLine = /"egress":\{[^\n]*"decision":"denied"[^\n]*"status":403/;
-    for (let i = 0; i < 200 && !(allowedLine.test(out) && loopbackLine.test(out)); i++) {
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    assert.match(out, allowedLine);
-    assert.match(out, loopbackLine);
+    await waitFor(() => allowedLine.test(out) && loopbackLine.test(out), 'the allowed and the refused line');
   });
 
   it('adds the real model key in place of the placeholder, for the model host only', async () => {
@@ -128,9 +121,7 @@ describe('svc gate serve', () => {
     assert.equal(await call(other), 200);
     const refused = /"egress":\{[^\n]*"reason":"the daily budget of \$0\.40 for acme\/web is reached[^\n]*"status":429/;
     const metered = /"egress":\{[^\n]*"metered":\{"model":"claude-sonnet-4-5","tokens_in":0,"tokens_out":10000,/;
-    for (let i = 0; i < 200 && !(refused.test(out) && metered.test(out)); i++) await new Promise((r) => setTimeout(r, 25));
-    assert.match(out, refused);
-    assert.match(out, metered);
+    await waitFor(() => refused.test(out) && metered.test(out), 'the refused and the metered line');
   });
 
   it('refuses a malformed policy file with exit 2', async () => {

@@ -1,17 +1,17 @@
 // The worker loads its finish phase while the agent works (src/engine/worker.ts, loadFinish): a load that fails is
 // the run's failure only where the finish needs it, saying so; a run stopped during its agent stays stopped.
-import { describe, it, beforeEach, afterEach } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { prepareRun } from '../../src/engine/launch.ts';
 import { readState } from '../../src/engine/run-state.ts';
 import { runFailure } from '../../src/run-json.ts';
-import { AGENT_STATE, EDIT_SCRIPT, GIT_ENV, makeRepo, SLEEP_SCRIPT, type TestRepo } from './fixtures.ts';
+import { AGENT_STATE, EDIT_SCRIPT, repoForTests, SLEEP_SCRIPT } from './fixtures.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const WORKER_TS = fileURLToPath(new URL('../../src/engine/worker.ts', import.meta.url));
 
@@ -30,26 +30,21 @@ function workerWithoutFinish(dir: string, env: NodeJS.ProcessEnv) {
 }
 
 describe('a worker whose finish phase cannot be loaded', () => {
-  let t: TestRepo;
-  let env: NodeJS.ProcessEnv;
-  beforeEach(() => {
-    t = makeRepo({ providers: { fake: EDIT_SCRIPT, sleeper: SLEEP_SCRIPT } });
-    env = { ...process.env, ...GIT_ENV, HOME: t.home, SVC_SHIP: '0', SVC_SANDBOX: 'none' };
-  });
-  afterEach(() => t.cleanup());
+  const t = repoForTests({ providers: { fake: EDIT_SCRIPT, sleeper: SLEEP_SCRIPT } }, { SVC_SANDBOX: 'none' }, true);
 
   async function queuedRun(provider: string): Promise<{ dir: string; run: string }> {
     const { state } = await prepareRun({
-      input: 'append fixed', forceBrief: true, pr: false, worktree: false, provider, repo: t.repo, runId: null, env,
+      input: 'append fixed', forceBrief: true, pr: false, worktree: false, provider, repo: t.repo, runId: null,
+      env: t.env,
     });
     return { dir: join(t.repo, '.svc', 'runs', state.run), run: state.run };
   }
 
   it('ends a run stopped during its agent stopped', async () => {
     const { dir, run } = await queuedRun('sleeper');
-    const worker = workerWithoutFinish(dir, env);
+    const worker = workerWithoutFinish(dir, t.env);
     const exited = once(worker, 'exit');
-    while (!existsSync(join(t.home, AGENT_STATE, `${run}.up`))) await sleep(20);
+    await waitFor(() => existsSync(join(t.home, AGENT_STATE, `${run}.up`)), 'the agent to be up');
     // The worker's own stop (a stopper such as `svc start --stop` writes `stopped` itself once the worker is gone).
     worker.kill('SIGTERM');
     await exited;
@@ -60,7 +55,7 @@ describe('a worker whose finish phase cannot be loaded', () => {
 
   it('fails the run after its agent, class infra, saying svc could not load its finish phase', async () => {
     const { dir } = await queuedRun('fake');
-    const [code] = await once(workerWithoutFinish(dir, env), 'exit');
+    const [code] = await once(workerWithoutFinish(dir, t.env), 'exit');
     assert.equal(code, 1);
     const final = readState(dir);
     assert.equal(final.status, 'failed');

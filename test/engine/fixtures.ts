@@ -1,6 +1,7 @@
 // Real things for engine tests: a git repo with a bare origin, command-provider scripts, and a GitHub REST stand-in.
 import { mkdtempSync, mkdirSync, writeFileSync, chmodSync, rmSync, readFileSync, existsSync, readdirSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
+import { before, after, beforeEach, afterEach } from 'node:test';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -65,6 +66,28 @@ export function makeRepo(opts: { policy?: unknown; providers?: Record<string, st
   grantAgentState(home, providers);
   if (opts.policy !== undefined) writeFileSync(join(repo, '.svc', 'policy.json'), JSON.stringify(opts.policy));
   return { root, repo, origin, home, bin, cleanup: () => rmSync(root, { recursive: true, force: true }) };
+}
+
+/** The environment an svc of `repo` runs with in a test: its own HOME, a Control Plane URL nothing answers, no ship. */
+export function svcEnv(repo: TestRepo, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const control = { SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0' };
+  return { ...process.env, ...GIT_ENV, HOME: repo.home, ...control, ...extra };
+}
+
+/**
+ * A repo of makeRepo(`opts`) and the `env` its svc runs with (svcEnv plus `extra`): made before the describe's tests
+ * and removed after them; with `each`, a fresh one for each test (a run one test leaves unended holds its checkout).
+ */
+export function repoForTests(
+  opts: Parameters<typeof makeRepo>[0], extra: NodeJS.ProcessEnv = {}, each = false,
+): TestRepo & { env: NodeJS.ProcessEnv } {
+  const made = {} as TestRepo & { env: NodeJS.ProcessEnv };
+  (each ? beforeEach : before)(() => {
+    const repo = makeRepo(opts);
+    Object.assign(made, repo, { env: svcEnv(repo, extra) });
+  });
+  (each ? afterEach : after)(() => made.cleanup());
+  return made;
 }
 
 /** Edits a tracked file and reports cost the way a `command` provider does. */

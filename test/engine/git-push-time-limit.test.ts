@@ -45,7 +45,6 @@ describe('a git to a remote that never answers', () => {
   for (const args of [['ls-remote'], ['fetch', '--quiet']]) {
     it(`ends git ${args[0]} after its time limit with a GitTimeoutError naming it, an infra failure`, () => {
       git(root, ['init', '--quiet', '--bare', join(root, 'r.git')]);
-      const began = Date.now();
       let caught: unknown = null;
       try {
         git(root, [...args, url, 'refs/heads/main'], { GIT_DIR: join(root, 'r.git') }, undefined, [], 1000);
@@ -53,8 +52,8 @@ describe('a git to a remote that never answers', () => {
         caught = err;
       }
       assert.ok(caught instanceof GitTimeoutError, `not a GitTimeoutError: ${String(caught)}`);
+      // Only the time limit's kill makes this error: the server never answers, so git ended by no other way.
       assert.match(caught.message, new RegExp(`^git ${args[0]} did not end within its time limit in `));
-      assert.ok(Date.now() - began < 15_000);
       assert.equal(failureOf(caught).class, 'infra');
     });
   }

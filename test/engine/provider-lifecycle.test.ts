@@ -1,10 +1,10 @@
 // What real agent CLIs showed about a provider's life: tools started in process groups of their own must die with a
 // stopped run, and an answer that arrives before the asking provider exits must still reach it.
-import { describe, it, before, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeRepo, readJson, processesMentioning, CLI, GIT_ENV, AGENT_STATE, type TestRepo } from './fixtures.ts';
+import { repoForTests, readJson, processesMentioning, CLI, AGENT_STATE } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -27,18 +27,11 @@ while [ ! -f "$SVC_ANSWER_FILE" ]; do sleep 0.05; done
 `;
 
 describe('provider lifecycle', () => {
-  let repo: TestRepo;
-  let env: NodeJS.ProcessEnv;
-
-  before(() => {
-    repo = makeRepo({ providers: { detached: DETACHED_TOOL, late: ASK_LATE_EXIT } });
-    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0' };
-  });
-  after(() => repo.cleanup());
+  const repo = repoForTests({ providers: { detached: DETACHED_TOOL, late: ASK_LATE_EXIT } });
 
   const svc = (args: string[]) => {
     const stdio: ['ignore', 'pipe', 'pipe'] = ['ignore', 'pipe', 'pipe'];
-    return runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env, stdio });
+    return runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env: repo.env, stdio });
   };
   const state = (run: string) => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
 

@@ -102,10 +102,10 @@ describe('svc start --resume of a run whose worker is still finishing', () => {
     const worker = standIn(run, path, true);
     try {
       writeFileSync(path, JSON.stringify({ ...failed, status: 'succeeded', pid: worker.pid, proc_start: null }));
-      const began = Date.now();
       const resumed = await svc(['start', '--resume', run, '--detach']);
+      // No wait for a worker the refusal does not depend on: this worker never exits, so a resume that waited for it
+      // would be refused for it, naming its pid, instead.
       assert.equal(resumed.stderr, `svc start: Run ${run} is succeeded; only stopped or failed runs can be resumed\n`);
-      assert.ok(Date.now() - began < 5_000, 'no wait for a worker the refusal does not depend on');
     } finally {
       worker.kill('SIGKILL');
     }
@@ -129,10 +129,10 @@ describe('svc start --resume of a run whose worker is still finishing', () => {
     const other = spawn('sleep', ['30'], { stdio: 'ignore' });
     try {
       writeFileSync(path, JSON.stringify({ ...failed, pid: other.pid, proc_start: null }));
-      const began = Date.now();
       const resumed = await svc(['start', '--resume', run, '--detach']);
+      // An unrelated process is no worker to wait for: this one outlives the wait, so taken for the worker it would
+      // have had the resume refused.
       assert.equal(resumed.code, 0, resumed.stderr);
-      assert.ok(Date.now() - began < 5_000, 'an unrelated process is no worker to wait for');
       const ended = await waitFor(() => {
         const s = readJson(path);
         return s.status === 'succeeded' || s.status === 'failed' ? s : null;

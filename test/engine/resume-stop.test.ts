@@ -2,7 +2,7 @@
 // starts, before it wrote `running`, ends the run stopped and its agent never runs again (before, the stop found the
 // run it resumed from, already ended, signalled nothing, and the resumed run went on); a worker that does not start
 // leaves the run as it was.
-import { describe, it, beforeEach, afterEach } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { spawn } from 'node:child_process';
@@ -17,7 +17,7 @@ import { identityOf } from '../../src/engine/proc-group.ts';
 import { readState, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { runFailure } from '../../src/run-json.ts';
 import { ConflictError } from '../../src/errors.ts';
-import { GIT_ENV, makeRepo, type TestRepo } from './fixtures.ts';
+import { repoForTests } from './fixtures.ts';
 
 interface OtlpBody {
   resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<{
@@ -28,20 +28,14 @@ interface OtlpBody {
 const CLI_TS = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 
 describe('resuming a run', () => {
-  let t: TestRepo;
-  let env: NodeJS.ProcessEnv;
   // A checkout each: a run one test leaves unended would hold it for the next.
-  beforeEach(() => {
-    t = makeRepo();
-    env = { ...process.env, ...GIT_ENV, HOME: t.home, SVC_SHIP: '0', SVC_SANDBOX: 'none' };
-  });
-  afterEach(() => t.cleanup());
+  const t = repoForTests({}, { SVC_SANDBOX: 'none' }, true);
 
   /** A run stopped before its worker ever started (what a resume moves on from), with `over` in its state. */
   async function stoppedRun(over: Partial<RunState> = {}): Promise<{ dir: string; state: RunState }> {
     const { state } = await prepareRun({
       input: 'append fixed', forceBrief: true, pr: false, worktree: false, provider: 'fake', repo: t.repo, runId: null,
-      env,
+      env: t.env,
     });
     const dir = join(t.repo, '.svc', 'runs', state.run);
     const ended_at = new Date().toISOString();
@@ -59,7 +53,7 @@ describe('resuming a run', () => {
 
   it('ends the resumed run stopped when a stop comes while its worker starts, its agent not run again', async () => {
     const { dir, state } = await stoppedRun();
-    const worker = spawnWorker(readState(dir), 'resume', env, false);
+    const worker = spawnWorker(readState(dir), 'resume', t.env, false);
     const exited = once(worker, 'exit');
     await stopLocalRun(t.repo, state.run, 'svc start --stop');
     await exited;
@@ -76,7 +70,7 @@ describe('resuming a run', () => {
     await once(gone, 'exit');
     const child = { ...identity, init: { pid: 99, proc_start: '1' } };
     const { dir, state } = await stoppedRun({ ...identity, child });
-    const worker = spawnWorker(readState(dir), 'resume', env, false);
+    const worker = spawnWorker(readState(dir), 'resume', t.env, false);
     const exited = once(worker, 'exit');
     const queued = readState(dir);
     assert.deepEqual([queued.status, queued.pid, queued.child], ['queued', worker.pid, null]);
@@ -89,10 +83,10 @@ describe('resuming a run', () => {
   it('leaves a run as it was when its worker cannot start: its log a link, or its spawn refused', async () => {
     const { dir, state } = await stoppedRun();
     symlinkSync('/dev/null', join(dir, 'worker.log'));
-    assert.throws(() => spawnWorker(readState(dir), 'resume', env, false), /symbolic link/);
+    assert.throws(() => spawnWorker(readState(dir), 'resume', t.env, false), /symbolic link/);
     assert.deepEqual(readState(dir), state);
     // A value no process can be given (a NUL byte): the spawn throws once the run is queued again.
-    assert.throws(() => spawnWorker(readState(dir), 'resume', { ...env, HOME: 'a\0b' }, true));
+    assert.throws(() => spawnWorker(readState(dir), 'resume', { ...t.env, HOME: 'a\0b' }, true));
     const after = readState(dir);
     assert.deepEqual({ ...after, updated_at: state.updated_at }, state);
     assert.deepEqual(statusEvents(dir).slice(1), [
@@ -108,7 +102,7 @@ describe('resuming a run', () => {
     process.execPath = join(t.home, 'no-such-node');
     let worker: ReturnType<typeof spawnWorker>;
     try {
-      worker = spawnWorker(readState(dir), 'resume', env, false);
+      worker = spawnWorker(readState(dir), 'resume', t.env, false);
     } finally {
       process.execPath = execPath;
     }
@@ -126,9 +120,9 @@ describe('resuming a run', () => {
   it('refuses a second resume that read the run before the first queued it, the first\'s worker kept', async () => {
     const { dir } = await stoppedRun();
     const stale = readState(dir);
-    const first = spawnWorker(stale, 'resume', env, false);
+    const first = spawnWorker(stale, 'resume', t.env, false);
     const exited = once(first, 'exit');
-    assert.throws(() => spawnWorker(stale, 'resume', env, false), (err: Error) => err instanceof ConflictError &&
+    assert.throws(() => spawnWorker(stale, 'resume', t.env, false), (err: Error) => err instanceof ConflictError &&
       /^Run \S+ is (queued|running); only stopped or failed runs can be resumed$/.test(err.message));
     assert.equal(readState(dir).pid, first.pid);
     await exited;
@@ -140,7 +134,7 @@ describe('resuming a run', () => {
       const failure = runFailure(status === 'failed' ? 'infra' : 'stopped', 'ended by a test');
       const { dir, state } = await stoppedRun({ status, failure });
       const worker = spawn(process.execPath, [CLI_TS, 'worker', 'resume', '--run-id', state.run, '--repo', t.repo],
-        { stdio: 'ignore', env });
+        { stdio: 'ignore', env: t.env });
       const [code] = await once(worker, 'exit');
       assert.equal(code, 1);
       assert.deepEqual([readState(dir).status, readState(dir).failure], [status, failure]);
@@ -161,7 +155,7 @@ describe('resuming a run', () => {
       const { state } = await stoppedRun();
       const { port } = collector.address() as AddressInfo;
       const worker = spawn(process.execPath, [CLI_TS, 'worker', 'resume', '--run-id', state.run, '--repo', t.repo],
-        { stdio: 'ignore', env: { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` } });
+        { stdio: 'ignore', env: { ...t.env, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` } });
       await once(worker, 'exit');
       const spans = bodies.flatMap((body) => (JSON.parse(body) as OtlpBody).resourceSpans
         .flatMap((r) => r.scopeSpans.flatMap((scope) => scope.spans)));
@@ -176,7 +170,7 @@ describe('resuming a run', () => {
 
   it('says `resumed` in its moves to queued and running, which are no first start', async () => {
     const { dir } = await stoppedRun();
-    const worker = spawnWorker(readState(dir), 'resume', env, false);
+    const worker = spawnWorker(readState(dir), 'resume', t.env, false);
     const [code] = await once(worker, 'exit');
     assert.equal(code, 0);
     assert.equal(readState(dir).status, 'succeeded');

@@ -31,7 +31,7 @@ describe('a sandboxed run\'s state', { skip: bwrapWorks ? false : 'bwrap cannot 
   after(() => t.cleanup());
 
   /** Starts a run of `provider` in its own worktree; once `up` (a file) exists, its state's child as soon as it names
-   * an init (or after 5 s), and whether that init was the process running then; then the run is stopped. */
+   * an init (or after 60 s), and whether that init was the process running then; then the run is stopped. */
   async function recordedWhenUp(
     provider: string, up: (run: RunState) => string,
   ): Promise<{ child: RunState['child']; running: boolean }> {
@@ -46,7 +46,8 @@ describe('a sandboxed run\'s state', { skip: bwrapWorks ? false : 'bwrap cannot 
       for (const deadline = Date.now() + 60_000; !existsSync(up(state)) && Date.now() < deadline;) await sleep(20);
       assert.ok(existsSync(up(state)), `${up(state)} was never written`);
       let child = readState(dir).child;
-      for (const deadline = Date.now() + 5_000; !child?.init && Date.now() < deadline; child = readState(dir).child) {
+      // Its agent and check run until stopped, so a loaded machine gets as long as it needs to record the init.
+      for (const deadline = Date.now() + 60_000; !child?.init && Date.now() < deadline; child = readState(dir).child) {
         await sleep(20);
       }
       return { child, running: !!child?.init && procStart(child.init.pid) === child.init.proc_start };

@@ -287,9 +287,10 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
 });
 
 /** Whatever SVC_CONTROL_URL points at (a Control Plane, or the dashboard, the trigger, a proxy): it answers each
- * request with `answer` as it is then, and counts them. */
-async function startStandIn() {
-  const stand = { answer: { status: 200, body: '' }, requests: 0, url: '', close: () => Promise.resolve() };
+ * request with `answer` as it is then, and counts them. It listens, with a temp HOME (`root`) beside it, from the
+ * describe's before() to its after(). */
+function standInForSuite() {
+  const stand = { answer: { status: 200, body: '' }, requests: 0, url: '', root: '' };
   const server: Server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
@@ -297,35 +298,32 @@ async function startStandIn() {
       res.writeHead(stand.answer.status, { 'content-type': 'application/json' }).end(stand.answer.body);
     });
   });
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  stand.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  stand.close = () => new Promise<void>((done) => server.close(() => done()));
+  before(async () => {
+    stand.root = mkdtempSync(join(tmpdir(), 'svc-'));
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    stand.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(async () => {
+    await new Promise<void>((done) => server.close(() => done()));
+    rmSync(stand.root, { recursive: true, force: true });
+  });
   return stand;
 }
 
 describe('which failure ends a pass of shipRuns (svc ship, the pending runs before a command)', () => {
-  let root: string;
-  let stand: Awaited<ReturnType<typeof startStandIn>>;
-  before(async () => {
-    root = mkdtempSync(join(tmpdir(), 'svc-'));
-    stand = await startStandIn();
-  });
-  after(async () => {
-    await stand.close();
-    rmSync(root, { recursive: true, force: true });
-  });
+  const stand = standInForSuite();
 
   /** Two runs of a fresh project, each marked to be sent, shipped while the server answers `status` `code`. */
   async function shipTwo(status: number, code: string | null) {
     const body = code ? JSON.stringify({ error: { code, message: 'no' } }) : '<html>a dashboard</html>';
     stand.answer = { status, body };
-    const project = mkdtempSync(join(root, 'p-'));
+    const project = mkdtempSync(join(stand.root, 'p-'));
     mkdirSync(join(project, '.svc', 'ship-pending'), { recursive: true });
     for (const run of ['rpass1', 'rpass2']) {
       runFolder(join(project, '.svc', 'runs'), run);
       writeFileSync(join(project, '.svc', 'ship-pending', run), '');
     }
-    const result = await shipRuns(project, ['rpass1', 'rpass2'], { SVC_CONTROL_URL: stand.url, HOME: root });
+    const result = await shipRuns(project, ['rpass1', 'rpass2'], { SVC_CONTROL_URL: stand.url, HOME: stand.root });
     const marked = ['rpass1', 'rpass2'].filter((run) => existsSync(join(project, '.svc', 'ship-pending', run)));
     return { ...result, marked };
   }
@@ -357,16 +355,7 @@ describe('which failure ends a pass of shipRuns (svc ship, the pending runs befo
 // A Control Plane's answer is read through typed readers (src/untrusted.ts): a broken or hostile one (a proxy, another
 // server at the URL) neither crashes the shipper nor tells it of a deletion or a request it did not list.
 describe("the shipper reads the Control Plane's answer to a batch as untrusted", () => {
-  let root: string;
-  let stand: Awaited<ReturnType<typeof startStandIn>>;
-  before(async () => {
-    root = mkdtempSync(join(tmpdir(), 'svc-'));
-    stand = await startStandIn();
-  });
-  after(async () => {
-    await stand.close();
-    rmSync(root, { recursive: true, force: true });
-  });
+  const stand = standInForSuite();
   const ingested = (answer: object) =>
     ({ status: 200, body: JSON.stringify({ runs: 1, events: 0, duplicates: 0, artifacts: 0, ...answer }) });
 
@@ -379,9 +368,9 @@ describe("the shipper reads the Control Plane's answer to a batch as untrusted",
   for (const [i, [what, answer]] of answers.entries()) {
     it(`takes no deletion and no request from ${what}, and ships on`, async () => {
       stand.answer = ingested(answer);
-      const dir = runFolder(join(root, `hostile-${i}`), 'ranswer');
+      const dir = runFolder(join(stand.root, `hostile-${i}`), 'ranswer');
       const items: ControlItem[] = [];
-      const shipper = createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: root }, (item) => items.push(item));
+      const shipper = createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: stand.root }, (item) => items.push(item));
       stand.requests = 0;
       assert.equal(await shipper.flush(), null);
       assert.equal(await shipper.flush(), null);
@@ -394,8 +383,8 @@ describe("the shipper reads the Control Plane's answer to a batch as untrusted",
     stand.answer = ingested({ deleted: ['ranswer'],
       control: [{ run: 'ranswer', action: 'answer', answer: 'yes' }, { run: 'ranswer', action: null }] });
     const items: ControlItem[] = [];
-    const dir = runFolder(join(root, 'listed'), 'ranswer');
-    await createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: root }, (item) => items.push(item)).flush();
+    const dir = runFolder(join(stand.root, 'listed'), 'ranswer');
+    await createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: stand.root }, (item) => items.push(item)).flush();
     assert.deepEqual(items, [
       { run: 'ranswer', action: 'answer', answer: 'yes' }, { run: 'ranswer', action: 'deleted' },
     ]);

@@ -2,7 +2,6 @@
 // away, and a sandbox stopped while bwrap sets it up.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +14,7 @@ import { statFields } from '../../src/proc-stat.ts';
 import { processesMentioning } from './fixtures.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { holdInSetup } from '../helpers/held-sandbox.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const base = { cwd: tmpdir(), env: { PATH: process.env.PATH }, extra: {}, maxBytes: 1024 * 1024, timeoutMs: 30_000 };
 
@@ -44,7 +44,10 @@ describe('spawnGroup', () => {
   // A process that got away (here: it cleared svc's marker and left the session) holds the output pipes after the
   // first process exited: the run still ends (before, it waited for that process, a run `running` for as long).
   it('ends once the first process exited although a process that got away still holds its output', async () => {
-    const script = '(env -i /usr/bin/setsid /bin/sleep 127.5 &) ; exit 0';
+    // A duration of its own: the cleanup kills only this test's process, never another copy's of the suite (the
+    // argument whole, between NULs: another copy's longer pid would start with this one).
+    const tag = `126.${process.pid}`;
+    const script = `(env -i /usr/bin/setsid /bin/sleep ${tag} &) ; exit 0`;
     const run = spawnGroup(['/bin/sh', '-c', script], { ...base, sandbox: null });
     try {
       const bound = new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 30_000).unref());
@@ -52,11 +55,7 @@ describe('spawnGroup', () => {
       assert.notEqual(done, 'hung', 'spawnGroup waited for the process that got away');
       assert.equal(done === 'hung' ? null : done.code, 0);
     } finally {
-      try {
-        execFileSync('pkill', ['-f', 'sleep 127.5']);
-      } catch {
-        // already gone
-      }
+      for (const pid of processesMentioning(`\0${tag}\0`)) process.kill(pid, 'SIGKILL');
     }
   });
 
@@ -81,10 +80,8 @@ describe('spawnGroup', () => {
       process.kill(held.init, 'SIGCONT');
       await stop;
       await held.run.done;
-      for (const deadline = Date.now() + 5_000; processesMentioning(tag).length && Date.now() < deadline;) {
-        await sleep(50);
-      }
-      assert.deepEqual(processesMentioning(tag), [], 'a process of the stopped sandbox still runs 5 s after the stop');
+      // The sandbox's sleep lasts 127 s: gone before then, it was ended, however loaded the machine.
+      await waitFor(() => processesMentioning(tag).length === 0, 'every process of the stopped sandbox to end');
     } finally {
       for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
       rmSync(dir, { recursive: true, force: true });

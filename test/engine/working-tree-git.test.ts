@@ -119,10 +119,9 @@ describe('svc\'s git on a working tree', () => {
     mkdirSync(join(repo.repo, 'sub'));
     writeFileSync(join(repo.repo, 'sub', 'f'), 'x\n');
     execFileSync('mkfifo', [join(repo.repo, 'sub', '.gitattributes')]);
-    const began = Date.now();
+    // The error names the time limit that ended git: only that limit's kill says so (no clock needed to show it).
     assert.throws(() => commitAll(treeGit(repo!.repo, undefined, 1000), 'm', repo!.repo),
       (err) => err instanceof UnreadableTreeError && /git add did not end within 1 s/.test(err.message));
-    assert.ok(Date.now() - began < 15_000);
   });
 
   // A git in svc's sandbox dies by SIGKILL when its bwrap is ended: this run kills git that way.

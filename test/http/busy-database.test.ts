@@ -14,6 +14,8 @@ const batch = (run: string) => ({
   source: 'laptop',
   runs: [{ run, status: 'succeeded', started_at: T0, updated_at: T0, repo: 'acme/api', brief: 'fix login' }],
 });
+/** What SQLite throws when the disk fills up part way (SQLITE_FULL). */
+const FULL = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
 
 describe('a database another process keeps locked', () => {
   let cp: TestControl;
@@ -30,6 +32,29 @@ describe('a database another process keeps locked', () => {
     other.close();
     await cp.close();
   });
+
+  /** A run of this server blocked on a question: its answer route, and the file an accepted answer is written to. */
+  function blockedRun(run: string): { source: string; path: string; file: string } {
+    const source = cp.deps.settings.source;
+    seedRuns(cp.deps, 1, { run, status: 'blocked', repo_path: cp.dir }, source);
+    const file = join(cp.deps.settings.answerDir, source, `${run}.json`);
+    return { source, path: `/v1/runs/${source}/${run}/answer`, file };
+  }
+
+  /** Answers at `path` while the database refuses the COMMIT: the disk fills up as the transaction commits. */
+  async function answerRefusedAtCommit(path: string, answer: string) {
+    const { db } = cp.deps;
+    const exec = db.exec.bind(db);
+    db.exec = (sql: string) => {
+      if (sql === 'COMMIT') throw FULL;
+      return exec(sql);
+    };
+    try {
+      return await cp.request('POST', path, { body: { answer } });
+    } finally {
+      db.exec = exec;
+    }
+  }
 
   it('answers a write 503 unavailable with Retry-After, serves reads, and takes the write once the lock is gone', async () => {
     other.exec('BEGIN IMMEDIATE');
@@ -52,10 +77,7 @@ describe('a database another process keeps locked', () => {
   });
 
   it('answers an answer 503 without handing it to the run, and hands it over once the lock is gone', async () => {
-    const source = cp.deps.settings.source;
-    seedRuns(cp.deps, 1, { run: 'r-asked', status: 'blocked', repo_path: cp.dir }, source);
-    const file = join(cp.deps.settings.answerDir, source, 'r-asked.json');
-    const path = `/v1/runs/${source}/r-asked/answer`;
+    const { source, path, file } = blockedRun('r-asked');
     other.exec('BEGIN IMMEDIATE');
     const refused = await cp.request('POST', path, { body: { answer: 'the blue one' } });
     other.exec('COMMIT');
@@ -68,24 +90,8 @@ describe('a database another process keeps locked', () => {
   });
 
   it('takes back the answer file with its event when the database refuses the COMMIT', async () => {
-    const source = cp.deps.settings.source;
-    seedRuns(cp.deps, 1, { run: 'r-commit', status: 'blocked', repo_path: cp.dir }, source);
-    const file = join(cp.deps.settings.answerDir, source, 'r-commit.json');
-    const path = `/v1/runs/${source}/r-commit/answer`;
-    const { db } = cp.deps;
-    const exec = db.exec.bind(db);
-    // The disk fills up as the transaction commits.
-    const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
-    db.exec = (sql: string) => {
-      if (sql === 'COMMIT') throw full;
-      return exec(sql);
-    };
-    let refused;
-    try {
-      refused = await cp.request('POST', path, { body: { answer: 'the blue one' } });
-    } finally {
-      db.exec = exec;
-    }
+    const { source, path, file } = blockedRun('r-commit');
+    const refused = await answerRefusedAtCommit(path, 'the blue one');
     // A full disk is a refusal the client can act on, not an internal error (before: 500 internal_error).
     assert.equal(refused.status, 503);
     assert.equal((refused.json as { error: { code: string } }).error.code, 'unavailable');
@@ -97,25 +103,10 @@ describe('a database another process keeps locked', () => {
   });
 
   it('puts back the accepted answer the run has not taken when a second answer\'s COMMIT is refused', async () => {
-    const source = cp.deps.settings.source;
-    seedRuns(cp.deps, 1, { run: 'r-second', status: 'blocked', repo_path: cp.dir }, source);
-    const file = join(cp.deps.settings.answerDir, source, 'r-second.json');
-    const path = `/v1/runs/${source}/r-second/answer`;
+    const { path, file } = blockedRun('r-second');
     assert.equal((await cp.request('POST', path, { body: { answer: 'the blue one' } })).status, 202);
     const accepted = readFileSync(file);
-    const { db } = cp.deps;
-    const exec = db.exec.bind(db);
-    const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
-    db.exec = (sql: string) => {
-      if (sql === 'COMMIT') throw full;
-      return exec(sql);
-    };
-    let refused;
-    try {
-      refused = await cp.request('POST', path, { body: { answer: 'the red one' } });
-    } finally {
-      db.exec = exec;
-    }
+    const refused = await answerRefusedAtCommit(path, 'the red one');
     assert.equal(refused.status, 503);
     // Before, the refused answer's cleanup deleted the file, so the first answer (answered 202) never reached the run.
     assert.deepEqual(readFileSync(file), accepted, 'the first answer still waits for the run');
@@ -127,11 +118,10 @@ describe('a database another process keeps locked', () => {
   it('takes a stop of another source\'s run back whole when its request cannot be written, and the next stop queues it',
     async () => {
     seedRuns(cp.deps, 1, { run: 'r-far-stop', status: 'running' }, 'far');
-    const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
     const requests = cp.deps.stores.controlRequests;
     const add = requests.add;
     requests.add = () => {
-      throw full;
+      throw FULL;
     };
     let refused;
     try {
@@ -148,11 +138,10 @@ describe('a database another process keeps locked', () => {
 
   it('takes a delete back whole when its record cannot be written: the run is still there to delete', async () => {
     seedRuns(cp.deps, 1, { run: 'r-far-gone', status: 'succeeded' }, 'far');
-    const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
     const deleted = cp.deps.stores.deletedRuns;
     const add = deleted.add;
     deleted.add = () => {
-      throw full;
+      throw FULL;
     };
     let refused;
     try {
@@ -184,11 +173,10 @@ describe('a database another process keeps locked', () => {
   });
 
   it('tells a full disk (SQLite\'s or a file\'s) from any other error', () => {
-    const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
     const noSpace = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
     const quota = Object.assign(new Error('EDQUOT: disk quota exceeded, write'), { code: 'EDQUOT' });
     const constraint = Object.assign(new Error('x'), { code: 'ERR_SQLITE_ERROR', errcode: 19 });
-    assert.deepEqual([full, noSpace, quota].map(isDiskFull), [true, true, true]);
+    assert.deepEqual([FULL, noSpace, quota].map(isDiskFull), [true, true, true]);
     assert.equal(isDiskFull(constraint), false);
     assert.equal(isDiskFull(new Error('database or disk is full')), false, 'never by its message');
   });

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 import { letNobodyReach } from '../helpers/nobody-reach.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 
@@ -351,11 +352,10 @@ function suite(asNobody: boolean): void {
   /** Waits until the run is blocked with `taken` answers so far, then answers it through the CLI (answer folder). */
   async function answerWhenBlocked(run: string, text: string, taken = 0): Promise<void> {
     const path = join(repo.repo, '.svc', 'runs', run, 'state.json');
-    for (let i = 0; i < 400; i++) {
+    await waitFor(() => {
       const state = existsSync(path) ? readJson(path) : null;
-      if (state?.status === 'blocked' && state.answers.length === taken) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+      return state?.status === 'blocked' && state.answers.length === taken;
+    }, `run ${run} to be blocked with ${taken} answers`);
     const res = await cli(['answer', `${readJson(path).source}/${run}`, text]);
     assert.equal(res.code, 0, res.stderr);
   }
@@ -368,12 +368,10 @@ function suite(asNobody: boolean): void {
 
   async function ended(run: string): Promise<any> {
     const path = join(repo.repo, '.svc', 'runs', run, 'state.json');
-    for (let i = 0; i < 600; i++) {
+    return waitFor(() => {
       const state = readJson(path);
-      if (['succeeded', 'failed', 'stopped'].includes(state.status)) return state;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`run ${run} did not end`);
+      return ['succeeded', 'failed', 'stopped'].includes(state.status) ? state : null;
+    }, `run ${run} to end`);
   }
 
   const invocations = (run: string) =>

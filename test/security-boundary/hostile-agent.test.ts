@@ -290,12 +290,11 @@ function blackBox(asNobody: boolean): void {
         assert.deepEqual(leaks(loot), []);
       });
 
-      it('the setsid child the agent left behind is gone within 2 s of the run ending', async () => {
+      it('the setsid child the agent left behind is gone once the run has ended', async () => {
         assert.match(loot, /setsid child started/);
+        // It sleeps for 50 minutes: gone before then, it was ended, however loaded the machine.
         const marker = `sleep ${DURATION[leg]}`;
-        const deadline = Date.now() + 2_000;
-        while (sleepers(marker).length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-        assert.deepEqual(sleepers(marker), [], `"${marker}" still runs`);
+        await waitFor(() => sleepers(marker).length === 0, `"${marker}" to end`);
       });
 
       it('the run shipped to the Control Plane: its worker got the control token without it being in any environment', async () => {

@@ -16,8 +16,13 @@ import { createLogger } from '../../src/log.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 
+/**
+ * The job as GET /jobs/:id shows it, each time on a connection of its own: the server runs in this process, and a
+ * write that waits out SQLite's 5 s busy timeout blocks its event loop as long as its 5 s keep-alive timeout, so a
+ * pooled connection reused right after could be closed under the request ("fetch failed", ECONNRESET, seen under load).
+ */
 async function job(t: TestTrigger, id: string): Promise<Record<string, unknown>> {
-  return (await get(`${t.url}/jobs/${id}`, bearer)).body;
+  return (await get(`${t.url}/jobs/${id}`, { ...bearer, connection: 'close' })).body;
 }
 
 describe('the job loop', () => {
@@ -370,7 +375,11 @@ describe('the job loop', () => {
         return new Promise((resolve) => { endLaunch = () => resolve({ run: null, error: 'boom', exitCode: 1 }); });
       },
     } as unknown as JobExecutor;
+    // The summary is sent only once the test lets it go: a close that did not wait for it would end before that.
+    let sending = false;
     let sent = false;
+    let letGo = (): void => {};
+    const held = new Promise<void>((resolve) => (letGo = resolve));
     const loop = createJobLoop({
       stores, executor, managed: {} as never, clock: Date.now, tracer: { startSpan: () => null } as never,
       log: createLogger('job-loop-test', () => {}),
@@ -379,16 +388,22 @@ describe('the job loop', () => {
         repos: { entries: [], byName: () => ({ name: 'r', checkout: tempDir('svc-repo-'), clone: null }) } as never,
       },
       notify: Object.assign(async () => {
-        await new Promise((resolve) => setTimeout(resolve, 300));
+        sending = true;
+        await held;
         sent = true;
       }, { progress: async () => {} }) as never,
     });
     loop.kick();
     await waitFor(() => launching, 'the launch');
-    const closed = loop.close();
+    let closedYet = false;
+    const closed = loop.close().then(() => (closedYet = true));
     endLaunch();
+    await waitFor(() => sending, 'the summary to be sent');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(closedYet, false, 'close returned while the summary was still being sent');
+    letGo();
     await closed;
-    assert.equal(sent, true, 'close returned while the summary was still being sent');
+    assert.equal(sent, true);
   });
 
   it('after a restart tells the start of the run a lost launch made once it sees that run, and follows it',

@@ -9,7 +9,6 @@ import {
 import { outcomeMessage } from '../../src/cli/pod.ts';
 import { kubernetesSettingsFromEnv, podArgs } from '../../src/trigger/kubernetes-pod.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { verifyJobCredential } from '../../src/gate/job-credential.ts';
 import { handedRunKey, newRunId, newRunKey } from '../../src/engine/ids.ts';
 import { BadSettingError } from '../../src/errors.ts';
@@ -759,7 +758,11 @@ describe('kubernetes executor', () => {
         { source: 'k8s', run: 'rdenied' }, ac.signal, { reattach: false, workdir: '/', onQuestion: () => {} },
       );
       await waitFor(() => lines.some((l) => l.includes('refuses this trigger')), 'the refusal logged');
-      await sleep(100);
+      // Two more polls of the Job: the first of them asked the Control Plane again and was refused again (not a
+      // fixed wait, which a loaded machine could spend without a single poll).
+      const polls = () => kube.requests.filter((r) => r.url.endsWith(`/jobs/${name}`)).length;
+      const seen = polls();
+      await waitFor(() => polls() >= seen + 2, 'two more polls of the Job');
       ac.abort();
       assert.equal(await pending, 'aborted');
       const said = lines.filter((l) => l.includes('refuses this trigger'));

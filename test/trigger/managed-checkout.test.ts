@@ -237,15 +237,10 @@ describe('a server stopped while a managed checkout\'s fetch hangs', () => {
       const id = res.body.job_id as string;
       await waitFor(async () => (sockets.length > 0 ? true : null), 'git to reach the origin');
       assert.equal((await get(`${t.url}/jobs/${id}`, bearer)).body.status, 'running');
-      const started = Date.now();
-      let timer: NodeJS.Timeout | undefined;
-      const stopped = await Promise.race([
-        t.close().then(() => true),
-        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 10_000))),
-      ]);
-      clearTimeout(timer);
-      assert.ok(stopped, 'the server was still waiting for the fetch 10 s after it was told to stop');
-      assert.ok(Date.now() - started < 10_000);
+      // The origin never answers, so a close that waited for the fetch would never end (the test's own time limit
+      // fails it); one that killed git sees git's connection go. No clock: how fast is the bench's to measure.
+      await t.close();
+      await waitFor(() => sockets.every((socket) => socket.closed), 'the killed fetch\'s connection to close');
       const db = new DatabaseSync(join(t.home, 'trigger.db'), { readOnly: true });
       try {
         const row = db.prepare('SELECT status, started_at, workdir, error FROM jobs WHERE id = ?').get(id);

@@ -76,13 +76,15 @@ describe('a stored row never keeps its summary pending', () => {
   });
 
   it('waits out a vendor\'s 429 as long as its Retry-After says, so the summary is not lost to a rate limit', async () => {
-    // The vendor refuses every post within a second of the first it refused (the backoff here is 1, 4, 16 ms).
+    // The vendor refuses every post within 950 ms of the first it refused (the backoff here is 1, 4, 16 ms) and asks
+    // for a second: a retry that waited as asked is accepted, with 50 ms to spare for a timer that fires early, while
+    // one that waited only half of it (or the backoff) is refused.
     let limitedSince: number | null = null;
     const respond = hooks.respond;
     hooks.respond = (req) => {
       if (req.path !== '/commands/T1/jlimited') return respond(req);
       limitedSince ??= Date.now();
-      return Date.now() - limitedSince < 1000 ? { status: 429, body: '{}', headers: { 'retry-after': '1' } }
+      return Date.now() - limitedSince < 950 ? { status: 429, body: '{}', headers: { 'retry-after': '1' } }
         : { status: 200, body: '{"ok":true}' };
     };
     try {

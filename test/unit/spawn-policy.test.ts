@@ -1,13 +1,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createServer, type Socket } from 'node:net';
+import {
+  chmodSync, existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
-import { childEnv } from '../../src/spawn/start.ts';
-import { startChild } from '../../src/spawn/start.ts';
+import { childEnv, runCollect, runSync, startChild } from '../../src/spawn/start.ts';
 import { agentSandboxPlan, declaredFolders } from '../../src/spawn/agent-plan.ts';
 import { ignoredPolicyNote } from '../../src/spawn/sandbox-mode.ts';
 import { agentSandbox, type RunSandbox } from '../../src/engine/sandbox.ts';
@@ -15,7 +17,10 @@ import { openRunContext } from '../../src/engine/run-context.ts';
 import { writeState } from '../../src/engine/run-state.ts';
 import { parsePolicy } from '../../src/engine/policy.ts';
 import type { ResolvedProvider } from '../../src/engine/providers.ts';
-import { stateFor } from '../engine/fixtures.ts';
+import { readOrNull } from '../../src/spawn/tree.ts';
+import { statFields } from '../../src/proc-stat.ts';
+import { processesMentioning, stateFor } from '../engine/fixtures.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 describe('childEnv', () => {
   const base = { PATH: '/bin', HOME: '/h', GITHUB_TOKEN: 'g', SVC_API_TOKEN_FILE: '/t', SVC_ORIGIN: 'cli', SVC_SOURCE: 's' };
@@ -54,6 +59,82 @@ describe('startChild', () => {
     for (const kind of ['fetch', 'probe', 'tool', 'agent'] as const) {
       assert.throws(() => startChild(['/bin/true'], { kind, base: {}, secrets: { GITHUB_TOKEN: 'g' } }),
         { name: 'RangeError', message: `secrets go only to a child svc, never to a child of kind ${kind}` });
+    }
+  });
+});
+
+// A child svc ends at its time limit or an abort takes what it started with it, and the call returns then.
+describe('runCollect and runSync ended early', () => {
+  const tool = { kind: 'tool', base: process.env } as const;
+  /** This test's own sleep: its argument whole (between NULs) is found in /proc, never another copy's. */
+  const sleeper = (n: number) => `${290 + n}.${process.pid}`;
+  const running = (tag: string) => processesMentioning(`\0${tag}\0`);
+
+  it('ends what the child started, reparented or not, and returns although a process that left holds its output',
+    async () => {
+      // `marked` outlives its subshell (reparented, no parent to walk from); `away` clears the environment too.
+      const [marked, away, waited] = [sleeper(1), sleeper(2), sleeper(3)];
+      const script = `(/bin/sleep ${marked} &); (env -i /usr/bin/setsid /bin/sleep ${away} &); /bin/sleep ${waited}`;
+      const abort = new AbortController();
+      const done = runCollect(['/bin/sh', '-c', script], { ...tool, signal: abort.signal });
+      try {
+        // Each a sleep by now, and the first two reparented: their subshells (which show the script) are gone.
+        const reparented = (tag: string) => running(tag).some((pid) => readOrNull(`/proc/${pid}/cmdline`)
+          ?.startsWith('/bin/sleep\0') && !readOrNull(`/proc/${statFields(pid)?.[1]}/cmdline`)?.includes(waited));
+        await waitFor(() => reparented(marked) && reparented(away) && running(waited).length === 1, 'the sleeps');
+        abort.abort();
+        // Before, the call waited for `marked` (a killed tree missed it) or left it running (git alone was killed).
+        const result = await done;
+        assert.equal(result.status, null);
+        assert.deepEqual([running(marked), running(waited)], [[], []]);
+        assert.equal(running(away).length, 1, 'the process that left holds the output pipes yet');
+      } finally {
+        for (const pid of [marked, away, waited].flatMap(running)) process.kill(pid, 'SIGKILL');
+      }
+    });
+
+  it('lets git clean up before its tree is killed: no index.lock is left to fail every later git there', async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'svc-run-collect-'));
+    const hook = sleeper(4);
+    const git = (...args: string[]) => execFileSync('git', ['-C', repo, ...args], { stdio: 'ignore' });
+    try {
+      git('init', '-q');
+      writeFileSync(join(repo, 'f'), 'x');
+      git('add', 'f');
+      writeFileSync(join(repo, 'f'), 'y');
+      // The hook runs while `git commit -a` holds .git/index.lock (a commit of the index as it is has let it go).
+      writeFileSync(join(repo, '.git/hooks/pre-commit'), `#!/bin/sh
+exec /bin/sleep ${hook} </dev/null >/dev/null 2>&1
+`);
+      chmodSync(join(repo, '.git/hooks/pre-commit'), 0o755);
+      const abort = new AbortController();
+      const argv = ['git', '-C', repo, '-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', '-aqm', 'm'];
+      const done = runCollect(argv, { ...tool, signal: abort.signal });
+      await waitFor(() => running(hook).length === 1, 'the pre-commit hook to run');
+      abort.abort();
+      assert.equal((await done).status, null);
+      assert.equal(existsSync(join(repo, '.git/index.lock')), false, 'git was killed before it could clean up');
+      assert.deepEqual(running(hook), [], 'the hook git started runs on');
+    } finally {
+      for (const pid of running(hook)) process.kill(pid, 'SIGKILL');
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('runSync at its time limit ends what git started: no remote helper stays connected to an origin', async () => {
+    const sockets: Socket[] = [];
+    const origin = createServer((socket) => sockets.push(socket.on('error', () => {})));
+    await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(origin.address() as { port: number }).port}/${sleeper(5)}.git`;
+    try {
+      // The origin never answers: git always meets its limit, whatever the machine's load.
+      assert.throws(() => runSync(['git', 'ls-remote', url], { ...tool, timeout: 1000 }), { code: 'ETIMEDOUT' });
+      await waitFor(() => sockets.length > 0, 'git\'s helper to have connected before the limit');
+      assert.deepEqual(processesMentioning(url), [], 'git\'s remote helper still runs');
+    } finally {
+      for (const pid of processesMentioning(url)) process.kill(pid, 'SIGKILL');
+      for (const socket of sockets) socket.destroy();
+      origin.close();
     }
   });
 });
@@ -121,20 +202,6 @@ describe('agentSandboxPlan: folders a hidden path holds', () => {
     }
   });
 });
-
-/** Pids whose command line mentions `text` (read from /proc, so no timing is involved). */
-function processesMentioning(text: string): number[] {
-  const pids: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(text)) pids.push(Number(name));
-    } catch {
-      // gone already
-    }
-  }
-  return pids;
-}
 
 const bwrapWorks = spawnSync('bwrap', ['--ro-bind', '/', '/', '--unshare-pid', '--proc', '/proc', 'true']).status === 0;
 
