@@ -84,6 +84,9 @@ export function storeBatch(
   const unbound: string[] = [];
   // Runs this batch writes with the key a run moved onto (a pod's signer): told whether a stop was ever asked.
   const ownKey: string[] = [];
+  // A pod's runs (a `bound-runs` batch, a run moved onto its signer's key): never resumed, so a resume their events
+  // claim is the agent's line (events.jsonl is its to write), which moves no stopped run back.
+  const podRuns = new Set<string>();
   for (const item of [...batch.events, ...batch.artifacts]) {
     if (known.has(item.run)) continue;
     const row = stores.runs.getKeyed(source, item.run);
@@ -108,13 +111,14 @@ export function storeBatch(
     const arriving = Math.min(now, run.updated_at ?? now);
     const moving = (checked?.movedFrom ?? null) !== null;
     if (byRunner && key !== null && (moving || stored?.run_key_moved === 1)) ownKey.push(run.run);
+    if (boundRuns || moving || stored?.run_key_moved === 1) podRuns.add(run.run);
     // A stopped run is terminal: a runner that never saw the stop (its launch went on regardless, a pod's runner that
     // came late) does not move it back to queued, running or blocked; a resume, whose runner saw it, does; and so does
     // the move onto the signer's key, whose row replaces a stop the handed key claimed, never one the Control Plane
     // was asked for (the signer takes that stop; should it die first, the run stays stopped, not queued for ever).
     const claimedStop = moving && stores.controlRequests.latest(source, run.run, 'stop') === undefined;
     const late = !claimedStop && stored?.status === 'stopped' && LIVE.has(run.status)
-      && !resumedIn(batch.events, run.run);
+      && (podRuns.has(run.run) || !resumedIn(batch.events, run.run));
     if (!late) {
       if (stored && (stored.updated_at > now || moving)) stores.runs.patch(source, run.run, { updated_at: arriving });
       stores.runs.upsert(source, run);
@@ -123,7 +127,7 @@ export function storeBatch(
     started.set(run.run, stored?.started_at ?? run.started_at);
   }
   const inserted: EventRow[] = [];
-  const truth = createEventTruth(stores.events);
+  const truth = createEventTruth(stores.events, podRuns);
   for (const shipped of batch.events) {
     const row = truth.insert(shipped);
     if (row) inserted.push(row);
@@ -167,11 +171,12 @@ const RESUMABLE: ReadonlySet<string> = new Set(['stopped', 'failed']);
 
 /**
  * Whether a runner's transition (its own `from`, to `to`) comes too late for the stored status `before`: one made
- * before a stop reached it, after the Control Plane's `stopping` or `stopped`. A resume starts from the stop it saw.
+ * before a stop reached it, after the Control Plane's `stopping` or `stopped`. A resume starts from the stop it saw;
+ * a pod's run (`resumable` false) has none.
  */
-function lateForStop(before: string, from: unknown, to: string): boolean {
+function lateForStop(before: string, from: unknown, to: string, resumable: boolean): boolean {
   if (!LIVE.has(to)) return false;
-  return before === 'stopping' || (before === 'stopped' && !RESUMABLE.has(str(from) ?? ''));
+  return before === 'stopping' || (before === 'stopped' && !(resumable && RESUMABLE.has(str(from) ?? '')));
 }
 
 /** Whether a batch resumes `run`: it carries the run's own move out of a stop or failure. */
@@ -185,7 +190,10 @@ function resumedIn(events: readonly EventInput[], run: string): boolean {
 
 type Exchange = { kind: string; data: Record<string, unknown> } | null;
 
-function createEventTruth(events: EventsStore): { insert(ev: EventInput): EventRow | null } {
+/** `podRuns`: runs no event of this batch resumes (storeBatch). */
+function createEventTruth(
+  events: EventsStore, podRuns: ReadonlySet<string>,
+): { insert(ev: EventInput): EventRow | null } {
   // Per run, the status / exchange as of the events stored so far in this batch (undefined: ask the store).
   const status = new Map<string, string | null>();
   const exchange = new Map<string, Exchange>();
@@ -214,7 +222,7 @@ function createEventTruth(events: EventsStore): { insert(ev: EventInput): EventR
       const to = str(data.to);
       const before = lastStatus(ev, key);
       if (to === null || before === null) return ev;
-      if (to === before || lateForStop(before, data.from, to)) return null;
+      if (to === before || lateForStop(before, data.from, to, !podRuns.has(ev.run))) return null;
       return data.from === before ? ev : { ...ev, data: JSON.stringify({ ...data, from: before }) };
     }
     if (ev.kind === 'answer') {

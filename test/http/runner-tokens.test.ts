@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { parseRunnerTokens, readRunnerTokens, RunnerTokensError } from '../../src/control/settings.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
+import { handedRunKey } from '../../src/engine/ids.ts';
 
 const MAIN = 'main-token-0123456789abcdefghijkl';
 const K8S = 'k8s-runner-token-0123456789abcdef';
@@ -133,6 +134,34 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     }
     assert.deepEqual(cp.deps.stores.servedRepos.list(), []);
     assert.equal((await cp.request('GET', '/v1/notifications', { token: MAIN })).json.items.length, 0);
+  });
+
+  // A pod's run is never resumed (its runner is a fresh `svc start`; resume needs the run's local engine): a
+  // `stopped → running` line in a pod's batch is the agent's, whether its run container ships it or the signer ships
+  // its copy of events.jsonl, and undid the Control Plane's stop.
+  it('a resume line the agent wrote undoes no stop, shipped by the run container or by the signer', async () => {
+    const SEALED = 'S'.repeat(43);
+    const handed = handedRunKey(SEALED);
+    const ts = () => new Date().toISOString();
+    const resume = (seq: number) => ({ run: 'rstop', seq, kind: 'run.status', ts: ts(), data: { from: 'stopped', to: 'running' } });
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rstop', { status: 'queued', run_key: handed })] } });
+    assert.equal(sealed.status, 200, sealed.text);
+    // Stopped before any runner shipped it: `stopped` at once, the stop kept for the runner that still comes.
+    const stop = await cp.request('POST', '/v1/runs/k8s/rstop/stop', { token: MAIN, body: {} });
+    assert.equal(stop.status, 202, stop.text);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rstop')?.status, 'stopped');
+    const fromRun = { source: 'k8s', runs: [run('rstop', { run_key: handed })], events: [resume(1)] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: fromRun })).status, 200);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rstop')?.status, 'stopped');
+    // The signer's move, then its batch with the copy's lines (its own row says running while it judges).
+    const move = { source: 'k8s', runs: [run('rstop', { status: 'queued', run_key: SEALED, updated_at: ts() })] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: move })).status, 200);
+    const fromSigner = { source: 'k8s', runs: [run('rstop', { run_key: SEALED })], events: [resume(2)] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: fromSigner })).status, 200);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rstop')?.status, 'stopped');
+    const events = await cp.request('GET', '/v1/runs/k8s/rstop/events', { token: MAIN });
+    const moves = (events.json.items as Array<{ kind: string; data: { to: string } }>).filter((e) => e.kind === 'run.status').map((e) => e.data.to);
+    assert.deepEqual(moves, ['stopped']);
   });
 
   it('a read= token reads runs of the sources it names, one at a time, and nothing else', async () => {
