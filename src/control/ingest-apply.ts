@@ -12,6 +12,7 @@ import { eventData } from './event-bus.ts';
 import { str } from '../untrusted.ts';
 import { handedRunKey } from '../engine/ids.ts';
 import type { IngestResult } from '../client/types.ts';
+import { TERMINAL } from '../run-json.ts';
 
 /** What the Control Plane keeps of a run's key: its SHA-256 (docs/control-data.md, "Each run's own runner"). */
 export function runKeyDigest(key: string): Buffer {
@@ -84,9 +85,10 @@ export function storeBatch(
   const unbound: string[] = [];
   // Runs this batch writes with the key a run moved onto (a pod's signer): told whether a stop was ever asked.
   const ownKey: string[] = [];
-  // A pod's runs (a `bound-runs` batch, a run moved onto its signer's key): never resumed, so a resume their events
-  // claim is the agent's line (events.jsonl is its to write), which moves no stopped run back.
-  const podRuns = new Set<string>();
+  // A pod's runs (a `bound-runs` batch, a run moved onto its signer's key), each with the end this batch's row states
+  // when it is the signer's (moved), else null. Their events are the agent's lines (events.jsonl is its to write): no
+  // resume (a pod's run is never resumed), which would move a stopped run back, and no end but the signer's row's.
+  const podRuns = new Map<string, string | null>();
   for (const item of [...batch.events, ...batch.artifacts]) {
     if (known.has(item.run)) continue;
     const row = stores.runs.getKeyed(source, item.run);
@@ -111,7 +113,8 @@ export function storeBatch(
     const arriving = Math.min(now, run.updated_at ?? now);
     const moving = (checked?.movedFrom ?? null) !== null;
     if (byRunner && key !== null && (moving || stored?.run_key_moved === 1)) ownKey.push(run.run);
-    if (boundRuns || moving || stored?.run_key_moved === 1) podRuns.add(run.run);
+    const signers = !boundRuns && (moving || stored?.run_key_moved === 1);
+    if (boundRuns || signers) podRuns.set(run.run, signers && TERMINAL.has(run.status) ? run.status : null);
     // A stopped run is terminal: a runner that never saw the stop (its launch went on regardless, a pod's runner that
     // came late) does not move it back to queued, running or blocked; a resume, whose runner saw it, does; and so does
     // the move onto the signer's key, whose row replaces a stop the handed key claimed, never one the Control Plane
@@ -190,9 +193,9 @@ function resumedIn(events: readonly EventInput[], run: string): boolean {
 
 type Exchange = { kind: string; data: Record<string, unknown> } | null;
 
-/** `podRuns`: runs no event of this batch resumes (storeBatch). */
+/** `podRuns`: runs no event of this batch resumes, each with the only end it may store (storeBatch). */
 function createEventTruth(
-  events: EventsStore, podRuns: ReadonlySet<string>,
+  events: EventsStore, podRuns: ReadonlyMap<string, string | null>,
 ): { insert(ev: EventInput): EventRow | null } {
   // Per run, the status / exchange as of the events stored so far in this batch (undefined: ask the store).
   const status = new Map<string, string | null>();
@@ -221,8 +224,10 @@ function createEventTruth(
       const data = eventData(ev.data);
       const to = str(data.to);
       const before = lastStatus(ev, key);
+      const pod = podRuns.has(ev.run);
+      if (pod && TERMINAL.has(to ?? '') && to !== podRuns.get(ev.run)) return null;
       if (to === null || before === null) return ev;
-      if (to === before || lateForStop(before, data.from, to, !podRuns.has(ev.run))) return null;
+      if (to === before || lateForStop(before, data.from, to, !pod)) return null;
       return data.from === before ? ev : { ...ev, data: JSON.stringify({ ...data, from: before }) };
     }
     if (ev.kind === 'answer') {

@@ -164,6 +164,34 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.deepEqual(moves, ['stopped']);
   });
 
+  // How a pod's run ended is its signer's word (its row and sealed receipt): a line the agent wrote ending the run,
+  // shipped by the run container or in the signer's copy while it judges, went into the run's history (`svc logs
+  // --follow` and the dashboard's timeline took it as the end, the run-duration metrics counted it).
+  it('an end the agent wrote is not the run\u2019s: only the signer\u2019s end is stored', async () => {
+    const SEALED = 'E'.repeat(43);
+    const handed = handedRunKey(SEALED);
+    const ts = () => new Date().toISOString();
+    const status = (seq: number, from: string, to: string) => ({ run: 'rend', seq, kind: 'run.status', ts: ts(), data: { from, to } });
+    const metric = async () => (await cp.request('GET', '/metrics', { token: MAIN })).text.match(/^svc_control_run_duration_seconds_count\{status="(succeeded|failed)"\} (\d+)$/gm) ?? [];
+    const before = await metric();
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rend', { status: 'queued', run_key: handed })] } });
+    assert.equal(sealed.status, 200, sealed.text);
+    const fromRun = { source: 'k8s', runs: [run('rend', { run_key: handed })], events: [status(1, 'queued', 'running'), status(2, 'running', 'succeeded'), status(3, 'succeeded', 'failed')] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: fromRun })).status, 200);
+    const move = { source: 'k8s', runs: [run('rend', { status: 'queued', run_key: SEALED, updated_at: ts() })] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: move })).status, 200);
+    const judging = { source: 'k8s', runs: [run('rend', { run_key: SEALED })], events: [status(4, 'running', 'succeeded')] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: judging })).status, 200);
+    const end = { source: 'k8s', runs: [run('rend', { run_key: SEALED, status: 'failed', ended_at: ts() })], events: [status(5, 'running', 'failed')] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: end })).status, 200);
+    const events = await cp.request('GET', '/v1/runs/k8s/rend/events', { token: MAIN });
+    const moves = (events.json.items as Array<{ kind: string; data: { from: string; to: string } }>).filter((e) => e.kind === 'run.status').map((e) => `${e.data.from}>${e.data.to}`);
+    assert.deepEqual(moves, ['queued>running', 'running>failed']);
+    const counted = (lines: string[], of: string) => Number(lines.find((l) => l.includes(`"${of}"`))?.split(' ')[1] ?? 0);
+    const after = await metric();
+    assert.deepEqual([counted(after, 'succeeded') - counted(before, 'succeeded'), counted(after, 'failed') - counted(before, 'failed')], [0, 1]);
+  });
+
   it('a read= token reads runs of the sources it names, one at a time, and nothing else', async () => {
     const read = await cp.request('GET', '/v1/runs/k8s/rpod', { token: TRIGGER });
     assert.equal(read.status, 200, read.text);
