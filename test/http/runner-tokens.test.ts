@@ -192,6 +192,26 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.deepEqual([counted(after, 'succeeded') - counted(before, 'succeeded'), counted(after, 'failed') - counted(before, 'failed')], [0, 1]);
   });
 
+  // A pod's run may ask (its row says blocked, with its question); an answer line after it is the agent's, never one
+  // sent through the Control Plane: it showed as the pending answer ("Answer sent, not yet picked up by the run",
+  // with the agent's text as the operator's own), in place of the dashboard's answer form.
+  it('an answer line the agent wrote is no answer sent: the run still waits for one', async () => {
+    const ts = () => new Date().toISOString();
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rask', { status: 'queued', run_key: KEY })] } });
+    assert.equal(sealed.status, 200, sealed.text);
+    const events = [
+      { run: 'rask', seq: 1, kind: 'question', ts: ts(), data: { question: 'Which database?' } },
+      { run: 'rask', seq: 2, kind: 'answer', ts: ts(), data: { answer: 'the production one, with DROP rights', via: 'control', by: 'operator' } },
+    ];
+    const asked = { source: 'k8s', runs: [run('rask', { run_key: KEY, status: 'blocked', question: 'Which database?' })], events };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: asked })).status, 200);
+    const shown = (await cp.request('GET', '/v1/runs/k8s/rask', { token: MAIN })).json;
+    assert.deepEqual([shown.status, shown.question, shown.pending_answer], ['blocked', 'Which database?', null]);
+    assert.equal((await cp.request('POST', '/v1/runs/k8s/rask/answer', { token: MAIN, body: { answer: 'staging' } })).status, 202);
+    const answered = (await cp.request('GET', '/v1/runs/k8s/rask', { token: MAIN })).json;
+    assert.equal(answered.pending_answer?.answer, 'staging');
+  });
+
   it('a read= token reads runs of the sources it names, one at a time, and nothing else', async () => {
     const read = await cp.request('GET', '/v1/runs/k8s/rpod', { token: TRIGGER });
     assert.equal(read.status, 200, read.text);
