@@ -113,8 +113,8 @@ export function storeBatch(
     const arriving = Math.min(now, run.updated_at ?? now);
     const moving = (checked?.movedFrom ?? null) !== null;
     if (byRunner && key !== null && (moving || stored?.run_key_moved === 1)) ownKey.push(run.run);
-    const signers = !boundRuns && (moving || stored?.run_key_moved === 1);
-    if (boundRuns || signers) podRuns.set(run.run, signers && TERMINAL.has(run.status) ? run.status : null);
+    const bySigner = !boundRuns && (moving || stored?.run_key_moved === 1);
+    if (boundRuns || bySigner) podRuns.set(run.run, bySigner && TERMINAL.has(run.status) ? run.status : null);
     // A stopped run is terminal: a runner that never saw the stop (its launch went on regardless, a pod's runner that
     // came late) does not move it back to queued, running or blocked; a resume, whose runner saw it, does; and so does
     // the move onto the signer's key, whose row replaces a stop the handed key claimed, never one the Control Plane
