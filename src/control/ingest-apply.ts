@@ -87,7 +87,8 @@ export function storeBatch(
   const ownKey: string[] = [];
   // A pod's runs (a `bound-runs` batch, a run moved onto its signer's key), each with the end this batch's row states
   // when it is the signer's (moved), else null. Their events are the agent's lines (events.jsonl is its to write): no
-  // resume (a pod's run is never resumed), which would move a stopped run back, and no end but the signer's row's.
+  // resume or requeue (a pod's run is never resumed), which would move a stopped run back or count another start, and
+  // no end but the signer's row's.
   const podRuns = new Map<string, string | null>();
   for (const item of [...batch.events, ...batch.artifacts]) {
     if (known.has(item.run)) continue;
@@ -227,7 +228,8 @@ function createEventTruth(
       const pod = podRuns.has(ev.run);
       if (pod && TERMINAL.has(to ?? '') && to !== podRuns.get(ev.run)) return null;
       if (to === null || before === null) return ev;
-      if (to === before || lateForStop(before, data.from, to, !pod)) return null;
+      // Nor is a pod's run queued again once it moved (only a resume requeues a run).
+      if (to === before || (pod && to === 'queued') || lateForStop(before, data.from, to, !pod)) return null;
       return data.from === before ? ev : { ...ev, data: JSON.stringify({ ...data, from: before }) };
     }
     if (ev.kind === 'answer') {

@@ -166,17 +166,18 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
 
   // How a pod's run ended is its signer's word (its row and sealed receipt): a line the agent wrote ending the run,
   // shipped by the run container or in the signer's copy while it judges, went into the run's history (`svc logs
-  // --follow` and the dashboard's timeline took it as the end, the run-duration metrics counted it).
+  // --follow` and the dashboard's timeline took it as the end, the run-duration metrics counted it); nor is it queued
+  // again (each move back and on counted as another start of an agent).
   it('an end the agent wrote is not the run\u2019s: only the signer\u2019s end is stored', async () => {
     const SEALED = 'E'.repeat(43);
     const handed = handedRunKey(SEALED);
     const ts = () => new Date().toISOString();
     const status = (seq: number, from: string, to: string) => ({ run: 'rend', seq, kind: 'run.status', ts: ts(), data: { from, to } });
-    const metric = async () => (await cp.request('GET', '/metrics', { token: MAIN })).text.match(/^svc_control_run_duration_seconds_count\{status="(succeeded|failed)"\} (\d+)$/gm) ?? [];
+    const metric = async () => (await cp.request('GET', '/metrics', { token: MAIN })).text.match(/^svc_control_(run_duration_seconds_count\{status="(succeeded|failed)"\}|time_to_agent_seconds_count) (\d+)$/gm) ?? [];
     const before = await metric();
     const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rend', { status: 'queued', run_key: handed })] } });
     assert.equal(sealed.status, 200, sealed.text);
-    const fromRun = { source: 'k8s', runs: [run('rend', { run_key: handed })], events: [status(1, 'queued', 'running'), status(2, 'running', 'succeeded'), status(3, 'succeeded', 'failed')] };
+    const fromRun = { source: 'k8s', runs: [run('rend', { run_key: handed })], events: [status(1, 'queued', 'running'), status(2, 'running', 'succeeded'), status(3, 'succeeded', 'failed'), status(6, 'running', 'queued'), status(7, 'queued', 'running')] };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: fromRun })).status, 200);
     const move = { source: 'k8s', runs: [run('rend', { status: 'queued', run_key: SEALED, updated_at: ts() })] };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: move })).status, 200);
@@ -189,7 +190,9 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.deepEqual(moves, ['queued>running', 'running>failed']);
     const counted = (lines: string[], of: string) => Number(lines.find((l) => l.includes(`"${of}"`))?.split(' ')[1] ?? 0);
     const after = await metric();
+    const toAgent = (lines: string[]) => Number(lines.find((l) => l.startsWith('svc_control_time_to_agent'))?.split(' ')[1] ?? 0);
     assert.deepEqual([counted(after, 'succeeded') - counted(before, 'succeeded'), counted(after, 'failed') - counted(before, 'failed')], [0, 1]);
+    assert.equal(toAgent(after) - toAgent(before), 1);
   });
 
   // A pod's run may ask (its row says blocked, with its question); an answer line after it is the agent's, never one
