@@ -213,6 +213,11 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.equal((await cp.request('POST', '/v1/runs/k8s/rask/answer', { token: MAIN, body: { answer: 'staging' } })).status, 202);
     const answered = (await cp.request('GET', '/v1/runs/k8s/rask', { token: MAIN })).json;
     assert.equal(answered.pending_answer?.answer, 'staging');
+    // Nor does an answer line the agent ships after the operator's hide it: the run still waits for that one.
+    const later = { run: 'rask', seq: 3, kind: 'answer', ts: ts(), data: { answer: 'none needed' } };
+    const after = { source: 'k8s', runs: [run('rask', { run_key: KEY, status: 'blocked', question: 'Which database?' })], events: [later] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: after })).status, 200);
+    assert.equal((await cp.request('GET', '/v1/runs/k8s/rask', { token: MAIN })).json.pending_answer?.answer, 'staging');
   });
 
   it('a read= token reads runs of the sources it names, one at a time, and nothing else', async () => {
