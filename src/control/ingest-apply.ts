@@ -85,11 +85,12 @@ export function storeBatch(
   const unbound: string[] = [];
   // Runs this batch writes with the key a run moved onto (a pod's signer): told whether a stop was ever asked.
   const ownKey: string[] = [];
-  // A pod's runs (a `bound-runs` batch, a run moved onto its signer's key), each with the end this batch's row states
-  // when it is the signer's (moved), else null. Their events are the agent's lines (events.jsonl is its to write): no
-  // resume or requeue (a pod's run is never resumed), which would move a stopped run back or count another start, and
-  // no end but the signer's row's.
-  const podRuns = new Map<string, string | null>();
+  // A pod's runs (a `bound-runs` batch, a run moved onto its signer's key), each with the one line that may end it:
+  // the signer's own (the last run.status line of its batch, after its copy of events.jsonl) when that batch's row
+  // ends the run so, else null. Their events are the agent's lines (events.jsonl is its to write): no resume or
+  // requeue (a pod's run is never resumed), which would move a stopped run back or count another start, and no end
+  // but the signer's.
+  const podRuns = new Map<string, EventInput | null>();
   for (const item of [...batch.events, ...batch.artifacts]) {
     if (known.has(item.run)) continue;
     const row = stores.runs.getKeyed(source, item.run);
@@ -115,7 +116,7 @@ export function storeBatch(
     const moving = (checked?.movedFrom ?? null) !== null;
     if (byRunner && key !== null && (moving || stored?.run_key_moved === 1)) ownKey.push(run.run);
     const bySigner = !boundRuns && (moving || stored?.run_key_moved === 1);
-    if (boundRuns || bySigner) podRuns.set(run.run, bySigner && TERMINAL.has(run.status) ? run.status : null);
+    if (boundRuns || bySigner) podRuns.set(run.run, bySigner ? signerEnd(batch.events, run.run, run.status) : null);
     // A stopped run is terminal: a runner that never saw the stop (its launch went on regardless, a pod's runner that
     // came late) does not move it back to queued, running or blocked; a resume, whose runner saw it, does; and so does
     // the move onto the signer's key, whose row replaces a stop the handed key claimed, never one the Control Plane
@@ -180,7 +181,16 @@ const RESUMABLE: ReadonlySet<string> = new Set(['stopped', 'failed']);
  */
 function lateForStop(before: string, from: unknown, to: string, resumable: boolean): boolean {
   if (!LIVE.has(to)) return false;
-  return before === 'stopping' || (before === 'stopped' && !(resumable && RESUMABLE.has(str(from) ?? '')));
+  // Nothing moves a pod's run on from its end: no resume follows it.
+  if (!resumable) return before === 'stopping' || TERMINAL.has(before);
+  return before === 'stopping' || (before === 'stopped' && !RESUMABLE.has(str(from) ?? ''));
+}
+
+/** The signer's own end of `run`: its batch's last run.status line, when that goes to the batch row's `status`. */
+function signerEnd(events: readonly EventInput[], run: string, status: string): EventInput | null {
+  if (!TERMINAL.has(status)) return null;
+  const last = events.findLast((ev) => ev.run === run && ev.kind === 'run.status');
+  return last !== undefined && str(eventData(last.data).to) === status ? last : null;
 }
 
 /** Whether a batch resumes `run`: it carries the run's own move out of a stop or failure. */
@@ -194,9 +204,9 @@ function resumedIn(events: readonly EventInput[], run: string): boolean {
 
 type Exchange = { kind: string; data: Record<string, unknown> } | null;
 
-/** `podRuns`: runs no event of this batch resumes, each with the only end it may store (storeBatch). */
+/** `podRuns`: runs no event of this batch resumes, each with the only line that may end it (storeBatch). */
 function createEventTruth(
-  events: EventsStore, podRuns: ReadonlyMap<string, string | null>,
+  events: EventsStore, podRuns: ReadonlyMap<string, EventInput | null>,
 ): { insert(ev: EventInput): EventRow | null } {
   // Per run, the status / exchange as of the events stored so far in this batch (undefined: ask the store).
   const status = new Map<string, string | null>();
@@ -226,7 +236,9 @@ function createEventTruth(
       const to = str(data.to);
       const before = lastStatus(ev, key);
       const pod = podRuns.has(ev.run);
-      if (pod && TERMINAL.has(to ?? '') && to !== podRuns.get(ev.run)) return null;
+      // One end at most: the signer's line, stored only while none is.
+      const end = pod && TERMINAL.has(to ?? '');
+      if (end && (ev !== podRuns.get(ev.run) || TERMINAL.has(before ?? ''))) return null;
       if (to === null || before === null) return ev;
       // Nor is a pod's run queued again once it moved (only a resume requeues a run).
       if (to === before || (pod && to === 'queued') || lateForStop(before, data.from, to, !pod)) return null;

@@ -195,6 +195,26 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.equal(toAgent(after) - toAgent(before), 1);
   });
 
+  // A signer that ends the run at once ships its row's end with its whole copy of events.jsonl: each `→ failed` line
+  // of the agent's went in as an end (and each `failed → running` after it moved the run on again), all counted.
+  it('a signer’s first batch that ends the run stores one end, its own, whatever ends its copy carries', async () => {
+    const SEALED = 'F'.repeat(43);
+    const ts = () => new Date().toISOString();
+    const status = (seq: number, from: string, to: string) => ({ run: 'rfast', seq, kind: 'run.status', ts: ts(), data: { from, to } });
+    const metric = async () => (await cp.request('GET', '/metrics', { token: MAIN })).text.match(/^svc_control_run_duration_seconds_count\{status="failed"\} (\d+)$/m)?.[1] ?? '0';
+    const before = Number(await metric());
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rfast', { status: 'queued', run_key: handedRunKey(SEALED) })] } });
+    assert.equal(sealed.status, 200, sealed.text);
+    const copy = [status(1, 'queued', 'running'), status(2, 'running', 'failed'), status(3, 'failed', 'running'), status(4, 'running', 'failed'), status(5, 'failed', 'running')];
+    const end = { source: 'k8s', runs: [run('rfast', { run_key: SEALED, status: 'failed', ended_at: ts() })], events: [...copy, status(6, 'running', 'failed')] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: end })).status, 200);
+    const events = await cp.request('GET', '/v1/runs/k8s/rfast/events', { token: MAIN });
+    const moves = (events.json.items as Array<{ kind: string; seq: number; data: { from: string; to: string } }>).filter((e) => e.kind === 'run.status').map((e) => `${e.seq}:${e.data.from}>${e.data.to}`);
+    assert.deepEqual(moves, ['1:queued>running', '6:running>failed']);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rfast')?.status, 'failed');
+    assert.equal(Number(await metric()) - before, 1);
+  });
+
   // A pod's run may ask (its row says blocked, with its question); an answer line after it is the agent's, never one
   // sent through the Control Plane: it showed as the pending answer ("Answer sent, not yet picked up by the run",
   // with the agent's text as the operator's own), in place of the dashboard's answer form.
