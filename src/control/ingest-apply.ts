@@ -115,6 +115,7 @@ export function storeBatch(
     const arriving = Math.min(now, run.updated_at ?? now);
     const moving = (checked?.movedFrom ?? null) !== null;
     if (byRunner && key !== null && (moving || stored?.run_key_moved === 1)) ownKey.push(run.run);
+    // The signer's batch, or an import of a moved run (its events.jsonl is the agent's all the same).
     const bySigner = !boundRuns && (moving || stored?.run_key_moved === 1);
     if (boundRuns || bySigner) podRuns.set(run.run, bySigner ? signerEnd(batch.events, run.run, run.status) : null);
     // A stopped run is terminal: a runner that never saw the stop (its launch went on regardless, a pod's runner that
