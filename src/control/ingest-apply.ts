@@ -12,6 +12,7 @@ import { eventData } from './event-bus.ts';
 import { str } from '../untrusted.ts';
 import { handedRunKey } from '../engine/ids.ts';
 import type { IngestResult } from '../client/types.ts';
+import { TERMINAL } from '../run-json.ts';
 
 /** What the Control Plane keeps of a run's key: its SHA-256 (docs/control-data.md, "Each run's own runner"). */
 export function runKeyDigest(key: string): Buffer {
@@ -84,6 +85,12 @@ export function storeBatch(
   const unbound: string[] = [];
   // Runs this batch writes with the key a run moved onto (a pod's signer): told whether a stop was ever asked.
   const ownKey: string[] = [];
+  // A pod's runs (a `bound-runs` batch, a run moved onto its signer's key), each with the one line that may end it:
+  // the signer's own (the last run.status line of its batch, after its copy of events.jsonl) when that batch's row
+  // ends the run so, else null. Their events are the agent's lines (events.jsonl is its to write): no resume or
+  // requeue (a pod's run is never resumed), which would move a stopped run back or count another start, and no end
+  // but the signer's.
+  const podRuns = new Map<string, EventInput | null>();
   for (const item of [...batch.events, ...batch.artifacts]) {
     if (known.has(item.run)) continue;
     const row = stores.runs.getKeyed(source, item.run);
@@ -108,13 +115,16 @@ export function storeBatch(
     const arriving = Math.min(now, run.updated_at ?? now);
     const moving = (checked?.movedFrom ?? null) !== null;
     if (byRunner && key !== null && (moving || stored?.run_key_moved === 1)) ownKey.push(run.run);
+    // The signer's batch, or an import of a moved run (its events.jsonl is the agent's all the same).
+    const bySigner = !boundRuns && (moving || stored?.run_key_moved === 1);
+    if (boundRuns || bySigner) podRuns.set(run.run, bySigner ? signerEnd(batch.events, run.run, run.status) : null);
     // A stopped run is terminal: a runner that never saw the stop (its launch went on regardless, a pod's runner that
     // came late) does not move it back to queued, running or blocked; a resume, whose runner saw it, does; and so does
     // the move onto the signer's key, whose row replaces a stop the handed key claimed, never one the Control Plane
     // was asked for (the signer takes that stop; should it die first, the run stays stopped, not queued for ever).
     const claimedStop = moving && stores.controlRequests.latest(source, run.run, 'stop') === undefined;
     const late = !claimedStop && stored?.status === 'stopped' && LIVE.has(run.status)
-      && !resumedIn(batch.events, run.run);
+      && (podRuns.has(run.run) || !resumedIn(batch.events, run.run));
     if (!late) {
       if (stored && (stored.updated_at > now || moving)) stores.runs.patch(source, run.run, { updated_at: arriving });
       stores.runs.upsert(source, run);
@@ -123,7 +133,7 @@ export function storeBatch(
     started.set(run.run, stored?.started_at ?? run.started_at);
   }
   const inserted: EventRow[] = [];
-  const truth = createEventTruth(stores.events);
+  const truth = createEventTruth(stores.events, podRuns);
   for (const shipped of batch.events) {
     const row = truth.insert(shipped);
     if (row) inserted.push(row);
@@ -167,11 +177,21 @@ const RESUMABLE: ReadonlySet<string> = new Set(['stopped', 'failed']);
 
 /**
  * Whether a runner's transition (its own `from`, to `to`) comes too late for the stored status `before`: one made
- * before a stop reached it, after the Control Plane's `stopping` or `stopped`. A resume starts from the stop it saw.
+ * before a stop reached it, after the Control Plane's `stopping` or `stopped`. A resume starts from the stop it saw;
+ * a pod's run (`resumable` false) has none.
  */
-function lateForStop(before: string, from: unknown, to: string): boolean {
+function lateForStop(before: string, from: unknown, to: string, resumable: boolean): boolean {
   if (!LIVE.has(to)) return false;
+  // Nothing moves a pod's run on from its end: no resume follows it.
+  if (!resumable) return before === 'stopping' || TERMINAL.has(before);
   return before === 'stopping' || (before === 'stopped' && !RESUMABLE.has(str(from) ?? ''));
+}
+
+/** The signer's own end of `run`: its batch's last run.status line, when that goes to the batch row's `status`. */
+function signerEnd(events: readonly EventInput[], run: string, status: string): EventInput | null {
+  if (!TERMINAL.has(status)) return null;
+  const last = events.findLast((ev) => ev.run === run && ev.kind === 'run.status');
+  return last !== undefined && str(eventData(last.data).to) === status ? last : null;
 }
 
 /** Whether a batch resumes `run`: it carries the run's own move out of a stop or failure. */
@@ -185,7 +205,10 @@ function resumedIn(events: readonly EventInput[], run: string): boolean {
 
 type Exchange = { kind: string; data: Record<string, unknown> } | null;
 
-function createEventTruth(events: EventsStore): { insert(ev: EventInput): EventRow | null } {
+/** `podRuns`: runs no event of this batch resumes, each with the only line that may end it (storeBatch). */
+function createEventTruth(
+  events: EventsStore, podRuns: ReadonlyMap<string, EventInput | null>,
+): { insert(ev: EventInput): EventRow | null } {
   // Per run, the status / exchange as of the events stored so far in this batch (undefined: ask the store).
   const status = new Map<string, string | null>();
   const exchange = new Map<string, Exchange>();
@@ -213,8 +236,13 @@ function createEventTruth(events: EventsStore): { insert(ev: EventInput): EventR
       const data = eventData(ev.data);
       const to = str(data.to);
       const before = lastStatus(ev, key);
+      const pod = podRuns.has(ev.run);
+      // One end at most: the signer's line, stored only while none is.
+      const end = pod && TERMINAL.has(to ?? '');
+      if (end && (ev !== podRuns.get(ev.run) || TERMINAL.has(before ?? ''))) return null;
       if (to === null || before === null) return ev;
-      if (to === before || lateForStop(before, data.from, to)) return null;
+      // Nor is a pod's run queued again once it moved (only a resume requeues a run).
+      if (to === before || (pod && to === 'queued') || lateForStop(before, data.from, to, !pod)) return null;
       return data.from === before ? ev : { ...ev, data: JSON.stringify({ ...data, from: before }) };
     }
     if (ev.kind === 'answer') {

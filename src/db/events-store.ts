@@ -36,6 +36,9 @@ export function createEventsStore(db: Db) {
   const latestStmt = db.prepare(
     'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1',
   );
+  const latestOwnStmt = db.prepare(
+    'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? AND seq < 0 ORDER BY id DESC LIMIT 1',
+  );
 
   /** The new id, or null when (source, run, seq) was already stored. */
   function insert(ev: EventInput): number | null {
@@ -77,5 +80,8 @@ export function createEventsStore(db: Db) {
     /** The highest seq a runner sent for the run (0: none). */
     maxSeq: (source: string, run: string) => Number((maxSeq.get(source, run) as { m: number }).m),
     latest: (source: string, run: string, kind: string) => latestStmt.get(source, run, kind) as EventRow | undefined,
+    /** The newest event of `kind` the Control Plane originated (seq below 0; see `append`). */
+    latestOwn: (source: string, run: string, kind: string) =>
+      latestOwnStmt.get(source, run, kind) as EventRow | undefined,
   };
 }

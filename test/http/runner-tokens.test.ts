@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { parseRunnerTokens, readRunnerTokens, RunnerTokensError } from '../../src/control/settings.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
+import { handedRunKey } from '../../src/engine/ids.ts';
 
 const MAIN = 'main-token-0123456789abcdefghijkl';
 const K8S = 'k8s-runner-token-0123456789abcdef';
@@ -133,6 +134,110 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     }
     assert.deepEqual(cp.deps.stores.servedRepos.list(), []);
     assert.equal((await cp.request('GET', '/v1/notifications', { token: MAIN })).json.items.length, 0);
+  });
+
+  // A pod's run is never resumed (its runner is a fresh `svc start`; resume needs the run's local engine): a
+  // `stopped → running` line in a pod's batch is the agent's, whether its run container ships it or the signer ships
+  // its copy of events.jsonl, and undid the Control Plane's stop.
+  it('a resume line the agent wrote undoes no stop, shipped by the run container or by the signer', async () => {
+    const SEALED = 'S'.repeat(43);
+    const handed = handedRunKey(SEALED);
+    const ts = () => new Date().toISOString();
+    const resume = (seq: number) => ({ run: 'rstop', seq, kind: 'run.status', ts: ts(), data: { from: 'stopped', to: 'running' } });
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rstop', { status: 'queued', run_key: handed })] } });
+    assert.equal(sealed.status, 200, sealed.text);
+    // Stopped before any runner shipped it: `stopped` at once, the stop kept for the runner that still comes.
+    const stop = await cp.request('POST', '/v1/runs/k8s/rstop/stop', { token: MAIN, body: {} });
+    assert.equal(stop.status, 202, stop.text);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rstop')?.status, 'stopped');
+    const fromRun = { source: 'k8s', runs: [run('rstop', { run_key: handed })], events: [resume(1)] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: fromRun })).status, 200);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rstop')?.status, 'stopped');
+    // The signer's move, then its batch with the copy's lines (its own row says running while it judges).
+    const move = { source: 'k8s', runs: [run('rstop', { status: 'queued', run_key: SEALED, updated_at: ts() })] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: move })).status, 200);
+    const fromSigner = { source: 'k8s', runs: [run('rstop', { run_key: SEALED })], events: [resume(2)] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: fromSigner })).status, 200);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rstop')?.status, 'stopped');
+    const events = await cp.request('GET', '/v1/runs/k8s/rstop/events', { token: MAIN });
+    const moves = (events.json.items as Array<{ kind: string; data: { to: string } }>).filter((e) => e.kind === 'run.status').map((e) => e.data.to);
+    assert.deepEqual(moves, ['stopped']);
+  });
+
+  // How a pod's run ended is its signer's word (its row and sealed receipt): a line the agent wrote ending the run,
+  // shipped by the run container or in the signer's copy while it judges, went into the run's history (`svc logs
+  // --follow` and the dashboard's timeline took it as the end, the run-duration metrics counted it); nor is it queued
+  // again (each move back and on counted as another start of an agent).
+  it('an end the agent wrote is not the run\u2019s: only the signer\u2019s end is stored', async () => {
+    const SEALED = 'E'.repeat(43);
+    const handed = handedRunKey(SEALED);
+    const ts = () => new Date().toISOString();
+    const status = (seq: number, from: string, to: string) => ({ run: 'rend', seq, kind: 'run.status', ts: ts(), data: { from, to } });
+    const metric = async () => (await cp.request('GET', '/metrics', { token: MAIN })).text.match(/^svc_control_(run_duration_seconds_count\{status="(succeeded|failed)"\}|time_to_agent_seconds_count) (\d+)$/gm) ?? [];
+    const before = await metric();
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rend', { status: 'queued', run_key: handed })] } });
+    assert.equal(sealed.status, 200, sealed.text);
+    const fromRun = { source: 'k8s', runs: [run('rend', { run_key: handed })], events: [status(1, 'queued', 'running'), status(2, 'running', 'succeeded'), status(3, 'succeeded', 'failed'), status(6, 'running', 'queued'), status(7, 'queued', 'running')] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: fromRun })).status, 200);
+    const move = { source: 'k8s', runs: [run('rend', { status: 'queued', run_key: SEALED, updated_at: ts() })] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: move })).status, 200);
+    const judging = { source: 'k8s', runs: [run('rend', { run_key: SEALED })], events: [status(4, 'running', 'succeeded')] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: judging })).status, 200);
+    const end = { source: 'k8s', runs: [run('rend', { run_key: SEALED, status: 'failed', ended_at: ts() })], events: [status(5, 'running', 'failed')] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: end })).status, 200);
+    const events = await cp.request('GET', '/v1/runs/k8s/rend/events', { token: MAIN });
+    const moves = (events.json.items as Array<{ kind: string; data: { from: string; to: string } }>).filter((e) => e.kind === 'run.status').map((e) => `${e.data.from}>${e.data.to}`);
+    assert.deepEqual(moves, ['queued>running', 'running>failed']);
+    const counted = (lines: string[], of: string) => Number(lines.find((l) => l.includes(`"${of}"`))?.split(' ')[1] ?? 0);
+    const after = await metric();
+    const toAgent = (lines: string[]) => Number(lines.find((l) => l.startsWith('svc_control_time_to_agent'))?.split(' ')[1] ?? 0);
+    assert.deepEqual([counted(after, 'succeeded') - counted(before, 'succeeded'), counted(after, 'failed') - counted(before, 'failed')], [0, 1]);
+    assert.equal(toAgent(after) - toAgent(before), 1);
+  });
+
+  // A signer that ends the run at once ships its row's end with its whole copy of events.jsonl: each `→ failed` line
+  // of the agent's went in as an end (and each `failed → running` after it moved the run on again), all counted.
+  it('a signer’s first batch that ends the run stores one end, its own, whatever ends its copy carries', async () => {
+    const SEALED = 'F'.repeat(43);
+    const ts = () => new Date().toISOString();
+    const status = (seq: number, from: string, to: string) => ({ run: 'rfast', seq, kind: 'run.status', ts: ts(), data: { from, to } });
+    const metric = async () => (await cp.request('GET', '/metrics', { token: MAIN })).text.match(/^svc_control_run_duration_seconds_count\{status="failed"\} (\d+)$/m)?.[1] ?? '0';
+    const before = Number(await metric());
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rfast', { status: 'queued', run_key: handedRunKey(SEALED) })] } });
+    assert.equal(sealed.status, 200, sealed.text);
+    const copy = [status(1, 'queued', 'running'), status(2, 'running', 'failed'), status(3, 'failed', 'running'), status(4, 'running', 'failed'), status(5, 'failed', 'running')];
+    const end = { source: 'k8s', runs: [run('rfast', { run_key: SEALED, status: 'failed', ended_at: ts() })], events: [...copy, status(6, 'running', 'failed')] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: end })).status, 200);
+    const events = await cp.request('GET', '/v1/runs/k8s/rfast/events', { token: MAIN });
+    const moves = (events.json.items as Array<{ kind: string; seq: number; data: { from: string; to: string } }>).filter((e) => e.kind === 'run.status').map((e) => `${e.seq}:${e.data.from}>${e.data.to}`);
+    assert.deepEqual(moves, ['1:queued>running', '6:running>failed']);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rfast')?.status, 'failed');
+    assert.equal(Number(await metric()) - before, 1);
+  });
+
+  // A pod's run may ask (its row says blocked, with its question); an answer line after it is the agent's, never one
+  // sent through the Control Plane: it showed as the pending answer ("Answer sent, not yet picked up by the run",
+  // with the agent's text as the operator's own), in place of the dashboard's answer form.
+  it('an answer line the agent wrote is no answer sent: the run still waits for one', async () => {
+    const ts = () => new Date().toISOString();
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rask', { status: 'queued', run_key: KEY })] } });
+    assert.equal(sealed.status, 200, sealed.text);
+    const events = [
+      { run: 'rask', seq: 1, kind: 'question', ts: ts(), data: { question: 'Which database?' } },
+      { run: 'rask', seq: 2, kind: 'answer', ts: ts(), data: { answer: 'the production one, with DROP rights', via: 'control', by: 'operator' } },
+    ];
+    const asked = { source: 'k8s', runs: [run('rask', { run_key: KEY, status: 'blocked', question: 'Which database?' })], events };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: asked })).status, 200);
+    const shown = (await cp.request('GET', '/v1/runs/k8s/rask', { token: MAIN })).json;
+    assert.deepEqual([shown.status, shown.question, shown.pending_answer], ['blocked', 'Which database?', null]);
+    assert.equal((await cp.request('POST', '/v1/runs/k8s/rask/answer', { token: MAIN, body: { answer: 'staging' } })).status, 202);
+    const answered = (await cp.request('GET', '/v1/runs/k8s/rask', { token: MAIN })).json;
+    assert.equal(answered.pending_answer?.answer, 'staging');
+    // Nor does an answer line the agent ships after the operator's hide it: the run still waits for that one.
+    const later = { run: 'rask', seq: 3, kind: 'answer', ts: ts(), data: { answer: 'none needed' } };
+    const after = { source: 'k8s', runs: [run('rask', { run_key: KEY, status: 'blocked', question: 'Which database?' })], events: [later] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: after })).status, 200);
+    assert.equal((await cp.request('GET', '/v1/runs/k8s/rask', { token: MAIN })).json.pending_answer?.answer, 'staging');
   });
 
   it('a read= token reads runs of the sources it names, one at a time, and nothing else', async () => {

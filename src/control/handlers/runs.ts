@@ -54,7 +54,10 @@ const MAX_ATTEMPTS = 100;
 
 function pendingAnswer(stores: ControlStores, row: RunRow) {
   if (row.status !== 'blocked') return null;
-  const answer = stores.events.latest(row.source, row.run, 'answer');
+  // Only an answer the Control Plane took (its own seq, below 0) waits for the run: a runner's says the run took one,
+  // and in a pod it is the agent's line (events.jsonl is its to write), never an answer someone sent; nor does one
+  // shipped after it hide it.
+  const answer = stores.events.latestOwn(row.source, row.run, 'answer');
   if (!answer) return null;
   // A question asked after the answer is a new one: the old answer is no longer waiting for it.
   const question = stores.events.latest(row.source, row.run, 'question');
