@@ -261,7 +261,8 @@ describe('the signer signs what is pushed', () => {
 
   // The signer ships the copied state.json's fields it does not set itself (brief, origin, provider, the reported
   // cost): one ingest refuses would refuse every batch of it. The group is the run's own whatever the copy says. Its
-  // shipper cuts a text too long, leaves out any other such field (engine/run-event.ts runRefusal) and says so once in the run's log.
+  // shipper cuts a text too long, leaves out any other such field (engine/run-event.ts runRefusal) and says so once
+  // in the run's log.
   it("ships its receipt and status to a real Control Plane past the state.json fields ingest refuses", async () => {
     const cp = await startTestControl();
     try {

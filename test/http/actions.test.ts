@@ -278,7 +278,8 @@ describe('run actions on the Control Plane', () => {
     }, 'the stop to be named');
     const working = await startSleepy();
     try {
-      const resumed = await control.request('POST', `/v1/runs/${stopped.source}/${stopped.run}/resume`, { body: {} });
+      const resumePath = `/v1/runs/${stopped.source}/${stopped.run}/resume`;
+      const resumed = await control.request('POST', resumePath, { body: {} });
       assert.equal(resumed.status, 202, resumed.text);
       type Event = { kind: string; data: { message?: string } };
       const events = async () => (await control.request('GET', `${path}/events?limit=500`)).json.items as Event[];

@@ -143,8 +143,11 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     const SEALED = 'S'.repeat(43);
     const handed = handedRunKey(SEALED);
     const ts = () => new Date().toISOString();
-    const resume = (seq: number) => ({ run: 'rstop', seq, kind: 'run.status', ts: ts(), data: { from: 'stopped', to: 'running' } });
-    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rstop', { status: 'queued', run_key: handed })] } });
+    const resume = (seq: number) => ({
+      run: 'rstop', seq, kind: 'run.status', ts: ts(), data: { from: 'stopped', to: 'running' },
+    });
+    const handedBatch = { source: 'k8s', runs: [run('rstop', { status: 'queued', run_key: handed })] };
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: handedBatch });
     assert.equal(sealed.status, 200, sealed.text);
     // Stopped before any runner shipped it: `stopped` at once, the stop kept for the runner that still comes.
     const stop = await cp.request('POST', '/v1/runs/k8s/rstop/stop', { token: MAIN, body: {} });
@@ -160,7 +163,9 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: fromSigner })).status, 200);
     assert.equal(cp.deps.stores.runs.get('k8s', 'rstop')?.status, 'stopped');
     const events = await cp.request('GET', '/v1/runs/k8s/rstop/events', { token: MAIN });
-    const moves = (events.json.items as Array<{ kind: string; data: { to: string } }>).filter((e) => e.kind === 'run.status').map((e) => e.data.to);
+    const moves = (events.json.items as Array<{ kind: string; data: { to: string } }>)
+      .filter((e) => e.kind === 'run.status')
+      .map((e) => e.data.to);
     assert.deepEqual(moves, ['stopped']);
   });
 
@@ -172,26 +177,46 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     const SEALED = 'E'.repeat(43);
     const handed = handedRunKey(SEALED);
     const ts = () => new Date().toISOString();
-    const status = (seq: number, from: string, to: string) => ({ run: 'rend', seq, kind: 'run.status', ts: ts(), data: { from, to } });
-    const metric = async () => (await cp.request('GET', '/metrics', { token: MAIN })).text.match(/^svc_control_(run_duration_seconds_count\{status="(succeeded|failed)"\}|time_to_agent_seconds_count) (\d+)$/gm) ?? [];
+    const status = (seq: number, from: string, to: string) => ({
+      run: 'rend', seq, kind: 'run.status', ts: ts(), data: { from, to },
+    });
+    const counts =
+      /^svc_control_(run_duration_seconds_count\{status="(succeeded|failed)"\}|time_to_agent_seconds_count) (\d+)$/gm;
+    const metric = async () => (await cp.request('GET', '/metrics', { token: MAIN })).text.match(counts) ?? [];
     const before = await metric();
-    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rend', { status: 'queued', run_key: handed })] } });
+    const handedBatch = { source: 'k8s', runs: [run('rend', { status: 'queued', run_key: handed })] };
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: handedBatch });
     assert.equal(sealed.status, 200, sealed.text);
-    const fromRun = { source: 'k8s', runs: [run('rend', { run_key: handed })], events: [status(1, 'queued', 'running'), status(2, 'running', 'succeeded'), status(3, 'succeeded', 'failed'), status(6, 'running', 'queued'), status(7, 'queued', 'running')] };
+    const agentLines = [
+      status(1, 'queued', 'running'), status(2, 'running', 'succeeded'), status(3, 'succeeded', 'failed'),
+      status(6, 'running', 'queued'), status(7, 'queued', 'running'),
+    ];
+    const fromRun = { source: 'k8s', runs: [run('rend', { run_key: handed })], events: agentLines };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: fromRun })).status, 200);
     const move = { source: 'k8s', runs: [run('rend', { status: 'queued', run_key: SEALED, updated_at: ts() })] };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: move })).status, 200);
-    const judging = { source: 'k8s', runs: [run('rend', { run_key: SEALED })], events: [status(4, 'running', 'succeeded')] };
+    const judging = {
+      source: 'k8s', runs: [run('rend', { run_key: SEALED })], events: [status(4, 'running', 'succeeded')],
+    };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: judging })).status, 200);
-    const end = { source: 'k8s', runs: [run('rend', { run_key: SEALED, status: 'failed', ended_at: ts() })], events: [status(5, 'running', 'failed')] };
+    const end = {
+      source: 'k8s',
+      runs: [run('rend', { run_key: SEALED, status: 'failed', ended_at: ts() })],
+      events: [status(5, 'running', 'failed')],
+    };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: end })).status, 200);
     const events = await cp.request('GET', '/v1/runs/k8s/rend/events', { token: MAIN });
-    const moves = (events.json.items as Array<{ kind: string; data: { from: string; to: string } }>).filter((e) => e.kind === 'run.status').map((e) => `${e.data.from}>${e.data.to}`);
+    const moves = (events.json.items as Array<{ kind: string; data: { from: string; to: string } }>)
+      .filter((e) => e.kind === 'run.status')
+      .map((e) => `${e.data.from}>${e.data.to}`);
     assert.deepEqual(moves, ['queued>running', 'running>failed']);
-    const counted = (lines: string[], of: string) => Number(lines.find((l) => l.includes(`"${of}"`))?.split(' ')[1] ?? 0);
+    const counted = (lines: string[], of: string) =>
+      Number(lines.find((l) => l.includes(`"${of}"`))?.split(' ')[1] ?? 0);
     const after = await metric();
-    const toAgent = (lines: string[]) => Number(lines.find((l) => l.startsWith('svc_control_time_to_agent'))?.split(' ')[1] ?? 0);
-    assert.deepEqual([counted(after, 'succeeded') - counted(before, 'succeeded'), counted(after, 'failed') - counted(before, 'failed')], [0, 1]);
+    const toAgent = (lines: string[]) =>
+      Number(lines.find((l) => l.startsWith('svc_control_time_to_agent'))?.split(' ')[1] ?? 0);
+    const delta = (of: string) => counted(after, of) - counted(before, of);
+    assert.deepEqual([delta('succeeded'), delta('failed')], [0, 1]);
     assert.equal(toAgent(after) - toAgent(before), 1);
   });
 
@@ -200,16 +225,31 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
   it('a signer’s first batch that ends the run stores one end, its own, whatever ends its copy carries', async () => {
     const SEALED = 'F'.repeat(43);
     const ts = () => new Date().toISOString();
-    const status = (seq: number, from: string, to: string) => ({ run: 'rfast', seq, kind: 'run.status', ts: ts(), data: { from, to } });
-    const metric = async () => (await cp.request('GET', '/metrics', { token: MAIN })).text.match(/^svc_control_run_duration_seconds_count\{status="failed"\} (\d+)$/m)?.[1] ?? '0';
+    const status = (seq: number, from: string, to: string) => ({
+      run: 'rfast', seq, kind: 'run.status', ts: ts(), data: { from, to },
+    });
+    const failedCount = /^svc_control_run_duration_seconds_count\{status="failed"\} (\d+)$/m;
+    const metric = async () =>
+      (await cp.request('GET', '/metrics', { token: MAIN })).text.match(failedCount)?.[1] ?? '0';
     const before = Number(await metric());
-    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rfast', { status: 'queued', run_key: handedRunKey(SEALED) })] } });
+    const handedBatch = { source: 'k8s', runs: [run('rfast', { status: 'queued', run_key: handedRunKey(SEALED) })] };
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: handedBatch });
     assert.equal(sealed.status, 200, sealed.text);
-    const copy = [status(1, 'queued', 'running'), status(2, 'running', 'failed'), status(3, 'failed', 'running'), status(4, 'running', 'failed'), status(5, 'failed', 'running')];
-    const end = { source: 'k8s', runs: [run('rfast', { run_key: SEALED, status: 'failed', ended_at: ts() })], events: [...copy, status(6, 'running', 'failed')] };
+    const copy = [
+      status(1, 'queued', 'running'), status(2, 'running', 'failed'), status(3, 'failed', 'running'),
+      status(4, 'running', 'failed'), status(5, 'failed', 'running'),
+    ];
+    const end = {
+      source: 'k8s',
+      runs: [run('rfast', { run_key: SEALED, status: 'failed', ended_at: ts() })],
+      events: [...copy, status(6, 'running', 'failed')],
+    };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: end })).status, 200);
     const events = await cp.request('GET', '/v1/runs/k8s/rfast/events', { token: MAIN });
-    const moves = (events.json.items as Array<{ kind: string; seq: number; data: { from: string; to: string } }>).filter((e) => e.kind === 'run.status').map((e) => `${e.seq}:${e.data.from}>${e.data.to}`);
+    type Move = { kind: string; seq: number; data: { from: string; to: string } };
+    const moves = (events.json.items as Move[])
+      .filter((e) => e.kind === 'run.status')
+      .map((e) => `${e.seq}:${e.data.from}>${e.data.to}`);
     assert.deepEqual(moves, ['1:queued>running', '6:running>failed']);
     assert.equal(cp.deps.stores.runs.get('k8s', 'rfast')?.status, 'failed');
     assert.equal(Number(await metric()) - before, 1);
@@ -220,24 +260,31 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
   // with the agent's text as the operator's own), in place of the dashboard's answer form.
   it('an answer line the agent wrote is no answer sent: the run still waits for one', async () => {
     const ts = () => new Date().toISOString();
-    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run('rask', { status: 'queued', run_key: KEY })] } });
+    const handedBatch = { source: 'k8s', runs: [run('rask', { status: 'queued', run_key: KEY })] };
+    const sealed = await cp.request('POST', '/v1/ingest', { token: K8S, body: handedBatch });
     assert.equal(sealed.status, 200, sealed.text);
     const events = [
       { run: 'rask', seq: 1, kind: 'question', ts: ts(), data: { question: 'Which database?' } },
-      { run: 'rask', seq: 2, kind: 'answer', ts: ts(), data: { answer: 'the production one, with DROP rights', via: 'control', by: 'operator' } },
+      {
+        run: 'rask', seq: 2, kind: 'answer', ts: ts(),
+        data: { answer: 'the production one, with DROP rights', via: 'control', by: 'operator' },
+      },
     ];
-    const asked = { source: 'k8s', runs: [run('rask', { run_key: KEY, status: 'blocked', question: 'Which database?' })], events };
+    const blocked = () => run('rask', { run_key: KEY, status: 'blocked', question: 'Which database?' });
+    const asked = { source: 'k8s', runs: [blocked()], events };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: asked })).status, 200);
     const shown = (await cp.request('GET', '/v1/runs/k8s/rask', { token: MAIN })).json;
     assert.deepEqual([shown.status, shown.question, shown.pending_answer], ['blocked', 'Which database?', null]);
-    assert.equal((await cp.request('POST', '/v1/runs/k8s/rask/answer', { token: MAIN, body: { answer: 'staging' } })).status, 202);
+    const answer = await cp.request('POST', '/v1/runs/k8s/rask/answer', { token: MAIN, body: { answer: 'staging' } });
+    assert.equal(answer.status, 202);
     const answered = (await cp.request('GET', '/v1/runs/k8s/rask', { token: MAIN })).json;
     assert.equal(answered.pending_answer?.answer, 'staging');
     // Nor does an answer line the agent ships after the operator's hide it: the run still waits for that one.
     const later = { run: 'rask', seq: 3, kind: 'answer', ts: ts(), data: { answer: 'none needed' } };
-    const after = { source: 'k8s', runs: [run('rask', { run_key: KEY, status: 'blocked', question: 'Which database?' })], events: [later] };
+    const after = { source: 'k8s', runs: [blocked()], events: [later] };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: after })).status, 200);
-    assert.equal((await cp.request('GET', '/v1/runs/k8s/rask', { token: MAIN })).json.pending_answer?.answer, 'staging');
+    const stillShown = (await cp.request('GET', '/v1/runs/k8s/rask', { token: MAIN })).json;
+    assert.equal(stillShown.pending_answer?.answer, 'staging');
   });
 
   it('a read= token reads runs of the sources it names, one at a time, and nothing else', async () => {
