@@ -5,6 +5,7 @@
 import { closeSync, existsSync, openSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BadSettingError } from '../errors.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { filterArgv, openFilterFd } from './seccomp.ts';
 import { pathKind } from './tree.ts';
@@ -44,7 +45,7 @@ export function within(path: string, dir: string): boolean {
 /** Whether a host path is there inside the sandbox `plan` describes (what a command provider's argv may name). */
 export function shownBy(plan: SandboxPlan, path: string): boolean {
   if (hiddenHolding(plan, path) !== undefined) return false;
-  if (isSystemPath(path) || ETC_ENTRIES.some((e) => within(path, `/etc/${e}`))) return true;
+  if (shownBySystem(path)) return true;
   const bound = [...plan.readable, ...plan.writable, ...plan.protocolReadable, ...plan.protocolWritable, plan.cwd];
   return bound.some((dir) => within(path, dir));
 }
@@ -108,6 +109,11 @@ function systemView(): string[] {
   return argv;
 }
 
+/** True for a path the system view shows: one in a system folder or in a /etc entry it copies in. */
+function shownBySystem(path: string): boolean {
+  return isSystemPath(path) || ETC_ENTRIES.some((e) => within(path, `/etc/${e}`));
+}
+
 /** True for a path the system view already shows (no need to bind it again). */
 export function isSystemPath(path: string): boolean {
   return SYSTEM_FOLDERS.some((f) => within(path, f));
@@ -141,21 +147,32 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   // Every tmpfs an agent can write has a size, so the memory it can hold there is bounded and measurable (limits.ts).
   const tmp = String(plan.limits.tmpBytes);
   argv.push('--dev', '/dev', '--size', tmp, '--tmpfs', '/dev/shm', '--proc', '/proc', '--size', tmp, '--tmpfs', '/tmp');
-  if (plan.home && plan.home !== '/' && !isSystemPath(plan.home)) {
-    argv.push('--size', String(plan.limits.tmpBytes), '--tmpfs', plan.home);
-    for (const m of (plan.homeMounts ?? []).filter((h) => existsSync(h.source) && within(h.target, plan.home!))) {
+  // HOME is an empty private tmpfs, also inside a system folder (/usr/local/svc), where the system view shows it.
+  const home = plan.home;
+  if (home) {
+    // One that is or holds a folder the view needs (HOME=/usr, HOME=/) can be neither covered nor shown.
+    if (SYSTEM_FOLDERS.some((f) => within(f, home)) || ETC_ENTRIES.some((e) => within(`/etc/${e}`, home))) {
+      throw new BadSettingError(`HOME "${home}" is or holds a system folder the sandbox shows to every agent, so ` +
+        'its private HOME cannot cover it: set HOME to a folder of its own (e.g. /home/svc) for svc');
+    }
+    argv.push('--size', String(plan.limits.tmpBytes), '--tmpfs', home);
+    for (const m of (plan.homeMounts ?? []).filter((h) => existsSync(h.source) && within(h.target, home))) {
       argv.push(m.writable ? '--bind' : '--ro-bind', m.source, m.target);
     }
   }
+  // What the system view shows but the private HOME covers is gone from the view.
+  const shownBySystemView = (p: string) => shownBySystem(p) && !(home && within(p, home));
   // Nothing in a hidden path is bound, even by its own name (a folder on PATH inside ~/.aws), but the working folder.
   const inPlanHidden = (p: string) => hiddenHolding(plan, p) !== undefined;
-  const readable = plan.readable.filter((p) => existsSync(p) && !isSystemPath(p) && !inPlanHidden(p));
+  const readable = plan.readable.filter((p) => existsSync(p) && !shownBySystemView(p) && !inPlanHidden(p));
   const writable = plan.writable.filter((p) => existsSync(p) && (!inPlanHidden(p) || p === plan.cwd));
   const bound = [...readable, ...writable];
   // Protection matters only inside a writable tree; binding it elsewhere would show what was never meant to be seen.
   const protect = [...new Set(plan.protect)].filter((p) => existsSync(p) && writable.some((w) => within(p, w)));
-  // A mask is needed only where a bound tree would show the secret; elsewhere it is simply never mounted.
-  const hidden = plan.hidden.filter((p) => existsSync(p) && bound.some((b) => within(p, b) && p !== b));
+  // A mask is needed only where a bound tree (the system view is one) would show the secret; elsewhere it is simply
+  // never mounted.
+  const hidden = plan.hidden.filter((p) => existsSync(p)
+    && (shownBySystemView(p) || bound.some((b) => within(p, b) && p !== b)));
   const hiddenDirs = hidden.filter((p) => pathKind(p, true) === 'dir');
   const inHidden = (p: string) => hiddenDirs.some((h) => within(p, h));
   for (const path of readable.filter((p) => !inHidden(p))) argv.push('--ro-bind', path, path);

@@ -8,7 +8,8 @@ import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
 import { childEnv } from '../../src/spawn/start.ts';
 import { startChild } from '../../src/spawn/start.ts';
-import { agentSandboxPlan, declaredFolders } from '../../src/spawn/agent-plan.ts';
+import { agentSandboxPlan, declaredFolders, gitSandboxPlan } from '../../src/spawn/agent-plan.ts';
+import { BadSettingError } from '../../src/errors.ts';
 import { ignoredPolicyNote } from '../../src/spawn/sandbox-mode.ts';
 import { agentSandbox, type RunSandbox } from '../../src/engine/sandbox.ts';
 import { openRunContext } from '../../src/engine/run-context.ts';
@@ -226,6 +227,94 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
       closeSandboxFds(fds);
       assert.equal(run.status, 0, run.stderr);
       assert.deepEqual(readdirSync(join(answers, 'local')), [], 'nothing written into the answers folder');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('bwrapArgv: a HOME or a secret in a folder the system view shows', () => {
+  const plan = (home: string, hidden: string[] = []) => ({
+    readable: [], writable: [], protect: [], hidden, protocolReadable: [], protocolWritable: [], home,
+    cwd: '/', limits: DEFAULT_LIMITS, network: 'none' as const,
+  });
+  const has = (argv: string[], ...seq: string[]) => argv.some((_, i) => seq.every((a, j) => argv[i + j] === a));
+
+  it('covers a HOME under /usr with its private tmpfs, and refuses a HOME that is or holds a system folder', () => {
+    assert.ok(has(bwrapArgv('bwrap', plan('/usr/local/games/home'), ['true']), '--tmpfs', '/usr/local/games/home'));
+    for (const home of ['/usr', '/', '/etc']) {
+      assert.throws(() => bwrapArgv('bwrap', plan(home), ['true']), BadSettingError, home);
+    }
+  });
+
+  it('masks a configured secret file in a system folder, in the agent\'s sandbox and in git\'s', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
+    try {
+      const home = join(root, 'home');
+      const repo = join(root, 'repo');
+      mkdirSync(join(repo, '.git'), { recursive: true });
+      mkdirSync(join(home, '.ssh'), { recursive: true });
+      // Any file of a system folder stands in for a token file kept there (/usr/local/etc/svc/token).
+      const env = { PATH: '/usr/bin:/bin', HOME: home, SVC_CONTROL_TOKEN_FILE: '/usr/bin/env' };
+      const agent = agentSandboxPlan({
+        workdir: repo, repo, ioDir: repo, askDir: repo, answerDir: repo, svcHome: join(home, '.svc'), home,
+        provider: 'check', declared: [], program: '/bin/sh', env, gate: null,
+      });
+      const git = gitSandboxPlan({ workdir: repo, repo, home, svcHome: join(home, '.svc'), env, scratch: [] });
+      for (const p of [agent, git]) {
+        assert.ok(has(bwrapArgv('bwrap', p, ['true']), '--ro-bind', '/dev/null', '/usr/bin/env'));
+        assert.ok(p.hidden.includes(join(home, '.ssh')));
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+// A private mount namespace with an empty tmpfs over /usr/local/games: HOME and a token file can live under /usr
+// there while the host stays unchanged.
+const GAMES = '/usr/local/games';
+const unshareWorks = bwrapWorks && spawnSync('unshare',
+  ['-m', '--propagation', 'private', 'sh', '-c', `mount -t tmpfs tmpfs ${GAMES}`]).status === 0;
+
+describe('a HOME under /usr under a real bwrap', { skip: unshareWorks ? false : 'unshare -m is not permitted here' }, () => {
+  it('shows neither ~/.svc, ~/.ssh nor a token file under /usr to a check or to svc\'s git', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
+    try {
+      const src = (file: string) => JSON.stringify(new URL(`../../src/spawn/${file}`, import.meta.url).href);
+      const inner = join(root, 'inner.ts');
+      writeFileSync(inner, `
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { bwrapArgv, closeSandboxFds, openSandboxFds } from ${src('bwrap-argv.ts')};
+import { agentSandboxPlan, gitSandboxPlan } from ${src('agent-plan.ts')};
+const home = '${GAMES}/home';
+const repo = '${root}/repo';
+for (const dir of [home + '/.svc/keys', home + '/.ssh', repo]) mkdirSync(dir, { recursive: true });
+writeFileSync(home + '/.svc/keys/k.pem', 'SECRET-KEY');
+writeFileSync(home + '/.ssh/id_ed25519', 'SSH-KEY');
+writeFileSync('${GAMES}/token', 'TOKEN-FILE');
+spawnSync('git', ['init', '-q', repo]);
+const env = { PATH: '/usr/bin:/bin', HOME: home, SVC_CONTROL_TOKEN_FILE: '${GAMES}/token' };
+const svcHome = home + '/.svc';
+const plans = [
+  agentSandboxPlan({ workdir: repo, repo, ioDir: repo, askDir: repo, answerDir: repo, svcHome, home,
+    provider: 'check', declared: [], program: '/bin/sh', env, gate: null }),
+  gitSandboxPlan({ workdir: repo, repo, home, svcHome, env, scratch: [] }),
+];
+const script = 'cat ' + home + '/.svc/keys/k.pem ' + home + '/.ssh/id_ed25519 ${GAMES}/token 2>/dev/null; echo done';
+for (const plan of plans) {
+  const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
+  const fds = openSandboxFds();
+  const run = spawnSync(argv[0], argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+  closeSandboxFds(fds);
+  process.stdout.write(run.stdout + run.stderr);
+}
+`);
+      const run = spawnSync('unshare', ['-m', '--propagation', 'private', 'sh', '-c',
+        `mount -t tmpfs tmpfs ${GAMES} && exec "$0" "$1"`, process.execPath, inner], { encoding: 'utf8' });
+      assert.equal(run.status, 0, run.stderr);
+      assert.equal(run.stdout, 'done\ndone\n');
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
