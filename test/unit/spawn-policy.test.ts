@@ -277,7 +277,9 @@ const GAMES = '/usr/local/games';
 const unshareWorks = bwrapWorks && spawnSync('unshare',
   ['-m', '--propagation', 'private', 'sh', '-c', `mount -t tmpfs tmpfs ${GAMES}`]).status === 0;
 
-describe('a HOME under /usr under a real bwrap', { skip: unshareWorks ? false : 'unshare -m is not permitted here' }, () => {
+const unshareSkip = unshareWorks ? false : 'unshare -m is not permitted here';
+
+describe('a HOME under /usr under a real bwrap', { skip: unshareSkip }, () => {
   it('shows neither ~/.svc, ~/.ssh nor a token file under /usr to a check or to svc\'s git', () => {
     const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
     try {
