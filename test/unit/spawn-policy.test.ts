@@ -1,11 +1,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
-import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
+import { bwrapArgv, closeSandboxFds, openSandboxFds, shownBy } from '../../src/spawn/bwrap-argv.ts';
 import { childEnv } from '../../src/spawn/start.ts';
 import { startChild } from '../../src/spawn/start.ts';
 import { agentSandboxPlan, declaredFolders, gitSandboxPlan } from '../../src/spawn/agent-plan.ts';
@@ -242,9 +242,26 @@ describe('bwrapArgv: a HOME or a secret in a folder the system view shows', () =
 
   it('covers a HOME under /usr with its private tmpfs, and refuses a HOME that is or holds a system folder', () => {
     assert.ok(has(bwrapArgv('bwrap', plan('/usr/local/games/home'), ['true']), '--tmpfs', '/usr/local/games/home'));
-    for (const home of ['/usr', '/', '/etc']) {
+    for (const home of ['/usr', '/', '/etc', '/usr/', '//', '/usr/local/..']) {
       assert.throws(() => bwrapArgv('bwrap', plan(home), ['true']), BadSettingError, home);
     }
+  });
+
+  it('says a file under a HOME in /usr is not shown: the private tmpfs covers it', () => {
+    const at = (home: string) => ({ ...plan(home), cwd: '/tmp/work' });
+    assert.equal(shownBy(at('/usr/local/games/home'), '/usr/local/games/home/.ssh/id_ed25519'), false);
+    assert.equal(shownBy(at('/usr/local/games/home/'), '/usr/local/games/home/.ssh/id_ed25519'), false);
+    assert.equal(shownBy(at('/usr/local/games/home'), '/usr/local/games/other'), true);
+  });
+
+  const merged = realpathSync('/bin') !== '/bin' ? false : 'no merged /usr here (/bin is no link)';
+  it('masks only a link-free spelling in the view, and covers no HOME the view shows by a link', { skip: merged }, () => {
+    // /bin/env through the /bin link: bwrap would mount on the link's target (out of the view it fails every sandbox).
+    const argv = bwrapArgv('bwrap', plan('/usr/local/games/home', ['/bin/env', '/usr/bin/env']), ['true']);
+    assert.ok(!argv.includes('/bin/env'), argv.join(' '));
+    assert.ok(has(argv, '--ro-bind', '/dev/null', '/usr/bin/env'));
+    const linked = bwrapArgv('bwrap', plan('/bin/env'), ['true']);
+    assert.ok(!has(linked, '--tmpfs', '/bin/env'), linked.join(' '));
   });
 
   it('masks a configured secret file in a system folder, in the agent\'s sandbox and in git\'s', () => {
