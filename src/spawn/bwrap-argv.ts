@@ -114,6 +114,15 @@ function shownBySystem(path: string): boolean {
   return isSystemPath(path) || ETC_ENTRIES.some((e) => within(path, `/etc/${e}`));
 }
 
+/** Refuses a HOME that is or holds a folder the view needs (HOME=/usr, HOME=/): it can be neither covered nor shown. */
+export function refuseSystemHome(path: string): void {
+  const home = resolve(path);
+  if (SYSTEM_FOLDERS.some((f) => within(f, home)) || ETC_ENTRIES.some((e) => within(`/etc/${e}`, home))) {
+    throw new BadSettingError(`HOME "${home}" is or holds a system folder the sandbox shows to every agent, so ` +
+      'its private HOME cannot cover it: set HOME to a folder of its own (e.g. /home/svc) for svc');
+  }
+}
+
 /** HOME as the sandbox covers it: normalised (HOME=/usr/ is /usr), or null. */
 function planHome(plan: SandboxPlan): string | null {
   return plan.home ? resolve(plan.home) : null;
@@ -169,13 +178,7 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   argv.push('--dev', '/dev', '--size', tmp, '--tmpfs', '/dev/shm', '--proc', '/proc', '--size', tmp, '--tmpfs', '/tmp');
   // HOME is an empty private tmpfs, also inside a system folder (/usr/local/svc), where the system view shows it.
   const home = planHome(plan);
-  if (home) {
-    // One that is or holds a folder the view needs (HOME=/usr, HOME=/) can be neither covered nor shown.
-    if (SYSTEM_FOLDERS.some((f) => within(f, home)) || ETC_ENTRIES.some((e) => within(`/etc/${e}`, home))) {
-      throw new BadSettingError(`HOME "${home}" is or holds a system folder the sandbox shows to every agent, so ` +
-        'its private HOME cannot cover it: set HOME to a folder of its own (e.g. /home/svc) for svc');
-    }
-  }
+  if (home) refuseSystemHome(home);
   // A HOME the view shows by a link (/usr/local/svc → /home/svc) cannot be covered: bwrap would mount on the link's
   // target, out of the view. Nothing is there to cover, since the link leads nowhere inside.
   if (home && !(shownBySystem(home) && existsSync(home) && !linkFree(home))) {

@@ -1,7 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  mkdtempSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
@@ -17,6 +19,7 @@ import { writeState } from '../../src/engine/run-state.ts';
 import { parsePolicy } from '../../src/engine/policy.ts';
 import type { ResolvedProvider } from '../../src/engine/providers.ts';
 import { stateFor } from '../engine/fixtures.ts';
+import { planRun } from '../../src/engine/run-plan.ts';
 
 describe('childEnv', () => {
   const base = { PATH: '/bin', HOME: '/h', GITHUB_TOKEN: 'g', SVC_API_TOKEN_FILE: '/t', SVC_ORIGIN: 'cli', SVC_SOURCE: 's' };
@@ -255,7 +258,7 @@ describe('bwrapArgv: a HOME or a secret in a folder the system view shows', () =
   });
 
   const merged = realpathSync('/bin') !== '/bin' ? false : 'no merged /usr here (/bin is no link)';
-  it('masks only a link-free spelling in the view, and covers no HOME the view shows by a link', { skip: merged }, () => {
+  it('masks only a link-free spelling in the view, covers no HOME the view shows by a link', { skip: merged }, () => {
     // /bin/env through the /bin link: bwrap would mount on the link's target (out of the view it fails every sandbox).
     const argv = bwrapArgv('bwrap', plan('/usr/local/games/home', ['/bin/env', '/usr/bin/env']), ['true']);
     assert.ok(!argv.includes('/bin/env'), argv.join(' '));
@@ -282,6 +285,27 @@ describe('bwrapArgv: a HOME or a secret in a folder the system view shows', () =
         assert.ok(has(bwrapArgv('bwrap', p, ['true']), '--ro-bind', '/dev/null', '/usr/bin/env'));
         assert.ok(p.hidden.includes(join(home, '.ssh')));
       }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+const noBwrap = bwrapWorks ? false : 'bwrap cannot run here';
+describe('planRun: a HOME that is or holds a system folder', { skip: noBwrap }, () => {
+  it('is refused when the run is planned, before any run or sandbox is made', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-plan-'));
+    try {
+      const repo = join(root, 'repo');
+      mkdirSync(join(repo, '.svc'), { recursive: true });
+      spawnSync('git', ['init', '-q', repo]);
+      const config = { provider: 'p', providers: { p: { command: ['true'] } } };
+      writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify(config));
+      const env = { PATH: process.env.PATH, SVC_CONFIG_DIR: join(root, 'config') };
+      const plan = (home: string) =>
+        planRun({ repo, workdir: repo, provider: null, pr: false, env: { ...env, HOME: home } });
+      for (const home of ['/usr/', '//']) assert.throws(() => plan(home), BadSettingError, home);
+      assert.equal(plan(join(root, 'home')).sandbox.kind, 'bwrap');
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
