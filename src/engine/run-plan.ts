@@ -14,7 +14,7 @@ import { git } from './git.ts';
 import { openRunDir, withDir, writeJsonAtomic } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
-import { shownBy, within } from '../spawn/bwrap-argv.ts';
+import { refuseSystemHome, shownBy, within } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { ignoredPolicyNote, resolveSandbox, startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import { isJsonObject } from '../untrusted.ts';
@@ -79,7 +79,11 @@ export function planRun(req: {
       throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed'));
     }
     const sandbox = resolveSandbox(policySandbox(policyFile, server, env), env);
-    if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);
+    if (sandbox.kind === 'bwrap') {
+      // Refused here, before a run is made, as well as by every sandbox it would start.
+      refuseSystemHome(env.HOME || homedir());
+      refuseOutsideView(provider, repo, req.workdir, env);
+    }
     const capped = cappedLimits(policy.limits, operator.limits);
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
     return {

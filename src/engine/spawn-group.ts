@@ -98,6 +98,8 @@ function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroup
 
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const sandbox = opts.sandbox;
+  // First, as it may refuse the plan (bwrap-argv.ts: a HOME that holds a system folder) before anything is opened.
+  const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, argv) : argv;
   const guard = sandbox ? null : createTreeGuard();
   const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
   const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
@@ -105,7 +107,6 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const fds = sandbox ? openSandboxFds() : [];
   // After them, bwrap's status descriptor: it reports the agent's exit there only if the agent really ran.
   const statusFd = 3 + fds.length;
-  const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, argv) : argv;
   // bwrap's options go before the command's `--`.
   const confined = sandbox ? [bwrap[0]!, '--json-status-fd', String(statusFd), ...bwrap.slice(1)] : argv;
   let child: ChildProcess;

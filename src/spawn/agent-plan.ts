@@ -142,6 +142,16 @@ function withRealSpellings(paths: string[]): string[] {
   return [...new Set(paths.flatMap((p) => [p, realOrNull(p) ?? p]))];
 }
 
+/** What every sandbox hides besides svc's home: the run files of the repository, HOME's credentials, svc's secrets. */
+function secretsOf(input: Pick<AgentPlanInput, 'repo' | 'home' | 'env'>): string[] {
+  return [
+    join(input.repo, '.svc', 'runs'),
+    join(input.repo, '.svc', 'inbox'),
+    ...HOME_CREDENTIALS.map((p) => join(input.home, p)),
+    ...configuredSecretPaths(input.env),
+  ];
+}
+
 export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
   // A built-in CLI's own folders are laid from its provider home; those granted a `command` provider bound in place.
   const folders = declaredFolders(input);
@@ -162,14 +172,7 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
     // Its git metadata; in the repository itself, the project's .svc (its policy decides the checks); the git
     // directories again, in case a declared folder covers them.
     protect: [join(input.workdir, '.git'), ...(resolve(input.workdir) === resolve(input.repo) ? [engine] : []), ...git],
-    hidden: withRealSpellings([
-      svcHome,
-      join(engine, 'runs'),
-      join(engine, 'worktrees'),
-      join(engine, 'inbox'),
-      ...HOME_CREDENTIALS.map((p) => join(input.home, p)),
-      ...configuredSecretPaths(input.env),
-    ]),
+    hidden: withRealSpellings([svcHome, join(engine, 'worktrees'), ...secretsOf(input)]),
     protocolReadable: [input.ioDir],
     protocolWritable: [input.askDir, input.answerDir],
     home: input.home,
@@ -216,7 +219,7 @@ export function gitSandboxPlan(
     writable: [input.workdir, ...git, ...input.scratch],
     protect: [join(common, 'config'), join(common, 'hooks'), join(common, 'info'),
       ...git.slice(1).map((d) => join(d, 'config.worktree')), join(input.repo, '.svc')],
-    hidden: [input.svcHome, join(input.repo, '.svc', 'runs'), join(input.repo, '.svc', 'inbox')],
+    hidden: withRealSpellings([input.svcHome, ...secretsOf(input)]),
     protocolReadable: [],
     protocolWritable: [],
     home: input.home,

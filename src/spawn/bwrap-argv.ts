@@ -5,6 +5,7 @@
 import { closeSync, existsSync, openSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BadSettingError } from '../errors.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { filterArgv, openFilterFd } from './seccomp.ts';
 import { pathKind } from './tree.ts';
@@ -44,7 +45,7 @@ export function within(path: string, dir: string): boolean {
 /** Whether a host path is there inside the sandbox `plan` describes (what a command provider's argv may name). */
 export function shownBy(plan: SandboxPlan, path: string): boolean {
   if (hiddenHolding(plan, path) !== undefined) return false;
-  if (isSystemPath(path) || ETC_ENTRIES.some((e) => within(path, `/etc/${e}`))) return true;
+  if (shownBySystemViewOf(plan, path)) return true;
   const bound = [...plan.readable, ...plan.writable, ...plan.protocolReadable, ...plan.protocolWritable, plan.cwd];
   return bound.some((dir) => within(path, dir));
 }
@@ -108,6 +109,40 @@ function systemView(): string[] {
   return argv;
 }
 
+/** True for a path the system view shows: one in a system folder or in a /etc entry it copies in. */
+function shownBySystem(path: string): boolean {
+  return isSystemPath(path) || ETC_ENTRIES.some((e) => within(path, `/etc/${e}`));
+}
+
+/** Refuses a HOME that is or holds a folder the view needs (HOME=/usr, HOME=/): it can be neither covered nor shown. */
+export function refuseSystemHome(path: string): void {
+  const home = resolve(path);
+  if (SYSTEM_FOLDERS.some((f) => within(f, home)) || ETC_ENTRIES.some((e) => within(`/etc/${e}`, home))) {
+    throw new BadSettingError(`HOME "${home}" is or holds a system folder the sandbox shows to every agent, so ` +
+      'its private HOME cannot cover it: set HOME to a folder of its own (e.g. /home/svc) for svc');
+  }
+}
+
+/** HOME as the sandbox covers it: normalised (HOME=/usr/ is /usr), or null. */
+function planHome(plan: SandboxPlan): string | null {
+  return plan.home ? resolve(plan.home) : null;
+}
+
+/** True for a path the system view shows inside `plan`: not where its private HOME covers it. */
+function shownBySystemViewOf(plan: SandboxPlan, path: string): boolean {
+  const home = planHome(plan);
+  return shownBySystem(path) && !(home !== null && within(path, home));
+}
+
+/** True for a path spelt without a symbolic link (bwrap mounts over a link's target, which may be out of the view). */
+function linkFree(path: string): boolean {
+  try {
+    return realpathSync(path) === path;
+  } catch {
+    return false;
+  }
+}
+
 /** True for a path the system view already shows (no need to bind it again). */
 export function isSystemPath(path: string): boolean {
   return SYSTEM_FOLDERS.some((f) => within(path, f));
@@ -141,21 +176,32 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   // Every tmpfs an agent can write has a size, so the memory it can hold there is bounded and measurable (limits.ts).
   const tmp = String(plan.limits.tmpBytes);
   argv.push('--dev', '/dev', '--size', tmp, '--tmpfs', '/dev/shm', '--proc', '/proc', '--size', tmp, '--tmpfs', '/tmp');
-  if (plan.home && plan.home !== '/' && !isSystemPath(plan.home)) {
-    argv.push('--size', String(plan.limits.tmpBytes), '--tmpfs', plan.home);
-    for (const m of (plan.homeMounts ?? []).filter((h) => existsSync(h.source) && within(h.target, plan.home!))) {
+  // HOME is an empty private tmpfs, also inside a system folder (/usr/local/svc), where the system view shows it.
+  const home = planHome(plan);
+  if (home) refuseSystemHome(home);
+  // A HOME the view shows by a link (/usr/local/svc → /home/svc) cannot be covered: bwrap would mount on the link's
+  // target, out of the view. Nothing is there to cover, since the link leads nowhere inside.
+  if (home && !(shownBySystem(home) && existsSync(home) && !linkFree(home))) {
+    argv.push('--size', String(plan.limits.tmpBytes), '--tmpfs', home);
+    for (const m of (plan.homeMounts ?? []).filter((h) => existsSync(h.source) && within(h.target, home))) {
       argv.push(m.writable ? '--bind' : '--ro-bind', m.source, m.target);
     }
   }
+  // What the system view shows but the private HOME covers is gone from the view.
+  const shownBySystemView = (p: string) => shownBySystemViewOf(plan, p);
   // Nothing in a hidden path is bound, even by its own name (a folder on PATH inside ~/.aws), but the working folder.
   const inPlanHidden = (p: string) => hiddenHolding(plan, p) !== undefined;
-  const readable = plan.readable.filter((p) => existsSync(p) && !isSystemPath(p) && !inPlanHidden(p));
+  const readable = plan.readable.filter((p) => existsSync(p) && !shownBySystemView(p) && !inPlanHidden(p));
   const writable = plan.writable.filter((p) => existsSync(p) && (!inPlanHidden(p) || p === plan.cwd));
   const bound = [...readable, ...writable];
   // Protection matters only inside a writable tree; binding it elsewhere would show what was never meant to be seen.
   const protect = [...new Set(plan.protect)].filter((p) => existsSync(p) && writable.some((w) => within(p, w)));
-  // A mask is needed only where a bound tree would show the secret; elsewhere it is simply never mounted.
-  const hidden = plan.hidden.filter((p) => existsSync(p) && bound.some((b) => within(p, b) && p !== b));
+  // A mask is needed only where a bound tree (the system view is one) would show the secret; elsewhere it is simply
+  // never mounted.
+  // Of what the system view shows only a link-free spelling is masked: bwrap would mount on a link's target, which may
+  // be out of the view, and fail (withRealSpellings adds the real spelling to `hidden`).
+  const hidden = plan.hidden.filter((p) => existsSync(p)
+    && ((shownBySystemView(p) && linkFree(p)) || bound.some((b) => within(p, b) && p !== b)));
   const hiddenDirs = hidden.filter((p) => pathKind(p, true) === 'dir');
   const inHidden = (p: string) => hiddenDirs.some((h) => within(p, h));
   for (const path of readable.filter((p) => !inHidden(p))) argv.push('--ro-bind', path, path);

@@ -3,14 +3,16 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createServer, type Socket } from 'node:net';
 import {
-  chmodSync, existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync,
+  chmodSync, existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
-import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../../src/spawn/bwrap-argv.ts';
+import { bwrapArgv, closeSandboxFds, openSandboxFds, shownBy } from '../../src/spawn/bwrap-argv.ts';
 import { childEnv, runCollect, runSync, startChild } from '../../src/spawn/start.ts';
-import { agentSandboxPlan, declaredFolders } from '../../src/spawn/agent-plan.ts';
+import { agentSandboxPlan, declaredFolders, gitSandboxPlan } from '../../src/spawn/agent-plan.ts';
+import { BadSettingError } from '../../src/errors.ts';
 import { ignoredPolicyNote } from '../../src/spawn/sandbox-mode.ts';
 import { agentSandbox, type RunSandbox } from '../../src/engine/sandbox.ts';
 import { openRunContext } from '../../src/engine/run-context.ts';
@@ -21,6 +23,7 @@ import { readOrNull } from '../../src/spawn/tree.ts';
 import { statFields } from '../../src/proc-stat.ts';
 import { processesMentioning, stateFor } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { planRun } from '../../src/engine/run-plan.ts';
 
 describe('childEnv', () => {
   const base = { PATH: '/bin', HOME: '/h', GITHUB_TOKEN: 'g', SVC_API_TOKEN_FILE: '/t', SVC_ORIGIN: 'cli', SVC_SOURCE: 's' };
@@ -302,6 +305,134 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
       closeSandboxFds(fds);
       assert.equal(run.status, 0, run.stderr);
       assert.deepEqual(readdirSync(join(answers, 'local')), [], 'nothing written into the answers folder');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('bwrapArgv: a HOME or a secret in a folder the system view shows', () => {
+  const plan = (home: string, hidden: string[] = []) => ({
+    readable: [], writable: [], protect: [], hidden, protocolReadable: [], protocolWritable: [], home,
+    cwd: '/', limits: DEFAULT_LIMITS, network: 'none' as const,
+  });
+  const has = (argv: string[], ...seq: string[]) => argv.some((_, i) => seq.every((a, j) => argv[i + j] === a));
+
+  it('covers a HOME under /usr with its private tmpfs, and refuses a HOME that is or holds a system folder', () => {
+    assert.ok(has(bwrapArgv('bwrap', plan('/usr/local/games/home'), ['true']), '--tmpfs', '/usr/local/games/home'));
+    for (const home of ['/usr', '/', '/etc', '/usr/', '//', '/usr/local/..']) {
+      assert.throws(() => bwrapArgv('bwrap', plan(home), ['true']), BadSettingError, home);
+    }
+  });
+
+  it('says a file under a HOME in /usr is not shown: the private tmpfs covers it', () => {
+    const at = (home: string) => ({ ...plan(home), cwd: '/tmp/work' });
+    assert.equal(shownBy(at('/usr/local/games/home'), '/usr/local/games/home/.ssh/id_ed25519'), false);
+    assert.equal(shownBy(at('/usr/local/games/home/'), '/usr/local/games/home/.ssh/id_ed25519'), false);
+    assert.equal(shownBy(at('/usr/local/games/home'), '/usr/local/games/other'), true);
+  });
+
+  const merged = realpathSync('/bin') !== '/bin' ? false : 'no merged /usr here (/bin is no link)';
+  it('masks only a link-free spelling in the view, covers no HOME the view shows by a link', { skip: merged }, () => {
+    // /bin/env through the /bin link: bwrap would mount on the link's target (out of the view it fails every sandbox).
+    const argv = bwrapArgv('bwrap', plan('/usr/local/games/home', ['/bin/env', '/usr/bin/env']), ['true']);
+    assert.ok(!argv.includes('/bin/env'), argv.join(' '));
+    assert.ok(has(argv, '--ro-bind', '/dev/null', '/usr/bin/env'));
+    const linked = bwrapArgv('bwrap', plan('/bin/env'), ['true']);
+    assert.ok(!has(linked, '--tmpfs', '/bin/env'), linked.join(' '));
+  });
+
+  it('masks a configured secret file in a system folder, in the agent\'s sandbox and in git\'s', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
+    try {
+      const home = join(root, 'home');
+      const repo = join(root, 'repo');
+      mkdirSync(join(repo, '.git'), { recursive: true });
+      mkdirSync(join(home, '.ssh'), { recursive: true });
+      // Any file of a system folder stands in for a token file kept there (/usr/local/etc/svc/token).
+      const env = { PATH: '/usr/bin:/bin', HOME: home, SVC_CONTROL_TOKEN_FILE: '/usr/bin/env' };
+      const agent = agentSandboxPlan({
+        workdir: repo, repo, ioDir: repo, askDir: repo, answerDir: repo, svcHome: join(home, '.svc'), home,
+        provider: 'check', declared: [], program: '/bin/sh', env, gate: null,
+      });
+      const git = gitSandboxPlan({ workdir: repo, repo, home, svcHome: join(home, '.svc'), env, scratch: [] });
+      for (const p of [agent, git]) {
+        assert.ok(has(bwrapArgv('bwrap', p, ['true']), '--ro-bind', '/dev/null', '/usr/bin/env'));
+        assert.ok(p.hidden.includes(join(home, '.ssh')));
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+const noBwrap = bwrapWorks ? false : 'bwrap cannot run here';
+describe('planRun: a HOME that is or holds a system folder', { skip: noBwrap }, () => {
+  it('is refused when the run is planned, before any run or sandbox is made', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-plan-'));
+    try {
+      const repo = join(root, 'repo');
+      mkdirSync(join(repo, '.svc'), { recursive: true });
+      spawnSync('git', ['init', '-q', repo]);
+      const config = { provider: 'p', providers: { p: { command: ['true'] } } };
+      writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify(config));
+      const env = { PATH: process.env.PATH, SVC_CONFIG_DIR: join(root, 'config') };
+      const plan = (home: string) =>
+        planRun({ repo, workdir: repo, provider: null, pr: false, env: { ...env, HOME: home } });
+      for (const home of ['/usr/', '//']) assert.throws(() => plan(home), BadSettingError, home);
+      assert.equal(plan(join(root, 'home')).sandbox.kind, 'bwrap');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+// A private mount namespace with an empty tmpfs over /usr/local/games: HOME and a token file can live under /usr
+// there while the host stays unchanged.
+const GAMES = '/usr/local/games';
+const unshareWorks = bwrapWorks && spawnSync('unshare',
+  ['-m', '--propagation', 'private', 'sh', '-c', `mount -t tmpfs tmpfs ${GAMES}`]).status === 0;
+
+const unshareSkip = unshareWorks ? false : 'unshare -m is not permitted here';
+
+describe('a HOME under /usr under a real bwrap', { skip: unshareSkip }, () => {
+  it('shows neither ~/.svc, ~/.ssh nor a token file under /usr to a check or to svc\'s git', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
+    try {
+      const src = (file: string) => JSON.stringify(new URL(`../../src/spawn/${file}`, import.meta.url).href);
+      const inner = join(root, 'inner.ts');
+      writeFileSync(inner, `
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { bwrapArgv, closeSandboxFds, openSandboxFds } from ${src('bwrap-argv.ts')};
+import { agentSandboxPlan, gitSandboxPlan } from ${src('agent-plan.ts')};
+const home = '${GAMES}/home';
+const repo = '${root}/repo';
+for (const dir of [home + '/.svc/keys', home + '/.ssh', repo]) mkdirSync(dir, { recursive: true });
+writeFileSync(home + '/.svc/keys/k.pem', 'SECRET-KEY');
+writeFileSync(home + '/.ssh/id_ed25519', 'SSH-KEY');
+writeFileSync('${GAMES}/token', 'TOKEN-FILE');
+spawnSync('git', ['init', '-q', repo]);
+const env = { PATH: '/usr/bin:/bin', HOME: home, SVC_CONTROL_TOKEN_FILE: '${GAMES}/token' };
+const svcHome = home + '/.svc';
+const plans = [
+  agentSandboxPlan({ workdir: repo, repo, ioDir: repo, askDir: repo, answerDir: repo, svcHome, home,
+    provider: 'check', declared: [], program: '/bin/sh', env, gate: null }),
+  gitSandboxPlan({ workdir: repo, repo, home, svcHome, env, scratch: [] }),
+];
+const script = 'cat ' + home + '/.svc/keys/k.pem ' + home + '/.ssh/id_ed25519 ${GAMES}/token 2>/dev/null; echo done';
+for (const plan of plans) {
+  const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
+  const fds = openSandboxFds();
+  const run = spawnSync(argv[0], argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+  closeSandboxFds(fds);
+  process.stdout.write(run.stdout + run.stderr);
+}
+`);
+      const run = spawnSync('unshare', ['-m', '--propagation', 'private', 'sh', '-c',
+        `mount -t tmpfs tmpfs ${GAMES} && exec "$0" "$1"`, process.execPath, inner], { encoding: 'utf8' });
+      assert.equal(run.status, 0, run.stderr);
+      assert.equal(run.stdout, 'done\ndone\n');
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
