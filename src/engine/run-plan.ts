@@ -16,7 +16,9 @@ import { pathIn } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
 import { refuseSystemHome, shownBy, within } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { ignoredPolicyNote, resolveSandbox, startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
+import {
+  ignoredPolicyNote, resolveSandbox, sandboxOptOut, startedByServer, type SandboxMode,
+} from '../spawn/sandbox-mode.ts';
 import { isJsonObject } from '../untrusted.ts';
 import { settingChoice } from '../settings-registry.ts';
 import { providerHomeKey } from './sandbox.ts';
@@ -78,12 +80,13 @@ export function planRun(req: {
     if (widening.length && !server && file) {
       throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed'));
     }
-    const sandbox = resolveSandbox(policySandbox(policyFile, server, env), env);
-    if (sandbox.kind === 'bwrap') {
-      // Refused here, before a run is made, as well as by every sandbox it would start.
-      refuseSystemHome(env.HOME || homedir());
-      refuseOutsideView(provider, repo, req.workdir, env);
-    }
+    const setting = policySandbox(policyFile, server, env);
+    const optedOut = sandboxOptOut(setting, env);
+    // Refused here, before a run is made, as well as by every sandbox it would start; and before the probe, which
+    // keeps its result under HOME (a HOME of `/` would get a /.svc).
+    if (!optedOut) refuseSystemHome(env.HOME || homedir());
+    const sandbox = optedOut ?? resolveSandbox(setting, env);
+    if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);
     const capped = cappedLimits(policy.limits, operator.limits);
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
     return {

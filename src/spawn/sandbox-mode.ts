@@ -36,6 +36,15 @@ export function startedByServer(env: NodeJS.ProcessEnv): boolean {
   return !!env.SVC_ORIGIN && env.SVC_ORIGIN !== 'cli';
 }
 
+/** The opt-out that runs agents unconfined, if one applies (the policy's for a CLI run, or the variable): no probe. */
+export function sandboxOptOut(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): SandboxMode | null {
+  const cli = !startedByServer(env);
+  const variable = cli ? 'SVC_SANDBOX' : 'SVC_SERVER_SANDBOX';
+  if (cli && policy === 'none') return { kind: 'none', why: 'the project policy says "sandbox": "none"' };
+  if (settingChoice(env, variable) === 'none') return { kind: 'none', why: `${variable}=none` };
+  return null;
+}
+
 /**
  * The sandbox for a run svc is about to start with `env`; `policy` is the project's choice (null: bwrap), whose "none"
  * the caller passes only from a policy.json the person trusted (run-plan.ts). Only a run a person started at the CLI
@@ -43,11 +52,9 @@ export function startedByServer(env: NodeJS.ProcessEnv): boolean {
  * included. A server's run goes unsandboxed only by SVC_SERVER_SANDBOX=none.
  */
 export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.ProcessEnv): SandboxMode {
+  const optedOut = sandboxOptOut(policy, env);
+  if (optedOut) return optedOut;
   const cli = !startedByServer(env);
-  const variable = cli ? 'SVC_SANDBOX' : 'SVC_SERVER_SANDBOX';
-  const fromEnv = settingChoice(env, variable);
-  if (cli && policy === 'none') return { kind: 'none', why: 'the project policy says "sandbox": "none"' };
-  if (fromEnv === 'none') return { kind: 'none', why: `${variable}=none` };
   const probe = probeSandboxCached(env);
   if (probe.ok && probe.bwrap) return { kind: 'bwrap', bwrap: probe.bwrap };
   const optOut = cli ? OPT_OUT_CLI : OPT_OUT_SERVER;

@@ -379,7 +379,10 @@ describe('planRun: a HOME that is or holds a system folder', { skip: noBwrap }, 
       const env = { PATH: process.env.PATH, SVC_CONFIG_DIR: join(root, 'config') };
       const plan = (home: string) =>
         planRun({ repo, workdir: repo, provider: null, pr: false, env: { ...env, HOME: home } });
+      // Refused before the sandbox probe, which keeps its result under HOME: no /.svc or /usr/.svc is made.
+      const made = ['/.svc', '/usr/.svc'].filter((p) => !existsSync(p));
       for (const home of ['/usr/', '//']) assert.throws(() => plan(home), BadSettingError, home);
+      assert.deepEqual(made.filter((p) => existsSync(p)), []);
       assert.equal(plan(join(root, 'home')).sandbox.kind, 'bwrap');
     } finally {
       rmSync(root, { recursive: true, force: true });
