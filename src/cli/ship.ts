@@ -39,10 +39,19 @@ export default async function ship(io: CliIo): Promise<number> {
   return 0;
 }
 
+/** The folder's `.svc/ship-pending`, if it is a folder svc may look into (another user's `/.svc` is not). */
+function pendingFolderIn(dir: string): boolean {
+  try {
+    return lstatSync(join(dir, '.svc', 'ship-pending'), { throwIfNoEntry: false })?.isDirectory() ?? false;
+  } catch {
+    return false;
+  }
+}
+
 /** The nearest folder from `cwd` up whose `.svc/ship-pending` lists a run; null when there is none. */
-function projectWithPending(cwd: string): string | null {
+export function projectWithPending(cwd: string): string | null {
   for (let dir = resolve(cwd); ; dir = dirname(dir)) {
-    if (lstatSync(join(dir, '.svc', 'ship-pending'), { throwIfNoEntry: false })?.isDirectory()) {
+    if (pendingFolderIn(dir)) {
       return pendingRuns(dir).length ? dir : null;
     }
     if (dir === dirname(dir)) return null;

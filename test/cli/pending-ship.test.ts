@@ -2,13 +2,15 @@
 // marker, and the next command in the project that reaches a Control Plane sends it, so `svc runs show` finds it.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { closedPort } from '../helpers/closed-port.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
+import { projectWithPending } from '../../src/cli/ship.ts';
 
 
 describe('a run made while no Control Plane answers', () => {
@@ -131,6 +133,21 @@ describe('svc ship with a run the Control Plane refuses', () => {
     } finally {
       await cp.close();
       repo.cleanup();
+    }
+  });
+});
+
+// Every command looks for pending runs from its folder up: an ancestor's `.svc` svc cannot look into (another user's
+// `/.svc`: EACCES for anyone but root; here a file, ENOTDIR for root too) is no project, not a failed command.
+describe('pending runs looked for from a folder up', () => {
+  it('takes an ancestor .svc it cannot look into for no project', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-pending-'));
+    try {
+      writeFileSync(join(root, '.svc'), 'not a folder');
+      mkdirSync(join(root, 'work', 'repo'), { recursive: true });
+      assert.equal(projectWithPending(join(root, 'work', 'repo')), null);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
     }
   });
 });
