@@ -334,7 +334,9 @@ describe('createManagedCheckouts', () => {
       dirs.push(dir);
       const origin = makeOrigin(join(dir, 'origins'), 'web');
       const co = join(dir, 'co');
-      const managed = createManagedCheckouts({ stateDir: join(dir, 'state'), checkoutsDir: co, env: GIT_ENV, log: quiet });
+      const managed = createManagedCheckouts({
+        stateDir: join(dir, 'state'), checkoutsDir: co, env: GIT_ENV, log: quiet,
+      });
       const repo = served('acme/web', `file://${origin.bare}`);
       await managed.prepare(repo, { id: 'j1', args: [] });
       // git re-reads (and hashes) a tracked file whose time is not older than its index's second ("racily clean").
