@@ -154,10 +154,10 @@ export function createManagedCheckouts(opts: {
   /** git trusts a file's recorded stat only when the index was written in a later second than the file ("racy
    * git"): a fresh clone writes its index in its last files' second, so the job's `svc start` (`git status`) would
    * hash those files again and rewrite the index on the job's way to its agent (a whole tree when the clone took
-   * under a second: 5,000 files cost ~42 ms of CPU more, docs/bench.md). Once
-   * that second is over, the spare's index is refreshed here instead; a job that comes first takes it as it is.
-   * `-q`: a file the repository's attributes show as changed stays so, as for any clone; a refresh that fails
-   * (a lock left, say) drops the spare rather than hand a job an index in doubt. */
+   * under a second: 5,000 files cost ~42 ms of CPU more, docs/bench.md). Once that second is over, the spare's
+   * index is refreshed here instead; a job that comes first takes it as it is. `-q`: a file the repository's
+   * attributes show as changed stays so, as for any clone; a refresh that fails (a lock left, say) drops the spare
+   * rather than hand a job an index in doubt. */
   function settleLater(key: string, spare: string, made: { listing: string }): void {
     const index = statSync(join(spare, '.git', 'index'), { throwIfNoEntry: false });
     if (!index) return;
