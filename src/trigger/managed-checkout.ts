@@ -211,9 +211,10 @@ export function createManagedCheckouts(opts: {
     /** Resolves once no fetch or checkout (spares included) is under way; a spare's refresh still to come is
      * dropped (the server stops, and a restarted one never uses the spare). */
     idle: async () => {
+      // Timers are dropped after the chains drain: a spare finished meanwhile sets its timer as it ends.
+      while (chains.size > 0) await Promise.all(chains.values());
       for (const timer of settling) clearTimeout(timer);
       settling.clear();
-      while (chains.size > 0) await Promise.all(chains.values());
     },
     /** `signal`: the server stops; git talking to the origin is killed and prepare rejects with its reason. */
     async prepare(
