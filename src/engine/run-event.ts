@@ -3,11 +3,10 @@
 // or leaves out a field of state.json, that ingest would refuse; so is the check of an artifact's name.
 // It throws 400 invalid_param naming the first bad field; it writes nothing.
 import { HttpError } from '../http/http-error.ts';
-import { MAX_JSON_DEPTH } from '../http/body.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
 import { failureColumns, type RunInput } from '../db/run-types.ts';
-import { isJsonObject, nestsDeeperThan, oneOf } from '../untrusted.ts';
+import { isJsonObject, MAX_JSON_DEPTH, nestsDeeperThan, oneOf } from '../untrusted.ts';
 import { timeMs } from '../iso-time.ts';
 import { isValidSegment } from './ids.ts';
 
@@ -53,8 +52,8 @@ export function optionalTime(where: string, v: unknown, now: number): number | n
 }
 
 /**
- * `inCheckedBody`: the event came in a request body, whose own depth check (http/body.ts parseJson) already bounds its
- * data below MAX_JSON_DEPTH, so the data is not walked again (its walk was ~1 % of the fan-in server's CPU).
+ * `inCheckedBody`: the event came in a request body, whose own depth check (http/pipeline.ts parseJson) already
+ * bounds its data below MAX_JSON_DEPTH, so the data is not walked again (its walk was ~1 % of the fan-in server's CPU).
  */
 export function validateEvent(
   v: unknown, where: string, source: string, now: number, inCheckedBody = false,
