@@ -43,8 +43,7 @@ async function measure(root: string, batches: number, worked: number): Promise<{
   const { startControl } = await load('control/main.js');
   const { resolveControlSettings } = await load('control/settings.js');
   const { ingestRuns } = await load('control/handlers/ingest.js');
-  // A build from before the body reader joined the pipeline keeps it in http/body.js.
-  const { parseJson } = await load('http/pipeline.js').then((m) => (m.parseJson ? m : load('http/body.js')));
+  const { parseJson } = await load('http/body.js');
   const dir = mkdtempSync(join(tmpdir(), 'svc-ingest-cpu-'));
   const home = join(dir, 'home');
   mkdirSync(home);

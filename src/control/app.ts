@@ -3,7 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { stripTypeScriptTypes } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { createPipeline, MiB, type Handler, type RequestListener } from '../http/pipeline.ts';
+import { createPipeline, type Handler, type RequestListener } from '../http/pipeline.ts';
+import { MiB } from '../http/body.ts';
 import { HttpError } from '../http/http-error.ts';
 import { metricsReply } from '../http/metrics.ts';
 import { json, JSON_HEADERS, type Reply } from '../http/respond.ts';

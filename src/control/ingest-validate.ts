@@ -1,5 +1,5 @@
 // Turns an untrusted ingest body into typed rows, or throws 400 naming the first bad field; nothing is written here.
-import { checkBodyKeys } from '../http/pipeline.ts';
+import { checkBodyKeys } from '../http/body.ts';
 import { OCTET_STREAM } from '../http/static-files.ts';
 import type { RunInput } from '../db/run-types.ts';
 import { checkArtifactPath, invalidParam } from './params.ts';

@@ -6,7 +6,7 @@ import { SEGMENT } from '../run-json.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import type { RunRow } from '../db/run-types.ts';
 import type { RunsStore } from '../db/runs-store.ts';
-import { checkBodyKeys, requireJsonObject } from '../http/pipeline.ts';
+import { checkBodyKeys, requireJsonObject } from '../http/body.ts';
 import { schemas } from './openapi-schemas.ts';
 import { timeMs } from '../iso-time.ts';
 import { isArtifactPath } from '../engine/run-event.ts';

@@ -10,7 +10,7 @@ import { CREDENTIAL_HEADERS, freeEndpoint, generationEndpoint, modelPath } from 
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { requestMeter, unansweredCall, usageMeter, type UsageMeter } from './usage.ts';
 import { formatTraceparent, ownTraceExport, parseTraceparent } from '../trace.ts';
-import { MiB, parseJson, readBody } from '../http/pipeline.ts';
+import { MiB, parseJson, readBody } from '../http/body.ts';
 import { HttpError } from '../http/http-error.ts';
 import { errorMessage } from '../errors.ts';
 

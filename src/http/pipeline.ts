@@ -1,12 +1,11 @@
 // The request pipeline shared by both servers (DESIGN §4): Host → (UI file) → site → route → token → loopback →
-// Origin → type → body, then the handler; and the one answer for whatever failed on the way. The body is read once,
-// as bytes, counting as they arrive (chunked bodies have no length); a handler of a raw route parses it after its own
-// check (a webhook's signature) with the same readers.
+// Origin → type → body, then the handler; and the one answer for whatever failed on the way.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { createRouter, type Method } from './router.ts';
 import { errorBody, httpErrorOf, HttpError } from './http-error.ts';
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
+import { readBody, parseJson, MiB } from './body.ts';
 import {
   checkBearer, checkFetchSite, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin,
   requestUrl, type RunnerCredential,
@@ -14,7 +13,6 @@ import {
 import type { StaticFiles } from './static-files.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../errors.ts';
-import { isJsonObject, MAX_JSON_DEPTH, jsonTextNestsTooDeep } from '../untrusted.ts';
 import type { RequestMetrics } from './metrics.ts';
 
 export interface Ctx<D> {
@@ -308,84 +306,4 @@ function closeAfterRefusal(req: IncomingMessage, res: ServerResponse): void {
     timer.unref();
     socket.once('close', () => clearTimeout(timer));
   });
-}
-
-export const MiB = 1024 * 1024;
-
-const tooLarge = (limit: number) => new HttpError('payload_too_large', `Request body is larger than ${limit} bytes`);
-
-/** `timeoutMs`: the total time a body may take, so one that trickles in (slowloris) is refused. */
-export function readBody(
-  req: IncomingMessage, { limit, timeoutMs = 30_000 }: { limit: number; timeoutMs?: number },
-): Promise<Buffer> {
-  const declared = Number(req.headers['content-length']);
-  // A refused body is never drained (resume() would read it all): the pipeline answers and closes the connection.
-  if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge(limit));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const tooSlow = () => finish(new HttpError('bad_request', 'Request body took too long to arrive'));
-    const timer = setTimeout(tooSlow, timeoutMs);
-    timer.unref();
-    function finish(error: Error | null): void {
-      clearTimeout(timer);
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-      if (error) {
-        req.pause();
-        reject(error);
-      } else {
-        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-      }
-    }
-    function onData(chunk: Buffer): void {
-      size += chunk.length;
-      if (size > limit) finish(tooLarge(limit));
-      else chunks.push(chunk);
-    }
-    const onEnd = (): void => finish(null);
-    const onError = (err: Error): void =>
-      finish(new HttpError('bad_request', `Request body could not be read: ${err.message}`));
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-  });
-}
-
-/** The body's JSON, held to MAX_JSON_DEPTH; else 400 invalid_json. */
-export function parseJson(bytes: Buffer): unknown {
-  if (bytes.length === 0) throw new HttpError('invalid_json', 'Request body is empty; expected JSON');
-  if (jsonTextNestsTooDeep(bytes)) {
-    throw new HttpError('invalid_json', `Request body nests deeper than ${MAX_JSON_DEPTH} arrays/objects`);
-  }
-  try {
-    return JSON.parse(bytes.toString('utf8'));
-  } catch {
-    throw new HttpError('invalid_json', 'Request body is not valid JSON');
-  }
-}
-
-/** The request body when it is a JSON object, the shape every route takes; else 400 bad_request. */
-export function requireJsonObject(value: unknown): Record<string, unknown> {
-  if (!isJsonObject(value)) throw new HttpError('bad_request', 'Request body must be a JSON object');
-  return value;
-}
-
-export function parseJsonObject(bytes: Buffer): Record<string, unknown> {
-  return requireJsonObject(parseJson(bytes));
-}
-
-/** Longest field name a refusal repeats: the name is the sender's, so the error never echoes a megabyte of it. */
-const MAX_ECHOED_KEY = 64;
-
-/** Refuses a JSON body field the route does not take, so a typo is never silently ignored; `where` adds context. */
-export function checkBodyKeys(body: Record<string, unknown>, allowed: ReadonlySet<string> | readonly string[],
-  where?: string): void {
-  const known: ReadonlySet<string> = allowed instanceof Set ? allowed : new Set(allowed);
-  for (const key of Object.keys(body)) {
-    if (known.has(key)) continue;
-    const name = key.length > MAX_ECHOED_KEY ? `${key.slice(0, MAX_ECHOED_KEY)}…` : key;
-    throw new HttpError('invalid_param', `Unknown field "${name}"${where ? ` ${where}` : ''}`);
-  }
 }

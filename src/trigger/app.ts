@@ -1,6 +1,7 @@
 // The trigger server as a pure factory: one ordered route table compiled at boot (STYLE habit 1).
 // Webhook routes take the raw body (1 MiB), which intake.ts `admit` verifies before a handler parses it (DESIGN §5).
-import { createPipeline, MiB, type Route, type RequestListener } from '../http/pipeline.ts';
+import { createPipeline, type Route, type RequestListener } from '../http/pipeline.ts';
+import { MiB } from '../http/body.ts';
 import type { TriggerDeps } from './deps.ts';
 import { getHealth, getReady, getStatus, getMetrics } from './routes/health.ts';
 import { receiveErrtrack } from './sources/errtrack.ts';

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import type { IncomingMessage } from 'node:http';
-import { checkBodyKeys, readBody, parseJson, parseJsonObject, MiB } from '../../src/http/pipeline.ts';
+import { checkBodyKeys, readBody, parseJson, parseJsonObject, MiB } from '../../src/http/body.ts';
 import { HttpError } from '../../src/http/http-error.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from '../../src/untrusted.ts';
 

@@ -2,9 +2,10 @@
 import { isJsonObject } from '../../untrusted.ts';
 import { HttpError } from '../../http/http-error.ts';
 import { invalidParam } from '../params.ts';
+import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';
 import { json } from '../../http/respond.ts';
 import { isLocalCaller, isLoopbackHost } from '../../http/guards.ts';
-import { checkBodyKeys, requireJsonObject, type Ctx, type Handler } from '../../http/pipeline.ts';
+import type { Ctx, Handler } from '../../http/pipeline.ts';
 import type { ControlDeps } from '../deps.ts';
 import { ConfigVersionConflict } from '../../db/control-stores.ts';
 import {

@@ -1,6 +1,6 @@
 // POST /jobs and GET /jobs/<id>: bearer SVC_API_TOKEN (constant time), validated briefs, the job JSON of DESIGN §5.
 import { HttpError } from '../../http/http-error.ts';
-import { checkBodyKeys, parseJsonObject } from '../../http/pipeline.ts';
+import { checkBodyKeys, parseJsonObject } from '../../http/body.ts';
 import { checkBearer, checkHost, checkJsonContentType, isLocalCaller, isLoopbackHost } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { CONTROL, DEFAULT_BRIEF_BYTES, sourceOf, stripLeadingHyphens } from '../../webhook-sources.ts';

@@ -1,6 +1,6 @@
 // POST /chata (Slack): a slash command (form body) becomes a job, url_verification is answered its challenge, a reply
 // in a question's thread answers it; the summary goes back to the command's response_url in mrkdwn.
-import { parseJsonObject } from '../../http/pipeline.ts';
+import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { describe, obj, objOrNull, str, tryParseJson } from '../../untrusted.ts';
 import { briefOf, deliveryKeys, stripLeadingHyphens } from '../../webhook-sources.ts';

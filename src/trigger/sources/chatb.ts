@@ -1,6 +1,6 @@
 // POST /chatb (Teams outgoing webhook): the message text without its tags is the brief; answered synchronously, as
 // chatb cannot be posted to later.
-import { parseJsonObject } from '../../http/pipeline.ts';
+import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { briefOf } from '../../webhook-sources.ts';
 import { obj, str } from '../../untrusted.ts';

@@ -1,6 +1,6 @@
 // POST /errtrack (Sentry): an alert's brief is its text plus release, environment, newest deploy record and the
 // culprit file's last author (docs/trigger.md "Briefs").
-import { parseJsonObject } from '../../http/pipeline.ts';
+import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { objOrNull as obj, type Obj } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';

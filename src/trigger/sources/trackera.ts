@@ -1,6 +1,6 @@
 // POST /trackera (Linear): an issue event starts `trackera:<identifier>`, its verified payload kept for the run; the
 // summary goes back as an issue comment in CommonMark, and a `/svc answer` comment answers the run.
-import { parseJsonObject } from '../../http/pipeline.ts';
+import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { obj, objOrNull, str, describe, tryParseJson, type Obj } from '../../untrusted.ts';
 import { deliveryKeys } from '../../webhook-sources.ts';

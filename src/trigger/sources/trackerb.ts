@@ -1,7 +1,7 @@
 // POST /trackerb (Jira Cloud): a created issue, or an update touching assignee or labels, for the configured
 // assignees or labels (no signed time: the delivery id and body hash are the replay defence); the summary goes back
 // as an issue comment in ADF, and a `/svc answer` comment answers the run.
-import { parseJsonObject } from '../../http/pipeline.ts';
+import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { briefOf, deliveryKeys } from '../../webhook-sources.ts';
 import { answerCommand, commentTime, teamRefusal } from '../answers.ts';

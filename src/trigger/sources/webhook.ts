@@ -1,7 +1,7 @@
 // POST /webhook (GitHub): an issue opened with label `svc` or labelled `svc`, or a comment starting `/svc`, by someone
 // with write-level association (a comment's author: with write permission, asked of GitHub), becomes a job; everything
 // else is skipped.
-import { parseJsonObject } from '../../http/pipeline.ts';
+import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
 import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, positiveInt, str, tryParseJson, type Obj } from '../../untrusted.ts';
