@@ -205,3 +205,20 @@ function refusal(check: () => unknown): string | null {
     throw err;
   }
 }
+
+/**
+ * What a Kubernetes pod's run container (where its agent runs and can write the run folder and read the token) never
+ * says of its run, since svc says it only after the agent, and in a pod that is the signer (src/pod/sign.ts; DESIGN
+ * §7a "It can't vouch for itself"): the run's success, its verdict and pull request, a `receipt` or `pr` line and the
+ * receipt itself. Ingest refuses a `bound-runs` batch naming one (docs/control-data.md, "Only the signer's word"), the
+ * run container's shipper leaves them out of its batches, and the signer copies none of them.
+ */
+export const SIGNER_KINDS: ReadonlySet<string> = new Set(['receipt', 'pr']);
+export const SIGNER_ARTIFACTS: ReadonlySet<string> = new Set(['receipt.json']);
+
+/** The fields of `row` only a pod's signer sets: `status` when it says succeeded, a `verdict`, a `pr_url`. */
+export function signerFields(row: { status?: unknown; verdict?: unknown; pr_url?: unknown }): string[] {
+  const said = [row.status === 'succeeded' ? 'status' : null, row.verdict != null ? 'verdict' : null,
+    row.pr_url != null ? 'pr_url' : null];
+  return said.filter((field) => field !== null);
+}
