@@ -11,7 +11,8 @@ import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
-import { countOrNull, figure, obj } from '../untrusted.ts';
+import { countOrNull, figure, obj, tryParseJson } from '../untrusted.ts';
+import { SIGNER_KINDS } from '../engine/run-event.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -270,6 +271,20 @@ const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md'];
 const SIGNER_ARTIFACTS = new Set(['receipt.json', 'diff.patch', 'diffstat.json']);
 
 /**
+ * The agent's events.jsonl without its lines of a kind only the signer writes (run-event.ts SIGNER_KINDS): the signer
+ * ships its copy with the sealed key, whose batches ingest takes as the signer's own, so a `receipt` or `pr` line the
+ * agent wrote would stand in the run's history beside the signer's. Every other line stays as written.
+ */
+function withoutSignerLines(content: Buffer): Buffer {
+  const lines = content.toString('utf8').split('\n');
+  const kept = lines.filter((line) => {
+    const kind = obj(tryParseJson(line)).kind;
+    return typeof kind !== 'string' || !SIGNER_KINDS.has(kind);
+  });
+  return kept.length === lines.length ? content : Buffer.from(kept.join('\n'));
+}
+
+/**
  * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
  * regular files only, opened without following a link (the signer's mounts hold the key), capped; never a receipt,
  * nor a diff the signer makes itself.
@@ -290,7 +305,7 @@ export function copyRunFolder(from: string, to: string): void {
     for (const name of TOP_FILES) {
       const content = readPlainIn(folder, name, FILE_CAP);
       if (typeof content === 'string') continue;
-      write(join(to, name), content);
+      write(join(to, name), name === 'events.jsonl' ? withoutSignerLines(content) : content);
     }
     const artifacts = openPlainDirIn(folder, 'artifacts');
     if (typeof artifacts === 'string') return;
