@@ -215,6 +215,13 @@ function refusal(check: () => unknown): string | null {
  */
 export const SIGNER_KINDS: ReadonlySet<string> = new Set(['receipt', 'pr']);
 export const SIGNER_ARTIFACTS: ReadonlySet<string> = new Set(['receipt.json']);
+/**
+ * Kinds a pod's run container writes too (its provider's reported cost, its own gate's connections), which its signer
+ * states from the shared gate: the run container's are stored marked as its word (`by`, RUN_CONTAINER, whatever `by`
+ * the line had), so none reads as the gate's evidence; nothing counts a line (totals read the run's row).
+ */
+export const REPORTED_KINDS: ReadonlySet<string> = new Set(['cost', 'egress']);
+export const RUN_CONTAINER = 'run-container';
 
 /** The fields of `row` only a pod's signer sets: `status` when it says succeeded, a `verdict`, a `pr_url`. */
 export function signerFields(row: { status?: unknown; verdict?: unknown; pr_url?: unknown }): string[] {

@@ -12,7 +12,7 @@ import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
 import { countOrNull, figure, obj, tryParseJson } from '../untrusted.ts';
-import { SIGNER_KINDS } from '../engine/run-event.ts';
+import { REPORTED_KINDS, RUN_CONTAINER, SIGNER_KINDS } from '../engine/run-event.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -271,17 +271,21 @@ const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md'];
 const SIGNER_ARTIFACTS = new Set(['receipt.json', 'diff.patch', 'diffstat.json']);
 
 /**
- * The agent's events.jsonl without its lines of a kind only the signer writes (run-event.ts SIGNER_KINDS): the signer
- * ships its copy with the sealed key, whose batches ingest takes as the signer's own, so a `receipt` or `pr` line the
- * agent wrote would stand in the run's history beside the signer's. Every other line stays as written.
+ * The agent's events.jsonl as the signer ships it, with the sealed key, whose batches ingest takes as the signer's
+ * own: without its lines of a kind only the signer writes (run-event.ts SIGNER_KINDS), so a `receipt` or `pr` line
+ * the agent wrote stands nowhere beside the signer's, and its `cost` and `egress` lines marked as the run container's
+ * (REPORTED_KINDS), as ingest marks those the run container shipped. Every other line stays as written.
  */
-function withoutSignerLines(content: Buffer): Buffer {
-  const lines = content.toString('utf8').split('\n');
-  const kept = lines.filter((line) => {
-    const kind = obj(tryParseJson(line)).kind;
-    return typeof kind !== 'string' || !SIGNER_KINDS.has(kind);
+function agentLines(content: Buffer): Buffer {
+  let changed = false;
+  const lines = content.toString('utf8').split('\n').flatMap((line) => {
+    const event = obj(tryParseJson(line));
+    const kind = typeof event.kind === 'string' ? event.kind : '';
+    if (!SIGNER_KINDS.has(kind) && !REPORTED_KINDS.has(kind)) return [line];
+    changed = true;
+    return SIGNER_KINDS.has(kind) ? [] : [JSON.stringify({ ...event, data: { ...obj(event.data), by: RUN_CONTAINER } })];
   });
-  return kept.length === lines.length ? content : Buffer.from(kept.join('\n'));
+  return changed ? Buffer.from(lines.join('\n')) : content;
 }
 
 /**
@@ -305,7 +309,7 @@ export function copyRunFolder(from: string, to: string): void {
     for (const name of TOP_FILES) {
       const content = readPlainIn(folder, name, FILE_CAP);
       if (typeof content === 'string') continue;
-      write(join(to, name), name === 'events.jsonl' ? withoutSignerLines(content) : content);
+      write(join(to, name), name === 'events.jsonl' ? agentLines(content) : content);
     }
     const artifacts = openPlainDirIn(folder, 'artifacts');
     if (typeof artifacts === 'string') return;

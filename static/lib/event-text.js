@@ -26,7 +26,9 @@ export function eventText(kind, data) {
       return `pull request ${d.url ?? d.pr_url ?? ''}`;
     case 'cost': {
       const tokens = d.tokens_in != null ? `, ${d.tokens_in} tokens in / ${d.tokens_out ?? '?'} out` : '';
-      return `cost ${money(typeof d.usd === 'number' ? d.usd : d.cost_usd)}${tokens}`;
+      // A pod's run container's figures are its agent's word: its signer states the gate's on the run.
+      const whose = d.by === 'run-container' ? ' (the run container\'s report)' : '';
+      return `cost ${money(typeof d.usd === 'number' ? d.usd : d.cost_usd)}${tokens}${whose}`;
     }
     case 'artifact':
       return `artifact ${d.path ?? ''}`;

@@ -320,7 +320,8 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
         assert.equal(res.json.error.code, 'forbidden_run');
         assert.ok(res.json.error.message.startsWith(`${field} is for the run's signer to say`), res.json.error.message);
       }
-      // What its run container does say of its run lands, its cost figures not counted: a `cost` line is its report.
+      // What its run container does say of its run lands, its cost figures not counted: a `cost` line is its report,
+      // marked so.
       const said = {
         source: 'k8s', runs: [run('rword', { run_key: handed, cost_usd: 5000, tokens_in: 7, tokens_out: 7 })],
         events: [line(1, 'log', {}), line(4, 'cost', { usd: 5000, tokens_in: 7, tokens_out: 7, total_usd: 5000 })],
@@ -332,6 +333,8 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       const kinds = async () => ((await cp.request('GET', '/v1/runs/k8s/rword/events', { token: MAIN })).json
         .items as Array<{ kind: string; seq: number }>).map((e) => `${e.seq}:${e.kind}`);
       assert.deepEqual(await kinds(), ['1:log', '4:cost']);
+      const costLine = cp.deps.stores.events.latest('k8s', 'rword', 'cost');
+      assert.deepEqual(JSON.parse(costLine?.data ?? '{}').by, 'run-container');
       const artifacts = (await cp.request('GET', '/v1/runs/k8s/rword', { token: MAIN })).json.artifacts;
       assert.deepEqual(artifacts, []);
       const middle = { stats: await stats(), cost: await cost() };

@@ -14,8 +14,10 @@ import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
 import { bodyFields, invalidParam } from '../params.ts';
 import { validateBatch, type IngestBatch } from '../ingest-validate.ts';
+import { eventData } from '../event-bus.ts';
 import {
-  isArtifactPath, SIGNER_ARTIFACTS, SIGNER_KINDS, signerFields, validateEvent, validateRun,
+  isArtifactPath, REPORTED_KINDS, RUN_CONTAINER, SIGNER_ARTIFACTS, SIGNER_KINDS, signerFields, validateEvent,
+  validateRun,
 } from '../../engine/run-event.ts';
 import { isBoundKey, storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
@@ -75,7 +77,7 @@ function takeRepoPaths(deps: ControlDeps, batch: IngestBatch, runner: RunnerCred
 /**
  * A `bound-runs` batch (a pod's run container's, whose agent can read its token) as the agent's word: refused whole,
  * 403 `forbidden_run` naming the first field, when it says what only the pod's signer says (run-event.ts
- * SIGNER_KINDS); its runs' `metered`, `cost_usd`, `tokens_in` and `tokens_out`, which the run container reports too
+ * SIGNER_KINDS); its `cost` and `egress` lines marked as the run container's (REPORTED_KINDS); its runs' `metered`, `cost_usd`, `tokens_in` and `tokens_out`, which the run container reports too
  * (its provider's figures, or an older svc's), are dropped: /v1/stats/cost sums the last three, and only the signer
  * ships the gate's (docs/control-data.md, "Only the signer's word").
  */
@@ -94,6 +96,7 @@ function takeAgentWord(batch: IngestBatch): void {
   });
   batch.events.forEach((ev, i) => {
     if (SIGNER_KINDS.has(ev.kind)) refuse(`events[${i}].kind ${JSON.stringify(ev.kind)}`);
+    if (REPORTED_KINDS.has(ev.kind)) ev.data = JSON.stringify({ ...eventData(ev.data), by: RUN_CONTAINER });
   });
   batch.artifacts.forEach((a, i) => {
     if (SIGNER_ARTIFACTS.has(a.path)) refuse(`artifacts[${i}].path ${JSON.stringify(a.path)}`);
