@@ -283,7 +283,8 @@ function agentLines(content: Buffer): Buffer {
     const kind = typeof event.kind === 'string' ? event.kind : '';
     if (!SIGNER_KINDS.has(kind) && !REPORTED_KINDS.has(kind)) return [line];
     changed = true;
-    return SIGNER_KINDS.has(kind) ? [] : [JSON.stringify({ ...event, data: { ...obj(event.data), by: RUN_CONTAINER } })];
+    if (SIGNER_KINDS.has(kind)) return [];
+    return [JSON.stringify({ ...event, data: { ...obj(event.data), by: RUN_CONTAINER } })];
   });
   return changed ? Buffer.from(lines.join('\n')) : content;
 }

@@ -272,7 +272,8 @@ describe('the signer signs what is pushed', () => {
         { seq: 2, ts, kind: 'receipt', data: { verdict: 'verified', integrity: 'sha256:forged', by: 'pod-signer' } },
         { seq: 3, ts, kind: 'pr', data: { url: 'https://github.com/o/r/pull/666' } }, { seq: 4, ts, kind: 'note' },
         { seq: 5, ts, kind: 'egress', data: { host: 'api.example', decision: 'allowed', by: 'gate' } }];
-      writeFileSync(join(w.ws, '.svc', 'runs', 'r1', 'events.jsonl'), lines.map((l) => `${JSON.stringify(l)}\n`).join(''));
+      const log = lines.map((l) => `${JSON.stringify(l)}\n`).join('');
+      writeFileSync(join(w.ws, '.svc', 'runs', 'r1', 'events.jsonl'), log);
       const env = { SVC_CONTROL_URL: cp.url, SVC_SOURCE: 'k8s', SVC_SHIP: '1' };
       assert.equal((await signPod('forged-lines', w, { env, sealedAt: ts }))?.verdict, 'verified');
       type Shown = { seq: number; kind: string; data: { integrity?: string } };

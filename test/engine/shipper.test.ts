@@ -253,17 +253,20 @@ describe("a pod's run container's shipper", () => {
     writeFileSync(join(dir, 'artifacts', 'receipt.json'), '{"verdict":"verified"}\n');
     writeFileSync(join(dir, 'artifacts', 'provider.log'), 'hello\n');
     const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
-    writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, updated_at: new Date().toISOString(), status: 'succeeded', verdict: 'verified', pr_url: 'https://github.com/o/r/pull/666' }));
+    const claims = { status: 'succeeded', verdict: 'verified', pr_url: 'https://github.com/o/r/pull/666' };
+    const updated_at = new Date().toISOString();
+    writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, updated_at, ...claims }));
     const env = { SVC_CONTROL_URL: control.url, HOME: root, SVC_CONTROL_TOKEN: RUN_TOKEN, SVC_SIGN_LATER: '1' };
     const skipped: string[] = [];
     assert.equal(await createShipper(dir, env, undefined, (entry) => skipped.push(entry)).flush(), null);
     const row = control.deps.stores.runs.get('local', 'rpodship');
     assert.deepEqual([row?.status, row?.verdict, row?.pr_url], ['running', null, null]);
-    const kinds = control.deps.stores.events.listAll({ source: 'local', run: 'rpodship', after: 0, limit: 50 }).map((e) => e.kind);
-    assert.deepEqual(kinds, ['log', 'log']);
+    const stored = control.deps.stores.events.listAll({ source: 'local', run: 'rpodship', after: 0, limit: 50 });
+    assert.deepEqual(stored.map((e) => e.kind), ['log', 'log']);
     const detail = (await control.request('GET', '/v1/runs/local/rpodship', { token: MAIN })).json;
     assert.deepEqual(detail.artifacts.map((a: { path: string }) => a.path), ['provider.log']);
-    assert.deepEqual(skipped.sort(), ['artifacts only the signer writes', 'events.jsonl lines only the signer writes', 'state.json fields only the signer sets']);
+    assert.deepEqual(skipped.sort(), ['artifacts only the signer writes', 'events.jsonl lines only the signer writes',
+      'state.json fields only the signer sets']);
   });
 });
 

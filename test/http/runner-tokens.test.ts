@@ -291,12 +291,12 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
   // can't vouch for itself"): the run container's token, which its agent can read, sent a `succeeded` row with a PR
   // and a verdict, and `receipt` and `pr` lines, which the run's history, the dashboard and /v1/stats took as the
   // run's until its signer's batch replaced the row (and kept the lines for good).
-  it('says nothing only the signer says: a succeeded row, a verdict, a PR, a receipt are refused; the signer\u2019s land',
+  it('says nothing only its signer says: a success, a verdict, a PR, a receipt are refused; the signer\u2019s land',
     async () => {
       const SEALED = 'V'.repeat(43);
       const handed = handedRunKey(SEALED);
       const ts = () => new Date().toISOString();
-      const line = (seq: number, kind: string, data: Record<string, unknown>) =>
+      const line = (seq: number, kind: string, data: Record<string, unknown> = {}) =>
         ({ run: 'rword', seq, kind, ts: ts(), data });
       const stats = async () => (await cp.request('GET', '/v1/stats', { token: MAIN })).json;
       const cost = async () => (await cp.request('GET', '/v1/stats/cost', { token: MAIN })).json;
@@ -310,7 +310,7 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
         ['runs[0].status', { runs: [run('rword', { run_key: handed, status: 'succeeded', ended_at: ts() })] }],
         ['runs[0].verdict', { runs: [run('rword', { run_key: handed, verdict: 'verified' })] }],
         ['runs[0].pr_url', { runs: [run('rword', { run_key: handed, pr_url: 'https://github.com/o/r/pull/666' })] }],
-        ['events[1].kind "receipt"', { runs: [run('rword', { run_key: handed })], events: [line(1, 'log', {}), receipt] }],
+        ['events[1].kind "receipt"', { runs: [run('rword', { run_key: handed })], events: [line(9, 'log'), receipt] }],
         ['events[0].kind "pr"', { runs: [run('rword', { run_key: handed })], events: [pr] }],
         ['artifacts[0].path "receipt.json"', { runs: [run('rword', { run_key: handed })], artifacts: [artifact] }],
       ];

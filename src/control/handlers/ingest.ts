@@ -77,9 +77,10 @@ function takeRepoPaths(deps: ControlDeps, batch: IngestBatch, runner: RunnerCred
 /**
  * A `bound-runs` batch (a pod's run container's, whose agent can read its token) as the agent's word: refused whole,
  * 403 `forbidden_run` naming the first field, when it says what only the pod's signer says (run-event.ts
- * SIGNER_KINDS); its `cost` and `egress` lines marked as the run container's (REPORTED_KINDS); its runs' `metered`, `cost_usd`, `tokens_in` and `tokens_out`, which the run container reports too
- * (its provider's figures, or an older svc's), are dropped: /v1/stats/cost sums the last three, and only the signer
- * ships the gate's (docs/control-data.md, "Only the signer's word").
+ * SIGNER_KINDS); its `cost` and `egress` lines marked as the run container's (REPORTED_KINDS); its runs' `metered`,
+ * `cost_usd`, `tokens_in` and `tokens_out`, which the run container reports too (its provider's figures, and an older
+ * one always sends them), are dropped: /v1/stats/cost sums the last three, and only the signer ships the gate's
+ * (docs/control-data.md, "Only the signer's word").
  */
 function takeAgentWord(batch: IngestBatch): void {
   const refuse = (where: string) => {
