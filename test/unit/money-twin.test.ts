@@ -39,3 +39,13 @@ describe('eventText run.status', () => {
     assert.equal(events.eventText('run.status', { from: 'queued', to: 'running' }), 'status queued → running');
   });
 });
+
+describe('eventText cost', () => {
+  // A pod's run container's cost line is its agent's word (ingest marks it): the run's cost is its signer's.
+  it('says whose report a pod run container\u2019s cost line is', () => {
+    const line = { usd: 0.5, tokens_in: 10, tokens_out: 5 };
+    assert.equal(events.eventText('cost', line), 'cost $0.50, 10 tokens in / 5 out');
+    assert.equal(events.eventText('cost', { ...line, by: 'run-container' }),
+      'cost $0.50, 10 tokens in / 5 out (the run container\'s report)');
+  });
+});
