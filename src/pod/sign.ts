@@ -12,7 +12,7 @@ import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
 import { countOrNull, figure, obj, tryParseJson } from '../untrusted.ts';
-import { REPORTED_KINDS, RUN_CONTAINER, SIGNER_KINDS } from '../engine/run-event.ts';
+import { REPORTED_KINDS, RUN_CONTAINER, SIGNER_ARTIFACTS, SIGNER_KINDS } from '../engine/run-event.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -267,8 +267,8 @@ const MAX_DEPTH = 8;
 // not ship, so an agent naming the signer's diff there (or an event offset past the end) kept its own diff on the
 // Control Plane and the signer's events off it; the signer ships the folder from its start (events are idempotent).
 const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md'];
-/** Artifacts only the signer establishes: the agent's are never copied (the signer writes its own, or none). */
-const SIGNER_ARTIFACTS = new Set(['receipt.json', 'diff.patch', 'diffstat.json']);
+/** Artifacts the signer establishes: the agent's are never copied (the signer writes its own, or none). */
+const NOT_COPIED = new Set([...SIGNER_ARTIFACTS, 'diff.patch', 'diffstat.json']);
 
 /**
  * The agent's events.jsonl as the signer ships it, with the sealed key, whose batches ingest takes as the signer's
@@ -317,7 +317,7 @@ export function copyRunFolder(from: string, to: string): void {
     try {
       // Links, special and oversized files are not copied: the signer reports what it signs, not these.
       walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
-        if (!SIGNER_ARTIFACTS.has(rel)) write(join(to, 'artifacts', ...rel.split('/')), content);
+        if (!NOT_COPIED.has(rel)) write(join(to, 'artifacts', ...rel.split('/')), content);
       });
     } finally {
       artifacts.close();
