@@ -12,7 +12,7 @@ import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
 import { countOrNull, figure, obj, tryParseJson } from '../untrusted.ts';
-import { REPORTED_KINDS, RUN_CONTAINER, SIGNER_ARTIFACTS, SIGNER_KINDS } from '../engine/run-event.ts';
+import { runContainerData, SIGNER_ARTIFACTS } from '../engine/run-event.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -272,19 +272,20 @@ const NOT_COPIED = new Set([...SIGNER_ARTIFACTS, 'diff.patch', 'diffstat.json'])
 
 /**
  * The agent's events.jsonl as the signer ships it, with the sealed key, whose batches ingest takes as the signer's
- * own: without its lines of a kind only the signer writes (run-event.ts SIGNER_KINDS), so a `receipt` or `pr` line
- * the agent wrote stands nowhere beside the signer's, and its `cost` and `egress` lines marked as the run container's
- * (REPORTED_KINDS), as ingest marks those the run container shipped. Every other line stays as written.
+ * own: each line as run-event.ts runContainerData keeps a run container's (one of a kind only the signer writes left
+ * out, so a `receipt` or `pr` line the agent wrote stands nowhere beside the signer's; one it marks, marked), as ingest
+ * takes those the run container shipped. Every other line stays as written.
  */
 function agentLines(content: Buffer): Buffer {
   let changed = false;
   const lines = content.toString('utf8').split('\n').flatMap((line) => {
     const event = obj(tryParseJson(line));
-    const kind = typeof event.kind === 'string' ? event.kind : '';
-    if (!SIGNER_KINDS.has(kind) && !REPORTED_KINDS.has(kind)) return [line];
+    if (typeof event.kind !== 'string') return [line];
+    const data = obj(event.data);
+    const kept = runContainerData(event.kind, data);
+    if (kept === data) return [line];
     changed = true;
-    if (SIGNER_KINDS.has(kind)) return [];
-    return [JSON.stringify({ ...event, data: { ...obj(event.data), by: RUN_CONTAINER } })];
+    return kept === null ? [] : [JSON.stringify({ ...event, data: kept })];
   });
   return changed ? Buffer.from(lines.join('\n')) : content;
 }

@@ -43,3 +43,15 @@ export function eventText(kind, data) {
 export function eventData(payload) {
   return payload && typeof payload === 'object' && 'kind' in payload && 'data' in payload ? payload.data : payload;
 }
+
+/**
+ * The tag a `log` line shows: its stream when that is the agent's stdout or stderr, `svc` for svc's own line (never
+ * one a pod's run container sent, whose agent can write any stream: ingest marks it `by: run-container`), else `log`,
+ * so no line the agent wrote reads as svc's, a receipt or a pull request.
+ * @param {any} data @returns {string}
+ */
+export function logTag(data) {
+  const d = data && typeof data === 'object' ? data : {};
+  if (d.stream === 'stdout' || d.stream === 'stderr') return d.stream;
+  return d.stream === 'svc' && d.by !== 'run-container' ? 'svc' : 'log';
+}

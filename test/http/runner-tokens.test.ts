@@ -313,6 +313,8 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
         ['events[1].kind "receipt"', { runs: [run('rword', { run_key: handed })], events: [line(9, 'log'), receipt] }],
         ['events[0].kind "pr"', { runs: [run('rword', { run_key: handed })], events: [pr] }],
         ['artifacts[0].path "receipt.json"', { runs: [run('rword', { run_key: handed })], artifacts: [artifact] }],
+        ['artifacts[0].path "egress.jsonl"',
+          { runs: [run('rword', { run_key: handed })], artifacts: [{ ...artifact, path: 'egress.jsonl' }] }],
       ];
       for (const [field, body] of forged) {
         const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: { source: 'k8s', ...body } });
@@ -321,10 +323,13 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
         assert.ok(res.json.error.message.startsWith(`${field} is for the run's signer to say`), res.json.error.message);
       }
       // What its run container does say of its run lands, its cost figures not counted: a `cost` line is its report,
-      // marked so.
+      // marked so, and so is a log line of any stream but its agent's stdout and stderr (one would read as svc's own).
       const said = {
         source: 'k8s', runs: [run('rword', { run_key: handed, cost_usd: 5000, tokens_in: 7, tokens_out: 7 })],
-        events: [line(1, 'log', {}), line(4, 'cost', { usd: 5000, tokens_in: 7, tokens_out: 7, total_usd: 5000 })],
+        events: [line(1, 'log', { stream: 'stdout', text: 'hi' }),
+          line(4, 'cost', { usd: 5000, tokens_in: 7, tokens_out: 7, total_usd: 5000 }),
+          line(5, 'log', { stream: 'receipt', text: 'Evidence Receipt written: verified', by: 'svc' }),
+          line(10, 'log', { stream: 'svc', text: 'phase: checks passed' })],
       };
       const taken = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: said });
       assert.equal(taken.status, 200, taken.text);
@@ -332,15 +337,18 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       assert.deepEqual([row?.status, row?.verdict, row?.pr_url, row?.cost_usd], ['running', null, null, null]);
       const kinds = async () => ((await cp.request('GET', '/v1/runs/k8s/rword/events', { token: MAIN })).json
         .items as Array<{ kind: string; seq: number }>).map((e) => `${e.seq}:${e.kind}`);
-      assert.deepEqual(await kinds(), ['1:log', '4:cost']);
-      const costLine = cp.deps.stores.events.latest('k8s', 'rword', 'cost');
-      assert.deepEqual(JSON.parse(costLine?.data ?? '{}').by, 'run-container');
+      assert.deepEqual(await kinds(), ['1:log', '4:cost', '5:log', '10:log']);
+      const stored = cp.deps.stores.events.listAll({ source: 'k8s', run: 'rword', after: 0, limit: 50 });
+      assert.deepEqual(stored.map((e) => JSON.parse(e.data).by), [undefined, 'run-container', 'run-container',
+        'run-container']);
       const artifacts = (await cp.request('GET', '/v1/runs/k8s/rword', { token: MAIN })).json.artifacts;
       assert.deepEqual(artifacts, []);
       const middle = { stats: await stats(), cost: await cost() };
       assert.equal(middle.stats.by_status.succeeded, before.stats.by_status.succeeded);
       assert.equal(middle.stats.by_verdict.verified, before.stats.by_verdict.verified);
-      assert.equal(middle.cost.total_usd, before.cost.total_usd);
+      // In cents: the total is a sum of floating dollars over every run this file's tests stored.
+      const cents = (usd: number | null | undefined) => Math.round((usd ?? 0) * 100);
+      assert.equal(cents(middle.cost.total_usd), cents(before.cost.total_usd));
       // The signer (its move onto the sealed key, then its end) says all of it.
       const move = { source: 'k8s', runs: [run('rword', { status: 'queued', run_key: SEALED, updated_at: ts() })] };
       assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: move })).status, 200);
@@ -360,11 +368,11 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       const final = cp.deps.stores.runs.get('k8s', 'rword');
       assert.deepEqual([final?.status, final?.verdict, final?.pr_url, final?.cost_usd],
         ['succeeded', 'verified', 'https://github.com/o/r/pull/7', 1.25]);
-      assert.deepEqual(await kinds(), ['1:log', '4:cost', '6:receipt', '7:pr', '8:run.status']);
+      assert.deepEqual(await kinds(), ['1:log', '4:cost', '5:log', '10:log', '6:receipt', '7:pr', '8:run.status']);
       const after = { stats: await stats(), cost: await cost() };
       assert.equal(after.stats.by_status.succeeded, before.stats.by_status.succeeded + 1);
       assert.equal(after.stats.by_verdict.verified, before.stats.by_verdict.verified + 1);
-      assert.equal(after.cost.total_usd, (before.cost.total_usd ?? 0) + 1.25);
+      assert.equal(cents(after.cost.total_usd), cents(before.cost.total_usd) + 125);
     });
 
   it('a read= token reads runs of the sources it names, one at a time, and nothing else', async () => {

@@ -325,19 +325,26 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
       assert.deepEqual(reported, [['test', 1]]);
       writeFileSync(file, JSON.stringify({ ...evidence, checks: [] }));
       const now = new Date().toISOString();
+      // The run's own agent can read the key and the token handed to its run container (docs/control-data.md, "Each
+      // run's own runner"): what it ships with them before the signer's batch is bounded by time alone, and never
+      // says the run succeeded, its verdict or its PR ("Only the signer's word").
+      const run_key = readFileSync(join(workspace, '.svc', 'runs', runId, 'run-key'), 'utf8').trim();
       const forged = {
-        run: runId, status: 'succeeded', verdict: 'verified', pr_url: 'https://github.example/acme/api/pull/999',
-        started_at: now, ended_at: now, updated_at: '2999-01-01T00:00:00.000Z', brief: 'forged',
+        run: runId, status: 'running', started_at: now, updated_at: '2999-01-01T00:00:00.000Z', brief: 'forged',
+        run_key,
       };
-      // The run's own agent can read the key handed to its run container (docs/control-data.md, "Each run's own
-      // runner"): what it ships with it before the signer's batch is bounded by time alone.
-      Object.assign(forged, { run_key: readFileSync(join(workspace, '.svc', 'runs', runId, 'run-key'), 'utf8').trim() });
-      const far = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [forged] } });
+      const send = (row: Record<string, unknown>) =>
+        cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: { source: 'k8s', runs: [row] } });
+      const far = await send(forged);
       assert.equal(far.status, 400, far.text);
       assert.equal(far.json.error.code, 'invalid_param');
       // As far ahead as ingest allows: the signer's own later update must still replace it.
       const ahead = { ...forged, updated_at: new Date(Date.now() + 4 * 60_000).toISOString() };
-      const res = await cp.request('POST', '/v1/ingest', { body: { source: 'k8s', runs: [ahead] } });
+      const claims = { status: 'succeeded', ended_at: now, verdict: 'verified', pr_url: 'https://example.com/pull/9' };
+      const claimed = await send({ ...ahead, ...claims });
+      assert.equal(claimed.status, 403, claimed.text);
+      assert.equal(claimed.json.error.code, 'forbidden_run');
+      const res = await send(ahead);
       assert.equal(res.status, 200, res.text);
     });
     assert.equal(outcome.status, 'failed');

@@ -16,8 +16,7 @@ import { bodyFields, invalidParam } from '../params.ts';
 import { validateBatch, type IngestBatch } from '../ingest-validate.ts';
 import { eventData } from '../event-bus.ts';
 import {
-  isArtifactPath, REPORTED_KINDS, RUN_CONTAINER, SIGNER_ARTIFACTS, SIGNER_KINDS, signerFields, validateEvent,
-  validateRun,
+  isArtifactPath, runContainerData, SIGNER_ARTIFACTS, signerFields, validateEvent, validateRun,
 } from '../../engine/run-event.ts';
 import { isBoundKey, storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
@@ -77,13 +76,13 @@ function takeRepoPaths(deps: ControlDeps, batch: IngestBatch, runner: RunnerCred
 /**
  * A `bound-runs` batch (a pod's run container's, whose agent can read its token) as the agent's word: refused whole,
  * 403 `forbidden_run` naming the first field, when it says what only the pod's signer says (run-event.ts
- * SIGNER_KINDS); its `cost` and `egress` lines marked as the run container's (REPORTED_KINDS); its runs' `metered`,
+ * signerFields, runContainerData, SIGNER_ARTIFACTS); its lines marked as runContainerData says; its runs' `metered`,
  * `cost_usd`, `tokens_in` and `tokens_out`, which the run container reports too (its provider's figures, and an older
  * one always sends them), are dropped: /v1/stats/cost sums the last three, and only the signer ships the gate's
  * (docs/control-data.md, "Only the signer's word").
  */
 function takeAgentWord(batch: IngestBatch): void {
-  const refuse = (where: string) => {
+  const refuse = (where: string): never => {
     throw new HttpError('forbidden_run', `${where} is for the run's signer to say, not this token (a pod's run ` +
       'container\'s; nothing of the batch was applied)');
   };
@@ -96,8 +95,9 @@ function takeAgentWord(batch: IngestBatch): void {
     run.tokens_out = null;
   });
   batch.events.forEach((ev, i) => {
-    if (SIGNER_KINDS.has(ev.kind)) refuse(`events[${i}].kind ${JSON.stringify(ev.kind)}`);
-    if (REPORTED_KINDS.has(ev.kind)) ev.data = JSON.stringify({ ...eventData(ev.data), by: RUN_CONTAINER });
+    const data = eventData(ev.data);
+    const kept = runContainerData(ev.kind, data) ?? refuse(`events[${i}].kind ${JSON.stringify(ev.kind)}`);
+    if (kept !== data) ev.data = JSON.stringify(kept);
   });
   batch.artifacts.forEach((a, i) => {
     if (SIGNER_ARTIFACTS.has(a.path)) refuse(`artifacts[${i}].path ${JSON.stringify(a.path)}`);
