@@ -239,7 +239,7 @@ describe("a pod's run container's shipper", () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  it('leaves out a success, verdict, PR, receipt or pr line the agent wrote, and ships the rest', async () => {
+  it('leaves out a success, verdict, PR, receipt or pr line, receipt.json or egress.jsonl; ships the rest', async () => {
     const dir = runFolder(root, 'rpodship');
     const t = new Date().toISOString();
     const seal = { source: 'local', runs: [{ run: 'rpodship', status: 'queued', started_at: t, run_key: KEY }] };
@@ -251,6 +251,7 @@ describe("a pod's run container's shipper", () => {
     log.append('pr', { url: 'https://github.com/o/r/pull/666' });
     log.append('log', { stream: 'stdout', text: 'done' });
     writeFileSync(join(dir, 'artifacts', 'receipt.json'), '{"verdict":"verified"}\n');
+    writeFileSync(join(dir, 'artifacts', 'egress.jsonl'), '{"host":"api.example","decision":"allowed"}\n');
     writeFileSync(join(dir, 'artifacts', 'provider.log'), 'hello\n');
     const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
     const claims = { status: 'succeeded', verdict: 'verified', pr_url: 'https://github.com/o/r/pull/666' };
