@@ -261,7 +261,7 @@ describe('the signer signs what is pushed', () => {
 
   // The signer ships its copy of events.jsonl with the sealed key, whose batches are the signer's word: a `receipt`
   // or `pr` line the agent wrote there stood in the run's history beside the signer's own (a forged verdict, a PR).
-  it("ships none of the agent's receipt or pr lines or egress.jsonl, and its egress and svc lines as the run container's",
+  it("ships none of the agent's receipt, pr lines or egress.jsonl; its egress and svc lines as the run container's",
     async () => {
     const cp = await startTestControl();
     try {
