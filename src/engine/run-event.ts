@@ -223,7 +223,7 @@ export const SIGNER_ARTIFACTS: ReadonlySet<string> = new Set(['receipt.json', 'e
 const REPORTED_KINDS: ReadonlySet<string> = new Set(['cost', 'egress']);
 /** The `log` streams that are an agent's own output, shown as the line's tag unmarked; any other is marked. */
 const AGENT_STREAMS: ReadonlySet<unknown> = new Set(['stdout', 'stderr']);
-export const RUN_CONTAINER = 'run-container';
+const RUN_CONTAINER = 'run-container';
 
 /**
  * A pod's run container's event (`kind`, its `data`) as the Control Plane keeps it: null when only the signer says
