@@ -37,6 +37,8 @@ export interface JobRow {
 export type NewJob = Pick<JobRow, 'id' | 'origin' | 'brief' | 'args' | 'created_at'> & {
   repo: string;
   trace?: { traceparent: string; parent: string | null } | undefined;
+  /** Where its progress and summary go (trigger-replies-store.ts reads and updates it). */
+  reply?: { channel: string; target: Record<string, unknown> } | undefined;
 };
 
 export type JobEnd = Pick<JobRow, 'exit_code' | 'summary' | 'summary_parts' | 'error'> & {
@@ -63,8 +65,8 @@ function toJob(row: Row | undefined): JobRow | undefined {
 
 export function createTriggerJobsStore(db: Db) {
   const insert = db.prepare(
-    "INSERT INTO jobs (id, origin, status, brief, args, created_at, repo, traceparent, trace_parent) " +
-      "VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+    'INSERT INTO jobs (id, origin, status, brief, args, created_at, repo, traceparent, trace_parent, reply_channel, ' +
+      "reply_target) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)",
   );
   const countQueued = db.prepare("UPDATE job_counts SET n = n + ? WHERE status = 'queued'");
   const countOrigin = db.prepare('UPDATE queued_by_origin SET n = n + ? WHERE origin = ?');
@@ -106,8 +108,10 @@ export function createTriggerJobsStore(db: Db) {
   return {
     /** A queued job, counted by `count` once per transaction (group commit: once per COMMIT, docs/bench.md). */
     insertUncounted(job: NewJob): void {
+      const { reply } = job;
       insert.run(job.id, job.origin, job.brief, storedArgs(job.args, job.brief), job.created_at, job.repo,
-        job.trace?.traceparent ?? null, job.trace?.parent ?? null);
+        job.trace?.traceparent ?? null, job.trace?.parent ?? null, reply?.channel ?? null,
+        reply ? JSON.stringify(reply.target) : null);
     },
     count(inserted: ReadonlyMap<string, number>): void {
       let all = 0;
@@ -117,7 +121,7 @@ export function createTriggerJobsStore(db: Db) {
       }
       if (all > 0) countQueued.run(all);
     },
-    /** Deletes a job with its dedupe keys and reply target (cascade): one its transaction did not keep. */
+    /** Deletes a job with its reply target and (cascade) its dedupe keys: one its transaction did not keep. */
     remove(id: string): void {
       remove.run(id);
     },

@@ -14,7 +14,6 @@ import { randomUUID } from 'node:crypto';
 export type EnqueueRequest = Omit<NewJob, 'id' | 'created_at'> & {
   origin: SourceName;
   dedupeKeys: readonly string[];
-  reply?: { channel: string; target: Record<string, unknown> } | undefined;
 };
 
 type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
@@ -143,7 +142,7 @@ export function createJobQueue(opts: JobQueueOptions) {
   function place(
     request: EnqueueRequest, now: number, queued: Map<string, number>, inserted: Map<string, number>,
   ): EnqueueResult {
-    const { origin, dedupeKeys, reply } = request;
+    const { origin, dedupeKeys } = request;
     // Only a full share looks the keys up first, so that a repeat is still answered duplicate, not 429.
     if (!shareAdmits(shares, queued, origin)) return refusal(origin, dedupeKeys, queued) ?? { kind: 'full' };
     const jobId = newJobId(now);
@@ -155,7 +154,6 @@ export function createJobQueue(opts: JobQueueOptions) {
         stores.jobs.remove(jobId);
         return { kind: 'duplicate', jobId: holder };
       }
-      if (reply) stores.replies.insert(jobId, reply.channel, reply.target, now);
     } catch (err) {
       // Nothing of it stays (its keys go by cascade), unless SQLite ended the transaction.
       if (stores.db.isTransaction) removeOrRollBack(jobId);
