@@ -2,7 +2,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Db } from '../../src/db/open.ts';
-import { createTriggerStores } from '../../src/db/trigger-stores.ts';
+import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue, DeliveryNotCommittedError, newJobId, JOB_ID, type JobQueue } from '../../src/trigger/queue.ts';
 import { type EnqueueRequest } from '../../src/trigger/queue.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
@@ -11,17 +11,27 @@ import { insertJob, rowCount as count } from './helpers.ts';
 const temp = tempTriggerDbs('svc-queue-');
 
 /** A queue over a fresh file DB. */
-function setup(maxQueued = 1000, routes = 1): { queue: JobQueue; db: Db; kicks: () => number } {
+function setup(maxQueued = 1000, routes = 1): { queue: JobQueue; db: Db; stores: TriggerStores; kicks: () => number } {
   const { db } = temp.open();
   let kicks = 0;
-  const queue = createJobQueue({
-    stores: createTriggerStores(db), clock: Date.now, maxQueued, routes, onEnqueued: () => void (kicks += 1),
-  });
-  return { queue, db, kicks: () => kicks };
+  const stores = createTriggerStores(db);
+  const queue = createJobQueue({ stores, clock: Date.now, maxQueued, routes, onEnqueued: () => void (kicks += 1) });
+  return { queue, db, stores, kicks: () => kicks };
 }
 
-function delivery(n: number, target: Record<string, unknown> = { issue_key: `K-${n}` }): EnqueueRequest {
-  return { origin: 'trackerb', repo: 'acme/api', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target } };
+function delivery(n: number): EnqueueRequest {
+  return { origin: 'trackerb', repo: 'acme/api', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target: { issue_key: `K-${n}` } } };
+}
+
+/** The next claim of delivery `n`'s keys fails as a write can, once its job row is in the open transaction. */
+function failClaimOnce(stores: TriggerStores, n: number): void {
+  const claim = stores.dedupe.claim.bind(stores.dedupe);
+  let failed = false;
+  stores.dedupe.claim = (keys, jobId, at) => {
+    if (failed || !keys.includes(`trackerb:body:${n}`)) return claim(keys, jobId, at);
+    failed = true;
+    throw Object.assign(new Error('disk I/O error'), { code: 'ERR_SQLITE_ERROR', errcode: 10 });
+  };
 }
 
 /** Dedupe keys claimed: a claim's row holds its keys as a JSON array. */
@@ -56,10 +66,10 @@ describe('job queue', () => {
   });
 
   it('fails only the delivery that could not be written, leaving nothing of it, and commits the rest', async () => {
-    const { queue, db } = setup(1000);
-    // A BigInt in the reply target makes JSON.stringify throw after the job row and its keys were inserted.
+    const { queue, db, stores } = setup(1000);
+    failClaimOnce(stores, 2);
     const results = await Promise.allSettled([
-      queue.enqueue(delivery(1)), queue.enqueue(delivery(2, { bad: 1n })), queue.enqueue(delivery(3)),
+      queue.enqueue(delivery(1)), queue.enqueue(delivery(2)), queue.enqueue(delivery(3)),
     ]);
     assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
     assert.ok(results[1]?.status === 'rejected' && results[1].reason instanceof DeliveryNotCommittedError);
@@ -73,15 +83,14 @@ describe('job queue', () => {
   });
 
   it('rolls the whole turn back when a failed delivery\'s rows cannot be removed, keeping nothing of it', async () => {
-    const { db } = temp.open();
-    const stores = createTriggerStores(db);
-    const queue = createJobQueue({ stores, clock: Date.now, maxQueued: 1000, onEnqueued() {} });
+    const { queue, db, stores } = setup(1000);
     const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
     stores.jobs.remove = () => {
       throw full;
     };
+    failClaimOnce(stores, 2);
     const results = await Promise.allSettled([
-      queue.enqueue(delivery(1)), queue.enqueue(delivery(2, { bad: 1n })), queue.enqueue(delivery(3)),
+      queue.enqueue(delivery(1)), queue.enqueue(delivery(2)), queue.enqueue(delivery(3)),
     ]);
     // Before, the batch-mates' COMMIT kept delivery 2's job, though delivery 2 was answered as not done.
     assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected', 'rejected']);
