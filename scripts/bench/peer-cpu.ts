@@ -97,7 +97,7 @@ try {
   for (const b of builds) {
     process.stdout.write(`| ${b.cli} | ${f(b.process)} | ${f(b.loop)} | ${Math.round(median(b.rps))} |\n`);
     log(`${b.cli}: process ${b.process.map((x) => x.toFixed(1)).join(' ')}; req/s ${b.rps.map(Math.round).join(' ')}`);
-    if (callgrind) log(`${b.cli}: Ir per delivery ${b.ir.map(Math.round).join(' ')} (median ${Math.round(median(b.ir))})`);
+    if (callgrind) log(`${b.cli}: Ir per delivery ${b.ir.map(Math.round).join(' ')}; median ${median(b.ir)}`);
   }
 } finally {
   for (const b of builds) {

@@ -118,7 +118,8 @@ describe('reply targets stored before migration 14', () => {
         ('jsent', 'chata', 'succeeded', 'b', '[]', 1, 5), ('jpending', 'webhook', 'failed', 'b', '[]', 2, 6),
         ('jqueued', 'webhook', 'queued', 'b', '[]', 3, NULL), ('jnone', 'jobs', 'succeeded', 'b', '[]', 4, 7)`);
       v13.exec(`INSERT INTO reply_targets (job_id, channel, target, created_at, notify_status, notified_at) VALUES
-        ('jsent', 'chata', '{"response_url":"u"}', 1, 'sent', 9), ('jpending', 'webhook', '{"issue":12}', 2, NULL, NULL),
+        ('jsent', 'chata', '{"response_url":"u"}', 1, 'sent', 9),
+        ('jpending', 'webhook', '{"issue":12}', 2, NULL, NULL),
         ('jqueued', 'webhook', '{"issue":13}', 3, NULL, NULL)`);
       v13.close();
       const db = openDatabase(path, triggerMigrations);
