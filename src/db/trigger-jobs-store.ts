@@ -63,6 +63,11 @@ function toJob(row: Row | undefined): JobRow | undefined {
   return { ...row, args: (JSON.parse(row.args) as (string | null)[]).map((a) => a ?? row.brief) };
 }
 
+// Listed, never `*`: the reply columns (a Slack response_url is a credential to post) are the replies store's alone.
+const COLUMNS = 'id, origin, status, brief, args, created_at, started_at, finished_at, run_source, run_id, ' +
+  'exit_code, summary, summary_parts, error, repo, workdir, launch_run, launcher, infra_retries, traceparent, ' +
+  'trace_parent';
+
 export function createTriggerJobsStore(db: Db) {
   const insert = db.prepare(
     'INSERT INTO jobs (id, origin, status, brief, args, created_at, repo, traceparent, trace_parent, reply_channel, ' +
@@ -71,9 +76,10 @@ export function createTriggerJobsStore(db: Db) {
   const countQueued = db.prepare("UPDATE job_counts SET n = n + ? WHERE status = 'queued'");
   const countOrigin = db.prepare('UPDATE queued_by_origin SET n = n + ? WHERE origin = ?');
   const remove = db.prepare('DELETE FROM jobs WHERE id = ?');
-  const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
+  const get = db.prepare(`SELECT ${COLUMNS} FROM jobs WHERE id = ?`);
   const onBranch = db.prepare(
-    'SELECT * FROM jobs WHERE repo = ? AND (run_id = ? OR args LIKE ?) ORDER BY created_at DESC, id DESC LIMIT 500',
+    `SELECT ${COLUMNS} FROM jobs WHERE repo = ? AND (run_id = ? OR args LIKE ?) ` +
+      'ORDER BY created_at DESC, id DESC LIMIT 500',
   );
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
   const byOrigin = db.prepare('SELECT origin, n FROM queued_by_origin WHERE n > 0');
@@ -84,7 +90,8 @@ export function createTriggerJobsStore(db: Db) {
     "SELECT repo, origin, count(*) AS n FROM jobs WHERE status = 'queued' GROUP BY repo, origin",
   );
   const oldestIn = db.prepare(
-    "SELECT * FROM jobs WHERE status = 'queued' AND repo IS ? AND origin = ? ORDER BY created_at, id LIMIT 1",
+    `SELECT ${COLUMNS} FROM jobs WHERE status = 'queued' AND repo IS ? AND origin = ? ` +
+      'ORDER BY created_at, id LIMIT 1',
   );
   const pruneFinished = db.prepare(
     `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?
@@ -92,7 +99,7 @@ export function createTriggerJobsStore(db: Db) {
   );
   const setLaunch = db.prepare('UPDATE jobs SET workdir = ?, launch_run = ? WHERE id = ?');
   const setLauncher = db.prepare('UPDATE jobs SET launcher = ? WHERE id = ?');
-  const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
+  const running = db.prepare(`SELECT ${COLUMNS} FROM jobs WHERE status = 'running' ORDER BY created_at, id`);
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const unclaim = db.prepare(
     "UPDATE jobs SET status = 'queued', started_at = NULL WHERE id = ? AND status = 'running' AND workdir IS NULL " +
@@ -179,7 +186,7 @@ export function createTriggerJobsStore(db: Db) {
     setInfraRetries(id: string, n: number): void {
       setInfraRetries.run(n, id);
     },
-    /** Deletes up to `limit` finished jobs ended before `before` (keys and reply target by cascade); how many. */
+    /** Deletes up to `limit` finished jobs ended before `before`, reply targets in their rows, keys by cascade. */
     pruneFinished(before: number, limit: number): number {
       return Number(pruneFinished.run(before, limit).changes);
     },

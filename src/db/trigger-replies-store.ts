@@ -32,10 +32,11 @@ export function createTriggerRepliesStore(db: Db) {
   const mark = db.prepare(
     'UPDATE jobs SET notify_status = ?, notified_at = ? WHERE id = ? AND reply_channel IS NOT NULL',
   );
-  // Through jobs_by_finished: only finished jobs are read.
+  // Only `finish` sets finished_at, to an end status; a status test here made SQLite walk jobs_by_status and sort,
+  // without it the scan goes through jobs_by_finished, finished jobs alone, in order (EXPLAIN QUERY PLAN).
   const pending = db.prepare(
     'SELECT id AS job_id FROM jobs WHERE finished_at IS NOT NULL AND reply_channel IS NOT NULL ' +
-      "AND notify_status IS NULL AND status IN ('succeeded', 'failed', 'interrupted') ORDER BY finished_at",
+      'AND notify_status IS NULL ORDER BY finished_at',
   );
   return {
     /** Records an answer that came in (the audit row); never changes a job. */

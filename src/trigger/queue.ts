@@ -1,6 +1,7 @@
-// The durable job queue: per delivery its route's share checked, then its job row, dedupe keys (a key another job
-// holds makes it a duplicate) and reply target written and committed before any 2xx (DESIGN §5). The deliveries of
-// one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still fails alone.
+// The durable job queue: per delivery its route's share checked, then its job row (reply target included) and its
+// dedupe keys (a key another job holds makes it a duplicate) written and committed before any 2xx (DESIGN §5). The
+// deliveries of one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still
+// fails alone.
 import { errorMessage, FailedError } from '../errors.ts';
 import { transaction } from '../db/open.ts';
 import { isDatabaseBusy, isDiskFull } from '../http/pipeline.ts';
@@ -155,7 +156,8 @@ export function createJobQueue(opts: JobQueueOptions) {
         return { kind: 'duplicate', jobId: holder };
       }
     } catch (err) {
-      // Nothing of it stays (its keys go by cascade), unless SQLite ended the transaction.
+      // Nothing of it stays: its row goes, and any keys the claim wrote with it (cascade), unless SQLite ended the
+      // transaction.
       if (stores.db.isTransaction) removeOrRollBack(jobId);
       throw err;
     }

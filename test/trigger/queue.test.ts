@@ -23,13 +23,14 @@ function delivery(n: number): EnqueueRequest {
   return { origin: 'trackerb', repo: 'acme/api', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target: { issue_key: `K-${n}` } } };
 }
 
-/** The next claim of delivery `n`'s keys fails as a write can, once its job row is in the open transaction. */
+/** The next claim of delivery `n`'s keys writes them, then fails as a write can: the keys must go with its job. */
 function failClaimOnce(stores: TriggerStores, n: number): void {
   const claim = stores.dedupe.claim.bind(stores.dedupe);
   let failed = false;
   stores.dedupe.claim = (keys, jobId, at) => {
     if (failed || !keys.includes(`trackerb:body:${n}`)) return claim(keys, jobId, at);
     failed = true;
+    assert.equal(claim(keys, jobId, at), undefined);
     throw Object.assign(new Error('disk I/O error'), { code: 'ERR_SQLITE_ERROR', errcode: 10 });
   };
 }
@@ -183,5 +184,22 @@ describe('job ids', () => {
     const times = [1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_000, 0, 1_700_000_000_000];
     const prefixes = times.map((t) => newJobId(t).slice(0, 11));
     assert.deepEqual(prefixes, ['j01hf7yat00', 'j01hf7yat01', 'j01hf7yat00', 'j0000000000', 'j01hf7yat00']);
+  });
+});
+
+describe('jobs store', () => {
+  it('reads a job row without its reply columns: the target (a Slack response_url) is the replies store\'s', () => {
+    const { stores } = setup(1000);
+    const target = { response_url: 'https://hooks.chata.example/commands/T1/secret' };
+    insertJob(stores, { id: 'j1', origin: 'chata', repo: 'acme/api', brief: 'b', args: ['start'], created_at: 1,
+      reply: { channel: 'chata', target } });
+    const reply = ['reply_channel', 'reply_target', 'notify_status', 'notified_at'];
+    const queued = [stores.jobs.get('j1'), stores.jobs.oldestQueuedIn('acme/api', 'chata')];
+    assert.ok(stores.jobs.claim('j1', 2));
+    for (const row of [...queued, ...stores.jobs.listRunning()]) {
+      assert.equal(row?.id, 'j1');
+      assert.deepEqual(Object.keys(row).filter((k) => reply.includes(k)), []);
+    }
+    assert.deepEqual(stores.replies.get('j1')?.target, target);
   });
 });
