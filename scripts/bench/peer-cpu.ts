@@ -77,7 +77,10 @@ try {
   for (let r = 0; r < rounds; r++) {
     for (const b of r % 2 === 0 ? builds : [...builds].reverse()) {
       const pid = b.server.pid;
-      if (callgrind) control(pid, '--instr=on'), dumpedIr(pid);
+      if (callgrind) {
+        control(pid, '--instr=on');
+        dumpedIr(pid); // a dump zeroes the count: the round's starts here
+      }
       const [p0, t0] = [cpuUs(`/proc/${pid}/stat`), cpuUs(`/proc/${pid}/task/${pid}/stat`)];
       const result = await runLoadInWorker({ ...b.job, maxRequests: deliveries });
       const [p1, t1] = [cpuUs(`/proc/${pid}/stat`), cpuUs(`/proc/${pid}/task/${pid}/stat`)];

@@ -277,7 +277,8 @@ describe('a new question of a run moves its chata thread', () => {
     const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
     const now = Date.now();
     const target = {
-      response_url: `${hooks.url}/commands/T1/x`, response_url_until: now + 600_000, channel_id: 'C1', thread: 'chata:C1',
+      response_url: `${hooks.url}/commands/T1/x`, response_url_until: now + 600_000, channel_id: 'C1',
+      thread: 'chata:C1',
     };
     insertJob(stores, {
       id: 'j1', origin: 'chata', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api',
