@@ -132,12 +132,15 @@ export function repoRoot(dir: string): string | null {
 }
 
 /** HEAD's commit and its branch (null when detached), with the checkout's git directories (`gitDirs`), read by one
- * git; throws BadInputError when HEAD names no commit yet, and as `gitDirs` does when those cannot be read. */
+ * git. When that git times out, its GitTimeoutError. When it fails otherwise, `gitDirs` is asked: its error when it
+ * fails too (no repository, no git to start), else BadInputError "no commits yet", which is also what a HEAD naming
+ * a broken ref reads as (the message names no caller's action, so it fits the launcher, prune and seal). */
 export function headAndBranch(dir: string): { sha: string; branch: string | null; own: string; common: string } {
   let out: string;
   try {
     out = git(dir, ['rev-parse', 'HEAD', '--abbrev-ref', 'HEAD', '--git-dir', '--git-common-dir']);
   } catch (err) {
+    if (err instanceof GitTimeoutError) throw err;
     // The same git fails for a checkout with no commit yet: its git directories alone tell the two apart.
     gitDirs(dir);
     throw new BadInputError(`The repository at "${dir}" has no commits yet; commit something first`, { cause: err });
