@@ -3,11 +3,10 @@
 // or leaves out a field of state.json, that ingest would refuse; so is the check of an artifact's name.
 // It throws 400 invalid_param naming the first bad field; it writes nothing.
 import { HttpError } from '../http/http-error.ts';
-import { MAX_JSON_DEPTH } from '../http/body.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
 import { failureColumns, type RunInput } from '../db/run-types.ts';
-import { isJsonObject, nestsDeeperThan, oneOf } from '../untrusted.ts';
+import { isJsonObject, MAX_JSON_DEPTH, nestsDeeperThan, oneOf } from '../untrusted.ts';
 import { timeMs } from '../iso-time.ts';
 import { isValidSegment } from './ids.ts';
 
