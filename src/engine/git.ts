@@ -141,7 +141,7 @@ export function headAndBranch(dir: string): { sha: string; branch: string | null
     out = git(dir, ['rev-parse', 'HEAD', '--abbrev-ref', 'HEAD', '--git-dir', '--git-common-dir']);
   } catch (err) {
     if (err instanceof GitTimeoutError) throw err;
-    // The same git fails for a checkout with no commit yet: its git directories alone tell the two apart.
+    // The same git fails for a checkout with no commit yet; reading its git directories tells that from no repository.
     gitDirs(dir);
     throw new BadInputError(`The repository at "${dir}" has no commits yet; commit something first`, { cause: err });
   }
