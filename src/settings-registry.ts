@@ -50,10 +50,10 @@ export const SETTINGS = {
   SVC_CONTROL_TOKEN: secret('control', NONE,
     'bearer token for `/v1/*`; required for a non-loopback bind; sent by clients and the shipper when set'),
   SVC_CONTROL_TOKEN_FILE: secret('control', '`~/.svc/control/token`', 'file holding the token (first line): ' +
-    'the Control Plane and the trigger server read it when `SVC_CONTROL_TOKEN` is unset (unreadable or empty: ' +
-    'exit 2); the shipper and ' +
-    'the CLI read it first (the default file only for a loopback Control Plane named by `SVC_CONTROL_URL` or ' +
-    '`SVC_CONTROL_PORT`, or recorded by a live `server.json`)'),
+    'the Control Plane and the trigger server read it only when this is set and `SVC_CONTROL_TOKEN` is not ' +
+    '(unreadable or empty: exit 2), never the default file: a Control Plane wants a token only when one is set; ' +
+    'the shipper and the CLI read it first (the default file only for a loopback Control Plane named by ' +
+    '`SVC_CONTROL_URL` or `SVC_CONTROL_PORT`, or recorded by a live `server.json`)'),
   SVC_CONTROL_ALLOW_INSECURE_BIND: choice('control', ['0', '1'],
     '`1` accepts a tokenless non-loopback bind (loud warning; not recommended)'),
   SVC_CONTROL_ANSWER_DIR: text('control', '`~/.svc/control/answers`',
