@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
+import { serve, stop, type Served } from '../helpers/serve-cli.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 
@@ -49,6 +50,24 @@ describe('a bad setting', () => {
       }
       assert.equal(existsSync(join(home, '.svc', 'runs')), false, 'no run was made');
     } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('SVC_CONTROL_PORT=x stops a client with exit 2 even where a live server.json names the Control Plane', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
+    let control: Served | undefined;
+    try {
+      control = await serve(['control', 'serve', '--port', '0'], { PATH: process.env.PATH, HOME: home });
+      const env = { PATH: process.env.PATH, HOME: home };
+      const found = await runChild(process.execPath, [CLI, 'control', 'status'], { cwd: home, env });
+      assert.equal(found.code, 0, found.stderr);
+      const bad = { ...env, SVC_CONTROL_PORT: 'x' };
+      const r = await runChild(process.execPath, [CLI, 'control', 'status'], { cwd: home, env: bad });
+      assert.equal(r.code, 2, r.stdout + r.stderr);
+      assert.match(r.stderr, /SVC_CONTROL_PORT must be/);
+    } finally {
+      await stop(control);
       rmSync(home, { recursive: true, force: true });
     }
   });
