@@ -104,7 +104,11 @@ async function main(argv: string[]): Promise<number> {
   // `worker`, not in the help, is the process `svc start` starts to do each run.
   const load: Loader | undefined = name === 'worker' ? () => import('./cli/worker.ts') : commands[name]?.[1];
   if (!load) {
-    printErr(`svc: unknown command "${name}"\n\n${help()}`);
+    // `svc import` for `svc control import`: the subcommands each summary lists name where a word belongs.
+    const owners = Object.entries(commands).filter(([, [summary]]) => /\(([^)]*)\)$/.exec(summary)?.[1]
+      ?.split(', ').includes(name));
+    const hint = owners.map(([owner]) => `svc ${owner} ${name}`).join(' or ');
+    printErr(`svc: unknown command "${name}"${hint ? ` (did you mean ${hint}?)` : ''}\n\n${help()}`);
     return 2;
   }
   // The servers and a run's launcher re-execute once without secrets in their environment (server-flags.ts); a

@@ -91,7 +91,13 @@ describe('svc entry point', () => {
   it('exits 2 on an unknown command', async () => {
     const r = await svc(['frobnicate']);
     assert.equal(r.code, 2);
-    assert.match(r.stderr, /unknown command "frobnicate"/);
+    assert.match(r.stderr, /unknown command "frobnicate"\n/);
+    // A subcommand given as a command is pointed to where it lives.
+    const sub = await svc(['import']);
+    assert.equal(sub.code, 2);
+    assert.match(sub.stderr, /^svc: unknown command "import" \(did you mean svc control import\?\)\n/);
+    const serve = await svc(['serve']);
+    assert.match(serve.stderr, /"serve" \(did you mean svc control serve or svc trigger serve or svc gate serve\?\)/);
   });
 
   it('exits 2 naming the command when asked for help on one that does not exist', async () => {
