@@ -156,7 +156,9 @@ export function readObjectIn(
   }
   const value = tryParseJson(raw.toString('utf8'));
   if (isJsonObject(value)) return value;
-  skip(name, 'is not a JSON object');
+  // The likeliest cause of unparsable JSON is a copy taken while svc was writing: say so rather than "not JSON".
+  skip(name, value === undefined ? 'is not whole JSON (cut short, as by a copy taken while it was written)'
+    : 'is not a JSON object');
   return null;
 }
 

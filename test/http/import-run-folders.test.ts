@@ -2,7 +2,7 @@
 // all-or-nothing: an import that fails part-way registers no project and stores no run.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
@@ -95,6 +95,19 @@ describe('POST /v1/import of the run folders svc writes', () => {
     assert.ok(res.json.skipped.some((s: { entry: string; reason: string }) =>
       s.entry === 'rnostate/state.json' && s.reason === 'is missing'), JSON.stringify(res.json.skipped));
     rmSync(join(project, '.svc', 'runs', 'rnostate'), { recursive: true });
+  });
+
+  it('names a run folder whose state.json was cut short (copied half-written), and imports the others', async () => {
+    writeRun(project, 'rhalf', {});
+    const state = join(project, '.svc', 'runs', 'rhalf', 'state.json');
+    writeFileSync(state, readFileSync(state, 'utf8').slice(0, 40));
+    const res = await cp.request('POST', '/v1/import', { body: { path: project } });
+    assert.equal(res.status, 200, res.text);
+    assert.ok(res.json.skipped.some((s: { entry: string; reason: string }) => s.entry === 'rhalf/state.json' &&
+      s.reason === 'is not whole JSON (cut short, as by a copy taken while it was written)'),
+    JSON.stringify(res.json.skipped));
+    assert.equal((await cp.request('GET', '/v1/runs/local/rhalf')).status, 404);
+    rmSync(join(project, '.svc', 'runs', 'rhalf'), { recursive: true });
   });
 
   it("imports an older svc's run whose command provider reported fractional tokens, the counts unknown", async () => {
