@@ -97,17 +97,23 @@ describe('POST /v1/import of the run folders svc writes', () => {
     rmSync(join(project, '.svc', 'runs', 'rnostate'), { recursive: true });
   });
 
-  it('names a run folder whose state.json was cut short (copied half-written), and imports the others', async () => {
+  it('names a run folder whose state.json is cut short or damaged, and imports the whole one beside it', async () => {
     writeRun(project, 'rhalf', {});
     const state = join(project, '.svc', 'runs', 'rhalf', 'state.json');
     writeFileSync(state, readFileSync(state, 'utf8').slice(0, 40));
+    writeRun(project, 'rbytes', {});
+    writeFileSync(join(project, '.svc', 'runs', 'rbytes', 'state.json'), Buffer.from([0x7b, 0xff, 0xfe, 0x7d]));
+    writeRun(project, 'rwhole', {});
     const res = await cp.request('POST', '/v1/import', { body: { path: project } });
     assert.equal(res.status, 200, res.text);
-    assert.ok(res.json.skipped.some((s: { entry: string; reason: string }) => s.entry === 'rhalf/state.json' &&
-      s.reason === 'is not whole JSON (cut short, as by a copy taken while it was written)'),
-    JSON.stringify(res.json.skipped));
-    assert.equal((await cp.request('GET', '/v1/runs/local/rhalf')).status, 404);
-    rmSync(join(project, '.svc', 'runs', 'rhalf'), { recursive: true });
+    for (const run of ['rhalf', 'rbytes']) {
+      assert.ok(res.json.skipped.some((s: { entry: string; reason: string }) => s.entry === `${run}/state.json` &&
+        s.reason === 'is not JSON (cut short or damaged, as by a copy still being made)'),
+      JSON.stringify(res.json.skipped));
+      assert.equal((await cp.request('GET', `/v1/runs/local/${run}`)).status, 404);
+      rmSync(join(project, '.svc', 'runs', run), { recursive: true });
+    }
+    assert.equal((await cp.request('GET', '/v1/runs/local/rwhole')).status, 200);
   });
 
   it("imports an older svc's run whose command provider reported fractional tokens, the counts unknown", async () => {
