@@ -154,8 +154,9 @@ async function dispatch(
         throw notFoundAnywhere(err, ref, found);
       }
     }
-    // Silence would read as a hang or a wrong id: say that the run is known and simply has nothing to show.
-    if (printed === 0) io.stderr(`${ref.source}/${ref.run} has no output: no events were recorded for it\n`);
+    // Silence would read as a hang or a wrong id: say that the run is known and simply has nothing to show (it may
+    // have events, a cost say, that are no output). A bare id found here is named by the source its folder holds.
+    if (printed === 0) io.stderr(`${local?.state.source ?? ref.source}/${ref.run} has no output to show\n`);
     return 0;
   }
   if (sub === 'show') {

@@ -163,11 +163,23 @@ describe('the agent output of a run', () => {
     const none = svc(['runs', 'logs', 'edge/rquiet'], { SVC_CONTROL_URL: control.url });
     assert.equal(await none.closed, 0, none.stderr());
     assert.equal(none.stdout(), '');
-    assert.equal(none.stderr(), 'edge/rquiet has no output: no events were recorded for it\n');
+    assert.equal(none.stderr(), 'edge/rquiet has no output to show\n');
     const broke = svc(['runs', 'logs', 'edge/rbroke'], { SVC_CONTROL_URL: control.url });
     assert.equal(await broke.closed, 0, broke.stderr());
     assert.equal(broke.stdout(), '[svc] error: Provider "x" not found\n');
     assert.equal(broke.stderr(), '');
+    // A run of this project's folder, given by its bare id, with an event but none that is output: named by the
+    // source its state holds, not SVC_SOURCE's default.
+    const dir = join(repo.repo, '.svc', 'runs', 'rcosted');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'edge', run: 'rcosted', status: 'succeeded' }));
+    writeFileSync(join(dir, 'events.jsonl'),
+      `${JSON.stringify({ run: 'rcosted', seq: 1, ts: now(), kind: 'cost', data: { usd: 1 } })}\n`);
+    const costed = svc(['runs', 'logs', 'rcosted']);
+    assert.equal(await costed.closed, 0, costed.stderr());
+    assert.equal(costed.stdout(), '');
+    assert.equal(costed.stderr(), 'edge/rcosted has no output to show\n');
+    rmSync(dir, { recursive: true });
   });
 
   it('says a run neither the project nor the Control Plane knows is not found, with exit 1', async () => {
