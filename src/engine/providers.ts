@@ -345,11 +345,11 @@ export function resolveProvider(
     const found = resolveNamed(name, config, env.PATH);
     if (found) return found;
     if (isBuiltin(name)) {
-      // A run the Control Plane or trigger server starts searches the PATH that server was started with, not
-      // the shell's where the person has the CLI: say so, or "not found" reads as wrong.
-      throw new ProviderMissingError(`Provider "${name}" not found: looked for the "${name}" executable on PATH ` +
-        '(for a run the Control Plane or trigger server starts, the PATH that server was started with): install ' +
-        'it, or start that server where it is on PATH');
+      // The PATH searched is that of the process doing the run: a server's, or a Kubernetes job pod image's, not the
+      // shell's where the person has the CLI. Say so, or "not found" reads as wrong.
+      throw new ProviderMissingError(`Provider "${name}" not found: looked for the "${name}" executable on the ` +
+        "PATH of the process that started the run (a server's or a job pod's, not always your shell's): install " +
+        'it where that process runs, or put it on that PATH');
     }
     const configured = Object.keys(config.providers);
     throw new ProviderMissingError(
