@@ -45,7 +45,8 @@ const bySvc = (meaning: string) => ({ group: 'svc', default: NONE, meaning, by: 
 export const SETTINGS = {
   SVC_CONTROL_HOST: text('control', '`127.0.0.1`', 'bind address of `svc control serve`', '--host'),
   SVC_CONTROL_PORT: int('control', 47821, [0, 65535],
-    'listen port, and the port clients assume (a bad value, or 0, stops a client with exit 2)', '--port'),
+    'listen port, and the port clients assume (a bad value, or 0, stops a client with exit 2; a bad value stops ' +
+    '`svc trigger serve` too when `SVC_CONTROL_URL` is unset, as each run it starts would fail)', '--port'),
   SVC_CONTROL_DB: text('control', '`~/.svc/control/control.db`', 'database file', '--db'),
   SVC_CONTROL_TOKEN: secret('control', NONE,
     'bearer token for `/v1/*`; required for a non-loopback bind; sent by clients and the shipper when set'),

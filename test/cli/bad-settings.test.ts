@@ -21,6 +21,8 @@ describe('a bad setting', () => {
     ['control', ['control', 'serve', '--port', '0'], 'SVC_CONTROL_ALLOW_INSECURE_BIND'],
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_EXECUTOR'],
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_DEDUPE_DAYS'],
+    // Read by every run it starts (to ship to the Control Plane), where a bad value would fail each one.
+    ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_CONTROL_PORT'],
   ];
   for (const [server, args, name] of cases) {
     it(`${name}=x stops the ${server} server with exit 2, naming the variable`, async () => {
@@ -54,7 +56,7 @@ describe('a bad setting', () => {
     }
   });
 
-  it('SVC_CONTROL_PORT=x stops a client with exit 2 even where a live server.json names the Control Plane', async () => {
+  it('SVC_CONTROL_PORT=x stops a client with exit 2 even where a live server.json names the server', async () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
     let control: Served | undefined;
     try {
