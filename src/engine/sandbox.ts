@@ -4,9 +4,9 @@ import { basename, join } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
 import type { RunLimits } from './policy.ts';
-import { makePlainDirsIn, openRunDir, withDir } from './safe-fs.ts';
+import { makePlainDirsIn, openRunDir, replaceNoFollowIn, withDir } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { gitBaseEnv, hostGit, type GitRun } from './git.ts';
+import { gitBaseEnv, hostGit, tryGit, type GitRun } from './git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, within, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
@@ -49,6 +49,44 @@ export function protocolFiles(ctx: RunContext) {
 
 const MIB = 1024 * 1024;
 
+// A URL's user name and password (`https://x-access-token:TOKEN@github.com/`), wherever a config value holds one.
+const USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^/@\s]*@/gi;
+// Nothing git needs inside: credential helpers, the header actions/checkout keeps its token in, included files.
+const LEFT_OUT = /^(?:credential\.|include\.|includeif\.)|\.extraheader$/i;
+const quoted = (text: string) => `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
+  .replace(/\t/g, '\\t')}"`;
+
+/** `git config -z --list` output as a config file without its credentials (agentGitConfig). */
+function configWithoutCredentials(listing: string): string {
+  const lines: string[] = [];
+  for (const entry of listing.split('\0').filter(Boolean)) {
+    const cut = entry.indexOf('\n');
+    const key = cut < 0 ? entry : entry.slice(0, cut);
+    const [first, last] = [key.indexOf('.'), key.lastIndexOf('.')];
+    const sub = key.slice(first + 1, last).replace(USERINFO, '$1');
+    if (first < 0 || LEFT_OUT.test(key)) continue;
+    lines.push(first === last ? `[${key.slice(0, first)}]` : `[${key.slice(0, first)} ${quoted(sub)}]`,
+      `\t${key.slice(last + 1)}${cut < 0 ? '' : ` = ${quoted(entry.slice(cut + 1).replace(USERINFO, '$1'))}`}`);
+  }
+  return lines.length ? `${lines.join('\n')}\n` : '';
+}
+
+/**
+ * The repository's git config as its agents and checks see it, in place of `.git/config` (DESIGN §7a "It sees only
+ * what it needs"): what git reads there, without the credentials a checkout's config may hold (a token in a remote's
+ * URL or an `insteadOf` base, the Authorization header actions/checkout keeps as http.<url>.extraheader); kept in the
+ * run's io folder. A config git cannot read is shown empty, never as it is.
+ */
+function agentGitConfig(ctx: RunContext, ioDir: string): string {
+  const file = join(ctx.state.repo_path, '.git', 'config');
+  const text = configWithoutCredentials(tryGit(ctx.state.repo_path, ['config', '--file', file, '--includes', '-z',
+    '--list']));
+  withDir(openRunDir(ctx.dir), (run) => withDir(makePlainDirsIn(run, ['io'], 0o777), (io) => {
+    replaceNoFollowIn(io, 'git-config', text);
+  }));
+  return join(ioDir, 'git-config');
+}
+
 /** svc's share of the policy limits, watched while the agent (or a check) runs in `workdir`. */
 export function watchedLimits(limits: RunLimits, workdir: string, files: ProtocolFiles): WatchedLimits {
   // The question and answer folders count once: a run in the checkout itself has its run folder inside its tree.
@@ -79,7 +117,7 @@ export function agentSandbox(
     // A check is the repository's program, like its command provider: an absolute one shows only its file, never the
     // folder it sits in (another checkout's gradlew would show that whole checkout).
     program, showProgramFolder: provider !== null && (provider.kind !== 'command' || provider.showFolder !== false),
-    env: ctx.env,
+    env: ctx.env, gitConfig: agentGitConfig(ctx, files.ioDir),
     // The kernel's share of the policy limits (prlimit inside the sandbox).
     limits: {
       processes: limits.processes, memoryBytes: limits.memory_mb * MIB, fileBytes: limits.file_mb * MIB,

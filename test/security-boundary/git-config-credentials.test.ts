@@ -1,0 +1,62 @@
+// The agent sees the repository's git directory read-only (its worktree needs the objects and refs), but not the
+// credentials a checkout's config may hold (DESIGN §7a "It sees only what it needs"): a token in a remote's URL, or
+// the Authorization header actions/checkout persists as http.<url>.extraheader. Black-box: a real `svc start` in bwrap.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
+
+// Reads the config git reads for the worktree, directly and through git, into found.txt, which svc commits.
+const READS_CONFIG = `#!/bin/sh
+cat > /dev/null
+common=$(git rev-parse --path-format=absolute --git-common-dir)
+{
+  cat "$common/config"
+  git config --list
+  git status --short >/dev/null && echo "git:works"
+} > found.txt 2>&1
+`;
+
+describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap cannot run here' }, () => {
+  let repo: TestRepo;
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
+
+  before(() => {
+    repo = makeRepo({ providers: { reads: READS_CONFIG } });
+    git('config', 'http.https://github.com/.extraheader', 'AUTHORIZATION: basic SECRET-HEADER-1');
+    git('remote', 'add', 'mirror', 'https://x-access-token:SECRET-URL-2@github.com/acme/api.git');
+    git('config', 'remote.mirror.pushurl', 'https://bot:SECRET-URL-3@example.com/acme/api.git');
+    git('config', 'url.https://ci:SECRET-BASE-4@example.com/.insteadOf', 'https://example.com/');
+    git('config', 'credential.https://example.com.helper', 'store --file=/tmp/SECRET-PATH-5');
+  });
+  after(() => repo.cleanup());
+
+  it('shows no credential of the checkout\'s git config to the agent, and git still works there', async () => {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+    };
+    delete env.SVC_SANDBOX;
+    delete env.SVC_ORIGIN;
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'read the config', '--provider', 'reads',
+      '--worktree'], { cwd: repo.repo, env });
+    assert.equal(res.code, 0, res.stderr);
+    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+    const found = readFileSync(join(state.workdir, 'found.txt'), 'utf8');
+    assert.match(found, /git:works/);
+    // What git needs of the config is still there: the remotes by name, the origin's URL.
+    assert.match(found, /^remote\.mirror\.url=https:\/\/github\.com\/acme\/api\.git$/m);
+    assert.match(found, /^remote\.mirror\.fetch=\+refs\/heads\/\*:refs\/remotes\/mirror\/\*$/m);
+    assert.match(found, /^url\.https:\/\/example\.com\/\.insteadof=https:\/\/example\.com\/$/m);
+    assert.match(found, /^remote\.origin\.url=\/.*\/acme\/api\.git$/m);
+    for (const secret of ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5']) {
+      assert.equal(found.includes(secret), false, `${secret} reached the agent:\n${found}`);
+    }
+    // The checkout's own config is unchanged on the host.
+    assert.match(readFileSync(join(repo.repo, '.git', 'config'), 'utf8'), /SECRET-HEADER-1/);
+  });
+});
