@@ -1,5 +1,6 @@
 // The worker's side of the agent sandbox (DESIGN §7a): protocol files, the bwrap plans, svc's git after the agent.
 import { createHash } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
@@ -10,7 +11,7 @@ import { gitBaseEnv, hostGit, tryGit, type GitRun } from './git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, within, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
-import { pathKind, realOrNull } from '../spawn/tree.ts';
+import { orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 import type { WatchedLimits } from '../spawn/limits.ts';
 import { startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
@@ -56,7 +57,7 @@ const LEFT_OUT = /^(?:credential\.|include\.|includeif\.)|\.extraheader$/i;
 const quoted = (text: string) => `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
   .replace(/\t/g, '\\t')}"`;
 
-/** `git config -z --list` output as a config file without its credentials (agentGitConfig). */
+/** `git config -z --list` output as a config file without its credentials (agentGitConfigs). */
 function configWithoutCredentials(listing: string): string {
   const lines: string[] = [];
   for (const entry of listing.split('\0').filter(Boolean)) {
@@ -71,20 +72,37 @@ function configWithoutCredentials(listing: string): string {
   return lines.length ? `${lines.join('\n')}\n` : '';
 }
 
+/** The config files of the repository's git directory `common`: its own, and each submodule's under `modules/` (a
+ * name may hold slashes; a submodule's own submodules under its `modules/`). */
+function gitConfigFiles(common: string): string[] {
+  const found = [join(common, 'config')];
+  const walk = (dir: string, depth: number): void => {
+    for (const entry of orNull(() => readdirSync(dir, { withFileTypes: true })) ?? []) {
+      const sub = join(dir, entry.name);
+      if (!entry.isDirectory() || depth > 16) continue;
+      const gitDir = pathKind(join(sub, 'HEAD')) === 'file';
+      if (gitDir) found.push(join(sub, 'config'));
+      walk(gitDir ? join(sub, 'modules') : sub, depth + 1);
+    }
+  };
+  walk(join(common, 'modules'), 0);
+  return found.filter((file) => pathKind(file) === 'file');
+}
+
 /**
- * The repository's git config as its agents and checks see it, in place of `.git/config` (DESIGN §7a "It sees only
+ * The repository's git configs as its agents and checks see them, each in place of its file (DESIGN §7a "It sees only
  * what it needs"): what git reads there, without the credentials a checkout's config may hold (a token in a remote's
- * URL or an `insteadOf` base, the Authorization header actions/checkout keeps as http.<url>.extraheader); kept in the
- * run's io folder. A config git cannot read is shown empty, never as it is.
+ * URL or an `insteadOf` base, the Authorization header actions/checkout keeps as http.<url>.extraheader, in a
+ * submodule's config too); kept in the run's io folder. A config git cannot read is shown empty, never as it is.
  */
-function agentGitConfig(ctx: RunContext, ioDir: string): string {
-  const file = join(ctx.state.repo_path, '.git', 'config');
-  const text = configWithoutCredentials(tryGit(ctx.state.repo_path, ['config', '--file', file, '--includes', '-z',
-    '--list']));
+function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPlan['covers']> {
+  const configs = gitConfigFiles(join(ctx.state.repo_path, '.git'));
+  const texts = configs.map((file) => configWithoutCredentials(tryGit(ctx.state.repo_path, ['config', '--file', file,
+    '--includes', '-z', '--list'])));
   withDir(openRunDir(ctx.dir), (run) => withDir(makePlainDirsIn(run, ['io'], 0o777), (io) => {
-    replaceNoFollowIn(io, 'git-config', text);
+    texts.forEach((text, i) => replaceNoFollowIn(io, `git-config-${i}`, text));
   }));
-  return join(ioDir, 'git-config');
+  return configs.map((target, i) => ({ source: join(ioDir, `git-config-${i}`), target }));
 }
 
 /** svc's share of the policy limits, watched while the agent (or a check) runs in `workdir`. */
@@ -117,7 +135,7 @@ export function agentSandbox(
     // A check is the repository's program, like its command provider: an absolute one shows only its file, never the
     // folder it sits in (another checkout's gradlew would show that whole checkout).
     program, showProgramFolder: provider !== null && (provider.kind !== 'command' || provider.showFolder !== false),
-    env: ctx.env, gitConfig: agentGitConfig(ctx, files.ioDir),
+    env: ctx.env, covers: agentGitConfigs(ctx, files.ioDir),
     // The kernel's share of the policy limits (prlimit inside the sandbox).
     limits: {
       processes: limits.processes, memoryBytes: limits.memory_mb * MIB, fileBytes: limits.file_mb * MIB,

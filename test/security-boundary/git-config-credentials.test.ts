@@ -15,7 +15,7 @@ const READS_CONFIG = `#!/bin/sh
 cat > /dev/null
 common=$(git rev-parse --path-format=absolute --git-common-dir)
 {
-  cat "$common/config"
+  cat "$common/config" "$common/modules/vendor/lib/config"
   git config --list
   git status --short >/dev/null && echo "git:works"
 } > found.txt 2>&1
@@ -32,6 +32,15 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     git('config', 'remote.mirror.pushurl', 'https://bot:SECRET-URL-3@example.com/acme/api.git');
     git('config', 'url.https://ci:SECRET-BASE-4@example.com/.insteadOf', 'https://example.com/');
     git('config', 'credential.https://example.com.helper', 'store --file=/tmp/SECRET-PATH-5');
+    // A submodule, whose own config actions/checkout gives the header too (submodules: true).
+    const lib = join(repo.root, 'lib');
+    execFileSync('git', ['init', '-q', '-b', 'main', lib]);
+    execFileSync('git', ['-C', lib, 'commit', '-q', '--allow-empty', '-m', 'lib'],
+      { env: { ...process.env, ...GIT_ENV } });
+    git('-c', 'protocol.file.allow=always', 'submodule', '-q', 'add', lib, 'vendor/lib');
+    git('commit', '-qm', 'lib');
+    execFileSync('git', ['-C', join(repo.repo, 'vendor', 'lib'), 'config', 'http.https://github.com/.extraheader',
+      'AUTHORIZATION: basic SECRET-SUBMODULE-6']);
   });
   after(() => repo.cleanup());
 
@@ -48,12 +57,14 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
     const found = readFileSync(join(state.workdir, 'found.txt'), 'utf8');
     assert.match(found, /git:works/);
+    assert.match(found, /^\tworktree = "(\.\.\/)+vendor\/lib"$/m, `the submodule's config is shown:\n${found}`);
     // What git needs of the config is still there: the remotes by name, the origin's URL.
     assert.match(found, /^remote\.mirror\.url=https:\/\/github\.com\/acme\/api\.git$/m);
     assert.match(found, /^remote\.mirror\.fetch=\+refs\/heads\/\*:refs\/remotes\/mirror\/\*$/m);
     assert.match(found, /^url\.https:\/\/example\.com\/\.insteadof=https:\/\/example\.com\/$/m);
     assert.match(found, /^remote\.origin\.url=\/.*\/acme\/api\.git$/m);
-    for (const secret of ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5']) {
+    for (const secret of ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5',
+      'SECRET-SUBMODULE-6']) {
       assert.equal(found.includes(secret), false, `${secret} reached the agent:\n${found}`);
     }
     // The checkout's own config is unchanged on the host.
