@@ -50,14 +50,28 @@ export function protocolFiles(ctx: RunContext) {
 
 const MIB = 1024 * 1024;
 
-// A URL's user name and password (`https://x-access-token:TOKEN@github.com/`), wherever a config value holds one.
-const USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^/@\s]*@/gi;
-// Nothing git needs inside: credential helpers, the header actions/checkout keeps its token in, included files.
-const LEFT_OUT = /^(?:credential\.|include\.|includeif\.)|\.extraheader$/i;
+// A URL's user name and password (`https://x-access-token:TOKEN@github.com/`), wherever a config value holds one; a
+// password may hold `@` itself, so up to the last `@` before the host's path.
+const USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^/\s]*@/gi;
+// What git needs of the config inside, by key (`section.*`: all of a section; `<sub>`: any subsection): the
+// repository's format and worktree, its remotes, branches and submodules, url rewrites, the author. Everything else is
+// left out: credential helpers, http.<url>.extraheader (actions/checkout's token), sendemail's password, a tool's
+// token (github.token, hub.oauthtoken), includes, and the keys naming a program git would run (core.fsmonitor,
+// core.sshcommand, filter and diff drivers, a submodule's update command).
+const KEPT = new Set(['core.*', 'extensions.*', 'index.*', 'feature.*', 'user.name', 'user.email',
+  'remote.<sub>.url', 'remote.<sub>.pushurl', 'remote.<sub>.fetch', 'remote.<sub>.push', 'remote.<sub>.mirror',
+  'remote.<sub>.tagopt', 'remote.<sub>.prune', 'remote.<sub>.promisor', 'remote.<sub>.partialclonefilter',
+  'branch.<sub>.remote', 'branch.<sub>.pushremote', 'branch.<sub>.merge', 'branch.<sub>.rebase',
+  'submodule.active', 'submodule.recurse', 'submodule.<sub>.url', 'submodule.<sub>.active',
+  'submodule.<sub>.branch', 'submodule.<sub>.ignore', 'url.<sub>.insteadof', 'url.<sub>.pushinsteadof',
+  'lfs.url', 'lfs.pushurl', 'lfs.repositoryformatversion', 'lfs.<sub>.access', 'lfs.<sub>.locksverify']);
+const CORE_PROGRAMS = /^core\.(?:askpass|editor|fsmonitor|gitproxy|hookspath|pager|sshcommand)$/;
+const kept = (section: string, sub: boolean, key: string): boolean => !CORE_PROGRAMS.test(key) &&
+  (KEPT.has(`${section}.*`) || KEPT.has(sub ? `${section}.<sub>.${key.slice(key.lastIndexOf('.') + 1)}` : key));
 const quoted = (text: string) => `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
   .replace(/\t/g, '\\t')}"`;
 
-/** `git config -z --list` output as a config file without its credentials (agentGitConfigs). */
+/** `git config -z --list` output as a config file of what git needs inside, no credentials (agentGitConfigs). */
 function configWithoutCredentials(listing: string): string {
   const lines: string[] = [];
   for (const entry of listing.split('\0').filter(Boolean)) {
@@ -65,7 +79,7 @@ function configWithoutCredentials(listing: string): string {
     const key = cut < 0 ? entry : entry.slice(0, cut);
     const [first, last] = [key.indexOf('.'), key.lastIndexOf('.')];
     const sub = key.slice(first + 1, last).replace(USERINFO, '$1');
-    if (first < 0 || LEFT_OUT.test(key)) continue;
+    if (first < 0 || !kept(key.slice(0, first), first !== last, key)) continue;
     lines.push(first === last ? `[${key.slice(0, first)}]` : `[${key.slice(0, first)} ${quoted(sub)}]`,
       `\t${key.slice(last + 1)}${cut < 0 ? '' : ` = ${quoted(entry.slice(cut + 1).replace(USERINFO, '$1'))}`}`);
   }
@@ -91,14 +105,16 @@ function gitConfigFiles(common: string): string[] {
 
 /**
  * The repository's git configs as its agents and checks see them, each in place of its file (DESIGN §7a "It sees only
- * what it needs"): what git reads there, without the credentials a checkout's config may hold (a token in a remote's
+ * what it needs"): the file's own keys git needs there (KEPT; its includes neither followed nor kept), user names and
+ * passwords stripped from URLs, so without the credentials a checkout's config usually holds (a token in a remote's
  * URL or an `insteadOf` base, the Authorization header actions/checkout keeps as http.<url>.extraheader, in a
  * submodule's config too); kept in the run's io folder. A config git cannot read is shown empty, never as it is.
  */
 function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPlan['covers']> {
   const configs = gitConfigFiles(join(ctx.state.repo_path, '.git'));
-  const texts = configs.map((file) => configWithoutCredentials(tryGit(ctx.state.repo_path, ['config', '--file', file,
-    '--includes', '-z', '--list'])));
+  // Includes are not followed: an include.path or includeIf, or a link the run committed, would name a host file.
+  const texts = configs.map((file) => configWithoutCredentials(tryGit('/', ['config', '--file', file, '--no-includes',
+    '-z', '--list'])));
   withDir(openRunDir(ctx.dir), (run) => withDir(makePlainDirsIn(run, ['io'], 0o777), (io) => {
     texts.forEach((text, i) => replaceNoFollowIn(io, `git-config-${i}`, text));
   }));

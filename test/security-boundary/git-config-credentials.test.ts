@@ -3,7 +3,7 @@
 // the Authorization header actions/checkout persists as http.<url>.extraheader. Black-box: a real `svc start` in bwrap.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -32,6 +32,18 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     git('config', 'remote.mirror.pushurl', 'https://bot:SECRET-URL-3@example.com/acme/api.git');
     git('config', 'url.https://ci:SECRET-BASE-4@example.com/.insteadOf', 'https://example.com/');
     git('config', 'credential.https://example.com.helper', 'store --file=/tmp/SECRET-PATH-5');
+    // Keys no block list knew, and a password holding `@`.
+    git('config', 'sendemail.smtpPass', 'SECRET-SMTP-7');
+    git('config', 'github.token', 'SECRET-GITHUB-8');
+    git('config', 'hub.oauthtoken', 'SECRET-HUB-9');
+    git('remote', 'add', 'at', 'https://bot:p@ss-SECRET-AT-10@example.com/acme/api.git');
+    // Host files outside the view, named by an include and (through a link the repository commits) an includeIf.
+    writeFileSync(join(repo.root, 'pypirc'), '[pypi]\n\tpassword = SECRET-INCLUDED-11\n');
+    writeFileSync(join(repo.root, 'other'), '[remote "x"]\n\turl = https://example.com/SECRET-LINKED-12.git\n');
+    git('config', 'include.path', join(repo.root, 'pypirc'));
+    git('config', 'includeIf.gitdir:/.path', '../linked.inc');
+    symlinkSync(join(repo.root, 'other'), join(repo.repo, 'linked.inc'));
+    git('add', 'linked.inc');
     // A submodule, whose own config actions/checkout gives the header too (submodules: true).
     const lib = join(repo.root, 'lib');
     execFileSync('git', ['init', '-q', '-b', 'main', lib]);
@@ -63,8 +75,10 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     assert.match(found, /^remote\.mirror\.fetch=\+refs\/heads\/\*:refs\/remotes\/mirror\/\*$/m);
     assert.match(found, /^url\.https:\/\/example\.com\/\.insteadof=https:\/\/example\.com\/$/m);
     assert.match(found, /^remote\.origin\.url=\/.*\/acme\/api\.git$/m);
+    assert.match(found, /^remote\.at\.url=https:\/\/example\.com\/acme\/api\.git$/m);
     for (const secret of ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5',
-      'SECRET-SUBMODULE-6']) {
+      'SECRET-SUBMODULE-6', 'SECRET-SMTP-7', 'SECRET-GITHUB-8', 'SECRET-HUB-9', 'SECRET-AT-10', 'SECRET-INCLUDED-11',
+      'SECRET-LINKED-12']) {
       assert.equal(found.includes(secret), false, `${secret} reached the agent:\n${found}`);
     }
     // The checkout's own config is unchanged on the host.
