@@ -50,7 +50,7 @@ describe('file inputs named by webhook text', () => {
     assert.equal(run.state.input.kind, 'brief');
   });
 
-  it('reads no file the repository does not commit for webhook text: svc\'s run folders, worktrees, the checkout\'s own',
+  it('reads no file the repository does not track for webhook text: svc\'s run folders, worktrees, the checkout\'s',
     async () => {
       // Another sender's run: its spec (a private tracker issue, an alert) is svc's, hidden from every agent.
       const other = join(repo.repo, '.svc', 'runs', 'r01jd0000000000000000000001');
@@ -62,8 +62,13 @@ describe('file inputs named by webhook text', () => {
       // The operator's file in the checkout, not the repository's (as `.env` or a local config would be).
       writeFileSync(join(repo.repo, 'local-notes.md'), '# Local\noperator notes');
       symlinkSync(join(other, 'spec.md'), join(repo.repo, 'inside-link.md'));
-      for (const name of ['.svc/runs/r01jd0000000000000000000001/spec.md', '.svc/worktrees/r01jd0000000000000000000001/NOTES.md',
-        'local-notes.md', 'inside-link.md'].map((name) => join(repo.repo, name))) {
+      // A link the repository tracks names a file it does not: the link is tracked, its target is not.
+      symlinkSync('.svc/runs/r01jd0000000000000000000001/spec.md', join(repo.repo, 'tracked-link.md'));
+      execFileSync('git', ['add', 'tracked-link.md'], { cwd: repo.repo });
+      execFileSync('git', ['commit', '-qm', 'link'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
+      const run = 'r01jd0000000000000000000001';
+      for (const name of [`.svc/runs/${run}/spec.md`, `.svc/worktrees/${run}/NOTES.md`, 'local-notes.md',
+        'inside-link.md', 'tracked-link.md'].map((name) => join(repo.repo, name))) {
         const run = await start(name, 'chata');
         assert.deepEqual(run.state.input, { kind: 'brief', value: name });
       }
