@@ -1,6 +1,6 @@
 // The worker's side of the agent sandbox (DESIGN §7a): protocol files, the bwrap plans, svc's git after the agent.
 import { createHash } from 'node:crypto';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
@@ -86,39 +86,79 @@ function configWithoutCredentials(listing: string): string {
   return lines.length ? `${lines.join('\n')}\n` : '';
 }
 
-/** The config files of the repository's git directory `common`: its own, and each submodule's under `modules/` (a
- * name may hold slashes; a submodule's own submodules under its `modules/`). */
+// A config line as plain as git writes it: a section header, or `key = value` with no quote, escape or comment.
+const HEADER = /^\s*\[([a-z0-9-]+)(?:\s+"([^"\\]*)")?\]\s*$/i;
+const ENTRY = /^\s*([a-z][a-z0-9-]*)\s*(?:=[^"\\;#]*)?$/i;
+
+/** True for config text that holds only keys KEPT, no URL user name (no `@` at all) and nothing to parse: a config
+ * git needs no copy of, shown as it is (no git run for it). Anything less plain is read by git. */
+function plainlyKept(text: string): boolean {
+  if (text.includes('@')) return false;
+  let section: string | null = null;
+  let sub = false;
+  for (const line of text.split('\n')) {
+    if (/^\s*(?:[#;].*)?$/.test(line)) continue;
+    const head = HEADER.exec(line);
+    if (head) [section, sub] = [head[1]!.toLowerCase(), head[2] !== undefined];
+    const key = head ? null : ENTRY.exec(line)?.[1]?.toLowerCase();
+    if (!head && (!key || section === null || !kept(section, sub, `${section}.${key}`))) return false;
+  }
+  return true;
+}
+
+/** The config files of the repository's git directory `common`: its own and its worktrees' `config.worktree`, and each
+ * submodule's under `modules/` (a name may hold slashes; a submodule's own submodules under its `modules/`). A link is
+ * named by its target: that is the file to cover (bwrap mounts on a link's target), where the view shows it. */
 function gitConfigFiles(common: string): string[] {
-  const found = [join(common, 'config')];
+  const found: string[] = [];
+  const own = (dir: string): void => {
+    found.push(join(dir, 'config'), join(dir, 'config.worktree'));
+    for (const tree of orNull(() => readdirSync(join(dir, 'worktrees'))) ?? []) {
+      found.push(join(dir, 'worktrees', tree, 'config.worktree'));
+    }
+  };
+  own(common);
   const walk = (dir: string, depth: number): void => {
     for (const entry of orNull(() => readdirSync(dir, { withFileTypes: true })) ?? []) {
       const sub = join(dir, entry.name);
       if (!entry.isDirectory() || depth > 16) continue;
       const gitDir = pathKind(join(sub, 'HEAD')) === 'file';
-      if (gitDir) found.push(join(sub, 'config'));
+      if (gitDir) own(sub);
       walk(gitDir ? join(sub, 'modules') : sub, depth + 1);
     }
   };
   walk(join(common, 'modules'), 0);
-  return found.filter((file) => pathKind(file) === 'file');
+  return found.map((file) => (pathKind(file) === 'link' ? realOrNull(file) : file))
+    .filter((file): file is string => file !== null && pathKind(file) === 'file');
 }
+
+// Made once per run, at its first sandbox: each invocation and check after it shows the same copies.
+const coversOf = new WeakMap<RunContext, NonNullable<SandboxPlan['covers']>>();
 
 /**
  * The repository's git configs as its agents and checks see them, each in place of its file (DESIGN §7a "It sees only
  * what it needs"): the file's own keys git needs there (KEPT; its includes neither followed nor kept), user names and
  * passwords stripped from URLs, so without the credentials a checkout's config usually holds (a token in a remote's
  * URL or an `insteadOf` base, the Authorization header actions/checkout keeps as http.<url>.extraheader, in a
- * submodule's config too); kept in the run's io folder. A config git cannot read is shown empty, never as it is.
+ * submodule's config too); kept in the run's io folder. A config holding only what KEPT lists is shown as it is; one
+ * git cannot read is shown empty, never as it is.
  */
 function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPlan['covers']> {
-  const configs = gitConfigFiles(join(ctx.state.repo_path, '.git'));
+  const made = coversOf.get(ctx);
+  if (made) return made;
+  const configs = gitConfigFiles(join(ctx.state.repo_path, '.git'))
+    .filter((file) => !plainlyKept(orNull(() => readFileSync(file, 'utf8')) ?? '@'));
   // Includes are not followed: an include.path or includeIf, or a link the run committed, would name a host file.
   const texts = configs.map((file) => configWithoutCredentials(tryGit('/', ['config', '--file', file, '--no-includes',
     '-z', '--list'])));
-  withDir(openRunDir(ctx.dir), (run) => withDir(makePlainDirsIn(run, ['io'], 0o777), (io) => {
-    texts.forEach((text, i) => replaceNoFollowIn(io, `git-config-${i}`, text));
-  }));
-  return configs.map((target, i) => ({ source: join(ioDir, `git-config-${i}`), target }));
+  if (texts.length) {
+    withDir(openRunDir(ctx.dir), (run) => withDir(makePlainDirsIn(run, ['io'], 0o777), (io) => {
+      texts.forEach((text, i) => replaceNoFollowIn(io, `git-config-${i}`, text));
+    }));
+  }
+  const covers = configs.map((target, i) => ({ source: join(ioDir, `git-config-${i}`), target }));
+  coversOf.set(ctx, covers);
+  return covers;
 }
 
 /** svc's share of the policy limits, watched while the agent (or a check) runs in `workdir`. */

@@ -3,7 +3,7 @@
 // the Authorization header actions/checkout persists as http.<url>.extraheader. Black-box: a real `svc start` in bwrap.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -15,7 +15,7 @@ const READS_CONFIG = `#!/bin/sh
 cat > /dev/null
 common=$(git rev-parse --path-format=absolute --git-common-dir)
 {
-  cat "$common/config" "$common/modules/vendor/lib/config"
+  cat "$common/config" "$common/config.real" "$common/config.worktree" "$common/modules/vendor/lib/config"
   git config --list
   git status --short >/dev/null && echo "git:works"
 } > found.txt 2>&1
@@ -53,6 +53,11 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     git('commit', '-qm', 'lib');
     execFileSync('git', ['-C', join(repo.repo, 'vendor', 'lib'), 'config', 'http.https://github.com/.extraheader',
       'AUTHORIZATION: basic SECRET-SUBMODULE-6']);
+    // The worktree's own config file, and the repository's config as a link to a file beside it.
+    git('config', 'extensions.worktreeConfig', 'true');
+    git('config', '--worktree', 'github.token', 'SECRET-WORKTREE-13');
+    renameSync(join(repo.repo, '.git', 'config'), join(repo.repo, '.git', 'config.real'));
+    symlinkSync('config.real', join(repo.repo, '.git', 'config'));
   });
   after(() => repo.cleanup());
 
@@ -78,7 +83,7 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     assert.match(found, /^remote\.at\.url=https:\/\/example\.com\/acme\/api\.git$/m);
     for (const secret of ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5',
       'SECRET-SUBMODULE-6', 'SECRET-SMTP-7', 'SECRET-GITHUB-8', 'SECRET-HUB-9', 'SECRET-AT-10', 'SECRET-INCLUDED-11',
-      'SECRET-LINKED-12']) {
+      'SECRET-LINKED-12', 'SECRET-WORKTREE-13']) {
       assert.equal(found.includes(secret), false, `${secret} reached the agent:\n${found}`);
     }
     // The checkout's own config is unchanged on the host.
