@@ -90,10 +90,10 @@ function configWithoutCredentials(listing: string): string {
 const HEADER = /^\s*\[([a-z0-9-]+)(?:\s+"([^"\\]*)")?\]\s*$/i;
 const ENTRY = /^\s*([a-z][a-z0-9-]*)\s*(?:=[^"\\;#]*)?$/i;
 
-/** True for config text that holds only keys KEPT, no URL user name (no `@` at all) and nothing to parse: a config
- * git needs no copy of, shown as it is (no git run for it). Anything less plain is read by git. */
+/** True for config text that holds only keys KEPT, no URL with a user name and nothing to parse: a config git needs
+ * no copy of, shown as it is (no git run for it). Anything less plain is read by git. */
 function plainlyKept(text: string): boolean {
-  if (text.includes('@')) return false;
+  if (text.search(USERINFO) >= 0) return false;
   let section: string | null = null;
   let sub = false;
   for (const line of text.split('\n')) {
@@ -147,7 +147,7 @@ function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPla
   const made = coversOf.get(ctx);
   if (made) return made;
   const configs = gitConfigFiles(join(ctx.state.repo_path, '.git'))
-    .filter((file) => !plainlyKept(orNull(() => readFileSync(file, 'utf8')) ?? '@'));
+    .filter((file) => !plainlyKept(orNull(() => readFileSync(file, 'utf8')) ?? '[unreadable'));
   // Includes are not followed: an include.path or includeIf, or a link the run committed, would name a host file.
   const texts = configs.map((file) => configWithoutCredentials(tryGit('/', ['config', '--file', file, '--no-includes',
     '-z', '--list'])));

@@ -3,7 +3,7 @@
 // the Authorization header actions/checkout persists as http.<url>.extraheader. Black-box: a real `svc start` in bwrap.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -88,5 +88,27 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     }
     // The checkout's own config is unchanged on the host.
     assert.match(readFileSync(join(repo.repo, '.git', 'config'), 'utf8'), /SECRET-HEADER-1/);
+  });
+
+  it('shows a config of only what git needs as it is: no copy, no git run for it', async () => {
+    const plain = makeRepo({ providers: { reads: READS_CONFIG } });
+    try {
+      const env: NodeJS.ProcessEnv = {
+        ...process.env, ...GIT_ENV, HOME: plain.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+      };
+      delete env.SVC_SANDBOX;
+      delete env.SVC_ORIGIN;
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'read the config', '--provider', 'reads',
+        '--worktree'], { cwd: plain.repo, env });
+      assert.equal(res.code, 0, res.stderr);
+      const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+      const state = readJson(join(plain.repo, '.svc', 'runs', run, 'state.json'));
+      const found = readFileSync(join(state.workdir, 'found.txt'), 'utf8');
+      assert.ok(found.startsWith(readFileSync(join(plain.repo, '.git', 'config'), 'utf8')), found);
+      const io = readdirSync(join(plain.repo, '.svc', 'runs', run, 'io'));
+      assert.deepEqual(io.filter((name) => name.startsWith('git-')), []);
+    } finally {
+      plain.cleanup();
+    }
   });
 });
