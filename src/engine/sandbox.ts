@@ -1,7 +1,7 @@
 // The worker's side of the agent sandbox (DESIGN §7a): protocol files, the bwrap plans, svc's git after the agent.
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
 import type { RunLimits } from './policy.ts';
@@ -128,8 +128,16 @@ function gitConfigFiles(common: string): string[] {
     }
   };
   walk(join(common, 'modules'), 0);
-  return found.map((file) => (pathKind(file) === 'link' ? realOrNull(file) : file))
-    .filter((file): file is string => file !== null && pathKind(file) === 'file');
+  return found.map((file) => linkTarget(file, 8)).filter((file): file is string => file !== null);
+}
+
+/** The file a link points to, spelt from the link's own folder as the view binds it (a real path could be spelt
+ * otherwise, where bwrap would cover nothing the agent reads); null when none within `hops` links. */
+function linkTarget(file: string, hops: number): string | null {
+  const kind = pathKind(file);
+  if (kind !== 'link') return kind === 'file' ? file : null;
+  const next = orNull(() => resolve(dirname(file), readlinkSync(file)));
+  return next !== null && hops > 0 ? linkTarget(next, hops - 1) : null;
 }
 
 // Made once per run, at its first sandbox: each invocation and check after it shows the same copies.
