@@ -64,10 +64,14 @@ const KEPT = new Set(['core.*', 'extensions.*', 'index.*', 'feature.*', 'user.na
   'branch.<sub>.remote', 'branch.<sub>.pushremote', 'branch.<sub>.merge', 'branch.<sub>.rebase',
   'submodule.active', 'submodule.recurse', 'submodule.<sub>.url', 'submodule.<sub>.active',
   'submodule.<sub>.branch', 'submodule.<sub>.ignore', 'url.<sub>.insteadof', 'url.<sub>.pushinsteadof',
-  'lfs.url', 'lfs.pushurl', 'lfs.repositoryformatversion', 'lfs.<sub>.access', 'lfs.<sub>.locksverify']);
-const CORE_PROGRAMS = /^core\.(?:askpass|editor|fsmonitor|gitproxy|hookspath|pager|sshcommand)$/;
+  'lfs.url', 'lfs.pushurl', 'lfs.repositoryformatversion', 'lfs.<sub>.access', 'lfs.<sub>.locksverify',
+  // Git LFS's own filter (`git lfs install --local`, actions/checkout's `lfs: true`): without it a commit inside
+  // would store an LFS file's bytes instead of its pointer. It runs inside the sandbox, as the agent's programs do.
+  'filter.lfs.clean', 'filter.lfs.smudge', 'filter.lfs.process', 'filter.lfs.required']);
+const CORE_PROGRAMS = /^core\.(?:alternaterefscommand|askpass|editor|fsmonitor|gitproxy|hookspath|pager|sshcommand)$/;
 const kept = (section: string, sub: boolean, key: string): boolean => !CORE_PROGRAMS.test(key) &&
-  (KEPT.has(`${section}.*`) || KEPT.has(sub ? `${section}.<sub>.${key.slice(key.lastIndexOf('.') + 1)}` : key));
+  (KEPT.has(`${section}.*`) || KEPT.has(key) ||
+    (sub && KEPT.has(`${section}.<sub>.${key.slice(key.lastIndexOf('.') + 1)}`)));
 const quoted = (text: string) => `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
   .replace(/\t/g, '\\t')}"`;
 
@@ -111,23 +115,24 @@ function plainlyKept(text: string): boolean {
  * named by its target: that is the file to cover (bwrap mounts on a link's target), where the view shows it. */
 function gitConfigFiles(common: string): string[] {
   const found: string[] = [];
-  const own = (dir: string): void => {
+  // A linked worktree keeps its submodules' git directories under its own folder (worktrees/<tree>/modules/).
+  const own = (dir: string, depth: number): void => {
     found.push(join(dir, 'config'), join(dir, 'config.worktree'));
     for (const tree of orNull(() => readdirSync(join(dir, 'worktrees'))) ?? []) {
       found.push(join(dir, 'worktrees', tree, 'config.worktree'));
+      walk(join(dir, 'worktrees', tree, 'modules'), depth + 1);
     }
+    walk(join(dir, 'modules'), depth + 1);
   };
-  own(common);
   const walk = (dir: string, depth: number): void => {
     for (const entry of orNull(() => readdirSync(dir, { withFileTypes: true })) ?? []) {
       const sub = join(dir, entry.name);
       if (!entry.isDirectory() || depth > 16) continue;
-      const gitDir = pathKind(join(sub, 'HEAD')) === 'file';
-      if (gitDir) own(sub);
-      walk(gitDir ? join(sub, 'modules') : sub, depth + 1);
+      if (pathKind(join(sub, 'HEAD')) === 'file') own(sub, depth);
+      else walk(sub, depth + 1);
     }
   };
-  walk(join(common, 'modules'), 0);
+  own(common, 0);
   return found.map((file) => linkTarget(file, 8)).filter((file): file is string => file !== null);
 }
 
@@ -140,8 +145,9 @@ function linkTarget(file: string, hops: number): string | null {
   return next !== null && hops > 0 ? linkTarget(next, hops - 1) : null;
 }
 
-// Made once per run, at its first sandbox: each invocation and check after it shows the same copies.
-const coversOf = new WeakMap<RunContext, NonNullable<SandboxPlan['covers']>>();
+// The copies git made for a run, by the file they stand for: made once, at the first sandbox that needs each. Which
+// files need one is decided again at every start (a config made plain then holding a credential is copied then).
+const copiesOf = new WeakMap<RunContext, Map<string, string>>();
 
 /**
  * The repository's git configs as its agents and checks see them, each in place of its file (DESIGN §7a "It sees only
@@ -152,21 +158,23 @@ const coversOf = new WeakMap<RunContext, NonNullable<SandboxPlan['covers']>>();
  * git cannot read is shown empty, never as it is.
  */
 function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPlan['covers']> {
-  const made = coversOf.get(ctx);
-  if (made) return made;
+  const copies = copiesOf.get(ctx) ?? new Map<string, string>();
+  copiesOf.set(ctx, copies);
   const configs = gitConfigFiles(join(ctx.state.repo_path, '.git'))
     .filter((file) => !plainlyKept(orNull(() => readFileSync(file, 'utf8')) ?? '[unreadable'));
-  // Includes are not followed: an include.path or includeIf, or a link the run committed, would name a host file.
-  const texts = configs.map((file) => configWithoutCredentials(tryGit('/', ['config', '--file', file, '--no-includes',
-    '-z', '--list'])));
-  if (texts.length) {
+  const fresh = configs.filter((file) => !copies.has(file));
+  if (fresh.length) {
     withDir(openRunDir(ctx.dir), (run) => withDir(makePlainDirsIn(run, ['io'], 0o777), (io) => {
-      texts.forEach((text, i) => replaceNoFollowIn(io, `git-config-${i}`, text));
+      for (const file of fresh) {
+        const name = `git-config-${copies.size}`;
+        // Includes are not followed: an include.path or includeIf, or a link the run committed, would name a host file.
+        const listing = tryGit('/', ['config', '--file', file, '--no-includes', '-z', '--list']);
+        replaceNoFollowIn(io, name, configWithoutCredentials(listing));
+        copies.set(file, name);
+      }
     }));
   }
-  const covers = configs.map((target, i) => ({ source: join(ioDir, `git-config-${i}`), target }));
-  coversOf.set(ctx, covers);
-  return covers;
+  return configs.map((target) => ({ source: join(ioDir, copies.get(target)!), target }));
 }
 
 /** svc's share of the policy limits, watched while the agent (or a check) runs in `workdir`. */

@@ -16,6 +16,7 @@ cat > /dev/null
 common=$(git rev-parse --path-format=absolute --git-common-dir)
 {
   cat "$common/config" "$common/config.real" "$common/config.worktree" "$common/modules/vendor/lib/config"
+  cat "$common"/worktrees/*/modules/vendor/lib/config
   git config --list
   git status --short >/dev/null && echo "git:works"
 } > found.txt 2>&1
@@ -53,6 +54,13 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     git('commit', '-qm', 'lib');
     execFileSync('git', ['-C', join(repo.repo, 'vendor', 'lib'), 'config', 'http.https://github.com/.extraheader',
       'AUTHORIZATION: basic SECRET-SUBMODULE-6']);
+    // A linked worktree's submodule, whose git directory git keeps under worktrees/<tree>/modules/.
+    const other = join(repo.root, 'other-tree');
+    git('worktree', 'add', '-q', other);
+    execFileSync('git', ['-C', other, '-c', 'protocol.file.allow=always', 'submodule', '-q', 'update', '--init'],
+      { env: { ...process.env, ...GIT_ENV } });
+    execFileSync('git', ['-C', join(other, 'vendor', 'lib'), 'config', 'http.https://github.com/.extraheader',
+      'AUTHORIZATION: basic SECRET-TREE-MODULE-14']);
     // The worktree's own config file, and the repository's config as a link to a file beside it.
     git('config', 'extensions.worktreeConfig', 'true');
     git('config', '--worktree', 'github.token', 'SECRET-WORKTREE-13');
@@ -83,7 +91,7 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     assert.match(found, /^remote\.at\.url=https:\/\/example\.com\/acme\/api\.git$/m);
     for (const secret of ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5',
       'SECRET-SUBMODULE-6', 'SECRET-SMTP-7', 'SECRET-GITHUB-8', 'SECRET-HUB-9', 'SECRET-AT-10', 'SECRET-INCLUDED-11',
-      'SECRET-LINKED-12', 'SECRET-WORKTREE-13']) {
+      'SECRET-LINKED-12', 'SECRET-WORKTREE-13', 'SECRET-TREE-MODULE-14']) {
       assert.equal(found.includes(secret), false, `${secret} reached the agent:\n${found}`);
     }
     // The checkout's own config is unchanged on the host.
