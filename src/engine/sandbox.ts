@@ -1,16 +1,17 @@
 // The worker's side of the agent sandbox (DESIGN §7a): protocol files, the bwrap plans, svc's git after the agent.
 import { createHash } from 'node:crypto';
-import { basename, join } from 'node:path';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
 import type { RunLimits } from './policy.ts';
-import { makePlainDirsIn, openRunDir, withDir } from './safe-fs.ts';
+import { makePlainDirsIn, openRunDir, replaceNoFollowIn, withDir } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { gitBaseEnv, hostGit, type GitRun } from './git.ts';
+import { gitBaseEnv, hostGit, tryGit, type GitRun } from './git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, within, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
-import { pathKind, realOrNull } from '../spawn/tree.ts';
+import { orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 import type { WatchedLimits } from '../spawn/limits.ts';
 import { startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
@@ -49,6 +50,133 @@ export function protocolFiles(ctx: RunContext) {
 
 const MIB = 1024 * 1024;
 
+// A URL's user name and password (`https://x-access-token:TOKEN@github.com/`), wherever a config value holds one; a
+// password may hold `@` itself, so up to the last `@` before the host's path.
+const USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^/\s]*@/gi;
+// What git needs of the config inside, by key (`section.*`: all of a section; `<sub>`: any subsection): the
+// repository's format and worktree, its remotes, branches and submodules, url rewrites, the author. Everything else is
+// left out: credential helpers, http.<url>.extraheader (actions/checkout's token), sendemail's password, a tool's
+// token (github.token, hub.oauthtoken), includes, and the keys naming a program git would run (core.fsmonitor,
+// core.sshcommand, filter and diff drivers, a submodule's update command).
+const KEPT = new Set(['core.*', 'extensions.*', 'index.*', 'feature.*', 'user.name', 'user.email',
+  'remote.<sub>.url', 'remote.<sub>.pushurl', 'remote.<sub>.fetch', 'remote.<sub>.push', 'remote.<sub>.mirror',
+  'remote.<sub>.tagopt', 'remote.<sub>.prune', 'remote.<sub>.promisor', 'remote.<sub>.partialclonefilter',
+  'branch.<sub>.remote', 'branch.<sub>.pushremote', 'branch.<sub>.merge', 'branch.<sub>.rebase',
+  'submodule.active', 'submodule.recurse', 'submodule.<sub>.url', 'submodule.<sub>.active',
+  'submodule.<sub>.branch', 'submodule.<sub>.ignore', 'url.<sub>.insteadof', 'url.<sub>.pushinsteadof',
+  'lfs.url', 'lfs.pushurl', 'lfs.repositoryformatversion', 'lfs.<sub>.access', 'lfs.<sub>.locksverify',
+  // Git LFS's own filter (`git lfs install --local`, actions/checkout's `lfs: true`): without it a commit inside
+  // would store an LFS file's bytes instead of its pointer. It runs inside the sandbox, as the agent's programs do.
+  'filter.lfs.clean', 'filter.lfs.smudge', 'filter.lfs.process', 'filter.lfs.required']);
+const CORE_PROGRAMS = /^core\.(?:alternaterefscommand|askpass|editor|fsmonitor|gitproxy|hookspath|pager|sshcommand)$/;
+const kept = (section: string, sub: boolean, key: string): boolean => !CORE_PROGRAMS.test(key) &&
+  (KEPT.has(`${section}.*`) || KEPT.has(key) ||
+    (sub && KEPT.has(`${section}.<sub>.${key.slice(key.lastIndexOf('.') + 1)}`)));
+const quoted = (text: string) => `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
+  .replace(/\t/g, '\\t')}"`;
+
+/** `git config -z --list` output as a config file of what git needs inside, no credentials (agentGitConfigs). */
+function configWithoutCredentials(listing: string): string {
+  const lines: string[] = [];
+  for (const entry of listing.split('\0').filter(Boolean)) {
+    const cut = entry.indexOf('\n');
+    const key = cut < 0 ? entry : entry.slice(0, cut);
+    const [first, last] = [key.indexOf('.'), key.lastIndexOf('.')];
+    const sub = key.slice(first + 1, last).replace(USERINFO, '$1');
+    if (first < 0 || !kept(key.slice(0, first), first !== last, key)) continue;
+    lines.push(first === last ? `[${key.slice(0, first)}]` : `[${key.slice(0, first)} ${quoted(sub)}]`,
+      `\t${key.slice(last + 1)}${cut < 0 ? '' : ` = ${quoted(entry.slice(cut + 1).replace(USERINFO, '$1'))}`}`);
+  }
+  return lines.length ? `${lines.join('\n')}\n` : '';
+}
+
+// A config line as plain as git writes it: a section header, or `key = value` with no quote, escape or comment.
+const HEADER = /^\s*\[([a-z0-9-]+)(?:\s+"([^"\\]*)")?\]\s*$/i;
+const ENTRY = /^\s*([a-z][a-z0-9-]*)\s*(?:=[^"\\;#]*)?$/i;
+
+/** True for config text that holds only keys KEPT, no URL with a user name and nothing to parse: a config git needs
+ * no copy of, shown as it is (no git run for it). Anything less plain is read by git. */
+function plainlyKept(text: string): boolean {
+  if (text.search(USERINFO) >= 0) return false;
+  let section: string | null = null;
+  let sub = false;
+  for (const line of text.split('\n')) {
+    if (/^\s*(?:[#;].*)?$/.test(line)) continue;
+    const head = HEADER.exec(line);
+    if (head) [section, sub] = [head[1]!.toLowerCase(), head[2] !== undefined];
+    const key = head ? null : ENTRY.exec(line)?.[1]?.toLowerCase();
+    if (!head && (!key || section === null || !kept(section, sub, `${section}.${key}`))) return false;
+  }
+  return true;
+}
+
+/** The config files of the repository's git directory `common`: its own and its worktrees' `config.worktree`, and each
+ * submodule's under `modules/` (a name may hold slashes; a submodule's own submodules under its `modules/`). A link is
+ * named by its target: that is the file to cover (bwrap mounts on a link's target), where the view shows it. */
+function gitConfigFiles(common: string): string[] {
+  const found: string[] = [];
+  // A linked worktree keeps its submodules' git directories under its own folder (worktrees/<tree>/modules/).
+  const own = (dir: string, depth: number): void => {
+    found.push(join(dir, 'config'), join(dir, 'config.worktree'));
+    for (const tree of orNull(() => readdirSync(join(dir, 'worktrees'))) ?? []) {
+      found.push(join(dir, 'worktrees', tree, 'config.worktree'));
+      walk(join(dir, 'worktrees', tree, 'modules'), depth + 1);
+    }
+    walk(join(dir, 'modules'), depth + 1);
+  };
+  const walk = (dir: string, depth: number): void => {
+    for (const entry of orNull(() => readdirSync(dir, { withFileTypes: true })) ?? []) {
+      const sub = join(dir, entry.name);
+      if (!entry.isDirectory() || depth > 16) continue;
+      if (pathKind(join(sub, 'HEAD')) === 'file') own(sub, depth);
+      else walk(sub, depth + 1);
+    }
+  };
+  own(common, 0);
+  return found.map((file) => linkTarget(file, 8)).filter((file): file is string => file !== null);
+}
+
+/** The file a link points to, spelt from the link's own folder as the view binds it (a real path could be spelt
+ * otherwise, where bwrap would cover nothing the agent reads); null when none within `hops` links. */
+function linkTarget(file: string, hops: number): string | null {
+  const kind = pathKind(file);
+  if (kind !== 'link') return kind === 'file' ? file : null;
+  const next = orNull(() => resolve(dirname(file), readlinkSync(file)));
+  return next !== null && hops > 0 ? linkTarget(next, hops - 1) : null;
+}
+
+// The copies git made for a run, by the file they stand for: made once, at the first sandbox that needs each. Which
+// files need one is decided again at every start (a config made plain then holding a credential is copied then).
+const copiesOf = new WeakMap<RunContext, Map<string, string>>();
+
+/**
+ * The repository's git configs as its agents and checks see them, each in place of its file (DESIGN §7a "It sees only
+ * what it needs"): the file's own keys git needs there (KEPT; its includes neither followed nor kept), user names and
+ * passwords stripped from URLs, so without the credentials a checkout's config usually holds (a token in a remote's
+ * URL or an `insteadOf` base, the Authorization header actions/checkout keeps as http.<url>.extraheader, in a
+ * submodule's config too); kept in the run's io folder. A config holding only what KEPT lists is shown as it is; one
+ * git cannot read is shown empty, never as it is.
+ */
+function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPlan['covers']> {
+  const copies = copiesOf.get(ctx) ?? new Map<string, string>();
+  copiesOf.set(ctx, copies);
+  const configs = gitConfigFiles(join(ctx.state.repo_path, '.git'))
+    .filter((file) => !plainlyKept(orNull(() => readFileSync(file, 'utf8')) ?? '[unreadable'));
+  const fresh = configs.filter((file) => !copies.has(file));
+  if (fresh.length) {
+    withDir(openRunDir(ctx.dir), (run) => withDir(makePlainDirsIn(run, ['io'], 0o777), (io) => {
+      for (const file of fresh) {
+        const name = `git-config-${copies.size}`;
+        // Includes are not followed: an include.path or includeIf, or a link the run committed, would name a host file.
+        const listing = tryGit('/', ['config', '--file', file, '--no-includes', '-z', '--list']);
+        replaceNoFollowIn(io, name, configWithoutCredentials(listing));
+        copies.set(file, name);
+      }
+    }));
+  }
+  return configs.map((target) => ({ source: join(ioDir, copies.get(target)!), target }));
+}
+
 /** svc's share of the policy limits, watched while the agent (or a check) runs in `workdir`. */
 export function watchedLimits(limits: RunLimits, workdir: string, files: ProtocolFiles): WatchedLimits {
   // The question and answer folders count once: a run in the checkout itself has its run folder inside its tree.
@@ -79,7 +207,7 @@ export function agentSandbox(
     // A check is the repository's program, like its command provider: an absolute one shows only its file, never the
     // folder it sits in (another checkout's gradlew would show that whole checkout).
     program, showProgramFolder: provider !== null && (provider.kind !== 'command' || provider.showFolder !== false),
-    env: ctx.env,
+    env: ctx.env, covers: agentGitConfigs(ctx, files.ioDir),
     // The kernel's share of the policy limits (prlimit inside the sandbox).
     limits: {
       processes: limits.processes, memoryBytes: limits.memory_mb * MIB, fileBytes: limits.file_mb * MIB,

@@ -1,6 +1,6 @@
 // The run's input (DESIGN §6), the task spec and brief it becomes, and the prompt around the spec.
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { basename, resolve } from 'node:path';
+import { basename, relative, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
 import { errtrackSpec, fetchIssueExport, fetchJson } from './errtrack-spec.ts';
@@ -10,6 +10,7 @@ import { realOrNull } from '../spawn/tree.ts';
 import { within } from '../spawn/bwrap-argv.ts';
 import { openPlainDirIn, openPlainPath, pathIn, readPlainIn, type PlainDir } from './plain-tree.ts';
 import { trackedOrAll } from './run-state.ts';
+import { tryGit } from './git.ts';
 import { TRACKERA_INBOX } from './paths.ts';
 import { withDir } from './safe-fs.ts';
 
@@ -54,8 +55,21 @@ export function fileInside(path: string, root: string): string | null {
 }
 
 /**
- * `confineTo`: for webhook text, a `.md`/`.json` name is a file input only inside that folder (the repo), else the
- * brief it literally is, so a chat message cannot point a run at ~/.ssh/config.json or another project's notes.
+ * The file's real path when it is one the repository at `root` commits (git tracks it), else null: what else the
+ * checkout holds is svc's (other runs' folders and worktrees, their specs, the trackera inbox) or the operator's.
+ */
+function committedFile(path: string, root: string): string | null {
+  const real = fileInside(path, root);
+  const top = realOrNull(root);
+  if (real === null || top === null) return null;
+  const name = relative(top, real);
+  return tryGit(top, ['ls-files', '-z', '--', `:(literal)${name}`]).split('\0').includes(name) ? real : null;
+}
+
+/**
+ * `confineTo`: for webhook text, a `.md`/`.json` name is a file input only when that folder's repository commits it,
+ * else the brief it literally is, so a chat message cannot point a run at ~/.ssh/config.json, another project's notes
+ * or another run's spec.
  */
 export function classifyInput(
   input: string,
@@ -71,7 +85,7 @@ export function classifyInput(
     const kind = text.toLowerCase().endsWith('.json') ? 'errtrack-file' : 'spec-file';
     const path = resolve(opts.cwd, text);
     if (opts.confineTo) {
-      const inside = fileInside(path, opts.confineTo);
+      const inside = committedFile(path, opts.confineTo);
       return inside ? { kind, value: inside } : { kind: 'brief', value: text };
     }
     if (!existsSync(path) || !statSync(path).isFile()) {

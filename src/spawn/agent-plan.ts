@@ -35,6 +35,8 @@ interface AgentPlanInput {
   gate: SandboxGate | null;
   /** Told why a declared folder is left out, for the run's log. */
   note?: (text: string) => void;
+  /** Files shown in place of others: the repository's git configs without their credentials (engine/sandbox.ts). */
+  covers?: SandboxPlan['covers'];
 }
 
 /** Path names of credential files and data svc was configured with (env values). */
@@ -172,6 +174,7 @@ export function agentSandboxPlan(input: AgentPlanInput): SandboxPlan {
     // Its git metadata; in the repository itself, the project's .svc (its policy decides the checks); the git
     // directories again, in case a declared folder covers them.
     protect: [join(input.workdir, '.git'), ...(resolve(input.workdir) === resolve(input.repo) ? [engine] : []), ...git],
+    covers: input.covers ?? [],
     hidden: withRealSpellings([svcHome, join(engine, 'worktrees'), ...secretsOf(input)]),
     protocolReadable: [input.ioDir],
     protocolWritable: [input.askDir, input.answerDir],

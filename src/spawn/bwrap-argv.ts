@@ -23,6 +23,9 @@ export interface SandboxPlan {
   writable: string[];
   /** Inside a writable path, read-only all the same (the worktree's `.git`, the project's `.svc`). */
   protect: string[];
+  /** A host file shown read-only in place of a file the view shows (the repository's git config, its credentials
+   * left out); only where the target is there. */
+  covers?: Array<{ source: string; target: string }>;
   /** Invisible even inside a bound tree: a folder becomes an empty tmpfs. */
   hidden: string[];
   /** Bound last: the run's protocol files, readable (task) and writable (question, answer). */
@@ -207,6 +210,11 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   for (const path of readable.filter((p) => !inHidden(p))) argv.push('--ro-bind', path, path);
   for (const path of writable.filter((p) => !inHidden(p) || p === plan.cwd)) argv.push('--bind', path, path);
   for (const path of protect) argv.push('--ro-bind', path, path);
+  for (const { source, target } of plan.covers ?? []) {
+    if (existsSync(source) && existsSync(target) && bound.some((b) => within(target, b))) {
+      argv.push('--ro-bind', source, target);
+    }
+  }
   for (const path of hidden) {
     if (hiddenDirs.includes(path)) argv.push('--tmpfs', path);
     else argv.push('--ro-bind', '/dev/null', path);

@@ -1,6 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFileSync, symlinkSync } from 'node:fs';
+import { writeFileSync, symlinkSync, mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { makeRepo, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { classifyInput, isWebhookOrigin } from '../../src/engine/spec.ts';
@@ -18,6 +19,8 @@ describe('file inputs named by webhook text', () => {
     writeFileSync(outsideMd, '# Private\nsecret plans');
     writeFileSync(outsideJson, '{"token":"x"}');
     writeFileSync(join(repo.repo, 'task.md'), '# Task\nDo it');
+    execFileSync('git', ['add', 'task.md'], { cwd: repo.repo });
+    execFileSync('git', ['commit', '-qm', 'task'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
     symlinkSync(outsideMd, join(repo.repo, 'link.md'));
   });
   after(() => repo.cleanup());
@@ -46,6 +49,32 @@ describe('file inputs named by webhook text', () => {
     const run = await start(join(repo.repo, 'link.md'), 'chata');
     assert.equal(run.state.input.kind, 'brief');
   });
+
+  it('reads no file the repository does not track for webhook text: svc\'s run folders, worktrees, the checkout\'s',
+    async () => {
+      // Another sender's run: its spec (a private tracker issue, an alert) is svc's, hidden from every agent.
+      const other = join(repo.repo, '.svc', 'runs', 'r01jd0000000000000000000001');
+      mkdirSync(other, { recursive: true });
+      writeFileSync(join(other, 'spec.md'), '# Another sender\'s task\nprivate details');
+      const tree = join(repo.repo, '.svc', 'worktrees', 'r01jd0000000000000000000001');
+      mkdirSync(tree, { recursive: true });
+      writeFileSync(join(tree, 'NOTES.md'), '# Agent notes\nanother run\'s work');
+      // The operator's file in the checkout, not the repository's (as `.env` or a local config would be).
+      writeFileSync(join(repo.repo, 'local-notes.md'), '# Local\noperator notes');
+      symlinkSync(join(other, 'spec.md'), join(repo.repo, 'inside-link.md'));
+      // A link the repository tracks names a file it does not: the link is tracked, its target is not.
+      symlinkSync('.svc/runs/r01jd0000000000000000000001/spec.md', join(repo.repo, 'tracked-link.md'));
+      execFileSync('git', ['add', 'tracked-link.md'], { cwd: repo.repo });
+      execFileSync('git', ['commit', '-qm', 'link'], { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
+      const run = 'r01jd0000000000000000000001';
+      for (const name of [`.svc/runs/${run}/spec.md`, `.svc/worktrees/${run}/NOTES.md`, 'local-notes.md',
+        'inside-link.md', 'tracked-link.md'].map((name) => join(repo.repo, name))) {
+        const run = await start(name, 'chata');
+        assert.deepEqual(run.state.input, { kind: 'brief', value: name });
+      }
+      const cli = await start(join(repo.repo, 'local-notes.md'), 'cli');
+      assert.equal(cli.state.input.kind, 'spec-file');
+    });
 
   it('still reads a spec inside the repo for webhook text', async () => {
     const run = await start(join(repo.repo, 'task.md'), 'chata');

@@ -1,0 +1,122 @@
+// The agent sees the repository's git directory read-only (its worktree needs the objects and refs), but not the
+// credentials a checkout's config may hold (DESIGN §7a "It sees only what it needs"): a token in a remote's URL, or
+// the Authorization header actions/checkout persists as http.<url>.extraheader. Black-box: a real `svc start` in bwrap.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
+
+// Reads the config git reads for the worktree, directly and through git, into found.txt, which svc commits.
+const READS_CONFIG = `#!/bin/sh
+cat > /dev/null
+common=$(git rev-parse --path-format=absolute --git-common-dir)
+{
+  cat "$common/config" "$common/config.real" "$common/config.worktree" "$common/modules/vendor/lib/config"
+  cat "$common"/worktrees/*/modules/vendor/lib/config
+  git config --list
+  git status --short >/dev/null && echo "git:works"
+} > found.txt 2>&1
+`;
+
+describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap cannot run here' }, () => {
+  let repo: TestRepo;
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: repo.repo, env: { ...process.env, ...GIT_ENV } });
+
+  before(() => {
+    repo = makeRepo({ providers: { reads: READS_CONFIG } });
+    git('config', 'http.https://github.com/.extraheader', 'AUTHORIZATION: basic SECRET-HEADER-1');
+    git('remote', 'add', 'mirror', 'https://x-access-token:SECRET-URL-2@github.com/acme/api.git');
+    git('config', 'remote.mirror.pushurl', 'https://bot:SECRET-URL-3@example.com/acme/api.git');
+    git('config', 'url.https://ci:SECRET-BASE-4@example.com/.insteadOf', 'https://example.com/');
+    git('config', 'credential.https://example.com.helper', 'store --file=/tmp/SECRET-PATH-5');
+    // Keys no block list knew, and a password holding `@`.
+    git('config', 'sendemail.smtpPass', 'SECRET-SMTP-7');
+    git('config', 'github.token', 'SECRET-GITHUB-8');
+    git('config', 'hub.oauthtoken', 'SECRET-HUB-9');
+    git('remote', 'add', 'at', 'https://bot:p@ss-SECRET-AT-10@example.com/acme/api.git');
+    // Host files outside the view, named by an include and (through a link the repository commits) an includeIf.
+    writeFileSync(join(repo.root, 'pypirc'), '[pypi]\n\tpassword = SECRET-INCLUDED-11\n');
+    writeFileSync(join(repo.root, 'other'), '[remote "x"]\n\turl = https://example.com/SECRET-LINKED-12.git\n');
+    git('config', 'include.path', join(repo.root, 'pypirc'));
+    git('config', 'includeIf.gitdir:/.path', '../linked.inc');
+    symlinkSync(join(repo.root, 'other'), join(repo.repo, 'linked.inc'));
+    git('add', 'linked.inc');
+    // A submodule, whose own config actions/checkout gives the header too (submodules: true).
+    const lib = join(repo.root, 'lib');
+    execFileSync('git', ['init', '-q', '-b', 'main', lib]);
+    execFileSync('git', ['-C', lib, 'commit', '-q', '--allow-empty', '-m', 'lib'],
+      { env: { ...process.env, ...GIT_ENV } });
+    git('-c', 'protocol.file.allow=always', 'submodule', '-q', 'add', lib, 'vendor/lib');
+    git('commit', '-qm', 'lib');
+    execFileSync('git', ['-C', join(repo.repo, 'vendor', 'lib'), 'config', 'http.https://github.com/.extraheader',
+      'AUTHORIZATION: basic SECRET-SUBMODULE-6']);
+    // A linked worktree's submodule, whose git directory git keeps under worktrees/<tree>/modules/.
+    const other = join(repo.root, 'other-tree');
+    git('worktree', 'add', '-q', other);
+    execFileSync('git', ['-C', other, '-c', 'protocol.file.allow=always', 'submodule', '-q', 'update', '--init'],
+      { env: { ...process.env, ...GIT_ENV } });
+    execFileSync('git', ['-C', join(other, 'vendor', 'lib'), 'config', 'http.https://github.com/.extraheader',
+      'AUTHORIZATION: basic SECRET-TREE-MODULE-14']);
+    // The worktree's own config file, and the repository's config as a link to a file beside it.
+    git('config', 'extensions.worktreeConfig', 'true');
+    git('config', '--worktree', 'github.token', 'SECRET-WORKTREE-13');
+    renameSync(join(repo.repo, '.git', 'config'), join(repo.repo, '.git', 'config.real'));
+    symlinkSync('config.real', join(repo.repo, '.git', 'config'));
+  });
+  after(() => repo.cleanup());
+
+  it('shows no credential of the checkout\'s git config to the agent, and git still works there', async () => {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+    };
+    delete env.SVC_SANDBOX;
+    delete env.SVC_ORIGIN;
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'read the config', '--provider', 'reads',
+      '--worktree'], { cwd: repo.repo, env });
+    assert.equal(res.code, 0, res.stderr);
+    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+    const found = readFileSync(join(state.workdir, 'found.txt'), 'utf8');
+    assert.match(found, /git:works/);
+    assert.match(found, /^\tworktree = "(\.\.\/)+vendor\/lib"$/m, `the submodule's config is shown:\n${found}`);
+    // What git needs of the config is still there: the remotes by name, the origin's URL.
+    assert.match(found, /^remote\.mirror\.url=https:\/\/github\.com\/acme\/api\.git$/m);
+    assert.match(found, /^remote\.mirror\.fetch=\+refs\/heads\/\*:refs\/remotes\/mirror\/\*$/m);
+    assert.match(found, /^url\.https:\/\/example\.com\/\.insteadof=https:\/\/example\.com\/$/m);
+    assert.match(found, /^remote\.origin\.url=\/.*\/acme\/api\.git$/m);
+    assert.match(found, /^remote\.at\.url=https:\/\/example\.com\/acme\/api\.git$/m);
+    for (const secret of ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5',
+      'SECRET-SUBMODULE-6', 'SECRET-SMTP-7', 'SECRET-GITHUB-8', 'SECRET-HUB-9', 'SECRET-AT-10', 'SECRET-INCLUDED-11',
+      'SECRET-LINKED-12', 'SECRET-WORKTREE-13', 'SECRET-TREE-MODULE-14']) {
+      assert.equal(found.includes(secret), false, `${secret} reached the agent:\n${found}`);
+    }
+    // The checkout's own config is unchanged on the host.
+    assert.match(readFileSync(join(repo.repo, '.git', 'config'), 'utf8'), /SECRET-HEADER-1/);
+  });
+
+  it('shows a config of only what git needs as it is: no copy, no git run for it', async () => {
+    const plain = makeRepo({ providers: { reads: READS_CONFIG } });
+    try {
+      const env: NodeJS.ProcessEnv = {
+        ...process.env, ...GIT_ENV, HOME: plain.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+      };
+      delete env.SVC_SANDBOX;
+      delete env.SVC_ORIGIN;
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'read the config', '--provider', 'reads',
+        '--worktree'], { cwd: plain.repo, env });
+      assert.equal(res.code, 0, res.stderr);
+      const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+      const state = readJson(join(plain.repo, '.svc', 'runs', run, 'state.json'));
+      const found = readFileSync(join(state.workdir, 'found.txt'), 'utf8');
+      assert.ok(found.startsWith(readFileSync(join(plain.repo, '.git', 'config'), 'utf8')), found);
+      const io = readdirSync(join(plain.repo, '.svc', 'runs', run, 'io'));
+      assert.deepEqual(io.filter((name) => name.startsWith('git-')), []);
+    } finally {
+      plain.cleanup();
+    }
+  });
+});
