@@ -32,13 +32,24 @@ export function migrate(db: Db, migrations: readonly string[]): void {
   });
 }
 
+/**
+ * The longest one statement waits for the write lock another process holds (an operator's sqlite3 shell, a backup, a
+ * second server on the file): node:sqlite waits synchronously, so it is also the longest a busy database stalls a
+ * server's event loop. Past it the write fails as busy: a request is answered 503, background work tries again later.
+ */
+export const BUSY_TIMEOUT_MS = 100;
+/** How long, after a statement met the lock, statements take it only if it is free (no wait: `busyMet`). */
+export const BUSY_BACKOFF_MS = 1_000;
+/** Before a server serves, its migrations may wait for the lock as long as this. */
+const MIGRATE_BUSY_TIMEOUT_MS = 5_000;
+
 /** Without migrations: a second connection to a DB its owner already migrated (the WAL checkpoint thread). */
 export function openConnection(path: string): Db {
   const db = new DatabaseSync(path);
   db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA synchronous = NORMAL');
   db.exec('PRAGMA foreign_keys = ON');
-  db.exec('PRAGMA busy_timeout = 5000');
+  db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
   db.exec('PRAGMA temp_store = MEMORY');
   return db;
 }
@@ -47,12 +58,31 @@ export function openDatabase(path: string, migrations: readonly string[]): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const db = openConnection(path);
   try {
+    db.exec(`PRAGMA busy_timeout = ${MIGRATE_BUSY_TIMEOUT_MS}`);
     migrate(db, migrations);
+    db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
   } catch (err) {
     db.close();
     throw err;
   }
   return db;
+}
+
+const backingOff = new WeakSet<Db>();
+
+/**
+ * Called when a statement of `db` failed as busy: for BUSY_BACKOFF_MS its statements no longer wait (each takes the
+ * lock if it is free, else fails at once), so a lock held for seconds costs one BUSY_TIMEOUT_MS stall a second, not
+ * one per request.
+ */
+export function busyMet(db: Db): void {
+  if (backingOff.has(db) || !db.isOpen) return;
+  backingOff.add(db);
+  db.exec('PRAGMA busy_timeout = 0');
+  setTimeout(() => {
+    backingOff.delete(db);
+    if (db.isOpen) db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  }, BUSY_BACKOFF_MS).unref();
 }
 
 // SQLite re-plans a bare `LIMIT ?` each time node:sqlite binds it; a CAST hides the value from the planner

@@ -62,6 +62,8 @@ interface PipelineOptions<D> {
   requests?: RequestMetrics;
   /** One `request` log line per answered request (SVC_ACCESS_LOG=1): never a path, query, header or body. */
   accessLog?: boolean;
+  /** A request met a busy database (db/open.ts busyMet: the next ones do not wait for the lock). */
+  onBusy?: () => void;
 }
 
 export type Refusal<D> = Pick<Ctx<D>, 'req' | 'params' | 'peer' | 'requestId'> & { route: Route<D>; error: HttpError };
@@ -220,6 +222,7 @@ function answerFailure<D>(
     }
   } else if (isDatabaseBusy(thrown)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
+    opts.onBusy?.();
   } else if (isDiskFull(thrown)) {
     opts.log.error('disk full: a write was refused', { request_id: requestId, error: errorMessage(thrown) });
   } else {
@@ -235,8 +238,8 @@ function answerFailure<D>(
   }
 }
 
-// A write that waited out SQLite's busy timeout because another process holds the database's write lock (an operator's
-// sqlite3 shell, a second server on the same file) will succeed later. node:sqlite reports SQLite's own code in
+// A write that waited out SQLite's short busy timeout (db/open.ts BUSY_TIMEOUT_MS) because another process holds the
+// database's write lock (an operator's sqlite3 shell, a second server on the same file) will succeed later. node:sqlite reports SQLite's own code in
 // `errcode` (extended codes keep the primary one in their low byte).
 const SQLITE_BUSY = 5;
 const SQLITE_LOCKED = 6;

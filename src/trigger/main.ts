@@ -1,6 +1,6 @@
 // Boots the trigger server: the only place that listens and installs signal handlers. Shutdown leaves queued
 // jobs queued and running jobs re-attachable; restart re-runs the queue (DESIGN §5).
-import { openDatabase } from '../db/open.ts';
+import { busyMet, openDatabase } from '../db/open.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
 import { createTriggerStores } from '../db/trigger-stores.ts';
 import { createJobQueue } from './queue.ts';
@@ -106,7 +106,7 @@ export async function startTrigger(
   const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note });
   const deps = {
     settings, queue, clock, log, skips, accepting: () => accepting, github, pulls: stores.jobs, metrics, answers, post,
-    tracer,
+    tracer, busyMet: () => busyMet(db),
   };
   const listener = createTriggerApp(deps, o.bodyTimeoutMs);
   // The Control Plane's GET /v1/repos lists what is served here; a reloaded table's report stops the old one's retries.

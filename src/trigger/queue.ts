@@ -2,7 +2,7 @@
 // holds makes it a duplicate) and reply target written and committed before any 2xx (DESIGN §5). The deliveries of
 // one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still fails alone.
 import { errorMessage, FailedError } from '../errors.ts';
-import { transaction } from '../db/open.ts';
+import { busyMet, transaction } from '../db/open.ts';
 import { isDatabaseBusy, isDiskFull } from '../http/pipeline.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { NewJob } from '../db/trigger-jobs-store.ts';
@@ -81,7 +81,14 @@ export function inTurn<T>(chains: Map<string, Promise<unknown>>, key: string, wo
 /** What the cheap checks say before a delivery does any work; `open` holds its keys until `release()`. */
 type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
 
-type Pending = { request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void };
+type Pending = {
+  request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void; tries: number;
+};
+
+// A delivery whose batch met a busy database is tried again, without blocking the server, until this many tries have
+// failed (about two seconds): a brief lock is ridden out; a longer one is answered 503 with Retry-After, nothing kept.
+const BUSY_TRIES = 20;
+const BUSY_RETRY_MS = 100;
 type Refusal = Exclude<Admission, { kind: 'open' }>;
 
 export type JobQueue = ReturnType<typeof createJobQueue>;
@@ -167,7 +174,10 @@ export function createJobQueue(opts: JobQueueOptions) {
 
   // The deliveries of one event-loop turn commit in one transaction; no timer, so an idle server waits for nothing.
   let pending: Pending[] = [];
+  /** Set while a batch waits out a busy database: deliveries meanwhile join it, in their order. */
+  let retry: NodeJS.Timeout | undefined;
   function flush(): void {
+    retry = undefined;
     const batch = pending;
     pending = [];
     const now = opts.clock();
@@ -189,7 +199,12 @@ export function createJobQueue(opts: JobQueueOptions) {
         stores.jobs.count(inserted);
       });
     } catch (err) {
-      for (const p of batch) p.reject(notCommitted(err));
+      if (isDatabaseBusy(err)) {
+        busyMet(stores.db);
+        pending = batch.filter((p) => ++p.tries < BUSY_TRIES);
+        if (pending.length > 0) retry = setTimeout(flush, BUSY_RETRY_MS);
+      }
+      for (const p of batch) if (!pending.includes(p)) p.reject(notCommitted(err));
       return;
     }
     batch.forEach((p, i) => {
@@ -218,8 +233,8 @@ export function createJobQueue(opts: JobQueueOptions) {
     /** The job (or the verdict duplicate/full), committed when this resolves. */
     enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
       return new Promise((resolve, reject) => {
-        if (pending.length === 0) setImmediate(flush);
-        pending.push({ request, resolve, reject });
+        if (pending.length === 0 && retry === undefined) setImmediate(flush);
+        pending.push({ request, resolve, reject, tries: 0 });
       });
     },
     get(id: string) {
