@@ -50,9 +50,10 @@ export interface AnswerDeskOptions {
   executor: Pick<JobExecutor, 'answer'>;
   clock: () => number;
   log: Logger;
-  /** notify.ts `progress` and `note`. */
+  /** notify.ts `progress`, `note` and `writeStamps`. */
   progress: (jobId: string, progress: Progress) => Promise<void>;
   note: (jobId: string, parts: SummaryParts) => Promise<boolean>;
+  writeStamps: () => void;
 }
 
 /** A `/svc answer [<job id>] <text>` command or comment, or null. */
@@ -144,6 +145,9 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
   }
 
   async function answer(req: AnswerRequest): Promise<AnswerOutcome> {
+    // A question's stamp the database refused is written first (a busy database answers this request 503): a
+    // reply matched against the stamp before it would be matched against the earlier question.
+    opts.writeStamps();
     let standing: true | string = true;
     if (req.standing) {
       const first = find(req);

@@ -13,7 +13,7 @@ import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { untilWritten } from './queue.ts';
 import { mayTakeLater } from '../http/pipeline.ts';
 import { newRunId } from '../engine/ids.ts';
 import type { ProcIdentity } from '../engine/proc-group.ts';
@@ -105,22 +105,13 @@ export function createJobLoop(opts: JobLoopOptions) {
    * Records `what` of the job (`write`); a write the database refuses (busy, a full disk) is tried again each second
    * while the job keeps its slot. False on shutdown: the job stays running, re-attached or interrupted on restart.
    */
-  async function untilRecorded(job: JobRow, what: string, write: () => void): Promise<boolean> {
+  function untilRecorded(job: JobRow, what: string, write: () => void): Promise<boolean> {
     let logged = -Infinity;
-    for (;;) {
-      try {
-        write();
-        return true;
-      } catch (err) {
-        if (closed) return false;
-        if (!mayTakeLater(err)) throw err;
-        if (Date.now() - logged >= RETRY_LOG_MS) {
-          logged = Date.now();
-          log.error(`could not record ${what}; trying again`, { job_id: job.id, error: errorMessage(err) });
-        }
-      }
-      await sleep(RETRY_MS, undefined, { signal: abort.signal }).catch(() => {});
-    }
+    return untilWritten(write, abort.signal, (err) => {
+      if (Date.now() - logged < RETRY_LOG_MS) return;
+      logged = Date.now();
+      log.error(`could not record ${what}; trying again`, { job_id: job.id, error: errorMessage(err) });
+    });
   }
 
   function record(job: JobRow, end: JobEnd): Promise<boolean> {

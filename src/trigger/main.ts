@@ -103,7 +103,9 @@ export async function startTrigger(
   let accepting = false;
   const github = o.github ?? createGithubApi(settings.notify.github);
   const metrics = createTriggerMetrics(stores, settings.repos, settings.dbPath, clock);
-  const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note });
+  const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note,
+    writeStamps: notify.writeStamps,
+  });
   const deps = {
     settings, queue, clock, log, skips, accepting: () => accepting, github, pulls: stores.jobs, metrics, answers, post,
     tracer, busyMet: () => busyMet(db),

@@ -3,7 +3,8 @@
 // one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still fails alone.
 import { errorMessage, FailedError } from '../errors.ts';
 import { busyMet, transaction } from '../db/open.ts';
-import { isDatabaseBusy, isDiskFull } from '../http/pipeline.ts';
+import { isDatabaseBusy, isDiskFull, mayTakeLater } from '../http/pipeline.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { NewJob } from '../db/trigger-jobs-store.ts';
 import type { SourceName } from '../webhook-sources.ts';
@@ -76,6 +77,29 @@ export function inTurn<T>(chains: Map<string, Promise<unknown>>, key: string, wo
     if (chains.get(key) === settled) chains.delete(key);
   });
   return next;
+}
+
+/** How soon background work tries again a write the database refused for now. */
+const WRITE_RETRY_MS = 1_000;
+
+/**
+ * Does `write`, again each second while the database refuses it for now (busy, a full disk: mayTakeLater), telling
+ * `refused` of each refusal; false if `signal` aborts first (shutdown). Any other error is thrown.
+ */
+export async function untilWritten(
+  write: () => void, signal: AbortSignal, refused: (err: unknown) => void,
+): Promise<boolean> {
+  for (;;) {
+    try {
+      write();
+      return true;
+    } catch (err) {
+      if (!mayTakeLater(err)) throw err;
+      refused(err);
+    }
+    if (signal.aborted) return false;
+    await sleep(WRITE_RETRY_MS, undefined, { signal }).catch(() => {});
+  }
 }
 
 /** What the cheap checks say before a delivery does any work; `open` holds its keys until `release()`. */
