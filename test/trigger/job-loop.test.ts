@@ -265,7 +265,7 @@ describe('the job loop', () => {
       await release('could not record the job\'s end; trying again');
       const a = await waitFor(async () => ((await job(t, first)).status === 'succeeded' ? job(t, first) : null), 'job 1');
       assert.equal(a.error, null);
-      await release('could not start queued jobs; trying again');
+      await release('could not recover or start jobs; trying again');
       await waitFor(async () => ((await job(t, third)).status === 'succeeded' ? true : null), 'job 3 after the lock');
       assert.equal((await job(t, second)).status, 'running');
     } finally {
