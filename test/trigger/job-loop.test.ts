@@ -18,8 +18,8 @@ const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 
 /**
  * The job as GET /jobs/:id shows it, each time on a connection of its own: the server runs in this process, and a
- * write that waits out SQLite's 5 s busy timeout blocks its event loop as long as its 5 s keep-alive timeout, so a
- * pooled connection reused right after could be closed under the request ("fetch failed", ECONNRESET, seen under load).
+ * write that waits for the lock blocks its event loop; a pooled connection reused right after one stall could be
+ * closed under the request ("fetch failed", ECONNRESET, seen under load when the wait was 5 s).
  */
 async function job(t: TestTrigger, id: string): Promise<Record<string, unknown>> {
   return (await get(`${t.url}/jobs/${id}`, { ...bearer, connection: 'close' })).body;
