@@ -239,8 +239,8 @@ function answerFailure<D>(
 }
 
 // A write that waited out SQLite's short busy timeout (db/open.ts BUSY_TIMEOUT_MS) because another process holds the
-// database's write lock (an operator's sqlite3 shell, a second server on the same file) will succeed later. node:sqlite reports SQLite's own code in
-// `errcode` (extended codes keep the primary one in their low byte).
+// database's write lock (an operator's sqlite3 shell, a second server on the same file) will succeed later.
+// node:sqlite reports SQLite's own code in `errcode` (extended codes keep the primary one in their low byte).
 const SQLITE_BUSY = 5;
 const SQLITE_LOCKED = 6;
 
