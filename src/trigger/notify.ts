@@ -77,10 +77,12 @@ export function createNotifier(opts: NotifierOptions) {
     }
   }
 
-  /** A write of the job's turn, tried again while the database refuses it; false on shutdown. */
+  /** A write of the job's turn, tried again while the database refuses it (logged once); false on shutdown. */
   function written(jobId: string, write: () => void): Promise<boolean> {
+    let told = false;
     return untilWritten(write, signal, (err) => {
-      opts.log.warn('notifier could not write; trying again', { job_id: jobId, error: errorMessage(err) });
+      if (!told) opts.log.warn('notifier could not write; trying again', { job_id: jobId, error: errorMessage(err) });
+      told = true;
     });
   }
 
