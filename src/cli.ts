@@ -47,33 +47,36 @@ const printErr = (text: string) => process.stderr.write(terminalSafe(text));
 
 type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number>; HELP?: string }>;
 
-// Lazy imports keep `svc --version` fast and keep node:sqlite out of commands that don't need it.
-const commands: Record<string, [summary: string, load: Loader]> = {
-  control: ['Run or query the Control Plane, or register a project with it (serve, status, import)',
-    () => import('./cli/control.ts')],
-  dashboard: ['Open the Control Plane UI, starting it if needed (start, open, stop)',
-    () => import('./cli/dashboard.ts')],
+// Lazy imports keep `svc --version` fast and keep node:sqlite out of commands that don't need it. A command's
+// subcommands are listed in its help line and let `svc import` be pointed to `svc control import`.
+const commands: Record<string, [summary: string, load: Loader, subcommands?: readonly string[]]> = {
+  control: ['Run or query the Control Plane, or register a project with it',
+    () => import('./cli/control.ts'), ['serve', 'status', 'import']],
+  dashboard: ['Open the Control Plane UI, starting it if needed',
+    () => import('./cli/dashboard.ts'), ['start', 'open', 'stop']],
   start: ['Start a run from a brief, spec file, issue export or issue URL', () => import('./cli/start.ts')],
   init: ['Write a stand-in agent that needs no API key into .svc/ (a first run)', () => import('./cli/init.ts')],
   trust: ["Allow this repository's .svc/config.json to widen CLI runs' sandbox (--list, --revoke)",
     () => import('./cli/trust.ts')],
   answer: ['Answer a blocked run', () => import('./cli/answer.ts')],
-  runs: ['List and steer runs on the Control Plane', () => import('./cli/runs.ts')],
+  runs: ['List and steer runs on the Control Plane', () => import('./cli/runs.ts'),
+    ['list', 'show', 'logs', 'stop', 'resume', 'retry', 'verify', 'pr', 'answer']],
   ship: ['Re-send local runs to the Control Plane', () => import('./cli/ship.ts')],
   prune: ["Remove ended runs' worktrees, svc/<run> branches and managed checkouts", () => import('./cli/prune.ts')],
-  receipt: ['Check an Evidence Receipt (verify)', () => import('./cli/receipt.ts')],
-  keys: ['List or rotate the receipt signing keys (list, rotate)', () => import('./cli/keys.ts')],
-  deploy: ['Write or show deploy records (record, last)', () => import('./cli/deploy.ts')],
-  trigger: ['Run the webhook trigger server (serve)', () => import('./cli/trigger.ts')],
-  gate: ['Run the egress gate as its own server, for Kubernetes job pods (serve)', () => import('./cli/gate.ts')],
-  repos: ["Edit the trigger server's served repositories (list, add, remove)", () => import('./cli/repos.ts')],
+  receipt: ['Check an Evidence Receipt', () => import('./cli/receipt.ts'), ['verify']],
+  keys: ['List or rotate the receipt signing keys', () => import('./cli/keys.ts'), ['list', 'rotate']],
+  deploy: ['Write or show deploy records', () => import('./cli/deploy.ts'), ['record', 'last']],
+  trigger: ['Run the webhook trigger server', () => import('./cli/trigger.ts'), ['serve']],
+  gate: ['Run the egress gate as its own server, for Kubernetes job pods', () => import('./cli/gate.ts'), ['serve']],
+  repos: ["Edit the trigger server's served repositories", () => import('./cli/repos.ts'), ['list', 'add', 'remove']],
   doctor: ['Check that agent runs can be sandboxed on this host', () => import('./cli/doctor.ts')],
-  pod: ['Steps of a Kubernetes job pod around its run (seal, sign)', () => import('./cli/pod.ts')],
+  pod: ['Steps of a Kubernetes job pod around its run', () => import('./cli/pod.ts'), ['seal', 'sign']],
   providers: ['List agent CLIs, their versions and whether svc tested them', () => import('./cli/providers.ts')],
 };
 
 function help(): string {
-  const lines = Object.entries(commands).map(([name, [summary]]) => `  ${name.padEnd(10)} ${summary}`);
+  const lines = Object.entries(commands).map(([name, [summary, , subs]]) =>
+    `  ${name.padEnd(10)} ${summary}${subs ? ` (${subs.join(', ')})` : ''}`);
   return [
     'Usage: svc <command> [options]',
     '',
@@ -104,7 +107,10 @@ async function main(argv: string[]): Promise<number> {
   // `worker`, not in the help, is the process `svc start` starts to do each run.
   const load: Loader | undefined = name === 'worker' ? () => import('./cli/worker.ts') : commands[name]?.[1];
   if (!load) {
-    printErr(`svc: unknown command "${name}"\n\n${help()}`);
+    // `svc import` for `svc control import`: a word that is another command's subcommand is named where it lives.
+    const owners = Object.entries(commands).filter(([, [, , subs]]) => subs?.includes(name));
+    const hint = owners.map(([owner]) => `svc ${owner} ${name}`).join(' or ');
+    printErr(`svc: unknown command "${name}"${hint ? ` (did you mean ${hint}?)` : ''}\n\n${help()}`);
     return 2;
   }
   // The servers and a run's launcher re-execute once without secrets in their environment (server-flags.ts); a

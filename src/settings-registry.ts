@@ -45,15 +45,16 @@ const bySvc = (meaning: string) => ({ group: 'svc', default: NONE, meaning, by: 
 export const SETTINGS = {
   SVC_CONTROL_HOST: text('control', '`127.0.0.1`', 'bind address of `svc control serve`', '--host'),
   SVC_CONTROL_PORT: int('control', 47821, [0, 65535],
-    'listen port, and the port clients assume (a bad value, or 0, stops a client with exit 2)', '--port'),
+    'listen port, and the port clients assume (a bad value, or 0, stops a client with exit 2; a bad value stops ' +
+    '`svc trigger serve` too when `SVC_CONTROL_URL` is unset, as each run it starts would fail)', '--port'),
   SVC_CONTROL_DB: text('control', '`~/.svc/control/control.db`', 'database file', '--db'),
   SVC_CONTROL_TOKEN: secret('control', NONE,
     'bearer token for `/v1/*`; required for a non-loopback bind; sent by clients and the shipper when set'),
   SVC_CONTROL_TOKEN_FILE: secret('control', '`~/.svc/control/token`', 'file holding the token (first line): ' +
-    'the Control Plane and the trigger server read it when `SVC_CONTROL_TOKEN` is unset (unreadable or empty: ' +
-    'exit 2); the shipper and ' +
-    'the CLI read it first (the default file only for a loopback Control Plane named by `SVC_CONTROL_URL` or ' +
-    '`SVC_CONTROL_PORT`, or recorded by a live `server.json`)'),
+    'the Control Plane and the trigger server read it only when this is set and `SVC_CONTROL_TOKEN` is not ' +
+    '(unreadable or empty: exit 2), never the default file: a Control Plane wants a token only when one is set; ' +
+    'the shipper and the CLI read it first (the default file only for a loopback Control Plane named by ' +
+    '`SVC_CONTROL_URL` or `SVC_CONTROL_PORT`, or recorded by a live `server.json`)'),
   SVC_CONTROL_ALLOW_INSECURE_BIND: choice('control', ['0', '1'],
     '`1` accepts a tokenless non-loopback bind (loud warning; not recommended)'),
   SVC_CONTROL_ANSWER_DIR: text('control', '`~/.svc/control/answers`',

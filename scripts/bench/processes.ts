@@ -82,9 +82,22 @@ export function startControl(dbPath: string, env: NodeJS.ProcessEnv): Promise<Se
   return startServer([...profileFlags(), CLI, 'control', 'serve', '--port', '0', '--db', dbPath], env);
 }
 
+/** Set by peer-cpu.ts `CALLGRIND=DIR`: trigger servers run under callgrind, counting nothing until told to. */
+let callgrindDir: string | undefined;
+export const VGDB_ENV = { USER: 'bench', LOGNAME: 'bench', HOST: 'bench' };
+export function setCallgrindDir(dir: string | undefined): void {
+  callgrindDir = dir;
+}
+
 /** `cli`: another build's dist/cli.js (peer-cpu.ts compares builds side by side). */
 export function startTrigger(args: string[], env: NodeJS.ProcessEnv, cli = CLI): Promise<ServerProcess> {
-  return startServer([...profileFlags(), cli, 'trigger', 'serve', ...args], env);
+  const node = [...profileFlags(), cli, 'trigger', 'serve', ...args];
+  if (!callgrindDir) return startServer(node, env);
+  const callgrind = ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${callgrindDir}/callgrind.%p`,
+    `--vgdb-prefix=${callgrindDir}/vgdb`, '--trace-children=yes', '--trace-children-skip=*/git,*/sh',
+    '--trace-children-skip-by-arg=*standin-svc*'];
+  // vgdb names its pipes by user and host: callgrind_control (peer-cpu.ts) finds them by the same two.
+  return startServer([...callgrind, process.execPath, ...node], { ...env, ...VGDB_ENV }, 300_000, 'valgrind');
 }
 
 /** Resident set size in MB from /proc/<pid>/status (Linux); NaN elsewhere. */

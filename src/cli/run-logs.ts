@@ -29,6 +29,10 @@ function logLine(kind: string, data: unknown, agentOnly = false): string | null 
     const to = str(d.to);
     return to === null ? null : `[svc] status ${to}`;
   }
+  if (kind === 'error' && !agentOnly) {
+    const message = str(d.message);
+    return message === null ? null : `[svc] error: ${message}`;
+  }
   if (kind === 'question') {
     const question = str(d.question);
     return question === null ? null : `[svc] blocked, waiting for an answer: ${question}`;

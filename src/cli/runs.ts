@@ -141,15 +141,22 @@ async function dispatch(
     if (json) throw new UsageError('--json does not apply to "svc runs logs"');
     const follow = values.follow === true;
     const local = findLocalRun(process.cwd(), positionals[0]!.includes('/') ? ref.source : null, ref.run);
-    if (local) {
-      await printLocalLogs(local.dir, io.stdout, { follow });
-      return 0;
+    let printed = 0;
+    const out = (line: string) => {
+      printed++;
+      io.stdout(line);
+    };
+    if (local) await printLocalLogs(local.dir, out, { follow });
+    else {
+      try {
+        await printControlLogs(client, ref, out, follow);
+      } catch (err) {
+        throw notFoundAnywhere(err, ref, found);
+      }
     }
-    try {
-      await printControlLogs(client, ref, io.stdout, follow);
-    } catch (err) {
-      throw notFoundAnywhere(err, ref, found);
-    }
+    // Silence would read as a hang or a wrong id: say that the run is known and simply has nothing to show (it may
+    // have events, a cost say, that are no output). A bare id found here is named by the source its folder holds.
+    if (printed === 0) io.stderr(`${local?.state.source ?? ref.source}/${ref.run} has no output to show\n`);
     return 0;
   }
   if (sub === 'show') {

@@ -192,6 +192,9 @@ export default async function start(io: CliIo): Promise<number> {
         `the project was moved or copied; --${flag} acts on a run only in the project that made it`);
     }
     if (flag === 'stop') {
+      if (TERMINAL.has(state.status)) {
+        io.stderr(`svc start: run ${run} had already ended (${state.status}): nothing to stop\n`);
+      }
       const workerLost = values['worker-lost'] === true;
       io.stdout(summary((await stopLocalRun(repo, run, 'svc start --stop', workerLost)) ?? state));
       // A run whose worker is gone has no shipper: its end goes to the Control Plane now.

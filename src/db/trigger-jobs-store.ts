@@ -37,6 +37,8 @@ export interface JobRow {
 export type NewJob = Pick<JobRow, 'id' | 'origin' | 'brief' | 'args' | 'created_at'> & {
   repo: string;
   trace?: { traceparent: string; parent: string | null } | undefined;
+  /** Where its progress and summary go (trigger-replies-store.ts reads and updates it). */
+  reply?: { channel: string; target: Record<string, unknown> } | undefined;
 };
 
 export type JobEnd = Pick<JobRow, 'exit_code' | 'summary' | 'summary_parts' | 'error'> & {
@@ -61,17 +63,23 @@ function toJob(row: Row | undefined): JobRow | undefined {
   return { ...row, args: (JSON.parse(row.args) as (string | null)[]).map((a) => a ?? row.brief) };
 }
 
+// Listed, never `*`: the reply columns (a Slack response_url is a credential to post) are the replies store's alone.
+const COLUMNS = 'id, origin, status, brief, args, created_at, started_at, finished_at, run_source, run_id, ' +
+  'exit_code, summary, summary_parts, error, repo, workdir, launch_run, launcher, infra_retries, traceparent, ' +
+  'trace_parent';
+
 export function createTriggerJobsStore(db: Db) {
   const insert = db.prepare(
-    "INSERT INTO jobs (id, origin, status, brief, args, created_at, repo, traceparent, trace_parent) " +
-      "VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+    'INSERT INTO jobs (id, origin, status, brief, args, created_at, repo, traceparent, trace_parent, reply_channel, ' +
+      "reply_target) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)",
   );
   const countQueued = db.prepare("UPDATE job_counts SET n = n + ? WHERE status = 'queued'");
   const countOrigin = db.prepare('UPDATE queued_by_origin SET n = n + ? WHERE origin = ?');
   const remove = db.prepare('DELETE FROM jobs WHERE id = ?');
-  const get = db.prepare('SELECT * FROM jobs WHERE id = ?');
+  const get = db.prepare(`SELECT ${COLUMNS} FROM jobs WHERE id = ?`);
   const onBranch = db.prepare(
-    'SELECT * FROM jobs WHERE repo = ? AND (run_id = ? OR args LIKE ?) ORDER BY created_at DESC, id DESC LIMIT 500',
+    `SELECT ${COLUMNS} FROM jobs WHERE repo = ? AND (run_id = ? OR args LIKE ?) ` +
+      'ORDER BY created_at DESC, id DESC LIMIT 500',
   );
   const count = db.prepare('SELECT n FROM job_counts WHERE status = ?');
   const byOrigin = db.prepare('SELECT origin, n FROM queued_by_origin WHERE n > 0');
@@ -82,7 +90,8 @@ export function createTriggerJobsStore(db: Db) {
     "SELECT repo, origin, count(*) AS n FROM jobs WHERE status = 'queued' GROUP BY repo, origin",
   );
   const oldestIn = db.prepare(
-    "SELECT * FROM jobs WHERE status = 'queued' AND repo IS ? AND origin = ? ORDER BY created_at, id LIMIT 1",
+    `SELECT ${COLUMNS} FROM jobs WHERE status = 'queued' AND repo IS ? AND origin = ? ` +
+      'ORDER BY created_at, id LIMIT 1',
   );
   const pruneFinished = db.prepare(
     `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?
@@ -90,7 +99,7 @@ export function createTriggerJobsStore(db: Db) {
   );
   const setLaunch = db.prepare('UPDATE jobs SET workdir = ?, launch_run = ? WHERE id = ?');
   const setLauncher = db.prepare('UPDATE jobs SET launcher = ? WHERE id = ?');
-  const running = db.prepare("SELECT * FROM jobs WHERE status = 'running' ORDER BY created_at, id");
+  const running = db.prepare(`SELECT ${COLUMNS} FROM jobs WHERE status = 'running' ORDER BY created_at, id`);
   const claim = db.prepare("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'");
   const unclaim = db.prepare(
     "UPDATE jobs SET status = 'queued', started_at = NULL WHERE id = ? AND status = 'running' AND workdir IS NULL " +
@@ -106,8 +115,10 @@ export function createTriggerJobsStore(db: Db) {
   return {
     /** A queued job, counted by `count` once per transaction (group commit: once per COMMIT, docs/bench.md). */
     insertUncounted(job: NewJob): void {
+      const { reply } = job;
       insert.run(job.id, job.origin, job.brief, storedArgs(job.args, job.brief), job.created_at, job.repo,
-        job.trace?.traceparent ?? null, job.trace?.parent ?? null);
+        job.trace?.traceparent ?? null, job.trace?.parent ?? null, reply?.channel ?? null,
+        reply ? JSON.stringify(reply.target) : null);
     },
     count(inserted: ReadonlyMap<string, number>): void {
       let all = 0;
@@ -117,7 +128,7 @@ export function createTriggerJobsStore(db: Db) {
       }
       if (all > 0) countQueued.run(all);
     },
-    /** Deletes a job with its dedupe keys and reply target (cascade): one its transaction did not keep. */
+    /** Deletes a job with its reply target and (cascade) its dedupe keys: one its transaction did not keep. */
     remove(id: string): void {
       remove.run(id);
     },
@@ -175,7 +186,7 @@ export function createTriggerJobsStore(db: Db) {
     setInfraRetries(id: string, n: number): void {
       setInfraRetries.run(n, id);
     },
-    /** Deletes up to `limit` finished jobs ended before `before` (keys and reply target by cascade); how many. */
+    /** Deletes up to `limit` finished jobs ended before `before`, reply targets in their rows, keys by cascade. */
     pruneFinished(before: number, limit: number): number {
       return Number(pruneFinished.run(before, limit).changes);
     },

@@ -188,4 +188,16 @@ export const triggerMigrations: readonly string[] = [
   ALTER TABLE jobs ADD COLUMN launch_run TEXT;
   ALTER TABLE jobs ADD COLUMN launcher TEXT;
   `,
+  // 14: a job's reply target (where its progress and summary go, and whether the summary went) in its own row, written
+  // by the job's INSERT: a table of its own was one more row, key and foreign-key check per delivery (docs/bench.md).
+  `
+  ALTER TABLE jobs ADD COLUMN reply_channel TEXT;
+  ALTER TABLE jobs ADD COLUMN reply_target TEXT;
+  ALTER TABLE jobs ADD COLUMN notify_status TEXT CHECK (notify_status IN ('sent', 'failed', 'skipped'));
+  ALTER TABLE jobs ADD COLUMN notified_at INTEGER;
+  UPDATE jobs SET (reply_channel, reply_target, notify_status, notified_at) =
+    (SELECT channel, target, notify_status, notified_at FROM reply_targets WHERE job_id = jobs.id)
+    WHERE id IN (SELECT job_id FROM reply_targets);
+  DROP TABLE reply_targets;
+  `,
 ];

@@ -1,5 +1,5 @@
-// Reply targets keyed by job id: written only after a delivery verified, read once the job ends; and the audit of
-// the answers that came back through them (trigger migration 8).
+// Reply targets, a job row's reply columns (written with the job by the jobs store, trigger migration 14): read and
+// updated as its replies go out; and the audit of the answers that came back through them (trigger migration 8).
 import type { Db } from './open.ts';
 
 type NotifyStatus = 'sent' | 'failed' | 'skipped';
@@ -18,19 +18,25 @@ export interface AnswerAudit {
 }
 
 export function createTriggerRepliesStore(db: Db) {
-  const insert = db.prepare('INSERT INTO reply_targets (job_id, channel, target, created_at) VALUES (?, ?, ?, ?)');
-  const get = db.prepare('SELECT job_id, channel, target, notify_status FROM reply_targets WHERE job_id = ?');
+  const get = db.prepare('SELECT id AS job_id, reply_channel AS channel, reply_target AS target, notify_status ' +
+    'FROM jobs WHERE id = ? AND reply_channel IS NOT NULL');
   const audit = db.prepare(
     'INSERT INTO answers (job_id, origin, place, who, outcome, reason, at) VALUES (?, ?, ?, ?, ?, ?, ?)',
   );
   const answersOf = db.prepare(
     'SELECT job_id, origin, place, who, outcome, reason, at FROM answers WHERE job_id = ? ORDER BY id',
   );
-  const patch = db.prepare('UPDATE reply_targets SET target = json_patch(target, ?) WHERE job_id = ?');
-  const mark = db.prepare('UPDATE reply_targets SET notify_status = ?, notified_at = ? WHERE job_id = ?');
+  const patch = db.prepare(
+    'UPDATE jobs SET reply_target = json_patch(reply_target, ?) WHERE id = ? AND reply_channel IS NOT NULL',
+  );
+  const mark = db.prepare(
+    'UPDATE jobs SET notify_status = ?, notified_at = ? WHERE id = ? AND reply_channel IS NOT NULL',
+  );
+  // Only `finish` sets finished_at, to an end status; a status test here made SQLite walk jobs_by_status and sort,
+  // without it the scan goes through jobs_by_finished, finished jobs alone, in order (EXPLAIN QUERY PLAN).
   const pending = db.prepare(
-    'SELECT r.job_id FROM reply_targets r JOIN jobs j ON j.id = r.job_id WHERE r.notify_status IS NULL ' +
-      "AND j.status IN ('succeeded', 'failed', 'interrupted') ORDER BY j.finished_at",
+    'SELECT id AS job_id FROM jobs WHERE finished_at IS NOT NULL AND reply_channel IS NOT NULL ' +
+      'AND notify_status IS NULL ORDER BY finished_at',
   );
   return {
     /** Records an answer that came in (the audit row); never changes a job. */
@@ -40,9 +46,6 @@ export function createTriggerRepliesStore(db: Db) {
     /** The answers a job got, oldest first (GET /jobs/<id>). */
     answersOf(jobId: string): AnswerAudit[] {
       return answersOf.all(jobId) as unknown as AnswerAudit[];
-    },
-    insert(jobId: string, channel: string, target: Record<string, unknown>, at: number): void {
-      insert.run(jobId, channel, JSON.stringify(target), at);
     },
     get(jobId: string) {
       type Row = { job_id: string; channel: string; target: string; notify_status: NotifyStatus | null };

@@ -30,11 +30,11 @@ export interface ControlFound {
 export function findControlUrl(env: NodeJS.ProcessEnv): FoundControl | null {
   const explicit = env.SVC_CONTROL_URL?.trim();
   if (explicit) return { url: explicit.replace(/\/+$/, ''), via: 'SVC_CONTROL_URL' };
+  // A bad value exits 2 naming it, as for `svc control serve`, even where server.json wins: a typo is never ignored.
+  const port = settingInt(env, 'SVC_CONTROL_PORT');
   const url = liveRecordUrl(env);
   // A stale file (server killed without cleanup) must not win over the default port.
   if (url !== null) return { url, via: 'server.json' };
-  // A bad value exits 2 naming it, as for `svc control serve`: never a silent fall back to another server's port.
-  const port = settingInt(env, 'SVC_CONTROL_PORT');
   return port === 0 ? null : { url: `http://127.0.0.1:${port}`, via: 'default' };
 }
 

@@ -6,7 +6,7 @@ import {
 import { join, basename, dirname, isAbsolute, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
-import { FailedError, RefusedError } from '../errors.ts';
+import { BadInputError, FailedError, RefusedError } from '../errors.ts';
 import { GitRedirectedError, redirectedUrl } from './git-token.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 import { allPids, orNull, readlinkOrNull, readOrNull, realOrNull } from '../spawn/tree.ts';
@@ -131,10 +131,24 @@ export function repoRoot(dir: string): string | null {
   return tryGit(dir, ['rev-parse', '--show-toplevel']).trim() || null;
 }
 
-/** HEAD's commit and its branch (null when detached), read by one git; throws when there is no commit yet. */
-export function headAndBranch(dir: string): { sha: string; branch: string | null } {
-  const [sha, name] = git(dir, ['rev-parse', 'HEAD', '--abbrev-ref', 'HEAD']).trim().split('\n');
-  return { sha: sha!, branch: name === 'HEAD' ? null : name! };
+/** HEAD's commit and its branch (null when detached), with the checkout's git directories (`gitDirs`), read by one
+ * git. When that git times out, its GitTimeoutError. When it fails otherwise, `gitDirs` is asked: its error when it
+ * fails too (no repository, no git to start), else BadInputError "no commits yet", which is also what a HEAD naming
+ * a broken ref reads as (the message names no caller's action, so it fits the launcher, prune and seal). */
+export function headAndBranch(dir: string): { sha: string; branch: string | null; own: string; common: string } {
+  let out: string;
+  try {
+    out = git(dir, ['rev-parse', 'HEAD', '--abbrev-ref', 'HEAD', '--git-dir', '--git-common-dir']);
+  } catch (err) {
+    if (err instanceof GitTimeoutError) throw err;
+    // The same git fails for a checkout with no commit yet; reading its git directories tells that from no repository.
+    gitDirs(dir);
+    throw new BadInputError(`The repository at "${dir}" has no commits yet; commit something first`, { cause: err });
+  }
+  // A commit and a branch name never hold a line break; a line more is one in a git directory's path.
+  const [sha, name, ...paths] = out.replace(/\n$/, '').split('\n');
+  const [own, common] = checkedGitDirs(dir, paths);
+  return { sha: sha!, branch: name === 'HEAD' ? null : name!, own, common };
 }
 
 /** "owner/name" of a remote URL (https, ssh or scp-like form, or a path), or null. */
@@ -155,14 +169,19 @@ export function gitCommonDir(repo: string): string {
 /** The checkout's own git directory (a linked worktree's is apart from the repository's: for svc's files about this
  * checkout, never in its tree) and the repository's, read by one git. */
 export function gitDirs(dir: string, run: GitRun = hostGit): { own: string; common: string } {
-  const lines = git(dir, ['rev-parse', '--git-dir', '--git-common-dir'], {}, run).replace(/\n$/, '').split('\n');
+  const [own, common] = checkedGitDirs(dir, git(dir, ['rev-parse', '--git-dir', '--git-common-dir'], {}, run)
+    .replace(/\n$/, '').split('\n'));
+  return { own, common };
+}
+
+/** The two git directories from the lines git printed for them, resolved from `dir`. */
+function checkedGitDirs(dir: string, lines: string[]): [string, string] {
   // git prints each on its own line: a line break in one would read as two paths, one of them in the work tree.
   if (lines.length !== 2) {
     throw new RefusedError(`svc cannot read the git directories of ${dir}: a git directory path holds a line break; ` +
       'move the repository to a path without one (nothing was started)');
   }
-  const [own, common] = lines.map((path) => resolve(dir, path));
-  return { own: own!, common: common! };
+  return [resolve(dir, lines[0]!), resolve(dir, lines[1]!)];
 }
 
 /** Keeps the engine's own folders out of `git status` and `git add -A` (info/exclude, not .gitignore). No trailing

@@ -95,7 +95,9 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const follow = n.followUp && followUps
     ? await followUps.followUpStart(n.repo, plan.push_target, n.followUp, n.env)
     : null;
-  const { own, common: gitDir } = gitDirs(n.repo);
+  // The commit and the branch checked out, with the git directories: one git, on the launcher's way to the agent.
+  const head = headAndBranch(n.repo);
+  const { own, common: gitDir } = head;
   // Before anything is written: a link the repository commits at .svc, .svc/runs or .svc/worktrees would send the
   // run's files, its checkout and the agent's writable tree outside the repository (DESIGN §7a).
   plainEngineFolder(n.repo, 'runs').close();
@@ -107,13 +109,6 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   } catch (err) {
     // The first write into the git directory: one this user cannot write says so as the claim would.
     throw unwritable(gitDir, err);
-  }
-  // The commit and the branch checked out, read together (one git, on the launcher's way to the agent).
-  let head: { sha: string; branch: string | null };
-  try {
-    head = headAndBranch(n.repo);
-  } catch {
-    throw new BadInputError(`The repository at "${n.repo}" has no commits yet; commit something first`);
   }
   const base = follow?.base ?? head.sha;
   // Against the commit the worktree is made at: a follow-up's is its pull request's branch head, not HEAD.

@@ -156,7 +156,10 @@ export function readObjectIn(
   }
   const value = tryParseJson(raw.toString('utf8'));
   if (isJsonObject(value)) return value;
-  skip(name, 'is not a JSON object');
+  // svc writes these whole (writeJsonAtomic), so text that does not parse was cut short or damaged after: by a copy
+  // of the folder still being made, say, or a disk's fault. Which of those, the bytes cannot tell.
+  skip(name, value === undefined ? 'is not JSON (cut short or damaged, as by a copy still being made)'
+    : 'is not a JSON object');
   return null;
 }
 

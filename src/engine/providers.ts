@@ -345,7 +345,11 @@ export function resolveProvider(
     const found = resolveNamed(name, config, env.PATH);
     if (found) return found;
     if (isBuiltin(name)) {
-      throw new ProviderMissingError(`Provider "${name}" not found: looked for the "${name}" executable on PATH`);
+      // The PATH searched is that of the process doing the run: a server's, or a Kubernetes job pod image's, not the
+      // shell's where the person has the CLI. Say so, or "not found" reads as wrong.
+      throw new ProviderMissingError(`Provider "${name}" not found: looked for the "${name}" executable on the ` +
+        "PATH of the process that started the run (a server's or a job pod's, not always your shell's): install " +
+        'it where that process runs, or put it on that PATH');
     }
     const configured = Object.keys(config.providers);
     throw new ProviderMissingError(

@@ -3,11 +3,10 @@
 // or leaves out a field of state.json, that ingest would refuse; so is the check of an artifact's name.
 // It throws 400 invalid_param naming the first bad field; it writes nothing.
 import { HttpError } from '../http/http-error.ts';
-import { MAX_JSON_DEPTH } from '../http/body.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
 import { failureColumns, type RunInput } from '../db/run-types.ts';
-import { isJsonObject, nestsDeeperThan, oneOf } from '../untrusted.ts';
+import { isJsonObject, MAX_JSON_DEPTH, nestsDeeperThan, oneOf } from '../untrusted.ts';
 import { timeMs } from '../iso-time.ts';
 import { isValidSegment } from './ids.ts';
 
@@ -204,4 +203,58 @@ function refusal(check: () => unknown): string | null {
     if (err instanceof HttpError) return err.message;
     throw err;
   }
+}
+
+/**
+ * What a Kubernetes pod's run container (where its agent runs and can write the run folder and read the token) never
+ * says of its run, since svc says it only after the agent, and in a pod that is the signer (src/pod/sign.ts; DESIGN
+ * §7a "It can't vouch for itself"): the run's success, its verdict and pull request, a `receipt` or `pr` line, the
+ * receipt and the gate's egress.jsonl. Ingest refuses a `bound-runs` batch naming one (docs/control-data.md, "Only
+ * the signer's word"), the run container's shipper leaves them out of its batches, and the signer copies none of them.
+ */
+const SIGNER_KINDS: ReadonlySet<string> = new Set(['receipt', 'pr']);
+export const SIGNER_ARTIFACTS: ReadonlySet<string> = new Set(['receipt.json', 'egress.jsonl']);
+/**
+ * Kinds a pod's run container writes too (its provider's reported cost, its own gate's connections), which its signer
+ * states from the shared gate: the run container's are stored marked as its word (`by`, RUN_CONTAINER, whatever `by`
+ * the line had), so none reads as the gate's evidence; nothing counts a line (totals read the run's row).
+ */
+const REPORTED_KINDS: ReadonlySet<string> = new Set(['cost', 'egress']);
+/** The `log` streams that are an agent's own output, shown as the line's tag unmarked; any other is marked. */
+const AGENT_STREAMS: ReadonlySet<unknown> = new Set(['stdout', 'stderr']);
+const RUN_CONTAINER = 'run-container';
+
+/**
+ * A pod's run container's event (`kind`, its `data`) as the Control Plane keeps it: null when only the signer says
+ * that kind (ingest refuses it, the shipper and the signer's copy leave it out); marked as the run container's word
+ * when it is a kind the signer also states, or a `log` line of a stream other than the agent's stdout or stderr (one
+ * of `svc`, `receipt`, `pr` would read as svc's own line); else `data` itself.
+ */
+export function runContainerData(
+  kind: string, data: Readonly<Record<string, unknown>>,
+): Readonly<Record<string, unknown>> | null {
+  if (SIGNER_KINDS.has(kind)) return null;
+  const marked = REPORTED_KINDS.has(kind) || (kind === 'log' && !AGENT_STREAMS.has(data.stream));
+  return marked ? { ...data, by: RUN_CONTAINER } : data;
+}
+
+/** Each field of a run's row only a pod's signer sets: whether `v` says it, and the field's value without it. */
+const SIGNER_FIELDS: ReadonlyArray<[string, (v: unknown) => boolean, unknown]> = [
+  ['status', (v) => v === 'succeeded', 'running'],
+  ['verdict', (v) => v != null, null],
+  ['pr_url', (v) => v != null, null],
+];
+
+/** The fields of `row` only a pod's signer sets: `status` when it says succeeded, a `verdict`, a `pr_url`. */
+export function signerFields(row: object): string[] {
+  const fields = row as Readonly<Record<string, unknown>>;
+  return SIGNER_FIELDS.filter(([field, says]) => says(fields[field])).map(([field]) => field);
+}
+
+/** `row` without what only a pod's signer sets (signerFields): a success reads as running, as the run container's own
+ * rows are until its end. */
+export function withoutSignerFields<T extends object>(row: T): T {
+  const out = { ...row } as Record<string, unknown>;
+  for (const [field, says, without] of SIGNER_FIELDS) if (says(out[field])) out[field] = without;
+  return out as T;
 }

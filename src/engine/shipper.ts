@@ -14,7 +14,7 @@ import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe
 import { isValidSegment, RUN_KEY } from './ids.ts';
 import { RUN_KEY_FILE, runDir } from './paths.ts';
 import { errorMessage } from '../errors.ts';
-import { toRunJson, type RunState } from './run-state.ts';
+import { signsLater, toRunJson, type RunState } from './run-state.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
 import {
   openPlainDirIn, openPlainFileIn, openPlainPath, openRunFolder, pathIn, plainEntries, readObjectIn, readPlainIn,
@@ -22,7 +22,10 @@ import {
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 import { isJsonObject, list, obj, tryParseJson, type Obj } from '../untrusted.ts';
-import { eventRefusal, isArtifactPath, MAX_TEXT, runRefusal } from './run-event.ts';
+import {
+  eventRefusal, isArtifactPath, MAX_TEXT, runContainerData, runRefusal, SIGNER_ARTIFACTS, signerFields,
+  withoutSignerFields,
+} from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
 
 const EVENTS_PER_BATCH = 500;
@@ -297,6 +300,24 @@ function cutText(text: string): string {
   return `${text.slice(0, last >= 0xd800 && last <= 0xdbff ? end - 1 : end)}…`;
 }
 
+/**
+ * A pod's run container's batch without what only its signer says of the run (run-event.ts signerFields,
+ * runContainerData, SIGNER_ARTIFACTS), each left out said once: ingest refuses the whole batch for any of it, and the
+ * agent can write the run folder (a line, an artifact, a state.json between two of svc's writes).
+ */
+function withoutSignerWord(batch: IngestBatch, skip: SkipReport): IngestBatch {
+  const runs = (batch.runs ?? []).map((row) => {
+    const said = signerFields(row);
+    if (said.length > 0) skip('state.json fields only the signer sets', `(left out: ${said.join(', ')})`);
+    return withoutSignerFields(row);
+  });
+  const events = (batch.events ?? []).filter((ev) => runContainerData(ev.kind, obj(ev.data)) !== null);
+  if (events.length < (batch.events ?? []).length) skip('events.jsonl lines only the signer writes', '(left out)');
+  const artifacts = (batch.artifacts ?? []).filter((a) => !SIGNER_ARTIFACTS.has(a.path));
+  if (artifacts.length < (batch.artifacts ?? []).length) skip('artifacts only the signer writes', '(left out)');
+  return { ...batch, runs, events, artifacts };
+}
+
 /** An artifact as its run's batch carries it, or nothing: one whose name ingest refuses is left out (said once), as
  * a bad event line is, rather than get every batch refused (an agent names the files it leaves). */
 function shippableArtifact(
@@ -360,6 +381,8 @@ export function createShipper(
     onSkip?.(entry, reason);
   };
 
+  // A pod's run container, whose token may not say what only its signer says (withoutSignerWord).
+  const agentSide = signsLater(env);
   let deleted = false;
   async function flushOnce(): Promise<boolean> {
     if (deleted) return false;
@@ -388,14 +411,15 @@ export function createShipper(
     const run = key === null ? json : { ...json, run_key: key };
     const sender = senderNow();
     sentToken = sender === client && token !== undefined;
-    const result = await sender.ingest({
+    const batch: IngestBatch = {
       source: state.source,
       // The run's folder goes only to a Control Plane on this machine, which keeps it only for a project its operator
       // registered, so Retry and Verify work there (src/control/handlers/ingest.ts).
       runs: [shippableRun(isSameMachine(url) ? { ...run, repo_path: state.repo_path } : run, state.source, now, skip)],
       events: read.lines.flatMap((line) => shippableEvent(line, state, now, skip)) as never,
       artifacts: read.artifacts.flatMap(({ rel, content }) => shippableArtifact(rel, content, state, skip)),
-    }).catch((err: unknown) => {
+    };
+    const result = await sender.ingest(agentSide ? withoutSignerWord(batch, skip) : batch).catch((err: unknown) => {
       throw err instanceof ControlApiError ? err : new SendError(errorMessage(err), { cause: err });
     });
     writeJsonAtomic(join(dir, 'ship.json'), read.next);

@@ -11,7 +11,8 @@ import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
-import { countOrNull, figure, obj } from '../untrusted.ts';
+import { countOrNull, figure, obj, tryParseJson } from '../untrusted.ts';
+import { runContainerData, SIGNER_ARTIFACTS } from '../engine/run-event.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -266,8 +267,28 @@ const MAX_DEPTH = 8;
 // not ship, so an agent naming the signer's diff there (or an event offset past the end) kept its own diff on the
 // Control Plane and the signer's events off it; the signer ships the folder from its start (events are idempotent).
 const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md'];
-/** Artifacts only the signer establishes: the agent's are never copied (the signer writes its own, or none). */
-const SIGNER_ARTIFACTS = new Set(['receipt.json', 'diff.patch', 'diffstat.json']);
+/** Artifacts the signer establishes: the agent's are never copied (the signer writes its own, or none). */
+const NOT_COPIED = new Set([...SIGNER_ARTIFACTS, 'diff.patch', 'diffstat.json']);
+
+/**
+ * The agent's events.jsonl as the signer ships it, with the sealed key, whose batches ingest takes as the signer's
+ * own: each line as run-event.ts runContainerData keeps a run container's (one of a kind only the signer writes left
+ * out, so a `receipt` or `pr` line the agent wrote stands nowhere beside the signer's; one it marks, marked), as ingest
+ * takes those the run container shipped. Every other line stays as written.
+ */
+function agentLines(content: Buffer): Buffer {
+  let changed = false;
+  const lines = content.toString('utf8').split('\n').flatMap((line) => {
+    const event = obj(tryParseJson(line));
+    if (typeof event.kind !== 'string') return [line];
+    const data = obj(event.data);
+    const kept = runContainerData(event.kind, data);
+    if (kept === data) return [line];
+    changed = true;
+    return kept === null ? [] : [JSON.stringify({ ...event, data: kept })];
+  });
+  return changed ? Buffer.from(lines.join('\n')) : content;
+}
 
 /**
  * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
@@ -290,14 +311,14 @@ export function copyRunFolder(from: string, to: string): void {
     for (const name of TOP_FILES) {
       const content = readPlainIn(folder, name, FILE_CAP);
       if (typeof content === 'string') continue;
-      write(join(to, name), content);
+      write(join(to, name), name === 'events.jsonl' ? agentLines(content) : content);
     }
     const artifacts = openPlainDirIn(folder, 'artifacts');
     if (typeof artifacts === 'string') return;
     try {
       // Links, special and oversized files are not copied: the signer reports what it signs, not these.
       walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
-        if (!SIGNER_ARTIFACTS.has(rel)) write(join(to, 'artifacts', ...rel.split('/')), content);
+        if (!NOT_COPIED.has(rel)) write(join(to, 'artifacts', ...rel.split('/')), content);
       });
     } finally {
       artifacts.close();

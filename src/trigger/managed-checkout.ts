@@ -1,7 +1,7 @@
 // Checkouts svc manages for a `clone=URL` repository: a bare mirror per repository, a clone of it per job (docs/
 // trigger.md "Managed checkouts"). git runs asynchronously: a fetch must not hold the server's event loop. Must not:
 // touch another repository's folder, reuse a job's checkout, or let the token out in argv, a URL, a file or an error.
-import { constants, copyFileSync, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { constants, copyFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -88,7 +88,9 @@ export function createManagedCheckouts(opts: {
   const git = createManagedGit(opts.env);
   const chains = new Map<string, Promise<unknown>>();
   /** Per repository, the origin's answer its spare checkout (`.next`) was made for. */
-  const spares = new Map<string, string>();
+  const spares = new Map<string, { listing: string }>();
+  /** Spares waiting for their index's second to pass (settleLater). */
+  const settling = new Set<NodeJS.Timeout>();
 
   async function askOrigin(repo: ServedRepo, url: string, signal: AbortSignal | undefined): Promise<Asked> {
     const mirror = mirrorDir(opts.stateDir, repo);
@@ -119,7 +121,7 @@ export function createManagedCheckouts(opts: {
   async function checkoutFor(
     repo: ServedRepo, url: string, dir: string, spare: string, asked: Asked, signal: AbortSignal | undefined,
   ) {
-    const ready = spares.get(repo.name.toLowerCase()) === asked.listing && existsSync(spare);
+    const ready = spares.get(repo.name.toLowerCase())?.listing === asked.listing && existsSync(spare);
     spares.delete(repo.name.toLowerCase());
     if (ready) {
       await rm(dir, { recursive: true, force: true }); // a launch that never happened left it (the job is new)
@@ -135,14 +137,46 @@ export function createManagedCheckouts(opts: {
 
   /** The next job's checkout, kept only when it is the origin's commit. */
   async function makeSpare(repo: ServedRepo, url: string, spare: string, asked: Asked): Promise<void> {
-    if (spares.has(repo.name.toLowerCase())) return;
+    const key = repo.name.toLowerCase();
+    if (spares.has(key)) return;
     try {
       const sha = await makeCheckout(repo, url, spare, asked.branch);
-      if (asked.listing.includes(`\n${sha}\tHEAD\n`)) spares.set(repo.name.toLowerCase(), asked.listing);
+      if (!asked.listing.includes(`\n${sha}\tHEAD\n`)) return;
+      const made = { listing: asked.listing };
+      spares.set(key, made);
+      settleLater(key, spare, made);
     } catch (err) {
       await rm(spare, { recursive: true, force: true });
       opts.log.warn('spare checkout failed', { repo: repo.name, error: errorMessage(err) });
     }
+  }
+
+  /** git trusts a file's recorded stat only when the index was written in a later second than the file ("racy
+   * git"): a fresh clone writes its index in its last files' second, so the job's `svc start` (`git status`) would
+   * hash those files again and rewrite the index on the job's way to its agent (a whole tree when the clone took
+   * under a second: 5,000 files cost ~42 ms of CPU more, docs/bench.md). Once that second is over, the spare's
+   * index is refreshed here instead; a job that comes first takes it as it is. `-q`: a file the repository's
+   * attributes show as changed stays so, as for any clone; a refresh that fails (a lock left, say) drops the spare
+   * rather than hand a job an index in doubt. */
+  function settleLater(key: string, spare: string, made: { listing: string }): void {
+    const index = statSync(join(spare, '.git', 'index'), { throwIfNoEntry: false });
+    if (!index) return;
+    // 20 ms past the second: a file's time comes from the kernel's coarse clock, which may lag Date.now().
+    const wait = Math.max(0, (Math.floor(index.mtimeMs / 1000) + 1) * 1000 + 20 - Date.now());
+    const timer = setTimeout(() => {
+      settling.delete(timer);
+      void inTurn(chains, key, async () => {
+        if (spares.get(key) !== made) return; // taken, or made again
+        try {
+          await git.local(spare, ['update-index', '-q', '--refresh'], 'Could not refresh the spare checkout');
+        } catch (err) {
+          spares.delete(key);
+          opts.log.warn('spare checkout failed', { repo: key, error: errorMessage(err) });
+        }
+      });
+    }, wait);
+    timer.unref();
+    settling.add(timer);
   }
 
   /** Moves the job's snapshot (and copies the issue's newest) from svc's intake folder into the checkout, whose
@@ -174,9 +208,13 @@ export function createManagedCheckouts(opts: {
   }
 
   return {
-    /** Resolves once no fetch or checkout (spares included) is under way. */
+    /** Resolves once no fetch or checkout (spares included) is under way; a spare's refresh still to come is
+     * dropped (the server stops, and a restarted one never uses the spare). */
     idle: async () => {
+      // Timers are dropped after the chains drain: a spare finished meanwhile sets its timer as it ends.
       while (chains.size > 0) await Promise.all(chains.values());
+      for (const timer of settling) clearTimeout(timer);
+      settling.clear();
     },
     /** `signal`: the server stops; git talking to the origin is killed and prepare rejects with its reason. */
     async prepare(

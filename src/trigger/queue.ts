@@ -1,6 +1,7 @@
-// The durable job queue: per delivery its route's share checked, then its job row, dedupe keys (a key another job
-// holds makes it a duplicate) and reply target written and committed before any 2xx (DESIGN §5). The deliveries of
-// one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still fails alone.
+// The durable job queue: per delivery its route's share checked, then its job row (reply target included) and its
+// dedupe keys (a key another job holds makes it a duplicate) written and committed before any 2xx (DESIGN §5). The
+// deliveries of one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still
+// fails alone.
 import { errorMessage, FailedError } from '../errors.ts';
 import { busyMet, transaction } from '../db/open.ts';
 import { isDatabaseBusy, isDiskFull, mayTakeLater } from '../http/pipeline.ts';
@@ -15,7 +16,6 @@ import { randomUUID } from 'node:crypto';
 export type EnqueueRequest = Omit<NewJob, 'id' | 'created_at'> & {
   origin: SourceName;
   dedupeKeys: readonly string[];
-  reply?: { channel: string; target: Record<string, unknown> } | undefined;
 };
 
 type EnqueueResult = { kind: 'queued'; jobId: string } | { kind: 'duplicate'; jobId: string } | { kind: 'full' };
@@ -174,7 +174,7 @@ export function createJobQueue(opts: JobQueueOptions) {
   function place(
     request: EnqueueRequest, now: number, queued: Map<string, number>, inserted: Map<string, number>,
   ): EnqueueResult {
-    const { origin, dedupeKeys, reply } = request;
+    const { origin, dedupeKeys } = request;
     // Only a full share looks the keys up first, so that a repeat is still answered duplicate, not 429.
     if (!shareAdmits(shares, queued, origin)) return refusal(origin, dedupeKeys, queued) ?? { kind: 'full' };
     const jobId = newJobId(now);
@@ -186,9 +186,9 @@ export function createJobQueue(opts: JobQueueOptions) {
         stores.jobs.remove(jobId);
         return { kind: 'duplicate', jobId: holder };
       }
-      if (reply) stores.replies.insert(jobId, reply.channel, reply.target, now);
     } catch (err) {
-      // Nothing of it stays (its keys go by cascade), unless SQLite ended the transaction.
+      // Nothing of it stays: its row goes, and any keys the claim wrote with it (cascade), unless SQLite ended the
+      // transaction.
       if (stores.db.isTransaction) removeOrRollBack(jobId);
       throw err;
     }

@@ -127,6 +127,10 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     chataBot: botToken && botUrl ? { apiUrl: new URL(botUrl).href, token: botToken } : undefined,
     github: ghToken ? { apiUrl: settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, ''), token: ghToken } : undefined,
   };
+  const controlUrl = setting(env, 'SVC_CONTROL_URL');
+  // Without it each run started here finds the Control Plane by SVC_CONTROL_PORT and refuses a bad one (exit 2): a
+  // typo stops the server now rather than failing every run.
+  if (controlUrl === undefined) settingInt(env, 'SVC_CONTROL_PORT');
   return {
     host: flags.host ?? settingOr(env, 'SVC_TRIGGER_HOST'),
     port: settingInt(env, 'SVC_TRIGGER_PORT', { flag: flags.port }),
@@ -139,7 +143,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     dbPath: triggerDbOf(env, cwd, flags.db),
     queueMax: settingInt(env, 'SVC_TRIGGER_QUEUE_MAX'),
     source: settingOr(env, 'SVC_SOURCE'),
-    controlUrl: setting(env, 'SVC_CONTROL_URL'),
+    controlUrl,
     controlToken: controlTokenSetting(env),
     publicUrl: publicUrlOf(setting(env, 'SVC_PUBLIC_URL'), problems),
     secrets,

@@ -7,7 +7,7 @@ import { openStream } from '../lib/sse.js';
 import { showStreamState } from '../lib/live.js';
 import { failure } from '../lib/ui.js';
 import { clock, day, toMs, hoverText, zoneName } from '../lib/time.js';
-import { eventText, eventData } from '../lib/event-text.js';
+import { eventText, eventData, logTag } from '../lib/event-text.js';
 
 const MAX_LINES = 5000;
 const HISTORY_PAGE = 500;
@@ -116,7 +116,7 @@ class EventLog extends HTMLElement {
     }
     const tag = document.createElement('span');
     tag.className = 'ev-kind';
-    tag.textContent = kind === 'log' ? (data?.stream ?? 'log') : kind;
+    tag.textContent = kind === 'log' ? logTag(data) : kind;
     const text = document.createElement('span');
     text.className = 'ev-text';
     text.textContent = eventText(kind, data);

@@ -26,7 +26,9 @@ export function eventText(kind, data) {
       return `pull request ${d.url ?? d.pr_url ?? ''}`;
     case 'cost': {
       const tokens = d.tokens_in != null ? `, ${d.tokens_in} tokens in / ${d.tokens_out ?? '?'} out` : '';
-      return `cost ${money(typeof d.usd === 'number' ? d.usd : d.cost_usd)}${tokens}`;
+      // A pod's run container's figures are its agent's word: its signer states the gate's on the run.
+      const whose = d.by === 'run-container' ? ' (the run container\'s report)' : '';
+      return `cost ${money(typeof d.usd === 'number' ? d.usd : d.cost_usd)}${tokens}${whose}`;
     }
     case 'artifact':
       return `artifact ${d.path ?? ''}`;
@@ -40,4 +42,16 @@ export function eventText(kind, data) {
 /** Unwraps an event delivered either as the whole event row or as its data. @param {any} payload */
 export function eventData(payload) {
   return payload && typeof payload === 'object' && 'kind' in payload && 'data' in payload ? payload.data : payload;
+}
+
+/**
+ * The tag a `log` line shows: its stream when that is the agent's stdout or stderr, `svc` for svc's own line (never
+ * one a pod's run container sent, whose agent can write any stream: ingest marks it `by: run-container`), else `log`,
+ * so no line the agent wrote reads as svc's, a receipt or a pull request.
+ * @param {any} data @returns {string}
+ */
+export function logTag(data) {
+  const d = data && typeof data === 'object' ? data : {};
+  if (d.stream === 'stdout' || d.stream === 'stderr') return d.stream;
+  return d.stream === 'svc' && d.by !== 'run-container' ? 'svc' : 'log';
 }

@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
+import { serve, stop, type Served } from '../helpers/serve-cli.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 
@@ -20,6 +21,8 @@ describe('a bad setting', () => {
     ['control', ['control', 'serve', '--port', '0'], 'SVC_CONTROL_ALLOW_INSECURE_BIND'],
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_EXECUTOR'],
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_DEDUPE_DAYS'],
+    // Read by every run it starts (to ship to the Control Plane), where a bad value would fail each one.
+    ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_CONTROL_PORT'],
   ];
   for (const [server, args, name] of cases) {
     it(`${name}=x stops the ${server} server with exit 2, naming the variable`, async () => {
@@ -49,6 +52,24 @@ describe('a bad setting', () => {
       }
       assert.equal(existsSync(join(home, '.svc', 'runs')), false, 'no run was made');
     } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('SVC_CONTROL_PORT=x stops a client with exit 2 even where a live server.json names the server', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
+    let control: Served | undefined;
+    try {
+      control = await serve(['control', 'serve', '--port', '0'], { PATH: process.env.PATH, HOME: home });
+      const env = { PATH: process.env.PATH, HOME: home };
+      const found = await runChild(process.execPath, [CLI, 'control', 'status'], { cwd: home, env });
+      assert.equal(found.code, 0, found.stderr);
+      const bad = { ...env, SVC_CONTROL_PORT: 'x' };
+      const r = await runChild(process.execPath, [CLI, 'control', 'status'], { cwd: home, env: bad });
+      assert.equal(r.code, 2, r.stdout + r.stderr);
+      assert.match(r.stderr, /SVC_CONTROL_PORT must be/);
+    } finally {
+      await stop(control);
       rmSync(home, { recursive: true, force: true });
     }
   });

@@ -91,7 +91,23 @@ describe('svc entry point', () => {
   it('exits 2 on an unknown command', async () => {
     const r = await svc(['frobnicate']);
     assert.equal(r.code, 2);
-    assert.match(r.stderr, /unknown command "frobnicate"/);
+    assert.match(r.stderr, /unknown command "frobnicate"\n/);
+    // A subcommand given as a command is pointed to where it lives.
+    const sub = await svc(['import']);
+    assert.equal(sub.code, 2);
+    assert.match(sub.stderr, /^svc: unknown command "import" \(did you mean svc control import\?\)\n/);
+    const serve = await svc(['serve']);
+    assert.match(serve.stderr, /"serve" \(did you mean svc control serve or svc trigger serve or svc gate serve\?\)/);
+    // The runs subcommands are pointed to as well; a flag a summary mentions in parentheses is no subcommand.
+    const logs = await svc(['logs']);
+    assert.match(logs.stderr, /^svc: unknown command "logs" \(did you mean svc runs logs\?\)\n/);
+    const stop = await svc(['stop']);
+    assert.match(stop.stderr, /^svc: unknown command "stop" \(did you mean svc dashboard stop or svc runs stop\?\)\n/);
+    for (const word of ['--list', 'a first run']) {
+      const r = await svc([word]);
+      assert.equal(r.code, 2, word);
+      assert.match(r.stderr, new RegExp(`^svc: unknown command "${word}"\n`), word);
+    }
   });
 
   it('exits 2 naming the command when asked for help on one that does not exist', async () => {

@@ -147,6 +147,41 @@ describe('the agent output of a run', () => {
     assert.equal(logs.stdout(), `remote: hello\n${asked}remote: live\n[svc] status succeeded\n`);
   });
 
+  it('svc runs logs says when a run has nothing to show, and shows the error a failed run recorded', async () => {
+    const now = () => new Date().toISOString();
+    const quiet = await control.request('POST', '/v1/ingest', {
+      body: {
+        source: 'edge',
+        runs: [
+          { run: 'rquiet', status: 'queued', started_at: now(), updated_at: now() },
+          { run: 'rbroke', status: 'failed', started_at: now(), ended_at: now(), updated_at: now() },
+        ],
+        events: [{ run: 'rbroke', seq: 1, ts: now(), kind: 'error', data: { message: 'Provider "x" not found' } }],
+      },
+    });
+    assert.equal(quiet.status, 200, quiet.text);
+    const none = svc(['runs', 'logs', 'edge/rquiet'], { SVC_CONTROL_URL: control.url });
+    assert.equal(await none.closed, 0, none.stderr());
+    assert.equal(none.stdout(), '');
+    assert.equal(none.stderr(), 'edge/rquiet has no output to show\n');
+    const broke = svc(['runs', 'logs', 'edge/rbroke'], { SVC_CONTROL_URL: control.url });
+    assert.equal(await broke.closed, 0, broke.stderr());
+    assert.equal(broke.stdout(), '[svc] error: Provider "x" not found\n');
+    assert.equal(broke.stderr(), '');
+    // A run of this project's folder, given by its bare id, with an event but none that is output: named by the
+    // source its state holds, not SVC_SOURCE's default.
+    const dir = join(repo.repo, '.svc', 'runs', 'rcosted');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'edge', run: 'rcosted', status: 'succeeded' }));
+    writeFileSync(join(dir, 'events.jsonl'),
+      `${JSON.stringify({ run: 'rcosted', seq: 1, ts: now(), kind: 'cost', data: { usd: 1 } })}\n`);
+    const costed = svc(['runs', 'logs', 'rcosted']);
+    assert.equal(await costed.closed, 0, costed.stderr());
+    assert.equal(costed.stdout(), '');
+    assert.equal(costed.stderr(), 'edge/rcosted has no output to show\n');
+    rmSync(dir, { recursive: true });
+  });
+
   it('says a run neither the project nor the Control Plane knows is not found, with exit 1', async () => {
     const r = svc(['runs', 'logs', 'edge/rnowhere'], { SVC_CONTROL_URL: control.url });
     assert.equal(await r.closed, 1);

@@ -127,6 +127,9 @@ describe('a run without a worktree', () => {
     };
     const stopped = await startHeld('stopped then resumed');
     assert.equal((await svc(['start', '--stop', stopped])).status, 0);
+    const again = await svc(['start', '--stop', stopped]);
+    assert.equal(again.status, 0, again.stderr);
+    assert.match(again.stderr, new RegExp(`run ${stopped} had already ended \\(stopped\\): nothing to stop`));
     const working = await startHeld('works meanwhile');
     const refused = await svc(['start', '--resume', stopped, '--detach']);
     assert.notEqual(refused.status, 0, refused.stdout);

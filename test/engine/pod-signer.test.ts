@@ -259,6 +259,45 @@ describe('the signer signs what is pushed', () => {
     }
   });
 
+  // The signer ships its copy of events.jsonl with the sealed key, whose batches are the signer's word: a `receipt`
+  // or `pr` line the agent wrote there stood in the run's history beside the signer's own (a forged verdict, a PR).
+  it("ships none of the agent's receipt, pr lines or egress.jsonl; its egress and svc lines as the run container's",
+    async () => {
+    const cp = await startTestControl();
+    try {
+      const w = workspace('forged-lines');
+      mkdirSync(join(w.ws, '.svc', 'runs', 'r1'), { recursive: true });
+      const ts = new Date().toISOString();
+      const lines = [{ seq: 1, ts, kind: 'note', data: {} },
+        { seq: 2, ts, kind: 'receipt', data: { verdict: 'verified', integrity: 'sha256:forged', by: 'pod-signer' } },
+        { seq: 3, ts, kind: 'pr', data: { url: 'https://github.com/o/r/pull/666' } }, { seq: 4, ts, kind: 'note' },
+        { seq: 5, ts, kind: 'egress', data: { host: 'api.example', decision: 'allowed', by: 'gate' } },
+        { seq: 6, ts, kind: 'log', data: { stream: 'svc', text: 'Evidence Receipt written: verified' } }];
+      const log = lines.map((l) => `${JSON.stringify(l)}\n`).join('');
+      writeFileSync(join(w.ws, '.svc', 'runs', 'r1', 'events.jsonl'), log);
+      // Its egress.jsonl is no gate's record: with no shared gate the signer ships none.
+      mkdirSync(join(w.ws, '.svc', 'runs', 'r1', 'artifacts'), { recursive: true });
+      writeFileSync(join(w.ws, '.svc', 'runs', 'r1', 'artifacts', 'egress.jsonl'), '{"host":"api.example"}\n');
+      const env = { SVC_CONTROL_URL: cp.url, SVC_SOURCE: 'k8s', SVC_SHIP: '1' };
+      assert.equal((await signPod('forged-lines', w, { env, sealedAt: ts }))?.verdict, 'verified');
+      type Shown = { seq: number; kind: string; data: { integrity?: string } };
+      const events = (await cp.request('GET', '/v1/runs/k8s/r1/events')).json.items as Shown[];
+      assert.deepEqual(events.filter((e) => e.seq <= 6).map((e) => e.seq), [1, 4, 5, 6]);
+      // The agent's egress line is the run container's word, never the gate's evidence the signer ships; its svc line
+      // is not the signer's own.
+      for (const seq of [5, 6]) {
+        assert.equal((events.find((e) => e.seq === seq)?.data as { by?: string }).by, 'run-container', String(seq));
+      }
+      const egress = await cp.request('GET', '/v1/runs/k8s/r1/artifact/egress.jsonl');
+      assert.equal(egress.status, 404, egress.text);
+      const receipts = events.filter((e) => e.kind === 'receipt' || e.kind === 'pr');
+      assert.equal(receipts.length, 1, JSON.stringify(receipts));
+      assert.notEqual(receipts[0]?.data.integrity, 'sha256:forged');
+    } finally {
+      await cp.close();
+    }
+  });
+
   // The signer ships the copied state.json's fields it does not set itself (brief, origin, provider, the reported
   // cost): one ingest refuses would refuse every batch of it. The group is the run's own whatever the copy says. Its
   // shipper cuts a text too long, leaves out any other such field (engine/run-event.ts runRefusal) and says so once

@@ -219,6 +219,58 @@ describe('shipper', () => {
   });
 });
 
+// A pod's run container (SVC_SIGN_LATER=1) ships with a `bound-runs` token, which may not say what only the pod's
+// signer says (ingest refuses the whole batch): what its agent wrote of that in the run folder is left out, not the
+// rest of the run with it (its events, and the stop requests its batches' answers carry).
+describe("a pod's run container's shipper", () => {
+  const MAIN = 'main-token-0123456789abcdefghijkl';
+  const RUN_TOKEN = 'k8s-run-container-token-0123456789ab';
+  const KEY = 'K'.repeat(43);
+  let control: TestControl;
+  let root: string;
+  before(async () => {
+    control = await startTestControl({ token: MAIN, settings: { runnerTokens: [
+      { source: 'local', token: RUN_TOKEN, boundRuns: true },
+    ] } });
+    root = mkdtempSync(join(tmpdir(), 'svc-'));
+  });
+  after(async () => {
+    await control.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('leaves out a success, verdict, PR, receipt or pr line, receipt.json or egress.jsonl; ships the rest', async () => {
+    const dir = runFolder(root, 'rpodship');
+    const t = new Date().toISOString();
+    const seal = { source: 'local', runs: [{ run: 'rpodship', status: 'queued', started_at: t, run_key: KEY }] };
+    assert.equal((await control.request('POST', '/v1/ingest', { token: MAIN, body: seal })).status, 200);
+    makeRunKey(dir, KEY);
+    const log = openEventLog(dir);
+    log.append('log', { stream: 'stdout', text: 'working' });
+    log.append('receipt', { verdict: 'verified', integrity: 'sha256:forged' });
+    log.append('pr', { url: 'https://github.com/o/r/pull/666' });
+    log.append('log', { stream: 'stdout', text: 'done' });
+    writeFileSync(join(dir, 'artifacts', 'receipt.json'), '{"verdict":"verified"}\n');
+    writeFileSync(join(dir, 'artifacts', 'egress.jsonl'), '{"host":"api.example","decision":"allowed"}\n');
+    writeFileSync(join(dir, 'artifacts', 'provider.log'), 'hello\n');
+    const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
+    const claims = { status: 'succeeded', verdict: 'verified', pr_url: 'https://github.com/o/r/pull/666' };
+    const updated_at = new Date().toISOString();
+    writeFileSync(join(dir, 'state.json'), JSON.stringify({ ...state, updated_at, ...claims }));
+    const env = { SVC_CONTROL_URL: control.url, HOME: root, SVC_CONTROL_TOKEN: RUN_TOKEN, SVC_SIGN_LATER: '1' };
+    const skipped: string[] = [];
+    assert.equal(await createShipper(dir, env, undefined, (entry) => skipped.push(entry)).flush(), null);
+    const row = control.deps.stores.runs.get('local', 'rpodship');
+    assert.deepEqual([row?.status, row?.verdict, row?.pr_url], ['running', null, null]);
+    const stored = control.deps.stores.events.listAll({ source: 'local', run: 'rpodship', after: 0, limit: 50 });
+    assert.deepEqual(stored.map((e) => e.kind), ['log', 'log']);
+    const detail = (await control.request('GET', '/v1/runs/local/rpodship', { token: MAIN })).json;
+    assert.deepEqual(detail.artifacts.map((a: { path: string }) => a.path), ['provider.log']);
+    assert.deepEqual(skipped.sort(), ['artifacts only the signer writes', 'events.jsonl lines only the signer writes',
+      'state.json fields only the signer sets']);
+  });
+});
+
 describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s own runner")', () => {
   let control: TestControl;
   let repo: TestRepo;

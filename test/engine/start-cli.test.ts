@@ -191,7 +191,8 @@ describe('svc start from the command line', () => {
     }
     const missing = await svc(['start', 'anything', '--provider', 'codex'], { PATH: '/usr/bin:/bin' });
     assert.equal(missing.status, 1);
-    assert.match(missing.stderr, /Provider "codex" not found: looked for the "codex" executable on PATH/);
+    assert.match(missing.stderr, /Provider "codex" not found: looked for the "codex" executable on the PATH of the /);
+    assert.match(missing.stderr, /process that started the run \(a server's or a job pod's, not always your shell's\)/);
   });
 
   it('refuses a --run-id that is not one path segment or names an existing run, and a --retry of no run', async () => {

@@ -2,7 +2,7 @@
 // all-or-nothing: an import that fails part-way registers no project and stores no run.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
@@ -95,6 +95,25 @@ describe('POST /v1/import of the run folders svc writes', () => {
     assert.ok(res.json.skipped.some((s: { entry: string; reason: string }) =>
       s.entry === 'rnostate/state.json' && s.reason === 'is missing'), JSON.stringify(res.json.skipped));
     rmSync(join(project, '.svc', 'runs', 'rnostate'), { recursive: true });
+  });
+
+  it('names a run folder whose state.json is cut short or damaged, and imports the whole one beside it', async () => {
+    writeRun(project, 'rhalf', {});
+    const state = join(project, '.svc', 'runs', 'rhalf', 'state.json');
+    writeFileSync(state, readFileSync(state, 'utf8').slice(0, 40));
+    writeRun(project, 'rbytes', {});
+    writeFileSync(join(project, '.svc', 'runs', 'rbytes', 'state.json'), Buffer.from([0x7b, 0xff, 0xfe, 0x7d]));
+    writeRun(project, 'rwhole', {});
+    const res = await cp.request('POST', '/v1/import', { body: { path: project } });
+    assert.equal(res.status, 200, res.text);
+    for (const run of ['rhalf', 'rbytes']) {
+      assert.ok(res.json.skipped.some((s: { entry: string; reason: string }) => s.entry === `${run}/state.json` &&
+        s.reason === 'is not JSON (cut short or damaged, as by a copy still being made)'),
+      JSON.stringify(res.json.skipped));
+      assert.equal((await cp.request('GET', `/v1/runs/local/${run}`)).status, 404);
+      rmSync(join(project, '.svc', 'runs', run), { recursive: true });
+    }
+    assert.equal((await cp.request('GET', '/v1/runs/local/rwhole')).status, 200);
   });
 
   it("imports an older svc's run whose command provider reported fractional tokens, the counts unknown", async () => {

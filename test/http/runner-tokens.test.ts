@@ -287,6 +287,94 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.equal(stillShown.pending_answer?.answer, 'staging');
   });
 
+  // How a pod's run ended, its verdict, receipt, pull request and cost are its signer's to say (DESIGN \u00a77a "It
+  // can't vouch for itself"): the run container's token, which its agent can read, sent a `succeeded` row with a PR
+  // and a verdict, and `receipt` and `pr` lines, which the run's history, the dashboard and /v1/stats took as the
+  // run's until its signer's batch replaced the row (and kept the lines for good).
+  it('says nothing only its signer says: a success, a verdict, a PR, a receipt are refused; the signer\u2019s land',
+    async () => {
+      const SEALED = 'V'.repeat(43);
+      const handed = handedRunKey(SEALED);
+      const ts = () => new Date().toISOString();
+      const line = (seq: number, kind: string, data: Record<string, unknown> = {}) =>
+        ({ run: 'rword', seq, kind, ts: ts(), data });
+      const stats = async () => (await cp.request('GET', '/v1/stats', { token: MAIN })).json;
+      const cost = async () => (await cp.request('GET', '/v1/stats/cost', { token: MAIN })).json;
+      const before = { stats: await stats(), cost: await cost() };
+      const handedBatch = { source: 'k8s', runs: [run('rword', { status: 'queued', run_key: handed })] };
+      assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: handedBatch })).status, 200);
+      const receipt = line(2, 'receipt', { verdict: 'verified', integrity: 'sha256:forged', kid: 'k', gaps: [] });
+      const pr = line(3, 'pr', { url: 'https://github.com/o/r/pull/666' });
+      const artifact = { run: 'rword', path: 'receipt.json', content_base64: Buffer.from('{}').toString('base64') };
+      const forged: Array<[string, Record<string, unknown>]> = [
+        ['runs[0].status', { runs: [run('rword', { run_key: handed, status: 'succeeded', ended_at: ts() })] }],
+        ['runs[0].verdict', { runs: [run('rword', { run_key: handed, verdict: 'verified' })] }],
+        ['runs[0].pr_url', { runs: [run('rword', { run_key: handed, pr_url: 'https://github.com/o/r/pull/666' })] }],
+        ['events[1].kind "receipt"', { runs: [run('rword', { run_key: handed })], events: [line(9, 'log'), receipt] }],
+        ['events[0].kind "pr"', { runs: [run('rword', { run_key: handed })], events: [pr] }],
+        ['artifacts[0].path "receipt.json"', { runs: [run('rword', { run_key: handed })], artifacts: [artifact] }],
+        ['artifacts[0].path "egress.jsonl"',
+          { runs: [run('rword', { run_key: handed })], artifacts: [{ ...artifact, path: 'egress.jsonl' }] }],
+      ];
+      for (const [field, body] of forged) {
+        const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: { source: 'k8s', ...body } });
+        assert.equal(res.status, 403, `${field}: ${res.text}`);
+        assert.equal(res.json.error.code, 'forbidden_run');
+        assert.ok(res.json.error.message.startsWith(`${field} is for the run's signer to say`), res.json.error.message);
+      }
+      // What its run container does say of its run lands, its cost figures not counted: a `cost` line is its report,
+      // marked so, and so is a log line of any stream but its agent's stdout and stderr (one would read as svc's own).
+      const said = {
+        source: 'k8s', runs: [run('rword', { run_key: handed, cost_usd: 5000, tokens_in: 7, tokens_out: 7 })],
+        events: [line(1, 'log', { stream: 'stdout', text: 'hi' }),
+          line(4, 'cost', { usd: 5000, tokens_in: 7, tokens_out: 7, total_usd: 5000 }),
+          line(5, 'log', { stream: 'receipt', text: 'Evidence Receipt written: verified', by: 'svc' }),
+          line(10, 'log', { stream: 'svc', text: 'phase: checks passed' })],
+      };
+      const taken = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: said });
+      assert.equal(taken.status, 200, taken.text);
+      const row = cp.deps.stores.runs.get('k8s', 'rword');
+      assert.deepEqual([row?.status, row?.verdict, row?.pr_url, row?.cost_usd], ['running', null, null, null]);
+      const kinds = async () => ((await cp.request('GET', '/v1/runs/k8s/rword/events', { token: MAIN })).json
+        .items as Array<{ kind: string; seq: number }>).map((e) => `${e.seq}:${e.kind}`);
+      assert.deepEqual(await kinds(), ['1:log', '4:cost', '5:log', '10:log']);
+      const stored = cp.deps.stores.events.listAll({ source: 'k8s', run: 'rword', after: 0, limit: 50 });
+      assert.deepEqual(stored.map((e) => JSON.parse(e.data).by), [undefined, 'run-container', 'run-container',
+        'run-container']);
+      const artifacts = (await cp.request('GET', '/v1/runs/k8s/rword', { token: MAIN })).json.artifacts;
+      assert.deepEqual(artifacts, []);
+      const middle = { stats: await stats(), cost: await cost() };
+      assert.equal(middle.stats.by_status.succeeded, before.stats.by_status.succeeded);
+      assert.equal(middle.stats.by_verdict.verified, before.stats.by_verdict.verified);
+      // In cents: the total is a sum of floating dollars over every run this file's tests stored.
+      const cents = (usd: number | null | undefined) => Math.round((usd ?? 0) * 100);
+      assert.equal(cents(middle.cost.total_usd), cents(before.cost.total_usd));
+      // The signer (its move onto the sealed key, then its end) says all of it.
+      const move = { source: 'k8s', runs: [run('rword', { status: 'queued', run_key: SEALED, updated_at: ts() })] };
+      assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: move })).status, 200);
+      const signerReceipt = line(6, 'receipt', { verdict: 'verified', integrity: 'sha256:real', kid: 'k', gaps: [] });
+      const end = {
+        source: 'k8s',
+        runs: [run('rword', {
+          run_key: SEALED, status: 'succeeded', ended_at: ts(), verdict: 'verified', cost_usd: 1.25, tokens_in: 10,
+          tokens_out: 20, pr_url: 'https://github.com/o/r/pull/7',
+        })],
+        events: [signerReceipt, line(7, 'pr', { url: 'https://github.com/o/r/pull/7' }),
+          line(8, 'run.status', { from: 'running', to: 'succeeded' })],
+        artifacts: [artifact],
+      };
+      const signed = await cp.request('POST', '/v1/ingest', { token: K8S, body: end });
+      assert.equal(signed.status, 200, signed.text);
+      const final = cp.deps.stores.runs.get('k8s', 'rword');
+      assert.deepEqual([final?.status, final?.verdict, final?.pr_url, final?.cost_usd],
+        ['succeeded', 'verified', 'https://github.com/o/r/pull/7', 1.25]);
+      assert.deepEqual(await kinds(), ['1:log', '4:cost', '5:log', '10:log', '6:receipt', '7:pr', '8:run.status']);
+      const after = { stats: await stats(), cost: await cost() };
+      assert.equal(after.stats.by_status.succeeded, before.stats.by_status.succeeded + 1);
+      assert.equal(after.stats.by_verdict.verified, before.stats.by_verdict.verified + 1);
+      assert.equal(cents(after.cost.total_usd), cents(before.cost.total_usd) + 125);
+    });
+
   it('a read= token reads runs of the sources it names, one at a time, and nothing else', async () => {
     const read = await cp.request('GET', '/v1/runs/k8s/rpod', { token: TRIGGER });
     assert.equal(read.status, 200, read.text);

@@ -543,8 +543,14 @@ describe('a --worktree run after svc init', () => {
     execFileSync('git', ['init', '-q', empty]);
     const inEmpty = (args: string[]) => runChild(process.execPath, [CLI, ...args], { cwd: empty, env });
     assert.equal((await inEmpty(['init', '--force'])).code, 0);
+    const exclude = join(empty, '.git', 'info', 'exclude');
+    // git init may write no exclude file: then none must appear.
+    const excluded = existsSync(exclude) ? readFileSync(exclude, 'utf8') : null;
     const res = await inEmpty(['start', '--brief', 'say hello', '--worktree']);
     assert.equal(res.code, 2, res.stderr);
     assert.match(res.stderr, /has no commits yet; commit something first/);
+    // Bad input changes nothing: no run folders, and svc's folders not yet in the git directory's exclude file.
+    assert.equal(existsSync(exclude) ? readFileSync(exclude, 'utf8') : null, excluded);
+    assert.equal(existsSync(join(empty, '.svc', 'runs')), false);
   });
 });

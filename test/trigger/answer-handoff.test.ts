@@ -17,11 +17,13 @@ describe('an answer handed to its run', () => {
     const path = join(dir, 'trigger.db');
     const stores = createTriggerStores(openDatabase(path, triggerMigrations));
     const now = Date.now();
-    insertJob(stores, { id: 'j1', origin: 'github', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+    insertJob(stores, {
+      id: 'j1', origin: 'github', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api',
+      reply: { channel: 'github', target: { thread: 'github:acme/api#12' } },
+    });
     stores.jobs.claim('j1', now);
     stores.jobs.setRun('j1', 'local', 'r1', null);
     stores.jobs.setLaunch('j1', dir, 'r1');
-    stores.replies.insert('j1', 'github', { thread: 'github:acme/api#12' }, now);
     const handed: string[] = [];
     // The first `svc answer` never returns: the server is killed (kill -9) while it runs.
     let killed = true;
@@ -63,11 +65,13 @@ describe('an answer handed to its run', () => {
       const dir = tempDir();
       const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
       const now = Date.now();
-      insertJob(stores, { id: 'j1', origin: 'github', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+      insertJob(stores, {
+        id: 'j1', origin: 'github', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api',
+        reply: { channel: 'github', target: { thread: 'github:acme/api#12' } },
+      });
       stores.jobs.claim('j1', now);
       stores.jobs.setRun('j1', 'local', 'r1', null);
       stores.jobs.setLaunch('j1', dir, 'r1');
-      stores.replies.insert('j1', 'github', { thread: 'github:acme/api#12' }, now);
       // Another process holds the write lock for the first `refusals` claims.
       const claim = stores.dedupe.claim.bind(stores.dedupe);
       let refused = 0;

@@ -44,7 +44,7 @@ async function jobOf(t: TestTrigger, id: string) {
   return (await get(`${t.url}/jobs/${id}`, bearer)).body;
 }
 
-/** The job's reply_targets row: its channel and where on GitHub (what a reply learns later, left out). */
+/** The job's reply target: its channel and where on GitHub (what a reply learns later, left out). */
 function replyTarget(t: TestTrigger, id: string) {
   const row = t.stores.replies.get(id);
   if (row === undefined) return undefined;

@@ -111,7 +111,7 @@ describe('fuzzing every trigger route with signed real payloads', () => {
 
   function fingerprint(): string {
     const row = t.stores.db
-      .prepare('SELECT (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM dedupe_keys) AS keys, (SELECT count(*) FROM reply_targets) AS replies')
+      .prepare('SELECT (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM dedupe_keys) AS keys, (SELECT count(*) FROM jobs WHERE reply_channel IS NOT NULL) AS replies')
       .get() as Record<string, unknown>;
     return `${Object.values(row).join(' ')} inbox ${inboxFingerprint(t.repo)}`;
   }

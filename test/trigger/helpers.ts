@@ -28,7 +28,7 @@ export const SECRETS = {
   SVC_API_TOKEN: 'api-token-7',
 } as const;
 
-/** The rows of a table (jobs, dedupe_keys, reply_targets) as the database holds them. */
+/** The rows of a table (jobs, dedupe_keys) as the database holds them; `table` may name a condition. */
 export function rowCount(db: Pick<TriggerStores['db'], 'prepare'>, table: string): number {
   return (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
 }

@@ -316,8 +316,8 @@ describe('the job loop', () => {
     // Five jobs whose repository is no longer served end failed at once: a burst of summaries to one vendor.
     const ids = ['j1', 'j2', 'j3', 'j4', 'j5'];
     for (const id of ids) {
-      insertJob(stores, { id, origin: 'jobs', brief: 'b', args: ['b'], created_at: Date.now(), repo: 'gone' });
-      stores.replies.insert(id, 'jobs', {}, Date.now());
+      const reply = { channel: 'jobs', target: {} };
+      insertJob(stores, { id, origin: 'jobs', brief: 'b', args: ['b'], created_at: Date.now(), repo: 'gone', reply });
     }
     let letGo = (): void => {};
     let held = new Promise<void>((resolve) => { letGo = resolve; });

@@ -6,7 +6,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
-  chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync,
+  chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -327,6 +327,35 @@ describe('createManagedCheckouts', () => {
     assert.deepEqual(readdirSync(join(co, 'acme', 'web')).sort(), ['.next', 'j1', 'j2', 'j3', 'j4']);
     await managed.idle();
   });
+
+  it('hands over the checkout made ahead with an index git trusts: the job\'s git status reads no file again',
+    async () => {
+      const dir = tempDir('svc-managed-');
+      dirs.push(dir);
+      const origin = makeOrigin(join(dir, 'origins'), 'web');
+      const co = join(dir, 'co');
+      const managed = createManagedCheckouts({
+        stateDir: join(dir, 'state'), checkoutsDir: co, env: GIT_ENV, log: quiet,
+      });
+      const repo = served('acme/web', `file://${origin.bare}`);
+      await managed.prepare(repo, { id: 'j1', args: [] });
+      // git re-reads (and hashes) a tracked file whose time is not older than its index's second ("racily clean").
+      const second = (ms: number) => Math.floor(ms / 1000);
+      const racy = (path: string): string[] => {
+        const index = second(statSync(join(path, '.git', 'index')).mtimeMs);
+        const files = git(path, 'ls-files', '-z').split('\0').filter(Boolean);
+        return files.filter((f) => second(lstatSync(join(path, f)).mtimeMs) >= index);
+      };
+      const spare = join(co, 'acme', 'web', '.next');
+      await waitFor(() => (existsSync(join(spare, '.git', 'index')) && racy(spare).length === 0 ? true : null),
+        'the spare\'s index to be written after its files\' second', 30_000);
+      const path = await managed.prepare(repo, { id: 'j2', args: [] });
+      assert.deepEqual(racy(path), []);
+      const index = statSync(join(path, '.git', 'index')).mtimeMs;
+      assert.equal(git(path, 'status', '--porcelain', '--untracked-files=all'), '');
+      assert.equal(statSync(join(path, '.git', 'index')).mtimeMs, index, 'git status had nothing to write');
+      await managed.idle();
+    });
 
   describe('security: links the repository commits under .svc/inbox', () => {
     /** An origin whose trunk commits `link` → `target`, a manager, and job j1's trackera delivery in its intake. */

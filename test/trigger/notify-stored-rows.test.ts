@@ -44,9 +44,9 @@ describe('a stored row never keeps its summary pending', () => {
 
   function finished(id: string, channel: string, parts: string | null): void {
     const now = Date.now();
-    insertJob(stores, { id, origin: 'chata', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+    const reply = { channel, target: { response_url: `${hooks.url}/commands/T1/${id}` } };
+    insertJob(stores, { id, origin: 'chata', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api', reply });
     stores.jobs.claim(id, now);
-    stores.replies.insert(id, channel, { response_url: `${hooks.url}/commands/T1/${id}` }, now);
     stores.jobs.finish(id, { status: 'succeeded', finished_at: now, exit_code: 0, summary: `summary of ${id}`,
       summary_parts: parts, error: null });
   }
@@ -106,4 +106,47 @@ describe('a stored row never keeps its summary pending', () => {
       assert.equal(hooks.requests.some((r) => r.path === `/commands/T1/${id}`), false);
     });
   }
+});
+
+describe('reply targets stored before migration 14', () => {
+  it('move into their job rows: each target, its channel and whether its summary went, nothing pending twice', () => {
+    const dir = tempDir('svc-replies-v13-');
+    try {
+      const path = join(dir, 'trigger.db');
+      const v13 = openDatabase(path, triggerMigrations.slice(0, 13));
+      v13.exec(`INSERT INTO jobs (id, origin, status, brief, args, created_at, finished_at) VALUES
+        ('jsent', 'chata', 'succeeded', 'b', '[]', 1, 5), ('jpending', 'webhook', 'failed', 'b', '[]', 2, 6),
+        ('jqueued', 'webhook', 'queued', 'b', '[]', 3, NULL), ('jnone', 'jobs', 'succeeded', 'b', '[]', 4, 7),
+        ('jrunning', 'webhook', 'running', 'b', '[]', 5, NULL), ('jskipped', 'nosuch', 'failed', 'b', '[]', 6, 8)`);
+      v13.exec(`INSERT INTO reply_targets (job_id, channel, target, created_at, notify_status, notified_at) VALUES
+        ('jsent', 'chata', '{"response_url":"u"}', 1, 'sent', 9),
+        ('jpending', 'webhook', '{"issue":12}', 2, NULL, NULL),
+        ('jqueued', 'webhook', '{"issue":13}', 3, NULL, NULL),
+        ('jrunning', 'webhook', '{"issue":14}', 5, NULL, NULL),
+        ('jskipped', 'nosuch', '{}', 6, 'skipped', 11)`);
+      v13.close();
+      const db = openDatabase(path, triggerMigrations);
+      const stores = createTriggerStores(db);
+      const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'reply_targets'").all();
+      assert.deepEqual(tables, []);
+      assert.deepEqual({ ...stores.replies.get('jsent') },
+        { job_id: 'jsent', channel: 'chata', target: { response_url: 'u' }, notify_status: 'sent' });
+      assert.deepEqual(stores.replies.get('jqueued')?.target, { issue: 13 });
+      assert.deepEqual({ ...stores.replies.get('jrunning') },
+        { job_id: 'jrunning', channel: 'webhook', target: { issue: 14 }, notify_status: null });
+      assert.equal(stores.replies.get('jskipped')?.notify_status, 'skipped');
+      assert.equal(stores.replies.get('jnone'), undefined);
+      const notified = db.prepare('SELECT id, notified_at FROM jobs WHERE notified_at IS NOT NULL ORDER BY id').all();
+      assert.deepEqual(notified.map((r) => ({ ...r })),
+        [{ id: 'jsent', notified_at: 9 }, { id: 'jskipped', notified_at: 11 }]);
+      assert.deepEqual(stores.replies.listPending(), ['jpending']);
+      stores.replies.markNotified('jpending', 'failed', 10);
+      stores.replies.markNotified('jnone', 'sent', 10);
+      assert.deepEqual(stores.replies.listPending(), []);
+      assert.equal(stores.replies.get('jnone'), undefined);
+      db.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

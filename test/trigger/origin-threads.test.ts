@@ -276,12 +276,16 @@ describe('a new question of a run moves its chata thread', () => {
   it('a late reply in the old question\'s thread answers nothing; the refused question goes by the response_url', async () => {
     const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
     const now = Date.now();
-    insertJob(stores, { id: 'j1', origin: 'chata', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+    const target = {
+      response_url: `${hooks.url}/commands/T1/x`, response_url_until: now + 600_000, channel_id: 'C1',
+      thread: 'chata:C1',
+    };
+    insertJob(stores, {
+      id: 'j1', origin: 'chata', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api',
+      reply: { channel: 'chata', target },
+    });
     stores.jobs.claim('j1', now);
     stores.jobs.setRun('j1', 'local', 'r1', null);
-    stores.replies.insert('j1', 'chata', {
-      response_url: `${hooks.url}/commands/T1/x`, response_url_until: now + 600_000, channel_id: 'C1', thread: 'chata:C1',
-    }, now);
     const silent = { info() {}, warn() {}, error() {}, debug() {} } as unknown as Logger;
     const notifier = createNotifier({
       stores, log: silent, clock: Date.now, backoffMs: 1, post: createHttpsPoster({ ca: cert.cert }),
@@ -324,11 +328,13 @@ describe('an answer is for the question its run waits on now', () => {
       // Queued at 10:00; asks its first question at 10:05, is answered from the Control Plane, asks again at 10:20.
       const at = (minutes: number) => Date.parse('2026-11-29T10:00:00Z') + minutes * 60_000;
       let now = at(0);
-      insertJob(stores, { id: 'j1', origin: 'trackerb', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+      insertJob(stores, {
+        id: 'j1', origin: 'trackerb', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api',
+        reply: { channel: 'trackerb', target: { key: 'KAN-7', thread: 'trackerb:KAN-7' } },
+      });
       stores.jobs.claim('j1', now);
       stores.jobs.setRun('j1', 'local', 'r1', null);
       stores.jobs.setLaunch('j1', dir, 'r1');
-      stores.replies.insert('j1', 'trackerb', { key: 'KAN-7', thread: 'trackerb:KAN-7' }, now);
       const silent = { info() {}, warn() {}, error() {}, debug() {} } as unknown as Logger;
       // No channel takes its messages here: when a question was asked is kept whether or not its post went.
       const notifier = createNotifier({
@@ -370,12 +376,14 @@ describe('an answer is for the question its run waits on now', () => {
       const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
       const at = (seconds: number) => Date.parse('2026-11-29T10:00:00Z') + seconds * 1000;
       let now = at(0);
-      insertJob(stores, { id: 'j2', origin: 'webhook', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+      const thread = 'github:acme/api#12';
+      insertJob(stores, {
+        id: 'j2', origin: 'webhook', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api',
+        reply: { channel: 'webhook', target: { repo: 'acme/api', issue: 12, thread, comment_id: 1200 } },
+      });
       stores.jobs.claim('j2', now);
       stores.jobs.setRun('j2', 'local', 'r2', null);
       stores.jobs.setLaunch('j2', dir, 'r2');
-      const thread = 'github:acme/api#12';
-      stores.replies.insert('j2', 'webhook', { repo: 'acme/api', issue: 12, thread, comment_id: 1200 }, now);
       const silent = { info() {}, warn() {}, error() {}, debug() {} } as unknown as Logger;
       // GitHub takes every edit of the progress comment but the one saying the first question was answered, which
       // hangs (as a slow API does, for up to its retries' minute).

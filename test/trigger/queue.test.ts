@@ -2,7 +2,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Db } from '../../src/db/open.ts';
-import { createTriggerStores } from '../../src/db/trigger-stores.ts';
+import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue, DeliveryNotCommittedError, newJobId, JOB_ID, type JobQueue } from '../../src/trigger/queue.ts';
 import { type EnqueueRequest } from '../../src/trigger/queue.ts';
 import { tempTriggerDbs } from './temp-dbs.ts';
@@ -11,17 +11,28 @@ import { insertJob, rowCount as count } from './helpers.ts';
 const temp = tempTriggerDbs('svc-queue-');
 
 /** A queue over a fresh file DB. */
-function setup(maxQueued = 1000, routes = 1): { queue: JobQueue; db: Db; kicks: () => number } {
+function setup(maxQueued = 1000, routes = 1): { queue: JobQueue; db: Db; stores: TriggerStores; kicks: () => number } {
   const { db } = temp.open();
   let kicks = 0;
-  const queue = createJobQueue({
-    stores: createTriggerStores(db), clock: Date.now, maxQueued, routes, onEnqueued: () => void (kicks += 1),
-  });
-  return { queue, db, kicks: () => kicks };
+  const stores = createTriggerStores(db);
+  const queue = createJobQueue({ stores, clock: Date.now, maxQueued, routes, onEnqueued: () => void (kicks += 1) });
+  return { queue, db, stores, kicks: () => kicks };
 }
 
-function delivery(n: number, target: Record<string, unknown> = { issue_key: `K-${n}` }): EnqueueRequest {
-  return { origin: 'trackerb', repo: 'acme/api', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target } };
+function delivery(n: number): EnqueueRequest {
+  return { origin: 'trackerb', repo: 'acme/api', brief: `K-${n}: fix it`, args: ['start', '--brief', `K-${n}: fix it`, '--detach'], dedupeKeys: [`trackerb:body:${n}`, `trackerb:delivery:${n}`], reply: { channel: 'trackerb', target: { issue_key: `K-${n}` } } };
+}
+
+/** The next claim of delivery `n`'s keys writes them, then fails as a write can: the keys must go with its job. */
+function failClaimOnce(stores: TriggerStores, n: number): void {
+  const claim = stores.dedupe.claim.bind(stores.dedupe);
+  let failed = false;
+  stores.dedupe.claim = (keys, jobId, at) => {
+    if (failed || !keys.includes(`trackerb:body:${n}`)) return claim(keys, jobId, at);
+    failed = true;
+    assert.equal(claim(keys, jobId, at), undefined);
+    throw Object.assign(new Error('disk I/O error'), { code: 'ERR_SQLITE_ERROR', errcode: 10 });
+  };
 }
 
 /** Dedupe keys claimed: a claim's row holds its keys as a JSON array. */
@@ -56,15 +67,15 @@ describe('job queue', () => {
   });
 
   it('fails only the delivery that could not be written, leaving nothing of it, and commits the rest', async () => {
-    const { queue, db } = setup(1000);
-    // A BigInt in the reply target makes JSON.stringify throw after the job row and its keys were inserted.
+    const { queue, db, stores } = setup(1000);
+    failClaimOnce(stores, 2);
     const results = await Promise.allSettled([
-      queue.enqueue(delivery(1)), queue.enqueue(delivery(2, { bad: 1n })), queue.enqueue(delivery(3)),
+      queue.enqueue(delivery(1)), queue.enqueue(delivery(2)), queue.enqueue(delivery(3)),
     ]);
     assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
     assert.ok(results[1]?.status === 'rejected' && results[1].reason instanceof DeliveryNotCommittedError);
     assert.equal(count(db, 'jobs'), 2);
-    assert.equal(count(db, 'reply_targets'), 2);
+    assert.equal(count(db, 'jobs WHERE reply_channel IS NOT NULL'), 2);
     assert.equal(count(db, KEYS), 4);
     // Counted once per COMMIT: the failed delivery's row, inserted and deleted again, is not among them.
     assertCounts(db, 2);
@@ -73,15 +84,14 @@ describe('job queue', () => {
   });
 
   it('rolls the whole turn back when a failed delivery\'s rows cannot be removed, keeping nothing of it', async () => {
-    const { db } = temp.open();
-    const stores = createTriggerStores(db);
-    const queue = createJobQueue({ stores, clock: Date.now, maxQueued: 1000, onEnqueued() {} });
+    const { queue, db, stores } = setup(1000);
     const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
     stores.jobs.remove = () => {
       throw full;
     };
+    failClaimOnce(stores, 2);
     const results = await Promise.allSettled([
-      queue.enqueue(delivery(1)), queue.enqueue(delivery(2, { bad: 1n })), queue.enqueue(delivery(3)),
+      queue.enqueue(delivery(1)), queue.enqueue(delivery(2)), queue.enqueue(delivery(3)),
     ]);
     // Before, the batch-mates' COMMIT kept delivery 2's job, though delivery 2 was answered as not done.
     assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected', 'rejected']);
@@ -100,7 +110,7 @@ describe('job queue', () => {
     assert.deepEqual(await queue.enqueue(reused), { kind: 'duplicate', jobId: holder });
     assert.equal(count(db, 'jobs'), 1);
     assert.equal(count(db, KEYS), 2);
-    assert.equal(count(db, 'reply_targets'), 1);
+    assert.equal(count(db, 'jobs WHERE reply_channel IS NOT NULL'), 1);
     assertCounts(db, 1);
     // That body, delivered under its own id, is a new job, not a duplicate of one that never was.
     assert.equal((await queue.enqueue(delivery(2))).kind, 'queued');
@@ -174,5 +184,22 @@ describe('job ids', () => {
     const times = [1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_000, 0, 1_700_000_000_000];
     const prefixes = times.map((t) => newJobId(t).slice(0, 11));
     assert.deepEqual(prefixes, ['j01hf7yat00', 'j01hf7yat01', 'j01hf7yat00', 'j0000000000', 'j01hf7yat00']);
+  });
+});
+
+describe('jobs store', () => {
+  it('reads a job row without its reply columns: the target (a Slack response_url) is the replies store\'s', () => {
+    const { stores } = setup(1000);
+    const target = { response_url: 'https://hooks.chata.example/commands/T1/secret' };
+    insertJob(stores, { id: 'j1', origin: 'chata', repo: 'acme/api', brief: 'b', args: ['start'], created_at: 1,
+      reply: { channel: 'chata', target } });
+    const reply = ['reply_channel', 'reply_target', 'notify_status', 'notified_at'];
+    const queued = [stores.jobs.get('j1'), stores.jobs.oldestQueuedIn('acme/api', 'chata')];
+    assert.ok(stores.jobs.claim('j1', 2));
+    for (const row of [...queued, ...stores.jobs.listRunning()]) {
+      assert.equal(row?.id, 'j1');
+      assert.deepEqual(Object.keys(row).filter((k) => reply.includes(k)), []);
+    }
+    assert.deepEqual(stores.replies.get('j1')?.target, target);
   });
 });

@@ -26,4 +26,10 @@ describe("svc start's launcher", () => {
     const rare = loaded.filter((url) => /\/src\/(engine\/follow-up|engine\/receipt|keys)\.ts$/.test(url));
     assert.deepEqual(rare, []);
   });
+
+  it('loads no node:dns: the gate policy it checks resolves names only in the gate, at its first lookup', () => {
+    const loaded = modulesLoadedBy(fileURLToPath(new URL('../../src/cli/start.ts', import.meta.url)));
+    assert.ok(loaded.includes('node:fs'), 'the hook sees Node\'s own modules');
+    assert.deepEqual(loaded.filter((url) => /^node:dns/.test(url)), []);
+  });
 });

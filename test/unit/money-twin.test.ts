@@ -8,7 +8,8 @@ import { formatUsd } from '../../src/cli/runs-format.ts';
 // Imported by URL so the test type-checks without allowJs; the modules are plain browser JS.
 const lib = (name: string) => new URL(`../../static/lib/${name}`, import.meta.url).href;
 const format: { money(usd: number | null | undefined): string } = await import(lib('format.js'));
-const events: { eventText(kind: string, data: unknown): string } = await import(lib('event-text.js'));
+const events: { eventText(kind: string, data: unknown): string; logTag(data: unknown): string } =
+  await import(lib('event-text.js'));
 
 describe('money (UI) and formatUsd (CLI)', () => {
   it('shows $0.0123 as $0.0123, not $0.01, and keeps cents from a dollar up', () => {
@@ -37,5 +38,29 @@ describe('eventText run.status', () => {
 
   it('shows a transition as from → to', () => {
     assert.equal(events.eventText('run.status', { from: 'queued', to: 'running' }), 'status queued → running');
+  });
+});
+
+describe('eventText cost', () => {
+  // A pod's run container's cost line is its agent's word (ingest marks it): the run's cost is its signer's.
+  it('says whose report a pod run container\u2019s cost line is', () => {
+    const line = { usd: 0.5, tokens_in: 10, tokens_out: 5 };
+    assert.equal(events.eventText('cost', line), 'cost $0.50, 10 tokens in / 5 out');
+    assert.equal(events.eventText('cost', { ...line, by: 'run-container' }),
+      'cost $0.50, 10 tokens in / 5 out (the run container\'s report)');
+  });
+});
+
+describe('logTag', () => {
+  // The tag is what tells svc's own lines from the agent's: a line a pod's agent wrote as stream "receipt", "pr" or
+  // "svc" showed that stream as its tag, reading like svc's own "Evidence Receipt written: verified".
+  it('shows a stream only for the agent\'s stdout and stderr, and svc only when no run container sent it', () => {
+    const cases: Array<[unknown, string]> = [
+      [{ stream: 'stdout' }, 'stdout'], [{ stream: 'stderr', by: 'run-container' }, 'stderr'],
+      [{ stream: 'svc' }, 'svc'],
+      [{ stream: 'svc', by: 'run-container' }, 'log'], [{ stream: 'receipt' }, 'log'], [{ stream: 'pr' }, 'log'],
+      [{}, 'log'], [null, 'log'],
+    ];
+    for (const [data, tag] of cases) assert.equal(events.logTag(data), tag, JSON.stringify(data));
   });
 });

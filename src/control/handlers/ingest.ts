@@ -14,7 +14,10 @@ import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
 import { bodyFields, invalidParam } from '../params.ts';
 import { validateBatch, type IngestBatch } from '../ingest-validate.ts';
-import { isArtifactPath, validateEvent, validateRun } from '../../engine/run-event.ts';
+import { eventData } from '../event-bus.ts';
+import {
+  isArtifactPath, runContainerData, SIGNER_ARTIFACTS, signerFields, validateEvent, validateRun,
+} from '../../engine/run-event.ts';
 import { isBoundKey, storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
 import { isRegisteredProject } from '../action-rules.ts';
@@ -70,6 +73,37 @@ function takeRepoPaths(deps: ControlDeps, batch: IngestBatch, runner: RunnerCred
   }
 }
 
+/**
+ * A `bound-runs` batch (a pod's run container's, whose agent can read its token) as the agent's word: refused whole,
+ * 403 `forbidden_run` naming the first field, when it says what only the pod's signer says (run-event.ts
+ * signerFields, runContainerData, SIGNER_ARTIFACTS); its lines marked as runContainerData says; its runs' `metered`,
+ * `cost_usd`, `tokens_in` and `tokens_out`, which the run container reports too (its provider's figures, and an older
+ * one always sends them), are dropped: /v1/stats/cost sums the last three, and only the signer ships the gate's
+ * (docs/control-data.md, "Only the signer's word").
+ */
+function takeAgentWord(batch: IngestBatch): void {
+  const refuse = (where: string): never => {
+    throw new HttpError('forbidden_run', `${where} is for the run's signer to say, not this token (a pod's run ` +
+      'container\'s; nothing of the batch was applied)');
+  };
+  batch.runs.forEach((run, i) => {
+    const field = signerFields(run)[0];
+    if (field !== undefined) refuse(`runs[${i}].${field}`);
+    run.metered = null;
+    run.cost_usd = null;
+    run.tokens_in = null;
+    run.tokens_out = null;
+  });
+  batch.events.forEach((ev, i) => {
+    const data = eventData(ev.data);
+    const kept = runContainerData(ev.kind, data) ?? refuse(`events[${i}].kind ${JSON.stringify(ev.kind)}`);
+    if (kept !== data) ev.data = JSON.stringify(kept);
+  });
+  batch.artifacts.forEach((a, i) => {
+    if (SIGNER_ARTIFACTS.has(a.path)) refuse(`artifacts[${i}].path ${JSON.stringify(a.path)}`);
+  });
+}
+
 export const ingestRuns: Handler<ControlDeps> = (ctx) => {
   const batch = validateBatch(ctx.body, ctx.deps.clock());
   const { deps, runner } = ctx;
@@ -77,21 +111,13 @@ export const ingestRuns: Handler<ControlDeps> = (ctx) => {
     throw new HttpError('forbidden_source', `This token may only ship runs of source "${runner.source}"`);
   }
   // A pod's run container's token (`bound-runs`), which the pod's agent can read, writes its own run only: nothing
-  // source-wide, and no `metered`, `cost_usd`, `tokens_in` or `tokens_out` (what the run container says was metered
-  // or spent is the agent's to write, and /v1/stats/cost sums the last three; the pod's signer ships the gate's).
+  // source-wide, and nothing only its signer says (takeAgentWord).
   const boundRuns = runner?.boundRuns === true;
   if (boundRuns && (batch.served_repos !== null || batch.notifications.length > 0)) {
     throw new HttpError('forbidden_source', 'This token may only write runs already stored and bound to the key its ' +
       'batch carries, not its source\'s served repositories or notifications (nothing of the batch was applied)');
   }
-  if (boundRuns) {
-    for (const run of batch.runs) {
-      run.metered = null;
-      run.cost_usd = null;
-      run.tokens_in = null;
-      run.tokens_out = null;
-    }
-  }
+  if (boundRuns) takeAgentWord(batch);
   const named = new Set([...batch.runs, ...batch.events, ...batch.artifacts].map((item) => item.run));
   takeRepoPaths(deps, batch, runner);
   // A run the operator deleted stays deleted when its runner ships it again (named in "deleted").
