@@ -174,12 +174,13 @@ describe('a trigger server on a database another process keeps locked', () => {
       try {
         const at = (seconds: number) => Date.parse('2026-11-29T10:00:00Z') + seconds * 1000;
         let now = at(0);
-        insertJob(stores, { id: 'j1', origin: 'webhook', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api' });
+        const thread = 'github:acme/api#12';
+        const reply = { channel: 'webhook', target: { repo: 'acme/api', issue: 12, thread, comment_id: 1200 } };
+        insertJob(stores,
+          { id: 'j1', origin: 'webhook', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api', reply });
         stores.jobs.claim('j1', now);
         stores.jobs.setLaunch('j1', dir, 'r1');
         stores.jobs.setRun('j1', 'local', 'r1', null);
-        const thread = 'github:acme/api#12';
-        stores.replies.insert('j1', 'webhook', { repo: 'acme/api', issue: 12, thread, comment_id: 1200 }, now);
         const silent = createLogger('trigger-test', () => {});
         const posts: string[] = [];
         const posted = (): string[] => posts;
