@@ -3,7 +3,8 @@
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { RefusedError } from '../errors.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isDatabaseBusy, isDiskFull, RefusedError, sqlitePrimary } from '../errors.ts';
 
 export type Db = DatabaseSync;
 
@@ -83,6 +84,61 @@ export function busyMet(db: Db): void {
     backingOff.delete(db);
     if (db.isOpen) db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
   }, BUSY_BACKOFF_MS).unref();
+}
+
+/** SQLite's primary code for a disk that failed a write: tried again a few times, then thrown (a failing disk). */
+const SQLITE_IOERR = 10;
+const IOERR_TRIES = 5;
+/** How soon background work tries again a write the database refused for now. */
+const WRITE_RETRY_MS = 1_000;
+
+/**
+ * Whether `db` refused a write it may take later: busy (then its statements back off for a second: busyMet), a full
+ * disk, a failed disk write.
+ */
+export function refusedForNow(db: Db, err: unknown): boolean {
+  if (!isDatabaseBusy(err)) return isDiskFull(err) || sqlitePrimary(err) === SQLITE_IOERR;
+  busyMet(db);
+  return true;
+}
+
+/**
+ * Does `write`, again each second while `db` refuses it for now (refusedForNow; a failed disk write only IOERR_TRIES
+ * times), telling `refused` of each refusal; false if `signal` aborts first (shutdown). Any other error is thrown.
+ */
+export async function untilWritten(
+  db: Db, write: () => void, signal: AbortSignal, refused: (err: unknown) => void,
+): Promise<boolean> {
+  for (let failedDisk = 0; ;) {
+    try {
+      write();
+      return true;
+    } catch (err) {
+      if (!refusedForNow(db, err)) throw err;
+      if (sqlitePrimary(err) === SQLITE_IOERR && ++failedDisk >= IOERR_TRIES) throw err;
+      refused(err);
+    }
+    if (signal.aborted) return false;
+    await sleep(WRITE_RETRY_MS, undefined, { signal }).catch(() => {});
+  }
+}
+
+// A request's write the lock refused is tried again, without blocking the server, until this many tries have failed
+// (about two seconds): a brief lock is ridden out; past it the request is answered 503 with Retry-After.
+export const BUSY_TRIES = 20;
+export const BUSY_RETRY_MS = 100;
+
+/** Does `write` for a request, riding out a brief lock (BUSY_TRIES); any other error, or a longer lock, is thrown. */
+export async function ridingOut(db: Db, write: () => void): Promise<void> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return write();
+    } catch (err) {
+      if (!isDatabaseBusy(err) || tries >= BUSY_TRIES) throw err;
+      busyMet(db);
+    }
+    await sleep(BUSY_RETRY_MS);
+  }
 }
 
 // SQLite re-plans a bare `LIMIT ?` each time node:sqlite binds it; a CAST hides the value from the planner

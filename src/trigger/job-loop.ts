@@ -13,8 +13,7 @@ import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
-import { untilWritten } from './queue.ts';
-import { mayTakeLater } from '../http/pipeline.ts';
+import { refusedForNow, untilWritten } from '../db/open.ts';
 import { newRunId } from '../engine/ids.ts';
 import type { ProcIdentity } from '../engine/proc-group.ts';
 
@@ -107,7 +106,7 @@ export function createJobLoop(opts: JobLoopOptions) {
    */
   function untilRecorded(job: JobRow, what: string, write: () => void): Promise<boolean> {
     let logged = -Infinity;
-    return untilWritten(write, abort.signal, (err) => {
+    return untilWritten(stores.db, write, abort.signal, (err) => {
       if (Date.now() - logged < RETRY_LOG_MS) return;
       logged = Date.now();
       log.error(`could not record ${what}; trying again`, { job_id: job.id, error: errorMessage(err) });
@@ -236,7 +235,7 @@ export function createJobLoop(opts: JobLoopOptions) {
       if (recovering) recoverRunning();
       startQueued();
     } catch (err) {
-      if (!mayTakeLater(err)) throw err;
+      if (!refusedForNow(stores.db, err)) throw err;
       log.error('could not recover or start jobs; trying again', { error: errorMessage(err) });
       retryKick ??= setTimeout(() => {
         retryKick = undefined;

@@ -39,6 +39,7 @@ export interface TriggerOverrides {
   notifyBackoffMs?: number;
   servedRetryMs?: readonly number[];
   github?: GithubApi;
+  busyTries?: number;
 }
 
 function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Logger, pollMs?: number): JobExecutor {
@@ -91,7 +92,7 @@ export async function startTrigger(
     stores, tracer, executor, settings, managed, clock, log, notify,
   });
   const queue = createJobQueue({
-    stores, clock, maxQueued: settings.queueMax,
+    stores, clock, maxQueued: settings.queueMax, ...(o.busyTries !== undefined ? { busyTries: o.busyTries } : {}),
     // The queue's shares are split between the routes that can queue work.
     routes: SOURCE_NAMES.filter((r) => settings.secrets[r].unavailable === null).length,
     onEnqueued: () => {
@@ -143,6 +144,7 @@ export async function startTrigger(
         await jobLoop.close();
         await Promise.all([...reports, managed.idle()]);
       });
+      queue.close();
       await checkpointer.close();
       db.close();
       await tracer.flush();

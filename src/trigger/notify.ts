@@ -12,8 +12,8 @@ import { errorMessage, FailedError } from '../errors.ts';
 import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';
 import type { Logger } from '../log.ts';
-import { inTurn, untilWritten } from './queue.ts';
-import { mayTakeLater } from '../http/pipeline.ts';
+import { inTurn } from './queue.ts';
+import { refusedForNow, untilWritten } from '../db/open.ts';
 
 interface NotifierOptions {
   stores: TriggerStores;
@@ -80,7 +80,7 @@ export function createNotifier(opts: NotifierOptions) {
   /** A write of the job's turn, tried again while the database refuses it (logged once); false on shutdown. */
   function written(jobId: string, write: () => void): Promise<boolean> {
     let told = false;
-    return untilWritten(write, signal, (err) => {
+    return untilWritten(opts.stores.db, write, signal, (err) => {
       if (!told) opts.log.warn('notifier could not write; trying again', { job_id: jobId, error: errorMessage(err) });
       told = true;
     });
@@ -191,7 +191,7 @@ export function createNotifier(opts: NotifierOptions) {
         try {
           writeStamps();
         } catch (err) {
-          if (!mayTakeLater(err)) throw err;
+          if (!refusedForNow(opts.stores.db, err)) throw err;
           opts.log.warn('question stamp waits for the database', { job_id: jobId, error: errorMessage(err) });
         }
       }

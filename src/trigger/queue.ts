@@ -2,10 +2,8 @@
 // dedupe keys (a key another job holds makes it a duplicate) written and committed before any 2xx (DESIGN §5). The
 // deliveries of one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still
 // fails alone.
-import { errorMessage, FailedError } from '../errors.ts';
-import { busyMet, transaction } from '../db/open.ts';
-import { isDatabaseBusy, isDiskFull, mayTakeLater } from '../http/pipeline.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { errorMessage, FailedError, isDatabaseBusy, isDiskFull } from '../errors.ts';
+import { BUSY_RETRY_MS, BUSY_TRIES, busyMet, transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { NewJob } from '../db/trigger-jobs-store.ts';
 import type { SourceName } from '../webhook-sources.ts';
@@ -79,29 +77,6 @@ export function inTurn<T>(chains: Map<string, Promise<unknown>>, key: string, wo
   return next;
 }
 
-/** How soon background work tries again a write the database refused for now. */
-const WRITE_RETRY_MS = 1_000;
-
-/**
- * Does `write`, again each second while the database refuses it for now (busy, a full disk: mayTakeLater), telling
- * `refused` of each refusal; false if `signal` aborts first (shutdown). Any other error is thrown.
- */
-export async function untilWritten(
-  write: () => void, signal: AbortSignal, refused: (err: unknown) => void,
-): Promise<boolean> {
-  for (;;) {
-    try {
-      write();
-      return true;
-    } catch (err) {
-      if (!mayTakeLater(err)) throw err;
-      refused(err);
-    }
-    if (signal.aborted) return false;
-    await sleep(WRITE_RETRY_MS, undefined, { signal }).catch(() => {});
-  }
-}
-
 /** What the cheap checks say before a delivery does any work; `open` holds its keys until `release()`. */
 type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
 
@@ -109,10 +84,6 @@ type Pending = {
   request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void; tries: number;
 };
 
-// A delivery whose batch met a busy database is tried again, without blocking the server, until this many tries have
-// failed (about two seconds): a brief lock is ridden out; a longer one is answered 503 with Retry-After, nothing kept.
-const BUSY_TRIES = 20;
-const BUSY_RETRY_MS = 100;
 type Refusal = Exclude<Admission, { kind: 'open' }>;
 
 export type JobQueue = ReturnType<typeof createJobQueue>;
@@ -126,6 +97,8 @@ interface JobQueueOptions {
   routes?: number;
   /** Called after a commit (never inside the transaction), so the dispatcher picks the job up. */
   onEnqueued: () => void;
+  /** How many tries a delivery's batch gets while the database is busy (default BUSY_TRIES). */
+  busyTries?: number;
 }
 
 /** A delivery whose transaction failed: answered 500, never with a job id; nothing of it was written. */
@@ -225,7 +198,7 @@ export function createJobQueue(opts: JobQueueOptions) {
     } catch (err) {
       if (isDatabaseBusy(err)) {
         busyMet(stores.db);
-        pending = batch.filter((p) => ++p.tries < BUSY_TRIES);
+        pending = batch.filter((p) => ++p.tries < (opts.busyTries ?? BUSY_TRIES));
         if (pending.length > 0) retry = setTimeout(flush, BUSY_RETRY_MS);
       }
       for (const p of batch) if (!pending.includes(p)) p.reject(notCommitted(err));
@@ -263,6 +236,12 @@ export function createJobQueue(opts: JobQueueOptions) {
     },
     get(id: string) {
       return stores.jobs.get(id);
+    },
+    /** On shutdown, before the database closes: a delivery still waiting out the lock is refused, nothing kept. */
+    close(): void {
+      clearTimeout(retry);
+      retry = undefined;
+      for (const p of pending.splice(0)) p.reject(new DeliveryNotCommittedError('the server is closing'));
     },
     depth() {
       return { queued: stores.jobs.countByStatus('queued'), running: stores.jobs.countByStatus('running') };

@@ -2,14 +2,14 @@
 // reads them, through ingest's validation and store, in one transaction, following no symbolic link below the folder:
 // docs/control-data.md).
 import { lstatSync, realpathSync } from 'node:fs';
-import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate } from 'node:timers/promises';
 import { isAbsolute, join } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
-import { mayTakeLater, type Handler } from '../../http/pipeline.ts';
+import type { Handler } from '../../http/pipeline.ts';
 import type { RunnerCredential } from '../../http/guards.ts';
 import { json } from '../../http/respond.ts';
 import { contentTypeOf, OCTET_STREAM } from '../../http/static-files.ts';
-import { transaction } from '../../db/open.ts';
+import { transaction, untilWritten } from '../../db/open.ts';
 import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
 import { bodyFields, invalidParam } from '../params.ts';
@@ -285,9 +285,6 @@ function importProject(deps: ControlDeps, path: unknown, only?: ReadonlySet<stri
 /** Active runs read at once when looking for those that ended while no Control Plane listened. */
 const ACTIVE_PAGE = 500;
 
-/** How soon a project's active runs the database refused for now are read again. */
-const IMPORT_RETRY_MS = 1_000;
-
 /**
  * At start-up, the active runs of this server's source in registered projects, read again from their folders as an
  * import reads them (its checks and the ingest rules). A run that ended while no Control Plane listened (its worker's
@@ -309,25 +306,23 @@ export async function importActiveRuns(deps: ControlDeps, stop?: AbortSignal): P
       after = { started_at: last.started_at, source, run: last.run };
     }
   }
+  const shutdown = stop ?? new AbortController().signal;
   for (const [project, runs] of byProject) {
-    for (;;) {
-      // Between projects the server answers its requests (/health first): this runs after it listens.
-      await setImmediate();
-      // A server closing reads no more: what is left is read at its next start.
-      if (stop?.aborted) return;
-      if (!isRegisteredProject(deps, project)) break;
-      try {
-        const { skipped } = importProject(deps, project, runs);
-        if (skipped.length > 0) deps.log.warn('active runs not read again from their folders', { project, skipped });
-        break;
-      } catch (err) {
-        // A database another process holds (or a full disk) takes the project later: it is read again in a second.
-        const later = mayTakeLater(err);
-        deps.log.error('could not read active runs again', { project, error: errorMessage(err), retry: later });
-        if (!later) break;
-        await sleep(IMPORT_RETRY_MS, undefined, stop ? { signal: stop } : {}).catch(() => {});
-      }
-    }
+    // Between projects the server answers its requests (/health first): this runs after it listens.
+    await setImmediate();
+    // A database another process holds (or a full disk) takes the project later: it is read again in a second. A
+    // server closing reads no more: what is left is read at its next start.
+    const failed = (err: unknown): void =>
+      deps.log.error('could not read active runs again', { project, error: errorMessage(err) });
+    const read = await untilWritten(deps.db, () => {
+      if (!isRegisteredProject(deps, project)) return;
+      const { skipped } = importProject(deps, project, runs);
+      if (skipped.length > 0) deps.log.warn('active runs not read again from their folders', { project, skipped });
+    }, shutdown, failed).catch((err: unknown) => {
+      failed(err); // not one the database may take later: this project is skipped
+      return true;
+    });
+    if (!read) return;
   }
 }
 
