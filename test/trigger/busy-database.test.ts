@@ -126,6 +126,8 @@ describe('a trigger server on a database another process keeps locked', () => {
       const id = (await post(`${t.url}/jobs`, JSON.stringify({ brief: 'fix it' }), bearer)).body.job_id as string;
       await waitFor(() => lines.some((l) => l.msg === 'could not record the job\'s launch; trying again'),
         'the launch refused');
+      // Its retries back off too: a lock held for seconds stalls the server 100 ms a second, not 100 ms a request.
+      await waitFor(() => busyTimeout(t) === 0, 'the launch\'s retries to back off');
       assert.equal((await get(`${t.url}/health`)).status, 200);
       lock!.release();
       await waitFor(async () => (await jobStatus(t, id)) === 'succeeded', 'the job to succeed');
@@ -155,6 +157,7 @@ describe('a trigger server on a database another process keeps locked', () => {
     try {
       await waitFor(() => lines.some((l) => l.msg === 'could not recover or start jobs; trying again'),
         'the recovery refused');
+      await waitFor(() => busyTimeout(t) === 0, 'the recovery\'s retries to back off');
       assert.equal((await get(`${t.url}/health`)).status, 200);
       assert.equal(await jobStatus(t, id), 'running');
       lock.release();
