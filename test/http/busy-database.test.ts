@@ -166,6 +166,23 @@ describe('a database another process keeps locked', () => {
     assert.equal(cp.deps.stores.deletedRuns.has('far', 'r-far-gone'), true);
   });
 
+  it('records a failed launch the lock refused once the lock goes, so the run gives back its slot', async () => {
+    const source = cp.deps.settings.source;
+    seedRuns(cp.deps, 1, { run: 'r-refused', status: 'queued', repo_path: cp.dir }, source);
+    const waits = () => (cp.deps.db.prepare('PRAGMA busy_timeout').get() as { timeout: number }).timeout;
+    await waitFor(() => waits() === BUSY_TIMEOUT_MS, 'no back-off left from an earlier test');
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      cp.deps.engine.launch(source, 'r-refused', ['no-such-command'], 'fail-run');
+      // Its record met the lock (the connection backs off), and is tried again.
+      await waitFor(() => waits() === 0, 'the failed launch\'s record refused');
+      assert.equal(cp.deps.stores.runs.get(source, 'r-refused')!.status, 'queued');
+    } finally {
+      other.exec('COMMIT');
+    }
+    await waitFor(() => cp.deps.stores.runs.get(source, 'r-refused')!.status === 'failed', 'the failed launch recorded');
+  });
+
   it('keeps serving when a stop or a failed launch ends while the lock is held', async () => {
     const source = cp.deps.settings.source;
     seedRuns(cp.deps, 1, { run: 'r-stopping', status: 'stopping', repo_path: cp.dir }, source);
