@@ -41,7 +41,7 @@ export function migrate(db: Db, migrations: readonly string[]): void {
 export const BUSY_TIMEOUT_MS = 100;
 /** How long, after a statement met the lock, statements take it only if it is free (no wait: `busyMet`). */
 export const BUSY_BACKOFF_MS = 1_000;
-/** Before a server serves, its migrations may wait for the lock as long as this. */
+/** Before a server serves, its migrations and other start-up writes may wait for the lock as long as this. */
 const MIGRATE_BUSY_TIMEOUT_MS = 5_000;
 
 /** Without migrations: a second connection to a DB its owner already migrated (the WAL checkpoint thread). */
@@ -59,14 +59,22 @@ export function openDatabase(path: string, migrations: readonly string[]): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const db = openConnection(path);
   try {
-    db.exec(`PRAGMA busy_timeout = ${MIGRATE_BUSY_TIMEOUT_MS}`);
-    migrate(db, migrations);
-    db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    beforeServing(db, () => migrate(db, migrations));
   } catch (err) {
     db.close();
     throw err;
   }
   return db;
+}
+
+/** Runs `fn`, start-up work done before a server serves (nothing stalls yet), waiting as migrations do for the lock. */
+export function beforeServing<T>(db: Db, fn: () => T): T {
+  db.exec(`PRAGMA busy_timeout = ${MIGRATE_BUSY_TIMEOUT_MS}`);
+  try {
+    return fn();
+  } finally {
+    if (db.isOpen) db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  }
 }
 
 const backingOff = new WeakSet<Db>();

@@ -1,6 +1,6 @@
 // Boots the trigger server: the only place that listens and installs signal handlers. Shutdown leaves queued
 // jobs queued and running jobs re-attachable; restart re-runs the queue (DESIGN §5).
-import { busyMet, openDatabase } from '../db/open.ts';
+import { beforeServing, busyMet, openDatabase } from '../db/open.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
 import { createTriggerStores } from '../db/trigger-stores.ts';
 import { createJobQueue } from './queue.ts';
@@ -66,7 +66,8 @@ export async function startTrigger(
   const executor = o.executor ?? pickExecutor(settings, env, log, o.pollMs);
   const db = openDatabase(settings.dbPath, triggerMigrations);
   const stores = createTriggerStores(db);
-  stores.jobs.countOrigins(SOURCE_NAMES);
+  // Nothing is served yet: a lock another process holds is waited for as migrations wait, not failed in 100 ms.
+  beforeServing(db, () => stores.jobs.countOrigins(SOURCE_NAMES));
   const checkpointer = createWalCheckpointer({ db, path: settings.dbPath, log });
   const shutdown = new AbortController();
   const { controlUrl, controlToken, source } = settings;
