@@ -81,7 +81,7 @@ describe('an answer handed to its run', () => {
       };
       const desk = createAnswerDesk({
         stores, executor, clock: Date.now, log: silentLogger, progress: async () => {}, note: async () => true,
-      writeStamps: () => {},
+        writeStamps: () => {},
       });
       const req: AnswerRequest = {
         origin: 'github', thread: 'github:acme/api#12', text: `answer ${refusals}`, who: 'ada', place: 'acme/api#12',

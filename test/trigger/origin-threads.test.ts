@@ -308,7 +308,7 @@ describe('a new question of a run moves its chata thread', () => {
     const answered: string[] = [];
     const desk = createAnswerDesk({
       stores, log: silent, clock: Date.now, progress: async () => {}, note: async () => true,
-        writeStamps: notifier.writeStamps,
+      writeStamps: notifier.writeStamps,
       executor: { answer: async (_job, text) => { answered.push(text); return { ok: true }; } },
     } as AnswerDeskOptions);
     const late = await desk.answer({
