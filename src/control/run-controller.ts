@@ -84,6 +84,8 @@ export function createRunController(deps: RunControllerDeps) {
 
   // Ends the failed-launch records still waiting for the database when this server closes.
   const closing = new AbortController();
+  // The runs whose failed launch is still waiting to be recorded: no lost-launch record of them as well.
+  const recording = new Set<string>();
 
   /**
    * Records a failed launch; a write the database refuses for now is tried again each second (else the run stays
@@ -118,7 +120,12 @@ export function createRunController(deps: RunControllerDeps) {
       told = true;
     };
     // Anything else the database throws is logged, never the end of this server.
-    void track(untilWritten(deps.db, write, closing.signal, failed).catch(failed));
+    const key = `${source}/${run}`;
+    recording.add(key);
+    void track(untilWritten(deps.db, write, closing.signal, failed).catch((err: unknown) => {
+      told = false; // the last word: the record was given up, not only put off
+      failed(err);
+    }).finally(() => recording.delete(key)));
     deps.log.warn('run launch failed', { source, run, error: message });
   }
 
@@ -242,7 +249,8 @@ export function createRunController(deps: RunControllerDeps) {
         for (;;) {
           const page = deps.stores.runs.list({ status: 'queued', source, until: before, after, limit: LIST_PAGE });
           for (const row of page) {
-            if (row.repo_path === null || launchers.has(`${source}/${row.run}`)) continue;
+            const key = `${source}/${row.run}`;
+            if (row.repo_path === null || launchers.has(key) || recording.has(key)) continue;
             if (existsSync(runDir(row.repo_path, row.run))) continue;
             if (deps.stores.events.latest(source, row.run, 'run.status') !== undefined) continue;
             recordFailure(source, row.run, LOST_LAUNCH, 'fail-run', null);

@@ -180,7 +180,8 @@ describe('a database another process keeps locked', () => {
     } finally {
       other.exec('COMMIT');
     }
-    await waitFor(() => cp.deps.stores.runs.get(source, 'r-refused')!.status === 'failed', 'the failed launch recorded');
+    await waitFor(() => cp.deps.stores.runs.get(source, 'r-refused')!.status === 'failed',
+      'the failed launch recorded');
   });
 
   it('keeps serving when a stop or a failed launch ends while the lock is held', async () => {
