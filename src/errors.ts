@@ -74,3 +74,28 @@ export class InfraError extends FailedError {
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+// SQLite's primary result codes, as node:sqlite reports them in `errcode` (extended codes keep the primary one in
+// their low byte). Busy or locked: another process holds the write lock (an operator's sqlite3 shell, a second server
+// on the file) past the short busy timeout (db/open.ts); the same write will succeed later.
+const SQLITE_BUSY = 5;
+const SQLITE_LOCKED = 6;
+const SQLITE_FULL = 13;
+
+/** SQLite's primary result code of a node:sqlite error, else null. */
+export function sqlitePrimary(err: unknown): number | null {
+  if (!(err instanceof Error)) return null;
+  const { code, errcode } = err as { code?: unknown; errcode?: unknown };
+  return code === 'ERR_SQLITE_ERROR' && typeof errcode === 'number' ? errcode & 0xff : null;
+}
+
+export function isDatabaseBusy(err: unknown): boolean {
+  const primary = sqlitePrimary(err);
+  return primary === SQLITE_BUSY || primary === SQLITE_LOCKED;
+}
+
+/** A write the disk refused for want of space: SQLite's SQLITE_FULL, or a file's ENOSPC or EDQUOT. */
+export function isDiskFull(err: unknown): boolean {
+  const { code } = err instanceof Error ? err as { code?: unknown } : {};
+  return code === 'ENOSPC' || code === 'EDQUOT' || sqlitePrimary(err) === SQLITE_FULL;
+}

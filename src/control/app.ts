@@ -10,6 +10,7 @@ import { metricsReply } from '../http/metrics.ts';
 import { json, JSON_HEADERS, type Reply } from '../http/respond.ts';
 import { createStaticFiles } from '../http/static-files.ts';
 import { errorMessage } from '../errors.ts';
+import { busyMet } from '../db/open.ts';
 import type { ControlDeps } from './deps.ts';
 import { listRuns, getRun, deleteRun, getStats, getCostStats } from './handlers/runs.ts';
 import { listEvents, streamRun, streamAll } from './handlers/events.ts';
@@ -200,6 +201,7 @@ export function createControlApp(
     staticFiles: createStaticFiles(STATIC_DIR, { '/client/sse-parse.js': sseParserModule() }),
     log: deps.log,
     onRefused: (info) => recordRefusal(deps, info),
+    onBusy: () => busyMet(deps.db),
     requests: deps.metrics.requests,
     accessLog: deps.settings.accessLog,
   });

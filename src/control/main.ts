@@ -56,7 +56,7 @@ export async function startControl(
   const boundToLoopback = isLoopbackHost(settings.host);
   const stores = createControlStores(db);
   const bus = createRunEventBus(settings.streams);
-  const engine = createRunController({ stores, bus, settings, env, clock: Date.now, log, url: () => url });
+  const engine = createRunController({ db, stores, bus, settings, env, clock: Date.now, log, url: () => url });
   const repos: ControlDeps['repos'] = { rootOf: repoRoot, nameOf: repoName };
   const reads = createExpensiveReads({ stats: stores.stats, path: settings.dbPath, log });
   const deps: ControlDeps = {

@@ -8,6 +8,7 @@ import { svcCliPath } from '../spawn/svc-paths.ts';
 import { existsSync } from 'node:fs';
 import { failureColumns, type RunKey, type RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
+import { transaction, untilWritten, type Db } from '../db/open.ts';
 import type { Logger } from '../log.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
@@ -20,6 +21,7 @@ import type { ControlSettings } from './settings.ts';
 
 /** Not all of ControlDeps, which holds the controller: no circle between the two. */
 interface RunControllerDeps {
+  db: Db;
   stores: Pick<ControlStores, 'runs' | 'events'>;
   bus: Pick<RunEventBus, 'publish'>;
   settings: Pick<ControlSettings, 'source' | 'answerDir' | 'token'>;
@@ -80,31 +82,50 @@ export function createRunController(deps: RunControllerDeps) {
     return p;
   }
 
+  // Ends the failed-launch records still waiting for the database when this server closes.
+  const closing = new AbortController();
+  // The runs whose failed launch is still waiting to be recorded: no lost-launch record of them as well.
+  const recording = new Set<string>();
+
+  /**
+   * Records a failed launch; a write the database refuses for now is tried again each second (else the run stays
+   * queued, holding a `max_concurrent_runs` slot), until it is taken or this server closes.
+   */
   function recordFailure(
     source: string, run: string, message: string, mode: OnFailure, failure: RunFailure | null,
     putBack: RunRow | null = null,
   ): void {
-    const now = deps.clock();
-    try {
-      const row = deps.stores.runs.get(source, run);
-      if (putBack !== null && row?.status === 'running') {
-        // A resume refused before it queued the run again: the run is what it was, its end and failure kept.
-        deps.stores.runs.setStatus(source, run, putBack.status, now, {
-          ended_at: putBack.ended_at, error: putBack.error, failure_class: putBack.failure_class,
-          failure_reason: putBack.failure_reason, failure_retryable: putBack.failure_retryable,
-        });
-      } else if (mode === 'fail-run' && row && (row.status === 'queued' || row.status === 'running')) {
-        // The launcher said why on stdout (src/cli/start.ts); one that said nothing failed on svc's side.
-        const columns = failureColumns(failure ?? runFailure('infra', message));
-        deps.stores.runs.setStatus(source, run, 'failed', now, { error: message, ended_at: now, ...columns });
-      }
-      if (row) {
-        deps.bus.publish([deps.stores.events.append(source, run, { kind: 'error', data: { message }, ts: now })]);
-      }
-    } catch (err) {
-      // A database another process holds locked, or a full disk: logged, never the end of this server.
-      deps.log.error('could not record the failed launch', { source, run, error: errorMessage(err) });
-    }
+    const write = (): void => {
+      const now = deps.clock();
+      const appended = transaction(deps.db, () => {
+        const row = deps.stores.runs.get(source, run);
+        if (putBack !== null && row?.status === 'running') {
+          // A resume refused before it queued the run again: the run is what it was, its end and failure kept.
+          deps.stores.runs.setStatus(source, run, putBack.status, now, {
+            ended_at: putBack.ended_at, error: putBack.error, failure_class: putBack.failure_class,
+            failure_reason: putBack.failure_reason, failure_retryable: putBack.failure_retryable,
+          });
+        } else if (mode === 'fail-run' && row && (row.status === 'queued' || row.status === 'running')) {
+          // The launcher said why on stdout (src/cli/start.ts); one that said nothing failed on svc's side.
+          const columns = failureColumns(failure ?? runFailure('infra', message));
+          deps.stores.runs.setStatus(source, run, 'failed', now, { error: message, ended_at: now, ...columns });
+        }
+        return row ? deps.stores.events.append(source, run, { kind: 'error', data: { message }, ts: now }) : null;
+      });
+      if (appended) deps.bus.publish([appended]);
+    };
+    let told = false;
+    const failed = (err: unknown): void => {
+      if (!told) deps.log.error('could not record the failed launch', { source, run, error: errorMessage(err) });
+      told = true;
+    };
+    // Anything else the database throws is logged, never the end of this server.
+    const key = `${source}/${run}`;
+    recording.add(key);
+    void track(untilWritten(deps.db, write, closing.signal, failed).catch((err: unknown) => {
+      told = false; // the last word: the record was given up, not only put off
+      failed(err);
+    }).finally(() => recording.delete(key)));
     deps.log.warn('run launch failed', { source, run, error: message });
   }
 
@@ -228,7 +249,8 @@ export function createRunController(deps: RunControllerDeps) {
         for (;;) {
           const page = deps.stores.runs.list({ status: 'queued', source, until: before, after, limit: LIST_PAGE });
           for (const row of page) {
-            if (row.repo_path === null || launchers.has(`${source}/${row.run}`)) continue;
+            const key = `${source}/${row.run}`;
+            if (row.repo_path === null || launchers.has(key) || recording.has(key)) continue;
             if (existsSync(runDir(row.repo_path, row.run))) continue;
             if (deps.stores.events.latest(source, row.run, 'run.status') !== undefined) continue;
             recordFailure(source, row.run, LOST_LAUNCH, 'fail-run', null);
@@ -242,6 +264,7 @@ export function createRunController(deps: RunControllerDeps) {
       }
     },
     async close() {
+      closing.abort();
       await Promise.race([Promise.allSettled([...pending]), new Promise((r) => setTimeout(r, 15_000).unref())]);
     },
   };

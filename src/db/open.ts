@@ -3,7 +3,8 @@
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { RefusedError } from '../errors.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isDatabaseBusy, isDiskFull, RefusedError, sqlitePrimary } from '../errors.ts';
 
 export type Db = DatabaseSync;
 
@@ -32,13 +33,24 @@ export function migrate(db: Db, migrations: readonly string[]): void {
   });
 }
 
+/**
+ * The longest one statement waits for the write lock another process holds (an operator's sqlite3 shell, a backup, a
+ * second server on the file): node:sqlite waits synchronously, so it is also the longest a busy database stalls a
+ * server's event loop. Past it the write fails as busy: a request is answered 503, background work tries again later.
+ */
+export const BUSY_TIMEOUT_MS = 100;
+/** How long, after a statement met the lock, statements take it only if it is free (no wait: `busyMet`). */
+export const BUSY_BACKOFF_MS = 1_000;
+/** Before a server serves, its migrations and other start-up writes may wait for the lock as long as this. */
+const MIGRATE_BUSY_TIMEOUT_MS = 5_000;
+
 /** Without migrations: a second connection to a DB its owner already migrated (the WAL checkpoint thread). */
 export function openConnection(path: string): Db {
   const db = new DatabaseSync(path);
   db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA synchronous = NORMAL');
   db.exec('PRAGMA foreign_keys = ON');
-  db.exec('PRAGMA busy_timeout = 5000');
+  db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
   db.exec('PRAGMA temp_store = MEMORY');
   return db;
 }
@@ -47,12 +59,94 @@ export function openDatabase(path: string, migrations: readonly string[]): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const db = openConnection(path);
   try {
-    migrate(db, migrations);
+    beforeServing(db, () => migrate(db, migrations));
   } catch (err) {
     db.close();
     throw err;
   }
   return db;
+}
+
+/** Runs `fn`, start-up work done before a server serves (nothing stalls yet), waiting as migrations do for the lock. */
+export function beforeServing<T>(db: Db, fn: () => T): T {
+  db.exec(`PRAGMA busy_timeout = ${MIGRATE_BUSY_TIMEOUT_MS}`);
+  try {
+    return fn();
+  } finally {
+    if (db.isOpen) db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  }
+}
+
+const backingOff = new WeakSet<Db>();
+
+/**
+ * Called when a statement of `db` failed as busy: for BUSY_BACKOFF_MS its statements no longer wait (each takes the
+ * lock if it is free, else fails at once), so a lock held for seconds costs one BUSY_TIMEOUT_MS stall a second, not
+ * one per request.
+ */
+export function busyMet(db: Db): void {
+  if (backingOff.has(db) || !db.isOpen) return;
+  backingOff.add(db);
+  db.exec('PRAGMA busy_timeout = 0');
+  setTimeout(() => {
+    backingOff.delete(db);
+    if (db.isOpen) db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  }, BUSY_BACKOFF_MS).unref();
+}
+
+/** SQLite's primary code for a disk that failed a write: tried again a few times, then thrown (a failing disk). */
+const SQLITE_IOERR = 10;
+const IOERR_TRIES = 5;
+/** How soon background work tries again a write the database refused for now. */
+const WRITE_RETRY_MS = 1_000;
+
+/**
+ * Whether `db` refused a write it may take later: busy (then its statements back off for a second: busyMet), a full
+ * disk, a failed disk write.
+ */
+export function refusedForNow(db: Db, err: unknown): boolean {
+  if (!isDatabaseBusy(err)) return isDiskFull(err) || sqlitePrimary(err) === SQLITE_IOERR;
+  busyMet(db);
+  return true;
+}
+
+/**
+ * Does `write`, again each second while `db` refuses it for now (refusedForNow; a failed disk write only IOERR_TRIES
+ * times), telling `refused` of each refusal; false if `signal` aborts first (shutdown). Any other error is thrown.
+ */
+export async function untilWritten(
+  db: Db, write: () => void, signal: AbortSignal, refused: (err: unknown) => void,
+): Promise<boolean> {
+  for (let failedDisk = 0; ;) {
+    try {
+      write();
+      return true;
+    } catch (err) {
+      if (!refusedForNow(db, err)) throw err;
+      if (sqlitePrimary(err) === SQLITE_IOERR && ++failedDisk >= IOERR_TRIES) throw err;
+      refused(err);
+    }
+    if (signal.aborted) return false;
+    await sleep(WRITE_RETRY_MS, undefined, { signal }).catch(() => {});
+  }
+}
+
+// A request's write the lock refused is tried again, without blocking the server, until this many tries have failed
+// (about two seconds): a brief lock is ridden out; past it the request is answered 503 with Retry-After.
+export const BUSY_TRIES = 20;
+export const BUSY_RETRY_MS = 100;
+
+/** Does `write` for a request, riding out a brief lock (BUSY_TRIES); any other error, or a longer lock, is thrown. */
+export async function ridingOut(db: Db, write: () => void): Promise<void> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return write();
+    } catch (err) {
+      if (!isDatabaseBusy(err) || tries >= BUSY_TRIES) throw err;
+      busyMet(db);
+    }
+    await sleep(BUSY_RETRY_MS);
+  }
 }
 
 // SQLite re-plans a bare `LIMIT ?` each time node:sqlite binds it; a CAST hides the value from the planner

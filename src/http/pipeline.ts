@@ -12,7 +12,7 @@ import {
 } from './guards.ts';
 import type { StaticFiles } from './static-files.ts';
 import type { Logger } from '../log.ts';
-import { errorMessage } from '../errors.ts';
+import { errorMessage, isDatabaseBusy, isDiskFull } from '../errors.ts';
 import type { RequestMetrics } from './metrics.ts';
 
 export interface Ctx<D> {
@@ -62,6 +62,8 @@ interface PipelineOptions<D> {
   requests?: RequestMetrics;
   /** One `request` log line per answered request (SVC_ACCESS_LOG=1): never a path, query, header or body. */
   accessLog?: boolean;
+  /** A request met a busy database (db/open.ts busyMet: the next ones do not wait for the lock). */
+  onBusy?: () => void;
 }
 
 export type Refusal<D> = Pick<Ctx<D>, 'req' | 'params' | 'peer' | 'requestId'> & { route: Route<D>; error: HttpError };
@@ -220,6 +222,7 @@ function answerFailure<D>(
     }
   } else if (isDatabaseBusy(thrown)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
+    opts.onBusy?.();
   } else if (isDiskFull(thrown)) {
     opts.log.error('disk full: a write was refused', { request_id: requestId, error: errorMessage(thrown) });
   } else {
@@ -234,12 +237,6 @@ function answerFailure<D>(
     sendReply(res, { status: err.status, body: errorBody(err.code, err.message) });
   }
 }
-
-// A write that waited out SQLite's busy timeout because another process holds the database's write lock (an operator's
-// sqlite3 shell, a second server on the same file) will succeed later. node:sqlite reports SQLite's own code in
-// `errcode` (extended codes keep the primary one in their low byte).
-const SQLITE_BUSY = 5;
-const SQLITE_LOCKED = 6;
 
 /** What a request that met a busy database is answered and audited as. */
 function databaseBusy(): HttpError {
@@ -256,33 +253,6 @@ function diskFull(): HttpError {
 /** What a thrown error is answered as if no crash (svc's typed error, a busy database, a full disk), else null. */
 export function refusalOf(err: unknown): HttpError | null {
   return httpErrorOf(err) ?? (isDatabaseBusy(err) ? databaseBusy() : isDiskFull(err) ? diskFull() : null);
-}
-
-export function isDatabaseBusy(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  const { code, errcode } = err as { code?: unknown; errcode?: unknown };
-  if (code !== 'ERR_SQLITE_ERROR' || typeof errcode !== 'number') return false;
-  const primary = errcode & 0xff;
-  return primary === SQLITE_BUSY || primary === SQLITE_LOCKED;
-}
-
-/** SQLite's primary codes for a disk that failed a write or is full: the same write may succeed later. */
-const SQLITE_IOERR = 10;
-const SQLITE_FULL = 13;
-
-/** A write the disk refused for want of space: SQLite's SQLITE_FULL, or a file's ENOSPC or EDQUOT. */
-export function isDiskFull(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  const { code, errcode } = err as { code?: unknown; errcode?: unknown };
-  if (code === 'ENOSPC' || code === 'EDQUOT') return true;
-  return code === 'ERR_SQLITE_ERROR' && typeof errcode === 'number' && (errcode & 0xff) === SQLITE_FULL;
-}
-
-/** Whether the database refused a write that it may take later: busy or locked, a failed disk write, a full disk. */
-export function mayTakeLater(err: unknown): boolean {
-  const errcode = err instanceof Error ? (err as { errcode?: unknown }).errcode : undefined;
-  const primary = typeof errcode === 'number' ? errcode & 0xff : null;
-  return isDatabaseBusy(err) || primary === SQLITE_IOERR || primary === SQLITE_FULL;
 }
 
 /** Long enough for a client to read a refusal before the reset that closing on unread data sends (RFC 9112 §9.6). */

@@ -9,7 +9,7 @@ import { stripLeadingHyphens } from '../webhook-sources.ts';
 import { MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { json, type Reply } from '../http/respond.ts';
 import { ANSWER_COMMAND, data, type Progress, type SummaryParts } from './summary.ts';
-import { mayTakeLater } from '../http/pipeline.ts';
+import { refusedForNow, ridingOut } from '../db/open.ts';
 import { errorMessage } from '../errors.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -50,9 +50,10 @@ export interface AnswerDeskOptions {
   executor: Pick<JobExecutor, 'answer'>;
   clock: () => number;
   log: Logger;
-  /** notify.ts `progress` and `note`. */
+  /** notify.ts `progress`, `note` and `writeStamps`. */
   progress: (jobId: string, progress: Progress) => Promise<void>;
   note: (jobId: string, parts: SummaryParts) => Promise<boolean>;
+  writeStamps: () => void;
 }
 
 /** A `/svc answer [<job id>] <text>` command or comment, or null. */
@@ -110,7 +111,7 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
         stores.dedupe.claim(req.keys, job.id, opts.clock());
         break;
       } catch (err) {
-        if (!mayTakeLater(err) || tries === CLAIM_TRIES) {
+        if (!refusedForNow(stores.db, err) || tries === CLAIM_TRIES) {
           log.error('could not claim an answer handed to its run: until this server restarts, its redeliveries are ' +
             'duplicates; after, one could be handed over again', { job_id: job.id, keys: req.keys.join(' '),
             error: errorMessage(err) });
@@ -144,6 +145,9 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
   }
 
   async function answer(req: AnswerRequest): Promise<AnswerOutcome> {
+    // A question's stamp the database refused is written first (a lock past BUSY_TRIES answers this request 503): a
+    // reply matched against the stamp before it would be matched against the earlier question.
+    await ridingOut(stores.db, opts.writeStamps);
     let standing: true | string = true;
     if (req.standing) {
       const first = find(req);
@@ -154,16 +158,20 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
     const found = find(req);
     if (found.kind !== 'found') return found;
     const { job, jobs } = found;
-    // Synchronous from the look-up to the claim (or the mark in `answering`): two copies of one delivery cannot both
-    // pass.
-    const claim = () => stores.dedupe.claim(req.keys, job.id, opts.clock());
-    const refuse = (reason: string) => {
-      claim();
+    // Synchronous from the look-up to the mark in `answering`: two copies of one delivery cannot both pass. A claim
+    // the lock refuses is tried again while the keys stay marked; past BUSY_TRIES they are let go and this is a 503.
+    const refuse = async (reason: string) => {
+      for (const key of req.keys) answering.set(key, job.id);
+      try {
+        await ridingOut(stores.db, () => stores.dedupe.claim(req.keys, job.id, opts.clock()));
+      } finally {
+        for (const key of req.keys) answering.delete(key);
+      }
       audit(job, req, 'refused', reason);
       return { kind: 'refused' as const, jobId: job.id, reason };
     };
     if (jobs.length === 0) {
-      return { ...refuse(`job ${job.id} was not asked here: answer it where it was asked`), elsewhere: true };
+      return { ...await refuse(`job ${job.id} was not asked here: answer it where it was asked`), elsewhere: true };
     }
     const refusal = req.refusal(job) ?? (standing === true ? null : standing);
     if (refusal !== null) return refuse(refusal);

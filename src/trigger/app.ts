@@ -66,5 +66,6 @@ export function createTriggerApp(deps: TriggerDeps, bodyTimeoutMs = 10_000): Req
     bodyTimeoutMs,
     requests: deps.metrics.requests,
     accessLog: deps.settings.accessLog,
+    onBusy: deps.busyMet,
   });
 }

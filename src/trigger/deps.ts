@@ -26,6 +26,8 @@ export interface TriggerDeps {
   /** A handler's own vendor calls (who is on a tracker issue's team), as the notifier sends. */
   post: Poster;
   tracer: Tracer;
+  /** A request met a busy database (db/open.ts busyMet). */
+  busyMet: () => void;
 }
 
 /** Deliveries refused because no served repository takes them, per route, since this process started (GET /status). */

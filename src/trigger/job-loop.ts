@@ -13,8 +13,7 @@ import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
 import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { mayTakeLater } from '../http/pipeline.ts';
+import { refusedForNow, untilWritten } from '../db/open.ts';
 import { newRunId } from '../engine/ids.ts';
 import type { ProcIdentity } from '../engine/proc-group.ts';
 
@@ -56,6 +55,9 @@ export function createJobLoop(opts: JobLoopOptions) {
 
   const turns: Turns = { active: new Map(), served: new Map(), starts: 0 };
   let retryKick: NodeJS.Timeout | undefined;
+  /** A recovery not yet through every running job, and the jobs it has dealt with. */
+  let recovering = false;
+  const recovered = new Set<string>();
 
   /** A job that throws ends failed; its slot frees either way and the next job may start. */
   function track(job: JobRow, work: Promise<void>): void {
@@ -102,22 +104,13 @@ export function createJobLoop(opts: JobLoopOptions) {
    * Records `what` of the job (`write`); a write the database refuses (busy, a full disk) is tried again each second
    * while the job keeps its slot. False on shutdown: the job stays running, re-attached or interrupted on restart.
    */
-  async function untilRecorded(job: JobRow, what: string, write: () => void): Promise<boolean> {
+  function untilRecorded(job: JobRow, what: string, write: () => void): Promise<boolean> {
     let logged = -Infinity;
-    for (;;) {
-      try {
-        write();
-        return true;
-      } catch (err) {
-        if (closed) return false;
-        if (!mayTakeLater(err)) throw err;
-        if (Date.now() - logged >= RETRY_LOG_MS) {
-          logged = Date.now();
-          log.error(`could not record ${what}; trying again`, { job_id: job.id, error: errorMessage(err) });
-        }
-      }
-      await sleep(RETRY_MS, undefined, { signal: abort.signal }).catch(() => {});
-    }
+    return untilWritten(stores.db, write, abort.signal, (err) => {
+      if (Date.now() - logged < RETRY_LOG_MS) return;
+      logged = Date.now();
+      log.error(`could not record ${what}; trying again`, { job_id: job.id, error: errorMessage(err) });
+    });
   }
 
   function record(job: JobRow, end: JobEnd): Promise<boolean> {
@@ -212,7 +205,8 @@ export function createJobLoop(opts: JobLoopOptions) {
     }
     // Its run's id, chosen here and recorded before the launcher starts: a restart while it runs finds that run.
     const launchRun = newRunId();
-    stores.jobs.setLaunch(job.id, workdir, launchRun);
+    // Not recorded by shutdown: nothing was launched, and the next start queues the job again (recover).
+    if (!await untilRecorded(job, 'the job\'s launch', () => stores.jobs.setLaunch(job.id, workdir, launchRun))) return;
     const launched = await executor.launch({
       id: job.id, run: launchRun, args: job.args, origin: job.origin, workdir,
       repo: { name: repo.name, clone: repo.clone }, traceparent: launchTraceparent(job),
@@ -232,16 +226,17 @@ export function createJobLoop(opts: JobLoopOptions) {
   }
 
   /**
-   * Starts queued jobs into free slots; a database that refuses the claim is tried again in a second. Any other error
-   * is a bug, and thrown.
+   * Finishes a recovery the database interrupted, then starts queued jobs into free slots; a database that refuses a
+   * write is tried again in a second. Any other error is a bug, and thrown.
    */
   function kick(): void {
     if (closed) return;
     try {
+      if (recovering) recoverRunning();
       startQueued();
     } catch (err) {
-      if (!mayTakeLater(err)) throw err;
-      log.error('could not start queued jobs; trying again', { error: errorMessage(err) });
+      if (!refusedForNow(stores.db, err)) throw err;
+      log.error('could not recover or start jobs; trying again', { error: errorMessage(err) });
       retryKick ??= setTimeout(() => {
         retryKick = undefined;
         kick();
@@ -263,10 +258,17 @@ export function createJobLoop(opts: JobLoopOptions) {
 
   /**
    * After a restart: re-attach running jobs to their runs, or to the run a launch in flight was given (marked
-   * interrupted when there is none), and resend missed summaries.
+   * interrupted when there is none), and resend missed summaries; a database that refuses a write has the rest done
+   * by the next kick.
    */
   function recover(): void {
+    recovering = true;
+    kick();
+  }
+
+  function recoverRunning(): void {
     for (const job of stores.jobs.listRunning()) {
+      if (recovered.has(job.id)) continue;
       const workdir = job.workdir ?? repoOf(job)?.checkout ?? null;
       const launching = job.run_id === null && job.launch_run !== null;
       const run = launching ? { source: executor.source, run: job.launch_run! }
@@ -286,9 +288,11 @@ export function createJobLoop(opts: JobLoopOptions) {
         finish(job, { status: 'interrupted', error: 'the server stopped before the run was recorded' });
         sendSummary(job.id);
       }
+      recovered.add(job.id);
     }
+    recovering = false;
+    recovered.clear();
     for (const jobId of stores.replies.listPending()) sendSummary(jobId);
-    kick();
   }
 
   return {

@@ -1,6 +1,6 @@
 // Boots the trigger server: the only place that listens and installs signal handlers. Shutdown leaves queued
 // jobs queued and running jobs re-attachable; restart re-runs the queue (DESIGN §5).
-import { openDatabase } from '../db/open.ts';
+import { beforeServing, busyMet, openDatabase } from '../db/open.ts';
 import { triggerMigrations } from '../db/trigger-migrations.ts';
 import { createTriggerStores } from '../db/trigger-stores.ts';
 import { createJobQueue } from './queue.ts';
@@ -39,6 +39,7 @@ export interface TriggerOverrides {
   notifyBackoffMs?: number;
   servedRetryMs?: readonly number[];
   github?: GithubApi;
+  busyTries?: number;
 }
 
 function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Logger, pollMs?: number): JobExecutor {
@@ -65,7 +66,8 @@ export async function startTrigger(
   const executor = o.executor ?? pickExecutor(settings, env, log, o.pollMs);
   const db = openDatabase(settings.dbPath, triggerMigrations);
   const stores = createTriggerStores(db);
-  stores.jobs.countOrigins(SOURCE_NAMES);
+  // Nothing is served yet: a lock another process holds is waited for as migrations wait, not failed in 100 ms.
+  beforeServing(db, () => stores.jobs.countOrigins(SOURCE_NAMES));
   const checkpointer = createWalCheckpointer({ db, path: settings.dbPath, log });
   const shutdown = new AbortController();
   const { controlUrl, controlToken, source } = settings;
@@ -91,7 +93,7 @@ export async function startTrigger(
     stores, tracer, executor, settings, managed, clock, log, notify,
   });
   const queue = createJobQueue({
-    stores, clock, maxQueued: settings.queueMax,
+    stores, clock, maxQueued: settings.queueMax, ...(o.busyTries !== undefined ? { busyTries: o.busyTries } : {}),
     // The queue's shares are split between the routes that can queue work.
     routes: SOURCE_NAMES.filter((r) => settings.secrets[r].unavailable === null).length,
     onEnqueued: () => {
@@ -103,10 +105,12 @@ export async function startTrigger(
   let accepting = false;
   const github = o.github ?? createGithubApi(settings.notify.github);
   const metrics = createTriggerMetrics(stores, settings.repos, settings.dbPath, clock);
-  const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note });
+  const answers = createAnswerDesk({ stores, executor, clock, log, progress: notify.progress, note: notify.note,
+    writeStamps: notify.writeStamps,
+  });
   const deps = {
     settings, queue, clock, log, skips, accepting: () => accepting, github, pulls: stores.jobs, metrics, answers, post,
-    tracer,
+    tracer, busyMet: () => busyMet(db),
   };
   const listener = createTriggerApp(deps, o.bodyTimeoutMs);
   // The Control Plane's GET /v1/repos lists what is served here; a reloaded table's report stops the old one's retries.
@@ -141,6 +145,7 @@ export async function startTrigger(
         await jobLoop.close();
         await Promise.all([...reports, managed.idle()]);
       });
+      queue.close();
       await checkpointer.close();
       db.close();
       await tracer.flush();

@@ -13,6 +13,7 @@ import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';
 import type { Logger } from '../log.ts';
 import { inTurn } from './queue.ts';
+import { refusedForNow, untilWritten } from '../db/open.ts';
 
 interface NotifierOptions {
   stores: TriggerStores;
@@ -62,6 +63,28 @@ export function createNotifier(opts: NotifierOptions) {
   const backoffMs = opts.backoffMs ?? 1000;
   // One message of a job at a time, in order: the progress comment a later edit PATCHes must exist first.
   const queues = new Map<string, Promise<unknown>>();
+  const signal = opts.signal ?? new AbortController().signal;
+  /**
+   * Question stamps the database refused for now (busy), by job: written before the job's next message and before an
+   * answer is matched (`writeStamps`), so a reply to an earlier question never answers a newer one.
+   */
+  const unstamped = new Map<string, number>();
+
+  function writeStamps(): void {
+    for (const [jobId, askedAt] of unstamped) {
+      opts.stores.replies.patchTarget(jobId, { asked: null, question_message: null, asked_at: askedAt });
+      unstamped.delete(jobId);
+    }
+  }
+
+  /** A write of the job's turn, tried again while the database refuses it (logged once); false on shutdown. */
+  function written(jobId: string, write: () => void): Promise<boolean> {
+    let told = false;
+    return untilWritten(opts.stores.db, write, signal, (err) => {
+      if (!told) opts.log.warn('notifier could not write; trying again', { job_id: jobId, error: errorMessage(err) });
+      told = true;
+    });
+  }
 
   function jobTurn<T>(jobId: string, work: () => Promise<T>, fallback: T): Promise<T> {
     return inTurn(queues, jobId, () => work().catch((err: unknown) => {
@@ -86,7 +109,10 @@ export function createNotifier(opts: NotifierOptions) {
         checkStatus(answer.status, delivery.what);
         delivery.check?.(answer.text);
         const keep = delivery.remember?.(answer.text);
-        if (keep) opts.stores.replies.patchTarget(jobId, keep);
+        // Sent: a write the database refuses waits, never sends it again.
+        if (keep && !await written(jobId, () => opts.stores.replies.patchTarget(jobId, keep))) {
+          return { error: null, tried, aborted: true };
+        }
         return { error: null, tried };
       } catch (err) {
         const error = errorMessage(err);
@@ -119,7 +145,8 @@ export function createNotifier(opts: NotifierOptions) {
     if (typeof delivery === 'string') {
       opts.log.info(`${kind === 'summary' ? 'completion summary' : kind} not sent`, { job_id: jobId, channel,
         reason: delivery });
-      if (kind === 'summary') opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());
+      const skipped = () => opts.stores.replies.markNotified(jobId, 'skipped', opts.clock());
+      if (kind === 'summary') await written(jobId, skipped);
       return false;
     }
     let sent = await send(jobId, channel, delivery);
@@ -130,8 +157,11 @@ export function createNotifier(opts: NotifierOptions) {
       if (typeof plain !== 'string') sent = await send(jobId, channel, plain);
     }
     if (kind === 'summary') {
-      if (sent.aborted) return false; // shutting down: left pending, sent on the next start
-      opts.stores.replies.markNotified(jobId, sent.error === null ? 'sent' : 'failed', opts.clock());
+      const status = sent.error === null ? 'sent' : 'failed';
+      // Shutting down: left pending, sent on the next start.
+      if (sent.aborted || !await written(jobId, () => opts.stores.replies.markNotified(jobId, status, opts.clock()))) {
+        return false;
+      }
       const gaveUp = { job_id: jobId, channel, attempts: sent.tried, error: sent.error };
       if (sent.error !== null) opts.log.error('completion summary gave up', gaveUp);
     }
@@ -155,10 +185,18 @@ export function createNotifier(opts: NotifierOptions) {
       if (asked !== null && current && asked !== current.target.asked) {
         // When it was asked, stamped as the run asks it (not when its post's turn comes, behind a post still being
         // sent), whether or not the post goes: a comment written before it was meant for an earlier question, or
-        // none, and never answers this one (answers.ts); the earlier question's thread answers nothing more.
-        opts.stores.replies.patchTarget(jobId, { asked: null, question_message: null, asked_at: opts.clock() });
+        // none, and never answers this one (answers.ts); the earlier question's thread answers nothing more. A stamp
+        // the database refuses waits in `unstamped`, written before anything that reads it.
+        unstamped.set(jobId, opts.clock());
+        try {
+          writeStamps();
+        } catch (err) {
+          if (!refusedForNow(opts.stores.db, err)) throw err;
+          opts.log.warn('question stamp waits for the database', { job_id: jobId, error: errorMessage(err) });
+        }
       }
       return jobTurn(jobId, async () => {
+        if (!await written(jobId, writeStamps)) return;
         const job = opts.stores.jobs.get(jobId);
         const target = opts.stores.replies.get(jobId);
         if (!job?.run_source || !job.run_id || !target) return;
@@ -168,7 +206,8 @@ export function createNotifier(opts: NotifierOptions) {
         }
         if (asked !== null || target.target.asked !== undefined) {
           // The old question's thread answers nothing more (a late reply there must not answer the next question).
-          opts.stores.replies.patchTarget(jobId, { asked: null, question_message: null });
+          const ended = { asked: null, question_message: null };
+          if (!await written(jobId, () => opts.stores.replies.patchTarget(jobId, ended))) return;
         }
         if (progress.step === 'resumed') return;
         // Every origin hears a question; only one that keeps a progress message hears the rest.
@@ -176,7 +215,7 @@ export function createNotifier(opts: NotifierOptions) {
         const run = { source: job.run_source, run: job.run_id };
         const parts = buildProgressParts(jobId, run, progress, opts.publicUrl);
         if (await tell(jobId, asked === null ? 'progress' : 'question', parts) && asked !== null) {
-          opts.stores.replies.patchTarget(jobId, { asked });
+          await written(jobId, () => opts.stores.replies.patchTarget(jobId, { asked }));
         }
       }, undefined);
     },
@@ -184,5 +223,7 @@ export function createNotifier(opts: NotifierOptions) {
     note(jobId: string, parts: SummaryParts): Promise<boolean> {
       return jobTurn(jobId, () => tell(jobId, 'note', parts), false);
     },
+    /** Writes the question stamps the database refused so far; throws while it still refuses them (answers.ts). */
+    writeStamps,
   });
 }

@@ -2,9 +2,8 @@
 // dedupe keys (a key another job holds makes it a duplicate) written and committed before any 2xx (DESIGN §5). The
 // deliveries of one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still
 // fails alone.
-import { errorMessage, FailedError } from '../errors.ts';
-import { transaction } from '../db/open.ts';
-import { isDatabaseBusy, isDiskFull } from '../http/pipeline.ts';
+import { errorMessage, FailedError, isDatabaseBusy, isDiskFull } from '../errors.ts';
+import { BUSY_RETRY_MS, BUSY_TRIES, busyMet, transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { NewJob } from '../db/trigger-jobs-store.ts';
 import type { SourceName } from '../webhook-sources.ts';
@@ -81,7 +80,10 @@ export function inTurn<T>(chains: Map<string, Promise<unknown>>, key: string, wo
 /** What the cheap checks say before a delivery does any work; `open` holds its keys until `release()`. */
 type Admission = { kind: 'duplicate'; jobId: string } | { kind: 'full' } | { kind: 'open'; release: () => void };
 
-type Pending = { request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void };
+type Pending = {
+  request: EnqueueRequest; resolve: (r: EnqueueResult) => void; reject: (e: unknown) => void; tries: number;
+};
+
 type Refusal = Exclude<Admission, { kind: 'open' }>;
 
 export type JobQueue = ReturnType<typeof createJobQueue>;
@@ -95,6 +97,8 @@ interface JobQueueOptions {
   routes?: number;
   /** Called after a commit (never inside the transaction), so the dispatcher picks the job up. */
   onEnqueued: () => void;
+  /** How many tries a delivery's batch gets while the database is busy (default BUSY_TRIES). */
+  busyTries?: number;
 }
 
 /** A delivery whose transaction failed: answered 500, never with a job id; nothing of it was written. */
@@ -167,7 +171,10 @@ export function createJobQueue(opts: JobQueueOptions) {
 
   // The deliveries of one event-loop turn commit in one transaction; no timer, so an idle server waits for nothing.
   let pending: Pending[] = [];
+  /** Set while a batch waits out a busy database: deliveries meanwhile join it, in their order. */
+  let retry: NodeJS.Timeout | undefined;
   function flush(): void {
+    retry = undefined;
     const batch = pending;
     pending = [];
     const now = opts.clock();
@@ -189,7 +196,12 @@ export function createJobQueue(opts: JobQueueOptions) {
         stores.jobs.count(inserted);
       });
     } catch (err) {
-      for (const p of batch) p.reject(notCommitted(err));
+      if (isDatabaseBusy(err)) {
+        busyMet(stores.db);
+        pending = batch.filter((p) => ++p.tries < (opts.busyTries ?? BUSY_TRIES));
+        if (pending.length > 0) retry = setTimeout(flush, BUSY_RETRY_MS);
+      }
+      for (const p of batch) if (!pending.includes(p)) p.reject(notCommitted(err));
       return;
     }
     batch.forEach((p, i) => {
@@ -218,12 +230,18 @@ export function createJobQueue(opts: JobQueueOptions) {
     /** The job (or the verdict duplicate/full), committed when this resolves. */
     enqueue(request: EnqueueRequest): Promise<EnqueueResult> {
       return new Promise((resolve, reject) => {
-        if (pending.length === 0) setImmediate(flush);
-        pending.push({ request, resolve, reject });
+        if (pending.length === 0 && retry === undefined) setImmediate(flush);
+        pending.push({ request, resolve, reject, tries: 0 });
       });
     },
     get(id: string) {
       return stores.jobs.get(id);
+    },
+    /** On shutdown, before the database closes: a delivery still waiting out the lock is refused, nothing kept. */
+    close(): void {
+      clearTimeout(retry);
+      retry = undefined;
+      for (const p of pending.splice(0)) p.reject(new DeliveryNotCommittedError('the server is closing'));
     },
     depth() {
       return { queued: stores.jobs.countByStatus('queued'), running: stores.jobs.countByStatus('running') };

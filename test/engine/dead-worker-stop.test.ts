@@ -84,7 +84,7 @@ describe('stopping a run that never got a worker', () => {
 });
 
 describe('the Control Plane stopping a run whose worker died', () => {
-  const { stores } = memoryControlStores();
+  const { db, stores } = memoryControlStores();
 
   it('records it failed and publishes the transition to failed, the status it wrote', async () => {
     const repo = mkdtempSync(join(tmpdir(), 'svc-dead-worker-'));
@@ -94,7 +94,7 @@ describe('the Control Plane stopping a run whose worker died', () => {
       stores.runs.upsert('local', { run, status: 'stopping', started_at: Date.now(), repo_path: repo });
       const published: EventRow[] = [];
       const controller = createRunController({
-        stores, bus: { publish: (rows) => published.push(...rows) },
+        db, stores, bus: { publish: (rows) => published.push(...rows) },
         settings: { source: 'local', answerDir: repo, token: 't' }, env: {}, clock: Date.now,
         log: createLogger('test', () => {}), url: () => 'http://127.0.0.1:1',
       });

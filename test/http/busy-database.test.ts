@@ -1,11 +1,13 @@
 // Another process holding the Control Plane database's write lock (an operator's sqlite3 shell, a second server on
-// the same file): a request that must write waits out the busy timeout and is answered 503 with Retry-After, never
-// 500; reads go on (WAL), and the same request succeeds once the lock is gone.
+// the same file): a request that must write waits out the short busy timeout (then, for a second, none) and is answered
+// 503 with Retry-After, never 500; reads go on (WAL), and the same request succeeds once the lock is gone.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
-import { isDatabaseBusy, isDiskFull } from '../../src/http/pipeline.ts';
+import { isDatabaseBusy, isDiskFull } from '../../src/errors.ts';
+import { BUSY_TIMEOUT_MS } from '../../src/db/open.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -23,8 +25,6 @@ describe('a database another process keeps locked', () => {
   before(async () => {
     cp = await startTestControl();
     seedRuns(cp.deps, 5);
-    // The server waits 50 ms for the lock here instead of its 5 s, so the test does not sit out the timeout.
-    cp.deps.db.exec('PRAGMA busy_timeout = 50');
     other = new DatabaseSync(cp.deps.settings.dbPath);
   });
   after(async () => {
@@ -57,14 +57,25 @@ describe('a database another process keeps locked', () => {
   }
 
   it('answers a write 503 unavailable with Retry-After, serves reads, and takes the write once the lock is gone', async () => {
+    /** How long the server's statements wait for the lock. */
+    const waits = () => (cp.deps.db.prepare('PRAGMA busy_timeout').get() as { timeout: number }).timeout;
+    assert.equal(waits(), BUSY_TIMEOUT_MS);
     other.exec('BEGIN IMMEDIATE');
     const refused = await cp.request('POST', '/v1/ingest', { body: batch('r-busy') });
     assert.equal(refused.status, 503);
     assert.equal((refused.json as { error: { code: string } }).error.code, 'unavailable');
     assert.equal(refused.headers.get('retry-after'), '1');
+    // Backing off: the next writes take the lock only if it is free, none waits for it (the loop is not stalled). The
+    // back-off lasts a second from the last refusal, so a slow machine may see it end: a write refused restarts it.
+    await waitFor(async () => waits() === 0 ||
+      (await cp.request('POST', '/v1/ingest', { body: batch('r-busy') })).status === 503 && waits() === 0,
+    'the writes to back off');
+    assert.equal((await cp.request('POST', '/v1/ingest', { body: batch('r-busy') })).status, 503);
+    assert.equal((await cp.request('GET', '/health')).status, 200, 'reads go on beside the lock');
     assert.equal((await cp.request('GET', '/v1/runs?limit=2')).status, 200, 'reads go on beside the lock');
     other.exec('COMMIT');
     assert.equal((await cp.request('POST', '/v1/ingest', { body: batch('r-busy') })).status, 200);
+    await waitFor(() => waits() === BUSY_TIMEOUT_MS, 'statements to wait for the lock again');
   });
 
   it('serves a list page with another process\'s committed change while that process holds the lock', async () => {
@@ -153,6 +164,24 @@ describe('a database another process keeps locked', () => {
     assert.equal(cp.deps.stores.runs.get('far', 'r-far-gone')?.status, 'succeeded', 'a refused delete deletes nothing');
     assert.equal((await cp.request('DELETE', '/v1/runs/far/r-far-gone')).status, 200);
     assert.equal(cp.deps.stores.deletedRuns.has('far', 'r-far-gone'), true);
+  });
+
+  it('records a failed launch the lock refused once the lock goes, so the run gives back its slot', async () => {
+    const source = cp.deps.settings.source;
+    seedRuns(cp.deps, 1, { run: 'r-refused', status: 'queued', repo_path: cp.dir }, source);
+    const waits = () => (cp.deps.db.prepare('PRAGMA busy_timeout').get() as { timeout: number }).timeout;
+    await waitFor(() => waits() === BUSY_TIMEOUT_MS, 'no back-off left from an earlier test');
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      cp.deps.engine.launch(source, 'r-refused', ['no-such-command'], 'fail-run');
+      // Its record met the lock (the connection backs off), and is tried again.
+      await waitFor(() => waits() === 0, 'the failed launch\'s record refused');
+      assert.equal(cp.deps.stores.runs.get(source, 'r-refused')!.status, 'queued');
+    } finally {
+      other.exec('COMMIT');
+    }
+    await waitFor(() => cp.deps.stores.runs.get(source, 'r-refused')!.status === 'failed',
+      'the failed launch recorded');
   });
 
   it('keeps serving when a stop or a failed launch ends while the lock is held', async () => {

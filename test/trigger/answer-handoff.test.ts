@@ -35,6 +35,7 @@ describe('an answer handed to its run', () => {
     };
     const desk = (s: TriggerStores) => createAnswerDesk({
       stores: s, executor, clock: Date.now, log: silentLogger, progress: async () => {}, note: async () => true,
+      writeStamps: () => {},
     });
     const req: AnswerRequest = {
       origin: 'github', thread: 'github:acme/api#12', text: 'the blue one', who: 'ada', place: 'acme/api#12',
@@ -80,6 +81,7 @@ describe('an answer handed to its run', () => {
       };
       const desk = createAnswerDesk({
         stores, executor, clock: Date.now, log: silentLogger, progress: async () => {}, note: async () => true,
+        writeStamps: () => {},
       });
       const req: AnswerRequest = {
         origin: 'github', thread: 'github:acme/api#12', text: `answer ${refusals}`, who: 'ada', place: 'acme/api#12',

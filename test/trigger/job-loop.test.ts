@@ -18,8 +18,8 @@ const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 
 /**
  * The job as GET /jobs/:id shows it, each time on a connection of its own: the server runs in this process, and a
- * write that waits out SQLite's 5 s busy timeout blocks its event loop as long as its 5 s keep-alive timeout, so a
- * pooled connection reused right after could be closed under the request ("fetch failed", ECONNRESET, seen under load).
+ * write that waits for the lock blocks its event loop; a pooled connection reused right after one stall could be
+ * closed under the request ("fetch failed", ECONNRESET, seen under load when the wait was 5 s).
  */
 async function job(t: TestTrigger, id: string): Promise<Record<string, unknown>> {
   return (await get(`${t.url}/jobs/${id}`, { ...bearer, connection: 'close' })).body;
@@ -265,7 +265,7 @@ describe('the job loop', () => {
       await release('could not record the job\'s end; trying again');
       const a = await waitFor(async () => ((await job(t, first)).status === 'succeeded' ? job(t, first) : null), 'job 1');
       assert.equal(a.error, null);
-      await release('could not start queued jobs; trying again');
+      await release('could not recover or start jobs; trying again');
       await waitFor(async () => ((await job(t, third)).status === 'succeeded' ? true : null), 'job 3 after the lock');
       assert.equal((await job(t, second)).status, 'running');
     } finally {

@@ -308,6 +308,7 @@ describe('a new question of a run moves its chata thread', () => {
     const answered: string[] = [];
     const desk = createAnswerDesk({
       stores, log: silent, clock: Date.now, progress: async () => {}, note: async () => true,
+      writeStamps: notifier.writeStamps,
       executor: { answer: async (_job, text) => { answered.push(text); return { ok: true }; } },
     } as AnswerDeskOptions);
     const late = await desk.answer({
@@ -348,6 +349,7 @@ describe('an answer is for the question its run waits on now', () => {
       const answered: string[] = [];
       const desk = createAnswerDesk({
         stores, log: silent, clock: () => now, progress: async () => {}, note: async () => true,
+        writeStamps: notifier.writeStamps,
         executor: { answer: async (_run, text) => { answered.push(text); return { ok: true }; } },
       } as AnswerDeskOptions);
       const ask = (text: string, writtenAt: number, key: string) => desk.answer({
@@ -407,6 +409,7 @@ describe('an answer is for the question its run waits on now', () => {
       const answered: string[] = [];
       const desk = createAnswerDesk({
         stores, log: silent, clock: () => now, progress: async () => {}, note: async () => true,
+        writeStamps: notifier.writeStamps,
         executor: { answer: async (_run, text) => { answered.push(text); return { ok: true }; } },
       } as AnswerDeskOptions);
       // "yes" written at 10:01:08 for Q1, delivered at 10:01:13 while Q2's post still waits its turn.

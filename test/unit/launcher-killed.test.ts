@@ -26,12 +26,12 @@ async function pidWith(marker: string): Promise<number> {
 describe('a launcher killed by a signal', () => {
   it('fails its run saying which signal killed it', async () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-launcher-'));
-    const { stores } = memoryControlStores();
+    const { db: controlDb, stores } = memoryControlStores();
     try {
       const run = 'r20261129120000cccccccc';
       stores.runs.upsert('local', { run, status: 'queued', started_at: Date.now(), repo_path: home });
       const controller = createRunController({
-        stores, bus: { publish: () => {} }, settings: { source: 'local', answerDir: home, token: 't' },
+        db: controlDb, stores, bus: { publish: () => {} }, settings: { source: 'local', answerDir: home, token: 't' },
         env: { HOME: home }, clock: Date.now, log: createLogger('test', () => {}), url: () => 'http://127.0.0.1:1',
       });
       // A launcher that stays at work (a server of its own, in a HOME of its own) until it is killed.

@@ -9,7 +9,7 @@ import type { Handler } from '../../http/pipeline.ts';
 import type { RunnerCredential } from '../../http/guards.ts';
 import { json } from '../../http/respond.ts';
 import { contentTypeOf, OCTET_STREAM } from '../../http/static-files.ts';
-import { transaction } from '../../db/open.ts';
+import { transaction, untilWritten } from '../../db/open.ts';
 import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
 import { bodyFields, invalidParam } from '../params.ts';
@@ -306,18 +306,23 @@ export async function importActiveRuns(deps: ControlDeps, stop?: AbortSignal): P
       after = { started_at: last.started_at, source, run: last.run };
     }
   }
+  const shutdown = stop ?? new AbortController().signal;
   for (const [project, runs] of byProject) {
     // Between projects the server answers its requests (/health first): this runs after it listens.
     await setImmediate();
-    // A server closing reads no more: what is left is read at its next start.
-    if (stop?.aborted) return;
-    if (!isRegisteredProject(deps, project)) continue;
-    try {
+    // A database another process holds (or a full disk) takes the project later: it is read again in a second. A
+    // server closing reads no more: what is left is read at its next start.
+    const failed = (err: unknown): void =>
+      deps.log.error('could not read active runs again', { project, error: errorMessage(err) });
+    const read = await untilWritten(deps.db, () => {
+      if (!isRegisteredProject(deps, project)) return;
       const { skipped } = importProject(deps, project, runs);
       if (skipped.length > 0) deps.log.warn('active runs not read again from their folders', { project, skipped });
-    } catch (err) {
-      deps.log.error('could not read active runs again', { project, error: errorMessage(err) });
-    }
+    }, shutdown, failed).catch((err: unknown) => {
+      failed(err); // not one the database may take later: this project is skipped
+      return true;
+    });
+    if (!read) return;
   }
 }
 

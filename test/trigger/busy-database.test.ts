@@ -1,0 +1,244 @@
+// A trigger server whose SQLite file another connection keeps write-locked (an operator's sqlite3 shell): it keeps
+// answering, refuses with 503 only what it could not write, and its background work finishes once the lock goes.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { BUSY_TIMEOUT_MS, openDatabase } from '../../src/db/open.ts';
+import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
+import { createTriggerStores } from '../../src/db/trigger-stores.ts';
+import { SOURCE_NAMES } from '../../src/webhook-sources.ts';
+import type { JobExecutor } from '../../src/trigger/executor.ts';
+import { createNotifier } from '../../src/trigger/notify.ts';
+import { createAnswerDesk, type AnswerRequest } from '../../src/trigger/answers.ts';
+import { githubReply } from '../../src/trigger/sources/webhook.ts';
+import { isDatabaseBusy } from '../../src/errors.ts';
+import { createLogger, type Logger } from '../../src/log.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+import {
+  SECRETS, get, insertJob, makeRepo, post, rowCount, startTestTrigger, tempDir, type LogLine, type TestTrigger,
+} from './helpers.ts';
+
+const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+
+/** A second connection holding the write lock, as `sqlite3 trigger.db` with `BEGIN IMMEDIATE` would. */
+function holdLock(path: string): { release: () => void } {
+  const holder = new DatabaseSync(path);
+  holder.exec('BEGIN IMMEDIATE');
+  return {
+    release() {
+      if (!holder.isOpen) return;
+      holder.exec('ROLLBACK');
+      holder.close();
+    },
+  };
+}
+
+/** How long the server's connection now waits for the lock (0 while it backs off after meeting it). */
+function busyTimeout(t: TestTrigger): number {
+  return (t.stores.db.prepare('PRAGMA busy_timeout').get() as { timeout: number }).timeout;
+}
+
+/** Each job's run ends at once, succeeded. */
+const executor: JobExecutor = {
+  source: 'local',
+  async launch(job) {
+    return { exitCode: 0, run: { source: 'local', run: `r${job.id}` }, error: null };
+  },
+  async follow() {
+    return { status: 'succeeded', verdict: 'verified', pr_url: null, cost_usd: 0, started_at: null, ended_at: null,
+      error: null };
+  },
+};
+
+async function jobStatus(t: TestTrigger, id: string): Promise<unknown> {
+  return (await get(`${t.url}/jobs/${id}`, bearer)).body.status;
+}
+
+/** A logger that keeps its lines and hands each to `seen` as it is written. */
+function keptLog(lines: LogLine[], seen: (line: LogLine) => void = () => {}): Logger {
+  return createLogger('trigger-test', (text) => {
+    const line = JSON.parse(text) as LogLine;
+    lines.push(line);
+    seen(line);
+  });
+}
+
+describe('a trigger server on a database another process keeps locked', () => {
+  it('rides out a brief lock on intake without blocking: /health answers while the delivery waits, then it is queued',
+    async () => {
+      // Tries without end: the lock is released below only after /health was answered, however slow the machine.
+      const t = await startTestTrigger({}, { executor, busyTries: Infinity });
+      const lock = holdLock(t.settings.dbPath);
+      try {
+        assert.equal(busyTimeout(t), BUSY_TIMEOUT_MS);
+        let answered = false;
+        const delivery = post(`${t.url}/jobs`, JSON.stringify({ brief: 'fix it' }), bearer);
+        void delivery.then(() => (answered = true), () => (answered = true));
+        // The delivery met the lock: the connection backs off (statements stop waiting for it).
+        await waitFor(() => busyTimeout(t) === 0, 'the server to meet the lock');
+        assert.equal((await get(`${t.url}/health`)).status, 200);
+        assert.equal(answered, false, '/health was answered while the delivery waited for the lock');
+        lock.release();
+        const res = await delivery;
+        assert.equal(res.status, 202);
+        const id = res.body.job_id as string;
+        await waitFor(async () => (await jobStatus(t, id)) === 'succeeded', 'the job to run once the lock went');
+      } finally {
+        lock.release();
+        await t.cleanup();
+      }
+    });
+
+  it('answers a delivery 503 unavailable with Retry-After: 1 and keeps nothing of it while the lock stays, then ' +
+    'takes it once the lock goes', async () => {
+    const t = await startTestTrigger({}, { executor });
+    const lock = holdLock(t.settings.dbPath);
+    try {
+      const refused = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'fix it' }), bearer);
+      assert.equal(refused.status, 503);
+      assert.equal(refused.headers.get('retry-after'), '1');
+      assert.equal((refused.body.error as { code: string }).code, 'unavailable');
+      assert.equal(rowCount(t.stores.db, 'jobs'), 0);
+      assert.equal((await get(`${t.url}/health`)).status, 200);
+      lock.release();
+      const taken = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'fix it' }), bearer);
+      assert.equal(taken.status, 202);
+      assert.equal(rowCount(t.stores.db, 'jobs'), 1);
+    } finally {
+      lock.release();
+      await t.cleanup();
+    }
+  });
+
+  it('records a job\'s launch the lock refused once it goes, and runs the job to its end', async () => {
+    const home = tempDir('svc-home-');
+    const dbPath = join(home, 'trigger.db');
+    let lock: { release: () => void } | undefined;
+    const lines: LogLine[] = [];
+    // Taken as the job starts: after its claim, before its launch is recorded.
+    const log = keptLog(lines, (line) => {
+      if (line.msg === 'job started') lock ??= holdLock(dbPath);
+    });
+    const t = await startTestTrigger({}, { executor, home, db: dbPath, log });
+    try {
+      const id = (await post(`${t.url}/jobs`, JSON.stringify({ brief: 'fix it' }), bearer)).body.job_id as string;
+      await waitFor(() => lines.some((l) => l.msg === 'could not record the job\'s launch; trying again'),
+        'the launch refused');
+      // Its retries back off too: a lock held for seconds stalls the server 100 ms a second, not 100 ms a request.
+      await waitFor(() => busyTimeout(t) === 0, 'the launch\'s retries to back off');
+      assert.equal((await get(`${t.url}/health`)).status, 200);
+      lock!.release();
+      await waitFor(async () => (await jobStatus(t, id)) === 'succeeded', 'the job to succeed');
+    } finally {
+      lock?.release();
+      await t.cleanup();
+    }
+  });
+
+  it('starts while locked and finishes recovering its running jobs once the lock goes', async () => {
+    const repo = makeRepo();
+    const home = tempDir('svc-home-');
+    const dbPath = join(home, 'trigger.db');
+    const db = openDatabase(dbPath, triggerMigrations);
+    const stores = createTriggerStores(db);
+    stores.jobs.countOrigins(SOURCE_NAMES);
+    const id = 'j0000000000bbbbbbbbbbbbbbbb';
+    const now = Date.now();
+    insertJob(stores, { id, origin: 'jobs', repo: 'acme/api', brief: 'x', args: ['x'], created_at: now });
+    stores.jobs.claim(id, now);
+    // It reached its launch with no run recorded (a row from before migration 13): recovery marks it interrupted.
+    db.prepare('UPDATE jobs SET workdir = ? WHERE id = ?').run(repo, id);
+    db.close();
+    const lock = holdLock(dbPath);
+    const lines: LogLine[] = [];
+    const t = await startTestTrigger({}, { repo, home, db: dbPath, log: keptLog(lines) });
+    try {
+      await waitFor(() => lines.some((l) => l.msg === 'could not recover or start jobs; trying again'),
+        'the recovery refused');
+      await waitFor(() => busyTimeout(t) === 0, 'the recovery\'s retries to back off');
+      assert.equal((await get(`${t.url}/health`)).status, 200);
+      assert.equal(await jobStatus(t, id), 'running');
+      lock.release();
+      await waitFor(async () => (await jobStatus(t, id)) === 'interrupted', 'the job marked interrupted');
+    } finally {
+      lock.release();
+      await t.cleanup();
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('keeps a question\'s stamp the lock refused and writes it before any answer is matched or the question posted',
+    async () => {
+      const dir = tempDir('svc-busy-stamp-');
+      const dbPath = join(dir, 'trigger.db');
+      const stores = createTriggerStores(openDatabase(dbPath, triggerMigrations));
+      const lock = { release: () => {} };
+      try {
+        const at = (seconds: number) => Date.parse('2026-11-29T10:00:00Z') + seconds * 1000;
+        let now = at(0);
+        const thread = 'github:acme/api#12';
+        const reply = { channel: 'webhook', target: { repo: 'acme/api', issue: 12, thread, comment_id: 1200 } };
+        insertJob(stores,
+          { id: 'j1', origin: 'webhook', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api', reply });
+        stores.jobs.claim('j1', now);
+        stores.jobs.setLaunch('j1', dir, 'r1');
+        stores.jobs.setRun('j1', 'local', 'r1', null);
+        const silent = createLogger('trigger-test', () => {});
+        const posts: string[] = [];
+        const posted = (): string[] => posts;
+        const notifier = createNotifier({
+          stores, log: silent, clock: () => now, backoffMs: 1, report: async () => {},
+          post: async (_url, _headers, body) => {
+            posts.push(body);
+            return { status: 200, text: '{}' };
+          },
+          replies: { webhook: githubReply },
+          config: { chataHooksPrefix: '', trackeraApiUrl: '', trackeraApiKey: undefined, trackerb: undefined,
+            github: { apiUrl: 'https://api.github.invalid', token: 'gh-token' } },
+        });
+        const answered: string[] = [];
+        const desk = createAnswerDesk({
+          stores, log: silent, clock: () => now, progress: async () => {}, note: async () => true,
+          writeStamps: notifier.writeStamps,
+          executor: { answer: async (_run, text) => { answered.push(text); return { ok: true }; } },
+        });
+        const answer = (text: string, writtenAt: number, key: string) => desk.answer({
+          origin: 'webhook', thread, who: 'ada', text, writtenAt, refusal: () => null,
+          place: `github acme/api#12 comment ${key}`, keys: [`webhook:comment:${key}`],
+        } as AnswerRequest);
+
+        now = at(60);
+        Object.assign(lock, holdLock(dbPath));
+        const asked = notifier.progress('j1', { step: 'waiting', question: 'Q1: drop the old table?' });
+        // The stamp waits, and so does everything it must come before: an answer waits (past about two seconds it is
+        // refused as busy, a 503, nothing handed over), the question is not posted.
+        await assert.rejects(answer('yes', at(30), '1'), (err: unknown) => isDatabaseBusy(err));
+        assert.deepEqual(answered, []);
+        assert.deepEqual(posts, []);
+        // A brief lock is ridden out: the answer's first try was refused; it is taken once the lock goes.
+        now = at(70);
+        const waiting = answer('no, keep it', at(65), '3');
+        assert.deepEqual(answered, []);
+        lock.release();
+        assert.equal((await waiting).kind, 'answered');
+        await asked;
+        assert.equal(posted().filter((p) => p.includes('Q1: drop the old table?')).length, 1);
+        assert.equal(stores.replies.get('j1')!.target.asked_at, at(60));
+        assert.deepEqual(answered, ['no, keep it']);
+        // Written before the question was asked: never its answer. Its refusal's claim waits out a brief lock with
+        // its keys marked, so a copy delivered meanwhile is a duplicate.
+        Object.assign(lock, holdLock(dbPath));
+        const refusing = answer('yes', at(30), '2');
+        assert.equal((await answer('yes', at(30), '2')).kind, 'duplicate');
+        lock.release();
+        assert.equal((await refusing).kind, 'refused');
+        assert.equal(stores.dedupe.holder(['webhook:comment:2']), 'j1');
+      } finally {
+        lock.release();
+        stores.db.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+});
