@@ -85,8 +85,6 @@ export interface FollowOptions {
   workdir: string;
   /** Told each time the run starts or stops (null) waiting for an answer, from the same read that sees it end. */
   onQuestion?: (question: string | null) => void;
-  /** Told when the run's agent (or a check) is seen started; may be told again. */
-  onAgent?: () => void;
 }
 
 /** `reason` is a fixed text the origin may be told; `detail`, what svc said, is for the server's log only. */
@@ -264,7 +262,6 @@ export function createLocalExecutor(opts: {
           // Shutting down: the job is re-attached on restart, which finds the end this stop wrote (or stops the run).
           if (signal.aborted) return 'aborted';
           if (outcome) return outcome;
-          if (objOrNull(state.child)) f.onAgent?.();
           const question = questionOf(state);
           if (question !== asked) f.onQuestion?.(question);
           asked = question;

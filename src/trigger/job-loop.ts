@@ -144,7 +144,6 @@ export function createJobLoop(opts: JobLoopOptions) {
   /** `launching`: re-attached to the run a launch the server did not see end was given (FollowOptions). */
   async function followToEnd(
     job: JobRow, run: RunRef, reattach: boolean, workdir: string, launching?: FollowOptions['launching'],
-    onAgent?: () => void,
   ): Promise<void> {
     // A launch the server lost never told its run's start (runJob does, after the launch): told once its run is seen.
     let untold = launching !== undefined;
@@ -154,8 +153,7 @@ export function createJobLoop(opts: JobLoopOptions) {
       untold = false;
       void opts.notify.progress(job.id, question !== null ? { step: 'waiting', question } : { step: 'resumed' });
     };
-    const outcome = await executor.follow(run, abort.signal, { reattach, launching, workdir, onQuestion, onAgent });
-    onAgent?.(); // a run that ended before its agent was seen
+    const outcome = await executor.follow(run, abort.signal, { reattach, launching, workdir, onQuestion });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
     if (outcome === null) {
       const error = launching ? 'the server stopped during the launch and found no run after its restart'
@@ -205,10 +203,6 @@ export function createJobLoop(opts: JobLoopOptions) {
       if (!(err instanceof ManagedGitError)) throw err;
       return finishAndNotify(job, { status: 'failed', error: err.message });
     }
-    // The next job's checkout is made once this one's agent started, not beside its launch (managed-checkout.ts).
-    const spareNext = (): void => {
-      if (repo.clone !== null && !abort.signal.aborted) opts.managed.agentStarted(repo);
-    };
     // Its run's id, chosen here and recorded before the launcher starts: a restart while it runs finds that run.
     const launchRun = newRunId();
     // Not recorded by shutdown: nothing was launched, and the next start queues the job again (recover).
@@ -219,7 +213,6 @@ export function createJobLoop(opts: JobLoopOptions) {
       onLauncher: (launcher) => recordLauncher(job, launcher),
     });
     if (!launched.run || launched.error) {
-      spareNext();
       const error = launched.error ?? 'launch failed';
       return finishAndNotify(job, { status: 'failed', exitCode: launched.exitCode, error });
     }
@@ -229,7 +222,7 @@ export function createJobLoop(opts: JobLoopOptions) {
       return;
     }
     void opts.notify.progress(job.id, { step: 'started' });
-    await followToEnd(job, launched.run, false, workdir, undefined, spareNext);
+    await followToEnd(job, launched.run, false, workdir);
   }
 
   /**

@@ -262,7 +262,6 @@ export function createKubernetesExecutor(opts: {
     let name: string | null = known.get(`${run.source}/${run.run}`) ?? null;
     let missingSince: number | null = null;
     let asked: string | null | undefined;
-    f?.onAgent?.(); // its agent runs in a pod: nothing on this host's cores to wait for
     for (;;) {
       if (signal.aborted) return 'aborted';
       try {

@@ -91,8 +91,6 @@ export function createManagedCheckouts(opts: {
   const spares = new Map<string, { listing: string }>();
   /** Spares waiting for their index's second to pass (settleLater). */
   const settling = new Set<NodeJS.Timeout>();
-  /** Per repository, the spare its last job's answer calls for, made once that job's agent started (agentStarted). */
-  const wanted = new Map<string, () => Promise<void>>();
 
   async function askOrigin(repo: ServedRepo, url: string, signal: AbortSignal | undefined): Promise<Asked> {
     const mirror = mirrorDir(opts.stateDir, repo);
@@ -218,16 +216,6 @@ export function createManagedCheckouts(opts: {
       for (const timer of settling) clearTimeout(timer);
       settling.clear();
     },
-    /** Makes the next job's checkout ahead, for the answer `repo`'s last job got. Called once that job's agent
-     * started (or its launch failed, or its run ended): beside the launch, the spare's 5,000 file writes took the
-     * cores the job's way to its agent needed (docs/bench.md). A job that comes before fetches and clones for itself,
-     * which costs no more than waiting for a spare would. */
-    agentStarted(repo: ServedRepo): void {
-      const key = repo.name.toLowerCase();
-      const make = wanted.get(key);
-      wanted.delete(key);
-      if (make) void inTurn(chains, key, make);
-    },
     /** `signal`: the server stops; git talking to the origin is killed and prepare rejects with its reason. */
     async prepare(
       repo: ServedRepo, job: { id: string; args: readonly string[] }, signal?: AbortSignal,
@@ -245,7 +233,7 @@ export function createManagedCheckouts(opts: {
           signal?.throwIfAborted(); // a job that waited its turn behind a fetch the stop killed
           const asked = await askOrigin(repo, url, signal);
           const sha = await checkoutFor(repo, url, dir, spare, asked, signal);
-          wanted.set(key, () => makeSpare(repo, url, spare, asked));
+          void inTurn(chains, key, () => makeSpare(repo, url, spare, asked));
           return { branch: asked.branch, sha };
         });
         signal?.throwIfAborted(); // the job stays queued, and its snapshot in the intake folder for its next try

@@ -195,34 +195,6 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     }
   });
 
-  it('tells the job once its run\'s agent is seen started, while the run goes on', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
-    try {
-      const run = join(dir, '.svc', 'runs', 'r1');
-      mkdirSync(run, { recursive: true });
-      const state = (status: string, child: object | null) => {
-        writeFileSync(join(run, 'state.tmp'), JSON.stringify({ run: 'r1', status, verdict: null, child }));
-        renameSync(join(run, 'state.tmp'), join(run, 'state.json'));
-      };
-      state('running', null);
-      const executor = createLocalExecutor({ cliPath: '/bin/true', env: {}, pollMs: 3_600_000 });
-      let told = 0;
-      let ended = false;
-      const followed = executor.follow({ source: 'local', run: 'r1' }, AbortSignal.timeout(20_000), {
-        reattach: false, workdir: dir, onAgent: () => void told++,
-      }).finally(() => void (ended = true));
-      state('running', { pid: 4242, pgid: 4242, proc_start: '1' });
-      await waitFor(() => (told > 0 ? true : null), 'the agent\'s start to be told');
-      assert.equal(ended, false, 'told while the run is still running');
-      state('succeeded', null);
-      const outcome = await followed;
-      assert.ok(outcome !== null && outcome !== 'aborted');
-      assert.equal(outcome.status, 'succeeded');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
   it('ends failed a run whose worker died without saying so, instead of following it for ever', async () => {
     // Its stop refuses: the job still ends, and the refusal is logged with what the stop said.
     const { outcome, said } = await followDeadWorker('refuse');

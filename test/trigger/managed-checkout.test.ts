@@ -295,7 +295,6 @@ describe('createManagedCheckouts', () => {
     const repo = served('acme/web', url);
     const fetches = () => readFileSync(join(log, 'argv'), 'utf8').split('\n').filter((l) => / fetch /.test(` ${l} `));
     const first = await managed.prepare(repo, { id: 'j1', args: [] });
-    managed.agentStarted(repo);
     // What a run may leave in its own checkout: untracked files, a changed tracked file, a hook, a config setting.
     mkdirSync(join(first, '.svc', 'runs', 'r1'), { recursive: true });
     writeFileSync(join(first, 'left.txt'), 'from job 1\n');
@@ -312,12 +311,10 @@ describe('createManagedCheckouts', () => {
       assert.equal(git(path, 'config', 'remote.origin.url'), url);
     }
     const second = await managed.prepare(repo, { id: 'j2', args: [] });
-    managed.agentStarted(repo);
     assertFresh(second, git(origin.bare, 'rev-parse', 'refs/heads/trunk'), 'first');
     assert.equal(fetches().length, 1, 'the origin answered as before: the checkout made ahead, nothing fetched');
     const sha = origin.commit('second');
     const third = await managed.prepare(repo, { id: 'j3', args: [] });
-    managed.agentStarted(repo);
     assertFresh(third, sha, 'second');
     assert.equal(fetches().length, 2, 'the origin moved: fetched');
     // A branch other than the default moved: the checkout made ahead is not that answer's either.
@@ -331,36 +328,6 @@ describe('createManagedCheckouts', () => {
     await managed.idle();
   });
 
-  it('makes the next job\'s checkout only once told the job\'s agent started; a job before it clones its own',
-    async () => {
-      const dir = tempDir('svc-managed-');
-      dirs.push(dir);
-      const origin = makeOrigin(join(dir, 'origins'), 'web');
-      const { env, log } = wrappedGit(dir);
-      const co = join(dir, 'co');
-      const managed = createManagedCheckouts({ stateDir: join(dir, 'state'), checkoutsDir: co, env, log: quiet });
-      const repo = served('acme/web', `file://${origin.bare}`);
-      const spare = join(co, 'acme', 'web', '.next');
-      const clones = () => readFileSync(join(log, 'argv'), 'utf8').split('\n').filter((l) => / clone /.test(` ${l} `));
-      await managed.prepare(repo, { id: 'j1', args: [] });
-      await managed.idle();
-      assert.equal(existsSync(spare), false, 'nothing made beside the job\'s launch');
-      assert.equal(clones().length, 1);
-      // A job that comes first does not wait for a spare nobody started: it clones its own.
-      const second = await managed.prepare(repo, { id: 'j2', args: [] });
-      assert.equal(git(second, 'rev-parse', 'HEAD'), git(origin.bare, 'rev-parse', 'refs/heads/trunk'));
-      assert.equal(clones().length, 2);
-      managed.agentStarted(repo);
-      managed.agentStarted(repo); // told again (its run's end): one spare
-      await managed.idle();
-      assert.equal(clones().length, 3);
-      assert.equal(git(spare, 'rev-parse', 'HEAD'), git(origin.bare, 'rev-parse', 'refs/heads/trunk'));
-      const third = await managed.prepare(repo, { id: 'j3', args: [] });
-      assert.equal(clones().length, 3, 'the third job took the spare');
-      assert.equal(git(third, 'rev-parse', 'HEAD'), git(origin.bare, 'rev-parse', 'refs/heads/trunk'));
-      await managed.idle();
-    });
-
   it('hands over the checkout made ahead with an index git trusts: the job\'s git status reads no file again',
     async () => {
       const dir = tempDir('svc-managed-');
@@ -372,7 +339,6 @@ describe('createManagedCheckouts', () => {
       });
       const repo = served('acme/web', `file://${origin.bare}`);
       await managed.prepare(repo, { id: 'j1', args: [] });
-      managed.agentStarted(repo);
       // git re-reads (and hashes) a tracked file whose time is not older than its index's second ("racily clean").
       const second = (ms: number) => Math.floor(ms / 1000);
       const racy = (path: string): string[] => {
