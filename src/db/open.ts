@@ -4,7 +4,7 @@ import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isDatabaseBusy, isDiskFull, RefusedError, sqlitePrimary } from '../errors.ts';
+import { isDatabaseBusy, isDiskFull, isFailedDiskWrite, RefusedError } from '../errors.ts';
 
 export type Db = DatabaseSync;
 
@@ -94,8 +94,7 @@ export function busyMet(db: Db): void {
   }, BUSY_BACKOFF_MS).unref();
 }
 
-/** SQLite's primary code for a disk that failed a write: tried again a few times, then thrown (a failing disk). */
-const SQLITE_IOERR = 10;
+/** How often a write the disk failed (isFailedDiskWrite) is tried before it is thrown (a failing disk). */
 const IOERR_TRIES = 5;
 /** How soon background work tries again a write the database refused for now. */
 const WRITE_RETRY_MS = 1_000;
@@ -105,7 +104,7 @@ const WRITE_RETRY_MS = 1_000;
  * disk, a failed disk write.
  */
 export function refusedForNow(db: Db, err: unknown): boolean {
-  if (!isDatabaseBusy(err)) return isDiskFull(err) || sqlitePrimary(err) === SQLITE_IOERR;
+  if (!isDatabaseBusy(err)) return isDiskFull(err);
   busyMet(db);
   return true;
 }
@@ -123,7 +122,7 @@ export async function untilWritten(
       return true;
     } catch (err) {
       if (!refusedForNow(db, err)) throw err;
-      if (sqlitePrimary(err) === SQLITE_IOERR && ++failedDisk >= IOERR_TRIES) throw err;
+      if (isFailedDiskWrite(err) && ++failedDisk >= IOERR_TRIES) throw err;
       refused(err);
     }
     if (signal.aborted) return false;

@@ -224,7 +224,7 @@ function answerFailure<D>(
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
     opts.onBusy?.();
   } else if (isDiskFull(thrown)) {
-    opts.log.error('disk full: a write was refused', { request_id: requestId, error: errorMessage(thrown) });
+    opts.log.error('disk full or failing: a write was refused', { request_id: requestId, error: errorMessage(thrown) });
   } else {
     opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(thrown) });
   }
@@ -244,9 +244,10 @@ function databaseBusy(): HttpError {
     { 'retry-after': '1' });
 }
 
-/** A request a full disk refused: one the client can act on, not an internal error (its transaction was taken back). */
+/** A request the disk refused (full or failing): one the client can act on, not an internal error (its transaction
+ * was taken back). */
 function diskFull(): HttpError {
-  const message = 'The server\'s disk is full: the request was not done; try again once it has space';
+  const message = 'The server\'s disk is full or failed a write: the request was not done; try again later';
   return new HttpError('unavailable', message, { 'retry-after': '60' });
 }
 

@@ -16,8 +16,9 @@ const batch = (run: string) => ({
   source: 'laptop',
   runs: [{ run, status: 'succeeded', started_at: T0, updated_at: T0, repo: 'acme/api', brief: 'fix login' }],
 });
-/** What SQLite throws when the disk fills up part way (SQLITE_FULL). */
+/** What SQLite throws when the disk fills up part way (SQLITE_FULL), or fails a write (SQLITE_IOERR_WRITE). */
 const FULL = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+const IOERR = Object.assign(new Error('disk I/O error'), { code: 'ERR_SQLITE_ERROR', errcode: 778 });
 
 describe('a database another process keeps locked', () => {
   let cp: TestControl;
@@ -41,12 +42,12 @@ describe('a database another process keeps locked', () => {
     return { source, path: `/v1/runs/${source}/${run}/answer`, file };
   }
 
-  /** Answers at `path` while the database refuses the COMMIT: the disk fills up as the transaction commits. */
-  async function answerRefusedAtCommit(path: string, answer: string) {
+  /** Answers at `path` while the database refuses the COMMIT: the disk fills up (or fails) as the transaction commits. */
+  async function answerRefusedAtCommit(path: string, answer: string, refusal = FULL) {
     const { db } = cp.deps;
     const exec = db.exec.bind(db);
     db.exec = (sql: string) => {
-      if (sql === 'COMMIT') throw FULL;
+      if (sql === 'COMMIT') throw refusal;
       return exec(sql);
     };
     try {
@@ -111,6 +112,19 @@ describe('a database another process keeps locked', () => {
     assert.equal(existsSync(file), false, 'an answer whose event was taken back never reaches the run');
     const events = cp.deps.stores.events.listAll({ after: 0, limit: 100, source, run: 'r-commit' });
     assert.equal(events.filter((e) => e.kind === 'answer').length, 0);
+  });
+
+  it('answers a request whose disk write failed (SQLITE_IOERR) 503 with Retry-After, taken back', async () => {
+    const { source, path, file } = blockedRun('r-ioerr');
+    const refused = await answerRefusedAtCommit(path, 'the green one', IOERR);
+    // Before, a 500 internal_error: SQLite reports most full disks and quotas it meets this way.
+    assert.equal(refused.status, 503, refused.text);
+    assert.equal((refused.json as { error: { code: string } }).error.code, 'unavailable');
+    assert.equal(refused.headers.get('retry-after'), '60');
+    assert.equal(existsSync(file), false);
+    const events = cp.deps.stores.events.listAll({ after: 0, limit: 100, source, run: 'r-ioerr' });
+    assert.equal(events.filter((e) => e.kind === 'answer').length, 0);
+    assert.equal((await cp.request('POST', path, { body: { answer: 'the green one' } })).status, 202);
   });
 
   it('puts back the accepted answer the run has not taken when a second answer\'s COMMIT is refused', async () => {
@@ -205,7 +219,7 @@ describe('a database another process keeps locked', () => {
     const noSpace = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
     const quota = Object.assign(new Error('EDQUOT: disk quota exceeded, write'), { code: 'EDQUOT' });
     const constraint = Object.assign(new Error('x'), { code: 'ERR_SQLITE_ERROR', errcode: 19 });
-    assert.deepEqual([FULL, noSpace, quota].map(isDiskFull), [true, true, true]);
+    assert.deepEqual([FULL, noSpace, quota, IOERR].map(isDiskFull), [true, true, true, true]);
     assert.equal(isDiskFull(constraint), false);
     assert.equal(isDiskFull(new Error('database or disk is full')), false, 'never by its message');
   });
