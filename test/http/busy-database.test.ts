@@ -215,7 +215,7 @@ describe('a database another process keeps locked', () => {
     assert.equal(cp.deps.stores.runs.get(source, 'r-launch')!.status, 'running', 'the worker\'s own state fixes it');
   });
 
-  it('tells a full disk (SQLite\'s or a file\'s) from any other error', () => {
+  it('tells a full or failing disk (SQLite\'s or a file\'s) from any other error', () => {
     const noSpace = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
     const quota = Object.assign(new Error('EDQUOT: disk quota exceeded, write'), { code: 'EDQUOT' });
     const constraint = Object.assign(new Error('x'), { code: 'ERR_SQLITE_ERROR', errcode: 19 });
