@@ -198,6 +198,30 @@ describe('a database another process keeps locked', () => {
       'the failed launch recorded');
   });
 
+  it('looks for lost launches again when the database refused the look, so a lost launch frees its slot', async () => {
+    const source = cp.deps.settings.source;
+    const old = Date.now() - 10 * 60_000;
+    seedRuns(cp.deps, 1, { run: 'r-lost', status: 'queued', repo_path: cp.dir, started_at: old, updated_at: old },
+      source);
+    const { runs } = cp.deps.stores;
+    const list = runs.list;
+    let refused = 0;
+    // As node:sqlite throws when another process keeps the lock past the busy timeout (before: logged, never again).
+    runs.list = (...args) => {
+      if (refused++ === 0) throw Object.assign(new Error('locked'), { code: 'ERR_SQLITE_ERROR', errcode: 5 });
+      return list.apply(runs, args);
+    };
+    try {
+      const looked = cp.deps.engine.failLostLaunches();
+      assert.equal(runs.get(source, 'r-lost')!.status, 'queued');
+      await looked;
+    } finally {
+      runs.list = list;
+    }
+    assert.equal(refused, 2, 'looked again');
+    assert.equal(runs.get(source, 'r-lost')!.status, 'failed');
+  });
+
   it('keeps serving when a stop or a failed launch ends while the lock is held', async () => {
     const source = cp.deps.settings.source;
     seedRuns(cp.deps, 1, { run: 'r-stopping', status: 'stopping', repo_path: cp.dir }, source);
