@@ -169,6 +169,42 @@ describe('a trigger server on a database another process keeps locked', () => {
     }
   });
 
+  it('rides out a lock on the claim of an answer handed to its run as on any answer\'s claim', async () => {
+    const dir = tempDir('svc-busy-claim-');
+    const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
+    try {
+      const thread = 'github:acme/api#12';
+      const reply = { channel: 'webhook', target: { repo: 'acme/api', issue: 12, thread, comment_id: 1200 } };
+      insertJob(stores,
+        { id: 'j1', origin: 'webhook', brief: 'b', args: ['b'], created_at: 0, repo: 'acme/api', reply });
+      stores.jobs.claim('j1', 0);
+      stores.jobs.setLaunch('j1', dir, 'r1');
+      stores.jobs.setRun('j1', 'local', 'r1', null);
+      // The claim after the hand-over meets the lock ten times (about a second), well within BUSY_TRIES.
+      const claim = stores.dedupe.claim.bind(stores.dedupe);
+      let refused = 0;
+      stores.dedupe.claim = (...args) => {
+        if (refused++ < 10) throw Object.assign(new Error('locked'), { code: 'ERR_SQLITE_ERROR', errcode: 5 });
+        return claim(...args);
+      };
+      const desk = createAnswerDesk({
+        stores, log: createLogger('trigger-test', () => {}), clock: () => 1, progress: async () => {},
+        note: async () => true, writeStamps: () => {}, executor: { answer: async () => ({ ok: true }) },
+      });
+      const outcome = await desk.answer({
+        origin: 'webhook', thread, who: 'ada', text: 'yes', refusal: () => null,
+        place: 'github acme/api#12 comment 1', keys: ['webhook:comment:1'],
+      } as AnswerRequest);
+      assert.equal(outcome.kind, 'answered');
+      // Before, five tries 200 ms apart, then the keys were held in memory only: a redelivery after a restart could
+      // be handed over again.
+      assert.equal(stores.dedupe.holder(['webhook:comment:1']), 'j1');
+    } finally {
+      stores.db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('keeps a question\'s stamp the lock refused and writes it before any answer is matched or the question posted',
     async () => {
       const dir = tempDir('svc-busy-stamp-');
