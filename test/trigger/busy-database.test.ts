@@ -3,6 +3,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { BUSY_TIMEOUT_MS, openDatabase } from '../../src/db/open.ts';
@@ -166,6 +168,32 @@ describe('a trigger server on a database another process keeps locked', () => {
       lock.release();
       await t.cleanup();
       rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('waits at start for a lock held a second, then gives an origin with no queued count its row', async () => {
+    const home = tempDir('svc-home-');
+    const dbPath = join(home, 'trigger.db');
+    const db = openDatabase(dbPath, triggerMigrations);
+    createTriggerStores(db).jobs.countOrigins(SOURCE_NAMES);
+    // As a source added after the last start: its row is written before the server serves.
+    db.exec("DELETE FROM queued_by_origin WHERE origin = 'trackerb'");
+    db.close();
+    // Another process, as node:sqlite's wait for the lock blocks this one's event loop: it holds the lock a second.
+    const holder = spawn(process.execPath, ['-e', `const db = new (require('node:sqlite').DatabaseSync)(process.argv[1]);
+      db.exec('BEGIN IMMEDIATE'); console.log('locked'); setTimeout(() => db.exec('ROLLBACK'), 1000);`, dbPath],
+    { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = once(holder, 'exit');
+    await once(holder.stdout, 'data');
+    // Without the start-up wait the start fails as busy after BUSY_TIMEOUT_MS: a backup's moment kept it down.
+    const t = await startTestTrigger({}, { home, db: dbPath });
+    try {
+      assert.equal((t.stores.db.prepare("SELECT n FROM queued_by_origin WHERE origin = 'trackerb'").get() as
+        { n: number }).n, 0);
+    } finally {
+      holder.kill();
+      await exited;
+      await t.cleanup();
     }
   });
 
