@@ -180,9 +180,9 @@ describe('a trigger server on a database another process keeps locked', () => {
     db.exec("DELETE FROM queued_by_origin WHERE origin = 'trackerb'");
     db.close();
     // Another process, as node:sqlite's wait for the lock blocks this one's event loop: it holds the lock a second.
-    const holder = spawn(process.execPath, ['-e', `const db = new (require('node:sqlite').DatabaseSync)(process.argv[1]);
-      db.exec('BEGIN IMMEDIATE'); console.log('locked'); setTimeout(() => db.exec('ROLLBACK'), 1000);`, dbPath],
-    { stdio: ['ignore', 'pipe', 'inherit'] });
+    const hold = `const db = new (require('node:sqlite').DatabaseSync)(process.argv[1]); db.exec('BEGIN IMMEDIATE');
+      console.log('locked'); setTimeout(() => db.exec('ROLLBACK'), 1000);`;
+    const holder = spawn(process.execPath, ['-e', hold, dbPath], { stdio: ['ignore', 'pipe', 'inherit'] });
     const exited = once(holder, 'exit');
     await once(holder.stdout, 'data');
     // Without the start-up wait the start fails as busy after BUSY_TIMEOUT_MS: a backup's moment kept it down.
