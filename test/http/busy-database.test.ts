@@ -42,7 +42,7 @@ describe('a database another process keeps locked', () => {
     return { source, path: `/v1/runs/${source}/${run}/answer`, file };
   }
 
-  /** Answers at `path` while the database refuses the COMMIT: the disk fills up (or fails) as the transaction commits. */
+  /** Answers at `path` while the database refuses the COMMIT: the disk fills up (or fails) as it commits. */
   async function answerRefusedAtCommit(path: string, answer: string, refusal = FULL) {
     const { db } = cp.deps;
     const exec = db.exec.bind(db);
