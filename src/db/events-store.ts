@@ -1,5 +1,6 @@
 // Events table: idempotent insert on (source, run, seq), ascending reads by id. `data` is stored as JSON text, never
-// re-parsed here.
+// re-parsed here. Each of the two needs its own index: a run's seq order is not its id order (the Control Plane's own
+// seqs count down; a signer's or an agent's seqs may jump), so neither index serves the other (docs/bench.md).
 import { LIMIT_PARAM, type Db } from './open.ts';
 import { ConflictError } from '../errors.ts';
 

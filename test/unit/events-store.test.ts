@@ -9,7 +9,7 @@ import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { createControlStores } from '../../src/db/control-stores.ts';
 
 describe('events store', () => {
-  const { stores } = memoryControlStores();
+  const { db, stores } = memoryControlStores();
 
   it('assigns increasing ids and ignores a repeated (source, run, seq)', () => {
     const a = stores.events.insert({ source: 's', run: 'r', seq: 1, ts: 10, kind: 'log', data: '{"text":"a"}' });
@@ -42,6 +42,23 @@ describe('events store', () => {
     assert.equal(stores.events.listAll({ after: 0, limit: 100 }).length, 6);
     assert.deepEqual(stores.events.listAll({ after: 0, limit: 100, source: 't' }).map((e) => e.run), ['x']);
     assert.equal(stores.events.listAll({ after: 0, limit: 100, source: 's', run: 'r' }).length, 5);
+  });
+
+  // Both indexes on events are needed (docs/bench.md, "one index on events"): a run's seq order is not its id order
+  // (the page above), so without (source, run, id) a run's page and its latest status sort the whole run, and without
+  // (source, run, seq) nothing finds a repeated seq but a scan.
+  it('reads a run by id and finds a seq each through its own index, never sorting the run', () => {
+    const plan = (sql: string): string =>
+      db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all('s', 'r', 0).map((r) => (r as { detail: string }).detail).join('; ');
+    for (const sql of [
+      'SELECT * FROM events WHERE source = ? AND run = ? AND id > ? ORDER BY id LIMIT 100',
+      'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1',
+    ]) {
+      assert.match(plan(sql), /USING INDEX events_by_run \(source=\? AND run=\?/);
+      assert.doesNotMatch(plan(sql), /TEMP B-TREE/);
+    }
+    const dedupe = plan('SELECT id FROM events WHERE source = ? AND run = ? AND seq = ?');
+    assert.match(dedupe, /USING COVERING INDEX sqlite_autoindex_events_1/);
   });
 });
 
