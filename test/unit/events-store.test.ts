@@ -7,6 +7,7 @@ import { memoryControlStores } from '../helpers/memory-stores.ts';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { createControlStores } from '../../src/db/control-stores.ts';
+import { EVENTS_SQL } from '../../src/db/events-store.ts';
 
 describe('events store', () => {
   const { db, stores } = memoryControlStores();
@@ -46,19 +47,21 @@ describe('events store', () => {
 
   // Both indexes on events are needed (docs/bench.md, "one index on events"): a run's seq order is not its id order
   // (the page above), so without (source, run, id) a run's page and its latest status sort the whole run, and without
-  // (source, run, seq) nothing finds a repeated seq but a scan.
-  it('reads a run by id and finds a seq each through its own index, never sorting the run', () => {
-    const plan = (sql: string): string =>
-      db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all('s', 'r', 0).map((r) => (r as { detail: string }).detail).join('; ');
-    for (const sql of [
-      'SELECT * FROM events WHERE source = ? AND run = ? AND id > ? ORDER BY id LIMIT 100',
-      'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1',
-    ]) {
-      assert.match(plan(sql), /USING INDEX events_by_run \(source=\? AND run=\?/);
+  // (source, run, seq) nothing finds a repeated seq but a scan. A source's events go by id from the cursor.
+  it('reads a run by id, a source from its cursor and a seq each through its own index, never sorting', () => {
+    const plan = (sql: string): string => db.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+      .all(...[...sql.matchAll(/\?/g)].map(() => 's')).map((r) => (r as { detail: string }).detail).join('; ');
+    const expected: Array<[string, RegExp]> = [
+      [EVENTS_SQL.run, /USING INDEX events_by_run \(source=\? AND run=\? AND id>\?\)/],
+      [EVENTS_SQL.latest, /USING INDEX events_by_run \(source=\? AND run=\?\)/],
+      [EVENTS_SQL.source, /USING INTEGER PRIMARY KEY \(rowid>\?\)/],
+      [EVENTS_SQL.any, /USING INTEGER PRIMARY KEY \(rowid>\?\)/],
+      [EVENTS_SQL.minSeq, /USING COVERING INDEX sqlite_autoindex_events_1 \(source=\? AND run=\?\)/],
+    ];
+    for (const [sql, index] of expected) {
+      assert.match(plan(sql), index);
       assert.doesNotMatch(plan(sql), /TEMP B-TREE/);
     }
-    const dedupe = plan('SELECT id FROM events WHERE source = ? AND run = ? AND seq = ?');
-    assert.match(dedupe, /USING COVERING INDEX sqlite_autoindex_events_1/);
   });
 });
 
