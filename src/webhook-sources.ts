@@ -245,7 +245,9 @@ const CHANGED_RUN = new RegExp(`[\\s${CONTROL_CHARS}]{2,}|[^\\S ]|[${CONTROL_CHA
  */
 export function oneLine(text: string, maxBytes = Infinity): string {
   const flat = text.replace(CHANGED_RUN, ' ').trim();
-  return Buffer.byteLength(flat) <= maxBytes ? flat : `${capUtf8(flat, maxBytes - 3)}...`;
+  // Uncapped (a brief's fold, on the webhook's way) counts no bytes.
+  if (maxBytes === Infinity || Buffer.byteLength(flat) <= maxBytes) return flat;
+  return `${capUtf8(flat, maxBytes - 3)}...`;
 }
 
 const encoder = new TextEncoder();
