@@ -136,14 +136,21 @@ export async function untilWritten(
 export const BUSY_TRIES = 20;
 export const BUSY_RETRY_MS = 100;
 
-/** Does `write` for a request, riding out a brief lock (BUSY_TRIES); any other error, or a longer lock, is thrown. */
+/** Whether a request's write that failed with `err` on its `tries`th try is tried again in BUSY_RETRY_MS: the lock
+ * refused it (busyMet) and fewer than `most` tries failed. */
+export function ridesOut(db: Db, err: unknown, tries: number, most = BUSY_TRIES): boolean {
+  if (!isDatabaseBusy(err)) return false;
+  busyMet(db);
+  return tries < most;
+}
+
+/** Does `write` for a request, riding out a brief lock (ridesOut); any other error, or a longer lock, is thrown. */
 export async function ridingOut(db: Db, write: () => void): Promise<void> {
   for (let tries = 1; ; tries++) {
     try {
       return write();
     } catch (err) {
-      if (!isDatabaseBusy(err) || tries >= BUSY_TRIES) throw err;
-      busyMet(db);
+      if (!ridesOut(db, err, tries)) throw err;
     }
     await sleep(BUSY_RETRY_MS);
   }

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { BadSettingError } from '../errors.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { filterArgv, openFilterFd } from './seccomp.ts';
-import { pathKind } from './tree.ts';
+import { pathKind, realOrNull } from './tree.ts';
 
 /** A host path bound at `target`, a path under HOME. */
 export interface HomeMount {
@@ -139,11 +139,7 @@ function shownBySystemViewOf(plan: SandboxPlan, path: string): boolean {
 
 /** True for a path spelt without a symbolic link (bwrap mounts over a link's target, which may be out of the view). */
 function linkFree(path: string): boolean {
-  try {
-    return realpathSync(path) === path;
-  } catch {
-    return false;
-  }
+  return realOrNull(path) === path;
 }
 
 /** True for a path the system view already shows (no need to bind it again). */
