@@ -97,6 +97,8 @@ export async function serveGateForever(
     log,
     metrics: createGateMetrics(metricsToken, accessLog ? log : null),
   });
+  // A shared gate serves from its start: an install it cannot load fails here, not at a pod's first call.
+  await gate.load();
   say(`svc gate listening on http://${urlAuthority(host, gate.port ?? port)}` +
     ` (model APIs: ${routes.map((r) => r.name).join(', ') || 'none'})\n`);
   return exitCodeAfterSignal(log, 'gate stopping', () => gate.close().then(() => tracer.flush()));
