@@ -193,9 +193,9 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   }
   const admit = clientBook(options.clients ?? null, options.policy, ctx.trace);
   let port: number | null = null;
-  // Forwarding and tunnelling (node:tls, node:zlib, the usage parsers: ~15 ms of CPU) load after the listening: a run's
-  // gate is bound before its sandbox starts, but nothing connects before the agent runs (docs/bench.md). Until then a
-  // connection is held by the node:http server here, under its headersTimeout like any other.
+  // Forwarding and tunnelling (node:tls, node:zlib, the usage parsers) load after the listening: a run's gate is bound
+  // before its sandbox starts, but nothing connects before the agent runs (docs/bench.md). A connection that comes
+  // first is held by the node:http server here, under its head's timeout and caps like any other.
   let handlers: Promise<Handlers> | undefined;
   const load = (): Promise<Handlers> => handlers ??= Promise.all([import('./forward.ts'), import('./tunnel.ts')])
     .catch((err: unknown) => {
