@@ -81,7 +81,12 @@ async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<v
     // after it, while the agent works, not on its way.
     const gateLoaded = new Promise((resolve) => setImmediate(() => resolve(loadGate())));
     setImmediate(loadFinish);
-    const outcome = await runProvider(ctx, plan, spec, { notes, sandbox });
+    // The gate's failure first, however the provider ended: its stop may be what ended or broke the attempt.
+    const outcome = await runProvider(ctx, plan, spec, { notes, sandbox })
+      .catch(async (err: unknown) => {
+        await gateLoaded;
+        throw gateFailed ?? err;
+      });
     await gateLoaded;
     if (gateFailed) throw gateFailed;
     if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
