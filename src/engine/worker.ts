@@ -105,7 +105,8 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
   if (warning) ctx.note(warning);
   if (mode.kind === 'none') return { mode, gate: null, env: passed };
   const allow = operatorAllowNow(plan, ctx.env, (text) => ctx.note(text));
-  // Imported here: an unsandboxed worker loads none of the gate's modules (docs/bench.md).
+  // Imported here: an unsandboxed worker loads no egress gate, forwarding or server module, only gate/budgets.ts,
+  // policy.ts and address.ts for its plan and budget pause (docs/gate.md).
   const resumed = worker !== 'start';
   const opened = import('./egress.ts').then((egress) => egress.openRunGate(ctx, plan.policy, allow, resumed));
   const gate = await opened.catch((err: unknown) => {
