@@ -27,8 +27,10 @@ export function createTriggerDedupeStore(db: Db) {
   since.setReturnArrays(true);
   const byId = db.prepare('SELECT keys, job_id FROM dedupe_keys WHERE id = ?');
   const add = db.prepare('INSERT INTO dedupe_keys (keys, job_id, created_at) VALUES (?, ?, ?)');
-  const expired = db.prepare(`DELETE FROM dedupe_keys WHERE id IN
-    (SELECT id FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM}) RETURNING id, keys`);
+  // Of the oldest claims by row id (ids grow with time: no index of the times to keep up per claim), those expired;
+  // one behind `limit` claims the clock dated later waits for them: kept longer, never shorter.
+  const expired = db.prepare(`DELETE FROM dedupe_keys WHERE id IN (SELECT id FROM
+    (SELECT id, created_at FROM dedupe_keys ORDER BY id ${LIMIT_PARAM}) WHERE created_at < ?) RETURNING id, keys`);
   expired.setReturnArrays(true);
   // Every committed row up to here is indexed (set from committed rows only: a rolled-back id is read again).
   let seen = 0;
@@ -149,7 +151,7 @@ export function createTriggerDedupeStore(db: Db) {
     },
     /** Deletes up to `limit` claims made before `before` and their index entries; returns how many keys. */
     prune(before: number, limit: number): number {
-      const rows = expired.all(before, limit) as unknown as [number, string][];
+      const rows = expired.all(limit, before) as unknown as [number, string][];
       let keys = 0;
       for (const [id, text] of rows) {
         const claimedKeys = keysOf(text);

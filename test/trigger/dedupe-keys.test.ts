@@ -192,4 +192,27 @@ describe('dedupe keys', async () => {
     assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 30 }, 86_400_000 + 3), { dedupeKeys: 3, jobs: 0 });
     assert.deepEqual(await place(stores, 86_400_000 + 3, delivery('k1')), ['queued']);
   });
+
+  it('keeps every claim and the row id sequence past migration 15, which leaves a claim one index to write', async () => {
+    const dir = tempDir('svc-dedupe-v14-');
+    temp.dirs.push(dir);
+    const path = join(dir, 'trigger.db');
+    const v14 = openDatabase(path, triggerMigrations.slice(0, 14));
+    v14.exec(`INSERT INTO jobs (id, origin, status, brief, args, created_at)
+      VALUES ('j1', 'jobs', 'queued', 'b', '[]', 1), ('j2', 'jobs', 'queued', 'b', '[]', 2)`);
+    v14.exec(`INSERT INTO dedupe_keys (keys, job_id, created_at) VALUES ('["k1"]', 'j1', 1), ('["k2"]', 'j2', 2),
+      ('["k3"]', 'j2', 3)`);
+    // The newest claim gone (a failed delivery's): its row id must still never be given again.
+    v14.exec('DELETE FROM dedupe_keys WHERE id = 3');
+    v14.close();
+    const db = openDatabase(path, triggerMigrations);
+    temp.dbs.push(db);
+    const stores = createTriggerStores(db);
+    const indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'dedupe_keys'";
+    assert.deepEqual(db.prepare(indexes).all().map((r) => r.name), ['dedupe_keys_by_job']);
+    assert.deepEqual(await place(stores, 4, delivery('k2'), delivery('k1'), delivery('k3')),
+      ['dup:j2', 'dup:j1', 'queued']);
+    assert.deepEqual(db.prepare('SELECT id FROM dedupe_keys ORDER BY id').all().map((r) => r.id), [1, 2, 4]);
+  });
+
 });
