@@ -193,7 +193,7 @@ describe('dedupe keys', async () => {
     assert.deepEqual(await place(stores, 86_400_000 + 3, delivery('k1')), ['queued']);
   });
 
-  it('keeps every claim and the row id sequence past migration 15, which leaves a claim one index to write', async () => {
+  it('keeps every claim and the row id sequence past migration 15, which leaves a claim one index', async () => {
     const dir = tempDir('svc-dedupe-v14-');
     temp.dirs.push(dir);
     const path = join(dir, 'trigger.db');
