@@ -110,6 +110,42 @@ describe('dedupe keys', async () => {
     assert.deepEqual(await place(stores, 5 * day, delivery('old-1'), delivery('new')), ['queued', `dup:${jobOf(stores, 'new')}`]);
   });
 
+  // Retention reads the claims by row id: one dated later than those after it (the clock stepped back) stays in
+  // each window, and a claim the sweep has not reached keeps its job (no cascade past the index).
+  describe('claims dated out of order', () => {
+    const day = 86_400_000;
+    /** `n` claims of one key each from id `from`, dated `at`, each with its job finished then. */
+    function claims(stores: TriggerStores, from: number, n: number, at: number): void {
+      const job = stores.db.prepare(`INSERT INTO jobs (id, origin, status, brief, args, created_at, finished_at)
+        VALUES (?, 'jobs', 'succeeded', 'b', '[]', ?, ?)`);
+      const claim = stores.db.prepare('INSERT INTO dedupe_keys (keys, job_id, created_at) VALUES (?, ?, ?)');
+      for (let i = from; i < from + n; i++) {
+        job.run(`j${i}`, at, at);
+        claim.run(JSON.stringify([`k${i}`]), `j${i}`, at);
+      }
+      stores.dedupe.catchUp();
+    }
+
+    it('sweeps every expired claim, then their jobs, past one claim dated later', async () => {
+      const stores = createTriggerStores(temp.open().db);
+      claims(stores, 0, 1, 10 * day);
+      claims(stores, 1, 1200, 0);
+      assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 1 }, 5 * day), { dedupeKeys: 1200, jobs: 1200 });
+      assert.equal(rowCount(stores.db, 'dedupe_keys'), 1);
+      assert.equal(rowCount(stores.db, 'jobs'), 1);
+      assert.deepEqual(await place(stores, 5 * day, delivery('k0'), delivery('k1')), ['dup:j0', 'queued']);
+    });
+
+    it('keeps an expired claim behind a full window of later ones, and its job with it', () => {
+      const stores = createTriggerStores(temp.open().db);
+      claims(stores, 0, 500, 10 * day);
+      claims(stores, 500, 10, 0);
+      assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 1 }, 5 * day), { dedupeKeys: 0, jobs: 0 });
+      assert.equal(rowCount(stores.db, 'dedupe_keys'), 510);
+      assert.equal(rowCount(stores.db, 'jobs'), 510);
+    });
+  });
+
   it('finds each of thousands of keys and none pruned, as the index grows and is rebuilt', async () => {
     const { db, path } = temp.open();
     const stores = createTriggerStores(db);
