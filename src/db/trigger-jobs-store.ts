@@ -188,7 +188,7 @@ export function createTriggerJobsStore(db: Db) {
     setInfraRetries(id: string, n: number): void {
       setInfraRetries.run(n, id);
     },
-    /** Deletes up to `limit` finished jobs ended before `before` whose claims are gone (reply targets in their rows). */
+    /** Deletes up to `limit` finished jobs ended before `before` whose claims are gone (reply targets in the rows). */
     pruneFinished(before: number, limit: number): number {
       return Number(pruneFinished.run(before, limit).changes);
     },
