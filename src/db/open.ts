@@ -18,19 +18,30 @@ export function userVersion(db: Db): number {
   return (db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
 }
 
+/** node:sqlite's defensive mode, where Node has it (absent in 24.9; later Node turns it on by default). */
+type Defensive = { enableDefensive?: (on: boolean) => void };
+
 export function migrate(db: Db, migrations: readonly string[]): void {
   const current = userVersion(db);
   if (current > migrations.length) throw new DatabaseTooNewError(current, migrations.length);
   if (current === migrations.length) return;
-  transaction(db, () => {
-    // Again inside the lock: another process may have migrated meanwhile.
-    const locked = userVersion(db);
-    if (locked > migrations.length) throw new DatabaseTooNewError(locked, migrations.length);
-    for (let v = locked; v < migrations.length; v++) {
-      db.exec(migrations[v]!);
-      db.exec(`PRAGMA user_version = ${v + 1}`);
-    }
-  });
+  // Defensive mode refuses PRAGMA writable_schema, with which trigger migration 15 edits a table's checks in place;
+  // off for the migrations alone, on again after: nothing else needs it.
+  const defensive = (on: boolean): void => (db as Db & Defensive).enableDefensive?.(on);
+  defensive(false);
+  try {
+    transaction(db, () => {
+      // Again inside the lock: another process may have migrated meanwhile.
+      const locked = userVersion(db);
+      if (locked > migrations.length) throw new DatabaseTooNewError(locked, migrations.length);
+      for (let v = locked; v < migrations.length; v++) {
+        db.exec(migrations[v]!);
+        db.exec(`PRAGMA user_version = ${v + 1}`);
+      }
+    });
+  } finally {
+    defensive(true);
+  }
 }
 
 /**
