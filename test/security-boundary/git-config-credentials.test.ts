@@ -1,6 +1,7 @@
 // The agent sees the repository's git directory read-only (its worktree needs the objects and refs), but not the
-// credentials a checkout's config may hold (DESIGN §7a "It sees only what it needs"): a token in a remote's URL, or
-// the Authorization header actions/checkout persists as http.<url>.extraheader. Black-box: a real `svc start` in bwrap.
+// credentials a checkout's config or the host's system config may hold (DESIGN §7a "It sees only what it needs"): a
+// token in a remote's URL, or the Authorization header actions/checkout persists as http.<url>.extraheader.
+// Black-box: a real `svc start` in bwrap.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { appendFileSync, existsSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
