@@ -138,7 +138,9 @@ function shownBySystemViewOf(plan: SandboxPlan, path: string): boolean {
 }
 
 /** True for a path spelt without a symbolic link (bwrap mounts over a link's target, which may be out of the view). */
-const linkFree = (path: string): boolean => realOrNull(path) === path;
+function linkFree(path: string): boolean {
+  return realOrNull(path) === path;
+}
 
 /** True for a path the system view already shows (no need to bind it again). */
 export function isSystemPath(path: string): boolean {
