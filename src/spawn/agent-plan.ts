@@ -220,7 +220,8 @@ export function gitSandboxPlan(
   return {
     readable: [...outermost(paths, (p) => within(p, input.svcHome)), ...userConfig],
     writable: [input.workdir, ...git, ...input.scratch],
-    // A linked one where its link leads: bwrap would resolve an absolute link from outside the view.
+    // A linked one by its target (bwrap would resolve an absolute link from outside the view): protected where that
+    // lies in a writable folder; elsewhere svc's git cannot write it anyway, and bwrapArgv binds nothing there.
     protect: [join(common, 'config'), join(common, 'hooks'), join(common, 'info'),
       ...git.slice(1).map((d) => join(d, 'config.worktree')), join(input.repo, '.svc')].map((p) => linkTarget(p) ?? p),
     hidden: withRealSpellings([input.svcHome, ...secretsOf(input)]),

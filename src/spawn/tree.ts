@@ -23,14 +23,15 @@ export const readlinkOrNull = (path: string): string | null => orNull(() => read
 /** The path with every link resolved, or null when it (or a folder on its way) is gone. */
 export const realOrNull = (path: string): string | null => orNull(() => realpathSync(path));
 
-/** The path a link at `path` leads to, spelt from the link's own folder as a sandbox binds it (a real path could be
+/** The path a link at `path` leads to, spelt from the link's folder's real path (the kernel resolves a `..` there, not
+ * along a spelling through a linked folder) and the link's own text, not as the target's real path (that could be
  * spelt otherwise, where a mount would miss what the view shows, and bwrap resolves an absolute link from outside the
  * view); `path` itself when no link; null when gone or more than `hops` links. */
 export function linkTarget(path: string, hops = 8): string | null {
   const kind = pathKind(path);
   if (kind !== 'link') return kind === null ? null : path;
-  const next = readlinkOrNull(path);
-  return next !== null && hops > 0 ? linkTarget(resolve(dirname(path), next), hops - 1) : null;
+  const [next, dir] = [readlinkOrNull(path), realOrNull(dirname(path))];
+  return next !== null && dir !== null && hops > 0 ? linkTarget(resolve(dir, next), hops - 1) : null;
 }
 
 /** What is at `path`; `follow`: through links (only where the link is not an agent's to plant). */
