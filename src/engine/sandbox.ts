@@ -140,7 +140,8 @@ function gitConfigFiles(common: string): string[] {
     }
   };
   own(common, 0);
-  return found.map((file) => linkTarget(file)).filter((file): file is string => pathKind(file ?? '') === 'file');
+  return found.map((file) => linkTarget(file))
+    .filter((file): file is string => file !== null && pathKind(file) === 'file');
 }
 
 // The copies git made for a run, by the file they stand for: made once, at the first sandbox that needs each. Which
@@ -148,6 +149,7 @@ function gitConfigFiles(common: string): string[] {
 const copiesOf = new WeakMap<RunContext, Map<string, string>>();
 
 // The host's system git config (a distribution's git; one built with prefix /usr/local): the view shows its folder.
+// Not GIT_CONFIG_SYSTEM: the agent's environment does not carry it, so the agent's git reads its built-in location.
 const SYSTEM_CONFIGS = ['/etc/gitconfig', '/usr/local/etc/gitconfig'];
 
 /**
@@ -161,8 +163,9 @@ const SYSTEM_CONFIGS = ['/etc/gitconfig', '/usr/local/etc/gitconfig'];
 function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPlan['covers']> {
   const copies = copiesOf.get(ctx) ?? new Map<string, string>();
   copiesOf.set(ctx, copies);
-  const configs = [...gitConfigFiles(join(ctx.state.repo_path, '.git')),
-    ...SYSTEM_CONFIGS.filter((file) => pathKind(file, true) === 'file')]
+  // A Set: a repository config linked to a system config is one file, covered once.
+  const configs = [...new Set([...gitConfigFiles(join(ctx.state.repo_path, '.git')),
+    ...SYSTEM_CONFIGS.filter((file) => pathKind(file, true) === 'file')])]
     .filter((file) => !plainlyKept(orNull(() => readFileSync(file, 'utf8')) ?? '[unreadable'));
   const fresh = configs.filter((file) => !copies.has(file));
   if (fresh.length) {

@@ -120,21 +120,28 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     assert.match(readFileSync(join(repo.repo, '.git', 'config'), 'utf8'), /SECRET-HEADER-1/);
   });
 
-  it('shows a config of only what git needs as it is: no copy, no git run for it', async () => {
-    const plain = makeRepo({ providers: { reads: READS_CONFIG } });
-    try {
-      const { found, run } = await readConfig(plain);
-      assert.ok(found.startsWith(readFileSync(join(plain.repo, '.git', 'config'), 'utf8')), found);
-      // A copy only for a system config the host holds (this one's may name a credential helper).
-      const io = readdirSync(join(plain.repo, '.svc', 'runs', run, 'io')).filter((name) => name.startsWith('git-'));
-      assert.ok(io.length <= SYSTEM_CONFIGS.filter((file) => existsSync(file)).length, io.join(' '));
-    } finally {
-      plain.cleanup();
-    }
-  });
-
   // A private mount namespace: the host's /etc/gitconfig and /usr/local/games stay as they are.
   const unshare = ['unshare', '-m', '--propagation', 'private', 'sh', '-c'];
+  const hostSystem = SYSTEM_CONFIGS.filter((file) => existsSync(file));
+  const pinnable = !hostSystem.length || spawnSync(unshare[0]!, [...unshare.slice(1), 'true']).status === 0;
+  it('shows a config of only what git needs as it is: no copy, no git run for it',
+    { skip: !pinnable && 'needs unshare -m to show the host\'s system config empty' }, async () => {
+      const plain = makeRepo({ providers: { reads: READS_CONFIG } });
+      try {
+        // The host's system configs shown empty (this one's may name a credential helper): no copy for any file.
+        const empty = join(plain.root, 'empty');
+        writeFileSync(empty, '');
+        const pin = hostSystem.length ? [...unshare, `${hostSystem.map((f) => `mount --bind "$0" ${f} && `).join('')}` +
+          'exec "$@"', empty] : [];
+        const { found, run } = await readConfig(plain, pin);
+        assert.ok(found.startsWith(readFileSync(join(plain.repo, '.git', 'config'), 'utf8')), found);
+        const io = readdirSync(join(plain.repo, '.svc', 'runs', run, 'io')).filter((name) => name.startsWith('git-'));
+        assert.deepEqual(io, []);
+      } finally {
+        plain.cleanup();
+      }
+    });
+
   const games = '/usr/local/games';
   const mountable = existsSync('/etc/gitconfig') && spawnSync(unshare[0]!, [...unshare.slice(1),
     `mount -t tmpfs tmpfs ${games}`]).status === 0;
@@ -152,6 +159,25 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
         assert.match(found, /^user\.name=Host$/m);
         assert.match(found, /^remote\.origin\.url=\/.*\/acme\/api\.git$/m);
         notSeen(found, ['SECRET-SYSTEM-17', 'SECRET-USR-18']);
+      } finally {
+        linked.cleanup();
+      }
+    });
+
+  it('copies a repository config linked to the system config once',
+    { skip: !mountable && 'needs unshare -m and a /etc/gitconfig to mount over' }, async () => {
+      const linked = makeRepo({ providers: { reads: READS_CONFIG } });
+      try {
+        const system = join(linked.root, 'system');
+        writeFileSync(system, readFileSync(join(linked.repo, '.git', 'config'), 'utf8') +
+          '[http]\n\textraheader = AUTHORIZATION: basic SECRET-SYSTEM-19\n');
+        renameSync(join(linked.repo, '.git', 'config'), join(linked.root, 'config'));
+        symlinkSync('/etc/gitconfig', join(linked.repo, '.git', 'config'));
+        const { found, run } = await readConfig(linked, [...unshare, 'mount --bind "$0" /etc/gitconfig && exec "$@"',
+          system]);
+        notSeen(found, ['SECRET-SYSTEM-19']);
+        const io = readdirSync(join(linked.repo, '.svc', 'runs', run, 'io')).filter((name) => name.startsWith('git-'));
+        assert.deepEqual(io, ['git-config-0']);
       } finally {
         linked.cleanup();
       }
