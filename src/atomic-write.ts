@@ -15,18 +15,15 @@ export function writeFileAtomic(
   const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   const fd = openSync(temp, 'wx', mode);
   try {
-    // The open made it with `mode` less the umask.
-    if (!o.umask) fchmodSync(fd, mode);
-    // Only root can give a file away.
-    if (o.owner && process.getuid?.() === 0) fchownSync(fd, o.owner.uid, o.owner.gid);
-    writeFileSync(fd, data);
-  } catch (err) {
-    rmSync(temp, { force: true });
-    throw err;
-  } finally {
-    closeSync(fd);
-  }
-  try {
+    try {
+      // The open made it with `mode` less the umask.
+      if (!o.umask) fchmodSync(fd, mode);
+      // Only root can give a file away.
+      if (o.owner && process.getuid?.() === 0) fchownSync(fd, o.owner.uid, o.owner.gid);
+      writeFileSync(fd, data);
+    } finally {
+      closeSync(fd);
+    }
     renameSync(temp, path);
   } catch (err) {
     // Not left behind for each failed write to add another.

@@ -59,7 +59,7 @@ export function positiveInt(value: unknown): number | null {
   return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : null;
 }
 
-/** A cost or token figure from untrusted output: a finite number, not negative; else null (unknown). */
+/** A figure from untrusted output (a cost, tokens, a diffstat's lines): a finite number, not negative; else null. */
 export function figure(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
 }

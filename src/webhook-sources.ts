@@ -239,9 +239,15 @@ export const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202
 const CONTROL_CHARS = CONTROL.source.slice(1, -1);
 const CHANGED_RUN = new RegExp(`[\\s${CONTROL_CHARS}]{2,}|[^\\S ]|[${CONTROL_CHARS}]`, 'g');
 
-/** Collapses every run of whitespace and control characters into one space and trims (a brief; a CLI table cell). */
-export function oneLine(text: string): string {
-  return text.replace(CHANGED_RUN, ' ').trim();
+/**
+ * The one flattening untrusted text gets (a brief; a CLI table cell): every run of whitespace, control characters and
+ * bidi marks becomes one space, trimmed; past `maxBytes` of UTF-8 it is cut and ends in "...".
+ */
+export function oneLine(text: string, maxBytes = Infinity): string {
+  const flat = text.replace(CHANGED_RUN, ' ').trim();
+  // Uncapped (a brief's fold, on the webhook's way) counts no bytes.
+  if (maxBytes === Infinity || Buffer.byteLength(flat) <= maxBytes) return flat;
+  return `${capUtf8(flat, maxBytes - 3)}...`;
 }
 
 const encoder = new TextEncoder();

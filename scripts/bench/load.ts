@@ -12,6 +12,8 @@ export interface LoadJob {
   durationMs: number;
   /** Each connection sends at most once per this many ms, as a runner's ship loop ticks (0 = as soon as answered). */
   intervalMs?: number;
+  /** Also summarise apart the requests sent in the window's first `splitMs`, and those sent later. */
+  splitMs?: number;
   /** Stop early once this many measured requests completed (0 = no cap). */
   maxRequests?: number;
   request: RequestKind;
@@ -26,6 +28,8 @@ export interface LoadResult {
   /** Units of work per second (events for ingest, requests otherwise). */
   unitsPerSecond: number;
   latencyMs: LatencySummary;
+  /** With `splitMs`: the latencies of requests sent before it, and of those sent after. */
+  split?: { before: LatencySummary; after: LatencySummary };
   statuses: Record<string, number>;
   unexpected: number;
   /** First unexpected body, cut short, so a failing figure explains itself. */
@@ -70,6 +74,8 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
   let taken = 0;
   const connections = await Promise.all(Array.from({ length: job.connections }, () => openConnection(target.hostname, port)));
   const latencies: number[] = [];
+  /** Each measured request's send time from the window's start, for `splitMs`. */
+  const sent: number[] = [];
   const statuses: Record<string, number> = {};
   let unexpected = 0;
   let units = 0;
@@ -97,6 +103,7 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
       if (t1 >= stopAt) done = true;
       if (t0 < measureFrom || t1 > stopAt) continue;
       latencies.push(t1 - t0);
+      sent.push(t0 - measureFrom);
       const key = String(response.status);
       statuses[key] = (statuses[key] ?? 0) + 1;
       if (job.expect.includes(response.status)) units += next.units;
@@ -119,6 +126,12 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
     rps: ok / seconds,
     unitsPerSecond: units / seconds,
     latencyMs: summarize(latencies),
+    ...(job.splitMs ? {
+      split: {
+        before: summarize(latencies.filter((_, i) => sent[i]! < job.splitMs!)),
+        after: summarize(latencies.filter((_, i) => sent[i]! >= job.splitMs!)),
+      },
+    } : {}),
     statuses,
     unexpected,
     ...(sample !== undefined ? { sample } : {}),

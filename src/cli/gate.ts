@@ -42,9 +42,8 @@ export default async function gate(io: CliIo): Promise<number> {
   try {
     return await serveGateForever(values, io.env, io.stdout);
   } catch (err) {
-    if (err instanceof GatePolicyError || err instanceof SyntaxError) {
-      throw new UsageError(`Gate policy: ${err.message}`);
-    }
+    // A policy error only: a module the gate cannot load is a broken install, not the operator's policy.
+    if (err instanceof GatePolicyError) throw new UsageError(`Gate policy: ${err.message}`);
     throw err;
   }
 }

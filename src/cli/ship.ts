@@ -10,6 +10,7 @@ import { runsDir, runDir } from '../engine/paths.ts';
 import { pendingRuns, shipRuns } from '../engine/shipper.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { setting } from '../settings-registry.ts';
+import { orNull } from '../spawn/tree.ts';
 
 export const HELP = `Usage: svc ship [--repo DIR] [--all]
 
@@ -41,11 +42,7 @@ export default async function ship(io: CliIo): Promise<number> {
 
 /** The folder's `.svc/ship-pending`, if it is a folder svc may look into (another user's `/.svc` is not). */
 function pendingFolderIn(dir: string): boolean {
-  try {
-    return lstatSync(join(dir, '.svc', 'ship-pending'), { throwIfNoEntry: false })?.isDirectory() ?? false;
-  } catch {
-    return false;
-  }
+  return orNull(() => lstatSync(join(dir, '.svc', 'ship-pending'), { throwIfNoEntry: false })?.isDirectory()) === true;
 }
 
 /** The nearest folder from `cwd` up whose `.svc/ship-pending` lists a run; null when there is none. */

@@ -1,5 +1,6 @@
 // Events table: idempotent insert on (source, run, seq), ascending reads by id. `data` is stored as JSON text, never
-// re-parsed here.
+// re-parsed here. Each of the two needs its own index: a run's seq order is not its id order (the Control Plane's own
+// seqs count down; a signer's or an agent's seqs may jump), so neither index serves the other (docs/bench.md).
 import { LIMIT_PARAM, type Db } from './open.ts';
 import { ConflictError } from '../errors.ts';
 
@@ -18,24 +19,34 @@ export type EventInput = Omit<EventRow, 'id'>;
 
 export type EventsStore = ReturnType<typeof createEventsStore>;
 
+/** The reads whose plans a test pins (test/unit/events-store.test.ts). */
+export const EVENTS_SQL = {
+  run: `SELECT * FROM events WHERE source = ? AND run = ? AND id > ? ORDER BY id ${LIMIT_PARAM}`,
+  // `+source`: by id from the cursor, not by events_by_run's source prefix, which read and sorted every event the
+  // source ever had at each stream's (re)connect (~200 ms at a million). Now a source quiet since its cursor while
+  // others shipped pays for theirs instead (docs/bench.md, one index on events).
+  source: `SELECT * FROM events WHERE id > ? AND +source = ? ORDER BY id ${LIMIT_PARAM}`,
+  any: `SELECT * FROM events WHERE id > ? ORDER BY id ${LIMIT_PARAM}`,
+  latest: 'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1',
+  minSeq: 'SELECT min(seq) AS m FROM events WHERE source = ? AND run = ?',
+} as const;
+
 export function createEventsStore(db: Db) {
   const insertStmt = db.prepare(
     'INSERT INTO events (source, run, seq, ts, kind, data) VALUES (?, ?, ?, ?, ?, ?) ' +
       'ON CONFLICT (source, run, seq) DO NOTHING',
   );
-  const minSeq = db.prepare('SELECT min(seq) AS m FROM events WHERE source = ? AND run = ?');
+  const minSeq = db.prepare(EVENTS_SQL.minSeq);
   const maxSeq = db.prepare('SELECT coalesce(max(seq), 0) AS m FROM events WHERE source = ? AND run = ?');
-  const listRun = db.prepare(`SELECT * FROM events WHERE source = ? AND run = ? AND id > ? ORDER BY id ${LIMIT_PARAM}`);
-  const listAny = db.prepare(`SELECT * FROM events WHERE id > ? ORDER BY id ${LIMIT_PARAM}`);
-  const listSource = db.prepare(`SELECT * FROM events WHERE id > ? AND source = ? ORDER BY id ${LIMIT_PARAM}`);
+  const listRun = db.prepare(EVENTS_SQL.run);
+  const listAny = db.prepare(EVENTS_SQL.any);
+  const listSource = db.prepare(EVENTS_SQL.source);
   const maxStmt = db.prepare('SELECT coalesce(max(id), 0) AS m FROM events');
   const deletedMaxStmt = db.prepare('SELECT max_id AS m FROM events_deleted_max');
   const moveStmt = db.prepare('UPDATE events SET id = ? WHERE id = ?');
   /** The largest id this store gave out or found stored or deleted: every new id is above it (control migration 13). */
   let highest = Math.max(Number((maxStmt.get() as { m: number }).m), Number((deletedMaxStmt.get() as { m: number }).m));
-  const latestStmt = db.prepare(
-    'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1',
-  );
+  const latestStmt = db.prepare(EVENTS_SQL.latest);
   const latestOwnStmt = db.prepare(
     'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? AND seq < 0 ORDER BY id DESC LIMIT 1',
   );

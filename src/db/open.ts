@@ -18,19 +18,30 @@ export function userVersion(db: Db): number {
   return (db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
 }
 
+/** node:sqlite's defensive mode, where Node has it (absent in 24.9; later Node turns it on by default). */
+type Defensive = { enableDefensive?: (on: boolean) => void };
+
 export function migrate(db: Db, migrations: readonly string[]): void {
   const current = userVersion(db);
   if (current > migrations.length) throw new DatabaseTooNewError(current, migrations.length);
   if (current === migrations.length) return;
-  transaction(db, () => {
-    // Again inside the lock: another process may have migrated meanwhile.
-    const locked = userVersion(db);
-    if (locked > migrations.length) throw new DatabaseTooNewError(locked, migrations.length);
-    for (let v = locked; v < migrations.length; v++) {
-      db.exec(migrations[v]!);
-      db.exec(`PRAGMA user_version = ${v + 1}`);
-    }
-  });
+  // Defensive mode refuses PRAGMA writable_schema, with which trigger migration 15 edits a table's checks in place;
+  // off for the migrations alone, on again after: nothing else needs it.
+  const defensive = (on: boolean): void => (db as Db & Defensive).enableDefensive?.(on);
+  defensive(false);
+  try {
+    transaction(db, () => {
+      // Again inside the lock: another process may have migrated meanwhile.
+      const locked = userVersion(db);
+      if (locked > migrations.length) throw new DatabaseTooNewError(locked, migrations.length);
+      for (let v = locked; v < migrations.length; v++) {
+        db.exec(migrations[v]!);
+        db.exec(`PRAGMA user_version = ${v + 1}`);
+      }
+    });
+  } finally {
+    defensive(true);
+  }
 }
 
 /**
@@ -135,14 +146,21 @@ export async function untilWritten(
 export const BUSY_TRIES = 20;
 export const BUSY_RETRY_MS = 100;
 
-/** Does `write` for a request, riding out a brief lock (BUSY_TRIES); any other error, or a longer lock, is thrown. */
+/** Whether a request's write that failed with `err` on its `tries`th try is tried again in BUSY_RETRY_MS: the lock
+ * refused it (busyMet) and fewer than `most` tries failed. */
+export function ridesOut(db: Db, err: unknown, tries: number, most = BUSY_TRIES): boolean {
+  if (!isDatabaseBusy(err)) return false;
+  busyMet(db);
+  return tries < most;
+}
+
+/** Does `write` for a request, riding out a brief lock (ridesOut); any other error, or a longer lock, is thrown. */
 export async function ridingOut(db: Db, write: () => void): Promise<void> {
   for (let tries = 1; ; tries++) {
     try {
       return write();
     } catch (err) {
-      if (!isDatabaseBusy(err) || tries >= BUSY_TRIES) throw err;
-      busyMet(db);
+      if (!ridesOut(db, err, tries)) throw err;
     }
     await sleep(BUSY_RETRY_MS);
   }

@@ -27,8 +27,11 @@ export function createTriggerDedupeStore(db: Db) {
   since.setReturnArrays(true);
   const byId = db.prepare('SELECT keys, job_id FROM dedupe_keys WHERE id = ?');
   const add = db.prepare('INSERT INTO dedupe_keys (keys, job_id, created_at) VALUES (?, ?, ?)');
-  const expired = db.prepare(`DELETE FROM dedupe_keys WHERE id IN
-    (SELECT id FROM dedupe_keys WHERE created_at < ? ORDER BY created_at ${LIMIT_PARAM}) RETURNING id, keys`);
+  // Of the oldest claims by row id (ids grow with time: no index of the times to keep up per claim), those expired.
+  // A claim the clock dated later than those after it (stepped back, a slow writer) stays in this window unexpired.
+  const window = db.prepare(`SELECT count(*), max(id) FROM (SELECT id FROM dedupe_keys ORDER BY id ${LIMIT_PARAM})`);
+  window.setReturnArrays(true);
+  const expired = db.prepare('DELETE FROM dedupe_keys WHERE id <= ? AND created_at < ? RETURNING id, keys');
   expired.setReturnArrays(true);
   // Every committed row up to here is indexed (set from committed rows only: a rolled-back id is read again).
   let seen = 0;
@@ -147,16 +150,21 @@ export function createTriggerDedupeStore(db: Db) {
       if (db.isTransaction) claimed = { id, keys: text, jobId };
       return undefined;
     },
-    /** Deletes up to `limit` claims made before `before` and their index entries; returns how many keys. */
-    prune(before: number, limit: number): number {
-      const rows = expired.all(before, limit) as unknown as [number, string][];
+    /**
+     * Of the oldest `limit` claims (`scanned`, fewer once the window reaches the newest), deletes those made before
+     * `before` (`claims`) and their index entries (`keys`). An expired claim may lie past a full window.
+     */
+    prune(before: number, limit: number): { scanned: number; claims: number; keys: number } {
+      const [scanned, last] = window.get(limit) as unknown as [number, number | null];
+      if (last === null) return { scanned: 0, claims: 0, keys: 0 };
+      const rows = expired.all(last, before) as unknown as [number, string][];
       let keys = 0;
       for (const [id, text] of rows) {
         const claimedKeys = keysOf(text);
         for (const key of claimedKeys) unindex(id, key);
         keys += claimedKeys.length;
       }
-      return keys;
+      return { scanned, claims: rows.length, keys };
     },
   };
 }

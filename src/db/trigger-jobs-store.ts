@@ -93,9 +93,11 @@ export function createTriggerJobsStore(db: Db) {
     `SELECT ${COLUMNS} FROM jobs WHERE status = 'queued' AND repo IS ? AND origin = ? ` +
       'ORDER BY created_at, id LIMIT 1',
   );
+  // Never a job that still has a claim: its delete would take the claim by cascade, past the dedupe store's index.
   const pruneFinished = db.prepare(
     `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE finished_at IS NOT NULL AND finished_at < ?
-     AND status IN ('succeeded', 'failed', 'interrupted') ORDER BY finished_at ${LIMIT_PARAM})`,
+     AND status IN ('succeeded', 'failed', 'interrupted')
+     AND NOT EXISTS (SELECT 1 FROM dedupe_keys WHERE job_id = jobs.id) ORDER BY finished_at ${LIMIT_PARAM})`,
   );
   const setLaunch = db.prepare('UPDATE jobs SET workdir = ?, launch_run = ? WHERE id = ?');
   const setLauncher = db.prepare('UPDATE jobs SET launcher = ? WHERE id = ?');
@@ -186,7 +188,7 @@ export function createTriggerJobsStore(db: Db) {
     setInfraRetries(id: string, n: number): void {
       setInfraRetries.run(n, id);
     },
-    /** Deletes up to `limit` finished jobs ended before `before`, reply targets in their rows, keys by cascade. */
+    /** Deletes up to `limit` finished jobs ended before `before` whose claims are gone (reply targets in the rows). */
     pruneFinished(before: number, limit: number): number {
       return Number(pruneFinished.run(before, limit).changes);
     },

@@ -288,6 +288,8 @@ export async function openRunGate(
     budgetReached: meter.reached,
     // After an answer raised the budget: the calls the gate could not count so far no longer hold the run.
     acceptUncounted: meter.accept,
+    // What serves the agent's connections, loaded after its spawn (worker.ts); a failed load closes the gate.
+    load: gate.load,
     // Closed once: by the finish, so egress.jsonl is on disk before the run's status is final, else by the worker.
     close: (): Promise<void> => closing ??= (async () => {
       await gate.close();

@@ -1,6 +1,7 @@
 // Error-tracker input (DESIGN §6): an export, or an issue fetched with curl, rendered as the task spec.
 import { list, objOrNull as obj, tryParseJson, type Obj } from '../untrusted.ts';
-import { markdownSpec, oneLine, str } from './text.ts';
+import { markdownSpec, str } from './text.ts';
+import { oneLine } from '../webhook-sources.ts';
 import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
 import { runCollect } from '../spawn/start.ts';
 import { isLoopbackHost } from '../http/guards.ts';

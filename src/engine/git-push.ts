@@ -3,7 +3,7 @@
 import { RefusedError } from '../errors.ts';
 import { writeFileSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { git, gitCommonDir, repoSlug, tryGit } from './git.ts';
+import { git, gitDirs, repoSlug, tryGit } from './git.ts';
 import { withGitToken } from './git-token.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 
@@ -24,7 +24,7 @@ function configEntries(file: string, pattern: string): string[] {
 
 /** Origin as the repository's own config file says it (no include), refused when its rules send pushes elsewhere. */
 export function resolveOrigin(workdir: string): Origin {
-  const commonDir = gitCommonDir(workdir);
+  const commonDir = gitDirs(workdir).common;
   const file = join(commonDir, 'config');
   const redirecting = configEntries(file, '^(url\\..*\\.(insteadof|pushinsteadof)|remote\\.origin\\.pushurl)$')
     .map((line) => line.split(' ', 1)[0]!.toLowerCase())

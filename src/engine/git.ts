@@ -172,11 +172,6 @@ export function repoName(dir: string): string {
   return repoSlug(tryGit(dir, ['remote', 'get-url', 'origin']).trim()) ?? basename(dir);
 }
 
-/** The repository's git directory shared by all its worktrees (where config, hooks and info live). */
-export function gitCommonDir(repo: string): string {
-  return resolve(repo, git(repo, ['rev-parse', '--git-common-dir']).trim());
-}
-
 /** The checkout's own git directory (a linked worktree's is apart from the repository's: for svc's files about this
  * checkout, never in its tree) and the repository's, read by one git. */
 export function gitDirs(dir: string, run: GitRun = hostGit): { own: string; common: string } {
@@ -335,7 +330,7 @@ const TREE_LOCKS = ['index.lock', 'HEAD.lock'] as const;
  * name that worktree.
  */
 export function runWorktreeGitDir(repo: string, worktree: string): string | null {
-  const common = orNull(() => gitCommonDir(repo));
+  const common = orNull(() => gitDirs(repo).common);
   if (common === null) return null;
   const own = join(common, 'worktrees', basename(worktree));
   for (const path of [join(common, 'worktrees'), own]) {

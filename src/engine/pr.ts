@@ -10,6 +10,7 @@ import { FailedError, RefusedError, UnavailableError } from '../errors.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { runPageUrl } from '../run-json.ts';
 import { which, withScratch } from '../spawn/svc-paths.ts';
+import { settingOr } from '../settings-registry.ts';
 
 /** The run's page on SVC_PUBLIC_URL for its PR body; null when unset, not http(s), or loopback (a dead link). */
 export function publicRunPage(env: NodeJS.ProcessEnv, source: string, run: string): string | null {
@@ -75,7 +76,7 @@ async function githubPost(
   target: PushTarget, path: string, body: unknown, token: string, env: NodeJS.ProcessEnv,
 ): Promise<Response> {
   if (!target.repo) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
-  const base = (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
+  const base = settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, '');
   return fetch(`${base}/repos/${target.repo}/${path}`, {
     method: 'POST',
     headers: { ...githubHeaders(token), 'content-type': 'application/json' },

@@ -7,7 +7,7 @@ import {
   adapterOf, addUsage, createOutputReader, gateEnvFor, modelSilent, pointedAtGate, type OutputReader,
   type ResolvedProvider,
 } from './providers.ts';
-import { oneLine } from './text.ts';
+import { oneLine } from '../webhook-sources.ts';
 import { AgentFolderError, clearAgentName, replaceAgentFile, writeNoFollow } from './safe-fs.ts';
 import { readAgentFile } from './plain-tree.ts';
 import {

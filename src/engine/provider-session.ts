@@ -3,7 +3,7 @@ import type { RunContext } from './run-context.ts';
 import type { ProviderSession } from './run-state.ts';
 import { buildPrompt, continuationPrompt, earlierConversation } from './spec.ts';
 import { adapterOf, modelSilent, type ResolvedProvider, type SessionSighting, type Usage } from './providers.ts';
-import { oneLine } from './text.ts';
+import { oneLine } from '../webhook-sources.ts';
 
 export type Invocation =
   | { way: 'fresh'; argv: string[]; prompt: string }

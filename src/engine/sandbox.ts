@@ -1,7 +1,7 @@
 // The worker's side of the agent sandbox (DESIGN §7a): protocol files, the bwrap plans, svc's git after the agent.
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
 import type { RunLimits } from './policy.ts';
@@ -11,7 +11,7 @@ import { gitBaseEnv, hostGit, tryGit, type GitRun } from './git.ts';
 import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds, within, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { runSync } from '../spawn/start.ts';
-import { orNull, pathKind, realOrNull } from '../spawn/tree.ts';
+import { linkTarget, orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 import type { WatchedLimits } from '../spawn/limits.ts';
 import { startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
@@ -51,14 +51,21 @@ export function protocolFiles(ctx: RunContext) {
 const MIB = 1024 * 1024;
 
 // A URL's user name and password (`https://x-access-token:TOKEN@github.com/`), wherever a config value holds one; a
-// password may hold `@` itself, so up to the last `@` before the host's path.
+// password may hold `@` itself, so up to the last `@` before the host's path. Then its query and fragment, where
+// tokens ride too (`?private_token=`, `?access_token=`) and nothing git needs to find a repository does.
 const USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^/\s]*@/gi;
-// What git needs of the config inside, by key (`section.*`: all of a section; `<sub>`: any subsection): the
-// repository's format and worktree, its remotes, branches and submodules, url rewrites, the author. Everything else is
-// left out: credential helpers, http.<url>.extraheader (actions/checkout's token), sendemail's password, a tool's
-// token (github.token, hub.oauthtoken), includes, and the keys naming a program git would run (core.fsmonitor,
-// core.sshcommand, filter and diff drivers, a submodule's update command).
-const KEPT = new Set(['core.*', 'extensions.*', 'index.*', 'feature.*', 'user.name', 'user.email',
+const QUERY = /\b([a-z][a-z0-9+.-]*:\/\/[^?#\s]*)[?#]\S*/gi;
+const scrubbed = (text: string): string => text.replace(USERINFO, '$1').replace(QUERY, '$1');
+// What git needs of the config inside, by key (`section.*`: a section's keys outside subsections; `<sub>`: any
+// subsection): the repository's format and worktree, its remotes, branches and submodules, url rewrites, the author,
+// how it pulls and merges, its hooks path (hooks run inside, as the agent's own programs do), TLS trust, and of the
+// system config which folders git may trust. Everything else is left out: credential helpers, http.<url>.extraheader
+// (actions/checkout's token), a client certificate or cookie file, http.proxy (the gate is the only route out),
+// sendemail's password, a tool's token (github.token, hub.oauthtoken), includes, and the keys naming a host program
+// git would run (core.fsmonitor, core.sshcommand, filter, diff and merge drivers, a submodule's update command).
+const KEPT = new Set(['core.*', 'extensions.*', 'index.*', 'feature.*', 'pull.*', 'merge.*', 'user.name',
+  'user.email', 'safe.directory', ...['sslverify', 'sslcainfo', 'sslcapath', 'postbuffer', 'version']
+    .flatMap((key) => [`http.${key}`, `http.<sub>.${key}`]),
   'remote.<sub>.url', 'remote.<sub>.pushurl', 'remote.<sub>.fetch', 'remote.<sub>.push', 'remote.<sub>.mirror',
   'remote.<sub>.tagopt', 'remote.<sub>.prune', 'remote.<sub>.promisor', 'remote.<sub>.partialclonefilter',
   'branch.<sub>.remote', 'branch.<sub>.pushremote', 'branch.<sub>.merge', 'branch.<sub>.rebase',
@@ -68,9 +75,9 @@ const KEPT = new Set(['core.*', 'extensions.*', 'index.*', 'feature.*', 'user.na
   // Git LFS's own filter (`git lfs install --local`, actions/checkout's `lfs: true`): without it a commit inside
   // would store an LFS file's bytes instead of its pointer. It runs inside the sandbox, as the agent's programs do.
   'filter.lfs.clean', 'filter.lfs.smudge', 'filter.lfs.process', 'filter.lfs.required']);
-const CORE_PROGRAMS = /^core\.(?:alternaterefscommand|askpass|editor|fsmonitor|gitproxy|hookspath|pager|sshcommand)$/;
+const CORE_PROGRAMS = /^core\.(?:alternaterefscommand|askpass|editor|fsmonitor|gitproxy|pager|sshcommand)$/;
 const kept = (section: string, sub: boolean, key: string): boolean => !CORE_PROGRAMS.test(key) &&
-  (KEPT.has(`${section}.*`) || KEPT.has(key) ||
+  ((!sub && KEPT.has(`${section}.*`)) || KEPT.has(key) ||
     (sub && KEPT.has(`${section}.<sub>.${key.slice(key.lastIndexOf('.') + 1)}`)));
 const quoted = (text: string) => `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
   .replace(/\t/g, '\\t')}"`;
@@ -82,10 +89,10 @@ function configWithoutCredentials(listing: string): string {
     const cut = entry.indexOf('\n');
     const key = cut < 0 ? entry : entry.slice(0, cut);
     const [first, last] = [key.indexOf('.'), key.lastIndexOf('.')];
-    const sub = key.slice(first + 1, last).replace(USERINFO, '$1');
+    const sub = scrubbed(key.slice(first + 1, last));
     if (first < 0 || !kept(key.slice(0, first), first !== last, key)) continue;
     lines.push(first === last ? `[${key.slice(0, first)}]` : `[${key.slice(0, first)} ${quoted(sub)}]`,
-      `\t${key.slice(last + 1)}${cut < 0 ? '' : ` = ${quoted(entry.slice(cut + 1).replace(USERINFO, '$1'))}`}`);
+      `\t${key.slice(last + 1)}${cut < 0 ? '' : ` = ${quoted(scrubbed(entry.slice(cut + 1)))}`}`);
   }
   return lines.length ? `${lines.join('\n')}\n` : '';
 }
@@ -94,10 +101,10 @@ function configWithoutCredentials(listing: string): string {
 const HEADER = /^\s*\[([a-z0-9-]+)(?:\s+"([^"\\]*)")?\]\s*$/i;
 const ENTRY = /^\s*([a-z][a-z0-9-]*)\s*(?:=[^"\\;#]*)?$/i;
 
-/** True for config text that holds only keys KEPT, no URL with a user name and nothing to parse: a config git needs
- * no copy of, shown as it is (no git run for it). Anything less plain is read by git. */
+/** True for config text that holds only keys KEPT, no URL with a user name or query and nothing to parse: a config git
+ * needs no copy of, shown as it is (no git run for it). Anything less plain is read by git. */
 function plainlyKept(text: string): boolean {
-  if (text.search(USERINFO) >= 0) return false;
+  if (scrubbed(text) !== text) return false;
   let section: string | null = null;
   let sub = false;
   for (const line of text.split('\n')) {
@@ -133,34 +140,32 @@ function gitConfigFiles(common: string): string[] {
     }
   };
   own(common, 0);
-  return found.map((file) => linkTarget(file, 8)).filter((file): file is string => file !== null);
-}
-
-/** The file a link points to, spelt from the link's own folder as the view binds it (a real path could be spelt
- * otherwise, where bwrap would cover nothing the agent reads); null when none within `hops` links. */
-function linkTarget(file: string, hops: number): string | null {
-  const kind = pathKind(file);
-  if (kind !== 'link') return kind === 'file' ? file : null;
-  const next = orNull(() => resolve(dirname(file), readlinkSync(file)));
-  return next !== null && hops > 0 ? linkTarget(next, hops - 1) : null;
+  return found.map((file) => linkTarget(file))
+    .filter((file): file is string => file !== null && pathKind(file) === 'file');
 }
 
 // The copies git made for a run, by the file they stand for: made once, at the first sandbox that needs each. Which
 // files need one is decided again at every start (a config made plain then holding a credential is copied then).
 const copiesOf = new WeakMap<RunContext, Map<string, string>>();
 
+// The host's system git config (a distribution's git; one built with prefix /usr/local): the view shows its folder.
+// Not GIT_CONFIG_SYSTEM: the agent's environment does not carry it, so the agent's git reads its built-in location.
+const SYSTEM_CONFIGS = ['/etc/gitconfig', '/usr/local/etc/gitconfig'];
+
 /**
- * The repository's git configs as its agents and checks see them, each in place of its file (DESIGN §7a "It sees only
- * what it needs"): the file's own keys git needs there (KEPT; its includes neither followed nor kept), user names and
- * passwords stripped from URLs, so without the credentials a checkout's config usually holds (a token in a remote's
- * URL or an `insteadOf` base, the Authorization header actions/checkout keeps as http.<url>.extraheader, in a
- * submodule's config too); kept in the run's io folder. A config holding only what KEPT lists is shown as it is; one
- * git cannot read is shown empty, never as it is.
+ * The repository's git configs and the system's as its agents and checks see them, each in place of its file (DESIGN
+ * §7a "It sees only what it needs"): the file's own keys git needs there (KEPT; its includes neither followed nor
+ * kept), user names, passwords and queries stripped from URLs, so without the credentials a checkout's or a build
+ * host's config usually holds (a token in a remote's URL or an `insteadOf` base, the Authorization header
+ * actions/checkout keeps as http.<url>.extraheader, in a submodule's config too); kept in the run's io folder. A
+ * config holding only what KEPT lists is shown as it is; one git cannot read is shown empty, never as it is.
  */
 function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPlan['covers']> {
   const copies = copiesOf.get(ctx) ?? new Map<string, string>();
   copiesOf.set(ctx, copies);
-  const configs = gitConfigFiles(join(ctx.state.repo_path, '.git'))
+  // A Set: a repository config linked to a system config is one file, covered once.
+  const configs = [...new Set([...gitConfigFiles(join(ctx.state.repo_path, '.git')),
+    ...SYSTEM_CONFIGS.filter((file) => pathKind(file, true) === 'file')])]
     .filter((file) => !plainlyKept(orNull(() => readFileSync(file, 'utf8')) ?? '[unreadable'));
   const fresh = configs.filter((file) => !copies.has(file));
   if (fresh.length) {

@@ -1,12 +1,4 @@
-// Small text helpers for untrusted input: one-line sanitising with a byte cap, and fences that content cannot close.
-import { capUtf8, oneLine as flatten } from '../webhook-sources.ts';
-
-/** The one flattening a webhook's text gets (whitespace, controls and bidi marks to single spaces), capped at
- * `maxBytes` of UTF-8 (DESIGN: a brief). */
-export function oneLine(text: string, maxBytes = 1500): string {
-  const flat = flatten(text);
-  return Buffer.byteLength(flat) <= maxBytes ? flat : `${capUtf8(flat, maxBytes - 3)}...`;
-}
+// Small text helpers for untrusted input: fences that content cannot close, markdown specs, a field as text.
 
 /** A backtick fence longer than any backtick run inside the content, so the data cannot end the block early. */
 export function fence(content: string, info = ''): string {

@@ -13,7 +13,6 @@ import { runTree, worktreeDir } from './paths.ts';
 import { plainEngineFolder } from './safe-fs.ts';
 import { plannedHomeKey, type RunSandbox } from './sandbox.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
-import { openRunGate } from './egress.ts';
 import { POLL_MS } from './budget-pause.ts';
 import { errorMessage, InfraError } from '../errors.ts';
 import { settingInt } from '../settings-registry.ts';
@@ -61,15 +60,35 @@ function loadFinish(): Promise<typeof import('./finish-phase.ts')> {
 async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
   const sandbox = await inSpan('svc.sandbox', { 'svc.sandbox': plan.sandbox.kind },
     () => openSandbox(ctx, plan, mode));
+  // The gate's handlers load while the agent starts (gate.ts). One that cannot load has closed the gate: the agent,
+  // left with no route out, is stopped and the run fails as svc's.
+  let gateFailed: InfraError | null = null;
+  const loadGate = (): Promise<void> | undefined => sandbox.gate?.load().catch((err: unknown) => {
+    gateFailed = new InfraError(`the run's egress gate could not load: ${errorMessage(err)}`,
+      { beforeAgent: false, cause: err });
+    ctx.requestStop(gateFailed.message);
+  });
   try {
-    if (mode === 'verify') return await (await loadFinish()).reverify(ctx, plan, sandbox);
+    if (mode === 'verify') {
+      await loadGate();
+      if (gateFailed) throw gateFailed;
+      return await (await loadFinish()).reverify(ctx, plan, sandbox);
+    }
     prepareWorkdir(ctx);
     const spec = readFileSync(join(ctx.dir, 'spec.md'), 'utf8');
     const notes = mode === 'resume' ? [RESUMED_NOTE] : [];
-    // runProvider runs up to the agent's spawn at once: the finish phase loads in the turn after it, while the agent
-    // works, not at the run's end.
+    // runProvider runs up to the agent's spawn at once: the gate's handlers and the finish phase load in the turn
+    // after it, while the agent works, not on its way.
+    const gateLoaded = new Promise((resolve) => setImmediate(() => resolve(loadGate())));
     setImmediate(loadFinish);
-    const outcome = await runProvider(ctx, plan, spec, { notes, sandbox });
+    // The gate's failure first, however the provider ended: its stop may be what ended or broke the attempt.
+    const outcome = await runProvider(ctx, plan, spec, { notes, sandbox })
+      .catch(async (err: unknown) => {
+        await gateLoaded;
+        throw gateFailed ?? err;
+      });
+    await gateLoaded;
+    if (gateFailed) throw gateFailed;
     if (outcome.kind === 'stopped' || ctx.stopRequested()) return;
     const { finish } = await loadFinish();
     await finish(ctx, plan, sandbox, outcome);
@@ -86,7 +105,11 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
   if (warning) ctx.note(warning);
   if (mode.kind === 'none') return { mode, gate: null, env: passed };
   const allow = operatorAllowNow(plan, ctx.env, (text) => ctx.note(text));
-  const gate = await openRunGate(ctx, plan.policy, allow, worker !== 'start').catch((err: unknown) => {
+  // Imported here: an unsandboxed worker loads no egress gate, forwarding or server module, only gate/budgets.ts,
+  // policy.ts and address.ts for its plan and budget pause (docs/gate.md).
+  const resumed = worker !== 'start';
+  const opened = import('./egress.ts').then((egress) => egress.openRunGate(ctx, plan.policy, allow, resumed));
+  const gate = await opened.catch((err: unknown) => {
     const message = `the run's egress gate did not start: ${errorMessage(err)}`;
     throw new InfraError(message, { beforeAgent: true, cause: err });
   });

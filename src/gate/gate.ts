@@ -5,8 +5,6 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { chmodSync, rmSync } from 'node:fs';
 import { once } from 'node:events';
-import { handleConnect } from './tunnel.ts';
-import { handleRequest } from './forward.ts';
 import { RunRecords, boundedRecord } from './run-records.ts';
 import {
   clientBook, countWhileOpen, DEFAULT_LIMITS, endConnectionSpan, refuse, refuseRaw, tcpConnect,
@@ -48,6 +46,8 @@ export interface GateOptions {
 
 export interface Gate {
   socketPath: string | null;
+  /** Loads what serves a request (at the latest, the first request waits for it); a failed load closes the gate. */
+  load(): Promise<void>;
   /** The TCP port when `tcpPort` was given, else null. */
   port: number | null;
   /** Closes the listeners and every open connection. */
@@ -96,8 +96,11 @@ function quietly(socket: Duplex): void {
 const challenge = (status: number): Record<string, string> =>
   status === 407 ? { 'proxy-authenticate': 'Basic realm="svc gate"' } : {};
 
+type Handlers = [typeof import('./forward.ts'), typeof import('./tunnel.ts')];
+
 function createGateServer(
-  ctx: GateContext, admit: ClientBook, sockets: Set<Socket>, log: Logger, metrics?: GateMetrics,
+  ctx: GateContext, admit: ClientBook, sockets: Set<Socket>, log: Logger, handlers: () => Promise<Handlers>,
+  metrics?: GateMetrics,
 ): Server {
   const server = createServer({ maxHeaderSize: ctx.limits.maxHeaderBytes, noDelay: true });
   server.headersTimeout = Math.min(ctx.limits.idleMs, 30_000);
@@ -128,7 +131,7 @@ function createGateServer(
       return ctx.record(refusedRecord(req, admission));
     }
     if (admission.url === '/_egress') return answerEgress(admission.asker, ctx.runs, req, res);
-    handleRequest(ctx, admission.asker, admission.url, req, res)
+    handlers().then(([{ handleRequest }]) => handleRequest(ctx, admission.asker, admission.url, req, res))
       .catch((err) => onError(err, admission.asker, () => refuse(res, 502, 'internal error')));
   });
   server.on('connect', (req, socket, head) => {
@@ -138,7 +141,7 @@ function createGateServer(
       refuseRaw(socket, admission.status, admission.reason, challenge(admission.status));
       return ctx.record(refusedRecord(req, admission));
     }
-    handleConnect(ctx, admission.asker, req, socket, head)
+    handlers().then(([, { handleConnect }]) => handleConnect(ctx, admission.asker, req, socket, head))
       .catch((err) => onError(err, admission.asker, () => refuseRaw(socket, 502, 'internal error')));
   });
   server.on('upgrade', (_req, socket) => {
@@ -182,11 +185,27 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     },
   };
   const sockets = new Set<Socket>();
-  const admit = clientBook(options.clients ?? null, options.policy, ctx.trace);
   const servers: Server[] = [];
+  async function close(): Promise<void> {
+    const closed = servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())));
+    for (const socket of sockets) socket.destroy();
+    await Promise.all(closed);
+  }
+  const admit = clientBook(options.clients ?? null, options.policy, ctx.trace);
   let port: number | null = null;
+  // Forwarding and tunnelling (node:tls, node:zlib, the usage parsers) load after the listening: a run's gate is bound
+  // before its sandbox starts, but nothing connects before the agent runs (docs/bench.md). A connection that comes
+  // first is held by the node:http server here, under its head's timeout and caps like any other.
+  let handlers: Promise<Handlers> | undefined;
+  const load = (): Promise<Handlers> => handlers ??= Promise.all([import('./forward.ts'), import('./tunnel.ts')])
+    .catch((err: unknown) => {
+      log.error('gate could not load its handlers', { error: errorMessage(err) });
+      // Closed once the requests that waited were refused: no connection stays open to a gate that cannot serve it.
+      setImmediate(() => void close());
+      throw err;
+    });
   const serve = async (where: string | number): Promise<Server> => {
-    const server = createGateServer(ctx, admit, sockets, log, options.metrics);
+    const server = createGateServer(ctx, admit, sockets, log, load, options.metrics);
     servers.push(server);
     if (typeof where === 'string') server.listen(where);
     else server.listen(where, options.tcpHost ?? '127.0.0.1');
@@ -207,10 +226,5 @@ export async function startGate(options: GateOptions): Promise<Gate> {
     for (const s of servers) s.close();
     throw err;
   }
-  const close = async (): Promise<void> => {
-    const closed = servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())));
-    for (const socket of sockets) socket.destroy();
-    await Promise.all(closed);
-  };
-  return { socketPath: options.socketPath ?? null, port, close };
+  return { socketPath: options.socketPath ?? null, port, close, load: async () => void await load() };
 }

@@ -35,7 +35,13 @@ export function loadGatePolicy(path: string | null, models: readonly HostPattern
     return { allow: [...policy.allow, ...models], deny: policy.deny };
   };
   if (path === null) return { fallback: parse({}), repos: new Map() };
-  const value: unknown = JSON.parse(readFileSync(path, 'utf8'));
+  const text = readFileSync(path, 'utf8');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new GatePolicyError(path, `cannot be read as JSON (${errorMessage(err).slice(0, 120)})`);
+  }
   if (!isJsonObject(value)) throw new GatePolicyError(path, 'must be {"allow": [...], "deny": [...], "repos": {...}}');
   const repos = new Map<string, GatePolicy>();
   if (value.repos !== undefined) {
@@ -97,6 +103,8 @@ export async function serveGateForever(
     log,
     metrics: createGateMetrics(metricsToken, accessLog ? log : null),
   });
+  // A shared gate serves from its start: an install it cannot load fails here, not at a pod's first call.
+  await gate.load();
   say(`svc gate listening on http://${urlAuthority(host, gate.port ?? port)}` +
     ` (model APIs: ${routes.map((r) => r.name).join(', ') || 'none'})\n`);
   return exitCodeAfterSignal(log, 'gate stopping', () => gate.close().then(() => tracer.flush()));

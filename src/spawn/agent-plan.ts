@@ -6,7 +6,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isSecretName } from './start.ts';
 import { layProviderHome, type ProviderHomeSource } from './provider-home.ts';
 import { hiddenHolding, isSystemPath, within, type SandboxGate, type SandboxPlan } from './bwrap-argv.ts';
-import { orNull, readOrNull, realOrNull } from './tree.ts';
+import { linkTarget, orNull, readOrNull, realOrNull } from './tree.ts';
 import { HOME_CREDENTIALS, neverWritable } from './never-writable.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
@@ -220,8 +220,10 @@ export function gitSandboxPlan(
   return {
     readable: [...outermost(paths, (p) => within(p, input.svcHome)), ...userConfig],
     writable: [input.workdir, ...git, ...input.scratch],
+    // A linked one by its target (bwrap would resolve an absolute link from outside the view): protected where that
+    // lies in a writable folder; elsewhere svc's git cannot write it anyway, and bwrapArgv binds nothing there.
     protect: [join(common, 'config'), join(common, 'hooks'), join(common, 'info'),
-      ...git.slice(1).map((d) => join(d, 'config.worktree')), join(input.repo, '.svc')],
+      ...git.slice(1).map((d) => join(d, 'config.worktree')), join(input.repo, '.svc')].map((p) => linkTarget(p) ?? p),
     hidden: withRealSpellings([input.svcHome, ...secretsOf(input)]),
     protocolReadable: [],
     protocolWritable: [],

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { BadSettingError } from '../errors.ts';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 import { filterArgv, openFilterFd } from './seccomp.ts';
-import { pathKind } from './tree.ts';
+import { pathKind, realOrNull } from './tree.ts';
 
 /** A host path bound at `target`, a path under HOME. */
 export interface HomeMount {
@@ -23,8 +23,8 @@ export interface SandboxPlan {
   writable: string[];
   /** Inside a writable path, read-only all the same (the worktree's `.git`, the project's `.svc`). */
   protect: string[];
-  /** A host file shown read-only in place of a file the view shows (the repository's git config, its credentials
-   * left out); only where the target is there. */
+  /** A host file shown read-only in place of a file the view shows (a git config, its credentials left out); only
+   * where the target is there. */
   covers?: Array<{ source: string; target: string }>;
   /** Invisible even inside a bound tree: a folder becomes an empty tmpfs. */
   hidden: string[];
@@ -139,11 +139,7 @@ function shownBySystemViewOf(plan: SandboxPlan, path: string): boolean {
 
 /** True for a path spelt without a symbolic link (bwrap mounts over a link's target, which may be out of the view). */
 function linkFree(path: string): boolean {
-  try {
-    return realpathSync(path) === path;
-  } catch {
-    return false;
-  }
+  return realOrNull(path) === path;
 }
 
 /** True for a path the system view already shows (no need to bind it again). */
@@ -211,9 +207,12 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   for (const path of writable.filter((p) => !inHidden(p) || p === plan.cwd)) argv.push('--bind', path, path);
   for (const path of protect) argv.push('--ro-bind', path, path);
   for (const { source, target } of plan.covers ?? []) {
-    if (existsSync(source) && existsSync(target) && bound.some((b) => within(target, b))) {
-      argv.push('--ro-bind', source, target);
-    }
+    // One the system view shows (/etc/gitconfig, a config linked into /usr) too, where the view holds it: /etc's copy,
+    // else its real path (bwrap would resolve an absolute link on the way from outside the view).
+    const real = realOrNull(target);
+    const at = real === null ? null : bound.some((b) => within(target, b)) || etcFiles.includes(target) ? target
+      : shownBySystemView(real) ? real : null;
+    if (at !== null && existsSync(source)) argv.push('--ro-bind', source, at);
   }
   for (const path of hidden) {
     if (hiddenDirs.includes(path)) argv.push('--tmpfs', path);

@@ -4,6 +4,7 @@
 // Beside it, the small path readers that spawn/ and engine/ share (orNull and its kin, pathKind).
 import { lstatSync, readFileSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { dirname, resolve } from 'node:path';
 import { hasDied, statFields } from '../proc-stat.ts';
 
 type Proc = NonNullable<ReturnType<typeof readProc>>;
@@ -21,6 +22,17 @@ export const readOrNull = (path: string): string | null => orNull(() => readFile
 export const readlinkOrNull = (path: string): string | null => orNull(() => readlinkSync(path));
 /** The path with every link resolved, or null when it (or a folder on its way) is gone. */
 export const realOrNull = (path: string): string | null => orNull(() => realpathSync(path));
+
+/** The path a link at `path` leads to, spelt from the link's folder's real path (the kernel resolves a `..` there, not
+ * along a spelling through a linked folder) and the link's own text, not as the target's real path (that could be
+ * spelt otherwise, where a mount would miss what the view shows, and bwrap resolves an absolute link from outside the
+ * view); `path` itself when no link; null when gone or more than `hops` links. */
+export function linkTarget(path: string, hops = 8): string | null {
+  const kind = pathKind(path);
+  if (kind !== 'link') return kind === null ? null : path;
+  const [next, dir] = [readlinkOrNull(path), realOrNull(dirname(path))];
+  return next !== null && dir !== null && hops > 0 ? linkTarget(resolve(dir, next), hops - 1) : null;
+}
 
 /** What is at `path`; `follow`: through links (only where the link is not an agent's to plant). */
 export function pathKind(path: string, follow = false): 'dir' | 'file' | 'link' | 'other' | null {

@@ -2,6 +2,7 @@
 // this file's end: `node <cli> start …` as a child with an allowlisted env, then it watches the run's state.json.
 // Others (e.g. a Kubernetes one) implement the same two calls and are picked by SVC_TRIGGER_EXECUTOR.
 import { LAUNCH_TIMEOUT_MS, secretsIn, startChild, WORKER_SECRET_NAMES } from '../spawn/start.ts';
+import { orNull } from '../spawn/tree.ts';
 import { readFile } from 'node:fs/promises';
 import { watch, type FSWatcher } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -335,11 +336,7 @@ async function endGroup(group: ProcIdentity, owner: OwnerCheck): Promise<boolean
 }
 
 function watchQuietly(dir: string, changed: (name: string | null) => void): FSWatcher | null {
-  try {
-    return watch(dir, (_event, name) => changed(name)).on('error', () => {});
-  } catch {
-    return null;
-  }
+  return orNull(() => watch(dir, (_event, name) => changed(name)).on('error', () => {}));
 }
 
 /**

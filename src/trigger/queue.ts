@@ -3,7 +3,7 @@
 // deliveries of one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still
 // fails alone.
 import { errorMessage, FailedError, isDatabaseBusy, isDiskFull } from '../errors.ts';
-import { BUSY_RETRY_MS, BUSY_TRIES, busyMet, transaction } from '../db/open.ts';
+import { BUSY_RETRY_MS, ridesOut, transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { NewJob } from '../db/trigger-jobs-store.ts';
 import type { SourceName } from '../webhook-sources.ts';
@@ -196,11 +196,9 @@ export function createJobQueue(opts: JobQueueOptions) {
         stores.jobs.count(inserted);
       });
     } catch (err) {
-      if (isDatabaseBusy(err)) {
-        busyMet(stores.db);
-        pending = batch.filter((p) => ++p.tries < (opts.busyTries ?? BUSY_TRIES));
-        if (pending.length > 0) retry = setTimeout(flush, BUSY_RETRY_MS);
-      }
+      // The batch rides out a brief lock as a request's write does; each delivery counts its own tries.
+      pending = batch.filter((p) => ridesOut(stores.db, err, ++p.tries, opts.busyTries));
+      if (pending.length > 0) retry = setTimeout(flush, BUSY_RETRY_MS);
       for (const p of batch) if (!pending.includes(p)) p.reject(notCommitted(err));
       return;
     }

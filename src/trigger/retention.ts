@@ -15,11 +15,13 @@ export type TriggerRetention = TriggerSettings['retention'];
 
 /** One batch of work; `done` once nothing expired is left. Jobs stay at least as long as their dedupe keys. */
 export function pruneBatch(stores: TriggerStores, retention: TriggerRetention, now: number) {
-  const dedupeKeys = stores.dedupe.prune(now - retention.dedupeDays * DAY_MS, BATCH);
+  const claims = stores.dedupe.prune(now - retention.dedupeDays * DAY_MS, BATCH);
+  // The claims are read by row id, not time: a full window that freed some may have more expired claims past it.
+  const moreClaims = claims.scanned === BATCH && claims.claims > 0;
   const jobsBefore = now - Math.max(retention.jobDays, retention.dedupeDays) * DAY_MS;
-  // Jobs only once no expired claim is left: a job's delete would take its claim by cascade, past the store's index.
-  const jobs = dedupeKeys < BATCH ? stores.jobs.pruneFinished(jobsBefore, BATCH) : 0;
-  return { dedupeKeys, jobs, done: dedupeKeys < BATCH && jobs < BATCH };
+  // Jobs after the claims, which they outlive (a job whose claim is left waits for it: kept longer, never shorter).
+  const jobs = moreClaims ? 0 : stores.jobs.pruneFinished(jobsBefore, BATCH);
+  return { dedupeKeys: claims.keys, jobs, done: !moreClaims && jobs < BATCH };
 }
 
 /** Sweeps now and every SWEEP_MS; returns stop(). A failed batch is logged and retried at the next sweep. */

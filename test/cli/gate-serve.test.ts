@@ -132,6 +132,32 @@ describe('svc gate serve', () => {
     assert.match(res.stderr, /Gate policy: Network pattern "http:\/\/nope\/"/);
   });
 
+  it('refuses a policy file that is not JSON with exit 2, naming the file', async () => {
+    writeFileSync(join(dir, 'broken.json'), '{"allow": [');
+    const res = await runChild(process.execPath,
+      [CLI, 'gate', 'serve', '--port', '0', '--policy', join(dir, 'broken.json')],
+      { env: { PATH: process.env.PATH, HOME: dir, SVC_GATE_SECRET_FILE: join(dir, 'gate-secret') } });
+    assert.equal(res.code, 2);
+    assert.match(res.stderr, /Gate policy: Network pattern "[^"]*broken\.json": cannot be read as JSON/);
+  });
+
+  // ESM linking errors are SyntaxErrors: the policy's are told apart by their class, not by being one.
+  it('reports a forwarding module it cannot link as what it is, not as a policy error (exit 1)', async () => {
+    const program = `import { registerHooks } from 'node:module';
+      registerHooks({ load(url, context, next) {
+        if (url.endsWith('/src/gate/forward.ts')) throw new SyntaxError('forward.ts has no export named x');
+        return next(url, context);
+      } });
+      process.argv = [process.argv[0], 'svc', 'gate', 'serve', '--port', '0'];
+      await import(${JSON.stringify(join(import.meta.dirname, '../../src/cli.ts'))});`;
+    const res = await runChild(process.execPath, ['--input-type=module', '-e', program],
+      { env: { PATH: process.env.PATH, HOME: dir, SVC_GATE_SECRET_FILE: join(dir, 'gate-secret') } });
+    assert.equal(res.code, 1);
+    assert.match(res.stderr, /svc gate: forward\.ts has no export named x/);
+    assert.doesNotMatch(res.stderr, /Gate policy/);
+    assert.doesNotMatch(res.stdout, /listening/, 'it never said it served');
+  });
+
   it('will not start without the credential secret, or with a short one (exit 2)', async () => {
     const none = await runChild(process.execPath, [CLI, 'gate', 'serve', '--port', '0'],
       { env: { PATH: process.env.PATH, HOME: dir } });

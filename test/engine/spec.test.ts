@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { errtrackSpec } from '../../src/engine/errtrack-spec.ts';
 import { buildPrompt, buildTask, classifyInput } from '../../src/engine/spec.ts';
-import { oneLine } from '../../src/engine/text.ts';
+import { oneLine } from '../../src/webhook-sources.ts';
 
 const FIXTURES = new URL('./fixtures', import.meta.url).pathname;
 const issue = JSON.parse(readFileSync(join(FIXTURES, 'sentry-api-issue.json'), 'utf8'));
@@ -130,6 +130,6 @@ describe('prompt', () => {
     assert.equal(oneLine('a\n\tb\u0000c   d'), 'a b c d');
     // Bidi overrides and C1 controls too (a PR title must not read other than it is), as a webhook's text.
     assert.equal(oneLine('fix \u202eevil\u202c\u0085done\u2066x\u2069'), 'fix evil done x');
-    assert.ok(Buffer.byteLength(oneLine('é'.repeat(2000))) <= 1500);
+    assert.ok(Buffer.byteLength(oneLine('é'.repeat(2000), 1500)) <= 1500);
   });
 });

@@ -14,6 +14,8 @@ import {
   type Cert, type Reply, type Upstream,
 } from './helpers.ts';
 import { makeCert as makeCertFor } from '../trigger/standins.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { waitFor } from '../helpers/wait-for.ts';
 
 describe('egress gate', () => {
@@ -247,5 +249,32 @@ describe('starting the gate', () => {
       busy.close();
       tmp.remove();
     }
+  });
+
+  // A run's gate listens before its sandbox starts and loads its forwarding after the agent's spawn (docs/bench.md).
+  it('holds a request until its handlers load, and closes when they cannot: nothing is left listening', async () => {
+    const gateModule = new URL('../../src/gate/gate.ts', import.meta.url).href;
+    const program = `import { registerHooks } from 'node:module';
+      import { connect } from 'node:net';
+      registerHooks({ load(url, context, next) {
+        if (url.endsWith('/src/gate/forward.ts')) throw new Error('forward.ts is unreadable');
+        return next(url, context);
+      } });
+      const { startGate } = await import(${JSON.stringify(gateModule)});
+      const gate = await startGate({ policy: { allow: [], deny: [] }, tcpPort: 0, log: { error() {} } });
+      const exchange = (text) => new Promise((resolve) => {
+        let out = '';
+        const socket = connect(gate.port, '127.0.0.1', () => socket.end(text));
+        socket.on('data', (d) => (out += d)).on('close', () => resolve(out)).on('error', (e) => resolve(e.code));
+      });
+      const answer = await exchange('GET http://127.0.0.2:9/ HTTP/1.1\\r\\nHost: 127.0.0.2:9\\r\\n\\r\\n');
+      const load = await gate.load().then(() => 'loaded', (e) => e.message);
+      const after = await exchange('GET http://127.0.0.2:9/ HTTP/1.1\\r\\nHost: 127.0.0.2:9\\r\\n\\r\\n');
+      process.stdout.write(JSON.stringify({ answer, load, after }));`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', program]);
+    const { answer, load, after } = JSON.parse(stdout) as { answer: string; load: string; after: string };
+    assert.match(answer, /^HTTP\/1\.1 502 /, 'the waiting request was answered, not left open');
+    assert.equal(load, 'forward.ts is unreadable');
+    assert.equal(after, 'ECONNREFUSED', 'the gate listens no more');
   });
 });

@@ -1,12 +1,13 @@
 // The agent sees the repository's git directory read-only (its worktree needs the objects and refs), but not the
-// credentials a checkout's config may hold (DESIGN §7a "It sees only what it needs"): a token in a remote's URL, or
-// the Authorization header actions/checkout persists as http.<url>.extraheader. Black-box: a real `svc start` in bwrap.
+// credentials a checkout's config or the host's system config may hold (DESIGN §7a "It sees only what it needs"): a
+// token in a remote's URL, or the Authorization header actions/checkout persists as http.<url>.extraheader.
+// Black-box: a real `svc start` in bwrap.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { execFileSync } from 'node:child_process';
-import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { makeRepo, readJson, svcEnv, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 
@@ -16,11 +17,33 @@ cat > /dev/null
 common=$(git rev-parse --path-format=absolute --git-common-dir)
 {
   cat "$common/config" "$common/config.real" "$common/config.worktree" "$common/modules/vendor/lib/config"
-  cat "$common"/worktrees/*/modules/vendor/lib/config
+  cat "$common"/worktrees/*/modules/vendor/lib/config /etc/gitconfig
   git config --list
   git status --short >/dev/null && echo "git:works"
 } > found.txt 2>&1
 `;
+
+/** A `svc start` of the `reads` provider in `repo` (`wrap` runs it: a private mount namespace), and what it read. */
+async function readConfig(repo: TestRepo, wrap: string[] = []): Promise<{ found: string; run: string }> {
+  const env = svcEnv(repo);
+  delete env.SVC_SANDBOX;
+  delete env.SVC_ORIGIN;
+  const [command, ...args] = [...wrap, process.execPath, CLI, 'start', '--brief', 'read the config', '--provider',
+    'reads', '--worktree'];
+  const res = await runChild(command!, args, { cwd: repo.repo, env });
+  assert.equal(res.code, 0, res.stderr);
+  const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+  const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+  const found = readFileSync(join(state.workdir, 'found.txt'), 'utf8');
+  assert.match(found, /git:works/);
+  return { found, run };
+}
+
+const SYSTEM_CONFIGS = ['/etc/gitconfig', '/usr/local/etc/gitconfig'];
+
+const notSeen = (found: string, secrets: string[]): void => {
+  for (const secret of secrets) assert.equal(found.includes(secret), false, `${secret} reached the agent:\n${found}`);
+};
 
 describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap cannot run here' }, () => {
   let repo: TestRepo;
@@ -38,6 +61,12 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     git('config', 'github.token', 'SECRET-GITHUB-8');
     git('config', 'hub.oauthtoken', 'SECRET-HUB-9');
     git('remote', 'add', 'at', 'https://bot:p@ss-SECRET-AT-10@example.com/acme/api.git');
+    // Tokens in a URL's query (GitLab's private_token, an access_token), and settings git needs or must not get.
+    git('remote', 'add', 'query', 'https://example.com/acme/api.git?private_token=SECRET-QUERY-15');
+    git('config', 'lfs.url', 'https://lfs.example.com/acme?access_token=SECRET-QUERY-16#x');
+    for (const [key, value] of [['core.hooksPath', '.husky/_'], ['pull.rebase', 'true'], ['merge.conflictStyle',
+      'diff3'], ['http.sslCAInfo', '/etc/ssl/certs/ca.pem'], ['http.proxy', 'http://proxy.example:3128'],
+    ['merge.ours.driver', 'true']]) git('config', key!, value!);
     // Host files outside the view, named by an include and (through a link the repository commits) an includeIf.
     writeFileSync(join(repo.root, 'pypirc'), '[pypi]\n\tpassword = SECRET-INCLUDED-11\n');
     writeFileSync(join(repo.root, 'other'), '[remote "x"]\n\turl = https://example.com/SECRET-LINKED-12.git\n');
@@ -70,18 +99,7 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
   after(() => repo.cleanup());
 
   it('shows no credential of the checkout\'s git config to the agent, and git still works there', async () => {
-    const env: NodeJS.ProcessEnv = {
-      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
-    };
-    delete env.SVC_SANDBOX;
-    delete env.SVC_ORIGIN;
-    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'read the config', '--provider', 'reads',
-      '--worktree'], { cwd: repo.repo, env });
-    assert.equal(res.code, 0, res.stderr);
-    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
-    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
-    const found = readFileSync(join(state.workdir, 'found.txt'), 'utf8');
-    assert.match(found, /git:works/);
+    const { found } = await readConfig(repo);
     assert.match(found, /^\tworktree = "(\.\.\/)+vendor\/lib"$/m, `the submodule's config is shown:\n${found}`);
     // What git needs of the config is still there: the remotes by name, the origin's URL.
     assert.match(found, /^remote\.mirror\.url=https:\/\/github\.com\/acme\/api\.git$/m);
@@ -89,34 +107,79 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     assert.match(found, /^url\.https:\/\/example\.com\/\.insteadof=https:\/\/example\.com\/$/m);
     assert.match(found, /^remote\.origin\.url=\/.*\/acme\/api\.git$/m);
     assert.match(found, /^remote\.at\.url=https:\/\/example\.com\/acme\/api\.git$/m);
-    for (const secret of ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5',
+    assert.match(found, /^remote\.query\.url=https:\/\/example\.com\/acme\/api\.git$/m);
+    assert.match(found, /^lfs\.url=https:\/\/lfs\.example\.com\/acme$/m);
+    for (const kept of ['core.hookspath=.husky/_', 'pull.rebase=true', 'merge.conflictstyle=diff3',
+      'http.sslcainfo=/etc/ssl/certs/ca.pem']) assert.match(found, new RegExp(`^${kept.replace(/\./g, '\\.')}$`, 'm'));
+    // The gate is the agent's only route out; a merge driver is a program the host's config names.
+    assert.doesNotMatch(found, /http\.proxy|merge\.ours/);
+    notSeen(found, ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5',
       'SECRET-SUBMODULE-6', 'SECRET-SMTP-7', 'SECRET-GITHUB-8', 'SECRET-HUB-9', 'SECRET-AT-10', 'SECRET-INCLUDED-11',
-      'SECRET-LINKED-12', 'SECRET-WORKTREE-13', 'SECRET-TREE-MODULE-14']) {
-      assert.equal(found.includes(secret), false, `${secret} reached the agent:\n${found}`);
-    }
+      'SECRET-LINKED-12', 'SECRET-WORKTREE-13', 'SECRET-TREE-MODULE-14', 'SECRET-QUERY-15', 'SECRET-QUERY-16']);
     // The checkout's own config is unchanged on the host.
     assert.match(readFileSync(join(repo.repo, '.git', 'config'), 'utf8'), /SECRET-HEADER-1/);
   });
 
-  it('shows a config of only what git needs as it is: no copy, no git run for it', async () => {
-    const plain = makeRepo({ providers: { reads: READS_CONFIG } });
-    try {
-      const env: NodeJS.ProcessEnv = {
-        ...process.env, ...GIT_ENV, HOME: plain.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
-      };
-      delete env.SVC_SANDBOX;
-      delete env.SVC_ORIGIN;
-      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'read the config', '--provider', 'reads',
-        '--worktree'], { cwd: plain.repo, env });
-      assert.equal(res.code, 0, res.stderr);
-      const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
-      const state = readJson(join(plain.repo, '.svc', 'runs', run, 'state.json'));
-      const found = readFileSync(join(state.workdir, 'found.txt'), 'utf8');
-      assert.ok(found.startsWith(readFileSync(join(plain.repo, '.git', 'config'), 'utf8')), found);
-      const io = readdirSync(join(plain.repo, '.svc', 'runs', run, 'io'));
-      assert.deepEqual(io.filter((name) => name.startsWith('git-')), []);
-    } finally {
-      plain.cleanup();
-    }
-  });
+  // A private mount namespace: the host's /etc/gitconfig and /usr/local/games stay as they are.
+  const unshare = ['unshare', '-m', '--propagation', 'private', 'sh', '-c'];
+  const hostSystem = SYSTEM_CONFIGS.filter((file) => existsSync(file));
+  const pinnable = !hostSystem.length || spawnSync(unshare[0]!, [...unshare.slice(1), 'true']).status === 0;
+  it('shows a config of only what git needs as it is: no copy, no git run for it',
+    { skip: !pinnable && 'needs unshare -m to show the host\'s system config empty' }, async () => {
+      const plain = makeRepo({ providers: { reads: READS_CONFIG } });
+      try {
+        // The host's system configs shown empty (this one's may name a credential helper): no copy for any file.
+        const empty = join(plain.root, 'empty');
+        writeFileSync(empty, '');
+        const pin = hostSystem.length ? [...unshare, `${hostSystem.map((f) => `mount --bind "$0" ${f} && `).join('')}` +
+          'exec "$@"', empty] : [];
+        const { found, run } = await readConfig(plain, pin);
+        assert.ok(found.startsWith(readFileSync(join(plain.repo, '.git', 'config'), 'utf8')), found);
+        const io = readdirSync(join(plain.repo, '.svc', 'runs', run, 'io')).filter((name) => name.startsWith('git-'));
+        assert.deepEqual(io, []);
+      } finally {
+        plain.cleanup();
+      }
+    });
+
+  const games = '/usr/local/games';
+  const mountable = existsSync('/etc/gitconfig') && spawnSync(unshare[0]!, [...unshare.slice(1),
+    `mount -t tmpfs tmpfs ${games}`]).status === 0;
+  it('shows a build host\'s system config and a config linked under /usr without their credentials too',
+    { skip: !mountable && 'needs unshare -m and a /etc/gitconfig to mount over' }, async () => {
+      const linked = makeRepo({ providers: { reads: READS_CONFIG } });
+      try {
+        const [system, config] = [join(linked.root, 'system'), join(linked.root, 'config')];
+        writeFileSync(system, '[http]\n\textraheader = AUTHORIZATION: basic SECRET-SYSTEM-17\n[user]\n\tname = Host\n');
+        renameSync(join(linked.repo, '.git', 'config'), config);
+        appendFileSync(config, '[hub]\n\toauthtoken = SECRET-USR-18\n');
+        symlinkSync(`${games}/config`, join(linked.repo, '.git', 'config'));
+        const { found } = await readConfig(linked, [...unshare, `mount -t tmpfs tmpfs ${games} && cp "$0" ${games} ` +
+          '&& mount --bind "$1" /etc/gitconfig && shift && exec "$@"', config, system]);
+        assert.match(found, /^user\.name=Host$/m);
+        assert.match(found, /^remote\.origin\.url=\/.*\/acme\/api\.git$/m);
+        notSeen(found, ['SECRET-SYSTEM-17', 'SECRET-USR-18']);
+      } finally {
+        linked.cleanup();
+      }
+    });
+
+  it('copies a repository config linked to the system config once',
+    { skip: !mountable && 'needs unshare -m and a /etc/gitconfig to mount over' }, async () => {
+      const linked = makeRepo({ providers: { reads: READS_CONFIG } });
+      try {
+        const system = join(linked.root, 'system');
+        writeFileSync(system, readFileSync(join(linked.repo, '.git', 'config'), 'utf8') +
+          '[http]\n\textraheader = AUTHORIZATION: basic SECRET-SYSTEM-19\n');
+        renameSync(join(linked.repo, '.git', 'config'), join(linked.root, 'config'));
+        symlinkSync('/etc/gitconfig', join(linked.repo, '.git', 'config'));
+        const { found, run } = await readConfig(linked, [...unshare, 'mount --bind "$0" /etc/gitconfig && exec "$@"',
+          system]);
+        notSeen(found, ['SECRET-SYSTEM-19']);
+        const io = readdirSync(join(linked.repo, '.svc', 'runs', run, 'io')).filter((name) => name.startsWith('git-'));
+        assert.deepEqual(io, ['git-config-0']);
+      } finally {
+        linked.cleanup();
+      }
+    });
 });

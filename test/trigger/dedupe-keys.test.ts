@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { openDatabase } from '../../src/db/open.ts';
+import { openDatabase, type Db } from '../../src/db/open.ts';
 import { triggerMigrations } from '../../src/db/trigger-migrations.ts';
 import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-stores.ts';
 import { createJobQueue } from '../../src/trigger/queue.ts';
@@ -110,6 +110,42 @@ describe('dedupe keys', async () => {
     assert.deepEqual(await place(stores, 5 * day, delivery('old-1'), delivery('new')), ['queued', `dup:${jobOf(stores, 'new')}`]);
   });
 
+  // Retention reads the claims by row id: one dated later than those after it (the clock stepped back) stays in
+  // each window, and a claim the sweep has not reached keeps its job (no cascade past the index).
+  describe('claims dated out of order', () => {
+    const day = 86_400_000;
+    /** `n` claims of one key each from id `from`, dated `at`, each with its job finished then. */
+    function claims(stores: TriggerStores, from: number, n: number, at: number): void {
+      const job = stores.db.prepare(`INSERT INTO jobs (id, origin, status, brief, args, created_at, finished_at)
+        VALUES (?, 'jobs', 'succeeded', 'b', '[]', ?, ?)`);
+      const claim = stores.db.prepare('INSERT INTO dedupe_keys (keys, job_id, created_at) VALUES (?, ?, ?)');
+      for (let i = from; i < from + n; i++) {
+        job.run(`j${i}`, at, at);
+        claim.run(JSON.stringify([`k${i}`]), `j${i}`, at);
+      }
+      stores.dedupe.catchUp();
+    }
+
+    it('sweeps every expired claim, then their jobs, past one claim dated later', async () => {
+      const stores = createTriggerStores(temp.open().db);
+      claims(stores, 0, 1, 10 * day);
+      claims(stores, 1, 1200, 0);
+      assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 1 }, 5 * day), { dedupeKeys: 1200, jobs: 1200 });
+      assert.equal(rowCount(stores.db, 'dedupe_keys'), 1);
+      assert.equal(rowCount(stores.db, 'jobs'), 1);
+      assert.deepEqual(await place(stores, 5 * day, delivery('k0'), delivery('k1')), ['dup:j0', 'queued']);
+    });
+
+    it('keeps an expired claim behind a full window of later ones, and its job with it', () => {
+      const stores = createTriggerStores(temp.open().db);
+      claims(stores, 0, 500, 10 * day);
+      claims(stores, 500, 10, 0);
+      assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 1 }, 5 * day), { dedupeKeys: 0, jobs: 0 });
+      assert.equal(rowCount(stores.db, 'dedupe_keys'), 510);
+      assert.equal(rowCount(stores.db, 'jobs'), 510);
+    });
+  });
+
   it('finds each of thousands of keys and none pruned, as the index grows and is rebuilt', async () => {
     const { db, path } = temp.open();
     const stores = createTriggerStores(db);
@@ -192,4 +228,39 @@ describe('dedupe keys', async () => {
     assert.deepEqual(pruneAll(stores, { dedupeDays: 1, jobDays: 30 }, 86_400_000 + 3), { dedupeKeys: 3, jobs: 0 });
     assert.deepEqual(await place(stores, 86_400_000 + 3, delivery('k1')), ['queued']);
   });
+
+  /** A DB at version 14 with claims 1 and 3 of 4 left (a failed delivery's deleted: a gap and the newest). */
+  function v14(): Db {
+    const dir = tempDir('svc-dedupe-v14-');
+    temp.dirs.push(dir);
+    const path = join(dir, 'trigger.db');
+    const old = openDatabase(path, triggerMigrations.slice(0, 14));
+    old.exec(`INSERT INTO jobs (id, origin, status, brief, args, created_at)
+      VALUES ('j1', 'jobs', 'queued', 'b', '[]', 1), ('j2', 'jobs', 'succeeded', 'b', '[]', 2)`);
+    old.exec(`INSERT INTO dedupe_keys (keys, job_id, created_at) VALUES ('["k1"]', 'j1', 1), ('["k2"]', 'j2', 2),
+      ('["k3"]', 'j2', 3), ('["k4"]', 'j2', 4)`);
+    old.exec('DELETE FROM dedupe_keys WHERE id IN (2, 4)');
+    old.close();
+    const db = openDatabase(path, triggerMigrations);
+    temp.dbs.push(db);
+    return db;
+  }
+
+  it('keeps every claim, its row id and the sequence past migration 15, which leaves a claim one index', async () => {
+    const db = v14();
+    const stores = createTriggerStores(db);
+    const indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'dedupe_keys'";
+    assert.deepEqual(db.prepare(indexes).all().map((r) => r.name), ['dedupe_keys_by_job']);
+    assert.deepEqual(db.prepare('SELECT id, keys FROM dedupe_keys ORDER BY id').all().map((r) => [r.id, r.keys]),
+      [[1, '["k1"]'], [3, '["k3"]']]);
+    assert.deepEqual(await place(stores, 5, delivery('k3'), delivery('k1'), delivery('k2'), delivery('k4')),
+      ['dup:j2', 'dup:j1', 'queued', 'queued']);
+    // Row ids 2 and 4 are never given again.
+    assert.deepEqual(db.prepare('SELECT id FROM dedupe_keys ORDER BY id').all().map((r) => r.id), [1, 3, 5, 6]);
+    const jobsSql = db.prepare("SELECT sql FROM sqlite_schema WHERE name = 'jobs'").get() as { sql: string };
+    assert.doesNotMatch(jobsSql.sql, /IN \(/);
+    assert.match(jobsSql.sql, /status = 'interrupted'/);
+    assert.deepEqual(db.prepare('PRAGMA integrity_check').all().map((r) => r.integrity_check), ['ok']);
+  });
+
 });

@@ -168,6 +168,24 @@ describe('a job row', () => {
       .run(JSON.stringify(['start', 'b']));
     assert.deepEqual(stores.jobs.get('j0')?.args, ['start', 'b']);
   });
+
+  it('refuses a status or notify status outside its list, and checks them with no temporary B-tree per write', () => {
+    const { db } = temp.open();
+    const write = db.prepare("INSERT INTO jobs (id, origin, status, brief, args, created_at, notify_status) " +
+      "VALUES (?, 'jobs', ?, 'b', '[]', 1, ?)");
+    const insert = (status: string, notify: string | null) => () => write.run(`j-${status}-${notify}`, status, notify);
+    for (const status of ['queued', 'running', 'succeeded', 'failed', 'interrupted']) insert(status, null)();
+    for (const notify of ['sent', 'failed', 'skipped']) insert('queued', notify)();
+    for (const bad of [insert('done', null), insert('queued', 'lost'), insert('QUEUED', null)]) {
+      assert.throws(bad, (err: Error & { errcode?: number }) => err.errcode === 275); // SQLITE_CONSTRAINT_CHECK
+    }
+    // SQLite builds a temporary B-tree for an IN list of more than two values each time the statement runs.
+    const ops = (sql: string) => (db.prepare(`EXPLAIN ${sql}`).all() as { opcode: string }[]).map((o) => o.opcode);
+    for (const sql of [
+      "INSERT INTO jobs (id, origin, status, brief, args, created_at) VALUES ('j', 'jobs', 'queued', 'b', '[]', 1)",
+      "UPDATE jobs SET status = 'running', notify_status = 'sent' WHERE id = 'j'",
+    ]) assert.ok(!ops(sql).includes('OpenEphemeral'), sql);
+  });
 });
 
 describe('job ids', () => {

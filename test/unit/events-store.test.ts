@@ -7,9 +7,10 @@ import { memoryControlStores } from '../helpers/memory-stores.ts';
 import { openDatabase } from '../../src/db/open.ts';
 import { controlMigrations } from '../../src/db/control-migrations.ts';
 import { createControlStores } from '../../src/db/control-stores.ts';
+import { EVENTS_SQL } from '../../src/db/events-store.ts';
 
 describe('events store', () => {
-  const { stores } = memoryControlStores();
+  const { db, stores } = memoryControlStores();
 
   it('assigns increasing ids and ignores a repeated (source, run, seq)', () => {
     const a = stores.events.insert({ source: 's', run: 'r', seq: 1, ts: 10, kind: 'log', data: '{"text":"a"}' });
@@ -42,6 +43,25 @@ describe('events store', () => {
     assert.equal(stores.events.listAll({ after: 0, limit: 100 }).length, 6);
     assert.deepEqual(stores.events.listAll({ after: 0, limit: 100, source: 't' }).map((e) => e.run), ['x']);
     assert.equal(stores.events.listAll({ after: 0, limit: 100, source: 's', run: 'r' }).length, 5);
+  });
+
+  // Both indexes on events are needed (docs/bench.md, "one index on events"): a run's seq order is not its id order
+  // (the page above), so without (source, run, id) a run's page and its latest status sort the whole run, and without
+  // (source, run, seq) nothing finds a repeated seq but a scan. A source's events go by id from the cursor.
+  it('reads a run by id, a source from its cursor and a seq each through its own index, never sorting', () => {
+    const plan = (sql: string): string => db.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+      .all(...[...sql.matchAll(/\?/g)].map(() => 's')).map((r) => (r as { detail: string }).detail).join('; ');
+    const expected: Array<[string, RegExp]> = [
+      [EVENTS_SQL.run, /USING INDEX events_by_run \(source=\? AND run=\? AND id>\?\)/],
+      [EVENTS_SQL.latest, /USING INDEX events_by_run \(source=\? AND run=\?\)/],
+      [EVENTS_SQL.source, /USING INTEGER PRIMARY KEY \(rowid>\?\)/],
+      [EVENTS_SQL.any, /USING INTEGER PRIMARY KEY \(rowid>\?\)/],
+      [EVENTS_SQL.minSeq, /USING COVERING INDEX sqlite_autoindex_events_1 \(source=\? AND run=\?\)/],
+    ];
+    for (const [sql, index] of expected) {
+      assert.match(plan(sql), index);
+      assert.doesNotMatch(plan(sql), /TEMP B-TREE/);
+    }
   });
 });
 

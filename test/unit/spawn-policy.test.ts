@@ -364,6 +364,29 @@ describe('bwrapArgv: a HOME or a secret in a folder the system view shows', () =
       rmSync(root, { recursive: true, force: true });
     }
   });
+
+  it('protects a linked git config at the file its link leads to, through a linked folder on the way', () => {
+    const root = realpathSync(mkdtempSync(join(tmpdir(), 'svc-spawn-')));
+    try {
+      const [home, repo] = [join(root, 'home'), join(root, 'repo')];
+      mkdirSync(join(repo, '.git'), { recursive: true });
+      mkdirSync(join(repo, 'deep', 'a'), { recursive: true });
+      // .git/config → alias/config, alias → deep/a, whose config's `..` is deep (the kernel's), not the repository.
+      writeFileSync(join(repo, 'deep', 'config-real'), '[core]\n');
+      writeFileSync(join(repo, 'config-real'), '[core]\n');
+      symlinkSync('deep/a', join(repo, 'alias'));
+      symlinkSync('../config-real', join(repo, 'deep', 'a', 'config'));
+      symlinkSync('../alias/config', join(repo, '.git', 'config'));
+      const env = { PATH: '/usr/bin:/bin', HOME: home };
+      const git = gitSandboxPlan({ workdir: repo, repo, home, svcHome: join(home, '.svc'), env, scratch: [] });
+      assert.ok(git.protect.includes(join(repo, 'deep', 'config-real')), git.protect.join(' '));
+      assert.ok(!git.protect.includes(join(repo, 'config-real')), git.protect.join(' '));
+      assert.ok(has(bwrapArgv('bwrap', git, ['true']), '--ro-bind', join(repo, 'deep', 'config-real'),
+        join(repo, 'deep', 'config-real')));
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
 });
 
 const noBwrap = bwrapWorks ? false : 'bwrap cannot run here';

@@ -14,6 +14,7 @@ import type { Receipt } from '../../engine/receipt.ts';
 import { githubHeaders } from '../../engine/pr.ts';
 import { obj, str } from '../../untrusted.ts';
 import { errorMessage } from '../../errors.ts';
+import { settingOr } from '../../settings-registry.ts';
 
 /** `signed_by` names the known key whose signature on the run's receipt checks out now, else null. */
 function entryJson(deps: ControlDeps, e: MergeEntry, signer?: Signer | null) {
@@ -116,7 +117,7 @@ async function mergeReceiptPull(
   if (!receipt.head_sha || !/^[0-9a-f]{40}$/.test(receipt.head_sha)) return 'The receipt names no head commit';
   const token = env.GITHUB_TOKEN || env.GH_TOKEN;
   if (!token) return 'No GitHub token (GITHUB_TOKEN or GH_TOKEN) is set for the Control Plane';
-  const apiBase = (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, '');
+  const apiBase = settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, '');
   const api = `${apiBase}/repos/${pull.owner}/${pull.repo}/pulls/${pull.number}`;
   try {
     const got = await fetch(api, { headers: githubHeaders(token), signal: AbortSignal.timeout(30_000) });

@@ -5,7 +5,7 @@ import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { checkSegment, storedRun } from '../params.ts';
 import { readRunFile } from '../run-receipt.ts';
-import { obj, str, tryParseJson } from '../../untrusted.ts';
+import { figure, obj, str, tryParseJson } from '../../untrusted.ts';
 import type { DiffFile } from '../../engine/git.ts';
 
 const LOCKFILES = [
@@ -37,10 +37,6 @@ const SENSITIVE: Array<{ flag: string; weight: number; reason: string; test: Reg
 ];
 const TESTS = /(^|\/)(test|tests|__tests__|spec)\/|\.(test|spec)\.[a-z]+$|_test\.(go|py)$|(^|\/)test_[^/]+\.py$/i;
 
-function count(value: unknown): number {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0;
-}
-
 /** diffstat.json is an artifact any ingest client can upload: untrusted JSON; entries without a path are dropped. */
 function parseFiles(raw: Buffer | null): DiffFile[] | null {
   if (!raw) return null;
@@ -50,7 +46,7 @@ function parseFiles(raw: Buffer | null): DiffFile[] | null {
   for (const entry of files) {
     const f = obj(entry);
     const path = str(f.path);
-    if (path !== null) out.push({ path, insertions: count(f.insertions), deletions: count(f.deletions) });
+    if (path !== null) out.push({ path, insertions: figure(f.insertions) ?? 0, deletions: figure(f.deletions) ?? 0 });
   }
   return out;
 }
