@@ -135,8 +135,8 @@ export function repoRoot(dir: string): string | null {
 export class BrokenHeadError extends BadInputError {}
 
 /** HEAD's commit and its branch (null when detached), with the checkout's git directories (`gitDirs`), read by one
- * git. When that git times out, its GitTimeoutError. When it fails otherwise, `gitDirs` is asked: its error when it
- * fails too (no repository, no git to start); else BadInputError "no commits yet" when HEAD names a branch not made
+ * git. When any git here times out, its GitTimeoutError. When it fails otherwise, `gitDirs` is asked: its error
+ * when it fails too (no repository, no git to start); else BadInputError "no commits yet" when HEAD names a branch not made
  * yet, BrokenHeadError when git cannot read the ref it names (the messages name no caller's action, so they fit the
  * launcher, prune and seal). `run`: how git is started (a test's shorter time limit). */
 export function headAndBranch(
@@ -149,8 +149,12 @@ export function headAndBranch(
     if (err instanceof GitTimeoutError) throw err;
     // The same git fails for a checkout with no commit yet; reading its git directories tells that from no repository.
     gitDirs(dir, run);
-    // A branch not made yet is still a symbolic ref; git cannot follow HEAD at all when the ref it names is broken.
-    if (orNull(() => git(dir, ['symbolic-ref', '--quiet', 'HEAD'], {}, run)) === null) {
+    // A branch not made yet is still a symbolic ref; this relies on symbolic-ref following the ref HEAD names, which
+    // fails when that ref is broken. Its own time limit stays a GitTimeoutError, never read as a broken HEAD.
+    try {
+      git(dir, ['symbolic-ref', '--quiet', 'HEAD'], {}, run);
+    } catch (refErr) {
+      if (refErr instanceof GitTimeoutError) throw refErr;
       throw new BrokenHeadError(`The repository at "${dir}" has a broken HEAD: git cannot read the ref it names ` +
         '(a corrupt ref file); repair it or check out a branch first', { cause: err });
     }

@@ -67,4 +67,19 @@ describe('headAndBranch', () => {
     assert.ok(thrown(() => headAndBranch(dir, shortLimit)) instanceof GitTimeoutError);
     assert.equal(gits.length, 1, 'the timed-out git is not followed by one reading the git directories');
   });
+
+  it('ends a git that hangs telling a broken HEAD from a new branch with its time limit\'s error', () => {
+    const dir = repo('hung-check', true);
+    const ref = join(dir, '.git', 'refs', 'heads', 'main');
+    writeFileSync(ref, 'not a commit\n');
+    // The first git fails on the corrupt ref; before the check that follows it, the ref becomes a FIFO no one writes.
+    const hangOnCheck: GitRun = (cwd, argv, opts) => {
+      if (!argv.includes('symbolic-ref')) return hostGit(cwd, argv, opts);
+      rmSync(ref);
+      execFileSync('mkfifo', [ref]);
+      return hostGit(cwd, argv, { ...opts, timeout: 1000 });
+    };
+    const err = thrown(() => headAndBranch(dir, hangOnCheck));
+    assert.ok(err instanceof GitTimeoutError, String(err));
+  });
 });
