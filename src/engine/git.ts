@@ -136,9 +136,9 @@ export class BrokenHeadError extends BadInputError {}
 
 /** HEAD's commit and its branch (null when detached), with the checkout's git directories (`gitDirs`), read by one
  * git. When any git here times out, its GitTimeoutError. When it fails otherwise, `gitDirs` is asked: its error
- * when it fails too (no repository, no git to start); else BadInputError "no commits yet" when HEAD names a branch not made
- * yet, BrokenHeadError when git cannot read the ref it names (the messages name no caller's action, so they fit the
- * launcher, prune and seal). `run`: how git is started (a test's shorter time limit). */
+ * when it fails too (no repository, no git to start); else BadInputError "no commits yet" when HEAD names a branch
+ * not made yet, BrokenHeadError when git cannot read the ref it names (the messages name no caller's action, so they
+ * fit the launcher, prune and seal). `run`: how git is started (a test's shorter time limit). */
 export function headAndBranch(
   dir: string, run: GitRun = hostGit,
 ): { sha: string; branch: string | null; own: string; common: string } {
