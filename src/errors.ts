@@ -95,16 +95,17 @@ export function isDatabaseBusy(err: unknown): boolean {
   return primary === SQLITE_BUSY || primary === SQLITE_LOCKED;
 }
 
-/** A write the disk failed (SQLITE_IOERR_*): how SQLite reports most full disks and quotas it meets, or a bad disk. */
-export function isFailedDiskWrite(err: unknown): boolean {
+/** A read or write the disk failed (SQLITE_IOERR_*): how SQLite reports most full disks and quotas it meets, or a bad
+ * disk. */
+export function isDiskIoError(err: unknown): boolean {
   return sqlitePrimary(err) === SQLITE_IOERR;
 }
 
 /**
- * A write the disk refused: for want of space (SQLite's SQLITE_FULL, a file's ENOSPC or EDQUOT) or failed
- * (isFailedDiskWrite, which cannot be told from a full disk): the same write may succeed later.
+ * A disk error: a write refused for want of space (SQLite's SQLITE_FULL, a file's ENOSPC or EDQUOT) or a read or write
+ * the disk failed (isDiskIoError, which cannot be told from a full disk): the same statement may succeed later.
  */
-export function isDiskFull(err: unknown): boolean {
+export function isDiskError(err: unknown): boolean {
   const { code } = err instanceof Error ? err as { code?: unknown } : {};
-  return code === 'ENOSPC' || code === 'EDQUOT' || sqlitePrimary(err) === SQLITE_FULL || isFailedDiskWrite(err);
+  return code === 'ENOSPC' || code === 'EDQUOT' || sqlitePrimary(err) === SQLITE_FULL || isDiskIoError(err);
 }

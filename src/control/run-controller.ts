@@ -247,8 +247,9 @@ export function createRunController(deps: RunControllerDeps) {
     /**
      * Fails the runs a launch of this server's source lost: queued, in a folder recorded here, with no launcher of
      * this process at work, no run folder made and no status shipped after a launch's time (a Control Plane killed
-     * while its launcher failed). Else each holds a `max_concurrent_runs` slot for ever. A look the database refuses
-     * for now is tried again each second (untilWritten), until it is done or this server closes.
+     * while its launcher failed). Else each holds a `max_concurrent_runs` slot for ever. The look only reads, which
+     * another process's write lock does not refuse (WAL), and its failures are recorded with their own retries: a
+     * look that throws (a disk error) is tried again each second (untilWritten), until it is done or this closes.
      */
     failLostLaunches(): Promise<unknown> {
       const source = deps.settings.source;

@@ -5,7 +5,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
-import { isDatabaseBusy, isDiskFull } from '../../src/errors.ts';
+import { isDatabaseBusy, isDiskError } from '../../src/errors.ts';
 import { BUSY_TIMEOUT_MS } from '../../src/db/open.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { existsSync, readFileSync } from 'node:fs';
@@ -243,9 +243,9 @@ describe('a database another process keeps locked', () => {
     const noSpace = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
     const quota = Object.assign(new Error('EDQUOT: disk quota exceeded, write'), { code: 'EDQUOT' });
     const constraint = Object.assign(new Error('x'), { code: 'ERR_SQLITE_ERROR', errcode: 19 });
-    assert.deepEqual([FULL, noSpace, quota, IOERR].map(isDiskFull), [true, true, true, true]);
-    assert.equal(isDiskFull(constraint), false);
-    assert.equal(isDiskFull(new Error('database or disk is full')), false, 'never by its message');
+    assert.deepEqual([FULL, noSpace, quota, IOERR].map(isDiskError), [true, true, true, true]);
+    assert.equal(isDiskError(constraint), false);
+    assert.equal(isDiskError(new Error('database or disk is full')), false, 'never by its message');
   });
 
   it('tells a busy database from any other error', () => {
