@@ -171,7 +171,7 @@ describe('a trigger server on a database another process keeps locked', () => {
     }
   });
 
-  it('waits at start for a lock held a second, then gives an origin with no queued count its row', async () => {
+  it('waits at start for a lock held two seconds, then gives an origin with no queued count its row', async () => {
     const home = tempDir('svc-home-');
     const dbPath = join(home, 'trigger.db');
     const db = openDatabase(dbPath, triggerMigrations);
@@ -179,12 +179,16 @@ describe('a trigger server on a database another process keeps locked', () => {
     // As a source added after the last start: its row is written before the server serves.
     db.exec("DELETE FROM queued_by_origin WHERE origin = 'trackerb'");
     db.close();
-    // Another process, as node:sqlite's wait for the lock blocks this one's event loop: it holds the lock a second.
+    // Another process, as node:sqlite's wait for the lock blocks this one's event loop. It holds the lock two seconds:
+    // long enough that the start begins inside it (so must wait), short enough to end well within the start's 5 s.
     const hold = `const db = new (require('node:sqlite').DatabaseSync)(process.argv[1]); db.exec('BEGIN IMMEDIATE');
-      console.log('locked'); setTimeout(() => db.exec('ROLLBACK'), 1000);`;
+      console.log('locked'); setTimeout(() => db.exec('ROLLBACK'), 2000);`;
     const holder = spawn(process.execPath, ['-e', hold, dbPath], { stdio: ['ignore', 'pipe', 'inherit'] });
     const exited = once(holder, 'exit');
-    await once(holder.stdout, 'data');
+    // A holder that dies before it holds the lock fails the test rather than leaving it waiting for ever.
+    await Promise.race([once(holder.stdout, 'data'), exited.then(([code, signal]) => {
+      throw new Error(`the lock holder ended (${code ?? signal}) before it held the lock`);
+    })]);
     // Without the start-up wait the start fails as busy after BUSY_TIMEOUT_MS: a backup's moment kept it down.
     const t = await startTestTrigger({}, { home, db: dbPath });
     try {
