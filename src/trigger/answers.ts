@@ -97,8 +97,9 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
 
   /**
    * Claims the keys of an answer `svc answer` took or refused, riding out a brief lock as every answer's claim does
-   * (a disk error is not tried again): a redelivery handed over again could answer a newer question. If the database does not take it, the keys stay in
-   * `answering`, so this server still calls their copies duplicates; the request is still answered 2xx (handled).
+   * (a disk error is not tried again): a redelivery handed over again could answer a newer question. If the database
+   * does not take it, the keys stay in `answering`, so this server still calls their copies duplicates; the request is
+   * still answered 2xx (handled).
    */
   async function claimHandled(req: AnswerRequest, job: JobRow): Promise<void> {
     try {
