@@ -80,6 +80,7 @@ export function errorMessage(err: unknown): string {
 // on the file) past the short busy timeout (db/open.ts); the same write will succeed later.
 const SQLITE_BUSY = 5;
 const SQLITE_LOCKED = 6;
+const SQLITE_IOERR = 10;
 const SQLITE_FULL = 13;
 
 /** SQLite's primary result code of a node:sqlite error, else null. */
@@ -94,8 +95,17 @@ export function isDatabaseBusy(err: unknown): boolean {
   return primary === SQLITE_BUSY || primary === SQLITE_LOCKED;
 }
 
-/** A write the disk refused for want of space: SQLite's SQLITE_FULL, or a file's ENOSPC or EDQUOT. */
-export function isDiskFull(err: unknown): boolean {
+/** A read or write the disk failed (SQLITE_IOERR_*): how SQLite reports most full disks and quotas it meets, or a bad
+ * disk. */
+export function isDiskIoError(err: unknown): boolean {
+  return sqlitePrimary(err) === SQLITE_IOERR;
+}
+
+/**
+ * A disk error: a write refused for want of space (SQLite's SQLITE_FULL, a file's ENOSPC or EDQUOT) or a read or write
+ * the disk failed (isDiskIoError, which cannot be told from a full disk): the same statement may succeed later.
+ */
+export function isDiskError(err: unknown): boolean {
   const { code } = err instanceof Error ? err as { code?: unknown } : {};
-  return code === 'ENOSPC' || code === 'EDQUOT' || sqlitePrimary(err) === SQLITE_FULL;
+  return code === 'ENOSPC' || code === 'EDQUOT' || sqlitePrimary(err) === SQLITE_FULL || isDiskIoError(err);
 }

@@ -81,8 +81,8 @@ export async function startControl(
   });
   // Launches a Control Plane before this one lost (killed while its launcher failed) end now when older than a launch
   // may take, and the younger ones once they are.
-  engine.failLostLaunches();
-  const lostLaunches = setTimeout(() => engine.failLostLaunches(), LAUNCH_TIMEOUT_MS).unref();
+  void engine.failLostLaunches();
+  const lostLaunches = setTimeout(() => void engine.failLostLaunches(), LAUNCH_TIMEOUT_MS).unref();
 
   let closing: Promise<void> | undefined;
   function close(): Promise<void> {

@@ -88,6 +88,23 @@ export function createRunController(deps: RunControllerDeps) {
   const recording = new Set<string>();
 
   /**
+   * Does `write`, again each second while the database refuses it for now (untilWritten), until it is done or this
+   * server closes; logs `what` at the first refusal and when given up. Anything else the database throws is logged,
+   * never the end of this server.
+   */
+  function untilDone(write: () => void, what: string, fields: Record<string, string>): Promise<unknown> {
+    let told = false;
+    const failed = (err: unknown): void => {
+      if (!told) deps.log.error(what, { ...fields, error: errorMessage(err) });
+      told = true;
+    };
+    return track(untilWritten(deps.db, write, closing.signal, failed).catch((err: unknown) => {
+      told = false; // the last word: given up, not only put off
+      failed(err);
+    }));
+  }
+
+  /**
    * Records a failed launch; a write the database refuses for now is tried again each second (else the run stays
    * queued, holding a `max_concurrent_runs` slot), until it is taken or this server closes.
    */
@@ -114,18 +131,9 @@ export function createRunController(deps: RunControllerDeps) {
       });
       if (appended) deps.bus.publish([appended]);
     };
-    let told = false;
-    const failed = (err: unknown): void => {
-      if (!told) deps.log.error('could not record the failed launch', { source, run, error: errorMessage(err) });
-      told = true;
-    };
-    // Anything else the database throws is logged, never the end of this server.
     const key = `${source}/${run}`;
     recording.add(key);
-    void track(untilWritten(deps.db, write, closing.signal, failed).catch((err: unknown) => {
-      told = false; // the last word: the record was given up, not only put off
-      failed(err);
-    }).finally(() => recording.delete(key)));
+    void untilDone(write, 'could not record the failed launch', { source, run }).finally(() => recording.delete(key));
     deps.log.warn('run launch failed', { source, run, error: message });
   }
 
@@ -239,12 +247,14 @@ export function createRunController(deps: RunControllerDeps) {
     /**
      * Fails the runs a launch of this server's source lost: queued, in a folder recorded here, with no launcher of
      * this process at work, no run folder made and no status shipped after a launch's time (a Control Plane killed
-     * while its launcher failed). Else each holds a `max_concurrent_runs` slot for ever.
+     * while its launcher failed). Else each holds a `max_concurrent_runs` slot for ever. The look only reads, which
+     * another process's write lock does not refuse (WAL), and its failures are recorded with their own retries: a
+     * look that throws (a disk error) is tried again each second (untilWritten), until it is done or this closes.
      */
-    failLostLaunches(): void {
+    failLostLaunches(): Promise<unknown> {
       const source = deps.settings.source;
       const before = deps.clock() - LAUNCH_TIMEOUT_MS;
-      try {
+      const look = (): void => {
         let after: RunKey | undefined;
         for (;;) {
           const page = deps.stores.runs.list({ status: 'queued', source, until: before, after, limit: LIST_PAGE });
@@ -259,9 +269,8 @@ export function createRunController(deps: RunControllerDeps) {
           if (page.length < LIST_PAGE || last === undefined) break;
           after = { started_at: last.started_at, source, run: last.run };
         }
-      } catch (err) {
-        deps.log.error('could not look for lost launches', { error: errorMessage(err) });
-      }
+      };
+      return untilDone(look, 'could not look for lost launches', {});
     },
     async close() {
       closing.abort();

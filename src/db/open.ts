@@ -4,7 +4,7 @@ import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isDatabaseBusy, isDiskFull, RefusedError, sqlitePrimary } from '../errors.ts';
+import { isDatabaseBusy, isDiskError, isDiskIoError, RefusedError } from '../errors.ts';
 
 export type Db = DatabaseSync;
 
@@ -105,25 +105,25 @@ export function busyMet(db: Db): void {
   }, BUSY_BACKOFF_MS).unref();
 }
 
-/** SQLite's primary code for a disk that failed a write: tried again a few times, then thrown (a failing disk). */
-const SQLITE_IOERR = 10;
+/** How often a write the disk failed (isDiskIoError: a read or write) is tried before it is thrown (a failing disk). */
 const IOERR_TRIES = 5;
 /** How soon background work tries again a write the database refused for now. */
 const WRITE_RETRY_MS = 1_000;
 
 /**
  * Whether `db` refused a write it may take later: busy (then its statements back off for a second: busyMet), a full
- * disk, a failed disk write.
+ * disk, a disk's failed read or write (isDiskError).
  */
 export function refusedForNow(db: Db, err: unknown): boolean {
-  if (!isDatabaseBusy(err)) return isDiskFull(err) || sqlitePrimary(err) === SQLITE_IOERR;
+  if (!isDatabaseBusy(err)) return isDiskError(err);
   busyMet(db);
   return true;
 }
 
 /**
- * Does `write`, again each second while `db` refuses it for now (refusedForNow; a failed disk write only IOERR_TRIES
- * times), telling `refused` of each refusal; false if `signal` aborts first (shutdown). Any other error is thrown.
+ * Does `write`, again each second while `db` refuses it for now (refusedForNow; a disk's failed read or write only
+ * IOERR_TRIES times), telling `refused` of each refusal; false if `signal` aborts first (shutdown). Any other error is
+ * thrown.
  */
 export async function untilWritten(
   db: Db, write: () => void, signal: AbortSignal, refused: (err: unknown) => void,
@@ -134,7 +134,7 @@ export async function untilWritten(
       return true;
     } catch (err) {
       if (!refusedForNow(db, err)) throw err;
-      if (sqlitePrimary(err) === SQLITE_IOERR && ++failedDisk >= IOERR_TRIES) throw err;
+      if (isDiskIoError(err) && ++failedDisk >= IOERR_TRIES) throw err;
       refused(err);
     }
     if (signal.aborted) return false;

@@ -131,18 +131,33 @@ export function repoRoot(dir: string): string | null {
   return tryGit(dir, ['rev-parse', '--show-toplevel']).trim() || null;
 }
 
+/** A HEAD that names a ref git cannot read (a corrupt or broken ref file): the checkout has commits svc cannot see. */
+export class BrokenHeadError extends BadInputError {}
+
 /** HEAD's commit and its branch (null when detached), with the checkout's git directories (`gitDirs`), read by one
- * git. When that git times out, its GitTimeoutError. When it fails otherwise, `gitDirs` is asked: its error when it
- * fails too (no repository, no git to start), else BadInputError "no commits yet", which is also what a HEAD naming
- * a broken ref reads as (the message names no caller's action, so it fits the launcher, prune and seal). */
-export function headAndBranch(dir: string): { sha: string; branch: string | null; own: string; common: string } {
+ * git. When any git here times out, its GitTimeoutError. When it fails otherwise, `gitDirs` is asked: its error
+ * when it fails too (no repository, no git to start); else BadInputError "no commits yet" when HEAD names a branch
+ * not made yet, BrokenHeadError when git cannot read the ref it names (the messages name no caller's action, so they
+ * fit the launcher, prune and seal). `run`: how git is started (a test's shorter time limit). */
+export function headAndBranch(
+  dir: string, run: GitRun = hostGit,
+): { sha: string; branch: string | null; own: string; common: string } {
   let out: string;
   try {
-    out = git(dir, ['rev-parse', 'HEAD', '--abbrev-ref', 'HEAD', '--git-dir', '--git-common-dir']);
+    out = git(dir, ['rev-parse', 'HEAD', '--abbrev-ref', 'HEAD', '--git-dir', '--git-common-dir'], {}, run);
   } catch (err) {
     if (err instanceof GitTimeoutError) throw err;
     // The same git fails for a checkout with no commit yet; reading its git directories tells that from no repository.
-    gitDirs(dir);
+    gitDirs(dir, run);
+    // A branch not made yet is still a symbolic ref; this relies on symbolic-ref following the ref HEAD names, which
+    // fails when that ref is broken. Its own time limit stays a GitTimeoutError, never read as a broken HEAD.
+    try {
+      git(dir, ['symbolic-ref', '--quiet', 'HEAD'], {}, run);
+    } catch (refErr) {
+      if (refErr instanceof GitTimeoutError) throw refErr;
+      throw new BrokenHeadError(`The repository at "${dir}" has a broken HEAD: git cannot read the ref it names ` +
+        '(a corrupt ref file); repair it or check out a branch first', { cause: err });
+    }
     throw new BadInputError(`The repository at "${dir}" has no commits yet; commit something first`, { cause: err });
   }
   // A commit and a branch name never hold a line break; a line more is one in a git directory's path.

@@ -12,7 +12,7 @@ import {
 } from './guards.ts';
 import type { StaticFiles } from './static-files.ts';
 import type { Logger } from '../log.ts';
-import { errorMessage, isDatabaseBusy, isDiskFull } from '../errors.ts';
+import { errorMessage, isDatabaseBusy, isDiskError } from '../errors.ts';
 import type { RequestMetrics } from './metrics.ts';
 
 export interface Ctx<D> {
@@ -223,8 +223,9 @@ function answerFailure<D>(
   } else if (isDatabaseBusy(thrown)) {
     opts.log.warn('database busy: another process holds its write lock', { request_id: requestId });
     opts.onBusy?.();
-  } else if (isDiskFull(thrown)) {
-    opts.log.error('disk full: a write was refused', { request_id: requestId, error: errorMessage(thrown) });
+  } else if (isDiskError(thrown)) {
+    opts.log.error('disk error (full or failing): the request was refused',
+      { request_id: requestId, error: errorMessage(thrown) });
   } else {
     opts.log.error('unhandled error', { request_id: requestId, error: errorMessage(thrown) });
   }
@@ -244,15 +245,16 @@ function databaseBusy(): HttpError {
     { 'retry-after': '1' });
 }
 
-/** A request a full disk refused: one the client can act on, not an internal error (its transaction was taken back). */
-function diskFull(): HttpError {
-  const message = 'The server\'s disk is full: the request was not done; try again once it has space';
+/** A request a disk error refused (full or failing): one the client can act on, not an internal error (its transaction
+ * was taken back). */
+function diskError(): HttpError {
+  const message = 'The server\'s disk is full or failing (a disk error): the request was not done; try again later';
   return new HttpError('unavailable', message, { 'retry-after': '60' });
 }
 
 /** What a thrown error is answered as if no crash (svc's typed error, a busy database, a full disk), else null. */
 export function refusalOf(err: unknown): HttpError | null {
-  return httpErrorOf(err) ?? (isDatabaseBusy(err) ? databaseBusy() : isDiskFull(err) ? diskFull() : null);
+  return httpErrorOf(err) ?? (isDatabaseBusy(err) ? databaseBusy() : isDiskError(err) ? diskError() : null);
 }
 
 /** Long enough for a client to read a refusal before the reset that closing on unread data sends (RFC 9112 §9.6). */

@@ -9,9 +9,8 @@ import { stripLeadingHyphens } from '../webhook-sources.ts';
 import { MAX_ANSWER_BYTES } from '../engine/answers.ts';
 import { json, type Reply } from '../http/respond.ts';
 import { ANSWER_COMMAND, data, type Progress, type SummaryParts } from './summary.ts';
-import { refusedForNow, ridingOut } from '../db/open.ts';
+import { ridingOut } from '../db/open.ts';
 import { errorMessage } from '../errors.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface AnswerRequest {
   origin: string;
@@ -76,10 +75,6 @@ export function commentTime(value: unknown): number | null {
   return Number.isFinite(ms) ? ms : null;
 }
 
-/** How often, and how far apart, the claim of an answer handed to its run is tried while the database refuses it. */
-const CLAIM_TRIES = 5;
-const CLAIM_RETRY_MS = 200;
-
 export function createAnswerDesk(opts: AnswerDeskOptions) {
   const { stores, log } = opts;
   // The keys of answers being handed to their run (`svc answer`), and their job: claimed only once it has answered or
@@ -101,24 +96,19 @@ export function createAnswerDesk(opts: AnswerDeskOptions) {
   }
 
   /**
-   * Claims the keys of an answer `svc answer` took or refused, trying a write the database refuses a few more times: a
-   * redelivery handed over again could answer a newer question. If the database never takes it, the keys stay in
-   * `answering`, so this server still calls their copies duplicates; the request is still answered 2xx (handled).
+   * Claims the keys of an answer `svc answer` took or refused, riding out a brief lock as every answer's claim does
+   * (a disk error is not tried again): a redelivery handed over again could answer a newer question. If the database
+   * does not take it, the keys stay in `answering`, so this server still calls their copies duplicates; the request is
+   * still answered 2xx (handled).
    */
   async function claimHandled(req: AnswerRequest, job: JobRow): Promise<void> {
-    for (let tries = 1; ; tries++) {
-      try {
-        stores.dedupe.claim(req.keys, job.id, opts.clock());
-        break;
-      } catch (err) {
-        if (!refusedForNow(stores.db, err) || tries === CLAIM_TRIES) {
-          log.error('could not claim an answer handed to its run: until this server restarts, its redeliveries are ' +
-            'duplicates; after, one could be handed over again', { job_id: job.id, keys: req.keys.join(' '),
-            error: errorMessage(err) });
-          return;
-        }
-      }
-      await sleep(CLAIM_RETRY_MS);
+    try {
+      await ridingOut(stores.db, () => stores.dedupe.claim(req.keys, job.id, opts.clock()));
+    } catch (err) {
+      log.error('could not claim an answer handed to its run: until this server restarts, its redeliveries are ' +
+        'duplicates; after, one could be handed over again', { job_id: job.id, keys: req.keys.join(' '),
+        error: errorMessage(err) });
+      return;
     }
     for (const key of req.keys) answering.delete(key);
   }

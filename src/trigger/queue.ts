@@ -2,7 +2,7 @@
 // dedupe keys (a key another job holds makes it a duplicate) written and committed before any 2xx (DESIGN §5). The
 // deliveries of one event-loop turn share the COMMIT, which the peer bar needs (docs/bench.md); one that fails still
 // fails alone.
-import { errorMessage, FailedError, isDatabaseBusy, isDiskFull } from '../errors.ts';
+import { errorMessage, FailedError, isDatabaseBusy, isDiskError } from '../errors.ts';
 import { BUSY_RETRY_MS, ridesOut, transaction } from '../db/open.ts';
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { NewJob } from '../db/trigger-jobs-store.ts';
@@ -111,7 +111,7 @@ export class DeliveryNotCommittedError extends FailedError {
 /** What a delivery its commit failed is rejected with: a busy database or a full disk as itself, so the pipeline
  * answers it 503 with Retry-After as it does any request (a 500 told the sender nothing it could act on). */
 function notCommitted(err: unknown): Error {
-  return err instanceof Error && (isDatabaseBusy(err) || isDiskFull(err)) ? err
+  return err instanceof Error && (isDatabaseBusy(err) || isDiskError(err)) ? err
     : new DeliveryNotCommittedError(errorMessage(err));
 }
 

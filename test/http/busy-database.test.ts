@@ -5,7 +5,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
-import { isDatabaseBusy, isDiskFull } from '../../src/errors.ts';
+import { isDatabaseBusy, isDiskError } from '../../src/errors.ts';
 import { BUSY_TIMEOUT_MS } from '../../src/db/open.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { existsSync, readFileSync } from 'node:fs';
@@ -16,8 +16,9 @@ const batch = (run: string) => ({
   source: 'laptop',
   runs: [{ run, status: 'succeeded', started_at: T0, updated_at: T0, repo: 'acme/api', brief: 'fix login' }],
 });
-/** What SQLite throws when the disk fills up part way (SQLITE_FULL). */
+/** What SQLite throws when the disk fills up part way (SQLITE_FULL), or fails a write (SQLITE_IOERR_WRITE). */
 const FULL = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+const IOERR = Object.assign(new Error('disk I/O error'), { code: 'ERR_SQLITE_ERROR', errcode: 778 });
 
 describe('a database another process keeps locked', () => {
   let cp: TestControl;
@@ -41,12 +42,12 @@ describe('a database another process keeps locked', () => {
     return { source, path: `/v1/runs/${source}/${run}/answer`, file };
   }
 
-  /** Answers at `path` while the database refuses the COMMIT: the disk fills up as the transaction commits. */
-  async function answerRefusedAtCommit(path: string, answer: string) {
+  /** Answers at `path` while the database refuses the COMMIT: the disk fills up (or fails) as it commits. */
+  async function answerRefusedAtCommit(path: string, answer: string, refusal = FULL) {
     const { db } = cp.deps;
     const exec = db.exec.bind(db);
     db.exec = (sql: string) => {
-      if (sql === 'COMMIT') throw FULL;
+      if (sql === 'COMMIT') throw refusal;
       return exec(sql);
     };
     try {
@@ -111,6 +112,19 @@ describe('a database another process keeps locked', () => {
     assert.equal(existsSync(file), false, 'an answer whose event was taken back never reaches the run');
     const events = cp.deps.stores.events.listAll({ after: 0, limit: 100, source, run: 'r-commit' });
     assert.equal(events.filter((e) => e.kind === 'answer').length, 0);
+  });
+
+  it('answers a request whose disk write failed (SQLITE_IOERR) 503 with Retry-After, taken back', async () => {
+    const { source, path, file } = blockedRun('r-ioerr');
+    const refused = await answerRefusedAtCommit(path, 'the green one', IOERR);
+    // Before, a 500 internal_error: SQLite reports most full disks and quotas it meets this way.
+    assert.equal(refused.status, 503, refused.text);
+    assert.equal((refused.json as { error: { code: string } }).error.code, 'unavailable');
+    assert.equal(refused.headers.get('retry-after'), '60');
+    assert.equal(existsSync(file), false);
+    const events = cp.deps.stores.events.listAll({ after: 0, limit: 100, source, run: 'r-ioerr' });
+    assert.equal(events.filter((e) => e.kind === 'answer').length, 0);
+    assert.equal((await cp.request('POST', path, { body: { answer: 'the green one' } })).status, 202);
   });
 
   it('puts back the accepted answer the run has not taken when a second answer\'s COMMIT is refused', async () => {
@@ -184,6 +198,30 @@ describe('a database another process keeps locked', () => {
       'the failed launch recorded');
   });
 
+  it('looks for lost launches again when the database refused the look, so a lost launch frees its slot', async () => {
+    const source = cp.deps.settings.source;
+    const old = Date.now() - 10 * 60_000;
+    seedRuns(cp.deps, 1, { run: 'r-lost', status: 'queued', repo_path: cp.dir, started_at: old, updated_at: old },
+      source);
+    const { runs } = cp.deps.stores;
+    const list = runs.list;
+    let refused = 0;
+    // As node:sqlite throws when another process keeps the lock past the busy timeout (before: logged, never again).
+    runs.list = (...args) => {
+      if (refused++ === 0) throw Object.assign(new Error('locked'), { code: 'ERR_SQLITE_ERROR', errcode: 5 });
+      return list.apply(runs, args);
+    };
+    try {
+      const looked = cp.deps.engine.failLostLaunches();
+      assert.equal(runs.get(source, 'r-lost')!.status, 'queued');
+      await looked;
+    } finally {
+      runs.list = list;
+    }
+    assert.equal(refused, 2, 'looked again');
+    assert.equal(runs.get(source, 'r-lost')!.status, 'failed');
+  });
+
   it('keeps serving when a stop or a failed launch ends while the lock is held', async () => {
     const source = cp.deps.settings.source;
     seedRuns(cp.deps, 1, { run: 'r-stopping', status: 'stopping', repo_path: cp.dir }, source);
@@ -201,13 +239,13 @@ describe('a database another process keeps locked', () => {
     assert.equal(cp.deps.stores.runs.get(source, 'r-launch')!.status, 'running', 'the worker\'s own state fixes it');
   });
 
-  it('tells a full disk (SQLite\'s or a file\'s) from any other error', () => {
+  it('tells a full or failing disk (SQLite\'s or a file\'s) from any other error', () => {
     const noSpace = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
     const quota = Object.assign(new Error('EDQUOT: disk quota exceeded, write'), { code: 'EDQUOT' });
     const constraint = Object.assign(new Error('x'), { code: 'ERR_SQLITE_ERROR', errcode: 19 });
-    assert.deepEqual([FULL, noSpace, quota].map(isDiskFull), [true, true, true]);
-    assert.equal(isDiskFull(constraint), false);
-    assert.equal(isDiskFull(new Error('database or disk is full')), false, 'never by its message');
+    assert.deepEqual([FULL, noSpace, quota, IOERR].map(isDiskError), [true, true, true, true]);
+    assert.equal(isDiskError(constraint), false);
+    assert.equal(isDiskError(new Error('database or disk is full')), false, 'never by its message');
   });
 
   it('tells a busy database from any other error', () => {

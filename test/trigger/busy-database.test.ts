@@ -3,6 +3,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { BUSY_TIMEOUT_MS, openDatabase } from '../../src/db/open.ts';
@@ -166,6 +168,72 @@ describe('a trigger server on a database another process keeps locked', () => {
       lock.release();
       await t.cleanup();
       rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('waits at start for a lock held two seconds, then gives an origin with no queued count its row', async () => {
+    const home = tempDir('svc-home-');
+    const dbPath = join(home, 'trigger.db');
+    const db = openDatabase(dbPath, triggerMigrations);
+    createTriggerStores(db).jobs.countOrigins(SOURCE_NAMES);
+    // As a source added after the last start: its row is written before the server serves.
+    db.exec("DELETE FROM queued_by_origin WHERE origin = 'trackerb'");
+    db.close();
+    // Another process, as node:sqlite's wait for the lock blocks this one's event loop. It holds the lock two seconds:
+    // long enough that the start begins inside it (so must wait), short enough to end well within the start's 5 s.
+    const hold = `const db = new (require('node:sqlite').DatabaseSync)(process.argv[1]); db.exec('BEGIN IMMEDIATE');
+      console.log('locked'); setTimeout(() => db.exec('ROLLBACK'), 2000);`;
+    const holder = spawn(process.execPath, ['-e', hold, dbPath], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = once(holder, 'exit');
+    // A holder that dies before it holds the lock fails the test rather than leaving it waiting for ever.
+    await Promise.race([once(holder.stdout, 'data'), exited.then(([code, signal]) => {
+      throw new Error(`the lock holder ended (${code ?? signal}) before it held the lock`);
+    })]);
+    // Without the start-up wait the start fails as busy after BUSY_TIMEOUT_MS: a backup's moment kept it down.
+    const t = await startTestTrigger({}, { home, db: dbPath });
+    try {
+      assert.equal((t.stores.db.prepare("SELECT n FROM queued_by_origin WHERE origin = 'trackerb'").get() as
+        { n: number }).n, 0);
+    } finally {
+      holder.kill();
+      await exited;
+      await t.cleanup();
+    }
+  });
+
+  it('rides out a lock on the claim of an answer handed to its run as on any answer\'s claim', async () => {
+    const dir = tempDir('svc-busy-claim-');
+    const stores = createTriggerStores(openDatabase(join(dir, 'trigger.db'), triggerMigrations));
+    try {
+      const thread = 'github:acme/api#12';
+      const reply = { channel: 'webhook', target: { repo: 'acme/api', issue: 12, thread, comment_id: 1200 } };
+      insertJob(stores,
+        { id: 'j1', origin: 'webhook', brief: 'b', args: ['b'], created_at: 0, repo: 'acme/api', reply });
+      stores.jobs.claim('j1', 0);
+      stores.jobs.setLaunch('j1', dir, 'r1');
+      stores.jobs.setRun('j1', 'local', 'r1', null);
+      // The claim after the hand-over meets the lock ten times (about a second), well within BUSY_TRIES.
+      const claim = stores.dedupe.claim.bind(stores.dedupe);
+      let refused = 0;
+      stores.dedupe.claim = (...args) => {
+        if (refused++ < 10) throw Object.assign(new Error('locked'), { code: 'ERR_SQLITE_ERROR', errcode: 5 });
+        return claim(...args);
+      };
+      const desk = createAnswerDesk({
+        stores, log: createLogger('trigger-test', () => {}), clock: () => 1, progress: async () => {},
+        note: async () => true, writeStamps: () => {}, executor: { answer: async () => ({ ok: true }) },
+      });
+      const outcome = await desk.answer({
+        origin: 'webhook', thread, who: 'ada', text: 'yes', refusal: () => null,
+        place: 'github acme/api#12 comment 1', keys: ['webhook:comment:1'],
+      } as AnswerRequest);
+      assert.equal(outcome.kind, 'answered');
+      // Before, five tries 200 ms apart, then the keys were held in memory only: a redelivery after a restart could
+      // be handed over again.
+      assert.equal(stores.dedupe.holder(['webhook:comment:1']), 'j1');
+    } finally {
+      stores.db.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

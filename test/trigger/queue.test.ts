@@ -31,7 +31,8 @@ function failClaimOnce(stores: TriggerStores, n: number): void {
     if (failed || !keys.includes(`trackerb:body:${n}`)) return claim(keys, jobId, at);
     failed = true;
     assert.equal(claim(keys, jobId, at), undefined);
-    throw Object.assign(new Error('disk I/O error'), { code: 'ERR_SQLITE_ERROR', errcode: 10 });
+    // Not one the disk refused (those are answered 503 as themselves): a constraint the write broke.
+    throw Object.assign(new Error('constraint failed'), { code: 'ERR_SQLITE_ERROR', errcode: 19 });
   };
 }
 

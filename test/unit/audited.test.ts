@@ -27,6 +27,8 @@ describe('audited', () => {
       // A full disk, SQLite's or a file's: the pipeline's 503 too (before, audited as a 500 crash it never answered).
       [Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 }), 'unavailable', 503],
       [Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' }), 'unavailable', 503],
+      // A failed disk write (SQLITE_IOERR_WRITE) is tried later as a full disk is (before, a 500).
+      [Object.assign(new Error('disk I/O error'), { code: 'ERR_SQLITE_ERROR', errcode: 778 }), 'unavailable', 503],
     ];
     for (const [thrown, outcome, status] of cases) {
       const rows: AuditInput[] = [];
