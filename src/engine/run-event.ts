@@ -256,19 +256,22 @@ export function signerFields(row: object): string[] {
   return SIGNER_FIELDS.filter(([field, says]) => says(fields[field])).map(([field]) => field);
 }
 
+/** A stop no one asked through the Control Plane, as a run container's row says it, and what it is stored as. */
+const UNASKED_STOP: Readonly<Partial<Record<RunStatus, RunStatus>>> = { stopped: 'failed', stopping: 'running' };
+
 /**
  * What ingest keeps of a pod's run container's row (a `bound-runs` batch's; signerFields are refused before this),
  * `bound` being the run's stored row, which its seal step stored (docs/control-data.md, "Only the signer's word"):
  * its progress is its word (queued, running, blocked with its question), and so is its own end (failed, with its
  * error, failure and end time), which the signer's row confirms or replaces. A stop is the Control Plane's to say
- * (`stopAsked`: one was asked for the run): one not asked ends the run failed, as its signer would end it. The
- * repository and group stay the ones the run was bound with, and the cost is only the signer's (the gate's).
+ * (`stopAsked`: one was asked for the run): one not asked ends the run failed, as its signer takes no claimed stop
+ * either. The repository and group stay the ones the run was bound with, and the cost is only the signer's (the
+ * gate's).
  */
 export function runContainerRow(
   row: RunInput, bound: Pick<RunInput, 'repo' | 'group_id' | 'started_at'>, stopAsked: boolean,
 ): RunInput {
-  const status = stopAsked ? row.status : row.status === 'stopped' ? 'failed' : row.status === 'stopping' ?
-    'running' : row.status;
+  const status = (stopAsked ? undefined : UNASKED_STOP[row.status]) ?? row.status;
   const ended = status === 'failed' || status === 'stopped';
   return {
     ...row, status, repo: bound.repo ?? null, group_id: bound.group_id ?? row.run,
