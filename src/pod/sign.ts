@@ -280,10 +280,11 @@ function agentLines(content: Buffer): Buffer {
   const lines = content.toString('utf8').split('\n').flatMap((line) => {
     const event = obj(tryParseJson(line));
     if (typeof event.kind !== 'string') return [line];
-    const kept = isSignerKind(event.kind) ? null : runContainerData(event.kind, event.data);
-    if (kept === event.data) return [line];
+    const signers = isSignerKind(event.kind);
+    const kept = signers ? null : runContainerData(event.kind, event.data);
+    if (!signers && kept === event.data) return [line];
     changed = true;
-    return kept === null ? [] : [JSON.stringify({ ...event, data: kept })];
+    return signers ? [] : [JSON.stringify({ ...event, data: kept })];
   });
   return changed ? Buffer.from(lines.join('\n')) : content;
 }
