@@ -266,9 +266,9 @@ const STOP_OR_PROGRESS: ReadonlySet<RunStatus> = new Set([...PROGRESS, 'stopping
  * its progress is its word (queued, running, blocked with its question), but no end is: only the signer's row ends a
  * pod's run, so the agent can neither free its slot nor make its run read as over (a stop then refused, a delete
  * accepted that drops the signer's batch). Its own claimed end (failed, or a stop no one asked) is stored `running`,
- * with no error, failure or end time: those stay in its event log, marked as its word (its `svc` lines). A stop the
- * Control Plane was asked for (`stopAsked`) is the one end its worker may report, as that worker took it. The
- * repository and group stay the ones the run was bound with, and the cost is only the signer's (the gate's).
+ * with no error, failure or end time (what it said of its failure is in its evidence.json, whose error the signer's
+ * row states). A stop the Control Plane was asked for (`stopAsked`) is the one end its worker may report, as that
+ * worker took it. The repository and group stay the ones the run was bound with, and the cost is only the signer's.
  */
 export function runContainerRow(
   row: RunInput, bound: Pick<RunInput, 'repo' | 'group_id' | 'started_at'>, stopAsked: boolean,
