@@ -266,8 +266,8 @@ const STOP_OR_PROGRESS: ReadonlySet<RunStatus> = new Set([...PROGRESS, 'stopping
  * its progress is its word (queued, running, blocked with its question), but no end is: only the signer's row ends a
  * pod's run, so the agent can neither free its slot nor make its run read as over (a stop then refused, a delete
  * accepted that drops the signer's batch). Its own claimed end (failed, or a stop no one asked) is stored `running`,
- * with no error, failure or end time (what it said of its failure is in its evidence.json, whose error the signer's
- * row states). A stop the Control Plane was asked for (`stopAsked`) is the one end its worker may report, as that
+ * with no error, failure or end time: why it ended is a line of its event log, marked as its word (run-context.ts
+ * setStatus), and a provider's failure is in its evidence.json, whose error the signer's row states. A stop the Control Plane was asked for (`stopAsked`) is the one end its worker may report, as that
  * worker took it. The repository and group stay the ones the run was bound with, and the cost is only the signer's.
  */
 export function runContainerRow(
