@@ -267,8 +267,9 @@ const STOP_OR_PROGRESS: ReadonlySet<RunStatus> = new Set([...PROGRESS, 'stopping
  * pod's run, so the agent can neither free its slot nor make its run read as over (a stop then refused, a delete
  * accepted that drops the signer's batch). Its own claimed end (failed, or a stop no one asked) is stored `running`,
  * with no error, failure or end time: why it ended is a line of its event log, marked as its word (run-context.ts
- * setStatus), and a provider's failure is in its evidence.json, whose error the signer's row states. A stop the Control Plane was asked for (`stopAsked`) is the one end its worker may report, as that
- * worker took it. The repository and group stay the ones the run was bound with, and the cost is only the signer's.
+ * setStatus), and a provider's failure is in its evidence.json, whose error the signer's row states. A stop the
+ * Control Plane was asked for (`stopAsked`) is the one end its worker may report, as that worker took it. The
+ * repository and group stay the ones the run was bound with, and the cost is only the signer's.
  */
 export function runContainerRow(
   row: RunInput, bound: Pick<RunInput, 'repo' | 'group_id' | 'started_at'>, stopAsked: boolean,
