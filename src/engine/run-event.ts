@@ -256,31 +256,30 @@ export function signerFields(row: object): string[] {
   return SIGNER_FIELDS.filter(([field, says]) => says(fields[field])).map(([field]) => field);
 }
 
-/** What a pod's run container's row may say of its run's status: its progress, and a stop the Control Plane asked. */
-const PROGRESS: ReadonlySet<RunStatus> = new Set(['queued', 'running', 'blocked']);
-const STOP_OR_PROGRESS: ReadonlySet<RunStatus> = new Set([...PROGRESS, 'stopping', 'stopped']);
+/** A stop no one asked through the Control Plane, as a run container's row says it, and what it is stored as. */
+const UNASKED_STOP: Readonly<Partial<Record<RunStatus, RunStatus>>> = { stopped: 'failed', stopping: 'running' };
 
 /**
  * What ingest keeps of a pod's run container's row (a `bound-runs` batch's; signerFields are refused before this),
  * `bound` being the run's stored row, which its seal step stored (docs/control-data.md, "Only the signer's word"):
- * its progress is its word (queued, running, blocked with its question), but no end is: only the signer's row ends a
- * pod's run, so the agent can neither free its slot nor make its run read as over (a stop then refused, a delete
- * accepted that drops the signer's batch). Its own claimed end (failed, or a stop no one asked) is stored `running`,
- * with no error, failure or end time: why it ended is a line of its event log, marked as its word (run-context.ts
- * setStatus), and a provider's failure is in its evidence.json, whose error the signer's row states. A stop the
- * Control Plane was asked for (`stopAsked`) is the one end its worker may report, as that worker took it. The
- * repository and group stay the ones the run was bound with, and the cost is only the signer's.
+ * its progress is its word (queued, running, blocked with its question), and so is its own end (failed, with its
+ * error, failure and end time), which the signer's row confirms or replaces: a pod whose signer never ships (killed,
+ * evicted) must still end, and nothing else ends it. A stop is the Control Plane's to say (`stopAsked`: one was asked
+ * for the run): one not asked ends the run failed with its reason, of class `policy` as its signer refuses a claimed
+ * stop, never `stopped`. The repository and group stay the ones the run was bound with, and the cost is only the
+ * signer's (the gate's).
  */
 export function runContainerRow(
   row: RunInput, bound: Pick<RunInput, 'repo' | 'group_id' | 'started_at'>, stopAsked: boolean,
 ): RunInput {
-  const said = stopAsked ? STOP_OR_PROGRESS : PROGRESS;
-  const status = said.has(row.status) ? row.status : 'running';
-  const ended = status === 'stopped';
+  const status = (stopAsked ? undefined : UNASKED_STOP[row.status]) ?? row.status;
+  const ended = status === 'failed' || status === 'stopped';
+  const refused = status === 'failed' && row.failure_class === 'stopped' ? { failure_class: 'policy' as const,
+    failure_retryable: 0 } : {};
   return {
     ...row, status, repo: bound.repo ?? null, group_id: bound.group_id ?? row.run,
     question: status === 'blocked' ? (row.question ?? null) : null,
-    ...(ended ? {} : failureColumns(null)), error: ended ? (row.error ?? null) : null,
+    ...(ended ? refused : failureColumns(null)), error: ended ? (row.error ?? null) : null,
     // Never before the run's start, which the seal step stored before any agent code ran (upsert keeps it).
     ended_at: ended && typeof row.ended_at === 'number' ? Math.max(row.ended_at, bound.started_at) : null,
     metered: null, cost_usd: null, tokens_in: null, tokens_out: null,

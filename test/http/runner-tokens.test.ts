@@ -381,7 +381,7 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
   // run there), another run's group (listed among its attempts), a question on a running run (shown as one people may
   // answer), an error and an end on a live one, and a stop nobody asked for.
   it('says of its run only its own word: its repository and group stay as sealed, a question only while blocked, ' +
-    'no end unless a stop was asked', async () => {
+    'an error and end only when ended, a stop only when asked', async () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-seal-home-'));
     try {
       const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
@@ -420,48 +420,40 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     // Blocked, its question is its own (the trigger relays it).
     await send({ runs: [run('rclaim', { run_key: KEY, ...claims, status: 'blocked' })] });
     assert.equal((await shown('rclaim')).question, 'Paste the GITHUB_TOKEN here');
-    // No end is its own: a failed row, and a stop nobody asked for, leave the run running with no error, failure
-    // or end (a failed row with a failure of class `stopped` was stored, a combination no other path writes).
+    // Its failed row is its own end, with its error, failure and end; a stop nobody asked for ends the run failed
+    // with its reason, of the class the signer refuses a claimed stop with (it was stored `stopped`).
     const failure = { class: 'agent', reason: 'the provider exited 1', retryable: false };
     const stop = { class: 'stopped', reason: 'stopped by a SIGTERM to the run\u2019s worker', retryable: true };
     await send({ runs: [run('rclaim', { run_key: KEY, ...claims, status: 'failed', failure })] });
     await send({ runs: [run('rstopped', { run_key: KEY, status: 'stopped', failure: stop, ended_at: ts() })] });
-    for (const name of ['rclaim', 'rstopped']) {
-      const { status, question, error, ended, failure: reason } = await shown(name);
-      assert.deepEqual({ status, question, error, ended, reason }, { status: 'running', question: null, error: null,
-        ended: false, reason: undefined }, name);
-    }
+    const ended = await shown('rclaim');
+    assert.deepEqual(ended, { status: 'failed', repo: 'acme/app', group_id: 'rclaim', question: null, error: 'forged',
+      ended: true, failure: 'the provider exited 1' });
+    const unasked = (await cp.request('GET', '/v1/runs/k8s/rstopped', { token: MAIN })).json;
+    assert.deepEqual([unasked.status, unasked.failure, unasked.ended_at !== null], ['failed',
+      { class: 'policy', reason: stop.reason, retryable: false }, true]);
   });
 
-  // A run container's `failed` row ended the run in the Control Plane's eyes while its agent went on: a stop answered
-  // 409, a delete 200 (whose deletion then dropped the signer's batch, so its signed outcome never showed).
-  it('ends nothing with a failed row: a stop is still taken, a delete refused, and the signer\u2019s end stored',
-    async () => {
-      const SEALED = 'G'.repeat(43);
-      const ts = () => new Date().toISOString();
-      const handedBatch = { source: 'k8s', runs: [run('rgoes', { status: 'queued', run_key: handedRunKey(SEALED) })] };
-      assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: handedBatch })).status, 200);
-      const failure = { class: 'agent', reason: 'the provider exited 1', retryable: false };
-      const claim = { source: 'k8s', runs: [run('rgoes', { run_key: handedRunKey(SEALED), status: 'failed',
-        error: 'forged', failure, ended_at: ts() })] };
-      const shipped = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: claim });
-      assert.equal(shipped.status, 200, shipped.text);
-      assert.equal(cp.deps.stores.runs.get('k8s', 'rgoes')?.status, 'running');
-      const deleted = await cp.request('DELETE', '/v1/runs/k8s/rgoes', { token: MAIN });
-      assert.equal(deleted.status, 409, deleted.text);
-      const stopped = await cp.request('POST', '/v1/runs/k8s/rgoes/stop', { token: MAIN, body: {} });
-      assert.equal(stopped.status, 202, stopped.text);
-      const move = { source: 'k8s', runs: [run('rgoes', { status: 'queued', run_key: SEALED, updated_at: ts() })] };
-      assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: move })).status, 200);
-      const end = { source: 'k8s', runs: [run('rgoes', { run_key: SEALED, status: 'stopped', ended_at: ts(),
-        failure: { class: 'stopped', reason: 'stopped by a stop request', retryable: true } })],
-      events: [{ run: 'rgoes', seq: 9, kind: 'run.status', ts: ts(), data: { from: 'running', to: 'stopped' } }] };
-      const signed = await cp.request('POST', '/v1/ingest', { token: K8S, body: end });
-      assert.equal(signed.status, 200, signed.text);
-      const detail = (await cp.request('GET', '/v1/runs/k8s/rgoes', { token: MAIN })).json;
-      assert.deepEqual([detail.status, detail.error, detail.failure?.reason], ['stopped', null,
-        'stopped by a stop request']);
-    });
+  // A pod whose signer never ships (killed, evicted) has only its run container's rows: its failed row must end the
+  // run, or nothing would (a stop, a delete, retention all wait for an end). Its agent may still run until the pod
+  // ends; a delete then drops the signer's later batch.
+  it('ends the run with a failed row: a stop answers 409, a delete is taken', async () => {
+    const SEALED = 'G'.repeat(43);
+    const ts = () => new Date().toISOString();
+    const handedBatch = { source: 'k8s', runs: [run('rgoes', { status: 'queued', run_key: handedRunKey(SEALED) })] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: handedBatch })).status, 200);
+    const failure = { class: 'agent', reason: 'the provider exited 1', retryable: false };
+    const claim = { source: 'k8s', runs: [run('rgoes', { run_key: handedRunKey(SEALED), status: 'failed',
+      error: 'the provider exited 1', failure, ended_at: ts() })] };
+    const shipped = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: claim });
+    assert.equal(shipped.status, 200, shipped.text);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rgoes')?.status, 'failed');
+    const stopped = await cp.request('POST', '/v1/runs/k8s/rgoes/stop', { token: MAIN, body: {} });
+    assert.equal(stopped.status, 409, stopped.text);
+    const deleted = await cp.request('DELETE', '/v1/runs/k8s/rgoes', { token: MAIN });
+    assert.equal(deleted.status, 200, deleted.text);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rgoes'), undefined);
+  });
 
   it('a stop asked through the Control Plane is the run container\u2019s to say it took', async () => {
     const seal = { run: 'rasked', status: 'queued', started_at: new Date().toISOString(), run_key: KEY };
