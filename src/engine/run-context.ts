@@ -95,11 +95,7 @@ export function openRunContext(
       ctx.update({ ...fields, status: to });
       if (from !== to) {
         ctx.event('run.status', { from, to, ...marks });
-        // A pod's run container's end is not its run's (only the signer's row ends it): why it ended stays in its log.
-        const pod = signsLater(env);
-        const why = fields.error ?? (pod ? fields.failure?.reason : null);
-        if (pod && why) ctx.note(`status ${to}: ${why}`);
-        else ctx.say(`status ${to}${why ? `: ${why}` : ''}`);
+        ctx.say(`status ${to}${fields.error ? `: ${fields.error}` : ''}`);
       }
     },
     event(kind: string, data: Record<string, unknown> = {}): void {

@@ -17,7 +17,6 @@ import {
 import { controlToken, type ControlFound } from '../../src/engine/control-url.ts';
 import { openRunFolder } from '../../src/engine/plain-tree.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';
-import { openRunContext } from '../../src/engine/run-context.ts';
 import { makeRunKey, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
 import { runDir, RUN_KEY_FILE } from '../../src/engine/paths.ts';
@@ -269,27 +268,6 @@ describe("a pod's run container's shipper", () => {
     assert.deepEqual(detail.artifacts.map((a: { path: string }) => a.path), ['provider.log']);
     assert.deepEqual(skipped.sort(), ['artifacts only the signer writes', 'events.jsonl lines only the signer writes',
       'state.json fields only the signer sets']);
-  });
-
-  // Its failed or stopped row ends nothing unasked (only the signer's does), nor is its run.status line an end: why
-  // it ended reached the Control Plane nowhere.
-  it('ships why its worker ended (its error, an unasked stop\u2019s reason) as lines of its log, marked as its word', async () => {
-    const dir = runFolder(root, 'rpodfail');
-    const t = new Date().toISOString();
-    const seal = { source: 'local', runs: [{ run: 'rpodfail', status: 'queued', started_at: t, run_key: KEY }] };
-    assert.equal((await control.request('POST', '/v1/ingest', { token: MAIN, body: seal })).status, 200);
-    makeRunKey(dir, KEY);
-    const env = { SVC_CONTROL_URL: control.url, HOME: root, SVC_CONTROL_TOKEN: RUN_TOKEN, SVC_SIGN_LATER: '1' };
-    const ctx = openRunContext(dir, env, { ship: false });
-    ctx.setStatus('failed', { error: 'the worktree could not be made', ended_at: new Date().toISOString() });
-    ctx.setStatus('stopped', { failure: { class: 'stopped', reason: 'stopped by a SIGTERM', retryable: true } });
-    await ctx.close();
-    assert.equal(await createShipper(dir, env).flush(), null);
-    assert.deepEqual([control.deps.stores.runs.get('local', 'rpodfail')?.status], ['running']);
-    const stored = control.deps.stores.events.listAll({ source: 'local', run: 'rpodfail', after: 0, limit: 50 });
-    const lines = stored.filter((e) => e.kind === 'log').map((e) => JSON.parse(e.data));
-    assert.deepEqual(lines.map((d) => [d.text, d.by]), [['status failed: the worktree could not be made',
-      'run-container'], ['status stopped: stopped by a SIGTERM', 'run-container']]);
   });
 });
 
