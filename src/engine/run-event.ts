@@ -264,10 +264,11 @@ const UNASKED_STOP: Readonly<Partial<Record<RunStatus, RunStatus>>> = { stopped:
  * `bound` being the run's stored row, which its seal step stored (docs/control-data.md, "Only the signer's word"):
  * its progress is its word (queued, running, blocked with its question), and so is its own end (failed, with its
  * error, failure and end time), which the signer's row confirms or replaces: a pod whose signer never ships (killed,
- * evicted) must still end, and nothing else ends it. A stop is the Control Plane's to say (`stopAsked`: one was asked
- * for the run): one not asked ends the run failed with its reason, of class `policy` as its signer refuses a claimed
- * stop, never `stopped`. The repository and group stay the ones the run was bound with, and the cost is only the
- * signer's (the gate's).
+ * evicted) must still end, and nothing else ends it. So the agent can make its run read as over while it still runs
+ * until the pod ends: a stop then answers 409, and a delete is taken, which drops the signer's later batch. A stop
+ * is the Control Plane's to say (`stopAsked`: one was asked for the run): one not asked ends the run failed with its
+ * reason, of class `policy` as its signer refuses a claimed stop, never `stopped`. The repository and group stay
+ * the ones the run was bound with, and the cost is only the signer's (the gate's).
  */
 export function runContainerRow(
   row: RunInput, bound: Pick<RunInput, 'repo' | 'group_id' | 'started_at'>, stopAsked: boolean,
