@@ -11,6 +11,7 @@ import type { IngestBatch } from './ingest-validate.ts';
 import { eventData } from './event-bus.ts';
 import { str } from '../untrusted.ts';
 import { handedRunKey } from '../engine/ids.ts';
+import { runContainerRow } from '../engine/run-event.ts';
 import type { IngestResult } from '../client/types.ts';
 import { TERMINAL } from '../run-json.ts';
 
@@ -101,11 +102,15 @@ export function storeBatch(
     known.add(item.run);
   }
   const now = deps.clock();
-  for (const { run_key: key, ...run } of batch.runs) {
+  for (const { run_key: key, ...sent } of batch.runs) {
     // One read of the row serves the key check and the times below.
-    const stored = stores.runs.getKeyed(source, run.run);
+    const stored = stores.runs.getKeyed(source, sent.run);
     // Checked before this run's first write; a refusal rolls back the batch's earlier runs with it.
-    const checked = byRunner ? checkRunKey(source, run.run, stored, key, boundRuns) : null;
+    const checked = byRunner ? checkRunKey(source, sent.run, stored, key, boundRuns) : null;
+    // A pod's run container's row says only what is its own to say (checkRunKey refused one with no stored row).
+    const run = boundRuns && stored
+      ? runContainerRow(sent, stored, stores.controlRequests.latest(source, sent.run, 'stop') !== undefined)
+      : sent;
     const bind = checked ? checked.bind : key === null ? null : runKeyDigest(key);
     if (byRunner && key !== null && stored?.run_key_sha256 === null) unbound.push(run.run);
     // A row stamped later than now (stored before body times were bounded, or by a clock since stepped back) is no

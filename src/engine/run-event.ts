@@ -224,18 +224,23 @@ const REPORTED_KINDS: ReadonlySet<string> = new Set(['cost', 'egress']);
 const AGENT_STREAMS: ReadonlySet<unknown> = new Set(['stdout', 'stderr']);
 const RUN_CONTAINER = 'run-container';
 
+/** Whether only the signer says an event of `kind` (ingest refuses a run container's, the shipper and the signer's
+ * copy leave it out). */
+export function isSignerKind(kind: string): boolean {
+  return SIGNER_KINDS.has(kind);
+}
+
 /**
- * A pod's run container's event (`kind`, its `data`) as the Control Plane keeps it: null when only the signer says
- * that kind (ingest refuses it, the shipper and the signer's copy leave it out); marked as the run container's word
- * when it is a kind the signer also states, or a `log` line of a stream other than the agent's stdout or stderr (one
- * of `svc`, `receipt`, `pr` would read as svc's own line); else `data` itself.
+ * The `data` of a pod's run container's event of `kind` (not a signer's kind) as the Control Plane keeps it: marked as
+ * the run container's word when it is a kind the signer also states, or a `log` line of a stream other than the
+ * agent's stdout or stderr (one of `svc`, `receipt`, `pr` would read as svc's own line); else `data` itself. Data
+ * that is no object is kept, marked, as `value`: the mark alone would lose what the run container said.
  */
-export function runContainerData(
-  kind: string, data: Readonly<Record<string, unknown>>,
-): Readonly<Record<string, unknown>> | null {
-  if (SIGNER_KINDS.has(kind)) return null;
-  const marked = REPORTED_KINDS.has(kind) || (kind === 'log' && !AGENT_STREAMS.has(data.stream));
-  return marked ? { ...data, by: RUN_CONTAINER } : data;
+export function runContainerData(kind: string, data: unknown): unknown {
+  const fields = data === undefined ? {} : isJsonObject(data) ? data : null;
+  const marked = REPORTED_KINDS.has(kind) || (kind === 'log' && !AGENT_STREAMS.has(fields?.stream));
+  if (!marked) return data;
+  return fields ? { ...fields, by: RUN_CONTAINER } : { value: data, by: RUN_CONTAINER };
 }
 
 /** Each field of a run's row only a pod's signer sets: whether `v` says it, and the field's value without it. */
@@ -249,6 +254,37 @@ const SIGNER_FIELDS: ReadonlyArray<[string, (v: unknown) => boolean, unknown]> =
 export function signerFields(row: object): string[] {
   const fields = row as Readonly<Record<string, unknown>>;
   return SIGNER_FIELDS.filter(([field, says]) => says(fields[field])).map(([field]) => field);
+}
+
+/** A stop no one asked through the Control Plane, as a run container's row says it, and what it is stored as. */
+const UNASKED_STOP: Readonly<Partial<Record<RunStatus, RunStatus>>> = { stopped: 'failed', stopping: 'running' };
+
+/**
+ * What ingest keeps of a pod's run container's row (a `bound-runs` batch's; signerFields are refused before this),
+ * `bound` being the run's stored row, which its seal step stored (docs/control-data.md, "Only the signer's word"):
+ * its progress is its word (queued, running, blocked with its question), and so is its own end (failed, with its
+ * error, failure and end time), which the signer's row confirms or replaces: a pod whose signer never ships (killed,
+ * evicted) must still end, and nothing else ends it. So the agent can make its run read as over while it still runs
+ * until the pod ends: a stop then answers 409, and a delete is taken, which drops the signer's later batch. A stop
+ * is the Control Plane's to say (`stopAsked`: one was asked for the run): one not asked ends the run failed with its
+ * reason, of class `policy` as its signer refuses a claimed stop, never `stopped`. The repository and group stay
+ * the ones the run was bound with, and the cost is only the signer's (the gate's).
+ */
+export function runContainerRow(
+  row: RunInput, bound: Pick<RunInput, 'repo' | 'group_id' | 'started_at'>, stopAsked: boolean,
+): RunInput {
+  const status = (stopAsked ? undefined : UNASKED_STOP[row.status]) ?? row.status;
+  const ended = status === 'failed' || status === 'stopped';
+  const refused = status === 'failed' && row.failure_class === 'stopped' ? { failure_class: 'policy' as const,
+    failure_retryable: 0 } : {};
+  return {
+    ...row, status, repo: bound.repo ?? null, group_id: bound.group_id ?? row.run,
+    question: status === 'blocked' ? (row.question ?? null) : null,
+    ...(ended ? refused : failureColumns(null)), error: ended ? (row.error ?? null) : null,
+    // Never before the run's start, which the seal step stored before any agent code ran (upsert keeps it).
+    ended_at: ended && typeof row.ended_at === 'number' ? Math.max(row.ended_at, bound.started_at) : null,
+    metered: null, cost_usd: null, tokens_in: null, tokens_out: null,
+  };
 }
 
 /** `row` without what only a pod's signer sets (signerFields): a success reads as running, as the run container's own

@@ -23,7 +23,7 @@ import {
 } from './plain-tree.ts';
 import { isJsonObject, list, obj, tryParseJson, type Obj } from '../untrusted.ts';
 import {
-  eventRefusal, isArtifactPath, MAX_TEXT, runContainerData, runRefusal, SIGNER_ARTIFACTS, signerFields,
+  eventRefusal, isArtifactPath, isSignerKind, MAX_TEXT, runRefusal, SIGNER_ARTIFACTS, signerFields,
   withoutSignerFields,
 } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
@@ -302,7 +302,7 @@ function cutText(text: string): string {
 
 /**
  * A pod's run container's batch without what only its signer says of the run (run-event.ts signerFields,
- * runContainerData, SIGNER_ARTIFACTS), each left out said once: ingest refuses the whole batch for any of it, and the
+ * isSignerKind, SIGNER_ARTIFACTS), each left out said once: ingest refuses the whole batch for any of it, and the
  * agent can write the run folder (a line, an artifact, a state.json between two of svc's writes).
  */
 function withoutSignerWord(batch: IngestBatch, skip: SkipReport): IngestBatch {
@@ -311,7 +311,7 @@ function withoutSignerWord(batch: IngestBatch, skip: SkipReport): IngestBatch {
     if (said.length > 0) skip('state.json fields only the signer sets', `(left out: ${said.join(', ')})`);
     return withoutSignerFields(row);
   });
-  const events = (batch.events ?? []).filter((ev) => runContainerData(ev.kind, obj(ev.data)) !== null);
+  const events = (batch.events ?? []).filter((ev) => !isSignerKind(ev.kind));
   if (events.length < (batch.events ?? []).length) skip('events.jsonl lines only the signer writes', '(left out)');
   const artifacts = (batch.artifacts ?? []).filter((a) => !SIGNER_ARTIFACTS.has(a.path));
   if (artifacts.length < (batch.artifacts ?? []).length) skip('artifacts only the signer writes', '(left out)');

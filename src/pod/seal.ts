@@ -11,7 +11,8 @@ import { handedRunKey, newRunKey, RUN_KEY } from '../engine/ids.ts';
 import { RUN_KEY_FILE } from '../engine/paths.ts';
 import { deletedRun, readIngestAnswer, shipperClient, type ControlItem } from '../engine/shipper.ts';
 import { settingOr } from '../settings-registry.ts';
-import { headAndBranch } from '../engine/git.ts';
+import { headAndBranch, repoSlug } from '../engine/git.ts';
+import { isRoutedRepoName } from '../engine/repo-name.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { countOrNull, list, obj, str, tryParseJson } from '../untrusted.ts';
@@ -64,7 +65,10 @@ async function storeSealedRun(
 ): Promise<Stored> {
   const source = settingOr(env, 'SVC_SOURCE');
   const { client } = shipperClient(env);
-  const queued = { run, status: 'queued', started_at: seal.sealed_at, updated_at: seal.sealed_at, run_key: key };
+  const queued = {
+    run, status: 'queued', started_at: seal.sealed_at, updated_at: seal.sealed_at, run_key: key,
+    repo: podRepoName(env, seal),
+  };
   let result: IngestResult;
   try {
     result = await client.ingest({ source, runs: [queued] });
@@ -84,6 +88,15 @@ async function storeSealedRun(
   const stopAsked = list(result.stop_asked).includes(run);
   const lastSeq = countOrNull(list(result.last_seq).map(obj).find((r) => r.run === run)?.seq) ?? 0;
   return { unstored: null, control: [...answer.control, ...deleted], stopAsked, lastSeq };
+}
+
+/**
+ * The repository a pod's run is of: the name the trigger routed the job to (runRepoName), else the sealed origin's, or
+ * null. The seal step stores the run with it, and the run container's batches never change it (ingest-apply.ts); the
+ * run folder's is the agent's word.
+ */
+export function podRepoName(env: NodeJS.ProcessEnv, seal: Seal): string | null {
+  return isRoutedRepoName(env) ? env.SVC_REPO_NAME! : seal.origin_url ? repoSlug(seal.origin_url) : null;
 }
 
 /** The pauses between the tries to store a run: about 4 s in all before the pod fails. */

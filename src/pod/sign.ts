@@ -12,7 +12,7 @@ import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
 import { countOrNull, figure, obj, tryParseJson } from '../untrusted.ts';
-import { runContainerData, SIGNER_ARTIFACTS } from '../engine/run-event.ts';
+import { isSignerKind, runContainerData, SIGNER_ARTIFACTS } from '../engine/run-event.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -21,14 +21,13 @@ import {
 import { maybeOpenPr, saveDiff } from '../engine/finish-phase.ts';
 import type { PushTarget } from '../engine/git-push.ts';
 import type { Policy } from '../engine/policy.ts';
-import { readSeal, readSealedRunKey, storeRun, type Seal } from './seal.ts';
+import { podRepoName, readSeal, readSealedRunKey, storeRun, type Seal } from './seal.ts';
 import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.ts';
 import { emptyDiff, repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
 import { runSpent } from '../gate/budgets.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { isRoutedRepoName } from '../engine/repo-name.ts';
 import { launcherOrigin } from '../engine/spec.ts';
 import { safeJson } from '../safe-json.ts';
 
@@ -281,11 +280,11 @@ function agentLines(content: Buffer): Buffer {
   const lines = content.toString('utf8').split('\n').flatMap((line) => {
     const event = obj(tryParseJson(line));
     if (typeof event.kind !== 'string') return [line];
-    const data = obj(event.data);
-    const kept = runContainerData(event.kind, data);
-    if (kept === data) return [line];
+    const signers = isSignerKind(event.kind);
+    const kept = signers ? null : runContainerData(event.kind, event.data);
+    if (!signers && kept === event.data) return [line];
     changed = true;
-    return kept === null ? [] : [JSON.stringify({ ...event, data: kept })];
+    return signers ? [] : [JSON.stringify({ ...event, data: kept })];
   });
   return changed ? Buffer.from(lines.join('\n')) : content;
 }
@@ -366,9 +365,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // filters name its repository. The row's name is the one the trigger routed the job to, as a local run's
   // (runRepoName); the receipt's is the sealed origin's first (receiptBody), where its pull request goes and which a
   // merge checks it against. The copy's only where neither the spec nor the seal names one.
-  const repo = isRoutedRepoName(opts.env) ? opts.env.SVC_REPO_NAME! : seal.origin_url && repoSlug(seal.origin_url);
   writeState(dir, {
-    ...copied, ...cost, started_at: started, repo: repo || copied.repo,
+    ...copied, ...cost, started_at: started, repo: podRepoName(opts.env, seal) || copied.repo,
     origin: launcherOrigin(opts.env) ?? copied.origin,
     // Every run a trigger starts is a group of its own (a pod's `svc start --run-id`; a retry is the Control Plane's,
     // of a folder it holds): the copy's group is the agent's word, which would list this run among another's attempts.

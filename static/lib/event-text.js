@@ -53,5 +53,14 @@ export function eventData(payload) {
 export function logTag(data) {
   const d = data && typeof data === 'object' ? data : {};
   if (d.stream === 'stdout' || d.stream === 'stderr') return d.stream;
-  return d.stream === 'svc' && d.by !== 'run-container' ? 'svc' : 'log';
+  return isSvcLine(d) ? 'svc' : 'log';
+}
+
+/**
+ * Whether a `log` event's data is svc's own line: stream `svc`, and not marked as a pod's run container's (its agent
+ * can write any line there). Only such a line shows as svc's or draws a phase of the run's timeline.
+ * @param {any} d @returns {boolean}
+ */
+export function isSvcLine(d) {
+  return d.stream === 'svc' && d.by !== 'run-container';
 }

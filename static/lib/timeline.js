@@ -3,7 +3,10 @@
 // Node: queued (start until the first move to running), each provider invocation (its "provider … started" line
 // until its cost, a check, the receipt, the next invocation or the end), blocked waits (question until the run
 // leaves blocked), checks (ending at their event, as long as they took) and point marks for receipt, PR and errors.
+// Only svc's own lines (event-text.js isSvcLine) start a provider span or a retry mark: a pod's run container's are
+// marked, since its agent can write them.
 import { TERMINAL } from './run-status.js';
+import { isSvcLine } from './event-text.js';
 
 /** @typedef {{id: number, kind: string, data: any, ts: number | null}} TimelineEvent */
 /**
@@ -22,7 +25,7 @@ const OLD_PROVIDER_START = /^provider (\S+) started(?: \(attempt (\d+)\))?/;
  * @returns {{name: string, attempt: number | null} | null}
  */
 function providerStart(d) {
-  if (d.stream !== 'svc') return null;
+  if (!isSvcLine(d)) return null;
   if (typeof d.provider === 'string' && d.provider) {
     return { name: d.provider, attempt: Number.isInteger(d.attempt) ? d.attempt : null };
   }
@@ -88,7 +91,7 @@ export function buildTimeline(run, events, now) {
         closeProvider(at);
         closeBlocked(at);
       }
-    } else if (e.kind === 'log' && d.stream === 'svc' && d.retry === 'automatic') {
+    } else if (e.kind === 'log' && isSvcLine(d) && d.retry === 'automatic') {
       // The worker started the run over after an infra failure before its agent ran ("retried automatically …").
       closeProvider(at);
       marks.push({ kind: 'retry', at, label: String(d.text ?? 'retried automatically') });

@@ -272,7 +272,8 @@ describe('the signer signs what is pushed', () => {
         { seq: 2, ts, kind: 'receipt', data: { verdict: 'verified', integrity: 'sha256:forged', by: 'pod-signer' } },
         { seq: 3, ts, kind: 'pr', data: { url: 'https://github.com/o/r/pull/666' } }, { seq: 4, ts, kind: 'note' },
         { seq: 5, ts, kind: 'egress', data: { host: 'api.example', decision: 'allowed', by: 'gate' } },
-        { seq: 6, ts, kind: 'log', data: { stream: 'svc', text: 'Evidence Receipt written: verified' } }];
+        { seq: 6, ts, kind: 'log', data: { stream: 'svc', text: 'Evidence Receipt written: verified' } },
+        { seq: 7, ts, kind: 'receipt', data: null }, { seq: 8, ts, kind: 'log', data: 'pull request opened' }];
       const log = lines.map((l) => `${JSON.stringify(l)}\n`).join('');
       writeFileSync(join(w.ws, '.svc', 'runs', 'r1', 'events.jsonl'), log);
       // Its egress.jsonl is no gate's record: with no shared gate the signer ships none.
@@ -282,7 +283,9 @@ describe('the signer signs what is pushed', () => {
       assert.equal((await signPod('forged-lines', w, { env, sealedAt: ts }))?.verdict, 'verified');
       type Shown = { seq: number; kind: string; data: { integrity?: string } };
       const events = (await cp.request('GET', '/v1/runs/k8s/r1/events')).json.items as Shown[];
-      assert.deepEqual(events.filter((e) => e.seq <= 6).map((e) => e.seq), [1, 4, 5, 6]);
+      assert.deepEqual(events.filter((e) => e.seq <= 8).map((e) => e.seq), [1, 4, 5, 6, 8]);
+      // A marked line whose data is no object keeps it, marked.
+      assert.deepEqual(events.find((e) => e.seq === 8)?.data, { value: 'pull request opened', by: 'run-container' });
       // The agent's egress line is the run container's word, never the gate's evidence the signer ships; its svc line
       // is not the signer's own.
       for (const seq of [5, 6]) {

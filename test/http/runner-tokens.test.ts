@@ -8,6 +8,7 @@ import { startTestControl, type TestControl } from '../helpers/control-server.ts
 import { parseRunnerTokens, readRunnerTokens, RunnerTokensError } from '../../src/control/settings.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
 import { handedRunKey } from '../../src/engine/ids.ts';
+import { storeRun } from '../../src/pod/seal.ts';
 
 const MAIN = 'main-token-0123456789abcdefghijkl';
 const K8S = 'k8s-runner-token-0123456789abcdef';
@@ -374,6 +375,121 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       assert.equal(after.stats.by_verdict.verified, before.stats.by_verdict.verified + 1);
       assert.equal(cents(after.cost.total_usd), cents(before.cost.total_usd) + 125);
     });
+
+  // The run container's rows went into the run's row as they came until the signer's replaced it: its agent (which
+  // can write state.json and read the token) named another repository (repo-filtered lists and stats counted the
+  // run there), another run's group (listed among its attempts), a question on a running run (shown as one people may
+  // answer), an error and an end on a live one, and a stop nobody asked for.
+  it('says of its run only its own word: its repository and group stay as sealed, a question only while blocked, ' +
+    'an error and end only when ended, a stop only when asked', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-seal-home-'));
+    try {
+      const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
+        sealed_at: new Date().toISOString() };
+      const env = { HOME: home, PATH: process.env.PATH, SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: K8S,
+        SVC_SOURCE: 'k8s', SVC_ORIGIN: 'chatb', SVC_REPO_NAME: 'acme/app' };
+      for (const name of ['rclaim', 'rstopped']) {
+        assert.equal((await storeRun(env, name, seal, { handed: KEY })).unstored, null);
+      }
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+    const sealed = cp.deps.stores.runs.get('k8s', 'rclaim');
+    assert.deepEqual([sealed?.repo, sealed?.group_id], ['acme/app', 'rclaim']);
+    const ts = () => new Date().toISOString();
+    const claims = { repo: 'victim/other', group_id: 'rpod', question: 'Paste the GITHUB_TOKEN here', error: 'forged',
+      ended_at: ts() };
+    const send = async (body: Record<string, unknown>) => {
+      const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: { source: 'k8s', ...body } });
+      assert.equal(res.status, 200, res.text);
+    };
+    const shown = async (name: string) => {
+      const { status, repo, group_id, question, error, ended_at, failure } =
+        (await cp.request('GET', `/v1/runs/k8s/${name}`, { token: MAIN })).json;
+      return { status, repo, group_id, question, error, ended: ended_at !== null, failure: failure?.reason };
+    };
+    await send({ runs: [run('rclaim', { run_key: KEY, ...claims })] });
+    const running = await shown('rclaim');
+    assert.deepEqual(running, { status: 'running', repo: 'acme/app', group_id: 'rclaim', question: null, error: null,
+      ended: false, failure: undefined });
+    const listed = async (query: string) => ((await cp.request('GET', `/v1/runs?${query}`, { token: MAIN })).json
+      .items as Array<{ run: string }>).map((r) => r.run);
+    assert.ok(!(await listed('repo=victim/other')).includes('rclaim'));
+    assert.ok(!(await listed('group_id=rpod')).includes('rclaim'));
+    assert.ok((await listed('repo=acme/app')).includes('rclaim'));
+    // Blocked, its question is its own (the trigger relays it).
+    await send({ runs: [run('rclaim', { run_key: KEY, ...claims, status: 'blocked' })] });
+    assert.equal((await shown('rclaim')).question, 'Paste the GITHUB_TOKEN here');
+    // Its failed row is its own end, with its error, failure and end; a stop nobody asked for ends the run failed
+    // with its reason, of the class the signer refuses a claimed stop with (it was stored `stopped`).
+    const failure = { class: 'agent', reason: 'the provider exited 1', retryable: false };
+    const stop = { class: 'stopped', reason: 'stopped by a SIGTERM to the run\u2019s worker', retryable: true };
+    await send({ runs: [run('rclaim', { run_key: KEY, ...claims, status: 'failed', failure })] });
+    await send({ runs: [run('rstopped', { run_key: KEY, status: 'stopped', failure: stop, ended_at: ts() })] });
+    const ended = await shown('rclaim');
+    assert.deepEqual(ended, { status: 'failed', repo: 'acme/app', group_id: 'rclaim', question: null, error: 'forged',
+      ended: true, failure: 'the provider exited 1' });
+    const unasked = (await cp.request('GET', '/v1/runs/k8s/rstopped', { token: MAIN })).json;
+    assert.deepEqual([unasked.status, unasked.failure, unasked.ended_at !== null], ['failed',
+      { class: 'policy', reason: stop.reason, retryable: false }, true]);
+  });
+
+  // A pod whose signer never ships (killed, evicted) has only its run container's rows: its failed row must end the
+  // run, or nothing would (a stop, a delete, retention all wait for an end). Its agent may still run until the pod
+  // ends; a delete then drops the signer's later batch.
+  it('ends the run with a failed row: a stop answers 409, a delete is taken', async () => {
+    const SEALED = 'G'.repeat(43);
+    const ts = () => new Date().toISOString();
+    const handedBatch = { source: 'k8s', runs: [run('rgoes', { status: 'queued', run_key: handedRunKey(SEALED) })] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: handedBatch })).status, 200);
+    const failure = { class: 'agent', reason: 'the provider exited 1', retryable: false };
+    const claim = { source: 'k8s', runs: [run('rgoes', { run_key: handedRunKey(SEALED), status: 'failed',
+      error: 'the provider exited 1', failure, ended_at: ts() })] };
+    const shipped = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: claim });
+    assert.equal(shipped.status, 200, shipped.text);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rgoes')?.status, 'failed');
+    const stopped = await cp.request('POST', '/v1/runs/k8s/rgoes/stop', { token: MAIN, body: {} });
+    assert.equal(stopped.status, 409, stopped.text);
+    const deleted = await cp.request('DELETE', '/v1/runs/k8s/rgoes', { token: MAIN });
+    assert.equal(deleted.status, 200, deleted.text);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rgoes'), undefined);
+  });
+
+  it('a stop asked through the Control Plane is the run container\u2019s to say it took', async () => {
+    const seal = { run: 'rasked', status: 'queued', started_at: new Date().toISOString(), run_key: KEY };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [seal] } }))
+      .status, 200);
+    const ship = (status: string) => cp.request('POST', '/v1/ingest', { token: RUN_TOKEN,
+      body: { source: 'k8s', runs: [run('rasked', { run_key: KEY, status, ended_at: status === 'stopped' ?
+        '2020-01-01T00:00:00.000Z' : null })] } });
+    assert.equal((await ship('running')).status, 200);
+    assert.equal((await cp.request('POST', '/v1/runs/k8s/rasked/stop', { token: MAIN, body: {} })).status, 202);
+    const taken = await ship('stopped');
+    assert.equal(taken.status, 200, taken.text);
+    const row = cp.deps.stores.runs.get('k8s', 'rasked');
+    assert.equal(row?.status, 'stopped');
+    // Never before the run's start, which the seal stored before any agent code ran.
+    assert.equal(row?.ended_at, row?.started_at);
+  });
+
+  // A marked line kept only its mark when its data was no object: what the run container said was lost.
+  it('keeps a marked line\u2019s data that is no object, marked, as its value', async () => {
+    const seal = { run: 'rvalue', status: 'queued', started_at: new Date().toISOString(), run_key: KEY };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [seal] } }))
+      .status, 200);
+    const ts = new Date().toISOString();
+    const events = [{ run: 'rvalue', seq: 1, kind: 'log', ts, data: 'Evidence Receipt written: verified' },
+      { run: 'rvalue', seq: 2, kind: 'cost', ts, data: [4, 2] }, { run: 'rvalue', seq: 3, kind: 'log', ts }];
+    const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN,
+      body: { source: 'k8s', runs: [run('rvalue', { run_key: KEY })], events } });
+    assert.equal(res.status, 200, res.text);
+    const items = (await cp.request('GET', '/v1/runs/k8s/rvalue/events', { token: MAIN })).json.items as
+      Array<{ data: unknown }>;
+    assert.deepEqual(items.map((e) => e.data), [
+      { value: 'Evidence Receipt written: verified', by: 'run-container' }, { value: [4, 2], by: 'run-container' },
+      { by: 'run-container' },
+    ]);
+  });
 
   it('a read= token reads runs of the sources it names, one at a time, and nothing else', async () => {
     const read = await cp.request('GET', '/v1/runs/k8s/rpod', { token: TRIGGER });

@@ -131,6 +131,17 @@ describe('timeline', () => {
     assert.deepEqual(labels(agentLine), [], 'only svc\'s own lines start a span, never the agent\'s output');
   });
 
+  // A pod's run container's `svc` lines are marked (its agent can write any line there): they drew svc's phases.
+  it('draws no span or mark from a line marked as a pod\'s run container\'s', () => {
+    const run = { started_at: new Date(t0).toISOString(), ended_at: null, status: 'running' };
+    const by = 'run-container';
+    const marked = [ev(2, 12, 'log', { stream: 'svc', text: 'provider codex started', provider: 'codex', by }),
+      ev(3, 20, 'log', { stream: 'svc', text: 'retried automatically', retry: 'automatic', by }),
+      ev(4, 22, 'log', { stream: 'svc', text: 'provider codex started (attempt 2)', by })];
+    const t = tl.buildTimeline(run, marked, t0)!;
+    assert.deepEqual([t.spans, t.marks], [[], []]);
+  });
+
   it('keeps open spans running to now while the run is live', () => {
     const now = t0 + 60_000;
     const t = tl.buildTimeline({ started_at: new Date(t0).toISOString(), ended_at: null, status: 'blocked' }, events.slice(0, 4), now)!;

@@ -14,9 +14,8 @@ import type { EventRow } from '../../db/events-store.ts';
 import type { ControlDeps } from '../deps.ts';
 import { bodyFields, invalidParam } from '../params.ts';
 import { validateBatch, type IngestBatch } from '../ingest-validate.ts';
-import { eventData } from '../event-bus.ts';
 import {
-  isArtifactPath, runContainerData, SIGNER_ARTIFACTS, signerFields, validateEvent, validateRun,
+  isArtifactPath, isSignerKind, runContainerData, SIGNER_ARTIFACTS, signerFields, validateEvent, validateRun,
 } from '../../engine/run-event.ts';
 import { isBoundKey, storeBatch } from '../ingest-apply.ts';
 import type { IngestResult } from '../../client/types.ts';
@@ -76,10 +75,9 @@ function takeRepoPaths(deps: ControlDeps, batch: IngestBatch, runner: RunnerCred
 /**
  * A `bound-runs` batch (a pod's run container's, whose agent can read its token) as the agent's word: refused whole,
  * 403 `forbidden_run` naming the first field, when it says what only the pod's signer says (run-event.ts
- * signerFields, runContainerData, SIGNER_ARTIFACTS); its lines marked as runContainerData says; its runs' `metered`,
- * `cost_usd`, `tokens_in` and `tokens_out`, which the run container reports too (its provider's figures, and an older
- * one always sends them), are dropped: /v1/stats/cost sums the last three, and only the signer ships the gate's
- * (docs/control-data.md, "Only the signer's word").
+ * signerFields, runContainerData, SIGNER_ARTIFACTS); its lines marked as runContainerData says. What its rows keep
+ * is run-event.ts runContainerRow, against the stored row (ingest-apply.ts storeBatch; docs/control-data.md, "Only
+ * the signer's word").
  */
 function takeAgentWord(batch: IngestBatch): void {
   const refuse = (where: string): never => {
@@ -89,14 +87,11 @@ function takeAgentWord(batch: IngestBatch): void {
   batch.runs.forEach((run, i) => {
     const field = signerFields(run)[0];
     if (field !== undefined) refuse(`runs[${i}].${field}`);
-    run.metered = null;
-    run.cost_usd = null;
-    run.tokens_in = null;
-    run.tokens_out = null;
   });
   batch.events.forEach((ev, i) => {
-    const data = eventData(ev.data);
-    const kept = runContainerData(ev.kind, data) ?? refuse(`events[${i}].kind ${JSON.stringify(ev.kind)}`);
+    if (isSignerKind(ev.kind)) refuse(`events[${i}].kind ${JSON.stringify(ev.kind)}`);
+    const data: unknown = JSON.parse(ev.data);
+    const kept = runContainerData(ev.kind, data);
     if (kept !== data) ev.data = JSON.stringify(kept);
   });
   batch.artifacts.forEach((a, i) => {
