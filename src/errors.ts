@@ -84,7 +84,7 @@ const SQLITE_IOERR = 10;
 const SQLITE_FULL = 13;
 
 /** SQLite's primary result code of a node:sqlite error, else null. */
-export function sqlitePrimary(err: unknown): number | null {
+function sqlitePrimary(err: unknown): number | null {
   if (!(err instanceof Error)) return null;
   const { code, errcode } = err as { code?: unknown; errcode?: unknown };
   return code === 'ERR_SQLITE_ERROR' && typeof errcode === 'number' ? errcode & 0xff : null;

@@ -71,7 +71,7 @@ export function audited(action: string, handler: Handler<ControlDeps>): Handler<
     try {
       result = await handler(ctx);
     } catch (err) {
-      // As the pipeline answers it: a typed svc error is its refusal (http-error.ts), a busy database or a full disk a
+      // As the pipeline answers it: a typed svc error is its refusal (http-error.ts), a busy database or a disk error a
       // 503, anything else a 500.
       const known = refusalOf(err);
       const crashed = { outcome: 'internal_error', status: 500 };

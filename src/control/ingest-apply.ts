@@ -127,8 +127,10 @@ export function storeBatch(
     // came late) does not move it back to queued, running or blocked; a resume, whose runner saw it, does; and so does
     // the move onto the signer's key, whose row replaces a stop the handed key claimed, never one the Control Plane
     // was asked for (the signer takes that stop; should it die first, the run stays stopped, not queued for ever).
+    // A pod's run container's own failed end is as final to its later rows (only its signer's row replaces it).
     const claimedStop = moving && stores.controlRequests.latest(source, run.run, 'stop') === undefined;
-    const late = !claimedStop && stored?.status === 'stopped' && LIVE.has(run.status)
+    const over = stored?.status === 'stopped' || (boundRuns && stored?.status === 'failed');
+    const late = !claimedStop && over && LIVE.has(run.status)
       && (podRuns.has(run.run) || !resumedIn(batch.events, run.run));
     if (!late) {
       if (stored && (stored.updated_at > now || moving)) stores.runs.patch(source, run.run, { updated_at: arriving });

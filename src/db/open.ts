@@ -18,7 +18,7 @@ export function userVersion(db: Db): number {
   return (db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
 }
 
-/** node:sqlite's defensive mode, where Node has it (absent in 24.9; later Node turns it on by default). */
+/** node:sqlite's defensive mode, where Node has it (absent in 24.9, the Node svc pins; newer ones have it). */
 type Defensive = { enableDefensive?: (on: boolean) => void };
 
 export function migrate(db: Db, migrations: readonly string[]): void {
@@ -40,6 +40,7 @@ export function migrate(db: Db, migrations: readonly string[]): void {
       }
     });
   } finally {
+    // On after, whatever it was before (Node has no getter): nothing svc does needs it off.
     defensive(true);
   }
 }

@@ -267,7 +267,9 @@ const UNASKED_STOP: Readonly<Partial<Record<RunStatus, RunStatus>>> = { stopped:
  * evicted) must still end, and nothing else ends it. So the agent can make its run read as over while it still runs
  * until the pod ends: a stop then answers 409, and a delete is taken, which drops the signer's later batch. A stop
  * is the Control Plane's to say (`stopAsked`: one was asked for the run): one not asked ends the run failed with its
- * reason, of class `policy` as its signer refuses a claimed stop, never `stopped`. The repository and group stay
+ * reason, of class `infra` (a SIGTERM from Kubernetes: a deadline, an eviction, a deleted Job; or the agent's claim,
+ * which its signer, should it run, refuses), never `stopped`. Once ended so, its later rows do not make it live
+ * again (ingest-apply.ts); only the signer's row replaces it. The repository and group stay
  * the ones the run was bound with, and the cost is only the signer's (the gate's).
  */
 export function runContainerRow(
@@ -275,7 +277,7 @@ export function runContainerRow(
 ): RunInput {
   const status = (stopAsked ? undefined : UNASKED_STOP[row.status]) ?? row.status;
   const ended = status === 'failed' || status === 'stopped';
-  const refused = status === 'failed' && row.failure_class === 'stopped' ? { failure_class: 'policy' as const,
+  const refused = status === 'failed' && row.failure_class === 'stopped' ? { failure_class: 'infra' as const,
     failure_retryable: 0 } : {};
   return {
     ...row, status, repo: bound.repo ?? null, group_id: bound.group_id ?? row.run,

@@ -252,7 +252,7 @@ function diskError(): HttpError {
   return new HttpError('unavailable', message, { 'retry-after': '60' });
 }
 
-/** What a thrown error is answered as if no crash (svc's typed error, a busy database, a full disk), else null. */
+/** What a thrown error is answered as if no crash (svc's typed error, a busy database, a disk error), else null. */
 export function refusalOf(err: unknown): HttpError | null {
   return httpErrorOf(err) ?? (isDatabaseBusy(err) ? databaseBusy() : isDiskError(err) ? diskError() : null);
 }

@@ -271,7 +271,7 @@ const NOT_COPIED = new Set([...SIGNER_ARTIFACTS, 'diff.patch', 'diffstat.json'])
 
 /**
  * The agent's events.jsonl as the signer ships it, with the sealed key, whose batches ingest takes as the signer's
- * own: each line as run-event.ts runContainerData keeps a run container's (one of a kind only the signer writes left
+ * own: each line as run-event.ts keeps a run container's (one of a kind only the signer writes, isSignerKind, left
  * out, so a `receipt` or `pr` line the agent wrote stands nowhere beside the signer's; one it marks, marked), as ingest
  * takes those the run container shipped. Every other line stays as written.
  */

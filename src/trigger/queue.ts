@@ -108,7 +108,7 @@ export class DeliveryNotCommittedError extends FailedError {
   }
 }
 
-/** What a delivery its commit failed is rejected with: a busy database or a full disk as itself, so the pipeline
+/** What a delivery its commit failed is rejected with: a busy database or a disk error as itself, so the pipeline
  * answers it 503 with Retry-After as it does any request (a 500 told the sender nothing it could act on). */
 function notCommitted(err: unknown): Error {
   return err instanceof Error && (isDatabaseBusy(err) || isDiskError(err)) ? err

@@ -431,13 +431,13 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       ended: true, failure: 'the provider exited 1' });
     const unasked = (await cp.request('GET', '/v1/runs/k8s/rstopped', { token: MAIN })).json;
     assert.deepEqual([unasked.status, unasked.failure, unasked.ended_at !== null], ['failed',
-      { class: 'policy', reason: stop.reason, retryable: false }, true]);
+      { class: 'infra', reason: stop.reason, retryable: false }, true]);
   });
 
   // A pod whose signer never ships (killed, evicted) has only its run container's rows: its failed row must end the
   // run, or nothing would (a stop, a delete, retention all wait for an end). Its agent may still run until the pod
   // ends; a delete then drops the signer's later batch.
-  it('ends the run with a failed row: a stop answers 409, a delete is taken', async () => {
+  it('ends the run with a failed row: its later rows revive nothing, a stop answers 409, a delete is taken', async () => {
     const SEALED = 'G'.repeat(43);
     const ts = () => new Date().toISOString();
     const handedBatch = { source: 'k8s', runs: [run('rgoes', { status: 'queued', run_key: handedRunKey(SEALED) })] };
@@ -448,6 +448,11 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     const shipped = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: claim });
     assert.equal(shipped.status, 200, shipped.text);
     assert.equal(cp.deps.stores.runs.get('k8s', 'rgoes')?.status, 'failed');
+    // Its later rows do not make the run live again (only its signer's row replaces that end).
+    const revived = { source: 'k8s', runs: [run('rgoes', { run_key: handedRunKey(SEALED), status: 'running' })] };
+    assert.equal((await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: revived })).status, 200);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rgoes')?.status, 'failed');
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rgoes')?.error, 'the provider exited 1');
     const stopped = await cp.request('POST', '/v1/runs/k8s/rgoes/stop', { token: MAIN, body: {} });
     assert.equal(stopped.status, 409, stopped.text);
     const deleted = await cp.request('DELETE', '/v1/runs/k8s/rgoes', { token: MAIN });

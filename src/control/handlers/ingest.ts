@@ -75,7 +75,7 @@ function takeRepoPaths(deps: ControlDeps, batch: IngestBatch, runner: RunnerCred
 /**
  * A `bound-runs` batch (a pod's run container's, whose agent can read its token) as the agent's word: refused whole,
  * 403 `forbidden_run` naming the first field, when it says what only the pod's signer says (run-event.ts
- * signerFields, runContainerData, SIGNER_ARTIFACTS); its lines marked as runContainerData says. What its rows keep
+ * signerFields, isSignerKind, SIGNER_ARTIFACTS); its lines marked as runContainerData says. What its rows keep
  * is run-event.ts runContainerRow, against the stored row (ingest-apply.ts storeBatch; docs/control-data.md, "Only
  * the signer's word").
  */
