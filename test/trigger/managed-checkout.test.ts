@@ -222,9 +222,14 @@ const quiet = createLogger('managed-test', () => {});
 
 describe('a server stopped while a managed checkout\'s fetch hangs', () => {
   it('kills the fetch, stops at once, and leaves the job queued for the next start', async () => {
-    // The origin: a loopback listener that accepts and never answers (git waits on its TLS handshake).
+    // The origin: a loopback listener that accepts and never answers (git waits on its TLS handshake). It reads and
+    // drops what git sends: a socket left paused with git's ClientHello unread never sees the end of the stream when
+    // git is killed, so it stayed open (CLOSE-WAIT) whether git was killed or not.
     const sockets: Socket[] = [];
-    const origin = createServer((socket) => void sockets.push(socket));
+    const origin = createServer((socket) => {
+      sockets.push(socket);
+      socket.on('error', () => {}).resume();
+    });
     await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
     const port = (origin.address() as { port: number }).port;
     const root = tempDir('svc-hung-origin-');
