@@ -1,10 +1,11 @@
 // Real things for engine tests: a git repo with a bare origin, command-provider scripts, and a GitHub REST stand-in.
 import { mkdtempSync, mkdirSync, writeFileSync, chmodSync, rmSync, readFileSync, existsSync, readdirSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { before, after, beforeEach, afterEach } from 'node:test';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { RunState } from '../../src/engine/run-state.ts';
 
 export interface TestRepo {
@@ -276,4 +277,20 @@ export function stateFor(repo: string, run: string, over: Partial<RunState> = {}
     head_sha: null, spec_sha256: '', pid: null, pgid: null, proc_start: null, budget_usd: null, child: null,
     answers: [], base_branch: 'main', failure: null, ...over,
   };
+}
+
+const WORKER_TS = fileURLToPath(new URL('../../src/engine/worker.ts', import.meta.url));
+
+/** A worker process for the run in `dir` in which the module at `refused` (a path under the repository) cannot load. */
+export function workerRefusing(refused: string, dir: string, env: NodeJS.ProcessEnv) {
+  const script = [
+    "import { registerHooks } from 'node:module';",
+    'registerHooks({ load(url, context, next) {',
+    `  if (url.endsWith(${JSON.stringify(`/${refused}`)})) throw new Error('a test refused the module');`,
+    '  return next(url, context);',
+    '} });',
+    `const { executeRun } = await import(${JSON.stringify(WORKER_TS)});`,
+    `process.exitCode = await executeRun(${JSON.stringify(dir)}, process.env, 'start', () => {});`,
+  ].join('\n');
+  return spawn(process.execPath, ['--input-type=module', '-e', script], { env, stdio: 'ignore' });
 }

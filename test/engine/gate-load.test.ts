@@ -3,30 +3,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { prepareRun } from '../../src/engine/launch.ts';
 import { readState } from '../../src/engine/run-state.ts';
 import { which } from '../../src/spawn/svc-paths.ts';
-import { processesMentioning, repoForTests, SLEEP_SCRIPT } from './fixtures.ts';
-
-const WORKER_TS = fileURLToPath(new URL('../../src/engine/worker.ts', import.meta.url));
-
-/** A worker process for the run in `dir` in which src/gate/forward.ts cannot be loaded. */
-function workerWithoutForwarding(dir: string, env: NodeJS.ProcessEnv) {
-  const script = [
-    "import { registerHooks } from 'node:module';",
-    'registerHooks({ load(url, context, next) {',
-    "  if (url.endsWith('/src/gate/forward.ts')) throw new Error('a test refused the module');",
-    '  return next(url, context);',
-    '} });',
-    `const { executeRun } = await import(${JSON.stringify(WORKER_TS)});`,
-    `process.exitCode = await executeRun(${JSON.stringify(dir)}, process.env, 'start', () => {});`,
-  ].join('\n');
-  return spawn(process.execPath, ['--input-type=module', '-e', script], { env, stdio: 'ignore' });
-}
+import { processesMentioning, repoForTests, SLEEP_SCRIPT, workerRefusing } from './fixtures.ts';
 
 describe("a sandboxed worker whose gate's forwarding cannot be loaded", () => {
   const t = repoForTests({ providers: { sleeper: SLEEP_SCRIPT } });
@@ -38,7 +20,7 @@ describe("a sandboxed worker whose gate's forwarding cannot be loaded", () => {
     });
     const dir = join(t.repo, '.svc', 'runs', state.run);
     // The agent runs until stopped: only the failed load ends this run.
-    const [code] = await once(workerWithoutForwarding(dir, t.env), 'exit');
+    const [code] = await once(workerRefusing('src/gate/forward.ts', dir, t.env), 'exit');
     assert.equal(code, 1);
     const final = readState(dir);
     assert.equal(final.status, 'failed');
@@ -64,7 +46,7 @@ exec '${which('bwrap', t.env.PATH)}' "$@"
       runId: null, env,
     });
     const dir = join(t.repo, '.svc', 'runs', state.run);
-    const [code] = await once(workerWithoutForwarding(dir, env), 'exit');
+    const [code] = await once(workerRefusing('src/gate/forward.ts', dir, env), 'exit');
     assert.equal(code, 1);
     const final = readState(dir);
     assert.deepEqual([final.status, final.failure?.class], ['failed', 'infra']);
