@@ -146,9 +146,13 @@ export function checkOrigin(req: IncomingMessage, ownOrigins: ReadonlySet<string
   }
 }
 
+/** The request's media type: its Content-Type without parameters, in lower case ('' when none). */
+export function mediaTypeOf(req: IncomingMessage): string {
+  return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
 export function checkJsonContentType(req: IncomingMessage): void {
-  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-  if (type !== 'application/json') {
+  if (mediaTypeOf(req) !== 'application/json') {
     throw new HttpError('unsupported_media_type', 'Content-Type must be application/json');
   }
 }
