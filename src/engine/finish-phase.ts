@@ -2,7 +2,7 @@
 // status; also `--verify` and `--open-pr`.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted, type Policy } from './policy.ts';
 import { followsOf, pushFollowUpRun } from './follow-up.ts';
@@ -152,7 +152,7 @@ async function writeReceipt(
   return saveReceipt(ctx, {
     type: RECEIPT_TYPE, version: 1, source, run, group_id, repo, branch, base_sha, head_sha,
     ...followsOf(state),
-    spec_sha256: createHash('sha256').update(readFileSync(join(ctx.dir, 'spec.md'))).digest('hex'), provider,
+    spec_sha256: hash('sha256', readFileSync(join(ctx.dir, 'spec.md')), 'hex'), provider,
     checks: reportedChecks(checks),
     diff: receiptDiff(diff),
     cost: receiptCost(state),
@@ -312,7 +312,7 @@ async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSandbox): 
       ctx.saveArtifact(artifact, output);
       const exit_code = done.code;
       const duration_ms = Date.now() - started;
-      const output_sha256 = createHash('sha256').update(output).digest('hex');
+      const output_sha256 = hash('sha256', output, 'hex');
       results.push({ name, argv, required, exit_code, duration_ms, output_sha256, artifact });
       ctx.event('check', { name, exit_code, duration_ms, required, artifact });
       ctx.say(`check ${name} exit ${exit_code}`);
