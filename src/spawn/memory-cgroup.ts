@@ -112,11 +112,7 @@ export function openMemoryCgroup(bytes: number) {
   const { parent, version } = found;
   sweep(parent);
   const path = join(parent, `${PREFIX}${process.pid}-${randomBytes(6).toString('hex')}`);
-  try {
-    mkdirSync(path);
-  } catch {
-    return null;
-  }
+  if (!orNull(() => (mkdirSync(path), true))) return null;
   const remove = (): void => removeSoon(path, 40);
   const files = CGROUP_FILES[version];
   try {
