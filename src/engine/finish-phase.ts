@@ -18,6 +18,8 @@ import {
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { readOrNull } from '../spawn/tree.ts';
+import { tryParseJson } from '../untrusted.ts';
 import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
 import { ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
@@ -242,12 +244,8 @@ function prLaterRefusal(state: RunState): string | null {
 
 /** The run's receipt, provided svc's own key signed it and it is about this run. */
 function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Receipt {
-  let value: unknown;
-  try {
-    value = JSON.parse(readFileSync(join(artifactsDir(dir), 'receipt.json'), 'utf8'));
-  } catch {
-    throw new ConflictError(`Run ${state.source}/${state.run} has no receipt: verify it first`);
-  }
+  const value = tryParseJson(readOrNull(join(artifactsDir(dir), 'receipt.json')) ?? '');
+  if (value === undefined) throw new ConflictError(`Run ${state.source}/${state.run} has no receipt: verify it first`);
   const key = loadOrCreateSigningKey(svcHomeOf(env));
   const check = verifyReceipt(value, new Map([[key.kid, key.publicKey]]));
   if (!check.ok || !check.receipt) throw new ConflictError(`The run's receipt does not verify: ${check.message}`);
