@@ -1,5 +1,7 @@
 // The gate's policy and its one decision (docs/gate.md "Widening it"). A bad pattern is refused by name: a typo must
 // not silently widen or narrow the gate. The caller connects to the address checked here: no DNS rebinding window.
+import { readFileSync } from 'node:fs';
+import { errorMessage } from '../errors.ts';
 import {
   BadHostError, canonicalAddress, formatDestination, normaliseHost, parsePort, refusedRange, splitHostPort,
   type Destination,
@@ -11,6 +13,15 @@ export class GatePolicyError extends Error {
     super(`Network pattern "${pattern}": ${why}`);
     this.name = 'GatePolicyError';
     this.pattern = pattern;
+  }
+}
+
+/** The JSON of an operator's gate file (policy, prices), or GatePolicyError naming it when unreadable or not JSON. */
+export function readGateFile(file: string): unknown {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new GatePolicyError(file, `cannot be read as JSON (${errorMessage(err).slice(0, 120)})`);
   }
 }
 

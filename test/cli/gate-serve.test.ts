@@ -141,6 +141,14 @@ describe('svc gate serve', () => {
     assert.match(res.stderr, /Gate policy: Network pattern "[^"]*broken\.json": cannot be read as JSON/);
   });
 
+  it('refuses a policy file it cannot read with exit 2, naming the file', async () => {
+    const res = await runChild(process.execPath,
+      [CLI, 'gate', 'serve', '--port', '0', '--policy', join(dir, 'absent.json')],
+      { env: { PATH: process.env.PATH, HOME: dir, SVC_GATE_SECRET_FILE: join(dir, 'gate-secret') } });
+    assert.equal(res.code, 2);
+    assert.match(res.stderr, /Gate policy: Network pattern "[^"]*absent\.json": cannot be read as JSON \(ENOENT/);
+  });
+
   // ESM linking errors are SyntaxErrors: the policy's are told apart by their class, not by being one.
   it('reports a forwarding module it cannot link as what it is, not as a policy error (exit 1)', async () => {
     const program = `import { registerHooks } from 'node:module';
