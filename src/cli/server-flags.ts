@@ -6,21 +6,21 @@ import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } fr
 export type FlaggedServer = 'control' | 'trigger';
 
 /**
- * The trigger server's young generation fixed at 32 MB: a `/webhook` delivery leaves ~30 KB of garbage (its parsed
+ * The trigger server's young generation fixed at 32 MB: a `/webhook` delivery leaves ~27 KB of garbage (its parsed
  * body, its request and response), and V8's own sizing kept the young generation at a few MB, scavenging every
- * ~150-400 deliveries; at 32 MB it scavenges every ~1,000 and its CPU per delivery fell ~4 % (docs/bench.md, "The
- * peer row: the trigger's young generation"). It costs up to ~64 MB of RSS under load; the trigger has no memory bar.
+ * ~200-600 deliveries; at 32 MB it scavenges every ~1,250 and its CPU per delivery fell ~7 % (docs/bench.md, "The
+ * peer row: the trigger's young generation"). Up to 64 MB more RSS under load; the trigger has no memory bar.
  */
 const TRIGGER_FLAGS = ['--max-semi-space-size=32', '--min-semi-space-size=32'] as const;
 
 /**
- * The Control Plane's. Memory saver only from Node 24: an older V8 refuses the flag, and after the re-exec there is no fallback. Memory
- * saver keeps the young generation at its 1 MB start, so under ingest V8 scavenged ~25 times a second and promoted
- * what requests still held into old space, which it then mark-compacted every ~0.5 s: the minimum makes it 4 MB
- * (docs/bench.md, "The fan-in: the young generation under memory saver"). No allocation-site pretenuring: a bulk
- * ingest (500 runs a request) made V8 allocate the objects of the same code sites straight into old space for the
- * rest of the process's life, where under memory saver's small old-space limit the fan-in's and the list's
- * short-lived objects then forced a mark-compact every ~0.5 s (docs/bench.md, "A worked-in server: pretenuring").
+ * The Control Plane's. Memory saver only from Node 24: an older V8 refuses the flag, and after the re-exec there is no
+ * fallback. Memory saver keeps the young generation at its 1 MB start, so under ingest V8 scavenged ~25 times a second
+ * and promoted what requests still held into old space, which it then mark-compacted every ~0.5 s: the minimum makes it
+ * 4 MB (docs/bench.md, "The fan-in: the young generation under memory saver"). No allocation-site pretenuring: a bulk
+ * ingest (500 runs a request) made V8 allocate the objects of the same code sites straight into old space for the rest
+ * of the process's life, where under memory saver's small old-space limit the fan-in's and the list's short-lived
+ * objects then forced a mark-compact every ~0.5 s (docs/bench.md, "A worked-in server: pretenuring").
  */
 export function serverNodeFlags(
   server: FlaggedServer = 'control', nodeMajor = Number(process.versions.node.split('.')[0]),
