@@ -8,9 +8,9 @@ export type FlaggedServer = 'control' | 'trigger';
 /**
  * The trigger server's young generation fixed at 32 MB: a `/webhook` delivery leaves ~30 KB of garbage (its parsed
  * body, its request and response), and V8's own sizing kept the young generation at a few MB, scavenging every
- * ~170-500 deliveries; at 32 MB it scavenges every ~1,050, and its CPU per delivery read 4-9 % lower in three of four
- * runs under load (docs/bench.md, "The peer row: the trigger's young generation"). Up to 64 MB more RSS when busy;
- * the trigger has no memory bar.
+ * ~170-500 deliveries; at 32 MB it scavenges every ~1,050, and its CPU per delivery read 1.5-7.5 % lower in three of
+ * four runs under load (docs/bench.md, "The peer row: the trigger's young generation"). Up to 64 MB more RSS when
+ * busy; the trigger has no memory bar.
  */
 const TRIGGER_FLAGS = ['--max-semi-space-size=32', '--min-semi-space-size=32'] as const;
 
