@@ -117,9 +117,9 @@ async function main(argv: string[]): Promise<number> {
   // parent's pipe does not survive that, so what it handed over is taken first.
   const handed = takeHandoff(process.env);
   const helpAsked = tail.includes('--help') || tail.includes('-h');
-  const server = (name === 'control' || name === 'trigger') && tail[0] === 'serve' ? name : undefined;
-  if (!helpAsked && (server || name === 'start')) {
-    reexecClean({ server, handed });
+  const serve = (name === 'control' || name === 'trigger') && tail[0] === 'serve';
+  if (!helpAsked && (serve || name === 'start')) {
+    reexecClean({ serverFlags: name === 'control', handed });
   }
   const env = inMemoryEnv(handed);
   try {

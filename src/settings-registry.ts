@@ -93,9 +93,9 @@ export const SETTINGS = {
   BROWSER: text('control', '`xdg-open` / `open`',
     'program `svc dashboard` opens the URL with (first `:`-separated entry, no shell)'),
   NODE_OPTIONS: text('control', NONE,
-    'a `--max-semi-space-size` given here (or on the `node` command line) wins; the Control Plane and the ' +
-    'trigger server re-execute only to add what is missing (`--memory-saver-mode`: `--no-memory-saver-mode` on ' +
-    'the `node` command line keeps it off, as `--allocation-site-pretenuring` there keeps pretenuring on)'),
+    'a `--max-semi-space-size` given here (or on the `node` command line) wins; the Control Plane re-executes ' +
+    'only to add what is missing (`--memory-saver-mode`: `--no-memory-saver-mode` on the `node` command line keeps ' +
+    'it off, as `--allocation-site-pretenuring` there keeps pretenuring on)'),
   HOME: text('control', 'the OS home', '`~/.svc/`: keys, databases, `server.json`, answers, provider homes'),
 
   ERRTRACK_AUTH_TOKEN: secret('engine', NONE, 'token for fetching an error-tracker issue URL; without it nothing is ' +

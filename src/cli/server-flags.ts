@@ -1,32 +1,17 @@
-// Gives `svc control serve` and `svc trigger serve` their V8 flags on every launch path by re-executing this process
-// once (same pid): V8 sizes its heap when the isolate is created (docs/bench.md "RSS"). Only the CLI runs this.
+// Gives `svc control serve` its V8 flags on every launch path by re-executing this process once (same pid): V8 sizes
+// its heap when the isolate is created (docs/bench.md "RSS"). Only the CLI runs this.
 import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
 
-/** The servers the CLI re-executes with V8 flags of their own. */
-export type FlaggedServer = 'control' | 'trigger';
-
 /**
- * The trigger server's young generation fixed at 32 MB: a `/webhook` delivery leaves ~30 KB of garbage (its parsed
- * body, its request and response), and V8's own sizing kept the young generation at a few MB, scavenging every
- * ~170-500 deliveries; at 32 MB it scavenges every ~1,050, and its CPU per delivery read 1.5-7.5 % lower in three of
- * four runs under load (docs/bench.md, "The peer row: the trigger's young generation"). Up to 64 MB more RSS when
- * busy; the trigger has no memory bar.
+ * Memory saver only from Node 24: an older V8 refuses the flag, and after the re-exec there is no fallback. Memory
+ * saver keeps the young generation at its 1 MB start, so under ingest V8 scavenged ~25 times a second and promoted
+ * what requests still held into old space, which it then mark-compacted every ~0.5 s: the minimum makes it 4 MB
+ * (docs/bench.md, "The fan-in: the young generation under memory saver"). No allocation-site pretenuring: a bulk
+ * ingest (500 runs a request) made V8 allocate the objects of the same code sites straight into old space for the
+ * rest of the process's life, where under memory saver's small old-space limit the fan-in's and the list's
+ * short-lived objects then forced a mark-compact every ~0.5 s (docs/bench.md, "A worked-in server: pretenuring").
  */
-const TRIGGER_FLAGS = ['--max-semi-space-size=32', '--min-semi-space-size=32'] as const;
-
-/**
- * The Control Plane's. Memory saver only from Node 24: an older V8 refuses the flag, and after the re-exec there is no
- * fallback. Memory saver keeps the young generation at its 1 MB start, so under ingest V8 scavenged ~25 times a second
- * and promoted what requests still held into old space, which it then mark-compacted every ~0.5 s: the minimum makes it
- * 4 MB (docs/bench.md, "The fan-in: the young generation under memory saver"). No allocation-site pretenuring: a bulk
- * ingest (500 runs a request) made V8 allocate the objects of the same code sites straight into old space for the rest
- * of the process's life, where under memory saver's small old-space limit the fan-in's and the list's short-lived
- * objects then forced a mark-compact every ~0.5 s (docs/bench.md, "A worked-in server: pretenuring").
- */
-export function serverNodeFlags(
-  server: FlaggedServer = 'control', nodeMajor = Number(process.versions.node.split('.')[0]),
-): readonly string[] {
-  if (server === 'trigger') return TRIGGER_FLAGS;
+export function serverNodeFlags(nodeMajor = Number(process.versions.node.split('.')[0])): readonly string[] {
   const semiSpace = '--max-semi-space-size=8';
   return nodeMajor >= 24
     ? [semiSpace, '--min-semi-space-size=4', '--memory-saver-mode', '--no-allocation-site-pretenuring']
@@ -43,11 +28,9 @@ function flagName(arg: string): string {
 }
 
 /** The flags not already given on the command line or in NODE_OPTIONS (an operator's own value wins). */
-export function missingServerFlags(
-  execArgv: readonly string[], nodeOptions: string | undefined, flags: readonly string[] = SERVER_NODE_FLAGS,
-): string[] {
+export function missingServerFlags(execArgv: readonly string[], nodeOptions: string | undefined): string[] {
   const given = new Set([...execArgv, ...(nodeOptions ?? '').split(/\s+/)].filter(Boolean).map(flagName));
-  return flags.filter((flag) => !given.has(flagName(flag)));
+  return SERVER_NODE_FLAGS.filter((flag) => !given.has(flagName(flag)));
 }
 
 /**
@@ -55,13 +38,11 @@ export function missingServerFlags(
  * in a 0600 handoff file with the `handed` ones, so /proc/<pid>/environ never shows them (DESIGN §7a). Returns when
  * there is nothing to do or exec is unavailable or refused: the caller keeps the secrets in memory only.
  */
-export function reexecClean(opts: { server?: FlaggedServer | undefined; handed?: Secrets }): void {
+export function reexecClean(opts: { serverFlags: boolean; handed?: Secrets }): void {
   const execve = (process as unknown as { execve?: Execve }).execve;
   const script = process.argv[1];
   if (typeof execve !== 'function' || !script) return;
-  const missing = opts.server
-    ? missingServerFlags(process.execArgv, process.env.NODE_OPTIONS, serverNodeFlags(opts.server))
-    : [];
+  const missing = opts.serverFlags ? missingServerFlags(process.execArgv, process.env.NODE_OPTIONS) : [];
   const inEnv = secretsIn(process.env);
   const secrets = { ...inEnv, ...opts.handed };
   if (missing.length === 0 && Object.keys(inEnv).length === 0) return;

@@ -39,13 +39,11 @@ describe('server V8 flags', () => {
     // A V8 without a flag refuses to start, and after the re-exec there is nothing left to fall back to.
     const run = spawnSync(process.execPath, [...SERVER_NODE_FLAGS, '-e', '0'], { encoding: 'utf8' });
     assert.equal(run.status, 0, run.stderr);
-    assert.deepEqual(serverNodeFlags('control', 22), ['--max-semi-space-size=8']);
+    assert.deepEqual(serverNodeFlags(22), ['--max-semi-space-size=8']);
     const flags24 = [
       '--max-semi-space-size=8', '--min-semi-space-size=4', '--memory-saver-mode', '--no-allocation-site-pretenuring',
     ];
-    assert.deepEqual(serverNodeFlags('control', 24), flags24);
-    const trigger = spawnSync(process.execPath, [...serverNodeFlags('trigger'), '-e', '0'], { encoding: 'utf8' });
-    assert.equal(trigger.status, 0, trigger.stderr);
+    assert.deepEqual(serverNodeFlags(24), flags24);
   });
 
   it('keeps a young generation of 4 MB under memory saver, which alone starts it at 1 MB', () => {
@@ -87,13 +85,11 @@ describe('server V8 flags', () => {
     }
   });
 
-  /** Starts `svc <server> serve` and returns the argv of the process once it prints its URL (same pid throughout). */
-  function serveArgv(
-    env: NodeJS.ProcessEnv, server: 'control' | 'trigger' = 'control',
-  ): Promise<{ argv: string[]; child: ChildProcess }> {
+  /** Starts `svc control serve` and returns the argv of the process once it prints its URL (same pid throughout). */
+  function serveArgv(env: NodeJS.ProcessEnv): Promise<{ argv: string[]; child: ChildProcess }> {
     const dir = mkdtempSync(join(tmpdir(), 'svc-'));
     dirs.push(dir);
-    const child = spawn(process.execPath, [CLI, server, 'serve', '--port', '0', '--db', join(dir, 's.db')], {
+    const child = spawn(process.execPath, [CLI, 'control', 'serve', '--port', '0', '--db', join(dir, 'c.db')], {
       env: { PATH: process.env.PATH, HOME: dir, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -118,15 +114,6 @@ describe('server V8 flags', () => {
     const { argv } = await serveArgv({});
     assert.ok(argv.includes('--max-semi-space-size=8') && argv.includes('--memory-saver-mode'), argv.join(' '));
     assert.ok(argv.includes(CLI) && argv.slice(-6).join(' ').startsWith('control serve'), argv.join(' '));
-  });
-
-  it('serves the trigger with a young generation of its own size and no memory saver', { skip: process.platform !== 'linux' }, async () => {
-    // A delivery's garbage is scavenged ~3 times less often than at V8's own size (docs/bench.md, "The peer row: the
-    // trigger's young generation").
-    const { argv } = await serveArgv({}, 'trigger');
-    assert.ok(argv.includes('--max-semi-space-size=32') && argv.includes('--min-semi-space-size=32'), argv.join(' '));
-    assert.ok(!argv.includes('--memory-saver-mode'), argv.join(' '));
-    assert.ok(argv.includes(CLI) && argv.slice(-6).join(' ').startsWith('trigger serve'), argv.join(' '));
   });
 
   it('keeps an operator-chosen value from NODE_OPTIONS and adds only the missing flag', { skip: process.platform !== 'linux' }, async () => {
