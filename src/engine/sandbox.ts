@@ -101,20 +101,34 @@ function configWithoutCredentials(listing: string): string {
 const HEADER = /^\s*\[([a-z0-9-]+)(?:\s+"([^"\\]*)")?\]\s*$/i;
 const ENTRY = /^\s*([a-z][a-z0-9-]*)\s*(?:=[^"\\;#]*)?$/i;
 
-/** True for config text that holds only keys KEPT, no URL with a user name or query and nothing to parse: a config git
- * needs no copy of, shown as it is (no git run for it). Anything less plain is read by git. */
-function plainlyKept(text: string): boolean {
-  if (scrubbed(text) !== text) return false;
+/** Config text of only plain lines, no URL with a user name or query: its lines of keys KEPT (`same` when that is all
+ * of them, a config shown as it is), read in svc with no git run. Null for anything less plain, which git reads. */
+function plainCopy(text: string): { text: string; same: boolean } | null {
+  if (scrubbed(text) !== text) return null;
+  const lines: string[] = [];
   let section: string | null = null;
   let sub = false;
+  // The current section's header, until a line of it is copied.
+  let header: string | null = null;
+  let same = true;
   for (const line of text.split('\n')) {
     if (/^\s*(?:[#;].*)?$/.test(line)) continue;
     const head = HEADER.exec(line);
-    if (head) [section, sub] = [head[1]!.toLowerCase(), head[2] !== undefined];
-    const key = head ? null : ENTRY.exec(line)?.[1]?.toLowerCase();
-    if (!head && (!key || section === null || !kept(section, sub, `${section}.${key}`))) return false;
+    if (head) {
+      [section, sub, header] = [head[1]!.toLowerCase(), head[2] !== undefined, line];
+      continue;
+    }
+    const key = ENTRY.exec(line)?.[1]?.toLowerCase();
+    if (!key || section === null) return null;
+    // A plain line is one whole entry (no quote, escape or continuation): leaving it out takes nothing else with it.
+    if (!kept(section, sub, `${section}.${key}`)) {
+      same = false;
+      continue;
+    }
+    lines.push(...header === null ? [] : [header], line);
+    header = null;
   }
-  return true;
+  return { text: lines.length ? `${lines.join('\n')}\n` : '', same };
 }
 
 /** The config files of the repository's git directory `common`: its own and its worktrees' `config.worktree`, and each
@@ -164,17 +178,19 @@ function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPla
   const copies = copiesOf.get(ctx) ?? new Map<string, string>();
   copiesOf.set(ctx, copies);
   // A Set: a repository config linked to a system config is one file, covered once.
-  const configs = [...new Set([...gitConfigFiles(join(ctx.state.repo_path, '.git')),
+  const plain = new Map([...new Set([...gitConfigFiles(join(ctx.state.repo_path, '.git')),
     ...SYSTEM_CONFIGS.filter((file) => pathKind(file, true) === 'file')])]
-    .filter((file) => !plainlyKept(orNull(() => readFileSync(file, 'utf8')) ?? '[unreadable'));
+    .map((file) => [file, plainCopy(orNull(() => readFileSync(file, 'utf8')) ?? '[unreadable')] as const));
+  const configs = [...plain].filter(([, copy]) => copy?.same !== true).map(([file]) => file);
   const fresh = configs.filter((file) => !copies.has(file));
   if (fresh.length) {
     withDir(openRunDir(ctx.dir), (run) => withDir(makePlainDirsIn(run, ['io'], 0o777), (io) => {
       for (const file of fresh) {
         const name = `git-config-${copies.size}`;
         // Includes are not followed: an include.path or includeIf, or a link the run committed, would name a host file.
-        const listing = tryGit('/', ['config', '--file', file, '--no-includes', '-z', '--list']);
-        replaceNoFollowIn(io, name, configWithoutCredentials(listing));
+        const copy = plain.get(file)?.text
+          ?? configWithoutCredentials(tryGit('/', ['config', '--file', file, '--no-includes', '-z', '--list']));
+        replaceNoFollowIn(io, name, copy);
         copies.set(file, name);
       }
     }));

@@ -4,7 +4,9 @@
 // Black-box: a real `svc start` in bwrap.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { appendFileSync, existsSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync, chmodSync, existsSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { makeRepo, readJson, svcEnv, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -24,8 +26,10 @@ common=$(git rev-parse --path-format=absolute --git-common-dir)
 `;
 
 /** A `svc start` of the `reads` provider in `repo` (`wrap` runs it: a private mount namespace), and what it read. */
-async function readConfig(repo: TestRepo, wrap: string[] = []): Promise<{ found: string; run: string }> {
-  const env = svcEnv(repo);
+async function readConfig(
+  repo: TestRepo, wrap: string[] = [], extra: NodeJS.ProcessEnv = {},
+): Promise<{ found: string; run: string }> {
+  const env = svcEnv(repo, extra);
   delete env.SVC_SANDBOX;
   delete env.SVC_ORIGIN;
   const [command, ...args] = [...wrap, process.execPath, CLI, 'start', '--brief', 'read the config', '--provider',
@@ -100,7 +104,8 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
 
   it('shows no credential of the checkout\'s git config to the agent, and git still works there', async () => {
     const { found } = await readConfig(repo);
-    assert.match(found, /^\tworktree = "(\.\.\/)+vendor\/lib"$/m, `the submodule's config is shown:\n${found}`);
+    // Its plain lines as they are (svc's copy), or as git lists them (git's).
+    assert.match(found, /^\tworktree = "?(\.\.\/)+vendor\/lib"?$/m, `the submodule's config is shown:\n${found}`);
     // What git needs of the config is still there: the remotes by name, the origin's URL.
     assert.match(found, /^remote\.mirror\.url=https:\/\/github\.com\/acme\/api\.git$/m);
     assert.match(found, /^remote\.mirror\.fetch=\+refs\/heads\/\*:refs\/remotes\/mirror\/\*$/m);
@@ -161,6 +166,34 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
         notSeen(found, ['SECRET-SYSTEM-17', 'SECRET-USR-18']);
       } finally {
         linked.cleanup();
+      }
+    });
+
+  it('copies the kept lines of a plain config in svc, with no git run for it',
+    { skip: !mountable && 'needs unshare -m and a /etc/gitconfig to mount over' }, async () => {
+      const plain = makeRepo({ providers: { reads: READS_CONFIG } });
+      try {
+        // A cloud image's system config names a credential helper; a checkout's config a token, in plain lines.
+        const system = join(plain.root, 'system');
+        writeFileSync(system,
+          '[credential "https://source.example"]\n\thelper = SECRET-HELPER-20\n[user]\n\tname = Host\n');
+        appendFileSync(join(plain.repo, '.git', 'config'), '[github]\n\ttoken = SECRET-PLAIN-21\n');
+        // A git on PATH that notes each run (where it can write: not inside the sandbox), then runs the real one.
+        const real = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+        const log = join(plain.root, 'git.log');
+        writeFileSync(join(plain.bin, 'git'),
+          `#!/bin/sh\n{ echo "$*" >> '${log}'; } 2>/dev/null\nexec '${real}' "$@"\n`);
+        chmodSync(join(plain.bin, 'git'), 0o755);
+        const { found, run } = await readConfig(plain, [...unshare, 'mount --bind "$0" /etc/gitconfig && exec "$@"',
+          system], { PATH: `${plain.bin}:${process.env.PATH}` });
+        assert.match(found, /^user\.name=Host$/m);
+        assert.match(found, /^remote\.origin\.url=\/.*\/acme\/api\.git$/m);
+        notSeen(found, ['SECRET-HELPER-20', 'SECRET-PLAIN-21']);
+        assert.doesNotMatch(readFileSync(log, 'utf8'), /--no-includes -z --list/);
+        const io = readdirSync(join(plain.repo, '.svc', 'runs', run, 'io')).filter((name) => name.startsWith('git-'));
+        assert.deepEqual(io.sort(), ['git-config-0', 'git-config-1']);
+      } finally {
+        plain.cleanup();
       }
     });
 
