@@ -172,7 +172,8 @@ const SYSTEM_CONFIGS = ['/etc/gitconfig', '/usr/local/etc/gitconfig'];
  * kept), user names, passwords and queries stripped from URLs, so without the credentials a checkout's or a build
  * host's config usually holds (a token in a remote's URL or an `insteadOf` base, the Authorization header
  * actions/checkout keeps as http.<url>.extraheader, in a submodule's config too); kept in the run's io folder. A
- * config holding only what KEPT lists is shown as it is; one git cannot read is shown empty, never as it is.
+ * config holding only what KEPT lists is shown as it is, one of other plain lines copied in svc (plainCopy), anything
+ * else listed by git; one git cannot read is shown empty, never as it is.
  */
 function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPlan['covers']> {
   const copies = copiesOf.get(ctx) ?? new Map<string, string>();
