@@ -76,9 +76,10 @@ const KEPT = new Set(['core.*', 'extensions.*', 'index.*', 'feature.*', 'pull.*'
   // would store an LFS file's bytes instead of its pointer. It runs inside the sandbox, as the agent's programs do.
   'filter.lfs.clean', 'filter.lfs.smudge', 'filter.lfs.process', 'filter.lfs.required']);
 const CORE_PROGRAMS = /^core\.(?:alternaterefscommand|askpass|editor|fsmonitor|gitproxy|pager|sshcommand)$/;
-const kept = (section: string, sub: boolean, key: string): boolean => !CORE_PROGRAMS.test(key) &&
-  ((!sub && KEPT.has(`${section}.*`)) || KEPT.has(key) ||
-    (sub && KEPT.has(`${section}.<sub>.${key.slice(key.lastIndexOf('.') + 1)}`)));
+// `key` as git names it: `section.key` or `section.<subsection as written>.key`, section and key in lower case.
+const kept = (sub: boolean, key: string): boolean => !CORE_PROGRAMS.test(key) &&
+  ((!sub && KEPT.has(key.replace(/\..*/s, '.*'))) || KEPT.has(key) ||
+    (sub && KEPT.has(key.replace(/\..*\./s, '.<sub>.'))));
 const quoted = (text: string) => `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
   .replace(/\t/g, '\\t')}"`;
 
@@ -90,7 +91,7 @@ function configWithoutCredentials(listing: string): string {
     const key = cut < 0 ? entry : entry.slice(0, cut);
     const [first, last] = [key.indexOf('.'), key.lastIndexOf('.')];
     const sub = scrubbed(key.slice(first + 1, last));
-    if (first < 0 || !kept(key.slice(0, first), first !== last, key)) continue;
+    if (first < 0 || !kept(first !== last, key)) continue;
     lines.push(first === last ? `[${key.slice(0, first)}]` : `[${key.slice(0, first)} ${quoted(sub)}]`,
       `\t${key.slice(last + 1)}${cut < 0 ? '' : ` = ${quoted(scrubbed(entry.slice(cut + 1)))}`}`);
   }
@@ -106,22 +107,24 @@ const ENTRY = /^\s*([a-z][a-z0-9-]*)\s*(?:=[^"\\;#]*)?$/i;
 function plainCopy(text: string): { text: string; same: boolean } | null {
   if (scrubbed(text) !== text) return null;
   const lines: string[] = [];
+  // The current section as git's keys begin (`section.` or `section.<subsection as written>.`); its header line, until
+  // a line of it is copied.
   let section: string | null = null;
   let sub = false;
-  // The current section's header, until a line of it is copied.
   let header: string | null = null;
   let same = true;
   for (const line of text.split('\n')) {
     if (/^\s*(?:[#;].*)?$/.test(line)) continue;
     const head = HEADER.exec(line);
     if (head) {
-      [section, sub, header] = [head[1]!.toLowerCase(), head[2] !== undefined, line];
+      sub = head[2] !== undefined;
+      [section, header] = [`${head[1]!.toLowerCase()}.${sub ? `${head[2]}.` : ''}`, line];
       continue;
     }
     const key = ENTRY.exec(line)?.[1]?.toLowerCase();
     if (!key || section === null) return null;
     // A plain line is one whole entry (no quote, escape or continuation): leaving it out takes nothing else with it.
-    if (!kept(section, sub, `${section}.${key}`)) {
+    if (!kept(sub, `${section}${key}`)) {
       same = false;
       continue;
     }

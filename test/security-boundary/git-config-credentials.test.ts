@@ -64,6 +64,8 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     git('config', 'sendemail.smtpPass', 'SECRET-SMTP-7');
     git('config', 'github.token', 'SECRET-GITHUB-8');
     git('config', 'hub.oauthtoken', 'SECRET-HUB-9');
+    // A key git needs outside a subsection only.
+    git('config', 'user.x.name', 'SECRET-SUBSECTION-25');
     git('remote', 'add', 'at', 'https://bot:p@ss-SECRET-AT-10@example.com/acme/api.git');
     // Tokens in a URL's query (GitLab's private_token, an access_token), and settings git needs or must not get.
     git('remote', 'add', 'query', 'https://example.com/acme/api.git?private_token=SECRET-QUERY-15');
@@ -120,7 +122,8 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     assert.doesNotMatch(found, /http\.proxy|merge\.ours/);
     notSeen(found, ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5',
       'SECRET-SUBMODULE-6', 'SECRET-SMTP-7', 'SECRET-GITHUB-8', 'SECRET-HUB-9', 'SECRET-AT-10', 'SECRET-INCLUDED-11',
-      'SECRET-LINKED-12', 'SECRET-WORKTREE-13', 'SECRET-TREE-MODULE-14', 'SECRET-QUERY-15', 'SECRET-QUERY-16']);
+      'SECRET-LINKED-12', 'SECRET-WORKTREE-13', 'SECRET-TREE-MODULE-14', 'SECRET-QUERY-15', 'SECRET-QUERY-16',
+      'SECRET-SUBSECTION-25']);
     // The checkout's own config is unchanged on the host.
     assert.match(readFileSync(join(repo.repo, '.git', 'config'), 'utf8'), /SECRET-HEADER-1/);
   });
@@ -169,15 +172,19 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
       }
     });
 
-  it('copies the kept lines of a plain config in svc, with no git run for it',
+  it('copies the kept lines of a plain config in svc, by the keys git names, with no git run for it',
     { skip: !mountable && 'needs unshare -m and a /etc/gitconfig to mount over' }, async () => {
       const plain = makeRepo({ providers: { reads: READS_CONFIG } });
       try {
-        // A cloud image's system config names a credential helper; a checkout's config a token, in plain lines.
+        // A cloud image's system config names a credential helper; a checkout's config a token, in plain lines, and
+        // Git LFS's filter (a key with a subsection), beside a key git needs only outside one.
         const system = join(plain.root, 'system');
         writeFileSync(system,
           '[credential "https://source.example"]\n\thelper = SECRET-HELPER-20\n[user]\n\tname = Host\n');
-        appendFileSync(join(plain.repo, '.git', 'config'), '[github]\n\ttoken = SECRET-PLAIN-21\n');
+        const config = join(plain.repo, '.git', 'config');
+        appendFileSync(config, '[github]\n\ttoken = SECRET-PLAIN-21\n[filter "lfs"]\n\tclean = git-lfs clean -- %f\n' +
+          '\tprocess = git-lfs filter-process\n\trequired = true\n[http "https://github.com/"]\n' +
+          '\textraheader = AUTHORIZATION: basic SECRET-HEADER-22\n[user "x"]\n\tname = SECRET-SUBSECTION-23\n');
         // A git on PATH that notes each run (where it can write: not inside the sandbox), then runs the real one.
         const real = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
         const log = join(plain.root, 'git.log');
@@ -188,8 +195,12 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
           system], { PATH: `${plain.bin}:${process.env.PATH}` });
         assert.match(found, /^user\.name=Host$/m);
         assert.match(found, /^remote\.origin\.url=\/.*\/acme\/api\.git$/m);
-        notSeen(found, ['SECRET-HELPER-20', 'SECRET-PLAIN-21']);
-        assert.doesNotMatch(readFileSync(log, 'utf8'), /--no-includes -z --list/);
+        for (const lfs of ['clean=git-lfs clean -- %f', 'process=git-lfs filter-process', 'required=true']) {
+          assert.ok(found.includes(`\nfilter.lfs.${lfs}\n`), `filter.lfs.${lfs} is kept:\n${found}`);
+        }
+        notSeen(found, ['SECRET-HELPER-20', 'SECRET-PLAIN-21', 'SECRET-HEADER-22', 'SECRET-SUBSECTION-23']);
+        const listed = [...readFileSync(log, 'utf8').matchAll(/ config --file (\S+) --no-includes -z --list$/gm)];
+        assert.deepEqual(listed.map((match) => match[1]), []);
         const io = readdirSync(join(plain.repo, '.svc', 'runs', run, 'io')).filter((name) => name.startsWith('git-'));
         assert.deepEqual(io.sort(), ['git-config-0', 'git-config-1']);
       } finally {
