@@ -98,9 +98,11 @@ function configWithoutCredentials(listing: string): string {
   return lines.length ? `${lines.join('\n')}\n` : '';
 }
 
-// A config line as plain as git writes it: a section header, or `key = value` with no quote, escape or comment.
-const HEADER = /^\s*\[([a-z0-9-]+)(?:\s+"([^"\\]*)")?\]\s*$/i;
-const ENTRY = /^\s*([a-z][a-z0-9-]*)\s*(?:=[^"\\;#]*)?$/i;
+// A config line as plain as git writes it: a section header, or `key = value` with no quote, escape or comment. Only
+// space and tab around it (and a CRLF's \r): git's whitespace, where \s would also take \f, \v or U+00A0, which git
+// refuses, so that a config svc calls plain is one git reads.
+const HEADER = /^[ \t]*\[([a-z0-9-]+)(?:[ \t]+"([^"\\]*)")?\][ \t]*\r?$/i;
+const ENTRY = /^[ \t]*([a-z][a-z0-9-]*)[ \t]*(?:=[^"\\;#]*)?\r?$/i;
 
 /** Config text of only plain lines, no URL with a user name or query: its lines of keys KEPT (`same` when that is all
  * of them, a config shown as it is), read in svc with no git run. Null for anything less plain, which git reads. */
@@ -114,7 +116,7 @@ function plainCopy(text: string): { text: string; same: boolean } | null {
   let header: string | null = null;
   let same = true;
   for (const line of text.split('\n')) {
-    if (/^\s*(?:[#;].*)?$/.test(line)) continue;
+    if (/^[ \t]*(?:[#;].*)?\r?$/.test(line)) continue;
     const head = HEADER.exec(line);
     if (head) {
       sub = head[2] !== undefined;

@@ -185,6 +185,9 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
         appendFileSync(config, '[github]\n\ttoken = SECRET-PLAIN-21\n[filter "lfs"]\n\tclean = git-lfs clean -- %f\n' +
           '\tprocess = git-lfs filter-process\n\trequired = true\n[http "https://github.com/"]\n' +
           '\textraheader = AUTHORIZATION: basic SECRET-HEADER-22\n[user "x"]\n\tname = SECRET-SUBSECTION-23\n');
+        // A config of plain lines but for git's whitespace (a form feed), which git refuses: shown empty.
+        const worktree = join(plain.repo, '.git', 'config.worktree');
+        writeFileSync(worktree, '[user]\n\fname = FORM-FEED-24\n');
         // A git on PATH that notes each run (where it can write: not inside the sandbox), then runs the real one.
         const real = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
         const log = join(plain.root, 'git.log');
@@ -198,11 +201,13 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
         for (const lfs of ['clean=git-lfs clean -- %f', 'process=git-lfs filter-process', 'required=true']) {
           assert.ok(found.includes(`\nfilter.lfs.${lfs}\n`), `filter.lfs.${lfs} is kept:\n${found}`);
         }
-        notSeen(found, ['SECRET-HELPER-20', 'SECRET-PLAIN-21', 'SECRET-HEADER-22', 'SECRET-SUBSECTION-23']);
+        notSeen(found, ['SECRET-HELPER-20', 'SECRET-PLAIN-21', 'SECRET-HEADER-22', 'SECRET-SUBSECTION-23',
+          'FORM-FEED-24']);
+        // git lists only the config it refuses.
         const listed = [...readFileSync(log, 'utf8').matchAll(/ config --file (\S+) --no-includes -z --list$/gm)];
-        assert.deepEqual(listed.map((match) => match[1]), []);
+        assert.deepEqual(listed.map((match) => match[1]), [worktree]);
         const io = readdirSync(join(plain.repo, '.svc', 'runs', run, 'io')).filter((name) => name.startsWith('git-'));
-        assert.deepEqual(io.sort(), ['git-config-0', 'git-config-1']);
+        assert.deepEqual(io.sort(), ['git-config-0', 'git-config-1', 'git-config-2']);
       } finally {
         plain.cleanup();
       }
