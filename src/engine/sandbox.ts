@@ -104,7 +104,7 @@ function configWithoutCredentials(listing: string): string {
 const HEADER = /^[ \t]*\[([a-z0-9-]+)(?:[ \t]+"([^"\\]*)")?\][ \t]*\r?$/i;
 const ENTRY = /^[ \t]*([a-z][a-z0-9-]*)[ \t]*(?:=[^"\\;#]*)?\r?$/i;
 
-/** Config text of only plain lines, no URL with a user name or query: its lines of keys KEPT (`same` when that is all
+/** Config text of only plain lines, no URL with a user name, query or fragment: its lines of keys KEPT (`same` when all
  * of them, a config shown as it is), read in svc with no git run. Null for anything less plain, which git reads. */
 function plainCopy(text: string): { text: string; same: boolean } | null {
   if (scrubbed(text) !== text) return null;
