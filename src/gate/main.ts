@@ -35,7 +35,9 @@ export function loadGatePolicy(path: string | null, models: readonly HostPattern
   };
   if (path === null) return { fallback: parse({}), repos: new Map() };
   const value = readGateFile(path);
-  if (!isJsonObject(value)) throw new GatePolicyError(path, 'must be {"allow": [...], "deny": [...], "repos": {...}}');
+  if (!isJsonObject(value)) {
+    throw new GatePolicyError(path, 'must be {"allow": [...], "deny": [...], "repos": {...}}', 'file');
+  }
   const repos = new Map<string, GatePolicy>();
   if (value.repos !== undefined) {
     if (!isJsonObject(value.repos)) {

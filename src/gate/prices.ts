@@ -131,7 +131,8 @@ export function loadPriceTable(file: string | undefined): PriceTable {
   if (file === undefined) return PRICES;
   const value = readGateFile(file);
   if (!isJsonObject(value) || !isJsonObject(value.models) || typeof value.date !== 'string') {
-    throw new GatePolicyError(file, 'must be {"date": "YYYY-MM-DD", "models": {"<model>": {"input", "output", …}}}');
+    throw new GatePolicyError(file, 'must be {"date": "YYYY-MM-DD", "models": {"<model>": {"input", "output", …}}}',
+      'file');
   }
   const models: Record<string, ModelPrice> = { ...PRICES.models };
   for (const [name, row] of Object.entries(value.models)) {
