@@ -112,7 +112,11 @@ export function openMemoryCgroup(bytes: number) {
   const { parent, version } = found;
   sweep(parent);
   const path = join(parent, `${PREFIX}${process.pid}-${randomBytes(6).toString('hex')}`);
-  if (!orNull(() => (mkdirSync(path), true))) return null;
+  try {
+    mkdirSync(path);
+  } catch {
+    return null;
+  }
   const remove = (): void => removeSoon(path, 40);
   const files = CGROUP_FILES[version];
   try {
