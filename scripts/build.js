@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, rmSync } from 'node:fs';
 
 rmSync('dist', { recursive: true, force: true });
-const tsc = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json'], { stdio: 'inherit' });
+const tsc = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json'],
+  { stdio: 'inherit' });
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 chmodSync('dist/cli.js', 0o755);

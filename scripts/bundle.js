@@ -1,5 +1,6 @@
 // `npm run bundle`: the one-folder install. Builds svc-<version>/ (dist, static, trimmed package.json, LICENSE,
-// README.md, docs, deploy scripts, bin/svc) plus svc-<version>.tar.gz and its .sha256. Needs `npm run build` first (the npm script does it).
+// README.md, docs, deploy scripts, bin/svc) plus svc-<version>.tar.gz and its .sha256. Needs `npm run build` first
+// (the npm script does it).
 // Usage: node scripts/bundle.js [--out DIR] [--with-node]   (default: the repository root)
 // Progress goes to stderr, one line a step (compressing the pinned Node takes 10-30 s); stdout keeps only the result.
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
@@ -40,7 +41,9 @@ function trimmedPackage(pkg) {
   // The checkout declares no engines (its devDependency `node` is the runtime, and npm would warn about the system
   // Node that only runs npm); a bundle runs on whatever Node it finds, so it says which (src/cli.ts checks too).
   out.engines = { node: '>=22.13' };
-  if (pkg.dependencies && Object.keys(pkg.dependencies).length) throw new Error('package.json has runtime dependencies; the bundle would need npm install');
+  if (pkg.dependencies && Object.keys(pkg.dependencies).length) {
+    throw new Error('package.json has runtime dependencies; the bundle would need npm install');
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 // npm run docs:settings: writes the README's settings tables between its marker comments, from the one registry of
 // variables (src/settings-registry.ts), the one table of what a repository or the operator sets in files
-// (src/engine/setting-authority.ts) and the Control Plane's config keys (src/control/config-schema.ts). test/unit/settings-registry.test.ts fails when the README differs from this.
+// (src/engine/setting-authority.ts) and the Control Plane's config keys (src/control/config-schema.ts).
+// test/unit/settings-registry.test.ts fails when the README differs from this.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { ALL_SETTINGS, type Setting, type SettingGroup } from '../src/settings-registry.ts';
 import { SETTING_RULES } from '../src/engine/setting-authority.ts';

@@ -140,7 +140,8 @@ request() {
     extra+=('header = "Content-Type: application/json"' "data-binary = $(config_quote "$body")")
   fi
   status=$(curl_config "$path" "${extra[@]}" "$@" |
-    curl --silent --show-error --connect-timeout 5 --max-time 60 --output "$out" --write-out '%{http_code}' --config -) || rc=$?
+    curl --silent --show-error --connect-timeout 5 --max-time 60 --output "$out" --write-out '%{http_code}' \
+      --config -) || rc=$?
   if [ "$rc" -ne 0 ]; then
     die "cannot reach the Control Plane at $BASE (curl exit $rc)"
   fi
@@ -247,7 +248,9 @@ main() {
       request POST /v1/import "{\"path\":$(json_string "$1")}"
       ;;
     start) cmd_start "$@" ;;
-    stop) [ $# -eq 1 ] || die_usage 'stop needs exactly one <source>/<run>'; run_path "$1"; request POST "$RUN_PATH/stop" '{}' ;;
+    stop)
+      [ $# -eq 1 ] || die_usage 'stop needs exactly one <source>/<run>'
+      run_path "$1"; request POST "$RUN_PATH/stop" '{}' ;;
     answer)
       [ $# -ge 2 ] || die_usage 'answer needs <source>/<run> and the answer text'
       run_path "$1"

@@ -45,11 +45,11 @@ if (files.length === 0) {
   process.exit(1);
 }
 
-const tsc = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.test.json'], { stdio: 'inherit' });
-if (tsc.status !== 0) process.exit(tsc.status ?? 1);
-// The UI is plain JS with // @ts-check and JSDoc: checkJs covers it without a build step.
-const tscUi = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.static.json'], { stdio: 'inherit' });
-if (tscUi.status !== 0) process.exit(tscUi.status ?? 1);
+// The UI is plain JS with // @ts-check and JSDoc (tsconfig.static.json): checkJs covers it without a build step.
+for (const project of ['tsconfig.test.json', 'tsconfig.static.json']) {
+  const tsc = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', project], { stdio: 'inherit' });
+  if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+}
 
 // The user's port is guarded when free (always, in CI). Either way the default-port fallback of every svc the tests
 // start with this environment goes to a second guard (SVC_CONTROL_PORT), and HOME is a folder made for this run.
@@ -65,7 +65,8 @@ delete env.SVC_CONTROL_TOKEN;
 
 const child = spawn(
   process.execPath,
-  ['--disable-warning=ExperimentalWarning', '--test', '--test-concurrency=2', '--test-timeout=120000', '--test-reporter=spec', ...files],
+  ['--disable-warning=ExperimentalWarning', '--test', '--test-concurrency=2', '--test-timeout=120000',
+    '--test-reporter=spec', ...files],
   { stdio: 'inherit', env },
 );
 const status = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));

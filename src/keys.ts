@@ -1,6 +1,6 @@
 // The Ed25519 key pair that signs Evidence Receipts: made on first use under ~/.svc/keys/ (0600), public part
 // shareable. Rotation keeps the public halves of earlier keys (keys/retired/) so the receipts they signed still verify.
-import { generateKeyPairSync, createPrivateKey, createPublicKey, createHash, type KeyObject } from 'node:crypto';
+import { generateKeyPairSync, createPrivateKey, createPublicKey, hash, type KeyObject } from 'node:crypto';
 import { mkdirSync, readFileSync, existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from './atomic-write.ts';
@@ -11,7 +11,7 @@ const PUBLIC_FILE = 'receipt-ed25519.pub.pem';
 /** kid = first 16 hex chars of sha256 over the SPKI DER, so it names the key, not the file. */
 export function keyIdOf(publicKey: KeyObject): string {
   const der = publicKey.export({ type: 'spki', format: 'der' });
-  return createHash('sha256').update(der).digest('hex').slice(0, 16);
+  return hash('sha256', der, 'hex').slice(0, 16);
 }
 
 function publicPem(publicKey: KeyObject): string {

@@ -14,11 +14,13 @@ const headers = {
 const run = {
   source: 'local', run: 'r01jd0000000000000000000000', repo: 'acme/api', group_id: 'r01jd0000000000000000000000',
   status: 'succeeded', verdict: 'verified', brief: 'Fix the flaky retry in the upload client (#1234)', origin: 'cli',
-  provider: 'claude', branch: 'svc/r01jd0000000000000000000000', pr_url: 'https://github.com/acme/api/pull/1234', question: null,
+  provider: 'claude', branch: 'svc/r01jd0000000000000000000000', pr_url: 'https://github.com/acme/api/pull/1234',
+  question: null,
   started_at: '2026-11-20T10:00:00.000Z', ended_at: '2026-11-20T10:20:00.000Z', updated_at: '2026-11-20T10:20:00.000Z',
   cost_usd: 1.23, tokens_in: 123456, tokens_out: 12345, exit_code: 0, error: null,
 };
-const page = Buffer.from(JSON.stringify({ items: Array.from({ length: 50 }, () => run), next_cursor: 'WzE3NjM2MzY0MDAwMDAsImxvY2FsIiwicjAxamQiXQ' }));
+const items = Array.from({ length: 50 }, () => run);
+const page = Buffer.from(JSON.stringify({ items, next_cursor: 'WzE3NjM2MzY0MDAwMDAsImxvY2FsIiwicjAxamQiXQ' }));
 const pageHeaders = { ...headers, 'content-length': String(page.length) };
 
 const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {

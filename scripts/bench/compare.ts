@@ -22,7 +22,9 @@ export interface Comparison {
   cpuUs?: { target: number; floor: number };
 }
 
-export function loadJob(ctx: BenchContext, url: string, request: LoadJob['request'], connections: number, expect = [200]): LoadJob {
+export function loadJob(
+  ctx: BenchContext, url: string, request: LoadJob['request'], connections: number, expect = [200],
+): LoadJob {
   return { url, connections, warmupMs: ctx.warmupMs, durationMs: ctx.durationMs, request, expect };
 }
 
@@ -31,7 +33,8 @@ export async function compareWithCeiling(ctx: BenchContext, target: LoadJob): Pr
   const results: LoadResult[] = [];
   // GETs are compared with the ceiling's tiny GET; a request with a body with the ceiling reading that same body.
   const sameBody = target.request.kind === 'trackerb' || target.request.kind === 'github';
-  const ceilingJob: LoadJob = { ...target, url: ctx.ceiling.url, request: sameBody ? target.request : { kind: 'get', path: '/health' }, expect: [200] };
+  const request = sameBody ? target.request : { kind: 'get', path: '/health' } as const;
+  const ceilingJob: LoadJob = { ...target, url: ctx.ceiling.url, request, expect: [200] };
   for (let i = 0; i < ctx.rounds; i++) {
     ceilings.push((await runLoadInWorker(ceilingJob)).rps);
     results.push(await runLoadInWorker(target));
@@ -40,8 +43,11 @@ export async function compareWithCeiling(ctx: BenchContext, target: LoadJob): Pr
   const ceilingRps = median(ceilings);
   // Report the round whose throughput is the median, so rps and its latencies come from one run.
   const middle = results.slice().sort((a, b) => a.rps - b.rps)[Math.floor(results.length / 2)] as LoadResult;
-  return { ceilingRps, target: middle, rps, ratio: ratio(rps, ceilingRps), p50Ms: median(results.map((r) => r.latencyMs.p50)), p99Ms: median(results.map((r) => r.latencyMs.p99)),
-    maxMs: Math.max(...results.map((r) => r.latencyMs.max)), ratios: results.map((r, i) => ratio(r.rps, ceilings[i]!)) };
+  return {
+    ceilingRps, target: middle, rps, ratio: ratio(rps, ceilingRps),
+    p50Ms: median(results.map((r) => r.latencyMs.p50)), p99Ms: median(results.map((r) => r.latencyMs.p99)),
+    maxMs: Math.max(...results.map((r) => r.latencyMs.max)), ratios: results.map((r, i) => ratio(r.rps, ceilings[i]!)),
+  };
 }
 
 /**
@@ -78,16 +84,22 @@ export async function compareWithFloor(
 /** One line for the log: what was measured and any non-2xx answers (a failing figure should explain itself). */
 export function describe(label: string, c: Comparison): string {
   const s = c.target;
-  const bad = s.unexpected ? ` unexpected=${s.unexpected} statuses=${JSON.stringify(s.statuses)} sample=${s.sample ?? ''}` : '';
-  return `${label}: ${Math.round(c.rps)} req/s vs ceiling ${Math.round(c.ceilingRps)} (${c.ratio.toFixed(2)}×) p50 ${s.latencyMs.p50.toFixed(2)} ms p99 ${s.latencyMs.p99.toFixed(2)} ms max ${c.maxMs.toFixed(1)} ms (${c.ratios.map((r) => r.toFixed(2)).join('/')})${bad}`;
+  const bad = s.unexpected
+    ? ` unexpected=${s.unexpected} statuses=${JSON.stringify(s.statuses)} sample=${s.sample ?? ''}` : '';
+  const { p50, p99 } = s.latencyMs;
+  const latency = `p50 ${p50.toFixed(2)} ms p99 ${p99.toFixed(2)} ms max ${c.maxMs.toFixed(1)} ms`;
+  return `${label}: ${Math.round(c.rps)} req/s vs ceiling ${Math.round(c.ceilingRps)} (${c.ratio.toFixed(2)}×) ` +
+    `${latency} (${c.ratios.map((r) => r.toFixed(2)).join('/')})${bad}`;
 }
 
 /** A table row for a comparison: value, p50/p99/max, ceiling, ratio, and every round's ratio in the notes. */
 export function comparisonRow(figure: string, c: Comparison, bar: string, pass: boolean | null, note = ''): Row {
-  const cpu = c.cpuUs ? `server CPU per request ${c.cpuUs.target.toFixed(0)} µs, floor ${c.cpuUs.floor.toFixed(0)} µs; ` : '';
+  const cpu = c.cpuUs
+    ? `server CPU per request ${c.cpuUs.target.toFixed(0)} µs, floor ${c.cpuUs.floor.toFixed(0)} µs; ` : '';
   const rounds = `${cpu}rounds (target/ceiling): ${c.ratios.map((r) => `${r.toFixed(3)}×`).join(', ')}`;
   return {
-    figure, value: c.rps, unit: 'req/s', p50Ms: c.p50Ms, p99Ms: c.p99Ms, maxMs: c.maxMs, ceiling: c.ceilingRps, ratio: c.ratio, bar,
+    figure, value: c.rps, unit: 'req/s', p50Ms: c.p50Ms, p99Ms: c.p99Ms, maxMs: c.maxMs, ceiling: c.ceilingRps,
+    ratio: c.ratio, bar,
     pass: pass === null ? null : c.target.unexpected === 0 && pass, note: note ? `${note}; ${rounds}` : rounds,
   };
 }

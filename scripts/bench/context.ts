@@ -35,7 +35,8 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
   const runs = runsArg ? Number(runsArg.slice('--runs='.length)) : quick ? 100_000 : 1_000_000;
   if (!Number.isInteger(runs) || runs < 1000) throw new Error(`--runs must be an integer >= 1000 (got "${runsArg}")`);
   const profileArg = argv.find((a) => a === '--profile' || a.startsWith('--profile='));
-  const profile = profileArg === undefined ? undefined : profileArg.includes('=') ? profileArg.slice('--profile='.length) : 'test-output/bench/profiles';
+  const profile = profileArg === undefined ? undefined
+    : profileArg.includes('=') ? profileArg.slice('--profile='.length) : 'test-output/bench/profiles';
   return { quick, only: onlyArg ? onlyArg.slice('--only='.length).split(',').filter(Boolean) : [], runs, profile };
 }
 

@@ -33,26 +33,31 @@ export async function fanIn(ctx: BenchContext, control: ServerProcess, dbPath: s
   const load = await loadWithCpu({
     url: control.url, connections: RUNNERS, warmupMs: ctx.warmupMs, durationMs: ctx.durationMs * ctx.rounds,
     intervalMs: TICK_MS, expect: [200], splitMs: EARLY_MS,
-    request: { kind: 'ingest', batch: (EVENTS_PER_RUN_SECOND * TICK_MS) / 1000, perSecond: EVENTS_PER_RUN_SECOND, source: 'fanin' },
+    request: {
+      kind: 'ingest', batch: (EVENTS_PER_RUN_SECOND * TICK_MS) / 1000, perSecond: EVENTS_PER_RUN_SECOND,
+      source: 'fanin',
+    },
   }, control.pid).catch(async (err: unknown) => {
     // The subscriber processes end only when told to: a failed load (a runner's `read ECONNRESET` on a machine at load
     // average 15) left them running and the bench waiting on them for ever.
     await session.finish(0, 0);
     throw err;
   });
-  // Server CPU per accepted event (all its work: ingest and the fan-out to the subscribers), and what one core makes of it.
+  // Server CPU per accepted event (all its work: ingest and the fan-out to the subscribers), and what one core makes
+  // of it.
   const cpuPerEvent = (load.cpuUsPerRequest * load.requests) / Math.max(1, load.unitsPerSecond * load.seconds);
   const stored = countEvents(dbPath) - before;
   const sse = await session.finish(stored, 5_000);
   const lost = stored * session.connected - sse.delivered;
-  const bad = load.unexpected ? ` unexpected=${load.unexpected} ${JSON.stringify(load.statuses)} ${load.sample ?? ''}` : '';
+  const bad = load.unexpected
+    ? ` unexpected=${load.unexpected} ${JSON.stringify(load.statuses)} ${load.sample ?? ''}` : '';
   ctx.log(`fan-in: ${Math.round(load.unitsPerSecond)} events/s, ingest p99 ${load.latencyMs.p99.toFixed(1)} ms; SSE ` +
     `${sse.delivered}/${stored * session.connected} delivered, lag p99 ${sse.p99.toFixed(1)} ms${bad}`);
   const { before: first, after: later } = load.split!;
   const early = `${first.p99.toFixed(1)} ms for those sent in the first ${EARLY_MS / 1000} s, ` +
     `${later.p99.toFixed(1)} ms after`;
-  const label = `${prefix}${RUNNERS} runners → one Control Plane (${RUNNERS * EVENTS_PER_RUN_SECOND} events/s offered), ` +
-    `${SUBSCRIBERS} SSE subscribers`;
+  const label = `${prefix}${RUNNERS} runners → one Control Plane ` +
+    `(${RUNNERS * EVENTS_PER_RUN_SECOND} events/s offered), ${SUBSCRIBERS} SSE subscribers`;
   return [
     {
       figure: `${label}: events accepted`, value: load.unitsPerSecond, unit: 'events/s', p50Ms: load.latencyMs.p50,

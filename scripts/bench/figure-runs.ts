@@ -15,7 +15,8 @@ const GET_CONNECTIONS = 32;
 const MAX_TIME_MS = 8_640_000_000_000_000;
 /** The smaller DB the list is also measured on. */
 const SMALL_RUNS = 200_000;
-/** Every request `limit=50&until=<8.64e15 − n>`: the same newest page under a new filter, so every request makes a page. */
+/** Every request `limit=50&until=<8.64e15 − n>`: the same newest page under a new filter, so every request makes a
+ * page. */
 const UNIQUE_PAGE = { kind: 'get-unique', path: '/v1/runs?limit=50&until=@@N@@', base: MAX_TIME_MS } as const;
 // Against hello-world node:http: an info row since DESIGN §7 measures the list against its own floor (below).
 const LIST_BAR = 'info: vs plain node:http (was ≥ 0.25× ceiling, p99 < 15 ms)';
@@ -63,8 +64,8 @@ async function controlOver(ctx: BenchContext, rows: number): Promise<ServerProce
 async function helloWorldRow(ctx: BenchContext, url: string, rows: number): Promise<Row> {
   const c = await compareWithCeiling(ctx, loadJob(ctx, url, UNIQUE_PAGE, GET_CONNECTIONS));
   ctx.log(describe(`GET /v1/runs?limit=50 new pages (${rows} runs)`, c));
-  return comparisonRow(`GET /v1/runs?limit=50 (${rows.toLocaleString('en-US')} runs), a new page every request`, c, LIST_BAR,
-    null);
+  const label = `GET /v1/runs?limit=50 (${rows.toLocaleString('en-US')} runs), a new page every request`;
+  return comparisonRow(label, c, LIST_BAR, null);
 }
 
 export async function measureRunsFigures(ctx: BenchContext): Promise<Row[]> {
@@ -80,7 +81,8 @@ export async function measureRunsFigures(ctx: BenchContext): Promise<Row[]> {
   const control = await controlOver(ctx, ctx.options.runs);
   const size = ctx.options.runs.toLocaleString('en-US');
   try {
-    const health = await compareWithCeiling(ctx, loadJob(ctx, control.url, { kind: 'get', path: '/health' }, GET_CONNECTIONS));
+    const health = await compareWithCeiling(ctx, loadJob(ctx, control.url, { kind: 'get', path: '/health' },
+      GET_CONNECTIONS));
     ctx.log(describe('GET /health', health));
     // DESIGN §7: a ratio to hello-world node:http shows framework overhead, not the work: an info row.
     rows.unshift(comparisonRow('GET /health', health, 'info: vs plain node:http', null));
@@ -90,30 +92,37 @@ export async function measureRunsFigures(ctx: BenchContext): Promise<Row[]> {
     rows.push(await floorRow(ctx, control.url, control.pid, ctx.options.runs));
     rows.push(await helloWorldRow(ctx, control.url, ctx.options.runs));
 
-    const plainPage = await compareWithCeiling(ctx, loadJob(ctx, ctx.ceiling.url, { kind: 'get', path: '/page' }, GET_CONNECTIONS));
+    const plainPage = await compareWithCeiling(ctx, loadJob(ctx, ctx.ceiling.url, { kind: 'get', path: '/page' },
+      GET_CONNECTIONS));
     ctx.log(describe('plain node:http, fixed 50-run page', plainPage));
-    rows.push(comparisonRow('plain node:http, fixed 50-run page body (~28 KB)', plainPage, 'info: what the payload alone costs', null));
+    rows.push(comparisonRow('plain node:http, fixed 50-run page body (~28 KB)', plainPage,
+      'info: what the payload alone costs', null));
 
     // The filtered and deep-cursor paths, a new page every request too (a new `until` above every run).
-    const filteredJob = { kind: 'get-unique', path: '/v1/runs?repo=acme%2Fapi&verdict=verified&limit=50&until=@@N@@', base: MAX_TIME_MS } as const;
+    const filteredPath = '/v1/runs?repo=acme%2Fapi&verdict=verified&limit=50&until=@@N@@';
+    const filteredJob = { kind: 'get-unique', path: filteredPath, base: MAX_TIME_MS } as const;
     const filtered = await compareWithCeiling(ctx, loadJob(ctx, control.url, filteredJob, GET_CONNECTIONS));
     ctx.log(describe('GET /v1/runs?repo&verdict new pages', filtered));
-    rows.push(comparisonRow('GET /v1/runs?repo=…&verdict=verified&limit=50, a new page every request', filtered, LIST_BAR,
-      null));
+    rows.push(comparisonRow('GET /v1/runs?repo=…&verdict=verified&limit=50, a new page every request', filtered,
+      LIST_BAR, null));
 
     const depth = Math.min(50_000, Math.floor(ctx.options.runs / 2));
     const cursor = await deepCursor(control.url, depth);
     if (cursor) {
-      const deepJob = { kind: 'get-unique', path: `/v1/runs?limit=50&cursor=${encodeURIComponent(cursor)}&until=@@N@@`, base: MAX_TIME_MS } as const;
+      const deepPath = `/v1/runs?limit=50&cursor=${encodeURIComponent(cursor)}&until=@@N@@`;
+      const deepJob = { kind: 'get-unique', path: deepPath, base: MAX_TIME_MS } as const;
       const deep = await compareWithCeiling(ctx, loadJob(ctx, control.url, deepJob, GET_CONNECTIONS));
       ctx.log(describe(`GET /v1/runs cursor at ${depth} new pages`, deep));
-      rows.push(comparisonRow(`GET /v1/runs?limit=50&cursor=… (${depth.toLocaleString('en-US')} deep), a new page every request`, deep,
-        LIST_BAR, null));
+      const label = `GET /v1/runs?limit=50&cursor=… (${depth.toLocaleString('en-US')} deep), a new page every request`;
+      rows.push(comparisonRow(label, deep, LIST_BAR, null));
     }
 
     const rss = rssMb(control.pid);
     ctx.log(`Control Plane RSS after the runs load: ${rss.toFixed(1)} MB`);
-    rows.push({ figure: `RSS serving ${size} runs (after the load)`, value: rss, unit: 'MB', bar: '< 150 MB', pass: meetsBar(rss, { kind: 'max', value: 150 }) });
+    rows.push({
+      figure: `RSS serving ${size} runs (after the load)`, value: rss, unit: 'MB', bar: '< 150 MB',
+      pass: meetsBar(rss, { kind: 'max', value: 150 }),
+    });
   } finally {
     await control.stop();
   }

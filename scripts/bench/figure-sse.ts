@@ -31,12 +31,19 @@ async function publish(url: string, seconds: number): Promise<number> {
         const events = [];
         for (; seq < due; ) {
           seq += 1;
-          events.push({ run, seq, ts, kind: 'log', data: { stream: 'stdout', text: `sse bench ${seq}`, bench_t: epochMs() } });
+          const data = { stream: 'stdout', text: `sse bench ${seq}`, bench_t: epochMs() };
+          events.push({ run, seq, ts, kind: 'log', data });
         }
-        const runJson = { run, repo: 'bench/sse', group_id: run, status: 'running', started_at: ts, updated_at: ts, brief: 'sse bench' };
+        const runJson = {
+          run, repo: 'bench/sse', group_id: run, status: 'running', started_at: ts, updated_at: ts, brief: 'sse bench',
+        };
         const body = JSON.stringify({ source: 'bench', runs: [runJson], events, artifacts: [] });
-        const answer = await conn.request(encodeRequest(target.host, { method: 'POST', path: '/v1/ingest', headers: { 'content-type': 'application/json' }, body }));
-        if (answer.status !== 200) throw new Error(`ingest answered ${answer.status}: ${answer.body.toString().slice(0, 300)}`);
+        const headers = { 'content-type': 'application/json' };
+        const request = encodeRequest(target.host, { method: 'POST', path: '/v1/ingest', headers, body });
+        const answer = await conn.request(request);
+        if (answer.status !== 200) {
+          throw new Error(`ingest answered ${answer.status}: ${answer.body.toString().slice(0, 300)}`);
+        }
       }
       const next = start + (Math.floor(seq / perTick) + 1) * TICK_MS - performance.now();
       if (next > 0) await new Promise((r) => setTimeout(r, next));
@@ -54,17 +61,20 @@ export async function measureSse(ctx: BenchContext): Promise<Row[]> {
   try {
     const processes = Math.ceil(subscribers / SUBSCRIBERS_PER_PROCESS);
     const session = await openSseInWorkers({ url: control.url, path: '/v1/stream', subscribers }, processes);
-    ctx.log(`SSE: ${session.connected} subscribers connected over ${processes} processes (${session.failed} failed); publishing ${RATE} events/s for ${seconds} s`);
+    ctx.log(`SSE: ${session.connected} subscribers connected over ${processes} processes (${session.failed} ` +
+      `failed); publishing ${RATE} events/s for ${seconds} s`);
     const published = await publish(control.url, seconds);
     const expected = published * session.connected;
     const result = await session.finish(published, 5_000);
     const lost = expected - result.delivered;
-    ctx.log(`SSE: delivered ${result.delivered}/${expected} p50 ${result.p50.toFixed(1)} ms p99 ${result.p99.toFixed(1)} ms max ${result.max.toFixed(0)} ms`);
+    ctx.log(`SSE: delivered ${result.delivered}/${expected} p50 ${result.p50.toFixed(1)} ms ` +
+      `p99 ${result.p99.toFixed(1)} ms max ${result.max.toFixed(0)} ms`);
     return [{
       figure: `SSE /v1/stream, ${subscribers} subscribers at ${RATE} events/s`, value: result.p99, unit: 'ms p99',
       p50Ms: result.p50, p99Ms: result.p99, bar: 'delivery p99 < 100 ms',
       pass: session.failed === 0 && lost === 0 && meetsBar(result.p99, { kind: 'max', value: 100 }),
-      note: `${published} events × ${session.connected} subscribers (in ${processes} processes): ${result.delivered} delivered (${lost} missing within 5 s), max ${result.max.toFixed(0)} ms`,
+      note: `${published} events × ${session.connected} subscribers (in ${processes} processes): ` +
+        `${result.delivered} delivered (${lost} missing within 5 s), max ${result.max.toFixed(0)} ms`,
     }];
   } finally {
     await control.stop();

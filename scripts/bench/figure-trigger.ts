@@ -29,15 +29,21 @@ async function seedRunningJobs(url: string, token: string): Promise<void> {
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   const ids: string[] = [];
   for (let i = 0; i < RUNNING; i++) {
-    const res = await fetch(`${url}/jobs`, { method: 'POST', headers, body: JSON.stringify({ brief: `Long-running bench job ${i}` }) });
+    const job = JSON.stringify({ brief: `Long-running bench job ${i}` });
+    const res = await fetch(`${url}/jobs`, { method: 'POST', headers, body: job });
     const body = (await res.json()) as { job_id?: string };
-    if (res.status !== 202 || !body.job_id) throw new Error(`POST /jobs answered ${res.status}: ${JSON.stringify(body)}`);
+    if (res.status !== 202 || !body.job_id) {
+      throw new Error(`POST /jobs answered ${res.status}: ${JSON.stringify(body)}`);
+    }
     ids.push(body.job_id);
   }
   const deadline = Date.now() + 20_000;
   for (;;) {
     const statuses = await Promise.all(
-      ids.map(async (id) => ((await (await fetch(`${url}/jobs/${id}`, { headers })).json()) as { status?: string }).status),
+      ids.map(async (id) => {
+        const answer = await fetch(`${url}/jobs/${id}`, { headers });
+        return ((await answer.json()) as { status?: string }).status;
+      }),
     );
     if (statuses.every((s) => s === 'running')) return;
     if (Date.now() > deadline) throw new Error(`seed jobs never reached "running" (${statuses.join(', ')})`);
@@ -94,7 +100,8 @@ export async function startBenchTrigger(ctx: BenchContext, cli?: string, name = 
     // bench measures acceptance, not 429s.
     SVC_TRIGGER_QUEUE_MAX: '1000000',
   };
-  const server = await startTrigger(['--port', '0', '--repo', repo, '--db', join(ctx.tmp, `${name}.db`), '--concurrency', String(RUNNING)], env, cli);
+  const args = ['--port', '0', '--repo', repo, '--db', join(ctx.tmp, `${name}.db`), '--concurrency', String(RUNNING)];
+  const server = await startTrigger(args, env, cli);
   try {
     await seedRunningJobs(server.url, token);
   } catch (err) {
@@ -144,7 +151,8 @@ export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
       try {
         const c = await compareWithFloor(ctx, loadJob(ctx, server.url, job, CONNECTIONS, [202]), floor.url);
         ctx.log(describe(`${label} vs its floor (verify + parse + one transaction per delivery)`, c));
-        rows.push(comparisonRow(`signed webhook (${label}) accepted + queued, vs its floor`, c, FLOOR_BAR, floorPasses(c),
+        rows.push(comparisonRow(`signed webhook (${label}) accepted + queued, vs its floor`, c, FLOOR_BAR,
+          floorPasses(c),
           `${CONNECTIONS} connections, ${note}, each unique; the ceiling column is the floor's req/s`));
       } finally {
         await floor.stop();
@@ -172,10 +180,12 @@ export async function measureTrigger(ctx: BenchContext): Promise<Row[]> {
   rows.push(
     comparisonRow(`signed webhook (POST /webhook, GitHub issues) accepted + queued, ${RUNNING} jobs running`, github,
       `info: vs plain node:http (${bar})`, null,
-      `${CONNECTIONS} connections, ~2.5 KB GitHub \`issues\` \`labeled\` bodies, each unique (issue number, X-GitHub-Delivery); the ceiling reads the same bodies`),
+      `${CONNECTIONS} connections, ~2.5 KB GitHub \`issues\` \`labeled\` bodies, each unique (issue number, ` +
+        'X-GitHub-Delivery); the ceiling reads the same bodies'),
     comparisonRow(`signed webhook (POST /trackerb) accepted + queued, ${RUNNING} jobs running`, trackerb,
       `info: vs plain node:http (${bar})`, null,
-      `${CONNECTIONS} connections, ~9 KB Jira-style bodies, each unique (new issue key and delivery id); the ceiling reads the same bodies`),
+      `${CONNECTIONS} connections, ~9 KB Jira-style bodies, each unique (new issue key and delivery id); ` +
+        'the ceiling reads the same bodies'),
   );
   return rows;
 }

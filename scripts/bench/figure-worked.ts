@@ -22,39 +22,47 @@ export async function measureWorkedIn(ctx: BenchContext): Promise<Row[]> {
   const runs = ctx.options.quick ? 20_000 : 200_000;
   const dbPath = join(ctx.tmp, 'worked.db');
   const control = await startControl(dbPath, ctx.env);
-  const worked = `worked-in (${runs.toLocaleString('en-US')} runs and the fan-in ingested over HTTP, then list traffic)`;
+  const worked =
+    `worked-in (${runs.toLocaleString('en-US')} runs and the fan-in ingested over HTTP, then list traffic)`;
   try {
     // 1. Ingest first: `runs` finished runs, 500 per request, then 100 runners shipping live events.
     const ingest = await runLoadInWorker({
       url: control.url, connections: 4, warmupMs: 0, durationMs: 600_000, maxRequests: runs / BATCH,
       request: { kind: 'ingest-runs', batch: BATCH, source: 'worked' }, expect: [200],
     });
-    if (ingest.unexpected) throw new Error(`ingesting runs answered ${JSON.stringify(ingest.statuses)}: ${ingest.sample ?? ''}`);
+    if (ingest.unexpected) {
+      throw new Error(`ingesting runs answered ${JSON.stringify(ingest.statuses)}: ${ingest.sample ?? ''}`);
+    }
     const rows = await fanIn(ctx, control, dbPath, `${worked}: `);
     // 2. List traffic: new pages, then a big one, as a UI and its pollers would.
     const unique = { kind: 'get-unique', path: '/v1/runs?limit=50&until=@@N@@', base: MAX_TIME_MS } as const;
     await runLoadInWorker({ ...loadJob(ctx, control.url, unique, GET_CONNECTIONS), durationMs: 4000 });
-    await runLoadInWorker({ ...loadJob(ctx, control.url, { kind: 'get', path: '/v1/runs?limit=500' }, GET_CONNECTIONS), durationMs: 2000 });
+    const page500 = loadJob(ctx, control.url, { kind: 'get', path: '/v1/runs?limit=500' }, GET_CONNECTIONS);
+    await runLoadInWorker({ ...page500, durationMs: 2000 });
 
     // 3. Measure on the worked-in process; the floor reads the same DB file.
     const floor = await startServer([FLOOR_SERVER, dbPath], ctx.env);
     try {
-      const list = await compareWithFloor(ctx, loadJob(ctx, control.url, { ...unique, base: MAX_TIME_MS - 1e12 }, GET_CONNECTIONS), floor.url,
+      const job = loadJob(ctx, control.url, { ...unique, base: MAX_TIME_MS - 1e12 }, GET_CONNECTIONS);
+      const list = await compareWithFloor(ctx, job, floor.url,
         { target: control.pid, floor: floor.pid });
       ctx.log(describe('worked-in GET /v1/runs vs its floor', list));
       rows.push(comparisonRow(`${worked}: GET /v1/runs?limit=50 vs SELECT + JSON.stringify in bare node:http`, list,
-        '≥ 0.80× its floor, p99 ≤ 15 ms', meetsBar(list.ratio, { kind: 'min', value: 0.8 }) && meetsBar(list.p99Ms, { kind: 'max', value: 15 }),
+        '≥ 0.80× its floor, p99 ≤ 15 ms',
+        meetsBar(list.ratio, { kind: 'min', value: 0.8 }) && meetsBar(list.p99Ms, { kind: 'max', value: 15 }),
         'the ceiling column is the floor\'s req/s'));
     } finally {
       await floor.stop();
     }
-    const health = await compareWithCeiling(ctx, loadJob(ctx, control.url, { kind: 'get', path: '/health' }, GET_CONNECTIONS));
+    const health = await compareWithCeiling(ctx, loadJob(ctx, control.url, { kind: 'get', path: '/health' },
+      GET_CONNECTIONS));
     ctx.log(describe('worked-in GET /health', health));
     rows.push(comparisonRow(`${worked}: GET /health`, health, 'info: vs plain node:http', null));
     const rss = rssMb(control.pid);
     ctx.log(`worked-in RSS: ${rss.toFixed(1)} MB`);
     rows.push({
-      figure: `${worked}: RSS after`, value: rss, unit: 'MB', bar: '≤ 150 MB', pass: meetsBar(rss, { kind: 'max', value: 150 }),
+      figure: `${worked}: RSS after`, value: rss, unit: 'MB', bar: '≤ 150 MB',
+      pass: meetsBar(rss, { kind: 'max', value: 150 }),
       note: `runs ingested at ${Math.round(ingest.unitsPerSecond).toLocaleString('en-US')} runs/s`,
     });
     return rows;

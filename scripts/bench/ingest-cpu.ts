@@ -78,10 +78,12 @@ async function measure(root: string, batches: number, worked: number): Promise<{
     const ts = new Date().toISOString();
     const sent = performance.timeOrigin + performance.now();
     const events = Array.from({ length: EVENTS }, (_, i) => ({
-      run, seq: first + i + 1, ts, kind: 'log', data: { stream: 'stdout', text: `${text} #${first + i + 1}`, bench_t: sent },
+      run, seq: first + i + 1, ts, kind: 'log',
+      data: { stream: 'stdout', text: `${text} #${first + i + 1}`, bench_t: sent },
     }));
     const runJson = {
-      run, repo: 'bench/ingest', group_id: run, status: 'running', verdict: null, brief: 'ingest bench', origin: 'bench',
+      run, repo: 'bench/ingest', group_id: run, status: 'running', verdict: null, brief: 'ingest bench',
+      origin: 'bench',
       provider: 'command', branch: `svc/${run}`, pr_url: null, question: null, started_at: ts, ended_at: null,
       updated_at: ts, cost_usd: null, tokens_in: null, tokens_out: null, exit_code: null, error: null,
       run_key: 'bench-run-key-0123456789abcdefghijklmnopqrstuv',

@@ -72,7 +72,8 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
     premadeBytes += bytes.length;
   }
   let taken = 0;
-  const connections = await Promise.all(Array.from({ length: job.connections }, () => openConnection(target.hostname, port)));
+  const connections = await Promise.all(
+    Array.from({ length: job.connections }, () => openConnection(target.hostname, port)));
   const latencies: number[] = [];
   /** Each measured request's send time from the window's start, for `splitMs`. */
   const sent: number[] = [];

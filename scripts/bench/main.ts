@@ -64,7 +64,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         failures += 1;
         const message = err instanceof Error ? err.message : String(err);
         log(`${figure.name} could not be measured: ${message}`);
-        rows.push({ figure: figure.name, value: Number.NaN, unit: '', bar: 'measured', pass: false, note: `not measured: ${message.slice(0, 300)}` });
+        const note = `not measured: ${message.slice(0, 300)}`;
+        rows.push({ figure: figure.name, value: Number.NaN, unit: '', bar: 'measured', pass: false, note });
       }
     }
   } finally {

@@ -94,7 +94,8 @@ try {
       b.rps.push(result.rps);
     }
   }
-  process.stdout.write('| build | CPU per delivery, process (median, min) | event loop (median, min) | req/s (median) |\n');
+  process.stdout.write(
+    '| build | CPU per delivery, process (median, min) | event loop (median, min) | req/s (median) |\n');
   process.stdout.write('|---|---:|---:|---:|\n');
   const f = (xs: number[]): string => `${median(xs).toFixed(1)}, ${Math.min(...xs).toFixed(1)} µs`;
   for (const b of builds) {

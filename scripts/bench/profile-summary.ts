@@ -19,7 +19,8 @@ const top = Number(topArg ?? 25);
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const parent = new Map<number, number>();
 for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-const label = (n: Node): string => `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/^.*\/(src|node:)/, '$1')}:${n.callFrame.lineNumber + 1}`;
+const label = (n: Node): string => `${n.callFrame.functionName || '(anonymous)'} ` +
+  `${n.callFrame.url.replace(/^.*\/(src|node:)/, '$1')}:${n.callFrame.lineNumber + 1}`;
 const self = new Map<string, number>();
 const inclusive = new Map<string, number>();
 let total = 0;

@@ -1,7 +1,8 @@
 // A minimal keep-alive HTTP/1.1 client over one net.Socket: one request in flight, responses framed by
 // Content-Length or chunked encoding; a server that closes after each answer (HTTP/1.0 or `Connection: close`, as
-// the Python peer does) gets a new connection for the next request, its connect counted in that request's time. It exists because http.Agent tops out below a plain node:http server on
-// this machine (measured ~47k vs ~66k req/s), which would hide any gap between the ceiling and our servers.
+// the Python peer does) gets a new connection for the next request, its connect counted in that request's time. It
+// exists because http.Agent tops out below a plain node:http server on this machine (measured ~47k vs ~66k req/s),
+// which would hide any gap between the ceiling and our servers.
 import { connect, type Socket } from 'node:net';
 
 export interface RequestSpec {

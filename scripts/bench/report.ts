@@ -30,18 +30,22 @@ export function renderMarkdown(rows: readonly Row[], meta: Record<string, string
   ];
   for (const r of rows) {
     const max = r.maxMs === undefined ? '' : ` / ${formatNumber(r.maxMs)}`;
-    const latency = r.p99Ms === undefined ? '' : `${formatNumber(r.p50Ms ?? Number.NaN)} / ${formatNumber(r.p99Ms)}${max} ms`;
+    const latency = r.p99Ms === undefined
+      ? '' : `${formatNumber(r.p50Ms ?? Number.NaN)} / ${formatNumber(r.p99Ms)}${max} ms`;
     const ceiling = r.ceiling === undefined ? '' : `${formatNumber(r.ceiling)} req/s`;
     const ratio = r.ratio === undefined ? '' : `${formatNumber(r.ratio)}×`;
     const result = r.pass === null ? 'info' : r.pass ? 'pass' : '**FAIL**';
-    lines.push(`| ${cell(r.figure)} | ${formatNumber(r.value, r.unit)} | ${latency} | ${ceiling} | ${ratio} | ${cell(r.bar)} | ${result} |`);
+    const value = formatNumber(r.value, r.unit);
+    lines.push(`| ${cell(r.figure)} | ${value} | ${latency} | ${ceiling} | ${ratio} | ${cell(r.bar)} | ${result} |`);
   }
   const notes = rows.filter((r) => r.note).map((r) => `- ${r.figure}: ${r.note}`);
   const context = Object.entries(meta).map(([k, v]) => `${k}: ${v}`).join(' · ');
   return [lines.join('\n'), '', context, ...(notes.length ? ['', ...notes] : []), ''].join('\n');
 }
 
-export function writeResults(dir: string, rows: readonly Row[], meta: Record<string, string>): { markdown: string; files: string[] } {
+export function writeResults(
+  dir: string, rows: readonly Row[], meta: Record<string, string>,
+): { markdown: string; files: string[] } {
   mkdirSync(dir, { recursive: true });
   const markdown = renderMarkdown(rows, meta);
   const md = join(dir, 'results.md');

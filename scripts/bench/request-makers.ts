@@ -6,9 +6,11 @@ import { epochMs } from './sse-subscribers.ts';
 
 export type RequestKind =
   | { kind: 'get'; path: string; headers?: Record<string, string> }
-  /** A GET whose path differs on every request: `@@N@@` becomes base − n (n = 1, 2, …), e.g. to defeat a response cache. */
+  /** A GET whose path differs on every request: `@@N@@` becomes base − n (n = 1, 2, …), e.g. to defeat a response
+   * cache. */
   | { kind: 'get-unique'; path: string; base: number }
-  /** `perSecond`: each connection's batch is the events its run wrote since its last one (at 500 at most), as a shipper. */
+  /** `perSecond`: each connection's batch is the events its run wrote since its last one (at 500 at most), as a
+   * shipper. */
   | { kind: 'ingest'; batch: number; source: string; token?: string; perSecond?: number }
   | { kind: 'jobs'; token: string }
   | { kind: 'trackerb'; secret: string; template: unknown }
@@ -56,17 +58,20 @@ function ingestMaker(fixed: number, source: string, token: string | undefined, p
     const sent = epochMs();
     const events = [];
     for (let i = 0; i < batch; i++) {
-      events.push({ run, seq: first + i + 1, ts, kind: 'log', data: { stream: 'stdout', text: `${text} #${first + i + 1}`, bench_t: sent } });
+      const data = { stream: 'stdout', text: `${text} #${first + i + 1}`, bench_t: sent };
+      events.push({ run, seq: first + i + 1, ts, kind: 'log', data });
     }
     const runJson = {
-      run, repo: 'bench/ingest', group_id: run, status: 'running', verdict: null, brief: 'ingest bench', origin: 'bench',
-      provider: 'command', branch: `svc/${run}`, pr_url: null, question: null, started_at: ts, ended_at: null, updated_at: ts,
+      run, repo: 'bench/ingest', group_id: run, status: 'running', verdict: null, brief: 'ingest bench',
+      origin: 'bench', provider: 'command', branch: `svc/${run}`, pr_url: null, question: null, started_at: ts,
+      ended_at: null, updated_at: ts,
       cost_usd: null, tokens_in: null, tokens_out: null, exit_code: null, error: null,
       // As the shipper sends it: the Control Plane checks the run's key on every batch (docs/control-data.md).
       run_key: BENCH_RUN_KEY,
     };
     const body = JSON.stringify({ source, runs: [runJson], events, artifacts: [] });
-    return { spec: { method: 'POST', path: '/v1/ingest', headers: { ...JSON_HEADERS, ...bearer(token) }, body }, units: batch };
+    const headers = { ...JSON_HEADERS, ...bearer(token) };
+    return { spec: { method: 'POST', path: '/v1/ingest', headers, body }, units: batch };
   };
 }
 
@@ -76,7 +81,8 @@ function jobsMaker(token: string): RequestMaker {
   return () => {
     n += 1;
     const body = JSON.stringify({ brief: `Bench job ${stamp}-${n}: fix the flaky retry in the upload client` });
-    return { spec: { method: 'POST', path: '/jobs', headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` }, body }, units: 1 };
+    const headers = { ...JSON_HEADERS, authorization: `Bearer ${token}` };
+    return { spec: { method: 'POST', path: '/jobs', headers, body }, units: 1 };
   };
 }
 
@@ -85,7 +91,8 @@ function trackerbMaker(secret: string, template: unknown): RequestMaker {
   let n = 0;
   const stamp = Date.now().toString(36);
   // Serialise once with placeholders and splice per request: the generator must stay cheaper than the server.
-  const payload = JSON.parse(JSON.stringify(template)) as { timestamp?: unknown; issue?: { id?: string; key?: string } };
+  const payload = JSON.parse(JSON.stringify(template)) as
+    { timestamp?: unknown; issue?: { id?: string; key?: string } };
   payload.timestamp = '@@TS@@';
   if (payload.issue) {
     payload.issue.key = 'BENCH-@@N@@';
@@ -94,7 +101,9 @@ function trackerbMaker(secret: string, template: unknown): RequestMaker {
   const parts = JSON.stringify(payload).split(/("@@TS@@"|@@N@@|@@ID@@)/);
   return () => {
     n += 1;
-    const values: Record<string, string> = { '"@@TS@@"': String(Date.now()), '@@N@@': String(n), '@@ID@@': `${stamp}${n}` };
+    const values: Record<string, string> = {
+      '"@@TS@@"': String(Date.now()), '@@N@@': String(n), '@@ID@@': `${stamp}${n}`,
+    };
     const body = parts.map((p) => values[p] ?? p).join('');
     const signature = createHmac('sha256', secret).update(body).digest('hex');
     const headers = {
@@ -116,7 +125,9 @@ function githubMaker(secret: string, template: unknown): RequestMaker {
     n += 1;
     // id and node_id carry this maker's start time, so bodies and issues stay unique across rounds (each round makes a
     // new maker): svc dedupes the label an issue was opened with by the issue's own id, as GitHub's ids are global.
-    const values: Record<string, string> = { '"@@N@@"': String(n), '@@N@@': String(n), '"@@ID@@"': String(idBase + n), '@@NODE@@': `I_kw${stamp}${n}` };
+    const values: Record<string, string> = {
+      '"@@N@@"': String(n), '@@N@@': String(n), '"@@ID@@"': String(idBase + n), '@@NODE@@': `I_kw${stamp}${n}`,
+    };
     const body = parts.map((p) => values[p] ?? p).join('');
     const signature = createHmac('sha256', secret).update(body).digest('hex');
     const headers = {
@@ -141,13 +152,15 @@ function ingestRunsMaker(batch: number, source: string): RequestMaker {
       const ended = new Date(base + n * 1000 + 600_000).toISOString();
       const run = `rworked${String(n).padStart(10, '0')}`;
       runs.push({
-        run, repo: `acme/r${n % 30}`, group_id: run, status: n % 5 ? 'succeeded' : 'failed', verdict: n % 5 ? 'verified' : 'not_verified',
-        brief: `Fix the flaky retry in the upload client (#${n})`, origin: 'cli', provider: 'claude', branch: `svc/${run}`,
-        pr_url: null, question: null, started_at: started, ended_at: ended, updated_at: ended, cost_usd: (n % 400) / 100,
+        run, repo: `acme/r${n % 30}`, group_id: run, status: n % 5 ? 'succeeded' : 'failed',
+        verdict: n % 5 ? 'verified' : 'not_verified', brief: `Fix the flaky retry in the upload client (#${n})`,
+        origin: 'cli', provider: 'claude', branch: `svc/${run}`, pr_url: null, question: null, started_at: started,
+        ended_at: ended, updated_at: ended, cost_usd: (n % 400) / 100,
         tokens_in: 10_000 + n % 5000, tokens_out: 1000 + n % 500, exit_code: n % 5 ? 0 : 1, error: null,
       });
     }
-    return { spec: { method: 'POST', path: '/v1/ingest', headers: JSON_HEADERS, body: JSON.stringify({ source, runs, events: [], artifacts: [] }) }, units: batch };
+    const body = JSON.stringify({ source, runs, events: [], artifacts: [] });
+    return { spec: { method: 'POST', path: '/v1/ingest', headers: JSON_HEADERS, body }, units: batch };
   };
 }
 

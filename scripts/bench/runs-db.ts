@@ -27,7 +27,8 @@ const PROVIDERS = ['claude', 'codex', 'gemini', 'aider', 'opencode'];
 const ORIGINS = ['cli', 'cli', 'cli', 'api', 'chata', 'chatb', 'trackera', 'trackerb', 'errtrack'];
 const BRIEFS = [
   'Fix the flaky retry in the upload client', 'Add pagination to the invoices endpoint',
-  'TypeError: Cannot read properties of undefined (reading \'id\') in checkout', 'Bump the TLS library and fix the build',
+  'TypeError: Cannot read properties of undefined (reading \'id\') in checkout',
+  'Bump the TLS library and fix the build',
   'Make the nightly export idempotent', 'Handle 429 from the payment provider with backoff',
   'Add a regression test for the timezone bug in reports', 'Remove the deprecated v0 routes',
 ];
@@ -82,7 +83,8 @@ function generate(path: string, rows: number, now: number): void {
   const db = openDatabase(path, controlMigrations);
   try {
     const random = createRandom(rows);
-    const indexes = db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL").all() as Array<{ name: string; sql: string }>;
+    const indexes = db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' " +
+      'AND sql IS NOT NULL').all() as Array<{ name: string; sql: string }>;
     // Public columns in Run JSON order (the columns are named after the fields), repo_path, and the Run JSON text the
     // runs store writes with every row.
     const insert = db.prepare(`INSERT INTO runs (${PLAIN.join(', ')}, ${FAILURE.join(', ')}, repo_path, json)
@@ -101,9 +103,12 @@ function generate(path: string, rows: number, now: number): void {
       const run = runId(startedAt, random);
       const recent = rows - i <= 40;
       const s = random();
-      const status = recent ? (s < 0.5 ? 'running' : s < 0.8 ? 'blocked' : 'queued') : s < 0.7 ? 'succeeded' : s < 0.92 ? 'failed' : 'stopped';
+      const status = recent
+        ? (s < 0.5 ? 'running' : s < 0.8 ? 'blocked' : 'queued')
+        : s < 0.7 ? 'succeeded' : s < 0.92 ? 'failed' : 'stopped';
       const v = random();
-      const verdict = status === 'succeeded' ? (v < 0.75 ? 'verified' : 'verified_with_gaps') : status === 'failed' && v < 0.8 ? 'not_verified' : null;
+      const verdict = status === 'succeeded' ? (v < 0.75 ? 'verified' : 'verified_with_gaps')
+        : status === 'failed' && v < 0.8 ? 'not_verified' : null;
       const retry = random() < 0.15 ? lastGroupByRepo.get(repo) : undefined;
       const groupId = retry ?? run;
       lastGroupByRepo.set(repo, groupId);
@@ -113,12 +118,14 @@ function generate(path: string, rows: number, now: number): void {
       const tokensIn = costKnown ? Math.floor(5_000 + random() * 400_000) : null;
       const tuple = [
         source, run, repo, groupId, status, verdict,
-        `${BRIEFS[Math.floor(random() * BRIEFS.length)]} (#${i % 9973})`, ORIGINS[Math.floor(random() * ORIGINS.length)] ?? 'cli',
+        `${BRIEFS[Math.floor(random() * BRIEFS.length)]} (#${i % 9973})`,
+        ORIGINS[Math.floor(random() * ORIGINS.length)] ?? 'cli',
         PROVIDERS[Math.floor(random() * PROVIDERS.length)] ?? 'claude', `svc/${run}`,
         verdict === 'verified' && random() < 0.6 ? `https://github.com/${repo}/pull/${1 + (i % 5000)}` : null,
         status === 'blocked' ? 'Which database should the migration target?' : null,
         startedAt, endedAt, endedAt ?? startedAt, costKnown ? Math.round(random() * 400) / 100 : null,
-        tokensIn, tokensIn === null ? null : Math.floor(tokensIn / 8), terminal ? (status === 'succeeded' ? 0 : 1) : null,
+        tokensIn, tokensIn === null ? null : Math.floor(tokensIn / 8),
+        terminal ? (status === 'succeeded' ? 0 : 1) : null,
         status === 'failed' ? 'check "test" failed (exit 1)' : null,
       ];
       // A run that did not succeed says why, as the engine records it (docs/engine.md "Why a run failed").

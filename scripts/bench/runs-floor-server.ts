@@ -30,7 +30,8 @@ const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
   const items = rows.slice(0, limit).map((r) =>
     ({ ...r, started_at: iso(r.started_at), ended_at: iso(r.ended_at), updated_at: iso(r.updated_at) }));
   const last = rows.length > limit ? rows[limit - 1]! : null;
-  const next = last ? Buffer.from(JSON.stringify([last.started_at, last.source, last.run])).toString('base64url') : null;
+  const next = last
+    ? Buffer.from(JSON.stringify([last.started_at, last.source, last.run])).toString('base64url') : null;
   const body = JSON.stringify({ items, next_cursor: next });
   res.writeHead(200, { ...headers, 'content-length': String(Buffer.byteLength(body)) });
   res.end(body);

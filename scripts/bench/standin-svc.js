@@ -14,5 +14,6 @@ const run = `r${Date.now().toString(32)}${randomBytes(8).toString('hex')}`;
 const dir = join(process.cwd(), '.svc', 'runs', run);
 mkdirSync(dir, { recursive: true });
 const now = new Date().toISOString();
-writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'local', run, status: 'running', verdict: null, started_at: now, updated_at: now }));
+const state = { source: 'local', run, status: 'running', verdict: null, started_at: now, updated_at: now };
+writeFileSync(join(dir, 'state.json'), JSON.stringify(state));
 process.stdout.write(`${JSON.stringify({ source: 'local', run })}\n`);

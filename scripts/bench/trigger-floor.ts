@@ -38,22 +38,34 @@ async function svcTrigger(): Promise<ServerProcess> {
   mkdirSync(repo, { recursive: true });
   execFileSync('git', ['init', '-q', '-b', 'main'], { cwd: repo });
   execFileSync('git', ['remote', 'add', 'origin', 'https://github.com/acme/api.git'], { cwd: repo });
-  const env = { ...benchEnv(tmp), ...(github ? { GITHUB_WEBHOOK_SECRET: secret } : { TRACKERB_WEBHOOK_SECRET: secret }), TRACKERB_ASSIGNEES: BENCH_ASSIGNEE, SVC_API_TOKEN: token, SVC_TRIGGER_CLI: STANDIN, SVC_TRIGGER_QUEUE_MAX: '1000000' };
-  const server = await startServer([CLI, 'trigger', 'serve', '--port', '0', '--repo', repo, '--db', join(tmp, 'trigger.db'), '--concurrency', '2'], env);
+  const env = {
+    ...benchEnv(tmp), ...(github ? { GITHUB_WEBHOOK_SECRET: secret } : { TRACKERB_WEBHOOK_SECRET: secret }),
+    TRACKERB_ASSIGNEES: BENCH_ASSIGNEE, SVC_API_TOKEN: token, SVC_TRIGGER_CLI: STANDIN,
+    SVC_TRIGGER_QUEUE_MAX: '1000000',
+  };
+  const args = ['--port', '0', '--repo', repo, '--db', join(tmp, 'trigger.db'), '--concurrency', '2'];
+  const server = await startServer([CLI, 'trigger', 'serve', ...args], env);
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-  for (let i = 0; i < 2; i++) await fetch(`${server.url}/jobs`, { method: 'POST', headers, body: JSON.stringify({ brief: `Long-running bench job ${i}` }) });
+  for (let i = 0; i < 2; i++) {
+    const body = JSON.stringify({ brief: `Long-running bench job ${i}` });
+    await fetch(`${server.url}/jobs`, { method: 'POST', headers, body });
+  }
   return server;
 }
 
+/** The floor server in one of its modes (read, verify, commit), with what that mode needs beside. */
+const floor = (env: Record<string, string>) => () => startServer([...NODE_FLAGS, FLOOR], { ...process.env, ...env });
 const rungs: Array<{ name: string; start: () => Promise<ServerProcess> }> = [
-  { name: 'plain node:http: read the body, 202', start: () => startServer([...NODE_FLAGS, FLOOR], { ...process.env, FLOOR_MODE: 'read' }) },
-  { name: '+ HMAC verify, sha256 key, JSON.parse', start: () => startServer([...NODE_FLAGS, FLOOR], { ...process.env, FLOOR_MODE: 'verify', FLOOR_SECRET: secret }) },
-  { name: '+ one transaction per delivery (WAL, NORMAL)', start: () => startServer([...NODE_FLAGS, FLOOR], { ...process.env, FLOOR_MODE: 'commit', FLOOR_SECRET: secret, FLOOR_DB: join(tmp, 'floor.db') }) },
+  { name: 'plain node:http: read the body, 202', start: floor({ FLOOR_MODE: 'read' }) },
+  { name: '+ HMAC verify, sha256 key, JSON.parse', start: floor({ FLOOR_MODE: 'verify', FLOOR_SECRET: secret }) },
+  { name: '+ one transaction per delivery (WAL, NORMAL)',
+    start: floor({ FLOOR_MODE: 'commit', FLOOR_SECRET: secret, FLOOR_DB: join(tmp, 'floor.db') }) },
   { name: 'svc trigger serve, 2 jobs running', start: svcTrigger },
   ...(github ? [{ name: 'Loki Mode trigger server (stand-in, Python)', start: () => {
     const cwd = join(tmp, 'loki');
     mkdirSync(cwd, { recursive: true });
-    return startServer([PEER, '--queue-size', '1000000'], { ...process.env, GITHUB_WEBHOOK_SECRET: secret }, 30_000, 'python3', cwd);
+    const env = { ...process.env, GITHUB_WEBHOOK_SECRET: secret };
+    return startServer([PEER, '--queue-size', '1000000'], env, 30_000, 'python3', cwd);
   } }] : []),
 ];
 
@@ -62,10 +74,14 @@ const only = (process.env.RUNGS ?? '').split(',').filter(Boolean).map(Number);
 const chosen = only.length ? rungs.filter((_, i) => only.includes(i + 1)) : rungs;
 const ceiling = await startCeiling();
 try {
-  process.stdout.write('| rung | req/s | ceiling | ratio | p99 | server CPU per request |\n|---|---:|---:|---:|---:|---:|\n');
+  process.stdout.write('| rung | req/s | ceiling | ratio | p99 | server CPU per request |\n' +
+    '|---|---:|---:|---:|---:|---:|\n');
   for (const rung of chosen) {
     const server = await rung.start();
-    const job: LoadJob = { url: server.url, connections: 16, warmupMs: 500, durationMs: 2000, request: github ? { kind: 'github', secret, template: githubIssuesTemplate() } : { kind: 'trackerb', secret, template: trackerbTemplate() }, expect: [202] };
+    const request: LoadJob['request'] = github
+      ? { kind: 'github', secret, template: githubIssuesTemplate() }
+      : { kind: 'trackerb', secret, template: trackerbTemplate() };
+    const job: LoadJob = { url: server.url, connections: 16, warmupMs: 500, durationMs: 2000, request, expect: [202] };
     const ceilingJob: LoadJob = { ...job, url: ceiling.url, request: { kind: 'get', path: '/health' }, expect: [200] };
     const rps: number[] = [], ceilings: number[] = [], p99: number[] = [], cpu: number[] = [];
     for (let i = 0; i < rounds; i++) {
@@ -74,12 +90,15 @@ try {
       const result = await runLoadInWorker(job);
       // CPU over warm-up + measurement, per request completed in that time (the rate holds through both).
       cpu.push(((cpuMs(server.pid) - before) * 1000) / (result.rps * (job.warmupMs + job.durationMs) / 1000));
-      if (result.unexpected) throw new Error(`${rung.name}: ${result.unexpected} unexpected answers: ${result.sample ?? ''}`);
+      if (result.unexpected) {
+        throw new Error(`${rung.name}: ${result.unexpected} unexpected answers: ${result.sample ?? ''}`);
+      }
       rps.push(result.rps);
       p99.push(result.latencyMs.p99);
     }
     const r = median(rps), c = median(ceilings);
-    process.stdout.write(`| ${rung.name} | ${Math.round(r)} | ${Math.round(c)} | ${(r / c).toFixed(2)}× | ${median(p99).toFixed(1)} ms | ${median(cpu).toFixed(0)} µs |\n`);
+    process.stdout.write(`| ${rung.name} | ${Math.round(r)} | ${Math.round(c)} | ${(r / c).toFixed(2)}× | ` +
+      `${median(p99).toFixed(1)} ms | ${median(cpu).toFixed(0)} µs |\n`);
     await server.stop();
   }
 } finally {

@@ -10,7 +10,8 @@ const WORKER = fileURLToPath(new URL('./load-worker.ts', import.meta.url));
 export const NODE_FLAGS = ['--disable-warning=ExperimentalWarning'];
 
 function spawnWorker(): ChildProcess {
-  return fork(WORKER, [], { execPath: process.execPath, execArgv: NODE_FLAGS, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const stdio = ['ignore', 'inherit', 'inherit', 'ipc'] as const;
+  return fork(WORKER, [], { execPath: process.execPath, execArgv: NODE_FLAGS, stdio: [...stdio] });
 }
 
 function nextMessage<T>(child: ChildProcess, type: string): Promise<T> {
@@ -60,7 +61,8 @@ export interface SseSession {
  */
 export async function openSseInWorkers(job: SseJob, processes: number): Promise<SseSession> {
   const count = Math.max(1, Math.min(processes, job.subscribers));
-  const shares = Array.from({ length: count }, (_, i) => Math.floor(job.subscribers / count) + (i < job.subscribers % count ? 1 : 0));
+  const shares = Array.from({ length: count },
+    (_, i) => Math.floor(job.subscribers / count) + (i < job.subscribers % count ? 1 : 0));
   const workers = await Promise.all(
     shares.map(async (subscribers) => {
       const child = spawnWorker();

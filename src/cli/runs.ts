@@ -1,5 +1,5 @@
 // `svc runs`: lists and steers runs through the typed client; `logs` reads a run of this project from its folder.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
@@ -204,7 +204,7 @@ async function networkOf(client: ControlClient, ref: RunRef, run: Run): Promise<
   const check = obj(run.receipt_check);
   if (objOrNull(check.signed_by) === null) return '';
   const receipt = await client.artifact(ref, 'receipt.json').catch(() => null);
-  if (!receipt || createHash('sha256').update(receipt.body).digest('hex') !== str(check.sha256)) return '';
+  if (!receipt || hash('sha256', receipt.body, 'hex') !== str(check.sha256)) return '';
   const line = networkLine(tryParseJson(new TextDecoder().decode(receipt.body)));
   return line === null ? '' : `${'network'.padEnd(KEY_WIDTH)}${line}\n`;
 }

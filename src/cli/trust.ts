@@ -10,7 +10,7 @@ import { resolveRepo } from '../engine/launch.ts';
 import { addTrust, readEngineConfigFile, readTrust, revokeTrust, trustFile } from '../engine/config.ts';
 import { decideSettings } from '../engine/setting-authority.ts';
 import { loadPolicyFile, PolicyError, type Policy } from '../engine/policy.ts';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 export const HELP = `Usage: svc trust [--repo DIR]
        svc trust --list
@@ -64,7 +64,7 @@ export default async function trust(io: CliIo): Promise<number> {
     const records = readTrust(io.env);
     if (!records.length) io.stdout(`No trusted files (${trustFile(io.env)})\n`);
     for (const r of records) {
-      const now = existsSync(r.path) ? createHash('sha256').update(readFileSync(r.path)).digest('hex') : null;
+      const now = existsSync(r.path) ? hash('sha256', readFileSync(r.path), 'hex') : null;
       const state = now === null ? 'missing' : now === r.sha256 ? 'trusted' : 'changed since trusted: not used';
       io.stdout(`${r.path}  ${r.sha256.slice(0, 12)}  ${r.trusted_at}  ${state}\n`);
     }

@@ -1,6 +1,6 @@
 // The Control Plane's MCP endpoint at /mcp, in both eras of docs/mcp.md: stateless 2026-07-28, and the sessions of
 // 2025-11-25 / 2025-06-18 (in memory, holding no authority). The tools are mcp-tools.ts.
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Ctx, Handler } from '../http/pipeline.ts';
 import { HttpError, httpErrorOf } from '../http/http-error.ts';
@@ -283,8 +283,7 @@ async function elicitAnswer(ctx: C, tools: McpTools, params: Obj): Promise<Obj |
   // The question event itself, not only its text: a run asking "Proceed?" again is asked a new question.
   const { source, run: name } = run as { source: string; run: string };
   const question = ctx.deps.stores.events.latest(source, name, 'question');
-  const asked = createHash('sha256').update(JSON.stringify([source, name, question?.id ?? null, run.question]))
-    .digest('base64url');
+  const asked = hash('sha256', JSON.stringify([source, name, question?.id ?? null, run.question]), 'base64url');
   const form = isJsonObject(params.inputResponses) ? params.inputResponses.answer : undefined;
   if (params.requestState === asked && isJsonObject(form)) {
     if (form.action === 'accept' && isJsonObject(form.content)) args.answer = form.content.answer;

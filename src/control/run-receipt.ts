@@ -1,6 +1,6 @@
 // Whether a run's Evidence Receipt is genuine (signed by a key the Control Plane knows: its own or a registered
 // runner's), about that run, and accepted by its repo's policy.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { ControlDeps } from './deps.ts';
 import { errorMessage } from '../errors.ts';
 import type { RunRow } from '../db/run-types.ts';
@@ -52,7 +52,7 @@ export function readRunFile(deps: ControlDeps, row: RunRow, path: string): Buffe
 export function checkSignedReceipt(deps: ControlDeps, row: RunRow, makeKey = true): ReceiptVerdict {
   const raw = readRunFile(deps, row, 'receipt.json');
   if (!raw) return { ok: false, reason: `Run ${row.source}/${row.run} has no Evidence Receipt` };
-  const sha256 = createHash('sha256').update(raw).digest('hex');
+  const sha256 = hash('sha256', raw, 'hex');
   const value = tryParseJson(raw.toString('utf8'));
   if (value === undefined) return { ok: false, reason: 'The receipt is not valid JSON', sha256 };
   // An uploaded artifact saw no body depth limit, and checking a receipt serialises it recursively (canonical JSON).

@@ -1,6 +1,6 @@
 // Append-only audit log as a hash chain: each row's hash is sha256 over the previous hash and the canonical JSON of
 // its entry, so edits and deletions show.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.ts';
 import { LIMIT_PARAM, transaction, type Db } from './open.ts';
 import { iso } from '../iso-time.ts';
@@ -25,7 +25,7 @@ export interface HashedEntry {
 export function entryHash(prevHash: string, entry: HashedEntry): string {
   const { id, at, actor, peer, action, target, outcome, detail } = entry;
   const body = canonicalJson({ id, at, actor, peer, action, target, outcome, detail });
-  return createHash('sha256').update(prevHash).update(body).digest('hex');
+  return hash('sha256', prevHash + body, 'hex');
 }
 
 export type AuditInput = Omit<HashedEntry, 'id' | 'at' | 'detail'> & { detail?: Record<string, unknown> | null };

@@ -1,5 +1,5 @@
 // All Control Plane stores over one connection; each prepares its statements once. The small tables' stores are here.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { transaction, type Db } from './open.ts';
 import { ConflictError } from '../errors.ts';
 import { createRunsStore } from './runs-store.ts';
@@ -187,7 +187,7 @@ function createArtifactsStore(db: Db) {
       created_at?: number;
     }): void {
       const { path, content_type, content, created_at = Date.now() } = input;
-      const sha256 = createHash('sha256').update(content).digest('hex');
+      const sha256 = hash('sha256', content, 'hex');
       putStmt.run(source, run, path, content_type, sha256, content.length, content, created_at);
     },
     get: (source: string, run: string, path: string) => getStmt.get(source, run, path) as ArtifactRow | undefined,

@@ -52,7 +52,7 @@ export function migrate(db: Db, migrations: readonly string[]): void {
  */
 export const BUSY_TIMEOUT_MS = 100;
 /** How long, after a statement met the lock, statements take it only if it is free (no wait: `busyMet`). */
-export const BUSY_BACKOFF_MS = 1_000;
+const BUSY_BACKOFF_MS = 1_000;
 /** Before a server serves, its migrations and other start-up writes may wait for the lock as long as this. */
 const MIGRATE_BUSY_TIMEOUT_MS = 5_000;
 

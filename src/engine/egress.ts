@@ -1,7 +1,7 @@
 // A run's egress gate (DESIGN §7a, docs/gate.md): the agents' only route out, every connection kept as evidence.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
@@ -148,7 +148,7 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
   return vars;
 }
 
-const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
+const sha256 = (bytes: Buffer): string => hash('sha256', bytes, 'hex');
 
 /** The egress.jsonl the run's earlier sessions left, read without following a link; else why it cannot be. */
 function readEarlierLog(dir: string): Buffer | string {
@@ -199,16 +199,16 @@ function earlierEgress(ctx: RunContext, log: (text: string) => void) {
       'is not one svc writes';
     return { ...none, gaps: [leftOut(log, why, 'the receipt\'s totals count only this session\'s')] };
   }
-  const hash = typeof read === 'string' ? null : sha256(read);
-  const before = hash !== null && hash === record.previous;
-  const problem = typeof read === 'string' ? read : hash === record.sha256 || before ? null : 'changed since';
+  const sha = typeof read === 'string' ? null : sha256(read);
+  const before = sha !== null && sha === record.previous;
+  const problem = typeof read === 'string' ? read : sha === record.sha256 || before ? null : 'changed since';
   const bytes = typeof read === 'string' || problem !== null ? Buffer.alloc(0) : read;
   const totals = 'the receipt\'s totals are svc\'s own record';
   const gaps = problem !== null ? [leftOut(log, `egress.jsonl is not as svc left it (${problem})`, totals)]
     // The file from before the last session's close: svc stopped between writing its record and the file.
     : before ? [leftOut(log, 'svc stopped before writing the last session\'s lines', totals, 'that session')] : [];
   const lines = bytes.toString('utf8').split('\n').filter((line) => line !== '');
-  return { bytes, sha256: problem === null ? hash : null,
+  return { bytes, sha256: problem === null ? sha : null,
     records: lines.map((line) => readEgressRecord(tryParseJson(line))),
     connections: record.connections, denied: record.denied, gaps };
 }

@@ -2,7 +2,7 @@
 // status; also `--verify` and `--open-pr`.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted, type Policy } from './policy.ts';
 import { followsOf, pushFollowUpRun } from './follow-up.ts';
@@ -18,6 +18,8 @@ import {
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { readOrNull } from '../spawn/tree.ts';
+import { tryParseJson } from '../untrusted.ts';
 import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
 import { ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
@@ -152,7 +154,7 @@ async function writeReceipt(
   return saveReceipt(ctx, {
     type: RECEIPT_TYPE, version: 1, source, run, group_id, repo, branch, base_sha, head_sha,
     ...followsOf(state),
-    spec_sha256: createHash('sha256').update(readFileSync(join(ctx.dir, 'spec.md'))).digest('hex'), provider,
+    spec_sha256: hash('sha256', readFileSync(join(ctx.dir, 'spec.md')), 'hex'), provider,
     checks: reportedChecks(checks),
     diff: receiptDiff(diff),
     cost: receiptCost(state),
@@ -242,12 +244,8 @@ function prLaterRefusal(state: RunState): string | null {
 
 /** The run's receipt, provided svc's own key signed it and it is about this run. */
 function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Receipt {
-  let value: unknown;
-  try {
-    value = JSON.parse(readFileSync(join(artifactsDir(dir), 'receipt.json'), 'utf8'));
-  } catch {
-    throw new ConflictError(`Run ${state.source}/${state.run} has no receipt: verify it first`);
-  }
+  const value = tryParseJson(readOrNull(join(artifactsDir(dir), 'receipt.json')) ?? '');
+  if (value === undefined) throw new ConflictError(`Run ${state.source}/${state.run} has no receipt: verify it first`);
   const key = loadOrCreateSigningKey(svcHomeOf(env));
   const check = verifyReceipt(value, new Map([[key.kid, key.publicKey]]));
   if (!check.ok || !check.receipt) throw new ConflictError(`The run's receipt does not verify: ${check.message}`);
@@ -312,7 +310,7 @@ async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSandbox): 
       ctx.saveArtifact(artifact, output);
       const exit_code = done.code;
       const duration_ms = Date.now() - started;
-      const output_sha256 = createHash('sha256').update(output).digest('hex');
+      const output_sha256 = hash('sha256', output, 'hex');
       results.push({ name, argv, required, exit_code, duration_ms, output_sha256, artifact });
       ctx.event('check', { name, exit_code, duration_ms, required, artifact });
       ctx.say(`check ${name} exit ${exit_code}`);

@@ -1,6 +1,5 @@
 // Follow-up runs (docs/engine.md): a run that continues a pull request svc opened, from its branch's head now.
 // Must not: push over commits it did not build on (a person's), or open a second pull request.
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { isValidSegment } from './ids.ts';
@@ -12,7 +11,8 @@ import { inheritSession } from './provider-session.ts';
 import { receiptMarkdown, type Receipt, type ReceiptBody } from './receipt.ts';
 import type { RunContext } from './run-context.ts';
 import { TERMINAL } from '../run-json.ts';
-import { obj, str } from '../untrusted.ts';
+import { obj, str, tryParseJson } from '../untrusted.ts';
+import { readOrNull } from '../spawn/tree.ts';
 
 /** What a follow-up run records (state.json `follow_up`), and what `svc start --follow-up BRANCH [--pr-url URL]
  * [--previous SOURCE/RUN --previous-receipt HEX]` asks (without --previous, its start finds the run before it). */
@@ -48,13 +48,9 @@ export function followUpRequest(values: {
 }
 
 export function receiptIntegrity(repo: string, run: string): string | null {
-  try {
-    const integrity = str(obj(JSON.parse(readFileSync(join(artifactsDir(runDir(repo, run)), 'receipt.json'), 'utf8')))
-      .integrity);
-    return integrity !== null && DIGEST.test(integrity) ? integrity : null;
-  } catch {
-    return null;
-  }
+  const text = readOrNull(join(artifactsDir(runDir(repo, run)), 'receipt.json'));
+  const integrity = str(obj(tryParseJson(text ?? '')).integrity);
+  return integrity !== null && DIGEST.test(integrity) ? integrity : null;
 }
 
 /** Without --previous: the newest ended run of this checkout on the PR's branch (that opened it, or followed). */

@@ -4,7 +4,7 @@ import {
   rmSync,
 } from 'node:fs';
 import { join, basename, dirname, isAbsolute, resolve } from 'node:path';
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { BadInputError, FailedError, RefusedError } from '../errors.ts';
 import { GitRedirectedError, redirectedUrl } from './git-token.ts';
@@ -405,12 +405,12 @@ function readPatch(path: string): { bytes: Buffer | null; size: number; patch_sh
     const size = fstatSync(fd).size;
     if (size <= PATCH_CAP) {
       const bytes = readFileSync(fd);
-      return { bytes, size, patch_sha256: createHash('sha256').update(bytes).digest('hex') };
+      return { bytes, size, patch_sha256: hash('sha256', bytes, 'hex') };
     }
-    const hash = createHash('sha256');
+    const digest = createHash('sha256');
     const piece = Buffer.alloc(1024 * 1024);
-    for (let n = readSync(fd, piece); n > 0; n = readSync(fd, piece)) hash.update(piece.subarray(0, n));
-    return { bytes: null, size, patch_sha256: hash.digest('hex') };
+    for (let n = readSync(fd, piece); n > 0; n = readSync(fd, piece)) digest.update(piece.subarray(0, n));
+    return { bytes: null, size, patch_sha256: digest.digest('hex') };
   } finally {
     closeSync(fd);
   }
@@ -441,7 +441,7 @@ function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]) {
 
 /** No change: a run's diff until svc establishes one, or when svc's git could not read the tree the agent left. */
 export function emptyDiff(): DiffResult {
-  const patch_sha256 = createHash('sha256').update('').digest('hex');
+  const patch_sha256 = hash('sha256', '', 'hex');
   return { files: [], insertions: 0, deletions: 0, patch: '', patch_sha256 };
 }
 

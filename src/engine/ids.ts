@@ -1,6 +1,6 @@
 // Run ids: "r" + 26 lowercase base32 chars (48-bit ms time, then 80 random bits), so they sort by creation time;
 // and the run's own key, made with it.
-import { createHash, randomBytes, randomInt } from 'node:crypto';
+import { hash, randomBytes, randomInt } from 'node:crypto';
 import { SEGMENT } from '../run-json.ts';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
@@ -35,7 +35,7 @@ export function newRunKey(): string {
  * run's own runner"); whoever reads this one cannot find `key` from it.
  */
 export function handedRunKey(key: string): string {
-  return createHash('sha256').update(key).digest('base64url');
+  return hash('sha256', key, 'base64url');
 }
 
 /** A run key as ingest takes one: what newRunKey makes, with room for another. */

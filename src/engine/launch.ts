@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startChild, workerArgv, WORKER_SECRET_NAMES } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { BadInputError, ConflictError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
 import { buildTask, classifyInput, isWebhookOrigin, type Task } from './spec.ts';
@@ -143,7 +143,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
       pr_url: null, question: null, started_at: now, ended_at: null, updated_at: now, cost_usd: null, tokens_in: null,
       tokens_out: null, exit_code: null, error: null, repo_path: n.repo, input: n.input, workdir: n.repo,
       worktree: isolated, pr: n.pr, base_sha: base, base_tree: start?.tree ?? null, head_sha: null,
-      spec_sha256: createHash('sha256').update(n.spec).digest('hex'), pid: null, pgid: null, proc_start: null,
+      spec_sha256: hash('sha256', n.spec, 'hex'), pid: null, pgid: null, proc_start: null,
       budget_usd: null, child: null, answers: [], base_branch: checkedOut,
       failure: null, reported: null, metered: null, trace_id: parent?.traceId ?? newTraceId(),
       trace_parent: parent?.spanId ?? null,

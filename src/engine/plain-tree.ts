@@ -3,7 +3,7 @@
 import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { isJsonObject, tryParseJson } from '../untrusted.ts';
 import { orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 
@@ -179,7 +179,7 @@ export function readRepoSvcFile(
   const bytes = withDir(dir, () => readPlainIn(dir, name, max));
   if (bytes === 'missing') return null;
   if (typeof bytes === 'string') throw refuse(`${name} ${skipReason(bytes, max)}`);
-  return { bytes, path: join(repo, '.svc', name), sha256: createHash('sha256').update(bytes).digest('hex') };
+  return { bytes, path: join(repo, '.svc', name), sha256: hash('sha256', bytes, 'hex') };
 }
 
 /** Why an entry that is not what was wanted is skipped, in words for a report. */

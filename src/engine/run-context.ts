@@ -1,7 +1,7 @@
 // The worker's handle on one run: state rewrites, events, artifacts, stop requests and shipping, in one place; and
 // the stop of a run from outside its worker.
 import { existsSync } from 'node:fs';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   appendEvent, openEventLog, readState, signsLater, tryReadState, withCost, writeState, type RunState,
@@ -114,7 +114,7 @@ export function openRunContext(
         withDir(folder, () => replaceNoFollowIn(folder, name, content));
       });
       const bytes = Buffer.isBuffer(content) ? content : Buffer.from(content);
-      ctx.event('artifact', { path, size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });
+      ctx.event('artifact', { path, size: bytes.length, sha256: hash('sha256', bytes, 'hex') });
     },
     /** The provider or check now running (its own process group), so a stop can reach it. */
     setChild(identity: RunState['child']): void {

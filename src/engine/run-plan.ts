@@ -16,6 +16,7 @@ import { pathIn } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
 import { refuseSystemHome, shownBy, within } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { orNull } from '../spawn/tree.ts';
 import {
   ignoredPolicyNote, resolveSandbox, sandboxOptOut, startedByServer, type SandboxMode,
 } from '../spawn/sandbox-mode.ts';
@@ -165,11 +166,7 @@ export function readPlan(dir: string): RunPlan {
  * as it plans a new run (docs/engine.md).
  */
 export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | null {
-  try {
-    lstatSync(planPath(dir));
-  } catch {
-    return null;
-  }
+  if (orNull(() => lstatSync(planPath(dir))) === null) return null;
   if (startedByServer(env) && readPlan(dir).authority !== 'server') return null;
   return planToReuse(dir, env);
 }
@@ -291,12 +288,8 @@ export function refuseUncommitted(provider: ResolvedProvider, repo: string, base
   const root = realpathSync(repo);
   const missing = [...program?.includes('/') ? [program] : [], ...interpreted ? [script] : []].find((arg) => {
     if (isAbsolute(arg)) return false;
-    let real: string;
-    try {
-      real = realpathSync(join(repo, arg));
-    } catch {
-      return false;
-    }
+    const real = orNull(() => realpathSync(join(repo, arg)));
+    if (real === null) return false;
     const path = relative(root, real);
     if (path.startsWith('..') || isAbsolute(path) || !statSync(real).isFile()) return false;
     try {

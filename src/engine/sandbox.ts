@@ -1,5 +1,5 @@
 // The worker's side of the agent sandbox (DESIGN §7a): protocol files, the bwrap plans, svc's git after the agent.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { homedir } from 'node:os';
@@ -289,7 +289,7 @@ export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
 // who the run is for, never by the repository's files. The key: a readable slug, then a hash of the whole identity.
 function keyOf(label: string, identity: string): string {
   const slug = label.toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[.-]+/, '').slice(0, 40) || 'repo';
-  return `${slug}-${createHash('sha256').update(identity).digest('hex').slice(0, 16)}`;
+  return `${slug}-${hash('sha256', identity, 'hex').slice(0, 16)}`;
 }
 
 /** The home's key for a run of the repository at `repoPath` started with `env`; throws on a malformed scope. */

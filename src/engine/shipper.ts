@@ -2,7 +2,7 @@
 // when a run ships, and the one recovery (docs/engine.md "Shipping to the Control Plane").
 import { closeSync, fstatSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createControlClient, ControlApiError } from '../client/client.ts';
@@ -232,7 +232,7 @@ export function readRunBatch(
   let bytes = read.bytes;
   let full = read.full;
   for (const file of readArtifacts(folder, skip)) {
-    const sha = createHash('sha256').update(file.content).digest('hex');
+    const sha = hash('sha256', file.content, 'hex');
     if (offsets.artifacts[file.rel] === sha) continue;
     // Base64 as the batch carries it, and its name in UTF-8 as JSON writes it; one artifact (MAX_ARTIFACT) always fits
     // an empty batch.

@@ -101,11 +101,11 @@ export function countCall(run: RunCount, m: MeteredCall): boolean {
 }
 
 /** Calls under way a budgeted run may have at a gate: what it can spend past its budget. */
-export const CALLS_IN_FLIGHT = 2;
+const CALLS_IN_FLIGHT = 2;
 /** Calls under way a run held to a daily cap alone may have: more than a budgeted run's, since a coding agent runs
  * subagents and side calls beside a long stream, and a cap is shared by many runs; still a bound on what one run
  * adds to the day before its next call can be refused, under the job's share of the gate's connections. */
-export const CAPPED_CALLS_IN_FLIGHT = 6;
+const CAPPED_CALLS_IN_FLIGHT = 6;
 
 /** A budgeted run's (or, under a daily cap, any run's) next model call is held to its calls under way: the admitted
  * call's release (counted once, however often called), or why it must wait (a 429). */

@@ -1,9 +1,8 @@
 // `svc gate serve` (docs/gate.md): the egress gate as a server of its own, the only route out of Kubernetes job pods.
 // Every client presents its job's credential and gets its repository's policy.
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startGate } from './gate.ts';
-import { GatePolicyError, parseGatePolicy, type GatePolicy, type HostPattern } from './policy.ts';
+import { GatePolicyError, parseGatePolicy, readGateFile, type GatePolicy, type HostPattern } from './policy.ts';
 import { readGateSecret } from './job-credential.ts';
 import { modelRoutesFromEnv } from './model-apis.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -35,14 +34,10 @@ export function loadGatePolicy(path: string | null, models: readonly HostPattern
     return { allow: [...policy.allow, ...models], deny: policy.deny };
   };
   if (path === null) return { fallback: parse({}), repos: new Map() };
-  const text = readFileSync(path, 'utf8');
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw new GatePolicyError(path, `cannot be read as JSON (${errorMessage(err).slice(0, 120)})`);
+  const value = readGateFile(path);
+  if (!isJsonObject(value)) {
+    throw new GatePolicyError(path, 'must be {"allow": [...], "deny": [...], "repos": {...}}', 'file');
   }
-  if (!isJsonObject(value)) throw new GatePolicyError(path, 'must be {"allow": [...], "deny": [...], "repos": {...}}');
   const repos = new Map<string, GatePolicy>();
   if (value.repos !== undefined) {
     if (!isJsonObject(value.repos)) {

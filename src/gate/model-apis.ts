@@ -1,6 +1,7 @@
 // The model APIs the gate holds keys for (docs/gate.md "Modes"): where each lives, the header and variables of its
 // key; the agent's CLI gets a placeholder and the gate's address.
 import { isIP } from 'node:net';
+import { orNull } from '../spawn/tree.ts';
 import { refusedRange } from './address.ts';
 import { GatePolicyError } from './policy.ts';
 
@@ -121,12 +122,7 @@ export function modelPath(basePath: string, rest: string): { path: string; endpo
   // Checked as the API will read it (`%62atches` is `batches` there); an escape that is no UTF-8 is refused too.
   const readAs: string[] = [];
   for (const segment of stack.slice(base.length)) {
-    let decoded: string | null;
-    try {
-      decoded = decodeURIComponent(segment);
-    } catch {
-      decoded = null;
-    }
+    let decoded = orNull(() => decodeURIComponent(segment));
     // `x:countTokens;:generateContent` is one method to the gate and maybe another to the API: refused, not guessed.
     if (decoded !== null && decoded.includes(';') && decoded.includes(':')) {
       return { refused: `the model API path segment "${segment.slice(0, 60)}" holds both ";" and ":"` };

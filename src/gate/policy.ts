@@ -1,16 +1,34 @@
 // The gate's policy and its one decision (docs/gate.md "Widening it"). A bad pattern is refused by name: a typo must
 // not silently widen or narrow the gate. The caller connects to the address checked here: no DNS rebinding window.
+import { readFileSync } from 'node:fs';
+import { errorMessage } from '../errors.ts';
 import {
   BadHostError, canonicalAddress, formatDestination, normaliseHost, parsePort, refusedRange, splitHostPort,
   type Destination,
 } from './address.ts';
 
+/** What is wrong with a network pattern or, with `subject` 'file', with an operator's gate file named by its path. */
 export class GatePolicyError extends Error {
   readonly pattern: string;
-  constructor(pattern: string, why: string) {
-    super(`Network pattern "${pattern}": ${why}`);
+  constructor(pattern: string, why: string, subject: 'pattern' | 'file' = 'pattern') {
+    super(subject === 'file' ? `${pattern} ${why}` : `Network pattern "${pattern}": ${why}`);
     this.name = 'GatePolicyError';
     this.pattern = pattern;
+  }
+}
+
+/** The JSON of an operator's gate file (policy, prices), or GatePolicyError naming it when unreadable or not JSON. */
+export function readGateFile(file: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new GatePolicyError(file, `cannot be read (${errorMessage(err).slice(0, 120)})`, 'file');
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new GatePolicyError(file, `is not JSON (${errorMessage(err).slice(0, 120)})`, 'file');
   }
 }
 

@@ -1,9 +1,7 @@
 // The price table model calls are metered with (docs/gate.md "Metered cost"): US dollars per million tokens; a model
 // in neither it nor the operator's SVC_PRICES_FILE is unpriced, never $0.
-import { readFileSync } from 'node:fs';
 import { isJsonObject } from '../untrusted.ts';
-import { errorMessage } from '../errors.ts';
-import { GatePolicyError } from './policy.ts';
+import { GatePolicyError, readGateFile } from './policy.ts';
 import type { CallTokens } from './evidence.ts';
 
 export interface ModelPrice {
@@ -131,14 +129,10 @@ function readRow(where: string, row: unknown, top: boolean): ModelPrice {
 /** The built-in table with the operator's file laid over it (`{"date", "models": {name: {input, output, …}}}`). */
 export function loadPriceTable(file: string | undefined): PriceTable {
   if (file === undefined) return PRICES;
-  let value: unknown;
-  try {
-    value = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (err) {
-    throw new GatePolicyError(file, `cannot be read as JSON (${errorMessage(err).slice(0, 120)})`);
-  }
+  const value = readGateFile(file);
   if (!isJsonObject(value) || !isJsonObject(value.models) || typeof value.date !== 'string') {
-    throw new GatePolicyError(file, 'must be {"date": "YYYY-MM-DD", "models": {"<model>": {"input", "output", …}}}');
+    throw new GatePolicyError(file, 'must be {"date": "YYYY-MM-DD", "models": {"<model>": {"input", "output", …}}}',
+      'file');
   }
   const models: Record<string, ModelPrice> = { ...PRICES.models };
   for (const [name, row] of Object.entries(value.models)) {

@@ -203,7 +203,7 @@ export function requestMeter(route: string, endpoint: string, headers: Readonly<
   // A body compressed (gzip, deflate, br, zstd) is read as it is decompressed, its bytes and caps those decompressed;
   // one of another coding, or not starting with `{` past whitespace (a UTF-8 BOM, UTF-16, a form), is not one this
   // reader walks, though the API may read it: what it asked is not known.
-  const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].trim() : '';
+  const encoding = str(headers['content-encoding'])?.trim() ?? '';
   const identity = encoding === '' || encoding.toLowerCase() === 'identity';
   let decoder = identity ? null : bodyDecoder(encoding);
   let unread = identity || decoder !== null ? null : `the request body is ${encoding.slice(0, 40)}-encoded`;
@@ -412,8 +412,8 @@ export function usageMeter(
   const family = familyOf(route, endpoint);
   const paths = FAMILIES[family];
   const wanted = new Set([...paths.usage, ...paths.model, ...TOOL_USE[family], ...(family === 'openai' ? TIER : [])]);
-  const type = typeof headers['content-type'] === 'string' ? headers['content-type'].toLowerCase() : '';
-  const encoding = typeof headers['content-encoding'] === 'string' ? headers['content-encoding'].toLowerCase() : '';
+  const type = str(headers['content-type'])?.toLowerCase() ?? '';
+  const encoding = str(headers['content-encoding'])?.toLowerCase() ?? '';
   const sse = type.startsWith('text/event-stream');
   const json = type.startsWith('application/json');
   const unreadable = encoding !== '' && encoding !== 'identity'

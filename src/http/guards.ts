@@ -1,6 +1,6 @@
 // The request checks of DESIGN §4, each a small pure function so the order lives in one pipeline.
 import type { IncomingMessage } from 'node:http';
-import { timingSafeEqual, createHash } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
 import { HttpError } from './http-error.ts';
 
@@ -45,9 +45,7 @@ export function checkHost(req: IncomingMessage, boundToLoopback: boolean): void 
 
 /** Constant-time string compare; hashing first makes lengths equal so length leaks nothing either. */
 export function safeEqual(a: string, b: string): boolean {
-  const da = createHash('sha256').update(a).digest();
-  const db = createHash('sha256').update(b).digest();
-  return timingSafeEqual(da, db) && a.length === b.length;
+  return timingSafeEqual(hash('sha256', a, 'buffer'), hash('sha256', b, 'buffer')) && a.length === b.length;
 }
 
 /** A bearer token that opens only the routes marked `runner`, for one source (src/control/settings.ts). */
@@ -146,9 +144,13 @@ export function checkOrigin(req: IncomingMessage, ownOrigins: ReadonlySet<string
   }
 }
 
+/** The request's media type: its Content-Type without parameters, in lower case ('' when none). */
+export function mediaTypeOf(req: IncomingMessage): string {
+  return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
 export function checkJsonContentType(req: IncomingMessage): void {
-  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-  if (type !== 'application/json') {
+  if (mediaTypeOf(req) !== 'application/json') {
     throw new HttpError('unsupported_media_type', 'Content-Type must be application/json');
   }
 }

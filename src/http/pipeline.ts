@@ -84,8 +84,13 @@ const STATIC_ROUTE = 'static';
 /** Whether the route reads a body for this request: always for json and raw, for optional-json when one is sent. */
 function wantsBody<D>(route: Route<D>, req: IncomingMessage): boolean {
   if (route.body === 'json' || route.body === 'raw') return true;
-  if (route.body !== 'optional-json') return false;
-  return Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+  return route.body === 'optional-json' && framesBody(req);
+}
+
+/** Whether the request's framing headers say a body follows (`complete` stays false while a bodyless request is
+ * handled synchronously, so these decide). */
+function framesBody(req: IncomingMessage): boolean {
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 }
 
 export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
@@ -265,9 +270,7 @@ const REFUSED_LINGER_MS = 1_000;
  * an endless chunked body would read ~12 GiB in 5 s). Call before the reply is written.
  */
 function closeAfterRefusal(req: IncomingMessage, res: ServerResponse): void {
-  // `complete` is still false while a bodyless request is handled synchronously, so the framing headers decide.
-  const framed = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
-  if (!framed || req.complete || res.headersSent) return;
+  if (!framesBody(req) || req.complete || res.headersSent) return;
   // A paused request stops the parser reading the socket once its small buffer fills; Node does not drain a body
   // for a response that closes the connection.
   req.pause();

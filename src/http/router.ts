@@ -1,9 +1,7 @@
-// Flat route table compiled once at boot: literal segments, `:name` and one trailing `*name`; no regex input.
+// Flat route table compiled once at boot: literal segments, `:name` and one trailing `*name`; no regex input. A table
+// it cannot serve (a malformed, ambiguous or repeated pattern) is a bug in svc, a FailedError at start.
 import { HttpError } from './http-error.ts';
 import { FailedError } from '../errors.ts';
-
-/** A route table the router cannot serve (a malformed, ambiguous or repeated pattern): a bug in svc, found at start. */
-export class RouteTableError extends FailedError {}
 
 export type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -19,20 +17,20 @@ interface Compiled<R> {
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 function compilePattern(pattern: string): Segment[] {
-  if (!pattern.startsWith('/')) throw new RouteTableError(`Route pattern must start with "/": "${pattern}"`);
+  if (!pattern.startsWith('/')) throw new FailedError(`Route pattern must start with "/": "${pattern}"`);
   const parts = pattern.slice(1).split('/');
   return parts.map((part, index) => {
     const name = part.slice(1);
     if (part.startsWith(':')) {
-      if (!NAME.test(name)) throw new RouteTableError(`Malformed parameter "${part}" in "${pattern}"`);
+      if (!NAME.test(name)) throw new FailedError(`Malformed parameter "${part}" in "${pattern}"`);
       return { kind: 'param', text: name };
     }
     if (part.startsWith('*')) {
       // Last, and after a literal or a parameter: a tail first would match "/" itself.
       if (NAME.test(name) && index === parts.length - 1 && index > 0) return { kind: 'tail', text: name };
-      throw new RouteTableError(`Tail "${part}" must be last, after another segment, in "${pattern}"`);
+      throw new FailedError(`Tail "${part}" must be last, after another segment, in "${pattern}"`);
     }
-    if (part === '' || /[:*?#%]/.test(part)) throw new RouteTableError(`Malformed segment "${part}" in "${pattern}"`);
+    if (part === '' || /[:*?#%]/.test(part)) throw new FailedError(`Malformed segment "${part}" in "${pattern}"`);
     return { kind: 'literal', text: part };
   });
 }
@@ -60,14 +58,14 @@ export function createRouter<R extends { method: Method; pattern: string }>(rout
     const shape = shapeOf(segments);
     let entry = byShape.get(shape);
     if (entry && entry.pattern !== def.pattern) {
-      throw new RouteTableError(`Route "${def.pattern}" is ambiguous with "${entry.pattern}"`);
+      throw new FailedError(`Route "${def.pattern}" is ambiguous with "${entry.pattern}"`);
     }
     if (!entry) {
       entry = { pattern: def.pattern, segments, methods: new Map() };
       byShape.set(shape, entry);
       table.push(entry);
     }
-    if (entry.methods.has(def.method)) throw new RouteTableError(`Duplicate route ${def.method} ${def.pattern}`);
+    if (entry.methods.has(def.method)) throw new FailedError(`Duplicate route ${def.method} ${def.pattern}`);
     entry.methods.set(def.method, def);
   }
   // Literal routes win over parameter routes that would also match the same path.

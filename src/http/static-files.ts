@@ -1,7 +1,7 @@
 // Serves only the files found under the static root at boot: no path from a request ever reaches the filesystem.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, extname, relative, sep } from 'node:path';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Reply } from './respond.ts';
 
 /** Content types by extension: of the UI's files, and of the run files an import or a runner ships. */
@@ -45,7 +45,7 @@ export type StaticFiles = ReturnType<typeof createStaticFiles>;
 type StaticFile = { body: Buffer; type: string; etag: string };
 
 function add(out: Map<string, StaticFile>, pathname: string, body: Buffer, type: string): void {
-  const etag = `"${createHash('sha256').update(body).digest('hex').slice(0, 32)}"`;
+  const etag = `"${hash('sha256', body, 'hex').slice(0, 32)}"`;
   out.set(pathname, { body, type, etag });
 }
 

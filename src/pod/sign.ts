@@ -3,7 +3,7 @@
 import { runFailure } from '../run-json.ts';
 import { orNull } from '../spawn/tree.ts';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree } from '../engine/plain-tree.ts';
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
@@ -94,7 +94,7 @@ function receiptBody(
     type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: opts.run,
     repo: (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(s.repo, 'workspace'),
     branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
-    spec_sha256: spec === null ? '' : createHash('sha256').update(spec).digest('hex'),
+    spec_sha256: spec === null ? '' : hash('sha256', spec, 'hex'),
     provider: strOr(s.provider, 'unknown'),
     checks, diff: receiptDiff(diff ?? { files: [], insertions: 0, deletions: 0, patch_sha256: '' }),
     // With a gate: its metered figures (signerCost), the run container's report beside them.

@@ -54,11 +54,7 @@ function pickExecutor(settings: TriggerSettings, env: NodeJS.ProcessEnv, log: Lo
   return { ...createKubernetesExecutor({ env, log, controlUrl, controlToken, ...poll }), answer: local.answer };
 }
 
-export async function startTrigger(
-  settings: TriggerSettings,
-  env: NodeJS.ProcessEnv,
-  o: TriggerOverrides = {},
-) {
+export async function startTrigger(settings: TriggerSettings, env: NodeJS.ProcessEnv, o: TriggerOverrides = {}) {
   const log = o.log ?? createLogger('trigger');
   // Read before anything opens: a bad SVC_TRIGGER_MAX_CONNECTIONS* fails the start with nothing to undo.
   const connectionLimits = readConnectionLimits(env, 'trigger');
@@ -74,24 +70,14 @@ export async function startTrigger(
   const control = { controlUrl, controlToken, source, log };
   const post = o.post ?? createHttpsPoster();
   const notify = createNotifier({
-    stores,
-    config: settings.notify,
-    replies: REPLIES,
-    post,
-    report: createControlReporter(control),
-    log,
-    clock,
-    signal: shutdown.signal,
-    publicUrl: settings.publicUrl,
+    stores, config: settings.notify, replies: REPLIES, post, report: createControlReporter(control), log, clock,
+    signal: shutdown.signal, publicUrl: settings.publicUrl,
     ...(o.notifyBackoffMs !== undefined ? { backoffMs: o.notifyBackoffMs } : {}),
   });
-  const managed = createManagedCheckouts({
-    stateDir: settings.stateDir, checkoutsDir: settings.checkoutsDir, env, log,
-  });
+  const { stateDir, checkoutsDir } = settings;
+  const managed = createManagedCheckouts({ stateDir, checkoutsDir, env, log });
   const tracer = new Tracer(traceSettings(env, 'svc-trigger'));
-  const jobLoop = createJobLoop({
-    stores, tracer, executor, settings, managed, clock, log, notify,
-  });
+  const jobLoop = createJobLoop({ stores, tracer, executor, settings, managed, clock, log, notify });
   const queue = createJobQueue({
     stores, clock, maxQueued: settings.queueMax, ...(o.busyTries !== undefined ? { busyTries: o.busyTries } : {}),
     // The queue's shares are split between the routes that can queue work.
@@ -157,9 +143,7 @@ export async function startTrigger(
 
 /** Serves until SIGINT/SIGTERM, then shuts down once and resolves with the exit code. */
 export async function serveTriggerForever(
-  settings: TriggerSettings,
-  env: NodeJS.ProcessEnv,
-  print: (line: string) => void,
+  settings: TriggerSettings, env: NodeJS.ProcessEnv, print: (line: string) => void,
 ): Promise<number> {
   const log = createLogger('trigger');
   const running = await startTrigger(settings, env, { log });

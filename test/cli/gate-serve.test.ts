@@ -138,7 +138,15 @@ describe('svc gate serve', () => {
       [CLI, 'gate', 'serve', '--port', '0', '--policy', join(dir, 'broken.json')],
       { env: { PATH: process.env.PATH, HOME: dir, SVC_GATE_SECRET_FILE: join(dir, 'gate-secret') } });
     assert.equal(res.code, 2);
-    assert.match(res.stderr, /Gate policy: Network pattern "[^"]*broken\.json": cannot be read as JSON/);
+    assert.match(res.stderr, /Gate policy: \S*broken\.json is not JSON \(/);
+  });
+
+  it('refuses a policy file it cannot read with exit 2, naming the file', async () => {
+    const res = await runChild(process.execPath,
+      [CLI, 'gate', 'serve', '--port', '0', '--policy', join(dir, 'absent.json')],
+      { env: { PATH: process.env.PATH, HOME: dir, SVC_GATE_SECRET_FILE: join(dir, 'gate-secret') } });
+    assert.equal(res.code, 2);
+    assert.match(res.stderr, /Gate policy: \S*absent\.json cannot be read \(ENOENT/);
   });
 
   // ESM linking errors are SyntaxErrors: the policy's are told apart by their class, not by being one.

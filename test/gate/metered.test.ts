@@ -294,7 +294,8 @@ describe('metered cost at the gate', () => {
     assert.throws(() => loadPriceTable(file), /x\.long\.above": must be a number of prompt tokens/);
     writeFileSync(file, JSON.stringify({ date: '2026-12-01', models: { x: { input: '1', output: 2 } } }));
     assert.throws(() => loadPriceTable(file), /x\.input/);
-    for (const [text, why] of [['{"date":', /cannot be read as JSON/], ['{"models": {}}', /must be \{"date"/],
+    for (const [text, why] of [['{"date":', /prices\.json is not JSON/],
+      ['{"models": {}}', /prices\.json must be \{"date"/],
       ['{"date": "2026-12-01", "models": {"x": 1}}', /x": must be \{"input"/]] as const) {
       writeFileSync(file, text);
       assert.throws(() => loadPriceTable(file), (err: Error) => err.name === 'GatePolicyError' && why.test(err.message));

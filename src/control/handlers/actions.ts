@@ -1,7 +1,7 @@
 // Run actions (DESIGN §3, §4). A run whose folder this server recorded is steered on disk; any other gets a control
 // request for its own next ingest (docs/architecture.md, "Channels").
 import { controlStartArgs, resumeArgs, retryArgs } from '../../spawn/start.ts';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { HttpError } from '../../http/http-error.ts';
@@ -134,7 +134,7 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   const s = parseStart(deps, ctx.body);
   s.provider ??= (readEffectiveConfig(deps.stores.config).config.default_provider as string | null) ?? null;
   const source = deps.settings.source;
-  const bodyHash = createHash('sha256').update(canonicalJson(ctx.body)).digest('hex');
+  const bodyHash = hash('sha256', canonicalJson(ctx.body), 'hex');
   const now = deps.clock();
   const run = newRunId(now);
   // The run a replayed request_id gets back, else the new run's key.

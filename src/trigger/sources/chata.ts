@@ -1,6 +1,7 @@
 // POST /chata (Slack): a slash command (form body) becomes a job, url_verification is answered its challenge, a reply
 // in a question's thread answers it; the summary goes back to the command's response_url in mrkdwn.
 import { parseJsonObject } from '../../http/body.ts';
+import { mediaTypeOf } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { describe, obj, objOrNull, str, tryParseJson } from '../../untrusted.ts';
 import { briefOf, deliveryKeys, stripLeadingHyphens } from '../../webhook-sources.ts';
@@ -95,7 +96,7 @@ function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
 const SLACK: ChatVoice = { say: ephemeral, noun: 'job', usage: CHATA_USAGE, escape: slackEscape };
 
 export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
-  const input = readChata((ctx.req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase(), raw);
+  const input = readChata(mediaTypeOf(ctx.req), raw);
   if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
   if (input.kind === 'skip') return skipped(input.reason);
   if (input.kind === 'refused') {

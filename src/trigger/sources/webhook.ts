@@ -3,6 +3,7 @@
 // else is skipped.
 import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
+import { mediaTypeOf } from '../../http/guards.ts';
 import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, positiveInt, str, tryParseJson, type Obj } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';
@@ -130,10 +131,8 @@ const FORM_PAYLOAD = 'payload=';
 
 /** 415 naming the setting to change for GitHub's form body; after the signature check, as DESIGN orders auth first. */
 function refuseFormPayload(ctx: TCtx, raw: Buffer): void {
-  const type = (ctx.req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-  if (type !== 'application/x-www-form-urlencoded' || raw.toString('latin1', 0, FORM_PAYLOAD.length) !== FORM_PAYLOAD) {
-    return;
-  }
+  const form = mediaTypeOf(ctx.req) === 'application/x-www-form-urlencoded';
+  if (!form || raw.toString('latin1', 0, FORM_PAYLOAD.length) !== FORM_PAYLOAD) return;
   throw new HttpError('unsupported_media_type',
     'GitHub sent a form body (payload=…): set the webhook\'s Content type to application/json (Settings → Webhooks)');
 }
