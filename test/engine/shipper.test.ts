@@ -443,6 +443,18 @@ describe("the shipper reads the Control Plane's answer to a batch as untrusted",
   });
 });
 
+/**
+ * A node that idles with `args` on its command line, once its script runs: spawn returns when exec closes the
+ * parent's pipe, before the kernel has set the new argv, so /proc/<pid>/cmdline read at once may still be empty.
+ */
+async function idleNode(...args: string[]) {
+  const script = 'process.stdout.write("up"); setTimeout(() => {}, 60_000)';
+  const child = spawn(process.execPath, ['-e', script, ...args], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const [up] = await Promise.race([once(child.stdout, 'data'), once(child, 'exit')]);
+  assert.equal(String(up), 'up', 'the idle node ended before it ran');
+  return child;
+}
+
 /** The token svc's commands send to `found` (control-url.ts, the one rule). */
 const readControlToken = (env: NodeJS.ProcessEnv, found: ControlFound) => controlToken(env, found).token;
 
@@ -490,27 +502,27 @@ describe('the home token and a port no live Control Plane is known to hold', () 
     assert.equal(shipperClient(named).token, 'own-local-token');
   });
 
-  it('goes to an older svc\'s server.json (no start time) only while its pid is this user\'s control serve', () => {
-    // Nothing is contacted: only where discovery points and the token the client would send are looked at.
-    const url = 'http://127.0.0.1:47998';
-    const recordFile = join(home, '.svc', 'control', 'server.json');
-    const sleeper = spawn('sleep', ['60'], { stdio: 'ignore' });
-    const idle = ['-e', 'setTimeout(() => {}, 60_000)'];
-    const serve = spawn(process.execPath, [...idle, 'control', 'serve'], { stdio: 'ignore' });
-    try {
-      // A pid now held by another program (here a sleep; on a shared host, another user's) names no Control Plane.
-      writeFileSync(recordFile, JSON.stringify({ url, pid: sleeper.pid }));
-      const reused = shipperClient({ HOME: home });
-      assert.deepEqual([reused.via, reused.token], ['default', undefined]);
-      writeFileSync(recordFile, JSON.stringify({ url, pid: serve.pid }));
-      const live = shipperClient({ HOME: home });
-      assert.deepEqual([live.url, live.via, live.token], [url, 'server.json', 'own-local-token']);
-    } finally {
-      sleeper.kill('SIGKILL');
-      serve.kill('SIGKILL');
-      rmSync(recordFile, { force: true });
-    }
-  });
+  it('goes to an older svc\'s server.json (no start time) only while its pid is this user\'s control serve',
+    async () => {
+      // Nothing is contacted: only where discovery points and the token the client would send are looked at.
+      const url = 'http://127.0.0.1:47998';
+      const recordFile = join(home, '.svc', 'control', 'server.json');
+      const sleeper = await idleNode();
+      const serve = await idleNode('control', 'serve');
+      try {
+        // A pid held by another program (here an idle node; on a shared host, another user's) names no Control Plane.
+        writeFileSync(recordFile, JSON.stringify({ url, pid: sleeper.pid }));
+        const reused = shipperClient({ HOME: home });
+        assert.deepEqual([reused.via, reused.token], ['default', undefined]);
+        writeFileSync(recordFile, JSON.stringify({ url, pid: serve.pid }));
+        const live = shipperClient({ HOME: home });
+        assert.deepEqual([live.url, live.via, live.token], [url, 'server.json', 'own-local-token']);
+      } finally {
+        sleeper.kill('SIGKILL');
+        serve.kill('SIGKILL');
+        rmSync(recordFile, { force: true });
+      }
+    });
 
   it('goes to the URL a live server.json names, not once that server is gone and the port taken', async () => {
     const seen: (string | undefined)[] = [];
