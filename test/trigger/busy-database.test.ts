@@ -171,7 +171,7 @@ describe('a trigger server on a database another process keeps locked', () => {
     }
   });
 
-  it('waits at start for a lock held two seconds, then gives an origin with no queued count its row', async () => {
+  it('waits at start for a lock until it goes, then gives an origin with no queued count its row', async () => {
     const home = tempDir('svc-home-');
     const dbPath = join(home, 'trigger.db');
     const db = openDatabase(dbPath, triggerMigrations);
@@ -179,10 +179,20 @@ describe('a trigger server on a database another process keeps locked', () => {
     // As a source added after the last start: its row is written before the server serves.
     db.exec("DELETE FROM queued_by_origin WHERE origin = 'trackerb'");
     db.close();
-    // Another process, as node:sqlite's wait for the lock blocks this one's event loop. It holds the lock two seconds:
-    // long enough that the start begins inside it (so must wait), short enough to end well within the start's 5 s.
-    const hold = `const db = new (require('node:sqlite').DatabaseSync)(process.argv[1]); db.exec('BEGIN IMMEDIATE');
-      console.log('locked'); setTimeout(() => db.exec('ROLLBACK'), 2000);`;
+    // Another process, as node:sqlite's wait for the lock blocks this one's event loop. It lets go only once this
+    // process has slept 15 times in SQLite's wait for the lock (seen asleep there, its /proc wchan a nanosleep, then
+    // its main thread's voluntary switches counted): that wait sleeps 1, 2, 5 … 100 ms between tries, so it spends
+    // BUSY_TIMEOUT_MS in under 10. Counted, not timed: however late the machine lets the start begin, it must wait.
+    const hold = `const { readFileSync } = require('node:fs');
+      const db = new (require('node:sqlite').DatabaseSync)(process.argv[1]); db.exec('BEGIN IMMEDIATE');
+      const proc = (file) => readFileSync('/proc/' + process.ppid + '/' + file, 'utf8');
+      const switches = () => Number(/voluntary_ctxt_switches:\\s*(\\d+)/.exec(proc('status'))[1]);
+      let first;
+      const poll = setInterval(() => {
+        if (first === undefined && proc('wchan').includes('nanosleep')) first = switches();
+        if (first !== undefined && switches() - first >= 15) { db.exec('ROLLBACK'); clearInterval(poll); }
+      }, 5);
+      console.log('locked');`;
     const holder = spawn(process.execPath, ['-e', hold, dbPath], { stdio: ['ignore', 'pipe', 'inherit'] });
     const exited = once(holder, 'exit');
     // A holder that dies before it holds the lock fails the test rather than leaving it waiting for ever.
