@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { idleNode } from '../helpers/run-child.ts';
 import {
   createShipper, readRunBatch, shipRuns, shipperClient, type ControlItem,
 } from '../../src/engine/shipper.ts';
@@ -443,18 +444,6 @@ describe("the shipper reads the Control Plane's answer to a batch as untrusted",
   });
 });
 
-/**
- * A node that idles with `args` on its command line, once its script runs: spawn returns when exec closes the
- * parent's pipe, before the kernel has set the new argv, so /proc/<pid>/cmdline read at once may still be empty.
- */
-async function idleNode(...args: string[]) {
-  const script = 'process.stdout.write("up"); setTimeout(() => {}, 60_000)';
-  const child = spawn(process.execPath, ['-e', script, ...args], { stdio: ['ignore', 'pipe', 'ignore'] });
-  const [up] = await Promise.race([once(child.stdout, 'data'), once(child, 'exit')]);
-  assert.equal(String(up), 'up', 'the idle node ended before it ran');
-  return child;
-}
-
 /** The token svc's commands send to `found` (control-url.ts, the one rule). */
 const readControlToken = (env: NodeJS.ProcessEnv, found: ControlFound) => controlToken(env, found).token;
 
@@ -508,7 +497,7 @@ describe('the home token and a port no live Control Plane is known to hold', () 
       const url = 'http://127.0.0.1:47998';
       const recordFile = join(home, '.svc', 'control', 'server.json');
       const sleeper = await idleNode();
-      const serve = await idleNode('control', 'serve');
+      const serve = await idleNode(['control', 'serve']);
       try {
         // A pid held by another program (here an idle node; on a shared host, another user's) names no Control Plane.
         writeFileSync(recordFile, JSON.stringify({ url, pid: sleeper.pid }));
