@@ -21,9 +21,14 @@ import { UntrackableError } from '../../src/engine/run-state.ts';
 import { planCheckoutPrune, removeCheckout } from '../../src/trigger/checkout-prune.ts';
 import { UnsafePathError } from '../../src/engine/safe-fs.ts';
 
-/** Edits like the fixture provider, but only once agent-state/go-<run> exists: a run the test holds running. */
+/**
+ * Edits like the fixture provider, but only once agent-state/go-<run> exists: a run the test holds running. Says it
+ * started in agent-state/up-<run>: its worktree is then made (git reads a worktree's files half-written while
+ * `git worktree add` runs, and fails).
+ */
 const GATED_SCRIPT = `#!/bin/sh
 cat > /dev/null
+: > "$HOME/${AGENT_STATE}/up-$SVC_RUN_ID"
 while [ ! -e "$HOME/${AGENT_STATE}/go-$SVC_RUN_ID" ]; do sleep 0.05; done
 echo "fixed" >> a.txt
 `;
@@ -100,9 +105,9 @@ describe('svc prune', () => {
     const started = await svc(['start', '--worktree', '--detach', '--brief', 'append fixed', '--provider', 'gated']);
     assert.equal(started.code, 0, started.stderr);
     const { run } = JSON.parse(started.stdout);
-    // Its worktree appears while the run may still say "queued": wait until it says "running", the reason checked.
-    const status = () => (existsSync(statePath(run)) ? JSON.parse(readFileSync(statePath(run), 'utf8')).status : null);
-    await waitFor(() => existsSync(tree(run)) && branchExists(`svc/${run}`) && status() === 'running', 'the run to start');
+    // Its agent runs once its worktree is made and its state says "running", the reason checked.
+    await waitFor(() => existsSync(join(repo.home, AGENT_STATE, `up-${run}`)), 'the run\'s agent to start');
+    assert.equal(JSON.parse(readFileSync(statePath(run), 'utf8')).status, 'running');
     const r = await svc(['prune', '--older-than', '0', '--json']);
     assert.equal(r.code, 0, r.stderr);
     const out = JSON.parse(r.stdout) as { removed: Array<{ run: string }>; kept: Array<{ kind: string; run: string; reason: string }> };
