@@ -31,9 +31,8 @@ const held = await holdInSetup(() => {
   return run;
 });
 if (!held) throw new Error('no sandbox was held in its setup');
-for (const deadline = Date.now() + 5_000; ctx.state.child?.init?.pid !== held.init && Date.now() < deadline;) {
-  await sleep(10);
-}
+// Until the worker has recorded the init, however long a loaded machine takes: a stop reads it from state.json.
+while (ctx.state.child?.init?.pid !== held.init) await sleep(10);
 process.stdout.write(JSON.stringify({ init: held.init, outer: held.run.identity.pid, recorded: ctx.state.child }) +
   '\n');
 setInterval(() => undefined, 60_000);
