@@ -265,7 +265,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     assert.deepEqual([outcome.status, outcome.error], ['stopped', null]);
   });
 
-  it('ends a dead worker\'s hung stop at its deadline, during a shutdown too', { timeout: 30_000 }, async () => {
+  it('ends a dead worker\'s hung stop at its deadline, during a shutdown too', async () => {
     const late = await followDeadWorker('hang', { launchTimeoutMs: HANG_MS });
     assert.ok(late.outcome !== null && late.outcome !== 'aborted', `followed to ${String(late.outcome)}`);
     assert.equal(late.outcome.error, 'the run\'s worker died');
