@@ -31,8 +31,11 @@ const held = await holdInSetup(() => {
   return run;
 });
 if (!held) throw new Error('no sandbox was held in its setup');
-// Until the worker has recorded the init, however long a loaded machine takes: a stop reads it from state.json.
-while (ctx.state.child?.init?.pid !== held.init) await sleep(10);
+// Until the worker has recorded the init (a stop reads it from state.json), within a minute however loaded the machine:
+// past that it is broken, and this process ends saying so rather than leaving its test waiting for ever.
+for (const deadline = Date.now() + 60_000; ctx.state.child?.init?.pid !== held.init; await sleep(10)) {
+  if (Date.now() > deadline) throw new Error(`the sandbox's init ${held.init} was never recorded`);
+}
 process.stdout.write(JSON.stringify({ init: held.init, outer: held.run.identity.pid, recorded: ctx.state.child }) +
   '\n');
 setInterval(() => undefined, 60_000);
