@@ -1,6 +1,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import {
@@ -496,9 +496,11 @@ describe('the home token and a port no live Control Plane is known to hold', () 
       // Nothing is contacted: only where discovery points and the token the client would send are looked at.
       const url = 'http://127.0.0.1:47998';
       const recordFile = join(home, '.svc', 'control', 'server.json');
-      const sleeper = await idleNode();
-      const serve = await idleNode(['control', 'serve']);
+      let sleeper: ChildProcess | undefined;
+      let serve: ChildProcess | undefined;
       try {
+        sleeper = await idleNode();
+        serve = await idleNode(['control', 'serve']);
         // A pid held by another program (here an idle node; on a shared host, another user's) names no Control Plane.
         writeFileSync(recordFile, JSON.stringify({ url, pid: sleeper.pid }));
         const reused = shipperClient({ HOME: home });
@@ -507,8 +509,8 @@ describe('the home token and a port no live Control Plane is known to hold', () 
         const live = shipperClient({ HOME: home });
         assert.deepEqual([live.url, live.via, live.token], [url, 'server.json', 'own-local-token']);
       } finally {
-        sleeper.kill('SIGKILL');
-        serve.kill('SIGKILL');
+        sleeper?.kill('SIGKILL');
+        serve?.kill('SIGKILL');
         rmSync(recordFile, { force: true });
       }
     });
