@@ -211,7 +211,7 @@ describe('svc dashboard', () => {
     const r = await run(['dashboard'], { ...baseEnv, SVC_CONTROL_URL: control.url, BROWSER: script });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, '');
-    const argv = await waitFor(() => (existsSync(out) ? readFileSync(out, 'utf8') : null), 'the browser script to run', 15_000);
+    const argv = await waitFor(() => (existsSync(out) ? readFileSync(out, 'utf8') : null), 'the browser script to run');
     assert.equal(argv, `1\n${control.url}/\n`);
     assert.match(r.stderr, /^Opened .* in the browser \(.*fake browser\.sh\)$/m);
   });

@@ -21,9 +21,14 @@ import { UntrackableError } from '../../src/engine/run-state.ts';
 import { planCheckoutPrune, removeCheckout } from '../../src/trigger/checkout-prune.ts';
 import { UnsafePathError } from '../../src/engine/safe-fs.ts';
 
-/** Edits like the fixture provider, but only once agent-state/go-<run> exists: a run the test holds running. */
+/**
+ * Edits like the fixture provider, but only once agent-state/go-<run> exists: a run the test holds running. Says it
+ * started in agent-state/up-<run>: its worktree is then made (git reads a worktree's files half-written while
+ * `git worktree add` runs, and fails).
+ */
 const GATED_SCRIPT = `#!/bin/sh
 cat > /dev/null
+: > "$HOME/${AGENT_STATE}/up-$SVC_RUN_ID"
 while [ ! -e "$HOME/${AGENT_STATE}/go-$SVC_RUN_ID" ]; do sleep 0.05; done
 echo "fixed" >> a.txt
 `;
@@ -100,9 +105,9 @@ describe('svc prune', () => {
     const started = await svc(['start', '--worktree', '--detach', '--brief', 'append fixed', '--provider', 'gated']);
     assert.equal(started.code, 0, started.stderr);
     const { run } = JSON.parse(started.stdout);
-    // Its worktree appears while the run may still say "queued": wait until it says "running", the reason checked.
-    const status = () => (existsSync(statePath(run)) ? JSON.parse(readFileSync(statePath(run), 'utf8')).status : null);
-    await waitFor(() => existsSync(tree(run)) && branchExists(`svc/${run}`) && status() === 'running', 'the run to start');
+    // Its agent runs once its worktree is made and its state says "running", the reason checked.
+    await waitFor(() => existsSync(join(repo.home, AGENT_STATE, `up-${run}`)), 'the run\'s agent to start');
+    assert.equal(JSON.parse(readFileSync(statePath(run), 'utf8')).status, 'running');
     const r = await svc(['prune', '--older-than', '0', '--json']);
     assert.equal(r.code, 0, r.stderr);
     const out = JSON.parse(r.stdout) as { removed: Array<{ run: string }>; kept: Array<{ kind: string; run: string; reason: string }> };
@@ -120,7 +125,11 @@ describe('svc prune', () => {
 
   it('removes a left-over svc/<run id> branch and worktree folder without a run folder, and never a branch svc did not make', async () => {
     const orphan = 'r0123456789abcdefghjkmnpqrs';
-    git('branch', `svc/${orphan}`);
+    // Its tip made 3.5 h ago: its age shows as `3h ago`, however long the suite took to come here.
+    const made = `@${Math.floor((Date.now() - 3.5 * 3_600_000) / 1000)} +0000`;
+    const tip = execFileSync('git', ['commit-tree', '-p', 'HEAD', '-m', 'left over', 'HEAD^{tree}'],
+      { cwd: repo.repo, encoding: 'utf8', env: { ...process.env, ...GIT_ENV, GIT_COMMITTER_DATE: made } }).trim();
+    git('branch', `svc/${orphan}`, tip);
     git('branch', 'svc/my-feature');
     mkdirSync(tree('rleftover'), { recursive: true });
     const old = new Date(Date.now() - 30 * DAY);
@@ -131,7 +140,7 @@ describe('svc prune', () => {
     const r = await svc(['prune', '--older-than', '1d']);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^Removed worktree .*rleftover \(no run folder, 30d ago\)$/m);
-    assert.match(r.stdout, new RegExp(`^Kept branch svc/${orphan} \\(no run folder, 0m ago\\)$`, 'm'));
+    assert.match(r.stdout, new RegExp(`^Kept branch svc/${orphan} \\(no run folder, 3h ago\\)$`, 'm'));
     const now = await svc(['prune', '--older-than', '0']);
     assert.match(now.stdout, new RegExp(`^Removed branch svc/${orphan} `, 'm'));
     assert.equal(branchExists(`svc/${orphan}`), false);

@@ -154,7 +154,11 @@ async function endsHeldSandbox(
     detached: true, stdio: ['pipe', 'pipe', 'inherit'],
   });
   try {
-    const [line] = (await once(worker.stdout!.setEncoding('utf8'), 'data')) as [string];
+    // A worker that ends before it reports fails the test rather than leaving it waiting for ever.
+    const [line] = await Promise.race([once(worker.stdout!.setEncoding('utf8'), 'data') as Promise<[string]>,
+      once(worker, 'exit').then(([code, signal]) => {
+        throw new Error(`the stand-in worker ended (${code ?? signal}) before it held the sandbox`);
+      })]);
     await act(worker, repo, JSON.parse(line) as { init: number; outer: number });
     // The sandbox's sleep lasts 127 s: gone before then, it was ended, however loaded the machine.
     await waitFor(() => processesMentioning(tag).length === 0, `every process of the sandbox to end after ${after}`);

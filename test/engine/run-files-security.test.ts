@@ -18,6 +18,7 @@ import { writePlan, type RunPlan } from '../../src/engine/run-plan.ts';
 import { UnsafePathError, writeNoFollow } from '../../src/engine/safe-fs.ts';
 import { processAlive, stateFor } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { idleNode } from '../helpers/run-child.ts';
 
 const CLI_TS = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 
@@ -25,8 +26,9 @@ describe('stopping a run from outside its worker', () => {
   let repo: string;
   const children: ChildProcess[] = [];
 
-  function sleeper(args: string[] = [], env: NodeJS.ProcessEnv = {}): ChildProcess {
-    const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', ...args], { detached: true, stdio: 'ignore', env: { PATH: process.env.PATH, ...env } });
+  /** Its command line and environment readable in /proc once it is returned (idleNode). */
+  async function sleeper(args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
+    const child = await idleNode(args, { detached: true, env: { PATH: process.env.PATH, ...env } });
     children.push(child);
     return child;
   }
@@ -47,9 +49,8 @@ describe('stopping a run from outside its worker', () => {
   });
 
   it('does not signal a recorded pid whose command line is not our worker for that run', async () => {
-    const victim = sleeper();
+    const victim = await sleeper();
     const pid = victim.pid!;
-    await waitFor(() => procStart(pid), 'victim start time');
     runFolder('rvictim', { pid, pgid: pid, proc_start: procStart(pid) });
     const state = await stopLocalRun(repo, 'rvictim', 'the test');
     assert.equal(state?.status, 'stopped');
@@ -57,9 +58,8 @@ describe('stopping a run from outside its worker', () => {
   });
 
   it('does not signal a worker of another run, nor a provider child that lacks SVC_RUN_ID of the run', async () => {
-    const other = sleeper([CLI_TS, 'worker', 'start', '--run-id', 'rsomeoneelse']);
-    const child = sleeper();
-    await waitFor(() => procStart(other.pid!) && procStart(child.pid!), 'start times');
+    const other = await sleeper([CLI_TS, 'worker', 'start', '--run-id', 'rsomeoneelse']);
+    const child = await sleeper();
     runFolder('rmismatch', {
       pid: other.pid!, pgid: other.pid!, proc_start: procStart(other.pid!),
       child: { pid: child.pid!, pgid: child.pid!, proc_start: procStart(child.pid!) },
@@ -70,15 +70,14 @@ describe('stopping a run from outside its worker', () => {
   });
 
   it('stops the worker and the provider child that really belong to the run', async () => {
-    const worker = sleeper([CLI_TS, 'worker', 'start', '--run-id', 'rmine']);
-    const child = sleeper([], { SVC_RUN_ID: 'rmine' });
-    await waitFor(() => procStart(worker.pid!) && procStart(child.pid!), 'start times');
+    const worker = await sleeper([CLI_TS, 'worker', 'start', '--run-id', 'rmine']);
+    const child = await sleeper([], { SVC_RUN_ID: 'rmine' });
     runFolder('rmine', {
       pid: worker.pid!, pgid: worker.pid!, proc_start: procStart(worker.pid!),
       child: { pid: child.pid!, pgid: child.pid!, proc_start: procStart(child.pid!) },
     });
     await stopLocalRun(repo, 'rmine', 'the test');
-    await waitFor(() => !processAlive(worker.pid!) && !processAlive(child.pid!), 'worker and child to exit', 15_000);
+    await waitFor(() => !processAlive(worker.pid!) && !processAlive(child.pid!), 'worker and child to exit');
   });
 
   it('stops a run whose worker has not recorded itself yet: the worker sees "stopping" and ends it, the stopper named', async () => {
@@ -98,8 +97,7 @@ describe('stopping a run from outside its worker', () => {
   });
 
   it('refuses to signal a group whose recorded start time is null', async () => {
-    const own = sleeper();
-    await waitFor(() => procStart(own.pid!), 'start time');
+    const own = await sleeper();
     assert.equal(signalGroup({ pid: own.pid!, pgid: own.pid!, proc_start: null }, 'SIGTERM'), false);
     assert.equal(signalGroup({ pid: own.pid!, pgid: 1, proc_start: procStart(own.pid!) }, 'SIGTERM'), false);
     assert.equal(processAlive(own.pid!), true);

@@ -1,6 +1,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import {
@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { idleNode } from '../helpers/run-child.ts';
 import {
   createShipper, readRunBatch, shipRuns, shipperClient, type ControlItem,
 } from '../../src/engine/shipper.ts';
@@ -490,27 +491,29 @@ describe('the home token and a port no live Control Plane is known to hold', () 
     assert.equal(shipperClient(named).token, 'own-local-token');
   });
 
-  it('goes to an older svc\'s server.json (no start time) only while its pid is this user\'s control serve', () => {
-    // Nothing is contacted: only where discovery points and the token the client would send are looked at.
-    const url = 'http://127.0.0.1:47998';
-    const recordFile = join(home, '.svc', 'control', 'server.json');
-    const sleeper = spawn('sleep', ['60'], { stdio: 'ignore' });
-    const idle = ['-e', 'setTimeout(() => {}, 60_000)'];
-    const serve = spawn(process.execPath, [...idle, 'control', 'serve'], { stdio: 'ignore' });
-    try {
-      // A pid now held by another program (here a sleep; on a shared host, another user's) names no Control Plane.
-      writeFileSync(recordFile, JSON.stringify({ url, pid: sleeper.pid }));
-      const reused = shipperClient({ HOME: home });
-      assert.deepEqual([reused.via, reused.token], ['default', undefined]);
-      writeFileSync(recordFile, JSON.stringify({ url, pid: serve.pid }));
-      const live = shipperClient({ HOME: home });
-      assert.deepEqual([live.url, live.via, live.token], [url, 'server.json', 'own-local-token']);
-    } finally {
-      sleeper.kill('SIGKILL');
-      serve.kill('SIGKILL');
-      rmSync(recordFile, { force: true });
-    }
-  });
+  it('goes to an older svc\'s server.json (no start time) only while its pid is this user\'s control serve',
+    async () => {
+      // Nothing is contacted: only where discovery points and the token the client would send are looked at.
+      const url = 'http://127.0.0.1:47998';
+      const recordFile = join(home, '.svc', 'control', 'server.json');
+      let sleeper: ChildProcess | undefined;
+      let serve: ChildProcess | undefined;
+      try {
+        sleeper = await idleNode();
+        serve = await idleNode(['control', 'serve']);
+        // A pid held by another program (here an idle node; on a shared host, another user's) names no Control Plane.
+        writeFileSync(recordFile, JSON.stringify({ url, pid: sleeper.pid }));
+        const reused = shipperClient({ HOME: home });
+        assert.deepEqual([reused.via, reused.token], ['default', undefined]);
+        writeFileSync(recordFile, JSON.stringify({ url, pid: serve.pid }));
+        const live = shipperClient({ HOME: home });
+        assert.deepEqual([live.url, live.via, live.token], [url, 'server.json', 'own-local-token']);
+      } finally {
+        sleeper?.kill('SIGKILL');
+        serve?.kill('SIGKILL');
+        rmSync(recordFile, { force: true });
+      }
+    });
 
   it('goes to the URL a live server.json names, not once that server is gone and the port taken', async () => {
     const seen: (string | undefined)[] = [];

@@ -31,8 +31,10 @@ const held = await holdInSetup(() => {
   return run;
 });
 if (!held) throw new Error('no sandbox was held in its setup');
-for (const deadline = Date.now() + 5_000; ctx.state.child?.init?.pid !== held.init && Date.now() < deadline;) {
-  await sleep(10);
+// Until the worker has recorded the init (a stop reads it from state.json), within a minute however loaded the machine:
+// past that it is broken, and this process ends saying so rather than leaving its test waiting for ever.
+for (const deadline = Date.now() + 60_000; ctx.state.child?.init?.pid !== held.init; await sleep(10)) {
+  if (Date.now() > deadline) throw new Error(`the sandbox's init ${held.init} was never recorded`);
 }
 process.stdout.write(JSON.stringify({ init: held.init, outer: held.run.identity.pid, recorded: ctx.state.child }) +
   '\n');

@@ -171,7 +171,7 @@ describe('a trigger server on a database another process keeps locked', () => {
     }
   });
 
-  it('waits at start for a lock held two seconds, then gives an origin with no queued count its row', async () => {
+  it('waits at start for a lock until it goes, then gives an origin with no queued count its row', async () => {
     const home = tempDir('svc-home-');
     const dbPath = join(home, 'trigger.db');
     const db = openDatabase(dbPath, triggerMigrations);
@@ -179,25 +179,49 @@ describe('a trigger server on a database another process keeps locked', () => {
     // As a source added after the last start: its row is written before the server serves.
     db.exec("DELETE FROM queued_by_origin WHERE origin = 'trackerb'");
     db.close();
-    // Another process, as node:sqlite's wait for the lock blocks this one's event loop. It holds the lock two seconds:
-    // long enough that the start begins inside it (so must wait), short enough to end well within the start's 5 s.
-    const hold = `const db = new (require('node:sqlite').DatabaseSync)(process.argv[1]); db.exec('BEGIN IMMEDIATE');
-      console.log('locked'); setTimeout(() => db.exec('ROLLBACK'), 2000);`;
+    // Another process, as node:sqlite's wait for the lock blocks this one's event loop. It lets go only once this
+    // process has slept 15 times in SQLite's wait for the lock (seen asleep there, its /proc wchan a nanosleep, then
+    // its main thread's voluntary switches counted): that wait sleeps 1, 2, 5 … 100 ms between tries, so it spends
+    // BUSY_TIMEOUT_MS in under 10. Counted, not timed: however late the machine lets the start begin, it must wait.
+    // It says `released` once it let go; past 30 s (well past the start-up wait) it ends saying what it saw instead.
+    const hold = `const { readFileSync } = require('node:fs');
+      const db = new (require('node:sqlite').DatabaseSync)(process.argv[1]); db.exec('BEGIN IMMEDIATE');
+      const proc = (file) => readFileSync('/proc/' + process.ppid + '/' + file, 'utf8');
+      const switches = () => Number(/voluntary_ctxt_switches:\\s*(\\d+)/.exec(proc('status'))[1]);
+      let first, wchan = '';
+      const poll = setInterval(() => {
+        wchan = proc('wchan');
+        if (first === undefined && wchan.includes('nanosleep')) first = switches();
+        if (first === undefined || switches() - first < 15) return;
+        db.exec('ROLLBACK'); clearInterval(poll); clearTimeout(cap); console.log('released');
+      }, 5);
+      const cap = setTimeout(() => {
+        console.error(first === undefined ? 'never saw the start asleep (wchan ' + wchan + ')'
+          : 'the start did not sleep 15 times in 30 s (' + (switches() - first) + ')');
+        process.exit(1);
+      }, 30_000);
+      console.log('locked');`;
     const holder = spawn(process.execPath, ['-e', hold, dbPath], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const exited = once(holder, 'exit');
+    let said = '';
+    holder.stdout.setEncoding('utf8').on('data', (text: string) => { said += text; });
+    const closed = once(holder, 'close') as Promise<[number | null, NodeJS.Signals | null]>;
     // A holder that dies before it holds the lock fails the test rather than leaving it waiting for ever.
-    await Promise.race([once(holder.stdout, 'data'), exited.then(([code, signal]) => {
+    await Promise.race([once(holder.stdout, 'data'), closed.then(([code, signal]) => {
       throw new Error(`the lock holder ended (${code ?? signal}) before it held the lock`);
     })]);
-    // Without the start-up wait the start fails as busy after BUSY_TIMEOUT_MS: a backup's moment kept it down.
-    const t = await startTestTrigger({}, { home, db: dbPath });
+    let t: Awaited<ReturnType<typeof startTestTrigger>> | undefined;
     try {
+      // Without the start-up wait the start fails as busy after BUSY_TIMEOUT_MS: a backup's moment kept it down.
+      t = await startTestTrigger({}, { home, db: dbPath });
       assert.equal((t.stores.db.prepare("SELECT n FROM queued_by_origin WHERE origin = 'trackerb'").get() as
         { n: number }).n, 0);
+      // The holder let go because it saw the start wait: one that died (its /proc unreadable) left no lock to wait on.
+      assert.deepEqual(await closed, [0, null]);
+      assert.deepEqual(said.split('\n'), ['locked', 'released', '']);
     } finally {
       holder.kill();
-      await exited;
-      await t.cleanup();
+      await closed;
+      await t?.cleanup();
     }
   });
 

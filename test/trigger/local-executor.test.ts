@@ -20,6 +20,12 @@ import { createLogger } from '../../src/log.ts';
 
 const FAKE_SVC = new URL('./fake-svc.mjs', import.meta.url).pathname;
 
+/**
+ * The launch deadline of the tests whose launcher hangs: the launcher must have started and said so by then (at
+ * 500 ms a loaded machine could end a node before it wrote its first file).
+ */
+const HANG_MS = 3_000;
+
 /** Holds its run until the test writes the release file. */
 const HOLD_SCRIPT = `#!/bin/sh
 cat > /dev/null
@@ -135,11 +141,11 @@ describe('the local executor', () => {
       writeFileSync(hang, `#!/bin/sh\nsleep 300 &\necho $! > "${dir}/child.pid"\nwait\n`);
       chmodSync(hang, 0o755);
       const executor = createLocalExecutor({
-        cliPath: hang, execPath: '/bin/sh', env: { PATH: process.env.PATH }, launchTimeoutMs: 500,
+        cliPath: hang, execPath: '/bin/sh', env: { PATH: process.env.PATH }, launchTimeoutMs: HANG_MS,
       });
       const result = await executor.launch({ run: newRunId(), id: 'job-1', args: ['start'], workdir: dir });
       assert.equal(result.run, null);
-      assert.match(result.error ?? '', /did not finish within 500 ms/);
+      assert.match(result.error ?? '', new RegExp(`did not finish within ${HANG_MS} ms`));
       const child = Number(readFileSync(join(dir, 'child.pid'), 'utf8'));
       await waitFor(() => !processAlive(child), 'the hung launcher\'s child to be ended with it');
     } finally {
@@ -259,15 +265,15 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     assert.deepEqual([outcome.status, outcome.error], ['stopped', null]);
   });
 
-  it('ends a dead worker\'s hung stop at its deadline, during a shutdown too', { timeout: 30_000 }, async () => {
-    const late = await followDeadWorker('hang', { launchTimeoutMs: 500 });
+  it('ends a dead worker\'s hung stop at its deadline, during a shutdown too', async () => {
+    const late = await followDeadWorker('hang', { launchTimeoutMs: HANG_MS });
     assert.ok(late.outcome !== null && late.outcome !== 'aborted', `followed to ${String(late.outcome)}`);
     assert.equal(late.outcome.error, 'the run\'s worker died');
-    assert.match(late.said.join(''), /did not finish within 500 ms/);
+    assert.match(late.said.join(''), new RegExp(`did not finish within ${HANG_MS} ms`));
     await waitFor(() => !processAlive(late.stop.pid), 'the stop to be ended at its deadline');
     const shutdown = new AbortController();
     const { outcome, stop } = await followDeadWorker('hang', {
-      launchTimeoutMs: 500,
+      launchTimeoutMs: HANG_MS,
       shutdown: (stopStarted) => {
         void stopStarted.then(() => shutdown.abort());
         return shutdown.signal;

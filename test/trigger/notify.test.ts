@@ -192,11 +192,11 @@ describe('createHttpsPoster', () => {
         .then((r) => `answered ${r.text.length} characters`, (err: unknown) => errorMessage(err));
       assert.equal(outcome, 'no answer within 400 ms');
       const whole = await httpsRequest(url.replace(/\/x$/, '/whole'),
-        { method: 'GET', headers: {}, ca: cert.cert, timeoutMs: 2000, cap: 10 });
+        { method: 'GET', headers: {}, ca: cert.cert, timeoutMs: 30_000, cap: 10 });
       assert.equal(whole.text, 'y'.repeat(10));
       // The cap is bytes: it never leaves half of a surrogate pair (an emoji is 4 bytes, 2 UTF-16 code units).
       const emoji = await httpsRequest(url.replace(/\/x$/, '/emoji'),
-        { method: 'GET', headers: {}, ca: cert.cert, timeoutMs: 2000, cap: 10 });
+        { method: 'GET', headers: {}, ca: cert.cert, timeoutMs: 30_000, cap: 10 });
       assert.ok(emoji.text.isWellFormed(), JSON.stringify(emoji.text));
       assert.ok(Buffer.byteLength(emoji.text) <= 12);
     } finally {

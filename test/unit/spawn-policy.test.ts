@@ -228,7 +228,8 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
         'echo written > out.txt',
         'ls /proc | grep -E "^[0-9]+$" | wc -l',
         `setsid sh -c 'while true; do echo beat >> ${beat}; sleep 0.05; done' &`,
-        'sleep 0.3',
+        // Ends once the heartbeat has beaten (a fixed sleep raced its first beat on a loaded machine); 30 s at most.
+        `for i in $(seq 3000); do [ -s ${beat} ] && break; sleep 0.01; done`,
       ].join('\n');
       const plan = {
         readable: [], writable: [worktree], protect: [], hidden: [svcDir], protocolReadable: [task],
