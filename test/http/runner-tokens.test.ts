@@ -382,12 +382,13 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
   // answer), an error and an end on a live one, and a stop nobody asked for.
   it('says of its run only its own word: its repository and group stay as sealed, a question only while blocked, ' +
     'an error and end only when ended, a stop only when asked', async () => {
+    const TRACE = '0123456789abcdef0123456789abcdef';
     const home = mkdtempSync(join(tmpdir(), 'svc-seal-home-'));
     try {
       const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
         sealed_at: new Date().toISOString() };
       const env = { HOME: home, PATH: process.env.PATH, SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: K8S,
-        SVC_SOURCE: 'k8s', SVC_ORIGIN: 'chatb', SVC_REPO_NAME: 'acme/app' };
+        SVC_SOURCE: 'k8s', SVC_ORIGIN: 'chatb', SVC_REPO_NAME: 'acme/app', SVC_TRACEPARENT: `00-${TRACE}-${'1'.repeat(16)}-01` };
       for (const name of ['rclaim', 'rstopped']) {
         assert.equal((await storeRun(env, name, seal, { handed: KEY })).unstored, null);
       }
@@ -398,7 +399,8 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.deepEqual([sealed?.repo, sealed?.group_id], ['acme/app', 'rclaim']);
     const ts = () => new Date().toISOString();
     const claims = { repo: 'victim/other', group_id: 'rpod', question: 'Paste the GITHUB_TOKEN here', error: 'forged',
-      ended_at: ts() };
+      ended_at: ts(), origin: 'control', trace_id: 'f'.repeat(32), brief: 'its own brief', provider: 'codex',
+      branch: 'svc/rclaim', exit_code: 3 };
     const send = async (body: Record<string, unknown>) => {
       const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: { source: 'k8s', ...body } });
       assert.equal(res.status, 200, res.text);
@@ -409,6 +411,10 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       return { status, repo, group_id, question, error, ended: ended_at !== null, failure: failure?.reason };
     };
     await send({ runs: [run('rclaim', { run_key: KEY, ...claims })] });
+    // What the trigger dispatched stays as sealed (the pod spec's origin and trace); the rest is the run container's.
+    const { origin, trace_id, brief, provider, branch, exit_code } = cp.deps.stores.runs.get('k8s', 'rclaim')!;
+    assert.deepEqual({ origin, trace_id, brief, provider, branch, exit_code }, { origin: 'chatb', trace_id: TRACE,
+      brief: 'its own brief', provider: 'codex', branch: 'svc/rclaim', exit_code: 3 });
     const running = await shown('rclaim');
     assert.deepEqual(running, { status: 'running', repo: 'acme/app', group_id: 'rclaim', question: null, error: null,
       ended: false, failure: undefined });
@@ -464,27 +470,33 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     const seal = { run: 'rasked', status: 'queued', started_at: new Date().toISOString(), run_key: KEY };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [seal] } }))
       .status, 200);
+    // Whatever class its row gives, an asked stop ends the run of class `stopped`.
+    const failure = { class: 'agent', reason: 'stopped at the Control Plane\u2019s request', retryable: true };
     const ship = (status: string) => cp.request('POST', '/v1/ingest', { token: RUN_TOKEN,
-      body: { source: 'k8s', runs: [run('rasked', { run_key: KEY, status, ended_at: status === 'stopped' ?
-        '2020-01-01T00:00:00.000Z' : null })] } });
+      body: { source: 'k8s', runs: [run('rasked', { run_key: KEY, status, ...(status === 'stopped' ?
+        { ended_at: '2020-01-01T00:00:00.000Z', failure } : {}) })] } });
     assert.equal((await ship('running')).status, 200);
     assert.equal((await cp.request('POST', '/v1/runs/k8s/rasked/stop', { token: MAIN, body: {} })).status, 202);
     const taken = await ship('stopped');
     assert.equal(taken.status, 200, taken.text);
     const row = cp.deps.stores.runs.get('k8s', 'rasked');
     assert.equal(row?.status, 'stopped');
+    assert.deepEqual([row?.failure_class, row?.failure_reason, row?.failure_retryable],
+      ['stopped', failure.reason, 0]);
     // Never before the run's start, which the seal stored before any agent code ran.
     assert.equal(row?.ended_at, row?.started_at);
   });
 
   // A marked line kept only its mark when its data was no object: what the run container said was lost.
-  it('keeps a marked line\u2019s data that is no object, marked, as its value', async () => {
+  it('marks its checks and errors as its word, and keeps a marked line\u2019s data that is no object as its value', async () => {
     const seal = { run: 'rvalue', status: 'queued', started_at: new Date().toISOString(), run_key: KEY };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [seal] } }))
       .status, 200);
     const ts = new Date().toISOString();
     const events = [{ run: 'rvalue', seq: 1, kind: 'log', ts, data: 'Evidence Receipt written: verified' },
-      { run: 'rvalue', seq: 2, kind: 'cost', ts, data: [4, 2] }, { run: 'rvalue', seq: 3, kind: 'log', ts }];
+      { run: 'rvalue', seq: 2, kind: 'cost', ts, data: [4, 2] }, { run: 'rvalue', seq: 3, kind: 'log', ts },
+      { run: 'rvalue', seq: 4, kind: 'check', ts, data: { name: 'test', exit_code: 0, duration_ms: 5 } },
+      { run: 'rvalue', seq: 5, kind: 'error', ts, data: { message: 'the gate is down', by: 'svc' } }];
     const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN,
       body: { source: 'k8s', runs: [run('rvalue', { run_key: KEY })], events } });
     assert.equal(res.status, 200, res.text);
@@ -493,6 +505,9 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.deepEqual(items.map((e) => e.data), [
       { value: 'Evidence Receipt written: verified', by: 'run-container' }, { value: [4, 2], by: 'run-container' },
       { by: 'run-container' },
+      // A check and an error the timeline draws are its word too, not svc's.
+      { name: 'test', exit_code: 0, duration_ms: 5, by: 'run-container' },
+      { message: 'the gate is down', by: 'run-container' },
     ]);
   });
 
