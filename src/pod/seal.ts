@@ -72,6 +72,8 @@ async function storeSealedRun(
     repo: podRepoName(env, seal),
     // What the trigger dispatched, from the pod spec: the run container's rows never change them (runContainerRow).
     origin: launcherOrigin(env), trace_id: parseTraceparent(env.SVC_TRACEPARENT)?.traceId ?? null,
+    // When the pod is surely over: a run still active then is ended by the Control Plane (the first lease stays).
+    lease_until: env.SVC_RUN_LEASE_UNTIL ?? null,
   };
   let result: IngestResult;
   try {

@@ -9,6 +9,7 @@ import { parseRunnerTokens, readRunnerTokens, RunnerTokensError } from '../../sr
 import { resolveControlSettings } from '../../src/control/settings.ts';
 import { handedRunKey } from '../../src/engine/ids.ts';
 import { storeRun } from '../../src/pod/seal.ts';
+import { endLapsedRuns } from '../../src/control/main.ts';
 
 const MAIN = 'main-token-0123456789abcdefghijkl';
 const K8S = 'k8s-runner-token-0123456789abcdef';
@@ -464,6 +465,52 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     const deleted = await cp.request('DELETE', '/v1/runs/k8s/rgoes', { token: MAIN });
     assert.equal(deleted.status, 200, deleted.text);
     assert.equal(cp.deps.stores.runs.get('k8s', 'rgoes'), undefined);
+  });
+
+  // A pod that dies with no end shipped (its run container killed, no signer) has nobody to end its run: the Control
+  // Plane ends it once the lease its seal step stored lapsed, and nothing a pod sends moves another run's lease or its own.
+  it('ends a run past the lease its seal stored, failed of class infra; no later batch moves the lease', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-seal-home-'));
+    const lease = Date.now() + 3_600_000;
+    const at = (ms: number) => new Date(ms).toISOString();
+    try {
+      const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
+        sealed_at: new Date().toISOString() };
+      const env = { HOME: home, PATH: process.env.PATH, SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: K8S,
+        SVC_SOURCE: 'k8s', SVC_RUN_LEASE_UNTIL: at(lease) };
+      assert.equal((await storeRun(env, 'rdies', seal, { handed: KEY })).unstored, null);
+      // Its neighbour, sealed without a lease (a trigger from before leases), and its signer's store with a later one.
+      assert.equal((await storeRun({ ...env, SVC_RUN_LEASE_UNTIL: undefined }, 'rnolease', seal, { handed: KEY }))
+        .unstored, null);
+      assert.equal((await storeRun({ ...env, SVC_RUN_LEASE_UNTIL: at(lease + 9e9) }, 'rdies', seal,
+        { handed: KEY })).unstored, null);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+    // The run container ships it running, claiming leases of its own (one long past for its neighbour), then dies.
+    const ship = (name: string, until: number) => cp.request('POST', '/v1/ingest', { token: RUN_TOKEN,
+      body: { source: 'k8s', runs: [run(name, { run_key: KEY, lease_until: at(until) })] } });
+    assert.equal((await ship('rdies', lease + 9e9)).status, 200);
+    assert.equal((await ship('rnolease', 0)).status, 200);
+    const bad = await cp.request('POST', '/v1/ingest', { token: K8S,
+      body: { source: 'k8s', runs: [run('rbad', { run_key: AGENT_KEY, lease_until: 'soon' })] } });
+    assert.equal(bad.status, 400, bad.text);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rbad'), undefined);
+    const status = (name: string) => cp.deps.stores.runs.get('k8s', name)?.status;
+    assert.equal(endLapsedRuns(cp.deps, lease - 1), 0);
+    assert.deepEqual([status('rdies'), status('rnolease')], ['running', 'running']);
+    assert.equal(endLapsedRuns(cp.deps, lease + 1), 1);
+    const ended = (await cp.request('GET', '/v1/runs/k8s/rdies', { token: MAIN })).json;
+    assert.deepEqual([ended.status, ended.failure?.class, ended.ended_at !== null], ['failed', 'infra', true]);
+    assert.match(ended.error, /^Its runner shipped no end by its lease/);
+    assert.equal(status('rnolease'), 'running');
+    const events = (await cp.request('GET', '/v1/runs/k8s/rdies/events', { token: MAIN })).json.items as
+      Array<{ kind: string; data: { to?: string } }>;
+    assert.deepEqual(events.filter((e) => e.kind === 'run.status').map((e) => e.data.to), ['failed']);
+    // Its run container's later rows do not make it live again; a second sweep ends nothing more.
+    assert.equal((await ship('rdies', lease + 9e9)).status, 200);
+    assert.equal(status('rdies'), 'failed');
+    assert.equal(endLapsedRuns(cp.deps, lease + 9e9 + 1), 0);
   });
 
   it('a stop asked through the Control Plane is the run container\u2019s to say it took', async () => {
