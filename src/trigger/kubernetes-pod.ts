@@ -113,14 +113,6 @@ export function podArgs(args: readonly string[], runId: string): string[] {
   return [...isolatedArgs(args.at(-1) === '--detach' ? args.slice(0, -1) : args), '--run-id', runId];
 }
 
-/**
- * When a pod made now is surely over: its Job's deadline (activeDeadlineSeconds counts from the Job's start, after
- * this) plus 10 minutes for clocks and a slow end. Its gate credential expires then, and its run's lease ends then.
- */
-function podOverAt(s: KubernetesSettings): number {
-  return Date.now() + (s.activeDeadlineSeconds + 600) * 1000;
-}
-
 /** The pod's routes out through the gate (docs/gate.md) with this job's credential, valid until `expires`. */
 function gateEnv(
   serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, runId: string, expires: number,
@@ -267,7 +259,9 @@ export function buildPodSpec(
     ? [{ name: 'run-control-token', mountPath: TOKEN_DIR, readOnly: true }] : token;
   const workspace: Mount = { name: 'workspace', mountPath: WORKSPACE };
   const from = workspaceOf(job, s);
-  const overAt = podOverAt(s);
+  // When the pod is surely over: its Job's deadline (activeDeadlineSeconds counts from the Job's start, after this)
+  // plus 10 minutes for clocks and a slow end. Its gate credential expires then, and its run's lease ends then.
+  const overAt = Date.now() + (s.activeDeadlineSeconds + 600) * 1000;
   const gate = gateEnv(serverEnv, s, job, runId, overAt);
   const clone = from
     ? [container('clone', {
