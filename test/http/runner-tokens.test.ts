@@ -389,7 +389,8 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
         sealed_at: new Date().toISOString() };
       const env = { HOME: home, PATH: process.env.PATH, SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: K8S,
-        SVC_SOURCE: 'k8s', SVC_ORIGIN: 'chatb', SVC_REPO_NAME: 'acme/app', SVC_TRACEPARENT: `00-${TRACE}-${'1'.repeat(16)}-01` };
+        SVC_SOURCE: 'k8s', SVC_ORIGIN: 'chatb', SVC_REPO_NAME: 'acme/app',
+        SVC_TRACEPARENT: `00-${TRACE}-${'1'.repeat(16)}-01` };
       for (const name of ['rclaim', 'rstopped']) {
         assert.equal((await storeRun(env, name, seal, { handed: KEY })).unstored, null);
       }
@@ -468,7 +469,8 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
   });
 
   // A pod that dies with no end shipped (its run container killed, no signer) has nobody to end its run: the Control
-  // Plane ends it once the lease its seal step stored lapsed, and nothing a pod sends moves another run's lease or its own.
+  // Plane ends it once the lease its seal step stored lapsed, and nothing a pod sends moves another run's lease or its
+  // own.
   it('ends a run past the lease its seal stored, failed of class infra; no later batch moves the lease', async () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-seal-home-'));
     const lease = Date.now() + 3_600_000;
@@ -479,7 +481,8 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       const env = { HOME: home, PATH: process.env.PATH, SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: K8S,
         SVC_SOURCE: 'k8s', SVC_RUN_LEASE_UNTIL: at(lease) };
       assert.equal((await storeRun(env, 'rdies', seal, { handed: KEY })).unstored, null);
-      // Its neighbour, sealed without a lease (a trigger from before leases), and its signer's store with a later one.
+      // Its neighbour, sealed without a lease (a trigger from before leases), and a second seal store with a later
+      // one.
       assert.equal((await storeRun({ ...env, SVC_RUN_LEASE_UNTIL: undefined }, 'rnolease', seal, { handed: KEY }))
         .unstored, null);
       assert.equal((await storeRun({ ...env, SVC_RUN_LEASE_UNTIL: at(lease + 9e9) }, 'rdies', seal,
@@ -535,7 +538,8 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
   });
 
   // A marked line kept only its mark when its data was no object: what the run container said was lost.
-  it('marks its checks and errors as its word, and keeps a marked line\u2019s data that is no object as its value', async () => {
+  it('marks its checks and errors as its word, and keeps a marked line\u2019s data that is no object as its value',
+    async () => {
     const seal = { run: 'rvalue', status: 'queued', started_at: new Date().toISOString(), run_key: KEY };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [seal] } }))
       .status, 200);

@@ -553,8 +553,6 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.equal(branchPushed(run), false);
   });
 
-  // A run the run container stopped before its checks leaves no evidence (src/engine/worker.ts); the signer clears the
-  // status it copied before it ships anything, and still ends the run stopped: the Control Plane says a stop was asked.
   // A pod whose run container is killed mid-run ships no end and runs no signer: the trigger fails its job, and the
   // Control Plane ends the run once the lease its seal step stored (the pod spec's deadline plus grace) lapsed.
   it('ends the run of a pod whose run container died unheard once its lease lapsed, and not before', async () => {
@@ -575,6 +573,8 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.match(shown.error, /^Its runner shipped no end by its lease/);
   });
 
+  // A run the run container stopped before its checks leaves no evidence (src/engine/worker.ts); the signer clears the
+  // status it copied before it ships anything, and still ends the run stopped: the Control Plane says a stop was asked.
   it('keeps a run stopped that its run container stopped before its checks: no receipt, no PR', async () => {
     const { outcome, run } = await runJob('fix the greeting', async (workspace, runId) => {
       const dir = join(workspace, '.svc', 'runs', runId);
