@@ -220,12 +220,14 @@ export const SIGNER_ARTIFACTS: ReadonlySet<string> = new Set(['receipt.json', 'e
  * Kinds a pod's run container writes that read as svc's evidence: its provider's reported cost and its own gate's
  * connections (its signer states both from the shared gate), its checks and its errors (the run page's timeline draws
  * them; the signer's receipt says which checks it vouches for). Stored marked as its word (`by`, RUN_CONTAINER,
- * whatever `by` the line had), so none reads as the gate's or svc's; nothing counts a line (totals read the run's row).
+ * whatever `by` the line had), so none reads as the gate's or svc's (the run page and `svc runs logs` label it the run
+ * container's); nothing counts a line (totals read the run's row).
  */
 const MARKED_KINDS: ReadonlySet<string> = new Set(['cost', 'egress', 'check', 'error']);
 /** The `log` streams that are an agent's own output, shown as the line's tag unmarked; any other is marked. */
 const AGENT_STREAMS: ReadonlySet<unknown> = new Set(['stdout', 'stderr']);
-const RUN_CONTAINER = 'run-container';
+/** The `by` of a line ingest marked as a pod's run container's word: shown as its, never svc's (cli/run-logs.ts). */
+export const RUN_CONTAINER = 'run-container';
 
 /** Whether only the signer says an event of `kind` (ingest refuses a run container's, the shipper and the signer's
  * copy leave it out). */
