@@ -186,10 +186,11 @@ export const schemas = {
           'Plane keeps only its SHA-256',
       },
       lease_until: {
-        type: ['string', 'null'],
-        description: 'the time (ISO-8601) by which the run\'s runner must have ended it; the first one stored stays, ' +
-          'and a run still active past it is ended failed, of class infra (a pod\'s seal step sends its Job\'s ' +
-          'deadline plus grace; a bound-runs token\'s is ignored)',
+        type: ['string', 'integer', 'null'],
+        description: 'the time (ISO-8601 or unix ms, as the row\'s times) by which the run\'s runner must have ' +
+          'ended it; the first one stored stays, and a run still active past it is ended failed, of class infra ' +
+          '(stopped when a stop was asked; a pod\'s seal step sends its Job\'s deadline plus grace; a bound-runs ' +
+          'token\'s is ignored)',
       },
     }, { description: 'a Run JSON (DESIGN §3), its run_key and lease_until' })),
     events: array(obj(['run', 'seq', 'ts', 'kind'], { run: str, seq: int, ts: str, kind: str, data: {} })),
