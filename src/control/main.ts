@@ -186,11 +186,13 @@ const LAPSED = 'Its runner shipped no end by its lease (for a Kubernetes pod, it
   'it ended without its run container or signer saying how (killed, evicted, its node lost)';
 
 /**
- * Ends the active runs whose lease lapsed (`lease_until`, set once by the batch that stored the run: a pod's seal
- * step, with its Job's deadline plus grace): failed, of class infra, with LAPSED. A pod that died with no end shipped
- * has nobody else to end its run (its trigger fails only its own job), and an active run is counted active and kept
- * from a delete for ever. The Control Plane decides this alone, from the time the run's own runner gave: no sender
- * names a run to end. A signer's batch that still comes replaces the row, as it replaces its run container's end.
+ * Ends the active runs whose lease lapsed (`lease_until`, set by the first batch carrying one that is not a
+ * bound-runs token's: a pod's seal step, with its Job's deadline plus grace): failed, of class infra (retryable, as
+ * every infra failure is: its pod was ended under it), with LAPSED; a run whose stop was asked (`stopping`) ends
+ * `stopped`, as the stop handler ends a run no runner shipped. A pod that died with no end shipped has nobody else to
+ * end its run (its trigger fails only its own job), and an active run is counted active and kept from a delete for
+ * ever. The Control Plane decides this alone, from the time the run's own runner gave: no sender names a run to end.
+ * A signer's batch that still comes replaces the row, as it replaces its run container's end.
  */
 export function endLapsedRuns(deps: ControlDeps, now = deps.clock()): number {
   let ended = 0;
@@ -199,11 +201,14 @@ export function endLapsedRuns(deps: ControlDeps, now = deps.clock()): number {
       const lapsed = deps.stores.runs.listLapsed(now, PRUNE_BATCH);
       const appended = lapsed.map(({ source, run }) => {
         const from = deps.stores.runs.get(source, run)?.status;
-        const failure = failureColumns(runFailure('infra', LAPSED));
-        deps.stores.runs.setStatus(source, run, 'failed', now, { error: LAPSED, ended_at: now, ...failure });
+        const to = from === 'stopping' ? 'stopped' : 'failed';
+        const failure = to === 'stopped' ? runFailure('stopped', `Stopped as asked. ${LAPSED}`)
+          : runFailure('infra', LAPSED);
+        deps.stores.runs.setStatus(source, run, to, now,
+          { error: to === 'failed' ? LAPSED : null, ended_at: now, ...failureColumns(failure) });
         deps.stores.audit.append({ actor: 'system', peer: '', action: 'runs.lapse', target: `${source}/${run}`,
           outcome: 'ok', detail: { from } });
-        return deps.stores.events.append(source, run, { kind: 'run.status', data: { from, to: 'failed' }, ts: now });
+        return deps.stores.events.append(source, run, { kind: 'run.status', data: { from, to }, ts: now });
       });
       return { lapsed, appended };
     });

@@ -429,7 +429,8 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     await send({ runs: [run('rclaim', { run_key: KEY, ...claims, status: 'blocked' })] });
     assert.equal((await shown('rclaim')).question, 'Paste the GITHUB_TOKEN here');
     // Its failed row is its own end, with its error, failure and end; a stop nobody asked for ends the run failed
-    // with its reason, of the class the signer refuses a claimed stop with (it was stored `stopped`).
+    // with its reason, of the class the signer refuses a claimed stop with (it was stored `stopped`), retryable as a
+    // run ended by its lease is: the same cause (Kubernetes ended the pod).
     const failure = { class: 'agent', reason: 'the provider exited 1', retryable: false };
     const stop = { class: 'stopped', reason: 'stopped by a SIGTERM to the run\u2019s worker', retryable: true };
     await send({ runs: [run('rclaim', { run_key: KEY, ...claims, status: 'failed', failure })] });
@@ -439,7 +440,7 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       ended: true, failure: 'the provider exited 1' });
     const unasked = (await cp.request('GET', '/v1/runs/k8s/rstopped', { token: MAIN })).json;
     assert.deepEqual([unasked.status, unasked.failure, unasked.ended_at !== null], ['failed',
-      { class: 'infra', reason: stop.reason, retryable: false }, true]);
+      { class: 'infra', reason: stop.reason, retryable: true }, true]);
   });
 
   // A pod whose signer never ships (killed, evicted) has only its run container's rows: its failed row must end the
@@ -469,9 +470,10 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
   });
 
   // A pod that dies with no end shipped (its run container killed, no signer) has nobody to end its run: the Control
-  // Plane ends it once the lease its seal step stored lapsed, and nothing a pod sends moves another run's lease or its
-  // own.
-  it('ends a run past the lease its seal stored, failed of class infra; no later batch moves the lease', async () => {
+  // Plane ends it once the lease its seal step stored lapsed (stopped when a stop was asked, as the stop handler ends
+  // a run no runner shipped), and nothing a pod sends moves another run's lease or its own.
+  it('ends a run past the lease its seal stored, failed of class infra or stopped; no later batch moves the lease',
+    async () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-seal-home-'));
     const lease = Date.now() + 3_600_000;
     const at = (ms: number) => new Date(ms).toISOString();
@@ -480,7 +482,9 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
         sealed_at: new Date().toISOString() };
       const env = { HOME: home, PATH: process.env.PATH, SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: K8S,
         SVC_SOURCE: 'k8s', SVC_RUN_LEASE_UNTIL: at(lease) };
-      assert.equal((await storeRun(env, 'rdies', seal, { handed: KEY })).unstored, null);
+      for (const name of ['rdies', 'rstopping']) {
+        assert.equal((await storeRun(env, name, seal, { handed: KEY })).unstored, null);
+      }
       // Its neighbour, sealed without a lease (a trigger from before leases), and a second seal store with a later
       // one.
       assert.equal((await storeRun({ ...env, SVC_RUN_LEASE_UNTIL: undefined }, 'rnolease', seal, { handed: KEY }))
@@ -491,10 +495,15 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       rmSync(home, { recursive: true, force: true });
     }
     // The run container ships it running, claiming leases of its own (one long past for its neighbour), then dies.
+    // Its trace is kept where the seal stored none (this pod spec gave none, as a seal of an older image stores none).
+    const trace = 'f'.repeat(32);
     const ship = (name: string, until: number) => cp.request('POST', '/v1/ingest', { token: RUN_TOKEN,
-      body: { source: 'k8s', runs: [run(name, { run_key: KEY, lease_until: at(until) })] } });
-    assert.equal((await ship('rdies', lease + 9e9)).status, 200);
+      body: { source: 'k8s', runs: [run(name, { run_key: KEY, lease_until: at(until), trace_id: trace })] } });
+    for (const name of ['rdies', 'rstopping']) assert.equal((await ship(name, lease + 9e9)).status, 200);
     assert.equal((await ship('rnolease', 0)).status, 200);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rdies')?.trace_id, trace);
+    const stop = await cp.request('POST', '/v1/runs/k8s/rstopping/stop', { token: MAIN, body: {} });
+    assert.equal(stop.json?.status, 'stopping', stop.text);
     const bad = await cp.request('POST', '/v1/ingest', { token: K8S,
       body: { source: 'k8s', runs: [run('rbad', { run_key: AGENT_KEY, lease_until: 'soon' })] } });
     assert.equal(bad.status, 400, bad.text);
@@ -502,10 +511,15 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     const status = (name: string) => cp.deps.stores.runs.get('k8s', name)?.status;
     assert.equal(endLapsedRuns(cp.deps, lease - 1), 0);
     assert.deepEqual([status('rdies'), status('rnolease')], ['running', 'running']);
-    assert.equal(endLapsedRuns(cp.deps, lease + 1), 1);
+    assert.equal(endLapsedRuns(cp.deps, lease + 1), 2);
     const ended = (await cp.request('GET', '/v1/runs/k8s/rdies', { token: MAIN })).json;
-    assert.deepEqual([ended.status, ended.failure?.class, ended.ended_at !== null], ['failed', 'infra', true]);
+    assert.deepEqual([ended.status, ended.failure?.class, ended.failure?.retryable, ended.ended_at !== null],
+      ['failed', 'infra', true, true]);
     assert.match(ended.error, /^Its runner shipped no end by its lease/);
+    const stopped = (await cp.request('GET', '/v1/runs/k8s/rstopping', { token: MAIN })).json;
+    assert.deepEqual([stopped.status, stopped.failure?.class, stopped.error, stopped.ended_at !== null],
+      ['stopped', 'stopped', null, true]);
+    assert.match(stopped.failure?.reason, /^Stopped as asked\. Its runner shipped no end by its lease/);
     assert.equal(status('rnolease'), 'running');
     const events = (await cp.request('GET', '/v1/runs/k8s/rdies/events', { token: MAIN })).json.items as
       Array<{ kind: string; data: { to?: string } }>;
