@@ -223,6 +223,8 @@ export const SETTINGS = {
   SVC_TRACEPARENT: bySvc('the W3C `traceparent` a run continues: its job\'s span (trigger) or the one ' +
     '`POST /v1/runs` was given (Control Plane); a malformed value starts a new trace'),
   SVC_JOB_ID: bySvc('the trigger job of a run: a `trackera:<id>` run reads that job\'s snapshot'),
+  SVC_RUN_LEASE_UNTIL: bySvc('the time a Kubernetes pod\'s `seal` step stores as its run\'s lease (its Job\'s ' +
+    'deadline plus 10 minutes), past which the Control Plane ends the run if it is still active'),
   SVC_SIGN_LATER: bySvc('`1` in a Kubernetes pod\'s `run` container: evidence instead of a receipt'),
   SVC_GATE_EVIDENCE_URL: bySvc('a Kubernetes pod\'s gate address for the run\'s connections'),
   SVC_SECRETS_HANDOFF: bySvc('the 0600 file under `~/.svc/handoff/` a re-executed svc reads its secrets from'),

@@ -8,6 +8,7 @@ import { localRun, tryReadState, type RunState } from '../engine/run-state.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { workerAlive } from '../engine/repo-name.ts';
 import { TERMINAL } from '../run-json.ts';
+import { RUN_CONTAINER } from '../engine/run-event.ts';
 import { objOrNull, str, tryParseJson } from '../untrusted.ts';
 import { orNull } from '../spawn/tree.ts';
 import type { ControlClient } from '../client/client.ts';
@@ -15,15 +16,19 @@ import type { RunRef } from '../client/types.ts';
 
 const POLL_MS = 200;
 
-/** The line an event shows as, or null when it is not output; `agentOnly` drops svc's own notes (`svc start -f`). */
+/**
+ * The line an event shows as, or null when it is not output; `agentOnly` drops svc's own notes (`svc start -f`). A
+ * line ingest marked as a pod's run container's (its agent could write it) is labelled its, not svc's.
+ */
 function logLine(kind: string, data: unknown, agentOnly = false): string | null {
   const d = objOrNull(data);
   if (!d) return null;
+  const who = str(d.by) === RUN_CONTAINER ? '[run container]' : '[svc]';
   if (kind === 'log') {
     const text = str(d.text);
     if (text === null) return null;
     if (str(d.stream) !== 'svc') return text;
-    return agentOnly ? null : `[svc] ${text}`;
+    return agentOnly ? null : `${who} ${text}`;
   }
   if (kind === 'run.status' && !agentOnly) {
     const to = str(d.to);
@@ -31,7 +36,7 @@ function logLine(kind: string, data: unknown, agentOnly = false): string | null 
   }
   if (kind === 'error' && !agentOnly) {
     const message = str(d.message);
-    return message === null ? null : `[svc] error: ${message}`;
+    return message === null ? null : `${who} error: ${message}`;
   }
   if (kind === 'question') {
     const question = str(d.question);

@@ -102,7 +102,7 @@ export function storeBatch(
     known.add(item.run);
   }
   const now = deps.clock();
-  for (const { run_key: key, ...sent } of batch.runs) {
+  for (const { run_key: key, lease_until: lease, ...sent } of batch.runs) {
     // One read of the row serves the key check and the times below.
     const stored = stores.runs.getKeyed(source, sent.run);
     // Checked before this run's first write; a refusal rolls back the batch's earlier runs with it.
@@ -137,6 +137,8 @@ export function storeBatch(
       stores.runs.upsert(source, run);
     }
     if (bind !== null) stores.runs.bindKey(source, run.run, bind, checked?.movedFrom ?? null);
+    // The run's own runner (its key checked above) says by when it ends the run, once; never its agent's token.
+    if (lease !== null && !boundRuns) stores.runs.setLease(source, run.run, lease);
     started.set(run.run, stored?.started_at ?? run.started_at);
   }
   const inserted: EventRow[] = [];

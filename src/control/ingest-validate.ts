@@ -9,6 +9,7 @@ import { isRepoName } from '../engine/repo-name.ts';
 import { RUN_KEY } from '../engine/ids.ts';
 import { member, optionalTime, orNull, segment, validateEvent, validateRun } from '../engine/run-event.ts';
 import { schemas } from './openapi-schemas.ts';
+import { timeMs } from '../iso-time.ts';
 
 export type IngestBatch = ReturnType<typeof validateBatch>;
 type Artifact = { run: string; path: string; content_type: string; content: Buffer };
@@ -98,14 +99,21 @@ function servedRepos(body: Obj): string[] | null {
   });
 }
 
-/** A batch's run: its row, and the key its runner sent with it (null: none, as from a runner before keys). */
+/**
+ * A batch's run: its row, the key its runner sent with it (null: none, as from a runner before keys), and the time by
+ * which its runner must have ended it (`lease_until`, null: none; a pod's seal step sends its Job's deadline plus
+ * grace), which may lie in the future, unlike the row's times.
+ */
 function validateBatchRun(
   v: unknown, where: string, source: string, now: number,
-): RunInput & { run_key: string | null } {
+): RunInput & { run_key: string | null; lease_until: number | null } {
   const run = validateRun(v, where, source, now);
   const key = orNull<string>(`${where}.run_key`, (v as Obj).run_key, (x) => typeof x === 'string' && RUN_KEY.test(x),
     `must match ${RUN_KEY.source} or be null`);
-  return { ...run, run_key: key };
+  const lease = (v as Obj).lease_until;
+  const until = lease === undefined || lease === null ? null
+    : (timeMs(lease) ?? bad(`${where}.lease_until`, 'must be an ISO-8601 time, unix milliseconds or null'));
+  return { ...run, run_key: key, lease_until: until };
 }
 
 /** A POST /v1/ingest body as the pipeline parsed it (parseJson: its depth checked). */

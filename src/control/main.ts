@@ -30,6 +30,8 @@ import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { DAY_MS, iso } from '../iso-time.ts';
+import { failureColumns } from '../db/run-types.ts';
+import { runFailure } from '../run-json.ts';
 
 export type RunningControl = Awaited<ReturnType<typeof startControl>>;
 
@@ -177,6 +179,47 @@ export function pruneExpiredRuns(deps: ControlDeps, now = deps.clock()): number 
   return deleted;
 }
 
+/** How often runs past their lease are looked for: a pod's lease has 10 minutes of grace past its deadline. */
+const LEASE_SWEEP_MS = 60 * 1000;
+/** Why a run ended by its lease did (endLapsedRuns). */
+const LAPSED = 'Its runner shipped no end by its lease (for a Kubernetes pod, its Job\'s deadline plus 10 minutes): ' +
+  'it ended without its run container or signer saying how (killed, evicted, its node lost)';
+
+/**
+ * Ends the active runs whose lease lapsed (`lease_until`, set by the first batch carrying one that is not a
+ * bound-runs token's: a pod's seal step, with its Job's deadline plus grace): failed, of class infra (retryable, as
+ * every infra failure is: its pod was ended under it), with LAPSED; a run whose stop was asked (`stopping`) ends
+ * `stopped`, as the stop handler ends a run no runner shipped. A pod that died with no end shipped has nobody else to
+ * end its run (its trigger fails only its own job), and an active run is counted active and kept from a delete for
+ * ever. The Control Plane decides this alone, from the time the run's own runner gave: no sender names a run to end.
+ * A signer's batch that still comes replaces the row, as it replaces its run container's end.
+ */
+export function endLapsedRuns(deps: ControlDeps, now = deps.clock()): number {
+  let ended = 0;
+  for (;;) {
+    const { lapsed, appended } = transaction(deps.db, () => {
+      const lapsed = deps.stores.runs.listLapsed(now, PRUNE_BATCH);
+      const appended = lapsed.map(({ source, run }) => {
+        const from = deps.stores.runs.get(source, run)?.status;
+        const to = from === 'stopping' ? 'stopped' : 'failed';
+        const failure = to === 'stopped' ? runFailure('stopped', `Stopped as asked. ${LAPSED}`)
+          : runFailure('infra', LAPSED);
+        deps.stores.runs.setStatus(source, run, to, now,
+          { error: to === 'failed' ? LAPSED : null, ended_at: now, ...failureColumns(failure) });
+        deps.stores.audit.append({ actor: 'system', peer: '', action: 'runs.lapse', target: `${source}/${run}`,
+          outcome: 'ok', detail: { from } });
+        return deps.stores.events.append(source, run, { kind: 'run.status', data: { from, to }, ts: now });
+      });
+      return { lapsed, appended };
+    });
+    deps.bus.publish(appended);
+    ended += appended.length;
+    if (lapsed.length < PRUNE_BATCH) break;
+  }
+  if (ended > 0) deps.log.warn('runs ended past their lease', { ended });
+  return ended;
+}
+
 /** Audit rows per prune transaction; each batch is anchored by its own `audit.prune` row. */
 const AUDIT_BATCH = 5_000;
 
@@ -193,18 +236,25 @@ export function pruneAuditLog(deps: ControlDeps, now = deps.clock()): number {
   return deleted;
 }
 
-/** A failed sweep is logged and tried again next time. */
+/** A failed sweep is logged and tried again next time; runs past their lease are looked for more often. */
 function startRetentionSweeps(deps: ControlDeps): () => void {
-  function sweep(): void {
-    try {
+  const every = (ms: number, what: string, work: () => void): NodeJS.Timeout => {
+    const sweep = (): void => {
+      try {
+        work();
+      } catch (err) {
+        deps.log.error(`${what} failed`, { error: errorMessage(err) });
+      }
+    };
+    sweep();
+    return setInterval(sweep, ms).unref();
+  };
+  const timers = [
+    every(RETENTION_SWEEP_MS, 'retention sweep', () => {
       pruneExpiredRuns(deps);
       pruneAuditLog(deps);
-    } catch (err) {
-      deps.log.error('retention sweep failed', { error: errorMessage(err) });
-    }
-  }
-  sweep();
-  const timer = setInterval(sweep, RETENTION_SWEEP_MS);
-  timer.unref();
-  return () => clearInterval(timer);
+    }),
+    every(LEASE_SWEEP_MS, 'lease sweep', () => endLapsedRuns(deps)),
+  ];
+  return () => timers.forEach(clearInterval);
 }

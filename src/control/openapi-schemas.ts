@@ -185,7 +185,14 @@ export const schemas = {
           'name the run (its row, events, artifacts) without it are refused with 403 forbidden_run; the Control ' +
           'Plane keeps only its SHA-256',
       },
-    }, { description: 'a Run JSON (DESIGN §3) and its run_key' })),
+      lease_until: {
+        type: ['string', 'integer', 'null'],
+        description: 'the time (ISO-8601 or unix ms, as the row\'s times) by which the run\'s runner must have ' +
+          'ended it; the first one stored stays, and a run still active past it is ended failed, of class infra ' +
+          '(stopped when a stop was asked; a pod\'s seal step sends its Job\'s deadline plus grace; a bound-runs ' +
+          'token\'s is ignored)',
+      },
+    }, { description: 'a Run JSON (DESIGN §3), its run_key and lease_until' })),
     events: array(obj(['run', 'seq', 'ts', 'kind'], { run: str, seq: int, ts: str, kind: str, data: {} })),
     artifacts: array(obj(['run', 'path', 'content_base64'], {
       run: str, path: str, content_type: str, content_base64: { type: 'string', contentEncoding: 'base64' },

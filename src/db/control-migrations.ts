@@ -246,4 +246,11 @@ export const controlMigrations: readonly string[] = [
   CREATE TRIGGER events_keep_max AFTER DELETE ON events WHEN OLD.id > (SELECT max_id FROM events_deleted_max)
   BEGIN UPDATE events_deleted_max SET max_id = OLD.id WHERE id = 1; END;
   `,
+  // 14: the time (unix ms) by which a remote run's runner must have ended it, set by the first batch carrying one that
+  // is not a bound-runs token's (a pod's seal step: its Job's deadline plus grace); past it the Control Plane ends a
+  // run still active (its pod died with no end shipped; src/control/main.ts endLapsedRuns). Not in the Run JSON, nor
+  // indexed: the sweep reads the active runs through runs_by_status.
+  `
+  ALTER TABLE runs ADD COLUMN lease_until INTEGER;
+  `,
 ];

@@ -91,6 +91,11 @@ export function createRunsStore(db: Db) {
     'UPDATE runs SET run_key_sha256 = ?, run_key_moved = ? WHERE source = ? AND run = ? AND run_key_sha256 IS ?',
   );
   const keyMovedStmt = db.prepare('SELECT run_key_moved FROM runs WHERE source = ? AND run = ?');
+  // Set once: no later batch, the runner's or its agent's, moves the time its run is ended by.
+  const leaseStmt = db.prepare('UPDATE runs SET lease_until = ? WHERE source = ? AND run = ? AND lease_until IS NULL');
+  const lapsedStmt = db.prepare(
+    `SELECT source, run FROM runs WHERE lease_until < ? AND status IN (${sqlList(ACTIVE_STATUSES)}) ${LIMIT_PARAM}`,
+  );
   // A start request_id whose run is gone may start a new run, so its start request goes with it.
   const cascade = ['events', 'artifacts', 'control_requests', 'start_requests', 'runs'].map((table) =>
     db.prepare(`DELETE FROM ${table} WHERE source = ? AND run = ?`));
@@ -162,6 +167,11 @@ export function createRunsStore(db: Db) {
     /** Oldest terminal runs that ended before `before`. */
     listEnded: (before: number, limit: number) =>
       listEndedStmt.all(before, before, limit) as unknown as Array<{ source: string; run: string }>,
+    /** The time a remote run must have ended by (control migration 14); kept when the run has one. */
+    setLease: (source: string, run: string, until: number): void => void leaseStmt.run(until, source, run),
+    /** Active runs whose lease ended before `now`. */
+    listLapsed: (now: number, limit: number) =>
+      lapsedStmt.all(now, limit) as unknown as Array<{ source: string; run: string }>,
     /** Throws when the DB is unusable (/ready). */
     ping: (): void => void pingStmt.get(),
     /** Active runs are kept; a deleted one takes its events, artifacts, control and start requests along. */

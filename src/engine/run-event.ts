@@ -3,7 +3,9 @@
 // or leaves out a field of state.json, that ingest would refuse; so is the check of an artifact's name.
 // It throws 400 invalid_param naming the first bad field; it writes nothing.
 import { HttpError } from '../http/http-error.ts';
-import { FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS, type RunFailure, type RunStatus } from '../run-json.ts';
+import {
+  FAILURE_CLASSES, RUN_STATUSES, runFailure, SEGMENT, VERDICTS, type RunFailure, type RunStatus,
+} from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
 import { failureColumns, type RunInput } from '../db/run-types.ts';
 import { isJsonObject, MAX_JSON_DEPTH, nestsDeeperThan, oneOf } from '../untrusted.ts';
@@ -215,14 +217,17 @@ function refusal(check: () => unknown): string | null {
 const SIGNER_KINDS: ReadonlySet<string> = new Set(['receipt', 'pr']);
 export const SIGNER_ARTIFACTS: ReadonlySet<string> = new Set(['receipt.json', 'egress.jsonl']);
 /**
- * Kinds a pod's run container writes too (its provider's reported cost, its own gate's connections), which its signer
- * states from the shared gate: the run container's are stored marked as its word (`by`, RUN_CONTAINER, whatever `by`
- * the line had), so none reads as the gate's evidence; nothing counts a line (totals read the run's row).
+ * Kinds a pod's run container writes that read as svc's evidence: its provider's reported cost and its own gate's
+ * connections (its signer states both from the shared gate), its checks and its errors (the run page's timeline draws
+ * them; the signer's receipt says which checks it vouches for). Stored marked as its word (`by`, RUN_CONTAINER,
+ * whatever `by` the line had), so none reads as the gate's or svc's (the run page and `svc runs logs` label it the run
+ * container's); nothing counts a line (totals read the run's row).
  */
-const REPORTED_KINDS: ReadonlySet<string> = new Set(['cost', 'egress']);
+const MARKED_KINDS: ReadonlySet<string> = new Set(['cost', 'egress', 'check', 'error']);
 /** The `log` streams that are an agent's own output, shown as the line's tag unmarked; any other is marked. */
 const AGENT_STREAMS: ReadonlySet<unknown> = new Set(['stdout', 'stderr']);
-const RUN_CONTAINER = 'run-container';
+/** The `by` of a line ingest marked as a pod's run container's word: shown as its, never svc's (cli/run-logs.ts). */
+export const RUN_CONTAINER = 'run-container';
 
 /** Whether only the signer says an event of `kind` (ingest refuses a run container's, the shipper and the signer's
  * copy leave it out). */
@@ -232,13 +237,13 @@ export function isSignerKind(kind: string): boolean {
 
 /**
  * The `data` of a pod's run container's event of `kind` (not a signer's kind) as the Control Plane keeps it: marked as
- * the run container's word when it is a kind the signer also states, or a `log` line of a stream other than the
+ * the run container's word when it is one of MARKED_KINDS, or a `log` line of a stream other than the
  * agent's stdout or stderr (one of `svc`, `receipt`, `pr` would read as svc's own line); else `data` itself. Data
  * that is no object is kept, marked, as `value`: the mark alone would lose what the run container said.
  */
 export function runContainerData(kind: string, data: unknown): unknown {
   const fields = data === undefined ? {} : isJsonObject(data) ? data : null;
-  const marked = REPORTED_KINDS.has(kind) || (kind === 'log' && !AGENT_STREAMS.has(fields?.stream));
+  const marked = MARKED_KINDS.has(kind) || (kind === 'log' && !AGENT_STREAMS.has(fields?.stream));
   if (!marked) return data;
   return fields ? { ...fields, by: RUN_CONTAINER } : { value: data, by: RUN_CONTAINER };
 }
@@ -259,30 +264,38 @@ export function signerFields(row: object): string[] {
 /** A stop no one asked through the Control Plane, as a run container's row says it, and what it is stored as. */
 const UNASKED_STOP: Readonly<Partial<Record<RunStatus, RunStatus>>> = { stopped: 'failed', stopping: 'running' };
 
+/** An asked stop's reason when the run container's row gives none. */
+const ASKED_STOP = 'stopped by a stop asked through the Control Plane';
+
 /**
  * What ingest keeps of a pod's run container's row (a `bound-runs` batch's; signerFields are refused before this),
- * `bound` being the run's stored row, which its seal step stored (docs/control-data.md, "Only the signer's word"):
- * its progress is its word (queued, running, blocked with its question), and so is its own end (failed, with its
- * error, failure and end time), which the signer's row confirms or replaces: a pod whose signer never ships (killed,
- * evicted) must still end, and nothing else ends it. So the agent can make its run read as over while it still runs
- * until the pod ends: a stop then answers 409, and a delete is taken, which drops the signer's later batch. A stop
- * is the Control Plane's to say (`stopAsked`: one was asked for the run): one not asked ends the run failed with its
- * reason, of class `infra` (a SIGTERM from Kubernetes: a deadline, an eviction, a deleted Job; or the agent's claim,
- * which its signer, should it run, refuses), never `stopped`. Once ended so, its later rows do not make it live
- * again (ingest-apply.ts); only the signer's row replaces it. The repository and group stay
- * the ones the run was bound with, and the cost is only the signer's (the gate's).
+ * `bound` being the run's stored row, which its seal step stored (docs/control-data.md, "Only the signer's word"): its
+ * progress is its word (queued, running, blocked with its question), and so is its own end (failed, with its error,
+ * failure and end time), which the signer's row confirms or replaces: a pod whose signer never ships (killed, evicted)
+ * must still end. So the agent can make its run read as over while it still runs until the pod ends: a stop then
+ * answers 409, and a delete is taken, which drops the signer's later batch. A stop is the Control Plane's to say
+ * (`stopAsked`: one was asked for the run): one asked ends the run of class `stopped`, whatever class the row gives;
+ * one not asked ends it failed with its reason, of class `infra`, retryable as every infra failure (a SIGTERM from
+ * Kubernetes: a deadline, an eviction, a deleted Job; or the agent's claim, which its signer, should it run, refuses),
+ * never `stopped`. Once ended so, its later rows do not make it live again (ingest-apply.ts); only the signer's row
+ * replaces it. What the trigger dispatched stays as the seal stored it: the repository, the group, and the trace and
+ * origin where the seal stored them (from the pod spec; a seal of an older image stored neither, and the run
+ * container's are kept); the cost is only the signer's (the gate's). Its brief, provider, branch and exit code are its
+ * own word (it reads the input, resolves the provider, makes the worktree and runs the agent).
  */
 export function runContainerRow(
-  row: RunInput, bound: Pick<RunInput, 'repo' | 'group_id' | 'started_at'>, stopAsked: boolean,
+  row: RunInput, bound: Pick<RunInput, 'repo' | 'group_id' | 'started_at' | 'origin' | 'trace_id'>, stopAsked: boolean,
 ): RunInput {
   const status = (stopAsked ? undefined : UNASKED_STOP[row.status]) ?? row.status;
   const ended = status === 'failed' || status === 'stopped';
-  const refused = status === 'failed' && row.failure_class === 'stopped' ? { failure_class: 'infra' as const,
-    failure_retryable: 0 } : {};
+  const failure = status === 'stopped' ? failureColumns(runFailure('stopped', row.failure_reason ?? ASKED_STOP))
+    : status === 'failed' && row.failure_class === 'stopped' ? { failure_class: 'infra' as const, failure_retryable: 1 }
+      : {};
   return {
     ...row, status, repo: bound.repo ?? null, group_id: bound.group_id ?? row.run,
+    origin: bound.origin ?? row.origin ?? null, trace_id: bound.trace_id ?? row.trace_id ?? null,
     question: status === 'blocked' ? (row.question ?? null) : null,
-    ...(ended ? refused : failureColumns(null)), error: ended ? (row.error ?? null) : null,
+    ...(ended ? failure : failureColumns(null)), error: ended ? (row.error ?? null) : null,
     // Never before the run's start, which the seal step stored before any agent code ran (upsert keeps it).
     ended_at: ended && typeof row.ended_at === 'number' ? Math.max(row.ended_at, bound.started_at) : null,
     metered: null, cost_usd: null, tokens_in: null, tokens_out: null,

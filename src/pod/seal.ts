@@ -13,6 +13,8 @@ import { deletedRun, readIngestAnswer, shipperClient, type ControlItem } from '.
 import { settingOr } from '../settings-registry.ts';
 import { headAndBranch, repoSlug } from '../engine/git.ts';
 import { isRoutedRepoName } from '../engine/repo-name.ts';
+import { launcherOrigin } from '../engine/spec.ts';
+import { parseTraceparent } from '../trace.ts';
 import { resolveOrigin } from '../engine/git-push.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
 import { countOrNull, list, obj, str, tryParseJson } from '../untrusted.ts';
@@ -68,6 +70,10 @@ async function storeSealedRun(
   const queued = {
     run, status: 'queued', started_at: seal.sealed_at, updated_at: seal.sealed_at, run_key: key,
     repo: podRepoName(env, seal),
+    // What the trigger dispatched, from the pod spec: the run container's rows never change them (runContainerRow).
+    origin: launcherOrigin(env), trace_id: parseTraceparent(env.SVC_TRACEPARENT)?.traceId ?? null,
+    // When the pod is surely over: a run still active then is ended by the Control Plane (the first lease stays).
+    lease_until: env.SVC_RUN_LEASE_UNTIL ?? null,
   };
   let result: IngestResult;
   try {

@@ -113,10 +113,11 @@ export function podArgs(args: readonly string[], runId: string): string[] {
   return [...isolatedArgs(args.at(-1) === '--detach' ? args.slice(0, -1) : args), '--run-id', runId];
 }
 
-/** The pod's routes out through the gate (docs/gate.md) with this job's credential, valid for its deadline + 10 min. */
-function gateEnv(serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, runId: string): EnvVar[] {
+/** The pod's routes out through the gate (docs/gate.md) with this job's credential, valid until `expires`. */
+function gateEnv(
+  serverEnv: NodeJS.ProcessEnv, s: KubernetesSettings, job: PodJob, runId: string, expires: number,
+): EnvVar[] {
   if (!s.gateUrl || !s.gateSecret) return [];
-  const expires = Date.now() + (s.activeDeadlineSeconds + 600) * 1000;
   const trace = job.traceparent ? { trace: job.traceparent } : {};
   const budget = job.maxUsd ? { maxUsd: job.maxUsd } : {};
   const who = { job: job.id, run: runId, repo: job.repo?.name ?? '', ...trace, ...budget };
@@ -258,7 +259,10 @@ export function buildPodSpec(
     ? [{ name: 'run-control-token', mountPath: TOKEN_DIR, readOnly: true }] : token;
   const workspace: Mount = { name: 'workspace', mountPath: WORKSPACE };
   const from = workspaceOf(job, s);
-  const gate = gateEnv(serverEnv, s, job, runId);
+  // When the pod is surely over: its Job's deadline (activeDeadlineSeconds counts from the Job's start, after this)
+  // plus 10 minutes for clocks and a slow end. Its gate credential expires then, and its run's lease ends then.
+  const overAt = Date.now() + (s.activeDeadlineSeconds + 600) * 1000;
+  const gate = gateEnv(serverEnv, s, job, runId, overAt);
   const clone = from
     ? [container('clone', {
         command: 'clone' in from
@@ -271,10 +275,11 @@ export function buildPodSpec(
     : [];
   // Before any agent code runs: what the signer will diff against and push to, and the run's key (the run container
   // gets only the key handed from it, in its home). It also stores the run bound to the handed key, so the agent
-  // cannot be the first to store it.
+  // cannot be the first to store it, with the lease past which the Control Plane ends it should the pod die unheard.
   const seal = container('seal', {
     args: ['pod', 'seal', '--repo', WORKSPACE, '--sealed', SEALED_DIR, '--handoff', RUN_KEY_HANDOFF, '--run-id', runId],
-    env: baseEnv(serverEnv, s, job, SEALED_DIR, gate),
+    env: [...baseEnv(serverEnv, s, job, SEALED_DIR, gate),
+      { name: 'SVC_RUN_LEASE_UNTIL', value: new Date(overAt).toISOString() }],
     volumeMounts: [
       { ...workspace, readOnly: true },
       { name: 'sealed', mountPath: SEALED_DIR },

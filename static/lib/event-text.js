@@ -18,7 +18,8 @@ export function eventText(kind, data) {
       return `answered: ${d.answer ?? d.text ?? ''}`;
     case 'check': {
       const result = d.exit_code === 0 ? 'passed' : `failed (exit ${d.exit_code ?? '?'})`;
-      return `check ${d.name ?? ''} ${result}${d.duration_ms != null ? ` in ${duration(d.duration_ms)}` : ''}`;
+      const took = d.duration_ms != null ? ` in ${duration(d.duration_ms)}` : '';
+      return `check ${d.name ?? ''} ${result}${took}${containers(d)}`;
     }
     case 'receipt':
       return `Evidence Receipt written${d.verdict ? `: ${String(d.verdict).replace(/_/g, ' ')}` : ''}`;
@@ -27,16 +28,23 @@ export function eventText(kind, data) {
     case 'cost': {
       const tokens = d.tokens_in != null ? `, ${d.tokens_in} tokens in / ${d.tokens_out ?? '?'} out` : '';
       // A pod's run container's figures are its agent's word: its signer states the gate's on the run.
-      const whose = d.by === 'run-container' ? ' (the run container\'s report)' : '';
-      return `cost ${money(typeof d.usd === 'number' ? d.usd : d.cost_usd)}${tokens}${whose}`;
+      return `cost ${money(typeof d.usd === 'number' ? d.usd : d.cost_usd)}${tokens}${containers(d)}`;
     }
     case 'artifact':
       return `artifact ${d.path ?? ''}`;
     case 'error':
-      return String(d.message ?? d.error ?? JSON.stringify(d));
+      return `${d.message ?? d.error ?? JSON.stringify(d)}${containers(d)}`;
     default:
       return typeof data === 'string' ? data : JSON.stringify(data);
   }
+}
+
+/**
+ * What follows a line a pod's run container sent of a kind svc also writes (ingest marks it `by: run-container`): its
+ * agent could write it, so it reads as its report, not svc's. @param {any} d @returns {string}
+ */
+export function containers(d) {
+  return d.by === 'run-container' ? ' (the run container\'s report)' : '';
 }
 
 /** Unwraps an event delivered either as the whole event row or as its data. @param {any} payload */

@@ -6,7 +6,7 @@
 // Only svc's own lines (event-text.js isSvcLine) start a provider span or a retry mark: a pod's run container's are
 // marked, since its agent can write them.
 import { TERMINAL } from './run-status.js';
-import { isSvcLine } from './event-text.js';
+import { containers, isSvcLine } from './event-text.js';
 
 /** @typedef {{id: number, kind: string, data: any, ts: number | null}} TimelineEvent */
 /**
@@ -116,7 +116,7 @@ export function buildTimeline(run, events, now) {
       const from = Number.isFinite(took) && took > 0 ? Math.max(start, at - took) : at;
       const ok = d.exit_code === 0;
       const result = ok ? 'passed' : `failed (exit ${d.exit_code ?? '?'})`;
-      spans.push({ kind: 'check', start: from, end: at, ok, label: `check ${d.name ?? ''} ${result}` });
+      spans.push({ kind: 'check', start: from, end: at, ok, label: `check ${d.name ?? ''} ${result}${containers(d)}` });
     } else if (e.kind === 'receipt') {
       closeProvider(at);
       const verdict = d.verdict ? `: ${String(d.verdict).replace(/_/g, ' ')}` : '';
@@ -125,7 +125,7 @@ export function buildTimeline(run, events, now) {
       const label = d.opened === false ? `no pull request: ${d.reason ?? ''}` : `pull request ${d.url ?? ''}`;
       marks.push({ kind: 'pr', at, label });
     } else if (e.kind === 'error') {
-      marks.push({ kind: 'error', at, label: `error: ${d.message ?? ''}` });
+      marks.push({ kind: 'error', at, label: `error: ${d.message ?? ''}${containers(d)}` });
     }
   }
   // Spans still open run to the end (now, while the run is live; they are marked open only then).

@@ -182,6 +182,28 @@ describe('the agent output of a run', () => {
     rmSync(dir, { recursive: true });
   });
 
+  // A pod's run container's error and svc note are its agent's word (ingest marks them): never shown as svc's.
+  it('svc runs logs labels a line marked as a pod\'s run container\'s as its, not svc\'s', async () => {
+    const dir = join(repo.repo, '.svc', 'runs', 'rmarked');
+    mkdirSync(dir, { recursive: true });
+    try {
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'edge', run: 'rmarked', status: 'failed' }));
+      const by = 'run-container';
+      const events = [
+        { kind: 'log', data: { stream: 'svc', text: 'checks passed', by } },
+        { kind: 'error', data: { message: 'Provider "x" not found', by } },
+        { kind: 'error', data: { message: 'svc\'s own' } },
+      ].map((e, i) => JSON.stringify({ run: 'rmarked', seq: i + 1, ts: new Date().toISOString(), ...e }));
+      writeFileSync(join(dir, 'events.jsonl'), `${events.join('\n')}\n`);
+      const shown = svc(['runs', 'logs', 'rmarked']);
+      assert.equal(await shown.closed, 0, shown.stderr());
+      assert.equal(shown.stdout(), '[run container] checks passed\n[run container] error: Provider "x" not found\n' +
+        '[svc] error: svc\'s own\n');
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
   it('says a run neither the project nor the Control Plane knows is not found, with exit 1', async () => {
     const r = svc(['runs', 'logs', 'edge/rnowhere'], { SVC_CONTROL_URL: control.url });
     assert.equal(await r.closed, 1);

@@ -577,6 +577,30 @@ describe('copyRunFolder', () => {
     }
   });
 
+  // Its checks and errors are the agent's lines too (the run page's timeline draws them): marked as the run
+  // container's, as ingest marks the ones it ships itself; a receipt line it wrote is left out.
+  it('marks the agent\'s check and error lines in its copy of events.jsonl, and leaves out its receipt line', () => {
+    const from = join(root, 'run-from-events');
+    mkdirSync(from, { recursive: true });
+    writeFileSync(join(from, 'state.json'), '{}');
+    const ts = new Date().toISOString();
+    const lines = [
+      { seq: 1, kind: 'check', ts, data: { name: 'test', exit_code: 0, duration_ms: 3 } },
+      { seq: 2, kind: 'error', ts, data: { message: 'the gate is down', by: 'svc' } },
+      { seq: 3, kind: 'receipt', ts, data: { verdict: 'verified' } },
+      { seq: 4, kind: 'log', ts, data: { stream: 'stdout', text: 'ok' } },
+    ];
+    writeFileSync(join(from, 'events.jsonl'), lines.map((l) => JSON.stringify(l)).join('\n'));
+    const to = join(root, 'run-to-events');
+    copyRunFolder(from, to);
+    const copied = readFileSync(join(to, 'events.jsonl'), 'utf8').split('\n').map((l) => JSON.parse(l));
+    assert.deepEqual(copied.map((e) => [e.kind, e.data]), [
+      ['check', { name: 'test', exit_code: 0, duration_ms: 3, by: 'run-container' }],
+      ['error', { message: 'the gate is down', by: 'run-container' }],
+      ['log', { stream: 'stdout', text: 'ok' }],
+    ]);
+  });
+
   it('refuses a run folder that is a link', () => {
     symlinkSync(join(root, 'run-from'), join(root, 'run-link'));
     assert.throws(() => copyRunFolder(join(root, 'run-link'), join(root, 'run-to2')), /No run folder/);
@@ -612,23 +636,33 @@ describe('seal, evidence and checks', () => {
   it('stores the sealed run once the Control Plane answers, trying again while it does not', async () => {
     const answers = [503, 502, 200];
     const seen: number[] = [];
+    let body = '';
     const cp = createHttpServer((req, res) => {
-      req.resume();
-      const status = answers.shift() ?? 200;
-      seen.push(status);
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(status === 200 ? '{}' : '{"error":{"code":"unavailable","message":"not now"}}');
+      let sent = '';
+      req.setEncoding('utf8').on('data', (c: string) => (sent += c)).on('end', () => {
+        body = sent;
+        const status = answers.shift() ?? 200;
+        seen.push(status);
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(status === 200 ? '{}' : '{"error":{"code":"unavailable","message":"not now"}}');
+      });
     });
     await new Promise<void>((r) => cp.listen(0, '127.0.0.1', r));
     try {
+      const trace = '0123456789abcdef0123456789abcdef';
       const env = {
         SVC_CONTROL_URL: `http://127.0.0.1:${(cp.address() as AddressInfo).port}`, SVC_CONTROL_TOKEN: 't',
-        SVC_SOURCE: 'k8s', HOME: root,
+        SVC_SOURCE: 'k8s', HOME: root, SVC_ORIGIN: 'jobs', SVC_TRACEPARENT: `00-${trace}-${'1'.repeat(16)}-01`,
+        SVC_RUN_LEASE_UNTIL: '2026-12-01T00:10:00.000Z',
       };
       const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
         sealed_at: new Date().toISOString() };
       assert.equal((await storeRun(env, 'r1', seal, { handed: newRunKey() })).unstored, null);
       assert.deepEqual(seen, [503, 502, 200]);
+      // What the trigger dispatched, from the pod spec: the run container's rows never change it.
+      const { origin, trace_id, lease_until } = JSON.parse(body).runs[0];
+      assert.deepEqual({ origin, trace_id, lease_until }, { origin: 'jobs', trace_id: trace,
+        lease_until: env.SVC_RUN_LEASE_UNTIL });
     } finally {
       cp.close();
     }

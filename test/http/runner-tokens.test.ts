@@ -9,6 +9,7 @@ import { parseRunnerTokens, readRunnerTokens, RunnerTokensError } from '../../sr
 import { resolveControlSettings } from '../../src/control/settings.ts';
 import { handedRunKey } from '../../src/engine/ids.ts';
 import { storeRun } from '../../src/pod/seal.ts';
+import { endLapsedRuns } from '../../src/control/main.ts';
 
 const MAIN = 'main-token-0123456789abcdefghijkl';
 const K8S = 'k8s-runner-token-0123456789abcdef';
@@ -382,12 +383,14 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
   // answer), an error and an end on a live one, and a stop nobody asked for.
   it('says of its run only its own word: its repository and group stay as sealed, a question only while blocked, ' +
     'an error and end only when ended, a stop only when asked', async () => {
+    const TRACE = '0123456789abcdef0123456789abcdef';
     const home = mkdtempSync(join(tmpdir(), 'svc-seal-home-'));
     try {
       const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
         sealed_at: new Date().toISOString() };
       const env = { HOME: home, PATH: process.env.PATH, SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: K8S,
-        SVC_SOURCE: 'k8s', SVC_ORIGIN: 'chatb', SVC_REPO_NAME: 'acme/app' };
+        SVC_SOURCE: 'k8s', SVC_ORIGIN: 'chatb', SVC_REPO_NAME: 'acme/app',
+        SVC_TRACEPARENT: `00-${TRACE}-${'1'.repeat(16)}-01` };
       for (const name of ['rclaim', 'rstopped']) {
         assert.equal((await storeRun(env, name, seal, { handed: KEY })).unstored, null);
       }
@@ -398,7 +401,8 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.deepEqual([sealed?.repo, sealed?.group_id], ['acme/app', 'rclaim']);
     const ts = () => new Date().toISOString();
     const claims = { repo: 'victim/other', group_id: 'rpod', question: 'Paste the GITHUB_TOKEN here', error: 'forged',
-      ended_at: ts() };
+      ended_at: ts(), origin: 'control', trace_id: 'f'.repeat(32), brief: 'its own brief', provider: 'codex',
+      branch: 'svc/rclaim', exit_code: 3 };
     const send = async (body: Record<string, unknown>) => {
       const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN, body: { source: 'k8s', ...body } });
       assert.equal(res.status, 200, res.text);
@@ -409,6 +413,10 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       return { status, repo, group_id, question, error, ended: ended_at !== null, failure: failure?.reason };
     };
     await send({ runs: [run('rclaim', { run_key: KEY, ...claims })] });
+    // What the trigger dispatched stays as sealed (the pod spec's origin and trace); the rest is the run container's.
+    const { origin, trace_id, brief, provider, branch, exit_code } = cp.deps.stores.runs.get('k8s', 'rclaim')!;
+    assert.deepEqual({ origin, trace_id, brief, provider, branch, exit_code }, { origin: 'chatb', trace_id: TRACE,
+      brief: 'its own brief', provider: 'codex', branch: 'svc/rclaim', exit_code: 3 });
     const running = await shown('rclaim');
     assert.deepEqual(running, { status: 'running', repo: 'acme/app', group_id: 'rclaim', question: null, error: null,
       ended: false, failure: undefined });
@@ -421,7 +429,8 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     await send({ runs: [run('rclaim', { run_key: KEY, ...claims, status: 'blocked' })] });
     assert.equal((await shown('rclaim')).question, 'Paste the GITHUB_TOKEN here');
     // Its failed row is its own end, with its error, failure and end; a stop nobody asked for ends the run failed
-    // with its reason, of the class the signer refuses a claimed stop with (it was stored `stopped`).
+    // with its reason, of the class the signer refuses a claimed stop with (it was stored `stopped`), retryable as a
+    // run ended by its lease is: the same cause (Kubernetes ended the pod).
     const failure = { class: 'agent', reason: 'the provider exited 1', retryable: false };
     const stop = { class: 'stopped', reason: 'stopped by a SIGTERM to the run\u2019s worker', retryable: true };
     await send({ runs: [run('rclaim', { run_key: KEY, ...claims, status: 'failed', failure })] });
@@ -431,7 +440,7 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
       ended: true, failure: 'the provider exited 1' });
     const unasked = (await cp.request('GET', '/v1/runs/k8s/rstopped', { token: MAIN })).json;
     assert.deepEqual([unasked.status, unasked.failure, unasked.ended_at !== null], ['failed',
-      { class: 'infra', reason: stop.reason, retryable: false }, true]);
+      { class: 'infra', reason: stop.reason, retryable: true }, true]);
   });
 
   // A pod whose signer never ships (killed, evicted) has only its run container's rows: its failed row must end the
@@ -460,31 +469,99 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.equal(cp.deps.stores.runs.get('k8s', 'rgoes'), undefined);
   });
 
+  // A pod that dies with no end shipped (its run container killed, no signer) has nobody to end its run: the Control
+  // Plane ends it once the lease its seal step stored lapsed (stopped when a stop was asked, as the stop handler ends
+  // a run no runner shipped), and nothing a pod sends moves another run's lease or its own.
+  it('ends a run past the lease its seal stored, failed of class infra or stopped; no later batch moves the lease',
+    async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-seal-home-'));
+    const lease = Date.now() + 3_600_000;
+    const at = (ms: number) => new Date(ms).toISOString();
+    try {
+      const seal = { base_sha: 'a'.repeat(40), origin_url: null, origin_problem: 'none', base_branch: 'main',
+        sealed_at: new Date().toISOString() };
+      const env = { HOME: home, PATH: process.env.PATH, SVC_CONTROL_URL: cp.url, SVC_CONTROL_TOKEN: K8S,
+        SVC_SOURCE: 'k8s', SVC_RUN_LEASE_UNTIL: at(lease) };
+      for (const name of ['rdies', 'rstopping']) {
+        assert.equal((await storeRun(env, name, seal, { handed: KEY })).unstored, null);
+      }
+      // Its neighbour, sealed without a lease (a trigger from before leases), and a second seal store with a later
+      // one.
+      assert.equal((await storeRun({ ...env, SVC_RUN_LEASE_UNTIL: undefined }, 'rnolease', seal, { handed: KEY }))
+        .unstored, null);
+      assert.equal((await storeRun({ ...env, SVC_RUN_LEASE_UNTIL: at(lease + 9e9) }, 'rdies', seal,
+        { handed: KEY })).unstored, null);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+    // The run container ships it running, claiming leases of its own (one long past for its neighbour), then dies.
+    // Its trace is kept where the seal stored none (this pod spec gave none, as a seal of an older image stores none).
+    const trace = 'f'.repeat(32);
+    const ship = (name: string, until: number) => cp.request('POST', '/v1/ingest', { token: RUN_TOKEN,
+      body: { source: 'k8s', runs: [run(name, { run_key: KEY, lease_until: at(until), trace_id: trace })] } });
+    for (const name of ['rdies', 'rstopping']) assert.equal((await ship(name, lease + 9e9)).status, 200);
+    assert.equal((await ship('rnolease', 0)).status, 200);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rdies')?.trace_id, trace);
+    const stop = await cp.request('POST', '/v1/runs/k8s/rstopping/stop', { token: MAIN, body: {} });
+    assert.equal(stop.json?.status, 'stopping', stop.text);
+    const bad = await cp.request('POST', '/v1/ingest', { token: K8S,
+      body: { source: 'k8s', runs: [run('rbad', { run_key: AGENT_KEY, lease_until: 'soon' })] } });
+    assert.equal(bad.status, 400, bad.text);
+    assert.equal(cp.deps.stores.runs.get('k8s', 'rbad'), undefined);
+    const status = (name: string) => cp.deps.stores.runs.get('k8s', name)?.status;
+    assert.equal(endLapsedRuns(cp.deps, lease - 1), 0);
+    assert.deepEqual([status('rdies'), status('rnolease')], ['running', 'running']);
+    assert.equal(endLapsedRuns(cp.deps, lease + 1), 2);
+    const ended = (await cp.request('GET', '/v1/runs/k8s/rdies', { token: MAIN })).json;
+    assert.deepEqual([ended.status, ended.failure?.class, ended.failure?.retryable, ended.ended_at !== null],
+      ['failed', 'infra', true, true]);
+    assert.match(ended.error, /^Its runner shipped no end by its lease/);
+    const stopped = (await cp.request('GET', '/v1/runs/k8s/rstopping', { token: MAIN })).json;
+    assert.deepEqual([stopped.status, stopped.failure?.class, stopped.error, stopped.ended_at !== null],
+      ['stopped', 'stopped', null, true]);
+    assert.match(stopped.failure?.reason, /^Stopped as asked\. Its runner shipped no end by its lease/);
+    assert.equal(status('rnolease'), 'running');
+    const events = (await cp.request('GET', '/v1/runs/k8s/rdies/events', { token: MAIN })).json.items as
+      Array<{ kind: string; data: { to?: string } }>;
+    assert.deepEqual(events.filter((e) => e.kind === 'run.status').map((e) => e.data.to), ['failed']);
+    // Its run container's later rows do not make it live again; a second sweep ends nothing more.
+    assert.equal((await ship('rdies', lease + 9e9)).status, 200);
+    assert.equal(status('rdies'), 'failed');
+    assert.equal(endLapsedRuns(cp.deps, lease + 9e9 + 1), 0);
+  });
+
   it('a stop asked through the Control Plane is the run container\u2019s to say it took', async () => {
     const seal = { run: 'rasked', status: 'queued', started_at: new Date().toISOString(), run_key: KEY };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [seal] } }))
       .status, 200);
+    // Whatever class its row gives, an asked stop ends the run of class `stopped`.
+    const failure = { class: 'agent', reason: 'stopped at the Control Plane\u2019s request', retryable: true };
     const ship = (status: string) => cp.request('POST', '/v1/ingest', { token: RUN_TOKEN,
-      body: { source: 'k8s', runs: [run('rasked', { run_key: KEY, status, ended_at: status === 'stopped' ?
-        '2020-01-01T00:00:00.000Z' : null })] } });
+      body: { source: 'k8s', runs: [run('rasked', { run_key: KEY, status, ...(status === 'stopped' ?
+        { ended_at: '2020-01-01T00:00:00.000Z', failure } : {}) })] } });
     assert.equal((await ship('running')).status, 200);
     assert.equal((await cp.request('POST', '/v1/runs/k8s/rasked/stop', { token: MAIN, body: {} })).status, 202);
     const taken = await ship('stopped');
     assert.equal(taken.status, 200, taken.text);
     const row = cp.deps.stores.runs.get('k8s', 'rasked');
     assert.equal(row?.status, 'stopped');
+    assert.deepEqual([row?.failure_class, row?.failure_reason, row?.failure_retryable],
+      ['stopped', failure.reason, 0]);
     // Never before the run's start, which the seal stored before any agent code ran.
     assert.equal(row?.ended_at, row?.started_at);
   });
 
   // A marked line kept only its mark when its data was no object: what the run container said was lost.
-  it('keeps a marked line\u2019s data that is no object, marked, as its value', async () => {
+  it('marks its checks and errors as its word, and keeps a marked line\u2019s data that is no object as its value',
+    async () => {
     const seal = { run: 'rvalue', status: 'queued', started_at: new Date().toISOString(), run_key: KEY };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [seal] } }))
       .status, 200);
     const ts = new Date().toISOString();
     const events = [{ run: 'rvalue', seq: 1, kind: 'log', ts, data: 'Evidence Receipt written: verified' },
-      { run: 'rvalue', seq: 2, kind: 'cost', ts, data: [4, 2] }, { run: 'rvalue', seq: 3, kind: 'log', ts }];
+      { run: 'rvalue', seq: 2, kind: 'cost', ts, data: [4, 2] }, { run: 'rvalue', seq: 3, kind: 'log', ts },
+      { run: 'rvalue', seq: 4, kind: 'check', ts, data: { name: 'test', exit_code: 0, duration_ms: 5 } },
+      { run: 'rvalue', seq: 5, kind: 'error', ts, data: { message: 'the gate is down', by: 'svc' } }];
     const res = await cp.request('POST', '/v1/ingest', { token: RUN_TOKEN,
       body: { source: 'k8s', runs: [run('rvalue', { run_key: KEY })], events } });
     assert.equal(res.status, 200, res.text);
@@ -493,6 +570,9 @@ describe('a bound-runs runner token (a pod\u2019s run container\u2019s)', () => 
     assert.deepEqual(items.map((e) => e.data), [
       { value: 'Evidence Receipt written: verified', by: 'run-container' }, { value: [4, 2], by: 'run-container' },
       { by: 'run-container' },
+      // A check and an error the timeline draws are its word too, not svc's.
+      { name: 'test', exit_code: 0, duration_ms: 5, by: 'run-container' },
+      { message: 'the gate is down', by: 'run-container' },
     ]);
   });
 

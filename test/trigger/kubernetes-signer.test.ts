@@ -17,6 +17,7 @@ import { verifyReceipt, keyRingOf, type Receipt } from '../../src/engine/receipt
 import { keyIdOf, trustedKeysDir } from '../../src/keys.ts';
 import { startKubeStandIn, podSecrets, podSecretFiles, podEnvSecrets, type KubeStandIn } from './kube-stand-in.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { endLapsedRuns } from '../../src/control/main.ts';
 import { makeRepo, startGithubStandIn, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import type { RunOutcome } from '../../src/trigger/executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -34,6 +35,14 @@ const TRIGGER_TOKEN = 'trigger-runner-token-0123456789abcd';
 // receipt in its run folder: it has no key, so the best it can do is a receipt with a made-up signature.
 const AGENT = `#!/bin/sh
 cat > /dev/null
+if grep -q die-mid-run "$SVC_TASK_FILE" && [ -n "$SVC_RUN_ID" ]; then
+  # Its run container dies as an evicted or OOM-killed one does: SIGKILL to every svc process of the run (their
+  # arguments name it), nothing shipped after.
+  for f in /proc/[0-9]*/cmdline; do
+    if tr '\\0' ' ' < "$f" 2>/dev/null | grep -q -- "$SVC_RUN_ID"; then p=\${f#/proc/}; kill -9 "\${p%/cmdline}"; fi
+  done
+  exit 0
+fi
 if grep -q leave-it-broken "$SVC_TASK_FILE"; then echo broken >> a.txt; else echo fixed >> a.txt; fi
 run_dir=$(dirname "$(dirname "$SVC_TASK_FILE")")
 mkdir -p "$run_dir/artifacts"
@@ -546,6 +555,26 @@ describe('Kubernetes job pod: only the signer holds the key', () => {
     assert.equal(outcome.pr_url, null);
     assert.equal((await cp.request('GET', `/v1/runs/k8s/${run}`)).status, 404);
     assert.equal(branchPushed(run), false);
+  });
+
+  // A pod whose run container is killed mid-run ships no end and runs no signer: the trigger fails its job, and the
+  // Control Plane ends the run once the lease its seal step stored (the pod spec's deadline plus grace) lapsed.
+  it('ends the run of a pod whose run container died unheard once its lease lapsed, and not before', async () => {
+    const { outcome, run, job } = await runJob('die-mid-run fix the greeting');
+    assert.equal(outcome.status, 'failed', outcome.error ?? '');
+    assert.match(outcome.error ?? '', /^Kubernetes Job failed/);
+    const status = () => cp.deps.stores.runs.get('k8s', run)?.status;
+    assert.ok(status() === 'queued' || status() === 'running', status());
+    const seal = kube.jobs.get(job)!.manifest.spec.template.spec.initContainers
+      .find((c: { name: string }) => c.name === 'seal');
+    const lease = Date.parse(seal.env.find((e: { name: string }) => e.name === 'SVC_RUN_LEASE_UNTIL')?.value);
+    assert.ok(lease > Date.now() + 600_000, `the lease ${lease} is past the pod's deadline`);
+    endLapsedRuns(cp.deps);
+    assert.ok(status() === 'queued' || status() === 'running', status());
+    endLapsedRuns(cp.deps, lease + 1);
+    const shown = (await cp.request('GET', `/v1/runs/k8s/${run}`)).json;
+    assert.deepEqual([shown.status, shown.failure?.class, shown.verdict], ['failed', 'infra', null]);
+    assert.match(shown.error, /^Its runner shipped no end by its lease/);
   });
 
   // A run the run container stopped before its checks leaves no evidence (src/engine/worker.ts); the signer clears the

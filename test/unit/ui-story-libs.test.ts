@@ -142,6 +142,18 @@ describe('timeline', () => {
     assert.deepEqual([t.spans, t.marks], [[], []]);
   });
 
+  // Its checks and errors are drawn (their pass, fail and time are what the run shows), labelled as its word.
+  it('labels a check and an error marked as a pod\'s run container\'s as its report', () => {
+    const run = { started_at: new Date(t0).toISOString(), ended_at: null, status: 'running' };
+    const by = 'run-container';
+    const marked = [ev(2, 12, 'check', { name: 'test', exit_code: 0, duration_ms: 1000, by }),
+      ev(3, 20, 'error', { message: 'the gate is down', by })];
+    const t = tl.buildTimeline(run, marked, t0 + 30_000)!;
+    const whose = ' (the run container\'s report)';
+    assert.deepEqual([t.spans.map((s) => s.label), t.marks.map((m) => m.label)],
+      [[`check test passed${whose}`], [`error: the gate is down${whose}`]]);
+  });
+
   it('keeps open spans running to now while the run is live', () => {
     const now = t0 + 60_000;
     const t = tl.buildTimeline({ started_at: new Date(t0).toISOString(), ended_at: null, status: 'blocked' }, events.slice(0, 4), now)!;

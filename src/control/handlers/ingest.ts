@@ -183,7 +183,8 @@ function importBatch(
     skip(`${name}/artifacts/${rel}`, rel.includes('\\') ? 'name contains a backslash' : 'name ingest refuses');
     return [];
   });
-  return { source, runs: [{ ...run, run_key: key }], events, artifacts, notifications: [], served_repos: null };
+  return { source, runs: [{ ...run, run_key: key, lease_until: null }], events, artifacts, notifications: [],
+    served_repos: null };
 }
 
 /** `only`: the run folders to read (all when absent), of a project already registered (this registers none). */
