@@ -11,7 +11,8 @@ import { svcHomeOf } from './svc-paths.ts';
 import { orNull, readOrNull } from './tree.ts';
 import { HANDOFF_FD, HANDOFF_FD_VAR, secretsIn } from './start.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
-import { obj, tryParseJson } from '../untrusted.ts';
+import { obj, objOrNull, tryParseJson } from '../untrusted.ts';
+import { RefusedError } from '../errors.ts';
 
 /** The variable that names the handoff file of a re-executed process (a path, not a secret). */
 export const HANDOFF_VAR = 'SVC_SECRETS_HANDOFF';
@@ -85,6 +86,9 @@ function parse(text: string | null): Secrets {
   return secretsIn(obj(obj(tryParseJson(text ?? '')).secrets));
 }
 
+/** The pipe svc gave this process held no message: its parent withdrew the launch, or died before its word. */
+export class HandoffWithdrawnError extends RefusedError {}
+
 /**
  * Takes what this process was handed (once, at start): the pipe `SVC_HANDOFF_FD` names and the file
  * `SVC_SECRETS_HANDOFF` names (deleted once read), and removes both names from `env`.
@@ -96,5 +100,10 @@ export function takeHandoff(env: NodeJS.ProcessEnv): Secrets {
   delete env[HANDOFF_VAR];
   const file = path ? readOrNull(path) : null;
   if (path) rmSync(path, { force: true });
-  return { ...parse(file), ...parse(fd === String(HANDOFF_FD) ? readPipe() : null) };
+  const piped = fd === String(HANDOFF_FD) ? readPipe() : null;
+  // A launch may be started before its job is confirmed (trigger/managed-checkout.ts): never go on unconfirmed.
+  if (piped !== null && objOrNull(obj(tryParseJson(piped)).secrets) === null) {
+    throw new HandoffWithdrawnError('the process that started this one sent it no go-ahead: not starting');
+  }
+  return { ...parse(file), ...parse(piped) };
 }

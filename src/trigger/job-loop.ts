@@ -190,9 +190,28 @@ export function createJobLoop(opts: JobLoopOptions) {
         : `The job has no repository to run in: "${job.repo}" is no longer served`;
       return finishAndNotify(job, { status: 'failed', error });
     }
+    // Its run's id, chosen here and recorded before the launcher may make it: a restart while it runs finds that run.
+    const launchRun = newRunId();
+    const launch = (workdir: string, word?: Promise<boolean>) => executor.launch({
+      id: job.id, run: launchRun, args: job.args, origin: job.origin, workdir, word,
+      repo: { name: repo.name, clone: repo.clone }, traceparent: launchTraceparent(job),
+      onLauncher: (launcher) => recordLauncher(job, launcher),
+    });
+    // A managed job with a spare: its launcher starts in it while the origin is asked, held until its word.
+    let held = null as { go: (ok: boolean) => void; launched: ReturnType<typeof launch> } | null;
+    const early = (dir: string) => {
+      let go!: (ok: boolean) => void;
+      const launched = launch(dir, new Promise<boolean>((resolve) => { go = resolve; }));
+      held = { go, launched };
+      return async () => {
+        go(false);
+        await launched;
+        held = null;
+      };
+    };
     let workdir: string;
     try {
-      workdir = repo.checkout ?? await opts.managed.prepare(repo, job, abort.signal);
+      workdir = repo.checkout ?? await opts.managed.prepare(repo, job, abort.signal, early);
     } catch (err) {
       // The server stops during a fetch: nothing was launched, so the job waits for the next start.
       if (abort.signal.aborted) {
@@ -203,15 +222,13 @@ export function createJobLoop(opts: JobLoopOptions) {
       if (!(err instanceof ManagedGitError)) throw err;
       return finishAndNotify(job, { status: 'failed', error: err.message });
     }
-    // Its run's id, chosen here and recorded before the launcher starts: a restart while it runs finds that run.
-    const launchRun = newRunId();
-    // Not recorded by shutdown: nothing was launched, and the next start queues the job again (recover).
-    if (!await untilRecorded(job, 'the job\'s launch', () => stores.jobs.setLaunch(job.id, workdir, launchRun))) return;
-    const launched = await executor.launch({
-      id: job.id, run: launchRun, args: job.args, origin: job.origin, workdir,
-      repo: { name: repo.name, clone: repo.clone }, traceparent: launchTraceparent(job),
-      onLauncher: (launcher) => recordLauncher(job, launcher),
-    });
+    // Not recorded by shutdown: nothing was launched, and the next start queues the job again (recover). A held
+    // launcher is given its word only after this: one the server lost before reads no word and never starts.
+    const recorded = await untilRecorded(job, 'the job\'s launch',
+      () => stores.jobs.setLaunch(job.id, workdir, launchRun));
+    held?.go(recorded);
+    if (!recorded) return void await held?.launched;
+    const launched = await (held?.launched ?? launch(workdir));
     if (!launched.run || launched.error) {
       const error = launched.error ?? 'launch failed';
       return finishAndNotify(job, { status: 'failed', exitCode: launched.exitCode, error });
