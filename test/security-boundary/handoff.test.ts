@@ -94,6 +94,32 @@ describe('secrets handoff', () => {
     assert.equal(got.named, null);
   });
 
+  it('holds a child svc at its read until its secrets are given, and one whose launch is withdrawn goes no further',
+    async () => {
+      let give!: (secrets: Record<string, string> | null) => void;
+      const held = new Promise<Record<string, string> | null>((resolve) => { give = resolve; });
+      const run = (secrets: Promise<Record<string, string> | null>) => {
+        const child = startChild([process.execPath, '--input-type=module', '-e', RECEIVER], {
+          kind: 'launcher', base: { PATH: process.env.PATH, HOME: home }, extra: {}, stdio: ['ignore', 'pipe', 'pipe'],
+          secrets,
+        });
+        let out = '';
+        let err = '';
+        child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+        child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+        return new Promise<{ code: number | null; out: string; err: string }>((resolve) =>
+          child.on('close', (code) => resolve({ code, out, err })));
+      };
+      const first = run(held);
+      give({ GITHUB_TOKEN: 'gh-held' });
+      assert.deepEqual(JSON.parse((await first).out).handed, { GITHUB_TOKEN: 'gh-held' });
+      // A parent that withdraws (or dies) sends nothing: the child never reports, never runs on without its word.
+      const withdrawn = await run(Promise.resolve(null));
+      assert.equal(withdrawn.out, '');
+      assert.notEqual(withdrawn.code, 0);
+      assert.match(withdrawn.err, /HandoffWithdrawnError|no go-ahead/);
+    });
+
   it('keeps what a pipe handed over across the Control Plane\u2019s re-exec (a pipe does not survive execve)', async () => {
     const cli = new URL('../../dist/cli.js', import.meta.url).pathname;
     const token = 'reexec-token-5d1a';
