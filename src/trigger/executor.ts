@@ -216,6 +216,7 @@ export function createLocalExecutor(opts: {
   async function launch(job: ExecJob): Promise<LaunchResult> {
     const end = new AbortController();
     let timer: NodeJS.Timeout | undefined;
+    const jobSecrets = secretsFor(secrets, job);
     // A held launcher waits at its handoff read: its time limit counts from its word.
     const handed = (job.word ?? Promise.resolve(true)).then((go) => {
       if (!go) {
@@ -223,7 +224,7 @@ export function createLocalExecutor(opts: {
         return null;
       }
       timer = setTimeout(() => end.abort(), launchTimeoutMs).unref();
-      return secretsFor(secrets, job);
+      return jobSecrets;
     });
     // SVC_JOB_ID: a trackera run finds its delivery's payload (engine/spec.ts). Its own process group: a timeout
     // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
