@@ -86,9 +86,6 @@ function parse(text: string | null): Secrets {
   return secretsIn(obj(obj(tryParseJson(text ?? '')).secrets));
 }
 
-/** The pipe svc gave this process held no message: its parent withdrew the launch, or died before its word. */
-export class HandoffWithdrawnError extends RefusedError {}
-
 /**
  * Takes what this process was handed (once, at start): the pipe `SVC_HANDOFF_FD` names and the file
  * `SVC_SECRETS_HANDOFF` names (deleted once read), and removes both names from `env`.
@@ -101,9 +98,10 @@ export function takeHandoff(env: NodeJS.ProcessEnv): Secrets {
   const file = path ? readOrNull(path) : null;
   if (path) rmSync(path, { force: true });
   const piped = fd === String(HANDOFF_FD) ? readPipe() : null;
-  // A launch may be started before its job is confirmed (trigger/managed-checkout.ts): never go on unconfirmed.
-  if (piped !== null && objOrNull(obj(tryParseJson(piped)).secrets) === null) {
-    throw new HandoffWithdrawnError('the process that started this one sent it no go-ahead: not starting');
+  // A launch may be started before its job is confirmed (trigger/managed-checkout.ts): a pipe that was named but
+  // held no message (its parent withdrew the launch or died first, or it could not be read) is no go-ahead.
+  if (fd !== undefined && objOrNull(obj(tryParseJson(piped ?? '')).secrets) === null) {
+    throw new RefusedError('the process that started this one sent it no go-ahead: not starting');
   }
   return { ...parse(file), ...parse(piped) };
 }

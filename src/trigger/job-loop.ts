@@ -168,9 +168,9 @@ export function createJobLoop(opts: JobLoopOptions) {
   }
 
   /** Without it a restart during the launch cannot end the launcher: it may make its run after the job is over. */
-  function recordLauncher(job: JobRow, launcher: ProcIdentity): void {
+  function recordLauncher(job: JobRow, launcher: ProcIdentity | null): void {
     try {
-      stores.jobs.setLauncher(job.id, JSON.stringify(launcher));
+      stores.jobs.setLauncher(job.id, launcher && JSON.stringify(launcher));
     } catch (err) {
       log.error('could not record the job\'s launcher', { job_id: job.id, error: errorMessage(err) });
     }
@@ -198,16 +198,23 @@ export function createJobLoop(opts: JobLoopOptions) {
       onLauncher: (launcher) => recordLauncher(job, launcher),
     });
     // A managed job with a spare: its launcher starts in it while the origin is asked, held until its word.
-    let held = null as { go: (ok: boolean) => void; launched: ReturnType<typeof launch> } | null;
+    let held = null as { go: (ok: boolean) => void; launched: ReturnType<typeof launch>; withdraw: () => Promise<void> }
+      | null;
     const early = (dir: string) => {
       let go!: (ok: boolean) => void;
       const launched = launch(dir, new Promise<boolean>((resolve) => { go = resolve; }));
-      held = { go, launched };
-      return async () => {
-        go(false);
-        await launched;
+      // A launch that throws during the hold (a spawn refused for memory) fails the job where it is awaited below
+      // (track), never as an unhandled rejection that ends the server.
+      launched.catch(() => {});
+      const withdraw = async () => {
         held = null;
+        go(false);
+        await launched.catch(() => {});
+        // Ended: a restart must not take its identity for a launcher that may still make a run.
+        recordLauncher(job, null);
       };
+      held = { go, launched, withdraw };
+      return withdraw;
     };
     let workdir: string;
     try {
@@ -224,10 +231,14 @@ export function createJobLoop(opts: JobLoopOptions) {
     }
     // Not recorded by shutdown: nothing was launched, and the next start queues the job again (recover). A held
     // launcher is given its word only after this: one the server lost before reads no word and never starts.
-    const recorded = await untilRecorded(job, 'the job\'s launch',
-      () => stores.jobs.setLaunch(job.id, workdir, launchRun));
-    held?.go(recorded);
-    if (!recorded) return void await held?.launched;
+    let recorded = false;
+    try {
+      recorded = await untilRecorded(job, 'the job\'s launch', () => stores.jobs.setLaunch(job.id, workdir, launchRun));
+    } finally {
+      if (!recorded) await held?.withdraw(); // stopping, or a write that threw: the held launcher is ended, not left
+    }
+    if (!recorded) return;
+    held?.go(true);
     const launched = await (held?.launched ?? launch(workdir));
     if (!launched.run || launched.error) {
       const error = launched.error ?? 'launch failed';

@@ -118,13 +118,13 @@ export function createManagedCheckouts(opts: {
   }
 
   /** The spare, renamed to `dir`, when one is ready; the answer it was made for. */
-  async function takeSpare(key: string, dir: string, spare: string): Promise<string | null> {
+  async function takeSpare(key: string, dir: string, spare: string): Promise<{ listing: string } | null> {
     const made = spares.get(key);
     spares.delete(key);
     if (!made || !existsSync(spare)) return null;
     await rm(dir, { recursive: true, force: true }); // a launch that never happened left it (the job is new)
     renameSync(spare, dir);
-    return made.listing;
+    return made;
   }
 
   /** The next job's checkout, kept only when it is the origin's commit. */
@@ -233,10 +233,19 @@ export function createManagedCheckouts(opts: {
           // With a spare, `early` starts the job's launch in it while the origin is asked (it waits for its word).
           const taken = early ? await takeSpare(key, dir, spare) : null;
           if (taken !== null) withdraw = early!(dir);
-          const asked = await askOrigin(repo, url, signal);
+          const asked = await askOrigin(repo, url, signal).catch(async (err: unknown) => {
+            // No answer: the spare, unread by its ended launch, is kept for the next job (else a full clone).
+            if (taken !== null) {
+              await withdraw?.();
+              withdraw = null;
+              renameSync(dir, spare);
+              spares.set(key, taken);
+            }
+            throw err;
+          });
           const ready = taken ?? (spares.get(key)?.listing === asked.listing ? await takeSpare(key, dir, spare) : null);
           let sha: string;
-          if (ready === asked.listing) {
+          if (ready?.listing === asked.listing) {
             sha = /^([0-9a-f]+)\tHEAD$/m.exec(asked.listing)![1]!;
           } else {
             // The origin moved since the spare: its launch, which saw nothing yet, ends before its folder is replaced.

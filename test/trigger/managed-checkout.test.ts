@@ -375,6 +375,10 @@ describe('createManagedCheckouts', () => {
     await assert.rejects(managed.prepare(repo, { id: 'j4', args: [] }, undefined, early), ManagedGitError);
     assert.deepEqual(told[2], { path: join(co, 'acme', 'web', 'j4'), sha: moved, ended: moved });
     assert.equal(existsSync(join(co, 'acme', 'web', 'j4')), false);
+    // Its spare was kept: the next job, the origin back, starts in it at once and it stands (nothing fetched).
+    renameSync(`${origin.bare}.gone`, origin.bare);
+    const fifth = await managed.prepare(repo, { id: 'j5', args: [] }, undefined, early);
+    assert.deepEqual(told[3], { path: fifth, sha: moved, ended: null });
     await managed.idle();
   });
 
