@@ -162,12 +162,12 @@ export function createTriggerJobsStore(db: Db) {
     oldestQueuedIn(repo: string | null, origin: string): JobRow | undefined {
       return toJob(oldestIn.get(repo, origin) as Row | undefined);
     },
-    /** Where the job's launcher runs and the run id it is given, recorded before it starts. */
+    /** Where the job's launcher runs and the run id it is given, recorded before it may make that run. */
     setLaunch(id: string, workdir: string, run: string): void {
       setLaunch.run(workdir, run, id);
     },
-    /** Its launcher's identity (JSON), recorded once it started; dropped when its run is recorded. */
-    setLauncher(id: string, launcher: string): void {
+    /** Its launcher's identity (JSON), recorded once it started; null once it was withdrawn; dropped with its run. */
+    setLauncher(id: string, launcher: string | null): void {
       setLauncher.run(launcher, id);
     },
     listRunning(): JobRow[] {

@@ -11,7 +11,8 @@ import { svcHomeOf } from './svc-paths.ts';
 import { orNull, readOrNull } from './tree.ts';
 import { HANDOFF_FD, HANDOFF_FD_VAR, secretsIn } from './start.ts';
 import { SECRET_NAMES } from '../settings-registry.ts';
-import { obj, tryParseJson } from '../untrusted.ts';
+import { obj, objOrNull, tryParseJson } from '../untrusted.ts';
+import { RefusedError } from '../errors.ts';
 
 /** The variable that names the handoff file of a re-executed process (a path, not a secret). */
 export const HANDOFF_VAR = 'SVC_SECRETS_HANDOFF';
@@ -96,5 +97,11 @@ export function takeHandoff(env: NodeJS.ProcessEnv): Secrets {
   delete env[HANDOFF_VAR];
   const file = path ? readOrNull(path) : null;
   if (path) rmSync(path, { force: true });
-  return { ...parse(file), ...parse(fd === String(HANDOFF_FD) ? readPipe() : null) };
+  const piped = fd === String(HANDOFF_FD) ? readPipe() : null;
+  // A launch may be started before its job is confirmed (trigger/managed-checkout.ts): a pipe that was named but
+  // held no message (its parent withdrew the launch or died first, or it could not be read) is no go-ahead.
+  if (fd !== undefined && objOrNull(obj(tryParseJson(piped ?? '')).secrets) === null) {
+    throw new RefusedError('the process that started this one sent it no go-ahead: not starting');
+  }
+  return { ...parse(file), ...parse(piped) };
 }

@@ -143,9 +143,11 @@ export interface StartOptions extends ChildSpec {
   detached?: boolean;
   /**
    * svc's secrets for a child svc, written to a pipe on its fd 3, never into its environment, which
-   * /proc/<pid>/environ shows to the same user (DESIGN §7a; the child reads them with secrets-handoff.ts).
+   * /proc/<pid>/environ shows to the same user (DESIGN §7a; the child reads them with secrets-handoff.ts). A promise
+   * holds the child at its read until it settles (a launch started before its checkout is confirmed); null sends
+   * nothing, and a child svc that reads an empty pipe refuses to go on.
    */
-  secrets?: Readonly<Record<string, string>>;
+  secrets?: Readonly<Record<string, string>> | Promise<Readonly<Record<string, string>> | null>;
 }
 
 /** The kinds that are a child svc (KINDS): the only children handed secrets. */
@@ -167,7 +169,10 @@ export function startChild(argv: readonly string[], opts: StartOptions): ChildPr
   const pipe = child.stdio[HANDOFF_FD] as Writable | null | undefined;
   // A child already gone never reads it; once written the data waits in the socket, and this process need not.
   pipe?.on('error', () => {});
-  pipe?.end(JSON.stringify({ secrets: secretsIn(secrets) }), () => pipe.destroy());
+  void Promise.resolve(secrets).then((handed) => {
+    if (handed === null) pipe?.destroy();
+    else pipe?.end(JSON.stringify({ secrets: secretsIn(handed) }), () => pipe.destroy());
+  }, () => pipe?.destroy());
   return child;
 }
 

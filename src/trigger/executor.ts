@@ -1,7 +1,9 @@
 // How a job's `svc start` is launched and its run followed. The local child process is the default executor, at
 // this file's end: `node <cli> start …` as a child with an allowlisted env, then it watches the run's state.json.
 // Others (e.g. a Kubernetes one) implement the same two calls and are picked by SVC_TRIGGER_EXECUTOR.
-import { LAUNCH_TIMEOUT_MS, secretsIn, startChild, WORKER_SECRET_NAMES } from '../spawn/start.ts';
+import {
+  LAUNCH_TIMEOUT_MS, secretsIn, startChild, WORKER_SECRET_NAMES, type StartOptions,
+} from '../spawn/start.ts';
 import { orNull } from '../spawn/tree.ts';
 import { readFile } from 'node:fs/promises';
 import { watch, type FSWatcher } from 'node:fs';
@@ -55,7 +57,15 @@ export interface ExecJob {
   traceparent?: string | null;
   /** Told the launcher's process identity once it started, for a restart to end it (an executor of processes). */
   onLauncher?: (launcher: ProcIdentity) => void;
+  /**
+   * A launch started before its checkout was confirmed: nothing of the job (its secrets, its go-ahead) reaches the
+   * launcher until this is true; false ends it, and it never sees the checkout (managed-checkout.ts `early`).
+   */
+  word?: Promise<boolean>;
 }
+
+/** A launch whose word was false: it started nothing and made no run. */
+export const WITHDRAWN = 'withdrawn before its word';
 
 /**
  * Whether a job's run may fetch an issue with `tracker`'s credential, so is handed it (DESIGN §7a): its origin may
@@ -175,7 +185,7 @@ export function createLocalExecutor(opts: {
 
   /** `svc ARGS…`; with `end`, in a process group of its own, signalled once `end` aborts (SIGTERM, SIGKILL 5 s on). */
   function startSvc(
-    args: readonly string[], cwd: string, handed: Record<string, string>, extra: Record<string, string>,
+    args: readonly string[], cwd: string, handed: StartOptions['secrets'], extra: Record<string, string>,
     end?: AbortSignal,
   ) {
     const output = { stdout: '', stderr: '' };
@@ -204,26 +214,39 @@ export function createLocalExecutor(opts: {
   }
 
   async function launch(job: ExecJob): Promise<LaunchResult> {
-    const deadline = AbortSignal.timeout(launchTimeoutMs);
+    const end = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const jobSecrets = secretsFor(secrets, job);
+    // A held launcher waits at its handoff read: its time limit counts from its word.
+    const handed = (job.word ?? Promise.resolve(true)).then((go) => {
+      if (!go) {
+        end.abort(WITHDRAWN);
+        return null;
+      }
+      timer = setTimeout(() => end.abort(), launchTimeoutMs).unref();
+      return jobSecrets;
+    });
     // SVC_JOB_ID: a trackera run finds its delivery's payload (engine/spec.ts). Its own process group: a timeout
     // signals the launcher and what it started, and a Ctrl-C on the server's terminal misses the detached runs.
     // A managed (clone=) job's checkout is its own already: a worktree in it would only check its tree out again.
     const args = [...job.repo?.clone ? job.args : isolatedArgs(job.args), '--run-id', job.run];
-    const { output, done, group } = startSvc(args, job.workdir, secretsFor(secrets, job), {
+    const { output, done, group } = startSvc(args, job.workdir, handed, {
       SVC_JOB_ID: job.id, ...(job.origin ? { SVC_ORIGIN: job.origin } : {}),
       // The run is named after the served entry, never after what the checkout's origin says.
       ...(job.repo ? { SVC_REPO_NAME: job.repo.name } : {}),
       ...(job.traceparent ? { SVC_TRACEPARENT: job.traceparent } : {}),
-    }, deadline);
+    }, end.signal);
     if (group) job.onLauncher?.(group);
     const { code, failed } = await done;
+    clearTimeout(timer);
+    if (end.signal.reason === WITHDRAWN) return { exitCode: code, run: null, error: WITHDRAWN };
     if (failed) return { exitCode: null, run: null, error: failed };
     // A run line is printed once the run's worker started (src/cli/start.ts): that run goes on whatever ends the
     // launcher after it (a kill while it sends earlier runs to the Control Plane), so the job follows it, never
     // failing beside a run that then works unwatched.
     const run = parseLaunchOutput(output.stdout);
     if (run) return { exitCode: code, run, error: null };
-    const error = deadline.aborted ? `svc start did not finish within ${launchTimeoutMs} ms`
+    const error = end.signal.aborted ? `svc start did not finish within ${launchTimeoutMs} ms`
       : code !== 0 ? `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`
       : 'svc start printed no {"source","run"} line';
     return { exitCode: code, run: null, error };

@@ -168,9 +168,9 @@ export function createJobLoop(opts: JobLoopOptions) {
   }
 
   /** Without it a restart during the launch cannot end the launcher: it may make its run after the job is over. */
-  function recordLauncher(job: JobRow, launcher: ProcIdentity): void {
+  function recordLauncher(job: JobRow, launcher: ProcIdentity | null): void {
     try {
-      stores.jobs.setLauncher(job.id, JSON.stringify(launcher));
+      stores.jobs.setLauncher(job.id, launcher && JSON.stringify(launcher));
     } catch (err) {
       log.error('could not record the job\'s launcher', { job_id: job.id, error: errorMessage(err) });
     }
@@ -190,9 +190,35 @@ export function createJobLoop(opts: JobLoopOptions) {
         : `The job has no repository to run in: "${job.repo}" is no longer served`;
       return finishAndNotify(job, { status: 'failed', error });
     }
+    // Its run's id, chosen here and recorded before the launcher may make it: a restart while it runs finds that run.
+    const launchRun = newRunId();
+    const launch = (workdir: string, word?: Promise<boolean>) => executor.launch({
+      id: job.id, run: launchRun, args: job.args, origin: job.origin, workdir, word,
+      repo: { name: repo.name, clone: repo.clone }, traceparent: launchTraceparent(job),
+      onLauncher: (launcher) => recordLauncher(job, launcher),
+    });
+    // A managed job with a spare: its launcher starts in it while the origin is asked, held until its word.
+    let held = null as { go: (ok: boolean) => void; launched: ReturnType<typeof launch>; withdraw: () => Promise<void> }
+      | null;
+    const early = (dir: string) => {
+      let go!: (ok: boolean) => void;
+      const launched = launch(dir, new Promise<boolean>((resolve) => { go = resolve; }));
+      // A launch that throws during the hold (a spawn refused for memory) fails the job where it is awaited below
+      // (track), never as an unhandled rejection that ends the server.
+      launched.catch(() => {});
+      const withdraw = async () => {
+        held = null;
+        go(false);
+        await launched.catch(() => {});
+        // Ended: a restart must not take its identity for a launcher that may still make a run.
+        recordLauncher(job, null);
+      };
+      held = { go, launched, withdraw };
+      return withdraw;
+    };
     let workdir: string;
     try {
-      workdir = repo.checkout ?? await opts.managed.prepare(repo, job, abort.signal);
+      workdir = repo.checkout ?? await opts.managed.prepare(repo, job, abort.signal, early);
     } catch (err) {
       // The server stops during a fetch: nothing was launched, so the job waits for the next start.
       if (abort.signal.aborted) {
@@ -203,15 +229,17 @@ export function createJobLoop(opts: JobLoopOptions) {
       if (!(err instanceof ManagedGitError)) throw err;
       return finishAndNotify(job, { status: 'failed', error: err.message });
     }
-    // Its run's id, chosen here and recorded before the launcher starts: a restart while it runs finds that run.
-    const launchRun = newRunId();
-    // Not recorded by shutdown: nothing was launched, and the next start queues the job again (recover).
-    if (!await untilRecorded(job, 'the job\'s launch', () => stores.jobs.setLaunch(job.id, workdir, launchRun))) return;
-    const launched = await executor.launch({
-      id: job.id, run: launchRun, args: job.args, origin: job.origin, workdir,
-      repo: { name: repo.name, clone: repo.clone }, traceparent: launchTraceparent(job),
-      onLauncher: (launcher) => recordLauncher(job, launcher),
-    });
+    // Not recorded by shutdown: nothing was launched, and the next start queues the job again (recover). A held
+    // launcher is given its word only after this: one the server lost before reads no word and never starts.
+    let recorded = false;
+    try {
+      recorded = await untilRecorded(job, 'the job\'s launch', () => stores.jobs.setLaunch(job.id, workdir, launchRun));
+    } finally {
+      if (!recorded) await held?.withdraw(); // stopping, or a write that threw: the held launcher is ended, not left
+    }
+    if (!recorded) return;
+    held?.go(true);
+    const launched = await (held?.launched ?? launch(workdir));
     if (!launched.run || launched.error) {
       const error = launched.error ?? 'launch failed';
       return finishAndNotify(job, { status: 'failed', exitCode: launched.exitCode, error });

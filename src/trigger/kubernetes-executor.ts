@@ -13,7 +13,7 @@ import {
   type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
 import {
-  outcomeFromState, parseLaunchOutput, questionOf,
+  outcomeFromState, parseLaunchOutput, questionOf, WITHDRAWN,
   type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
 } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
@@ -202,6 +202,7 @@ export function createKubernetesExecutor(opts: {
   }
 
   async function launch(job: ExecJob): Promise<LaunchResult> {
+    if (job.word && !await job.word) return { exitCode: null, run: null, error: WITHDRAWN };
     const name = kubeJobName(job.id);
     try {
       const created = await createJob(job, name);

@@ -117,22 +117,14 @@ export function createManagedCheckouts(opts: {
     return (await git.local(dir, ['rev-parse', 'HEAD'], 'Could not make the job checkout')).trim();
   }
 
-  /** The spare when it was made for this very answer (nothing to fetch), else fetch and clone; its commit. */
-  async function checkoutFor(
-    repo: ServedRepo, url: string, dir: string, spare: string, asked: Asked, signal: AbortSignal | undefined,
-  ) {
-    const ready = spares.get(repo.name.toLowerCase())?.listing === asked.listing && existsSync(spare);
-    spares.delete(repo.name.toLowerCase());
-    if (ready) {
-      await rm(dir, { recursive: true, force: true }); // a launch that never happened left it (the job is new)
-      renameSync(spare, dir);
-      return /^([0-9a-f]+)\tHEAD$/m.exec(asked.listing)![1]!;
-    }
-    const fetch = ['fetch', '--quiet', '--prune', '--no-tags', '--no-write-fetch-head',
-      url, '+refs/heads/*:refs/heads/*'];
-    const what = `Could not fetch ${repo.name} from ${shownUrl(url)}`;
-    await git.remote(mirrorDir(opts.stateDir, repo), url, fetch, what, signal);
-    return makeCheckout(repo, url, dir, asked.branch);
+  /** The spare, renamed to `dir`, when one is ready; the answer it was made for. */
+  async function takeSpare(key: string, dir: string, spare: string): Promise<{ listing: string } | null> {
+    const made = spares.get(key);
+    spares.delete(key);
+    if (!made || !existsSync(spare)) return null;
+    await rm(dir, { recursive: true, force: true }); // a launch that never happened left it (the job is new)
+    renameSync(spare, dir);
+    return made;
   }
 
   /** The next job's checkout, kept only when it is the origin's commit. */
@@ -216,9 +208,15 @@ export function createManagedCheckouts(opts: {
       for (const timer of settling) clearTimeout(timer);
       settling.clear();
     },
-    /** `signal`: the server stops; git talking to the origin is killed and prepare rejects with its reason. */
+    /**
+     * `signal`: the server stops; git talking to the origin is killed and prepare rejects with its reason. `early`:
+     * told the job's folder once a spare is in it, before the origin's answer; it starts the job's launch there, held
+     * until its word, and gives a withdraw that ends it, awaited before anything is written there again (on a
+     * different answer, a failure or a stop: the launch that resolves stands).
+     */
     async prepare(
       repo: ServedRepo, job: { id: string; args: readonly string[] }, signal?: AbortSignal,
+      early?: (dir: string) => () => Promise<void>,
     ): Promise<string> {
       const url = repo.clone;
       if (url === null) throw new RangeError(`${repo.name} is not a managed repository`);
@@ -227,12 +225,39 @@ export function createManagedCheckouts(opts: {
       const spare = join(dir, '..', '.next'); // no job id starts with a dot
       const started = Date.now();
       const key = repo.name.toLowerCase();
+      let withdraw = null as (() => Promise<void>) | null;
       try {
         // The checkout is made inside the turn too: the mirror's branch is still the commit just fetched.
         const { branch, sha } = await inTurn(chains, key, async () => {
           signal?.throwIfAborted(); // a job that waited its turn behind a fetch the stop killed
-          const asked = await askOrigin(repo, url, signal);
-          const sha = await checkoutFor(repo, url, dir, spare, asked, signal);
+          // With a spare, `early` starts the job's launch in it while the origin is asked (it waits for its word).
+          const taken = early ? await takeSpare(key, dir, spare) : null;
+          if (taken !== null) withdraw = early!(dir);
+          const asked = await askOrigin(repo, url, signal).catch(async (err: unknown) => {
+            // No answer: the spare, unread by its ended launch, is kept for the next job (else a full clone).
+            if (taken !== null) {
+              await withdraw?.();
+              withdraw = null;
+              renameSync(dir, spare);
+              spares.set(key, taken);
+            }
+            throw err;
+          });
+          const ready = taken ?? (spares.get(key)?.listing === asked.listing ? await takeSpare(key, dir, spare) : null);
+          let sha: string;
+          if (ready?.listing === asked.listing) {
+            sha = /^([0-9a-f]+)\tHEAD$/m.exec(asked.listing)![1]!;
+          } else {
+            // The origin moved since the spare: its launch, which saw nothing yet, ends before its folder is replaced.
+            await withdraw?.();
+            withdraw = null;
+            spares.delete(key);
+            const fetch = ['fetch', '--quiet', '--prune', '--no-tags', '--no-write-fetch-head',
+              url, '+refs/heads/*:refs/heads/*'];
+            const what = `Could not fetch ${repo.name} from ${shownUrl(url)}`;
+            await git.remote(mirrorDir(opts.stateDir, repo), url, fetch, what, signal);
+            sha = await makeCheckout(repo, url, dir, asked.branch);
+          }
           void inTurn(chains, key, () => makeSpare(repo, url, spare, asked));
           return { branch: asked.branch, sha };
         });
@@ -242,6 +267,7 @@ export function createManagedCheckouts(opts: {
         opts.log.info('managed checkout ready', { job_id: job.id, repo: repo.name, branch, sha, ms });
         return dir;
       } catch (err) {
+        await withdraw?.();
         await rm(dir, { recursive: true, force: true });
         if (err instanceof ManagedGitError) {
           opts.log.warn('managed checkout failed', { job_id: job.id, repo: repo.name, error: err.message });

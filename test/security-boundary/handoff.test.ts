@@ -8,6 +8,7 @@ import {
 } from '../../src/spawn/secrets-handoff.ts';
 import { startChild } from '../../src/spawn/start.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 describe('secrets handoff', () => {
   const home = mkdtempSync(join(tmpdir(), 'svc-handoff-'));
@@ -83,16 +84,46 @@ describe('secrets handoff', () => {
     assert.deepEqual(existsSync(handoffDir) ? readdirSync(handoffDir) : [], before, 'nothing on disk');
   });
 
-  it('reads no pipe when fd 3 is not the socket svc made (a stray SVC_HANDOFF_FD), and leaves that fd alone', async () => {
+  /** The child running RECEIVER with `secrets` handed on fd 3 (as a launcher) or, without, a stray SVC_HANDOFF_FD. */
+  function run(secrets?: Promise<Record<string, string> | null>) {
     const child = startChild([process.execPath, '--input-type=module', '-e', RECEIVER], {
-      kind: 'svc-worker', base: { PATH: process.env.PATH, HOME: home }, extra: { [HANDOFF_FD_VAR]: '3' }, stdio: ['ignore', 'pipe', 'inherit'],
+      kind: 'launcher', base: { PATH: process.env.PATH, HOME: home }, stdio: ['ignore', 'pipe', 'pipe'],
+      extra: secrets ? {} : { [HANDOFF_FD_VAR]: '3' }, secrets,
     });
-    let out = '';
-    child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-    const got = await new Promise<any>((resolve) => child.on('close', () => resolve(JSON.parse(out))));
-    assert.deepEqual(got.handed, {});
-    assert.equal(got.named, null);
+    const seen = { out: '', err: '' };
+    child.stdout!.on('data', (c: Buffer) => (seen.out += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (seen.err += c.toString()));
+    const ended = new Promise<{ code: number | null; out: string; err: string }>((resolve) =>
+      child.on('close', (code) => resolve({ code, ...seen })));
+    return { pid: child.pid!, seen, ended };
+  }
+
+  it('refuses when SVC_HANDOFF_FD names no socket svc made (nothing to read): no word, no start', async () => {
+    const got = await run().ended;
+    assert.equal(got.out, '');
+    assert.notEqual(got.code, 0);
+    assert.match(got.err, /no go-ahead/);
   });
+
+  it('holds a child svc at its read until its secrets are given, and one whose launch is withdrawn goes no further',
+    async () => {
+      let give!: (secrets: Record<string, string> | null) => void;
+      const first = run(new Promise<Record<string, string> | null>((resolve) => { give = resolve; }));
+      // Blocked in read(2) on fd 3 (its syscall number, then its first argument), having reported nothing yet.
+      const read = process.arch === 'arm64' ? '63' : '0';
+      await waitFor(() => {
+        const now = readFileSync(`/proc/${first.pid}/syscall`, 'utf8').split(' ');
+        return now[0] === read && now[1] === '0x3';
+      }, 'the child blocked at its handoff read');
+      assert.equal(first.seen.out, '');
+      give({ GITHUB_TOKEN: 'gh-held' });
+      assert.deepEqual(JSON.parse((await first.ended).out).handed, { GITHUB_TOKEN: 'gh-held' });
+      // A parent that withdraws (or dies) sends nothing: the child never reports, never runs on without its word.
+      const withdrawn = await run(Promise.resolve(null)).ended;
+      assert.equal(withdrawn.out, '');
+      assert.notEqual(withdrawn.code, 0);
+      assert.match(withdrawn.err, /no go-ahead/);
+    });
 
   it('keeps what a pipe handed over across the Control Plane\u2019s re-exec (a pipe does not survive execve)', async () => {
     const cli = new URL('../../dist/cli.js', import.meta.url).pathname;

@@ -8,7 +8,8 @@ const args = process.argv.slice(2);
 const text = args.join(' ');
 const out = join(process.env.HOME ?? '/tmp', 'fake-svc');
 mkdirSync(out, { recursive: true });
-// Like svc, it takes what the server handed over on fd 3 (secrets, never in its environment) and records it.
+// Like svc, it takes what the server handed over on fd 3 (secrets, never in its environment) and records it; an
+// empty pipe (a launch withdrawn before its word) ends it here, recording nothing, as svc refuses to go on.
 let handed = null;
 if (process.env.SVC_HANDOFF_FD === '3') {
   handed = JSON.parse(readFileSync(3, 'utf8'));

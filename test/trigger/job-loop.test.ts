@@ -524,4 +524,57 @@ describe('the job loop', () => {
       await loop.close();
     }
   });
+  it('a held launch that throws fails its job, the server going on; one whose launch write throws is withdrawn, and '
+    + 'neither leaves its launcher\'s identity in the row', async () => {
+    const home = tempDir('svc-home-');
+    const stores = createTriggerStores(openDatabase(join(home, 'trigger.db'), triggerMigrations));
+    for (const id of ['j1', 'j2']) {
+      insertJob(stores, { id, origin: 'jobs', brief: 'b', args: ['b'], created_at: Date.now(), repo: 'api' });
+    }
+    const broken = new Error('the disk went read-only mid-write');
+    const jobs = { ...stores.jobs, setLaunch: (...args: Parameters<TriggerStores['jobs']['setLaunch']>) => {
+      if (args[0] === 'j2') throw broken;
+      return stores.jobs.setLaunch(...args);
+    } };
+    const words = new Map<string, boolean>();
+    const executor: JobExecutor = {
+      source: 'local',
+      async launch(job) {
+        // j1: its spawn throws while it is held (ENOMEM); j2 waits for a word its failed write must still give.
+        if (job.id === 'j1') throw new Error('spawn ENOMEM');
+        job.onLauncher?.({ pid: 1, start: '1' } as never);
+        words.set(job.id, await job.word!);
+        return { exitCode: null, run: null, error: 'withdrawn before its word' };
+      },
+      follow: async () => null,
+    };
+    const managed = {
+      prepare: async (_r: unknown, job: { id: string }, _s: unknown, early: (dir: string) => unknown) => {
+        early(join(home, job.id));
+        await new Promise((resolve) => setImmediate(resolve)); // the origin's answer comes later
+        return join(home, job.id);
+      },
+    };
+    const loop = createJobLoop({
+      stores: { ...stores, jobs }, executor, managed: managed as never, clock: Date.now, tracer: {} as never,
+      log: createLogger('job-loop-test', () => {}),
+      settings: {
+        concurrency: 2, repoConcurrency: 2, publicUrl: undefined,
+        repos: { entries: [], byName: () => ({ name: 'api', checkout: null, clone: 'file:///nowhere' }) } as never,
+      },
+      notify: Object.assign(async () => {}, { progress: async () => {} }) as never,
+    });
+    try {
+      loop.kick();
+      await waitFor(() => words.has('j2'), 'j2\'s held launch told its word');
+      assert.equal(words.get('j2'), false);
+      await waitFor(() => ['j1', 'j2'].every((id) => stores.jobs.get(id)!.status === 'failed'), 'both jobs ended');
+      for (const id of ['j1', 'j2']) {
+        const row = stores.jobs.get(id)!;
+        assert.deepEqual([row.error, row.launcher], ['internal error while running the job', null], id);
+      }
+    } finally {
+      await loop.close();
+    }
+  });
 });

@@ -128,6 +128,14 @@ describe('a job of a clone= repository, through the trigger server', () => {
     assert.deepEqual(JSON.parse(readFileSync(join(checkoutOf(next.id as string), '.svc', 'policy.json'), 'utf8')),
       { mark: 'second' });
     assert.equal(git(checkoutOf(first.id as string), 'rev-parse', 'HEAD'), before);
+    // Each job's launcher starts in the spare while the origin is asked; next's was ended unread (the origin had
+    // moved) and a fresh one started in the fetched checkout: one launch of each went on, with its word.
+    for (const [id, base] of [[first.id, before], [next.id, sha]] as const) {
+      const calls = t.calls().filter((c) => c.env.SVC_JOB_ID === id);
+      assert.equal(calls.length, 1);
+      assert.equal(git(calls[0]!.cwd, 'rev-parse', 'HEAD'), base);
+      assert.deepEqual(calls[0]!.handed, { secrets: {} });
+    }
   });
 
   it('hands a trackera delivery\'s snapshot from the intake folder to that job\'s checkout', async () => {
@@ -330,6 +338,47 @@ describe('createManagedCheckouts', () => {
     assert.equal(git(fourth, 'rev-parse', 'refs/remotes/origin/feature'), sha);
     assert.equal(existsSync(join(dir, 'hooked')), false);
     assert.deepEqual(readdirSync(join(co, 'acme', 'web')).sort(), ['.next', 'j1', 'j2', 'j3', 'j4']);
+    await managed.idle();
+  });
+
+  it('starts a job\'s launch in the checkout made ahead while the origin is asked; one the origin moved past is ended '
+    + 'before its folder is written, and the job gets the origin\'s commit', async () => {
+    const dir = tempDir('svc-managed-');
+    dirs.push(dir);
+    const origin = makeOrigin(join(dir, 'origins'), 'web');
+    const { env } = wrappedGit(dir);
+    const co = join(dir, 'co');
+    const managed = createManagedCheckouts({ stateDir: join(dir, 'state'), checkoutsDir: co, env, log: quiet });
+    const repo = served('acme/web', `file://${origin.bare}`);
+    await managed.prepare(repo, { id: 'j1', args: [] });
+    const spareSha = git(origin.bare, 'rev-parse', 'refs/heads/trunk');
+    // What a held launch could see: its folder's commit when it started and when it was ended.
+    const told: Array<{ path: string; sha: string; ended: string | null }> = [];
+    const early = (path: string) => {
+      const launch = { path, sha: git(path, 'rev-parse', 'HEAD'), ended: null as string | null };
+      told.push(launch);
+      return async () => {
+        launch.ended = git(path, 'rev-parse', 'HEAD');
+      };
+    };
+    const second = await managed.prepare(repo, { id: 'j2', args: [] }, undefined, early);
+    assert.deepEqual(told, [{ path: second, sha: spareSha, ended: null }], 'the same answer: the launch stands');
+    const moved = origin.commit('moved');
+    const third = await managed.prepare(repo, { id: 'j3', args: [] }, undefined, early);
+    // Started in the spare (the answer unknown yet), ended while the folder still held only the spare's commit.
+    assert.deepEqual(told[1], { path: third, sha: spareSha, ended: spareSha });
+    assert.equal(git(third, 'rev-parse', 'HEAD'), moved);
+    assert.deepEqual(JSON.parse(readFileSync(join(third, '.svc', 'policy.json'), 'utf8')), { mark: 'moved' });
+    assert.equal(git(third, 'status', '--porcelain', '--ignored', '--untracked-files=all'), '');
+    // An origin that cannot be reached: the held launch is ended and its folder removed, as the job fails.
+    renameSync(origin.bare, `${origin.bare}.gone`);
+    await assert.rejects(managed.prepare(repo, { id: 'j4', args: [] }, undefined, early), ManagedGitError);
+    assert.deepEqual(told[2], { path: join(co, 'acme', 'web', 'j4'), sha: moved, ended: moved });
+    assert.equal(existsSync(join(co, 'acme', 'web', 'j4')), false);
+    // Its spare was kept: the next job, the origin back, starts in it at once and it stands (nothing fetched).
+    renameSync(`${origin.bare}.gone`, origin.bare);
+    const fifth = await managed.prepare(repo, { id: 'j5', args: [] }, undefined, early);
+    assert.deepEqual(told[3], { path: fifth, sha: moved, ended: null });
     await managed.idle();
   });
 
