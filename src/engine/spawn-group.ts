@@ -1,6 +1,6 @@
 // Runs an agent (a provider or a check) in its own process group, confined, its output streamed and capped.
 import { startChild, type ChildProcess } from '../spawn/start.ts';
-import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
+import { bwrapArgv, closeSandboxFds, LIFELINE_FD, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers } from '../spawn/tree.ts';
 import { statFields } from '../proc-stat.ts';
 import { identityOf, killNamespace, namespaceInit, signalGroup, type NamespaceInit } from './proc-group.ts';
@@ -96,10 +96,23 @@ function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroup
   return { output: () => Buffer.concat(chunks), truncated: () => truncated };
 }
 
+// The agent's lifeline: a socket whose other end only this process holds, closed once its first process exited.
+// A watcher beside the agent waits on it and, at its end, kills everything in the sandbox (`kill -1` there reaches
+// only the namespace), or, unconfined, the agent's group. --die-with-parent alone has gaps: bwrap ties itself to
+// this process only some way into its start and its namespace's init only once set up, a tie made once the parent
+// is dead never fires, and an init in its setup ignores a SIGTERM; this process killed meanwhile (or bwrap killed
+// while this one dies too, as `pkill -f <folder>` does) left the sandbox to start the agent for nobody.
+function withLifeline(argv: string[], fd: number, everything: boolean): string[] {
+  const watch = `{ read -r _ <&${fd}; kill -s KILL -- ${everything ? -1 : 0}; } </dev/null >/dev/null 2>&1 &`;
+  return ['/bin/sh', '-c', `${watch} exec ${fd}<&-; exec "$@"`, 'svc-lifeline', ...argv];
+}
+
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const sandbox = opts.sandbox;
+  const lifeFd = sandbox ? LIFELINE_FD : 3;
+  const watched = withLifeline(argv, lifeFd, sandbox !== null);
   // First, as it may refuse the plan (bwrap-argv.ts: a HOME that holds a system folder) before anything is opened.
-  const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, argv) : argv;
+  const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, watched) : watched;
   const guard = sandbox ? null : createTreeGuard();
   const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
   const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
@@ -108,7 +121,9 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   // After them, bwrap's status descriptor: it reports the agent's exit there only if the agent really ran.
   const statusFd = 3 + fds.length;
   // bwrap's options go before the command's `--`.
-  const confined = sandbox ? [bwrap[0]!, '--json-status-fd', String(statusFd), ...bwrap.slice(1)] : argv;
+  const confined = sandbox ? [bwrap[0]!, '--json-status-fd', String(statusFd), ...bwrap.slice(1)] : watched;
+  const extraFds = sandbox ? [...fds.map((fd, i) => (3 + i === lifeFd ? 'pipe' as const : fd)), 'pipe' as const]
+    : ['pipe' as const];
   let child: ChildProcess;
   try {
     child = startChild(cgroup ? cgroup.wrap(confined) : confined, {
@@ -117,8 +132,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
       extra: guard ? { ...opts.extra, ...Object.fromEntries([guard.marker.split('=')]) } : opts.extra,
       cwd: opts.cwd,
       detached: true,
-      stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', ...fds,
-        ...(sandbox ? ['pipe' as const] : [])],
+      stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', ...extraFds],
     });
   } finally {
     closeSandboxFds(fds);
@@ -147,6 +161,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   };
   child.on('exit', () => {
     exited = true;
+    child.stdio[lifeFd]?.destroy();
     endSandbox();
     if (sampler) clearInterval(sampler);
     guard?.killAll();

@@ -71,8 +71,10 @@ const ETC_ENTRIES = [
   'python3', 'fonts', 'mtab',
 ];
 
-/** The /etc files copied in come on descriptors from here, after the system-call filter's 3. */
-const ETC_FD = 4;
+/** A descriptor bwrap hands on to the command unread, a low one as a shell can name only 0-9 (spawn-group.ts). */
+export const LIFELINE_FD = 4;
+/** The /etc files copied in come on descriptors from here, after the system-call filter's 3 and the lifeline's 4. */
+const ETC_FD = 5;
 
 let cached: string[] | null = null;
 const etcFiles: string[] = [];
@@ -159,9 +161,10 @@ const ISOLATION = [
   '--new-session', // no TIOCSTI into a terminal svc may hold
 ];
 
-/** Fresh descriptors for one bwrap start, for its fd 3 on; the caller closes them once the child has started. */
+/** Fresh descriptors for one bwrap start, for its fd 3 on (LIFELINE_FD left to the caller); the caller closes them
+ * once the child has started. */
 export function openSandboxFds(): Array<number | 'ignore'> {
-  return [openFilterFd() ?? 'ignore', ...openEtcFiles()];
+  return [openFilterFd() ?? 'ignore', 'ignore', ...openEtcFiles()];
 }
 
 export function closeSandboxFds(fds: Array<number | 'ignore'>): void {

@@ -1,7 +1,9 @@
 // An agent's process group: a program that cannot start, output lines too long for one piece, a process that got
-// away, and a sandbox stopped while bwrap sets it up.
+// away, a sandbox stopped while bwrap sets it up, and an agent whose worker was killed outright.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,16 +18,18 @@ import { bwrapWorks } from '../helpers/sandbox.ts';
 import { holdInSetup } from '../helpers/held-sandbox.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
+const SPAWN_GROUP = new URL('../../src/engine/spawn-group.ts', import.meta.url).href;
+const SANDBOX_MODE = new URL('../../src/spawn/sandbox-mode.ts', import.meta.url).href;
+
 const base = { cwd: tmpdir(), env: { PATH: process.env.PATH }, extra: {}, maxBytes: 1024 * 1024, timeoutMs: 30_000 };
 
 describe('spawnGroup', () => {
   it('ends with code 127 and says why when the program cannot be started', async () => {
-    const run = spawnGroup(['/nonexistent/agent', '--help'], { ...base, sandbox: null });
-    assert.deepEqual(run.identity, { pid: 0, pgid: 0, proc_start: null });
-    const done = await run.done;
+    // The shell that starts it beside its lifeline's watcher says so.
+    const done = await spawnGroup(['/nonexistent/agent', '--help'], { ...base, sandbox: null }).done;
     assert.equal(done.code, 127);
     assert.equal(done.sandboxFailed, false);
-    assert.equal(done.output.toString(), 'failed to start: spawn /nonexistent/agent ENOENT\n');
+    assert.match(done.output.toString(), /\/nonexistent\/agent: not found/);
   });
 
   it('hands a line past 64 KiB on in pieces, and a last line without its newline at the end', async () => {
@@ -87,4 +91,44 @@ describe('spawnGroup', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  // The worker SIGKILLed (out of memory, `kill -9`): nothing of svc is left to end what it started, so its agent
+  // must not outlive it by itself, in a sandbox (bwrap's --die-with-parent, and the lifeline) or not (the lifeline).
+  for (const confined of [true, false]) {
+    it(`ends ${confined ? 'a sandboxed' : 'an unconfined'} agent whose worker was killed outright`, {
+      skip: !confined || bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
+    }, async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
+      const tag = `128.${process.pid}${Date.now() % 1000}`;
+      const plan = { readable: [], writable: [dir], protect: [], hidden: [], protocolReadable: [],
+        protocolWritable: [], home: null, cwd: dir, limits: DEFAULT_LIMITS, network: 'none' };
+      // A stand-in worker: it starts the agent as the engine does, says so once the agent runs, then waits.
+      const script = [
+        `const { spawnGroup } = await import(${JSON.stringify(SPAWN_GROUP)});`,
+        `const { probeSandbox } = await import(${JSON.stringify(SANDBOX_MODE)});`,
+        `const plan = ${JSON.stringify(plan)};`,
+        `const sandbox = ${confined} ? { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan } : null;`,
+        `spawnGroup(['/bin/sh', '-c', 'echo up; exec sleep ${tag}'], { cwd: ${JSON.stringify(dir)},`,
+        '  env: { PATH: process.env.PATH }, extra: {}, maxBytes: 1024, timeoutMs: 120_000, sandbox,',
+        "  onLine: (_, line) => process.stdout.write(`${line}\\n`) });",
+        'setInterval(() => undefined, 60_000);',
+      ].join('\n');
+      const worker = spawn(process.execPath, ['--input-type=module', '-e', script], {
+        detached: true, stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      try {
+        const [line] = (await once(worker.stdout!.setEncoding('utf8'), 'data')) as [string];
+        assert.equal(line, 'up\n');
+        await waitFor(() => processesMentioning(`sleep\0${tag}\0`).length > 0, 'the agent to run');
+        worker.kill('SIGKILL');
+        await once(worker, 'exit');
+        // The agent's sleep lasts 128 s: gone before then, it was ended, however loaded the machine.
+        await waitFor(() => processesMentioning(tag).length === 0, 'every process of the agent to end');
+      } finally {
+        worker.kill('SIGKILL');
+        for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
 });
