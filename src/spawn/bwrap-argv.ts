@@ -1,7 +1,8 @@
 // Builds the bubblewrap command line that confines an agent, a check, or svc's own git over the agent's work (DESIGN
 // §7a; docs/engine.md "The agent sandbox" lists what is seen and refused). The view is an allowlist on an empty root
 // and a later mount covers an earlier one, so the order of the steps in bwrapArgv is the policy. The seccomp filter
-// comes on descriptor 3 and the /etc files from 4 on: whoever starts this argv passes openSandboxFds() there.
+// comes on descriptor 3 and the /etc files from 5 on (4 is the caller's): whoever starts this argv passes
+// openSandboxFds() there.
 import { closeSync, existsSync, openSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -92,6 +92,30 @@ describe('spawnGroup', () => {
     }
   });
 
+  // `kill <bwrap's pid>`, or a pkill that matched its argv: bwrap dies of it (it handles no SIGTERM) and its init
+  // with it (--die-with-parent), so the agent too.
+  it('ends a sandboxed agent when bwrap alone is sent SIGTERM', {
+    skip: bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
+    const tag = `129.${process.pid}${Date.now() % 1000}`;
+    const plan = { readable: [], writable: [dir], protect: [], hidden: [], protocolReadable: [], protocolWritable: [],
+      home: null, cwd: dir, limits: DEFAULT_LIMITS, network: 'none' as const };
+    const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan };
+    const run = spawnGroup(['/bin/sleep', tag], { ...base, cwd: dir, sandbox });
+    try {
+      await waitFor(() => processesMentioning(`sleep\0${tag}\0`).length > 0, 'the agent to run');
+      process.kill(run.identity.pid, 'SIGTERM');
+      assert.equal((await run.done).signal, 'SIGTERM');
+      // The sandbox's sleep lasts 129 s: gone before then, it was ended, however loaded the machine.
+      await waitFor(() => processesMentioning(tag).length === 0, 'every process of the sandbox to end');
+    } finally {
+      run.kill();
+      for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   // The worker SIGKILLed (out of memory, `kill -9`): nothing of svc is left to end what it started, so its agent
   // must not outlive it by itself, in a sandbox (bwrap's --die-with-parent, and the lifeline) or not (the lifeline).
   for (const confined of [true, false]) {
