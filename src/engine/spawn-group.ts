@@ -96,24 +96,30 @@ function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroup
   return { output: () => Buffer.concat(chunks), truncated: () => truncated };
 }
 
-// The agent's lifeline: a socket whose other end only this process holds, closed once its first process exited.
-// A watcher beside the agent waits on it and, at its end, kills everything in the sandbox (`kill -1` there reaches
-// only the namespace), or, unconfined, the agent's group. --die-with-parent alone has gaps: bwrap ties itself to
-// this process only some way into its start and its namespace's init only once set up, a tie made once the parent
-// is dead never fires, and an init in its setup ignores a SIGTERM; this process killed meanwhile (or bwrap killed
-// while this one dies too, as `pkill -f <folder>` does) left the sandbox to start the agent for nobody.
-function withLifeline(argv: string[], fd: number, everything: boolean): string[] {
-  const watch = `{ read -r _ <&${fd}; kill -s KILL -- ${everything ? -1 : 0}; } </dev/null >/dev/null 2>&1 &`;
+// The agent's lifeline: a socket whose other end only this process holds, which it ends once the first process has
+// exited, with a line where that was an unconfined agent. A watcher beside the agent waits on it and then SIGKILLs
+// everything in the sandbox (`kill -1` there reaches only its namespace), or, unconfined, the agent's group, and
+// first, if the socket ended without that line (this process died), every process still marked as the agent's
+// (tree.ts; what this process would have killed). --die-with-parent alone has gaps: bwrap ties itself to this
+// process only some way into its start and its namespace's init only once set up, a tie made once the parent is dead
+// never fires, and an init in its setup ignores a SIGTERM; this process killed meanwhile (or bwrap killed while this
+// one dies too, as `pkill -f <folder>` does) left the sandbox to start the agent for nobody.
+function withLifeline(argv: string[], fd: number, marker: string | null): string[] {
+  // Unconfined: the marked processes but this watcher (`me`), then the group, this watcher with it.
+  const marked = `read -r me _ </proc/self/stat; set --; for e in /proc/[0-9]*/environ; do p=\${e%/environ}; ` +
+    `p=\${p#/proc/}; [ "$p" = "$me" ] || ! grep -qzxF '${marker}' "$e" || set -- "$@" "$p"; done; kill -s KILL -- "$@"`;
+  const end = marker === null ? 'read -r _; kill -s KILL -- -1' : `read -r _ || { ${marked}; }; kill -s KILL -- 0`;
+  const watch = `{ ${end}; } <&${fd} >/dev/null 2>&1 &`;
   return ['/bin/sh', '-c', `${watch} exec ${fd}<&-; exec "$@"`, 'svc-lifeline', ...argv];
 }
 
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const sandbox = opts.sandbox;
   const lifeFd = sandbox ? LIFELINE_FD : 3;
-  const watched = withLifeline(argv, lifeFd, sandbox !== null);
+  const guard = sandbox ? null : createTreeGuard();
+  const watched = withLifeline(argv, lifeFd, guard?.marker ?? null);
   // First, as it may refuse the plan (bwrap-argv.ts: a HOME that holds a system folder) before anything is opened.
   const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, watched) : watched;
-  const guard = sandbox ? null : createTreeGuard();
   const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
   const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
   // bwrap reads the system-call filter and the /etc files from fd 3 on; the child has its own copies once started.
@@ -161,7 +167,9 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   };
   child.on('exit', () => {
     exited = true;
-    child.stdio[lifeFd]?.destroy();
+    // The line says the agent's own end: what the guard recorded is killed below, no scan needed.
+    (child.stdio[lifeFd] as NodeJS.WritableStream | null | undefined)?.on('error', () => undefined)
+      .end(guard ? '\n' : '');
     endSandbox();
     if (sampler) clearInterval(sampler);
     guard?.killAll();

@@ -126,13 +126,15 @@ describe('spawnGroup', () => {
       const tag = `128.${process.pid}${Date.now() % 1000}`;
       const plan = { readable: [], writable: [dir], protect: [], hidden: [], protocolReadable: [],
         protocolWritable: [], home: null, cwd: dir, limits: DEFAULT_LIMITS, network: 'none' };
+      // One of the agent's processes leaves its group (its own session), as gemini's shell commands do.
+      const agent = `setsid sleep ${tag} & echo up; exec sleep ${tag}`;
       // A stand-in worker: it starts the agent as the engine does, says so once the agent runs, then waits.
       const script = [
         `const { spawnGroup } = await import(${JSON.stringify(SPAWN_GROUP)});`,
         `const { probeSandbox } = await import(${JSON.stringify(SANDBOX_MODE)});`,
         `const plan = ${JSON.stringify(plan)};`,
         `const sandbox = ${confined} ? { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan } : null;`,
-        `spawnGroup(['/bin/sh', '-c', 'echo up; exec sleep ${tag}'], { cwd: ${JSON.stringify(dir)},`,
+        `spawnGroup(['/bin/sh', '-c', ${JSON.stringify(agent)}], { cwd: ${JSON.stringify(dir)},`,
         '  env: { PATH: process.env.PATH }, extra: {}, maxBytes: 1024, timeoutMs: 120_000, sandbox,',
         "  onLine: (_, line) => process.stdout.write(`${line}\\n`) });",
         'setInterval(() => undefined, 60_000);',
@@ -143,7 +145,7 @@ describe('spawnGroup', () => {
       try {
         const [line] = (await once(worker.stdout!.setEncoding('utf8'), 'data')) as [string];
         assert.equal(line, 'up\n');
-        await waitFor(() => processesMentioning(`sleep\0${tag}\0`).length > 0, 'the agent to run');
+        await waitFor(() => processesMentioning(`sleep\0${tag}\0`).length > 1, 'the agent to run');
         worker.kill('SIGKILL');
         await once(worker, 'exit');
         // The agent's sleep lasts 128 s: gone before then, it was ended, however loaded the machine.
