@@ -158,7 +158,7 @@ const ISOLATION = [
   '--unshare-cgroup-try',
   '--cap-drop', 'ALL', // also when svc runs as root (bwrap would otherwise keep root's capabilities)
   '--disable-userns', // no nested user namespace to regain capabilities in
-  '--die-with-parent', // svc's process dies → the sandbox dies
+  '--die-with-parent', // svc's process dies → the sandbox dies, once set up (before: spawn-group.ts's lifeline)
   '--new-session', // no TIOCSTI into a terminal svc may hold
 ];
 
