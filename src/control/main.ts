@@ -114,7 +114,9 @@ async function claimServerRecord(env: NodeJS.ProcessEnv, own: ServerRecord): Pro
   const path = serverRecordFile(env);
   const found = readServerRecordFile(path);
   const other = found !== null && found.pid !== own.pid && URL.parse(found.url)?.origin !== URL.parse(own.url)?.origin;
-  if (other && isLiveRecord(found) && (await answersHealth(found.url, 500))) return found;
+  // The record's live server (its pid's start time, or an older svc's command line) gets 5 s: a busy one slower than
+  // 500 ms lost its record to a second server (its clients then found the second). Only a hung one costs the wait.
+  if (other && isLiveRecord(found) && (await answersHealth(found.url, 5_000))) return found;
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   writeJsonAtomic(path, own, 0o600);
   return null;

@@ -76,9 +76,10 @@ const KEPT = new Set(['core.*', 'extensions.*', 'index.*', 'feature.*', 'pull.*'
   // would store an LFS file's bytes instead of its pointer. It runs inside the sandbox, as the agent's programs do.
   'filter.lfs.clean', 'filter.lfs.smudge', 'filter.lfs.process', 'filter.lfs.required']);
 const CORE_PROGRAMS = /^core\.(?:alternaterefscommand|askpass|editor|fsmonitor|gitproxy|pager|sshcommand)$/;
-const kept = (section: string, sub: boolean, key: string): boolean => !CORE_PROGRAMS.test(key) &&
-  ((!sub && KEPT.has(`${section}.*`)) || KEPT.has(key) ||
-    (sub && KEPT.has(`${section}.<sub>.${key.slice(key.lastIndexOf('.') + 1)}`)));
+// `key` as git names it: `section.key` or `section.<subsection as written>.key`, section and key in lower case.
+const kept = (sub: boolean, key: string): boolean => !CORE_PROGRAMS.test(key) &&
+  ((!sub && KEPT.has(key.replace(/\..*/s, '.*'))) || KEPT.has(key) ||
+    (sub && KEPT.has(key.replace(/\..*\./s, '.<sub>.'))));
 const quoted = (text: string) => `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
   .replace(/\t/g, '\\t')}"`;
 
@@ -90,31 +91,49 @@ function configWithoutCredentials(listing: string): string {
     const key = cut < 0 ? entry : entry.slice(0, cut);
     const [first, last] = [key.indexOf('.'), key.lastIndexOf('.')];
     const sub = scrubbed(key.slice(first + 1, last));
-    if (first < 0 || !kept(key.slice(0, first), first !== last, key)) continue;
+    if (first < 0 || !kept(first !== last, key)) continue;
     lines.push(first === last ? `[${key.slice(0, first)}]` : `[${key.slice(0, first)} ${quoted(sub)}]`,
       `\t${key.slice(last + 1)}${cut < 0 ? '' : ` = ${quoted(scrubbed(entry.slice(cut + 1)))}`}`);
   }
   return lines.length ? `${lines.join('\n')}\n` : '';
 }
 
-// A config line as plain as git writes it: a section header, or `key = value` with no quote, escape or comment.
-const HEADER = /^\s*\[([a-z0-9-]+)(?:\s+"([^"\\]*)")?\]\s*$/i;
-const ENTRY = /^\s*([a-z][a-z0-9-]*)\s*(?:=[^"\\;#]*)?$/i;
+// A config line as plain as git writes it: a section header, or `key = value` with no quote, escape or comment. Only
+// space and tab around it (and a CRLF's \r): git's whitespace, where \s would also take \f, \v or U+00A0, which git
+// refuses, so that a config svc calls plain is one git reads.
+const HEADER = /^[ \t]*\[([a-z0-9-]+)(?:[ \t]+"([^"\\]*)")?\][ \t]*\r?$/i;
+const ENTRY = /^[ \t]*([a-z][a-z0-9-]*)[ \t]*(?:=[^"\\;#]*)?\r?$/i;
 
-/** True for config text that holds only keys KEPT, no URL with a user name or query and nothing to parse: a config git
- * needs no copy of, shown as it is (no git run for it). Anything less plain is read by git. */
-function plainlyKept(text: string): boolean {
-  if (scrubbed(text) !== text) return false;
+/** Config text of only plain lines, no URL with a user name, query or fragment: its lines of keys KEPT (`same` when all
+ * of them, a config shown as it is), read in svc with no git run. Null for anything less plain, which git reads. */
+function plainCopy(text: string): { text: string; same: boolean } | null {
+  if (scrubbed(text) !== text) return null;
+  const lines: string[] = [];
+  // The current section as git's keys begin (`section.` or `section.<subsection as written>.`); its header line, until
+  // a line of it is copied.
   let section: string | null = null;
   let sub = false;
+  let header: string | null = null;
+  let same = true;
   for (const line of text.split('\n')) {
-    if (/^\s*(?:[#;].*)?$/.test(line)) continue;
+    if (/^[ \t]*(?:[#;].*)?\r?$/.test(line)) continue;
     const head = HEADER.exec(line);
-    if (head) [section, sub] = [head[1]!.toLowerCase(), head[2] !== undefined];
-    const key = head ? null : ENTRY.exec(line)?.[1]?.toLowerCase();
-    if (!head && (!key || section === null || !kept(section, sub, `${section}.${key}`))) return false;
+    if (head) {
+      sub = head[2] !== undefined;
+      [section, header] = [`${head[1]!.toLowerCase()}.${sub ? `${head[2]}.` : ''}`, line];
+      continue;
+    }
+    const key = ENTRY.exec(line)?.[1]?.toLowerCase();
+    if (!key || section === null) return null;
+    // A plain line is one whole entry (no quote, escape or continuation): leaving it out takes nothing else with it.
+    if (!kept(sub, `${section}${key}`)) {
+      same = false;
+      continue;
+    }
+    lines.push(...header === null ? [] : [header], line);
+    header = null;
   }
-  return true;
+  return { text: lines.length ? `${lines.join('\n')}\n` : '', same };
 }
 
 /** The config files of the repository's git directory `common`: its own and its worktrees' `config.worktree`, and each
@@ -158,23 +177,26 @@ const SYSTEM_CONFIGS = ['/etc/gitconfig', '/usr/local/etc/gitconfig'];
  * kept), user names, passwords and queries stripped from URLs, so without the credentials a checkout's or a build
  * host's config usually holds (a token in a remote's URL or an `insteadOf` base, the Authorization header
  * actions/checkout keeps as http.<url>.extraheader, in a submodule's config too); kept in the run's io folder. A
- * config holding only what KEPT lists is shown as it is; one git cannot read is shown empty, never as it is.
+ * config holding only what KEPT lists is shown as it is, one of other plain lines copied in svc (plainCopy), anything
+ * else listed by git; one git cannot read is shown empty, never as it is.
  */
 function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPlan['covers']> {
   const copies = copiesOf.get(ctx) ?? new Map<string, string>();
   copiesOf.set(ctx, copies);
   // A Set: a repository config linked to a system config is one file, covered once.
-  const configs = [...new Set([...gitConfigFiles(join(ctx.state.repo_path, '.git')),
+  const plain = new Map([...new Set([...gitConfigFiles(join(ctx.state.repo_path, '.git')),
     ...SYSTEM_CONFIGS.filter((file) => pathKind(file, true) === 'file')])]
-    .filter((file) => !plainlyKept(orNull(() => readFileSync(file, 'utf8')) ?? '[unreadable'));
+    .map((file) => [file, plainCopy(orNull(() => readFileSync(file, 'utf8')) ?? '[unreadable')] as const));
+  const configs = [...plain].filter(([, copy]) => copy?.same !== true).map(([file]) => file);
   const fresh = configs.filter((file) => !copies.has(file));
   if (fresh.length) {
     withDir(openRunDir(ctx.dir), (run) => withDir(makePlainDirsIn(run, ['io'], 0o777), (io) => {
       for (const file of fresh) {
         const name = `git-config-${copies.size}`;
         // Includes are not followed: an include.path or includeIf, or a link the run committed, would name a host file.
-        const listing = tryGit('/', ['config', '--file', file, '--no-includes', '-z', '--list']);
-        replaceNoFollowIn(io, name, configWithoutCredentials(listing));
+        const copy = plain.get(file)?.text
+          ?? configWithoutCredentials(tryGit('/', ['config', '--file', file, '--no-includes', '-z', '--list']));
+        replaceNoFollowIn(io, name, copy);
         copies.set(file, name);
       }
     }));

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
 import { closedPort } from '../helpers/closed-port.ts';
+import { procStart } from '../../src/engine/proc-group.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 const PKG = JSON.parse(readFileSync(join(import.meta.dirname, '../../package.json'), 'utf8')) as { version: string };
@@ -168,6 +169,31 @@ describe('svc control serve', () => {
     first.child.kill('SIGTERM');
     assert.equal((await first.exit).code, 0);
     assert.equal(existsSync(recordFile), false, 'the first removed its own record');
+  });
+
+  it('leaves a live first server\'s server.json alone while that server is slow to answer /health', async () => {
+    const recordFile = join(home, '.svc', 'control', 'server.json');
+    mkdirSync(join(home, '.svc', 'control'), { recursive: true });
+    // The record's server is this process (alive by pid and start time), busy: its /health answers after 1.5 s.
+    const slow = createHttpServer((_req, res) => {
+      setTimeout(() => res.writeHead(200).end('{"status":"ok"}'), 1_500);
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    try {
+      const address = slow.address();
+      const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+      const record = { url, pid: process.pid, proc_start: procStart(process.pid) };
+      writeFileSync(recordFile, JSON.stringify(record));
+      const s = await serve([]);
+      assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), record);
+      s.child.kill('SIGTERM');
+      assert.equal((await s.exit).code, 0);
+      assert.deepEqual(JSON.parse(readFileSync(recordFile, 'utf8')), record, 'the second removed no record of another');
+    } finally {
+      rmSync(recordFile, { force: true });
+      slow.closeAllConnections();
+      await new Promise((resolve) => slow.close(resolve));
+    }
   });
 
   it('takes over a stale server.json whose pid is gone', async () => {

@@ -4,7 +4,9 @@
 // Black-box: a real `svc start` in bwrap.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { appendFileSync, existsSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync, chmodSync, existsSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { makeRepo, readJson, svcEnv, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -24,8 +26,10 @@ common=$(git rev-parse --path-format=absolute --git-common-dir)
 `;
 
 /** A `svc start` of the `reads` provider in `repo` (`wrap` runs it: a private mount namespace), and what it read. */
-async function readConfig(repo: TestRepo, wrap: string[] = []): Promise<{ found: string; run: string }> {
-  const env = svcEnv(repo);
+async function readConfig(
+  repo: TestRepo, wrap: string[] = [], extra: NodeJS.ProcessEnv = {},
+): Promise<{ found: string; run: string }> {
+  const env = svcEnv(repo, extra);
   delete env.SVC_SANDBOX;
   delete env.SVC_ORIGIN;
   const [command, ...args] = [...wrap, process.execPath, CLI, 'start', '--brief', 'read the config', '--provider',
@@ -60,6 +64,8 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     git('config', 'sendemail.smtpPass', 'SECRET-SMTP-7');
     git('config', 'github.token', 'SECRET-GITHUB-8');
     git('config', 'hub.oauthtoken', 'SECRET-HUB-9');
+    // A key git needs outside a subsection only.
+    git('config', 'user.x.name', 'SECRET-SUBSECTION-25');
     git('remote', 'add', 'at', 'https://bot:p@ss-SECRET-AT-10@example.com/acme/api.git');
     // Tokens in a URL's query (GitLab's private_token, an access_token), and settings git needs or must not get.
     git('remote', 'add', 'query', 'https://example.com/acme/api.git?private_token=SECRET-QUERY-15');
@@ -100,7 +106,8 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
 
   it('shows no credential of the checkout\'s git config to the agent, and git still works there', async () => {
     const { found } = await readConfig(repo);
-    assert.match(found, /^\tworktree = "(\.\.\/)+vendor\/lib"$/m, `the submodule's config is shown:\n${found}`);
+    // Its plain lines as they are (svc's copy), or as git lists them (git's).
+    assert.match(found, /^\tworktree = "?(\.\.\/)+vendor\/lib"?$/m, `the submodule's config is shown:\n${found}`);
     // What git needs of the config is still there: the remotes by name, the origin's URL.
     assert.match(found, /^remote\.mirror\.url=https:\/\/github\.com\/acme\/api\.git$/m);
     assert.match(found, /^remote\.mirror\.fetch=\+refs\/heads\/\*:refs\/remotes\/mirror\/\*$/m);
@@ -115,7 +122,8 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     assert.doesNotMatch(found, /http\.proxy|merge\.ours/);
     notSeen(found, ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5',
       'SECRET-SUBMODULE-6', 'SECRET-SMTP-7', 'SECRET-GITHUB-8', 'SECRET-HUB-9', 'SECRET-AT-10', 'SECRET-INCLUDED-11',
-      'SECRET-LINKED-12', 'SECRET-WORKTREE-13', 'SECRET-TREE-MODULE-14', 'SECRET-QUERY-15', 'SECRET-QUERY-16']);
+      'SECRET-LINKED-12', 'SECRET-WORKTREE-13', 'SECRET-TREE-MODULE-14', 'SECRET-QUERY-15', 'SECRET-QUERY-16',
+      'SECRET-SUBSECTION-25']);
     // The checkout's own config is unchanged on the host.
     assert.match(readFileSync(join(repo.repo, '.git', 'config'), 'utf8'), /SECRET-HEADER-1/);
   });
@@ -161,6 +169,47 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
         notSeen(found, ['SECRET-SYSTEM-17', 'SECRET-USR-18']);
       } finally {
         linked.cleanup();
+      }
+    });
+
+  it('copies the kept lines of a plain config in svc, by the keys git names, with no git run for it',
+    { skip: !mountable && 'needs unshare -m and a /etc/gitconfig to mount over' }, async () => {
+      const plain = makeRepo({ providers: { reads: READS_CONFIG } });
+      try {
+        // A cloud image's system config names a credential helper; a checkout's config a token, in plain lines, and
+        // Git LFS's filter (a key with a subsection), beside a key git needs only outside one.
+        const system = join(plain.root, 'system');
+        writeFileSync(system,
+          '[credential "https://source.example"]\n\thelper = SECRET-HELPER-20\n[user]\n\tname = Host\n');
+        const config = join(plain.repo, '.git', 'config');
+        appendFileSync(config, '[github]\n\ttoken = SECRET-PLAIN-21\n[filter "lfs"]\n\tclean = git-lfs clean -- %f\n' +
+          '\tprocess = git-lfs filter-process\n\trequired = true\n[http "https://github.com/"]\n' +
+          '\textraheader = AUTHORIZATION: basic SECRET-HEADER-22\n[user "x"]\n\tname = SECRET-SUBSECTION-23\n');
+        // A config of plain lines but for git's whitespace (a form feed), which git refuses: shown empty.
+        const worktree = join(plain.repo, '.git', 'config.worktree');
+        writeFileSync(worktree, '[user]\n\fname = FORM-FEED-24\n');
+        // A git on PATH that notes each run (where it can write: not inside the sandbox), then runs the real one.
+        const real = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+        const log = join(plain.root, 'git.log');
+        writeFileSync(join(plain.bin, 'git'),
+          `#!/bin/sh\n{ echo "$*" >> '${log}'; } 2>/dev/null\nexec '${real}' "$@"\n`);
+        chmodSync(join(plain.bin, 'git'), 0o755);
+        const { found, run } = await readConfig(plain, [...unshare, 'mount --bind "$0" /etc/gitconfig && exec "$@"',
+          system], { PATH: `${plain.bin}:${process.env.PATH}` });
+        assert.match(found, /^user\.name=Host$/m);
+        assert.match(found, /^remote\.origin\.url=\/.*\/acme\/api\.git$/m);
+        for (const lfs of ['clean=git-lfs clean -- %f', 'process=git-lfs filter-process', 'required=true']) {
+          assert.ok(found.includes(`\nfilter.lfs.${lfs}\n`), `filter.lfs.${lfs} is kept:\n${found}`);
+        }
+        notSeen(found, ['SECRET-HELPER-20', 'SECRET-PLAIN-21', 'SECRET-HEADER-22', 'SECRET-SUBSECTION-23',
+          'FORM-FEED-24']);
+        // git lists only the config it refuses.
+        const listed = [...readFileSync(log, 'utf8').matchAll(/ config --file (\S+) --no-includes -z --list$/gm)];
+        assert.deepEqual(listed.map((match) => match[1]), [worktree]);
+        const io = readdirSync(join(plain.repo, '.svc', 'runs', run, 'io')).filter((name) => name.startsWith('git-'));
+        assert.deepEqual(io.sort(), ['git-config-0', 'git-config-1', 'git-config-2']);
+      } finally {
+        plain.cleanup();
       }
     });
 

@@ -138,7 +138,8 @@ function refuseFormPayload(ctx: TCtx, raw: Buffer): void {
     'GitHub sent a form body (payload=…): set the webhook\'s Content type to application/json (Settings → Webhooks)');
 }
 
-export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
+// Not `async`: a delivery that queues a ready job makes no promise beyond the queue's (docs/bench.md).
+export function receiveWebhook(ctx: TCtx, raw: Buffer): Reply | Promise<Reply> {
   const event = firstHeader(ctx.req.headers, sourceOf('webhook').resource) ?? '';
   refuseFormPayload(ctx, raw);
   const body = parseJsonObject(raw);
@@ -148,7 +149,7 @@ export async function receiveWebhook(ctx: TCtx, raw: Buffer): Promise<Reply> {
     ctx.deps.log.warn('webhook refused', { route: 'webhook', reason, request_id: ctx.requestId });
     throw new HttpError('invalid_param', mismatch);
   }
-  const answered = await answerFromGithub(ctx, event, body);
+  const answered = answerFromGithub(ctx, event, body);
   if (answered) return answered;
   const input = isPullRequestEvent(event, body) ? readPullRequestEvent(event, body) : readWebhook(event, body);
   if (input.kind === 'skip') return skipped(input.reason);
@@ -193,7 +194,7 @@ function githubThreadTarget(
 const PROGRESS_MARK = '<!-- svc-progress -->';
 
 /** A created `/svc answer <text>` comment's reply; null when the event is not one. */
-async function answerFromGithub(ctx: TCtx, event: string, body: Obj): Promise<Reply | null> {
+function answerFromGithub(ctx: TCtx, event: string, body: Obj): Reply | Promise<Reply> | null {
   if (event !== 'issue_comment' || body.action !== 'created') return null;
   const comment = obj(body.comment);
   const command = answerCommand(str(comment.body) ?? '');
