@@ -152,7 +152,7 @@ export function isSystemPath(path: string): boolean {
 
 const ISOLATION = [
   '--unshare-user', // own user namespace: host mounts are locked, capabilities mean nothing outside it
-  '--unshare-pid', // own PID namespace: its first process is init, everything in it dies with it
+  '--unshare-pid', // own PID namespace: its first process is init, everything in it dies with it (KILL_SANDBOX)
   '--unshare-ipc',
   '--unshare-uts',
   '--unshare-cgroup-try',
@@ -161,6 +161,10 @@ const ISOLATION = [
   '--die-with-parent', // svc's process dies → the sandbox dies, once set up (before: spawn-group.ts's lifeline)
   '--new-session', // no TIOCSTI into a terminal svc may hold
 ];
+
+/** A shell's command run inside the sandbox that SIGKILLs every process there but itself and the init, which then
+ * exits, ending the namespace (spawn-group.ts's lifeline): `kill -1` reaches only the PID namespace of --unshare-pid. */
+export const KILL_SANDBOX = 'kill -s KILL -- -1';
 
 /** Fresh descriptors for one bwrap start, for its fd 3 on (LIFELINE_FD left to the caller); the caller closes them
  * once the child has started. */
