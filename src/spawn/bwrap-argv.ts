@@ -163,7 +163,7 @@ const ISOLATION = [
 ];
 
 /** A shell's command run inside the sandbox that SIGKILLs every process there but itself and the init, which then
- * exits, ending the namespace (spawn-group.ts's lifeline): `kill -1` reaches only the PID namespace of --unshare-pid. */
+ * exits, ending the namespace (spawn-group.ts's lifeline): `kill -1` reaches only --unshare-pid's namespace. */
 export const KILL_SANDBOX = 'kill -s KILL -- -1';
 
 /** Fresh descriptors for one bwrap start, for its fd 3 on (LIFELINE_FD left to the caller); the caller closes them

@@ -129,7 +129,8 @@ describe('a worker killed while its sandbox is set up, with no stop after', () =
   const skip = bwrapWorks ? false : 'bwrap cannot run on this host';
 
   it('leaves nothing of the sandbox running (SIGKILL)', { skip }, async () => {
-    await endsHeldSandbox('r20261129120000eeeeeeee', 'its worker was killed', async (worker, _repo, { init, outer }) => {
+    await endsHeldSandbox('r20261129120000eeeeeeee', 'its worker was killed', async (worker, _repo, held) => {
+      const { init, outer } = held;
       worker.kill('SIGKILL');
       await once(worker, 'exit');
       while (/^[RSD]$/.test(statFields(outer)?.[0] ?? '')) await sleep(10);
@@ -139,7 +140,8 @@ describe('a worker killed while its sandbox is set up, with no stop after', () =
 
   // `pkill -f <run folder>`: bwrap first (its argv names the folder), its worker next, before it saw bwrap end.
   it('leaves nothing of the sandbox running (SIGTERM to bwrap and its worker)', { skip }, async () => {
-    await endsHeldSandbox('r20261129120000ffffffff', 'both were sent SIGTERM', async (worker, _repo, { init, outer }) => {
+    await endsHeldSandbox('r20261129120000ffffffff', 'both were sent SIGTERM', async (worker, _repo, held) => {
+      const { init, outer } = held;
       process.kill(outer, 'SIGTERM');
       worker.kill('SIGTERM');
       await once(worker, 'exit');

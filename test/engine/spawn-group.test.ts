@@ -26,11 +26,11 @@ const base = { cwd: tmpdir(), env: { PATH: process.env.PATH }, extra: {}, maxByt
 
 describe('spawnGroup', () => {
   it('ends with code 127 and says why when the program cannot be started', async () => {
-    // The shell that starts it beside its lifeline's watcher says so.
+    // The shell that starts it beside its lifeline's watcher says so, named as the program (no name of svc's).
     const done = await spawnGroup(['/nonexistent/agent', '--help'], { ...base, sandbox: null }).done;
     assert.equal(done.code, 127);
     assert.equal(done.sandboxFailed, false);
-    assert.match(done.output.toString(), /\/nonexistent\/agent: not found/);
+    assert.match(done.output.toString(), /^\/nonexistent\/agent: .*\/nonexistent\/agent: not found\n$/);
   });
 
   it('hands a line past 64 KiB on in pieces, and a last line without its newline at the end', async () => {
