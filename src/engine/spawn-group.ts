@@ -119,7 +119,8 @@ function withLifeline(argv: string[], fd: number, sandboxed: boolean): string[] 
     `for e in $(grep -lszxF "${TREE_MARKER}=$m" /proc/[0-9]*/environ); do p=\${e%/environ}; p=\${p#/proc/}; ` +
     `[ "$p" = "$me" ] || { f=1; kill -s KILL "$p"; }; done; [ "$f" ] || break; done`;
   const end = sandboxed ? `read -r _; ${KILL_SANDBOX}` : `read -r _ || { ${marked}; }; kill -s KILL -- 0`;
-  const watch = `{ trap '' TERM HUP; ${end}; } <&${fd} >/dev/null 2>&1 &`;
+  // Ignored before the watcher is forked (so from its first instruction), then back to the default for the agent.
+  const watch = `trap '' TERM HUP; { ${end}; } <&${fd} >/dev/null 2>&1 & trap - TERM HUP;`;
   // $0 is the program's name: a shell names itself in the line saying it found no such program.
   return ['/bin/sh', '-c', `${watch} exec ${fd}<&-; exec "$@"`, argv[0] ?? '', ...argv];
 }
