@@ -191,8 +191,7 @@ function startAttempt(
   // Only the run gate's own base URL goes into the argv, never one svc was given (a job pod's names its credential).
   const gate = opts.sandbox.gate;
   const gateEnv = gate?.env ?? {};
-  // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
-  const extra = { ...opts.sandbox.env, ...gate ? gateEnvFor(provider.kind, gateEnv) : {}, PWD: ctx.state.workdir,
+  const extra = { ...opts.sandbox.env, ...gate ? gateEnvFor(provider.kind, gateEnv) : {},
     SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile, SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run,
     SVC_SOURCE: ctx.state.source };
   const argv = pointedAtGate(provider.kind, inv.argv, gateEnv).map((arg) => (arg === '{task_file}' ? taskFile : arg));

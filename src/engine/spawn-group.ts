@@ -1,7 +1,9 @@
 // Runs an agent (a provider or a check) in its own process group, confined, its output streamed and capped.
 import { startChild, type ChildProcess } from '../spawn/start.ts';
-import { bwrapArgv, closeSandboxFds, openSandboxFds, type SandboxPlan } from '../spawn/bwrap-argv.ts';
-import { createTreeGuard, sandboxMembers } from '../spawn/tree.ts';
+import {
+  bwrapArgv, closeSandboxFds, KILL_SANDBOX, LIFELINE_FD, openSandboxFds, type SandboxPlan,
+} from '../spawn/bwrap-argv.ts';
+import { createTreeGuard, sandboxMembers, TREE_MARKER } from '../spawn/tree.ts';
 import { statFields } from '../proc-stat.ts';
 import { identityOf, killNamespace, namespaceInit, signalGroup, type NamespaceInit } from './proc-group.ts';
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
@@ -42,6 +44,8 @@ const SAMPLE_MS = 100;
 /** How long output may still arrive after the first process exited (its own last writes, bwrap's status). */
 const LEFTOVER_GRACE_MS = 2_000;
 const PAUSE_ROUNDS = 200;
+/** How many scans for marked processes a lifeline makes at most (one takes milliseconds). */
+const MARKER_SCANS = 50;
 /** Stopped, traced, in the kernel (it stops on its way out), zombie, dead or gone. */
 const STOPPED_STATES: ReadonlySet<string> = new Set(['T', 't', 'D', 'Z', 'X', '']);
 
@@ -96,11 +100,38 @@ function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroup
   return { output: () => Buffer.concat(chunks), truncated: () => truncated };
 }
 
+// The agent's lifeline: a socket whose other end only this process holds, which it ends once the first process has
+// exited, with a line where that was an unconfined agent. A watcher beside the agent waits on it and then SIGKILLs
+// everything in the sandbox (bwrap-argv.ts), or, unconfined, the agent's group, and first, if the socket ended
+// without that line (this process died), every process still marked as the agent's (tree.ts; what this process would
+// have killed). --die-with-parent alone has gaps: bwrap ties itself to this process only some way into its start and
+// its namespace's init only once set up, a tie made once the parent is dead never fires, and an init in its setup
+// ignores a SIGTERM; this process killed meanwhile (or bwrap killed while this one dies too, as `pkill -f <folder>`
+// does) left the sandbox to start the agent for nobody. The watcher ignores SIGTERM and SIGHUP: a stop's SIGTERM to
+// the group, or that pkill (its argv repeats the agent's), would end it before what it watches for.
+function withLifeline(argv: string[], fd: number, sandboxed: boolean): string[] {
+  // Unconfined: each marked process but this watcher (`me`) at once as one scan finds it, scanning again until one
+  // finds none (a child forked meanwhile carries the marker too; bounded), then the group, this watcher with it. The
+  // marker is read from the inherited environment (only its owner may read it; this text is world-readable), and the
+  // scan's own grep runs without it.
+  const marked = `read -r me _ </proc/self/stat; m=$${TREE_MARKER}; unset ${TREE_MARKER}; i=0; ` +
+    `while [ $i -lt ${MARKER_SCANS} ]; do i=$((i+1)); f=; ` +
+    `for e in $(grep -lszxF "${TREE_MARKER}=$m" /proc/[0-9]*/environ); do p=\${e%/environ}; p=\${p#/proc/}; ` +
+    `[ "$p" = "$me" ] || { f=1; kill -s KILL "$p"; }; done; [ "$f" ] || break; done`;
+  const end = sandboxed ? `read -r _; ${KILL_SANDBOX}` : `read -r _ || { ${marked}; }; kill -s KILL -- 0`;
+  // Ignored before the watcher is forked (so from its first instruction), then back to the default for the agent.
+  const watch = `trap '' TERM HUP; { ${end}; } <&${fd} >/dev/null 2>&1 & trap - TERM HUP;`;
+  // $0 is the program's name: a shell names itself in the line saying it found no such program.
+  return ['/bin/sh', '-c', `${watch} exec ${fd}<&-; exec "$@"`, argv[0] ?? '', ...argv];
+}
+
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const sandbox = opts.sandbox;
-  // First, as it may refuse the plan (bwrap-argv.ts: a HOME that holds a system folder) before anything is opened.
-  const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, argv) : argv;
+  const lifeFd = sandbox ? LIFELINE_FD : 3;
   const guard = sandbox ? null : createTreeGuard();
+  const watched = withLifeline(argv, lifeFd, sandbox !== null);
+  // First, as it may refuse the plan (bwrap-argv.ts: a HOME that holds a system folder) before anything is opened.
+  const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, watched) : watched;
   const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
   const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
   // bwrap reads the system-call filter and the /etc files from fd 3 on; the child has its own copies once started.
@@ -108,17 +139,20 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   // After them, bwrap's status descriptor: it reports the agent's exit there only if the agent really ran.
   const statusFd = 3 + fds.length;
   // bwrap's options go before the command's `--`.
-  const confined = sandbox ? [bwrap[0]!, '--json-status-fd', String(statusFd), ...bwrap.slice(1)] : argv;
+  const confined = sandbox ? [bwrap[0]!, '--json-status-fd', String(statusFd), ...bwrap.slice(1)] : watched;
+  const extraFds = sandbox ? [...fds.map((fd, i) => (3 + i === lifeFd ? 'pipe' as const : fd)), 'pipe' as const]
+    : ['pipe' as const];
   let child: ChildProcess;
   try {
     child = startChild(cgroup ? cgroup.wrap(confined) : confined, {
       kind: 'agent',
       base: opts.env,
-      extra: guard ? { ...opts.extra, ...Object.fromEntries([guard.marker.split('=')]) } : opts.extra,
+      // PWD names the working folder: some CLIs (opencode) take their project folder from it, and the shell that starts
+      // the agent (withLifeline) would set one anyway.
+      extra: { PWD: opts.cwd, ...opts.extra, ...guard ? Object.fromEntries([guard.marker.split('=')]) : {} },
       cwd: opts.cwd,
       detached: true,
-      stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', ...fds,
-        ...(sandbox ? ['pipe' as const] : [])],
+      stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', ...extraFds],
     });
   } finally {
     closeSandboxFds(fds);
@@ -147,6 +181,9 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   };
   child.on('exit', () => {
     exited = true;
+    // The line says the agent's own end: what the guard recorded is killed below, no scan needed.
+    (child.stdio[lifeFd] as NodeJS.WritableStream | null | undefined)?.on('error', () => undefined)
+      .end(guard ? '\n' : '');
     endSandbox();
     if (sampler) clearInterval(sampler);
     guard?.killAll();

@@ -1,7 +1,8 @@
 // Builds the bubblewrap command line that confines an agent, a check, or svc's own git over the agent's work (DESIGN
 // §7a; docs/engine.md "The agent sandbox" lists what is seen and refused). The view is an allowlist on an empty root
 // and a later mount covers an earlier one, so the order of the steps in bwrapArgv is the policy. The seccomp filter
-// comes on descriptor 3 and the /etc files from 4 on: whoever starts this argv passes openSandboxFds() there.
+// comes on descriptor 3 and the /etc files from 5 on (4 is the caller's): whoever starts this argv passes
+// openSandboxFds() there.
 import { closeSync, existsSync, openSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -71,8 +72,10 @@ const ETC_ENTRIES = [
   'python3', 'fonts', 'mtab',
 ];
 
-/** The /etc files copied in come on descriptors from here, after the system-call filter's 3. */
-const ETC_FD = 4;
+/** A descriptor bwrap hands on to the command unread, a low one as a shell can name only 0-9 (spawn-group.ts). */
+export const LIFELINE_FD = 4;
+/** The /etc files copied in come on descriptors from here, after the system-call filter's 3 and the lifeline's 4. */
+const ETC_FD = 5;
 
 let cached: string[] | null = null;
 const etcFiles: string[] = [];
@@ -149,19 +152,24 @@ export function isSystemPath(path: string): boolean {
 
 const ISOLATION = [
   '--unshare-user', // own user namespace: host mounts are locked, capabilities mean nothing outside it
-  '--unshare-pid', // own PID namespace: its first process is init, everything in it dies with it
+  '--unshare-pid', // own PID namespace: its first process is init, everything in it dies with it (KILL_SANDBOX)
   '--unshare-ipc',
   '--unshare-uts',
   '--unshare-cgroup-try',
   '--cap-drop', 'ALL', // also when svc runs as root (bwrap would otherwise keep root's capabilities)
   '--disable-userns', // no nested user namespace to regain capabilities in
-  '--die-with-parent', // svc's process dies → the sandbox dies
+  '--die-with-parent', // svc's process dies → the sandbox dies, once set up (before: spawn-group.ts's lifeline)
   '--new-session', // no TIOCSTI into a terminal svc may hold
 ];
 
-/** Fresh descriptors for one bwrap start, for its fd 3 on; the caller closes them once the child has started. */
+/** A shell's command run inside the sandbox that SIGKILLs every process there but itself and the init, which then
+ * exits, ending the namespace (spawn-group.ts's lifeline): `kill -1` reaches only --unshare-pid's namespace. */
+export const KILL_SANDBOX = 'kill -s KILL -- -1';
+
+/** Fresh descriptors for one bwrap start, for its fd 3 on (LIFELINE_FD left to the caller); the caller closes them
+ * once the child has started. */
 export function openSandboxFds(): Array<number | 'ignore'> {
-  return [openFilterFd() ?? 'ignore', ...openEtcFiles()];
+  return [openFilterFd() ?? 'ignore', 'ignore', ...openEtcFiles()];
 }
 
 export function closeSandboxFds(fds: Array<number | 'ignore'>): void {

@@ -1,8 +1,9 @@
 // Starts children, and the one place that decides a child's environment (DESIGN §7a; docs/engine.md "The agent's
 // environment"): the only file in src/ that imports node:child_process (test/unit/spawn-imports.test.ts). Every start
-// names the child's kind, whose rule below builds its environment; argv is an array, never run by a shell. svc's own
-// tools get a denylist (svc's names and every SVC_*); every other kind an allowlist: an agent the same one whoever
-// started its run, plus what its call site adds by name.
+// names the child's kind, whose rule below builds its environment; argv is an array, never parsed by a shell (an
+// agent's reaches the /bin/sh that starts it as that shell's arguments: spawn-group.ts). svc's own tools get a
+// denylist (svc's names and every SVC_*); every other kind an allowlist: an agent the same one whoever started its
+// run, plus what its call site adds by name.
 import { execFile, execFileSync, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import type { Writable } from 'node:stream';
@@ -72,10 +73,13 @@ export function isLauncherName(name: string): boolean {
   return LAUNCHER_NAMES.has(name) || name.startsWith('LC_');
 }
 
+/** A name a shell keeps: the /bin/sh that starts an agent (spawn-group.ts) drops others (a-b, X.Y) where it is dash. */
+const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
 /** What a child is decides which names of svc's environment it inherits. */
 const KINDS = {
   /** A provider or a check: untrusted, sandboxed. */
-  agent: (name: string) => !isSecretName(name) && (name.startsWith('SVC_')
+  agent: (name: string) => !isSecretName(name) && SHELL_NAME.test(name) && (name.startsWith('SVC_')
     ? SVC_NAMES_PASSED.has(name)
     : AGENT_NAMES.has(name) || AGENT_PREFIXES.some((p) => name.startsWith(p))),
   /** git, gh, a browser opener started by svc itself for its own work. */

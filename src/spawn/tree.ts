@@ -76,8 +76,11 @@ export function procList(pid: number, file: 'cmdline' | 'environ'): string[] | n
   return readOrNull(`/proc/${pid}/${file}`)?.split('\0').filter((s) => s !== '') ?? null;
 }
 
+/** The environment variable that marks a tree's processes. */
+export const TREE_MARKER = 'SVC_PROCESS_TREE';
+
 export function createTreeGuard() {
-  const marker = `SVC_PROCESS_TREE=${randomBytes(12).toString('hex')}`;
+  const marker = `${TREE_MARKER}=${randomBytes(12).toString('hex')}`;
   const known = new Map<number, Proc>();
   let root: Proc | null = null;
 

@@ -123,6 +123,34 @@ describe('stopping a run whose worker died while its sandbox was set up', () => 
   });
 });
 
+// With nobody left to stop it: bwrap dies with its worker, and the init, past its setup, ties itself to a bwrap
+// already gone, a tie that never fires. Its agent's lifeline (spawn-group.ts), closed with the worker, ends it.
+describe('a worker killed while its sandbox is set up, with no stop after', () => {
+  const skip = bwrapWorks ? false : 'bwrap cannot run on this host';
+
+  it('leaves nothing of the sandbox running (SIGKILL)', { skip }, async () => {
+    await endsHeldSandbox('r20261129120000eeeeeeee', 'its worker was killed', async (worker, _repo, held) => {
+      const { init, outer } = held;
+      worker.kill('SIGKILL');
+      await once(worker, 'exit');
+      while (/^[RSD]$/.test(statFields(outer)?.[0] ?? '')) await sleep(10);
+      process.kill(init, 'SIGCONT');
+    });
+  });
+
+  // `pkill -f <run folder>`: bwrap first (its argv names the folder), its worker next, before it saw bwrap end.
+  it('leaves nothing of the sandbox running (SIGTERM to bwrap and its worker)', { skip }, async () => {
+    await endsHeldSandbox('r20261129120000ffffffff', 'both were sent SIGTERM', async (worker, _repo, held) => {
+      const { init, outer } = held;
+      process.kill(outer, 'SIGTERM');
+      worker.kill('SIGTERM');
+      await once(worker, 'exit');
+      while (/^[RSD]$/.test(statFields(outer)?.[0] ?? '')) await sleep(10);
+      process.kill(init, 'SIGCONT');
+    });
+  });
+});
+
 describe('a worker that exits while its sandbox is set up', () => {
   it('ends the sandbox\'s init on its way out, before it saw bwrap end', {
     skip: bwrapWorks ? false : 'bwrap cannot run on this host',

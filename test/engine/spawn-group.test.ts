@@ -1,8 +1,10 @@
 // An agent's process group: a program that cannot start, output lines too long for one piece, a process that got
-// away, and a sandbox stopped while bwrap sets it up.
+// away, a sandbox stopped while bwrap sets it up, and an agent whose worker was killed outright.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -10,22 +12,25 @@ import { spawnGroup } from '../../src/engine/spawn-group.ts';
 import { terminateGroup } from '../../src/engine/proc-group.ts';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { probeSandbox } from '../../src/spawn/sandbox-mode.ts';
+import { TREE_MARKER } from '../../src/spawn/tree.ts';
 import { statFields } from '../../src/proc-stat.ts';
 import { processesMentioning } from './fixtures.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { holdInSetup } from '../helpers/held-sandbox.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
+const SPAWN_GROUP = new URL('../../src/engine/spawn-group.ts', import.meta.url).href;
+const SANDBOX_MODE = new URL('../../src/spawn/sandbox-mode.ts', import.meta.url).href;
+
 const base = { cwd: tmpdir(), env: { PATH: process.env.PATH }, extra: {}, maxBytes: 1024 * 1024, timeoutMs: 30_000 };
 
 describe('spawnGroup', () => {
   it('ends with code 127 and says why when the program cannot be started', async () => {
-    const run = spawnGroup(['/nonexistent/agent', '--help'], { ...base, sandbox: null });
-    assert.deepEqual(run.identity, { pid: 0, pgid: 0, proc_start: null });
-    const done = await run.done;
+    // The shell that starts it beside its lifeline's watcher says so, named as the program (no name of svc's).
+    const done = await spawnGroup(['/nonexistent/agent', '--help'], { ...base, sandbox: null }).done;
     assert.equal(done.code, 127);
     assert.equal(done.sandboxFailed, false);
-    assert.equal(done.output.toString(), 'failed to start: spawn /nonexistent/agent ENOENT\n');
+    assert.match(done.output.toString(), /^\/nonexistent\/agent: .*\/nonexistent\/agent: not found\n$/);
   });
 
   it('hands a line past 64 KiB on in pieces, and a last line without its newline at the end', async () => {
@@ -87,4 +92,98 @@ describe('spawnGroup', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  // `kill <bwrap's pid>`, or a pkill that matched its argv: bwrap dies of it (it handles no SIGTERM) and its init
+  // with it (--die-with-parent), so the agent too.
+  it('ends a sandboxed agent when bwrap alone is sent SIGTERM', {
+    skip: bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
+    const tag = `129.${process.pid}${Date.now() % 1000}`;
+    const plan = { readable: [], writable: [dir], protect: [], hidden: [], protocolReadable: [], protocolWritable: [],
+      home: null, cwd: dir, limits: DEFAULT_LIMITS, network: 'none' as const };
+    const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan };
+    const run = spawnGroup(['/bin/sleep', tag], { ...base, cwd: dir, sandbox });
+    try {
+      await waitFor(() => processesMentioning(`sleep\0${tag}\0`).length > 0, 'the agent to run');
+      process.kill(run.identity.pid, 'SIGTERM');
+      assert.equal((await run.done).signal, 'SIGTERM');
+      // The sandbox's sleep lasts 129 s: gone before then, it was ended, however loaded the machine.
+      await waitFor(() => processesMentioning(tag).length === 0, 'every process of the sandbox to end');
+    } finally {
+      run.kill();
+      for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // The worker SIGKILLed (out of memory, `kill -9`): nothing of svc is left to end what it started, so its agent
+  // must not outlive it by itself, in a sandbox (bwrap's --die-with-parent, and the lifeline) or not (the lifeline).
+  // One of the agent's processes leaves its group (its own session), as gemini's shell commands do.
+  const leaves = (tag: string) => `setsid sleep ${tag} & echo up; exec sleep ${tag}`;
+  for (const confined of [true, false]) {
+    it(`ends ${confined ? 'a sandboxed' : 'an unconfined'} agent whose worker was killed outright`, {
+      skip: !confined || bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
+    }, async () => {
+      await killedWorker(confined, leaves, (tag) => {
+        if (confined) return;
+        // The marker is the agent's environment's alone (owner-only), in no process's argv (world-readable).
+        const [pid] = processesMentioning(`sleep\0${tag}\0`);
+        const marker = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').find((v) => v.startsWith(TREE_MARKER));
+        assert.ok(marker);
+        assert.deepEqual(processesMentioning(marker.slice(TREE_MARKER.length + 1)), []);
+      });
+    });
+  }
+
+  // A process of its own session that keeps starting others: one scan and one kill let those started meanwhile go.
+  it('ends an unconfined agent whose worker was killed outright while it kept starting processes', async () => {
+    await killedWorker(false, (tag) => `setsid sh -c 'while :; do setsid sleep ${tag} & sleep 0.01; done' ${tag} & ` +
+      `echo up; exec sleep ${tag}`);
+  });
+
+  // A stop's SIGTERM to the group (a timeout, `svc stop`), the agent taking its grace, and the worker killed then.
+  it('ends an unconfined agent whose group was sent SIGTERM before its worker was killed outright', async () => {
+    await killedWorker(false, (tag) => `trap '' TERM; ${leaves(tag)}`, (tag) => {
+      // Both sleeps lead a group (one its own); both ignore the SIGTERM, which reaches the watcher in the agent's.
+      for (const pid of processesMentioning(`sleep\0${tag}\0`)) process.kill(-Number(statFields(pid)?.[2]), 'SIGTERM');
+    });
+  });
 });
+
+/** Starts `agent(tag)` through a stand-in worker as the engine does, runs `meanwhile` once it runs, SIGKILLs the
+ * worker and waits until nothing mentioning the tag is left. */
+async function killedWorker(confined: boolean, agent: (tag: string) => string, meanwhile = (_tag: string) => {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
+  const tag = `128.${process.pid}${Date.now() % 1000}`;
+  const plan = { readable: [], writable: [dir], protect: [], hidden: [], protocolReadable: [],
+    protocolWritable: [], home: null, cwd: dir, limits: DEFAULT_LIMITS, network: 'none' };
+  // It says so once the agent runs, then waits.
+  const script = [
+    `const { spawnGroup } = await import(${JSON.stringify(SPAWN_GROUP)});`,
+    `const { probeSandbox } = await import(${JSON.stringify(SANDBOX_MODE)});`,
+    `const plan = ${JSON.stringify(plan)};`,
+    `const sandbox = ${confined} ? { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan } : null;`,
+    `spawnGroup(['/bin/sh', '-c', ${JSON.stringify(agent(tag))}], { cwd: ${JSON.stringify(dir)},`,
+    '  env: { PATH: process.env.PATH }, extra: {}, maxBytes: 1024, timeoutMs: 120_000, sandbox,',
+    "  onLine: (_, line) => process.stdout.write(`${line}\\n`) });",
+    'setInterval(() => undefined, 60_000);',
+  ].join('\n');
+  const worker = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    detached: true, stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  try {
+    const [line] = (await once(worker.stdout!.setEncoding('utf8'), 'data')) as [string];
+    assert.equal(line, 'up\n');
+    await waitFor(() => processesMentioning(`sleep\0${tag}\0`).length > 1, 'the agent to run');
+    meanwhile(tag);
+    worker.kill('SIGKILL');
+    await once(worker, 'exit');
+    // The agent's sleeps last 128 s: gone before then, they were ended, however loaded the machine.
+    await waitFor(() => processesMentioning(tag).length === 0, 'every process of the agent to end');
+  } finally {
+    worker.kill('SIGKILL');
+    for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -33,8 +33,10 @@ describe('childEnv', () => {
     });
   });
   it('gives an agent an allowlist: the user\'s other variables stay out, the providers\' own and the locale pass', () => {
+    // Not a name the /bin/sh that starts the agent may drop (dash does): what the agent gets is what this says.
     const shell = { ...base, AWS_SECRET_ACCESS_KEY: 'a', NPM_TOKEN: 'n', DATABASE_URL: 'd', LC_ALL: 'C', TZ: 'UTC',
-      CLAUDE_CODE_USE_BEDROCK: '1', ANTHROPIC_API_KEY: 'k', SSL_CERT_FILE: '/c', TMPDIR: '/var/t' };
+      CLAUDE_CODE_USE_BEDROCK: '1', ANTHROPIC_API_KEY: 'k', SSL_CERT_FILE: '/c', TMPDIR: '/var/t',
+      'CLAUDE_CODE_x.y': '1', 'LC_a-b': '1' };
     assert.deepEqual(childEnv('agent', shell), { PATH: '/bin', HOME: '/h', SVC_SOURCE: 's', LC_ALL: 'C', TZ: 'UTC',
       CLAUDE_CODE_USE_BEDROCK: '1', ANTHROPIC_API_KEY: 'k', SSL_CERT_FILE: '/c' });
   });
