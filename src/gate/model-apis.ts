@@ -1,7 +1,7 @@
 // The model APIs the gate holds keys for (docs/gate.md "Modes"): where each lives, the header and variables of its
 // key; the agent's CLI gets a placeholder and the gate's address.
 import { isIP } from 'node:net';
-import { refusedRange } from './address.ts';
+import { parseAuthority, refusedRange, type Destination } from './address.ts';
 import { GatePolicyError } from './policy.ts';
 
 interface ModelApi {
@@ -66,6 +66,22 @@ export function modelRoutesFromEnv(env: Readonly<Record<string, string | undefin
     routes.push(modelRoute(name, base, api.header, api.prefix + key));
   }
   return routes;
+}
+
+/** Where `route` sends its calls: its base's host and port, as a request names them. */
+export function routeDestination(route: ModelRoute): Destination {
+  return parseAuthority(route.base.host, route.base.protocol === 'https:' ? 443 : 80);
+}
+
+/** The route whose upstream is `dest`: a tunnel there would carry calls with that API's key (or a login of the CLI's
+ * own) that the gate can neither meter nor hold to a budget, so it is refused while the gate holds the key
+ * (docs/gate.md "The model CLIs and the gate"). */
+export function routeAt(models: ReadonlyMap<string, ModelRoute>, dest: Destination): ModelRoute | undefined {
+  for (const route of models.values()) {
+    const own = routeDestination(route);
+    if (own.host === dest.host && own.port === dest.port) return route;
+  }
+  return undefined;
 }
 
 /** One route: https, or plain http only to a loopback IP literal (a key never crosses a network in clear). */

@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { BadHostError, normaliseHost, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
+import { routeAt } from './model-apis.ts';
 import { refuseRaw, type Asker, type GateContext } from './context.ts';
 import { UNRECOGNIZED_NAME_ALERT } from './client-hello.ts';
 import { HelloWatch } from './hello-retry.ts';
@@ -41,6 +42,11 @@ export async function handleConnect(
   }
   base.host = dest.host;
   base.port = dest.port;
+  const held = routeAt(ctx.models, dest);
+  if (held) {
+    return deny(403, `${dest.host}:${dest.port} is the ${held.name} model API, whose key the gate holds: a tunnel's `
+      + `calls there could not be metered (use /_model/${held.name}/)`);
+  }
   const decision = await decide(dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
   const verdict: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };

@@ -129,6 +129,25 @@ describe('egress gate model API mode', () => {
     assert.ok(!everything.includes(REAL.anthropic), 'the anthropic key went nowhere but its own host');
   });
 
+  it('refuses a CONNECT to a model API it holds the key of, by name or address, before connecting', async () => {
+    // The policy allows both (model.test any port, the literal exactly), but a tunnel's calls would be unmetered.
+    const before = recorder.calls.length;
+    const named = await gateConnect(unix(), `model.test:${tlsModel.port}`);
+    assert.ok(!('socket' in named));
+    assert.equal(named.status, 403);
+    const literal = await gateConnect(unix(), `127.0.0.1:${tlsModel.port}`);
+    assert.ok(!('socket' in literal) && literal.status === 403);
+    assert.equal(recorder.calls.length, before);
+    const refused = records.filter((r) => r.kind === 'connect' && r.port === tlsModel.port);
+    assert.deepEqual(refused.map((r) => [r.host, r.decision, r.status]),
+      [['model.test', 'denied', 403], ['127.0.0.1', 'denied', 403]]);
+    assert.match(refused[0]?.reason ?? '', /the anthropic model API, whose key the gate holds/);
+    // Another allowed host is tunnelled as ever.
+    const opened = await gateConnect(unix(), `other.test:${other.port}`);
+    assert.ok('socket' in opened);
+    opened.socket.destroy();
+  });
+
   it('refuses a model API whose host the policy does not allow, before connecting', async () => {
     const before = recorder.calls.length;
     const reply = await gateRequest(unix(), '/_model/unlisted/v1/x');
