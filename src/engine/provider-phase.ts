@@ -191,8 +191,10 @@ function startAttempt(
   // Only the run gate's own base URL goes into the argv, never one svc was given (a job pod's names its credential).
   const gate = opts.sandbox.gate;
   const gateEnv = gate?.env ?? {};
+  // A job pod's CLI is behind the shared gate its environment names (no run gate): it needs the same variables.
+  const behind = gate ? gateEnv : ctx.env.SVC_GATE_EVIDENCE_URL ? ctx.env : null;
   // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
-  const extra = { ...opts.sandbox.env, ...gate ? gateEnvFor(provider.kind, gateEnv) : {}, PWD: ctx.state.workdir,
+  const extra = { ...opts.sandbox.env, ...behind ? gateEnvFor(provider.kind, behind) : {}, PWD: ctx.state.workdir,
     SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile, SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run,
     SVC_SOURCE: ctx.state.source };
   const argv = pointedAtGate(provider.kind, inv.argv, gateEnv).map((arg) => (arg === '{task_file}' ? taskFile : arg));

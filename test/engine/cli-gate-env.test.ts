@@ -51,9 +51,11 @@ describe('each model CLI is pointed at the run gate the way it honours', () => {
   after(() => repo.cleanup());
 
   /** The lines the stand-in `provider` recorded, and what each variable held. */
-  async function recorded(provider: string): Promise<{ lines: string[]; value: (name: string) => string }> {
+  async function recorded(
+    provider: string, extra: NodeJS.ProcessEnv = {},
+  ): Promise<{ lines: string[]; value: (name: string) => string }> {
     const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'fix', '--worktree', '--detach',
-      '--provider', provider], { cwd: repo.repo, env });
+      '--provider', provider], { cwd: repo.repo, env: { ...env, ...extra } });
     assert.equal(started.code, 0, started.stderr);
     const run = JSON.parse(started.stdout).run;
     const state = await waitFor(() => {
@@ -91,6 +93,24 @@ describe('each model CLI is pointed at the run gate the way it honours', () => {
   it('claude: the gate\'s Anthropic base as it is, its non-essential traffic off', async () => {
     const { value } = await recorded('claude');
     assert.match(value('anthropic'), /^http:\/\/localhost:\d+\/_model\/anthropic$/);
+    assert.equal(value('nonessential'), '1');
+  });
+
+  // A job pod's run container: no sandbox nor run gate, its environment naming the shared gate with its credential.
+  const POD_GATE = 'http://svc-gate:3128/_job/g1.cred.mac';
+  const pod = {
+    SVC_SANDBOX: 'none', SVC_GATE_EVIDENCE_URL: `${POD_GATE}/_egress`,
+    ANTHROPIC_BASE_URL: `${POD_GATE}/_model/anthropic`, ANTHROPIC_API_KEY: 'sk-ant-svc-gate-placeholder',
+  };
+
+  it('in a job pod, opencode gets the shared gate\'s Anthropic base with /v1', async () => {
+    const { value } = await recorded('opencode', pod);
+    assert.equal(value('anthropic'), `${POD_GATE}/_model/anthropic/v1`);
+  });
+
+  it('in a job pod, claude\'s non-essential traffic is off and its base is the pod\'s', async () => {
+    const { value } = await recorded('claude', pod);
+    assert.equal(value('anthropic'), `${POD_GATE}/_model/anthropic`);
     assert.equal(value('nonessential'), '1');
   });
 });
