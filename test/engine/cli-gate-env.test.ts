@@ -2,7 +2,8 @@
 // gate (docs/gate.md "The model CLIs and the gate"): codex 0.169 ignores OPENAI_BASE_URL and takes `-c
 // openai_base_url=…`; gemini 0.61 with a base URL and no saved auth choice exits 41 before any call; opencode 1.18
 // posts Anthropic calls to <base>/messages (claude to <base>/v1/messages); claude 2.1 tunnels feature-flag and
-// telemetry calls to api.anthropic.com unless its non-essential traffic is off.
+// telemetry calls to api.anthropic.com unless its non-essential traffic is off. A job pod's CLI, behind the shared
+// gate its environment names, gets the same variables.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
