@@ -20,7 +20,8 @@ import {
   nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused, type Invocation,
 } from './provider-session.ts';
 import { InfraError } from '../errors.ts';
-import { withCost } from './run-state.ts';
+import { behindSharedGate, withCost } from './run-state.ts';
+import { settleInPodHome } from '../spawn/provider-home.ts';
 import type { Answer } from './answers.ts';
 import {
   askBudgetIfReached, block, budgetAtExit, overBudgetAtExit, pollBudgetAnswer, waitForAnswer, POLL_MS, type BudgetWatch,
@@ -191,8 +192,11 @@ function startAttempt(
   // Only the run gate's own base URL goes into the argv, never one svc was given (a job pod's names its credential).
   const gate = opts.sandbox.gate;
   const gateEnv = gate?.env ?? {};
-  // A job pod's CLI is behind the shared gate its environment names (no run gate): it needs the same variables.
-  const behind = gate ? gateEnv : ctx.env.SVC_GATE_EVIDENCE_URL ? ctx.env : null;
+  // A job pod's CLI is behind the shared gate its environment names (no run gate): it needs the same variables, and
+  // the settings its home (the pod's own) gets.
+  const pod = !gate && behindSharedGate(ctx.env);
+  if (pod) settleInPodHome(provider.kind, ctx.env);
+  const behind = gate ? gateEnv : pod ? ctx.env : null;
   // Some CLIs (opencode) take their project folder from $PWD, not the working directory: it must name the worktree.
   const extra = { ...opts.sandbox.env, ...behind ? gateEnvFor(provider.kind, behind) : {}, PWD: ctx.state.workdir,
     SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile, SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run,

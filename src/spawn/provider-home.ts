@@ -145,6 +145,23 @@ function chooseApiKey(path: string): void {
   writeFileSync(path, JSON.stringify(chosen, null, 2), { mode: 0o600 });
 }
 
+/**
+ * A job pod's CLI runs unsandboxed with HOME the pod's own empty volume and the shared gate in its environment
+ * (docs/gate.md "Job pods"): its home gets what a run gate's copy of its settings does, gemini's auth choice, and
+ * codex's base URL, which it takes from its config alone (the pod's names the job's gate credential, kept off the
+ * argv). A config codex already has is left as it is.
+ */
+export function settleInPodHome(provider: string, env: Readonly<Record<string, string | undefined>>): void {
+  const home = env.HOME;
+  if (!home) return;
+  if (provider === 'gemini' && env.GOOGLE_GEMINI_BASE_URL) chooseApiKey(join(home, '.gemini', 'settings.json'));
+  const config = join(env.CODEX_HOME || join(home, '.codex'), 'config.toml');
+  if (provider !== 'codex' || !env.OPENAI_BASE_URL || pathKind(config) !== null) return;
+  mkdirSync(dirname(config), { recursive: true, mode: 0o700 });
+  // A JSON string is a TOML basic string.
+  writeFileSync(config, `openai_base_url = ${JSON.stringify(env.OPENAI_BASE_URL)}\n`, { mode: 0o600 });
+}
+
 /** What never stays in a kept folder: whatever the template, the login or the scrub list puts at that path. */
 function scrubKept(state: string, kept: string, layout: ProviderLayout): void {
   for (const path of [...layout.files, ...layout.dirs, ...layout.login, ...layout.scrub]) {

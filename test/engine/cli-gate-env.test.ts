@@ -6,7 +6,7 @@
 // gate its environment names, gets the same variables.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
@@ -18,6 +18,7 @@ const FAKE_CLI = `#!/bin/sh
 cat > /dev/null
 printf '%s\\n' "$@" > argv.txt
 echo "settings=$(tr -d "\\n" < "$HOME/.gemini/settings.json" 2>/dev/null)" >> argv.txt
+echo "codex=$(tr -d "\\n" < "$HOME/.codex/config.toml" 2>/dev/null)" >> argv.txt
 echo "nonessential=$CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC" >> argv.txt
 echo "anthropic=$ANTHROPIC_BASE_URL" >> argv.txt
 echo "env=$OPENAI_BASE_URL" >> argv.txt
@@ -59,9 +60,12 @@ describe('each model CLI is pointed at the run gate the way it honours', () => {
       '--provider', provider], { cwd: repo.repo, env: { ...env, ...extra } });
     assert.equal(started.code, 0, started.stderr);
     const run = JSON.parse(started.stdout).run;
+    const dir = join(repo.repo, '.svc', 'runs', run);
+    // A pod's run container ends with its evidence, the rest is its signer's.
     const state = await waitFor(() => {
-      const s = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
-      return ['succeeded', 'failed', 'stopped', 'blocked'].includes(s.status) ? s : null;
+      const s = readJson(join(dir, 'state.json'));
+      const ended = ['succeeded', 'failed', 'stopped', 'blocked'].includes(s.status);
+      return ended || existsSync(join(dir, 'artifacts', 'evidence.json')) ? s : null;
     }, 'the run to end', 60_000);
     const lines = readFileSync(join(state.workdir, 'argv.txt'), 'utf8').trim().split('\n');
     const value = (name: string) => lines.find((l) => l.startsWith(`${name}=`))!.slice(name.length + 1);
@@ -100,8 +104,9 @@ describe('each model CLI is pointed at the run gate the way it honours', () => {
   // A job pod's run container: no sandbox nor run gate, its environment naming the shared gate with its credential.
   const POD_GATE = 'http://svc-gate:3128/_job/g1.cred.mac';
   const pod = {
-    SVC_SANDBOX: 'none', SVC_GATE_EVIDENCE_URL: `${POD_GATE}/_egress`,
+    SVC_SANDBOX: 'none', SVC_SIGN_LATER: '1', SVC_GATE_EVIDENCE_URL: `${POD_GATE}/_egress`,
     ANTHROPIC_BASE_URL: `${POD_GATE}/_model/anthropic`, ANTHROPIC_API_KEY: 'sk-ant-svc-gate-placeholder',
+    OPENAI_BASE_URL: `${POD_GATE}/_model/openai`, GOOGLE_GEMINI_BASE_URL: `${POD_GATE}/_model/gemini`,
   };
 
   it('in a job pod, opencode gets the shared gate\'s Anthropic base with /v1', async () => {
@@ -113,5 +118,21 @@ describe('each model CLI is pointed at the run gate the way it honours', () => {
     const { value } = await recorded('claude', pod);
     assert.equal(value('anthropic'), `${POD_GATE}/_model/anthropic`);
     assert.equal(value('nonessential'), '1');
+  });
+
+  it('in a job pod, gemini\'s settings in the pod\'s home choose the API key', async () => {
+    const podHome = join(repo.root, 'pod-home-gemini');
+    mkdirSync(podHome);
+    const { value } = await recorded('gemini', { ...pod, HOME: podHome });
+    assert.deepEqual(JSON.parse(value('settings')), { security: { auth: { selectedType: 'gemini-api-key' } } });
+  });
+
+  it('in a job pod, codex\'s config in the pod\'s home names the gate, and its argv does not', async () => {
+    const podHome = join(repo.root, 'pod-home-codex');
+    mkdirSync(podHome);
+    const { lines, value } = await recorded('codex', { ...pod, HOME: podHome });
+    assert.equal(value('codex'), `openai_base_url = "${POD_GATE}/_model/openai"`);
+    assert.equal(lines[0], 'exec');
+    assert.ok(!lines.slice(0, lines.indexOf('-') + 1).some((l) => l.includes('g1.cred')), lines.join('\n'));
   });
 });
