@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { startGate } from './gate.ts';
 import { GatePolicyError, parseGatePolicy, type GatePolicy, type HostPattern } from './policy.ts';
 import { readGateSecret } from './job-credential.ts';
-import { modelRoutesFromEnv } from './model-apis.ts';
+import { modelRoutesFromEnv, routeOrigins } from './model-apis.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { isJsonObject } from '../untrusted.ts';
 import { exitCodeAfterSignal, urlAuthority } from '../http/http-server.ts';
@@ -77,8 +77,8 @@ export async function serveGateForever(
   const accessLog = settingChoice(env, 'SVC_ACCESS_LOG') === '1';
   const log = createLogger('gate');
   const routes = modelRoutesFromEnv(env);
-  const models = parseGatePolicy({ allow: routes.map((r) => r.base.host) }).allow;
-  const served = loadGatePolicy(flags.policy ?? setting(env, 'SVC_GATE_POLICY_FILE') ?? null, models);
+  // Each model API's upstream exactly (its host at its port), as a run's gate allows it.
+  const served = loadGatePolicy(flags.policy ?? setting(env, 'SVC_GATE_POLICY_FILE') ?? null, routeOrigins(routes));
   const secret = readGateSecret(secretFile);
   const metricsToken = metricsFile ? readMetricsToken(metricsFile, secret) : null;
   const { meter, count } = sharedMeter(env, log);

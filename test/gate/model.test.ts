@@ -129,23 +129,40 @@ describe('egress gate model API mode', () => {
     assert.ok(!everything.includes(REAL.anthropic), 'the anthropic key went nowhere but its own host');
   });
 
-  it('refuses a CONNECT to a model API it holds the key of, by name or address, before connecting', async () => {
-    // The policy allows both (model.test any port, the literal exactly), but a tunnel's calls would be unmetered.
-    const before = recorder.calls.length;
-    const named = await gateConnect(unix(), `model.test:${tlsModel.port}`);
-    assert.ok(!('socket' in named));
-    assert.equal(named.status, 403);
-    const literal = await gateConnect(unix(), `127.0.0.1:${tlsModel.port}`);
-    assert.ok(!('socket' in literal) && literal.status === 403);
-    assert.equal(recorder.calls.length, before);
-    const refused = records.filter((r) => r.kind === 'connect' && r.port === tlsModel.port);
-    assert.deepEqual(refused.map((r) => [r.host, r.decision, r.status]),
-      [['model.test', 'denied', 403], ['127.0.0.1', 'denied', 403]]);
-    assert.match(refused[0]?.reason ?? '', /the anthropic model API, whose key the gate holds/);
-    // Another allowed host is tunnelled as ever.
-    const opened = await gateConnect(unix(), `other.test:${other.port}`);
-    assert.ok('socket' in opened);
-    opened.socket.destroy();
+  it('refuses a CONNECT reaching a model API it holds the key of, by name on any port or by address', async () => {
+    // One route, at a name; the policy allows every spelling below, but a tunnel's calls would be unmetered.
+    const api = await startUpstream('127.0.0.1', cert);
+    const alt = await startUpstream('127.0.0.1', cert);
+    const own = recordingConnect();
+    const { resolve } = tableResolver({ 'model.test': ['::ffff:127.0.0.1'], 'alias.test': ['127.0.0.1'] });
+    const seen: EgressRecord[] = [];
+    const held = await startGate({
+      policy: parseGatePolicy({
+        allow: ['model.test', 'alias.test', `127.0.0.1:${api.port}`, `127.0.0.1:${alt.port}`],
+      }),
+      models: [modelRoute('anthropic', `https://model.test:${api.port}`, 'x-api-key', REAL.anthropic)],
+      resolve, connect: own.connect, tcpPort: 0, onRecord: (r) => seen.push(r),
+    });
+    try {
+      const at = { port: held.port ?? 0 };
+      for (const target of [`model.test:${api.port}`, `MODEL.TEST.:${alt.port}`, `127.0.0.1:${api.port}`,
+        `[::ffff:127.0.0.1]:${api.port}`, `alias.test:${api.port}`]) {
+        const reply = await gateConnect(at, target);
+        assert.ok(!('socket' in reply) && reply.status === 403, `${target} is refused`);
+      }
+      assert.deepEqual(own.calls, []);
+      assert.ok(seen.every((r) => /the anthropic model API, whose key the gate holds/.test(r.reason ?? '')));
+      // The same address at another port is another server: tunnelled as ever, by address or by another name.
+      for (const target of [`127.0.0.1:${alt.port}`, `alias.test:${alt.port}`]) {
+        const opened = await gateConnect(at, target);
+        assert.ok('socket' in opened, `${target} opens: ${JSON.stringify(seen.at(-1))}`);
+        opened.socket.destroy();
+      }
+    } finally {
+      await held.close();
+      await api.close();
+      await alt.close();
+    }
   });
 
   it('refuses a model API whose host the policy does not allow, before connecting', async () => {
