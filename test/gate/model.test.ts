@@ -7,7 +7,8 @@ import { createServer as createHttpsServer } from 'node:https';
 import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
-import { parseGatePolicy, GatePolicyError } from '../../src/gate/policy.ts';
+import { decide, parseGatePolicy, GatePolicyError } from '../../src/gate/policy.ts';
+import { loadGatePolicy } from '../../src/gate/main.ts';
 import { MODEL_APIS, modelRoute, modelRoutesFromEnv } from '../../src/gate/model-apis.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import {
@@ -242,6 +243,23 @@ describe('model routes', () => {
       ['anthropic', 'http://127.0.0.2:9999/', 'x-api-key', 'a-key'],
       ['gemini', 'https://generativelanguage.googleapis.com/', 'x-goog-api-key', 'g-key'],
     ]);
+  });
+
+  it('svc gate serve allows each model API\'s upstream at its exact port only, as a run\'s gate does', async () => {
+    const routes = modelRoutesFromEnv({
+      OPENAI_API_KEY: 'k', ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: 'https://proxy.test:8443',
+    });
+    const { fallback } = loadGatePolicy(null, routes);
+    // Nothing resolves: a destination the policy allows is refused only after, as not resolving.
+    const { resolve, lookups } = tableResolver({});
+    const reason = async (host: string, port: number) =>
+      (await decide({ host, port, literal: false }, fallback, resolve)) as { reason?: string };
+    assert.match((await reason('api.openai.com', 443)).reason ?? '', /does not resolve/);
+    assert.match((await reason('proxy.test', 8443)).reason ?? '', /does not resolve/);
+    for (const [host, port] of [['api.openai.com', 8080], ['api.openai.com', 80], ['proxy.test', 443]] as const) {
+      assert.match((await reason(host, port)).reason ?? '', /is not in the allow list/, `${host}:${port}`);
+    }
+    assert.deepEqual(lookups, ['api.openai.com', 'proxy.test']);
   });
 
   it('sends OpenAI calls under /v1 for every gate (a run\'s, `svc gate serve`, a job pod\'s): its CLIs append the rest', () => {
