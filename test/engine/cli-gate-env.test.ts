@@ -6,7 +6,7 @@
 // gate its environment names, gets the same variables.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
@@ -55,7 +55,7 @@ describe('each model CLI is pointed at the run gate the way it honours', () => {
   /** The lines the stand-in `provider` recorded, and what each variable held. */
   async function recorded(
     provider: string, extra: NodeJS.ProcessEnv = {},
-  ): Promise<{ lines: string[]; value: (name: string) => string }> {
+  ): Promise<{ lines: string[]; value: (name: string) => string; log: string }> {
     const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'fix', '--worktree', '--detach',
       '--provider', provider], { cwd: repo.repo, env: { ...env, ...extra } });
     assert.equal(started.code, 0, started.stderr);
@@ -69,7 +69,7 @@ describe('each model CLI is pointed at the run gate the way it honours', () => {
     }, 'the run to end', 60_000);
     const lines = readFileSync(join(state.workdir, 'argv.txt'), 'utf8').trim().split('\n');
     const value = (name: string) => lines.find((l) => l.startsWith(`${name}=`))!.slice(name.length + 1);
-    return { lines, value };
+    return { lines, value, log: readFileSync(join(dir, 'events.jsonl'), 'utf8') };
   }
 
   it('codex: `-c openai_base_url="<the gate\'s /_model/openai>"` before its subcommand, no key on the argv',
@@ -135,4 +135,27 @@ describe('each model CLI is pointed at the run gate the way it honours', () => {
     assert.equal(lines[0], 'exec');
     assert.ok(!lines.slice(0, lines.indexOf('-') + 1).some((l) => l.includes('g1.cred')), lines.join('\n'));
   });
+
+  it('in a job pod, a link or folder the agent left in its home is never written through, and the run says so',
+    async () => {
+      const podHome = join(repo.root, 'pod-home-placed');
+      const outside = join(repo.root, 'outside');
+      mkdirSync(join(podHome, '.gemini'), { recursive: true });
+      mkdirSync(join(outside, 'codex'), { recursive: true });
+      writeFileSync(join(outside, 'settings.json'), '{}');
+      symlinkSync(join(outside, 'settings.json'), join(podHome, '.gemini', 'settings.json'));
+      symlinkSync(join(outside, 'codex'), join(podHome, '.codex'));
+      const gemini = await recorded('gemini', { ...pod, HOME: podHome });
+      assert.equal(readFileSync(join(outside, 'settings.json'), 'utf8'), '{}');
+      assert.match(gemini.log, /settings\.json left as it is: it is a symbolic link/);
+      const codex = await recorded('codex', { ...pod, HOME: podHome });
+      assert.deepEqual(readdirSync(join(outside, 'codex')), []);
+      assert.match(codex.log, /config\.toml not written: Refusing to write into .*\.codex.*: it is a symbolic link/);
+      // A folder where codex's config goes: the agent's own placement, the run goes on (not an infra failure).
+      const folderHome = join(repo.root, 'pod-home-folder');
+      mkdirSync(join(folderHome, '.codex', 'config.toml'), { recursive: true });
+      const folder = await recorded('codex', { ...pod, HOME: folderHome });
+      assert.match(folder.log, /config\.toml left as it is: it is a folder/);
+      assert.equal(folder.lines[0], 'exec', 'the CLI ran');
+    });
 });
