@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { RunContext } from './run-context.ts';
 import type { GroupRun } from './spawn-group.ts';
 import { addUsage, type Usage } from './providers.ts';
-import { signsLater, withCost } from './run-state.ts';
+import { behindSharedGate, withCost } from './run-state.ts';
 import { isOperatorAnswer, type Answer } from './answers.ts';
 import { budgetName, reachedBudget, runSpent, type Reached } from '../gate/budgets.ts';
 import type { RunGate } from './egress.ts';
@@ -46,7 +46,7 @@ function budgetNow(ctx: RunContext, a: BudgetWatch): Reached | null {
   if (a.gate) return a.gate.budgetReached();
   // A pod behind the shared gate: the gate holds max_usd on what it meters and refuses past it, and a raise answered
   // here could not reach it, so the run container never asks (docs/gate.md "A pod's max_usd").
-  if (signsLater(ctx.env) && ctx.env.SVC_GATE_EVIDENCE_URL) return null;
+  if (behindSharedGate(ctx.env)) return null;
   const limits = { run: ctx.state.budget_usd, repoDay: null, serverDay: null };
   return reachedBudget({ run: runSpent(ctx.state), repoDay: 0, serverDay: 0 }, limits);
 }

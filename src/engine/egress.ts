@@ -8,7 +8,7 @@ import type { Policy } from './policy.ts';
 import { startGate } from '../gate/gate.ts';
 import { parseGatePolicy, parseHostPattern, repositoryAllow, type GatePolicy } from '../gate/policy.ts';
 import { OPERATOR_FILES } from './setting-authority.ts';
-import { MODEL_APIS, modelRoutesFromEnv, type ModelRoute } from '../gate/model-apis.ts';
+import { MODEL_APIS, modelRoutesFromEnv, routeOrigins, type ModelRoute } from '../gate/model-apis.ts';
 import { readEgressRecord, summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/bwrap-argv.ts';
 import { errorMessage } from '../errors.ts';
@@ -22,7 +22,7 @@ import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { withCost, type RunState } from './run-state.ts';
 import { readMetered, type MeteredCost } from '../run-json.ts';
 import { traceRoot } from '../trace.ts';
-import { formatDestination, refusedRange } from '../gate/address.ts';
+import { refusedRange } from '../gate/address.ts';
 import { openPlainDirIn, openRunFolder, readPlainIn, skipReason, withDir } from './plain-tree.ts';
 import { countOrNull, objOrNull, tryParseJson } from '../untrusted.ts';
 
@@ -108,12 +108,7 @@ function gatePolicy(network: Policy['network'], operatorAllow: readonly string[]
   const repository = repositoryAllow(network.allow);
   const allow = [...repository.kept, ...operatorAllow.filter((entry) => !repository.kept.includes(entry))];
   const base = parseGatePolicy({ allow, deny: network.deny });
-  const own = routes.map((r) => {
-    const host = r.base.hostname.replace(/^\[|\]$/g, '');
-    const port = r.base.port || (r.base.protocol === 'https:' ? '443' : '80');
-    return parseHostPattern(formatDestination(host, Number(port)));
-  });
-  const policy: GatePolicy = { allow: [...base.allow, ...own], deny: base.deny };
+  const policy: GatePolicy = { allow: [...base.allow, ...routeOrigins(routes)], deny: base.deny };
   const inert = inertGrants(operatorAllow);
   return { policy, network: { allow, deny: network.deny }, dropped: repository.dropped, inert };
 }

@@ -103,9 +103,11 @@ export function plainEntries(root: string, parts: readonly string[], kind: 'dir'
 /** An fd for reading the regular file at `path` (never through a link), or what stands there instead. */
 function openPlainFile(path: string): number | EntryKind {
   const fd = openFd(path, FILE_FLAGS);
-  if (typeof fd === 'string' || fstatSync(fd).isFile()) return fd;
+  if (typeof fd === 'string') return fd;
+  const stat = fstatSync(fd);
+  if (stat.isFile()) return fd;
   closeSync(fd);
-  return 'other';
+  return stat.isDirectory() ? 'dir' : 'other';
 }
 
 export function openPlainFileIn(dir: PlainDir, name: string): number | EntryKind {

@@ -1,6 +1,7 @@
 // Runs the provider until it is done; its questions block the run until answered (docs/engine.md).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { RunContext } from './run-context.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
 import {
@@ -8,8 +9,11 @@ import {
   type ResolvedProvider,
 } from './providers.ts';
 import { oneLine } from '../webhook-sources.ts';
-import { AgentFolderError, clearAgentName, replaceAgentFile, writeNoFollow } from './safe-fs.ts';
-import { readAgentFile } from './plain-tree.ts';
+import {
+  AgentFolderError, clearAgentName, makePlainPath, replaceAgentFile, replaceNoFollowIn, UnsafePathError, withDir,
+  writeNoFollow,
+} from './safe-fs.ts';
+import { readAgentFile, readPlainIn, skipReason } from './plain-tree.ts';
 import {
   agentSandbox, protocolFiles, releaseProviderHome, watchedLimits, type ProtocolFiles, type RunSandbox,
 } from './sandbox.ts';
@@ -19,8 +23,9 @@ import { untestedProviderWarning } from './cli-version.ts';
 import {
   nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused, type Invocation,
 } from './provider-session.ts';
-import { InfraError } from '../errors.ts';
-import { withCost } from './run-state.ts';
+import { errorMessage, InfraError } from '../errors.ts';
+import { behindSharedGate, withCost } from './run-state.ts';
+import { apiKeyChosen } from '../spawn/provider-home.ts';
 import type { Answer } from './answers.ts';
 import {
   askBudgetIfReached, block, budgetAtExit, overBudgetAtExit, pollBudgetAnswer, waitForAnswer, POLL_MS, type BudgetWatch,
@@ -191,7 +196,12 @@ function startAttempt(
   // Only the run gate's own base URL goes into the argv, never one svc was given (a job pod's names its credential).
   const gate = opts.sandbox.gate;
   const gateEnv = gate?.env ?? {};
-  const extra = { ...opts.sandbox.env, ...gate ? gateEnvFor(provider.kind, gateEnv) : {},
+  // A job pod's CLI is behind the shared gate its environment names (no run gate): it needs the same variables, and
+  // the settings its home (the pod's own) gets.
+  const pod = !gate && behindSharedGate(ctx.env);
+  if (pod) for (const left of settleInPodHome(provider.kind, ctx.env)) ctx.note(left);
+  const behind = gate ? gateEnv : pod ? ctx.env : null;
+  const extra = { ...opts.sandbox.env, ...behind ? gateEnvFor(provider.kind, behind) : {},
     SVC_TASK_FILE: taskFile, SVC_QUESTION_FILE: questionFile, SVC_ANSWER_FILE: answerFile, SVC_RUN_ID: ctx.state.run,
     SVC_SOURCE: ctx.state.source };
   const argv = pointedAtGate(provider.kind, inv.argv, gateEnv).map((arg) => (arg === '{task_file}' ? taskFile : arg));
@@ -312,4 +322,46 @@ async function outcomeAfterExit(
     return { kind: 'failed', exitCode: result.code, error: `Provider ${provider.name} ${how}` };
   }
   return { kind: 'done' };
+}
+
+/** A settings file larger than this is not one a CLI wrote. */
+const MAX_SETTINGS = 1024 * 1024;
+
+/**
+ * A job pod's CLI runs unsandboxed with HOME the pod's own empty volume and the shared gate in its environment
+ * (docs/gate.md "Job pods"): its home gets what a run gate's copy of its settings does, gemini's auth choice, and
+ * codex's base URL, which it takes from its config alone (the pod's names the job's gate credential, kept off the
+ * argv). A config codex already has is left as it is. From its first attempt on the home is the agent's: no link in
+ * it is followed, and whatever it placed where a folder or file is written is left; returns what was, for the log.
+ */
+function settleInPodHome(provider: string, env: Readonly<Record<string, string | undefined>>): string[] {
+  const home = env.HOME;
+  if (!home) return [];
+  const left: string[] = [];
+  const settle = (root: string, parts: string[], name: string, text: (old: string | null) => string | null): void => {
+    const shown = join(root, ...parts, name);
+    try {
+      withDir(makePlainPath(root, parts), (dir) => {
+        const found = readPlainIn(dir, name, MAX_SETTINGS);
+        if (typeof found === 'string' && found !== 'missing') {
+          return void left.push(`${shown} left as it is: it ${skipReason(found, MAX_SETTINGS)}`);
+        }
+        const next = text(typeof found === 'string' ? null : found.toString('utf8'));
+        if (next !== null) replaceNoFollowIn(dir, name, next, 0o600);
+      });
+    } catch (err) {
+      // What the agent placed (a link, a file for a folder, a folder it made unreadable) is its own doing, not svc's.
+      if (!(err instanceof UnsafePathError) && typeof (err as NodeJS.ErrnoException).code !== 'string') throw err;
+      left.push(`${shown} not written: ${errorMessage(err)}`);
+    }
+  };
+  if (provider === 'gemini' && env.GOOGLE_GEMINI_BASE_URL) settle(home, ['.gemini'], 'settings.json', apiKeyChosen);
+  const base = env.OPENAI_BASE_URL;
+  if (provider === 'codex' && base) {
+    // A JSON string is a TOML basic string.
+    const config = (old: string | null) => (old === null ? `openai_base_url = ${JSON.stringify(base)}\n` : null);
+    if (env.CODEX_HOME) settle(env.CODEX_HOME, [], 'config.toml', config);
+    else settle(home, ['.codex'], 'config.toml', config);
+  }
+  return left;
 }

@@ -108,7 +108,7 @@ type Adapter = {
   baseUrl?: { env: string; args: (url: string) => string[] };
   /** What the CLI's environment needs beyond the variables the gate gives it (`gate`) so that its model calls, and
    * nothing else, go out through the gate (docs/gate.md "The model CLIs and the gate"). */
-  underGate?: (gate: Record<string, string>) => Record<string, string>;
+  underGate?: (gate: Readonly<Record<string, string | undefined>>) => Record<string, string>;
 };
 
 const CLAUDE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
@@ -248,8 +248,11 @@ export function pointedAtGate(kind: string, argv: string[], gateEnv: Record<stri
   return url === undefined ? argv : [argv[0]!, ...baseUrl!.args(url), ...argv.slice(1)];
 }
 
-/** What a `kind` CLI's environment needs beyond the variables svc's gate gives it (`gateEnv`). */
-export function gateEnvFor(kind: string, gateEnv: Record<string, string>): Record<string, string> {
+/** What a `kind` CLI's environment needs beyond the variables a gate gives it (`gateEnv`: the run gate's, or a job
+ * pod's environment, which names the shared gate). */
+export function gateEnvFor(
+  kind: string, gateEnv: Readonly<Record<string, string | undefined>>,
+): Record<string, string> {
   return adapterOf(kind).underGate?.(gateEnv) ?? {};
 }
 

@@ -367,3 +367,8 @@ export function failureOf(err: unknown): RunFailure {
 export function signsLater(env: NodeJS.ProcessEnv): boolean {
   return env.SVC_SIGN_LATER === '1';
 }
+
+/** Whether this run is a job pod's behind the shared `svc gate serve`, which its environment names (pod spec only). */
+export function behindSharedGate(env: NodeJS.ProcessEnv): boolean {
+  return signsLater(env) && !!env.SVC_GATE_EVIDENCE_URL;
+}

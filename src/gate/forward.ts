@@ -6,7 +6,7 @@ import { Transform, type Duplex, type TransformCallback } from 'node:stream';
 import { BadHostError, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
 import { gateSpanId, refuse, type Asker, type GateContext } from './context.ts';
-import { CREDENTIAL_HEADERS, freeEndpoint, generationEndpoint, modelPath } from './model-apis.ts';
+import { CREDENTIAL_HEADERS, freeEndpoint, generationEndpoint, modelPath, routeDestination } from './model-apis.ts';
 import { arrivingRecord, type EgressRecord } from './evidence.ts';
 import { requestMeter, unansweredCall, usageMeter, type UsageMeter } from './usage.ts';
 import { formatTraceparent, ownTraceExport, parseTraceparent } from '../trace.ts';
@@ -243,8 +243,7 @@ function planModel(ctx: GateContext, method: string, url: string, req: IncomingM
   if (!match || !route) {
     return { refused: `no model API "${(match?.[1] ?? url).slice(0, 60)}" is configured`, status: 403 };
   }
-  const https = route.base.protocol === 'https:';
-  const dest = parseAuthority(route.base.host, https ? 443 : 80);
+  const dest = routeDestination(route);
   const resolved = modelPath(route.base.pathname, match[2] ?? '');
   if ('refused' in resolved) return { refused: resolved.refused, status: 403 };
   // A free call (counting tokens, listing models) carries no usage: metered, it would read as one the gate could not
@@ -254,7 +253,8 @@ function planModel(ctx: GateContext, method: string, url: string, req: IncomingM
     route.value, ...(metered ? ['accept-encoding', 'identity'] : [])];
   const generation = metered && generationEndpoint(method, resolved.endpoint);
   const { path, endpoint } = resolved;
-  return { dest, path, headers, https, model: route.name, endpoint, metered, generation };
+  return { dest, path, headers, https: route.base.protocol === 'https:',
+    model: route.name, endpoint, metered, generation };
 }
 
 /**

@@ -2,9 +2,9 @@
 // Every client presents its job's credential and gets its repository's policy.
 import { join } from 'node:path';
 import { startGate } from './gate.ts';
-import { GatePolicyError, parseGatePolicy, readGateFile, type GatePolicy, type HostPattern } from './policy.ts';
+import { GatePolicyError, parseGatePolicy, readGateFile, type GatePolicy } from './policy.ts';
 import { readGateSecret } from './job-credential.ts';
-import { modelRoutesFromEnv } from './model-apis.ts';
+import { modelRoutesFromEnv, routeOrigins, type ModelRoute } from './model-apis.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { isJsonObject } from '../untrusted.ts';
 import { exitCodeAfterSignal, urlAuthority } from '../http/http-server.ts';
@@ -28,7 +28,9 @@ export function repoPolicy(policies: GatePolicies, repo: string): GatePolicy {
   return policies.repos.get(repo.toLowerCase()) ?? policies.fallback;
 }
 
-export function loadGatePolicy(path: string | null, models: readonly HostPattern[] = []): GatePolicies {
+export function loadGatePolicy(path: string | null, routes: readonly ModelRoute[] = []): GatePolicies {
+  // Each model API's upstream exactly (its host at its port), as a run's gate allows it.
+  const models = routeOrigins(routes);
   const parse = (value: { allow?: unknown; deny?: unknown }): GatePolicy => {
     const policy = parseGatePolicy(value);
     return { allow: [...policy.allow, ...models], deny: policy.deny };
@@ -72,8 +74,7 @@ export async function serveGateForever(
   const accessLog = settingChoice(env, 'SVC_ACCESS_LOG') === '1';
   const log = createLogger('gate');
   const routes = modelRoutesFromEnv(env);
-  const models = parseGatePolicy({ allow: routes.map((r) => r.base.host) }).allow;
-  const served = loadGatePolicy(flags.policy ?? setting(env, 'SVC_GATE_POLICY_FILE') ?? null, models);
+  const served = loadGatePolicy(flags.policy ?? setting(env, 'SVC_GATE_POLICY_FILE') ?? null, routes);
   const secret = readGateSecret(secretFile);
   const metricsToken = metricsFile ? readMetricsToken(metricsFile, secret) : null;
   const { meter, count } = sharedMeter(env, log);

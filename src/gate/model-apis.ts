@@ -2,8 +2,8 @@
 // key; the agent's CLI gets a placeholder and the gate's address.
 import { isIP } from 'node:net';
 import { orNull } from '../spawn/tree.ts';
-import { refusedRange } from './address.ts';
-import { GatePolicyError } from './policy.ts';
+import { canonicalAddress, formatDestination, parseAuthority, refusedRange, type Destination } from './address.ts';
+import { GatePolicyError, parseHostPattern, type HostPattern, type Resolver } from './policy.ts';
 
 interface ModelApi {
   base: string;
@@ -67,6 +67,45 @@ export function modelRoutesFromEnv(env: Readonly<Record<string, string | undefin
     routes.push(modelRoute(name, base, api.header, api.prefix + key));
   }
   return routes;
+}
+
+/** Where `route` sends its calls: its base's host and port, as a request names them. */
+export function routeDestination(route: ModelRoute): Destination {
+  return parseAuthority(route.base.host, route.base.protocol === 'https:' ? 443 : 80);
+}
+
+/** Each route's upstream, exactly (a name only with its port), as a policy's allow entry. */
+export function routeOrigins(routes: readonly ModelRoute[]): HostPattern[] {
+  return routes.map((route) => {
+    const own = routeDestination(route);
+    return parseHostPattern(formatDestination(own.host, own.port));
+  });
+}
+
+/** The route a tunnel to `dest` would reach: a tunnel there would carry calls with that API's key (or a login of the
+ * CLI's own) that the gate can neither meter nor hold to a budget, so it is refused while the gate holds the key
+ * (docs/gate.md "The model CLIs and the gate"). A named API host on any port; a literal-address route at its port. */
+export function routeAt(models: ReadonlyMap<string, ModelRoute>, dest: Destination): ModelRoute | undefined {
+  for (const route of models.values()) {
+    const own = routeDestination(route);
+    if (own.host === dest.host && (!own.literal || own.port === dest.port)) return route;
+  }
+  return undefined;
+}
+
+/** The route whose upstream, as `resolve` answers now, is `address` at `port`: the same server under another name
+ * or as an address literal. A route whose host does not resolve is reached by nothing. */
+export async function routeAtAddress(
+  models: ReadonlyMap<string, ModelRoute>, address: string, port: number, resolve: Resolver,
+): Promise<ModelRoute | undefined> {
+  const wanted = canonicalAddress(address);
+  for (const route of models.values()) {
+    const own = routeDestination(route);
+    if (own.port !== port) continue;
+    const addresses = own.literal ? [own.host] : await resolve(own.host).catch(() => []);
+    if (addresses.some((a) => canonicalAddress(a) === wanted)) return route;
+  }
+  return undefined;
 }
 
 /** One route: https, or plain http only to a loopback IP literal (a key never crosses a network in clear). */

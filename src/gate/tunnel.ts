@@ -2,8 +2,9 @@
 // once the client's ClientHello (never decrypted) names the host decided, since a shared address serves many names.
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { BadHostError, normaliseHost, parseAuthority, type Destination } from './address.ts';
+import { BadHostError, formatDestination, normaliseHost, parseAuthority, type Destination } from './address.ts';
 import { decide } from './policy.ts';
+import { routeAt, routeAtAddress, type ModelRoute } from './model-apis.ts';
 import { refuseRaw, type Asker, type GateContext } from './context.ts';
 import { UNRECOGNIZED_NAME_ALERT } from './client-hello.ts';
 import { HelloWatch } from './hello-retry.ts';
@@ -41,8 +42,15 @@ export async function handleConnect(
   }
   base.host = dest.host;
   base.port = dest.port;
+  const heldDeny = (route: ModelRoute, address: string | null): void => deny(403, `${formatDestination(dest.host,
+    dest.port)} is the ${route.name} model API, whose key the gate holds: a tunnel's calls there could not be metered `
+    + `(use /_model/${route.name}/)`, { address });
+  const named = routeAt(ctx.models, dest);
+  if (named) return heldDeny(named, null);
   const decision = await decide(dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
+  const reached = await routeAtAddress(ctx.models, decision.address, dest.port, ctx.resolve);
+  if (reached) return heldDeny(reached, decision.address);
   const verdict: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };
   const reason = 'client went away before the connection opened';
   if (client.destroyed) return ctx.record({ ...base, ...verdict, reason }, asker);

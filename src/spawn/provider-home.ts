@@ -129,20 +129,19 @@ function copyInto(source: string, dest: string, rel: string): void {
 /**
  * gemini 0.61 takes its auth type from the saved choice, else from its environment, where a base URL makes it
  * "gateway", which it refuses before any call (exit 41). The gate holds the key: the run's settings choose it
- * unless the user chose otherwise (docs/gate.md "The model CLIs and the gate"). A file that is not plain JSON (gemini
- * allows comments) is left as written.
+ * unless the user chose otherwise (docs/gate.md "The model CLIs and the gate"). `text`: the settings file's (null when
+ * there is none); null back when it stays as it is, as a file that is not plain JSON (gemini allows comments) does.
  */
-function chooseApiKey(path: string): void {
-  const settings = pathKind(path) === 'file' ? tryParseJson(readFileSync(path, 'utf8')) : {};
-  if (!isJsonObject(settings)) return;
+export function apiKeyChosen(text: string | null): string | null {
+  const settings = text === null ? {} : tryParseJson(text);
+  if (!isJsonObject(settings)) return null;
   const security = obj(settings.security);
   const auth = obj(security.auth);
   // Also gemini's older flat `selectedAuthType` and an enforced type: either is the user's choice.
-  if (auth.selectedType !== undefined || auth.enforcedType !== undefined) return;
-  if (settings.selectedAuthType !== undefined) return;
+  if (auth.selectedType !== undefined || auth.enforcedType !== undefined) return null;
+  if (settings.selectedAuthType !== undefined) return null;
   const chosen = { ...settings, security: { ...security, auth: { ...auth, selectedType: 'gemini-api-key' } } };
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  writeFileSync(path, JSON.stringify(chosen, null, 2), { mode: 0o600 });
+  return JSON.stringify(chosen, null, 2);
 }
 
 /** What never stays in a kept folder: whatever the template, the login or the scrub list puts at that path. */
@@ -176,8 +175,12 @@ export function layProviderHome(input: ProviderHomeSource & { provider: string; 
     const source = join(input.template, rel);
     if (laid.some((r) => within(rel, r)) && pathKind(source, true) === 'file') copyInto(source, join(layer, rel), rel);
   }
-  if (input.provider === 'gemini' && input.gateEnv?.GOOGLE_GEMINI_BASE_URL) {
-    chooseApiKey(join(layer, '.gemini', 'settings.json'));
+  const settings = join(layer, '.gemini', 'settings.json');
+  const chosen = input.provider === 'gemini' && input.gateEnv?.GOOGLE_GEMINI_BASE_URL
+    ? apiKeyChosen(pathKind(settings) === 'file' ? readFileSync(settings, 'utf8') : null) : null;
+  if (chosen !== null) {
+    mkdirSync(dirname(settings), { recursive: true, mode: 0o700 });
+    writeFileSync(settings, chosen, { mode: 0o600 });
   }
   const state = keptDir(input.repoHome);
   mkdirSync(state, { recursive: true, mode: 0o700 });

@@ -164,8 +164,8 @@ exit 0
 `;
 
 // One call through the gate ($0.01 of gpt-5 by svc's table), then the CLI's own estimate of $5 (claude prints one),
-// exiting `code`; `first` runs before the call (a CONNECT tunnel, whose TLS the gate does not read, to the API's
-// address; or an exit at once, resumed after the call was made).
+// exiting `code`; `first` runs before the call (a CONNECT tunnel, whose TLS the gate does not read, to another
+// vendor's API; or an exit at once, resumed after the call was made).
 const estimated = (first: string, code = 0) => `#!/bin/sh
 cat > /dev/null
 ${first}
@@ -189,6 +189,7 @@ exit $code
 
 describe('a local run\'s budget holds on the larger of its metered and reported cost', () => {
   let server: Server;
+  let vendor: Server;
   let repo: TestRepo;
   const seen: string[] = [];
   before(async () => {
@@ -203,7 +204,11 @@ describe('a local run\'s budget holds on the larger of its metered and reported 
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const api = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    // Another vendor's API, whose key the gate does not hold (a tunnel to the held one is refused): the CLI's own
+    // login may tunnel there, and the operator allows it.
+    vendor = createServer((_req, res) => res.end());
+    await new Promise<void>((resolve) => vendor.listen(0, '127.0.0.1', resolve));
+    const api = `127.0.0.1:${(vendor.address() as AddressInfo).port}`;
     const tunnel = `curl -s -o /dev/null --max-time 20 -p -x "$HTTPS_PROXY" "http://${api}/" || true`;
     repo = makeRepo({
       providers: { hidden: HIDDEN_BY_FREE_CALL, estimated: estimated(''), tunneled: estimated(tunnel),
@@ -211,10 +216,13 @@ describe('a local run\'s budget holds on the larger of its metered and reported 
         'calling-again': CALLS_AGAIN },
       policy: { max_usd: 1 },
     });
+    const operator = join(repo.home, '.svc', 'operator.json');
+    writeFileSync(operator, JSON.stringify({ ...readJson(operator), network: { allow: [api] } }));
   });
   after(() => {
     server.closeAllConnections();
     server.close();
+    vendor.close();
     repo.cleanup();
   });
 

@@ -7,7 +7,8 @@ import { createServer as createHttpsServer } from 'node:https';
 import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
-import { parseGatePolicy, GatePolicyError } from '../../src/gate/policy.ts';
+import { decide, parseGatePolicy, GatePolicyError } from '../../src/gate/policy.ts';
+import { loadGatePolicy } from '../../src/gate/main.ts';
 import { MODEL_APIS, modelRoute, modelRoutesFromEnv } from '../../src/gate/model-apis.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import {
@@ -129,6 +130,42 @@ describe('egress gate model API mode', () => {
     assert.ok(!everything.includes(REAL.anthropic), 'the anthropic key went nowhere but its own host');
   });
 
+  it('refuses a CONNECT reaching a model API it holds the key of, by name on any port or by address', async () => {
+    // One route, at a name; the policy allows every spelling below, but a tunnel's calls would be unmetered.
+    const api = await startUpstream('127.0.0.1', cert);
+    const alt = await startUpstream('127.0.0.1', cert);
+    const own = recordingConnect();
+    const { resolve } = tableResolver({ 'model.test': ['::ffff:127.0.0.1'], 'alias.test': ['127.0.0.1'] });
+    const seen: EgressRecord[] = [];
+    const held = await startGate({
+      policy: parseGatePolicy({
+        allow: ['model.test', 'alias.test', `127.0.0.1:${api.port}`, `127.0.0.1:${alt.port}`],
+      }),
+      models: [modelRoute('anthropic', `https://model.test:${api.port}`, 'x-api-key', REAL.anthropic)],
+      resolve, connect: own.connect, tcpPort: 0, onRecord: (r) => seen.push(r),
+    });
+    try {
+      const at = { port: held.port ?? 0 };
+      for (const target of [`model.test:${api.port}`, `MODEL.TEST.:${alt.port}`, `127.0.0.1:${api.port}`,
+        `[::ffff:127.0.0.1]:${api.port}`, `alias.test:${api.port}`]) {
+        const reply = await gateConnect(at, target);
+        assert.ok(!('socket' in reply) && reply.status === 403, `${target} is refused`);
+      }
+      assert.deepEqual(own.calls, []);
+      assert.ok(seen.every((r) => /the anthropic model API, whose key the gate holds/.test(r.reason ?? '')));
+      // The same address at another port is another server: tunnelled as ever, by address or by another name.
+      for (const target of [`127.0.0.1:${alt.port}`, `alias.test:${alt.port}`]) {
+        const opened = await gateConnect(at, target);
+        assert.ok('socket' in opened, `${target} opens: ${JSON.stringify(seen.at(-1))}`);
+        opened.socket.destroy();
+      }
+    } finally {
+      await held.close();
+      await api.close();
+      await alt.close();
+    }
+  });
+
   it('refuses a model API whose host the policy does not allow, before connecting', async () => {
     const before = recorder.calls.length;
     const reply = await gateRequest(unix(), '/_model/unlisted/v1/x');
@@ -206,6 +243,23 @@ describe('model routes', () => {
       ['anthropic', 'http://127.0.0.2:9999/', 'x-api-key', 'a-key'],
       ['gemini', 'https://generativelanguage.googleapis.com/', 'x-goog-api-key', 'g-key'],
     ]);
+  });
+
+  it('svc gate serve allows each model API\'s upstream at its exact port only, as a run\'s gate does', async () => {
+    const routes = modelRoutesFromEnv({
+      OPENAI_API_KEY: 'k', ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: 'https://proxy.test:8443',
+    });
+    const { fallback } = loadGatePolicy(null, routes);
+    // Nothing resolves: a destination the policy allows is refused only after, as not resolving.
+    const { resolve, lookups } = tableResolver({});
+    const reason = async (host: string, port: number) =>
+      (await decide({ host, port, literal: false }, fallback, resolve)) as { reason?: string };
+    assert.match((await reason('api.openai.com', 443)).reason ?? '', /does not resolve/);
+    assert.match((await reason('proxy.test', 8443)).reason ?? '', /does not resolve/);
+    for (const [host, port] of [['api.openai.com', 8080], ['api.openai.com', 80], ['proxy.test', 443]] as const) {
+      assert.match((await reason(host, port)).reason ?? '', /is not in the allow list/, `${host}:${port}`);
+    }
+    assert.deepEqual(lookups, ['api.openai.com', 'proxy.test']);
   });
 
   it('sends OpenAI calls under /v1 for every gate (a run\'s, `svc gate serve`, a job pod\'s): its CLIs append the rest', () => {

@@ -43,6 +43,8 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
   let kube: KubeStandIn;
   let cp: TestControl;
   let model: Server;
+  /** Another vendor's API, whose key the gate does not hold: a CLI's own login may tunnel there. */
+  let vendor: Server;
   let gate: ChildProcess;
   let gateOut = '';
   let gatePort = 0;
@@ -63,8 +65,12 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
       res.end(JSON.stringify({ model: 'claude-sonnet-4-5', usage: { input_tokens: 0, output_tokens: 10_000 } }));
     });
     await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
+    vendor = createServer((_req, res) => res.end());
+    await new Promise<void>((r) => vendor.listen(0, '127.0.0.1', r));
+    const policy = join(repo.root, 'gate-policy.json');
+    writeFileSync(policy, JSON.stringify({ allow: [`127.0.0.1:${(vendor.address() as AddressInfo).port}`] }));
     writeFileSync(join(repo.root, 'gate-secret'), SECRET, { mode: 0o600 });
-    gate = spawn(process.execPath, [CLI, 'gate', 'serve', '--port', '0'], {
+    gate = spawn(process.execPath, [CLI, 'gate', 'serve', '--port', '0', '--policy', policy], {
       env: {
         PATH: process.env.PATH, HOME: join(repo.root, 'gate-home'), ANTHROPIC_API_KEY: 'sk-ant-real',
         ANTHROPIC_BASE_URL: `http://127.0.0.1:${(model.address() as AddressInfo).port}`,
@@ -85,6 +91,7 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
     gate.kill('SIGTERM');
     model.closeAllConnections();
     model.close();
+    vendor.close();
     rmSync(repo.root, { recursive: true, force: true });
   });
 
@@ -130,11 +137,12 @@ describe('a Kubernetes pod held to its max_usd by svc gate serve', () => {
 
   it('never asks a pod\'s run to raise a budget its agent reports spent: the signer stops it on the larger figure',
     async () => {
-      // One call ($0.15, under the budget) while the CLI reports a dollar, after a CONNECT tunnel (its vendor's login,
-      // whose calls the gate cannot read): no question; the gate lets the call through (it holds the run on what it
-      // metered), and the signer stops the run on the report (the larger figure, since the tunnel may have carried
-      // calls). Without the tunnel the metered cost alone would decide (pod-signer-network.test.ts).
-      const api = `127.0.0.1:${(model.address() as AddressInfo).port}`;
+      // One call ($0.15, under the budget) while the CLI reports a dollar, after a CONNECT tunnel (to a vendor whose
+      // key the gate does not hold, with a login of the CLI's own: calls the gate cannot read): no question; the gate
+      // lets the call through (it holds the run on what it metered), and the signer stops the run on the report (the
+      // larger figure, since the tunnel may have carried calls). Without the tunnel the metered cost alone would
+      // decide (pod-signer-network.test.ts). A tunnel to the model API whose key the gate holds is refused.
+      const api = `127.0.0.1:${(vendor.address() as AddressInfo).port}`;
       const tunnel = `curl -s -o /dev/null --max-time 20 --noproxy '' -p -x "$HTTPS_PROXY" http://${api}/ || true\n`;
       const honest = AGENT.replace('1 2 3', '1').replace('"usd":0.01', '"usd":1.00').replace('for i', `${tunnel}for i`);
       writeFileSync(join(repo.bin, 'honest.sh'), honest, { mode: 0o755 });
