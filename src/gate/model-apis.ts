@@ -93,8 +93,8 @@ export function routeAt(models: ReadonlyMap<string, ModelRoute>, dest: Destinati
   return undefined;
 }
 
-/** The route whose upstream, as `resolve` answers now, is `address` at `port`: the same server under another name
- * or as an address literal. A route whose host does not resolve is reached by nothing. */
+/** The route whose upstream, as `resolve` answers now, is `address` at `port`: the same server as an address literal
+ * (tunnel.ts asks only for literals). A route whose host does not resolve is reached by nothing. */
 export async function routeAtAddress(
   models: ReadonlyMap<string, ModelRoute>, address: string, port: number, resolve: Resolver,
 ): Promise<ModelRoute | undefined> {

@@ -49,7 +49,9 @@ export async function handleConnect(
   if (named) return heldDeny(named, null);
   const decision = await decide(dest, asker.policy, ctx.resolve);
   if (!decision.allowed) return deny(403, decision.reason, { rule: decision.rule, address: decision.address });
-  const reached = await routeAtAddress(ctx.models, decision.address, dest.port, ctx.resolve);
+  // By address only for an address literal: a name is refused by name above, and another name sharing a held API's
+  // address is most often a CDN's other site (registry.npmjs.org and openrouter.ai share Cloudflare's addresses).
+  const reached = dest.literal ? await routeAtAddress(ctx.models, decision.address, dest.port, ctx.resolve) : null;
   if (reached) return heldDeny(reached, decision.address);
   const verdict: Partial<EgressRecord> = { decision: 'allowed', rule: decision.rule, address: decision.address };
   const reason = 'client went away before the connection opened';

@@ -130,7 +130,7 @@ describe('egress gate model API mode', () => {
     assert.ok(!everything.includes(REAL.anthropic), 'the anthropic key went nowhere but its own host');
   });
 
-  it('refuses a CONNECT reaching a model API it holds the key of, by name on any port or by address', async () => {
+  it('refuses a CONNECT to a model API it holds the key of, by name on any port or by its address', async () => {
     // One route, at a name; the policy allows every spelling below, but a tunnel's calls would be unmetered.
     const api = await startUpstream('127.0.0.1', cert);
     const alt = await startUpstream('127.0.0.1', cert);
@@ -147,14 +147,15 @@ describe('egress gate model API mode', () => {
     try {
       const at = { port: held.port ?? 0 };
       for (const target of [`model.test:${api.port}`, `MODEL.TEST.:${alt.port}`, `127.0.0.1:${api.port}`,
-        `[::ffff:127.0.0.1]:${api.port}`, `alias.test:${api.port}`]) {
+        `[::ffff:127.0.0.1]:${api.port}`]) {
         const reply = await gateConnect(at, target);
         assert.ok(!('socket' in reply) && reply.status === 403, `${target} is refused`);
       }
       assert.deepEqual(own.calls, []);
       assert.ok(seen.every((r) => /the anthropic model API, whose key the gate holds/.test(r.reason ?? '')));
-      // The same address at another port is another server: tunnelled as ever, by address or by another name.
-      for (const target of [`127.0.0.1:${alt.port}`, `alias.test:${alt.port}`]) {
+      // The same address at another port is another server, and another name at the API's address and port is another
+      // site (a CDN's): tunnelled as ever.
+      for (const target of [`127.0.0.1:${alt.port}`, `alias.test:${alt.port}`, `alias.test:${api.port}`]) {
         const opened = await gateConnect(at, target);
         assert.ok('socket' in opened, `${target} opens: ${JSON.stringify(seen.at(-1))}`);
         opened.socket.destroy();
