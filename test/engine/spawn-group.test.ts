@@ -72,9 +72,7 @@ describe('spawnGroup', () => {
   }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
     const tag = `127.${process.pid}${Date.now() % 1000}`;
-    const plan = { readable: [], writable: [dir], protect: [], hidden: [], protocolReadable: [], protocolWritable: [],
-      home: null, cwd: dir, limits: DEFAULT_LIMITS, network: 'none' as const };
-    const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan };
+    const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan: writableOnly(dir) };
     const sandboxed = () => spawnGroup(['/bin/sleep', tag], { ...base, cwd: dir, sandbox });
     try {
       const held = await holdInSetup(sandboxed);
@@ -100,9 +98,7 @@ describe('spawnGroup', () => {
   }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
     const tag = `129.${process.pid}${Date.now() % 1000}`;
-    const plan = { readable: [], writable: [dir], protect: [], hidden: [], protocolReadable: [], protocolWritable: [],
-      home: null, cwd: dir, limits: DEFAULT_LIMITS, network: 'none' as const };
-    const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan };
+    const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan: writableOnly(dir) };
     const run = spawnGroup(['/bin/sleep', tag], { ...base, cwd: dir, sandbox });
     try {
       await waitFor(() => processesMentioning(`sleep\0${tag}\0`).length > 0, 'the agent to run');
@@ -151,13 +147,18 @@ describe('spawnGroup', () => {
   });
 });
 
+/** A sandbox plan writing only `dir`, with no network: what each sandboxed case here runs its agent in. */
+function writableOnly(dir: string) {
+  return { readable: [], writable: [dir], protect: [], hidden: [], protocolReadable: [], protocolWritable: [],
+    home: null, cwd: dir, limits: DEFAULT_LIMITS, network: 'none' as const };
+}
+
 /** Starts `agent(tag)` through a stand-in worker as the engine does, runs `meanwhile` once it runs, SIGKILLs the
  * worker and waits until nothing mentioning the tag is left. */
 async function killedWorker(confined: boolean, agent: (tag: string) => string, meanwhile = (_tag: string) => {}) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
   const tag = `128.${process.pid}${Date.now() % 1000}`;
-  const plan = { readable: [], writable: [dir], protect: [], hidden: [], protocolReadable: [],
-    protocolWritable: [], home: null, cwd: dir, limits: DEFAULT_LIMITS, network: 'none' };
+  const plan = writableOnly(dir);
   // It says so once the agent runs, then waits.
   const script = [
     `const { spawnGroup } = await import(${JSON.stringify(SPAWN_GROUP)});`,
