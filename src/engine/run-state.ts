@@ -20,6 +20,7 @@ import { TrustNeededError } from './setting-authority.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
 import { orNull } from '../spawn/tree.ts';
+import { withoutSecrets } from './text.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -123,6 +124,9 @@ export function toRunJson(state: RunState): RunJson {
 /** events.jsonl: one event per line with a per-run seq continued from the last line on disk, or from `seqAfter` when
  * higher (DESIGN §3). The run folder is held open until close(): read and appended to inside it, never through a link
  * there or on the way. */
+const hideSecrets = (_key: string, value: unknown): unknown =>
+  typeof value === 'string' ? withoutSecrets(value) : value;
+
 export function openEventLog(
   dir: string, onAppend?: () => void, seqAfter = 0,
 ): { append(kind: string, data?: Record<string, unknown>): void; close(): void } {
@@ -168,7 +172,8 @@ export function openEventLog(
       // plain when opened is opened again, to be refused naming what stands in the way.
       const open = (run: PlainDir) => openAppendNoFollowIn(run, 'events.jsonl');
       fd ??= folder ? open(folder) : withDir(openRunDir(dir), open);
-      const line = JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }) + '\n';
+      // Every reader of the Control Plane reads the log: no secret a line quotes goes into it.
+      const line = JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }, hideSecrets) + '\n';
       try {
         writeFileSync(fd, torn ? `\n${line}` : line);
       } catch (err) {

@@ -19,6 +19,7 @@ import type { ResolvedProvider } from './providers.ts';
 import { dropRunLayer } from '../spawn/provider-home.ts';
 import { setting } from '../settings-registry.ts';
 import { isRoutedRepoName } from './repo-name.ts';
+import { USERINFO } from './text.ts';
 
 /** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */
 export interface RunSandbox {
@@ -50,10 +51,8 @@ export function protocolFiles(ctx: RunContext) {
 
 const MIB = 1024 * 1024;
 
-// A URL's user name and password (`https://x-access-token:TOKEN@github.com/`), wherever a config value holds one; a
-// password may hold `@` itself, so up to the last `@` before the host's path. Then its query and fragment, where
+// A URL's user name and password (USERINFO), wherever a config value holds one; then its query and fragment, where
 // tokens ride too (`?private_token=`, `?access_token=`) and nothing git needs to find a repository does.
-const USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^/\s]*@/gi;
 const QUERY = /\b([a-z][a-z0-9+.-]*:\/\/[^?#\s]*)[?#]\S*/gi;
 const scrubbed = (text: string): string => text.replace(USERINFO, '$1').replace(QUERY, '$1');
 // What git needs of the config inside, by key (`section.*`: a section's keys outside subsections; `<sub>`: any

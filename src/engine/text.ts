@@ -1,4 +1,16 @@
-// Small text helpers for untrusted input: fences that content cannot close, markdown specs, a field as text.
+// Small text helpers for untrusted input: fences that content cannot close, markdown specs, a field as text, secrets
+// cut from what a run logs.
+import { withoutJobCredentials } from '../gate/job-credential.ts';
+
+// A URL's user name and password (`https://x-access-token:TOKEN@github.com/`); a password may hold `@` itself, so up to
+// the last `@` before the host's path.
+export const USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^/\s]*@/gi;
+
+/** What a run's log and errors keep of `text`: no URL's password, no gate job credential (a CLI printing its proxy or
+ * base URL, git naming a remote with its token). */
+export function withoutSecrets(text: string): string {
+  return withoutJobCredentials(text.replace(USERINFO, '$1***@'));
+}
 
 /** A backtick fence longer than any backtick run inside the content, so the data cannot end the block early. */
 export function fence(content: string, info = ''): string {
