@@ -113,11 +113,14 @@ function withLifeline(argv: string[], fd: number, sandboxed: boolean): string[] 
   // Unconfined: each marked process but this watcher (`me`) at once as one scan finds it, scanning again until one
   // finds none (a child forked meanwhile carries the marker too; bounded), then the group, this watcher with it. The
   // marker is read from the inherited environment (only its owner may read it; this text is world-readable), and the
-  // scan's own grep runs without it.
+  // scan's own grep runs without it. A pid listed may have changed hands since: each is killed only if it still holds
+  // the marker and kept one start time (`st`, field 22 of its stat) from before that check to after it.
   const marked = `read -r me _ </proc/self/stat; m=$${TREE_MARKER}; unset ${TREE_MARKER}; i=0; ` +
+    `st() { s=; read -r l </proc/$1/stat && set -- \${l##*") "} && [ $# -ge 20 ] && shift 19 && s=$1; }; ` +
     `while [ $i -lt ${MARKER_SCANS} ]; do i=$((i+1)); f=; ` +
     `for e in $(grep -lszxF "${TREE_MARKER}=$m" /proc/[0-9]*/environ); do p=\${e%/environ}; p=\${p#/proc/}; ` +
-    `[ "$p" = "$me" ] || { f=1; kill -s KILL "$p"; }; done; [ "$f" ] || break; done`;
+    `[ "$p" = "$me" ] || { st "$p"; a=$s; grep -qszxF "${TREE_MARKER}=$m" "$e" && st "$p" && [ "$a" = "$s" ] && ` +
+    `{ f=1; kill -s KILL "$p"; }; }; done; [ "$f" ] || break; done`;
   const end = sandboxed ? `read -r _; ${KILL_SANDBOX}` : `read -r _ || { ${marked}; }; kill -s KILL -- 0`;
   // Ignored before the watcher is forked (so from its first instruction), then back to the default for the agent.
   const watch = `trap '' TERM HUP; { ${end}; } <&${fd} >/dev/null 2>&1 & trap - TERM HUP;`;

@@ -2,9 +2,9 @@
 // away, a sandbox stopped while bwrap sets it up, and an agent whose worker was killed outright.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -144,6 +144,56 @@ describe('spawnGroup', () => {
       // Both sleeps lead a group (one its own); both ignore the SIGTERM, which reaches the watcher in the agent's.
       for (const pid of processesMentioning(`sleep\0${tag}\0`)) process.kill(-Number(statFields(pid)?.[2]), 'SIGTERM');
     });
+  });
+
+  // The dead worker's scan finds the agent's processes by their marker, then kills each: a pid that changed hands in
+  // between (its process ended, the kernel gave the number to another) must not be killed. In a pid namespace of its
+  // own, where the next pid can be chosen, the scan's `grep` (first on the agent's PATH) lists the agent's processes,
+  // ends one, and starts an unmarked process of its own session under that pid before the scan kills what it listed.
+  it('spares a process that took a marked pid between the dead worker\'s scan and its kill', {
+    skip: spawnSync('unshare', ['-rpf', '--mount-proc', 'true']).status === 0 ? false : 'no user and pid namespaces',
+  }, () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
+    try {
+      const grep = spawnSync('sh', ['-c', 'command -v grep'], { encoding: 'utf8' }).stdout.trim();
+      mkdirSync(join(dir, 'bin'));
+      writeFileSync(join(dir, 'bin', 'grep'), `#!/bin/sh
+[ "$1" = -lszxF ] && [ ! -e ${dir}/listed ] || exec ${grep} "$@"
+: > ${dir}/listed
+found=$(${grep} "$@")
+read -r marked < ${dir}/marked
+kill -s KILL $marked
+while [ -e /proc/$marked ]; do :; done
+echo $((marked - 1)) > /proc/sys/kernel/ns_last_pid
+setsid sleep 1000 > /dev/null 2>&1 &
+echo $! > ${dir}/innocent
+[ $! = $marked ] && printf '%s\\n' "$found"
+echo $PPID > ${dir}/watcher
+`, { mode: 0o755 });
+      // The agent waits for its second process, so it takes that one's pid back at once when it ends.
+      const agent = `sleep 1000 & echo $! > ${dir}/marked; echo up; wait`;
+      const worker = [
+        `const { spawnGroup } = await import(${JSON.stringify(SPAWN_GROUP)});`,
+        `spawnGroup(['/bin/sh', '-c', ${JSON.stringify(agent)}], { cwd: ${JSON.stringify(dir)},`,
+        `  env: { PATH: ${JSON.stringify(`${dir}/bin:${process.env.PATH}`)} }, extra: {}, maxBytes: 1024,`,
+        "  timeoutMs: 120_000, sandbox: null, onLine: (_, line) => process.stdout.write(`${line}\\n`) });",
+        'setInterval(() => undefined, 60_000);',
+      ].join('\n');
+      // The namespace's init: kills the worker once its agent runs, waits (forking nothing, which would take the pid
+      // the scan's grep chose) until the scan's watcher has ended, then says whether the other process lives.
+      const init = `mkfifo ${dir}/up ${dir}/watcher
+"${process.execPath}" --input-type=module -e '${worker.replace(/'/g, `'\\''`)}' > ${dir}/up &
+read -r _ < ${dir}/up; kill -s KILL $!
+read -r watcher < ${dir}/watcher
+while read -r stat < /proc/$watcher/stat; do state=\${stat##*") "}; [ "\${state%% *}" = Z ] && break; done 2>/dev/null
+read -r innocent < ${dir}/innocent
+kill -0 "$innocent" && echo spared || echo killed`;
+      const res = spawnSync('unshare', ['-rpf', '--mount-proc', 'sh', '-c', init],
+        { encoding: 'utf8', timeout: 60_000, killSignal: 'SIGKILL' });
+      assert.equal(res.stdout, 'spared\n', res.stderr);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
