@@ -10,6 +10,7 @@ import { MODEL_APIS } from '../gate/model-apis.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingInt, settingOr, type SettingName } from '../settings-registry.ts';
 import { traceSettings } from '../trace.ts';
+import { cloneUrlProblem } from './served-repos-file.ts';
 
 export const RUN_CONTAINER = 'run';
 export const SIGNER_CONTAINER = 'signer';
@@ -63,7 +64,7 @@ export function kubernetesSettingsFromEnv(env: NodeJS.ProcessEnv) {
     serviceAccount: opt('SVC_K8S_SERVICE_ACCOUNT'),
     cpu: opt('SVC_K8S_CPU'),
     memory: opt('SVC_K8S_MEMORY'),
-    repoUrl: opt('SVC_K8S_REPO_URL'),
+    repoUrl: repoUrlOf(opt('SVC_K8S_REPO_URL')),
     repoRef: opt('SVC_K8S_REPO_REF'),
     repoPvc: opt('SVC_K8S_REPO_PVC'),
     envSecret: opt('SVC_K8S_ENV_SECRET'),
@@ -97,6 +98,13 @@ function runTokenSecretOf(control: string | undefined, run: string | undefined):
       'the run container\'s agent would hold the seal\'s and the signer\'s token (docs/deploy.md "Upgrading")');
   }
   return run;
+}
+
+/** A pod's clone URL is in its workspace's git config, which its agent reads: held to an entry's `clone=` rules. */
+function repoUrlOf(url: string | undefined): string | undefined {
+  const problem = url === undefined ? null : cloneUrlProblem(url);
+  if (problem !== null) throw new BadSettingError(`SVC_K8S_REPO_URL: ${problem}`);
+  return url;
 }
 
 /** The gate refuses pods without a credential: a gate URL needs the secret to mint one. */
@@ -202,6 +210,8 @@ type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | 
 // origin is the claim's text, so `--` keeps one starting with "-" from reading as an option. A claim is often
 // written by another uid than the pod's: git reads it only as a safe.directory (else the clone fails and the origin
 // read finds none, quietly), and the clone's upload-pack takes that only from a global config (`-c` is not passed on).
+// The origin goes into the workspace's config, which the agent reads: without a user name and password before its host,
+// or a query or fragment after its path, where tokens ride (the seal pushes with svc's own token).
 const PVC_COPY = [
   'set -e',
   'trust=$(mktemp)',
@@ -211,7 +221,11 @@ const PVC_COPY = [
   'export GIT_CONFIG_GLOBAL="$trust"',
   'git clone --no-hardlinks -- "$1" "$2"',
   'git -C "$2" remote remove origin',
-  'if url=$(git -C "$1" config --get remote.origin.url); then git -C "$2" remote add -- origin "$url"; fi',
+  'if url=$(git -C "$1" config --get remote.origin.url); then',
+  '  case "$url" in *://*) rest=${url#*://}; host=${rest%%/*}; path=${rest#"$host"}; ' +
+    'url=${url%%://*}://${host##*@}${path%%[?#]*};; esac',
+  '  git -C "$2" remote add -- origin "$url"',
+  'fi',
 ].join('\n');
 
 /** The entry's clone URL, else SVC_K8S_REPO_PVC, else SVC_K8S_REPO_URL at its ref, else the image's own files. */

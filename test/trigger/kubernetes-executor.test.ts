@@ -1,6 +1,8 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync, rmSync, symlinkSync, unlinkSync, existsSync, readdirSync } from 'node:fs';
+import {
+  mkdirSync, writeFileSync, rmSync, symlinkSync, unlinkSync, existsSync, readdirSync, readFileSync,
+} from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
@@ -298,6 +300,37 @@ describe('buildKubeJob', () => {
     assert.equal(spawnSync('sh', cloneArgv(podOf('j6c'), claim, workspace), { env: copyEnv }).status, 0);
     assert.equal(git(workspace, 'remote'), '', 'a claim with no origin gives a copy with none (a PR is then refused)');
     rmSync(claim, { recursive: true, force: true });
+  });
+
+  // The workspace's git config is the agent's to read: a token in the claim's origin must not reach it there.
+  it('copies a claim\'s origin without its user name, password, query or fragment', () => {
+    const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim' };
+    const pod = (buildKubeJob({ id: 'j6f', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any)
+      .spec.template.spec;
+    const claim = makeRepo();
+    const git = (cwd: string, ...args: string[]) => spawnSync('git', args, { cwd, encoding: 'utf8' }).stdout.trim();
+    const copyEnv = { PATH: process.env.PATH, HOME: dir };
+    for (const [given, kept] of [
+      ['https://x-access-token:ghp_claim@secret@github.com/acme/api.git?private_token=q1#f', 'https://github.com/acme/api.git'],
+      ['ssh://git:pw1@example.test:2222/acme/api.git', 'ssh://example.test:2222/acme/api.git'],
+      ['git@github.com:acme/api.git', 'git@github.com:acme/api.git'],
+    ] as const) {
+      git(claim, 'remote', 'set-url', 'origin', given);
+      const workspace = join(dir, `workspace-j6f-${kept.length}`);
+      const copy = spawnSync('sh', cloneArgv(pod, claim, workspace), { encoding: 'utf8', env: copyEnv });
+      assert.equal(copy.status, 0, copy.stderr);
+      assert.equal(git(workspace, 'remote', 'get-url', 'origin'), kept);
+      const config = readFileSync(join(workspace, '.git', 'config'), 'utf8');
+      for (const secret of ['ghp_claim', 'q1', 'pw1']) assert.equal(config.includes(secret), false, config);
+    }
+    rmSync(claim, { recursive: true, force: true });
+  });
+
+  it('refuses an SVC_K8S_REPO_URL holding a password, as a served repository\'s clone=', () => {
+    const e = { ...env, SVC_K8S_REPO_URL: 'https://x-access-token:ghp_url@github.com/acme/api.git' };
+    assert.throws(() => kubernetesSettingsFromEnv(e), BadSettingError);
+    assert.equal(kubernetesSettingsFromEnv({ ...e, SVC_K8S_REPO_URL: 'https://github.com/acme/api.git' }).repoUrl,
+      'https://github.com/acme/api.git');
   });
 
   // A claim is the operator's volume, often written by a sync job running as another uid than the pod's.
