@@ -1,15 +1,18 @@
 // Small text helpers for untrusted input: fences that content cannot close, markdown specs, a field as text, secrets
 // cut from what a run logs.
-import { withoutJobCredentials } from '../gate/job-credential.ts';
 
 // A URL's user name and password (`https://x-access-token:TOKEN@github.com/`); a password may hold `@` itself, so up to
 // the last `@` before the host's path.
 export const USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^/\s]*@/gi;
 
+// A gate job credential as src/gate/job-credential.ts mints it, `g1.<payload>.<MAC of 32 bytes>` in base64url (the
+// worker loads no gate module unless its run is sandboxed, so the shape is written here).
+const JOB_CREDENTIAL = /\bg1\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])/g;
+
 /** What a run's log and errors keep of `text`: no URL's password, no gate job credential (a CLI printing its proxy or
  * base URL, git naming a remote with its token). */
 export function withoutSecrets(text: string): string {
-  return withoutJobCredentials(text.replace(USERINFO, '$1***@'));
+  return text.replace(USERINFO, '$1***@').replace(JOB_CREDENTIAL, 'g1.***');
 }
 
 /** A backtick fence longer than any backtick run inside the content, so the data cannot end the block early. */

@@ -34,15 +34,8 @@ function mac(secret: Buffer, payload: string): Buffer {
   return createHmac('sha256', secret).update(`svc-gate-credential\n${payload}`).digest();
 }
 
-// A credential as mintJobCredential writes it (a MAC of 32 bytes is 43 base64url characters), wherever text holds one.
-const IN_TEXT = new RegExp(`\\b${PREFIX}\\.[A-Za-z0-9_-]{8,}\\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])`, 'g');
-
-/** `text` with every job credential in it cut to its prefix: a pod's CLI may print its base URL, which carries one. */
-export function withoutJobCredentials(text: string): string {
-  return text.replace(IN_TEXT, `${PREFIX}.***`);
-}
-
-/** `g1.<payload>.<mac>`, base64url parts: safe in a URL's userinfo and in a path segment. */
+/** `g1.<payload>.<mac>`, base64url parts: safe in a URL's userinfo and in a path segment (a run's log cuts it:
+ * engine/text.ts). */
 export function mintJobCredential(secret: Buffer, who: JobIdentity, expiresAt: number): string {
   const claims = { job: who.job, run: who.run, repo: who.repo, tp: who.trace, usd: who.maxUsd, exp: expiresAt };
   const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
