@@ -286,18 +286,21 @@ function gateMounts(gate: SandboxGate): string[] {
 }
 
 // svc's forwarder prints its port once it listens, systemd's activator "Listening on …" on stderr (and more on each
-// connection). The shell reads that first line from a FIFO before it becomes the command, leaving a `cat` draining
-// the FIFO so the forwarder never blocks on, or dies of, a full or closed pipe.
+// connection). Its output goes into a pipe the shell's own pipeline makes (no FIFO, so no mkfifo and rm processes on
+// the agent's way): the pipeline's left side leaves the forwarder running and ends, its right side reads that first
+// line and ends, leaving a `cat` draining the pipe so the forwarder never blocks on, or dies of, a full or closed
+// pipe. The shell waits for both sides (not for what they left running), then becomes the command, holding no end of
+// the pipe. An asynchronous command's stdin is /dev/null in a shell without job control, so `cat` gets the pipe by
+// another descriptor.
 function bridge(start: string): string {
   return [
-    'fifo=/tmp/.svc-forwarder; mkfifo "$fifo" || exit 125',
-    `${start} &`,
-    'exec 3< "$fifo"; rm -f "$fifo" &',
-    'read -r ready <&3',
-    'case "$ready" in [0-9]*|Listening*) ;;',
-    '  *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
-    'esac',
-    'cat <&3 > /dev/null 3<&- & exec 3<&-',
+    `{ ${start} & } | {`,
+    '  read -r ready',
+    '  case "$ready" in [0-9]*|Listening*) ;;',
+    '    *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
+    '  esac',
+    '  exec 3<&0; cat <&3 > /dev/null 3<&- &',
+    '} || exit 125',
     'shift 2; exec "$@"',
   ].join('\n');
 }
@@ -306,7 +309,7 @@ function bridge(start: string): string {
 function throughGate(gate: SandboxGate, command: string[]): string[] {
   const b = gate.bridge;
   const [start, one, two] = b.kind === 'systemd'
-    ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2> "$fifo" > /dev/null`, b.activate, b.proxyd]
-    : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT} > "$fifo"`, b.node, b.forwarder];
+    ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2>&1 > /dev/null`, b.activate, b.proxyd]
+    : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT}`, b.node, b.forwarder];
   return ['/bin/sh', '-c', bridge(start), 'svc-bridge', one, two, ...command];
 }
