@@ -198,8 +198,12 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   const shownBySystemView = (p: string) => shownBySystemViewOf(plan, p);
   // Nothing in a hidden path is bound, even by its own name (a folder on PATH inside ~/.aws), but the working folder.
   const inPlanHidden = (p: string) => hiddenHolding(plan, p) !== undefined;
-  const readable = plan.readable.filter((p) => existsSync(p) && !shownBySystemView(p) && !inPlanHidden(p));
   const writable = plan.writable.filter((p) => existsSync(p) && (!inPlanHidden(p) || p === plan.cwd));
+  // A link-free readable path in a writable tree is covered by that tree's bind, which comes after it (and `protect`
+  // after that): its own bind would cost bwrap a mount and a pass over its mount table for nothing.
+  const covered = (p: string) => writable.some((w) => within(p, w)) && linkFree(p);
+  const readable = plan.readable
+    .filter((p) => existsSync(p) && !shownBySystemView(p) && !inPlanHidden(p) && !covered(p));
   const bound = [...readable, ...writable];
   // Protection matters only inside a writable tree; binding it elsewhere would show what was never meant to be seen.
   const protect = [...new Set(plan.protect)].filter((p) => existsSync(p) && writable.some((w) => within(p, w)));

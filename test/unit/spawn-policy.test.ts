@@ -254,6 +254,37 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
     }
   });
 
+  it('binds a readable folder inside a writable tree by the tree\'s bind alone, protected where the plan says', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
+    try {
+      const worktree = join(root, 'wt');
+      const tools = join(worktree, 'tools');
+      const git = join(worktree, '.git');
+      mkdirSync(tools, { recursive: true });
+      mkdirSync(git);
+      writeFileSync(join(tools, 'tool'), 'a tool\n');
+      const plan = {
+        readable: [tools, git], writable: [worktree], protect: [git], hidden: [], protocolReadable: [],
+        protocolWritable: [], home: null, cwd: worktree, limits: DEFAULT_LIMITS, network: 'none' as const,
+      };
+      const script = 'cat tools/tool; echo w > tools/new && echo tools-writable; ' +
+        'echo w > .git/new 2>/dev/null || echo git-ro';
+      const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
+      // Each mount costs bwrap a pass over its mount table: the two the worktree's bind covers are not made.
+      const binds = (path: string) => argv.filter((arg, i) => arg === path && argv[i - 1] === path).length;
+      assert.equal(binds(tools), 0);
+      assert.equal(binds(git), 1, 'only protect\'s bind of .git, after the worktree\'s');
+      const fds = openSandboxFds();
+      const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+      closeSandboxFds(fds);
+      assert.equal(run.status, 0, run.stderr);
+      assert.deepEqual(run.stdout.trim().split('\n'), ['a tool', 'tools-writable', 'git-ro']);
+      assert.equal(existsSync(join(git, 'new')), false);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
   it('shows nothing of a HOME credential folder that is, or holds, a folder on PATH', () => {
     const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
     try {
