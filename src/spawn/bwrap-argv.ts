@@ -244,8 +244,8 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   argv.push('--remount-ro', '/dev', '--remount-ro', '/');
   // The limits bind the agent's command, not svc's forwarder (a node process needs more address space than an
   // agent's memory limit may leave it).
-  const limited = [...limitArgv(plan.limits), ...command];
-  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limited) : limited));
+  const limits = limitArgv(plan.limits);
+  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limits, command) : [...limits, ...command]));
   return argv;
 }
 
@@ -295,25 +295,34 @@ function gateMounts(gate: SandboxGate): string[] {
 // line and ends, leaving a `cat` draining the pipe so the forwarder never blocks on, or dies of, a full or closed
 // pipe. The shell waits for both sides (not for what they left running), then becomes the command, holding no end of
 // the pipe. An asynchronous command's stdin is /dev/null in a shell without job control, so `cat` gets the pipe by
-// another descriptor.
-function bridge(start: string): string {
+// another descriptor. The limits are set on the shell itself ($$) by prlimit's `--pid` while the forwarder starts,
+// not by a prlimit the command runs through after it: they bind what the shell becomes, not the forwarder or `cat`
+// (forked by the pipeline's sides, which keep the limits they were forked with).
+function bridge(start: string, limits: string[]): string {
+  const limit = limits.length > 0;
   return [
     `{ ${start} & } | {`,
+    ...limit ? [`  "$3" --pid $$ ${limits.join(' ')} & limited=$!`] : [],
     '  read -r ready',
     '  case "$ready" in [0-9]*|Listening*) ;;',
     '    *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
     '  esac',
     '  exec 3<&0; cat <&3 > /dev/null 3<&- &',
+    ...limit ? ['  wait $limited || exit 125'] : [],
     '} || exit 125',
-    'shift 2; exec "$@"',
+    'shift 3; exec "$@"',
   ].join('\n');
 }
 
-/** The command line that starts the forwarder, waits until it listens, then becomes `command`. */
-function throughGate(gate: SandboxGate, command: string[]): string[] {
+/**
+ * The command line that starts the forwarder, waits until it listens and the limits are set, then becomes `command`.
+ * `limits`: limitArgv's prlimit command (its options are svc's numbers, so the script may name them), or [].
+ */
+function throughGate(gate: SandboxGate, limits: string[], command: string[]): string[] {
   const b = gate.bridge;
   const [start, one, two] = b.kind === 'systemd'
     ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2>&1 > /dev/null`, b.activate, b.proxyd]
     : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT}`, b.node, b.forwarder];
-  return ['/bin/sh', '-c', bridge(start), 'svc-bridge', one, two, ...command];
+  const [prlimit = '', ...options] = limits.slice(0, -1);
+  return ['/bin/sh', '-c', bridge(start, options), 'svc-bridge', one, two, prlimit, ...command];
 }
