@@ -295,9 +295,11 @@ function gateMounts(gate: SandboxGate): string[] {
 // line and ends, leaving a `cat` draining the pipe so the forwarder never blocks on, or dies of, a full or closed
 // pipe. The shell waits for both sides (not for what they left running), then becomes the command, holding no end of
 // the pipe. An asynchronous command's stdin is /dev/null in a shell without job control, so `cat` gets the pipe by
-// another descriptor. The limits are set on the shell itself ($$) by prlimit's `--pid` while the forwarder starts,
-// not by a prlimit the command runs through after it: they bind what the shell becomes, not the forwarder or `cat`
-// (forked by the pipeline's sides, which keep the limits they were forked with).
+// another descriptor, which the shell then closes: dash, bash and busybox ash run a pipeline's last part in a
+// subshell, but ksh and zsh run it in the shell itself, which would keep the pipe on that descriptor into the command.
+// The limits are set on the shell itself ($$) by prlimit's `--pid` while the forwarder starts, not by a prlimit the
+// command runs through after it: they bind what the shell becomes, not the forwarder or `cat` (forked by the
+// pipeline's sides, which keep the limits they were forked with).
 function bridge(start: string, limits: string[]): string {
   const limit = limits.length > 0;
   return [
@@ -308,6 +310,7 @@ function bridge(start: string, limits: string[]): string {
     '    *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
     '  esac',
     '  exec 3<&0; cat <&3 > /dev/null 3<&- &',
+    '  exec 3<&-',
     ...limit ? ['  wait $limited || exit 125'] : [],
     '} || exit 125',
     'shift 3; exec "$@"',
