@@ -245,7 +245,8 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   // The limits bind the agent's command, not svc's forwarder (a node process needs more address space than an
   // agent's memory limit may leave it).
   const limits = limitArgv(plan.limits);
-  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limits, command) : [...limits, ...command]));
+  const limited = limits ? [limits.prlimit, ...limits.options, '--', ...command] : command;
+  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limits, command) : limited));
   return argv;
 }
 
@@ -319,13 +320,13 @@ function bridge(start: string, limits: string[]): string {
 
 /**
  * The command line that starts the forwarder, waits until it listens and the limits are set, then becomes `command`.
- * `limits`: limitArgv's prlimit command (its options are svc's numbers, so the script may name them), or [].
+ * `limits`: limitArgv's prlimit and options, or null.
  */
-function throughGate(gate: SandboxGate, limits: string[], command: string[]): string[] {
+function throughGate(gate: SandboxGate, limits: ReturnType<typeof limitArgv>, command: string[]): string[] {
   const b = gate.bridge;
   const [start, one, two] = b.kind === 'systemd'
     ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2>&1 > /dev/null`, b.activate, b.proxyd]
     : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT}`, b.node, b.forwarder];
-  const [prlimit = '', ...options] = limits.slice(0, -1);
-  return ['/bin/sh', '-c', bridge(start, options), 'svc-bridge', one, two, prlimit, ...command];
+  return ['/bin/sh', '-c', bridge(start, limits?.options ?? []), 'svc-bridge', one, two, limits?.prlimit ?? '',
+    ...command];
 }
