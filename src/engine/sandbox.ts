@@ -52,9 +52,12 @@ export function protocolFiles(ctx: RunContext) {
 const MIB = 1024 * 1024;
 
 // A URL's user name and password (USERINFO), wherever a config value holds one; then its query and fragment, where
-// tokens ride too (`?private_token=`, `?access_token=`) and nothing git needs to find a repository does.
-const QUERY = /\b([a-z][a-z0-9+.-]*:\/\/[^?#\s]*)[?#]\S*/gi;
-const scrubbed = (text: string): string => text.replace(USERINFO, '$1').replace(QUERY, '$1');
+// tokens ride too (`?private_token=`, `?access_token=`) and nothing git needs to find a repository does. A URL is
+// taken whole up to a space and cut at its first `?` or `#`: a pattern that must find the `?` would, on a hostile
+// `x://x://…` without one, rescan the rest of the line from each scheme, quadratic in the line.
+const A_URL = /(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\/\/\S*/gi;
+export const scrubbed = (text: string): string =>
+  text.replace(USERINFO, '$1').replace(A_URL, (url) => url.replace(/[?#][^]*/, ''));
 // What git needs of the config inside, by key (`section.*`: a section's keys outside subsections; `<sub>`: any
 // subsection): the repository's format and worktree, its remotes, branches and submodules, url rewrites, the author,
 // how it pulls and merges, its hooks path (hooks run inside, as the agent's own programs do), TLS trust, and of the

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
+import { Worker } from 'node:worker_threads';
 
 const credential = mintJobCredential(randomBytes(32), { job: 'j1', run: 'r1', repo: 'acme' }, Date.now() + 3_600_000);
 const TOKEN = 'ghp_pushtoken0123456789';
@@ -71,5 +72,36 @@ describe('secrets in a run log', () => {
       assert.match(files[1]!, /'https:\/\/\*\*\*@github\.com\/acme\/api\.git\/'/);
       assert.match(files[2]!, /https:\/\/\*\*\*@h\//);
       assert.match(events.text, /_job\/g1\.\*\*\*\/_model/);
+    });
+});
+
+// An agent writes what its log holds: a line shaped to make the scrub rescan it from each character would block the
+// worker's loop for minutes. Each case's own timeout is the guard (a megabyte took the old patterns minutes); the scrub
+// runs in a thread of its own, so that a scrub that never ends cannot hold the timeout itself off.
+describe('scrubbing a hostile line', () => {
+  const MB = 1024 * 1024;
+  const schemes = 'a-'.repeat(MB / 2);
+  const urls = 'x://'.repeat(MB / 4);
+  const scrub = (module: string, name: string, text: string, signal: AbortSignal): Promise<string> => {
+    const worker = new Worker(`const { parentPort, workerData: d } = require('node:worker_threads');
+      import(d.module).then((m) => parentPort.postMessage(m[d.name](d.text)));`,
+    { eval: true, workerData: { module: new URL(module, import.meta.url).href, name, text } });
+    signal.addEventListener('abort', () => void worker.terminate());
+    return new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject));
+  };
+
+  it('cuts a log line of a million scheme characters or URL starts in one pass', { timeout: 30_000 }, async (t) => {
+    const cut = (text: string) => scrub('../../src/engine/text.ts', 'withoutSecrets', text, t.signal);
+    assert.equal(await cut(schemes), schemes);
+    assert.equal(await cut(urls), urls);
+    assert.equal(await cut(`${schemes} https://u:${TOKEN}@h/`), `${schemes} https://***@h/`);
+  });
+
+  it('cuts a git config value of a million scheme characters or URL starts in one pass', { timeout: 30_000 },
+    async (t) => {
+      const cut = (text: string) => scrub('../../src/engine/sandbox.ts', 'scrubbed', text, t.signal);
+      assert.equal(await cut(schemes), schemes);
+      assert.equal(await cut(urls), urls);
+      assert.equal(await cut(`${schemes} https://u:${TOKEN}@h/p?private_token=${TOKEN}`), `${schemes} https://h/p`);
     });
 });
