@@ -2,9 +2,11 @@
 // cut from what a run logs.
 
 // A URL's user name and password (`https://x-access-token:TOKEN@github.com/`); a password may hold `@` itself, so up to
-// the last `@` before the host's path. A scheme starts where no scheme character precedes it (a lookbehind, not `\b`):
-// else every letter of a hostile `a-a-a-…` would start a scan to the line's end, quadratic in the line.
-export const USERINFO = /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)[^/\s]*@/gi;
+// the last `@` before the host's path, but never across a quote or an angle bracket (a JSON line without spaces,
+// `{"homepage":"https://example.com","author":"dev@example.org"}`, keeps its fields). A scheme starts where no scheme
+// character precedes it (a lookbehind, not `\b`): else every letter of a hostile `a-a-a-…` would start a scan to the
+// line's end, quadratic in the line.
+export const USERINFO = /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)[^/\s"'<>]*@/gi;
 
 // A gate job credential as src/gate/job-credential.ts mints it, `g1.<payload>.<MAC of 32 bytes>` in base64url (the
 // worker loads no gate module unless its run is sandboxed, so the shape is written here).

@@ -10,6 +10,7 @@ import { startTestControl, type TestControl } from '../helpers/control-server.ts
 import { makeRepo, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { Worker } from 'node:worker_threads';
+import { withoutSecrets } from '../../src/engine/text.ts';
 
 const credential = mintJobCredential(randomBytes(32), { job: 'j1', run: 'r1', repo: 'acme' }, Date.now() + 3_600_000);
 const TOKEN = 'ghp_pushtoken0123456789';
@@ -104,4 +105,14 @@ describe('scrubbing a hostile line', () => {
       assert.equal(await cut(urls), urls);
       assert.equal(await cut(`${schemes} https://u:${TOKEN}@h/p?private_token=${TOKEN}`), `${schemes} https://h/p`);
     });
+});
+
+describe('what the scrub keeps', () => {
+  it('cuts a URL\'s user info but never across a quote: a JSON line without spaces keeps its fields', () => {
+    const json = '{"homepage":"https://example.com","author":"dev@example.org"}';
+    assert.equal(withoutSecrets(json), json);
+    assert.equal(withoutSecrets(`{"url":"https://x-access-token:${TOKEN}@github.com/acme/api.git"}`),
+      '{"url":"https://***@github.com/acme/api.git"}');
+    assert.equal(withoutSecrets(`<https://u:${TOKEN}@h/> 'ssh://git@h:22/r'`), "<https://***@h/> 'ssh://***@h:22/r'");
+  });
 });
