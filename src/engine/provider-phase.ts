@@ -9,6 +9,7 @@ import {
   type ResolvedProvider,
 } from './providers.ts';
 import { oneLine } from '../webhook-sources.ts';
+import { withoutSecrets } from './text.ts';
 import {
   AgentFolderError, clearAgentName, makePlainPath, replaceAgentFile, replaceNoFollowIn, UnsafePathError, withDir,
   writeNoFollow,
@@ -58,7 +59,8 @@ function takeQuestion(ctx: RunContext, path: string, running: boolean): void {
   const text = readAgentFile(path, QUESTION_CAP) ?? '';
   if (running && text.trim() === '') return;
   clearAgentName(path);
-  const question = oneLine(text, 2000) || 'The provider asked for input without saying what';
+  // Kept in state.json, which the signer's copy and the Control Plane get: no secret it quotes (withoutSecrets).
+  const question = oneLine(withoutSecrets(text), 2000) || 'The provider asked for input without saying what';
   recordQuestion(ctx, question);
   block(ctx, question);
 }

@@ -4,6 +4,7 @@ import type { ProviderSession } from './run-state.ts';
 import { buildPrompt, continuationPrompt, earlierConversation } from './spec.ts';
 import { adapterOf, modelSilent, type ResolvedProvider, type SessionSighting, type Usage } from './providers.ts';
 import { oneLine } from '../webhook-sources.ts';
+import { withoutSecrets } from './text.ts';
 
 export type Invocation =
   | { way: 'fresh'; argv: string[]; prompt: string }
@@ -64,7 +65,9 @@ function change(ctx: RunContext, fields: (session: ProviderSession) => Partial<P
 /** Keeps what an invocation reported: a new id replaces the old one; its last words are kept for a summary. */
 export function recordSightings(ctx: RunContext, seen: SessionSighting): void {
   change(ctx, (session) => ({
-    id: seen.id ?? session.id, last_output: seen.said === null ? session.last_output : seen.said.slice(-SAID_CAP),
+    id: seen.id ?? session.id,
+    // state.json, which holds it, goes to the signer's copy and the Control Plane: no secret the CLI quoted.
+    last_output: seen.said === null ? session.last_output : withoutSecrets(seen.said).slice(-SAID_CAP),
   }));
 }
 

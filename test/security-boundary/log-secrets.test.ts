@@ -39,7 +39,7 @@ describe('secrets in a run log', () => {
     repo.cleanup();
   });
 
-  it('keeps a gate job credential and a URL password out of events, provider.log and check logs, on disk and shipped',
+  it('keeps a gate job credential and a URL password out of events, state.json, provider and check logs, and shipped',
     async () => {
       const gate = 'http://svc-gate.test:3128';
       const env = {
@@ -56,7 +56,8 @@ describe('secrets in a run log', () => {
       assert.equal(status, 0, stderr);
       const { source, run } = JSON.parse(stdout.trim().split('\n')[0]!);
       const dir = join(repo.repo, '.svc', 'runs', run);
-      const files = ['events.jsonl', 'artifacts/provider.log', 'artifacts/checks/quotes.log']
+      // state.json too: the provider's last words are kept there, and it goes to the signer's copy and the shipper.
+      const files = ['events.jsonl', 'artifacts/provider.log', 'artifacts/checks/quotes.log', 'state.json']
         .map((f) => readFileSync(join(dir, f), 'utf8'));
       const events = await control.request('GET', `/v1/runs/${source}/${run}/events`);
       assert.equal(events.status, 200);
@@ -73,6 +74,7 @@ describe('secrets in a run log', () => {
       assert.match(files[1]!, /'https:\/\/\*\*\*@github\.com\/acme\/api\.git\/'/);
       assert.match(files[2]!, /https:\/\/\*\*\*@h\//);
       assert.match(events.text, /_job\/g1\.\*\*\*\/_model/);
+      assert.match(files[3]!, /https:\/\/\*\*\*@github\.com\/acme\/api\.git/, 'its last words, cut');
     });
 });
 
