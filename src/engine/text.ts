@@ -12,10 +12,14 @@ export const USERINFO = /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)[^/\s"'<>]*@/gi
 // worker loads no gate module unless its run is sandboxed, so the shape is written here).
 const JOB_CREDENTIAL = /\bg1\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])/g;
 
-/** What a run's log and errors keep of `text`: no URL's password, no gate job credential (a CLI printing its proxy or
- * base URL, git naming a remote with its token). */
+// An HTTP credential header's value, after its scheme if it has one: `curl -v` through the pod's proxy prints
+// `> Proxy-Authorization: Basic <base64 of svc:credential>`, which no other pattern here would see.
+const AUTHORIZATION = /\b((?:proxy-)?authorization["']?[ \t]*:[ \t]*["']?(?:[a-z][\w.+-]*[ \t]+)?)[^\s"'<>]+/gi;
+
+/** What a run's log and errors keep of `text`: no URL's password, no gate job credential, no Authorization header's
+ * credential (a CLI printing its proxy or base URL, git naming a remote with its token, curl -v). */
 export function withoutSecrets(text: string): string {
-  return text.replace(USERINFO, '$1***@').replace(JOB_CREDENTIAL, 'g1.***');
+  return text.replace(USERINFO, '$1***@').replace(JOB_CREDENTIAL, 'g1.***').replace(AUTHORIZATION, '$1***');
 }
 
 /** A backtick fence longer than any backtick run inside the content, so the data cannot end the block early. */

@@ -117,4 +117,13 @@ describe('what the scrub keeps', () => {
       '{"url":"https://***@github.com/acme/api.git"}');
     assert.equal(withoutSecrets(`<https://u:${TOKEN}@h/> 'ssh://git@h:22/r'`), "<https://***@h/> 'ssh://***@h:22/r'");
   });
+
+  it('cuts the credential of an Authorization or Proxy-Authorization header, curl -v\'s or a JSON one', () => {
+    const basic = Buffer.from(`svc:${credential}`).toString('base64');
+    assert.equal(withoutSecrets(`> Proxy-Authorization: Basic ${basic}\r\n> Accept: */*`),
+      '> Proxy-Authorization: Basic ***\r\n> Accept: */*');
+    assert.equal(withoutSecrets(`< authorization: Bearer ${TOKEN}`), '< authorization: Bearer ***');
+    assert.equal(withoutSecrets(`Authorization:${TOKEN}`), 'Authorization:***');
+    assert.equal(withoutSecrets(`{"Authorization":"token ${TOKEN}","x":1}`), '{"Authorization":"token ***","x":1}');
+  });
 });
