@@ -210,8 +210,10 @@ type Workspace = { clone: string; ref: string | undefined } | { pvc: string } | 
 // origin is the claim's text, so `--` keeps one starting with "-" from reading as an option. A claim is often
 // written by another uid than the pod's: git reads it only as a safe.directory (else the clone fails and the origin
 // read finds none, quietly), and the clone's upload-pack takes that only from a global config (`-c` is not passed on).
-// The origin goes into the workspace's config, which the agent reads: without a user name and password before its host,
-// or a query or fragment after its path, where tokens ride (the seal pushes with svc's own token).
+// The origin goes into the workspace's config, which the agent reads: an http(s) origin without its user info (a token
+// rides as the user name as often as the password), any other without a password (an ssh user name is the login, kept),
+// and none with a query or fragment, where tokens ride too, even after a host without a path. The seal pushes with
+// svc's own token. A `user@host:path` origin holds only a login, and is kept as it is.
 const PVC_COPY = [
   'set -e',
   'trust=$(mktemp)',
@@ -222,8 +224,13 @@ const PVC_COPY = [
   'git clone --no-hardlinks -- "$1" "$2"',
   'git -C "$2" remote remove origin',
   'if url=$(git -C "$1" config --get remote.origin.url); then',
-  '  case "$url" in *://*) rest=${url#*://}; host=${rest%%/*}; path=${rest#"$host"}; ' +
-    'url=${url%%://*}://${host##*@}${path%%[?#]*};; esac',
+  '  case "$url" in *://*)',
+  '    scheme=${url%%://*}; rest=${url#*://}; authority=${rest%%/*}; path=${rest#"$authority"}',
+  '    case "$authority" in *[?#]*) authority=${authority%%[?#]*}; path=;; esac',
+  '    host=${authority##*@}',
+  '    case "$scheme:$authority" in [Hh][Tt][Tt][Pp]:*|[Hh][Tt][Tt][Pp][Ss]:*) ;;',
+  '      *@*) login=${authority%@*}; host=${login%%:*}@$host;; esac',
+  '    url=$scheme://$host${path%%[?#]*};; esac',
   '  git -C "$2" remote add -- origin "$url"',
   'fi',
 ].join('\n');

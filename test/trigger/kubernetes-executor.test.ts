@@ -302,21 +302,27 @@ describe('buildKubeJob', () => {
     rmSync(claim, { recursive: true, force: true });
   });
 
-  // The workspace's git config is the agent's to read: a token in the claim's origin must not reach it there.
-  it('copies a claim\'s origin without its user name, password, query or fragment', () => {
+  // The workspace's git config is the agent's to read: a token in the claim's origin must not reach it there. An ssh
+  // user name is the login, not a secret.
+  it('copies a claim\'s origin without an http(s) user info, any password, query or fragment', () => {
     const e = { ...env, SVC_K8S_REPO_PVC: 'repo-claim' };
     const pod = (buildKubeJob({ id: 'j6f', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any)
       .spec.template.spec;
     const claim = makeRepo();
     const git = (cwd: string, ...args: string[]) => spawnSync('git', args, { cwd, encoding: 'utf8' }).stdout.trim();
     const copyEnv = { PATH: process.env.PATH, HOME: dir };
+    const api = 'github.com/acme/api.git';
     for (const [given, kept] of [
-      ['https://x-access-token:ghp_claim@secret@github.com/acme/api.git?private_token=q1#f', 'https://github.com/acme/api.git'],
-      ['ssh://git:pw1@example.test:2222/acme/api.git', 'ssh://example.test:2222/acme/api.git'],
+      [`https://x-access-token:ghp_claim@secret@${api}?private_token=q1#f`, `https://${api}`],
+      [`HTTP://ghp_claim@${api}`, `HTTP://${api}`],
+      ['https://example.test?private_token=q1', 'https://example.test'],
+      ['https://ghp_claim@example.test#q1', 'https://example.test'],
+      ['ssh://git:pw1@example.test:2222/acme/api.git', 'ssh://git@example.test:2222/acme/api.git'],
+      ['ssh://git@example.test/acme/api.git?q1', 'ssh://git@example.test/acme/api.git'],
       ['git@github.com:acme/api.git', 'git@github.com:acme/api.git'],
     ] as const) {
       git(claim, 'remote', 'set-url', 'origin', given);
-      const workspace = join(dir, `workspace-j6f-${kept.length}`);
+      const workspace = join(dir, `workspace-j6f-${encodeURIComponent(given)}`);
       const copy = spawnSync('sh', cloneArgv(pod, claim, workspace), { encoding: 'utf8', env: copyEnv });
       assert.equal(copy.status, 0, copy.stderr);
       assert.equal(git(workspace, 'remote', 'get-url', 'origin'), kept);
