@@ -10,7 +10,6 @@ import { MODEL_APIS } from '../gate/model-apis.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingInt, settingOr, type SettingName } from '../settings-registry.ts';
 import { traceSettings } from '../trace.ts';
-import { cloneUrlProblem } from './served-repos-file.ts';
 
 export const RUN_CONTAINER = 'run';
 export const SIGNER_CONTAINER = 'signer';
@@ -100,10 +99,15 @@ function runTokenSecretOf(control: string | undefined, run: string | undefined):
   return run;
 }
 
-/** A pod's clone URL is in its workspace's git config, which its agent reads: held to an entry's `clone=` rules. */
+/** A pod's clone URL is in its workspace's git config, which its agent reads: as for a claim's origin, an http(s) URL
+ * holds no user info (a token rides as the user name as often as the password), any other URL no password (an ssh user
+ * name is the login). Any scheme git clones stays allowed: the pod clones without svc's token. */
 function repoUrlOf(url: string | undefined): string | undefined {
-  const problem = url === undefined ? null : cloneUrlProblem(url);
-  if (problem !== null) throw new BadSettingError(`SVC_K8S_REPO_URL: ${problem}`);
+  const parsed = url === undefined ? null : URL.parse(url);
+  if (parsed && (parsed.password || (parsed.username && /^https?:$/.test(parsed.protocol)))) {
+    throw new BadSettingError('SVC_K8S_REPO_URL must hold no password, nor an http(s) user name: the pod keeps it in '
+      + 'a git config its agent reads');
+  }
   return url;
 }
 

@@ -52,8 +52,8 @@ export function keyOf(kind: RoutingKind, value: string): string {
   return isChatKind(kind) ? value : value.toLowerCase();
 }
 
-/** Why a clone URL (an entry's `clone=`, SVC_K8S_REPO_URL) is refused, or null. */
-export function cloneUrlProblem(url: string): string | null {
+/** Why a clone URL is refused, or null. */
+function cloneUrlProblem(url: string): string | null {
   if (/[\s\0]/.test(url)) return 'a clone URL has no spaces or control characters';
   if (/^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]/.test(url) && !url.includes('://')) return null; // git@host:owner/name.git
   const parsed = URL.parse(url);

@@ -332,11 +332,17 @@ describe('buildKubeJob', () => {
     rmSync(claim, { recursive: true, force: true });
   });
 
-  it('refuses an SVC_K8S_REPO_URL holding a password, as a served repository\'s clone=', () => {
-    const e = { ...env, SVC_K8S_REPO_URL: 'https://x-access-token:ghp_url@github.com/acme/api.git' };
-    assert.throws(() => kubernetesSettingsFromEnv(e), BadSettingError);
-    assert.equal(kubernetesSettingsFromEnv({ ...e, SVC_K8S_REPO_URL: 'https://github.com/acme/api.git' }).repoUrl,
-      'https://github.com/acme/api.git');
+  it('refuses an SVC_K8S_REPO_URL holding a password or an http(s) user name, and keeps any other', () => {
+    for (const url of ['https://x-access-token:ghp_url@github.com/acme/api.git', 'https://ghp_url@github.com/a/b.git',
+      'ssh://git:pw@example.test/a/b.git', 'http://u:pw@example.test/a/b.git']) {
+      assert.throws(() => kubernetesSettingsFromEnv({ ...env, SVC_K8S_REPO_URL: url }),
+        (e: unknown) => e instanceof BadSettingError && e.message.includes('SVC_K8S_REPO_URL')
+          && !e.message.includes('clone=') && !e.message.includes('ghp_url'), url);
+    }
+    for (const url of ['https://github.com/acme/api.git', 'http://git.example.test/a/b.git', 'git://example.test/a/b',
+      'ssh://git@example.test:2222/a/b.git', 'git@github.com:acme/api.git', 'file:///srv/git/api.git']) {
+      assert.equal(kubernetesSettingsFromEnv({ ...env, SVC_K8S_REPO_URL: url }).repoUrl, url);
+    }
   });
 
   // A claim is the operator's volume, often written by a sync job running as another uid than the pod's.
