@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -167,7 +167,7 @@ while [ -e /proc/$marked ]; do :; done
 echo $((marked - 1)) > /proc/sys/kernel/ns_last_pid
 setsid sleep 1000 > /dev/null 2>&1 &
 echo $! > ${dir}/innocent
-[ $! = $marked ] && printf '%s\\n' "$found"
+[ $! = $marked ] && : > ${dir}/reused && printf '%s\\n' "$found"
 echo $PPID > ${dir}/watcher
 `, { mode: 0o755 });
       // The agent waits for its second process, so it takes that one's pid back at once when it ends.
@@ -190,6 +190,8 @@ read -r innocent < ${dir}/innocent
 kill -0 "$innocent" && echo spared || echo killed`;
       const res = spawnSync('unshare', ['-rpf', '--mount-proc', 'sh', '-c', init],
         { encoding: 'utf8', timeout: 60_000, killSignal: 'SIGKILL' });
+      // Spared proves nothing unless the other process took the marked pid: a case that could not force it fails.
+      assert.ok(existsSync(join(dir, 'reused')), `the other process did not get the marked pid: ${res.stderr}`);
       assert.equal(res.stdout, 'spared\n', res.stderr);
     } finally {
       rmSync(dir, { recursive: true, force: true });
