@@ -8,6 +8,8 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { Worker } from 'node:worker_threads';
 import { withoutSecrets } from '../../src/engine/text.ts';
@@ -21,6 +23,13 @@ echo "API Error: Connection error. (base URL $ANTHROPIC_BASE_URL)" >&2
 echo "proxy http://svc:$(echo "$ANTHROPIC_BASE_URL" | cut -d/ -f5)@svc-gate.test:3128"
 echo "fatal: unable to access 'https://x-access-token:${TOKEN}@github.com/acme/api.git/'"
 echo fixed >> a.txt
+`;
+
+// An agent asking whether it may push, naming the remote with its token; once answered it does the work.
+const ASKER = `#!/bin/sh
+cat > /dev/null
+if grep -q "Answer 1 from the operator" "$SVC_TASK_FILE"; then echo fixed >> a.txt; exit 0; fi
+echo "May I push to https://x-access-token:${TOKEN}@github.com/acme/api.git?" > "$SVC_QUESTION_FILE"
 `;
 
 describe('secrets in a run log', () => {
@@ -75,6 +84,34 @@ describe('secrets in a run log', () => {
       assert.match(files[2]!, /https:\/\/\*\*\*@h\//);
       assert.match(events.text, /_job\/g1\.\*\*\*\/_model/);
       assert.match(files[3]!, /https:\/\/\*\*\*@github\.com\/acme\/api\.git/, 'its last words, cut');
+    });
+});
+
+describe('secrets in a question', () => {
+  it('keeps a URL password out of the question state.json holds while the run waits, and once it is answered',
+    async () => {
+      const repo = makeRepo({ providers: { asker: ASKER } });
+      try {
+        const env = {
+          ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+        };
+        const opts = { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'] };
+        const started = await runChild(process.execPath,
+          [CLI, 'start', '--brief', 'append fixed', '--provider', 'asker', '--detach'], opts);
+        assert.equal(started.code, 0, started.stderr);
+        const { run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { run: string };
+        const state = () => readFileSync(join(repo.repo, '.svc', 'runs', run, 'state.json'), 'utf8');
+        const blocked = await waitFor(() => (JSON.parse(state()).status === 'blocked' ? state() : null), 'a block');
+        assert.equal(blocked.includes(TOKEN), false, blocked);
+        assert.match(JSON.parse(blocked).question, /^May I push to https:\/\/\*\*\*@github\.com\/acme\/api\.git\?$/);
+        const answered = await runChild(process.execPath, [CLI, 'answer', `local/${run}`, 'yes'], opts);
+        assert.equal(answered.code, 0, answered.stderr);
+        const done = await waitFor(() => (JSON.parse(state()).status === 'succeeded' ? state() : null), 'the end');
+        assert.equal(done.includes(TOKEN), false, done);
+        assert.match(JSON.parse(done).provider_session.questions[0], /https:\/\/\*\*\*@github\.com/);
+      } finally {
+        repo.cleanup();
+      }
     });
 });
 
