@@ -12,6 +12,7 @@ import { safeJson } from '../safe-json.ts';
 import { oneLine } from '../webhook-sources.ts';
 import { obj, objOrNull, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
+import { timeMs } from '../iso-time.ts';
 import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
 
 export const HELP = `Usage:
@@ -107,6 +108,12 @@ function listFilter(values: FlagValues): RunFilter {
   if (limit !== undefined && !/^[1-9]\d*$/.test(limit)) {
     throw new UsageError(`Invalid --limit "${limit}" (expected a positive integer)`);
   }
+  for (const flag of ['since', 'until'] as const) {
+    const value = values[flag];
+    if (value !== undefined && timeMs(value) === null) {
+      throw new UsageError(`Invalid --${flag} "${value}" (expected an ISO-8601 time or unix ms)`);
+    }
+  }
   return {
     verdict: choice<Verdict | 'none'>('verdict', [...VERDICTS, 'none']),
     status: choice('status', RUN_STATUSES),
@@ -131,6 +138,12 @@ async function dispatch(
     const more = page.next_cursor ? oneLine(String(page.next_cursor)) : '';
     if (!json && more) io.stderr(`More runs: svc runs list --cursor ${more}\n`);
     return 0;
+  }
+  // An unknown word is named as one before a run is looked for, not taken for a subcommand whose run is missing.
+  const action = oneOf(sub, ACTIONS);
+  if (action === null && oneOf(sub, ['show', 'answer', 'logs'] as const) === null) {
+    const expected = 'list, show, stop, resume, retry, verify, pr, answer or logs';
+    throw new UsageError(`Unknown subcommand "runs ${sub}" (expected ${expected})`);
   }
   const listOnly = LIST_FLAGS.find((k) => values[k] !== undefined);
   if (listOnly) throw new UsageError(`--${listOnly} only applies to "svc runs list"`);
@@ -171,17 +184,12 @@ async function dispatch(
     print(await client.answer(ref, text), `Answered ${ref.source}/${ref.run}\n`);
     return 0;
   }
-  const action = oneOf(sub, ACTIONS);
-  if (action !== null) {
-    const run = await client[action](ref);
-    if (json) print(run);
-    else if (sub === 'retry' && run?.run) io.stdout(`Retrying ${ref.source}/${ref.run} as ${runLabel(run)}\n`);
-    else if (sub === 'pr') io.stdout(`Pull request requested for ${ref.source}/${ref.run}\n`);
-    else io.stdout(`${sub[0]!.toUpperCase()}${sub.slice(1)} requested for ${ref.source}/${ref.run}\n`);
-    return 0;
-  }
-  const expected = 'list, show, stop, resume, retry, verify, pr, answer or logs';
-  throw new UsageError(`Unknown subcommand "runs ${sub}" (expected ${expected})`);
+  const run = await client[action!](ref);
+  if (json) print(run);
+  else if (sub === 'retry' && run?.run) io.stdout(`Retrying ${ref.source}/${ref.run} as ${runLabel(run)}\n`);
+  else if (sub === 'pr') io.stdout(`Pull request requested for ${ref.source}/${ref.run}\n`);
+  else io.stdout(`${sub[0]!.toUpperCase()}${sub.slice(1)} requested for ${ref.source}/${ref.run}\n`);
+  return 0;
 }
 
 export default async function runs(io: CliIo): Promise<number> {
