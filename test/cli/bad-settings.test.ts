@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
 import { serve, stop, type Served } from '../helpers/serve-cli.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
+import { makeRepo, readJson, svcEnv } from '../engine/fixtures.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 
@@ -71,6 +73,46 @@ describe('a bad setting', () => {
     } finally {
       await stop(control);
       rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a bad setting a run\'s worker reads', { skip: !bwrapWorks && 'needs bubblewrap' }, () => {
+  it('a bad forwarder, retry wait or daily budget stops svc start with exit 2 before a run is made', async () => {
+    const repo = makeRepo();
+    try {
+      const names = ['SVC_SANDBOX_FORWARDER', 'SVC_INFRA_RETRY_WAIT_S', 'SVC_BUDGET_REPO_DAY_USD',
+        'SVC_BUDGET_SERVER_DAY_USD'];
+      for (const name of names) {
+        const env = svcEnv(repo, { [name]: 'x' });
+        const r = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--provider', 'fake'],
+          { cwd: repo.repo, env });
+        assert.equal(r.code, 2, r.stderr);
+        assert.match(r.stderr, new RegExp(`${name} must be`));
+      }
+      assert.equal(existsSync(join(repo.repo, '.svc', 'runs')), false, 'no run was made');
+    } finally {
+      repo.cleanup();
+    }
+  });
+
+  // The worker reads the forwarder after the launcher: a resume goes by the run's plan, not a new one. Its gate was
+  // listening when the setting threw, and stayed open: the run was failed and its worker never ended.
+  it('SVC_SANDBOX_FORWARDER=x given to a resume fails the run and its worker ends', { timeout: 120_000 }, async () => {
+    const repo = makeRepo({ providers: { fail: '#!/bin/sh\nexit 1\n' } });
+    try {
+      const cli = (args: string[], extra: NodeJS.ProcessEnv = {}) =>
+        runChild(process.execPath, [CLI, 'start', ...args], { cwd: repo.repo, env: svcEnv(repo, extra) });
+      const first = await cli(['--brief', 'x', '--provider', 'fail']);
+      assert.equal(first.code, 1, first.stderr);
+      const run = (JSON.parse(first.stdout.split('\n')[0]!) as { run: string }).run;
+      const resumed = await cli(['--resume', run], { SVC_SANDBOX_FORWARDER: 'x', SVC_INFRA_RETRY_WAIT_S: '0' });
+      assert.equal(resumed.code, 1, resumed.stderr);
+      const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+      assert.equal(state.status, 'failed');
+      assert.match(state.error, /egress gate did not start: SVC_SANDBOX_FORWARDER must be/);
+    } finally {
+      repo.cleanup();
     }
   });
 });
