@@ -113,11 +113,12 @@ async function whoAnswers(url: string, timeoutMs: number): Promise<'control' | '
 }
 
 /**
- * Runs `svc control serve` or `svc trigger serve`; a taken port (EADDRINUSE) fails naming its holder as far as it is
- * known (the recorded Control Plane, another one, a server that is not one, a program) and what to do next.
+ * Runs `svc control serve`, `svc trigger serve` or `svc gate serve`; a taken port (EADDRINUSE) fails naming its holder
+ * as far as it is known (the recorded Control Plane, another one, a server that is not one, a program) and what to do
+ * next.
  */
 export async function serveOnFreePort(
-  server: 'control' | 'trigger', { host, port }: { host: string; port: number }, env: NodeJS.ProcessEnv,
+  server: 'control' | 'trigger' | 'gate', { host, port }: { host: string; port: number }, env: NodeJS.ProcessEnv,
   serve: () => Promise<number>,
 ): Promise<number> {
   try {
