@@ -49,10 +49,11 @@ export interface Route<D> {
 interface PipelineOptions<D> {
   routes: ReadonlyArray<Route<D>>;
   deps: D;
-  boundToLoopback: () => boolean;
+  boundToLoopback: boolean;
   token?: string | undefined;
   runnerTokens?: readonly RunnerCredential[];
-  ownOrigins?: () => ReadonlySet<string>;
+  /** The server's own origins, filled in once it listens (the set is read at each request). */
+  ownOrigins?: ReadonlySet<string>;
   staticFiles?: StaticFiles;
   log: Logger;
   /** Refuse a body still arriving after this many ms (the slow-body guard). */
@@ -107,7 +108,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (req.headers.host === undefined && req.httpVersion === '1.1') {
       throw new HttpError('bad_request', 'HTTP/1.1 requests need a Host header');
     }
-    const loopback = opts.boundToLoopback();
+    const loopback = opts.boundToLoopback;
     checkHost(req, loopback);
     const url = requestUrl(req.url ?? '/');
     const pathname = url.pathname;
@@ -130,7 +131,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
       ? checkBearer(req, opts.token, route.runner ? opts.runnerTokens : undefined)
       : undefined;
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
-    if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
+    if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins ?? noOrigins);
     const ctx: Ctx<D> = {
       req, res, params: match.params, query: url.searchParams, body: undefined, raw: undefined,
       peer: req.socket.remoteAddress ?? '', requestId, runner, deps: opts.deps,

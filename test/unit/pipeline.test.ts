@@ -117,7 +117,7 @@ describe('request pipeline', () => {
     const listener = createPipeline<Deps>({
       routes,
       deps,
-      boundToLoopback: () => true,
+      boundToLoopback: true,
       log: createLogger('pipeline-test', (line) => void logged.push(line)),
       onRefused: (info) => {
         refusals.push(info);
