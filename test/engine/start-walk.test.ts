@@ -10,8 +10,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EDIT_SCRIPT, makeRepo, svcEnv } from './fixtures.ts';
+import { withoutSecrets } from '../../src/spawn/secrets-handoff.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
-import { waitFor } from '../helpers/wait-for.ts';
 import { assertWalk, ranInChildren, ROOT, walkToCheck } from '../helpers/walk-coverage.ts';
 
 /**
@@ -48,10 +48,12 @@ describe('path (b): svc start --brief to a signed receipt', () => {
       repo.cleanup();
       rmSync(coverage, { recursive: true, force: true });
     });
-    // No Control Plane (svcEnv: SVC_SHIP=0): shipping is the run's report, not its way to a receipt.
+    // No Control Plane (svcEnv: SVC_SHIP=0): shipping is the run's report, not its way to a receipt. No secret in
+    // the environment (a GITHUB_TOKEN of the shell): the launcher would re-execute to drop it, and its first image
+    // would write a coverage file of its own.
     const argv = [`${ROOT}src/cli.ts`, 'start', '--brief', 'append fixed', '--provider', 'fake'];
-    const child = spawn(process.execPath, argv,
-      { cwd: repo.repo, env: svcEnv(repo, { NODE_V8_COVERAGE: coverage }), stdio: ['ignore', 'pipe', 'pipe'] });
+    const env = withoutSecrets(svcEnv(repo, { NODE_V8_COVERAGE: coverage }));
+    const child = spawn(process.execPath, argv, { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));
     child.stderr.on('data', (c: Buffer) => (out += c.toString()));
@@ -61,8 +63,9 @@ describe('path (b): svc start --brief to a signed receipt', () => {
     const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
     assert.equal(receipt.verdict, 'verified');
     assert.ok(receipt.signature, 'the receipt is signed');
-    // The launcher and the worker, each file written as its process exits (the worker may outlive the launcher).
-    const ran = await waitFor(() => ranInChildren(coverage, 2), 'both processes to exit');
+    // The launcher and the worker, each file written as its process exits: in the foreground the launcher returns
+    // only once the worker has exited (start.ts), so at the launcher's close both are there, and only they.
+    const ran = ranInChildren(coverage, 2);
     assertWalk('b', ran, NOT_COUNTED, documented);
   });
 });

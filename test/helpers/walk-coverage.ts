@@ -40,12 +40,13 @@ export function ranFiles(coverage: readonly ScriptCoverage[], calls: CallsNotCou
 }
 
 /**
- * What the processes that wrote into `dir` (a child's NODE_V8_COVERAGE) ran between start and exit, together; null
- * while fewer than `processes` have written their file (each is written whole as its process exits).
+ * What the processes that wrote into `dir` (a child's NODE_V8_COVERAGE) ran between start and exit, together. The
+ * caller waits for each to exit (each writes its file whole as it does). Exactly `processes` files: one more (a
+ * re-exec's first image, another node child) would be a walk the caller does not know, so it fails, naming them.
  */
-export function ranInChildren(dir: string, processes: number, calls: CallsNotCounted = {}): string[] | null {
-  const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
-  if (files.length < processes) return null;
+export function ranInChildren(dir: string, processes: number, calls: CallsNotCounted = {}): string[] {
+  const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  assert.equal(files.length, processes, `${processes} processes were to write coverage, not ${files.join(', ')}`);
   const each = files.map((f) => ranFiles((JSON.parse(readFileSync(join(dir, f), 'utf8')) as {
     result: ScriptCoverage[];
   }).result, calls));
