@@ -232,7 +232,6 @@ export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receip
   }
 }
 
-/** Why `state` cannot get its pull request now (its receipt and policy are checked after), or null. */
 /** What a follow-up run's receipt says it follows. */
 function followsOf(state: RunState): Pick<ReceiptBody, 'follows'> {
   const f = state.follow_up;
@@ -241,6 +240,7 @@ function followsOf(state: RunState): Pick<ReceiptBody, 'follows'> {
     receipt: f.previous?.receipt ?? null } };
 }
 
+/** Why `state` cannot get its pull request now (its receipt and policy are checked after), or null. */
 function prLaterRefusal(state: RunState): string | null {
   const id = `${state.source}/${state.run}`;
   if (!state.pr) return `Run ${id} was not started with --pr`;
