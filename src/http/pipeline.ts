@@ -97,7 +97,7 @@ function framesBody(req: IncomingMessage): boolean {
 }
 
 /** Strict query policy: an unknown parameter is a typo the caller wants to hear about, not a silent no-op. */
-export function checkQueryKeys(query: URLSearchParams, allowed: readonly string[]): void {
+function checkQueryKeys(query: URLSearchParams, allowed: readonly string[]): void {
   for (const key of query.keys()) {
     if (!allowed.includes(key)) throw new HttpError('invalid_param', `Unknown query parameter "${key}"`);
   }
