@@ -76,7 +76,10 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
   const url = running.url;
 
   async function request(method: string, path: string, ro: RequestOptions = {}): Promise<TestResponse> {
-    const headers: Record<string, string> = { ...ro.headers };
+    // A connection of its own: the server runs in this process, so a test's synchronous work (git) that outlasts its
+    // 5 s keep-alive timeout blocks both, and a pooled connection reused right after is closed under the request
+    // ("fetch failed", ECONNRESET: seen under load in import-ownership's submodule test).
+    const headers: Record<string, string> = { connection: 'close', ...ro.headers };
     const token = ro.token === undefined ? opts.token : ro.token;
     if (token) headers.authorization ??= `Bearer ${token}`;
     let body: string | undefined;
