@@ -93,9 +93,9 @@ export default async function dashboard(io: CliIo): Promise<number> {
 }
 
 /**
- * How long what holds a port has to answer: a port nobody listens on refuses at once, so only a hung holder costs
- * the wait; a loaded machine took over 1 s (this process's first fetch loads its HTTP client inside it) and a server
- * was then told as "another program".
+ * How long what holds a port has to answer: a port nobody listens on here refuses at once, so only a hung holder
+ * (or a remote SVC_CONTROL_URL whose firewall drops packets) costs the wait; a loaded machine took over 1 s (this
+ * process's first fetch loads its HTTP client inside it) and a server was then told as "another program".
  */
 const WHO_ANSWERS_MS = 5_000;
 
