@@ -198,8 +198,12 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   const shownBySystemView = (p: string) => shownBySystemViewOf(plan, p);
   // Nothing in a hidden path is bound, even by its own name (a folder on PATH inside ~/.aws), but the working folder.
   const inPlanHidden = (p: string) => hiddenHolding(plan, p) !== undefined;
-  const readable = plan.readable.filter((p) => existsSync(p) && !shownBySystemView(p) && !inPlanHidden(p));
   const writable = plan.writable.filter((p) => existsSync(p) && (!inPlanHidden(p) || p === plan.cwd));
+  // A link-free readable path in a writable tree is covered by that tree's bind, which comes after it (and `protect`
+  // after that): its own bind would cost bwrap a mount and a pass over its mount table for nothing.
+  const covered = (p: string) => writable.some((w) => within(p, w)) && linkFree(p);
+  const readable = plan.readable
+    .filter((p) => existsSync(p) && !shownBySystemView(p) && !inPlanHidden(p) && !covered(p));
   const bound = [...readable, ...writable];
   // Protection matters only inside a writable tree; binding it elsewhere would show what was never meant to be seen.
   const protect = [...new Set(plan.protect)].filter((p) => existsSync(p) && writable.some((w) => within(p, w)));
@@ -240,8 +244,9 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   argv.push('--remount-ro', '/dev', '--remount-ro', '/');
   // The limits bind the agent's command, not svc's forwarder (a node process needs more address space than an
   // agent's memory limit may leave it).
-  const limited = [...limitArgv(plan.limits), ...command];
-  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limited) : limited));
+  const limits = limitArgv(plan.limits);
+  const limited = limits ? [limits.prlimit, ...limits.options, '--', ...command] : command;
+  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limits, command) : limited));
   return argv;
 }
 
@@ -286,27 +291,42 @@ function gateMounts(gate: SandboxGate): string[] {
 }
 
 // svc's forwarder prints its port once it listens, systemd's activator "Listening on …" on stderr (and more on each
-// connection). The shell reads that first line from a FIFO before it becomes the command, leaving a `cat` draining
-// the FIFO so the forwarder never blocks on, or dies of, a full or closed pipe.
-function bridge(start: string): string {
+// connection). Its output goes into a pipe the shell's own pipeline makes (no FIFO, so no mkfifo and rm processes on
+// the agent's way): the pipeline's left side leaves the forwarder running and ends, its right side reads that first
+// line and ends, leaving a `cat` draining the pipe so the forwarder never blocks on, or dies of, a full or closed
+// pipe. The shell waits for both sides (not for what they left running), then becomes the command, holding no end of
+// the pipe. An asynchronous command's stdin is /dev/null in a shell without job control, so `cat` gets the pipe by
+// another descriptor, which the shell then closes: dash, bash and busybox ash run a pipeline's last part in a
+// subshell, but ksh and zsh run it in the shell itself, which would keep the pipe on that descriptor into the command.
+// The limits are set on the shell itself ($$) by prlimit's `--pid` while the forwarder starts, not by a prlimit the
+// command runs through after it: they bind what the shell becomes, not the forwarder or `cat` (forked by the
+// pipeline's sides, which keep the limits they were forked with).
+function bridge(start: string, limits: string[]): string {
+  const limit = limits.length > 0;
   return [
-    'fifo=/tmp/.svc-forwarder; mkfifo "$fifo" || exit 125',
-    `${start} &`,
-    'exec 3< "$fifo"; rm -f "$fifo" &',
-    'read -r ready <&3',
-    'case "$ready" in [0-9]*|Listening*) ;;',
-    '  *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
-    'esac',
-    'cat <&3 > /dev/null 3<&- & exec 3<&-',
-    'shift 2; exec "$@"',
+    `{ ${start} & } | {`,
+    ...limit ? [`  "$3" --pid $$ ${limits.join(' ')} & limited=$!`] : [],
+    '  read -r ready',
+    '  case "$ready" in [0-9]*|Listening*) ;;',
+    '    *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
+    '  esac',
+    '  exec 3<&0; cat <&3 > /dev/null 3<&- &',
+    '  exec 3<&-',
+    ...limit ? ['  wait $limited || exit 125'] : [],
+    '} || exit 125',
+    'shift 3; exec "$@"',
   ].join('\n');
 }
 
-/** The command line that starts the forwarder, waits until it listens, then becomes `command`. */
-function throughGate(gate: SandboxGate, command: string[]): string[] {
+/**
+ * The command line that starts the forwarder, waits until it listens and the limits are set, then becomes `command`.
+ * `limits`: limitArgv's prlimit and options, or null.
+ */
+function throughGate(gate: SandboxGate, limits: ReturnType<typeof limitArgv>, command: string[]): string[] {
   const b = gate.bridge;
   const [start, one, two] = b.kind === 'systemd'
-    ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2> "$fifo" > /dev/null`, b.activate, b.proxyd]
-    : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT} > "$fifo"`, b.node, b.forwarder];
-  return ['/bin/sh', '-c', bridge(start), 'svc-bridge', one, two, ...command];
+    ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2>&1 > /dev/null`, b.activate, b.proxyd]
+    : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT}`, b.node, b.forwarder];
+  return ['/bin/sh', '-c', bridge(start, limits?.options ?? []), 'svc-bridge', one, two, limits?.prlimit ?? '',
+    ...command];
 }

@@ -33,13 +33,14 @@ function openFilesLimit(): number {
   return hard === undefined ? OPEN_FILES : Math.min(OPEN_FILES, Number(hard));
 }
 
-/** The prlimit command that applies `limits` to what follows it; [] where util-linux's prlimit is missing. */
-export function limitArgv(limits: SandboxLimits): string[] {
+/** util-linux's prlimit and its options that apply `limits` (svc's numbers, so a script may name them); null where
+ * prlimit is missing. */
+export function limitArgv(limits: SandboxLimits): { prlimit: string; options: string[] } | null {
   prlimit ??= which('prlimit', '/usr/bin:/bin:/usr/sbin:/sbin');
-  if (!prlimit) return [];
+  if (!prlimit) return null;
   openFiles ??= openFilesLimit();
-  return [prlimit, `--nproc=${limits.processes}`, `--data=${limits.memoryBytes}`, `--fsize=${limits.fileBytes}`,
-    `--nofile=${openFiles}`, '--core=0', '--'];
+  return { prlimit, options: [`--nproc=${limits.processes}`, `--data=${limits.memoryBytes}`,
+    `--fsize=${limits.fileBytes}`, `--nofile=${openFiles}`, '--core=0'] };
 }
 
 /** `memoryBytes`: all the sandbox's memory together; `diskDirs`: the host folders it writes whose growth together is

@@ -331,9 +331,10 @@ describe('a busy port', () => {
   });
 
   it('does not take a server that answers /health but is no Control Plane (a svc trigger serve) for one', async () => {
-    // What a svc trigger serve answers: 200 on /health, 404 on /v1/openapi.json.
+    // What a svc trigger serve answers: 200 on /health, 404 on /v1/openapi.json; after 1.5 s, as a busy one may.
     const other = createHttpServer((req, res) => {
-      res.writeHead(req.url === '/health' ? 200 : 404, { 'content-type': 'application/json' }).end('{}');
+      const status = req.url === '/health' ? 200 : 404;
+      setTimeout(() => res.writeHead(status, { 'content-type': 'application/json' }).end('{}'), 1_500);
     });
     await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
     const { port } = other.address() as { port: number };

@@ -9,7 +9,9 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
-import { bwrapArgv, closeSandboxFds, openSandboxFds, shownBy } from '../../src/spawn/bwrap-argv.ts';
+import {
+  bwrapArgv, closeSandboxFds, openSandboxFds, sandboxGate, shownBy, type SandboxGate,
+} from '../../src/spawn/bwrap-argv.ts';
 import { childEnv, runCollect, runSync, startChild } from '../../src/spawn/start.ts';
 import { agentSandboxPlan, declaredFolders, gitSandboxPlan } from '../../src/spawn/agent-plan.ts';
 import { BadSettingError } from '../../src/errors.ts';
@@ -253,6 +255,116 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
       rmSync(root, { recursive: true, force: true });
     }
   });
+
+  it('binds a readable folder inside a writable tree by the tree\'s bind alone, protected where the plan says', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
+    try {
+      const worktree = join(root, 'wt');
+      const tools = join(worktree, 'tools');
+      const git = join(worktree, '.git');
+      mkdirSync(tools, { recursive: true });
+      mkdirSync(git);
+      writeFileSync(join(tools, 'tool'), 'a tool\n');
+      const plan = {
+        readable: [tools, git], writable: [worktree], protect: [git], hidden: [], protocolReadable: [],
+        protocolWritable: [], home: null, cwd: worktree, limits: DEFAULT_LIMITS, network: 'none' as const,
+      };
+      const script = 'cat tools/tool; echo w > tools/new && echo tools-writable; ' +
+        'echo w > .git/new 2>/dev/null || echo git-ro';
+      const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
+      // Each mount costs bwrap a pass over its mount table: the two the worktree's bind covers are not made.
+      const binds = (path: string) => argv.filter((arg, i) => arg === path && argv[i - 1] === path).length;
+      assert.equal(binds(tools), 0);
+      assert.equal(binds(git), 1, 'only protect\'s bind of .git, after the worktree\'s');
+      const fds = openSandboxFds();
+      const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+      closeSandboxFds(fds);
+      assert.equal(run.status, 0, run.stderr);
+      assert.deepEqual(run.stdout.trim().split('\n'), ['a tool', 'tools-writable', 'git-ro']);
+      assert.equal(existsSync(join(git, 'new')), false);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('behind a gate, limits the agent but not the forwarder or its drain, and the agent holds no end of their pipe',
+    async () => {
+      const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
+      const socket = join(root, 'gate.sock');
+      const server = createServer((c) => c.destroy());
+      await new Promise<void>((done) => server.listen(socket, done));
+      try {
+        const worktree = join(root, 'wt');
+        mkdirSync(worktree);
+        // Every process in the sandbox: its program, its limits and what its descriptors are; then what /tmp holds.
+        const script = [
+          'echo ran > ran',
+          'echo "agent $$"',
+          'for p in /proc/[0-9]*; do',
+          '  echo "== ${p#/proc/} $(readlink $p/exe)"; cat $p/limits',
+          '  for f in $p/fd/*; do echo "fd $(readlink $f)"; done',
+          'done',
+          'find /tmp -mindepth 1 | sed "s/^/tmp /"',
+        ].join('\n');
+        // Small enough that a node forwarder bound by it could not start.
+        const limits = { ...DEFAULT_LIMITS, processes: 512, memoryBytes: 64 * 1024 * 1024 };
+        const start = (gate: SandboxGate, limit: typeof limits) => {
+          rmSync(join(worktree, 'ran'), { force: true });
+          const plan = {
+            readable: [], writable: [worktree], protect: [], hidden: [], protocolReadable: [], protocolWritable: [],
+            home: null, cwd: worktree, limits: limit, network: gate,
+          };
+          const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
+          const fds = openSandboxFds();
+          const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+          closeSandboxFds(fds);
+          return run;
+        };
+        for (const useSystemd of [false, true]) {
+          const gate = sandboxGate(socket, useSystemd);
+          const b = gate.bridge;
+          const forwarderExe = realpathSync(b.kind === 'node' ? b.node : b.activate);
+          const run = start(gate, limits);
+          assert.equal(run.status, 0, run.stderr);
+          const agent = /^agent (\d+)$/m.exec(run.stdout)?.[1];
+          const processes = run.stdout.split(/^== /m).slice(1).map((text) => {
+            const [pid, exe = ''] = text.slice(0, text.indexOf('\n')).split(' ');
+            const limit = (name: string) => new RegExp(`^Max ${name}\\s+(\\S+)`, 'm').exec(text)?.[1];
+            const fd = [...text.matchAll(/^fd (.*)$/gm)].map((m) => m[1]);
+            return { pid, exe, data: limit('data size'), nproc: limit('processes'), fsize: limit('file size'), fd };
+          });
+          const one = (what: string, found: (typeof processes)[number][]) => {
+            assert.equal(found.length, 1, `${b.kind}: one ${what} in ${run.stdout}`);
+            return found[0]!;
+          };
+          const self = one('agent', processes.filter((p) => p.pid === agent));
+          const forwarder = one('forwarder', processes.filter((p) => p.exe === forwarderExe));
+          const drain = one('drain', processes.filter((p) => p.pid !== agent && p.exe.endsWith('/cat')));
+          assert.deepEqual([self.data, self.nproc, self.fsize],
+            [String(limits.memoryBytes), String(limits.processes), String(limits.fileBytes)], `${b.kind}: agent`);
+          for (const other of [forwarder, drain]) {
+            assert.notEqual(other.data, String(limits.memoryBytes), `${b.kind}: ${other.exe} has no data limit`);
+            assert.notEqual(other.nproc, String(limits.processes), `${b.kind}: ${other.exe} has no process limit`);
+          }
+          const pipe = drain.fd[0]!;
+          assert.match(pipe, /^pipe:/, `${b.kind}: the drain reads the forwarder's pipe`);
+          assert.ok(forwarder.fd.includes(pipe), `${b.kind}: the forwarder writes ${pipe}`);
+          assert.equal(self.fd.includes(pipe), false, `${b.kind}: the agent holds ${pipe}: ${self.fd.join(' ')}`);
+          // Nothing but the worktree's bind (a temp dir may be under /tmp) and what the command wrote there.
+          const tmp = [...run.stdout.matchAll(/^tmp (.*)$/gm)].map((m) => m[1]!)
+            .filter((path) => !`${worktree}/`.startsWith(`${path}/`) && !path.startsWith(`${worktree}/`));
+          assert.deepEqual(tmp, [], `${b.kind}: the agent's /tmp is empty`);
+          // A limit prlimit refuses: the start fails before the agent's command, with the bridge's own status.
+          const refused = start(gate, { ...limits, fileBytes: Number.NaN });
+          assert.equal(refused.status, 125, `${b.kind}: ${refused.stderr}`);
+          assert.equal(refused.stdout, '');
+          assert.equal(existsSync(join(worktree, 'ran')), false, `${b.kind}: the agent's command never ran`);
+        }
+      } finally {
+        server.close();
+        rmSync(root, { recursive: true, force: true });
+      }
+    });
 
   it('shows nothing of a HOME credential folder that is, or holds, a folder on PATH', () => {
     const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
