@@ -77,7 +77,7 @@ describe('a bad setting', () => {
   });
 });
 
-describe('a bad setting a run\'s worker reads', { skip: !bwrapWorks && 'needs bubblewrap' }, () => {
+describe('a bad setting a run\'s worker reads', () => {
   it('a bad forwarder, retry wait or daily budget stops svc start with exit 2 before a run is made', async () => {
     const repo = makeRepo();
     try {
@@ -98,7 +98,8 @@ describe('a bad setting a run\'s worker reads', { skip: !bwrapWorks && 'needs bu
 
   // The worker reads the forwarder after the launcher: a resume goes by the run's plan, not a new one. Its gate was
   // listening when the setting threw, and stayed open: the run was failed and its worker never ended.
-  it('SVC_SANDBOX_FORWARDER=x given to a resume fails the run and its worker ends', { timeout: 120_000 }, async () => {
+  it('SVC_SANDBOX_FORWARDER=x given to a resume fails the run and its worker ends',
+    { skip: !bwrapWorks && 'needs bubblewrap', timeout: 120_000 }, async () => {
     const repo = makeRepo({ providers: { fail: '#!/bin/sh\nexit 1\n' } });
     try {
       const cli = (args: string[], extra: NodeJS.ProcessEnv = {}) =>
