@@ -21,7 +21,7 @@ import {
   ignoredPolicyNote, resolveSandbox, sandboxOptOut, startedByServer, type SandboxMode,
 } from '../spawn/sandbox-mode.ts';
 import { isJsonObject } from '../untrusted.ts';
-import { settingChoice, settingInt, settingUsd } from '../settings-registry.ts';
+import { settingChoice } from '../settings-registry.ts';
 import { providerHomeKey } from './sandbox.ts';
 import { isRoutedRepoName } from './repo-name.ts';
 
@@ -64,11 +64,6 @@ export function planRun(req: {
   env: NodeJS.ProcessEnv;
 }): RunPlan {
   const { repo, env } = req;
-  // Read by the worker only later (its gate, an automatic retry): a bad value exits 2 here, before a run is made.
-  settingChoice(env, 'SVC_SANDBOX_FORWARDER');
-  settingInt(env, 'SVC_INFRA_RETRY_WAIT_S');
-  settingUsd(env, 'SVC_BUDGET_REPO_DAY_USD');
-  settingUsd(env, 'SVC_BUDGET_SERVER_DAY_USD');
   return refusingToStart(() => {
     const policyFile = loadPolicyFile(repo);
     const { policy } = policyFile;
