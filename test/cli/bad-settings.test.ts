@@ -122,9 +122,10 @@ describe('a bad setting a run\'s worker reads', () => {
   });
 
   // svc start no longer lets a bad forwarder through, but a worker started some other way must still end: its gate
-  // was listening when the setting threw, and stayed open, so the worker never ended.
+  // was listening when the setting threw, and stayed open, so the worker never ended. Killed when the test times
+  // out, so a regression fails instead of hanging the suite.
   it('SVC_SANDBOX_FORWARDER=x given to a worker fails its verify and the worker ends',
-    { skip: !bwrapWorks && 'needs bubblewrap', timeout: 120_000 }, async () => {
+    { skip: !bwrapWorks && 'needs bubblewrap', timeout: 120_000 }, async (t) => {
       const repo = makeRepo({ providers: { fail: '#!/bin/sh\nexit 1\n' } });
       try {
         const first = await startIn(repo, ['--brief', 'x', '--provider', 'fail']);
@@ -132,7 +133,8 @@ describe('a bad setting a run\'s worker reads', () => {
         const run = (JSON.parse(first.stdout.split('\n')[0]!) as { run: string }).run;
         const env = svcEnv(repo, { SVC_SANDBOX_FORWARDER: 'x' });
         const args = [CLI, 'worker', 'verify', '--run-id', run, '--repo', repo.repo];
-        const verified = await runChild(process.execPath, args, { cwd: repo.repo, env });
+        const verified = await runChild(process.execPath, args,
+          { cwd: repo.repo, env, signal: t.signal, killSignal: 'SIGKILL' });
         assert.equal(verified.code, 1, verified.stderr);
         const events = readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8');
         assert.match(events, /egress gate did not start: SVC_SANDBOX_FORWARDER must be/);
