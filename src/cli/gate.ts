@@ -2,7 +2,6 @@
 // run by themselves; this one is for Kubernetes job pods.
 import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
-import { settingInt, settingOr } from '../settings-registry.ts';
 
 export const HELP = `Usage: svc gate serve [options]
 
@@ -38,13 +37,12 @@ export default async function gate(io: CliIo): Promise<number> {
     policy: { type: 'string' },
     'per-job': { type: 'string' },
   }, 0);
-  const { serveGateForever } = await import('../gate/main.ts');
+  const { gateAddress, serveGateForever } = await import('../gate/main.ts');
   const { GatePolicyError } = await import('../gate/policy.ts');
   const { serveOnFreePort } = await import('./dashboard.ts');
-  const where = { host: values.host ?? settingOr(io.env, 'SVC_GATE_HOST'),
-    port: settingInt(io.env, 'SVC_GATE_PORT', { flag: values.port }) };
+  const where = gateAddress(values, io.env);
   try {
-    return await serveOnFreePort('gate', where, io.env, () => serveGateForever(values, io.env, io.stdout));
+    return await serveOnFreePort('gate', where, io.env, () => serveGateForever(values, where, io.env, io.stdout));
   } catch (err) {
     // A policy error only: a module the gate cannot load is a broken install, not the operator's policy.
     if (err instanceof GatePolicyError) throw new UsageError(`Gate policy: ${err.message}`);
