@@ -73,7 +73,8 @@ export function openDatabase(path: string, migrations: readonly string[]): Db {
   try {
     db = openConnection(path);
   } catch (err) {
-    // node:sqlite names no file ("file is not a database"): say which, for the operator to fix --db or its setting.
+    // node:sqlite names no file ("file is not a database"): say which. Exit 1, not 2: a locked, unreadable or
+    // corrupt file at a right path fails the same way, so the path is not known to be the operator's mistake.
     throw new FailedError(`Cannot open the database ${path}: ${errorMessage(err)}`, { cause: err });
   }
   try {
