@@ -125,15 +125,19 @@ function listFilter(values: FlagValues): RunFilter {
 
 type FoundClient = ReturnType<typeof controlClientOf>;
 
+/** `sendPending` runs once the command line is found good, before the first request: a usage error sends nothing. */
 async function dispatch(
   io: CliIo, found: FoundClient, sub: string, positionals: string[], values: FlagValues,
+  sendPending: () => Promise<void>,
 ): Promise<number> {
   const { client } = found;
   const json = values.json === true;
   const print = (value: unknown, text = '') => io.stdout(json ? `${safeJson(value, 2)}\n` : text);
   if (sub === 'list') {
     if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
-    const page = await client.listRuns(listFilter(values));
+    const filter = listFilter(values);
+    await sendPending();
+    const page = await client.listRuns(filter);
     print(page, formatRunTable(page.items));
     const more = page.next_cursor ? oneLine(String(page.next_cursor)) : '';
     if (!json && more) io.stderr(`More runs: svc runs list --cursor ${more}\n`);
@@ -150,8 +154,13 @@ async function dispatch(
   const ref = parseRunRef(positionals[0], io.env);
   if (values.follow !== undefined && sub !== 'logs') throw new UsageError('--follow only applies to "svc runs logs"');
   if (sub !== 'answer' && positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
+  if (sub === 'logs' && json) throw new UsageError('--json does not apply to "svc runs logs"');
+  const answer = positionals.slice(1).join(' ').trim();
+  if (sub === 'answer' && !answer) {
+    throw new UsageError('Missing answer text: svc runs answer <source>/<run> <answer text…>');
+  }
+  await sendPending();
   if (sub === 'logs') {
-    if (json) throw new UsageError('--json does not apply to "svc runs logs"');
     const follow = values.follow === true;
     const local = findLocalRun(process.cwd(), positionals[0]!.includes('/') ? ref.source : null, ref.run);
     let printed = 0;
@@ -179,9 +188,7 @@ async function dispatch(
     return 0;
   }
   if (sub === 'answer') {
-    const text = positionals.slice(1).join(' ').trim();
-    if (!text) throw new UsageError('Missing answer text: svc runs answer <source>/<run> <answer text…>');
-    print(await client.answer(ref, text), `Answered ${ref.source}/${ref.run}\n`);
+    print(await client.answer(ref, answer), `Answered ${ref.source}/${ref.run}\n`);
     return 0;
   }
   const run = await client[action!](ref);
@@ -197,9 +204,9 @@ export default async function runs(io: CliIo): Promise<number> {
   const [first, ...rest] = positionals;
   const sub = first === undefined || first === 'list' ? 'list' : first;
   const found = controlClientOf(io.env, values.url);
-  if (values.url === undefined) await sendPendingRuns(io, process.cwd());
+  const sendPending = () => (values.url === undefined ? sendPendingRuns(io, process.cwd()) : Promise.resolve());
   try {
-    return await dispatch(io, found, sub, rest, values);
+    return await dispatch(io, found, sub, rest, values, sendPending);
   } catch (err) {
     throw controlFailure(err, found, found.hasToken);
   }
