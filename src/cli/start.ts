@@ -123,7 +123,11 @@ async function launch(
     await sendPendingRuns(io, state.repo_path, 1_500);
     return 0;
   }
-  const onSignal = () => void stopLocalRun(state.repo_path, state.run, 'an interrupt of svc start');
+  // A run already ended has nothing to stop: its worker, still closing, gets the signal and ends at once.
+  const onSignal = (signal: NodeJS.Signals) => void stopLocalRun(state.repo_path, state.run, 'an interrupt of svc start')
+    .then((now) => {
+      if (now && TERMINAL.has(now.status)) child.kill(signal);
+    });
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   let closed = false;
