@@ -145,7 +145,8 @@ const endsOnReturn = ['worker', 'start'].includes(process.argv.slice(2).find((a)
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
-    if (endsOnReturn) process.exit(code);
+    // After what was printed: a pipe's writes may still be queued where they are asynchronous (macOS).
+    if (endsOnReturn) process.stdout.write('', () => process.stderr.write('', () => process.exit(code)));
   },
   (err: unknown) => {
     printErr(`svc: ${errorMessage(err)}\n`);
