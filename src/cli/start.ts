@@ -124,10 +124,9 @@ async function launch(
     return 0;
   }
   // A run already ended has nothing to stop: its worker, still closing, gets the signal and ends at once.
-  const onSignal = (signal: NodeJS.Signals) => void stopLocalRun(state.repo_path, state.run, 'an interrupt of svc start')
-    .then((now) => {
-      if (now && TERMINAL.has(now.status)) child.kill(signal);
-    });
+  const interrupt = 'an interrupt of svc start';
+  const onSignal = (signal: NodeJS.Signals) => void stopLocalRun(state.repo_path, state.run, interrupt)
+    .then((now) => now && TERMINAL.has(now.status) && child.kill(signal));
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   let closed = false;
