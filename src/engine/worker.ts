@@ -120,6 +120,8 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
 /** The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran starts the run
  * over once, after SVC_INFRA_RETRY_WAIT_S. */
 async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
+  // Read first: a bad value met in the catch would replace the failure it was to retry.
+  const waitMs = settingInt(ctx.env, 'SVC_INFRA_RETRY_WAIT_S') * 1000;
   try {
     return await work(ctx, plan, mode);
   } catch (err) {
@@ -129,7 +131,7 @@ async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMod
     ctx.note(`retried automatically after ${err.message}`, { retry: 'automatic', after: failureOf(err) });
     // Loaded now, not after a wait of up to SVC_INFRA_RETRY_WAIT_S in which a newer svc may be installed.
     void loadFinish();
-    const until = Date.now() + settingInt(ctx.env, 'SVC_INFRA_RETRY_WAIT_S') * 1000;
+    const until = Date.now() + waitMs;
     while (Date.now() < until && !ctx.stopRequested()) await sleep(Math.min(POLL_MS, until - Date.now()));
     if (ctx.stopRequested()) return;
     return await work(ctx, plan, mode);
