@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage } from 'node:http';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CLI, EDIT_SCRIPT, processesMentioning, repoForTests } from './fixtures.ts';
+import { CLI, EDIT_SCRIPT, SLEEP_SCRIPT, processesMentioning, repoForTests } from './fixtures.ts';
 import type { RunState } from '../../src/engine/run-state.ts';
 import { tryReadState } from '../../src/engine/run-state.ts';
 import { runDir } from '../../src/engine/paths.ts';
@@ -26,10 +26,12 @@ after(() => {
 });
 
 /** `svc start` in the foreground, every svc process of it holding a socket nothing closes. */
-function startLeaking(repo: { root: string; repo: string; env: NodeJS.ProcessEnv }, env: NodeJS.ProcessEnv = {}) {
+function startLeaking(
+  repo: { root: string; repo: string; env: NodeJS.ProcessEnv }, env: NodeJS.ProcessEnv = {}, provider = 'fake',
+) {
   const leak = join(repo.root, 'leak.mjs');
   writeFileSync(leak, LEAK);
-  const child = spawn(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'], {
+  const child = spawn(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', provider], {
     cwd: repo.repo, env: { ...repo.env, SVC_SANDBOX: 'none', NODE_OPTIONS: `--import=${leak}`, ...env },
   });
   launchers.push(child);
@@ -52,7 +54,7 @@ async function endWritten(child: ChildProcess, repo: string, out: () => string):
 }
 
 describe("a run's worker and its launcher at the run's end", () => {
-  const repo = repoForTests({ providers: { fake: EDIT_SCRIPT } }, {}, true);
+  const repo = repoForTests({ providers: { fake: EDIT_SCRIPT, sleepy: SLEEP_SCRIPT } }, {}, true);
 
   it('end by themselves with the run\'s exit code, a socket left listening in each', { timeout: 60_000 }, async () => {
     const started = startLeaking(repo);
@@ -86,5 +88,25 @@ describe("a run's worker and its launcher at the run's end", () => {
       control.closeAllConnections();
       control.close();
     }
+  });
+
+  it('stop the run on a SIGINT while it works, and exit only once the stopper has written its end', {
+    timeout: 60_000,
+  }, async () => {
+    const started = startLeaking(repo, {}, 'sleepy');
+    let state: RunState | null = null;
+    while (!state?.child) {
+      assert.equal(started.child.exitCode, null, 'svc start is still there while its agent sleeps');
+      await sleep(50);
+      const run = /"run":"([^"]+)"/.exec(started.stdout())?.[1];
+      state = run ? tryReadState(runDir(repo.repo, run)) : null;
+    }
+    leftovers.push(state.run);
+    started.child.kill('SIGINT');
+    assert.deepEqual(await started.exited, [1, null]);
+    const final = tryReadState(runDir(repo.repo, state.run));
+    assert.equal(final?.status, 'stopped');
+    assert.equal(final?.failure?.reason, 'stopped by an interrupt of svc start');
+    assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the stop waits for the next ship');
   });
 });
