@@ -155,7 +155,7 @@ async function notStarted(ctx: RunContext): Promise<number> {
 
 /**
  * Runs in the detached worker process; the exit code is 0 when the run succeeded. Its caller ends the process on the
- * return (cli.ts); a SIGTERM, SIGINT or SIGHUP once the run has ended ends it at once.
+ * return (cli.ts); a SIGTERM, SIGINT or SIGHUP once it has written the run's end ends it at once.
  */
 export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
