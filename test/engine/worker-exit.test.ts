@@ -77,10 +77,13 @@ describe("a run's worker and its launcher at the run's end", () => {
       const started = startLeaking(repo, { SVC_SHIP: '1', SVC_CONTROL_URL: `http://127.0.0.1:${address.port}` });
       const state = await endWritten(started.child, repo.repo, started.stdout);
       leftovers.push(state.run);
-      // Its last ship waits on the stand-in.
+      // The stand-in holds the first ship that reaches it, most often a periodic one the last ship waits behind.
       while (held.length === 0) await sleep(50);
       started.child.kill('SIGTERM');
       assert.deepEqual(await started.exited, [0, null]);
+      // A worker that sat out the Control Plane client's timeout would have tried its last ship again (then marked it
+      // pending and ended anyway): the signal ended it while it waited on that first request.
+      assert.deepEqual(held.map((req) => req.method), ['POST'], 'the signal, not a timeout, ended the last ship');
       assert.match(started.stdout(), /"status":"succeeded"/);
       assert.deepEqual(processesMentioning(state.run), [], 'the worker is gone too');
       assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the run waits for the next ship');
