@@ -124,7 +124,17 @@ async function launch(
     await sendPendingRuns(io, state.repo_path, 1_500);
     return 0;
   }
-  const onSignal = () => void stopLocalRun(state.repo_path, state.run, 'an interrupt of svc start');
+  // A worker past its run's end (written, its pid cleared) has only its last ship left: it gets the signal and ends
+  // at once. Any other run is stopped, and this launcher waits for the stopper's writes (its reason, the ship-pending
+  // marker) before it exits. A verify's run is final throughout: its checks go on, as a stop would leave them.
+  const interrupt = 'an interrupt of svc start';
+  let stopping: Promise<unknown> = Promise.resolve();
+  const onSignal = (signal: NodeJS.Signals) => {
+    const now = tryReadState(dir);
+    if (mode === 'verify' || !now) return;
+    if (TERMINAL.has(now.status) && now.pid === null) child.kill(signal);
+    else stopping = Promise.all([stopping, stopLocalRun(state.repo_path, state.run, interrupt)]);
+  };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   let closed = false;
@@ -141,6 +151,7 @@ async function launch(
   await output;
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
+  await stopping;
   const final = readState(dir);
   io.stdout(summary(final));
   // A pod's run container is an init container: failing it would keep the signer, which judges the run, from starting.
