@@ -3,18 +3,22 @@
 
 // A URL's user name and password (`https://x-access-token:TOKEN@github.com/`); a password may hold `@` itself, so up to
 // the last `@` before the host's path, but never across a quote or an angle bracket (a JSON line without spaces,
-// `{"homepage":"https://example.com","author":"dev@example.org"}`, keeps its fields). A scheme starts where no scheme
-// character precedes it (a lookbehind, not `\b`): else every letter of a hostile `a-a-a-…` would start a scan to the
-// line's end, quadratic in the line.
-export const USERINFO = /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)[^/\s"'<>]*@/gi;
+// `{"homepage":"https://example.com","author":"dev@example.org"}`, keeps its fields), nor across a backslash (JSON's
+// `\n` between two config lines). Whitespace is ASCII only, spelled out: a .log is scrubbed as latin1, where `\s`
+// would take 0xA0, a byte inside a UTF-8 character. A scheme starts where no scheme character precedes it (a
+// lookbehind, not `\b`): else every letter of a hostile `a-a-a-…` would start a scan to the line's end, quadratic.
+export const USERINFO = /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)[^/ \t\n\r\f\v"'<>\\]*@/gi;
 
 // A gate job credential as src/gate/job-credential.ts mints it, `g1.<payload>.<MAC of 32 bytes>` in base64url (the
 // worker loads no gate module unless its run is sandboxed, so the shape is written here).
 const JOB_CREDENTIAL = /\bg1\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])/g;
 
 // An HTTP credential header's value, after its scheme if it has one: `curl -v` through the pod's proxy prints
-// `> Proxy-Authorization: Basic <base64 of svc:credential>`, which no other pattern here would see.
-const AUTHORIZATION = /\b((?:proxy-)?authorization["']?[ \t]*:[ \t]*["']?(?:[a-z][\w.+-]*[ \t]+)?)[^\s"'<>]+/gi;
+// `> Proxy-Authorization: Basic <base64 of svc:credential>`, which no other pattern here would see. A quote may be
+// escaped (`curl -H \"Authorization: …\"` inside a stream-json line): the value stops before its backslash, so the
+// line still parses and its usage is still read.
+const AUTHORIZATION =
+  /\b((?:proxy-)?authorization(?:\\?["'])?[ \t]*:[ \t]*(?:\\?["'])?(?:[a-z][\w.+-]*[ \t]+)?)[^ \t\n\r\f\v"'<>\\]+/gi;
 
 /** What a run's log and errors keep of `text`: no URL's password, no gate job credential, no Authorization header's
  * credential (a CLI printing its proxy or base URL, git naming a remote with its token, curl -v). */

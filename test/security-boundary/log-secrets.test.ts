@@ -16,11 +16,13 @@ import { withoutSecrets } from '../../src/engine/text.ts';
 
 const credential = mintJobCredential(randomBytes(32), { job: 'j1', run: 'r1', repo: 'acme' }, Date.now() + 3_600_000);
 const TOKEN = 'ghp_pushtoken0123456789';
-// What claude prints when its base URL does not answer, and git naming a remote with its token.
+// What claude prints when its base URL does not answer, git naming a remote with its token, and a header whose token
+// holds a character of two bytes, "tokàn" (C3 A0: the log is scrubbed as latin1, where A0 is a space to `\s`).
 const LEAKY = `#!/bin/sh
 cat > /dev/null
 echo "API Error: Connection error. (base URL $ANTHROPIC_BASE_URL)" >&2
 echo "proxy http://svc:$(echo "$ANTHROPIC_BASE_URL" | cut -d/ -f5)@svc-gate.test:3128"
+printf 'Authorization: Bearer tok\\303\\240n\\n'
 echo "fatal: unable to access 'https://x-access-token:${TOKEN}@github.com/acme/api.git/'"
 echo fixed >> a.txt
 `;
@@ -84,6 +86,9 @@ describe('secrets in a run log', () => {
       assert.match(files[2]!, /https:\/\/\*\*\*@h\//);
       assert.match(events.text, /_job\/g1\.\*\*\*\/_model/);
       assert.match(files[3]!, /https:\/\/\*\*\*@github\.com\/acme\/api\.git/, 'its last words, cut');
+      const log = readFileSync(join(dir, 'artifacts/provider.log'));
+      assert.match(new TextDecoder('utf-8', { fatal: true }).decode(log), /^Authorization: Bearer \*\*\*$/m,
+        'the whole token cut, and no half of a character left');
     });
 });
 
@@ -162,5 +167,27 @@ describe('what the scrub keeps', () => {
     assert.equal(withoutSecrets(`< authorization: Bearer ${TOKEN}`), '< authorization: Bearer ***');
     assert.equal(withoutSecrets(`Authorization:${TOKEN}`), 'Authorization:***');
     assert.equal(withoutSecrets(`{"Authorization":"token ${TOKEN}","x":1}`), '{"Authorization":"token ***","x":1}');
+  });
+
+  it('cuts a header inside JSON-escaped text and leaves the line JSON: a stream-json event keeps its usage', () => {
+    const command = `curl -H "Authorization: Bearer ${TOKEN}" https://api.github.com/user`;
+    const line = JSON.stringify({ type: 'assistant', message: { content: [{ type: 'tool_use', input: { command } }],
+      usage: { output_tokens: 7 } } });
+    const cut = withoutSecrets(line);
+    assert.equal(cut.includes(TOKEN), false, cut);
+    const event = JSON.parse(cut);
+    assert.equal(event.message.content[0].input.command,
+      'curl -H "Authorization: Bearer ***" https://api.github.com/user');
+    assert.equal(event.message.usage.output_tokens, 7);
+    // A JSON header object quoted inside a JSON string: its key's quotes are escaped too.
+    const nested = JSON.stringify({ text: JSON.stringify({ Authorization: `Bearer ${TOKEN}` }) });
+    const nestedCut = withoutSecrets(nested);
+    assert.equal(nestedCut.includes(TOKEN), false, nestedCut);
+    assert.equal(JSON.parse(JSON.parse(nestedCut).text).Authorization, 'Bearer ***');
+  });
+
+  it('never crosses a JSON escape: a URL\'s user info stops at a backslash', () => {
+    const config = JSON.stringify({ out: 'http.proxy=http://proxy.corp:3128\nuser.email=dev@example.org' });
+    assert.equal(withoutSecrets(config), config);
   });
 });
