@@ -150,6 +150,8 @@ describe('spawnGroup', () => {
   // between (its process ended, the kernel gave the number to another) must not be killed. In a pid namespace of its
   // own, where the next pid can be chosen, the scan's `grep` (first on the agent's PATH) lists the agent's processes,
   // ends one, and starts an unmarked process of its own session under that pid before the scan kills what it listed.
+  // A reaped pid leaves /proc before its number is free (Linux 6.15 on), so the grep forks until it gets it; it
+  // returns once the process is in its own session, out of reach of the kill of the agent's group.
   it('spares a process that took a marked pid between the dead worker\'s scan and its kill', {
     skip: spawnSync('unshare', ['-rpf', '--mount-proc', 'true']).status === 0 ? false : 'no user and pid namespaces',
   }, () => {
@@ -164,10 +166,19 @@ found=$(${grep} "$@")
 read -r marked < ${dir}/marked
 kill -s KILL $marked
 while [ -e /proc/$marked ]; do :; done
-echo $((marked - 1)) > /proc/sys/kernel/ns_last_pid
-setsid sleep 1000 > /dev/null 2>&1 &
+tries=0
+while [ $tries -lt 100 ]; do
+  tries=$((tries + 1))
+  echo $((marked - 1)) > /proc/sys/kernel/ns_last_pid
+  setsid sh -c ': > ${dir}/sid.$$; exec sleep 1000' > /dev/null 2>&1 &
+  [ $! = $marked ] && break
+  kill -s KILL $!; wait $!
+done
 echo $! > ${dir}/innocent
-[ $! = $marked ] && : > ${dir}/reused && printf '%s\\n' "$found"
+if [ $! = $marked ]; then
+  while [ ! -e ${dir}/sid.$marked ]; do :; done
+  : > ${dir}/reused; printf '%s\\n' "$found"
+fi
 echo $PPID > ${dir}/watcher
 `, { mode: 0o755 });
       // The agent waits for its second process, so it takes that one's pid back at once when it ends.
@@ -187,7 +198,8 @@ read -r _ < ${dir}/up; kill -s KILL $!
 read -r watcher < ${dir}/watcher
 while read -r stat < /proc/$watcher/stat; do state=\${stat##*") "}; [ "\${state%% *}" = Z ] && break; done 2>/dev/null
 read -r innocent < ${dir}/innocent
-kill -0 "$innocent" && echo spared || echo killed`;
+{ read -r stat < /proc/$innocent/stat; } 2>/dev/null && state=\${stat##*") "} && [ "\${state%% *}" != Z ] &&
+  echo spared || echo killed`;
       const res = spawnSync('unshare', ['-rpf', '--mount-proc', 'sh', '-c', init],
         { encoding: 'utf8', timeout: 60_000, killSignal: 'SIGKILL' });
       // Spared proves nothing unless the other process took the marked pid: a case that could not force it fails.
