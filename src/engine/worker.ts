@@ -2,7 +2,7 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { endChildOnExit, openRunContext, type RunContext } from './run-context.ts';
-import { operatorAllowNow, readPlan, serverShare, writePlan, type RunPlan } from './run-plan.ts';
+import { keptLocal, operatorAllowNow, readPlan, serverShare, writePlan, type RunPlan } from './run-plan.ts';
 import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
@@ -154,7 +154,7 @@ async function notStarted(ctx: RunContext): Promise<number> {
 export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
 ): Promise<number> {
-  const ctx = openRunContext(dir, env, { say });
+  const ctx = openRunContext(dir, env, { say, ...keptLocal(dir) ? { ship: false } : {} });
   // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is gone.
   const onSignal = (signal: NodeJS.Signals) => ctx.requestStop(`a ${signal} to the run's worker`);
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, onSignal);

@@ -137,6 +137,42 @@ describe('svc ship with a run the Control Plane refuses', () => {
   });
 });
 
+describe('a run made with SVC_SHIP=0', () => {
+  it('is shipped by no later command, nor by svc ship, until svc ship names it', async () => {
+    const repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    const cp = await startTestControl();
+    try {
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url };
+      const made = { input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo };
+      await prepareRun({ ...made, runId: 'keep1', env: { ...env, SVC_SHIP: '0' } });
+      await prepareRun({ ...made, runId: 'sent1', env });
+      // Both marked, as a stop from outside their workers leaves them.
+      mkdirSync(join(repo.repo, '.svc', 'ship-pending'), { recursive: true });
+      for (const run of ['keep1', 'sent1']) writeFileSync(join(repo.repo, '.svc', 'ship-pending', run), '');
+      const status = async (run: string) => (await cp.request('GET', `/v1/runs/local/${run}`)).status;
+
+      const shown = await runChild(process.execPath, [CLI, 'runs', 'show', 'local/sent1'], { cwd: repo.repo, env });
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.equal(await status('keep1'), 404);
+
+      const ship = (...args: string[]) =>
+        runChild(process.execPath, [CLI, 'ship', '--repo', repo.repo, ...args], { cwd: repo.home, env });
+      const all = await ship();
+      assert.equal(all.code, 0, all.stderr);
+      assert.equal(all.stderr, 'svc ship: keep1: kept local (made with SVC_SHIP=0); `svc ship keep1` sends it\n');
+      assert.equal(await status('keep1'), 404);
+
+      const named = await ship('keep1');
+      assert.equal(named.code, 0, named.stderr);
+      assert.equal(named.stdout, `Shipped 1 run to ${cp.url}\n`);
+      assert.equal(await status('keep1'), 200);
+    } finally {
+      await cp.close();
+      repo.cleanup();
+    }
+  });
+});
+
 // Every command looks for pending runs from its folder up: an ancestor's `.svc` svc cannot look into (another user's
 // `/.svc`: EACCES for anyone but root; here a file, ENOTDIR for root too) is no project, not a failed command.
 describe('pending runs looked for from a folder up', () => {
