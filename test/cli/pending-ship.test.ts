@@ -173,6 +173,27 @@ describe('a run made with SVC_SHIP=0', () => {
   });
 });
 
+describe('a run made with SVC_SHIP=0, verified later without it', () => {
+  it('is not shipped by its verify worker either: the choice is the run\'s, kept in its plan', async () => {
+    const repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    const cp = await startTestControl();
+    try {
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url, SVC_SANDBOX: 'none' };
+      const svc = (more: NodeJS.ProcessEnv, ...args: string[]) =>
+        runChild(process.execPath, [CLI, 'start', ...args], { cwd: repo.repo, env: { ...env, ...more } });
+      const made = await svc({ SVC_SHIP: '0' }, '--brief', 'append fixed', '--provider', 'fake', '--worktree');
+      assert.equal(made.code, 0, made.stderr);
+      const { run } = JSON.parse(made.stdout.trim().split('\n')[0]!) as { run: string };
+      const verified = await svc({}, '--verify', run);
+      assert.equal(verified.code, 0, verified.stderr);
+      assert.equal((await cp.request('GET', `/v1/runs/local/${run}`)).status, 404);
+    } finally {
+      await cp.close();
+      repo.cleanup();
+    }
+  });
+});
+
 // Every command looks for pending runs from its folder up: an ancestor's `.svc` svc cannot look into (another user's
 // `/.svc`: EACCES for anyone but root; here a file, ENOTDIR for root too) is no project, not a failed command.
 describe('pending runs looked for from a folder up', () => {
