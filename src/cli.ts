@@ -138,9 +138,15 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+// A run's worker and its launcher end when their command returns (the run's end on disk, its last ship tried), not
+// when the event loop drains: a handle something left open (a socket, a timer, a child's pipe) must not keep them.
+const endsOnReturn = ['worker', 'start'].includes(process.argv.slice(2).find((a) => a !== '--verbose') ?? '');
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
+    // After what was printed: a pipe's writes may still be queued where they are asynchronous (macOS).
+    if (endsOnReturn) process.stdout.write('', () => process.stderr.write('', () => process.exit(code)));
   },
   (err: unknown) => {
     printErr(`svc: ${errorMessage(err)}\n`);

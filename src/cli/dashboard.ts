@@ -49,7 +49,7 @@ export default async function dashboard(io: CliIo): Promise<number> {
 
   // null: SVC_CONTROL_PORT=0, no default server to probe, so one is started on a free port.
   const found = findControlUrl(io.env);
-  const answering = found ? await whoAnswers(found.url, 2_000) : 'nothing';
+  const answering = found ? await whoAnswers(found.url) : 'nothing';
   let url: string;
   if (found && answering === 'control') {
     url = found.url;
@@ -93,15 +93,22 @@ export default async function dashboard(io: CliIo): Promise<number> {
 }
 
 /**
+ * How long what holds a port has to answer: a port nobody listens on here refuses at once, so only a hung holder
+ * (or a remote SVC_CONTROL_URL whose firewall drops packets) costs the wait; a loaded machine took over 1 s (this
+ * process's first fetch loads its HTTP client inside it) and a server was then told as "another program".
+ */
+const WHO_ANSWERS_MS = 5_000;
+
+/**
  * What answers at `url`: a Control Plane (its OpenAPI document, or 401 `unauthorized` when it has a token, which is
  * never sent to a server not yet known as one), another program (`svc trigger serve` answers /health as well), or
  * nothing at all.
  */
-async function whoAnswers(url: string, timeoutMs: number): Promise<'control' | 'other' | 'nothing'> {
+async function whoAnswers(url: string): Promise<'control' | 'other' | 'nothing'> {
   let status: number;
   let body: Record<string, unknown> | null;
   try {
-    const res = await fetch(`${url}/v1/openapi.json`, { signal: AbortSignal.timeout(timeoutMs) });
+    const res = await fetch(`${url}/v1/openapi.json`, { signal: AbortSignal.timeout(WHO_ANSWERS_MS) });
     status = res.status;
     body = objOrNull(tryParseJson(await res.text()));
   } catch {
@@ -113,11 +120,12 @@ async function whoAnswers(url: string, timeoutMs: number): Promise<'control' | '
 }
 
 /**
- * Runs `svc control serve` or `svc trigger serve`; a taken port (EADDRINUSE) fails naming its holder as far as it is
- * known (the recorded Control Plane, another one, a server that is not one, a program) and what to do next.
+ * Runs `svc control serve`, `svc trigger serve` or `svc gate serve`; a taken port (EADDRINUSE) fails naming its holder
+ * as far as it is known (the recorded Control Plane, another one, a server that is not one, a program) and what to do
+ * next.
  */
 export async function serveOnFreePort(
-  server: 'control' | 'trigger', { host, port }: { host: string; port: number }, env: NodeJS.ProcessEnv,
+  server: 'control' | 'trigger' | 'gate', { host, port }: { host: string; port: number }, env: NodeJS.ProcessEnv,
   serve: () => Promise<number>,
 ): Promise<number> {
   try {
@@ -135,7 +143,7 @@ export async function serveOnFreePort(
       `Use it (svc control status, svc dashboard), stop it (kill ${record.pid}), ${wayOut}`);
   }
   // What answers is told as svc dashboard tells it; a server that is not a Control Plane is not guessed at further.
-  const answering = await whoAnswers(url, 1_000);
+  const answering = await whoAnswers(url);
   if (answering === 'control') {
     const use = server === 'control' ? `Use it (SVC_CONTROL_URL=${url}), stop it` : 'Stop it';
     throw new UnavailableError(`${taken}: a Control Plane answers ${url}. ${use}, ${wayOut}`);

@@ -37,10 +37,12 @@ export default async function gate(io: CliIo): Promise<number> {
     policy: { type: 'string' },
     'per-job': { type: 'string' },
   }, 0);
-  const { serveGateForever } = await import('../gate/main.ts');
+  const { gateAddress, serveGateForever } = await import('../gate/main.ts');
   const { GatePolicyError } = await import('../gate/policy.ts');
+  const { serveOnFreePort } = await import('./dashboard.ts');
+  const where = gateAddress(values, io.env);
   try {
-    return await serveGateForever(values, io.env, io.stdout);
+    return await serveOnFreePort('gate', where, io.env, () => serveGateForever(values, where, io.env, io.stdout));
   } catch (err) {
     // A policy error only: a module the gate cannot load is a broken install, not the operator's policy.
     if (err instanceof GatePolicyError) throw new UsageError(`Gate policy: ${err.message}`);

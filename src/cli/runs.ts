@@ -12,6 +12,7 @@ import { safeJson } from '../safe-json.ts';
 import { oneLine } from '../webhook-sources.ts';
 import { obj, objOrNull, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
+import { timeMs } from '../iso-time.ts';
 import { findLocalRun, printLocalLogs, printControlLogs, waitForRun } from './run-logs.ts';
 
 export const HELP = `Usage:
@@ -107,6 +108,12 @@ function listFilter(values: FlagValues): RunFilter {
   if (limit !== undefined && !/^[1-9]\d*$/.test(limit)) {
     throw new UsageError(`Invalid --limit "${limit}" (expected a positive integer)`);
   }
+  for (const flag of ['since', 'until'] as const) {
+    const value = values[flag];
+    if (value !== undefined && timeMs(value) === null) {
+      throw new UsageError(`Invalid --${flag} "${value}" (expected an ISO-8601 time or unix ms)`);
+    }
+  }
   return {
     verdict: choice<Verdict | 'none'>('verdict', [...VERDICTS, 'none']),
     status: choice('status', RUN_STATUSES),
@@ -118,27 +125,42 @@ function listFilter(values: FlagValues): RunFilter {
 
 type FoundClient = ReturnType<typeof controlClientOf>;
 
+/** `sendPending` runs once the command line is found good, before the first request: a usage error sends nothing. */
 async function dispatch(
   io: CliIo, found: FoundClient, sub: string, positionals: string[], values: FlagValues,
+  sendPending: () => Promise<void>,
 ): Promise<number> {
   const { client } = found;
   const json = values.json === true;
   const print = (value: unknown, text = '') => io.stdout(json ? `${safeJson(value, 2)}\n` : text);
   if (sub === 'list') {
     if (positionals.length) throw new UsageError(`Unexpected argument "${positionals[0]}"`);
-    const page = await client.listRuns(listFilter(values));
+    const filter = listFilter(values);
+    await sendPending();
+    const page = await client.listRuns(filter);
     print(page, formatRunTable(page.items));
     const more = page.next_cursor ? oneLine(String(page.next_cursor)) : '';
     if (!json && more) io.stderr(`More runs: svc runs list --cursor ${more}\n`);
     return 0;
+  }
+  // An unknown word is named as one before a run is looked for, not taken for a subcommand whose run is missing.
+  const action = oneOf(sub, ACTIONS);
+  if (action === null && oneOf(sub, ['show', 'answer', 'logs'] as const) === null) {
+    const expected = 'list, show, stop, resume, retry, verify, pr, answer or logs';
+    throw new UsageError(`Unknown subcommand "runs ${sub}" (expected ${expected})`);
   }
   const listOnly = LIST_FLAGS.find((k) => values[k] !== undefined);
   if (listOnly) throw new UsageError(`--${listOnly} only applies to "svc runs list"`);
   const ref = parseRunRef(positionals[0], io.env);
   if (values.follow !== undefined && sub !== 'logs') throw new UsageError('--follow only applies to "svc runs logs"');
   if (sub !== 'answer' && positionals.length > 1) throw new UsageError(`Unexpected argument "${positionals[1]}"`);
+  if (sub === 'logs' && json) throw new UsageError('--json does not apply to "svc runs logs"');
+  const answer = positionals.slice(1).join(' ').trim();
+  if (sub === 'answer' && !answer) {
+    throw new UsageError('Missing answer text: svc runs answer <source>/<run> <answer text…>');
+  }
+  await sendPending();
   if (sub === 'logs') {
-    if (json) throw new UsageError('--json does not apply to "svc runs logs"');
     const follow = values.follow === true;
     const local = findLocalRun(process.cwd(), positionals[0]!.includes('/') ? ref.source : null, ref.run);
     let printed = 0;
@@ -167,22 +189,15 @@ async function dispatch(
     return 0;
   }
   if (sub === 'answer') {
-    const text = positionals.slice(1).join(' ').trim();
-    if (!text) throw new UsageError('Missing answer text: svc runs answer <source>/<run> <answer text…>');
-    print(await client.answer(ref, text), `Answered ${ref.source}/${ref.run}\n`);
+    print(await client.answer(ref, answer), `Answered ${ref.source}/${ref.run}\n`);
     return 0;
   }
-  const action = oneOf(sub, ACTIONS);
-  if (action !== null) {
-    const run = await client[action](ref);
-    if (json) print(run);
-    else if (sub === 'retry' && run?.run) io.stdout(`Retrying ${ref.source}/${ref.run} as ${runLabel(run)}\n`);
-    else if (sub === 'pr') io.stdout(`Pull request requested for ${ref.source}/${ref.run}\n`);
-    else io.stdout(`${sub[0]!.toUpperCase()}${sub.slice(1)} requested for ${ref.source}/${ref.run}\n`);
-    return 0;
-  }
-  const expected = 'list, show, stop, resume, retry, verify, pr, answer or logs';
-  throw new UsageError(`Unknown subcommand "runs ${sub}" (expected ${expected})`);
+  const run = await client[action!](ref);
+  if (json) print(run);
+  else if (sub === 'retry' && run?.run) io.stdout(`Retrying ${ref.source}/${ref.run} as ${runLabel(run)}\n`);
+  else if (sub === 'pr') io.stdout(`Pull request requested for ${ref.source}/${ref.run}\n`);
+  else io.stdout(`${sub[0]!.toUpperCase()}${sub.slice(1)} requested for ${ref.source}/${ref.run}\n`);
+  return 0;
 }
 
 export default async function runs(io: CliIo): Promise<number> {
@@ -190,9 +205,9 @@ export default async function runs(io: CliIo): Promise<number> {
   const [first, ...rest] = positionals;
   const sub = first === undefined || first === 'list' ? 'list' : first;
   const found = controlClientOf(io.env, values.url);
-  if (values.url === undefined) await sendPendingRuns(io, process.cwd());
+  const sendPending = () => (values.url === undefined ? sendPendingRuns(io, process.cwd()) : Promise.resolve());
   try {
-    return await dispatch(io, found, sub, rest, values);
+    return await dispatch(io, found, sub, rest, values, sendPending);
   } catch (err) {
     throw controlFailure(err, found, found.hasToken);
   }

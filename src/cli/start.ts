@@ -6,6 +6,7 @@ import { UsageError, NotFoundError, ConflictError, FailedError, errorMessage } f
 import { readOrNull, realOrNull } from '../spawn/tree.ts';
 import { countOrNull, objOrNull, str, tryParseJson } from '../untrusted.ts';
 import { discoverControlUrl } from '../engine/control-url.ts';
+import { settingChoice, settingInt, settingUsd } from '../settings-registry.ts';
 import {
   afterLastWorker, claimForResume, prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun,
 } from '../engine/launch.ts';
@@ -126,7 +127,17 @@ async function launch(
     await sendPendingRuns(io, state.repo_path, 1_500);
     return 0;
   }
-  const onSignal = () => void stopLocalRun(state.repo_path, state.run, 'an interrupt of svc start');
+  // A worker past its run's end (written, its pid cleared) has only its last ship left: it gets the signal and ends
+  // at once. Any other run is stopped, and this launcher waits for the stopper's writes (its reason, the ship-pending
+  // marker) before it exits. A verify's run is final throughout: its checks go on, as a stop would leave them.
+  const interrupt = 'an interrupt of svc start';
+  let stopping: Promise<unknown> = Promise.resolve();
+  const onSignal = (signal: NodeJS.Signals) => {
+    const now = tryReadState(dir);
+    if (mode === 'verify' || !now) return;
+    if (TERMINAL.has(now.status) && now.pid === null) child.kill(signal);
+    else stopping = Promise.all([stopping, stopLocalRun(state.repo_path, state.run, interrupt)]);
+  };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   let closed = false;
@@ -143,6 +154,7 @@ async function launch(
   await output;
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
+  await stopping;
   const final = readState(dir);
   io.stdout(summary(final));
   // A pod's run container is an init container: failing it would keep the signer, which judges the run, from starting.
@@ -192,6 +204,12 @@ export default async function start(io: CliIo): Promise<number> {
   });
   // A bad SVC_CONTROL_PORT exits 2 here, before a worker that would ship its run to no Control Plane starts.
   if (io.env.SVC_SHIP !== '0') discoverControlUrl(io.env);
+  // Read by the worker only later (its gate, an automatic retry): a bad value exits 2 here, before a new, retried,
+  // resumed or verified run is made or touched.
+  settingChoice(io.env, 'SVC_SANDBOX_FORWARDER');
+  settingInt(io.env, 'SVC_INFRA_RETRY_WAIT_S');
+  settingUsd(io.env, 'SVC_BUDGET_REPO_DAY_USD');
+  settingUsd(io.env, 'SVC_BUDGET_SERVER_DAY_USD');
   const repoDir = values.repo ?? process.cwd();
   const detach = values.detach === true;
   const showOutput = values.follow === true;

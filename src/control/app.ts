@@ -189,7 +189,7 @@ export const controlRoutes: readonly R[] = [
 ];
 
 export function createControlApp(
-  deps: ControlDeps, boundToLoopback: () => boolean, ownOrigins: () => ReadonlySet<string>,
+  deps: ControlDeps, boundToLoopback: boolean, ownOrigins: ReadonlySet<string>,
 ): RequestListener {
   return createPipeline<ControlDeps>({
     routes: controlRoutes,

@@ -68,7 +68,7 @@ export async function startControl(
     metrics: createControlMetrics(stores.runs, () => bus.size(), settings.dbPath),
   };
   const origins = new Set<string>();
-  const listener = createControlApp(deps, () => boundToLoopback, () => origins);
+  const listener = createControlApp(deps, boundToLoopback, origins);
   const { server, connections } = createHttpServer(listener, settings.connections);
   const bound = await listen(server, settings.host, settings.port);
   url = bound.url;

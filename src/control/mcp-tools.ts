@@ -1,6 +1,6 @@
 // The Control Plane's MCP tools (docs/mcp.md): each is one operation of the API, its input schema read from the
 // OpenAPI document and called through that route's own handler, so the validation, the audit row, the loopback-only
-// authority and the answer are the API's.
+// authority and the answer are the API's; requestFor, not the pipeline, refuses a name the operation lacks.
 import type { Ctx } from '../http/pipeline.ts';
 import { refusalOf } from '../http/pipeline.ts';
 import { checkLoopbackOnly, isLoopbackHost } from '../http/guards.ts';

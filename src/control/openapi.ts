@@ -7,7 +7,6 @@ import type { ControlDeps } from './deps.ts';
 import { schemas, responses, ref } from './openapi-schemas.ts';
 import { FAILURE_CLASSES, RUN_STATUSES, SEGMENT, VERDICTS } from '../run-json.ts';
 import { SOURCES, type WebhookSource } from '../webhook-sources.ts';
-import { checkQueryKeys } from './params.ts';
 
 type Server = 'control' | 'trigger' | 'both';
 // Left out: SVC_CONTROL_TOKEN when the Control Plane has one (optional security); api-token: SVC_API_TOKEN, required.
@@ -53,8 +52,9 @@ function docOf(id: string, tag: string, summary: string, { ok, ...rest }: DocOpt
 export type RouteOptions = Pick<Route<ControlDeps>, 'auth' | 'loopbackOnly' | 'runner' | 'limit'> & DocOptions;
 
 /**
- * A Control Plane route (app.ts, mcp.ts) and its operation: a body schema makes it take JSON. A GET /v1 route refuses
- * a query parameter its operation does not name (docs/control-data.md, "Strict"): one list for it and the document.
+ * A Control Plane route (app.ts, mcp.ts) and its operation: a body schema makes it take JSON. A GET /v1 route's row
+ * names its operation's query parameters, and the pipeline refuses any other (docs/control-data.md, "Strict"): one
+ * list for it and the document.
  */
 export function route(
   method: Method, pattern: string, handle: Handler<ControlDeps>, id: string, tag: string, summary: string,
@@ -62,13 +62,10 @@ export function route(
 ): DocumentedRoute {
   const { auth, loopbackOnly, runner, limit, ...rest } = options;
   const body = rest.body === undefined ? undefined : rest.body === 'Empty' ? 'optional-json' : 'json';
-  const keys = (QUERIES[id] ?? []).map(([name]) => name);
-  const strict: Handler<ControlDeps> = (ctx) => {
-    checkQueryKeys(ctx.query, keys);
-    return handle(ctx);
-  };
-  const handler = method === 'GET' && pattern.startsWith('/v1/') ? strict : handle;
-  return { method, pattern, handler, auth, loopbackOnly, runner, body, limit, doc: docOf(id, tag, summary, rest) };
+  const strict = method === 'GET' && pattern.startsWith('/v1/');
+  const query = strict ? (QUERIES[id] ?? []).map(([name]) => name) : undefined;
+  const doc = docOf(id, tag, summary, rest);
+  return { method, pattern, handler: handle, auth, loopbackOnly, runner, body, limit, query, doc };
 }
 
 export interface Ok {

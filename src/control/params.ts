@@ -55,16 +55,6 @@ export function bodyFields(body: unknown, schema: 'StartRequest' | 'Answer' | 'R
   return fields;
 }
 
-/** Strict query policy: an unknown parameter is a typo the caller wants to hear about, not a silent no-op. */
-export function checkQueryKeys(query: URLSearchParams, allowed: readonly string[]): void {
-  for (const key of query.keys()) {
-    if (!allowed.includes(key)) invalidParam(`Unknown query parameter "${key}"`);
-  }
-  for (const key of allowed) {
-    if (query.getAll(key).length > 1) invalidParam(`Query parameter "${key}" is given more than once`);
-  }
-}
-
 export function parseLimit(value: string | null): number {
   if (value === null) return DEFAULT_LIMIT;
   if (!/^[0-9]{1,15}$/.test(value) || Number(value) < 1) invalidParam('Parameter "limit" must be a positive integer');

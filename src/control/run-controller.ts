@@ -76,6 +76,14 @@ export function createRunController(deps: RunControllerDeps) {
   // Each stop under way, by `source/run`: a stop asked again meanwhile is that one.
   const stops = new Map<string, Promise<void>>();
 
+  /**
+   * Once every launch, stop and record set going has ended, with what each set going in turn (a launcher's exit
+   * records its failure): a late write is never one of the next request's.
+   */
+  async function settled(): Promise<void> {
+    while (pending.size > 0) await Promise.allSettled([...pending]);
+  }
+
   function track<T>(p: Promise<T>): Promise<T> {
     pending.add(p);
     void p.finally(() => pending.delete(p));
@@ -272,9 +280,10 @@ export function createRunController(deps: RunControllerDeps) {
       };
       return untilDone(look, 'could not look for lost launches', {});
     },
+    settled,
     async close() {
       closing.abort();
-      await Promise.race([Promise.allSettled([...pending]), new Promise((r) => setTimeout(r, 15_000).unref())]);
+      await Promise.race([settled(), new Promise((r) => setTimeout(r, 15_000).unref())]);
     },
   };
 }

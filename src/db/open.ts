@@ -4,7 +4,7 @@ import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isDatabaseBusy, isDiskError, isDiskIoError, RefusedError } from '../errors.ts';
+import { errorMessage, FailedError, isDatabaseBusy, isDiskError, isDiskIoError, RefusedError } from '../errors.ts';
 
 export type Db = DatabaseSync;
 
@@ -69,7 +69,14 @@ export function openConnection(path: string): Db {
 
 export function openDatabase(path: string, migrations: readonly string[]): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const db = openConnection(path);
+  let db: Db;
+  try {
+    db = openConnection(path);
+  } catch (err) {
+    // node:sqlite names no file ("file is not a database"): say which. Exit 1, not 2: a locked, unreadable or
+    // corrupt file at a right path fails the same way, so the path is not known to be the operator's mistake.
+    throw new FailedError(`Cannot open the database ${path}: ${errorMessage(err)}`, { cause: err });
+  }
   try {
     beforeServing(db, () => migrate(db, migrations));
   } catch (err) {

@@ -224,8 +224,10 @@ export async function openRunGate(
 ) {
   const routes = modelRoutesFromEnv(ctx.env);
   const log = (text: string): void => ctx.event('log', { stream: 'svc', text });
-  // First: a bad price file fails the run before anything is made.
+  // First: a bad price file or forwarder setting fails the run before anything is made (a gate started and then
+  // left open by a throw would keep the worker alive after its run ended).
   const meter = runMeter(ctx, log, resumed);
+  const forwarder = settingChoice(ctx.env, 'SVC_SANDBOX_FORWARDER');
   const allowed = gatePolicy(policy.network, operatorAllow, routes);
   for (const entry of allowed.dropped) {
     log(`Refused .svc/policy.json network.allow ${entry}: a repository cannot open an address the gate ` +
@@ -271,7 +273,7 @@ export async function openRunGate(
   });
   return {
     // What the sandbox plan binds in; SVC_SANDBOX_FORWARDER=node keeps svc's own forwarder (docs/gate.md).
-    sandbox: sandboxGate(socket, settingChoice(ctx.env, 'SVC_SANDBOX_FORWARDER') === 'auto'),
+    sandbox: sandboxGate(socket, forwarder === 'auto'),
     // Added to every sandboxed child's environment: proxies, model base URLs and placeholder keys.
     env: agentEnv(routes, ctx.env),
     // What the gate allowed (the receipt's network section), not what the repository asked for.

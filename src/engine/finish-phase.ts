@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { hash } from 'node:crypto';
 import { openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted, type Policy } from './policy.ts';
-import { followsOf, pushFollowUpRun } from './follow-up.ts';
+import { pushFollowUpRun } from './follow-up.ts';
 import { keptLocal, readPlan, type RunPlan } from './run-plan.ts';
 import {
   commitAll, diffCommits, diffWorkingTree, emptyDiff, git, runWorktreeGitDir, treeGit, UnreadableTreeError,
@@ -14,7 +14,7 @@ import {
 import {
   decideVerdict, failedRequiredCheck, requiredCheckError, saveReceipt, confinedNetwork, reportedChecks,
   EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptMarkdown, receiptCost, receiptDiff,
-  verifyReceipt, type CheckResult, type Receipt, type RunEvidence,
+  verifyReceipt, type CheckResult, type Receipt, type ReceiptBody, type RunEvidence,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -230,6 +230,14 @@ export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receip
     ctx.event('pr', { opened: false, reason: message });
     return `Pull request not opened: ${message}`;
   }
+}
+
+/** What a follow-up run's receipt says it follows. */
+function followsOf(state: RunState): Pick<ReceiptBody, 'follows'> {
+  const f = state.follow_up;
+  if (!f) return {};
+  return { follows: { branch: f.branch, source: f.previous?.source ?? null, run: f.previous?.run ?? null,
+    receipt: f.previous?.receipt ?? null } };
 }
 
 /** Why `state` cannot get its pull request now (its receipt and policy are checked after), or null. */

@@ -8,7 +8,7 @@ import { commentOnPullRequest, githubToken } from './pr.ts';
 import { fetchBranchHead, pushBranch, shownUrl, type PushTarget } from './git-push.ts';
 import { localRun, localRuns, signsLater, type ProviderSession, type RunState } from './run-state.ts';
 import { inheritSession } from './provider-session.ts';
-import { receiptMarkdown, type Receipt, type ReceiptBody } from './receipt.ts';
+import { receiptMarkdown, type Receipt } from './receipt.ts';
 import type { RunContext } from './run-context.ts';
 import { TERMINAL } from '../run-json.ts';
 import { obj, str, tryParseJson } from '../untrusted.ts';
@@ -98,13 +98,6 @@ export function followUpSpec(spec: string, req: FollowUp): string {
       'work is already committed there. Make the changes asked below on top of it.', '',
     spec,
   ].join('\n');
-}
-
-export function followsOf(state: RunState): Pick<ReceiptBody, 'follows'> {
-  const f = state.follow_up;
-  if (!f) return {};
-  return { follows: { branch: f.branch, source: f.previous?.source ?? null, run: f.previous?.run ?? null,
-    receipt: f.previous?.receipt ?? null } };
 }
 
 /** The branch moved on the origin since the run fetched it (someone pushed): svc does not push over it. */

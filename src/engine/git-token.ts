@@ -3,8 +3,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
-import { FailedError, RefusedError } from '../errors.ts';
+import { RefusedError } from '../errors.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
+import { GitRedirectedError } from './git.ts';
 
 // Quoted variables in a `case` pattern match literally.
 const ASKPASS = `#!/bin/sh
@@ -59,18 +60,10 @@ export async function withGitToken<T>(
   }
 }
 
-const REDIRECT = /unable to access '([^']+)': The requested URL returned error: (30[123578])/;
-
 type GitService = 'git-upload-pack' | 'git-receive-pack';
-
-export class GitRedirectedError extends FailedError {}
 
 /** A git that could carry a credential was redirected; nothing was sent to the other host. */
 export class CredentialRedirectError extends RefusedError {}
-
-export function redirectedUrl(stderr: string): string | null {
-  return REDIRECT.exec(stderr)?.[1] ?? null;
-}
 
 /** `scheme://host[:port]/path` of a URL, for a message: no user name, password, query or fragment. */
 function shown(url: URL): string {

@@ -7,7 +7,6 @@ import { join, basename, dirname, isAbsolute, resolve } from 'node:path';
 import { createHash, hash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { BadInputError, FailedError, RefusedError } from '../errors.ts';
-import { GitRedirectedError, redirectedUrl } from './git-token.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 import { allPids, orNull, readlinkOrNull, readOrNull, realOrNull } from '../spawn/tree.ts';
 
@@ -100,6 +99,16 @@ function subcommand(args: readonly string[]): string {
 
 export function gitTimeoutMs(args: readonly string[]): number {
   return LONG_COMMANDS.has(subcommand(args)) ? LONG_GIT_TIMEOUT_MS : GIT_TIMEOUT_MS;
+}
+
+const REDIRECT = /unable to access '([^']+)': The requested URL returned error: (30[123578])/;
+
+/** A git that failed because its server redirected it (git-token.ts refuses to follow with a credential). */
+export class GitRedirectedError extends FailedError {}
+
+/** Where a failed git's stderr says its server redirected it, if it does. */
+export function redirectedUrl(stderr: string): string | null {
+  return REDIRECT.exec(stderr)?.[1] ?? null;
 }
 
 export function git(

@@ -3,8 +3,8 @@
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pushBranch, shownUrl, type PushTarget } from './git-push.ts';
-import { redirectedUrl, redirectRefusal, withGitToken } from './git-token.ts';
-import { gitArgv, gitBaseEnv, gitConfigEnv, gitExtraEnv } from './git.ts';
+import { redirectRefusal, withGitToken } from './git-token.ts';
+import { gitArgv, gitBaseEnv, gitConfigEnv, gitExtraEnv, redirectedUrl } from './git.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError, UnavailableError } from '../errors.ts';
 import { isLoopbackHost } from '../http/guards.ts';

@@ -7,13 +7,14 @@ import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
-import { failureOf, type WorkerMode } from './run-state.ts';
+import { failureOf, type RunState, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
 import { runTree, worktreeDir } from './paths.ts';
 import { plainEngineFolder } from './safe-fs.ts';
 import { plannedHomeKey, type RunSandbox } from './sandbox.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { POLL_MS } from './budget-pause.ts';
+import { markPending } from './shipper.ts';
 import { errorMessage, InfraError } from '../errors.ts';
 import { settingInt } from '../settings-registry.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -119,6 +120,8 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
 /** The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran starts the run
  * over once, after SVC_INFRA_RETRY_WAIT_S. */
 async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<void> {
+  // Read first: a bad value met in the catch would replace the failure it was to retry.
+  const waitMs = settingInt(ctx.env, 'SVC_INFRA_RETRY_WAIT_S') * 1000;
   try {
     return await work(ctx, plan, mode);
   } catch (err) {
@@ -128,7 +131,7 @@ async function workRetryingInfra(ctx: RunContext, plan: RunPlan, mode: WorkerMod
     ctx.note(`retried automatically after ${err.message}`, { retry: 'automatic', after: failureOf(err) });
     // Loaded now, not after a wait of up to SVC_INFRA_RETRY_WAIT_S in which a newer svc may be installed.
     void loadFinish();
-    const until = Date.now() + settingInt(ctx.env, 'SVC_INFRA_RETRY_WAIT_S') * 1000;
+    const until = Date.now() + waitMs;
     while (Date.now() < until && !ctx.stopRequested()) await sleep(Math.min(POLL_MS, until - Date.now()));
     if (ctx.stopRequested()) return;
     return await work(ctx, plan, mode);
@@ -150,13 +153,24 @@ async function notStarted(ctx: RunContext): Promise<number> {
   return 1;
 }
 
-/** Runs in the detached worker process; the exit code is 0 when the run succeeded. */
+/**
+ * Runs in the detached worker process; the exit code is 0 when the run succeeded. Its caller ends the process on the
+ * return (cli.ts); a SIGTERM, SIGINT or SIGHUP once it has written the run's end ends it at once.
+ */
 export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
 ): Promise<number> {
   const ctx = openRunContext(dir, env, { say, ...keptLocal(dir) ? { ship: false } : {} });
-  // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is gone.
-  const onSignal = (signal: NodeJS.Signals) => ctx.requestStop(`a ${signal} to the run's worker`);
+  // Set once the run's end, its child's and its plan are on disk: what is left is its last ship and trace.
+  let ended: 'shipping' | 'shipped' | null = null;
+  const onSignal = (signal: NodeJS.Signals) => {
+    // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is
+    // gone.
+    if (ended === null) return ctx.requestStop(`a ${signal} to the run's worker`);
+    // Nothing left to stop: the signal ends the worker at once. A ship cut short is sent by the next svc command.
+    if (ended === 'shipping') markPending(dir);
+    process.exit(exitCodeOf(ctx.state));
+  };
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, onSignal);
   const tracer = new Tracer(traceSettings(env, 'svc-run'));
   // A child of the launcher's SVC_TRACEPARENT (as recorded), else its trace's root.
@@ -205,10 +219,14 @@ export async function executeRun(
     ctx.update({ child: null, pid: mode === 'verify' ? ctx.state.pid : null });
     // An agent without a sandbox could have edited plan.json: the plan this worker read goes back, unchanged.
     if (plan) writePlan(dir, plan);
+    ended = 'shipping';
     await ctx.close();
+    ended = 'shipped';
     const { status, verdict } = ctx.state;
     runSpan.end(status === 'succeeded' ? 'ok' : 'error', { 'svc.status': status, 'svc.verdict': verdict });
     await tracer.flush();
   }
-  return ctx.state.status === 'succeeded' ? 0 : 1;
+  return exitCodeOf(ctx.state);
 }
+
+const exitCodeOf = (state: RunState): number => (state.status === 'succeeded' ? 0 : 1);

@@ -57,9 +57,16 @@ export function loadGatePolicy(path: string | null, routes: readonly ModelRoute[
   return { fallback: parse(value), repos };
 }
 
-/** Serves until SIGINT/SIGTERM, each connection a JSON line on stdout; a flag wins over its variable. */
+/** Where the gate listens, resolved once: svc gate serve checks that port is free, then serves on it. */
+export function gateAddress(flags: { host?: string; port?: string }, env: NodeJS.ProcessEnv) {
+  const host = flags.host ?? settingOr(env, 'SVC_GATE_HOST');
+  return { host, port: settingInt(env, 'SVC_GATE_PORT', { flag: flags.port }) };
+}
+
+/** Serves at `where` (gateAddress) until SIGINT/SIGTERM, each connection a JSON line on stdout; a flag wins over
+ * its variable. */
 export async function serveGateForever(
-  flags: { host?: string; port?: string; policy?: string; 'per-job'?: string }, env: NodeJS.ProcessEnv,
+  flags: { policy?: string; 'per-job'?: string }, where: { host: string; port: number }, env: NodeJS.ProcessEnv,
   say: (text: string) => void,
 ): Promise<number> {
   const secretFile = setting(env, 'SVC_GATE_SECRET_FILE');
@@ -67,8 +74,7 @@ export async function serveGateForever(
     throw new BadSettingError('SVC_GATE_SECRET_FILE is required: the secret job credentials are checked with. Make '
       + 'one (openssl rand -hex 32 > FILE, mode 0600) and give the trigger server the same file');
   }
-  const host = flags.host ?? settingOr(env, 'SVC_GATE_HOST');
-  const port = settingInt(env, 'SVC_GATE_PORT', { flag: flags.port });
+  const { host, port } = where;
   const maxPerJob = settingInt(env, 'SVC_GATE_MAX_PER_JOB', { flag: flags['per-job'] });
   const metricsFile = setting(env, 'SVC_GATE_METRICS_TOKEN_FILE');
   const accessLog = settingChoice(env, 'SVC_ACCESS_LOG') === '1';

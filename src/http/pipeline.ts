@@ -1,5 +1,5 @@
 // The request pipeline shared by both servers (DESIGN §4): Host → (UI file) → site → route → token → loopback →
-// Origin → type → body, then the handler; and the one answer for whatever failed on the way.
+// Origin → type → body, then the route's query list and the handler; and the one answer for whatever failed on the way.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { createRouter, type Method } from './router.ts';
@@ -44,15 +44,18 @@ export interface Route<D> {
   /** 'json' enforces content type and parses; 'raw' hands over bytes; default none (body ignored). */
   body?: 'json' | 'raw' | 'optional-json';
   limit?: number;
+  /** The query parameters it takes: another, or one given twice, is 400 invalid_param (unset: none is checked). */
+  query?: readonly string[];
 }
 
 interface PipelineOptions<D> {
   routes: ReadonlyArray<Route<D>>;
   deps: D;
-  boundToLoopback: () => boolean;
+  boundToLoopback: boolean;
   token?: string | undefined;
   runnerTokens?: readonly RunnerCredential[];
-  ownOrigins?: () => ReadonlySet<string>;
+  /** The server's own origins, filled in once it listens (the set is read at each request). */
+  ownOrigins?: ReadonlySet<string>;
   staticFiles?: StaticFiles;
   log: Logger;
   /** Refuse a body still arriving after this many ms (the slow-body guard). */
@@ -93,6 +96,18 @@ function framesBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 }
 
+/** Strict query policy: an unknown parameter is a typo the caller wants to hear about, not a silent no-op. */
+function checkQueryKeys(query: URLSearchParams, allowed: readonly string[]): void {
+  for (const key of query.keys()) {
+    if (!allowed.includes(key)) throw new HttpError('invalid_param', `Unknown query parameter "${key}"`);
+  }
+  for (const key of allowed) {
+    if (query.getAll(key).length > 1) {
+      throw new HttpError('invalid_param', `Query parameter "${key}" is given more than once`);
+    }
+  }
+}
+
 export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   const matchRoute = createRouter(opts.routes);
   const noOrigins = new Set<string>();
@@ -107,7 +122,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     if (req.headers.host === undefined && req.httpVersion === '1.1') {
       throw new HttpError('bad_request', 'HTTP/1.1 requests need a Host header');
     }
-    const loopback = opts.boundToLoopback();
+    const loopback = opts.boundToLoopback;
     checkHost(req, loopback);
     const url = requestUrl(req.url ?? '/');
     const pathname = url.pathname;
@@ -130,7 +145,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
       ? checkBearer(req, opts.token, route.runner ? opts.runnerTokens : undefined)
       : undefined;
     if (route.loopbackOnly) checkLoopbackOnly(req, loopback);
-    if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins?.() ?? noOrigins);
+    if (req.headers.origin !== undefined) checkOrigin(req, opts.ownOrigins ?? noOrigins);
     const ctx: Ctx<D> = {
       req, res, params: match.params, query: url.searchParams, body: undefined, raw: undefined,
       peer: req.socket.remoteAddress ?? '', requestId, runner, deps: opts.deps,
@@ -150,6 +165,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
   function answer(route: Route<D>, ctx: Ctx<D>, seen: Seen<D>): void | Promise<void> {
     // Admitted: from here on an error is the handler's own (the Control Plane's audited() records those).
     seen.route = undefined;
+    if (route.query) checkQueryKeys(ctx.query, route.query);
     const result = route.handler(ctx);
     // Any thenable, not only a native Promise, is awaited, as `await` would.
     if (typeof (result as { then?: unknown }).then === 'function') {

@@ -60,7 +60,7 @@ export function createTriggerApp(deps: TriggerDeps, bodyTimeoutMs = 10_000): Req
     routes: triggerRoutes,
     deps,
     // Every route is signed or bearer-protected: a Host guard would only refuse what a reverse proxy forwards.
-    boundToLoopback: () => false,
+    boundToLoopback: false,
     token: undefined,
     log: deps.log,
     bodyTimeoutMs,

@@ -3,11 +3,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
 import { serve, stop, type Served } from '../helpers/serve-cli.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
+import { makeRepo, svcEnv } from '../engine/fixtures.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 
@@ -73,4 +75,71 @@ describe('a bad setting', () => {
       rmSync(home, { recursive: true, force: true });
     }
   });
+});
+
+const WORKER_SETTINGS = ['SVC_SANDBOX_FORWARDER', 'SVC_INFRA_RETRY_WAIT_S', 'SVC_BUDGET_REPO_DAY_USD',
+  'SVC_BUDGET_SERVER_DAY_USD'];
+
+describe('a bad setting a run\'s worker reads', () => {
+  const startIn = (repo: ReturnType<typeof makeRepo>, args: string[], extra: NodeJS.ProcessEnv = {}) =>
+    runChild(process.execPath, [CLI, 'start', ...args], { cwd: repo.repo, env: svcEnv(repo, extra) });
+
+  it('a bad forwarder, retry wait or daily budget stops svc start with exit 2 before a run is made', async () => {
+    const repo = makeRepo();
+    try {
+      for (const name of WORKER_SETTINGS) {
+        const r = await startIn(repo, ['--brief', 'x', '--provider', 'fake'], { [name]: 'x' });
+        assert.equal(r.code, 2, r.stderr);
+        assert.match(r.stderr, new RegExp(`${name} must be`));
+      }
+      assert.equal(existsSync(join(repo.repo, '.svc', 'runs')), false, 'no run was made');
+    } finally {
+      repo.cleanup();
+    }
+  });
+
+  // A retry, resume or verify goes by the old run's plan, not a new one: each must check the settings as a start does.
+  it('they stop --retry, --resume and --verify with exit 2, the run untouched and no run made', async () => {
+    const repo = makeRepo({ providers: { fail: '#!/bin/sh\nexit 1\n' } });
+    try {
+      const first = await startIn(repo, ['--brief', 'x', '--provider', 'fail'], { SVC_SANDBOX: 'none' });
+      assert.equal(first.code, 1, first.stderr);
+      const run = (JSON.parse(first.stdout.split('\n')[0]!) as { run: string }).run;
+      const runs = join(repo.repo, '.svc', 'runs');
+      const before = readFileSync(join(runs, run, 'state.json'), 'utf8');
+      for (const name of WORKER_SETTINGS) {
+        for (const flag of ['--retry', '--resume', '--verify']) {
+          const r = await startIn(repo, [flag, run], { SVC_SANDBOX: 'none', [name]: 'x' });
+          assert.equal(r.code, 2, `${flag} ${name}: ${r.stderr}`);
+          assert.match(r.stderr, new RegExp(`${name} must be`));
+        }
+      }
+      assert.deepEqual(readdirSync(runs), [run], 'no run was made');
+      assert.equal(readFileSync(join(runs, run, 'state.json'), 'utf8'), before, 'the run is as it was');
+    } finally {
+      repo.cleanup();
+    }
+  });
+
+  // svc start no longer lets a bad forwarder through, but a worker started some other way must still end: its gate
+  // was listening when the setting threw, and stayed open, so the worker never ended. Killed when the test times
+  // out, so a regression fails instead of hanging the suite.
+  it('SVC_SANDBOX_FORWARDER=x given to a worker fails its verify and the worker ends',
+    { skip: !bwrapWorks && 'needs bubblewrap', timeout: 120_000 }, async (t) => {
+      const repo = makeRepo({ providers: { fail: '#!/bin/sh\nexit 1\n' } });
+      try {
+        const first = await startIn(repo, ['--brief', 'x', '--provider', 'fail']);
+        assert.equal(first.code, 1, first.stderr);
+        const run = (JSON.parse(first.stdout.split('\n')[0]!) as { run: string }).run;
+        const env = svcEnv(repo, { SVC_SANDBOX_FORWARDER: 'x' });
+        const args = [CLI, 'worker', 'verify', '--run-id', run, '--repo', repo.repo];
+        const verified = await runChild(process.execPath, args,
+          { cwd: repo.repo, env, signal: t.signal, killSignal: 'SIGKILL' });
+        assert.equal(verified.code, 1, verified.stderr);
+        const events = readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8');
+        assert.match(events, /egress gate did not start: SVC_SANDBOX_FORWARDER must be/);
+      } finally {
+        repo.cleanup();
+      }
+    });
 });

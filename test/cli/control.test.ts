@@ -132,6 +132,23 @@ describe('svc entry point', () => {
 });
 
 describe('svc control serve', () => {
+  it('names the database it cannot open (a file that is not SQLite, a folder) and exits 1', async () => {
+    const notDb = join(dir, 'not-a.db');
+    writeFileSync(notDb, 'not a database\n');
+    // The trigger server serves a git checkout: one to serve.
+    const checkout = join(dir, 'served');
+    spawnSync('git', ['init', '-q', checkout]);
+    for (const [db, why] of [[notDb, 'file is not a database'], [dir, 'unable to open database file']] as const) {
+      for (const server of ['control', 'trigger']) {
+        const served = server === 'trigger' ? ['--repo', checkout] : [];
+        const args = [CLI, server, 'serve', '--port', '0', '--db', db, ...served];
+        const r = await runChild(process.execPath, args, { cwd: dir, env: baseEnv() });
+        assert.equal(r.code, 1, r.stderr);
+        assert.equal(r.stderr.split('\n').at(-2), `svc ${server}: Cannot open the database ${db}: ${why}`);
+      }
+    }
+  });
+
   it('binds a free port with --port 0, prints the real URL, serves /health and exits 0 on SIGTERM', async () => {
     const s = await serve([]);
     assert.match(s.url, /^http:\/\/127\.0\.0\.1:\d+$/);
@@ -314,9 +331,10 @@ describe('a busy port', () => {
   });
 
   it('does not take a server that answers /health but is no Control Plane (a svc trigger serve) for one', async () => {
-    // What a svc trigger serve answers: 200 on /health, 404 on /v1/openapi.json.
+    // What a svc trigger serve answers: 200 on /health, 404 on /v1/openapi.json; after 1.5 s, as a busy one may.
     const other = createHttpServer((req, res) => {
-      res.writeHead(req.url === '/health' ? 200 : 404, { 'content-type': 'application/json' }).end('{}');
+      const status = req.url === '/health' ? 200 : 404;
+      setTimeout(() => res.writeHead(status, { 'content-type': 'application/json' }).end('{}'), 1_500);
     });
     await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
     const { port } = other.address() as { port: number };

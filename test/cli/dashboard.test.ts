@@ -185,16 +185,17 @@ describe('svc dashboard', () => {
   it('hands the Control Plane it starts its token through a pipe: not in its environment, not in a file', async () => {
     const home = join(dir, 'home-token');
     mkdirSync(home, { recursive: true });
-    const port = await freePort();
     const token = 'dash-token-91f3c2';
-    const env = { ...baseEnv, HOME: home, SVC_CONTROL_PORT: String(port), SVC_CONTROL_DB: join(dir, 'token.db'), SVC_CONTROL_TOKEN: token };
+    // Port 0: a port taken from the kernel and given back could be another's by the time the server binds it.
+    const env = { ...baseEnv, HOME: home, SVC_CONTROL_PORT: '0', SVC_CONTROL_DB: join(dir, 'token.db'), SVC_CONTROL_TOKEN: token };
     const r = await run(['dashboard', 'start', '--no-open'], env);
+    const url = r.stdout.trim();
     const record = join(home, '.svc', 'control', 'server.json');
     const pid = existsSync(record) ? (JSON.parse(readFileSync(record, 'utf8')).pid as number) : null;
     if (pid) started.push(pid);
     assert.equal(r.code, 0, r.stderr);
-    assert.equal((await fetch(`http://127.0.0.1:${port}/v1/runs`)).status, 401);
-    const runs = await fetch(`http://127.0.0.1:${port}/v1/runs`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal((await fetch(`${url}/v1/runs`)).status, 401);
+    const runs = await fetch(`${url}/v1/runs`, { headers: { authorization: `Bearer ${token}` } });
     assert.equal(runs.status, 200, 'the server holds the token it was handed');
     assert.ok(pid, 'the server recorded its pid');
     assert.equal(readFileSync(`/proc/${pid}/environ`, 'utf8').includes(token), false, 'not in its environment');
@@ -239,15 +240,15 @@ describe('svc dashboard', () => {
   it('stop ends the Control Plane it started, and only while that process is the one it started', async () => {
     const home = join(dir, 'home-stop');
     mkdirSync(home, { recursive: true });
-    const port = await freePort();
-    const env = { ...baseEnv, HOME: home, SVC_CONTROL_PORT: String(port), SVC_CONTROL_DB: join(dir, 'stop.db') };
+    const env = { ...baseEnv, HOME: home, SVC_CONTROL_PORT: '0', SVC_CONTROL_DB: join(dir, 'stop.db') };
     const r = await run(['dashboard', 'start', '--no-open'], env);
     assert.equal(r.code, 0, r.stderr);
+    const url = r.stdout.trim();
     const pid = JSON.parse(readFileSync(join(home, '.svc', 'control', 'server.json'), 'utf8')).pid as number;
     started.push(pid);
     const stopped = await run(['dashboard', 'stop'], env);
     assert.equal(stopped.code, 0, stopped.stderr);
-    assert.equal(stopped.stderr, `Stopped the Control Plane at http://127.0.0.1:${port} (pid ${pid})\n`);
+    assert.equal(stopped.stderr, `Stopped the Control Plane at ${url} (pid ${pid})\n`);
     // Gone, or a zombie its new parent has yet to reap: it has exited either way.
     assert.equal(isPidAlive(pid), false, 'the server process is gone');
     assert.equal(existsSync(join(home, '.svc', 'control', 'server.json')), false, 'it removed its record on the way out');

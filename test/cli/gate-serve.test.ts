@@ -180,6 +180,14 @@ describe('svc gate serve', () => {
     assert.match(short.stderr, /at least 32 bytes/);
   });
 
+  it('names a taken port as the other servers do and suggests --port 0 (exit 1), not Node\'s EADDRINUSE', async () => {
+    const env = { PATH: process.env.PATH, HOME: dir, SVC_GATE_SECRET_FILE: join(dir, 'gate-secret') };
+    const taken = await runChild(process.execPath, [CLI, 'gate', 'serve', '--port', String(port)], { env });
+    assert.equal(taken.code, 1);
+    assert.match(taken.stderr, new RegExp(`^svc gate: Port ${port} on 127\\.0\\.0\\.1 is already in use .*` +
+      'or run this one on a free port: svc gate serve --port 0\n$', 'm'));
+  });
+
   it('ends with exit 0 on SIGTERM', async () => {
     const exited = new Promise<number | null>((resolve) => gate.on('exit', (code) => resolve(code)));
     gate.kill('SIGTERM');

@@ -40,6 +40,11 @@ describe('a run made while no Control Plane answers', () => {
     assert.equal((await cp.request('GET', `/v1/runs/${source}/${run}`)).status, 404);
 
     const up = { ...env, SVC_CONTROL_URL: cp.url };
+    // A command line svc refuses sends nothing: it exits 2 with the marker kept.
+    const refusedList = await runChild(process.execPath, [CLI, 'runs', 'list', '--since', 'yesterday'],
+      { cwd: repo.repo, env: up });
+    assert.equal(refusedList.code, 2, refusedList.stderr);
+    assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', run)), 'a refused command sent nothing');
     const shown = await runChild(process.execPath, [CLI, 'runs', 'show', `${source}/${run}`], { cwd: repo.repo, env: up });
     assert.equal(shown.code, 0, shown.stderr);
     assert.match(shown.stderr, new RegExp(`sent 1 run the Control Plane at ${cp.url} had not seen`));

@@ -67,6 +67,15 @@ describe('svc runs list', () => {
     assert.equal((await svc(['list', '--limit', '0'])).code, 2);
     assert.equal(api.seen.length, 0);
   });
+
+  it('rejects a --since or --until that is no time with exit 2 before calling the server', async () => {
+    api.seen.length = 0;
+    const since = await svc(['list', '--since', 'yesterday']);
+    assert.equal(since.code, 2);
+    assert.equal(since.stderr, 'svc runs: Invalid --since "yesterday" (expected an ISO-8601 time or unix ms)\n');
+    assert.equal((await svc(['--until', '2026-13-45'])).code, 2);
+    assert.equal(api.seen.length, 0);
+  });
 });
 
 describe('svc runs show and actions', () => {
@@ -173,6 +182,9 @@ describe('svc runs show and actions', () => {
     assert.equal((await svc(['show', '../etc'])).code, 2);
     assert.equal((await svc(['show', 'a/b/c'])).code, 2);
     assert.equal((await svc(['explode', 'local/r1'])).code, 2);
+    const bare = await svc(['explode']);
+    assert.equal(bare.code, 2);
+    assert.match(bare.stderr, /^svc runs: Unknown subcommand "runs explode" \(expected list, show, /);
     assert.equal((await svc(['stop', 'local/r1', '--verdict', 'verified'])).code, 2);
     assert.equal((await svc(['answer', 'local/r1'])).code, 2);
   });

@@ -84,11 +84,13 @@ describe('svc start --resume of a run whose worker is still finishing', () => {
     const worker = standIn(run, path);
     let said = '';
     worker.stdout!.setEncoding('utf8').on('data', (text: string) => (said += text));
+    // What it said is all read once its pipes closed: its exit may be seen first.
+    const closed = once(worker, 'close');
     writeFileSync(path, JSON.stringify({ ...failed, pid: worker.pid, proc_start: null }));
     worker.stdin!.end();
     const resumed = await svc(['start', '--resume', run, '--detach']);
     assert.equal(resumed.code, 0, resumed.stderr);
-    if (worker.exitCode === null) await once(worker, 'exit');
+    await closed;
     assert.equal(said, 'untouched', 'nothing wrote state.json while the run\'s worker was still there');
     const ended = await waitFor(() => {
       const s = readJson(path);

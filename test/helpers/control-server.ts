@@ -76,7 +76,10 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
   const url = running.url;
 
   async function request(method: string, path: string, ro: RequestOptions = {}): Promise<TestResponse> {
-    const headers: Record<string, string> = { ...ro.headers };
+    // Closed after each request: a pooled keep-alive connection the server closes (its keep-alive timeout) just as
+    // a request goes out on it fails that request ("fetch failed", ECONNRESET: seen under load in import-ownership's
+    // submodule test, after seconds of synchronous git work that also held up this process's timers).
+    const headers: Record<string, string> = { connection: 'close', ...ro.headers };
     const token = ro.token === undefined ? opts.token : ro.token;
     if (token) headers.authorization ??= `Bearer ${token}`;
     let body: string | undefined;

@@ -3,7 +3,7 @@
 // SVC_FUZZ_SEED=<seed> replays a failure; SVC_FUZZ_REQUESTS=<n> changes how many requests are sent.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, seedRuns, type TestControl } from '../helpers/control-server.ts';
@@ -73,27 +73,6 @@ function importProject(dir: string): string {
   return project;
 }
 
-/** Pids of this process's live children (the runs the in-process Control Plane launched). */
-function liveChildren(): string[] {
-  const pids: string[] = [];
-  for (const task of readdirSync('/proc/self/task')) {
-    try {
-      pids.push(...readFileSync(`/proc/self/task/${task}/children`, 'utf8').split(' ').filter(Boolean));
-    } catch {
-      // The thread ended while we looked.
-    }
-  }
-  return pids;
-}
-
-/** Until every launched child has exited and its exit has been recorded (bounded: a stuck child fails the check). */
-async function settle(): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (liveChildren().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
-  // The exit handlers run on the event loop after the child is reaped: let them write first.
-  await new Promise((r) => setTimeout(r, 50));
-}
-
 function countFiles(dir: string): number {
   try {
     return readdirSync(dir, { recursive: true }).length;
@@ -158,7 +137,12 @@ describe('fuzzing every Control Plane route', () => {
   it(`sends ${REQUESTS} generated requests: no 5xx, every error the envelope, nothing stored when refused`, {
     timeout: 600_000,
   }, async (tc) => {
-    const report = await runFuzz({ baseUrl: control.url, seed, total: REQUESTS, concurrency: 16, generate, fingerprint, settle });
+    // A round that had a request accepted waits for what it set going (a launch that fails a moment later and records
+    // it, a stop): those late writes are not a later round's refusals.
+    const settle = () => control.deps.engine.settled();
+    const report = await runFuzz({
+      baseUrl: control.url, seed, total: REQUESTS, concurrency: 16, generate, fingerprint, settle,
+    });
     tc.diagnostic(`seed ${seed}: ${report.sent} requests, statuses ${JSON.stringify(report.statuses)}`);
     if (process.env.SVC_FUZZ_VERBOSE) tc.diagnostic(JSON.stringify(report.byRoute, null, 1));
     assert.deepEqual(report.problems, [], `fuzz seed ${seed} (replay: SVC_FUZZ_SEED=${seed}); statuses ${JSON.stringify(report.statuses)}`);

@@ -143,10 +143,15 @@ describe('the local executor', () => {
       const executor = createLocalExecutor({
         cliPath: hang, execPath: '/bin/sh', env: { PATH: process.env.PATH }, launchTimeoutMs: HANG_MS,
       });
-      const result = await executor.launch({ run: newRunId(), id: 'job-1', args: ['start'], workdir: dir });
+      // Its time limit counts from its word, given once it has started its child: however slow the machine, there
+      // is a child to end when the limit comes.
+      const pidFile = join(dir, 'child.pid');
+      const started = () => existsSync(pidFile) && readFileSync(pidFile, 'utf8').endsWith('\n');
+      const word = waitFor(started, 'the launcher to start its child').then(() => true);
+      const result = await executor.launch({ run: newRunId(), id: 'job-1', args: ['start'], workdir: dir, word });
       assert.equal(result.run, null);
       assert.match(result.error ?? '', new RegExp(`did not finish within ${HANG_MS} ms`));
-      const child = Number(readFileSync(join(dir, 'child.pid'), 'utf8'));
+      const child = Number(readFileSync(pidFile, 'utf8'));
       await waitFor(() => !processAlive(child), 'the hung launcher\'s child to be ended with it');
     } finally {
       rmSync(dir, { recursive: true, force: true });

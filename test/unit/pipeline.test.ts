@@ -70,6 +70,7 @@ const routes: Array<Route<Deps>> = [
       return TAKEN_OVER;
     },
   },
+  { method: 'GET', pattern: '/strict', auth: false, query: ['limit'], handler: () => ({ status: 200, body: {} }) },
   { method: 'GET', pattern: '/items/:id', auth: false, handler: (c) => ({ status: 200, body: { id: c.params.id } }) },
   { method: 'GET', pattern: '/items/latest', auth: false, handler: () => ({ status: 200, body: { id: 'literal' } }) },
   {
@@ -117,7 +118,7 @@ describe('request pipeline', () => {
     const listener = createPipeline<Deps>({
       routes,
       deps,
-      boundToLoopback: () => true,
+      boundToLoopback: true,
       log: createLogger('pipeline-test', (line) => void logged.push(line)),
       onRefused: (info) => {
         refusals.push(info);
@@ -140,6 +141,17 @@ describe('request pipeline', () => {
       assert.equal(answer.headers['x-content-type-options'], 'nosniff');
       assert.equal(answer.headers['content-length'], String(Buffer.byteLength(answer.body)));
     }
+  });
+
+  it("refuses a query parameter its route's row does not name, or one given twice, as 400 invalid_param", async () => {
+    assert.equal((await ask(base, 'GET', '/strict?limit=1')).status, 200);
+    for (const query of ['limt=1', 'limit=1&limit=2']) {
+      const answer = await ask(base, 'GET', `/strict?${query}`);
+      assert.equal(answer.status, 400, query);
+      assert.equal(envelope(answer).code, 'invalid_param');
+    }
+    // A route whose row names no query list checks none.
+    assert.equal((await ask(base, 'GET', '/sync?anything=1')).status, 200);
   });
 
   it('answers HEAD with the headers of GET and no body', async () => {

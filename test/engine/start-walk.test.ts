@@ -1,0 +1,71 @@
+// Path (b)'s walk, measured as path (a)'s is (test/trigger/webhook-walk.test.ts), in the two processes a run takes:
+// the src/ modules a function of which `svc start --brief` (the launcher) and its worker run, under V8's precise
+// coverage (NODE_V8_COVERAGE, which the worker inherits), until the run's receipt is signed and both have exited,
+// less the shared leaves, the sandbox's internals, the egress gate and what only traces. A module's own body is not
+// counted: each process evaluates every module it imports. The doc's numbered list must be exactly what runs.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EDIT_SCRIPT, makeRepo, svcEnv } from './fixtures.ts';
+import { withoutSecrets } from '../../src/spawn/secrets-handoff.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
+import { assertWalk, ranInChildren, ROOT, walkToCheck } from '../helpers/walk-coverage.ts';
+
+/**
+ * Today's count, which docs/architecture.md records: five over the thirty issue 31 asked for (the doc says which
+ * merges are left). It holds the walk from growing; lower it as files leave the walk.
+ */
+const BAR = 35;
+
+/** Run by the launcher or the worker, not counted (docs/architecture.md names each group under the walk). */
+const NOT_COUNTED = [
+  // shared leaves
+  'src/errors.ts', 'src/safe-json.ts', 'src/log.ts', 'src/atomic-write.ts', 'src/canonical-json.ts',
+  'src/proc-stat.ts', 'src/run-json.ts', 'src/settings-registry.ts', 'src/cli/io.ts', 'src/spawn/tree.ts',
+  'src/spawn/svc-paths.ts', 'src/engine/ids.ts', 'src/engine/paths.ts', 'src/engine/text.ts', 'src/engine/safe-fs.ts',
+  'src/engine/plain-tree.ts',
+  // the sandbox's internals, which every sandboxed child passes: bwrap's argv, the view, limits, seccomp, cgroup
+  'src/spawn/agent-plan.ts', 'src/spawn/bwrap-argv.ts', 'src/spawn/never-writable.ts', 'src/spawn/provider-home.ts',
+  'src/spawn/limits.ts', 'src/spawn/seccomp.ts', 'src/spawn/memory-cgroup.ts',
+  // the egress gate, a server of its own (docs/gate.md); engine/egress.ts, counted, is the run's side of it
+  'src/gate/',
+  // what only traces
+  'src/trace.ts',
+];
+
+describe('path (b): svc start --brief to a signed receipt', () => {
+  const skip = bwrapWorks ? false : 'bwrap cannot run on this host (the walk is a sandboxed run)';
+  it(`reads through the ${BAR} files docs/architecture.md lists`, { skip }, async (t) => {
+    const documented = walkToCheck('b', BAR, NOT_COUNTED);
+    const repo = makeRepo({
+      policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }] }, providers: { fake: EDIT_SCRIPT },
+    });
+    const coverage = mkdtempSync(join(tmpdir(), 'svc-walk-'));
+    t.after(() => {
+      repo.cleanup();
+      rmSync(coverage, { recursive: true, force: true });
+    });
+    // No Control Plane (svcEnv: SVC_SHIP=0): shipping is the run's report, not its way to a receipt. No secret in
+    // the environment (a GITHUB_TOKEN of the shell): the launcher would re-execute to drop it, and its first image
+    // would write a coverage file of its own.
+    const argv = [`${ROOT}src/cli.ts`, 'start', '--brief', 'append fixed', '--provider', 'fake'];
+    const env = withoutSecrets(svcEnv(repo, { NODE_V8_COVERAGE: coverage }));
+    const child = spawn(process.execPath, argv, { cwd: repo.repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    const status = await new Promise((resolve) => child.on('close', resolve));
+    assert.equal(status, 0, out);
+    const { run } = JSON.parse(out.split('\n').find((l) => l.startsWith('{'))!) as { run: string };
+    const receipt = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json'), 'utf8'));
+    assert.equal(receipt.verdict, 'verified');
+    assert.ok(receipt.signature, 'the receipt is signed');
+    // The launcher and the worker, each file written as its process exits: in the foreground the launcher returns
+    // only once the worker has exited (start.ts), so at the launcher's close both are there, and only they.
+    const ran = ranInChildren(coverage, 2);
+    assertWalk('b', ran, NOT_COUNTED, documented);
+  });
+});

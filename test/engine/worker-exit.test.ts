@@ -1,0 +1,115 @@
+// A run's worker and its foreground launcher end once the run is final, whatever handle something left open in them:
+// a listening socket, put there by a module every svc process of the test preloads (NODE_OPTIONS --import).
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingMessage } from 'node:http';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CLI, EDIT_SCRIPT, SLEEP_SCRIPT, processesMentioning, repoForTests } from './fixtures.ts';
+import type { RunState } from '../../src/engine/run-state.ts';
+import { tryReadState } from '../../src/engine/run-state.ts';
+import { runDir } from '../../src/engine/paths.ts';
+
+const LEAK = `import { createServer } from 'node:net';
+if (['worker', 'start'].includes(process.argv[2] ?? '')) createServer().listen(0, '127.0.0.1');
+`;
+
+// What a worker or launcher that does not end (the failure these tests look for) leaves: ended after the tests.
+const leftovers: string[] = [];
+const launchers: ChildProcess[] = [];
+after(() => {
+  for (const run of leftovers) for (const pid of processesMentioning(run)) process.kill(pid, 'SIGKILL');
+  for (const launcher of launchers) launcher.kill('SIGKILL');
+});
+
+/** `svc start` in the foreground, every svc process of it holding a socket nothing closes. */
+function startLeaking(
+  repo: { root: string; repo: string; env: NodeJS.ProcessEnv }, env: NodeJS.ProcessEnv = {}, provider = 'fake',
+) {
+  const leak = join(repo.root, 'leak.mjs');
+  writeFileSync(leak, LEAK);
+  const child = spawn(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', provider], {
+    cwd: repo.repo, env: { ...repo.env, SVC_SANDBOX: 'none', NODE_OPTIONS: `--import=${leak}`, ...env },
+  });
+  launchers.push(child);
+  let stdout = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.resume();
+  const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  return { child, exited, stdout: () => stdout };
+}
+
+/** The run's state once its worker has written its end (its pid cleared): all that is left is its last ship. */
+async function endWritten(child: ChildProcess, repo: string, out: () => string): Promise<RunState> {
+  for (;;) {
+    const run = /"run":"([^"]+)"/.exec(out())?.[1];
+    const state = run ? tryReadState(runDir(repo, run)) : null;
+    if (state && state.status === 'succeeded' && state.pid === null) return state;
+    assert.equal(child.exitCode, null, 'svc start is still there until its run ends');
+    await sleep(50);
+  }
+}
+
+describe("a run's worker and its launcher at the run's end", () => {
+  const repo = repoForTests({ providers: { fake: EDIT_SCRIPT, sleepy: SLEEP_SCRIPT } }, {}, true);
+
+  it('end by themselves with the run\'s exit code, a socket left listening in each', { timeout: 60_000 }, async () => {
+    const started = startLeaking(repo);
+    const state = await endWritten(started.child, repo.repo, started.stdout);
+    leftovers.push(state.run);
+    assert.deepEqual(await started.exited, [0, null]);
+    assert.match(started.stdout(), /"status":"succeeded"/);
+    assert.deepEqual(processesMentioning(state.run), [], 'the worker is gone too');
+  });
+
+  it('end at once on a SIGTERM while the final ship waits on a Control Plane that never answers, and keep the ' +
+    'run for the next ship', { timeout: 60_000 }, async () => {
+    const held: IncomingMessage[] = [];
+    const control = createServer((req) => void held.push(req));
+    control.listen(0, '127.0.0.1');
+    await once(control, 'listening');
+    try {
+      const address = control.address();
+      assert.ok(address && typeof address === 'object');
+      const started = startLeaking(repo, { SVC_SHIP: '1', SVC_CONTROL_URL: `http://127.0.0.1:${address.port}` });
+      const state = await endWritten(started.child, repo.repo, started.stdout);
+      leftovers.push(state.run);
+      // The stand-in holds the first ship that reaches it, most often a periodic one the last ship waits behind.
+      while (held.length === 0) await sleep(50);
+      started.child.kill('SIGTERM');
+      assert.deepEqual(await started.exited, [0, null]);
+      // A worker that sat out the Control Plane client's timeout would have tried its last ship again (then marked it
+      // pending and ended anyway): the signal ended it while it waited on that first request.
+      assert.deepEqual(held.map((req) => req.method), ['POST'], 'the signal, not a timeout, ended the last ship');
+      assert.match(started.stdout(), /"status":"succeeded"/);
+      assert.deepEqual(processesMentioning(state.run), [], 'the worker is gone too');
+      assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the run waits for the next ship');
+    } finally {
+      control.closeAllConnections();
+      control.close();
+    }
+  });
+
+  it('stop the run on a SIGINT while it works, and exit only once the stopper has written its end', {
+    timeout: 60_000,
+  }, async () => {
+    const started = startLeaking(repo, {}, 'sleepy');
+    let state: RunState | null = null;
+    while (!state?.child) {
+      assert.equal(started.child.exitCode, null, 'svc start is still there while its agent sleeps');
+      await sleep(50);
+      const run = /"run":"([^"]+)"/.exec(started.stdout())?.[1];
+      state = run ? tryReadState(runDir(repo.repo, run)) : null;
+    }
+    leftovers.push(state.run);
+    started.child.kill('SIGINT');
+    assert.deepEqual(await started.exited, [1, null]);
+    const final = tryReadState(runDir(repo.repo, state.run));
+    assert.equal(final?.status, 'stopped');
+    assert.equal(final?.failure?.reason, 'stopped by an interrupt of svc start');
+    assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the stop waits for the next ship');
+  });
+});
