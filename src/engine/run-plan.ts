@@ -99,7 +99,7 @@ export function planRun(req: {
       operator_allow: operator.network,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
       notes: [...decided.notes, ...server ? widening.map(serverRefusal) : [], ...capped.notes].concat(ignored),
-      ...setting(env, 'SVC_SHIP') === '0' ? { local: true as const } : {},
+      ...localBy(env),
     };
   });
 }
@@ -176,7 +176,14 @@ export function keptLocal(dir: string): boolean {
 export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | null {
   if (orNull(() => lstatSync(planPath(dir))) === null) return null;
   if (startedByServer(env) && readPlan(dir).authority !== 'server') return null;
-  return planToReuse(dir, env);
+  // Staying local is the retrying command's choice, as for a new run, not the old run's.
+  const { local: _old, ...plan } = planToReuse(dir, env);
+  return { ...plan, ...localBy(env) };
+}
+
+/** A plan's `local` as the command's SVC_SHIP sets it: 0 keeps the run local, any other value ships it. */
+function localBy(env: NodeJS.ProcessEnv): Pick<RunPlan, 'local'> {
+  return setting(env, 'SVC_SHIP') === '0' ? { local: true } : {};
 }
 
 /**

@@ -9,7 +9,7 @@ import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fi
 import { runChild } from '../helpers/run-child.ts';
 import { closedPort } from '../helpers/closed-port.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { prepareRun } from '../../src/engine/launch.ts';
+import { prepareRetry, prepareRun } from '../../src/engine/launch.ts';
 import { projectWithPending } from '../../src/cli/ship.ts';
 
 
@@ -173,6 +173,24 @@ describe('a run made with SVC_SHIP=0', () => {
       assert.equal(await status('keep1'), 200);
     } finally {
       await cp.close();
+      repo.cleanup();
+    }
+  });
+});
+
+describe('a retry', () => {
+  it('stays local or ships as its own command\'s SVC_SHIP says, not as the run it retries did', async () => {
+    const repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    try {
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home };
+      const made = { input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo };
+      await prepareRun({ ...made, runId: 'ships1', env });
+      await prepareRun({ ...made, runId: 'local1', env: { ...env, SVC_SHIP: '0' } });
+      const kept = await prepareRetry(repo.repo, 'ships1', 'kept2', { ...env, SVC_SHIP: '0' });
+      assert.equal(kept.plan.local, true);
+      const sent = await prepareRetry(repo.repo, 'local1', 'sent2', env);
+      assert.equal(sent.plan.local, undefined);
+    } finally {
       repo.cleanup();
     }
   });
