@@ -55,16 +55,11 @@ function pendingFolderIn(dir: string): boolean {
   return orNull(() => lstatSync(join(dir, '.svc', 'ship-pending'), { throwIfNoEntry: false })?.isDirectory()) === true;
 }
 
-/** The runs `.svc/ship-pending` lists in `repo`, but for those made to stay local (SVC_SHIP=0). */
-function pendingToShip(repo: string): string[] {
-  return pendingRuns(repo).filter((run) => !keptLocal(runDir(repo, run)));
-}
-
 /** The nearest folder from `cwd` up whose `.svc/ship-pending` lists a run to ship; null when there is none. */
 export function projectWithPending(cwd: string): string | null {
   for (let dir = resolve(cwd); ; dir = dirname(dir)) {
     if (pendingFolderIn(dir)) {
-      return pendingToShip(dir).length ? dir : null;
+      return pendingRuns(dir).length ? dir : null;
     }
     if (dir === dirname(dir)) return null;
   }
@@ -76,7 +71,7 @@ export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000):
   const repo = projectWithPending(cwd);
   if (!repo) return;
   try {
-    const { shipped, left, url, failures } = await shipRuns(repo, pendingToShip(repo), io.env, { budgetMs });
+    const { shipped, left, url, failures } = await shipRuns(repo, pendingRuns(repo), io.env, { budgetMs });
     const refused = failures.filter((f) => !f.everyRun);
     const waiting = left.length - refused.length;
     if (shipped.length) {

@@ -27,6 +27,7 @@ import {
   withoutSignerFields,
 } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
+import { keptLocal } from './run-plan.ts';
 
 const EVENTS_PER_BATCH = 500;
 /** What one batch carries, in bytes as its JSON body counts them (events re-serialised, artifacts in base64 with
@@ -454,7 +455,9 @@ function projectOf(dir: string): string {
   return dirname(dirname(dirname(dir)));
 }
 
+/** Leaves a marker for the next svc command to ship the run; none for a run kept local, which only a named ship sends. */
 export function markPending(dir: string): void {
+  if (keptLocal(dir)) return;
   try {
     const pending = makePlainPath(projectOf(dir), ['.svc', 'ship-pending'], 0o777);
     withDir(pending, () => writeNoFollowIn(pending, basename(dir), ''));

@@ -2,7 +2,7 @@
 // marker, and the next command in the project that reaches a Control Plane sends it, so `svc runs show` finds it.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -11,6 +11,7 @@ import { closedPort } from '../helpers/closed-port.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { prepareRetry, prepareRun } from '../../src/engine/launch.ts';
 import { projectWithPending } from '../../src/cli/ship.ts';
+import { markPending } from '../../src/engine/shipper.ts';
 
 
 describe('a run made while no Control Plane answers', () => {
@@ -151,9 +152,9 @@ describe('a run made with SVC_SHIP=0', () => {
       const made = { input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo };
       await prepareRun({ ...made, runId: 'keep1', env: { ...env, SVC_SHIP: '0' } });
       await prepareRun({ ...made, runId: 'sent1', env });
-      // Both marked, as a stop from outside their workers leaves them.
-      mkdirSync(join(repo.repo, '.svc', 'ship-pending'), { recursive: true });
-      for (const run of ['keep1', 'sent1']) writeFileSync(join(repo.repo, '.svc', 'ship-pending', run), '');
+      // A stop from outside their workers marks each to ship later, but for the run kept local.
+      for (const run of ['keep1', 'sent1']) markPending(join(repo.repo, '.svc', 'runs', run));
+      assert.deepEqual(readdirSync(join(repo.repo, '.svc', 'ship-pending')), ['sent1']);
       const status = async (run: string) => (await cp.request('GET', `/v1/runs/local/${run}`)).status;
 
       const shown = await runChild(process.execPath, [CLI, 'runs', 'show', 'local/sent1'], { cwd: repo.repo, env });
