@@ -104,7 +104,6 @@ export async function printLocalLogs(
   flush();
 }
 
-/** Same, for a run only the Control Plane has: pages of its events, then its live stream until it has ended. */
 const APPEAR_MS = 15_000;
 
 /**
@@ -126,6 +125,7 @@ export async function waitForRun(client: ControlClient, ref: RunRef, say: (text:
   }
 }
 
+/** As printLocalLogs, for a run only the Control Plane has: pages of its events, then its live stream till it ends. */
 export async function printControlLogs(
   client: ControlClient, ref: RunRef, print: (line: string) => void, follow: boolean,
 ): Promise<void> {
