@@ -30,8 +30,9 @@ export default async function ship(io: CliIo): Promise<number> {
   if (unknown !== undefined) throw new UsageError(`No run "${unknown}" under ${dir}`);
   // A run made with SVC_SHIP=0 was meant to stay here: only naming it sends it.
   const local = positionals.length ? [] : found.filter((run) => keptLocal(runDir(repo, run)));
-  for (const run of local) {
-    io.stderr(`svc ship: ${run}: kept local (made with SVC_SHIP=0); \`svc ship ${run}\` sends it\n`);
+  if (local.length > 0) {
+    const runs = local.length === 1 ? '1 run' : `${local.length} runs`;
+    io.stderr(`svc ship: ${runs} kept local (SVC_SHIP=0): svc ship RUN sends one\n`);
   }
   const runs = found.filter((run) => positionals.length ? positionals.includes(run) : !local.includes(run));
   // --all forgets the offsets; never through a linked run folder (the shipper refuses one and says so).

@@ -54,7 +54,7 @@ Steering an existing run (local, no Control Plane needed):
   --stop RUN         stop a run (SIGTERM to its process group, SIGKILL after 5 s)
   --resume RUN       continue a stopped or failed run in the same worktree
   --retry RUN        start a new run in the same group with the same spec
-  --verify RUN       re-run the checks and re-issue the receipt
+  --verify RUN       re-run the checks and re-issue the receipt; exits 1 unless it verified a non-empty diff
   --open-pr RUN      open the pull request of a --pr run whose work was verified but whose PR could not be opened
                      (no credentials then, an unreachable origin): pushes its branch and opens the PR now
 `;

@@ -455,7 +455,7 @@ function projectOf(dir: string): string {
   return dirname(dirname(dirname(dir)));
 }
 
-/** Leaves a marker for the next svc command to ship the run; none for a run kept local, which only a named ship sends. */
+/** Marks the run for the next svc command to ship; not a run kept local, which only a named `svc ship` sends. */
 export function markPending(dir: string): void {
   if (keptLocal(dir)) return;
   try {

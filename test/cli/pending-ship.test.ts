@@ -165,7 +165,7 @@ describe('a run made with SVC_SHIP=0', () => {
         runChild(process.execPath, [CLI, 'ship', '--repo', repo.repo, ...args], { cwd: repo.home, env });
       const all = await ship();
       assert.equal(all.code, 0, all.stderr);
-      assert.equal(all.stderr, 'svc ship: keep1: kept local (made with SVC_SHIP=0); `svc ship keep1` sends it\n');
+      assert.equal(all.stderr, 'svc ship: 1 run kept local (SVC_SHIP=0): svc ship RUN sends one\n');
       assert.equal(await status('keep1'), 404);
 
       const named = await ship('keep1');

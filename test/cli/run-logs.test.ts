@@ -147,7 +147,7 @@ describe('the agent output of a run', () => {
     assert.equal(logs.stdout(), `remote: hello\n${asked}remote: live\n[svc] status succeeded\n`);
   });
 
-  it('svc runs logs -f waits for a run the Control Plane has not heard of yet, as one just started detached', async () => {
+  it('svc runs logs -f waits for a run the Control Plane has not heard of yet, as one started detached', async () => {
     const logs = svc(['runs', 'logs', 'edge/rlate', '-f'], { SVC_CONTROL_URL: control.url });
     await waitFor(() => logs.stderr().includes('for the Control Plane to hear of edge/rlate'), 'the wait said');
     const t = new Date().toISOString();
