@@ -6,7 +6,8 @@ import { hash } from 'node:crypto';
 import { openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted, type Policy } from './policy.ts';
 import { pushFollowUpRun } from './follow-up.ts';
-import { keptLocal, readPlan, type RunPlan } from './run-plan.ts';
+import { readPlan, type RunPlan } from './run-plan.ts';
+import { keptLocal } from './shipper.ts';
 import {
   commitAll, diffCommits, diffWorkingTree, emptyDiff, git, runWorktreeGitDir, treeGit, UnreadableTreeError,
   type DiffResult,

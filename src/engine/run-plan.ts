@@ -163,11 +163,6 @@ export function readPlan(dir: string): RunPlan {
   return plan as unknown as RunPlan;
 }
 
-/** Whether the run was made to stay local (SVC_SHIP=0); a run whose plan svc cannot read is not. */
-export function keptLocal(dir: string): boolean {
-  return orNull(() => readPlan(dir).local) === true;
-}
-
 /**
  * For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all, or when a server
  * retries a run a person planned: what that person's trusted files allowed is theirs, so the server plans the retry

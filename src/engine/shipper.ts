@@ -27,7 +27,6 @@ import {
   withoutSignerFields,
 } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
-import { keptLocal } from './run-plan.ts';
 
 const EVENTS_PER_BATCH = 500;
 /** What one batch carries, in bytes as its JSON body counts them (events re-serialised, artifacts in base64 with
@@ -453,6 +452,13 @@ export function createShipper(
 /** The project of a run folder `<repo>/.svc/runs/<run>`. */
 function projectOf(dir: string): string {
   return dirname(dirname(dirname(dir)));
+}
+
+/** Whether the run was made to stay local (SVC_SHIP=0: its plan's `local`); a run whose plan svc cannot read is not. */
+export function keptLocal(dir: string): boolean {
+  const folder = openRunFolder(dir);
+  if ('failed' in folder) return false;
+  return withDir(folder, () => readObjectIn(folder, 'plan.json', () => {})?.local === true);
 }
 
 /** Marks the run for the next svc command to ship; not a run kept local, which only a named `svc ship` sends. */
