@@ -1,5 +1,5 @@
 // `svc deploy record|last`: deploy records under .svc/deploys/, read into error-tracker briefs; svc never deploys.
-import { parseFlags, type CliIo } from './io.ts';
+import { parseFlags, usageOf, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
 import { recordDeploy, latestDeployLine } from '../engine/deploys.ts';
 import { resolveRepo } from '../engine/launch.ts';
@@ -31,7 +31,7 @@ export default async function deploy(io: CliIo): Promise<number> {
   const [sub, ...extra] = positionals;
   const { sha, health, 'finished-at': finishedAt } = values;
   if (sub !== 'last' && (sub !== 'record' || extra.length)) {
-    throw new UsageError('Usage: svc deploy record --sha SHA --health STATUS');
+    throw new UsageError(usageOf(HELP));
   }
   if (sub === 'record' && (!sha || !health)) throw new UsageError('svc deploy record needs --sha and --health');
   const repo = repoOrExit1(values.repo ?? process.cwd());

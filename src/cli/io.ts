@@ -25,6 +25,11 @@ export function parseFlags<O extends Options>(argv: string[], options: O, maxPos
   return parsed;
 }
 
+/** A command's usage line as its help gives it (the first line), so a usage error never says less than --help. */
+export function usageOf(help: string): string {
+  return help.slice(0, help.indexOf('\n'));
+}
+
 /** The subcommand (one of `subs`) and its arguments, or the exit status after help (`svc X`: 2, `svc X help`: 0). */
 export function subcommand<S extends string>(
   io: CliIo, help: string, command: string, subs: readonly S[],

@@ -1,6 +1,6 @@
 // `svc receipt verify <file>`: checks an Evidence Receipt's integrity and signature and says exactly what is wrong.
 import { readFileSync } from 'node:fs';
-import { parseFlags, type CliIo } from './io.ts';
+import { parseFlags, usageOf, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, FailedError } from '../errors.ts';
 import { verifyReceipt, keyRingOf, receiptFromMarkdown } from '../engine/receipt.ts';
 import { knownKeys } from '../keys.ts';
@@ -20,7 +20,7 @@ Exit 0 when valid; 1 naming the problem: integrity mismatch, unknown key, bad si
 export default async function receipt(io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(io.argv, { key: { type: 'string', multiple: true } });
   const [sub, file, ...rest] = positionals;
-  if (sub !== 'verify' || !file || rest.length) throw new UsageError('Usage: svc receipt verify <file>');
+  if (sub !== 'verify' || !file || rest.length) throw new UsageError(usageOf(HELP));
   const text = readOrNull(file);
   if (text === null) throw new NotFoundError(`Cannot read "${file}"`);
   const value = tryParseJson(text) ?? receiptFromMarkdown(text);

@@ -11,7 +11,7 @@ import { TERMINAL } from '../run-json.ts';
 import { RUN_CONTAINER } from '../engine/run-event.ts';
 import { objOrNull, str, tryParseJson } from '../untrusted.ts';
 import { orNull } from '../spawn/tree.ts';
-import type { ControlClient } from '../client/client.ts';
+import { ControlApiError, type ControlClient } from '../client/client.ts';
 import type { RunRef } from '../client/types.ts';
 
 const POLL_MS = 200;
@@ -104,7 +104,28 @@ export async function printLocalLogs(
   flush();
 }
 
-/** Same, for a run only the Control Plane has: pages of its events, then its live stream until it has ended. */
+const APPEAR_MS = 15_000;
+
+/**
+ * For -f: a run `svc start --detach` made a moment ago may not have reached the Control Plane yet (its worker ships
+ * within a second or so), so a run it does not know is asked for again, once said, for up to APPEAR_MS; then its
+ * not_found goes on as it would have at once.
+ */
+export async function waitForRun(client: ControlClient, ref: RunRef, say: (text: string) => void): Promise<void> {
+  const until = performance.now() + APPEAR_MS;
+  for (let said = false; ; said = true) {
+    try {
+      await client.getRun(ref);
+      return;
+    } catch (err) {
+      if (!(err instanceof ControlApiError) || err.code !== 'not_found' || performance.now() > until) throw err;
+      if (!said) say(`waiting up to ${APPEAR_MS / 1000} s for the Control Plane to hear of ${ref.source}/${ref.run}\n`);
+      await delay(POLL_MS);
+    }
+  }
+}
+
+/** As printLocalLogs, for a run only the Control Plane has: pages of its events, then its live stream till it ends. */
 export async function printControlLogs(
   client: ControlClient, ref: RunRef, print: (line: string) => void, follow: boolean,
 ): Promise<void> {

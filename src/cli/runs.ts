@@ -13,7 +13,7 @@ import { oneLine } from '../webhook-sources.ts';
 import { obj, objOrNull, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { timeMs } from '../iso-time.ts';
-import { findLocalRun, printLocalLogs, printControlLogs } from './run-logs.ts';
+import { findLocalRun, printLocalLogs, printControlLogs, waitForRun } from './run-logs.ts';
 
 export const HELP = `Usage:
   svc runs [list] [--verdict V] [--status S] [--failure F] [--repo R] [--group ID] [--since T]
@@ -171,6 +171,7 @@ async function dispatch(
     if (local) await printLocalLogs(local.dir, out, { follow });
     else {
       try {
+        if (follow) await waitForRun(client, ref, io.stderr);
         await printControlLogs(client, ref, out, follow);
       } catch (err) {
         throw notFoundAnywhere(err, ref, found);

@@ -4,26 +4,36 @@
 import { readdirSync, lstatSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
-import { FailedError } from '../errors.ts';
+import { FailedError, UsageError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
-import { pendingRuns, shipRuns } from '../engine/shipper.ts';
+import { keptLocal, pendingRuns, shipRuns } from '../engine/shipper.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { setting } from '../settings-registry.ts';
 import { orNull } from '../spawn/tree.ts';
 
-export const HELP = `Usage: svc ship [--repo DIR] [--all]
+export const HELP = `Usage: svc ship [--repo DIR] [--all] [RUN...]
 
 Sends the runs under <repo>/.svc/runs to the Control Plane (SVC_CONTROL_URL, else server.json, else
-127.0.0.1:$SVC_CONTROL_PORT). Each run resumes from its ship.json offset; --all re-sends everything.
+127.0.0.1:$SVC_CONTROL_PORT), or only the RUNs named. Each run resumes from its ship.json offset; --all re-sends
+everything. A run made with SVC_SHIP=0 goes only when named.
 Token: SVC_CONTROL_TOKEN_FILE, ~/.svc/control/token (a loopback address only), or SVC_CONTROL_TOKEN.
 `;
 
 export default async function ship(io: CliIo): Promise<number> {
-  const { values } = parseFlags(io.argv, { repo: { type: 'string' }, all: { type: 'boolean' } }, 0);
+  const { values, positionals } = parseFlags(io.argv, { repo: { type: 'string' }, all: { type: 'boolean' } });
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = runsDir(repo);
-  const runs = lstatSync(dir, { throwIfNoEntry: false }) ? readdirSync(dir).filter(isValidSegment).sort() : [];
+  const found = lstatSync(dir, { throwIfNoEntry: false }) ? readdirSync(dir).filter(isValidSegment).sort() : [];
+  const unknown = positionals.find((run) => !found.includes(run));
+  if (unknown !== undefined) throw new UsageError(`No run "${unknown}" under ${dir}`);
+  // A run made with SVC_SHIP=0 was meant to stay here: only naming it sends it.
+  const local = positionals.length ? [] : found.filter((run) => keptLocal(runDir(repo, run)));
+  if (local.length > 0) {
+    const runs = local.length === 1 ? '1 run' : `${local.length} runs`;
+    io.stderr(`svc ship: ${runs} kept local (SVC_SHIP=0): svc ship RUN sends one\n`);
+  }
+  const runs = found.filter((run) => positionals.length ? positionals.includes(run) : !local.includes(run));
   // --all forgets the offsets; never through a linked run folder (the shipper refuses one and says so).
   for (const run of values.all ? runs : []) {
     if (lstatSync(runDir(repo, run)).isDirectory()) rmSync(join(runDir(repo, run), 'ship.json'), { force: true });
@@ -45,7 +55,7 @@ function pendingFolderIn(dir: string): boolean {
   return orNull(() => lstatSync(join(dir, '.svc', 'ship-pending'), { throwIfNoEntry: false })?.isDirectory()) === true;
 }
 
-/** The nearest folder from `cwd` up whose `.svc/ship-pending` lists a run; null when there is none. */
+/** The nearest folder from `cwd` up whose `.svc/ship-pending` lists a run to ship; null when there is none. */
 export function projectWithPending(cwd: string): string | null {
   for (let dir = resolve(cwd); ; dir = dirname(dir)) {
     if (pendingFolderIn(dir)) {

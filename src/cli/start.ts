@@ -1,8 +1,10 @@
 // `svc start`: make a run from a brief, spec, issue export, issue URL or tracker reference, and run it (DESIGN §6).
+import { join } from 'node:path';
 import { sendPendingRuns } from './ship.ts';
 import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, NotFoundError, ConflictError, FailedError, errorMessage } from '../errors.ts';
-import { realOrNull } from '../spawn/tree.ts';
+import { readOrNull, realOrNull } from '../spawn/tree.ts';
+import { countOrNull, objOrNull, str, tryParseJson } from '../untrusted.ts';
 import { discoverControlUrl } from '../engine/control-url.ts';
 import { settingChoice, settingInt, settingUsd } from '../settings-registry.ts';
 import {
@@ -52,7 +54,7 @@ Steering an existing run (local, no Control Plane needed):
   --stop RUN         stop a run (SIGTERM to its process group, SIGKILL after 5 s)
   --resume RUN       continue a stopped or failed run in the same worktree
   --retry RUN        start a new run in the same group with the same spec
-  --verify RUN       re-run the checks and re-issue the receipt
+  --verify RUN       re-run the checks and re-issue the receipt; exits 1 unless it verified a non-empty diff
   --open-pr RUN      open the pull request of a --pr run whose work was verified but whose PR could not be opened
                      (no credentials then, an unreachable origin): pushes its branch and opens the PR now
 `;
@@ -92,6 +94,7 @@ async function launch(
   const unconfined = unsandboxedWarning(plan.sandbox);
   if (unconfined) io.stderr(`svc start: ${unconfined}\n`);
   const dir = runDir(state.repo_path, state.run);
+  const since = new Date().toISOString();
   // Past a resumed run's earlier output, before the worker writes anything.
   const tail = showOutput ? createEventTail(dir) : null;
   tail?.();
@@ -156,8 +159,26 @@ async function launch(
   io.stdout(summary(final));
   // A pod's run container is an init container: failing it would keep the signer, which judges the run, from starting.
   if (signsLater(io.env)) return 0;
-  // Any other end is 1, whatever its failure class (README "Exit codes": scripts read the summary's failure.class).
-  return final.status === 'succeeded' || (mode === 'verify' && final.verdict !== 'not_verified') ? 0 : 1;
+  if (mode !== 'verify') {
+    // Any other end is 1, whatever its failure class (README "Exit codes": scripts read the summary's failure.class).
+    return final.status === 'succeeded' ? 0 : 1;
+  }
+  const unverified = notVerifiedSince(dir, since, final);
+  if (unverified !== null) io.stderr(`svc start: verify: ${unverified}\n`);
+  return unverified === null ? 0 : 1;
+}
+
+/**
+ * Why a --verify did not verify the run, or null when it did: it issued a receipt (after `since`) on a change, with a
+ * verdict other than not_verified, for a run that ran to its end. A verify that failed or was stopped issued none; a
+ * stopped run's work was cut off, and an empty diff holds nothing to judge, whatever the verdict says (README).
+ */
+function notVerifiedSince(dir: string, since: string, run: RunState): string | null {
+  const receipt = objOrNull(tryParseJson(readOrNull(join(dir, 'artifacts', 'receipt.json')) ?? ''));
+  if (receipt === null || (str(receipt.issued_at) ?? '') < since) return 'no receipt issued (the run\'s log says why)';
+  if (run.status === 'stopped') return 'the run was stopped before its end: its work is unfinished';
+  if ((countOrNull(objOrNull(receipt.diff)?.files) ?? 0) === 0) return 'nothing to verify: the diff is empty';
+  return str(receipt.verdict) === 'not_verified' ? 'the verdict is not_verified' : null;
 }
 
 export default async function start(io: CliIo): Promise<number> {

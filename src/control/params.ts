@@ -25,6 +25,13 @@ export function checkSegment(name: string, value: unknown): string {
   return value;
 }
 
+/** A query parameter the route cannot do without: missing, it is named as missing, not as a bad value. */
+export function requiredSegment(query: URLSearchParams, name: string): string {
+  const value = query.get(name);
+  if (value === null) invalidParam(`Parameter "${name}" is required`);
+  return checkSegment(name, value);
+}
+
 export function runParams(ctx: { params: Record<string, string> }): { source: string; run: string } {
   return { source: checkSegment('source', ctx.params.source), run: checkSegment('run', ctx.params.run) };
 }

@@ -9,14 +9,14 @@ import { procStart } from './proc-group.ts';
 import { orNull, procList } from '../spawn/tree.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackHost } from '../http/guards.ts';
-import { settingInt } from '../settings-registry.ts';
+import { setting, settingInt } from '../settings-registry.ts';
 import { BadSettingError } from '../errors.ts';
 import { causeOf, type ControlApiError } from '../client/client.ts';
 
 /** The URL, and `via`: how it was found, for `svc control status` and error messages. */
 export interface FoundControl {
   url: string;
-  via: 'SVC_CONTROL_URL' | 'server.json' | 'default';
+  via: 'SVC_CONTROL_URL' | 'server.json' | 'SVC_CONTROL_PORT' | 'default';
 }
 
 /** How the Control Plane was found, or `--url` a person gave. */
@@ -35,7 +35,8 @@ export function findControlUrl(env: NodeJS.ProcessEnv): FoundControl | null {
   const url = liveRecordUrl(env);
   // A stale file (server killed without cleanup) must not win over the default port.
   if (url !== null) return { url, via: 'server.json' };
-  return port === 0 ? null : { url: `http://127.0.0.1:${port}`, via: 'default' };
+  if (port === 0) return null;
+  return { url: `http://127.0.0.1:${port}`, via: setting(env, 'SVC_CONTROL_PORT') ? 'SVC_CONTROL_PORT' : 'default' };
 }
 
 /** The URL server.json names while the server that wrote it runs (isLiveRecord); else null. */
@@ -89,7 +90,7 @@ export function isSameMachine(url: string): boolean {
 export function homeTokenGoes(env: NodeJS.ProcessEnv, found: ControlFound): boolean {
   if (!isSameMachine(found.url)) return false;
   if (found.via === 'server.json') return liveRecordUrl(env) === found.url;
-  return found.via !== 'default' || Boolean(env.SVC_CONTROL_PORT?.trim());
+  return found.via !== 'default';
 }
 
 let withheldSaid = false;

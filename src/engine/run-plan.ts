@@ -21,7 +21,7 @@ import {
   ignoredPolicyNote, resolveSandbox, sandboxOptOut, startedByServer, type SandboxMode,
 } from '../spawn/sandbox-mode.ts';
 import { isJsonObject } from '../untrusted.ts';
-import { settingChoice } from '../settings-registry.ts';
+import { setting, settingChoice } from '../settings-registry.ts';
 import { providerHomeKey } from './sandbox.ts';
 import { isRoutedRepoName } from './repo-name.ts';
 
@@ -50,6 +50,8 @@ export interface RunPlan {
   push_target: PushTarget | null;
   /** For the run's log: settings left out, limits lowered, a policy's sandbox opt-out ignored. */
   notes: string[];
+  /** Made with SVC_SHIP=0: no worker, command or recovery ships it, only `svc ship` naming it (keptLocal). */
+  local?: true;
 }
 
 /** Resolves the plan, or refuses a run that could not go as asked (a broken policy, an untrusted file's settings, no
@@ -81,12 +83,12 @@ export function planRun(req: {
     if (widening.length && !server && file) {
       throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed'));
     }
-    const setting = policySandbox(policyFile, server, env);
-    const optedOut = sandboxOptOut(setting, env);
+    const asked = policySandbox(policyFile, server, env);
+    const optedOut = sandboxOptOut(asked, env);
     // Refused here, before a run is made, as well as by every sandbox it would start; and before the probe, which
     // keeps its result under HOME (a HOME of `/` would get a /.svc).
     if (!optedOut) refuseSystemHome(env.HOME || homedir());
-    const sandbox = optedOut ?? resolveSandbox(setting, env);
+    const sandbox = optedOut ?? resolveSandbox(asked, env);
     if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);
     const capped = cappedLimits(policy.limits, operator.limits);
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
@@ -97,6 +99,7 @@ export function planRun(req: {
       operator_allow: operator.network,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,
       notes: [...decided.notes, ...server ? widening.map(serverRefusal) : [], ...capped.notes].concat(ignored),
+      ...localBy(env),
     };
   });
 }
@@ -168,7 +171,14 @@ export function readPlan(dir: string): RunPlan {
 export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | null {
   if (orNull(() => lstatSync(planPath(dir))) === null) return null;
   if (startedByServer(env) && readPlan(dir).authority !== 'server') return null;
-  return planToReuse(dir, env);
+  // Staying local is the retrying command's choice, as for a new run, not the old run's.
+  const { local: _old, ...plan } = planToReuse(dir, env);
+  return { ...plan, ...localBy(env) };
+}
+
+/** A plan's `local` as the command's SVC_SHIP sets it: 0 keeps the run local, any other value ships it. */
+function localBy(env: NodeJS.ProcessEnv): Pick<RunPlan, 'local'> {
+  return setting(env, 'SVC_SHIP') === '0' ? { local: true } : {};
 }
 
 /**

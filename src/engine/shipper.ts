@@ -454,7 +454,16 @@ function projectOf(dir: string): string {
   return dirname(dirname(dirname(dir)));
 }
 
+/** Whether the run was made to stay local (SVC_SHIP=0: its plan's `local`); a run whose plan svc cannot read is not. */
+export function keptLocal(dir: string): boolean {
+  const folder = openRunFolder(dir);
+  if ('failed' in folder) return false;
+  return withDir(folder, () => readObjectIn(folder, 'plan.json', () => {})?.local === true);
+}
+
+/** Marks the run for the next svc command to ship; not a run kept local, which only a named `svc ship` sends. */
 export function markPending(dir: string): void {
+  if (keptLocal(dir)) return;
   try {
     const pending = makePlainPath(projectOf(dir), ['.svc', 'ship-pending'], 0o777);
     withDir(pending, () => writeNoFollowIn(pending, basename(dir), ''));

@@ -89,7 +89,8 @@ describe('svc dashboard', () => {
       const r = await run(['dashboard', '--no-open'], { ...baseEnv, HOME: home, SVC_CONTROL_PORT: port });
       assert.equal(r.code, 1, r.stderr);
       assert.equal(r.stdout, '');
-      assert.equal(r.stderr, `svc dashboard: http://127.0.0.1:${port} (found via default) is not a Control Plane: another ` +
+      assert.equal(r.stderr, `svc dashboard: http://127.0.0.1:${port} (found via SVC_CONTROL_PORT) ` +
+        'is not a Control Plane: another ' +
         'program answers there (a svc trigger serve?). Stop it, or start the Control Plane on a free port: ' +
         'SVC_CONTROL_PORT=0 svc dashboard\n');
       assert.equal(existsSync(join(home, '.svc', 'control', 'server.json')), false);

@@ -41,6 +41,19 @@ describe('svc help and the README', () => {
     assert.match(await svc(['answer', '--help']), /svc answer \[<source>\/\]<run>/);
   });
 
+  it('says the usage line --help gives when a command is used wrongly', async () => {
+    const env = { PATH: process.env.PATH, HOME: tmpdir() };
+    for (const [args, usage] of [
+      [['receipt', 'verify'], 'svc receipt: Usage: svc receipt verify <file> [--key PUBLIC_KEY.pem]...\n'],
+      [['deploy', 'nothing'], 'svc deploy: Usage: svc deploy record --sha SHA --health STATUS [--finished-at ISO] ' +
+        '[--repo DIR]\n'],
+    ] as const) {
+      const wrong = await runChild(process.execPath, [CLI, ...args], { cwd: tmpdir(), env });
+      assert.equal(wrong.code, 2);
+      assert.equal(wrong.stderr, usage);
+    }
+  });
+
   it('prints an error as one line, and with the global --verbose its stack after it', async () => {
     const env = { PATH: process.env.PATH, HOME: tmpdir() };
     const plain = await runChild(process.execPath, [CLI, 'repos', 'remove'], { cwd: tmpdir(), env });

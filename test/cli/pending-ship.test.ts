@@ -2,15 +2,16 @@
 // marker, and the next command in the project that reaches a Control Plane sends it, so `svc runs show` finds it.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { closedPort } from '../helpers/closed-port.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { prepareRun } from '../../src/engine/launch.ts';
+import { prepareRetry, prepareRun } from '../../src/engine/launch.ts';
 import { projectWithPending } from '../../src/cli/ship.ts';
+import { markPending } from '../../src/engine/shipper.ts';
 
 
 describe('a run made while no Control Plane answers', () => {
@@ -135,6 +136,81 @@ describe('svc ship with a run the Control Plane refuses', () => {
       const again = await runChild(process.execPath, [CLI, 'runs', 'show', 'local/rcli2'], { cwd: repo.repo, env });
       assert.equal(again.code, 0, again.stderr);
       assert.doesNotMatch(again.stderr, /rcli1/);
+    } finally {
+      await cp.close();
+      repo.cleanup();
+    }
+  });
+});
+
+describe('a run made with SVC_SHIP=0', () => {
+  it('is shipped by no later command, nor by svc ship, until svc ship names it', async () => {
+    const repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    const cp = await startTestControl();
+    try {
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url };
+      const made = { input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo };
+      await prepareRun({ ...made, runId: 'keep1', env: { ...env, SVC_SHIP: '0' } });
+      await prepareRun({ ...made, runId: 'sent1', env });
+      // A stop from outside their workers marks each to ship later, but for the run kept local.
+      for (const run of ['keep1', 'sent1']) markPending(join(repo.repo, '.svc', 'runs', run));
+      assert.deepEqual(readdirSync(join(repo.repo, '.svc', 'ship-pending')), ['sent1']);
+      const status = async (run: string) => (await cp.request('GET', `/v1/runs/local/${run}`)).status;
+
+      const shown = await runChild(process.execPath, [CLI, 'runs', 'show', 'local/sent1'], { cwd: repo.repo, env });
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.equal(await status('keep1'), 404);
+
+      const ship = (...args: string[]) =>
+        runChild(process.execPath, [CLI, 'ship', '--repo', repo.repo, ...args], { cwd: repo.home, env });
+      const all = await ship();
+      assert.equal(all.code, 0, all.stderr);
+      assert.equal(all.stderr, 'svc ship: 1 run kept local (SVC_SHIP=0): svc ship RUN sends one\n');
+      assert.equal(await status('keep1'), 404);
+
+      const named = await ship('keep1');
+      assert.equal(named.code, 0, named.stderr);
+      assert.equal(named.stdout, `Shipped 1 run to ${cp.url}\n`);
+      assert.equal(await status('keep1'), 200);
+    } finally {
+      await cp.close();
+      repo.cleanup();
+    }
+  });
+});
+
+describe('a retry', () => {
+  it('stays local or ships as its own command\'s SVC_SHIP says, not as the run it retries did', async () => {
+    const repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    try {
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home };
+      const made = { input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo };
+      await prepareRun({ ...made, runId: 'ships1', env });
+      await prepareRun({ ...made, runId: 'local1', env: { ...env, SVC_SHIP: '0' } });
+      const kept = await prepareRetry(repo.repo, 'ships1', 'kept2', { ...env, SVC_SHIP: '0' });
+      assert.equal(kept.plan.local, true);
+      const sent = await prepareRetry(repo.repo, 'local1', 'sent2', env);
+      assert.equal(sent.plan.local, undefined);
+    } finally {
+      repo.cleanup();
+    }
+  });
+});
+
+describe('a run made with SVC_SHIP=0, verified later without it', () => {
+  it('is not shipped by its verify worker either: the choice is the run\'s, kept in its plan', async () => {
+    const repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    const cp = await startTestControl();
+    try {
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url, SVC_SANDBOX: 'none' };
+      const svc = (more: NodeJS.ProcessEnv, ...args: string[]) =>
+        runChild(process.execPath, [CLI, 'start', ...args], { cwd: repo.repo, env: { ...env, ...more } });
+      const made = await svc({ SVC_SHIP: '0' }, '--brief', 'append fixed', '--provider', 'fake', '--worktree');
+      assert.equal(made.code, 0, made.stderr);
+      const { run } = JSON.parse(made.stdout.trim().split('\n')[0]!) as { run: string };
+      const verified = await svc({}, '--verify', run);
+      assert.equal(verified.code, 0, verified.stderr);
+      assert.equal((await cp.request('GET', `/v1/runs/local/${run}`)).status, 404);
     } finally {
       await cp.close();
       repo.cleanup();

@@ -147,6 +147,20 @@ describe('the agent output of a run', () => {
     assert.equal(logs.stdout(), `remote: hello\n${asked}remote: live\n[svc] status succeeded\n`);
   });
 
+  it('svc runs logs -f waits for a run the Control Plane has not heard of yet, as one started detached', async () => {
+    const logs = svc(['runs', 'logs', 'edge/rlate', '-f'], { SVC_CONTROL_URL: control.url });
+    await waitFor(() => logs.stderr().includes('for the Control Plane to hear of edge/rlate'), 'the wait said');
+    const t = new Date().toISOString();
+    const ran = await control.request('POST', '/v1/ingest', { body: {
+      source: 'edge',
+      runs: [{ run: 'rlate', status: 'succeeded', started_at: t, ended_at: t, updated_at: t }],
+      events: [{ run: 'rlate', seq: 1, ts: t, kind: 'log', data: { stream: 'stdout', text: 'late: hello' } }],
+    } });
+    assert.equal(ran.status, 200, ran.text);
+    assert.equal(await logs.closed, 0, logs.stderr());
+    assert.equal(logs.stdout(), 'late: hello\n');
+  });
+
   it('svc runs logs says when a run has nothing to show, and shows the error a failed run recorded', async () => {
     const now = () => new Date().toISOString();
     const quiet = await control.request('POST', '/v1/ingest', {

@@ -483,7 +483,7 @@ describe('the home token and a port no live Control Plane is known to hold', () 
     assert.equal(shipperClient({ HOME: home }).token, undefined);
     const url = 'http://127.0.0.1:47999';
     const port = { HOME: home, SVC_CONTROL_PORT: '47999' };
-    assert.equal(readControlToken(port, { url, via: 'default' }), 'own-local-token');
+    assert.equal(readControlToken(port, { url, via: 'SVC_CONTROL_PORT' }), 'own-local-token');
     assert.equal(readControlToken({ HOME: home }, { url, via: 'SVC_CONTROL_URL' }), 'own-local-token');
     assert.equal(readControlToken({ HOME: home }, { url, via: '--url' }), 'own-local-token');
     // A token file named goes where it is named, even the home file.

@@ -174,6 +174,11 @@ describe('POST /v1/ingest', () => {
     const none = await cp.request('GET', '/v1/review/risk?source=laptop&run=r1');
     assert.equal(none.status, 404);
     assert.equal(none.json.error.message, 'Run laptop/r1 has no diff yet');
+    for (const [query, name] of [['run=rrisk', 'source'], ['source=laptop', 'run']]) {
+      const missing = await cp.request('GET', `/v1/review/risk?${query}`);
+      assert.deepEqual([missing.status, missing.json.error.code], [400, 'invalid_param']);
+      assert.equal(missing.json.error.message, `Parameter "${name}" is required`);
+    }
   });
 
   it('names the unknown run in the error', async () => {

@@ -3,7 +3,7 @@ import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
 import { json } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
-import { checkSegment, storedRun } from '../params.ts';
+import { requiredSegment, storedRun } from '../params.ts';
 import { readRunFile } from '../run-receipt.ts';
 import { figure, obj, str, tryParseJson } from '../../untrusted.ts';
 import type { DiffFile } from '../../engine/git.ts';
@@ -79,8 +79,8 @@ function scoreRisk(files: DiffFile[], verdict: string | null) {
 }
 
 export const getReviewRisk: Handler<ControlDeps> = (ctx) => {
-  const source = checkSegment('source', ctx.query.get('source') ?? '');
-  const run = checkSegment('run', ctx.query.get('run') ?? '');
+  const source = requiredSegment(ctx.query, 'source');
+  const run = requiredSegment(ctx.query, 'run');
   const row = storedRun(ctx.deps.stores.runs, { source, run });
   const files = parseFiles(readRunFile(ctx.deps, row, 'diffstat.json'));
   if (!files) throw new HttpError('not_found', `Run ${source}/${run} has no diff yet`);
