@@ -12,6 +12,7 @@ import { CLI, EDIT_SCRIPT, SLEEP_SCRIPT, processesMentioning, repoForTests } fro
 import type { RunState } from '../../src/engine/run-state.ts';
 import { tryReadState } from '../../src/engine/run-state.ts';
 import { runDir } from '../../src/engine/paths.ts';
+import { closedPort } from '../helpers/closed-port.ts';
 
 const LEAK = `import { createServer } from 'node:net';
 if (['worker', 'start'].includes(process.argv[2] ?? '')) createServer().listen(0, '127.0.0.1');
@@ -96,7 +97,9 @@ describe("a run's worker and its launcher at the run's end", () => {
   it('stop the run on a SIGINT while it works, and exit only once the stopper has written its end', {
     timeout: 60_000,
   }, async () => {
-    const started = startLeaking(repo, {}, 'sleepy');
+    // A run that ships (a run kept local gets no marker), to a Control Plane that is not there.
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const started = startLeaking(repo, { SVC_SHIP: '1', SVC_CONTROL_URL: url }, 'sleepy');
     let state: RunState | null = null;
     while (!state?.child) {
       assert.equal(started.child.exitCode, null, 'svc start is still there while its agent sleeps');
