@@ -7,7 +7,7 @@ import { openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted, type Policy } from './policy.ts';
 import { pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
-import { keptLocal } from './shipper.ts';
+import { keptLocal } from './plain-tree.ts';
 import {
   commitAll, diffCommits, diffWorkingTree, emptyDiff, git, runWorktreeGitDir, treeGit, UnreadableTreeError,
   type DiffResult,

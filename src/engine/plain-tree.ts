@@ -233,3 +233,10 @@ export function openRunFolder(dir: string): PlainDir | { failed: string; kind: E
   }
   return openPlainPath(realOrNull(runs) ?? runs, [basename(dir)]);
 }
+
+/** Whether the run was made to stay local (SVC_SHIP=0: its plan's `local`); a run whose plan svc cannot read is not. */
+export function keptLocal(dir: string): boolean {
+  const folder = openRunFolder(dir);
+  if ('failed' in folder) return false;
+  return withDir(folder, () => readObjectIn(folder, 'plan.json', () => {})?.local === true);
+}

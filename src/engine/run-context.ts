@@ -27,7 +27,7 @@ export type RunContext = ReturnType<typeof openRunContext>;
 
 /**
  * `ship`: whether the run goes to the Control Plane as it runs; by default unless SVC_SHIP is 0 (a run made with it
- * is kept local by its worker: shipper.ts keptLocal). `control`: requests
+ * is kept local by its worker: plain-tree.ts keptLocal). `control`: requests
  * an earlier batch of this run took before the context opened (a pod signer's first), acted on as its own batches'.
  * `deletionStops`: whether the run's deletion on the Control Plane stops it; by default only in a pod's run container.
  */

@@ -17,8 +17,8 @@ import { errorMessage } from '../errors.ts';
 import { signsLater, toRunJson, type RunState } from './run-state.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
 import {
-  openPlainDirIn, openPlainFileIn, openPlainPath, openRunFolder, pathIn, plainEntries, readObjectIn, readPlainIn,
-  readRange, skipReason, walkPlainTree,
+  keptLocal, openPlainDirIn, openPlainFileIn, openPlainPath, openRunFolder, pathIn, plainEntries, readObjectIn,
+  readPlainIn, readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 import { isJsonObject, list, obj, tryParseJson, type Obj } from '../untrusted.ts';
@@ -452,13 +452,6 @@ export function createShipper(
 /** The project of a run folder `<repo>/.svc/runs/<run>`. */
 function projectOf(dir: string): string {
   return dirname(dirname(dirname(dir)));
-}
-
-/** Whether the run was made to stay local (SVC_SHIP=0: its plan's `local`); a run whose plan svc cannot read is not. */
-export function keptLocal(dir: string): boolean {
-  const folder = openRunFolder(dir);
-  if ('failed' in folder) return false;
-  return withDir(folder, () => readObjectIn(folder, 'plan.json', () => {})?.local === true);
 }
 
 /** Marks the run for the next svc command to ship; not a run kept local, which only a named `svc ship` sends. */

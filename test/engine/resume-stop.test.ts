@@ -32,10 +32,12 @@ describe('resuming a run', () => {
   const t = repoForTests({}, { SVC_SANDBOX: 'none' }, true);
 
   /** A run stopped before its worker ever started (what a resume moves on from), with `over` in its state. */
-  async function stoppedRun(over: Partial<RunState> = {}): Promise<{ dir: string; state: RunState }> {
+  async function stoppedRun(
+    over: Partial<RunState> = {}, env = t.env,
+  ): Promise<{ dir: string; state: RunState }> {
     const { state } = await prepareRun({
       input: 'append fixed', forceBrief: true, pr: false, worktree: false, provider: 'fake', repo: t.repo, runId: null,
-      env: t.env,
+      env,
     });
     const dir = join(t.repo, '.svc', 'runs', state.run);
     const ended_at = new Date().toISOString();
@@ -46,6 +48,8 @@ describe('resuming a run', () => {
     return { dir, state: stopped };
   }
 
+  // A run that ships (the fixtures' SVC_SHIP=0 keeps a run local, and a local run is never marked pending).
+  const shipping = () => ({ ...t.env, SVC_SHIP: '1' });
   const agentRan = () => readFileSync(join(t.repo, 'a.txt'), 'utf8') !== 'hello\n';
   const statusEvents = (dir: string) => readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n')
     .map((line) => JSON.parse(line) as { kind: string; data: Record<string, unknown> })
@@ -81,7 +85,7 @@ describe('resuming a run', () => {
   });
 
   it('leaves a run as it was when its worker cannot start: its log a link, or its spawn refused', async () => {
-    const { dir, state } = await stoppedRun();
+    const { dir, state } = await stoppedRun({}, shipping());
     symlinkSync('/dev/null', join(dir, 'worker.log'));
     assert.throws(() => spawnWorker(readState(dir), 'resume', t.env, false), /symbolic link/);
     assert.deepEqual(readState(dir), state);
@@ -96,7 +100,7 @@ describe('resuming a run', () => {
   });
 
   it('puts a run back when its worker\'s spawn fails later, with no pid (its program missing)', async () => {
-    const { dir, state } = await stoppedRun();
+    const { dir, state } = await stoppedRun({}, shipping());
     // The usual failure (ENOENT, EACCES, EAGAIN) is no throw: a child with no pid, and an 'error' event after.
     const execPath = process.execPath;
     process.execPath = join(t.home, 'no-such-node');
