@@ -188,8 +188,14 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     (child.stdio[lifeFd] as NodeJS.WritableStream | null | undefined)?.on('error', () => undefined)
       .end(guard ? '\n' : '');
     endSandbox();
-    if (sampler) clearInterval(sampler);
-    guard?.killAll();
+    clearInterval(sampler);
+    // One scan can miss a process: one in the middle of an exec shows an empty environment, and without a parent left
+    // among the agent's it is found by its marker alone. Scanning again while the output pipes stay open (what such a
+    // process holds) finds it once its exec is through.
+    if (guard) {
+      guard.killAll();
+      sampler = setInterval(() => guard.killAll(), SAMPLE_MS).unref();
+    }
     closeLeftovers = setTimeout(() => {
       for (const stream of child.stdio) stream?.destroy();
     }, LEFTOVER_GRACE_MS);
@@ -226,6 +232,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const done = new Promise<GroupResult>((resolve) => {
     child.on('error', (err) => {
       clearTimeout(timer);
+      clearInterval(sampler);
       unwatch();
       cgroup?.remove();
       const msg = Buffer.from(`failed to start: ${err.message}\n`);
@@ -234,6 +241,8 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       clearTimeout(closeLeftovers);
+      clearInterval(sampler);
+      guard?.killAll();
       unwatch();
       // The kernel may have killed for memory after the last sample (the agent then exited on its own).
       const overMemory = watch ? memoryBreach(watch) : null;

@@ -113,6 +113,22 @@ describe('spawnGroup', () => {
     }
   });
 
+  // A process the scan at the first process's exit cannot see, yet holding the output: one in the middle of an exec
+  // reads as an empty environment, and the agent that started it is gone. Played here by one that runs without the
+  // marker for a moment and then takes it back: it must still be ended, not left running once the run is over.
+  it('ends a process that carried no marker when the first process exited and carries it a moment later', async () => {
+    const tag = `127.${process.pid}`;
+    const late = `sleep 0.3; exec env "${TREE_MARKER}=$1" /bin/sleep ${tag}`;
+    const script = `(setsid env -u ${TREE_MARKER} /bin/sh -c '${late}' sh "$${TREE_MARKER}" &) ; exit 0`;
+    try {
+      const done = await spawnGroup(['/bin/sh', '-c', script], { ...base, sandbox: null }).done;
+      assert.equal(done.code, 0);
+      assert.deepEqual(processesMentioning(`sleep\0${tag}\0`), [], 'the late process outlived the run');
+    } finally {
+      for (const pid of processesMentioning(`sleep\0${tag}\0`)) process.kill(pid, 'SIGKILL');
+    }
+  });
+
   // The worker SIGKILLed (out of memory, `kill -9`): nothing of svc is left to end what it started, so its agent
   // must not outlive it by itself, in a sandbox (bwrap's --die-with-parent, and the lifeline) or not (the lifeline).
   // One of the agent's processes leaves its group (its own session), as gemini's shell commands do.
