@@ -115,17 +115,22 @@ describe('spawnGroup', () => {
 
   // A process the scan at the first process's exit cannot see, yet holding the output: one in the middle of an exec
   // reads as an empty environment, and the agent that started it is gone. Played here by one that runs without the
-  // marker for a moment and then takes it back: it must still be ended, not left running once the run is over.
+  // marker (the first process waits until it does) and takes it back a moment later: it must still be ended.
   it('ends a process that carried no marker when the first process exited and carries it a moment later', async () => {
-    const tag = `127.${process.pid}`;
-    const late = `sleep 0.3; exec env "${TREE_MARKER}=$1" /bin/sleep ${tag}`;
-    const script = `(setsid env -u ${TREE_MARKER} /bin/sh -c '${late}' sh "$${TREE_MARKER}" &) ; exit 0`;
+    const tag = `130.${process.pid}${Date.now() % 1000}`;
+    const dir = mkdtempSync(join(tmpdir(), 'svc-late-'));
+    const up = join(dir, 'up');
+    spawnSync('mkfifo', [up]);
+    const late = `echo > "$2"; sleep 0.3; exec env "${TREE_MARKER}=$1" /bin/sleep ${tag}`;
+    const script = `(setsid env -u ${TREE_MARKER} /bin/sh -c '${late}' sh "$${TREE_MARKER}" "${up}" &) ; ` +
+      `read _ < "${up}"; exit 0`;
     try {
       const done = await spawnGroup(['/bin/sh', '-c', script], { ...base, sandbox: null }).done;
       assert.equal(done.code, 0);
       assert.deepEqual(processesMentioning(`sleep\0${tag}\0`), [], 'the late process outlived the run');
     } finally {
       for (const pid of processesMentioning(`sleep\0${tag}\0`)) process.kill(pid, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
