@@ -205,11 +205,13 @@ export default async function start(io: CliIo): Promise<number> {
   // A bad SVC_CONTROL_PORT exits 2 here, before a worker that would ship its run to no Control Plane starts.
   if (io.env.SVC_SHIP !== '0') discoverControlUrl(io.env);
   // Read by the worker only later (its gate, an automatic retry): a bad value exits 2 here, before a new, retried,
-  // resumed or verified run is made or touched.
-  settingChoice(io.env, 'SVC_SANDBOX_FORWARDER');
-  settingInt(io.env, 'SVC_INFRA_RETRY_WAIT_S');
-  settingUsd(io.env, 'SVC_BUDGET_REPO_DAY_USD');
-  settingUsd(io.env, 'SVC_BUDGET_SERVER_DAY_USD');
+  // resumed or verified run is made or touched. A stop starts no worker, and a person must always be able to stop.
+  if (values.stop === undefined) {
+    settingChoice(io.env, 'SVC_SANDBOX_FORWARDER');
+    settingInt(io.env, 'SVC_INFRA_RETRY_WAIT_S');
+    settingUsd(io.env, 'SVC_BUDGET_REPO_DAY_USD');
+    settingUsd(io.env, 'SVC_BUDGET_SERVER_DAY_USD');
+  }
   const repoDir = values.repo ?? process.cwd();
   const detach = values.detach === true;
   const showOutput = values.follow === true;

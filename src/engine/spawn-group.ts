@@ -172,6 +172,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   // svc's marker): its output is nobody's, and waiting for it held the run `running` for ever, so the pipes are closed
   // from this end.
   let closeLeftovers: NodeJS.Timeout | undefined;
+  let rescan: NodeJS.Timeout | undefined;
   // With a sandbox, nothing in it outlives svc's bwrap either: bwrap ties its namespace's init to itself
   // (--die-with-parent) only once it has set it up, and until then that init ignores the SIGTERM of a stop (an init
   // gets only the signals it handles), so a stop landing meanwhile left it to go on in a session of its own and start
@@ -188,8 +189,14 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     (child.stdio[lifeFd] as NodeJS.WritableStream | null | undefined)?.on('error', () => undefined)
       .end(guard ? '\n' : '');
     endSandbox();
-    if (sampler) clearInterval(sampler);
-    guard?.killAll();
+    clearInterval(sampler);
+    // One scan can miss a process: one in the middle of an exec shows an empty environment, and without a parent left
+    // among the agent's it is found by its marker alone. One that still holds the output pipes (a setsid'd child that
+    // kept the agent's stdout) is found by scanning again until they close, once its exec is through.
+    if (guard) {
+      guard.killAll();
+      rescan = setInterval(() => guard.killAll(), SAMPLE_MS).unref();
+    }
     closeLeftovers = setTimeout(() => {
       for (const stream of child.stdio) stream?.destroy();
     }, LEFTOVER_GRACE_MS);
@@ -226,6 +233,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const done = new Promise<GroupResult>((resolve) => {
     child.on('error', (err) => {
       clearTimeout(timer);
+      clearInterval(rescan);
       unwatch();
       cgroup?.remove();
       const msg = Buffer.from(`failed to start: ${err.message}\n`);
@@ -234,6 +242,8 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       clearTimeout(closeLeftovers);
+      clearInterval(rescan);
+      guard?.killAll();
       unwatch();
       // The kernel may have killed for memory after the last sample (the agent then exited on its own).
       const overMemory = watch ? memoryBreach(watch) : null;

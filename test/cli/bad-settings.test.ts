@@ -10,6 +10,7 @@ import { runChild } from '../helpers/run-child.ts';
 import { serve, stop, type Served } from '../helpers/serve-cli.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { makeRepo, svcEnv } from '../engine/fixtures.ts';
+import { prepareRun } from '../../src/engine/launch.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 
@@ -116,6 +117,24 @@ describe('a bad setting a run\'s worker reads', () => {
       }
       assert.deepEqual(readdirSync(runs), [run], 'no run was made');
       assert.equal(readFileSync(join(runs, run, 'state.json'), 'utf8'), before, 'the run is as it was');
+    } finally {
+      repo.cleanup();
+    }
+  });
+
+  // A stop starts no worker: a setting only a worker reads must not keep a person from stopping a run.
+  it('they do not keep --stop from stopping a run', async () => {
+    const repo = makeRepo();
+    try {
+      const env = svcEnv(repo, { SVC_SANDBOX: 'none' });
+      const made = { input: 'x', forceBrief: true, pr: false, worktree: false, provider: 'fake', repo: repo.repo, env };
+      await prepareRun({ ...made, runId: 'stopme' });
+      for (const name of WORKER_SETTINGS) {
+        const r = await startIn(repo, ['--stop', 'stopme'], { [name]: 'x' });
+        assert.equal(r.code, 0, `${name}: ${r.stderr}`);
+      }
+      const state = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', 'stopme', 'state.json'), 'utf8'));
+      assert.equal(state.status, 'stopped');
     } finally {
       repo.cleanup();
     }

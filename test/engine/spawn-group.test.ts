@@ -113,6 +113,27 @@ describe('spawnGroup', () => {
     }
   });
 
+  // A process the scan at the first process's exit cannot see, yet holding the output: one in the middle of an exec
+  // reads as an empty environment, and the agent that started it is gone. Played here by one that runs without the
+  // marker (the first process waits until it does) and takes it back a moment later: it must still be ended.
+  it('ends a process that carried no marker when the first process exited and carries it a moment later', async () => {
+    const tag = `130.${process.pid}${Date.now() % 1000}`;
+    const dir = mkdtempSync(join(tmpdir(), 'svc-late-'));
+    const up = join(dir, 'up');
+    spawnSync('mkfifo', [up]);
+    const late = `echo > "$2"; sleep 0.3; exec env "${TREE_MARKER}=$1" /bin/sleep ${tag}`;
+    const script = `(setsid env -u ${TREE_MARKER} /bin/sh -c '${late}' sh "$${TREE_MARKER}" "${up}" &) ; ` +
+      `read _ < "${up}"; exit 0`;
+    try {
+      const done = await spawnGroup(['/bin/sh', '-c', script], { ...base, sandbox: null }).done;
+      assert.equal(done.code, 0);
+      assert.deepEqual(processesMentioning(`sleep\0${tag}\0`), [], 'the late process outlived the run');
+    } finally {
+      for (const pid of processesMentioning(`sleep\0${tag}\0`)) process.kill(pid, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   // The worker SIGKILLed (out of memory, `kill -9`): nothing of svc is left to end what it started, so its agent
   // must not outlive it by itself, in a sandbox (bwrap's --die-with-parent, and the lifeline) or not (the lifeline).
   // One of the agent's processes leaves its group (its own session), as gemini's shell commands do.
