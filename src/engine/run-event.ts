@@ -42,7 +42,7 @@ export function segment(where: string, v: unknown): string {
   return isValidSegment(v) ? v : bad(where, `must match ${SEGMENT.source}`);
 }
 
-export function ingestTime(where: string, v: unknown, now: number): number {
+function ingestTime(where: string, v: unknown, now: number): number {
   const ms = timeMs(v) ?? bad(where, 'must be an ISO-8601 time or unix milliseconds');
   const minutes = MAX_FUTURE_MS / 60_000;
   if (ms > now + MAX_FUTURE_MS) bad(where, `is more than ${minutes} minutes ahead of the Control Plane's clock`);
