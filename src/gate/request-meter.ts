@@ -6,26 +6,7 @@ import { constants, createBrotliDecompress, createGunzip, createInflate, createZ
 import type { Zlib } from 'node:zlib';
 import { str, tryParseJson } from '../untrusted.ts';
 import { JsonPicker } from './json-picker.ts';
-import { FAMILIES, familyOf, MAX_TOKENS, type Family } from './usage.ts';
-
-/** What a request asked for, read from its body as it passes upstream: the model it names, the most output it
- * allows (the API stops there, so it bounds the output of a call whose usage never came), and its bytes. */
-export interface Asked {
-  model: string | null;
-  maxOutput: number | null;
-  /** The answers it asks for (OpenAI's `n`, Gemini's `candidateCount`; 1 when absent), each up to `maxOutput`. */
-  choices: number;
-  bytes: number;
-  /** Only when what it asked is not known for certain (its bounds may be low): why. A call counted at those bounds
-   * marks the run's spending doubtful (MeteredCall `doubt`). */
-  doubt?: string;
-  /** The reader stopped (`doubt` says why): what the request asked past its tokens (the priority tier) is not known,
-   * so even a call whose usage came whole is in doubt. */
-  unread?: true;
-  /** A server-side tool billed per use the request offers (its first): a call whose response is not read whole may
-   * have used it unseen. */
-  offered?: string;
-}
+import { FAMILIES, familyOf, MAX_TOKENS, type Asked, type Family } from './usage.ts';
 
 /** Bytes of a request body read for what it asked (a coding agent's is about 1 MB at a full context, more with
  * images: an honest request must not be counted as one not read), and values taken. */

@@ -5,7 +5,6 @@ import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
 import { callCost, costAt, highestPrice, type PriceTable } from './prices.ts';
 import type { CallTokens, MeteredCall } from './evidence.ts';
 import { JsonPicker } from './json-picker.ts';
-import type { Asked } from './request-meter.ts';
 
 /** Beyond any context window: a bigger count is the response's error. */
 export const MAX_TOKENS = 100_000_000;
@@ -65,6 +64,25 @@ export const FAMILIES: Record<Family, {
       ['candidate_count', 'candidateCount']]),
   },
 };
+
+/** What a request asked for, read from its body as it passes upstream: the model it names, the most output it
+ * allows (the API stops there, so it bounds the output of a call whose usage never came), and its bytes. */
+export interface Asked {
+  model: string | null;
+  maxOutput: number | null;
+  /** The answers it asks for (OpenAI's `n`, Gemini's `candidateCount`; 1 when absent), each up to `maxOutput`. */
+  choices: number;
+  bytes: number;
+  /** Only when what it asked is not known for certain (its bounds may be low): why. A call counted at those bounds
+   * marks the run's spending doubtful (MeteredCall `doubt`). */
+  doubt?: string;
+  /** The reader stopped (`doubt` says why): what the request asked past its tokens (the priority tier) is not known,
+   * so even a call whose usage came whole is in doubt. */
+  unread?: true;
+  /** A server-side tool billed per use the request offers (its first): a call whose response is not read whole may
+   * have used it unseen. */
+  offered?: string;
+}
 
 /** Absent is 0; anything but a whole number in range makes the usage unknown. */
 function count(o: Record<string, unknown>, key: string, bad: string[]): number {
