@@ -10,7 +10,7 @@ import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
-import { countOrNull, figure, obj } from '../untrusted.ts';
+import { countOrNull, figure, obj, str } from '../untrusted.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -73,10 +73,6 @@ export function reconcileChecks(
   return { checks, gaps };
 }
 
-function strOr(value: unknown, fallback: string): string {
-  return typeof value === 'string' && value ? value.slice(0, 500) : fallback;
-}
-
 /** `head` and `diff` are null when the signer could not establish them (a not_verified receipt). */
 function receiptBody(
   ctx: RunContext, opts: Signing, seal: Seal, diff: DiffResult | null, head: string | null, checks: ReportedCheck[],
@@ -91,15 +87,15 @@ function receiptBody(
   const reported = metered ? [...REPORTED.filter((f) => f !== 'cost'), 'cost.reported'] : REPORTED;
   return {
     type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: opts.run,
-    repo: (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(s.repo, 'workspace'),
+    repo: (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? str(s.repo)?.slice(0, 500) ?? 'workspace',
     branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
     spec_sha256: spec === null ? '' : hash('sha256', spec, 'hex'),
-    provider: strOr(s.provider, 'unknown'),
+    provider: str(s.provider)?.slice(0, 500) ?? 'unknown',
     checks, diff: receiptDiff(diff ?? { files: [], insertions: 0, deletions: 0, patch_sha256: '' }),
     // With a gate: its metered figures (signerCost), the run container's report beside them.
     cost: network ? receiptCost(s)
       : { usd: figure(s.cost_usd), tokens_in: figure(s.tokens_in), tokens_out: figure(s.tokens_out) },
-    verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
+    verdict: verdict.verdict, gaps: verdict.gaps, started_at: str(s.started_at)?.slice(0, 500) ?? issued,
     ended_at: ended(ctx, opts.claimedEnd).ended_at, issued_at: issued,
     attestation: { by: 'pod-signer', verified, reported },
     ...(network ? { network } : {}),
