@@ -32,9 +32,10 @@ export function isBoundKey(bound: Uint8Array, key: string | null): boolean {
 /**
  * Refuses a batch that writes a run bound to another key, before anything of it is applied (docs/control-data.md,
  * "Each run's own runner", which says why and how keys are made, handed and moved). `stored` is the run as read once
- * for this batch (undefined: none yet). `bind`: the digest to bind when this batch makes the run (one stored without a
- * key stays unbound: whoever sent a key first would lock its real runner out), or the made key's when a batch carrying
- * it moves a run off the key handed to its worker (a pod's signer); `movedFrom`: then the handed key's digest.
+ * for this batch (undefined: none yet). `bind`: the digest to bind when this batch makes the run, or the made key's
+ * when a batch carrying it moves a run off the key handed to its worker (a pod's signer); `movedFrom`: then the handed
+ * key's digest. A run already stored without a key stays unbound (`bound === null`), since whoever sent a key first
+ * would lock its real runner out (an import, resume or verify binds it to its folder's `run-key` instead).
  */
 function checkRunKey(
   source: string, run: string, stored: KeyedRunRow | undefined, key: string | null, boundRuns: boolean,

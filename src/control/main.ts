@@ -188,7 +188,8 @@ const LAPSED = 'Its runner shipped no end by its lease (for a Kubernetes pod, it
 /**
  * Ends the active runs whose lease lapsed (docs/control-data.md, `runs[i].lease_until`): failed, of class infra, with
  * LAPSED, or `stopped` where a stop was asked. A pod that died with no end shipped has nobody else to end its run. The
- * Control Plane decides this alone, from the time the run's own runner gave: no sender names a run to end.
+ * Control Plane decides this alone, from the time the run's own runner gave: no sender names a run to end. A signer's
+ * batch that still comes replaces the row (docs/deploy.md, "A pod that dies unheard").
  */
 export function endLapsedRuns(deps: ControlDeps, now = deps.clock()): number {
   let ended = 0;

@@ -270,8 +270,11 @@ const ASKED_STOP = 'stopped by a stop asked through the Control Plane';
 /**
  * What ingest keeps of a pod's run container's row (a `bound-runs` batch's; signerFields are refused before this),
  * `bound` being the run's stored row, which its seal step stored; docs/control-data.md "Only the signer's word" says
- * field by field what is kept, dropped or marked. A stop is the Control Plane's to say (`stopAsked`): one not asked
- * ends the run failed, class `infra`, never `stopped`; the cost is only the signer's.
+ * field by field what is kept, dropped or marked. A stop is the Control Plane's to say (`stopAsked`: one was asked for
+ * the run): asked, a `stopped` row ends the run `stopped`, its class forced to `stopped` whatever the row gives; not
+ * asked, a `stopped` row is stored `failed` and a `stopping` one `running`; a run stored `failed` whose row's class was
+ * `stopped` gets class `infra` (retryable), never `stopped`; ingest-apply.ts keeps later rows from making an ended run
+ * live again. The cost is only the signer's.
  */
 export function runContainerRow(
   row: RunInput, bound: Pick<RunInput, 'repo' | 'group_id' | 'started_at' | 'origin' | 'trace_id'>, stopAsked: boolean,

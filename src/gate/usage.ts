@@ -1,6 +1,8 @@
 // The usage a model API reports for one call, read from the response bytes as they pass to the client, never buffered:
 // JsonPicker keeps only the values at a few key paths (docs/gate.md "Metered cost" says which, and why that is safe).
-// A response cut before its final usage is counted at what was read and bounds for the rest, never at $0.
+// A response cut before its final usage is counted at what was read and bounds for the rest, never at $0. It also holds
+// what both readers share, this one and request-meter.ts's of the request: the family table (FAMILIES, the key paths
+// each API family uses) and Asked, what a request asked for.
 import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
 import { callCost, costAt, highestPrice, type PriceTable } from './prices.ts';
 import type { CallTokens, MeteredCall } from './evidence.ts';
