@@ -31,15 +31,11 @@ export function isBoundKey(bound: Uint8Array, key: string | null): boolean {
 
 /**
  * Refuses a batch that writes a run bound to another key, before anything of it is applied (docs/control-data.md,
- * "Each run's own runner"): a runner token is its source's, shared by every job pod, so the key its worker made is
- * what tells one run's runner from another's. `stored` is the run as read once for this batch (undefined: none yet).
- * Returns the digest to bind when this batch makes the run: a run stored without a key (by a runner from before keys,
- * a batch that carried none) stays unbound, since whoever sent a key for it first would lock its real runner out (an
- * import, resume or verify binds it to its folder's `run-key` instead). A run bound to the key handed to its worker
- * (`handedRunKey`: a pod's run container) moves onto the key that was made from when a batch carries that one (the
- * pod's signer): `movedFrom` is the handed key's digest, and from then on the handed key, which the agent could read,
- * writes nothing, and what it wrote is replaced by the moving batch's row. One SHA-256 per run named, never per event
- * (two more when a batch's key is not the bound one).
+ * "Each run's own runner", which says why and how keys are made, handed and moved). `stored` is the run as read once
+ * for this batch (undefined: none yet). `bind`: the digest to bind when this batch makes the run, or the made key's
+ * when a batch carrying it moves a run off the key handed to its worker (a pod's signer); `movedFrom`: then the handed
+ * key's digest. A run already stored without a key stays unbound (`bound === null`), since whoever sent a key first
+ * would lock its real runner out (an import, resume or verify binds it to its folder's `run-key` instead).
  */
 function checkRunKey(
   source: string, run: string, stored: KeyedRunRow | undefined, key: string | null, boundRuns: boolean,

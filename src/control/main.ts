@@ -186,13 +186,10 @@ const LAPSED = 'Its runner shipped no end by its lease (for a Kubernetes pod, it
   'it ended without its run container or signer saying how (killed, evicted, its node lost)';
 
 /**
- * Ends the active runs whose lease lapsed (`lease_until`, set by the first batch carrying one that is not a
- * bound-runs token's: a pod's seal step, with its Job's deadline plus grace): failed, of class infra (retryable, as
- * every infra failure is: its pod was ended under it), with LAPSED; a run whose stop was asked (`stopping`) ends
- * `stopped`, as the stop handler ends a run no runner shipped. A pod that died with no end shipped has nobody else to
- * end its run (its trigger fails only its own job), and an active run is counted active and kept from a delete for
- * ever. The Control Plane decides this alone, from the time the run's own runner gave: no sender names a run to end.
- * A signer's batch that still comes replaces the row, as it replaces its run container's end.
+ * Ends the active runs whose lease lapsed (docs/control-data.md, `runs[i].lease_until`): failed, of class infra, with
+ * LAPSED, or `stopped` where a stop was asked. A pod that died with no end shipped has nobody else to end its run. The
+ * Control Plane decides this alone, from the time the run's own runner gave: no sender names a run to end. A signer's
+ * batch that still comes replaces the row (docs/deploy.md, "A pod that dies unheard").
  */
 export function endLapsedRuns(deps: ControlDeps, now = deps.clock()): number {
   let ended = 0;

@@ -4,17 +4,17 @@ import { hash, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Ctx, Handler } from '../http/pipeline.ts';
 import { HttpError, httpErrorOf } from '../http/http-error.ts';
-import { json, TAKEN_OVER, type Reply } from '../http/respond.ts';
+import { TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { openSse } from '../http/sse.ts';
-import { BadInputError, errorMessage } from '../errors.ts';
+import { errorMessage } from '../errors.ts';
 import { isJsonObject, type Obj } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
+import { JsonRpcError, readMessage, RPC, rpcError, rpcResult, type Id, type Message } from './json-rpc.ts';
 import { createMcpTools, type McpTools } from './mcp-tools.ts';
 import { route, type DocumentedRoute } from './openapi.ts';
 import { VERSION } from '../version.ts';
 
 type C = Ctx<ControlDeps>;
-type Id = string | number;
 
 /** The session era's versions, newest first: an `initialize` naming another gets the newest (lifecycle §2). */
 const MCP_PROTOCOL_VERSIONS: readonly string[] = ['2025-11-25', '2025-06-18'];
@@ -35,30 +35,6 @@ const VERSION_HEADER = 'mcp-protocol-version';
 /** Past this the least recently used session ends (its client gets 404 and initializes again). */
 const MAX_SESSIONS = 256;
 const RUN_URI = /^svc:\/\/runs\/([^/]+)\/([^/]+)$/;
-
-// JSON-RPC 2.0 §5.1 codes and MCP's own.
-const INVALID_REQUEST = -32600;
-const METHOD_NOT_FOUND = -32601;
-const INVALID_PARAMS = -32602;
-const INTERNAL_ERROR = -32603;
-const RESOURCE_NOT_FOUND = -32002;
-const HEADER_MISMATCH = -32020;
-const UNSUPPORTED_VERSION = -32022;
-
-/** A JSON-RPC error answer; `status` is 400 or 404 where revision 2026-07-28 refuses the HTTP request itself. */
-class JsonRpcError extends BadInputError {
-  readonly rpcCode: number;
-  readonly id: Id | undefined;
-  readonly status: number;
-  readonly data: unknown;
-  constructor(rpcCode: number, message: string, id?: Id, status = 200, data?: unknown) {
-    super(message);
-    this.rpcCode = rpcCode;
-    this.id = id;
-    this.status = status;
-    this.data = data;
-  }
-}
 
 const INSTRUCTIONS = 'svc runs coding agents on this machine and checks their work. list_runs and get_run show ' +
   'runs; start_run starts one in a registered project; a run that asks a question is blocked until answer_run. ' +
@@ -97,53 +73,11 @@ function checkAccept(req: IncomingMessage, type = 'application/json'): void {
   }
 }
 
-type Message =
-  | { kind: 'request'; id: Id; method: string; params: Obj }
-  | { kind: 'notification'; method: string; params: Obj }
-  | { kind: 'response' };
-
-function isId(value: unknown): value is Id {
-  return (typeof value === 'string' && value.length <= 256) || Number.isSafeInteger(value);
-}
-
-/** One JSON-RPC message; a malformed request whose id can be read is answered in JSON-RPC, anything else is 400. */
-function readMessage(body: unknown): Message {
-  if (Array.isArray(body)) throw new HttpError('bad_request', 'JSON-RPC batches are not part of MCP since 2025-06-18');
-  if (!isJsonObject(body)) throw new HttpError('bad_request', 'Body must be a JSON-RPC message object');
-  const { id, method, params } = body;
-  const hasId = Object.hasOwn(body, 'id');
-  const answerable = hasId && isId(id);
-  const invalid = (why: string): never => {
-    if (answerable) throw new JsonRpcError(INVALID_REQUEST, why, id);
-    throw new HttpError('bad_request', `Not a JSON-RPC 2.0 message: ${why}`);
-  };
-  if (body.jsonrpc !== '2.0') invalid('"jsonrpc" must be "2.0"');
-  if (method === undefined) {
-    const settles = Object.hasOwn(body, 'result') !== Object.hasOwn(body, 'error');
-    return answerable && settles ? { kind: 'response' } : invalid('neither a request, a notification nor a response');
-  }
-  if (typeof method !== 'string') invalid('"method" must be a string');
-  if (params !== undefined && !isJsonObject(params)) invalid('"params" must be an object');
-  const read = { method: method as string, params: (params as Obj | undefined) ?? {} };
-  if (!hasId) return { kind: 'notification', ...read };
-  if (!answerable) invalid('"id" must be a string or an integer');
-  return { kind: 'request', id: id as Id, ...read };
-}
-
-function rpcResult(id: Id, result: unknown, headers: Record<string, string> = {}): Reply {
-  return json(200, { jsonrpc: '2.0', id, result }, headers);
-}
-
-function rpcError(id: Id | undefined, code: number, message: string, status = 200, data?: unknown): Reply {
-  const error = { code, message, ...(data === undefined ? {} : { data }) };
-  return json(status, { jsonrpc: '2.0', ...(id === undefined ? {} : { id }), error });
-}
-
 const SERVER_INFO = { name: 'svc', title: 'svc Control Plane', version: VERSION };
 
 function initialize(ctx: C, id: Id, params: Obj): Reply {
   const asked = params.protocolVersion;
-  if (typeof asked !== 'string') throw new JsonRpcError(INVALID_PARAMS, '"protocolVersion" must be a string');
+  if (typeof asked !== 'string') throw new JsonRpcError(RPC.INVALID_PARAMS, '"protocolVersion" must be a string');
   const spoken = MCP_PROTOCOL_VERSIONS.includes(asked) ? asked : MCP_PROTOCOL_VERSIONS[0]!;
   const ids = sessions(ctx.deps);
   if (ids.size >= MAX_SESSIONS) ids.delete(ids.values().next().value!);
@@ -162,13 +96,13 @@ function initialize(ctx: C, id: Id, params: Obj): Reply {
 function resourceError(err: unknown): never {
   const known = httpErrorOf(err);
   if (!known) throw err;
-  if (known.code === 'not_found') throw new JsonRpcError(RESOURCE_NOT_FOUND, known.message);
-  throw new JsonRpcError(known.code === 'invalid_param' ? INVALID_PARAMS : INTERNAL_ERROR, known.message);
+  if (known.code === 'not_found') throw new JsonRpcError(RPC.RESOURCE_NOT_FOUND, known.message);
+  throw new JsonRpcError(known.code === 'invalid_param' ? RPC.INVALID_PARAMS : RPC.INTERNAL_ERROR, known.message);
 }
 
 async function listResources(ctx: C, tools: McpTools, params: Obj) {
   const cursor = params.cursor;
-  if (cursor !== undefined && typeof cursor !== 'string') throw new JsonRpcError(INVALID_PARAMS, 'Bad cursor');
+  if (cursor !== undefined && typeof cursor !== 'string') throw new JsonRpcError(RPC.INVALID_PARAMS, 'Bad cursor');
   const page = await tools.read(ctx, 'list_runs', cursor === undefined ? {} : { cursor }).catch(resourceError);
   const { items, next_cursor: next } = page as { items: Array<Record<string, string | null>>; next_cursor: unknown };
   const resources = items.map((r) => ({
@@ -180,7 +114,7 @@ async function listResources(ctx: C, tools: McpTools, params: Obj) {
 
 async function readResource(ctx: C, tools: McpTools, params: Obj) {
   const match = typeof params.uri === 'string' ? RUN_URI.exec(params.uri) : null;
-  if (!match) throw new JsonRpcError(INVALID_PARAMS, 'Resource URI must be svc://runs/<source>/<run>');
+  if (!match) throw new JsonRpcError(RPC.INVALID_PARAMS, 'Resource URI must be svc://runs/<source>/<run>');
   const detail = await tools.read(ctx, 'get_run', { source: match[1], run: match[2] }).catch(resourceError);
   return { contents: [{ uri: params.uri, mimeType: 'application/json', text: JSON.stringify(detail) }] };
 }
@@ -199,11 +133,11 @@ async function dispatch(ctx: C, tools: McpTools, method: string, params: Obj): P
       return { tools: tools.list() };
     case 'tools/call': {
       const name = params.name;
-      if (typeof name !== 'string') throw new JsonRpcError(INVALID_PARAMS, '"name" must be a string');
+      if (typeof name !== 'string') throw new JsonRpcError(RPC.INVALID_PARAMS, '"name" must be a string');
       const tool = tools.find(name);
-      if (!tool) throw new JsonRpcError(INVALID_PARAMS, `Unknown tool: ${name.slice(0, 64)}`);
+      if (!tool) throw new JsonRpcError(RPC.INVALID_PARAMS, `Unknown tool: ${name.slice(0, 64)}`);
       const args = params.arguments ?? {};
-      if (!isJsonObject(args)) throw new JsonRpcError(INVALID_PARAMS, '"arguments" must be an object');
+      if (!isJsonObject(args)) throw new JsonRpcError(RPC.INVALID_PARAMS, '"arguments" must be an object');
       return tools.call(ctx, tool, args);
     }
     case 'resources/list':
@@ -213,7 +147,7 @@ async function dispatch(ctx: C, tools: McpTools, method: string, params: Obj): P
     case 'resources/read':
       return readResource(ctx, tools, params);
     default:
-      throw new JsonRpcError(METHOD_NOT_FOUND, `Method not found: ${method.slice(0, 64)}`);
+      throw new JsonRpcError(RPC.METHOD_NOT_FOUND, `Method not found: ${method.slice(0, 64)}`);
   }
 }
 
@@ -240,26 +174,27 @@ function checkStateless(req: IncomingMessage, id: Id | undefined, method: string
   const refuse = (code: number, why: string, data?: unknown): never => {
     throw new JsonRpcError(code, why, id, 400, data);
   };
-  if (typeof claimed !== 'string') refuse(INVALID_PARAMS, `params._meta must carry "${META_VERSION}"`);
+  if (typeof claimed !== 'string') refuse(RPC.INVALID_PARAMS, `params._meta must carry "${META_VERSION}"`);
   const version = claimed as string;
   if (header(req, VERSION_HEADER) !== version) {
-    refuse(HEADER_MISMATCH, `MCP-Protocol-Version header must equal _meta "${META_VERSION}"`);
+    refuse(RPC.HEADER_MISMATCH, `MCP-Protocol-Version header must equal _meta "${META_VERSION}"`);
   }
   if (!MCP_STATELESS_VERSIONS.includes(version)) {
     const data = { supported: SUPPORTED_VERSIONS, requested: version };
-    refuse(UNSUPPORTED_VERSION, `Unsupported protocol version: ${version.slice(0, 64)}`, data);
+    refuse(RPC.UNSUPPORTED_VERSION, `Unsupported protocol version: ${version.slice(0, 64)}`, data);
   }
-  if (!isJsonObject(meta[META_CAPABILITIES])) refuse(INVALID_PARAMS, `params._meta must carry "${META_CAPABILITIES}"`);
+  const capabilities = meta[META_CAPABILITIES];
+  if (!isJsonObject(capabilities)) refuse(RPC.INVALID_PARAMS, `params._meta must carry "${META_CAPABILITIES}"`);
   const sentMethod = header(req, 'mcp-method');
   if (sentMethod !== method && (id !== undefined || sentMethod !== undefined)) {
-    refuse(HEADER_MISMATCH, 'Mcp-Method header must equal the body\'s method');
+    refuse(RPC.HEADER_MISMATCH, 'Mcp-Method header must equal the body\'s method');
   }
   const field = Object.hasOwn(NAME_FIELD, method) ? NAME_FIELD[method]! : undefined;
   const named = field === undefined ? undefined : params[field];
   if (typeof named !== 'string') return;
   const sent = header(req, 'mcp-name');
   if (sent === undefined || decodeHeaderValue(sent) !== named) {
-    refuse(HEADER_MISMATCH, `Mcp-Name header must equal the body's params.${field}`);
+    refuse(RPC.HEADER_MISMATCH, `Mcp-Name header must equal the body's params.${field}`);
   }
 }
 
@@ -302,15 +237,15 @@ async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, 
       supportedVersions: SUPPORTED_VERSIONS, capabilities, serverInfo: SERVER_INFO, instructions: INSTRUCTIONS,
     };
   } else if (method === 'ping') {
-    throw new JsonRpcError(METHOD_NOT_FOUND, 'Method not found: ping (not part of revision 2026-07-28)', id, 404);
+    throw new JsonRpcError(RPC.METHOD_NOT_FOUND, 'Method not found: ping (not part of revision 2026-07-28)', id, 404);
   } else {
     result = (method === 'tools/call' ? await elicitAnswer(ctx, tools, params) : undefined) ??
       await dispatch(ctx, tools, method, params).catch((err: unknown) => {
-        if (err instanceof JsonRpcError && err.rpcCode === METHOD_NOT_FOUND) {
-          throw new JsonRpcError(METHOD_NOT_FOUND, err.message, id, 404);
+        if (err instanceof JsonRpcError && err.rpcCode === RPC.METHOD_NOT_FOUND) {
+          throw new JsonRpcError(RPC.METHOD_NOT_FOUND, err.message, id, 404);
         }
-        if (err instanceof JsonRpcError && err.rpcCode === RESOURCE_NOT_FOUND) {
-          throw new JsonRpcError(INVALID_PARAMS, err.message, id, 200, { uri: params.uri });
+        if (err instanceof JsonRpcError && err.rpcCode === RPC.RESOURCE_NOT_FOUND) {
+          throw new JsonRpcError(RPC.INVALID_PARAMS, err.message, id, 200, { uri: params.uri });
         }
         throw err;
       });
@@ -323,10 +258,10 @@ async function answerStateless(ctx: C, tools: McpTools, id: Id, method: string, 
 function listen(ctx: C, id: Id, params: Obj): typeof TAKEN_OVER {
   checkAccept(ctx.req, 'text/event-stream');
   const filter = params.notifications;
-  if (!isJsonObject(filter)) throw new JsonRpcError(INVALID_PARAMS, '"notifications" must be an object');
+  if (!isJsonObject(filter)) throw new JsonRpcError(RPC.INVALID_PARAMS, '"notifications" must be an object');
   const uris = Array.isArray(filter.resourceSubscriptions) ? filter.resourceSubscriptions : [];
   if (uris.length > MAX_LISTEN_URIS) {
-    throw new JsonRpcError(INVALID_PARAMS, `At most ${MAX_LISTEN_URIS} resourceSubscriptions per listen`);
+    throw new JsonRpcError(RPC.INVALID_PARAMS, `At most ${MAX_LISTEN_URIS} resourceSubscriptions per listen`);
   }
   // Only stored runs are acknowledged (subscriptions §Ack).
   const runs = new Map<string, { source: string; run: string }>();
@@ -372,7 +307,9 @@ function postMcp(tools: McpTools): Handler<ControlDeps> {
       const message = readMessage(ctx.body);
       if (message.kind === 'request') id = message.id;
       if (isStateless(ctx.req, message)) {
-        if (message.kind === 'response') throw new JsonRpcError(INVALID_REQUEST, 'Clients send no responses', id, 400);
+        if (message.kind === 'response') {
+          throw new JsonRpcError(RPC.INVALID_REQUEST, 'Clients send no responses', id, 400);
+        }
         checkStateless(ctx.req, id, message.method, message.params);
         if (message.kind === 'notification') return { status: 202 };
         if (message.method === 'subscriptions/listen') return listen(ctx, message.id, message.params);
@@ -393,7 +330,7 @@ function postMcp(tools: McpTools): Handler<ControlDeps> {
       // Refusals of the HTTP request itself keep the API's answer.
       if (id === undefined || err instanceof HttpError) throw err;
       ctx.deps.log.error('mcp request failed', { request_id: ctx.requestId, error: errorMessage(err) });
-      return rpcError(id, INTERNAL_ERROR, `Internal error (request ${ctx.requestId})`);
+      return rpcError(id, RPC.INTERNAL_ERROR, `Internal error (request ${ctx.requestId})`);
     }
   };
 }

@@ -42,7 +42,7 @@ export function segment(where: string, v: unknown): string {
   return isValidSegment(v) ? v : bad(where, `must match ${SEGMENT.source}`);
 }
 
-export function ingestTime(where: string, v: unknown, now: number): number {
+function ingestTime(where: string, v: unknown, now: number): number {
   const ms = timeMs(v) ?? bad(where, 'must be an ISO-8601 time or unix milliseconds');
   const minutes = MAX_FUTURE_MS / 60_000;
   if (ms > now + MAX_FUTURE_MS) bad(where, `is more than ${minutes} minutes ahead of the Control Plane's clock`);
@@ -269,19 +269,12 @@ const ASKED_STOP = 'stopped by a stop asked through the Control Plane';
 
 /**
  * What ingest keeps of a pod's run container's row (a `bound-runs` batch's; signerFields are refused before this),
- * `bound` being the run's stored row, which its seal step stored (docs/control-data.md, "Only the signer's word"): its
- * progress is its word (queued, running, blocked with its question), and so is its own end (failed, with its error,
- * failure and end time), which the signer's row confirms or replaces: a pod whose signer never ships (killed, evicted)
- * must still end. So the agent can make its run read as over while it still runs until the pod ends: a stop then
- * answers 409, and a delete is taken, which drops the signer's later batch. A stop is the Control Plane's to say
- * (`stopAsked`: one was asked for the run): one asked ends the run of class `stopped`, whatever class the row gives;
- * one not asked ends it failed with its reason, of class `infra`, retryable as every infra failure (a SIGTERM from
- * Kubernetes: a deadline, an eviction, a deleted Job; or the agent's claim, which its signer, should it run, refuses),
- * never `stopped`. Once ended so, its later rows do not make it live again (ingest-apply.ts); only the signer's row
- * replaces it. What the trigger dispatched stays as the seal stored it: the repository, the group, and the trace and
- * origin where the seal stored them (from the pod spec; a seal of an older image stored neither, and the run
- * container's are kept); the cost is only the signer's (the gate's). Its brief, provider, branch and exit code are its
- * own word (it reads the input, resolves the provider, makes the worktree and runs the agent).
+ * `bound` being the run's stored row, which its seal step stored; docs/control-data.md "Only the signer's word" says
+ * field by field what is kept, dropped or marked. A stop is the Control Plane's to say (`stopAsked`: one was asked for
+ * the run): asked, a `stopped` row ends the run `stopped`, its class forced to `stopped` whatever the row gives; not
+ * asked, a `stopped` row is stored `failed` and a `stopping` one `running`; a run stored `failed` whose row's class was
+ * `stopped` gets class `infra` (retryable), never `stopped`; ingest-apply.ts keeps later rows from making an ended run
+ * live again. The cost is only the signer's.
  */
 export function runContainerRow(
   row: RunInput, bound: Pick<RunInput, 'repo' | 'group_id' | 'started_at' | 'origin' | 'trace_id'>, stopAsked: boolean,

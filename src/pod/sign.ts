@@ -2,17 +2,15 @@
 // of the repository or the run, and takes from the run container's files only what it labels "reported".
 import { runFailure } from '../run-json.ts';
 import { orNull } from '../spawn/tree.ts';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { hash } from 'node:crypto';
-import { dirname, join } from 'node:path';
-import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree } from '../engine/plain-tree.ts';
+import { join } from 'node:path';
 import { openRunContext, type RunContext } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
 import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
-import { countOrNull, figure, obj, tryParseJson } from '../untrusted.ts';
-import { isSignerKind, runContainerData, SIGNER_ARTIFACTS } from '../engine/run-event.ts';
+import { countOrNull, figure, obj, str } from '../untrusted.ts';
 import {
   saveReceipt, readEvidence, receiptCost, receiptDiff, EVIDENCE_ARTIFACT, RECEIPT_TYPE, type Receipt,
   type ReceiptBody, type ReceiptNetwork, type ReportedCheck, type RunEvidence, decideVerdict, failedRequiredCheck,
@@ -26,6 +24,7 @@ import { verifyCommits, policyAt, UnverifiableError } from './verified-commits.t
 import { emptyDiff, repoSlug, type DiffResult } from '../engine/git.ts';
 import { RefusedError, errorMessage } from '../errors.ts';
 import { podGateNetwork, type PodGateNetwork } from './gate-network.ts';
+import { copyRunFolder } from './copied-run.ts';
 import { runSpent } from '../gate/budgets.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { launcherOrigin } from '../engine/spec.ts';
@@ -74,10 +73,6 @@ export function reconcileChecks(
   return { checks, gaps };
 }
 
-function strOr(value: unknown, fallback: string): string {
-  return typeof value === 'string' && value ? value.slice(0, 500) : fallback;
-}
-
 /** `head` and `diff` are null when the signer could not establish them (a not_verified receipt). */
 function receiptBody(
   ctx: RunContext, opts: Signing, seal: Seal, diff: DiffResult | null, head: string | null, checks: ReportedCheck[],
@@ -92,15 +87,15 @@ function receiptBody(
   const reported = metered ? [...REPORTED.filter((f) => f !== 'cost'), 'cost.reported'] : REPORTED;
   return {
     type: RECEIPT_TYPE, version: 1, source: opts.source, run: opts.run, group_id: opts.run,
-    repo: (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? strOr(s.repo, 'workspace'),
+    repo: (seal.origin_url ? repoSlug(seal.origin_url) : null) ?? str(s.repo)?.slice(0, 500) ?? 'workspace',
     branch: `svc/${opts.run}`, base_sha: seal.base_sha, head_sha: head,
     spec_sha256: spec === null ? '' : hash('sha256', spec, 'hex'),
-    provider: strOr(s.provider, 'unknown'),
+    provider: str(s.provider)?.slice(0, 500) ?? 'unknown',
     checks, diff: receiptDiff(diff ?? { files: [], insertions: 0, deletions: 0, patch_sha256: '' }),
     // With a gate: its metered figures (signerCost), the run container's report beside them.
     cost: network ? receiptCost(s)
       : { usd: figure(s.cost_usd), tokens_in: figure(s.tokens_in), tokens_out: figure(s.tokens_out) },
-    verdict: verdict.verdict, gaps: verdict.gaps, started_at: strOr(s.started_at, issued),
+    verdict: verdict.verdict, gaps: verdict.gaps, started_at: str(s.started_at)?.slice(0, 500) ?? issued,
     ended_at: ended(ctx, opts.claimedEnd).ended_at, issued_at: issued,
     attestation: { by: 'pod-signer', verified, reported },
     ...(network ? { network } : {}),
@@ -256,75 +251,6 @@ async function judge(
   const cls = evidence.error !== null ? reported : failed ? 'checks' : 'infra';
   const failure = error ? runFailure(cls, error) : null;
   ctx.setStatus(error ? 'failed' : 'succeeded', { ...end, error, failed_check: failed?.name ?? null, failure });
-}
-
-const FILE_CAP = 16 * 1024 * 1024;
-const TOTAL_CAP = 256 * 1024 * 1024;
-const MAX_DEPTH = 8;
-// Not the run's `run-key`: the run container's was handed to it, and the agent could read it; the signer ships with
-// the key the seal step made (docs/deploy.md). Nor its `ship.json`: what it says was shipped already the signer would
-// not ship, so an agent naming the signer's diff there (or an event offset past the end) kept its own diff on the
-// Control Plane and the signer's events off it; the signer ships the folder from its start (events are idempotent).
-const TOP_FILES = ['state.json', 'events.jsonl', 'spec.md'];
-/** Artifacts the signer establishes: the agent's are never copied (the signer writes its own, or none). */
-const NOT_COPIED = new Set([...SIGNER_ARTIFACTS, 'diff.patch', 'diffstat.json']);
-
-/**
- * The agent's events.jsonl as the signer ships it, with the sealed key, whose batches ingest takes as the signer's
- * own: each line as run-event.ts keeps a run container's (one of a kind only the signer writes, isSignerKind, left
- * out, so a `receipt` or `pr` line the agent wrote stands nowhere beside the signer's; one it marks, marked), as ingest
- * takes those the run container shipped. Every other line stays as written.
- */
-function agentLines(content: Buffer): Buffer {
-  let changed = false;
-  const lines = content.toString('utf8').split('\n').flatMap((line) => {
-    const event = obj(tryParseJson(line));
-    if (typeof event.kind !== 'string') return [line];
-    const signers = isSignerKind(event.kind);
-    const kept = signers ? null : runContainerData(event.kind, event.data);
-    if (!signers && kept === event.data) return [line];
-    changed = true;
-    return signers ? [] : [JSON.stringify({ ...event, data: kept })];
-  });
-  return changed ? Buffer.from(lines.join('\n')) : content;
-}
-
-/**
- * Copies a run folder the agent could write (`from`) into a fresh `to` of the signer's before it reads any of it:
- * regular files only, opened without following a link (the signer's mounts hold the key), capped; never a receipt,
- * nor a diff the signer makes itself.
- */
-export function copyRunFolder(from: string, to: string): void {
-  const folder = openRunFolder(from);
-  if ('failed' in folder) throw new RefusedError(`No run folder at ${from}`);
-  let total = 0;
-  const write = (dst: string, content: Buffer): void => {
-    total += content.length;
-    if (total > TOTAL_CAP) throw new RefusedError(`The run folder holds more than ${TOTAL_CAP} bytes`);
-    mkdirSync(dirname(dst), { recursive: true, mode: 0o700 });
-    writeFileSync(dst, content, { mode: 0o600, flag: 'wx' });
-  };
-  try {
-    rmSync(to, { recursive: true, force: true });
-    mkdirSync(to, { recursive: true, mode: 0o700 });
-    for (const name of TOP_FILES) {
-      const content = readPlainIn(folder, name, FILE_CAP);
-      if (typeof content === 'string') continue;
-      write(join(to, name), name === 'events.jsonl' ? agentLines(content) : content);
-    }
-    const artifacts = openPlainDirIn(folder, 'artifacts');
-    if (typeof artifacts === 'string') return;
-    try {
-      // Links, special and oversized files are not copied: the signer reports what it signs, not these.
-      walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
-        if (!NOT_COPIED.has(rel)) write(join(to, 'artifacts', ...rel.split('/')), content);
-      });
-    } finally {
-      artifacts.close();
-    }
-  } finally {
-    folder.close();
-  }
 }
 
 /** Signs (or refuses) the run the pod spec named and ships it; returns its final state. */

@@ -6,7 +6,7 @@ import {
 } from '../spawn/start.ts';
 import { orNull } from '../spawn/tree.ts';
 import { readFile } from 'node:fs/promises';
-import { watch, type FSWatcher } from 'node:fs';
+import { watch } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
@@ -101,11 +101,9 @@ export interface FollowOptions {
 /** `reason` is a fixed text the origin may be told; `detail`, what svc said, is for the server's log only. */
 export type AnswerResult = { ok: true } | { ok: false; reason: string; detail: string };
 
-/**
- * `launch` runs the launcher to its end (quick with `--detach`), reports a failed launch rather than throwing and
- * puts no secret in argv or environment. `follow` gives
- * null for a run it cannot find, 'aborted' on shutdown (the job stays `running`, re-attached later).
- */
+/** `launch` runs the launcher to its end (quick with `--detach`), reports a failed launch rather than throwing and
+ * puts no secret in argv or environment. `follow` gives null for a run it cannot find, 'aborted' on shutdown (the job
+ * stays `running`, re-attached later). */
 export interface JobExecutor {
   /** The `source` of the runs it starts (their launchers' SVC_SOURCE). */
   source: string;
@@ -260,7 +258,8 @@ export function createLocalExecutor(opts: {
     let wake = new AbortController();
     // undefined until the first read, which is told either way (the notifier drops a question it already posted).
     let asked: string | null | undefined;
-    const watcher = watchQuietly(dirname(path), (name) => name === 'state.json' && wake.abort());
+    const watcher = orNull(() => watch(dirname(path), (_event, name) => name === 'state.json' && wake.abort())
+      .on('error', () => {}));
     // A launch the server lost: its launcher is ended first (never the worker it started, a group of its own), so what
     // it left is all there is, and a run it made that never gets a worker is ended as a dead worker's is.
     const lost = f.launching?.launcher ?? null;
@@ -356,10 +355,6 @@ async function endGroup(group: ProcIdentity, owner: OwnerCheck): Promise<boolean
   signalGroup(group, 'SIGKILL');
   await waitGroupGone(group.pgid, 5_000);
   return true;
-}
-
-function watchQuietly(dir: string, changed: (name: string | null) => void): FSWatcher | null {
-  return orNull(() => watch(dir, (_event, name) => changed(name)).on('error', () => {}));
 }
 
 /**
