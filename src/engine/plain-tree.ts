@@ -234,9 +234,26 @@ export function openRunFolder(dir: string): PlainDir | { failed: string; kind: E
   return openPlainPath(realOrNull(runs) ?? runs, [basename(dir)]);
 }
 
-/** Whether the run was made to stay local (SVC_SHIP=0: its plan's `local`); a run whose plan svc cannot read is not. */
-export function keptLocal(dir: string): boolean {
+/** The JSON object `name` of the run folder `dir`, provided it is svc's own file: a plain file (reached without a
+ * link) owned by this user and writable by no one else, so another user who can write the project plants none; else
+ * null. */
+export function readOwnObject(dir: string, name: string): Record<string, unknown> | null {
   const folder = openRunFolder(dir);
-  if ('failed' in folder) return false;
-  return withDir(folder, () => readObjectIn(folder, 'plan.json', () => {})?.local === true);
+  if ('failed' in folder) return null;
+  const fd = withDir(folder, () => openPlainFileIn(folder, name));
+  if (typeof fd === 'string') return null;
+  try {
+    const st = fstatSync(fd);
+    if (st.uid !== process.getuid?.() || (st.mode & 0o022) !== 0 || st.size > MAX_OBJECT) return null;
+    const value = tryParseJson(readRange(fd, 0, st.size).toString('utf8'));
+    return isJsonObject(value) ? value : null;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Whether the run was made to stay local (SVC_SHIP=0: its plan's `local`); a run whose plan is not svc's own is not.
+ * Here, a shared leaf, so that the shipper and the run's context ask it without importing run-plan.ts. */
+export function keptLocal(dir: string): boolean {
+  return readOwnObject(dir, 'plan.json')?.local === true;
 }
