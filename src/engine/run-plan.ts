@@ -12,7 +12,7 @@ import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.t
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { git } from './git.ts';
 import { openRunDir, withDir, writeJsonAtomic } from './safe-fs.ts';
-import { pathIn, readOwnObject } from './plain-tree.ts';
+import { MAX_PLAN, pathIn, readOwnObject } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
 import { refuseSystemHome, shownBy, within } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -137,9 +137,17 @@ export function writePlan(dir: string, plan: RunPlan): void {
   withDir(openRunDir(dir), (run) => writeJsonAtomic(pathIn(run, 'plan.json'), plan));
 }
 
+/** Refuses, before the run is made, a plan larger (as writeJsonAtomic writes it) than readPlan reads back. */
+export function refuseOversizedPlan(plan: RunPlan): void {
+  const size = Buffer.byteLength(JSON.stringify(plan, null, 2)) + 1;
+  if (size <= MAX_PLAN) return;
+  throw new RefusedError(`Refusing to start: the run's plan would be ${size} bytes, more than the ${MAX_PLAN} ` +
+    'svc reads back (the operator\'s network.allow, env or providers in operator.json make it that large)');
+}
+
 /** The plan, provided it is svc's own file (readOwnObject: a plan another user planted could, say, run no sandbox). */
 export function readPlan(dir: string): RunPlan {
-  const plan = readOwnObject(dir, 'plan.json');
+  const plan = readOwnObject(dir, 'plan.json', MAX_PLAN);
   const keys = ['policy', 'provider', 'passed_env', 'sandbox', 'push_target', 'notes'];
   if (plan === null || !keys.every((k) => k in plan)) {
     throw new FailedError(`The run has no readable plan (${planPath(dir)}, svc's own file): it was made ` +
