@@ -7,7 +7,6 @@ import { openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted, type Policy } from './policy.ts';
 import { pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
-import { keptLocal } from './plain-tree.ts';
 import {
   commitAll, diffCommits, diffWorkingTree, emptyDiff, git, runWorktreeGitDir, treeGit, UnreadableTreeError,
   type DiffResult,
@@ -266,7 +265,7 @@ function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Recei
 
 /** `svc start --open-pr`: the PR under the run's plan with its receipt as signed (nothing re-run), or a typed error. */
 export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: string) => void): Promise<RunState> {
-  const ctx = openRunContext(dir, env, { say, ...keptLocal(dir) ? { ship: false } : {} });
+  const ctx = openRunContext(dir, env, { say });
   try {
     const plan = readPlan(dir);
     const refusal = prLaterRefusal(ctx.state);

@@ -8,7 +8,9 @@ import { hash } from 'node:crypto';
 import { BadInputError, ConflictError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
 import { buildTask, classifyInput, isWebhookOrigin, type Task } from './spec.ts';
-import { planForRetry, planRun, refuseUncommitted, writePlan, type RunPlan } from './run-plan.ts';
+import {
+  planForRetry, planRun, refuseOversizedPlan, refuseUncommitted, writePlan, type RunPlan,
+} from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
 import {
@@ -79,6 +81,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const plan = n.plan ?? planRun({
     repo: n.repo, workdir: isolated ? worktreeDir(n.repo, n.run) : n.repo, provider: n.provider, pr: n.pr, env: n.env,
   });
+  refuseOversizedPlan(plan);
   // A --pr run whose pull request could not be opened is refused before anything is written. A Kubernetes pod's run
   // container holds no GitHub credential by design: its signer container opens the PR.
   if (plan.push_target !== null && !signsLater(n.env)) {

@@ -144,8 +144,13 @@ export function readPlainIn(dir: PlainDir, name: string, max: number): Buffer | 
   }
 }
 
-/** A state.json or ship.json larger than this is not one svc wrote. */
+/** The most of a state.json or ship.json the shipper and a run's state read (readObjectIn). */
 const MAX_OBJECT = 1024 * 1024;
+
+/** The most of a plan.json read back (readOwnObject): an operator's network.allow (operator.json has no cap) or
+ * providers can make a plan of megabytes, so it is far above MAX_OBJECT, and svc refuses to make a run whose plan
+ * would pass it (run-plan.ts refuseOversizedPlan). Only a file this user owns and no one else may write is read. */
+export const MAX_PLAN = 16 * 1024 * 1024;
 
 /** A JSON object file in `dir`; null when missing or (then told to `skip`) not a plain file holding an object. */
 export function readObjectIn(
@@ -234,9 +239,26 @@ export function openRunFolder(dir: string): PlainDir | { failed: string; kind: E
   return openPlainPath(realOrNull(runs) ?? runs, [basename(dir)]);
 }
 
-/** Whether the run was made to stay local (SVC_SHIP=0: its plan's `local`); a run whose plan svc cannot read is not. */
-export function keptLocal(dir: string): boolean {
+/** The JSON object `name` of the run folder `dir`, provided it is svc's own file: a plain file (reached without a
+ * link) owned by this user and writable by no one else, so another user who can write the project plants none, of at
+ * most `max` bytes; else null. */
+export function readOwnObject(dir: string, name: string, max: number): Record<string, unknown> | null {
   const folder = openRunFolder(dir);
-  if ('failed' in folder) return false;
-  return withDir(folder, () => readObjectIn(folder, 'plan.json', () => {})?.local === true);
+  if ('failed' in folder) return null;
+  const fd = withDir(folder, () => openPlainFileIn(folder, name));
+  if (typeof fd === 'string') return null;
+  try {
+    const st = fstatSync(fd);
+    if (st.uid !== process.getuid?.() || (st.mode & 0o022) !== 0 || st.size > max) return null;
+    const value = tryParseJson(readRange(fd, 0, st.size).toString('utf8'));
+    return isJsonObject(value) ? value : null;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Whether the run was made to stay local (SVC_SHIP=0: its plan's `local`); a run whose plan is not svc's own is not.
+ * Here, a shared leaf, so that the shipper and the run's context ask it without importing run-plan.ts. */
+export function keptLocal(dir: string): boolean {
+  return readOwnObject(dir, 'plan.json', MAX_PLAN)?.local === true;
 }

@@ -14,7 +14,7 @@ import {
 import { createShipLoop, createShipper, markPending, type ControlItem } from './shipper.ts';
 import { noWorkerComing, workerAlive } from './repo-name.ts';
 import { addUsage, createOutputReader, type Usage } from './providers.ts';
-import { openRunFolder, readPlainIn } from './plain-tree.ts';
+import { keptLocal, openRunFolder, readPlainIn } from './plain-tree.ts';
 import { countOrNull, figure, objOrNull, tryParseJson } from '../untrusted.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { makePlainDirsIn, openRunDir, replaceNoFollowIn, UnsafePathError, withDir } from './safe-fs.ts';
@@ -26,9 +26,9 @@ const STOP_GRACE_MS = 5_000;
 export type RunContext = ReturnType<typeof openRunContext>;
 
 /**
- * `ship`: whether the run goes to the Control Plane as it runs; by default unless SVC_SHIP is 0 (a run made with it
- * is kept local by its worker: plain-tree.ts keptLocal). `control`: requests
- * an earlier batch of this run took before the context opened (a pod signer's first), acted on as its own batches'.
+ * `ship`: whether the run goes to the Control Plane as it runs; by default unless SVC_SHIP is 0 here or was when the
+ * run was made (its plan's `local`: keptLocal). `control`: requests an earlier batch of this run took before the
+ * context opened (a pod signer's first), acted on as its own batches'.
  * `deletionStops`: whether the run's deletion on the Control Plane stops it; by default only in a pod's run container.
  */
 export function openRunContext(
@@ -76,7 +76,7 @@ export function openRunContext(
     }
   }
 
-  const shipping = opts.ship ?? setting(env, 'SVC_SHIP') !== '0'
+  const shipping = opts.ship ?? (setting(env, 'SVC_SHIP') !== '0' && !keptLocal(dir))
     ? createShipLoop(createShipper(dir, env, onControl, onSkip), dir, (text) => ctx.say(text))
     : null;
   const markDirty = () => shipping?.changed();

@@ -1,5 +1,5 @@
 // A run's plan: everything the run may do, resolved once by its launcher and kept as plan.json.
-import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { errorMessage, FailedError, RefusedError } from '../errors.ts';
@@ -12,7 +12,7 @@ import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.t
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { git } from './git.ts';
 import { openRunDir, withDir, writeJsonAtomic } from './safe-fs.ts';
-import { pathIn } from './plain-tree.ts';
+import { MAX_PLAN, pathIn, readOwnObject } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
 import { refuseSystemHome, shownBy, within } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -20,7 +20,6 @@ import { orNull } from '../spawn/tree.ts';
 import {
   ignoredPolicyNote, resolveSandbox, sandboxOptOut, startedByServer, type SandboxMode,
 } from '../spawn/sandbox-mode.ts';
-import { isJsonObject } from '../untrusted.ts';
 import { setting, settingChoice } from '../settings-registry.ts';
 import { providerHomeKey } from './sandbox.ts';
 import { isRoutedRepoName } from './repo-name.ts';
@@ -138,24 +137,19 @@ export function writePlan(dir: string, plan: RunPlan): void {
   withDir(openRunDir(dir), (run) => writeJsonAtomic(pathIn(run, 'plan.json'), plan));
 }
 
-/** The plan, provided it is svc's own file: owned by this user and writable by no one else (the run folder is hidden
- * from every sandbox; this keeps another user who can write the project from planting one, e.g. with no sandbox). */
+/** Refuses, before the run is made, a plan larger (as writeJsonAtomic writes it) than readPlan reads back. */
+export function refuseOversizedPlan(plan: RunPlan): void {
+  const size = Buffer.byteLength(JSON.stringify(plan, null, 2)) + 1;
+  if (size <= MAX_PLAN) return;
+  throw new RefusedError(`Refusing to start: the run's plan would be ${size} bytes, more than the ${MAX_PLAN} ` +
+    'svc reads back (the operator\'s network.allow, env or providers in operator.json make it that large)');
+}
+
+/** The plan, provided it is svc's own file (readOwnObject: a plan another user planted could, say, run no sandbox). */
 export function readPlan(dir: string): RunPlan {
-  let plan: unknown = null;
-  try {
-    const fd = openSync(planPath(dir), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-    try {
-      const st = fstatSync(fd);
-      const own = st.isFile() && st.uid === process.getuid?.() && (st.mode & 0o022) === 0;
-      if (own) plan = JSON.parse(readFileSync(fd, 'utf8'));
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    plan = null;
-  }
+  const plan = readOwnObject(dir, 'plan.json', MAX_PLAN);
   const keys = ['policy', 'provider', 'passed_env', 'sandbox', 'push_target', 'notes'];
-  if (!isJsonObject(plan) || !keys.every((k) => k in plan)) {
+  if (plan === null || !keys.every((k) => k in plan)) {
     throw new FailedError(`The run has no readable plan (${planPath(dir)}, svc's own file): it was made ` +
       'by an older svc or its folder was changed. Nothing is resolved again for a run made before: retry it ' +
       '(a new run, planned anew when the old one has no plan)');

@@ -15,7 +15,6 @@ import { plannedHomeKey, type RunSandbox } from './sandbox.ts';
 import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { POLL_MS } from './budget-pause.ts';
 import { markPending } from './shipper.ts';
-import { keptLocal } from './plain-tree.ts';
 import { errorMessage, InfraError } from '../errors.ts';
 import { settingInt } from '../settings-registry.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -161,7 +160,7 @@ async function notStarted(ctx: RunContext): Promise<number> {
 export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
 ): Promise<number> {
-  const ctx = openRunContext(dir, env, { say, ...keptLocal(dir) ? { ship: false } : {} });
+  const ctx = openRunContext(dir, env, { say });
   // Set once the run's end, its child's and its plan are on disk: what is left is its last ship and trace.
   let ended: 'shipping' | 'shipped' | null = null;
   const onSignal = (signal: NodeJS.Signals) => {

@@ -2,16 +2,20 @@
 // marker, and the next command in the project that reaches a Control Plane sends it, so `svc runs show` finds it.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { once } from 'node:events';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { closedPort } from '../helpers/closed-port.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { prepareRetry, prepareRun } from '../../src/engine/launch.ts';
+import { prepareRetry, prepareRun, spawnWorker } from '../../src/engine/launch.ts';
 import { projectWithPending } from '../../src/cli/ship.ts';
-import { markPending } from '../../src/engine/shipper.ts';
+import { openRunContext } from '../../src/engine/run-context.ts';
+import { readState, writeState } from '../../src/engine/run-state.ts';
+import { orNull } from '../../src/spawn/tree.ts';
 
 
 describe('a run made while no Control Plane answers', () => {
@@ -144,37 +148,119 @@ describe('svc ship with a run the Control Plane refuses', () => {
 });
 
 describe('a run made with SVC_SHIP=0', () => {
-  it('is shipped by no later command, nor by svc ship, until svc ship names it', async () => {
+  // The commands after its making run without SVC_SHIP: only the run's plan keeps it local.
+  async function project() {
     const repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
     const cp = await startTestControl();
-    try {
-      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url };
-      const made = { input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo };
-      await prepareRun({ ...made, runId: 'keep1', env: { ...env, SVC_SHIP: '0' } });
-      await prepareRun({ ...made, runId: 'sent1', env });
-      // A stop from outside their workers marks each to ship later, but for the run kept local.
-      for (const run of ['keep1', 'sent1']) markPending(join(repo.repo, '.svc', 'runs', run));
-      assert.deepEqual(readdirSync(join(repo.repo, '.svc', 'ship-pending')), ['sent1']);
-      const status = async (run: string) => (await cp.request('GET', `/v1/runs/local/${run}`)).status;
+    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url, SVC_SANDBOX: 'none' };
+    const made = { input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake', repo: repo.repo };
+    return {
+      repo, cp, env,
+      make: async (runId: string, more: NodeJS.ProcessEnv = { SVC_SHIP: '0' }) =>
+        (await prepareRun({ ...made, runId, env: { ...env, ...more } })).state,
+      dir: (run: string) => join(repo.repo, '.svc', 'runs', run),
+      svc: (...args: string[]) => runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env }),
+      status: async (run: string) => (await cp.request('GET', `/v1/runs/local/${run}`)).status,
+      pending: () => orNull(() => readdirSync(join(repo.repo, '.svc', 'ship-pending'))) ?? [],
+      close: async () => {
+        await cp.close();
+        repo.cleanup();
+      },
+    };
+  }
 
-      const shown = await runChild(process.execPath, [CLI, 'runs', 'show', 'local/sent1'], { cwd: repo.repo, env });
-      assert.equal(shown.code, 0, shown.stderr);
-      assert.equal(await status('keep1'), 404);
+  it('is shipped by no later command, nor by svc ship, until svc ship names it', async () => {
+    const p = await project();
+    try {
+      await p.make('keep1');
+      await p.make('sent1', {});
+      // A stop from outside their workers (no worker started) marks each to ship, and the stopping command sends
+      // it, but for the run kept local.
+      for (const run of ['keep1', 'sent1']) assert.equal((await p.svc('start', '--stop', run)).code, 0);
+      assert.equal(readState(p.dir('keep1')).status, 'stopped');
+      assert.deepEqual([await p.status('keep1'), await p.status('sent1'), p.pending()], [404, 200, []]);
 
       const ship = (...args: string[]) =>
-        runChild(process.execPath, [CLI, 'ship', '--repo', repo.repo, ...args], { cwd: repo.home, env });
+        runChild(process.execPath, [CLI, 'ship', '--repo', p.repo.repo, ...args], { cwd: p.repo.home, env: p.env });
       const all = await ship();
       assert.equal(all.code, 0, all.stderr);
       assert.equal(all.stderr, 'svc ship: 1 run kept local (SVC_SHIP=0): svc ship RUN sends one\n');
-      assert.equal(await status('keep1'), 404);
+      assert.equal(await p.status('keep1'), 404);
 
       const named = await ship('keep1');
       assert.equal(named.code, 0, named.stderr);
-      assert.equal(named.stdout, `Shipped 1 run to ${cp.url}\n`);
-      assert.equal(await status('keep1'), 200);
+      assert.equal(named.stdout, `Shipped 1 run to ${p.cp.url}\n`);
+      assert.equal(await p.status('keep1'), 200);
     } finally {
-      await cp.close();
-      repo.cleanup();
+      await p.close();
+    }
+  });
+
+  it('stays local through a rename of its repository', async () => {
+    const p = await project();
+    try {
+      execFileSync('git', ['remote', 'remove', 'origin'], { cwd: p.repo.repo });
+      await p.make('keep1');
+      await p.svc('start', '--stop', 'keep1');
+      execFileSync('git', ['remote', 'add', 'origin', join(p.repo.root, 'acme', 'api.git')], { cwd: p.repo.repo });
+      const renaming = await p.svc('start', '--brief', 'append fixed', '--provider', 'fake', '--worktree');
+      assert.equal(renaming.code, 0, renaming.stderr);
+      assert.match(renaming.stderr, /now named acme\/api; 1 earlier run renamed from work/);
+      assert.equal(readState(p.dir('keep1')).repo, 'acme/api');
+      assert.deepEqual(p.pending(), []);
+      assert.equal((await p.svc('runs', 'list')).code, 0);
+      assert.equal(await p.status('keep1'), 404);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it('stays local when a resume\'s worker does not start', async () => {
+    const p = await project();
+    try {
+      const state = await p.make('keep1');
+      writeState(p.dir('keep1'), { ...state, status: 'stopped', ended_at: new Date().toISOString() });
+      // Its worker's program missing: the spawn fails with no pid, and the run is put back as it was.
+      const execPath = process.execPath;
+      process.execPath = join(p.repo.home, 'no-such-node');
+      let worker: ReturnType<typeof spawnWorker>;
+      try {
+        worker = spawnWorker(readState(p.dir('keep1')), 'resume', p.env, false);
+      } finally {
+        process.execPath = execPath;
+      }
+      await once(worker, 'error');
+      assert.equal(readState(p.dir('keep1')).status, 'stopped');
+      assert.deepEqual(p.pending(), []);
+      assert.equal((await p.svc('runs', 'list')).code, 0);
+      assert.equal(await p.status('keep1'), 404);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it('is not shipped by a context opened on it without SVC_SHIP=0: the run\'s plan decides', async () => {
+    const p = await project();
+    try {
+      await p.make('keep1');
+      const ctx = openRunContext(p.dir('keep1'), p.env, {});
+      ctx.event('log', { stream: 'svc', text: 'a line' });
+      await ctx.close();
+      assert.equal(await p.status('keep1'), 404);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it('ships as any run does when its plan is not svc\'s own (writable by others): a stop sends it', async () => {
+    const p = await project();
+    try {
+      await p.make('forged1');
+      chmodSync(join(p.dir('forged1'), 'plan.json'), 0o666);
+      assert.equal((await p.svc('start', '--stop', 'forged1')).code, 0);
+      assert.equal(await p.status('forged1'), 200);
+    } finally {
+      await p.close();
     }
   });
 });

@@ -6,7 +6,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync,
+  chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +14,7 @@ import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { refuseServersBuiltin, serverShare, type RunPlan } from '../../src/engine/run-plan.ts';
+import { keptLocal, MAX_PLAN } from '../../src/engine/plain-tree.ts';
 
 
 /** Fails its first invocation, leaving a mark in the working tree; finishes the task on the next. */
@@ -170,4 +171,46 @@ describe('a server starting again a run a person planned (serverShare)', () => {
       operator({ env: [], providers: { claude: { command: ['/bin/sh', '-x'] } } });
       assert.throws(() => refuseServersBuiltin(builtin, server, '/w'), /in place of the built-in/);
     });
+});
+
+describe('a plan as large as the operator\'s settings make it', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  const operatorPath = () => join(repo.home, '.svc', 'operator.json');
+  const svc = (args: string[]) => runChild(process.execPath, [CLI, 'start', ...args], { cwd: repo.repo, env });
+  before(() => {
+    repo = makeRepo({ policy: { checks: [] } });
+    env = { PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0',
+      ...(bwrapWorks ? {} : { SVC_SANDBOX: 'none' }) };
+  });
+  after(() => repo.cleanup());
+
+  it('reads back a plan of more than 1 MiB that a long operator network.allow made: the run goes, and stays local',
+    async () => {
+      const label = (c: string) => c.repeat(60);
+      const allow = Array.from({ length: 6000 }, (_, i) => `h${i}.${label('a')}.${label('b')}.${label('c')}.example`);
+      writeFileSync(operatorPath(), JSON.stringify({ ...readJson(operatorPath()), network: { allow } }));
+      const res = await svc(['--brief', 'edit', '--provider', 'fake']);
+      assert.equal(res.code, 0, res.stderr);
+      const run = (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run;
+      const dir = join(repo.repo, '.svc', 'runs', run);
+      assert.ok(statSync(join(dir, 'plan.json')).size > 1024 * 1024, 'the plan is larger than the old cap');
+      assert.equal(readJson(join(dir, 'state.json')).status, 'succeeded', res.stderr);
+      assert.equal(keptLocal(dir), true);
+      const verify = await svc(['--verify', run]);
+      assert.doesNotMatch(verify.stderr, /has no readable plan/);
+    });
+
+  it('refuses, naming its size, a run whose plan would pass what svc reads back; nothing is made', async () => {
+    const operator = readJson(operatorPath()) as { providers: Record<string, { command: string[] }> };
+    const fake = operator.providers.fake!;
+    // One argument longer than MAX_PLAN: the provider's argv goes into the plan whole.
+    fake.command = [...fake.command, 'x'.repeat(MAX_PLAN)];
+    writeFileSync(operatorPath(), JSON.stringify({ providers: operator.providers }));
+    const runs = readdirSync(join(repo.repo, '.svc', 'runs'));
+    const res = await svc(['--brief', 'edit', '--provider', 'fake']);
+    assert.notEqual(res.code, 0);
+    assert.match(res.stderr, /Refusing to start: the run's plan would be \d+ bytes, more than the 16777216/);
+    assert.deepEqual(readdirSync(join(repo.repo, '.svc', 'runs')), runs, 'no run folder was made');
+  });
 });
