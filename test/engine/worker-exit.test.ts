@@ -18,6 +18,13 @@ const LEAK = `import { createServer } from 'node:net';
 if (['worker', 'start'].includes(process.argv[2] ?? '')) createServer().listen(0, '127.0.0.1');
 `;
 
+// A worker that takes no notice of a stop: its first SIGTERM handler blocks its only thread for good (a worker stuck
+// in a synchronous call), so neither its own handlers nor its exit hook ever run. Its launcher is left alone.
+const STALL = `process.on('SIGTERM', () => {
+  if (process.argv[2] === 'worker') Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+});
+`;
+
 // What a worker or launcher that does not end (the failure these tests look for) leaves: ended after the tests.
 const leftovers: string[] = [];
 const launchers: ChildProcess[] = [];
@@ -29,9 +36,10 @@ after(() => {
 /** `svc start` in the foreground, every svc process of it holding a socket nothing closes. */
 function startLeaking(
   repo: { root: string; repo: string; env: NodeJS.ProcessEnv }, env: NodeJS.ProcessEnv = {}, provider = 'fake',
+  preload = LEAK,
 ) {
-  const leak = join(repo.root, 'leak.mjs');
-  writeFileSync(leak, LEAK);
+  const leak = join(repo.root, preload === LEAK ? 'leak.mjs' : 'preload.mjs');
+  writeFileSync(leak, preload);
   const child = spawn(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', provider], {
     cwd: repo.repo, env: { ...repo.env, SVC_SANDBOX: 'none', NODE_OPTIONS: `--import=${leak}`, ...env },
   });
@@ -50,6 +58,17 @@ async function endWritten(child: ChildProcess, repo: string, out: () => string):
     const state = run ? tryReadState(runDir(repo, run)) : null;
     if (state && state.status === 'succeeded' && state.pid === null) return state;
     assert.equal(child.exitCode, null, 'svc start is still there until its run ends');
+    await sleep(50);
+  }
+}
+
+/** The run's state once its agent (the sleeping provider) is recorded as its child. */
+async function agentRunning(child: ChildProcess, repo: string, out: () => string): Promise<RunState> {
+  for (;;) {
+    const run = /"run":"([^"]+)"/.exec(out())?.[1];
+    const state = run ? tryReadState(runDir(repo, run)) : null;
+    if (state?.child) return state;
+    assert.equal(child.exitCode, null, 'svc start is still there while its agent sleeps');
     await sleep(50);
   }
 }
@@ -100,19 +119,31 @@ describe("a run's worker and its launcher at the run's end", () => {
     // A run that ships (a run kept local gets no marker), to a Control Plane that is not there.
     const url = `http://127.0.0.1:${await closedPort()}`;
     const started = startLeaking(repo, { SVC_SHIP: '1', SVC_CONTROL_URL: url }, 'sleepy');
-    let state: RunState | null = null;
-    while (!state?.child) {
-      assert.equal(started.child.exitCode, null, 'svc start is still there while its agent sleeps');
-      await sleep(50);
-      const run = /"run":"([^"]+)"/.exec(started.stdout())?.[1];
-      state = run ? tryReadState(runDir(repo.repo, run)) : null;
-    }
+    const state = await agentRunning(started.child, repo.repo, started.stdout);
     leftovers.push(state.run);
     started.child.kill('SIGINT');
     assert.deepEqual(await started.exited, [1, null]);
     const final = tryReadState(runDir(repo.repo, state.run));
     assert.equal(final?.status, 'stopped');
     assert.equal(final?.failure?.reason, 'stopped by an interrupt of svc start');
+    assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the stop waits for the next ship');
+  });
+
+  it('stop the run on a SIGINT whose worker ignores the stop past its grace: the worker is killed, the agent with it, ' +
+    'and svc start exits 1 once the stop is on disk', { timeout: 90_000 }, async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const started = startLeaking(repo, { SVC_SHIP: '1', SVC_CONTROL_URL: url }, 'sleepy', STALL);
+    const state = await agentRunning(started.child, repo.repo, started.stdout);
+    leftovers.push(state.run);
+    started.child.kill('SIGINT');
+    assert.deepEqual(await started.exited, [1, null]);
+    const final = tryReadState(runDir(repo.repo, state.run));
+    assert.equal(final?.status, 'stopped');
+    assert.equal(final?.failure?.reason, 'stopped by an interrupt of svc start');
+    assert.equal(final?.pid, null);
+    assert.equal(final?.child, null);
+    assert.match(started.stdout(), /"status":"stopped"/);
+    assert.deepEqual(processesMentioning(state.run), [], 'neither the worker nor anything of the agent is left');
     assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the stop waits for the next ship');
   });
 });
