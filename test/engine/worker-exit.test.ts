@@ -25,6 +25,18 @@ const STALL = `process.on('SIGTERM', () => {
 });
 `;
 
+// A SIGTERM the worker takes the moment it says its run's final status (on disk by then), before it clears its pid and
+// child and puts its plan back: its handlers run at that point as they would for a signal the kernel delivered there.
+const TERM_AT_END = `if (process.argv[2] === 'worker') {
+  const write = process.stderr.write.bind(process.stderr);
+  process.stderr.write = (chunk, ...rest) => {
+    const written = write(chunk, ...rest);
+    if (String(chunk).includes('] status succeeded')) process.emit('SIGTERM', 'SIGTERM');
+    return written;
+  };
+}
+`;
+
 // What a worker or launcher that does not end (the failure these tests look for) leaves: ended after the tests.
 const leftovers: string[] = [];
 const launchers: ChildProcess[] = [];
@@ -107,6 +119,37 @@ describe("a run's worker and its launcher at the run's end", () => {
       assert.match(started.stdout(), /"status":"succeeded"/);
       assert.deepEqual(processesMentioning(state.run), [], 'the worker is gone too');
       assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the run waits for the next ship');
+    } finally {
+      control.closeAllConnections();
+      control.close();
+    }
+  });
+
+  it('end at once on a SIGTERM between the run\'s final status and the writes after it, and keep the run for the ' +
+    'next ship, a Control Plane that never answers', { timeout: 60_000 }, async () => {
+    const held: IncomingMessage[] = [];
+    const control = createServer((req) => void held.push(req));
+    control.listen(0, '127.0.0.1');
+    await once(control, 'listening');
+    try {
+      const address = control.address();
+      assert.ok(address && typeof address === 'object');
+      const url = `http://127.0.0.1:${address.port}`;
+      const started = startLeaking(repo, { SVC_SHIP: '1', SVC_CONTROL_URL: url }, 'fake', TERM_AT_END);
+      assert.deepEqual(await started.exited, [0, null]);
+      const run = /"run":"([^"]+)"/.exec(started.stdout())?.[1];
+      assert.ok(run);
+      leftovers.push(run);
+      const final = tryReadState(runDir(repo.repo, run));
+      assert.equal(final?.status, 'succeeded');
+      assert.equal(final?.pid, null);
+      assert.equal(final?.child, null);
+      // A worker that took the signal as a stop would have gone on to its last ship and sat out the client's
+      // timeout, then tried again: at most the periodic ship reached the stand-in, never a second request.
+      assert.ok(held.length <= 1, `the last ship was not tried (${held.length} requests)`);
+      assert.match(started.stdout(), /"status":"succeeded"/);
+      assert.deepEqual(processesMentioning(run), [], 'the worker is gone too');
+      assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', run)), 'the run waits for the next ship');
     } finally {
       control.closeAllConnections();
       control.close();
