@@ -172,8 +172,8 @@ describe("a run's worker and its launcher at the run's end", () => {
     assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the stop waits for the next ship');
   });
 
-  it('stop the run on a SIGINT whose worker ignores the stop past its grace: the worker is killed, the agent with it, ' +
-    'and svc start exits 1 once the stop is on disk', { timeout: 90_000 }, async () => {
+  it('stop the run on a SIGINT whose worker ignores the stop past its grace: the worker is killed, the agent ' +
+    'with it, and svc start exits 1 once the stop is on disk', { timeout: 90_000 }, async () => {
     const url = `http://127.0.0.1:${await closedPort()}`;
     const started = startLeaking(repo, { SVC_SHIP: '1', SVC_CONTROL_URL: url }, 'sleepy', STALL);
     const state = await agentRunning(started.child, repo.repo, started.stdout);

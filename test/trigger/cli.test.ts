@@ -189,12 +189,12 @@ describe('svc trigger', () => {
     assert.equal(stateOf(run)?.status, 'succeeded');
   });
 
-  it('sends a completion summary it may have delivered once more after a SIGKILL, saying it may be a repeat', async () => {
+  it('sends a completion summary it may have delivered once more after a SIGKILL, saying it may be a repeat',
+    async () => {
     const home = tempDir('svc-home-');
     const repo = makeRepo();
     const certDir = tempDir('svc-cert-');
-    cleanups.push(() => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }),
-      () => rmSync(certDir, { recursive: true, force: true }));
+    for (const dir of [home, repo, certDir]) cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const cert = makeCert(certDir);
     const hooks = await startStandIn(cert);
     try {
@@ -204,7 +204,7 @@ describe('svc trigger', () => {
       };
       const args = ['--repo', repo];
       const first = await serve(env, args);
-      // The vendor takes the summary, and the server dies before it hears back: the moment between a send and its record.
+      // The vendor takes the summary and the server dies before it hears back: between a send and its record.
       hooks.respond = () => {
         first.child.kill('SIGKILL');
         return null;
