@@ -54,7 +54,7 @@ function checkStatus(status: number, what: string): void {
 }
 
 /** Before a summary sent again after a restart that may have cut off its outcome's record, not its delivery. */
-export const RESENT = 'svc restarted while sending this summary: it may have arrived once already';
+const RESENT = 'svc restarted while sending this summary: it may have arrived once already';
 
 const ATTEMPTS = 4;
 /** The longest a vendor's `Retry-After` holds a retry back (its rate limits ask for seconds, up to a minute). */
