@@ -146,10 +146,11 @@ export function createNotifier(opts: NotifierOptions) {
       : kind === 'question' && reply.ask ? reply.ask(target.target, parts, opts.config, opts.clock())
       : reply.prepare(target.target, parts, opts.config, opts.clock());
     if (kind === 'summary' && reply && typeof delivery !== 'string') {
-      // Recorded before it goes: a server killed after the vendor took it, before its outcome was written, finds
-      // the mark on its restart. None of the vendors' comment or response_url posts takes an idempotency key, so the
-      // summary goes once more saying it may be a repeat; a PATCH only sets the text of the one comment it edits
-      // (GitHub's), and goes again as it was.
+      // Recorded before it goes (while the database refuses the mark, the summary waits): a server killed after the
+      // vendor took it, before its outcome was written, finds the mark on its restart. svc sends the vendors no
+      // idempotency key (trackera's commentCreate may take a client-chosen id; not used), so the summary goes once
+      // more saying it may be a repeat; a PATCH only sets the text of the one comment it edits (GitHub's), and goes
+      // again as it was.
       const sending = { summary_sending: true };
       if (target.target.summary_sending !== true) {
         if (!await written(jobId, () => opts.stores.replies.patchTarget(jobId, sending))) return false;
