@@ -127,15 +127,16 @@ async function launch(
     await sendPendingRuns(io, state.repo_path, 1_500);
     return 0;
   }
-  // A worker past its run's end (written, its pid cleared) has only its last ship left: it gets the signal and ends
-  // at once. Any other run is stopped, and this launcher waits for the stopper's writes (its reason, the ship-pending
-  // marker) before it exits. A verify's run is final throughout: its checks go on, as a stop would leave them.
+  // A worker whose run's status is final has only its last writes and ship left: it gets the signal and ends once
+  // those writes are done (a stop would return at once and leave this launcher waiting out the ship). Any other run
+  // is stopped, and this launcher waits for the stopper's writes (its reason, the ship-pending marker) before it
+  // exits. A verify's run is final throughout: its checks go on, as a stop would leave them.
   const interrupt = 'an interrupt of svc start';
   let stopping: Promise<unknown> = Promise.resolve();
   const onSignal = (signal: NodeJS.Signals) => {
     const now = tryReadState(dir);
     if (mode === 'verify' || !now) return;
-    if (TERMINAL.has(now.status) && now.pid === null) child.kill(signal);
+    if (TERMINAL.has(now.status)) child.kill(signal);
     else stopping = Promise.all([stopping, stopLocalRun(state.repo_path, state.run, interrupt)]);
   };
   process.on('SIGINT', onSignal);

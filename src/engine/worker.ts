@@ -155,7 +155,8 @@ async function notStarted(ctx: RunContext): Promise<number> {
 
 /**
  * Runs in the detached worker process; the exit code is 0 when the run succeeded. Its caller ends the process on the
- * return (cli.ts); a SIGTERM, SIGINT or SIGHUP once it has written the run's end ends it at once.
+ * return (cli.ts); a SIGTERM, SIGINT or SIGHUP once the run's status is final ends it at once, or right after the
+ * writes that follow that status.
  */
 export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
@@ -163,13 +164,20 @@ export async function executeRun(
   const ctx = openRunContext(dir, env, { say });
   // Set once the run's end, its child's and its plan are on disk: what is left is its last ship and trace.
   let ended: 'shipping' | 'shipped' | null = null;
+  // A signal that came once the run's status was final, before the writes after it: the worker ends right after them.
+  let endAfterWrites = false;
+  const endNow = () => {
+    // Nothing left to stop: the signal ends the worker at once. A ship cut short is sent by the next svc command.
+    if (ended !== 'shipped') markPending(dir);
+    process.exit(exitCodeOf(ctx.state));
+  };
   const onSignal = (signal: NodeJS.Signals) => {
+    if (ended !== null) return endNow();
+    // A verify's run is final throughout: a signal stops its checks.
+    if (mode !== 'verify' && TERMINAL.has(ctx.state.status)) return void (endAfterWrites = true);
     // A stopper that knows who asked (svc runs stop, the Control Plane) names them in state.json once the worker is
     // gone.
-    if (ended === null) return ctx.requestStop(`a ${signal} to the run's worker`);
-    // Nothing left to stop: the signal ends the worker at once. A ship cut short is sent by the next svc command.
-    if (ended === 'shipping') markPending(dir);
-    process.exit(exitCodeOf(ctx.state));
+    ctx.requestStop(`a ${signal} to the run's worker`);
   };
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, onSignal);
   const tracer = new Tracer(traceSettings(env, 'svc-run'));
@@ -220,6 +228,7 @@ export async function executeRun(
     // An agent without a sandbox could have edited plan.json: the plan this worker read goes back, unchanged.
     if (plan) writePlan(dir, plan);
     ended = 'shipping';
+    if (endAfterWrites) endNow();
     await ctx.close();
     ended = 'shipped';
     const { status, verdict } = ctx.state;

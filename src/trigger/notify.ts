@@ -53,6 +53,9 @@ function checkStatus(status: number, what: string): void {
   throw new FailedError(message);
 }
 
+/** Before a summary sent again after a restart that may have cut off its outcome's record, not its delivery. */
+const RESENT = 'svc restarted while sending this summary: it may have arrived once already';
+
 const ATTEMPTS = 4;
 /** The longest a vendor's `Retry-After` holds a retry back (its rate limits ask for seconds, up to a minute). */
 const MAX_RETRY_AFTER_MS = 120_000;
@@ -138,10 +141,23 @@ export function createNotifier(opts: NotifierOptions) {
     const { channel } = target;
     const parts = given ?? storedParts(job.summary_parts, job.summary ?? '');
     const reply = channelOf(channel);
-    const delivery = !reply ? `origin ${channel} takes no messages`
+    let delivery = !reply ? `origin ${channel} takes no messages`
       : kind === 'note' && reply.note ? reply.note(target.target, parts, opts.config)
       : kind === 'question' && reply.ask ? reply.ask(target.target, parts, opts.config, opts.clock())
       : reply.prepare(target.target, parts, opts.config, opts.clock());
+    if (kind === 'summary' && reply && typeof delivery !== 'string') {
+      // Recorded before it goes (while the database refuses the mark, the summary waits): a server killed after the
+      // vendor took it, before its outcome was written, finds the mark on its restart. svc sends the vendors no
+      // idempotency key (trackera's commentCreate may take a client-chosen id; not used), so the summary goes once
+      // more saying it may be a repeat; a PATCH only sets the text of the one comment it edits (GitHub's), and goes
+      // again as it was.
+      const sending = { summary_sending: true };
+      if (target.target.summary_sending !== true) {
+        if (!await written(jobId, () => opts.stores.replies.patchTarget(jobId, sending))) return false;
+      } else if (delivery.method !== 'PATCH') {
+        delivery = reply.prepare(target.target, [[{ own: RESENT }], ...parts], opts.config, opts.clock());
+      }
+    }
     if (typeof delivery === 'string') {
       opts.log.info(`${kind === 'summary' ? 'completion summary' : kind} not sent`, { job_id: jobId, channel,
         reason: delivery });

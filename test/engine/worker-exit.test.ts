@@ -18,6 +18,43 @@ const LEAK = `import { createServer } from 'node:net';
 if (['worker', 'start'].includes(process.argv[2] ?? '')) createServer().listen(0, '127.0.0.1');
 `;
 
+// A worker that takes no notice of a stop: its first SIGTERM handler blocks its only thread for good (a worker stuck
+// in a synchronous call), so neither its own handlers nor its exit hook ever run. Its launcher is left alone.
+const STALL = `process.on('SIGTERM', () => {
+  if (process.argv[2] === 'worker') Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+});
+`;
+
+// A SIGTERM the worker takes the moment it says its run's final status (on disk by then), before it clears its pid and
+// child and puts its plan back. The emit stands in for a signal arriving while the egress gate closes there, the only
+// point in that window where a real one is handled (a sandboxed run; without a sandbox those writes do not yield).
+const TERM_AT_END = `if (process.argv[2] === 'worker') {
+  const write = process.stderr.write.bind(process.stderr);
+  process.stderr.write = (chunk, ...rest) => {
+    const written = write(chunk, ...rest);
+    if (String(chunk).includes('] status succeeded')) process.emit('SIGTERM', 'SIGTERM');
+    return written;
+  };
+}
+`;
+
+// The worker holds still once it has said its run's final status, its pid still recorded, until its launcher has
+// taken a SIGINT (the launcher says so in GO once its own handlers ran), and notes in GOT any SIGINT it is sent.
+const HOLD_AT_END = `import { existsSync, writeFileSync } from 'node:fs';
+const { GO, GOT } = process.env;
+if (process.argv[2] === 'start') process.on('SIGINT', () => setImmediate(() => writeFileSync(GO, '')));
+if (process.argv[2] === 'worker') {
+  process.on('SIGINT', () => writeFileSync(GOT, ''));
+  const write = process.stderr.write.bind(process.stderr);
+  process.stderr.write = (chunk, ...rest) => {
+    const written = write(chunk, ...rest);
+    if (!String(chunk).includes('] status succeeded')) return written;
+    while (!existsSync(GO)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+    return written;
+  };
+}
+`;
+
 // What a worker or launcher that does not end (the failure these tests look for) leaves: ended after the tests.
 const leftovers: string[] = [];
 const launchers: ChildProcess[] = [];
@@ -29,9 +66,10 @@ after(() => {
 /** `svc start` in the foreground, every svc process of it holding a socket nothing closes. */
 function startLeaking(
   repo: { root: string; repo: string; env: NodeJS.ProcessEnv }, env: NodeJS.ProcessEnv = {}, provider = 'fake',
+  preload = LEAK,
 ) {
-  const leak = join(repo.root, 'leak.mjs');
-  writeFileSync(leak, LEAK);
+  const leak = join(repo.root, preload === LEAK ? 'leak.mjs' : 'preload.mjs');
+  writeFileSync(leak, preload);
   const child = spawn(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', provider], {
     cwd: repo.repo, env: { ...repo.env, SVC_SANDBOX: 'none', NODE_OPTIONS: `--import=${leak}`, ...env },
   });
@@ -52,6 +90,40 @@ async function endWritten(child: ChildProcess, repo: string, out: () => string):
     assert.equal(child.exitCode, null, 'svc start is still there until its run ends');
     await sleep(50);
   }
+}
+
+/** The run's state once its agent (the sleeping provider) is recorded as its child. */
+async function agentRunning(child: ChildProcess, repo: string, out: () => string): Promise<RunState> {
+  for (;;) {
+    const run = /"run":"([^"]+)"/.exec(out())?.[1];
+    const state = run ? tryReadState(runDir(repo, run)) : null;
+    if (state?.child) return state;
+    assert.equal(child.exitCode, null, 'svc start is still there while its agent sleeps');
+    await sleep(50);
+  }
+}
+
+/** The body a request brings, as far as it came before its sender went. */
+function bodyOf(req: IncomingMessage): Promise<string> {
+  let body = '';
+  req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+  return new Promise((resolve) => req.once('close', () => resolve(body)));
+}
+
+/** The statuses of `run` that ingest bodies carry (a launcher ships earlier runs to the same stand-in too). */
+function shippedStatuses(bodies: string[], run: string): unknown[] {
+  return bodies.flatMap((body) => {
+    try {
+      const parsed: unknown = JSON.parse(body);
+      const runs = parsed && typeof parsed === 'object' && 'runs' in parsed ? parsed.runs : [];
+      if (!Array.isArray(runs)) return [];
+      return runs.flatMap((row: unknown) => row && typeof row === 'object' && 'run' in row && row.run === run
+        && 'status' in row ? [row.status] : []);
+    } catch {
+      // A body cut short when its sender ended: read as the final status if it could be one.
+      return body.includes(run) && body.includes('"status":"succeeded"') ? ['succeeded'] : [];
+    }
+  });
 }
 
 describe("a run's worker and its launcher at the run's end", () => {
@@ -94,25 +166,103 @@ describe("a run's worker and its launcher at the run's end", () => {
     }
   });
 
+  it('end at once on a SIGTERM between the run\'s final status and the writes after it, and keep the run for the ' +
+    'next ship, a Control Plane that never answers', { timeout: 60_000 }, async () => {
+    const bodies: Array<Promise<string>> = [];
+    const control = createServer((req) => void bodies.push(bodyOf(req)));
+    control.listen(0, '127.0.0.1');
+    await once(control, 'listening');
+    try {
+      const address = control.address();
+      assert.ok(address && typeof address === 'object');
+      const url = `http://127.0.0.1:${address.port}`;
+      const started = startLeaking(repo, { SVC_SHIP: '1', SVC_CONTROL_URL: url }, 'fake', TERM_AT_END);
+      assert.deepEqual(await started.exited, [0, null]);
+      const run = /"run":"([^"]+)"/.exec(started.stdout())?.[1];
+      assert.ok(run);
+      leftovers.push(run);
+      const final = tryReadState(runDir(repo.repo, run));
+      assert.equal(final?.status, 'succeeded');
+      assert.equal(final?.pid, null);
+      assert.equal(final?.child, null);
+      // A worker that took the signal as a stop would have gone on to its last ship, the run's final status in it:
+      // a periodic ship (the run still working) may have reached the stand-in, never that one.
+      assert.deepEqual(shippedStatuses(await Promise.all(bodies), run).filter((status) => status === 'succeeded'), [],
+        'the last ship was not tried');
+      assert.match(started.stdout(), /"status":"succeeded"/);
+      assert.deepEqual(processesMentioning(run), [], 'the worker is gone too');
+      assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', run)), 'the run waits for the next ship');
+    } finally {
+      control.closeAllConnections();
+      control.close();
+    }
+  });
+
+  it('hand a SIGINT to the worker once the run\'s status is final, its pid still recorded, rather than stop the run',
+    { timeout: 60_000 }, async () => {
+      // A Control Plane that never answers.
+      const control = createServer(() => undefined);
+      control.listen(0, '127.0.0.1');
+      await once(control, 'listening');
+      try {
+        const address = control.address();
+        assert.ok(address && typeof address === 'object');
+        const [go, got] = [join(repo.root, 'go'), join(repo.root, 'got')];
+        const env = { SVC_SHIP: '1', SVC_CONTROL_URL: `http://127.0.0.1:${address.port}`, GO: go, GOT: got };
+        const started = startLeaking(repo, env, 'fake', HOLD_AT_END);
+        let state: RunState | null = null;
+        while (state?.status !== 'succeeded' || state.pid === null) {
+          assert.equal(started.child.exitCode, null, 'svc start is still there until its run ends');
+          await sleep(50);
+          const run = /"run":"([^"]+)"/.exec(started.stdout())?.[1];
+          state = run ? tryReadState(runDir(repo.repo, run)) : null;
+        }
+        leftovers.push(state.run);
+        started.child.kill('SIGINT');
+        // A stop of a final run does nothing: the launcher would have waited out the worker's last ship to a
+        // Control Plane that never answers, the worker never signalled.
+        assert.deepEqual(await started.exited, [0, null]);
+        assert.ok(existsSync(got), 'the worker was handed the SIGINT');
+        assert.equal(tryReadState(runDir(repo.repo, state.run))?.status, 'succeeded');
+        assert.deepEqual(processesMentioning(state.run), [], 'the worker is gone too');
+        assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the run waits for the next ship');
+      } finally {
+        control.closeAllConnections();
+        control.close();
+      }
+    });
+
   it('stop the run on a SIGINT while it works, and exit only once the stopper has written its end', {
     timeout: 60_000,
   }, async () => {
     // A run that ships (a run kept local gets no marker), to a Control Plane that is not there.
     const url = `http://127.0.0.1:${await closedPort()}`;
     const started = startLeaking(repo, { SVC_SHIP: '1', SVC_CONTROL_URL: url }, 'sleepy');
-    let state: RunState | null = null;
-    while (!state?.child) {
-      assert.equal(started.child.exitCode, null, 'svc start is still there while its agent sleeps');
-      await sleep(50);
-      const run = /"run":"([^"]+)"/.exec(started.stdout())?.[1];
-      state = run ? tryReadState(runDir(repo.repo, run)) : null;
-    }
+    const state = await agentRunning(started.child, repo.repo, started.stdout);
     leftovers.push(state.run);
     started.child.kill('SIGINT');
     assert.deepEqual(await started.exited, [1, null]);
     const final = tryReadState(runDir(repo.repo, state.run));
     assert.equal(final?.status, 'stopped');
     assert.equal(final?.failure?.reason, 'stopped by an interrupt of svc start');
+    assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the stop waits for the next ship');
+  });
+
+  it('stop the run on a SIGINT whose worker ignores the stop past its grace: the worker is killed, the agent ' +
+    'with it, and svc start exits 1 once the stop is on disk', { timeout: 90_000 }, async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const started = startLeaking(repo, { SVC_SHIP: '1', SVC_CONTROL_URL: url }, 'sleepy', STALL);
+    const state = await agentRunning(started.child, repo.repo, started.stdout);
+    leftovers.push(state.run);
+    started.child.kill('SIGINT');
+    assert.deepEqual(await started.exited, [1, null]);
+    const final = tryReadState(runDir(repo.repo, state.run));
+    assert.equal(final?.status, 'stopped');
+    assert.equal(final?.failure?.reason, 'stopped by an interrupt of svc start');
+    assert.equal(final?.pid, null);
+    assert.equal(final?.child, null);
+    assert.match(started.stdout(), /"status":"stopped"/);
+    assert.deepEqual(processesMentioning(state.run), [], 'neither the worker nor anything of the agent is left');
     assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the stop waits for the next ship');
   });
 });

@@ -6,7 +6,9 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SECRETS, FAKE_SVC, post, get, makeRepo, tempDir } from './helpers.ts';
+import { SECRETS, FAKE_SVC, post, get, makeRepo, tempDir, fixture, nowSeconds, sign } from './helpers.ts';
+import { makeCert, startStandIn } from './standins.ts';
+import { DatabaseSync } from 'node:sqlite';
 import { waitFor } from '../helpers/wait-for.ts';
 import { killGroup, pidIn } from '../helpers/pid-file.ts';
 import { processAlive } from '../engine/fixtures.ts';
@@ -185,5 +187,57 @@ describe('svc trigger', () => {
     assert.equal(done.status, 'succeeded', String(done.error));
     assert.deepEqual(done.run, { source: 'local', run });
     assert.equal(stateOf(run)?.status, 'succeeded');
+  });
+
+  it('sends a completion summary it may have delivered once more after a SIGKILL, saying it may be a repeat',
+    async () => {
+    const home = tempDir('svc-home-');
+    const repo = makeRepo();
+    const certDir = tempDir('svc-cert-');
+    for (const dir of [home, repo, certDir]) cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const cert = makeCert(certDir);
+    const hooks = await startStandIn(cert);
+    try {
+      const env = {
+        ...baseEnv(home), CHATA_HOOKS_PREFIX: `${hooks.url}/commands/`,
+        NODE_EXTRA_CA_CERTS: join(certDir, 'cert.pem'),
+      };
+      const args = ['--repo', repo];
+      const first = await serve(env, args);
+      // The vendor takes the summary and the server dies before it hears back: between a send and its record.
+      hooks.respond = () => {
+        first.child.kill('SIGKILL');
+        return null;
+      };
+      const raw = Buffer.from(fixture('slack-slash-command.txt').toString().replace('text=', 'text=fix+it')
+        .replace(/response_url=[^&]+/, `response_url=${encodeURIComponent(`${hooks.url}/commands/T1/123/abc`)}`));
+      const ts = String(nowSeconds());
+      const asked = await post(`${first.url}/chata`, raw, { 'content-type': 'application/x-www-form-urlencoded',
+        'x-chata-request-timestamp': ts, 'x-chata-signature': sign.chata(SECRETS.CHATA_SIGNING_SECRET, raw, ts) });
+      const id = /(j\w{26})/.exec(asked.body.text as string)![1]!;
+      await new Promise((r) => first.child.once('exit', r));
+      assert.equal(hooks.requests.length, 1, 'the summary reached the vendor once before the crash');
+      hooks.respond = () => ({ status: 200, body: 'ok' });
+
+      const second = await serve(env, args);
+      const again = await waitFor(() => hooks.requests[1], 'the summary after the restart');
+      const first1 = JSON.parse(hooks.requests[0]!.body) as { text: string };
+      const text = (JSON.parse(again.body) as { text: string }).text;
+      assert.match(text, /^svc restarted while sending this summary: it may have arrived once already · /);
+      assert.ok(text.endsWith(first1.text), 'the same summary, after the note');
+      const db = new DatabaseSync(join(home, '.svc', 'trigger', 'trigger.db'), { readOnly: true });
+      try {
+        const status = db.prepare('SELECT notify_status FROM jobs WHERE id = ?');
+        await waitFor(() => (status.get(id) as { notify_status: string | null }).notify_status === 'sent',
+          'the summary recorded as sent');
+      } finally {
+        db.close();
+      }
+      second.child.kill('SIGTERM');
+      await new Promise((r) => second.child.once('exit', r));
+      assert.equal(hooks.requests.length, 2, 'sent twice in all: once cut off, once saying so');
+    } finally {
+      await hooks.close();
+    }
   });
 });

@@ -1,6 +1,7 @@
 // A finished job's stored row is data that outlives the code that wrote it: stored summary parts that are not JSON or
 // not the parts' shape still send the summary (as data), and a channel name that is no channel is skipped, so no row
-// keeps a summary pending for good. Real trigger DB in a temp dir, a loopback HTTPS stand-in for the chata hooks host.
+// keeps a summary pending for good. Real trigger DB in a temp dir, a loopback HTTPS stand-in for the chata hooks host
+// (and GitHub's API).
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { createTriggerStores, type TriggerStores } from '../../src/db/trigger-st
 import { createNotifier } from '../../src/trigger/notify.ts';
 import type { Logger } from '../../src/log.ts';
 import { chataReply } from '../../src/trigger/sources/chata.ts';
+import { githubReply } from '../../src/trigger/sources/webhook.ts';
 import { insertJob, tempDir } from './helpers.ts';
 import { makeCert, startStandIn, type Cert, type StandIn } from './standins.ts';
 
@@ -96,6 +98,31 @@ describe('a stored row never keeps its summary pending', () => {
       hooks.respond = respond;
     }
   });
+
+  it('sends a GitHub summary whose send a restart may have cut off as it was: its PATCH only sets the text again',
+    async () => {
+      const config = { chataHooksPrefix: '', trackeraApiUrl: '', trackeraApiKey: undefined, trackerb: undefined,
+        github: { apiUrl: hooks.url, token: 'gh-token' } };
+      const github = createNotifier({
+        stores, log: silent, clock: Date.now, backoffMs: 1, post: createHttpsPoster({ ca: cert.cert }),
+        report: async () => {}, replies: { webhook: githubReply }, config,
+      });
+      const now = Date.now();
+      // What a server killed between the vendor taking the summary and its outcome's record leaves.
+      const target = { repo: 'acme/api', issue: 12, comment_id: 1200, summary_sending: true };
+      insertJob(stores, { id: 'jpatch', origin: 'webhook', brief: 'b', args: ['b'], created_at: now, repo: 'acme/api',
+        reply: { channel: 'webhook', target } });
+      stores.jobs.claim('jpatch', now);
+      stores.jobs.finish('jpatch', { status: 'succeeded', finished_at: now, exit_code: 0, summary: 'done',
+        summary_parts: '[[{"own":"done"}]]', error: null });
+      await github('jpatch');
+      assert.equal(stores.replies.get('jpatch')!.notify_status, 'sent');
+      const sent = hooks.requests.filter((r) => r.path === '/repos/acme/api/issues/comments/1200');
+      assert.deepEqual(sent.map((r) => r.method), ['PATCH']);
+      assert.doesNotMatch(sent[0]!.body, /svc restarted/, 'no note that it may be a repeat');
+      const first = githubReply.prepare(target, [[{ own: 'done' }]], config, now);
+      assert.equal(sent[0]!.body, typeof first === 'string' ? first : first.body, 'as its first send had it');
+    });
 
   for (const channel of ['constructor', 'toString', '__proto__', 'nosuch']) {
     it(`skips a row whose channel is ${JSON.stringify(channel)} (no channel by that name)`, async () => {
