@@ -20,7 +20,7 @@ import { TrustNeededError } from './setting-authority.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
 import { orNull } from '../spawn/tree.ts';
-import { withoutSecrets } from './text.ts';
+import { hideSecrets } from './text.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -124,9 +124,6 @@ export function toRunJson(state: RunState): RunJson {
 /** events.jsonl: one event per line with a per-run seq continued from the last line on disk, or from `seqAfter` when
  * higher (DESIGN §3). The run folder is held open until close(): read and appended to inside it, never through a link
  * there or on the way. */
-const hideSecrets = (_key: string, value: unknown): unknown =>
-  typeof value === 'string' ? withoutSecrets(value) : value;
-
 export function openEventLog(
   dir: string, onAppend?: () => void, seqAfter = 0,
 ): { append(kind: string, data?: Record<string, unknown>): void; close(): void } {

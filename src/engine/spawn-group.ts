@@ -9,6 +9,7 @@ import { identityOf, killNamespace, namespaceInit, signalGroup, type NamespaceIn
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';
 import { num, obj, tryParseJson } from '../untrusted.ts';
+import { pieceEnd } from './text.ts';
 
 export interface GroupResult {
   code: number | null;
@@ -86,9 +87,11 @@ function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroup
       const lines = partial.split('\n');
       partial = lines.pop() ?? '';
       for (const line of lines) onLine(name, line);
+      // Each piece is scrubbed on its own (text.ts): it ends where no secret is cut in two, the rest waits for more.
       if (partial.length > 64 * 1024) {
-        onLine(name, partial);
-        partial = '';
+        const end = pieceEnd(partial);
+        onLine(name, partial.slice(0, end));
+        partial = partial.slice(end);
       }
     }).on('close', () => {
       // 'close', not 'end': a stream closed from this end (a leftover's pipe, spawnGroup) never ends, and its last

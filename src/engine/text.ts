@@ -26,6 +26,35 @@ export function withoutSecrets(text: string): string {
   return text.replace(USERINFO, '$1***@').replace(JOB_CREDENTIAL, 'g1.***').replace(AUTHORIZATION, '$1***');
 }
 
+/** JSON.stringify's replacer for what a reader of the Control Plane gets: each string value withoutSecrets, so a
+ * secret is cut as the text it is, whatever JSON escapes it would be written with, and the line stays JSON. */
+export const hideSecrets = (_key: string, value: unknown): unknown =>
+  typeof value === 'string' ? withoutSecrets(value) : value;
+
+/** A `.log` artifact's bytes withoutSecrets, read as latin1, each byte one character, so whatever is not a secret stays
+ * byte for byte. */
+export function logWithoutSecrets(content: string | Buffer): Buffer {
+  return Buffer.from(withoutSecrets(Buffer.from(content).toString('latin1')), 'latin1');
+}
+
+// None of the patterns above spans one of these, but AUTHORIZATION's name and scheme, which a header may end with.
+const SPANNED_BY_NONE = /[ \t\r\f\v"'<>\\]/;
+const OPEN_HEADER = /(?:proxy-)?authorization(?:\\?["'])?[ \t]*(?::[ \t]*(?:\\?["'])?(?:[a-z][\w.+-]*[ \t]+)?)?$/i;
+
+/**
+ * Where a piece of an over-long line may end (a line is scrubbed piece by piece) so that no secret is cut in two: just
+ * after its last character no pattern spans, or before a header name it ends with; at its end when it has no such
+ * character. Looks back from the end only, and at most 256 characters for a header: linear on hostile text.
+ */
+export function pieceEnd(text: string): number {
+  let end = text.length;
+  while (end > 0 && !SPANNED_BY_NONE.test(text[end - 1]!)) end--;
+  if (end === 0) return text.length;
+  const from = Math.max(0, end - 256);
+  const open = OPEN_HEADER.exec(text.slice(from, end));
+  return open && from + open.index > 0 ? from + open.index : end;
+}
+
 /** A backtick fence longer than any backtick run inside the content, so the data cannot end the block early. */
 export function fence(content: string, info = ''): string {
   const longest = Math.max(0, ...Array.from(content.matchAll(/`+/g), (m) => m[0].length));
