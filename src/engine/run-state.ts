@@ -20,7 +20,7 @@ import { TrustNeededError } from './setting-authority.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
 import { orNull } from '../spawn/tree.ts';
-import { hideSecrets } from './text.ts';
+import { hideSecrets, withoutSecrets } from './text.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -359,7 +359,7 @@ const CLASS_OF_CODE: Readonly<Record<SvcErrorCode, FailureClass>> = {
 
 /** The failure an error that ended a run means; an error that is not svc's own (an errno: disk, files) is infra. */
 export function failureOf(err: unknown): RunFailure {
-  const reason = errorMessage(err);
+  const reason = withoutSecrets(errorMessage(err));
   const config = err instanceof ProviderMissingError || err instanceof SandboxUnavailableError ||
     err instanceof PolicyError || err instanceof TrustNeededError;
   return runFailure(config ? 'config' : err instanceof SvcError ? CLASS_OF_CODE[err.code] : 'infra', reason);

@@ -4,11 +4,14 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { makeRepo, CLI, GIT_ENV } from '../engine/fixtures.ts';
+import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV } from '../engine/fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { buildSummaryParts, plainSummary } from '../../src/trigger/summary.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 
 const credential = mintJobCredential(randomBytes(32), { job: 'j1', run: 'r1', repo: 'acme' }, Date.now() + 3_600_000);
@@ -108,5 +111,46 @@ describe('secrets the Control Plane takes', () => {
     } finally {
       repo.cleanup();
     }
+  });
+});
+
+describe('secrets in what a run says of its end', () => {
+  it('keeps a token a forge\'s refusal quotes out of the run\'s error, failure, log and what the CLI says', async () => {
+    // A proxy in front of the forge that echoes the request's credential header in its refusal.
+    const refusing = createServer((req, res) => {
+      req.resume();
+      res.writeHead(401, { 'content-type': 'text/plain' }).end(`denied: Authorization: ${req.headers.authorization}`);
+    });
+    await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', () => r()));
+    const repo = makeRepo({ providers: { fake: EDIT_SCRIPT },
+      policy: { checks: [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }] } });
+    try {
+      const env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0',
+        SVC_CONTROL_URL: 'http://127.0.0.1:9', GITHUB_TOKEN: TOKEN,
+        GITHUB_API_URL: `http://127.0.0.1:${(refusing.address() as { port: number }).port}` };
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider',
+        'fake'], { cwd: repo.repo, env });
+      const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+      const dir = join(repo.repo, '.svc', 'runs', run);
+      const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')) as
+        { status: string; error: string; failure: { reason: string } };
+      assert.equal(state.status, 'failed');
+      assert.match(state.error, /^Pull request not opened: GitHub answered 401 .*: denied: Authorization: \S+ \*\*\*$/);
+      for (const text of [JSON.stringify(state), readFileSync(join(dir, 'events.jsonl'), 'utf8'), res.stderr]) {
+        assertNoSecret(text);
+      }
+    } finally {
+      await new Promise((r) => refusing.close(r));
+      repo.cleanup();
+    }
+  });
+
+  it('keeps a token a run\'s error quotes out of the summary its origin gets', () => {
+    const parts = buildSummaryParts({ jobId: 'j1', status: 'failed', run: { source: 'laptop', run: 'r1' },
+      outcome: null, durationMs: 1000, error: `git: unable to access 'https://x-access-token:${TOKEN}@github.com/a'`,
+      publicUrl: undefined });
+    const summary = plainSummary(parts);
+    assertNoSecret(summary);
+    assert.match(summary, /error: git: unable to access 'https:\/\/\*\*\*@github\.com\/a'/);
   });
 });
