@@ -70,7 +70,8 @@ function stopAll(members: () => number[]): void {
   }
 }
 
-/** The first `maxBytes` of the child's stdout and stderr together, each line to `onLine` (past 64 KiB, in pieces). */
+/** The first `maxBytes` of the child's stdout and stderr together (less what could be a secret's start), each line to
+ * `onLine` (past 64 KiB, in pieces). */
 function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroupOptions['onLine']) {
   const chunks: Buffer[] = [];
   let size = 0;
@@ -100,7 +101,13 @@ function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroup
       partial = '';
     });
   }
-  return { output: () => Buffer.concat(chunks), truncated: () => truncated };
+  // Cut at the cap, the output ends where no secret is cut in two: a secret's first half would pass the scrub (latin1:
+  // pieceEnd's characters are ASCII, so it counts bytes).
+  const output = (): Buffer => {
+    const all = Buffer.concat(chunks);
+    return truncated ? all.subarray(0, pieceEnd(all.toString('latin1'))) : all;
+  };
+  return { output, truncated: () => truncated };
 }
 
 // The agent's lifeline: a socket whose other end only this process holds, which it ends once the first process has

@@ -38,7 +38,7 @@ export function logWithoutSecrets(content: string | Buffer): Buffer {
 }
 
 // None of the patterns above spans one of these, but AUTHORIZATION's name and scheme, which a header may end with.
-const SPANNED_BY_NONE = /[ \t\r\f\v"'<>\\]/;
+const SPANNED_BY_NONE = /[ \t\n\r\f\v"'<>\\]/;
 const OPEN_HEADER = /(?:proxy-)?authorization(?:\\?["'])?[ \t]*(?::[ \t]*(?:\\?["'])?(?:[a-z][\w.+-]*[ \t]+)?)?$/i;
 
 /**

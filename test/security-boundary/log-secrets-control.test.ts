@@ -145,6 +145,24 @@ describe('secrets in what a run says of its end', () => {
     }
   });
 
+  it('ends a check\'s log cut at its cap where no secret is cut in two', async () => {
+    // 256 KiB is the cap: it falls inside the token, after "ghp_pusht".
+    const print = `process.stdout.write("x".repeat(256 * 1024 - 20) + " https://u:${TOKEN}@h/\\n")`;
+    const repo = makeRepo({ providers: { fake: EDIT_SCRIPT },
+      policy: { checks: [{ name: 'loud', run: ['node', '-e', print], required: false }] } });
+    try {
+      const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9' };
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
+        { cwd: repo.repo, env });
+      assert.equal(res.code, 0, res.stderr);
+      const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+      const log = readFileSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'checks', 'loud.log'), 'latin1');
+      assert.match(log, /^x+ \n\[output truncated\]\n$/);
+    } finally {
+      repo.cleanup();
+    }
+  });
+
   it('keeps a token a run\'s error quotes out of the summary its origin gets', () => {
     const parts = buildSummaryParts({ jobId: 'j1', status: 'failed', run: { source: 'laptop', run: 'r1' },
       outcome: null, durationMs: 1000, error: `git: unable to access 'https://x-access-token:${TOKEN}@github.com/a'`,
