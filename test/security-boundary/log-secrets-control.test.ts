@@ -115,7 +115,7 @@ describe('secrets the Control Plane takes', () => {
 });
 
 describe('secrets in what a run says of its end', () => {
-  it('keeps a token a forge\'s refusal quotes out of the run\'s error, failure, log and what the CLI says', async () => {
+  it('keeps a token a forge\'s refusal quotes out of the run\'s error, failure, log and CLI output', async () => {
     // A proxy in front of the forge that echoes the request's credential header in its refusal.
     const refusing = createServer((req, res) => {
       req.resume();
