@@ -11,7 +11,7 @@ import { failureColumns, type RunInput } from '../db/run-types.ts';
 import { isJsonObject, MAX_JSON_DEPTH, nestsDeeperThan, oneOf } from '../untrusted.ts';
 import { timeMs } from '../iso-time.ts';
 import { isValidSegment } from './ids.ts';
-import { hideSecrets, withoutSecrets } from './text.ts';
+import { jsonWithoutSecrets, withoutSecrets } from './text.ts';
 
 const KIND = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 
@@ -71,7 +71,7 @@ export function validateEvent(
     bad(`${where}.data`, `nests deeper than ${MAX_JSON_DEPTH} arrays/objects`);
   }
   // What a pod's agent or a runner wrote is scrubbed again here: a pod's events.jsonl is the agent's to rewrite.
-  const data = v.data === undefined ? '{}' : JSON.stringify(v.data, hideSecrets);
+  const data = v.data === undefined ? '{}' : jsonWithoutSecrets(v.data);
   return {
     source,
     run: segment(`${where}.run`, v.run),

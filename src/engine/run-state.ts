@@ -20,7 +20,7 @@ import { TrustNeededError } from './setting-authority.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
 import { orNull } from '../spawn/tree.ts';
-import { hideSecrets, withoutSecrets } from './text.ts';
+import { jsonWithoutSecrets, withoutSecrets } from './text.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -170,7 +170,7 @@ export function openEventLog(
       const open = (run: PlainDir) => openAppendNoFollowIn(run, 'events.jsonl');
       fd ??= folder ? open(folder) : withDir(openRunDir(dir), open);
       // Every reader of the Control Plane reads the log: no secret a line quotes goes into it.
-      const line = JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }, hideSecrets) + '\n';
+      const line = jsonWithoutSecrets({ seq, ts: new Date().toISOString(), kind, data }) + '\n';
       try {
         writeFileSync(fd, torn ? `\n${line}` : line);
       } catch (err) {
