@@ -127,7 +127,7 @@ describe('scrubbing a hostile line', () => {
   const MB = 1024 * 1024;
   const schemes = 'a-'.repeat(MB / 2);
   const urls = 'x://'.repeat(MB / 4);
-  const scrub = (module: string, name: string, text: string, signal: AbortSignal): Promise<string> => {
+  const scrub = <T = string>(module: string, name: string, text: string, signal: AbortSignal): Promise<T> => {
     const worker = new Worker(`const { parentPort, workerData: d } = require('node:worker_threads');
       import(d.module).then((m) => parentPort.postMessage(m[d.name](d.text)));`,
     { eval: true, workerData: { module: new URL(module, import.meta.url).href, name, text } });
@@ -141,6 +141,17 @@ describe('scrubbing a hostile line', () => {
     assert.equal(await cut(urls), urls);
     assert.equal(await cut(`${schemes} https://u:${TOKEN}@h/`), `${schemes} https://***@h/`);
   });
+
+  it('finds where a piece of a million header names or scheme characters may end in one pass', { timeout: 30_000 },
+    async (t) => {
+      const end = (text: string) => scrub<number>('../../src/engine/text.ts', 'pieceEnd', text, t.signal);
+      const headers = 'Authorization: '.repeat(MB / 16);
+      assert.equal(await end(headers), headers.length - 'Authorization: '.length);
+      assert.equal(await end(schemes), schemes.length);
+      assert.equal(await end(`${schemes} https://u:${TOKEN}`), schemes.length + 1);
+      const json = (text: string) => scrub('../../src/engine/text.ts', 'jsonWithoutSecrets', text, t.signal);
+      assert.equal(await json(urls), JSON.stringify(urls));
+    });
 
   it('cuts a git config value of a million scheme characters or URL starts in one pass', { timeout: 30_000 },
     async (t) => {
