@@ -47,12 +47,15 @@ export function logWithoutSecrets(content: string | Buffer): Buffer {
 
 // None of the patterns above spans one of these, but AUTHORIZATION's name and scheme, which a header may end with.
 const SPANNED_BY_NONE = /[ \t\n\r\f\v"'<>\\]/;
-const OPEN_HEADER = /(?:proxy-)?authorization(?:\\?["'])?[ \t]*(?::[ \t]*(?:\\?["'])?(?:[a-z][\w.+-]*[ \t]+)?)?$/i;
+// A trailing backslash is held back with the header: cut after `Authorization\`, the next piece would start `": \"Bearer`
+// with no name, and its token would pass.
+const OPEN_HEADER = /(?:proxy-)?authorization(?:\\?["'])?[ \t]*(?::[ \t]*(?:\\?["'])?(?:[a-z][\w.+-]*[ \t]+)?)?\\?$/i;
 
 /**
  * Where a piece of an over-long line may end (a line is scrubbed piece by piece) so that no secret is cut in two: just
- * after its last character no pattern spans, or before a header name it ends with; at its end when it has no such
- * character. Looks back from the end only, and at most 256 characters for a header: linear on hostile text.
+ * after its last character no pattern spans, or before a header name it ends with. Two exceptions, so it stays linear
+ * on hostile text: a piece with no such character is cut at its end (whatever secret it holds is cut in two), and a
+ * header name more than 256 characters before that end (a long scheme or spaces between) is not held back.
  */
 export function pieceEnd(text: string): number {
   let end = text.length;

@@ -12,7 +12,7 @@ import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { Worker } from 'node:worker_threads';
-import { withoutSecrets } from '../../src/engine/text.ts';
+import { pieceEnd, withoutSecrets } from '../../src/engine/text.ts';
 
 const credential = mintJobCredential(randomBytes(32), { job: 'j1', run: 'r1', repo: 'acme' }, Date.now() + 3_600_000);
 const TOKEN = 'ghp_pushtoken0123456789';
@@ -195,6 +195,20 @@ describe('what the scrub keeps', () => {
     const nestedCut = withoutSecrets(nested);
     assert.equal(nestedCut.includes(TOKEN), false, nestedCut);
     assert.equal(JSON.parse(JSON.parse(nestedCut).text).Authorization, 'Bearer ***');
+  });
+
+  it('ends a piece where no header is cut from its credential, at every cut through a header, escaped or not', () => {
+    const forms = [`"Authorization": "Bearer ${TOKEN}"`, `\\"Authorization\\": \\"Bearer ${TOKEN}\\"`,
+      `'Authorization': 'token ${TOKEN}'`, `> Proxy-Authorization: Basic ${TOKEN}`];
+    for (const form of forms) {
+      const line = `{"x":1,"cmd":"curl -H ${form} https://h/"}`;
+      // A piece that would end at `cut`: pieceEnd says where it does; both sides are scrubbed on their own.
+      for (let cut = 1; cut < line.length; cut++) {
+        const end = pieceEnd(line.slice(0, cut));
+        const pieces = withoutSecrets(line.slice(0, end)) + withoutSecrets(line.slice(end));
+        assert.equal(pieces.includes(TOKEN.slice(4)), false, `${line} cut at ${cut}: ${pieces}`);
+      }
+    }
   });
 
   it('never crosses a JSON escape: a URL\'s user info stops at a backslash', () => {
