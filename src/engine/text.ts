@@ -23,7 +23,9 @@ const AUTHORIZATION =
 /** What a run's log and errors keep of `text`: no URL's password, no gate job credential, no Authorization header's
  * credential (a CLI printing its proxy or base URL, git naming a remote with its token, curl -v). */
 export function withoutSecrets(text: string): string {
-  return text.replace(USERINFO, '$1***@').replace(JOB_CREDENTIAL, 'g1.***').replace(AUTHORIZATION, '$1***');
+  // An exact look first: a .log re-scrubbed at ingest mostly holds no `@`, and USERINFO tries every position.
+  const cut = text.includes('@') ? text.replace(USERINFO, '$1***@') : text;
+  return (cut.includes('g1.') ? cut.replace(JOB_CREDENTIAL, 'g1.***') : cut).replace(AUTHORIZATION, '$1***');
 }
 
 const hideSecrets = (_key: string, value: unknown): unknown =>
