@@ -49,8 +49,8 @@ export function logWithoutSecrets(content: string | Buffer): Buffer {
 
 // None of the patterns above spans one of these, but AUTHORIZATION's name and scheme, which a header may end with.
 const SPANNED_BY_NONE = /[ \t\n\r\f\v"'<>\\]/;
-// A trailing backslash is held back with the header: cut after `Authorization\`, the next piece would start `": \"Bearer`
-// with no name, and its token would pass.
+// A trailing backslash is held back with the header: cut after `Authorization\`, the next piece would start
+// `": \"Bearer` with no name, and its token would pass.
 const OPEN_HEADER = /(?:proxy-)?authorization(?:\\?["'])?[ \t]*(?::[ \t]*(?:\\?["'])?(?:[a-z][\w.+-]*[ \t]+)?)?\\?$/i;
 
 /**
