@@ -12,6 +12,7 @@ import { eventData } from './event-bus.ts';
 import { str } from '../untrusted.ts';
 import { handedRunKey } from '../engine/ids.ts';
 import { runContainerRow } from '../engine/run-event.ts';
+import { logWithoutSecrets } from '../engine/text.ts';
 import type { IngestResult } from '../client/types.ts';
 import { TERMINAL } from '../run-json.ts';
 
@@ -145,7 +146,9 @@ export function storeBatch(
   }
   for (const a of batch.artifacts) {
     const { path, content_type, content } = a;
-    stores.artifacts.put(source, a.run, { path, content_type, content, created_at: now });
+    // A log as the worker saves it (run-context.ts), whatever the sender did to it: a pod's agent writes its own.
+    const kept = path.endsWith('.log') ? logWithoutSecrets(content) : content;
+    stores.artifacts.put(source, a.run, { path, content_type, content: kept, created_at: now });
   }
   const result: IngestResult = {
     runs: batch.runs.length,

@@ -22,6 +22,7 @@ import { readOrNull } from '../spawn/tree.ts';
 import { tryParseJson } from '../untrusted.ts';
 import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
 import { ConflictError, FailedError, errorMessage } from '../errors.ts';
+import { withoutSecrets } from './text.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
 import { signsLater, type RunState } from './run-state.ts';
@@ -226,7 +227,8 @@ export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receip
     ctx.say(`pull request opened: ${pr.url}`);
     return null;
   } catch (err) {
-    const message = errorMessage(err);
+    // Kept in the run's log, error and failure: no remote's token git or gh quoted.
+    const message = withoutSecrets(errorMessage(err));
     ctx.event('pr', { opened: false, reason: message });
     return `Pull request not opened: ${message}`;
   }

@@ -130,7 +130,9 @@ function createOutputLog(ctx: RunContext) {
         size += b.length;
       }
       if (events++ >= LOG_EVENTS_CAP) return;
-      ctx.event('log', { stream, text: line.length > LOG_LINE_CAP ? `${line.slice(0, LOG_LINE_CAP)}…` : line });
+      // Scrubbed before it is cut short: cut first, a secret across the cut would keep its first half.
+      const text = line.length > LOG_LINE_CAP ? `${withoutSecrets(line).slice(0, LOG_LINE_CAP)}…` : line;
+      ctx.event('log', { stream, text });
       if (events === LOG_EVENTS_CAP) {
         ctx.event('log', { stream: 'svc', text: 'further provider output is only in provider.log' });
       }

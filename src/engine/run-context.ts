@@ -19,7 +19,7 @@ import { countOrNull, figure, objOrNull, tryParseJson } from '../untrusted.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { makePlainDirsIn, openRunDir, replaceNoFollowIn, UnsafePathError, withDir } from './safe-fs.ts';
 import { setting } from '../settings-registry.ts';
-import { withoutSecrets } from './text.ts';
+import { logWithoutSecrets } from './text.ts';
 
 const STOP_GRACE_MS = 5_000;
 
@@ -112,9 +112,7 @@ export function openRunContext(
       // Every folder level is held open and a link at the name refused: no link under artifacts/ is followed. Replaced
       // whole, so a receipt a --verify cannot write on a full disk leaves the one there as it was.
       // A log (the provider's, a check's) is read by every reader of the Control Plane: no secret it quotes is kept.
-      // Read as latin1, each byte one character, so whatever is not a secret stays byte for byte.
-      const bytes = name.endsWith('.log')
-        ? Buffer.from(withoutSecrets(Buffer.from(content).toString('latin1')), 'latin1')
+      const bytes = name.endsWith('.log') ? logWithoutSecrets(content)
         : Buffer.isBuffer(content) ? content : Buffer.from(content);
       withDir(openRunDir(dir), (run) => {
         const folder = makePlainDirsIn(run, ['artifacts', ...parts], 0o777);

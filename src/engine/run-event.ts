@@ -11,6 +11,7 @@ import { failureColumns, type RunInput } from '../db/run-types.ts';
 import { isJsonObject, MAX_JSON_DEPTH, nestsDeeperThan, oneOf } from '../untrusted.ts';
 import { timeMs } from '../iso-time.ts';
 import { isValidSegment } from './ids.ts';
+import { jsonWithoutSecrets, withoutSecrets } from './text.ts';
 
 const KIND = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 
@@ -69,7 +70,8 @@ export function validateEvent(
   if (!inCheckedBody && nestsDeeperThan(v.data, MAX_JSON_DEPTH)) {
     bad(`${where}.data`, `nests deeper than ${MAX_JSON_DEPTH} arrays/objects`);
   }
-  const data = v.data === undefined ? '{}' : JSON.stringify(v.data);
+  // What a pod's agent or a runner wrote is scrubbed again here: a pod's events.jsonl is the agent's to rewrite.
+  const data = v.data === undefined ? '{}' : jsonWithoutSecrets(v.data);
   return {
     source,
     run: segment(`${where}.run`, v.run),
@@ -115,8 +117,9 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
   input.verdict = orNull(`${where}.verdict`, v.verdict, (x) => oneOf(x, VERDICTS) !== null,
     `must be one of ${VERDICTS.join(', ')} or null`);
   for (const f of TEXT_FIELDS) {
-    input[f] = orNull(`${where}.${f}`, v[f], (x) => typeof x === 'string' && x.length <= MAX_TEXT,
+    const text = orNull<string>(`${where}.${f}`, v[f], (x) => typeof x === 'string' && x.length <= MAX_TEXT,
       'must be a string or null');
+    input[f] = text === null ? null : withoutSecrets(text);
   }
   for (const f of INT_FIELDS) {
     input[f] = orNull(`${where}.${f}`, COUNT_FIELDS.includes(f) ? wholeOrNull(v[f]) : v[f], Number.isSafeInteger,
@@ -149,7 +152,7 @@ function validateFailure(where: string, v: unknown, status: RunStatus): RunFailu
   }
   if (typeof v.retryable !== 'boolean') bad(`${where}.retryable`, 'must be true or false');
   if (status !== 'failed' && status !== 'stopped') return null;
-  return { class: cls, reason: v.reason as string, retryable: v.retryable as boolean };
+  return { class: cls, reason: withoutSecrets(v.reason as string), retryable: v.retryable as boolean };
 }
 
 /**

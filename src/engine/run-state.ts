@@ -20,7 +20,7 @@ import { TrustNeededError } from './setting-authority.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
 import { orNull } from '../spawn/tree.ts';
-import { withoutSecrets } from './text.ts';
+import { jsonWithoutSecrets, withoutSecrets } from './text.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -124,9 +124,6 @@ export function toRunJson(state: RunState): RunJson {
 /** events.jsonl: one event per line with a per-run seq continued from the last line on disk, or from `seqAfter` when
  * higher (DESIGN §3). The run folder is held open until close(): read and appended to inside it, never through a link
  * there or on the way. */
-const hideSecrets = (_key: string, value: unknown): unknown =>
-  typeof value === 'string' ? withoutSecrets(value) : value;
-
 export function openEventLog(
   dir: string, onAppend?: () => void, seqAfter = 0,
 ): { append(kind: string, data?: Record<string, unknown>): void; close(): void } {
@@ -173,7 +170,7 @@ export function openEventLog(
       const open = (run: PlainDir) => openAppendNoFollowIn(run, 'events.jsonl');
       fd ??= folder ? open(folder) : withDir(openRunDir(dir), open);
       // Every reader of the Control Plane reads the log: no secret a line quotes goes into it.
-      const line = JSON.stringify({ seq, ts: new Date().toISOString(), kind, data }, hideSecrets) + '\n';
+      const line = jsonWithoutSecrets({ seq, ts: new Date().toISOString(), kind, data }) + '\n';
       try {
         writeFileSync(fd, torn ? `\n${line}` : line);
       } catch (err) {
@@ -362,7 +359,7 @@ const CLASS_OF_CODE: Readonly<Record<SvcErrorCode, FailureClass>> = {
 
 /** The failure an error that ended a run means; an error that is not svc's own (an errno: disk, files) is infra. */
 export function failureOf(err: unknown): RunFailure {
-  const reason = errorMessage(err);
+  const reason = withoutSecrets(errorMessage(err));
   const config = err instanceof ProviderMissingError || err instanceof SandboxUnavailableError ||
     err instanceof PolicyError || err instanceof TrustNeededError;
   return runFailure(config ? 'config' : err instanceof SvcError ? CLASS_OF_CODE[err.code] : 'infra', reason);

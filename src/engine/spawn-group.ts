@@ -9,6 +9,7 @@ import { identityOf, killNamespace, namespaceInit, signalGroup, type NamespaceIn
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';
 import { num, obj, tryParseJson } from '../untrusted.ts';
+import { pieceEnd } from './text.ts';
 
 export interface GroupResult {
   code: number | null;
@@ -69,7 +70,8 @@ function stopAll(members: () => number[]): void {
   }
 }
 
-/** The first `maxBytes` of the child's stdout and stderr together, each line to `onLine` (past 64 KiB, in pieces). */
+/** The first `maxBytes` of the child's stdout and stderr together (less what could be a secret's start), each line to
+ * `onLine` (past 64 KiB, in pieces). */
 function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroupOptions['onLine']) {
   const chunks: Buffer[] = [];
   let size = 0;
@@ -86,9 +88,11 @@ function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroup
       const lines = partial.split('\n');
       partial = lines.pop() ?? '';
       for (const line of lines) onLine(name, line);
+      // Each piece is scrubbed on its own (text.ts): it ends where no secret is cut in two, the rest waits for more.
       if (partial.length > 64 * 1024) {
-        onLine(name, partial);
-        partial = '';
+        const end = pieceEnd(partial);
+        onLine(name, partial.slice(0, end));
+        partial = partial.slice(end);
       }
     }).on('close', () => {
       // 'close', not 'end': a stream closed from this end (a leftover's pipe, spawnGroup) never ends, and its last
@@ -97,7 +101,13 @@ function captureOutput(child: ChildProcess, maxBytes: number, onLine: SpawnGroup
       partial = '';
     });
   }
-  return { output: () => Buffer.concat(chunks), truncated: () => truncated };
+  // Cut at the cap, the output ends where no secret is cut in two: a secret's first half would pass the scrub (latin1:
+  // pieceEnd's characters are ASCII, so it counts bytes).
+  const output = (): Buffer => {
+    const all = Buffer.concat(chunks);
+    return truncated ? all.subarray(0, pieceEnd(all.toString('latin1'))) : all;
+  };
+  return { output, truncated: () => truncated };
 }
 
 // The agent's lifeline: a socket whose other end only this process holds, which it ends once the first process has

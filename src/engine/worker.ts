@@ -16,6 +16,7 @@ import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { POLL_MS } from './budget-pause.ts';
 import { markPending } from './shipper.ts';
 import { errorMessage, InfraError } from '../errors.ts';
+import { withoutSecrets } from './text.ts';
 import { settingInt } from '../settings-registry.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { inSpan, OpenSpan, Tracer, traceSettings, withSpan } from '../trace.ts';
@@ -216,7 +217,8 @@ export async function executeRun(
       ctx.setStatus('stopped', { ended_at: new Date().toISOString(), question: null, child: null, failure });
     }
   } catch (err) {
-    const message = errorMessage(err);
+    // A git or forge error quotes a remote as it was given, a token in it too: every reader of the run gets this.
+    const message = withoutSecrets(errorMessage(err));
     if (mode === 'verify') ctx.event('error', { message });
     else {
       const ended_at = new Date().toISOString();

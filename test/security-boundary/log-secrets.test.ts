@@ -12,7 +12,7 @@ import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { Worker } from 'node:worker_threads';
-import { withoutSecrets } from '../../src/engine/text.ts';
+import { pieceEnd, withoutSecrets } from '../../src/engine/text.ts';
 
 const credential = mintJobCredential(randomBytes(32), { job: 'j1', run: 'r1', repo: 'acme' }, Date.now() + 3_600_000);
 const TOKEN = 'ghp_pushtoken0123456789';
@@ -127,7 +127,7 @@ describe('scrubbing a hostile line', () => {
   const MB = 1024 * 1024;
   const schemes = 'a-'.repeat(MB / 2);
   const urls = 'x://'.repeat(MB / 4);
-  const scrub = (module: string, name: string, text: string, signal: AbortSignal): Promise<string> => {
+  const scrub = <T = string>(module: string, name: string, text: string, signal: AbortSignal): Promise<T> => {
     const worker = new Worker(`const { parentPort, workerData: d } = require('node:worker_threads');
       import(d.module).then((m) => parentPort.postMessage(m[d.name](d.text)));`,
     { eval: true, workerData: { module: new URL(module, import.meta.url).href, name, text } });
@@ -141,6 +141,17 @@ describe('scrubbing a hostile line', () => {
     assert.equal(await cut(urls), urls);
     assert.equal(await cut(`${schemes} https://u:${TOKEN}@h/`), `${schemes} https://***@h/`);
   });
+
+  it('finds where a piece of a million header names or scheme characters may end in one pass', { timeout: 30_000 },
+    async (t) => {
+      const end = (text: string) => scrub<number>('../../src/engine/text.ts', 'pieceEnd', text, t.signal);
+      const headers = 'Authorization: '.repeat(MB / 16);
+      assert.equal(await end(headers), headers.length - 'Authorization: '.length);
+      assert.equal(await end(schemes), schemes.length);
+      assert.equal(await end(`${schemes} https://u:${TOKEN}`), schemes.length + 1);
+      const json = (text: string) => scrub('../../src/engine/text.ts', 'jsonWithoutSecrets', text, t.signal);
+      assert.equal(await json(urls), JSON.stringify(urls));
+    });
 
   it('cuts a git config value of a million scheme characters or URL starts in one pass', { timeout: 30_000 },
     async (t) => {
@@ -184,6 +195,20 @@ describe('what the scrub keeps', () => {
     const nestedCut = withoutSecrets(nested);
     assert.equal(nestedCut.includes(TOKEN), false, nestedCut);
     assert.equal(JSON.parse(JSON.parse(nestedCut).text).Authorization, 'Bearer ***');
+  });
+
+  it('ends a piece where no header is cut from its credential, at every cut through a header, escaped or not', () => {
+    const forms = [`"Authorization": "Bearer ${TOKEN}"`, `\\"Authorization\\": \\"Bearer ${TOKEN}\\"`,
+      `'Authorization': 'token ${TOKEN}'`, `> Proxy-Authorization: Basic ${TOKEN}`];
+    for (const form of forms) {
+      const line = `{"x":1,"cmd":"curl -H ${form} https://h/"}`;
+      // A piece that would end at `cut`: pieceEnd says where it does; both sides are scrubbed on their own.
+      for (let cut = 1; cut < line.length; cut++) {
+        const end = pieceEnd(line.slice(0, cut));
+        const pieces = withoutSecrets(line.slice(0, end)) + withoutSecrets(line.slice(end));
+        assert.equal(pieces.includes(TOKEN.slice(4)), false, `${line} cut at ${cut}: ${pieces}`);
+      }
+    }
   });
 
   it('never crosses a JSON escape: a URL\'s user info stops at a backslash', () => {
