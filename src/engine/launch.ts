@@ -7,7 +7,9 @@ import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { hash } from 'node:crypto';
 import { BadInputError, ConflictError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
-import { buildTask, classifyInput, isWebhookOrigin, type Task } from './spec.ts';
+import {
+  buildTask, classifyInput, isRepoName, isRoutedRepoName, isWebhookOrigin, runRepoName, type Task,
+} from './spec.ts';
 import {
   planForRetry, planRun, refuseOversizedPlan, refuseUncommitted, writePlan, type RunPlan,
 } from './run-plan.ts';
@@ -18,15 +20,12 @@ import {
 } from './git.ts';
 import { runDir, worktreeDir } from './paths.ts';
 import {
-  adoptRepoName, isRepoName, isRoutedRepoName, runRepoName, workerAlive, workerComing, type RepoRename,
-} from './repo-name.ts';
-import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
 } from './run-state.ts';
-import { identityOf, isWorkerOf } from './proc-group.ts';
+import { identityOf, isWorkerOf, workerAlive, workerComing } from './proc-group.ts';
 import { markPending } from './shipper.ts';
-import { claimCheckout, unwritable } from './checkout-claim.ts';
+import { adoptRepoName, claimCheckout, unwritable, type RepoRename } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { checkPrPossible, OriginUnreachableError } from './pr.ts';

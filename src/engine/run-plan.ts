@@ -22,7 +22,7 @@ import {
 } from '../spawn/sandbox-mode.ts';
 import { setting, settingChoice } from '../settings-registry.ts';
 import { providerHomeKey } from './sandbox.ts';
-import { isRoutedRepoName } from './repo-name.ts';
+import { isRoutedRepoName } from './spec.ts';
 
 /** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
 export interface RunPlan {

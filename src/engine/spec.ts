@@ -11,7 +11,7 @@ import { realOrNull } from '../spawn/tree.ts';
 import { within } from '../spawn/bwrap-argv.ts';
 import { openPlainDirIn, openPlainPath, pathIn, readPlainIn, type PlainDir } from './plain-tree.ts';
 import { trackedOrAll } from './run-state.ts';
-import { tryGit } from './git.ts';
+import { repoName, tryGit } from './git.ts';
 import { TRACKERA_INBOX } from './paths.ts';
 import { withDir } from './safe-fs.ts';
 
@@ -34,6 +34,27 @@ export function isIssueReference(tracker: 'errtrack' | 'trackera', text: string)
 /** Runs whose text came from a webhook (chat, tracker, /jobs) rather than a person at the CLI or the Control Plane. */
 export function isWebhookOrigin(origin: string | undefined): boolean {
   return origin !== undefined && origin !== '' && origin !== 'cli' && origin !== 'control';
+}
+
+// GitHub's own limits: an owner is 1-39 alphanumerics or single hyphens; a name 1-100 of [A-Za-z0-9._-].
+const OWNER = /^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$/;
+const NAME = /^[A-Za-z0-9._-]{1,100}$/;
+
+export function isRepoName(text: string): boolean {
+  const [owner, name, extra] = text.split('/');
+  if (extra !== undefined || !owner || !name) return false;
+  return OWNER.test(owner) && NAME.test(name) && name !== '.' && name !== '..' && !name.toLowerCase().endsWith('.git');
+}
+
+/** SVC_REPO_NAME names only a run a trigger server started (a webhook origin, which only a launcher sets). */
+export function runRepoName(dir: string, env: NodeJS.ProcessEnv): string {
+  return isRoutedRepoName(env) ? env.SVC_REPO_NAME! : repoName(dir);
+}
+
+/** Whether the run's name is the one a trigger server routed its job to (see runRepoName). */
+export function isRoutedRepoName(env: NodeJS.ProcessEnv): boolean {
+  const routed = env.SVC_REPO_NAME;
+  return isWebhookOrigin(env.SVC_ORIGIN) && routed !== undefined && isRepoName(routed);
 }
 
 /**
