@@ -4,7 +4,7 @@ import './quiet-sqlite-warning.ts';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { exitLike, runLaunched, watchLifeline } from './spawn/start.ts';
-import { reexecClean } from './cli/server-flags.ts';
+import { reexecClean, useCompileCache } from './cli/node-setup.ts';
 import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './safe-json.ts';
 import { errorMessage, exitStatusOf, UsageError } from './errors.ts';
@@ -12,7 +12,6 @@ import { parseFlags, type CliIo } from './cli/io.ts';
 import { runDir } from './engine/paths.ts';
 import { isValidSegment } from './engine/ids.ts';
 import type { WorkerMode } from './engine/run-state.ts';
-import { useCompileCache } from './cli/compile-cache.ts';
 import { VERSION } from './version.ts';
 
 const MIN = [22, 13] as const;
@@ -130,7 +129,7 @@ async function main(argv: string[]): Promise<number> {
     printErr(`svc: unknown command "${name}"${hint ? ` (did you mean ${hint}?)` : ''}\n\n${help()}`);
     return 2;
   }
-  // The servers and a run's launcher re-execute once without secrets in their environment (server-flags.ts); a
+  // The servers and a run's launcher re-execute once without secrets in their environment (node-setup.ts); a
   // parent's pipe does not survive that, so what it handed over is taken first.
   const handed = takeHandoff(process.env);
   const helpAsked = tail.includes('--help') || tail.includes('-h');
