@@ -8,7 +8,7 @@ import { hash } from 'node:crypto';
 import { BadInputError, ConflictError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
 import {
-  buildTask, classifyInput, isRepoName, isRoutedRepoName, isWebhookOrigin, runRepoName, type Task,
+  buildTask, classifyInput, isRepoName, isRoutedRepoName, isWebhookOrigin, type Task,
 } from './spec.ts';
 import {
   planForRetry, planRun, refuseOversizedPlan, refuseUncommitted, writePlan, type RunPlan,
@@ -16,7 +16,7 @@ import {
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
 import {
-  git, headAndBranch, excludeEngineFolders, gitDirs, snapshotTree, treeGit, workingChanges,
+  git, headAndBranch, excludeEngineFolders, gitDirs, repoName, snapshotTree, treeGit, workingChanges,
 } from './git.ts';
 import { runDir, worktreeDir } from './paths.ts';
 import {
@@ -43,6 +43,11 @@ export interface StartOptions {
   env: NodeJS.ProcessEnv;
   /** --follow-up: continue the pull request on this branch (follow-up.ts). */
   followUp?: FollowUp | null;
+}
+
+/** SVC_REPO_NAME names only a run a trigger server started (a webhook origin, which only a launcher sets). */
+export function runRepoName(dir: string, env: NodeJS.ProcessEnv): string {
+  return isRoutedRepoName(env) ? env.SVC_REPO_NAME! : repoName(dir);
 }
 
 /** The repository's root; git's own reason (no repository, "dubious ownership", …) in the error when there is none. */

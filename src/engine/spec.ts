@@ -11,7 +11,7 @@ import { realOrNull } from '../spawn/tree.ts';
 import { within } from '../spawn/bwrap-argv.ts';
 import { openPlainDirIn, openPlainPath, pathIn, readPlainIn, type PlainDir } from './plain-tree.ts';
 import { trackedOrAll } from './run-state.ts';
-import { repoName, tryGit } from './git.ts';
+import { tryGit } from './git.ts';
 import { TRACKERA_INBOX } from './paths.ts';
 import { withDir } from './safe-fs.ts';
 
@@ -46,16 +46,12 @@ export function isRepoName(text: string): boolean {
   return OWNER.test(owner) && NAME.test(name) && name !== '.' && name !== '..' && !name.toLowerCase().endsWith('.git');
 }
 
-/** SVC_REPO_NAME names only a run a trigger server started (a webhook origin, which only a launcher sets). */
-export function runRepoName(dir: string, env: NodeJS.ProcessEnv): string {
-  return isRoutedRepoName(env) ? env.SVC_REPO_NAME! : repoName(dir);
-}
-
-/** Whether the run's name is the one a trigger server routed its job to (see runRepoName). */
+/** Whether the run's name is the one a trigger server routed its job to (see runRepoName, launch.ts). */
 export function isRoutedRepoName(env: NodeJS.ProcessEnv): boolean {
   const routed = env.SVC_REPO_NAME;
   return isWebhookOrigin(env.SVC_ORIGIN) && routed !== undefined && isRepoName(routed);
 }
+
 
 /**
  * Whether a run of `origin` may fetch an issue with the operator's credential for `tracker` (DESIGN §7a: a credential
