@@ -3,11 +3,11 @@ import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { errorMessage, FailedError, RefusedError } from '../errors.ts';
-import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
 import {
-  cappedLimits, decideSettings, OPERATOR_FILES, serverRefusal, trustNeeded, TrustNeededError,
-} from './setting-authority.ts';
+  cappedLimits, decideSettings, loadOperatorConfig, OPERATOR_FILES, readEngineConfigFile, serverRefusal, trustNeeded,
+  trustOf, TrustNeededError,
+} from './config.ts';
 import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { git } from './git.ts';
