@@ -17,7 +17,7 @@ import { bwrapWorks } from '../helpers/sandbox.ts';
 import { assertWalk, counts, ranInChildren, ROOT, walkToCheck } from '../helpers/walk-coverage.ts';
 import { assertDoublingsBack, callsIn, RECORD_ORDER } from '../helpers/walk-order.ts';
 
-/** Today's count, which docs/architecture.md records: the thirty issue 31 asked for. */
+/** Today's count, which docs/architecture.md records: the bar of thirty, reached. */
 const BAR = 30;
 
 /**
