@@ -8,9 +8,7 @@ import { reexecClean, useCompileCache } from './cli/node-setup.ts';
 import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './safe-json.ts';
 import { errorMessage, exitStatusOf, UsageError } from './errors.ts';
-import { parseFlags, type CliIo } from './cli/io.ts';
-import { runDir } from './engine/paths.ts';
-import { isValidSegment } from './engine/ids.ts';
+import type { CliIo } from './cli/io.ts';
 import type { WorkerMode } from './engine/run-state.ts';
 import { VERSION } from './version.ts';
 
@@ -99,6 +97,9 @@ function help(): string {
  * detached, in a process group of its own, to do the run by the plan the launcher wrote (src/engine/worker.ts).
  */
 async function worker(io: CliIo): Promise<number> {
+  // Loaded here, not at the top, so that `svc --version` and the other commands load no more than they need.
+  const [{ parseFlags }, { runDir }, { isValidSegment }] = await Promise.all([
+    import('./cli/io.ts'), import('./engine/paths.ts'), import('./engine/ids.ts')]);
   const { values, positionals } = parseFlags(io.argv, { 'run-id': { type: 'string' }, repo: { type: 'string' } });
   const mode = positionals[0] as WorkerMode;
   if (!['start', 'resume', 'verify'].includes(mode)) throw new UsageError(`Unknown worker mode "${mode}"`);

@@ -52,7 +52,6 @@ export function isRoutedRepoName(env: NodeJS.ProcessEnv): boolean {
   return isWebhookOrigin(env.SVC_ORIGIN) && routed !== undefined && isRepoName(routed);
 }
 
-
 /**
  * Whether a run of `origin` may fetch an issue with the operator's credential for `tracker` (DESIGN §7a: a credential
  * goes only to the origin it was made for): a person at the CLI, the Control Plane, the operator's /jobs, and the

@@ -1,7 +1,9 @@
 // The order of a walk (docs/architecture.md "Doubling back"): every function of src/ gets a logpoint, an inspector
 // breakpoint whose condition records the call and answers false, so nothing pauses. Each call is recorded with the
 // files of the stack below it, which says whether control entered the function's file from outside or was already
-// in it. Deterministic: every call is seen, in the order it happens; no sampling, no clock.
+// in it. Every call is seen, in the order it happens in its process; no sampling, no clock. The order is not stable
+// across concurrent work (which of a file's functions runs first, and from which caller, can wait on a child's exit
+// or a timer): the set of files doubled back into is, so that is what the walk tests hold.
 // Imported with --import by a child process (WALK_ORDER_DIR set), it records that process's whole life and writes
 // its calls to WALK_ORDER_DIR/<pid>.json as the process exits.
 import { Session } from 'node:inspector';
