@@ -8,14 +8,16 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EDIT_SCRIPT, makeRepo, svcEnv } from './fixtures.ts';
 import { withoutSecrets } from '../../src/spawn/secrets-handoff.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { assertWalk, counts, ranInChildren, ROOT, walkToCheck } from '../helpers/walk-coverage.ts';
-import { assertDoublingsBack, callsIn, RECORD_ORDER } from '../helpers/walk-order.ts';
+import {
+  assertDoublingsBack, callsIn, pidsIn, probesOf, RECORD_ORDER, recordInto,
+} from '../helpers/walk-order.ts';
 
 /** Today's count, which docs/architecture.md records: the bar of thirty, reached. */
 const BAR = 30;
@@ -56,6 +58,7 @@ describe('path (b): svc start --brief to a signed receipt', () => {
     });
     const coverage = mkdtempSync(join(tmpdir(), 'svc-walk-'));
     const order = mkdtempSync(join(tmpdir(), 'svc-walk-order-'));
+    recordInto(order, probesOf(counts(NOT_COUNTED)));
     t.after(() => {
       repo.cleanup();
       rmSync(coverage, { recursive: true, force: true });
@@ -82,7 +85,7 @@ describe('path (b): svc start --brief to a signed receipt', () => {
     // only once the worker has exited (start.ts), so at the launcher's close both are there, and only they.
     const ran = ranInChildren(coverage, 2);
     assertWalk('b', ran, NOT_COUNTED, documented);
-    const worker = readdirSync(order).map((f) => Number(f.replace('.json', ''))).filter((pid) => pid !== child.pid);
+    const worker = pidsIn(order).filter((pid) => pid !== child.pid);
     assert.equal(worker.length, 1, 'the launcher and its worker recorded their calls');
     assertDoublingsBack('b', callsIn(order, [child.pid!, ...worker]), counts(NOT_COUNTED), DOUBLING_BACK);
   });

@@ -4,14 +4,16 @@
 // in it. Every call is seen, in the order it happens in its process; no sampling, no clock. The order is not stable
 // across concurrent work (which of a file's functions runs first, and from which caller, can wait on a child's exit
 // or a timer): the set of files doubled back into is, so that is what the walk tests hold.
-// Imported with --import by a child process (WALK_ORDER_DIR set), it records that process's whole life and writes
-// its calls to WALK_ORDER_DIR/<pid>.json as the process exits.
+// The test's process parses src/ once (probesOf); imported with --import by a child process (WALK_ORDER_DIR set),
+// this module takes the probes the test wrote there, so the child never loads TypeScript, records that process's
+// whole life and writes its calls to WALK_ORDER_DIR/<pid>.json as the process exits.
 import { Session } from 'node:inspector';
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import assert from 'node:assert/strict';
-import ts from 'typescript';
+import type ts from 'typescript';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -31,7 +33,8 @@ function sources(dir = join(ROOT, 'src'), out: string[] = []): string[] {
   return out;
 }
 
-interface Probe { line: number; column: number; file: string; top: string }
+/** Where a function of `file` starts running, and the outermost function around it. */
+export interface Probe { line: number; column: number; file: string; top: string }
 
 /** A function's name, or the name it is given (`const f = () =>`, `{ f: () => … }`); lines change too often. */
 function nameOf(node: ts.Node, sf: ts.SourceFile): string {
@@ -40,27 +43,32 @@ function nameOf(node: ts.Node, sf: ts.SourceFile): string {
 }
 
 /**
- * Where each function of `path` starts running (its body's first statement, or its expression), with the name and
- * line of the outermost function around it: code written inside a function a reader has read is read with it.
- * Node strips types by blanking them, so these places are the running code's own.
+ * Where each function of the files of src/ that `counted` says count starts running (its body's first statement, or
+ * its expression), with the name of the outermost function around it: code written inside a function a reader has
+ * read is read with it. Node strips types by blanking them, so these places are the running code's own. The other
+ * files get no probe: their calls would be recorded only to be skipped.
  */
-function probesOf(path: string): Probe[] {
-  const text = readFileSync(path, 'utf8');
-  const sf = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
-  const file = relative(ROOT, path);
+export function probesOf(counted: (file: string) => boolean): Probe[] {
+  // Loaded here, not at the top: a recording child imports this module and must not pay for TypeScript.
+  const typescript = createRequire(import.meta.url)('typescript') as typeof ts;
   const out: Probe[] = [];
-  const visit = (node: ts.Node, top: string | null): void => {
-    let inner = top;
-    if (ts.isFunctionLike(node) && 'body' in node && node.body) {
-      const body = node.body as ts.Node;
-      inner = top ?? nameOf(node, sf);
-      const at = ts.isBlock(body) ? (body.statements[0]?.getStart(sf) ?? body.end - 1) : body.getStart(sf);
-      const { line, character } = sf.getLineAndCharacterOfPosition(at);
-      out.push({ line, column: character, file, top: inner });
-    }
-    ts.forEachChild(node, (child) => visit(child, inner));
-  };
-  visit(sf, null);
+  for (const path of sources()) {
+    const file = relative(ROOT, path);
+    if (!counted(file)) continue;
+    const sf = typescript.createSourceFile(path, readFileSync(path, 'utf8'), typescript.ScriptTarget.Latest, true);
+    const visit = (node: ts.Node, top: string | null): void => {
+      let inner = top;
+      if (typescript.isFunctionLike(node) && 'body' in node && node.body) {
+        const body = node.body as ts.Node;
+        inner = top ?? nameOf(node, sf);
+        const at = typescript.isBlock(body) ? (body.statements[0]?.getStart(sf) ?? body.end - 1) : body.getStart(sf);
+        const { line, character } = sf.getLineAndCharacterOfPosition(at);
+        out.push({ line, column: character, file, top: inner });
+      }
+      typescript.forEachChild(node, (child) => visit(child, inner));
+    };
+    visit(sf, null);
+  }
   return out;
 }
 
@@ -68,17 +76,18 @@ const SRC = pathToFileURL(join(ROOT, 'src')).href + '/';
 const FRAME = /\((file:\/\/[^)]+?):\d+:\d+\)$|at (file:\/\/\S+?):\d+:\d+$/;
 
 /**
- * Starts recording on this thread: a logpoint on every function of src/. Recording is on while `on()` says so.
+ * Starts recording on this thread: a logpoint at each of `probes`. Recording is on while `on()` says so.
  * Returns the calls recorded so far (the caller keeps its own cursor) and a stop.
  */
-export function recordOrder(on: () => boolean = () => true): { calls: Call[]; stop: () => void } {
+export function recordOrder(
+  probes: readonly Probe[], on: () => boolean = () => true,
+): { calls: Call[]; stop: () => void } {
   const session = new Session();
   session.connect();
   const post = (method: string, params?: object): void => session.post(method, params, (err) => {
     if (err) throw err;
   });
   const calls: Call[] = [];
-  const probes: Probe[] = [];
   const global = globalThis as { __svcWalkOrder?: (i: number) => void };
   global.__svcWalkOrder = (i: number) => {
     if (!on()) return;
@@ -95,16 +104,10 @@ export function recordOrder(on: () => boolean = () => true): { calls: Call[]; st
     calls.push(call);
   };
   post('Debugger.enable');
-  for (const path of sources()) {
-    const url = pathToFileURL(path).href;
-    for (const probe of probesOf(path)) {
-      probes.push(probe);
-      post('Debugger.setBreakpointByUrl', {
-        url, lineNumber: probe.line, columnNumber: probe.column,
-        condition: `globalThis.__svcWalkOrder(${probes.length - 1}), false`,
-      });
-    }
-  }
+  probes.forEach((probe, i) => post('Debugger.setBreakpointByUrl', {
+    url: pathToFileURL(join(ROOT, probe.file)).href, lineNumber: probe.line, columnNumber: probe.column,
+    condition: `globalThis.__svcWalkOrder(${i}), false`,
+  }));
   return { calls, stop: () => session.disconnect() };
 }
 
@@ -136,12 +139,25 @@ export function doublingsBack(calls: readonly Call[], counted: (file: string) =>
   return out;
 }
 
+/** The file of WALK_ORDER_DIR that holds the probes its recording children set. */
+const PROBES = 'probes.json';
+
+/** Makes `dir` a WALK_ORDER_DIR whose children set `probes` (see probesOf). */
+export function recordInto(dir: string, probes: readonly Probe[]): void {
+  writeFileSync(join(dir, PROBES), JSON.stringify(probes));
+}
+
+/** The pids of the processes that recorded their calls into `dir`. */
+export function pidsIn(dir: string): number[] {
+  return readdirSync(dir).filter((f) => /^\d+\.json$/.test(f)).map((f) => Number(f.slice(0, -'.json'.length)));
+}
+
 /** The calls the processes that wrote into `dir` recorded, in the order of `pids` (the walk's order of processes). */
 export function callsIn(dir: string, pids: readonly number[]): Call[] {
   return pids.flatMap((pid) => JSON.parse(readFileSync(join(dir, `${pid}.json`), 'utf8')) as Call[]);
 }
 
-/** NODE_OPTIONS for a child that records its calls into WALK_ORDER_DIR. */
+/** NODE_OPTIONS for a child that records its calls into WALK_ORDER_DIR (after recordInto). */
 export const RECORD_ORDER = `--import=${import.meta.url}`;
 
 /**
@@ -160,6 +176,6 @@ export function assertDoublingsBack(
 
 const out = process.env.WALK_ORDER_DIR;
 if (out) {
-  const { calls } = recordOrder();
+  const { calls } = recordOrder(JSON.parse(readFileSync(join(out, PROBES), 'utf8')) as Probe[]);
   process.on('exit', () => writeFileSync(join(out, `${process.pid}.json`), JSON.stringify(calls)));
 }

@@ -8,7 +8,7 @@ import { seedRuns, startTestControl } from '../helpers/control-server.ts';
 import {
   assertWalk, counts, PIPELINE_INTERNALS, startCoverage, takeRan, walkToCheck,
 } from '../helpers/walk-coverage.ts';
-import { assertDoublingsBack, recordOrder } from '../helpers/walk-order.ts';
+import { assertDoublingsBack, probesOf, recordOrder } from '../helpers/walk-order.ts';
 
 /** Today's count, which docs/architecture.md records; issue 31 asked for at most twelve. */
 const BAR = 5;
@@ -28,7 +28,7 @@ describe('path (c): GET /v1/runs to bytes', () => {
     const documented = walkToCheck('c', BAR, NOT_COUNTED, NOT_COUNTED_CALLS);
     const session = await startCoverage();
     let measuring = false;
-    const order = recordOrder(() => measuring);
+    const order = recordOrder(probesOf(counts(NOT_COUNTED)), () => measuring);
     const control = await startTestControl();
     t.after(async () => {
       order.stop();

@@ -11,7 +11,7 @@ import { waitFor } from '../helpers/wait-for.ts';
 import {
   assertWalk, counts, PIPELINE_INTERNALS, startCoverage, takeRan, walkToCheck,
 } from '../helpers/walk-coverage.ts';
-import { assertDoublingsBack, recordOrder } from '../helpers/walk-order.ts';
+import { assertDoublingsBack, probesOf, recordOrder } from '../helpers/walk-order.ts';
 
 /** Today's count, which docs/architecture.md records: the fifteen issue 31 asked for. */
 const BAR = 15;
@@ -56,7 +56,7 @@ describe('path (a): a GitHub webhook to svc start spawned', () => {
     const documented = walkToCheck('a', BAR, NOT_COUNTED, NOT_COUNTED_CALLS);
     const session = await startCoverage();
     let measuring = false;
-    const order = recordOrder(() => measuring);
+    const order = recordOrder(probesOf(counts(NOT_COUNTED)), () => measuring);
     // No Control Plane: its reports (a job's summary, the served repositories, retried a second after the start) would
     // run control-report.ts in the middle of the measured delivery.
     const trigger = await startTestTrigger({ SVC_CONTROL_URL: undefined });
