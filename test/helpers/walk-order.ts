@@ -1,5 +1,5 @@
-// The order of a walk (docs/architecture.md "Doubling back"): every function of src/ gets a logpoint, an inspector
-// breakpoint whose condition records the call and answers false, so nothing pauses. Each call is recorded with the
+// The order of a walk (docs/architecture.md "Doubling back"): every function of the src/ files a walk counts gets a
+// logpoint, an inspector breakpoint whose condition records the call and answers false, so nothing pauses. Each call is recorded with the
 // files of the stack below it, which says whether control entered the function's file from outside or was already
 // in it. Every call is seen, in the order it happens in its process; no sampling, no clock. The order is not stable
 // across concurrent work (which of a file's functions runs first, and from which caller, can wait on a child's exit
