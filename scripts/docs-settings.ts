@@ -1,10 +1,10 @@
 // npm run docs:settings: writes the README's settings tables between its marker comments, from the one registry of
 // variables (src/settings-registry.ts), the one table of what a repository or the operator sets in files
-// (src/engine/setting-authority.ts) and the Control Plane's config keys (src/control/config-schema.ts).
+// (src/engine/config.ts) and the Control Plane's config keys (src/control/config-schema.ts).
 // test/unit/settings-registry.test.ts fails when the README differs from this.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { ALL_SETTINGS, type Setting, type SettingGroup } from '../src/settings-registry.ts';
-import { SETTING_RULES } from '../src/engine/setting-authority.ts';
+import { SETTING_RULES } from '../src/engine/config.ts';
 import { SETTINGS as CONTROL_CONFIG } from '../src/control/config-schema.ts';
 
 export const START = '<!-- settings:start: written by `npm run docs:settings` from src/settings-registry.ts -->';

@@ -4,11 +4,12 @@ import './quiet-sqlite-warning.ts';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { exitLike, runLaunched, watchLifeline } from './spawn/start.ts';
-import { reexecClean } from './cli/server-flags.ts';
+import { reexecClean, useCompileCache } from './cli/node-setup.ts';
 import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './safe-json.ts';
-import { errorMessage, exitStatusOf } from './errors.ts';
-import { useCompileCache } from './cli/compile-cache.ts';
+import { errorMessage, exitStatusOf, UsageError } from './errors.ts';
+import type { CliIo } from './cli/io.ts';
+import type { WorkerMode } from './engine/run-state.ts';
 import { VERSION } from './version.ts';
 
 const MIN = [22, 13] as const;
@@ -45,7 +46,7 @@ function inMemoryEnv(handed: Secrets): NodeJS.ProcessEnv {
 const printOut = (text: string) => process.stdout.write(terminalSafe(text));
 const printErr = (text: string) => process.stderr.write(terminalSafe(text));
 
-type Loader = () => Promise<{ default: (io: import('./cli/io.ts').CliIo) => Promise<number>; HELP?: string }>;
+type Loader = () => Promise<{ default: (io: CliIo) => Promise<number>; HELP?: string }>;
 
 // Lazy imports keep `svc --version` fast and keep node:sqlite out of commands that don't need it. A command's
 // subcommands are listed in its help line and let `svc import` be pointed to `svc control import`.
@@ -91,6 +92,23 @@ function help(): string {
   ].join('\n');
 }
 
+/**
+ * `svc worker MODE --run-id RUN --repo DIR`, not in the help: the process a run's launcher (`svc start`) starts
+ * detached, in a process group of its own, to do the run by the plan the launcher wrote (src/engine/worker.ts).
+ */
+async function worker(io: CliIo): Promise<number> {
+  // Loaded here, not at the top, so that `svc --version` and the other commands load no more than they need.
+  const [{ parseFlags }, { runDir }, { isValidSegment }] = await Promise.all([
+    import('./cli/io.ts'), import('./engine/paths.ts'), import('./engine/ids.ts')]);
+  const { values, positionals } = parseFlags(io.argv, { 'run-id': { type: 'string' }, repo: { type: 'string' } });
+  const mode = positionals[0] as WorkerMode;
+  if (!['start', 'resume', 'verify'].includes(mode)) throw new UsageError(`Unknown worker mode "${mode}"`);
+  const run = values['run-id'];
+  if (!isValidSegment(run) || !values.repo) throw new UsageError('svc worker needs --run-id RUN and --repo DIR');
+  const { executeRun } = await import('./engine/worker.ts');
+  return executeRun(runDir(values.repo, run), io.env, mode, io.stderr);
+}
+
 async function main(argv: string[]): Promise<number> {
   const verbose = argv.includes('--verbose');
   const rest = argv.filter((a) => a !== '--verbose');
@@ -104,8 +122,7 @@ async function main(argv: string[]): Promise<number> {
     printOut(help());
     return name === undefined ? 2 : 0;
   }
-  // `worker`, not in the help, is the process `svc start` starts to do each run.
-  const load: Loader | undefined = name === 'worker' ? () => import('./cli/worker.ts') : commands[name]?.[1];
+  const load: Loader | undefined = name === 'worker' ? async () => ({ default: worker }) : commands[name]?.[1];
   if (!load) {
     // `svc import` for `svc control import`: a word that is another command's subcommand is named where it lives.
     const owners = Object.entries(commands).filter(([, [, , subs]]) => subs?.includes(name));
@@ -113,7 +130,7 @@ async function main(argv: string[]): Promise<number> {
     printErr(`svc: unknown command "${name}"${hint ? ` (did you mean ${hint}?)` : ''}\n\n${help()}`);
     return 2;
   }
-  // The servers and a run's launcher re-execute once without secrets in their environment (server-flags.ts); a
+  // The servers and a run's launcher re-execute once without secrets in their environment (node-setup.ts); a
   // parent's pipe does not survive that, so what it handed over is taken first.
   const handed = takeHandoff(process.env);
   const helpAsked = tail.includes('--help') || tail.includes('-h');

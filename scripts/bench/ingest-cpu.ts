@@ -5,7 +5,7 @@
 // (84 events of one of 100 runs), parsed as the pipeline parses them, published to 20 bus subscribers that take the
 // shared buffer. No HTTP, no sockets, no neighbours' event loops: it moves far less with the machine's load than the
 // row, and shows what a change to the ingest path does to it. The flags are the ones `svc control serve` re-executes
-// with (src/cli/server-flags.ts).
+// with (src/cli/node-setup.ts).
 // `--worked=RUNS` first ingests RUNS finished runs in the same process, 500 a request, as the worked-in row's server
 // takes them before its fan-in (docs/bench.md, "A worked-in server: pretenuring"); the line then adds V8's
 // mark-compacts during the measured batches.

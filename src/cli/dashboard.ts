@@ -9,7 +9,7 @@ import { parseFlags, type CliIo } from './io.ts';
 import { UsageError, UnavailableError, ConflictError, FailedError } from '../errors.ts';
 import { startChild } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
-import { SERVER_NODE_FLAGS } from './server-flags.ts';
+import { SERVER_NODE_FLAGS } from './node-setup.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { answersHealth, serverRecordFile, readServerRecordFile } from '../client/server-record.ts';
 import { findControlUrl, isLiveRecord, isOwnControlServe } from '../engine/control-url.ts';

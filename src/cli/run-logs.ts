@@ -6,7 +6,7 @@ import { eventsPath, runDir } from '../engine/paths.ts';
 import { repoRoot } from '../engine/git.ts';
 import { localRun, tryReadState, type RunState } from '../engine/run-state.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { workerAlive } from '../engine/repo-name.ts';
+import { workerAlive } from '../engine/proc-group.ts';
 import { TERMINAL } from '../run-json.ts';
 import { RUN_CONTAINER } from '../engine/run-event.ts';
 import { objOrNull, str, tryParseJson } from '../untrusted.ts';

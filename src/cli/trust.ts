@@ -1,6 +1,6 @@
 // `svc trust`: allow the exact bytes of a repository's .svc/config.json and .svc/policy.json to widen the sandbox of
 // runs you start at the CLI; runs a server starts never take these settings from a repository
-// (src/engine/setting-authority.ts).
+// (src/engine/config.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
@@ -8,7 +8,7 @@ import { parseFlags, type CliIo } from './io.ts';
 import { NotFoundError, UsageError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { addTrust, readEngineConfigFile, readTrust, revokeTrust, trustFile } from '../engine/config.ts';
-import { decideSettings } from '../engine/setting-authority.ts';
+import { decideSettings } from '../engine/config.ts';
 import { loadPolicyFile, PolicyError, type Policy } from '../engine/policy.ts';
 import { hash } from 'node:crypto';
 

@@ -5,7 +5,7 @@ import type { RunInput } from '../db/run-types.ts';
 import { checkArtifactPath, invalidParam } from './params.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
 import { isJsonObject, type Obj } from '../untrusted.ts';
-import { isRepoName } from '../engine/repo-name.ts';
+import { isRepoName } from '../engine/spec.ts';
 import { RUN_KEY } from '../engine/ids.ts';
 import { member, optionalTime, orNull, segment, validateEvent, validateRun } from '../engine/run-event.ts';
 import { schemas } from './openapi-schemas.ts';

@@ -2,16 +2,23 @@
 // without this two `svc start` at the same moment both found the checkout free and shared it, each signing the
 // other's work. The claim is `svc-checkout-claim` in the checkout's git directory (never repository content: a claim
 // a repository commits would hold every start off, and taking it over would change tracked files), a folder put in
-// place whole by rename, which never replaces a folder holding files, with its launcher's identity inside.
+// place whole by rename, which never replaces a folder holding files, with its launcher's identity inside. Beside it,
+// `info/svc-repo-names`: the repository name the checkout's runs last took, so a renamed origin renames them too.
+import { join } from 'node:path';
 import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BadInputError, RefusedError } from '../errors.ts';
 import { obj, num, str, tryParseJson } from '../untrusted.ts';
-import { identityOf, procStart } from './proc-group.ts';
+import { identityOf, procStart, workerAlive } from './proc-group.ts';
 import { isPidAlive } from '../client/server-record.ts';
-import { listPlain, openPlainPath, pathIn, type PlainDir } from './plain-tree.ts';
-import { withDir } from './safe-fs.ts';
+import { listPlain, openPlainPath, pathIn, readAgentFile, type PlainDir } from './plain-tree.ts';
+import { withDir, writeNoFollow } from './safe-fs.ts';
+import { appendEvent, localRuns, writeState, type Found, type RunState } from './run-state.ts';
+import { runDir } from './paths.ts';
+import { markPending } from './shipper.ts';
+import { TERMINAL } from '../run-json.ts';
+import { isWebhookOrigin } from './spec.ts';
 import { readOrNull, realOrNull } from '../spawn/tree.ts';
 
 const CLAIM = 'svc-checkout-claim';
@@ -121,4 +128,71 @@ export async function claimCheckout(gitDir: string): Promise<() => void> {
     inGitDir(gitDir, (dir) => renameSync(pathIn(dir, CLAIM), pathIn(dir, mine)));
     removeOwn();
   };
+}
+
+const MAX_NAMES_BYTES = 1024 * 1024;
+
+/** `path → name` from the names file; a file that is missing or a link reads as empty. */
+function readNames(file: string): Map<string, string> {
+  const names = new Map<string, string>();
+  for (const line of (readAgentFile(file, MAX_NAMES_BYTES) ?? '').split('\n')) {
+    const tab = line.indexOf('\t');
+    if (tab > 0) names.set(line.slice(tab + 1), line.slice(0, tab));
+  }
+  return names;
+}
+
+/** The fields the rename reads, as the strings svc writes; anything else is not a run svc wrote. */
+function isRenamable(state: RunState): boolean {
+  return (['repo', 'repo_path', 'status', 'origin'] as const).every((key) => typeof state[key] === 'string');
+}
+
+/** Renames one run; false when it could not be (a link, a folder svc can't write): left for a later start. */
+function rename(repo: string, found: Found, name: string, now: string): boolean {
+  const dir = runDir(repo, found.run);
+  try {
+    writeState(dir, { ...found.state, repo: name, updated_at: now });
+    appendEvent(dir, 'log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
+    markPending(dir);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export type RepoRename = NonNullable<ReturnType<typeof adoptRepoName>>;
+
+/**
+ * Gives this checkout's ended runs `name` when it differs from the last name svc used here (`from`: the names they
+ * had), else null. The name is recorded only once no run is left to rename: the next start looks at those again.
+ */
+export function adoptRepoName(repo: string, gitDir: string, name: string) {
+  try {
+    const file = join(gitDir, 'info', 'svc-repo-names');
+    const names = readNames(file);
+    if (names.get(repo) === name) return null;
+    const from = new Set<string>();
+    let renamed = 0;
+    let left = 0;
+    const now = new Date().toISOString();
+    for (const found of localRuns(repo, { strict: true })) {
+      const { state } = found;
+      if (!isRenamable(state) || state.repo === name || state.repo_path !== repo) continue;
+      // A run a trigger server started carries the name its job was routed to: that is not the checkout's to change.
+      if (isWebhookOrigin(state.origin)) continue;
+      if ((!TERMINAL.has(state.status) && workerAlive(state)) || !rename(repo, found, name, now)) {
+        left += 1;
+        continue;
+      }
+      from.add(state.repo);
+      renamed += 1;
+    }
+    if (renamed === 0 && left === 0) {
+      writeNoFollow(file, [...names.set(repo, name)].map(([path, named]) => `${named}\t${path}\n`).join(''));
+    }
+    return renamed ? { to: name, from: [...from].sort(), runs: renamed } : null;
+  } catch {
+    // Never the reason a run does not start: the next start tries again.
+    return null;
+  }
 }

@@ -4,7 +4,6 @@ import { dirname, join } from 'node:path';
 import { runCollect } from '../spawn/start.ts';
 import { orNull, readOrNull, realOrNull } from '../spawn/tree.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
-import type { ResolvedProvider } from './providers.ts';
 
 /** The npm package the suite installs and the version it drove (equal to test/providers/versions.json); aider is on
  * PyPI only, out of these machines' reach, so it has no entry. */
@@ -96,11 +95,4 @@ export function createVersionProbe(env: NodeJS.ProcessEnv): VersionProbe {
     }
     return cache.get(key)!;
   };
-}
-
-/** The run's warning when its built-in CLI's version is outside the tested range; null otherwise (or unknown). */
-export async function untestedProviderWarning(provider: ResolvedProvider, env: NodeJS.ProcessEnv) {
-  if (provider.kind !== provider.name || !TESTED_CLIS[provider.name]) return null;
-  const version = await createVersionProbe(env)(provider.argv[0]!, provider.name);
-  return untestedWarning(provider.name, version);
 }

@@ -7,7 +7,7 @@ import type { RunContext } from './run-context.ts';
 import type { Policy } from './policy.ts';
 import { startGate } from '../gate/gate.ts';
 import { parseGatePolicy, parseHostPattern, repositoryAllow, type GatePolicy } from '../gate/policy.ts';
-import { OPERATOR_FILES } from './setting-authority.ts';
+import { OPERATOR_FILES } from './config.ts';
 import { MODEL_APIS, modelRoutesFromEnv, routeOrigins, type ModelRoute } from '../gate/model-apis.ts';
 import { readEgressRecord, summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/bwrap-argv.ts';

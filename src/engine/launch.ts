@@ -7,26 +7,25 @@ import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { hash } from 'node:crypto';
 import { BadInputError, ConflictError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
-import { buildTask, classifyInput, isWebhookOrigin, type Task } from './spec.ts';
+import {
+  buildTask, classifyInput, isRepoName, isRoutedRepoName, isWebhookOrigin, type Task,
+} from './spec.ts';
 import {
   planForRetry, planRun, refuseOversizedPlan, refuseUncommitted, writePlan, type RunPlan,
 } from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
 import {
-  git, headAndBranch, excludeEngineFolders, gitDirs, snapshotTree, treeGit, workingChanges,
+  git, headAndBranch, excludeEngineFolders, gitDirs, repoName, snapshotTree, treeGit, workingChanges,
 } from './git.ts';
 import { runDir, worktreeDir } from './paths.ts';
-import {
-  adoptRepoName, isRepoName, isRoutedRepoName, runRepoName, workerAlive, workerComing, type RepoRename,
-} from './repo-name.ts';
 import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
 } from './run-state.ts';
-import { identityOf, isWorkerOf } from './proc-group.ts';
+import { identityOf, isWorkerOf, workerAlive, workerComing } from './proc-group.ts';
 import { markPending } from './shipper.ts';
-import { claimCheckout, unwritable } from './checkout-claim.ts';
+import { adoptRepoName, claimCheckout, unwritable, type RepoRename } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { checkPrPossible, OriginUnreachableError } from './pr.ts';
@@ -44,6 +43,11 @@ export interface StartOptions {
   env: NodeJS.ProcessEnv;
   /** --follow-up: continue the pull request on this branch (follow-up.ts). */
   followUp?: FollowUp | null;
+}
+
+/** SVC_REPO_NAME names only a run a trigger server started (a webhook origin, which only a launcher sets). */
+export function runRepoName(dir: string, env: NodeJS.ProcessEnv): string {
+  return isRoutedRepoName(env) ? env.SVC_REPO_NAME! : repoName(dir);
 }
 
 /** The repository's root; git's own reason (no repository, "dubious ownership", …) in the error when there is none. */

@@ -168,3 +168,30 @@ export function isLauncherOf(run: string): OwnerCheck {
 export function isChildOf(run: string): OwnerCheck {
   return (pid) => procList(pid, 'environ')?.includes(`SVC_RUN_ID=${run}`) ?? false;
 }
+
+/** Whether the worker a run's state names is still that process (pid and start time): then it owns the state. */
+export function workerAlive(state: { pid: number | null; proc_start: string | null }): boolean {
+  if (typeof state.pid !== 'number') return false;
+  const started = procStart(state.pid);
+  return started !== null && (state.proc_start === null || state.proc_start === started);
+}
+
+/** A run just made has no worker yet; one still without a worker this long after its last write never gets one. */
+const UNSTARTED_GRACE_MS = 60_000;
+
+/** How long ago a state with no worker recorded was last written; NaN with a worker, or with no valid time. */
+function ageWithoutWorker(state: { pid?: unknown; updated_at?: unknown }, now: number): number {
+  if (state.pid !== null && state.pid !== undefined) return NaN;
+  return now - (typeof state.updated_at === 'string' ? Date.parse(state.updated_at) : NaN);
+}
+
+/** No worker recorded and none coming: its state was last written (made, resumed, stopped) over the grace ago. */
+export function noWorkerComing(state: { pid?: unknown; updated_at?: unknown }, now: number): boolean {
+  // A state with no time of its own svc did not write: nothing says how old it is.
+  return ageWithoutWorker(state, now) >= UNSTARTED_GRACE_MS;
+}
+
+/** No worker recorded yet, and one may still come: its state was last written (made, resumed) under the grace ago. */
+export function workerComing(state: { pid?: unknown; updated_at?: unknown }, now: number): boolean {
+  return ageWithoutWorker(state, now) < UNSTARTED_GRACE_MS;
+}

@@ -20,7 +20,7 @@ import {
 } from './sandbox.ts';
 import type { RunPlan } from './run-plan.ts';
 import type { RunLimits } from './policy.ts';
-import { untestedProviderWarning } from './cli-version.ts';
+import { createVersionProbe, TESTED_CLIS, untestedWarning } from './cli-version.ts';
 import {
   nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused, type Invocation,
 } from './provider-session.ts';
@@ -79,6 +79,13 @@ function unblock(ctx: RunContext, { text, by }: Answer, answerFile: string, a: A
 
 const LIMIT_KEYS = { time: 'provider_timeout_s or run_timeout_s', processes: 'processes', memory: 'memory_mb',
   disk: 'disk_mb' } as const;
+
+/** The run's warning when its built-in CLI's version is outside the tested range; null otherwise (or unknown). */
+async function untestedProviderWarning(provider: ResolvedProvider, env: NodeJS.ProcessEnv) {
+  if (provider.kind !== provider.name || !TESTED_CLIS[provider.name]) return null;
+  const version = await createVersionProbe(env)(provider.argv[0]!, provider.name);
+  return untestedWarning(provider.name, version);
+}
 
 /** Invokes the plan's provider until an invocation ends the provider phase; its version is checked meanwhile. */
 export async function runProvider(

@@ -2,7 +2,6 @@
 import { UnavailableError } from '../errors.ts';
 import { countOrNull, figure, obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
 import { which } from '../spawn/svc-paths.ts';
-import type { EngineConfig } from './config.ts';
 import type { CostFigures } from '../run-json.ts';
 
 export const BUILTIN_PROVIDERS = ['claude', 'codex', 'gemini', 'aider', 'opencode'] as const;
@@ -15,7 +14,7 @@ export interface ResolvedProvider {
   argv: string[];
   /** Whether the prompt is written to stdin (it is always in SVC_TASK_FILE too). */
   stdinPrompt: boolean;
-  /** A command provider's folders writable in its sandbox (absolute), as setting-authority.ts allowed them. */
+  /** A command provider's folders writable in its sandbox (absolute), as config.ts allowed them. */
   writable?: string[];
   /** False: its sandbox shows the program file alone, not the folder it lives in (a repository's own provider). */
   showFolder?: boolean;
@@ -317,7 +316,18 @@ export function isBuiltin(name: string): name is (typeof BUILTIN_PROVIDERS)[numb
   return (BUILTIN_PROVIDERS as readonly string[]).includes(name);
 }
 
-function resolveNamed(name: string, config: EngineConfig, pathVar: string | undefined): ResolvedProvider | null {
+export interface ProviderEntry {
+  command: string[];
+  /** Folders the provider's CLI writes (absolute, or relative to HOME), writable inside its sandbox. */
+  writable?: string[];
+  /** Not read from a file: false when only the program file itself may be shown, not its folder (config.ts). */
+  showFolder?: boolean;
+}
+
+/** The providers part of a run's config (config.ts). */
+type ProviderConfig = { provider: string | null; providers: Record<string, ProviderEntry> };
+
+function resolveNamed(name: string, config: ProviderConfig, pathVar: string | undefined): ResolvedProvider | null {
   // Own keys only: a name like `constructor` is no provider of the config's.
   const configured = Object.hasOwn(config.providers, name) ? config.providers[name] : undefined;
   if (configured) {
@@ -341,7 +351,7 @@ function resolveNamed(name: string, config: EngineConfig, pathVar: string | unde
 
 /** Picks --provider, else config "provider", else the first builtin on PATH; says what it looked for when none is. */
 export function resolveProvider(
-  requested: string | null, config: EngineConfig, env: NodeJS.ProcessEnv,
+  requested: string | null, config: ProviderConfig, env: NodeJS.ProcessEnv,
 ): ResolvedProvider {
   const name = requested ?? config.provider;
   if (name) {

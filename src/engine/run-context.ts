@@ -12,7 +12,7 @@ import {
   isChildOf, isWorkerOf, killNamespace, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity,
 } from './proc-group.ts';
 import { createShipLoop, createShipper, markPending, type ControlItem } from './shipper.ts';
-import { noWorkerComing, workerAlive } from './repo-name.ts';
+import { noWorkerComing, workerAlive } from './proc-group.ts';
 import { addUsage, createOutputReader, type Usage } from './providers.ts';
 import { keptLocal, openRunFolder, readPlainIn } from './plain-tree.ts';
 import { countOrNull, figure, objOrNull, tryParseJson } from '../untrusted.ts';

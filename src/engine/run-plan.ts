@@ -3,11 +3,11 @@ import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { errorMessage, FailedError, RefusedError } from '../errors.ts';
-import { loadOperatorConfig, readEngineConfigFile, trustOf } from './config.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
 import {
-  cappedLimits, decideSettings, OPERATOR_FILES, serverRefusal, trustNeeded, TrustNeededError,
-} from './setting-authority.ts';
+  cappedLimits, decideSettings, loadOperatorConfig, OPERATOR_FILES, readEngineConfigFile, serverRefusal, trustNeeded,
+  trustOf, TrustNeededError,
+} from './config.ts';
 import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { git } from './git.ts';
@@ -22,7 +22,7 @@ import {
 } from '../spawn/sandbox-mode.ts';
 import { setting, settingChoice } from '../settings-registry.ts';
 import { providerHomeKey } from './sandbox.ts';
-import { isRoutedRepoName } from './repo-name.ts';
+import { isRoutedRepoName } from './spec.ts';
 
 /** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
 export interface RunPlan {

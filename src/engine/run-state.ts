@@ -16,7 +16,7 @@ import { countOrNull, objOrNull, tryParseJson } from '../untrusted.ts';
 import { BadSettingError, errorMessage, RefusedError, SvcError, type SvcErrorCode } from '../errors.ts';
 import { ProviderMissingError } from './providers.ts';
 import { PolicyError } from './policy.ts';
-import { TrustNeededError } from './setting-authority.ts';
+import { TrustNeededError } from './config.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
 import { orNull } from '../spawn/tree.ts';

@@ -18,7 +18,7 @@ import type { RunGate } from './egress.ts';
 import type { ResolvedProvider } from './providers.ts';
 import { dropRunLayer } from '../spawn/provider-home.ts';
 import { setting } from '../settings-registry.ts';
-import { isRoutedRepoName } from './repo-name.ts';
+import { isRoutedRepoName } from './spec.ts';
 import { USERINFO } from './text.ts';
 
 /** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */

@@ -36,6 +36,22 @@ export function isWebhookOrigin(origin: string | undefined): boolean {
   return origin !== undefined && origin !== '' && origin !== 'cli' && origin !== 'control';
 }
 
+// GitHub's own limits: an owner is 1-39 alphanumerics or single hyphens; a name 1-100 of [A-Za-z0-9._-].
+const OWNER = /^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$/;
+const NAME = /^[A-Za-z0-9._-]{1,100}$/;
+
+export function isRepoName(text: string): boolean {
+  const [owner, name, extra] = text.split('/');
+  if (extra !== undefined || !owner || !name) return false;
+  return OWNER.test(owner) && NAME.test(name) && name !== '.' && name !== '..' && !name.toLowerCase().endsWith('.git');
+}
+
+/** Whether the run's name is the one a trigger server routed its job to (see runRepoName, launch.ts). */
+export function isRoutedRepoName(env: NodeJS.ProcessEnv): boolean {
+  const routed = env.SVC_REPO_NAME;
+  return isWebhookOrigin(env.SVC_ORIGIN) && routed !== undefined && isRepoName(routed);
+}
+
 /**
  * Whether a run of `origin` may fetch an issue with the operator's credential for `tracker` (DESIGN §7a: a credential
  * goes only to the origin it was made for): a person at the CLI, the Control Plane, the operator's /jobs, and the

@@ -12,7 +12,7 @@ import { RUN_KEY_FILE } from '../engine/paths.ts';
 import { deletedRun, readIngestAnswer, shipperClient, type ControlItem } from '../engine/shipper.ts';
 import { settingOr } from '../settings-registry.ts';
 import { headAndBranch, repoSlug } from '../engine/git.ts';
-import { isRoutedRepoName } from '../engine/repo-name.ts';
+import { isRoutedRepoName } from '../engine/spec.ts';
 import { launcherOrigin } from '../engine/spec.ts';
 import { parseTraceparent } from '../trace.ts';
 import { resolveOrigin } from '../engine/git-push.ts';

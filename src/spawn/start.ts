@@ -102,7 +102,7 @@ export type ChildKind = keyof typeof KINDS;
 /** Names an old-Node launcher's pid (runLaunched): for the launched svc only, never its children. */
 const LAUNCHER_PID_VAR = 'SVC_LAUNCHER_PID';
 
-// NODE_COMPILE_CACHE turns Node's cache on before svc's first line, past src/cli/compile-cache.ts's rules and
+// NODE_COMPILE_CACHE turns Node's cache on before svc's first line, past src/cli/node-setup.ts's rules and
 // SVC_COMPILE_CACHE=0: it stays with the process it was given to, and no child of svc, svc or other, inherits it.
 const NEVER_PASSED: ReadonlySet<string> = new Set([LAUNCHER_PID_VAR, 'NODE_COMPILE_CACHE']);
 

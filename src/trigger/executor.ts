@@ -14,7 +14,7 @@ import {
   identityOf, isLauncherOf, procStart, signalGroup, waitGroupGone, type OwnerCheck, type ProcIdentity,
 } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
-import { noWorkerComing, workerAlive } from '../engine/repo-name.ts';
+import { noWorkerComing, workerAlive } from '../engine/proc-group.ts';
 import { ORIGIN_REFUSAL_LINE, ORIGIN_REFUSALS, type OriginRefusal } from '../engine/answers.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { settingOr } from '../settings-registry.ts';

@@ -2,7 +2,7 @@
 // any line is wrong, so the server never starts with a routing table it half understood. Pure text in, entries out.
 import { posix } from 'node:path';
 import { BadSettingError } from '../errors.ts';
-import { isRepoName } from '../engine/repo-name.ts';
+import { isRepoName } from '../engine/spec.ts';
 import { CHAT_KINDS, ROUTING_KINDS, type ChatKind, type RoutingKind } from '../webhook-sources.ts';
 import { oneOf } from '../untrusted.ts';
 

@@ -13,7 +13,7 @@ import {
 import {
   DEFAULT_BRIEF_BYTES, ROUTING_KINDS, sanitizeBrief, type ChatKind, type RoutingKind,
 } from '../webhook-sources.ts';
-import { isRepoName } from '../engine/repo-name.ts';
+import { isRepoName } from '../engine/spec.ts';
 
 export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; reason: string };
 

@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { missingServerFlags, SERVER_NODE_FLAGS, serverNodeFlags } from '../../src/cli/server-flags.ts';
+import { missingServerFlags, SERVER_NODE_FLAGS, serverNodeFlags } from '../../src/cli/node-setup.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 

@@ -28,7 +28,7 @@ export const AGENT_STATE = 'agent-state';
 
 /**
  * Inside the sandbox HOME is private: the fixtures keep what must outlive one run in a folder under the real HOME. A
- * repository cannot make a host folder writable (setting-authority.ts), so the test HOME's operator file defines the
+ * repository cannot make a host folder writable (config.ts), so the test HOME's operator file defines the
  * same providers with that folder writable, as an operator would. A server with another HOME needs its own grant.
  */
 export function grantAgentState(home: string, providers: Record<string, { command: string[] }>): void {

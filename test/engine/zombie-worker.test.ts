@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isPidAlive } from '../../src/client/server-record.ts';
 import { statFields } from '../../src/proc-stat.ts';
 import { identityOf, isChildOf, procStart, terminateGroup } from '../../src/engine/proc-group.ts';
-import { workerAlive } from '../../src/engine/repo-name.ts';
+import { workerAlive } from '../../src/engine/proc-group.ts';
 
 /** A process killed under a parent (`sleep`, after the shell's exec) that never waits for it: a zombie. */
 async function zombie(): Promise<{ pid: number; proc_start: string | null; parent: () => void }> {

@@ -1,5 +1,5 @@
 // The walks of docs/architecture.md measured by V8's precise coverage: which src/ modules ran code, less what a walk
-// does not count, and the numbered list a "## Path (x)" section gives. Counts only; the order is the doc's word.
+// does not count, and the numbered list a "## Path (x)" section gives. The order is walk-order.ts's.
 import assert from 'node:assert/strict';
 import { Session } from 'node:inspector';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -102,11 +102,16 @@ export function walkToCheck(
   return documented;
 }
 
-/** Asserts what ran, less `notCounted` (a name ending in `/` leaves out its folder), is the doc's list. */
+/** Whether `file` counts in a walk: not in `notCounted` (a name ending in `/` leaves out its folder). */
+export function counts(notCounted: readonly string[]): (file: string) => boolean {
+  return (file) => !notCounted.some((n) => (n.endsWith('/') ? file.startsWith(n) : file === n));
+}
+
+/** Asserts what ran, less `notCounted`, is the doc's list. */
 export function assertWalk(
   path: string, ran: readonly string[], notCounted: readonly string[], documented: readonly string[],
 ): void {
-  const walk = ran.filter((p) => !notCounted.some((n) => (n.endsWith('/') ? p.startsWith(n) : p === n)));
+  const walk = ran.filter(counts(notCounted));
   const says = `docs/architecture.md "Path (${path})" lists what runs:\n${walk.join('\n')}`;
   assert.deepEqual(walk, [...documented].sort(), says);
 }

@@ -1,16 +1,26 @@
 // Path (a)'s walk, measured as docs/architecture.md counts it: the src/ modules whose code a second signed GitHub
 // delivery runs under V8's precise coverage, up to the moment `startChild` makes its job's `svc start` child, less the
 // pipeline's internals, the shared leaves and what only counts or traces. The doc's numbered list must be exactly what
-// runs and exactly BAR files long, so a walk that grows fails here until the doc says why.
+// runs and exactly BAR files long, so a walk that grows fails here until the doc says why; and the walk must not double
+// back (docs/architecture.md "Doubling back"), which walk-order.ts measures over the same delivery.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { post, sign, SECRETS, startTestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { assertWalk, PIPELINE_INTERNALS, startCoverage, takeRan, walkToCheck } from '../helpers/walk-coverage.ts';
+import {
+  assertWalk, counts, PIPELINE_INTERNALS, startCoverage, takeRan, walkToCheck,
+} from '../helpers/walk-coverage.ts';
+import { assertDoublingsBack, probesOf, recordOrder } from '../helpers/walk-order.ts';
 
 /** Today's count, which docs/architecture.md records: the fifteen issue 31 asked for. */
 const BAR = 15;
+
+/**
+ * Where the walk doubles back today (docs/architecture.md "Doubling back" counts them): the route's reader reaches into
+ * files the walk entered before it. It holds the walk from doubling back anywhere else; each is to leave this list.
+ */
+const DOUBLING_BACK = ['src/http/body.ts', 'src/trigger/intake.ts', 'src/untrusted.ts', 'src/webhook-sources.ts'];
 
 /** Run by the delivery, not counted (docs/architecture.md names each group under the walk). */
 const NOT_COUNTED = [
@@ -42,13 +52,16 @@ function issueLabelled(number: number): Buffer {
 }
 
 describe('path (a): a GitHub webhook to svc start spawned', () => {
-  it(`reads through the ${BAR} files docs/architecture.md lists`, async (t) => {
+  it(`reads through the ${BAR} files docs/architecture.md lists, doubling back where it says`, async (t) => {
     const documented = walkToCheck('a', BAR, NOT_COUNTED, NOT_COUNTED_CALLS);
     const session = await startCoverage();
+    let measuring = false;
+    const order = recordOrder(probesOf(counts(NOT_COUNTED)), () => measuring);
     // No Control Plane: its reports (a job's summary, the served repositories, retried a second after the start) would
     // run control-report.ts in the middle of the measured delivery.
     const trigger = await startTestTrigger({ SVC_CONTROL_URL: undefined });
     t.after(async () => {
+      order.stop();
       session.disconnect();
       await trigger.cleanup();
     });
@@ -58,6 +71,7 @@ describe('path (a): a GitHub webhook to svc start spawned', () => {
     const onChild = (): void => {
       if (!/\bat startChild\b/.test(new Error().stack ?? '')) return;
       atStart = takeRan(session, NOT_COUNTED_CALLS);
+      measuring = false;
       started();
     };
     subscribe('child_process', onChild);
@@ -80,7 +94,9 @@ describe('path (a): a GitHub webhook to svc start spawned', () => {
     const first = await deliver(1);
     await waitFor(() => trigger.stores.replies.get(first.job)?.notify_status, "the first job's summary to settle");
     takeRan(session);
+    measuring = true;
     const { ran } = await deliver(2);
     assertWalk('a', ran, NOT_COUNTED, documented);
+    assertDoublingsBack('a', order.calls, counts(NOT_COUNTED), DOUBLING_BACK);
   });
 });

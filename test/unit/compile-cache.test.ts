@@ -8,7 +8,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { compileCacheDir } from '../../src/cli/compile-cache.ts';
+import { compileCacheDir } from '../../src/cli/node-setup.ts';
 import { runChild } from '../helpers/run-child.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');

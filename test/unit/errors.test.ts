@@ -99,7 +99,7 @@ describe('failure classes of typed errors (src/engine/run-state.ts failureOf, th
   const { InfraError } = await import('../../src/errors.ts');
   const { ProviderMissingError } = await import('../../src/engine/providers.ts');
   const { PolicyError } = await import('../../src/engine/policy.ts');
-  const { TrustNeededError } = await import('../../src/engine/setting-authority.ts');
+  const { TrustNeededError } = await import('../../src/engine/config.ts');
   const { SandboxUnavailableError } = await import('../../src/spawn/sandbox-mode.ts');
   const { PushRefusedError } = await import('../../src/engine/git-push.ts');
   const { runFailure } = await import('../../src/run-json.ts');

@@ -37,7 +37,7 @@ describe("svc start's launcher", () => {
 
 describe("a run's worker", () => {
   it('loads no egress gate module before it knows the run is sandboxed: an unsandboxed run opens no gate', () => {
-    const loaded = modulesLoadedBy(fileURLToPath(new URL('../../src/cli/worker.ts', import.meta.url)));
+    const loaded = modulesLoadedBy(fileURLToPath(new URL('../../src/engine/worker.ts', import.meta.url)));
     assert.ok(loaded.some((url) => url.endsWith('/src/engine/worker.ts')), 'the worker itself was loaded');
     // Its plan's host patterns and its budget pause need these three, which serve nothing.
     const served = /\/src\/(engine\/egress|gate\/(?!(budgets|policy|address)\.ts$)[^/]+)\.ts$/;

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runRepoName } from '../../src/engine/repo-name.ts';
+import { runRepoName } from '../../src/engine/launch.ts';
 
 describe('runRepoName', () => {
   const repo = mkdtempSync(join(tmpdir(), 'svc-repo-name-'));

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cappedLimits, decideSettings, SETTING_RULES, type SettingsUse } from '../../src/engine/setting-authority.ts';
+import { cappedLimits, decideSettings, SETTING_RULES, type SettingsUse } from '../../src/engine/config.ts';
 import { loadOperatorConfig } from '../../src/engine/config.ts';
 import { neverWritable } from '../../src/spawn/never-writable.ts';
 import { parseEngineConfig, type EngineConfig } from '../../src/engine/config.ts';
