@@ -3,10 +3,10 @@
 // server or CLI its own HOME and Control Plane URL must fail the run, never reach the user's real ~/.svc or the
 // Control Plane `npm start` left running on 127.0.0.1:47821.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 
 function collect(dir, out = []) {
   for (const name of readdirSync(dir)) {
@@ -23,11 +23,15 @@ const USER_CONTROL_PORT = 47821;
 function sentinel(port) {
   const reached = [];
   const server = createServer((socket) => {
+    // Looked up at once, while the client still waits for an answer and so still holds its end.
+    const file = testFileOf(socket.remotePort, server.address().port);
+    const entry = { port: server.address().port, file, line: '(no request sent)', where: '' };
+    reached.push(entry);
     socket.once('data', (chunk) => {
-      // The request line, and the brief of the run it is about (an ingest carries it): the trail back to the test.
+      // The request line, and the brief of the run it is about (an ingest carries it): a second trail to the test.
       const text = chunk.toString('latin1');
-      const where = /"(?:brief|repo_path)":"([^"]{1,120})"/.exec(text)?.[1] ?? '';
-      reached.push(`${port}: ${text.split('\r\n')[0]}${where ? ` (${where})` : ''}`);
+      entry.line = text.split('\r\n')[0];
+      entry.where = /"(?:brief|repo_path)":"([^"]{1,120})"/.exec(text)?.[1] ?? '';
       socket.end('HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
     });
     socket.on('error', () => {});
@@ -36,6 +40,43 @@ function sentinel(port) {
     server.once('error', () => resolve(null));
     server.listen(port, '127.0.0.1', () => resolve({ server, reached, port: server.address().port }));
   });
+}
+
+/**
+ * The test file behind a connection to a guard, from Linux's /proc: the process holding the client's end of the
+ * socket, then its parents up to the one node --test started with a *.test.ts argument. '' when it cannot tell (not
+ * Linux, or the client is already gone).
+ */
+function testFileOf(clientPort, guardPort) {
+  const hex = (n) => `:${n.toString(16).toUpperCase().padStart(4, '0')}`;
+  const read = (path) => {
+    try {
+      return readFileSync(path, 'latin1');
+    } catch {
+      return '';
+    }
+  };
+  // /proc/net/tcp's columns: sl, local and remote address, state, queues, timers, retransmits, uid, timeout, inode.
+  const row = read('/proc/net/tcp').split('\n').map((line) => line.trim().split(/\s+/))
+    .find((f) => f[1]?.endsWith(hex(clientPort)) && f[2]?.endsWith(hex(guardPort)));
+  if (!row) return '';
+  const link = `socket:[${row[9]}]`;
+  const holds = (pid) => {
+    try {
+      return readdirSync(`/proc/${pid}/fd`).some((fd) => readlinkSync(`/proc/${pid}/fd/${fd}`) === link);
+    } catch {
+      return false; // another user's process, or one that just ended
+    }
+  };
+  let pid = readdirSync('/proc').find((name) => /^\d+$/.test(name) && holds(name));
+  while (pid && pid !== '1' && pid !== String(process.pid)) {
+    const file = read(`/proc/${pid}/cmdline`).split('\0').find((arg) => arg.endsWith('.test.ts'));
+    if (file) return relative(process.cwd(), file);
+    // The parent is the second field after the command name, which sits in parentheses and may hold any byte.
+    const stat = read(`/proc/${pid}/stat`);
+    pid = stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[1];
+  }
+  return '';
 }
 
 const filter = process.argv.slice(2);
@@ -75,7 +116,9 @@ rmSync(home, { recursive: true, force: true });
 const reached = guards.flatMap((g) => g.reached);
 if (reached.length > 0) {
   console.error(`\n✖ tests reached a Control Plane they did not start (${reached.length}):`);
-  for (const line of reached.slice(0, 20)) console.error(`  ${line}`);
+  for (const { port, file, line, where } of reached.slice(0, 20)) {
+    console.error(`  ${file || '(test file unknown)'} → ${port}: ${line}${where ? ` (${where})` : ''}`);
+  }
   process.exit(1);
 }
 process.exit(status);
