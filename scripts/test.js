@@ -106,13 +106,20 @@ delete env.SVC_CONTROL_TOKEN;
 
 const child = spawn(
   process.execPath,
-  ['--disable-warning=ExperimentalWarning', '--test', '--test-concurrency=2', '--test-timeout=120000',
-    '--test-reporter=spec', ...files],
+  ['--disable-warning=ExperimentalWarning', `--import=${join(import.meta.dirname, 'test-home.js')}`, '--test',
+    '--test-concurrency=2', '--test-timeout=120000', '--test-reporter=spec', ...files],
   { stdio: 'inherit', env },
 );
 const status = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
 for (const guard of guards) guard.server.close();
+// What a test left in the HOME it inherited: a svc or browser it started without a HOME of the test's own.
+const homeUsers = readdirSync(home).map((name) => [name, readdirSync(join(home, name))])
+  .filter(([, left]) => left.length > 0);
 rmSync(home, { recursive: true, force: true });
+if (homeUsers.length > 0) {
+  console.error(`\n✖ tests wrote to the HOME they inherited (yours, outside this runner) (${homeUsers.length}):`);
+  for (const [name, left] of homeUsers) console.error(`  ${name.replaceAll('+', '/')}: ~/${left.join(', ~/')}`);
+}
 const reached = guards.flatMap((g) => g.reached);
 if (reached.length > 0) {
   console.error(`\n✖ tests reached a Control Plane they did not start (${reached.length}):`);
@@ -121,4 +128,4 @@ if (reached.length > 0) {
   }
   process.exit(1);
 }
-process.exit(status);
+process.exit(homeUsers.length > 0 ? 1 : status);

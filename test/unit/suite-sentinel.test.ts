@@ -1,5 +1,6 @@
-// The suite's own guard (scripts/test.js): a test that reaches the default Control Plane port, or a svc it spawns
-// that falls back to the default port, fails the run, naming the test file; the suite's HOME is never the user's.
+// The suite's own guards (scripts/test.js): a test that reaches the default Control Plane port, or a svc it spawns
+// that falls back to the default port, or one that writes to the HOME it inherits, fails the run, naming the test
+// file; that HOME is never the user's.
 // The runner runs here on a checkout of three test files in a temp dir, inside a network namespace of its own, so
 // its guard holds 127.0.0.1:47821 there and never meets the outer suite's guard or the user's Control Plane.
 import { after, before, describe, it } from 'node:test';
@@ -62,7 +63,7 @@ describe('the test runner guard', () => {
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('fails a run whose tests reach the default port or its fallback, naming each file and request',
+  it('fails a run whose tests reach the default port or its fallback, or write to the HOME they inherit, naming each',
     { skip: bwrapWorks ? false : 'bwrap cannot run here (a network namespace of its own holds the default port)' },
     async () => {
       const inside = [process.execPath, join(ROOT, 'scripts', 'test.js')];
@@ -76,6 +77,9 @@ describe('the test runner guard', () => {
       assert.match(r.stderr, /tests reached a Control Plane they did not start \(2\):/);
       assert.match(r.stderr, /^ {2}test\/reaches\.test\.ts → 47821: GET \/v1\/runs HTTP\/1\.1$/m);
       assert.match(r.stderr, /^ {2}test\/falls-back\.test\.ts → \d+: GET \/v1\/runs\S* HTTP\/1\.1$/m);
+      // The svc it spawned wrote its compile cache to the HOME it inherited: the runner names the file.
+      assert.match(r.stderr, /tests wrote to the HOME they inherited \(yours, outside this runner\) \(1\):/);
+      assert.match(r.stderr, /^ {2}test\/falls-back\.test\.ts: ~\/\.svc$/m);
       assert.doesNotMatch(r.stderr, /quiet/);
       assert.doesNotMatch(r.stderr, /in use/, 'the namespace leaves 47821 free for the guard');
       assert.deepEqual(readdirSync(join(USER_HOME, '.svc', 'control')), ['token']);
