@@ -68,8 +68,8 @@ describe('the test runner guard', () => {
     async () => {
       const inside = [process.execPath, join(ROOT, 'scripts', 'test.js')];
       const bwrap = ['--dev-bind', '/', '/', '--unshare-net', '--die-with-parent', '--', ...inside];
-      const env = { ...process.env, HOME: USER_HOME };
-      delete env['NODE_TEST_CONTEXT']; // set for a test file's children: a node --test there would run nothing
+      const env: NodeJS.ProcessEnv = { ...process.env, HOME: USER_HOME };
+      delete env.NODE_TEST_CONTEXT; // set for a test file's children: a node --test there would run nothing
       const r = await runChild('bwrap', bwrap, { env, cwd: join(dir, 'checkout') });
       assert.equal(r.code, 1, r.stdout + r.stderr);
       assert.match(r.stdout, /✔ asks the default port/);
