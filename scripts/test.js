@@ -1,12 +1,13 @@
 // Runs every test: type-checks tests and sources, then node:test over test/**/*.test.ts (sources run directly).
 // The suite runs with a HOME of its own and a guard on the user's Control Plane port: a test that forgets to give a
-// server or CLI its own HOME and Control Plane URL must fail the run, never reach the user's real ~/.svc or the
-// Control Plane `npm start` left running on 127.0.0.1:47821.
+// server or CLI its own HOME and Control Plane URL must never reach the user's real ~/.svc or the Control Plane
+// `npm start` left running on 127.0.0.1:47821. Reaching a guard fails the run; writing to the HOME it inherited is
+// named in a note.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 
 function collect(dir, out = []) {
   for (const name of readdirSync(dir)) {
@@ -23,11 +24,15 @@ const USER_CONTROL_PORT = 47821;
 function sentinel(port) {
   const reached = [];
   const server = createServer((socket) => {
+    // Looked up at once, while the client still waits for an answer and so still holds its end.
+    const file = testFileOf(socket.remotePort, server.address().port);
+    const entry = { port: server.address().port, file, line: '(no request sent)', where: '' };
+    reached.push(entry);
     socket.once('data', (chunk) => {
-      // The request line, and the brief of the run it is about (an ingest carries it): the trail back to the test.
+      // The request line, and the brief of the run it is about (an ingest carries it): a second trail to the test.
       const text = chunk.toString('latin1');
-      const where = /"(?:brief|repo_path)":"([^"]{1,120})"/.exec(text)?.[1] ?? '';
-      reached.push(`${port}: ${text.split('\r\n')[0]}${where ? ` (${where})` : ''}`);
+      entry.line = text.split('\r\n')[0];
+      entry.where = /"(?:brief|repo_path)":"([^"]{1,120})"/.exec(text)?.[1] ?? '';
       socket.end('HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
     });
     socket.on('error', () => {});
@@ -36,6 +41,43 @@ function sentinel(port) {
     server.once('error', () => resolve(null));
     server.listen(port, '127.0.0.1', () => resolve({ server, reached, port: server.address().port }));
   });
+}
+
+/**
+ * The test file behind a connection to a guard, from Linux's /proc: the process holding the client's end of the
+ * socket, then its parents up to the one node --test started with a *.test.ts argument. '' when it cannot tell (not
+ * Linux, or the client is already gone).
+ */
+function testFileOf(clientPort, guardPort) {
+  const hex = (n) => `:${n.toString(16).toUpperCase().padStart(4, '0')}`;
+  const read = (path) => {
+    try {
+      return readFileSync(path, 'latin1');
+    } catch {
+      return '';
+    }
+  };
+  // /proc/net/tcp's columns: sl, local and remote address, state, queues, timers, retransmits, uid, timeout, inode.
+  const row = read('/proc/net/tcp').split('\n').map((line) => line.trim().split(/\s+/))
+    .find((f) => f[1]?.endsWith(hex(clientPort)) && f[2]?.endsWith(hex(guardPort)));
+  if (!row) return '';
+  const link = `socket:[${row[9]}]`;
+  const holds = (pid) => {
+    try {
+      return readdirSync(`/proc/${pid}/fd`).some((fd) => readlinkSync(`/proc/${pid}/fd/${fd}`) === link);
+    } catch {
+      return false; // another user's process, or one that just ended
+    }
+  };
+  let pid = readdirSync('/proc').find((name) => /^\d+$/.test(name) && holds(name));
+  while (pid && pid !== '1' && pid !== String(process.pid)) {
+    const file = read(`/proc/${pid}/cmdline`).split('\0').find((arg) => arg.endsWith('.test.ts'));
+    if (file) return relative(process.cwd(), file);
+    // The parent is the second field after the command name, which sits in parentheses and may hold any byte.
+    const stat = read(`/proc/${pid}/stat`);
+    pid = stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[1];
+  }
+  return '';
 }
 
 const filter = process.argv.slice(2);
@@ -65,17 +107,27 @@ delete env.SVC_CONTROL_TOKEN;
 
 const child = spawn(
   process.execPath,
-  ['--disable-warning=ExperimentalWarning', '--test', '--test-concurrency=2', '--test-timeout=120000',
-    '--test-reporter=spec', ...files],
+  ['--disable-warning=ExperimentalWarning', `--import=${join(import.meta.dirname, 'test-home.js')}`, '--test',
+    '--test-concurrency=2', '--test-timeout=120000', '--test-reporter=spec', ...files],
   { stdio: 'inherit', env },
 );
 const status = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
 for (const guard of guards) guard.server.close();
+// What a test left in the HOME it inherited: a svc or browser it started without a HOME of the test's own. A note
+// for now, not a failure: each file's own HOME already keeps it off the user's; the run can fail on it once clean.
+const homeUsers = readdirSync(home).map((name) => [name, readdirSync(join(home, name))])
+  .filter(([, left]) => left.length > 0);
 rmSync(home, { recursive: true, force: true });
+if (homeUsers.length > 0) {
+  console.error(`\nnote: tests wrote to the HOME they inherited (yours, outside this runner) (${homeUsers.length}):`);
+  for (const [name, left] of homeUsers) console.error(`  ${name.replaceAll('+', '/')}: ~/${left.join(', ~/')}`);
+}
 const reached = guards.flatMap((g) => g.reached);
 if (reached.length > 0) {
   console.error(`\n✖ tests reached a Control Plane they did not start (${reached.length}):`);
-  for (const line of reached.slice(0, 20)) console.error(`  ${line}`);
+  for (const { port, file, line, where } of reached.slice(0, 20)) {
+    console.error(`  ${file || '(test file unknown)'} → ${port}: ${line}${where ? ` (${where})` : ''}`);
+  }
   process.exit(1);
 }
 process.exit(status);

@@ -31,6 +31,8 @@ export async function launchBrowser(): Promise<TestBrowser> {
     headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-dev-shm-usage'],
     viewport: { width: 1360, height: 900 },
+    // Its crash-report settings and dconf cache go under HOME, never the HOME the test was given.
+    env: { ...process.env, HOME: profile },
   });
   const problems: string[] = [];
   return {

@@ -1,4 +1,4 @@
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,10 +8,15 @@ import { fixFor } from '../../src/cli/doctor.ts';
 import { letNobodyReach } from '../helpers/nobody-reach.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
+// A HOME of the test's own: svc keeps its compile cache under ~/.svc.
+const HOME = mkdtempSync(join(tmpdir(), 'svc-doctor-home-'));
+after(() => rmSync(HOME, { recursive: true, force: true }));
+const doctor = (...args: string[]) =>
+  runChild(process.execPath, [CLI, 'doctor', ...args], { env: { ...process.env, HOME } });
 
 describe('svc doctor', () => {
   it('reports a working sandbox on this host (CI installs bubblewrap)', async () => {
-    const r = await runChild(process.execPath, [CLI, 'doctor', '--json']);
+    const r = await doctor('--json');
     const report = JSON.parse(r.stdout) as { sandbox: { ok: boolean; bwrap: string | null; reason: string | null } };
     assert.equal(report.sandbox.reason, null);
     assert.equal(report.sandbox.ok, true);
@@ -19,18 +24,18 @@ describe('svc doctor', () => {
   });
 
   it('says whether it runs as root and what that changes', async () => {
-    const r = await runChild(process.execPath, [CLI, 'doctor', '--json']);
+    const r = await doctor('--json');
     const report = JSON.parse(r.stdout) as { root: boolean; root_note: string | null };
     const root = process.getuid?.() === 0;
     assert.equal(report.root, root);
     if (root) assert.match(report.root_note ?? '', /no capability.*RLIMIT_NPROC/);
     else assert.equal(report.root_note, null);
-    const human = await runChild(process.execPath, [CLI, 'doctor']);
+    const human = await doctor();
     assert.match(human.stdout, root ? /^user: +root \(uid 0\)\. svc runs as root/m : /^user: +uid \d+$/m);
   });
 
   it('says which system calls the filter refuses and what bounds an agent\'s memory, as root and as nobody', async () => {
-    const r = await runChild(process.execPath, [CLI, 'doctor', '--json']);
+    const r = await doctor('--json');
     const report = JSON.parse(r.stdout) as {
       syscall_filter: { arch: string | null; refused: string[] }; memory: { mechanism: string; detail: string };
     };
@@ -41,7 +46,7 @@ describe('svc doctor', () => {
       }
     }
     assert.match(report.memory.mechanism, /^(cgroup|watchdog)$/);
-    const human = await runChild(process.execPath, [CLI, 'doctor']);
+    const human = await doctor();
     assert.match(human.stdout, /^system calls: +\d+ calls refused .*keyctl/m);
     assert.match(human.stdout, new RegExp(`^memory: +${report.memory.mechanism}: `, 'm'));
     if (process.getuid?.() !== 0) return;

@@ -45,7 +45,8 @@ function baseEnv(home: string): NodeJS.ProcessEnv {
 
 describe('svc trigger', () => {
   it('prints help with exit 0 and refuses a bad concurrency with exit 2', () => {
-    const help = spawnSync(process.execPath, [CLI, 'trigger', 'serve', '--help'], { encoding: 'utf8' });
+    const help = spawnSync(process.execPath, [CLI, 'trigger', 'serve', '--help'],
+      { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: tempDir() } });
     assert.equal(help.status, 0);
     assert.match(help.stdout, /^Usage: svc trigger serve/);
     const bad = spawnSync(process.execPath, [CLI, 'trigger', 'serve', '--concurrency', '0'], { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: tempDir() } });
