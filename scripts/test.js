@@ -115,8 +115,8 @@ const status = await new Promise((resolve) => child.on('close', (code) => resolv
 for (const guard of guards) guard.server.close();
 // What a test left in the HOME it inherited: a svc or browser it started without a HOME of the test's own. A note
 // for now, not a failure: each file's own HOME already keeps it off the user's; the run can fail on it once clean.
-const homeUsers = readdirSync(home).map((name) => [name, readdirSync(join(home, name))])
-  .filter(([, left]) => left.length > 0);
+const homeUsers = readdirSync(home, { withFileTypes: true }).filter((e) => e.isDirectory())
+  .map((e) => [e.name, readdirSync(join(home, e.name))]).filter(([, left]) => left.length > 0);
 rmSync(home, { recursive: true, force: true });
 if (homeUsers.length > 0) {
   console.error(`\nnote: tests wrote to the HOME they inherited (yours, outside this runner) (${homeUsers.length}):`);
