@@ -87,8 +87,10 @@ export async function printLocalLogs(
   opts: { follow: boolean; until?: () => boolean; agentOnly?: boolean; tail?: ReturnType<typeof createEventTail> },
 ): Promise<void> {
   const tail = opts.tail ?? createEventTail(runDir);
+  let lastStatus: string | null = null;
   const flush = () => {
     for (const e of tail()) {
+      if (e.kind === 'run.status') lastStatus = str(objOrNull(e.data)?.to) ?? lastStatus;
       const line = logLine(e.kind, e.data, opts.agentOnly);
       if (line !== null) print(`${line}\n`);
     }
@@ -102,6 +104,13 @@ export async function printLocalLogs(
     flush();
   }
   flush();
+  // A worker writes state.json before the status event that goes with it: a run read as ended may not have its last
+  // status line on disk yet. Waited for, a little (a worker that died between the two never writes it).
+  const ended = tryReadState(runDir)?.status;
+  for (let i = 0; ended !== undefined && TERMINAL.has(ended) && lastStatus !== ended && i < 10; i++) {
+    await delay(POLL_MS);
+    flush();
+  }
 }
 
 const APPEAR_MS = 15_000;

@@ -10,7 +10,9 @@ import { syncBuiltinESMExports } from 'node:module';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findLocalRun } from '../../src/cli/run-logs.ts';
+import { findLocalRun, printLocalLogs } from '../../src/cli/run-logs.ts';
+import { prepareRun } from '../../src/engine/launch.ts';
+import { readState, writeState } from '../../src/engine/run-state.ts';
 import { makeRepo, readJson, CLI, GIT_ENV, AGENT_STATE, type TestRepo } from '../engine/fixtures.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -225,6 +227,20 @@ describe('the agent output of a run', () => {
     const down = svc(['runs', 'logs', 'rnowhere']);
     assert.equal(await down.closed, 1);
     assert.match(down.stderr(), /No run local\/rnowhere: it is not in this project's \.svc\/runs\/, and /);
+  });
+
+  // A worker writes state.json before the status event that goes with it: a follower that read the run as ended in
+  // between printed no last status line. Here the event comes only on the tail's third read, after the last flush.
+  it('svc runs logs -f waits for the status line of a run it read as ended', async () => {
+    const made = { input: 'x', forceBrief: true, pr: false, worktree: false, provider: 'gated', repo: repo.repo, env };
+    await prepareRun({ ...made, runId: 'endedfirst' });
+    const dir = join(repo.repo, '.svc', 'runs', 'endedfirst');
+    writeState(dir, { ...readState(dir), status: 'succeeded' });
+    const reads = [[{ kind: 'log', data: { stream: 'stdout', text: 'agent: last line' } }], []];
+    const tail = () => reads.shift() ?? [{ kind: 'run.status', data: { from: 'running', to: 'succeeded' } }];
+    let out = '';
+    await printLocalLogs(dir, (line) => (out += line), { follow: true, tail });
+    assert.equal(out, 'agent: last line\n[svc] status succeeded\n');
   });
 
   it('keeps usage mistakes at exit 2', async () => {
