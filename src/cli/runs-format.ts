@@ -45,7 +45,7 @@ export function formatUsd(usd: number): string {
 }
 
 /** A run's failure as one line, `class: reason (retryable)`, read by type alone: the server's answer is untrusted. */
-function failureText(value: unknown): string {
+export function failureText(value: unknown): string {
   const failure = readFailure(value);
   if (!failure) return '-';
   return `${failure.class}: ${failure.reason}${failure.retryable ? ' (retryable)' : ''}`;

@@ -41,7 +41,7 @@ export type NewJob = Pick<JobRow, 'id' | 'origin' | 'brief' | 'args' | 'created_
   reply?: { channel: string; target: Record<string, unknown> } | undefined;
 };
 
-type JobEnd = Pick<JobRow, 'exit_code' | 'summary' | 'summary_parts' | 'error'> & {
+export type JobEnd = Pick<JobRow, 'exit_code' | 'summary' | 'summary_parts' | 'error'> & {
   status: 'succeeded' | 'failed' | 'interrupted';
   finished_at: number;
 };

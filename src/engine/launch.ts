@@ -32,7 +32,7 @@ import { checkPrPossible, OriginUnreachableError } from './pr.ts';
 import type { FollowUp } from './follow-up.ts';
 import { newTraceId, parseTraceparent } from '../trace.ts';
 
-interface StartOptions {
+export interface StartOptions {
   input: string;
   forceBrief: boolean;
   pr: boolean;

@@ -56,7 +56,7 @@ const MIB = 1024 * 1024;
 // taken whole up to a space and cut at its first `?` or `#`: a pattern that must find the `?` would, on a hostile
 // `x://x://…` without one, rescan the rest of the line from each scheme, quadratic in the line.
 const A_URL = /(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\/\/\S*/gi;
-const scrubbed = (text: string): string =>
+export const scrubbed = (text: string): string =>
   text.replace(USERINFO, '$1').replace(A_URL, (url) => url.replace(/[?#][^]*/, ''));
 // What git needs of the config inside, by key (`section.*`: a section's keys outside subsections; `<sub>`: any
 // subsection): the repository's format and worktree, its remotes, branches and submodules, url rewrites, the author,

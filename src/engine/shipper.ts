@@ -33,7 +33,7 @@ type Shipper = ReturnType<typeof createShipper>;
 
 /** Why a flush failed, and whether every other run would fail the same way now rather than this run alone (its
  * batch refused: 403 forbidden_run, 400 invalid_param or bad_request, 413; its folder unreadable or unwritable). */
-interface ShipFailure {
+export interface ShipFailure {
   why: string;
   everyRun: boolean;
 }

@@ -4,7 +4,7 @@ import { isJsonObject } from '../untrusted.ts';
 import { GatePolicyError, readGateFile } from './policy.ts';
 import type { CallTokens } from './evidence.ts';
 
-interface ModelPrice {
+export interface ModelPrice {
   input: number;
   output: number;
   /** Absent: priced as input. */
