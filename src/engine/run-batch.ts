@@ -59,7 +59,7 @@ function newlineFrom(fd: number, from: number): number | null {
 /**
  * The bytes a line takes in the shipper's batch body: the event re-serialised (JSON.stringify writes `1e20` as 21
  * digits, a `\u00e9` as the two bytes of é) with EVENT_OVERHEAD for its `run`; none for a line it leaves out as not
- * a JSON object, or as nesting too deep to serialise (shipper.ts shippableEvent, eventRefusal).
+ * a JSON object, or as nesting too deep to serialise (shipper.ts shippableEvent, run-event.ts eventRefusal).
  */
 function carriedBytes(line: string): number {
   const parsed = tryParseJson(line);
