@@ -13,8 +13,9 @@ import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { idleNode } from '../helpers/run-child.ts';
 import {
-  createShipper, readRunBatch, shipRuns, shipperClient, type ControlItem,
+  createShipper, shipRuns, shipperClient, type ControlItem,
 } from '../../src/engine/shipper.ts';
+import { readRunBatch } from '../../src/engine/run-batch.ts';
 import { controlToken, type ControlFound } from '../../src/engine/control-url.ts';
 import { openRunFolder } from '../../src/engine/plain-tree.ts';
 import { openEventLog } from '../../src/engine/run-state.ts';

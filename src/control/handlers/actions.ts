@@ -18,7 +18,7 @@ import { newRunId, newRunKey } from '../../engine/ids.ts';
 import { runKeyDigest } from '../ingest-apply.ts';
 import { openRunFolder } from '../../engine/plain-tree.ts';
 import { runDir } from '../../engine/paths.ts';
-import { readBindableRunKey } from '../../engine/shipper.ts';
+import { readBindableRunKey } from '../../engine/run-batch.ts';
 import { answerFilePath, writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { writeFileAtomic } from '../../atomic-write.ts';
 import { oneLine } from '../../webhook-sources.ts';

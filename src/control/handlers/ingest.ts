@@ -23,7 +23,7 @@ import { isRegisteredProject } from '../action-rules.ts';
 import { listPlain, openPlainDirIn, openPlainPath, readPlainIn, skipReason } from '../../engine/plain-tree.ts';
 import {
   IMPORT_LINE_BYTES, readBindableRunKey, readRunBatch, type RunBatch, type ShipOffsets,
-} from '../../engine/shipper.ts';
+} from '../../engine/run-batch.ts';
 import { realOrNull } from '../../spawn/tree.ts';
 import { isValidSegment } from '../../engine/ids.ts';
 import { trackedNames, UntrackableError, type Committed } from '../../engine/run-state.ts';
