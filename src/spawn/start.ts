@@ -173,10 +173,14 @@ export function startChild(argv: readonly string[], opts: StartOptions): ChildPr
   const pipe = child.stdio[HANDOFF_FD] as Writable | null | undefined;
   // A child already gone never reads it; once written the data waits in the socket, and this process need not.
   pipe?.on('error', () => {});
-  void Promise.resolve(secrets).then((handed) => {
+  const send = (handed: Readonly<Record<string, string>> | null) => {
     if (handed === null) pipe?.destroy();
     else pipe?.end(JSON.stringify({ secrets: secretsIn(handed) }), () => pipe.destroy());
-  }, () => pipe?.destroy());
+  };
+  // Known secrets are in the pipe before this returns, so before the caller records the child (a worker's pid in its
+  // state): a parent killed right after that record still leaves its child the go-ahead, and the run goes on.
+  if (secrets instanceof Promise) void secrets.then(send, () => pipe?.destroy());
+  else send(secrets);
   return child;
 }
 
