@@ -1,6 +1,6 @@
 // The suite's own guards (scripts/test.js): a test that reaches the default Control Plane port, or a svc it spawns
-// that falls back to the default port, fails the run, naming the test file; one that writes to the HOME it inherits
-// is named in a note (that HOME is never the user's).
+// that falls back to the default port, fails the run, naming the test file; so does one that writes to the HOME it
+// inherits (that HOME is never the user's here, but would be outside the runner).
 // The runner runs here on a checkout of three test files in a temp dir, inside a network namespace of its own, so
 // its guard holds 127.0.0.1:47821 there and never meets the outer suite's guard or the user's Control Plane. The two
 // fixtures that connect first check they are in another namespace than this file, and refuse to run if not.
@@ -111,13 +111,13 @@ describe('the test runner guard', () => {
     assert.deepEqual(readdirSync(join(USER_HOME, '.svc', 'control')), ['token']);
   });
 
-  it('notes, without failing the run, a test that left files in the HOME it was given', skip, async () => {
+  it('fails a run whose test left files in the HOME it was given, naming the file and what it left', skip, async () => {
     const r = await runner('leaves-home', 'quiet');
-    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stdout, /✔ leaves a file in its HOME/);
-    assert.match(r.stderr, /^note: tests wrote to the HOME they inherited \(yours, outside this runner\) \(1\):$/m);
+    assert.match(r.stderr, /^✖ tests wrote to the HOME they inherited \(yours, outside this runner\) \(1\):$/m);
     assert.match(r.stderr, /^ {2}test\/leaves-home\.test\.ts: ~\/\.left-behind$/m);
-    assert.doesNotMatch(r.stderr, /quiet|✖/);
+    assert.doesNotMatch(r.stderr, /quiet|reached/);
     assert.deepEqual(readdirSync(USER_HOME), ['.svc']);
   });
 });
