@@ -113,9 +113,11 @@ const child = spawn(
 const status = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
 for (const guard of guards) guard.server.close();
 // What a test left in the HOME it inherited (a svc or browser it started without a HOME of the test's own) fails the
-// run: outside this runner that HOME is the user's. Each file's HOME is a folder named after it; anything else at the
-// top was written by a process that had the suite's HOME, whose test file cannot be told.
-const left = readdirSync(home, { withFileTypes: true }).map((e) => e.isDirectory()
+// run: outside this runner that HOME is the user's. Each file's HOME is a folder named after it (test-home.js);
+// anything else at the top, even an empty folder, was made by a process that had the suite's HOME, whose test file
+// cannot be told. This looks once, after the last file ends: what a detached process writes after the look goes
+// unseen, so such a writer may be caught on some runs only.
+const left = readdirSync(home, { withFileTypes: true }).map((e) => e.isDirectory() && e.name.endsWith('.test.ts')
   ? [e.name.replaceAll('+', '/'), readdirSync(join(home, e.name))]
   : ['(test file unknown)', [e.name]]).filter(([, names]) => names.length > 0);
 rmSync(home, { recursive: true, force: true });

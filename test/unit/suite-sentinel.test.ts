@@ -54,6 +54,18 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 it('leaves a file in its HOME', () => writeFileSync(join(homedir(), '.left-behind'), ''));
 `,
+  // Reaches nothing; writes to the suite's HOME above its own, as a process given the suite's HOME would: an empty
+  // folder, and a folder named as no test file's HOME is.
+  'strays.test.ts': `import { it } from 'node:test';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+it('writes beside its HOME', () => {
+  mkdirSync(join(dirname(homedir()), '.cache'));
+  mkdirSync(join(dirname(homedir()), '.svc'));
+  writeFileSync(join(dirname(homedir()), '.svc', 'server.json'), '');
+});
+`,
   // Reaches nothing; sees the suite's HOME, not the one the runner was started with.
   'quiet.test.ts': `import { it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -112,11 +124,15 @@ describe('the test runner guard', () => {
   });
 
   it('fails a run whose test left files in the HOME it was given, naming the file and what it left', skip, async () => {
-    const r = await runner('leaves-home', 'quiet');
+    const r = await runner('leaves-home', 'strays', 'quiet');
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stdout, /✔ leaves a file in its HOME/);
-    assert.match(r.stderr, /^✖ tests wrote to the HOME they inherited \(yours, outside this runner\) \(1\):$/m);
+    assert.match(r.stdout, /✔ writes beside its HOME/);
+    assert.match(r.stderr, /^✖ tests wrote to the HOME they inherited \(yours, outside this runner\) \(3\):$/m);
     assert.match(r.stderr, /^ {2}test\/leaves-home\.test\.ts: ~\/\.left-behind$/m);
+    // Written at the top of the suite's HOME, so by no file that can be told; an empty folder counts too.
+    assert.match(r.stderr, /^ {2}\(test file unknown\): ~\/\.cache$/m);
+    assert.match(r.stderr, /^ {2}\(test file unknown\): ~\/\.svc$/m);
     assert.doesNotMatch(r.stderr, /quiet|reached/);
     assert.deepEqual(readdirSync(USER_HOME), ['.svc']);
   });
