@@ -1,8 +1,7 @@
 // Runs every test: type-checks tests and sources, then node:test over test/**/*.test.ts (sources run directly).
 // The suite runs with a HOME of its own and a guard on the user's Control Plane port: a test that forgets to give a
 // server or CLI its own HOME and Control Plane URL must never reach the user's real ~/.svc or the Control Plane
-// `npm start` left running on 127.0.0.1:47821. Reaching a guard fails the run; writing to the HOME it inherited is
-// named in a note.
+// `npm start` left running on 127.0.0.1:47821. Reaching a guard, or writing to the HOME it inherited, fails the run.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -113,14 +112,18 @@ const child = spawn(
 );
 const status = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
 for (const guard of guards) guard.server.close();
-// What a test left in the HOME it inherited: a svc or browser it started without a HOME of the test's own. A note
-// for now, not a failure: each file's own HOME already keeps it off the user's; the run can fail on it once clean.
-const homeUsers = readdirSync(home, { withFileTypes: true }).filter((e) => e.isDirectory())
-  .map((e) => [e.name, readdirSync(join(home, e.name))]).filter(([, left]) => left.length > 0);
+// What a test left in the HOME it inherited (a svc or browser it started without a HOME of the test's own) fails the
+// run: outside this runner that HOME is the user's. Each file's HOME is a folder named after it (test-home.js);
+// anything else at the top, even an empty folder, was made by a process that had the suite's HOME, whose test file
+// cannot be told. This looks once, after the last file ends: what a detached process writes after the look goes
+// unseen, so such a writer may be caught on some runs only.
+const left = readdirSync(home, { withFileTypes: true }).map((e) => e.isDirectory() && e.name.endsWith('.test.ts')
+  ? [e.name.replaceAll('+', '/'), readdirSync(join(home, e.name))]
+  : ['(test file unknown)', [e.name]]).filter(([, names]) => names.length > 0);
 rmSync(home, { recursive: true, force: true });
-if (homeUsers.length > 0) {
-  console.error(`\nnote: tests wrote to the HOME they inherited (yours, outside this runner) (${homeUsers.length}):`);
-  for (const [name, left] of homeUsers) console.error(`  ${name.replaceAll('+', '/')}: ~/${left.join(', ~/')}`);
+if (left.length > 0) {
+  console.error(`\n✖ tests wrote to the HOME they inherited (yours, outside this runner) (${left.length}):`);
+  for (const [file, names] of left) console.error(`  ${file}: ~/${names.join(', ~/')}`);
 }
 const reached = guards.flatMap((g) => g.reached);
 if (reached.length > 0) {
@@ -128,6 +131,5 @@ if (reached.length > 0) {
   for (const { port, file, line, where } of reached.slice(0, 20)) {
     console.error(`  ${file || '(test file unknown)'} → ${port}: ${line}${where ? ` (${where})` : ''}`);
   }
-  process.exit(1);
 }
-process.exit(status);
+process.exit(reached.length > 0 || left.length > 0 ? 1 : status);

@@ -104,8 +104,9 @@ export async function printLocalLogs(
     flush();
   }
   flush();
-  // A worker writes state.json before the status event that goes with it: a run read as ended may not have its last
-  // status line on disk yet. Waited for, a little (a worker that died between the two never writes it).
+  // A worker writes state.json before the status event that goes with it (run-context.ts setStatus says why): a run
+  // read as ended may not have its last status line on disk yet. Waited for, a little (a worker that died between the
+  // two never writes it).
   const ended = tryReadState(runDir)?.status;
   for (let i = 0; ended !== undefined && TERMINAL.has(ended) && lastStatus !== ended && i < 10; i++) {
     await delay(POLL_MS);

@@ -94,6 +94,11 @@ export function openRunContext(
     /** `marks`: more fields of its `run.status` event (a resume's `resumed`). */
     setStatus(to: RunStatus, fields: Partial<RunState> = {}, marks: Record<string, unknown> = {}): void {
       const from = state.status;
+      // state.json first, its event after (as launch.ts's writes are). A worker dying between the two then leaves a
+      // status with no line, which a follower waits a little for (run-logs.ts). The other order would leave a line
+      // for a status the run never had: recovery, resume and the trigger read state.json, so a dead worker's run is
+      // ended `failed` after its log said `succeeded`, and the Control Plane stores that end it never had (it takes
+      // run.status lines as facts: the run's timeline, a pod's one end, the duration metrics by end status).
       ctx.update({ ...fields, status: to });
       if (from !== to) {
         ctx.event('run.status', { from, to, ...marks });

@@ -148,10 +148,10 @@ export interface StartOptions extends ChildSpec {
   /**
    * svc's secrets for a child svc, written to a pipe on its fd 3, never into its environment, which
    * /proc/<pid>/environ shows to the same user (DESIGN §7a; the child reads them with secrets-handoff.ts). A promise
-   * holds the child at its read until it settles (a launch started before its checkout is confirmed); null sends
-   * nothing, and a child svc that reads an empty pipe refuses to go on.
+   * (any thenable) holds the child at its read until it settles (a launch started before its checkout is confirmed);
+   * null sends nothing, and a child svc that reads an empty pipe refuses to go on.
    */
-  secrets?: Readonly<Record<string, string>> | Promise<Readonly<Record<string, string>> | null>;
+  secrets?: Readonly<Record<string, string>> | PromiseLike<Readonly<Record<string, string>> | null>;
 }
 
 /** The kinds that are a child svc (KINDS): the only children handed secrets. */
@@ -164,6 +164,9 @@ export function startChild(argv: readonly string[], opts: StartOptions): ChildPr
   if (secrets !== undefined && !TAKES_SECRETS.has(opts.kind)) {
     throw new RangeError(`secrets go only to a child svc, never to a child of kind ${opts.kind}`);
   }
+  // Any thenable is held, not only a native Promise (else it would go as `{}`); its `then` is read once, here, so a
+  // getter that throws refuses the spawn before anything starts.
+  const then: unknown = secrets === undefined ? undefined : Reflect.get(secrets, 'then');
   const extra = secrets === undefined ? opts.extra : { ...opts.extra, [HANDOFF_FD_VAR]: `${HANDOFF_FD}` };
   const { bin, args, options } = prepare(argv, { ...opts, extra });
   const detached = opts.detached ?? false;
@@ -173,10 +176,18 @@ export function startChild(argv: readonly string[], opts: StartOptions): ChildPr
   const pipe = child.stdio[HANDOFF_FD] as Writable | null | undefined;
   // A child already gone never reads it; once written the data waits in the socket, and this process need not.
   pipe?.on('error', () => {});
-  void Promise.resolve(secrets).then((handed) => {
+  const send = (handed: Readonly<Record<string, string>> | null) => {
     if (handed === null) pipe?.destroy();
     else pipe?.end(JSON.stringify({ secrets: secretsIn(handed) }), () => pipe.destroy());
-  }, () => pipe?.destroy());
+  };
+  // Known secrets are written to the pipe before this returns, so before the caller records the child (a worker's pid
+  // in its state): a parent killed right after that record still leaves its child the go-ahead, and the run goes on.
+  // This end closes later, once flushed, or with this process.
+  if (typeof then !== 'function') send(secrets as Readonly<Record<string, string>>);
+  else {
+    type Handed = Readonly<Record<string, string>> | null;
+    void new Promise<Handed>((ok, no) => Reflect.apply(then, secrets, [ok, no])).then(send, () => pipe?.destroy());
+  }
   return child;
 }
 

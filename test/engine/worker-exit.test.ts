@@ -3,7 +3,7 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
 import { once } from 'node:events';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import type { RunState } from '../../src/engine/run-state.ts';
 import { tryReadState } from '../../src/engine/run-state.ts';
 import { runDir } from '../../src/engine/paths.ts';
 import { closedPort } from '../helpers/closed-port.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const LEAK = `import { createServer } from 'node:net';
 if (['worker', 'start'].includes(process.argv[2] ?? '')) createServer().listen(0, '127.0.0.1');
@@ -52,6 +53,21 @@ if (process.argv[2] === 'worker') {
     while (!existsSync(GO)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
     return written;
   };
+}
+`;
+
+// The launcher dies the moment it has recorded its worker's pid (a restarted trigger server ends a launch it lost, and
+// the launcher may not have run since that write): killed there, before it runs another line.
+const DIE_AFTER_WORKER = `import fs from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+if (process.argv[2] === 'start') {
+  const rename = fs.renameSync;
+  fs.renameSync = (from, to) => {
+    rename(from, to);
+    const text = String(to).endsWith('state.json') ? fs.readFileSync(to, 'utf8') : '';
+    if (/"pid": \\d/.test(text)) process.kill(process.pid, 'SIGKILL');
+  };
+  syncBuiltinESMExports();
 }
 `;
 
@@ -264,5 +280,26 @@ describe("a run's worker and its launcher at the run's end", () => {
     assert.match(started.stdout(), /"status":"stopped"/);
     assert.deepEqual(processesMentioning(state.run), [], 'neither the worker nor anything of the agent is left');
     assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', state.run)), 'the stop waits for the next ship');
+  });
+
+  it('leave a run to its worker when the launcher dies right after recording it, before another line of it ran',
+    { timeout: 60_000 }, async () => {
+    const preload = join(repo.root, 'preload.mjs');
+    writeFileSync(preload, DIE_AFTER_WORKER);
+    const child = spawn(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake', '--detach'], {
+      cwd: repo.repo, env: { ...repo.env, SVC_SANDBOX: 'none', NODE_OPTIONS: `--import=${preload}` }, stdio: 'ignore',
+    });
+    launchers.push(child);
+    assert.deepEqual(await once(child, 'exit'), [null, 'SIGKILL']);
+    const [run] = readdirSync(join(repo.repo, '.svc', 'runs'));
+    assert.ok(run, 'the launcher made its run');
+    leftovers.push(run);
+    const dir = runDir(repo.repo, run);
+    const worker = tryReadState(dir)?.pid;
+    assert.ok(typeof worker === 'number', 'the launcher recorded its worker');
+    await waitFor(() => processesMentioning(run).length === 0, 'the worker to end');
+    // The secrets it was handed (none here: the message is still its go-ahead) were in its pipe before that record.
+    const state = tryReadState(dir);
+    assert.equal(state?.status, 'succeeded', readFileSync(join(dir, 'worker.log'), 'utf8'));
   });
 });

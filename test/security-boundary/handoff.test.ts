@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import {
   writeHandoff, takeHandoff, withoutSecrets, secretsIn, HANDOFF_VAR, HANDOFF_FD_VAR,
 } from '../../src/spawn/secrets-handoff.ts';
-import { startChild } from '../../src/spawn/start.ts';
+import { startChild, type StartOptions } from '../../src/spawn/start.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -66,7 +66,7 @@ describe('secrets handoff', () => {
     process.stdout.write(JSON.stringify({ handed, fd3Open: open, named: process.env.${HANDOFF_FD_VAR} ?? null }));
   `;
 
-  function receive(handoff: Record<string, string>, env: Record<string, string>): Promise<any> {
+  function receive(handoff: StartOptions['secrets'], env: Record<string, string>): Promise<any> {
     const child = startChild([process.execPath, '--input-type=module', '-e', RECEIVER], {
       kind: 'svc-worker', base: { PATH: process.env.PATH, HOME: home }, extra: env, stdio: ['ignore', 'pipe', 'inherit'],
       secrets: handoff,
@@ -82,6 +82,12 @@ describe('secrets handoff', () => {
     const got = await receive({ GITHUB_TOKEN: 'gh-pipe', PATH: '/evil', SVC_CONTROL_TOKEN: '' }, {});
     assert.deepEqual(got, { handed: { GITHUB_TOKEN: 'gh-pipe' }, fd3Open: false, named: null });
     assert.deepEqual(existsSync(handoffDir) ? readdirSync(handoffDir) : [], before, 'nothing on disk');
+  });
+
+  it('waits for secrets given as any thenable, not only a native Promise', async () => {
+    const later = { then: (give: (s: Record<string, string>) => void) => give({ GITHUB_TOKEN: 'gh-later' }) };
+    const got = await receive(later as unknown as PromiseLike<Record<string, string>>, {});
+    assert.deepEqual(got.handed, { GITHUB_TOKEN: 'gh-later' });
   });
 
   /** The child running RECEIVER with `secrets` handed on fd 3 (as a launcher) or, without, a stray SVC_HANDOFF_FD. */

@@ -129,8 +129,8 @@ describe('svc trigger', () => {
     const home = tempDir('svc-home-');
     const repo = makeRepo();
     cleanups.push(() => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }));
-    // A slow agent: it works until the test releases it (a file in its worktree).
-    const agent = 'while [ ! -f release ]; do sleep 0.05; done; echo done > done.txt';
+    // A slow agent: it says it started, then works until the test releases it (a file in its worktree).
+    const agent = 'touch started; while [ ! -f release ]; do sleep 0.05; done; echo done > done.txt';
     const config = { provider: 'slow', providers: { slow: { command: ['sh', '-c', agent] } } };
     writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify(config));
     // A Control Plane that holds what is sent to it until the server is killed: the launcher, which sends its new run
@@ -166,8 +166,16 @@ describe('svc trigger', () => {
     // Should the test fail before it releases the agent, the worker stops it (before the repository is removed).
     const worker = stateOf(run)!.pid as number;
     cleanups.unshift(() => {
-      if (processAlive(worker)) process.kill(-worker, 'SIGTERM');
+      // Gone in the meantime (ESRCH) must not skip the cleanups after this one.
+      try {
+        process.kill(-worker, 'SIGCONT');
+        process.kill(-worker, 'SIGTERM');
+      } catch {}
     });
+    // Held where a loaded machine may leave it, recorded by its launcher but its worktree not made yet, until the
+    // server has restarted; the release below then waits for the agent in that worktree (written at once, it could
+    // meet no worktree yet: ENOENT under load).
+    process.kill(worker, 'SIGSTOP');
     first.child.kill('SIGKILL');
     await new Promise((r) => first.child.once('exit', r));
     holding = false;
@@ -180,7 +188,11 @@ describe('svc trigger', () => {
     const following = await job();
     assert.equal(following.status, 'running', String(following.error));
     assert.deepEqual(following.run, { source: 'local', run });
-    writeFileSync(join(repo, '.svc', 'worktrees', run, 'release'), '');
+    process.kill(worker, 'SIGCONT');
+    // The worker makes the worktree, and only later the agent starts in it.
+    const worktree = join(repo, '.svc', 'worktrees', run);
+    await waitFor(() => existsSync(join(worktree, 'started')), 'the agent to start');
+    writeFileSync(join(worktree, 'release'), '');
     const done = await waitFor(async () => {
       const j = await job();
       return j.status !== 'running' ? j : null;

@@ -1,6 +1,6 @@
 // The suite's own guards (scripts/test.js): a test that reaches the default Control Plane port, or a svc it spawns
-// that falls back to the default port, fails the run, naming the test file; one that writes to the HOME it inherits
-// is named in a note (that HOME is never the user's).
+// that falls back to the default port, fails the run, naming the test file; so does one that writes to the HOME it
+// inherits (that HOME is never the user's here, but would be outside the runner).
 // The runner runs here on a checkout of three test files in a temp dir, inside a network namespace of its own, so
 // its guard holds 127.0.0.1:47821 there and never meets the outer suite's guard or the user's Control Plane. The two
 // fixtures that connect first check they are in another namespace than this file, and refuse to run if not.
@@ -53,6 +53,18 @@ import { writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 it('leaves a file in its HOME', () => writeFileSync(join(homedir(), '.left-behind'), ''));
+`,
+  // Reaches nothing; writes to the suite's HOME above its own, as a process given the suite's HOME would: an empty
+  // folder, and a folder named as no test file's HOME is.
+  'strays.test.ts': `import { it } from 'node:test';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+it('writes beside its HOME', () => {
+  mkdirSync(join(dirname(homedir()), '.cache'));
+  mkdirSync(join(dirname(homedir()), '.svc'));
+  writeFileSync(join(dirname(homedir()), '.svc', 'server.json'), '');
+});
 `,
   // Reaches nothing; sees the suite's HOME, not the one the runner was started with.
   'quiet.test.ts': `import { it } from 'node:test';
@@ -111,13 +123,17 @@ describe('the test runner guard', () => {
     assert.deepEqual(readdirSync(join(USER_HOME, '.svc', 'control')), ['token']);
   });
 
-  it('notes, without failing the run, a test that left files in the HOME it was given', skip, async () => {
-    const r = await runner('leaves-home', 'quiet');
-    assert.equal(r.code, 0, r.stdout + r.stderr);
+  it('fails a run whose test left files in the HOME it was given, naming the file and what it left', skip, async () => {
+    const r = await runner('leaves-home', 'strays', 'quiet');
+    assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stdout, /✔ leaves a file in its HOME/);
-    assert.match(r.stderr, /^note: tests wrote to the HOME they inherited \(yours, outside this runner\) \(1\):$/m);
+    assert.match(r.stdout, /✔ writes beside its HOME/);
+    assert.match(r.stderr, /^✖ tests wrote to the HOME they inherited \(yours, outside this runner\) \(3\):$/m);
     assert.match(r.stderr, /^ {2}test\/leaves-home\.test\.ts: ~\/\.left-behind$/m);
-    assert.doesNotMatch(r.stderr, /quiet|✖/);
+    // Written at the top of the suite's HOME, so by no file that can be told; an empty folder counts too.
+    assert.match(r.stderr, /^ {2}\(test file unknown\): ~\/\.cache$/m);
+    assert.match(r.stderr, /^ {2}\(test file unknown\): ~\/\.svc$/m);
+    assert.doesNotMatch(r.stderr, /quiet|reached/);
     assert.deepEqual(readdirSync(USER_HOME), ['.svc']);
   });
 });
