@@ -327,6 +327,7 @@ export function startEarlySandbox(bwrap: string, memoryBytes: number, env: NodeJ
     cgroup?.remove();
   };
   return {
+    pid: child.pid ?? 0,
     /** Its process, to run `command` in a sandbox of `bytes` with a piped stdin or not, once `start` gives it its
      * options and environment; null (and ended) where it cannot. */
     take(bytes: number, piped: boolean, command: string[]) {
