@@ -1,4 +1,5 @@
 // Runs an agent (a provider or a check) in its own process group, confined, its output streamed and capped.
+import type { Writable } from 'node:stream';
 import { childEnv, startChild, type ChildProcess } from '../spawn/start.ts';
 import {
   bwrapParts, closeSandboxFds, KILL_SANDBOX, LIFELINE_FD, openSandboxFds, type SandboxPlan,
@@ -340,7 +341,12 @@ export function startEarlySandbox(bwrap: string, memoryBytes: number, env: NodeJ
       const start = (options: string[], agentEnv: NodeJS.ProcessEnv): void => {
         const setenv = Object.entries(agentEnv).flatMap(([name, value]) => ['--setenv', name, value ?? '']);
         const args = [...options, '--clearenv', ...setenv, '--setenv', START_VAR, script];
-        (child.stdio[argsFd] as NodeJS.WritableStream).on('error', () => undefined).end(`${args.join('\0')}\0`);
+        const pipe = (child.stdio[argsFd] as Writable).on('error', () => undefined);
+        pipe.write(`${args.join('\0')}\0`);
+        // bwrap waits for the end: closed now where the write went through at once, not when this thread next
+        // reaches its event loop (where `end` queues it) after the work that follows the spawn.
+        if (pipe.writableLength === 0) pipe.destroy();
+        else pipe.end();
       };
       return { child, cgroup, statusFd, start };
     },
