@@ -224,7 +224,7 @@ function startAttempt(
   recordInvocation(ctx, provider, inv);
   const proc = spawnGroup(argv, {
     cwd: ctx.state.workdir, env: ctx.env, extra,
-    sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits), early: opts.sandbox.early,
+    sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits),
     watch: watchedLimits(limits, ctx.state.workdir, files),
     onInit: (init) => ctx.setChild({ ...proc.identity, init }),
     timeoutMs: Math.min(limits.provider_timeout_s * 1000, a.deadline - Date.now()),

@@ -15,7 +15,6 @@ import { linkTarget, orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 import type { WatchedLimits } from '../spawn/limits.ts';
 import { startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
 import type { RunGate } from './egress.ts';
-import type { EarlySandbox } from './spawn-group.ts';
 import type { ResolvedProvider } from './providers.ts';
 import { dropRunLayer } from '../spawn/provider-home.ts';
 import { setting } from '../settings-registry.ts';
@@ -30,9 +29,6 @@ export interface RunSandbox {
   env: Record<string, string>;
   /** The key of the provider home the plan names (run-plan.ts `provider_home`); absent: from the worker's env. */
   providerHome?: string;
-  /** The first invocation's sandbox, started before the gate (spawn-group.ts startEarlySandbox); the caller ends
-   * it if unused. */
-  early?: EarlySandbox | null;
 }
 
 export type ProtocolFiles = ReturnType<typeof protocolFiles>;

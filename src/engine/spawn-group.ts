@@ -1,8 +1,7 @@
 // Runs an agent (a provider or a check) in its own process group, confined, its output streamed and capped.
-import type { Writable } from 'node:stream';
-import { childEnv, startChild, type ChildProcess } from '../spawn/start.ts';
+import { startChild, type ChildProcess } from '../spawn/start.ts';
 import {
-  bwrapParts, closeSandboxFds, KILL_SANDBOX, LIFELINE_FD, openSandboxFds, type SandboxPlan,
+  bwrapArgv, closeSandboxFds, KILL_SANDBOX, LIFELINE_FD, openSandboxFds, type SandboxPlan,
 } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers, TREE_MARKER } from '../spawn/tree.ts';
 import { statFields } from '../proc-stat.ts';
@@ -40,8 +39,6 @@ interface SpawnGroupOptions {
   watch?: WatchedLimits;
   /** The sandbox's namespace init as soon as bwrap reports it, for a stop from outside this process to record. */
   onInit?: (init: NamespaceInit) => void;
-  /** A sandbox started before its plan was known, used where it fits (else ended); ignored without `sandbox`. */
-  early?: EarlySandbox | null;
 }
 
 const SAMPLE_MS = 100;
@@ -147,39 +144,32 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const guard = sandbox ? null : createTreeGuard();
   const watched = withLifeline(argv, lifeFd, sandbox !== null);
   // First, as it may refuse the plan (bwrap-argv.ts: a HOME that holds a system folder) before anything is opened.
-  const parts = sandbox ? bwrapParts(sandbox.plan, watched) : null;
-  const memoryBytes = opts.watch?.memoryBytes ?? sandbox?.plan.limits.memoryBytes ?? 0;
-  // PWD names the working folder: some CLIs (opencode) take their project folder from it, and the shell that starts
-  // the agent (withLifeline) would set one anyway.
-  const extra = { PWD: opts.cwd, ...opts.extra, ...guard ? Object.fromEntries([guard.marker.split('=')]) : {} };
-  const started = parts && opts.early?.take(memoryBytes, opts.stdin !== undefined, parts.command);
-  if (!started) opts.early?.discard();
-  let child: ChildProcess;
-  let cgroup: ReturnType<typeof openMemoryCgroup>;
-  // bwrap's status descriptor, after the filter's and the /etc files': it reports the agent's exit only if it ran.
-  let statusFd: number;
-  if (started) {
-    ({ child, cgroup, statusFd } = started);
-    started.start(['--json-status-fd', String(statusFd), ...parts.options], childEnv('agent', opts.env, extra));
-  } else {
-    cgroup = sandbox ? openMemoryCgroup(memoryBytes) : null;
-    // bwrap reads the system-call filter and the /etc files from fd 3 on; the child has its own copies once started.
-    const fds = sandbox ? openSandboxFds() : [];
-    statusFd = 3 + fds.length;
-    const confined = parts ? [sandbox!.bwrap, '--json-status-fd', String(statusFd), ...parts.options, '--',
-      ...parts.command] : watched;
-    const extraFds = sandbox ? [...fds.map((fd, i) => (3 + i === lifeFd ? 'pipe' as const : fd)), 'pipe' as const]
-      : ['pipe' as const];
-    try {
-      child = startChild(cgroup ? cgroup.wrap(confined) : confined, {
-        kind: 'agent', base: opts.env, extra, cwd: opts.cwd, detached: true,
-        stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', ...extraFds],
-      });
-    } finally {
-      closeSandboxFds(fds);
-    }
-  }
+  const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, watched) : watched;
+  const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
   const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
+  // bwrap reads the system-call filter and the /etc files from fd 3 on; the child has its own copies once started.
+  const fds = sandbox ? openSandboxFds() : [];
+  // After them, bwrap's status descriptor: it reports the agent's exit there only if the agent really ran.
+  const statusFd = 3 + fds.length;
+  // bwrap's options go before the command's `--`.
+  const confined = sandbox ? [bwrap[0]!, '--json-status-fd', String(statusFd), ...bwrap.slice(1)] : watched;
+  const extraFds = sandbox ? [...fds.map((fd, i) => (3 + i === lifeFd ? 'pipe' as const : fd)), 'pipe' as const]
+    : ['pipe' as const];
+  let child: ChildProcess;
+  try {
+    child = startChild(cgroup ? cgroup.wrap(confined) : confined, {
+      kind: 'agent',
+      base: opts.env,
+      // PWD names the working folder: some CLIs (opencode) take their project folder from it, and the shell that starts
+      // the agent (withLifeline) would set one anyway.
+      extra: { PWD: opts.cwd, ...opts.extra, ...guard ? Object.fromEntries([guard.marker.split('=')]) : {} },
+      cwd: opts.cwd,
+      detached: true,
+      stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', ...extraFds],
+    });
+  } finally {
+    closeSandboxFds(fds);
+  }
   const identity = child.pid ? identityOf(child.pid) : { pid: 0, pgid: 0, proc_start: null };
   let sampler: NodeJS.Timeout | undefined;
   if (guard && child.pid) {
@@ -276,82 +266,6 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   // pause and resume: SIGSTOP / SIGCONT to every process of the agent (a budget question waits); SIGKILL reaches a
   // frozen one too.
   return { identity, done, pause: () => stopAll(members), resume: () => signalAll('SIGCONT'), kill };
-}
-
-export type EarlySandbox = ReturnType<typeof startEarlySandbox>;
-
-/** Where an early sandbox's loader finds its command: set last in bwrap's options, unset before anything runs. */
-const START_VAR = 'SVC_START';
-// bwrap takes its options from a descriptor (--args) but not its command, so an early sandbox's command is fixed at
-// its spawn: a shell that runs what the worker set last among the options. An argv cut short (its worker died while
-// writing it) leaves it nothing to run, a `set` with no `exec` or a quote never closed, never a part of the agent.
-const LOADER = ['/bin/sh', '-c', `c=$${START_VAR}; unset ${START_VAR}; eval "$c"`, 'svc-start'];
-/** Below the kernel's 128 KiB for one environment string: a longer command goes the ordinary way. */
-const START_MAX = 120 * 1024;
-
-const shellWord = (text: string): string => `'${text.replaceAll("'", "'\\''")}'`;
-
-/**
- * A sandbox's first process, started once the worker knows its run is sandboxed, before the gate, the plan and the
- * argv are ready (docs/bench.md "the cgroup join off the way"): it joins the memory cgroup, waiting out the kernel's
- * grace period there, and execs bwrap, which waits on a pipe for its options while the worker works. spawnGroup
- * hands them over with the agent's environment and command; `discard` ends it unused. bwrap that reads no options
- * (the pipe closed empty: this process died) has no command and exits; nothing runs before the cgroup join.
- */
-export function startEarlySandbox(bwrap: string, memoryBytes: number, env: NodeJS.ProcessEnv, stdin: boolean) {
-  const cgroup = openMemoryCgroup(memoryBytes);
-  const fds = openSandboxFds();
-  const statusFd = 3 + fds.length;
-  const argsFd = statusFd + 1;
-  const argv = [bwrap, '--args', String(argsFd), '--', ...LOADER];
-  let child: ChildProcess;
-  try {
-    child = startChild(cgroup ? cgroup.wrap(argv) : argv, {
-      kind: 'agent', base: env, cwd: '/', detached: true,
-      stdio: [stdin ? 'pipe' : 'ignore', 'pipe', 'pipe',
-        ...fds.map((fd, i) => (3 + i === LIFELINE_FD ? 'pipe' as const : fd)), 'pipe', 'pipe'],
-    });
-  } catch (err) {
-    cgroup?.remove();
-    throw err;
-  } finally {
-    closeSandboxFds(fds);
-  }
-  let failed = false;
-  child.on('error', () => (failed = true));
-  let state: 'waiting' | 'taken' | 'ended' = 'waiting';
-  const discard = (): void => {
-    if (state !== 'waiting') return;
-    state = 'ended';
-    for (const stream of child.stdio) stream?.destroy();
-    if (child.pid) signalGroup(identityOf(child.pid), 'SIGKILL');
-    cgroup?.remove();
-  };
-  return {
-    pid: child.pid ?? 0,
-    /** Its process, to run `command` in a sandbox of `bytes` with a piped stdin or not, once `start` gives it its
-     * options and environment; null (and ended) where it cannot. */
-    take(bytes: number, piped: boolean, command: string[]) {
-      if (state !== 'waiting') return null;
-      const script = `set -- ${command.map(shellWord).join(' ')}; exec "$@"`;
-      const fits = bytes === memoryBytes && piped === stdin && !failed && child.exitCode === null
-        && child.signalCode === null && Buffer.byteLength(script) < START_MAX;
-      if (!fits) return discard(), null;
-      state = 'taken';
-      const start = (options: string[], agentEnv: NodeJS.ProcessEnv): void => {
-        const setenv = Object.entries(agentEnv).flatMap(([name, value]) => ['--setenv', name, value ?? '']);
-        const args = [...options, '--clearenv', ...setenv, '--setenv', START_VAR, script];
-        const pipe = (child.stdio[argsFd] as Writable).on('error', () => undefined);
-        pipe.write(`${args.join('\0')}\0`);
-        // bwrap waits for the end: closed now where the write went through at once, not when this thread next
-        // reaches its event loop (where `end` queues it) after the work that follows the spawn.
-        if (pipe.writableLength === 0) pipe.destroy();
-        else pipe.end();
-      };
-      return { child, cgroup, statusFd, start };
-    },
-    discard,
-  };
 }
 
 const STATUS_CAP = 64 * 1024;

@@ -7,7 +7,6 @@ import { passedValues } from './config.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
-import { startEarlySandbox } from './spawn-group.ts';
 import { failureOf, type RunState, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
 import { runTree, worktreeDir } from './paths.ts';
@@ -96,7 +95,6 @@ async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<v
     const { finish } = await loadFinish();
     await finish(ctx, plan, sandbox, outcome);
   } finally {
-    sandbox.early?.discard();
     await sandbox.gate?.close();
   }
 }
@@ -108,21 +106,16 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
   const warning = unsandboxedWarning(mode);
   if (warning) ctx.note(warning);
   if (mode.kind === 'none') return { mode, gate: null, env: passed };
-  // The first invocation's sandbox joins its memory cgroup and starts bwrap on the other core while this thread opens
-  // the gate and makes the plan (spawn-group.ts); a verify's checks start theirs as they come.
-  const early = worker === 'verify' ? null : startEarlySandbox(mode.bwrap, plan.policy.limits.memory_mb * 1024 * 1024,
-    ctx.env, plan.provider.stdinPrompt);
   const allow = operatorAllowNow(plan, ctx.env, (text) => ctx.note(text));
   // Imported here: an unsandboxed worker loads no egress gate, forwarding or server module, only gate/budgets.ts,
   // policy.ts and address.ts for its plan and budget pause (docs/gate.md).
   const resumed = worker !== 'start';
   const opened = import('./egress.ts').then((egress) => egress.openRunGate(ctx, plan.policy, allow, resumed));
   const gate = await opened.catch((err: unknown) => {
-    early?.discard();
     const message = `the run's egress gate did not start: ${errorMessage(err)}`;
     throw new InfraError(message, { beforeAgent: true, cause: err });
   });
-  return { mode, gate, env: { ...passed, ...gate.env }, providerHome: plannedHomeKey(plan.provider_home), early };
+  return { mode, gate, env: { ...passed, ...gate.env }, providerHome: plannedHomeKey(plan.provider_home) };
 }
 
 /** The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran starts the run

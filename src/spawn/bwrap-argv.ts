@@ -178,14 +178,8 @@ export function closeSandboxFds(fds: Array<number | 'ignore'>): void {
 
 /** The argv that runs `command` inside bwrap; `bwrap` is the resolved path of the binary. */
 export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): string[] {
-  const parts = bwrapParts(plan, command);
-  return [bwrap, ...parts.options, '--', ...parts.command];
-}
-
-/** bwrap's options for `plan`, and the command it runs: `command` behind the plan's limits and gate. */
-export function bwrapParts(plan: SandboxPlan, command: string[]): { options: string[]; command: string[] } {
   // Every sandbox has its own network namespace: no host port, no LAN, no metadata service, no DNS.
-  const argv = [...ISOLATION, ...filterArgv(), '--unshare-net', ...systemView()];
+  const argv = [bwrap, ...ISOLATION, ...filterArgv(), '--unshare-net', ...systemView()];
   // Every tmpfs an agent can write has a size, so the memory it can hold there is bounded and measurable (limits.ts).
   const tmp = String(plan.limits.tmpBytes);
   argv.push('--dev', '/dev', '--size', tmp, '--tmpfs', '/dev/shm', '--proc', '/proc', '--size', tmp, '--tmpfs', '/tmp');
@@ -252,8 +246,8 @@ export function bwrapParts(plan: SandboxPlan, command: string[]): { options: str
   // agent's memory limit may leave it).
   const limits = limitArgv(plan.limits);
   const limited = limits ? [limits.prlimit, ...limits.options, '--', ...command] : command;
-  argv.push('--chdir', plan.cwd);
-  return { options: argv, command: gate ? throughGate(gate, limits, command) : limited };
+  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limits, command) : limited));
+  return argv;
 }
 
 // The sandbox's only route out (DESIGN §7a, docs/gate.md "Interface"): a forwarder on its own loopback passes each

@@ -4,14 +4,13 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { spawnGroup, startEarlySandbox } from '../../src/engine/spawn-group.ts';
+import { spawnGroup } from '../../src/engine/spawn-group.ts';
 import { terminateGroup } from '../../src/engine/proc-group.ts';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
-import { memoryCgroupSupport } from '../../src/spawn/memory-cgroup.ts';
 import { probeSandbox } from '../../src/spawn/sandbox-mode.ts';
 import { TREE_MARKER } from '../../src/spawn/tree.ts';
 import { statFields } from '../../src/proc-stat.ts';
@@ -113,71 +112,6 @@ describe('spawnGroup', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
-
-  // The first invocation's sandbox is started before its plan is known (the worker opens its gate meanwhile): its
-  // memory cgroup joined and bwrap exec'd, waiting for its options; the agent runs only once spawnGroup gives them.
-  it('runs an agent in a sandbox started before its plan, in its memory cgroup, with only its own environment', {
-    skip: bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
-  }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-early-'));
-    const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan: writableOnly(dir) };
-    const early = startEarlySandbox(sandbox.bwrap, DEFAULT_LIMITS.memoryBytes, base.env, true);
-    try {
-      await waitFor(() => orNone(() => readlinkSync(`/proc/${early.pid}/exe`)) === sandbox.bwrap, 'bwrap to wait');
-      const cgroupBefore = readFileSync(`/proc/${early.pid}/cgroup`, 'utf8');
-      if (memoryCgroupSupport().version !== null) {
-        assert.match(cgroupBefore, /^\d+:memory:.*\/svc-\d+-[0-9a-f]+$/m, 'bwrap waited in its memory cgroup');
-      }
-      const script = 'read -r line; echo "$line $X $(pwd)"; env | grep -c SVC_ || true';
-      const run = spawnGroup(['/bin/sh', '-c', script], {
-        ...base, cwd: dir, extra: { X: "it's" }, stdin: 'hello\n', sandbox, early,
-      });
-      const done = await run.done;
-      assert.equal(run.identity.pid, early.pid, 'the early process ran the agent');
-      assert.equal(done.code, 0, done.output.toString());
-      assert.equal(done.output.toString(), `hello it's ${dir}\n0\n`, 'no SVC_ name reached the agent');
-    } finally {
-      early.discard();
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
-  // Ended unused (the gate did not start, the run was stopped) or left by a dead worker before its options: bwrap
-  // reads none, has no command, and nothing of the sandbox is left.
-  for (const how of ['discarded', 'its worker killed'] as const) {
-    it(`leaves nothing of a sandbox started early and ${how} before its options`, {
-      skip: bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
-    }, async () => {
-      const bwrap = probeSandbox(process.env).bwrap ?? 'bwrap';
-      let pid: number;
-      let worker: ReturnType<typeof spawn> | null = null;
-      if (how === 'discarded') {
-        const early = startEarlySandbox(bwrap, DEFAULT_LIMITS.memoryBytes, base.env, false);
-        pid = early.pid;
-        await waitFor(() => orNone(() => readlinkSync(`/proc/${pid}/exe`)) === bwrap, 'bwrap to wait');
-        early.discard();
-      } else {
-        const script = [
-          `const { startEarlySandbox } = await import(${JSON.stringify(SPAWN_GROUP)});`,
-          `const early = startEarlySandbox(${JSON.stringify(bwrap)}, ${DEFAULT_LIMITS.memoryBytes}, process.env, false);`,
-          'process.stdout.write(`${early.pid}\\n`);',
-          'setInterval(() => undefined, 60_000);',
-        ].join('\n');
-        worker = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-        const [line] = (await once(worker.stdout!.setEncoding('utf8'), 'data')) as [string];
-        pid = Number(line);
-        await waitFor(() => orNone(() => readlinkSync(`/proc/${pid}/exe`)) === bwrap, 'bwrap to wait');
-        worker.kill('SIGKILL');
-        await once(worker, 'exit');
-      }
-      try {
-        await waitFor(() => ['Z', 'X', ''].includes(statFields(pid)?.[0] ?? ''), 'the early sandbox to end');
-      } finally {
-        worker?.kill('SIGKILL');
-        if (!['Z', 'X', ''].includes(statFields(pid)?.[0] ?? '')) process.kill(pid, 'SIGKILL');
-      }
-    });
-  }
 
   // A process the scan at the first process's exit cannot see, yet holding the output: one in the middle of an exec
   // reads as an empty environment, and the agent that started it is gone. Played here by one that runs without the
@@ -297,14 +231,6 @@ read -r innocent < ${dir}/innocent
     }
   });
 });
-
-const orNone = (read: () => string): string | null => {
-  try {
-    return read();
-  } catch {
-    return null;
-  }
-};
 
 /** A sandbox plan writing only `dir`, with no network: what each sandboxed case here runs its agent in. */
 function writableOnly(dir: string) {
