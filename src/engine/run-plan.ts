@@ -62,7 +62,7 @@ export function planRun(req: {
   provider: string | null;
   pr: boolean;
   env: NodeJS.ProcessEnv;
-  /** Whether the run's name is the one a trigger server routed (launch.ts decides it once for the run). */
+  /** Whether the run's name is the one a trigger server routed: createRun (launch.ts) asks, not the plan. */
   routed: boolean;
 }): RunPlan {
   const { repo, env } = req;

@@ -1,4 +1,4 @@
-// The run's input (DESIGN §6), the task spec and brief it becomes, and the prompt around the spec.
+// The run's input (DESIGN §6) and the task spec and brief it becomes (the prompt around it: provider-session.ts).
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { basename, relative, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
