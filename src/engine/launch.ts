@@ -82,8 +82,10 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   if (!isValidSegment(n.run)) throw new BadInputError(`Run id "${n.run}" is not a valid path segment`);
   const key = runKeyFor(n.env);
   const isolated = n.worktree || n.pr;
+  const routed = isRoutedRepoName(n.env);
   const plan = n.plan ?? planRun({
     repo: n.repo, workdir: isolated ? worktreeDir(n.repo, n.run) : n.repo, provider: n.provider, pr: n.pr, env: n.env,
+    routed,
   });
   refuseOversizedPlan(plan);
   // A --pr run whose pull request could not be opened is refused before anything is written. A Kubernetes pod's run
@@ -135,7 +137,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     const source = settingOr(n.env, 'SVC_SOURCE');
     const name = n.routedName ?? runRepoName(n.repo, n.env);
     // A name the trigger routed (SVC_REPO_NAME) is the served entry's, not the checkout's: it renames nothing.
-    const renamed = isRoutedRepoName(n.env) || n.routedName ? null : adoptRepoName(n.repo, gitDir, name);
+    const renamed = routed || n.routedName ? null : adoptRepoName(n.repo, gitDir, name);
     // The trace a run joins: its launcher's valid SVC_TRACEPARENT (the span it continues), else a new one.
     const parent = parseTraceparent(n.env.SVC_TRACEPARENT);
     const checkedOut = head.branch;

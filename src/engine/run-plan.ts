@@ -22,7 +22,6 @@ import {
 } from '../spawn/sandbox-mode.ts';
 import { setting, settingChoice } from '../settings-registry.ts';
 import { providerHomeKey } from './sandbox.ts';
-import { isRoutedRepoName } from './spec.ts';
 
 /** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
 export interface RunPlan {
@@ -63,6 +62,8 @@ export function planRun(req: {
   provider: string | null;
   pr: boolean;
   env: NodeJS.ProcessEnv;
+  /** Whether the run's name is the one a trigger server routed: createRun (launch.ts) asks, not the plan. */
+  routed: boolean;
 }): RunPlan {
   const { repo, env } = req;
   return refusingToStart(() => {
@@ -93,7 +94,7 @@ export function planRun(req: {
     const ignored = ignoredPolicyNote(policy.sandbox, env) ?? [];
     return {
       policy: { ...policy, limits: capped.limits }, provider, passed_env: decided.env, sandbox,
-      ...isRoutedRepoName(env) && provider.kind !== 'command' ? { provider_home: providerHomeKey(repo, env) } : {},
+      ...req.routed && provider.kind !== 'command' ? { provider_home: providerHomeKey(repo, env) } : {},
       authority: server ? 'server' : 'person',
       operator_allow: operator.network,
       push_target: req.pr && policy.pr.open !== 'never' ? pinPushTarget(repo) : null,

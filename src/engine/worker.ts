@@ -81,8 +81,10 @@ async function work(ctx: RunContext, plan: RunPlan, mode: WorkerMode): Promise<v
     const notes = mode === 'resume' ? [RESUMED_NOTE] : [];
     // runProvider runs up to the agent's spawn at once: the gate's handlers and the finish phase load in the turn
     // after it, while the agent works, not on its way.
-    const gateLoaded = new Promise((resolve) => setImmediate(() => resolve(loadGate())));
-    setImmediate(loadFinish);
+    const gateLoaded = new Promise((resolve) => setImmediate(() => {
+      resolve(loadGate());
+      void loadFinish();
+    }));
     // The gate's failure first, however the provider ended: its stop may be what ended or broke the attempt.
     const outcome = await runProvider(ctx, plan, spec, { notes, sandbox })
       .catch(async (err: unknown) => {

@@ -4,7 +4,8 @@ import { readFileSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { errtrackSpec } from '../../src/engine/errtrack-spec.ts';
-import { buildPrompt, buildTask, classifyInput } from '../../src/engine/spec.ts';
+import { buildTask, classifyInput } from '../../src/engine/spec.ts';
+import { buildPrompt } from '../../src/engine/provider-session.ts';
 import { oneLine } from '../../src/webhook-sources.ts';
 
 const FIXTURES = new URL('./fixtures', import.meta.url).pathname;

@@ -69,7 +69,7 @@ export function askScript(opts: { question: string; file: string; old: string; t
   };
 }
 
-/** The first words of the prompt svc gives a CLI session it resumes (src/engine/spec.ts continuationPrompt). */
+/** The first words of the prompt svc gives a CLI session it resumes (engine/provider-session.ts continuationPrompt). */
 export const CONTINUED = 'svc is continuing this session.';
 
 /** Starts a long tool call that records its shell's pid, so a test can stop the run and check nothing is left. */

@@ -1,7 +1,7 @@
 // The prompt every provider gets must tell a real agent how to ask a question: which file, how, and what then.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildPrompt } from '../../src/engine/spec.ts';
+import { buildPrompt } from '../../src/engine/provider-session.ts';
 
 describe('the provider prompt', () => {
   it('tells the agent to write its question to $SVC_QUESTION_FILE with its shell, then exit', () => {

@@ -516,7 +516,7 @@ describe('planRun: a HOME that is or holds a system folder', { skip: noBwrap }, 
       writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify(config));
       const env = { PATH: process.env.PATH, SVC_CONFIG_DIR: join(root, 'config') };
       const plan = (home: string) =>
-        planRun({ repo, workdir: repo, provider: null, pr: false, env: { ...env, HOME: home } });
+        planRun({ repo, workdir: repo, provider: null, pr: false, env: { ...env, HOME: home }, routed: false });
       // Refused before the sandbox probe, which keeps its result under HOME: no /.svc or /usr/.svc is made.
       const made = ['/.svc', '/usr/.svc'].filter((p) => !existsSync(p));
       for (const home of ['/usr/', '//']) assert.throws(() => plan(home), BadSettingError, home);
