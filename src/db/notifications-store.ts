@@ -2,6 +2,7 @@
 // trigger server reports them through POST /v1/ingest. Chat reply URLs carry capability tokens in their path, so
 // whoever the caller is, a target is stored as a host and URLs in error text lose their path.
 import { LIMIT_PARAM, transaction, type Db } from './open.ts';
+import { withoutSecrets } from '../engine/text.ts';
 
 export const NOTIFICATION_STATUSES = ['pending', 'sent', 'failed'] as const;
 
@@ -81,12 +82,9 @@ function hostOnly(target: string | null): string | null {
   return /^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$/.test(target) ? target : null;
 }
 
-/** Error text with every URL cut to scheme and host, capped at 500 characters. */
+/** Error text without secrets and every URL cut to scheme and host (a reply URL's path is its credential), capped at
+ * 500 characters. */
 function scrubError(error: string | null): string | null {
   if (error === null || error.length === 0) return null;
-  const scrubbed = error.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi, (match) => {
-    const url = URL.parse(match);
-    return url ? `${url.protocol}//${url.host}/…` : '[url]';
-  });
-  return scrubbed.slice(0, 500);
+  return withoutSecrets(error, 'host').slice(0, 500);
 }

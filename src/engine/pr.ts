@@ -2,7 +2,8 @@
 // Must not: send the token anywhere the push would not (git-token.ts), or change the repository.
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { pushBranch, shownUrl, type PushTarget } from './git-push.ts';
+import { pushBranch, type PushTarget } from './git-push.ts';
+import { withoutSecrets } from './text.ts';
 import { redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitConfigEnv, gitExtraEnv, redirectedUrl } from './git.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
@@ -185,10 +186,11 @@ export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv
   const problem = await lsRemote(target.url, credential.token, env);
   if (problem === null) return;
   if (!problem.refused) {
-    throw new OriginUnreachableError(`The origin "${shownUrl(target.url)}" could not be reached to check that the ` +
-      `pull request can be pushed (${problem.said}); try again once it answers`);
+    throw new OriginUnreachableError(`The origin "${withoutSecrets(target.url)}" could not be reached to check that ` +
+      `the pull request can be pushed (${problem.said}); try again once it answers`);
   }
-  throw new RefusedError(`The origin "${shownUrl(target.url)}" cannot be reached as configured (${problem.said}): ` +
+  throw new RefusedError(`The origin "${withoutSecrets(target.url)}" cannot be reached as configured ` +
+    `(${problem.said}): ` +
     'fix the credential (GITHUB_TOKEN, GH_TOKEN or gh auth login) or `git remote set-url origin URL`');
 }
 

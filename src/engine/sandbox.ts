@@ -19,7 +19,7 @@ import type { ResolvedProvider } from './providers.ts';
 import { dropRunLayer } from '../spawn/provider-home.ts';
 import { setting } from '../settings-registry.ts';
 import { isRoutedRepoName } from './spec.ts';
-import { USERINFO } from './text.ts';
+import { withoutSecrets } from './text.ts';
 
 /** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */
 export interface RunSandbox {
@@ -51,13 +51,9 @@ export function protocolFiles(ctx: RunContext) {
 
 const MIB = 1024 * 1024;
 
-// A URL's user name and password (USERINFO), wherever a config value holds one; then its query and fragment, where
-// tokens ride too (`?private_token=`, `?access_token=`) and nothing git needs to find a repository does. A URL is
-// taken whole up to a space and cut at its first `?` or `#`: a pattern that must find the `?` would, on a hostile
-// `x://x://…` without one, rescan the rest of the line from each scheme, quadratic in the line.
-const A_URL = /(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\/\/\S*/gi;
-export const scrubbed = (text: string): string =>
-  text.replace(USERINFO, '$1').replace(A_URL, (url) => url.replace(/[?#][^]*/, ''));
+// A URL's user name and password, wherever a config value holds one, and its query and fragment, where tokens ride
+// too (`?private_token=`, `?access_token=`) and nothing git needs to find a repository does.
+export const scrubbed = (text: string): string => withoutSecrets(text, 'bare');
 // What git needs of the config inside, by key (`section.*`: a section's keys outside subsections; `<sub>`: any
 // subsection): the repository's format and worktree, its remotes, branches and submodules, url rewrites, the author,
 // how it pulls and merges, its hooks path (hooks run inside, as the agent's own programs do), TLS trust, and of the
