@@ -19,7 +19,8 @@ import { countOrNull, figure, objOrNull, tryParseJson } from '../untrusted.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { makePlainDirsIn, openRunDir, replaceNoFollowIn, UnsafePathError, withDir } from './safe-fs.ts';
 import { setting } from '../settings-registry.ts';
-import { logWithoutSecrets } from './text.ts';
+import { logWithoutSecrets, withoutSecrets } from './text.ts';
+import { isArtifactPath } from './run-event.ts';
 
 const STOP_GRACE_MS = 5_000;
 
@@ -104,11 +105,12 @@ export function openRunContext(
       log.append(kind, data);
     },
     saveArtifact(path: string, content: string | Buffer): void {
+      // A name ingest would refuse is no artifact: it could leave artifacts/, or carry a secret to every list.
+      if (!isArtifactPath(path)) {
+        throw new UnsafePathError(`"${withoutSecrets(path)}" is no artifact name in "${artifactsDir(dir)}"`);
+      }
       const parts = path.split('/');
       const name = parts.pop()!;
-      if ([...parts, name].some((part) => part === '' || part === '.' || part === '..')) {
-        throw new UnsafePathError(`"${path}" leaves "${artifactsDir(dir)}"`);
-      }
       // Every folder level is held open and a link at the name refused: no link under artifacts/ is followed. Replaced
       // whole, so a receipt a --verify cannot write on a full disk leaves the one there as it was.
       // A log (the provider's, a check's) is read by every reader of the Control Plane: no secret it quotes is kept.

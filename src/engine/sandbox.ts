@@ -102,10 +102,10 @@ function configWithoutCredentials(listing: string): string {
 const HEADER = /^[ \t]*\[([a-z0-9-]+)(?:[ \t]+"([^"\\]*)")?\][ \t]*\r?$/i;
 const ENTRY = /^[ \t]*([a-z][a-z0-9-]*)[ \t]*(?:=[^"\\;#]*)?\r?$/i;
 
-/** Config text of only plain lines, no URL with a user name, query or fragment: its lines of keys KEPT (`same` when all
- * of them, a config shown as it is), read in svc with no git run. Null for anything less plain, which git reads. */
+/** Config text of only plain lines: its lines of keys KEPT (`same` when all of them, a config shown as it is), read in
+ * svc with no git run, when none of those names a secret (a URL's user name, query or fragment). Null for anything
+ * less plain, which git reads. */
 function plainCopy(text: string): { text: string; same: boolean } | null {
-  if (scrubbed(text) !== text) return null;
   const lines: string[] = [];
   // The current section as git's keys begin (`section.` or `section.<subsection as written>.`); its header line, until
   // a line of it is copied.
@@ -128,7 +128,10 @@ function plainCopy(text: string): { text: string; same: boolean } | null {
       same = false;
       continue;
     }
-    lines.push(...header === null ? [] : [header], line);
+    // Only what is copied is looked at: a line left out may name a header's credential (http.extraheader).
+    const copied = header === null ? [line] : [header, line];
+    if (copied.some((kept) => scrubbed(kept) !== kept)) return null;
+    lines.push(...copied);
     header = null;
   }
   return { text: lines.length ? `${lines.join('\n')}\n` : '', same };

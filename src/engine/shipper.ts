@@ -27,6 +27,7 @@ import {
   withoutSignerFields,
 } from './run-event.ts';
 import { realOrNull } from '../spawn/tree.ts';
+import { withoutSecrets } from './text.ts';
 
 const EVENTS_PER_BATCH = 500;
 /** What one batch carries, in bytes as its JSON body counts them (events re-serialised, artifacts in base64 with
@@ -324,7 +325,8 @@ function shippableArtifact(
   rel: string, content: Buffer, state: RunState, skip: SkipReport,
 ): NonNullable<IngestBatch['artifacts']> {
   if (!isArtifactPath(rel)) {
-    skip(`artifacts/${rel}`, 'left out: ingest takes only a name relative with no "..", NUL or backslash');
+    skip(`artifacts/${withoutSecrets(rel)}`,
+      'left out: ingest takes only a name relative with no "..", NUL, backslash or credential');
     return [];
   }
   const type = contentTypeOf(rel) ?? OCTET_STREAM;
