@@ -194,6 +194,17 @@ describe('GET /v1/notifications', () => {
     assert.equal(j1.attempts, 3);
     assert.equal(j1.error, 'POST https://hooks.chata.example/… failed: 500');
   });
+
+  it('cuts a header\'s credential and a URL\'s user info from a notification\'s error, as from a run\'s log', async () => {
+    control.deps.stores.notifications.ingest('local', [{
+      job_id: 'j9', source: 'local', run: 'r9', origin: 'trackerb', channel: 'trackerb_comment', target: 'jira.example',
+      status: 'failed', attempts: 1, created_at: Date.UTC(2026, 0, 3), updated_at: Date.UTC(2026, 0, 3),
+      error: 'sent Authorization: Basic bm90aWZ5LXNlY3JldC0zMw== to https://bot:pass@word-33@jira.example:8443 (500)',
+    }]);
+    const { json } = await control.request('GET', '/v1/notifications');
+    const j9 = json.items.find((n: { job_id: string }) => n.job_id === 'j9');
+    assert.equal(j9.error, 'sent Authorization: Basic *** to https://jira.example:8443 (500)');
+  });
 });
 
 describe('GET /v1/keys and /v1/repos', () => {

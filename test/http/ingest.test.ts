@@ -181,6 +181,19 @@ describe('POST /v1/ingest', () => {
     }
   });
 
+  it('refuses an artifact whose name carries a credential, stores nothing of the batch and never echoes it', async () => {
+    const path = 'notes/Authorization: Bearer name-secret-31.txt';
+    const res = await cp.request('POST', '/v1/ingest', { body: batch({
+      runs: [{ run: 'rname', status: 'running', started_at: T0, updated_at: T0 }], events: [],
+      artifacts: [{ run: 'rname', path, content_type: 'text/plain', content_base64: Buffer.from('x').toString('base64') }],
+    }) });
+    assert.equal(res.status, 400, res.text);
+    assert.equal(res.json.error.code, 'invalid_param');
+    assert.match(res.json.error.message, /artifacts\[0\]\.path must be relative with no .*credential/);
+    assert.equal(res.text.includes('name-secret-31'), false, res.text);
+    assert.equal(cp.deps.stores.runs.get('laptop', 'rname'), null);
+  });
+
   it('names the unknown run in the error', async () => {
     const res = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop', events: [{ run: 'ghost', seq: 1, ts: T0, kind: 'log' }] } });
     assert.match(res.json.error.message, /ghost/);
