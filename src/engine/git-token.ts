@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { RefusedError } from '../errors.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 import { GitRedirectedError } from './git.ts';
+import { withoutSecrets } from './text.ts';
 
 // Quoted variables in a `case` pattern match literally.
 const ASKPASS = `#!/bin/sh
@@ -67,7 +68,7 @@ export class CredentialRedirectError extends RefusedError {}
 
 /** `scheme://host[:port]/path` of a URL, for a message: no user name, password, query or fragment. */
 function shown(url: URL): string {
-  return `${url.protocol}//${url.host}${url.pathname.replace(/\/info\/refs$/, '')}`;
+  return withoutSecrets(url.href, 'bare').replace(/\/info\/refs$/, '');
 }
 
 /** Where `url`'s server redirects git's first request, asked without a credential (TLS trusting what git would). */
@@ -103,8 +104,7 @@ export async function redirectRefusal(
   url: string, service: GitService, env: NodeJS.ProcessEnv,
 ): Promise<CredentialRedirectError> {
   const to = await redirectTarget(url, service, env);
-  const parsed = URL.parse(url);
-  const from = parsed ? shown(parsed) : url; // else not a URL git could have been redirected from; named as given
+  const from = withoutSecrets(url);
   const where = to ? `"${to}"` : 'another address (the server did not say where)';
   return new CredentialRedirectError(`The git server at "${from}" redirected to ${where}: svc follows no redirect, ` +
     'so a credential never reaches another host; set the remote to the address it now lives at');

@@ -170,8 +170,9 @@ async function lsRemote(
     ));
     if (done.status === 0) return null;
     if (redirectedUrl(done.stderr) !== null) throw await redirectRefusal(url, 'git-upload-pack', env);
-    const said = done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
-      ?? (done.status === null ? `no answer within ${LS_REMOTE_TIMEOUT_MS / 1000} s` : `exit ${done.status}`);
+    // git drops a password from the URL it names only up to its first `@`: its words are cut as a log's are.
+    const said = withoutSecrets(done.stderr.split('\n').map((l) => l.trim()).find(Boolean) ?? '') ||
+      (done.status === null ? `no answer within ${LS_REMOTE_TIMEOUT_MS / 1000} s` : `exit ${done.status}`);
     return { said, refused: done.status !== null && !ORIGIN_UNREACHABLE.test(done.stderr) };
   });
 }

@@ -42,7 +42,8 @@ function mirrorDir(stateDir: string, repo: ServedRepo): string {
 /** `git ls-remote --symref URL HEAD refs/heads/*`, and the default branch it names. */
 type Asked = { listing: string; branch: string };
 
-/** git's own reason (its first stderr line); never holds the token. */
+/** git's own reason (its first stderr line, withoutSecrets: git names a URL with what follows a password's `@`); never
+ * holds the token. */
 export class ManagedGitError extends FailedError {}
 
 const OUTPUT_CAP = 4 * 1024 * 1024;
@@ -64,8 +65,8 @@ function createManagedGit(env: NodeJS.ProcessEnv) {
     if (remote !== undefined && redirectedUrl(done.stderr) !== null) {
       throw new ManagedGitError(`${what}: ${(await redirectRefusal(remote.url, 'git-upload-pack', env)).message}`);
     }
-    const reason = done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
-      ?? (done.status === null ? `no answer within ${Math.round(timeout / 1000)} s` : `exit ${done.status}`);
+    const reason = withoutSecrets(done.stderr.split('\n').map((l) => l.trim()).find(Boolean) ?? '') ||
+      (done.status === null ? `no answer within ${Math.round(timeout / 1000)} s` : `exit ${done.status}`);
     throw new ManagedGitError(`${what}: ${reason.slice(0, 300)}`);
   }
 

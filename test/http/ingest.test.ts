@@ -191,7 +191,7 @@ describe('POST /v1/ingest', () => {
     assert.equal(res.json.error.code, 'invalid_param');
     assert.match(res.json.error.message, /artifacts\[0\]\.path must be relative with no .*credential/);
     assert.equal(res.text.includes('name-secret-31'), false, res.text);
-    assert.equal(cp.deps.stores.runs.get('laptop', 'rname'), null);
+    assert.equal(cp.deps.stores.runs.get('laptop', 'rname'), undefined);
   });
 
   it('names the unknown run in the error', async () => {
