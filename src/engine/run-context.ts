@@ -20,7 +20,6 @@ import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { makePlainDirsIn, openRunDir, replaceNoFollowIn, UnsafePathError, withDir } from './safe-fs.ts';
 import { setting } from '../settings-registry.ts';
 import { logWithoutSecrets, withoutSecrets } from './text.ts';
-import { isArtifactPath } from './run-event.ts';
 
 const STOP_GRACE_MS = 5_000;
 
@@ -105,12 +104,13 @@ export function openRunContext(
       log.append(kind, data);
     },
     saveArtifact(path: string, content: string | Buffer): void {
-      // A name ingest would refuse is no artifact: it could leave artifacts/, or carry a secret to every list.
-      if (!isArtifactPath(path)) {
-        throw new UnsafePathError(`"${withoutSecrets(path)}" is no artifact name in "${artifactsDir(dir)}"`);
-      }
       const parts = path.split('/');
       const name = parts.pop()!;
+      // No name that leaves artifacts/, nor one carrying a secret to every list (ingest refuses both, isArtifactPath).
+      const leaves = [...parts, name].some((part) => part === '' || part === '.' || part === '..');
+      if (leaves || withoutSecrets(path) !== path) {
+        throw new UnsafePathError(`"${withoutSecrets(path)}" is no artifact name in "${artifactsDir(dir)}"`);
+      }
       // Every folder level is held open and a link at the name refused: no link under artifacts/ is followed. Replaced
       // whole, so a receipt a --verify cannot write on a full disk leaves the one there as it was.
       // A log (the provider's, a check's) is read by every reader of the Control Plane: no secret it quotes is kept.

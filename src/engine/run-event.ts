@@ -28,7 +28,7 @@ function bad(where: string, what: string): never {
  * withoutSecrets would cut (a name goes to the Control Plane's lists, its UI and receipts, which no scrub reads again).
  * A name with a secret is refused, not cut: cut, it would name a different file, and two could become one. A runner's
  * shipper and an import leave out a file whose name it is not, rather than have the whole batch refused; the engine
- * writes none.
+ * writes none (run-context.ts saveArtifact).
  */
 export function isArtifactPath(path: string): boolean {
   return !(
