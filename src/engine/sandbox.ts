@@ -102,9 +102,9 @@ function configWithoutCredentials(listing: string): string {
 const HEADER = /^[ \t]*\[([a-z0-9-]+)(?:[ \t]+"([^"\\]*)")?\][ \t]*\r?$/i;
 const ENTRY = /^[ \t]*([a-z][a-z0-9-]*)[ \t]*(?:=[^"\\;#]*)?\r?$/i;
 
-/** Config text of only plain lines: its lines of keys KEPT (`same` when all of them, a config shown as it is), read in
- * svc with no git run, when none of those names a secret (a URL's user name, query or fragment). Null for anything
- * less plain, which git reads. */
+/** Config text of only plain lines: its lines of keys KEPT (`same` when all of them and nothing in it names a secret, a
+ * config shown as it is), read in svc with no git run, when none of those names a secret (a URL's user name, query or
+ * fragment). Null for anything less plain, which git reads. */
 function plainCopy(text: string): { text: string; same: boolean } | null {
   const lines: string[] = [];
   // The current section as git's keys begin (`section.` or `section.<subsection as written>.`); its header line, until
@@ -134,7 +134,8 @@ function plainCopy(text: string): { text: string; same: boolean } | null {
     lines.push(...copied);
     header = null;
   }
-  return { text: lines.length ? `${lines.join('\n')}\n` : '', same };
+  // A config shown as it is shows its comments and the headers left with nothing under them too.
+  return { text: lines.length ? `${lines.join('\n')}\n` : '', same: same && scrubbed(text) === text };
 }
 
 /** The config files of the repository's git directory `common`: its own and its worktrees' `config.worktree`, and each
