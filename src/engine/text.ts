@@ -7,11 +7,12 @@
 // no scheme character precedes it (a lookbehind, not `\b`): else every letter of a hostile `a-a-a-…` would start a
 // scan to the line's end, quadratic.
 const URL_IN_TEXT = /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)([^ \t\n\r\f\v"'<>]*)/gi;
-// The same up to a space alone, where what follows a URL is cut anyway (`bare`, `host`): a quote in it is its own.
-const URL_TO_SPACE = /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)([^ \t\n\r\f\v]*)/gi;
-// A text that is one URL and nothing else (a git remote svc names in an error): it ends where the text ends, so a
-// password holding a quote or a backslash is cut whole.
-const URL_ALONE = /^([a-z][a-z0-9+.-]*:\/\/)([^ \t\n\r\f\v]*)$/i;
+// Where what follows a URL is cut anyway (`bare`, `host`): from any `://`, whatever precedes it (`retry -https://`,
+// `404.https://`), or its percent-encoded form, up to a space alone (a quote in it is its own).
+const URL_TO_SPACE = /(:\/\/|%3a%2f%2f)([^ \t\n\r\f\v]*)/gi;
+// A text that is one URL and nothing else (a git remote svc names in an error): it ends where the line ends, so a
+// password holding a space, a quote or a backslash is cut whole.
+const URL_ALONE = /^([a-z][a-z0-9+.-]*:\/\/)([^\n\r]*)$/i;
 // A query or fragment parameter (`?private_token=`, `&X-Amz-Signature=`, `#access_token=`), its value up to the next
 // one or a backslash (JSON's `\n`). No part may cross a separator, so each character is read at most twice.
 const PARAM = /([?&#;])([^?&#;=\\]*)=([^?&#;\\]*)/g;
@@ -25,16 +26,19 @@ export type UrlKept = 'marked' | 'bare' | 'host';
 /** One URL cut. A password may hold `@` itself, so the user info goes up to the last `@` before the path; in free text
  * never across a backslash (JSON's `\n` between two config lines, `http://proxy:3128\nuser.email=dev@example.org`). */
 function cutUrl(keep: UrlKept, freeText: boolean) {
-  return (_url: string, scheme: string, rest: string): string => {
+  return (url: string, scheme: string, rest: string): string => {
+    // Most URLs in a log have no user info, query or fragment: `marked` keeps those as they are.
+    if (keep === 'marked' && !/[@?#;]/.test(rest)) return url;
     const path = rest.search(freeText ? /[/\\]/ : /\//);
     const at = rest.lastIndexOf('@', path < 0 ? rest.length : path - 1);
     const after = rest.slice(at + 1);
     if (keep === 'marked') {
-      const kept = after.replace(PARAM, (param, sep: string, name: string) =>
+      const kept = !/[?#;]/.test(after) ? after : after.replace(PARAM, (param, sep: string, name: string) =>
         SECRET_PARAM.test(name) ? `${sep}${name}=***` : param);
       return `${scheme}${at < 0 ? '' : '***@'}${kept}`;
     }
-    const end = after.search(keep === 'host' ? /[/?#\\]/ : /[?#]/);
+    // A host holds no `%`: an encoded path (`hooks.example%2Fservices%2F…`) is cut too.
+    const end = after.search(keep === 'host' ? /[/?#\\%]/ : /[?#]/);
     return end < 0 ? scheme + after : `${scheme}${after.slice(0, end)}${keep === 'host' ? '/…' : ''}`;
   };
 }
@@ -54,10 +58,12 @@ const AUTHORIZATION =
  * no Authorization header's credential (a CLI printing its proxy or base URL, git naming a remote with its token,
  * curl -v). Every cut of a secret from text is this one. */
 export function withoutSecrets(text: string, keep: UrlKept = 'marked'): string {
-  // An exact look first: most lines name no URL, and a URL pattern tries every position.
-  const alone = keep === 'marked' && text.includes('://') && URL_ALONE.test(text);
-  const cut = !text.includes('://') ? text
-    : text.replace(keep !== 'marked' ? URL_TO_SPACE : alone ? URL_ALONE : URL_IN_TEXT, cutUrl(keep, !alone));
+  // Exact looks first: a URL pattern tries every position and calls back for each URL, and `marked` cuts nothing of a
+  // URL with no user info, query or fragment (most text names no URL, a registry's log names thousands of plain ones).
+  const urls = keep !== 'marked' || (text.includes('://') && /[@?#;]/.test(text));
+  const alone = urls && keep === 'marked' ? URL_ALONE.exec(text) : null;
+  const cut = !urls ? text : keep !== 'marked' ? text.replace(URL_TO_SPACE, cutUrl(keep, true))
+    : alone ? cutUrl(keep, false)(alone[0], alone[1]!, alone[2]!) : text.replace(URL_IN_TEXT, cutUrl(keep, true));
   return (cut.includes('g1.') ? cut.replace(JOB_CREDENTIAL, 'g1.***') : cut).replace(AUTHORIZATION, '$1***');
 }
 

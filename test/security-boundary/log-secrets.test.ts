@@ -249,6 +249,7 @@ describe('what the scrub keeps', () => {
     assert.equal(withoutSecrets(`https://u:p@${TOKEN}@github.com/acme/api.git`), 'https://***@github.com/acme/api.git');
     assert.equal(withoutSecrets(`https://u:p"'\\${TOKEN}@github.com/acme/api.git`),
       'https://***@github.com/acme/api.git');
+    assert.equal(withoutSecrets(`https://u:p ${TOKEN}@github.com/acme/api.git`), 'https://***@github.com/acme/api.git');
     // In free text a quote still ends it: a JSON line keeps its fields.
     assert.equal(withoutSecrets('{"u":"https://example.com","author":"dev@example.org"}'),
       '{"u":"https://example.com","author":"dev@example.org"}');
@@ -257,6 +258,15 @@ describe('what the scrub keeps', () => {
   it('keeps a URL\'s scheme and host alone where its path is the credential, and no user info for git', () => {
     assert.equal(withoutSecrets(`POST https://u:${TOKEN}@hooks.chata.example/services/T0/B0/${TOKEN}?a=1: 500`, 'host'),
       'POST https://hooks.chata.example/… 500');
+    // Whatever precedes a scheme, and a path percent-encoded.
+    for (const before of ['retry -', 'failed ...', 'HTTP 404.', 'x +', 'url=']) {
+      assert.equal(withoutSecrets(`${before}https://hooks.chata.example/services/${TOKEN} 500`, 'host'),
+        `${before}https://hooks.chata.example/… 500`);
+    }
+    assert.equal(withoutSecrets(`url=https://hooks.chata.example%2Fservices%2F${TOKEN}`, 'host'),
+      'url=https://hooks.chata.example/…');
+    assert.equal(withoutSecrets(`url=https%3A%2F%2Fhooks.chata.example%2Fservices%2F${TOKEN}`, 'host'),
+      'url=https%3A%2F%2Fhooks.chata.example/…');
     assert.equal(withoutSecrets(`url = https://u:${TOKEN}@h/p.git?private_token=${TOKEN}#x`, 'bare'),
       'url = https://h/p.git');
   });
