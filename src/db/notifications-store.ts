@@ -59,7 +59,7 @@ export function createNotificationsStore(db: Db) {
         for (const n of list) {
           const r = upsert.run(
             n.job_id, reportedBy, n.source, n.run, n.origin, n.channel, hostOnly(n.target),
-            n.status, n.attempts, n.error === null ? null : n.error.slice(0, 500), n.created_at, n.updated_at,
+            n.status, n.attempts, n.error ? n.error.slice(0, 500) : null, n.created_at, n.updated_at,
           );
           changed += Number(r.changes);
         }

@@ -91,7 +91,8 @@ describe('POST /v1/import of the run folders svc writes', () => {
   it('skips an artifact whose file name carries a credential, naming it with the credential cut', async () => {
     const other = mkdtempSync(join(tmpdir(), 'svc-import-'));
     try {
-      writeRun(other, 'rcred', { 'artifacts/Authorization: Bearer name-secret-32.txt': 'odd', 'artifacts/fine.txt': 'ok' });
+      writeRun(other, 'rcred',
+        { 'artifacts/Authorization: Bearer name-secret-32.txt': 'odd', 'artifacts/fine.txt': 'ok' });
       const res = await cp.request('POST', '/v1/import', { body: { path: other } });
       assert.equal(res.status, 200, res.text);
       assert.deepEqual(res.json.skipped,

@@ -106,9 +106,9 @@ describe('POST /v1/ingest', () => {
     assert.equal(res.json.notifications, 1);
   });
 
-  it('stores a notification\'s error with each URL cut to scheme and host and a header\'s credential cut', async () => {
-    const error = 'POST https://hooks.chata.example/services/T0/B0/secret-path failed: 500; sent Authorization: Basic ' +
-      'bm90aWZ5LXNlY3JldC0zMw== to https://bot:pass@word-33@jira.example:8443';
+  it('stores a notification\'s error with each URL cut to scheme and host, a header\'s credential cut', async () => {
+    const error = 'POST https://hooks.chata.example/services/T0/B0/secret-path failed: 500; sent Authorization: ' +
+      'Basic bm90aWZ5LXNlY3JldC0zMw== to https://bot:pass@word-33@jira.example:8443';
     const res = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop', notifications: [
       { job_id: 'j9', run: 'r1', origin: 'chata', channel: 'chata', target: 'hooks.example', status: 'failed', error },
     ] } });
@@ -193,11 +193,12 @@ describe('POST /v1/ingest', () => {
     }
   });
 
-  it('refuses an artifact whose name carries a credential, stores nothing of the batch and never echoes it', async () => {
+  it('refuses an artifact whose name carries a credential, stores none of the batch, never echoes it', async () => {
     const path = 'notes/Authorization: Bearer name-secret-31.txt';
     const res = await cp.request('POST', '/v1/ingest', { body: batch({
       runs: [{ run: 'rname', status: 'running', started_at: T0, updated_at: T0 }], events: [],
-      artifacts: [{ run: 'rname', path, content_type: 'text/plain', content_base64: Buffer.from('x').toString('base64') }],
+      artifacts: [
+        { run: 'rname', path, content_type: 'text/plain', content_base64: Buffer.from('x').toString('base64') }],
     }) });
     assert.equal(res.status, 400, res.text);
     assert.equal(res.json.error.code, 'invalid_param');
