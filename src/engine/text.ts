@@ -10,8 +10,9 @@ const URL_IN_TEXT = /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)([^ \t\n\r\f\v"'<>]
 // Where what follows a URL is cut anyway (`bare`, `host`): from any `://`, whatever precedes it (`retry -https://`,
 // `404.https://`), or its percent-encoded form, up to a space alone (a quote in it is its own).
 const URL_TO_SPACE = /(:\/\/|%3a%2f%2f)([^ \t\n\r\f\v]*)/gi;
-// A text that is one URL and nothing else (a git remote svc names in an error): it ends where the line ends, so a
-// password holding a space, a quote or a backslash is cut whole.
+// A text that is one URL and nothing else (a git remote svc names in an error): one line starting with a scheme and
+// holding no other `://` (a log line of several URLs is free text). It ends where the line ends, so a password holding
+// a space, a quote or a backslash is cut whole.
 const URL_ALONE = /^([a-z][a-z0-9+.-]*:\/\/)([^\n\r]*)$/i;
 // A query or fragment parameter (`?private_token=`, `&X-Amz-Signature=`, `#access_token=`), its value up to the next
 // one or a backslash (JSON's `\n`). No part may cross a separator, so each character is read at most twice.
@@ -61,7 +62,8 @@ export function withoutSecrets(text: string, keep: UrlKept = 'marked'): string {
   // Exact looks first: a URL pattern tries every position and calls back for each URL, and `marked` cuts nothing of a
   // URL with no user info, query or fragment (most text names no URL, a registry's log names thousands of plain ones).
   const urls = keep !== 'marked' || (text.includes('://') && /[@?#;]/.test(text));
-  const alone = urls && keep === 'marked' ? URL_ALONE.exec(text) : null;
+  const alone = urls && keep === 'marked' && text.indexOf('://') === text.lastIndexOf('://') ? URL_ALONE.exec(text)
+    : null;
   const cut = !urls ? text : keep !== 'marked' ? text.replace(URL_TO_SPACE, cutUrl(keep, true))
     : alone ? cutUrl(keep, false)(alone[0], alone[1]!, alone[2]!) : text.replace(URL_IN_TEXT, cutUrl(keep, true));
   return (cut.includes('g1.') ? cut.replace(JOB_CREDENTIAL, 'g1.***') : cut).replace(AUTHORIZATION, '$1***');

@@ -250,6 +250,8 @@ describe('what the scrub keeps', () => {
     assert.equal(withoutSecrets(`https://u:p"'\\${TOKEN}@github.com/acme/api.git`),
       'https://***@github.com/acme/api.git');
     assert.equal(withoutSecrets(`https://u:p ${TOKEN}@github.com/acme/api.git`), 'https://***@github.com/acme/api.git');
+    // A line of several URLs is free text: each one's user info is cut.
+    assert.equal(withoutSecrets(`https://u:${TOKEN}@h/ x https://u:${TOKEN}@h/`), 'https://***@h/ x https://***@h/');
     // In free text a quote still ends it: a JSON line keeps its fields.
     assert.equal(withoutSecrets('{"u":"https://example.com","author":"dev@example.org"}'),
       '{"u":"https://example.com","author":"dev@example.org"}');
