@@ -102,8 +102,8 @@ function configWithoutCredentials(listing: string): string {
 const HEADER = /^[ \t]*\[([a-z0-9-]+)(?:[ \t]+"([^"\\]*)")?\][ \t]*\r?$/i;
 const ENTRY = /^[ \t]*([a-z][a-z0-9-]*)[ \t]*(?:=[^"\\;#]*)?\r?$/i;
 
-/** Config text of only plain lines: its lines of keys KEPT (`same` when all of them and nothing in it names a secret, a
- * config shown as it is), read in svc with no git run, when none of those names a secret (a URL's user name, query or
+/** Config text of only plain lines: its lines of keys KEPT (`same` when that copy is the file byte for byte, a config
+ * shown as it is), read in svc with no git run, when none of those names a secret (a URL's user name, query or
  * fragment). Null for anything less plain, which git reads. */
 function plainCopy(text: string): { text: string; same: boolean } | null {
   const lines: string[] = [];
@@ -112,7 +112,6 @@ function plainCopy(text: string): { text: string; same: boolean } | null {
   let section: string | null = null;
   let sub = false;
   let header: string | null = null;
-  let same = true;
   for (const line of text.split('\n')) {
     if (/^[ \t]*(?:[#;].*)?\r?$/.test(line)) continue;
     const head = HEADER.exec(line);
@@ -124,18 +123,15 @@ function plainCopy(text: string): { text: string; same: boolean } | null {
     const key = ENTRY.exec(line)?.[1]?.toLowerCase();
     if (!key || section === null) return null;
     // A plain line is one whole entry (no quote, escape or continuation): leaving it out takes nothing else with it.
-    if (!kept(sub, `${section}${key}`)) {
-      same = false;
-      continue;
-    }
+    if (!kept(sub, `${section}${key}`)) continue;
     // Only what is copied is looked at: a line left out may name a header's credential (http.extraheader).
     const copied = header === null ? [line] : [header, line];
     if (copied.some((kept) => scrubbed(kept) !== kept)) return null;
     lines.push(...copied);
     header = null;
   }
-  // A config shown as it is shows its comments and the headers left with nothing under them too.
-  return { text: lines.length ? `${lines.join('\n')}\n` : '', same: same && scrubbed(text) === text };
+  const copy = lines.length ? `${lines.join('\n')}\n` : '';
+  return { text: copy, same: copy === text };
 }
 
 /** The config files of the repository's git directory `common`: its own and its worktrees' `config.worktree`, and each
@@ -179,8 +175,8 @@ const SYSTEM_CONFIGS = ['/etc/gitconfig', '/usr/local/etc/gitconfig'];
  * kept), user names, passwords and queries stripped from URLs, so without the credentials a checkout's or a build
  * host's config usually holds (a token in a remote's URL or an `insteadOf` base, the Authorization header
  * actions/checkout keeps as http.<url>.extraheader, in a submodule's config too); kept in the run's io folder. A
- * config holding only what KEPT lists is shown as it is, one of other plain lines copied in svc (plainCopy), anything
- * else listed by git; one git cannot read is shown empty, never as it is.
+ * config that is its own copy (only plain lines KEPT lists) is shown as it is, one of other plain lines copied in svc
+ * (plainCopy), anything else listed by git; one git cannot read is shown empty, never as it is.
  */
 function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPlan['covers']> {
   const copies = copiesOf.get(ctx) ?? new Map<string, string>();
