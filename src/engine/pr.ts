@@ -3,7 +3,7 @@
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pushBranch, type PushTarget } from './git-push.ts';
-import { withoutSecrets } from './text.ts';
+import { urlWithoutSecrets, withoutSecrets } from './text.ts';
 import { redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitConfigEnv, gitExtraEnv, redirectedUrl } from './git.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
@@ -187,10 +187,10 @@ export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv
   const problem = await lsRemote(target.url, credential.token, env);
   if (problem === null) return;
   if (!problem.refused) {
-    throw new OriginUnreachableError(`The origin "${withoutSecrets(target.url)}" could not be reached to check that ` +
-      `the pull request can be pushed (${problem.said}); try again once it answers`);
+    throw new OriginUnreachableError(`The origin "${urlWithoutSecrets(target.url)}" could not be reached to check ` +
+      `that the pull request can be pushed (${problem.said}); try again once it answers`);
   }
-  throw new RefusedError(`The origin "${withoutSecrets(target.url)}" cannot be reached as configured ` +
+  throw new RefusedError(`The origin "${urlWithoutSecrets(target.url)}" cannot be reached as configured ` +
     `(${problem.said}): ` +
     'fix the credential (GITHUB_TOKEN, GH_TOKEN or gh auth login) or `git remote set-url origin URL`');
 }

@@ -1,18 +1,17 @@
 // Small text helpers for untrusted input: fences that content cannot close, markdown specs, a field as text, secrets
 // cut from what a run logs, what an error names and what an artifact is called.
 
-// A URL in free text: its scheme, then up to a space, a quote or an angle bracket (a JSON line without spaces,
-// `{"homepage":"https://example.com","author":"dev@example.org"}`, keeps its fields). Whitespace is ASCII only, spelled
-// out: a .log is scrubbed as latin1, where `\s` would take 0xA0, a byte inside a UTF-8 character. A scheme starts where
-// no scheme character precedes it (a lookbehind, not `\b`): else every letter of a hostile `a-a-a-…` would start a
-// scan to the line's end, quadratic.
-const URL_IN_TEXT = /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)([^ \t\n\r\f\v"'<>]*)/gi;
-// Where what follows a URL is cut anyway (`bare`, `host`): from any `://`, whatever precedes it (`retry -https://`,
-// `404.https://`), or its percent-encoded form, up to a space alone (a quote in it is its own).
-const URL_TO_SPACE = /(:\/\/|%3a%2f%2f)([^ \t\n\r\f\v]*)/gi;
-// A text that is one URL and nothing else (a git remote svc names in an error): one line starting with a scheme and
-// holding no other `://` (a log line of several URLs is free text). It ends where the line ends, so a password holding
-// a space, a quote or a backslash is cut whole.
+// A URL in free text: from its `://` (the scheme stays as text, whatever precedes it: `retry -https://`,
+// `404.https://`, and a scan starts only there, so it stays linear), up to a space, a quote or an angle bracket (a
+// JSON line without spaces, `{"homepage":"https://example.com","author":"dev@example.org"}`, keeps its fields).
+// Whitespace is ASCII only, spelled out: a .log is scrubbed as latin1, where `\s` would take 0xA0, a byte inside a
+// UTF-8 character.
+const URL_IN_TEXT = /(:\/\/)([^ \t\n\r\f\v"'<>]*)/g;
+// Where what follows a URL is cut anyway (`bare`, `host`): from any `://`, JSON-escaped (`:\/\/`) or percent-encoded,
+// up to a space alone (a quote in it is its own).
+const URL_TO_SPACE = /(:\\?\/\\?\/|%3a%2f%2f)([^ \t\n\r\f\v]*)/gi;
+// A URL svc names alone (a git remote): it ends where its line ends, so a password holding a space, a quote or a
+// backslash is cut whole.
 const URL_ALONE = /^([a-z][a-z0-9+.-]*:\/\/)([^\n\r]*)$/i;
 // A query or fragment parameter (`?private_token=`, `&X-Amz-Signature=`, `#access_token=`), its value up to the next
 // one or a backslash (JSON's `\n`). No part may cross a separator, so each character is read at most twice.
@@ -29,12 +28,12 @@ export type UrlKept = 'marked' | 'bare' | 'host';
 function cutUrl(keep: UrlKept, freeText: boolean) {
   return (url: string, scheme: string, rest: string): string => {
     // Most URLs in a log have no user info, query or fragment: `marked` keeps those as they are.
-    if (keep === 'marked' && !/[@?#;]/.test(rest)) return url;
+    if (keep === 'marked' && !/[@?#;&]/.test(rest)) return url;
     const path = rest.search(freeText ? /[/\\]/ : /\//);
     const at = rest.lastIndexOf('@', path < 0 ? rest.length : path - 1);
     const after = rest.slice(at + 1);
     if (keep === 'marked') {
-      const kept = !/[?#;]/.test(after) ? after : after.replace(PARAM, (param, sep: string, name: string) =>
+      const kept = !/[?#;&]/.test(after) ? after : after.replace(PARAM, (param, sep: string, name: string) =>
         SECRET_PARAM.test(name) ? `${sep}${name}=***` : param);
       return `${scheme}${at < 0 ? '' : '***@'}${kept}`;
     }
@@ -61,12 +60,17 @@ const AUTHORIZATION =
 export function withoutSecrets(text: string, keep: UrlKept = 'marked'): string {
   // Exact looks first: a URL pattern tries every position and calls back for each URL, and `marked` cuts nothing of a
   // URL with no user info, query or fragment (most text names no URL, a registry's log names thousands of plain ones).
-  const urls = keep !== 'marked' || (text.includes('://') && /[@?#;]/.test(text));
-  const alone = urls && keep === 'marked' && text.indexOf('://') === text.lastIndexOf('://') ? URL_ALONE.exec(text)
-    : null;
-  const cut = !urls ? text : keep !== 'marked' ? text.replace(URL_TO_SPACE, cutUrl(keep, true))
-    : alone ? cutUrl(keep, false)(alone[0], alone[1]!, alone[2]!) : text.replace(URL_IN_TEXT, cutUrl(keep, true));
+  const urls = keep !== 'marked' || (text.includes('://') && /[@?#;&]/.test(text));
+  const cut = !urls ? text : text.replace(keep === 'marked' ? URL_IN_TEXT : URL_TO_SPACE, cutUrl(keep, true));
   return (cut.includes('g1.') ? cut.replace(JOB_CREDENTIAL, 'g1.***') : cut).replace(AUTHORIZATION, '$1***');
+}
+
+/** A URL svc names alone (a remote in an error) withoutSecrets, its user info cut up to the last `@` before its path
+ * whatever lies between; in free text a space ends a URL (`https://h:8080 refused; mail ops@example.org` names no user
+ * info). */
+export function urlWithoutSecrets(url: string): string {
+  const alone = URL_ALONE.exec(url);
+  return withoutSecrets(alone ? cutUrl('marked', false)(alone[0], alone[1]!, alone[2]!) : url);
 }
 
 const hideSecrets = (_key: string, value: unknown): unknown =>

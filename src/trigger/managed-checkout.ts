@@ -11,7 +11,7 @@ import { runCollect } from '../spawn/start.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv, gitTimeoutMs, redirectedUrl } from '../engine/git.ts';
 import { redirectRefusal, withGitToken } from '../engine/git-token.ts';
-import { withoutSecrets } from '../engine/text.ts';
+import { urlWithoutSecrets, withoutSecrets } from '../engine/text.ts';
 import { inTurn } from './queue.ts';
 import { makePlainDirIn, makePlainPath, UnsafePathError, withDir } from '../engine/safe-fs.ts';
 import { pathIn } from '../engine/plain-tree.ts';
@@ -99,7 +99,7 @@ export function createManagedCheckouts(opts: {
       mkdirSync(mirror, { recursive: true, mode: 0o700 });
       await git.local(mirror, ['init', '--quiet', '--bare'], 'Could not make the mirror');
     }
-    const where = `${repo.name} from ${withoutSecrets(url)}`;
+    const where = `${repo.name} from ${urlWithoutSecrets(url)}`;
     const listing = await git.remote(mirror, url, ['ls-remote', '--symref', url, 'HEAD', 'refs/heads/*'],
       `Could not reach ${where}`, signal);
     const branch = /^ref: refs\/heads\/([^-\s]\S*)\tHEAD$/m.exec(listing)?.[1]; // never one git takes for an option
@@ -255,7 +255,7 @@ export function createManagedCheckouts(opts: {
             spares.delete(key);
             const fetch = ['fetch', '--quiet', '--prune', '--no-tags', '--no-write-fetch-head',
               url, '+refs/heads/*:refs/heads/*'];
-            const what = `Could not fetch ${repo.name} from ${withoutSecrets(url)}`;
+            const what = `Could not fetch ${repo.name} from ${urlWithoutSecrets(url)}`;
             await git.remote(mirrorDir(opts.stateDir, repo), url, fetch, what, signal);
             sha = await makeCheckout(repo, url, dir, asked.branch);
           }

@@ -12,7 +12,7 @@ import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { Worker } from 'node:worker_threads';
-import { pieceEnd, withoutSecrets } from '../../src/engine/text.ts';
+import { pieceEnd, urlWithoutSecrets, withoutSecrets } from '../../src/engine/text.ts';
 
 const credential = mintJobCredential(randomBytes(32), { job: 'j1', run: 'r1', repo: 'acme' }, Date.now() + 3_600_000);
 const TOKEN = 'ghp_pushtoken0123456789';
@@ -246,15 +246,29 @@ describe('what the scrub keeps', () => {
   });
 
   it('cuts the whole user info of a URL named alone, a password holding an @ or a quote', () => {
-    assert.equal(withoutSecrets(`https://u:p@${TOKEN}@github.com/acme/api.git`), 'https://***@github.com/acme/api.git');
-    assert.equal(withoutSecrets(`https://u:p"'\\${TOKEN}@github.com/acme/api.git`),
+    assert.equal(urlWithoutSecrets(`https://u:p@${TOKEN}@github.com/acme/api.git`),
       'https://***@github.com/acme/api.git');
-    assert.equal(withoutSecrets(`https://u:p ${TOKEN}@github.com/acme/api.git`), 'https://***@github.com/acme/api.git');
+    assert.equal(urlWithoutSecrets(`https://u:p"'\\${TOKEN}@github.com/acme/api.git`),
+      'https://***@github.com/acme/api.git');
+    assert.equal(urlWithoutSecrets(`https://u:p ${TOKEN}@github.com/acme/api.git`),
+      'https://***@github.com/acme/api.git');
+    // Free text starting with a URL is not a URL alone: a space ends the URL, a later `@` is no user info's.
+    const refused = 'https://h:8080 refused; mail ops@example.org';
+    assert.equal(withoutSecrets(refused), refused);
     // A line of several URLs is free text: each one's user info is cut.
     assert.equal(withoutSecrets(`https://u:${TOKEN}@h/ x https://u:${TOKEN}@h/`), 'https://***@h/ x https://***@h/');
     // In free text a quote still ends it: a JSON line keeps its fields.
     assert.equal(withoutSecrets('{"u":"https://example.com","author":"dev@example.org"}'),
       '{"u":"https://example.com","author":"dev@example.org"}');
+  });
+
+  it('cuts user info and secret parameters whatever precedes a scheme, and a parameter after any separator', () => {
+    for (const before of ['retry -', 'HTTP 404.', '+', '1', 'x.']) {
+      assert.equal(withoutSecrets(`${before}https://oauth2:${TOKEN}@gitlab.example/x`),
+        `${before}https://***@gitlab.example/x`);
+    }
+    assert.equal(withoutSecrets(`https://h/x&token=${TOKEN}`), 'https://h/x&token=***');
+    assert.equal(withoutSecrets(`GET https://h/x&access_token=${TOKEN} 200`), 'GET https://h/x&access_token=*** 200');
   });
 
   it('keeps a URL\'s scheme and host alone where its path is the credential, and no user info for git', () => {
@@ -269,6 +283,8 @@ describe('what the scrub keeps', () => {
       'url=https://hooks.chata.example/…');
     assert.equal(withoutSecrets(`url=https%3A%2F%2Fhooks.chata.example%2Fservices%2F${TOKEN}`, 'host'),
       'url=https%3A%2F%2Fhooks.chata.example/…');
+    assert.equal(withoutSecrets(`"url":"https:\\/\\/hooks.chata.example\\/services\\/${TOKEN}"`, 'host'),
+      '"url":"https:\\/\\/hooks.chata.example/…');
     assert.equal(withoutSecrets(`url = https://u:${TOKEN}@h/p.git?private_token=${TOKEN}#x`, 'bare'),
       'url = https://h/p.git');
   });
