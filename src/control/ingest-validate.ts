@@ -51,7 +51,7 @@ function text(where: string, v: unknown, required: boolean, max = 4096): string 
     `must be a string of 1 to ${max} characters`);
 }
 
-/** Shape and types only: the store cuts targets to a host and scrubs URLs from errors. */
+/** Shape and types only: ingest-apply cuts secrets and URL paths from errors, the store targets to a host. */
 function validateNotification(v: unknown, where: string, source: string, now: number): NotificationInput {
   if (!isJsonObject(v)) return bad(where, 'must be an object');
   const status = member(`${where}.status`, v.status, NOTIFICATION_STATUSES);

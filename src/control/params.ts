@@ -82,7 +82,7 @@ export function parseId(name: string, value: string): number {
 }
 
 export function checkArtifactPath(path: string, name = 'Artifact path'): string {
-  if (!isArtifactPath(path)) invalidParam(`${name} must be relative with no "..", NUL or backslash`);
+  if (!isArtifactPath(path)) invalidParam(`${name} must be relative with no "..", NUL, backslash or credential`);
   return path;
 }
 

@@ -1,6 +1,7 @@
 // Outbound messages about runs (completion summaries to chat and trackers) and how their delivery went, as the
 // trigger server reports them through POST /v1/ingest. Chat reply URLs carry capability tokens in their path, so
-// whoever the caller is, a target is stored as a host and URLs in error text lose their path.
+// whoever the caller is, a target is stored as a host; error text arrives with its secrets and URL paths cut
+// (control/ingest-apply.ts, the one way rows come in) and is capped here.
 import { LIMIT_PARAM, transaction, type Db } from './open.ts';
 
 export const NOTIFICATION_STATUSES = ['pending', 'sent', 'failed'] as const;
@@ -58,7 +59,7 @@ export function createNotificationsStore(db: Db) {
         for (const n of list) {
           const r = upsert.run(
             n.job_id, reportedBy, n.source, n.run, n.origin, n.channel, hostOnly(n.target),
-            n.status, n.attempts, scrubError(n.error), n.created_at, n.updated_at,
+            n.status, n.attempts, n.error ? n.error.slice(0, 500) : null, n.created_at, n.updated_at,
           );
           changed += Number(r.changes);
         }
@@ -81,12 +82,3 @@ function hostOnly(target: string | null): string | null {
   return /^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$/.test(target) ? target : null;
 }
 
-/** Error text with every URL cut to scheme and host, capped at 500 characters. */
-function scrubError(error: string | null): string | null {
-  if (error === null || error.length === 0) return null;
-  const scrubbed = error.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi, (match) => {
-    const url = URL.parse(match);
-    return url ? `${url.protocol}//${url.host}/…` : '[url]';
-  });
-  return scrubbed.slice(0, 500);
-}

@@ -5,7 +5,8 @@ import { BadInputError, RefusedError, errorMessage } from '../errors.ts';
 import { isValidSegment } from './ids.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import { commentOnPullRequest, githubToken } from './pr.ts';
-import { fetchBranchHead, pushBranch, shownUrl, type PushTarget } from './git-push.ts';
+import { fetchBranchHead, pushBranch, type PushTarget } from './git-push.ts';
+import { urlWithoutSecrets } from './text.ts';
 import { localRun, localRuns, signsLater, type ProviderSession, type RunState } from './run-state.ts';
 import { inheritSession } from './provider-session.ts';
 import { receiptMarkdown, type Receipt } from './receipt.ts';
@@ -73,8 +74,8 @@ export async function followUpStart(
       'pushed to the pull request (nothing was started)');
   }
   const base = await fetchBranchHead(repo, target, req.branch, githubToken(env), env).catch((err: unknown) => {
-    throw new RefusedError(`The pull request branch "${req.branch}" cannot be fetched from "${shownUrl(target.url)}" ` +
-      `(${errorMessage(err)}): nothing was started`, { cause: err });
+    throw new RefusedError(`The pull request branch "${req.branch}" cannot be fetched from ` +
+      `"${urlWithoutSecrets(target.url)}" (${errorMessage(err)}): nothing was started`, { cause: err });
   });
   const previous = req.previous ?? previousOnBranch(repo, req.branch);
   return { base, followUp: { branch: req.branch, pr_url: req.pr_url, previous } };

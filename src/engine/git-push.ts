@@ -5,6 +5,7 @@ import { writeFileSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 
 import { join } from 'node:path';
 import { git, gitDirs, repoSlug, tryGit } from './git.ts';
 import { withGitToken } from './git-token.ts';
+import { urlWithoutSecrets } from './text.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 
 /** Thrown when the repository's config could redirect the push; nothing was pushed. */
@@ -52,11 +53,6 @@ export interface PushTarget {
   repo: string | null;
 }
 
-/** Drops a user name or password from a URL, for messages. */
-export function shownUrl(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, '$1');
-}
-
 export function pinPushTarget(repo: string): PushTarget {
   const { url } = resolveOrigin(repo);
   return { url, repo: repoSlug(url) };
@@ -64,7 +60,7 @@ export function pinPushTarget(repo: string): PushTarget {
 
 /** The pinned target, while the config still names it with no redirecting rule (else it changed during the run). */
 function pinnedOrigin(workdir: string, target: PushTarget): Origin {
-  const pinned = `svc pinned "${shownUrl(target.url)}" when the run was made`;
+  const pinned = `svc pinned "${urlWithoutSecrets(target.url)}" when the run was made`;
   let now: Origin;
   try {
     now = resolveOrigin(workdir);
@@ -74,7 +70,8 @@ function pinnedOrigin(workdir: string, target: PushTarget): Origin {
   }
   if (now.url !== target.url) {
     throw new PushRefusedError(
-      `The repository's origin changed during the run (now "${shownUrl(now.url)}"; ${pinned}): svc does not push`,
+      `The repository's origin changed during the run (now "${urlWithoutSecrets(now.url)}"; ${pinned}): ` +
+        'svc does not push',
     );
   }
   return now;

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { RefusedError } from '../errors.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 import { GitRedirectedError } from './git.ts';
+import { withoutSecrets } from './text.ts';
 
 // Quoted variables in a `case` pattern match literally.
 const ASKPASS = `#!/bin/sh
@@ -66,8 +67,8 @@ type GitService = 'git-upload-pack' | 'git-receive-pack';
 export class CredentialRedirectError extends RefusedError {}
 
 /** `scheme://host[:port]/path` of a URL, for a message: no user name, password, query or fragment. */
-function shown(url: URL): string {
-  return `${url.protocol}//${url.host}${url.pathname.replace(/\/info\/refs$/, '')}`;
+function shown(url: string): string {
+  return withoutSecrets(url, 'bare').replace(/\/info\/refs$/, '');
 }
 
 /** Where `url`'s server redirects git's first request, asked without a credential (TLS trusting what git would). */
@@ -81,7 +82,7 @@ function redirectTarget(url: string, service: string, env: NodeJS.ProcessEnv): P
       const { location } = res.headers;
       const status = res.statusCode ?? 0;
       const to = status >= 300 && status < 400 && location ? URL.parse(location, target.href) : null;
-      resolve(to ? shown(to) : null);
+      resolve(to ? shown(to.href) : null);
     };
     try {
       const ca = secure && env.GIT_SSL_CAINFO ? readFileSync(env.GIT_SSL_CAINFO) : undefined;
@@ -103,8 +104,7 @@ export async function redirectRefusal(
   url: string, service: GitService, env: NodeJS.ProcessEnv,
 ): Promise<CredentialRedirectError> {
   const to = await redirectTarget(url, service, env);
-  const parsed = URL.parse(url);
-  const from = parsed ? shown(parsed) : url; // else not a URL git could have been redirected from; named as given
+  const from = shown(url);
   const where = to ? `"${to}"` : 'another address (the server did not say where)';
   return new CredentialRedirectError(`The git server at "${from}" redirected to ${where}: svc follows no redirect, ` +
     'so a credential never reaches another host; set the remote to the address it now lives at');

@@ -2,7 +2,8 @@
 // Must not: send the token anywhere the push would not (git-token.ts), or change the repository.
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { pushBranch, shownUrl, type PushTarget } from './git-push.ts';
+import { pushBranch, type PushTarget } from './git-push.ts';
+import { urlWithoutSecrets, withoutSecrets } from './text.ts';
 import { redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitConfigEnv, gitExtraEnv, redirectedUrl } from './git.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
@@ -169,8 +170,9 @@ async function lsRemote(
     ));
     if (done.status === 0) return null;
     if (redirectedUrl(done.stderr) !== null) throw await redirectRefusal(url, 'git-upload-pack', env);
-    const said = done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
-      ?? (done.status === null ? `no answer within ${LS_REMOTE_TIMEOUT_MS / 1000} s` : `exit ${done.status}`);
+    // git drops a password from the URL it names only up to its first `@`: its words are cut as a log's are.
+    const said = withoutSecrets(done.stderr.split('\n').map((l) => l.trim()).find(Boolean) ?? '') ||
+      (done.status === null ? `no answer within ${LS_REMOTE_TIMEOUT_MS / 1000} s` : `exit ${done.status}`);
     return { said, refused: done.status !== null && !ORIGIN_UNREACHABLE.test(done.stderr) };
   });
 }
@@ -185,10 +187,11 @@ export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv
   const problem = await lsRemote(target.url, credential.token, env);
   if (problem === null) return;
   if (!problem.refused) {
-    throw new OriginUnreachableError(`The origin "${shownUrl(target.url)}" could not be reached to check that the ` +
-      `pull request can be pushed (${problem.said}); try again once it answers`);
+    throw new OriginUnreachableError(`The origin "${urlWithoutSecrets(target.url)}" could not be reached to check ` +
+      `that the pull request can be pushed (${problem.said}); try again once it answers`);
   }
-  throw new RefusedError(`The origin "${shownUrl(target.url)}" cannot be reached as configured (${problem.said}): ` +
+  throw new RefusedError(`The origin "${urlWithoutSecrets(target.url)}" cannot be reached as configured ` +
+    `(${problem.said}): ` +
     'fix the credential (GITHUB_TOKEN, GH_TOKEN or gh auth login) or `git remote set-url origin URL`');
 }
 

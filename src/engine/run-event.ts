@@ -24,8 +24,11 @@ function bad(where: string, what: string): never {
 
 /**
  * Whether ingest takes an artifact at `path` (control/params.ts checkArtifactPath): relative, no empty, "." or ".."
- * segment, no NUL, no backslash (some filesystems treat it as a separator), at most 1024 characters. A runner's
- * shipper and an import leave out a file whose name it is not, rather than have the whole batch refused.
+ * segment, no NUL, no backslash (some filesystems treat it as a separator), at most 1024 characters, and no secret
+ * withoutSecrets would cut (a name goes to the Control Plane's lists, its UI and receipts, which no scrub reads again).
+ * A name with a secret is refused, not cut: cut, it would name a different file, and two could become one. A runner's
+ * shipper and an import leave out a file whose name it is not, rather than have the whole batch refused; the engine
+ * writes none (run-context.ts saveArtifact).
  */
 export function isArtifactPath(path: string): boolean {
   return !(
@@ -35,7 +38,8 @@ export function isArtifactPath(path: string): boolean {
     path.includes('\\') ||
     path.includes('\0') ||
     /^[A-Za-z]:/.test(path) ||
-    path.split('/').some((s) => s === '' || s === '.' || s === '..')
+    path.split('/').some((s) => s === '' || s === '.' || s === '..') ||
+    withoutSecrets(path) !== path
   );
 }
 

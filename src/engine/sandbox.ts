@@ -19,7 +19,7 @@ import type { ResolvedProvider } from './providers.ts';
 import { dropRunLayer } from '../spawn/provider-home.ts';
 import { setting } from '../settings-registry.ts';
 import { isRoutedRepoName } from './spec.ts';
-import { USERINFO } from './text.ts';
+import { withoutSecrets } from './text.ts';
 
 /** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */
 export interface RunSandbox {
@@ -51,13 +51,9 @@ export function protocolFiles(ctx: RunContext) {
 
 const MIB = 1024 * 1024;
 
-// A URL's user name and password (USERINFO), wherever a config value holds one; then its query and fragment, where
-// tokens ride too (`?private_token=`, `?access_token=`) and nothing git needs to find a repository does. A URL is
-// taken whole up to a space and cut at its first `?` or `#`: a pattern that must find the `?` would, on a hostile
-// `x://x://…` without one, rescan the rest of the line from each scheme, quadratic in the line.
-const A_URL = /(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\/\/\S*/gi;
-export const scrubbed = (text: string): string =>
-  text.replace(USERINFO, '$1').replace(A_URL, (url) => url.replace(/[?#][^]*/, ''));
+// A URL's user name and password, wherever a config value holds one, and its query and fragment, where tokens ride
+// too (`?private_token=`, `?access_token=`) and nothing git needs to find a repository does.
+export const scrubbed = (text: string): string => withoutSecrets(text, 'bare');
 // What git needs of the config inside, by key (`section.*`: a section's keys outside subsections; `<sub>`: any
 // subsection): the repository's format and worktree, its remotes, branches and submodules, url rewrites, the author,
 // how it pulls and merges, its hooks path (hooks run inside, as the agent's own programs do), TLS trust, and of the
@@ -106,17 +102,16 @@ function configWithoutCredentials(listing: string): string {
 const HEADER = /^[ \t]*\[([a-z0-9-]+)(?:[ \t]+"([^"\\]*)")?\][ \t]*\r?$/i;
 const ENTRY = /^[ \t]*([a-z][a-z0-9-]*)[ \t]*(?:=[^"\\;#]*)?\r?$/i;
 
-/** Config text of only plain lines, no URL with a user name, query or fragment: its lines of keys KEPT (`same` when all
- * of them, a config shown as it is), read in svc with no git run. Null for anything less plain, which git reads. */
+/** Config text of only plain lines: its lines of keys KEPT (`same` when that copy is the file byte for byte, a config
+ * shown as it is), read in svc with no git run, when none of those names a secret (a URL's user name, query or
+ * fragment). Null for anything less plain, which git reads. */
 function plainCopy(text: string): { text: string; same: boolean } | null {
-  if (scrubbed(text) !== text) return null;
   const lines: string[] = [];
   // The current section as git's keys begin (`section.` or `section.<subsection as written>.`); its header line, until
   // a line of it is copied.
   let section: string | null = null;
   let sub = false;
   let header: string | null = null;
-  let same = true;
   for (const line of text.split('\n')) {
     if (/^[ \t]*(?:[#;].*)?\r?$/.test(line)) continue;
     const head = HEADER.exec(line);
@@ -128,14 +123,15 @@ function plainCopy(text: string): { text: string; same: boolean } | null {
     const key = ENTRY.exec(line)?.[1]?.toLowerCase();
     if (!key || section === null) return null;
     // A plain line is one whole entry (no quote, escape or continuation): leaving it out takes nothing else with it.
-    if (!kept(sub, `${section}${key}`)) {
-      same = false;
-      continue;
-    }
-    lines.push(...header === null ? [] : [header], line);
+    if (!kept(sub, `${section}${key}`)) continue;
+    // Only what is copied is looked at: a line left out may name a header's credential (http.extraheader).
+    const copied = header === null ? [line] : [header, line];
+    if (copied.some((kept) => scrubbed(kept) !== kept)) return null;
+    lines.push(...copied);
     header = null;
   }
-  return { text: lines.length ? `${lines.join('\n')}\n` : '', same };
+  const copy = lines.length ? `${lines.join('\n')}\n` : '';
+  return { text: copy, same: copy === text };
 }
 
 /** The config files of the repository's git directory `common`: its own and its worktrees' `config.worktree`, and each
@@ -179,8 +175,8 @@ const SYSTEM_CONFIGS = ['/etc/gitconfig', '/usr/local/etc/gitconfig'];
  * kept), user names, passwords and queries stripped from URLs, so without the credentials a checkout's or a build
  * host's config usually holds (a token in a remote's URL or an `insteadOf` base, the Authorization header
  * actions/checkout keeps as http.<url>.extraheader, in a submodule's config too); kept in the run's io folder. A
- * config holding only what KEPT lists is shown as it is, one of other plain lines copied in svc (plainCopy), anything
- * else listed by git; one git cannot read is shown empty, never as it is.
+ * config that is its own copy (only plain lines KEPT lists) is shown as it is, one of other plain lines copied in svc
+ * (plainCopy), anything else listed by git; one git cannot read is shown empty, never as it is.
  */
 function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPlan['covers']> {
   const copies = copiesOf.get(ctx) ?? new Map<string, string>();

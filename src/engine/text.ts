@@ -1,13 +1,47 @@
 // Small text helpers for untrusted input: fences that content cannot close, markdown specs, a field as text, secrets
-// cut from what a run logs.
+// cut from what a run logs, what an error names and what an artifact is called.
 
-// A URL's user name and password (`https://x-access-token:TOKEN@github.com/`); a password may hold `@` itself, so up to
-// the last `@` before the host's path, but never across a quote or an angle bracket (a JSON line without spaces,
-// `{"homepage":"https://example.com","author":"dev@example.org"}`, keeps its fields), nor across a backslash (JSON's
-// `\n` between two config lines). Whitespace is ASCII only, spelled out: a .log is scrubbed as latin1, where `\s`
-// would take 0xA0, a byte inside a UTF-8 character. A scheme starts where no scheme character precedes it (a
-// lookbehind, not `\b`): else every letter of a hostile `a-a-a-…` would start a scan to the line's end, quadratic.
-export const USERINFO = /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/)[^/ \t\n\r\f\v"'<>\\]*@/gi;
+// A URL in free text: from its `://` (the scheme stays as text, whatever precedes it: `retry -https://`,
+// `404.https://`, and a scan starts only there, so it stays linear), up to a space, a quote or an angle bracket (a
+// JSON line without spaces, `{"homepage":"https://example.com","author":"dev@example.org"}`, keeps its fields).
+// Whitespace is ASCII only, spelled out: a .log is scrubbed as latin1, where `\s` would take 0xA0, a byte inside a
+// UTF-8 character.
+const URL_IN_TEXT = /(:\/\/)([^ \t\n\r\f\v"'<>]*)/g;
+// Where what follows a URL is cut anyway (`bare`, `host`): from any `://`, JSON-escaped (`:\/\/`) or percent-encoded,
+// up to a space alone (a quote in it is its own).
+const URL_TO_SPACE = /(:\\?\/\\?\/|%3a%2f%2f)([^ \t\n\r\f\v]*)/gi;
+// A URL svc names alone (a git remote): it ends where its line ends, so a password holding a space, a quote or a
+// backslash is cut whole.
+const URL_ALONE = /^([a-z][a-z0-9+.-]*:\/\/)([^\n\r]*)$/i;
+// A query or fragment parameter (`?private_token=`, `&X-Amz-Signature=`, `#access_token=`), its value up to the next
+// one or a backslash (JSON's `\n`). No part may cross a separator, so each character is read at most twice.
+const PARAM = /([?&#;])([^?&#;=\\]*)=([^?&#;\\]*)/g;
+const SECRET_PARAM = /token|secret|pass|pwd|key|sig|cred|auth/i;
+
+/** What a URL keeps: `marked` (a run's log, an error) all but its user info (`***@`) and a secret-named parameter's
+ * value (`***`); `bare` (a git config inside the sandbox) what git needs to find a repository, no user info, query or
+ * fragment; `host` (a reply's error) its scheme and host alone: a chat reply URL's path is its credential. */
+export type UrlKept = 'marked' | 'bare' | 'host';
+
+/** One URL cut. A password may hold `@` itself, so the user info goes up to the last `@` before the path; in free text
+ * never across a backslash (JSON's `\n` between two config lines, `http://proxy:3128\nuser.email=dev@example.org`). */
+function cutUrl(keep: UrlKept, freeText: boolean) {
+  return (url: string, scheme: string, rest: string): string => {
+    // Most URLs in a log have no user info, query or fragment: `marked` keeps those as they are.
+    if (keep === 'marked' && !/[@?#;&]/.test(rest)) return url;
+    const path = rest.search(freeText ? /[/\\]/ : /\//);
+    const at = rest.lastIndexOf('@', path < 0 ? rest.length : path - 1);
+    const after = rest.slice(at + 1);
+    if (keep === 'marked') {
+      const kept = !/[?#;&]/.test(after) ? after : after.replace(PARAM, (param, sep: string, name: string) =>
+        SECRET_PARAM.test(name) ? `${sep}${name}=***` : param);
+      return `${scheme}${at < 0 ? '' : '***@'}${kept}`;
+    }
+    // A host holds no `%`: an encoded path (`hooks.example%2Fservices%2F…`) is cut too.
+    const end = after.search(keep === 'host' ? /[/?#\\%]/ : /[?#]/);
+    return end < 0 ? scheme + after : `${scheme}${after.slice(0, end)}${keep === 'host' ? '/…' : ''}`;
+  };
+}
 
 // A gate job credential as src/gate/job-credential.ts mints it, `g1.<payload>.<MAC of 32 bytes>` in base64url (the
 // worker loads no gate module unless its run is sandboxed, so the shape is written here).
@@ -20,12 +54,23 @@ const JOB_CREDENTIAL = /\bg1\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_
 const AUTHORIZATION =
   /\b((?:proxy-)?authorization(?:\\?["'])?[ \t]*:[ \t]*(?:\\?["'])?(?:[a-z][\w.+-]*[ \t]+)?)[^ \t\n\r\f\v"'<>\\]+/gi;
 
-/** What a run's log and errors keep of `text`: no URL's password, no gate job credential, no Authorization header's
- * credential (a CLI printing its proxy or base URL, git naming a remote with its token, curl -v). */
-export function withoutSecrets(text: string): string {
-  // An exact look first: a .log re-scrubbed at ingest mostly holds no `@`, and USERINFO tries every position.
-  const cut = text.includes('@') ? text.replace(USERINFO, '$1***@') : text;
+/** What a run's log and errors keep of `text`: no URL's password or secret-named parameter, no gate job credential,
+ * no Authorization header's credential (a CLI printing its proxy or base URL, git naming a remote with its token,
+ * curl -v). Every cut of a secret from text is this one. */
+export function withoutSecrets(text: string, keep: UrlKept = 'marked'): string {
+  // Exact looks first: a URL pattern tries every position and calls back for each URL, and `marked` cuts nothing of a
+  // URL with no user info, query or fragment (most text names no URL, a registry's log names thousands of plain ones).
+  const urls = keep !== 'marked' || (text.includes('://') && /[@?#;&]/.test(text));
+  const cut = !urls ? text : text.replace(keep === 'marked' ? URL_IN_TEXT : URL_TO_SPACE, cutUrl(keep, true));
   return (cut.includes('g1.') ? cut.replace(JOB_CREDENTIAL, 'g1.***') : cut).replace(AUTHORIZATION, '$1***');
+}
+
+/** A URL svc names alone (a remote in an error) withoutSecrets, its user info cut up to the last `@` before its path
+ * whatever lies between; in free text a space ends a URL (`https://h:8080 refused; mail ops@example.org` names no user
+ * info). */
+export function urlWithoutSecrets(url: string): string {
+  const alone = URL_ALONE.exec(url);
+  return withoutSecrets(alone ? cutUrl('marked', false)(alone[0], alone[1]!, alone[2]!) : url);
 }
 
 const hideSecrets = (_key: string, value: unknown): unknown =>
@@ -55,17 +100,18 @@ const OPEN_HEADER = /(?:proxy-)?authorization(?:\\?["'])?[ \t]*(?::[ \t]*(?:\\?[
 
 /**
  * Where a piece of an over-long line may end (a line is scrubbed piece by piece) so that no secret is cut in two: just
- * after its last character no pattern spans, or before a header name it ends with. Two exceptions, so it stays linear
- * on hostile text: a piece with no such character is cut at its end (whatever secret it holds is cut in two), and a
- * header name more than 256 characters before that end (a long scheme or spaces between) is not held back.
+ * after its last character no pattern spans, or before a header name it ends with, however far back (spaces or a long
+ * scheme between). One exception, so it stays linear on hostile text: a piece with no such character is cut at its end
+ * (whatever secret it holds is cut in two). OPEN_HEADER is tried only where a header name starts, and a try reads no
+ * further than its own spaces and scheme word; a header at the piece's start is not held back, so the next piece
+ * always moves on.
  */
 export function pieceEnd(text: string): number {
   let end = text.length;
   while (end > 0 && !SPANNED_BY_NONE.test(text[end - 1]!)) end--;
   if (end === 0) return text.length;
-  const from = Math.max(0, end - 256);
-  const open = OPEN_HEADER.exec(text.slice(from, end));
-  return open && from + open.index > 0 ? from + open.index : end;
+  const open = OPEN_HEADER.exec(text.slice(0, end));
+  return open && open.index > 0 ? open.index : end;
 }
 
 /** A backtick fence longer than any backtick run inside the content, so the data cannot end the block early. */

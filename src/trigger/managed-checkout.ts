@@ -11,7 +11,7 @@ import { runCollect } from '../spawn/start.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv, gitTimeoutMs, redirectedUrl } from '../engine/git.ts';
 import { redirectRefusal, withGitToken } from '../engine/git-token.ts';
-import { shownUrl } from '../engine/git-push.ts';
+import { urlWithoutSecrets, withoutSecrets } from '../engine/text.ts';
 import { inTurn } from './queue.ts';
 import { makePlainDirIn, makePlainPath, UnsafePathError, withDir } from '../engine/safe-fs.ts';
 import { pathIn } from '../engine/plain-tree.ts';
@@ -42,7 +42,8 @@ function mirrorDir(stateDir: string, repo: ServedRepo): string {
 /** `git ls-remote --symref URL HEAD refs/heads/*`, and the default branch it names. */
 type Asked = { listing: string; branch: string };
 
-/** git's own reason (its first stderr line); never holds the token. */
+/** git's own reason (its first stderr line, withoutSecrets: git names a URL with what follows a password's `@`); never
+ * holds the token. */
 export class ManagedGitError extends FailedError {}
 
 const OUTPUT_CAP = 4 * 1024 * 1024;
@@ -64,8 +65,8 @@ function createManagedGit(env: NodeJS.ProcessEnv) {
     if (remote !== undefined && redirectedUrl(done.stderr) !== null) {
       throw new ManagedGitError(`${what}: ${(await redirectRefusal(remote.url, 'git-upload-pack', env)).message}`);
     }
-    const reason = done.stderr.split('\n').map((l) => l.trim()).find(Boolean)
-      ?? (done.status === null ? `no answer within ${Math.round(timeout / 1000)} s` : `exit ${done.status}`);
+    const reason = withoutSecrets(done.stderr.split('\n').map((l) => l.trim()).find(Boolean) ?? '') ||
+      (done.status === null ? `no answer within ${Math.round(timeout / 1000)} s` : `exit ${done.status}`);
     throw new ManagedGitError(`${what}: ${reason.slice(0, 300)}`);
   }
 
@@ -98,7 +99,7 @@ export function createManagedCheckouts(opts: {
       mkdirSync(mirror, { recursive: true, mode: 0o700 });
       await git.local(mirror, ['init', '--quiet', '--bare'], 'Could not make the mirror');
     }
-    const where = `${repo.name} from ${shownUrl(url)}`;
+    const where = `${repo.name} from ${urlWithoutSecrets(url)}`;
     const listing = await git.remote(mirror, url, ['ls-remote', '--symref', url, 'HEAD', 'refs/heads/*'],
       `Could not reach ${where}`, signal);
     const branch = /^ref: refs\/heads\/([^-\s]\S*)\tHEAD$/m.exec(listing)?.[1]; // never one git takes for an option
@@ -254,7 +255,7 @@ export function createManagedCheckouts(opts: {
             spares.delete(key);
             const fetch = ['fetch', '--quiet', '--prune', '--no-tags', '--no-write-fetch-head',
               url, '+refs/heads/*:refs/heads/*'];
-            const what = `Could not fetch ${repo.name} from ${shownUrl(url)}`;
+            const what = `Could not fetch ${repo.name} from ${urlWithoutSecrets(url)}`;
             await git.remote(mirrorDir(opts.stateDir, repo), url, fetch, what, signal);
             sha = await makeCheckout(repo, url, dir, asked.branch);
           }

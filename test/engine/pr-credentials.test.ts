@@ -85,6 +85,24 @@ describe('svc start --pr without what a pull request needs', () => {
     }
   });
 
+  it('names an origin whose password holds an @ with its whole user info cut', async () => {
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', () => r()));
+    const port = (closed.address() as { port: number }).port;
+    await new Promise((r) => closed.close(r));
+    execFileSync('git', ['remote', 'set-url', 'origin', `http://u:pass@word-41@127.0.0.1:${port}/acme/api.git`],
+      { cwd: repo.repo });
+    try {
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
+        { cwd: repo.repo, env: { ...env, GITHUB_TOKEN: TOKEN } });
+      assert.notEqual(res.code, 0);
+      assert.ok(res.stderr.includes(`The origin "http://***@127.0.0.1:${port}/acme/api.git"`), res.stderr);
+      assert.equal(res.stderr.includes('word-41'), false, res.stderr);
+    } finally {
+      execFileSync('git', ['remote', 'set-url', 'origin', repo.origin], { cwd: repo.repo });
+    }
+  });
+
   // A bare 404 (no body) makes git say only "repository '…' not found": an answer, so still a refusal.
   for (const [status, headers] of [[401, { 'www-authenticate': 'Basic realm="git"' }], [404, {}]] as const) {
     it(`still blames the credential when the origin answers ${status}`, async () => {

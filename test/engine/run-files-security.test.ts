@@ -179,6 +179,17 @@ describe('run folder writes', () => {
     assert.equal(existsSync(join(root, 'unit.log')), false);
   });
 
+  it('writes no artifact whose name carries a credential, and names it with the credential cut', async () => {
+    const dir = folder('rcredname');
+    const ctx = openRunContext(dir, {}, { ship: false });
+    assert.throws(() => ctx.saveArtifact('checks/Authorization: Bearer name-secret-34.log', 'x'), (err: Error) => {
+      assert.match(err.message, /"checks\/Authorization: Bearer \*\*\*" is no artifact name/);
+      return true;
+    });
+    await ctx.close();
+    assert.deepEqual(readdirSync(join(dir, 'artifacts')), []);
+  });
+
   it('writes an artifact readable as the umask allows, and names the path the user knows when it cannot', async () => {
     const dir = folder('rmode');
     const ctx = openRunContext(dir, {}, { ship: false });

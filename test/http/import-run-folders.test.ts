@@ -88,6 +88,21 @@ describe('POST /v1/import of the run folders svc writes', () => {
     assert.deepEqual(cp.deps.stores.artifacts.list('local', 'rslash').map((a) => a.path), ['fine.txt']);
   });
 
+  it('skips an artifact whose file name carries a credential, naming it with the credential cut', async () => {
+    const other = mkdtempSync(join(tmpdir(), 'svc-import-'));
+    try {
+      writeRun(other, 'rcred',
+        { 'artifacts/Authorization: Bearer name-secret-32.txt': 'odd', 'artifacts/fine.txt': 'ok' });
+      const res = await cp.request('POST', '/v1/import', { body: { path: other } });
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.json.skipped,
+        [{ entry: 'rcred/artifacts/Authorization: Bearer ***', reason: 'name ingest refuses' }]);
+      assert.deepEqual(cp.deps.stores.artifacts.list('local', 'rcred').map((a) => a.path), ['fine.txt']);
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  });
+
   it('names a run folder that has no state.json, as one whose state.json is empty', async () => {
     mkdirSync(join(project, '.svc', 'runs', 'rnostate', 'artifacts'), { recursive: true });
     const res = await cp.request('POST', '/v1/import', { body: { path: project } });

@@ -106,6 +106,18 @@ describe('POST /v1/ingest', () => {
     assert.equal(res.json.notifications, 1);
   });
 
+  it('stores a notification\'s error with each URL cut to scheme and host, a header\'s credential cut', async () => {
+    const error = 'POST https://hooks.chata.example/services/T0/B0/secret-path failed: 500; sent Authorization: ' +
+      'Basic bm90aWZ5LXNlY3JldC0zMw== to https://bot:pass@word-33@jira.example:8443';
+    const res = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop', notifications: [
+      { job_id: 'j9', run: 'r1', origin: 'chata', channel: 'chata', target: 'hooks.example', status: 'failed', error },
+    ] } });
+    assert.equal(res.status, 200, res.text);
+    const { json } = await cp.request('GET', '/v1/notifications');
+    assert.equal(json.items.find((n: { job_id: string }) => n.job_id === 'j9').error,
+      'POST https://hooks.chata.example/… failed: 500; sent Authorization: Basic *** to https://jira.example:8443');
+  });
+
   // An older svc's command provider wrote fractional token counts: its runners ship them and import reads them.
   it('stores a token or call count that is no whole number as unknown (null), and takes the batch', async () => {
     const res = await cp.request('POST', '/v1/ingest', { body: batch({ runs: [
@@ -179,6 +191,20 @@ describe('POST /v1/ingest', () => {
       assert.deepEqual([missing.status, missing.json.error.code], [400, 'invalid_param']);
       assert.equal(missing.json.error.message, `Parameter "${name}" is required`);
     }
+  });
+
+  it('refuses an artifact whose name carries a credential, stores none of the batch, never echoes it', async () => {
+    const path = 'notes/Authorization: Bearer name-secret-31.txt';
+    const res = await cp.request('POST', '/v1/ingest', { body: batch({
+      runs: [{ run: 'rname', status: 'running', started_at: T0, updated_at: T0 }], events: [],
+      artifacts: [
+        { run: 'rname', path, content_type: 'text/plain', content_base64: Buffer.from('x').toString('base64') }],
+    }) });
+    assert.equal(res.status, 400, res.text);
+    assert.equal(res.json.error.code, 'invalid_param');
+    assert.match(res.json.error.message, /artifacts\[0\]\.path must be relative with no .*credential/);
+    assert.equal(res.text.includes('name-secret-31'), false, res.text);
+    assert.equal(cp.deps.stores.runs.get('laptop', 'rname'), undefined);
   });
 
   it('names the unknown run in the error', async () => {

@@ -150,6 +150,26 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
       }
     });
 
+  it('copies a config of kept keys whose comments or empty headers name a credential, leaving those out',
+    { skip: !pinnable && 'needs unshare -m to show the host\'s system config empty' }, async () => {
+      const plain = makeRepo({ providers: { reads: READS_CONFIG } });
+      try {
+        const empty = join(plain.root, 'empty');
+        writeFileSync(empty, '');
+        const pin = hostSystem.length ? [...unshare, `${hostSystem.map((f) => `mount --bind "$0" ${f} && `).join('')}` +
+          'exec "$@"', empty] : [];
+        // A commented-out remote URL, and headers `git config --unset` leaves with nothing under them.
+        appendFileSync(join(plain.repo, '.git', 'config'),
+          '# url = https://x-access-token:SECRET-COMMENT-26@github.com/\n' +
+          '[url "https://u:SECRET-HEADER-27@github.com/"]\n[http "https://h/?private_token=SECRET-QUERY-28"]\n');
+        const { found } = await readConfig(plain, pin);
+        assert.match(found, /^remote\.origin\.url=\/.*\/acme\/api\.git$/m);
+        notSeen(found, ['SECRET-COMMENT-26', 'SECRET-HEADER-27', 'SECRET-QUERY-28']);
+      } finally {
+        plain.cleanup();
+      }
+    });
+
   const games = '/usr/local/games';
   const mountable = existsSync('/etc/gitconfig') && spawnSync(unshare[0]!, [...unshare.slice(1),
     `mount -t tmpfs tmpfs ${games}`]).status === 0;

@@ -12,7 +12,7 @@ import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { Worker } from 'node:worker_threads';
-import { pieceEnd, withoutSecrets } from '../../src/engine/text.ts';
+import { pieceEnd, urlWithoutSecrets, withoutSecrets } from '../../src/engine/text.ts';
 
 const credential = mintJobCredential(randomBytes(32), { job: 'j1', run: 'r1', repo: 'acme' }, Date.now() + 3_600_000);
 const TOKEN = 'ghp_pushtoken0123456789';
@@ -127,12 +127,12 @@ describe('scrubbing a hostile line', () => {
   const MB = 1024 * 1024;
   const schemes = 'a-'.repeat(MB / 2);
   const urls = 'x://'.repeat(MB / 4);
-  const scrub = <T = string>(module: string, name: string, text: string, signal: AbortSignal): Promise<T> => {
+  const scrub = <T = string>(module: string, name: string, text: string, signal: AbortSignal, ...more: string[]) => {
     const worker = new Worker(`const { parentPort, workerData: d } = require('node:worker_threads');
-      import(d.module).then((m) => parentPort.postMessage(m[d.name](d.text)));`,
-    { eval: true, workerData: { module: new URL(module, import.meta.url).href, name, text } });
+      import(d.module).then((m) => parentPort.postMessage(m[d.name](d.text, ...d.more)));`,
+    { eval: true, workerData: { module: new URL(module, import.meta.url).href, name, text, more } });
     signal.addEventListener('abort', () => void worker.terminate());
-    return new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject));
+    return new Promise<T>((resolve, reject) => worker.once('message', resolve).once('error', reject));
   };
 
   it('cuts a log line of a million scheme characters or URL starts in one pass', { timeout: 30_000 }, async (t) => {
@@ -142,6 +142,18 @@ describe('scrubbing a hostile line', () => {
     assert.equal(await cut(`${schemes} https://u:${TOKEN}@h/`), `${schemes} https://***@h/`);
   });
 
+  it('cuts a URL of a million parameter starts, or of one long parameter name, in one pass', { timeout: 30_000 },
+    async (t) => {
+      const cut = (text: string, keep = 'marked') =>
+        scrub('../../src/engine/text.ts', 'withoutSecrets', text, t.signal, keep);
+      const starts = `https://h/${'?a'.repeat(MB / 2)}`;
+      assert.equal(await cut(starts), starts);
+      const name = `https://h/?${'token'.repeat(MB / 5)}`;
+      assert.equal(await cut(name), name);
+      assert.equal(await cut(`${name}=${TOKEN}`), `${name}=***`);
+      assert.equal(await cut(`${schemes} ${urls}`, 'host'), `${schemes} x://x:/…`);
+    });
+
   it('finds where a piece of a million header names or scheme characters may end in one pass', { timeout: 30_000 },
     async (t) => {
       const end = (text: string) => scrub<number>('../../src/engine/text.ts', 'pieceEnd', text, t.signal);
@@ -149,6 +161,8 @@ describe('scrubbing a hostile line', () => {
       assert.equal(await end(headers), headers.length - 'Authorization: '.length);
       assert.equal(await end(schemes), schemes.length);
       assert.equal(await end(`${schemes} https://u:${TOKEN}`), schemes.length + 1);
+      const spaced = `x Authorization:${' '.repeat(MB)}`;
+      assert.equal(await end(spaced), 2);
       const json = (text: string) => scrub('../../src/engine/text.ts', 'jsonWithoutSecrets', text, t.signal);
       assert.equal(await json(urls), JSON.stringify(urls));
     });
@@ -209,6 +223,70 @@ describe('what the scrub keeps', () => {
         assert.equal(pieces.includes(TOKEN.slice(4)), false, `${line} cut at ${cut}: ${pieces}`);
       }
     }
+  });
+
+  it('holds a header back with its credential however far its name is from the cut', () => {
+    const line = `{"cmd":"curl -H 'Authorization:${' '.repeat(300)}Bearer ${TOKEN}' https://h/"}`;
+    for (let cut = line.indexOf('Bearer'); cut < line.length; cut++) {
+      const end = pieceEnd(line.slice(0, cut));
+      const pieces = withoutSecrets(line.slice(0, end)) + withoutSecrets(line.slice(end));
+      assert.equal(pieces.includes(TOKEN.slice(4)), false, `cut at ${cut}: ${pieces.slice(-60)}`);
+    }
+  });
+
+  it('cuts a secret-named parameter of a URL\'s query or fragment and keeps the others', () => {
+    assert.equal(withoutSecrets(`GET https://gitlab.example/api/v4/projects?private_token=${TOKEN}&per_page=5 200`),
+      'GET https://gitlab.example/api/v4/projects?private_token=***&per_page=5 200');
+    assert.equal(withoutSecrets(`"https://b.s3.example/k?X-Amz-Credential=AK%2F1&X-Amz-Signature=${TOKEN}"`),
+      '"https://b.s3.example/k?X-Amz-Credential=***&X-Amz-Signature=***"');
+    assert.equal(withoutSecrets(`https://app.example/cb#access_token=${TOKEN}&state=s1`),
+      'https://app.example/cb#access_token=***&state=s1');
+    // A JSON-escaped line: the value stops at the escape, what follows stays.
+    assert.equal(withoutSecrets(`https://h/?sig=${TOKEN}\\nnext`), 'https://h/?sig=***\\nnext');
+  });
+
+  it('cuts the whole user info of a URL named alone, a password holding an @ or a quote', () => {
+    assert.equal(urlWithoutSecrets(`https://u:p@${TOKEN}@github.com/acme/api.git`),
+      'https://***@github.com/acme/api.git');
+    assert.equal(urlWithoutSecrets(`https://u:p"'\\${TOKEN}@github.com/acme/api.git`),
+      'https://***@github.com/acme/api.git');
+    assert.equal(urlWithoutSecrets(`https://u:p ${TOKEN}@github.com/acme/api.git`),
+      'https://***@github.com/acme/api.git');
+    // Free text starting with a URL is not a URL alone: a space ends the URL, a later `@` is no user info's.
+    const refused = 'https://h:8080 refused; mail ops@example.org';
+    assert.equal(withoutSecrets(refused), refused);
+    // A line of several URLs is free text: each one's user info is cut.
+    assert.equal(withoutSecrets(`https://u:${TOKEN}@h/ x https://u:${TOKEN}@h/`), 'https://***@h/ x https://***@h/');
+    // In free text a quote still ends it: a JSON line keeps its fields.
+    assert.equal(withoutSecrets('{"u":"https://example.com","author":"dev@example.org"}'),
+      '{"u":"https://example.com","author":"dev@example.org"}');
+  });
+
+  it('cuts user info and secret parameters whatever precedes a scheme, and a parameter after any separator', () => {
+    for (const before of ['retry -', 'HTTP 404.', '+', '1', 'x.']) {
+      assert.equal(withoutSecrets(`${before}https://oauth2:${TOKEN}@gitlab.example/x`),
+        `${before}https://***@gitlab.example/x`);
+    }
+    assert.equal(withoutSecrets(`https://h/x&token=${TOKEN}`), 'https://h/x&token=***');
+    assert.equal(withoutSecrets(`GET https://h/x&access_token=${TOKEN} 200`), 'GET https://h/x&access_token=*** 200');
+  });
+
+  it('keeps a URL\'s scheme and host alone where its path is the credential, and no user info for git', () => {
+    assert.equal(withoutSecrets(`POST https://u:${TOKEN}@hooks.chata.example/services/T0/B0/${TOKEN}?a=1: 500`, 'host'),
+      'POST https://hooks.chata.example/… 500');
+    // Whatever precedes a scheme, and a path percent-encoded.
+    for (const before of ['retry -', 'failed ...', 'HTTP 404.', 'x +', 'url=']) {
+      assert.equal(withoutSecrets(`${before}https://hooks.chata.example/services/${TOKEN} 500`, 'host'),
+        `${before}https://hooks.chata.example/… 500`);
+    }
+    assert.equal(withoutSecrets(`url=https://hooks.chata.example%2Fservices%2F${TOKEN}`, 'host'),
+      'url=https://hooks.chata.example/…');
+    assert.equal(withoutSecrets(`url=https%3A%2F%2Fhooks.chata.example%2Fservices%2F${TOKEN}`, 'host'),
+      'url=https%3A%2F%2Fhooks.chata.example/…');
+    assert.equal(withoutSecrets(`"url":"https:\\/\\/hooks.chata.example\\/services\\/${TOKEN}"`, 'host'),
+      '"url":"https:\\/\\/hooks.chata.example/…');
+    assert.equal(withoutSecrets(`url = https://u:${TOKEN}@h/p.git?private_token=${TOKEN}#x`, 'bare'),
+      'url = https://h/p.git');
   });
 
   it('never crosses a JSON escape: a URL\'s user info stops at a backslash', () => {
