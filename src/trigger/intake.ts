@@ -1,5 +1,6 @@
-// What every source does alike (its handler is trigger/sources/<name>.ts): the secret, the bearer token or the
-// signature over the raw bytes, the dedupe keys, the argv, the replies, the hand-off to the queue.
+// What every source does alike around its reader (trigger/sources/<name>.ts): the secret, the bearer token or the
+// signature over the raw bytes, a signed body's time, the routing, the brief, the dedupe keys, the argv, the replies,
+// the hand-off to the queue.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { HttpError } from '../http/http-error.ts';
 import { RefusedError } from '../errors.ts';
@@ -8,9 +9,13 @@ import { json, type Reply } from '../http/respond.ts';
 import type { Ctx } from '../http/pipeline.ts';
 import type { TriggerDeps } from './deps.ts';
 import {
-  BRIEF, decodeChatbKey, deliveryKeys, firstHeader, sourceOf, type Source, type SourceName, type WebhookSource,
+  BRIEF, briefOf, decodeChatbKey, deliveryKeys, firstHeader, sourceOf, type Source, type SourceName,
+  type WebhookSource,
 } from '../webhook-sources.ts';
 import type { EnqueueRequest } from './queue.ts';
+import type { Routed } from './served-repos.ts';
+import type { ServedRepo } from './served-repos-file.ts';
+import type { Obj } from '../untrusted.ts';
 import { queuedReply } from './metrics.ts';
 import { startDelivery, type Delivery } from './job-trace.ts';
 
@@ -28,7 +33,7 @@ export function secretFor(ctx: TCtx, route: SourceName): string {
   return s.value;
 }
 
-/** Every route's check before its handler parses anything: 503 without the secret, the bearer token or signature. */
+/** Every route's check before anything parses its body: 503 without the secret, the bearer token or signature. */
 export function admit(ctx: TCtx, source: Source): Buffer {
   const secret = secretFor(ctx, source.name);
   const raw = ctx.raw ?? Buffer.alloc(0);
@@ -43,6 +48,86 @@ export function admit(ctx: TCtx, source: Source): Buffer {
   const signature = firstHeader(headers, [family.signature]);
   requireValid(ctx, source.name, checkSignature(source.scheme, key, raw, signature, timestamp, ctx.deps.clock()));
   return raw;
+}
+
+/** A delivery as its source's reader gets it: the signed body, parsed once by the pipeline (a JSON object, or a form
+ * where the record takes one), and its event header. */
+export interface Received { body: Obj; form: URLSearchParams | null; raw: Buffer; resource: string | undefined }
+
+/** Work a delivery asks for, as its source's reader decides it; intake routes it, makes its brief and queues it. */
+export interface Job {
+  kind: 'job';
+  /** The brief's text: the source's sanitizer (briefOf) makes the brief of it. */
+  text: string;
+  /** What routes it (served-repos.ts): a repository's full name, an operator-mapped key, a chat channel. */
+  route: string | null;
+  /** A chat's `repo=` choice among its channel's repositories. */
+  pick?: string | null;
+  keys?: readonly string[];
+  reply?: EnqueueRequest['reply'];
+  /** Run once the delivery is no copy of one queued (an API asked, files read): its text, if it makes the brief. */
+  prepare?: (repo: ServedRepo) => Promise<string | void>;
+  replies?: Replies;
+  /** How a delivery no served repository takes is answered (a skip unless given). */
+  unserved?: (reason: string) => Reply;
+  /** Run once the delivery is answered, whatever the answer (a staged file no job kept is removed). */
+  done?: () => Promise<void>;
+}
+
+/** A source's reading of a delivery: a job, a skip, its own answer, or its own act on the repository it routes to. */
+export type Decision =
+  | Job
+  | { kind: 'skip'; reason: string }
+  | { kind: 'reply'; reply: Reply | Promise<Reply> }
+  | { kind: 'routed'; route: string | null; then: (repo: ServedRepo) => Reply | Promise<Reply> };
+
+export type Reader = (ctx: TCtx, delivery: Received) => Decision | Promise<Decision>;
+
+/**
+ * A delivery its route's `verify` (admit) passed: the signed body's time, the source's reader, then what every source
+ * does alike with its decision. Not `async`: a ready job goes to the queue with no promise of its own.
+ */
+export function receive(ctx: TCtx, source: Source, read: Reader): Reply | Promise<Reply> {
+  const raw = ctx.raw ?? Buffer.alloc(0);
+  if (ctx.body === undefined && !('forms' in source)) {
+    throw new HttpError('unsupported_media_type', 'The body is a form (name=…), not JSON: set the sender\'s content '
+      + 'type to application/json (GitHub: the webhook\'s Content type, Settings → Webhooks)');
+  }
+  const form = ctx.body === undefined ? new URLSearchParams(raw.toString('utf8')) : null;
+  const body = (ctx.body ?? {}) as Obj;
+  if ('bodyTime' in source) {
+    const { field, form: when } = source.bodyTime;
+    requireValid(ctx, source.name, checkBodyTime(when, body[field], ctx.deps.clock()));
+  }
+  const resource = firstHeader(ctx.req.headers, 'resource' in source ? source.resource : undefined);
+  const decision = read(ctx, { body, form, raw, resource });
+  return decision instanceof Promise ? decision.then((d) => act(ctx, source, d)) : act(ctx, source, decision);
+}
+
+function routeOf(ctx: TCtx, source: Source, d: Job | Extract<Decision, { kind: 'routed' }>): Routed {
+  const { repos } = ctx.deps.settings;
+  if (source.routing === 'full-name') return repos.webhook(d.route);
+  if (source.routing === 'channel') return repos.chat(source.name, d.route, ('pick' in d && d.pick) || null);
+  if (source.routing === 'key') return repos.route(source.name, d.route);
+  return { kind: 'unserved', reason: `/${source.name} names its repository` };
+}
+
+function act(ctx: TCtx, source: Source, d: Decision): Reply | Promise<Reply> {
+  if (d.kind === 'skip') return skipped(d.reason);
+  if (d.kind === 'reply') return d.reply;
+  const routed = routeOf(ctx, source, d);
+  if (routed.kind === 'unserved') {
+    return unserved(ctx, source.name, routed.reason, d.kind === 'job' ? d.unserved : undefined);
+  }
+  if (d.kind === 'routed') return d.then(routed.repo);
+  const { repo } = routed;
+  const intake = { origin: source.name, repo: repo.name, reply: d.reply, keys: d.keys };
+  const { prepare, done } = d;
+  const made = prepare
+    ? { prepare: async () => ({ brief: briefOf(source.name, (await prepare(repo)) ?? d.text) }) }
+    : { brief: briefOf(source.name, d.text) };
+  const reply = enqueue(ctx, { ...intake, ...made }, d.replies);
+  return done ? reply.finally(done) : reply;
 }
 
 /** Why a delivery was refused (null: it passed), for the log; the caller gets 401 invalid_signature for any. */
