@@ -50,7 +50,7 @@ export function admit(ctx: TCtx, source: Source): Buffer {
   return raw;
 }
 
-/** A delivery as its source's reader gets it: the signed body, parsed once by the pipeline (a JSON object, or a form
+/** A delivery as its source's reader gets it: the signed body, which the pipeline parsed (a JSON object, or a form
  * where the record takes one), and its event header. */
 export interface Received { body: Obj; form: URLSearchParams | null; raw: Buffer; resource: string | undefined }
 
@@ -81,12 +81,9 @@ export type Decision =
   | { kind: 'reply'; reply: Reply | Promise<Reply> }
   | { kind: 'routed'; route: string | null; then: (repo: ServedRepo) => Reply | Promise<Reply> };
 
-export type Reader = (ctx: TCtx, delivery: Received) => Decision | Promise<Decision>;
+export type Reader = (ctx: TCtx, delivery: Received) => Decision;
 
-/**
- * A delivery its route's `verify` (admit) passed: the signed body's time, the source's reader, then what every source
- * does alike with its decision. Not `async`: a ready job goes to the queue with no promise of its own.
- */
+/** A delivery its route's `verify` (admit) passed: the signed body's time, the reader, and what its decision asks. */
 export function receive(ctx: TCtx, source: Source, read: Reader): Reply | Promise<Reply> {
   const raw = ctx.raw ?? Buffer.alloc(0);
   if (ctx.body === undefined && !('forms' in source)) {
@@ -100,8 +97,7 @@ export function receive(ctx: TCtx, source: Source, read: Reader): Reply | Promis
     requireValid(ctx, source.name, checkBodyTime(when, body[field], ctx.deps.clock()));
   }
   const resource = firstHeader(ctx.req.headers, 'resource' in source ? source.resource : undefined);
-  const decision = read(ctx, { body, form, raw, resource });
-  return decision instanceof Promise ? decision.then((d) => act(ctx, source, d)) : act(ctx, source, decision);
+  return act(ctx, source, read(ctx, { body, form, raw, resource }));
 }
 
 function routeOf(ctx: TCtx, source: Source, d: Job | Extract<Decision, { kind: 'routed' }>): Routed {
@@ -112,6 +108,7 @@ function routeOf(ctx: TCtx, source: Source, d: Job | Extract<Decision, { kind: '
   return { kind: 'unserved', reason: `/${source.name} names its repository` };
 }
 
+// Not `async`: a ready job goes to the queue with no promise of its own.
 function act(ctx: TCtx, source: Source, d: Decision): Reply | Promise<Reply> {
   if (d.kind === 'skip') return skipped(d.reason);
   if (d.kind === 'reply') return d.reply;
@@ -190,7 +187,7 @@ function refusalNext(route: SourceName, reason: Exclude<Refusal, null>): string 
 }
 
 /** 401 with nothing queued; the log says which check failed, the caller learns only that it failed. */
-export function requireValid(ctx: TCtx, route: SourceName, reason: Refusal): void {
+function requireValid(ctx: TCtx, route: SourceName, reason: Refusal): void {
   if (reason === null) return;
   const next = refusalNext(route, reason);
   ctx.deps.log.warn('webhook refused', { route, reason, next, request_id: ctx.requestId, peer: ctx.peer });
@@ -200,12 +197,12 @@ export function requireValid(ctx: TCtx, route: SourceName, reason: Refusal): voi
 /** Thrown by an intake's `prepare` when its delivery asks for nothing its sender may have: answered 200 skipped. */
 export class NotQueued extends Error {}
 
-export function skipped(reason: string): Reply {
+function skipped(reason: string): Reply {
   return json(200, { status: 'skipped', reason });
 }
 
 /** A delivery no served repository takes: counted for GET /status, logged, answered as a skip (not retried). */
-export function unserved(ctx: TCtx, route: SourceName, reason: string, answer = skipped): Reply {
+function unserved(ctx: TCtx, route: SourceName, reason: string, answer = skipped): Reply {
   ctx.deps.skips.count(route);
   ctx.deps.log.info('delivery skipped: repository not served', { route, reason, request_id: ctx.requestId });
   return answer(reason);
