@@ -87,8 +87,8 @@ export type Reader = (ctx: TCtx, delivery: Received) => Decision;
 export function receive(ctx: TCtx, source: Source, read: Reader): Reply | Promise<Reply> {
   const raw = ctx.raw ?? Buffer.alloc(0);
   if (ctx.body === undefined && !('forms' in source)) {
-    throw new HttpError('unsupported_media_type', 'The body is a form (name=…), not JSON: set the sender\'s content '
-      + 'type to application/json (GitHub: the webhook\'s Content type, Settings → Webhooks)');
+    throw new HttpError('unsupported_media_type', 'The body is a form (name=…), not JSON: set the webhook\'s Content '
+      + 'type to application/json (GitHub: Settings → Webhooks)');
   }
   const form = ctx.body === undefined ? new URLSearchParams(raw.toString('utf8')) : null;
   const body = (ctx.body ?? {}) as Obj;
