@@ -1,5 +1,5 @@
 // The trigger server as a pure factory: one ordered route table compiled at boot (STYLE habit 1).
-// Webhook routes take a signed body (1 MiB), which intake.ts `admit` verifies before the pipeline parses it (DESIGN §5).
+// Webhook routes' bodies (1 MiB) are signed: intake.ts `admit` verifies them before the pipeline parses (DESIGN §5).
 import { createPipeline, type Route, type RequestListener } from '../http/pipeline.ts';
 import { MiB } from '../http/body.ts';
 import type { TriggerDeps } from './deps.ts';

@@ -30,9 +30,10 @@ export function readChatCommand(
   if (/^answer(\s|$)/i.test(m.text)) return { kind: 'reply', reply: answerFromChat(ctx, kind, m, voice) };
   const option = takeRepoOption(m.text);
   const { escape = (t: string) => t } = voice;
+  const say = (text: string): Decision => ({ kind: 'reply', reply: voice.say(text) });
   // The reason quotes the person's own `repo=` word: escaped like any text a chat shows back.
-  if (option.kind === 'bad') return { kind: 'reply', reply: voice.say(`${escape(option.reason)}. Nothing was queued.`) };
-  if (option.text === '') return { kind: 'reply', reply: voice.say(voice.usage) };
+  if (option.kind === 'bad') return say(`${escape(option.reason)}. Nothing was queued.`);
+  if (option.text === '') return say(voice.usage);
   const unserved = (reason: string) => voice.say(`Not queued: ${reason}.`, { status: 'skipped', reason });
   return { kind: 'job', text: option.text, route: m.channel, pick: option.repo, keys: m.keys, unserved, ...job };
 }

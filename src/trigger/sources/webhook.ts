@@ -137,7 +137,8 @@ export function readGithub(ctx: TCtx, { body, resource }: Received): Decision {
   if (input.kind === 'skip') return input;
   if (input.kind === 'follow-up') {
     const reply = githubThreadTarget(input.repository ?? '', input.number);
-    return { kind: 'routed', route: input.repository, then: (repo) => queueFollowUp(ctx, repo.name, event, input, reply) };
+    const then = (repo: { name: string }) => queueFollowUp(ctx, repo.name, event, input, reply);
+    return { kind: 'routed', route: input.repository, then };
   }
   const reply = githubThreadTarget(input.repository ?? '', positiveInt(obj(body.issue).number));
   const job = { kind: 'job', text: input.text, route: input.repository, keys: input.keys, reply } as const;
