@@ -32,7 +32,7 @@ export interface Ctx<D> {
 
 export type Handler<D> = (ctx: Ctx<D>) => HandlerResult | Promise<HandlerResult>;
 
-export interface Route<D> {
+interface RouteBase<D> {
   method: Method;
   pattern: string;
   handler: Handler<D>;
@@ -41,17 +41,20 @@ export interface Route<D> {
   loopbackOnly?: boolean;
   /** Runner tokens (PipelineOptions.runnerTokens) are accepted here too; the handler checks ctx.runner. */
   runner?: boolean;
-  /**
-   * 'json' enforces content type and parses; 'raw' hands over bytes; 'signed' (a webhook) hands them to `verify`
-   * before anything reads them, then parses a JSON object, or leaves a form in `raw`; default none (body ignored).
-   */
-  body?: 'json' | 'raw' | 'optional-json' | 'signed';
-  /** A signed route's check of the bytes as they came (its secret, its signature): verify before parsing. */
-  verify?: (ctx: Ctx<D>) => void;
   limit?: number;
   /** The query parameters it takes: another, or one given twice, is 400 invalid_param (unset: none is checked). */
   query?: readonly string[];
 }
+
+/**
+ * `body`: 'json' enforces content type and parses; 'raw' hands over bytes; default none (body ignored). 'signed' (a
+ * webhook) hands them to `verify`, its check of the bytes as they came (its secret, its signature), before anything
+ * reads them, then parses a JSON object, or leaves a form in `raw`.
+ */
+export type Route<D> = RouteBase<D> & (
+  | { body?: 'json' | 'raw' | 'optional-json'; verify?: never }
+  | { body: 'signed'; verify: (ctx: Ctx<D>) => void }
+);
 
 interface PipelineOptions<D> {
   routes: ReadonlyArray<Route<D>>;
@@ -89,7 +92,8 @@ interface Seen<D> {
 const UNMATCHED_ROUTE = 'unmatched';
 const STATIC_ROUTE = 'static';
 
-/** Whether the route reads a body for this request: always for json and raw, for optional-json when one is sent. */
+/** Whether the route reads a body for this request: always for json, raw and signed, for optional-json when one is
+ * sent. */
 function wantsBody<D>(route: Route<D>, req: IncomingMessage): boolean {
   if (route.body === 'optional-json') return framesBody(req);
   return route.body !== undefined;
@@ -168,7 +172,7 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
     return readBody(req, { limit: route.limit ?? MiB, timeoutMs: opts.bodyTimeoutMs }).then((raw) => {
       ctx.raw = raw;
       if (route.body === 'signed') {
-        route.verify!(ctx);
+        route.verify(ctx);
         if (!isForm(req, raw)) ctx.body = parseJsonObject(raw);
       } else if (route.body !== 'raw') {
         ctx.body = route.body === 'optional-json' && raw.length === 0 ? {} : parseJson(raw);

@@ -11,7 +11,7 @@ import { readTrackerbDelivery, trackerbReply } from './sources/trackerb.ts';
 import { readChatbDelivery } from './sources/chatb.ts';
 import { githubReply, readGithub } from './sources/webhook.ts';
 import { createJob, getJob } from './routes/jobs.ts';
-import { SOURCES, type ReplyName, type Source, type SourceName } from '../webhook-sources.ts';
+import { SOURCES, type ReplyName, type SourceName } from '../webhook-sources.ts';
 import type { ReplyChannel } from './summary.ts';
 import { admit, receive, type Reader, type TCtx } from './intake.ts';
 import { countDelivery } from './metrics.ts';
@@ -27,16 +27,6 @@ const READERS: Record<Exclude<SourceName, 'jobs'>, Reader> = {
   chatb: readChatbDelivery,
   webhook: readGithub,
 };
-
-/** A refusal before the handler (the secret, the signature) counts as the delivery's outcome too. */
-function admitted(ctx: TCtx, source: Source): void {
-  try {
-    admit(ctx, source);
-  } catch (err) {
-    ctx.deps.metrics.deliveries.inc([source.name, 'refused']);
-    throw err;
-  }
-}
 
 export const REPLIES: Record<ReplyName, ReplyChannel> = {
   chata: chataReply,
@@ -61,7 +51,7 @@ export const triggerRoutes: readonly R[] = [
     const read = READERS[s.name];
     return {
       method: 'POST', pattern: `/${s.name}`, body: 'signed', limit: MiB, auth: false,
-      verify: (ctx) => admitted(ctx, s), handler: (ctx) => counted(ctx, () => receive(ctx, s, read)),
+      verify: (ctx) => admit(ctx, s), handler: (ctx) => counted(ctx, () => receive(ctx, s, read)),
     };
   }),
   { method: 'GET', pattern: '/jobs/:id', handler: getJob, auth: false },
@@ -82,5 +72,8 @@ export function createTriggerApp(deps: TriggerDeps, bodyTimeoutMs = 10_000): Req
     requests: deps.metrics.requests,
     accessLog: deps.settings.accessLog,
     onBusy: deps.busyMet,
+    // Every POST route is a delivery's (`/<source>`): refused before its handler (the secret, the signature, a body
+    // too large, slow or not JSON) counts as its outcome too; the handler's own answers countDelivery counts.
+    onRefused: ({ route }) => deps.metrics.deliveries.inc([route.pattern.slice(1), 'refused']),
   });
 }

@@ -13,17 +13,20 @@ import {
 } from '../helpers/walk-coverage.ts';
 import { assertDoublingsBack, probesOf, recordOrder } from '../helpers/walk-order.ts';
 
-/** Today's count, which docs/architecture.md records: within the fifteen issue 31 asked for. */
-const BAR = 14;
+/** Today's count, which docs/architecture.md records: the fifteen issue 31 asked for. */
+const BAR = 15;
 
-/** Where the walk doubles back (docs/architecture.md "Doubling back"): nowhere; the intake hands the reader its delivery. */
-const DOUBLING_BACK: string[] = [];
+/**
+ * Where the walk doubles back today (docs/architecture.md "Doubling back" counts them): the route's reader reaches into
+ * files the walk entered before it. It holds the walk from doubling back anywhere else; each is to leave this list.
+ */
+const DOUBLING_BACK = ['src/http/body.ts', 'src/trigger/intake.ts', 'src/untrusted.ts', 'src/webhook-sources.ts'];
 
 /** Run by the delivery, not counted (docs/architecture.md names each group under the walk). */
 const NOT_COUNTED = [
   ...PIPELINE_INTERNALS,
   // shared leaves
-  'src/log.ts', 'src/safe-json.ts', 'src/untrusted.ts', 'src/engine/text.ts', 'src/db/open.ts', 'src/engine/ids.ts',
+  'src/log.ts', 'src/safe-json.ts', 'src/engine/text.ts', 'src/db/open.ts', 'src/engine/ids.ts',
   // what only counts or traces
   'src/trigger/metrics.ts', 'src/trace.ts', 'src/trigger/job-trace.ts', 'src/db/wal-checkpointer.ts',
 ];
