@@ -20,6 +20,8 @@ import { queuedReply } from './metrics.ts';
 import { startDelivery, type Delivery } from './job-trace.ts';
 
 export type TCtx = Ctx<TriggerDeps>;
+/** A source whose deliveries a reader reads: every one but `/jobs`, which names its repository. */
+type ReadSource = Exclude<Source, { routing: 'named' }>;
 /** A header's value as `firstHeader` reads it (Node joins a repeated custom header into one string). */
 type Header = string | undefined;
 type Scheme = NonNullable<WebhookSource['scheme']>;
@@ -54,19 +56,19 @@ export function admit(ctx: TCtx, source: Source): Buffer {
  * where the record takes one), and its event header. */
 export interface Received { body: Obj; form: URLSearchParams | null; raw: Buffer; resource: string | undefined }
 
-/** Work a delivery asks for, as its source's reader decides it; intake routes it, makes its brief and queues it. */
-export interface Job {
+/** Work a delivery asks for, as its source's reader decides it; intake routes it, makes its brief and queues it. Its
+ * brief's text (the source's sanitizer, briefOf, makes the brief of it) is `text`, or what `prepare` returns: run once
+ * the delivery is no copy of one queued (an API asked, files read). */
+export type Job = JobBase & ({ text: string } | { prepare: (repo: ServedRepo) => Promise<string> });
+
+interface JobBase {
   kind: 'job';
-  /** The brief's text: the source's sanitizer (briefOf) makes the brief of it. */
-  text: string;
   /** What routes it (served-repos.ts): a repository's full name, an operator-mapped key, a chat channel. */
   route: string | null;
   /** A chat's `repo=` choice among its channel's repositories. */
   pick?: string | null;
   keys?: readonly string[];
   reply?: EnqueueRequest['reply'];
-  /** Run once the delivery is no copy of one queued (an API asked, files read): its text, if it makes the brief. */
-  prepare?: (repo: ServedRepo) => Promise<string | void>;
   replies?: Replies;
   /** How a delivery no served repository takes is answered (a skip unless given). */
   unserved?: (reason: string) => Reply;
@@ -84,7 +86,7 @@ export type Decision =
 export type Reader = (ctx: TCtx, delivery: Received) => Decision;
 
 /** A delivery its route's `verify` (admit) passed: the signed body's time, the reader, and what its decision asks. */
-export function receive(ctx: TCtx, source: Source, read: Reader): Reply | Promise<Reply> {
+export function receive(ctx: TCtx, source: ReadSource, read: Reader): Reply | Promise<Reply> {
   const raw = ctx.raw ?? Buffer.alloc(0);
   if (ctx.body === undefined && !('forms' in source)) {
     throw new HttpError('unsupported_media_type', 'The body is a form (name=…), not JSON: set the webhook\'s Content '
@@ -100,16 +102,15 @@ export function receive(ctx: TCtx, source: Source, read: Reader): Reply | Promis
   return act(ctx, source, read(ctx, { body, form, raw, resource }));
 }
 
-function routeOf(ctx: TCtx, source: Source, d: Job | Extract<Decision, { kind: 'routed' }>): Routed {
+function routeOf(ctx: TCtx, source: ReadSource, d: Job | Extract<Decision, { kind: 'routed' }>): Routed {
   const { repos } = ctx.deps.settings;
   if (source.routing === 'full-name') return repos.webhook(d.route);
   if (source.routing === 'channel') return repos.chat(source.name, d.route, ('pick' in d && d.pick) || null);
-  if (source.routing === 'key') return repos.route(source.name, d.route);
-  return { kind: 'unserved', reason: `/${source.name} names its repository` };
+  return repos.route(source.name, d.route);
 }
 
 // Not `async`: a ready job goes to the queue with no promise of its own.
-function act(ctx: TCtx, source: Source, d: Decision): Reply | Promise<Reply> {
+function act(ctx: TCtx, source: ReadSource, d: Decision): Reply | Promise<Reply> {
   if (d.kind === 'skip') return skipped(d.reason);
   if (d.kind === 'reply') return d.reply;
   const routed = routeOf(ctx, source, d);
@@ -119,9 +120,9 @@ function act(ctx: TCtx, source: Source, d: Decision): Reply | Promise<Reply> {
   if (d.kind === 'routed') return d.then(routed.repo);
   const { repo } = routed;
   const intake = { origin: source.name, repo: repo.name, reply: d.reply, keys: d.keys };
-  const { prepare, done } = d;
-  const made = prepare
-    ? { prepare: async () => ({ brief: briefOf(source.name, (await prepare(repo)) ?? d.text) }) }
+  const { done } = d;
+  const made = 'prepare' in d
+    ? { prepare: async () => ({ brief: briefOf(source.name, await d.prepare(repo)) }) }
     : { brief: briefOf(source.name, d.text) };
   const reply = enqueue(ctx, { ...intake, ...made }, d.replies);
   return done ? reply.finally(done) : reply;

@@ -108,14 +108,17 @@ export function readChata(ctx: TCtx, received: Received): Decision {
   const reply = isAllowedChataUrl(input.responseUrl, prefix)
     ? { channel: 'chata', target: { response_url: input.responseUrl, response_url_until: until, ...thread } } as const
     : undefined;
-  if (!reply && input.responseUrl) {
-    // The job runs; no summary goes.
-    ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
-  }
   return readChatCommand(ctx, 'chata', { ...input, keys: [] }, SLACK, {
     reply,
     replies: {
-      queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
+      queued: (id) => {
+        // The job runs, but its summary has nowhere to go: said once a job is queued, not for a usage reply or a skip.
+        if (!reply && input.responseUrl) {
+          ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX',
+            { request_id: ctx.requestId, job_id: id });
+        }
+        return ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`);
+      },
       duplicate: (id) => ephemeral(`Already queued as job ${id}.`, { status: 'duplicate' }),
     },
   });

@@ -141,5 +141,5 @@ export function readErrtrack(_ctx: unknown, { body, resource }: Received): Decis
   if (alert.skip !== undefined) return { kind: 'skip', reason: alert.skip };
   // Reads the checkout's deploy records and runs `git log`: only once the cheap checks passed.
   const prepare = (repo: { checkout: string | null }) => buildErrtrackBrief(alert, repo.checkout);
-  return { kind: 'job', text: alert.title, route: alert.projectSlug, keys: alert.keys, prepare };
+  return { kind: 'job', route: alert.projectSlug, keys: alert.keys, prepare };
 }

@@ -63,6 +63,7 @@ export function readTrackeraDelivery(ctx: TCtx, { body, raw }: Received): Decisi
       if (!(err instanceof UnsafePathError) || err instanceof UnusableRootError) throw err;
       unstaged = err.message;
     }
+    return `trackera:${identifier}`;
   };
   const queued = (jobId: string): Reply => {
     if (unstaged !== null) ctx.deps.log.warn('trackera snapshot not staged', { job_id: jobId, error: unstaged });
@@ -75,7 +76,7 @@ export function readTrackeraDelivery(ctx: TCtx, { body, raw }: Received): Decisi
     return accepted.queued(jobId);
   };
   return {
-    kind: 'job', text: `trackera:${identifier}`, route: input.teamKey, reply: { channel: 'trackera', target },
+    kind: 'job', route: input.teamKey, reply: { channel: 'trackera', target },
     prepare, replies: { queued }, done: async () => snapshot?.discard(),
   };
 }

@@ -144,11 +144,13 @@ export function readGithub(ctx: TCtx, { body, resource }: Received): Decision {
   const job = { kind: 'job', text: input.text, route: input.repository, keys: input.keys, reply } as const;
   const { writer } = input;
   if (writer === undefined || (writer.of === 'issue' && !ctx.deps.github.configured)) return job;
+  const { text, ...asked } = job;
   return {
-    ...job,
+    ...asked,
     prepare: async (repo) => {
       const writes = await mayWrite(ctx, repo.name, writer.login);
       if (writes !== true) throw new NotQueued(`${writer.of} author may not start jobs: ${writes}`);
+      return text;
     },
   };
 }
