@@ -68,7 +68,8 @@ interface PipelineOptions<D> {
   log: Logger;
   /** Refuse a body still arriving after this many ms (the slow-body guard). */
   bodyTimeoutMs?: number;
-  /** A mutating request that matched a route but was refused before its handler ran (the Control Plane audits it). */
+  /** A mutating request that matched a route but was refused before its handler ran (the Control Plane audits it, the
+   * trigger counts it as a refused delivery). */
   onRefused?: (info: Refusal<D>) => void;
   requests?: RequestMetrics;
   /** One `request` log line per answered request (SVC_ACCESS_LOG=1): never a path, query, header or body. */
