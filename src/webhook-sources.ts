@@ -32,6 +32,10 @@ export interface WebhookSource {
   families?: readonly { signature: string; timestamp?: string }[];
   /** HMAC-SHA256 over the body (`v0:<ts>:<body>` with a timestamp), as `mac` after `prefix`; none: a bearer token. */
   scheme?: { mac: 'hex' | 'base64'; prefix?: RegExp };
+  /** Where the signed body carries its time (±300 s, checked once it is parsed): unix ms or ISO-8601. */
+  bodyTime?: { field: string; form: 'ms' | 'iso' };
+  /** A form body (a slash command) is read as one; every other source refuses a form (415). */
+  forms?: true;
   /** Other headers read from the delivery (the event resource, the delivery id), neutral name first. */
   resource?: readonly string[];
   delivery?: readonly string[];
@@ -75,9 +79,9 @@ export const SOURCES = [
     name: 'trackera',
     service: 'Linear',
     secret: ['TRACKERA_WEBHOOK_SECRET'],
-    // Its signed time is the body's webhookTimestamp (ms), checked once the body is parsed.
     families: [{ signature: 'trackera-signature' }, { signature: 'linear-signature' }],
     scheme: { mac: 'hex' },
+    bodyTime: { field: 'webhookTimestamp', form: 'ms' },
     // A retry re-stamps webhookTimestamp (new bytes) under the same Linear-Delivery.
     delivery: ['linear-delivery'],
     argv: ['start', BRIEF, '--detach'],
@@ -122,6 +126,7 @@ export const SOURCES = [
       { signature: 'x-slack-signature', timestamp: 'x-slack-request-timestamp' },
     ],
     scheme: { mac: 'hex', prefix: /^v0=/ },
+    forms: true,
     argv: ['start', BRIEF, '--detach'],
     routing: 'channel',
     keyName: 'CHANNEL',
@@ -140,6 +145,7 @@ export const SOURCES = [
     // Teams signs with `Authorization: HMAC <base64>`, the spec's name too; its signed time is the Activity's.
     families: [{ signature: 'authorization' }],
     scheme: { mac: 'base64', prefix: /^HMAC\s+/i },
+    bodyTime: { field: 'timestamp', form: 'iso' },
     argv: ['start', '--brief', BRIEF, '--pr', '--detach'],
     routing: 'channel',
     keyName: 'CHANNEL',

@@ -128,12 +128,12 @@ function trigger(method: Op['method'], path: string, id: string, tag: string, su
   return { ...docOf(id, tag, summary, rest), server: 'trigger', method, path };
 }
 
-function webhook(origin: string, summary: string, also: Ok): Op {
+function webhook({ name: origin, forms }: WebhookSource, summary: string, also: Ok): Op {
   const id = `receive${origin[0]!.toUpperCase()}${origin.slice(1)}`;
   return trigger('post', `/${origin}`, id, 'webhooks', summary, {
     security: 'signature', body: 'Open', ok: { status: 202, schema: 'Queued', description: 'queued' }, also: [also],
-    // GitHub's form content type (`payload=…`) is refused on /webhook alone: the other vendors send JSON only.
-    errors: ['BadRequest', 'Unauthorized', 'TooLarge', ...(origin === 'webhook' ? ['UnsupportedType' as const] : []),
+    // A form body (GitHub's default content type, `payload=…`) is refused but where the record reads forms (chata's).
+    errors: ['BadRequest', 'Unauthorized', 'TooLarge', ...(forms ? [] : ['UnsupportedType' as const]),
       'TooMany', 'Unavailable'],
   });
 }
@@ -150,7 +150,7 @@ const CHAT_REPLY = {
 /** The trigger server's own operations (its /health, /ready and /metrics are the Control Plane routes' `both`). */
 const TRIGGER_OPERATIONS: readonly Op[] = [
   ...SOURCES.flatMap((s: WebhookSource) => (s.api
-    ? [webhook(s.name, s.api.summary, s.api.answer === 'chat' ? CHAT_REPLY : SKIPPED)]
+    ? [webhook(s, s.api.summary, s.api.answer === 'chat' ? CHAT_REPLY : SKIPPED)]
     : [])),
   trigger('get', '/status', 'getTriggerStatus', 'health',
     'Which routes and notifiers are configured (booleans and counts, never values) and the queue depth',

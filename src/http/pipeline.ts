@@ -5,9 +5,9 @@ import { randomUUID } from 'node:crypto';
 import { createRouter, type Method } from './router.ts';
 import { errorBody, httpErrorOf, HttpError } from './http-error.ts';
 import { sendReply, TAKEN_OVER, type HandlerResult } from './respond.ts';
-import { readBody, parseJson, MiB } from './body.ts';
+import { readBody, parseJson, parseJsonObject, MiB } from './body.ts';
 import {
-  checkBearer, checkFetchSite, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin,
+  checkBearer, checkFetchSite, checkHost, checkJsonContentType, checkLoopbackOnly, checkOrigin, mediaTypeOf,
   requestUrl, type RunnerCredential,
 } from './guards.ts';
 import type { StaticFiles } from './static-files.ts';
@@ -20,7 +20,7 @@ export interface Ctx<D> {
   res: ServerResponse;
   params: Record<string, string>;
   query: URLSearchParams;
-  /** The parsed JSON of a json route; `raw`, the bytes of a json or raw route. */
+  /** The parsed JSON of a json route (a signed route's JSON object, unset for its form); `raw`, the bytes. */
   body: unknown;
   raw: Buffer | undefined;
   peer: string;
@@ -32,7 +32,7 @@ export interface Ctx<D> {
 
 export type Handler<D> = (ctx: Ctx<D>) => HandlerResult | Promise<HandlerResult>;
 
-export interface Route<D> {
+interface RouteBase<D> {
   method: Method;
   pattern: string;
   handler: Handler<D>;
@@ -41,12 +41,20 @@ export interface Route<D> {
   loopbackOnly?: boolean;
   /** Runner tokens (PipelineOptions.runnerTokens) are accepted here too; the handler checks ctx.runner. */
   runner?: boolean;
-  /** 'json' enforces content type and parses; 'raw' hands over bytes; default none (body ignored). */
-  body?: 'json' | 'raw' | 'optional-json';
   limit?: number;
   /** The query parameters it takes: another, or one given twice, is 400 invalid_param (unset: none is checked). */
   query?: readonly string[];
 }
+
+/**
+ * `body`: 'json' enforces content type and parses; 'raw' hands over bytes; default none (body ignored). 'signed' (a
+ * webhook) hands them to `verify`, its check of the bytes as they came (its secret, its signature), before anything
+ * reads them, then parses a JSON object, or leaves a form in `raw`.
+ */
+export type Route<D> = RouteBase<D> & (
+  | { body?: 'json' | 'raw' | 'optional-json'; verify?: never }
+  | { body: 'signed'; verify: (ctx: Ctx<D>) => void }
+);
 
 interface PipelineOptions<D> {
   routes: ReadonlyArray<Route<D>>;
@@ -60,7 +68,8 @@ interface PipelineOptions<D> {
   log: Logger;
   /** Refuse a body still arriving after this many ms (the slow-body guard). */
   bodyTimeoutMs?: number;
-  /** A mutating request that matched a route but was refused before its handler ran (the Control Plane audits it). */
+  /** A mutating request that matched a route but was refused before its handler ran (the Control Plane audits it, the
+   * trigger counts it as a refused delivery). */
   onRefused?: (info: Refusal<D>) => void;
   requests?: RequestMetrics;
   /** One `request` log line per answered request (SVC_ACCESS_LOG=1): never a path, query, header or body. */
@@ -84,10 +93,16 @@ interface Seen<D> {
 const UNMATCHED_ROUTE = 'unmatched';
 const STATIC_ROUTE = 'static';
 
-/** Whether the route reads a body for this request: always for json and raw, for optional-json when one is sent. */
+/** Whether the route reads a body for this request: always for json, raw and signed, for optional-json when one is
+ * sent. */
 function wantsBody<D>(route: Route<D>, req: IncomingMessage): boolean {
-  if (route.body === 'json' || route.body === 'raw') return true;
-  return route.body === 'optional-json' && framesBody(req);
+  if (route.body === 'optional-json') return framesBody(req);
+  return route.body !== undefined;
+}
+
+/** A signed route's form body: the form media type over `name=…` (a JSON text starts otherwise). */
+function isForm(req: IncomingMessage, raw: Buffer): boolean {
+  return mediaTypeOf(req) === 'application/x-www-form-urlencoded' && !/^\s*[[{"]/.test(raw.toString('latin1', 0, 16));
 }
 
 /** Whether the request's framing headers say a body follows (`complete` stays false while a bodyless request is
@@ -154,10 +169,15 @@ export function createPipeline<D>(opts: PipelineOptions<D>): RequestListener {
       if (route.body === 'optional-json') ctx.body = {};
       return answer(route, ctx, seen);
     }
-    if (route.body !== 'raw') checkJsonContentType(req);
+    if (route.body === 'json' || route.body === 'optional-json') checkJsonContentType(req);
     return readBody(req, { limit: route.limit ?? MiB, timeoutMs: opts.bodyTimeoutMs }).then((raw) => {
       ctx.raw = raw;
-      if (route.body !== 'raw') ctx.body = route.body === 'optional-json' && raw.length === 0 ? {} : parseJson(raw);
+      if (route.body === 'signed') {
+        route.verify(ctx);
+        if (!isForm(req, raw)) ctx.body = parseJsonObject(raw);
+      } else if (route.body !== 'raw') {
+        ctx.body = route.body === 'optional-json' && raw.length === 0 ? {} : parseJson(raw);
+      }
       return answer(route, ctx, seen);
     });
   }

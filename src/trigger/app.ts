@@ -1,34 +1,31 @@
 // The trigger server as a pure factory: one ordered route table compiled at boot (STYLE habit 1).
-// Webhook routes take the raw body (1 MiB), which intake.ts `admit` verifies before a handler parses it (DESIGN §5).
+// Webhook routes' bodies (1 MiB) are signed: intake.ts `admit` verifies them before the pipeline parses (DESIGN §5).
 import { createPipeline, type Route, type RequestListener } from '../http/pipeline.ts';
 import { MiB } from '../http/body.ts';
 import type { TriggerDeps } from './deps.ts';
 import { getHealth, getReady, getStatus, getMetrics } from './routes/health.ts';
-import { receiveErrtrack } from './sources/errtrack.ts';
-import { chataReply, receiveChata } from './sources/chata.ts';
-import { receiveTrackera, trackeraReply } from './sources/trackera.ts';
-import { receiveTrackerb, trackerbReply } from './sources/trackerb.ts';
-import { receiveChatb } from './sources/chatb.ts';
-import { githubReply, receiveWebhook } from './sources/webhook.ts';
+import { readErrtrack } from './sources/errtrack.ts';
+import { chataReply, readChata } from './sources/chata.ts';
+import { readTrackeraDelivery, trackeraReply } from './sources/trackera.ts';
+import { readTrackerbDelivery, trackerbReply } from './sources/trackerb.ts';
+import { readChatbDelivery } from './sources/chatb.ts';
+import { githubReply, readGithub } from './sources/webhook.ts';
 import { createJob, getJob } from './routes/jobs.ts';
 import { SOURCES, type ReplyName, type SourceName } from '../webhook-sources.ts';
 import type { ReplyChannel } from './summary.ts';
-import { admit, type TCtx } from './intake.ts';
+import { admit, receive, type Reader, type TCtx } from './intake.ts';
 import { countDelivery } from './metrics.ts';
-import type { Reply } from '../http/respond.ts';
 
 type R = Route<TriggerDeps>;
-const raw = { body: 'raw', limit: MiB, auth: false } as const;
 
-/** Each source's handler, given the bytes its route's check passed. */
-const RECEIVERS: Record<SourceName, (ctx: TCtx, raw: Buffer) => Reply | Promise<Reply>> = {
-  errtrack: receiveErrtrack,
-  chata: receiveChata,
-  trackera: receiveTrackera,
-  trackerb: receiveTrackerb,
-  chatb: receiveChatb,
-  webhook: receiveWebhook,
-  jobs: createJob,
+/** Each webhook source's reader, given its delivery once the route's check passed (`/jobs` is svc's own API). */
+const READERS: Record<Exclude<SourceName, 'jobs'>, Reader> = {
+  errtrack: readErrtrack,
+  chata: readChata,
+  trackera: readTrackeraDelivery,
+  trackerb: readTrackerbDelivery,
+  chatb: readChatbDelivery,
+  webhook: readGithub,
 };
 
 export const REPLIES: Record<ReplyName, ReplyChannel> = {
@@ -43,10 +40,18 @@ export const triggerRoutes: readonly R[] = [
   { method: 'GET', pattern: '/ready', handler: getReady, auth: false },
   { method: 'GET', pattern: '/status', handler: (ctx) => getStatus(ctx, REPLIES), auth: false },
   ...SOURCES.map((s): R => {
-    const receive = RECEIVERS[s.name];
+    const counted = (ctx: TCtx, answer: Parameters<typeof countDelivery>[2]) =>
+      countDelivery(ctx.deps.metrics.deliveries, s.name, answer);
+    if (s.name === 'jobs') {
+      return {
+        method: 'POST', pattern: '/jobs', body: 'raw', limit: MiB, auth: false,
+        handler: (ctx) => counted(ctx, () => createJob(ctx, admit(ctx, s))),
+      };
+    }
+    const read = READERS[s.name];
     return {
-      method: 'POST', pattern: `/${s.name}`, ...raw,
-      handler: (ctx) => countDelivery(ctx.deps.metrics.deliveries, s.name, () => receive(ctx, admit(ctx, s))),
+      method: 'POST', pattern: `/${s.name}`, body: 'signed', limit: MiB, auth: false,
+      verify: (ctx) => admit(ctx, s), handler: (ctx) => counted(ctx, () => receive(ctx, s, read)),
     };
   }),
   { method: 'GET', pattern: '/jobs/:id', handler: getJob, auth: false },
@@ -67,5 +72,8 @@ export function createTriggerApp(deps: TriggerDeps, bodyTimeoutMs = 10_000): Req
     requests: deps.metrics.requests,
     accessLog: deps.settings.accessLog,
     onBusy: deps.busyMet,
+    // Every POST route is a delivery's (`/<source>`): refused before its handler (the secret, the signature, a body
+    // too large, slow or not JSON) counts as its outcome too; the handler's own answers countDelivery counts.
+    onRefused: ({ route }) => deps.metrics.deliveries.inc([route.pattern.slice(1), 'refused']),
   });
 }

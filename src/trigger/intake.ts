@@ -1,5 +1,6 @@
-// What every source does alike (its handler is trigger/sources/<name>.ts): the secret, the bearer token or the
-// signature over the raw bytes, the dedupe keys, the argv, the replies, the hand-off to the queue.
+// What every source does alike around its reader (trigger/sources/<name>.ts): the secret, the bearer token or the
+// signature over the raw bytes, a signed body's time, the routing, the brief, the dedupe keys, the argv, the replies,
+// the hand-off to the queue.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { HttpError } from '../http/http-error.ts';
 import { RefusedError } from '../errors.ts';
@@ -8,13 +9,19 @@ import { json, type Reply } from '../http/respond.ts';
 import type { Ctx } from '../http/pipeline.ts';
 import type { TriggerDeps } from './deps.ts';
 import {
-  BRIEF, decodeChatbKey, deliveryKeys, firstHeader, sourceOf, type Source, type SourceName, type WebhookSource,
+  BRIEF, briefOf, decodeChatbKey, deliveryKeys, firstHeader, sourceOf, type Source, type SourceName,
+  type WebhookSource,
 } from '../webhook-sources.ts';
 import type { EnqueueRequest } from './queue.ts';
+import type { Routed } from './served-repos.ts';
+import type { ServedRepo } from './served-repos-file.ts';
+import type { Obj } from '../untrusted.ts';
 import { queuedReply } from './metrics.ts';
 import { startDelivery, type Delivery } from './job-trace.ts';
 
 export type TCtx = Ctx<TriggerDeps>;
+/** A source whose deliveries a reader reads: every one but `/jobs`, which names its repository. */
+type ReadSource = Exclude<Source, { routing: 'named' }>;
 /** A header's value as `firstHeader` reads it (Node joins a repeated custom header into one string). */
 type Header = string | undefined;
 type Scheme = NonNullable<WebhookSource['scheme']>;
@@ -28,7 +35,7 @@ export function secretFor(ctx: TCtx, route: SourceName): string {
   return s.value;
 }
 
-/** Every route's check before its handler parses anything: 503 without the secret, the bearer token or signature. */
+/** Every route's check before anything parses its body: 503 without the secret, the bearer token or signature. */
 export function admit(ctx: TCtx, source: Source): Buffer {
   const secret = secretFor(ctx, source.name);
   const raw = ctx.raw ?? Buffer.alloc(0);
@@ -43,6 +50,82 @@ export function admit(ctx: TCtx, source: Source): Buffer {
   const signature = firstHeader(headers, [family.signature]);
   requireValid(ctx, source.name, checkSignature(source.scheme, key, raw, signature, timestamp, ctx.deps.clock()));
   return raw;
+}
+
+/** A delivery as its source's reader gets it: the signed body, which the pipeline parsed (a JSON object, or a form
+ * where the record takes one), and its event header. */
+export interface Received { body: Obj; form: URLSearchParams | null; raw: Buffer; resource: string | undefined }
+
+/** Work a delivery asks for, as its source's reader decides it; intake routes it, makes its brief and queues it. Its
+ * brief's text (the source's sanitizer, briefOf, makes the brief of it) is `text`, or what `prepare` returns: run once
+ * the delivery is no copy of one queued (an API asked, files read). */
+export type Job = JobBase & ({ text: string } | { prepare: (repo: ServedRepo) => Promise<string> });
+
+interface JobBase {
+  kind: 'job';
+  /** What routes it (served-repos.ts): a repository's full name, an operator-mapped key, a chat channel. */
+  route: string | null;
+  /** A chat's `repo=` choice among its channel's repositories. */
+  pick?: string | null;
+  keys?: readonly string[];
+  reply?: EnqueueRequest['reply'];
+  replies?: Replies;
+  /** How a delivery no served repository takes is answered (a skip unless given). */
+  unserved?: (reason: string) => Reply;
+  /** Run once the delivery is answered, whatever the answer (a staged file no job kept is removed). */
+  done?: () => Promise<void>;
+}
+
+/** A source's reading of a delivery: a job, a skip, its own answer, or its own act on the repository it routes to. */
+export type Decision =
+  | Job
+  | { kind: 'skip'; reason: string }
+  | { kind: 'reply'; reply: Reply | Promise<Reply> }
+  | { kind: 'routed'; route: string | null; then: (repo: ServedRepo) => Reply | Promise<Reply> };
+
+export type Reader = (ctx: TCtx, delivery: Received) => Decision;
+
+/** A delivery its route's `verify` (admit) passed: the signed body's time, the reader, and what its decision asks. */
+export function receive(ctx: TCtx, source: ReadSource, read: Reader): Reply | Promise<Reply> {
+  const raw = ctx.raw ?? Buffer.alloc(0);
+  if (ctx.body === undefined && !('forms' in source)) {
+    throw new HttpError('unsupported_media_type', 'The body is a form (name=…), not JSON: set the webhook\'s Content '
+      + 'type to application/json (GitHub: Settings → Webhooks)');
+  }
+  const form = ctx.body === undefined ? new URLSearchParams(raw.toString('utf8')) : null;
+  const body = (ctx.body ?? {}) as Obj;
+  if ('bodyTime' in source) {
+    const { field, form: when } = source.bodyTime;
+    requireValid(ctx, source.name, checkBodyTime(when, body[field], ctx.deps.clock()));
+  }
+  const resource = firstHeader(ctx.req.headers, 'resource' in source ? source.resource : undefined);
+  return act(ctx, source, read(ctx, { body, form, raw, resource }));
+}
+
+function routeOf(ctx: TCtx, source: ReadSource, d: Job | Extract<Decision, { kind: 'routed' }>): Routed {
+  const { repos } = ctx.deps.settings;
+  if (source.routing === 'full-name') return repos.webhook(d.route);
+  if (source.routing === 'channel') return repos.chat(source.name, d.route, ('pick' in d && d.pick) || null);
+  return repos.route(source.name, d.route);
+}
+
+// Not `async`: a ready job goes to the queue with no promise of its own.
+function act(ctx: TCtx, source: ReadSource, d: Decision): Reply | Promise<Reply> {
+  if (d.kind === 'skip') return skipped(d.reason);
+  if (d.kind === 'reply') return d.reply;
+  const routed = routeOf(ctx, source, d);
+  if (routed.kind === 'unserved') {
+    return unserved(ctx, source.name, routed.reason, d.kind === 'job' ? d.unserved : undefined);
+  }
+  if (d.kind === 'routed') return d.then(routed.repo);
+  const { repo } = routed;
+  const intake = { origin: source.name, repo: repo.name, reply: d.reply, keys: d.keys };
+  const { done } = d;
+  const made = 'prepare' in d
+    ? { prepare: async () => ({ brief: briefOf(source.name, await d.prepare(repo)) }) }
+    : { brief: briefOf(source.name, d.text) };
+  const reply = enqueue(ctx, { ...intake, ...made }, d.replies);
+  return done ? reply.finally(done) : reply;
 }
 
 /** Why a delivery was refused (null: it passed), for the log; the caller gets 401 invalid_signature for any. */
@@ -105,7 +188,7 @@ function refusalNext(route: SourceName, reason: Exclude<Refusal, null>): string 
 }
 
 /** 401 with nothing queued; the log says which check failed, the caller learns only that it failed. */
-export function requireValid(ctx: TCtx, route: SourceName, reason: Refusal): void {
+function requireValid(ctx: TCtx, route: SourceName, reason: Refusal): void {
   if (reason === null) return;
   const next = refusalNext(route, reason);
   ctx.deps.log.warn('webhook refused', { route, reason, next, request_id: ctx.requestId, peer: ctx.peer });
@@ -115,12 +198,12 @@ export function requireValid(ctx: TCtx, route: SourceName, reason: Refusal): voi
 /** Thrown by an intake's `prepare` when its delivery asks for nothing its sender may have: answered 200 skipped. */
 export class NotQueued extends Error {}
 
-export function skipped(reason: string): Reply {
+function skipped(reason: string): Reply {
   return json(200, { status: 'skipped', reason });
 }
 
 /** A delivery no served repository takes: counted for GET /status, logged, answered as a skip (not retried). */
-export function unserved(ctx: TCtx, route: SourceName, reason: string, answer = skipped): Reply {
+function unserved(ctx: TCtx, route: SourceName, reason: string, answer = skipped): Reply {
   ctx.deps.skips.count(route);
   ctx.deps.log.info('delivery skipped: repository not served', { route, reason, request_id: ctx.requestId });
   return answer(reason);

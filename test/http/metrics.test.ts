@@ -421,11 +421,17 @@ describe('GET /metrics on the trigger server', () => {
     });
     assert.equal(pinged.body.status, 'skipped');
     assert.equal((await post(`${t.url}/webhook`, ping, { 'x-hub-signature-256': 'sha256=00' })).status, 401);
+    // Signed, but not JSON: refused before the handler, counted all the same.
+    const torn = Buffer.from('{"zen": ');
+    const signed = `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, torn)}`;
+    const headers = { 'x-github-event': 'ping', 'x-hub-signature-256': signed };
+    const tornAnswer = await post(`${t.url}/webhook`, torn, headers);
+    assert.equal((tornAnswer.body.error as { code: string }).code, 'invalid_json');
     assert.equal((await post(`${t.url}/jobs`, again, { authorization: 'Bearer wrong' })).status, 401);
     const text = await scrape();
     assert.equal(delta(text, 'jobs', 'duplicate'), 1);
     assert.equal(delta(text, 'webhook', 'skipped'), 1);
-    assert.equal(delta(text, 'webhook', 'refused'), 1);
+    assert.equal(delta(text, 'webhook', 'refused'), 2);
     assert.equal(delta(text, 'jobs', 'refused'), 1);
     assert.equal(delta(text, 'jobs', 'queued'), 0);
     assert.equal(value(text, 'svc_http_requests_total', { route: '/webhook', method: 'POST', status: '401' }), 1);

@@ -199,6 +199,11 @@ describe('hostile traffic: reply URLs cannot leave CHATA_HOOKS_PREFIX by path', 
       ids.push(chataJobId(res));
     }
     for (const id of ids) assert.equal(t.stores.replies.get(id), undefined, `no reply target for ${id}`);
+    // Said for each queued job, and not for a command that queues nothing (the usage reply to an empty text).
+    const ignored = () => t.logs.filter((l) => l.msg === 'chata response_url ignored: not under CHATA_HOOKS_PREFIX');
+    assert.deepEqual(ignored().map((l) => l.job_id), ids);
+    assert.equal((await chata(t.url, '', hostile[0]!)).status, 200);
+    assert.equal(ignored().length, ids.length);
     // The same server does deliver to a URL under the prefix, after the hostile jobs ended.
     for (const id of ids) await waitFor(async () => (await jobStatus(t.url, id)) === 'succeeded', `job ${id}`);
     const good = chataJobId(await chata(t.url, 'a normal ask', `${base}/T1/1/ok`));

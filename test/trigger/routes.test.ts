@@ -79,6 +79,12 @@ describe('trigger routes with real payloads', () => {
       assert.equal(res.status, 200);
       assert.equal(res.body.status, 'skipped');
     });
+    it('answers a signed form body with 415, as every source that reads no forms does', async () => {
+      const raw = Buffer.from('payload=%7B%7D');
+      const res = await post(`${t.url}/errtrack`, raw, { 'content-type': 'application/x-www-form-urlencoded', 'errtrack-hook-signature': sign.hex(SECRETS.SVC_ERRTRACK_WEBHOOK_SECRET, raw), 'errtrack-hook-resource': 'event_alert' });
+      assert.equal(res.status, 415);
+      assert.equal((res.body.error as { code: string }).code, 'unsupported_media_type');
+    });
   });
 
   describe('POST /chata', () => {

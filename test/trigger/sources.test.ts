@@ -2,7 +2,7 @@ import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { symlinkSync, writeFileSync, rmSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { sanitizeBrief, capUtf8, sourceOf } from '../../src/webhook-sources.ts';
+import { briefOf, sanitizeBrief, capUtf8, sourceOf } from '../../src/webhook-sources.ts';
 import { flattenAdf, readTrackerb } from '../../src/trigger/sources/trackerb.ts';
 import { chatbText } from '../../src/trigger/sources/chatb.ts';
 import { readTrackera, stageTrackeraSnapshot } from '../../src/trigger/sources/trackera.ts';
@@ -99,7 +99,7 @@ describe('readTrackerb', () => {
   it('queues issue_created for a configured assignee display name, with key, summary and description', () => {
     const input = readTrackerb(json('jira-issue-created.json'), byAssignee);
     assert.equal(input.kind, 'job');
-    assert.ok(input.kind === 'job' && input.brief.startsWith('KAN-22: Add back button to pages — Add back button navigation'));
+    assert.ok(input.kind === 'job' && input.text.startsWith('KAN-22: Add back button to pages — Add back button navigation'));
   });
   it('matches an assignee by account id too, typed in either case', () => {
     for (const id of ['5b912e21fa38ae2c896099ae', '5B912E21FA38AE2C896099AE']) {
@@ -152,8 +152,9 @@ describe('readTrackerb', () => {
     issue.fields.description = { type: 'doc', version: 1, content: [{ type: 'paragraph', content: [{ type: 'text', text: 'ü'.repeat(2000) }] }] };
     const input = readTrackerb(body, byLabel);
     assert.ok(input.kind === 'job');
-    assert.ok(Buffer.byteLength(input.brief) <= 1500);
-    assert.ok(input.brief.includes('üü') && !input.brief.includes('"doc"'));
+    const brief = briefOf('trackerb', input.text);
+    assert.ok(Buffer.byteLength(brief) <= 1500);
+    assert.ok(brief.includes('üü') && !brief.includes('"doc"'));
   });
 });
 
@@ -195,7 +196,7 @@ describe('errtrack brief', () => {
     frames.push({ filename: 'src/app.js', in_app: true });
     const alert = readErrtrackAlert('event_alert', payload);
     assert.ok(!('skip' in alert));
-    const brief = await buildErrtrackBrief(alert, repo);
+    const brief = briefOf('errtrack', await buildErrtrackBrief(alert, repo));
     assert.match(brief, /^Fix errtrack issue 1117540176: ReferenceError: heck is not defined/);
     assert.ok(brief.includes('release api@1.2.3'));
     assert.ok(brief.includes('environment production'));

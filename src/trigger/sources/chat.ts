@@ -4,8 +4,8 @@ import { deliveryKeys, type ChatKind } from '../../webhook-sources.ts';
 import { ANSWER_COMMAND } from '../summary.ts';
 import { answerCommand } from '../answers.ts';
 import type { JobRow } from '../../db/trigger-jobs-store.ts';
-import { takeRepoOption, type Routed } from '../served-repos.ts';
-import { unserved, type TCtx } from '../intake.ts';
+import { takeRepoOption } from '../served-repos.ts';
+import type { Decision, Job, TCtx } from '../intake.ts';
 
 /** A chat message as both chats read it; `keys` are its dedupe keys besides the delivery's own. */
 interface ChatMessage {
@@ -23,20 +23,19 @@ export interface ChatVoice {
   escape?: (text: string) => string;
 }
 
-/** A chat command's reply, or its repository (`repo=owner/name` picks among the channel's) and brief. */
-export async function routeChat(
-  ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: ChatVoice,
-): Promise<Reply | { routed: Extract<Routed, { kind: 'repo' }>; brief: string }> {
-  if (/^answer(\s|$)/i.test(m.text)) return answerFromChat(ctx, kind, m, voice);
+/** A chat command's own reply, or its job in the message's channel (`repo=owner/name` picks among the channel's). */
+export function readChatCommand(
+  ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: ChatVoice, job: Omit<Job, 'kind' | 'text' | 'route'>,
+): Decision {
+  if (/^answer(\s|$)/i.test(m.text)) return { kind: 'reply', reply: answerFromChat(ctx, kind, m, voice) };
   const option = takeRepoOption(m.text);
   const { escape = (t: string) => t } = voice;
+  const say = (text: string): Decision => ({ kind: 'reply', reply: voice.say(text) });
   // The reason quotes the person's own `repo=` word: escaped like any text a chat shows back.
-  if (option.kind === 'bad') return voice.say(`${escape(option.reason)}. Nothing was queued.`);
-  if (option.text === '') return voice.say(voice.usage);
-  const routed = ctx.deps.settings.repos.chat(kind, m.channel, option.repo);
-  if (routed.kind === 'repo') return { routed, brief: option.text };
-  const notQueued = (reason: string) => voice.say(`Not queued: ${reason}.`, { status: 'skipped', reason });
-  return unserved(ctx, kind, routed.reason, notQueued);
+  if (option.kind === 'bad') return say(`${escape(option.reason)}. Nothing was queued.`);
+  if (option.text === '') return say(voice.usage);
+  const unserved = (reason: string) => voice.say(`Not queued: ${reason}.`, { status: 'skipped', reason });
+  return { kind: 'job', text: option.text, route: m.channel, pick: option.repo, keys: m.keys, unserved, ...job };
 }
 
 /** The conversation an answer in a chat channel finds its job by. */

@@ -1,15 +1,13 @@
 // POST /chata (Slack): a slash command (form body) becomes a job, url_verification is answered its challenge, a reply
 // in a question's thread answers it; the summary goes back to the command's response_url in mrkdwn.
-import { parseJsonObject } from '../../http/body.ts';
-import { mediaTypeOf } from '../../http/guards.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { describe, obj, objOrNull, str, tryParseJson } from '../../untrusted.ts';
 import { briefOf, deliveryKeys, stripLeadingHyphens } from '../../webhook-sources.ts';
 import {
   PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts,
 } from '../summary.ts';
-import { enqueue, skipped, type TCtx } from '../intake.ts';
-import { chatRefusal, chatThread, routeChat, type ChatVoice } from './chat.ts';
+import type { Decision, Received, TCtx } from '../intake.ts';
+import { chatRefusal, chatThread, readChatCommand, type ChatVoice } from './chat.ts';
 
 type ChataInput =
   | { kind: 'command'; text: string; responseUrl: string | null; channel: string | null; user: string }
@@ -18,16 +16,15 @@ type ChataInput =
   | { kind: 'skip'; reason: string }
   | { kind: 'refused'; reason: string };
 
-function readChata(contentType: string, raw: Buffer): ChataInput {
-  if (contentType === 'application/json') {
-    const body = parseJsonObject(raw);
+/** A slash command comes as a form, the Events API's deliveries as JSON. */
+function readChataBody({ body, form }: Received): ChataInput {
+  if (form === null) {
     if (body.type === 'url_verification' && typeof body.challenge === 'string') {
       return { kind: 'challenge', challenge: body.challenge.slice(0, 512) };
     }
     if (body.type === 'event_callback') return readThreadReply(body);
     return { kind: 'skip', reason: `event type "${describe(body.type)}" does not start a job` };
   }
-  const form = new URLSearchParams(raw.toString('utf8'));
   if (form.has('ssl_check')) return { kind: 'skip', reason: 'ssl_check' };
   // Slack Connect shares no slash command: a person runs their own workspace's, whose id is the command's `team_id`.
   const refusal = workspaceRefusal(form.get('team_id'), null);
@@ -95,31 +92,35 @@ function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
 
 const SLACK: ChatVoice = { say: ephemeral, noun: 'job', usage: CHATA_USAGE, escape: slackEscape };
 
-export async function receiveChata(ctx: TCtx, raw: Buffer): Promise<Reply> {
-  const input = readChata(mediaTypeOf(ctx.req), raw);
-  if (input.kind === 'challenge') return json(200, { challenge: input.challenge });
-  if (input.kind === 'skip') return skipped(input.reason);
+export function readChata(ctx: TCtx, received: Received): Decision {
+  const input = readChataBody(received);
+  if (input.kind === 'challenge') return { kind: 'reply', reply: json(200, { challenge: input.challenge }) };
+  if (input.kind === 'skip') return input;
   if (input.kind === 'refused') {
-    return ephemeral(`Not queued or answered: ${input.reason}.`, { status: 'skipped', reason: input.reason });
+    const reply = ephemeral(`Not queued or answered: ${input.reason}.`, { status: 'skipped', reason: input.reason });
+    return { kind: 'reply', reply };
   }
-  if (input.kind === 'reply') return answerFromThread(ctx, input);
-  const chat = await routeChat(ctx, 'chata', { ...input, keys: [] }, SLACK);
-  if (!('routed' in chat)) return chat;
-  const { routed, brief } = chat;
+  if (input.kind === 'reply') return { kind: 'reply', reply: answerFromThread(ctx, input) };
   const prefix = ctx.deps.settings.notify.chataHooksPrefix;
   // The channel lets a later question reach it once the response_url expired, and an answer there find its job.
   const thread = input.channel ? { channel_id: input.channel, thread: chatThread('chata', input.channel) } : {};
   const until = ctx.deps.clock() + RESPONSE_URL_MS;
   const reply = isAllowedChataUrl(input.responseUrl, prefix)
-    ? { channel: 'chata', target: { response_url: input.responseUrl, response_url_until: until, ...thread } }
+    ? { channel: 'chata', target: { response_url: input.responseUrl, response_url_until: until, ...thread } } as const
     : undefined;
-  if (!reply && input.responseUrl) {
-    // The job runs; no summary goes.
-    ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX', { request_id: ctx.requestId });
-  }
-  return enqueue(ctx, { origin: 'chata', repo: routed.repo.name, reply, brief }, {
-    queued: (id) => ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`),
-    duplicate: (id) => ephemeral(`Already queued as job ${id}.`, { status: 'duplicate' }),
+  return readChatCommand(ctx, 'chata', { ...input, keys: [] }, SLACK, {
+    reply,
+    replies: {
+      queued: (id) => {
+        // The job runs, but its summary has nowhere to go: said once a job is queued, not for a usage reply or a skip.
+        if (!reply && input.responseUrl) {
+          ctx.deps.log.warn('chata response_url ignored: not under CHATA_HOOKS_PREFIX',
+            { request_id: ctx.requestId, job_id: id });
+        }
+        return ephemeral(`Queued job ${id}. You will get a summary here when its run ends.`);
+      },
+      duplicate: (id) => ephemeral(`Already queued as job ${id}.`, { status: 'duplicate' }),
+    },
   });
 }
 

@@ -1,11 +1,10 @@
 // POST /chatb (Teams outgoing webhook): the message text without its tags is the brief; answered synchronously, as
 // chatb cannot be posted to later.
-import { parseJsonObject } from '../../http/body.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import { briefOf } from '../../webhook-sources.ts';
 import { obj, str } from '../../untrusted.ts';
-import { checkBodyTime, enqueue, requireValid, type TCtx } from '../intake.ts';
-import { chatThread, routeChat, type ChatVoice } from './chat.ts';
+import type { Decision, Received, TCtx } from '../intake.ts';
+import { chatThread, readChatCommand, type ChatVoice } from './chat.ts';
 
 const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ', '#39': "'" };
 
@@ -33,7 +32,6 @@ function userOf(from: Record<string, unknown>): string {
 function readChatb(body: Record<string, unknown>) {
   return {
     id: typeof body.id === 'string' && body.id.length <= 256 ? body.id : null,
-    timestamp: body.timestamp,
     text: typeof body.text === 'string' ? chatbText(body.text) : '',
     channel: channelOf(body),
     /** Who wrote it (the audit of an answer): the name they show, and the account id, which they cannot change. */
@@ -50,17 +48,17 @@ const TEAMS: ChatVoice = {
   usage: 'Tell me what to do after the mention, e.g. "fix the flaky login test". Nothing was queued.',
 };
 
-export async function receiveChatb(ctx: TCtx, raw: Buffer): Promise<Reply> {
-  const activity = readChatb(parseJsonObject(raw));
-  requireValid(ctx, 'chatb', checkBodyTime('iso', activity.timestamp, ctx.deps.clock()));
+export function readChatbDelivery(ctx: TCtx, { body }: Received): Decision {
+  const activity = readChatb(body);
   const keys = activity.id ? [`chatb:activity:${activity.id}`] : [];
-  const chat = await routeChat(ctx, 'chatb', { ...activity, keys }, TEAMS);
-  if (!('routed' in chat)) return chat;
   // No reply channel (chatb cannot be posted to later): the target only names the thread an answer finds its job by.
-  const reply = activity.channel ? { channel: 'chatb', target: { thread: chatThread('chatb', activity.channel) } }
-    : undefined;
-  return enqueue(ctx, { origin: 'chatb', repo: chat.routed.repo.name, keys, brief: chat.brief, reply }, {
-    queued: (id) => message(`Queued svc job ${id}`),
-    duplicate: (id) => message(`Already queued as svc job ${id}`, { status: 'duplicate' }),
+  const reply = activity.channel
+    ? { channel: 'chatb', target: { thread: chatThread('chatb', activity.channel) } } as const : undefined;
+  return readChatCommand(ctx, 'chatb', { ...activity, keys }, TEAMS, {
+    reply,
+    replies: {
+      queued: (id) => message(`Queued svc job ${id}`),
+      duplicate: (id) => message(`Already queued as svc job ${id}`, { status: 'duplicate' }),
+    },
   });
 }

@@ -1,16 +1,13 @@
 // POST /errtrack (Sentry): an alert's brief is its text plus release, environment, newest deploy record and the
 // culprit file's last author (docs/trigger.md "Briefs").
-import { parseJsonObject } from '../../http/body.ts';
-import type { Reply } from '../../http/respond.ts';
 import { objOrNull as obj, type Obj } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';
-import { briefOf, firstHeader, sourceOf } from '../../webhook-sources.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { runCollect } from '../../spawn/start.ts';
 import { gitArgv, gitExtraEnv } from '../../engine/git.ts';
 import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
-import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
+import type { Decision, Received } from '../intake.ts';
 
 type ErrtrackAlert = Exclude<ReturnType<typeof readErrtrackAlert>, { skip: string }>;
 
@@ -125,7 +122,8 @@ async function culpritAuthor(repoDir: string, candidates: readonly string[]) {
   return null;
 }
 
-/** The brief; `repoDir` (the routed checkout) adds the deploy line and culprit author, null for a managed clone. */
+/** The brief's text; `repoDir` (the routed checkout) adds the deploy line and culprit author, null for a managed
+ * clone. */
 export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string | null): Promise<string> {
   const parts = [`Fix errtrack ${alert.label}: ${alert.title}`];
   if (alert.culprit) parts.push(`culprit ${alert.culprit}`);
@@ -135,17 +133,13 @@ export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string |
   if (deploy) parts.push(deploy);
   const author = repoDir ? await culpritAuthor(repoDir, alert.fileCandidates) : null;
   if (author) parts.push(`last commit to ${author.file} by ${author.author}`);
-  return briefOf('errtrack', parts.join('; '));
+  return parts.join('; ');
 }
 
-export async function receiveErrtrack(ctx: TCtx, raw: Buffer): Promise<Reply> {
-  const resource = firstHeader(ctx.req.headers, sourceOf('errtrack').resource);
-  const alert = readErrtrackAlert(resource, parseJsonObject(raw));
-  if (alert.skip !== undefined) return skipped(alert.skip);
-  const routed = ctx.deps.settings.repos.route('errtrack', alert.projectSlug);
-  if (routed.kind === 'unserved') return unserved(ctx, 'errtrack', routed.reason);
-  const { name, checkout } = routed.repo;
+export function readErrtrack(_ctx: unknown, { body, resource }: Received): Decision {
+  const alert = readErrtrackAlert(resource, body);
+  if (alert.skip !== undefined) return { kind: 'skip', reason: alert.skip };
   // Reads the checkout's deploy records and runs `git log`: only once the cheap checks passed.
-  const prepare = async () => ({ brief: await buildErrtrackBrief(alert, checkout) });
-  return enqueue(ctx, { origin: 'errtrack', repo: name, keys: alert.keys, prepare });
+  const prepare = (repo: { checkout: string | null }) => buildErrtrackBrief(alert, repo.checkout);
+  return { kind: 'job', route: alert.projectSlug, keys: alert.keys, prepare };
 }

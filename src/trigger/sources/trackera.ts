@@ -1,11 +1,11 @@
 // POST /trackera (Linear): an issue event starts `trackera:<identifier>`, its verified payload kept for the run; the
 // summary goes back as an issue comment in CommonMark, and a `/svc answer` comment answers the run.
-import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
 import { obj, objOrNull, str, describe, tryParseJson, type Obj } from '../../untrusted.ts';
 import { deliveryKeys } from '../../webhook-sources.ts';
 import { errorMessage } from '../../errors.ts';
 import { intakeDir, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';
+import type { ServedRepo } from '../served-repos-file.ts';
 import { TRACKERA_INBOX } from '../../engine/paths.ts';
 import { makePlainDirIn, makePlainPath, UnsafePathError, UnusableRootError } from '../../engine/safe-fs.ts';
 import { pathIn, type PlainDir } from '../../engine/plain-tree.ts';
@@ -13,7 +13,7 @@ import { renameSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import { markdownSummary, PermanentError, type ReplyChannel } from '../summary.ts';
-import { accepted, checkBodyTime, enqueue, requireValid, skipped, unserved, type TCtx } from '../intake.ts';
+import { accepted, type Decision, type Received, type TCtx } from '../intake.ts';
 import { answerCommand, commentTime, teamRefusal } from '../answers.ts';
 
 type TrackeraInput =
@@ -38,26 +38,21 @@ export function readTrackera(body: Record<string, unknown>): TrackeraInput {
   return { kind: 'issue', identifier, issueId, teamKey };
 }
 
-export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
-  const body = parseJsonObject(raw);
-  requireValid(ctx, 'trackera', checkBodyTime('ms', body.webhookTimestamp, ctx.deps.clock()));
-  const answered = await answerFromTrackera(ctx, body);
-  if (answered) return answered;
+export function readTrackeraDelivery(ctx: TCtx, { body, raw }: Received): Decision {
+  const answered = answerFromTrackera(ctx, body);
+  if (answered) return { kind: 'reply', reply: answered };
   const input = readTrackera(body);
-  if (input.kind === 'skip') return skipped(input.reason);
-  const routed = ctx.deps.settings.repos.route('trackera', input.teamKey);
-  if (routed.kind === 'unserved') return unserved(ctx, 'trackera', routed.reason);
-  const inbox = intakeDir(ctx.deps.settings.stateDir, routed.repo);
+  if (input.kind === 'skip') return input;
   // Staged once the cheap checks passed; put in place in the turn the job commits, before the job loop can launch it.
   const { identifier } = input;
   let snapshot: Awaited<ReturnType<typeof stageTrackeraSnapshot>> | undefined;
   let unstaged: string | null = null;
   const target = { issue_id: input.issueId, identifier, thread: trackeraThread(input.issueId) };
-  const reply = { channel: 'trackera', target };
-  const prepare = async () => {
+  const prepare = async (repo: ServedRepo) => {
+    const inbox = intakeDir(ctx.deps.settings.stateDir, repo);
     // svc's own intake folder of a clone= repository is made as needed (before its first job fetched, it is not
     // there); an operator's checkout never is: missing (unmounted), it is a 500 below.
-    if (routed.repo.checkout === null) await mkdir(inbox, { recursive: true, mode: 0o700 });
+    if (repo.checkout === null) await mkdir(inbox, { recursive: true, mode: 0o700 });
     try {
       snapshot = await stageTrackeraSnapshot(inbox, identifier, raw);
     } catch (err) {
@@ -68,7 +63,7 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
       if (!(err instanceof UnsafePathError) || err instanceof UnusableRootError) throw err;
       unstaged = err.message;
     }
-    return { brief: `trackera:${identifier}` };
+    return `trackera:${identifier}`;
   };
   const queued = (jobId: string): Reply => {
     if (unstaged !== null) ctx.deps.log.warn('trackera snapshot not staged', { job_id: jobId, error: unstaged });
@@ -80,11 +75,10 @@ export async function receiveTrackera(ctx: TCtx, raw: Buffer): Promise<Reply> {
     }
     return accepted.queued(jobId);
   };
-  try {
-    return await enqueue(ctx, { origin: 'trackera', repo: routed.repo.name, reply, prepare }, { queued });
-  } finally {
-    await snapshot?.discard();
-  }
+  return {
+    kind: 'job', route: input.teamKey, reply: { channel: 'trackera', target },
+    prepare, replies: { queued }, done: async () => snapshot?.discard(),
+  };
 }
 
 // The verified payload a job's run reads instead of the tracker API (no key in the child; docs/trigger.md): staged,
@@ -189,7 +183,7 @@ async function onIssueTeam(ctx: TCtx, issueId: string, userId: string): Promise<
 }
 
 /** A created `/svc answer <text>` comment's reply; null when the event is not one. */
-async function answerFromTrackera(ctx: TCtx, body: Obj): Promise<Reply | null> {
+function answerFromTrackera(ctx: TCtx, body: Obj): Promise<Reply> | null {
   if (body.type !== 'Comment' || body.action !== 'create') return null;
   const data = obj(body.data);
   const command = answerCommand(str(data.body) ?? '');

@@ -1,14 +1,13 @@
 // POST /trackerb (Jira Cloud): a created issue, or an update touching assignee or labels, for the configured
 // assignees or labels (no signed time: the delivery id and body hash are the replay defence); the summary goes back
 // as an issue comment in ADF, and a `/svc answer` comment answers the run.
-import { parseJsonObject } from '../../http/body.ts';
 import type { Reply } from '../../http/respond.ts';
-import { briefOf, deliveryKeys } from '../../webhook-sources.ts';
+import { deliveryKeys } from '../../webhook-sources.ts';
 import { answerCommand, commentTime, teamRefusal } from '../answers.ts';
 import { errorMessage } from '../../errors.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, obj, str, tryParseJson, type Obj } from '../../untrusted.ts';
-import { enqueue, skipped, unserved, type TCtx } from '../intake.ts';
+import type { Decision, Received, TCtx } from '../intake.ts';
 
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
 
@@ -45,7 +44,7 @@ export function flattenAdf(value: unknown): string {
 }
 
 type TrackerbInput =
-  | { kind: 'job'; key: string; brief: string; project: string | null }
+  | { kind: 'job'; key: string; text: string; project: string | null }
   | { kind: 'skip'; reason: string };
 
 /** `trackerb:issue_created` in the spec, `jira:issue_created` in the real service: the part after the colon. */
@@ -113,22 +112,18 @@ export function readTrackerb(
   const summary = str(fields.summary) ?? '';
   const description = flattenAdf(fields.description);
   const text = `${key}: ${summary}${description ? ` — ${description}` : ''}`;
-  const brief = briefOf('trackerb', text);
   // The project's key routes it (trackerb=…), else the issue key's prefix (KAN-22 is project KAN's issue 22).
   const project = str(obj(fields.project).key) ?? key.slice(0, key.lastIndexOf('-'));
-  return { kind: 'job', key, brief, project };
+  return { kind: 'job', key, text, project };
 }
 
-export async function receiveTrackerb(ctx: TCtx, raw: Buffer): Promise<Reply> {
-  const body = parseJsonObject(raw);
-  const answered = await answerFromTrackerb(ctx, body);
-  if (answered) return answered;
+export function readTrackerbDelivery(ctx: TCtx, { body }: Received): Decision {
+  const answered = answerFromTrackerb(ctx, body);
+  if (answered) return { kind: 'reply', reply: answered };
   const input = readTrackerb(body, ctx.deps.settings.trackerbFilter);
-  if (input.kind === 'skip') return skipped(input.reason);
-  const routed = ctx.deps.settings.repos.route('trackerb', input.project);
-  if (routed.kind === 'unserved') return unserved(ctx, 'trackerb', routed.reason);
+  if (input.kind === 'skip') return input;
   const reply = { channel: 'trackerb', target: { issue_key: input.key, thread: trackerbThread(input.key) } } as const;
-  return enqueue(ctx, { origin: 'trackerb', repo: routed.repo.name, reply, brief: input.brief });
+  return { kind: 'job', text: input.text, route: input.project, reply };
 }
 
 type AdfText = { type: 'text'; text: string; marks?: Array<{ type: string; attrs?: Record<string, string> }> };
@@ -205,7 +200,7 @@ function trackerbApi(tb: { baseUrl: string; email: string; token: string }, path
 }
 
 /** A created `/svc answer <text>` comment's reply; null when the event is not one. */
-async function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply | null> {
+function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply> | null {
   if (eventName(body) !== 'comment_created') return null;
   const comment = obj(body.comment);
   const command = answerCommand(flattenAdf(comment.body));

@@ -1,15 +1,12 @@
 // POST /webhook (GitHub): an issue opened with label `svc` or labelled `svc`, or a comment starting `/svc`, by someone
 // with write-level association (a comment's author: with write permission, asked of GitHub), becomes a job; everything
 // else is skipped.
-import { parseJsonObject } from '../../http/body.ts';
 import { HttpError } from '../../http/http-error.ts';
-import { mediaTypeOf } from '../../http/guards.ts';
-import type { Reply } from '../../http/respond.ts';
 import { isJsonObject, obj, positiveInt, str, tryParseJson, type Obj } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';
-import { briefOf, deliveryKeys, firstHeader, sourceOf } from '../../webhook-sources.ts';
+import { deliveryKeys } from '../../webhook-sources.ts';
 import { mayWrite, queueFollowUp, readPullRequestEvent, svcCommand, TRUSTED } from './github-pr.ts';
-import { enqueue, NotQueued, skipped, unserved, type TCtx } from '../intake.ts';
+import { NotQueued, type Decision, type Received, type TCtx } from '../intake.ts';
 import { githubHeaders } from '../../engine/pr.ts';
 import { answerCommand, commentTime } from '../answers.ts';
 import { markdownSummary, type Delivery, type NotifyConfig, type ReplyChannel, type SummaryParts } from '../summary.ts';
@@ -17,10 +14,10 @@ import { markdownSummary, type Delivery, type NotifyConfig, type ReplyChannel, t
 const TRIGGER_LABEL = 'svc';
 const COMMENT_PREFIX = '/svc';
 
-/** `repository` is the event's repository.full_name, which alone routes it; `keys` its dedupe keys besides the
- * delivery's own; `writer` who must be able to write to the repository (asked of GitHub once the event routed). */
+/** `text` the brief's; `repository` the event's repository.full_name, which alone routes it; `keys` its dedupe keys
+ * besides the delivery's own; `writer` who must be able to write to the repository (asked of GitHub once routed). */
 type WebhookInput =
-  | { kind: 'job'; brief: string; repository: string | null; keys: string[]; writer?: Writer }
+  | { kind: 'job'; text: string; repository: string | null; keys: string[]; writer?: Writer }
   | { kind: 'skip'; reason: string };
 
 /**
@@ -92,10 +89,7 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
   const issue = obj(body.issue);
   const repository = str(obj(body.repository).full_name);
   const ref = `${repository ?? ''}#${text(issue.number) ?? ''}`;
-  const issueBrief = (): string => {
-    const body = str(issue.body) ? ` — ${str(issue.body)}` : '';
-    return briefOf('webhook', `${ref} ${str(issue.title) ?? ''}${body}`);
-  };
+  const issueText = (): string => `${ref} ${str(issue.title) ?? ''}${str(issue.body) ? ` — ${str(issue.body)}` : ''}`;
   if (event === 'issues') {
     const action = body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL ? 'labeled'
       : body.action === 'opened' && hasLabel(issue) ? 'opened' : null;
@@ -109,7 +103,7 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
     }
     // An association of MEMBER says nothing of write access (mayWrite): the author is asked about too.
     const writer = byAuthor ? { writer: { login: str(obj(issue.user).login) ?? '', of: 'issue' as const } } : {};
-    return { kind: 'job', brief: issueBrief(), repository, keys: openedLabelKeys(ref, issue, action), ...writer };
+    return { kind: 'job', text: issueText(), repository, keys: openedLabelKeys(ref, issue, action), ...writer };
   }
   if (event === 'issue_comment' && body.action === 'created') {
     const comment = obj(body.comment);
@@ -118,30 +112,19 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
     if (!TRUSTED.has(str(comment.author_association) ?? '')) {
       return { kind: 'skip', reason: 'comment author may not start jobs' };
     }
-    const brief = briefOf('webhook', `${ref} ${str(issue.title) ?? ''} — ${ask}`);
     const writer = { login: str(obj(comment.user).login) ?? '', of: 'comment' as const };
-    return { kind: 'job', brief, repository, keys: [], writer };
+    return { kind: 'job', text: `${ref} ${str(issue.title) ?? ''} — ${ask}`, repository, keys: [], writer };
   }
   return { kind: 'skip', reason: `event "${event}" does not start a job` };
 }
 
-// GitHub's default Content type, `application/x-www-form-urlencoded`, sends `payload=<urlencoded JSON>`. Known by
-// that shape, not the header alone: `curl -d @event.json` sends JSON under the form type, and is read as JSON.
-const FORM_PAYLOAD = 'payload=';
-
-/** 415 naming the setting to change for GitHub's form body; after the signature check, as DESIGN orders auth first. */
-function refuseFormPayload(ctx: TCtx, raw: Buffer): void {
-  const form = mediaTypeOf(ctx.req) === 'application/x-www-form-urlencoded';
-  if (!form || raw.toString('latin1', 0, FORM_PAYLOAD.length) !== FORM_PAYLOAD) return;
-  throw new HttpError('unsupported_media_type',
-    'GitHub sent a form body (payload=…): set the webhook\'s Content type to application/json (Settings → Webhooks)');
-}
-
-// Not `async`: a delivery that queues a ready job makes no promise beyond the queue's (docs/bench.md).
-export function receiveWebhook(ctx: TCtx, raw: Buffer): Reply | Promise<Reply> {
-  const event = firstHeader(ctx.req.headers, sourceOf('webhook').resource) ?? '';
-  refuseFormPayload(ctx, raw);
-  const body = parseJsonObject(raw);
+/**
+ * The GitHub source's reader (intake.ts `receive`): the event header checked against the signed body, then an answer
+ * on a job's thread, a follow-up on svc's pull request, or the issue's job; the author's write permission is asked of
+ * GitHub only once the delivery is no copy of one queued (the job's `prepare`).
+ */
+export function readGithub(ctx: TCtx, { body, resource }: Received): Decision {
+  const event = resource ?? '';
   const mismatch = eventMismatch(event, body);
   if (mismatch !== null) {
     const reason = 'event header does not match the body';
@@ -151,25 +134,25 @@ export function receiveWebhook(ctx: TCtx, raw: Buffer): Reply | Promise<Reply> {
   const answered = answerFromGithub(ctx, event, body);
   if (answered) return answered;
   const input = isPullRequestEvent(event, body) ? readPullRequestEvent(event, body) : readWebhook(event, body);
-  if (input.kind === 'skip') return skipped(input.reason);
-  const routed = ctx.deps.settings.repos.webhook(input.repository);
-  if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
+  if (input.kind === 'skip') return input;
   if (input.kind === 'follow-up') {
-    return queueFollowUp(ctx, routed.repo.name, event, input, githubThreadTarget(input.repository ?? '', input.number));
+    const reply = githubThreadTarget(input.repository ?? '', input.number);
+    const then = (repo: { name: string }) => queueFollowUp(ctx, repo.name, event, input, reply);
+    return { kind: 'routed', route: input.repository, then };
   }
   const reply = githubThreadTarget(input.repository ?? '', positiveInt(obj(body.issue).number));
-  const intake = { origin: 'webhook', repo: routed.repo.name, reply, keys: input.keys } as const;
+  const job = { kind: 'job', text: input.text, route: input.repository, keys: input.keys, reply } as const;
   const { writer } = input;
-  if (writer === undefined || (writer.of === 'issue' && !ctx.deps.github.configured)) {
-    return enqueue(ctx, { ...intake, brief: input.brief });
-  }
-  // Asked of GitHub only once the delivery is no copy of one queued (`prepare` runs after that check).
-  const prepare = async () => {
-    const writes = await mayWrite(ctx, routed.repo.name, writer.login);
-    if (writes !== true) throw new NotQueued(`${writer.of} author may not start jobs: ${writes}`);
-    return { brief: input.brief };
+  if (writer === undefined || (writer.of === 'issue' && !ctx.deps.github.configured)) return job;
+  const { text, ...asked } = job;
+  return {
+    ...asked,
+    prepare: async (repo) => {
+      const writes = await mayWrite(ctx, repo.name, writer.login);
+      if (writes !== true) throw new NotQueued(`${writer.of} author may not start jobs: ${writes}`);
+      return text;
+    },
   };
-  return enqueue(ctx, { ...intake, prepare });
 }
 
 // The job's conversation on GitHub: one progress comment kept up to date where it was asked, and the answers there.
@@ -192,16 +175,14 @@ function githubThreadTarget(
 /** Marks svc's progress comment (GitHub does not show it). */
 const PROGRESS_MARK = '<!-- svc-progress -->';
 
-/** A created `/svc answer <text>` comment's reply; null when the event is not one. */
-function answerFromGithub(ctx: TCtx, event: string, body: Obj): Reply | Promise<Reply> | null {
+/** A created `/svc answer <text>` comment's answer, once routed; null when the event is not one. */
+function answerFromGithub(ctx: TCtx, event: string, body: Obj): Decision | null {
   if (event !== 'issue_comment' || body.action !== 'created') return null;
   const comment = obj(body.comment);
   const command = answerCommand(str(comment.body) ?? '');
   const repository = str(obj(body.repository).full_name);
   const number = positiveInt(obj(body.issue).number);
   if (command === null || repository === null || number === null) return null;
-  const routed = ctx.deps.settings.repos.webhook(repository);
-  if (routed.kind === 'unserved') return unserved(ctx, 'webhook', routed.reason);
   const commentId = (text(comment.id) ?? '').slice(0, 40);
   const author = str(obj(comment.user).login) ?? '';
   const login = (author || 'unknown').slice(0, 100);
@@ -209,12 +190,12 @@ function answerFromGithub(ctx: TCtx, event: string, body: Obj): Reply | Promise<
   const trusted = TRUSTED.has(association);
   const refusal = (): string | null => (trusted ? null
     : `the comment's author is ${association} on this repository: only OWNER, MEMBER or COLLABORATOR may answer`);
-  return ctx.deps.answers.reply({
+  return { kind: 'routed', route: repository, then: (repo) => ctx.deps.answers.reply({
     origin: 'webhook', thread: githubThread(repository, number), ...command, who: login, refusal,
-    standing: () => (trusted ? mayWrite(ctx, routed.repo.name, author) : Promise.resolve(true)),
+    standing: () => (trusted ? mayWrite(ctx, repo.name, author) : Promise.resolve(true)),
     writtenAt: commentTime(comment.created_at), place: `github ${repository}#${number} comment ${commentId}`,
     keys: deliveryKeys('webhook', ctx.req.headers, ctx.raw, ...(commentId ? [`webhook:comment:${commentId}`] : [])),
-  });
+  }) };
 }
 
 function commentId(answer: string): Record<string, unknown> | null {

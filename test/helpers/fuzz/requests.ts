@@ -7,7 +7,7 @@ import { fuzzBody, type Json } from './values.ts';
 export interface RouteLike {
   method: string;
   pattern: string;
-  body?: 'json' | 'raw' | 'optional-json' | undefined;
+  body?: 'json' | 'raw' | 'optional-json' | 'signed' | undefined;
 }
 
 /** What a suite knows about a route so that generated requests get past its outer checks to the handler. */
