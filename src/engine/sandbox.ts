@@ -126,7 +126,7 @@ function plainCopy(text: string): { text: string; same: boolean } | null {
     if (!kept(sub, `${section}${key}`)) continue;
     // Only what is copied is looked at: a line left out may name a header's credential (http.extraheader).
     const copied = header === null ? [line] : [header, line];
-    if (copied.some((kept) => scrubbed(kept) !== kept)) return null;
+    if (copied.some((l) => scrubbed(l) !== l)) return null;
     lines.push(...copied);
     header = null;
   }

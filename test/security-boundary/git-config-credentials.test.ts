@@ -132,15 +132,19 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
   const unshare = ['unshare', '-m', '--propagation', 'private', 'sh', '-c'];
   const hostSystem = SYSTEM_CONFIGS.filter((file) => existsSync(file));
   const pinnable = !hostSystem.length || spawnSync(unshare[0]!, [...unshare.slice(1), 'true']).status === 0;
+  /** A prefix that runs the reader with the host's system configs bind-mounted empty, in its own mount namespace. */
+  const showingSystemEmpty = (root: string): string[] => {
+    const empty = join(root, 'empty');
+    writeFileSync(empty, '');
+    return hostSystem.length
+      ? [...unshare, `${hostSystem.map((f) => `mount --bind "$0" ${f} && `).join('')}exec "$@"`, empty] : [];
+  };
   it('shows a config of only what git needs as it is: no copy, no git run for it',
     { skip: !pinnable && 'needs unshare -m to show the host\'s system config empty' }, async () => {
       const plain = makeRepo({ providers: { reads: READS_CONFIG } });
       try {
         // The host's system configs shown empty (this one's may name a credential helper): no copy for any file.
-        const empty = join(plain.root, 'empty');
-        writeFileSync(empty, '');
-        const pin = hostSystem.length ? [...unshare, `${hostSystem.map((f) => `mount --bind "$0" ${f} && `).join('')}` +
-          'exec "$@"', empty] : [];
+        const pin = showingSystemEmpty(plain.root);
         const { found, run } = await readConfig(plain, pin);
         assert.ok(found.startsWith(readFileSync(join(plain.repo, '.git', 'config'), 'utf8')), found);
         const io = readdirSync(join(plain.repo, '.svc', 'runs', run, 'io')).filter((name) => name.startsWith('git-'));
@@ -154,10 +158,7 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     { skip: !pinnable && 'needs unshare -m to show the host\'s system config empty' }, async () => {
       const plain = makeRepo({ providers: { reads: READS_CONFIG } });
       try {
-        const empty = join(plain.root, 'empty');
-        writeFileSync(empty, '');
-        const pin = hostSystem.length ? [...unshare, `${hostSystem.map((f) => `mount --bind "$0" ${f} && `).join('')}` +
-          'exec "$@"', empty] : [];
+        const pin = showingSystemEmpty(plain.root);
         // A commented-out remote URL, and headers `git config --unset` leaves with nothing under them.
         appendFileSync(join(plain.repo, '.git', 'config'),
           '# url = https://x-access-token:SECRET-COMMENT-26@github.com/\n' +
