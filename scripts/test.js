@@ -100,7 +100,9 @@ if (guards.length < 2) {
     'environment are kept off it; one that builds its own environment could still reach it unnoticed');
 }
 const home = mkdtempSync(join(tmpdir(), 'svc-test-home-'));
-const env = { ...process.env, HOME: home, SVC_CONTROL_PORT: String(guards.at(-1).port) };
+// The temp dir too (os.tmpdir() reads TMPDIR, and every child inherits it): what a test leaves there is named below.
+const temp = mkdtempSync(join(tmpdir(), 'svc-test-tmp-'));
+const env = { ...process.env, HOME: home, TMPDIR: temp, SVC_CONTROL_PORT: String(guards.at(-1).port) };
 delete env.SVC_CONTROL_URL;
 delete env.SVC_CONTROL_TOKEN;
 
@@ -113,17 +115,23 @@ const child = spawn(
 const status = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
 for (const guard of guards) guard.server.close();
 // What a test left in the HOME it inherited (a svc or browser it started without a HOME of the test's own) fails the
-// run: outside this runner that HOME is the user's. Each file's HOME is a folder named after it (test-home.js);
-// anything else at the top, even an empty folder, was made by a process that had the suite's HOME, whose test file
-// cannot be told. This looks once, after the last file ends: what a detached process writes after the look goes
-// unseen, so such a writer may be caught on some runs only.
-const left = readdirSync(home, { withFileTypes: true }).map((e) => e.isDirectory() && e.name.endsWith('.test.ts')
-  ? [e.name.replaceAll('+', '/'), readdirSync(join(home, e.name))]
-  : ['(test file unknown)', [e.name]]).filter(([, names]) => names.length > 0);
-rmSync(home, { recursive: true, force: true });
-if (left.length > 0) {
-  console.error(`\n✖ tests wrote to the HOME they inherited (yours, outside this runner) (${left.length}):`);
-  for (const [file, names] of left) console.error(`  ${file}: ~/${names.join(', ~/')}`);
+// run: outside this runner that HOME is the user's. So does what it left in its temp dir, which outside the runner is
+// the system's, shared by every later run. Each file's HOME and TMPDIR is a folder named after it (test-home.js);
+// anything else at the top, even an empty folder, was made by a process that had the suite's, whose test file cannot
+// be told. This looks once, after the last file ends: what a detached process writes after the look goes unseen, so
+// such a writer may be caught on some runs only.
+const leftIn = (root) => {
+  const left = readdirSync(root, { withFileTypes: true }).map((e) => e.isDirectory() && e.name.endsWith('.test.ts')
+    ? [e.name.replaceAll('+', '/'), readdirSync(join(root, e.name))]
+    : ['(test file unknown)', [e.name]]).filter(([, names]) => names.length > 0);
+  rmSync(root, { recursive: true, force: true });
+  return left;
+};
+const left = [['the HOME they inherited (yours, outside this runner)', '~', leftIn(home)],
+  ['the temp dir they inherited (the system\'s, outside this runner)', '$TMPDIR', leftIn(temp)]];
+for (const [what, root, files] of left.filter(([, , files]) => files.length > 0)) {
+  console.error(`\n✖ tests wrote to ${what} (${files.length}):`);
+  for (const [file, names] of files) console.error(`  ${file}: ${root}/${names.join(`, ${root}/`)}`);
 }
 const reached = guards.flatMap((g) => g.reached);
 if (reached.length > 0) {
@@ -132,4 +140,4 @@ if (reached.length > 0) {
     console.error(`  ${file || '(test file unknown)'} → ${port}: ${line}${where ? ` (${where})` : ''}`);
   }
 }
-process.exit(reached.length > 0 || left.length > 0 ? 1 : status);
+process.exit(reached.length > 0 || left.some(([, , files]) => files.length > 0) ? 1 : status);
