@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync 
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { tempNameOf } from './test-home.js';
 
 function collect(dir, out = []) {
   for (const name of readdirSync(dir)) {
@@ -101,7 +102,7 @@ if (guards.length < 2) {
 }
 const home = mkdtempSync(join(tmpdir(), 'svc-test-home-'));
 // The temp dir too (os.tmpdir() reads TMPDIR, and every child inherits it): what a test leaves there is named below.
-const temp = mkdtempSync(join(tmpdir(), 'svc-test-tmp-'));
+const temp = mkdtempSync(join(tmpdir(), 'svc-tmp-'));
 const env = { ...process.env, HOME: home, TMPDIR: temp, SVC_CONTROL_PORT: String(guards.at(-1).port) };
 delete env.SVC_CONTROL_URL;
 delete env.SVC_CONTROL_TOKEN;
@@ -116,13 +117,14 @@ const status = await new Promise((resolve) => child.on('close', (code) => resolv
 for (const guard of guards) guard.server.close();
 // What a test left in the HOME it inherited (a svc or browser it started without a HOME of the test's own) fails the
 // run: outside this runner that HOME is the user's. So does what it left in its temp dir, which outside the runner is
-// the system's, shared by every later run. Each file's HOME and TMPDIR is a folder named after it (test-home.js);
-// anything else at the top, even an empty folder, was made by a process that had the suite's, whose test file cannot
-// be told. This looks once, after the last file ends: what a detached process writes after the look goes unseen, so
-// such a writer may be caught on some runs only.
+// the system's, shared by every later run. Each file's HOME and TMPDIR is a folder of its own (test-home.js); anything
+// else at the top, even an empty folder, was made by a process that had the suite's, whose test file cannot be told.
+// This looks once, after the last file ends: what a detached process writes after the look goes unseen, so such a
+// writer may be caught on some runs only.
+const fileOf = new Map(files.flatMap((f) => [[f.replaceAll('/', '+'), f], [tempNameOf(f), f]]));
 const leftIn = (root) => {
-  const left = readdirSync(root, { withFileTypes: true }).map((e) => e.isDirectory() && e.name.endsWith('.test.ts')
-    ? [e.name.replaceAll('+', '/'), readdirSync(join(root, e.name))]
+  const left = readdirSync(root, { withFileTypes: true }).map((e) => e.isDirectory() && fileOf.has(e.name)
+    ? [fileOf.get(e.name), readdirSync(join(root, e.name))]
     : ['(test file unknown)', [e.name]]).filter(([, names]) => names.length > 0);
   rmSync(root, { recursive: true, force: true });
   return left;
