@@ -124,7 +124,7 @@ for (const guard of guards) guard.server.close();
 const fileOf = new Map(files.flatMap((f) => [[f.replaceAll('/', '+'), f], [tempNameOf(f), f]]));
 const leftIn = (root) => {
   const left = readdirSync(root, { withFileTypes: true }).map((e) => e.isDirectory() && fileOf.has(e.name)
-    ? [fileOf.get(e.name), readdirSync(join(root, e.name))]
+    ? [fileOf.get(e.name), readdirSync(join(root, e.name)).sort()]
     : ['(test file unknown)', [e.name]]).filter(([, names]) => names.length > 0);
   rmSync(root, { recursive: true, force: true });
   return left;

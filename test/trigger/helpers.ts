@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { after } from 'node:test';
 import { resolveTriggerSettings, type TriggerSettings } from '../../src/trigger/settings.ts';
 import { startTrigger, type RunningTrigger, type TriggerOverrides } from '../../src/trigger/main.ts';
 import { createLogger, type Logger } from '../../src/log.ts';
@@ -33,8 +34,18 @@ export function rowCount(db: Pick<TriggerStores['db'], 'prepare'>, table: string
   return (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
 }
 
+const made: string[] = [];
+// Registered when a test file imports this, so at its top level: every folder tempDir made goes when the file ends,
+// whether or not its test removed it (one a test forgets would stay in the system's temp dir).
+after(() => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh folder in the temp dir, removed when the test file ends at the latest. */
 export function tempDir(prefix = 'svc-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
 }
 
 /**
