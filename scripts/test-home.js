@@ -2,7 +2,7 @@
 // own inside the suite's, so whatever a test leaves in the HOME it inherited (a svc or a browser it started without a
 // HOME of the test's) or in the temp dir (a folder it or its children made and never removed) names the file.
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 /**
@@ -21,5 +21,6 @@ if (file?.endsWith('.test.ts')) {
   if (process.env.TMPDIR) {
     process.env.TMPDIR = join(process.env.TMPDIR, tempNameOf(name));
     mkdirSync(process.env.TMPDIR);
+    chmodSync(process.env.TMPDIR, 0o1777); // as /tmp: tests run svc as nobody on what they make here
   }
 }

@@ -3,7 +3,7 @@
 // server or CLI its own HOME and Control Plane URL must never reach the user's real ~/.svc or the Control Plane
 // `npm start` left running on 127.0.0.1:47821. Reaching a guard, or writing to the HOME it inherited, fails the run.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -102,7 +102,9 @@ if (guards.length < 2) {
 }
 const home = mkdtempSync(join(tmpdir(), 'svc-test-home-'));
 // The temp dir too (os.tmpdir() reads TMPDIR, and every child inherits it): what a test leaves there is named below.
+// Open to all as /tmp is (test-home.js opens each file's too): tests run svc as nobody on repos they make there.
 const temp = mkdtempSync(join(tmpdir(), 'svc-tmp-'));
+chmodSync(temp, 0o1777);
 const env = { ...process.env, HOME: home, TMPDIR: temp, SVC_CONTROL_PORT: String(guards.at(-1).port) };
 delete env.SVC_CONTROL_URL;
 delete env.SVC_CONTROL_TOKEN;
