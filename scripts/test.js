@@ -1,7 +1,8 @@
 // Runs every test: type-checks tests and sources, then node:test over test/**/*.test.ts (sources run directly).
 // The suite runs with a HOME of its own and a guard on the user's Control Plane port: a test that forgets to give a
 // server or CLI its own HOME and Control Plane URL must never reach the user's real ~/.svc or the Control Plane
-// `npm start` left running on 127.0.0.1:47821. Reaching a guard, or writing to the HOME it inherited, fails the run.
+// `npm start` left running on 127.0.0.1:47821. Reaching a guard, or leaving anything in the HOME or the temp dir it
+// inherited, fails the run.
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -133,9 +134,9 @@ const leftIn = (root) => {
 };
 const left = [['the HOME they inherited (yours, outside this runner)', '~', leftIn(home)],
   ['the temp dir they inherited (the system\'s, outside this runner)', '$TMPDIR', leftIn(temp)]];
-for (const [what, root, files] of left.filter(([, , files]) => files.length > 0)) {
-  console.error(`\n✖ tests wrote to ${what} (${files.length}):`);
-  for (const [file, names] of files) console.error(`  ${file}: ${root}/${names.join(`, ${root}/`)}`);
+for (const [what, root, byFile] of left.filter(([, , byFile]) => byFile.length > 0)) {
+  console.error(`\n✖ tests wrote to ${what} (${byFile.length}):`);
+  for (const [file, names] of byFile) console.error(`  ${file}: ${root}/${names.join(`, ${root}/`)}`);
 }
 const reached = guards.flatMap((g) => g.reached);
 if (reached.length > 0) {
@@ -144,4 +145,4 @@ if (reached.length > 0) {
     console.error(`  ${file || '(test file unknown)'} → ${port}: ${line}${where ? ` (${where})` : ''}`);
   }
 }
-process.exit(reached.length > 0 || left.some(([, , files]) => files.length > 0) ? 1 : status);
+process.exit(reached.length > 0 || left.some(([, , byFile]) => byFile.length > 0) ? 1 : status);
