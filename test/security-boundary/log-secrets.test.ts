@@ -323,7 +323,8 @@ describe('what the scrub keeps', () => {
       'POST https:%2F%2Fhooks.example/… failed');
     assert.equal(host(`POST https%3A%2F%2Fuser%3A${TOKEN}%40hooks.example%2Fs failed`),
       'POST https%3A%2F%2Fhooks.example/… failed');
-    assert.equal(host(`POST https://user%3A${TOKEN}%40hooks.example/s failed`), 'POST https://hooks.example/… failed');
+    assert.equal(host(`POST https://user%3A${TOKEN}%40hooks.example/s failed`),
+      'POST https://hooks.example/… failed');
     // A URL inside another's query goes with the path it is in.
     assert.equal(host(`GET https://h/login?next=https%3A%2F%2Fu%3A${TOKEN}%40x failed`), 'GET https://h/… failed');
   });
