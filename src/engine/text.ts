@@ -1,19 +1,21 @@
 // Small text helpers for untrusted input: fences that content cannot close, markdown specs, a field as text, secrets
 // cut from what a run logs, what an error names and what an artifact is called.
 
+// A password holding spaces or tabs, taken to its `@` when one follows on the line: `user:` and what is no port
+// (`redis://cache:6379 up`, `https://h: refused`), then at most 64 characters with no line break, slash, quote, angle
+// bracket, backslash or `@` (a JSON string, a path, a sentence's next URL end it), then `@` and a host. A quote never:
+// it may end a JSON string, and the cut would eat the next field. Bounded, so each URL start reads at most 64 more.
+const SPACED_USER_INFO = String.raw`(?:[^ \t\n\r\f\v"'<>\\/@:]+:(?!\d*[ \t])[^\n\r\f\v"'<>\\/@]{0,64}@(?=[\w[]))?`;
 // A URL in free text: from its `://` (the scheme stays as text, whatever precedes it: `retry -https://`,
 // `404.https://`, and a scan starts only there, so it stays linear), up to a space, a quote or an angle bracket (a
 // JSON line without spaces, `{"homepage":"https://example.com","author":"dev@example.org"}`, keeps its fields).
 // Whitespace is ASCII only, spelled out: a .log is scrubbed as latin1, where `\s` would take 0xA0, a byte inside a
-// UTF-8 character. A password holding spaces or tabs is taken to its `@` when one follows on the line: `user:` and
-// what is no port (`redis://cache:6379 up`, `https://h: refused`), then at most 64 characters with no line break,
-// slash, quote, angle bracket, backslash or `@` (a JSON string, a path, a sentence's next URL end it), then `@` and a
-// host. A quote never: it may end a JSON string, and the cut would eat the next field.
-const URL_IN_TEXT =
-  /(:\/\/)((?:[^ \t\n\r\f\v"'<>\\/@:]+:(?!\d*[ \t])[^\n\r\f\v"'<>\\/@]{0,64}@(?=[\w[]))?[^ \t\n\r\f\v"'<>]*)/g;
+// UTF-8 character.
+const URL_IN_TEXT = new RegExp(String.raw`(:\/\/)(${SPACED_USER_INFO}[^ \t\n\r\f\v"'<>]*)`, 'g');
 // Where what follows a URL is cut anyway (`bare`, `host`): from any `://`, JSON-escaped (`:\/\/`) or percent-encoded
 // once or more (`%3A%2F%2F`, `https:%2F%2F`, `%253A%252F%252F`), up to a space alone (a quote in it is its own).
-const URL_TO_SPACE = /((?::|%(?:25)*3a)(?:\\?\/|%(?:25)*2f){2})([^ \t\n\r\f\v]*)/gi;
+const URL_TO_SPACE =
+  new RegExp(String.raw`((?::|%(?:25)*3a)(?:\\?\/|%(?:25)*2f){2})(${SPACED_USER_INFO}[^ \t\n\r\f\v]*)`, 'gi');
 // The end of a user info's last `@`, as written or percent-encoded (`%40`, `%2540`): a host holds no `%`, so an
 // encoded `@` before the path still ends a user info (`https://u%3Atok%40h/`).
 const USER_INFO = /^[^]*(?:@|%(?:25)*40)/i;

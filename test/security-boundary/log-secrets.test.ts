@@ -334,6 +334,10 @@ describe('what the scrub keeps', () => {
       'fatal: https://***@github.com/acme/api.git');
     assert.equal(withoutSecrets(`{"cmd":"git clone https://u:a b${TOKEN}@h/r.git x"}`),
       '{"cmd":"git clone https://***@h/r.git x"}');
+    // The same where a URL keeps its host alone, or what git needs.
+    assert.equal(withoutSecrets(`POST https://u:pa ss${TOKEN}@hooks.example/s/${TOKEN} failed`, 'host'),
+      'POST https://hooks.example/… failed');
+    assert.equal(withoutSecrets(`url = https://u:pa ss${TOKEN}@h/p.git`, 'bare'), 'url = https://h/p.git');
     // A port, a colon ending a sentence, a path, a quote, a line break or far off: nothing is cut.
     for (const text of ['redis://cache:6379 connected as ops@example.org', 'https://h: refused, mail ops@example.org',
       'https://h:8080/x is down; ops@example.org', 'see https://h:x/y and ops@example.org',
