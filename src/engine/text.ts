@@ -1,11 +1,13 @@
 // Small text helpers for untrusted input: fences that content cannot close, markdown specs, a field as text, secrets
 // cut from what a run logs, what an error names and what an artifact is called.
 
-// A password holding spaces or tabs, taken to its `@` when one follows on the line: `user:` and what is no port
-// (`redis://cache:6379 up`, `https://h: refused`), then at most 64 characters with no line break, slash, quote, angle
-// bracket, backslash or `@` (a JSON string, a path, a sentence's next URL end it), then `@` and a host. A quote never:
-// it may end a JSON string, and the cut would eat the next field. Bounded, so each URL start reads at most 64 more.
-const SPACED_USER_INFO = String.raw`(?:[^ \t\n\r\f\v"'<>\\/@:]+:(?!\d*[ \t])[^\n\r\f\v"'<>\\/@]{0,64}@(?=[\w[]))?`;
+// A password holding spaces or tabs, taken to its `@` when one follows on the line: `user:` and what is no port (digits
+// then a space or anything but a word character or `@`: `redis://cache:6379 up`, `http://localhost:3000, log in`,
+// `https://h: refused`), then at most 64 characters with no line break, slash, quote, angle bracket, backslash or `@`
+// (a JSON string, a path, a sentence's next URL end it), then `@` and a host. A user name holds no `[` (an IPv6 host).
+// A quote never: it may end a JSON string, and the cut would eat the next field. Bounded: each URL reads 64 more.
+const SPACED_USER_INFO =
+  String.raw`(?:[^ \t\n\r\f\v"'<>\\/@:[]+:(?!\d*[ \t]|\d+[^\w@])[^\n\r\f\v"'<>\\/@]{0,64}@(?=[\w[]))?`;
 // A URL in free text: from its `://` (the scheme stays as text, whatever precedes it: `retry -https://`,
 // `404.https://`, and a scan starts only there, so it stays linear), up to a space, a quote or an angle bracket (a
 // JSON line without spaces, `{"homepage":"https://example.com","author":"dev@example.org"}`, keeps its fields).
@@ -39,9 +41,12 @@ function cutUrl(keep: UrlKept, freeText: boolean) {
   return (url: string, scheme: string, rest: string): string => {
     // Most URLs in a log have no user info, query or fragment: `marked` keeps those as they are.
     if (keep === 'marked' && !/[@?#;&]/.test(rest)) return url;
-    // An encoded URL's path starts at its first slash however encoded (a password's `%2F` is encoded once more).
+    // An encoded URL's path starts at its first slash encoded as its `://` is (a password's `%2F` is encoded once more,
+    // `%252F`) or written as is.
     const encoded = scheme.includes('%');
-    const path = rest.search(encoded ? /[/\\]|%(?:25)*2f/i : freeText ? /[/\\]/ : /\//);
+    const depth = /%((?:25)*)2f/i.exec(scheme)?.[1];
+    const slash = encoded ? new RegExp(String.raw`[/\\]|%${depth ?? '(?:25)*'}2f`, 'i') : freeText ? /[/\\]/ : /\//;
+    const path = rest.search(slash);
     const info = path < 0 ? rest : rest.slice(0, path);
     const at = keep === 'marked' ? info.lastIndexOf('@') + 1 : (USER_INFO.exec(info)?.[0].length ?? 0);
     const after = rest.slice(at);

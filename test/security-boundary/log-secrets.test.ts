@@ -325,6 +325,11 @@ describe('what the scrub keeps', () => {
       'POST https%3A%2F%2Fhooks.example/… failed');
     assert.equal(host(`POST https://user%3A${TOKEN}%40hooks.example/s failed`),
       'POST https://hooks.example/… failed');
+    // A password's slash is encoded once more than the URL's own: it starts no path, and the user name is no host.
+    assert.equal(host(`POST https%3A%2F%2Fbot%3Aa%252F${TOKEN}%40h%2Fp failed`), 'POST https%3A%2F%2Fh/… failed');
+    assert.equal(withoutSecrets(`url=https%3A%2F%2Fbot%3Aa%252F${TOKEN}%40h%2Fp`, 'bare'), 'url=https%3A%2F%2Fh/…');
+    assert.equal(host(`POST https%253A%252F%252Fbot%253Aa%25252F${TOKEN}%2540h%252Fp failed`),
+      'POST https%253A%252F%252Fh/… failed');
     // A URL inside another's query goes with the path it is in.
     assert.equal(host(`GET https://h/login?next=https%3A%2F%2Fu%3A${TOKEN}%40x failed`), 'GET https://h/… failed');
   });
@@ -345,6 +350,18 @@ describe('what the scrub keeps', () => {
       `https://h:x ${'word '.repeat(20)}ops@example.org`]) {
       assert.equal(withoutSecrets(text), text);
     }
+    // A port followed by a comma, a stop, a bracket or a query is a port too, and a bracketed host has no user name:
+    // the line stays whole, and a notification's error names the URL's own host, not the mail address's.
+    for (const text of ['The app runs at http://localhost:3000, log in as admin@example.com',
+      'Open http://localhost:5173. Sign in with test@example.com', 'see (http://h:8080) or mail ops@example.org',
+      'started http://[::1]:8080 by ci@host', 'docker://ubuntu:22.04 pulled by ci@host',
+      'POST https://hooks.chat.example:443, retry later; owner ops@example.org']) {
+      assert.equal(withoutSecrets(text), text);
+      assert.equal(withoutSecrets(text, 'host'), text);
+    }
+    const jdbc = 'jdbc:mysql://db:3306?useSSL=false connected as app@db';
+    assert.equal(withoutSecrets(jdbc), jdbc);
+    assert.equal(withoutSecrets(jdbc, 'host'), 'jdbc:mysql://db:3306/… connected as app@db');
   });
 
   it('never crosses a JSON escape: a URL\'s user info stops at a backslash', () => {
