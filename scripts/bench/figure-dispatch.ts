@@ -2,7 +2,11 @@
 // the agent writes, sandboxed with its egress gate, as a user's first instruction would travel. The provider writes
 // one byte into a FIFO the bench is already reading (figure-sandbox.ts), so nothing polls between byte and clock.
 // Two served repositories, jobs interleaved: a `checkout=` project, and a `clone=` repository of 5,000 files whose
-// every job first fetches the mirror and makes its own checkout (src/trigger/managed-checkout.ts).
+// every job first fetches the mirror and makes its own checkout (src/trigger/managed-checkout.ts). Its machine floor,
+// right before each `clone=` job: a bare `git clone` of the same origin into a fresh folder beside it. On a filesystem
+// whose inode allocator skips recently freed inodes (ext4 without a journal, docs/bench.md) any mass delete shortly
+// before slows every 5,000-file checkout by seconds; the floor shows when that, not svc, was slow. Nothing the bench
+// made is removed before the run's end, so the bench's own deletes never land before or between these rounds.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -39,20 +43,23 @@ function newRun(repo: string, seen: Set<string>): string | null {
   return names.find((n) => !seen.has(n)) ?? null;
 }
 
+function git(cwd: string, env: NodeJS.ProcessEnv, args: string[]): void {
+  execFileSync('git', args, { cwd, env, stdio: 'ignore' });
+}
+
 /** An origin of 5,000 files in 50 folders, committing the bench project's .svc/config.json. */
 function makeOrigin(root: string, project: string, env: NodeJS.ProcessEnv): string {
   const origin = join(root, 'origin');
-  const git = (args: string[]) => execFileSync('git', args, { cwd: origin, env, stdio: 'ignore' });
   mkdirSync(join(origin, '.svc'), { recursive: true });
-  git(['init', '-q', '-b', 'main']);
+  git(origin, env, ['init', '-q', '-b', 'main']);
   for (let i = 0; i < CLONE_FILES - 1; i++) {
     const dir = join(origin, 'src', `m${i % 50}`);
     if (i < 50) mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, `f${i}.ts`), `export const v${i} = ${i}; // ${'x'.repeat(200)}\n`);
   }
   execFileSync('cp', [join(project, '.svc', 'config.json'), join(origin, '.svc', 'config.json')]);
-  git(['add', '.']);
-  git(['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', 'commit', '-qm', 'init']);
+  git(origin, env, ['add', '.']);
+  git(origin, env, ['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', 'commit', '-qm', 'init']);
   return origin;
 }
 
@@ -95,6 +102,7 @@ export async function measureDispatch(ctx: BenchContext): Promise<Row[]> {
   const server = await startTrigger(['--port', '0', '--repos', reposFile, '--db', join(root, 'trigger.db')], env);
   const served: number[] = [];
   const cloned: number[] = [];
+  const floor: number[] = [];
   const seen = new Set<string>();
   try {
     const n = ctx.options.quick ? 3 : 7;
@@ -102,14 +110,18 @@ export async function measureDispatch(ctx: BenchContext): Promise<Row[]> {
     // trigger's code paths and the clone's mirror (its first fetch copies every object).
     for (let i = 0; i <= n; i++) {
       const a = await timeJob(server, fifo, 'bench/dispatch', i, () => repo, seen);
+      const f0 = performance.now();
+      git(root, env, ['clone', '--quiet', origin, join(root, 'floor', String(i))]);
+      const f = performance.now() - f0;
       const b = await timeJob(server, fifo, 'bench/clone', i, (id) => join(checkouts, 'bench', 'clone', id), seen);
-      if (i > 0) served.push(a), cloned.push(b);
+      if (i > 0) served.push(a), cloned.push(b), floor.push(f);
     }
   } finally {
     await server.stop();
   }
   const fmt = (times: number[]) => times.map((t) => t.toFixed(0)).join(', ');
-  ctx.log(`dispatch: POST /jobs → agent's first byte: checkout= ${fmt(served)} ms; clone= ${fmt(cloned)} ms`);
+  ctx.log(`dispatch: POST /jobs → agent's first byte: checkout= ${fmt(served)} ms; clone= ${fmt(cloned)} ms; ` +
+    `bare git clone before each clone= job ${fmt(floor)} ms`);
   const row = (figure: string, times: number[], note: string): Row => {
     const ms = median(times);
     return {
@@ -120,6 +132,12 @@ export async function measureDispatch(ctx: BenchContext): Promise<Row[]> {
   return [
     row('POST /jobs → the agent\'s first byte (sandbox and gate)', served, 'a served checkout='),
     row('POST /jobs → the agent\'s first byte, managed clone= of 5,000 files', cloned,
-      'every job asks the origin (file://) and gets its own checkout'),
+      `every job asks the origin (file://) and gets its own checkout; its floor: ${median(floor).toFixed(0)} ms`),
+    {
+      figure: 'bare `git clone` of the same origin, right before each clone= job (its machine floor)',
+      value: median(floor), unit: 'ms', bar: '', pass: null,
+      note: `median of ${floor.length}; no svc, a fresh folder on the same filesystem; seconds here mean the ` +
+        'filesystem, not svc, was slow (docs/bench.md, "A 5,000-file checkout after a mass delete")',
+    },
   ];
 }
