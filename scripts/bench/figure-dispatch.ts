@@ -7,10 +7,11 @@
 // whose inode allocator skips recently freed inodes (ext4 without a journal, docs/bench.md) any mass delete shortly
 // before slows every 5,000-file checkout by seconds; the floor shows when that, not svc, was slow. Nothing the bench
 // made is removed before the run's end, so the bench's own deletes never land before or between these rounds.
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { promisify } from 'node:util';
 import { startTrigger, type ServerProcess } from './processes.ts';
 import { median } from './stats.ts';
 import { firstByte, makeRepo, waitEnded } from './figure-sandbox.ts';
@@ -43,23 +44,25 @@ function newRun(repo: string, seen: Set<string>): string | null {
   return names.find((n) => !seen.has(n)) ?? null;
 }
 
-function git(cwd: string, env: NodeJS.ProcessEnv, args: string[]): void {
-  execFileSync('git', args, { cwd, env, stdio: 'ignore' });
+// Not synchronous: a loop blocked for the seconds a slow clone takes would miss the trigger closing an idle
+// keep-alive connection, and the next POST would go out on the closed one ("fetch failed").
+async function git(cwd: string, env: NodeJS.ProcessEnv, args: string[]): Promise<void> {
+  await promisify(execFile)('git', args, { cwd, env });
 }
 
 /** An origin of 5,000 files in 50 folders, committing the bench project's .svc/config.json. */
-function makeOrigin(root: string, project: string, env: NodeJS.ProcessEnv): string {
+async function makeOrigin(root: string, project: string, env: NodeJS.ProcessEnv): Promise<string> {
   const origin = join(root, 'origin');
   mkdirSync(join(origin, '.svc'), { recursive: true });
-  git(origin, env, ['init', '-q', '-b', 'main']);
+  await git(origin, env, ['init', '-q', '-b', 'main']);
   for (let i = 0; i < CLONE_FILES - 1; i++) {
     const dir = join(origin, 'src', `m${i % 50}`);
     if (i < 50) mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, `f${i}.ts`), `export const v${i} = ${i}; // ${'x'.repeat(200)}\n`);
   }
   execFileSync('cp', [join(project, '.svc', 'config.json'), join(origin, '.svc', 'config.json')]);
-  git(origin, env, ['add', '.']);
-  git(origin, env, ['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', 'commit', '-qm', 'init']);
+  await git(origin, env, ['add', '.']);
+  await git(origin, env, ['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', 'commit', '-qm', 'init']);
   return origin;
 }
 
@@ -96,7 +99,7 @@ export async function measureDispatch(ctx: BenchContext): Promise<Row[]> {
     SVC_TRIGGER_CHECKOUTS: checkouts,
   };
   const repo = makeRepo(root, fifoDir, env);
-  const origin = makeOrigin(root, repo, env);
+  const origin = await makeOrigin(root, repo, env);
   const reposFile = join(root, 'repos.conf');
   writeFileSync(reposFile, `bench/dispatch checkout=${repo} default\nbench/clone clone=file://${origin}\n`);
   const server = await startTrigger(['--port', '0', '--repos', reposFile, '--db', join(root, 'trigger.db')], env);
@@ -111,7 +114,7 @@ export async function measureDispatch(ctx: BenchContext): Promise<Row[]> {
     for (let i = 0; i <= n; i++) {
       const a = await timeJob(server, fifo, 'bench/dispatch', i, () => repo, seen);
       const f0 = performance.now();
-      git(root, env, ['clone', '--quiet', origin, join(root, 'floor', String(i))]);
+      await git(root, env, ['clone', '--quiet', origin, join(root, 'floor', String(i))]);
       const f = performance.now() - f0;
       const b = await timeJob(server, fifo, 'bench/clone', i, (id) => join(checkouts, 'bench', 'clone', id), seen);
       if (i > 0) served.push(a), cloned.push(b), floor.push(f);
