@@ -2,11 +2,12 @@
 // the agent writes, sandboxed with its egress gate, as a user's first instruction would travel. The provider writes
 // one byte into a FIFO the bench is already reading (figure-sandbox.ts), so nothing polls between byte and clock.
 // Two served repositories, jobs interleaved: a `checkout=` project, and a `clone=` repository of 5,000 files whose
-// every job first fetches the mirror and makes its own checkout (src/trigger/managed-checkout.ts). Its machine floor,
-// right before each `clone=` job: a bare `git clone` of the same origin into a fresh folder beside it. On a filesystem
-// whose inode allocator skips recently freed inodes (ext4 without a journal, docs/bench.md) any mass delete shortly
-// before slows every 5,000-file checkout by seconds; the floor shows when that, not svc, was slow. Nothing the bench
-// made is removed before the run's end, so the bench's own deletes never land before or between these rounds.
+// every job first fetches the mirror and makes its own checkout (src/trigger/managed-checkout.ts). Its machine floor:
+// a bare `git clone` of the same origin into fresh folders beside it, 3 right before the first `clone=` job and 3
+// right after the last, outside the rounds: inside, it would lengthen the gap in which the trigger writes the next
+// job's spare checkout. On a filesystem whose inode allocator skips recently freed inodes (ext4 without a journal,
+// docs/bench.md) a mass delete shortly before slows every 5,000-file checkout by seconds; the floor shows when that,
+// not svc, was slow. Nothing the bench made is removed before the run's end.
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -105,7 +106,14 @@ export async function measureDispatch(ctx: BenchContext): Promise<Row[]> {
   const server = await startTrigger(['--port', '0', '--repos', reposFile, '--db', join(root, 'trigger.db')], env);
   const served: number[] = [];
   const cloned: number[] = [];
-  const floor: number[] = [];
+  const floor = { before: [] as number[], after: [] as number[] };
+  const timeFloor = async (when: keyof typeof floor) => {
+    for (let k = 0; k < 3; k++) {
+      const t0 = performance.now();
+      await git(root, env, ['clone', '--quiet', origin, join(root, 'floor', `${when}-${k}`)]);
+      floor[when].push(performance.now() - t0);
+    }
+  };
   const seen = new Set<string>();
   try {
     const n = ctx.options.quick ? 3 : 7;
@@ -113,18 +121,17 @@ export async function measureDispatch(ctx: BenchContext): Promise<Row[]> {
     // trigger's code paths and the clone's mirror (its first fetch copies every object).
     for (let i = 0; i <= n; i++) {
       const a = await timeJob(server, fifo, 'bench/dispatch', i, () => repo, seen);
-      const f0 = performance.now();
-      await git(root, env, ['clone', '--quiet', origin, join(root, 'floor', String(i))]);
-      const f = performance.now() - f0;
+      if (i === 0) await timeFloor('before');
       const b = await timeJob(server, fifo, 'bench/clone', i, (id) => join(checkouts, 'bench', 'clone', id), seen);
-      if (i > 0) served.push(a), cloned.push(b), floor.push(f);
+      if (i > 0) served.push(a), cloned.push(b);
     }
+    await timeFloor('after');
   } finally {
     await server.stop();
   }
   const fmt = (times: number[]) => times.map((t) => t.toFixed(0)).join(', ');
   ctx.log(`dispatch: POST /jobs → agent's first byte: checkout= ${fmt(served)} ms; clone= ${fmt(cloned)} ms; ` +
-    `bare git clone before each clone= job ${fmt(floor)} ms`);
+    `bare git clone before the first clone= job ${fmt(floor.before)} ms, after the last ${fmt(floor.after)} ms`);
   const row = (figure: string, times: number[], note: string): Row => {
     const ms = median(times);
     return {
@@ -135,12 +142,14 @@ export async function measureDispatch(ctx: BenchContext): Promise<Row[]> {
   return [
     row('POST /jobs → the agent\'s first byte (sandbox and gate)', served, 'a served checkout='),
     row('POST /jobs → the agent\'s first byte, managed clone= of 5,000 files', cloned,
-      `every job asks the origin (file://) and gets its own checkout; its floor: ${median(floor).toFixed(0)} ms`),
-    {
-      figure: 'bare `git clone` of the same origin, right before each clone= job (its machine floor)',
-      value: median(floor), unit: 'ms', bar: '', pass: null,
-      note: `median of ${floor.length}; no svc, a fresh folder on the same filesystem; seconds here mean the ` +
-        'filesystem, not svc, was slow (docs/bench.md, "A 5,000-file checkout after a mass delete")',
-    },
+      `every job asks the origin (file://) and gets its own checkout; machine floor before / after: ` +
+      `${median(floor.before).toFixed(0)} / ${median(floor.after).toFixed(0)} ms`),
+    ...(['before', 'after'] as const).map((when): Row => ({
+      figure: `bare \`git clone\` of the same origin, ${when === 'before' ? 'before the first' : 'after the last'} ` +
+        'clone= job (its machine floor)',
+      value: median(floor[when]), unit: 'ms', bar: '', pass: null,
+      note: 'median of 3; no svc, fresh folders on the same filesystem; seconds here mean the filesystem, not svc, ' +
+        'was slow (docs/bench.md, "A 5,000-file checkout after a mass delete")',
+    })),
   ];
 }
