@@ -64,6 +64,13 @@ export interface ExecJob {
   word?: Promise<boolean>;
 }
 
+/**
+ * A lost launch whose launcher is known gone (identity-checked) and whose run never had a worker: none was made, or
+ * the one made was still `queued` with no worker ever recorded, and is now ended. No agent ran: the job may start over.
+ */
+export const UNLAUNCHED = 'unlaunched';
+type Unlaunched = typeof UNLAUNCHED;
+
 /** A launch whose word was false: it started nothing and made no run. */
 export const WITHDRAWN = 'withdrawn before its word';
 
@@ -103,12 +110,12 @@ export type AnswerResult = { ok: true } | { ok: false; reason: string; detail: s
 
 /** `launch` runs the launcher to its end (quick with `--detach`), reports a failed launch rather than throwing and
  * puts no secret in argv or environment. `follow` gives null for a run it cannot find, 'aborted' on shutdown (the job
- * stays `running`, re-attached later). */
+ * stays `running`, re-attached later), UNLAUNCHED for a lost launch that reached no agent (FollowOptions.launching). */
 export interface JobExecutor {
   /** The `source` of the runs it starts (their launchers' SVC_SOURCE). */
   source: string;
   launch(job: ExecJob): Promise<LaunchResult>;
-  follow(run: RunRef, signal: AbortSignal, opts: FollowOptions): Promise<RunOutcome | null | 'aborted'>;
+  follow(run: RunRef, signal: AbortSignal, opts: FollowOptions): Promise<RunOutcome | null | 'aborted' | Unlaunched>;
   /** Answers a blocked run as `svc answer --origin WHO` does; absent where it cannot reach the runs. */
   answer?(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult>;
 }
@@ -250,7 +257,9 @@ export function createLocalExecutor(opts: {
     return { exitCode: code, run: null, error };
   }
 
-  async function follow(run: RunRef, signal: AbortSignal, f: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
+  async function follow(
+    run: RunRef, signal: AbortSignal, f: FollowOptions,
+  ): Promise<RunOutcome | null | 'aborted' | Unlaunched> {
     if (!isValidSegment(run.run)) return null;
     const path = join(f.workdir, '.svc', 'runs', run.run, 'state.json');
     const started = Date.now();
@@ -265,12 +274,15 @@ export function createLocalExecutor(opts: {
     const lost = f.launching?.launcher ?? null;
     try {
       // Read from the job's row: signalled only while its leader is still this run's launcher (its argv says so).
-      if (lost && !(await endGroup(lost, isLauncherOf(run.run)))) {
+      const gone = lost !== null && await endGroup(lost, isLauncherOf(run.run));
+      if (lost && !gone) {
         // Still the process recorded, yet not this run's launcher by its argv or user: never signalled, and said.
         log.warn('a lost launch\'s recorded launcher is left running: it is not `svc start … --run-id <run>`', {
           pid: lost.pid, run: `${run.source}/${run.run}`,
         });
       }
+      // Known gone only by its start time: without one a reused pid could pass for it.
+      if (gone && lost.proc_start !== null && await neverWorked(run, path, f.workdir, signal)) return UNLAUNCHED;
       for (;;) {
         if (signal.aborted) return 'aborted';
         const state = await readState(path);
@@ -299,6 +311,23 @@ export function createLocalExecutor(opts: {
     } finally {
       watcher?.close();
     }
+  }
+
+  /**
+   * A lost launch's run, its launcher gone: none made (a worker starts only from a state.json), or one still `queued`
+   * with no worker ever recorded, ended at once as a dead worker's by `svc start --stop --worker-lost`. That stop
+   * marks it first, so a worker the launcher started just before it died, not yet recorded, sees it and runs nothing;
+   * one that recorded itself first has its start time kept in state.json, and the run is followed as any other.
+   */
+  async function neverWorked(run: RunRef, path: string, workdir: string, signal: AbortSignal): Promise<boolean> {
+    const workerless = (s: Record<string, unknown> | null, status: string) =>
+      s?.status === status && s.pid === null && s.proc_start === null;
+    const made = await readState(path);
+    if (made === 'missing') return true;
+    if (!workerless(made, 'queued')) return false;
+    await recordEnd(run, workdir, signal);
+    const ended = await readState(path);
+    return ended !== 'missing' && workerless(ended, 'failed');
   }
 
   /**
