@@ -7,7 +7,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLocalExecutor, type JobExecutor } from '../../src/trigger/executor.ts';
+import { createLocalExecutor, UNLAUNCHED, type JobExecutor, type RunOutcome } from '../../src/trigger/executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { CLI, GIT_ENV, makeRepo, processAlive, readJson } from '../engine/fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
@@ -90,6 +90,12 @@ async function followDeadWorker(does: string, o: {
   }
 }
 
+/** The run's end that `follow` gave, failing the test on anything else. */
+function ended(outcome: Awaited<ReturnType<JobExecutor['follow']>>): RunOutcome {
+  assert.ok(typeof outcome === 'object' && outcome !== null, `followed to ${String(outcome)}`);
+  return outcome;
+}
+
 /** A process whose argv is a trigger's `svc start … --run-id <run>` that hangs, in a group of its own. */
 function hungLauncher(run: string, cli = CLI): ChildProcess {
   return spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)', cli, 'start', '--run-id', run], {
@@ -125,7 +131,6 @@ async function followWorkerless(launcher?: (run: string) => ChildProcess) {
     const outcome = await executor.follow({ source: 'local', run }, AbortSignal.timeout(20_000), {
       reattach: true, workdir: repo.repo, ...launching,
     });
-    assert.ok(typeof outcome === 'object' && outcome !== null, `followed to ${String(outcome)}`);
     return { outcome, state: readJson(join(dir, 'state.json')), launcher: started, run, said };
   } finally {
     repo.cleanup();
@@ -305,11 +310,11 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     assert.deepEqual(said, []);
   });
 
-  it('ends a launch the server lost, then the run it made that has no worker, instead of following it for ever',
+  it('ends a launch the server lost, then the run it made that has no worker, and says the job may start over',
     async () => {
     // The launcher a server SIGKILLed mid-launch left running, and the run it made before it started a worker.
     const { outcome, state, launcher } = await followWorkerless((run) => hungLauncher(run));
-    assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
+    assert.equal(outcome, UNLAUNCHED);
     // The real `svc start --stop` recorded it as a dead worker's run, never a person's stop.
     assert.deepEqual([state.status, state.failure.class], ['failed', 'infra']);
     assert.equal(processAlive(launcher!.pid!), false, 'the lost launcher still runs');
@@ -320,7 +325,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     const other = newRunId();
     const { outcome, launcher, run, said } = await followWorkerless(() => hungLauncher(other));
     try {
-      assert.equal(outcome.status, 'failed');
+      assert.equal(ended(outcome).status, 'failed');
       assert.equal(processAlive(launcher!.pid!), true, 'another run\'s launcher was ended');
       const warned = said.map((line) => JSON.parse(line)).filter((entry) => entry.level === 'warn');
       assert.equal(warned.length, 1, said.join(''));
@@ -335,7 +340,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     const moved = join(tmpdir(), 'svc-before-upgrade', 'dist', 'cli.js');
     const { outcome, state, launcher, said } = await followWorkerless((run) => hungLauncher(run, moved));
     try {
-      assert.deepEqual([outcome.status, state.failure.class], ['failed', 'infra']);
+      assert.deepEqual([outcome, state.status, state.failure.class], [UNLAUNCHED, 'failed', 'infra']);
       assert.equal(processAlive(launcher!.pid!), false, 'the earlier install\'s launcher still runs');
       assert.deepEqual(said, []);
     } finally {
@@ -345,7 +350,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
 
   it('ends a run that never got a worker on a second restart (no launcher recorded then)', async () => {
     const { outcome, state } = await followWorkerless();
-    assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
+    assert.deepEqual([ended(outcome).status, ended(outcome).error], ['failed', 'the run\'s worker died']);
     assert.deepEqual([state.status, state.failure.class], ['failed', 'infra']);
   });
 
