@@ -10,6 +10,7 @@ import { SECRETS, FAKE_SVC, post, get, makeRepo, tempDir, fixture, nowSeconds, s
 import { makeCert, startStandIn } from './standins.ts';
 import { DatabaseSync } from 'node:sqlite';
 import { waitFor } from '../helpers/wait-for.ts';
+import { closedPort } from '../helpers/closed-port.ts';
 import { killGroup, pidIn } from '../helpers/pid-file.ts';
 import { processAlive } from '../engine/fixtures.ts';
 
@@ -246,7 +247,8 @@ describe('svc trigger', () => {
       const held = join(home, 'held.pid');
       const cli = join(home, 'hold-cli.mjs');
       writeFileSync(cli, holdOnceQueued(held));
-      const env = { ...baseEnv(home), SVC_TRIGGER_CLI: cli };
+      // Its runs ship to no Control Plane: a closed port.
+      const env = { ...baseEnv(home), SVC_TRIGGER_CLI: cli, SVC_CONTROL_URL: `http://127.0.0.1:${await closedPort()}` };
       const args = ['--repo', repo, '--concurrency', '1'];
       const first = await serve(env, args);
       const accepted = await post(`${first.url}/jobs`, JSON.stringify({ brief: 'quick work' }), bearer);
