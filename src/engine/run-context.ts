@@ -12,7 +12,7 @@ import {
   isChildOf, isWorkerOf, killNamespace, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity,
 } from './proc-group.ts';
 import { createShipLoop, createShipper, markPending, type ControlItem } from './shipper.ts';
-import { workerAlive } from './proc-group.ts';
+import { noWorkerComing, workerAlive } from './proc-group.ts';
 import { addUsage, createOutputReader, type Usage } from './providers.ts';
 import { keptLocal, openRunFolder, readPlainIn } from './plain-tree.ts';
 import { countOrNull, figure, objOrNull, tryParseJson } from '../untrusted.ts';
@@ -174,8 +174,8 @@ export function endChildOnExit(ctx: RunContext): void {
 /**
  * From outside the worker: identity-checked SIGTERM to its group, SIGKILL after the grace. `by` names who stopped
  * it (`svc runs stop`, the Control Plane…): the stopped run's failure reason says so. `workerLost`: the caller follows
- * the run and found it gone without a worker, or with none coming (the trigger server's `svc start --stop
- * --worker-lost`), so a run with none ends as a dead worker's; a person's stop of such a run ends it `stopped`.
+ * the run and found it gone without a worker (the trigger server's `svc start --stop --worker-lost`), so a run with
+ * none past the grace ends as a dead worker's; a person's stop of such a run ends it `stopped`.
  */
 export async function stopLocalRun(
   repo: string, run: string, by: string, workerLost = false,
@@ -184,6 +184,8 @@ export async function stopLocalRun(
   if (!existsSync(dir)) return null;
   let state = tryReadState(dir);
   if (!state || TERMINAL.has(state.status)) return state;
+  // A run still without a worker past the grace never got one (its launcher died): nobody stopped a working run.
+  const neverStarted = workerLost && noWorkerComing(state, Date.now());
   // A worker that has not recorded itself yet sees "stopping" when it starts and stops at once.
   if (!state.pid) {
     writeState(dir, { ...state, status: 'stopping', updated_at: new Date().toISOString() });
@@ -194,9 +196,7 @@ export async function stopLocalRun(
     if (!state) return null;
   }
   // A worker that died without ending its run (kill -9, out of memory, a reboot) failed it; this stop only finds that.
-  // With no worker recorded, `workerLost` vouches that none is coming (the trigger found it past the grace, or its
-  // launcher known gone): nobody stopped a working run.
-  const died = state.pid !== null ? state.proc_start !== null && !workerAlive(state) : workerLost;
+  const died = state.pid !== null ? state.proc_start !== null && !workerAlive(state) : neverStarted;
   if (state.pid) {
     const worker = { pid: state.pid, pgid: state.pgid ?? state.pid, proc_start: state.proc_start };
     // state.json is only a claim: the pid must still be our worker for this very run (its argv says so).
