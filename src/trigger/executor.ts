@@ -65,8 +65,8 @@ export interface ExecJob {
 }
 
 /**
- * A lost launch whose launcher is known gone (identity-checked) and whose run never had a worker: none was made, or
- * the one made was still `queued` with no worker ever recorded, and is now ended. No agent ran: the job may start over.
+ * A lost launch whose launcher is known gone (identity-checked) and that left no state.json for its run: the launcher
+ * writes it before it starts the worker, so none exists and no agent ran. The job may start over.
  */
 export const UNLAUNCHED = 'unlaunched';
 type Unlaunched = typeof UNLAUNCHED;
@@ -281,8 +281,9 @@ export function createLocalExecutor(opts: {
           pid: lost.pid, run: `${run.source}/${run.run}`,
         });
       }
-      // Known gone only by its start time: without one a reused pid could pass for it.
-      if (gone && lost.proc_start !== null && await neverWorked(run, path, f.workdir, signal)) return UNLAUNCHED;
+      // Known gone only by its start time: without one a reused pid could pass for it. A run with a state.json may
+      // have a worker not yet recorded in it, so it is followed as any other (never started over).
+      if (gone && lost.proc_start !== null && await readState(path) === 'missing') return UNLAUNCHED;
       for (;;) {
         if (signal.aborted) return 'aborted';
         const state = await readState(path);
@@ -311,23 +312,6 @@ export function createLocalExecutor(opts: {
     } finally {
       watcher?.close();
     }
-  }
-
-  /**
-   * A lost launch's run, its launcher gone: none made (a worker starts only from a state.json), or one still `queued`
-   * with no worker ever recorded, ended at once as a dead worker's by `svc start --stop --worker-lost`. That stop
-   * marks it first, so a worker the launcher started just before it died, not yet recorded, sees it and runs nothing;
-   * one that recorded itself first has its start time kept in state.json, and the run is followed as any other.
-   */
-  async function neverWorked(run: RunRef, path: string, workdir: string, signal: AbortSignal): Promise<boolean> {
-    const workerless = (s: Record<string, unknown> | null, status: string) =>
-      s?.status === status && s.pid === null && s.proc_start === null;
-    const made = await readState(path);
-    if (made === 'missing') return true;
-    if (!workerless(made, 'queued')) return false;
-    await recordEnd(run, workdir, signal);
-    const ended = await readState(path);
-    return ended !== 'missing' && workerless(ended, 'failed');
   }
 
   /**

@@ -10,7 +10,6 @@ import { SECRETS, FAKE_SVC, post, get, makeRepo, tempDir, fixture, nowSeconds, s
 import { makeCert, startStandIn } from './standins.ts';
 import { DatabaseSync } from 'node:sqlite';
 import { waitFor } from '../helpers/wait-for.ts';
-import { closedPort } from '../helpers/closed-port.ts';
 import { killGroup, pidIn } from '../helpers/pid-file.ts';
 import { processAlive } from '../engine/fixtures.ts';
 
@@ -38,30 +37,6 @@ function serve(env: NodeJS.ProcessEnv, args: string[]): Promise<{ child: ChildPr
     });
     child.on('exit', (code) => reject(new Error(`server exited ${code}: ${err}`)));
   });
-}
-
-/**
- * A `svc` for the server to launch: the first `svc start` (no `held` file yet) writes its pid to `held` the moment its
- * run's first state.json (`queued`, no worker) is in place, and then holds there for good: a launch the server loses
- * before the launcher starts the worker.
- */
-function holdOnceQueued(held: string): string {
-  return `import fs from 'node:fs';
-import { syncBuiltinESMExports } from 'node:module';
-const held = ${JSON.stringify(held)};
-if (process.argv[2] === 'start' && !process.argv.includes('--stop') && !fs.existsSync(held)) {
-  const rename = fs.renameSync;
-  fs.renameSync = (from, to) => {
-    rename(from, to);
-    if (!String(to).endsWith('state.json') || !fs.readFileSync(to, 'utf8').includes('"queued"')) return;
-    fs.writeFileSync(held + '.tmp', String(process.pid));
-    rename(held + '.tmp', held);
-    for (;;) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1000);
-  };
-  syncBuiltinESMExports();
-}
-await import(${JSON.stringify(CLI)});
-`;
 }
 
 function baseEnv(home: string): NodeJS.ProcessEnv {
@@ -118,7 +93,8 @@ describe('svc trigger', () => {
     assert.equal(code, 0);
   });
 
-  it('runs a job accepted just before a SIGKILL once the server restarts, and again one whose launch it lost', async () => {
+  it('runs a job accepted just before a SIGKILL once the server restarts, and again one whose launch it lost',
+    async () => {
     const home = tempDir('svc-home-');
     const repo = makeRepo();
     cleanups.push(() => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }));
@@ -235,49 +211,6 @@ describe('svc trigger', () => {
     assert.deepEqual(done.run, { source: 'local', run });
     assert.equal(stateOf(run)?.status, 'succeeded');
   });
-
-  it('queues again, once its run is ended at once, a job whose lost launch made its run but started no worker',
-    async () => {
-      const home = tempDir('svc-home-');
-      const repo = makeRepo();
-      cleanups.push(() => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }));
-      const config = { provider: 'quick', providers: { quick: { command: ['sh', '-c', 'echo done > done.txt'] } } };
-      writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify(config));
-      // The job's first launcher holds for good right after it wrote its run `queued`, before it starts the worker.
-      const held = join(home, 'held.pid');
-      const cli = join(home, 'hold-cli.mjs');
-      writeFileSync(cli, holdOnceQueued(held));
-      // Its runs ship to no Control Plane: a closed port.
-      const env = { ...baseEnv(home), SVC_TRIGGER_CLI: cli, SVC_CONTROL_URL: `http://127.0.0.1:${await closedPort()}` };
-      const args = ['--repo', repo, '--concurrency', '1'];
-      const first = await serve(env, args);
-      const accepted = await post(`${first.url}/jobs`, JSON.stringify({ brief: 'quick work' }), bearer);
-      assert.equal(accepted.status, 202);
-      const launcher = await waitFor(() => pidIn(held), 'the first launcher to hold');
-      cleanups.unshift(() => killGroup(launcher));
-      const runs = join(repo, '.svc', 'runs');
-      const [lost] = readdirSync(runs);
-      assert.ok(lost);
-      first.child.kill('SIGKILL');
-      await new Promise((r) => first.child.once('exit', r));
-
-      const second = await serve(env, args);
-      cleanups.push(() => second.child.kill('SIGTERM'));
-      const id = accepted.body.job_id as string;
-      const done = await waitFor(async () => {
-        const j = (await get(`${second.url}/jobs/${id}`, bearer)).body;
-        return j.status !== 'running' && j.status !== 'queued' ? j : null;
-      }, 'the job to end');
-      assert.equal(done.status, 'succeeded', String(done.error));
-      assert.equal(done.requeues, 1);
-      assert.notDeepEqual(done.run, { source: 'local', run: lost }, 'a new run, never the lost one again');
-      assert.equal(processAlive(launcher), false, 'the lost launcher was ended');
-      // Ended as never started: no worker was ever recorded in it, so no agent ran twice.
-      const ended = JSON.parse(readFileSync(join(runs, lost, 'state.json'), 'utf8')) as Record<string, unknown>;
-      assert.deepEqual([ended.status, ended.proc_start, (ended.failure as { class?: string } | null)?.class],
-        ['failed', null, 'infra']);
-      assert.equal(existsSync(join(repo, '.svc', 'worktrees', lost, 'done.txt')), false);
-    });
 
   it('sends a completion summary it may have delivered once more after a SIGKILL, saying it may be a repeat',
     async () => {

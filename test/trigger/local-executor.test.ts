@@ -7,7 +7,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLocalExecutor, UNLAUNCHED, type JobExecutor, type RunOutcome } from '../../src/trigger/executor.ts';
+import { createLocalExecutor, type JobExecutor, type RunOutcome } from '../../src/trigger/executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { CLI, GIT_ENV, makeRepo, processAlive, readJson } from '../engine/fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
@@ -63,7 +63,8 @@ async function followDeadWorker(does: string, o: {
   env?: NodeJS.ProcessEnv; launchTimeoutMs?: number;
   shutdown?: (stopStarted: Promise<unknown>, dir: string) => AbortSignal;
 } = {}): Promise<{
-  outcome: Awaited<ReturnType<JobExecutor['follow']>>; said: string[]; stop: { handed: unknown; pid: number }; sent: boolean;
+  outcome: Awaited<ReturnType<JobExecutor['follow']>>; said: string[]; stop: { handed: unknown; pid: number };
+  sent: boolean;
 }> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
   try {
@@ -310,11 +311,11 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     assert.deepEqual(said, []);
   });
 
-  it('ends a launch the server lost, then the run it made that has no worker, and says the job may start over',
+  it('ends a launch the server lost, then the run it made that has no worker, instead of following it for ever',
     async () => {
     // The launcher a server SIGKILLed mid-launch left running, and the run it made before it started a worker.
     const { outcome, state, launcher } = await followWorkerless((run) => hungLauncher(run));
-    assert.equal(outcome, UNLAUNCHED);
+    assert.deepEqual([ended(outcome).status, ended(outcome).error], ['failed', 'the run\'s worker died']);
     // The real `svc start --stop` recorded it as a dead worker's run, never a person's stop.
     assert.deepEqual([state.status, state.failure.class], ['failed', 'infra']);
     assert.equal(processAlive(launcher!.pid!), false, 'the lost launcher still runs');
@@ -340,7 +341,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     const moved = join(tmpdir(), 'svc-before-upgrade', 'dist', 'cli.js');
     const { outcome, state, launcher, said } = await followWorkerless((run) => hungLauncher(run, moved));
     try {
-      assert.deepEqual([outcome, state.status, state.failure.class], [UNLAUNCHED, 'failed', 'infra']);
+      assert.deepEqual([ended(outcome).status, state.failure.class], ['failed', 'infra']);
       assert.equal(processAlive(launcher!.pid!), false, 'the earlier install\'s launcher still runs');
       assert.deepEqual(said, []);
     } finally {
