@@ -246,7 +246,7 @@ export const schemas = {
     },
     requeues: {
       type: 'integer', minimum: 0,
-      description: 'times a restart queued it again: its launch, lost with the server, had reached no agent',
+      description: 'times a restart queued it again: its launch, lost with the server, had made no run',
     },
     summary: nullable('string'),
     error: nullable('string'),

@@ -29,7 +29,7 @@ export interface JobRow {
   launcher: string | null;
   /** Automatic starts-over of its run after an infra failure; never the job's own retry. */
   infra_retries: number;
-  /** Times a restart queued it again: its launch, lost with the server, had reached no agent (job-loop.ts). */
+  /** Times a restart queued it again: its launch, lost with the server, had made no run (job-loop.ts). */
   requeues: number;
   /** Its span as a traceparent, and its parent span's id (job-trace.ts). */
   traceparent: string | null;
@@ -189,7 +189,7 @@ export function createTriggerJobsStore(db: Db) {
     unclaim(id: string): boolean {
       return unclaim.run(id).changes === 1;
     },
-    /** running → queued after a lost launch that reached no agent, `why` kept as its error until it ends. */
+    /** running → queued after a lost launch that made no run, `why` kept as its error until it ends. */
     requeue(id: string, why: string): boolean {
       return requeue.run(why, id).changes === 1;
     },

@@ -21,7 +21,7 @@ import type { ProcIdentity } from '../engine/proc-group.ts';
 const RETRY_MS = 1_000;
 /** How often a job's end that the database keeps refusing is logged (a failed disk may refuse it for good). */
 const RETRY_LOG_MS = 60_000;
-/** How often a job whose launch the server lost without reaching an agent is queued again before it is interrupted. */
+/** How often a job whose lost launch made no run is queued again; the next such launch ends it interrupted. */
 const MAX_REQUEUES = 3;
 
 interface JobEnd {
@@ -171,9 +171,9 @@ export function createJobLoop(opts: JobLoopOptions) {
   }
 
   /**
-   * A lost launch that reached no agent (executor.ts UNLAUNCHED): the same job, its dedupe keys and reply target kept,
-   * is queued again with a new run id, and its row and log say why. Past MAX_REQUEUES (a launch that takes the server
-   * down each time) it ends `interrupted` instead.
+   * A lost launch that made no run, so reached no agent (executor.ts UNLAUNCHED): the same job, its dedupe keys and
+   * reply target kept, is queued again with a new run id, and its row and log say why. MAX_REQUEUES times at most: the
+   * next such launch (a launch that takes the server down each time) ends it `interrupted`.
    */
   async function requeue(job: JobRow, run: RunRef): Promise<void> {
     const made = `${run.source}/${run.run}`;
