@@ -244,6 +244,10 @@ export const schemas = {
       type: 'integer', minimum: 0,
       description: 'times its run was started over automatically after an infra failure (never the job itself)',
     },
+    requeues: {
+      type: 'integer', minimum: 0,
+      description: 'times a restart queued it again: its launch, lost with the server, had made no run',
+    },
     summary: nullable('string'),
     error: nullable('string'),
   }),

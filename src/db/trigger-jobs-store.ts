@@ -29,6 +29,8 @@ export interface JobRow {
   launcher: string | null;
   /** Automatic starts-over of its run after an infra failure; never the job's own retry. */
   infra_retries: number;
+  /** Times a restart queued it again: its launch, lost with the server, had made no run (job-loop.ts). */
+  requeues: number;
   /** Its span as a traceparent, and its parent span's id (job-trace.ts). */
   traceparent: string | null;
   trace_parent: string | null;
@@ -65,8 +67,8 @@ function toJob(row: Row | undefined): JobRow | undefined {
 
 // Listed, never `*`: the reply columns (a Slack response_url is a credential to post) are the replies store's alone.
 const COLUMNS = 'id, origin, status, brief, args, created_at, started_at, finished_at, run_source, run_id, ' +
-  'exit_code, summary, summary_parts, error, repo, workdir, launch_run, launcher, infra_retries, traceparent, ' +
-  'trace_parent';
+  'exit_code, summary, summary_parts, error, repo, workdir, launch_run, launcher, infra_retries, requeues, ' +
+  'traceparent, trace_parent';
 
 export function createTriggerJobsStore(db: Db) {
   const insert = db.prepare(
@@ -106,6 +108,12 @@ export function createTriggerJobsStore(db: Db) {
   const unclaim = db.prepare(
     "UPDATE jobs SET status = 'queued', started_at = NULL WHERE id = ? AND status = 'running' AND workdir IS NULL " +
       'AND run_id IS NULL',
+  );
+  // Everything of its lost launch goes (a new launch picks a new run id); its dedupe keys and reply target stay.
+  const requeue = db.prepare(
+    "UPDATE jobs SET status = 'queued', started_at = NULL, workdir = NULL, launch_run = NULL, launcher = NULL, " +
+      "run_source = NULL, run_id = NULL, exit_code = NULL, error = ?, requeues = requeues + 1 WHERE id = ? AND " +
+      "status = 'running'",
   );
   const setRun = db.prepare('UPDATE jobs SET run_source = ?, run_id = ?, exit_code = ?, launcher = NULL WHERE id = ?');
   const setInfraRetries = db.prepare('UPDATE jobs SET infra_retries = ? WHERE id = ?');
@@ -180,6 +188,10 @@ export function createTriggerJobsStore(db: Db) {
     /** running → queued, for a job that never reached its launch (no checkout recorded): nothing was started. */
     unclaim(id: string): boolean {
       return unclaim.run(id).changes === 1;
+    },
+    /** running → queued after a lost launch that made no run, `why` kept as its error until it ends. */
+    requeue(id: string, why: string): boolean {
+      return requeue.run(why, id).changes === 1;
     },
     setRun(id: string, source: string, run: string, exitCode: number | null): void {
       setRun.run(source, run, exitCode, id);

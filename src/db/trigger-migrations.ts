@@ -230,4 +230,8 @@ export const triggerMigrations: readonly string[] = [
   ALTER TABLE dedupe_keys_new RENAME TO dedupe_keys;
   CREATE INDEX dedupe_keys_by_job ON dedupe_keys (job_id);
   `,
+  // 16: how many times a job was queued again after a restart found its lost launch had made no run (job-loop.ts).
+  `
+  ALTER TABLE jobs ADD COLUMN requeues INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

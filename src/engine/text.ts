@@ -1,15 +1,26 @@
 // Small text helpers for untrusted input: fences that content cannot close, markdown specs, a field as text, secrets
 // cut from what a run logs, what an error names and what an artifact is called.
 
+// A password holding spaces or tabs, taken to its `@` when one follows on the line: `user:` and what is no port (digits
+// then a space or anything but a word character or `@`: `redis://cache:6379 up`, `http://localhost:3000, log in`,
+// `https://h: refused`), then at most 64 characters with no line break, slash, quote, angle bracket, backslash or `@`
+// (a JSON string, a path, a sentence's next URL end it), then `@` and a host. A user name holds no `[` (an IPv6 host).
+// A quote never: it may end a JSON string, and the cut would eat the next field. Bounded: each URL reads 64 more.
+const SPACED_USER_INFO =
+  String.raw`(?:[^ \t\n\r\f\v"'<>\\/@:[]+:(?!\d*[ \t]|\d+[^\w@])[^\n\r\f\v"'<>\\/@]{0,64}@(?=[\w[]))?`;
 // A URL in free text: from its `://` (the scheme stays as text, whatever precedes it: `retry -https://`,
 // `404.https://`, and a scan starts only there, so it stays linear), up to a space, a quote or an angle bracket (a
 // JSON line without spaces, `{"homepage":"https://example.com","author":"dev@example.org"}`, keeps its fields).
 // Whitespace is ASCII only, spelled out: a .log is scrubbed as latin1, where `\s` would take 0xA0, a byte inside a
 // UTF-8 character.
-const URL_IN_TEXT = /(:\/\/)([^ \t\n\r\f\v"'<>]*)/g;
-// Where what follows a URL is cut anyway (`bare`, `host`): from any `://`, JSON-escaped (`:\/\/`) or percent-encoded,
-// up to a space alone (a quote in it is its own).
-const URL_TO_SPACE = /(:\\?\/\\?\/|%3a%2f%2f)([^ \t\n\r\f\v]*)/gi;
+const URL_IN_TEXT = new RegExp(String.raw`(:\/\/)(${SPACED_USER_INFO}[^ \t\n\r\f\v"'<>]*)`, 'g');
+// Where what follows a URL is cut anyway (`bare`, `host`): from any `://`, JSON-escaped (`:\/\/`) or percent-encoded
+// once or more (`%3A%2F%2F`, `https:%2F%2F`, `%253A%252F%252F`), up to a space alone (a quote in it is its own).
+const URL_TO_SPACE =
+  new RegExp(String.raw`((?::|%(?:25)*3a)(?:\\?\/|%(?:25)*2f){2})(${SPACED_USER_INFO}[^ \t\n\r\f\v]*)`, 'gi');
+// The end of a user info's last `@`, as written or percent-encoded (`%40`, `%2540`): a host holds no `%`, so an
+// encoded `@` before the path still ends a user info (`https://u%3Atok%40h/`).
+const USER_INFO = /^[^]*(?:@|%(?:25)*40)/i;
 // A URL svc names alone (a git remote): it ends where its line ends, so a password holding a space, a quote or a
 // backslash is cut whole.
 const URL_ALONE = /^([a-z][a-z0-9+.-]*:\/\/)([^\n\r]*)$/i;
@@ -19,8 +30,9 @@ const PARAM = /([?&#;])([^?&#;=\\]*)=([^?&#;\\]*)/g;
 const SECRET_PARAM = /token|secret|pass|pwd|key|sig|cred|auth/i;
 
 /** What a URL keeps: `marked` (a run's log, an error) all but its user info (`***@`) and a secret-named parameter's
- * value (`***`); `bare` (a git config inside the sandbox) what git needs to find a repository, no user info, query or
- * fragment; `host` (a reply's error) its scheme and host alone: a chat reply URL's path is its credential. */
+ * value (`***`); `bare` (a git config inside the sandbox) what git needs to find a repository, no user info, query,
+ * fragment or `;`/`&` parameter; `host` (a reply's error) its scheme and host alone: a chat reply URL's path is its
+ * credential. A URL percent-encoded whole (its `://` is) keeps its host alone in `bare` too: git cannot use it. */
 export type UrlKept = 'marked' | 'bare' | 'host';
 
 /** One URL cut. A password may hold `@` itself, so the user info goes up to the last `@` before the path; in free text
@@ -29,17 +41,25 @@ function cutUrl(keep: UrlKept, freeText: boolean) {
   return (url: string, scheme: string, rest: string): string => {
     // Most URLs in a log have no user info, query or fragment: `marked` keeps those as they are.
     if (keep === 'marked' && !/[@?#;&]/.test(rest)) return url;
-    const path = rest.search(freeText ? /[/\\]/ : /\//);
-    const at = rest.lastIndexOf('@', path < 0 ? rest.length : path - 1);
-    const after = rest.slice(at + 1);
+    // An encoded URL's path starts at its first slash encoded as its `://` is (a password's `%2F` is encoded once more,
+    // `%252F`) or written as is.
+    const encoded = scheme.includes('%');
+    const depth = /%((?:25)*)2f/i.exec(scheme)?.[1];
+    const slash = encoded ? new RegExp(String.raw`[/\\]|%${depth ?? '(?:25)*'}2f`, 'i') : freeText ? /[/\\]/ : /\//;
+    const path = rest.search(slash);
+    const info = path < 0 ? rest : rest.slice(0, path);
+    const at = keep === 'marked' ? info.lastIndexOf('@') + 1 : (USER_INFO.exec(info)?.[0].length ?? 0);
+    const after = rest.slice(at);
     if (keep === 'marked') {
       const kept = !/[?#;&]/.test(after) ? after : after.replace(PARAM, (param, sep: string, name: string) =>
         SECRET_PARAM.test(name) ? `${sep}${name}=***` : param);
-      return `${scheme}${at < 0 ? '' : '***@'}${kept}`;
+      return `${scheme}${at === 0 ? '' : '***@'}${kept}`;
     }
-    // A host holds no `%`: an encoded path (`hooks.example%2Fservices%2F…`) is cut too.
-    const end = after.search(keep === 'host' ? /[/?#\\%]/ : /[?#]/);
-    return end < 0 ? scheme + after : `${scheme}${after.slice(0, end)}${keep === 'host' ? '/…' : ''}`;
+    // A host holds no `%`: an encoded path (`hooks.example%2Fservices%2F…`) is cut too. A path's `;` or `&` that
+    // starts no parameter (`a&b.git`) is git's.
+    const hostOnly = keep === 'host' || encoded;
+    const end = after.search(hostOnly ? /[/?#\\%]/ : /[?#]|[;&][^;&=/?#]*=/);
+    return end < 0 ? scheme + after : `${scheme}${after.slice(0, end)}${hostOnly ? '/…' : ''}`;
   };
 }
 

@@ -64,6 +64,13 @@ export interface ExecJob {
   word?: Promise<boolean>;
 }
 
+/**
+ * A lost launch whose launcher is known gone (identity-checked) and that left no state.json for its run: the launcher
+ * writes it before it starts the worker, so none exists and no agent ran. The job may start over.
+ */
+export const UNLAUNCHED = 'unlaunched';
+type Unlaunched = typeof UNLAUNCHED;
+
 /** A launch whose word was false: it started nothing and made no run. */
 export const WITHDRAWN = 'withdrawn before its word';
 
@@ -103,12 +110,12 @@ export type AnswerResult = { ok: true } | { ok: false; reason: string; detail: s
 
 /** `launch` runs the launcher to its end (quick with `--detach`), reports a failed launch rather than throwing and
  * puts no secret in argv or environment. `follow` gives null for a run it cannot find, 'aborted' on shutdown (the job
- * stays `running`, re-attached later). */
+ * stays `running`, re-attached later), UNLAUNCHED for a lost launch that reached no agent (FollowOptions.launching). */
 export interface JobExecutor {
   /** The `source` of the runs it starts (their launchers' SVC_SOURCE). */
   source: string;
   launch(job: ExecJob): Promise<LaunchResult>;
-  follow(run: RunRef, signal: AbortSignal, opts: FollowOptions): Promise<RunOutcome | null | 'aborted'>;
+  follow(run: RunRef, signal: AbortSignal, opts: FollowOptions): Promise<RunOutcome | null | 'aborted' | Unlaunched>;
   /** Answers a blocked run as `svc answer --origin WHO` does; absent where it cannot reach the runs. */
   answer?(run: RunRef, text: string, workdir: string, origin: string): Promise<AnswerResult>;
 }
@@ -250,7 +257,9 @@ export function createLocalExecutor(opts: {
     return { exitCode: code, run: null, error };
   }
 
-  async function follow(run: RunRef, signal: AbortSignal, f: FollowOptions): Promise<RunOutcome | null | 'aborted'> {
+  async function follow(
+    run: RunRef, signal: AbortSignal, f: FollowOptions,
+  ): Promise<RunOutcome | null | 'aborted' | Unlaunched> {
     if (!isValidSegment(run.run)) return null;
     const path = join(f.workdir, '.svc', 'runs', run.run, 'state.json');
     const started = Date.now();
@@ -265,12 +274,16 @@ export function createLocalExecutor(opts: {
     const lost = f.launching?.launcher ?? null;
     try {
       // Read from the job's row: signalled only while its leader is still this run's launcher (its argv says so).
-      if (lost && !(await endGroup(lost, isLauncherOf(run.run)))) {
+      const gone = lost !== null && await endGroup(lost, isLauncherOf(run.run));
+      if (lost && !gone) {
         // Still the process recorded, yet not this run's launcher by its argv or user: never signalled, and said.
         log.warn('a lost launch\'s recorded launcher is left running: it is not `svc start … --run-id <run>`', {
           pid: lost.pid, run: `${run.source}/${run.run}`,
         });
       }
+      // Known gone only by its start time: without one a reused pid could pass for it. A run with a state.json may
+      // have a worker not yet recorded in it, so it is followed as any other (never started over).
+      if (gone && lost.proc_start !== null && await readState(path) === 'missing') return UNLAUNCHED;
       for (;;) {
         if (signal.aborted) return 'aborted';
         const state = await readState(path);

@@ -2,7 +2,7 @@
 // A job ends when its run ends (DESIGN §5); shutdown leaves queued jobs queued and running jobs re-attachable.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
-import type { FollowOptions, JobExecutor, RunOutcome } from './executor.ts';
+import { UNLAUNCHED, type FollowOptions, type JobExecutor, type RunOutcome } from './executor.ts';
 import type { RunRef } from '../client/types.ts';
 import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { createNotifier } from './notify.ts';
@@ -21,6 +21,8 @@ import type { ProcIdentity } from '../engine/proc-group.ts';
 const RETRY_MS = 1_000;
 /** How often a job's end that the database keeps refusing is logged (a failed disk may refuse it for good). */
 const RETRY_LOG_MS = 60_000;
+/** How often a job whose lost launch made no run is queued again; the next such launch ends it interrupted. */
+const MAX_REQUEUES = 3;
 
 interface JobEnd {
   status: 'succeeded' | 'failed' | 'interrupted';
@@ -155,6 +157,7 @@ export function createJobLoop(opts: JobLoopOptions) {
     };
     const outcome = await executor.follow(run, abort.signal, { reattach, launching, workdir, onQuestion });
     if (outcome === 'aborted') return; // shutting down: stays running, re-attached on restart
+    if (outcome === UNLAUNCHED) return requeue(job, run);
     if (outcome === null) {
       const error = launching ? 'the server stopped during the launch and found no run after its restart'
         : reattach ? 'run state not found after restart' : 'run state never appeared';
@@ -165,6 +168,24 @@ export function createJobLoop(opts: JobLoopOptions) {
       : null;
     const status = outcome.status === 'succeeded' ? 'succeeded' : 'failed';
     await finishAndNotify(job, { status, run, outcome, error });
+  }
+
+  /**
+   * A lost launch that made no run, so reached no agent (executor.ts UNLAUNCHED): the same job, its dedupe keys and
+   * reply target kept, is queued again with a new run id, and its row and log say why. MAX_REQUEUES times at most: the
+   * next such launch (a launch that takes the server down each time) ends it `interrupted`.
+   */
+  async function requeue(job: JobRow, run: RunRef): Promise<void> {
+    const made = `${run.source}/${run.run}`;
+    if (job.requeues >= MAX_REQUEUES) {
+      const error = `the server stopped during its launch ${job.requeues + 1} times; its run ${made} reached no agent`;
+      return finishAndNotify(job, { status: 'interrupted', run, error });
+    }
+    const why = `queued again: the server stopped during its launch, whose run ${made} reached no agent`;
+    if (!await untilRecorded(job, 'the job queued again', () => stores.jobs.requeue(job.id, why))) return;
+    log.warn('job queued again: its launch, lost with the server, reached no agent', {
+      job_id: job.id, run: made, requeues: job.requeues + 1,
+    });
   }
 
   /** Without it a restart during the launch cannot end the launcher: it may make its run after the job is over. */

@@ -68,6 +68,11 @@ function runIdOf(job: unknown): string | null {
   return isValidSegment(value) && args.includes('--run-id') ? value : null;
 }
 
+/** A pod's launch is never lost with the server (its Job is made once the launch is recorded): never UNLAUNCHED. */
+type KubernetesExecutor = Omit<JobExecutor, 'follow'> & {
+  follow: (...args: Parameters<JobExecutor['follow']>) => Promise<RunOutcome | null | 'aborted'>;
+};
+
 export function createKubernetesExecutor(opts: {
   env: NodeJS.ProcessEnv;
   log: Logger;
@@ -78,7 +83,7 @@ export function createKubernetesExecutor(opts: {
   launchTimeoutMs?: number;
   /** With the Job gone, for the Control Plane to show the shipped run's final status. */
   shipGraceMs?: number;
-}): JobExecutor {
+}): KubernetesExecutor {
   const settings = kubernetesSettingsFromEnv(opts.env);
   const apiUrl = inClusterApiUrl(opts.env);
   if (!apiUrl) {

@@ -109,7 +109,8 @@ export function createManagedCheckouts(opts: {
 
   /** A clone of the mirror's `branch` whose origin is the clone URL; its commit. */
   async function makeCheckout(repo: ServedRepo, url: string, dir: string, branch: string): Promise<string> {
-    await rm(dir, { recursive: true, force: true }); // a spare that never finished left it
+    // A spare that never finished left it, or a requeued job's lost launch (no run state: no worker uses it).
+    await rm(dir, { recursive: true, force: true });
     mkdirSync(join(dir, '..'), { recursive: true, mode: 0o700 });
     // --local hardlinks the objects: only svc's git writes a mirror, and an agent sees the git folder read-only.
     await git.local(join(dir, '..'), ['clone', '--quiet', '--local', '--branch', branch, '--',
@@ -123,7 +124,8 @@ export function createManagedCheckouts(opts: {
     const made = spares.get(key);
     spares.delete(key);
     if (!made || !existsSync(spare)) return null;
-    await rm(dir, { recursive: true, force: true }); // a launch that never happened left it (the job is new)
+    // A launch that never happened left it, or a requeued job's lost launch (no run state: no worker uses it).
+    await rm(dir, { recursive: true, force: true });
     renameSync(spare, dir);
     return made;
   }

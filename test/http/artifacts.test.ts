@@ -68,6 +68,20 @@ describe('GET /v1/runs/:source/:run/artifact/*path', () => {
     assert.match(res.headers.get('content-disposition') ?? '', /^attachment; filename="bundle.tar"/);
   });
 
+  it('neither lists nor serves an artifact stored, before ingest refused such names, under one with a credential',
+    async () => {
+      const named = 'curl/Authorization: Bearer SECRET-NAME-1.txt';
+      cp.deps.stores.artifacts.put('local', 'r000001',
+        { path: named, content_type: 'text/plain', content: Buffer.from('x') });
+      const detail = await cp.request('GET', '/v1/runs/local/r000001');
+      assert.equal(detail.status, 200);
+      assert.equal(detail.text.includes('SECRET-NAME-1'), false, detail.text);
+      assert.ok(detail.json.artifacts.some((a: { path: string }) => a.path === 'receipt.json'));
+      const res = await cp.request('GET', `${base}/${named.split('/').map(encodeURIComponent).join('/')}`);
+      assert.equal(res.status, 400);
+      assert.equal(res.text.includes('SECRET-NAME-1'), false, res.text);
+    });
+
   it('answers 404 for a missing artifact and for an unknown run', async () => {
     assert.equal((await cp.request('GET', `${base}/nope.txt`)).status, 404);
     assert.equal((await cp.request('GET', '/v1/runs/local/zzz/artifact/receipt.json')).status, 404);

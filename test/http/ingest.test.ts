@@ -107,15 +107,18 @@ describe('POST /v1/ingest', () => {
   });
 
   it('stores a notification\'s error with each URL cut to scheme and host, a header\'s credential cut', async () => {
+    // A redirect's target quoted encoded once or twice carries its user info and path encoded too.
     const error = 'POST https://hooks.chata.example/services/T0/B0/secret-path failed: 500; sent Authorization: ' +
-      'Basic bm90aWZ5LXNlY3JldC0zMw== to https://bot:pass@word-33@jira.example:8443';
+      'Basic bm90aWZ5LXNlY3JldC0zMw== to https://bot:pass@word-33@jira.example:8443; moved to ' +
+      'https%253A%252F%252Fbot%253Asecret-34%2540hooks.example%252Fsecret-35 and https:%2F%2Fu:secret-36@h2.example';
     const res = await cp.request('POST', '/v1/ingest', { body: { source: 'laptop', notifications: [
       { job_id: 'j9', run: 'r1', origin: 'chata', channel: 'chata', target: 'hooks.example', status: 'failed', error },
     ] } });
     assert.equal(res.status, 200, res.text);
     const { json } = await cp.request('GET', '/v1/notifications');
     assert.equal(json.items.find((n: { job_id: string }) => n.job_id === 'j9').error,
-      'POST https://hooks.chata.example/… failed: 500; sent Authorization: Basic *** to https://jira.example:8443');
+      'POST https://hooks.chata.example/… failed: 500; sent Authorization: Basic *** to https://jira.example:8443; ' +
+      'moved to https%253A%252F%252Fhooks.example/… and https:%2F%2Fh2.example');
   });
 
   // An older svc's command provider wrote fractional token counts: its runners ship them and import reads them.

@@ -70,6 +70,11 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     // Tokens in a URL's query (GitLab's private_token, an access_token), and settings git needs or must not get.
     git('remote', 'add', 'query', 'https://example.com/acme/api.git?private_token=SECRET-QUERY-15');
     git('config', 'lfs.url', 'https://lfs.example.com/acme?access_token=SECRET-QUERY-16#x');
+    // Parameters after `;` or `&`, a user info percent-encoded, a URL encoded whole.
+    git('remote', 'add', 'semi', 'https://example.com/acme/api.git;token=SECRET-PARAM-30');
+    git('remote', 'add', 'amp', 'https://example.com/acme/api.git&access_token=SECRET-PARAM-31');
+    git('remote', 'add', 'enc', 'https://bot%3ASECRET-ENC-32%40example.com/acme/api.git');
+    git('remote', 'add', 'whole', 'https%3A%2F%2Fbot%3ASECRET-ENC-33%40example.com%2Facme');
     for (const [key, value] of [['core.hooksPath', '.husky/_'], ['pull.rebase', 'true'], ['merge.conflictStyle',
       'diff3'], ['http.sslCAInfo', '/etc/ssl/certs/ca.pem'], ['http.proxy', 'http://proxy.example:3128'],
     ['merge.ours.driver', 'true']]) git('config', key!, value!);
@@ -116,6 +121,9 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     assert.match(found, /^remote\.at\.url=https:\/\/example\.com\/acme\/api\.git$/m);
     assert.match(found, /^remote\.query\.url=https:\/\/example\.com\/acme\/api\.git$/m);
     assert.match(found, /^lfs\.url=https:\/\/lfs\.example\.com\/acme$/m);
+    for (const name of ['semi', 'amp', 'enc']) {
+      assert.match(found, new RegExp(`^remote\\.${name}\\.url=https://example\\.com/acme/api\\.git$`, 'm'));
+    }
     for (const kept of ['core.hookspath=.husky/_', 'pull.rebase=true', 'merge.conflictstyle=diff3',
       'http.sslcainfo=/etc/ssl/certs/ca.pem']) assert.match(found, new RegExp(`^${kept.replace(/\./g, '\\.')}$`, 'm'));
     // The gate is the agent's only route out; a merge driver is a program the host's config names.
@@ -123,7 +131,7 @@ describe('security: the git config an agent sees', { skip: !bwrapWorks && 'bwrap
     notSeen(found, ['SECRET-HEADER-1', 'SECRET-URL-2', 'SECRET-URL-3', 'SECRET-BASE-4', 'SECRET-PATH-5',
       'SECRET-SUBMODULE-6', 'SECRET-SMTP-7', 'SECRET-GITHUB-8', 'SECRET-HUB-9', 'SECRET-AT-10', 'SECRET-INCLUDED-11',
       'SECRET-LINKED-12', 'SECRET-WORKTREE-13', 'SECRET-TREE-MODULE-14', 'SECRET-QUERY-15', 'SECRET-QUERY-16',
-      'SECRET-SUBSECTION-25']);
+      'SECRET-SUBSECTION-25', 'SECRET-PARAM-30', 'SECRET-PARAM-31', 'SECRET-ENC-32', 'SECRET-ENC-33']);
     // The checkout's own config is unchanged on the host.
     assert.match(readFileSync(join(repo.repo, '.git', 'config'), 'utf8'), /SECRET-HEADER-1/);
   });

@@ -152,6 +152,12 @@ describe('scrubbing a hostile line', () => {
       assert.equal(await cut(name), name);
       assert.equal(await cut(`${name}=${TOKEN}`), `${name}=***`);
       assert.equal(await cut(`${schemes} ${urls}`, 'host'), `${schemes} x://x:/…`);
+      const encoded = `https://${'%25'.repeat(MB / 3)}`;
+      assert.equal(await cut(`${encoded} https%25253A%25252F%25252F${'%2540'.repeat(MB / 5)}`, 'host'),
+        'https:///… https%25253A%25252F%25252F');
+      const spaced = 'x://u:p '.repeat(MB / 8);
+      assert.equal(await cut(spaced), spaced);
+      assert.equal(await cut(`${spaced}x://u:p q@h`), `${spaced}x://***@h`);
     });
 
   it('finds where a piece of a million header names or scheme characters may end in one pass', { timeout: 30_000 },
@@ -173,6 +179,9 @@ describe('scrubbing a hostile line', () => {
       assert.equal(await cut(schemes), schemes);
       assert.equal(await cut(urls), urls);
       assert.equal(await cut(`${schemes} https://u:${TOKEN}@h/p?private_token=${TOKEN}`), `${schemes} https://h/p`);
+      const params = `https://h/${';a'.repeat(MB / 4)}${'&'.repeat(MB)}a`;
+      assert.equal(await cut(params), params);
+      assert.equal(await cut(`${params}&token=${TOKEN}`), params);
     });
 });
 
@@ -287,6 +296,72 @@ describe('what the scrub keeps', () => {
       '"url":"https:\\/\\/hooks.chata.example/…');
     assert.equal(withoutSecrets(`url = https://u:${TOKEN}@h/p.git?private_token=${TOKEN}#x`, 'bare'),
       'url = https://h/p.git');
+  });
+
+  it('cuts from the git config an agent sees an encoded user info and every `;` or `&` parameter', () => {
+    const bare = (text: string) => withoutSecrets(text, 'bare');
+    assert.equal(bare(`url = https://user%40corp:${TOKEN}@h/p.git`), 'url = https://h/p.git');
+    assert.equal(bare(`url = https://${TOKEN}%3Ax@h/p.git`), 'url = https://h/p.git');
+    // An `@` encoded: a host holds no `%`, so it still ends a user info.
+    assert.equal(bare(`url = https://u%3A${TOKEN}%40h/p.git`), 'url = https://h/p.git');
+    assert.equal(bare(`url = https://h/p.git?x=1&access_token=${TOKEN}`), 'url = https://h/p.git');
+    assert.equal(bare(`url = https://h/p.git;token=${TOKEN}`), 'url = https://h/p.git');
+    assert.equal(bare(`url = https://h/p.git&access_token=${TOKEN}`), 'url = https://h/p.git');
+    // A path's own `;` or `&` that starts no parameter stays: git needs it.
+    assert.equal(bare('url = https://h/a&b;c.git'), 'url = https://h/a&b;c.git');
+    // A URL encoded whole is no remote git can use: its host alone, as a notification error keeps.
+    assert.equal(bare(`url = https%3A%2F%2Fu%3A${TOKEN}%40h%2Fp.git%3Ftoken%3D${TOKEN}`), 'url = https%3A%2F%2Fh/…');
+  });
+
+  it('keeps of a URL encoded once or more in a notification error its scheme and host alone', () => {
+    const host = (text: string) => withoutSecrets(text, 'host');
+    assert.equal(host(`POST https%253A%252F%252Fuser%253A${TOKEN}%2540hooks.example%252Fs%252F${TOKEN} failed`),
+      'POST https%253A%252F%252Fhooks.example/… failed');
+    assert.equal(host(`POST https:%2F%2Fuser:${TOKEN}@hooks.example/s/${TOKEN} failed`),
+      'POST https:%2F%2Fhooks.example/… failed');
+    assert.equal(host(`POST https:%2F%2Fuser%3A${TOKEN}%40hooks.example%2Fs failed`),
+      'POST https:%2F%2Fhooks.example/… failed');
+    assert.equal(host(`POST https%3A%2F%2Fuser%3A${TOKEN}%40hooks.example%2Fs failed`),
+      'POST https%3A%2F%2Fhooks.example/… failed');
+    assert.equal(host(`POST https://user%3A${TOKEN}%40hooks.example/s failed`),
+      'POST https://hooks.example/… failed');
+    // A password's slash is encoded once more than the URL's own: it starts no path, and the user name is no host.
+    assert.equal(host(`POST https%3A%2F%2Fbot%3Aa%252F${TOKEN}%40h%2Fp failed`), 'POST https%3A%2F%2Fh/… failed');
+    assert.equal(withoutSecrets(`url=https%3A%2F%2Fbot%3Aa%252F${TOKEN}%40h%2Fp`, 'bare'), 'url=https%3A%2F%2Fh/…');
+    assert.equal(host(`POST https%253A%252F%252Fbot%253Aa%25252F${TOKEN}%2540h%252Fp failed`),
+      'POST https%253A%252F%252Fh/… failed');
+    // A URL inside another's query goes with the path it is in.
+    assert.equal(host(`GET https://h/login?next=https%3A%2F%2Fu%3A${TOKEN}%40x failed`), 'GET https://h/… failed');
+  });
+
+  it('cuts a password holding a space up to its `@` on the line, never ordinary text after a URL', () => {
+    assert.equal(withoutSecrets(`fatal: https://u:pa ss${TOKEN}@github.com/acme/api.git`),
+      'fatal: https://***@github.com/acme/api.git');
+    assert.equal(withoutSecrets(`{"cmd":"git clone https://u:a b${TOKEN}@h/r.git x"}`),
+      '{"cmd":"git clone https://***@h/r.git x"}');
+    // The same where a URL keeps its host alone, or what git needs.
+    assert.equal(withoutSecrets(`POST https://u:pa ss${TOKEN}@hooks.example/s/${TOKEN} failed`, 'host'),
+      'POST https://hooks.example/… failed');
+    assert.equal(withoutSecrets(`url = https://u:pa ss${TOKEN}@h/p.git`, 'bare'), 'url = https://h/p.git');
+    // A port, a colon ending a sentence, a path, a quote, a line break or far off: nothing is cut.
+    for (const text of ['redis://cache:6379 connected as ops@example.org', 'https://h: refused, mail ops@example.org',
+      'https://h:8080/x is down; ops@example.org', 'see https://h:x/y and ops@example.org',
+      '{"u":"https://h:x","m":"ops@example.org"}', 'https://h:x\nops@example.org',
+      `https://h:x ${'word '.repeat(20)}ops@example.org`]) {
+      assert.equal(withoutSecrets(text), text);
+    }
+    // A port followed by a comma, a stop, a bracket or a query is a port too, and a bracketed host has no user name:
+    // the line stays whole, and a notification's error names the URL's own host, not the mail address's.
+    for (const text of ['The app runs at http://localhost:3000, log in as admin@example.com',
+      'Open http://localhost:5173. Sign in with test@example.com', 'see (http://h:8080) or mail ops@example.org',
+      'started http://[::1]:8080 by ci@host', 'docker://ubuntu:22.04 pulled by ci@host',
+      'POST https://hooks.chat.example:443, retry later; owner ops@example.org']) {
+      assert.equal(withoutSecrets(text), text);
+      assert.equal(withoutSecrets(text, 'host'), text);
+    }
+    const jdbc = 'jdbc:mysql://db:3306?useSSL=false connected as app@db';
+    assert.equal(withoutSecrets(jdbc), jdbc);
+    assert.equal(withoutSecrets(jdbc, 'host'), 'jdbc:mysql://db:3306/… connected as app@db');
   });
 
   it('never crosses a JSON escape: a URL\'s user info stops at a backslash', () => {

@@ -93,7 +93,8 @@ describe('svc trigger', () => {
     assert.equal(code, 0);
   });
 
-  it('runs a job accepted just before a SIGKILL once the server restarts', async () => {
+  it('runs a job accepted just before a SIGKILL once the server restarts, and again one whose launch it lost',
+    async () => {
     const home = tempDir('svc-home-');
     const repo = makeRepo();
     cleanups.push(() => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }));
@@ -111,17 +112,26 @@ describe('svc trigger', () => {
     first.child.kill('SIGKILL');
     await new Promise((r) => first.child.once('exit', r));
 
-    const second = await serve(env, args);
+    // Two slots now: the blocker, queued again and older, would take the only one and hang again.
+    const second = await serve(env, ['--repo', repo, '--concurrency', '2']);
     const id = accepted.body.job_id as string;
     const done = await waitFor(async () => {
       const j = (await get(`${second.url}/jobs/${id}`, bearer)).body;
       return j.status === 'succeeded' ? j : null;
     }, 'the accepted job to run after restart');
     assert.deepEqual(done.args, ['start', '--brief', 'after the crash', '--detach']);
-    const interrupted = (await get(`${second.url}/jobs/${blocker.body.job_id as string}`, bearer)).body;
-    assert.equal(interrupted.status, 'interrupted');
     // Its launcher, lost with the first server, was ended by the second: no run it makes later goes on unwatched.
     await waitFor(() => !processAlive(hangPid), 'the lost launcher to be ended');
+    // It made no run and is known gone, so no agent ran: the same job is launched again, and says why.
+    const again = await waitFor(() => {
+      const pid = pidIn(pidFile);
+      return pid !== null && pid !== hangPid ? pid : null;
+    }, 'the blocker to be launched again');
+    cleanups.push(() => killGroup(again));
+    const requeued = (await get(`${second.url}/jobs/${blocker.body.job_id as string}`, bearer)).body;
+    assert.deepEqual([requeued.status, requeued.requeues], ['running', 1]);
+    assert.match(String(requeued.error), /^queued again: the server stopped during its launch, whose run local\/r\w+ /);
+    assert.equal(done.requeues, 0, 'a job that never launched is only run, not counted');
     second.child.kill('SIGTERM');
   });
 

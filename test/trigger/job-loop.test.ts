@@ -9,7 +9,7 @@ import { isLauncherName } from '../../src/spawn/start.ts';
 import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir, insertJob, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { DatabaseSync } from 'node:sqlite';
-import type { JobExecutor } from '../../src/trigger/executor.ts';
+import { UNLAUNCHED, type JobExecutor } from '../../src/trigger/executor.ts';
 import { createJobLoop } from '../../src/trigger/job-loop.ts';
 import type { TriggerStores } from '../../src/db/trigger-stores.ts';
 import { createLogger } from '../../src/log.ts';
@@ -216,6 +216,34 @@ describe('the job loop', () => {
       // A job that never got a run says why in the log (a Sentry or /jobs job sends its summary nowhere).
       const ends = t.logs.filter((l) => l.msg === 'job finished' && l.job_id === second);
       assert.deepEqual(ends.map((l) => [l.level, l.status, l.error]), [['warn', 'failed', 'second launch refused']]);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
+  it('queues again the same job whose launch reached no agent, up to 3 times, then ends it interrupted', async () => {
+    const runs: string[] = [];
+    const executor: JobExecutor = {
+      source: 'local',
+      async launch(job) {
+        runs.push(job.run);
+        return { exitCode: 0, run: { source: 'local', run: job.run }, error: null };
+      },
+      // As the local executor says of a lost launch whose launcher is gone and whose run never had a worker.
+      async follow() {
+        return UNLAUNCHED;
+      },
+    };
+    const t = await startTestTrigger({ SVC_TRIGGER_CONCURRENCY: '1' }, { executor });
+    try {
+      const id = (await post(`${t.url}/jobs`, JSON.stringify({ brief: 'lost' }), bearer)).body.job_id as string;
+      const j = await waitFor(async () => ((await job(t, id)).status === 'interrupted' ? job(t, id) : null), 'the job');
+      assert.equal(j.requeues, 3);
+      assert.equal(new Set(runs).size, 4, 'each launch a new run id');
+      assert.equal(j.error, `the server stopped during its launch 4 times; its run local/${runs[3]} reached no agent`);
+      const requeued = t.logs.filter((l) => l.msg.startsWith('job queued again') && l.job_id === id);
+      assert.deepEqual(requeued.map((l) => [l.level, l.run, l.requeues]),
+        runs.slice(0, 3).map((run, i) => ['warn', `local/${run}`, i + 1]));
     } finally {
       await t.cleanup();
     }

@@ -7,7 +7,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLocalExecutor, type RunOutcome } from '../../src/trigger/executor.ts';
+import { createLocalExecutor, type JobExecutor, type RunOutcome } from '../../src/trigger/executor.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { CLI, GIT_ENV, makeRepo, processAlive, readJson } from '../engine/fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
@@ -63,7 +63,8 @@ async function followDeadWorker(does: string, o: {
   env?: NodeJS.ProcessEnv; launchTimeoutMs?: number;
   shutdown?: (stopStarted: Promise<unknown>, dir: string) => AbortSignal;
 } = {}): Promise<{
-  outcome: RunOutcome | null | 'aborted'; said: string[]; stop: { handed: unknown; pid: number }; sent: boolean;
+  outcome: Awaited<ReturnType<JobExecutor['follow']>>; said: string[]; stop: { handed: unknown; pid: number };
+  sent: boolean;
 }> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-local-exec-'));
   try {
@@ -88,6 +89,12 @@ async function followDeadWorker(does: string, o: {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The run's end that `follow` gave, failing the test on anything else. */
+function ended(outcome: Awaited<ReturnType<JobExecutor['follow']>>): RunOutcome {
+  assert.ok(typeof outcome === 'object' && outcome !== null, `followed to ${String(outcome)}`);
+  return outcome;
 }
 
 /** A process whose argv is a trigger's `svc start … --run-id <run>` that hangs, in a group of its own. */
@@ -125,7 +132,6 @@ async function followWorkerless(launcher?: (run: string) => ChildProcess) {
     const outcome = await executor.follow({ source: 'local', run }, AbortSignal.timeout(20_000), {
       reattach: true, workdir: repo.repo, ...launching,
     });
-    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
     return { outcome, state: readJson(join(dir, 'state.json')), launcher: started, run, said };
   } finally {
     repo.cleanup();
@@ -176,7 +182,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       const outcome = await executor.follow(result.run!, AbortSignal.timeout(10_000), {
         reattach: false, workdir: dir,
       });
-      assert.ok(outcome !== null && outcome !== 'aborted');
+      assert.ok(typeof outcome === 'object' && outcome !== null);
       assert.equal(outcome.status, 'succeeded');
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -199,7 +205,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       const followed = executor.follow({ source: 'local', run: 'r1' }, ac.signal, { reattach: false, workdir: dir });
       setTimeout(() => state('succeeded'), 50);
       const outcome = await followed;
-      assert.ok(outcome !== null && outcome !== 'aborted');
+      assert.ok(typeof outcome === 'object' && outcome !== null);
       assert.equal(outcome.status, 'succeeded');
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -209,7 +215,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
   it('ends failed a run whose worker died without saying so, instead of following it for ever', async () => {
     // Its stop refuses: the job still ends, and the refusal is logged with what the stop said.
     const { outcome, said } = await followDeadWorker('refuse');
-    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+    assert.ok(typeof outcome === 'object' && outcome !== null, `followed to ${String(outcome)}`);
     assert.deepEqual([outcome.status, outcome.error, outcome.ended_at], ['failed', 'the run\'s worker died', null]);
     assert.equal(outcome.started_at, '2026-11-29T12:00:00.000Z');
     const logged = said.map((line) => JSON.parse(line) as { level: string; run: string; error: string });
@@ -235,7 +241,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       const { pid, child } = state();
       process.kill(pid, 'SIGKILL');
       const outcome = await executor.follow(ref, AbortSignal.timeout(60_000), { reattach: true, workdir: repo.repo });
-      assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+      assert.ok(typeof outcome === 'object' && outcome !== null, `followed to ${String(outcome)}`);
       assert.equal(outcome.status, 'failed');
       assert.equal(state().status, 'failed', 'the run folder says the run ended');
       const onControl = async () => (await control.request('GET', `/v1/runs/${ref.source}/${ref.run}`)).json?.status;
@@ -253,7 +259,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       SVC_CONTROL_TOKEN: 'k-control-4', OTEL_EXPORTER_OTLP_HEADERS: 'authorization=k-otel-5',
     };
     const { outcome, said, stop } = await followDeadWorker('fail', { env });
-    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+    assert.ok(typeof outcome === 'object' && outcome !== null, `followed to ${String(outcome)}`);
     assert.deepEqual(
       { status: outcome.status, error: outcome.error, ended_at: outcome.ended_at, cost_usd: outcome.cost_usd },
       { status: 'failed', error: 'the run\'s worker died', ended_at: '2026-11-29T12:05:00.000Z', cost_usd: 1.25 },
@@ -266,13 +272,13 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
 
   it('shows a dead worker\'s run stopped when a person\'s stop of it came first', async () => {
     const { outcome } = await followDeadWorker('stopped');
-    assert.ok(outcome !== null && outcome !== 'aborted', `followed to ${String(outcome)}`);
+    assert.ok(typeof outcome === 'object' && outcome !== null, `followed to ${String(outcome)}`);
     assert.deepEqual([outcome.status, outcome.error], ['stopped', null]);
   });
 
   it('ends a dead worker\'s hung stop at its deadline, during a shutdown too', async () => {
     const late = await followDeadWorker('hang', { launchTimeoutMs: HANG_MS });
-    assert.ok(late.outcome !== null && late.outcome !== 'aborted', `followed to ${String(late.outcome)}`);
+    assert.ok(typeof late.outcome === 'object' && late.outcome !== null, `followed to ${String(late.outcome)}`);
     assert.equal(late.outcome.error, 'the run\'s worker died');
     assert.match(late.said.join(''), new RegExp(`did not finish within ${HANG_MS} ms`));
     await waitFor(() => !processAlive(late.stop.pid), 'the stop to be ended at its deadline');
@@ -309,7 +315,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     async () => {
     // The launcher a server SIGKILLed mid-launch left running, and the run it made before it started a worker.
     const { outcome, state, launcher } = await followWorkerless((run) => hungLauncher(run));
-    assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
+    assert.deepEqual([ended(outcome).status, ended(outcome).error], ['failed', 'the run\'s worker died']);
     // The real `svc start --stop` recorded it as a dead worker's run, never a person's stop.
     assert.deepEqual([state.status, state.failure.class], ['failed', 'infra']);
     assert.equal(processAlive(launcher!.pid!), false, 'the lost launcher still runs');
@@ -320,7 +326,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     const other = newRunId();
     const { outcome, launcher, run, said } = await followWorkerless(() => hungLauncher(other));
     try {
-      assert.equal(outcome.status, 'failed');
+      assert.equal(ended(outcome).status, 'failed');
       assert.equal(processAlive(launcher!.pid!), true, 'another run\'s launcher was ended');
       const warned = said.map((line) => JSON.parse(line)).filter((entry) => entry.level === 'warn');
       assert.equal(warned.length, 1, said.join(''));
@@ -335,7 +341,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
     const moved = join(tmpdir(), 'svc-before-upgrade', 'dist', 'cli.js');
     const { outcome, state, launcher, said } = await followWorkerless((run) => hungLauncher(run, moved));
     try {
-      assert.deepEqual([outcome.status, state.failure.class], ['failed', 'infra']);
+      assert.deepEqual([ended(outcome).status, state.failure.class], ['failed', 'infra']);
       assert.equal(processAlive(launcher!.pid!), false, 'the earlier install\'s launcher still runs');
       assert.deepEqual(said, []);
     } finally {
@@ -345,7 +351,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
 
   it('ends a run that never got a worker on a second restart (no launcher recorded then)', async () => {
     const { outcome, state } = await followWorkerless();
-    assert.deepEqual([outcome.status, outcome.error], ['failed', 'the run\'s worker died']);
+    assert.deepEqual([ended(outcome).status, ended(outcome).error], ['failed', 'the run\'s worker died']);
     assert.deepEqual([state.status, state.failure.class], ['failed', 'infra']);
   });
 
@@ -362,7 +368,7 @@ process.stdout.write('{"source":"local","run":"r1"}\\n', () => process.kill(proc
       const outcome = await executor.follow({ source: 'local', run: 'r1' }, AbortSignal.timeout(20_000), {
         reattach: true, launching: { launcher: null }, workdir: dir,
       });
-      assert.equal(outcome !== null && outcome !== 'aborted' ? outcome.status : outcome, 'succeeded');
+      assert.equal(typeof outcome === 'object' && outcome !== null ? outcome.status : outcome, 'succeeded');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

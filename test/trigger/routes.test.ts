@@ -293,7 +293,7 @@ describe('trigger routes with real payloads', () => {
       assert.equal(res.status, 202);
       assert.deepEqual(Object.keys(res.body).sort(), ['job_id', 'status']);
       const job = await finished(t, res.body.job_id as string);
-      assert.deepEqual(Object.keys(job).sort(), ['answers', 'args', 'brief', 'created_at', 'error', 'exit_code', 'finished_at', 'id', 'infra_retries', 'origin', 'repo', 'run', 'started_at', 'status', 'summary'].sort());
+      assert.deepEqual(Object.keys(job).sort(), ['answers', 'args', 'brief', 'created_at', 'error', 'exit_code', 'finished_at', 'id', 'infra_retries', 'origin', 'repo', 'requeues', 'run', 'started_at', 'status', 'summary'].sort());
       assert.deepEqual(job.args, ['start', '--brief', 'tidy the README', '--pr', '--detach']);
       assert.equal(job.exit_code, 0);
       assert.equal((job.run as { source: string }).source, 'local');

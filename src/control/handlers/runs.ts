@@ -13,6 +13,7 @@ import {
   storedRun,
 } from '../params.ts';
 import { runToJson } from '../../db/runs-store.ts';
+import { isArtifactPath } from '../../engine/run-event.ts';
 import { transaction } from '../../db/open.ts';
 import type { ControlStores } from '../../db/control-stores.ts';
 import { str } from '../../untrusted.ts';
@@ -102,8 +103,11 @@ export const getRun: Handler<ControlDeps> = (ctx) => {
   const { source, run } = runParams(ctx);
   const row = storedRun(ctx.deps.stores.runs, { source, run });
   const { stores } = ctx.deps;
+  // A name ingest refuses now (a credential in it) stored before it did: shown it would show the credential, and its
+  // GET answers 400 (docs/control-data.md).
   const artifacts = stores.artifacts
     .list(source, run)
+    .filter((a) => isArtifactPath(a.path))
     .map((a) => ({ path: a.path, content_type: a.content_type, size: a.size, sha256: a.sha256 }));
   return json(200, {
     ...runToJson(row),

@@ -87,6 +87,7 @@ function jobJson(job: JobRow): Record<string, unknown> {
     summary: job.summary,
     error: job.error,
     infra_retries: job.infra_retries,
+    requeues: job.requeues,
   };
 }
 
