@@ -125,11 +125,17 @@ for (const guard of guards) guard.server.close();
 // This looks once, after the last file ends: what a detached process writes after the look goes unseen, so such a
 // writer may be caught on some runs only.
 const fileOf = new Map(files.flatMap((f) => [[f.replaceAll('/', '+'), f], [tempNameOf(f), f]]));
+// A folder a process still writes in can fail to go (ENOTEMPTY) even after retries: reported, not a crash.
+const unremoved = [];
 const leftIn = (root) => {
   const left = readdirSync(root, { withFileTypes: true }).map((e) => e.isDirectory() && fileOf.has(e.name)
     ? [fileOf.get(e.name), readdirSync(join(root, e.name)).sort()]
     : ['(test file unknown)', [e.name]]).filter(([, names]) => names.length > 0);
-  rmSync(root, { recursive: true, force: true });
+  try {
+    rmSync(root, { recursive: true, force: true, maxRetries: 5 });
+  } catch (err) {
+    unremoved.push(`${root} (${err.code ?? err}): a process the tests started may still write there`);
+  }
   return left;
 };
 const left = [['the HOME they inherited (yours, outside this runner)', '~', leftIn(home)],
@@ -145,4 +151,6 @@ if (reached.length > 0) {
     console.error(`  ${file || '(test file unknown)'} → ${port}: ${line}${where ? ` (${where})` : ''}`);
   }
 }
-process.exit(reached.length > 0 || left.some(([, , byFile]) => byFile.length > 0) ? 1 : status);
+if (unremoved.length > 0) console.error(`\n✖ could not remove:\n  ${unremoved.join('\n  ')}`);
+const dirty = left.some(([, , byFile]) => byFile.length > 0) || unremoved.length > 0;
+process.exit(reached.length > 0 || dirty ? 1 : status);

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { after } from 'node:test';
 import { resolveTriggerSettings, type TriggerSettings } from '../../src/trigger/settings.ts';
 import { startTrigger, type RunningTrigger, type TriggerOverrides } from '../../src/trigger/main.ts';
 import { createLogger, type Logger } from '../../src/log.ts';
@@ -35,13 +34,14 @@ export function rowCount(db: Pick<TriggerStores['db'], 'prepare'>, table: string
 }
 
 const made: string[] = [];
-// Registered when a test file imports this, so at its top level: every folder tempDir made goes when the file ends,
-// whether or not its test removed it (one a test forgets would stay in the system's temp dir).
-after(() => {
+// On process exit, so after every after() hook of the test file (a file-level after() here would run first, being
+// registered first, and remove folders its servers, children and databases still use): every folder tempDir made
+// goes, whether or not its test removed it (one a test forgets would stay in the system's temp dir).
+process.on('exit', () => {
   for (const dir of made) rmSync(dir, { recursive: true, force: true });
 });
 
-/** A fresh folder in the temp dir, removed when the test file ends at the latest. */
+/** A fresh folder in the temp dir, removed when the test file's process exits at the latest. */
 export function tempDir(prefix = 'svc-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   made.push(dir);

@@ -146,7 +146,8 @@ describe('the test runner guard', () => {
     // Written at the top of the suite's HOME, so by no file that can be told; an empty folder counts too.
     assert.match(r.stderr, /^ {2}\(test file unknown\): ~\/\.cache$/m);
     assert.match(r.stderr, /^ {2}\(test file unknown\): ~\/\.svc$/m);
-    assert.match(r.stderr, /^✖ tests wrote to the temp dir they inherited \(the system's, outside this runner\) \(1\)/m);
+    const tmp = /^✖ tests wrote to the temp dir they inherited \(the system's, outside this runner\) \(1\)/m;
+    assert.match(r.stderr, tmp);
     assert.match(r.stderr, /^ {2}test\/leaves-tmp\.test\.ts: \$TMPDIR\/svc-child, \$TMPDIR\/svc-left$/m);
     assert.doesNotMatch(r.stderr, /quiet|reached/);
     assert.deepEqual(readdirSync(USER_HOME), ['.svc']);
