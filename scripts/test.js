@@ -1,12 +1,14 @@
 // Runs every test: type-checks tests and sources, then node:test over test/**/*.test.ts (sources run directly).
 // The suite runs with a HOME of its own and a guard on the user's Control Plane port: a test that forgets to give a
 // server or CLI its own HOME and Control Plane URL must never reach the user's real ~/.svc or the Control Plane
-// `npm start` left running on 127.0.0.1:47821. Reaching a guard, or writing to the HOME it inherited, fails the run.
+// `npm start` left running on 127.0.0.1:47821. Reaching a guard, or leaving anything in the HOME or the temp dir it
+// inherited, fails the run.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { tempNameOf } from './test-home.js';
 
 function collect(dir, out = []) {
   for (const name of readdirSync(dir)) {
@@ -100,7 +102,11 @@ if (guards.length < 2) {
     'environment are kept off it; one that builds its own environment could still reach it unnoticed');
 }
 const home = mkdtempSync(join(tmpdir(), 'svc-test-home-'));
-const env = { ...process.env, HOME: home, SVC_CONTROL_PORT: String(guards.at(-1).port) };
+// The temp dir too (os.tmpdir() reads TMPDIR, and every child inherits it): what a test leaves there is named below.
+// Open to all as /tmp is (test-home.js opens each file's too): tests run svc as nobody on repos they make there.
+const temp = mkdtempSync(join(tmpdir(), 'svc-tmp-'));
+chmodSync(temp, 0o1777);
+const env = { ...process.env, HOME: home, TMPDIR: temp, SVC_CONTROL_PORT: String(guards.at(-1).port) };
 delete env.SVC_CONTROL_URL;
 delete env.SVC_CONTROL_TOKEN;
 
@@ -113,17 +119,30 @@ const child = spawn(
 const status = await new Promise((resolve) => child.on('close', (code) => resolve(code ?? 1)));
 for (const guard of guards) guard.server.close();
 // What a test left in the HOME it inherited (a svc or browser it started without a HOME of the test's own) fails the
-// run: outside this runner that HOME is the user's. Each file's HOME is a folder named after it (test-home.js);
-// anything else at the top, even an empty folder, was made by a process that had the suite's HOME, whose test file
-// cannot be told. This looks once, after the last file ends: what a detached process writes after the look goes
-// unseen, so such a writer may be caught on some runs only.
-const left = readdirSync(home, { withFileTypes: true }).map((e) => e.isDirectory() && e.name.endsWith('.test.ts')
-  ? [e.name.replaceAll('+', '/'), readdirSync(join(home, e.name))]
-  : ['(test file unknown)', [e.name]]).filter(([, names]) => names.length > 0);
-rmSync(home, { recursive: true, force: true });
-if (left.length > 0) {
-  console.error(`\n✖ tests wrote to the HOME they inherited (yours, outside this runner) (${left.length}):`);
-  for (const [file, names] of left) console.error(`  ${file}: ~/${names.join(', ~/')}`);
+// run: outside this runner that HOME is the user's. So does what it left in its temp dir, which outside the runner is
+// the system's, shared by every later run. Each file's HOME and TMPDIR is a folder of its own (test-home.js); anything
+// else at the top, even an empty folder, was made by a process that had the suite's, whose test file cannot be told.
+// This looks once, after the last file ends: what a detached process writes after the look goes unseen, so such a
+// writer may be caught on some runs only.
+const fileOf = new Map(files.flatMap((f) => [[f.replaceAll('/', '+'), f], [tempNameOf(f), f]]));
+// A folder a process still writes in can fail to go (ENOTEMPTY) even after retries: reported, not a crash.
+const unremoved = [];
+const leftIn = (root) => {
+  const left = readdirSync(root, { withFileTypes: true }).map((e) => e.isDirectory() && fileOf.has(e.name)
+    ? [fileOf.get(e.name), readdirSync(join(root, e.name)).sort()]
+    : ['(test file unknown)', [e.name]]).filter(([, names]) => names.length > 0);
+  try {
+    rmSync(root, { recursive: true, force: true, maxRetries: 5 });
+  } catch (err) {
+    unremoved.push(`${root} (${err.code ?? err}): a process the tests started may still write there`);
+  }
+  return left;
+};
+const left = [['the HOME they inherited (yours, outside this runner)', '~', leftIn(home)],
+  ['the temp dir they inherited (the system\'s, outside this runner)', '$TMPDIR', leftIn(temp)]];
+for (const [what, root, byFile] of left.filter(([, , byFile]) => byFile.length > 0)) {
+  console.error(`\n✖ tests wrote to ${what} (${byFile.length}):`);
+  for (const [file, names] of byFile) console.error(`  ${file}: ${root}/${names.join(`, ${root}/`)}`);
 }
 const reached = guards.flatMap((g) => g.reached);
 if (reached.length > 0) {
@@ -132,4 +151,6 @@ if (reached.length > 0) {
     console.error(`  ${file || '(test file unknown)'} → ${port}: ${line}${where ? ` (${where})` : ''}`);
   }
 }
-process.exit(reached.length > 0 || left.length > 0 ? 1 : status);
+if (unremoved.length > 0) console.error(`\n✖ could not remove:\n  ${unremoved.join('\n  ')}`);
+const dirty = left.some(([, , byFile]) => byFile.length > 0) || unremoved.length > 0;
+process.exit(reached.length > 0 || dirty ? 1 : status);

@@ -58,6 +58,8 @@ describe('svc dashboard', () => {
         // already gone
       }
     }
+    // Ended before their folder goes: a server still closing writes its log and database there, and its folder stays.
+    for (const pid of started) await waitFor(() => !isPidAlive(pid), `the Control Plane ${pid} to end`);
     await control?.close();
     rmSync(dir, { recursive: true, force: true });
   });

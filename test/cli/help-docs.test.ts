@@ -10,15 +10,20 @@ import { runChild } from '../helpers/run-child.ts';
 const ROOT = join(import.meta.dirname, '../..');
 const CLI = join(ROOT, 'dist/cli.js');
 
-async function svc(args: string[]): Promise<string> {
+/** svc with `args` in a HOME and working folder of its own, removed after (svc writes ~/.svc there). */
+async function svcIn(args: string[]): ReturnType<typeof runChild> {
   const home = mkdtempSync(join(tmpdir(), 'svc-help-'));
   try {
-    const r = await runChild(process.execPath, [CLI, ...args], { cwd: home, env: { PATH: process.env.PATH, HOME: home } });
-    assert.equal(r.code, 0, r.stderr);
-    return r.stdout;
+    return await runChild(process.execPath, [CLI, ...args], { cwd: home, env: { PATH: process.env.PATH, HOME: home } });
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
+}
+
+async function svc(args: string[]): Promise<string> {
+  const r = await svcIn(args);
+  assert.equal(r.code, 0, r.stderr);
+  return r.stdout;
 }
 
 describe('svc help and the README', () => {
@@ -42,24 +47,22 @@ describe('svc help and the README', () => {
   });
 
   it('says the usage line --help gives when a command is used wrongly', async () => {
-    const env = { PATH: process.env.PATH, HOME: tmpdir() };
     for (const [args, usage] of [
       [['receipt', 'verify'], 'svc receipt: Usage: svc receipt verify <file> [--key PUBLIC_KEY.pem]...\n'],
       [['deploy', 'nothing'], 'svc deploy: Usage: svc deploy record --sha SHA --health STATUS [--finished-at ISO] ' +
         '[--repo DIR]\n'],
     ] as const) {
-      const wrong = await runChild(process.execPath, [CLI, ...args], { cwd: tmpdir(), env });
+      const wrong = await svcIn([...args]);
       assert.equal(wrong.code, 2);
       assert.equal(wrong.stderr, usage);
     }
   });
 
   it('prints an error as one line, and with the global --verbose its stack after it', async () => {
-    const env = { PATH: process.env.PATH, HOME: tmpdir() };
-    const plain = await runChild(process.execPath, [CLI, 'repos', 'remove'], { cwd: tmpdir(), env });
+    const plain = await svcIn(['repos', 'remove']);
     assert.equal(plain.code, 2);
     assert.equal(plain.stderr, 'svc repos: svc repos remove needs OWNER/NAME\n');
-    const verbose = await runChild(process.execPath, [CLI, 'repos', '--verbose', 'remove'], { cwd: tmpdir(), env });
+    const verbose = await svcIn(['repos', '--verbose', 'remove']);
     assert.equal(verbose.code, 2);
     assert.ok(verbose.stderr.startsWith(`${plain.stderr}UsageError: svc repos remove needs OWNER/NAME\n    at `));
   });

@@ -115,8 +115,11 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
     home,
     request,
     async close() {
-      await running.close();
-      rmSync(dir, { recursive: true, force: true });
+      try {
+        await running.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true }); // also when a test broke the server (its database closed)
+      }
     },
   };
 }

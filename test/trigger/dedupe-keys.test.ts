@@ -171,7 +171,6 @@ describe('dedupe keys', async () => {
 
   it('keeps the keys of a DB from before migrations 4 and 7, and they still deduplicate', async () => {
     const dir = tempDir('svc-dedupe-v3-');
-    temp.dirs.push(dir);
     const path = join(dir, 'trigger.db');
     const v3 = openDatabase(path, triggerMigrations.slice(0, 3));
     v3.exec(`INSERT INTO jobs (id, origin, status, brief, args, created_at)
@@ -194,7 +193,6 @@ describe('dedupe keys', async () => {
 
   it('migrates an append-only table that held a key twice, keeping the first claim', async () => {
     const dir = tempDir('svc-dedupe-v6-');
-    temp.dirs.push(dir);
     const path = join(dir, 'trigger.db');
     const v6 = openDatabase(path, triggerMigrations.slice(0, 6));
     v6.exec(`INSERT INTO jobs (id, origin, status, brief, args, created_at)
@@ -210,7 +208,6 @@ describe('dedupe keys', async () => {
 
   it('migrates the per-key rows of a DB from before migration 12 to claims, each key still a duplicate', async () => {
     const dir = tempDir('svc-dedupe-v11-');
-    temp.dirs.push(dir);
     const path = join(dir, 'trigger.db');
     const v11 = openDatabase(path, triggerMigrations.slice(0, 11));
     v11.exec(`INSERT INTO jobs (id, origin, status, brief, args, created_at)
@@ -232,7 +229,6 @@ describe('dedupe keys', async () => {
   /** A DB at version 14 with claims 1 and 3 of 4 left (a failed delivery's deleted: a gap and the newest). */
   function v14(): Db {
     const dir = tempDir('svc-dedupe-v14-');
-    temp.dirs.push(dir);
     const path = join(dir, 'trigger.db');
     const old = openDatabase(path, triggerMigrations.slice(0, 14));
     old.exec(`INSERT INTO jobs (id, origin, status, brief, args, created_at)

@@ -33,8 +33,19 @@ export function rowCount(db: Pick<TriggerStores['db'], 'prepare'>, table: string
   return (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
 }
 
+const made: string[] = [];
+// On process exit, so after every after() hook of the test file (a file-level after() here would run first, being
+// registered first, and remove folders its servers, children and databases still use): every folder tempDir made
+// goes, whether or not its test removed it (one a test forgets would stay in the system's temp dir).
+process.on('exit', () => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh folder in the temp dir, removed when the test file's process exits at the latest. */
 export function tempDir(prefix = 'svc-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
 }
 
 /**

@@ -3,18 +3,15 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { SECRETS, FAKE_SVC, get, makeRepo, tempDir } from './helpers.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 const children: ChildProcess[] = [];
-const dirs: string[] = [];
 
 after(() => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 function serve(env: NodeJS.ProcessEnv, args: string[]): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
@@ -37,7 +34,6 @@ describe('trigger intake under SIGKILL', () => {
   it('loses no delivery that was answered 202 when killed mid-burst', async () => {
     const home = tempDir('svc-home-');
     const repo = makeRepo();
-    dirs.push(home, repo);
     const env = { PATH: process.env.PATH, HOME: home, ...SECRETS, SVC_TRIGGER_CLI: FAKE_SVC, SVC_TRIGGER_QUEUE_MAX: '100000' };
     // Every accepted job must be found after the restart, queued or already run.
     const args = ['--repo', repo, '--concurrency', '1'];

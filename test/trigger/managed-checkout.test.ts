@@ -273,14 +273,9 @@ describe('a server stopped while a managed checkout\'s fetch hangs', () => {
 });
 
 describe('createManagedCheckouts', () => {
-  const dirs: string[] = [];
-  after(() => {
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-  });
 
   it('fetches one repository one job at a time, and every concurrent job gets a sound checkout', async () => {
     const dir = tempDir('svc-managed-');
-    dirs.push(dir);
     const origin = makeOrigin(join(dir, 'origins'), 'web');
     const { env, log } = wrappedGit(dir);
     const stateDir = join(dir, 'state');
@@ -299,7 +294,6 @@ describe('createManagedCheckouts', () => {
 
   it('uses the checkout made ahead while the origin is unchanged; it holds nothing of an earlier job', async () => {
     const dir = tempDir('svc-managed-');
-    dirs.push(dir);
     const origin = makeOrigin(join(dir, 'origins'), 'web');
     const { env, log } = wrappedGit(dir);
     const url = `file://${origin.bare}`;
@@ -344,7 +338,6 @@ describe('createManagedCheckouts', () => {
   it('starts a job\'s launch in the checkout made ahead while the origin is asked; one the origin moved past is ended '
     + 'before its folder is written, and the job gets the origin\'s commit', async () => {
     const dir = tempDir('svc-managed-');
-    dirs.push(dir);
     const origin = makeOrigin(join(dir, 'origins'), 'web');
     const { env } = wrappedGit(dir);
     const co = join(dir, 'co');
@@ -385,7 +378,6 @@ describe('createManagedCheckouts', () => {
   it('hands over the checkout made ahead with an index git trusts: the job\'s git status reads no file again',
     async () => {
       const dir = tempDir('svc-managed-');
-      dirs.push(dir);
       const origin = makeOrigin(join(dir, 'origins'), 'web');
       const co = join(dir, 'co');
       const managed = createManagedCheckouts({
@@ -415,7 +407,6 @@ describe('createManagedCheckouts', () => {
     /** An origin whose trunk commits `link` → `target`, a manager, and job j1's trackera delivery in its intake. */
     function withCommittedLink(link: string[], target: string, log = quiet) {
       const dir = tempDir('svc-managed-');
-      dirs.push(dir);
       const origin = makeOrigin(join(dir, 'origins'), 'web');
       mkdirSync(join(origin.work, ...link.slice(0, -1)), { recursive: true });
       symlinkSync(target, join(origin.work, ...link));
@@ -432,7 +423,6 @@ describe('createManagedCheckouts', () => {
 
     it('hands the snapshot over in place of a committed link, never writing the host file it names', async () => {
       const victim = join(tempDir('svc-victim-'), 'victim.txt');
-      dirs.push(join(victim, '..'));
       writeFileSync(victim, 'operator data\n');
       const { managed, repo } = withCommittedLink(['.svc', 'inbox', 'trackera', 'LIN-34.json'], victim);
       const path = await managed.prepare(repo, { id: 'j1', args: ['start', 'trackera:LIN-34'] });
@@ -448,7 +438,6 @@ describe('createManagedCheckouts', () => {
       it(`runs the job without the snapshot rather than write through a committed link at ${linked.join('/')}, ` +
         'saying why', async () => {
         const outside = tempDir('svc-outside-');
-        dirs.push(outside);
         const lines: Array<Record<string, unknown>> = [];
         const log = createLogger('managed-test', (line) => lines.push(JSON.parse(line) as Record<string, unknown>));
         const { managed, repo, intake } = withCommittedLink(linked, outside, log);
@@ -473,7 +462,6 @@ describe('createManagedCheckouts', () => {
 
     before(async () => {
       dir = tempDir('svc-managed-token-');
-      dirs.push(dir);
       makeOrigin(join(dir, 'origins', 'acme'), 'web');
       // One certificate for 127.0.0.1 (the token's host) and localhost (another host name for the same server).
       execFileSync('openssl', [

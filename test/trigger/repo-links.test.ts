@@ -1,6 +1,6 @@
 // A served repository's own files never widen what the server does (DESIGN §7a): links and special files a checkout=
 // repository holds under .svc/inbox and .svc/deploys are never followed or opened while a webhook is answered.
-import { describe, it, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -11,10 +11,6 @@ import { DEPLOY_RECORDS_READ, latestDeployLine, recordDeploy } from '../../src/e
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
 
 describe('security: a checkout= repository\'s links under .svc', () => {
-  const dirs: string[] = [];
-  after(() => {
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-  });
 
   async function deliverTrackera(
     repo: string,
@@ -34,7 +30,6 @@ describe('security: a checkout= repository\'s links under .svc', () => {
       'says why under its id, and nothing lands there', async () => {
       const repo = makeRepo();
       const outside = tempDir('svc-outside-');
-      dirs.push(repo, outside);
       mkdirSync(join(repo, ...linked.slice(0, -1)), { recursive: true });
       symlinkSync(outside, join(repo, ...linked));
       const res = await deliverTrackera(repo);
@@ -50,7 +45,6 @@ describe('security: a checkout= repository\'s links under .svc', () => {
   it('answers 500 when the checkout itself is missing (unmounted), so trackera delivers again, and queues no job',
     async () => {
       const repo = makeRepo();
-      dirs.push(repo);
       const t = await startTestTrigger({}, { repo });
       try {
         rmSync(repo, { recursive: true, force: true });
@@ -69,7 +63,6 @@ describe('security: a checkout= repository\'s links under .svc', () => {
     async () => {
       const repo = makeRepo();
       const outside = tempDir('svc-outside-');
-      dirs.push(repo, outside);
       const victim = join(outside, 'victim.txt');
       writeFileSync(victim, 'operator data\n');
       mkdirSync(join(repo, '.svc', 'inbox', 'trackera'), { recursive: true });
@@ -83,7 +76,6 @@ describe('security: a checkout= repository\'s links under .svc', () => {
 
   it('answers an errtrack alert at once past a deploy record linked to /dev/zero and one that is a FIFO', async () => {
     const repo = makeRepo();
-    dirs.push(repo);
     symlinkSync('/dev/zero', join(repo, '.svc', 'deploys', 'y.json'));
     execFileSync('mkfifo', [join(repo, '.svc', 'deploys', 'z.json')]);
     const t = await startTestTrigger({}, { repo });
@@ -104,7 +96,6 @@ describe('security: a checkout= repository\'s links under .svc', () => {
 
   it('names each record by its ISO time, so the newest is read whatever form --finished-at took', async () => {
     const repo = makeRepo();
-    dirs.push(repo);
     const deploys = join(repo, '.svc', 'deploys');
     for (const name of readdirSync(deploys)) rmSync(join(deploys, name));
     const t0 = Date.parse('2026-01-01T00:00:00Z');
@@ -119,7 +110,6 @@ describe('security: a checkout= repository\'s links under .svc', () => {
 
   it('reads only the last DEPLOY_RECORDS_READ deploy records by name, however many a repository commits', async () => {
     const repo = makeRepo();
-    dirs.push(repo);
     const deploys = join(repo, '.svc', 'deploys');
     for (const name of readdirSync(deploys)) rmSync(join(deploys, name));
     const record = (sha: string, at: string) => JSON.stringify({ sha, finished_at: at, health: 'ok' });

@@ -1,17 +1,13 @@
 // Fair queueing across repositories: 50 jobs queued for A, then one for B; B starts within one slot, and
 // still does after a restart. The fake svc's "stay-running" runs hold their slot until the test ends them.
-import { describe, it, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SECRETS, post, get, startTestTrigger, makeRepo, tempDir, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
-const dirs: string[] = [];
-after(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
 
 interface Org {
   a: string;
@@ -24,7 +20,6 @@ function org(): Org {
   const b = makeRepo('acme/b');
   const file = join(tempDir('svc-repos-file-'), 'repos.conf');
   writeFileSync(file, `acme/a checkout=${a}\nacme/b checkout=${b}\n`);
-  dirs.push(a, b);
   return { a, b, file };
 }
 
@@ -97,7 +92,6 @@ describe('fair queueing across repositories', () => {
   it('keeps that order across a restart: the job still running from before had its turn', async () => {
     const { a, file } = org();
     const home = tempDir('svc-home-');
-    dirs.push(home);
     const env = { SVC_TRIGGER_CONCURRENCY: '1' };
     const first = await startTestTrigger(env, { repo: a, reposFile: file, home });
     const ids = await burst(first, 3);

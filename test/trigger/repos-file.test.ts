@@ -1,9 +1,9 @@
 // The served repositories file: what it accepts, every bad line refused with its line and reason, the
 // server refusing to start on it, and `svc repos list|add|remove` editing it.
-import { describe, it, after } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseServedRepos, ReposFileError } from '../../src/trigger/served-repos-file.ts';
@@ -11,10 +11,6 @@ import { loadServedRepos, shorthandRepos, takeRepoOption } from '../../src/trigg
 import { makeRepo, tempDir } from './helpers.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
-const dirs: string[] = [];
-after(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
 
 function problems(text: string): Array<[number, string]> {
   try {
@@ -112,7 +108,6 @@ describe('parseServedRepos', () => {
 describe('loadServedRepos', () => {
   it('refuses a missing checkout and one that is not a git work tree, and takes a clone URL', () => {
     const dir = tempDir('svc-repos-');
-    dirs.push(dir);
     const file = join(dir, 'repos.conf');
     const lines = [
       `acme/api checkout=${join(dir, 'missing')}`, `acme/web checkout=${dir}`, 'acme/ops clone=file:///g/ops.git',
@@ -133,7 +128,6 @@ describe('loadServedRepos', () => {
 
   it('says how to write a file that does not exist, and quotes no empty line', () => {
     const dir = tempDir('svc-repos-');
-    dirs.push(dir);
     const file = join(dir, 'none.conf');
     assert.throws(() => loadServedRepos(file), (err: unknown) => {
       assert.ok(err instanceof ReposFileError);
@@ -148,7 +142,6 @@ describe('loadServedRepos, one checkout through a link', () => {
   it('refuses a second entry whose checkout is the first one\'s folder reached through a link', () => {
     const repo = makeRepo();
     const dir = tempDir('svc-repos-');
-    dirs.push(repo, dir);
     const link = join(dir, 'same');
     symlinkSync(repo, link);
     const file = join(dir, 'repos.conf');
@@ -164,7 +157,6 @@ describe('loadServedRepos, one checkout through a link', () => {
 describe('shorthandRepos', () => {
   it('names a checkout without a GitHub origin local/<folder>, which takes every source but GitHub', () => {
     const dir = tempDir('svc-plain-');
-    dirs.push(dir);
     assert.equal(spawnSync('git', ['init', '-q', dir]).status, 0);
     const router = shorthandRepos(dir, `--repo ${dir}`);
     assert.match(router.entries[0]!.name, /^local\/svc-plain-/);
@@ -193,7 +185,6 @@ describe('svc repos and svc trigger serve --repos', () => {
   it('adds, lists and removes entries, refusing a bad one with its reason and no line the file does not have', () => {
     const home = tempDir('svc-home-');
     const api = makeRepo('acme/api');
-    dirs.push(home, api);
     const env = { PATH: process.env.PATH, HOME: home };
     const file = join(home, '.svc', 'trigger', 'repos.conf');
 
@@ -237,7 +228,6 @@ describe('svc repos and svc trigger serve --repos', () => {
 
   it('refuses to start on an invalid file, naming the line and the reason, with exit 2', () => {
     const home = tempDir('svc-home-');
-    dirs.push(home);
     const file = join(home, 'repos.conf');
     writeFileSync(file, 'acme/api checkout=/srv/api\nacme/web checkout=/srv/api\n');
     const res = svc(['trigger', 'serve', '--port', '0', '--repos', file], { PATH: process.env.PATH, HOME: home });

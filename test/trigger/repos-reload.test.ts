@@ -5,7 +5,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chownSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sign } from './helpers.ts';
@@ -16,10 +16,6 @@ import { startStandIn, type StandIn } from './standins.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const ASSIGNEE = '712020:f1ad7cfd-7f82-4dc0-85e4-8bc47bcc08e4';
-const dirs: string[] = [];
-after(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
 
 function svc(args: string[], home: string) {
   return spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: home } });
@@ -51,7 +47,6 @@ describe('svc repos add and remove on a running server', () => {
     api = makeRepo('acme/api');
     web = makeRepo('acme/web');
     home = tempDir('svc-reload-home-');
-    dirs.push(api, web, home);
     file = join(home, 'repos.conf');
     writeFileSync(file, `acme/api checkout=${api} trackerb=API\n`);
     const env = { TRACKERB_ASSIGNEES: ASSIGNEE, SVC_CONTROL_URL: control.url };
@@ -97,7 +92,6 @@ describe('which repositories source wins, said out loud', () => {
   it('names an existing repositories file that SVC_TRIGGER_REPO or --repo overrides, and logs the real source', () => {
     const home = tempDir('svc-override-home-');
     const repo = makeRepo('acme/api');
-    dirs.push(home, repo);
     const file = join(home, '.svc', 'trigger', 'repos.conf');
     mkdirSync(join(home, '.svc', 'trigger'), { recursive: true });
     writeFileSync(file, `acme/api checkout=${repo} default\n`);
@@ -127,7 +121,6 @@ describe('svc repos as root', () => {
     if (process.getuid?.() !== 0) return t.skip('needs root');
     const state = tempDir('svc-root-edit-');
     const repo = makeRepo('acme/api');
-    dirs.push(state, repo);
     const nobody = 65534;
     chownSync(state, nobody, nobody);
     const file = join(state, 'repos.conf');

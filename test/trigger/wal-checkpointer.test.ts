@@ -46,7 +46,6 @@ describe('WAL checkpointer', () => {
     const warnings: string[] = [];
     const log = createLogger('test', (line) => void warnings.push((JSON.parse(line) as { msg: string }).msg));
     const gone = tempDir('svc-gone-');
-    temp.dirs.push(gone);
     const checkpointer = createWalCheckpointer({ db, path: join(gone, 'missing', 'trigger.db'), log, intervalMs: 0 });
     try {
       assert.equal(autocheckpoint(db), BACKSTOP_PAGES);
@@ -69,7 +68,6 @@ describe('WAL checkpointer', () => {
   it('keeps the server stderr to JSON lines while its worker checkpoints', async () => {
     const home = tempDir('svc-home-');
     const repo = makeRepo();
-    temp.dirs.push(home, repo);
     const env = { PATH: process.env.PATH, HOME: home, ...SECRETS, SVC_TRIGGER_CLI: FAKE_SVC };
     const child = spawn(process.execPath, [CLI, 'trigger', 'serve', '--port', '0', '--repo', repo], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';

@@ -2,9 +2,9 @@
 // every Job the executor builds, for each combination of its SVC_K8S_* settings, and every manifest in scripts/k8s.
 // The schemas come from the `kubernetes-models` devDependency (generated from the official OpenAPI spec); nothing
 // at run time depends on it.
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -18,8 +18,10 @@ import { verifyJobCredential } from '../../src/gate/job-credential.ts';
 const K8S_DIR = join(import.meta.dirname, '../../scripts/k8s');
 // The secret the trigger mints pods' gate credentials with (shared with `svc gate serve`).
 const GATE_SECRET = 'k8s-schemas-test-gate-secret-0123456789abcdef';
-const GATE_SECRET_FILE = join(mkdtempSync(join(tmpdir(), 'svc-k8s-gate-')), 'gate-secret');
+const GATE_SECRET_DIR = mkdtempSync(join(tmpdir(), 'svc-k8s-gate-'));
+const GATE_SECRET_FILE = join(GATE_SECRET_DIR, 'gate-secret');
 writeFileSync(GATE_SECRET_FILE, `${GATE_SECRET}\n`, { mode: 0o600 });
+after(() => rmSync(GATE_SECRET_DIR, { recursive: true, force: true }));
 
 /** Each optional setting with a realistic value; the test builds a Job for every subset of them. */
 const OPTIONAL: Record<string, string> = {

@@ -66,6 +66,18 @@ it('writes beside its HOME', () => {
   writeFileSync(join(dirname(homedir()), '.svc', 'server.json'), '');
 });
 `,
+  // Reaches nothing; leaves a folder in its temp dir, and so does a child it starts (os.tmpdir() reads TMPDIR).
+  'leaves-tmp.test.ts': `import { it } from 'node:test';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+it('leaves folders in its temp dir', () => {
+  mkdirSync(join(tmpdir(), 'svc-left'));
+  const child = "require('node:fs').mkdirSync(require('node:path').join(require('node:os').tmpdir(), 'svc-child'))";
+  execFileSync(process.execPath, ['-e', child]);
+});
+`,
   // Reaches nothing; sees the suite's HOME, not the one the runner was started with.
   'quiet.test.ts': `import { it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -102,7 +114,8 @@ describe('the test runner guard', () => {
   const runner = (...files: string[]) => {
     const inside = [process.execPath, join(ROOT, 'scripts', 'test.js'), ...files];
     const bwrap = ['--dev-bind', '/', '/', '--unshare-net', '--die-with-parent', '--', ...inside];
-    const env: NodeJS.ProcessEnv = { ...process.env, HOME: USER_HOME };
+    // Its temp dir is this test's folder: the runner's tsc keeps its compile cache there (node-compile-cache).
+    const env: NodeJS.ProcessEnv = { ...process.env, HOME: USER_HOME, TMPDIR: dir };
     delete env.NODE_TEST_CONTEXT; // set for a test file's children: a node --test there would run nothing
     return runChild('bwrap', bwrap, { env, cwd: join(dir, 'checkout') });
   };
@@ -123,8 +136,8 @@ describe('the test runner guard', () => {
     assert.deepEqual(readdirSync(join(USER_HOME, '.svc', 'control')), ['token']);
   });
 
-  it('fails a run whose test left files in the HOME it was given, naming the file and what it left', skip, async () => {
-    const r = await runner('leaves-home', 'strays', 'quiet');
+  it('fails a run whose test left files in its HOME or temp dir, naming the file and what it left', skip, async () => {
+    const r = await runner('leaves-home', 'strays', 'leaves-tmp', 'quiet');
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stdout, /✔ leaves a file in its HOME/);
     assert.match(r.stdout, /✔ writes beside its HOME/);
@@ -133,6 +146,9 @@ describe('the test runner guard', () => {
     // Written at the top of the suite's HOME, so by no file that can be told; an empty folder counts too.
     assert.match(r.stderr, /^ {2}\(test file unknown\): ~\/\.cache$/m);
     assert.match(r.stderr, /^ {2}\(test file unknown\): ~\/\.svc$/m);
+    const tmp = /^✖ tests wrote to the temp dir they inherited \(the system's, outside this runner\) \(1\)/m;
+    assert.match(r.stderr, tmp);
+    assert.match(r.stderr, /^ {2}test\/leaves-tmp\.test\.ts: \$TMPDIR\/svc-child, \$TMPDIR\/svc-left$/m);
     assert.doesNotMatch(r.stderr, /quiet|reached/);
     assert.deepEqual(readdirSync(USER_HOME), ['.svc']);
   });
