@@ -137,8 +137,9 @@ export async function startTestTrigger(
     },
     async cleanup() {
       await running.close();
-      rmSync(home, { recursive: true, force: true });
-      if (!o.repo) rmSync(repo, { recursive: true, force: true });
+      // A run's detached worker may still write its last files in the HOME after its job ended (ENOTEMPTY once in CI).
+      rmSync(home, { recursive: true, force: true, maxRetries: 5 });
+      if (!o.repo) rmSync(repo, { recursive: true, force: true, maxRetries: 5 });
     },
   };
 }
