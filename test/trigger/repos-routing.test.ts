@@ -6,7 +6,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { sign } from './helpers.ts';
 import {
-  SECRETS, fixture, withJson, post, get, nowSeconds, startTestTrigger, makeRepo, tempDir, type TestTrigger,
+  SECRETS, fixture, withJson, post, get, nowSeconds, rowCount, startTestTrigger, makeRepo, tempDir, type TestTrigger,
 } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { makeCert, startStandIn, type StandIn } from './standins.ts';
@@ -153,7 +153,7 @@ describe('one trigger server for an organisation with three repositories', () =>
       assert.match(job.brief as string, /fix the typo$/);
     });
     it('skips a /svc comment from a MEMBER who may only read the repository, asked of GitHub\'s API', async () => {
-      const depth = t.queue.depth();
+      const jobRows = rowCount(t.stores.db, 'jobs');
       const { raw, headers } = github('issue_comment-created.with-organization.json', (v) => {
         v.comment.body = '/svc push this';
         v.comment.author_association = 'MEMBER';
@@ -166,7 +166,7 @@ describe('one trigger server for an organisation with three repositories', () =>
       });
       const asked = '/repos/Octocoders/Hello-World/collaborators/reader/permission';
       assert.ok(githubApi.requests.some((r) => r.path === asked));
-      assert.deepEqual(t.queue.depth(), depth);
+      assert.equal(rowCount(t.stores.db, 'jobs'), jobRows);
     });
     it('asks GitHub about an Enterprise Managed User, whose login has an underscore, and queues the job', async () => {
       const { raw, headers } = github('issue_comment-created.with-organization.json', (v) => {
@@ -190,12 +190,12 @@ describe('one trigger server for an organisation with three repositories', () =>
     it('skips an event of a repository that is not served with 200 and a reason, counts it, and queues nothing',
       async () => {
         const before = (await get(`${t.url}/status`)).body.repos as { skipped_unserved: Record<string, number> };
-        const depth = t.queue.depth();
+        const jobRows = rowCount(t.stores.db, 'jobs');
         const { raw, headers } = labeled('acme/secret-project', 'Delete the database');
         const res = await post(`${t.url}/webhook`, raw, headers);
         assert.equal(res.status, 200);
         assert.deepEqual(res.body, { status: 'skipped', reason: 'repository "acme/secret-project" is not served' });
-        assert.deepEqual(t.queue.depth(), depth);
+        assert.equal(rowCount(t.stores.db, 'jobs'), jobRows);
         type Repos = { served: number; skipped_unserved: Record<string, number> };
         const after = (await get(`${t.url}/status`)).body.repos as Repos;
         assert.equal(after.served, 3);
@@ -272,23 +272,23 @@ describe('one trigger server for an organisation with three repositories', () =>
     });
     it('refuses repo= of a served repository another channel owns, naming only what this channel may reach',
       async () => {
-        const depth = t.queue.depth();
+        const jobRows = rowCount(t.stores.db, 'jobs');
         const { raw, headers } = slash('repo=Octocoders/Hello-World add a debug endpoint');
         const res = await post(`${t.url}/chata`, raw, headers);
         assert.equal(res.status, 200);
         assert.equal(res.body.status, 'skipped');
         assert.equal(res.body.text, `Not queued: chata channel "${SLACK_CHANNEL}" may not start work in `
           + '"octocoders/hello-world" (it may start work in Codertocat/Hello-World, acme/ops).');
-        assert.deepEqual(t.queue.depth(), depth);
+        assert.equal(rowCount(t.stores.db, 'jobs'), jobRows);
       });
     it('refuses repo= from a channel nobody mapped, and lists only the entries open to every channel', async () => {
-      const depth = t.queue.depth();
+      const jobRows = rowCount(t.stores.db, 'jobs');
       const { raw, headers } = slash('repo=Codertocat/Hello-World add a debug endpoint', 'C0OTHER');
       const res = await post(`${t.url}/chata`, raw, headers);
       assert.equal(res.body.status, 'skipped');
       const reach = /may not start work in "codertocat\/hello-world" \(it may start work in acme\/ops\)\.$/;
       assert.match(res.body.text as string, reach);
-      assert.deepEqual(t.queue.depth(), depth);
+      assert.equal(rowCount(t.stores.db, 'jobs'), jobRows);
     });
     it('answers an unknown repo= exactly as one it may not reach: the served list is never shown', async () => {
       const { raw, headers } = slash('repo=acme/nope fix it', 'C0WEB');
@@ -308,7 +308,7 @@ describe('one trigger server for an organisation with three repositories', () =>
 
   describe('POST /chatb: the same rule', () => {
     it('refuses repo= naming a repository the Teams channel is not mapped to; nothing queued', async () => {
-      const depth = t.queue.depth();
+      const jobRows = rowCount(t.stores.db, 'jobs');
       const now = new Date().toISOString();
       const raw = withJson('teams-outgoing-webhook-message-mention.json', (v) => {
         v.timestamp = now;
@@ -319,7 +319,7 @@ describe('one trigger server for an organisation with three repositories', () =>
       assert.equal(res.body.status, 'skipped');
       assert.equal(res.body.text, `Not queued: chatb channel "${TEAMS_CHANNEL}" may not start work in "acme/ops" `
         + '(it may start work in Octocoders/Hello-World).');
-      assert.deepEqual(t.queue.depth(), depth);
+      assert.equal(rowCount(t.stores.db, 'jobs'), jobRows);
     });
   });
 
@@ -385,7 +385,7 @@ describe('a default repository', () => {
     assert.equal((await finished(t, id)).repo, 'acme/web');
   });
   it('never takes a chat message from a channel mapped to nothing: default routes, it does not grant', async () => {
-    const depth = t.queue.depth();
+    const jobRows = rowCount(t.stores.db, 'jobs');
     const { raw, headers } = slash('add a debug endpoint', 'C0ANYONE');
     const res = await post(`${t.url}/chata`, raw, headers);
     assert.equal(res.body.status, 'skipped');
@@ -393,7 +393,7 @@ describe('a default repository', () => {
       + '(it may start work in no repository here).');
     const named = slash('repo=acme/web add a debug endpoint', 'C0ANYONE');
     assert.equal((await post(`${t.url}/chata`, named.raw, named.headers)).body.status, 'skipped');
-    assert.deepEqual(t.queue.depth(), depth);
+    assert.equal(rowCount(t.stores.db, 'jobs'), jobRows);
   });
   it('never takes a GitHub event of another repository', async () => {
     const { raw, headers } = labeled('acme/other', 'x');

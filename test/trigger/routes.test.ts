@@ -95,12 +95,12 @@ describe('trigger routes with real payloads', () => {
     const slash = fixture('slack-slash-command.txt').toString();
 
     it('answers the real slash command with empty text with a usage reply and queues nothing', async () => {
-      const before = t.queue.depth();
+      const jobRows = rowCount(t.stores.db, 'jobs');
       const res = await post(`${t.url}/chata`, Buffer.from(slash), signed(Buffer.from(slash)));
       assert.equal(res.status, 200);
       assert.equal(res.body.response_type, 'ephemeral');
       assert.match(res.body.text as string, /^Usage/);
-      assert.deepEqual(t.queue.depth(), before);
+      assert.equal(rowCount(t.stores.db, 'jobs'), jobRows);
     });
     it('queues slash text as one argv element with leading hyphens stripped and replies ephemerally with the job id', async () => {
       const raw = Buffer.from(slash.replace('text=', 'text=--pr+--deploy+fix+the+login+bug'));
@@ -126,7 +126,7 @@ describe('trigger routes with real payloads', () => {
       assert.equal(refused.body.text, 'repo=&lt;!here&gt; is not an owner/name. Nothing was queued.');
     });
     it('refuses a slash command that names no workspace, to start work or to answer, like a thread reply', async () => {
-      const before = t.queue.depth();
+      const jobRows = rowCount(t.stores.db, 'jobs');
       for (const text of ['fix+the+login+bug', 'answer+use+prod']) {
         for (const team of ['', 'team_id=&']) {
           const raw = Buffer.from(slash.replace('team_id=T1DC2JH3J&', team).replace('text=', `text=${text}`));
@@ -138,7 +138,7 @@ describe('trigger routes with real payloads', () => {
           });
         }
       }
-      assert.deepEqual(t.queue.depth(), before);
+      assert.equal(rowCount(t.stores.db, 'jobs'), jobRows);
     });
     it('answers url_verification with the challenge', async () => {
       const raw = fixture('slack-events-url-verification.json');
@@ -212,7 +212,7 @@ describe('trigger routes with real payloads', () => {
       assert.deepEqual(job.args, ['start', '--brief', 'acme/api#3 Crash — on save', '--pr', '--detach']);
     });
     it('skips an issue event with its true reason: a closed issue with the label is not "without" it', async () => {
-      const before = t.queue.depth();
+      const jobRows = rowCount(t.stores.db, 'jobs');
       const issue = { number: 4, title: 'Crash', labels: [{ name: 'svc' }], author_association: 'OWNER' };
       const closed = await send({ action: 'closed', issue }, 'g-closed');
       assert.equal(closed.status, 200);
@@ -223,7 +223,7 @@ describe('trigger routes with real payloads', () => {
       assert.equal(other.body.reason, 'issues.labeled adds "bug", not the "svc" label');
       const bare = await send({ action: 'opened', issue: { ...issue, labels: [] } }, 'g-bare');
       assert.equal(bare.body.reason, 'issues.opened without the "svc" label');
-      assert.deepEqual(t.queue.depth(), before);
+      assert.equal(rowCount(t.stores.db, 'jobs'), jobRows);
     });
     it('queues one job for an issue opened with the svc label, whichever of its two deliveries is first', async () => {
       // GitHub sends issues.opened (labels include svc) and issues.labeled svc by the author, each its own delivery.
@@ -407,7 +407,7 @@ describe('trigger configuration', () => {
       const gh = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}` });
       assert.equal(gh.status, 503);
       assert.ok(t.logs.some((l) => l.level === 'error' && l.msg.includes('Disabled /trackerb and /webhook')));
-      assert.deepEqual(t.queue.depth(), { queued: 0, running: 0 });
+      assert.equal(rowCount(t.stores.db, 'jobs'), 0);
     } finally {
       await t.cleanup();
     }
