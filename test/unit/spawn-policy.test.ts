@@ -297,9 +297,14 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
         const worktree = join(root, 'wt');
         mkdirSync(worktree);
         // Every process in the sandbox: its program, its limits and what its descriptors are; then what /tmp holds.
+        // The drain is forked by the gate's pipeline, which does not wait for its exec: until it has become `cat`
+        // it is a shell holding the pipe, so the listing waits for it (10 s at most).
         const script = [
           'echo ran > ran',
           'echo "agent $$"',
+          'for i in $(seq 1000); do',
+          '  for p in /proc/[0-9]*; do case "$(readlink $p/exe)" in */cat) break 2;; esac; done; sleep 0.01',
+          'done',
           'for p in /proc/[0-9]*; do',
           '  echo "== ${p#/proc/} $(readlink $p/exe)"; cat $p/limits',
           '  for f in $p/fd/*; do echo "fd $(readlink $f)"; done',
