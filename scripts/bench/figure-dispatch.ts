@@ -149,7 +149,7 @@ export async function measureDispatch(ctx: BenchContext): Promise<Row[]> {
         'clone= job (its machine floor)',
       value: median(floor[when]), unit: 'ms', bar: '', pass: null,
       note: 'median of 3; no svc, fresh folders on the same filesystem; seconds here mean the filesystem, not svc, ' +
-        'was slow (docs/bench.md, "A 5,000-file checkout after a mass delete")',
+        'was slow (docs/bench-history.md, "A 5,000-file checkout after a mass delete")',
     })),
   ];
 }

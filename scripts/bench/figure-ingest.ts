@@ -22,7 +22,7 @@ const EVENTS_PER_RUN_SECOND = 420;
 const TICK_MS = 200;
 /**
  * The row's note gives the p99 of the batches sent in the window's first 2 s apart from the rest: on a fresh server
- * the slow batches were all there (docs/bench.md, "The fan-in: where a fresh row's p99 comes from").
+ * the slow batches were all there (docs/bench-history.md, "The fan-in: where a fresh row's p99 comes from").
  */
 const EARLY_MS = 2_000;
 

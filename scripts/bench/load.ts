@@ -61,7 +61,7 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
   const ready = (made: MadeRequest): Ready => ({ bytes: bytesOf(made.spec), units: made.units });
   // The sender signs a webhook on its own machine; here making, signing and encoding each delivery inside the round
   // was about a third of the load generator's CPU, on the two cores the server under test has, and more of it the
-  // faster that server answers (docs/bench.md, "The peer row: where a delivery's CPU goes").
+  // faster that server answers (docs/bench-history.md, "The peer row: where a delivery's CPU goes").
   const premade: Ready[] = [];
   const most = job.maxRequests || Number.POSITIVE_INFINITY;
   let premadeBytes = 0;

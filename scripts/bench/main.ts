@@ -73,7 +73,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     tmp.remove();
   }
   // What else used the cores meanwhile: every row of a server and its load generator reads low with it, and the peer
-  // ratio most (docs/bench.md, "The peer row's 8.01x measured apart").
+  // ratio most (docs/bench-history.md, "The peer row's 8.01x measured apart").
   const others = (machineBusyUs() - busyBefore - (benchOwnUs() - ownBefore)) / 1000 / (Date.now() - began);
   const meta = {
     mode: options.quick ? 'quick' : 'full',

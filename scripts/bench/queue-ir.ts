@@ -2,7 +2,7 @@
 // dist/ folder), fed FILL and then MEASURED deliveries shaped like the peer row's (a ~400-character brief, three keys,
 // a GitHub reply target) in batches of 12 per event-loop turn, the row's average per COMMIT. No server, no clock, no
 // network: run it with MEASURED 0 and N, and (Ir(N) − Ir(0)) / N is the queue's instructions per delivery, a figure
-// other load on the machine does not move (docs/bench.md, nineteenth session).
+// other load on the machine does not move (docs/bench-history.md, nineteenth session).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { tmpdir } from 'node:os';

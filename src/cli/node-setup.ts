@@ -17,9 +17,9 @@ import { settingChoice } from '../settings-registry.ts';
  * Memory saver only from Node 24: an older V8 refuses the flag, and after the re-exec there is no fallback. Memory
  * saver keeps the young generation at its 1 MB start, so under ingest V8 scavenged ~25 times a second and promoted
  * what requests still held into old space, which it then mark-compacted every ~0.5 s: the minimum makes it 4 MB
- * (docs/bench.md, "The fan-in: the young generation under memory saver"). No allocation-site pretenuring: a bulk
- * ingest (500 runs a request) made V8 allocate the objects of the same code sites straight into old space for the
- * rest of the process's life, where under memory saver's small old-space limit the fan-in's and the list's
+ * (docs/bench-history.md, "The fan-in: the young generation under memory saver"). No allocation-site pretenuring:
+ * a bulk ingest (500 runs a request) made V8 allocate the objects of the same code sites straight into old space for
+ * the rest of the process's life, where under memory saver's small old-space limit the fan-in's and the list's
  * short-lived objects then forced a mark-compact every ~0.5 s (docs/bench.md, "A worked-in server: pretenuring").
  */
 export function serverNodeFlags(nodeMajor = Number(process.versions.node.split('.')[0])): readonly string[] {

@@ -294,7 +294,7 @@ function createEventTruth(
 
 /**
  * The stored row, its fields named one by one: `{ id, ...ev }` (a spread after a field) took 0.4 µs an event against
- * 0.03, on every event of every batch (docs/bench.md, the fan-in).
+ * 0.03, on every event of every batch (docs/bench-history.md, the fan-in).
  */
 function eventRow(id: number, ev: EventInput): EventRow {
   return { id, source: ev.source, run: ev.run, seq: ev.seq, ts: ev.ts, kind: ev.kind, data: ev.data };

@@ -24,7 +24,7 @@ export const EVENTS_SQL = {
   run: `SELECT * FROM events WHERE source = ? AND run = ? AND id > ? ORDER BY id ${LIMIT_PARAM}`,
   // `+source`: by id from the cursor, not by events_by_run's source prefix, which read and sorted every event the
   // source ever had at each stream's (re)connect (~200 ms at a million). Now a source quiet since its cursor while
-  // others shipped pays for theirs instead (docs/bench.md, one index on events).
+  // others shipped pays for theirs instead (docs/bench-history.md, one index on events).
   source: `SELECT * FROM events WHERE id > ? AND +source = ? ORDER BY id ${LIMIT_PARAM}`,
   any: `SELECT * FROM events WHERE id > ? ORDER BY id ${LIMIT_PARAM}`,
   latest: 'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? ORDER BY id DESC LIMIT 1',

@@ -48,8 +48,8 @@ describe('server V8 flags', () => {
 
   it('keeps a young generation of 4 MB under memory saver, which alone starts it at 1 MB', () => {
     // Memory saver's 1 MB young generation made the fan-in scavenge ~25 times a second and promote into old space
-    // what requests still held, mark-compacted every ~0.5 s (docs/bench.md, "The fan-in: the young generation under
-    // memory saver").
+    // what requests still held, mark-compacted every ~0.5 s (docs/bench-history.md, "The fan-in: the young generation
+    // under memory saver").
     const newSpace = 'process.stdout.write(String(require("v8").getHeapSpaceStatistics()' +
       '.find((s) => s.space_name === "new_space").space_size))';
     const run = spawnSync(process.execPath, [...SERVER_NODE_FLAGS, '-e', newSpace], { encoding: 'utf8' });

@@ -1,6 +1,6 @@
 // `svc start`'s launcher reads the checkout with as few git processes as it can: each one is a fork and an exec on
-// every run's way to its agent (docs/bench.md, "`svc start`'s way to the agent: where a bwrap start goes, and one
-// git less").
+// every run's way to its agent (docs/bench-history.md, "`svc start`'s way to the agent: where a bwrap start goes,
+// and one git less").
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';

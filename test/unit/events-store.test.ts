@@ -45,9 +45,9 @@ describe('events store', () => {
     assert.equal(stores.events.listAll({ after: 0, limit: 100, source: 's', run: 'r' }).length, 5);
   });
 
-  // Both indexes on events are needed (docs/bench.md, "one index on events"): a run's seq order is not its id order
-  // (the page above), so without (source, run, id) a run's page and its latest status sort the whole run, and without
-  // (source, run, seq) nothing finds a repeated seq but a scan. A source's events go by id from the cursor.
+  // Both indexes on events are needed (docs/bench-history.md, "one index on events"): a run's seq order is not its
+  // id order (the page above), so without (source, run, id) a run's page and its latest status sort the whole run, and
+  // without (source, run, seq) nothing finds a repeated seq but a scan. A source's events go by id from the cursor.
   it('reads a run by id, a source from its cursor and a seq each through its own index, never sorting', () => {
     const plan = (sql: string): string => db.prepare(`EXPLAIN QUERY PLAN ${sql}`)
       .all(...[...sql.matchAll(/\?/g)].map(() => 's')).map((r) => (r as { detail: string }).detail).join('; ');
