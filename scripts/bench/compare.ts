@@ -16,6 +16,9 @@ export interface Comparison {
   p99Ms: number;
   /** Worst single request over every round (5 × 2 s = 10 s measured in a full run). */
   maxMs: number;
+  /** The floor's own worst request over its rounds, which alternate with the target's on the same machine: a stall
+   * of the machine (other load, the load generator) shows in both. */
+  floorMaxMs?: number;
   /** Each round's target / the ceiling round just before it, in order (shows the spread the median hides). */
   ratios: number[];
   /** Median server CPU per request (µs) of the target and of the floor, when their pids were given. */
@@ -58,6 +61,7 @@ export async function compareWithFloor(
   ctx: BenchContext, target: LoadJob, floorUrl: string, pids?: { target: number; floor: number },
 ): Promise<Comparison> {
   const floors: number[] = [];
+  let floorMaxMs = 0;
   const results: LoadResult[] = [];
   const cpu = { target: [] as number[], floor: [] as number[] };
   const floorJob: LoadJob = { ...target, url: floorUrl };
@@ -65,6 +69,7 @@ export async function compareWithFloor(
     const run = (job: LoadJob, pid: number | undefined) => (pid ? loadWithCpu(job, pid) : runLoadInWorker(job));
     const floor = await run(floorJob, pids?.floor);
     floors.push(floor.rps);
+    floorMaxMs = Math.max(floorMaxMs, floor.latencyMs.max);
     const result = await run(target, pids?.target);
     results.push(result);
     if ('cpuUsPerRequest' in floor && 'cpuUsPerRequest' in result) {
@@ -77,7 +82,8 @@ export async function compareWithFloor(
   const middle = results.slice().sort((a, b) => a.rps - b.rps)[Math.floor(results.length / 2)] as LoadResult;
   return { ceilingRps: floorRps, target: middle, rps, ratio: ratio(rps, floorRps),
     p50Ms: median(results.map((r) => r.latencyMs.p50)), p99Ms: median(results.map((r) => r.latencyMs.p99)),
-    maxMs: Math.max(...results.map((r) => r.latencyMs.max)), ratios: results.map((r, i) => ratio(r.rps, floors[i]!)),
+    maxMs: Math.max(...results.map((r) => r.latencyMs.max)), floorMaxMs,
+    ratios: results.map((r, i) => ratio(r.rps, floors[i]!)),
     ...(pids ? { cpuUs: { target: median(cpu.target), floor: median(cpu.floor) } } : {}) };
 }
 
@@ -87,7 +93,8 @@ export function describe(label: string, c: Comparison): string {
   const bad = s.unexpected
     ? ` unexpected=${s.unexpected} statuses=${JSON.stringify(s.statuses)} sample=${s.sample ?? ''}` : '';
   const { p50, p99 } = s.latencyMs;
-  const latency = `p50 ${p50.toFixed(2)} ms p99 ${p99.toFixed(2)} ms max ${c.maxMs.toFixed(1)} ms`;
+  const floorMax = c.floorMaxMs === undefined ? '' : ` (the floor's ${c.floorMaxMs.toFixed(1)} ms)`;
+  const latency = `p50 ${p50.toFixed(2)} ms p99 ${p99.toFixed(2)} ms max ${c.maxMs.toFixed(1)} ms${floorMax}`;
   return `${label}: ${Math.round(c.rps)} req/s vs ceiling ${Math.round(c.ceilingRps)} (${c.ratio.toFixed(2)}×) ` +
     `${latency} (${c.ratios.map((r) => r.toFixed(2)).join('/')})${bad}`;
 }
@@ -96,7 +103,8 @@ export function describe(label: string, c: Comparison): string {
 export function comparisonRow(figure: string, c: Comparison, bar: string, pass: boolean | null, note = ''): Row {
   const cpu = c.cpuUs
     ? `server CPU per request ${c.cpuUs.target.toFixed(0)} µs, floor ${c.cpuUs.floor.toFixed(0)} µs; ` : '';
-  const rounds = `${cpu}rounds (target/ceiling): ${c.ratios.map((r) => `${r.toFixed(3)}×`).join(', ')}`;
+  const floorMax = c.floorMaxMs === undefined ? '' : `the floor's own max ${c.floorMaxMs.toFixed(1)} ms; `;
+  const rounds = `${cpu}${floorMax}rounds (target/ceiling): ${c.ratios.map((r) => `${r.toFixed(3)}×`).join(', ')}`;
   return {
     figure, value: c.rps, unit: 'req/s', p50Ms: c.p50Ms, p99Ms: c.p99Ms, maxMs: c.maxMs, ceiling: c.ceilingRps,
     ratio: c.ratio, bar,
