@@ -143,20 +143,12 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const lifeFd = sandbox ? LIFELINE_FD : 3;
   const guard = sandbox ? null : createTreeGuard();
   const watched = withLifeline(argv, lifeFd, sandbox !== null);
+  // First, as it may refuse the plan (bwrap-argv.ts: a HOME that holds a system folder) before anything is opened.
+  const bwrap = sandbox ? bwrapArgv(sandbox.bwrap, sandbox.plan, watched) : watched;
   const cgroup = sandbox ? openMemoryCgroup(opts.watch?.memoryBytes ?? sandbox.plan.limits.memoryBytes) : null;
-  // Behind a gate the bridge joins the cgroup while the forwarder starts (bwrap-argv.ts); else a shell before bwrap.
-  const joinInside = cgroup !== null && sandbox?.plan.network !== 'none';
-  let bwrap = watched;
-  try {
-    // It may refuse the plan (bwrap-argv.ts: a HOME that holds a system folder): nothing is left then.
-    if (sandbox) bwrap = bwrapArgv(sandbox.bwrap, sandbox.plan, watched, joinInside);
-  } catch (err) {
-    cgroup?.remove();
-    throw err;
-  }
   const watch = opts.watch ? { ...opts.watch, cgroup } : undefined;
   // bwrap reads the system-call filter and the /etc files from fd 3 on; the child has its own copies once started.
-  const fds = sandbox ? openSandboxFds(joinInside ? cgroup.openProcs() : null) : [];
+  const fds = sandbox ? openSandboxFds() : [];
   // After them, bwrap's status descriptor: it reports the agent's exit there only if the agent really ran.
   const statusFd = 3 + fds.length;
   // bwrap's options go before the command's `--`.
@@ -165,7 +157,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     : ['pipe' as const];
   let child: ChildProcess;
   try {
-    child = startChild(cgroup && !joinInside ? cgroup.wrap(confined) : confined, {
+    child = startChild(cgroup ? cgroup.wrap(confined) : confined, {
       kind: 'agent',
       base: opts.env,
       // PWD names the working folder: some CLIs (opencode) take their project folder from it, and the shell that starts

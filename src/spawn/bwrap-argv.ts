@@ -74,10 +74,8 @@ const ETC_ENTRIES = [
 
 /** A descriptor bwrap hands on to the command unread, a low one as a shell can name only 0-9 (spawn-group.ts). */
 export const LIFELINE_FD = 4;
-/** The sandbox's memory cgroup's `cgroup.procs`, opened by svc, which the gate's bridge joins through (bridge()). */
-export const CGROUP_FD = 5;
-/** The /etc files copied in come on descriptors from here, after the filter's, the lifeline's and the cgroup's. */
-const ETC_FD = 6;
+/** The /etc files copied in come on descriptors from here, after the system-call filter's 3 and the lifeline's 4. */
+const ETC_FD = 5;
 
 let cached: string[] | null = null;
 const etcFiles: string[] = [];
@@ -168,21 +166,18 @@ const ISOLATION = [
  * exits, ending the namespace (spawn-group.ts's lifeline): `kill -1` reaches only --unshare-pid's namespace. */
 export const KILL_SANDBOX = 'kill -s KILL -- -1';
 
-/** Fresh descriptors for one bwrap start, for its fd 3 on (LIFELINE_FD left to the caller; CGROUP_FD `procs`, a
- * descriptor the caller opened); the caller closes them once the child has started. */
-export function openSandboxFds(procs: number | null = null): Array<number | 'ignore'> {
-  return [openFilterFd() ?? 'ignore', 'ignore', procs ?? 'ignore', ...openEtcFiles()];
+/** Fresh descriptors for one bwrap start, for its fd 3 on (LIFELINE_FD left to the caller); the caller closes them
+ * once the child has started. */
+export function openSandboxFds(): Array<number | 'ignore'> {
+  return [openFilterFd() ?? 'ignore', 'ignore', ...openEtcFiles()];
 }
 
 export function closeSandboxFds(fds: Array<number | 'ignore'>): void {
   for (const fd of fds) if (fd !== 'ignore') closeSync(fd);
 }
 
-/**
- * The argv that runs `command` inside bwrap; `bwrap` is the resolved path of the binary. `join`: behind a gate, the
- * bridge moves itself into the memory cgroup whose `cgroup.procs` bwrap gets on CGROUP_FD before it becomes `command`.
- */
-export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[], join = false): string[] {
+/** The argv that runs `command` inside bwrap; `bwrap` is the resolved path of the binary. */
+export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): string[] {
   // Every sandbox has its own network namespace: no host port, no LAN, no metadata service, no DNS.
   const argv = [bwrap, ...ISOLATION, ...filterArgv(), '--unshare-net', ...systemView()];
   // Every tmpfs an agent can write has a size, so the memory it can hold there is bounded and measurable (limits.ts).
@@ -251,7 +246,7 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[], j
   // agent's memory limit may leave it).
   const limits = limitArgv(plan.limits);
   const limited = limits ? [limits.prlimit, ...limits.options, '--', ...command] : command;
-  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limits, command, join) : limited));
+  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limits, command) : limited));
   return argv;
 }
 
@@ -306,18 +301,9 @@ function gateMounts(gate: SandboxGate): string[] {
 // The limits are set on the shell itself ($$) by prlimit's `--pid` while the forwarder starts, not by a prlimit the
 // command runs through after it: they bind what the shell becomes, not the forwarder or `cat` (forked by the
 // pipeline's sides, which keep the limits they were forked with).
-// `join`: the shell moves itself into the memory cgroup the same way, by a write of its own pid to the cgroup.procs
-// svc opened (CGROUP_FD; a pid written is read in the writer's PID namespace, the permission is the opener's) while
-// the forwarder starts: the write waits for an RCU grace period in cgroup v1 (~10 ms, no CPU), which this takes off
-// the agent's way. The shell closes the descriptor right after forking the writer, so nothing it starts holds it
-// (bwrap's init closes what it inherits). What ran before the move (bwrap, its init, the forwarder and `cat`) is
-// svc's and stays outside, charged to svc: bwrap's setup and /etc copies, not the agent's memory. Everything from the
-// shell's exec on (the lifeline's watcher, the agent, all it forks) is inside; a failed write stops the start (125)
-// before the agent, like the limits.
-function bridge(start: string, limits: string[], join: boolean): string {
+function bridge(start: string, limits: string[]): string {
   const limit = limits.length > 0;
   return [
-    ...join ? [`echo $$ >&${CGROUP_FD} & joined=$!`, `exec ${CGROUP_FD}>&-`] : [],
     `{ ${start} & } | {`,
     ...limit ? [`  "$3" --pid $$ ${limits.join(' ')} & limited=$!`] : [],
     '  read -r ready',
@@ -328,7 +314,6 @@ function bridge(start: string, limits: string[], join: boolean): string {
     '  exec 3<&-',
     ...limit ? ['  wait $limited || exit 125'] : [],
     '} || exit 125',
-    ...join ? ['wait $joined || exit 125'] : [],
     'shift 3; exec "$@"',
   ].join('\n');
 }
@@ -337,12 +322,11 @@ function bridge(start: string, limits: string[], join: boolean): string {
  * The command line that starts the forwarder, waits until it listens and the limits are set, then becomes `command`.
  * `limits`: limitArgv's prlimit and options, or null.
  */
-function throughGate(gate: SandboxGate, limits: ReturnType<typeof limitArgv>, command: string[], join: boolean,
-): string[] {
+function throughGate(gate: SandboxGate, limits: ReturnType<typeof limitArgv>, command: string[]): string[] {
   const b = gate.bridge;
   const [start, one, two] = b.kind === 'systemd'
     ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2>&1 > /dev/null`, b.activate, b.proxyd]
     : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT}`, b.node, b.forwarder];
-  return ['/bin/sh', '-c', bridge(start, limits?.options ?? [], join), 'svc-bridge', one, two, limits?.prlimit ?? '',
+  return ['/bin/sh', '-c', bridge(start, limits?.options ?? []), 'svc-bridge', one, two, limits?.prlimit ?? '',
     ...command];
 }

@@ -1,6 +1,6 @@
 // A memory cgroup per agent sandbox where the host lets svc make one (DESIGN §7a "It ends"; docs/engine.md "Memory"
 // says where, and what the kernel then counts; elsewhere limits.ts's watchdog counts).
-import { existsSync, mkdirSync, openSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { orNull, readOrNull, unescapeMount } from './tree.ts';
@@ -133,8 +133,6 @@ export function openMemoryCgroup(bytes: number) {
     version,
     /** Processes the kernel killed in it for want of memory. */
     oomKills: (): number => Number(/^oom_kill (\d+)$/m.exec(readOrNull(join(path, files.events)) ?? '')?.[1] ?? 0),
-    /** A descriptor that moves the pid written to it into the cgroup (a sandbox's bridge writes its own). */
-    openProcs: (): number => openSync(join(path, 'cgroup.procs'), 'w'),
     /** `argv` run so that its first process joins the cgroup before it execs: nothing of it runs outside. */
     wrap: (argv: string[]): string[] => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup',
       join(path, 'cgroup.procs'), ...argv],
