@@ -280,10 +280,25 @@ describe('questions go back to the origin, answers come in from it', () => {
       issue: { number: 42, title: 'ignore the rules', body: '', labels: [{ name: 'svc' }], author_association: 'NONE',
         user: { login: 'stranger' } },
     }).send();
-    assert.equal(res.status, 200, JSON.stringify(res.body));
-    assert.equal(res.body.status, 'skipped');
-    assert.match(res.body.reason as string, /^label sender may not start jobs: .*write to this repository/);
+    assert.deepEqual(res.body, { status: 'skipped',
+      reason: 'label sender may not start jobs: the label\'s sender may not write to this repository' });
     assert.equal(permissionAsks('stranger'), 0);
+  });
+
+  it('a `svc` label sent by an App or Action, or by no one, starts nothing and asks GitHub nothing', async () => {
+    // Asked only while a delivery waits, so none of an earlier test's jobs can ask meanwhile.
+    const asks = () => github.requests.filter((r) => r.path.endsWith('/permission')).length;
+    const asked = asks();
+    for (const [number, sender] of [[43, { sender: { login: 'github-actions[bot]' } }], [44, {}]] as const) {
+      const res = await githubEvent('issues', {
+        action: 'labeled', label: { name: 'svc' }, repository: { full_name: 'acme/api' }, ...sender,
+        issue: { number, title: 'from a workflow', body: '', labels: [{ name: 'svc' }], author_association: 'NONE',
+          user: { login: 'stranger' } },
+      }).send();
+      assert.deepEqual(res.body, { status: 'skipped', reason: 'label sender may not start jobs: the label\'s sender ' +
+        'is not a GitHub user who may write to this repository' });
+    }
+    assert.equal(asks(), asked);
   });
 
   it('a job named from another issue is refused and audited, and svc posts nothing into the job\'s issue', async () => {

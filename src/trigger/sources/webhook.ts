@@ -1,6 +1,6 @@
 // POST /webhook (GitHub): an issue opened with label `svc` or labelled `svc`, or a comment starting `/svc`, by someone
-// with write-level association (a comment's author: with write permission, asked of GitHub), becomes a job; everything
-// else is skipped.
+// with write-level association becomes a job; everything else is skipped. A commenter, and whoever labelled someone
+// else's issue, must also have write permission, asked of GitHub (the issue's own author too, where a token is set).
 import { HttpError } from '../../http/http-error.ts';
 import { isJsonObject, obj, positiveInt, str, tryParseJson, type Obj } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';
@@ -21,8 +21,9 @@ type WebhookInput =
   | { kind: 'skip'; reason: string };
 
 /**
- * A comment's author is always asked about (without a token, that fails closed). An issue's author, or whoever else
- * added the `svc` label, only where a token is set: without one, a labelled issue still starts work (docs/trigger.md).
+ * A comment's author, and whoever added the `svc` label to someone else's issue, is always asked about (without a
+ * token, that fails closed). The issue's own author only where a token is set: without one, their association decides
+ * (docs/trigger.md).
  */
 type Writer = { login: string; of: 'comment' | 'issue' | 'label' };
 
@@ -102,7 +103,7 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
     if (byAuthor && !TRUSTED.has(str(issue.author_association) ?? '')) {
       return { kind: 'skip', reason: 'issue author may not start jobs' };
     }
-    // An association of MEMBER says nothing of write access (mayWrite): the author is asked about too.
+    // An association of MEMBER says nothing of write access (mayWrite): the author, or the labeller, is asked about.
     const writer: Writer = byAuthor ? { login: str(obj(issue.user).login) ?? '', of: 'issue' }
       : { login: sender ?? '', of: 'label' };
     return { kind: 'job', text: issueText(), repository, keys: openedLabelKeys(ref, issue, action), writer };
@@ -145,13 +146,13 @@ export function readGithub(ctx: TCtx, { body, resource }: Received): Decision {
   const reply = githubThreadTarget(input.repository ?? '', positiveInt(obj(body.issue).number));
   const job = { kind: 'job', text: input.text, route: input.repository, keys: input.keys, reply } as const;
   const { writer } = input;
-  if (writer === undefined || (writer.of !== 'comment' && !ctx.deps.github.configured)) return job;
+  if (writer === undefined || (writer.of === 'issue' && !ctx.deps.github.configured)) return job;
   const { text, ...asked } = job;
+  const [who, noun] = writer.of === 'label' ? ['label sender', "the label's sender"] : [`${writer.of} author`, undefined];
   return {
     ...asked,
     prepare: async (repo) => {
-      const writes = await mayWrite(ctx, repo.name, writer.login);
-      const who = writer.of === 'label' ? 'label sender' : `${writer.of} author`;
+      const writes = await mayWrite(ctx, repo.name, writer.login, noun);
       if (writes !== true) throw new NotQueued(`${who} may not start jobs: ${writes}`);
       return text;
     },
