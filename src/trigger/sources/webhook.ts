@@ -148,7 +148,8 @@ export function readGithub(ctx: TCtx, { body, resource }: Received): Decision {
   const { writer } = input;
   if (writer === undefined || (writer.of === 'issue' && !ctx.deps.github.configured)) return job;
   const { text, ...asked } = job;
-  const [who, noun] = writer.of === 'label' ? ['label sender', "the label's sender"] : [`${writer.of} author`, undefined];
+  const label = writer.of === 'label';
+  const [who, noun] = label ? ['label sender', "the label's sender"] : [`${writer.of} author`, undefined];
   return {
     ...asked,
     prepare: async (repo) => {
