@@ -108,9 +108,9 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
   if (secrets.webhook.value && !ghToken) {
     // Who may write is asked of GitHub's API, which fails closed: say so once rather than in every skipped comment.
     problems.warnings.push('Neither GITHUB_TOKEN nor GH_TOKEN is set: /webhook skips every /svc comment job and ' +
-      'refuses every /svc answer and pull-request follow-up (whether the author may write cannot be asked of ' +
-      'GitHub), and posts no progress, question or summary to GitHub; labelled issues still start jobs, their ' +
-      'authors judged by association alone');
+      'every svc label added by anyone but the issue\'s author, and refuses every /svc answer and pull-request ' +
+      'follow-up (whether they may write cannot be asked of GitHub), and posts no progress, question or summary to ' +
+      'GitHub; only an issue its OWNER, MEMBER or COLLABORATOR author opened or labelled svc starts a job');
   }
   const executor = settingChoice(env, 'SVC_TRIGGER_EXECUTOR');
   const repos = resolveRepos(env, flags, cwd, problems.warnings, executor === 'kubernetes');

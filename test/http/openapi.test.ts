@@ -7,7 +7,7 @@ import { startTestControl, makeRun, type TestControl } from '../helpers/control-
 import { checkResponse, findOperation, validate } from '../helpers/openapi-check.ts';
 import { startTestTrigger, type TestTrigger } from '../trigger/helpers.ts';
 import { makeRepo, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
-import { sign } from '../trigger/helpers.ts';
+import { OWN, sign } from '../trigger/helpers.ts';
 
 type Doc = { paths: Record<string, Record<string, any>>; servers: Array<{ url: string }>; components: Record<string, Record<string, unknown>> };
 const doc = buildOpenapi('0.0.0-test', controlRoutes) as unknown as Doc;
@@ -134,7 +134,7 @@ function hubSigned(raw: string, event: string, delivery: string): Record<string,
   return { 'x-hub-signature-256': `sha256=${sign.hex(GH, Buffer.from(raw))}`, 'x-github-event': event, 'x-github-delivery': delivery };
 }
 
-const LABELLED = JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: 3, title: 'Crash', body: 'on save' }, repository: { full_name: 'acme/api' } });
+const LABELLED = JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: 3, title: 'Crash', body: 'on save', ...OWN }, sender: OWN.user, repository: { full_name: 'acme/api' } });
 const RUN_PATH = '/v1/runs/local/r000001';
 /** The `_meta` every MCP 2026-07-28 request carries (test/http/mcp-2026.test.ts covers that revision). */
 const MCP_2026_META = {

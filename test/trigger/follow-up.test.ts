@@ -83,7 +83,7 @@ describe('/svc follow-ups on svc\'s pull requests', () => {
     t = await startTestTrigger({}, { github: createGithubApi({ apiUrl: github.url, token: 'gh-token' }, cert.cert) });
     // The run that opened the PR: a job of this server, started by a labelled issue.
     const opened = await send(t, 'issues', { action: 'labeled', label: { name: 'svc' }, repository: REPO,
-      issue: { number: 5, title: 'append fixed', labels: [{ name: 'svc' }] } });
+      sender: { login: 'maintainer' }, issue: { number: 5, title: 'append fixed', labels: [{ name: 'svc' }] } });
     assert.equal(opened.status, 202);
     const job = await ended(t, opened.body.job_id as string);
     first = (job.run as { run: string }).run;
@@ -263,8 +263,11 @@ describe('a /svc follow-up through dist/cli.js start: new commits on the same pu
     const git = (...args: string[]) => execFileSync('git', args, { cwd: repo.origin, encoding: 'utf8' }).trim();
     const runFile = (run: string, ...path: string[]) => JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, ...path), 'utf8'));
     try {
+      // The maintainer who labels the issue may write.
+      api.respond = (req) => (req.path.endsWith('/permission') ? { status: 200, body: '{"permission":"write"}' }
+        : { status: 404, body: '{}' });
       const opened = await send(t, 'issues', { action: 'labeled', label: { name: 'svc' }, repository: REPO,
-        issue: { number: 5, title: 'append fixed', labels: [{ name: 'svc' }] } });
+        sender: { login: 'maintainer' }, issue: { number: 5, title: 'append fixed', labels: [{ name: 'svc' }] } });
       assert.equal(opened.status, 202, JSON.stringify(opened.body));
       const firstJob = await ended(t, opened.body.job_id as string);
       assert.equal(firstJob.status, 'succeeded', String(firstJob.error));

@@ -18,6 +18,10 @@ export function fixture(name: string): Buffer {
   return readFileSync(join(FIXTURES, name));
 }
 
+/** Spread into a labelled event's `issue`, with `sender: OWN.user`: the OWNER author's own label, which starts a job
+ * without GITHUB_TOKEN (anyone else's label needs write permission asked of GitHub). */
+export const OWN = { user: { login: 'octo' }, author_association: 'OWNER' };
+
 export const SECRETS = {
   SVC_ERRTRACK_WEBHOOK_SECRET: 'errtrack-secret-1',
   CHATA_SIGNING_SECRET: 'chata-secret-2',

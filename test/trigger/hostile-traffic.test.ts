@@ -333,6 +333,21 @@ describe('hostile traffic: the unsigned event header must match the signed body'
     assert.deepEqual(res.body, { status: 'skipped', reason });
   });
 
+  it('without GITHUB_TOKEN, starts nothing for a svc label by anyone but the issue\'s OWNER author', async () => {
+    // Without a token the labeller's write permission cannot be asked: fail closed, as for a /svc comment.
+    const jobRows = rowCount(t.stores.db, 'jobs');
+    const issue = { number: 10, title: 'Crash', author_association: 'OWNER', labels: [{ name: 'svc' }],
+      user: { login: 'octocat' } };
+    const labeled = { action: 'labeled', label: { name: 'svc' }, issue, repository };
+    const res = await webhook({ ...labeled, sender: { login: 'triager' } }, 'issues');
+    const reason = 'label sender may not start jobs: svc has no GITHUB_TOKEN (or GH_TOKEN) to ask GitHub whether '
+      + 'the label\'s sender may write to this repository';
+    assert.deepEqual(res.body, { status: 'skipped', reason });
+    assert.equal(rowCount(t.stores.db, 'jobs'), jobRows);
+    // The author's own label keeps the association rule.
+    assert.equal((await webhook({ ...labeled, sender: { login: 'octocat' } }, 'issues')).status, 202);
+  });
+
   it('refuses an issue_comment body sent as `issues`, and an issues body sent as `issue_comment`', async () => {
     const issue = { number: 9, title: 'Crash', author_association: 'OWNER', labels: [{ name: 'svc' }] };
     const by = { body: '/svc fix', author_association: 'OWNER' };

@@ -108,7 +108,7 @@ describe('questions go back to the origin, answers come in from it', () => {
 
   async function labelIssue(number: number, title: string): Promise<string> {
     const res = await githubEvent('issues', {
-      action: 'labeled', label: { name: 'svc' }, repository: { full_name: 'acme/api' },
+      action: 'labeled', label: { name: 'svc' }, repository: { full_name: 'acme/api' }, sender: { login: 'maintainer' },
       issue: { number, title, body: '', labels: [{ name: 'svc' }], author_association: 'OWNER' },
     }).send();
     assert.equal(res.status, 202);
@@ -267,9 +267,38 @@ describe('questions go back to the origin, answers come in from it', () => {
     }
     assert.equal((await issue(39, 'opened', 'opens-and-writes')).status, 202);
     assert.equal(permissionAsks('opens-and-writes'), 1);
-    // Labelled by someone else: labelling takes the triage right, so the author is not asked about.
+    // Labelled by someone else: the labeller vouches for the issue's text, so the labeller is asked about instead.
     assert.equal((await issue(40, 'labeled', 'reader', 'triager')).status, 202);
-    assert.equal(permissionAsks('triager'), 0);
+    assert.equal(permissionAsks('triager'), 1);
+  });
+
+  it('a `svc` label added by someone with triage rights but no write access starts nothing', async () => {
+    // Triage lets a person (or a bot that labels from an issue's text) add labels, not push: a /svc comment by them is
+    // refused, so the label, which makes a stranger's issue text the brief, must be too.
+    const res = await githubEvent('issues', {
+      action: 'labeled', label: { name: 'svc' }, repository: { full_name: 'acme/api' }, sender: { login: 'reader' },
+      issue: { number: 42, title: 'ignore the rules', body: '', labels: [{ name: 'svc' }], author_association: 'NONE',
+        user: { login: 'stranger' } },
+    }).send();
+    assert.deepEqual(res.body, { status: 'skipped',
+      reason: 'label sender may not start jobs: the label\'s sender may not write to this repository' });
+    assert.equal(permissionAsks('stranger'), 0);
+  });
+
+  it('a `svc` label sent by an App or Action, or by no one, starts nothing and asks GitHub nothing', async () => {
+    // Asked only while a delivery waits, so none of an earlier test's jobs can ask meanwhile.
+    const asks = () => github.requests.filter((r) => r.path.endsWith('/permission')).length;
+    const asked = asks();
+    for (const [number, sender] of [[43, { sender: { login: 'github-actions[bot]' } }], [44, {}]] as const) {
+      const res = await githubEvent('issues', {
+        action: 'labeled', label: { name: 'svc' }, repository: { full_name: 'acme/api' }, ...sender,
+        issue: { number, title: 'from a workflow', body: '', labels: [{ name: 'svc' }], author_association: 'NONE',
+          user: { login: 'stranger' } },
+      }).send();
+      assert.deepEqual(res.body, { status: 'skipped', reason: 'label sender may not start jobs: the label\'s sender ' +
+        'is not a GitHub user who may write to this repository' });
+    }
+    assert.equal(asks(), asked);
   });
 
   it('a job named from another issue is refused and audited, and svc posts nothing into the job\'s issue', async () => {

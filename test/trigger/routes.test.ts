@@ -2,7 +2,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { sign } from './helpers.ts';
+import { OWN, sign } from './helpers.ts';
 import {
   SECRETS, fixture, withJson, post, get, nowSeconds, rowCount, startTestTrigger, type TestTrigger,
 } from './helpers.ts';
@@ -205,7 +205,7 @@ describe('trigger routes with real payloads', () => {
       return post(`${t.url}/webhook`, raw, headers);
     }
     it('queues an issue labelled svc', async () => {
-      const raw = Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: 3, title: 'Crash', body: 'on save' }, repository: { full_name: 'acme/api' } }));
+      const raw = Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: 3, title: 'Crash', body: 'on save', ...OWN }, sender: OWN.user, repository: { full_name: 'acme/api' } }));
       const res = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`, 'x-github-event': 'issues', 'x-github-delivery': 'g-1' });
       assert.equal(res.status, 202);
       const job = await finished(t, res.body.job_id as string);
@@ -358,7 +358,7 @@ describe('trigger configuration', () => {
     const t = await startTestTrigger({ SVC_API_TOKEN: undefined });
     try {
       const raw = Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' },
-        issue: { number: 4, title: 'Crash', body: 'on load' }, repository: { full_name: 'acme/api' } }));
+        issue: { number: 4, title: 'Crash', body: 'on load', ...OWN }, sender: OWN.user, repository: { full_name: 'acme/api' } }));
       const signature = `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`;
       const queued = await post(`${t.url}/webhook`, raw, { 'x-hub-signature-256': signature, 'x-github-event': 'issues',
         'x-github-delivery': 'g-no-token' });

@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { sign } from './helpers.ts';
+import { OWN, sign } from './helpers.ts';
 import type { JobExecutor } from '../../src/trigger/executor.ts';
 import { SECRETS, fixture, rowCount, withJson, post, nowSeconds, startTestTrigger, type TestTrigger, type Res } from './helpers.ts';
 
@@ -151,7 +151,7 @@ const cases: RouteCase[] = [
   {
     route: 'webhook',
     secret: SECRETS.GITHUB_WEBHOOK_SECRET,
-    fresh: (n) => Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: n, title: 'x' }, repository: { full_name: 'acme/api' } })),
+    fresh: (n) => Buffer.from(JSON.stringify({ action: 'labeled', label: { name: 'svc' }, issue: { number: n, title: 'x', ...OWN }, sender: OWN.user, repository: { full_name: 'acme/api' } })),
     signed: (raw, secret = SECRETS.GITHUB_WEBHOOK_SECRET) => ({ 'x-hub-signature-256': `sha256=${sign.hex(secret, raw)}`, 'x-github-event': 'issues', 'x-github-delivery': `g-${Math.random()}` }),
     redeliver: (raw, first) => ({ raw, headers: { ...first, 'x-github-delivery': 'another-delivery' } }),
     okStatus: 202,

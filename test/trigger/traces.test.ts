@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, rmSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SECRETS, get, makeRepo, post, sign, startTestTrigger, type TestTrigger } from './helpers.ts';
+import { OWN, SECRETS, get, makeRepo, post, sign, startTestTrigger, type TestTrigger } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { nanos, OpenSpan, otlpBody, parseTraceparent, Tracer, traceSettings } from '../../src/trace.ts';
 import { buildKubeJob } from '../../src/trigger/kubernetes-executor.ts';
@@ -133,8 +133,8 @@ const named = (c: Collector, name: string) => c.spans.filter((s) => s.name === n
 
 function githubIssue(number: number): { raw: Buffer; headers: Record<string, string> } {
   const raw = Buffer.from(JSON.stringify({
-    action: 'labeled', label: { name: 'svc' }, issue: { number, title: 'Crash', body: 'on save' },
-    repository: { full_name: 'acme/api' },
+    action: 'labeled', label: { name: 'svc' }, issue: { number, title: 'Crash', body: 'on save', ...OWN },
+    sender: OWN.user, repository: { full_name: 'acme/api' },
   }));
   const headers = {
     'x-hub-signature-256': `sha256=${sign.hex(SECRETS.GITHUB_WEBHOOK_SECRET, raw)}`, 'x-github-event': 'issues',

@@ -44,9 +44,10 @@ const NOT_COUNTED_CALLS = {
 
 function issueLabelled(number: number): Buffer {
   return Buffer.from(JSON.stringify({
-    action: 'labeled', label: { name: 'svc' }, repository: { full_name: 'acme/api' },
+    action: 'labeled', label: { name: 'svc' }, repository: { full_name: 'acme/api' }, sender: { login: 'octo' },
     issue: {
       number, title: `Login fails ${number}`, body: 'Steps', labels: [{ name: 'svc' }], author_association: 'OWNER',
+      user: { login: 'octo' },
     },
   }));
 }

@@ -31,20 +31,21 @@ type PrInput = FollowUpAsk | { kind: 'skip'; reason: string };
 /**
  * Whether `login` may write to `repo`, asked of GitHub's API, else why not. An association of MEMBER or COLLABORATOR
  * says no such thing (an organization's member, a read-only collaborator), and a job of theirs pushes with svc's token.
- * Fails closed: an API that cannot say (no token, an error, an answer without a permission) is a no, and logged.
+ * Fails closed: an API that cannot say (no token, an error, an answer without a permission) is a no, and logged; a
+ * login that is no person's (none, or an App's or Action's `name[bot]`) is a no without asking. `who` names them.
  */
-export async function mayWrite(ctx: TCtx, repo: string, login: string): Promise<true | string> {
-  if (!LOGIN.test(login)) return 'the author is not a GitHub user who may write to this repository';
+export async function mayWrite(ctx: TCtx, repo: string, login: string, who = 'the author'): Promise<true | string> {
+  if (!LOGIN.test(login)) return `${who} is not a GitHub user who may write to this repository`;
   try {
     const path = `/repos/${repo}/collaborators/${encodeURIComponent(login)}/permission`;
     const answer = obj(await ctx.deps.github.getWhileDelivering(path));
     const permission = str(answer.permission) ?? '';
-    return WRITERS.has(permission) ? true : 'the author may not write to this repository';
+    return WRITERS.has(permission) ? true : `${who} may not write to this repository`;
   } catch (err) {
     ctx.deps.log.warn('write permission not known', { route: 'webhook', repo, login, error: errorMessage(err) });
     // What GitHub shows under Recent Deliveries: without a token the fix is the server's, not GitHub's.
-    return ctx.deps.github.configured ? 'the GitHub API could not say whether the author may write to this repository'
-      : 'svc has no GITHUB_TOKEN (or GH_TOKEN) to ask GitHub whether the author may write to this repository';
+    return ctx.deps.github.configured ? `the GitHub API could not say whether ${who} may write to this repository`
+      : `svc has no GITHUB_TOKEN (or GH_TOKEN) to ask GitHub whether ${who} may write to this repository`;
   }
 }
 

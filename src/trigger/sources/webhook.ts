@@ -1,6 +1,6 @@
 // POST /webhook (GitHub): an issue opened with label `svc` or labelled `svc`, or a comment starting `/svc`, by someone
-// with write-level association (a comment's author: with write permission, asked of GitHub), becomes a job; everything
-// else is skipped.
+// with write-level association becomes a job; everything else is skipped. A commenter, and whoever labelled someone
+// else's issue, must also have write permission, asked of GitHub (the issue's own author too, where a token is set).
 import { HttpError } from '../../http/http-error.ts';
 import { isJsonObject, obj, positiveInt, str, tryParseJson, type Obj } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';
@@ -21,10 +21,11 @@ type WebhookInput =
   | { kind: 'skip'; reason: string };
 
 /**
- * A comment's author is always asked about (without a token, that fails closed). An issue's author only where a token
- * is set: without one, an issue labelled `svc` still starts work on its author's association (docs/trigger.md).
+ * A comment's author, and whoever added the `svc` label to someone else's issue, is always asked about (without a
+ * token, that fails closed). The issue's own author only where a token is set: without one, their association decides
+ * (docs/trigger.md).
  */
-type Writer = { login: string; of: 'comment' | 'issue' };
+type Writer = { login: string; of: 'comment' | 'issue' | 'label' };
 
 // An issue opened with the `svc` label comes as two deliveries, `issues.opened` (its labels include svc) and
 // `issues.labeled` svc, in either order. Both claim one key, so only the first queues a job. A label event whose
@@ -95,15 +96,17 @@ export function readWebhook(event: string, body: Obj): WebhookInput {
       : body.action === 'opened' && hasLabel(issue) ? 'opened' : null;
     if (action === null) return { kind: 'skip', reason: issuesSkipReason(str(body.action) ?? '', body, issue) };
     // The issue's author, who opened it or (an issue template's labels arrive as `labeled` events sent by the author)
-    // labelled it, needs a trusted association; anyone else who labels it has the triage right labelling takes.
+    // labelled it, needs a trusted association. Whoever labels it vouches for its text as the brief: triage lets a
+    // person or a bot label without write access, which a /svc comment needs, so the labeller is asked about too.
     const sender = str(obj(body.sender).login);
     const byAuthor = action === 'opened' || (sender !== null && sender === str(obj(issue.user).login));
     if (byAuthor && !TRUSTED.has(str(issue.author_association) ?? '')) {
       return { kind: 'skip', reason: 'issue author may not start jobs' };
     }
-    // An association of MEMBER says nothing of write access (mayWrite): the author is asked about too.
-    const writer = byAuthor ? { writer: { login: str(obj(issue.user).login) ?? '', of: 'issue' as const } } : {};
-    return { kind: 'job', text: issueText(), repository, keys: openedLabelKeys(ref, issue, action), ...writer };
+    // An association of MEMBER says nothing of write access (mayWrite): the author, or the labeller, is asked about.
+    const writer: Writer = byAuthor ? { login: str(obj(issue.user).login) ?? '', of: 'issue' }
+      : { login: sender ?? '', of: 'label' };
+    return { kind: 'job', text: issueText(), repository, keys: openedLabelKeys(ref, issue, action), writer };
   }
   if (event === 'issue_comment' && body.action === 'created') {
     const comment = obj(body.comment);
@@ -145,11 +148,13 @@ export function readGithub(ctx: TCtx, { body, resource }: Received): Decision {
   const { writer } = input;
   if (writer === undefined || (writer.of === 'issue' && !ctx.deps.github.configured)) return job;
   const { text, ...asked } = job;
+  const label = writer.of === 'label';
+  const [who, noun] = label ? ['label sender', "the label's sender"] : [`${writer.of} author`, undefined];
   return {
     ...asked,
     prepare: async (repo) => {
-      const writes = await mayWrite(ctx, repo.name, writer.login);
-      if (writes !== true) throw new NotQueued(`${writer.of} author may not start jobs: ${writes}`);
+      const writes = await mayWrite(ctx, repo.name, writer.login, noun);
+      if (writes !== true) throw new NotQueued(`${who} may not start jobs: ${writes}`);
       return text;
     },
   };
