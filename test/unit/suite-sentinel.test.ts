@@ -78,6 +78,12 @@ it('leaves folders in its temp dir', () => {
   execFileSync(process.execPath, ['-e', child]);
 });
 `,
+  // Reaches nothing; leaves a timer running after its test, which would keep its process alive forever.
+  'holds.test.ts': `import { it } from 'node:test';
+it('starts a timer it never stops', () => {
+  setInterval(() => {}, 1000);
+});
+`,
   // Reaches nothing; sees the suite's HOME, not the one the runner was started with.
   'quiet.test.ts': `import { it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -111,11 +117,12 @@ describe('the test runner guard', () => {
 
   const skip = { skip: bwrapWorks ? false : 'bwrap cannot run here (a network namespace of its own holds 47821)' };
   /** The runner on the fixtures whose names hold one of `files`, started from the user's HOME in a new namespace. */
-  const runner = (...files: string[]) => {
+  const runner = (...files: string[]) => runnerWith({}, ...files);
+  const runnerWith = (extra: NodeJS.ProcessEnv, ...files: string[]) => {
     const inside = [process.execPath, join(ROOT, 'scripts', 'test.js'), ...files];
     const bwrap = ['--dev-bind', '/', '/', '--unshare-net', '--die-with-parent', '--', ...inside];
     // Its temp dir is this test's folder: the runner's tsc keeps its compile cache there (node-compile-cache).
-    const env: NodeJS.ProcessEnv = { ...process.env, HOME: USER_HOME, TMPDIR: dir };
+    const env: NodeJS.ProcessEnv = { ...process.env, HOME: USER_HOME, TMPDIR: dir, ...extra };
     delete env.NODE_TEST_CONTEXT; // set for a test file's children: a node --test there would run nothing
     return runChild('bwrap', bwrap, { env, cwd: join(dir, 'checkout') });
   };
@@ -151,5 +158,16 @@ describe('the test runner guard', () => {
     assert.match(r.stderr, /^ {2}test\/leaves-tmp\.test\.ts: \$TMPDIR\/svc-child, \$TMPDIR\/svc-left$/m);
     assert.doesNotMatch(r.stderr, /quiet|reached/);
     assert.deepEqual(readdirSync(USER_HOME), ['.svc']);
+  });
+
+  // Before, node --test waited for such a file's process forever, and so did the suite (this test timed out).
+  it('fails a run whose test file is still running after its last test, naming what holds it', skip, async () => {
+    const r = await runnerWith({ SVC_TEST_HELD_MS: '1000' }, 'holds', 'quiet');
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /✔ starts a timer it never stops/);
+    assert.match(r.stdout, /✔ finds no token of the user/);
+    const output = r.stdout + r.stderr;
+    assert.match(output, /✖ test\/holds\.test\.ts: still running 1 s after its last test, held by: .*Timeout/);
+    assert.doesNotMatch(output, /quiet\.test\.ts: still running/);
   });
 });
