@@ -33,7 +33,8 @@ function openFilesLimit(): number {
   return hard === undefined ? OPEN_FILES : Math.min(OPEN_FILES, Number(hard));
 }
 
-/** util-linux's prlimit and its options that apply a sandbox's limits (svc's numbers, so a script may name them). */
+/** util-linux's prlimit, its options that apply a sandbox's limits (svc's numbers, so a script may name them), and
+ * the one limit set apart. */
 export interface LimitArgv {
   prlimit: string;
   /**
@@ -42,8 +43,8 @@ export interface LimitArgv {
    * namespace it counted the uid's processes across the host (forks failed at 13 in the sandbox with 40 as nobody).
    */
   every: string[];
-  /** For the command alone: RLIMIT_DATA, under which a node forwarder could not start (memory_mb may be 1). */
-  command: string[];
+  /** RLIMIT_DATA, in bytes, for the command alone: a node forwarder could not start under it (memory_mb may be 1). */
+  dataBytes: number;
 }
 
 /** limitArgv for `limits`; null where prlimit is missing. */
@@ -54,7 +55,7 @@ export function limitArgv(limits: SandboxLimits): LimitArgv | null {
   return {
     prlimit,
     every: [`--nproc=${limits.processes}`, `--fsize=${limits.fileBytes}`, `--nofile=${openFiles}`, '--core=0'],
-    command: [`--data=${limits.memoryBytes}`],
+    dataBytes: limits.memoryBytes,
   };
 }
 

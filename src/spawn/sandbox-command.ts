@@ -4,7 +4,7 @@
 import { existsSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { limitArgv, type LimitArgv, type SandboxLimits } from './limits.ts';
+import { limitArgv, type SandboxLimits } from './limits.ts';
 
 // The sandbox's only route out (DESIGN §7a, docs/gate.md "Interface"): a forwarder on its own loopback passes each
 // connection to the egress gate's Unix socket, bound in; systemd's activator where the host has it (listening within
@@ -53,9 +53,9 @@ export function gateMounts(gate: SandboxGate): string[] {
  */
 export function sandboxCommand(limits: SandboxLimits, gate: SandboxGate | null, command: string[]): string[] {
   const argv = limitArgv(limits);
-  const inner = gate ? throughGate(gate, argv, command) : command;
-  if (!argv) return inner;
-  return [argv.prlimit, ...argv.every, ...gate ? [] : argv.command, '--', ...inner];
+  if (!argv) return gate ? throughGate(gate, null, command) : command;
+  if (gate) return [argv.prlimit, ...argv.every, '--', ...throughGate(gate, argv.dataBytes, command)];
+  return [argv.prlimit, ...argv.every, `--data=${argv.dataBytes}`, '--', ...command];
 }
 
 // svc's forwarder prints its port once it listens, systemd's activator "Listening on …" on stderr (and more on each
@@ -66,33 +66,31 @@ export function sandboxCommand(limits: SandboxLimits, gate: SandboxGate | null, 
 // the pipe. An asynchronous command's stdin is /dev/null in a shell without job control, so `cat` gets the pipe by
 // another descriptor, which the shell then closes: dash, bash and busybox ash run a pipeline's last part in a
 // subshell, but ksh and zsh run it in the shell itself, which would keep the pipe on that descriptor into the command.
-// The shell already carries every limit but the command's own (sandboxCommand), which is set on it ($$) by prlimit's
-// `--pid` while the forwarder starts, not by a prlimit the command runs through after it: it binds what the shell
-// becomes, not the forwarder or `cat` (forked by the pipeline's sides, which keep the limits they were forked with).
-function bridge(start: string, commandLimits: string[]): string {
-  const limit = commandLimits.length > 0;
+// The shell already carries every limit but the command's own RLIMIT_DATA (sandboxCommand), which it then puts on
+// itself with its `ulimit -d` (KiB, soft and hard, in dash, bash, busybox ash, ksh and zsh alike) before it becomes
+// the command: no process more on the agent's way (a `prlimit --pid` beside the forwarder cost ~1.5 ms of CPU a start).
+function bridge(start: string, dataBytes: number | null): string {
   return [
     `{ ${start} & } | {`,
-    ...limit ? [`  "$3" --pid $$ ${commandLimits.join(' ')} & limited=$!`] : [],
     '  read -r ready',
     '  case "$ready" in [0-9]*|Listening*) ;;',
     '    *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
     '  esac',
     '  exec 3<&0; cat <&3 > /dev/null 3<&- &',
     '  exec 3<&-',
-    ...limit ? ['  wait $limited || exit 125'] : [],
     '} || exit 125',
-    'shift 3; exec "$@"',
+    // A number only (NaN, which no shell takes, fails the start as a refused limit does).
+    ...dataBytes === null ? [] : [`ulimit -d ${Math.floor(dataBytes / 1024)} || exit 125`],
+    'shift 2; exec "$@"',
   ].join('\n');
 }
 
-/** The command line that starts the forwarder, waits until it listens and the command's limits are set, then
- * becomes `command`. */
-function throughGate(gate: SandboxGate, limits: LimitArgv | null, command: string[]): string[] {
+/** The command line that starts the forwarder, waits until it listens, puts RLIMIT_DATA (`dataBytes`, or none) on
+ * itself, then becomes `command`. */
+function throughGate(gate: SandboxGate, dataBytes: number | null, command: string[]): string[] {
   const b = gate.bridge;
   const [start, one, two] = b.kind === 'systemd'
     ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2>&1 > /dev/null`, b.activate, b.proxyd]
     : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT}`, b.node, b.forwarder];
-  return ['/bin/sh', '-c', bridge(start, limits?.command ?? []), 'svc-bridge', one, two, limits?.prlimit ?? '',
-    ...command];
+  return ['/bin/sh', '-c', bridge(start, dataBytes), 'svc-bridge', one, two, ...command];
 }

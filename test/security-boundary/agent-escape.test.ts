@@ -63,7 +63,8 @@ common=$(git rev-parse --path-format=absolute --git-common-dir)
   (echo x > /planted) 2>/dev/null && echo "root:written" || echo "root:read-only"
   (exec 3<>/proc/1/mem) 2>/dev/null && echo "init-mem:opened" || echo "init-mem:refused"
   for p in /proc/[0-9]*; do
-    echo "nproc:\${p#/proc/}:$(sed -n 's/^Max processes *\\([0-9a-z]*\\).*/\\1/p' "$p/limits" 2>/dev/null):$(readlink "$p/exe")"
+    nproc=$(sed -n 's/^Max processes *\\([0-9a-z]*\\).*/\\1/p' "$p/limits" 2>/dev/null)
+    echo "nproc:\${p#/proc/}:$nproc:$(readlink "$p/exe")"
   done
 } > found.txt
 `;
@@ -256,7 +257,8 @@ function suite(asNobody: boolean): void {
       assert.ok(found.includes(line), `${line} in\n${found}`);
     }
     // Every process the agent can see carries the process limit: its own, the gate's forwarder and drain, the
-    // lifeline's watcher (bwrap's init, which carries none, is masked). One gone before its limits were read is left out.
+    // lifeline's watcher (bwrap's init, which carries none, is masked). One gone before its limits were read is left
+    // out.
     const seen = [...found.matchAll(/^nproc:(\d+):(\w*):(.*)$/gm)].filter((m) => m[2] !== '');
     assert.ok(seen.length >= 4 && !seen.some((m) => m[1] === '1'), found);
     for (const [line, , nproc] of seen) assert.equal(nproc, '1024', line);
