@@ -10,7 +10,7 @@ import { parseGatePolicy, parseHostPattern, repositoryAllow, type GatePolicy } f
 import { OPERATOR_FILES } from './config.ts';
 import { MODEL_APIS, modelRoutesFromEnv, routeOrigins, type ModelRoute } from '../gate/model-apis.ts';
 import { readEgressRecord, summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
-import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/bwrap-argv.ts';
+import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-command.ts';
 import { errorMessage } from '../errors.ts';
 import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
 import { loadPriceTable } from '../gate/prices.ts';

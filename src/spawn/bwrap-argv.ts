@@ -3,11 +3,11 @@
 // and a later mount covers an earlier one, so the order of the steps in bwrapArgv is the policy. The seccomp filter
 // comes on descriptor 3 and the /etc files from 5 on (4 is the caller's): whoever starts this argv passes
 // openSandboxFds() there.
-import { closeSync, existsSync, openSync, readlinkSync, realpathSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readlinkSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { BadSettingError } from '../errors.ts';
-import { limitArgv, type SandboxLimits } from './limits.ts';
+import type { SandboxLimits } from './limits.ts';
+import { gateMounts, sandboxCommand, type SandboxGate } from './sandbox-command.ts';
 import { filterArgv, openFilterFd } from './seccomp.ts';
 import { pathKind, realOrNull } from './tree.ts';
 
@@ -162,6 +162,13 @@ const ISOLATION = [
   '--new-session', // no TIOCSTI into a terminal svc may hold
 ];
 
+/**
+ * Covers /proc/1 with an empty read-only tmpfs. The namespace's init is bwrap's own, which carries none of the
+ * sandbox's rlimits and takes the filter only after it forked the command (bwrap's do_init): its /proc/1/mem, which
+ * a process of the same uid may open read-write, would let the agent rewrite it. Nothing svc runs inside reads it.
+ */
+const INIT_MASK = ['--tmpfs', '/proc/1', '--remount-ro', '/proc/1'];
+
 /** A shell's command run inside the sandbox that SIGKILLs every process there but itself and the init, which then
  * exits, ending the namespace (spawn-group.ts's lifeline): `kill -1` reaches only --unshare-pid's namespace. */
 export const KILL_SANDBOX = 'kill -s KILL -- -1';
@@ -182,7 +189,8 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   const argv = [bwrap, ...ISOLATION, ...filterArgv(), '--unshare-net', ...systemView()];
   // Every tmpfs an agent can write has a size, so the memory it can hold there is bounded and measurable (limits.ts).
   const tmp = String(plan.limits.tmpBytes);
-  argv.push('--dev', '/dev', '--size', tmp, '--tmpfs', '/dev/shm', '--proc', '/proc', '--size', tmp, '--tmpfs', '/tmp');
+  argv.push('--dev', '/dev', '--size', tmp, '--tmpfs', '/dev/shm', '--proc', '/proc', ...INIT_MASK);
+  argv.push('--size', tmp, '--tmpfs', '/tmp');
   // HOME is an empty private tmpfs, also inside a system folder (/usr/local/svc), where the system view shows it.
   const home = planHome(plan);
   if (home) refuseSystemHome(home);
@@ -242,91 +250,6 @@ export function bwrapArgv(bwrap: string, plan: SandboxPlan, command: string[]): 
   const gate = plan.network === 'none' ? null : plan.network;
   if (gate) argv.push(...gateMounts(gate));
   argv.push('--remount-ro', '/dev', '--remount-ro', '/');
-  // The limits bind the agent's command, not svc's forwarder (a node process needs more address space than an
-  // agent's memory limit may leave it).
-  const limits = limitArgv(plan.limits);
-  const limited = limits ? [limits.prlimit, ...limits.options, '--', ...command] : command;
-  argv.push('--chdir', plan.cwd, '--', ...(gate ? throughGate(gate, limits, command) : limited));
+  argv.push('--chdir', plan.cwd, '--', ...sandboxCommand(plan.limits, gate, command));
   return argv;
-}
-
-// The sandbox's only route out (DESIGN §7a, docs/gate.md "Interface"): a forwarder on its own loopback passes each
-// connection to the egress gate's Unix socket, bound in; systemd's activator where the host has it (listening within
-// a millisecond), else svc's own (src/gate/forwarder.ts, ~30 ms). The command starts only once it listens.
-
-/** The egress gate as a sandbox sees it: the host path of its socket, and the forwarder that bridges it in. */
-export interface SandboxGate {
-  socket: string;
-  bridge: { kind: 'systemd'; activate: string; proxyd: string } | { kind: 'node'; node: string; forwarder: string };
-}
-
-const GATE_SOCKET_INSIDE = '/run/svc/gate.sock';
-/** The forwarder's port on the sandbox's own loopback (nothing else listens there). */
-const FORWARDER_PORT = 3128;
-export const PROXY_URL = `http://127.0.0.1:${FORWARDER_PORT}`;
-/** Model APIs are reached by name, so NO_PROXY can exempt them without exempting the host's loopback addresses. */
-export const MODEL_BASE = `http://localhost:${FORWARDER_PORT}/_model`;
-
-const ACTIVATE = ['/usr/bin/systemd-socket-activate', '/bin/systemd-socket-activate'];
-const PROXYD = ['/usr/lib/systemd/systemd-socket-proxyd', '/lib/systemd/systemd-socket-proxyd'];
-
-/** The gate for a sandbox plan: systemd's activator where it is installed and `useSystemd`, else svc's forwarder. */
-export function sandboxGate(socket: string, useSystemd: boolean): SandboxGate {
-  const activate = ACTIVATE.find((p) => existsSync(p));
-  const proxyd = PROXYD.find((p) => existsSync(p));
-  if (useSystemd && activate && proxyd) return { socket, bridge: { kind: 'systemd', activate, proxyd } };
-  const built = fileURLToPath(new URL('../gate/forwarder.js', import.meta.url));
-  // Run from the sources (tests), the forwarder is the .ts file, which this node runs as it is.
-  const forwarder = existsSync(built) ? built : built.replace(/\.js$/, '.ts');
-  return { socket, bridge: { kind: 'node', node: realpathSync(process.execPath), forwarder: realpathSync(forwarder) } };
-}
-
-/** bwrap arguments: the socket, and svc's forwarder's program (the system view shows systemd's). */
-function gateMounts(gate: SandboxGate): string[] {
-  const bind = ['--bind', gate.socket, GATE_SOCKET_INSIDE];
-  if (gate.bridge.kind === 'systemd') return bind;
-  const node = dirname(gate.bridge.node);
-  const forwarder = dirname(gate.bridge.forwarder);
-  return ['--ro-bind', node, node, '--ro-bind', forwarder, forwarder, ...bind];
-}
-
-// svc's forwarder prints its port once it listens, systemd's activator "Listening on …" on stderr (and more on each
-// connection). Its output goes into a pipe the shell's own pipeline makes (no FIFO, so no mkfifo and rm processes on
-// the agent's way): the pipeline's left side leaves the forwarder running and ends, its right side reads that first
-// line and ends, leaving a `cat` draining the pipe so the forwarder never blocks on, or dies of, a full or closed
-// pipe. The shell waits for both sides (not for what they left running), then becomes the command, holding no end of
-// the pipe. An asynchronous command's stdin is /dev/null in a shell without job control, so `cat` gets the pipe by
-// another descriptor, which the shell then closes: dash, bash and busybox ash run a pipeline's last part in a
-// subshell, but ksh and zsh run it in the shell itself, which would keep the pipe on that descriptor into the command.
-// The limits are set on the shell itself ($$) by prlimit's `--pid` while the forwarder starts, not by a prlimit the
-// command runs through after it: they bind what the shell becomes, not the forwarder or `cat` (forked by the
-// pipeline's sides, which keep the limits they were forked with).
-function bridge(start: string, limits: string[]): string {
-  const limit = limits.length > 0;
-  return [
-    `{ ${start} & } | {`,
-    ...limit ? [`  "$3" --pid $$ ${limits.join(' ')} & limited=$!`] : [],
-    '  read -r ready',
-    '  case "$ready" in [0-9]*|Listening*) ;;',
-    '    *) echo "svc: the egress gate forwarder did not start: $ready" >&2; exit 125;;',
-    '  esac',
-    '  exec 3<&0; cat <&3 > /dev/null 3<&- &',
-    '  exec 3<&-',
-    ...limit ? ['  wait $limited || exit 125'] : [],
-    '} || exit 125',
-    'shift 3; exec "$@"',
-  ].join('\n');
-}
-
-/**
- * The command line that starts the forwarder, waits until it listens and the limits are set, then becomes `command`.
- * `limits`: limitArgv's prlimit and options, or null.
- */
-function throughGate(gate: SandboxGate, limits: ReturnType<typeof limitArgv>, command: string[]): string[] {
-  const b = gate.bridge;
-  const [start, one, two] = b.kind === 'systemd'
-    ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2>&1 > /dev/null`, b.activate, b.proxyd]
-    : [`"$1" "$2" ${GATE_SOCKET_INSIDE} ${FORWARDER_PORT}`, b.node, b.forwarder];
-  return ['/bin/sh', '-c', bridge(start, limits?.options ?? []), 'svc-bridge', one, two, limits?.prlimit ?? '',
-    ...command];
 }

@@ -33,14 +33,30 @@ function openFilesLimit(): number {
   return hard === undefined ? OPEN_FILES : Math.min(OPEN_FILES, Number(hard));
 }
 
-/** util-linux's prlimit and its options that apply `limits` (svc's numbers, so a script may name them); null where
- * prlimit is missing. */
-export function limitArgv(limits: SandboxLimits): { prlimit: string; options: string[] } | null {
+/** util-linux's prlimit, its options that apply a sandbox's limits (svc's numbers, so a script may name them), and
+ * the one limit set apart. */
+export interface LimitArgv {
+  prlimit: string;
+  /**
+   * For every process in the sandbox but bwrap's init, set from inside it (prlimit as bwrap's command). Never on bwrap
+   * from outside: RLIMIT_NPROC counts a uid's processes per user namespace, and set on bwrap before it made its own
+   * namespace it counted the uid's processes across the host (forks failed at 13 in the sandbox with 40 as nobody).
+   */
+  every: string[];
+  /** RLIMIT_DATA, in bytes, for the command alone: a node forwarder could not start under it (memory_mb may be 1). */
+  dataBytes: number;
+}
+
+/** limitArgv for `limits`; null where prlimit is missing. */
+export function limitArgv(limits: SandboxLimits): LimitArgv | null {
   prlimit ??= which('prlimit', '/usr/bin:/bin:/usr/sbin:/sbin');
   if (!prlimit) return null;
   openFiles ??= openFilesLimit();
-  return { prlimit, options: [`--nproc=${limits.processes}`, `--data=${limits.memoryBytes}`,
-    `--fsize=${limits.fileBytes}`, `--nofile=${openFiles}`, '--core=0'] };
+  return {
+    prlimit,
+    every: [`--nproc=${limits.processes}`, `--fsize=${limits.fileBytes}`, `--nofile=${openFiles}`, '--core=0'],
+    dataBytes: limits.memoryBytes,
+  };
 }
 
 /** `memoryBytes`: all the sandbox's memory together; `diskDirs`: the host folders it writes whose growth together is

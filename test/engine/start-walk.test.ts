@@ -39,9 +39,10 @@ const NOT_COUNTED = [
   'src/proc-stat.ts', 'src/run-json.ts', 'src/settings-registry.ts', 'src/cli/io.ts', 'src/spawn/tree.ts',
   'src/spawn/svc-paths.ts', 'src/engine/ids.ts', 'src/engine/paths.ts', 'src/engine/text.ts', 'src/engine/safe-fs.ts',
   'src/engine/plain-tree.ts',
-  // the sandbox's internals, which every sandboxed child passes: bwrap's argv, the view, limits, seccomp, cgroup
-  'src/spawn/agent-plan.ts', 'src/spawn/bwrap-argv.ts', 'src/spawn/never-writable.ts', 'src/spawn/provider-home.ts',
-  'src/spawn/limits.ts', 'src/spawn/seccomp.ts', 'src/spawn/memory-cgroup.ts',
+  // the sandbox's internals, which every sandboxed child passes: bwrap's argv and command, the view, limits, seccomp,
+  // cgroup
+  'src/spawn/agent-plan.ts', 'src/spawn/bwrap-argv.ts', 'src/spawn/sandbox-command.ts', 'src/spawn/never-writable.ts',
+  'src/spawn/provider-home.ts', 'src/spawn/limits.ts', 'src/spawn/seccomp.ts', 'src/spawn/memory-cgroup.ts',
   // the egress gate, a server of its own (docs/gate.md); engine/egress.ts, counted, is the run's side of it
   'src/gate/',
   // what only traces

@@ -61,6 +61,11 @@ common=$(git rev-parse --path-format=absolute --git-common-dir)
   unshare -U -r true 2>/dev/null && echo "userns:worked" || echo "userns:failed"
   (echo x >> "$common/config") 2>/dev/null && echo "git-config:written" || echo "git-config:read-only"
   (echo x > /planted) 2>/dev/null && echo "root:written" || echo "root:read-only"
+  (exec 3<>/proc/1/mem) 2>/dev/null && echo "init-mem:opened" || echo "init-mem:refused"
+  for p in /proc/[0-9]*; do
+    nproc=$(sed -n 's/^Max processes *\\([0-9a-z]*\\).*/\\1/p' "$p/limits" 2>/dev/null)
+    echo "nproc:\${p#/proc/}:$nproc:$(readlink "$p/exe")"
+  done
 } > found.txt
 `;
 
@@ -241,15 +246,22 @@ function suite(asNobody: boolean): void {
     assert.match(events, /embedded repository.*sub/);
   });
 
-  it('keeps no capability: umount, remount, mount and a nested user namespace all fail', async () => {
+  it('keeps no capability and no way past its limits: mounts, a user namespace and its init\'s memory all fail',
+    async () => {
     const s = await start('privileges', 'try root');
     assert.equal(s.code, 0, s.stderr);
     const found = readFileSync(join(s.state.workdir, 'found.txt'), 'utf8');
     assert.match(found, /^CapEff:\s*0+$/m);
     for (const line of ['umount:failed', 'remount:failed', 'mount:failed', 'userns:failed', 'git-config:read-only',
-      'root:read-only']) {
+      'root:read-only', 'init-mem:refused']) {
       assert.ok(found.includes(line), `${line} in\n${found}`);
     }
+    // Every process the agent can see carries the process limit: its own, the gate's forwarder and drain, the
+    // lifeline's watcher (bwrap's init, which carries none, is masked). One gone before its limits were read is left
+    // out.
+    const seen = [...found.matchAll(/^nproc:(\d+):(\w*):(.*)$/gm)].filter((m) => m[2] !== '');
+    assert.ok(seen.length >= 4 && !seen.some((m) => m[1] === '1'), found);
+    for (const [line, , nproc] of seen) assert.equal(nproc, '1024', line);
   });
 
   it('sees only the allowlist: no credential in HOME, no database or token file, no host folder nobody named', async () => {

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createServer, type Socket } from 'node:net';
 import {
   chmodSync, existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync,
@@ -9,9 +9,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
-import {
-  bwrapArgv, closeSandboxFds, openSandboxFds, sandboxGate, shownBy, type SandboxGate,
-} from '../../src/spawn/bwrap-argv.ts';
+import { bwrapArgv, closeSandboxFds, openSandboxFds, shownBy } from '../../src/spawn/bwrap-argv.ts';
+import { sandboxGate, type SandboxGate } from '../../src/spawn/sandbox-command.ts';
 import { childEnv, runCollect, runSync, startChild } from '../../src/spawn/start.ts';
 import { agentSandboxPlan, declaredFolders, gitSandboxPlan } from '../../src/spawn/agent-plan.ts';
 import { BadSettingError } from '../../src/errors.ts';
@@ -21,7 +20,7 @@ import { openRunContext } from '../../src/engine/run-context.ts';
 import { writeState } from '../../src/engine/run-state.ts';
 import { parsePolicy } from '../../src/engine/policy.ts';
 import type { ResolvedProvider } from '../../src/engine/providers.ts';
-import { readOrNull } from '../../src/spawn/tree.ts';
+import { orNull, readlinkOrNull, readOrNull, sandboxMembers } from '../../src/spawn/tree.ts';
 import { statFields } from '../../src/proc-stat.ts';
 import { processesMentioning, stateFor } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -287,7 +286,7 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
     }
   });
 
-  it('behind a gate, limits the agent but not the forwarder or its drain, and the agent holds no end of their pipe',
+  it('limits every process in the sandbox but bwrap\'s init, behind either forwarder or none, and masks the init',
     async () => {
       const root = mkdtempSync(join(tmpdir(), 'svc-spawn-'));
       const socket = join(root, 'gate.sock');
@@ -296,74 +295,111 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
       try {
         const worktree = join(root, 'wt');
         mkdirSync(worktree);
-        // Every process in the sandbox: its program, its limits and what its descriptors are; then what /tmp holds.
-        // The drain is forked by the gate's pipeline, which does not wait for its exec: until it has become `cat`
-        // it is a shell holding the pipe, so the listing waits for it (10 s at most).
+        // The agent tries to open its init's memory (the way to rewrite the one process its limits and filter do not
+        // bind), leaves a child behind, says what its /tmp holds, and waits for the test to have looked.
         const script = [
           'echo ran > ran',
           'echo "agent $$"',
-          'for i in $(seq 1000); do',
-          '  for p in /proc/[0-9]*; do case "$(readlink $p/exe)" in */cat) break 2;; esac; done; sleep 0.01',
-          'done',
-          'for p in /proc/[0-9]*; do',
-          '  echo "== ${p#/proc/} $(readlink $p/exe)"; cat $p/limits',
-          '  for f in $p/fd/*; do echo "fd $(readlink $f)"; done',
-          'done',
+          '(exec 3<>/proc/1/mem) 2>/dev/null && echo "init-mem opened" || echo "init-mem refused"',
+          'sleep 1000 &',
           'find /tmp -mindepth 1 | sed "s/^/tmp /"',
+          'echo ready',
+          'read -r _',
         ].join('\n');
         // Small enough that a node forwarder bound by it could not start.
         const limits = { ...DEFAULT_LIMITS, processes: 512, memoryBytes: 64 * 1024 * 1024 };
-        const start = (gate: SandboxGate, limit: typeof limits) => {
+        const planOf = (network: SandboxGate | 'none', limit: typeof limits) => ({
+          readable: [], writable: [worktree], protect: [], hidden: [], protocolReadable: [], protocolWritable: [],
+          home: null, cwd: worktree, limits: limit, network,
+        });
+        const run = (network: SandboxGate | 'none', limit: typeof limits) => {
           rmSync(join(worktree, 'ran'), { force: true });
-          const plan = {
-            readable: [], writable: [worktree], protect: [], hidden: [], protocolReadable: [], protocolWritable: [],
-            home: null, cwd: worktree, limits: limit, network: gate,
-          };
-          const argv = bwrapArgv('bwrap', plan, ['sh', '-c', script]);
+          const argv = bwrapArgv('bwrap', planOf(network, limit), ['sh', '-c', script]);
           const fds = openSandboxFds();
-          const run = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe', ...fds] });
+          const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', ...fds] });
           closeSandboxFds(fds);
-          return run;
+          let [stdout, stderr] = ['', ''];
+          child.stdout!.on('data', (b: Buffer) => { stdout += b; });
+          child.stderr!.on('data', (b: Buffer) => { stderr += b; });
+          const status = new Promise<number | null>((done) => child.on('close', done));
+          return { child, status, out: () => stdout, err: () => stderr };
         };
-        for (const useSystemd of [false, true]) {
-          const gate = sandboxGate(socket, useSystemd);
-          const b = gate.bridge;
-          const forwarderExe = realpathSync(b.kind === 'node' ? b.node : b.activate);
-          const run = start(gate, limits);
-          assert.equal(run.status, 0, run.stderr);
-          const agent = /^agent (\d+)$/m.exec(run.stdout)?.[1];
-          const processes = run.stdout.split(/^== /m).slice(1).map((text) => {
-            const [pid, exe = ''] = text.slice(0, text.indexOf('\n')).split(' ');
-            const limit = (name: string) => new RegExp(`^Max ${name}\\s+(\\S+)`, 'm').exec(text)?.[1];
-            const fd = [...text.matchAll(/^fd (.*)$/gm)].map((m) => m[1]);
-            return { pid, exe, data: limit('data size'), nproc: limit('processes'), fsize: limit('file size'), fd };
-          });
-          const one = (what: string, found: (typeof processes)[number][]) => {
-            assert.equal(found.length, 1, `${b.kind}: one ${what} in ${run.stdout}`);
-            return found[0]!;
+        /** The host's view of each process in the sandbox: its pid inside, program, limits and descriptors. */
+        const inside = (outer: number) => sandboxMembers(outer).map((pid) => {
+          const limit = (name: string) => {
+            const m = new RegExp(`^Max ${name}\\s+(\\S+)\\s+(\\S+)`, 'm').exec(readOrNull(`/proc/${pid}/limits`) ?? '');
+            return m && m[1] === m[2] ? m[1] : `${m?.[1]}/${m?.[2]}`;
           };
-          const self = one('agent', processes.filter((p) => p.pid === agent));
-          const forwarder = one('forwarder', processes.filter((p) => p.exe === forwarderExe));
-          const drain = one('drain', processes.filter((p) => p.pid !== agent && p.exe.endsWith('/cat')));
-          assert.deepEqual([self.data, self.nproc, self.fsize],
-            [String(limits.memoryBytes), String(limits.processes), String(limits.fileBytes)], `${b.kind}: agent`);
-          for (const other of [forwarder, drain]) {
-            assert.notEqual(other.data, String(limits.memoryBytes), `${b.kind}: ${other.exe} has no data limit`);
-            assert.notEqual(other.nproc, String(limits.processes), `${b.kind}: ${other.exe} has no process limit`);
+          const fds = orNull(() => readdirSync(`/proc/${pid}/fd`)) ?? [];
+          return {
+            pid: /^NSpid:.*\s(\d+)$/m.exec(readOrNull(`/proc/${pid}/status`) ?? '')?.[1],
+            exe: readlinkOrNull(`/proc/${pid}/exe`) ?? '',
+            every: [limit('processes'), limit('file size'), limit('open files'), limit('core file size')],
+            data: limit('data size'),
+            fd: fds.map((fd) => readlinkOrNull(`/proc/${pid}/fd/${fd}`) ?? ''),
+          };
+        });
+        const openFiles = Math.min(8192, Number(/^Max open files\s+\S+\s+(\d+)/m
+          .exec(readFileSync('/proc/self/limits', 'utf8'))?.[1]));
+        const every = [String(limits.processes), String(limits.fileBytes), String(openFiles), '0'];
+        const gates = [sandboxGate(socket, false), sandboxGate(socket, true)];
+        for (const network of [...new Map(gates.map((g) => [g.bridge.kind, g])).values(), 'none' as const]) {
+          const kind = network === 'none' ? 'no gate' : network.bridge.kind;
+          const started = run(network, limits);
+          try {
+            await waitFor(() => started.out().includes('ready\n') || started.child.exitCode !== null, `${kind}: ready`);
+            assert.match(started.out(), /^ready$/m, `${kind}: ${started.err()}`);
+            const agent = /^agent (\d+)$/m.exec(started.out())?.[1];
+            assert.match(started.out(), /^init-mem refused$/m, `${kind}: the agent opened its init's memory`);
+            // The drain is forked by the gate's pipeline, which does not wait for its exec: until it has become `cat`
+            // it is a shell holding the pipe.
+            const processes = await waitFor(() => {
+              const found = inside(started.child.pid!);
+              return network === 'none' || found.some((p) => p.exe.endsWith('/cat')) ? found : null;
+            }, `${kind}: the drain`);
+            const one = (what: string, found: typeof processes) => {
+              assert.equal(found.length, 1, `${kind}: one ${what} in ${JSON.stringify(processes)}`);
+              return found[0]!;
+            };
+            const self = one('agent', processes.filter((p) => p.pid === agent));
+            one('child of the agent', processes.filter((p) => p.exe.endsWith('/sleep')));
+            const limited = processes.filter((p) => p.pid !== '1');
+            assert.equal(limited.length, processes.length - 1, `${kind}: bwrap's init is in the sandbox`);
+            for (const p of limited) assert.deepEqual(p.every, every, `${kind}: ${p.exe} carries every limit`);
+            assert.equal(self.data, String(limits.memoryBytes), `${kind}: the agent's data limit`);
+            // Nothing but the worktree's bind (a temp dir may be under /tmp).
+            const tmp = [...started.out().matchAll(/^tmp (.*)$/gm)].map((m) => m[1]!)
+              .filter((path) => !`${worktree}/`.startsWith(`${path}/`) && !path.startsWith(`${worktree}/`));
+            assert.deepEqual(tmp, [], `${kind}: the agent's /tmp is empty`);
+            if (network !== 'none') {
+              const b = network.bridge;
+              const forwarderExe = realpathSync(b.kind === 'node' ? b.node : b.activate);
+              const forwarder = one('forwarder', processes.filter((p) => p.exe === forwarderExe));
+              const drain = one('drain', processes.filter((p) => p.exe.endsWith('/cat')));
+              assert.equal(processes.length, 5, `${kind}: init, forwarder, drain, agent and its child`);
+              for (const other of [forwarder, drain]) {
+                assert.notEqual(other.data, String(limits.memoryBytes), `${kind}: ${other.exe} has no data limit`);
+              }
+              const pipe = drain.fd[0]!;
+              assert.match(pipe, /^pipe:/, `${kind}: the drain reads the forwarder's pipe`);
+              assert.ok(forwarder.fd.includes(pipe), `${kind}: the forwarder writes ${pipe}`);
+              assert.equal(self.fd.includes(pipe), false, `${kind}: the agent holds ${pipe}: ${self.fd.join(' ')}`);
+            }
+          } finally {
+            started.child.stdin!.end('\n');
+            await started.status;
           }
-          const pipe = drain.fd[0]!;
-          assert.match(pipe, /^pipe:/, `${b.kind}: the drain reads the forwarder's pipe`);
-          assert.ok(forwarder.fd.includes(pipe), `${b.kind}: the forwarder writes ${pipe}`);
-          assert.equal(self.fd.includes(pipe), false, `${b.kind}: the agent holds ${pipe}: ${self.fd.join(' ')}`);
-          // Nothing but the worktree's bind (a temp dir may be under /tmp) and what the command wrote there.
-          const tmp = [...run.stdout.matchAll(/^tmp (.*)$/gm)].map((m) => m[1]!)
-            .filter((path) => !`${worktree}/`.startsWith(`${path}/`) && !path.startsWith(`${worktree}/`));
-          assert.deepEqual(tmp, [], `${b.kind}: the agent's /tmp is empty`);
-          // A limit prlimit refuses: the start fails before the agent's command, with the bridge's own status.
-          const refused = start(gate, { ...limits, fileBytes: Number.NaN });
-          assert.equal(refused.status, 125, `${b.kind}: ${refused.stderr}`);
-          assert.equal(refused.stdout, '');
-          assert.equal(existsSync(join(worktree, 'ran')), false, `${b.kind}: the agent's command never ran`);
+          assert.equal(await started.status, 0, `${kind}: ${started.err()}`);
+          // A limit prlimit refuses: the start fails before the agent's command, behind a gate with its own status.
+          for (const refused of [{ ...limits, fileBytes: Number.NaN }, { ...limits, memoryBytes: Number.NaN }]) {
+            const failed = run(network, refused);
+            failed.child.stdin!.end();
+            const status = await failed.status;
+            assert.notEqual(status, 0, `${kind}: ${failed.err()}`);
+            if (network !== 'none' && Number.isNaN(refused.memoryBytes)) assert.equal(status, 125, kind);
+            assert.equal(failed.out(), '', kind);
+            assert.equal(existsSync(join(worktree, 'ran')), false, `${kind}: the agent's command never ran`);
+          }
         }
       } finally {
         server.close();
