@@ -248,6 +248,7 @@ export const SETTINGS = {
   SOURCE_DATE_EPOCH: text('packaging', '`0`', 'bundle file times'),
   SVC_TEST_CHROMIUM: text('packaging', NONE, 'browser path for tests'),
   SVC_PROVIDER_CLIS: text('packaging', NONE, 'where `npm run test:providers` installed the agent CLIs it tests'),
+  SVC_TEST_HELD_MS: text('packaging', '`60000`', 'how long a test file may run on after its last test before it fails'),
   SVC_FUZZ_SEED: text('packaging', 'random', 'replays a fuzz suite\'s failure (the seed it printed)'),
   SVC_FUZZ_REQUESTS: text('packaging', NONE, 'requests per fuzz suite'),
 } as const satisfies Record<string, Setting>;
