@@ -1,5 +1,5 @@
 // A resume or a verify of an ended run starts only once the worker of its last attempt, and the last verify's, have
-// exited: a worker's status ends before it does, and its last write (no child, no pid) puts back its own copy of
+// exited: a worker's status ends before it does, and its last write (no pid) puts back its own copy of
 // state.json (launch.ts afterLastWorker).
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
