@@ -152,9 +152,12 @@ async function notStarted(ctx: RunContext): Promise<number> {
     const ended_at = ctx.state.ended_at ?? new Date().toISOString();
     ctx.setStatus('stopped', { ended_at, failure, child: null });
   }
-  await ctx.close();
-  // The pid its launcher recorded for it, cleared last as any worker's (RunContext leave).
-  ctx.leave();
+  try {
+    await ctx.close();
+  } finally {
+    // The pid its launcher recorded for it, cleared last as any worker's (RunContext leave).
+    ctx.leave();
+  }
   return 1;
 }
 
@@ -237,8 +240,11 @@ export async function executeRun(
     if (plan) writePlan(dir, plan);
     ended = 'shipping';
     if (endAfterWrites) endNow();
-    await ctx.close();
-    ctx.leave();
+    try {
+      await ctx.close();
+    } finally {
+      ctx.leave();
+    }
     ended = 'shipped';
     const { status, verdict } = ctx.state;
     runSpan.end(status === 'succeeded' ? 'ok' : 'error', { 'svc.status': status, 'svc.verdict': verdict });
