@@ -189,7 +189,8 @@ export interface RunWorkers {
  * worker's last write: run-context.ts leave) or its last verify's (`verifier`, never cleared: it counts until it
  * exits). Each counts only while that very process (pid and start time) lives and is a worker of this run, for
  * state.json is only a claim. Every "is a worker still there" asks this: a resume, a verify, an --open-pr
- * (launch.ts afterLastWorker) and a checkout's rename of its runs (checkout-claim.ts).
+ * (launch.ts afterLastWorker), a checkout's rename of its runs (checkout-claim.ts) and the pending runs' pass before a
+ * command (shipper.ts shipRuns).
  */
 export function liveWorkerOf(state: RunWorkers): number | null {
   const owner = isWorkerOf(state.run);
