@@ -72,7 +72,8 @@ export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000):
   const repo = projectWithPending(cwd);
   if (!repo) return;
   try {
-    const { shipped, left, url, failures } = await shipRuns(repo, pendingRuns(repo), io.env, { budgetMs });
+    const pass = { budgetMs, notWorkers: true };
+    const { shipped, left, url, failures } = await shipRuns(repo, pendingRuns(repo), io.env, pass);
     const refused = failures.filter((f) => !f.everyRun);
     const waiting = left.length - refused.length;
     if (shipped.length) {

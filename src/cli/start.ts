@@ -243,6 +243,8 @@ export default async function start(io: CliIo): Promise<number> {
       await sendPendingRuns(io, repo);
       return 0;
     }
+    // As a resume and a verify do: its state.json and ship.json are the last worker's until it has left.
+    state = await afterLastWorker(dir, flag);
     if (flag === 'open-pr') {
       // Loaded here, not with the command: the finish phase (its sandbox, spawn and cgroup modules) is no part of a
       // start's way to its worker (docs/bench.md, "the launcher's modules").
@@ -250,7 +252,6 @@ export default async function start(io: CliIo): Promise<number> {
       io.stdout(summary(await openPrLater(dir, io.env, (t) => io.stderr(`svc start: ${t}\n`))));
       return 0;
     }
-    state = await afterLastWorker(dir, flag);
     if (flag === 'resume' && state.status !== 'stopped' && state.status !== 'failed') {
       throw new ConflictError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
     }

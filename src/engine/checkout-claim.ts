@@ -10,14 +10,13 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BadInputError, RefusedError } from '../errors.ts';
 import { obj, num, str, tryParseJson } from '../untrusted.ts';
-import { identityOf, procStart, workerAlive } from './proc-group.ts';
+import { identityOf, liveWorkerOf, procStart } from './proc-group.ts';
 import { isPidAlive } from '../client/server-record.ts';
 import { listPlain, openPlainPath, pathIn, readAgentFile, type PlainDir } from './plain-tree.ts';
 import { withDir, writeNoFollow } from './safe-fs.ts';
 import { appendEvent, localRuns, writeState, type Found, type RunState } from './run-state.ts';
 import { runDir } from './paths.ts';
 import { markPending } from './shipper.ts';
-import { TERMINAL } from '../run-json.ts';
 import { isWebhookOrigin } from './spec.ts';
 import { readOrNull, realOrNull } from '../spawn/tree.ts';
 
@@ -180,7 +179,8 @@ export function adoptRepoName(repo: string, gitDir: string, name: string) {
       if (!isRenamable(state) || state.repo === name || state.repo_path !== repo) continue;
       // A run a trigger server started carries the name its job was routed to: that is not the checkout's to change.
       if (isWebhookOrigin(state.origin)) continue;
-      if ((!TERMINAL.has(state.status) && workerAlive(state)) || !rename(repo, found, name, now)) {
+      // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back.
+      if (liveWorkerOf({ ...state, run: found.run }) !== null || !rename(repo, found, name, now)) {
         left += 1;
         continue;
       }

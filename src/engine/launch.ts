@@ -23,7 +23,7 @@ import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
 } from './run-state.ts';
-import { identityOf, isWorkerOf, workerAlive, workerComing } from './proc-group.ts';
+import { identityOf, liveWorkerOf, workerAlive, workerComing } from './proc-group.ts';
 import { markPending } from './shipper.ts';
 import { adoptRepoName, claimCheckout, unwritable, type RepoRename } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
@@ -252,30 +252,37 @@ export function spawnWorker(
   return child;
 }
 
-/** How long a resume or a verify of an ended run waits for the worker of its last attempt to exit. */
+/** How long a resume, a verify or an --open-pr of an ended run waits for the worker of its last attempt to exit. */
 const LAST_WORKER_WAIT_MS = 10_000;
 const LAST_WORKER_POLL_MS = 50;
 
+/** The ended runs each action acts on: one it would refuse anyway is not waited for. */
+const ACTS_ON: Record<LastWorkerAction, (status: RunState['status']) => boolean> = {
+  resume: (status) => status === 'stopped' || status === 'failed',
+  verify: (status) => TERMINAL.has(status),
+  'open-pr': (status) => status === 'failed',
+};
+
+export type LastWorkerAction = 'resume' | 'verify' | 'open-pr';
+
 /**
- * An ended run's state once the workers that may still write it have exited: its last attempt's and the last verify's
- * (a resume and a verify start only then). A status ends before its worker does: its last write (worker.ts) puts back
- * its own copy of state.json, over a resume's `queued` (whose worker then finds the run ended and runs nothing) or
- * what a verify wrote. A resume of a run it would refuse anyway does not wait; a worker still there after the wait is
- * refused as a conflict, by its pid.
+ * An ended run's state once no worker may still write it: its last attempt's and the last verify's have left
+ * (proc-group.ts liveWorkerOf). A status ends before its worker does: the worker then puts back the plan it read,
+ * ships the run (ship.json, the ship-pending marker, a "not shipped" line) and last clears its pid (run-context.ts
+ * leave); a resume's worker or an --open-pr that began meanwhile would have its ship offset rolled back and its
+ * batches overtaken by the old worker's, and its state.json written over. A run the action would refuse anyway is
+ * not waited for; a worker still there after the wait is refused as a conflict, by its pid.
  */
-export async function afterLastWorker(dir: string, action: 'resume' | 'verify'): Promise<RunState> {
+export async function afterLastWorker(dir: string, action: LastWorkerAction): Promise<RunState> {
   const until = Date.now() + LAST_WORKER_WAIT_MS;
   for (;;) {
     const state = readState(dir);
-    const resumable = state.status === 'stopped' || state.status === 'failed';
-    if (!TERMINAL.has(state.status) || (action === 'resume' && !resumable)) return state;
-    // state.json is only a claim: a pid there counts only while it is still a worker of this very run.
-    const owner = isWorkerOf(state.run);
-    const alive = [state, state.verifier ?? null].find((w) => w && workerAlive(w) && owner(w.pid!));
-    if (!alive) return state;
+    if (!TERMINAL.has(state.status) || !ACTS_ON[action](state.status)) return state;
+    const alive = liveWorkerOf(state);
+    if (alive === null) return state;
     if (Date.now() >= until) {
-      throw new ConflictError(`Run ${state.run} is ${state.status} but its worker (pid ${alive.pid}) is still ` +
-        `finishing: ${action} it once that has exited`);
+      throw new ConflictError(`Run ${state.run} is ${state.status} but its worker (pid ${alive}) is still ` +
+        `finishing: ${action === 'open-pr' ? 'open its pull request' : action} once that has exited`);
     }
     await sleep(LAST_WORKER_POLL_MS);
   }

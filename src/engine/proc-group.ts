@@ -176,6 +176,33 @@ export function workerAlive(state: { pid: number | null; proc_start: string | nu
   return started !== null && (state.proc_start === null || state.proc_start === started);
 }
 
+/** What a run's state says of its workers (run-state.ts RunState), read from disk: untrusted. */
+export interface RunWorkers {
+  run: string;
+  pid: unknown;
+  proc_start: unknown;
+  verifier?: unknown;
+}
+
+/**
+ * The pid of a worker that may still write the run's folder, else null: its last attempt's (`pid`, cleared as that
+ * worker's last write: run-context.ts leave) or its last verify's (`verifier`, never cleared: it counts until it
+ * exits). Each counts only while that very process (pid and start time) lives and is a worker of this run, for
+ * state.json is only a claim. Every "is a worker still there" asks this: a resume, a verify, an --open-pr
+ * (launch.ts afterLastWorker), a checkout's rename of its runs (checkout-claim.ts) and the pending runs' pass before a
+ * command (shipper.ts shipRuns).
+ */
+export function liveWorkerOf(state: RunWorkers): number | null {
+  const owner = isWorkerOf(state.run);
+  const verifier = state.verifier !== null && typeof state.verifier === 'object' ? state.verifier : {};
+  for (const named of [state, verifier as { pid?: unknown; proc_start?: unknown }]) {
+    const { pid, proc_start: start } = named;
+    if (typeof pid !== 'number' || (typeof start !== 'string' && start !== null)) continue;
+    if (workerAlive({ pid, proc_start: start }) && owner(pid)) return pid;
+  }
+  return null;
+}
+
 /** A run just made has no worker yet; one still without a worker this long after its last write never gets one. */
 const UNSTARTED_GRACE_MS = 60_000;
 

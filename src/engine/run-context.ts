@@ -155,6 +155,19 @@ export function openRunContext(
       await shipping?.close();
       log.close();
     },
+    /**
+     * The worker's last write, after every other of its own (state.json, plan.json, events.jsonl, ship.json, the
+     * ship-pending marker): its pid cleared. Until then a resume, a verify, an --open-pr or a checkout's rename waits
+     * for it (proc-group.ts liveWorkerOf); a worker that cleared it first could have its late ship.json roll the next
+     * worker's offset back and its last batch reach the Control Plane after that worker's. Only this process's own
+     * pid: a verify's stays its run's last attempt's, and one that found another's run writes nothing of it.
+     */
+    leave(): void {
+      if (state.pid !== process.pid) return;
+      // updated_at kept: the run JSON the last ship carried is what the run still is (no pid in it, toRunJson).
+      state.pid = null;
+      writeState(dir, state);
+    },
   };
   for (const item of opts.control ?? []) onControl(item);
   return ctx;

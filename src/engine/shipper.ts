@@ -14,8 +14,11 @@ import { isValidSegment } from './ids.ts';
 import { runDir } from './paths.ts';
 import { errorMessage } from '../errors.ts';
 import { signsLater, toRunJson, type RunState } from './run-state.ts';
+import { liveWorkerOf } from './proc-group.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
-import { keptLocal, openPlainPath, openRunFolder, pathIn, plainEntries, skipReason } from './plain-tree.ts';
+import {
+  keptLocal, openPlainPath, openRunFolder, pathIn, plainEntries, readOwnObject, skipReason,
+} from './plain-tree.ts';
 import { isJsonObject, list, obj, tryParseJson, type Obj } from '../untrusted.ts';
 import {
   eventRefusal, isArtifactPath, isSignerKind, MAX_TEXT, runRefusal, SIGNER_ARTIFACTS, signerFields,
@@ -336,6 +339,9 @@ export function createShipLoop(
   };
 }
 
+/** The most of a state.json read to find whether its worker is still there. */
+const MAX_STATE = 1024 * 1024;
+
 /** Runs waiting to be shipped in `repo`, oldest name first. */
 export function pendingRuns(repo: string): string[] {
   return plainEntries(repo, ['.svc', 'ship-pending'], 'file').filter(isValidSegment);
@@ -349,7 +355,11 @@ export function pendingRuns(repo: string): string[] {
  */
 export async function shipRuns(
   repo: string, runs: string[], env: NodeJS.ProcessEnv,
-  opts: { budgetMs?: number; onSkip?: (run: string, entry: string, reason: string) => void } = {},
+  opts: {
+    budgetMs?: number; onSkip?: (run: string, entry: string, reason: string) => void;
+    /** Leaves a run whose worker is still there (liveWorkerOf), its marker kept: the pending runs before a command. */
+    notWorkers?: boolean;
+  } = {},
 ): Promise<{ shipped: string[]; left: string[]; url: string | null; failures: Array<ShipFailure & { run: string }> }> {
   const shipped: string[] = [];
   const failures: Array<ShipFailure & { run: string }> = [];
@@ -358,6 +368,11 @@ export async function shipRuns(
   for (const run of runs) {
     if (performance.now() > deadline) break;
     const dir = runDir(repo, run);
+    // Its worker ships it, and clears its pid only after its last ship (run-context.ts leave): a second shipper
+    // meanwhile would roll its ship.json back and send batches out of its order. The marker stays for a later pass.
+    const state = opts.notWorkers ? readOwnObject(dir, 'state.json', MAX_STATE) : null;
+    const workers = state && { run, pid: state.pid, proc_start: state.proc_start, verifier: state.verifier };
+    if (workers && liveWorkerOf(workers) !== null) continue;
     const shipper = createShipper(dir, env, undefined, opts.onSkip && ((entry, why) => opts.onSkip!(run, entry, why)));
     url = shipper.url;
     const failure = await shipper.flush();

@@ -150,9 +150,14 @@ async function notStarted(ctx: RunContext): Promise<number> {
   if (status === 'stopping' || status === 'stopped') {
     const failure = earlier?.class === 'stopped' ? earlier : runFailure('stopped', 'stopped before its worker started');
     const ended_at = ctx.state.ended_at ?? new Date().toISOString();
-    ctx.setStatus('stopped', { ended_at, failure, child: null, pid: null });
+    ctx.setStatus('stopped', { ended_at, failure, child: null });
   }
-  await ctx.close();
+  try {
+    await ctx.close();
+  } finally {
+    // The pid its launcher recorded for it, cleared last as any worker's (RunContext leave).
+    ctx.leave();
+  }
   return 1;
 }
 
@@ -165,13 +170,15 @@ export async function executeRun(
   dir: string, env: NodeJS.ProcessEnv, mode: WorkerMode, say: (t: string) => void,
 ): Promise<number> {
   const ctx = openRunContext(dir, env, { say });
-  // Set once the run's end, its child's and its plan are on disk: what is left is its last ship and trace.
+  // Set once the run's end, its child's and its plan are on disk: what is left is its last ship, its pid's clear (its
+  // last write) and its trace.
   let ended: 'shipping' | 'shipped' | null = null;
   // A signal that came once the run's status was final, before the writes after it: the worker ends right after them.
   let endAfterWrites = false;
   const endNow = () => {
     // Nothing left to stop: the signal ends the worker at once. A ship cut short is sent by the next svc command.
     if (ended !== 'shipped') markPending(dir);
+    ctx.leave();
     process.exit(exitCodeOf(ctx.state));
   };
   const onSignal = (signal: NodeJS.Signals) => {
@@ -228,12 +235,16 @@ export async function executeRun(
     }
   } finally {
     if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
-    ctx.update({ child: null, pid: mode === 'verify' ? ctx.state.pid : null });
+    ctx.update({ child: null });
     // An agent without a sandbox could have edited plan.json: the plan this worker read goes back, unchanged.
     if (plan) writePlan(dir, plan);
     ended = 'shipping';
     if (endAfterWrites) endNow();
-    await ctx.close();
+    try {
+      await ctx.close();
+    } finally {
+      ctx.leave();
+    }
     ended = 'shipped';
     const { status, verdict } = ctx.state;
     runSpan.end(status === 'succeeded' ? 'ok' : 'error', { 'svc.status': status, 'svc.verdict': verdict });

@@ -8,7 +8,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
-import { runChild } from '../helpers/run-child.ts';
+import { idleNode, runChild } from '../helpers/run-child.ts';
 import { closedPort } from '../helpers/closed-port.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { prepareRetry, prepareRun, spawnWorker } from '../../src/engine/launch.ts';
@@ -16,6 +16,7 @@ import { projectWithPending } from '../../src/cli/ship.ts';
 import { openRunContext } from '../../src/engine/run-context.ts';
 import { readState, writeState } from '../../src/engine/run-state.ts';
 import { orNull } from '../../src/spawn/tree.ts';
+import { procStart } from '../../src/engine/proc-group.ts';
 
 
 describe('a run made while no Control Plane answers', () => {
@@ -105,6 +106,54 @@ describe('a run made while no Control Plane answers', () => {
     } finally {
       await fresh.close();
     }
+  });
+});
+
+// Its worker ships a run, and clears its pid only after its last ship (run-context.ts leave): the pass before a command
+// leaves it to that worker, since two shippers would roll each other's ship.json back.
+describe('a pending run whose worker is still there', () => {
+  let repo: TestRepo;
+  let cp: TestControl;
+
+  before(async () => {
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    cp = await startTestControl();
+  });
+  after(async () => {
+    await cp.close();
+    repo.cleanup();
+  });
+
+  it('is left to its worker while one is still there, and sent by the next command once it has gone', async () => {
+    const down = `http://127.0.0.1:${await closedPort()}`;
+    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: down, SVC_SANDBOX: 'none' };
+    const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
+      { cwd: repo.repo, env });
+    assert.equal(started.code, 0, started.stderr);
+    const { source, run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { source: string; run: string };
+    const marker = join(repo.repo, '.svc', 'ship-pending', run);
+    assert.ok(existsSync(marker));
+    const dir = join(repo.repo, '.svc', 'runs', run);
+    const ended = readState(dir);
+    // Its worker still there (a resume's, say, or this one before its pid's clear, its last write): it ships the run.
+    const worker = await idleNode([CLI, 'worker', 'resume', '--run-id', run, '--repo', repo.repo]);
+    const up = { ...env, SVC_CONTROL_URL: cp.url };
+    const list = () => runChild(process.execPath, [CLI, 'runs', 'list'], { cwd: repo.repo, env: up });
+    try {
+      writeState(dir, { ...ended, pid: worker.pid!, proc_start: procStart(worker.pid!) });
+      const listed = await list();
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.equal((await cp.request('GET', `/v1/runs/${source}/${run}`)).status, 404, 'not sent beside its worker');
+      assert.ok(existsSync(marker), 'the marker stays');
+    } finally {
+      worker.kill('SIGKILL');
+      await once(worker, 'exit');
+    }
+    const listed = await list();
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stderr, new RegExp(`sent 1 run the Control Plane at ${cp.url} had not seen`));
+    assert.equal((await cp.request('GET', `/v1/runs/${source}/${run}`)).status, 200);
+    assert.equal(existsSync(marker), false, 'the marker is gone');
   });
 });
 

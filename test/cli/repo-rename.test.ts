@@ -7,9 +7,14 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
-import { runChild } from '../helpers/run-child.ts';
+import { idleNode, runChild } from '../helpers/run-child.ts';
 import { procStart } from '../../src/engine/proc-group.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+
+/** A process with a worker's command line for `run` (launch.ts spawnWorker), idle until killed. */
+function workerStandIn(run: string) {
+  return idleNode([CLI, 'worker', 'start', '--run-id', run, '--repo', '/nowhere']);
+}
 
 /** A checkout with no origin (so its folder, `work`, names it), a Control Plane, and `svc start` in it. */
 function checkoutWithoutOrigin() {
@@ -98,20 +103,51 @@ describe('a rename while an earlier run is still going', () => {
     const first = await start('append fixed');
     const statePath = join(t.repo.repo, '.svc', 'runs', first.run, 'state.json');
     const ended = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
-    // As a worker that is still running would have it: this test process stands in for the live worker.
-    const live = { status: 'running', pid: process.pid, proc_start: procStart(process.pid) };
-    writeFileSync(statePath, JSON.stringify({ ...ended, ...live }));
-    execFileSync('git', ['remote', 'add', 'origin', join(t.repo.root, 'acme', 'api.git')], { cwd: t.repo.repo });
+    // As a worker that is still running would have it: a process with a worker's command line for this run.
+    const worker = await workerStandIn(first.run);
+    try {
+      const live = { status: 'running', pid: worker.pid, proc_start: procStart(worker.pid!) };
+      writeFileSync(statePath, JSON.stringify({ ...ended, ...live }));
+      execFileSync('git', ['remote', 'add', 'origin', join(t.repo.root, 'acme', 'api.git')], { cwd: t.repo.repo });
 
-    // The checkout is that run's while it works: a second run takes a worktree of its own.
-    const second = await start('append fixed again', '--worktree');
-    assert.doesNotMatch(second.stderr, /now named/);
-    assert.equal((JSON.parse(readFileSync(statePath, 'utf8')) as { repo: string }).repo, 'work');
+      // The checkout is that run's while it works: a second run takes a worktree of its own.
+      const second = await start('append fixed again', '--worktree');
+      assert.doesNotMatch(second.stderr, /now named/);
+      assert.equal((JSON.parse(readFileSync(statePath, 'utf8')) as { repo: string }).repo, 'work');
+    } finally {
+      worker.kill('SIGKILL');
+    }
 
     writeFileSync(statePath, JSON.stringify(ended));
     const third = await start('append fixed once more');
     assert.match(third.stderr, /now named acme\/api; 1 earlier run renamed from work/);
     assert.equal((JSON.parse(readFileSync(statePath, 'utf8')) as { repo: string }).repo, 'acme/api');
+  });
+
+  it('leaves an ended run alone while its worker, or its verify\'s, is still there to write it', async () => {
+    const first = await start('append fixed, then linger');
+    const statePath = join(t.repo.repo, '.svc', 'runs', first.run, 'state.json');
+    const ended = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
+    const nameOf = () => (JSON.parse(readFileSync(statePath, 'utf8')) as { repo: string }).repo;
+    const before = nameOf();
+    const worker = await workerStandIn(first.run);
+    try {
+      const identity = { pid: worker.pid, pgid: worker.pid, proc_start: procStart(worker.pid!) };
+      // Its last attempt's worker still shipping the run's end (its pid is its last write), then a verify's worker.
+      for (const [finishing, url] of [[identity, 'web'], [{ verifier: identity }, 'lib']] as const) {
+        writeFileSync(statePath, JSON.stringify({ ...ended, ...finishing }));
+        execFileSync('git', ['remote', 'set-url', 'origin', join(t.repo.root, 'acme', `${url}.git`)],
+          { cwd: t.repo.repo });
+        await start(`append fixed under ${url}`, '--worktree');
+        assert.equal(nameOf(), before, 'the run its worker may still write was not renamed');
+      }
+    } finally {
+      worker.kill('SIGKILL');
+    }
+    writeFileSync(statePath, JSON.stringify(ended));
+    const later = await start('append fixed once its worker left', '--worktree');
+    assert.match(later.stderr, /now named acme\/lib;/);
+    assert.equal(nameOf(), 'acme/lib');
   });
 
   it('renames a run left running by a worker that died, since nobody owns its state', async () => {

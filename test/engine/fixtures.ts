@@ -119,6 +119,14 @@ sh -c 'echo up > "$1"; while :; do sleep 1; done' "svc-grandchild-$SVC_RUN_ID" "
 wait
 `;
 
+/** Fails its first invocation; the resumed one edits a file and succeeds. */
+export const FAILS_ONCE = `#!/bin/sh
+cat > /dev/null
+if [ -f tried ]; then echo fixed > a.txt; exit 0; fi
+touch tried
+exit 1
+`;
+
 /** Pids whose command line contains `text`, read from /proc. */
 export function processesMentioning(text: string): number[] {
   const pids: number[] = [];

@@ -1,5 +1,5 @@
 // A resume or a verify of an ended run starts only once the worker of its last attempt, and the last verify's, have
-// exited: a worker's status ends before it does, and its last write (no child, no pid) puts back its own copy of
+// exited: a worker's status ends before it does, and its last write (no pid) puts back its own copy of
 // state.json (launch.ts afterLastWorker).
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -7,17 +7,9 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { makeRepo, readJson, CLI, FAILS_ONCE, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-
-// Fails its first invocation; the resumed one edits a file and succeeds.
-const FAILS_ONCE = `#!/bin/sh
-cat > /dev/null
-if [ -f tried ]; then echo fixed > a.txt; exit 0; fi
-touch tried
-exit 1
-`;
 
 // Stands in for a worker between its run's end and its last write, with a worker's argv (`node <cli> worker …
 // --run-id RUN`): loaded first, it ends the process itself, so svc never runs. Once its stdin closes it keeps
