@@ -14,7 +14,7 @@ import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { probeSandbox } from '../../src/spawn/sandbox-mode.ts';
 import { TREE_MARKER } from '../../src/spawn/tree.ts';
 import { statFields } from '../../src/proc-stat.ts';
-import { processesMentioning } from './fixtures.ts';
+import { processesMentioning, processesRunning } from './fixtures.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { holdInSetup } from '../helpers/held-sandbox.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -92,7 +92,8 @@ describe('spawnGroup', () => {
   });
 
   // `kill <bwrap's pid>`, or a pkill that matched its argv: bwrap dies of it (it handles no SIGTERM) and its init
-  // with it (--die-with-parent), so the agent too.
+  // with it (--die-with-parent), so the agent too. Once the agent runs: bwrap's own argv ends with the agent's, so a
+  // wait for any process naming `sleep <tag>` was over before bwrap had set up anything.
   it('ends a sandboxed agent when bwrap alone is sent SIGTERM', {
     skip: bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
   }, async () => {
@@ -101,7 +102,7 @@ describe('spawnGroup', () => {
     const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan: writableOnly(dir) };
     const run = spawnGroup(['/bin/sleep', tag], { ...base, cwd: dir, sandbox });
     try {
-      await waitFor(() => processesMentioning(`sleep\0${tag}\0`).length > 0, 'the agent to run');
+      await waitFor(() => processesRunning(['/bin/sleep', tag]).length > 0, 'the agent to run');
       process.kill(run.identity.pid, 'SIGTERM');
       assert.equal((await run.done).signal, 'SIGTERM');
       // The sandbox's sleep lasts 129 s: gone before then, it was ended, however loaded the machine.
