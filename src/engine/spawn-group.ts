@@ -177,10 +177,9 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     sampler = setInterval(() => guard.sample(), SAMPLE_MS).unref();
   }
   // The first process has exited: without a sandbox, nothing it started may outlive it (a setsid'd daemon would also
-  // hold the output pipes open, so 'close' would never come). What still holds them after a grace got away (a bwrap
-  // init stopped before bwrap reported it, which waits for ever without starting the agent; a process that cleared
-  // svc's marker): its output is nobody's, and waiting for it held the run `running` for ever, so the pipes are closed
-  // from this end.
+  // hold the output pipes open, so 'close' would never come). What still holds them after a grace got away (a process
+  // that cleared svc's marker): its output is nobody's, and waiting for it held the run `running` for ever, so the
+  // pipes are closed from this end.
   let closeLeftovers: NodeJS.Timeout | undefined;
   let rescan: NodeJS.Timeout | undefined;
   // With a sandbox, nothing in it outlives svc's bwrap either: bwrap ties its namespace's init to itself
@@ -188,6 +187,11 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   // gets only the signals it handles), so a stop landing meanwhile left it to go on in a session of its own and start
   // the agent. bwrap reports it on its status descriptor; whichever of that line and bwrap's exit comes second kills
   // it, and with it everything in its namespace.
+  // bwrap reports its init only after making it, and lets it go on only after that: bwrap killed in between (`kill`,
+  // its cgroup's OOM killer, under load a window of milliseconds) left it unreported, waiting for ever for the go-ahead
+  // (an eventfd read only bwrap could end; bubblewrap issue #633) in svc's group, which it leaves only at its
+  // --new-session, after that go-ahead. Nothing else of a sandbox is ever in that group, so at bwrap's exit the group
+  // is SIGKILLed too: a zombie or reaped leader keeps its id from being handed out while a member is left.
   let exited = false;
   let init: NamespaceInit | null = null;
   const endSandbox = () => {
@@ -199,6 +203,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     (child.stdio[lifeFd] as NodeJS.WritableStream | null | undefined)?.on('error', () => undefined)
       .end(guard ? '\n' : '');
     endSandbox();
+    if (sandbox) signalGroup(identity, 'SIGKILL');
     clearInterval(sampler);
     // One scan can miss a process: one in the middle of an exec shows an empty environment, and without a parent left
     // among the agent's it is found by its marker alone. One that still holds the output pipes (a setsid'd child that

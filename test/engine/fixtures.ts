@@ -141,6 +141,19 @@ export function processesMentioning(text: string): number[] {
   return pids;
 }
 
+/** Live processes whose argv is exactly `argv`: not one that only repeats it, as the bwrap and the shell that start it
+ * do (their argv ends with it). */
+export function processesRunning(argv: readonly string[]): number[] {
+  const cmdline = argv.map((arg) => `${arg}\0`).join('');
+  return processesMentioning(cmdline).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8') === cmdline;
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** Spends over a small budget. */
 export const SPEND_SCRIPT = `#!/bin/sh
 cat > /dev/null

@@ -12,9 +12,9 @@ import { spawnGroup } from '../../src/engine/spawn-group.ts';
 import { terminateGroup } from '../../src/engine/proc-group.ts';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { probeSandbox } from '../../src/spawn/sandbox-mode.ts';
-import { TREE_MARKER } from '../../src/spawn/tree.ts';
+import { readlinkOrNull, readOrNull, TREE_MARKER } from '../../src/spawn/tree.ts';
 import { statFields } from '../../src/proc-stat.ts';
-import { processesMentioning } from './fixtures.ts';
+import { processesMentioning, processesRunning } from './fixtures.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { holdInSetup } from '../helpers/held-sandbox.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -92,7 +92,8 @@ describe('spawnGroup', () => {
   });
 
   // `kill <bwrap's pid>`, or a pkill that matched its argv: bwrap dies of it (it handles no SIGTERM) and its init
-  // with it (--die-with-parent), so the agent too.
+  // with it (--die-with-parent), so the agent too. Once the agent runs: bwrap's own argv ends with the agent's, so a
+  // wait for any process naming `sleep <tag>` was over before bwrap had set up anything (the case below).
   it('ends a sandboxed agent when bwrap alone is sent SIGTERM', {
     skip: bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
   }, async () => {
@@ -101,7 +102,7 @@ describe('spawnGroup', () => {
     const sandbox = { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan: writableOnly(dir) };
     const run = spawnGroup(['/bin/sleep', tag], { ...base, cwd: dir, sandbox });
     try {
-      await waitFor(() => processesMentioning(`sleep\0${tag}\0`).length > 0, 'the agent to run');
+      await waitFor(() => processesRunning(['/bin/sleep', tag]).length > 0, 'the agent to run');
       process.kill(run.identity.pid, 'SIGTERM');
       assert.equal((await run.done).signal, 'SIGTERM');
       // The sandbox's sleep lasts 129 s: gone before then, it was ended, however loaded the machine.
@@ -109,6 +110,52 @@ describe('spawnGroup', () => {
     } finally {
       run.kill();
       for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // bwrap makes its namespace's init, reports it on its status descriptor, then lets it go on: a SIGTERM in between
+  // (a window of milliseconds under load: 7 of 120 SIGTERMs sent as the init appeared, at a load of 9 to 14 on 2
+  // cores) left that init unreported, waiting for ever for the go-ahead in svc's group. Played by holding bwrap before
+  // its report, in a write of its --info-fd (written just before it) to a pipe already full.
+  it('ends the init of a sandbox whose bwrap was killed before it reported that init', {
+    skip: bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
+    const tag = `131.${process.pid}${Date.now() % 1000}`;
+    // Written to until a write would block (each one of PIPE_BUF bytes, written whole or not at all).
+    writeFileSync(join(dir, 'bwrap'), `#!/bin/sh
+mkfifo "${dir}/full" && exec 0<>"${dir}/full" || exit 1
+dd if=/dev/zero of="${dir}/full" bs=4096 count=1024 oflag=nonblock 2>/dev/null
+exec "${probeSandbox(process.env).bwrap ?? 'bwrap'}" --info-fd 0 "$@"
+`, { mode: 0o755 });
+    const sandbox = { bwrap: join(dir, 'bwrap'), plan: writableOnly(dir) };
+    let reported = false;
+    const run = spawnGroup(['/bin/sleep', tag], { ...base, cwd: dir, sandbox, onInit: () => { reported = true; } });
+    const outer = run.identity.pid;
+    try {
+      // bwrap's child in a PID namespace of its own (not one the stand-in's shell ran before its exec).
+      const init = await waitFor(() => {
+        const child = Number(readOrNull(`/proc/${outer}/task/${outer}/children`)?.split(' ')[0]);
+        return child && readlinkOrNull(`/proc/${child}/ns/pid`) !== readlinkOrNull('/proc/self/ns/pid') ? child : 0;
+      }, 'bwrap to make its init');
+      process.kill(outer, 'SIGTERM');
+      // Not yielding, so this process has not seen bwrap's exit yet: its init is left waiting in svc's group.
+      for (const deadline = Date.now() + 10_000; statFields(outer)?.[0] !== 'Z' && Date.now() < deadline;);
+      assert.equal(statFields(outer)?.[0], 'Z', 'bwrap did not die of its SIGTERM');
+      assert.equal(statFields(init)?.[2], String(outer), 'the init left svc\'s group: bwrap had let it go on');
+      assert.equal((await run.done).signal, 'SIGTERM');
+      assert.equal(reported, false, 'bwrap reported its init: not the case played here');
+      await waitFor(() => processesMentioning(tag).length === 0, 'the unreported init to end');
+    } finally {
+      run.kill();
+      for (const pid of processesMentioning(tag)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone meanwhile (run.kill's SIGKILL)
+        }
+      }
       rmSync(dir, { recursive: true, force: true });
     }
   });
