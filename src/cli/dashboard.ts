@@ -17,7 +17,8 @@ import { procStart } from '../engine/proc-group.ts';
 import { readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';
-import { isJsonObject, obj, objOrNull, tryParseJson } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
+import { obj, objOrNull, tryParseJson } from '../untrusted.ts';
 export const HELP = `Usage:
   svc dashboard [start|open] [--no-open]
   svc dashboard stop

@@ -1,5 +1,5 @@
 // Control Plane settings as data (name, type, default, description, secret) and their validation; no storage here.
-import { isJsonObject } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
 import { isAbsolute } from 'node:path';
 import { invalidField } from '../http/http-error.ts';
 import type { ConfigStore } from '../db/control-stores.ts';

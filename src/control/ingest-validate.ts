@@ -4,7 +4,7 @@ import { OCTET_STREAM } from '../http/static-files.ts';
 import type { RunInput } from '../db/run-types.ts';
 import { checkArtifactPath, invalidParam } from './params.ts';
 import { NOTIFICATION_STATUSES, type NotificationInput } from '../db/notifications-store.ts';
-import { isJsonObject, type Obj } from '../untrusted.ts';
+import { isJsonObject, type Obj } from '../json-value.ts';
 import { isRepoName } from '../engine/spec.ts';
 import { RUN_KEY } from '../engine/ids.ts';
 import { member, optionalTime, orNull, segment, validateEvent, validateRun } from '../engine/run-event.ts';

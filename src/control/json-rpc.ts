@@ -2,7 +2,7 @@
 import { HttpError } from '../http/http-error.ts';
 import { json, type Reply } from '../http/respond.ts';
 import { BadInputError } from '../errors.ts';
-import { isJsonObject, type Obj } from '../untrusted.ts';
+import { isJsonObject, type Obj } from '../json-value.ts';
 
 export type Id = string | number;
 

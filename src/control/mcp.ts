@@ -7,7 +7,7 @@ import { HttpError, httpErrorOf } from '../http/http-error.ts';
 import { TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { openSse } from '../http/sse.ts';
 import { errorMessage } from '../errors.ts';
-import { isJsonObject, type Obj } from '../untrusted.ts';
+import { isJsonObject, type Obj } from '../json-value.ts';
 import type { ControlDeps } from './deps.ts';
 import { JsonRpcError, readMessage, RPC, rpcError, rpcResult, type Id, type Message } from './json-rpc.ts';
 import { createMcpTools, type McpTools } from './mcp-tools.ts';

@@ -1,5 +1,6 @@
 // The engine's settings files: .svc/config.json, the operator's files, what `svc trust` trusted, and who may set what.
-import { isJsonObject, obj, tryParseJson } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
+import { obj, tryParseJson } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { BadSettingError, RefusedError } from '../errors.ts';

@@ -1,5 +1,6 @@
 // Error-tracker input (DESIGN §6): an export, or an issue fetched with curl, rendered as the task spec.
-import { list, objOrNull as obj, tryParseJson, type Obj } from '../untrusted.ts';
+import type { Obj } from '../json-value.ts';
+import { list, objOrNull as obj, tryParseJson } from '../untrusted.ts';
 import { markdownSpec, str } from './text.ts';
 import { oneLine } from '../webhook-sources.ts';
 import { BadInputError, BadSettingError, FailedError } from '../errors.ts';

@@ -4,7 +4,8 @@ import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, rea
 import { readdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { hash } from 'node:crypto';
-import { isJsonObject, tryParseJson } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
+import { tryParseJson } from '../untrusted.ts';
 import { orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;

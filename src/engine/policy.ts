@@ -1,6 +1,7 @@
 // .svc/policy.json (DESIGN §6); an unknown key is an error, as a typo must not silently loosen the gate.
 import { join } from 'node:path';
-import { isJsonObject, tryParseJson } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
+import { tryParseJson } from '../untrusted.ts';
 import { readRepoSvcFile } from './plain-tree.ts';
 import type { Verdict } from '../run-json.ts';
 import { RefusedError } from '../errors.ts';

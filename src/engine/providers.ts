@@ -1,6 +1,7 @@
 // Provider adapters: each built-in CLI's invocation and what its output says of cost and session; command providers.
 import { UnavailableError } from '../errors.ts';
-import { countOrNull, figure, obj, objOrNull, tryParseJson, type Obj } from '../untrusted.ts';
+import type { Obj } from '../json-value.ts';
+import { countOrNull, figure, obj, objOrNull, tryParseJson } from '../untrusted.ts';
 import { which } from '../spawn/svc-paths.ts';
 import type { CostFigures } from '../run-json.ts';
 

@@ -10,7 +10,8 @@ import {
   openPlainDirIn, openPlainFileIn, readObjectIn, readPlainIn, readRange, skipReason, walkPlainTree,
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
-import { isJsonObject, tryParseJson } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
+import { tryParseJson } from '../untrusted.ts';
 
 const EVENTS_PER_BATCH = 500;
 /** What one batch carries, in bytes as its JSON body counts them (events re-serialised, artifacts in base64 with

@@ -8,7 +8,8 @@ import {
 } from '../run-json.ts';
 import type { EventInput } from '../db/events-store.ts';
 import { failureColumns, type RunInput } from '../db/run-types.ts';
-import { isJsonObject, MAX_JSON_DEPTH, nestsDeeperThan, oneOf } from '../untrusted.ts';
+import { isJsonObject, MAX_JSON_DEPTH, nestsDeeperThan } from '../json-value.ts';
+import { oneOf } from '../untrusted.ts';
 import { timeMs } from '../iso-time.ts';
 import { isValidSegment } from './ids.ts';
 import { jsonWithoutSecrets, withoutSecrets } from './text.ts';

@@ -19,7 +19,8 @@ import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
 import {
   keptLocal, openPlainPath, openRunFolder, pathIn, plainEntries, readOwnObject, skipReason,
 } from './plain-tree.ts';
-import { isJsonObject, list, obj, tryParseJson, type Obj } from '../untrusted.ts';
+import { isJsonObject, type Obj } from '../json-value.ts';
+import { list, obj, tryParseJson } from '../untrusted.ts';
 import {
   eventRefusal, isArtifactPath, isSignerKind, MAX_TEXT, runRefusal, SIGNER_ARTIFACTS, signerFields,
   withoutSignerFields,

@@ -3,7 +3,8 @@
 import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
+import { obj, str, tryParseJson } from '../untrusted.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { writeFileAtomic } from '../atomic-write.ts';
 import type { EgressRecord, MeteredCall } from './evidence.ts';

@@ -6,7 +6,7 @@ import { GatePolicyError, parseGatePolicy, readGateFile, type GatePolicy } from 
 import { readGateSecret } from './job-credential.ts';
 import { modelRoutesFromEnv, routeOrigins, type ModelRoute } from './model-apis.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { isJsonObject } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
 import { exitCodeAfterSignal, urlAuthority } from '../http/http-server.ts';
 import { createGateMetrics, readMetricsToken } from './metrics.ts';
 import { setting, settingChoice, settingInt, settingOr, settingUsd } from '../settings-registry.ts';

@@ -1,6 +1,6 @@
 // The price table model calls are metered with (docs/gate.md "Metered cost"): US dollars per million tokens; a model
 // in neither it nor the operator's SVC_PRICES_FILE is unpriced, never $0.
-import { isJsonObject } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
 import { GatePolicyError, readGateFile } from './policy.ts';
 import type { CallTokens } from './evidence.ts';
 

@@ -3,7 +3,8 @@
 // A response cut before its final usage is counted at what was read and bounds for the rest, never at $0. It also holds
 // what both readers share, this one and request-meter.ts's of the request: the family table (FAMILIES, the key paths
 // each API family uses) and Asked, what a request asked for.
-import { isJsonObject, obj, str, tryParseJson } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
+import { obj, str, tryParseJson } from '../untrusted.ts';
 import { callCost, costAt, highestPrice, type PriceTable } from './prices.ts';
 import type { CallTokens, MeteredCall } from './evidence.ts';
 import { JsonPicker } from './json-picker.ts';

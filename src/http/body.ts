@@ -1,5 +1,5 @@
 // Reads a request body once, as bytes, counting as they arrive (chunked bodies have no length), and parses it.
-import { isJsonObject, jsonTextNestsTooDeep, MAX_JSON_DEPTH } from '../untrusted.ts';
+import { isJsonObject, jsonTextNestsTooDeep, MAX_JSON_DEPTH } from '../json-value.ts';
 import type { IncomingMessage } from 'node:http';
 import { HttpError } from './http-error.ts';
 

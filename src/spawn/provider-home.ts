@@ -6,7 +6,8 @@ import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'no
 import { dirname, join } from 'node:path';
 import { within, type HomeMount } from './bwrap-argv.ts';
 import { pathKind } from './tree.ts';
-import { isJsonObject, obj, tryParseJson } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
+import { obj, tryParseJson } from '../untrusted.ts';
 
 /**
  * A CLI's paths under HOME: `roots` laid fresh for each invocation, writable; `files` it obeys, copied into them from

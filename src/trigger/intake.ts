@@ -15,7 +15,7 @@ import {
 import type { EnqueueRequest } from './queue.ts';
 import type { Routed } from './served-repos.ts';
 import type { ServedRepo } from './served-repos-file.ts';
-import type { Obj } from '../untrusted.ts';
+import type { Obj } from '../json-value.ts';
 import { queuedReply } from './metrics.ts';
 import { startDelivery, type Delivery } from './job-trace.ts';
 

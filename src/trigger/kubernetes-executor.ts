@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { httpsRequest } from './https-post.ts';
 import { readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
-import { num, obj, str, tryParseJson, type Obj } from '../untrusted.ts';
+import type { Obj } from '../json-value.ts';
+import { num, obj, str, tryParseJson } from '../untrusted.ts';
 import {
   buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, SIGNER_OUTCOME_MARK,
   type KubernetesSettings, type PodJob,

@@ -7,7 +7,8 @@ import {
   buildProgressParts, PermanentError, plainSummary,
   type Delivery, type NotifyConfig, type Piece, type Progress, type ReplyChannel, type SummaryParts,
 } from './summary.ts';
-import { isJsonObject, tryParseJson } from '../untrusted.ts';
+import { isJsonObject } from '../json-value.ts';
+import { tryParseJson } from '../untrusted.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import type { Poster } from './https-post.ts';
 import type { NotificationReport } from './control-report.ts';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { request } from 'node:http';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { rawRequest } from '../helpers/raw-http.ts';
-import { nestsDeeperThan } from '../../src/untrusted.ts';
+import { nestsDeeperThan } from '../../src/json-value.ts';
 
 const T0 = '2026-02-01T10:00:00.000Z';
 

@@ -17,16 +17,16 @@ import { assertDoublingsBack, probesOf, recordOrder } from '../helpers/walk-orde
 const BAR = 15;
 
 /**
- * Where the walk doubles back today (docs/architecture.md "Doubling back" counts them): the source's reader reads its
- * delivery with the typed readers the walk entered before it. It holds the walk from doubling back anywhere else.
+ * Where the walk doubles back today (docs/architecture.md "Doubling back"): nowhere. The body's parse asks the leaf
+ * json-value.ts, so the source's reader is the first to enter the typed readers (untrusted.ts).
  */
-const DOUBLING_BACK = ['src/untrusted.ts'];
+const DOUBLING_BACK: string[] = [];
 
 /** Run by the delivery, not counted (docs/architecture.md names each group under the walk). */
 const NOT_COUNTED = [
   ...PIPELINE_INTERNALS,
   // shared leaves
-  'src/log.ts', 'src/safe-json.ts', 'src/engine/text.ts', 'src/db/open.ts', 'src/engine/ids.ts',
+  'src/log.ts', 'src/safe-json.ts', 'src/json-value.ts', 'src/engine/text.ts', 'src/db/open.ts', 'src/engine/ids.ts',
   // what only counts or traces
   'src/trigger/metrics.ts', 'src/trace.ts', 'src/trigger/job-trace.ts', 'src/db/wal-checkpointer.ts',
 ];

@@ -4,7 +4,7 @@ import { PassThrough } from 'node:stream';
 import type { IncomingMessage } from 'node:http';
 import { checkBodyKeys, readBody, parseJson, parseJsonObject, MiB } from '../../src/http/body.ts';
 import { HttpError } from '../../src/http/http-error.ts';
-import { jsonDepth, MAX_JSON_DEPTH } from '../../src/untrusted.ts';
+import { jsonDepth, MAX_JSON_DEPTH } from '../../src/json-value.ts';
 
 function fakeReq(headers: Record<string, string> = {}): PassThrough & { headers: Record<string, string> } {
   return Object.assign(new PassThrough(), { headers });

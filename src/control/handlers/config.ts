@@ -1,5 +1,5 @@
 // GET/PUT /v1/config: validated, versioned settings; secrets are always redacted on the way out.
-import { isJsonObject } from '../../untrusted.ts';
+import { isJsonObject } from '../../json-value.ts';
 import { HttpError } from '../../http/http-error.ts';
 import { invalidParam } from '../params.ts';
 import { checkBodyKeys, requireJsonObject } from '../../http/body.ts';

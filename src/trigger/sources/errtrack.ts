@@ -1,6 +1,7 @@
 // POST /errtrack (Sentry): an alert's brief is its text plus release, environment, newest deploy record and the
 // culprit file's last author (docs/trigger.md "Briefs").
-import { objOrNull as obj, type Obj } from '../../untrusted.ts';
+import type { Obj } from '../../json-value.ts';
+import { objOrNull as obj } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { runCollect } from '../../spawn/start.ts';

@@ -4,7 +4,8 @@
 // in an API path but a login checked as GitHub spells one, none in a reply.
 import { json, type Reply } from '../../http/respond.ts';
 import { errorMessage, RefusedError } from '../../errors.ts';
-import { obj, positiveInt, str, type Obj } from '../../untrusted.ts';
+import type { Obj } from '../../json-value.ts';
+import { obj, positiveInt, str } from '../../untrusted.ts';
 import { briefOf, capUtf8, oneLine } from '../../webhook-sources.ts';
 import { receiptIntegrity } from '../../engine/follow-up.ts';
 import { enqueue, type Intake, type TCtx } from '../intake.ts';

@@ -1,7 +1,8 @@
 // POST /trackera (Linear): an issue event starts `trackera:<identifier>`, its verified payload kept for the run; the
 // summary goes back as an issue comment in CommonMark, and a `/svc answer` comment answers the run.
 import type { Reply } from '../../http/respond.ts';
-import { obj, objOrNull, str, describe, tryParseJson, type Obj } from '../../untrusted.ts';
+import type { Obj } from '../../json-value.ts';
+import { obj, objOrNull, str, describe, tryParseJson } from '../../untrusted.ts';
 import { deliveryKeys } from '../../webhook-sources.ts';
 import { errorMessage } from '../../errors.ts';
 import { intakeDir, TRACKERA_IDENTIFIER as IDENTIFIER } from '../managed-checkout.ts';

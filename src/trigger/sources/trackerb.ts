@@ -6,7 +6,8 @@ import { deliveryKeys } from '../../webhook-sources.ts';
 import { answerCommand, commentTime, teamRefusal } from '../answers.ts';
 import { errorMessage } from '../../errors.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
-import { isJsonObject, obj, str, tryParseJson, type Obj } from '../../untrusted.ts';
+import { isJsonObject, type Obj } from '../../json-value.ts';
+import { obj, str, tryParseJson } from '../../untrusted.ts';
 import type { Decision, Received, TCtx } from '../intake.ts';
 
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;

@@ -2,7 +2,8 @@
 // with write-level association becomes a job; everything else is skipped. A commenter, and whoever labelled someone
 // else's issue, must also have write permission, asked of GitHub (the issue's own author too, where a token is set).
 import { HttpError } from '../../http/http-error.ts';
-import { isJsonObject, obj, positiveInt, str, tryParseJson, type Obj } from '../../untrusted.ts';
+import { isJsonObject, type Obj } from '../../json-value.ts';
+import { obj, positiveInt, str, tryParseJson } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';
 import { deliveryKeys } from '../../webhook-sources.ts';
 import { mayWrite, queueFollowUp, readPullRequestEvent, svcCommand, TRUSTED } from './github-pr.ts';
