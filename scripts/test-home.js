@@ -15,15 +15,20 @@ import { after } from 'node:test';
  */
 const HELD_MS = Number(process.env.SVC_TEST_HELD_MS) || 60_000;
 
-/** Fails this file's process if it is still running `HELD_MS` after its tests: unref'd, it never holds it itself. */
+/**
+ * Fails this file's process if it is still running `HELD_MS` after its tests: unref'd, it never holds it itself.
+ * The clock starts after the file's own top-level `after` hooks (closing its servers may take long on a loaded
+ * machine): a root hook runs in the order registered, this one, registered at import, before the file's, so it
+ * registers the one that starts the clock last of all.
+ */
 function watchForHeldProcess(name) {
-  after(() => {
+  after((t) => t.after(() => {
     setTimeout(() => {
       const holders = [...new Set(process.getActiveResourcesInfo())].join(', ');
       process.stderr.write(`✖ ${name}: still running ${HELD_MS / 1000} s after its last test, held by: ${holders}\n`);
       process.exit(1);
     }, HELD_MS).unref();
-  });
+  }));
 }
 
 /**
