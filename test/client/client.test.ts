@@ -229,11 +229,13 @@ describe('security', () => {
         assert.ok(m[1]!.startsWith('./') || leaf, `${name} imports ${m[1]} outside src/client`);
       }
     }
-    // run-json.ts may import the typed readers, and they nothing: no path from the client reaches server code.
+    // run-json.ts may import the typed readers, they the JSON value's leaf, and it nothing: no path from the client
+    // reaches server code.
     const importsOf = (file: string) => [...readFileSync(join(dir, '..', file), 'utf8')
       .matchAll(/^\s*(?:import|export .* from)\b.*?['"]([^'"]+)['"]/gm)].map((m) => m[1]);
     assert.deepEqual(importsOf('run-json.ts'), ['./untrusted.ts']);
-    assert.deepEqual(importsOf('untrusted.ts'), []);
+    assert.deepEqual(importsOf('untrusted.ts'), ['./json-value.ts']);
+    assert.deepEqual(importsOf('json-value.ts'), []);
     assert.deepEqual(importsOf('proc-stat.ts'), ['node:fs']);
   });
 });
