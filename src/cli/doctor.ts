@@ -7,14 +7,17 @@ import {
 import { which } from '../spawn/svc-paths.ts';
 import { describeFilter, type SyscallFilter } from '../spawn/seccomp.ts';
 import { memoryBound } from '../spawn/memory-cgroup.ts';
+import { PRLIMIT_DIRS, PRLIMIT_HINT } from '../spawn/limits.ts';
 import { safeJson } from '../safe-json.ts';
 
 export const HELP = `Usage: svc doctor [--json]
 
 Checks that agent runs can be sandboxed here: bwrap (Debian package bubblewrap)
-on PATH, user namespaces, and a trial sandbox shaped like an agent's (own user,
-PID and network namespaces, no capability left whoever runs svc, and the
-system-call filter). Says which system calls the filter refuses, what bounds an
+on PATH, prlimit (Debian package util-linux), which sets the sandbox's kernel
+limits, in /usr/bin, /bin, /usr/sbin or /sbin, user namespaces, and a trial
+sandbox shaped like an agent's (own user, PID and network namespaces, no
+capability left whoever runs svc, the kernel limits, and the system-call
+filter). Says which system calls the filter refuses, what bounds an
 agent's memory here (a memory cgroup, or svc's watchdog), and whether svc runs
 as root and what that means. Exits 0 when sandboxing works, 1 when it does not.
 `;
@@ -31,10 +34,14 @@ const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin', '/sb
 /** The next step: a PATH without the system folders hides an installed bwrap, so say where it is, not "install". */
 export function fixFor(probe: SandboxProbe, path: string | undefined, offPath: string | null): string | null {
   if (probe.ok) return null;
+  // Both missing: both are said, so installing bwrap is not followed by a second refusal.
+  const andPrlimit = probe.prlimit === null ? `; and ${PRLIMIT_HINT}` : '';
   if (probe.bwrap === null && offPath !== null) {
     return `bwrap is installed at ${offPath} but ${dirname(offPath)} is not on PATH (PATH=${path ?? ''}): ` +
-      `add it, e.g. PATH="$PATH:${dirname(offPath)}"`;
+      `add it, e.g. PATH="$PATH:${dirname(offPath)}"${andPrlimit}`;
   }
+  if (probe.bwrap === null) return `${BWRAP_HINT}${andPrlimit}`;
+  if (probe.prlimit === null) return PRLIMIT_HINT;
   return namespacesRefused(probe) ? NAMESPACES_HINT : BWRAP_HINT;
 }
 
@@ -58,9 +65,11 @@ export default async function doctor(io: CliIo): Promise<number> {
   } else {
     const found = probe.bwrap ?? (offPath ? `not on PATH (installed at ${offPath})` : 'not found');
     io.stdout(`bwrap:           ${found}\n`);
+    io.stdout(`prlimit:         ${probe.prlimit ?? `not found in ${PRLIMIT_DIRS.join(', ')}`}\n`);
     io.stdout(`user namespaces: ${probe.userNamespaces ?? 'unknown'}\n`);
     const filtered = filter.arch ? ', system-call filter' : '';
-    if (fix === null) io.stdout(`sandbox:         works (no capabilities, own network namespace${filtered})\n`);
+    const works = `works (no capabilities, own network namespace, kernel limits${filtered})`;
+    if (fix === null) io.stdout(`sandbox:         ${works}\n`);
     else io.stdout(`sandbox:         does not work: ${probe.reason}\nfix:             ${fix}\n`);
     io.stdout(`system calls:    ${filterLine(filter)}\n`);
     io.stdout(`memory:          ${memory.mechanism}: ${memory.detail}\n`);

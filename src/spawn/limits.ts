@@ -5,6 +5,7 @@ import {
   realpathSync, statSync, statfsSync,
 } from 'node:fs';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { UnavailableError } from '../errors.ts';
 import { which } from './svc-paths.ts';
 import { orNull, readOrNull, readlinkOrNull, unescapeMount } from './tree.ts';
 import type { MemoryCgroup } from './memory-cgroup.ts';
@@ -47,10 +48,35 @@ export interface LimitArgv {
   dataBytes: number;
 }
 
-/** limitArgv for `limits`; null where prlimit is missing. */
-export function limitArgv(limits: SandboxLimits): LimitArgv | null {
-  prlimit ??= which('prlimit', '/usr/bin:/bin:/usr/sbin:/sbin');
-  if (!prlimit) return null;
+// prlimit is run by its host path inside the sandbox, so it is looked for only in the system folders, which every
+// sandbox's view shows as they are (bwrap-argv.ts SYSTEM_FOLDERS): the program found here is the one the sandbox runs.
+// A link out of those folders is found here and then fails inside, which the trial sandbox (sandbox-mode.ts) shows.
+export const PRLIMIT_DIRS = ['/usr/bin', '/bin', '/usr/sbin', '/sbin'];
+
+/** What to do when prlimit is not there (`svc doctor`'s fix and the refusal to start say it alike). */
+export const PRLIMIT_HINT = 'install the Debian package "util-linux" (apt-get install util-linux), which holds prlimit';
+
+/** Why no sandbox can start: said by the probe, `svc doctor` and the refusals. */
+export const PRLIMIT_MISSING = `prlimit is not in ${PRLIMIT_DIRS.join(', ')}, so no sandbox would get its kernel ` +
+  'limits';
+
+/** prlimit is not installed where the sandbox runs it: a sandbox would get none of the kernel's limits. */
+export class PrlimitMissingError extends UnavailableError {}
+
+/** util-linux's prlimit as the sandbox runs it, or null (looked for afresh each time: `svc doctor`, the probe). */
+export function findPrlimit(): string | null {
+  return which('prlimit', PRLIMIT_DIRS.join(':'));
+}
+
+/**
+ * limitArgv for `limits`. Without prlimit it refuses (PrlimitMissingError) rather than start a sandbox with no kernel
+ * limit at all: the probe refuses a run first (sandbox-mode.ts), this is for a prlimit gone since.
+ */
+export function limitArgv(limits: SandboxLimits): LimitArgv {
+  prlimit ??= findPrlimit();
+  if (!prlimit) {
+    throw new PrlimitMissingError(`Refusing to start a sandbox: ${PRLIMIT_MISSING}; ${PRLIMIT_HINT}`);
+  }
   openFiles ??= openFilesLimit();
   return {
     prlimit,

@@ -49,11 +49,11 @@ export function gateMounts(gate: SandboxGate): string[] {
 /**
  * What bwrap runs: `command`, behind the gate's bridge when there is a gate, through prlimit. Every limit is set
  * from inside the sandbox, on bwrap's command, so the forwarder and its drain carry them too; RLIMIT_DATA, which a
- * node forwarder would not start under, is left to the command itself.
+ * node forwarder would not start under, is left to the command itself. Without prlimit there is no command: limitArgv
+ * refuses, as no sandbox runs without its limits.
  */
 export function sandboxCommand(limits: SandboxLimits, gate: SandboxGate | null, command: string[]): string[] {
   const argv = limitArgv(limits);
-  if (!argv) return gate ? throughGate(gate, null, command) : command;
   if (gate) return [argv.prlimit, ...argv.every, '--', ...throughGate(gate, argv.dataBytes, command)];
   return [argv.prlimit, ...argv.every, `--data=${argv.dataBytes}`, '--', ...command];
 }
@@ -69,7 +69,7 @@ export function sandboxCommand(limits: SandboxLimits, gate: SandboxGate | null, 
 // The shell already carries every limit but the command's own RLIMIT_DATA (sandboxCommand), which it then puts on
 // itself with its `ulimit -d` (KiB, soft and hard, in dash, bash, busybox ash, ksh and zsh alike) before it becomes
 // the command: no process more on the agent's way (a `prlimit --pid` beside the forwarder cost ~1.5 ms of CPU a start).
-function bridge(start: string, dataBytes: number | null): string {
+function bridge(start: string, dataBytes: number): string {
   return [
     `{ ${start} & } | {`,
     '  read -r ready',
@@ -80,14 +80,14 @@ function bridge(start: string, dataBytes: number | null): string {
     '  exec 3<&-',
     '} || exit 125',
     // A number only (NaN, which no shell takes, fails the start as a refused limit does).
-    ...dataBytes === null ? [] : [`ulimit -d ${Math.floor(dataBytes / 1024)} || exit 125`],
+    `ulimit -d ${Math.floor(dataBytes / 1024)} || exit 125`,
     'shift 2; exec "$@"',
   ].join('\n');
 }
 
-/** The command line that starts the forwarder, waits until it listens, puts RLIMIT_DATA (`dataBytes`, or none) on
- * itself, then becomes `command`. */
-function throughGate(gate: SandboxGate, dataBytes: number | null, command: string[]): string[] {
+/** The command line that starts the forwarder, waits until it listens, puts RLIMIT_DATA (`dataBytes`) on itself,
+ * then becomes `command`. */
+function throughGate(gate: SandboxGate, dataBytes: number, command: string[]): string[] {
   const b = gate.bridge;
   const [start, one, two] = b.kind === 'systemd'
     ? [`"$1" -l 127.0.0.1:${FORWARDER_PORT} "$2" ${GATE_SOCKET_INSIDE} 2>&1 > /dev/null`, b.activate, b.proxyd]

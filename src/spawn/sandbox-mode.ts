@@ -7,7 +7,7 @@ import { errorMessage, UnavailableError } from '../errors.ts';
 import { settingChoice } from '../settings-registry.ts';
 import { runSync } from './start.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from './bwrap-argv.ts';
-import { DEFAULT_LIMITS } from './limits.ts';
+import { DEFAULT_LIMITS, findPrlimit, PRLIMIT_HINT, PRLIMIT_MISSING } from './limits.ts';
 import { svcHomeOf, which } from './svc-paths.ts';
 import { orNull, pathKind, readOrNull } from './tree.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
@@ -58,6 +58,13 @@ export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.Proces
   const probe = probeSandboxCached(env);
   if (probe.ok && probe.bwrap) return { kind: 'bwrap', bwrap: probe.bwrap };
   const optOut = cli ? OPT_OUT_CLI : OPT_OUT_SERVER;
+  // A sandbox without prlimit would hold the agent with no kernel limit at all, which no setting asks for.
+  if (probe.bwrap && !probe.prlimit) {
+    throw new SandboxUnavailableError(
+      `Refusing to start: agents run in a bubblewrap sandbox and ${PRLIMIT_MISSING}: ${PRLIMIT_HINT} ` +
+        `(\`svc doctor\` checks the host). Only to run agents unconfined, opt out with ${optOut}`,
+    );
+  }
   // An installed bwrap that failed is fixed where the namespaces are refused; installing it again changes nothing.
   if (probe.bwrap) {
     const fix = namespacesRefused(probe)
@@ -104,8 +111,8 @@ export function unsandboxedWarning(mode: SandboxMode): string | null {
     'including svc\'s keys and tokens. svc still ends every process it starts when the provider exits.';
 }
 
-// Bumped whenever the trial changes shape, so an old "works" is never reused for a new trial.
-const TRIAL_VERSION = 4;
+// Bumped whenever the trial or its result changes shape, so an old "works" is never reused for a new trial.
+const TRIAL_VERSION = 5;
 
 function readSysctl(path: string): string | null {
   return readOrNull(path)?.trim() ?? null;
@@ -126,8 +133,9 @@ function runTrial(bwrap: string, env: NodeJS.ProcessEnv, fds: Array<number | 'ig
 }
 
 /**
- * Finds bwrap on PATH and runs a trial sandbox shaped like an agent's; it must hold no capability at all, and run
- * under the system-call filter where this architecture has one. `svc doctor` always probes afresh.
+ * Finds bwrap on PATH and prlimit where the sandbox runs it (limits.ts), and runs a trial sandbox shaped like an
+ * agent's, through that prlimit; it must hold no capability at all, and run under the system-call filter where this
+ * architecture has one. `svc doctor` always probes afresh.
  */
 export function probeSandbox(env: NodeJS.ProcessEnv) {
   const clone = readSysctl('/proc/sys/kernel/unprivileged_userns_clone');
@@ -136,8 +144,10 @@ export function probeSandbox(env: NodeJS.ProcessEnv) {
     ? null
     : `unprivileged_userns_clone=${clone ?? '-'} max_user_namespaces=${max ?? '-'}`;
   const bwrap = which('bwrap', env.PATH);
-  const probe = (reason: string | null) => ({ ok: reason === null, bwrap, userNamespaces, reason });
+  const prlimit = findPrlimit();
+  const probe = (reason: string | null) => ({ ok: reason === null, bwrap, prlimit, userNamespaces, reason });
   if (!bwrap) return probe('bwrap not found on PATH');
+  if (!prlimit) return probe(PRLIMIT_MISSING);
   const fds = openSandboxFds();
   const trial = runTrial(bwrap, env, fds);
   closeSandboxFds(fds);
@@ -154,18 +164,20 @@ export function probeSandbox(env: NodeJS.ProcessEnv) {
   return probe(`the trial sandbox ran without its system-call filter (Seccomp ${seccomp ?? '?'})`);
 }
 
-/** What a cached result depends on; null when the binary cannot be read. */
-function cacheKey(bwrap: string): string | null {
+/** What a cached result depends on (prlimit too: a "works" must not outlive it); null when a binary cannot be read. */
+function cacheKey(bwrap: string, prlimit: string | null): string | null {
   const binary = orNull(() => statSync(bwrap));
-  return binary && [TRIAL_VERSION, readSysctl('/proc/sys/kernel/random/boot_id') ?? '-', process.getuid?.() ?? '-',
-    bwrap, binary.size, binary.mtimeMs, readSysctl('/proc/sys/user/max_user_namespaces') ?? '-',
+  const limiter = prlimit === null ? null : orNull(() => statSync(prlimit));
+  return binary && limiter && [TRIAL_VERSION, readSysctl('/proc/sys/kernel/random/boot_id') ?? '-',
+    process.getuid?.() ?? '-', bwrap, binary.size, binary.mtimeMs, prlimit, limiter.size, limiter.mtimeMs,
+    readSysctl('/proc/sys/user/max_user_namespaces') ?? '-',
     readSysctl('/proc/sys/kernel/unprivileged_userns_clone') ?? '-'].join('|');
 }
 
 /** The probe for this host, from this boot's cache when it still applies. */
 function probeSandboxCached(env: NodeJS.ProcessEnv): SandboxProbe {
   const bwrap = which('bwrap', env.PATH);
-  const key = bwrap ? cacheKey(bwrap) : null;
+  const key = bwrap ? cacheKey(bwrap, findPrlimit()) : null;
   if (!key) return probeSandbox(env);
   const home = svcHomeOf(env);
   const path = join(home, 'sandbox-probe.json');

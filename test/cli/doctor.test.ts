@@ -6,6 +6,8 @@ import { join, dirname } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
 import { fixFor } from '../../src/cli/doctor.ts';
 import { letNobodyReach } from '../helpers/nobody-reach.ts';
+import { withoutPrlimit, withoutPrlimitSkip } from '../helpers/without-prlimit.ts';
+import { findPrlimit } from '../../src/spawn/limits.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 // A HOME of the test's own: svc keeps its compile cache under ~/.svc.
@@ -81,10 +83,44 @@ describe('svc doctor', () => {
   });
 
   it('names the bubblewrap package and the opt-out when bwrap is nowhere', () => {
-    const probe = { ok: false, bwrap: null, userNamespaces: null, reason: 'bwrap not found on PATH' };
+    const probe = { ok: false, bwrap: null, prlimit: '/usr/bin/prlimit', userNamespaces: null,
+      reason: 'bwrap not found on PATH' };
     const fix = fixFor(probe, '/tmp/x', null);
     assert.match(fix ?? '', /apt-get install bubblewrap/);
     assert.match(fix ?? '', /SVC_SANDBOX=none/);
+    assert.doesNotMatch(fix ?? '', /util-linux/);
     assert.equal(fixFor({ ...probe, ok: true, reason: null }, '/usr/bin', null), null);
+    // Neither is there: both packages are named, so installing one is not followed by a second refusal.
+    const neither = fixFor({ ...probe, prlimit: null }, '/tmp/x', null) ?? '';
+    assert.match(neither, /apt-get install bubblewrap.*; and install the Debian package "util-linux"/);
+  });
+
+  it('says where prlimit is, which sets the sandbox\'s kernel limits', async () => {
+    const prlimit = findPrlimit();
+    assert.ok(prlimit, 'this host has util-linux\'s prlimit');
+    const r = await doctor('--json');
+    assert.equal(JSON.parse(r.stdout).sandbox.prlimit, prlimit);
+    const human = await doctor();
+    assert.ok(human.stdout.includes(`\nprlimit:         ${prlimit}\n`), human.stdout);
+    assert.match(human.stdout, /^sandbox: +works \(.*kernel limits/m);
+  });
+
+  const noPrlimit = { skip: withoutPrlimitSkip };
+  it('exits 1 naming util-linux when prlimit is not where the sandbox runs it', noPrlimit, async () => {
+    const run = (...args: string[]) => {
+      const [command, ...rest] = withoutPrlimit([process.execPath, CLI, 'doctor', ...args]);
+      return runChild(command!, rest, { env: { ...process.env, HOME } });
+    };
+    const r = await run();
+    assert.equal(r.code, 1);
+    assert.ok(r.stdout.includes('\nprlimit:         not found in /usr/bin, /bin, /usr/sbin, /sbin\n'), r.stdout);
+    const said = /^sandbox: +does not work: (.*)$/m.exec(r.stdout)?.[1];
+    assert.match(said ?? '', /^prlimit is not in .*, so no sandbox would get its kernel limits$/);
+    assert.ok(r.stdout.includes('\nfix:             install the Debian package "util-linux" (apt-get install ' +
+      'util-linux), which holds prlimit\n'), r.stdout);
+    const j = await run('--json');
+    const report = JSON.parse(j.stdout) as { sandbox: { ok: boolean; prlimit: string | null }; fix: string };
+    assert.deepEqual([j.code, report.sandbox.ok, report.sandbox.prlimit], [1, false, null]);
+    assert.match(report.fix, /util-linux/);
   });
 });
