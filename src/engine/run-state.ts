@@ -18,6 +18,7 @@ import { ProviderMissingError } from './providers.ts';
 import { PolicyError } from './policy.ts';
 import { TrustNeededError } from './config.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
+import { PrlimitMissingError } from '../spawn/limits.ts';
 import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
 import { orNull } from '../spawn/tree.ts';
 import { jsonWithoutSecrets, withoutSecrets } from './text.ts';
@@ -361,7 +362,7 @@ const CLASS_OF_CODE: Readonly<Record<SvcErrorCode, FailureClass>> = {
 export function failureOf(err: unknown): RunFailure {
   const reason = withoutSecrets(errorMessage(err));
   const config = err instanceof ProviderMissingError || err instanceof SandboxUnavailableError ||
-    err instanceof PolicyError || err instanceof TrustNeededError;
+    err instanceof PrlimitMissingError || err instanceof PolicyError || err instanceof TrustNeededError;
   return runFailure(config ? 'config' : err instanceof SvcError ? CLASS_OF_CODE[err.code] : 'infra', reason);
 }
 
