@@ -24,7 +24,7 @@ import { createRefusalTally } from './refusal-tally.ts';
 import { createExpensiveReads } from './expensive-reads.ts';
 import { createControlMetrics } from './metrics.ts';
 import { isLoopbackHost } from '../http/guards.ts';
-import { closeGracefully, listen, createHttpServer, exitCodeAfterSignal } from '../http/http-server.ts';
+import { closeGracefully, closeOnce, listen, createHttpServer, exitCodeAfterSignal } from '../http/http-server.ts';
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
 import { createLogger, type Logger } from '../log.ts';
@@ -86,24 +86,20 @@ export async function startControl(
   void engine.failLostLaunches();
   const lostLaunches = setTimeout(() => void engine.failLostLaunches(), LAUNCH_TIMEOUT_MS).unref();
 
-  let closing: Promise<void> | undefined;
-  function close(): Promise<void> {
-    closing ??= (async () => {
-      stopSweeps();
-      clearTimeout(lostLaunches);
-      stopReading.abort();
-      await activeRuns;
-      await closeGracefully(server, async () => {
-        bus.close();
-        await deps.engine.close();
-      });
-      deps.refusals.close();
-      await deps.checkpoints.close();
-      await reads.close();
-      db.close();
-    })();
-    return closing;
-  }
+  const close = closeOnce(async () => {
+    stopSweeps();
+    clearTimeout(lostLaunches);
+    stopReading.abort();
+    await activeRuns;
+    await closeGracefully(server, async () => {
+      bus.close();
+      await deps.engine.close();
+    });
+    deps.refusals.close();
+    await deps.checkpoints.close();
+    await reads.close();
+    db.close();
+  });
   return { url, server, connections, deps, close };
 }
 

@@ -8,6 +8,7 @@ import { TAKEN_OVER, type Reply } from '../http/respond.ts';
 import { openSse } from '../http/sse.ts';
 import { errorMessage } from '../errors.ts';
 import { isJsonObject, type Obj } from '../json-value.ts';
+import { list, obj } from '../untrusted.ts';
 import type { ControlDeps } from './deps.ts';
 import { JsonRpcError, readMessage, RPC, rpcError, rpcResult, type Id, type Message } from './json-rpc.ts';
 import { createMcpTools, type McpTools } from './mcp-tools.ts';
@@ -151,12 +152,8 @@ async function dispatch(ctx: C, tools: McpTools, method: string, params: Obj): P
   }
 }
 
-function metaOf(params: Obj): Obj {
-  return isJsonObject(params._meta) ? params._meta : {};
-}
-
 function isStateless(req: IncomingMessage, message: Message): boolean {
-  if (message.kind !== 'response' && typeof metaOf(message.params)[META_VERSION] === 'string') return true;
+  if (message.kind !== 'response' && typeof obj(message.params._meta)[META_VERSION] === 'string') return true;
   const version = header(req, VERSION_HEADER);
   return version !== undefined && version >= MCP_STATELESS_VERSIONS.at(-1)!;
 }
@@ -169,7 +166,7 @@ function decodeHeaderValue(value: string): string {
 
 /** Revision 2026-07-28's checks before dispatch (docs/mcp.md); a notification may leave Mcp-Method out. */
 function checkStateless(req: IncomingMessage, id: Id | undefined, method: string, params: Obj): void {
-  const meta = metaOf(params);
+  const meta = obj(params._meta);
   const claimed = meta[META_VERSION];
   const refuse = (code: number, why: string, data?: unknown): never => {
     throw new JsonRpcError(code, why, id, 400, data);
@@ -209,8 +206,7 @@ const ANSWER_FORM = {
  */
 async function elicitAnswer(ctx: C, tools: McpTools, params: Obj): Promise<Obj | undefined> {
   const args = params.arguments;
-  const capabilities = metaOf(params)[META_CAPABILITIES];
-  const elicit = isJsonObject(capabilities) ? capabilities.elicitation : undefined;
+  const elicit = obj(obj(params._meta)[META_CAPABILITIES]).elicitation;
   if (params.name !== 'answer_run' || !isJsonObject(args) || args.answer !== undefined || !isJsonObject(elicit)) return;
   if (Object.keys(elicit).length > 0 && !isJsonObject(elicit.form)) return;
   const run = await tools.read(ctx, 'get_run', args).catch(() => undefined);
@@ -219,7 +215,7 @@ async function elicitAnswer(ctx: C, tools: McpTools, params: Obj): Promise<Obj |
   const { source, run: name } = run as { source: string; run: string };
   const question = ctx.deps.stores.events.latest(source, name, 'question');
   const asked = hash('sha256', JSON.stringify([source, name, question?.id ?? null, run.question]), 'base64url');
-  const form = isJsonObject(params.inputResponses) ? params.inputResponses.answer : undefined;
+  const form = obj(params.inputResponses).answer;
   if (params.requestState === asked && isJsonObject(form)) {
     if (form.action === 'accept' && isJsonObject(form.content)) args.answer = form.content.answer;
     return;
@@ -259,7 +255,7 @@ function listen(ctx: C, id: Id, params: Obj): typeof TAKEN_OVER {
   checkAccept(ctx.req, 'text/event-stream');
   const filter = params.notifications;
   if (!isJsonObject(filter)) throw new JsonRpcError(RPC.INVALID_PARAMS, '"notifications" must be an object');
-  const uris = Array.isArray(filter.resourceSubscriptions) ? filter.resourceSubscriptions : [];
+  const uris = list(filter.resourceSubscriptions);
   if (uris.length > MAX_LISTEN_URIS) {
     throw new JsonRpcError(RPC.INVALID_PARAMS, `At most ${MAX_LISTEN_URIS} resourceSubscriptions per listen`);
   }

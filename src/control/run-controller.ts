@@ -6,7 +6,7 @@ import {
 import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { existsSync } from 'node:fs';
-import { failureColumns, type RunKey, type RunRow } from '../db/run-types.ts';
+import { failureColumns, type RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
 import { transaction, untilWritten, type Db } from '../db/open.ts';
 import type { Logger } from '../log.ts';
@@ -263,19 +263,12 @@ export function createRunController(deps: RunControllerDeps) {
       const source = deps.settings.source;
       const before = deps.clock() - LAUNCH_TIMEOUT_MS;
       const look = (): void => {
-        let after: RunKey | undefined;
-        for (;;) {
-          const page = deps.stores.runs.list({ status: 'queued', source, until: before, after, limit: LIST_PAGE });
-          for (const row of page) {
-            const key = `${source}/${row.run}`;
-            if (row.repo_path === null || launchers.has(key) || recording.has(key)) continue;
-            if (existsSync(runDir(row.repo_path, row.run))) continue;
-            if (deps.stores.events.latest(source, row.run, 'run.status') !== undefined) continue;
-            recordFailure(source, row.run, LOST_LAUNCH, 'fail-run', null);
-          }
-          const last = page[page.length - 1];
-          if (page.length < LIST_PAGE || last === undefined) break;
-          after = { started_at: last.started_at, source, run: last.run };
+        for (const row of deps.stores.runs.each({ status: 'queued', source, until: before, limit: LIST_PAGE })) {
+          const key = `${source}/${row.run}`;
+          if (row.repo_path === null || launchers.has(key) || recording.has(key)) continue;
+          if (existsSync(runDir(row.repo_path, row.run))) continue;
+          if (deps.stores.events.latest(source, row.run, 'run.status') !== undefined) continue;
+          recordFailure(source, row.run, LOST_LAUNCH, 'fail-run', null);
         }
       };
       return untilDone(look, 'could not look for lost launches', {});

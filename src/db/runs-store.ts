@@ -117,6 +117,12 @@ export function createRunsStore(db: Db) {
     return write(stmt, [...keys.map((k) => (fields as Record<string, SQLInputValue>)[k]!), source, run]);
   }
 
+  /** Newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows. */
+  function list(filter: RunFilter): RunRow[] {
+    const { sql, args } = buildListQuery(filter, ROW_COLUMNS);
+    return statement(sql).all(...args) as unknown as RunRow[];
+  }
+
   return {
     get: (source: string, run: string) => getStmt.get(source, run) as RunRow | undefined,
     /** An older `updated_at` never overwrites a newer row; started_at keeps its first value. */
@@ -143,10 +149,13 @@ export function createRunsStore(db: Db) {
       const ended = status === 'failed' || status === 'stopped';
       return patch(source, run, { ...(ended ? {} : failureColumns(null)), ...fields, status, updated_at: at });
     },
-    /** Newest first by (started_at, source, run), keyset after `filter.after`, at most `filter.limit` rows. */
-    list(filter: RunFilter) {
-      const { sql, args } = buildListQuery(filter, ROW_COLUMNS);
-      return statement(sql).all(...args) as unknown as RunRow[];
+    list,
+    /** Every run `list` selects, a page of `filter.limit` read each time the caller has taken the one before. */
+    *each(filter: RunFilter): Generator<RunRow> {
+      for (let page = list(filter); ; page = list({ ...filter, after: page.at(-1)! })) {
+        yield* page;
+        if (page.length < filter.limit || page.length === 0) return;
+      }
     },
     /** The same runs as Run JSON texts, and the last one's key when another page follows (one row past the page). */
     page(filter: RunFilter): { items: string[]; next: RunKey | null } {

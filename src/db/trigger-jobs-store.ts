@@ -1,7 +1,8 @@
 // The trigger server's jobs table: typed rows in, typed rows out; statements prepared once.
 import { LIMIT_PARAM, type Db } from './open.ts';
 
-export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'interrupted';
+export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'interrupted'] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
 
 export interface JobRow {
   id: string;

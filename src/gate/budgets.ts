@@ -7,6 +7,7 @@ import { isJsonObject } from '../json-value.ts';
 import { obj, str, tryParseJson } from '../untrusted.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import { writeFileAtomic } from '../atomic-write.ts';
+import { orNull } from '../spawn/tree.ts';
 import type { EgressRecord, MeteredCall } from './evidence.ts';
 import type { MeteredCost } from '../run-json.ts';
 
@@ -193,12 +194,8 @@ export class DayLedger {
   }
 
   private readNew(): void {
-    let fd: number;
-    try {
-      fd = openSync(join(this.folder!, `${this.day}.jsonl`), 'r');
-    } catch {
-      return;
-    }
+    const fd = orNull(() => openSync(join(this.folder!, `${this.day}.jsonl`), 'r'));
+    if (fd === null) return;
     try {
       const size = fstatSync(fd).size;
       if (size <= this.offset) return;

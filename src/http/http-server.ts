@@ -151,6 +151,12 @@ export async function closeGracefully(server: Server, whileDraining: () => void 
   });
 }
 
+/** A server's close: `stop` runs once, whoever calls first (a signal, a test), and every call awaits that one run. */
+export function closeOnce(stop: () => Promise<void>): () => Promise<void> {
+  let closing: Promise<void> | undefined;
+  return () => (closing ??= stop());
+}
+
 /** The exit code after the first SIGINT or SIGTERM (a second one ends the process at once): 1 if `stop` failed. */
 export function exitCodeAfterSignal(log: Logger, message: string, stop: () => Promise<void>): Promise<number> {
   return new Promise<number>((resolve) => {

@@ -9,6 +9,7 @@ import { git, diffCommits, hostGit, specialKind, type DiffResult, type GitRun } 
 import { parsePolicy, DEFAULT_POLICY, PolicyError, type Policy } from '../engine/policy.ts';
 import { COMMIT_ID } from './seal.ts';
 import { tryParseJson } from '../untrusted.ts';
+import { realOrNull } from '../spawn/tree.ts';
 
 export class UnverifiableError extends RefusedError {}
 
@@ -48,12 +49,8 @@ function refuseSpecialFiles(objects: string, root: string, depth = 0): void {
   for (const line of readFileSync(alternates, 'utf8').split('\n')) {
     const named = line.trim();
     if (named === '' || named.startsWith('#')) continue;
-    let dir: string;
-    try {
-      dir = realpathSync(isAbsolute(named) ? named : resolve(objects, named));
-    } catch {
-      continue; // git skips an alternate it cannot open
-    }
+    const dir = realOrNull(isAbsolute(named) ? named : resolve(objects, named));
+    if (dir === null) continue; // git skips an alternate it cannot open
     if (!dir.startsWith(root + sep)) throw new UnverifiableError('The workspace\'s git objects borrow from outside it');
     if (depth >= ALTERNATE_DEPTH) throw new UnverifiableError('The workspace\'s git alternates nest too deep');
     refuseSpecialFiles(dir, root, depth + 1);

@@ -18,7 +18,7 @@ import { noWorkerComing, workerAlive } from '../engine/proc-group.ts';
 import { ORIGIN_REFUSAL_LINE, ORIGIN_REFUSALS, type OriginRefusal } from '../engine/answers.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { settingOr } from '../settings-registry.ts';
-import { obj, objOrNull, str, tryParseJson } from '../untrusted.ts';
+import { obj, objOrNull, positiveInt, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { isIssueReference, mayFetchIssue } from '../engine/spec.ts';
 import type { RunRef } from '../client/types.ts';
@@ -147,8 +147,7 @@ export function outcomeFromState(state: Record<string, unknown>): RunOutcome | n
     started_at: str(state.started_at),
     ended_at: str(state.ended_at),
     error: str(state.error),
-    infra_retries: Number.isSafeInteger(state.infra_retries) && (state.infra_retries as number) > 0
-      ? state.infra_retries as number : 0,
+    infra_retries: positiveInt(state.infra_retries) ?? 0,
   };
 }
 

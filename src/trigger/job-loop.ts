@@ -385,8 +385,7 @@ function older(a: JobRow, b: JobRow): boolean {
 function pickNext(jobs: TriggerJobsStore, turns: Turns, repoCap: number): JobRow | undefined {
   let best: { order: number[]; head: JobRow } | undefined;
   for (const group of jobs.queuedGroups()) {
-    const repo = `repo:${group.repo ?? ''}`;
-    const origin = `origin:${group.origin}`;
+    const [origin, repo] = keysOf(group);
     const repoActive = turns.active.get(repo) ?? 0;
     if (repoActive >= repoCap) continue;
     const originActive = turns.active.get(origin) ?? 0;

@@ -8,7 +8,7 @@ import { httpsRequest } from './https-post.ts';
 import { readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
 import type { Obj } from '../json-value.ts';
-import { num, obj, str, tryParseJson } from '../untrusted.ts';
+import { list, num, obj, str, tryParseJson } from '../untrusted.ts';
 import {
   buildPodSpec, kubernetesSettingsFromEnv, RUN_CONTAINER, SIGNER_CONTAINER, SIGNER_OUTCOME_MARK,
   type KubernetesSettings, type PodJob,
@@ -56,14 +56,10 @@ export function buildKubeJob(
 
 type JobState = { phase: 'running' | 'complete' | 'failed' | 'missing'; reason: string | null };
 
-function objects(value: unknown): Obj[] {
-  return Array.isArray(value) ? value.map(obj) : [];
-}
-
 /** The signer container's `--run-id` in a Job as the API returned it. */
 function runIdOf(job: unknown): string | null {
   const containers = obj(obj(obj(obj(job).spec).template).spec).containers;
-  const args = objects(containers).find((c) => c.name === SIGNER_CONTAINER)?.args;
+  const args = list(containers).map(obj).find((c) => c.name === SIGNER_CONTAINER)?.args;
   if (!Array.isArray(args)) return null;
   const value: unknown = args[args.indexOf('--run-id') + 1];
   return isValidSegment(value) && args.includes('--run-id') ? value : null;
@@ -108,7 +104,7 @@ export function createKubernetesExecutor(opts: {
     if (res.status === 404) return { phase: 'missing', reason: null };
     if (res.status !== 200) throw new FailedError(`Kubernetes API answered ${res.status} reading Job ${name}`);
     const status = obj(obj(res.body).status);
-    const done = objects(status.conditions)
+    const done = list(status.conditions).map(obj)
       .find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
     if (done?.type === 'Complete' || num(status.succeeded) > 0) return { phase: 'complete', reason: null };
     if (done?.type === 'Failed' || num(status.failed) > 0) {
@@ -120,7 +116,7 @@ export function createKubernetesExecutor(opts: {
   async function jobPods(name: string): Promise<Obj[]> {
     const selector = encodeURIComponent(`job-name=${name}`);
     const pods = await api.request('GET', `/api/v1/namespaces/${ns}/pods?labelSelector=${selector}`);
-    return objects(obj(pods.body).items);
+    return list(obj(pods.body).items).map(obj);
   }
 
   /** One container's log: its stdout and stderr together. */
@@ -138,11 +134,11 @@ export function createKubernetesExecutor(opts: {
    */
   async function signerOutcome(name: string, state: JobState): Promise<RunOutcome> {
     for (const pod of await jobPods(name)) {
-      const signer = objects(obj(pod.status).containerStatuses).find((c) => c.name === SIGNER_CONTAINER);
+      const signer = list(obj(pod.status).containerStatuses).map(obj).find((c) => c.name === SIGNER_CONTAINER);
       const ended = obj(obj(signer?.state).terminated);
       if (typeof ended.exitCode !== 'number') continue;
       // For one release (docs/deploy.md, "Upgrading"): a later one drops this with the line the signer prints.
-      const args = objects(obj(pod.spec).containers).find((c) => c.name === SIGNER_CONTAINER)?.args;
+      const args = list(obj(pod.spec).containers).map(obj).find((c) => c.name === SIGNER_CONTAINER)?.args;
       if (ended.exitCode === 0 && Array.isArray(args) && !args.includes('--outcome')) {
         return markedOutcome(await containerLog(pod, SIGNER_CONTAINER)) ?? jobFailed('its signer printed no outcome');
       }
@@ -195,7 +191,7 @@ export function createKubernetesExecutor(opts: {
 
   async function findJob(run: RunRef): Promise<string | null> {
     const res = await api.request('GET', `${jobsPath}?labelSelector=${encodeURIComponent(`${LABEL_RUN}=${run.run}`)}`);
-    return objects(obj(res.body).items).map((item) => str(obj(item.metadata).name)).find((name) => name) ?? null;
+    return list(obj(res.body).items).map((item) => str(obj(obj(item).metadata).name)).find((name) => name) ?? null;
   }
 
   /** Whether the run container announced the run the pod spec fixed (a line naming any other run is ignored). */

@@ -23,7 +23,7 @@ import { createWalCheckpointer } from '../db/wal-checkpointer.ts';
 import { createGithubApi, type GithubApi } from './github-api.ts';
 import { Tracer, traceSettings } from '../trace.ts';
 import {
-  closeGracefully, listen, createHttpServer, readConnectionLimits, exitCodeAfterSignal,
+  closeGracefully, closeOnce, listen, createHttpServer, readConnectionLimits, exitCodeAfterSignal,
 } from '../http/http-server.ts';
 
 export type RunningTrigger = Awaited<ReturnType<typeof startTrigger>>;
@@ -121,23 +121,19 @@ export async function startTrigger(settings: TriggerSettings, env: NodeJS.Proces
   report(settings.repos.entries.map((e) => e.name));
   const stopRetention = startTriggerRetention({ stores, retention: settings.retention, clock, log });
 
-  let closing: Promise<void> | undefined;
-  function close(): Promise<void> {
-    closing ??= (async () => {
-      accepting = false;
-      stopRetention();
-      await closeGracefully(server, async () => {
-        shutdown.abort();
-        await jobLoop.close();
-        await Promise.all([...reports, managed.idle()]);
-      });
-      queue.close();
-      await checkpointer.close();
-      db.close();
-      await tracer.flush();
-    })();
-    return closing;
-  }
+  const close = closeOnce(async () => {
+    accepting = false;
+    stopRetention();
+    await closeGracefully(server, async () => {
+      shutdown.abort();
+      await jobLoop.close();
+      await Promise.all([...reports, managed.idle()]);
+    });
+    queue.close();
+    await checkpointer.close();
+    db.close();
+    await tracer.flush();
+  });
   return { url, server, connections, stores, queue, jobLoop, close };
 }
 

@@ -1,13 +1,12 @@
 // The trigger server's own series (docs/deploy.md "Metrics"): deliveries counted as their route answers; the queue
 // and the jobs read from the DB when scraped.
 import type { TriggerStores } from '../db/trigger-stores.ts';
-import type { JobStatus } from '../db/trigger-jobs-store.ts';
+import { JOB_STATUSES } from '../db/trigger-jobs-store.ts';
 import type { RepoRouter } from './served-repos.ts';
 import type { Reply } from '../http/respond.ts';
 import { MetricsRegistry, registerDbSize, createRequestMetrics, type Counter } from '../http/metrics.ts';
 import { SOURCE_NAMES } from '../webhook-sources.ts';
 
-const JOB_STATES: readonly JobStatus[] = ['queued', 'running', 'succeeded', 'failed', 'interrupted'];
 /** A queued job whose repository is no longer served is counted here. */
 const UNSERVED = 'unserved';
 
@@ -21,7 +20,7 @@ export function createTriggerMetrics(stores: TriggerStores, repos: RepoRouter, d
   // Every origin shows from the first scrape, so a rate() over a fresh server has its zero.
   for (const origin of SOURCE_NAMES) deliveries.inc([origin, 'queued'], 0);
   registry.gauge('svc_trigger_jobs', 'Jobs in the database by state', ['state'],
-    () => JOB_STATES.map((s) => [[s], stores.jobs.countByStatus(s)] as const));
+    () => JOB_STATUSES.map((s) => [[s], stores.jobs.countByStatus(s)] as const));
   const queue = (): Map<string, { n: number; oldest: number }> => {
     const byRepo = new Map(repos.entries.map((e) => [e.name, { n: 0, oldest: 0 }]));
     const now = clock();

@@ -4,7 +4,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pinPushTarget } from '../engine/git-push.ts';
 import { repoRoot } from '../engine/git.ts';
-import { realOrNull } from '../spawn/tree.ts';
+import { orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage } from '../errors.ts';
 import {
@@ -106,12 +106,8 @@ export function takeRepoOption(text: string): RepoOption {
  * clone SVC_K8S_REPO_URL or copy the PVC), so it need not be a git work tree.
  */
 export function shorthandRepos(dir: string, source: string, checked = true): RepoRouter {
-  let name: string | null = null;
-  try {
-    name = pinPushTarget(dir).repo;
-  } catch {
-    // no origin svc would push to: no GitHub name
-  }
+  // No origin svc would push to: no GitHub name.
+  const name = orNull(() => pinPushTarget(dir).repo);
   const folder = basename(dir).replace(/[^A-Za-z0-9._-]/g, '-').replace(/^[.-]+/, '') || 'repo';
   const entry: ServedRepo = {
     name: name ?? `local/${folder}`,
@@ -143,27 +139,23 @@ export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly
   // Each folder by its real path: two entries reaching one checkout through a link would share it.
   const reached = new Map<string, ServedRepo>();
   for (const entry of entries) {
-    if (entry.checkout === null) continue;
+    const { checkout } = entry;
+    if (checkout === null) continue;
     const text = lines[entry.line - 1]?.trim() ?? entry.name;
-    const real = realOrNull(entry.checkout);
+    const real = realOrNull(checkout);
     const holder = real === null ? undefined : reached.get(real);
     if (holder) {
-      const reason = `checkout ${entry.checkout} is the folder of line ${holder.line}`;
+      const reason = `checkout ${checkout} is the folder of line ${holder.line}`;
       problems.push({ line: entry.line, text, reason });
       continue;
     }
     if (real !== null) reached.set(real, entry);
-    let dir = false;
-    try {
-      dir = statSync(entry.checkout).isDirectory();
-    } catch {
-      // missing
-    }
-    if (!dir) problems.push({ line: entry.line, text, reason: `checkout ${entry.checkout} is not a directory` });
-    else if (!existsSync(join(entry.checkout, '.git'))) {
-      const top = repoRoot(entry.checkout);
+    if (pathKind(checkout, true) !== 'dir') {
+      problems.push({ line: entry.line, text, reason: `checkout ${checkout} is not a directory` });
+    } else if (!existsSync(join(checkout, '.git'))) {
+      const top = repoRoot(checkout);
       const reason = top === null ? 'is not a git work tree' : `is not the top of a git work tree (its top is ${top})`;
-      problems.push({ line: entry.line, text, reason: `checkout ${entry.checkout} ${reason}` });
+      problems.push({ line: entry.line, text, reason: `checkout ${checkout} ${reason}` });
     }
   }
   return problems;

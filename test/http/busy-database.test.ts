@@ -204,19 +204,19 @@ describe('a database another process keeps locked', () => {
     seedRuns(cp.deps, 1, { run: 'r-lost', status: 'queued', repo_path: cp.dir, started_at: old, updated_at: old },
       source);
     const { runs } = cp.deps.stores;
-    const list = runs.list;
+    const each = runs.each;
     let refused = 0;
     // As node:sqlite throws when another process keeps the lock past the busy timeout (before: logged, never again).
-    runs.list = (...args) => {
+    runs.each = function* (...args) {
       if (refused++ === 0) throw Object.assign(new Error('locked'), { code: 'ERR_SQLITE_ERROR', errcode: 5 });
-      return list.apply(runs, args);
+      yield* each.apply(runs, args);
     };
     try {
       const looked = cp.deps.engine.failLostLaunches();
       assert.equal(runs.get(source, 'r-lost')!.status, 'queued');
       await looked;
     } finally {
-      runs.list = list;
+      runs.each = each;
     }
     assert.equal(refused, 2, 'looked again');
     assert.equal(runs.get(source, 'r-lost')!.status, 'failed');

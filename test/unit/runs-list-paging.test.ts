@@ -52,7 +52,8 @@ function expectedIds(runs: RunsStore, f: RunFilter): string[] {
     .map((r) => `${r.source}/${r.run}`);
 }
 
-/** Walks every page of a filter as GET /v1/runs does (one row past the page); returns how many pages it took. */
+/** Walks every page of a filter as GET /v1/runs does (one row past the page), and as the store's `each` does (a full
+ * page, then the next); returns how many pages it took. */
 function walk(runs: RunsStore, base: Omit<RunFilter, 'after'>): number {
   let filter: RunFilter = { ...base };
   const all = expectedIds(runs, base);
@@ -65,6 +66,8 @@ function walk(runs: RunsStore, base: Omit<RunFilter, 'after'>): number {
     seen.push(...rows.map((r) => `${r.source}/${r.run}`));
     if (!next) {
       assert.deepEqual(seen, all, `paging ${JSON.stringify(base)} visits every selected run once, in order`);
+      const each = [...runs.each(base)].map((r) => `${r.source}/${r.run}`);
+      assert.deepEqual(each, all, `each(${JSON.stringify(base)}) yields every selected run once, in order`);
       return pages;
     }
     filter = { ...base, after: next };

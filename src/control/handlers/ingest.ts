@@ -29,7 +29,6 @@ import { realOrNull } from '../../spawn/tree.ts';
 import { isValidSegment } from '../../engine/ids.ts';
 import { trackedNames, UntrackableError, type Committed } from '../../engine/run-state.ts';
 import { ACTIVE_STATUSES } from '../../run-json.ts';
-import type { RunKey } from '../../db/run-types.ts';
 import { errorMessage } from '../../errors.ts';
 
 /** One transaction (all or nothing), then the new events to live streams. `boundRuns`: ingest-apply.ts storeBatch. */
@@ -293,15 +292,8 @@ export async function importActiveRuns(deps: ControlDeps, stop?: AbortSignal): P
   const source = deps.settings.source;
   const byProject = new Map<string, Set<string>>();
   for (const status of ACTIVE_STATUSES) {
-    let after: RunKey | undefined;
-    for (;;) {
-      const page = deps.stores.runs.list({ status, source, after, limit: ACTIVE_PAGE });
-      for (const { repo_path: project, run } of page) {
-        if (project !== null) byProject.set(project, (byProject.get(project) ?? new Set()).add(run));
-      }
-      const last = page[page.length - 1];
-      if (page.length < ACTIVE_PAGE || last === undefined) break;
-      after = { started_at: last.started_at, source, run: last.run };
+    for (const { repo_path: project, run } of deps.stores.runs.each({ status, source, limit: ACTIVE_PAGE })) {
+      if (project !== null) byProject.set(project, (byProject.get(project) ?? new Set()).add(run));
     }
   }
   const shutdown = stop ?? new AbortController().signal;

@@ -1,7 +1,7 @@
 // POST /chata (Slack): a slash command (form body) becomes a job, url_verification is answered its challenge, a reply
 // in a question's thread answers it; the summary goes back to the command's response_url in mrkdwn.
 import { json, type Reply } from '../../http/respond.ts';
-import { describe, obj, objOrNull, str, tryParseJson } from '../../untrusted.ts';
+import { describe, list, obj, objOrNull, str, tryParseJson } from '../../untrusted.ts';
 import { briefOf, deliveryKeys, stripLeadingHyphens } from '../../webhook-sources.ts';
 import {
   PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts,
@@ -63,8 +63,7 @@ function readThreadReply(body: Record<string, unknown>): ChataInput {
   // A channel shared with another workspace (Slack Connect) carries its people's messages too: not answers. In one that
   // workspace started, the envelope's `team_id` is theirs; `authorizations[0]` names where the app is installed
   // (bolt-js reads an event's workspace so too).
-  const authorizations = Array.isArray(body.authorizations) ? body.authorizations : [];
-  const installed = str(obj(authorizations[0]).team_id) ?? str(body.team_id);
+  const installed = str(obj(list(body.authorizations)[0]).team_id) ?? str(body.team_id);
   const refusal = workspaceRefusal(installed, str(event.user_team) ?? str(event.team));
   if (refusal !== null) return skip(refusal);
   const text = slackUnescape(str(event.text) ?? '');

@@ -1,7 +1,7 @@
 // POST /errtrack (Sentry): an alert's brief is its text plus release, environment, newest deploy record and the
 // culprit file's last author (docs/trigger.md "Briefs").
 import type { Obj } from '../../json-value.ts';
-import { objOrNull as obj } from '../../untrusted.ts';
+import { list, objOrNull as obj } from '../../untrusted.ts';
 import { str as text } from '../../engine/text.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { runCollect } from '../../spawn/start.ts';
@@ -28,9 +28,9 @@ function frameFiles(event: Obj): string[] {
   const inApp: string[] = [];
   const other: string[] = [];
   const values = obj(event.exception)?.values;
-  for (const v of Array.isArray(values) ? values : []) {
+  for (const v of list(values)) {
     const frames = obj(obj(v)?.stacktrace)?.frames;
-    for (const f of (Array.isArray(frames) ? frames : []).slice().reverse()) {
+    for (const f of list(frames).slice().reverse()) {
       const frame = obj(f);
       const name = text(frame?.filename) ?? text(frame?.abs_path);
       if (name) (frame?.in_app === true ? inApp : other).push(name);

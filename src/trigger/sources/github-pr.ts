@@ -5,7 +5,7 @@
 import { json, type Reply } from '../../http/respond.ts';
 import { errorMessage, RefusedError } from '../../errors.ts';
 import type { Obj } from '../../json-value.ts';
-import { obj, positiveInt, str } from '../../untrusted.ts';
+import { list, obj, positiveInt, str } from '../../untrusted.ts';
 import { briefOf, capUtf8, oneLine } from '../../webhook-sources.ts';
 import { receiptIntegrity } from '../../engine/follow-up.ts';
 import { enqueue, type Intake, type TCtx } from '../intake.ts';
@@ -149,7 +149,7 @@ async function reviewComments(ctx: TCtx, repo: string, a: FollowUpAsk): Promise<
   } catch (err) {
     ctx.deps.log.warn('review comments not read', { route: 'webhook', repo, pr: a.number, error: errorMessage(err) });
   }
-  return (Array.isArray(listed) ? listed : []).map(obj)
+  return list(listed).map(obj)
     .flatMap((c) => (str(c.body) ? [commentOf(c, oneLine(str(c.body)!))] : []));
 }
 

@@ -7,7 +7,7 @@ import { answerCommand, commentTime, teamRefusal } from '../answers.ts';
 import { errorMessage } from '../../errors.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, type Obj } from '../../json-value.ts';
-import { obj, str, tryParseJson } from '../../untrusted.ts';
+import { list, obj, str, tryParseJson } from '../../untrusted.ts';
 import type { Decision, Received, TCtx } from '../intake.ts';
 
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
@@ -92,7 +92,7 @@ export function readTrackerb(
 ): TrackerbInput {
   const event = eventName(body);
   const changelog = obj(body.changelog).items;
-  const items = Array.isArray(changelog) ? changelog.map(obj) : [];
+  const items = list(changelog).map(obj);
   if (event !== 'issue_created' && event !== 'issue_updated') {
     return { kind: 'skip', reason: `event "${str(body.webhookEvent) ?? ''}" does not start a job` };
   }
