@@ -37,6 +37,8 @@ export function openRunContext(
     ship?: boolean; say?: (t: string) => void; control?: readonly ControlItem[]; deletionStops?: boolean;
     /** Event seqs go after this one too (a pod's signer: what the Control Plane stored before it). */
     seqAfter?: number;
+    /** The budget of the last ship as the context closes (shipper.ts createShipLoop); null: none. */
+    lastShipMs?: number | null;
   },
 ) {
   const state = readState(dir);
@@ -77,7 +79,7 @@ export function openRunContext(
   }
 
   const shipping = opts.ship ?? (setting(env, 'SVC_SHIP') !== '0' && !keptLocal(dir))
-    ? createShipLoop(createShipper(dir, env, onControl, onSkip), dir, (text) => ctx.say(text))
+    ? createShipLoop(createShipper(dir, env, onControl, onSkip), dir, (text) => ctx.say(text), opts.lastShipMs)
     : null;
   const markDirty = () => shipping?.changed();
   const log = openEventLog(dir, markDirty, opts.seqAfter);
