@@ -5,6 +5,7 @@
 // Control Plane on loopback that holds the answer to the batch carrying the run's end.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { createServer, type ServerResponse } from 'node:http';
 import { createServer as createTcpServer, type Socket } from 'node:net';
 import { once } from 'node:events';
@@ -14,12 +15,13 @@ import { makeRepo, processesMentioning, readJson, CLI, FAILS_ONCE, GIT_ENV, type
 import { idleNode, runChild, type ChildResult } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { readState, writeState } from '../../src/engine/run-state.ts';
-import { procStart } from '../../src/engine/proc-group.ts';
+import { liveWorkerOf, procStart } from '../../src/engine/proc-group.ts';
 
 /** One ingest batch as the stand-in saw it. */
 interface Batch {
   arrived: number;
   answered: number;
+  run: unknown;
   status: unknown;
   seqs: unknown[];
   /** It carries the run.status line a resume writes when it queues the run again. */
@@ -47,10 +49,13 @@ async function standInControl() {
     req.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
     req.on('end', () => {
       if (req.url !== '/v1/ingest') return void answer(res, 404, { error: { code: 'not_found', message: req.url } });
-      const batch = JSON.parse(body) as { runs?: Array<{ status?: unknown }>; events?: Array<Record<string, any>> };
+      const batch = JSON.parse(body) as {
+        runs?: Array<{ run?: unknown; status?: unknown }>; events?: Array<Record<string, any>>;
+      };
       const events = batch.events ?? [];
       const entry: Batch = {
-        arrived: Date.now(), answered: NaN, status: batch.runs?.[0]?.status, seqs: events.map((e) => e.seq),
+        arrived: Date.now(), answered: NaN, run: batch.runs?.[0]?.run, status: batch.runs?.[0]?.status,
+        seqs: events.map((e) => e.seq),
         resumed: events.some((e) => e.kind === 'run.status' && e.data?.resumed === true),
       };
       seen.push(entry);
@@ -184,6 +189,38 @@ describe('a command on a run whose worker still ships its end', () => {
         worker.kill('SIGKILL');
         await once(worker, 'exit');
       }
+    });
+
+  it('--resume waits for an --open-pr still shipping the run, which it counts as the run\'s worker',
+    { timeout: 120_000 }, async () => {
+      const run = await failingRun({ ms: 0 });
+      await waitFor(() => readJson(statePath(run)).pid === null, 'the run\'s worker to leave');
+      // A --pr run whose PR could not be opened: this --open-pr finds no receipt, and ships the run as it ends.
+      const dir = join(repo.repo, '.svc', 'runs', run);
+      writeState(dir, { ...readState(dir), pr: true });
+      const held = control.holdFailed('until-released');
+      const opener = spawn(process.execPath, [CLI, 'start', '--open-pr', run], { cwd: repo.repo, env });
+      let said = '';
+      opener.stdout.resume();
+      opener.stderr.setEncoding('utf8').on('data', (chunk: string) => (said += chunk));
+      const exited = once(opener, 'exit').then(([code]) => ({ code, at: Date.now() }));
+      try {
+        await within(held, 60_000, 'the --open-pr to ship the run');
+        const state = readJson(statePath(run));
+        assert.equal(state.pid, opener.pid, 'the --open-pr records itself while it writes the run');
+        assert.equal(liveWorkerOf({ ...state, run }), opener.pid);
+        const resumed = await svc(['start', '--resume', run, '--detach'], 'svc start --resume');
+        assert.equal(resumed.code, 0, resumed.stderr);
+        const gone = await exited;
+        // Refused after it opened the run (its receipt's verdict is no PR's), so it shipped the run as it ended.
+        assert.equal(gone.code, 1, said);
+        assert.match(said, /: verdict not_verified does not meet the policy's pr\.open = "verified"\n$/);
+        const early = control.seen.filter((b) => b.run === run && b.resumed && b.arrived < gone.at);
+        assert.deepEqual(early, [], 'no batch of the resume came before the --open-pr had gone');
+      } finally {
+        control.release();
+      }
+      await waitFor(() => control.seen.some((b) => b.run === run && b.resumed), 'the resume\'s worker to ship');
     });
 });
 
