@@ -18,30 +18,40 @@ import { readState, writeState } from '../../src/engine/run-state.ts';
 import { orNull } from '../../src/spawn/tree.ts';
 import { procStart } from '../../src/engine/proc-group.ts';
 
-
-describe('a run made while no Control Plane answers', () => {
-  let repo: TestRepo;
-  let cp: TestControl;
-
+/** A project whose runs take the stand-in agent, and a Control Plane: made before a describe's tests, gone after. */
+function projectAndControl(): { repo: TestRepo; cp: TestControl } {
+  const made = {} as { repo: TestRepo; cp: TestControl };
   before(async () => {
-    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
-    cp = await startTestControl();
+    made.repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    made.cp = await startTestControl();
   });
   after(async () => {
-    await cp.close();
-    repo.cleanup();
+    await made.cp.close();
+    made.repo.cleanup();
   });
+  return made;
+}
+
+/** A run `svc start` made in `repo` while no Control Plane answered (a closed port): what it said, and its name. */
+async function runWhileDown(repo: TestRepo) {
+  const down = `http://127.0.0.1:${await closedPort()}`;
+  const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: down, SVC_SANDBOX: 'none' };
+  const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
+    { cwd: repo.repo, env });
+  assert.equal(started.code, 0, started.stderr);
+  const { source, run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { source: string; run: string };
+  return { down, env, started, source, run };
+}
+
+describe('a run made while no Control Plane answers', () => {
+  const made = projectAndControl();
 
   it('is said to be not shipped, then sent by the next svc command that reaches one', async () => {
-    const down = `http://127.0.0.1:${await closedPort()}`;
-    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: down, SVC_SANDBOX: 'none' };
-    const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
-      { cwd: repo.repo, env });
-    assert.equal(started.code, 0, started.stderr);
+    const { repo, cp } = made;
+    const { down, env, started, source, run } = await runWhileDown(repo);
     const refused = `\\(connect ECONNREFUSED ${down.slice('http://'.length)}\\)`;
     assert.match(started.stderr, new RegExp(`not shipped: no Control Plane answered at ${down} ${refused}: start the `
       + 'server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one; the next svc command'));
-    const { source, run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { source: string; run: string };
     assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', run)));
     assert.equal((await cp.request('GET', `/v1/runs/${source}/${run}`)).status, 404);
 
@@ -59,6 +69,7 @@ describe('a run made while no Control Plane answers', () => {
   });
 
   it('says the Control Plane refused the token (401) instead of "no Control Plane answered" when it answered', async () => {
+    const { repo } = made;
     const locked = await startTestControl({ token: 'pending-ship-token-0123456789' });
     try {
       const base = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: locked.url, SVC_SANDBOX: 'none' };
@@ -79,6 +90,7 @@ describe('a run made while no Control Plane answers', () => {
   });
 
   it('svc ship sends the project\'s runs, says how many did not go and why, and with --all all again', async () => {
+    const { repo } = made;
     const down = `http://127.0.0.1:${await closedPort()}`;
     const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: down };
     const ship = (...args: string[]) =>
@@ -112,25 +124,11 @@ describe('a run made while no Control Plane answers', () => {
 // Its worker ships a run, and clears its pid only after its last ship (run-context.ts leave): the pass before a command
 // leaves it to that worker, since two shippers would roll each other's ship.json back.
 describe('a pending run whose worker is still there', () => {
-  let repo: TestRepo;
-  let cp: TestControl;
-
-  before(async () => {
-    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
-    cp = await startTestControl();
-  });
-  after(async () => {
-    await cp.close();
-    repo.cleanup();
-  });
+  const made = projectAndControl();
 
   it('is left to its worker while one is still there, and sent by the next command once it has gone', async () => {
-    const down = `http://127.0.0.1:${await closedPort()}`;
-    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: down, SVC_SANDBOX: 'none' };
-    const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
-      { cwd: repo.repo, env });
-    assert.equal(started.code, 0, started.stderr);
-    const { source, run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { source: string; run: string };
+    const { repo, cp } = made;
+    const { env, source, run } = await runWhileDown(repo);
     const marker = join(repo.repo, '.svc', 'ship-pending', run);
     assert.ok(existsSync(marker));
     const dir = join(repo.repo, '.svc', 'runs', run);
