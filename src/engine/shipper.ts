@@ -1,6 +1,6 @@
 // Sends a run folder to the Control Plane (POST /v1/ingest) a batch at a time (run-batch.ts), resumable from ship.json;
 // when a run ships, and the one recovery (docs/engine.md "Shipping to the Control Plane").
-import { rmSync } from 'node:fs';
+import { lstatSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -14,7 +14,7 @@ import { isValidSegment } from './ids.ts';
 import { runDir } from './paths.ts';
 import { errorMessage } from '../errors.ts';
 import { signsLater, toRunJson, type RunState } from './run-state.ts';
-import { liveWorkerOf } from './proc-group.ts';
+import { workerStillThere } from './last-worker.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
 import {
   keptLocal, openPlainPath, openRunFolder, pathIn, plainEntries, readOwnObject, skipReason,
@@ -375,28 +375,46 @@ export function pendingRuns(repo: string): string[] {
  * Ships `runs` while `budgetMs` lasts, each whole one losing its marker. A run refused on its own (403
  * forbidden_run, a bad batch, an unreadable folder) holds back no other: each is in `failures`, and loses its marker
  * too, since it would be refused again before every later command (`svc ship` still tries it). Only a failure every
- * run would meet now (failsEveryRun) ends the pass there, every marker kept.
+ * run would meet now (failsEveryRun) ends the pass there, every marker kept. A run whose worker is still there
+ * (last-worker.ts) is its worker's to ship: it is in `working`, its marker and ship.json as they were.
  */
 export async function shipRuns(
   repo: string, runs: string[], env: NodeJS.ProcessEnv,
   opts: {
     budgetMs?: number; onSkip?: (run: string, entry: string, reason: string) => void;
-    /** Leaves a run whose worker is still there (liveWorkerOf), its marker kept: the pending runs before a command. */
-    notWorkers?: boolean;
+    /** How long in all the pass waits for the workers of ended runs to leave (`svc ship`); none by default. */
+    workerWaitMs?: number;
+    /** Each run sent whole again, its ship.json forgotten (`svc ship --all`). */
+    fromStart?: boolean;
   } = {},
-): Promise<{ shipped: string[]; left: string[]; url: string | null; failures: Array<ShipFailure & { run: string }> }> {
+): Promise<{
+  shipped: string[]; left: string[]; url: string | null; failures: Array<ShipFailure & { run: string }>;
+  working: Array<{ run: string; pid: number }>;
+}> {
   const shipped: string[] = [];
   const failures: Array<ShipFailure & { run: string }> = [];
+  const working: Array<{ run: string; pid: number }> = [];
   let url: string | null = null;
   const deadline = performance.now() + (opts.budgetMs ?? Infinity);
+  const waitsUntil = performance.now() + (opts.workerWaitMs ?? 0);
   for (const run of runs) {
     if (performance.now() > deadline) break;
     const dir = runDir(repo, run);
     // Its worker ships it, and clears its pid only after its last ship (run-context.ts leave): a second shipper
     // meanwhile would roll its ship.json back and send batches out of its order. The marker stays for a later pass.
-    const state = opts.notWorkers ? readOwnObject(dir, 'state.json', MAX_STATE) : null;
-    const workers = state && { run, pid: state.pid, proc_start: state.proc_start, verifier: state.verifier };
-    if (workers && liveWorkerOf(workers) !== null) continue;
+    const pid = await workerStillThere(() => {
+      const state = readOwnObject(dir, 'state.json', MAX_STATE);
+      return state && { run, pid: state.pid, proc_start: state.proc_start, verifier: state.verifier,
+        status: state.status };
+    }, Math.max(0, waitsUntil - performance.now()));
+    if (pid !== null) {
+      working.push({ run, pid });
+      continue;
+    }
+    // Never through a linked run folder (the shipper refuses one and says so).
+    if (opts.fromStart && lstatSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
+      rmSync(join(dir, 'ship.json'), { force: true });
+    }
     const shipper = createShipper(dir, env, undefined, opts.onSkip && ((entry, why) => opts.onSkip!(run, entry, why)));
     url = shipper.url;
     const failure = await shipper.flush();
@@ -405,5 +423,5 @@ export async function shipRuns(
     clearPending(dir);
     if (failure === null) shipped.push(run);
   }
-  return { shipped, left: runs.filter((r) => !shipped.includes(r)), url, failures };
+  return { shipped, left: runs.filter((r) => !shipped.includes(r)), url, failures, working };
 }
