@@ -1,13 +1,14 @@
 // `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes (shipper.ts);
 // and before a command that talks to the Control Plane, the project's runs it has not heard the end of, so
 // `svc runs show` finds a run made while no Control Plane ran.
-import { readdirSync, lstatSync, rmSync } from 'node:fs';
+import { readdirSync, lstatSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
 import { FailedError, UsageError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
 import { runsDir, runDir } from '../engine/paths.ts';
 import { pendingRuns, shipRuns } from '../engine/shipper.ts';
+import { LAST_WORKER_WAIT_MS } from '../engine/last-worker.ts';
 import { keptLocal } from '../engine/plain-tree.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { setting } from '../settings-registry.ts';
@@ -18,6 +19,9 @@ export const HELP = `Usage: svc ship [--repo DIR] [--all] [RUN...]
 Sends the runs under <repo>/.svc/runs to the Control Plane (SVC_CONTROL_URL, else server.json, else
 127.0.0.1:$SVC_CONTROL_PORT), or only the RUNs named. Each run resumes from its ship.json offset; --all re-sends
 everything. A run made with SVC_SHIP=0 goes only when named.
+A run whose worker is still there is left to it (its worker ships it): an ended run's worker is waited for up to
+10 s in all, a running run's not at all. Exit 1 when a run was not sent, but for one its worker ships that no RUN
+named.
 Token: SVC_CONTROL_TOKEN_FILE, ~/.svc/control/token (a loopback address only), or SVC_CONTROL_TOKEN.
 `;
 
@@ -35,18 +39,21 @@ export default async function ship(io: CliIo): Promise<number> {
     io.stderr(`svc ship: ${runs} kept local (SVC_SHIP=0): svc ship RUN sends one\n`);
   }
   const runs = found.filter((run) => positionals.length ? positionals.includes(run) : !local.includes(run));
-  // --all forgets the offsets; never through a linked run folder (the shipper refuses one and says so).
-  for (const run of values.all ? runs : []) {
-    if (lstatSync(runDir(repo, run)).isDirectory()) rmSync(join(runDir(repo, run), 'ship.json'), { force: true });
-  }
-  const { shipped, left, url, failures } = await shipRuns(repo, runs, io.env, {
+  // An ended run's worker gets the time a resume gives it to leave; a running run's ships it (shipRuns `working`).
+  const { shipped, left, url, failures, working } = await shipRuns(repo, runs, io.env, {
     onSkip: (run, entry, reason) => io.stderr(`svc ship: ${run}: ${entry} ${reason}; not shipped\n`),
+    workerWaitMs: LAST_WORKER_WAIT_MS, fromStart: values.all === true,
   });
+  for (const { run, pid } of working) {
+    io.stderr(`svc ship: ${run}: not shipped here: its worker (pid ${pid}) is still there and ships it\n`);
+  }
   // Each run refused on its own is named; the last line says how many did not go, and what ended the pass, if anything.
   for (const f of failures.filter((f) => !f.everyRun)) io.stderr(`svc ship: ${f.run}: not shipped: ${f.why}\n`);
   const ended = failures.find((f) => f.everyRun);
   const why = ended ? `: ${ended.why}` : ' (each is named above)';
-  if (left.length > 0) throw new FailedError(`${left.length} of ${runs.length} runs not sent${why}`);
+  // A run its worker ships fails only the command that named it: asked for the project's runs, it is in good hands.
+  const notSent = positionals.length ? left : left.filter((run) => !working.some((w) => w.run === run));
+  if (notSent.length > 0) throw new FailedError(`${notSent.length} of ${runs.length} runs not sent${why}`);
   io.stdout(`Shipped ${shipped.length} run${shipped.length === 1 ? '' : 's'}${url ? ` to ${url}` : ''}\n`);
   return 0;
 }
@@ -72,8 +79,7 @@ export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000):
   const repo = projectWithPending(cwd);
   if (!repo) return;
   try {
-    const pass = { budgetMs, notWorkers: true };
-    const { shipped, left, url, failures } = await shipRuns(repo, pendingRuns(repo), io.env, pass);
+    const { shipped, left, url, failures } = await shipRuns(repo, pendingRuns(repo), io.env, { budgetMs });
     const refused = failures.filter((f) => !f.everyRun);
     const waiting = left.length - refused.length;
     if (shipped.length) {

@@ -68,6 +68,8 @@ interface Call {
   query?: object;
   body?: unknown;
   headers?: Record<string, string>;
+  /** Ends the call early as well as its timeout does (a worker's last ship, which has a budget of its own). */
+  signal?: AbortSignal;
 }
 
 export function createControlClient(options: {
@@ -92,7 +94,8 @@ export function createControlClient(options: {
     const headers: Record<string, string> = { accept: 'application/json', ...call.headers };
     if (options.token) headers.authorization = `Bearer ${options.token}`;
     const init: RequestInit = { method: call.method ?? 'GET', headers };
-    init.signal = signal ?? AbortSignal.timeout(timeoutMs);
+    const timeout = () => AbortSignal.timeout(timeoutMs);
+    init.signal = signal ?? (call.signal ? AbortSignal.any([call.signal, timeout()]) : timeout());
     if (call.body !== undefined) {
       init.body = JSON.stringify(call.body);
       headers['content-type'] = 'application/json';
@@ -101,7 +104,7 @@ export function createControlClient(options: {
     try {
       res = await fetch(url(path, call.query), init);
     } catch (err) {
-      if (signal?.aborted) throw err;
+      if (signal?.aborted || call.signal?.aborted) throw err;
       const message = `Cannot reach the Control Plane at ${base} (${causeOf(err)})`;
       throw new ControlApiError(0, 'unreachable', message, null, { cause: err });
     }
@@ -206,7 +209,8 @@ export function createControlClient(options: {
     reviewRisk: (ref: RunRef) => call<ReviewRisk>('/v1/review/risk', { query: { source: ref.source, run: ref.run } }),
     keys: () => call<JsonObject>('/v1/keys'),
     repos: () => call<JsonObject>('/v1/repos'),
-    ingest: (batch: IngestBatch) => call<IngestResult>('/v1/ingest', { method: 'POST', body: batch }),
+    ingest: (batch: IngestBatch, signal?: AbortSignal) =>
+      call<IngestResult>('/v1/ingest', { method: 'POST', body: batch, ...(signal ? { signal } : {}) }),
     import: (path: string) => call<JsonObject>('/v1/import', { method: 'POST', body: { path } }),
     stream,
     streamRun: (ref: RunRef, opts: StreamOptions = {}) => stream(runPath(ref, '/stream'), opts),

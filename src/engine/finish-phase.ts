@@ -25,7 +25,7 @@ import { ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { withoutSecrets } from './text.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
-import { signsLater, type RunState } from './run-state.ts';
+import { readState, signsLater, type RunState } from './run-state.ts';
 import { agentSandbox, postAgentGit, protocolFiles, watchedLimits, type RunSandbox } from './sandbox.ts';
 import { spawnGroup } from './spawn-group.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
@@ -267,11 +267,14 @@ function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Recei
 
 /** `svc start --open-pr`: the PR under the run's plan with its receipt as signed (nothing re-run), or a typed error. */
 export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: string) => void): Promise<RunState> {
+  // Refused on what the run is, it writes and ships nothing: a running run's worker may be the one writing it.
+  const refusal = prLaterRefusal(readState(dir));
+  if (refusal !== null) throw new ConflictError(refusal);
   const ctx = openRunContext(dir, env, { say });
+  // Its writes and its ship are a worker's: a resume or a verify meanwhile waits, as for one (launch.ts).
+  ctx.enter();
   try {
     const plan = readPlan(dir);
-    const refusal = prLaterRefusal(ctx.state);
-    if (refusal !== null) throw new ConflictError(refusal);
     const receipt = ownReceipt(dir, ctx.state, env);
     const withheld = prWithheld(plan, receipt);
     if (withheld !== null) throw new ConflictError(`Run ${ctx.state.source}/${ctx.state.run}: ${withheld}`);
@@ -285,7 +288,11 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
     ctx.setStatus('succeeded', { error: null, failure: null });
     return ctx.state;
   } finally {
-    await ctx.close();
+    try {
+      await ctx.close();
+    } finally {
+      ctx.leave();
+    }
   }
 }
 

@@ -1,7 +1,6 @@
 // The launcher: makes a run (id, folder, spec, plan, queued state) and starts its worker, detached.
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startChild, workerArgv, WORKER_SECRET_NAMES } from '../spawn/start.ts';
 import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
 import { hash } from 'node:crypto';
@@ -23,7 +22,8 @@ import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
 } from './run-state.ts';
-import { identityOf, liveWorkerOf, workerAlive, workerComing } from './proc-group.ts';
+import { identityOf, workerAlive, workerComing } from './proc-group.ts';
+import { LAST_WORKER_WAIT_MS, workerStillThere } from './last-worker.ts';
 import { markPending } from './shipper.ts';
 import { adoptRepoName, claimCheckout, unwritable, type RepoRename } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
@@ -252,10 +252,6 @@ export function spawnWorker(
   return child;
 }
 
-/** How long a resume, a verify or an --open-pr of an ended run waits for the worker of its last attempt to exit. */
-const LAST_WORKER_WAIT_MS = 10_000;
-const LAST_WORKER_POLL_MS = 50;
-
 /** The ended runs each action acts on: one it would refuse anyway is not waited for. */
 const ACTS_ON: Record<LastWorkerAction, (status: RunState['status']) => boolean> = {
   resume: (status) => status === 'stopped' || status === 'failed',
@@ -274,18 +270,15 @@ export type LastWorkerAction = 'resume' | 'verify' | 'open-pr';
  * not waited for; a worker still there after the wait is refused as a conflict, by its pid.
  */
 export async function afterLastWorker(dir: string, action: LastWorkerAction): Promise<RunState> {
-  const until = Date.now() + LAST_WORKER_WAIT_MS;
-  for (;;) {
+  const acted = () => {
     const state = readState(dir);
-    if (!TERMINAL.has(state.status) || !ACTS_ON[action](state.status)) return state;
-    const alive = liveWorkerOf(state);
-    if (alive === null) return state;
-    if (Date.now() >= until) {
-      throw new ConflictError(`Run ${state.run} is ${state.status} but its worker (pid ${alive}) is still ` +
-        `finishing: ${action === 'open-pr' ? 'open its pull request' : action} once that has exited`);
-    }
-    await sleep(LAST_WORKER_POLL_MS);
-  }
+    return TERMINAL.has(state.status) && ACTS_ON[action](state.status) ? state : null;
+  };
+  const alive = await workerStillThere(acted, LAST_WORKER_WAIT_MS);
+  const state = readState(dir);
+  if (alive === null) return state;
+  throw new ConflictError(`Run ${state.run} is ${state.status} but its worker (pid ${alive}) is still ` +
+    `finishing: ${action === 'open-pr' ? 'open its pull request' : action} once that has exited`);
 }
 
 /**

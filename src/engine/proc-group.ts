@@ -151,6 +151,21 @@ export function isWorkerOf(run: string): OwnerCheck {
 }
 
 /**
+ * An --open-pr writes its run as a worker does, in the command's own process (finish-phase.ts openPrLater): argv
+ * `node <cli> start … --open-pr <run>` (or `--open-pr=<run>`). The CLI is found by its real path, as a person's
+ * `svc` is a link to it. Not an owner to signal: only to wait for (liveWorkerOf).
+ */
+function isPrOpenerOf(run: string): OwnerCheck {
+  return (pid) => {
+    const argv = procList(pid, 'cmdline') ?? [];
+    const cli = argv[argv.indexOf('start') - 1] ?? '';
+    if (!CLI_PATHS.has(realOrNull(cli) ?? cli)) return false;
+    const at = argv.indexOf('--open-pr');
+    return (at !== -1 && argv[at + 1] === run) || argv.includes(`--open-pr=${run}`);
+  };
+}
+
+/**
  * A trigger's launcher is a process of this user whose argv is `node <cli> start … --run-id <run>`, the run id last
  * (trigger/executor.ts launch). Any <cli>: a server restarted after an upgrade moved its CLI still ends the
  * launches its former self made. The run id is the one the server chose for that job alone, and the caller's pid and
@@ -186,14 +201,16 @@ export interface RunWorkers {
 
 /**
  * The pid of a worker that may still write the run's folder, else null: its last attempt's (`pid`, cleared as that
- * worker's last write: run-context.ts leave) or its last verify's (`verifier`, never cleared: it counts until it
- * exits). Each counts only while that very process (pid and start time) lives and is a worker of this run, for
- * state.json is only a claim. Every "is a worker still there" asks this: a resume, a verify, an --open-pr
- * (launch.ts afterLastWorker), a checkout's rename of its runs (checkout-claim.ts) and the pending runs' pass before a
- * command (shipper.ts shipRuns).
+ * worker's last write: run-context.ts leave; an --open-pr's too) or its last verify's (`verifier`, never cleared: it
+ * counts until it exits). Each counts only while that very process (pid and start time) lives and is a worker (or an
+ * --open-pr) of this run, for state.json is only a claim. Every "is a worker still there" asks this: a resume, a
+ * verify, an --open-pr (launch.ts afterLastWorker), a checkout's rename of its runs (checkout-claim.ts), `svc ship`
+ * and the pending runs' pass before a command (shipper.ts shipRuns).
  */
 export function liveWorkerOf(state: RunWorkers): number | null {
-  const owner = isWorkerOf(state.run);
+  const worker = isWorkerOf(state.run);
+  const opener = isPrOpenerOf(state.run);
+  const owner: OwnerCheck = (pid) => worker(pid) || opener(pid);
   const verifier = state.verifier !== null && typeof state.verifier === 'object' ? state.verifier : {};
   for (const named of [state, verifier as { pid?: unknown; proc_start?: unknown }]) {
     const { pid, proc_start: start } = named;

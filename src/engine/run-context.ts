@@ -12,7 +12,7 @@ import {
   isChildOf, isWorkerOf, killNamespace, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity,
 } from './proc-group.ts';
 import { createShipLoop, createShipper, markPending, type ControlItem } from './shipper.ts';
-import { noWorkerComing, workerAlive } from './proc-group.ts';
+import { noWorkerComing, procStart, workerAlive } from './proc-group.ts';
 import { addUsage, createOutputReader, type Usage } from './providers.ts';
 import { keptLocal, openRunFolder, readPlainIn } from './plain-tree.ts';
 import { countOrNull, figure, objOrNull, tryParseJson } from '../untrusted.ts';
@@ -37,6 +37,8 @@ export function openRunContext(
     ship?: boolean; say?: (t: string) => void; control?: readonly ControlItem[]; deletionStops?: boolean;
     /** Event seqs go after this one too (a pod's signer: what the Control Plane stored before it). */
     seqAfter?: number;
+    /** The budget of the last ship as the context closes (shipper.ts createShipLoop); null: none. */
+    lastShipMs?: number | null;
   },
 ) {
   const state = readState(dir);
@@ -77,7 +79,7 @@ export function openRunContext(
   }
 
   const shipping = opts.ship ?? (setting(env, 'SVC_SHIP') !== '0' && !keptLocal(dir))
-    ? createShipLoop(createShipper(dir, env, onControl, onSkip), dir, (text) => ctx.say(text))
+    ? createShipLoop(createShipper(dir, env, onControl, onSkip), dir, (text) => ctx.say(text), opts.lastShipMs)
     : null;
   const markDirty = () => shipping?.changed();
   const log = openEventLog(dir, markDirty, opts.seqAfter);
@@ -154,6 +156,16 @@ export function openRunContext(
     async close(): Promise<void> {
       await shipping?.close();
       log.close();
+    },
+    /**
+     * This process as the run's worker, for one that no launcher recorded (an --open-pr, which writes and ships the
+     * run in the command's own process): until its leave, a resume or a verify waits for it (proc-group.ts
+     * liveWorkerOf). No group: nothing signals it by this record (the run has ended; stopLocalRun leaves it).
+     */
+    enter(): void {
+      // updated_at kept, as by leave: the run itself did not change.
+      Object.assign(state, { pid: process.pid, pgid: null, proc_start: procStart(process.pid) });
+      writeState(dir, state);
     },
     /**
      * The worker's last write, after every other of its own (state.json, plan.json, events.jsonl, ship.json, the

@@ -1,6 +1,6 @@
 // Sends a run folder to the Control Plane (POST /v1/ingest) a batch at a time (run-batch.ts), resumable from ship.json;
 // when a run ships, and the one recovery (docs/engine.md "Shipping to the Control Plane").
-import { rmSync } from 'node:fs';
+import { lstatSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -14,7 +14,7 @@ import { isValidSegment } from './ids.ts';
 import { runDir } from './paths.ts';
 import { errorMessage } from '../errors.ts';
 import { signsLater, toRunJson, type RunState } from './run-state.ts';
-import { liveWorkerOf } from './proc-group.ts';
+import { workerStillThere } from './last-worker.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
 import {
   keptLocal, openPlainPath, openRunFolder, pathIn, plainEntries, readOwnObject, skipReason,
@@ -199,8 +199,9 @@ export function createShipper(
   // A pod's run container, whose token may not say what only its signer says (withoutSignerWord).
   const agentSide = signsLater(env);
   let deleted = false;
-  async function flushOnce(): Promise<boolean> {
+  async function flushOnce(signal?: AbortSignal): Promise<boolean> {
     if (deleted) return false;
+    signal?.throwIfAborted();
     told = false;
     const folder = openRunFolder(dir);
     if ('failed' in folder) {
@@ -234,7 +235,8 @@ export function createShipper(
       events: read.lines.flatMap((line) => shippableEvent(line, state, now, skip)) as never,
       artifacts: read.artifacts.flatMap(({ rel, content }) => shippableArtifact(rel, content, state, skip)),
     };
-    const result = await sender.ingest(agentSide ? withoutSignerWord(batch, skip) : batch).catch((err: unknown) => {
+    const sent = agentSide ? withoutSignerWord(batch, skip) : batch;
+    const result = await sender.ingest(sent, signal).catch((err: unknown) => {
       throw err instanceof ControlApiError ? err : new SendError(errorMessage(err), { cause: err });
     });
     writeJsonAtomic(join(dir, 'ship.json'), read.next);
@@ -251,14 +253,18 @@ export function createShipper(
   return {
     url,
     /** Sends everything not yet accepted: null when the Control Plane took it all, else why not (`why` in words for
-     * "not shipped: …"). */
-    async flush(): Promise<ShipFailure | null> {
+     * "not shipped: …"). `signal`, a worker's last ship's budget (createShipLoop), ends it early as a failure every run
+     * would meet: no batch is sent after it, and one it cut short leaves ship.json as it was (the batch goes again,
+     * and ingest takes it once). */
+    async flush(signal?: AbortSignal): Promise<ShipFailure | null> {
       try {
         let more = true;
-        for (let i = 0; i < 1000 && more; i++) more = await flushOnce();
+        for (let i = 0; i < 1000 && more; i++) more = await flushOnce(signal);
         return null;
       } catch (err) {
-        return { why: flushFailure(err, { url, via }, sentToken), everyRun: failsEveryRun(err) };
+        if (!signal?.aborted) return { why: flushFailure(err, { url, via }, sentToken), everyRun: failsEveryRun(err) };
+        return { why: `the Control Plane at ${url} did not answer within a last ship's ${LAST_SHIP_MS / 1000} s`,
+          everyRun: true };
       }
     },
   };
@@ -288,9 +294,18 @@ function clearPending(dir: string): void {
   withDir(pending, () => rmSync(pathIn(pending, basename(dir)), { force: true }));
 }
 
-/** `changed()`: something of the run changed, so ship it soon. */
+/**
+ * The most a worker's last ship (createShipLoop's close) takes in all before the run is left to the recovery
+ * (markPending). Its worker clears its pid only after it (run-context.ts leave), and a resume or a verify waits at most
+ * 10 s for that (launch.ts afterLastWorker) before it is refused: a Control Plane that takes the connection and never
+ * answers would otherwise hold the worker for each flush's HTTP timeout, three times, some 40 s.
+ */
+export const LAST_SHIP_MS = 5_000;
+
+/** `changed()`: something of the run changed, so ship it soon. `lastShipMs`: the budget of close's last ship, null
+ * for none (a pod's signer: its ship is the run's only record, and no command on this machine waits for it). */
 export function createShipLoop(
-  shipper: Shipper, dir: string, say: (text: string) => void,
+  shipper: Shipper, dir: string, say: (text: string) => void, lastShipMs: number | null = LAST_SHIP_MS,
 ): { changed(): void; close(): Promise<void> } {
   let dirty = true;
   /** A flush is running or backing off: the next one is already timed. Otherwise, while dirty, one is due in 200 ms. */
@@ -299,13 +314,15 @@ export function createShipLoop(
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let shipping: Promise<unknown> = Promise.resolve();
+  // Aborted once the last ship's time is up: the flush then running too, so none writes ship.json after it.
+  const ending = new AbortController();
 
   function shipIn(ms: number): void {
     clearTimeout(timer);
     timer = setTimeout(() => {
       dirty = false;
       held = true;
-      shipping = shipper.flush().then((failure) => {
+      shipping = shipper.flush(ending.signal).then((failure) => {
         held = failure !== null;
         backoff = held ? Math.min(Math.max(backoff * 2, 250), 30_000) : 0;
         if (!closed) shipIn(backoff || (dirty ? 200 : 2_000));
@@ -323,15 +340,21 @@ export function createShipLoop(
     async close() {
       closed = true;
       clearTimeout(timer);
-      await shipping;
+      const budget = lastShipMs === null ? undefined : setTimeout(() => ending.abort(), lastShipMs);
       let failure: ShipFailure | null = null;
-      for (const wait of [0, 250, 1_000]) {
-        if (wait) await sleep(wait);
-        failure = await shipper.flush();
-        if (failure === null) {
-          clearPending(dir);
-          return;
+      try {
+        await shipping;
+        for (const wait of [0, 250, 1_000]) {
+          if (wait) await sleep(wait, undefined, { signal: ending.signal }).catch(() => undefined);
+          failure = await shipper.flush(ending.signal);
+          if (failure === null) {
+            clearPending(dir);
+            return;
+          }
+          if (ending.signal.aborted) break;
         }
+      } finally {
+        clearTimeout(budget);
       }
       markPending(dir);
       say(`not shipped: ${failure?.why}; the next svc command in this project that reaches one sends this run ` +
@@ -352,28 +375,46 @@ export function pendingRuns(repo: string): string[] {
  * Ships `runs` while `budgetMs` lasts, each whole one losing its marker. A run refused on its own (403
  * forbidden_run, a bad batch, an unreadable folder) holds back no other: each is in `failures`, and loses its marker
  * too, since it would be refused again before every later command (`svc ship` still tries it). Only a failure every
- * run would meet now (failsEveryRun) ends the pass there, every marker kept.
+ * run would meet now (failsEveryRun) ends the pass there, every marker kept. A run whose worker is still there
+ * (last-worker.ts) is its worker's to ship: it is in `working`, its marker and ship.json as they were.
  */
 export async function shipRuns(
   repo: string, runs: string[], env: NodeJS.ProcessEnv,
   opts: {
     budgetMs?: number; onSkip?: (run: string, entry: string, reason: string) => void;
-    /** Leaves a run whose worker is still there (liveWorkerOf), its marker kept: the pending runs before a command. */
-    notWorkers?: boolean;
+    /** How long in all the pass waits for the workers of ended runs to leave (`svc ship`); none by default. */
+    workerWaitMs?: number;
+    /** Each run sent whole again, its ship.json forgotten (`svc ship --all`). */
+    fromStart?: boolean;
   } = {},
-): Promise<{ shipped: string[]; left: string[]; url: string | null; failures: Array<ShipFailure & { run: string }> }> {
+): Promise<{
+  shipped: string[]; left: string[]; url: string | null; failures: Array<ShipFailure & { run: string }>;
+  working: Array<{ run: string; pid: number }>;
+}> {
   const shipped: string[] = [];
   const failures: Array<ShipFailure & { run: string }> = [];
+  const working: Array<{ run: string; pid: number }> = [];
   let url: string | null = null;
   const deadline = performance.now() + (opts.budgetMs ?? Infinity);
+  const waitsUntil = performance.now() + (opts.workerWaitMs ?? 0);
   for (const run of runs) {
     if (performance.now() > deadline) break;
     const dir = runDir(repo, run);
     // Its worker ships it, and clears its pid only after its last ship (run-context.ts leave): a second shipper
     // meanwhile would roll its ship.json back and send batches out of its order. The marker stays for a later pass.
-    const state = opts.notWorkers ? readOwnObject(dir, 'state.json', MAX_STATE) : null;
-    const workers = state && { run, pid: state.pid, proc_start: state.proc_start, verifier: state.verifier };
-    if (workers && liveWorkerOf(workers) !== null) continue;
+    const pid = await workerStillThere(() => {
+      const state = readOwnObject(dir, 'state.json', MAX_STATE);
+      return state && { run, pid: state.pid, proc_start: state.proc_start, verifier: state.verifier,
+        status: state.status };
+    }, Math.max(0, waitsUntil - performance.now()));
+    if (pid !== null) {
+      working.push({ run, pid });
+      continue;
+    }
+    // Never through a linked run folder (the shipper refuses one and says so).
+    if (opts.fromStart && lstatSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
+      rmSync(join(dir, 'ship.json'), { force: true });
+    }
     const shipper = createShipper(dir, env, undefined, opts.onSkip && ((entry, why) => opts.onSkip!(run, entry, why)));
     url = shipper.url;
     const failure = await shipper.flush();
@@ -382,5 +423,5 @@ export async function shipRuns(
     clearPending(dir);
     if (failure === null) shipped.push(run);
   }
-  return { shipped, left: runs.filter((r) => !shipped.includes(r)), url, failures };
+  return { shipped, left: runs.filter((r) => !shipped.includes(r)), url, failures, working };
 }

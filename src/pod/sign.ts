@@ -310,6 +310,8 @@ export async function signRun(opts: SignOptions): Promise<RunState> {
   // (stored, or the copy's) with no safe integers after it refuses the run (openEventLog).
   const ctx = openRunContext(dir, opts.env, {
     ship: true, say: opts.say, control: moved.control, deletionStops: true, seqAfter: moved.lastSeq,
+    // Its ship is the run's only record from the pod: it takes the time it needs, as no resume here waits for it.
+    lastShipMs: null,
   });
   try {
     // Replaced on the Control Plane whatever ends the run: the diff.patch and diffstat.json the run container shipped

@@ -4,7 +4,9 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
@@ -14,34 +16,44 @@ import { startTestControl, type TestControl } from '../helpers/control-server.ts
 import { prepareRetry, prepareRun, spawnWorker } from '../../src/engine/launch.ts';
 import { projectWithPending } from '../../src/cli/ship.ts';
 import { openRunContext } from '../../src/engine/run-context.ts';
-import { readState, writeState } from '../../src/engine/run-state.ts';
+import { readState, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { orNull } from '../../src/spawn/tree.ts';
 import { procStart } from '../../src/engine/proc-group.ts';
 
-
-describe('a run made while no Control Plane answers', () => {
-  let repo: TestRepo;
-  let cp: TestControl;
-
+/** A project whose runs take the stand-in agent, and a Control Plane: made before a describe's tests, gone after. */
+function projectAndControl(): { repo: TestRepo; cp: TestControl } {
+  const made = {} as { repo: TestRepo; cp: TestControl };
   before(async () => {
-    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
-    cp = await startTestControl();
+    made.repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    made.cp = await startTestControl();
   });
   after(async () => {
-    await cp.close();
-    repo.cleanup();
+    await made.cp.close();
+    made.repo.cleanup();
   });
+  return made;
+}
+
+/** A run `svc start` made in `repo` while no Control Plane answered (a closed port): what it said, and its name. */
+async function runWhileDown(repo: TestRepo) {
+  const down = `http://127.0.0.1:${await closedPort()}`;
+  const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: down, SVC_SANDBOX: 'none' };
+  const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
+    { cwd: repo.repo, env });
+  assert.equal(started.code, 0, started.stderr);
+  const { source, run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { source: string; run: string };
+  return { down, env, started, source, run };
+}
+
+describe('a run made while no Control Plane answers', () => {
+  const made = projectAndControl();
 
   it('is said to be not shipped, then sent by the next svc command that reaches one', async () => {
-    const down = `http://127.0.0.1:${await closedPort()}`;
-    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: down, SVC_SANDBOX: 'none' };
-    const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
-      { cwd: repo.repo, env });
-    assert.equal(started.code, 0, started.stderr);
+    const { repo, cp } = made;
+    const { down, env, started, source, run } = await runWhileDown(repo);
     const refused = `\\(connect ECONNREFUSED ${down.slice('http://'.length)}\\)`;
     assert.match(started.stderr, new RegExp(`not shipped: no Control Plane answered at ${down} ${refused}: start the `
       + 'server SVC_CONTROL_URL names, or unset SVC_CONTROL_URL to use a local one; the next svc command'));
-    const { source, run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { source: string; run: string };
     assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', run)));
     assert.equal((await cp.request('GET', `/v1/runs/${source}/${run}`)).status, 404);
 
@@ -59,6 +71,7 @@ describe('a run made while no Control Plane answers', () => {
   });
 
   it('says the Control Plane refused the token (401) instead of "no Control Plane answered" when it answered', async () => {
+    const { repo } = made;
     const locked = await startTestControl({ token: 'pending-ship-token-0123456789' });
     try {
       const base = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: locked.url, SVC_SANDBOX: 'none' };
@@ -79,6 +92,7 @@ describe('a run made while no Control Plane answers', () => {
   });
 
   it('svc ship sends the project\'s runs, says how many did not go and why, and with --all all again', async () => {
+    const { repo } = made;
     const down = `http://127.0.0.1:${await closedPort()}`;
     const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: down };
     const ship = (...args: string[]) =>
@@ -112,25 +126,11 @@ describe('a run made while no Control Plane answers', () => {
 // Its worker ships a run, and clears its pid only after its last ship (run-context.ts leave): the pass before a command
 // leaves it to that worker, since two shippers would roll each other's ship.json back.
 describe('a pending run whose worker is still there', () => {
-  let repo: TestRepo;
-  let cp: TestControl;
-
-  before(async () => {
-    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
-    cp = await startTestControl();
-  });
-  after(async () => {
-    await cp.close();
-    repo.cleanup();
-  });
+  const made = projectAndControl();
 
   it('is left to its worker while one is still there, and sent by the next command once it has gone', async () => {
-    const down = `http://127.0.0.1:${await closedPort()}`;
-    const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: down, SVC_SANDBOX: 'none' };
-    const started = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--provider', 'fake'],
-      { cwd: repo.repo, env });
-    assert.equal(started.code, 0, started.stderr);
-    const { source, run } = JSON.parse(started.stdout.trim().split('\n')[0]!) as { source: string; run: string };
+    const { repo, cp } = made;
+    const { env, source, run } = await runWhileDown(repo);
     const marker = join(repo.repo, '.svc', 'ship-pending', run);
     assert.ok(existsSync(marker));
     const dir = join(repo.repo, '.svc', 'runs', run);
@@ -154,6 +154,60 @@ describe('a pending run whose worker is still there', () => {
     assert.match(listed.stderr, new RegExp(`sent 1 run the Control Plane at ${cp.url} had not seen`));
     assert.equal((await cp.request('GET', `/v1/runs/${source}/${run}`)).status, 200);
     assert.equal(existsSync(marker), false, 'the marker is gone');
+  });
+
+  /** A run shipped once, now with `fields` and a worker of it still there (killed by the caller). */
+  async function runWithWorker(fields: Partial<RunState>) {
+    const { repo, cp } = made;
+    const { env, source, run } = await runWhileDown(repo);
+    const up = { ...env, SVC_CONTROL_URL: cp.url };
+    const ship = (...args: string[]) =>
+      runChild(process.execPath, [CLI, 'ship', '--repo', repo.repo, ...args], { cwd: repo.home, env: up });
+    assert.equal((await ship(run)).code, 0);
+    const dir = join(repo.repo, '.svc', 'runs', run);
+    const worker = await idleNode([CLI, 'worker', 'resume', '--run-id', run, '--repo', repo.repo]);
+    writeState(dir, { ...readState(dir), ...fields, pid: worker.pid!, proc_start: procStart(worker.pid!) });
+    const shown = async () => (await cp.request('GET', `/v1/runs/${source}/${run}`)).json as { status: string };
+    return { run, dir, worker, ship, shown, marker: join(repo.repo, '.svc', 'ship-pending', run) };
+  }
+
+  it('is left to its worker by svc ship, which fails only when RUN names it; --all keeps its offsets', async () => {
+    const { run, dir, worker, ship, shown } = await runWithWorker({ status: 'running', ended_at: null });
+    const said = `svc ship: ${run}: not shipped here: its worker (pid ${worker.pid}) is still there and ships it\n`;
+    try {
+      const offsets = readFileSync(join(dir, 'ship.json'), 'utf8');
+      const named = await ship(run);
+      assert.equal(named.code, 1, named.stderr);
+      assert.equal(named.stderr, `${said}svc ship: 1 of 1 runs not sent (each is named above)\n`);
+      for (const args of [[], ['--all']]) {
+        const all = await ship(...args);
+        assert.equal(all.code, 0, all.stderr);
+        // The project's other runs (the tests' before) go: this one is in its worker's hands.
+        assert.equal(all.stderr, said);
+        assert.match(all.stdout, /^Shipped \d+ runs?\b/);
+      }
+      assert.equal(readFileSync(join(dir, 'ship.json'), 'utf8'), offsets, 'its worker\'s offsets as they were');
+      assert.equal((await shown()).status, 'succeeded', 'nothing of it was sent beside its worker');
+    } finally {
+      worker.kill('SIGKILL');
+      await once(worker, 'exit');
+    }
+  });
+
+  it('is waited for by svc ship RUN when the run has ended, as a resume waits, then left to its worker', async () => {
+    const { run, worker, ship, shown, marker } = await runWithWorker({ status: 'failed' });
+    writeFileSync(marker, '');
+    try {
+      const named = await ship(run);
+      assert.equal(named.code, 1, named.stderr);
+      assert.equal(named.stderr, `svc ship: ${run}: not shipped here: its worker (pid ${worker.pid}) is still there ` +
+        'and ships it\nsvc ship: 1 of 1 runs not sent (each is named above)\n');
+      assert.equal((await shown()).status, 'succeeded');
+      assert.ok(existsSync(marker), 'its marker kept');
+    } finally {
+      worker.kill('SIGKILL');
+      await once(worker, 'exit');
+    }
   });
 });
 
