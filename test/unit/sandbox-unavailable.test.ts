@@ -47,7 +47,7 @@ describe('the sandbox refusal', () => {
 
   it('gives `svc doctor` the same next step', () => {
     const reason = `a trial bwrap sandbox failed: ${REFUSED}`;
-    const probe = { ok: false, bwrap: '/usr/bin/bwrap', userNamespaces: null, reason };
+    const probe = { ok: false, bwrap: '/usr/bin/bwrap', prlimit: '/usr/bin/prlimit', userNamespaces: null, reason };
     assert.match(fixFor(probe, '/usr/bin', null) ?? '', /^bwrap could not create its namespaces: /);
   });
 });
