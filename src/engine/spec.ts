@@ -54,10 +54,11 @@ export function isRoutedRepoName(env: NodeJS.ProcessEnv): boolean {
 }
 
 /**
- * Whether a run of `origin` may fetch an issue with the operator's credential for `tracker` (DESIGN §7a: a credential
- * goes only to the origin it was made for): a person at the CLI, the Control Plane, the operator's /jobs, and the
- * tracker's own webhook, whose issue the operator's mapping routed here. Never other senders' text (a chat message),
- * which may name any project's or team's issue.
+ * Whether a run of `origin` may read an issue of `tracker`, fetched with the operator's credential or kept from the
+ * tracker's own deliveries (DESIGN §7a: a credential goes only to the origin it was made for, and every sender acts
+ * with its own authority): a person at the CLI, the Control Plane, the operator's /jobs, and the tracker's own
+ * webhook, whose issue the operator's mapping routed here. Never other senders' text (a chat message), which may name
+ * any project's or team's issue, a private team's routed to the same repository included.
  */
 export function mayFetchIssue(tracker: 'errtrack' | 'trackera', origin: string | undefined): boolean {
   return !isWebhookOrigin(origin) || origin === tracker || origin === 'jobs';
@@ -173,8 +174,10 @@ const MAX_SNAPSHOT = 1024 * 1024;
 
 /** The delivery the trigger server's job came from (`jobs/$SVC_JOB_ID.json`, removed once read), else the newest
  * delivery for the issue (`<id>.json`). Read as policy.json is (plain-tree.ts): no link followed, regular files only;
- * and a snapshot git tracks is the repository's own content, never a delivery svc kept (DESIGN §7a). */
+ * a snapshot git tracks is the repository's own content, never a delivery svc kept (DESIGN §7a); and another sender's
+ * run (a chat message naming `trackera:<id>`) reads none (mayFetchIssue). */
 function fromSnapshot(repo: string, id: string, env: NodeJS.ProcessEnv): TrackerIssue | null {
+  if (!mayFetchIssue('trackera', env.SVC_ORIGIN)) return null;
   const real = realOrNull(repo); // the checkout's own path is the operator's, and may be a link
   if (real === null) return null;
   const inbox = openPlainPath(real, TRACKERA_INBOX);

@@ -1,11 +1,12 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFileSync, symlinkSync, mkdirSync } from 'node:fs';
+import { writeFileSync, symlinkSync, mkdirSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { makeRepo, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { classifyInput, isWebhookOrigin } from '../../src/engine/spec.ts';
 import { prepareRun } from '../../src/engine/launch.ts';
+import { runDir } from '../../src/engine/paths.ts';
 
 describe('file inputs named by webhook text', () => {
   let repo: TestRepo;
@@ -74,6 +75,26 @@ describe('file inputs named by webhook text', () => {
       }
       const cli = await start(join(repo.repo, 'local-notes.md'), 'cli');
       assert.equal(cli.state.input.kind, 'spec-file');
+    });
+
+  it('reads no trackera delivery svc kept for another sender\'s run: a chat message naming a team\'s issue',
+    async () => {
+      // What the trigger server stages for a trackera job routed here: a private team's issue, as delivered.
+      const inbox = join(repo.repo, '.svc', 'inbox', 'trackera');
+      mkdirSync(inbox, { recursive: true });
+      writeFileSync(join(inbox, 'SEC-7.json'), JSON.stringify({ type: 'Issue', action: 'create', data: {
+        identifier: 'SEC-7', title: 'Private breach report', description: 'the attacker used key 4f2a',
+      } }));
+      for (const origin of ['chata', 'chatb', 'webhook', 'trackerb', 'errtrack']) {
+        const run = await start('trackera:SEC-7', origin);
+        assert.equal(run.state.brief, 'trackera:SEC-7', origin);
+        assert.doesNotMatch(readFileSync(join(runDir(repo.repo, run.state.run), 'spec.md'), 'utf8'), /Private breach|4f2a/, origin);
+      }
+      // The tracker's own job, the operator's /jobs and a person read it.
+      for (const origin of ['trackera', 'jobs', 'control', undefined]) {
+        const run = await start('trackera:SEC-7', origin);
+        assert.equal(run.state.brief, 'trackera:SEC-7 Private breach report', String(origin));
+      }
     });
 
   it('still reads a spec inside the repo for webhook text', async () => {
