@@ -1,8 +1,7 @@
 // The launcher: makes a run (id, folder, spec, plan, queued state) and starts its worker, detached.
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startChild, workerArgv, WORKER_SECRET_NAMES } from '../spawn/start.ts';
-import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
+import { secretsIn, startChild, withoutSecrets, workerArgv, WORKER_SECRET_NAMES } from '../spawn/start.ts';
 import { hash } from 'node:crypto';
 import { BadInputError, ConflictError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';

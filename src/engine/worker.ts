@@ -3,7 +3,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { endChildOnExit, openRunContext, type RunContext } from './run-context.ts';
 import { operatorAllowNow, readPlan, serverShare, writePlan, type RunPlan } from './run-plan.ts';
-import { passedValues } from './config.ts';
+import { passedValues } from '../spawn/start.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
