@@ -9,7 +9,7 @@ import {
   buildTask, classifyInput, isRepoName, isRoutedRepoName, isWebhookOrigin, type Task,
 } from './spec.ts';
 import {
-  planForRetry, planRun, refuseOversizedPlan, refuseUncommitted, writePlan, type RunPlan,
+  planForRetry, planRun, refuseOversizedPlan, refuseUncommitted, unsandboxedWarning, writePlan, type RunPlan,
 } from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
@@ -70,11 +70,14 @@ type NewRun = Pick<StartOptions, 'repo' | 'pr' | 'worktree' | 'provider' | 'env'
 };
 
 /** A new run's state and plan, and the rename of the checkout's earlier runs its name caused (if any). */
-export interface PreparedRun {
+export interface PreparedRun extends LaunchFacts {
   state: RunState;
   plan: RunPlan;
   renamed: RepoRename | null;
 }
+
+/** The launcher's warning of an unsandboxed plan, and whether a signer judges the run later (it then exits 0). */
+export interface LaunchFacts { unconfined: string | null; signsLater: boolean }
 
 /** The run's plan (resolved now, or a retry's earlier one), checked before anything is written; then the run. */
 async function createRun(n: NewRun): Promise<PreparedRun> {
@@ -87,9 +90,10 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     routed,
   });
   refuseOversizedPlan(plan);
+  const facts: LaunchFacts = { unconfined: unsandboxedWarning(plan.sandbox), signsLater: signsLater(n.env) };
   // A --pr run whose pull request could not be opened is refused before anything is written. A Kubernetes pod's run
   // container holds no GitHub credential by design: its signer container opens the PR.
-  if (plan.push_target !== null && !signsLater(n.env)) {
+  if (plan.push_target !== null && !facts.signsLater) {
     await checkPrPossible(plan.push_target, n.env).catch((err: unknown) => {
       if (err instanceof OriginUnreachableError) {
         throw new OriginUnreachableError(`${err.message} (nothing was started)`, { cause: err });
@@ -168,7 +172,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     } finally {
       events.close();
     }
-    return { state, plan, renamed };
+    return { state, plan, renamed, ...facts };
   } finally {
     release?.();
   }

@@ -28,8 +28,7 @@ const BAR = 30;
  */
 const DOUBLING_BACK = [
   'src/engine/git.ts', 'src/engine/proc-group.ts', 'src/engine/providers.ts', 'src/engine/run-plan.ts',
-  'src/engine/run-state.ts', 'src/engine/sandbox.ts', 'src/spawn/sandbox-mode.ts', 'src/spawn/start.ts',
-  'src/untrusted.ts',
+  'src/engine/sandbox.ts', 'src/spawn/start.ts', 'src/untrusted.ts',
 ];
 
 /** Run by the launcher or the worker, not counted (docs/architecture.md names each group under the walk). */
