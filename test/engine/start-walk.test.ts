@@ -19,8 +19,8 @@ import {
   assertDoublingsBack, callsIn, pidsIn, probesOf, RECORD_ORDER, recordInto,
 } from '../helpers/walk-order.ts';
 
-/** Today's count, which docs/architecture.md records: the bar of thirty, reached. */
-const BAR = 30;
+/** Today's count, which docs/architecture.md records: within the bar of thirty. */
+const BAR = 29;
 
 /**
  * Where the walk doubles back today (docs/architecture.md "Doubling back" counts them): it holds the walk from doubling
@@ -28,13 +28,13 @@ const BAR = 30;
  */
 const DOUBLING_BACK = [
   'src/engine/git.ts', 'src/engine/proc-group.ts', 'src/engine/providers.ts', 'src/engine/run-plan.ts',
-  'src/engine/sandbox.ts', 'src/spawn/start.ts', 'src/untrusted.ts',
+  'src/engine/sandbox.ts', 'src/spawn/start.ts',
 ];
 
 /** Run by the launcher or the worker, not counted (docs/architecture.md names each group under the walk). */
 const NOT_COUNTED = [
   // shared leaves
-  'src/errors.ts', 'src/safe-json.ts', 'src/json-value.ts', 'src/log.ts', 'src/atomic-write.ts',
+  'src/errors.ts', 'src/safe-json.ts', 'src/json-value.ts', 'src/untrusted.ts', 'src/log.ts', 'src/atomic-write.ts',
   'src/canonical-json.ts', 'src/proc-stat.ts', 'src/run-json.ts', 'src/settings-registry.ts', 'src/cli/io.ts',
   'src/spawn/tree.ts', 'src/spawn/svc-paths.ts', 'src/engine/ids.ts', 'src/engine/paths.ts', 'src/engine/text.ts',
   'src/engine/safe-fs.ts', 'src/engine/plain-tree.ts',
