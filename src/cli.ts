@@ -3,9 +3,9 @@
 import './quiet-sqlite-warning.ts';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { exitLike, runLaunched, watchLifeline } from './spawn/start.ts';
+import { exitLike, runLaunched, secretsIn, watchLifeline } from './spawn/start.ts';
 import { reexecClean, useCompileCache } from './cli/node-setup.ts';
-import { secretsIn, takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
+import { takeHandoff, type Secrets } from './spawn/secrets-handoff.ts';
 import { terminalSafe } from './safe-json.ts';
 import { errorMessage, exitStatusOf, UsageError } from './errors.ts';
 import type { CliIo } from './cli/io.ts';

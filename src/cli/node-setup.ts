@@ -9,7 +9,8 @@ import { existsSync, lstatSync, mkdirSync, realpathSync } from 'node:fs';
 // The module object, not its named export: a Node too old to have it must still reach cli.ts's version check.
 import nodeModule from 'node:module';
 import { dirname, join } from 'node:path';
-import { secretsIn, withoutSecrets, writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
+import { writeHandoff, dropHandoff, type Secrets } from '../spawn/secrets-handoff.ts';
+import { secretsIn, withoutSecrets } from '../spawn/start.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { settingChoice } from '../settings-registry.ts';
 

@@ -8,10 +8,10 @@ import { countOrNull, objOrNull, str, tryParseJson } from '../untrusted.ts';
 import { discoverControlUrl } from '../engine/control-url.ts';
 import { settingChoice, settingInt, settingUsd } from '../settings-registry.ts';
 import {
-  afterLastWorker, claimForResume, prepareRun, prepareRetry, spawnWorker, resolveRepo, type PreparedRun,
+  afterLastWorker, claimForResume, prepareRun, prepareRetry, spawnWorker, resolveRepo, type LaunchFacts,
+  type PreparedRun,
 } from '../engine/launch.ts';
-import { planToReuse, refuseServersBuiltin, type RunPlan } from '../engine/run-plan.ts';
-import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
+import { planToReuse, refuseServersBuiltin, unsandboxedWarning } from '../engine/run-plan.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir, runTree } from '../engine/paths.ts';
 import {
@@ -74,7 +74,7 @@ function runArg(value: string | undefined, flag: string): string {
  * could not be made prints `{"failure":…}` before the error, for the Control Plane that launched it.
  */
 async function launchNew(io: CliIo, making: Promise<PreparedRun>, detach: boolean, showOutput: boolean) {
-  const { state, plan, renamed } = await making.catch((err: unknown) => {
+  const { state, plan, renamed, ...facts } = await making.catch((err: unknown) => {
     io.stdout(safeJson({ failure: failureOf(err) }) + '\n');
     throw err;
   });
@@ -84,15 +84,14 @@ async function launchNew(io: CliIo, making: Promise<PreparedRun>, detach: boolea
       `${renamed.from.join(', ')} (their receipts keep the name they were signed with)\n`);
   }
   for (const note of plan.notes) io.stderr(`svc start: ${note}\n`);
-  return launch(io, state, plan, 'start', detach, showOutput);
+  return launch(io, state, facts, 'start', detach, showOutput);
 }
 
 /** The worker, in a process group of its own; in the foreground, followed, and Ctrl-C here becomes a clean stop. */
 async function launch(
-  io: CliIo, state: RunState, plan: RunPlan, mode: WorkerMode, detach: boolean, showOutput = false,
+  io: CliIo, state: RunState, facts: LaunchFacts, mode: WorkerMode, detach: boolean, showOutput = false,
 ): Promise<number> {
-  const unconfined = unsandboxedWarning(plan.sandbox);
-  if (unconfined) io.stderr(`svc start: ${unconfined}\n`);
+  if (facts.unconfined) io.stderr(`svc start: ${facts.unconfined}\n`);
   const dir = runDir(state.repo_path, state.run);
   const since = new Date().toISOString();
   // Past a resumed run's earlier output, before the worker writes anything.
@@ -159,7 +158,7 @@ async function launch(
   const final = readState(dir);
   io.stdout(summary(final));
   // A pod's run container is an init container: failing it would keep the signer, which judges the run, from starting.
-  if (signsLater(io.env)) return 0;
+  if (facts.signsLater) return 0;
   if (mode !== 'verify') {
     // Any other end is 1, whatever its failure class (README "Exit codes": scripts read the summary's failure.class).
     return final.status === 'succeeded' ? 0 : 1;
@@ -261,7 +260,8 @@ export default async function start(io: CliIo): Promise<number> {
     const plan = planToReuse(dir, io.env);
     // Before the run is queued again: a refused resume or verify leaves it as it was.
     refuseServersBuiltin(plan, io.env, runTree(state));
-    return launch(io, state, plan, flag, detach, showOutput);
+    const facts = { unconfined: unsandboxedWarning(plan.sandbox), signsLater: signsLater(io.env) };
+    return launch(io, state, facts, flag, detach, showOutput);
   }
   if (values.retry !== undefined) {
     const retry = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);

@@ -1,9 +1,9 @@
 // How the Control Plane starts and steers runs on this machine: `svc start … --detach` children with an allowlisted
 // env. It never runs a provider itself; stop goes through the engine's identity-checked process-group stop.
 import {
-  LAUNCH_TIMEOUT_MS, startChild, WORKER_SECRET_NAMES, type ChildProcess, type ChildSpec,
+  LAUNCH_TIMEOUT_MS, secretsIn, startChild, withoutSecrets, WORKER_SECRET_NAMES, type ChildProcess, type ChildSpec,
 } from '../spawn/start.ts';
-import { secretsIn, withoutSecrets, type Secrets } from '../spawn/secrets-handoff.ts';
+import type { Secrets } from '../spawn/secrets-handoff.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { existsSync } from 'node:fs';
 import { failureColumns, type RunRow } from '../db/run-types.ts';

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { RunContext } from './run-context.ts';
 import type { GroupRun } from './spawn-group.ts';
 import { addUsage, type Usage } from './providers.ts';
-import { behindSharedGate, withCost } from './run-state.ts';
+import { behindSharedGate } from './run-state.ts';
 import { isOperatorAnswer, type Answer } from './answers.ts';
 import { budgetName, reachedBudget, runSpent, type Reached } from '../gate/budgets.ts';
 import type { RunGate } from './egress.ts';
@@ -42,7 +42,7 @@ function budgetNow(ctx: RunContext, a: BudgetWatch): Reached | null {
   const reported = addUsage(a.before, a.usage);
   const was = ctx.state.reported;
   const changed = (['cost_usd', 'tokens_in', 'tokens_out'] as const).some((k) => reported[k] !== (was?.[k] ?? null));
-  if (changed) ctx.update(withCost(ctx.state, { reported }));
+  if (changed) ctx.updateCost({ reported });
   if (a.gate) return a.gate.budgetReached();
   // A pod behind the shared gate: the gate holds max_usd on what it meters and refuses past it, and a raise answered
   // here could not reach it, so the run container never asks (docs/gate.md "A pod's max_usd").

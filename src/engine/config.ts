@@ -6,7 +6,7 @@ import { basename, dirname, join } from 'node:path';
 import { BadSettingError, RefusedError } from '../errors.ts';
 import { onlyKeys, parseNetwork, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { isSecretName } from '../spawn/start.ts';
+import { passedValues } from '../spawn/start.ts';
 import { orNull, realOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from './safe-fs.ts';
 import { readRepoSvcFile } from './plain-tree.ts';
@@ -111,16 +111,6 @@ export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
     Object.assign(merged.providers, config.providers);
   }
   return merged;
-}
-
-/** The values of the names the operator passes, taken from `env` (svc's own secrets never among them). */
-export function passedValues(names: readonly string[], env: NodeJS.ProcessEnv): Record<string, string> {
-  const values: Record<string, string> = {};
-  for (const name of names) {
-    const value = env[name];
-    if (value !== undefined && !isSecretName(name) && !name.startsWith('SVC_')) values[name] = value;
-  }
-  return values;
 }
 
 /** The operator's passed names for a server's launcher; none when its file is unreadable (the run then fails). */

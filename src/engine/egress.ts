@@ -19,7 +19,7 @@ import {
 } from '../gate/budgets.ts';
 import { addMetered, addTunnel, NOTHING_METERED } from '../gate/run-records.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { withCost, type RunState } from './run-state.ts';
+import type { RunState } from './run-state.ts';
 import { readMetered, type MeteredCost } from '../run-json.ts';
 import { traceRoot } from '../trace.ts';
 import { refusedRange } from '../gate/address.ts';
@@ -87,7 +87,7 @@ function runMeter(ctx: RunContext, log: (text: string) => void, resumed: boolean
       },
       tunnel: () => {
         totals = addTunnel(totals);
-        ctx.update(withCost(ctx.state, { metered: totals }));
+        ctx.updateCost({ metered: totals });
       },
     },
     count(record: EgressRecord): void {
@@ -95,7 +95,7 @@ function runMeter(ctx: RunContext, log: (text: string) => void, resumed: boolean
       if (!m) return;
       totals = addMetered(totals, m);
       countCall(run, m);
-      ctx.update(withCost(ctx.state, { metered: totals }));
+      ctx.updateCost({ metered: totals });
       // Counted in memory before it is appended: a ledger folder that cannot be written throws after.
       if (m.usd !== null) ledger.add(ctx.state.repo, m.usd);
     },

@@ -1,8 +1,7 @@
 // The launcher: makes a run (id, folder, spec, plan, queued state) and starts its worker, detached.
 import { existsSync, mkdirSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startChild, workerArgv, WORKER_SECRET_NAMES } from '../spawn/start.ts';
-import { secretsIn, withoutSecrets } from '../spawn/secrets-handoff.ts';
+import { secretsIn, startChild, withoutSecrets, workerArgv, WORKER_SECRET_NAMES } from '../spawn/start.ts';
 import { hash } from 'node:crypto';
 import { BadInputError, ConflictError, RefusedError, errorMessage } from '../errors.ts';
 import { TERMINAL } from '../run-json.ts';
@@ -10,7 +9,7 @@ import {
   buildTask, classifyInput, isRepoName, isRoutedRepoName, isWebhookOrigin, type Task,
 } from './spec.ts';
 import {
-  planForRetry, planRun, refuseOversizedPlan, refuseUncommitted, writePlan, type RunPlan,
+  planForRetry, planRun, refuseOversizedPlan, refuseUncommitted, unsandboxedWarning, writePlan, type RunPlan,
 } from './run-plan.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
@@ -71,11 +70,14 @@ type NewRun = Pick<StartOptions, 'repo' | 'pr' | 'worktree' | 'provider' | 'env'
 };
 
 /** A new run's state and plan, and the rename of the checkout's earlier runs its name caused (if any). */
-export interface PreparedRun {
+export interface PreparedRun extends LaunchFacts {
   state: RunState;
   plan: RunPlan;
   renamed: RepoRename | null;
 }
+
+/** The launcher's warning of an unsandboxed plan, and whether a signer judges the run later (it then exits 0). */
+export interface LaunchFacts { unconfined: string | null; signsLater: boolean }
 
 /** The run's plan (resolved now, or a retry's earlier one), checked before anything is written; then the run. */
 async function createRun(n: NewRun): Promise<PreparedRun> {
@@ -88,9 +90,10 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     routed,
   });
   refuseOversizedPlan(plan);
+  const facts: LaunchFacts = { unconfined: unsandboxedWarning(plan.sandbox), signsLater: signsLater(n.env) };
   // A --pr run whose pull request could not be opened is refused before anything is written. A Kubernetes pod's run
   // container holds no GitHub credential by design: its signer container opens the PR.
-  if (plan.push_target !== null && !signsLater(n.env)) {
+  if (plan.push_target !== null && !facts.signsLater) {
     await checkPrPossible(plan.push_target, n.env).catch((err: unknown) => {
       if (err instanceof OriginUnreachableError) {
         throw new OriginUnreachableError(`${err.message} (nothing was started)`, { cause: err });
@@ -169,7 +172,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
     } finally {
       events.close();
     }
-    return { state, plan, renamed };
+    return { state, plan, renamed, ...facts };
   } finally {
     release?.();
   }

@@ -25,7 +25,7 @@ import {
   nextInvocation, recordInvocation, recordQuestion, recordSightings, resumeRefused, type Invocation,
 } from './provider-session.ts';
 import { errorMessage, InfraError } from '../errors.ts';
-import { behindSharedGate, withCost } from './run-state.ts';
+import { behindSharedGate } from './run-state.ts';
 import { apiKeyChosen } from '../spawn/provider-home.ts';
 import type { Answer } from './answers.ts';
 import {
@@ -272,7 +272,7 @@ function recordAttempt(ctx: RunContext, result: GroupResult, a: Attempt, log: Ou
   ctx.saveArtifact('provider.log', log.bytes());
   recordSightings(ctx, a.output.session);
   const total = addUsage(a.before, a.usage);
-  ctx.update({ ...withCost(ctx.state, { reported: total }), exit_code: result.code });
+  ctx.updateCost({ reported: total }, { exit_code: result.code });
   const { usage } = a;
   if (usage.cost_usd !== null || usage.tokens_in !== null || usage.tokens_out !== null) {
     ctx.event('cost', { usd: usage.cost_usd, tokens_in: usage.tokens_in, tokens_out: usage.tokens_out,

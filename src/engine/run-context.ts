@@ -4,9 +4,9 @@ import { existsSync } from 'node:fs';
 import { hash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  appendEvent, openEventLog, readState, signsLater, tryReadState, withCost, writeState, type RunState,
+  appendEvent, openEventLog, readState, signsLater, tryReadState, writeState, type RunState,
 } from './run-state.ts';
-import { TERMINAL, runFailure, type RunStatus } from '../run-json.ts';
+import { TERMINAL, runFailure, type CostFigures, type MeteredCost, type RunStatus } from '../run-json.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import {
   isChildOf, isWorkerOf, killNamespace, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity,
@@ -24,6 +24,20 @@ import { logWithoutSecrets, withoutSecrets } from './text.ts';
 const STOP_GRACE_MS = 5_000;
 
 export type RunContext = ReturnType<typeof openRunContext>;
+
+/** The cost fields after a change to either figure: the gate's metered cost once it priced a call, else the agent's
+ * report (docs/gate.md "Metered cost"); both are kept. */
+export function withCost(state: RunState, change: { reported?: CostFigures; metered?: MeteredCost }) {
+  const given = change.reported;
+  const reported = given === undefined ? state.reported ?? null
+    : given.cost_usd === null && given.tokens_in === null && given.tokens_out === null ? null : given;
+  const metered = change.metered ?? state.metered ?? null;
+  const shown = metered !== null && metered.cost_usd !== null ? metered : reported ?? metered;
+  return {
+    reported, metered,
+    cost_usd: shown?.cost_usd ?? null, tokens_in: shown?.tokens_in ?? null, tokens_out: shown?.tokens_out ?? null,
+  };
+}
 
 /**
  * `ship`: whether the run goes to the Control Plane as it runs; by default unless SVC_SHIP is 0 here or was when the
@@ -92,6 +106,10 @@ export function openRunContext(
       Object.assign(state, fields, { updated_at: new Date().toISOString() });
       writeState(dir, state);
       markDirty();
+    },
+    /** The run's cost after `change` (withCost), written with any other `fields` of the same moment. */
+    updateCost(change: Parameters<typeof withCost>[1], fields: Partial<RunState> = {}): void {
+      ctx.update({ ...withCost(state, change), ...fields });
     },
     /** `marks`: more fields of its `run.status` event (a resume's `resumed`). */
     setStatus(to: RunStatus, fields: Partial<RunState> = {}, marks: Record<string, unknown> = {}): void {

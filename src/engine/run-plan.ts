@@ -197,6 +197,15 @@ export function planToReuse(dir: string, env: NodeJS.ProcessEnv): RunPlan {
     `sandbox, and ${rule}; start a new run instead`);
 }
 
+/** The warning a person sees (the launcher's stderr) and the run's log records (the worker) for an unconfined plan. */
+export function unsandboxedWarning(mode: SandboxMode): string | null {
+  if (mode.kind !== 'none') return null;
+  // A plan.json svc did not write (an older svc, a hand edit) may give no reason: the warning still reads as one.
+  const why = typeof mode.why === 'string' && mode.why !== '' ? mode.why : 'the run\'s plan says so';
+  return `WARNING: the agent runs WITHOUT a sandbox (${why}): it can read everything this user can, ` +
+    'including svc\'s keys and tokens. svc still ends every process it starts when the provider exits.';
+}
+
 /**
  * Whether a plan's command provider is the operator's entry as it stands now: the same argv and writable folders as
  * decideSettings resolves that entry to (a name alone is no proof: the operator may have defined it since).

@@ -99,22 +99,6 @@ export interface ProviderSession {
   resumed: 'session' | 'summary' | null;
 }
 
-/** The cost fields after a change to either figure: the gate's metered cost once it priced a call, else the agent's
- * report (docs/gate.md "Metered cost"); both are kept. */
-export function withCost(
-  state: RunState, change: { reported?: CostFigures; metered?: MeteredCost },
-): Pick<RunJson, 'reported' | 'metered' | 'cost_usd' | 'tokens_in' | 'tokens_out'> {
-  const given = change.reported;
-  const reported = given === undefined ? state.reported ?? null
-    : given.cost_usd === null && given.tokens_in === null && given.tokens_out === null ? null : given;
-  const metered = change.metered ?? state.metered ?? null;
-  const shown = metered !== null && metered.cost_usd !== null ? metered : reported ?? metered;
-  return {
-    reported, metered,
-    cost_usd: shown?.cost_usd ?? null, tokens_in: shown?.tokens_in ?? null, tokens_out: shown?.tokens_out ?? null,
-  };
-}
-
 /** The wire form (DESIGN §3): exactly the run JSON fields, nothing engine-internal. */
 export function toRunJson(state: RunState): RunJson {
   const out: Record<string, unknown> = {};

@@ -2,8 +2,8 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { endChildOnExit, openRunContext, type RunContext } from './run-context.ts';
-import { operatorAllowNow, readPlan, serverShare, writePlan, type RunPlan } from './run-plan.ts';
-import { passedValues } from './config.ts';
+import { operatorAllowNow, readPlan, serverShare, unsandboxedWarning, writePlan, type RunPlan } from './run-plan.ts';
+import { passedValues } from '../spawn/start.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
@@ -12,7 +12,6 @@ import { TERMINAL, runFailure } from '../run-json.ts';
 import { runTree, worktreeDir } from './paths.ts';
 import { plainEngineFolder } from './safe-fs.ts';
 import { plannedHomeKey, type RunSandbox } from './sandbox.ts';
-import { unsandboxedWarning } from '../spawn/sandbox-mode.ts';
 import { POLL_MS } from './budget-pause.ts';
 import { markPending } from './shipper.ts';
 import { errorMessage, InfraError } from '../errors.ts';

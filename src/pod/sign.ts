@@ -5,10 +5,10 @@ import { orNull } from '../spawn/tree.ts';
 import { readFileSync } from 'node:fs';
 import { hash } from 'node:crypto';
 import { join } from 'node:path';
-import { openRunContext, type RunContext } from '../engine/run-context.ts';
+import { openRunContext, withCost, type RunContext } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { parseTraceparent } from '../trace.ts';
-import { makeRunKey, readState, withCost, writeState, type RunState } from '../engine/run-state.ts';
+import { makeRunKey, readState, writeState, type RunState } from '../engine/run-state.ts';
 import type { CostFigures, MeteredCost } from '../run-json.ts';
 import { countOrNull, figure, obj, str } from '../untrusted.ts';
 import {

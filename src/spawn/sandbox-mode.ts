@@ -102,15 +102,6 @@ export function ignoredPolicyNote(policy: SandboxSetting | null, env: NodeJS.Pro
     `(only ${OPT_OUT_SERVER} turns it off)`;
 }
 
-/** The warning a person sees (stderr) and the run's log records when an agent runs unconfined. */
-export function unsandboxedWarning(mode: SandboxMode): string | null {
-  if (mode.kind !== 'none') return null;
-  // A plan.json svc did not write (an older svc, a hand edit) may give no reason: the warning still reads as one.
-  const why = typeof mode.why === 'string' && mode.why !== '' ? mode.why : 'the run\'s plan says so';
-  return `WARNING: the agent runs WITHOUT a sandbox (${why}): it can read everything this user can, ` +
-    'including svc\'s keys and tokens. svc still ends every process it starts when the provider exits.';
-}
-
 // Bumped whenever the trial or its result changes shape, so an old "works" is never reused for a new trial.
 const TRIAL_VERSION = 5;
 

@@ -9,27 +9,11 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { svcHomeOf } from './svc-paths.ts';
 import { orNull, readOrNull } from './tree.ts';
-import { HANDOFF_FD, HANDOFF_FD_VAR, secretsIn } from './start.ts';
-import { SECRET_NAMES } from '../settings-registry.ts';
+import { HANDOFF_FD, HANDOFF_FD_VAR, HANDOFF_VAR, secretsIn } from './start.ts';
 import { obj, objOrNull, tryParseJson } from '../untrusted.ts';
 import { RefusedError } from '../errors.ts';
 
-/** The variable that names the handoff file of a re-executed process (a path, not a secret). */
-export const HANDOFF_VAR = 'SVC_SECRETS_HANDOFF';
-export { HANDOFF_FD_VAR, secretsIn };
-
 export type Secrets = Record<string, string>;
-
-/** `env` without any of svc's secret values and without a stale handoff path or descriptor. */
-export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const out: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(env)) {
-    const secretValue = SECRET_NAMES.has(name) && !name.endsWith('_FILE');
-    if (value === undefined || name === HANDOFF_VAR || name === HANDOFF_FD_VAR || secretValue) continue;
-    out[name] = value;
-  }
-  return out;
-}
 
 /** A receiver takes its file within a second of starting; one still there after this never will (it crashed). */
 const STALE_MS = 10 * 60_000;

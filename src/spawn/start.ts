@@ -45,6 +45,16 @@ export function isSecretName(name: string): boolean {
   return SECRET_NAMES.has(name) || name.endsWith('_FILE') && SECRET_NAMES.has(name.slice(0, -5));
 }
 
+/** The values in `env` of the names the operator passes (a plan's `passed_env`): never svc's secrets nor SVC_*. */
+export function passedValues(names: readonly string[], env: NodeJS.ProcessEnv): Record<string, string> {
+  const values: Record<string, string> = {};
+  for (const name of names) {
+    const value = env[name];
+    if (value !== undefined && !isSecretName(name) && !name.startsWith('SVC_')) values[name] = value;
+  }
+  return values;
+}
+
 // Among a launcher's names: GITHUB_API_URL says which host the push token belongs to (GitHub Enterprise);
 // SVC_SERVER_SANDBOX is the server's own setting, the only way a server-started run goes unsandboxed (DESIGN §7a);
 // the OpenTelemetry names carry no credential (the headers go by the secrets pipe); SVC_COMPILE_CACHE=0 set on a
@@ -140,6 +150,19 @@ function prepare(argv: readonly string[], spec: ChildSpec) {
 /** Tells a child svc to read its handed secrets from the pipe on its fd HANDOFF_FD, right after stdio. */
 export const HANDOFF_FD_VAR = 'SVC_HANDOFF_FD';
 export const HANDOFF_FD = 3;
+/** Names the handoff file of a re-executed process (a path, not a secret; secrets-handoff.ts writes and takes it). */
+export const HANDOFF_VAR = 'SVC_SECRETS_HANDOFF';
+
+/** `env` without any of svc's secret values and without a stale handoff path or descriptor: a child svc's base. */
+export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(env)) {
+    const secretValue = SECRET_NAMES.has(name) && !name.endsWith('_FILE');
+    if (value === undefined || name === HANDOFF_VAR || name === HANDOFF_FD_VAR || secretValue) continue;
+    out[name] = value;
+  }
+  return out;
+}
 
 export interface StartOptions extends ChildSpec {
   stdio?: StdioOptions;

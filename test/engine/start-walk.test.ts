@@ -12,30 +12,29 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EDIT_SCRIPT, makeRepo, svcEnv } from './fixtures.ts';
-import { withoutSecrets } from '../../src/spawn/secrets-handoff.ts';
+import { withoutSecrets } from '../../src/spawn/start.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { assertWalk, counts, ranInChildren, ROOT, walkToCheck } from '../helpers/walk-coverage.ts';
 import {
   assertDoublingsBack, callsIn, pidsIn, probesOf, RECORD_ORDER, recordInto,
 } from '../helpers/walk-order.ts';
 
-/** Today's count, which docs/architecture.md records: the bar of thirty, reached. */
-const BAR = 30;
+/** Today's count, which docs/architecture.md records: within the bar of thirty. */
+const BAR = 29;
 
 /**
  * Where the walk doubles back today (docs/architecture.md "Doubling back" counts them): it holds the walk from doubling
  * back anywhere else; each is to leave this list as the code moves to where the walk already is.
  */
 const DOUBLING_BACK = [
-  'src/engine/config.ts', 'src/engine/git.ts', 'src/engine/proc-group.ts', 'src/engine/providers.ts',
-  'src/engine/run-plan.ts', 'src/engine/run-state.ts', 'src/engine/sandbox.ts', 'src/spawn/sandbox-mode.ts',
-  'src/spawn/secrets-handoff.ts', 'src/spawn/start.ts', 'src/untrusted.ts',
+  'src/engine/git.ts', 'src/engine/proc-group.ts', 'src/engine/providers.ts', 'src/engine/run-plan.ts',
+  'src/engine/sandbox.ts', 'src/spawn/start.ts',
 ];
 
 /** Run by the launcher or the worker, not counted (docs/architecture.md names each group under the walk). */
 const NOT_COUNTED = [
   // shared leaves
-  'src/errors.ts', 'src/safe-json.ts', 'src/json-value.ts', 'src/log.ts', 'src/atomic-write.ts',
+  'src/errors.ts', 'src/safe-json.ts', 'src/json-value.ts', 'src/untrusted.ts', 'src/log.ts', 'src/atomic-write.ts',
   'src/canonical-json.ts', 'src/proc-stat.ts', 'src/run-json.ts', 'src/settings-registry.ts', 'src/cli/io.ts',
   'src/spawn/tree.ts', 'src/spawn/svc-paths.ts', 'src/engine/ids.ts', 'src/engine/paths.ts', 'src/engine/text.ts',
   'src/engine/safe-fs.ts', 'src/engine/plain-tree.ts',

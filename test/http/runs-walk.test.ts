@@ -11,13 +11,13 @@ import {
 import { assertDoublingsBack, probesOf, recordOrder } from '../helpers/walk-order.ts';
 
 /** Today's count, which docs/architecture.md records; issue 31 asked for at most twelve. */
-const BAR = 5;
+const BAR = 4;
 
 /** Run by the request, not counted (docs/architecture.md names each group under the walk). */
 const NOT_COUNTED = [
   ...PIPELINE_INTERNALS,
   // shared leaves
-  'src/db/open.ts', 'src/engine/ids.ts',
+  'src/db/open.ts', 'src/engine/ids.ts', 'src/untrusted.ts',
 ];
 
 /** The connection count every socket passes before the pipeline sees its request (as in path (a)). */

@@ -12,7 +12,8 @@ import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtu
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { excludeEngineFolders } from '../../src/engine/git.ts';
-import { unsandboxedWarning, type SandboxMode } from '../../src/spawn/sandbox-mode.ts';
+import type { SandboxMode } from '../../src/spawn/sandbox-mode.ts';
+import { unsandboxedWarning } from '../../src/engine/run-plan.ts';
 
 const FAILS = '#!/bin/sh\ncat > /dev/null\nexit 3\n';
 

@@ -3,10 +3,10 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, statSync, existsSync, readdirSync, writeFileSync, utimesSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
+import { writeHandoff, takeHandoff } from '../../src/spawn/secrets-handoff.ts';
 import {
-  writeHandoff, takeHandoff, withoutSecrets, secretsIn, HANDOFF_VAR, HANDOFF_FD_VAR,
-} from '../../src/spawn/secrets-handoff.ts';
-import { startChild, type StartOptions } from '../../src/spawn/start.ts';
+  HANDOFF_FD_VAR, HANDOFF_VAR, secretsIn, startChild, withoutSecrets, type StartOptions,
+} from '../../src/spawn/start.ts';
 import { resolveControlSettings } from '../../src/control/settings.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
