@@ -23,7 +23,7 @@ import {
   type RunState, type WorkerMode,
 } from './run-state.ts';
 import { identityOf, workerAlive, workerComing } from './proc-group.ts';
-import { LAST_WORKER_WAIT_MS, workerStillThere } from './last-worker.ts';
+import { LAST_WORKER_WAIT_MS, refuseHeldRun, workerConflict, workerStillThere } from './last-worker.ts';
 import { markPending } from './shipper.ts';
 import { adoptRepoName, claimCheckout, unwritable, type RepoRename } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
@@ -277,8 +277,7 @@ export async function afterLastWorker(dir: string, action: LastWorkerAction): Pr
   const alive = await workerStillThere(acted, LAST_WORKER_WAIT_MS);
   const state = readState(dir);
   if (alive === null) return state;
-  throw new ConflictError(`Run ${state.run} is ${state.status} but its worker (pid ${alive}) is still ` +
-    `finishing: ${action === 'open-pr' ? 'open its pull request' : action} once that has exited`);
+  throw workerConflict(state, alive, action === 'open-pr' ? 'open its pull request' : action);
 }
 
 /**
@@ -293,6 +292,8 @@ function requeue(dir: string): RunState {
   if (earlier.status !== 'stopped' && earlier.status !== 'failed') {
     throw new ConflictError(`Run ${earlier.run} is ${earlier.status}; only stopped or failed runs can be resumed`);
   }
+  // And an --open-pr that recorded itself since the resume's wait (afterLastWorker) still writes and ships the run.
+  refuseHeldRun(earlier, 'resume');
   const now = new Date().toISOString();
   writeState(dir, {
     ...earlier, status: 'queued', ended_at: null, error: null, failure: null, updated_at: now,
