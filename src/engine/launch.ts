@@ -214,6 +214,8 @@ export function spawnWorker(
   state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
+  // A verify's last look before its first write (a resume's is requeue's): an --open-pr since its wait holds the run.
+  if (mode === 'verify') refuseHeldRun(readState(dir), 'verify');
   const log = inherit ? null : withDir(openRunDir(dir), (folder) => openAppendNoFollowIn(folder, 'worker.log'));
   const argv = workerArgv(mode, state.run, state.repo_path);
   // A resume goes back to queued right before its worker starts, as a new run is made queued: a stop that comes before

@@ -1,7 +1,7 @@
-// A resume or an --open-pr waits for a run's worker (afterLastWorker), then goes on to its first write. An --open-pr
-// records itself as the run's worker only once it opens the run, a moment later: one that came between (a second
-// --open-pr, a double click in the dashboard) holds the run by then. The last read before the first write refuses it,
-// rather than write the run over that worker's and ship it beside it. Both calls here are made in that moment.
+// A resume, a verify or an --open-pr waits for a run's worker (afterLastWorker), then goes on to its first write. An
+// --open-pr records itself as the run's worker only once it opens the run, a moment later: one that came between (a
+// second --open-pr, a double click in the dashboard) holds the run by then. The last read before the first write
+// refuses it, rather than write the run over that worker's and ship it beside it. Each call here is made then.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -55,6 +55,20 @@ describe('a run an --open-pr holds', () => {
       assert.throws(() => spawnWorker(readState(dir), 'resume', t.env, false), refusal(opener.pid!, 'resume'));
       assert.deepEqual(readState(dir), held, 'the run as the --open-pr holds it');
     } finally {
+      opener.kill('SIGKILL');
+      await once(opener, 'exit');
+    }
+  });
+
+  it('refuses a verify, which records and starts no verifier', async () => {
+    const { dir, held, opener } = await heldRun();
+    let verifier: ReturnType<typeof spawnWorker> | undefined;
+    try {
+      assert.throws(() => (verifier = spawnWorker(readState(dir), 'verify', t.env, false)),
+        refusal(opener.pid!, 'verify'));
+      assert.deepEqual(readState(dir), held, 'the run as the --open-pr holds it');
+    } finally {
+      verifier?.kill('SIGKILL');
       opener.kill('SIGKILL');
       await once(opener, 'exit');
     }
