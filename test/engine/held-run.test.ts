@@ -4,6 +4,7 @@
 // refuses it, rather than write the run over that worker's and ship it beside it. Each call here is made then.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { prepareRun, spawnWorker } from '../../src/engine/launch.ts';
@@ -18,8 +19,11 @@ import { CLI, repoForTests } from './fixtures.ts';
 describe('a run an --open-pr holds', () => {
   const t = repoForTests({}, { SVC_SANDBOX: 'none' });
 
-  /** A failed --pr run whose PR was not opened, recorded as held by a live `svc start --open-pr` of it. */
-  async function heldRun(): Promise<{ dir: string; held: RunState; opener: Awaited<ReturnType<typeof idleNode>> }> {
+  /**
+   * `act` on a failed --pr run whose PR was not opened, held by a live `svc start --open-pr` of it (`pid`); then the
+   * run must be as that one holds it. `act` returns any worker it started, which is ended here.
+   */
+  async function whileHeld(act: (dir: string, pid: number) => Promise<ChildProcess | undefined>) {
     const { state } = await prepareRun({
       input: 'append fixed', forceBrief: true, pr: false, worktree: false, provider: 'fake', repo: t.repo, runId: null,
       env: t.env,
@@ -32,45 +36,30 @@ describe('a run an --open-pr holds', () => {
       pid: opener.pid!, pgid: null, proc_start: procStart(opener.pid!),
     };
     writeState(dir, held);
-    return { dir, held, opener };
+    let started: ChildProcess | undefined;
+    try {
+      started = await act(dir, opener.pid!);
+      assert.deepEqual(readState(dir), held, 'the run as the --open-pr holds it');
+    } finally {
+      started?.kill('SIGKILL');
+      opener.kill('SIGKILL');
+      await once(opener, 'exit');
+    }
   }
 
   const refusal = (pid: number, action: string) => (err: Error) => err instanceof ConflictError &&
     err.message.endsWith(`but its worker (pid ${pid}) is still finishing: ${action} once that has exited`);
 
-  it('refuses a second --open-pr, which writes nothing of the run', async () => {
-    const { dir, held, opener } = await heldRun();
-    try {
-      await assert.rejects(openPrLater(dir, t.env, () => {}), refusal(opener.pid!, 'open its pull request'));
-      assert.deepEqual(readState(dir), held, 'the run as the first --open-pr holds it');
-    } finally {
-      opener.kill('SIGKILL');
-      await once(opener, 'exit');
-    }
-  });
+  it('refuses a second --open-pr, which writes nothing of the run', () => whileHeld(async (dir, pid) => {
+    await assert.rejects(openPrLater(dir, t.env, () => {}), refusal(pid, 'open its pull request'));
+    return undefined;
+  }));
 
-  it('refuses a resume, which queues nothing and starts no worker', async () => {
-    const { dir, held, opener } = await heldRun();
-    try {
-      assert.throws(() => spawnWorker(readState(dir), 'resume', t.env, false), refusal(opener.pid!, 'resume'));
-      assert.deepEqual(readState(dir), held, 'the run as the --open-pr holds it');
-    } finally {
-      opener.kill('SIGKILL');
-      await once(opener, 'exit');
-    }
-  });
-
-  it('refuses a verify, which records and starts no verifier', async () => {
-    const { dir, held, opener } = await heldRun();
-    let verifier: ReturnType<typeof spawnWorker> | undefined;
-    try {
-      assert.throws(() => (verifier = spawnWorker(readState(dir), 'verify', t.env, false)),
-        refusal(opener.pid!, 'verify'));
-      assert.deepEqual(readState(dir), held, 'the run as the --open-pr holds it');
-    } finally {
-      verifier?.kill('SIGKILL');
-      opener.kill('SIGKILL');
-      await once(opener, 'exit');
-    }
-  });
+  for (const mode of ['resume', 'verify'] as const) {
+    it(`refuses a ${mode}, which writes nothing of the run and starts no worker`, () => whileHeld(async (dir, pid) => {
+      let worker: ChildProcess | undefined;
+      assert.throws(() => (worker = spawnWorker(readState(dir), mode, t.env, false)), refusal(pid, mode));
+      return worker;
+    }));
+  }
 });
