@@ -21,7 +21,7 @@ Sends the runs under <repo>/.svc/runs to the Control Plane (SVC_CONTROL_URL, els
 everything. A run made with SVC_SHIP=0 goes only when named.
 A run whose worker is still there is left to it (its worker ships it): an ended run's worker is waited for up to
 10 s in all, a running run's not at all. Exit 1 when a run was not sent, but for one its worker ships that no RUN
-named.
+named; with --all such a run counts as not sent: its worker sends only what it has not sent before.
 Token: SVC_CONTROL_TOKEN_FILE, ~/.svc/control/token (a loopback address only), or SVC_CONTROL_TOKEN.
 `;
 
@@ -44,15 +44,22 @@ export default async function ship(io: CliIo): Promise<number> {
     onSkip: (run, entry, reason) => io.stderr(`svc ship: ${run}: ${entry} ${reason}; not shipped\n`),
     workerWaitMs: LAST_WORKER_WAIT_MS, fromStart: values.all === true,
   });
+  // Its worker goes on from its own ship.json: what a restored Control Plane lost of the run is not sent again by it.
   for (const { run, pid } of working) {
-    io.stderr(`svc ship: ${run}: not shipped here: its worker (pid ${pid}) is still there and ships it\n`);
+    const worker = `its worker (pid ${pid}) is still there`;
+    io.stderr(`svc ship: ${run}: ${values.all
+      ? `not sent again from the start: ${worker} and sends only what it has not sent; svc ship --all ${run} once ` +
+        'it has left'
+      : `not shipped here: ${worker} and ships it`}\n`);
   }
   // Each run refused on its own is named; the last line says how many did not go, and what ended the pass, if anything.
   for (const f of failures.filter((f) => !f.everyRun)) io.stderr(`svc ship: ${f.run}: not shipped: ${f.why}\n`);
   const ended = failures.find((f) => f.everyRun);
   const why = ended ? `: ${ended.why}` : ' (each is named above)';
-  // A run its worker ships fails only the command that named it: asked for the project's runs, it is in good hands.
-  const notSent = positionals.length ? left : left.filter((run) => !working.some((w) => w.run === run));
+  // A run its worker ships fails only the command that named it, or asked for all again (--all): asked for the
+  // project's runs, it is in good hands.
+  const leftToWorker = positionals.length > 0 || values.all === true ? [] : working.map((w) => w.run);
+  const notSent = left.filter((run) => !leftToWorker.includes(run));
   if (notSent.length > 0) throw new FailedError(`${notSent.length} of ${runs.length} runs not sent${why}`);
   io.stdout(`Shipped ${shipped.length} run${shipped.length === 1 ? '' : 's'}${url ? ` to ${url}` : ''}\n`);
   return 0;

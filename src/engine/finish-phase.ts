@@ -26,6 +26,7 @@ import { withoutSecrets } from './text.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
 import { readState, signsLater, type RunState } from './run-state.ts';
+import { refuseHeldRun } from './last-worker.ts';
 import { agentSandbox, postAgentGit, protocolFiles, watchedLimits, type RunSandbox } from './sandbox.ts';
 import { spawnGroup } from './spawn-group.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
@@ -268,8 +269,11 @@ function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Recei
 /** `svc start --open-pr`: the PR under the run's plan with its receipt as signed (nothing re-run), or a typed error. */
 export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: string) => void): Promise<RunState> {
   // Refused on what the run is, it writes and ships nothing: a running run's worker may be the one writing it.
-  const refusal = prLaterRefusal(readState(dir));
+  const before = readState(dir);
+  const refusal = prLaterRefusal(before);
   if (refusal !== null) throw new ConflictError(refusal);
+  // So too when a worker holds it: another --open-pr, or a verify, that came after this one's wait (afterLastWorker).
+  refuseHeldRun(before, 'open its pull request');
   const ctx = openRunContext(dir, env, { say });
   // Its writes and its ship are a worker's: a resume or a verify meanwhile waits, as for one (launch.ts).
   ctx.enter();

@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { liveWorkerOf, type RunWorkers } from './proc-group.ts';
 import { TERMINAL } from '../run-json.ts';
+import { ConflictError } from '../errors.ts';
 
 /** How long a command on an ended run (a resume, a verify, an --open-pr, `svc ship`) waits for its worker to leave:
  * twice a worker's last ship at the most (shipper.ts LAST_SHIP_MS). */
@@ -27,4 +28,20 @@ export async function workerStillThere(read: WorkersRead, waitMs: number): Promi
     if (pid === null || !ended || performance.now() >= until) return pid;
     await sleep(POLL_MS);
   }
+}
+
+/** The refusal of `action` (a verb: "resume", "open its pull request") on a run whose worker `pid` is still there. */
+export function workerConflict(state: { run: string; status: string }, pid: number, action: string): ConflictError {
+  return new ConflictError(`Run ${state.run} is ${state.status} but its worker (pid ${pid}) is still finishing: ` +
+    `${action} once that has exited`);
+}
+
+/**
+ * Refuses `action` on the state read right before the caller's first write when a worker holds the run: one that came
+ * after the caller's wait (afterLastWorker), such as an --open-pr that recorded itself meanwhile. Without it the
+ * caller would write the run over that worker's, and both would ship it.
+ */
+export function refuseHeldRun(state: RunWorkers & { run: string; status: string }, action: string): void {
+  const pid = liveWorkerOf(state);
+  if (pid !== null) throw workerConflict(state, pid, action);
 }

@@ -22,7 +22,7 @@ import {
   type RunState, type WorkerMode,
 } from './run-state.ts';
 import { identityOf, workerAlive, workerComing } from './proc-group.ts';
-import { LAST_WORKER_WAIT_MS, workerStillThere } from './last-worker.ts';
+import { LAST_WORKER_WAIT_MS, refuseHeldRun, workerConflict, workerStillThere } from './last-worker.ts';
 import { markPending } from './shipper.ts';
 import { adoptRepoName, claimCheckout, unwritable, type RepoRename } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
@@ -217,6 +217,8 @@ export function spawnWorker(
   state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
+  // A verify's last look before its first write (a resume's is requeue's): an --open-pr since its wait holds the run.
+  if (mode === 'verify') refuseHeldRun(readState(dir), 'verify');
   const log = inherit ? null : withDir(openRunDir(dir), (folder) => openAppendNoFollowIn(folder, 'worker.log'));
   const argv = workerArgv(mode, state.run, state.repo_path);
   // A resume goes back to queued right before its worker starts, as a new run is made queued: a stop that comes before
@@ -280,8 +282,7 @@ export async function afterLastWorker(dir: string, action: LastWorkerAction): Pr
   const alive = await workerStillThere(acted, LAST_WORKER_WAIT_MS);
   const state = readState(dir);
   if (alive === null) return state;
-  throw new ConflictError(`Run ${state.run} is ${state.status} but its worker (pid ${alive}) is still ` +
-    `finishing: ${action === 'open-pr' ? 'open its pull request' : action} once that has exited`);
+  throw workerConflict(state, alive, action === 'open-pr' ? 'open its pull request' : action);
 }
 
 /**
@@ -296,6 +297,8 @@ function requeue(dir: string): RunState {
   if (earlier.status !== 'stopped' && earlier.status !== 'failed') {
     throw new ConflictError(`Run ${earlier.run} is ${earlier.status}; only stopped or failed runs can be resumed`);
   }
+  // And an --open-pr that recorded itself since the resume's wait (afterLastWorker) still writes and ships the run.
+  refuseHeldRun(earlier, 'resume');
   const now = new Date().toISOString();
   writeState(dir, {
     ...earlier, status: 'queued', ended_at: null, error: null, failure: null, updated_at: now,
