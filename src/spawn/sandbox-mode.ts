@@ -75,10 +75,12 @@ export function resolveSandbox(policy: SandboxSetting | null, env: NodeJS.Proces
         `(${probe.reason}). ${fix}. Only to run agents unconfined, opt out with ${optOut}`,
     );
   }
+  // Both missing: both are said, so installing bwrap is not followed by a second refusal (as svc doctor's fix).
+  const andPrlimit = probe.prlimit === null ? `; and ${PRLIMIT_HINT}` : '';
   throw new SandboxUnavailableError(
     `Refusing to start: agents run in a bubblewrap sandbox and it does not work on this host (${probe.reason}). ` +
-      `Install the Debian package "bubblewrap" (apt-get install bubblewrap; \`svc doctor\` checks the host), ` +
-      `or opt out with ${optOut}`,
+      `Install the Debian package "bubblewrap" (apt-get install bubblewrap${andPrlimit}; \`svc doctor\` checks the ` +
+      `host), or opt out with ${optOut}`,
   );
 }
 

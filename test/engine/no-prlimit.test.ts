@@ -50,6 +50,23 @@ describe('a sandboxed run on a host without prlimit', { skip }, () => {
     assert.match(refused.stderr, /prlimit is not in .*, so no sandbox would get its kernel limits/);
   });
 
+  it('names both packages when neither bwrap nor prlimit is there, as svc doctor does', async () => {
+    const script = join(repo.root, 'refuse.ts');
+    const src = JSON.stringify(new URL('../../src/spawn/sandbox-mode.ts', import.meta.url).href);
+    writeFileSync(script, `
+import { resolveSandbox } from ${src};
+try {
+  resolveSandbox(null, { HOME: process.env.HOME, PATH: '/nothing-here', SVC_ORIGIN: 'webhook' });
+  process.stdout.write('started');
+} catch (err) {
+  process.stdout.write(err instanceof Error ? err.message : 'not an error');
+}
+`);
+    const [command, ...args] = withoutPrlimit([process.execPath, script]);
+    const res = await runChild(command!, args, { env: repo.env });
+    assert.match(res.stdout, /apt-get install bubblewrap; and install the Debian package "util-linux"/, res.stderr);
+  });
+
   it('builds no sandbox without its limits even when the probe is passed by (a plan made earlier)', async () => {
     const script = join(repo.root, 'build.ts');
     const src = (file: string) => JSON.stringify(new URL(`../../src/spawn/${file}`, import.meta.url).href);
