@@ -17,7 +17,7 @@ import { ManagedGitError } from '../../src/trigger/managed-checkout.ts';
 import type { ServedRepo } from '../../src/trigger/served-repos-file.ts';
 import { createLogger } from '../../src/log.ts';
 import {
-  SECRETS, fixture, get, nowSeconds, post, startTestTrigger, tempDir, withJson, type TestTrigger,
+  SECRETS, chataFormHeaders, fixture, get, post, startTestTrigger, tempDir, withJson, type TestTrigger,
 } from './helpers.ts';
 import { sign } from './helpers.ts';
 import { startGitHttpsHost, basicPassword, type GitHttpsHost } from '../helpers/git-https-host.ts';
@@ -165,12 +165,7 @@ describe('a job of a clone= repository, through the trigger server', () => {
     mkdirSync(intake, { recursive: true });
     writeFileSync(join(intake, 'LIN-77.json'), '{"title":"a private team\'s issue"}');
     const raw = Buffer.from(fixture('slack-slash-command.txt').toString().replace('text=', 'text=trackera%3ALIN-77'));
-    const ts = String(nowSeconds());
-    const headers = {
-      'content-type': 'application/x-www-form-urlencoded', 'x-chata-request-timestamp': ts,
-      'x-chata-signature': sign.chata(SECRETS.CHATA_SIGNING_SECRET, raw, ts),
-    };
-    const res = await post(`${t.url}/chata`, raw, headers);
+    const res = await post(`${t.url}/chata`, raw, chataFormHeaders(raw));
     const id = /Queued job (\S+)\./.exec(String(res.body.text))?.[1];
     assert.ok(id, JSON.stringify(res.body));
     const done = await waitFor(async () => {
