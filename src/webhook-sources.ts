@@ -121,6 +121,8 @@ export const SOURCES = [
     name: 'chata',
     service: 'Slack',
     secret: ['CHATA_SIGNING_SECRET'],
+    // One app's signing secret serves every workspace it is installed in: the operator names theirs.
+    needs: [['CHATA_TEAM_IDS']],
     families: [
       { signature: 'x-chata-signature', timestamp: 'x-chata-request-timestamp' },
       { signature: 'x-slack-signature', timestamp: 'x-slack-request-timestamp' },

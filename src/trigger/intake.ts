@@ -67,6 +67,8 @@ interface JobBase {
   route: string | null;
   /** A chat's `repo=` choice among its channel's repositories. */
   pick?: string | null;
+  /** A chat message from a workspace the operator did not name: it reaches no repository (served-repos.ts chat). */
+  stranger?: boolean | undefined;
   keys?: readonly string[];
   reply?: EnqueueRequest['reply'];
   replies?: Replies;
@@ -105,7 +107,9 @@ export function receive(ctx: TCtx, source: ReadSource, read: Reader): Reply | Pr
 function routeOf(ctx: TCtx, source: ReadSource, d: Job | Extract<Decision, { kind: 'routed' }>): Routed {
   const { repos } = ctx.deps.settings;
   if (source.routing === 'full-name') return repos.webhook(d.route);
-  if (source.routing === 'channel') return repos.chat(source.name, d.route, ('pick' in d && d.pick) || null);
+  if (source.routing === 'channel') {
+    return repos.chat(source.name, d.route, ('pick' in d && d.pick) || null, 'stranger' in d && d.stranger === true);
+  }
   return repos.route(source.name, d.route);
 }
 

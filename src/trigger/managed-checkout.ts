@@ -16,8 +16,16 @@ import { inTurn } from './queue.ts';
 import { makePlainDirIn, makePlainPath, UnsafePathError, withDir } from '../engine/safe-fs.ts';
 import { pathIn } from '../engine/plain-tree.ts';
 import { TRACKERA_INBOX } from '../engine/paths.ts';
+import { jobMayFetchIssue } from './executor.ts';
 
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
+
+/** A job a checkout is made for: `origin` is who sent it, which decides what of svc's intake it is handed. */
+export interface CheckoutJob {
+  id: string;
+  origin: string;
+  args: readonly string[];
+}
 
 /** A managed repository's mirror and intake files. */
 export function managedDir(stateDir: string, repo: ServedRepo): string {
@@ -175,11 +183,14 @@ export function createManagedCheckouts(opts: {
   }
 
   /** Moves the job's snapshot (and copies the issue's newest) from svc's intake folder into the checkout, whose
-   * `.svc/inbox` the repository may have committed as links: nothing there is followed (stageTrackeraSnapshot). */
-  function handOverIntake(repo: ServedRepo, dir: string, job: { id: string; args: readonly string[] }): void {
+   * `.svc/inbox` the repository may have committed as links: nothing there is followed (stageTrackeraSnapshot). The
+   * newest is another delivery's text: only a job whose origin may read that issue gets it (DESIGN §7a, every sender
+   * acts with its own authority), never a chat message's that names `trackera:<id>` of a team it may not see. */
+  function handOverIntake(repo: ServedRepo, dir: string, job: CheckoutJob): void {
     const from = join(managedDir(opts.stateDir, repo), ...TRACKERA_INBOX);
     const own = join(from, 'jobs', `${job.id}.json`);
-    const ref = job.args.find((a) => a.startsWith('trackera:'))?.slice('trackera:'.length);
+    const ref = jobMayFetchIssue('trackera', job)
+      ? job.args.find((a) => a.startsWith('trackera:'))?.slice('trackera:'.length) : undefined;
     const latest = ref && TRACKERA_IDENTIFIER.test(ref) ? join(from, `${ref}.json`) : null;
     if (!existsSync(own) && !(latest && existsSync(latest))) return;
     try {
@@ -218,7 +229,7 @@ export function createManagedCheckouts(opts: {
      * different answer, a failure or a stop: the launch that resolves stands).
      */
     async prepare(
-      repo: ServedRepo, job: { id: string; args: readonly string[] }, signal?: AbortSignal,
+      repo: ServedRepo, job: CheckoutJob, signal?: AbortSignal,
       early?: (dir: string) => () => Promise<void>,
     ): Promise<string> {
       const url = repo.clone;

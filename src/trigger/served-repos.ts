@@ -60,10 +60,14 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string) {
         : `${kind} key "${shown(key)}" is not served`;
       return { kind: 'unserved', reason: `${what} and no repository is the default` };
     },
-    /** Only an entry the channel may reach; `option` (repo=owner/name) picks among those. */
-    chat(kind: ChatKind, channel: string | null, option: string | null): Routed {
-      const named = naming(kind, channel);
-      const reach = [...named, ...open(kind).filter((e) => !named.includes(e))];
+    /**
+     * Only an entry the channel may reach; `option` (repo=owner/name) picks among those. A `stranger`'s message (from
+     * a workspace the operator did not name) reaches none, and hears what a channel mapped to nothing hears: a channel
+     * id is the workspace's own, so a stranger learns nothing of this table from its answer.
+     */
+    chat(kind: ChatKind, channel: string | null, option: string | null, stranger = false): Routed {
+      const named = stranger ? [] : naming(kind, channel);
+      const reach = stranger ? [] : [...named, ...open(kind).filter((e) => !named.includes(e))];
       const where = channel === null ? `a ${kind} message with no channel` : `${kind} channel "${shown(channel)}"`;
       const may = reach.length
         ? `it may start work in ${reach.slice(0, 10).map((e) => e.name).join(', ')}`
@@ -229,7 +233,7 @@ export function liveServedRepos(file: string, check?: (router: RepoRouter) => vo
     byName: (name) => fresh().byName(name),
     webhook: (fullName) => fresh().webhook(fullName),
     route: (kind, key) => fresh().route(kind, key),
-    chat: (kind, channel, option) => fresh().chat(kind, channel, option),
+    chat: (kind, channel, option, stranger) => fresh().chat(kind, channel, option, stranger),
     attach(h) {
       hooks = h;
     },

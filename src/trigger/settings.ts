@@ -93,6 +93,7 @@ export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string):
 
 export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string) {
   const { secrets, problems } = resolveRouteSecrets(env);
+  const chataTeams = chataTeamsOf(env, secrets.chata, problems);
   const chataPrefix = httpsUrl(settingOr(env, 'CHATA_HOOKS_PREFIX'), 'CHATA_HOOKS_PREFIX', problems);
   const trackeraUrl = httpsUrl(settingOr(env, 'TRACKERA_API_URL'), 'TRACKERA_API_URL', problems);
   // A question asked after a chata response_url expired goes by the bot token.
@@ -148,6 +149,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     publicUrl: publicUrlOf(setting(env, 'SVC_PUBLIC_URL'), problems),
     secrets,
     notify,
+    /** The chata workspaces whose deliveries may act (sources/chata.ts). */
+    chataTeams,
     trackerbFilter: filter,
     cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : svcCliPath(),
     executor,
@@ -157,6 +160,20 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     },
     accessLog: settingChoice(env, 'SVC_ACCESS_LOG') === '1',
   };
+}
+
+/**
+ * CHATA_TEAM_IDS. One chata app installed in several workspaces signs all their deliveries with one secret, so the
+ * signature says "the app" and not whose workspace: without the operator's list /chata serves none (DESIGN §7a, every
+ * sender acts with its own authority; docs/trigger.md "Which chata workspaces").
+ */
+function chataTeamsOf(env: NodeJS.ProcessEnv, secret: RouteSecret, problems: SecretProblems): ReadonlySet<string> {
+  const teams = new Set(list(setting(env, 'CHATA_TEAM_IDS')));
+  if (teams.size === 0 && secret.unavailable === null) {
+    secret.unavailable = 'Route /chata is not configured: set CHATA_TEAM_IDS to the workspace ids it serves';
+    problems.warnings.push('CHATA_TEAM_IDS is not set: /chata answers 503 not_configured');
+  }
+  return teams;
 }
 
 // Route secrets: missing → the route answers 503 naming the variable (never its value); any two equal → both routes

@@ -194,7 +194,7 @@ describe('a managed checkout whose clone= origin redirects', () => {
     const keys = { errtrack: [], trackera: [], trackerb: [], chata: [], chatb: [] };
     const repo: ServedRepo = { name: 'acme/api', checkout: null, clone: `https://127.0.0.1:${originPort}/acme/api.git`,
       keys, isDefault: false, line: 1 };
-    await assert.rejects(managed.prepare(repo, { id: 'j1', args: [] }), (err: unknown) => {
+    await assert.rejects(managed.prepare(repo, { id: 'j1', origin: 'jobs', args: [] }), (err: unknown) => {
       assert.ok(err instanceof ManagedGitError, String(err));
       assert.ok(err.message.includes(`"https://127.0.0.1:${originPort}/acme/api.git"`), err.message);
       assert.ok(err.message.includes(`redirected to "https://127.0.0.1:${otherPort}/acme/api.git"`), err.message);

@@ -125,7 +125,7 @@ describe('svc\'s git with a poisoned global git config', () => {
       env: { PATH: process.env.PATH, HOME: repo.home }, log: createLogger('test', () => {}) });
     const keys = { errtrack: [], trackera: [], trackerb: [], chata: [], chatb: [] };
     const served = { name: 'acme/api', checkout: null, clone: `file://${repo.origin}`, keys, isDefault: false, line: 1 };
-    const dir = await managed.prepare(served, { id: 'j1', args: [] });
+    const dir = await managed.prepare(served, { id: 'j1', origin: 'jobs', args: [] });
     assert.equal(readFileSync(join(dir, 'a.txt'), 'utf8'), 'hello\n');
     await managed.idle(); // the next job's spare checkout, made after the answer, before the folder goes
     assert.deepEqual(marksIn(marks), []);

@@ -79,6 +79,7 @@ describe('GET /v1/integrations', () => {
       env: {
         PATH: '/nonexistent',
         CHATA_SIGNING_SECRET: 'chata-secret-value',
+        CHATA_TEAM_IDS: 'T1DC2JH3J',
         TRACKERA_WEBHOOK_SECRET: 'shared-secret-value',
         CHATB_SECURITY_TOKEN: 'shared-secret-value',
         TRACKERB_WEBHOOK_SECRET: 'trackerb-secret',
@@ -116,7 +117,7 @@ describe('GET /v1/integrations', () => {
       assert.equal(res.text.includes(secret), false, secret);
     }
     const chata = res.json.items.find((i: { name: string }) => i.name === 'chata');
-    assert.deepEqual(chata.variables, ['CHATA_SIGNING_SECRET']);
+    assert.deepEqual(chata.variables, ['CHATA_SIGNING_SECRET', 'CHATA_TEAM_IDS']);
   });
 
   it('names the real service each webhook route fits and the signature headers it reads', async () => {

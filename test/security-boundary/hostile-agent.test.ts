@@ -154,7 +154,8 @@ function blackBox(asNobody: boolean): void {
     });
     assert.equal(imported.status, 200, await imported.text());
     trigger = await serve(['trigger', 'serve', '--port', '0', '--repo', repo.repo], {
-      ...baseEnv, ...SECRETS, SVC_CONTROL_URL: control.url, SVC_TRIGGER_DB: join(repo.root, 'trigger.db'),
+      ...baseEnv, ...SECRETS, CHATA_TEAM_IDS: 'T1', SVC_CONTROL_URL: control.url,
+      SVC_TRIGGER_DB: join(repo.root, 'trigger.db'),
     }, asUid);
   });
 

@@ -6,7 +6,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SECRETS, FAKE_SVC, post, get, makeRepo, tempDir, fixture, nowSeconds, sign } from './helpers.ts';
+import { CHATA_TEAM, SECRETS, FAKE_SVC, post, get, makeRepo, tempDir, fixture, nowSeconds, sign } from './helpers.ts';
 import { makeCert, startStandIn } from './standins.ts';
 import { DatabaseSync } from 'node:sqlite';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -40,7 +40,7 @@ function serve(env: NodeJS.ProcessEnv, args: string[]): Promise<{ child: ChildPr
 }
 
 function baseEnv(home: string): NodeJS.ProcessEnv {
-  return { PATH: process.env.PATH, HOME: home, ...SECRETS, SVC_TRIGGER_CLI: FAKE_SVC };
+  return { PATH: process.env.PATH, HOME: home, ...SECRETS, CHATA_TEAM_IDS: CHATA_TEAM, SVC_TRIGGER_CLI: FAKE_SVC };
 }
 
 describe('svc trigger', () => {

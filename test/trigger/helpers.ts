@@ -32,6 +32,9 @@ export const SECRETS = {
   SVC_API_TOKEN: 'api-token-7',
 } as const;
 
+/** The workspace (`team_id`) of the chata slash-command fixture. */
+export const CHATA_TEAM = 'T1DC2JH3J';
+
 /** The rows of a table (jobs, dedupe_keys) as the database holds them; `table` may name a condition. */
 export function rowCount(db: Pick<TriggerStores['db'], 'prepare'>, table: string): number {
   return (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
@@ -109,6 +112,8 @@ export async function startTestTrigger(
     HOME: home,
     LANG: 'C.UTF-8',
     TRACKERB_LABELS: 'svc',
+    // The fixture's workspace and the one the tests' own chata bodies name.
+    CHATA_TEAM_IDS: `${CHATA_TEAM},T1`,
     // Runs its jobs start ship nowhere unless the test names a Control Plane it started (extraEnv).
     SVC_CONTROL_URL: 'http://127.0.0.1:9',
     ...SECRETS,
@@ -168,6 +173,16 @@ export async function get(url: string, headers: Record<string, string> = {}): Pr
 
 export function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);
+}
+
+/** The headers Slack sends with a slash command's form `raw`, signed now with the test server's secret. */
+export function chataFormHeaders(raw: Buffer): Record<string, string> {
+  const ts = String(nowSeconds());
+  return {
+    'content-type': 'application/x-www-form-urlencoded',
+    'x-chata-request-timestamp': ts,
+    'x-chata-signature': sign.chata(SECRETS.CHATA_SIGNING_SECRET, raw, ts),
+  };
 }
 
 /** Re-serialises a JSON fixture with fields replaced (timestamps set to now, etc.). */

@@ -16,7 +16,9 @@ import { createManagedCheckouts, managedDir } from '../../src/trigger/managed-ch
 import { ManagedGitError } from '../../src/trigger/managed-checkout.ts';
 import type { ServedRepo } from '../../src/trigger/served-repos-file.ts';
 import { createLogger } from '../../src/log.ts';
-import { SECRETS, get, post, startTestTrigger, tempDir, withJson, type TestTrigger } from './helpers.ts';
+import {
+  SECRETS, chataFormHeaders, fixture, get, post, startTestTrigger, tempDir, withJson, type TestTrigger,
+} from './helpers.ts';
 import { sign } from './helpers.ts';
 import { startGitHttpsHost, basicPassword, type GitHttpsHost } from '../helpers/git-https-host.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -74,7 +76,9 @@ describe('a job of a clone= repository, through the trigger server', () => {
     makeOrigin(join(root, 'acme'), 'api');
     webUrl = `file://${web.bare}`;
     const file = join(root, 'repos.conf');
-    writeFileSync(file, `acme/web clone=${webUrl} default\nacme/api clone=file://${join(root, 'acme', 'api.git')}\n`);
+    // chata=*: a chat message may start work in acme/web (the chat job below).
+    writeFileSync(file, `acme/web clone=${webUrl} default chata=*\n` +
+      `acme/api clone=file://${join(root, 'acme', 'api.git')}\n`);
     t = await startTestTrigger({}, { reposFile: file });
   });
   after(async () => {
@@ -154,6 +158,26 @@ describe('a job of a clone= repository, through the trigger server', () => {
     assert.deepEqual(readFileSync(join(inbox, 'LIN-34.json')), raw);
     const intake = join(t.home, '.svc', 'trigger', 'repos', 'acme', 'web', '.svc', 'inbox', 'trackera');
     assert.equal(existsSync(join(intake, 'jobs', `${id}.json`)), false);
+  });
+
+  it('hands a chata job naming trackera:<id> no snapshot of that issue kept from a trackera delivery', async () => {
+    const intake = join(t.home, '.svc', 'trigger', 'repos', 'acme', 'web', '.svc', 'inbox', 'trackera');
+    mkdirSync(intake, { recursive: true });
+    writeFileSync(join(intake, 'LIN-77.json'), '{"title":"a private team\'s issue"}');
+    const raw = Buffer.from(fixture('slack-slash-command.txt').toString().replace('text=', 'text=trackera%3ALIN-77'));
+    const res = await post(`${t.url}/chata`, raw, chataFormHeaders(raw));
+    const id = /Queued job (\S+)\./.exec(String(res.body.text))?.[1];
+    assert.ok(id, JSON.stringify(res.body));
+    const done = await waitFor(async () => {
+      const body = (await get(`${t.url}/jobs/${id}`, bearer)).body;
+      return body.status !== 'queued' && body.status !== 'running' ? body : null;
+    }, `job ${id} to finish`);
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    const call = t.calls().find((c) => c.env.SVC_JOB_ID === id)!;
+    assert.equal(call.cwd, checkoutOf(id));
+    assert.ok(call.args.includes('trackera:LIN-77'), JSON.stringify(call.args));
+    assert.equal(existsSync(join(checkoutOf(id), '.svc', 'inbox', 'trackera', 'LIN-77.json')), false);
+    assert.equal(existsSync(join(intake, 'LIN-77.json')), true, 'the snapshot stays for the tracker\'s own jobs');
   });
 
   it('stages the snapshot of a repository\'s first delivery, before any job made its intake folder', async () => {
@@ -282,7 +306,7 @@ describe('createManagedCheckouts', () => {
     const managed = createManagedCheckouts({ stateDir, checkoutsDir: join(stateDir, '..', 'checkouts'), env, log: quiet });
     const repo = served('acme/web', `file://${origin.bare}`);
     const ids = ['j1', 'j2', 'j3', 'j4'];
-    const paths = await Promise.all(ids.map((id) => managed.prepare(repo, { id, args: [] })));
+    const paths = await Promise.all(ids.map((id) => managed.prepare(repo, { id, origin: 'jobs', args: [] })));
     const sha = git(origin.bare, 'rev-parse', 'refs/heads/trunk');
     for (const path of paths) assert.equal(git(path, 'rev-parse', 'HEAD'), sha);
     const fetches = readFileSync(join(log, 'argv'), 'utf8').split('\n').filter((l) => / fetch /.test(` ${l} `));
@@ -301,7 +325,7 @@ describe('createManagedCheckouts', () => {
     const managed = createManagedCheckouts({ stateDir: join(dir, 'state'), checkoutsDir: co, env, log: quiet });
     const repo = served('acme/web', url);
     const fetches = () => readFileSync(join(log, 'argv'), 'utf8').split('\n').filter((l) => / fetch /.test(` ${l} `));
-    const first = await managed.prepare(repo, { id: 'j1', args: [] });
+    const first = await managed.prepare(repo, { id: 'j1', origin: 'jobs', args: [] });
     // What a run may leave in its own checkout: untracked files, a changed tracked file, a hook, a config setting.
     mkdirSync(join(first, '.svc', 'runs', 'r1'), { recursive: true });
     writeFileSync(join(first, 'left.txt'), 'from job 1\n');
@@ -317,16 +341,16 @@ describe('createManagedCheckouts', () => {
       assert.equal(spawnSync('git', ['config', '--local', 'core.hooksPath'], { cwd: path, env: GIT_ENV }).status, 1);
       assert.equal(git(path, 'config', 'remote.origin.url'), url);
     }
-    const second = await managed.prepare(repo, { id: 'j2', args: [] });
+    const second = await managed.prepare(repo, { id: 'j2', origin: 'jobs', args: [] });
     assertFresh(second, git(origin.bare, 'rev-parse', 'refs/heads/trunk'), 'first');
     assert.equal(fetches().length, 1, 'the origin answered as before: the checkout made ahead, nothing fetched');
     const sha = origin.commit('second');
-    const third = await managed.prepare(repo, { id: 'j3', args: [] });
+    const third = await managed.prepare(repo, { id: 'j3', origin: 'jobs', args: [] });
     assertFresh(third, sha, 'second');
     assert.equal(fetches().length, 2, 'the origin moved: fetched');
     // A branch other than the default moved: the checkout made ahead is not that answer's either.
     git(origin.work, 'push', '-q', 'origin', 'trunk:feature', '--force');
-    const fourth = await managed.prepare(repo, { id: 'j4', args: [] });
+    const fourth = await managed.prepare(repo, { id: 'j4', origin: 'jobs', args: [] });
     assertFresh(fourth, sha, 'second');
     assert.equal(fetches().length, 3);
     assert.equal(git(fourth, 'rev-parse', 'refs/remotes/origin/feature'), sha);
@@ -343,7 +367,7 @@ describe('createManagedCheckouts', () => {
     const co = join(dir, 'co');
     const managed = createManagedCheckouts({ stateDir: join(dir, 'state'), checkoutsDir: co, env, log: quiet });
     const repo = served('acme/web', `file://${origin.bare}`);
-    await managed.prepare(repo, { id: 'j1', args: [] });
+    await managed.prepare(repo, { id: 'j1', origin: 'jobs', args: [] });
     const spareSha = git(origin.bare, 'rev-parse', 'refs/heads/trunk');
     // What a held launch could see: its folder's commit when it started and when it was ended.
     const told: Array<{ path: string; sha: string; ended: string | null }> = [];
@@ -354,10 +378,10 @@ describe('createManagedCheckouts', () => {
         launch.ended = git(path, 'rev-parse', 'HEAD');
       };
     };
-    const second = await managed.prepare(repo, { id: 'j2', args: [] }, undefined, early);
+    const second = await managed.prepare(repo, { id: 'j2', origin: 'jobs', args: [] }, undefined, early);
     assert.deepEqual(told, [{ path: second, sha: spareSha, ended: null }], 'the same answer: the launch stands');
     const moved = origin.commit('moved');
-    const third = await managed.prepare(repo, { id: 'j3', args: [] }, undefined, early);
+    const third = await managed.prepare(repo, { id: 'j3', origin: 'jobs', args: [] }, undefined, early);
     // Started in the spare (the answer unknown yet), ended while the folder still held only the spare's commit.
     assert.deepEqual(told[1], { path: third, sha: spareSha, ended: spareSha });
     assert.equal(git(third, 'rev-parse', 'HEAD'), moved);
@@ -365,12 +389,12 @@ describe('createManagedCheckouts', () => {
     assert.equal(git(third, 'status', '--porcelain', '--ignored', '--untracked-files=all'), '');
     // An origin that cannot be reached: the held launch is ended and its folder removed, as the job fails.
     renameSync(origin.bare, `${origin.bare}.gone`);
-    await assert.rejects(managed.prepare(repo, { id: 'j4', args: [] }, undefined, early), ManagedGitError);
+    await assert.rejects(managed.prepare(repo, { id: 'j4', origin: 'jobs', args: [] }, undefined, early), ManagedGitError);
     assert.deepEqual(told[2], { path: join(co, 'acme', 'web', 'j4'), sha: moved, ended: moved });
     assert.equal(existsSync(join(co, 'acme', 'web', 'j4')), false);
     // Its spare was kept: the next job, the origin back, starts in it at once and it stands (nothing fetched).
     renameSync(`${origin.bare}.gone`, origin.bare);
-    const fifth = await managed.prepare(repo, { id: 'j5', args: [] }, undefined, early);
+    const fifth = await managed.prepare(repo, { id: 'j5', origin: 'jobs', args: [] }, undefined, early);
     assert.deepEqual(told[3], { path: fifth, sha: moved, ended: null });
     await managed.idle();
   });
@@ -384,7 +408,7 @@ describe('createManagedCheckouts', () => {
         stateDir: join(dir, 'state'), checkoutsDir: co, env: GIT_ENV, log: quiet,
       });
       const repo = served('acme/web', `file://${origin.bare}`);
-      await managed.prepare(repo, { id: 'j1', args: [] });
+      await managed.prepare(repo, { id: 'j1', origin: 'jobs', args: [] });
       // git re-reads (and hashes) a tracked file whose time is not older than its index's second ("racily clean").
       const second = (ms: number) => Math.floor(ms / 1000);
       const racy = (path: string): string[] => {
@@ -395,7 +419,7 @@ describe('createManagedCheckouts', () => {
       const spare = join(co, 'acme', 'web', '.next');
       await waitFor(() => (existsSync(join(spare, '.git', 'index')) && racy(spare).length === 0 ? true : null),
         'the spare\'s index to be written after its files\' second', 30_000);
-      const path = await managed.prepare(repo, { id: 'j2', args: [] });
+      const path = await managed.prepare(repo, { id: 'j2', origin: 'jobs', args: [] });
       assert.deepEqual(racy(path), []);
       const index = statSync(join(path, '.git', 'index')).mtimeMs;
       assert.equal(git(path, 'status', '--porcelain', '--untracked-files=all'), '');
@@ -425,7 +449,7 @@ describe('createManagedCheckouts', () => {
       const victim = join(tempDir('svc-victim-'), 'victim.txt');
       writeFileSync(victim, 'operator data\n');
       const { managed, repo } = withCommittedLink(['.svc', 'inbox', 'trackera', 'LIN-34.json'], victim);
-      const path = await managed.prepare(repo, { id: 'j1', args: ['start', 'trackera:LIN-34'] });
+      const path = await managed.prepare(repo, { id: 'j1', origin: 'trackera', args: ['start', 'trackera:LIN-34'] });
       assert.equal(readFileSync(victim, 'utf8'), 'operator data\n');
       const inbox = join(path, '.svc', 'inbox', 'trackera');
       assert.equal(lstatSync(join(inbox, 'LIN-34.json')).isFile(), true);
@@ -441,7 +465,7 @@ describe('createManagedCheckouts', () => {
         const lines: Array<Record<string, unknown>> = [];
         const log = createLogger('managed-test', (line) => lines.push(JSON.parse(line) as Record<string, unknown>));
         const { managed, repo, intake } = withCommittedLink(linked, outside, log);
-        const path = await managed.prepare(repo, { id: 'j1', args: ['start', 'trackera:LIN-34'] });
+        const path = await managed.prepare(repo, { id: 'j1', origin: 'trackera', args: ['start', 'trackera:LIN-34'] });
         assert.equal(existsSync(path), true, 'the job has its checkout');
         assert.deepEqual(readdirSync(outside, { recursive: true }), []);
         const warned = lines.find((l) => l.msg === 'trackera snapshot not staged');
@@ -484,7 +508,7 @@ describe('createManagedCheckouts', () => {
     it('goes to the origin host through GIT_ASKPASS, never into argv, a URL or a file', async () => {
       const managed = createManagedCheckouts({ stateDir, checkoutsDir: join(stateDir, '..', 'checkouts'), env, log: quiet });
       const repo = served('acme/web', `${host.url}/acme/web.git`);
-      const path = await managed.prepare(repo, { id: 'j1', args: [] });
+      const path = await managed.prepare(repo, { id: 'j1', origin: 'jobs', args: [] });
       assert.equal(git(path, 'rev-parse', '--abbrev-ref', 'HEAD'), 'trunk');
       assert.ok(host.requests.some((r) => basicPassword(r.authorization) === TOKEN), 'the origin got the token');
       await managed.idle();
@@ -497,7 +521,7 @@ describe('createManagedCheckouts', () => {
       const managed = createManagedCheckouts({ stateDir, checkoutsDir: join(stateDir, '..', 'checkouts'), env, log: quiet });
       const seen = host.requests.length;
       const repo = served('acme/other', `${host.url.replace('127.0.0.1', 'localhost')}/acme/web.git`);
-      await assert.rejects(managed.prepare(repo, { id: 'j2', args: [] }), (err: unknown) => {
+      await assert.rejects(managed.prepare(repo, { id: 'j2', origin: 'jobs', args: [] }), (err: unknown) => {
         assert.ok(err instanceof ManagedGitError);
         assert.match(err.message, /^Could not reach acme\/other from https:\/\/localhost:\d+\/acme\/web\.git: /);
         return true;

@@ -127,8 +127,9 @@ describe('questions go back to the origin, answers come in from it', () => {
     });
   }
 
-  function chata(channel: string, text: string, user = 'U1') {
+  function chata(channel: string, text: string, user = 'U1', team = 'T1DC2JH3J') {
     const raw = Buffer.from(fixture('slack-slash-command.txt').toString()
+      .replace('team_id=T1DC2JH3J&', `team_id=${team}&`)
       .replace('text=', `text=${encodeURIComponent(text)}`)
       .replace('channel_id=G8PSS9T3V', `channel_id=${channel}`)
       .replace('user_id=U2CERLKJA', `user_id=${user}`)
@@ -391,13 +392,18 @@ describe('questions go back to the origin, answers come in from it', () => {
     mapChannels('C3,C4');
     const unmapped = await chata('C1', 'answer use staging', 'U2');
     assert.equal(unmapped.body.status, 'refused');
+    mapChannels('C1');
+    // The channel mapped, but the command sent for a workspace CHATA_TEAM_IDS does not name (the same app installed
+    // there): refused as from a channel mapped to nothing.
+    const elsewhere = await chata('C1', 'answer use staging', 'U6', 'T0STRANGER');
+    assert.equal(elsewhere.body.status, 'refused');
+    assert.equal(elsewhere.body.text, unmapped.body.text);
     assert.equal(answerCalls().length, before);
     const audited = (await job(id)).answers as Array<Record<string, unknown>>;
     assert.deepEqual(audited.map((a) => [a.who, a.place, a.outcome]), [
-      ['U9', 'chata channel C2', 'refused'], ['U2', 'chata channel C1', 'refused'],
+      ['U9', 'chata channel C2', 'refused'], ['U2', 'chata channel C1', 'refused'], ['U6', 'chata channel C1', 'refused'],
     ]);
     // Mapped again: the same channel's answer is taken, and the run continues to its end.
-    mapChannels('C1');
     // Slack sends the words escaped (mrkdwn); the run gets them as typed.
     const answered = await chata('C1', 'answer use staging &amp; not &lt;prod&gt;', 'U2');
     assert.equal(answered.body.status, 'answered');
@@ -409,7 +415,7 @@ describe('questions go back to the origin, answers come in from it', () => {
       return j.status === 'succeeded' ? j : null;
     }, 'the answered job to end');
     assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => a.outcome),
-      ['refused', 'refused', 'answered']);
+      ['refused', 'refused', 'refused', 'answered']);
     const summary = await waitFor(() => hooks.requests.find((r) => r.body.includes(`svc job ${id} succeeded`)),
       'the completion summary');
     assert.ok(summary.body.includes(`<${PUBLIC}/#/runs/`), summary.body);

@@ -158,6 +158,10 @@ describe('a question is posted once, and a reply in its chata thread answers it'
     const shared = { team_id: 'T9', authorizations: [{ team_id: 'T1', user_id: 'UBOT', is_bot: true }] };
     const theirs = message({ thread_ts: ts, user: 'U8', user_team: 'T9', text: 'use prod' }, { envelope: shared });
     assert.equal((await theirs.send()).body.status, 'skipped');
+    // The same app installed in a workspace CHATA_TEAM_IDS does not name: its people reach no job here.
+    const installed = { team_id: 'T7', authorizations: [{ team_id: 'T7', user_id: 'UBOT', is_bot: true }] };
+    const stranger = message({ thread_ts: ts, user: 'U6', text: 'use prod' }, { envelope: installed });
+    assert.equal((await stranger.send()).body.status, 'skipped');
     // Forged (another secret) and stale (signed 10 minutes ago): refused before anything reads them.
     assert.equal((await message({ thread_ts: ts, text: 'use prod' }, { secret: 'not-the-secret' }).send()).status, 401);
     const unsigned = message({ thread_ts: ts, text: 'use prod' });

@@ -6,7 +6,8 @@ import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { sign } from './helpers.ts';
 import {
-  SECRETS, fixture, withJson, post, get, nowSeconds, rowCount, startTestTrigger, makeRepo, tempDir, type TestTrigger,
+  SECRETS, chataFormHeaders, fixture, withJson, post, get, rowCount, startTestTrigger, makeRepo, tempDir,
+  type TestTrigger,
 } from './helpers.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { makeCert, startStandIn, type StandIn } from './standins.ts';
@@ -63,13 +64,7 @@ function slash(text: string, channel = SLACK_CHANNEL): Signed {
     .replace('text=', `text=${encodeURIComponent(text)}`)
     .replace(`channel_id=${SLACK_CHANNEL}`, `channel_id=${channel}`);
   const raw = Buffer.from(body);
-  const ts = String(nowSeconds());
-  const headers = {
-    'content-type': 'application/x-www-form-urlencoded',
-    'x-chata-request-timestamp': ts,
-    'x-chata-signature': sign.chata(SECRETS.CHATA_SIGNING_SECRET, raw, ts),
-  };
-  return { raw, headers };
+  return { raw, headers: chataFormHeaders(raw) };
 }
 
 async function finished(t: TestTrigger, id: string): Promise<Record<string, unknown>> {

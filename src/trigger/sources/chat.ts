@@ -13,6 +13,8 @@ interface ChatMessage {
   channel: string | null;
   user: string;
   keys: string[];
+  /** Sent from a workspace the operator did not name (chata's CHATA_TEAM_IDS): its channel reaches no repository. */
+  stranger?: boolean;
 }
 
 /** How a chat answers in the message's own reply: `noun` names a job ("job", "svc job"), `escape` the vendor's. */
@@ -35,7 +37,10 @@ export function readChatCommand(
   if (option.kind === 'bad') return say(`${escape(option.reason)}. Nothing was queued.`);
   if (option.text === '') return say(voice.usage);
   const unserved = (reason: string) => voice.say(`Not queued: ${reason}.`, { status: 'skipped', reason });
-  return { kind: 'job', text: option.text, route: m.channel, pick: option.repo, keys: m.keys, unserved, ...job };
+  return {
+    kind: 'job', text: option.text, route: m.channel, pick: option.repo, stranger: m.stranger, keys: m.keys, unserved,
+    ...job,
+  };
 }
 
 /** The conversation an answer in a chat channel finds its job by. */
@@ -44,9 +49,11 @@ export function chatThread(kind: ChatKind, channel: string): string {
 }
 
 /** A chat's answer is refused unless its channel is still mapped to the job's repository (the permission to answer). */
-export function chatRefusal(ctx: TCtx, kind: ChatKind, channel: string | null): (job: JobRow) => string | null {
+export function chatRefusal(
+  ctx: TCtx, kind: ChatKind, channel: string | null, stranger = false,
+): (job: JobRow) => string | null {
   return (job) => {
-    const routed = ctx.deps.settings.repos.chat(kind, channel, job.repo);
+    const routed = ctx.deps.settings.repos.chat(kind, channel, job.repo, stranger);
     return routed.kind === 'unserved' ? routed.reason : null;
   };
 }
@@ -58,7 +65,7 @@ async function answerFromChat(ctx: TCtx, kind: ChatKind, m: ChatMessage, voice: 
   const channel = m.channel ?? '';
   const outcome = await ctx.deps.answers.answer({
     origin: kind, thread: chatThread(kind, channel), jobId, text, who: m.user,
-    refusal: chatRefusal(ctx, kind, m.channel), place: `${kind} channel ${channel}`,
+    refusal: chatRefusal(ctx, kind, m.channel, m.stranger), place: `${kind} channel ${channel}`,
     keys: deliveryKeys(kind, ctx.req.headers, ctx.raw, ...m.keys),
   });
   const { say, noun, escape = (t: string) => t } = voice;

@@ -10,31 +10,35 @@ import type { Decision, Received, TCtx } from '../intake.ts';
 import { chatRefusal, chatThread, readChatCommand, type ChatVoice } from './chat.ts';
 
 type ChataInput =
-  | { kind: 'command'; text: string; responseUrl: string | null; channel: string | null; user: string }
+  | {
+    kind: 'command'; text: string; responseUrl: string | null; channel: string | null; user: string; stranger: boolean;
+  }
   | { kind: 'challenge'; challenge: string }
   | { kind: 'reply'; channel: string; thread: string; user: string; text: string; eventId: string | null }
   | { kind: 'skip'; reason: string }
   | { kind: 'refused'; reason: string };
 
-/** A slash command comes as a form, the Events API's deliveries as JSON. */
-function readChataBody({ body, form }: Received): ChataInput {
+/** A slash command comes as a form, the Events API's deliveries as JSON; `teams`: CHATA_TEAM_IDS. */
+function readChataBody({ body, form }: Received, teams: ReadonlySet<string>): ChataInput {
   if (form === null) {
     if (body.type === 'url_verification' && typeof body.challenge === 'string') {
       return { kind: 'challenge', challenge: body.challenge.slice(0, 512) };
     }
-    if (body.type === 'event_callback') return readThreadReply(body);
+    if (body.type === 'event_callback') return readThreadReply(body, teams);
     return { kind: 'skip', reason: `event type "${describe(body.type)}" does not start a job` };
   }
   if (form.has('ssl_check')) return { kind: 'skip', reason: 'ssl_check' };
   // Slack Connect shares no slash command: a person runs their own workspace's, whose id is the command's `team_id`.
-  const refusal = workspaceRefusal(form.get('team_id'), null);
+  const home = form.get('team_id');
+  const refusal = workspaceRefusal(home, null);
   if (refusal !== null) return { kind: 'refused', reason: refusal };
   // Slash-command text as an argv element (spec rule 1), in the words the person typed.
   const text = briefOf('chata', slackUnescape(form.get('text') ?? ''));
   const user = (form.get('user_id') || 'unknown').slice(0, 64);
-  return {
-    kind: 'command', text, responseUrl: form.get('response_url'), channel: form.get('channel_id') || null, user,
-  };
+  const channel = form.get('channel_id') || null;
+  // A workspace the operator did not name: its channels reach no repository, whatever their ids are mapped to here.
+  const stranger = !home || !teams.has(home);
+  return { kind: 'command', text, responseUrl: form.get('response_url'), channel, user, stranger };
 }
 
 /** The workspace rule of every chata delivery that acts (a command, a thread reply): it names the workspace Slack sent
@@ -51,7 +55,7 @@ const MESSAGE_TS = /^\d{1,12}\.\d{1,9}$/;
  * An Events API `message` in a thread, by a person: not a bot's, not an edit, not the thread's parent. A reply also
  * sent to the channel ("Also send to #channel", subtype `thread_broadcast`) is still a person's reply in the thread.
  */
-function readThreadReply(body: Record<string, unknown>): ChataInput {
+function readThreadReply(body: Record<string, unknown>, teams: ReadonlySet<string>): ChataInput {
   const event = obj(body.event);
   const [channel, user, ts, thread] = [event.channel, event.user, event.ts, event.thread_ts].map(str);
   const skip = (reason: string): ChataInput => ({ kind: 'skip', reason });
@@ -66,6 +70,7 @@ function readThreadReply(body: Record<string, unknown>): ChataInput {
   const installed = str(obj(list(body.authorizations)[0]).team_id) ?? str(body.team_id);
   const refusal = workspaceRefusal(installed, str(event.user_team) ?? str(event.team));
   if (refusal !== null) return skip(refusal);
+  if (!installed || !teams.has(installed)) return skip('a message from a workspace not served here');
   const text = slackUnescape(str(event.text) ?? '');
   const id = str(body.event_id);
   return { kind: 'reply', channel, thread, user, text, eventId: id && id.length <= 64 ? id : null };
@@ -92,7 +97,7 @@ function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
 const SLACK: ChatVoice = { say: ephemeral, noun: 'job', usage: CHATA_USAGE, escape: slackEscape };
 
 export function readChata(ctx: TCtx, received: Received): Decision {
-  const input = readChataBody(received);
+  const input = readChataBody(received, ctx.deps.settings.chataTeams);
   if (input.kind === 'challenge') return { kind: 'reply', reply: json(200, { challenge: input.challenge }) };
   if (input.kind === 'skip') return input;
   if (input.kind === 'refused') {
