@@ -149,6 +149,38 @@ describe('spawnGroup', () => {
     }
   });
 
+  // The worker itself killed (SIGKILL, out of memory) in that same window: bwrap, tied to it by then
+  // (--die-with-parent), dies with it, and nothing of svc was left to kill the init waiting in the group. Nothing
+  // recorded it either (bwrap had not reported it), so no later stop could find it by its identity.
+  it('ends the unreported init of a sandbox whose worker was killed before bwrap reported that init', {
+    skip: bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
+    const tag = `132.${process.pid}${Date.now() % 1000}`;
+    const worker = startWorker(dir, bwrapHeldBeforeReport(dir), ['/bin/sleep', tag]);
+    try {
+      const said = collect(worker);
+      const outer = await waitFor(() => Number(/^bwrap (\d+)$/m.exec(said())?.[1]), 'the worker to start bwrap');
+      await waitFor(() => sandboxInit(outer), 'bwrap to make its init');
+      worker.kill('SIGKILL');
+      await once(worker, 'exit');
+      // bwrap is held in its report (after it tied itself to the worker): it never reported its init.
+      assert.doesNotMatch(said(), /^init /m, 'bwrap reported its init: not the case played here');
+      // The init waits for bwrap's go-ahead for ever unless it is killed: gone before the test's time runs out, it was.
+      await waitFor(() => processesMentioning(tag).length === 0, 'the unreported init to end');
+    } finally {
+      worker.kill('SIGKILL');
+      for (const pid of processesMentioning(tag)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone meanwhile
+        }
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   // A process the scan at the first process's exit cannot see, yet holding the output: one in the middle of an exec
   // reads as an empty environment, and the agent that started it is gone. Played here by one that runs without the
   // marker (the first process waits until it does) and takes it back a moment later: it must still be ended.
