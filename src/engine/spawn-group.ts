@@ -138,6 +138,22 @@ function withLifeline(argv: string[], fd: number, sandboxed: boolean): string[] 
   return ['/bin/sh', '-c', `${watch} exec ${fd}<&-; exec "$@"`, argv[0] ?? '', ...argv];
 }
 
+// The sandbox's own lifeline watcher starts only once its init has been let go on. bwrap makes that init in the
+// agent's group, ties itself to this process (--die-with-parent) and reports the init, and only then lets it go on (an
+// eventfd only bwrap can write; bubblewrap issue #633): this process killed in between (SIGKILL, out of memory) takes
+// bwrap with it and left the init waiting for ever, reparented to pid 1, in the agent's group (it leaves that only at
+// its --new-session, after the go-ahead) and reported to nobody, so no later stop knew it. So a second watcher, outside
+// the sandbox in the agent's group, waits on the same lifeline and at its end SIGKILLs that group: by then bwrap has
+// exited (this process saw it) or this process died. Forked twice, so it is no child of bwrap, whose children are its
+// init alone. It ignores SIGTERM and SIGHUP as the inner one does (a stop's SIGTERM to the group, a `pkill -f`); a
+// SIGKILL to the group (this process's) ends it with the rest.
+function withGroupWatch(argv: string[], fd: number, cgroup: ReturnType<typeof openMemoryCgroup>): string[] {
+  // Ignored in the subshell alone: the shell that becomes bwrap dies of a SIGTERM at any time, as bwrap does.
+  const watch = `(trap '' TERM HUP; { read -r _; kill -s KILL -- 0; } <&${fd} >/dev/null 2>&1 &); `;
+  // The memory cgroup's shell forks it before it joins the cgroup: one exec less at each start, none of its memory.
+  return cgroup ? cgroup.wrap(argv, watch) : ['/bin/sh', '-c', `${watch}exec "$@"`, argv[0] ?? '', ...argv];
+}
+
 export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const sandbox = opts.sandbox;
   const lifeFd = sandbox ? LIFELINE_FD : 3;
@@ -157,7 +173,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
     : ['pipe' as const];
   let child: ChildProcess;
   try {
-    child = startChild(cgroup ? cgroup.wrap(confined) : confined, {
+    child = startChild(sandbox ? withGroupWatch(confined, lifeFd, cgroup) : confined, {
       kind: 'agent',
       base: opts.env,
       // PWD names the working folder: some CLIs (opencode) take their project folder from it, and the shell that starts
@@ -190,8 +206,9 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   // bwrap reports its init only after making it, and lets it go on only after that: bwrap killed in between (`kill`,
   // its cgroup's OOM killer, under load a window of milliseconds) left it unreported, waiting for ever for the go-ahead
   // (an eventfd read only bwrap could end; bubblewrap issue #633) in svc's group, which it leaves only at its
-  // --new-session, after that go-ahead. Nothing else of a sandbox is ever in that group, so at bwrap's exit the group
-  // is SIGKILLed too: a zombie or reaped leader keeps its id from being handed out while a member is left.
+  // --new-session, after that go-ahead. Nothing else of a sandbox is ever in that group (but withGroupWatch's watcher,
+  // which this ends too), so at bwrap's exit the group is SIGKILLed too: a zombie or reaped leader keeps its id from
+  // being handed out while a member is left.
   let exited = false;
   let init: NamespaceInit | null = null;
   const endSandbox = () => {

@@ -133,9 +133,10 @@ export function openMemoryCgroup(bytes: number) {
     version,
     /** Processes the kernel killed in it for want of memory. */
     oomKills: (): number => Number(/^oom_kill (\d+)$/m.exec(readOrNull(join(path, files.events)) ?? '')?.[1] ?? 0),
-    /** `argv` run so that its first process joins the cgroup before it execs: nothing of it runs outside. */
-    wrap: (argv: string[]): string[] => ['/bin/sh', '-c', 'echo $$ > "$1" && shift && exec "$@"', 'svc-cgroup',
-      join(path, 'cgroup.procs'), ...argv],
+    /** `argv` run so that its first process joins the cgroup before it execs: nothing of it runs outside. `before`, a
+     * shell's commands (each ended by `;`), runs first, outside the cgroup (spawn-group.ts forks a watcher there). */
+    wrap: (argv: string[], before = ''): string[] => ['/bin/sh', '-c', `${before}echo $$ > "$1" && shift && exec "$@"`,
+      'svc-cgroup', join(path, 'cgroup.procs'), ...argv],
     remove,
   };
 }

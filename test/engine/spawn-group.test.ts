@@ -12,15 +12,14 @@ import { spawnGroup } from '../../src/engine/spawn-group.ts';
 import { terminateGroup } from '../../src/engine/proc-group.ts';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { probeSandbox } from '../../src/spawn/sandbox-mode.ts';
-import { readlinkOrNull, readOrNull, TREE_MARKER } from '../../src/spawn/tree.ts';
+import { TREE_MARKER } from '../../src/spawn/tree.ts';
 import { statFields } from '../../src/proc-stat.ts';
 import { processesMentioning, processesRunning } from './fixtures.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
-import { holdInSetup } from '../helpers/held-sandbox.ts';
+import { holdInSetup, sandboxInit } from '../helpers/held-sandbox.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 const SPAWN_GROUP = new URL('../../src/engine/spawn-group.ts', import.meta.url).href;
-const SANDBOX_MODE = new URL('../../src/spawn/sandbox-mode.ts', import.meta.url).href;
 
 const base = { cwd: tmpdir(), env: { PATH: process.env.PATH }, extra: {}, maxBytes: 1024 * 1024, timeoutMs: 30_000 };
 
@@ -123,22 +122,12 @@ describe('spawnGroup', () => {
   }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
     const tag = `131.${process.pid}${Date.now() % 1000}`;
-    // Written to until a write would block (each one of PIPE_BUF bytes, written whole or not at all).
-    writeFileSync(join(dir, 'bwrap'), `#!/bin/sh
-mkfifo "${dir}/full" && exec 0<>"${dir}/full" || exit 1
-dd if=/dev/zero of="${dir}/full" bs=4096 count=1024 oflag=nonblock 2>/dev/null
-exec "${probeSandbox(process.env).bwrap ?? 'bwrap'}" --info-fd 0 "$@"
-`, { mode: 0o755 });
-    const sandbox = { bwrap: join(dir, 'bwrap'), plan: writableOnly(dir) };
+    const sandbox = { bwrap: bwrapHeldBeforeReport(dir), plan: writableOnly(dir) };
     let reported = false;
     const run = spawnGroup(['/bin/sleep', tag], { ...base, cwd: dir, sandbox, onInit: () => { reported = true; } });
     const outer = run.identity.pid;
     try {
-      // bwrap's child in a PID namespace of its own (not one the stand-in's shell ran before its exec).
-      const init = await waitFor(() => {
-        const child = Number(readOrNull(`/proc/${outer}/task/${outer}/children`)?.split(' ')[0]);
-        return child && readlinkOrNull(`/proc/${child}/ns/pid`) !== readlinkOrNull('/proc/self/ns/pid') ? child : 0;
-      }, 'bwrap to make its init');
+      const init = await waitFor(() => sandboxInit(outer), 'bwrap to make its init');
       process.kill(outer, 'SIGTERM');
       // Not yielding, so this process has not seen bwrap's exit yet: its init is left waiting in svc's group.
       for (const deadline = Date.now() + 10_000; statFields(outer)?.[0] !== 'Z' && Date.now() < deadline;);
@@ -154,6 +143,38 @@ exec "${probeSandbox(process.env).bwrap ?? 'bwrap'}" --info-fd 0 "$@"
           process.kill(pid, 'SIGKILL');
         } catch {
           // gone meanwhile (run.kill's SIGKILL)
+        }
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // The worker itself killed (SIGKILL, out of memory) in that same window: bwrap, tied to it by then
+  // (--die-with-parent), dies with it, and nothing of svc was left to kill the init waiting in the group. Nothing
+  // recorded it either (bwrap had not reported it), so no later stop could find it by its identity.
+  it('ends the unreported init of a sandbox whose worker was killed before bwrap reported that init', {
+    skip: bwrapWorks ? false : 'bwrap cannot run on this host (svc doctor says why)',
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
+    const tag = `132.${process.pid}${Date.now() % 1000}`;
+    const worker = startWorker(dir, bwrapHeldBeforeReport(dir), ['/bin/sleep', tag]);
+    try {
+      const said = collect(worker);
+      const outer = await waitFor(() => Number(/^bwrap (\d+)$/m.exec(said())?.[1]), 'the worker to start bwrap');
+      await waitFor(() => sandboxInit(outer), 'bwrap to make its init');
+      worker.kill('SIGKILL');
+      await once(worker, 'exit');
+      // bwrap is held in its report (after it tied itself to the worker): it never reported its init.
+      assert.doesNotMatch(said(), /^init /m, 'bwrap reported its init: not the case played here');
+      // The init waits for bwrap's go-ahead for ever unless it is killed: gone before the test's time runs out, it was.
+      await waitFor(() => processesMentioning(tag).length === 0, 'the unreported init to end');
+    } finally {
+      worker.kill('SIGKILL');
+      for (const pid of processesMentioning(tag)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone meanwhile
         }
       }
       rmSync(dir, { recursive: true, force: true });
@@ -290,24 +311,12 @@ function writableOnly(dir: string) {
 async function killedWorker(confined: boolean, agent: (tag: string) => string, meanwhile = (_tag: string) => {}) {
   const dir = mkdtempSync(join(tmpdir(), 'svc-spawn-group-'));
   const tag = `128.${process.pid}${Date.now() % 1000}`;
-  const plan = writableOnly(dir);
+  const bwrap = confined ? probeSandbox(process.env).bwrap ?? 'bwrap' : null;
   // It says so once the agent runs, then waits.
-  const script = [
-    `const { spawnGroup } = await import(${JSON.stringify(SPAWN_GROUP)});`,
-    `const { probeSandbox } = await import(${JSON.stringify(SANDBOX_MODE)});`,
-    `const plan = ${JSON.stringify(plan)};`,
-    `const sandbox = ${confined} ? { bwrap: probeSandbox(process.env).bwrap ?? 'bwrap', plan } : null;`,
-    `spawnGroup(['/bin/sh', '-c', ${JSON.stringify(agent(tag))}], { cwd: ${JSON.stringify(dir)},`,
-    '  env: { PATH: process.env.PATH }, extra: {}, maxBytes: 1024, timeoutMs: 120_000, sandbox,',
-    "  onLine: (_, line) => process.stdout.write(`${line}\\n`) });",
-    'setInterval(() => undefined, 60_000);',
-  ].join('\n');
-  const worker = spawn(process.execPath, ['--input-type=module', '-e', script], {
-    detached: true, stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const worker = startWorker(dir, bwrap, ['/bin/sh', '-c', agent(tag)]);
   try {
-    const [line] = (await once(worker.stdout!.setEncoding('utf8'), 'data')) as [string];
-    assert.equal(line, 'up\n');
+    const said = collect(worker);
+    await waitFor(() => said().split('\n').includes('up'), 'the agent to say it runs');
     await waitFor(() => processesMentioning(`sleep\0${tag}\0`).length > 1, 'the agent to run');
     meanwhile(tag);
     worker.kill('SIGKILL');
@@ -319,4 +328,43 @@ async function killedWorker(confined: boolean, agent: (tag: string) => string, m
     for (const pid of processesMentioning(tag)) process.kill(pid, 'SIGKILL');
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** A stand-in worker running `argv` as the engine does (sandboxed by `bwrap` unless null): it prints the agent's lines,
+ * and `bwrap <pid>` once its sandbox's init is reported, then waits. */
+function startWorker(dir: string, bwrap: string | null, argv: string[]) {
+  const plan = writableOnly(dir);
+  const script = [
+    `const { spawnGroup } = await import(${JSON.stringify(SPAWN_GROUP)});`,
+    `const bwrap = ${JSON.stringify(bwrap)};`,
+    `const sandbox = bwrap === null ? null : { bwrap, plan: ${JSON.stringify(plan)} };`,
+    `const run = spawnGroup(${JSON.stringify(argv)}, { cwd: ${JSON.stringify(dir)},`,
+    '  env: { PATH: process.env.PATH }, extra: {}, maxBytes: 1024, timeoutMs: 120_000, sandbox,',
+    "  onLine: (_, line) => process.stdout.write(`${line}\\n`),",
+    "  onInit: (init) => process.stdout.write(`init ${init.pid}\\n`) });",
+    'if (sandbox) process.stdout.write(`bwrap ${run.identity.pid}\\n`);',
+    'setInterval(() => undefined, 60_000);',
+  ].join('\n');
+  return spawn(process.execPath, ['--input-type=module', '-e', script], {
+    detached: true, stdio: ['ignore', 'pipe', 'inherit'],
+  });
+}
+
+/** What `worker` has printed so far. */
+function collect(worker: ReturnType<typeof startWorker>): () => string {
+  let said = '';
+  worker.stdout!.setEncoding('utf8').on('data', (more: string) => { said += more; });
+  return () => said;
+}
+
+/** A stand-in for bwrap in `dir`, held just before it reports its namespace's init (after it tied itself to its
+ * parent), in a write of its --info-fd (written just before the status line) to a pipe already full. */
+function bwrapHeldBeforeReport(dir: string): string {
+  // Written to until a write would block (each one of PIPE_BUF bytes, written whole or not at all).
+  writeFileSync(join(dir, 'bwrap'), `#!/bin/sh
+mkfifo "${dir}/full" && exec 0<>"${dir}/full" || exit 1
+dd if=/dev/zero of="${dir}/full" bs=4096 count=1024 oflag=nonblock 2>/dev/null
+exec "${probeSandbox(process.env).bwrap ?? 'bwrap'}" --info-fd 0 "$@"
+`, { mode: 0o755 });
+  return join(dir, 'bwrap');
 }

@@ -2,7 +2,7 @@
 // from outside and ties itself to bwrap (--die-with-parent) only after its --new-session, so it can outlive bwrap.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { GroupRun } from '../../src/engine/spawn-group.ts';
-import { readOrNull } from '../../src/spawn/tree.ts';
+import { readlinkOrNull, readOrNull } from '../../src/spawn/tree.ts';
 import { statFields } from '../../src/proc-stat.ts';
 
 /**
@@ -16,7 +16,7 @@ export async function holdInSetup(sandboxed: () => GroupRun): Promise<{ run: Gro
     const outer = run.identity.pid;
     let init = 0;
     for (const deadline = Date.now() + 5_000; !init && Date.now() < deadline;) {
-      init = Number(readOrNull(`/proc/${outer}/task/${outer}/children`)?.trim().split(' ')[0]);
+      init = sandboxInit(outer);
     }
     if (init) process.kill(init, 'SIGSTOP');
     while (/^[RD]$/.test(statFields(outer)?.[0] ?? '')) await sleep(1);
@@ -25,4 +25,13 @@ export async function holdInSetup(sandboxed: () => GroupRun): Promise<{ run: Gro
     await run.done;
   }
   return null;
+}
+
+/** bwrap's child in a PID namespace of its own, else 0: not a process the shell that execs bwrap forked before (the
+ * fork that leaves the group's watcher, spawn-group.ts), nor one a test's stand-in for bwrap ran. */
+export function sandboxInit(outer: number): number {
+  const child = Number(readOrNull(`/proc/${outer}/task/${outer}/children`)?.trim().split(' ')[0]);
+  // A child already gone has no namespace to read: that is no sign of another.
+  const inner = child ? readlinkOrNull(`/proc/${child}/ns/pid`) : null;
+  return inner !== null && inner !== readlinkOrNull('/proc/self/ns/pid') ? child : 0;
 }
