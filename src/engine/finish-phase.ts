@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { hash } from 'node:crypto';
-import { openRunContext, type RunContext } from './run-context.ts';
+import { onEndSignal, openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted, type Policy } from './policy.ts';
 import { pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
@@ -277,6 +277,9 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
   const ctx = openRunContext(dir, env, { say });
   // Its writes and its ship are a worker's: a resume or a verify meanwhile waits, as for one (launch.ts).
   ctx.enter();
+  // And so is a signal's end: the run has ended, nothing is left to stop, so it goes at once as a worker's last
+  // writes do, leaving what it wrote to the next svc command's ship rather than to a `svc ship` by hand.
+  const offSignal = onEndSignal(() => ctx.exitNow(false));
   try {
     const plan = readPlan(dir);
     const receipt = ownReceipt(dir, ctx.state, env);
@@ -296,6 +299,7 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
       await ctx.close();
     } finally {
       ctx.leave();
+      offSignal();
     }
   }
 }

@@ -198,9 +198,33 @@ export function openRunContext(
       state.pid = null;
       writeState(dir, state);
     },
+    /**
+     * Ends this process at once, as a signal to a worker (or an --open-pr) whose run has nothing left to stop does:
+     * a last ship not done (`shipped` false) is left to the next svc command (markPending), then the pid is cleared
+     * last, as by leave. The exit code is the run's (exitCodeOf).
+     */
+    exitNow(shipped: boolean): never {
+      if (!shipped) markPending(dir);
+      ctx.leave();
+      process.exit(exitCodeOf(state));
+    },
   };
   for (const item of opts.control ?? []) onControl(item);
   return ctx;
+}
+
+/** A worker's exit code (or an --open-pr's): 0 only when its run succeeded. */
+export const exitCodeOf = (state: RunState): number => (state.status === 'succeeded' ? 0 : 1);
+
+/** The signals that end a run's worker, or an --open-pr writing its run. */
+const END_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
+
+/** `handler` on each signal that ends a worker or an --open-pr (END_SIGNALS); what it returns takes it off again. */
+export function onEndSignal(handler: (signal: NodeJS.Signals) => void): () => void {
+  for (const signal of END_SIGNALS) process.on(signal, handler);
+  return () => {
+    for (const signal of END_SIGNALS) process.off(signal, handler);
+  };
 }
 
 /** Whatever happens to the worker's process, the run's child (its group, its sandbox's init) must not outlive it. */

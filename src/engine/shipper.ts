@@ -342,6 +342,9 @@ export function createShipLoop(
       clearTimeout(timer);
       const budget = lastShipMs === null ? undefined : setTimeout(() => ending.abort(), lastShipMs);
       let failure: ShipFailure | null = null;
+      // The last attempt's that the budget did not cut short: what the Control Plane did (a 503's body) says more
+      // than that the time ran out, which a pause between attempts can end in too.
+      let answered: ShipFailure | null = null;
       try {
         await shipping;
         for (const wait of [0, 250, 1_000]) {
@@ -352,12 +355,15 @@ export function createShipLoop(
             return;
           }
           if (ending.signal.aborted) break;
+          answered = failure;
         }
       } finally {
         clearTimeout(budget);
       }
       markPending(dir);
-      say(`not shipped: ${failure?.why}; the next svc command in this project that reaches one sends this run ` +
+      const why = ending.signal.aborted && answered !== null
+        ? `${answered.why}, then a last ship's ${lastShipMs! / 1000} s ran out` : failure?.why;
+      say(`not shipped: ${why}; the next svc command in this project that reaches one sends this run ` +
         '(or run `svc ship`)');
     },
   };

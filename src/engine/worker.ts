@@ -1,19 +1,18 @@
 // The worker: one run by the plan its launcher wrote (run-plan.ts), resolving no setting itself.
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { endChildOnExit, openRunContext, type RunContext } from './run-context.ts';
+import { endChildOnExit, exitCodeOf, onEndSignal, openRunContext, type RunContext } from './run-context.ts';
 import { operatorAllowNow, readPlan, serverShare, unsandboxedWarning, writePlan, type RunPlan } from './run-plan.ts';
 import { passedValues } from '../spawn/start.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
 import { runProvider } from './provider-phase.ts';
-import { failureOf, type RunState, type WorkerMode } from './run-state.ts';
+import { failureOf, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
 import { runTree, worktreeDir } from './paths.ts';
 import { plainEngineFolder } from './safe-fs.ts';
 import { plannedHomeKey, type RunSandbox } from './sandbox.ts';
 import { POLL_MS } from './budget-pause.ts';
-import { markPending } from './shipper.ts';
 import { errorMessage, InfraError } from '../errors.ts';
 import { withoutSecrets } from './text.ts';
 import { settingInt } from '../settings-registry.ts';
@@ -174,12 +173,8 @@ export async function executeRun(
   let ended: 'shipping' | 'shipped' | null = null;
   // A signal that came once the run's status was final, before the writes after it: the worker ends right after them.
   let endAfterWrites = false;
-  const endNow = () => {
-    // Nothing left to stop: the signal ends the worker at once. A ship cut short is sent by the next svc command.
-    if (ended !== 'shipped') markPending(dir);
-    ctx.leave();
-    process.exit(exitCodeOf(ctx.state));
-  };
+  // Nothing left to stop: the signal ends the worker at once. A ship cut short is sent by the next svc command.
+  const endNow = () => ctx.exitNow(ended === 'shipped');
   const onSignal = (signal: NodeJS.Signals) => {
     if (ended !== null) return endNow();
     // A verify's run is final throughout: a signal stops its checks.
@@ -188,7 +183,7 @@ export async function executeRun(
     // gone.
     ctx.requestStop(`a ${signal} to the run's worker`);
   };
-  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, onSignal);
+  onEndSignal(onSignal);
   const tracer = new Tracer(traceSettings(env, 'svc-run'));
   // A child of the launcher's SVC_TRACEPARENT (as recorded), else its trace's root.
   const { trace_id, trace_parent, source, run, repo, provider, origin } = ctx.state;
@@ -251,5 +246,3 @@ export async function executeRun(
   }
   return exitCodeOf(ctx.state);
 }
-
-const exitCodeOf = (state: RunState): number => (state.status === 'succeeded' ? 0 : 1);

@@ -5,13 +5,15 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { makeRepo, readJson, startGithubStandIn, CLI, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 import { makeCert } from '../trigger/standins.ts';
 
 const TOKEN = 'pr-check-token-5c1e';
@@ -288,5 +290,62 @@ describe('a verified --pr run whose pull request could not be opened', () => {
     assert.notEqual(res.code, 0);
     assert.match(res.stderr, /already has its pull request/);
     assert.equal(github.requests.filter((r) => r.method === 'POST').length, 1);
+  });
+});
+
+// An --open-pr writes and ships its run as a worker does (finish-phase.ts openPrLater), so a signal ends it as one:
+// what it did not ship is left to the next svc command (the ship-pending marker), and its pid is cleared last.
+describe('an --open-pr a SIGTERM ends while GitHub has not answered', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  let run: string;
+  let marker: string;
+
+  before(async () => {
+    const checks = [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }];
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT }, policy: { checks } });
+    // Shipped (not kept local), to a Control Plane that refuses every connection: nothing of the run reaches it.
+    // GitHub refuses the connection too, so the verified run ends without its pull request.
+    env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '1',
+      SVC_CONTROL_URL: 'http://127.0.0.1:9', GITHUB_TOKEN: TOKEN, GITHUB_API_URL: 'http://127.0.0.1:9' };
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'fake'],
+      { cwd: repo.repo, env });
+    run = (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run;
+    marker = join(repo.repo, '.svc', 'ship-pending', run);
+    // Its worker left it pending; the marker below is the --open-pr's to write.
+    rmSync(marker, { force: true });
+  });
+  after(() => repo.cleanup());
+
+  it('leaves its run pending for the next svc command, its pid cleared', async () => {
+    const statePath = join(repo.repo, '.svc', 'runs', run, 'state.json');
+    assert.deepEqual([readJson(statePath).status, readJson(statePath).verdict], ['failed', 'verified']);
+    const asked: string[] = [];
+    const silent = createServer((req) => {
+      asked.push(`${req.method} ${req.url}`);
+      req.resume();
+    });
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
+    const opener = spawn(process.execPath, [CLI, 'start', '--open-pr', run], { cwd: repo.repo, env: {
+      ...env, GITHUB_API_URL: `http://127.0.0.1:${(silent.address() as { port: number }).port}`,
+    } });
+    opener.stdout.resume();
+    opener.stderr.resume();
+    const exited = once(opener, 'exit');
+    try {
+      await waitFor(() => asked.length > 0, 'the --open-pr to ask GitHub');
+      assert.equal(readJson(statePath).pid, opener.pid, 'the --open-pr holds the run as its worker');
+      assert.equal(existsSync(marker), false, 'not pending before the signal');
+      opener.kill('SIGTERM');
+      const [code, signal] = await exited;
+      assert.deepEqual([code, signal], [1, null], 'it took the signal and ended as its failed run');
+      assert.ok(existsSync(marker), 'the run is left for the next svc command to ship');
+      const left = readJson(statePath);
+      assert.deepEqual([left.status, left.pid], ['failed', null]);
+    } finally {
+      opener.kill('SIGKILL');
+      silent.closeAllConnections();
+      await new Promise((r) => silent.close(r));
+    }
   });
 });

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { idleNode } from '../helpers/run-child.ts';
 import {
-  createShipper, shipRuns, shipperClient, type ControlItem,
+  createShipLoop, createShipper, shipRuns, shipperClient, type ControlItem,
 } from '../../src/engine/shipper.ts';
 import { readRunBatch } from '../../src/engine/run-batch.ts';
 import { controlToken, type ControlFound } from '../../src/engine/control-url.ts';
@@ -404,6 +404,28 @@ describe('which failure ends a pass of shipRuns (svc ship, the pending runs befo
       assert.deepEqual(result.marked, []);
     });
   }
+});
+
+// A worker's last ship (createShipLoop's close) tries three times in its budget. When the budget runs out after a
+// Control Plane answered, what it answered is the reason said, with the budget's end after it: not the budget alone.
+describe("a last ship whose budget runs out after the Control Plane answered", () => {
+  const stand = standInForSuite();
+
+  it("says the last answer's reason (a 503's), and that the budget ran out", async () => {
+    stand.answer = { status: 503, body: JSON.stringify({ error: { code: 'unavailable', message: 'draining now' } }) };
+    const project = mkdtempSync(join(stand.root, 'p-'));
+    const dir = runFolder(join(project, '.svc', 'runs'), 'rlast1');
+    const said: string[] = [];
+    const shipper = createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: stand.root });
+    // A budget shorter than the three tries' pauses (250 ms, then 1 s): it runs out after at least one answer.
+    const loop = createShipLoop(shipper, dir, (text) => said.push(text), 1_000);
+    await loop.close();
+    assert.ok(stand.requests > 0, 'the Control Plane was asked');
+    assert.equal(said.length, 1);
+    assert.match(said[0]!,
+      /^not shipped: .*answered 503 unavailable \(draining now\), then a last ship's 1 s ran out;/);
+    assert.ok(existsSync(join(project, '.svc', 'ship-pending', 'rlast1')), 'left for the next svc command');
+  });
 });
 
 // A Control Plane's answer is read through typed readers (src/untrusted.ts): a broken or hostile one (a proxy, another
