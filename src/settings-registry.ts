@@ -156,7 +156,8 @@ export const SETTINGS = {
   CHATA_TEAM_IDS: { ...text('trigger', NONE, 'comma-separated chata workspace (team) ids, e.g. `T1DC2JH3J,T0ABCDEF`: ' +
     'only a delivery Slack sent for one of them (`team_id`) starts or answers a job; one from any other workspace ' +
     'the app is installed in is refused as a channel mapped to no repository. Unset: `/chata` answers 503 ' +
-    '`not_configured` (one signing secret serves every workspace, so the signature alone cannot say whose it is)'),
+    '`not_configured`, but to Slack\'s signed `url_verification` challenge (one signing secret serves every ' +
+    'workspace, so the signature alone cannot say whose it is)'),
   pattern: [/^[A-Za-z0-9]{1,32}(\s*,\s*[A-Za-z0-9]{1,32})*$/, 'comma-separated workspace ids like `T1DC2JH3J`'] },
   CHATA_HOOKS_PREFIX: text('trigger', '`https://hooks.slack.com/`',
     'chata summaries go only to `response_url`s under this https prefix'),

@@ -26,10 +26,11 @@ type ReadSource = Exclude<Source, { routing: 'named' }>;
 type Header = string | undefined;
 type Scheme = NonNullable<WebhookSource['scheme']>;
 
-/** The route's secret, or 503 not_configured naming the variable (or why the route is disabled). */
-export function secretFor(ctx: TCtx, route: SourceName): string {
+/** The route's secret, or 503 not_configured naming the variable (or why the route is disabled). `handshake`: the
+ * secret of a route that answers only its signed handshake (RouteSecret.handshake), whose reader refuses the rest. */
+export function secretFor(ctx: TCtx, route: SourceName, handshake = false): string {
   const s = ctx.deps.settings.secrets[route];
-  if (s.unavailable || !s.value) {
+  if ((s.unavailable && !(handshake && s.handshake)) || !s.value) {
     throw new HttpError('not_configured', s.unavailable ?? `Route /${route} is not configured: set ${s.variable}`);
   }
   return s.value;
@@ -37,7 +38,7 @@ export function secretFor(ctx: TCtx, route: SourceName): string {
 
 /** Every route's check before anything parses its body: 503 without the secret, the bearer token or signature. */
 export function admit(ctx: TCtx, source: Source): Buffer {
-  const secret = secretFor(ctx, source.name);
+  const secret = secretFor(ctx, source.name, true);
   const raw = ctx.raw ?? Buffer.alloc(0);
   if (!('scheme' in source)) {
     checkBearer(ctx.req, secret);

@@ -171,6 +171,7 @@ function chataTeamsOf(env: NodeJS.ProcessEnv, secret: RouteSecret, problems: Sec
   const teams = new Set(list(setting(env, 'CHATA_TEAM_IDS')));
   if (teams.size === 0 && secret.unavailable === null) {
     secret.unavailable = 'Route /chata is not configured: set CHATA_TEAM_IDS to the workspace ids it serves';
+    secret.handshake = true;
     problems.warnings.push('CHATA_TEAM_IDS is not set: /chata answers 503 not_configured');
   }
   return teams;
@@ -185,6 +186,9 @@ interface RouteSecret {
   set: boolean;
   /** Why the route cannot serve. */
   unavailable: string | null;
+  /** The secret is good and only another setting is missing: a signed handshake that acts on nothing is still
+   * answered (Slack saves its Events URL only once its challenge is), every other delivery gets `unavailable`. */
+  handshake?: boolean;
 }
 
 interface SecretProblems {

@@ -63,4 +63,22 @@ describe('POST /chata without CHATA_TEAM_IDS', () => {
       await t.cleanup();
     }
   });
+
+  // Slack saves an Event Subscriptions URL only once it answered the signed challenge, which starts and answers no
+  // work: the first setup step must not wait on knowing the workspace ids. Unsigned, it is refused as ever.
+  it('still answers Slack\'s signed url_verification challenge, and refuses an unsigned one', async () => {
+    const t = await startTestTrigger({ CHATA_TEAM_IDS: undefined });
+    try {
+      const raw = fixture('slack-events-url-verification.json');
+      const headers = { ...chataFormHeaders(raw), 'content-type': 'application/json' };
+      const res = await post(`${t.url}/chata`, raw, headers);
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.body, { challenge: '3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P' });
+      const unsigned = await post(`${t.url}/chata`, raw, { 'content-type': 'application/json' });
+      assert.equal(unsigned.status, 401);
+      assert.equal(rowCount(t.stores.db, 'jobs'), 0);
+    } finally {
+      await t.cleanup();
+    }
+  });
 });

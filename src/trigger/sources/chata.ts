@@ -6,7 +6,7 @@ import { briefOf, deliveryKeys, stripLeadingHyphens } from '../../webhook-source
 import {
   PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts,
 } from '../summary.ts';
-import type { Decision, Received, TCtx } from '../intake.ts';
+import { secretFor, type Decision, type Received, type TCtx } from '../intake.ts';
 import { chatRefusal, chatThread, readChatCommand, type ChatVoice } from './chat.ts';
 
 type ChataInput =
@@ -99,6 +99,8 @@ const SLACK: ChatVoice = { say: ephemeral, noun: 'job', usage: CHATA_USAGE, esca
 export function readChata(ctx: TCtx, received: Received): Decision {
   const input = readChataBody(received, ctx.deps.settings.chataTeams);
   if (input.kind === 'challenge') return { kind: 'reply', reply: json(200, { challenge: input.challenge }) };
+  // Without CHATA_TEAM_IDS only the challenge above is answered: everything else is 503 not_configured.
+  secretFor(ctx, 'chata');
   if (input.kind === 'skip') return input;
   if (input.kind === 'refused') {
     const reply = ephemeral(`Not queued or answered: ${input.reason}.`, { status: 'skipped', reason: input.reason });
