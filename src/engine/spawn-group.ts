@@ -149,7 +149,10 @@ function withLifeline(argv: string[], fd: number, sandboxed: boolean): string[] 
 // SIGKILL to the group (this process's) ends it with the rest.
 function withGroupWatch(argv: string[], fd: number, cgroup: ReturnType<typeof openMemoryCgroup>): string[] {
   // Ignored in the subshell alone: the shell that becomes bwrap dies of a SIGTERM at any time, as bwrap does.
-  const watch = `(trap '' TERM HUP; { read -r _; kill -s KILL -- 0; } <&${fd} >/dev/null 2>&1 &); `;
+  // A shell of its own (one exec, off the agent's way): a fork alone would show the agent's whole command line, which
+  // `ps`, `pkill -f` and the budget's freeze check would take for the agent's. Ignored signals stay ignored across it.
+  const end = `/bin/sh -c 'read -r _; kill -s KILL -- 0' svc-group-watch`;
+  const watch = `(trap '' TERM HUP; ${end} <&${fd} >/dev/null 2>&1 &); `;
   // The memory cgroup's shell forks it before it joins the cgroup: one exec less at each start, none of its memory.
   return cgroup ? cgroup.wrap(argv, watch) : ['/bin/sh', '-c', `${watch}exec "$@"`, argv[0] ?? '', ...argv];
 }
