@@ -1,6 +1,7 @@
 // After the provider: diff, checks (argv arrays, never a shell, in the agent's sandbox), verdict, receipt, PR and
 // status; also `--verify` and `--open-pr`.
 import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { hash } from 'node:crypto';
 import { onEndSignal, openRunContext, type RunContext } from './run-context.ts';
@@ -8,8 +9,8 @@ import { verdictAccepted, type Policy } from './policy.ts';
 import { pushFollowUpRun } from './follow-up.ts';
 import { readPlan, type RunPlan } from './run-plan.ts';
 import {
-  commitAll, diffCommits, diffWorkingTree, emptyDiff, git, runWorktreeGitDir, treeGit, UnreadableTreeError,
-  type DiffResult,
+  commitAll, diffCommits, diffWorkingTree, emptyDiff, git, gitBaseEnv, hostGit, runWorktreeGitDir, treeGit,
+  UnreadableTreeError, type DiffResult, type GitRun,
 } from './git.ts';
 import {
   decideVerdict, failedRequiredCheck, requiredCheckError, saveReceipt, confinedNetwork, reportedChecks,
@@ -27,7 +28,10 @@ import { runFailure, type RunFailure } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
 import { readState, signsLater, type RunState } from './run-state.ts';
 import { refuseHeldRun } from './last-worker.ts';
-import { agentSandbox, postAgentGit, protocolFiles, watchedLimits, type RunSandbox } from './sandbox.ts';
+import { agentSandbox, protocolFiles, watchedLimits, type RunSandbox } from './sandbox.ts';
+import { gitSandboxPlan } from '../spawn/agent-plan.ts';
+import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../spawn/bwrap-argv.ts';
+import { runSync } from '../spawn/start.ts';
 import { spawnGroup } from './spawn-group.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
 import { inSpan } from '../trace.ts';
@@ -129,6 +133,24 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
   }
   saveDiff(ctx, diff);
   return diff;
+}
+
+/** svc's git once an agent has worked in the tree: in a sandbox of its own, or on the host for an unsandboxed run. */
+function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
+  if (mode.kind === 'none') return hostGit;
+  const home = ctx.env.HOME || homedir();
+  const svcHome = svcHomeOf(ctx.env);
+  return (cwd, argv, { extra, scratch, timeout }) => {
+    const plan = gitSandboxPlan({ workdir: cwd, repo: ctx.state.repo_path, scratch, home, svcHome, env: ctx.env });
+    const fds = openSandboxFds();
+    try {
+      return runSync(bwrapArgv(mode.bwrap, plan, argv), {
+        kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * 1024 * 1024, fds, timeout,
+      });
+    } finally {
+      closeSandboxFds(fds);
+    }
+  };
 }
 
 /** The run's diff as its artifacts: the patch, and diffstat.json (its files and counts: the review risk reads it). */

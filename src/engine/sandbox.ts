@@ -1,4 +1,4 @@
-// The worker's side of the agent sandbox (DESIGN §7a): protocol files, the bwrap plans, svc's git after the agent.
+// The worker's side of the agent sandbox (DESIGN §7a): protocol files, the bwrap plans of the provider and the checks.
 import { hash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -7,10 +7,9 @@ import type { RunContext } from './run-context.ts';
 import type { RunLimits } from './policy.ts';
 import { makePlainDirsIn, openRunDir, replaceNoFollowIn, withDir } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { gitBaseEnv, hostGit, tryGit, type GitRun } from './git.ts';
-import { agentSandboxPlan, gitSandboxPlan } from '../spawn/agent-plan.ts';
-import { bwrapArgv, closeSandboxFds, openSandboxFds, within, type SandboxPlan } from '../spawn/bwrap-argv.ts';
-import { runSync } from '../spawn/start.ts';
+import { tryGit } from './git.ts';
+import { agentSandboxPlan } from '../spawn/agent-plan.ts';
+import { within, type SandboxPlan } from '../spawn/bwrap-argv.ts';
 import { linkTarget, orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 import type { WatchedLimits } from '../spawn/limits.ts';
 import { startedByServer, type SandboxMode } from '../spawn/sandbox-mode.ts';
@@ -265,24 +264,6 @@ export function releaseProviderHome(ctx: RunContext, sandbox: RunSandbox, provid
   }
 }
 
-/** svc's git once an agent has worked in the tree: in a sandbox of its own, or on the host for an unsandboxed run. */
-export function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
-  if (mode.kind === 'none') return hostGit;
-  const home = ctx.env.HOME || homedir();
-  const svcHome = svcHomeOf(ctx.env);
-  return (cwd, argv, { extra, scratch, timeout }) => {
-    const plan = gitSandboxPlan({ workdir: cwd, repo: ctx.state.repo_path, scratch, home, svcHome, env: ctx.env });
-    const fds = openSandboxFds();
-    try {
-      return runSync(bwrapArgv(mode.bwrap, plan, argv), {
-        kind: 'tool', base: gitBaseEnv(process.env), extra, cwd, maxBuffer: 256 * MIB, fds, timeout,
-      });
-    } finally {
-      closeSandboxFds(fds);
-    }
-  };
-}
-
 // Which provider home a run's agent gets (docs/engine.md "Provider homes"): one per provider and repository, keyed by
 // who the run is for, never by the repository's files. The key: a readable slug, then a hash of the whole identity.
 function keyOf(label: string, identity: string): string {
@@ -305,11 +286,6 @@ export function providerHomeDir(
   env: NodeJS.ProcessEnv, repoPath: string, provider: { kind: string }, key = providerHomeKey(repoPath, env),
 ): string {
   return join(svcHomeOf(env), 'homes', provider.kind, key);
-}
-
-/** A plan's provider home key as providerHomeKey makes them (one path segment), else none: resolve it again. */
-export function plannedHomeKey(key: unknown): string | undefined {
-  return typeof key === 'string' && /^[a-z0-9_][a-z0-9._-]{0,99}$/.test(key) ? key : undefined;
 }
 
 /** The operator's template for what the CLIs obey: ~/.svc/provider-template when it is a folder, else HOME itself. */

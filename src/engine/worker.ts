@@ -11,7 +11,7 @@ import { failureOf, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
 import { runTree, worktreeDir } from './paths.ts';
 import { plainEngineFolder } from './safe-fs.ts';
-import { plannedHomeKey, type RunSandbox } from './sandbox.ts';
+import type { RunSandbox } from './sandbox.ts';
 import { POLL_MS } from './budget-pause.ts';
 import { errorMessage, InfraError } from '../errors.ts';
 import { withoutSecrets } from './text.ts';
@@ -116,6 +116,11 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
     throw new InfraError(message, { beforeAgent: true, cause: err });
   });
   return { mode, gate, env: { ...passed, ...gate.env }, providerHome: plannedHomeKey(plan.provider_home) };
+}
+
+/** The plan's provider home key if shaped as providerHomeKey (sandbox.ts) makes one, else none: resolved again. */
+function plannedHomeKey(key: unknown): string | undefined {
+  return typeof key === 'string' && /^[a-z0-9_][a-z0-9._-]{0,99}$/.test(key) ? key : undefined;
 }
 
 /** The one automatic retry (docs/engine.md "Why a run failed"): an infra failure before the agent ran starts the run
