@@ -11,7 +11,8 @@ import {
   afterLastWorker, claimForResume, prepareRun, prepareRetry, spawnWorker, resolveRepo, type LaunchFacts,
   type PreparedRun,
 } from '../engine/launch.ts';
-import { planToReuse, refuseServersBuiltin, unsandboxedWarning } from '../engine/run-plan.ts';
+import { unsandboxedWarning } from '../engine/run-plan.ts';
+import { planToReuse, refuseServersBuiltin } from '../engine/plan-reuse.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir, runTree } from '../engine/paths.ts';
 import {

@@ -7,7 +7,8 @@ import { hash } from 'node:crypto';
 import { onEndSignal, openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted, type Policy } from './policy.ts';
 import { pushFollowUpRun } from './follow-up.ts';
-import { readPlan, type RunPlan } from './run-plan.ts';
+import type { RunPlan } from './run-plan.ts';
+import { readPlan } from './plan-reuse.ts';
 import {
   commitAll, diffCommits, diffWorkingTree, emptyDiff, git, gitBaseEnv, hostGit, runWorktreeGitDir, treeGit,
   UnreadableTreeError, type DiffResult, type GitRun,

@@ -9,8 +9,9 @@ import {
   buildTask, classifyInput, isRepoName, isRoutedRepoName, isWebhookOrigin, type Task,
 } from './spec.ts';
 import {
-  planForRetry, planRun, refuseOversizedPlan, refuseUncommitted, unsandboxedWarning, writePlan, type RunPlan,
+  planRun, refuseOversizedPlan, refuseUncommitted, unsandboxedWarning, writePlan, type RunPlan,
 } from './run-plan.ts';
+import { planForRetry } from './plan-reuse.ts';
 import { newRunId, isValidSegment } from './ids.ts';
 import { settingOr } from '../settings-registry.ts';
 import {

@@ -1,20 +1,20 @@
-// A run's plan: everything the run may do, resolved once by its launcher and kept as plan.json.
-import { lstatSync, realpathSync, statSync } from 'node:fs';
+// A run's plan: everything the run may do, resolved once by its launcher, kept as plan.json (plan-reuse.ts reads it).
+import { realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { basename, isAbsolute, join, relative, resolve } from 'node:path';
-import { errorMessage, FailedError, RefusedError } from '../errors.ts';
+import { basename, isAbsolute, join, relative } from 'node:path';
+import { RefusedError } from '../errors.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
 import {
-  cappedLimits, decideSettings, loadOperatorConfig, OPERATOR_FILES, readEngineConfigFile, serverRefusal, trustNeeded,
-  trustOf, TrustNeededError,
+  cappedLimits, decideSettings, loadOperatorConfig, readEngineConfigFile, serverRefusal, trustNeeded, trustOf,
+  TrustNeededError,
 } from './config.ts';
-import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.ts';
+import { resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { git } from './git.ts';
 import { openRunDir, withDir, writeJsonAtomic } from './safe-fs.ts';
-import { MAX_PLAN, pathIn, readOwnObject } from './plain-tree.ts';
+import { MAX_PLAN, pathIn } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
-import { refuseSystemHome, shownBy, within } from '../spawn/bwrap-argv.ts';
+import { refuseSystemHome, shownBy } from '../spawn/bwrap-argv.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { orNull } from '../spawn/tree.ts';
 import {
@@ -23,7 +23,7 @@ import {
 import { setting, settingChoice } from '../settings-registry.ts';
 import { providerHomeKey } from './sandbox.ts';
 
-/** A CLI run's repository file asks for operator-only settings and the person has not trusted this exact file. */
+/** What a run may do, as its launcher resolved it; its worker, a retry, resume or verify go by it (plan-reuse.ts). */
 export interface RunPlan {
   /** The project's policy as it was when the run was made, its limits held within the operator's caps. */
   policy: Policy;
@@ -105,7 +105,7 @@ export function planRun(req: {
 }
 
 /** `load`'s broken policy, or an origin a --pr run cannot push to, said as a refusal to start. */
-function refusingToStart<T>(load: () => T): T {
+export function refusingToStart<T>(load: () => T): T {
   try {
     return load();
   } catch (err) {
@@ -122,7 +122,7 @@ function refusingToStart<T>(load: () => T): T {
  * trusted that exact policy.json (`svc trust`) or said SVC_SANDBOX=none themselves; a server's run ignores it anyway
  * (resolveSandbox), since a repository's policy is written by whoever can push to it, the agent included.
  */
-function policySandbox(file: ReturnType<typeof loadPolicyFile>, server: boolean, env: NodeJS.ProcessEnv) {
+export function policySandbox(file: ReturnType<typeof loadPolicyFile>, server: boolean, env: NodeJS.ProcessEnv) {
   const asked = file.policy.sandbox;
   if (server || asked !== 'none' || settingChoice(env, 'SVC_SANDBOX') === 'none') return asked;
   const trust = file.sha256 === null ? null : trustOf(env, file.path, file.sha256);
@@ -130,8 +130,6 @@ function policySandbox(file: ReturnType<typeof loadPolicyFile>, server: boolean,
   const widening = [{ provider: null, setting: 'sandbox', what: '"none"' }];
   throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed', 'set SVC_SANDBOX=none yourself'));
 }
-
-const planPath = (dir: string) => join(dir, 'plan.json');
 
 /** Written by the launcher, beside state.json, before the run's worker starts; never changed after. */
 export function writePlan(dir: string, plan: RunPlan): void {
@@ -146,55 +144,9 @@ export function refuseOversizedPlan(plan: RunPlan): void {
     'svc reads back (the operator\'s network.allow, env or providers in operator.json make it that large)');
 }
 
-/** The plan, provided it is svc's own file (readOwnObject: a plan another user planted could, say, run no sandbox). */
-export function readPlan(dir: string): RunPlan {
-  const plan = readOwnObject(dir, 'plan.json', MAX_PLAN);
-  const keys = ['policy', 'provider', 'passed_env', 'sandbox', 'push_target', 'notes'];
-  if (plan === null || !keys.every((k) => k in plan)) {
-    throw new FailedError(`The run has no readable plan (${planPath(dir)}, svc's own file): it was made ` +
-      'by an older svc or its folder was changed. Nothing is resolved again for a run made before: retry it ' +
-      '(a new run, planned anew when the old one has no plan)');
-  }
-  return plan as unknown as RunPlan;
-}
-
-/**
- * For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all, or when a server
- * retries a run a person planned: what that person's trusted files allowed is theirs, so the server plans the retry
- * as it plans a new run (docs/engine.md).
- */
-export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | null {
-  if (orNull(() => lstatSync(planPath(dir))) === null) return null;
-  if (startedByServer(env) && readPlan(dir).authority !== 'server') return null;
-  // Staying local is the retrying command's choice, as for a new run, not the old run's.
-  const { local: _old, ...plan } = planToReuse(dir, env);
-  return { ...plan, ...localBy(env) };
-}
-
 /** A plan's `local` as the command's SVC_SHIP sets it: 0 keeps the run local, any other value ships it. */
-function localBy(env: NodeJS.ProcessEnv): Pick<RunPlan, 'local'> {
+export function localBy(env: NodeJS.ProcessEnv): Pick<RunPlan, 'local'> {
   return setting(env, 'SVC_SHIP') === '0' ? { local: true } : {};
-}
-
-/**
- * An earlier run's plan that a retry, resume or verify runs by. A plan that runs the agent without a sandbox is judged
- * again as a new run would be: a server's run is sandboxed unless the server's own SVC_SERVER_SANDBOX=none says
- * otherwise (resolveSandbox), and a CLI run's "none" counts only by SVC_SANDBOX=none or a policy.json, trusted as it
- * is now, that says so (policySandbox); so a plan made before either rule, or before the operator changed the setting,
- * never takes a run below it. `dir` is the earlier run's folder, `<repo>/.svc/runs/<run>`.
- */
-export function planToReuse(dir: string, env: NodeJS.ProcessEnv): RunPlan {
-  const plan = readPlan(dir);
-  if (plan.sandbox.kind !== 'none') return plan;
-  const server = startedByServer(env);
-  const asked = server ? null
-    : policySandbox(refusingToStart(() => loadPolicyFile(resolve(dir, '..', '..', '..'))), false, env);
-  if (resolveSandbox(asked, env).kind === 'none') return plan;
-  const rule = server
-    ? 'a run a server starts is sandboxed (only SVC_SERVER_SANDBOX=none in the server\'s environment turns it off)'
-    : 'neither SVC_SANDBOX=none nor the project\'s trusted policy.json says so now';
-  throw new RefusedError(`Refusing to start: the earlier run's plan (${planPath(dir)}) runs the agent without a ` +
-    `sandbox, and ${rule}; start a new run instead`);
 }
 
 /** The warning a person sees (the launcher's stderr) and the run's log records (the worker) for an unconfined plan. */
@@ -204,82 +156,6 @@ export function unsandboxedWarning(mode: SandboxMode): string | null {
   const why = typeof mode.why === 'string' && mode.why !== '' ? mode.why : 'the run\'s plan says so';
   return `WARNING: the agent runs WITHOUT a sandbox (${why}): it can read everything this user can, ` +
     'including svc\'s keys and tokens. svc still ends every process it starts when the provider exits.';
-}
-
-/**
- * Whether a plan's command provider is the operator's entry as it stands now: the same argv and writable folders as
- * decideSettings resolves that entry to (a name alone is no proof: the operator may have defined it since).
- */
-function operatorRunsIt(provider: ResolvedProvider, env: NodeJS.ProcessEnv, workdir: string): boolean {
-  const operator = loadOperatorConfig(env);
-  if (!Object.hasOwn(operator.providers, provider.name)) return false;
-  const pathDirs = (env.PATH ?? '').split(':').filter(isAbsolute);
-  const use = { server: true, trusted: false, home: env.HOME || homedir(), workdir, pathDirs };
-  try {
-    const now = resolveProvider(provider.name, decideSettings(null, operator, use).config, env);
-    return JSON.stringify([now.argv, now.writable]) === JSON.stringify([provider.argv, provider.writable ?? []]);
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Refuses a server's resume or verify (SVC_ORIGIN names a server) of a plan a person made that runs their file's
- * redefinition of a built-in: the built-in would be another agent mid-run. Asked before the run is queued again.
- */
-export function refuseServersBuiltin(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string): void {
-  const { provider } = plan;
-  if (!startedByServer(env) || plan.authority === 'server' || provider.kind !== 'command') return;
-  if (!isBuiltin(provider.name) || operatorRunsIt(provider, env, workdir)) return;
-  throw new RefusedError(`Refusing to start: the run's plan runs .svc/config.json's "${provider.name}" in place of ` +
-    'the built-in, as a person trusted; a run a server starts never does: resume or verify it with svc start in ' +
-    'the project, or retry it (a new run, planned as the server plans one)');
-}
-
-/**
- * The plan a server's start of an earlier run goes by (the Control Plane's resume and verify: SVC_ORIGIN names a
- * server). A plan a person made holds what their trusted files allowed, which is theirs, as for a server's retry
- * (planForRetry): the run goes on with what the server's rule gives a new run, each setting left out said through
- * `note`: the operator's env names, the operator's provider as its entry stands now, and of any other provider the
- * folders inside the run's tree `workdir`, its program file shown alone (refuseServersBuiltin refused earlier a
- * redefined built-in).
- */
-export function serverShare(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string, note: (text: string) => void) {
-  if (!startedByServer(env) || plan.authority === 'server') return plan;
-  const operator = loadOperatorConfig(env);
-  const leftOut = (what: string) => note(`Refused ${what}: a run a server starts again does not use what a person's ` +
-    'trusted files allowed (only the operator can grant it, in ' + OPERATOR_FILES + '); the run goes on without it');
-  const passed = plan.passed_env.filter((name) => operator.env.includes(name));
-  for (const name of plan.passed_env.filter((n) => !passed.includes(n))) leftOut(`env ${name}`);
-  const { provider } = plan;
-  if (provider.kind !== 'command' || operatorRunsIt(provider, env, workdir)) return { ...plan, passed_env: passed };
-  const writable = (provider.writable ?? []).filter((path) => within(path, workdir));
-  for (const path of (provider.writable ?? []).filter((p) => !writable.includes(p))) {
-    leftOut(`providers.${provider.name}.writable "${path}"`);
-  }
-  return { ...plan, passed_env: passed, provider: { ...provider, writable, showFolder: false } };
-}
-
-/**
- * The plan's operator network grants that the operator's configuration still holds at this start: a retried, resumed
- * or verified run copies an earlier plan, and a grant the operator has withdrawn since must open nothing (as writable
- * folders, judged again at each start). An operator.json that cannot be read now keeps none.
- */
-export function operatorAllowNow(plan: RunPlan, env: NodeJS.ProcessEnv, note: (text: string) => void): string[] {
-  const granted = plan.operator_allow ?? [];
-  if (!granted.length) return [];
-  let current: string[];
-  try {
-    current = loadOperatorConfig(env).network;
-  } catch (err) {
-    note(`the operator's network grants are left out: its configuration cannot be read now (${errorMessage(err)})`);
-    return [];
-  }
-  const withdrawn = granted.filter((entry) => !current.includes(entry));
-  if (withdrawn.length) {
-    note(`operator network.allow ${withdrawn.join(', ')} left out: no longer in the operator's configuration`);
-  }
-  return granted.filter((entry) => current.includes(entry));
 }
 
 /** Programs whose first argument that is not an option is the script they run: the one file beside argv[0] checked

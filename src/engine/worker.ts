@@ -2,7 +2,8 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { endChildOnExit, exitCodeOf, onEndSignal, openRunContext, type RunContext } from './run-context.ts';
-import { operatorAllowNow, readPlan, serverShare, unsandboxedWarning, writePlan, type RunPlan } from './run-plan.ts';
+import { unsandboxedWarning, writePlan, type RunPlan } from './run-plan.ts';
+import { operatorAllowNow, readPlan, serverShare } from './plan-reuse.ts';
 import { passedValues } from '../spawn/start.ts';
 import { createWorktree } from './git.ts';
 import { identityOf, isChildOf, signalGroup } from './proc-group.ts';

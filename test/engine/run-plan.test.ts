@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
-import { refuseServersBuiltin, serverShare, type RunPlan } from '../../src/engine/run-plan.ts';
+import { refuseServersBuiltin, serverShare } from '../../src/engine/plan-reuse.ts';
+import type { RunPlan } from '../../src/engine/run-plan.ts';
 import { keptLocal, MAX_PLAN } from '../../src/engine/plain-tree.ts';
 
 

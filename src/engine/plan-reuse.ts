@@ -1,0 +1,138 @@
+// A plan written before, as a later start takes it (docs/engine.md): the worker reads its launcher's, a retry, resume
+// or verify an earlier run's; what a plan runs by is judged again against the operator's files as they are now.
+import { lstatSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { isAbsolute, join, resolve } from 'node:path';
+import { errorMessage, FailedError, RefusedError } from '../errors.ts';
+import { loadPolicyFile } from './policy.ts';
+import { decideSettings, loadOperatorConfig, OPERATOR_FILES } from './config.ts';
+import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.ts';
+import { MAX_PLAN, readOwnObject } from './plain-tree.ts';
+import { within } from '../spawn/bwrap-argv.ts';
+import { orNull } from '../spawn/tree.ts';
+import { resolveSandbox, startedByServer } from '../spawn/sandbox-mode.ts';
+import { localBy, policySandbox, refusingToStart, type RunPlan } from './run-plan.ts';
+
+const planPath = (dir: string) => join(dir, 'plan.json');
+
+/** The plan, provided it is svc's own file (readOwnObject: a plan another user planted could, say, run no sandbox). */
+export function readPlan(dir: string): RunPlan {
+  const plan = readOwnObject(dir, 'plan.json', MAX_PLAN);
+  const keys = ['policy', 'provider', 'passed_env', 'sandbox', 'push_target', 'notes'];
+  if (plan === null || !keys.every((k) => k in plan)) {
+    throw new FailedError(`The run has no readable plan (${planPath(dir)}, svc's own file): it was made ` +
+      'by an older svc or its folder was changed. Nothing is resolved again for a run made before: retry it ' +
+      '(a new run, planned anew when the old one has no plan)');
+  }
+  return plan as unknown as RunPlan;
+}
+
+/**
+ * For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all, or when a server
+ * retries a run a person planned: what that person's trusted files allowed is theirs, so the server plans the retry
+ * as it plans a new run (docs/engine.md).
+ */
+export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | null {
+  if (orNull(() => lstatSync(planPath(dir))) === null) return null;
+  if (startedByServer(env) && readPlan(dir).authority !== 'server') return null;
+  // Staying local is the retrying command's choice, as for a new run, not the old run's.
+  const { local: _old, ...plan } = planToReuse(dir, env);
+  return { ...plan, ...localBy(env) };
+}
+
+/**
+ * An earlier run's plan that a retry, resume or verify runs by. A plan that runs the agent without a sandbox is judged
+ * again as a new run would be: a server's run is sandboxed unless the server's own SVC_SERVER_SANDBOX=none says
+ * otherwise (resolveSandbox), and a CLI run's "none" counts only by SVC_SANDBOX=none or a policy.json, trusted as it
+ * is now, that says so (policySandbox); so a plan made before either rule, or before the operator changed the setting,
+ * never takes a run below it. `dir` is the earlier run's folder, `<repo>/.svc/runs/<run>`.
+ */
+export function planToReuse(dir: string, env: NodeJS.ProcessEnv): RunPlan {
+  const plan = readPlan(dir);
+  if (plan.sandbox.kind !== 'none') return plan;
+  const server = startedByServer(env);
+  const asked = server ? null
+    : policySandbox(refusingToStart(() => loadPolicyFile(resolve(dir, '..', '..', '..'))), false, env);
+  if (resolveSandbox(asked, env).kind === 'none') return plan;
+  const rule = server
+    ? 'a run a server starts is sandboxed (only SVC_SERVER_SANDBOX=none in the server\'s environment turns it off)'
+    : 'neither SVC_SANDBOX=none nor the project\'s trusted policy.json says so now';
+  throw new RefusedError(`Refusing to start: the earlier run's plan (${planPath(dir)}) runs the agent without a ` +
+    `sandbox, and ${rule}; start a new run instead`);
+}
+
+/**
+ * Whether a plan's command provider is the operator's entry as it stands now: the same argv and writable folders as
+ * decideSettings resolves that entry to (a name alone is no proof: the operator may have defined it since).
+ */
+function operatorRunsIt(provider: ResolvedProvider, env: NodeJS.ProcessEnv, workdir: string): boolean {
+  const operator = loadOperatorConfig(env);
+  if (!Object.hasOwn(operator.providers, provider.name)) return false;
+  const pathDirs = (env.PATH ?? '').split(':').filter(isAbsolute);
+  const use = { server: true, trusted: false, home: env.HOME || homedir(), workdir, pathDirs };
+  try {
+    const now = resolveProvider(provider.name, decideSettings(null, operator, use).config, env);
+    return JSON.stringify([now.argv, now.writable]) === JSON.stringify([provider.argv, provider.writable ?? []]);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Refuses a server's resume or verify (SVC_ORIGIN names a server) of a plan a person made that runs their file's
+ * redefinition of a built-in: the built-in would be another agent mid-run. Asked before the run is queued again.
+ */
+export function refuseServersBuiltin(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string): void {
+  const { provider } = plan;
+  if (!startedByServer(env) || plan.authority === 'server' || provider.kind !== 'command') return;
+  if (!isBuiltin(provider.name) || operatorRunsIt(provider, env, workdir)) return;
+  throw new RefusedError(`Refusing to start: the run's plan runs .svc/config.json's "${provider.name}" in place of ` +
+    'the built-in, as a person trusted; a run a server starts never does: resume or verify it with svc start in ' +
+    'the project, or retry it (a new run, planned as the server plans one)');
+}
+
+/**
+ * The plan a server's start of an earlier run goes by (the Control Plane's resume and verify: SVC_ORIGIN names a
+ * server). A plan a person made holds what their trusted files allowed, which is theirs, as for a server's retry
+ * (planForRetry): the run goes on with what the server's rule gives a new run, each setting left out said through
+ * `note`: the operator's env names, the operator's provider as its entry stands now, and of any other provider the
+ * folders inside the run's tree `workdir`, its program file shown alone (refuseServersBuiltin refused earlier a
+ * redefined built-in).
+ */
+export function serverShare(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string, note: (text: string) => void) {
+  if (!startedByServer(env) || plan.authority === 'server') return plan;
+  const operator = loadOperatorConfig(env);
+  const leftOut = (what: string) => note(`Refused ${what}: a run a server starts again does not use what a person's ` +
+    'trusted files allowed (only the operator can grant it, in ' + OPERATOR_FILES + '); the run goes on without it');
+  const passed = plan.passed_env.filter((name) => operator.env.includes(name));
+  for (const name of plan.passed_env.filter((n) => !passed.includes(n))) leftOut(`env ${name}`);
+  const { provider } = plan;
+  if (provider.kind !== 'command' || operatorRunsIt(provider, env, workdir)) return { ...plan, passed_env: passed };
+  const writable = (provider.writable ?? []).filter((path) => within(path, workdir));
+  for (const path of (provider.writable ?? []).filter((p) => !writable.includes(p))) {
+    leftOut(`providers.${provider.name}.writable "${path}"`);
+  }
+  return { ...plan, passed_env: passed, provider: { ...provider, writable, showFolder: false } };
+}
+
+/**
+ * The plan's operator network grants that the operator's configuration still holds at this start: a retried, resumed
+ * or verified run copies an earlier plan, and a grant the operator has withdrawn since must open nothing (as writable
+ * folders, judged again at each start). An operator.json that cannot be read now keeps none.
+ */
+export function operatorAllowNow(plan: RunPlan, env: NodeJS.ProcessEnv, note: (text: string) => void): string[] {
+  const granted = plan.operator_allow ?? [];
+  if (!granted.length) return [];
+  let current: string[];
+  try {
+    current = loadOperatorConfig(env).network;
+  } catch (err) {
+    note(`the operator's network grants are left out: its configuration cannot be read now (${errorMessage(err)})`);
+    return [];
+  }
+  const withdrawn = granted.filter((entry) => !current.includes(entry));
+  if (withdrawn.length) {
+    note(`operator network.allow ${withdrawn.join(', ')} left out: no longer in the operator's configuration`);
+  }
+  return granted.filter((entry) => current.includes(entry));
+}
