@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { RefusedError } from '../errors.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 import { GitRedirectedError } from './git.ts';
-import { withoutSecrets } from './text.ts';
+import { redactSecrets } from './text.ts';
 
 // Quoted variables in a `case` pattern match literally.
 const ASKPASS = `#!/bin/sh
@@ -68,7 +68,7 @@ export class CredentialRedirectError extends RefusedError {}
 
 /** `scheme://host[:port]/path` of a URL, for a message: no user name, password, query or fragment. */
 function shown(url: string): string {
-  return withoutSecrets(url, 'bare').replace(/\/info\/refs$/, '');
+  return redactSecrets(url, 'bare').replace(/\/info\/refs$/, '');
 }
 
 /** Where `url`'s server redirects git's first request, asked without a credential (TLS trusting what git would). */

@@ -27,7 +27,7 @@ import {
 } from './run-event.ts';
 import { readRunBatch, readRunKey, type RunBatch, type SkipReport } from './run-batch.ts';
 import { realOrNull } from '../spawn/tree.ts';
-import { withoutSecrets } from './text.ts';
+import { redactSecrets } from './text.ts';
 
 /** Said once (SkipReport) for the lines a batch leaves out because ingest would refuse them. */
 const REFUSED_LINES = 'events.jsonl lines ingest refuses';
@@ -138,7 +138,7 @@ function shippableArtifact(
   rel: string, content: Buffer, state: RunState, skip: SkipReport,
 ): NonNullable<IngestBatch['artifacts']> {
   if (!isArtifactPath(rel)) {
-    skip(`artifacts/${withoutSecrets(rel)}`,
+    skip(`artifacts/${redactSecrets(rel)}`,
       'left out: ingest takes only a name relative with no "..", NUL, backslash or credential');
     return [];
   }
