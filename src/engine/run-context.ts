@@ -11,7 +11,8 @@ import { artifactsDir, runDir } from './paths.ts';
 import {
   isChildOf, isWorkerOf, killNamespace, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity,
 } from './proc-group.ts';
-import { createShipLoop, createShipper, markPending, type ControlItem } from './shipper.ts';
+import { createShipLoop, createShipper, type ControlItem } from './shipper.ts';
+import { markPending } from './ship-pending.ts';
 import { noWorkerComing, procStart, workerAlive } from './proc-group.ts';
 import { addUsage, createOutputReader, type Usage } from './providers.ts';
 import { keptLocal, openRunFolder, readPlainIn } from './plain-tree.ts';
