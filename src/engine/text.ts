@@ -1,5 +1,5 @@
-// Small text helpers for untrusted input: fences that content cannot close, markdown specs, a field as text, secrets
-// cut from what a run logs, what an error names and what an artifact is called.
+// Small text helpers for untrusted input: fences that content cannot close, markdown specs, secrets cut from what a
+// run logs, what an error names and what an artifact is called.
 
 // A password holding spaces or tabs, taken to its `@` when one follows on the line: `user:` and what is no port (digits
 // then a space or anything but a word character or `@`: `redis://cache:6379 up`, `http://localhost:3000, log in`,
@@ -147,10 +147,4 @@ export function markdownSpec(title: string, lead: string[], sections: Record<str
   if (lead.length) parts.push(...lead, '');
   for (const [heading, lines] of Object.entries(sections)) parts.push(`## ${heading}`, '', ...lines, '');
   return parts.join('\n');
-}
-
-export function str(value: unknown): string | null {
-  if (typeof value === 'string' && value.trim() !== '') return value;
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  return null;
 }
