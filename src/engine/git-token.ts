@@ -99,6 +99,13 @@ function redirectTarget(url: string, service: string, env: NodeJS.ProcessEnv): P
   });
 }
 
+/** Why a git to a remote failed, for an error: its first stderr line, cut as a log's is (git drops a password from the
+ * URL it names only up to its first `@`), else how it ended. */
+export function gitFailure(done: { stderr: string; status: number | null }, timeoutMs: number): string {
+  const said = redactSecrets(done.stderr.split('\n').map((l) => l.trim()).find(Boolean) ?? '');
+  return said || (done.status === null ? `no answer within ${Math.round(timeoutMs / 1000)} s` : `exit ${done.status}`);
+}
+
 /** The refusal for a git to `url` that met a redirect: it names both places when the server says where it points. */
 export async function redirectRefusal(
   url: string, service: GitService, env: NodeJS.ProcessEnv,
