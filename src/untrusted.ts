@@ -32,6 +32,13 @@ export function str(value: unknown): string | null {
   return typeof value === 'string' && value !== '' ? value : null;
 }
 
+/** A field as text: a string that is not blank, or a finite number (an id a vendor sends either way); else null. */
+export function textOf(value: unknown): string | null {
+  if (typeof value === 'string' && value.trim() !== '') return value;
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  return null;
+}
+
 /** The value when it is one of `allowed` (a closed set: statuses, classes, kinds), else null. */
 export function oneOf<T>(value: unknown, allowed: readonly T[]): T | null {
   return (allowed as readonly unknown[]).includes(value) ? (value as T) : null;

@@ -8,7 +8,7 @@ import { controlClientOf } from './runs.ts';
 import { controlFailed } from '../engine/control-url.ts';
 import { safeJson } from '../safe-json.ts';
 import { oneLine } from '../webhook-sources.ts';
-import { obj } from '../untrusted.ts';
+import { list, obj } from '../untrusted.ts';
 
 export const HELP = `Usage:
   svc control serve [--host HOST] [--port PORT] [--db PATH]
@@ -68,13 +68,12 @@ async function controlImport(io: CliIo, args: string[]): Promise<number> {
     io.stdout(`${safeJson(result)}\n`);
     return 0;
   }
-  const skipped = Array.isArray(result.skipped) ? result.skipped : [];
   // Events the runs shipped as they ran are there already: "0 events" alone read as if the import lost them.
   const there = Number(result.duplicates) > 0 ? ` (and ${Number(result.duplicates)} it already had)` : '';
   const counts = `${count(result.runs, 'run')}, ${count(result.events, 'event')}${there}, `
     + count(result.artifacts, 'artifact');
   io.stdout(`Imported ${dir} into the Control Plane at ${url}: ${counts}; runs may now be started there\n`);
-  for (const entry of skipped) {
+  for (const entry of list(result.skipped)) {
     io.stdout(`  skipped ${oneLine(String(obj(entry).entry))}: ${oneLine(String(obj(entry).reason))}\n`);
   }
   return 0;

@@ -7,8 +7,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
 import { NotFoundError, UsageError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
-import { addTrust, readEngineConfigFile, readTrust, revokeTrust, trustFile } from '../engine/config.ts';
-import { decideSettings } from '../engine/config.ts';
+import { addTrust, decideSettings, readEngineConfigFile, readTrust, revokeTrust, trustFile } from '../engine/config.ts';
 import { loadPolicyFile, PolicyError, type Policy } from '../engine/policy.ts';
 import { hash } from 'node:crypto';
 

@@ -12,7 +12,7 @@ import { eventData } from './event-bus.ts';
 import { str } from '../untrusted.ts';
 import { handedRunKey } from '../engine/ids.ts';
 import { runContainerRow } from '../engine/run-event.ts';
-import { logWithoutSecrets, withoutSecrets } from '../engine/text.ts';
+import { logWithoutSecrets, redactSecrets } from '../engine/text.ts';
 import type { IngestResult } from '../client/types.ts';
 import { TERMINAL } from '../run-json.ts';
 
@@ -161,7 +161,7 @@ export function storeBatch(
   // A reply's error as a run's log keeps it, and each URL in it to scheme and host: a chat reply URL's path is its
   // credential.
   const notifications = batch.notifications
-    .map((n) => (n.error === null ? n : { ...n, error: withoutSecrets(n.error, 'host') }));
+    .map((n) => (n.error === null ? n : { ...n, error: redactSecrets(n.error, 'host') }));
   if (notifications.length > 0) result.notifications = stores.notifications.ingest(source, notifications);
   if (batch.served_repos !== null) {
     stores.servedRepos.replace(source, batch.served_repos, now);

@@ -4,6 +4,7 @@ import { join, dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { writeJsonAtomic } from './safe-fs.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { obj, str, tryParseJson } from '../untrusted.ts';
 
 export const MAX_ANSWER_BYTES = 64 * 1024;
 
@@ -60,7 +61,7 @@ export function takeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, 
   try {
     mkdirSync(dirname(kept), { recursive: true });
     renameSync(path, kept);
-    const value = JSON.parse(readFileSync(kept, 'utf8')) as { answer?: unknown; by?: unknown };
+    const value = obj(tryParseJson(readFileSync(kept, 'utf8')));
     return typeof value.answer === 'string' ? answerOf(value.answer, value.by) : null;
   } catch {
     return null;
@@ -69,6 +70,5 @@ export function takeAnswer(env: NodeJS.ProcessEnv, source: string, run: string, 
 
 /** An answer as a record carries it (file or ingest item), capped; one naming no one (`unknown`) is no operator's. */
 export function answerOf(text: string, by: unknown): Answer {
-  const who = typeof by === 'string' && by !== '' ? by.slice(0, 300) : 'unknown';
-  return { text: text.slice(0, MAX_ANSWER_BYTES), by: who };
+  return { text: text.slice(0, MAX_ANSWER_BYTES), by: str(by)?.slice(0, 300) ?? 'unknown' };
 }

@@ -16,7 +16,7 @@ import { listPlain, openPlainPath, pathIn, readAgentFile, type PlainDir } from '
 import { withDir, writeNoFollow } from './safe-fs.ts';
 import { appendEvent, localRuns, writeState, type Found, type RunState } from './run-state.ts';
 import { runDir } from './paths.ts';
-import { markPending } from './shipper.ts';
+import { markPending } from './ship-pending.ts';
 import { isWebhookOrigin } from './spec.ts';
 import { readOrNull, realOrNull } from '../spawn/tree.ts';
 

@@ -1,7 +1,7 @@
 // Error-tracker input (DESIGN §6): an export, or an issue fetched with curl, rendered as the task spec.
 import type { Obj } from '../json-value.ts';
-import { list, objOrNull as obj, tryParseJson } from '../untrusted.ts';
-import { markdownSpec, str } from './text.ts';
+import { list, objOrNull as obj, textOf, tryParseJson } from '../untrusted.ts';
+import { markdownSpec } from './text.ts';
 import { oneLine } from '../webhook-sources.ts';
 import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
 import { runCollect } from '../spawn/start.ts';
@@ -31,10 +31,10 @@ function sectionValues(event: Obj | null, type: 'exception' | 'breadcrumbs'): Ob
 }
 
 function toFrame(raw: Obj) {
-  const file = str(raw.filename) ?? str(raw.absPath) ?? str(raw.abs_path) ?? str(raw.module) ?? '<unknown>';
+  const file = textOf(raw.filename) ?? textOf(raw.absPath) ?? textOf(raw.abs_path) ?? textOf(raw.module) ?? '<unknown>';
   const lineValue = raw.lineNo ?? raw.lineno;
   const line = typeof lineValue === 'number' ? lineValue : null;
-  const fn = str(raw.function) ?? str(raw.rawFunction) ?? '<anonymous>';
+  const fn = textOf(raw.function) ?? textOf(raw.rawFunction) ?? '<anonymous>';
   return { file: oneLine(file, 300), line, fn: oneLine(fn, 200), inApp: raw.inApp === true || raw.in_app === true };
 }
 
@@ -46,17 +46,17 @@ function framesOf(values: Obj[]) {
 }
 
 function crumbLine(c: Obj): string {
-  const when = str(c.timestamp) ?? '';
-  const tag = [str(c.category), str(c.level)].filter(Boolean).join('/');
-  const message = str(c.message) ?? (obj(c.data) ? JSON.stringify(c.data) : '');
-  return oneLine(`${when} [${tag || str(c.type) || 'event'}] ${message}`, 400);
+  const when = textOf(c.timestamp) ?? '';
+  const tag = [textOf(c.category), textOf(c.level)].filter(Boolean).join('/');
+  const message = textOf(c.message) ?? (obj(c.data) ? JSON.stringify(c.data) : '');
+  return oneLine(`${when} [${tag || textOf(c.type) || 'event'}] ${message}`, 400);
 }
 
 function tagValue(event: Obj | null, key: string): string | null {
   for (const t of list(event?.tags)) {
     const tag = obj(t);
-    if (tag && tag.key === key) return str(tag.value);
-    if (Array.isArray(t) && t[0] === key) return str(t[1]);
+    if (tag && tag.key === key) return textOf(tag.value);
+    if (Array.isArray(t) && t[0] === key) return textOf(t[1]);
   }
   return null;
 }
@@ -67,23 +67,23 @@ export function errtrackSpec(input: unknown): { spec: string; brief: string } {
   const values = sectionValues(event, 'exception');
   const top = values[values.length - 1] ?? null;
   const meta = obj(issue?.metadata) ?? obj(event?.metadata);
-  const errorType = str(top?.type) ?? str(meta?.type);
-  const errorValue = str(top?.value) ?? str(meta?.value);
-  const named = str(issue?.title) ?? str(event?.title) ?? [errorType, errorValue].filter(Boolean).join(': ');
+  const errorType = textOf(top?.type) ?? textOf(meta?.type);
+  const errorValue = textOf(top?.value) ?? textOf(meta?.value);
+  const named = textOf(issue?.title) ?? textOf(event?.title) ?? [errorType, errorValue].filter(Boolean).join(': ');
   const title = oneLine(named || 'Unknown error', 300);
   const error = [errorType && oneLine(errorType, 200), errorValue && oneLine(errorValue, 1000)]
     .filter(Boolean).join(': ') || title;
   const frames = framesOf(values).slice(0, 40)
     .map((f) => `- ${f.file}:${f.line ?? '?'} in ${f.fn}${f.inApp ? '' : ' (library)'}`);
   const breadcrumbs = sectionValues(event, 'breadcrumbs').slice(-30).map((c) => `- ${crumbLine(c)}`);
-  const release = str(obj(event?.release)?.version) ?? str(event?.release) ?? tagValue(event, 'release')
-    ?? str(obj(issue?.lastRelease)?.version);
-  const shortId = str(issue?.shortId);
-  const link = str(issue?.permalink) ?? str(event?.web_url);
+  const release = textOf(obj(event?.release)?.version) ?? textOf(event?.release) ?? tagValue(event, 'release')
+    ?? textOf(obj(issue?.lastRelease)?.version);
+  const shortId = textOf(issue?.shortId);
+  const link = textOf(issue?.permalink) ?? textOf(event?.web_url);
   const context = [
     `- Release: ${release ?? 'unknown'}`,
-    `- Environment: ${str(event?.environment) ?? tagValue(event, 'environment') ?? 'unknown'}`,
-    `- Culprit: ${str(event?.culprit) ?? str(issue?.culprit) ?? 'unknown'}`,
+    `- Environment: ${textOf(event?.environment) ?? tagValue(event, 'environment') ?? 'unknown'}`,
+    `- Culprit: ${textOf(event?.culprit) ?? textOf(issue?.culprit) ?? 'unknown'}`,
     ...(shortId ? [`- Issue: ${shortId}`] : []),
     ...(link ? [`- Link: ${link}`] : []),
   ];

@@ -24,7 +24,7 @@ import { readOrNull } from '../spawn/tree.ts';
 import { tryParseJson } from '../untrusted.ts';
 import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
 import { ConflictError, FailedError, errorMessage } from '../errors.ts';
-import { withoutSecrets } from './text.ts';
+import { redactSecrets } from './text.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
 import { artifactsDir } from './paths.ts';
 import { readState, signsLater, type RunState } from './run-state.ts';
@@ -252,7 +252,7 @@ export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receip
     return null;
   } catch (err) {
     // Kept in the run's log, error and failure: no remote's token git or gh quoted.
-    const message = withoutSecrets(errorMessage(err));
+    const message = redactSecrets(errorMessage(err));
     ctx.event('pr', { opened: false, reason: message });
     return `Pull request not opened: ${message}`;
   }

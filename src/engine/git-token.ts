@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { RefusedError } from '../errors.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 import { GitRedirectedError } from './git.ts';
-import { withoutSecrets } from './text.ts';
+import { redactSecrets } from './text.ts';
 
 // Quoted variables in a `case` pattern match literally.
 const ASKPASS = `#!/bin/sh
@@ -68,7 +68,7 @@ export class CredentialRedirectError extends RefusedError {}
 
 /** `scheme://host[:port]/path` of a URL, for a message: no user name, password, query or fragment. */
 function shown(url: string): string {
-  return withoutSecrets(url, 'bare').replace(/\/info\/refs$/, '');
+  return redactSecrets(url, 'bare').replace(/\/info\/refs$/, '');
 }
 
 /** Where `url`'s server redirects git's first request, asked without a credential (TLS trusting what git would). */
@@ -97,6 +97,13 @@ function redirectTarget(url: string, service: string, env: NodeJS.ProcessEnv): P
       resolve(null);
     }
   });
+}
+
+/** Why a git to a remote failed, for an error: its first stderr line, cut as a log's is (git drops a password from the
+ * URL it names only up to its first `@`), else how it ended. */
+export function gitFailure(done: { stderr: string; status: number | null }, timeoutMs: number): string {
+  const said = redactSecrets(done.stderr.split('\n').map((l) => l.trim()).find(Boolean) ?? '');
+  return said || (done.status === null ? `no answer within ${Math.round(timeoutMs / 1000)} s` : `exit ${done.status}`);
 }
 
 /** The refusal for a git to `url` that met a redirect: it names both places when the server says where it points. */

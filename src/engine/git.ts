@@ -9,7 +9,7 @@ import { runSync } from '../spawn/start.ts';
 import { BadInputError, FailedError, RefusedError } from '../errors.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 import { allPids, orNull, readlinkOrNull, readOrNull, realOrNull } from '../spawn/tree.ts';
-import { withoutSecrets } from './text.ts';
+import { redactSecrets } from './text.ts';
 
 // Held whatever any config says; the `-c` values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
 const SAFE_GIT_CONFIG = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false',
@@ -126,7 +126,7 @@ export function git(
       throw new GitTimeoutError(`git ${command} did not end within its time limit in ${cwd}, so svc ended it`);
     }
     const stderr = String((err as { stderr?: unknown }).stderr ?? '').trim();
-    const message = `git ${command} failed${stderr ? `: ${withoutSecrets(stderr.split('\n')[0]!)}` : ''}`;
+    const message = `git ${command} failed${stderr ? `: ${redactSecrets(stderr.split('\n')[0]!)}` : ''}`;
     throw redirectedUrl(stderr) === null ? new FailedError(message) : new GitRedirectedError(message);
   }
 }

@@ -24,7 +24,7 @@ import {
 } from './run-state.ts';
 import { identityOf, workerAlive, workerComing } from './proc-group.ts';
 import { LAST_WORKER_WAIT_MS, refuseHeldRun, workerConflict, workerStillThere } from './last-worker.ts';
-import { markPending } from './shipper.ts';
+import { markPending } from './ship-pending.ts';
 import { adoptRepoName, claimCheckout, unwritable, type RepoRename } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';

@@ -3,8 +3,8 @@
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pushBranch, type PushTarget } from './git-push.ts';
-import { urlWithoutSecrets, withoutSecrets } from './text.ts';
-import { redirectRefusal, withGitToken } from './git-token.ts';
+import { urlWithoutSecrets } from './text.ts';
+import { gitFailure, redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitConfigEnv, gitExtraEnv, redirectedUrl } from './git.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError, UnavailableError } from '../errors.ts';
@@ -170,10 +170,8 @@ async function lsRemote(
     ));
     if (done.status === 0) return null;
     if (redirectedUrl(done.stderr) !== null) throw await redirectRefusal(url, 'git-upload-pack', env);
-    // git drops a password from the URL it names only up to its first `@`: its words are cut as a log's are.
-    const said = withoutSecrets(done.stderr.split('\n').map((l) => l.trim()).find(Boolean) ?? '') ||
-      (done.status === null ? `no answer within ${LS_REMOTE_TIMEOUT_MS / 1000} s` : `exit ${done.status}`);
-    return { said, refused: done.status !== null && !ORIGIN_UNREACHABLE.test(done.stderr) };
+    const refused = done.status !== null && !ORIGIN_UNREACHABLE.test(done.stderr);
+    return { said: gitFailure(done, LS_REMOTE_TIMEOUT_MS), refused };
   });
 }
 

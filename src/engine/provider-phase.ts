@@ -9,7 +9,7 @@ import {
   type ResolvedProvider,
 } from './providers.ts';
 import { oneLine } from '../webhook-sources.ts';
-import { withoutSecrets } from './text.ts';
+import { redactSecrets } from './text.ts';
 import {
   AgentFolderError, clearAgentName, makePlainPath, replaceAgentFile, replaceNoFollowIn, UnsafePathError, withDir,
   writeNoFollow,
@@ -59,8 +59,8 @@ function takeQuestion(ctx: RunContext, path: string, running: boolean): void {
   const text = readAgentFile(path, QUESTION_CAP) ?? '';
   if (running && text.trim() === '') return;
   clearAgentName(path);
-  // Kept in state.json, which the signer's copy and the Control Plane get: no secret it quotes (withoutSecrets).
-  const question = oneLine(withoutSecrets(text), 2000) || 'The provider asked for input without saying what';
+  // Kept in state.json, which the signer's copy and the Control Plane get: no secret it quotes (redactSecrets).
+  const question = oneLine(redactSecrets(text), 2000) || 'The provider asked for input without saying what';
   recordQuestion(ctx, question);
   block(ctx, question);
 }
@@ -138,7 +138,7 @@ function createOutputLog(ctx: RunContext) {
       }
       if (events++ >= LOG_EVENTS_CAP) return;
       // Scrubbed before it is cut short: cut first, a secret across the cut would keep its first half.
-      const text = line.length > LOG_LINE_CAP ? `${withoutSecrets(line).slice(0, LOG_LINE_CAP)}…` : line;
+      const text = line.length > LOG_LINE_CAP ? `${redactSecrets(line).slice(0, LOG_LINE_CAP)}…` : line;
       ctx.event('log', { stream, text });
       if (events === LOG_EVENTS_CAP) {
         ctx.event('log', { stream: 'svc', text: 'further provider output is only in provider.log' });

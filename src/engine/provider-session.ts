@@ -4,7 +4,7 @@ import type { RunContext } from './run-context.ts';
 import type { ProviderSession } from './run-state.ts';
 import { adapterOf, modelSilent, type ResolvedProvider, type SessionSighting, type Usage } from './providers.ts';
 import { oneLine } from '../webhook-sources.ts';
-import { fence, withoutSecrets } from './text.ts';
+import { fence, redactSecrets } from './text.ts';
 
 export type Invocation =
   | { way: 'fresh'; argv: string[]; prompt: string }
@@ -67,7 +67,7 @@ export function recordSightings(ctx: RunContext, seen: SessionSighting): void {
   change(ctx, (session) => ({
     id: seen.id ?? session.id,
     // state.json, which holds it, goes to the signer's copy and the Control Plane: no secret the CLI quoted.
-    last_output: seen.said === null ? session.last_output : withoutSecrets(seen.said).slice(-SAID_CAP),
+    last_output: seen.said === null ? session.last_output : redactSecrets(seen.said).slice(-SAID_CAP),
   }));
 }
 

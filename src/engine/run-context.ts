@@ -11,7 +11,8 @@ import { artifactsDir, runDir } from './paths.ts';
 import {
   isChildOf, isWorkerOf, killNamespace, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity,
 } from './proc-group.ts';
-import { createShipLoop, createShipper, markPending, type ControlItem } from './shipper.ts';
+import { createShipLoop, createShipper, type ControlItem } from './shipper.ts';
+import { markPending } from './ship-pending.ts';
 import { noWorkerComing, procStart, workerAlive } from './proc-group.ts';
 import { addUsage, createOutputReader, type Usage } from './providers.ts';
 import { keptLocal, openRunFolder, readPlainIn } from './plain-tree.ts';
@@ -19,7 +20,7 @@ import { countOrNull, figure, objOrNull, tryParseJson } from '../untrusted.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { makePlainDirsIn, openRunDir, replaceNoFollowIn, UnsafePathError, withDir } from './safe-fs.ts';
 import { setting } from '../settings-registry.ts';
-import { logWithoutSecrets, withoutSecrets } from './text.ts';
+import { logWithoutSecrets, redactSecrets } from './text.ts';
 
 const STOP_GRACE_MS = 5_000;
 
@@ -133,8 +134,8 @@ export function openRunContext(
       const name = parts.pop()!;
       // No name that leaves artifacts/, nor one carrying a secret to every list (ingest refuses both, isArtifactPath).
       const leaves = [...parts, name].some((part) => part === '' || part === '.' || part === '..');
-      if (leaves || withoutSecrets(path) !== path) {
-        throw new UnsafePathError(`"${withoutSecrets(path)}" is no artifact name in "${artifactsDir(dir)}"`);
+      if (leaves || redactSecrets(path) !== path) {
+        throw new UnsafePathError(`"${redactSecrets(path)}" is no artifact name in "${artifactsDir(dir)}"`);
       }
       // Every folder level is held open and a link at the name refused: no link under artifacts/ is followed. Replaced
       // whole, so a receipt a --verify cannot write on a full disk leaves the one there as it was.

@@ -12,7 +12,7 @@ import { isJsonObject, MAX_JSON_DEPTH, nestsDeeperThan } from '../json-value.ts'
 import { oneOf } from '../untrusted.ts';
 import { timeMs } from '../iso-time.ts';
 import { isValidSegment } from './ids.ts';
-import { jsonWithoutSecrets, withoutSecrets } from './text.ts';
+import { jsonWithoutSecrets, redactSecrets } from './text.ts';
 
 const KIND = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 
@@ -26,7 +26,7 @@ function bad(where: string, what: string): never {
 /**
  * Whether ingest takes an artifact at `path` (control/params.ts checkArtifactPath): relative, no empty, "." or ".."
  * segment, no NUL, no backslash (some filesystems treat it as a separator), at most 1024 characters, and no secret
- * withoutSecrets would cut (a name goes to the Control Plane's lists, its UI and receipts, which no scrub reads again).
+ * redactSecrets would cut (a name goes to the Control Plane's lists, its UI and receipts, which no scrub reads again).
  * A name with a secret is refused, not cut: cut, it would name a different file, and two could become one. A runner's
  * shipper and an import leave out a file whose name it is not, rather than have the whole batch refused; the engine
  * writes none (run-context.ts saveArtifact).
@@ -40,7 +40,7 @@ export function isArtifactPath(path: string): boolean {
     path.includes('\0') ||
     /^[A-Za-z]:/.test(path) ||
     path.split('/').some((s) => s === '' || s === '.' || s === '..') ||
-    withoutSecrets(path) !== path
+    redactSecrets(path) !== path
   );
 }
 
@@ -124,7 +124,7 @@ export function validateRun(v: unknown, where: string, source: string, now: numb
   for (const f of TEXT_FIELDS) {
     const text = orNull<string>(`${where}.${f}`, v[f], (x) => typeof x === 'string' && x.length <= MAX_TEXT,
       'must be a string or null');
-    input[f] = text === null ? null : withoutSecrets(text);
+    input[f] = text === null ? null : redactSecrets(text);
   }
   for (const f of INT_FIELDS) {
     input[f] = orNull(`${where}.${f}`, COUNT_FIELDS.includes(f) ? wholeOrNull(v[f]) : v[f], Number.isSafeInteger,
@@ -157,7 +157,7 @@ function validateFailure(where: string, v: unknown, status: RunStatus): RunFailu
   }
   if (typeof v.retryable !== 'boolean') bad(`${where}.retryable`, 'must be true or false');
   if (status !== 'failed' && status !== 'stopped') return null;
-  return { class: cls, reason: withoutSecrets(v.reason as string), retryable: v.retryable as boolean };
+  return { class: cls, reason: redactSecrets(v.reason as string), retryable: v.retryable as boolean };
 }
 
 /**

@@ -21,7 +21,7 @@ import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 import { PrlimitMissingError } from '../spawn/limits.ts';
 import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
 import { orNull } from '../spawn/tree.ts';
-import { jsonWithoutSecrets, withoutSecrets } from './text.ts';
+import { jsonWithoutSecrets, redactSecrets } from './text.ts';
 
 export type WorkerMode = 'start' | 'resume' | 'verify';
 
@@ -344,7 +344,7 @@ const CLASS_OF_CODE: Readonly<Record<SvcErrorCode, FailureClass>> = {
 
 /** The failure an error that ended a run means; an error that is not svc's own (an errno: disk, files) is infra. */
 export function failureOf(err: unknown): RunFailure {
-  const reason = withoutSecrets(errorMessage(err));
+  const reason = redactSecrets(errorMessage(err));
   const config = err instanceof ProviderMissingError || err instanceof SandboxUnavailableError ||
     err instanceof PrlimitMissingError || err instanceof PolicyError || err instanceof TrustNeededError;
   return runFailure(config ? 'config' : err instanceof SvcError ? CLASS_OF_CODE[err.code] : 'infra', reason);

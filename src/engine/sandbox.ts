@@ -18,7 +18,7 @@ import type { ResolvedProvider } from './providers.ts';
 import { dropRunLayer } from '../spawn/provider-home.ts';
 import { setting } from '../settings-registry.ts';
 import { isRoutedRepoName } from './spec.ts';
-import { withoutSecrets } from './text.ts';
+import { redactSecrets } from './text.ts';
 
 /** How this run's agents are confined: the mode, and (sandboxed) the egress gate that is their only route out. */
 export interface RunSandbox {
@@ -52,7 +52,7 @@ const MIB = 1024 * 1024;
 
 // A URL's user name and password, wherever a config value holds one, and its query and fragment, where tokens ride
 // too (`?private_token=`, `?access_token=`) and nothing git needs to find a repository does.
-export const scrubbed = (text: string): string => withoutSecrets(text, 'bare');
+export const scrubbed = (text: string): string => redactSecrets(text, 'bare');
 // What git needs of the config inside, by key (`section.*`: a section's keys outside subsections; `<sub>`: any
 // subsection): the repository's format and worktree, its remotes, branches and submodules, url rewrites, the author,
 // how it pulls and merges, its hooks path (hooks run inside, as the agent's own programs do), TLS trust, and of the

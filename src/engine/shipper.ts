@@ -1,24 +1,18 @@
-// Sends a run folder to the Control Plane (POST /v1/ingest) a batch at a time (run-batch.ts), resumable from ship.json;
-// when a run ships, and the one recovery (docs/engine.md "Shipping to the Control Plane").
-import { lstatSync, rmSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
-import { performance } from 'node:perf_hooks';
+// Sends a run folder to the Control Plane (POST /v1/ingest) a batch at a time (run-batch.ts), resumable from ship.json,
+// and the worker's live loop that ships a run as it changes (docs/engine.md "Shipping to the Control Plane"). A run its
+// loop could not ship is left to the recovery (ship-recovery.ts).
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createControlClient, ControlApiError } from '../client/client.ts';
 import type { IngestBatch, IngestResult } from '../client/types.ts';
 import {
   controlFailed, controlToken, discoverControlUrl, homeTokenGoes, isSameMachine, sayWithheld,
 } from './control-url.ts';
-import { makePlainPath, withDir, writeJsonAtomic, writeNoFollowIn } from './safe-fs.ts';
-import { isValidSegment } from './ids.ts';
-import { runDir } from './paths.ts';
+import { writeJsonAtomic } from './safe-fs.ts';
 import { errorMessage } from '../errors.ts';
 import { signsLater, toRunJson, type RunState } from './run-state.ts';
-import { workerStillThere } from './last-worker.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
-import {
-  keptLocal, openPlainPath, openRunFolder, pathIn, plainEntries, readOwnObject, skipReason,
-} from './plain-tree.ts';
+import { openRunFolder, skipReason } from './plain-tree.ts';
 import { isJsonObject, type Obj } from '../json-value.ts';
 import { list, obj, tryParseJson } from '../untrusted.ts';
 import {
@@ -26,8 +20,8 @@ import {
   withoutSignerFields,
 } from './run-event.ts';
 import { readRunBatch, readRunKey, type RunBatch, type SkipReport } from './run-batch.ts';
-import { realOrNull } from '../spawn/tree.ts';
-import { withoutSecrets } from './text.ts';
+import { redactSecrets } from './text.ts';
+import { clearPending, markPending } from './ship-pending.ts';
 
 /** Said once (SkipReport) for the lines a batch leaves out because ingest would refuse them. */
 const REFUSED_LINES = 'events.jsonl lines ingest refuses';
@@ -138,7 +132,7 @@ function shippableArtifact(
   rel: string, content: Buffer, state: RunState, skip: SkipReport,
 ): NonNullable<IngestBatch['artifacts']> {
   if (!isArtifactPath(rel)) {
-    skip(`artifacts/${withoutSecrets(rel)}`,
+    skip(`artifacts/${redactSecrets(rel)}`,
       'left out: ingest takes only a name relative with no "..", NUL, backslash or credential');
     return [];
   }
@@ -270,30 +264,6 @@ export function createShipper(
   };
 }
 
-/** The project of a run folder `<repo>/.svc/runs/<run>`. */
-function projectOf(dir: string): string {
-  return dirname(dirname(dirname(dir)));
-}
-
-/** Marks the run for the next svc command to ship; not a run kept local, which only a named `svc ship` sends. */
-export function markPending(dir: string): void {
-  if (keptLocal(dir)) return;
-  try {
-    const pending = makePlainPath(projectOf(dir), ['.svc', 'ship-pending'], 0o777);
-    withDir(pending, () => writeNoFollowIn(pending, basename(dir), ''));
-  } catch {
-    // a project svc cannot write: `svc ship` remains the way
-  }
-}
-
-function clearPending(dir: string): void {
-  // Inside .svc/ship-pending held open: a link the repository commits there is not followed to remove a file.
-  const project = projectOf(dir);
-  const pending = openPlainPath(realOrNull(project) ?? project, ['.svc', 'ship-pending']);
-  if ('failed' in pending) return;
-  withDir(pending, () => rmSync(pathIn(pending, basename(dir)), { force: true }));
-}
-
 /**
  * The most a worker's last ship (createShipLoop's close) takes in all before the run is left to the recovery
  * (markPending). Its worker clears its pid only after it (run-context.ts leave), and a resume or a verify waits at most
@@ -367,67 +337,4 @@ export function createShipLoop(
         '(or run `svc ship`)');
     },
   };
-}
-
-/** The most of a state.json read to find whether its worker is still there. */
-const MAX_STATE = 1024 * 1024;
-
-/** Runs waiting to be shipped in `repo`, oldest name first. */
-export function pendingRuns(repo: string): string[] {
-  return plainEntries(repo, ['.svc', 'ship-pending'], 'file').filter(isValidSegment);
-}
-
-/**
- * Ships `runs` while `budgetMs` lasts, each whole one losing its marker. A run refused on its own (403
- * forbidden_run, a bad batch, an unreadable folder) holds back no other: each is in `failures`, and loses its marker
- * too, since it would be refused again before every later command (`svc ship` still tries it). Only a failure every
- * run would meet now (failsEveryRun) ends the pass there, every marker kept. A run whose worker is still there
- * (last-worker.ts) is its worker's to ship: it is in `working`, its marker and ship.json as they were.
- */
-export async function shipRuns(
-  repo: string, runs: string[], env: NodeJS.ProcessEnv,
-  opts: {
-    budgetMs?: number; onSkip?: (run: string, entry: string, reason: string) => void;
-    /** How long in all the pass waits for the workers of ended runs to leave (`svc ship`); none by default. */
-    workerWaitMs?: number;
-    /** Each run sent whole again, its ship.json forgotten (`svc ship --all`). */
-    fromStart?: boolean;
-  } = {},
-): Promise<{
-  shipped: string[]; left: string[]; url: string | null; failures: Array<ShipFailure & { run: string }>;
-  working: Array<{ run: string; pid: number }>;
-}> {
-  const shipped: string[] = [];
-  const failures: Array<ShipFailure & { run: string }> = [];
-  const working: Array<{ run: string; pid: number }> = [];
-  let url: string | null = null;
-  const deadline = performance.now() + (opts.budgetMs ?? Infinity);
-  const waitsUntil = performance.now() + (opts.workerWaitMs ?? 0);
-  for (const run of runs) {
-    if (performance.now() > deadline) break;
-    const dir = runDir(repo, run);
-    // Its worker ships it, and clears its pid only after its last ship (run-context.ts leave): a second shipper
-    // meanwhile would roll its ship.json back and send batches out of its order. The marker stays for a later pass.
-    const pid = await workerStillThere(() => {
-      const state = readOwnObject(dir, 'state.json', MAX_STATE);
-      return state && { run, pid: state.pid, proc_start: state.proc_start, verifier: state.verifier,
-        status: state.status };
-    }, Math.max(0, waitsUntil - performance.now()));
-    if (pid !== null) {
-      working.push({ run, pid });
-      continue;
-    }
-    // Never through a linked run folder (the shipper refuses one and says so).
-    if (opts.fromStart && lstatSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
-      rmSync(join(dir, 'ship.json'), { force: true });
-    }
-    const shipper = createShipper(dir, env, undefined, opts.onSkip && ((entry, why) => opts.onSkip!(run, entry, why)));
-    url = shipper.url;
-    const failure = await shipper.flush();
-    if (failure !== null) failures.push({ run, ...failure });
-    if (failure?.everyRun) break;
-    clearPending(dir);
-    if (failure === null) shipped.push(run);
-  }
-  return { shipped, left: runs.filter((r) => !shipped.includes(r)), url, failures, working };
 }

@@ -4,10 +4,10 @@ import { basename, relative, resolve } from 'node:path';
 import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
 import { errtrackSpec, fetchIssueExport, fetchJson } from './errtrack-spec.ts';
-import { fence, markdownSpec, str } from './text.ts';
+import { fence, markdownSpec } from './text.ts';
 import { oneLine } from '../webhook-sources.ts';
 import type { Obj } from '../json-value.ts';
-import { obj, objOrNull, tryParseJson } from '../untrusted.ts';
+import { obj, objOrNull, textOf, tryParseJson } from '../untrusted.ts';
 import { realOrNull } from '../spawn/tree.ts';
 import { within } from '../spawn/bwrap-argv.ts';
 import { openPlainDirIn, openPlainPath, pathIn, readPlainIn, type PlainDir } from './plain-tree.ts';
@@ -208,10 +208,10 @@ function readSnapshot(repo: string, dir: PlainDir, sub: string, name: string): O
 
 function issueOf(data: Obj, id: string) {
   return {
-    identifier: str(data.identifier) ?? id,
-    title: str(data.title),
-    description: str(data.description),
-    url: str(data.url),
+    identifier: textOf(data.identifier) ?? id,
+    title: textOf(data.title),
+    description: textOf(data.description),
+    url: textOf(data.url),
   };
 }
 

@@ -1,5 +1,5 @@
-// Small text helpers for untrusted input: fences that content cannot close, markdown specs, a field as text, secrets
-// cut from what a run logs, what an error names and what an artifact is called.
+// Small text helpers for untrusted input: fences that content cannot close, markdown specs, secrets cut from what a
+// run logs, what an error names and what an artifact is called.
 
 // A password holding spaces or tabs, taken to its `@` when one follows on the line: `user:` and what is no port (digits
 // then a space or anything but a word character or `@`: `redis://cache:6379 up`, `http://localhost:3000, log in`,
@@ -77,7 +77,7 @@ const AUTHORIZATION =
 /** What a run's log and errors keep of `text`: no URL's password or secret-named parameter, no gate job credential,
  * no Authorization header's credential (a CLI printing its proxy or base URL, git naming a remote with its token,
  * curl -v). Every cut of a secret from text is this one. */
-export function withoutSecrets(text: string, keep: UrlKept = 'marked'): string {
+export function redactSecrets(text: string, keep: UrlKept = 'marked'): string {
   // Exact looks first: a URL pattern tries every position and calls back for each URL, and `marked` cuts nothing of a
   // URL with no user info, query or fragment (most text names no URL, a registry's log names thousands of plain ones).
   const urls = keep !== 'marked' || (text.includes('://') && /[@?#;&]/.test(text));
@@ -85,20 +85,20 @@ export function withoutSecrets(text: string, keep: UrlKept = 'marked'): string {
   return (cut.includes('g1.') ? cut.replace(JOB_CREDENTIAL, 'g1.***') : cut).replace(AUTHORIZATION, '$1***');
 }
 
-/** A URL svc names alone (a remote in an error) withoutSecrets, its user info cut up to the last `@` before its path
+/** A URL svc names alone (a remote in an error), redacted: its user info cut up to the last `@` before its path
  * whatever lies between; in free text a space ends a URL (`https://h:8080 refused; mail ops@example.org` names no user
  * info). */
 export function urlWithoutSecrets(url: string): string {
   const alone = URL_ALONE.exec(url);
-  return withoutSecrets(alone ? cutUrl('marked', false)(alone[0], alone[1]!, alone[2]!) : url);
+  return redactSecrets(alone ? cutUrl('marked', false)(alone[0], alone[1]!, alone[2]!) : url);
 }
 
 const hideSecrets = (_key: string, value: unknown): unknown =>
-  typeof value === 'string' ? withoutSecrets(value) : value;
+  typeof value === 'string' ? redactSecrets(value) : value;
 // What each pattern above needs, as JSON.stringify writes it (it escapes none of these characters).
 const MAYBE_SECRET = /:\/\/|g1\.|authorization/i;
 
-/** JSON.stringify(value) with each string in it withoutSecrets: a secret is cut as the text it is, whatever JSON
+/** JSON.stringify(value) with each string in it redacted: a secret is cut as the text it is, whatever JSON
  * escapes it is written with (a tab as `\t`), and the line stays JSON. Most lines name no URL, credential or header:
  * a replacer call per value costs an ingested event 3-4 times its serialising, a look at the text far less. */
 export function jsonWithoutSecrets(value: unknown): string {
@@ -106,10 +106,10 @@ export function jsonWithoutSecrets(value: unknown): string {
   return MAYBE_SECRET.test(text) ? JSON.stringify(value, hideSecrets) : text;
 }
 
-/** A `.log` artifact's bytes withoutSecrets, read as latin1, each byte one character, so whatever is not a secret stays
+/** A `.log` artifact's bytes, redacted as latin1 text, each byte one character, so whatever is not a secret stays
  * byte for byte. */
 export function logWithoutSecrets(content: string | Buffer): Buffer {
-  return Buffer.from(withoutSecrets(Buffer.from(content).toString('latin1')), 'latin1');
+  return Buffer.from(redactSecrets(Buffer.from(content).toString('latin1')), 'latin1');
 }
 
 // None of the patterns above spans one of these, but AUTHORIZATION's name and scheme, which a header may end with.
@@ -147,10 +147,4 @@ export function markdownSpec(title: string, lead: string[], sections: Record<str
   if (lead.length) parts.push(...lead, '');
   for (const [heading, lines] of Object.entries(sections)) parts.push(`## ${heading}`, '', ...lines, '');
   return parts.join('\n');
-}
-
-export function str(value: unknown): string | null {
-  if (typeof value === 'string' && value.trim() !== '') return value;
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  return null;
 }

@@ -15,7 +15,7 @@ import { plainEngineFolder } from './safe-fs.ts';
 import type { RunSandbox } from './sandbox.ts';
 import { POLL_MS } from './budget-pause.ts';
 import { errorMessage, InfraError } from '../errors.ts';
-import { withoutSecrets } from './text.ts';
+import { redactSecrets } from './text.ts';
 import { settingInt } from '../settings-registry.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { inSpan, OpenSpan, Tracer, traceSettings, withSpan } from '../trace.ts';
@@ -227,7 +227,7 @@ export async function executeRun(
     }
   } catch (err) {
     // A git or forge error quotes a remote as it was given, a token in it too: every reader of the run gets this.
-    const message = withoutSecrets(errorMessage(err));
+    const message = redactSecrets(errorMessage(err));
     if (mode === 'verify') ctx.event('error', { message });
     else {
       const ended_at = new Date().toISOString();

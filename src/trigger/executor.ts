@@ -11,10 +11,10 @@ import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
 import {
-  identityOf, isLauncherOf, procStart, signalGroup, waitGroupGone, type OwnerCheck, type ProcIdentity,
+  identityOf, isLauncherOf, noWorkerComing, procStart, signalGroup, waitGroupGone, workerAlive, type OwnerCheck,
+  type ProcIdentity,
 } from '../engine/proc-group.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
-import { noWorkerComing, workerAlive } from '../engine/proc-group.ts';
 import { ORIGIN_REFUSAL_LINE, ORIGIN_REFUSALS, type OriginRefusal } from '../engine/answers.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { settingOr } from '../settings-registry.ts';

@@ -10,8 +10,8 @@ import type { ServedRepo } from './served-repos-file.ts';
 import { runCollect } from '../spawn/start.ts';
 import { errorMessage, FailedError } from '../errors.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv, gitTimeoutMs, redirectedUrl } from '../engine/git.ts';
-import { redirectRefusal, withGitToken } from '../engine/git-token.ts';
-import { urlWithoutSecrets, withoutSecrets } from '../engine/text.ts';
+import { gitFailure, redirectRefusal, withGitToken } from '../engine/git-token.ts';
+import { urlWithoutSecrets } from '../engine/text.ts';
 import { inTurn } from './queue.ts';
 import { makePlainDirIn, makePlainPath, UnsafePathError, withDir } from '../engine/safe-fs.ts';
 import { pathIn } from '../engine/plain-tree.ts';
@@ -50,7 +50,7 @@ function mirrorDir(stateDir: string, repo: ServedRepo): string {
 /** `git ls-remote --symref URL HEAD refs/heads/*`, and the default branch it names. */
 type Asked = { listing: string; branch: string };
 
-/** git's own reason (its first stderr line, withoutSecrets: git names a URL with what follows a password's `@`); never
+/** git's own reason (its first stderr line, redacted: git names a URL with what follows a password's `@`); never
  * holds the token. */
 export class ManagedGitError extends FailedError {}
 
@@ -73,9 +73,7 @@ function createManagedGit(env: NodeJS.ProcessEnv) {
     if (remote !== undefined && redirectedUrl(done.stderr) !== null) {
       throw new ManagedGitError(`${what}: ${(await redirectRefusal(remote.url, 'git-upload-pack', env)).message}`);
     }
-    const reason = withoutSecrets(done.stderr.split('\n').map((l) => l.trim()).find(Boolean) ?? '') ||
-      (done.status === null ? `no answer within ${Math.round(timeout / 1000)} s` : `exit ${done.status}`);
-    throw new ManagedGitError(`${what}: ${reason.slice(0, 300)}`);
+    throw new ManagedGitError(`${what}: ${gitFailure(done, timeout).slice(0, 300)}`);
   }
 
   const token = env.GITHUB_TOKEN || env.GH_TOKEN || null;

@@ -1,7 +1,7 @@
 // The one-line completion summary every origin receives (status, verdict, PR, cost, duration, run link), and what a
 // source's reply channel is (its sender and renderer are beside its handler, trigger/sources/<name>.ts).
 import { FailedError } from '../errors.ts';
-import { withoutSecrets } from '../engine/text.ts';
+import { redactSecrets } from '../engine/text.ts';
 import { capUtf8, oneLine } from '../webhook-sources.ts';
 import { runPageUrl, VERDICTS } from '../run-json.ts';
 import type { RunOutcome } from './executor.ts';
@@ -78,7 +78,7 @@ const DATA_BYTES = 500;
 /** Agent- or vendor-given text as a `data` piece: one line without secrets (a run's error may quote a remote with its
  * token), cut to DATA_BYTES of UTF-8, never inside a character. */
 export function data(text: string): Piece {
-  const line = oneLine(withoutSecrets(text));
+  const line = oneLine(redactSecrets(text));
   const cut = capUtf8(line, DATA_BYTES);
   return { data: cut === line ? line : `${cut}…` };
 }

@@ -13,8 +13,9 @@ import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { idleNode } from '../helpers/run-child.ts';
 import {
-  createShipLoop, createShipper, shipRuns, shipperClient, type ControlItem,
+  createShipLoop, createShipper, shipperClient, type ControlItem,
 } from '../../src/engine/shipper.ts';
+import { shipRuns } from '../../src/engine/ship-recovery.ts';
 import { readRunBatch } from '../../src/engine/run-batch.ts';
 import { controlToken, type ControlFound } from '../../src/engine/control-url.ts';
 import { openRunFolder } from '../../src/engine/plain-tree.ts';

@@ -12,7 +12,7 @@ import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
 import { Worker } from 'node:worker_threads';
-import { pieceEnd, urlWithoutSecrets, withoutSecrets } from '../../src/engine/text.ts';
+import { pieceEnd, urlWithoutSecrets, redactSecrets } from '../../src/engine/text.ts';
 
 const credential = mintJobCredential(randomBytes(32), { job: 'j1', run: 'r1', repo: 'acme' }, Date.now() + 3_600_000);
 const TOKEN = 'ghp_pushtoken0123456789';
@@ -136,7 +136,7 @@ describe('scrubbing a hostile line', () => {
   };
 
   it('cuts a log line of a million scheme characters or URL starts in one pass', { timeout: 30_000 }, async (t) => {
-    const cut = (text: string) => scrub('../../src/engine/text.ts', 'withoutSecrets', text, t.signal);
+    const cut = (text: string) => scrub('../../src/engine/text.ts', 'redactSecrets', text, t.signal);
     assert.equal(await cut(schemes), schemes);
     assert.equal(await cut(urls), urls);
     assert.equal(await cut(`${schemes} https://u:${TOKEN}@h/`), `${schemes} https://***@h/`);
@@ -145,7 +145,7 @@ describe('scrubbing a hostile line', () => {
   it('cuts a URL of a million parameter starts, or of one long parameter name, in one pass', { timeout: 30_000 },
     async (t) => {
       const cut = (text: string, keep = 'marked') =>
-        scrub('../../src/engine/text.ts', 'withoutSecrets', text, t.signal, keep);
+        scrub('../../src/engine/text.ts', 'redactSecrets', text, t.signal, keep);
       const starts = `https://h/${'?a'.repeat(MB / 2)}`;
       assert.equal(await cut(starts), starts);
       const name = `https://h/?${'token'.repeat(MB / 5)}`;
@@ -188,26 +188,26 @@ describe('scrubbing a hostile line', () => {
 describe('what the scrub keeps', () => {
   it('cuts a URL\'s user info but never across a quote: a JSON line without spaces keeps its fields', () => {
     const json = '{"homepage":"https://example.com","author":"dev@example.org"}';
-    assert.equal(withoutSecrets(json), json);
-    assert.equal(withoutSecrets(`{"url":"https://x-access-token:${TOKEN}@github.com/acme/api.git"}`),
+    assert.equal(redactSecrets(json), json);
+    assert.equal(redactSecrets(`{"url":"https://x-access-token:${TOKEN}@github.com/acme/api.git"}`),
       '{"url":"https://***@github.com/acme/api.git"}');
-    assert.equal(withoutSecrets(`<https://u:${TOKEN}@h/> 'ssh://git@h:22/r'`), "<https://***@h/> 'ssh://***@h:22/r'");
+    assert.equal(redactSecrets(`<https://u:${TOKEN}@h/> 'ssh://git@h:22/r'`), "<https://***@h/> 'ssh://***@h:22/r'");
   });
 
   it('cuts the credential of an Authorization or Proxy-Authorization header, curl -v\'s or a JSON one', () => {
     const basic = Buffer.from(`svc:${credential}`).toString('base64');
-    assert.equal(withoutSecrets(`> Proxy-Authorization: Basic ${basic}\r\n> Accept: */*`),
+    assert.equal(redactSecrets(`> Proxy-Authorization: Basic ${basic}\r\n> Accept: */*`),
       '> Proxy-Authorization: Basic ***\r\n> Accept: */*');
-    assert.equal(withoutSecrets(`< authorization: Bearer ${TOKEN}`), '< authorization: Bearer ***');
-    assert.equal(withoutSecrets(`Authorization:${TOKEN}`), 'Authorization:***');
-    assert.equal(withoutSecrets(`{"Authorization":"token ${TOKEN}","x":1}`), '{"Authorization":"token ***","x":1}');
+    assert.equal(redactSecrets(`< authorization: Bearer ${TOKEN}`), '< authorization: Bearer ***');
+    assert.equal(redactSecrets(`Authorization:${TOKEN}`), 'Authorization:***');
+    assert.equal(redactSecrets(`{"Authorization":"token ${TOKEN}","x":1}`), '{"Authorization":"token ***","x":1}');
   });
 
   it('cuts a header inside JSON-escaped text and leaves the line JSON: a stream-json event keeps its usage', () => {
     const command = `curl -H "Authorization: Bearer ${TOKEN}" https://api.github.com/user`;
     const line = JSON.stringify({ type: 'assistant', message: { content: [{ type: 'tool_use', input: { command } }],
       usage: { output_tokens: 7 } } });
-    const cut = withoutSecrets(line);
+    const cut = redactSecrets(line);
     assert.equal(cut.includes(TOKEN), false, cut);
     const event = JSON.parse(cut);
     assert.equal(event.message.content[0].input.command,
@@ -215,7 +215,7 @@ describe('what the scrub keeps', () => {
     assert.equal(event.message.usage.output_tokens, 7);
     // A JSON header object quoted inside a JSON string: its key's quotes are escaped too.
     const nested = JSON.stringify({ text: JSON.stringify({ Authorization: `Bearer ${TOKEN}` }) });
-    const nestedCut = withoutSecrets(nested);
+    const nestedCut = redactSecrets(nested);
     assert.equal(nestedCut.includes(TOKEN), false, nestedCut);
     assert.equal(JSON.parse(JSON.parse(nestedCut).text).Authorization, 'Bearer ***');
   });
@@ -228,7 +228,7 @@ describe('what the scrub keeps', () => {
       // A piece that would end at `cut`: pieceEnd says where it does; both sides are scrubbed on their own.
       for (let cut = 1; cut < line.length; cut++) {
         const end = pieceEnd(line.slice(0, cut));
-        const pieces = withoutSecrets(line.slice(0, end)) + withoutSecrets(line.slice(end));
+        const pieces = redactSecrets(line.slice(0, end)) + redactSecrets(line.slice(end));
         assert.equal(pieces.includes(TOKEN.slice(4)), false, `${line} cut at ${cut}: ${pieces}`);
       }
     }
@@ -238,20 +238,20 @@ describe('what the scrub keeps', () => {
     const line = `{"cmd":"curl -H 'Authorization:${' '.repeat(300)}Bearer ${TOKEN}' https://h/"}`;
     for (let cut = line.indexOf('Bearer'); cut < line.length; cut++) {
       const end = pieceEnd(line.slice(0, cut));
-      const pieces = withoutSecrets(line.slice(0, end)) + withoutSecrets(line.slice(end));
+      const pieces = redactSecrets(line.slice(0, end)) + redactSecrets(line.slice(end));
       assert.equal(pieces.includes(TOKEN.slice(4)), false, `cut at ${cut}: ${pieces.slice(-60)}`);
     }
   });
 
   it('cuts a secret-named parameter of a URL\'s query or fragment and keeps the others', () => {
-    assert.equal(withoutSecrets(`GET https://gitlab.example/api/v4/projects?private_token=${TOKEN}&per_page=5 200`),
+    assert.equal(redactSecrets(`GET https://gitlab.example/api/v4/projects?private_token=${TOKEN}&per_page=5 200`),
       'GET https://gitlab.example/api/v4/projects?private_token=***&per_page=5 200');
-    assert.equal(withoutSecrets(`"https://b.s3.example/k?X-Amz-Credential=AK%2F1&X-Amz-Signature=${TOKEN}"`),
+    assert.equal(redactSecrets(`"https://b.s3.example/k?X-Amz-Credential=AK%2F1&X-Amz-Signature=${TOKEN}"`),
       '"https://b.s3.example/k?X-Amz-Credential=***&X-Amz-Signature=***"');
-    assert.equal(withoutSecrets(`https://app.example/cb#access_token=${TOKEN}&state=s1`),
+    assert.equal(redactSecrets(`https://app.example/cb#access_token=${TOKEN}&state=s1`),
       'https://app.example/cb#access_token=***&state=s1');
     // A JSON-escaped line: the value stops at the escape, what follows stays.
-    assert.equal(withoutSecrets(`https://h/?sig=${TOKEN}\\nnext`), 'https://h/?sig=***\\nnext');
+    assert.equal(redactSecrets(`https://h/?sig=${TOKEN}\\nnext`), 'https://h/?sig=***\\nnext');
   });
 
   it('cuts the whole user info of a URL named alone, a password holding an @ or a quote', () => {
@@ -263,43 +263,43 @@ describe('what the scrub keeps', () => {
       'https://***@github.com/acme/api.git');
     // Free text starting with a URL is not a URL alone: a space ends the URL, a later `@` is no user info's.
     const refused = 'https://h:8080 refused; mail ops@example.org';
-    assert.equal(withoutSecrets(refused), refused);
+    assert.equal(redactSecrets(refused), refused);
     // A line of several URLs is free text: each one's user info is cut.
-    assert.equal(withoutSecrets(`https://u:${TOKEN}@h/ x https://u:${TOKEN}@h/`), 'https://***@h/ x https://***@h/');
+    assert.equal(redactSecrets(`https://u:${TOKEN}@h/ x https://u:${TOKEN}@h/`), 'https://***@h/ x https://***@h/');
     // In free text a quote still ends it: a JSON line keeps its fields.
-    assert.equal(withoutSecrets('{"u":"https://example.com","author":"dev@example.org"}'),
+    assert.equal(redactSecrets('{"u":"https://example.com","author":"dev@example.org"}'),
       '{"u":"https://example.com","author":"dev@example.org"}');
   });
 
   it('cuts user info and secret parameters whatever precedes a scheme, and a parameter after any separator', () => {
     for (const before of ['retry -', 'HTTP 404.', '+', '1', 'x.']) {
-      assert.equal(withoutSecrets(`${before}https://oauth2:${TOKEN}@gitlab.example/x`),
+      assert.equal(redactSecrets(`${before}https://oauth2:${TOKEN}@gitlab.example/x`),
         `${before}https://***@gitlab.example/x`);
     }
-    assert.equal(withoutSecrets(`https://h/x&token=${TOKEN}`), 'https://h/x&token=***');
-    assert.equal(withoutSecrets(`GET https://h/x&access_token=${TOKEN} 200`), 'GET https://h/x&access_token=*** 200');
+    assert.equal(redactSecrets(`https://h/x&token=${TOKEN}`), 'https://h/x&token=***');
+    assert.equal(redactSecrets(`GET https://h/x&access_token=${TOKEN} 200`), 'GET https://h/x&access_token=*** 200');
   });
 
   it('keeps a URL\'s scheme and host alone where its path is the credential, and no user info for git', () => {
-    assert.equal(withoutSecrets(`POST https://u:${TOKEN}@hooks.chata.example/services/T0/B0/${TOKEN}?a=1: 500`, 'host'),
+    assert.equal(redactSecrets(`POST https://u:${TOKEN}@hooks.chata.example/services/T0/B0/${TOKEN}?a=1: 500`, 'host'),
       'POST https://hooks.chata.example/… 500');
     // Whatever precedes a scheme, and a path percent-encoded.
     for (const before of ['retry -', 'failed ...', 'HTTP 404.', 'x +', 'url=']) {
-      assert.equal(withoutSecrets(`${before}https://hooks.chata.example/services/${TOKEN} 500`, 'host'),
+      assert.equal(redactSecrets(`${before}https://hooks.chata.example/services/${TOKEN} 500`, 'host'),
         `${before}https://hooks.chata.example/… 500`);
     }
-    assert.equal(withoutSecrets(`url=https://hooks.chata.example%2Fservices%2F${TOKEN}`, 'host'),
+    assert.equal(redactSecrets(`url=https://hooks.chata.example%2Fservices%2F${TOKEN}`, 'host'),
       'url=https://hooks.chata.example/…');
-    assert.equal(withoutSecrets(`url=https%3A%2F%2Fhooks.chata.example%2Fservices%2F${TOKEN}`, 'host'),
+    assert.equal(redactSecrets(`url=https%3A%2F%2Fhooks.chata.example%2Fservices%2F${TOKEN}`, 'host'),
       'url=https%3A%2F%2Fhooks.chata.example/…');
-    assert.equal(withoutSecrets(`"url":"https:\\/\\/hooks.chata.example\\/services\\/${TOKEN}"`, 'host'),
+    assert.equal(redactSecrets(`"url":"https:\\/\\/hooks.chata.example\\/services\\/${TOKEN}"`, 'host'),
       '"url":"https:\\/\\/hooks.chata.example/…');
-    assert.equal(withoutSecrets(`url = https://u:${TOKEN}@h/p.git?private_token=${TOKEN}#x`, 'bare'),
+    assert.equal(redactSecrets(`url = https://u:${TOKEN}@h/p.git?private_token=${TOKEN}#x`, 'bare'),
       'url = https://h/p.git');
   });
 
   it('cuts from the git config an agent sees an encoded user info and every `;` or `&` parameter', () => {
-    const bare = (text: string) => withoutSecrets(text, 'bare');
+    const bare = (text: string) => redactSecrets(text, 'bare');
     assert.equal(bare(`url = https://user%40corp:${TOKEN}@h/p.git`), 'url = https://h/p.git');
     assert.equal(bare(`url = https://${TOKEN}%3Ax@h/p.git`), 'url = https://h/p.git');
     // An `@` encoded: a host holds no `%`, so it still ends a user info.
@@ -314,7 +314,7 @@ describe('what the scrub keeps', () => {
   });
 
   it('keeps of a URL encoded once or more in a notification error its scheme and host alone', () => {
-    const host = (text: string) => withoutSecrets(text, 'host');
+    const host = (text: string) => redactSecrets(text, 'host');
     assert.equal(host(`POST https%253A%252F%252Fuser%253A${TOKEN}%2540hooks.example%252Fs%252F${TOKEN} failed`),
       'POST https%253A%252F%252Fhooks.example/… failed');
     assert.equal(host(`POST https:%2F%2Fuser:${TOKEN}@hooks.example/s/${TOKEN} failed`),
@@ -327,7 +327,7 @@ describe('what the scrub keeps', () => {
       'POST https://hooks.example/… failed');
     // A password's slash is encoded once more than the URL's own: it starts no path, and the user name is no host.
     assert.equal(host(`POST https%3A%2F%2Fbot%3Aa%252F${TOKEN}%40h%2Fp failed`), 'POST https%3A%2F%2Fh/… failed');
-    assert.equal(withoutSecrets(`url=https%3A%2F%2Fbot%3Aa%252F${TOKEN}%40h%2Fp`, 'bare'), 'url=https%3A%2F%2Fh/…');
+    assert.equal(redactSecrets(`url=https%3A%2F%2Fbot%3Aa%252F${TOKEN}%40h%2Fp`, 'bare'), 'url=https%3A%2F%2Fh/…');
     assert.equal(host(`POST https%253A%252F%252Fbot%253Aa%25252F${TOKEN}%2540h%252Fp failed`),
       'POST https%253A%252F%252Fh/… failed');
     // A URL inside another's query goes with the path it is in.
@@ -335,20 +335,20 @@ describe('what the scrub keeps', () => {
   });
 
   it('cuts a password holding a space up to its `@` on the line, never ordinary text after a URL', () => {
-    assert.equal(withoutSecrets(`fatal: https://u:pa ss${TOKEN}@github.com/acme/api.git`),
+    assert.equal(redactSecrets(`fatal: https://u:pa ss${TOKEN}@github.com/acme/api.git`),
       'fatal: https://***@github.com/acme/api.git');
-    assert.equal(withoutSecrets(`{"cmd":"git clone https://u:a b${TOKEN}@h/r.git x"}`),
+    assert.equal(redactSecrets(`{"cmd":"git clone https://u:a b${TOKEN}@h/r.git x"}`),
       '{"cmd":"git clone https://***@h/r.git x"}');
     // The same where a URL keeps its host alone, or what git needs.
-    assert.equal(withoutSecrets(`POST https://u:pa ss${TOKEN}@hooks.example/s/${TOKEN} failed`, 'host'),
+    assert.equal(redactSecrets(`POST https://u:pa ss${TOKEN}@hooks.example/s/${TOKEN} failed`, 'host'),
       'POST https://hooks.example/… failed');
-    assert.equal(withoutSecrets(`url = https://u:pa ss${TOKEN}@h/p.git`, 'bare'), 'url = https://h/p.git');
+    assert.equal(redactSecrets(`url = https://u:pa ss${TOKEN}@h/p.git`, 'bare'), 'url = https://h/p.git');
     // A port, a colon ending a sentence, a path, a quote, a line break or far off: nothing is cut.
     for (const text of ['redis://cache:6379 connected as ops@example.org', 'https://h: refused, mail ops@example.org',
       'https://h:8080/x is down; ops@example.org', 'see https://h:x/y and ops@example.org',
       '{"u":"https://h:x","m":"ops@example.org"}', 'https://h:x\nops@example.org',
       `https://h:x ${'word '.repeat(20)}ops@example.org`]) {
-      assert.equal(withoutSecrets(text), text);
+      assert.equal(redactSecrets(text), text);
     }
     // A port followed by a comma, a stop, a bracket or a query is a port too, and a bracketed host has no user name:
     // the line stays whole, and a notification's error names the URL's own host, not the mail address's.
@@ -356,16 +356,16 @@ describe('what the scrub keeps', () => {
       'Open http://localhost:5173. Sign in with test@example.com', 'see (http://h:8080) or mail ops@example.org',
       'started http://[::1]:8080 by ci@host', 'docker://ubuntu:22.04 pulled by ci@host',
       'POST https://hooks.chat.example:443, retry later; owner ops@example.org']) {
-      assert.equal(withoutSecrets(text), text);
-      assert.equal(withoutSecrets(text, 'host'), text);
+      assert.equal(redactSecrets(text), text);
+      assert.equal(redactSecrets(text, 'host'), text);
     }
     const jdbc = 'jdbc:mysql://db:3306?useSSL=false connected as app@db';
-    assert.equal(withoutSecrets(jdbc), jdbc);
-    assert.equal(withoutSecrets(jdbc, 'host'), 'jdbc:mysql://db:3306/… connected as app@db');
+    assert.equal(redactSecrets(jdbc), jdbc);
+    assert.equal(redactSecrets(jdbc, 'host'), 'jdbc:mysql://db:3306/… connected as app@db');
   });
 
   it('never crosses a JSON escape: a URL\'s user info stops at a backslash', () => {
     const config = JSON.stringify({ out: 'http.proxy=http://proxy.corp:3128\nuser.email=dev@example.org' });
-    assert.equal(withoutSecrets(config), config);
+    assert.equal(redactSecrets(config), config);
   });
 });

@@ -18,7 +18,7 @@ import {
   isArtifactPath, isSignerKind, runContainerData, SIGNER_ARTIFACTS, signerFields, validateEvent, validateRun,
 } from '../../engine/run-event.ts';
 import { isBoundKey, storeBatch } from '../ingest-apply.ts';
-import { withoutSecrets } from '../../engine/text.ts';
+import { redactSecrets } from '../../engine/text.ts';
 import type { IngestResult } from '../../client/types.ts';
 import { isRegisteredProject } from '../action-rules.ts';
 import { listPlain, openPlainDirIn, openPlainPath, readPlainIn, skipReason } from '../../engine/plain-tree.ts';
@@ -180,7 +180,7 @@ function importBatch(
   const artifacts = read.artifacts.flatMap(({ rel, content }) => {
     const type = contentTypeOf(rel) ?? OCTET_STREAM;
     if (isArtifactPath(rel)) return [{ run: name, path: rel, content_type: type, content }];
-    skip(`${name}/artifacts/${withoutSecrets(rel)}`,
+    skip(`${name}/artifacts/${redactSecrets(rel)}`,
       rel.includes('\\') ? 'name contains a backslash' : 'name ingest refuses');
     return [];
   });

@@ -1,8 +1,7 @@
 // POST /errtrack (Sentry): an alert's brief is its text plus release, environment, newest deploy record and the
 // culprit file's last author (docs/trigger.md "Briefs").
 import type { Obj } from '../../json-value.ts';
-import { list, objOrNull as obj } from '../../untrusted.ts';
-import { str as text } from '../../engine/text.ts';
+import { list, objOrNull as obj, textOf } from '../../untrusted.ts';
 import { latestDeployLine } from '../../engine/deploys.ts';
 import { runCollect } from '../../spawn/start.ts';
 import { gitArgv, gitExtraEnv } from '../../engine/git.ts';
@@ -19,7 +18,7 @@ function slugFromUrl(url: string | null): string | null {
 
 function tag(event: Obj, name: string): string | null {
   if (!Array.isArray(event.tags)) return null;
-  for (const t of event.tags) if (Array.isArray(t) && t[0] === name) return text(t[1]);
+  for (const t of event.tags) if (Array.isArray(t) && t[0] === name) return textOf(t[1]);
   return null;
 }
 
@@ -32,7 +31,7 @@ function frameFiles(event: Obj): string[] {
     const frames = obj(obj(v)?.stacktrace)?.frames;
     for (const f of list(frames).slice().reverse()) {
       const frame = obj(f);
-      const name = text(frame?.filename) ?? text(frame?.abs_path);
+      const name = textOf(frame?.filename) ?? textOf(frame?.abs_path);
       if (name) (frame?.in_app === true ? inApp : other).push(name);
     }
   }
@@ -47,37 +46,37 @@ function issueKeys(issueId: string | null): string[] {
 
 /** An alert, or why it is skipped; its `keys` are stable across retries, `projectSlug` routes it (errtrack=…). */
 export function readErrtrackAlert(resource: string | undefined, payload: Obj) {
-  const action = text(payload.action);
+  const action = textOf(payload.action);
   const data = obj(payload.data) ?? {};
   const event = obj(data.event);
   const issue = obj(data.issue);
   if (event && (resource === undefined || resource === 'event_alert')) {
     const metadata = obj(event.metadata) ?? {};
-    const release = obj(event.release) ? text(obj(event.release)!.version) : text(event.release);
-    const rule = text(data.triggered_rule) ?? '';
+    const release = obj(event.release) ? textOf(obj(event.release)!.version) : textOf(event.release);
+    const rule = textOf(data.triggered_rule) ?? '';
     return {
-      keys: [`errtrack:event:${text(event.event_id) ?? 'none'}:${rule}`, ...issueKeys(text(event.issue_id))],
-      label: text(event.issue_id) ? `issue ${text(event.issue_id)}` : 'event',
-      title: text(event.title) ?? text(metadata.value) ?? 'unknown error',
-      culprit: text(event.culprit),
+      keys: [`errtrack:event:${textOf(event.event_id) ?? 'none'}:${rule}`, ...issueKeys(textOf(event.issue_id))],
+      label: textOf(event.issue_id) ? `issue ${textOf(event.issue_id)}` : 'event',
+      title: textOf(event.title) ?? textOf(metadata.value) ?? 'unknown error',
+      culprit: textOf(event.culprit),
       release,
-      environment: text(event.environment) ?? tag(event, 'environment'),
-      fileCandidates: [...frameFiles(event), ...[text(metadata.filename)].filter((x): x is string => x !== null)],
-      projectSlug: text(event.project_slug) ?? slugFromUrl(text(event.url)),
+      environment: textOf(event.environment) ?? tag(event, 'environment'),
+      fileCandidates: [...frameFiles(event), ...[textOf(metadata.filename)].filter((x): x is string => x !== null)],
+      projectSlug: textOf(event.project_slug) ?? slugFromUrl(textOf(event.url)),
     };
   }
   if (issue && (resource === undefined || resource === 'issue')) {
     if (action !== 'created') return { skip: `issue action "${action ?? ''}" does not start a job` } as const;
     const metadata = obj(issue.metadata) ?? {};
     return {
-      keys: issueKeys(text(issue.id)),
-      label: text(issue.shortId) ?? `issue ${text(issue.id) ?? ''}`,
-      title: text(issue.title) ?? 'unknown error',
-      culprit: text(issue.culprit),
+      keys: issueKeys(textOf(issue.id)),
+      label: textOf(issue.shortId) ?? `issue ${textOf(issue.id) ?? ''}`,
+      title: textOf(issue.title) ?? 'unknown error',
+      culprit: textOf(issue.culprit),
       release: null,
       environment: null,
-      fileCandidates: [text(metadata.filename)].filter((x): x is string => x !== null),
-      projectSlug: text(obj(issue.project)?.slug),
+      fileCandidates: [textOf(metadata.filename)].filter((x): x is string => x !== null),
+      projectSlug: textOf(obj(issue.project)?.slug),
     };
   }
   return { skip: `resource "${resource ?? 'unknown'}" does not start a job` } as const;

@@ -3,8 +3,7 @@
 // else's issue, must also have write permission, asked of GitHub (the issue's own author too, where a token is set).
 import { HttpError } from '../../http/http-error.ts';
 import { isJsonObject, type Obj } from '../../json-value.ts';
-import { obj, positiveInt, str, tryParseJson } from '../../untrusted.ts';
-import { str as text } from '../../engine/text.ts';
+import { obj, positiveInt, str, textOf, tryParseJson } from '../../untrusted.ts';
 import { deliveryKeys } from '../../webhook-sources.ts';
 import { mayWrite, queueFollowUp, readPullRequestEvent, svcCommand, TRUSTED } from './github-pr.ts';
 import { NotQueued, type Decision, type Received, type TCtx } from '../intake.ts';
@@ -40,7 +39,7 @@ const OPENED_LABEL_MS = 60_000;
  * has issues of the same numbers (`ref`, the key of an event without an id).
  */
 function openedLabelKeys(ref: string, issue: Obj, action: 'opened' | 'labeled'): string[] {
-  const key = `webhook:issue-opened-svc:${text(issue.id) ?? str(issue.node_id) ?? ref}`;
+  const key = `webhook:issue-opened-svc:${textOf(issue.id) ?? str(issue.node_id) ?? ref}`;
   if (action === 'opened') return [key];
   const created = Date.parse(str(issue.created_at) ?? '');
   const changed = Date.parse(str(issue.updated_at) ?? '');
@@ -90,7 +89,7 @@ function issuesSkipReason(action: string, body: Obj, issue: Obj): string {
 export function readWebhook(event: string, body: Obj): WebhookInput {
   const issue = obj(body.issue);
   const repository = str(obj(body.repository).full_name);
-  const ref = `${repository ?? ''}#${text(issue.number) ?? ''}`;
+  const ref = `${repository ?? ''}#${textOf(issue.number) ?? ''}`;
   const issueText = (): string => `${ref} ${str(issue.title) ?? ''}${str(issue.body) ? ` — ${str(issue.body)}` : ''}`;
   if (event === 'issues') {
     const action = body.action === 'labeled' && obj(body.label).name === TRIGGER_LABEL ? 'labeled'
@@ -189,7 +188,7 @@ function answerFromGithub(ctx: TCtx, event: string, body: Obj): Decision | null 
   const repository = str(obj(body.repository).full_name);
   const number = positiveInt(obj(body.issue).number);
   if (command === null || repository === null || number === null) return null;
-  const commentId = (text(comment.id) ?? '').slice(0, 40);
+  const commentId = (textOf(comment.id) ?? '').slice(0, 40);
   const author = str(obj(comment.user).login) ?? '';
   const login = (author || 'unknown').slice(0, 100);
   const association = (str(comment.author_association) ?? 'NONE').slice(0, 40);
