@@ -180,7 +180,7 @@ export function adoptRepoName(repo: string, gitDir: string, name: string) {
       // A run a trigger server started carries the name its job was routed to: that is not the checkout's to change.
       if (isWebhookOrigin(state.origin)) continue;
       // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back.
-      if (liveWorkerOf({ ...state, run: found.run }) !== null || !rename(repo, found, name, now)) {
+      if (liveWorkerOf({ ...state, run: found.run }, repo) !== null || !rename(repo, found, name, now)) {
         left += 1;
         continue;
       }

@@ -24,7 +24,7 @@ import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
 import { ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { withoutSecrets } from './text.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
-import { artifactsDir } from './paths.ts';
+import { artifactsDir, projectOf } from './paths.ts';
 import { readState, signsLater, type RunState } from './run-state.ts';
 import { refuseHeldRun } from './last-worker.ts';
 import { agentSandbox, postAgentGit, protocolFiles, watchedLimits, type RunSandbox } from './sandbox.ts';
@@ -273,7 +273,7 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
   const refusal = prLaterRefusal(before);
   if (refusal !== null) throw new ConflictError(refusal);
   // So too when a worker holds it: another --open-pr, or a verify, that came after this one's wait (afterLastWorker).
-  refuseHeldRun(before, 'open its pull request');
+  refuseHeldRun(before, 'open its pull request', projectOf(dir));
   const ctx = openRunContext(dir, env, { say });
   // Its writes and its ship are a worker's: a resume or a verify meanwhile waits, as for one (launch.ts).
   ctx.enter();

@@ -16,7 +16,7 @@ import { settingOr } from '../settings-registry.ts';
 import {
   git, headAndBranch, excludeEngineFolders, gitDirs, repoName, snapshotTree, treeGit, workingChanges,
 } from './git.ts';
-import { runDir, worktreeDir } from './paths.ts';
+import { projectOf, runDir, worktreeDir } from './paths.ts';
 import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
@@ -218,7 +218,7 @@ export function spawnWorker(
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
   // A verify's last look before its first write (a resume's is requeue's): an --open-pr since its wait holds the run.
-  if (mode === 'verify') refuseHeldRun(readState(dir), 'verify');
+  if (mode === 'verify') refuseHeldRun(readState(dir), 'verify', state.repo_path);
   const log = inherit ? null : withDir(openRunDir(dir), (folder) => openAppendNoFollowIn(folder, 'worker.log'));
   const argv = workerArgv(mode, state.run, state.repo_path);
   // A resume goes back to queued right before its worker starts, as a new run is made queued: a stop that comes before
@@ -279,7 +279,7 @@ export async function afterLastWorker(dir: string, action: LastWorkerAction): Pr
     const state = readState(dir);
     return TERMINAL.has(state.status) && ACTS_ON[action](state.status) ? state : null;
   };
-  const alive = await workerStillThere(acted, LAST_WORKER_WAIT_MS);
+  const alive = await workerStillThere(acted, LAST_WORKER_WAIT_MS, projectOf(dir));
   const state = readState(dir);
   if (alive === null) return state;
   throw workerConflict(state, alive, action === 'open-pr' ? 'open its pull request' : action);
@@ -298,7 +298,7 @@ function requeue(dir: string): RunState {
     throw new ConflictError(`Run ${earlier.run} is ${earlier.status}; only stopped or failed runs can be resumed`);
   }
   // And an --open-pr that recorded itself since the resume's wait (afterLastWorker) still writes and ships the run.
-  refuseHeldRun(earlier, 'resume');
+  refuseHeldRun(earlier, 'resume', projectOf(dir));
   const now = new Date().toISOString();
   writeState(dir, {
     ...earlier, status: 'queued', ended_at: null, error: null, failure: null, updated_at: now,

@@ -267,7 +267,7 @@ export async function stopLocalRun(
   if (state.pid) {
     const worker = { pid: state.pid, pgid: state.pgid ?? state.pid, proc_start: state.proc_start };
     // state.json is only a claim: the pid must still be our worker for this very run (its argv says so).
-    const owner = isWorkerOf(run);
+    const owner = isWorkerOf(run, repo);
     // The worker stops its provider (SIGTERM, then SIGKILL after the grace) and records "stopped" itself.
     if (signalGroup(worker, 'SIGTERM', owner) && !(await waitGroupGone(worker.pgid, STOP_GRACE_MS * 2 + 2_000))) {
       signalGroup(worker, 'SIGKILL', owner);
