@@ -1,7 +1,7 @@
 // After the provider: diff, checks (argv arrays, never a shell, in the agent's sandbox), verdict, receipt, PR and
 // status; also `--verify` and `--open-pr`.
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { hash } from 'node:crypto';
 import { onEndSignal, openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted, type Policy } from './policy.ts';
@@ -27,6 +27,7 @@ import { runFailure, type RunFailure } from '../run-json.ts';
 import { artifactsDir, projectOf } from './paths.ts';
 import { readState, signsLater, type RunState } from './run-state.ts';
 import { refuseHeldRun } from './last-worker.ts';
+import { takeRun } from './run-take.ts';
 import { agentSandbox, postAgentGit, protocolFiles, watchedLimits, type RunSandbox } from './sandbox.ts';
 import { spawnGroup } from './spawn-group.ts';
 import type { ProviderOutcome } from './provider-phase.ts';
@@ -268,15 +269,19 @@ function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Recei
 
 /** `svc start --open-pr`: the PR under the run's plan with its receipt as signed (nothing re-run), or a typed error. */
 export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: string) => void): Promise<RunState> {
-  // Refused on what the run is, it writes and ships nothing: a running run's worker may be the one writing it.
-  const before = readState(dir);
-  const refusal = prLaterRefusal(before);
-  if (refusal !== null) throw new ConflictError(refusal);
-  // So too when a worker holds it: another --open-pr, or a verify, that came after this one's wait (afterLastWorker).
-  refuseHeldRun(before, 'open its pull request', projectOf(dir));
-  const ctx = openRunContext(dir, env, { say });
-  // Its writes and its ship are a worker's: a resume or a verify meanwhile waits, as for one (launch.ts).
-  ctx.enter();
+  // Checked and recorded under the run's take lock: no resume, verify or other --open-pr takes it in between.
+  const ctx = takeRun(dir, basename(dir), () => {
+    // Refused on what the run is, it writes and ships nothing: a running run's worker may be the one writing it.
+    const before = readState(dir);
+    const refusal = prLaterRefusal(before);
+    if (refusal !== null) throw new ConflictError(refusal);
+    // So too when a worker holds it: another --open-pr, or a verify, that came after this one's wait.
+    refuseHeldRun(before, 'open its pull request', projectOf(dir));
+    const opened = openRunContext(dir, env, { say });
+    // Its writes and its ship are a worker's: a resume or a verify meanwhile waits, as for one (launch.ts).
+    opened.enter();
+    return opened;
+  });
   // And so is a signal's end: the run has ended, nothing is left to stop, so it goes at once as a worker's last
   // writes do, leaving what it wrote to the next svc command's ship rather than to a `svc ship` by hand.
   const offSignal = onEndSignal(() => ctx.exitNow(false));

@@ -39,7 +39,8 @@ export function workerConflict(state: { run: string; status: string }, pid: numb
 /**
  * Refuses `action` on the state read right before the caller's first write when a worker holds the run (of `repo`):
  * one that came after the caller's wait (afterLastWorker), such as an --open-pr that recorded itself meanwhile. Without
- * it the caller would write the run over that worker's, and both would ship it.
+ * it the caller would write the run over that worker's, and both would ship it. Asked under the run's take lock
+ * (run-take.ts), so that none records itself between this read and the caller's own record.
  */
 export function refuseHeldRun(
   state: RunWorkers & { run: string; status: string }, action: string, repo: string,

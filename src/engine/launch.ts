@@ -21,8 +21,9 @@ import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
 } from './run-state.ts';
-import { identityOf, workerAlive, workerComing } from './proc-group.ts';
+import { identityOf, isWorkerOf, untilOwned, workerAlive, workerComing } from './proc-group.ts';
 import { LAST_WORKER_WAIT_MS, refuseHeldRun, workerConflict, workerStillThere } from './last-worker.ts';
+import { takeRun } from './run-take.ts';
 import { markPending } from './shipper.ts';
 import { adoptRepoName, claimCheckout, unwritable, type RepoRename } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
@@ -212,11 +213,21 @@ export async function prepareRetry(
   });
 }
 
-/** Spawns `svc worker MODE --run-id RUN --repo REPO` detached; output goes to worker.log unless inherited. */
+/**
+ * Spawns `svc worker MODE --run-id RUN --repo REPO` detached; output goes to worker.log unless inherited. Under the
+ * run's take lock (run-take.ts) from its last look at the run to its record of the worker: no --open-pr, resume or
+ * verify takes the run in between.
+ */
 export function spawnWorker(
   state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
+  return takeRun(dir, state.run, () => startWorker(state, mode, env, inherit, dir));
+}
+
+function startWorker(
+  state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean, dir: string,
+): ReturnType<typeof startChild> {
   // A verify's last look before its first write (a resume's is requeue's): an --open-pr since its wait holds the run.
   if (mode === 'verify') refuseHeldRun(readState(dir), 'verify', state.repo_path);
   const log = inherit ? null : withDir(openRunDir(dir), (folder) => openAppendNoFollowIn(folder, 'worker.log'));
@@ -253,6 +264,8 @@ export function spawnWorker(
     const fresh = readState(dir);
     const identity = identityOf(child.pid);
     writeState(dir, mode === 'verify' ? { ...fresh, verifier: identity } : { ...fresh, ...identity });
+    // The take lock is held till its argv shows it is this run's worker: only then does a reader count it.
+    untilOwned(child.pid, isWorkerOf(state.run, state.repo_path));
   }
   return child;
 }

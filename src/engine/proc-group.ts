@@ -3,6 +3,7 @@
 import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
 import { hasDied, statFields } from '../proc-stat.ts';
@@ -208,6 +209,18 @@ export function isLauncherOf(run: string): OwnerCheck {
 /** Providers and checks are started with SVC_RUN_ID=<run> in their environment (provider-phase.ts, finish-phase.ts). */
 export function isChildOf(run: string): OwnerCheck {
   return (pid) => procList(pid, 'environ')?.includes(`SVC_RUN_ID=${run}`) ?? false;
+}
+
+/**
+ * Blocks (its caller holds a lock, run-take.ts) until the process just started as `pid` passes `owner`, or is gone, for
+ * at most `ms`: spawn returns before the kernel sets the new program's argv, and till then no reader of /proc takes it
+ * for the worker it is (liveWorkerOf), so a command that read the run then would take the run beside it.
+ */
+export function untilOwned(pid: number, owner: OwnerCheck, ms = 2_000): void {
+  const until = performance.now() + ms;
+  while (!owner(pid) && procStart(pid) !== null && performance.now() < until) {
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+  }
 }
 
 /** Whether the worker a run's state names is still that process (pid and start time): then it owns the state. */
