@@ -223,6 +223,7 @@ export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receip
       draft: policy.pr.draft,
       target,
       env: ctx.env,
+      watch: ctx.groupWatch(),
     });
     ctx.update({ pr_url: pr.url });
     ctx.event('pr', { opened: true, url: pr.url, number: pr.number, draft: policy.pr.draft, via: pr.via });

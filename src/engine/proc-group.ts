@@ -135,6 +135,28 @@ export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: 
   await left(5_000);
 }
 
+/** Blocks this thread for `ms`: for a caller that must not let the event loop run meanwhile. */
+function blockFor(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Whether any process of group `pgid` lives (a zombie does not: its leader, not yet reaped, no longer runs). */
+function groupLives(pgid: number): boolean {
+  return allPids().some((pid) => procGroup(pid) === pgid && !hasDied(pid, statFields(pid)));
+}
+
+/**
+ * SIGTERM to our group, SIGKILL after `graceMs` to what is left, without returning to the event loop: for a process
+ * about to exit at a signal (run-context.ts exitNow), whose other code must not run meanwhile (it would record the
+ * child's end as a failure of the run). This process does not reap the child meanwhile: a zombie leader counts gone.
+ */
+export function endGroupNow(id: ProcIdentity, graceMs: number): void {
+  if (!signalGroup(id, 'SIGTERM')) return;
+  const until = performance.now() + graceMs;
+  while (groupLives(id.pgid) && performance.now() < until) blockFor(10);
+  if (groupLives(id.pgid)) signalGroup(id, 'SIGKILL');
+}
+
 // The CLI of this install, whether it runs from the sources (src/cli.ts) or the build (dist/cli.js).
 const CLI_PATHS = new Set(
   ['../cli.ts', '../cli.js', '../../src/cli.ts', '../../dist/cli.js']
@@ -218,9 +240,7 @@ export function isChildOf(run: string): OwnerCheck {
  */
 export function untilOwned(pid: number, owner: OwnerCheck, ms = 2_000): void {
   const until = performance.now() + ms;
-  while (!owner(pid) && procStart(pid) !== null && performance.now() < until) {
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
-  }
+  while (!owner(pid) && procStart(pid) !== null && performance.now() < until) blockFor(1);
 }
 
 /** Whether the worker a run's state names is still that process (pid and start time): then it owns the state. */
