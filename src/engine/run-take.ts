@@ -63,8 +63,8 @@ function acquire(folder: PlainDir, run: string): void {
   throw new RunBeingTakenError(`Run ${run} is being taken by other svc commands: try again`);
 }
 
-const takenBy = (run: string, holder: Holder | null) => new RunBeingTakenError(
-  `Run ${run} is being taken by another svc command${holder ? ` (pid ${holder.pid})` : ''}: try again once it has`);
+const takenBy = (run: string, holder: Holder | null) => new RunBeingTakenError(`Run ${run} is being taken by ` +
+  `another svc command${holder ? ` (pid ${holder.pid})` : ''} this very moment: try again once that has started`);
 
 /**
  * Removes `name` if it is still the file `seen` whose holder is gone. Only one process at a time compares and removes
@@ -82,9 +82,9 @@ function clearStale(folder: PlainDir, name: string, seen: Found, depth: number, 
   }
   try {
     // Nobody else removes `name` while the guard is ours (its holder is gone: it cannot), so what is compared here is
-    // what is removed; a new lock taken since has another inode and stays.
+    // what is removed. A lock taken since has another holder (a live one), even where it got the freed inode again.
     const now = readLock(folder, name);
-    if (now !== null && now.ino === seen.ino) unlinkSync(pathIn(folder, name));
+    if (now !== null && now.ino === seen.ino && sameHolder(now.holder, seen.holder)) unlinkSync(pathIn(folder, name));
   } finally {
     rmSync(pathIn(folder, guard), { force: true });
   }
@@ -129,6 +129,9 @@ function readLock(folder: PlainDir, name: string): Found | null {
     closeSync(fd);
   }
 }
+
+const sameHolder = (a: Holder | null, b: Holder | null): boolean =>
+  a === null || b === null ? a === b : a.pid === b.pid && a.proc_start === b.proc_start;
 
 function holderOf(value: unknown): Holder | null {
   const { pid, proc_start: start } = obj(value);
