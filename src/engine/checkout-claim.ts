@@ -14,7 +14,8 @@ import { identityOf, liveWorkerOf, procStart } from './proc-group.ts';
 import { isPidAlive } from '../client/server-record.ts';
 import { listPlain, openPlainPath, pathIn, readAgentFile, type PlainDir } from './plain-tree.ts';
 import { withDir, writeNoFollow } from './safe-fs.ts';
-import { appendEvent, localRuns, writeState, type Found, type RunState } from './run-state.ts';
+import { appendEvent, localRuns, readState, writeState, type Found, type RunState } from './run-state.ts';
+import { takeRun } from './run-take.ts';
 import { runDir } from './paths.ts';
 import { markPending } from './ship-pending.ts';
 import { isWebhookOrigin } from './spec.ts';
@@ -146,14 +147,23 @@ function isRenamable(state: RunState): boolean {
   return (['repo', 'repo_path', 'status', 'origin'] as const).every((key) => typeof state[key] === 'string');
 }
 
-/** Renames one run; false when it could not be (a link, a folder svc can't write): left for a later start. */
+/**
+ * Renames one run, on its state as read under its take lock (run-take.ts): a resume, a verify or an --open-pr that took
+ * the run since it was listed would otherwise have its record written over. False when it could not be (a worker holds
+ * it, or is taking it; a link, a folder svc can't write): left for a later start.
+ */
 function rename(repo: string, found: Found, name: string, now: string): boolean {
   const dir = runDir(repo, found.run);
   try {
-    writeState(dir, { ...found.state, repo: name, updated_at: now });
-    appendEvent(dir, 'log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
-    markPending(dir);
-    return true;
+    return takeRun(dir, found.run, () => {
+      const state = readState(dir);
+      // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back.
+      if (state.repo !== found.state.repo || liveWorkerOf({ ...state, run: found.run }, repo) !== null) return false;
+      writeState(dir, { ...state, repo: name, updated_at: now });
+      appendEvent(dir, 'log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
+      markPending(dir);
+      return true;
+    });
   } catch {
     return false;
   }
@@ -179,8 +189,7 @@ export function adoptRepoName(repo: string, gitDir: string, name: string) {
       if (!isRenamable(state) || state.repo === name || state.repo_path !== repo) continue;
       // A run a trigger server started carries the name its job was routed to: that is not the checkout's to change.
       if (isWebhookOrigin(state.origin)) continue;
-      // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back.
-      if (liveWorkerOf({ ...state, run: found.run }) !== null || !rename(repo, found, name, now)) {
+      if (!rename(repo, found, name, now)) {
         left += 1;
         continue;
       }

@@ -2,7 +2,7 @@
 // status; also `--verify` and `--open-pr`.
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { hash } from 'node:crypto';
 import { onEndSignal, openRunContext, type RunContext } from './run-context.ts';
 import { verdictAccepted, type Policy } from './policy.ts';
@@ -26,9 +26,10 @@ import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
 import { ConflictError, FailedError, errorMessage } from '../errors.ts';
 import { redactSecrets } from './text.ts';
 import { runFailure, type RunFailure } from '../run-json.ts';
-import { artifactsDir } from './paths.ts';
+import { artifactsDir, projectOf } from './paths.ts';
 import { readState, signsLater, type RunState } from './run-state.ts';
 import { refuseHeldRun } from './last-worker.ts';
+import { takeRun } from './run-take.ts';
 import { agentSandbox, protocolFiles, watchedLimits, type RunSandbox } from './sandbox.ts';
 import { gitSandboxPlan } from '../spawn/agent-plan.ts';
 import { bwrapArgv, closeSandboxFds, openSandboxFds } from '../spawn/bwrap-argv.ts';
@@ -245,6 +246,7 @@ export async function maybeOpenPr(ctx: RunContext, plan: PrPlan, receipt: Receip
       draft: policy.pr.draft,
       target,
       env: ctx.env,
+      watch: ctx.groupWatch(),
     });
     ctx.update({ pr_url: pr.url });
     ctx.event('pr', { opened: true, url: pr.url, number: pr.number, draft: policy.pr.draft, via: pr.via });
@@ -291,15 +293,19 @@ function ownReceipt(dir: string, state: RunState, env: NodeJS.ProcessEnv): Recei
 
 /** `svc start --open-pr`: the PR under the run's plan with its receipt as signed (nothing re-run), or a typed error. */
 export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: string) => void): Promise<RunState> {
-  // Refused on what the run is, it writes and ships nothing: a running run's worker may be the one writing it.
-  const before = readState(dir);
-  const refusal = prLaterRefusal(before);
-  if (refusal !== null) throw new ConflictError(refusal);
-  // So too when a worker holds it: another --open-pr, or a verify, that came after this one's wait (afterLastWorker).
-  refuseHeldRun(before, 'open its pull request');
-  const ctx = openRunContext(dir, env, { say });
-  // Its writes and its ship are a worker's: a resume or a verify meanwhile waits, as for one (launch.ts).
-  ctx.enter();
+  // Checked and recorded under the run's take lock: no resume, verify or other --open-pr takes it in between.
+  const ctx = takeRun(dir, basename(dir), () => {
+    // Refused on what the run is, it writes and ships nothing: a running run's worker may be the one writing it.
+    const before = readState(dir);
+    const refusal = prLaterRefusal(before);
+    if (refusal !== null) throw new ConflictError(refusal);
+    // So too when a worker holds it: another --open-pr, or a verify, that came after this one's wait.
+    refuseHeldRun(before, 'open its pull request', projectOf(dir));
+    const opened = openRunContext(dir, env, { say });
+    // Its writes and its ship are a worker's: a resume or a verify meanwhile waits, as for one (launch.ts).
+    opened.enter();
+    return opened;
+  });
   // And so is a signal's end: the run has ended, nothing is left to stop, so it goes at once as a worker's last
   // writes do, leaving what it wrote to the next svc command's ship rather than to a `svc ship` by hand.
   const offSignal = onEndSignal(() => ctx.exitNow(false));

@@ -120,7 +120,7 @@ export async function pushFollowUpRun(
         `(${state.base_sha.slice(0, 12)} then, ${now.slice(0, 12)} now: someone pushed to it); svc never pushes over ` +
         'commits it did not build on, so nothing was pushed: ask again (/svc …) for a follow-up on the new head');
     }
-    await pushBranch(state.workdir, target, state.branch!, token, ctx.env, f.branch);
+    await pushBranch(state.workdir, target, state.branch!, token, ctx.env, f.branch, ctx.groupWatch());
   } catch (err) {
     const reason = errorMessage(err);
     ctx.event('pr', { opened: false, follow_up: true, branch: f.branch, moved: err instanceof BranchMovedError,

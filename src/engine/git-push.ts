@@ -5,6 +5,7 @@ import { writeFileSync, mkdirSync, existsSync, copyFileSync, readdirSync } from 
 import { join } from 'node:path';
 import { git, gitDirs, repoSlug, tryGit } from './git.ts';
 import { withGitToken } from './git-token.ts';
+import { gitInGroup, type GroupWatch } from './git-group.ts';
 import { urlWithoutSecrets } from './text.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 
@@ -90,18 +91,22 @@ function borrowingBare(dir: string, origin: Origin): Record<string, string> {
   return isolated;
 }
 
-/** Pushes `branch` from a bare repository svc made, as `remote` on the origin; never forced (fast forwards only). */
+/**
+ * Pushes `branch` from a bare repository svc made, as `remote` on the origin; never forced (fast forwards only). The
+ * push runs in a group of its own, the run's child while it runs (`watch`, a run's every push has one): a stop or an
+ * end signal ends it.
+ */
 export async function pushBranch(
   workdir: string, target: PushTarget, branch: string, token: string | null, env: NodeJS.ProcessEnv,
-  remote: string = branch,
+  remote: string = branch, watch: GroupWatch | null = null,
 ): Promise<void> {
   const origin = pinnedOrigin(workdir, target);
   const sha = git(workdir, ['rev-parse', '--verify', `refs/heads/${branch}^{commit}`]).trim();
-  await withGitToken(origin.url, token, env, 'git-receive-pack', (config, extra) => withScratch('push', (dir) => {
+  await withGitToken(origin.url, token, env, 'git-receive-pack', (config, extra) => withScratch('push', async (dir) => {
     const isolated = borrowingBare(dir, origin);
     git(dir, ['update-ref', `refs/heads/${branch}`, sha], isolated);
     const refspec = `refs/heads/${branch}:refs/heads/${remote}`;
-    git(dir, [...config, 'push', '--quiet', origin.url, refspec], { ...isolated, ...extra });
+    await gitInGroup(dir, [...config, 'push', '--quiet', origin.url, refspec], { ...isolated, ...extra }, watch);
   }));
 }
 

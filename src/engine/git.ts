@@ -116,19 +116,24 @@ export function git(
   cwd: string, args: string[], extra: Record<string, string> = {}, run: GitRun = hostGit, scratch: string[] = [],
   timeoutMs = gitTimeoutMs(args),
 ): string {
-  const command = subcommand(args);
   try {
     return run(cwd, gitArgv(args), { extra: gitExtraEnv(extra), scratch, timeout: timeoutMs });
   } catch (err) {
-    if (err instanceof UnreadableTreeError) throw err;
-    if ((err as { code?: unknown }).code === 'ETIMEDOUT') {
-      // No figure: a `run` may hold its own limit (the signer's).
-      throw new GitTimeoutError(`git ${command} did not end within its time limit in ${cwd}, so svc ended it`);
-    }
-    const stderr = String((err as { stderr?: unknown }).stderr ?? '').trim();
-    const message = `git ${command} failed${stderr ? `: ${redactSecrets(stderr.split('\n')[0]!)}` : ''}`;
-    throw redirectedUrl(stderr) === null ? new FailedError(message) : new GitRedirectedError(message);
+    throw gitError(cwd, args, err);
   }
+}
+
+/** What a git that failed throws, however it ran: `err` as execFileSync's (`code` ETIMEDOUT at its limit, `stderr`). */
+export function gitError(cwd: string, args: readonly string[], err: unknown): Error {
+  if (err instanceof UnreadableTreeError) return err;
+  const command = subcommand(args);
+  if ((err as { code?: unknown }).code === 'ETIMEDOUT') {
+    // No figure: a `run` may hold its own limit (the signer's).
+    return new GitTimeoutError(`git ${command} did not end within its time limit in ${cwd}, so svc ended it`);
+  }
+  const stderr = String((err as { stderr?: unknown }).stderr ?? '').trim();
+  const message = `git ${command} failed${stderr ? `: ${redactSecrets(stderr.split('\n')[0]!)}` : ''}`;
+  return redirectedUrl(stderr) === null ? new FailedError(message) : new GitRedirectedError(message);
 }
 
 /** git's stdout, or '' when it fails (as `git config` does when nothing matches). */

@@ -15,15 +15,15 @@ const POLL_MS = 50;
 export type WorkersRead = () => (RunWorkers & { status: unknown }) | null;
 
 /**
- * The pid of a worker still there (proc-group.ts liveWorkerOf) in the state `read` gives, else null. One whose run
- * has ended is leaving (it ships the run's end, then clears its pid): it is waited for, up to `waitMs`. A running
- * run's is answered at once: it may work for hours.
+ * The pid of a worker still there (proc-group.ts liveWorkerOf) in the state `read` gives of a run of `repo`, else
+ * null. One whose run has ended is leaving (it ships the run's end, then clears its pid): it is waited for, up to
+ * `waitMs`. A running run's is answered at once: it may work for hours.
  */
-export async function workerStillThere(read: WorkersRead, waitMs: number): Promise<number | null> {
+export async function workerStillThere(read: WorkersRead, waitMs: number, repo: string): Promise<number | null> {
   const until = performance.now() + waitMs;
   for (;;) {
     const state = read();
-    const pid = state === null ? null : liveWorkerOf(state);
+    const pid = state === null ? null : liveWorkerOf(state, repo);
     const ended = typeof state?.status === 'string' && TERMINAL.has(state.status);
     if (pid === null || !ended || performance.now() >= until) return pid;
     await sleep(POLL_MS);
@@ -37,11 +37,14 @@ export function workerConflict(state: { run: string; status: string }, pid: numb
 }
 
 /**
- * Refuses `action` on the state read right before the caller's first write when a worker holds the run: one that came
- * after the caller's wait (afterLastWorker), such as an --open-pr that recorded itself meanwhile. Without it the
- * caller would write the run over that worker's, and both would ship it.
+ * Refuses `action` on the state read right before the caller's first write when a worker holds the run (of `repo`):
+ * one that came after the caller's wait (afterLastWorker), such as an --open-pr that recorded itself meanwhile. Without
+ * it the caller would write the run over that worker's, and both would ship it. Asked under the run's take lock
+ * (run-take.ts), so that none records itself between this read and the caller's own record.
  */
-export function refuseHeldRun(state: RunWorkers & { run: string; status: string }, action: string): void {
-  const pid = liveWorkerOf(state);
+export function refuseHeldRun(
+  state: RunWorkers & { run: string; status: string }, action: string, repo: string,
+): void {
+  const pid = liveWorkerOf(state, repo);
   if (pid !== null) throw workerConflict(state, pid, action);
 }

@@ -17,13 +17,14 @@ import { settingOr } from '../settings-registry.ts';
 import {
   git, headAndBranch, excludeEngineFolders, gitDirs, repoName, snapshotTree, treeGit, workingChanges,
 } from './git.ts';
-import { runDir, worktreeDir } from './paths.ts';
+import { projectOf, runDir, worktreeDir } from './paths.ts';
 import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
 } from './run-state.ts';
-import { identityOf, workerAlive, workerComing } from './proc-group.ts';
+import { identityOf, isWorkerOf, untilOwned, workerAlive, workerComing } from './proc-group.ts';
 import { LAST_WORKER_WAIT_MS, refuseHeldRun, workerConflict, workerStillThere } from './last-worker.ts';
+import { takeRun } from './run-take.ts';
 import { markPending } from './ship-pending.ts';
 import { adoptRepoName, claimCheckout, unwritable, type RepoRename } from './checkout-claim.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
@@ -213,13 +214,23 @@ export async function prepareRetry(
   });
 }
 
-/** Spawns `svc worker MODE --run-id RUN --repo REPO` detached; output goes to worker.log unless inherited. */
+/**
+ * Spawns `svc worker MODE --run-id RUN --repo REPO` detached; output goes to worker.log unless inherited. Under the
+ * run's take lock (run-take.ts) from its last look at the run to its record of the worker: no --open-pr, resume or
+ * verify takes the run in between.
+ */
 export function spawnWorker(
   state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
+  return takeRun(dir, state.run, () => startWorker(state, mode, env, inherit, dir));
+}
+
+function startWorker(
+  state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean, dir: string,
+): ReturnType<typeof startChild> {
   // A verify's last look before its first write (a resume's is requeue's): an --open-pr since its wait holds the run.
-  if (mode === 'verify') refuseHeldRun(readState(dir), 'verify');
+  if (mode === 'verify') refuseHeldRun(readState(dir), 'verify', state.repo_path);
   const log = inherit ? null : withDir(openRunDir(dir), (folder) => openAppendNoFollowIn(folder, 'worker.log'));
   const argv = workerArgv(mode, state.run, state.repo_path);
   // A resume goes back to queued right before its worker starts, as a new run is made queued: a stop that comes before
@@ -254,6 +265,8 @@ export function spawnWorker(
     const fresh = readState(dir);
     const identity = identityOf(child.pid);
     writeState(dir, mode === 'verify' ? { ...fresh, verifier: identity } : { ...fresh, ...identity });
+    // The take lock is held till its argv shows it is this run's worker: only then does a reader count it.
+    untilOwned(child.pid, isWorkerOf(state.run, state.repo_path));
   }
   return child;
 }
@@ -280,7 +293,7 @@ export async function afterLastWorker(dir: string, action: LastWorkerAction): Pr
     const state = readState(dir);
     return TERMINAL.has(state.status) && ACTS_ON[action](state.status) ? state : null;
   };
-  const alive = await workerStillThere(acted, LAST_WORKER_WAIT_MS);
+  const alive = await workerStillThere(acted, LAST_WORKER_WAIT_MS, projectOf(dir));
   const state = readState(dir);
   if (alive === null) return state;
   throw workerConflict(state, alive, action === 'open-pr' ? 'open its pull request' : action);
@@ -299,7 +312,7 @@ function requeue(dir: string): RunState {
     throw new ConflictError(`Run ${earlier.run} is ${earlier.status}; only stopped or failed runs can be resumed`);
   }
   // And an --open-pr that recorded itself since the resume's wait (afterLastWorker) still writes and ships the run.
-  refuseHeldRun(earlier, 'resume');
+  refuseHeldRun(earlier, 'resume', projectOf(dir));
   const now = new Date().toISOString();
   writeState(dir, {
     ...earlier, status: 'queued', ended_at: null, error: null, failure: null, updated_at: now,

@@ -1,11 +1,15 @@
 // Where a run lives on disk (DESIGN §3 "On disk"): one function per path so no caller builds them by hand.
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 export function runsDir(repo: string): string {
   return join(repo, '.svc', 'runs');
 }
 export function runDir(repo: string, run: string): string {
   return join(repo, '.svc', 'runs', run);
+}
+/** The project a run folder is in: runDir's inverse. */
+export function projectOf(runFolder: string): string {
+  return dirname(dirname(dirname(runFolder)));
 }
 export function worktreeDir(repo: string, run: string): string {
   return join(repo, '.svc', 'worktrees', run);

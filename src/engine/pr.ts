@@ -3,6 +3,7 @@
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pushBranch, type PushTarget } from './git-push.ts';
+import type { GroupWatch } from './git-group.ts';
 import { urlWithoutSecrets } from './text.ts';
 import { gitFailure, redirectRefusal, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitConfigEnv, gitExtraEnv, redirectedUrl } from './git.ts';
@@ -32,6 +33,8 @@ interface PrRequest {
   /** Pinned before the agent ran (the plan's push_target): the only place the branch goes and the PR is opened on. */
   target: PushTarget;
   env: NodeJS.ProcessEnv;
+  /** Where the push's group is recorded while it runs (git-group.ts): a run's PR always has one. */
+  watch?: GroupWatch;
 }
 
 type PrResult = { url: string; number: number | null; via: 'rest' | 'gh' };
@@ -136,7 +139,8 @@ export async function openPullRequest(req: PrRequest): Promise<PrResult> {
   const credential = githubCredential(req.env);
   // Nothing is pushed when no pull request could be opened afterwards: a branch without its PR helps nobody.
   if (!credential) throw new RefusedError(`${NO_CREDENTIALS} (nothing was pushed)`);
-  await pushBranch(req.workdir, req.target, req.branch, credential.token, req.env);
+  await pushBranch(req.workdir, req.target, req.branch, credential.token, req.env, req.branch,
+    req.watch ?? null);
   if (credential.token) return createViaRest(req, credential.token);
   return createViaGh(req, credential.gh!);
 }

@@ -2,6 +2,8 @@
 // read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf, isChildOf).
 import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
 import { hasDied, statFields } from '../proc-stat.ts';
@@ -133,35 +135,82 @@ export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: 
   await left(5_000);
 }
 
+/** Blocks this thread for `ms`: for a caller that must not let the event loop run meanwhile. */
+function blockFor(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Whether any process of group `pgid` lives (a zombie does not: its leader, not yet reaped, no longer runs). */
+function groupLives(pgid: number): boolean {
+  return allPids().some((pid) => procGroup(pid) === pgid && !hasDied(pid, statFields(pid)));
+}
+
+/**
+ * SIGTERM to our group, SIGKILL after `graceMs` to what is left, without returning to the event loop: for a process
+ * about to exit at a signal (run-context.ts exitNow), whose other code must not run meanwhile (it would record the
+ * child's end as a failure of the run). This process does not reap the child meanwhile: a zombie leader counts gone.
+ */
+export function endGroupNow(id: ProcIdentity, graceMs: number): void {
+  if (!signalGroup(id, 'SIGTERM')) return;
+  const until = performance.now() + graceMs;
+  while (groupLives(id.pgid) && performance.now() < until) blockFor(10);
+  if (groupLives(id.pgid)) signalGroup(id, 'SIGKILL');
+}
+
 // The CLI of this install, whether it runs from the sources (src/cli.ts) or the build (dist/cli.js).
 const CLI_PATHS = new Set(
   ['../cli.ts', '../cli.js', '../../src/cli.ts', '../../dist/cli.js']
     .map((rel) => fileURLToPath(new URL(rel, import.meta.url))).map((path) => realOrNull(path) ?? path),
 );
 
-/** The worker argv is `node <cli> worker <mode> --run-id <run> --repo <repo>` (engine/launch.ts spawnWorker). */
-export function isWorkerOf(run: string): OwnerCheck {
+/** The real path of the folder the process `pid` names by `--repo` (last one wins, as in parseArgs), relative to its
+ * working directory; without one, that working directory. Null when either is gone. */
+function projectNamedBy(pid: number, argv: readonly string[]): string | null {
+  const cwd = readlinkOrNull(`/proc/${pid}/cwd`);
+  if (cwd === null) return null;
+  let named: string | undefined;
+  argv.forEach((arg, i) => {
+    if (arg === '--repo') named = argv[i + 1];
+    else if (arg.startsWith('--repo=')) named = arg.slice('--repo='.length);
+  });
+  return realOrNull(resolve(cwd, named ?? '.'));
+}
+
+/** Whether `dir` (a real path) is the project `repo` or, with `within`, a folder inside it. */
+function isProject(dir: string | null, repo: string, within: boolean): boolean {
+  const real = realOrNull(repo) ?? repo;
+  return dir !== null && (dir === real || (within && dir.startsWith(`${real}/`)));
+}
+
+/**
+ * The worker argv is `node <cli> worker <mode> --run-id <run> --repo <repo>` (engine/launch.ts spawnWorker): a worker
+ * of this run of this project, as run ids are unique only within a project (another's run may have the same).
+ */
+export function isWorkerOf(run: string, repo: string): OwnerCheck {
   return (pid) => {
     const argv = procList(pid, 'cmdline');
     if (!argv) return false;
     const cli = argv.findIndex((a) => /cli\.[jt]s$/.test(a) && CLI_PATHS.has(realOrNull(a) ?? a));
     const at = argv.indexOf('--run-id');
-    return cli !== -1 && argv[cli + 1] === 'worker' && at !== -1 && argv[at + 1] === run;
+    const ours = cli !== -1 && argv[cli + 1] === 'worker' && at !== -1 && argv[at + 1] === run;
+    return ours && isProject(projectNamedBy(pid, argv), repo, false);
   };
 }
 
 /**
  * An --open-pr writes its run as a worker does, in the command's own process (finish-phase.ts openPrLater): argv
- * `node <cli> start … --open-pr <run>` (or `--open-pr=<run>`). The CLI is found by its real path, as a person's
- * `svc` is a link to it. Not an owner to signal: only to wait for (liveWorkerOf).
+ * `node <cli> start … --open-pr <run>` (or `--open-pr=<run>`), in the project (`--repo`, else its working directory:
+ * the project or a folder in it, as `svc start` finds the project from either). The CLI is found by its real path,
+ * as a person's `svc` is a link to it. Not an owner to signal: only to wait for (liveWorkerOf).
  */
-function isPrOpenerOf(run: string): OwnerCheck {
+function isPrOpenerOf(run: string, repo: string): OwnerCheck {
   return (pid) => {
     const argv = procList(pid, 'cmdline') ?? [];
     const cli = argv[argv.indexOf('start') - 1] ?? '';
     if (!CLI_PATHS.has(realOrNull(cli) ?? cli)) return false;
     const at = argv.indexOf('--open-pr');
-    return (at !== -1 && argv[at + 1] === run) || argv.includes(`--open-pr=${run}`);
+    const ours = (at !== -1 && argv[at + 1] === run) || argv.includes(`--open-pr=${run}`);
+    return ours && isProject(projectNamedBy(pid, argv), repo, true);
   };
 }
 
@@ -184,6 +233,16 @@ export function isChildOf(run: string): OwnerCheck {
   return (pid) => procList(pid, 'environ')?.includes(`SVC_RUN_ID=${run}`) ?? false;
 }
 
+/**
+ * Blocks (its caller holds a lock, run-take.ts) until the process just started as `pid` passes `owner`, or is gone, for
+ * at most `ms`: spawn returns before the kernel sets the new program's argv, and till then no reader of /proc takes it
+ * for the worker it is (liveWorkerOf), so a command that read the run then would take the run beside it.
+ */
+export function untilOwned(pid: number, owner: OwnerCheck, ms = 2_000): void {
+  const until = performance.now() + ms;
+  while (!owner(pid) && procStart(pid) !== null && performance.now() < until) blockFor(1);
+}
+
 /** Whether the worker a run's state names is still that process (pid and start time): then it owns the state. */
 export function workerAlive(state: { pid: number | null; proc_start: string | null }): boolean {
   if (typeof state.pid !== 'number') return false;
@@ -203,13 +262,14 @@ export interface RunWorkers {
  * The pid of a worker that may still write the run's folder, else null: its last attempt's (`pid`, cleared as that
  * worker's last write: run-context.ts leave; an --open-pr's too) or its last verify's (`verifier`, never cleared: it
  * counts until it exits). Each counts only while that very process (pid and start time) lives and is a worker (or an
- * --open-pr) of this run, for state.json is only a claim. Every "is a worker still there" asks this: a resume, a
+ * --open-pr) of this run in `repo`, the project whose run folder the state was read from, for state.json is only a
+ * claim. Every "is a worker still there" asks this: a resume, a
  * verify, an --open-pr (launch.ts afterLastWorker), a checkout's rename of its runs (checkout-claim.ts), `svc ship`
  * and the pending runs' pass before a command (shipper.ts shipRuns).
  */
-export function liveWorkerOf(state: RunWorkers): number | null {
-  const worker = isWorkerOf(state.run);
-  const opener = isPrOpenerOf(state.run);
+export function liveWorkerOf(state: RunWorkers, repo: string): number | null {
+  const worker = isWorkerOf(state.run, repo);
+  const opener = isPrOpenerOf(state.run, repo);
   const owner: OwnerCheck = (pid) => worker(pid) || opener(pid);
   const verifier = state.verifier !== null && typeof state.verifier === 'object' ? state.verifier : {};
   for (const named of [state, verifier as { pid?: unknown; proc_start?: unknown }]) {

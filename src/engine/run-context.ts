@@ -9,8 +9,9 @@ import {
 import { TERMINAL, runFailure, type CostFigures, type MeteredCost, type RunStatus } from '../run-json.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import {
-  isChildOf, isWorkerOf, killNamespace, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity,
+  endGroupNow, isChildOf, isWorkerOf, killNamespace, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity,
 } from './proc-group.ts';
+import type { GroupWatch } from './git-group.ts';
 import { createShipLoop, createShipper, type ControlItem } from './shipper.ts';
 import { markPending } from './ship-pending.ts';
 import { noWorkerComing, procStart, workerAlive } from './proc-group.ts';
@@ -153,6 +154,10 @@ export function openRunContext(
       child = identity;
       ctx.update({ child: identity });
     },
+    /** Where a group svc starts for the run itself (a push: git-group.ts) is recorded as its child while it runs. */
+    groupWatch(): GroupWatch {
+      return { run: state.run, running: (identity) => ctx.setChild(identity) };
+    },
     requestStop(reason: string): void {
       if (stoppedBy !== null) return;
       stoppedBy = reason;
@@ -201,10 +206,16 @@ export function openRunContext(
     },
     /**
      * Ends this process at once, as a signal to a worker (or an --open-pr) whose run has nothing left to stop does:
-     * a last ship not done (`shipped` false) is left to the next svc command (markPending), then the pid is cleared
-     * last, as by leave. The exit code is the run's (exitCodeOf).
+     * the child it runs now first (an --open-pr's push, which would go on pushing with nobody left to record what it
+     * did), then a last ship not done (`shipped` false) is left to the next svc command (markPending), and the pid is
+     * cleared last, as by leave. The exit code is the run's (exitCodeOf).
      */
     exitNow(shipped: boolean): never {
+      if (child) {
+        endGroupNow(child, STOP_GRACE_MS);
+        // Gone: written with the pid's clear below, as it ended (leave keeps updated_at).
+        state.child = null;
+      }
       if (!shipped) markPending(dir);
       ctx.leave();
       process.exit(exitCodeOf(state));
@@ -268,7 +279,7 @@ export async function stopLocalRun(
   if (state.pid) {
     const worker = { pid: state.pid, pgid: state.pgid ?? state.pid, proc_start: state.proc_start };
     // state.json is only a claim: the pid must still be our worker for this very run (its argv says so).
-    const owner = isWorkerOf(run);
+    const owner = isWorkerOf(run, repo);
     // The worker stops its provider (SIGTERM, then SIGKILL after the grace) and records "stopped" itself.
     if (signalGroup(worker, 'SIGTERM', owner) && !(await waitGroupGone(worker.pgid, STOP_GRACE_MS * 2 + 2_000))) {
       signalGroup(worker, 'SIGKILL', owner);

@@ -48,7 +48,7 @@ export async function shipRuns(
       const state = readOwnObject(dir, 'state.json', MAX_STATE);
       return state && { run, pid: state.pid, proc_start: state.proc_start, verifier: state.verifier,
         status: state.status };
-    }, Math.max(0, waitsUntil - performance.now()));
+    }, Math.max(0, waitsUntil - performance.now()), repo);
     if (pid !== null) {
       working.push({ run, pid });
       continue;

@@ -11,9 +11,9 @@ import { idleNode, runChild } from '../helpers/run-child.ts';
 import { procStart } from '../../src/engine/proc-group.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 
-/** A process with a worker's command line for `run` (launch.ts spawnWorker), idle until killed. */
-function workerStandIn(run: string) {
-  return idleNode([CLI, 'worker', 'start', '--run-id', run, '--repo', '/nowhere']);
+/** A process with a worker's command line for `run` of project `repo` (launch.ts spawnWorker), idle until killed. */
+function workerStandIn(run: string, repo: string) {
+  return idleNode([CLI, 'worker', 'start', '--run-id', run, '--repo', repo]);
 }
 
 /** A checkout with no origin (so its folder, `work`, names it), a Control Plane, and `svc start` in it. */
@@ -104,7 +104,7 @@ describe('a rename while an earlier run is still going', () => {
     const statePath = join(t.repo.repo, '.svc', 'runs', first.run, 'state.json');
     const ended = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
     // As a worker that is still running would have it: a process with a worker's command line for this run.
-    const worker = await workerStandIn(first.run);
+    const worker = await workerStandIn(first.run, t.repo.repo);
     try {
       const live = { status: 'running', pid: worker.pid, proc_start: procStart(worker.pid!) };
       writeFileSync(statePath, JSON.stringify({ ...ended, ...live }));
@@ -130,7 +130,7 @@ describe('a rename while an earlier run is still going', () => {
     const ended = JSON.parse(readFileSync(statePath, 'utf8')) as Record<string, unknown>;
     const nameOf = () => (JSON.parse(readFileSync(statePath, 'utf8')) as { repo: string }).repo;
     const before = nameOf();
-    const worker = await workerStandIn(first.run);
+    const worker = await workerStandIn(first.run, t.repo.repo);
     try {
       const identity = { pid: worker.pid, pgid: worker.pid, proc_start: procStart(worker.pid!) };
       // Its last attempt's worker still shipping the run's end (its pid is its last write), then a verify's worker.

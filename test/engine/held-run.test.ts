@@ -29,7 +29,8 @@ describe('a run an --open-pr holds', () => {
       env: t.env,
     });
     const dir = join(t.repo, '.svc', 'runs', state.run);
-    const opener = await idleNode([CLI, 'start', '--open-pr', state.run]);
+    // In the project, as `svc start` is: an --open-pr elsewhere is another project's (ids are per project).
+    const opener = await idleNode([CLI, 'start', '--open-pr', state.run], { cwd: t.repo });
     const held: RunState = {
       ...state, pr: true, status: 'failed', ended_at: new Date().toISOString(),
       failure: runFailure('infra', 'the pull request could not be opened'),

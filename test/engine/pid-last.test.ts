@@ -208,7 +208,7 @@ describe('a command on a run whose worker still ships its end', () => {
         await within(held, 60_000, 'the --open-pr to ship the run');
         const state = readJson(statePath(run));
         assert.equal(state.pid, opener.pid, 'the --open-pr records itself while it writes the run');
-        assert.equal(liveWorkerOf({ ...state, run }), opener.pid);
+        assert.equal(liveWorkerOf({ ...state, run }, repo.repo), opener.pid);
         const resumed = await svc(['start', '--resume', run, '--detach'], 'svc start --resume');
         assert.equal(resumed.code, 0, resumed.stderr);
         const gone = await exited;

@@ -4,14 +4,16 @@
 // `svc start --open-pr RUN`; a repository without an origin is told how to add one.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { makeRepo, readJson, startGithubStandIn, CLI, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from './fixtures.ts';
+import {
+  makeRepo, processesMentioning, readJson, startGithubStandIn, CLI, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo,
+} from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { makeCert } from '../trigger/standins.ts';
@@ -293,6 +295,17 @@ describe('a verified --pr run whose pull request could not be opened', () => {
   });
 });
 
+/** A --pr run whose work was verified but whose pull request was not opened (GitHub refused the connection). */
+async function verifiedRunWithoutPr(ship: '0' | '1'): Promise<{ repo: TestRepo; env: NodeJS.ProcessEnv; run: string }> {
+  const checks = [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }];
+  const repo = makeRepo({ providers: { fake: EDIT_SCRIPT }, policy: { checks } });
+  const env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: ship,
+    SVC_CONTROL_URL: 'http://127.0.0.1:9', GITHUB_TOKEN: TOKEN, GITHUB_API_URL: 'http://127.0.0.1:9' };
+  const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'fake'],
+    { cwd: repo.repo, env });
+  return { repo, env, run: (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run };
+}
+
 // An --open-pr writes and ships its run as a worker does (finish-phase.ts openPrLater), so a signal ends it as one:
 // what it did not ship is left to the next svc command (the ship-pending marker), and its pid is cleared last.
 describe('an --open-pr a SIGTERM ends while GitHub has not answered', () => {
@@ -302,15 +315,8 @@ describe('an --open-pr a SIGTERM ends while GitHub has not answered', () => {
   let marker: string;
 
   before(async () => {
-    const checks = [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }];
-    repo = makeRepo({ providers: { fake: EDIT_SCRIPT }, policy: { checks } });
     // Shipped (not kept local), to a Control Plane that refuses every connection: nothing of the run reaches it.
-    // GitHub refuses the connection too, so the verified run ends without its pull request.
-    env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '1',
-      SVC_CONTROL_URL: 'http://127.0.0.1:9', GITHUB_TOKEN: TOKEN, GITHUB_API_URL: 'http://127.0.0.1:9' };
-    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'fake'],
-      { cwd: repo.repo, env });
-    run = (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run;
+    ({ repo, env, run } = await verifiedRunWithoutPr('1'));
     marker = join(repo.repo, '.svc', 'ship-pending', run);
     // Its worker left it pending; the marker below is the --open-pr's to write.
     rmSync(marker, { force: true });
@@ -346,6 +352,61 @@ describe('an --open-pr a SIGTERM ends while GitHub has not answered', () => {
       opener.kill('SIGKILL');
       silent.closeAllConnections();
       await new Promise((r) => silent.close(r));
+    }
+  });
+});
+
+// A signal ends an --open-pr at once (above), and the push it started with it: the push's whole process group, rather
+// than a push that goes on with nobody left to record its pull request. The push is held by a `git` stand-in first on
+// PATH, which waits on a FIFO nobody writes before it hands the push to git (any other git goes straight to git).
+describe('an --open-pr a SIGTERM ends while its push runs', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  let run: string;
+  let standIn: string;
+  let fifo: string;
+  let pushing: string;
+
+  before(async () => {
+    ({ repo, env, run } = await verifiedRunWithoutPr('0'));
+    standIn = join(repo.root, 'slow-push');
+    fifo = join(repo.root, 'push-held.fifo');
+    pushing = join(repo.root, 'pushing');
+    mkdirSync(standIn);
+    execFileSync('mkfifo', [fifo]);
+    const git = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+    const hold = `  [ "$a" = push ] && { : > "${pushing}"; cat "${fifo}" > /dev/null; }\n`;
+    writeFileSync(join(standIn, 'git'), `#!/bin/sh\nfor a in "$@"; do\n${hold}done\nexec "${git}" "$@"\n`,
+      { mode: 0o755 });
+  });
+  after(() => {
+    for (const pid of [...processesMentioning(fifo), ...processesMentioning(standIn)]) process.kill(pid, 'SIGKILL');
+    repo.cleanup();
+  });
+
+  it('ends the push\'s process group before it exits, leaving the run as it was', async () => {
+    const statePath = join(repo.repo, '.svc', 'runs', run, 'state.json');
+    assert.deepEqual([readJson(statePath).status, readJson(statePath).verdict], ['failed', 'verified']);
+    const opener = spawn(process.execPath, [CLI, 'start', '--open-pr', run],
+      { cwd: repo.repo, env: { ...env, PATH: `${standIn}:/usr/bin:/bin` } });
+    opener.stdout.resume();
+    opener.stderr.resume();
+    const exited = once(opener, 'exit');
+    try {
+      await waitFor(() => existsSync(pushing) && processesMentioning(fifo).length > 0, 'the --open-pr to push');
+      assert.equal(readJson(statePath).pid, opener.pid, 'the --open-pr holds the run');
+      opener.kill('SIGTERM');
+      // Not a time assertion: a bound, so that an --open-pr that waits on its push for ever fails here, not hangs.
+      let bound: NodeJS.Timeout | undefined;
+      const late = new Promise<string>((done) => (bound = setTimeout(() => done('still running'), 30_000)));
+      const ended = await Promise.race([exited, late]).finally(() => clearTimeout(bound));
+      assert.deepEqual(ended, [1, null], 'it took the signal and ended as its failed run');
+      assert.deepEqual(processesMentioning(fifo), [], 'nothing of the push is left');
+      assert.deepEqual(processesMentioning(standIn), [], 'nothing of the push is left');
+      const left = readJson(statePath);
+      assert.deepEqual([left.status, left.pid, left.child], ['failed', null, null]);
+    } finally {
+      opener.kill('SIGKILL');
     }
   });
 });

@@ -69,8 +69,20 @@ describe('stopping a run from outside its worker', () => {
     assert.equal(processAlive(child.pid!), true);
   });
 
+  it('does not signal a worker of the same run id in another project', async () => {
+    const elsewhere = mkdtempSync(join(tmpdir(), 'svc-other-'));
+    try {
+      const other = await sleeper([CLI_TS, 'worker', 'start', '--run-id', 'rtwin', '--repo', elsewhere]);
+      runFolder('rtwin', { pid: other.pid!, pgid: other.pid!, proc_start: procStart(other.pid!) });
+      await stopLocalRun(repo, 'rtwin', 'the test');
+      assert.equal(processAlive(other.pid!), true, 'the other project\'s worker of its own run rtwin survives');
+    } finally {
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
+  });
+
   it('stops the worker and the provider child that really belong to the run', async () => {
-    const worker = await sleeper([CLI_TS, 'worker', 'start', '--run-id', 'rmine']);
+    const worker = await sleeper([CLI_TS, 'worker', 'start', '--run-id', 'rmine', '--repo', repo]);
     const child = await sleeper([], { SVC_RUN_ID: 'rmine' });
     runFolder('rmine', {
       pid: worker.pid!, pgid: worker.pid!, proc_start: procStart(worker.pid!),

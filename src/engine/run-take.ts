@@ -1,0 +1,149 @@
+// Taking a run: one process at a time checks that no live worker holds a run and records itself (or the worker it
+// starts) as its worker, under a lock file in the run's folder. Must not: hold the lock across an await, or clear a
+// lock whose holder (pid and start time, proc-group.ts) still lives.
+import {
+  closeSync, constants, fstatSync, linkSync, lstatSync, openSync, readSync, rmSync, unlinkSync, writeFileSync,
+} from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { isPidAlive } from '../client/server-record.ts';
+import { ConflictError } from '../errors.ts';
+import { procStart } from './proc-group.ts';
+import { pathIn, withDir, type PlainDir } from './plain-tree.ts';
+import { openRunDir } from './safe-fs.ts';
+import { obj, tryParseJson } from '../untrusted.ts';
+
+/** The lock's name in the run folder; `<it>.clearing` guards the clearing of one whose holder is gone. */
+export const TAKE_LOCK = 'take.lock';
+
+/** Another process is taking the run this very moment: it holds the take lock and is alive. */
+export class RunBeingTakenError extends ConflictError {}
+
+interface Holder {
+  pid: number;
+  proc_start: string | null;
+}
+
+/** A lock file as read: its inode (what a clearer compares), and its holder (null: none svc wrote). */
+interface Found {
+  ino: number;
+  holder: Holder | null;
+}
+
+/** How many guards deep a clearing goes: each level needs one more process to have died while clearing. */
+const MAX_DEPTH = 4;
+const MAX_TRIES = 8;
+
+const me = (): Holder => ({ pid: process.pid, proc_start: procStart(process.pid) });
+
+/**
+ * `take` run under the run's take lock, the lock released after it (thrown or not). `take` reads the run, refuses one a
+ * live worker holds (last-worker.ts refuseHeldRun) and records its own worker, all at once for every other taker: two
+ * can no longer both read "no worker" and both take the run. Synchronous: the lock is never held across an await.
+ */
+export function takeRun<T>(dir: string, run: string, take: () => T): T {
+  return withDir(openRunDir(dir), (folder) => {
+    acquire(folder, run);
+    try {
+      return take();
+    } finally {
+      rmSync(pathIn(folder, TAKE_LOCK), { force: true });
+    }
+  });
+}
+
+function acquire(folder: PlainDir, run: string): void {
+  for (let tries = 0; tries < MAX_TRIES; tries++) {
+    if (createWith(folder, TAKE_LOCK)) return;
+    const found = readLock(folder, TAKE_LOCK);
+    // Released meanwhile: try again.
+    if (found === null) continue;
+    if (holderAlive(found.holder)) throw takenBy(run, found.holder);
+    clearStale(folder, TAKE_LOCK, found, 0, run);
+  }
+  throw new RunBeingTakenError(`Run ${run} is being taken by other svc commands: try again`);
+}
+
+const takenBy = (run: string, holder: Holder | null) => new RunBeingTakenError(`Run ${run} is being taken by ` +
+  `another svc command${holder ? ` (pid ${holder.pid})` : ''} this very moment: try again once that has started`);
+
+/**
+ * Removes `name` if it is still the file `seen` whose holder is gone. Only one process at a time compares and removes
+ * it (it holds `<name>.clearing`): two that found the same stale lock could otherwise both remove it, the second
+ * removing the lock the first took meanwhile. A guard whose own holder died is cleared the same way, one level down.
+ */
+function clearStale(folder: PlainDir, name: string, seen: Found, depth: number, run: string): void {
+  if (depth >= MAX_DEPTH) throw new RunBeingTakenError(`Run ${run}'s ${name} cannot be cleared: remove it by hand`);
+  const guard = `${name}.clearing`;
+  for (let tries = 0; !createWith(folder, guard); tries++) {
+    const other = readLock(folder, guard);
+    if (other === null && tries < MAX_TRIES) continue;
+    if (other === null || holderAlive(other.holder)) throw takenBy(run, other?.holder ?? null);
+    clearStale(folder, guard, other, depth + 1, run);
+  }
+  try {
+    // Nobody else removes `name` while the guard is ours (its holder is gone: it cannot), so what is compared here is
+    // what is removed. A lock taken since has another holder (a live one), even where it got the freed inode again.
+    const now = readLock(folder, name);
+    if (now !== null && now.ino === seen.ino && sameHolder(now.holder, seen.holder)) unlinkSync(pathIn(folder, name));
+  } finally {
+    rmSync(pathIn(folder, guard), { force: true });
+  }
+}
+
+/** Makes `name` holding this process's identity, whole or not at all (a link to a file written first); false when
+ * one is there already. */
+function createWith(folder: PlainDir, name: string): boolean {
+  const temp = pathIn(folder, `${name}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  writeFileSync(temp, JSON.stringify(me()) + '\n', { flag: 'wx', mode: 0o600 });
+  try {
+    linkSync(temp, pathIn(folder, name));
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
+  } finally {
+    rmSync(temp, { force: true });
+  }
+}
+
+/** The lock file `name` (never followed if a link), or null when there is none. */
+function readLock(folder: PlainDir, name: string): Found | null {
+  const path = pathIn(folder, name);
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return null;
+    // A link, or something else svc never makes there: nobody holds it.
+    const ino = lstatSync(path, { throwIfNoEntry: false })?.ino;
+    if (ino === undefined) return null;
+    if (code === 'ELOOP' || code === 'EACCES') return { ino, holder: null };
+    throw err;
+  }
+  try {
+    const buf = Buffer.alloc(256);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    return { ino: fstatSync(fd).ino, holder: holderOf(tryParseJson(buf.subarray(0, n).toString('utf8'))) };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const sameHolder = (a: Holder | null, b: Holder | null): boolean =>
+  a === null || b === null ? a === b : a.pid === b.pid && a.proc_start === b.proc_start;
+
+function holderOf(value: unknown): Holder | null {
+  const { pid, proc_start: start } = obj(value);
+  if (typeof pid !== 'number' || !Number.isSafeInteger(pid) || pid <= 0) return null;
+  return typeof start === 'string' || start === null ? { pid, proc_start: start } : null;
+}
+
+/** A holder counts while its very process lives (its start time the one it wrote); one svc did not write, never. */
+function holderAlive(holder: Holder | null): boolean {
+  if (holder === null) return false;
+  // Without /proc no start time was written: only the pid can say, and a reused one keeps the lock (never a wrong
+  // take-over; a person removes it).
+  if (holder.proc_start === null) return isPidAlive(holder.pid);
+  return procStart(holder.pid) === holder.proc_start;
+}

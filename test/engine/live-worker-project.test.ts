@@ -1,0 +1,47 @@
+// Run ids are unique only within a project: a worker, or an --open-pr, of run X in project A holds A's run X alone
+// (proc-group.ts liveWorkerOf), never project B's run X. Each is a live process with that command line.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { liveWorkerOf, procStart } from '../../src/engine/proc-group.ts';
+import { idleNode } from '../helpers/run-child.ts';
+import { CLI } from './fixtures.ts';
+
+describe('a live worker of a run id two projects have', () => {
+  let root: string;
+  let a: string;
+  let b: string;
+  before(() => {
+    root = mkdtempSync(join(tmpdir(), 'svc-two-projects-'));
+    [a, b] = [join(root, 'a'), join(root, 'b')];
+    for (const d of [a, b, join(a, 'sub')]) mkdirSync(d, { recursive: true });
+  });
+  after(() => rmSync(root, { recursive: true, force: true }));
+
+  async function heldBy(args: string[], cwd: string): Promise<Record<'a' | 'b', number | null>> {
+    const worker = await idleNode(args, { cwd });
+    try {
+      const state = { run: 'r01same', pid: worker.pid!, proc_start: procStart(worker.pid!) };
+      const held = { a: liveWorkerOf(state, a), b: liveWorkerOf(state, b) };
+      return { a: held.a === worker.pid ? 1 : held.a, b: held.b === worker.pid ? 1 : held.b };
+    } finally {
+      worker.kill('SIGKILL');
+      await once(worker, 'exit');
+    }
+  }
+
+  it('does not count a worker of project A\'s run as a worker of project B\'s run of the same id', async () => {
+    const held = await heldBy([CLI, 'worker', 'resume', '--run-id', 'r01same', '--repo', a], a);
+    assert.deepEqual(held, { a: 1, b: null });
+  });
+
+  it('counts an --open-pr for the project it names with --repo, or else the one it runs in', async () => {
+    assert.deepEqual(await heldBy([CLI, 'start', '--open-pr', 'r01same'], join(a, 'sub')), { a: 1, b: null });
+    assert.deepEqual(await heldBy([CLI, 'start', '--open-pr', 'r01same', '--repo', b], a), { a: null, b: 1 });
+    assert.deepEqual(await heldBy([CLI, 'start', '--open-pr=r01same', `--repo=${join(b, '.')}`], root),
+      { a: null, b: 1 });
+  });
+});

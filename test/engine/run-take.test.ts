@@ -1,0 +1,124 @@
+// Taking a run (an --open-pr, a resume, a verify) checks that no live worker holds it and records itself as its
+// worker, under the run's take lock (run-take.ts): two commands that read "no worker" at the same moment can no longer
+// both take it. The race is real: two `svc start --open-pr` processes, each stopped by a barrier right at its own
+// record (test/helpers/pause-take.ts), released only once both are there or gone.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { prepareRun } from '../../src/engine/launch.ts';
+import { procStart } from '../../src/engine/proc-group.ts';
+import { readState, writeState } from '../../src/engine/run-state.ts';
+import { RunBeingTakenError, TAKE_LOCK, takeRun } from '../../src/engine/run-take.ts';
+import { runFailure } from '../../src/run-json.ts';
+import { idleNode } from '../helpers/run-child.ts';
+import { CLI, repoForTests } from './fixtures.ts';
+
+const PAUSE = new URL('../helpers/pause-take.ts', import.meta.url).pathname;
+
+/** Resolves true once `child` said the line `word`, false if it ended without saying it. */
+function says(child: ChildProcess, word: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    let text = '';
+    const heard = (chunk: Buffer) => {
+      text += chunk.toString('utf8');
+      if (text.split('\n').includes(word)) done(true);
+    };
+    const closed = () => done(text.split('\n').includes(word));
+    const done = (said: boolean) => {
+      child.stdout!.off('data', heard);
+      child.off('close', closed);
+      resolve(said);
+    };
+    child.stdout!.on('data', heard);
+    child.on('close', closed);
+  });
+}
+
+describe('two svc commands taking one run at once', () => {
+  const t = repoForTests({}, { SVC_SANDBOX: 'none' });
+  let dir: string;
+  let run: string;
+
+  before(async () => {
+    const { state } = await prepareRun({
+      input: 'append fixed', forceBrief: true, pr: false, worktree: false, provider: 'fake', repo: t.repo, runId: null,
+      env: t.env,
+    });
+    run = state.run;
+    dir = join(t.repo, '.svc', 'runs', run);
+    // A failed --pr run whose PR was not opened, with no worker: what an --open-pr takes.
+    writeState(dir, {
+      ...state, pr: true, status: 'failed', ended_at: new Date().toISOString(),
+      failure: runFailure('infra', 'the pull request could not be opened'), pid: null, pgid: null, proc_start: null,
+    });
+  });
+
+  /** Two --open-pr of the run, each held at its record of itself until both are there (or refused): how many took
+   * it, and what the others said. */
+  async function race(): Promise<{ took: number; refusals: string[] }> {
+    const racers = [0, 1].map(() => spawn(process.execPath, ['--import', PAUSE, CLI, 'start', '--open-pr', run],
+      { cwd: t.repo, env: t.env, stdio: ['pipe', 'pipe', 'pipe'] }));
+    const stderr = racers.map((r) => {
+      let text = '';
+      r.stderr!.setEncoding('utf8').on('data', (c: string) => (text += c));
+      return () => text;
+    });
+    const ended = racers.map((r) => once(r, 'close'));
+    try {
+      const there = await Promise.all(racers.map((r) => says(r, 'at-take')));
+      racers.forEach((r, i) => there[i] && r.stdin!.write('go\n'));
+      const took = await Promise.all(racers.map((r, i) => there[i] ? says(r, 'took') : false));
+      racers.forEach((r, i) => took[i] && r.stdin!.write('exit\n'));
+      await Promise.all(ended);
+      return { took: took.filter(Boolean).length, refusals: stderr.map((s) => s()).filter((s) => s !== '') };
+    } finally {
+      for (const r of racers) r.kill('SIGKILL');
+    }
+  }
+
+  // Each round's owner exits still holding the take lock: the next round's two find it stale, and race to clear it.
+  for (const round of [1, 2, 3]) {
+    it(`leaves exactly one of two racing --open-pr the run's worker (round ${round})`, async () => {
+      const { took, refusals } = await race();
+      assert.equal(took, 1, `exactly one owner; the refused said: ${refusals.join(' | ')}`);
+      assert.equal(refusals.length, 1);
+      assert.match(refusals[0]!, /is being taken by another svc command|is still finishing/);
+      assert.equal(readState(dir).status, 'failed');
+    });
+  }
+});
+
+describe('the take lock', () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'svc-take-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('refuses a take while the lock\'s holder lives, and runs none of it', async () => {
+    const holder = await idleNode();
+    try {
+      writeFileSync(join(dir, TAKE_LOCK), JSON.stringify({ pid: holder.pid, proc_start: procStart(holder.pid!) }));
+      let ran = false;
+      assert.throws(() => takeRun(dir, 'r1', () => (ran = true)), RunBeingTakenError);
+      assert.equal(ran, false);
+    } finally {
+      holder.kill('SIGKILL');
+      await once(holder, 'exit');
+    }
+  });
+
+  it('takes over a lock whose holder is gone, even with its pid alive as another process', () => {
+    // This very process's pid, with a start time it never had: the holder is gone, its pid is not.
+    writeFileSync(join(dir, TAKE_LOCK), JSON.stringify({ pid: process.pid, proc_start: '1' }));
+    assert.equal(takeRun(dir, 'r1', () => {
+      const held = JSON.parse(readFileSync(join(dir, TAKE_LOCK), 'utf8')) as { pid: number };
+      return held.pid;
+    }), process.pid);
+    assert.throws(() => readFileSync(join(dir, TAKE_LOCK)), { code: 'ENOENT' }, 'released after the take');
+  });
+});
