@@ -215,14 +215,15 @@ export async function prepareRetry(
 }
 
 /**
- * Spawns `svc worker MODE --run-id RUN --repo REPO` detached; output goes to worker.log unless inherited. Under the
- * run's take lock (run-take.ts) from its last look at the run to its record of the worker: no --open-pr, resume or
- * verify takes the run in between.
+ * Spawns `svc worker MODE --run-id RUN --repo REPO` detached; output goes to worker.log unless inherited. An earlier
+ * run (resume, verify) is taken under its take lock (run-take.ts) from the last look at it to the record of its worker:
+ * no --open-pr, resume or verify takes it in between. A new run needs none: it is queued, which none of them takes.
  */
 export function spawnWorker(
   state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean,
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
+  if (mode === 'start') return startWorker(state, mode, env, inherit, dir);
   return takeRun(dir, state.run, () => startWorker(state, mode, env, inherit, dir));
 }
 
