@@ -224,7 +224,12 @@ export function spawnWorker(
 ): ReturnType<typeof startChild> {
   const dir = runDir(state.repo_path, state.run);
   if (mode === 'start') return startWorker(state, mode, env, inherit, dir);
-  return takeRun(dir, state.run, () => startWorker(state, mode, env, inherit, dir));
+  return takeRun(dir, state.run, () => {
+    const child = startWorker(state, mode, env, inherit, dir);
+    // The lock is held till its argv shows it is this run's worker: only then does a reader count it.
+    if (child.pid) untilOwned(child.pid, isWorkerOf(state.run, state.repo_path));
+    return child;
+  });
 }
 
 function startWorker(
@@ -266,8 +271,6 @@ function startWorker(
     const fresh = readState(dir);
     const identity = identityOf(child.pid);
     writeState(dir, mode === 'verify' ? { ...fresh, verifier: identity } : { ...fresh, ...identity });
-    // The take lock is held till its argv shows it is this run's worker: only then does a reader count it.
-    untilOwned(child.pid, isWorkerOf(state.run, state.repo_path));
   }
   return child;
 }
