@@ -111,7 +111,8 @@ function readLock(folder: PlainDir, name: string): Found | null {
   const path = pathIn(folder, name);
   let fd: number;
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    // O_NONBLOCK: a FIFO planted there cannot block the open (and with it every take of the run).
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return null;
@@ -122,9 +123,12 @@ function readLock(folder: PlainDir, name: string): Found | null {
     throw err;
   }
   try {
+    const st = fstatSync(fd);
+    // Only svc's own file names a holder: another user's could name any live process and hold the run for good.
+    if (!st.isFile() || st.uid !== process.getuid?.()) return { ino: st.ino, holder: null };
     const buf = Buffer.alloc(256);
     const n = readSync(fd, buf, 0, buf.length, 0);
-    return { ino: fstatSync(fd).ino, holder: holderOf(tryParseJson(buf.subarray(0, n).toString('utf8'))) };
+    return { ino: st.ino, holder: holderOf(tryParseJson(buf.subarray(0, n).toString('utf8'))) };
   } finally {
     closeSync(fd);
   }

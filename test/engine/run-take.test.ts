@@ -4,9 +4,9 @@
 // record (test/helpers/pause-take.ts), released only once both are there or gone.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prepareRun } from '../../src/engine/launch.ts';
@@ -18,6 +18,7 @@ import { idleNode } from '../helpers/run-child.ts';
 import { CLI, repoForTests } from './fixtures.ts';
 
 const PAUSE = new URL('../helpers/pause-take.ts', import.meta.url).pathname;
+const RUN_TAKE = new URL('../../src/engine/run-take.ts', import.meta.url).pathname;
 
 /** Resolves true once `child` said the line `word`, false if it ended without saying it. */
 function says(child: ChildProcess, word: string): Promise<boolean> {
@@ -119,6 +120,34 @@ describe('the take lock', () => {
       const held = JSON.parse(readFileSync(join(dir, TAKE_LOCK), 'utf8')) as { pid: number };
       return held.pid;
     }), process.pid);
+    assert.throws(() => readFileSync(join(dir, TAKE_LOCK)), { code: 'ENOENT' }, 'released after the take');
+  });
+
+  // Only root can hand a file to another user.
+  const root = process.getuid?.() === 0 ? false : 'only root can plant a file as another user';
+  it('takes over a lock another user planted, though it names a live svc process', { skip: root }, async () => {
+    const holder = await idleNode();
+    try {
+      const path = join(dir, TAKE_LOCK);
+      writeFileSync(path, JSON.stringify({ pid: holder.pid, proc_start: procStart(holder.pid!) }));
+      chownSync(path, 65534, 65534);
+      assert.equal(takeRun(dir, 'r1', () => 'took'), 'took');
+    } finally {
+      holder.kill('SIGKILL');
+      await once(holder, 'exit');
+    }
+  });
+
+  it('takes over a FIFO planted as the lock rather than wait on it for a writer', () => {
+    rmSync(join(dir, TAKE_LOCK), { force: true });
+    assert.equal(spawnSync('mkfifo', [join(dir, TAKE_LOCK)]).status, 0);
+    // In a child: a take blocked on the FIFO's open would hold this process's one thread for good. The timeout only
+    // ends such a child; what is asserted is what it said.
+    const script = `import { takeRun } from ${JSON.stringify(RUN_TAKE)};\n` +
+      `process.stdout.write(takeRun(${JSON.stringify(dir)}, 'r1', () => 'took'));`;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script],
+      { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(child.stdout, 'took', `the take ended with ${child.signal ?? child.status}: ${child.stderr}`);
     assert.throws(() => readFileSync(join(dir, TAKE_LOCK)), { code: 'ENOENT' }, 'released after the take');
   });
 });
