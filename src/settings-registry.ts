@@ -153,12 +153,14 @@ export const SETTINGS = {
   TRACKERB_ASSIGNEES: text('trigger', NONE,
     'comma-separated account ids (only the account id matches), emails (the email, or a Server/DC username) or names'),
   TRACKERB_LABELS: text('trigger', NONE, 'comma-separated labels; with neither filter every trackerb event is skipped'),
-  CHATA_TEAM_IDS: { ...text('trigger', NONE, 'comma-separated chata workspace (team) ids, e.g. `T1DC2JH3J,T0ABCDEF`: ' +
-    'only a delivery Slack sent for one of them (`team_id`) starts or answers a job; one from any other workspace ' +
-    'the app is installed in is refused as a channel mapped to no repository. Unset: `/chata` answers 503 ' +
+  CHATA_TEAM_IDS: { ...text('trigger', NONE, 'comma-separated chata workspace (team) ids and Enterprise Grid ' +
+    'organisation ids, e.g. `T1DC2JH3J,E0ABCDEF`: only a delivery Slack sent for a workspace named (`team_id`) or ' +
+    'for a workspace of an organisation named (`enterprise_id`) starts or answers a job; one from any other ' +
+    'workspace the app is installed in is refused as a channel mapped to no repository. Unset: `/chata` answers 503 ' +
     '`not_configured`, but to Slack\'s signed `url_verification` challenge (one signing secret serves every ' +
     'workspace, so the signature alone cannot say whose it is)'),
-  pattern: [/^[A-Za-z0-9]{1,32}(\s*,\s*[A-Za-z0-9]{1,32})*$/, 'comma-separated workspace ids like `T1DC2JH3J`'] },
+  pattern: [/^[TE][A-Z0-9]{1,31}(\s*,\s*[TE][A-Z0-9]{1,31})*$/,
+    'comma-separated workspace ids like `T1DC2JH3J` or organisation ids like `E0ABCDEF`'] },
   CHATA_HOOKS_PREFIX: text('trigger', '`https://hooks.slack.com/`',
     'chata summaries go only to `response_url`s under this https prefix'),
   TRACKERB_BASE_URL: text('trigger', NONE, 'with the two below: a result comment on the trackerb issue (https)'),

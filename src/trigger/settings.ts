@@ -165,7 +165,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
 /**
  * CHATA_TEAM_IDS. One chata app installed in several workspaces signs all their deliveries with one secret, so the
  * signature says "the app" and not whose workspace: without the operator's list /chata serves none (DESIGN §7a, every
- * sender acts with its own authority; docs/trigger.md "Which chata workspaces").
+ * sender acts with its own authority; docs/trigger.md "Which chata workspaces"). Its entries are workspace ids (T…)
+ * and Enterprise Grid organisation ids (E…), told apart by that first letter (sources/chata.ts `servesWorkspace`).
  */
 function chataTeamsOf(env: NodeJS.ProcessEnv, secret: RouteSecret, problems: SecretProblems): ReadonlySet<string> {
   const teams = new Set(list(setting(env, 'CHATA_TEAM_IDS')));

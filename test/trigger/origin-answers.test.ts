@@ -84,6 +84,8 @@ describe('questions go back to the origin, answers come in from it', () => {
       TRACKERB_API_TOKEN: 'jira-token-15',
       // Blocked runs hold their slots: every test's job gets one.
       SVC_TRIGGER_CONCURRENCY: '16',
+      // The default workspaces, and an Enterprise Grid organisation whose every workspace is served.
+      CHATA_TEAM_IDS: 'T1DC2JH3J,T1,E0GRID01',
     }, {
       repo, reposFile, post: createHttpsPoster({ ca: cert.cert }),
       github: createGithubApi({ apiUrl: github.url, token: 'gh-token-11' }, cert.cert),
@@ -127,9 +129,9 @@ describe('questions go back to the origin, answers come in from it', () => {
     });
   }
 
-  function chata(channel: string, text: string, user = 'U1', team = 'T1DC2JH3J') {
+  function chata(channel: string, text: string, user = 'U1', team = 'T1DC2JH3J', enterprise?: string) {
     const raw = Buffer.from(fixture('slack-slash-command.txt').toString()
-      .replace('team_id=T1DC2JH3J&', `team_id=${team}&`)
+      .replace('team_id=T1DC2JH3J&', `team_id=${team}&${enterprise ? `enterprise_id=${enterprise}&` : ''}`)
       .replace('text=', `text=${encodeURIComponent(text)}`)
       .replace('channel_id=G8PSS9T3V', `channel_id=${channel}`)
       .replace('user_id=U2CERLKJA', `user_id=${user}`)
@@ -403,9 +405,10 @@ describe('questions go back to the origin, answers come in from it', () => {
     assert.deepEqual(audited.map((a) => [a.who, a.place, a.outcome]), [
       ['U9', 'chata channel C2', 'refused'], ['U2', 'chata channel C1', 'refused'], ['U6', 'chata channel C1', 'refused'],
     ]);
-    // Mapped again: the same channel's answer is taken, and the run continues to its end.
-    // Slack sends the words escaped (mrkdwn); the run gets them as typed.
-    const answered = await chata('C1', 'answer use staging &amp; not &lt;prod&gt;', 'U2');
+    // Mapped again: the same channel's answer is taken, and the run continues to its end; here from a workspace
+    // CHATA_TEAM_IDS does not name but whose organisation it does. Slack sends the words escaped (mrkdwn); the run
+    // gets them as typed.
+    const answered = await chata('C1', 'answer use staging &amp; not &lt;prod&gt;', 'U2', 'T0GRIDWS1', 'E0GRID01');
     assert.equal(answered.body.status, 'answered');
     assert.deepEqual(answerCalls().slice(before).map((a) => a.slice(-1)), [['use staging & not <prod>']]);
     // Handed over as the origin's answer, never the operator's (it cannot raise a daily budget cap).

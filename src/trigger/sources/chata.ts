@@ -18,7 +18,7 @@ type ChataInput =
   | { kind: 'skip'; reason: string }
   | { kind: 'refused'; reason: string };
 
-/** A slash command comes as a form, the Events API's deliveries as JSON; `teams`: CHATA_TEAM_IDS. */
+/** A slash command comes as a form, the Events API's deliveries as JSON; `teams`: CHATA_TEAM_IDS (T…, E… ids). */
 function readChataBody({ body, form }: Received, teams: ReadonlySet<string>): ChataInput {
   if (form === null) {
     if (body.type === 'url_verification' && typeof body.challenge === 'string') {
@@ -37,7 +37,7 @@ function readChataBody({ body, form }: Received, teams: ReadonlySet<string>): Ch
   const user = (form.get('user_id') || 'unknown').slice(0, 64);
   const channel = form.get('channel_id') || null;
   // A workspace the operator did not name: its channels reach no repository, whatever their ids are mapped to here.
-  const stranger = !home || !teams.has(home);
+  const stranger = !servesWorkspace(teams, home, form.get('enterprise_id'));
   return { kind: 'command', text, responseUrl: form.get('response_url'), channel, user, stranger };
 }
 
@@ -46,6 +46,16 @@ function readChataBody({ body, form }: Received, teams: ReadonlySet<string>): Ch
 function workspaceRefusal(home: string | null, team: string | null): string | null {
   if (!home) return 'a delivery that names no workspace';
   return team !== null && team !== home ? 'a message from another workspace' : null;
+}
+
+/**
+ * Whether CHATA_TEAM_IDS names the workspace (`team`, a T… entry) or, on Enterprise Grid, the organisation it
+ * belongs to (`enterprise`, an E… entry). Both come from the signed body: a header or the URL would let anyone name
+ * them. Each id is looked up only among entries of its own kind: a body's odd `team_id` never passes as an E… one.
+ */
+function servesWorkspace(teams: ReadonlySet<string>, team: string | null, enterprise: string | null): boolean {
+  if (team?.startsWith('T') && teams.has(team)) return true;
+  return !!enterprise?.startsWith('E') && teams.has(enterprise);
 }
 
 /** Slack's message timestamp, also the message's id in its channel ("1503435956.000247"). */
@@ -66,11 +76,15 @@ function readThreadReply(body: Record<string, unknown>, teams: ReadonlySet<strin
   if (!channel || !user || channel.length > 64 || user.length > 64) return skip('a message without channel or user');
   // A channel shared with another workspace (Slack Connect) carries its people's messages too: not answers. In one that
   // workspace started, the envelope's `team_id` is theirs; `authorizations[0]` names where the app is installed
-  // (bolt-js reads an event's workspace so too).
-  const installed = str(obj(list(body.authorizations)[0]).team_id) ?? str(body.team_id);
+  // (bolt-js reads an event's workspace so too). The organisation is read beside the workspace it was taken with: the
+  // envelope's, in a channel another organisation shares with us, is the one that started it.
+  const authorization = obj(list(body.authorizations)[0]);
+  const from = str(authorization.team_id) ? authorization : body;
+  const installed = str(from.team_id);
   const refusal = workspaceRefusal(installed, str(event.user_team) ?? str(event.team));
   if (refusal !== null) return skip(refusal);
-  if (!installed || !teams.has(installed)) return skip('a message from a workspace not served here');
+  const served = servesWorkspace(teams, installed, str(from.enterprise_id));
+  if (!served) return skip('a message from a workspace not served here');
   const text = slackUnescape(str(event.text) ?? '');
   const id = str(body.event_id);
   return { kind: 'reply', channel, thread, user, text, eventId: id && id.length <= 64 ? id : null };
