@@ -106,7 +106,8 @@ export const SETTINGS = {
   ERRTRACK_URL: text('engine', '`sentry.io` hosts', 'error-tracker API base; required for issue URLs on other ' +
     'hosts (the token goes only to sentry.io hosts or this host)'),
   TRACKERA_API_KEY: secret('engine', NONE, 'reads a `trackera:<id>` issue when no saved snapshot exists (not for a ' +
-    'chat\'s or another sender\'s run); for the trigger server, a result comment on the trackera issue'),
+    'chat\'s or another sender\'s run); for the trigger server, a result comment on the trackera issue, and the ' +
+    'check of who may `/svc answer` there (without it every such answer is refused)'),
   TRACKERA_API_URL: text('engine', '`https://api.linear.app/graphql`', 'the trackera GraphQL address (https only)'),
   GITHUB_TOKEN: secret('engine', NONE, 'opens pull requests (else `gh auth token`, else `gh pr create`); also the ' +
     'Control Plane\'s merge queue, the trigger\'s fetch of a `clone=` repository on the token\'s host, and its ' +
@@ -163,7 +164,8 @@ export const SETTINGS = {
     'comma-separated workspace ids like `T1DC2JH3J` or organisation ids like `E0ABCDEF`'] },
   CHATA_HOOKS_PREFIX: text('trigger', '`https://hooks.slack.com/`',
     'chata summaries go only to `response_url`s under this https prefix'),
-  TRACKERB_BASE_URL: text('trigger', NONE, 'with the two below: a result comment on the trackerb issue (https)'),
+  TRACKERB_BASE_URL: text('trigger', NONE, 'with the two below: a result comment on the trackerb issue, and the ' +
+    'check of who may `/svc answer` there (without all three every such answer is refused) (https)'),
   TRACKERB_EMAIL: secret('trigger', NONE, 'the trackerb account the comment is posted as'),
   TRACKERB_API_TOKEN: secret('trigger', NONE, 'its API token'),
   SVC_PUBLIC_URL: text('trigger', NONE, 'the Control Plane\'s address as people reach it (https, or http on a ' +

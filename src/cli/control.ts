@@ -1,7 +1,7 @@
 // `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
 import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { resolve, sep } from 'node:path';
 import { BadInputError, FailedError, UnavailableError, errorMessage } from '../errors.ts';
 import { ControlApiError } from '../client/client.ts';
 import { controlClientOf } from './runs.ts';
@@ -20,7 +20,7 @@ serve   Start the Control Plane (default 127.0.0.1:${47821}, DB ~/.svc/control/c
 status  Report whether the Control Plane is reachable and how many runs it holds (exit 1 when unreachable).
 import  Register the project DIR (default: the git work tree of the current directory) with the Control Plane on
         this machine, so it may start, resume, retry and verify runs there, and read the runs in DIR/.svc/runs
-        (POST /v1/import).
+        (POST /v1/import). A run folder (DIR/.svc/runs/<run>), DIR/.svc/runs or DIR/.svc imports DIR.
 
 Environment: SVC_CONTROL_HOST, SVC_CONTROL_PORT, SVC_CONTROL_DB, SVC_CONTROL_TOKEN,
 SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status, import)
@@ -48,11 +48,12 @@ async function controlImport(io: CliIo, args: string[]): Promise<number> {
   const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } }, 1);
   const given = positionals[0];
   // By default the work tree the current directory is in, whose .svc/runs svc start writes.
-  const dir = given === undefined ? (await import('../engine/git.ts')).repoRoot(process.cwd()) ?? process.cwd()
+  const named = given === undefined ? (await import('../engine/git.ts')).repoRoot(process.cwd()) ?? process.cwd()
     : resolve(given);
-  if (given === '' || !statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
+  if (given === '' || !statSync(named, { throwIfNoEntry: false })?.isDirectory()) {
     throw new BadInputError(`Not imported: "${given}" is not a directory; give the project's folder`);
   }
+  const dir = projectHolding(named);
   const found = controlClientOf(io.env);
   const { url, client, hasToken } = found;
   let result: Record<string, unknown>;
@@ -72,11 +73,24 @@ async function controlImport(io: CliIo, args: string[]): Promise<number> {
   const there = Number(result.duplicates) > 0 ? ` (and ${Number(result.duplicates)} it already had)` : '';
   const counts = `${count(result.runs, 'run')}, ${count(result.events, 'event')}${there}, `
     + count(result.artifacts, 'artifact');
-  io.stdout(`Imported ${dir} into the Control Plane at ${url}: ${counts}; runs may now be started there\n`);
+  const of = dir === named ? '' : ` (the project of ${named})`;
+  io.stdout(`Imported ${dir}${of} into the Control Plane at ${url}: ${counts}; runs may now be started there\n`);
   for (const entry of list(result.skipped)) {
     io.stdout(`  skipped ${oneLine(String(obj(entry).entry))}: ${oneLine(String(obj(entry).reason))}\n`);
   }
   return 0;
+}
+
+/**
+ * The project whose runs a folder holds: DIR itself, or for its `.svc`, `.svc/runs` or a run folder in it, the folder
+ * above `.svc`. A run folder is what a user has at hand after a run (svc start prints its path), and the Control
+ * Plane imports only whole projects, so the folder it lives in is what they mean.
+ */
+function projectHolding(dir: string): string {
+  const parts = dir.split(sep);
+  const at = parts.lastIndexOf('.svc');
+  if (at <= 0 || (at + 1 < parts.length && parts[at + 1] !== 'runs')) return dir;
+  return parts.slice(0, at).join(sep) || sep;
 }
 
 /** "1 run", "2 runs": a count as the Control Plane answered it, with its noun. */

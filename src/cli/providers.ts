@@ -1,6 +1,6 @@
 // `svc providers`: the report of GET /v1/providers (agent CLIs, versions, tested ranges) for this PATH and project.
 import { parseFlags, type CliIo } from './io.ts';
-import { readEngineConfigFile } from '../engine/config.ts';
+import { loadOperatorConfig, readEngineConfigFile } from '../engine/config.ts';
 import { createVersionProbe } from '../engine/cli-version.ts';
 import { describeProviders, type ProviderReport } from '../control/provider-detect.ts';
 import { safeJson } from '../safe-json.ts';
@@ -8,7 +8,8 @@ import { safeJson } from '../safe-json.ts';
 export const HELP = `Usage: svc providers [--json] [--repo DIR]
 
 Lists the built-in agent CLIs (claude, codex, gemini, aider, opencode) and the
-command providers in DIR/.svc/config.json (default: the current directory):
+command providers in DIR/.svc/config.json (default: the current directory) and
+in the operator's ~/.svc/operator.json or /etc/svc/operator.json (theirs win):
 whether each is on PATH, its version, and whether that version lies in the
 range the provider conformance suite tested. --json prints the same array as
 GET /v1/providers (without "default"). Exit 0.
@@ -33,7 +34,10 @@ function table(rows: ProviderReport[]): string {
 export default async function providers(io: CliIo): Promise<number> {
   const { values } = parseFlags(io.argv, { json: { type: 'boolean' }, repo: { type: 'string' } }, 0);
   const file = readEngineConfigFile(values.repo ?? process.cwd());
-  const rows = await describeProviders(file?.config.providers ?? {}, io.env.PATH, createVersionProbe(io.env));
+  // The operator's entries are those a run uses, over the project's of the same name (docs/engine.md, "The
+  // operator's file"): left out, a provider set up there as the docs say looked missing.
+  const commands = { ...file?.config.providers, ...loadOperatorConfig(io.env).providers };
+  const rows = await describeProviders(commands, io.env.PATH, createVersionProbe(io.env));
   io.stdout(values.json ? `${safeJson(rows)}\n` : `${table(rows)}\n`);
   return 0;
 }

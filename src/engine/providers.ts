@@ -367,7 +367,8 @@ export function resolveProvider(
     }
     const configured = Object.keys(config.providers);
     throw new ProviderMissingError(
-      `Unknown provider "${name}": builtins are ${BUILTIN_PROVIDERS.join(', ')}; .svc/config.json providers are ` +
+      `Unknown provider "${name}": builtins are ${BUILTIN_PROVIDERS.join(', ')}; the providers of .svc/config.json ` +
+        'and the operator\'s operator.json are ' +
         (configured.length ? configured.join(', ') : '(none)'),
     );
   }
@@ -375,9 +376,18 @@ export function resolveProvider(
     const found = resolveNamed(builtin, config, env.PATH);
     if (found) return found;
   }
+  const looked = `No provider found: looked for ${BUILTIN_PROVIDERS.join(', ')} on PATH and a "provider" in ` +
+    '.svc/config.json.';
+  // A command provider is never picked unnamed; one configured (the operator's above all, which the repository
+  // cannot see) is what the person meant to run, so name it rather than send them to install a CLI or to svc init.
+  const configured = Object.keys(config.providers);
+  if (configured.length > 0) {
+    throw new ProviderMissingError(`${looked} The command providers configured for this run (.svc/config.json ` +
+      `and the operator's operator.json) are ${configured.join(', ')}: pass --provider NAME, or name one as ` +
+      '"provider" in .svc/config.json');
+  }
   throw new ProviderMissingError(
-    `No provider found: looked for ${BUILTIN_PROVIDERS.join(', ')} on PATH and a "provider" in .svc/config.json. ` +
-      'Install one and pass --provider NAME, or try svc with no API key: `svc init` writes a command provider ' +
-      '(a small script svc runs as the agent) into .svc/ (README "Quick start")',
+    `${looked} Install one and pass --provider NAME, or try svc with no API key: \`svc init\` writes a command ` +
+      'provider (a small script svc runs as the agent) into .svc/ (README "Quick start")',
   );
 }

@@ -128,6 +128,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     chataBot: botToken && botUrl ? { apiUrl: new URL(botUrl).href, token: botToken } : undefined,
     github: ghToken ? { apiUrl: settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, ''), token: ghToken } : undefined,
   };
+  problems.warnings.push(...trackerAnswerWarnings(secrets, notify));
   const controlUrl = setting(env, 'SVC_CONTROL_URL');
   // Without it each run started here finds the Control Plane by SVC_CONTROL_PORT and refuses a bad one (exit 2): a
   // typo stops the server now rather than failing every run.
@@ -209,6 +210,25 @@ function pick(env: NodeJS.ProcessEnv, route: SourceName, problems: SecretProblem
     problems.errors.push(`${secretFile} could not be read: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
     return { variable: secretFile, value: undefined, set: true };
   }
+}
+
+/**
+ * Who may answer on a tracker is asked of its API, which fails closed: without the API access every `/svc answer`
+ * comment is refused, each only in a log line at the time. Said once at start, as for GitHub's token, since the
+ * setup recipes present the API access as what posts the result comment only.
+ */
+function trackerAnswerWarnings(secrets: Record<SourceName, RouteSecret>, notify: NotifyConfig): string[] {
+  const warnings: string[] = [];
+  if (secrets.trackera.value && !notify.trackeraApiKey) {
+    warnings.push('TRACKERA_API_KEY is not set: /trackera refuses every /svc answer comment (whether its author is ' +
+      'on the issue\'s team cannot be asked of the tracker) and posts no question or summary on the issue');
+  }
+  if (secrets.trackerb.value && !notify.trackerb) {
+    warnings.push('TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set: /trackerb refuses ' +
+      'every /svc answer comment (whether its author may be assigned the issue cannot be asked of the tracker) and ' +
+      'posts no question or summary on the issue');
+  }
+  return warnings;
 }
 
 export function resolveRouteSecrets(env: NodeJS.ProcessEnv) {

@@ -421,6 +421,18 @@ describe('svc control status', () => {
   });
 });
 
+/** A git project NAME holding one ended run ID in .svc/runs, as svc start leaves it. */
+function projectWithRun(name: string, id: string): { project: string; run: string; at: string } {
+  const project = join(dir, name);
+  const run = join(project, '.svc', 'runs', id);
+  mkdirSync(run, { recursive: true });
+  spawnSync('git', ['init', '-q', project]);
+  const at = '2026-02-01T10:00:00.000Z';
+  writeFileSync(join(run, 'state.json'), JSON.stringify({ source: 'local', run: id, status: 'succeeded',
+    started_at: at, ended_at: at, updated_at: at, repo: 'acme/api' }));
+  return { project, run, at };
+}
+
 describe('svc control import', () => {
   let server: Served;
   before(async () => {
@@ -449,13 +461,7 @@ describe('svc control import', () => {
   });
 
   it('counts the events the Control Plane already had apart from those the import stored', async () => {
-    const project = join(dir, 'import-shipped');
-    const run = join(project, '.svc', 'runs', 'r01shipped');
-    mkdirSync(run, { recursive: true });
-    spawnSync('git', ['init', '-q', project]);
-    const at = '2026-02-01T10:00:00.000Z';
-    writeFileSync(join(run, 'state.json'), JSON.stringify({ source: 'local', run: 'r01shipped', status: 'succeeded',
-      started_at: at, ended_at: at, updated_at: at, repo: 'acme/api' }));
+    const { project, run, at } = projectWithRun('import-shipped', 'r01shipped');
     writeFileSync(join(run, 'events.jsonl'), `${JSON.stringify({ seq: 1, ts: at, kind: 'run.status',
       data: { from: null, to: 'queued' } })}\n`);
     const first = await svc(['control', 'import', project], env());
@@ -486,6 +492,18 @@ describe('svc control import', () => {
       assert.equal(r.code, 2, r.stderr);
       assert.equal(r.stderr, `svc control: Not imported: "${given}" is not a directory; give the project's folder\n`);
     }
+  });
+
+  it('imports the project of a run folder (or of its .svc/runs, or .svc) it is given, and says so', async () => {
+    const { project, run } = projectWithRun('import-of-run', 'r01given');
+    for (const given of [run, join(project, '.svc', 'runs'), join(project, '.svc')]) {
+      const r = await svc(['control', 'import', given], env());
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, new RegExp(`^Imported ${project} \\(the project of ${given}\\) into the Control Plane`));
+    }
+    const projects = await fetch(`${server.url}/v1/projects`, { headers: { authorization: 'Bearer import-token' } });
+    const paths = ((await projects.json()) as { items: { path: string }[] }).items.map((p) => p.path);
+    assert.ok(paths.includes(project), paths.join(' '));
   });
 
   it('imports the work tree the current directory is in by default, as svc start finds it', async () => {

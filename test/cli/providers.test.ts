@@ -60,6 +60,23 @@ describe('svc providers', () => {
     assert.match(res.stdout, /mine\s+-\s+command provider/);
   });
 
+  it('lists the operator\'s providers too, whose entry wins over the project\'s of the same name', async () => {
+    mkdirSync(join(root, '.svc'), { recursive: true });
+    const operator = { providers: { ops: { command: ['ops-agent'] }, mine: { command: ['/usr/bin/env'] } } };
+    writeFileSync(join(root, '.svc', 'operator.json'), JSON.stringify(operator));
+    try {
+      const res = await providers(['--json']);
+      assert.equal(res.code, 0, res.stderr);
+      const rows = JSON.parse(res.stdout) as { name: string; kind: string; available: boolean; path: string }[];
+      const by = Object.fromEntries(rows.map((p) => [p.name, p]));
+      assert.deepEqual([by.ops?.kind, by.ops?.available], ['command', false]);
+      assert.equal(by.mine?.path, '/usr/bin/env');
+      assert.equal(rows.filter((p) => p.name === 'mine').length, 1);
+    } finally {
+      rmSync(join(root, '.svc', 'operator.json'));
+    }
+  });
+
   it('rejects an unknown flag with a usage error', async () => {
     const res = await providers(['--nope']);
     assert.equal(res.code, 2);

@@ -193,6 +193,11 @@ describe('svc start from the command line', () => {
     assert.equal(missing.status, 1);
     assert.match(missing.stderr, /Provider "codex" not found: looked for the "codex" executable on the PATH of the /);
     assert.match(missing.stderr, /process that started the run \(a server's or a job pod's, not always your shell's\)/);
+    // No built-in on PATH and no "provider" named, but command providers configured: the error names them.
+    const unnamed = await svc(['start', 'anything'], { PATH: '/usr/bin:/bin' });
+    assert.equal(unnamed.status, 1);
+    assert.match(unnamed.stderr, /No provider found: .* The command providers configured for this run \(\.svc\/config/);
+    assert.match(unnamed.stderr, /are fake, ask, spender, idle: pass --provider NAME, or name one as "provider" in /);
   });
 
   it('refuses a --run-id that is not one path segment or names an existing run, and a --retry of no run', async () => {

@@ -39,6 +39,25 @@ function serve(env: NodeJS.ProcessEnv, args: string[]): Promise<{ child: ChildPr
   });
 }
 
+/** What `svc trigger serve --repo REPO` logs on stderr up to its "listening" line; it is stopped then. */
+async function startupLog(env: NodeJS.ProcessEnv, repo: string): Promise<string> {
+  const child = spawn(process.execPath, [CLI, 'trigger', 'serve', '--port', '0', '--repo', repo],
+    { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  children.push(child);
+  let err = '';
+  const exit = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    child.stderr!.on('data', (d: Buffer) => {
+      err += d.toString();
+      if (err.includes('"msg":"listening"')) resolve();
+    });
+    exit.then(() => reject(new Error(`server exited before listening: ${err}`)));
+  });
+  child.kill('SIGTERM');
+  await exit;
+  return err;
+}
+
 function baseEnv(home: string): NodeJS.ProcessEnv {
   return { PATH: process.env.PATH, HOME: home, ...SECRETS, CHATA_TEAM_IDS: CHATA_TEAM, SVC_TRIGGER_CLI: FAKE_SVC };
 }
@@ -92,6 +111,22 @@ describe('svc trigger', () => {
     });
     assert.equal(code, 0);
   });
+
+  it('says at start that trackera and trackerb take no /svc answer without the API access to check who answers',
+    async () => {
+      const home = tempDir('svc-home-');
+      const repo = makeRepo();
+      cleanups.push(
+        () => rmSync(home, { recursive: true, force: true }), () => rmSync(repo, { recursive: true, force: true }),
+      );
+      const bare = await startupLog(baseEnv(home), repo);
+      assert.match(bare, /"TRACKERA_API_KEY is not set: \/trackera refuses every \/svc answer comment \(/);
+      assert.match(bare, /"TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set: \/trackerb /);
+      const keyed = await startupLog({ ...baseEnv(home), TRACKERA_API_KEY: 'lin-key', TRACKERB_EMAIL: 'svc@example.test',
+        TRACKERB_BASE_URL: 'https://acme.atlassian.example', TRACKERB_API_TOKEN: 'jira-token' }, repo);
+      assert.doesNotMatch(keyed, /TRACKERA_API_KEY is not set|are not all set/);
+      assert.match(keyed, /"msg":"listening"/);
+    });
 
   it('runs a job accepted just before a SIGKILL once the server restarts, and again one whose launch it lost',
     async () => {
