@@ -21,8 +21,10 @@ Sends the runs under <repo>/.svc/runs to the Control Plane (SVC_CONTROL_URL, els
 127.0.0.1:$SVC_CONTROL_PORT), or only the RUNs named. Each run resumes from its ship.json offset; --all re-sends
 everything. A run made with SVC_SHIP=0 goes only when named.
 A run whose worker is still there is left to it (its worker ships it): an ended run's worker is waited for up to
-10 s in all, a running run's not at all. Exit 1 when a run was not sent, but for one its worker ships that no RUN
-named; with --all such a run counts as not sent: its worker sends only what it has not sent before.
+10 s in all, a running run's not at all. So is one another svc ship sends. A run sent is held meanwhile: a
+resume, verify or --open-pr of it waits, then is refused. Exit 1 when a run was not sent, but for one its worker
+ships that no RUN named; with --all such a run counts as not sent: its worker sends only what it has not sent
+before.
 Token: SVC_CONTROL_TOKEN_FILE, ~/.svc/control/token (a loopback address only), or SVC_CONTROL_TOKEN.
 `;
 
@@ -46,12 +48,14 @@ export default async function ship(io: CliIo): Promise<number> {
     workerWaitMs: LAST_WORKER_WAIT_MS, fromStart: values.all === true,
   });
   // Its worker goes on from its own ship.json: what a restored Control Plane lost of the run is not sent again by it.
-  for (const { run, pid } of working) {
-    const worker = `its worker (pid ${pid}) is still there`;
+  for (const { run, pid, shipping } of working) {
+    const holder = shipping
+      ? { is: `another svc ship (pid ${pid}) is sending it`, sends: '', gone: 'it has ended' }
+      : { is: `its worker (pid ${pid}) is still there`, sends: ' and sends only what it has not sent',
+        gone: 'it has left' };
     io.stderr(`svc ship: ${run}: ${values.all
-      ? `not sent again from the start: ${worker} and sends only what it has not sent; svc ship --all ${run} once ` +
-        'it has left'
-      : `not shipped here: ${worker} and ships it`}\n`);
+      ? `not sent again from the start: ${holder.is}${holder.sends}; svc ship --all ${run} once ${holder.gone}`
+      : `not shipped here: ${holder.is}${shipping ? '' : ' and ships it'}`}\n`);
   }
   // Each run refused on its own is named; the last line says how many did not go, and what ended the pass, if anything.
   for (const f of failures.filter((f) => !f.everyRun)) io.stderr(`svc ship: ${f.run}: not shipped: ${f.why}\n`);

@@ -10,7 +10,8 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BadInputError, RefusedError } from '../errors.ts';
 import { obj, num, str, tryParseJson } from '../untrusted.ts';
-import { identityOf, liveWorkerOf, procStart } from './proc-group.ts';
+import { identityOf, procStart } from './proc-group.ts';
+import { holderOf } from './last-worker.ts';
 import { isPidAlive } from '../client/server-record.ts';
 import { listPlain, openPlainPath, pathIn, readAgentFile, type PlainDir } from './plain-tree.ts';
 import { withDir, writeNoFollow } from './safe-fs.ts';
@@ -157,8 +158,9 @@ function rename(repo: string, found: Found, name: string, now: string): boolean 
   try {
     return takeRun(dir, found.run, () => {
       const state = readState(dir);
-      // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back.
-      if (state.repo !== found.state.repo || liveWorkerOf({ ...state, run: found.run }, repo) !== null) return false;
+      // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back; a
+      // `svc ship` sending the run would clear the marker this sets, the rename's event left unsent.
+      if (state.repo !== found.state.repo || holderOf({ ...state, run: found.run }, repo, dir) !== null) return false;
       writeState(dir, { ...state, repo: name, updated_at: now });
       appendEvent(dir, 'log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
       markPending(dir);

@@ -300,7 +300,7 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
     const refusal = prLaterRefusal(before);
     if (refusal !== null) throw new ConflictError(refusal);
     // So too when a worker holds it: another --open-pr, or a verify, that came after this one's wait.
-    refuseHeldRun(before, 'open its pull request', projectOf(dir));
+    refuseHeldRun(before, 'open its pull request', projectOf(dir), dir);
     const opened = openRunContext(dir, env, { say });
     // Its writes and its ship are a worker's: a resume or a verify meanwhile waits, as for one (launch.ts).
     opened.enter();

@@ -236,7 +236,7 @@ function startWorker(
   state: RunState, mode: WorkerMode, env: NodeJS.ProcessEnv, inherit: boolean, dir: string,
 ): ReturnType<typeof startChild> {
   // A verify's last look before its first write (a resume's is requeue's): an --open-pr since its wait holds the run.
-  if (mode === 'verify') refuseHeldRun(readState(dir), 'verify', state.repo_path);
+  if (mode === 'verify') refuseHeldRun(readState(dir), 'verify', state.repo_path, dir);
   const log = inherit ? null : withDir(openRunDir(dir), (folder) => openAppendNoFollowIn(folder, 'worker.log'));
   const argv = workerArgv(mode, state.run, state.repo_path);
   // A resume goes back to queued right before its worker starts, as a new run is made queued: a stop that comes before
@@ -286,18 +286,19 @@ export type LastWorkerAction = 'resume' | 'verify' | 'open-pr';
 
 /**
  * An ended run's state once no worker may still write it: its last attempt's and the last verify's have left
- * (proc-group.ts liveWorkerOf). A status ends before its worker does: the worker then puts back the plan it read,
- * ships the run (ship.json, the ship-pending marker, a "not shipped" line) and last clears its pid (run-context.ts
- * leave); a resume's worker or an --open-pr that began meanwhile would have its ship offset rolled back and its
- * batches overtaken by the old worker's, and its state.json written over. A run the action would refuse anyway is
- * not waited for; a worker still there after the wait is refused as a conflict, by its pid.
+ * (proc-group.ts liveWorkerOf), and no `svc ship` is sending it (ship-hold.ts). A status ends before its worker does:
+ * the worker then puts back the plan it read, ships the run (ship.json, the ship-pending marker, a "not shipped" line)
+ * and last clears its pid (run-context.ts leave); a resume's worker or an --open-pr that began meanwhile would have its
+ * ship offset rolled back and its batches overtaken by the old worker's, and its state.json written over. A run the
+ * action would refuse anyway is not waited for; a worker or a shipper still there after the wait is refused as a
+ * conflict, by its pid.
  */
 export async function afterLastWorker(dir: string, action: LastWorkerAction): Promise<RunState> {
   const acted = () => {
     const state = readState(dir);
     return TERMINAL.has(state.status) && ACTS_ON[action](state.status) ? state : null;
   };
-  const alive = await workerStillThere(acted, LAST_WORKER_WAIT_MS, projectOf(dir));
+  const alive = await workerStillThere(acted, LAST_WORKER_WAIT_MS, projectOf(dir), dir);
   const state = readState(dir);
   if (alive === null) return state;
   throw workerConflict(state, alive, action === 'open-pr' ? 'open its pull request' : action);
@@ -316,7 +317,7 @@ function requeue(dir: string): RunState {
     throw new ConflictError(`Run ${earlier.run} is ${earlier.status}; only stopped or failed runs can be resumed`);
   }
   // And an --open-pr that recorded itself since the resume's wait (afterLastWorker) still writes and ships the run.
-  refuseHeldRun(earlier, 'resume', projectOf(dir));
+  refuseHeldRun(earlier, 'resume', projectOf(dir), dir);
   const now = new Date().toISOString();
   writeState(dir, {
     ...earlier, status: 'queued', ended_at: null, error: null, failure: null, updated_at: now,

@@ -18,13 +18,13 @@ export const TAKE_LOCK = 'take.lock';
 /** Another process is taking the run this very moment: it holds the take lock and is alive. */
 export class RunBeingTakenError extends ConflictError {}
 
-interface Holder {
+export interface Holder {
   pid: number;
   proc_start: string | null;
 }
 
 /** A lock file as read: its inode (what a clearer compares), and its holder (null: none svc wrote). */
-interface Found {
+export interface Found {
   ino: number;
   holder: Holder | null;
 }
@@ -33,7 +33,7 @@ interface Found {
 const MAX_DEPTH = 4;
 const MAX_TRIES = 8;
 
-const me = (): Holder => ({ pid: process.pid, proc_start: procStart(process.pid) });
+export const me = (): Holder => ({ pid: process.pid, proc_start: procStart(process.pid) });
 
 /**
  * `take` run under the run's take lock, the lock released after it (thrown or not). `take` reads the run, refuses one a
@@ -92,7 +92,7 @@ function clearStale(folder: PlainDir, name: string, seen: Found, depth: number, 
 
 /** Makes `name` holding this process's identity, whole or not at all (a link to a file written first); false when
  * one is there already. */
-function createWith(folder: PlainDir, name: string): boolean {
+export function createWith(folder: PlainDir, name: string): boolean {
   const temp = pathIn(folder, `${name}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   writeFileSync(temp, JSON.stringify(me()) + '\n', { flag: 'wx', mode: 0o600 });
   try {
@@ -107,7 +107,7 @@ function createWith(folder: PlainDir, name: string): boolean {
 }
 
 /** The lock file `name` (never followed if a link), or null when there is none. */
-function readLock(folder: PlainDir, name: string): Found | null {
+export function readLock(folder: PlainDir, name: string): Found | null {
   const path = pathIn(folder, name);
   let fd: number;
   try {
@@ -144,7 +144,7 @@ function holderOf(value: unknown): Holder | null {
 }
 
 /** A holder counts while its very process lives (its start time the one it wrote); one svc did not write, never. */
-function holderAlive(holder: Holder | null): boolean {
+export function holderAlive(holder: Holder | null): boolean {
   if (holder === null) return false;
   // Without /proc no start time was written: only the pid can say, and a reused one keeps the lock (never a wrong
   // take-over; a person removes it).

@@ -6,7 +6,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { createServer, type ServerResponse } from 'node:http';
 import { createServer as createTcpServer, type Socket } from 'node:net';
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
@@ -14,108 +13,18 @@ import { join } from 'node:path';
 import { makeRepo, processesMentioning, readJson, CLI, FAILS_ONCE, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { idleNode, runChild, type ChildResult } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { shippingProject, standInControl, within } from '../helpers/held-ingest.ts';
 import { readState, writeState } from '../../src/engine/run-state.ts';
 import { liveWorkerOf, procStart } from '../../src/engine/proc-group.ts';
-
-/** One ingest batch as the stand-in saw it. */
-interface Batch {
-  arrived: number;
-  answered: number;
-  run: unknown;
-  status: unknown;
-  seqs: unknown[];
-  /** It carries the run.status line a resume writes when it queues the run again. */
-  resumed: boolean;
-}
-
-/** Rejects after `ms` naming `what`: no step of these tests can hang. */
-function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`Timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
-}
-
-/** A Control Plane's ingest that answers at once, but for a batch carrying a `failed` run while `hold` says so. */
-async function standInControl() {
-  const seen: Batch[] = [];
-  const held: Array<() => void> = [];
-  /** `ms`: the first such batch answered that long after it came; `until-released`: each answered by release(). */
-  let hold: { ms: number } | 'until-released' | null = null;
-  let onHeld: (() => void) | null = null;
-  const server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
-    req.on('end', () => {
-      if (req.url !== '/v1/ingest') return void answer(res, 404, { error: { code: 'not_found', message: req.url } });
-      const batch = JSON.parse(body) as {
-        runs?: Array<{ run?: unknown; status?: unknown }>; events?: Array<Record<string, any>>;
-      };
-      const events = batch.events ?? [];
-      const entry: Batch = {
-        arrived: Date.now(), answered: NaN, run: batch.runs?.[0]?.run, status: batch.runs?.[0]?.status,
-        seqs: events.map((e) => e.seq),
-        resumed: events.some((e) => e.kind === 'run.status' && e.data?.resumed === true),
-      };
-      seen.push(entry);
-      const reply = () => {
-        entry.answered = Date.now();
-        answer(res, 200, { runs: 1, events: events.length, duplicates: 0, artifacts: 0, control: [] });
-      };
-      if (entry.status !== 'failed' || hold === null) return reply();
-      onHeld?.();
-      if (hold === 'until-released') return void held.push(reply);
-      // Only the first: the old worker's, which its last ship then waits behind.
-      setTimeout(reply, hold.ms);
-      hold = null;
-    });
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  assert.ok(address && typeof address === 'object');
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    seen,
-    /** Holds the batches carrying the run's failure from now on; resolves once the first of them came. */
-    holdFailed(how: { ms: number } | 'until-released'): Promise<void> {
-      hold = how;
-      return new Promise((resolve) => (onHeld = () => resolve()));
-    },
-    release(): void {
-      hold = null;
-      for (const reply of held.splice(0)) reply();
-    },
-    close(): void {
-      server.closeAllConnections();
-      server.close();
-    },
-  };
-}
-
-function answer(res: ServerResponse, status: number, body: unknown): void {
-  // A request whose sender timed out and went: nothing to answer.
-  if (res.destroyed) return;
-  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-}
 
 describe('a command on a run whose worker still ships its end', () => {
   let repo: TestRepo;
   let control: Awaited<ReturnType<typeof standInControl>>;
   let env: NodeJS.ProcessEnv;
+  let cleanup: (runs: string[]) => void;
   const runs: string[] = [];
-  before(async () => {
-    repo = makeRepo({ providers: { 'fails-once': FAILS_ONCE } });
-    control = await standInControl();
-    env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: control.url, SVC_SHIP: '1',
-      SVC_SANDBOX: 'none' };
-  });
-  after(() => {
-    control.close();
-    for (const run of runs) for (const pid of processesMentioning(run)) process.kill(pid, 'SIGKILL');
-    repo.cleanup();
-  });
+  before(async () => ({ repo, control, env, cleanup } = await shippingProject()));
+  after(() => cleanup(runs));
 
   const svc = (args: string[], what: string, ms = 60_000): Promise<ChildResult> =>
     within(runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env }), ms, what);
