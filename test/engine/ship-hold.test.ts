@@ -76,7 +76,7 @@ describe('svc ship holds the run it sends', () => {
       assert.ok(!existsSync(join(repo.repo, '.svc', 'runs', run, SHIP_HOLD)), 'the hold is gone with the ship');
     });
 
-  it('refuses a resume, naming the shipper, while the run is held for a ship, and goes on once that is gone',
+  it('refuses a resume and a second svc ship, naming the shipper, while the run is held, and goes on once it is gone',
     { timeout: 120_000 }, async () => {
       const run = await failedRun();
       const dir = join(repo.repo, '.svc', 'runs', run);
@@ -90,6 +90,11 @@ describe('svc ship holds the run it sends', () => {
           'sending it: resume once that has ended\n');
         const state = readJson(statePath(run));
         assert.deepEqual([state.status, state.pid], ['failed', null], 'no worker was started');
+        // Nor does a second svc ship send it beside the first.
+        const second = await svc(['ship', run], 'a second svc ship');
+        assert.equal(second.code, 1, second.stderr);
+        assert.equal(second.stderr, `svc ship: ${run}: not shipped here: another svc ship (pid ${shipper.pid}) is ` +
+          'sending it\nsvc ship: 1 of 1 runs not sent (each is named above)\n');
       } finally {
         shipper.kill('SIGKILL');
         await once(shipper, 'exit');
