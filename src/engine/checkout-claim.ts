@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BadInputError, RefusedError } from '../errors.ts';
 import { obj, num, str, tryParseJson } from '../untrusted.ts';
-import { identityOf, liveWorkerOf, procStart } from './proc-group.ts';
+import { identityOf, liveWorkerOf, procStart, workerAlive, workerComing } from './proc-group.ts';
 import { isPidAlive } from '../client/server-record.ts';
 import { listPlain, openPlainPath, pathIn, readAgentFile, type PlainDir } from './plain-tree.ts';
 import { withDir, writeNoFollow } from './safe-fs.ts';
@@ -159,6 +159,7 @@ function rename(repo: string, found: Found, name: string, now: string): boolean 
       const state = readState(dir);
       // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back.
       if (state.repo !== found.state.repo || liveWorkerOf({ ...state, run: found.run }, repo) !== null) return false;
+      if (launching(state, Date.parse(now))) return false;
       writeState(dir, { ...state, repo: name, updated_at: now });
       appendEvent(dir, 'log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
       markPending(dir);
@@ -167,6 +168,16 @@ function rename(repo: string, found: Found, name: string, now: string): boolean 
   } catch {
     return false;
   }
+}
+
+/**
+ * A queued run whose worker is still to come, or has come and may not show as this run's yet: its launcher records
+ * the worker of a new run without the take lock (launch.ts spawnWorker), so a rename now could write over that
+ * record with the state it read before it.
+ */
+function launching(state: RunState, now: number): boolean {
+  if (state.status !== 'queued') return false;
+  return typeof state.pid === 'number' ? workerAlive(state) : workerComing(state, now);
 }
 
 export type RepoRename = NonNullable<ReturnType<typeof adoptRepoName>>;
