@@ -1,7 +1,7 @@
 // `svc control serve|status`: run the Control Plane, or ask a running one whether it is up and how many runs it holds.
 import { parseFlags, subcommand, type CliIo } from './io.ts';
-import { statSync } from 'node:fs';
-import { resolve, sep } from 'node:path';
+import { existsSync, realpathSync, statSync } from 'node:fs';
+import { join, resolve, sep } from 'node:path';
 import { BadInputError, FailedError, UnavailableError, errorMessage } from '../errors.ts';
 import { ControlApiError } from '../client/client.ts';
 import { controlClientOf } from './runs.ts';
@@ -87,7 +87,11 @@ async function controlImport(io: CliIo, args: string[]): Promise<number> {
  * Plane imports only whole projects, so the folder it lives in is what they mean.
  */
 function projectHolding(dir: string): string {
-  const parts = dir.split(sep);
+  // Where it really is: a link to a run folder (a "latest run" link) names no `.svc` of its own.
+  const real = realpathSync(dir);
+  // A work tree's root is a project whatever its name: one called `.svc` is not its parent's engine folder.
+  if (existsSync(join(real, '.git'))) return dir;
+  const parts = real.split(sep);
   const at = parts.lastIndexOf('.svc');
   if (at <= 0 || (at + 1 < parts.length && parts[at + 1] !== 'runs')) return dir;
   return parts.slice(0, at).join(sep) || sep;

@@ -12,7 +12,8 @@ command providers in DIR/.svc/config.json (default: the current directory) and
 in the operator's ~/.svc/operator.json or /etc/svc/operator.json (theirs win):
 whether each is on PATH, its version, and whether that version lies in the
 range the provider conformance suite tested. --json prints the same array as
-GET /v1/providers (without "default"). Exit 0.
+GET /v1/providers (without "default"). Exit 0; 2 when one of those files
+cannot be read (a run refuses it too).
 `;
 
 function standing(p: ProviderReport): string {

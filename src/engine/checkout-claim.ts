@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BadInputError, RefusedError } from '../errors.ts';
 import { obj, num, str, tryParseJson } from '../untrusted.ts';
-import { identityOf, procStart } from './proc-group.ts';
+import { identityOf, procStart, workerAlive, workerComing } from './proc-group.ts';
 import { holderOf } from './last-worker.ts';
 import { isPidAlive } from '../client/server-record.ts';
 import { listPlain, openPlainPath, pathIn, readAgentFile, type PlainDir } from './plain-tree.ts';
@@ -161,6 +161,7 @@ function rename(repo: string, found: Found, name: string, now: string): boolean 
       // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back; a
       // `svc ship` sending the run would clear the marker this sets, the rename's event left unsent.
       if (state.repo !== found.state.repo || holderOf({ ...state, run: found.run }, repo, dir) !== null) return false;
+      if (launching(state, Date.parse(now))) return false;
       writeState(dir, { ...state, repo: name, updated_at: now });
       appendEvent(dir, 'log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
       markPending(dir);
@@ -169,6 +170,16 @@ function rename(repo: string, found: Found, name: string, now: string): boolean 
   } catch {
     return false;
   }
+}
+
+/**
+ * A queued run whose worker is still to come, or has come and may not show as this run's yet: its launcher records
+ * the worker of a new run without the take lock (launch.ts spawnWorker), so a rename now could write over that
+ * record with the state it read before it.
+ */
+function launching(state: RunState, now: number): boolean {
+  if (state.status !== 'queued') return false;
+  return typeof state.pid === 'number' ? workerAlive(state) : workerComing(state, now);
 }
 
 export type RepoRename = NonNullable<ReturnType<typeof adoptRepoName>>;

@@ -128,7 +128,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     chataBot: botToken && botUrl ? { apiUrl: new URL(botUrl).href, token: botToken } : undefined,
     github: ghToken ? { apiUrl: settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, ''), token: ghToken } : undefined,
   };
-  problems.warnings.push(...trackerAnswerWarnings(secrets, notify));
+  problems.warnings.push(...trackerAnswerWarnings(env, secrets, notify));
   const controlUrl = setting(env, 'SVC_CONTROL_URL');
   // Without it each run started here finds the Control Plane by SVC_CONTROL_PORT and refuses a bad one (exit 2): a
   // typo stops the server now rather than failing every run.
@@ -215,18 +215,25 @@ function pick(env: NodeJS.ProcessEnv, route: SourceName, problems: SecretProblem
 /**
  * Who may answer on a tracker is asked of its API, which fails closed: without the API access every `/svc answer`
  * comment is refused, each only in a log line at the time. Said once at start, as for GitHub's token, since the
- * setup recipes present the API access as what posts the result comment only.
+ * setup recipes present the API access as what posts the result comment only. The access is also off with every
+ * setting there but an address refused (an error, and the server still starts): that is what is named then.
  */
-function trackerAnswerWarnings(secrets: Record<SourceName, RouteSecret>, notify: NotifyConfig): string[] {
+function trackerAnswerWarnings(
+  env: NodeJS.ProcessEnv, secrets: Record<SourceName, RouteSecret>, notify: NotifyConfig,
+): string[] {
   const warnings: string[] = [];
+  const notHttps = (name: string) => `${name} is not an https URL`;
   if (secrets.trackera.value && !notify.trackeraApiKey) {
-    warnings.push('TRACKERA_API_KEY is not set: /trackera refuses every /svc answer comment (whether its author is ' +
+    const why = env.TRACKERA_API_KEY ? notHttps('TRACKERA_API_URL') : 'TRACKERA_API_KEY is not set';
+    warnings.push(`${why}: /trackera refuses every /svc answer comment (whether its author is ` +
       'on the issue\'s team cannot be asked of the tracker) and posts no question or summary on the issue');
   }
   if (secrets.trackerb.value && !notify.trackerb) {
-    warnings.push('TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set: /trackerb refuses ' +
-      'every /svc answer comment (whether its author may be assigned the issue cannot be asked of the tracker) and ' +
-      'posts no question or summary on the issue');
+    const all = env.TRACKERB_BASE_URL && env.TRACKERB_EMAIL && env.TRACKERB_API_TOKEN;
+    const why = all ? notHttps('TRACKERB_BASE_URL')
+      : 'TRACKERB_BASE_URL, TRACKERB_EMAIL and TRACKERB_API_TOKEN are not all set';
+    warnings.push(`${why}: /trackerb refuses every /svc answer comment (whether its author may be assigned the ` +
+      'issue cannot be asked of the tracker) and posts no question or summary on the issue');
   }
   return warnings;
 }

@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, readFileSync, existsSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createServer as createHttpServer } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -504,6 +504,27 @@ describe('svc control import', () => {
     const projects = await fetch(`${server.url}/v1/projects`, { headers: { authorization: 'Bearer import-token' } });
     const paths = ((await projects.json()) as { items: { path: string }[] }).items.map((p) => p.path);
     assert.ok(paths.includes(project), paths.join(' '));
+  });
+
+  it('imports a project named .svc as itself, and the project of a run folder reached through a link', async () => {
+    const project = join(dir, 'import-outer', '.svc');
+    mkdirSync(project, { recursive: true });
+    spawnSync('git', ['init', '-q', project]);
+    for (const args of [[], [project]]) {
+      const r = await runChild(process.execPath, [CLI, 'control', 'import', ...args, '--json'],
+        { cwd: project, env: baseEnv(env()) });
+      assert.equal(r.code, 0, r.stderr);
+    }
+    const { project: linked, run } = projectWithRun('import-linked', 'r01linked');
+    const link = join(dir, 'import-latest-run');
+    symlinkSync(run, link);
+    const r = await svc(['control', 'import', link], env());
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`^Imported ${linked} \\(the project of ${link}\\) into the Control Plane`));
+    const projects = await fetch(`${server.url}/v1/projects`, { headers: { authorization: 'Bearer import-token' } });
+    const paths = ((await projects.json()) as { items: { path: string }[] }).items.map((p) => p.path);
+    assert.ok(paths.includes(project) && paths.includes(linked) && !paths.includes(join(dir, 'import-outer')),
+      paths.join(' '));
   });
 
   it('imports the work tree the current directory is in by default, as svc start finds it', async () => {

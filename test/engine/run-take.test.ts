@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { prepareRun } from '../../src/engine/launch.ts';
+import { prepareRun, spawnWorker } from '../../src/engine/launch.ts';
 import { procStart } from '../../src/engine/proc-group.ts';
 import { readState, writeState } from '../../src/engine/run-state.ts';
 import { RunBeingTakenError, TAKE_LOCK, takeRun } from '../../src/engine/run-take.ts';
@@ -149,5 +149,41 @@ describe('the take lock', () => {
       { encoding: 'utf8', timeout: 30_000 });
     assert.equal(child.stdout, 'took', `the take ended with ${child.signal ?? child.status}: ${child.stderr}`);
     assert.throws(() => readFileSync(join(dir, TAKE_LOCK)), { code: 'ENOENT' }, 'released after the take');
+  });
+});
+
+// A new run's worker is recorded without the take lock (launch.ts spawnWorker). The one other command that writes a
+// queued run is a later start's rename of the checkout's runs (checkout-claim.ts): here one held right at its write,
+// having read the new run before its worker was recorded, while the new run's worker starts.
+describe('a new run between its making and its worker\'s record', () => {
+  const t = repoForTests({}, { SVC_SANDBOX: 'none' });
+
+  it('keeps its worker\'s record when another start renames the checkout\'s runs meanwhile', async () => {
+    const { state } = await prepareRun({
+      input: 'append fixed', forceBrief: true, pr: false, worktree: false, provider: 'fake', repo: t.repo, runId: null,
+      env: t.env,
+    });
+    const dir = join(t.repo, '.svc', 'runs', state.run);
+    // The checkout's name changes: the next start renames its runs, the new one's too unless it leaves it.
+    spawnSync('git', ['remote', 'set-url', 'origin', join(t.root, 'acme', 'renamed.git')], { cwd: t.repo });
+    const other = spawn(process.execPath, ['--import', PAUSE, CLI, 'start', '--worktree', '--provider', 'fake',
+      'another change'], { cwd: t.repo, env: t.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let worker: ReturnType<typeof spawnWorker> | null = null;
+    try {
+      assert.ok(await says(other, 'at-take'), 'the other start reached its first write of a state');
+      worker = spawnWorker(readState(dir), 'start', t.env, false);
+      assert.ok(worker.pid);
+      // Held where it is: whatever the worker itself writes later cannot hide what the other start wrote.
+      process.kill(worker.pid, 'SIGSTOP');
+      other.stdin!.write('go\n');
+      assert.ok(await says(other, 'took'));
+      assert.equal(readState(dir).pid, worker.pid, 'the new run still names its worker');
+    } finally {
+      other.kill('SIGKILL');
+      if (worker?.pid) {
+        process.kill(worker.pid, 'SIGKILL');
+        await once(worker, 'exit');
+      }
+    }
   });
 });

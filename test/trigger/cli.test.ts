@@ -126,6 +126,13 @@ describe('svc trigger', () => {
         TRACKERB_BASE_URL: 'https://acme.atlassian.example', TRACKERB_API_TOKEN: 'jira-token' }, repo);
       assert.doesNotMatch(keyed, /TRACKERA_API_KEY is not set|are not all set/);
       assert.match(keyed, /"msg":"listening"/);
+      // Every setting there, but an address refused (logged as an error, the server still starts): not "not set".
+      const refused = await startupLog({ ...baseEnv(home), TRACKERA_API_KEY: 'lin-key',
+        TRACKERA_API_URL: 'http://127.0.0.1:9/graphql', TRACKERB_EMAIL: 'svc@example.test',
+        TRACKERB_BASE_URL: 'http://127.0.0.1:9', TRACKERB_API_TOKEN: 'jira-token' }, repo);
+      assert.doesNotMatch(refused, /TRACKERA_API_KEY is not set|are not all set/);
+      assert.match(refused, /"TRACKERA_API_URL is not an https URL: \/trackera refuses every \/svc answer comment \(/);
+      assert.match(refused, /"TRACKERB_BASE_URL is not an https URL: \/trackerb refuses every \/svc answer comment \(/);
     });
 
   it('runs a job accepted just before a SIGKILL once the server restarts, and again one whose launch it lost',
