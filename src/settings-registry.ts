@@ -265,7 +265,7 @@ export const SETTINGS = {
 
 export type SettingName = keyof typeof SETTINGS;
 type NameOf<Shape> = { [N in SettingName]: (typeof SETTINGS)[N] extends Shape ? N : never }[SettingName];
-export type IntSettingName = NameOf<{ range: readonly [number, number] }>;
+type IntSettingName = NameOf<{ range: readonly [number, number] }>;
 
 /** The route secrets, from the webhook sources' table: one record there is its whole definition. */
 const ROUTE_SECRETS: Readonly<Record<string, Setting>> = Object.fromEntries(SOURCES.flatMap((s) => {

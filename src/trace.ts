@@ -10,9 +10,9 @@ export interface SpanContext {
   spanId: string;
 }
 
-export type SpanKind = 'internal' | 'server' | 'client' | 'consumer';
-export type AttrValue = string | number | boolean;
-export type Attrs = Record<string, AttrValue | null | undefined>;
+type SpanKind = 'internal' | 'server' | 'client' | 'consumer';
+type AttrValue = string | number | boolean;
+type Attrs = Record<string, AttrValue | null | undefined>;
 
 export interface SpanRecord extends SpanContext {
   parentSpanId: string | null;
@@ -279,7 +279,7 @@ export class OpenSpan {
   }
 }
 
-export interface SpanOptions {
+interface SpanOptions {
   kind?: SpanKind;
   attributes?: Attrs;
   startMs?: number;

@@ -13,7 +13,7 @@ import { DAY_MS, iso } from '../iso-time.ts';
 const WORKER_ROLE = 'svc-expensive-reads';
 
 /** Reads waiting or running on the thread; past this, 503 with Retry-After: 1. */
-export const MAX_QUEUED = 8;
+const MAX_QUEUED = 8;
 /** An idle thread (~20 MB of RSS) is ended after this long; the next expensive read starts a new one (tens of ms). */
 export const IDLE_MS = 30_000;
 

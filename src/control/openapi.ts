@@ -42,7 +42,7 @@ interface Op extends Omit<Doc, 'server'> {
 }
 
 /** An operation's fields but its id, tag and summary; `ok` as a schema name is a 200 answering it. */
-export type DocOptions = Omit<Partial<Doc>, 'ok'> & { ok?: Ok | string };
+type DocOptions = Omit<Partial<Doc>, 'ok'> & { ok?: Ok | string };
 
 function docOf(id: string, tag: string, summary: string, { ok, ...rest }: DocOptions): Doc {
   return { id, tag, summary, ...rest, ok: typeof ok === 'string' ? { status: 200, schema: ok } : ok };
@@ -68,7 +68,7 @@ export function route(
   return { method, pattern, handler: handle, auth, loopbackOnly, runner, body, limit, query, doc };
 }
 
-export interface Ok {
+interface Ok {
   status: number;
   schema?: string;
   /** A media type without a schema; null: no body at all. */

@@ -152,7 +152,7 @@ export async function untilWritten(
 
 // A request's write the lock refused is tried again, without blocking the server, until this many tries have failed
 // (about two seconds): a brief lock is ridden out; past it the request is answered 503 with Retry-After.
-export const BUSY_TRIES = 20;
+const BUSY_TRIES = 20;
 export const BUSY_RETRY_MS = 100;
 
 /** Whether a request's write that failed with `err` on its `tries`th try is tried again in BUSY_RETRY_MS: the lock

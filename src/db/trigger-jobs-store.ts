@@ -2,7 +2,7 @@
 import { LIMIT_PARAM, type Db } from './open.ts';
 
 export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'interrupted'] as const;
-export type JobStatus = (typeof JOB_STATUSES)[number];
+type JobStatus = (typeof JOB_STATUSES)[number];
 
 export interface JobRow {
   id: string;
@@ -44,7 +44,7 @@ export type NewJob = Pick<JobRow, 'id' | 'origin' | 'brief' | 'args' | 'created_
   reply?: { channel: string; target: Record<string, unknown> } | undefined;
 };
 
-export type JobEnd = Pick<JobRow, 'exit_code' | 'summary' | 'summary_parts' | 'error'> & {
+type JobEnd = Pick<JobRow, 'exit_code' | 'summary' | 'summary_parts' | 'error'> & {
   status: 'succeeded' | 'failed' | 'interrupted';
   finished_at: number;
 };

@@ -94,7 +94,7 @@ function readProvider(name: string, value: unknown, file: string): ProviderEntry
   return writable === undefined ? { command: command as string[] } : { command: command as string[], writable };
 }
 
-export type OperatorConfig = Required<Omit<EngineConfig, 'provider'>>;
+type OperatorConfig = Required<Omit<EngineConfig, 'provider'>>;
 
 /** Both operator files merged; a broken one is an error naming it (fail closed, like the repository's config). */
 export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
@@ -227,7 +227,7 @@ export interface SettingsUse {
 }
 
 /** An operator-only setting a repository's file asks for and the run does not use. */
-export interface Widening {
+interface Widening {
   /** The provider it belongs to; null for a file-wide setting (`env`). */
   provider: string | null;
   setting: string;

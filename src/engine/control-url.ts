@@ -14,7 +14,7 @@ import { BadSettingError } from '../errors.ts';
 import { causeOf, type ControlApiError } from '../client/client.ts';
 
 /** The URL, and `via`: how it was found, for `svc control status` and error messages. */
-export interface FoundControl {
+interface FoundControl {
   url: string;
   via: 'SVC_CONTROL_URL' | 'server.json' | 'SVC_CONTROL_PORT' | 'default';
 }

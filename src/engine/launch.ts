@@ -33,7 +33,7 @@ import { checkPrPossible, OriginUnreachableError } from './pr.ts';
 import type { FollowUp } from './follow-up.ts';
 import { newTraceId, parseTraceparent } from '../trace.ts';
 
-export interface StartOptions {
+interface StartOptions {
   input: string;
   forceBrief: boolean;
   pr: boolean;
@@ -282,7 +282,7 @@ const ACTS_ON: Record<LastWorkerAction, (status: RunState['status']) => boolean>
   'open-pr': (status) => status === 'failed',
 };
 
-export type LastWorkerAction = 'resume' | 'verify' | 'open-pr';
+type LastWorkerAction = 'resume' | 'verify' | 'open-pr';
 
 /**
  * An ended run's state once no worker may still write it: its last attempt's and the last verify's have left

@@ -84,7 +84,7 @@ export interface ReceiptBody extends Pick<RunState, 'source' | 'run' | 'group_id
 }
 
 /** The gate's metered figures when it metered the run, else the agent's; both signed beside them (docs/gate.md). */
-export interface ReceiptCost {
+interface ReceiptCost {
   usd: number | null;
   tokens_in: number | null;
   tokens_out: number | null;
@@ -172,7 +172,7 @@ export function saveReceipt(ctx: RunContext, body: ReceiptBody): Receipt {
   return receipt;
 }
 
-export interface ReceiptCheck {
+interface ReceiptCheck {
   ok: boolean;
   problem: 'malformed' | 'integrity_mismatch' | 'unknown_key' | 'bad_signature' | null;
   message: string;
@@ -276,7 +276,7 @@ export interface RunEvidence {
 
 /** The failure classes a run container decides (the signer establishes the rest itself). */
 const EVIDENCE_CLASSES = ['agent', 'config', 'limit'] as const;
-export type EvidenceClass = (typeof EVIDENCE_CLASSES)[number];
+type EvidenceClass = (typeof EVIDENCE_CLASSES)[number];
 
 export class EvidenceError extends RefusedError {}
 

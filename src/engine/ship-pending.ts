@@ -2,16 +2,12 @@
 // the recovery (ship-recovery.ts). Kept apart from it so the worker's live loop (shipper.ts), which marks and clears a
 // run, and the recovery, which ships with that shipper, import no circle.
 import { rmSync } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { basename } from 'node:path';
 import { makePlainPath, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment } from './ids.ts';
 import { keptLocal, openPlainPath, pathIn, plainEntries } from './plain-tree.ts';
 import { realOrNull } from '../spawn/tree.ts';
-
-/** The project of a run folder `<repo>/.svc/runs/<run>`. */
-function projectOf(dir: string): string {
-  return dirname(dirname(dirname(dir)));
-}
+import { projectOf } from './paths.ts';
 
 /** Marks the run for the next svc command to ship; not a run kept local, which only a named `svc ship` sends. */
 export function markPending(dir: string): void {

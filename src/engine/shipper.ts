@@ -270,7 +270,7 @@ export function createShipper(
  * 10 s for that (launch.ts afterLastWorker) before it is refused: a Control Plane that takes the connection and never
  * answers would otherwise hold the worker for each flush's HTTP timeout, three times, some 40 s.
  */
-export const LAST_SHIP_MS = 5_000;
+const LAST_SHIP_MS = 5_000;
 
 /** `changed()`: something of the run changed, so ship it soon. `lastShipMs`: the budget of close's last ship, null
  * for none (a pod's signer: its ship is the run's only record, and no command on this machine waits for it). */

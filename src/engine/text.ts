@@ -33,7 +33,7 @@ const SECRET_PARAM = /token|secret|pass|pwd|key|sig|cred|auth/i;
  * value (`***`); `bare` (a git config inside the sandbox) what git needs to find a repository, no user info, query,
  * fragment or `;`/`&` parameter; `host` (a reply's error) its scheme and host alone: a chat reply URL's path is its
  * credential. A URL percent-encoded whole (its `://` is) keeps its host alone in `bare` too: git cannot use it. */
-export type UrlKept = 'marked' | 'bare' | 'host';
+type UrlKept = 'marked' | 'bare' | 'host';
 
 /** One URL cut. A password may hold `@` itself, so the user info goes up to the last `@` before the path; in free text
  * never across a backslash (JSON's `\n` between two config lines, `http://proxy:3128\nuser.email=dev@example.org`). */

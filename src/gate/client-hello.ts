@@ -4,7 +4,7 @@
 /** The most ClientHello bytes the gate waits for (a post-quantum key share makes one ~2 KB; 2^14 is a record). */
 export const MAX_HELLO_BYTES = 64 * 1024;
 
-export type HelloReading =
+type HelloReading =
   | { kind: 'more' }
   | { kind: 'not-tls' }
   | { kind: 'malformed'; reason: string }

@@ -21,7 +21,7 @@ import type { GateMetrics } from './metrics.ts';
 // node:http as CommonJS, not an ESM import: see test/unit/http-imports.test.ts.
 const { createServer } = process.getBuiltinModule('node:http');
 
-export interface GateOptions {
+interface GateOptions {
   policy: GatePolicy;
   /** The bridge: a Unix socket path (created; an old file there is replaced). */
   socketPath?: string;

@@ -24,7 +24,7 @@ const HELLO_HEAD = 4 + 2 + 32;
 const RETRY_RANDOM = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
 
 /** `forward`: the client bytes that may go to the server now; `checked`: its first hello was read and admitted. */
-export type ClientReading = { forward: Buffer; checked: boolean } | { refused: string; alert: boolean };
+type ClientReading = { forward: Buffer; checked: boolean } | { refused: string; alert: boolean };
 
 export class HelloWatch {
   private open = true;

@@ -4,7 +4,7 @@ import { isJsonObject } from '../json-value.ts';
 import { GatePolicyError, readGateFile } from './policy.ts';
 import type { CallTokens } from './evidence.ts';
 
-export interface ModelPrice {
+interface ModelPrice {
   input: number;
   output: number;
   /** Absent: priced as input. */

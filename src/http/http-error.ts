@@ -47,7 +47,7 @@ export class HttpError extends Error {
 }
 
 /** Names the request field an error is about, beside the spec's fixed body (docs/architecture.md). */
-export const ERROR_FIELD_HEADER = 'svc-error-field';
+const ERROR_FIELD_HEADER = 'svc-error-field';
 
 /** A field name a header can carry as it is; anything else (a client's unknown key is any text) is not sent. */
 const HEADER_SAFE_FIELD = /^[A-Za-z0-9_.-]{1,100}$/;

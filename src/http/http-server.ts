@@ -28,7 +28,7 @@ export function createHttpServer(listener: RequestListener, limits: ConnectionLi
   return { server, connections: guardConnections(server, limits) };
 }
 
-export type ConnectionLimits = ReturnType<typeof readConnectionLimits>;
+type ConnectionLimits = ReturnType<typeof readConnectionLimits>;
 
 /** Open connections of the whole server, and from one peer address: `_MAX_CONNECTIONS`, `_MAX_CONNECTIONS_PER_PEER`. */
 export function readConnectionLimits(env: NodeJS.ProcessEnv, server: 'control' | 'trigger') {

@@ -30,7 +30,7 @@ import { isValidSegment } from '../engine/ids.ts';
 import { launcherOrigin } from '../engine/spec.ts';
 import { safeJson } from '../safe-json.ts';
 
-export interface SignOptions {
+interface SignOptions {
   run: string;
   source: string;
   /** The shared workspace (read-only here). */

@@ -36,7 +36,7 @@ function openFilesLimit(): number {
 
 /** util-linux's prlimit, its options that apply a sandbox's limits (svc's numbers, so a script may name them), and
  * the one limit set apart. */
-export interface LimitArgv {
+interface LimitArgv {
   prlimit: string;
   /**
    * For every process in the sandbox but bwrap's init, set from inside it (prlimit as bwrap's command). Never on bwrap

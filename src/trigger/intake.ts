@@ -134,7 +134,7 @@ function act(ctx: TCtx, source: ReadSource, d: Decision): Reply | Promise<Reply>
 }
 
 /** Why a delivery was refused (null: it passed), for the log; the caller gets 401 invalid_signature for any. */
-export type Refusal =
+type Refusal =
   | 'missing_signature' | 'malformed_signature' | 'bad_signature' | 'missing_timestamp' | 'stale_timestamp' | null;
 
 /** ±300 s (spec "Limits"). */
@@ -214,7 +214,7 @@ function unserved(ctx: TCtx, route: SourceName, reason: string, answer = skipped
   return answer(reason);
 }
 
-export interface Replies {
+interface Replies {
   queued: (jobId: string) => Reply;
   duplicate?: (jobId: string) => Reply;
 }

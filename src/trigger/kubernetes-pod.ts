@@ -18,7 +18,7 @@ export const SIGNER_CONTAINER = 'signer';
  * no other container can write it): the job's outcome, which src/cli/pod.ts writes last, and the trigger reads from
  * the pod status' `state.terminated.message` (kubernetes-executor.ts), never from a log.
  */
-export const SIGNER_OUTCOME_PATH = '/dev/termination-log';
+const SIGNER_OUTCOME_PATH = '/dev/termination-log';
 /**
  * What starts the signer's outcome line in its log, as older signers printed it and older triggers read it: kept for
  * this one release, so that Jobs running across an upgrade or a rollback keep their outcome (docs/deploy.md).

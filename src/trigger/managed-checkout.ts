@@ -21,7 +21,7 @@ import { jobMayFetchIssue } from './executor.ts';
 export type ManagedCheckouts = ReturnType<typeof createManagedCheckouts>;
 
 /** A job a checkout is made for: `origin` is who sent it, which decides what of svc's intake it is handed. */
-export interface CheckoutJob {
+interface CheckoutJob {
   id: string;
   origin: string;
   args: readonly string[];

@@ -26,7 +26,7 @@ const COMMENT_BYTES = 300;
 type ReviewComment = ReturnType<typeof commentOf>;
 
 /** A follow-up as the payload asks it, checked against the server's records before queueing. */
-export type FollowUpAsk = Extract<ReturnType<typeof ask>, { kind: 'follow-up' }>;
+type FollowUpAsk = Extract<ReturnType<typeof ask>, { kind: 'follow-up' }>;
 type PrInput = FollowUpAsk | { kind: 'skip'; reason: string };
 
 /**
