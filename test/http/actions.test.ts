@@ -260,6 +260,8 @@ describe('run actions on the Control Plane', () => {
   });
 
   it('keeps a failed run as it was when a folder at its take lock refuses its resume, naming the folder', async () => {
+    // A failed run: flaky fails its first call again (an earlier test may have had it).
+    rmSync(join(control.home, AGENT_STATE, 'flaky.once'), { force: true });
     const body = { brief: 'flaky', repo: repo.repo, provider: 'flaky', pr: false };
     const first = (await control.request('POST', '/v1/start', { body })).json;
     const before = await settled(first.source, first.run, 'failed');
