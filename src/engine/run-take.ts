@@ -106,8 +106,9 @@ export function unlinkLock(folder: PlainDir, name: string, run: string): void {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return;
-    // EISDIR on Linux, EPERM where unlink(2) says so for a folder.
-    if (code !== 'EISDIR' && code !== 'EPERM') throw err;
+    // EISDIR on Linux, EPERM where unlink(2) says so for a folder (and for a file it may not remove: not a folder).
+    const folderThere = lstatSync(pathIn(folder, name), { throwIfNoEntry: false })?.isDirectory() === true;
+    if ((code !== 'EISDIR' && code !== 'EPERM') || !folderThere) throw err;
     throw new LockBlockedError(`Run ${run} cannot be taken: "${join(folder.path, name)}" is a folder, which svc ` +
       'never makes there; remove it by hand, then try again', { cause: err });
   }
