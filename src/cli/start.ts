@@ -15,6 +15,7 @@ import { unsandboxedWarning } from '../engine/run-plan.ts';
 import { planToReuse, refuseServersBuiltin } from '../engine/plan-reuse.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir, runTree } from '../engine/paths.ts';
+import { RunBeingTakenError } from '../engine/run-take.ts';
 import {
   failureOf, readState, refuseTrackedRun, signsLater, tryReadState, type RunState, type WorkerMode,
 } from '../engine/run-state.ts';
@@ -106,6 +107,13 @@ async function launch(
   let child: ReturnType<typeof spawnWorker>;
   try {
     child = spawnWorker(state, mode, io.env, !detach);
+  } catch (err) {
+    // Refused at the run's take lock (another command takes it, or a folder there blocks every take) before anything
+    // was written: the run is as it was, as after a refused claim.
+    if (mode === 'resume' && err instanceof RunBeingTakenError) {
+      io.stdout(safeJson({ refused: errorMessage(err) }) + '\n');
+    }
+    throw err;
   } finally {
     release?.();
   }

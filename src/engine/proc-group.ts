@@ -2,12 +2,12 @@
 // read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf, isChildOf).
 import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
 import { hasDied, statFields } from '../proc-stat.ts';
-import { allPids, orNull, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
+import { allPids, orNull, pathKind, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
 
 export interface ProcIdentity {
   pid: number;
@@ -176,10 +176,18 @@ function projectNamedBy(pid: number, argv: readonly string[]): string | null {
   return realOrNull(resolve(cwd, named ?? '.'));
 }
 
-/** Whether `dir` (a real path) is the project `repo` or, with `within`, a folder inside it. */
+/**
+ * Whether `dir` (a real path) is the project `repo` or, with `within`, a folder inside it that is in no repository
+ * nested in it: from there `svc start` takes the nearest one up (git's top level, launch.ts resolveRepo) for its
+ * project, so an --open-pr there is that project's, not `repo`'s. A `.git` on the way up, folder or file (a worktree's,
+ * a submodule's), marks one.
+ */
 function isProject(dir: string | null, repo: string, within: boolean): boolean {
   const real = realOrNull(repo) ?? repo;
-  return dir !== null && (dir === real || (within && dir.startsWith(`${real}/`)));
+  if (dir === null || dir === real) return dir !== null;
+  if (!within || !dir.startsWith(`${real}/`)) return false;
+  for (let at = dir; at !== real; at = dirname(at)) if (pathKind(join(at, '.git')) !== null) return false;
+  return true;
 }
 
 /**

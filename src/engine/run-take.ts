@@ -5,10 +5,11 @@ import {
   closeSync, constants, fstatSync, linkSync, lstatSync, openSync, readSync, rmSync, unlinkSync, writeFileSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import { isPidAlive } from '../client/server-record.ts';
 import { ConflictError } from '../errors.ts';
 import { procStart } from './proc-group.ts';
-import { pathIn, withDir, type PlainDir } from './plain-tree.ts';
+import { listPlain, pathIn, withDir, type PlainDir } from './plain-tree.ts';
 import { openRunDir } from './safe-fs.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
 
@@ -17,6 +18,13 @@ export const TAKE_LOCK = 'take.lock';
 
 /** Another process is taking the run this very moment: it holds the take lock and is alive. */
 export class RunBeingTakenError extends ConflictError {}
+
+/** A folder stands at a lock's name (or its guard's): svc never makes one, no unlink removes it, and while it is
+ * there no command takes the run. A person removes it; the message names it. */
+export class LockBlockedError extends RunBeingTakenError {}
+
+/** createWith's temp names, `<lock>.<pid>.<8 hex>.tmp`, of the take lock, its guards and ship-hold.ts SHIP_HOLD. */
+const TEMP_NAME = /^(?:take\.lock(?:\.clearing)*|ship\.hold)\.([1-9][0-9]{0,9})\.[0-9a-f]{8}\.tmp$/;
 
 export interface Holder {
   pid: number;
@@ -44,6 +52,7 @@ export function takeRun<T>(dir: string, run: string, take: () => T): T {
   return withDir(openRunDir(dir), (folder) => {
     acquire(folder, run);
     try {
+      clearDeadTemps(folder);
       return take();
     } finally {
       rmSync(pathIn(folder, TAKE_LOCK), { force: true });
@@ -84,9 +93,41 @@ function clearStale(folder: PlainDir, name: string, seen: Found, depth: number, 
     // Nobody else removes `name` while the guard is ours (its holder is gone: it cannot), so what is compared here is
     // what is removed. A lock taken since has another holder (a live one), even where it got the freed inode again.
     const now = readLock(folder, name);
-    if (now !== null && now.ino === seen.ino && sameHolder(now.holder, seen.holder)) unlinkSync(pathIn(folder, name));
+    if (now !== null && now.ino === seen.ino && sameHolder(now.holder, seen.holder)) unlinkLock(folder, name, run);
   } finally {
     rmSync(pathIn(folder, guard), { force: true });
+  }
+}
+
+/** Removes the lock file `name` (a link itself, never its target); a folder there is a LockBlockedError. */
+export function unlinkLock(folder: PlainDir, name: string, run: string): void {
+  try {
+    unlinkSync(pathIn(folder, name));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return;
+    // EISDIR on Linux, EPERM where unlink(2) says so for a folder (and for a file it may not remove: not a folder).
+    const folderThere = lstatSync(pathIn(folder, name), { throwIfNoEntry: false })?.isDirectory() === true;
+    if ((code !== 'EISDIR' && code !== 'EPERM') || !folderThere) throw err;
+    throw new LockBlockedError(`Run ${run} cannot be taken: "${join(folder.path, name)}" is a folder, which svc ` +
+      'never makes there; remove it by hand, then try again', { cause: err });
+  }
+}
+
+/**
+ * Removes the temp files of createWith whose process is gone (one killed between its write and its removal of the
+ * temp): only names of exactly that pattern, only regular files (lstat: a link is never followed), only when the pid
+ * in the name is dead. A live pid's stays, whoever it now is: never a temp of a take under way.
+ */
+function clearDeadTemps(folder: PlainDir): void {
+  for (const { name, kind } of listPlain(folder)) {
+    const pid = TEMP_NAME.exec(name)?.[1];
+    if (pid === undefined || kind !== 'file' || isPidAlive(Number(pid))) continue;
+    try {
+      unlinkSync(pathIn(folder, name));
+    } catch {
+      // Gone meanwhile, or no longer a file: nothing of svc's to remove.
+    }
   }
 }
 
@@ -119,7 +160,8 @@ export function readLock(folder: PlainDir, name: string): Found | null {
     // A link, or something else svc never makes there: nobody holds it.
     const ino = lstatSync(path, { throwIfNoEntry: false })?.ino;
     if (ino === undefined) return null;
-    if (code === 'ELOOP' || code === 'EACCES') return { ino, holder: null };
+    // ENXIO: a socket, which no open reads.
+    if (code === 'ELOOP' || code === 'EACCES' || code === 'ENXIO') return { ino, holder: null };
     throw err;
   }
   try {

@@ -2,8 +2,8 @@
 // lock (run-take.ts) as a worker takes it, so no resume, verify, --open-pr or checkout rename takes the run while it
 // is sent, and no second shipper rolls its ship.json back. Must not: hold the take lock across the ship, outlive the
 // ship (thrown or signalled), or count a holder that is gone.
-import { rmSync, unlinkSync } from 'node:fs';
-import { createWith, holderAlive, readLock, RunBeingTakenError, takeRun } from './run-take.ts';
+import { unlinkSync } from 'node:fs';
+import { createWith, holderAlive, readLock, RunBeingTakenError, takeRun, unlinkLock } from './run-take.ts';
 import { onEndSignal } from './run-context.ts';
 import { pathIn, withDir } from './plain-tree.ts';
 import { openRunDir, UnsafePathError } from './safe-fs.ts';
@@ -59,7 +59,8 @@ export async function whileShipping<T>(
  * a hold holds: a hold found here has a holder that is gone (heldBy asked first), and is cleared. */
 function hold(dir: string, run: string): null {
   withDir(openRunDir(dir), (folder) => {
-    rmSync(pathIn(folder, SHIP_HOLD), { force: true });
+    // A folder there, which no shipper could clear, refuses the ship as it refuses every take (LockBlockedError).
+    unlinkLock(folder, SHIP_HOLD, run);
     if (!createWith(folder, SHIP_HOLD)) throw new RunBeingTakenError(`Run ${run} is being shipped: try again`);
   });
   return null;

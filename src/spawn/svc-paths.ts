@@ -15,10 +15,32 @@ export function svcCliPath(): string {
   return fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../cli.ts' : '../cli.js', import.meta.url));
 }
 
-/** Runs `body` with a fresh private folder `svc-<prefix>-…` that is removed afterwards (once a promise settles). */
+// The scratch folders of calls not yet settled. A process.exit meanwhile (a signal's end of a worker or an --open-pr
+// while its push runs: run-context.ts exitNow) runs no `finally`, so the exit itself removes them.
+const scratches = new Set<string>();
+let removedAtExit = false;
+
+/** Runs `body` with a fresh private folder `svc-<prefix>-…` that is removed afterwards (once a promise settles, or
+ * at the process's exit before then). */
 export function withScratch<T>(prefix: string, body: (dir: string) => T): T {
   const dir = mkdtempSync(join(tmpdir(), `svc-${prefix}-`));
-  const remove = () => rmSync(dir, { recursive: true, force: true });
+  scratches.add(dir);
+  if (!removedAtExit) {
+    removedAtExit = true;
+    process.on('exit', () => {
+      for (const left of scratches) {
+        try {
+          rmSync(left, { recursive: true, force: true });
+        } catch {
+          // An exit is no place to fail: what cannot be removed stays.
+        }
+      }
+    });
+  }
+  const remove = () => {
+    scratches.delete(dir);
+    rmSync(dir, { recursive: true, force: true });
+  };
   let out: T;
   try {
     out = body(dir);

@@ -2,13 +2,14 @@
 // (proc-group.ts liveWorkerOf), never project B's run X. Each is a live process with that command line.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { liveWorkerOf, procStart } from '../../src/engine/proc-group.ts';
 import { idleNode } from '../helpers/run-child.ts';
-import { CLI } from './fixtures.ts';
+import { CLI, GIT_ENV } from './fixtures.ts';
 
 describe('a live worker of a run id two projects have', () => {
   let root: string;
@@ -43,5 +44,47 @@ describe('a live worker of a run id two projects have', () => {
     assert.deepEqual(await heldBy([CLI, 'start', '--open-pr', 'r01same', '--repo', b], a), { a: null, b: 1 });
     assert.deepEqual(await heldBy([CLI, 'start', '--open-pr=r01same', `--repo=${join(b, '.')}`], root),
       { a: null, b: 1 });
+  });
+});
+
+// `svc start` takes git's top level for its project (launch.ts resolveRepo): an --open-pr in a repository nested in
+// another project's folder is the nested one's, so it holds the outer project's run of the same id no more than a
+// sibling's does. Two real repositories, one inside the other.
+describe('an --open-pr in a repository nested in another project', () => {
+  let root: string;
+  let outer: string;
+  let inner: string;
+  before(() => {
+    root = mkdtempSync(join(tmpdir(), 'svc-nested-projects-'));
+    outer = join(root, 'outer');
+    inner = join(outer, 'inner');
+    for (const d of [join(inner, 'sub'), join(outer, 'plain')]) mkdirSync(d, { recursive: true });
+    for (const repo of [outer, inner]) execFileSync('git', ['init', '-q', repo], { env: { ...process.env, ...GIT_ENV } });
+  });
+  after(() => rmSync(root, { recursive: true, force: true }));
+
+  async function heldBy(args: string[], cwd: string): Promise<Record<'outer' | 'inner', boolean>> {
+    const opener = await idleNode(args, { cwd });
+    try {
+      const state = { run: 'r01same', pid: opener.pid!, proc_start: procStart(opener.pid!) };
+      return { outer: liveWorkerOf(state, outer) === opener.pid, inner: liveWorkerOf(state, inner) === opener.pid };
+    } finally {
+      opener.kill('SIGKILL');
+      await once(opener, 'exit');
+    }
+  }
+
+  it('counts it for the nested project only, whether it runs there, in a folder of it, or names it', async () => {
+    const open = [CLI, 'start', '--open-pr', 'r01same'];
+    assert.deepEqual(await heldBy(open, inner), { outer: false, inner: true });
+    assert.deepEqual(await heldBy(open, join(inner, 'sub')), { outer: false, inner: true });
+    assert.deepEqual(await heldBy([...open, '--repo', inner], outer), { outer: false, inner: true });
+    assert.deepEqual(await heldBy([...open, '--repo', join(inner, 'sub')], root), { outer: false, inner: true });
+  });
+
+  it('still counts one in the outer project\'s own folders for the outer project', async () => {
+    const open = [CLI, 'start', '--open-pr', 'r01same'];
+    assert.deepEqual(await heldBy(open, join(outer, 'plain')), { outer: true, inner: false });
+    assert.deepEqual(await heldBy([...open, '--repo', outer], inner), { outer: true, inner: false });
   });
 });

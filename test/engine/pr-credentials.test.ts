@@ -387,14 +387,18 @@ describe('an --open-pr a SIGTERM ends while its push runs', () => {
   it('ends the push\'s process group before it exits, leaving the run as it was', async () => {
     const statePath = join(repo.repo, '.svc', 'runs', run, 'state.json');
     assert.deepEqual([readJson(statePath).status, readJson(statePath).verdict], ['failed', 'verified']);
+    // Its own temp folder: what svc makes there for the push (svc-push-*) is seen, and must not outlive it.
+    const scratch = join(repo.root, 'tmp');
+    mkdirSync(scratch);
     const opener = spawn(process.execPath, [CLI, 'start', '--open-pr', run],
-      { cwd: repo.repo, env: { ...env, PATH: `${standIn}:/usr/bin:/bin` } });
+      { cwd: repo.repo, env: { ...env, PATH: `${standIn}:/usr/bin:/bin`, TMPDIR: scratch } });
     opener.stdout.resume();
     opener.stderr.resume();
     const exited = once(opener, 'exit');
     try {
       await waitFor(() => existsSync(pushing) && processesMentioning(fifo).length > 0, 'the --open-pr to push');
       assert.equal(readJson(statePath).pid, opener.pid, 'the --open-pr holds the run');
+      assert.ok(readdirSync(scratch).some((name) => name.startsWith('svc-push-')), 'the push has its scratch folder');
       opener.kill('SIGTERM');
       // Not a time assertion: a bound, so that an --open-pr that waits on its push for ever fails here, not hangs.
       let bound: NodeJS.Timeout | undefined;
@@ -405,6 +409,7 @@ describe('an --open-pr a SIGTERM ends while its push runs', () => {
       assert.deepEqual(processesMentioning(standIn), [], 'nothing of the push is left');
       const left = readJson(statePath);
       assert.deepEqual([left.status, left.pid, left.child], ['failed', null, null]);
+      assert.deepEqual(readdirSync(scratch), [], 'no scratch folder of svc is left');
     } finally {
       opener.kill('SIGKILL');
     }

@@ -6,16 +6,20 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync,
+} from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prepareRun, spawnWorker } from '../../src/engine/launch.ts';
 import { procStart } from '../../src/engine/proc-group.ts';
 import { readState, writeState } from '../../src/engine/run-state.ts';
-import { RunBeingTakenError, TAKE_LOCK, takeRun } from '../../src/engine/run-take.ts';
+import { LockBlockedError, RunBeingTakenError, TAKE_LOCK, takeRun } from '../../src/engine/run-take.ts';
 import { runFailure } from '../../src/run-json.ts';
 import { idleNode } from '../helpers/run-child.ts';
 import { CLI, repoForTests } from './fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
 
 const PAUSE = new URL('../helpers/pause-take.ts', import.meta.url).pathname;
 const RUN_TAKE = new URL('../../src/engine/run-take.ts', import.meta.url).pathname;
@@ -91,6 +95,23 @@ describe('two svc commands taking one run at once', () => {
       assert.equal(readState(dir).status, 'failed');
     });
   }
+
+  it('refuses an --open-pr as a conflict naming a folder at the take lock, which it leaves for a person', async () => {
+    const lock = join(dir, TAKE_LOCK);
+    rmSync(lock, { force: true });
+    mkdirSync(lock);
+    const before = readState(dir);
+    try {
+      const res = await runChild(process.execPath, [CLI, 'start', '--open-pr', run], { cwd: t.repo, env: t.env });
+      assert.equal(res.code, 1, res.stderr);
+      assert.equal(res.stderr, `svc start: Run ${run} cannot be taken: "${lock}" is a folder, which svc never makes ` +
+        'there; remove it by hand, then try again\n');
+      assert.ok(existsSync(lock), 'the folder is left as it was');
+      assert.deepEqual(readState(dir), before, 'nothing took the run');
+    } finally {
+      rmSync(lock, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('the take lock', () => {
@@ -149,6 +170,70 @@ describe('the take lock', () => {
       { encoding: 'utf8', timeout: 30_000 });
     assert.equal(child.stdout, 'took', `the take ended with ${child.signal ?? child.status}: ${child.stderr}`);
     assert.throws(() => readFileSync(join(dir, TAKE_LOCK)), { code: 'ENOENT' }, 'released after the take');
+  });
+
+  it('refuses a take with a LockBlockedError naming a folder at the lock or its guard, and runs none of it', () => {
+    for (const name of [TAKE_LOCK, `${TAKE_LOCK}.clearing`]) {
+      rmSync(join(dir, TAKE_LOCK), { recursive: true, force: true });
+      // A guard needs a stale lock to be asked for at all.
+      const stale = JSON.stringify({ pid: process.pid, proc_start: '1' });
+      if (name !== TAKE_LOCK) writeFileSync(join(dir, TAKE_LOCK), stale);
+      mkdirSync(join(dir, name));
+      let ran = false;
+      assert.throws(() => takeRun(dir, 'r1', () => (ran = true)), (err: unknown) => {
+        assert.ok(err instanceof LockBlockedError && err instanceof RunBeingTakenError);
+        assert.equal(err.code, 'conflict');
+        assert.equal(err.message, `Run r1 cannot be taken: "${join(dir, name)}" is a folder, which svc never makes ` +
+          'there; remove it by hand, then try again');
+        return true;
+      });
+      assert.equal(ran, false);
+      rmSync(join(dir, name), { recursive: true });
+    }
+    rmSync(join(dir, TAKE_LOCK), { force: true });
+  });
+
+  it('takes over a socket or a link planted as the lock, never touching what the link points at', async () => {
+    const server = createServer();
+    await new Promise<void>((done) => server.listen(join(dir, TAKE_LOCK), done));
+    try {
+      assert.equal(takeRun(dir, 'r1', () => 'took'), 'took');
+    } finally {
+      await new Promise((done) => server.close(done));
+    }
+    const target = join(dir, 'pointed-at');
+    mkdirSync(target);
+    symlinkSync(target, join(dir, TAKE_LOCK));
+    assert.equal(takeRun(dir, 'r1', () => 'took'), 'took');
+    assert.ok(existsSync(target), 'the link\'s target is left');
+    assert.throws(() => readFileSync(join(dir, TAKE_LOCK)), { code: 'ENOENT' }, 'released after the take');
+    rmSync(target, { recursive: true });
+  });
+
+  it('removes the temp files a killed taker left, only those of a pid that is gone', () => {
+    const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+    const dead = Number(gone.stdout);
+    assert.ok(dead > 0);
+    const deadTemps = [`${TAKE_LOCK}.${dead}.0badf00d.tmp`, `${TAKE_LOCK}.clearing.${dead}.01234567.tmp`,
+      `ship.hold.${dead}.89abcdef.tmp`];
+    const outside = join(mkdtempSync(join(tmpdir(), 'svc-take-outside-')), 'file');
+    writeFileSync(outside, 'kept');
+    // A live pid's (this process's), names not of svc's pattern, a link and a folder of the pattern: all kept.
+    const kept = [`${TAKE_LOCK}.${process.pid}.deadbeef.tmp`, `${TAKE_LOCK}.${dead}.0badf00d.tmp.bak`,
+      `${TAKE_LOCK}.${dead}.0BADF00D.tmp`, `other.${dead}.0badf00d.tmp`];
+    for (const name of [...deadTemps, ...kept]) writeFileSync(join(dir, name), '{}');
+    symlinkSync(outside, join(dir, `${TAKE_LOCK}.${dead}.11111111.tmp`));
+    mkdirSync(join(dir, `${TAKE_LOCK}.${dead}.22222222.tmp`));
+    try {
+      assert.equal(takeRun(dir, 'r1', () => 'took'), 'took');
+      const left = readdirSync(dir).sort();
+      const planted = [`${TAKE_LOCK}.${dead}.11111111.tmp`, `${TAKE_LOCK}.${dead}.22222222.tmp`];
+      assert.deepEqual(left, [...kept, ...planted].sort());
+      assert.equal(readFileSync(outside, 'utf8'), 'kept');
+    } finally {
+      for (const name of readdirSync(dir)) rmSync(join(dir, name), { recursive: true, force: true });
+      rmSync(join(outside, '..'), { recursive: true, force: true });
+    }
   });
 });
 

@@ -5,7 +5,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readJson, CLI, type TestRepo } from './fixtures.ts';
 import { idleNode, runChild, type ChildResult } from '../helpers/run-child.ts';
@@ -102,6 +102,64 @@ describe('svc ship holds the run it sends', () => {
       // Its holder gone, the hold holds nothing.
       const resumed = await svc(['start', '--resume', run, '--detach'], 'svc start --resume');
       assert.equal(resumed.code, 0, resumed.stderr);
+    });
+
+  /** `body` while a live process that never ends its ship holds `run`, as `svc ship` records itself in the hold. */
+  async function whileHeld(run: string, body: (shipper: number) => Promise<void>): Promise<void> {
+    const shipper = await idleNode();
+    try {
+      const hold = JSON.stringify({ pid: shipper.pid, proc_start: procStart(shipper.pid!) });
+      writeFileSync(join(repo.repo, '.svc', 'runs', run, SHIP_HOLD), hold);
+      await body(shipper.pid!);
+    } finally {
+      shipper.kill('SIGKILL');
+      await once(shipper, 'exit');
+    }
+  }
+
+  it('refuses a verify, naming the shipper, while the run is held, and starts no verifier', { timeout: 120_000 },
+    async () => {
+      const run = await failedRun();
+      await whileHeld(run, async (shipper) => {
+        const refused = await svc(['start', '--verify', run, '--detach'], 'svc start --verify');
+        assert.equal(refused.code, 1, refused.stderr);
+        assert.equal(refused.stderr, `svc start: Run ${run} is failed but svc ship (pid ${shipper}) is still ` +
+          'sending it: verify once that has ended\n');
+        const state = readJson(statePath(run));
+        assert.deepEqual([state.status, state.pid, state.verifier ?? null], ['failed', null, null]);
+      });
+    });
+
+  it('refuses an --open-pr, naming the shipper, while the run is held, and records no opener', { timeout: 120_000 },
+    async () => {
+      const run = await failedRun();
+      // A --pr run whose pull request was not opened: what an --open-pr takes, but for the hold.
+      writeFileSync(statePath(run), JSON.stringify({ ...readJson(statePath(run)), pr: true }));
+      await whileHeld(run, async (shipper) => {
+        const refused = await svc(['start', '--open-pr', run], 'svc start --open-pr');
+        assert.equal(refused.code, 1, refused.stderr);
+        assert.equal(refused.stderr, `svc start: Run ${run} is failed but svc ship (pid ${shipper}) is still ` +
+          'sending it: open its pull request once that has ended\n');
+        const state = readJson(statePath(run));
+        assert.deepEqual([state.status, state.pid], ['failed', null], 'the --open-pr did not take the run');
+      });
+    });
+
+  it('refuses to send a run with a folder at its hold, naming it, and leaves the folder for a person',
+    { timeout: 120_000 }, async () => {
+      const run = await failedRun();
+      const hold = join(realpathSync(repo.repo), '.svc', 'runs', run, SHIP_HOLD);
+      mkdirSync(hold);
+      try {
+        const shipped = await svc(['ship', '--all', run], 'svc ship');
+        assert.equal(shipped.code, 1, shipped.stderr);
+        assert.equal(shipped.stderr, `svc ship: ${run}: not shipped: Run ${run} cannot be taken: "${hold}" is a ` +
+          'folder, which svc never makes there; remove it by hand, then try again\n' +
+          'svc ship: 1 of 1 runs not sent (each is named above)\n');
+        assert.ok(existsSync(hold), 'the folder is left as it was');
+      } finally {
+        rmSync(hold, { recursive: true, force: true });
+      }
     });
 
   it('lets the run go when it is ended by a signal while it sends it', { timeout: 120_000 }, async () => {

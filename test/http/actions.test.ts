@@ -259,6 +259,31 @@ describe('run actions on the Control Plane', () => {
     assert.equal(resumeAgain.status, 409);
   });
 
+  it('keeps a failed run as it was when a folder at its take lock refuses its resume, naming the folder', async () => {
+    // A failed run: flaky fails its first call again (an earlier test may have had it).
+    rmSync(join(control.home, AGENT_STATE, 'flaky.once'), { force: true });
+    const body = { brief: 'flaky', repo: repo.repo, provider: 'flaky', pr: false };
+    const first = (await control.request('POST', '/v1/start', { body })).json;
+    const before = await settled(first.source, first.run, 'failed');
+    const lock = join(repo.repo, '.svc', 'runs', first.run, 'take.lock');
+    mkdirSync(lock);
+    try {
+      const path = `/v1/runs/${first.source}/${first.run}`;
+      const resumed = await control.request('POST', `${path}/resume`, { body: {} });
+      assert.equal(resumed.status, 202, resumed.text);
+      type Event = { kind: string; data: { message?: string } };
+      const events = async () => (await control.request('GET', `${path}/events?limit=500`)).json.items as Event[];
+      const refusal = await waitFor(async () => (await events()).find((e) => e.kind === 'error')?.data.message ?? null,
+        'the refusal');
+      assert.match(refusal, /cannot be taken: ".*take\.lock" is a folder, which svc never makes there; remove it/);
+      const after = await runOf(first.source, first.run);
+      assert.deepEqual([after.status, after.failure, after.ended_at], [before.status, before.failure, before.ended_at],
+        'its own failure, not a failed launch');
+    } finally {
+      rmSync(lock, { recursive: true, force: true });
+    }
+  });
+
   it('keeps a stopped run stopped when its resume is refused because another run works in its checkout', async () => {
     const startSleepy = async () => {
       const body = { brief: 'sleep', repo: repo.repo, provider: 'sleepy' };
