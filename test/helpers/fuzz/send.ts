@@ -35,11 +35,11 @@ export function createSender(baseUrl: string, concurrency: number) {
   const base = new URL(baseUrl);
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency, maxFreeSockets: concurrency });
 
-  function viaAgent(r: FuzzRequest): Promise<FuzzAnswer> {
+  function viaAgent(r: FuzzRequest, retried = false): Promise<FuzzAnswer> {
     return new Promise((resolve, reject) => {
       const headers: Record<string, string> = { ...r.headers };
       if (r.body !== undefined && headers['transfer-encoding'] === undefined) headers['content-length'] ??= String(r.body.length);
-      const req = request({ host: base.hostname, port: base.port, method: r.method, path: r.path, headers, agent, setHost: !('host' in headers) });
+      const req = request({ host: base.hostname, port: base.port, method: r.method, path: r.path, headers, agent: retried ? false : agent, setHost: !('host' in headers) });
       req.on('response', (res) => {
         const contentType = String(res.headers['content-type'] ?? '');
         if (r.stream && res.statusCode === 200 && contentType.startsWith('text/event-stream')) {
@@ -56,7 +56,12 @@ export function createSender(baseUrl: string, concurrency: number) {
         res.on('end', () => resolve({ status: res.statusCode ?? 0, contentType, text: Buffer.concat(parts).toString('utf8') }));
         res.on('error', reject);
       });
-      req.on('error', reject);
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        // A kept-alive socket the server closed as idle just as this request went out on it: the server never read
+        // the request (Node's http docs, "agent.reusedSocket"), so it is sent again once, on a socket of its own.
+        if (req.reusedSocket && err.code === 'ECONNRESET' && !retried) resolve(viaAgent(r, true));
+        else reject(err);
+      });
       // A hang is a finding too (not a speed assertion): nothing here should take more than a moment.
       req.setTimeout(15_000, () => req.destroy(new Error('no answer within 15 s')));
       req.end(r.body);
