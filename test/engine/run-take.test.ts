@@ -10,7 +10,7 @@ import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prepareRun, spawnWorker } from '../../src/engine/launch.ts';
-import { procStart } from '../../src/engine/proc-group.ts';
+import { procStart } from '../../src/proc-stat.ts';
 import { readState, writeState } from '../../src/engine/run-state.ts';
 import { RunBeingTakenError, TAKE_LOCK, takeRun } from '../../src/engine/run-take.ts';
 import { runFailure } from '../../src/run-json.ts';
