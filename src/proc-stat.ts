@@ -1,5 +1,6 @@
-// A process as /proc tells it: the fields of its stat line and whether it has died. A leaf the published client
-// (src/client) may import too, so spawn/, engine/ and client/ read processes one way.
+// A process as /proc tells it: the fields of its stat line, whether it has died, and its identity (pid and start
+// time), which svc records of a process it starts and checks before it takes a pid for that process again. A leaf the
+// published client (src/client) may import too, so spawn/, engine/ and client/ read processes one way.
 import { readFileSync } from 'node:fs';
 
 /** Fields of /proc/<pid>/stat after the command name: index 0 is field 3 (state), 2 is the group, 19 the start time. */
@@ -28,4 +29,24 @@ export function hasDied(pid: number, fields: string[] | null): boolean {
     return true;
   }
   return Number(/^Threads:\s*(\d+)/m.exec(status)?.[1] ?? '1') <= 1;
+}
+
+/** A process svc recorded as a group's leader: a pid is reused, a pid with the same start time is the same process. */
+export interface ProcIdentity {
+  pid: number;
+  pgid: number;
+  /** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); null where /proc is absent. */
+  proc_start: string | null;
+}
+
+/** The start time of the live process `pid`; null for one that has died, even while a zombie keeps its pid. */
+export function procStart(pid: number): string | null {
+  const fields = statFields(pid);
+  return hasDied(pid, fields) ? null : fields?.[19] ?? null;
+}
+
+/** Its start time even for a zombie: a zombie group leader's pid is not reused while its group lives, so the live
+ * members it leaves are still the group recorded (engine/proc-group.ts signalGroup). */
+export function identityOf(pid: number): ProcIdentity {
+  return { pid, pgid: pid, proc_start: statFields(pid)?.[19] ?? null };
 }

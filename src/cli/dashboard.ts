@@ -12,7 +12,7 @@ import { SERVER_NODE_FLAGS } from './node-setup.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { answersHealth, serverRecordFile, readServerRecordFile } from '../client/server-record.ts';
 import { findControlUrl, isLiveRecord, isOwnControlServe } from '../engine/control-url.ts';
-import { procStart } from '../engine/proc-group.ts';
+import { procStart } from '../proc-stat.ts';
 import { readOrNull } from '../spawn/tree.ts';
 import { urlAuthority } from '../http/http-server.ts';
 import { writeJsonAtomic } from '../engine/safe-fs.ts';

@@ -7,7 +7,7 @@ import { dirname } from 'node:path';
 import {
   answersHealth, readServerRecordFile, serverRecordFile, type ServerRecord,
 } from '../client/server-record.ts';
-import { procStart } from '../engine/proc-group.ts';
+import { procStart } from '../proc-stat.ts';
 import { isLiveRecord } from '../engine/control-url.ts';
 import { openDatabase, transaction } from '../db/open.ts';
 import { createWalCheckpointer } from '../db/wal-checkpointer.ts';

@@ -5,7 +5,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { readServerRecordFile, serverRecordFile, type ServerRecord } from '../client/server-record.ts';
-import { procStart } from './proc-group.ts';
+import { procStart } from '../proc-stat.ts';
 import { orNull, procList } from '../spawn/tree.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
 import { isLoopbackHost } from '../http/guards.ts';

@@ -5,9 +5,10 @@
 import { once } from 'node:events';
 import { startChild } from '../spawn/start.ts';
 import { gitArgv, gitBaseEnv, gitExtraEnv, gitError, gitTimeoutMs } from './git.ts';
-import { identityOf, terminateGroup, type ProcIdentity } from './proc-group.ts';
+import { terminateGroup } from './proc-group.ts';
+import { identityOf, type ProcIdentity } from '../proc-stat.ts';
 
-/** Who hears of the group: the run it works for (its SVC_RUN_ID, which proc-group.ts isChildOf checks before a stop
+/** Who hears of the group: the run it works for (its SVC_RUN_ID, which run-context.ts isChildOf checks before a stop
  * signals it) and where it is recorded while it runs, null once it has ended (run-context.ts setChild). */
 export interface GroupWatch {
   run: string;

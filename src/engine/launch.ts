@@ -22,7 +22,8 @@ import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
 } from './run-state.ts';
-import { identityOf, isWorkerOf, untilOwned, workerAlive, workerComing } from './proc-group.ts';
+import { isWorkerOf, untilOwned, workerAlive, workerComing } from './proc-group.ts';
+import { identityOf } from '../proc-stat.ts';
 import { LAST_WORKER_WAIT_MS, refuseHeldRun, workerConflict, workerStillThere } from './last-worker.ts';
 import { takeRun } from './run-take.ts';
 import { markPending } from './ship-pending.ts';

@@ -1,39 +1,21 @@
-// Process groups we own: identity recorded at spawn (pid + /proc start time), checked before any signal; one
-// read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf, isChildOf).
+// Process groups we own: signalled only while they are still the identity recorded at spawn (pid + /proc start time,
+// proc-stat.ts); one read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf
+// here, run-context.ts isChildOf).
 import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
-import { hasDied, statFields } from '../proc-stat.ts';
+import { hasDied, identityOf, procStart, statFields, type ProcIdentity } from '../proc-stat.ts';
 import { allPids, orNull, pathKind, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
-
-export interface ProcIdentity {
-  pid: number;
-  pgid: number;
-  /** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); null where /proc is absent. */
-  proc_start: string | null;
-}
 
 /** Whether the live process `pid` is the one the caller means (e.g. our worker for a given run). */
 export type OwnerCheck = (pid: number) => boolean;
 
-/** The start time of the live process `pid`; null for one that has died, even while a zombie keeps its pid. */
-export function procStart(pid: number): string | null {
-  const fields = statFields(pid);
-  return hasDied(pid, fields) ? null : fields?.[19] ?? null;
-}
-
 function procGroup(pid: number): number | null {
   const value = Number(statFields(pid)?.[2]);
   return Number.isSafeInteger(value) ? value : null;
-}
-
-/** Its start time even for a zombie: a zombie group leader's pid is not reused while its group lives, so the live
- * members it leaves are still the group recorded (signalGroup). */
-export function identityOf(pid: number): ProcIdentity {
-  return { pid, pgid: pid, proc_start: statFields(pid)?.[19] ?? null };
 }
 
 /**
@@ -234,11 +216,6 @@ export function isLauncherOf(run: string): OwnerCheck {
     if (!argv || orNull(() => statSync(`/proc/${pid}`).uid) !== process.getuid?.()) return false;
     return argv.indexOf('start') >= 2 && argv.at(-2) === '--run-id' && argv.at(-1) === run;
   };
-}
-
-/** Providers and checks are started with SVC_RUN_ID=<run> in their environment (provider-phase.ts, finish-phase.ts). */
-export function isChildOf(run: string): OwnerCheck {
-  return (pid) => procList(pid, 'environ')?.includes(`SVC_RUN_ID=${run}`) ?? false;
 }
 
 /**

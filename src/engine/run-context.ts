@@ -9,12 +9,14 @@ import {
 import { TERMINAL, runFailure, type CostFigures, type MeteredCost, type RunStatus } from '../run-json.ts';
 import { artifactsDir, runDir } from './paths.ts';
 import {
-  endGroupNow, isChildOf, isWorkerOf, killNamespace, signalGroup, terminateGroup, waitGroupGone, type ProcIdentity,
+  endGroupNow, isWorkerOf, killNamespace, noWorkerComing, signalGroup, terminateGroup, waitGroupGone, workerAlive,
+  type OwnerCheck,
 } from './proc-group.ts';
+import { procStart, type ProcIdentity } from '../proc-stat.ts';
+import { procList } from '../spawn/tree.ts';
 import type { GroupWatch } from './git-group.ts';
 import { createShipLoop, createShipper, type ControlItem } from './shipper.ts';
 import { markPending } from './ship-pending.ts';
-import { noWorkerComing, procStart, workerAlive } from './proc-group.ts';
 import { addUsage, createOutputReader, type Usage } from './providers.ts';
 import { keptLocal, openRunFolder, readPlainIn } from './plain-tree.ts';
 import { countOrNull, figure, objOrNull, tryParseJson } from '../untrusted.ts';
@@ -237,6 +239,15 @@ export function onEndSignal(handler: (signal: NodeJS.Signals) => void): () => vo
   return () => {
     for (const signal of END_SIGNALS) process.off(signal, handler);
   };
+}
+
+/**
+ * Whether a process is the run's child: providers and checks are started with SVC_RUN_ID=<run> in their environment
+ * (provider-phase.ts, finish-phase.ts, git-group.ts). The owner check before the run's recorded child (its group, its
+ * sandbox's init) is signalled, by the worker as it ends or by a stop from outside.
+ */
+export function isChildOf(run: string): OwnerCheck {
+  return (pid) => procList(pid, 'environ')?.includes(`SVC_RUN_ID=${run}`) ?? false;
 }
 
 /** Whatever happens to the worker's process, the run's child (its group, its sandbox's init) must not outlive it. */

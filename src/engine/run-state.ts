@@ -19,7 +19,8 @@ import { PolicyError } from './policy.ts';
 import { TrustNeededError } from './config.ts';
 import { SandboxUnavailableError } from '../spawn/sandbox-mode.ts';
 import { PrlimitMissingError } from '../spawn/limits.ts';
-import type { NamespaceInit, ProcIdentity } from './proc-group.ts';
+import type { NamespaceInit } from './proc-group.ts';
+import type { ProcIdentity } from '../proc-stat.ts';
 import { orNull } from '../spawn/tree.ts';
 import { jsonWithoutSecrets, redactSecrets } from './text.ts';
 

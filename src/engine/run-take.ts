@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { isPidAlive } from '../client/server-record.ts';
 import { ConflictError } from '../errors.ts';
-import { procStart } from './proc-group.ts';
+import { procStart } from '../proc-stat.ts';
 import { listPlain, pathIn, withDir, type PlainDir } from './plain-tree.ts';
 import { openRunDir } from './safe-fs.ts';
 import { obj, tryParseJson } from '../untrusted.ts';

@@ -4,8 +4,8 @@ import {
   bwrapArgv, closeSandboxFds, KILL_SANDBOX, LIFELINE_FD, openSandboxFds, type SandboxPlan,
 } from '../spawn/bwrap-argv.ts';
 import { createTreeGuard, sandboxMembers, TREE_MARKER } from '../spawn/tree.ts';
-import { statFields } from '../proc-stat.ts';
-import { identityOf, killNamespace, namespaceInit, signalGroup, type NamespaceInit } from './proc-group.ts';
+import { identityOf, statFields } from '../proc-stat.ts';
+import { killNamespace, namespaceInit, signalGroup, type NamespaceInit } from './proc-group.ts';
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
 import { openMemoryCgroup } from '../spawn/memory-cgroup.ts';
 import { num, obj, tryParseJson } from '../untrusted.ts';

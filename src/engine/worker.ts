@@ -1,12 +1,13 @@
 // The worker: one run by the plan its launcher wrote (run-plan.ts), resolving no setting itself.
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { endChildOnExit, exitCodeOf, onEndSignal, openRunContext, type RunContext } from './run-context.ts';
+import { endChildOnExit, exitCodeOf, isChildOf, onEndSignal, openRunContext, type RunContext } from './run-context.ts';
 import { unsandboxedWarning, writePlan, type RunPlan } from './run-plan.ts';
 import { operatorAllowNow, readPlan, serverShare } from './plan-reuse.ts';
 import { passedValues } from '../spawn/start.ts';
 import { createWorktree } from './git.ts';
-import { identityOf, isChildOf, signalGroup } from './proc-group.ts';
+import { signalGroup } from './proc-group.ts';
+import { identityOf } from '../proc-stat.ts';
 import { runProvider } from './provider-phase.ts';
 import { failureOf, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';

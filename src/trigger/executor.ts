@@ -11,9 +11,9 @@ import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { oneLine } from '../webhook-sources.ts';
 import {
-  identityOf, isLauncherOf, noWorkerComing, procStart, signalGroup, waitGroupGone, workerAlive, type OwnerCheck,
-  type ProcIdentity,
+  isLauncherOf, noWorkerComing, signalGroup, waitGroupGone, workerAlive, type OwnerCheck,
 } from '../engine/proc-group.ts';
+import { identityOf, procStart, type ProcIdentity } from '../proc-stat.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { ORIGIN_REFUSAL_LINE, ORIGIN_REFUSALS, type OriginRefusal } from '../engine/answers.ts';
 import { createLogger, type Logger } from '../log.ts';

@@ -15,7 +15,7 @@ import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
 import { refusedForNow, untilWritten } from '../db/open.ts';
 import { newRunId } from '../engine/ids.ts';
-import type { ProcIdentity } from '../engine/proc-group.ts';
+import type { ProcIdentity } from '../proc-stat.ts';
 
 /** How soon a write the database refused (another process holds its lock, the disk is full) is tried again. */
 const RETRY_MS = 1_000;

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
 import { closedPort } from '../helpers/closed-port.ts';
-import { procStart } from '../../src/engine/proc-group.ts';
+import { procStart } from '../../src/proc-stat.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 const PKG = JSON.parse(readFileSync(join(import.meta.dirname, '../../package.json'), 'utf8')) as { version: string };

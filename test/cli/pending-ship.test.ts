@@ -18,7 +18,7 @@ import { projectWithPending } from '../../src/cli/ship.ts';
 import { openRunContext } from '../../src/engine/run-context.ts';
 import { readState, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { orNull } from '../../src/spawn/tree.ts';
-import { procStart } from '../../src/engine/proc-group.ts';
+import { procStart } from '../../src/proc-stat.ts';
 
 /** A project whose runs take the stand-in agent, and a Control Plane: made before a describe's tests, gone after. */
 function projectAndControl(): { repo: TestRepo; cp: TestControl } {

@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, CLI, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { idleNode, runChild } from '../helpers/run-child.ts';
-import { procStart } from '../../src/engine/proc-group.ts';
+import { procStart } from '../../src/proc-stat.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 
 /** A process with a worker's command line for `run` of project `repo` (launch.ts spawnWorker), idle until killed. */

@@ -7,7 +7,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, EDIT_SCRIPT, type TestRepo } from './fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
-import { procStart } from '../../src/engine/proc-group.ts';
+import { procStart } from '../../src/proc-stat.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 /** Waits for its release file, then edits a.txt: a run that holds the checkout as long as the test wants. */

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { stopLocalRun } from '../../src/engine/run-context.ts';
-import { identityOf } from '../../src/engine/proc-group.ts';
+import { identityOf, statFields } from '../../src/proc-stat.ts';
 import { createRunController } from '../../src/control/run-controller.ts';
 import { createLogger } from '../../src/log.ts';
 import type { EventRow } from '../../src/db/events-store.ts';
@@ -19,7 +19,6 @@ import { memoryControlStores } from '../helpers/memory-stores.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { processesMentioning } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { statFields } from '../../src/proc-stat.ts';
 
 const HELD_WORKER = fileURLToPath(new URL('../helpers/held-sandbox-worker.ts', import.meta.url));
 

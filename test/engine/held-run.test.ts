@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import { prepareRun, spawnWorker } from '../../src/engine/launch.ts';
 import { openPrLater } from '../../src/engine/finish-phase.ts';
-import { procStart } from '../../src/engine/proc-group.ts';
+import { procStart } from '../../src/proc-stat.ts';
 import { readState, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { runFailure } from '../../src/run-json.ts';
 import { ConflictError } from '../../src/errors.ts';

@@ -7,7 +7,8 @@ import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { liveWorkerOf, procStart } from '../../src/engine/proc-group.ts';
+import { liveWorkerOf } from '../../src/engine/proc-group.ts';
+import { procStart } from '../../src/proc-stat.ts';
 import { idleNode } from '../helpers/run-child.ts';
 import { CLI, GIT_ENV } from './fixtures.ts';
 

@@ -15,7 +15,8 @@ import { idleNode, runChild, type ChildResult } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { shippingProject, standInControl, within } from '../helpers/held-ingest.ts';
 import { readState, writeState } from '../../src/engine/run-state.ts';
-import { liveWorkerOf, procStart } from '../../src/engine/proc-group.ts';
+import { liveWorkerOf } from '../../src/engine/proc-group.ts';
+import { procStart } from '../../src/proc-stat.ts';
 
 describe('a command on a run whose worker still ships its end', () => {
   let repo: TestRepo;

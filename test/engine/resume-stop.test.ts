@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prepareRun, spawnWorker } from '../../src/engine/launch.ts';
 import { stopLocalRun } from '../../src/engine/run-context.ts';
-import { identityOf } from '../../src/engine/proc-group.ts';
+import { identityOf } from '../../src/proc-stat.ts';
 import { readState, writeState, type RunState } from '../../src/engine/run-state.ts';
 import { runFailure } from '../../src/run-json.ts';
 import { ConflictError } from '../../src/errors.ts';

@@ -13,7 +13,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prepareRun, spawnWorker } from '../../src/engine/launch.ts';
-import { procStart } from '../../src/engine/proc-group.ts';
+import { procStart } from '../../src/proc-stat.ts';
 import { readState, writeState } from '../../src/engine/run-state.ts';
 import { LockBlockedError, RunBeingTakenError, TAKE_LOCK, takeRun } from '../../src/engine/run-take.ts';
 import { runFailure } from '../../src/run-json.ts';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { prepareRun, spawnWorker } from '../../src/engine/launch.ts';
 import { stopLocalRun } from '../../src/engine/run-context.ts';
-import { procStart } from '../../src/engine/proc-group.ts';
+import { procStart } from '../../src/proc-stat.ts';
 import { readState, type RunState } from '../../src/engine/run-state.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 import { EDIT_SCRIPT, GIT_ENV, SLEEP_SCRIPT, makeRepo, type TestRepo } from './fixtures.ts';

@@ -11,7 +11,7 @@ import { readJson, CLI, type TestRepo } from './fixtures.ts';
 import { idleNode, runChild, type ChildResult } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { shippingProject, standInControl, within } from '../helpers/held-ingest.ts';
-import { procStart } from '../../src/engine/proc-group.ts';
+import { procStart } from '../../src/proc-stat.ts';
 import { SHIP_HOLD } from '../../src/engine/ship-hold.ts';
 
 describe('svc ship holds the run it sends', () => {

@@ -7,8 +7,9 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isPidAlive } from '../../src/client/server-record.ts';
-import { statFields } from '../../src/proc-stat.ts';
-import { identityOf, isChildOf, procStart, terminateGroup } from '../../src/engine/proc-group.ts';
+import { identityOf, procStart, statFields } from '../../src/proc-stat.ts';
+import { terminateGroup } from '../../src/engine/proc-group.ts';
+import { isChildOf } from '../../src/engine/run-context.ts';
 import { workerAlive } from '../../src/engine/proc-group.ts';
 
 /** A process killed under a parent (`sleep`, after the shell's exec) that never waits for it: a zombie. */

@@ -5,12 +5,11 @@
 // group (the init's setup goes on): before it could see bwrap's exit, as a worker that crashed then.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { endChildOnExit, openRunContext } from '../../src/engine/run-context.ts';
-import { identityOf } from '../../src/engine/proc-group.ts';
+import { identityOf, statFields } from '../../src/proc-stat.ts';
 import { spawnGroup } from '../../src/engine/spawn-group.ts';
 import { DEFAULT_LIMITS } from '../../src/spawn/limits.ts';
 import { probeSandbox } from '../../src/spawn/sandbox-mode.ts';
 import { holdInSetup } from './held-sandbox.ts';
-import { statFields } from '../../src/proc-stat.ts';
 
 const [dir, tag] = process.argv.slice(2) as [string, string];
 const ctx = openRunContext(dir, process.env, { ship: false });

@@ -10,7 +10,7 @@ import { makeRepo, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixture
 import { waitFor } from '../helpers/wait-for.ts';
 import { pruneExpiredRuns } from '../../src/control/main.ts';
 import { runKeyDigest } from '../../src/control/ingest-apply.ts';
-import { identityOf } from '../../src/engine/proc-group.ts';
+import { identityOf } from '../../src/proc-stat.ts';
 
 const DAY = 24 * 60 * 60 * 1000;
 /** Longer than 32 characters: the longest a provider name once was at some of the places that read one. */

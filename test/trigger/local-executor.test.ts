@@ -14,7 +14,7 @@ import { closedPort } from '../helpers/closed-port.ts';
 import { startTestControl } from '../helpers/control-server.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { identityOf } from '../../src/engine/proc-group.ts';
+import { identityOf } from '../../src/proc-stat.ts';
 import { newRunId } from '../../src/engine/ids.ts';
 import { createLogger } from '../../src/log.ts';
 
