@@ -89,3 +89,35 @@ describe('an --open-pr in a repository nested in another project', () => {
     assert.deepEqual(await heldBy([...open, '--repo', outer], inner), { outer: true, inner: false });
   });
 });
+
+// Only a `.git` git takes for a repository makes one: an empty `.git` folder (an agent's, a tool's) is passed over by
+// git's discovery, so `svc start` there takes the outer project, and its --open-pr must hold the outer project's run.
+describe('an --open-pr under a `.git` git does not take for a repository', () => {
+  let root: string;
+  let outer: string;
+  before(() => {
+    root = mkdtempSync(join(tmpdir(), 'svc-planted-git-'));
+    outer = join(root, 'outer');
+    mkdirSync(join(outer, 'planted', '.git'), { recursive: true });
+    mkdirSync(join(outer, 'headless', '.git', 'refs'), { recursive: true });
+    mkdirSync(join(outer, 'headless', '.git', 'objects'));
+    execFileSync('git', ['init', '-q', outer], { env: { ...process.env, ...GIT_ENV } });
+  });
+  after(() => rmSync(root, { recursive: true, force: true }));
+
+  it('counts it for the project git finds from there', async () => {
+    for (const folder of ['planted', 'headless']) {
+      const cwd = join(outer, folder);
+      const top = execFileSync('git', ['rev-parse', '--show-toplevel'], { cwd, encoding: 'utf8' }).trim();
+      assert.equal(top, outer, `git takes ${folder}'s project to be the outer one`);
+      const opener = await idleNode([CLI, 'start', '--open-pr', 'r01same'], { cwd });
+      try {
+        const state = { run: 'r01same', pid: opener.pid!, proc_start: procStart(opener.pid!) };
+        assert.equal(liveWorkerOf(state, outer), opener.pid, folder);
+      } finally {
+        opener.kill('SIGKILL');
+        await once(opener, 'exit');
+      }
+    }
+  });
+});
