@@ -182,7 +182,7 @@ function gitTakes(path: string): boolean {
   if (kind !== 'dir') return kind === 'file';
   const is = (name: string, want: 'dir' | 'file') => pathKind(join(path, name), true) === want;
   if (!(is('commondir', 'file') || (is('objects', 'dir') && is('refs', 'dir')))) return false;
-  if (pathKind(join(path, 'HEAD')) === 'link') return true;
+  if (pathKind(join(path, 'HEAD')) === 'link') return readlinkOrNull(join(path, 'HEAD'))?.startsWith('refs/') ?? false;
   // A bounded read: the folder may be anyone's, its HEAD any size.
   const head = orNull(() => {
     const fd = openSync(join(path, 'HEAD'), constants.O_RDONLY | constants.O_NONBLOCK);
@@ -193,7 +193,7 @@ function gitTakes(path: string): boolean {
       closeSync(fd);
     }
   });
-  return head !== null && /^(?:ref: refs\/|[0-9a-f]{40}\s|[0-9a-f]{64}\s)/.test(head);
+  return head !== null && /^(?:ref:\s*refs\/|[0-9a-f]{40})/i.test(head);
 }
 
 /**

@@ -4,7 +4,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { liveWorkerOf } from '../../src/engine/proc-group.ts';
@@ -101,23 +101,39 @@ describe('an --open-pr under a `.git` git does not take for a repository', () =>
     mkdirSync(join(outer, 'planted', '.git'), { recursive: true });
     mkdirSync(join(outer, 'headless', '.git', 'refs'), { recursive: true });
     mkdirSync(join(outer, 'headless', '.git', 'objects'));
+    // A HEAD that names neither a ref nor an object: git passes over this one too.
+    mkdirSync(join(outer, 'garbled', '.git', 'refs'), { recursive: true });
+    mkdirSync(join(outer, 'garbled', '.git', 'objects'));
+    writeFileSync(join(outer, 'garbled', '.git', 'HEAD'), 'not a ref\n');
+    // One git does take: its HEAD as git reads it, spaces after `ref:` and no newline.
+    mkdirSync(join(outer, 'spaced', '.git', 'refs'), { recursive: true });
+    mkdirSync(join(outer, 'spaced', '.git', 'objects'));
+    writeFileSync(join(outer, 'spaced', '.git', 'HEAD'), 'ref:  refs/heads/main');
     execFileSync('git', ['init', '-q', outer], { env: { ...process.env, ...GIT_ENV } });
   });
   after(() => rmSync(root, { recursive: true, force: true }));
 
-  it('counts it for the project git finds from there', async () => {
-    for (const folder of ['planted', 'headless']) {
-      const cwd = join(outer, folder);
-      const top = execFileSync('git', ['rev-parse', '--show-toplevel'], { cwd, encoding: 'utf8' }).trim();
-      assert.equal(top, outer, `git takes ${folder}'s project to be the outer one`);
-      const opener = await idleNode([CLI, 'start', '--open-pr', 'r01same'], { cwd });
-      try {
-        const state = { run: 'r01same', pid: opener.pid!, proc_start: procStart(opener.pid!) };
-        assert.equal(liveWorkerOf(state, outer), opener.pid, folder);
-      } finally {
-        opener.kill('SIGKILL');
-        await once(opener, 'exit');
-      }
+  /** Whether an --open-pr in `folder` of the outer project holds the outer project's run, and git's top level there. */
+  async function outerHeld(folder: string): Promise<{ held: boolean; top: string }> {
+    const cwd = join(outer, folder);
+    const top = execFileSync('git', ['rev-parse', '--show-toplevel'], { cwd, encoding: 'utf8' }).trim();
+    const opener = await idleNode([CLI, 'start', '--open-pr', 'r01same'], { cwd });
+    try {
+      const state = { run: 'r01same', pid: opener.pid!, proc_start: procStart(opener.pid!) };
+      return { held: liveWorkerOf(state, outer) === opener.pid, top };
+    } finally {
+      opener.kill('SIGKILL');
+      await once(opener, 'exit');
     }
+  }
+
+  it('counts it for the project git finds from there', async () => {
+    for (const folder of ['planted', 'headless', 'garbled']) {
+      assert.deepEqual(await outerHeld(folder), { held: true, top: outer }, folder);
+    }
+  });
+
+  it('does not count it where git takes the `.git` for a repository of its own', async () => {
+    assert.deepEqual(await outerHeld('spaced'), { held: false, top: join(outer, 'spaced') });
   });
 });
