@@ -43,6 +43,15 @@ export function createSender(baseUrl: string, concurrency: number) {
     const idle = socket ? idleSince.get(socket) : undefined;
     return idle !== undefined && Date.now() - idle.at >= idle.timeoutMs;
   };
+  // What a reported reset of a kept-alive socket says, so a finding under load shows how long the socket had rested.
+  const resetOnKeptSocket = (err: NodeJS.ErrnoException, socket: Socket | null): Error => {
+    const idle = socket ? idleSince.get(socket) : undefined;
+    const rested = idle
+      ? `${Date.now() - idle.at} ms, the server announced ${idle.timeoutMs} ms`
+      : 'for an unknown time';
+    return Object.assign(new Error(`${err.message} on a kept-alive socket idle ${rested}`, { cause: err }),
+      { code: err.code });
+  };
 
   function viaAgent(r: FuzzRequest, retried = false): Promise<FuzzAnswer> {
     return new Promise((resolve, reject) => {
@@ -77,7 +86,7 @@ export function createSender(baseUrl: string, concurrency: number) {
         // the request, so it is sent again once, on a socket of its own.
         const idleRace = req.reusedSocket && err.code === 'ECONNRESET' && !retried && closedAsIdle(req.socket);
         if (idleRace) resolve(viaAgent(r, true));
-        else reject(err);
+        else reject(req.reusedSocket && err.code === 'ECONNRESET' ? resetOnKeptSocket(err, req.socket) : err);
       });
       // A hang is a finding too (not a speed assertion): nothing here should take more than a moment.
       req.setTimeout(15_000, () => req.destroy(new Error('no answer within 15 s')));
