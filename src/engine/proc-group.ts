@@ -1,7 +1,7 @@
 // Process groups we own: signalled only while they are still the identity recorded at spawn (pid + /proc start time,
 // proc-stat.ts); one read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf
 // here, run-context.ts isChildOf).
-import { statSync } from 'node:fs';
+import { closeSync, constants, openSync, readSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -161,15 +161,39 @@ function projectNamedBy(pid: number, argv: readonly string[]): string | null {
 /**
  * Whether `dir` (a real path) is the project `repo` or, with `within`, a folder inside it that is in no repository
  * nested in it: from there `svc start` takes the nearest one up (git's top level, launch.ts resolveRepo) for its
- * project, so an --open-pr there is that project's, not `repo`'s. A `.git` on the way up, folder or file (a worktree's,
- * a submodule's), marks one.
+ * project, so an --open-pr there is that project's, not `repo`'s. A `.git` on the way up that git takes marks one.
  */
 function isProject(dir: string | null, repo: string, within: boolean): boolean {
   const real = realOrNull(repo) ?? repo;
   if (dir === null || dir === real) return dir !== null;
   if (!within || !dir.startsWith(`${real}/`)) return false;
-  for (let at = dir; at !== real; at = dirname(at)) if (pathKind(join(at, '.git')) !== null) return false;
+  for (let at = dir; at !== real; at = dirname(at)) if (gitTakes(join(at, '.git'))) return false;
   return true;
+}
+
+/**
+ * Whether git's discovery stops at the `.git` at `path` (setup.c is_git_directory): a file (a worktree's, a
+ * submodule's; git fails at one it cannot read, so no `svc start` runs below it), or a folder with a HEAD naming a ref
+ * or an object and its objects and refs (or a commondir saying where they are). Any other `.git` (an empty folder an
+ * agent or a tool left) git passes over, and so must this: else an --open-pr there would hold no run at all.
+ */
+function gitTakes(path: string): boolean {
+  const kind = pathKind(path, true);
+  if (kind !== 'dir') return kind === 'file';
+  const is = (name: string, want: 'dir' | 'file') => pathKind(join(path, name), true) === want;
+  if (!(is('commondir', 'file') || (is('objects', 'dir') && is('refs', 'dir')))) return false;
+  if (pathKind(join(path, 'HEAD')) === 'link') return readlinkOrNull(join(path, 'HEAD'))?.startsWith('refs/') ?? false;
+  // A bounded read: the folder may be anyone's, its HEAD any size.
+  const head = orNull(() => {
+    const fd = openSync(join(path, 'HEAD'), constants.O_RDONLY | constants.O_NONBLOCK);
+    try {
+      const buf = Buffer.alloc(128);
+      return buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('latin1');
+    } finally {
+      closeSync(fd);
+    }
+  });
+  return head !== null && /^(?:ref:\s*refs\/|[0-9a-f]{40})/i.test(head);
 }
 
 /**

@@ -4,7 +4,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { liveWorkerOf } from '../../src/engine/proc-group.ts';
@@ -87,5 +87,53 @@ describe('an --open-pr in a repository nested in another project', () => {
     const open = [CLI, 'start', '--open-pr', 'r01same'];
     assert.deepEqual(await heldBy(open, join(outer, 'plain')), { outer: true, inner: false });
     assert.deepEqual(await heldBy([...open, '--repo', outer], inner), { outer: true, inner: false });
+  });
+});
+
+// Only a `.git` git takes for a repository makes one: an empty `.git` folder (an agent's, a tool's) is passed over by
+// git's discovery, so `svc start` there takes the outer project, and its --open-pr must hold the outer project's run.
+describe('an --open-pr under a `.git` git does not take for a repository', () => {
+  let root: string;
+  let outer: string;
+  before(() => {
+    root = mkdtempSync(join(tmpdir(), 'svc-planted-git-'));
+    outer = join(root, 'outer');
+    mkdirSync(join(outer, 'planted', '.git'), { recursive: true });
+    mkdirSync(join(outer, 'headless', '.git', 'refs'), { recursive: true });
+    mkdirSync(join(outer, 'headless', '.git', 'objects'));
+    // A HEAD that names neither a ref nor an object: git passes over this one too.
+    mkdirSync(join(outer, 'garbled', '.git', 'refs'), { recursive: true });
+    mkdirSync(join(outer, 'garbled', '.git', 'objects'));
+    writeFileSync(join(outer, 'garbled', '.git', 'HEAD'), 'not a ref\n');
+    // One git does take: its HEAD as git reads it, spaces after `ref:` and no newline.
+    mkdirSync(join(outer, 'spaced', '.git', 'refs'), { recursive: true });
+    mkdirSync(join(outer, 'spaced', '.git', 'objects'));
+    writeFileSync(join(outer, 'spaced', '.git', 'HEAD'), 'ref:  refs/heads/main');
+    execFileSync('git', ['init', '-q', outer], { env: { ...process.env, ...GIT_ENV } });
+  });
+  after(() => rmSync(root, { recursive: true, force: true }));
+
+  /** Whether an --open-pr in `folder` of the outer project holds the outer project's run, and git's top level there. */
+  async function outerHeld(folder: string): Promise<{ held: boolean; top: string }> {
+    const cwd = join(outer, folder);
+    const top = execFileSync('git', ['rev-parse', '--show-toplevel'], { cwd, encoding: 'utf8' }).trim();
+    const opener = await idleNode([CLI, 'start', '--open-pr', 'r01same'], { cwd });
+    try {
+      const state = { run: 'r01same', pid: opener.pid!, proc_start: procStart(opener.pid!) };
+      return { held: liveWorkerOf(state, outer) === opener.pid, top };
+    } finally {
+      opener.kill('SIGKILL');
+      await once(opener, 'exit');
+    }
+  }
+
+  it('counts it for the project git finds from there', async () => {
+    for (const folder of ['planted', 'headless', 'garbled']) {
+      assert.deepEqual(await outerHeld(folder), { held: true, top: outer }, folder);
+    }
+  });
+
+  it('does not count it where git takes the `.git` for a repository of its own', async () => {
+    assert.deepEqual(await outerHeld('spaced'), { held: false, top: join(outer, 'spaced') });
   });
 });

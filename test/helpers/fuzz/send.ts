@@ -2,7 +2,7 @@
 // client would send (bad request lines, bad header bytes, CL+TE, no Host) as raw bytes on their own socket.
 // Every answer is checked the same way: never 5xx, and every error is the JSON envelope (DESIGN §4).
 import { Agent, request } from 'node:http';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 
 export interface FuzzRequest {
   /** What the generator did, for the failure message. */
@@ -34,6 +34,24 @@ const MAX_READ = 256 * 1024;
 export function createSender(baseUrl: string, concurrency: number) {
   const base = new URL(baseUrl);
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency, maxFreeSockets: concurrency });
+  // When each kept-alive socket last had its response read, and the keep-alive timeout (ms) the server announced on it.
+  const idleSince = new WeakMap<Socket, { at: number; timeoutMs: number }>();
+  // Only the race Node's http docs name ("agent.reusedSocket"): the server closed the socket as idle, which it does
+  // only once it has been idle for the timeout it announced, as this request went out on it. A reset of a socket idle
+  // for less is the server's doing mid-request (a finding), never sent again.
+  const closedAsIdle = (socket: Socket | null): boolean => {
+    const idle = socket ? idleSince.get(socket) : undefined;
+    return idle !== undefined && Date.now() - idle.at >= idle.timeoutMs;
+  };
+  // What a reported reset of a kept-alive socket says, so a finding under load shows how long the socket had rested.
+  const resetOnKeptSocket = (err: NodeJS.ErrnoException, socket: Socket | null): Error => {
+    const idle = socket ? idleSince.get(socket) : undefined;
+    const rested = idle
+      ? `${Date.now() - idle.at} ms, the server announced ${idle.timeoutMs} ms`
+      : 'for an unknown time';
+    return Object.assign(new Error(`${err.message} on a kept-alive socket idle ${rested}`, { cause: err }),
+      { code: err.code });
+  };
 
   function viaAgent(r: FuzzRequest, retried = false): Promise<FuzzAnswer> {
     return new Promise((resolve, reject) => {
@@ -47,20 +65,28 @@ export function createSender(baseUrl: string, concurrency: number) {
           req.destroy();
           return;
         }
+        const socket = req.socket;
         const parts: Buffer[] = [];
         let size = 0;
         res.on('data', (c: Buffer) => {
           size += c.length;
           if (size <= MAX_READ) parts.push(c);
         });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, contentType, text: Buffer.concat(parts).toString('utf8') }));
+        res.on('end', () => {
+          const timeout = /^timeout=(\d+)/.exec(String(res.headers['keep-alive'] ?? ''))?.[1];
+          if (timeout !== undefined && socket) {
+            idleSince.set(socket, { at: Date.now(), timeoutMs: Number(timeout) * 1000 });
+          }
+          resolve({ status: res.statusCode ?? 0, contentType, text: Buffer.concat(parts).toString('utf8') });
+        });
         res.on('error', reject);
       });
       req.on('error', (err: NodeJS.ErrnoException) => {
         // A kept-alive socket the server closed as idle just as this request went out on it: the server never read
-        // the request (Node's http docs, "agent.reusedSocket"), so it is sent again once, on a socket of its own.
-        if (req.reusedSocket && err.code === 'ECONNRESET' && !retried) resolve(viaAgent(r, true));
-        else reject(err);
+        // the request, so it is sent again once, on a socket of its own.
+        const idleRace = req.reusedSocket && err.code === 'ECONNRESET' && !retried && closedAsIdle(req.socket);
+        if (idleRace) resolve(viaAgent(r, true));
+        else reject(req.reusedSocket && err.code === 'ECONNRESET' ? resetOnKeptSocket(err, req.socket) : err);
       });
       // A hang is a finding too (not a speed assertion): nothing here should take more than a moment.
       req.setTimeout(15_000, () => req.destroy(new Error('no answer within 15 s')));
