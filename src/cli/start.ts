@@ -15,7 +15,6 @@ import { unsandboxedWarning } from '../engine/run-plan.ts';
 import { planToReuse, refuseServersBuiltin } from '../engine/plan-reuse.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir, runTree } from '../engine/paths.ts';
-import { RunBeingTakenError } from '../engine/run-take.ts';
 import {
   failureOf, readState, refuseTrackedRun, signsLater, tryReadState, type RunState, type WorkerMode,
 } from '../engine/run-state.ts';
@@ -71,6 +70,19 @@ function runArg(value: string | undefined, flag: string): string {
   return value;
 }
 
+/** The run `run` of this project, as its folder says, for a --stop, --open-pr, --resume or --verify. */
+function ownRun(repo: string, run: string, dir: string, flag: string): RunState {
+  refuseTrackedRun(repo, run);
+  const state = tryReadState(dir);
+  if (!state) throw new NotFoundError(`No run ${run} in this repository`);
+  // A run folder moved or copied here with its project still names the old folder, whose run (and worker) it is.
+  if ((realOrNull(state.repo_path) ?? state.repo_path) !== (realOrNull(repo) ?? repo)) {
+    throw new ConflictError(`Run ${run} belongs to the project at ${state.repo_path}, not this one (${repo}): ` +
+      `the project was moved or copied; --${flag} acts on a run only in the project that made it`);
+  }
+  return state;
+}
+
 /**
  * A new run (or a retry) gets its worker: a renamed checkout and what its plan left out are said first. One that
  * could not be made prints `{"failure":…}` before the error, for the Control Plane that launched it.
@@ -108,11 +120,9 @@ async function launch(
   try {
     child = spawnWorker(state, mode, io.env, !detach);
   } catch (err) {
-    // Refused at the run's take lock (another command takes it, or a folder there blocks every take) before anything
-    // was written: the run is as it was, as after a refused claim.
-    if (mode === 'resume' && err instanceof RunBeingTakenError) {
-      io.stdout(safeJson({ refused: errorMessage(err) }) + '\n');
-    }
+    // A resume's worker that did not start (refused at the run's take lock or by the run read again, or a spawn that
+    // threw) leaves the run as it was (launch.ts requeue, putBack), as after a refused claim.
+    if (mode === 'resume') io.stdout(safeJson({ refused: errorMessage(err) }) + '\n');
     throw err;
   } finally {
     release?.();
@@ -233,13 +243,17 @@ export default async function start(io: CliIo): Promise<number> {
     if (run === undefined) continue;
     const repo = resolveRepo(repoDir);
     const dir = runDir(repo, runArg(run, `--${flag}`));
-    refuseTrackedRun(repo, run);
-    let state = tryReadState(dir);
-    if (!state) throw new NotFoundError(`No run ${run} in this repository`);
-    // A run folder moved or copied here with its project still names the old folder, whose run (and worker) it is.
-    if ((realOrNull(state.repo_path) ?? state.repo_path) !== (realOrNull(repo) ?? repo)) {
-      throw new ConflictError(`Run ${run} belongs to the project at ${state.repo_path}, not this one (${repo}): ` +
-        `the project was moved or copied; --${flag} acts on a run only in the project that made it`);
+    // A resume writes nothing before its worker's start (launch.ts requeue): one refused on the way leaves the run as
+    // it was, and `{"refused":…}` tells the Control Plane that launched it so.
+    const refusal = (err: unknown): never => {
+      if (flag === 'resume') io.stdout(safeJson({ refused: errorMessage(err) }) + '\n');
+      throw err;
+    };
+    let state: RunState;
+    try {
+      state = ownRun(repo, run, dir, flag);
+    } catch (err) {
+      return refusal(err);
     }
     if (flag === 'stop') {
       if (TERMINAL.has(state.status)) {
@@ -252,7 +266,7 @@ export default async function start(io: CliIo): Promise<number> {
       return 0;
     }
     // As a resume and a verify do: its state.json and ship.json are the last worker's until it has left.
-    state = await afterLastWorker(dir, flag);
+    state = await afterLastWorker(dir, flag).catch(refusal);
     if (flag === 'open-pr') {
       // Loaded here, not with the command: the finish phase (its sandbox, spawn and cgroup modules) is no part of a
       // start's way to its worker (docs/bench.md, "the launcher's modules").
@@ -260,16 +274,21 @@ export default async function start(io: CliIo): Promise<number> {
       io.stdout(summary(await openPrLater(dir, io.env, (t) => io.stderr(`svc start: ${t}\n`))));
       return 0;
     }
-    if (flag === 'resume' && state.status !== 'stopped' && state.status !== 'failed') {
-      throw new ConflictError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
+    let facts: LaunchFacts;
+    try {
+      if (flag === 'resume' && state.status !== 'stopped' && state.status !== 'failed') {
+        throw new ConflictError(`Run ${run} is ${state.status}; only stopped or failed runs can be resumed`);
+      }
+      if (flag === 'verify' && !TERMINAL.has(state.status)) {
+        throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
+      }
+      const plan = planToReuse(dir, io.env);
+      // Before the run is queued again: a refused resume or verify leaves it as it was.
+      refuseServersBuiltin(plan, io.env, runTree(state));
+      facts = { unconfined: unsandboxedWarning(plan.sandbox), signsLater: signsLater(io.env) };
+    } catch (err) {
+      return refusal(err);
     }
-    if (flag === 'verify' && !TERMINAL.has(state.status)) {
-      throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
-    }
-    const plan = planToReuse(dir, io.env);
-    // Before the run is queued again: a refused resume or verify leaves it as it was.
-    refuseServersBuiltin(plan, io.env, runTree(state));
-    const facts = { unconfined: unsandboxedWarning(plan.sandbox), signsLater: signsLater(io.env) };
     return launch(io, state, facts, flag, detach, showOutput);
   }
   if (values.retry !== undefined) {

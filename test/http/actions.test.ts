@@ -284,6 +284,37 @@ describe('run actions on the Control Plane', () => {
     }
   });
 
+  it('keeps a failed run as it was when its launcher refuses the resume after reading the run folder', async () => {
+    rmSync(join(control.home, AGENT_STATE, 'flaky.once'), { force: true });
+    const body = { brief: 'flaky', repo: repo.repo, provider: 'flaky', pr: false };
+    const first = (await control.request('POST', '/v1/start', { body })).json;
+    const before = await settled(first.source, first.run, 'failed');
+    // The folder says otherwise than the Control Plane's row (a worker's last ship not yet in): the launcher, which
+    // goes by the folder, refuses the resume before it writes anything.
+    const statePath = join(repo.repo, '.svc', 'runs', first.run, 'state.json');
+    // Its worker's last write (its pid cleared as it leaves) comes after the row says failed: not over this one.
+    const saved = await waitFor(() => {
+      const text = readFileSync(statePath, 'utf8');
+      return JSON.parse(text).pid === null ? text : null;
+    }, 'the worker to leave');
+    writeFileSync(statePath, JSON.stringify({ ...JSON.parse(saved), status: 'running', pid: null, proc_start: null }));
+    try {
+      const path = `/v1/runs/${first.source}/${first.run}`;
+      const resumed = await control.request('POST', `${path}/resume`, { body: {} });
+      assert.equal(resumed.status, 202, resumed.text);
+      type Event = { kind: string; data: { message?: string } };
+      const events = async () => (await control.request('GET', `${path}/events?limit=500`)).json.items as Event[];
+      const refusal = await waitFor(async () => (await events()).find((e) => e.kind === 'error')?.data.message ?? null,
+        'the refusal');
+      assert.match(refusal, /is running; only stopped or failed runs can be resumed/);
+      const after = await runOf(first.source, first.run);
+      assert.deepEqual([after.status, after.failure, after.ended_at], [before.status, before.failure, before.ended_at],
+        'its own failure, not a failed launch');
+    } finally {
+      writeFileSync(statePath, saved);
+    }
+  });
+
   it('keeps a stopped run stopped when its resume is refused because another run works in its checkout', async () => {
     const startSleepy = async () => {
       const body = { brief: 'sleep', repo: repo.repo, provider: 'sleepy' };
