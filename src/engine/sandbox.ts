@@ -51,8 +51,9 @@ export function protocolFiles(ctx: RunContext) {
 const MIB = 1024 * 1024;
 
 // A URL's user name and password, wherever a config value holds one, and its query and fragment, where tokens ride
-// too (`?private_token=`, `?access_token=`) and nothing git needs to find a repository does.
-const scrubbed = (text: string): string => redactSecrets(text, 'bare');
+// too (`?private_token=`, `?access_token=`) and nothing git needs to find a repository does. Exported for the
+// security suite, which loads it by name (test/security-boundary/log-secrets.test.ts).
+export const scrubbed = (text: string): string => redactSecrets(text, 'bare');
 // What git needs of the config inside, by key (`section.*`: a section's keys outside subsections; `<sub>`: any
 // subsection): the repository's format and worktree, its remotes, branches and submodules, url rewrites, the author,
 // how it pulls and merges, its hooks path (hooks run inside, as the agent's own programs do), TLS trust, and of the
