@@ -1,6 +1,6 @@
 // The Run JSON of DESIGN §3 — the one shape a run has on the wire — with its status and verdict vocabularies.
 // Imports only the typed readers, so the client (which must stay free of node:sqlite) shares it too.
-import { countOrNull, figure, obj, oneOf } from './untrusted.ts';
+import { countOrNull, figure, obj, oneOf, str } from './untrusted.ts';
 
 /** DESIGN §3: both path segments of a run's address `<source>/<run>`. */
 export const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -12,6 +12,15 @@ export const TERMINAL_STATUSES = ['succeeded', 'failed', 'stopped'] as const sat
 /** The others: the run still owns a process or a worktree. */
 export const ACTIVE_STATUSES = ['queued', 'running', 'blocked', 'stopping'] as const satisfies readonly RunStatus[];
 export const TERMINAL: ReadonlySet<string> = new Set(TERMINAL_STATUSES);
+/** The statuses a run works in, no stop asked yet. */
+export const LIVE: ReadonlySet<string> = new Set(['queued', 'running', 'blocked']);
+/** What a resume moves a run on from (DESIGN §3): its runner's own transition starts there. */
+export const RESUMABLE: ReadonlySet<string> = new Set(['stopped', 'failed']);
+
+/** Whether a `run.status` event's data (untrusted) is its run's move out of a stop or failure: a resume. */
+export function isResume(data: Record<string, unknown>): boolean {
+  return RESUMABLE.has(str(data.from) ?? '') && LIVE.has(str(data.to) ?? '');
+}
 export const VERDICTS = ['verified', 'verified_with_gaps', 'not_verified'] as const;
 export type Verdict = (typeof VERDICTS)[number];
 

@@ -14,7 +14,7 @@ import { handedRunKey } from '../engine/ids.ts';
 import { runContainerRow } from '../engine/run-event.ts';
 import { logWithoutSecrets, redactSecrets } from '../engine/text.ts';
 import type { IngestResult } from '../client/types.ts';
-import { TERMINAL } from '../run-json.ts';
+import { LIVE, RESUMABLE, TERMINAL, isResume } from '../run-json.ts';
 
 /** What the Control Plane keeps of a run's key: its SHA-256 (docs/control-data.md, "Each run's own runner"). */
 export function runKeyDigest(key: string): Buffer {
@@ -183,10 +183,6 @@ export function storeBatch(
   return { result, inserted, started };
 }
 
-const LIVE: ReadonlySet<string> = new Set(['queued', 'running', 'blocked']);
-/** What a resume moves a run on from (DESIGN §3): its runner's own transition starts there. */
-const RESUMABLE: ReadonlySet<string> = new Set(['stopped', 'failed']);
-
 /**
  * Whether a runner's transition (its own `from`, to `to`) comes too late for the stored status `before`: one made
  * before a stop reached it, after the Control Plane's `stopping` or `stopped`. A resume starts from the stop it saw;
@@ -208,12 +204,9 @@ function signerEnd(events: readonly EventInput[], run: string, status: string): 
 
 /** Whether a batch resumes `run`: it carries the run's own move out of a stop or failure. */
 function resumedIn(events: readonly EventInput[], run: string): boolean {
-  return events.some((ev) => {
-    if (ev.run !== run || ev.kind !== 'run.status') return false;
-    const data = eventData(ev.data);
-    return RESUMABLE.has(str(data.from) ?? '') && LIVE.has(str(data.to) ?? '');
-  });
+  return events.some((ev) => ev.run === run && ev.kind === 'run.status' && isResume(eventData(ev.data)));
 }
+
 
 type Exchange = { kind: string; data: Record<string, unknown> } | null;
 

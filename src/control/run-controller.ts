@@ -13,7 +13,7 @@ import type { Logger } from '../log.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
-import { TERMINAL, readFailure, runFailure, type RunFailure } from '../run-json.ts';
+import { TERMINAL, isResume, readFailure, runFailure, type RunFailure } from '../run-json.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
 import { errorMessage } from '../errors.ts';
 import type { RunEventBus } from './event-bus.ts';
@@ -34,6 +34,8 @@ interface RunControllerDeps {
 
 export type RunController = ReturnType<typeof createRunController>;
 type OnFailure = 'fail-run' | 'event-only';
+/** A resume this server made: the row before it set the run running, and the newest event id stored then. */
+export type Resumed = { row: RunRow; after: number };
 
 /** How much of a launcher's stdout and stderr is kept, each, to say why it failed. */
 const OUTPUT_CAP = 16 * 1024;
@@ -118,18 +120,22 @@ export function createRunController(deps: RunControllerDeps) {
    */
   function recordFailure(
     source: string, run: string, message: string, mode: OnFailure, failure: RunFailure | null,
-    putBack: RunRow | null = null,
+    putBack: Resumed | null = null,
   ): void {
     const write = (): void => {
       const now = deps.clock();
       const appended = transaction(deps.db, () => {
         const row = deps.stores.runs.get(source, run);
         if (putBack !== null && row?.status === 'running') {
-          // A resume refused before it queued the run again: the run is what it was, its end and failure kept.
-          deps.stores.runs.setStatus(source, run, putBack.status, now, {
-            ended_at: putBack.ended_at, error: putBack.error, failure_class: putBack.failure_class,
-            failure_reason: putBack.failure_reason, failure_retryable: putBack.failure_retryable,
-          });
+          if (!resumedElsewhere(source, run, putBack)) {
+            // A resume refused before it queued the run again: the run is what it was, its end and failure kept, and
+            // its time too, so a runner's update written since (a resume from elsewhere not yet shipped) still wins.
+            const was = putBack.row;
+            deps.stores.runs.setStatus(source, run, was.status, was.updated_at, {
+              ended_at: was.ended_at, error: was.error, failure_class: was.failure_class,
+              failure_reason: was.failure_reason, failure_retryable: was.failure_retryable,
+            });
+          }
         } else if (mode === 'fail-run' && row && (row.status === 'queued' || row.status === 'running')) {
           // The launcher said why on stdout (src/cli/start.ts); one that said nothing failed on svc's side.
           const columns = failureColumns(failure ?? runFailure('infra', message));
@@ -145,15 +151,25 @@ export function createRunController(deps: RunControllerDeps) {
     deps.log.warn('run launch failed', { source, run, error: message });
   }
 
+  /**
+   * Whether a runner resumed the run since this server's resume set it running (`svc start --resume` run by hand, whose
+   * take made this one's launcher refuse): its own move out of the stop or failure arrived after `after`.
+   */
+  function resumedElsewhere(source: string, run: string, { after }: Resumed): boolean {
+    const moves = deps.stores.events.runnerDataAfter(source, run, 'run.status', after);
+    return moves.some((text) => isResume(obj(tryParseJson(text))));
+  }
+
   return {
     /**
      * Runs `svc <args…>` (a launcher); if it fails, the run says why. `traceparent`: validated, continued. `runKey`:
      * the key of the new run it makes, already bound to its row (handlers/actions.ts). `resumed`: the row before a
-     * resume set it running, which it is again when the launcher refused the resume (`{"refused":…}`, start.ts).
+     * resume set it running, which it is again when the launcher refused the resume (`{"refused":…}`, start.ts)
+     * unless a runner resumed it meanwhile.
      */
     launch(
       source: string, run: string, args: string[], onFailure: OnFailure,
-      opts: { traceparent?: string; runKey?: string; resumed?: RunRow } = {},
+      opts: { traceparent?: string; runKey?: string; resumed?: Resumed } = {},
     ): void {
       const spec = childSpec(deps);
       if (opts.traceparent) spec.extra = { ...spec.extra, SVC_TRACEPARENT: opts.traceparent };

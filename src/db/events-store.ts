@@ -50,6 +50,9 @@ export function createEventsStore(db: Db) {
   const latestOwnStmt = db.prepare(
     'SELECT * FROM events WHERE source = ? AND run = ? AND kind = ? AND seq < 0 ORDER BY id DESC LIMIT 1',
   );
+  const runnerAfterStmt = db.prepare(
+    'SELECT data FROM events WHERE source = ? AND run = ? AND kind = ? AND seq >= 0 AND id > ? ORDER BY id',
+  );
 
   /** The new id, or null when (source, run, seq) was already stored. */
   function insert(ev: EventInput): number | null {
@@ -94,5 +97,8 @@ export function createEventsStore(db: Db) {
     /** The newest event of `kind` the Control Plane originated (seq below 0; see `append`). */
     latestOwn: (source: string, run: string, kind: string) =>
       latestOwnStmt.get(source, run, kind) as EventRow | undefined,
+    /** The data texts of the run's events of `kind` its runners sent (seq 0 and up) stored after event id `after`. */
+    runnerDataAfter: (source: string, run: string, kind: string, after: number) =>
+      (runnerAfterStmt.all(source, run, kind, after) as { data: string }[]).map((r) => r.data),
   };
 }

@@ -3,11 +3,15 @@ import assert from 'node:assert/strict';
 import { createHash, createPublicKey } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync, symlinkSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { once } from 'node:events';
 import { execFileSync } from 'node:child_process';
 import { join, relative as relativePath } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, grantAgentState, startGithubStandIn, processesMentioning, AGENT_STATE, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { idleNode } from '../helpers/run-child.ts';
+import { procStart } from '../../src/proc-stat.ts';
+import { SHIP_HOLD } from '../../src/engine/ship-hold.ts';
 import { verifyReceipt, receiptFromMarkdown } from '../../src/engine/receipt.ts';
 import { keyIdOf } from '../../src/keys.ts';
 
@@ -259,61 +263,122 @@ describe('run actions on the Control Plane', () => {
     assert.equal(resumeAgain.status, 409);
   });
 
-  it('keeps a failed run as it was when a folder at its take lock refuses its resume, naming the folder', async () => {
-    // A failed run: flaky fails its first call again (an earlier test may have had it).
+  type Event = { kind: string; data: { message?: string } };
+
+  /** A run the flaky provider failed (it fails its first call again: an earlier test may have had it), as its row. */
+  async function failedRun() {
     rmSync(join(control.home, AGENT_STATE, 'flaky.once'), { force: true });
     const body = { brief: 'flaky', repo: repo.repo, provider: 'flaky', pr: false };
-    const first = (await control.request('POST', '/v1/start', { body })).json;
-    const before = await settled(first.source, first.run, 'failed');
-    const lock = join(repo.repo, '.svc', 'runs', first.run, 'take.lock');
+    const { source, run } = (await control.request('POST', '/v1/start', { body })).json;
+    return settled(source, run, 'failed');
+  }
+
+  /** Resumes `row`'s run on the Control Plane (accepted) and gives the message of the refusal its launcher printed. */
+  async function refusedResume(row: { source: string; run: string }): Promise<string> {
+    const path = `/v1/runs/${row.source}/${row.run}`;
+    const resumed = await control.request('POST', `${path}/resume`, { body: {} });
+    assert.equal(resumed.status, 202, resumed.text);
+    const events = async () => (await control.request('GET', `${path}/events?limit=500`)).json.items as Event[];
+    return waitFor(async () => (await events()).find((e) => e.kind === 'error')?.data.message ?? null, 'the refusal');
+  }
+
+  /** Asserts `row`'s run is as it was: its own failure, not a failed launch. */
+  async function asItWas(row: { source: string; run: string; status: string; failure: unknown; ended_at: string }) {
+    const after = await runOf(row.source, row.run);
+    assert.deepEqual([after.status, after.failure, after.ended_at], [row.status, row.failure, row.ended_at],
+      'its own failure, not a failed launch');
+  }
+
+  /** The state.json of `run` once its worker has left it (its pid cleared as it leaves, after the row says failed). */
+  async function leftState(run: string): Promise<{ path: string; text: string }> {
+    const path = join(repo.repo, '.svc', 'runs', run, 'state.json');
+    const text = await waitFor(() => {
+      const read = readFileSync(path, 'utf8');
+      return JSON.parse(read).pid === null ? read : null;
+    }, 'the worker to leave');
+    return { path, text };
+  }
+
+  /** What a runner that resumed `run` by hand ships: the run running since `at`, and its move out of the failure. */
+  function resumedByHand(row: { source: string; run: string; started_at: string }, at: string) {
+    const key = readFileSync(join(repo.repo, '.svc', 'runs', row.run, 'run-key'), 'utf8').trim();
+    const seq = control.deps.stores.events.maxSeq(row.source, row.run) + 1;
+    return {
+      source: row.source,
+      runs: [{ run: row.run, status: 'running', started_at: row.started_at, updated_at: at, run_key: key }],
+      events: [{ run: row.run, seq, ts: at, kind: 'run.status', data: { from: 'failed', to: 'running', resumed: true } }],
+    };
+  }
+
+  it('keeps a failed run as it was when a folder at its take lock refuses its resume, naming the folder', async () => {
+    const before = await failedRun();
+    const lock = join(repo.repo, '.svc', 'runs', before.run, 'take.lock');
     mkdirSync(lock);
     try {
-      const path = `/v1/runs/${first.source}/${first.run}`;
-      const resumed = await control.request('POST', `${path}/resume`, { body: {} });
-      assert.equal(resumed.status, 202, resumed.text);
-      type Event = { kind: string; data: { message?: string } };
-      const events = async () => (await control.request('GET', `${path}/events?limit=500`)).json.items as Event[];
-      const refusal = await waitFor(async () => (await events()).find((e) => e.kind === 'error')?.data.message ?? null,
-        'the refusal');
-      assert.match(refusal, /cannot be taken: ".*take\.lock" is a folder, which svc never makes there; remove it/);
-      const after = await runOf(first.source, first.run);
-      assert.deepEqual([after.status, after.failure, after.ended_at], [before.status, before.failure, before.ended_at],
-        'its own failure, not a failed launch');
+      assert.match(await refusedResume(before),
+        /cannot be taken: ".*take\.lock" is a folder, which svc never makes there; remove it/);
+      await asItWas(before);
     } finally {
       rmSync(lock, { recursive: true, force: true });
     }
   });
 
   it('keeps a failed run as it was when its launcher refuses the resume after reading the run folder', async () => {
-    rmSync(join(control.home, AGENT_STATE, 'flaky.once'), { force: true });
-    const body = { brief: 'flaky', repo: repo.repo, provider: 'flaky', pr: false };
-    const first = (await control.request('POST', '/v1/start', { body })).json;
-    const before = await settled(first.source, first.run, 'failed');
+    const before = await failedRun();
     // The folder says otherwise than the Control Plane's row (a worker's last ship not yet in): the launcher, which
     // goes by the folder, refuses the resume before it writes anything.
-    const statePath = join(repo.repo, '.svc', 'runs', first.run, 'state.json');
-    // Its worker's last write (its pid cleared as it leaves) comes after the row says failed: not over this one.
-    const saved = await waitFor(() => {
-      const text = readFileSync(statePath, 'utf8');
-      return JSON.parse(text).pid === null ? text : null;
-    }, 'the worker to leave');
-    writeFileSync(statePath, JSON.stringify({ ...JSON.parse(saved), status: 'running', pid: null, proc_start: null }));
+    const state = await leftState(before.run);
+    writeFileSync(state.path, JSON.stringify({ ...JSON.parse(state.text), status: 'running', pid: null, proc_start: null }));
     try {
-      const path = `/v1/runs/${first.source}/${first.run}`;
-      const resumed = await control.request('POST', `${path}/resume`, { body: {} });
-      assert.equal(resumed.status, 202, resumed.text);
-      type Event = { kind: string; data: { message?: string } };
-      const events = async () => (await control.request('GET', `${path}/events?limit=500`)).json.items as Event[];
-      const refusal = await waitFor(async () => (await events()).find((e) => e.kind === 'error')?.data.message ?? null,
-        'the refusal');
-      assert.match(refusal, /is running; only stopped or failed runs can be resumed/);
-      const after = await runOf(first.source, first.run);
-      assert.deepEqual([after.status, after.failure, after.ended_at], [before.status, before.failure, before.ended_at],
-        'its own failure, not a failed launch');
+      assert.match(await refusedResume(before), /is running; only stopped or failed runs can be resumed/);
+      await asItWas(before);
     } finally {
-      writeFileSync(statePath, saved);
+      writeFileSync(state.path, state.text);
     }
   });
+
+  it('lets a resume made by hand, shipped after the refused one was put back, say the run is running', async () => {
+    const before = await failedRun();
+    // `svc start --resume` by hand took the run first: its worker wrote it running, and ships that only later.
+    const state = await leftState(before.run);
+    const byHand = new Date().toISOString();
+    writeFileSync(state.path, JSON.stringify({ ...JSON.parse(state.text), status: 'running', updated_at: byHand }));
+    try {
+      assert.match(await refusedResume(before), /is running; only stopped or failed runs can be resumed/);
+      await asItWas(before);
+      const shipped = await control.request('POST', '/v1/ingest', { body: resumedByHand(before, byHand) });
+      assert.equal(shipped.status, 200, shipped.text);
+      assert.equal((await runOf(before.source, before.run)).status, 'running', 'its runner\'s word, not the put-back');
+    } finally {
+      writeFileSync(state.path, state.text);
+      control.deps.stores.runs.setStatus(before.source, before.run, 'failed', Date.now());
+    }
+  });
+
+  it('leaves a run running when a resume made by hand shipped while the refused one waited', { timeout: 60_000 },
+    async () => {
+      const before = await failedRun();
+      // A live process holds the run (as `svc ship` records itself): the Control Plane's launcher waits for it.
+      const shipper = await idleNode();
+      const hold = join(repo.repo, '.svc', 'runs', before.run, SHIP_HOLD);
+      try {
+        writeFileSync(hold, JSON.stringify({ pid: shipper.pid, proc_start: procStart(shipper.pid!) }));
+        const refusal = refusedResume(before);
+        await waitFor(async () => (await runOf(before.source, before.run)).status === 'running' || null, 'the resume');
+        // Meanwhile a resume made by hand (it took the run once the shipper left, say) ships its move out of the failure.
+        const shipped = await control.request('POST', '/v1/ingest', {
+          body: resumedByHand(before, new Date().toISOString()),
+        });
+        assert.equal(shipped.status, 200, shipped.text);
+        assert.match(await refusal, /svc ship \(pid \d+\) is still sending it/);
+        assert.equal((await runOf(before.source, before.run)).status, 'running', 'not put back over its runner\'s word');
+      } finally {
+        shipper.kill('SIGKILL');
+        await once(shipper, 'exit');
+        rmSync(hold, { force: true });
+        control.deps.stores.runs.setStatus(before.source, before.run, 'failed', Date.now());
+      }
+    });
 
   it('keeps a stopped run stopped when its resume is refused because another run works in its checkout', async () => {
     const startSleepy = async () => {

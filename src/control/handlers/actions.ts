@@ -245,8 +245,9 @@ export const resumeRun: Handler<ControlDeps> = (ctx) => {
   const row = allowedRun(ctx, 'resume');
   checkConcurrency(deps);
   bindToFolderKey(deps, row);
+  const after = deps.stores.events.maxId();
   deps.stores.runs.setStatus(row.source, row.run, 'running', deps.clock(), { ended_at: null, error: null });
-  deps.engine.launch(row.source, row.run, resumeArgs(row.run, row.repo_path!), 'fail-run', { resumed: row });
+  deps.engine.launch(row.source, row.run, resumeArgs(row.run, row.repo_path!), 'fail-run', { resumed: { row, after } });
   return accepted(deps, row.source, row.run);
 };
 
