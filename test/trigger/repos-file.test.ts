@@ -226,6 +226,26 @@ describe('svc repos and svc trigger serve --repos', () => {
     assert.equal(svc(['repos', 'remove', 'acme/web'], env).status, 1);
   });
 
+  it('refuses to remove the last repository, which would leave a file the server refuses to start on', () => {
+    const home = tempDir('svc-home-');
+    const api = makeRepo('acme/api');
+    const env = { PATH: process.env.PATH, HOME: home };
+    const file = join(home, '.svc', 'trigger', 'repos.conf');
+    assert.equal(svc(['repos', 'add', 'acme/api', `checkout=${api}`], env).status, 0);
+    writeFileSync(file, `# served here\n${readFileSync(file, 'utf8')}`);
+
+    const last = svc(['repos', 'remove', 'ACME/api'], env);
+    assert.equal(last.status, 1);
+    assert.equal(last.stdout, '');
+    assert.equal(last.stderr, `svc repos: Not removed: ACME/api is the only repository ${file} serves, and a trigger `
+      + `server refuses a file that serves none; delete the file instead (rm ${file}) to serve one checkout with `
+      + '--repo DIR\n');
+    assert.equal(readFileSync(file, 'utf8'), `# served here\nacme/api checkout=${api}\n`);
+    const list = svc(['repos', 'list'], env);
+    assert.equal(list.status, 0, list.stderr);
+    assert.equal(list.stdout, `acme/api checkout=${api}\n`);
+  });
+
   it('refuses to start on an invalid file, naming the line and the reason, with exit 2', () => {
     const home = tempDir('svc-home-');
     const file = join(home, 'repos.conf');
