@@ -116,9 +116,10 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
   const executor = settingChoice(env, 'SVC_TRIGGER_EXECUTOR');
   const repos = resolveRepos(env, flags, cwd, problems.warnings, executor === 'kubernetes');
   // A Kubernetes pod clones SVC_K8S_REPO_URL or copies the PVC: the served checkouts are not what it pushes from.
-  // /webhook is left out: a checkout without an origin takes no GitHub event (the --repo shorthand), so no job fails there.
+  // /webhook is left out: the --repo shorthand's checkout without an origin takes no GitHub event, so no job fails.
   const prRoutes = SOURCE_NAMES
-    .filter((r) => r !== 'webhook' && secrets[r].value && !secrets[r].unavailable && sourceOf(r).argv?.includes('--pr'))
+    .filter((r) => r !== 'webhook' && secrets[r].value && !secrets[r].unavailable)
+    .filter((r) => sourceOf(r).argv?.includes('--pr'))
     .map((r) => `/${r}`);
   if (executor !== 'kubernetes') problems.warnings.push(...noPushTargetWarnings(repos.entries, prRoutes));
   const concurrency = settingInt(env, 'SVC_TRIGGER_CONCURRENCY', { flag: flags.concurrency });
