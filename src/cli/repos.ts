@@ -3,7 +3,7 @@
 import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseFlags, subcommand, type CliIo } from './io.ts';
-import { UsageError, NotFoundError, FailedError, errorMessage } from '../errors.ts';
+import { UsageError, NotFoundError, FailedError, RefusedError, errorMessage } from '../errors.ts';
 import { defaultReposFile } from '../trigger/settings.ts';
 import {
   formatServedRepo, parseServedRepos, removeServedRepo, ReposFileError,
@@ -31,7 +31,8 @@ ${addUsage()}
 
 Edits the repositories the trigger server serves, one line each. FILE: --file, else SVC_TRIGGER_REPOS,
 else ~/.svc/trigger/repos.conf. Under systemd the service's file is /var/lib/svc/trigger/repos.conf (the unit
-sets SVC_TRIGGER_REPOS to it): pass it with --file. A bad entry is refused with its line and the reason. A
+sets SVC_TRIGGER_REPOS to it): pass it with --file. A bad entry is refused with its line and the reason, and
+so is removing the last one (a file that serves none stops the server: delete the file instead). A
 running server that serves FILE uses the change from its next delivery: no restart. Run as root, the file
 keeps the owner of the file it replaces (or of its folder), so the service can still read it.
 See docs/trigger.md "Served repositories".
@@ -100,9 +101,14 @@ function remove(io: CliIo, file: string, name: string | undefined): number {
   if (!name) throw new UsageError('svc repos remove needs OWNER/NAME');
   const text = readText(file);
   if (text === null) throw new NotFoundError(`No repositories file at ${file}`);
-  entriesOf(file, text);
+  const entries = entriesOf(file, text);
   const result = removeServedRepo(text, name, file);
   if (!result.removed) throw new NotFoundError(`"${name}" is not in ${file}`);
+  // A file that serves no repository is invalid: the server refuses to start on it and `svc repos` to read it.
+  if (entries.every((entry) => entry.name.toLowerCase() === name.toLowerCase())) {
+    throw new RefusedError(`Not removed: ${name} is the only repository ${file} serves, and a trigger server `
+      + `refuses a file that serves none; delete the file instead (rm ${file}) to serve one checkout with --repo DIR`);
+  }
   writeAtomically(file, result.text);
   io.stdout(`Removed ${name} from ${file}\n${LIVE}\n`);
   return 0;

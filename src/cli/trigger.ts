@@ -19,7 +19,8 @@ Options:
   --db PATH           job database (SVC_TRIGGER_DB, default ~/.svc/trigger/trigger.db)
   --help              this help
 
-Secrets come from the environment only; see docs/trigger.md for every route and variable.
+Secrets come from the environment, never a flag (SVC_API_TOKEN or SVC_API_TOKEN_FILE, SVC_CONTROL_TOKEN or
+SVC_CONTROL_TOKEN_FILE: a file read once); see docs/trigger.md for every route and variable.
 `;
 
 export default async function trigger(io: CliIo): Promise<number> {

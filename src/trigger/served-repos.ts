@@ -137,6 +137,27 @@ export function shorthandRepos(dir: string, source: string, checked = true): Rep
   };
 }
 
+/**
+ * Served checkouts no pull request can come from (their git config names no single origin svc would push to): every
+ * job of a route that opens one (`prRoutes`, whose `svc start` has `--pr`) refuses to start there, so the server says
+ * so once at start rather than only in each failed job. A `clone=` entry's checkout is made from its origin.
+ */
+export function noPushTargetWarnings(entries: readonly ServedRepo[], prRoutes: readonly string[]): string[] {
+  if (prRoutes.length === 0) return [];
+  const routes = prRoutes.length === 1 ? prRoutes[0]! : `${prRoutes.slice(0, -1).join(', ')} and ${prRoutes.at(-1)!}`;
+  const warnings: string[] = [];
+  for (const entry of entries) {
+    if (entry.checkout === null) continue;
+    try {
+      pinPushTarget(entry.checkout);
+    } catch (err) {
+      warnings.push(`Served checkout ${entry.checkout} (${entry.name}) cannot open a pull request, so every job `
+        + `from ${routes} fails as it starts (each runs svc start --pr): ${errorMessage(err)}`);
+    }
+  }
+  return warnings;
+}
+
 /** What the parser cannot see: a checkout that is missing or not a git work tree. */
 export function checkoutProblems(entries: readonly ServedRepo[], lines: readonly string[]): ReposProblem[] {
   const problems: ReposProblem[] = [];

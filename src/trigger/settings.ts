@@ -4,7 +4,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { NotifyConfig } from './summary.ts';
 import { isLoopbackHost } from '../http/guards.ts';
-import { liveServedRepos, shorthandRepos, type RepoRouter } from './served-repos.ts';
+import { liveServedRepos, noPushTargetWarnings, shorthandRepos, type RepoRouter } from './served-repos.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { decodeChatbKey, SOURCE_NAMES, sourceOf, type SourceName } from '../webhook-sources.ts';
 import { BadSettingError } from '../errors.ts';
@@ -115,6 +115,13 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
   }
   const executor = settingChoice(env, 'SVC_TRIGGER_EXECUTOR');
   const repos = resolveRepos(env, flags, cwd, problems.warnings, executor === 'kubernetes');
+  // A Kubernetes pod clones SVC_K8S_REPO_URL or copies the PVC: the served checkouts are not what it pushes from.
+  // /webhook is left out: the --repo shorthand's checkout without an origin takes no GitHub event, so no job fails.
+  const prRoutes = SOURCE_NAMES
+    .filter((r) => r !== 'webhook' && secrets[r].value && !secrets[r].unavailable)
+    .filter((r) => sourceOf(r).argv?.includes('--pr'))
+    .map((r) => `/${r}`);
+  if (executor !== 'kubernetes') problems.warnings.push(...noPushTargetWarnings(repos.entries, prRoutes));
   const concurrency = settingInt(env, 'SVC_TRIGGER_CONCURRENCY', { flag: flags.concurrency });
   // One repository may use every slot; with more, one slot is always left for the others.
   const perRepo = repos.entries.length === 1 ? concurrency : Math.max(1, concurrency - 1);

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { CLI } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 
@@ -29,8 +30,8 @@ describe('svc providers', () => {
   });
   after(() => rmSync(root, { recursive: true, force: true }));
 
-  const providers = (args: string[]) => runChild(process.execPath, [CLI, 'providers', ...args], {
-    cwd: project, env: { PATH: `${bin}:/usr/bin:/bin`, HOME: root }, stdio: ['ignore', 'pipe', 'pipe'],
+  const providers = (args: string[], cwd = project) => runChild(process.execPath, [CLI, 'providers', ...args], {
+    cwd, env: { PATH: `${bin}:/usr/bin:/bin`, HOME: root }, stdio: ['ignore', 'pipe', 'pipe'],
   });
 
   it('--json reports each CLI found, its version and whether it lies in the tested range', async () => {
@@ -75,6 +76,27 @@ describe('svc providers', () => {
     } finally {
       rmSync(join(root, '.svc', 'operator.json'));
     }
+  });
+
+  it('finds the project\'s providers from a subfolder, and refuses a --repo that is no repository', async () => {
+    const repo = join(root, 'repo');
+    mkdirSync(join(repo, 'src', 'deep'), { recursive: true });
+    assert.equal(spawnSync('git', ['init', '-q', repo]).status, 0);
+    mkdirSync(join(repo, '.svc'));
+    writeFileSync(join(repo, '.svc', 'config.json'), JSON.stringify({ providers: { sub: { command: ['my-agent'] } } }));
+    const names = (stdout: string) => (JSON.parse(stdout) as { name: string }[]).map((p) => p.name);
+    const inside = await providers(['--json'], join(repo, 'src', 'deep'));
+    assert.equal(inside.code, 0, inside.stderr);
+    assert.ok(names(inside.stdout).includes('sub'), inside.stdout);
+    const named = await providers(['--json', '--repo', join(repo, 'src')]);
+    assert.equal(named.code, 0, named.stderr);
+    assert.ok(names(named.stdout).includes('sub'), named.stdout);
+
+    const missing = join(root, 'no-such-folder');
+    const refused = await providers(['--repo', missing]);
+    assert.equal(refused.code, 2);
+    assert.equal(refused.stdout, '');
+    assert.match(refused.stderr, new RegExp(`^svc providers: Not a git repository: "${missing}"`));
   });
 
   it('rejects an unknown flag with a usage error', async () => {

@@ -473,6 +473,13 @@ describe('run actions on the Control Plane', () => {
     }
   });
 
+  it('names a start body without a repo as missing the field, not as a relative path', async () => {
+    const res = await control.request('POST', '/v1/start', { body: { brief: 'x' } });
+    assert.equal(res.status, 400);
+    assert.equal(res.json.error.code, 'invalid_param');
+    assert.equal(res.json.error.message, '"repo" is required: the absolute path of a registered project');
+  });
+
   it('rejects a spec_path that is not an existing .md or .json, a bad issue_url, pr or request_id, naming the field', async () => {
     const cases: Array<[Record<string, unknown>, RegExp]> = [
       [{ spec_path: 'missing.md' }, /"spec_path" must name an existing/],

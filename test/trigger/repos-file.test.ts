@@ -4,11 +4,12 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseServedRepos, ReposFileError } from '../../src/trigger/served-repos-file.ts';
 import { loadServedRepos, shorthandRepos, takeRepoOption } from '../../src/trigger/served-repos.ts';
-import { makeRepo, tempDir } from './helpers.ts';
+import { makeRepo, SECRETS, tempDir } from './helpers.ts';
+import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 
 const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
@@ -167,6 +168,33 @@ describe('shorthandRepos', () => {
   });
 });
 
+describe('resolveTriggerSettings, a served checkout without an origin', () => {
+  const home = tempDir('svc-home-');
+  const settings = (repo: string, env: Record<string, string>) => resolveTriggerSettings(
+    { HOME: home, SVC_CONTROL_URL: 'http://127.0.0.1:9', ...env },
+    { host: '127.0.0.1', port: '0', repo, db: join(home, 'trigger.db') }, repo);
+  const plain = tempDir('svc-plain-');
+  assert.equal(spawnSync('git', ['init', '-q', plain]).status, 0);
+
+  it('warns at start that every job of a route that opens a pull request would fail there, naming the fix', () => {
+    const { warnings } = settings(plain, SECRETS).problems;
+    const name = `local/${basename(plain)}`;
+    assert.deepEqual(warnings.filter((w) => w.startsWith('Served checkout')), [
+      `Served checkout ${plain} (${name}) cannot open a pull request, so every job from /errtrack, /trackerb and `
+      + '/chatb fails as it starts (each runs svc start --pr): The repository\'s git config must name exactly one '
+      + 'remote.origin.url (found 0): add the GitHub repository, `git remote add origin '
+      + 'https://github.com/OWNER/NAME.git`',
+    ]);
+  });
+
+  it('says nothing with an origin, or when no route that opens a pull request is configured', () => {
+    const served = settings(makeRepo('acme/api'), SECRETS).problems.warnings;
+    assert.deepEqual(served.filter((w) => w.startsWith('Served checkout')), []);
+    const chatOnly = settings(plain, { TRACKERA_WEBHOOK_SECRET: SECRETS.TRACKERA_WEBHOOK_SECRET }).problems.warnings;
+    assert.deepEqual(chatOnly.filter((w) => w.startsWith('Served checkout')), []);
+  });
+});
+
 describe('takeRepoOption', () => {
   it('takes repo=owner/name out of chat text and refuses two or a malformed one', () => {
     const taken = takeRepoOption('fix it repo=acme/api now');
@@ -224,6 +252,26 @@ describe('svc repos and svc trigger serve --repos', () => {
     assert.equal(removed.status, 0, removed.stderr);
     assert.equal(readFileSync(file, 'utf8'), `acme/api checkout=${api} errtrack=api default\n`);
     assert.equal(svc(['repos', 'remove', 'acme/web'], env).status, 1);
+  });
+
+  it('refuses to remove the last repository, which would leave a file the server refuses to start on', () => {
+    const home = tempDir('svc-home-');
+    const api = makeRepo('acme/api');
+    const env = { PATH: process.env.PATH, HOME: home };
+    const file = join(home, '.svc', 'trigger', 'repos.conf');
+    assert.equal(svc(['repos', 'add', 'acme/api', `checkout=${api}`], env).status, 0);
+    writeFileSync(file, `# served here\n${readFileSync(file, 'utf8')}`);
+
+    const last = svc(['repos', 'remove', 'ACME/api'], env);
+    assert.equal(last.status, 1);
+    assert.equal(last.stdout, '');
+    assert.equal(last.stderr, `svc repos: Not removed: ACME/api is the only repository ${file} serves, and a trigger `
+      + `server refuses a file that serves none; delete the file instead (rm ${file}) to serve one checkout with `
+      + '--repo DIR\n');
+    assert.equal(readFileSync(file, 'utf8'), `# served here\nacme/api checkout=${api}\n`);
+    const list = svc(['repos', 'list'], env);
+    assert.equal(list.status, 0, list.stderr);
+    assert.equal(list.stdout, `acme/api checkout=${api}\n`);
   });
 
   it('refuses to start on an invalid file, naming the line and the reason, with exit 2', () => {

@@ -42,6 +42,7 @@ function unregisteredMessage(path: string): string {
 
 /** `repo` is a registered project's folder or inside it, checked before git so much as reads the folder. */
 function registeredRoot(deps: ControlDeps, repo: unknown): string {
+  if (repo === undefined) invalidParam('"repo" is required: the absolute path of a registered project');
   if (typeof repo !== 'string' || !isAbsolute(repo) || repo.includes('\0')) {
     invalidParam('"repo" must be an absolute path');
   }
