@@ -5,6 +5,7 @@ import {
 } from '../spawn/start.ts';
 import type { Secrets } from '../spawn/secrets-handoff.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
+import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { failureColumns, type RunRow } from '../db/run-types.ts';
 import type { ControlStores } from '../db/control-stores.ts';
@@ -177,10 +178,8 @@ export function createRunController(deps: RunControllerDeps) {
         ...spec, stdio: ['ignore', 'pipe', 'pipe'], secrets: runSecrets(deps, opts.runKey),
       });
       const key = `${source}/${run}`;
-      const exited = new Promise((resolve) => {
-        child.once('exit', resolve);
-        child.once('error', resolve);
-      });
+      // Its exit, or the error that it never started: either way it is gone (once rejects on the error).
+      const exited = once(child, 'exit').catch(() => {});
       launchers.set(key, { child, exited });
       void exited.then(() => {
         if (launchers.get(key)?.child === child) launchers.delete(key);

@@ -1,9 +1,11 @@
 // The node:http server both servers share, so the two cannot drift apart: its timeouts and connection caps (README
 // "Known limits"), the envelope for requests Node's parser refuses, binding, and shutting down.
+import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import type { Duplex } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { RequestListener } from './pipeline.ts';
 import { errorBody, errorStatus, type ErrorCode } from './http-error.ts';
 import { JSON_TYPE } from './respond.ts';
@@ -110,13 +112,9 @@ function answerClientErrors(server: Server): void {
 /** Resolves with the base URL once bound (port 0 → the port the OS gave); rejects with the bind error. */
 export async function listen(server: Server, host: string, port: number): Promise<{ url: string; port: number }> {
   answerClientErrors(server);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  const listening = once(server, 'listening');
+  server.listen(port, host);
+  await listening;
   // A host and a port always bind TCP: the address is never a pipe's name.
   const bound = (server.address() as AddressInfo).port;
   return { url: `http://${urlAuthority(host, bound)}`, port: bound };
@@ -138,17 +136,7 @@ export async function closeGracefully(server: Server, whileDraining: () => void 
   await whileDraining();
   // A stream ended while draining left its connection idle (keep-alive): end it now, not after the grace.
   server.closeIdleConnections();
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(() => {
-      server.closeAllConnections();
-      resolve();
-    }, GRACE_MS);
-    timer.unref();
-    void closed.then(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
+  if (await Promise.race([closed, sleep(GRACE_MS, 'grace', { ref: false })]) === 'grace') server.closeAllConnections();
 }
 
 /** A server's close: `stop` runs once, whoever calls first (a signal, a test), and every call awaits that one run. */

@@ -222,8 +222,8 @@ export function createJobLoop(opts: JobLoopOptions) {
     let held = null as { go: (ok: boolean) => void; launched: ReturnType<typeof launch>; withdraw: () => Promise<void> }
       | null;
     const early = (dir: string) => {
-      let go!: (ok: boolean) => void;
-      const launched = launch(dir, new Promise<boolean>((resolve) => { go = resolve; }));
+      const { promise: word, resolve: go } = Promise.withResolvers<boolean>();
+      const launched = launch(dir, word);
       // A launch that throws during the hold (a spawn refused for memory) fails the job where it is awaited below
       // (track), never as an unhandled rejection that ends the server.
       launched.catch(() => {});

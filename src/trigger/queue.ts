@@ -53,8 +53,7 @@ function keyLeases(): (keys: readonly string[]) => Promise<() => void> {
       if (busy.length === 0) break;
       await Promise.all(busy);
     }
-    let release!: () => void;
-    const done = new Promise<void>((resolve) => (release = resolve));
+    const { promise: done, resolve: release } = Promise.withResolvers<void>();
     for (const k of unique) holders.set(k, done);
     let released = false;
     return () => {
