@@ -42,7 +42,9 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string) {
   return {
     entries,
     source,
-    byName: (name: string): ServedRepo | undefined => byName.get(name.toLowerCase()),
+    /** A checkout served as `local/<folder>` also answers to its folder alone: the name svc start gives its runs. */
+    byName: (name: string): ServedRepo | undefined =>
+      byName.get(name.toLowerCase()) ?? (name.includes('/') ? undefined : byName.get(`local/${name.toLowerCase()}`)),
     /** A GitHub event: its repository.full_name must be served; `default` never applies. */
     webhook(fullName: string | null): Routed {
       if (!fullName) return { kind: 'unserved', reason: 'the event names no repository' };

@@ -55,7 +55,7 @@ describe('parseServedRepos', () => {
       'acme/hh checkout=/srv/hh errtrack=a,,b',
       'acme/ii clone=git@github.com:acme/ii.git',
     ].join('\n')), [
-      [1, '"acme" is not a repository owner/name'],
+      [1, '"acme" is not a repository owner/name (a checkout with no origin: local/acme)'],
       [2, 'each repository needs checkout=DIR or clone=URL'],
       [3, 'checkout= must be an absolute directory path'],
       [4, 'give one checkout= or clone=, not two'],
