@@ -104,7 +104,7 @@ async function worker(io: CliIo): Promise<number> {
   const mode = positionals[0] as WorkerMode;
   if (!['start', 'resume', 'verify'].includes(mode)) throw new UsageError(`Unknown worker mode "${mode}"`);
   const run = values['run-id'];
-  if (!isValidSegment(run) || !values.repo) throw new UsageError('svc worker needs --run-id RUN and --repo DIR');
+  if (!isValidSegment(run) || !values.repo) throw new UsageError('Missing --run-id RUN or --repo DIR');
   const { executeRun } = await import('./engine/worker.ts');
   return executeRun(runDir(values.repo, run), io.env, mode, io.stderr);
 }

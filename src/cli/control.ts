@@ -20,7 +20,8 @@ serve   Start the Control Plane (default 127.0.0.1:${47821}, DB ~/.svc/control/c
 status  Report whether the Control Plane is reachable and how many runs it holds (exit 1 when unreachable).
 import  Register the project DIR (default: the git work tree of the current directory) with the Control Plane on
         this machine, so it may start, resume, retry and verify runs there, and read the runs in DIR/.svc/runs
-        (POST /v1/import). A run folder (DIR/.svc/runs/<run>), DIR/.svc/runs or DIR/.svc imports DIR.
+        (POST /v1/import). A run folder (DIR/.svc/runs/<run>), DIR/.svc/runs or DIR/.svc imports DIR. Exit 2
+        when DIR is not a folder, or neither a git repository nor a folder with .svc/runs.
 
 Environment: SVC_CONTROL_HOST, SVC_CONTROL_PORT, SVC_CONTROL_DB, SVC_CONTROL_TOKEN,
 SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status, import)
@@ -60,6 +61,10 @@ async function controlImport(io: CliIo, args: string[]): Promise<number> {
   try {
     result = await client.import(dir);
   } catch (err) {
+    // A 400 refuses the one thing sent, the folder the person named (not a git repository, no runs): theirs to fix.
+    if (err instanceof ControlApiError && err.status === 400) {
+      throw new BadInputError(`Not imported: ${reason(err, found, hasToken)}`, { cause: err });
+    }
     if (err instanceof ControlApiError && err.status >= 400 && err.status !== 401) {
       throw new FailedError(`Not imported: ${reason(err, found, hasToken)}`, { cause: err });
     }

@@ -33,7 +33,7 @@ export default async function deploy(io: CliIo): Promise<number> {
   if (sub !== 'last' && (sub !== 'record' || extra.length)) {
     throw new UsageError(usageOf(HELP));
   }
-  if (sub === 'record' && (!sha || !health)) throw new UsageError('svc deploy record needs --sha and --health');
+  if (sub === 'record' && (!sha || !health)) throw new UsageError('record needs --sha and --health');
   const repo = repoOrExit1(values.repo ?? process.cwd());
   if (sub === 'last') {
     const line = await latestDeployLine(repo);

@@ -54,11 +54,11 @@ export default async function pod(io: CliIo): Promise<number> {
     repo: { type: 'string' }, sealed: { type: 'string' }, 'run-id': { type: 'string' }, pr: { type: 'boolean' },
     handoff: { type: 'string' }, outcome: { type: 'string' },
   }, 0);
-  if (!values.repo || !values.sealed) throw new UsageError(`svc pod ${step} needs --repo and --sealed`);
+  if (!values.repo || !values.sealed) throw new UsageError(`${step} needs --repo and --sealed`);
   if (step === 'seal') {
-    if (!values.handoff) throw new UsageError('svc pod seal needs --handoff');
+    if (!values.handoff) throw new UsageError('seal needs --handoff');
     const named = values['run-id'];
-    if (named !== undefined && !isValidSegment(named)) throw new UsageError('svc pod seal: --run-id is not a run id');
+    if (named !== undefined && !isValidSegment(named)) throw new UsageError('--run-id is not a run id');
     const seal = writeSeal(values.repo, values.sealed, values.handoff);
     // Refused, left unbound, or not answered by the Control Plane named, fails the seal (the pod does not start its
     // run); with none named, not answered is said and goes on.
@@ -70,9 +70,9 @@ export default async function pod(io: CliIo): Promise<number> {
     return 0;
   }
   const run = values['run-id'];
-  if (!isValidSegment(run)) throw new UsageError('svc pod sign needs --run-id');
+  if (!isValidSegment(run)) throw new UsageError('sign needs --run-id');
   const source = io.env.SVC_SOURCE;
-  if (!isValidSegment(source)) throw new UsageError('svc pod sign needs SVC_SOURCE');
+  if (!isValidSegment(source)) throw new UsageError('sign needs SVC_SOURCE');
   const file = values.outcome;
   let outcome: string;
   try {

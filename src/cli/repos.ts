@@ -78,7 +78,7 @@ function list(io: CliIo, file: string): number {
 
 /** The new entry is checked together with every line already there: names, checkouts and keys stay unique. */
 function add(io: CliIo, file: string, tokens: string[]): number {
-  if (tokens.length < 2) throw new UsageError('svc repos add needs OWNER/NAME and checkout=DIR or clone=URL');
+  if (tokens.length < 2) throw new UsageError('Missing repository: give OWNER/NAME and checkout=DIR or clone=URL');
   // A relative checkout is relative to where the command runs, written down absolute.
   const line = tokens.map((t) => (t.startsWith('checkout=') ? `checkout=${resolve(t.slice(9))}` : t)).join(' ');
   const before = readText(file) ?? '';
@@ -98,7 +98,7 @@ function add(io: CliIo, file: string, tokens: string[]): number {
 }
 
 function remove(io: CliIo, file: string, name: string | undefined): number {
-  if (!name) throw new UsageError('svc repos remove needs OWNER/NAME');
+  if (!name) throw new UsageError('Missing repository: give OWNER/NAME');
   const text = readText(file);
   if (text === null) throw new NotFoundError(`No repositories file at ${file}`);
   const entries = entriesOf(file, text);

@@ -295,7 +295,7 @@ export default async function start(io: CliIo): Promise<number> {
     const retry = prepareRetry(repoDir, runArg(values.retry, '--retry'), values['run-id'] ?? null, io.env);
     return launchNew(io, retry, detach, showOutput);
   }
-  if (positionals.length === 0) throw new UsageError('svc start needs an input (see svc start --help)');
+  if (positionals.length === 0) throw new UsageError('Missing input: a brief, file or issue URL (svc start --help)');
   // Loaded only for a follow-up, as launch.ts loads the rest of it.
   const followUp = values['follow-up'] === undefined ? null : (await import('../engine/follow-up.ts')).followUpRequest({
     branch: values['follow-up'], prUrl: values['pr-url'], previous: values.previous,

@@ -21,13 +21,23 @@ esac
 
 const WITH_AUTHORITY = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)/i;
 
+/** The host svc pushes to and opens pull requests on: github.com, or GITHUB_API_URL's (a GitHub Enterprise). */
+export function githubWebHost(env: NodeJS.ProcessEnv): { hostname: string; port: string } {
+  const api = env.GITHUB_API_URL ? new URL(env.GITHUB_API_URL) : null;
+  return !api || api.hostname === 'api.github.com' ? { hostname: 'github.com', port: '' } : api;
+}
+
+/** A remote URL's host, or an scp-like `git@host:owner/name`'s; null for a path. */
+export function remoteHost(url: string): string | null {
+  return URL.parse(url)?.hostname || /^[^@/]+@([^:/]+):/.exec(url)?.[1] || null;
+}
+
 /** Whether the token may go to `url`: https on https://github.com's (or GITHUB_API_URL's) host and port, bare. */
 function tokenGoesTo(url: string, env: NodeJS.ProcessEnv): boolean {
   // Written as `scheme://authority` too: URL.parse also takes `https:github.com/o/r` or a leading space.
   const parsed = WITH_AUTHORITY.test(url) ? URL.parse(url) : null;
   if (!parsed) return false; // scp-like ssh or a local path: the user's own credentials, never ours
-  const api = env.GITHUB_API_URL ? new URL(env.GITHUB_API_URL) : null;
-  const own = !api || api.hostname === 'api.github.com' ? { hostname: 'github.com', port: '' } : api;
+  const own = githubWebHost(env);
   return parsed.protocol === 'https:' && parsed.hostname === own.hostname && parsed.port === own.port &&
     !parsed.username && !parsed.password && !parsed.search && !parsed.hash;
 }

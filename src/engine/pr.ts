@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { pushBranch, type PushTarget } from './git-push.ts';
 import type { GroupWatch } from './git-group.ts';
 import { urlWithoutSecrets } from './text.ts';
-import { gitFailure, redirectRefusal, withGitToken } from './git-token.ts';
+import { gitFailure, redirectRefusal, remoteHost, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitConfigEnv, gitExtraEnv, redirectedUrl } from './git.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError, UnavailableError } from '../errors.ts';
@@ -104,8 +104,7 @@ async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
 /** gh's `--repo` value, `[HOST/]OWNER/REPO`: gh then never picks the repository from the config's remotes. */
 function ghRepo(target: PushTarget): string {
   if (!target.repo) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
-  // A URL's host, else an scp-like git@host:owner/name's.
-  const host = URL.parse(target.url)?.hostname || /^[^@/]+@([^:/]+):/.exec(target.url)?.[1];
+  const host = remoteHost(target.url);
   return host ? `${host}/${target.repo}` : target.repo;
 }
 

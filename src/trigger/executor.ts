@@ -250,8 +250,10 @@ export function createLocalExecutor(opts: {
     // failing beside a run that then works unwatched.
     const run = parseLaunchOutput(output.stdout);
     if (run) return { exitCode: code, run, error: null };
+    // Its last line is cli.ts's `svc start: why`: the command is named once.
+    const said = lastLine(output.stderr).replace(/^svc start: /, '') || 'no output';
     const error = end.signal.aborted ? `svc start did not finish within ${launchTimeoutMs} ms`
-      : code !== 0 ? `svc start exited with ${code ?? 'a signal'}: ${lastLine(output.stderr) || 'no output'}`
+      : code !== 0 ? `svc start exited with ${code ?? 'a signal'}: ${said}`
       : 'svc start printed no {"source","run"} line';
     return { exitCode: code, run: null, error };
   }

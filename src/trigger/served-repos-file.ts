@@ -75,7 +75,11 @@ function parseLine(text: string, line: number): ServedRepo | string | null {
   const tokens = (at < 0 ? text : text.slice(0, at)).trim().split(/\s+/).filter(Boolean);
   if (tokens.length === 0) return null;
   const [name, ...rest] = tokens as [string, ...string[]];
-  if (!isRepoName(name)) return `"${name}" is not a repository owner/name`;
+  if (!isRepoName(name)) {
+    // The name the --repo shorthand gives a checkout with no origin, which a person may have seen in its log.
+    const local = !name.includes('/') && isRepoName(`local/${name}`);
+    return `"${name}" is not a repository owner/name${local ? ` (a checkout with no origin: local/${name})` : ''}`;
+  }
   const keys = Object.fromEntries(ROUTING_KINDS.map((kind) => [kind, []])) as unknown as ServedRepo['keys'];
   const entry: ServedRepo = { name, checkout: null, clone: null, keys, isDefault: false, line };
   for (const token of rest) {

@@ -3,6 +3,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pinPushTarget } from '../engine/git-push.ts';
+import { githubWebHost, remoteHost } from '../engine/git-token.ts';
 import { repoRoot } from '../engine/git.ts';
 import { orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 import type { Logger } from '../log.ts';
@@ -42,7 +43,9 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string) {
   return {
     entries,
     source,
-    byName: (name: string): ServedRepo | undefined => byName.get(name.toLowerCase()),
+    /** A checkout served as `local/<folder>` also answers to its folder alone: the name svc start gives its runs. */
+    byName: (name: string): ServedRepo | undefined =>
+      byName.get(name.toLowerCase()) ?? (name.includes('/') ? undefined : byName.get(`local/${name.toLowerCase()}`)),
     /** A GitHub event: its repository.full_name must be served; `default` never applies. */
     webhook(fullName: string | null): Routed {
       if (!fullName) return { kind: 'unserved', reason: 'the event names no repository' };
@@ -138,21 +141,32 @@ export function shorthandRepos(dir: string, source: string, checked = true): Rep
 }
 
 /**
- * Served checkouts no pull request can come from (their git config names no single origin svc would push to): every
- * job of a route that opens one (`prRoutes`, whose `svc start` has `--pr`) refuses to start there, so the server says
- * so once at start rather than only in each failed job. A `clone=` entry's checkout is made from its origin.
+ * Served checkouts no pull request can come from: their git config names no single origin svc would push to (every
+ * job of a route that opens one, `prRoutes`, whose `svc start` has `--pr`, refuses to start there), or the origin is
+ * on another host than GitHub's (the job fails once its agent ran). The server says so once at start rather than only
+ * in each failed job. A `clone=` entry's checkout is made from its origin. A path origin is left alone: a mirror.
  */
-export function noPushTargetWarnings(entries: readonly ServedRepo[], prRoutes: readonly string[]): string[] {
+export function noPushTargetWarnings(
+  entries: readonly ServedRepo[], prRoutes: readonly string[], env: NodeJS.ProcessEnv,
+): string[] {
   if (prRoutes.length === 0) return [];
   const routes = prRoutes.length === 1 ? prRoutes[0]! : `${prRoutes.slice(0, -1).join(', ')} and ${prRoutes.at(-1)!}`;
+  const github = orNull(() => githubWebHost(env).hostname.toLowerCase());
   const warnings: string[] = [];
   for (const entry of entries) {
     if (entry.checkout === null) continue;
+    const cannot = `Served checkout ${entry.checkout} (${entry.name}) cannot open a pull request, so every job from `
+      + routes;
+    let host: string | null;
     try {
-      pinPushTarget(entry.checkout);
+      host = remoteHost(pinPushTarget(entry.checkout).url)?.toLowerCase() ?? null;
     } catch (err) {
-      warnings.push(`Served checkout ${entry.checkout} (${entry.name}) cannot open a pull request, so every job `
-        + `from ${routes} fails as it starts (each runs svc start --pr): ${errorMessage(err)}`);
+      warnings.push(`${cannot} fails as it starts (each runs svc start --pr): ${errorMessage(err)}`);
+      continue;
+    }
+    if (host !== null && github !== null && host !== github) {
+      warnings.push(`${cannot} fails (each runs svc start --pr): its origin is on ${host}, and svc opens pull `
+        + `requests only on ${github} (GitHub, or the host of GITHUB_API_URL)`);
     }
   }
   return warnings;

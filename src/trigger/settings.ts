@@ -117,11 +117,12 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
   const repos = resolveRepos(env, flags, cwd, problems.warnings, executor === 'kubernetes');
   // A Kubernetes pod clones SVC_K8S_REPO_URL or copies the PVC: the served checkouts are not what it pushes from.
   // /webhook is left out: the --repo shorthand's checkout without an origin takes no GitHub event, so no job fails.
+  // /jobs opens one when its caller asks ("pr": true).
   const prRoutes = SOURCE_NAMES
     .filter((r) => r !== 'webhook' && secrets[r].value && !secrets[r].unavailable)
-    .filter((r) => sourceOf(r).argv?.includes('--pr'))
-    .map((r) => `/${r}`);
-  if (executor !== 'kubernetes') problems.warnings.push(...noPushTargetWarnings(repos.entries, prRoutes));
+    .filter((r) => r === 'jobs' || sourceOf(r).argv?.includes('--pr'))
+    .map((r) => (r === 'jobs' ? '/jobs with "pr": true' : `/${r}`));
+  if (executor !== 'kubernetes') problems.warnings.push(...noPushTargetWarnings(repos.entries, prRoutes, env));
   const concurrency = settingInt(env, 'SVC_TRIGGER_CONCURRENCY', { flag: flags.concurrency });
   // One repository may use every slot; with more, one slot is always left for the others.
   const perRepo = repos.entries.length === 1 ? concurrency : Math.max(1, concurrency - 1);

@@ -470,11 +470,11 @@ describe('svc control import', () => {
     assert.match(again.stdout, /: 1 run, 0 events \(and 1 it already had\), 0 artifacts;/);
   });
 
-  it('exits 1 with the server\'s reason for an empty folder, and says where the token goes on a 401', async () => {
+  it('exits 2 with the server\'s reason for a folder with no repository or runs, and 1 on a 401', async () => {
     const empty = join(dir, 'import-empty');
     mkdirSync(empty, { recursive: true });
     const r = await svc(['control', 'import', empty], env());
-    assert.equal(r.code, 1);
+    assert.equal(r.code, 2);
     assert.equal(r.stderr, `svc control: Not imported: the Control Plane at ${server.url} answered 400 invalid_param `
       + '(Field "path" is neither a git repository nor a folder with .svc/runs)\n');
     const denied = await svc(['control', 'import', empty], { SVC_CONTROL_URL: server.url });

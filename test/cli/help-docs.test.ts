@@ -61,9 +61,19 @@ describe('svc help and the README', () => {
   it('prints an error as one line, and with the global --verbose its stack after it', async () => {
     const plain = await svcIn(['repos', 'remove']);
     assert.equal(plain.code, 2);
-    assert.equal(plain.stderr, 'svc repos: svc repos remove needs OWNER/NAME\n');
+    assert.equal(plain.stderr, 'svc repos: Missing repository: give OWNER/NAME\n');
     const verbose = await svcIn(['repos', '--verbose', 'remove']);
     assert.equal(verbose.code, 2);
-    assert.ok(verbose.stderr.startsWith(`${plain.stderr}UsageError: svc repos remove needs OWNER/NAME\n    at `));
+    assert.ok(verbose.stderr.startsWith(`${plain.stderr}UsageError: Missing repository: give OWNER/NAME\n    at `));
+  });
+
+  it('prints each error of a command used wrongly with the command named once', async () => {
+    for (const args of [['start'], ['repos', 'add'], ['repos', 'add', 'acme/api'], ['repos', 'remove'],
+      ['deploy', 'record'], ['pod', 'seal'], ['pod', 'seal', '--repo', 'r', '--sealed', 's'], ['worker', 'start']]) {
+      const wrong = await svcIn(args);
+      assert.equal(wrong.code, 2, wrong.stderr);
+      assert.match(wrong.stderr, new RegExp(`^svc ${args[0]}: [^\\n]+\\n$`));
+      assert.doesNotMatch(wrong.stderr, /^svc [a-z]+: svc /, `${args.join(' ')} names its command twice`);
+    }
   });
 });

@@ -43,7 +43,8 @@ if (args[0] === 'answer') {
   renameSync(join(out, 'hang.pid.tmp'), join(out, 'hang.pid'));
   setInterval(() => {}, 1 << 30);
 } else if (text.includes('launch-fail')) {
-  process.stderr.write('provider not found\n');
+  // As cli.ts prints a command's error: its name first.
+  process.stderr.write('svc start: provider not found\n');
   process.exit(3);
 } else {
   // The run id the server chose (`--run-id`), as svc takes it.

@@ -55,7 +55,7 @@ describe('parseServedRepos', () => {
       'acme/hh checkout=/srv/hh errtrack=a,,b',
       'acme/ii clone=git@github.com:acme/ii.git',
     ].join('\n')), [
-      [1, '"acme" is not a repository owner/name'],
+      [1, '"acme" is not a repository owner/name (a checkout with no origin: local/acme)'],
       [2, 'each repository needs checkout=DIR or clone=URL'],
       [3, 'checkout= must be an absolute directory path'],
       [4, 'give one checkout= or clone=, not two'],
@@ -180,11 +180,34 @@ describe('resolveTriggerSettings, a served checkout without an origin', () => {
     const { warnings } = settings(plain, SECRETS).problems;
     const name = `local/${basename(plain)}`;
     assert.deepEqual(warnings.filter((w) => w.startsWith('Served checkout')), [
-      `Served checkout ${plain} (${name}) cannot open a pull request, so every job from /errtrack, /trackerb and `
-      + '/chatb fails as it starts (each runs svc start --pr): The repository\'s git config must name exactly one '
-      + 'remote.origin.url (found 0): add the GitHub repository, `git remote add origin '
+      `Served checkout ${plain} (${name}) cannot open a pull request, so every job from /errtrack, /trackerb, `
+      + '/chatb and /jobs with "pr": true fails as it starts (each runs svc start --pr): The repository\'s git config '
+      + 'must name exactly one remote.origin.url (found 0): add the GitHub repository, `git remote add origin '
       + 'https://github.com/OWNER/NAME.git`',
     ]);
+  });
+
+  it('counts /jobs among those routes when its token is set, as its caller may ask for a pull request', () => {
+    const { warnings } = settings(plain, { SVC_API_TOKEN: SECRETS.SVC_API_TOKEN }).problems;
+    assert.deepEqual(warnings.filter((w) => w.startsWith('Served checkout')).map((w) => w.split(' fails ')[0]), [
+      `Served checkout ${plain} (local/${basename(plain)}) cannot open a pull request, so every job from /jobs with `
+      + '"pr": true',
+    ]);
+  });
+
+  it('warns of an origin on another host than GitHub\'s, where no pull request can be opened', () => {
+    const elsewhere = tempDir('svc-gitlab-');
+    assert.equal(spawnSync('git', ['init', '-q', elsewhere]).status, 0);
+    assert.equal(spawnSync('git', ['-C', elsewhere, 'remote', 'add', 'origin', 'git@gitlab.example:acme/api.git'])
+      .status, 0);
+    const { warnings } = settings(elsewhere, SECRETS).problems;
+    assert.deepEqual(warnings.filter((w) => w.startsWith('Served checkout')), [
+      `Served checkout ${elsewhere} (acme/api) cannot open a pull request, so every job from /errtrack, /trackerb, `
+      + '/chatb and /jobs with "pr": true fails (each runs svc start --pr): its origin is on gitlab.example, and '
+      + 'svc opens pull requests only on github.com (GitHub, or the host of GITHUB_API_URL)',
+    ]);
+    const enterprise = settings(elsewhere, { ...SECRETS, GITHUB_API_URL: 'https://gitlab.example/api/v3' });
+    assert.deepEqual(enterprise.problems.warnings.filter((w) => w.startsWith('Served checkout')), []);
   });
 
   it('says nothing with an origin, or when no route that opens a pull request is configured', () => {

@@ -3,7 +3,8 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { basename, join } from 'node:path';
 import { sign } from './helpers.ts';
 import {
   SECRETS, chataFormHeaders, fixture, withJson, post, get, rowCount, startTestTrigger, makeRepo, tempDir,
@@ -412,5 +413,34 @@ describe('the --repo shorthand', () => {
     const theirs = labeled('acme/web', 'theirs');
     const skipped = await post(`${t.url}/webhook`, theirs.raw, theirs.headers);
     assert.equal(skipped.body.status, 'skipped');
+  });
+});
+
+describe('the --repo shorthand of a checkout with no origin', () => {
+  let t: TestTrigger;
+  const plain = tempDir('svc-plain-');
+  before(async () => {
+    execFileSync('git', ['init', '-q', plain]);
+    t = await startTestTrigger({}, { repo: plain });
+  });
+  after(async () => {
+    await t.cleanup();
+    rmSync(plain, { recursive: true, force: true });
+  });
+
+  it('takes POST /jobs "repo" as local/<folder> or as the folder alone, the name svc start gives its runs', async () => {
+    const folder = basename(plain);
+    for (const repo of [`local/${folder}`, folder]) {
+      const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: `tidy up for ${repo}`, repo }), bearer);
+      assert.equal(res.status, 202, JSON.stringify(res.body));
+      assert.equal((await finished(t, res.body.job_id as string)).repo, `local/${folder}`);
+    }
+  });
+
+  it('names the served repositories when "repo" names none of them', async () => {
+    const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'x', repo: 'acme/nope' }), bearer);
+    assert.equal(res.status, 400);
+    assert.equal((res.body.error as { message: string }).message,
+      `"repo" names a repository that is not served: "acme/nope" (served: local/${basename(plain)})`);
   });
 });

@@ -317,12 +317,12 @@ describe('trigger routes with real payloads', () => {
       assert.equal(job.status, 'failed');
       assert.equal(job.error, 'checks failed');
     });
-    it('fails the job when the launcher fails, with its last stderr line', async () => {
+    it('fails the job when the launcher fails, with its last stderr line naming svc start once', async () => {
       const res = await post(`${t.url}/jobs`, JSON.stringify({ brief: 'launch-fail now' }), bearer);
       const job = await finished(t, res.body.job_id as string);
       assert.equal(job.status, 'failed');
       assert.equal(job.exit_code, 3);
-      assert.match(job.error as string, /exited with 3: provider not found/);
+      assert.equal(job.error, 'svc start exited with 3: provider not found');
     });
     it('refuses briefs that are empty, too long, multi-line or an option', async () => {
       for (const brief of ['', ' ', 'x'.repeat(4097), 'a\nb', '--deploy', 42]) {

@@ -35,7 +35,11 @@ function jobsRepo(ctx: TCtx, value: unknown): string {
     throw new HttpError('invalid_param', '"repo" must be "owner/name"');
   }
   const repo = router.byName(value);
-  if (!repo) throw new HttpError('invalid_param', `"repo" names a repository that is not served: "${value}"`);
+  if (!repo) {
+    const served = router.entries.slice(0, 10).map((e) => e.name).join(', ');
+    throw new HttpError('invalid_param',
+      `"repo" names a repository that is not served: "${value}" (served: ${served})`);
+  }
   return repo.name;
 }
 
