@@ -3,7 +3,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
@@ -161,4 +161,34 @@ describe('a bad setting a run\'s worker reads', () => {
         repo.cleanup();
       }
     });
+});
+
+describe('a provider name no provider has', () => {
+  it('given as --provider, stops svc start with exit 2 before a run is made, naming the providers there are',
+    async () => {
+      const repo = makeRepo();
+      try {
+        const env = svcEnv(repo);
+        const r = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--provider', 'nope'],
+          { cwd: repo.repo, env });
+        assert.equal(r.code, 2, r.stderr);
+        assert.match(r.stderr, /Unknown provider "nope" \(--provider\): builtins are claude, .*are fake;/);
+        assert.equal(existsSync(join(repo.repo, '.svc', 'runs')), false, 'no run was made');
+      } finally {
+        repo.cleanup();
+      }
+    });
+
+  it('named as "provider" in .svc/config.json, stops svc start with exit 2 naming the setting', async () => {
+    const repo = makeRepo();
+    try {
+      const path = join(repo.repo, '.svc', 'config.json');
+      writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, 'utf8')), provider: 'nope' }));
+      const r = await runChild(process.execPath, [CLI, 'start', '--brief', 'x'], { cwd: repo.repo, env: svcEnv(repo) });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /Unknown provider "nope" \("provider"\)/);
+    } finally {
+      repo.cleanup();
+    }
+  });
 });
