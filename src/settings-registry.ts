@@ -119,8 +119,8 @@ export const SETTINGS = {
     'names svc\'s git inherits: [docs/engine.md](docs/engine.md#environment-the-engine-reads))'),
   SVC_INFRA_RETRY_WAIT_S: int('engine', 5, [0, 600], 'seconds a run waits before its one automatic retry after ' +
     'an `infra` failure before its agent ran ([docs/engine.md](docs/engine.md#why-a-run-failed))'),
-  SVC_SHIP: text('engine', NONE, '`0` keeps the run local: recorded in its plan, so no later command, resume or ' +
-    '`svc ship` sends it, only `svc ship RUN` naming it; any other value ships'),
+  SVC_SHIP: choice('engine', ['1', '0'], '`0` keeps the run local: recorded in its plan, so no later command, ' +
+    'resume or `svc ship` sends it, only `svc ship RUN` naming it; `1` ships it'),
   SVC_SANDBOX: choice('engine', ['bwrap', 'none'],
     '`none` runs the agent of a CLI-started run without the bwrap sandbox (loud warning); ignored for server runs'),
   SVC_SERVER_SANDBOX: choice('engine', ['bwrap', 'none'], 'set on the Control Plane or trigger server: `none` ' +

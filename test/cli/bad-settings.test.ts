@@ -78,6 +78,22 @@ describe('a bad setting', () => {
   });
 });
 
+describe('SVC_SHIP', () => {
+  // Documented as 0 or 1: a typo must not decide by itself whether a run leaves the machine.
+  it('set to neither 0 nor 1 stops svc start with exit 2 naming it, before a run is made', async () => {
+    const repo = makeRepo();
+    try {
+      const r = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--provider', 'fake'],
+        { cwd: repo.repo, env: svcEnv(repo, { SVC_SHIP: 'maybe' }) });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /SVC_SHIP must be "1" or "0" \(got "maybe"\)/);
+      assert.equal(existsSync(join(repo.repo, '.svc', 'runs')), false, 'no run was made');
+    } finally {
+      repo.cleanup();
+    }
+  });
+});
+
 const WORKER_SETTINGS = ['SVC_SANDBOX_FORWARDER', 'SVC_INFRA_RETRY_WAIT_S', 'SVC_BUDGET_REPO_DAY_USD',
   'SVC_BUDGET_SERVER_DAY_USD'];
 
