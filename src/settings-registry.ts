@@ -85,9 +85,11 @@ export const SETTINGS = {
     'a job pod (the pods\' gate holds its own)'),
   OTEL_SERVICE_NAME: text('control', '`svc-trigger` / `svc-run` / `svc-gate`', 'the `service.name` of exported spans'),
   OTEL_TRACES_EXPORTER: text('control', '`otlp`', '`none`: export no traces even with an endpoint set'),
-  SVC_CONTROL_URL: text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
+  SVC_CONTROL_URL: { ...text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
     'Control Plane. Discovery: this, then `~/.svc/control/server.json` while the server that wrote it runs ' +
     '([deploy](docs/deploy.md)), then `SVC_CONTROL_PORT`'),
+  pattern: [/^https?:\/\/(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?(\/[^\s?#]*)?$/,
+    'an `http://` or `https://` address like `http://127.0.0.1:47821`'] },
   SVC_SOURCE: { ...text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
     pattern: SOURCE },
   BROWSER: text('control', '`xdg-open` / `open`',

@@ -26,6 +26,7 @@ describe('a bad setting', () => {
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_DEDUPE_DAYS'],
     // Read by every run it starts (to ship to the Control Plane), where a bad value would fail each one.
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_CONTROL_PORT'],
+    ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_CONTROL_URL'],
   ];
   for (const [server, args, name] of cases) {
     it(`${name}=x stops the ${server} server with exit 2, naming the variable`, async () => {
@@ -54,6 +55,37 @@ describe('a bad setting', () => {
         assert.match(r.stderr, /SVC_CONTROL_PORT/);
       }
       assert.equal(existsSync(join(home, '.svc', 'runs')), false, 'no run was made');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('SVC_CONTROL_URL that is no http(s) address stops svc runs with exit 2 naming it; an unreachable one exits 1',
+    async () => {
+      const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
+      try {
+        const run = (url: string) => runChild(process.execPath, [CLI, 'runs', 'list'],
+          { cwd: home, env: { PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: url } });
+        for (const url of ['notaurl', 'ftp://127.0.0.1:9', '127.0.0.1:9']) {
+          const r = await run(url);
+          assert.equal(r.code, 2, `${url}: ${r.stderr}`);
+          assert.match(r.stderr, /SVC_CONTROL_URL must be/);
+        }
+        const closed = await run('http://127.0.0.1:9');
+        assert.equal(closed.code, 1, closed.stderr);
+        assert.match(closed.stderr, /no Control Plane answered at http:\/\/127\.0\.0\.1:9/);
+      } finally {
+        rmSync(home, { recursive: true, force: true });
+      }
+    });
+
+  it('svc runs --url with no http(s) address exits 2 naming the flag', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
+    try {
+      const r = await runChild(process.execPath, [CLI, 'runs', 'list', '--url', 'notaurl'],
+        { cwd: home, env: { PATH: process.env.PATH, HOME: home } });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /--url must be/);
     } finally {
       rmSync(home, { recursive: true, force: true });
     }
