@@ -85,9 +85,11 @@ export const SETTINGS = {
     'a job pod (the pods\' gate holds its own)'),
   OTEL_SERVICE_NAME: text('control', '`svc-trigger` / `svc-run` / `svc-gate`', 'the `service.name` of exported spans'),
   OTEL_TRACES_EXPORTER: text('control', '`otlp`', '`none`: export no traces even with an endpoint set'),
-  SVC_CONTROL_URL: text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
+  SVC_CONTROL_URL: { ...text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
     'Control Plane. Discovery: this, then `~/.svc/control/server.json` while the server that wrote it runs ' +
     '([deploy](docs/deploy.md)), then `SVC_CONTROL_PORT`'),
+  pattern: [/^https?:\/\/(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?(\/[^\s?#]*)?$/,
+    'an `http://` or `https://` address like `http://127.0.0.1:47821`'] },
   SVC_SOURCE: { ...text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
     pattern: SOURCE },
   BROWSER: text('control', '`xdg-open` / `open`',
@@ -119,8 +121,8 @@ export const SETTINGS = {
     'names svc\'s git inherits: [docs/engine.md](docs/engine.md#environment-the-engine-reads))'),
   SVC_INFRA_RETRY_WAIT_S: int('engine', 5, [0, 600], 'seconds a run waits before its one automatic retry after ' +
     'an `infra` failure before its agent ran ([docs/engine.md](docs/engine.md#why-a-run-failed))'),
-  SVC_SHIP: text('engine', NONE, '`0` keeps the run local: recorded in its plan, so no later command, resume or ' +
-    '`svc ship` sends it, only `svc ship RUN` naming it; any other value ships'),
+  SVC_SHIP: choice('engine', ['1', '0'], '`0` keeps the run local: recorded in its plan, so no later command, ' +
+    'resume or `svc ship` sends it, only `svc ship RUN` naming it; `1` ships it'),
   SVC_SANDBOX: choice('engine', ['bwrap', 'none'],
     '`none` runs the agent of a CLI-started run without the bwrap sandbox (loud warning); ignored for server runs'),
   SVC_SERVER_SANDBOX: choice('engine', ['bwrap', 'none'], 'set on the Control Plane or trigger server: `none` ' +

@@ -12,7 +12,7 @@ import { shipRuns } from '../engine/ship-recovery.ts';
 import { LAST_WORKER_WAIT_MS } from '../engine/last-worker.ts';
 import { keptLocal } from '../engine/plain-tree.ts';
 import { isValidSegment } from '../engine/ids.ts';
-import { setting } from '../settings-registry.ts';
+import { settingChoice } from '../settings-registry.ts';
 import { orNull } from '../spawn/tree.ts';
 
 export const HELP = `Usage: svc ship [--repo DIR] [--all] [RUN...]
@@ -87,7 +87,7 @@ export function projectWithPending(cwd: string): string | null {
 
 /** The project's pending runs sent within `budgetMs`, said on stderr; never fails the command it runs before. */
 export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000): Promise<void> {
-  if (setting(io.env, 'SVC_SHIP') === '0') return;
+  if (settingChoice(io.env, 'SVC_SHIP') === '0') return;
   const repo = projectWithPending(cwd);
   if (!repo) return;
   try {

@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { pushBranch, type PushTarget } from './git-push.ts';
 import type { GroupWatch } from './git-group.ts';
 import { urlWithoutSecrets } from './text.ts';
-import { gitFailure, redirectRefusal, remoteHost, withGitToken } from './git-token.ts';
+import { githubWebHost, gitFailure, redirectRefusal, remoteHost, withGitToken } from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitConfigEnv, gitExtraEnv, redirectedUrl } from './git.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError, UnavailableError } from '../errors.ts';
@@ -185,6 +185,14 @@ async function lsRemote(
 export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv): Promise<void> {
   const credential = githubCredential(env);
   if (credential === null) throw new RefusedError(NO_CREDENTIALS);
+  // A token opens the PR on GITHUB_API_URL's GitHub (createViaRest), which holds no repository of another host: the
+  // run would fail once its agent ran. gh alone names the origin's host itself (ghRepo), where it may be logged in.
+  const host = remoteHost(target.url)?.toLowerCase() ?? null;
+  const github = githubWebHost(env).hostname.toLowerCase();
+  if (credential.token !== null && host !== null && host !== github) {
+    throw new RefusedError(`The origin "${urlWithoutSecrets(target.url)}" is on ${host}, and svc opens pull ` +
+      `requests only on ${github} (GitHub, or the host of GITHUB_API_URL)`);
+  }
   const problem = await lsRemote(target.url, credential.token, env);
   if (problem === null) return;
   if (!problem.refused) {

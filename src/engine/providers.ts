@@ -1,5 +1,5 @@
 // Provider adapters: each built-in CLI's invocation and what its output says of cost and session; command providers.
-import { UnavailableError } from '../errors.ts';
+import { BadSettingError, UnavailableError, UsageError } from '../errors.ts';
 import type { Obj } from '../json-value.ts';
 import { countOrNull, figure, obj, objOrNull, tryParseJson } from '../untrusted.ts';
 import { which } from '../spawn/svc-paths.ts';
@@ -365,11 +365,13 @@ export function resolveProvider(
         "PATH of the process that started the run (a server's or a job pod's, not always your shell's): install " +
         'it where that process runs, or put it on that PATH');
     }
+    // A name no provider has is the person's to fix (exit 2): their --provider, else the config's "provider".
     const configured = Object.keys(config.providers);
-    throw new ProviderMissingError(
-      `Unknown provider "${name}": builtins are ${BUILTIN_PROVIDERS.join(', ')}; the providers of .svc/config.json ` +
-        'and the operator\'s operator.json are ' +
-        (configured.length ? configured.join(', ') : '(none)'),
+    const [Unknown, given] = requested !== null ? [UsageError, '--provider'] : [BadSettingError, '"provider"'];
+    throw new Unknown(
+      `Unknown provider "${name}" (${given}): builtins are ${BUILTIN_PROVIDERS.join(', ')}; the providers of ` +
+        '.svc/config.json and the operator\'s operator.json are ' +
+        (configured.length ? configured.join(', ') : '(none)') + '; `svc providers` shows which are installed',
     );
   }
   for (const builtin of BUILTIN_PROVIDERS) {

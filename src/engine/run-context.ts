@@ -22,7 +22,7 @@ import { keptLocal, openRunFolder, readPlainIn } from './plain-tree.ts';
 import { countOrNull, figure, objOrNull, tryParseJson } from '../untrusted.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { makePlainDirsIn, openRunDir, replaceNoFollowIn, UnsafePathError, withDir } from './safe-fs.ts';
-import { setting } from '../settings-registry.ts';
+import { settingChoice } from '../settings-registry.ts';
 import { logWithoutSecrets, redactSecrets } from './text.ts';
 
 const STOP_GRACE_MS = 5_000;
@@ -96,7 +96,7 @@ export function openRunContext(
     }
   }
 
-  const shipping = opts.ship ?? (setting(env, 'SVC_SHIP') !== '0' && !keptLocal(dir))
+  const shipping = opts.ship ?? (settingChoice(env, 'SVC_SHIP') === '1' && !keptLocal(dir))
     ? createShipLoop(createShipper(dir, env, onControl, onSkip), dir, (text) => ctx.say(text), opts.lastShipMs)
     : null;
   const markDirty = () => shipping?.changed();

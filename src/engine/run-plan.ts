@@ -20,7 +20,7 @@ import { orNull } from '../spawn/tree.ts';
 import {
   ignoredPolicyNote, resolveSandbox, sandboxOptOut, startedByServer, type SandboxMode,
 } from '../spawn/sandbox-mode.ts';
-import { setting, settingChoice } from '../settings-registry.ts';
+import { settingChoice } from '../settings-registry.ts';
 import { providerHomeKey } from './sandbox.ts';
 
 /** What a run may do, as its launcher resolved it; its worker, a retry, resume or verify go by it (plan-reuse.ts). */
@@ -144,9 +144,9 @@ export function refuseOversizedPlan(plan: RunPlan): void {
     'svc reads back (the operator\'s network.allow, env or providers in operator.json make it that large)');
 }
 
-/** A plan's `local` as the command's SVC_SHIP sets it: 0 keeps the run local, any other value ships it. */
+/** A plan's `local` as the command's SVC_SHIP sets it: 0 keeps the run local, 1 (the default) ships it. */
 export function localBy(env: NodeJS.ProcessEnv): Pick<RunPlan, 'local'> {
-  return setting(env, 'SVC_SHIP') === '0' ? { local: true } : {};
+  return settingChoice(env, 'SVC_SHIP') === '0' ? { local: true } : {};
 }
 
 /** The warning a person sees (the launcher's stderr) and the run's log records (the worker) for an unconfined plan. */

@@ -143,8 +143,9 @@ export function shorthandRepos(dir: string, source: string, checked = true): Rep
 /**
  * Served checkouts no pull request can come from: their git config names no single origin svc would push to (every
  * job of a route that opens one, `prRoutes`, whose `svc start` has `--pr`, refuses to start there), or the origin is
- * on another host than GitHub's (the job fails once its agent ran). The server says so once at start rather than only
- * in each failed job. A `clone=` entry's checkout is made from its origin. A path origin is left alone: a mirror.
+ * on another host than GitHub's (with a token such a job is refused as it starts: checkPrPossible). The server says
+ * so once at start rather than only in each failed job. A `clone=` entry's checkout is made from its origin. A path
+ * origin is left alone: a mirror.
  */
 export function noPushTargetWarnings(
   entries: readonly ServedRepo[], prRoutes: readonly string[], env: NodeJS.ProcessEnv,

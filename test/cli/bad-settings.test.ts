@@ -3,7 +3,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
@@ -26,6 +26,7 @@ describe('a bad setting', () => {
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_TRIGGER_DEDUPE_DAYS'],
     // Read by every run it starts (to ship to the Control Plane), where a bad value would fail each one.
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_CONTROL_PORT'],
+    ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_CONTROL_URL'],
   ];
   for (const [server, args, name] of cases) {
     it(`${name}=x stops the ${server} server with exit 2, naming the variable`, async () => {
@@ -59,6 +60,37 @@ describe('a bad setting', () => {
     }
   });
 
+  it('SVC_CONTROL_URL that is no http(s) address stops svc runs with exit 2 naming it; an unreachable one exits 1',
+    async () => {
+      const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
+      try {
+        const run = (url: string) => runChild(process.execPath, [CLI, 'runs', 'list'],
+          { cwd: home, env: { PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: url } });
+        for (const url of ['notaurl', 'ftp://127.0.0.1:9', '127.0.0.1:9']) {
+          const r = await run(url);
+          assert.equal(r.code, 2, `${url}: ${r.stderr}`);
+          assert.match(r.stderr, /SVC_CONTROL_URL must be/);
+        }
+        const closed = await run('http://127.0.0.1:9');
+        assert.equal(closed.code, 1, closed.stderr);
+        assert.match(closed.stderr, /no Control Plane answered at http:\/\/127\.0\.0\.1:9/);
+      } finally {
+        rmSync(home, { recursive: true, force: true });
+      }
+    });
+
+  it('svc runs --url with no http(s) address exits 2 naming the flag', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
+    try {
+      const r = await runChild(process.execPath, [CLI, 'runs', 'list', '--url', 'notaurl'],
+        { cwd: home, env: { PATH: process.env.PATH, HOME: home } });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /--url must be/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   it('SVC_CONTROL_PORT=x stops a client with exit 2 even where a live server.json names the server', async () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
     let control: Served | undefined;
@@ -74,6 +106,22 @@ describe('a bad setting', () => {
     } finally {
       await stop(control);
       rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('SVC_SHIP', () => {
+  // Documented as 0 or 1: a typo must not decide by itself whether a run leaves the machine.
+  it('set to neither 0 nor 1 stops svc start with exit 2 naming it, before a run is made', async () => {
+    const repo = makeRepo();
+    try {
+      const r = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--provider', 'fake'],
+        { cwd: repo.repo, env: svcEnv(repo, { SVC_SHIP: 'maybe' }) });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /SVC_SHIP must be "1" or "0" \(got "maybe"\)/);
+      assert.equal(existsSync(join(repo.repo, '.svc', 'runs')), false, 'no run was made');
+    } finally {
+      repo.cleanup();
     }
   });
 });
@@ -161,4 +209,34 @@ describe('a bad setting a run\'s worker reads', () => {
         repo.cleanup();
       }
     });
+});
+
+describe('a provider name no provider has', () => {
+  it('given as --provider, stops svc start with exit 2 before a run is made, naming the providers there are',
+    async () => {
+      const repo = makeRepo();
+      try {
+        const env = svcEnv(repo);
+        const r = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--provider', 'nope'],
+          { cwd: repo.repo, env });
+        assert.equal(r.code, 2, r.stderr);
+        assert.match(r.stderr, /Unknown provider "nope" \(--provider\): builtins are claude, .*are fake;/);
+        assert.equal(existsSync(join(repo.repo, '.svc', 'runs')), false, 'no run was made');
+      } finally {
+        repo.cleanup();
+      }
+    });
+
+  it('named as "provider" in .svc/config.json, stops svc start with exit 2 naming the setting', async () => {
+    const repo = makeRepo();
+    try {
+      const path = join(repo.repo, '.svc', 'config.json');
+      writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, 'utf8')), provider: 'nope' }));
+      const r = await runChild(process.execPath, [CLI, 'start', '--brief', 'x'], { cwd: repo.repo, env: svcEnv(repo) });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /Unknown provider "nope" \("provider"\)/);
+    } finally {
+      repo.cleanup();
+    }
+  });
 });

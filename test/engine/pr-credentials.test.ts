@@ -31,6 +31,9 @@ function runsOf(repo: TestRepo): string[] {
   return existsSync(dir) ? readdirSync(dir) : [];
 }
 
+// A token opens the pull request on GITHUB_API_URL's host only: origins on loopback stand for GitHub when it is there.
+const LOOPBACK_GITHUB = { GITHUB_TOKEN: TOKEN, GITHUB_API_URL: 'http://127.0.0.1:9' };
+
 describe('svc start --pr without what a pull request needs', () => {
   let repo: TestRepo;
   let env: NodeJS.ProcessEnv;
@@ -66,6 +69,43 @@ describe('svc start --pr without what a pull request needs', () => {
     }
   });
 
+  it('refuses before the agent starts when a token would open the pull request on GitHub but the origin is elsewhere',
+    async () => {
+      // Refused on the origin's host alone: nothing listens there, and nothing is asked of it.
+      const url = 'http://127.0.0.1:9/acme/api.git';
+      execFileSync('git', ['remote', 'set-url', 'origin', url], { cwd: repo.repo });
+      try {
+        const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
+          { cwd: repo.repo, env: { ...env, GITHUB_TOKEN: TOKEN } });
+        assert.equal(res.code, 1);
+        assert.deepEqual(failureOf(res.stdout), ['policy', false]);
+        assert.ok(res.stderr.includes(`Refusing to start a --pr run: The origin "${url}" is on 127.0.0.1, and svc ` +
+          'opens pull requests only on github.com (GitHub, or the host of GITHUB_API_URL) (nothing was started)'),
+        res.stderr);
+        assert.deepEqual(runsOf(repo), []);
+      } finally {
+        execFileSync('git', ['remote', 'set-url', 'origin', repo.origin], { cwd: repo.repo });
+      }
+    });
+
+  // gh alone opens it on the origin's own host (`gh pr create --repo HOST/OWNER/NAME`), where it may be logged in.
+  it('leaves an origin on another host to gh when gh is the only credential', async () => {
+    const bin = join(repo.root, 'gh-bin');
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(join(bin, 'gh'), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+    const url = 'http://127.0.0.1:9/acme/api.git';
+    execFileSync('git', ['remote', 'set-url', 'origin', url], { cwd: repo.repo });
+    try {
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
+        { cwd: repo.repo, env: { ...env, PATH: `${bin}:${env.PATH}` } });
+      assert.equal(res.code, 1);
+      assert.deepEqual(failureOf(res.stdout), ['infra', true]);
+      assert.ok(res.stderr.includes(`The origin "${url}" could not be reached to check`), res.stderr);
+    } finally {
+      execFileSync('git', ['remote', 'set-url', 'origin', repo.origin], { cwd: repo.repo });
+    }
+  });
+
   it('calls an origin that cannot be reached an infra failure, retryable, and blames no credential', async () => {
     // A loopback port nothing listens on: git's connection is refused before any credential is asked for.
     const closed = createServer();
@@ -76,7 +116,7 @@ describe('svc start --pr without what a pull request needs', () => {
     execFileSync('git', ['remote', 'set-url', 'origin', url], { cwd: repo.repo });
     try {
       const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
-        { cwd: repo.repo, env: { ...env, GITHUB_TOKEN: TOKEN } });
+        { cwd: repo.repo, env: { ...env, ...LOOPBACK_GITHUB } });
       assert.equal(res.code, 1);
       assert.deepEqual(failureOf(res.stdout), ['infra', true]);
       assert.ok(res.stderr.includes(`The origin "${url}" could not be reached to check that the pull request can be ` +
@@ -98,7 +138,7 @@ describe('svc start --pr without what a pull request needs', () => {
       { cwd: repo.repo });
     try {
       const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
-        { cwd: repo.repo, env: { ...env, GITHUB_TOKEN: TOKEN } });
+        { cwd: repo.repo, env: { ...env, ...LOOPBACK_GITHUB } });
       assert.notEqual(res.code, 0);
       assert.ok(res.stderr.includes(`The origin "http://***@127.0.0.1:${port}/acme/api.git"`), res.stderr);
       assert.equal(res.stderr.includes('word-41'), false, res.stderr);
@@ -119,7 +159,7 @@ describe('svc start --pr without what a pull request needs', () => {
       execFileSync('git', ['remote', 'set-url', 'origin', url], { cwd: repo.repo });
       try {
         const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--pr', '--provider', 'fake'],
-          { cwd: repo.repo, env: { ...env, GITHUB_TOKEN: TOKEN } });
+          { cwd: repo.repo, env: { ...env, ...LOOPBACK_GITHUB } });
         assert.equal(res.code, 1);
         assert.deepEqual(failureOf(res.stdout), ['policy', false]);
         assert.match(res.stderr, /Refusing to start a --pr run: The origin ".*" cannot be reached as configured/);
