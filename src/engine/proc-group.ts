@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
 import { hasDied, identityOf, procStart, statFields, type ProcIdentity } from '../proc-stat.ts';
-import { allPids, orNull, pathKind, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
+import { allPids, blockFor, orNull, pathKind, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
 
 /** Whether the live process `pid` is the one the caller means (e.g. our worker for a given run). */
 export type OwnerCheck = (pid: number) => boolean;
@@ -33,7 +33,7 @@ export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: Ow
     if (owner && !owner(id.pid)) return false;
   } else if (owner) {
     // A zombie leader (checked above) has no argv or environment left to pass `owner` with: the live members must.
-    const members = allPids().filter((pid) => procGroup(pid) === id.pgid && !hasDied(pid, statFields(pid)));
+    const members = liveMembers(id.pgid);
     if (members.length === 0 || !members.every(owner)) return false;
   }
   try {
@@ -117,14 +117,9 @@ export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: 
   await left(5_000);
 }
 
-/** Blocks this thread for `ms`: for a caller that must not let the event loop run meanwhile. */
-function blockFor(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
-/** Whether any process of group `pgid` lives (a zombie does not: its leader, not yet reaped, no longer runs). */
-function groupLives(pgid: number): boolean {
-  return allPids().some((pid) => procGroup(pid) === pgid && !hasDied(pid, statFields(pid)));
+/** The processes of group `pgid` that live (a zombie does not: its leader, not yet reaped, no longer runs). */
+function liveMembers(pgid: number): number[] {
+  return allPids().filter((pid) => procGroup(pid) === pgid && !hasDied(pid, statFields(pid)));
 }
 
 /**
@@ -135,8 +130,8 @@ function groupLives(pgid: number): boolean {
 export function endGroupNow(id: ProcIdentity, graceMs: number): void {
   if (!signalGroup(id, 'SIGTERM')) return;
   const until = performance.now() + graceMs;
-  while (groupLives(id.pgid) && performance.now() < until) blockFor(10);
-  if (groupLives(id.pgid)) signalGroup(id, 'SIGKILL');
+  while (liveMembers(id.pgid).length > 0 && performance.now() < until) blockFor(10);
+  if (liveMembers(id.pgid).length > 0) signalGroup(id, 'SIGKILL');
 }
 
 // The CLI of this install, whether it runs from the sources (src/cli.ts) or the build (dist/cli.js).
