@@ -170,7 +170,7 @@ export function readLock(folder: PlainDir, name: string): Found | null {
     if (!st.isFile() || st.uid !== process.getuid?.()) return { ino: st.ino, holder: null };
     const buf = Buffer.alloc(256);
     const n = readSync(fd, buf, 0, buf.length, 0);
-    return { ino: st.ino, holder: holderOf(tryParseJson(buf.subarray(0, n).toString('utf8'))) };
+    return { ino: st.ino, holder: readHolder(tryParseJson(buf.subarray(0, n).toString('utf8'))) };
   } finally {
     closeSync(fd);
   }
@@ -179,7 +179,8 @@ export function readLock(folder: PlainDir, name: string): Found | null {
 const sameHolder = (a: Holder | null, b: Holder | null): boolean =>
   a === null || b === null ? a === b : a.pid === b.pid && a.proc_start === b.proc_start;
 
-function holderOf(value: unknown): Holder | null {
+/** The holder a lock file names (svc writes identityOf's pid and start time), or null when it names none. */
+export function readHolder(value: unknown): Holder | null {
   const { pid, proc_start: start } = obj(value);
   if (typeof pid !== 'number' || !Number.isSafeInteger(pid) || pid <= 0) return null;
   return typeof start === 'string' || start === null ? { pid, proc_start: start } : null;
