@@ -1,13 +1,14 @@
 // Process groups we own: signalled only while they are still the identity recorded at spawn (pid + /proc start time,
 // proc-stat.ts); one read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf
 // here, run-context.ts isChildOf).
-import { closeSync, constants, openSync, readSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
 import { hasDied, identityOf, procStart, statFields, type ProcIdentity } from '../proc-stat.ts';
+import { readAgentFile } from './plain-tree.ts';
 import { allPids, blockFor, orNull, pathKind, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
 
 /** Whether the live process `pid` is the one the caller means (e.g. our worker for a given run). */
@@ -178,16 +179,8 @@ function gitTakes(path: string): boolean {
   const is = (name: string, want: 'dir' | 'file') => pathKind(join(path, name), true) === want;
   if (!(is('commondir', 'file') || (is('objects', 'dir') && is('refs', 'dir')))) return false;
   if (pathKind(join(path, 'HEAD')) === 'link') return readlinkOrNull(join(path, 'HEAD'))?.startsWith('refs/') ?? false;
-  // A bounded read: the folder may be anyone's, its HEAD any size.
-  const head = orNull(() => {
-    const fd = openSync(join(path, 'HEAD'), constants.O_RDONLY | constants.O_NONBLOCK);
-    try {
-      const buf = Buffer.alloc(128);
-      return buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('latin1');
-    } finally {
-      closeSync(fd);
-    }
-  });
+  // A bounded read: the folder may be anyone's, its HEAD any size (or a FIFO).
+  const head = readAgentFile(join(path, 'HEAD'), 128);
   return head !== null && /^(?:ref:\s*refs\/|[0-9a-f]{40})/i.test(head);
 }
 
