@@ -37,12 +37,7 @@ export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: Ow
     const members = liveMembers(id.pgid);
     if (members.length === 0 || !members.every(owner)) return false;
   }
-  try {
-    process.kill(-id.pgid, signal);
-    return true;
-  } catch {
-    return false;
-  }
+  return orNull(() => process.kill(-id.pgid, signal)) === true;
 }
 
 /** A sandbox's init by its pid and start time: it is not in svc's group once bwrap set it up (its own session). */
@@ -68,11 +63,8 @@ export function namespaceInit(pid: number, pidNamespace: number): NamespaceInit 
 export function killNamespace(init: NamespaceInit, owner?: OwnerCheck): void {
   if (!Number.isSafeInteger(init.pid) || init.pid <= 1 || procStart(init.pid) !== init.proc_start) return;
   if (owner && !owner(init.pid)) return;
-  try {
-    process.kill(init.pid, 'SIGKILL');
-  } catch {
-    // gone meanwhile
-  }
+  // Gone meanwhile: nothing is left to kill.
+  orNull(() => process.kill(init.pid, 'SIGKILL'));
 }
 
 /** Whether the group (a negative pid names it) is gone within `timeoutMs`. */
