@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { isPidAlive } from '../client/server-record.ts';
 import { ConflictError } from '../errors.ts';
 import { procStart } from '../proc-stat.ts';
+import { orNull } from '../spawn/tree.ts';
 import { listPlain, pathIn, withDir, type PlainDir } from './plain-tree.ts';
 import { openRunDir } from './safe-fs.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
@@ -123,11 +124,8 @@ function clearDeadTemps(folder: PlainDir): void {
   for (const { name, kind } of listPlain(folder)) {
     const pid = TEMP_NAME.exec(name)?.[1];
     if (pid === undefined || kind !== 'file' || isPidAlive(Number(pid))) continue;
-    try {
-      unlinkSync(pathIn(folder, name));
-    } catch {
-      // Gone meanwhile, or no longer a file: nothing of svc's to remove.
-    }
+    // Gone meanwhile, or no longer a file: nothing of svc's to remove.
+    orNull(() => unlinkSync(pathIn(folder, name)));
   }
 }
 
