@@ -21,7 +21,7 @@ import { holderAlive, readHolder, takeRun } from './run-take.ts';
 import { runDir } from './paths.ts';
 import { markPending } from './ship-pending.ts';
 import { isWebhookOrigin } from './spec.ts';
-import { readOrNull, realOrNull } from '../spawn/tree.ts';
+import { orNull, readOrNull, realOrNull } from '../spawn/tree.ts';
 
 const CLAIM = 'svc-checkout-claim';
 /** Another launcher's check and first writes take milliseconds; one holding the claim this long is stuck. */
@@ -152,21 +152,17 @@ function isRenamable(state: RunState): boolean {
  */
 function rename(repo: string, found: Found, name: string, now: string): boolean {
   const dir = runDir(repo, found.run);
-  try {
-    return takeRun(dir, found.run, () => {
-      const state = readState(dir);
-      // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back; a
-      // `svc ship` sending the run would clear the marker this sets, the rename's event left unsent.
-      if (state.repo !== found.state.repo || holderOf({ ...state, run: found.run }, repo, dir) !== null) return false;
-      if (launching(state, Date.parse(now))) return false;
-      writeState(dir, { ...state, repo: name, updated_at: now });
-      appendEvent(dir, 'log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
-      markPending(dir);
-      return true;
-    });
-  } catch {
-    return false;
-  }
+  return orNull(() => takeRun(dir, found.run, () => {
+    const state = readState(dir);
+    // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back; a
+    // `svc ship` sending the run would clear the marker this sets, the rename's event left unsent.
+    if (state.repo !== found.state.repo || holderOf({ ...state, run: found.run }, repo, dir) !== null) return false;
+    if (launching(state, Date.parse(now))) return false;
+    writeState(dir, { ...state, repo: name, updated_at: now });
+    appendEvent(dir, 'log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
+    markPending(dir);
+    return true;
+  })) ?? false;
 }
 
 /**
