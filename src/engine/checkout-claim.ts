@@ -9,19 +9,19 @@ import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BadInputError, RefusedError } from '../errors.ts';
-import { obj, num, str, tryParseJson } from '../untrusted.ts';
+import { tryParseJson } from '../untrusted.ts';
 import { workerAlive, workerComing } from './proc-group.ts';
-import { identityOf, procStart } from '../proc-stat.ts';
+import { identityOf } from '../proc-stat.ts';
 import { holderOf } from './last-worker.ts';
 import { isPidAlive } from '../client/server-record.ts';
 import { listPlain, openPlainPath, pathIn, readAgentFile, type PlainDir } from './plain-tree.ts';
 import { withDir, writeNoFollow } from './safe-fs.ts';
 import { appendEvent, localRuns, readState, writeState, type Found, type RunState } from './run-state.ts';
-import { takeRun } from './run-take.ts';
+import { holderAlive, readHolder, takeRun } from './run-take.ts';
 import { runDir } from './paths.ts';
 import { markPending } from './ship-pending.ts';
 import { isWebhookOrigin } from './spec.ts';
-import { readOrNull, realOrNull } from '../spawn/tree.ts';
+import { orNull, readOrNull, realOrNull } from '../spawn/tree.ts';
 
 const CLAIM = 'svc-checkout-claim';
 /** Another launcher's check and first writes take milliseconds; one holding the claim this long is stuck. */
@@ -49,14 +49,10 @@ export function unwritable(gitDir: string, err: unknown): unknown {
 function readClaim(dir: PlainDir): { inode: number; pid: number | null; alive: boolean } | null {
   try {
     const inode = statSync(pathIn(dir, CLAIM)).ino;
-    // No readable owner: judged as a dead launcher's.
-    const owner = obj(tryParseJson(readOrNull(pathIn(dir, `${CLAIM}/owner`)) ?? ''));
-    const pid = num(owner.pid);
-    const valid = Number.isSafeInteger(pid) && pid > 0;
-    const started = valid ? procStart(pid) : null;
-    // Without /proc (no start times) a live pid is taken as the launcher's.
-    const alive = valid && (started === null ? isPidAlive(pid) : started === str(owner.proc_start));
-    return statSync(pathIn(dir, CLAIM)).ino === inode ? { inode, pid: valid ? pid : null, alive } : readClaim(dir);
+    // No readable owner: judged as a dead launcher's. A live one is the process it names (run-take.ts holderAlive).
+    const owner = readHolder(tryParseJson(readOrNull(pathIn(dir, `${CLAIM}/owner`)) ?? ''));
+    const held = { inode, pid: owner?.pid ?? null, alive: holderAlive(owner) };
+    return statSync(pathIn(dir, CLAIM)).ino === inode ? held : readClaim(dir);
   } catch {
     return null;
   }
@@ -156,21 +152,17 @@ function isRenamable(state: RunState): boolean {
  */
 function rename(repo: string, found: Found, name: string, now: string): boolean {
   const dir = runDir(repo, found.run);
-  try {
-    return takeRun(dir, found.run, () => {
-      const state = readState(dir);
-      // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back; a
-      // `svc ship` sending the run would clear the marker this sets, the rename's event left unsent.
-      if (state.repo !== found.state.repo || holderOf({ ...state, run: found.run }, repo, dir) !== null) return false;
-      if (launching(state, Date.parse(now))) return false;
-      writeState(dir, { ...state, repo: name, updated_at: now });
-      appendEvent(dir, 'log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
-      markPending(dir);
-      return true;
-    });
-  } catch {
-    return false;
-  }
+  return orNull(() => takeRun(dir, found.run, () => {
+    const state = readState(dir);
+    // A worker still there (working, finishing its last ship, verifying) writes its own copy of state.json back; a
+    // `svc ship` sending the run would clear the marker this sets, the rename's event left unsent.
+    if (state.repo !== found.state.repo || holderOf({ ...state, run: found.run }, repo, dir) !== null) return false;
+    if (launching(state, Date.parse(now))) return false;
+    writeState(dir, { ...state, repo: name, updated_at: now });
+    appendEvent(dir, 'log', { stream: 'svc', text: `repository renamed from ${found.state.repo} to ${name}` });
+    markPending(dir);
+    return true;
+  })) ?? false;
 }
 
 /**

@@ -8,7 +8,7 @@ import { createHash, hash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { BadInputError, FailedError, RefusedError } from '../errors.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
-import { allPids, orNull, readlinkOrNull, readOrNull, realOrNull } from '../spawn/tree.ts';
+import { allPids, blockFor, orNull, readlinkOrNull, readOrNull, realOrNull } from '../spawn/tree.ts';
 import { redactSecrets } from './text.ts';
 
 // Held whatever any config says; the `-c` values reach every git this one starts, through GIT_CONFIG_PARAMETERS.
@@ -376,7 +376,7 @@ function removeLocksLeft(paths: string[], began: number): void {
     if (!st?.isFile() || st.mtimeMs < began - 1000) continue;
     const real = realOrNull(path) ?? path;
     const deadline = Date.now() + 2000;
-    while (heldOpen(real) && Date.now() < deadline) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+    while (heldOpen(real) && Date.now() < deadline) blockFor(20);
     if (!heldOpen(real)) rmSync(path, { force: true });
   }
 }

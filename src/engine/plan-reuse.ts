@@ -70,12 +70,9 @@ function operatorRunsIt(provider: ResolvedProvider, env: NodeJS.ProcessEnv, work
   if (!Object.hasOwn(operator.providers, provider.name)) return false;
   const pathDirs = (env.PATH ?? '').split(':').filter(isAbsolute);
   const use = { server: true, trusted: false, home: env.HOME || homedir(), workdir, pathDirs };
-  try {
-    const now = resolveProvider(provider.name, decideSettings(null, operator, use).config, env);
-    return JSON.stringify([now.argv, now.writable]) === JSON.stringify([provider.argv, provider.writable ?? []]);
-  } catch {
-    return false;
-  }
+  const now = orNull(() => resolveProvider(provider.name, decideSettings(null, operator, use).config, env));
+  return now !== null &&
+    JSON.stringify([now.argv, now.writable]) === JSON.stringify([provider.argv, provider.writable ?? []]);
 }
 
 /**

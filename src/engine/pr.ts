@@ -12,6 +12,7 @@ import { FailedError, RefusedError, UnavailableError } from '../errors.ts';
 import { isLoopbackHost } from '../http/guards.ts';
 import { runPageUrl } from '../run-json.ts';
 import { which, withScratch } from '../spawn/svc-paths.ts';
+import { orNull } from '../spawn/tree.ts';
 import { settingOr } from '../settings-registry.ts';
 
 /** The run's page on SVC_PUBLIC_URL for its PR body; null when unset, not http(s), or loopback (a dead link). */
@@ -58,12 +59,8 @@ function githubCredential(env: NodeJS.ProcessEnv): { token: string | null; gh: s
   if (set) return { token: set, gh: null };
   const gh = which('gh', env.PATH);
   if (!gh) return null;
-  let token: string | null = null;
-  try {
-    token = runSync([gh, 'auth', 'token'], { ...ghEnv(env), stderr: 'ignore' }).trim() || null;
-  } catch {
-    // not logged in that way: gh itself opens the PR
-  }
+  // Not logged in that way: gh itself opens the PR.
+  const token = orNull(() => runSync([gh, 'auth', 'token'], { ...ghEnv(env), stderr: 'ignore' }).trim()) || null;
   return token ? { token, gh: null } : { token: null, gh };
 }
 

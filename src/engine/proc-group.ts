@@ -1,14 +1,15 @@
 // Process groups we own: signalled only while they are still the identity recorded at spawn (pid + /proc start time,
 // proc-stat.ts); one read back from a run folder is untrusted, so such callers also pass an owner check (isWorkerOf
 // here, run-context.ts isChildOf).
-import { closeSync, constants, openSync, readSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { isPidAlive } from '../client/server-record.ts';
 import { hasDied, identityOf, procStart, statFields, type ProcIdentity } from '../proc-stat.ts';
-import { allPids, orNull, pathKind, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
+import { readAgentFile } from './plain-tree.ts';
+import { allPids, blockFor, orNull, pathKind, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
 
 /** Whether the live process `pid` is the one the caller means (e.g. our worker for a given run). */
 export type OwnerCheck = (pid: number) => boolean;
@@ -33,15 +34,10 @@ export function signalGroup(id: ProcIdentity, signal: NodeJS.Signals, owner?: Ow
     if (owner && !owner(id.pid)) return false;
   } else if (owner) {
     // A zombie leader (checked above) has no argv or environment left to pass `owner` with: the live members must.
-    const members = allPids().filter((pid) => procGroup(pid) === id.pgid && !hasDied(pid, statFields(pid)));
+    const members = liveMembers(id.pgid);
     if (members.length === 0 || !members.every(owner)) return false;
   }
-  try {
-    process.kill(-id.pgid, signal);
-    return true;
-  } catch {
-    return false;
-  }
+  return orNull(() => process.kill(-id.pgid, signal)) === true;
 }
 
 /** A sandbox's init by its pid and start time: it is not in svc's group once bwrap set it up (its own session). */
@@ -67,11 +63,8 @@ export function namespaceInit(pid: number, pidNamespace: number): NamespaceInit 
 export function killNamespace(init: NamespaceInit, owner?: OwnerCheck): void {
   if (!Number.isSafeInteger(init.pid) || init.pid <= 1 || procStart(init.pid) !== init.proc_start) return;
   if (owner && !owner(init.pid)) return;
-  try {
-    process.kill(init.pid, 'SIGKILL');
-  } catch {
-    // gone meanwhile
-  }
+  // Gone meanwhile: nothing is left to kill.
+  orNull(() => process.kill(init.pid, 'SIGKILL'));
 }
 
 /** Whether the group (a negative pid names it) is gone within `timeoutMs`. */
@@ -117,14 +110,9 @@ export async function terminateGroup(id: ProcIdentity, graceMs: number, owner?: 
   await left(5_000);
 }
 
-/** Blocks this thread for `ms`: for a caller that must not let the event loop run meanwhile. */
-function blockFor(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
-/** Whether any process of group `pgid` lives (a zombie does not: its leader, not yet reaped, no longer runs). */
-function groupLives(pgid: number): boolean {
-  return allPids().some((pid) => procGroup(pid) === pgid && !hasDied(pid, statFields(pid)));
+/** The processes of group `pgid` that live (a zombie does not: its leader, not yet reaped, no longer runs). */
+function liveMembers(pgid: number): number[] {
+  return allPids().filter((pid) => procGroup(pid) === pgid && !hasDied(pid, statFields(pid)));
 }
 
 /**
@@ -135,8 +123,8 @@ function groupLives(pgid: number): boolean {
 export function endGroupNow(id: ProcIdentity, graceMs: number): void {
   if (!signalGroup(id, 'SIGTERM')) return;
   const until = performance.now() + graceMs;
-  while (groupLives(id.pgid) && performance.now() < until) blockFor(10);
-  if (groupLives(id.pgid)) signalGroup(id, 'SIGKILL');
+  while (liveMembers(id.pgid).length > 0 && performance.now() < until) blockFor(10);
+  if (liveMembers(id.pgid).length > 0) signalGroup(id, 'SIGKILL');
 }
 
 // The CLI of this install, whether it runs from the sources (src/cli.ts) or the build (dist/cli.js).
@@ -183,16 +171,8 @@ function gitTakes(path: string): boolean {
   const is = (name: string, want: 'dir' | 'file') => pathKind(join(path, name), true) === want;
   if (!(is('commondir', 'file') || (is('objects', 'dir') && is('refs', 'dir')))) return false;
   if (pathKind(join(path, 'HEAD')) === 'link') return readlinkOrNull(join(path, 'HEAD'))?.startsWith('refs/') ?? false;
-  // A bounded read: the folder may be anyone's, its HEAD any size.
-  const head = orNull(() => {
-    const fd = openSync(join(path, 'HEAD'), constants.O_RDONLY | constants.O_NONBLOCK);
-    try {
-      const buf = Buffer.alloc(128);
-      return buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('latin1');
-    } finally {
-      closeSync(fd);
-    }
-  });
+  // A bounded read: the folder may be anyone's, its HEAD any size (or a FIFO).
+  const head = readAgentFile(join(path, 'HEAD'), 128);
   return head !== null && /^(?:ref:\s*refs\/|[0-9a-f]{40})/i.test(head);
 }
 

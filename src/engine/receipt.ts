@@ -4,6 +4,7 @@ import { createHash, createPublicKey, sign, verify, type KeyObject } from 'node:
 import { canonicalJson } from '../canonical-json.ts';
 import { keyIdOf, loadOrCreateSigningKey, type SigningKey } from '../keys.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { orNull } from '../spawn/tree.ts';
 import type { CostFigures, MeteredCost, RunFailure, RunJson, Verdict } from '../run-json.ts';
 import type { EgressDenial, EgressHost } from '../gate/evidence.ts';
 import { RefusedError } from '../errors.ts';
@@ -189,11 +190,7 @@ export function keyRingOf(pems: string[]): Map<string, KeyObject> {
 }
 
 function signedBy(key: KeyObject, digest: Buffer, signature: string): boolean {
-  try {
-    return verify(null, digest, key, Buffer.from(signature, 'base64'));
-  } catch {
-    return false;
-  }
+  return orNull(() => verify(null, digest, key, Buffer.from(signature, 'base64'))) === true;
 }
 
 function rejected(problem: NonNullable<ReceiptCheck['problem']>, message: string): ReceiptCheck {

@@ -11,6 +11,7 @@ import {
   type PlainDir, type TreeFile,
 } from './plain-tree.ts';
 import { isJsonObject } from '../json-value.ts';
+import { orNull } from '../spawn/tree.ts';
 import { tryParseJson } from '../untrusted.ts';
 
 const EVENTS_PER_BATCH = 500;
@@ -65,11 +66,7 @@ function newlineFrom(fd: number, from: number): number | null {
 function carriedBytes(line: string): number {
   const parsed = tryParseJson(line);
   if (!isJsonObject(parsed)) return 0;
-  try {
-    return Buffer.byteLength(JSON.stringify(parsed)) + EVENT_OVERHEAD;
-  } catch {
-    return 0;
-  }
+  return orNull(() => Buffer.byteLength(JSON.stringify(parsed)) + EVENT_OVERHEAD) ?? 0;
 }
 
 /**

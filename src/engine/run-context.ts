@@ -336,12 +336,7 @@ const NO_USAGE: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
 function reportedUsage(dir: string, provider: string): Usage {
   const folder = openRunFolder(dir);
   if ('failed' in folder) return NO_USAGE;
-  let text;
-  try {
-    text = readPlainIn(folder, 'events.jsonl', Infinity);
-  } finally {
-    folder.close();
-  }
+  const text = withDir(folder, () => readPlainIn(folder, 'events.jsonl', Infinity));
   if (typeof text === 'string') return NO_USAGE;
   let ended = NO_USAGE;
   let attempt = NO_USAGE;

@@ -182,12 +182,7 @@ export function refuseUncommitted(provider: ResolvedProvider, repo: string, base
     if (real === null) return false;
     const path = relative(root, real);
     if (path.startsWith('..') || isAbsolute(path) || !statSync(real).isFile()) return false;
-    try {
-      git(repo, ['cat-file', '-e', `${base}:${path}`]);
-      return false;
-    } catch {
-      return true;
-    }
+    return orNull(() => git(repo, ['cat-file', '-e', `${base}:${path}`])) === null;
   });
   if (missing === undefined) return;
   const refused = `Refusing to start: provider "${provider.name}" names ${missing}, which is not committed, and `;

@@ -298,8 +298,8 @@ export function trackedOrAll(repo: string, folder: string): Committed {
 export function localRuns(repo: string, { strict = false, only }: { strict?: boolean; only?: string } = {}): Found[] {
   const runs = openPlainPath(repo, ['.svc', 'runs']);
   if ('failed' in runs) return [];
-  const found: Found[] = [];
-  try {
+  return withDir(runs, () => {
+    const found: Found[] = [];
     // The check refuseTrackedRun makes, for `only` too: a pathspec of the run's own folder would miss a submodule
     // committed there.
     const tracked = strict ? trackedNames(repo, '.svc/runs') : trackedOrAll(repo, '.svc/runs');
@@ -309,10 +309,8 @@ export function localRuns(repo: string, { strict = false, only }: { strict?: boo
       const state = readRunIn(runs, name);
       if (state) found.push({ run: name, state });
     }
-  } finally {
-    runs.close();
-  }
-  return found;
+    return found;
+  });
 }
 
 /** The one run `run` as localRuns() would find it (svc answer, svc runs logs); null when it would not list it. */

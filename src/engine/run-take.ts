@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { isPidAlive } from '../client/server-record.ts';
 import { ConflictError } from '../errors.ts';
 import { procStart } from '../proc-stat.ts';
+import { orNull } from '../spawn/tree.ts';
 import { listPlain, pathIn, withDir, type PlainDir } from './plain-tree.ts';
 import { openRunDir } from './safe-fs.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
@@ -123,11 +124,8 @@ function clearDeadTemps(folder: PlainDir): void {
   for (const { name, kind } of listPlain(folder)) {
     const pid = TEMP_NAME.exec(name)?.[1];
     if (pid === undefined || kind !== 'file' || isPidAlive(Number(pid))) continue;
-    try {
-      unlinkSync(pathIn(folder, name));
-    } catch {
-      // Gone meanwhile, or no longer a file: nothing of svc's to remove.
-    }
+    // Gone meanwhile, or no longer a file: nothing of svc's to remove.
+    orNull(() => unlinkSync(pathIn(folder, name)));
   }
 }
 
@@ -170,7 +168,7 @@ export function readLock(folder: PlainDir, name: string): Found | null {
     if (!st.isFile() || st.uid !== process.getuid?.()) return { ino: st.ino, holder: null };
     const buf = Buffer.alloc(256);
     const n = readSync(fd, buf, 0, buf.length, 0);
-    return { ino: st.ino, holder: holderOf(tryParseJson(buf.subarray(0, n).toString('utf8'))) };
+    return { ino: st.ino, holder: readHolder(tryParseJson(buf.subarray(0, n).toString('utf8'))) };
   } finally {
     closeSync(fd);
   }
@@ -179,7 +177,8 @@ export function readLock(folder: PlainDir, name: string): Found | null {
 const sameHolder = (a: Holder | null, b: Holder | null): boolean =>
   a === null || b === null ? a === b : a.pid === b.pid && a.proc_start === b.proc_start;
 
-function holderOf(value: unknown): Holder | null {
+/** The holder a lock file names (svc writes identityOf's pid and start time), or null when it names none. */
+export function readHolder(value: unknown): Holder | null {
   const { pid, proc_start: start } = obj(value);
   if (typeof pid !== 'number' || !Number.isSafeInteger(pid) || pid <= 0) return null;
   return typeof start === 'string' || start === null ? { pid, proc_start: start } : null;

@@ -71,8 +71,8 @@ function naming(error: NodeJS.ErrnoException & { dest?: string }, path: string, 
   return error;
 }
 
-function writeWith(path: string, flags: number, data: string | Buffer, shown = path, mode = 0o644): void {
-  const fd = openNoFollow(path, flags, 'write', shown, mode);
+function writeWith(path: string, data: string | Buffer, shown = path, mode = 0o644): void {
+  const fd = openNoFollow(path, TRUNCATE, 'write', shown, mode);
   try {
     writeFileSync(fd, data);
   } finally {
@@ -82,7 +82,7 @@ function writeWith(path: string, flags: number, data: string | Buffer, shown = p
 
 /** Writes `name` in the folder held open, never through a link at that name; `mode`: a new file's (readable by all). */
 export function writeNoFollowIn(dir: PlainDir, name: string, data: string | Buffer, mode = 0o644): void {
-  writeWith(pathIn(dir, name), TRUNCATE, data, join(dir.path, name), mode);
+  writeWith(pathIn(dir, name), data, join(dir.path, name), mode);
 }
 
 /**
@@ -104,7 +104,7 @@ export function replaceNoFollowIn(dir: PlainDir, name: string, data: string | Bu
 
 /** Writes `path`, never through a link at its last name: for a file in a folder no one else writes in. */
 export function writeNoFollow(path: string, data: string | Buffer): void {
-  writeWith(path, TRUNCATE, data);
+  writeWith(path, data);
 }
 
 /**

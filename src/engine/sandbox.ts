@@ -258,11 +258,10 @@ function noteOnce(ctx: RunContext, text: string): void {
 /** Once the provider is done: its invocations' fresh folders go (what it kept stays in the repository's home). */
 export function releaseProviderHome(ctx: RunContext, sandbox: RunSandbox, provider: { kind: string }): void {
   if (sandbox.mode.kind === 'none' || provider.kind === 'command') return;
-  try {
-    dropRunLayer(providerHomeDir(ctx.env, ctx.state.repo_path, provider, sandbox.providerHome), ctx.state.run);
-  } catch {
-    // left for the run's next invocation to replace, or for the operator to remove with the home
-  }
+  // One that cannot be removed is left for the run's next invocation to replace, or for the operator to remove with
+  // the home.
+  orNull(() =>
+    dropRunLayer(providerHomeDir(ctx.env, ctx.state.repo_path, provider, sandbox.providerHome), ctx.state.run));
 }
 
 // Which provider home a run's agent gets (docs/engine.md "Provider homes"): one per provider and repository, keyed by

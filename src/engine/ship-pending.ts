@@ -6,18 +6,15 @@ import { basename } from 'node:path';
 import { makePlainPath, withDir, writeNoFollowIn } from './safe-fs.ts';
 import { isValidSegment } from './ids.ts';
 import { keptLocal, openPlainPath, pathIn, plainEntries } from './plain-tree.ts';
-import { realOrNull } from '../spawn/tree.ts';
+import { orNull, realOrNull } from '../spawn/tree.ts';
 import { projectOf } from './paths.ts';
 
 /** Marks the run for the next svc command to ship; not a run kept local, which only a named `svc ship` sends. */
 export function markPending(dir: string): void {
   if (keptLocal(dir)) return;
-  try {
-    const pending = makePlainPath(projectOf(dir), ['.svc', 'ship-pending'], 0o777);
-    withDir(pending, () => writeNoFollowIn(pending, basename(dir), ''));
-  } catch {
-    // a project svc cannot write: `svc ship` remains the way
-  }
+  // A project svc cannot write: `svc ship` remains the way.
+  orNull(() => withDir(makePlainPath(projectOf(dir), ['.svc', 'ship-pending'], 0o777),
+    (pending) => writeNoFollowIn(pending, basename(dir), '')));
 }
 
 /** Takes the run's marker away: it shipped, or was refused on its own (shipRuns). */

@@ -12,14 +12,14 @@ import { writeJsonAtomic } from './safe-fs.ts';
 import { errorMessage } from '../errors.ts';
 import { signsLater, toRunJson, type RunState } from './run-state.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
-import { openRunFolder, skipReason } from './plain-tree.ts';
+import { openRunFolder, skipReason, withDir } from './plain-tree.ts';
 import { isJsonObject, type Obj } from '../json-value.ts';
 import { list, obj, tryParseJson } from '../untrusted.ts';
 import {
   eventRefusal, isArtifactPath, isSignerKind, MAX_TEXT, runRefusal, SIGNER_ARTIFACTS, signerFields,
   withoutSignerFields,
 } from './run-event.ts';
-import { readRunBatch, readRunKey, type RunBatch, type SkipReport } from './run-batch.ts';
+import { readRunBatch, readRunKey, type SkipReport } from './run-batch.ts';
 import { redactSecrets } from './text.ts';
 import { clearPending, markPending } from './ship-pending.ts';
 
@@ -202,14 +202,8 @@ export function createShipper(
       if (folder.kind !== 'missing') skip(folder.failed, skipReason(folder.kind));
       return false;
     }
-    let read: RunBatch | null;
-    let key: string | null;
-    try {
-      read = readRunBatch(folder, null, skip, true);
-      key = readRunKey(folder, skip);
-    } finally {
-      folder.close();
-    }
+    const [read, key] = withDir(folder, () =>
+      [readRunBatch(folder, null, skip, true), readRunKey(folder, skip)] as const);
     if (!read) return false;
     for (const { bytes } of read.tooLong) {
       skip(REFUSED_LINES, `(left out; the first: a line of ${bytes} bytes, more than one batch to ingest carries)`);

@@ -3,7 +3,7 @@ import { startChild, type ChildProcess } from '../spawn/start.ts';
 import {
   bwrapArgv, closeSandboxFds, KILL_SANDBOX, LIFELINE_FD, openSandboxFds, type SandboxPlan,
 } from '../spawn/bwrap-argv.ts';
-import { createTreeGuard, sandboxMembers, TREE_MARKER } from '../spawn/tree.ts';
+import { createTreeGuard, orNull, sandboxMembers, TREE_MARKER } from '../spawn/tree.ts';
 import { identityOf, statFields } from '../proc-stat.ts';
 import { killNamespace, namespaceInit, signalGroup, type NamespaceInit } from './proc-group.ts';
 import { memoryBreach, watchLimits, type WatchedLimits } from '../spawn/limits.ts';
@@ -50,14 +50,9 @@ const MARKER_SCANS = 50;
 /** Stopped, traced, in the kernel (it stops on its way out), zombie, dead or gone. */
 const STOPPED_STATES: ReadonlySet<string> = new Set(['T', 't', 'D', 'Z', 'X', '']);
 
+/** `sig` to each of `pids` still there (one gone meanwhile has nothing left to signal). */
 function signalEach(pids: readonly number[], sig: NodeJS.Signals): void {
-  for (const pid of pids) {
-    try {
-      process.kill(pid, sig);
-    } catch {
-      // gone meanwhile
-    }
-  }
+  for (const pid of pids) orNull(() => process.kill(pid, sig));
 }
 
 /** Stops every member; one may fork between the scan and its SIGSTOP, so scan again (bounded) until all are stopped. */

@@ -2,7 +2,7 @@
 // signer reads any of it: regular files only, never through a link (the signer's mounts hold the key), capped.
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree } from '../engine/plain-tree.ts';
+import { openPlainDirIn, openRunFolder, readPlainIn, walkPlainTree, withDir } from '../engine/plain-tree.ts';
 import { isSignerKind, runContainerData, SIGNER_ARTIFACTS } from '../engine/run-event.ts';
 import { RefusedError } from '../errors.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
@@ -53,7 +53,7 @@ export function copyRunFolder(from: string, to: string): void {
     mkdirSync(dirname(dst), { recursive: true, mode: 0o700 });
     writeFileSync(dst, content, { mode: 0o600, flag: 'wx' });
   };
-  try {
+  withDir(folder, () => {
     rmSync(to, { recursive: true, force: true });
     mkdirSync(to, { recursive: true, mode: 0o700 });
     for (const name of TOP_FILES) {
@@ -63,15 +63,10 @@ export function copyRunFolder(from: string, to: string): void {
     }
     const artifacts = openPlainDirIn(folder, 'artifacts');
     if (typeof artifacts === 'string') return;
-    try {
-      // Links, special and oversized files are not copied: the signer reports what it signs, not these.
-      walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} }, ({ rel, content }) => {
+    // Links, special and oversized files are not copied: the signer reports what it signs, not these.
+    withDir(artifacts, () => walkPlainTree(artifacts, { maxFile: FILE_CAP, maxDepth: MAX_DEPTH, skip: () => {} },
+      ({ rel, content }) => {
         if (!NOT_COPIED.has(rel)) write(join(to, 'artifacts', ...rel.split('/')), content);
-      });
-    } finally {
-      artifacts.close();
-    }
-  } finally {
-    folder.close();
-  }
+      }));
+  });
 }

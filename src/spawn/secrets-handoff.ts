@@ -57,9 +57,7 @@ function readPipe(): string | null {
   // Otherwise fd 3 may be one of Node's own, which must stay open.
   if (!orNull(() => fstatSync(HANDOFF_FD))?.isSocket()) return null;
   try {
-    return readFileSync(HANDOFF_FD, 'utf8');
-  } catch {
-    return null;
+    return orNull(() => readFileSync(HANDOFF_FD, 'utf8'));
   } finally {
     closeSync(HANDOFF_FD);
   }

@@ -4,6 +4,7 @@ import { accessSync, constants, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { delimiter, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { orNull } from './tree.ts';
 
 /** svc's home, `~/.svc`: keys, tokens, databases, answers, handoff files. Never mounted into a sandbox. */
 export function svcHomeOf(env: NodeJS.ProcessEnv): string {
@@ -29,11 +30,8 @@ export function withScratch<T>(prefix: string, body: (dir: string) => T): T {
     removedAtExit = true;
     process.on('exit', () => {
       for (const left of scratches) {
-        try {
-          rmSync(left, { recursive: true, force: true });
-        } catch {
-          // An exit is no place to fail: what cannot be removed stays.
-        }
+        // An exit is no place to fail: what cannot be removed stays.
+        orNull(() => rmSync(left, { recursive: true, force: true }));
       }
     });
   }

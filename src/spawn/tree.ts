@@ -41,6 +41,11 @@ export function pathKind(path: string, follow = false): 'dir' | 'file' | 'link' 
   return st.isSymbolicLink() ? 'link' : st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
 }
 
+/** Blocks this thread for `ms`: for a caller that must not let the event loop run meanwhile. */
+export function blockFor(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
 /** Octal escapes (`\040`) in mountinfo paths. */
 export function unescapeMount(path: string): string {
   return path.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
@@ -132,7 +137,7 @@ export function createTreeGuard() {
           known.set(p.pid, p);
         }
         // A blocking pause: killAll runs in exit paths, where nothing async may be awaited.
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+        blockFor(10);
       }
     },
   };
