@@ -198,7 +198,7 @@ describe('resolveTriggerSettings, a served checkout without an origin', () => {
   it('warns of an origin on another host than GitHub\'s, where no pull request can be opened', () => {
     const elsewhere = tempDir('svc-gitlab-');
     assert.equal(spawnSync('git', ['init', '-q', elsewhere]).status, 0);
-    assert.equal(spawnSync('git', ['-C', elsewhere, 'remote', 'add', 'origin', 'git@gitlab.example:acme/api.git'])
+    assert.equal(spawnSync('git', ['-C', elsewhere, 'remote', 'add', 'origin', 'https://gitlab.example/acme/api.git'])
       .status, 0);
     const { warnings } = settings(elsewhere, SECRETS).problems;
     assert.deepEqual(warnings.filter((w) => w.startsWith('Served checkout')), [
@@ -208,6 +208,14 @@ describe('resolveTriggerSettings, a served checkout without an origin', () => {
     ]);
     const enterprise = settings(elsewhere, { ...SECRETS, GITHUB_API_URL: 'https://gitlab.example/api/v3' });
     assert.deepEqual(enterprise.problems.warnings.filter((w) => w.startsWith('Served checkout')), []);
+  });
+
+  it('leaves an ssh origin alone, whose host may be an alias of the user\'s ssh config for GitHub\'s', () => {
+    const aliased = tempDir('svc-ssh-alias-');
+    assert.equal(spawnSync('git', ['init', '-q', aliased]).status, 0);
+    assert.equal(spawnSync('git', ['-C', aliased, 'remote', 'add', 'origin', 'git@github-work:acme/api.git']).status, 0);
+    const { warnings } = settings(aliased, SECRETS).problems;
+    assert.deepEqual(warnings.filter((w) => w.startsWith('Served checkout')), []);
   });
 
   it('says nothing with an origin, or when no route that opens a pull request is configured', () => {
