@@ -218,6 +218,10 @@ describe('resolveTriggerSettings, a served checkout without an origin', () => {
     assert.deepEqual(warnings.filter((w) => w.startsWith('Served checkout')), []);
   });
 
+  it('reaches the Control Plane at SVC_CONTROL_URL as set in an env file, spaces around and all', () => {
+    assert.equal(settings(plain, { SVC_CONTROL_URL: ' HTTP://127.0.0.1:9/ \r' }).controlUrl, 'HTTP://127.0.0.1:9/');
+  });
+
   it('says nothing with an origin, or when no route that opens a pull request is configured', () => {
     const served = settings(makeRepo('acme/api'), SECRETS).problems.warnings;
     assert.deepEqual(served.filter((w) => w.startsWith('Served checkout')), []);
