@@ -46,11 +46,14 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string) {
     /** A checkout served as `local/<folder>` also answers to its folder alone: the name svc start gives its runs. */
     byName: (name: string): ServedRepo | undefined =>
       byName.get(name.toLowerCase()) ?? (name.includes('/') ? undefined : byName.get(`local/${name.toLowerCase()}`)),
-    /** A GitHub event: its repository.full_name must be served; `default` never applies. */
+    /**
+     * A GitHub event: its repository.full_name must be served; `default` never applies. A `local/<folder>` entry is
+     * svc's name for a checkout with no origin, not the repository of a GitHub account called "local": it takes none.
+     */
     webhook(fullName: string | null): Routed {
       if (!fullName) return { kind: 'unserved', reason: 'the event names no repository' };
       const repo = byName.get(fullName.toLowerCase());
-      if (repo) return { kind: 'repo', repo };
+      if (repo && !repo.name.toLowerCase().startsWith('local/')) return { kind: 'repo', repo };
       return { kind: 'unserved', reason: `repository "${shown(fullName)}" is not served` };
     },
     /** Another source's key, then the default entry. */

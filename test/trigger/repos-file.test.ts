@@ -230,6 +230,21 @@ describe('resolveTriggerSettings, a served checkout without an origin', () => {
   });
 });
 
+describe('a repositories file entry named local/<folder>', () => {
+  // The name svc gives a checkout with no origin, as the file's own hint says: not GitHub's repository of that name,
+  // whose owner (an account called "local") could send it events through a GitHub App anyone may install.
+  it('takes no GitHub event, as the --repo shorthand\'s checkout with no origin takes none', () => {
+    const dir = tempDir('svc-local-entry-');
+    const file = join(dir, 'repos.conf');
+    writeFileSync(file, `local/acme checkout=${makeRepo('acme/acme')}\nacme/api checkout=${makeRepo('acme/api')}\n`);
+    const router = loadServedRepos(file);
+    assert.equal(router.webhook('local/acme').kind, 'unserved');
+    assert.equal(router.webhook('Local/Acme').kind, 'unserved');
+    assert.equal(router.webhook('acme/api').kind, 'repo');
+    assert.equal(router.byName('acme')?.name, 'local/acme', '/jobs still names it by its folder');
+  });
+});
+
 describe('takeRepoOption', () => {
   it('takes repo=owner/name out of chat text and refuses two or a malformed one', () => {
     const taken = takeRepoOption('fix it repo=acme/api now');
