@@ -88,7 +88,8 @@ export const SETTINGS = {
   SVC_CONTROL_URL: { ...text('control', 'discovery', 'where clients, the shipper and the trigger server reach the ' +
     'Control Plane. Discovery: this, then `~/.svc/control/server.json` while the server that wrote it runs ' +
     '([deploy](docs/deploy.md)), then `SVC_CONTROL_PORT`'),
-  pattern: [/^https?:\/\/(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?(\/[^\s?#]*)?$/,
+  // Any case, spaces around (an env file's), a compose service's `_`: forms its readers (which trim) always took.
+  pattern: [/^\s*https?:\/\/(\[[0-9a-f:.]+\]|[\w.~%-]+)(:\d{1,5})?(\/[^\s?#]*)?\s*$/i,
     'an `http://` or `https://` address like `http://127.0.0.1:47821`'] },
   SVC_SOURCE: { ...text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
     pattern: SOURCE },

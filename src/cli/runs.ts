@@ -61,7 +61,7 @@ export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
   // The rule SVC_CONTROL_URL is held to: a malformed address is the person's to fix (exit 2), not an unreachable one.
   const [shape, said] = SETTINGS.SVC_CONTROL_URL.pattern;
   if (url !== undefined && !shape.test(url)) throw new UsageError(`--url must be ${said} (got "${url.slice(0, 64)}")`);
-  const found = url ? { url, via: '--url' as const } : discoverControlUrl(env);
+  const found = url ? { url: url.trim(), via: '--url' as const } : discoverControlUrl(env);
   const { token } = controlToken(env, found);
   const client = createControlClient({ url: found.url, token, timeoutMs: 10_000 });
   return { ...found, client, hasToken: token !== undefined };

@@ -87,7 +87,8 @@ export function projectWithPending(cwd: string): string | null {
 
 /** The project's pending runs sent within `budgetMs`, said on stderr; never fails the command it runs before. */
 export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000): Promise<void> {
-  if (settingChoice(io.env, 'SVC_SHIP') === '0') return;
+  // A bad SVC_SHIP sends nothing: the commands that make a run refuse it (exit 2), and a stop must still work.
+  if (orNull(() => settingChoice(io.env, 'SVC_SHIP')) !== '1') return;
   const repo = projectWithPending(cwd);
   if (!repo) return;
   try {

@@ -221,12 +221,11 @@ export default async function start(io: CliIo): Promise<number> {
     previous: { type: 'string' },
     'previous-receipt': { type: 'string' },
   });
-  // A bad SVC_SHIP or SVC_CONTROL_PORT exits 2 here, before a worker that would ship its run to no Control Plane
-  // starts.
-  if (settingChoice(io.env, 'SVC_SHIP') === '1') discoverControlUrl(io.env);
-  // Read by the worker only later (its gate, an automatic retry): a bad value exits 2 here, before a new, retried,
-  // resumed or verified run is made or touched. A stop starts no worker, and a person must always be able to stop.
+  // Read by the worker only later (its gate, an automatic retry, its shipper): a bad value exits 2 here, before a
+  // new, retried, resumed or verified run is made or touched. A stop starts no worker, and a person must always be
+  // able to stop.
   if (values.stop === undefined) {
+    if (settingChoice(io.env, 'SVC_SHIP') === '1') discoverControlUrl(io.env);
     settingChoice(io.env, 'SVC_SANDBOX_FORWARDER');
     settingInt(io.env, 'SVC_INFRA_RETRY_WAIT_S');
     settingUsd(io.env, 'SVC_BUDGET_REPO_DAY_USD');

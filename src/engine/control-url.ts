@@ -29,7 +29,7 @@ export interface ControlFound {
  * dashboard` then starts a Control Plane on a free port, as it did before clients refused 0. */
 export function findControlUrl(env: NodeJS.ProcessEnv): FoundControl | null {
   // A malformed value exits 2 naming it (its pattern); only a well-formed one nothing answers at is exit 1.
-  const explicit = setting(env, 'SVC_CONTROL_URL');
+  const explicit = setting(env, 'SVC_CONTROL_URL')?.trim();
   if (explicit) return { url: explicit.replace(/\/+$/, ''), via: 'SVC_CONTROL_URL' };
   // A bad value exits 2 naming it, as for `svc control serve`, even where server.json wins: a typo is never ignored.
   const port = settingInt(env, 'SVC_CONTROL_PORT');

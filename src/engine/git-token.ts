@@ -27,6 +27,13 @@ export function githubWebHost(env: NodeJS.ProcessEnv): { hostname: string; port:
   return !api || api.hostname === 'api.github.com' ? { hostname: 'github.com', port: '' } : api;
 }
 
+/** An http(s) remote's host; null for ssh, whose host may be an alias of the user's ssh config (`github-work` for a
+ * second account, GitHub's `ssh.github.com`) that svc's push goes through, and for a path. */
+export function httpRemoteHost(url: string): string | null {
+  const parsed = URL.parse(url);
+  return parsed && /^https?:$/.test(parsed.protocol) ? parsed.hostname : null;
+}
+
 /** A remote URL's host, or an scp-like `git@host:owner/name`'s; null for a path. */
 export function remoteHost(url: string): string | null {
   return URL.parse(url)?.hostname || /^[^@/]+@([^:/]+):/.exec(url)?.[1] || null;

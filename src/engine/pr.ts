@@ -5,7 +5,9 @@ import { dirname, join } from 'node:path';
 import { pushBranch, type PushTarget } from './git-push.ts';
 import type { GroupWatch } from './git-group.ts';
 import { urlWithoutSecrets } from './text.ts';
-import { githubWebHost, gitFailure, redirectRefusal, remoteHost, withGitToken } from './git-token.ts';
+import {
+  githubWebHost, gitFailure, httpRemoteHost, redirectRefusal, remoteHost, withGitToken,
+} from './git-token.ts';
 import { gitArgv, gitBaseEnv, gitConfigEnv, gitExtraEnv, redirectedUrl } from './git.ts';
 import { runCollect, runSync, type ChildSpec } from '../spawn/start.ts';
 import { FailedError, RefusedError, UnavailableError } from '../errors.ts';
@@ -184,7 +186,8 @@ export async function checkPrPossible(target: PushTarget, env: NodeJS.ProcessEnv
   if (credential === null) throw new RefusedError(NO_CREDENTIALS);
   // A token opens the PR on GITHUB_API_URL's GitHub (createViaRest), which holds no repository of another host: the
   // run would fail once its agent ran. gh alone names the origin's host itself (ghRepo), where it may be logged in.
-  const host = remoteHost(target.url)?.toLowerCase() ?? null;
+  // An ssh origin's host may be an alias of the user's ssh config for GitHub's: only an http(s) one is told apart.
+  const host = httpRemoteHost(target.url);
   const github = githubWebHost(env).hostname.toLowerCase();
   if (credential.token !== null && host !== null && host !== github) {
     throw new RefusedError(`The origin "${urlWithoutSecrets(target.url)}" is on ${host}, and svc opens pull ` +

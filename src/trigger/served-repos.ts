@@ -3,7 +3,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pinPushTarget } from '../engine/git-push.ts';
-import { githubWebHost, remoteHost } from '../engine/git-token.ts';
+import { githubWebHost, httpRemoteHost } from '../engine/git-token.ts';
 import { repoRoot } from '../engine/git.ts';
 import { orNull, pathKind, realOrNull } from '../spawn/tree.ts';
 import type { Logger } from '../log.ts';
@@ -46,11 +46,14 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string) {
     /** A checkout served as `local/<folder>` also answers to its folder alone: the name svc start gives its runs. */
     byName: (name: string): ServedRepo | undefined =>
       byName.get(name.toLowerCase()) ?? (name.includes('/') ? undefined : byName.get(`local/${name.toLowerCase()}`)),
-    /** A GitHub event: its repository.full_name must be served; `default` never applies. */
+    /**
+     * A GitHub event: its repository.full_name must be served; `default` never applies. A `local/<folder>` entry is
+     * svc's name for a checkout with no origin, not the repository of a GitHub account called "local": it takes none.
+     */
     webhook(fullName: string | null): Routed {
       if (!fullName) return { kind: 'unserved', reason: 'the event names no repository' };
       const repo = byName.get(fullName.toLowerCase());
-      if (repo) return { kind: 'repo', repo };
+      if (repo && !repo.name.toLowerCase().startsWith('local/')) return { kind: 'repo', repo };
       return { kind: 'unserved', reason: `repository "${shown(fullName)}" is not served` };
     },
     /** Another source's key, then the default entry. */
@@ -145,7 +148,7 @@ export function shorthandRepos(dir: string, source: string, checked = true): Rep
  * job of a route that opens one, `prRoutes`, whose `svc start` has `--pr`, refuses to start there), or the origin is
  * on another host than GitHub's (with a token such a job is refused as it starts: checkPrPossible). The server says
  * so once at start rather than only in each failed job. A `clone=` entry's checkout is made from its origin. A path
- * origin is left alone: a mirror.
+ * origin (a mirror) and an ssh one (its host may be an ssh alias of GitHub's) are left alone.
  */
 export function noPushTargetWarnings(
   entries: readonly ServedRepo[], prRoutes: readonly string[], env: NodeJS.ProcessEnv,
@@ -160,7 +163,7 @@ export function noPushTargetWarnings(
       + routes;
     let host: string | null;
     try {
-      host = remoteHost(pinPushTarget(entry.checkout).url)?.toLowerCase() ?? null;
+      host = httpRemoteHost(pinPushTarget(entry.checkout).url);
     } catch (err) {
       warnings.push(`${cannot} fails as it starts (each runs svc start --pr): ${errorMessage(err)}`);
       continue;

@@ -137,7 +137,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     github: ghToken ? { apiUrl: settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, ''), token: ghToken } : undefined,
   };
   problems.warnings.push(...trackerAnswerWarnings(env, secrets, notify));
-  const controlUrl = setting(env, 'SVC_CONTROL_URL');
+  const controlUrl = setting(env, 'SVC_CONTROL_URL')?.trim();
   // Without it each run started here finds the Control Plane by SVC_CONTROL_PORT and refuses a bad one (exit 2): a
   // typo stops the server now rather than failing every run.
   if (controlUrl === undefined) settingInt(env, 'SVC_CONTROL_PORT');

@@ -124,6 +124,22 @@ describe('SVC_SHIP', () => {
       repo.cleanup();
     }
   });
+
+  // A stop starts no worker and ships nothing new: a person must always be able to stop.
+  it('set to neither 0 nor 1 does not stop svc start --stop', async () => {
+    const repo = makeRepo();
+    try {
+      const made = await runChild(process.execPath, [CLI, 'start', '--brief', 'x', '--provider', 'fake'],
+        { cwd: repo.repo, env: svcEnv(repo) });
+      const { run } = JSON.parse(made.stdout.trim().split('\n')[0]!) as { run: string };
+      const r = await runChild(process.execPath, [CLI, 'start', '--stop', run],
+        { cwd: repo.repo, env: svcEnv(repo, { SVC_SHIP: 'maybe' }) });
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stderr, new RegExp(`run ${run} had already ended`));
+    } finally {
+      repo.cleanup();
+    }
+  });
 });
 
 const WORKER_SETTINGS = ['SVC_SANDBOX_FORWARDER', 'SVC_INFRA_RETRY_WAIT_S', 'SVC_BUDGET_REPO_DAY_USD',

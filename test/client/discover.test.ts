@@ -33,6 +33,18 @@ describe('discoverControlUrl', () => {
     assert.deepEqual(discoverControlUrl(env), { url: 'https://cp.example:8443', via: 'SVC_CONTROL_URL' });
   });
 
+  it('takes the SVC_CONTROL_URL forms people set: spaces from an env file, any case, IPv6, a path, a compose name',
+    () => {
+      const forms: Array<[string, string]> = [
+        [' http://127.0.0.1:47821/ \r', 'http://127.0.0.1:47821'], ['HTTP://LOCALHOST:47821', 'HTTP://LOCALHOST:47821'],
+        ['http://[::1]:47821', 'http://[::1]:47821'], ['https://cp.example/svc/', 'https://cp.example/svc'],
+        ['http://svc_control:47821', 'http://svc_control:47821'],
+      ];
+      for (const [set, url] of forms) {
+        assert.deepEqual(discoverControlUrl({ HOME: home(), SVC_CONTROL_URL: set }), { url, via: 'SVC_CONTROL_URL' });
+      }
+    });
+
   it('uses server.json while its pid has the start time it recorded', () => {
     const stat = readFileSync('/proc/self/stat', 'utf8');
     const started = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];

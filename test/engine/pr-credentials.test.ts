@@ -455,3 +455,37 @@ describe('an --open-pr a SIGTERM ends while its push runs', () => {
     }
   });
 });
+
+// An ssh origin's host is whatever the user's ssh setup makes of it: a Host alias of ~/.ssh/config for a second
+// account (`git@github-work:acme/api.git`), or GitHub's own ssh.github.com on port 443. svc pushes there with that
+// setup and opens the pull request with the token on GitHub, so its host is never compared with GitHub's.
+describe('svc start --pr whose origin is an ssh host alias', () => {
+  let repo: TestRepo;
+  let github: StandIn;
+
+  before(async () => {
+    github = await startGithubStandIn();
+    const checks = [{ name: 'fixed', run: ['grep', '-q', 'fixed', 'a.txt'] }];
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT }, policy: { checks } });
+    // The ssh the alias resolves to, standing in: it runs the git command it was given beside the bare origin.
+    writeFileSync(join(repo.bin, 'ssh'), '#!/bin/sh\n[ "$1" = -G ] && exit 0\nfor a; do last=$a; done\n' +
+      `cd '${repo.root}' && exec sh -c "$last"\n`, { mode: 0o755 });
+    execFileSync('git', ['remote', 'set-url', 'origin', 'git@github-work:acme/api.git'], { cwd: repo.repo });
+  });
+  after(async () => {
+    await github.close();
+    repo.cleanup();
+  });
+
+  it('is not refused for its host, pushes through that ssh and opens the pull request with the token', async () => {
+    const env = { PATH: '/usr/bin:/bin', HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0',
+      SVC_CONTROL_URL: 'http://127.0.0.1:9', GITHUB_TOKEN: TOKEN, GITHUB_API_URL: github.url,
+      GIT_SSH_COMMAND: join(repo.bin, 'ssh') };
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'append fixed', '--pr', '--provider', 'fake'],
+      { cwd: repo.repo, env });
+    assert.equal(res.code, 0, res.stderr);
+    const run = (JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string }).run;
+    assert.ok(existsSync(join(repo.origin, 'refs', 'heads', 'svc', run)), 'the branch was pushed');
+    assert.equal(github.requests.filter((r) => r.method === 'POST').length, 1, 'the pull request was asked for');
+  });
+});

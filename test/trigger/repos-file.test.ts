@@ -198,7 +198,7 @@ describe('resolveTriggerSettings, a served checkout without an origin', () => {
   it('warns of an origin on another host than GitHub\'s, where no pull request can be opened', () => {
     const elsewhere = tempDir('svc-gitlab-');
     assert.equal(spawnSync('git', ['init', '-q', elsewhere]).status, 0);
-    assert.equal(spawnSync('git', ['-C', elsewhere, 'remote', 'add', 'origin', 'git@gitlab.example:acme/api.git'])
+    assert.equal(spawnSync('git', ['-C', elsewhere, 'remote', 'add', 'origin', 'https://gitlab.example/acme/api.git'])
       .status, 0);
     const { warnings } = settings(elsewhere, SECRETS).problems;
     assert.deepEqual(warnings.filter((w) => w.startsWith('Served checkout')), [
@@ -210,11 +210,38 @@ describe('resolveTriggerSettings, a served checkout without an origin', () => {
     assert.deepEqual(enterprise.problems.warnings.filter((w) => w.startsWith('Served checkout')), []);
   });
 
+  it('leaves an ssh origin alone, whose host may be an alias of the user\'s ssh config for GitHub\'s', () => {
+    const aliased = tempDir('svc-ssh-alias-');
+    assert.equal(spawnSync('git', ['init', '-q', aliased]).status, 0);
+    assert.equal(spawnSync('git', ['-C', aliased, 'remote', 'add', 'origin', 'git@github-work:acme/api.git']).status, 0);
+    const { warnings } = settings(aliased, SECRETS).problems;
+    assert.deepEqual(warnings.filter((w) => w.startsWith('Served checkout')), []);
+  });
+
+  it('reaches the Control Plane at SVC_CONTROL_URL as set in an env file, spaces around and all', () => {
+    assert.equal(settings(plain, { SVC_CONTROL_URL: ' HTTP://127.0.0.1:9/ \r' }).controlUrl, 'HTTP://127.0.0.1:9/');
+  });
+
   it('says nothing with an origin, or when no route that opens a pull request is configured', () => {
     const served = settings(makeRepo('acme/api'), SECRETS).problems.warnings;
     assert.deepEqual(served.filter((w) => w.startsWith('Served checkout')), []);
     const chatOnly = settings(plain, { TRACKERA_WEBHOOK_SECRET: SECRETS.TRACKERA_WEBHOOK_SECRET }).problems.warnings;
     assert.deepEqual(chatOnly.filter((w) => w.startsWith('Served checkout')), []);
+  });
+});
+
+describe('a repositories file entry named local/<folder>', () => {
+  // The name svc gives a checkout with no origin, as the file's own hint says: not GitHub's repository of that name,
+  // whose owner (an account called "local") could send it events through a GitHub App anyone may install.
+  it('takes no GitHub event, as the --repo shorthand\'s checkout with no origin takes none', () => {
+    const dir = tempDir('svc-local-entry-');
+    const file = join(dir, 'repos.conf');
+    writeFileSync(file, `local/acme checkout=${makeRepo('acme/acme')}\nacme/api checkout=${makeRepo('acme/api')}\n`);
+    const router = loadServedRepos(file);
+    assert.equal(router.webhook('local/acme').kind, 'unserved');
+    assert.equal(router.webhook('Local/Acme').kind, 'unserved');
+    assert.equal(router.webhook('acme/api').kind, 'repo');
+    assert.equal(router.byName('acme')?.name, 'local/acme', '/jobs still names it by its folder');
   });
 });
 
