@@ -312,9 +312,14 @@ export function setting(env: NodeJS.ProcessEnv, name: SettingName): string | und
   const value = env[name] || undefined;
   const rule = (SETTINGS[name] as Setting).pattern;
   if (value !== undefined && rule && !rule[0].test(value)) {
-    throw new BadSettingError(`${name} must be ${rule[1]} (got "${value.slice(0, 64)}")`);
+    throw new BadSettingError(`${name} must be ${rule[1]} (got "${shownValue(value)}")`);
   }
   return value;
+}
+
+/** A refused value as an error may show it: cut short, and an address's `user:password@` left out (a secret). */
+export function shownValue(value: string): string {
+  return value.replace(/^(\s*[a-z][\w+.-]*:\/\/)[^/\s]*@/i, '$1…@').slice(0, 64);
 }
 
 /** The variable's value, else its default when the registry gives a literal one (`127.0.0.1`, not `~/…`). */

@@ -13,7 +13,7 @@ import { oneLine } from '../webhook-sources.ts';
 import { obj, objOrNull, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { timeMs } from '../iso-time.ts';
-import { SETTINGS } from '../settings-registry.ts';
+import { SETTINGS, shownValue } from '../settings-registry.ts';
 import { findLocalRun, printLocalLogs, printControlLogs, waitForRun } from './run-logs.ts';
 
 export const HELP = `Usage:
@@ -60,7 +60,7 @@ const ACTIONS = ['stop', 'resume', 'retry', 'verify', 'pr'] as const;
 export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
   // The rule SVC_CONTROL_URL is held to: a malformed address is the person's to fix (exit 2), not an unreachable one.
   const [shape, said] = SETTINGS.SVC_CONTROL_URL.pattern;
-  if (url !== undefined && !shape.test(url)) throw new UsageError(`--url must be ${said} (got "${url.slice(0, 64)}")`);
+  if (url !== undefined && !shape.test(url)) throw new UsageError(`--url must be ${said} (got "${shownValue(url)}")`);
   const found = url ? { url: url.trim(), via: '--url' as const } : discoverControlUrl(env);
   const { token } = controlToken(env, found);
   const client = createControlClient({ url: found.url, token, timeoutMs: 10_000 });

@@ -79,6 +79,24 @@ describe('a bad setting', () => {
       }
     });
 
+  it('a refused SVC_CONTROL_URL or --url is shown without the credentials written into it', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
+    try {
+      const env = { PATH: process.env.PATH, HOME: home };
+      const bad = 'https://ops:s3cret@token@cp.example.test:8443/svc';
+      for (const [args, extra] of [[[], { SVC_CONTROL_URL: bad }], [['--url', bad], {}]] as const) {
+        const r = await runChild(process.execPath, [CLI, 'runs', 'list', ...args],
+          { cwd: home, env: { ...env, ...extra } });
+        assert.equal(r.code, 2, r.stderr);
+        assert.match(r.stderr, /must be/);
+        assert.equal(r.stderr.includes('s3cret') || r.stderr.includes('token@'), false, r.stderr);
+        assert.match(r.stderr, /cp\.example\.test/, 'the address is still shown, its credentials left out');
+      }
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   it('svc runs --url with no http(s) address exits 2 naming the flag', async () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
     try {
