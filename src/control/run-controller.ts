@@ -138,7 +138,8 @@ export function createRunController(deps: RunControllerDeps) {
             });
           }
         } else if (mode === 'fail-run' && row && (row.status === 'queued' || row.status === 'running')) {
-          // The launcher said why on stdout (src/cli/start.ts); one that said nothing failed on svc's side.
+          // The launcher said why on stdout (src/cli/start.ts) or by exit 2; one that said nothing failed on svc's
+          // side.
           const columns = failureColumns(failure ?? runFailure('infra', message));
           deps.stores.runs.setStatus(source, run, 'failed', now, { error: message, ended_at: now, ...columns });
         }
@@ -206,7 +207,10 @@ export function createRunController(deps: RunControllerDeps) {
               // `{"refused":…}` (read as untrusted).
               const last = obj(tryParseJson(output.stdout.trim().split('\n').pop() ?? ''));
               const putBack = typeof last.refused === 'string' ? opts.resumed ?? null : null;
-              recordFailure(source, run, why, onFailure, readFailure(last.failure), putBack);
+              // Exit 2 without that line (a setting refused before the command ran) is still a bad input or setting
+              // (src/errors.ts), class config as failureOf classes those: running it again unchanged will not help.
+              const said = readFailure(last.failure) ?? (code === 2 ? runFailure('config', why) : null);
+              recordFailure(source, run, why, onFailure, said, putBack);
             }
             resolve();
           });

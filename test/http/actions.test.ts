@@ -630,3 +630,31 @@ describe('run actions on the Control Plane', () => {
     assert.equal(resume.status, 409);
   });
 });
+
+describe('a launcher that exits 2 without saying why', () => {
+  let control: TestControl;
+  let repo: TestRepo;
+
+  before(async () => {
+    repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+    // The launcher inherits it and refuses it (exit 2) before its start command runs: no `{"failure"}` line.
+    control = await startTestControl({ env: { SVC_COMPILE_CACHE: 'bogus', ...GIT_ENV }, projects: [repo.repo] });
+  });
+  after(async () => {
+    await control.close();
+    repo.cleanup();
+  });
+
+  it('fails the run as config, not retryable: exit 2 is a bad input or setting, the person\'s to fix', async () => {
+    const res = await control.request('POST', '/v1/start', { body: { brief: 'x', repo: repo.repo, provider: 'fake' } });
+    assert.equal(res.status, 202, res.text);
+    const { source, run } = res.json;
+    const failed = await waitFor(async () => {
+      const r = (await control.request('GET', `/v1/runs/${source}/${run}`)).json;
+      return r?.status === 'failed' ? r : null;
+    }, 'the run to fail');
+    assert.equal(failed.failure.class, 'config', JSON.stringify(failed));
+    assert.equal(failed.failure.retryable, false);
+    assert.match(failed.failure.reason, /SVC_COMPILE_CACHE/);
+  });
+});
