@@ -20,8 +20,8 @@ export interface Setting {
   range?: readonly [number, number];
   choices?: readonly string[];
   flag?: string;
-  /** What a text value must match, and how the error says it. */
-  pattern?: readonly [RegExp, string];
+  /** What a text value must match (a RegExp, or a test of its own), and how the error says it. */
+  pattern?: readonly [{ test(value: string): boolean }, string];
   /** The default as the docs say it, where another setting decides it. */
   shown?: string;
   /** A credential: read once at start, never passed to an agent or a tool (src/spawn/start.ts, secrets-handoff.ts). */
@@ -30,6 +30,18 @@ export interface Setting {
 
 const NONE = '—';
 const USD: readonly [RegExp, string] = [/^\d{1,9}(\.\d{1,6})?$/, 'an amount of US dollars, like `25` or `2.50`'];
+const HTTP_ADDRESS = /^https?:\/\/(\[[0-9a-f:.]+\]|[\w.~%-]+)(:\d{1,5})?(\/[^\s?#]*)?$/i;
+/**
+ * An http(s) address Node's URL parser takes: the shape, then the parser, which also refuses what the shape lets by
+ * (a port past 65535, a broken IPv6 literal). `spaced`: spaces around it (an env file's), which its readers trim.
+ */
+function httpAddress(spaced: boolean, said: string): readonly [{ test(value: string): boolean }, string] {
+  const test = (value: string) => {
+    const address = spaced ? value.trim() : value;
+    return HTTP_ADDRESS.test(address) && URL.canParse(address);
+  };
+  return [{ test }, said];
+}
 /** A run source, as run addresses `<source>/<run>` take it. */
 const SOURCE: readonly [RegExp, string] = [SEGMENT, 'letters, digits, ".", "_" or "-"'];
 const text = (group: SettingGroup, dflt: string, meaning: string, flag?: string) =>
@@ -89,8 +101,7 @@ export const SETTINGS = {
     'Control Plane. Discovery: this, then `~/.svc/control/server.json` while the server that wrote it runs ' +
     '([deploy](docs/deploy.md)), then `SVC_CONTROL_PORT`'),
   // Any case, spaces around (an env file's), a compose service's `_`: forms its readers (which trim) always took.
-  pattern: [/^\s*https?:\/\/(\[[0-9a-f:.]+\]|[\w.~%-]+)(:\d{1,5})?(\/[^\s?#]*)?\s*$/i,
-    'an `http://` or `https://` address like `http://127.0.0.1:47821`'] },
+  pattern: httpAddress(true, 'an `http://` or `https://` address like `http://127.0.0.1:47821`') },
   SVC_SOURCE: { ...text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
     pattern: SOURCE },
   BROWSER: text('control', '`xdg-open` / `open`',
@@ -116,8 +127,9 @@ export const SETTINGS = {
     'Control Plane\'s merge queue, the trigger\'s fetch of a `clone=` repository on the token\'s host, and its ' +
     'pull request follow-ups (reading the PR and its review\'s comments, replying)'),
   GH_TOKEN: secret('engine', NONE, 'read when `GITHUB_TOKEN` is unset'),
-  GITHUB_API_URL: text('engine', '`https://api.github.com`', 'GitHub REST base; its host is the one git origin ' +
-    'the token is offered to; the trigger server calls it over https only'),
+  GITHUB_API_URL: { ...text('engine', '`https://api.github.com`', 'GitHub REST base; its host is the one git ' +
+    'origin the token is offered to; the trigger server calls it over https only'),
+  pattern: httpAddress(false, 'an `http://` or `https://` address like `https://ghe.example.com/api/v3`') },
   GIT_SSL_CAINFO: text('engine', NONE, 'a CA bundle svc\'s git and its redirect check trust (with the other `GIT_*` ' +
     'names svc\'s git inherits: [docs/engine.md](docs/engine.md#environment-the-engine-reads))'),
   SVC_INFRA_RETRY_WAIT_S: int('engine', 5, [0, 600], 'seconds a run waits before its one automatic retry after ' +

@@ -6,7 +6,7 @@ import { UsageError, NotFoundError, ConflictError, FailedError, errorMessage } f
 import { readOrNull, realOrNull } from '../spawn/tree.ts';
 import { countOrNull, objOrNull, str, tryParseJson } from '../untrusted.ts';
 import { discoverControlUrl } from '../engine/control-url.ts';
-import { settingChoice, settingInt, settingUsd } from '../settings-registry.ts';
+import { setting, settingChoice, settingInt, settingUsd } from '../settings-registry.ts';
 import {
   afterLastWorker, claimForResume, prepareRun, prepareRetry, spawnWorker, resolveRepo, type LaunchFacts,
   type PreparedRun,
@@ -221,15 +221,16 @@ export default async function start(io: CliIo): Promise<number> {
     previous: { type: 'string' },
     'previous-receipt': { type: 'string' },
   });
-  // Read by the worker only later (its gate, an automatic retry, its shipper): a bad value exits 2 here, before a
-  // new, retried, resumed or verified run is made or touched. A stop starts no worker, and a person must always be
-  // able to stop.
+  // Read by the worker only later (its gate, an automatic retry, its shipper, its pull request): a bad value exits 2
+  // here, before a new, retried, resumed or verified run is made or touched. A stop starts no worker, and a person
+  // must always be able to stop.
   if (values.stop === undefined) {
     if (settingChoice(io.env, 'SVC_SHIP') === '1') discoverControlUrl(io.env);
     settingChoice(io.env, 'SVC_SANDBOX_FORWARDER');
     settingInt(io.env, 'SVC_INFRA_RETRY_WAIT_S');
     settingUsd(io.env, 'SVC_BUDGET_REPO_DAY_USD');
     settingUsd(io.env, 'SVC_BUDGET_SERVER_DAY_USD');
+    setting(io.env, 'GITHUB_API_URL');
   }
   const repoDir = values.repo ?? process.cwd();
   const detach = values.detach === true;

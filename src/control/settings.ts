@@ -25,6 +25,9 @@ export function resolveControlSettings(
     throw new RunnerTokensError('a runner token equals SVC_CONTROL_TOKEN');
   }
   const streams = settingInt(env, 'SVC_CONTROL_MAX_STREAMS');
+  // Read by the merge queue and by every run this server launches: a malformed one stops it now (exit 2), as the
+  // trigger server's does, rather than failing each of those.
+  setting(env, 'GITHUB_API_URL');
   return {
     host: flags.host ?? settingOr(env, 'SVC_CONTROL_HOST'),
     port: settingInt(env, 'SVC_CONTROL_PORT', { flag: flags.port }),

@@ -4,6 +4,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { RefusedError } from '../errors.ts';
+import { setting } from '../settings-registry.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 import { GitRedirectedError } from './git.ts';
 import { redactSecrets } from './text.ts';
@@ -23,7 +24,9 @@ const WITH_AUTHORITY = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)/i;
 
 /** The host svc pushes to and opens pull requests on: github.com, or GITHUB_API_URL's (a GitHub Enterprise). */
 export function githubWebHost(env: NodeJS.ProcessEnv): { hostname: string; port: string } {
-  const api = env.GITHUB_API_URL ? new URL(env.GITHUB_API_URL) : null;
+  // A malformed one is a BadSettingError naming it (exit 2), never the parser's bare "Invalid URL".
+  const set = setting(env, 'GITHUB_API_URL');
+  const api = set ? new URL(set) : null;
   return !api || api.hostname === 'api.github.com' ? { hostname: 'github.com', port: '' } : api;
 }
 

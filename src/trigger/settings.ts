@@ -122,6 +122,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     .filter((r) => r !== 'webhook' && secrets[r].value && !secrets[r].unavailable)
     .filter((r) => r === 'jobs' || sourceOf(r).argv?.includes('--pr'))
     .map((r) => (r === 'jobs' ? '/jobs with "pr": true' : `/${r}`));
+  // Read by every run it starts, and by its pull request follow-ups: a malformed one stops the server now (exit 2).
+  const githubApi = settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, '');
   if (executor !== 'kubernetes') problems.warnings.push(...noPushTargetWarnings(repos.entries, prRoutes, env));
   const concurrency = settingInt(env, 'SVC_TRIGGER_CONCURRENCY', { flag: flags.concurrency });
   // One repository may use every slot; with more, one slot is always left for the others.
@@ -134,7 +136,7 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     trackeraApiKey: trackeraUrl ? env.TRACKERA_API_KEY || undefined : undefined,
     trackerb: tb && tbUrl ? { baseUrl: tbUrl, email: env.TRACKERB_EMAIL!, token: env.TRACKERB_API_TOKEN! } : undefined,
     chataBot: botToken && botUrl ? { apiUrl: new URL(botUrl).href, token: botToken } : undefined,
-    github: ghToken ? { apiUrl: settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, ''), token: ghToken } : undefined,
+    github: ghToken ? { apiUrl: githubApi, token: ghToken } : undefined,
   };
   problems.warnings.push(...trackerAnswerWarnings(env, secrets, notify));
   const controlUrl = setting(env, 'SVC_CONTROL_URL')?.trim();

@@ -27,6 +27,8 @@ describe('a bad setting', () => {
     // Read by every run it starts (to ship to the Control Plane), where a bad value would fail each one.
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_CONTROL_PORT'],
     ['trigger', ['trigger', 'serve', '--port', '0'], 'SVC_CONTROL_URL'],
+    ['trigger', ['trigger', 'serve', '--port', '0'], 'GITHUB_API_URL'],
+    ['control', ['control', 'serve', '--port', '0'], 'GITHUB_API_URL'],
   ];
   for (const [server, args, name] of cases) {
     it(`${name}=x stops the ${server} server with exit 2, naming the variable`, async () => {
@@ -161,7 +163,7 @@ describe('SVC_SHIP', () => {
 });
 
 const WORKER_SETTINGS = ['SVC_SANDBOX_FORWARDER', 'SVC_INFRA_RETRY_WAIT_S', 'SVC_BUDGET_REPO_DAY_USD',
-  'SVC_BUDGET_SERVER_DAY_USD'];
+  'SVC_BUDGET_SERVER_DAY_USD', 'GITHUB_API_URL'];
 
 describe('a bad setting a run\'s worker reads', () => {
   const startIn = (repo: ReturnType<typeof makeRepo>, args: string[], extra: NodeJS.ProcessEnv = {}) =>
@@ -180,6 +182,21 @@ describe('a bad setting a run\'s worker reads', () => {
       repo.cleanup();
     }
   });
+
+  it('a GITHUB_API_URL that is no URL stops svc start --pr with exit 2 naming it, not a bare "Invalid URL"',
+    async () => {
+      const repo = makeRepo();
+      try {
+        for (const url of ['not a url', 'https://ghe.example.test:99999/api/v3']) {
+          const r = await startIn(repo, ['--brief', 'x', '--provider', 'fake', '--pr'], { GITHUB_API_URL: url });
+          assert.equal(r.code, 2, r.stderr);
+          assert.match(r.stderr, /GITHUB_API_URL must be an `http:\/\/` or `https:\/\/` address/);
+        }
+        assert.equal(existsSync(join(repo.repo, '.svc', 'runs')), false, 'no run was made');
+      } finally {
+        repo.cleanup();
+      }
+    });
 
   // A retry, resume or verify goes by the old run's plan, not a new one: each must check the settings as a start does.
   it('they stop --retry, --resume and --verify with exit 2, the run untouched and no run made', async () => {
