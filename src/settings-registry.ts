@@ -101,7 +101,9 @@ export const SETTINGS = {
     'Control Plane. Discovery: this, then `~/.svc/control/server.json` while the server that wrote it runs ' +
     '([deploy](docs/deploy.md)), then `SVC_CONTROL_PORT`'),
   // Any case, spaces around (an env file's), a compose service's `_`: forms its readers (which trim) always took.
-  pattern: httpAddress(true, 'an `http://` or `https://` address like `http://127.0.0.1:47821`') },
+  // A zone id (`[fe80::1%25eth0]`) is refused: Node's URL parser, and so fetch, cannot take one.
+  pattern: httpAddress(true, 'an `http://` or `https://` address like `http://127.0.0.1:47821`; an IPv6 zone id ' +
+    '(`[fe80::1%25eth0]`) is not supported, as Node\'s URL parser refuses it') },
   SVC_SOURCE: { ...text('control', '`local`', 'the name of this instance in run addresses `<source>/<run>`'),
     pattern: SOURCE },
   BROWSER: text('control', '`xdg-open` / `open`',

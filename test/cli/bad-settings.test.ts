@@ -99,6 +99,19 @@ describe('a bad setting', () => {
     }
   });
 
+  // Node's URL parser, and so fetch, refuses a zone id in an IPv6 literal: such an address could never be reached.
+  it('SVC_CONTROL_URL with an IPv6 zone id exits 2 saying zone ids are not supported', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
+    try {
+      const r = await runChild(process.execPath, [CLI, 'runs', 'list'],
+        { cwd: home, env: { PATH: process.env.PATH, HOME: home, SVC_CONTROL_URL: 'http://[fe80::1%25eth0]:47821' } });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /SVC_CONTROL_URL must be .*zone id/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   it('svc runs --url with no http(s) address exits 2 naming the flag', async () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
     try {
