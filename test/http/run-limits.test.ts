@@ -77,6 +77,19 @@ describe('settings that steer runs: max_concurrent_runs and default_provider', (
     assert.equal((await control.request('GET', `/v1/runs/local/${res.json.run}`)).json.provider, 'fake');
   });
 
+  // The Control Plane's `providers` are not the project's: a default only they name is unknown to the run.
+  it('fails a run whose default_provider the project does not have, naming that setting, not --provider', async () => {
+    const body = { providers: { ghost: { command: [join(repo.bin, 'fake.sh')] } }, default_provider: 'ghost' };
+    assert.equal((await control.request('PUT', '/v1/config', { body })).status, 200);
+    const res = await control.request('POST', '/v1/start', { body: { brief: 'ghost provider', repo: repo.repo } });
+    assert.equal(res.status, 202, res.text);
+    await settled(res.json.run, 'failed');
+    const { failure } = (await control.request('GET', `/v1/runs/local/${res.json.run}`)).json;
+    assert.equal(failure.class, 'config', JSON.stringify(failure));
+    assert.match(failure.reason, /Unknown provider "ghost" \(the Control Plane's "default_provider" setting\)/);
+    await control.request('PUT', '/v1/config', { body: { providers: null, default_provider: null } });
+  });
+
   it('starts a provider by any name /v1/config accepts, and refuses a too-long one at both alike', async () => {
     assert.equal(LONG_NAME.length, 40);
     const command = [join(repo.bin, `${LONG_NAME}.sh`)];
