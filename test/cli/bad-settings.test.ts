@@ -86,9 +86,12 @@ describe('a bad setting', () => {
     try {
       const env = { PATH: process.env.PATH, HOME: home };
       const bad = 'https://ops:s3cret@token@cp.example.test:8443/svc';
-      for (const [args, extra] of [[[], { SVC_CONTROL_URL: bad }], [['--url', bad], {}]] as const) {
-        const r = await runChild(process.execPath, [CLI, 'runs', 'list', ...args],
-          { cwd: home, env: { ...env, ...extra } });
+      // Every command that reaches the Control Plane refuses it before it could print it anywhere else.
+      const calls = [
+        ['runs', 'list'], ['control', 'status'], ['control', 'import', home], ['dashboard'], ['start', '--brief', 'x'],
+      ].map((args) => [args, { SVC_CONTROL_URL: bad }] as const);
+      for (const [args, extra] of [...calls, [['runs', 'list', '--url', bad], {}]] as const) {
+        const r = await runChild(process.execPath, [CLI, ...args], { cwd: home, env: { ...env, ...extra } });
         assert.equal(r.code, 2, r.stderr);
         assert.match(r.stderr, /must be/);
         assert.equal(r.stderr.includes('s3cret') || r.stderr.includes('token@'), false, r.stderr);
