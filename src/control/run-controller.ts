@@ -138,8 +138,7 @@ export function createRunController(deps: RunControllerDeps) {
             });
           }
         } else if (mode === 'fail-run' && row && (row.status === 'queued' || row.status === 'running')) {
-          // The launcher said why on stdout (src/cli/start.ts) or by exit 2; one that said nothing failed on svc's
-          // side.
+          // The launcher said why (its stdout, src/cli/start.ts, or exit 2); one that said nothing failed on our side.
           const columns = failureColumns(failure ?? runFailure('infra', message));
           deps.stores.runs.setStatus(source, run, 'failed', now, { error: message, ended_at: now, ...columns });
         }

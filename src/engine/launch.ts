@@ -64,8 +64,8 @@ export function resolveRepo(dir: string): string {
   }
 }
 
-type NewRun = Pick<StartOptions, 'repo' | 'pr' | 'worktree' | 'provider' | 'providerGiven' | 'env' | 'followUp'> &
-  Task & {
+type RunFlags = 'repo' | 'pr' | 'worktree' | 'provider' | 'providerGiven' | 'env' | 'followUp';
+type NewRun = Pick<StartOptions, RunFlags> & Task & {
   run: string;
   groupId: string | null;
   input: RunState['input'];

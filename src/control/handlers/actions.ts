@@ -167,7 +167,8 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
   });
   if (typeof outcome !== 'string') return json(200, runToJson(outcome));
   const args = controlStartArgs({
-    repo: s.repo, run, pr: s.pr, provider: s.provider, defaultProvider, brief: s.input.kind === 'brief', input: s.input.value,
+    repo: s.repo, run, pr: s.pr, provider: s.provider, defaultProvider, brief: s.input.kind === 'brief',
+    input: s.input.value,
   });
   const parent = parseTraceparent(ctx.req.headers.traceparent);
   deps.engine.launch(source, run, args, 'fail-run', { traceparent: parent ? formatTraceparent(parent) : undefined,
