@@ -120,8 +120,9 @@ const status = await new Promise((resolve) => child.on('close', (code) => resolv
 for (const guard of guards) guard.server.close();
 // What a test left in the HOME it inherited (a svc or browser it started without a HOME of the test's own) fails the
 // run: outside this runner that HOME is the user's. What it left in its temp dir, which outside the runner is the
-// system's, is named in a note: detached workers still write there after their file ends on some runs (CI saw two
-// files' folders once, neither in the runs before), so it does not yet fail the run. Each file's HOME and TMPDIR is
+// system's, is named in a note: a folder a test removed while a detached worker still wrote in it was left half there
+// (rmSync stops, with no error, at a file renamed away under it; tests now wait with fixtures.ts processesEnded), a
+// different few on each run, so it does not yet fail the run. Each file's HOME and TMPDIR is
 // a folder of its own (test-home.js); anything
 // else at the top, even an empty folder, was made by a process that had the suite's, whose test file cannot be told.
 // This looks once, after the last file ends: what a detached process writes after the look goes unseen, so such a

@@ -50,3 +50,29 @@ export function procStart(pid: number): string | null {
 export function identityOf(pid: number): ProcIdentity {
   return { pid, pgid: pid, proc_start: statFields(pid)?.[19] ?? null };
 }
+
+/** Signal 0 checks existence (EPERM: it exists but belongs to someone else); a zombie is not alive. */
+export function isPidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  // A negative pid names a group, which has no stat of its own.
+  return pid < 0 || !hasDied(pid, statFields(pid));
+}
+
+/** A process as a lock or a folder's name records it: its pid and its start time (null where /proc is absent). */
+export interface Holder {
+  pid: number;
+  proc_start: string | null;
+}
+
+/** A holder counts while its very process lives (its start time the one it wrote); one svc did not write, never. */
+export function holderAlive(holder: Holder | null): boolean {
+  if (holder === null) return false;
+  // Without /proc no start time was written: only the pid can say, and a reused one keeps the lock (never a wrong
+  // take-over; a person removes it).
+  if (holder.proc_start === null) return isPidAlive(holder.pid);
+  return procStart(holder.pid) === holder.proc_start;
+}

@@ -3,7 +3,6 @@
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { hasDied, statFields } from '../proc-stat.ts';
 
 export interface ServerRecord {
   url: string;
@@ -28,17 +27,6 @@ export function readServerRecordFile(path: string): (ServerRecord & Record<strin
   } catch {
     return null;
   }
-}
-
-/** Signal 0 checks existence (EPERM: it exists but belongs to someone else); a zombie is not alive. */
-export function isPidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
-  // A negative pid names a group, which has no stat of its own.
-  return pid < 0 || !hasDied(pid, statFields(pid));
 }
 
 /** Whether a server answers 2xx on `<url>/health` within `timeoutMs`. */

@@ -11,13 +11,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BadInputError, RefusedError } from '../errors.ts';
 import { tryParseJson } from '../untrusted.ts';
 import { workerAlive, workerComing } from './proc-group.ts';
-import { identityOf } from '../proc-stat.ts';
+import { holderAlive, identityOf, isPidAlive } from '../proc-stat.ts';
 import { holderOf } from './last-worker.ts';
-import { isPidAlive } from '../client/server-record.ts';
 import { listPlain, openPlainPath, pathIn, readAgentFile, type PlainDir } from './plain-tree.ts';
 import { withDir, writeNoFollow } from './safe-fs.ts';
 import { appendEvent, localRuns, readState, writeState, type Found, type RunState } from './run-state.ts';
-import { holderAlive, readHolder, takeRun } from './run-take.ts';
+import { readHolder, takeRun } from './run-take.ts';
 import { runDir } from './paths.ts';
 import { markPending } from './ship-pending.ts';
 import { isWebhookOrigin } from './spec.ts';
@@ -49,7 +48,7 @@ export function unwritable(gitDir: string, err: unknown): unknown {
 function readClaim(dir: PlainDir): { inode: number; pid: number | null; alive: boolean } | null {
   try {
     const inode = statSync(pathIn(dir, CLAIM)).ino;
-    // No readable owner: judged as a dead launcher's. A live one is the process it names (run-take.ts holderAlive).
+    // No readable owner: judged as a dead launcher's. A live one is the process it names (proc-stat.ts holderAlive).
     const owner = readHolder(tryParseJson(readOrNull(pathIn(dir, `${CLAIM}/owner`)) ?? ''));
     const held = { inode, pid: owner?.pid ?? null, alive: holderAlive(owner) };
     return statSync(pathIn(dir, CLAIM)).ino === inode ? held : readClaim(dir);

@@ -6,8 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { isPidAlive } from '../client/server-record.ts';
-import { hasDied, identityOf, procStart, statFields, type ProcIdentity } from '../proc-stat.ts';
+import { hasDied, identityOf, isPidAlive, procStart, statFields, type ProcIdentity } from '../proc-stat.ts';
 import { readAgentFile } from './plain-tree.ts';
 import { allPids, blockFor, orNull, pathKind, procList, readlinkOrNull, realOrNull } from '../spawn/tree.ts';
 

@@ -6,9 +6,8 @@ import {
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { isPidAlive } from '../client/server-record.ts';
 import { ConflictError } from '../errors.ts';
-import { procStart } from '../proc-stat.ts';
+import { holderAlive, isPidAlive, procStart, type Holder } from '../proc-stat.ts';
 import { orNull } from '../spawn/tree.ts';
 import { listPlain, pathIn, withDir, type PlainDir } from './plain-tree.ts';
 import { openRunDir } from './safe-fs.ts';
@@ -26,11 +25,6 @@ export class LockBlockedError extends RunBeingTakenError {}
 
 /** createWith's temp names, `<lock>.<pid>.<8 hex>.tmp`, of the take lock, its guards and ship-hold.ts SHIP_HOLD. */
 const TEMP_NAME = /^(?:take\.lock(?:\.clearing)*|ship\.hold)\.([1-9][0-9]{0,9})\.[0-9a-f]{8}\.tmp$/;
-
-export interface Holder {
-  pid: number;
-  proc_start: string | null;
-}
 
 /** A lock file as read: its inode (what a clearer compares), and its holder (null: none svc wrote). */
 export interface Found {
@@ -182,13 +176,4 @@ export function readHolder(value: unknown): Holder | null {
   const { pid, proc_start: start } = obj(value);
   if (typeof pid !== 'number' || !Number.isSafeInteger(pid) || pid <= 0) return null;
   return typeof start === 'string' || start === null ? { pid, proc_start: start } : null;
-}
-
-/** A holder counts while its very process lives (its start time the one it wrote); one svc did not write, never. */
-export function holderAlive(holder: Holder | null): boolean {
-  if (holder === null) return false;
-  // Without /proc no start time was written: only the pid can say, and a reused one keeps the lock (never a wrong
-  // take-over; a person removes it).
-  if (holder.proc_start === null) return isPidAlive(holder.pid);
-  return procStart(holder.pid) === holder.proc_start;
 }

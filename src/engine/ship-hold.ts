@@ -3,7 +3,8 @@
 // is sent, and no second shipper rolls its ship.json back. Must not: hold the take lock across the ship, outlive the
 // ship (thrown or signalled), or count a holder that is gone.
 import { unlinkSync } from 'node:fs';
-import { createWith, holderAlive, readLock, RunBeingTakenError, takeRun, unlinkLock } from './run-take.ts';
+import { holderAlive } from '../proc-stat.ts';
+import { createWith, readLock, RunBeingTakenError, takeRun, unlinkLock } from './run-take.ts';
 import { onEndSignal } from './run-context.ts';
 import { pathIn, withDir } from './plain-tree.ts';
 import { openRunDir, UnsafePathError } from './safe-fs.ts';

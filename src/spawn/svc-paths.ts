@@ -1,9 +1,10 @@
 // Where svc keeps its own things (its home, a scratch folder for one call), where its CLI is and where a program is:
 // one home for these, so every process svc starts, and every sandbox that must not show them, agrees on the paths.
-import { accessSync, constants, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { accessSync, constants, lstatSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { delimiter, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { holderAlive, procStart } from '../proc-stat.ts';
 import { orNull } from './tree.ts';
 
 /** svc's home, `~/.svc`: keys, tokens, databases, answers, handoff files. Never mounted into a sandbox. */
@@ -21,10 +22,14 @@ export function svcCliPath(): string {
 const scratches = new Set<string>();
 let removedAtExit = false;
 
+/** A scratch folder's name: `svc-<prefix>-<pid>.<start time, empty without /proc>-<mkdtemp's six>` of its maker. */
+const SCRATCH_NAME = /^svc-[a-z-]+-([1-9][0-9]{0,9})\.([0-9]*)-[A-Za-z0-9]{6}$/;
+
 /** Runs `body` with a fresh private folder `svc-<prefix>-…` that is removed afterwards (once a promise settles, or
  * at the process's exit before then). */
 export function withScratch<T>(prefix: string, body: (dir: string) => T): T {
-  const dir = mkdtempSync(join(tmpdir(), `svc-${prefix}-`));
+  removeOrphans(tmpdir());
+  const dir = mkdtempSync(join(tmpdir(), `svc-${prefix}-${process.pid}.${procStart(process.pid) ?? ''}-`));
   scratches.add(dir);
   if (!removedAtExit) {
     removedAtExit = true;
@@ -49,6 +54,21 @@ export function withScratch<T>(prefix: string, body: (dir: string) => T): T {
   if (out instanceof Promise) return out.finally(remove) as T;
   remove();
   return out;
+}
+
+/**
+ * A SIGKILLed process removes nothing, so each call removes the scratch folders of makers that are gone (the pid and
+ * start time in the name, judged as the take lock's holder is). A live maker's stays; only svc's own user's folders,
+ * never a link (lstat; rmSync removes links inside a folder, never what they point to).
+ */
+function removeOrphans(temp: string): void {
+  for (const name of orNull(() => readdirSync(temp)) ?? []) {
+    const maker = SCRATCH_NAME.exec(name);
+    if (!maker || holderAlive({ pid: Number(maker[1]), proc_start: maker[2] || null })) continue;
+    const st = lstatSync(join(temp, name), { throwIfNoEntry: false });
+    // Gone meanwhile, or not removable: it is no call's to fail.
+    if (st?.isDirectory() && st.uid === process.getuid?.()) orNull(() => rmSync(join(temp, name), { recursive: true }));
+  }
 }
 
 /** A program on PATH, found without a shell, so "missing provider" can say exactly where it looked. */

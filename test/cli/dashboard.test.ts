@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { runChild, type ChildResult } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { isPidAlive } from '../../src/client/server-record.ts';
+import { isPidAlive } from '../../src/proc-stat.ts';
 import { startTestTrigger } from '../trigger/helpers.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 

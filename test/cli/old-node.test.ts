@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { isPidAlive, readServerRecordFile } from '../../src/client/server-record.ts';
+import { readServerRecordFile } from '../../src/client/server-record.ts';
+import { isPidAlive } from '../../src/proc-stat.ts';
 
 const CLI = join(import.meta.dirname, '../../dist/cli.js');
 

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { RunState } from '../../src/engine/run-state.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 export interface TestRepo {
   root: string;
@@ -139,6 +140,15 @@ export function processesMentioning(text: string): number[] {
     }
   }
   return pids;
+}
+
+/**
+ * Waits until no process names `dir` in its command line. A detached worker (`worker … --repo <dir>/…`) goes on for a
+ * moment after its run's status is final: its last writes, then Node's compile cache, written into its HOME as it
+ * exits. A folder removed meanwhile is left half there: rmSync stops, with no error, at a file renamed away under it.
+ */
+export async function processesEnded(dir: string): Promise<void> {
+  await waitFor(() => processesMentioning(dir).length === 0 || null, `the processes of ${dir} to end`);
 }
 
 /** Live processes whose argv is exactly `argv`: not one that only repeats it, as the bwrap and the shell that start it

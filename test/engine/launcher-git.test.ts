@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CLI, makeRepo, readJson, svcEnv } from './fixtures.ts';
+import { CLI, makeRepo, processesEnded, readJson, svcEnv } from './fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
 describe("svc start's launcher", () => {
@@ -33,6 +33,7 @@ describe("svc start's launcher", () => {
         i > 0 && !word.startsWith('-') && all[i - 1] !== '-c'));
       assert.deepEqual(subcommands, ['rev-parse', 'rev-parse', 'ls-files', 'config', 'status', 'remote', 'ls-files']);
     } finally {
+      await processesEnded(repo.root);
       repo.cleanup();
     }
   });

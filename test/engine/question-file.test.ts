@@ -8,7 +8,7 @@ import fs, { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFile
 import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { makeRepo, processesEnded, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { AgentFolderError, clearAgentName, replaceAgentFile } from '../../src/engine/safe-fs.ts';
@@ -33,7 +33,10 @@ describe('a question file written in two steps', () => {
     repo = makeRepo({ providers: { slow: SLOW_ASK } });
     env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9' };
   });
-  after(() => repo.cleanup());
+  after(async () => {
+    await processesEnded(repo.root);
+    repo.cleanup();
+  });
 
   it('blocks with the words the agent wrote, and goes on with the answer', async () => {
     const child = spawn(process.execPath, [CLI, 'start', '--brief', 'ask slowly', '--provider', 'slow', '--detach'],
@@ -82,7 +85,7 @@ describe('what an agent leaves where its question and answer go', () => {
     repo = makeRepo({ providers: { blocks: BLOCKS_ITS_FILES, fills: FILLS_ASK_FOLDER } });
     env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_SHIP: '0', SVC_CONTROL_URL: 'http://127.0.0.1:9' };
   });
-  after(() => {
+  after(async () => {
     // A worker the old code left waiting on the FIFO for ever (SIGTERM does not end it), while it is still that one.
     for (const { pid, run } of workers) {
       try {
@@ -91,6 +94,7 @@ describe('what an agent leaves where its question and answer go', () => {
         // already gone
       }
     }
+    await processesEnded(repo.root);
     repo.cleanup();
   });
 

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isPidAlive } from '../../src/client/server-record.ts';
+import { isPidAlive } from '../../src/proc-stat.ts';
 import { identityOf, procStart, statFields } from '../../src/proc-stat.ts';
 import { terminateGroup } from '../../src/engine/proc-group.ts';
 import { isChildOf } from '../../src/engine/run-context.ts';

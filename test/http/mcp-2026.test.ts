@@ -6,7 +6,9 @@ import { Client, ProtocolError, StreamableHTTPClientTransport, UnsupportedProtoc
 import { makeRun, startTestControl, stopActiveRuns, type TestControl } from '../helpers/control-server.ts';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { makeRepo, grantAgentState, ASK_SCRIPT, EDIT_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import {
+  makeRepo, grantAgentState, processesEnded, ASK_SCRIPT, EDIT_SCRIPT, GIT_ENV, type TestRepo,
+} from '../engine/fixtures.ts';
 
 const TOKEN = 'mcp-2026-test-token-0123456789';
 const REVISION = '2026-07-28';
@@ -73,6 +75,7 @@ describe('MCP revision 2026-07-28 at /mcp, through the official v2 client (state
   after(async () => {
     await client.close();
     await stopActiveRuns(control);
+    await processesEnded(repo.root);
     await control.close();
     repo.cleanup();
   });

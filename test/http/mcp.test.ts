@@ -9,7 +9,9 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { startTestControl, seedRuns, stopActiveRuns, type TestControl } from '../helpers/control-server.ts';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.ts';
 import { waitFor } from '../helpers/wait-for.ts';
-import { makeRepo, grantAgentState, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import {
+  makeRepo, grantAgentState, processesEnded, ASK_SCRIPT, EDIT_SCRIPT, SLEEP_SCRIPT, GIT_ENV, type TestRepo,
+} from '../engine/fixtures.ts';
 
 const TOKEN = 'mcp-test-token-0123456789';
 const PROTOCOL = '2025-11-25';
@@ -59,6 +61,7 @@ describe('MCP server at /mcp, through the official TypeScript SDK client', () =>
   after(async () => {
     await client.close();
     await stopActiveRuns(control);
+    await processesEnded(repo.root);
     await control.close();
     repo.cleanup();
   });

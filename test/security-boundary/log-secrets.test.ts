@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
-import { makeRepo, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, processesEnded, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { mintJobCredential } from '../../src/gate/job-credential.ts';
@@ -115,6 +115,7 @@ describe('secrets in a question', () => {
         assert.equal(done.includes(TOKEN), false, done);
         assert.match(JSON.parse(done).provider_session.questions[0], /https:\/\/\*\*\*@github\.com/);
       } finally {
+        await processesEnded(repo.root);
         repo.cleanup();
       }
     });

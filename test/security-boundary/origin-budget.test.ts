@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, processesEnded, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
@@ -61,7 +61,8 @@ describe('an answer from the origin cannot lift the operator\'s daily cap', { sk
       delete env.SVC_SANDBOX;
       delete env.SVC_CONTROL_ANSWER_DIR;
     });
-    after(() => {
+    after(async () => {
+      await processesEnded(repo.root);
       model.server.closeAllConnections();
       model.server.close();
       repo.cleanup();
