@@ -287,7 +287,9 @@ function keyOf(label: string, identity: string): string {
 export function providerHomeKey(repoPath: string, env: NodeJS.ProcessEnv): string {
   const scope = !startedByServer(env) ? setting(env, 'SVC_PROVIDER_HOME_SCOPE') : undefined;
   if (scope) return `scope-${scope}`;
-  if (isRoutedRepoName(env)) return keyOf(env.SVC_REPO_NAME!.replace('/', '-'), `served:${env.SVC_REPO_NAME}`);
+  // A `local/<folder>` name is a checkout's folder name, which another checkout may share: its path is its identity.
+  const served = isRoutedRepoName(env) && !/^local\//i.test(env.SVC_REPO_NAME!);
+  if (served) return keyOf(env.SVC_REPO_NAME!.replace('/', '-'), `served:${env.SVC_REPO_NAME}`);
   // A checkout that is gone by now: its path as recorded is still its identity.
   const real = realOrNull(repoPath) ?? repoPath;
   return keyOf(basename(real), `path:${real}`);

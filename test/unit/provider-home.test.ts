@@ -149,6 +149,19 @@ describe('providerHomeKey', () => {
     assert.notEqual(providerHomeKey(repo, { ...routed, SVC_REPO_NAME: 'acme/web' }), providerHomeKey(repo, routed));
   });
 
+  // `local/<folder>` is svc's name for a checkout with no GitHub origin: two servers (or one, moved to another folder)
+  // serving two such checkouts of one folder name must not share a home (DESIGN §7a "Repositories don't meet").
+  it('keys a job of a local/<folder> entry by its checkout, not by a name another checkout may share', () => {
+    const other = mkdtempSync(join(tmpdir(), 'svc-key-'));
+    try {
+      const routed = { SVC_ORIGIN: 'jobs', SVC_REPO_NAME: 'local/api' };
+      assert.notEqual(providerHomeKey(repo, routed), providerHomeKey(other, routed));
+      assert.equal(providerHomeKey(repo, routed), providerHomeKey(repo, {}));
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  });
+
   it('takes SVC_PROVIDER_HOME_SCOPE for a run a person starts, never for a server-started one', () => {
     assert.equal(providerHomeKey(repo, { SVC_PROVIDER_HOME_SCOPE: 'mine' }), 'scope-mine');
     assert.equal(providerHomeKey(repo, { SVC_ORIGIN: 'cli', SVC_PROVIDER_HOME_SCOPE: 'mine' }), 'scope-mine');
