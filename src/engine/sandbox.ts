@@ -213,13 +213,14 @@ export function watchedLimits(
 ): WatchedLimits {
   const others = (sandbox?.plan.homeMounts ?? []).filter((m) => m.writable).map((m) => m.source)
     .filter((dir) => !within(dir, workdir));
-  // Each counts once: a run in the checkout itself has its run folder inside its tree; a folder inside another is in it.
+  // Each counts once: a run in the checkout has its run folder inside its tree; a folder inside another is in it.
   const beside = [...new Set([files.askDir, files.answerDir, ...others])].filter((dir, _, all) =>
     !within(dir, workdir) && !all.some((other) => other !== dir && within(dir, other)));
   const diskWhat = others.length ? 'the worktree, the question and answer folders and the provider\'s folders'
     : beside.length ? 'the worktree and the question and answer folders' : 'the worktree';
   const { processes, memory_mb, disk_mb } = limits;
-  return { processes, memoryBytes: memory_mb * MIB, diskDirs: [workdir, ...beside], diskWhat, diskBytes: disk_mb * MIB };
+  const diskDirs = [workdir, ...beside];
+  return { processes, memoryBytes: memory_mb * MIB, diskDirs, diskWhat, diskBytes: disk_mb * MIB };
 }
 
 /** The sandbox for `program` (a provider of family `provider`, or a check when `provider` is null). */

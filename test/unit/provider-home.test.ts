@@ -89,7 +89,7 @@ describe('layProviderHome', () => {
 
   // Claude Code loads ~/.claude/projects/<project>/memory/MEMORY.md into every session it starts ("auto memory"): kept,
   // it would be instructions one run's agent leaves to the repository's next runs, whoever starts them.
-  it('removes claude\'s auto memory from each project of its kept transcripts, and follows no link to reach one', () => {
+  it('removes claude\'s auto memory from each kept project, and follows no link to reach one', () => {
     const claudeHome = join(root, 'claude-memory');
     const projects = join(keptDir(claudeHome), '.claude', 'projects');
     mkdirSync(join(projects, 'p', 'memory'), { recursive: true });
