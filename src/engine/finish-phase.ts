@@ -343,16 +343,17 @@ async function runChecks(ctx: RunContext, policy: Policy, sandbox: RunSandbox): 
     for (const { name, run: argv, required } of policy.checks) {
       if (ctx.stopRequested()) break;
       const started = Date.now();
+      // A check runs code the agent wrote: in the sandbox, with no provider's login folders, and the limits svc
+      // watches while the agent runs (its disk, its processes) hold for it too.
+      const confined = agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits);
       const run = spawnGroup(argv, {
         cwd: ctx.state.workdir,
         env: ctx.env,
         extra: { ...sandbox.env, SVC_RUN_ID: ctx.state.run },
         maxBytes: CHECK_OUTPUT_CAP,
         timeoutMs: policy.limits.check_timeout_s * 1000,
-        // A check runs code the agent wrote: in the sandbox, with no provider's login folders, and the limits svc
-        // watches while the agent runs (its disk, its processes) hold for it too.
-        sandbox: agentSandbox(ctx, sandbox, argv[0]!, null, policy.limits),
-        watch: watchedLimits(policy.limits, ctx.state.workdir, files),
+        sandbox: confined,
+        watch: watchedLimits(policy.limits, ctx.state.workdir, files, confined),
         onInit: (init) => ctx.setChild({ ...run.identity, init }),
       });
       ctx.setChild(run.identity);

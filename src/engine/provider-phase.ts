@@ -222,10 +222,10 @@ function startAttempt(
   ctx.note(`provider ${provider.name} started (attempt ${a.number}${how})`,
     { provider: provider.name, attempt: a.number, ...inv.way === 'fresh' ? {} : { resumed: inv.way } });
   recordInvocation(ctx, provider, inv);
+  const sandbox = agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits);
   const proc = spawnGroup(argv, {
-    cwd: ctx.state.workdir, env: ctx.env, extra,
-    sandbox: agentSandbox(ctx, opts.sandbox, argv[0]!, provider, limits),
-    watch: watchedLimits(limits, ctx.state.workdir, files),
+    cwd: ctx.state.workdir, env: ctx.env, extra, sandbox,
+    watch: watchedLimits(limits, ctx.state.workdir, files, sandbox),
     onInit: (init) => ctx.setChild({ ...proc.identity, init }),
     timeoutMs: Math.min(limits.provider_timeout_s * 1000, a.deadline - Date.now()),
     ...(provider.stdinPrompt ? { stdin: inv.prompt } : {}),

@@ -202,12 +202,25 @@ function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPla
   return configs.map((target) => ({ source: join(ioDir, copies.get(target)!), target }));
 }
 
-/** svc's share of the policy limits, watched while the agent (or a check) runs in `workdir`. */
-export function watchedLimits(limits: RunLimits, workdir: string, files: ProtocolFiles): WatchedLimits {
-  // The question and answer folders count once: a run in the checkout itself has its run folder inside its tree.
-  const diskDirs = [workdir, ...[files.askDir, files.answerDir].filter((dir) => !within(dir, workdir))];
+/**
+ * svc's share of the policy limits, watched while the agent (or a check) runs in `workdir`. The disk limit holds for
+ * the folders of a built-in provider's home its `sandbox` binds writable too (the invocation's fresh ones, its
+ * repository's kept session state): they are on the host's disk, not HOME's tmpfs. A folder the operator declared
+ * writable is the operator's to bound.
+ */
+export function watchedLimits(
+  limits: RunLimits, workdir: string, files: ProtocolFiles, sandbox: { plan: SandboxPlan } | null = null,
+): WatchedLimits {
+  const others = (sandbox?.plan.homeMounts ?? []).filter((m) => m.writable).map((m) => m.source)
+    .filter((dir) => !within(dir, workdir));
+  // Each counts once: a run in the checkout has its run folder inside its tree; a folder inside another is in it.
+  const beside = [...new Set([files.askDir, files.answerDir, ...others])].filter((dir, _, all) =>
+    !within(dir, workdir) && !all.some((other) => other !== dir && within(dir, other)));
+  const diskWhat = others.length ? 'the worktree, the question and answer folders and the provider\'s folders'
+    : beside.length ? 'the worktree and the question and answer folders' : 'the worktree';
   const { processes, memory_mb, disk_mb } = limits;
-  return { processes, memoryBytes: memory_mb * MIB, diskDirs, diskBytes: disk_mb * MIB };
+  const diskDirs = [workdir, ...beside];
+  return { processes, memoryBytes: memory_mb * MIB, diskDirs, diskWhat, diskBytes: disk_mb * MIB };
 }
 
 /** The sandbox for `program` (a provider of family `provider`, or a check when `provider` is null). */
@@ -275,7 +288,9 @@ function keyOf(label: string, identity: string): string {
 export function providerHomeKey(repoPath: string, env: NodeJS.ProcessEnv): string {
   const scope = !startedByServer(env) ? setting(env, 'SVC_PROVIDER_HOME_SCOPE') : undefined;
   if (scope) return `scope-${scope}`;
-  if (isRoutedRepoName(env)) return keyOf(env.SVC_REPO_NAME!.replace('/', '-'), `served:${env.SVC_REPO_NAME}`);
+  // A `local/<folder>` name is a checkout's folder name, which another checkout may share: its path is its identity.
+  const served = isRoutedRepoName(env) && !/^local\//i.test(env.SVC_REPO_NAME!);
+  if (served) return keyOf(env.SVC_REPO_NAME!.replace('/', '-'), `served:${env.SVC_REPO_NAME}`);
   // A checkout that is gone by now: its path as recorded is still its identity.
   const real = realOrNull(repoPath) ?? repoPath;
   return keyOf(basename(real), `path:${real}`);

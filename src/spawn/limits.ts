@@ -86,12 +86,14 @@ export function limitArgv(limits: SandboxLimits): LimitArgv {
 }
 
 /** `memoryBytes`: all the sandbox's memory together; `diskDirs`: the host folders it writes whose growth together is
- * bounded (the worktree, and the run's question and answer folders: files there are as much on the host's disk). */
+ * bounded (the worktree, the run's question and answer folders, a provider's folders: all as much on the host's disk),
+ * named `diskWhat` in the breach's message. */
 export interface WatchedLimits {
   processes: number;
   memoryBytes: number;
   cgroup?: MemoryCgroup | null;
   diskDirs: string[];
+  diskWhat: string;
   diskBytes: number;
 }
 
@@ -300,8 +302,7 @@ export function watchLimits(
     for (const dir of limits.diskDirs) bytes += await treeBytes(dir, (baseline ?? Infinity) + limits.diskBytes - bytes);
     baseline ??= bytes;
     if (bytes - baseline > limits.diskBytes) {
-      const what = limits.diskDirs.length > 1 ? 'the worktree and the question and answer folders' : 'the worktree';
-      breach({ limit: 'disk', message: `${what} grew by more than ${limits.diskBytes / MIB} MiB` });
+      breach({ limit: 'disk', message: `${limits.diskWhat} grew by more than ${limits.diskBytes / MIB} MiB` });
       return;
     }
     if (stopped) return;

@@ -2,10 +2,10 @@
 // don't meet"; docs/engine.md "Provider homes" gives the order and the sources of each mount). Must not: show one
 // repository's home to another's run, keep anything an agent wrote where the CLI would later obey or run it, follow a
 // link an agent planted in a kept folder, or write anywhere outside `repoHome`.
-import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { within, type HomeMount } from './bwrap-argv.ts';
-import { pathKind } from './tree.ts';
+import { orNull, pathKind } from './tree.ts';
 import { isJsonObject } from '../json-value.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
 
@@ -35,7 +35,8 @@ const LAYOUTS: Record<string, ProviderLayout> = {
     dirs: under('.claude', ['commands', 'agents', 'skills', 'plugins', 'hooks', 'output-styles', 'rules']),
     login: ['.claude/.credentials.json'],
     kept: under('.claude', ['projects', 'todos', 'file-history']),
-    scrub: [],
+    // Its auto memory, which it loads into every session: what one run's agent wrote there, the next runs would obey.
+    scrub: ['.claude/projects/*/memory'],
   },
   codex: {
     roots: ['.codex'],
@@ -106,15 +107,21 @@ function plainFolder(base: string, rel: string): string {
   return dir;
 }
 
-/** Removes `base/rel` when every folder on the way is a plain one (else there is nothing of ours to remove). */
+/** Removes `base/rel` when every folder on the way is a plain one (else there is nothing of ours to remove); a `*`
+ * part stands for each plain folder there. */
 function removeBelow(base: string, rel: string): void {
   const parts = rel.split('/').filter(Boolean);
   let dir = base;
-  for (const part of parts.slice(0, -1)) {
+  for (const [i, part] of parts.slice(0, -1).entries()) {
+    if (part === '*') {
+      const rest = parts.slice(i + 1).join('/');
+      for (const name of orNull(() => readdirSync(dir)) ?? []) removeBelow(join(dir, name), rest);
+      return;
+    }
     dir = join(dir, part);
     if (pathKind(dir) !== 'dir') return;
   }
-  rmSync(join(dir, parts.at(-1)!), { force: true, recursive: true });
+  if (pathKind(dir) === 'dir') rmSync(join(dir, parts.at(-1)!), { force: true, recursive: true });
 }
 
 function copyInto(source: string, dest: string, rel: string): void {

@@ -8,14 +8,16 @@ import { withScratch } from './svc-paths.ts';
 
 /**
  * 'eperm' and 'enosys' always, 'personality' unless it sets PER_LINUX or queries (0xffffffff), `namespaces` with
- * EPERM when the flags (first argument) hold one of these bits.
+ * EPERM when the flags (first argument) hold one of these bits, `family` with EPERM for that address family.
  */
-type SyscallRule = 'eperm' | 'enosys' | 'personality' | { namespaces: number };
+type SyscallRule = 'eperm' | 'enosys' | 'personality' | { namespaces: number } | { family: number };
 
 /** The namespace flags of clone and unshare (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET). */
 const CLONE_NEW_FLAGS = 0x7e020000;
 /** CLONE_NEWTIME: unshare only (in clone's first argument those bits hold the exit signal). */
 const CLONE_NEWTIME = 0x00000080;
+/** socket(2)'s AF_VSOCK. */
+const AF_VSOCK = 40;
 
 /** Numbers per architecture: x86_64's table and aarch64's generic one. */
 export const REFUSED_SYSCALLS: ReadonlyArray<{ name: string; x86_64: number; aarch64: number; rule: SyscallRule }> = [
@@ -49,6 +51,9 @@ export const REFUSED_SYSCALLS: ReadonlyArray<{ name: string; x86_64: number; aar
   { name: 'clone', x86_64: 56, aarch64: 220, rule: { namespaces: CLONE_NEW_FLAGS } },
   // Its flags sit in memory a filter cannot read; ENOSYS makes libc fall back to clone, which is checked.
   { name: 'clone3', x86_64: 435, aarch64: 435, rule: 'enosys' },
+  // A vsock talks to the hypervisor's host (Firecracker, QEMU, Hyper-V), which no network namespace confines: a route
+  // out beside the gate. Docker's default profile refuses it too.
+  { name: 'socket', x86_64: 41, aarch64: 198, rule: { family: AF_VSOCK } },
 ];
 
 /** Where a sandboxed child finds the program: right after stdio. */
@@ -118,7 +123,7 @@ export function buildFilter(arch: string): Buffer | null {
   ];
   if (arch === 'x64') code.push({ code: JGE_K, k: X32_SYSCALL_BIT, jt: 'enosys' });
   REFUSED_SYSCALLS.forEach(({ rule, [table]: nr }, i) =>
-    code.push({ code: JEQ_K, k: nr, jt: typeof rule === 'string' ? rule : `namespaces-${i}` }));
+    code.push({ code: JEQ_K, k: nr, jt: typeof rule === 'string' ? rule : `argument-${i}` }));
   code.push({ code: RET_K, k: RET_ALLOW });
   code.push(
     { code: LD_W_ABS, k: ARG0_LOW, label: 'personality' },
@@ -128,8 +133,10 @@ export function buildFilter(arch: string): Buffer | null {
   REFUSED_SYSCALLS.forEach(({ rule }, i) => {
     if (typeof rule === 'string') return;
     code.push(
-      { code: LD_W_ABS, k: ARG0_LOW, label: `namespaces-${i}` },
-      { code: JSET_K, k: rule.namespaces, jt: 'eperm', jf: 'allow' },
+      { code: LD_W_ABS, k: ARG0_LOW, label: `argument-${i}` },
+      'family' in rule
+        ? { code: JEQ_K, k: rule.family, jt: 'eperm', jf: 'allow' }
+        : { code: JSET_K, k: rule.namespaces, jt: 'eperm', jf: 'allow' },
     );
   });
   // The verdicts last: classic BPF jumps forward only.
@@ -161,7 +168,7 @@ export function describeFilter() {
   const arch = ARCH_NAME[process.arch as 'x64' | 'arm64'];
   const refused = REFUSED_SYSCALLS.map(({ name, rule }) => {
     if (rule === 'personality') return `${name} (unsafe flags)`;
-    if (typeof rule !== 'string') return `${name} (new namespaces)`;
+    if (typeof rule !== 'string') return 'family' in rule ? `${name} (AF_VSOCK)` : `${name} (new namespaces)`;
     return rule === 'enosys' ? `${name} (ENOSYS)` : name;
   });
   return { arch, refused, instructions: built.length / 8, reason: null };

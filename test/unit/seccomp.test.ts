@@ -65,6 +65,11 @@ for (const [arch, table] of [['x64', 'x86_64'], ['arm64', 'aarch64']] as const) 
       assert.equal(verdict(program, nr('personality'), native, 0x0400000), EPERM, 'READ_IMPLIES_EXEC');
     });
 
+    it('refuses a vsock, which no network namespace confines, and lets every other socket family through', () => {
+      assert.equal(verdict(program, nr('socket'), native, 40), EPERM, 'AF_VSOCK');
+      for (const family of [1, 2, 10, 16]) assert.equal(verdict(program, nr('socket'), native, family), ALLOW);
+    });
+
     it('refuses every other ABI (and x32) whatever the call', () => {
       for (const other of [AUDIT.i386, AUDIT.arm, arch === 'x64' ? AUDIT.arm64 : AUDIT.x64]) {
         assert.equal(verdict(program, 0, other), ENOSYS);
