@@ -6,6 +6,8 @@ import { existsSync, mkdtempSync, mkdirSync, readFileSync, realpathSync, rmSync,
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { once } from 'node:events';
+import { bwrapWorks } from '../helpers/sandbox.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
@@ -18,9 +20,13 @@ const home = join(dir, 'home');
 const PINNED_PATH = `${dirname(process.execPath)}:/usr/bin:/bin`;
 const children: ChildProcess[] = [];
 
-/** Starts `svc control serve --port 0` from a bundle's launcher with only `path` on PATH; resolves its URL line. */
-async function serveBundle(svc: string, path: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(svc, ['control', 'serve', '--port', '0'], { cwd: dir, env: { PATH: path, HOME: home } });
+/**
+ * Starts `svc control serve --port 0` (or `args`) from a bundle's launcher with only `path` on PATH (and `env`);
+ * resolves its URL line.
+ */
+async function serveBundle(svc: string, path: string, args = ['control', 'serve', '--port', '0'],
+  env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(svc, args, { cwd: dir, env: { PATH: path, HOME: home, ...env } });
   children.push(child);
   let stdout = '';
   let stderr = '';
@@ -106,6 +112,52 @@ describe('the copied folder', () => {
     const r = svc(['--version'], join(dir, 'empty-path'));
     assert.equal(r.status, 1);
     assert.match(r.stderr, /node not found/);
+  });
+
+  it('runs a command provider from the copied folder, by svc start and by a trigger job, both shipped to its Control '
+    + 'Plane', async (t) => {
+    if (!bwrapWorks) return t.skip('bwrap cannot run here (svc doctor says why)');
+    const svcBin = join(elsewhere, name, 'bin', 'svc');
+    const control = await serveBundle(svcBin, PINNED_PATH);
+    const env = { PATH: PINNED_PATH, HOME: home, SVC_CONTROL_URL: control.url };
+    const project = join(dir, 'project');
+    const run = (cmd: string, args: string[]) => spawnSync(cmd, args, { cwd: project, env, encoding: 'utf8' });
+    const identity = ['-c', 'user.email=t@example.test', '-c', 'user.name=t'];
+    const commit = (message: string) => run('git', [...identity, 'commit', '-q', '--allow-empty', '-m', message]);
+    mkdirSync(project);
+    assert.equal(run('git', ['init', '-q', '-b', 'main']).status, 0);
+    assert.equal(commit('init').status, 0);
+    assert.equal(run(svcBin, ['init']).status, 0);
+    assert.equal(run('git', ['add', '.svc']).status, 0);
+    assert.equal(commit('svc').status, 0);
+    const started = run(svcBin, ['start', 'say hello']);
+    assert.equal(started.status, 0, started.stderr);
+    // The trigger server serves the same checkout from a repositories file, and its job runs the folder's svc start.
+    const repos = join(dir, 'repos.conf');
+    const added = run(svcBin, ['repos', 'add', '--file', repos, 'acme/api', `checkout=${project}`, 'default']);
+    assert.equal(added.status, 0, added.stderr);
+    const apiToken = 'bundle-test-api-token-0123456789abcdef';
+    const trigger = await serveBundle(svcBin, PINNED_PATH, ['trigger', 'serve', '--port', '0', '--repos', repos],
+      { SVC_CONTROL_URL: control.url, SVC_API_TOKEN: apiToken });
+    const auth = { authorization: `Bearer ${apiToken}` };
+    const queued = await fetch(`${trigger.url}/jobs`, { method: 'POST', headers: { ...auth,
+      'content-type': 'application/json' }, body: JSON.stringify({ brief: 'say hello again' }) });
+    assert.equal(queued.status, 202);
+    const { job_id: job } = await queued.json() as { job_id: string };
+    const done = await waitFor(async () => {
+      const j = await (await fetch(`${trigger.url}/jobs/${job}`, { headers: auth })).json() as { status: string };
+      return ['queued', 'running'].includes(j.status) ? null : j;
+    }, 'the trigger job to end');
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    const runs = await waitFor(async () => {
+      const list = await (await fetch(`${control.url}/v1/runs`)).json() as { items: Array<{ origin: string }> };
+      return list.items.length === 2 ? list.items : null;
+    }, 'both runs on the Control Plane');
+    assert.deepEqual(runs.map((r) => r.origin).sort(), ['cli', 'jobs']);
+    for (const server of [trigger.child, control.child]) {
+      server.kill('SIGTERM');
+      await once(server, 'exit');
+    }
   });
 
   it('serves the Control Plane from bin/svc control serve --port 0 with /health OK', async () => {

@@ -12,14 +12,14 @@ export interface Served {
 /**
  * Starts `svc <args>` and resolves with the URL it prints once listening; rejects if it exits first. With `asUid`
  * (the test runs as root) the server runs as that user through `setpriv`, which execs it: the child's pid is the
- * server's.
+ * server's. `cwd`: where it starts (a container's working directory), else the test's.
  */
-export function serve(args: string[], env: NodeJS.ProcessEnv, asUid?: number): Promise<Served> {
+export function serve(args: string[], env: NodeJS.ProcessEnv, asUid?: number, cwd?: string): Promise<Served> {
   const argv = [process.execPath, CLI, ...args];
   const command = asUid === undefined
     ? argv
     : ['setpriv', `--reuid=${asUid}`, `--regid=${asUid}`, '--clear-groups', '--', ...argv];
-  const child = spawn(command[0]!, command.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command[0]!, command.slice(1), { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   let errText = '';
   child.stderr!.on('data', (c: Buffer) => (errText += c.toString()));
   return new Promise((resolve, reject) => {
