@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { watch } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 import {
   isLauncherOf, noWorkerComing, signalGroup, waitGroupGone, workerAlive, type OwnerCheck,
 } from '../engine/proc-group.ts';

@@ -24,7 +24,7 @@ import { isValidSegment, newRunId } from '../engine/ids.ts';
 import { ControlApiError, createControlClient } from '../client/client.ts';
 import { loadPolicyFile, PolicyError } from '../engine/policy.ts';
 import { settingOr } from '../settings-registry.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 
 const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
 const LABEL_JOB = 'svc.dev/job-id';
