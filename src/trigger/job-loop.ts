@@ -2,7 +2,8 @@
 // A job ends when its run ends (DESIGN §5); shutdown leaves queued jobs queued and running jobs re-attachable.
 import type { TriggerStores } from '../db/trigger-stores.ts';
 import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
-import { UNLAUNCHED, type FollowOptions, type JobExecutor, type RunOutcome } from './executor.ts';
+import type { JobExecutor } from './executor.ts';
+import { UNLAUNCHED, type FollowOptions, type RunOutcome } from './run-follow.ts';
 import type { RunRef } from '../client/types.ts';
 import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { createNotifier } from './notify.ts';
@@ -171,7 +172,7 @@ export function createJobLoop(opts: JobLoopOptions) {
   }
 
   /**
-   * A lost launch that made no run, so reached no agent (executor.ts UNLAUNCHED): the same job, its dedupe keys and
+   * A lost launch that made no run, so reached no agent (run-follow.ts UNLAUNCHED): the same job, its dedupe keys and
    * reply target kept, is queued again with a new run id, and its row and log say why. MAX_REQUEUES times at most: the
    * next such launch (a launch that takes the server down each time) ends it `interrupted`.
    */

@@ -14,9 +14,9 @@ import {
   type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
 import {
-  outcomeFromState, parseLaunchOutput, questionOf, WITHDRAWN,
-  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
+  parseLaunchOutput, WITHDRAWN, type ExecJob, type JobExecutor, type LaunchResult,
 } from './executor.ts';
+import { outcomeFromState, questionOf, type FollowOptions, type RunOutcome } from './run-follow.ts';
 import type { RunRef } from '../client/types.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
