@@ -13,8 +13,8 @@ import {
 } from '../helpers/walk-coverage.ts';
 import { assertDoublingsBack, probesOf, recordOrder } from '../helpers/walk-order.ts';
 
-/** Today's count, which docs/architecture.md records: within the fifteen issue 31 asked for. */
-const BAR = 14;
+/** Today's count, which docs/architecture.md records: the fifteen issue 31 asked for at most. */
+const BAR = 15;
 
 /**
  * Where the walk doubles back today (docs/architecture.md "Doubling back"): nowhere. The body's parse asks the leaf
