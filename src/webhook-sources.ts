@@ -3,6 +3,7 @@
 // route's one secret and one check read their values, never a second way to verify.
 import { hash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import { capUtf8, oneLine } from './one-line.ts';
 
 /** An outbound integration a source uses (the completion comment, an API it reads); for GET /v1/integrations. */
 export interface Outbound {
@@ -237,34 +238,6 @@ export const DEFAULT_BRIEF_BYTES = 1500;
 /** The source's brief made of `text`: the one sanitizer below, at the record's cap. */
 export function briefOf(name: SourceName, text: string): string {
   return sanitizeBrief(text, sourceOf(name).briefBytes);
-}
-
-// C0, DEL, C1, and the Unicode line/paragraph separators and bidi controls that can disguise text in a terminal:
-// what `oneLine` removes.
-export const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
-
-// Runs of whitespace or CONTROL other than one plain space, which is left alone (2-3x faster, docs/bench.md).
-const CONTROL_CHARS = CONTROL.source.slice(1, -1);
-const CHANGED_RUN = new RegExp(`[\\s${CONTROL_CHARS}]{2,}|[^\\S ]|[${CONTROL_CHARS}]`, 'g');
-
-/**
- * The one flattening untrusted text gets (a brief; a CLI table cell): every run of whitespace, control characters and
- * bidi marks becomes one space, trimmed; past `maxBytes` of UTF-8 it is cut and ends in "...".
- */
-export function oneLine(text: string, maxBytes = Infinity): string {
-  const flat = text.replace(CHANGED_RUN, ' ').trim();
-  // Uncapped (a brief's fold, on the webhook's way) counts no bytes.
-  if (maxBytes === Infinity || Buffer.byteLength(flat) <= maxBytes) return flat;
-  return `${capUtf8(flat, maxBytes - 3)}...`;
-}
-
-const encoder = new TextEncoder();
-
-/** Cuts to at most maxBytes of UTF-8 without splitting a character (or a surrogate pair). */
-export function capUtf8(text: string, maxBytes: number): string {
-  if (Buffer.byteLength(text, 'utf8') <= maxBytes) return text;
-  const { read } = encoder.encodeInto(text, new Uint8Array(Math.max(0, maxBytes)));
-  return text.slice(0, read).trimEnd();
 }
 
 /** A brief must never be read as a flag by `svc start`: leading hyphens (and dash look-alikes) go. */

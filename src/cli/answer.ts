@@ -8,7 +8,7 @@ import {
 } from '../engine/answers.ts';
 import { ControlApiError } from '../client/client.ts';
 import { findLocalRun } from './run-logs.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 import { controlClientOf, notFoundAnywhere, parseRunRef } from './runs.ts';
 
 export const HELP = `Usage: svc answer [<source>/]<run> <text> [--repo DIR] [--origin WHO]

@@ -7,7 +7,7 @@ import { ControlApiError } from '../client/client.ts';
 import { controlClientOf } from './runs.ts';
 import { controlFailed } from '../engine/control-url.ts';
 import { safeJson } from '../safe-json.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 import { list, obj } from '../untrusted.ts';
 
 export const HELP = `Usage:

@@ -8,7 +8,7 @@ import { readSealedRunKey, storeRun, writeSeal } from '../pod/seal.ts';
 import { signRun } from '../pod/sign.ts';
 import { safeJson } from '../safe-json.ts';
 import { SIGNER_OUTCOME_MARK, SIGNER_OUTCOME_MAX_BYTES } from '../trigger/kubernetes-pod.ts';
-import { capUtf8 } from '../webhook-sources.ts';
+import { capUtf8 } from '../one-line.ts';
 
 export const HELP = `Usage: svc pod seal --repo DIR --sealed DIR --handoff FILE [--run-id RUN]
        svc pod sign --run-id RUN --repo DIR --sealed DIR [--outcome FILE] [--pr]

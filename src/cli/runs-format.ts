@@ -1,6 +1,6 @@
 // Renders runs for people: a fixed-column table for lists, key/value lines for one run. No I/O here.
 import type { Run } from '../client/types.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 import { num, obj, str } from '../untrusted.ts';
 import { readFailure } from '../run-json.ts';
 

@@ -9,7 +9,7 @@ import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-js
 import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine, runLabel } from './runs-format.ts';
 import { sendPendingRuns } from './ship.ts';
 import { safeJson } from '../safe-json.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 import { obj, objOrNull, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { timeMs } from '../iso-time.ts';

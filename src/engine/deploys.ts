@@ -1,7 +1,7 @@
 // Deploy records under .svc/deploys/*.json: the engine reads and records them, never deploys.
 import { join } from 'node:path';
 import { makePlainPath, withDir, writeJsonAtomic } from './safe-fs.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 import { BadInputError } from '../errors.ts';
 import { openPlainPath, pathIn, plainNames, readPlainIn } from './plain-tree.ts';
 import { realOrNull } from '../spawn/tree.ts';

@@ -2,7 +2,7 @@
 import type { Obj } from '../json-value.ts';
 import { list, objOrNull as obj, textOf, tryParseJson } from '../untrusted.ts';
 import { markdownSpec } from './text.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 import { BadInputError, BadSettingError, FailedError } from '../errors.ts';
 import { runCollect } from '../spawn/start.ts';
 import { isLoopbackHost } from '../http/guards.ts';

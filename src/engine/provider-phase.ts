@@ -8,7 +8,7 @@ import {
   adapterOf, addUsage, createOutputReader, gateEnvFor, modelSilent, pointedAtGate, type OutputReader,
   type ResolvedProvider,
 } from './providers.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 import { redactSecrets } from './text.ts';
 import {
   AgentFolderError, clearAgentName, makePlainPath, replaceAgentFile, replaceNoFollowIn, UnsafePathError, withDir,

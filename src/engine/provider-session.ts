@@ -3,7 +3,7 @@
 import type { RunContext } from './run-context.ts';
 import type { ProviderSession } from './run-state.ts';
 import { adapterOf, modelSilent, type ResolvedProvider, type SessionSighting, type Usage } from './providers.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 import { fence, redactSecrets } from './text.ts';
 
 export type Invocation =

@@ -5,7 +5,7 @@ import { BadInputError, errorMessage } from '../errors.ts';
 import type { InputKind } from './run-state.ts';
 import { errtrackSpec, fetchIssueExport, fetchJson } from './errtrack-spec.ts';
 import { fence, markdownSpec } from './text.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 import type { Obj } from '../json-value.ts';
 import { obj, objOrNull, textOf, tryParseJson } from '../untrusted.ts';
 import { realOrNull } from '../spawn/tree.ts';

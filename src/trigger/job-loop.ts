@@ -1,8 +1,9 @@
 // Runs queued jobs with a concurrency limit: launch `svc start … --detach`, follow the run to its end, then notify.
 // A job ends when its run ends (DESIGN §5); shutdown leaves queued jobs queued and running jobs re-attachable.
 import type { TriggerStores } from '../db/trigger-stores.ts';
-import type { JobRow, TriggerJobsStore } from '../db/trigger-jobs-store.ts';
-import { UNLAUNCHED, type FollowOptions, type JobExecutor, type RunOutcome } from './executor.ts';
+import type { JobRow } from '../db/trigger-jobs-store.ts';
+import type { JobExecutor } from './executor.ts';
+import { UNLAUNCHED, type FollowOptions, type RunOutcome } from './run-follow.ts';
 import type { RunRef } from '../client/types.ts';
 import { buildSummaryParts, plainSummary } from './summary.ts';
 import type { createNotifier } from './notify.ts';
@@ -10,6 +11,7 @@ import type { Logger } from '../log.ts';
 import type { TriggerSettings } from './settings.ts';
 import type { ServedRepo } from './served-repos-file.ts';
 import { ManagedGitError, type ManagedCheckouts } from './managed-checkout.ts';
+import { countActive, markServed, pickNext, type Turns } from './dispatch-order.ts';
 import { errorMessage } from '../errors.ts';
 import type { Tracer } from '../trace.ts';
 import { endJobSpan, launchTraceparent } from './job-trace.ts';
@@ -171,7 +173,7 @@ export function createJobLoop(opts: JobLoopOptions) {
   }
 
   /**
-   * A lost launch that made no run, so reached no agent (executor.ts UNLAUNCHED): the same job, its dedupe keys and
+   * A lost launch that made no run, so reached no agent (run-follow.ts UNLAUNCHED): the same job, its dedupe keys and
    * reply target kept, is queued again with a new run id, and its row and log say why. MAX_REQUEUES times at most: the
    * next such launch (a launch that takes the server down each time) ends it `interrupted`.
    */
@@ -363,51 +365,4 @@ export function createJobLoop(opts: JobLoopOptions) {
       while (tasks.size > 0 || sending.size > 0) await Promise.allSettled([...tasks, ...sending]);
     },
   };
-}
-
-// Whose turn it is when a slot frees: docs/trigger.md "Dispatch order". Keys are `repo:<name>` and `origin:<name>`;
-// `served` holds the start counter's value when a key last had a job started.
-interface Turns {
-  active: Map<string, number>;
-  served: Map<string, number>;
-  starts: number;
-}
-
-function compare(a: readonly number[], b: readonly number[]): number {
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
-  return 0;
-}
-
-function older(a: JobRow, b: JobRow): boolean {
-  return a.created_at < b.created_at || (a.created_at === b.created_at && a.id < b.id);
-}
-
-function pickNext(jobs: TriggerJobsStore, turns: Turns, repoCap: number): JobRow | undefined {
-  let best: { order: number[]; head: JobRow } | undefined;
-  for (const group of jobs.queuedGroups()) {
-    const [origin, repo] = keysOf(group);
-    const repoActive = turns.active.get(repo) ?? 0;
-    if (repoActive >= repoCap) continue;
-    const originActive = turns.active.get(origin) ?? 0;
-    const order = [repoActive, originActive, turns.served.get(repo) ?? -1, turns.served.get(origin) ?? -1];
-    // The counts decide first; the head job is read only for a pair that could win.
-    const versus = best ? compare(order, best.order) : -1;
-    if (versus > 0) continue;
-    const head = jobs.oldestQueuedIn(group.repo, group.origin);
-    if (head && (versus < 0 || older(head, best!.head))) best = { order, head };
-  }
-  return best?.head;
-}
-
-function keysOf(job: Pick<JobRow, 'origin' | 'repo'>): [string, string] {
-  return [`origin:${job.origin}`, `repo:${job.repo ?? ''}`];
-}
-
-function countActive(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>, by: 1 | -1): void {
-  for (const key of keysOf(job)) turns.active.set(key, (turns.active.get(key) ?? 0) + by);
-}
-
-function markServed(turns: Turns, job: Pick<JobRow, 'origin' | 'repo'>): void {
-  for (const key of keysOf(job)) turns.served.set(key, turns.starts);
-  turns.starts++;
 }

@@ -14,9 +14,9 @@ import {
   type KubernetesSettings, type PodJob,
 } from './kubernetes-pod.ts';
 import {
-  outcomeFromState, parseLaunchOutput, questionOf, WITHDRAWN,
-  type ExecJob, type FollowOptions, type JobExecutor, type LaunchResult, type RunOutcome,
+  parseLaunchOutput, WITHDRAWN, type ExecJob, type JobExecutor, type LaunchResult,
 } from './executor.ts';
+import { outcomeFromState, questionOf, type FollowOptions, type RunOutcome } from './run-follow.ts';
 import type { RunRef } from '../client/types.ts';
 import type { Logger } from '../log.ts';
 import { BadSettingError, errorMessage, FailedError } from '../errors.ts';
@@ -24,7 +24,7 @@ import { isValidSegment, newRunId } from '../engine/ids.ts';
 import { ControlApiError, createControlClient } from '../client/client.ts';
 import { loadPolicyFile, PolicyError } from '../engine/policy.ts';
 import { settingOr } from '../settings-registry.ts';
-import { oneLine } from '../webhook-sources.ts';
+import { oneLine } from '../one-line.ts';
 
 const LABEL_MANAGED = 'app.kubernetes.io/managed-by';
 const LABEL_JOB = 'svc.dev/job-id';

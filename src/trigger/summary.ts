@@ -2,9 +2,9 @@
 // source's reply channel is (its sender and renderer are beside its handler, trigger/sources/<name>.ts).
 import { FailedError } from '../errors.ts';
 import { redactSecrets } from '../engine/text.ts';
-import { capUtf8, oneLine } from '../webhook-sources.ts';
+import { capUtf8, oneLine } from '../one-line.ts';
 import { runPageUrl, VERDICTS } from '../run-json.ts';
-import type { RunOutcome } from './executor.ts';
+import type { RunOutcome } from './run-follow.ts';
 import type { RunRef } from '../client/types.ts';
 
 export interface NotifyConfig {

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { errtrackSpec } from '../../src/engine/errtrack-spec.ts';
 import { buildTask, classifyInput } from '../../src/engine/spec.ts';
 import { buildPrompt } from '../../src/engine/provider-session.ts';
-import { oneLine } from '../../src/webhook-sources.ts';
+import { oneLine } from '../../src/one-line.ts';
 
 const FIXTURES = new URL('./fixtures', import.meta.url).pathname;
 const issue = JSON.parse(readFileSync(join(FIXTURES, 'sentry-api-issue.json'), 'utf8'));

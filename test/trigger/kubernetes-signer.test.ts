@@ -19,7 +19,7 @@ import { startKubeStandIn, podSecrets, podSecretFiles, podEnvSecrets, type KubeS
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { endLapsedRuns } from '../../src/control/main.ts';
 import { makeRepo, startGithubStandIn, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
-import type { RunOutcome } from '../../src/trigger/executor.ts';
+import type { RunOutcome } from '../../src/trigger/run-follow.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { handedRunKey, newRunId } from '../../src/engine/ids.ts';
 

@@ -7,7 +7,8 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLocalExecutor, type JobExecutor, type RunOutcome } from '../../src/trigger/executor.ts';
+import { createLocalExecutor, type JobExecutor } from '../../src/trigger/executor.ts';
+import type { RunOutcome } from '../../src/trigger/run-follow.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { CLI, GIT_ENV, makeRepo, processAlive, readJson } from '../engine/fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';

@@ -13,8 +13,8 @@ import {
 } from '../helpers/walk-coverage.ts';
 import { assertDoublingsBack, probesOf, recordOrder } from '../helpers/walk-order.ts';
 
-/** Today's count, which docs/architecture.md records: within the fifteen issue 31 asked for. */
-const BAR = 14;
+/** Today's count, which docs/architecture.md records: the fifteen issue 31 asked for at most. */
+const BAR = 15;
 
 /**
  * Where the walk doubles back today (docs/architecture.md "Doubling back"): nowhere. The body's parse asks the leaf
@@ -26,8 +26,8 @@ const DOUBLING_BACK: string[] = [];
 const NOT_COUNTED = [
   ...PIPELINE_INTERNALS,
   // shared leaves
-  'src/log.ts', 'src/safe-json.ts', 'src/json-value.ts', 'src/untrusted.ts', 'src/engine/text.ts', 'src/db/open.ts',
-  'src/engine/ids.ts',
+  'src/log.ts', 'src/safe-json.ts', 'src/json-value.ts', 'src/untrusted.ts', 'src/one-line.ts', 'src/engine/text.ts',
+  'src/db/open.ts', 'src/engine/ids.ts',
   // what only counts or traces
   'src/trigger/metrics.ts', 'src/trace.ts', 'src/trigger/job-trace.ts', 'src/db/wal-checkpointer.ts',
 ];

@@ -21,7 +21,7 @@ import { runDir } from '../../engine/paths.ts';
 import { readBindableRunKey } from '../../engine/run-batch.ts';
 import { answerFilePath, writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { writeFileAtomic } from '../../atomic-write.ts';
-import { oneLine } from '../../webhook-sources.ts';
+import { oneLine } from '../../one-line.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
 import { actionRefusal, isNamedProject, isRegisteredProject, type RunAction } from '../action-rules.ts';
 import { fileInside, isIssueUrl } from '../../engine/spec.ts';
