@@ -10,9 +10,9 @@ import { pushFollowUpRun } from './follow-up.ts';
 import type { RunPlan } from './run-plan.ts';
 import { readPlan } from './plan-reuse.ts';
 import {
-  commitAll, diffCommits, diffWorkingTree, emptyDiff, git, gitBaseEnv, hostGit, runWorktreeGitDir, treeGit,
-  UnreadableTreeError, type DiffResult, type GitRun,
+  commitAll, git, gitBaseEnv, hostGit, runWorktreeGitDir, treeGit, UnreadableTreeError, type GitRun,
 } from './git.ts';
+import { diffCommits, diffWorkingTree, emptyDiff, type DiffResult } from './diff.ts';
 import {
   decideVerdict, failedRequiredCheck, requiredCheckError, saveReceipt, confinedNetwork, reportedChecks,
   EVIDENCE_ARTIFACT, EVIDENCE_TYPE, RECEIPT_TYPE, UNCONFINED, receiptMarkdown, receiptCost, receiptDiff,

@@ -1,10 +1,6 @@
 // svc's git: the argv and environment of every git svc starts (docs/engine.md "svc's own git").
-import {
-  readFileSync, appendFileSync, closeSync, existsSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readSync,
-  rmSync,
-} from 'node:fs';
+import { readFileSync, appendFileSync, existsSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join, basename, dirname, isAbsolute, resolve } from 'node:path';
-import { createHash, hash } from 'node:crypto';
 import { runSync } from '../spawn/start.ts';
 import { BadInputError, FailedError, RefusedError } from '../errors.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
@@ -381,7 +377,8 @@ function removeLocksLeft(paths: string[], began: number): void {
   }
 }
 
-type GitIn = (args: string[]) => string;
+/** One git in a given directory and environment: the argv after `git`, its stdout back. */
+export type GitIn = (args: string[]) => string;
 
 /** Repositories the agent made in the worktree (untracked `path/`): never added (docs/engine.md, the sandbox). */
 function embeddedRepositories(inDir: GitIn): string[] {
@@ -406,66 +403,6 @@ export function commitAll({ dir, run }: TreeGit, message: string, repo: string):
   return skipped;
 }
 
-export type DiffResult = ReturnType<typeof runDiff>;
-export type DiffFile = DiffResult['files'][number];
-
-/** A larger patch is not kept whole: the receipt and diffstat.json still list its files and hash it. */
-const PATCH_CAP = 32 * 1024 * 1024;
-
-/** The patch git wrote and its sha256; past the cap it is hashed a piece at a time, never held (the agent's files
- * make it: gigabytes, past what one read can return). */
-function readPatch(path: string): { bytes: Buffer | null; size: number; patch_sha256: string } {
-  const fd = openSync(path, 'r');
-  try {
-    const size = fstatSync(fd).size;
-    if (size <= PATCH_CAP) {
-      const bytes = readFileSync(fd);
-      return { bytes, size, patch_sha256: hash('sha256', bytes, 'hex') };
-    }
-    const digest = createHash('sha256');
-    const piece = Buffer.alloc(1024 * 1024);
-    for (let n = readSync(fd, piece); n > 0; n = readSync(fd, piece)) digest.update(piece.subarray(0, n));
-    return { bytes: null, size, patch_sha256: digest.digest('hex') };
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function runDiff(inTmp: GitIn, tmp: string, opts: string[], revs: string[]) {
-  // --no-ext-diff / --no-textconv: diff drivers are programs named by repository config, like hooks.
-  const diff = ['diff', '--no-ext-diff', '--no-textconv', ...opts];
-  const patchFile = join(tmp, 'patch');
-  inTmp([...diff, '--binary', `--output=${patchFile}`, ...revs]);
-  const count = (n: string) => (n === '-' ? 0 : Number(n));
-  const files = inTmp([...diff, '--numstat', ...revs]).split('\n').filter((l) => l.trim()).map((l) => {
-    const [ins = '0', del = '0', ...rest] = l.split('\t');
-    return { path: rest.join('\t'), insertions: count(ins), deletions: count(del) };
-  });
-  const { bytes, size, patch_sha256 } = readPatch(patchFile);
-  const patch = bytes !== null ? bytes.toString('utf8')
-    : `# svc: the patch is ${size} bytes, more than the ${PATCH_CAP}-byte cap; it is not kept here.\n` +
-      `# Its files are in diffstat.json; its sha256 is ${patch_sha256}.\n`;
-  return {
-    files,
-    insertions: files.reduce((n, f) => n + f.insertions, 0),
-    deletions: files.reduce((n, f) => n + f.deletions, 0),
-    patch,
-    patch_sha256,
-  };
-}
-
-/** No change: a run's diff until svc establishes one, or when svc's git could not read the tree the agent left. */
-export function emptyDiff(): DiffResult {
-  const patch_sha256 = hash('sha256', '', 'hex');
-  return { files: [], insertions: 0, deletions: 0, patch: '', patch_sha256 };
-}
-
-/** Between two commits, gitlink moves too (`Subproject commit` lines: ids only; a pushed branch carries them). */
-export function diffCommits(dir: string, base: string, head: string, run: GitRun): DiffResult {
-  return withScratch('diff', (tmp) => runDiff((args) => git(dir, args, {}, run, [tmp]), tmp,
-    ['--ignore-submodules=none', '--submodule=short'], [base, head]));
-}
-
 /** The paths `git status` lists as changed or untracked (not ignored), and the embedded repositories apart. */
 export function workingChanges({ dir, run }: TreeGit): { changed: string[]; embedded: string[] } {
   const out = git(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=all'], {}, run);
@@ -484,8 +421,9 @@ export function workingChanges({ dir, run }: TreeGit): { changed: string[]; embe
   return { changed, embedded };
 }
 
-/** `body` with a throwaway index of `from` plus the working tree (ignored and `embedded` left out; null: found). */
-function withWorkingIndex<T>(
+/** `body` with a throwaway index of `from` plus the working tree (ignored and `embedded` left out; null: found). The
+ * launcher's snapshot and the finish's diff (diff.ts) read the tree the same way through it. */
+export function withWorkingIndex<T>(
   { dir, run }: TreeGit, from: string, embedded: string[] | null, body: (inTmp: GitIn, tmp: string) => T,
 ): T {
   return withScratch('diff', (tmp) => {
@@ -499,10 +437,4 @@ function withWorkingIndex<T>(
 /** The tree of the working tree now: a run without a worktree diffs against it, not against HEAD. */
 export function snapshotTree(tree: TreeGit, embedded: string[]): string {
   return withWorkingIndex(tree, 'HEAD', embedded, (inTmp) => inTmp(['write-tree']).trim());
-}
-
-/** Diff of the working tree (embedded repositories left out) against base (a commit or a tree). */
-export function diffWorkingTree(tree: TreeGit, base: string): DiffResult {
-  return withWorkingIndex(tree, base, null,
-    (inTmp, tmp) => runDiff(inTmp, tmp, ['--ignore-submodules=all', '--cached'], [base]));
 }

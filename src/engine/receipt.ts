@@ -11,7 +11,7 @@ import { RefusedError } from '../errors.ts';
 import { obj, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { fence } from './text.ts';
 import type { RunState } from './run-state.ts';
-import type { DiffResult } from './git.ts';
+import type { DiffResult } from './diff.ts';
 import type { RunContext } from './run-context.ts';
 
 export const RECEIPT_TYPE = 'svc.evidence_receipt';

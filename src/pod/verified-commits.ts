@@ -5,7 +5,8 @@
 import { RefusedError, errorMessage } from '../errors.ts';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, resolve, sep } from 'node:path';
-import { git, diffCommits, hostGit, specialKind, type DiffResult, type GitRun } from '../engine/git.ts';
+import { git, hostGit, specialKind, type GitRun } from '../engine/git.ts';
+import { diffCommits, type DiffResult } from '../engine/diff.ts';
 import { parsePolicy, DEFAULT_POLICY, PolicyError, type Policy } from '../engine/policy.ts';
 import { COMMIT_ID } from './seal.ts';
 import { tryParseJson } from '../untrusted.ts';

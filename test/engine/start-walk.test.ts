@@ -19,15 +19,15 @@ import {
   assertDoublingsBack, callsIn, pidsIn, probesOf, RECORD_ORDER, recordInto,
 } from '../helpers/walk-order.ts';
 
-/** Today's count, which docs/architecture.md records: the bar of thirty. */
-const BAR = 30;
+/** Today's count, which docs/architecture.md records: one past issue 31's bar of thirty. */
+const BAR = 31;
 
 /**
  * Where the walk doubles back today (docs/architecture.md "Doubling back" counts them): it holds the walk from doubling
  * back anywhere else; each is to leave this list as the code moves to where the walk already is.
  */
 const DOUBLING_BACK = [
-  'src/engine/git.ts', 'src/engine/providers.ts', 'src/spawn/start.ts',
+  'src/engine/providers.ts', 'src/spawn/start.ts',
 ];
 
 /** Run by the launcher or the worker, not counted (docs/architecture.md names each group under the walk). */

@@ -12,8 +12,9 @@ import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import {
-  commitAll, diffCommits, IncludedTreeConfigError, runWorktreeGitDir, treeGit, UnreadableTreeError, type GitRun,
+  commitAll, IncludedTreeConfigError, runWorktreeGitDir, treeGit, UnreadableTreeError, type GitRun,
 } from '../../src/engine/git.ts';
+import { diffCommits } from '../../src/engine/diff.ts';
 
 /** A filter that, if git ever ran it, leaves .git/filter-ran (its working directory is the tree's root). */
 const FILTER = '#!/bin/sh\necho ran >> .git/filter-ran\ncat\n';

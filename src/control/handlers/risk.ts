@@ -6,7 +6,7 @@ import type { ControlDeps } from '../deps.ts';
 import { requiredSegment, storedRun } from '../params.ts';
 import { readRunFile } from '../run-receipt.ts';
 import { figure, obj, str, tryParseJson } from '../../untrusted.ts';
-import type { DiffFile } from '../../engine/git.ts';
+import type { DiffFile } from '../../engine/diff.ts';
 
 const LOCKFILES = [
   'package-lock.json', 'npm-shrinkwrap.json', 'yarn.lock', 'pnpm-lock.yaml', 'Cargo.lock', 'go.sum', 'poetry.lock',
