@@ -24,7 +24,7 @@ export interface Setting {
   pattern?: readonly [{ test(value: string): boolean }, string];
   /** The default as the docs say it, where another setting decides it. */
   shown?: string;
-  /** A credential: read once at start, never passed to an agent or a tool (src/spawn/start.ts, secrets-handoff.ts). */
+  /** A credential: read once at start, never passed to an agent or a tool (src/spawn/start.ts, cli/node-setup.ts). */
   secret?: true;
 }
 

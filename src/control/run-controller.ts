@@ -3,7 +3,6 @@
 import {
   LAUNCH_TIMEOUT_MS, secretsIn, startChild, withoutSecrets, WORKER_SECRET_NAMES, type ChildProcess, type ChildSpec,
 } from '../spawn/start.ts';
-import type { Secrets } from '../spawn/secrets-handoff.ts';
 import { svcCliPath } from '../spawn/svc-paths.ts';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
@@ -65,7 +64,7 @@ function childSpec(deps: RunControllerDeps): ChildSpec {
  * The credentials a launched run uses itself (push, ingest, issue fetch); ingest's token is this server's own. A new
  * run's key goes to its launcher alone, which writes the run's `run-key` (run-state.ts runKeyFor).
  */
-function runSecrets(deps: RunControllerDeps, runKey: string | undefined): Secrets {
+function runSecrets(deps: RunControllerDeps, runKey: string | undefined): Record<string, string> {
   const secrets = secretsIn({ ...deps.env, SVC_CONTROL_TOKEN: deps.settings.token }, WORKER_SECRET_NAMES);
   return runKey === undefined ? secrets : { ...secrets, SVC_RUN_KEY: runKey };
 }

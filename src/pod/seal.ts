@@ -34,7 +34,7 @@ export const COMMIT_ID = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 
 /**
  * The run's own key, in the sealed folder (the signer ships with it), and the key handed from it to the run
- * container's `svc start` through a secrets handoff file (`SVC_SECRETS_HANDOFF`, src/spawn/secrets-handoff.ts):
+ * container's `svc start` through a secrets handoff file (`SVC_SECRETS_HANDOFF`, src/cli/node-setup.ts):
  * the agent can read the handed key, and the Control Plane refuses it once the signer's batch carried the run's own
  * (docs/control-data.md, "Each run's own runner"). Both files new ('wx'), 0600.
  */

@@ -150,7 +150,7 @@ function prepare(argv: readonly string[], spec: ChildSpec) {
 /** Tells a child svc to read its handed secrets from the pipe on its fd HANDOFF_FD, right after stdio. */
 export const HANDOFF_FD_VAR = 'SVC_HANDOFF_FD';
 export const HANDOFF_FD = 3;
-/** Names the handoff file of a re-executed process (a path, not a secret; secrets-handoff.ts writes and takes it). */
+/** Names the handoff file of a re-executed process (a path, not a secret; cli/node-setup.ts writes and takes it). */
 export const HANDOFF_VAR = 'SVC_SECRETS_HANDOFF';
 
 /** `env` without any of svc's secret values and without a stale handoff path or descriptor: a child svc's base. */
@@ -170,7 +170,7 @@ export interface StartOptions extends ChildSpec {
   detached?: boolean;
   /**
    * svc's secrets for a child svc, written to a pipe on its fd 3, never into its environment, which
-   * /proc/<pid>/environ shows to the same user (DESIGN §7a; the child reads them with secrets-handoff.ts). A promise
+   * /proc/<pid>/environ shows to the same user (DESIGN §7a; the child reads them with cli/node-setup.ts). A promise
    * (any thenable) holds the child at its read until it settles (a launch started before its checkout is confirmed);
    * null sends nothing, and a child svc that reads an empty pipe refuses to go on.
    */

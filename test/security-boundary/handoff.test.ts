@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, statSync, existsSync, readdirSync, writeFileSync, utimesSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { writeHandoff, takeHandoff } from '../../src/spawn/secrets-handoff.ts';
+import { writeHandoff, takeHandoff } from '../../src/cli/node-setup.ts';
 import {
   HANDOFF_FD_VAR, HANDOFF_VAR, secretsIn, startChild, withoutSecrets, type StartOptions,
 } from '../../src/spawn/start.ts';
@@ -59,7 +59,7 @@ describe('secrets handoff', () => {
   // whether the environment still names it.
   const RECEIVER = `
     import { fstatSync } from 'node:fs';
-    import { takeHandoff } from ${JSON.stringify(new URL('../../src/spawn/secrets-handoff.ts', import.meta.url).href)};
+    import { takeHandoff } from ${JSON.stringify(new URL('../../src/cli/node-setup.ts', import.meta.url).href)};
     const handed = takeHandoff(process.env);
     let open = true;
     try { fstatSync(3); } catch { open = false; }
