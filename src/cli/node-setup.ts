@@ -74,7 +74,7 @@ function readPipe(): string | null {
 }
 
 /** The secrets in one handoff message; nothing from bad JSON. */
-function parse(text: string | null): Secrets {
+function parseHandoff(text: string | null): Secrets {
   return secretsIn(obj(obj(tryParseJson(text ?? '')).secrets));
 }
 
@@ -95,7 +95,7 @@ export function takeHandoff(env: NodeJS.ProcessEnv): Secrets {
   if (fd !== undefined && objOrNull(obj(tryParseJson(piped ?? '')).secrets) === null) {
     throw new RefusedError('the process that started this one sent it no go-ahead: not starting');
   }
-  return { ...parse(file), ...parse(piped) };
+  return { ...parseHandoff(file), ...parseHandoff(piped) };
 }
 
 /**
