@@ -78,6 +78,11 @@ function checkProviders(value: unknown): void {
       !command.every((a) => typeof a === 'string' && a.length > 0 && !a.includes('\0'))) {
       bad(`Setting "providers.${name}.command" must be a non-empty array of non-empty strings`);
     }
+    // Neither the Control Plane nor its runs have a folder `./agent` could be relative to (provider-detect.ts).
+    const program = (command as string[])[0]!;
+    if (program.includes('/') && !isAbsolute(program)) {
+      bad(`Setting "providers.${name}.command" must start with a program on PATH or an absolute path`);
+    }
   }
 }
 

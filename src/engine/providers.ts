@@ -325,6 +325,9 @@ export interface ProviderEntry {
   showFolder?: boolean;
 }
 
+/** Where the operator's providers come from (config.ts loadOperatorConfig), as an error names them. */
+const OPERATOR_PROVIDERS = 'operator.json, and for a run the Control Plane starts its "providers" setting';
+
 /** The providers part of a run's config (config.ts). */
 type ProviderConfig = { provider: string | null; providers: Record<string, ProviderEntry> };
 
@@ -374,7 +377,7 @@ export function resolveProvider(
       : given === '--provider' ? [UsageError, given] : [BadSettingError, given];
     throw new Unknown(
       `Unknown provider "${name}" (${from}): builtins are ${BUILTIN_PROVIDERS.join(', ')}; the providers of ` +
-        '.svc/config.json and the operator\'s operator.json are ' +
+        `.svc/config.json and the operator's (${OPERATOR_PROVIDERS}) are ` +
         (configured.length ? configured.join(', ') : '(none)') + '; `svc providers` shows which are installed',
     );
   }
@@ -389,7 +392,7 @@ export function resolveProvider(
   const configured = Object.keys(config.providers);
   if (configured.length > 0) {
     throw new ProviderMissingError(`${looked} The command providers configured for this run (.svc/config.json ` +
-      `and the operator's operator.json) are ${configured.join(', ')}: pass --provider NAME, or name one as ` +
+      `and the operator's: ${OPERATOR_PROVIDERS}) are ${configured.join(', ')}: pass --provider NAME, or name one as ` +
       '"provider" in .svc/config.json');
   }
   throw new ProviderMissingError(

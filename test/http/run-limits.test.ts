@@ -113,7 +113,9 @@ describe('settings that steer runs: max_concurrent_runs and default_provider', (
       body: { providers: { fake: { command: [ghost] } }, default_provider: null },
     });
     assert.equal(put.status, 200, put.text);
-    const res = await control.request('POST', '/v1/start', { body: { brief: 'whose fake', repo: repo.repo, provider: 'fake' } });
+    const res = await control.request('POST', '/v1/start', {
+      body: { brief: 'whose fake', repo: repo.repo, provider: 'fake' },
+    });
     assert.equal(res.status, 202, res.text);
     const run = await ended(res.json.run);
     assert.equal(run.status, 'succeeded', JSON.stringify(run.failure));
