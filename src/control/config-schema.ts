@@ -57,10 +57,16 @@ function invalid(key: string, message: string): never {
   throw invalidField(key, message);
 }
 
+/** The setting goes to each run's launcher as one environment variable, which Linux caps at 128 KiB. */
+const MAX_PROVIDERS_BYTES = 64 * 1024;
+
 function checkProviders(value: unknown): void {
   const bad = (message: string): never => invalid('providers', message);
   if (!isJsonObject(value)) {
     bad(`Setting "providers" must be an object of name → {"command": [strings]} (got ${kindOf(value)})`);
+  }
+  if (Buffer.byteLength(JSON.stringify(value)) > MAX_PROVIDERS_BYTES) {
+    bad(`Setting "providers" must be at most ${MAX_PROVIDERS_BYTES / 1024} KiB as JSON`);
   }
   for (const [name, spec] of Object.entries(value as Record<string, unknown>)) {
     if (!PROVIDER_NAME.test(name)) {
