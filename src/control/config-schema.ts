@@ -26,7 +26,8 @@ export const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'providers', type: 'providers', default: {}, secret: false, loopbackOnly: true,
-    description: 'Command providers: name → {"command": [argv…]}; the prompt arrives on stdin and in SVC_TASK_FILE',
+    description: 'Command providers: name → {"command": [argv…]}, the operator\'s for every run this server starts; ' +
+      'the prompt arrives on stdin and in SVC_TASK_FILE',
   },
   {
     key: 'repos', type: 'path[]', default: [], secret: false, loopbackOnly: true,
