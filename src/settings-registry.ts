@@ -247,6 +247,8 @@ export const SETTINGS = {
 
   SVC_ORIGIN: bySvc('the run\'s recorded origin: the trigger sets it per job, the Control Plane to `control`; a ' +
     'webhook origin confines `.md`/`.json` inputs to the repository and keeps the server\'s sandbox rule'),
+  SVC_CONTROL_PROVIDERS: bySvc('the Control Plane\'s `providers` setting (JSON) in the `svc start` it runs: the ' +
+    'run has them as the operator\'s, over `operator.json`\'s; read only with `SVC_ORIGIN=control`'),
   SVC_REPO_NAME: bySvc('the served repository a trigger job was routed to: the run\'s `repo`'),
   SVC_TRACEPARENT: bySvc('the W3C `traceparent` a run continues: its job\'s span (trigger) or the one ' +
     '`POST /v1/runs` was given (Control Plane); a malformed value starts a new trace'),

@@ -208,9 +208,6 @@ export default async function start(io: CliIo): Promise<number> {
     detach: { type: 'boolean' },
     follow: { type: 'boolean', short: 'f' },
     provider: { type: 'string' },
-    // The Control Plane's default_provider for a request that named none (spawn/start.ts controlStartArgs): used as
-    // --provider is, and named as that setting when unknown.
-    'control-default-provider': { type: 'string' },
     repo: { type: 'string' },
     stop: { type: 'string' },
     'worker-lost': { type: 'boolean' },
@@ -311,9 +308,7 @@ export default async function start(io: CliIo): Promise<number> {
     followUp,
     pr: values.pr === true,
     worktree: values.worktree === true,
-    provider: values.provider ?? values['control-default-provider'] ?? null,
-    providerGiven: values.provider === undefined && values['control-default-provider'] !== undefined
-      ? 'the Control Plane\'s "default_provider" setting' : '--provider',
+    provider: values.provider ?? null,
     repo: repoDir,
     runId: values['run-id'] ?? null,
     env: io.env,

@@ -26,7 +26,8 @@ export const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'providers', type: 'providers', default: {}, secret: false, loopbackOnly: true,
-    description: 'Command providers: name → {"command": [argv…]}; the prompt arrives on stdin and in SVC_TASK_FILE',
+    description: 'Command providers: name → {"command": [argv…]}, the operator\'s for every run this server starts; ' +
+      'the prompt arrives on stdin and in SVC_TASK_FILE',
   },
   {
     key: 'repos', type: 'path[]', default: [], secret: false, loopbackOnly: true,
@@ -57,10 +58,16 @@ function invalid(key: string, message: string): never {
   throw invalidField(key, message);
 }
 
+/** The setting goes to each run's launcher as one environment variable, which Linux caps at 128 KiB. */
+const MAX_PROVIDERS_BYTES = 64 * 1024;
+
 function checkProviders(value: unknown): void {
   const bad = (message: string): never => invalid('providers', message);
   if (!isJsonObject(value)) {
     bad(`Setting "providers" must be an object of name → {"command": [strings]} (got ${kindOf(value)})`);
+  }
+  if (Buffer.byteLength(JSON.stringify(value)) > MAX_PROVIDERS_BYTES) {
+    bad(`Setting "providers" must be at most ${MAX_PROVIDERS_BYTES / 1024} KiB as JSON`);
   }
   for (const [name, spec] of Object.entries(value as Record<string, unknown>)) {
     if (!PROVIDER_NAME.test(name)) {
@@ -77,6 +84,11 @@ function checkProviders(value: unknown): void {
     if (!Array.isArray(command) || command.length === 0 ||
       !command.every((a) => typeof a === 'string' && a.length > 0 && !a.includes('\0'))) {
       bad(`Setting "providers.${name}.command" must be a non-empty array of non-empty strings`);
+    }
+    // Neither the Control Plane nor its runs have a folder `./agent` could be relative to (provider-detect.ts).
+    const program = (command as string[])[0]!;
+    if (program.includes('/') && !isAbsolute(program)) {
+      bad(`Setting "providers.${name}.command" must start with a program on PATH or an absolute path`);
     }
   }
 }

@@ -12,7 +12,9 @@ import { transaction, untilWritten, type Db } from '../db/open.ts';
 import type { Logger } from '../log.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
-import { operatorPassedEnv } from '../engine/config.ts';
+import { CONTROL_PROVIDERS_VAR, operatorPassedEnv } from '../engine/config.ts';
+import { isJsonObject } from '../json-value.ts';
+import { readEffectiveConfig } from './config-schema.ts';
 import { TERMINAL, isResume, readFailure, runFailure, type RunFailure } from '../run-json.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
 import { errorMessage } from '../errors.ts';
@@ -22,7 +24,7 @@ import type { ControlSettings } from './settings.ts';
 /** Not all of ControlDeps, which holds the controller: no circle between the two. */
 interface RunControllerDeps {
   db: Db;
-  stores: Pick<ControlStores, 'runs' | 'events'>;
+  stores: Pick<ControlStores, 'runs' | 'events' | 'config'>;
   bus: Pick<RunEventBus, 'publish'>;
   settings: Pick<ControlSettings, 'source' | 'answerDir' | 'token'>;
   env: NodeJS.ProcessEnv;
@@ -57,6 +59,11 @@ function childSpec(deps: RunControllerDeps): ChildSpec {
     SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir,
     SVC_ORIGIN: 'control',
   };
+  // Its `providers` setting is the operator's (DESIGN §7a): the run resolves them as operator.json's (config.ts).
+  const providers = readEffectiveConfig(deps.stores.config).config.providers;
+  if (isJsonObject(providers) && Object.keys(providers).length > 0) {
+    extra[CONTROL_PROVIDERS_VAR] = JSON.stringify(providers);
+  }
   return { kind: 'control-launcher', base: withoutSecrets(deps.env), extra };
 }
 

@@ -110,7 +110,24 @@ export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
     for (const entry of config.network ?? []) if (!merged.network.includes(entry)) merged.network.push(entry);
     Object.assign(merged.providers, config.providers);
   }
+  // The Control Plane's settings are the operator's too (DESIGN §7a): its `providers` go over the files' for the runs
+  // it starts, so a run runs what its UI lists (docs/control-config.md).
+  Object.assign(merged.providers, controlProviders(env));
   return merged;
+}
+
+/** Holds the Control Plane's `providers` setting (JSON) for the `svc start` it runs: in its environment, never argv,
+ * as a command may carry a token. */
+export const CONTROL_PROVIDERS_VAR = 'SVC_CONTROL_PROVIDERS';
+
+/** The providers a Control Plane handed the run it starts, read as a file's are; none for any other run. */
+function controlProviders(env: NodeJS.ProcessEnv): Record<string, ProviderEntry> {
+  const text = env.SVC_ORIGIN === 'control' ? env[CONTROL_PROVIDERS_VAR] : undefined;
+  if (!text) return {};
+  const where = `the Control Plane's "providers" setting (${CONTROL_PROVIDERS_VAR})`;
+  const list = tryParseJson(text);
+  if (!isJsonObject(list)) throw new BadSettingError(`${where} must hold a JSON object`);
+  return Object.fromEntries(Object.entries(list).map(([name, entry]) => [name, readProvider(name, entry, where)]));
 }
 
 /** The operator's passed names for a server's launcher; none when its file is unreadable (the run then fails). */

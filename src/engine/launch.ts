@@ -40,8 +40,6 @@ interface StartOptions {
   pr: boolean;
   worktree: boolean;
   provider: string | null;
-  /** Where `provider` came from, as an error about it says: `--provider` unless told. */
-  providerGiven?: string;
   repo: string;
   runId: string | null;
   env: NodeJS.ProcessEnv;
@@ -64,7 +62,7 @@ export function resolveRepo(dir: string): string {
   }
 }
 
-type RunFlags = 'repo' | 'pr' | 'worktree' | 'provider' | 'providerGiven' | 'env' | 'followUp';
+type RunFlags = 'repo' | 'pr' | 'worktree' | 'provider' | 'env' | 'followUp';
 type NewRun = Pick<StartOptions, RunFlags> & Task & {
   run: string;
   groupId: string | null;
@@ -93,7 +91,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   const routed = isRoutedRepoName(n.env);
   const plan = n.plan ?? planRun({
     repo: n.repo, workdir: isolated ? worktreeDir(n.repo, n.run) : n.repo, provider: n.provider, pr: n.pr, env: n.env,
-    routed, providerGiven: n.providerGiven,
+    routed,
   });
   refuseOversizedPlan(plan);
   const facts: LaunchFacts = { unconfined: unsandboxedWarning(plan.sandbox), signsLater: signsLater(n.env) };
@@ -194,7 +192,7 @@ export async function prepareRun(opts: StartOptions): Promise<PreparedRun> {
   return createRun({
     repo, run: opts.runId ?? newRunId(), groupId: null, ...task, pr: opts.pr || followUp !== null,
     worktree: opts.worktree, input: { kind: input.kind, value: input.kind === 'brief' ? task.brief : input.value },
-    env: opts.env, plan: null, provider: opts.provider, providerGiven: opts.providerGiven, followUp,
+    env: opts.env, plan: null, provider: opts.provider, followUp,
   });
 }
 

@@ -325,6 +325,9 @@ export interface ProviderEntry {
   showFolder?: boolean;
 }
 
+/** Where the operator's providers come from (config.ts loadOperatorConfig), as an error names them. */
+const OPERATOR_PROVIDERS = 'operator.json, and for a run the Control Plane starts its "providers" setting';
+
 /** The providers part of a run's config (config.ts). */
 type ProviderConfig = { provider: string | null; providers: Record<string, ProviderEntry> };
 
@@ -350,12 +353,9 @@ function resolveNamed(name: string, config: ProviderConfig, pathVar: string | un
   return { name, kind: name, argv: [path, ...spec.args], stdinPrompt: spec.stdin };
 }
 
-/**
- * Picks --provider, else config "provider", else the first builtin on PATH; says what it looked for when none is.
- * `given`: where `requested` came from, as an unknown one's error names it (a person's flag, or a server's setting).
- */
+/** Picks --provider, else config "provider", else the first builtin on PATH; says what it looked for when none is. */
 export function resolveProvider(
-  requested: string | null, config: ProviderConfig, env: NodeJS.ProcessEnv, given = '--provider',
+  requested: string | null, config: ProviderConfig, env: NodeJS.ProcessEnv,
 ): ResolvedProvider {
   const name = requested ?? config.provider;
   if (name) {
@@ -368,13 +368,12 @@ export function resolveProvider(
         "PATH of the process that started the run (a server's or a job pod's, not always your shell's): install " +
         'it where that process runs, or put it on that PATH');
     }
-    // A name no provider has is the person's to fix (exit 2): their --provider, else a setting that named it.
+    // A name no provider has is the person's to fix (exit 2): their --provider, else the config's "provider".
     const configured = Object.keys(config.providers);
-    const [Unknown, from] = requested === null ? [BadSettingError, '"provider"']
-      : given === '--provider' ? [UsageError, given] : [BadSettingError, given];
+    const [Unknown, given] = requested !== null ? [UsageError, '--provider'] : [BadSettingError, '"provider"'];
     throw new Unknown(
-      `Unknown provider "${name}" (${from}): builtins are ${BUILTIN_PROVIDERS.join(', ')}; the providers of ` +
-        '.svc/config.json and the operator\'s operator.json are ' +
+      `Unknown provider "${name}" (${given}): builtins are ${BUILTIN_PROVIDERS.join(', ')}; the providers of ` +
+        `.svc/config.json and the operator's (${OPERATOR_PROVIDERS}) are ` +
         (configured.length ? configured.join(', ') : '(none)') + '; `svc providers` shows which are installed',
     );
   }
@@ -389,7 +388,7 @@ export function resolveProvider(
   const configured = Object.keys(config.providers);
   if (configured.length > 0) {
     throw new ProviderMissingError(`${looked} The command providers configured for this run (.svc/config.json ` +
-      `and the operator's operator.json) are ${configured.join(', ')}: pass --provider NAME, or name one as ` +
+      `and the operator's: ${OPERATOR_PROVIDERS}) are ${configured.join(', ')}: pass --provider NAME, or name one as ` +
       '"provider" in .svc/config.json');
   }
   throw new ProviderMissingError(

@@ -60,8 +60,6 @@ export function planRun(req: {
   workdir: string;
   /** --provider, else the config's, else the first built-in on PATH. */
   provider: string | null;
-  /** Where `provider` came from (resolveProvider). */
-  providerGiven?: string | undefined;
   pr: boolean;
   env: NodeJS.ProcessEnv;
   /** Whether the run's name is the one a trigger server routed: createRun (launch.ts) asks, not the plan. */
@@ -79,7 +77,7 @@ export function planRun(req: {
       server, trusted: trust === 'trusted', home: env.HOME || homedir(),
       workdir: req.workdir, pathDirs: (env.PATH ?? '').split(':').filter(isAbsolute),
     });
-    const provider = resolveProvider(req.provider, decided.config, env, req.providerGiven);
+    const provider = resolveProvider(req.provider, decided.config, env);
     // The provider's own settings and the file-wide ones (`env`) matter to this run.
     const widening = decided.widening.filter((w) => w.provider === null || w.provider === provider.name);
     if (widening.length && !server && file) {

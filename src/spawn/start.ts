@@ -372,14 +372,12 @@ export const LAUNCH_TIMEOUT_MS = 120_000;
 /** `POST /v1/start`: `input` is a brief (with `brief: true`) or anything `svc start` classifies. */
 export function controlStartArgs(
   s: {
-    repo: string; run: string; pr: boolean; provider: string | null; defaultProvider: string | null; brief: boolean;
-    input: string;
+    repo: string; run: string; pr: boolean; provider: string | null; brief: boolean; input: string;
   },
 ): string[] {
   const args = ['start', '--detach', '--repo', s.repo, '--run-id', s.run];
   if (s.pr) args.push('--pr');
   if (s.provider) args.push('--provider', s.provider);
-  if (s.defaultProvider) args.push('--control-default-provider', s.defaultProvider);
   if (s.brief) args.push('--brief');
   args.push('--', s.input);
   return args;

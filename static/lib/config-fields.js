@@ -32,7 +32,8 @@ const COMMON = {
   },
   providers: {
     label: 'Command providers', kind: 'providers',
-    help: 'Your own agent commands. The prompt arrives on stdin and in the file SVC_TASK_FILE names.',
+    help: 'Your own agent commands, for every run started here (by name, or as the default provider). The ' +
+      'program is a name on PATH or an absolute path; the prompt arrives on stdin and in the file SVC_TASK_FILE names.',
   },
 };
 

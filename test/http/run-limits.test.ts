@@ -1,6 +1,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { tmpdir } from 'node:os';
@@ -30,6 +30,14 @@ describe('settings that steer runs: max_concurrent_runs and default_provider', (
 
   function settled(run: string, status: string) {
     return waitFor(async () => ((await control.request('GET', `/v1/runs/local/${run}`)).json?.status === status ? true : null), `run ${run} to be ${status}`);
+  }
+
+  /** The run once it has ended, whatever its end: a failure then shows its reason, not a timeout. */
+  async function ended(run: string) {
+    return waitFor(async () => {
+      const json = (await control.request('GET', `/v1/runs/local/${run}`)).json;
+      return ['succeeded', 'failed', 'stopped'].includes(json?.status) ? json : null;
+    }, `run ${run} to end`);
   }
 
   it('answers 429 too_many_requests with Retry-After to start, retry and resume at the limit', async () => {
@@ -77,17 +85,42 @@ describe('settings that steer runs: max_concurrent_runs and default_provider', (
     assert.equal((await control.request('GET', `/v1/runs/local/${res.json.run}`)).json.provider, 'fake');
   });
 
-  // The Control Plane's `providers` are not the project's: a default only they name is unknown to the run.
-  it('fails a run whose default_provider the project does not have, naming that setting, not --provider', async () => {
-    const body = { providers: { ghost: { command: [join(repo.bin, 'fake.sh')] } }, default_provider: 'ghost' };
+  // DESIGN §7a: the Control Plane's settings are the operator's, so the providers defined there reach its runs.
+  it('starts a run with a default_provider that only the Control Plane\'s providers define', async () => {
+    const ghost = join(repo.bin, 'ghost.sh');
+    writeFileSync(ghost, '#!/bin/sh\ncat > /dev/null\necho ghost >> a.txt\n', { mode: 0o755 });
+    const body = { providers: { ghost: { command: [ghost] } }, default_provider: 'ghost' };
     assert.equal((await control.request('PUT', '/v1/config', { body })).status, 200);
     const res = await control.request('POST', '/v1/start', { body: { brief: 'ghost provider', repo: repo.repo } });
     assert.equal(res.status, 202, res.text);
-    await settled(res.json.run, 'failed');
-    const { failure } = (await control.request('GET', `/v1/runs/local/${res.json.run}`)).json;
-    assert.equal(failure.class, 'config', JSON.stringify(failure));
-    assert.match(failure.reason, /Unknown provider "ghost" \(the Control Plane's "default_provider" setting\)/);
+    const run = await ended(res.json.run);
+    assert.equal(run.status, 'succeeded', JSON.stringify(run.failure));
+    assert.equal(run.provider, 'ghost');
+    assert.equal(readFileSync(join(repo.repo, 'a.txt'), 'utf8').trim().split('\n').pop(), 'ghost');
+
+    const named = await control.request('POST', '/v1/start', {
+      body: { brief: 'ghost by name', repo: repo.repo, provider: 'ghost' },
+    });
+    assert.equal(named.status, 202, named.text);
+    assert.equal((await ended(named.json.run)).status, 'succeeded');
     await control.request('PUT', '/v1/config', { body: { providers: null, default_provider: null } });
+  });
+
+  it('runs the Control Plane\'s provider, not the project\'s, when both define the name', async () => {
+    const ghost = join(repo.bin, 'ghost.sh');
+    writeFileSync(ghost, '#!/bin/sh\ncat > /dev/null\necho operator >> a.txt\n', { mode: 0o755 });
+    const put = await control.request('PUT', '/v1/config', {
+      body: { providers: { fake: { command: [ghost] } }, default_provider: null },
+    });
+    assert.equal(put.status, 200, put.text);
+    const res = await control.request('POST', '/v1/start', {
+      body: { brief: 'whose fake', repo: repo.repo, provider: 'fake' },
+    });
+    assert.equal(res.status, 202, res.text);
+    const run = await ended(res.json.run);
+    assert.equal(run.status, 'succeeded', JSON.stringify(run.failure));
+    assert.equal(readFileSync(join(repo.repo, 'a.txt'), 'utf8').trim().split('\n').pop(), 'operator');
+    await control.request('PUT', '/v1/config', { body: { providers: null } });
   });
 
   it('starts a provider by any name /v1/config accepts, and refuses a too-long one at both alike', async () => {

@@ -46,6 +46,12 @@ describe('config schema', () => {
     assert.match(rejection(() => mergeConfig(withDefaults({}), { providers: { claude: { command: ['x'] } } })).message, /built-in/);
     assert.match(rejection(() => mergeConfig(withDefaults({}), { providers: { mine: { command: [] } } })).message, /providers\.mine\.command/);
     assert.match(rejection(() => mergeConfig(withDefaults({}), { providers: { mine: { command: ['x'], env: {} } } })).message, /providers\.mine\.env/);
+    // Its runs would look for it beside whatever folder their launcher started in: never the project's file.
+    const relative = rejection(() => mergeConfig(withDefaults({}), { providers: { mine: { command: ['./agent'] } } }));
+    assert.match(relative.message, /providers\.mine\.command/);
+    // Each run's launcher is handed the setting in one environment variable: one too large would fail every launch.
+    const huge = { mine: { command: ['/usr/bin/env', 'x'.repeat(200 * 1024)] } };
+    assert.equal(rejection(() => mergeConfig(withDefaults({}), { providers: huge })).code, 'invalid_param');
   });
 
   it('refuses a default provider that is neither built in nor configured', () => {

@@ -148,3 +148,31 @@ describe('the operator\'s network grants', () => {
     }
   });
 });
+
+describe('the Control Plane\'s providers', () => {
+  const home = mkdtempSync(join(tmpdir(), 'svc-cp-providers-'));
+  after(() => rmSync(home, { recursive: true, force: true }));
+  const mine = JSON.stringify({ mine: { command: ['/opt/mine/agent', '--fast'] } });
+
+  it('are the operator\'s for a run the Control Plane starts, over operator.json\'s entry of that name', () => {
+    mkdirSync(join(home, '.svc'), { recursive: true });
+    writeFileSync(join(home, '.svc', 'operator.json'), JSON.stringify({ providers: { mine: { command: ['/old'] } } }));
+    const env = { HOME: home, SVC_ORIGIN: 'control', SVC_CONTROL_PROVIDERS: mine };
+    assert.deepEqual(loadOperatorConfig(env).providers, { mine: { command: ['/opt/mine/agent', '--fast'] } });
+  });
+
+  it('are read for no other run: a person\'s or a trigger server\'s', () => {
+    for (const origin of [undefined, 'cli', 'webhook']) {
+      const env = { HOME: home, SVC_CONTROL_PROVIDERS: mine, ...origin ? { SVC_ORIGIN: origin } : {} };
+      assert.deepEqual(loadOperatorConfig(env).providers, { mine: { command: ['/old'] } }, String(origin));
+    }
+  });
+
+  it('refuse the run with a BadSettingError naming the setting when they are not providers', () => {
+    for (const bad of ['[1]', 'not json', JSON.stringify({ mine: { command: [] } }), JSON.stringify({ 'A!': {} })]) {
+      const env = { HOME: home, SVC_ORIGIN: 'control', SVC_CONTROL_PROVIDERS: bad };
+      assert.throws(() => loadOperatorConfig(env), (err: unknown) => err instanceof BadSettingError &&
+        err.message.includes('the Control Plane\'s "providers" setting'), bad);
+    }
+  });
+});

@@ -133,9 +133,8 @@ function queueRun(
 export const startRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const s = parseStart(deps, ctx.body);
-  // Named apart from a request's own: an error about it names the setting, not a flag the person never typed.
-  const defaultProvider = s.provider === null
-    ? (readEffectiveConfig(deps.stores.config).config.default_provider as string | null) ?? null : null;
+  // Always one the run has: a built-in, or one of the `providers` its launcher is handed (run-controller.ts).
+  s.provider ??= (readEffectiveConfig(deps.stores.config).config.default_provider as string | null) ?? null;
   const source = deps.settings.source;
   const bodyHash = hash('sha256', canonicalJson(ctx.body), 'hex');
   const now = deps.clock();
@@ -162,13 +161,12 @@ export const startRun: Handler<ControlDeps> = (ctx) => {
     const brief = s.input.kind === 'spec_path' ? basename(s.input.value) : oneLine(s.input.value, 1500);
     return queueRun(deps, source, now, {
       run, group_id: run, repo: deps.repos.nameOf(s.repo), repo_path: s.repo,
-      brief, origin: 'control', provider: s.provider ?? defaultProvider, branch: s.pr ? `svc/${run}` : null,
+      brief, origin: 'control', provider: s.provider, branch: s.pr ? `svc/${run}` : null,
     });
   });
   if (typeof outcome !== 'string') return json(200, runToJson(outcome));
   const args = controlStartArgs({
-    repo: s.repo, run, pr: s.pr, provider: s.provider, defaultProvider, brief: s.input.kind === 'brief',
-    input: s.input.value,
+    repo: s.repo, run, pr: s.pr, provider: s.provider, brief: s.input.kind === 'brief', input: s.input.value,
   });
   const parent = parseTraceparent(ctx.req.headers.traceparent);
   deps.engine.launch(source, run, args, 'fail-run', { traceparent: parent ? formatTraceparent(parent) : undefined,
