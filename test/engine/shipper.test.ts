@@ -345,11 +345,12 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
  * request with `answer` as it is then, and counts them. It listens, with a temp HOME (`root`) beside it, from the
  * describe's before() to its after(). */
 function standInForSuite() {
-  const stand = { answer: { status: 200, body: '' }, requests: 0, url: '', root: '' };
+  const stand = { answer: { status: 200, body: '' }, requests: 0, url: '', root: '', onRequest: () => {} };
   const server: Server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
       stand.requests++;
+      stand.onRequest();
       res.writeHead(stand.answer.status, { 'content-type': 'application/json' }).end(stand.answer.body);
     });
   });
@@ -566,5 +567,21 @@ describe('the home token and a port no live Control Plane is known to hold', () 
       server.kill('SIGKILL');
       squatter.close();
     }
+  });
+});
+
+// A person may delete a run while its batch is on the way: what the shipper writes after (ship.json) must not make the
+// folder again, holding that one file.
+describe('a run folder removed while its batch is sent', () => {
+  const stand = standInForSuite();
+
+  it('stays removed: the shipper writes no ship.json into a folder it would have to make', async () => {
+    stand.answer = { status: 200, body: JSON.stringify({ runs: 1, events: 0, duplicates: 0, artifacts: 0 }) };
+    const dir = runFolder(join(stand.root, 'removed'), 'rgone');
+    stand.onRequest = () => rmSync(dir, { recursive: true, force: true });
+    const shipper = createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: stand.root });
+    assert.equal(await shipper.flush(), null);
+    assert.equal(existsSync(dir), false);
+    assert.equal(stand.requests, 1);
   });
 });
