@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { startRedirectPair } from '../helpers/redirect-pair.ts';
 import { idleNode } from '../helpers/run-child.ts';
 import {
   createShipLoop, createShipper, shipperClient, type ControlItem,
@@ -583,5 +584,24 @@ describe('a run folder removed while its batch is sent', () => {
     assert.equal(await shipper.flush(), null);
     assert.equal(existsSync(dir), false);
     assert.equal(stand.requests, 1);
+  });
+});
+
+describe('a Control Plane address that redirects', () => {
+  it('fails the ship naming the 307, and sends neither the token nor the run to where it points', async () => {
+    const pair = await startRedirectPair(307);
+    const root = mkdtempSync(join(tmpdir(), 'svc-'));
+    try {
+      const dir = runFolder(join(root, 'redirected'), 'rredir');
+      const env = { SVC_CONTROL_URL: pair.url, SVC_CONTROL_TOKEN: 'tok-not-for-there', HOME: root };
+      const failure = await createShipper(dir, env).flush();
+      assert.match(failure?.why ?? '', new RegExp(`the Control Plane at ${pair.url} answered 307 redirected`));
+      assert.equal(failure?.why.includes('tok-not-for-there'), false);
+      assert.deepEqual(pair.reached, []);
+      assert.equal(existsSync(join(dir, 'ship.json')), false, 'nothing counts as shipped');
+    } finally {
+      await pair.close();
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
