@@ -20,7 +20,8 @@ export class ControlApiError extends Error {
 
   /**
    * status 0 with code "unreachable" means no HTTP answer at all (refused, DNS, timeout); code "bad_response", a 2xx
-   * whose body was cut short or is not JSON (a proxy's page). `options.cause`: for "unreachable", fetch's own error.
+   * whose body was cut short or is not JSON (a proxy's page); code "redirected", a 3xx (never followed).
+   * `options.cause`: for "unreachable", fetch's own error.
    */
   constructor(status: number, code: string, message: string, field: string | null = null, options?: ErrorOptions) {
     super(message, options);
