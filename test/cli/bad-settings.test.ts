@@ -115,8 +115,8 @@ describe('a bad setting', () => {
         'http://ops:p4ss\t@127.0.0.1:1', ' \x01http://ops:p4ss@127.0.0.1:1', 'ops:p4ss@127.0.0.1:1',
       ];
       for (const bad of spellings) {
-        const calls = [[['runs', 'list'], { SVC_CONTROL_URL: bad }], [['start', '--brief', 'x'], { SVC_CONTROL_URL: bad }],
-          [['runs', 'list', '--url', bad], {}]] as const;
+        const calls = [[['runs', 'list'], { SVC_CONTROL_URL: bad }],
+          [['start', '--brief', 'x'], { SVC_CONTROL_URL: bad }], [['runs', 'list', '--url', bad], {}]] as const;
         for (const [args, extra] of calls) {
           const r = await runChild(process.execPath, [CLI, ...args], { cwd: home, env: { ...env, ...extra } });
           assert.equal(r.code, 2, `${JSON.stringify(bad)} ${args[0]}: ${r.stderr}`);

@@ -138,7 +138,8 @@ describe('createControlClient and a redirect', () => {
       const pair = await startRedirectPair(status);
       try {
         const client = createControlClient({ url: pair.url, token: 'tok-not-for-there' });
-        const batch = { source: 'local', runs: [{ run: 'r01', status: 'running', started_at: new Date().toISOString() }] };
+        const started = new Date().toISOString();
+        const batch = { source: 'local', runs: [{ run: 'r01', status: 'running', started_at: started }] };
         await assert.rejects(client.ingest(batch as never), (err: unknown) => {
           assert.ok(err instanceof ControlApiError);
           assert.equal(err.status, status);

@@ -33,15 +33,16 @@ describe('a client that sends a token, answered with a 307', () => {
     assert.deepEqual(pair.reached, []);
   });
 
-  it("the trigger's reports to the Control Plane are not taken at a 307, and reach nothing where it points", async () => {
-    const warned: Array<[string, Record<string, unknown> | undefined]> = [];
-    const log = { info: () => {}, warn: (msg: string, fields?: Record<string, unknown>) => void warned.push([msg, fields]) };
+  it("the trigger's reports to the Control Plane are not taken at a 307, and reach nothing there", async () => {
+    type Fields = Record<string, unknown> | undefined;
+    const warned: Array<[string, Fields]> = [];
+    const log = { info: () => {}, warn: (msg: string, fields?: Fields) => void warned.push([msg, fields]) };
     const opts = { controlUrl: pair.url, controlToken: TOKEN, source: 'box', log };
     await createControlReporter(opts)({ job_id: 'j1', message: 'done' } as never);
     const stop = new AbortController();
     // Stopped at its first retry: the 307 was not taken as the report accepted.
     const served = reportServedRepos(['acme/api'], { ...opts, signal: stop.signal,
-      log: { ...log, warn: (msg: string, fields?: Record<string, unknown>) => {
+      log: { ...log, warn: (msg: string, fields?: Fields) => {
         warned.push([msg, fields]);
         stop.abort();
       } } });
