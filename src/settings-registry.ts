@@ -333,9 +333,16 @@ export function setting(env: NodeJS.ProcessEnv, name: SettingName): string | und
   return value;
 }
 
-/** A refused value as an error may show it: cut short, and an address's `user:password@` left out (a secret). */
+/**
+ * A refused value as an error may show it: cut short, and all before its last `@` or `%40` left out, as an address's
+ * user info may be (a secret) in any spelling Node's URL parser reads it from (`http:u:p@h`, `http:\\u:p@h`, a tab
+ * in it) or a person writes it (`u%3Ap@h`); only an http(s) scheme before it is kept.
+ */
 export function shownValue(value: string): string {
-  return value.replace(/^(\s*[a-z][\w+.-]*:\/\/)[^/\s]*@/i, '$1…@').slice(0, 64);
+  const at = Math.max(value.lastIndexOf('@'), value.toLowerCase().lastIndexOf('%40'));
+  if (at < 0) return value.slice(0, 64);
+  const scheme = /^[\x00-\x20]*(https?:[\\/]*)/i.exec(value)?.[1] ?? '';
+  return `${scheme}…${value.slice(at)}`.slice(0, 64);
 }
 
 /** The variable's value, else its default when the registry gives a literal one (`127.0.0.1`, not `~/…`). */
@@ -349,7 +356,7 @@ export function settingOr(env: NodeJS.ProcessEnv, name: SettingName): string {
 function intIn(text: string, what: string, min: number, max: number): number {
   const n = Number(text);
   if (!/^\d+$/.test(text) || n < min || n > max) {
-    throw new BadSettingError(`${what} must be an integer from ${min} to ${max} (got "${text.slice(0, 40)}")`);
+    throw new BadSettingError(`${what} must be an integer from ${min} to ${max} (got "${shownValue(text)}")`);
   }
   return n;
 }
@@ -380,7 +387,7 @@ export function settingChoice(env: NodeJS.ProcessEnv, name: NameOf<{ choices: re
   const value = setting(env, name) ?? choices[0]!;
   if (!choices.includes(value)) {
     const one = choices.map((c) => `"${c}"`).join(' or ');
-    throw new BadSettingError(`${name} must be ${one} (got "${value.slice(0, 40)}")`);
+    throw new BadSettingError(`${name} must be ${one} (got "${shownValue(value)}")`);
   }
   return value;
 }

@@ -20,7 +20,8 @@ export class ControlApiError extends Error {
 
   /**
    * status 0 with code "unreachable" means no HTTP answer at all (refused, DNS, timeout); code "bad_response", a 2xx
-   * whose body was cut short or is not JSON (a proxy's page). `options.cause`: for "unreachable", fetch's own error.
+   * whose body was cut short or is not JSON (a proxy's page); code "redirected", a 3xx (never followed).
+   * `options.cause`: for "unreachable", fetch's own error.
    */
   constructor(status: number, code: string, message: string, field: string | null = null, options?: ErrorOptions) {
     super(message, options);
@@ -47,6 +48,11 @@ export function causeOf(err: unknown): string {
 
 /** The error of a non-2xx response, also from proxies that answer with HTML or nothing. */
 async function errorFromResponse(res: Response): Promise<ControlApiError> {
+  if (res.status >= 300 && res.status < 400) {
+    await res.body?.cancel().catch(() => {});
+    return new ControlApiError(res.status, 'redirected',
+      `HTTP ${res.status}, a redirect: svc sends its token and body only to the address it was given`);
+  }
   const field = res.headers.get(ERROR_FIELD_HEADER);
   const body = parsedOr(await res.text().catch(() => '')) as { error?: { code?: unknown; message?: unknown } } | null;
   const error = body?.error;
@@ -93,7 +99,8 @@ export function createControlClient(options: {
   async function send(path: string, call: Call, signal?: AbortSignal): Promise<Response> {
     const headers: Record<string, string> = { accept: 'application/json', ...call.headers };
     if (options.token) headers.authorization = `Bearer ${options.token}`;
-    const init: RequestInit = { method: call.method ?? 'GET', headers };
+    // Never followed: a redirect would carry the token (same origin) or the body (any) where it points (DESIGN §7a).
+    const init: RequestInit = { method: call.method ?? 'GET', headers, redirect: 'manual' };
     const timeout = () => AbortSignal.timeout(timeoutMs);
     init.signal = signal ?? (call.signal ? AbortSignal.any([call.signal, timeout()]) : timeout());
     if (call.body !== undefined) {

@@ -85,6 +85,8 @@ async function githubPost(
     headers: { ...githubHeaders(token), 'content-type': 'application/json' },
     body: JSON.stringify(body),
     signal: AbortSignal.timeout(30_000),
+    // Never followed with the token or the body: a 3xx is an answer that is not ok (DESIGN §7a).
+    redirect: 'manual',
   });
 }
 

@@ -204,22 +204,23 @@ function agentGitConfigs(ctx: RunContext, ioDir: string): NonNullable<SandboxPla
 
 /**
  * svc's share of the policy limits, watched while the agent (or a check) runs in `workdir`. The disk limit holds for
- * the folders of a built-in provider's home its `sandbox` binds writable too (the invocation's fresh ones, its
- * repository's kept session state): they are on the host's disk, not HOME's tmpfs. A folder the operator declared
- * writable is the operator's to bound.
+ * every host folder its `sandbox` binds writable too: a built-in provider's (the invocation's fresh ones, its
+ * repository's kept session state) and those declared writable for a `command` provider (by the operator, or a file
+ * its person trusted). They are on the host's disk, not HOME's tmpfs, and an agent filling one fills that disk.
  */
 export function watchedLimits(
   limits: RunLimits, workdir: string, files: ProtocolFiles, sandbox: { plan: SandboxPlan } | null = null,
 ): WatchedLimits {
-  const others = (sandbox?.plan.homeMounts ?? []).filter((m) => m.writable).map((m) => m.source)
-    .filter((dir) => !within(dir, workdir));
-  // Each counts once: a run in the checkout has its run folder inside its tree; a folder inside another is in it.
-  const beside = [...new Set([files.askDir, files.answerDir, ...others])].filter((dir, _, all) =>
-    !within(dir, workdir) && !all.some((other) => other !== dir && within(dir, other)));
+  const plan = sandbox?.plan;
+  const homes = (plan?.homeMounts ?? []).filter((m) => m.writable).map((m) => m.source);
+  const others = [...homes, ...(plan?.writable ?? [])].filter((dir) => !within(dir, workdir));
+  // Each counts once: a run in the checkout has its run folder inside its tree; a folder inside another is in it (a
+  // declared folder may hold the worktree).
+  const all = [...new Set([workdir, files.askDir, files.answerDir, ...others])];
+  const diskDirs = all.filter((dir) => !all.some((other) => other !== dir && within(dir, other)));
   const diskWhat = others.length ? 'the worktree, the question and answer folders and the provider\'s folders'
-    : beside.length ? 'the worktree and the question and answer folders' : 'the worktree';
+    : diskDirs.length > 1 ? 'the worktree and the question and answer folders' : 'the worktree';
   const { processes, memory_mb, disk_mb } = limits;
-  const diskDirs = [workdir, ...beside];
   return { processes, memoryBytes: memory_mb * MIB, diskDirs, diskWhat, diskBytes: disk_mb * MIB };
 }
 

@@ -1,7 +1,6 @@
 // Sends a run folder to the Control Plane (POST /v1/ingest) a batch at a time (run-batch.ts), resumable from ship.json,
 // and the worker's live loop that ships a run as it changes (docs/engine.md "Shipping to the Control Plane"). A run its
 // loop could not ship is left to the recovery (ship-recovery.ts).
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createControlClient, ControlApiError } from '../client/client.ts';
 import type { IngestBatch, IngestResult } from '../client/types.ts';
@@ -12,7 +11,7 @@ import { writeJsonAtomic } from './safe-fs.ts';
 import { errorMessage } from '../errors.ts';
 import { signsLater, toRunJson, type RunState } from './run-state.ts';
 import { contentTypeOf, OCTET_STREAM } from '../http/static-files.ts';
-import { openRunFolder, skipReason, withDir } from './plain-tree.ts';
+import { openRunFolder, pathIn, skipReason, withDir } from './plain-tree.ts';
 import { isJsonObject, type Obj } from '../json-value.ts';
 import { list, obj, tryParseJson } from '../untrusted.ts';
 import {
@@ -227,7 +226,10 @@ export function createShipper(
     const result = await sender.ingest(sent, signal).catch((err: unknown) => {
       throw err instanceof ControlApiError ? err : new SendError(errorMessage(err), { cause: err });
     });
-    writeJsonAtomic(join(dir, 'ship.json'), read.next);
+    // Into the folder as it stands now, never made again: a run removed while its batch was on the way (its person
+    // deleted it) stays removed, and has nothing more to ship.
+    const standing = openRunFolder(dir);
+    if (!('failed' in standing)) withDir(standing, () => writeJsonAtomic(pathIn(standing, 'ship.json'), read.next));
     const answer = readIngestAnswer(result, state.run);
     for (const item of answer.control) onControl?.(item);
     // Deleted on the Control Plane, the run's later batches would be dropped there too: none is sent.
@@ -235,7 +237,7 @@ export function createShipper(
       deleted = true;
       onControl?.(deletedRun(state.run));
     }
-    return (read.more || told) && !deleted;
+    return (read.more || told) && !deleted && !('failed' in standing);
   }
 
   return {

@@ -25,6 +25,8 @@ async function postIngest(opts: ControlReportOptions, body: string, signal: Abor
     },
     body,
     signal,
+    // Never followed with the token or the body: a 3xx is an answer that is not ok (DESIGN §7a).
+    redirect: 'manual',
   });
   await res.arrayBuffer();
   return res;

@@ -365,8 +365,11 @@ export function createKubeApi(opts: { apiUrl: string; serviceAccountDir: string 
         const { status, text } = await httpsRequest(url, { ...init, ca, timeoutMs: API_TIMEOUT_MS }, payload);
         return parse(status, text);
       }
+      // A 3xx goes back to the caller as any other status, never followed with the token or the Job (DESIGN §7a),
+      // as node:https above never follows one.
       const res = await fetch(url, {
         ...init, signal: AbortSignal.timeout(API_TIMEOUT_MS), ...(payload !== undefined ? { body: payload } : {}),
+        redirect: 'manual',
       });
       return parse(res.status, await res.text());
     },

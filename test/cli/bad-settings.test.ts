@@ -102,6 +102,34 @@ describe('a bad setting', () => {
     }
   });
 
+  // Node's URL parser reads user info from more than `scheme://user:password@`: it takes `\\` for `/` in an http(s)
+  // URL, needs no slashes after `http:`, drops tabs and newlines, and a person may percent-encode the `:` or `@`.
+  it('a refused SVC_CONTROL_URL or --url shows no credential in any spelling of its user info', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));
+    try {
+      spawnSync('git', ['init', '-q', home]);
+      const env = { PATH: process.env.PATH, HOME: home };
+      const spellings = [
+        'http://ops%3Ap4ss@127.0.0.1:1', 'http://ops:p4ss%40x@127.0.0.1:1', 'http://ops:p4ss%40127.0.0.1:1',
+        'http:ops:p4ss@127.0.0.1:1', 'http:/\\ops:p4ss@127.0.0.1:1', 'HTTPS:\\\\ops:p4ss@127.0.0.1:1',
+        'http://ops:p4ss\t@127.0.0.1:1', ' \x01http://ops:p4ss@127.0.0.1:1', 'ops:p4ss@127.0.0.1:1',
+      ];
+      for (const bad of spellings) {
+        const calls = [[['runs', 'list'], { SVC_CONTROL_URL: bad }],
+          [['start', '--brief', 'x'], { SVC_CONTROL_URL: bad }], [['runs', 'list', '--url', bad], {}]] as const;
+        for (const [args, extra] of calls) {
+          const r = await runChild(process.execPath, [CLI, ...args], { cwd: home, env: { ...env, ...extra } });
+          assert.equal(r.code, 2, `${JSON.stringify(bad)} ${args[0]}: ${r.stderr}`);
+          assert.match(r.stderr, /must be/);
+          assert.equal(r.stderr.includes('p4ss'), false, r.stderr);
+        }
+      }
+      assert.equal(existsSync(join(home, '.svc', 'runs')), false, 'no run was made');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   // Node's URL parser, and so fetch, refuses a zone id in an IPv6 literal: such an address could never be reached.
   it('SVC_CONTROL_URL with an IPv6 zone id exits 2 saying zone ids are not supported', async () => {
     const home = mkdtempSync(join(tmpdir(), 'svc-bad-setting-'));

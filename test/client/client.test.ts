@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createControlClient, ControlApiError } from '../../src/client/client.ts';
 import { startStandIn, sendJson, type StandIn } from './stand-in.ts';
 import { startTestControl } from '../helpers/control-server.ts';
+import { startRedirectPair } from '../helpers/redirect-pair.ts';
 
 let api: StandIn;
 before(async () => {
@@ -127,6 +128,33 @@ describe('createControlClient errors', () => {
     assert.equal(err.status, 0);
     assert.ok(!err.message.includes('tok-xyz'));
   });
+});
+
+// A token goes only to the origin it was made for (DESIGN §7a): a redirect is a failure, never followed with it or the
+// body (fetch would drop the token at another port, but send the body again on a 307 or 308).
+describe('createControlClient and a redirect', () => {
+  for (const status of [307, 308, 302] as const) {
+    it(`fails at a ${status} naming it, and sends neither the token nor the batch to where it points`, async () => {
+      const pair = await startRedirectPair(status);
+      try {
+        const client = createControlClient({ url: pair.url, token: 'tok-not-for-there' });
+        const started = new Date().toISOString();
+        const batch = { source: 'local', runs: [{ run: 'r01', status: 'running', started_at: started }] };
+        await assert.rejects(client.ingest(batch as never), (err: unknown) => {
+          assert.ok(err instanceof ControlApiError);
+          assert.equal(err.status, status);
+          assert.equal(err.code, 'redirected');
+          assert.match(err.message, new RegExp(`${status}`));
+          assert.equal(err.message.includes('tok-not-for-there'), false);
+          return true;
+        });
+        await assert.rejects(client.listRuns(), { status, code: 'redirected' });
+        assert.deepEqual(pair.reached, []);
+      } finally {
+        await pair.close();
+      }
+    });
+  }
 });
 
 describe('createControlClient errors from a real Control Plane', () => {

@@ -188,6 +188,8 @@ export interface StandIn {
   requests: Array<{ method: string; path: string; headers: Record<string, string | string[] | undefined>; body: any }>;
   /** Pulls created so far, by number; a test may add or edit one (e.g. a PR in another repo, a moved head). */
   pulls: Map<number, StandInPull>;
+  /** While set, each request of `method` is answered 307 to `to` and its own path (and not recorded). */
+  redirect: { method: string; to: string } | null;
   close(): Promise<void>;
 }
 
@@ -198,6 +200,7 @@ export interface StandIn {
 export async function startGithubStandIn(opts: { originOf?: (owner: string, repo: string) => string } = {}): Promise<StandIn> {
   const requests: StandIn['requests'] = [];
   const pulls = new Map<number, StandInPull>();
+  const stand = { redirect: null as StandIn['redirect'] };
   let n = 0;
   function headSha(owner: string, repo: string, branch: string): string | null {
     if (!opts.originOf) return null;
@@ -220,6 +223,10 @@ export async function startGithubStandIn(opts: { originOf?: (owner: string, repo
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
+      if (stand.redirect && req.method === stand.redirect.method) {
+        res.writeHead(307, { location: `${stand.redirect.to}${req.url ?? '/'}` }).end();
+        return;
+      }
       const text = Buffer.concat(chunks).toString('utf8');
       const body = text ? JSON.parse(text) : null;
       requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body });
@@ -257,6 +264,12 @@ export async function startGithubStandIn(opts: { originOf?: (owner: string, repo
     url: `http://127.0.0.1:${address.port}`,
     requests,
     pulls,
+    get redirect() {
+      return stand.redirect;
+    },
+    set redirect(to) {
+      stand.redirect = to;
+    },
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }

@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
+import { startRedirectPair } from '../helpers/redirect-pair.ts';
 import { idleNode } from '../helpers/run-child.ts';
 import {
   createShipLoop, createShipper, shipperClient, type ControlItem,
@@ -345,11 +346,12 @@ describe('the run key the shipper sends (docs/control-data.md, "Each run\u2019s 
  * request with `answer` as it is then, and counts them. It listens, with a temp HOME (`root`) beside it, from the
  * describe's before() to its after(). */
 function standInForSuite() {
-  const stand = { answer: { status: 200, body: '' }, requests: 0, url: '', root: '' };
+  const stand = { answer: { status: 200, body: '' }, requests: 0, url: '', root: '', onRequest: () => {} };
   const server: Server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
       stand.requests++;
+      stand.onRequest();
       res.writeHead(stand.answer.status, { 'content-type': 'application/json' }).end(stand.answer.body);
     });
   });
@@ -565,6 +567,41 @@ describe('the home token and a port no live Control Plane is known to hold', () 
     } finally {
       server.kill('SIGKILL');
       squatter.close();
+    }
+  });
+});
+
+// A person may delete a run while its batch is on the way: what the shipper writes after (ship.json) must not make the
+// folder again, holding that one file.
+describe('a run folder removed while its batch is sent', () => {
+  const stand = standInForSuite();
+
+  it('stays removed: the shipper writes no ship.json into a folder it would have to make', async () => {
+    stand.answer = { status: 200, body: JSON.stringify({ runs: 1, events: 0, duplicates: 0, artifacts: 0 }) };
+    const dir = runFolder(join(stand.root, 'removed'), 'rgone');
+    stand.onRequest = () => rmSync(dir, { recursive: true, force: true });
+    const shipper = createShipper(dir, { SVC_CONTROL_URL: stand.url, HOME: stand.root });
+    assert.equal(await shipper.flush(), null);
+    assert.equal(existsSync(dir), false);
+    assert.equal(stand.requests, 1);
+  });
+});
+
+describe('a Control Plane address that redirects', () => {
+  it('fails the ship naming the 307, and sends neither the token nor the run to where it points', async () => {
+    const pair = await startRedirectPair(307);
+    const root = mkdtempSync(join(tmpdir(), 'svc-'));
+    try {
+      const dir = runFolder(join(root, 'redirected'), 'rredir');
+      const env = { SVC_CONTROL_URL: pair.url, SVC_CONTROL_TOKEN: 'tok-not-for-there', HOME: root };
+      const failure = await createShipper(dir, env).flush();
+      assert.match(failure?.why ?? '', new RegExp(`the Control Plane at ${pair.url} answered 307 redirected`));
+      assert.equal(failure?.why.includes('tok-not-for-there'), false);
+      assert.deepEqual(pair.reached, []);
+      assert.equal(existsSync(join(dir, 'ship.json')), false, 'nothing counts as shipped');
+    } finally {
+      await pair.close();
+      rmSync(root, { recursive: true, force: true });
     }
   });
 });

@@ -61,7 +61,10 @@ export async function startTestControl(opts: TestControlOptions = {}): Promise<T
   const dir = mkdtempSync(join(tmpdir(), 'svc-'));
   const home = join(dir, 'home');
   mkdirSync(home, { recursive: true });
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: home, ...opts.env };
+  // Its own tmp, removed with `dir`: what the server and the runs it starts write there never lands in the machine's.
+  const tmp = join(dir, 'tmp');
+  mkdirSync(tmp);
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: home, TMPDIR: tmp, ...opts.env };
   // The registry's defaults (an environment with only HOME), then what a test server needs.
   const settings: ControlSettings = {
     ...resolveControlSettings({ HOME: home }, {

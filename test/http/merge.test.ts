@@ -8,6 +8,7 @@ import { keyIdOf, trustedKeysDir, rotateSigningKey } from '../../src/keys.ts';
 import { startTestControl, type TestControl } from '../helpers/control-server.ts';
 import { makeRepo, startGithubStandIn, EDIT_SCRIPT, GIT_ENV, type StandIn, type TestRepo } from '../engine/fixtures.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { startRedirectPair } from '../helpers/redirect-pair.ts';
 
 describe('merge queue and review risk', () => {
   let github: StandIn;
@@ -112,6 +113,26 @@ describe('merge queue and review risk', () => {
     }
     assert.equal(puts(), before);
   });
+
+  // The GitHub token goes only to GITHUB_API_URL's origin (DESIGN §7a): a redirect of the read or of the merge fails
+  // the entry naming it, and nothing reaches where it points.
+  for (const method of ['GET', 'PUT']) {
+    it(`fails an entry whose ${method} GitHub answers with a 307, sending neither the token nor the merge on`,
+      async () => {
+        const run = await finished('fake');
+        const pair = await startRedirectPair(307);
+        github.redirect = { method, to: pair.target };
+        try {
+          const entry = await queueAndRun(run);
+          assert.equal(entry.status, 'failed');
+          assert.match(entry.detail, /^GitHub answered 307/);
+          assert.deepEqual(pair.reached, []);
+        } finally {
+          github.redirect = null;
+          await pair.close();
+        }
+      });
+  }
 
   it('refuses to merge a PR of the same repository whose head is another branch', async () => {
     const first = await finished('fake');

@@ -1,11 +1,12 @@
 // limits.disk_mb holds for the provider's own folders too (DESIGN §7a "It ends"), black-box: a real `svc start` run
 // whose provider is a stand-in named `claude` on PATH that fills the folders its home binds from the host's disk (its
-// kept session state and the invocation's fresh ~/.claude), neither of them HOME's tmpfs nor the worktree.
+// kept session state and the invocation's fresh ~/.claude), neither of them HOME's tmpfs nor the worktree; and one
+// whose `command` provider fills a folder declared writable for it.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { makeRepo, readJson, svcEnv, AGENT_STATE, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 
@@ -52,5 +53,38 @@ describe('the disk limit of an agent with a provider home', {
     assert.equal(state.status, 'failed', res.stderr);
     assert.match(state.error, /the provider's folders grew by more than 8 MiB.*limits\.disk_mb/);
     assert.ok(existsSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json')));
+  });
+});
+
+/** 12 MiB into the folder the operator declared writable for it (fixtures.ts grantAgentState), past a disk_mb of 8. */
+const DECLARED_FILLER = `#!/bin/sh
+cat > /dev/null
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do head -c 1048576 /dev/zero > "$HOME/${AGENT_STATE}/fill-$i.bin"; done
+sleep 20
+echo fixed >> a.txt
+`;
+
+describe('the disk limit of an agent with a folder declared writable for its command provider', {
+  skip: bwrapWorks ? false : 'bwrap cannot run on this host',
+}, () => {
+  let repo: TestRepo;
+  before(() => {
+    repo = makeRepo({ providers: { filler: DECLARED_FILLER }, policy: { limits: { disk_mb: 8 } } });
+  });
+  after(() => repo.cleanup());
+
+  // The folder is a host folder the agent writes: an agent filling it fills the host's disk as one filling its tree.
+  it('ends an agent that writes past limits.disk_mb into that folder', async () => {
+    const env = svcEnv(repo);
+    delete env.SVC_SANDBOX;
+    delete env.SVC_ORIGIN;
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'fill the folder', '--worktree',
+      '--provider', 'filler'], { cwd: repo.repo, env });
+    const line = res.stdout.trim().split('\n')[0] ?? '';
+    assert.ok(line.startsWith('{'), `svc start printed no run: ${res.stderr}`);
+    const { run } = JSON.parse(line) as { run: string };
+    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')) as { status: string; error: string };
+    assert.equal(state.status, 'failed', res.stderr);
+    assert.match(state.error, /the provider's folders grew by more than 8 MiB.*limits\.disk_mb/);
   });
 });

@@ -107,9 +107,13 @@ export async function startTestTrigger(
 ): Promise<TestTrigger> {
   const repo = o.repo ?? makeRepo();
   const home = o.home ?? tempDir('svc-home-');
+  // Its own tmp, removed with the HOME: what the jobs it starts write there never lands in the machine's.
+  const tmp = join(home, 'tmp');
+  mkdirSync(tmp, { recursive: true });
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
     HOME: home,
+    TMPDIR: tmp,
     LANG: 'C.UTF-8',
     TRACKERB_LABELS: 'svc',
     // The fixture's workspace and the one the tests' own chata bodies name.

@@ -120,7 +120,9 @@ async function mergeReceiptPull(
   const apiBase = settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, '');
   const api = `${apiBase}/repos/${pull.owner}/${pull.repo}/pulls/${pull.number}`;
   try {
-    const got = await fetch(api, { headers: githubHeaders(token), signal: AbortSignal.timeout(30_000) });
+    // Neither call follows a redirect with the token (DESIGN §7a): a 3xx is an answer that is not ok.
+    const got = await fetch(api, { headers: githubHeaders(token), signal: AbortSignal.timeout(30_000),
+      redirect: 'manual' });
     if (!got.ok) {
       return `GitHub answered ${got.status} when reading the pull request: ${(await got.text()).slice(0, 200)}`;
     }
@@ -140,6 +142,7 @@ async function mergeReceiptPull(
       headers: { ...githubHeaders(token), 'content-type': 'application/json' },
       body: JSON.stringify({ sha: receipt.head_sha }),
       signal: AbortSignal.timeout(30_000),
+      redirect: 'manual',
     });
     if (res.ok) return null;
     return `GitHub answered ${res.status}: ${(await res.text()).slice(0, 200)}`;
