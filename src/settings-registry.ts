@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { BadSettingError } from './errors.ts';
 import { SOURCES } from './webhook-sources.ts';
 import { SEGMENT } from './run-json.ts';
+import { shownValue } from './one-line.ts';
 
 /** The README's sections (scripts/docs-settings.ts titles them). */
 export type SettingGroup = 'control' | 'engine' | 'trigger' | 'kubernetes' | 'gate' | 'svc' | 'packaging';
@@ -331,18 +332,6 @@ export function setting(env: NodeJS.ProcessEnv, name: SettingName): string | und
     throw new BadSettingError(`${name} must be ${rule[1]} (got "${shownValue(value)}")`);
   }
   return value;
-}
-
-/**
- * A refused value as an error may show it: cut short, and all before its last `@` or `%40` left out, as an address's
- * user info may be (a secret) in any spelling Node's URL parser reads it from (`http:u:p@h`, `http:\\u:p@h`, a tab
- * in it) or a person writes it (`u%3Ap@h`); only an http(s) scheme before it is kept.
- */
-export function shownValue(value: string): string {
-  const at = Math.max(value.lastIndexOf('@'), value.toLowerCase().lastIndexOf('%40'));
-  if (at < 0) return value.slice(0, 64);
-  const scheme = /^[\x00-\x20]*(https?:[\\/]*)/i.exec(value)?.[1] ?? '';
-  return `${scheme}…${value.slice(at)}`.slice(0, 64);
 }
 
 /** The variable's value, else its default when the registry gives a literal one (`127.0.0.1`, not `~/…`). */

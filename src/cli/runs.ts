@@ -13,7 +13,8 @@ import { oneLine } from '../one-line.ts';
 import { obj, objOrNull, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { timeMs } from '../iso-time.ts';
-import { SETTINGS, shownValue } from '../settings-registry.ts';
+import { SETTINGS } from '../settings-registry.ts';
+import { shownValue } from '../one-line.ts';
 import { findLocalRun, printLocalLogs, printControlLogs, waitForRun } from './run-logs.ts';
 
 export const HELP = `Usage:

@@ -5,6 +5,7 @@ import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { RefusedError } from '../errors.ts';
 import { setting } from '../settings-registry.ts';
+import { shownValue } from '../one-line.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
 import { GitRedirectedError } from './git.ts';
 import { redactSecrets } from './text.ts';
@@ -86,11 +87,6 @@ type GitService = 'git-upload-pack' | 'git-receive-pack';
 /** A git that could carry a credential was redirected; nothing was sent to the other host. */
 export class CredentialRedirectError extends RefusedError {}
 
-/** `scheme://host[:port]/path` of a URL, for a message: no user name, password, query or fragment. */
-function shown(url: string): string {
-  return redactSecrets(url, 'bare').replace(/\/info\/refs$/, '');
-}
-
 /** Where `url`'s server redirects git's first request, asked without a credential (TLS trusting what git would). */
 function redirectTarget(url: string, service: string, env: NodeJS.ProcessEnv): Promise<string | null> {
   const target = URL.parse(`${url.replace(/\/+$/, '')}/info/refs?service=${service}`);
@@ -102,7 +98,11 @@ function redirectTarget(url: string, service: string, env: NodeJS.ProcessEnv): P
       const { location } = res.headers;
       const status = res.statusCode ?? 0;
       const to = status >= 300 && status < 400 && location ? URL.parse(location, target.href) : null;
-      resolve(to ? shown(to.href) : null);
+      if (!to) return resolve(null);
+      // Where git's repository is: the path before the `/info/refs?service=` it was asked for.
+      to.search = '';
+      to.hash = '';
+      resolve(shownValue(to.href.replace(/\/info\/refs$/, '')));
     };
     try {
       const ca = secure && env.GIT_SSL_CAINFO ? readFileSync(env.GIT_SSL_CAINFO) : undefined;
@@ -131,7 +131,7 @@ export async function redirectRefusal(
   url: string, service: GitService, env: NodeJS.ProcessEnv,
 ): Promise<CredentialRedirectError> {
   const to = await redirectTarget(url, service, env);
-  const from = shown(url);
+  const from = shownValue(url);
   const where = to ? `"${to}"` : 'another address (the server did not say where)';
   return new CredentialRedirectError(`The git server at "${from}" redirected to ${where}: svc follows no redirect, ` +
     'so a credential never reaches another host; set the remote to the address it now lives at');

@@ -15,16 +15,12 @@ import {
   DEFAULT_BRIEF_BYTES, ROUTING_KINDS, sanitizeBrief, type ChatKind, type RoutingKind,
 } from '../webhook-sources.ts';
 import { isRepoName } from '../engine/spec.ts';
+import { shownValue } from '../one-line.ts';
 
 export type Routed = { kind: 'repo'; repo: ServedRepo } | { kind: 'unserved'; reason: string };
 
 /** `attach`: a table read from a file gets its logger and reload listener once the server has them. */
 export type RepoRouter = ReturnType<typeof createRepoRouter> & { attach?(hooks: LiveHooks): void };
-
-/** Text from a payload, fit for a skip reason and a log line. */
-function shown(value: string): string {
-  return value.replace(/[^\x20-\x7e]/g, '?').slice(0, 120);
-}
 
 /** `source`: the file's path, or what named the one-repository shorthand (`--repo DIR`, …). */
 function createRepoRouter(entries: readonly ServedRepo[], source: string) {
@@ -54,7 +50,7 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string) {
       if (!fullName) return { kind: 'unserved', reason: 'the event names no repository' };
       const repo = byName.get(fullName.toLowerCase());
       if (repo && !repo.name.toLowerCase().startsWith('local/')) return { kind: 'repo', repo };
-      return { kind: 'unserved', reason: `repository "${shown(fullName)}" is not served` };
+      return { kind: 'unserved', reason: `repository "${shownValue(fullName)}" is not served` };
     },
     /** Another source's key, then the default entry. */
     route(kind: RoutingKind, key: string | null): Routed {
@@ -63,7 +59,7 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string) {
       if (fallback) return { kind: 'repo', repo: fallback };
       const what = key === null
         ? `the ${kind} event names no routing key`
-        : `${kind} key "${shown(key)}" is not served`;
+        : `${kind} key "${shownValue(key)}" is not served`;
       return { kind: 'unserved', reason: `${what} and no repository is the default` };
     },
     /**
@@ -74,7 +70,9 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string) {
     chat(kind: ChatKind, channel: string | null, option: string | null, stranger = false): Routed {
       const named = stranger ? [] : naming(kind, channel);
       const reach = stranger ? [] : [...named, ...open(kind).filter((e) => !named.includes(e))];
-      const where = channel === null ? `a ${kind} message with no channel` : `${kind} channel "${shown(channel)}"`;
+      const where = channel === null
+        ? `a ${kind} message with no channel`
+        : `${kind} channel "${shownValue(channel, 'name')}"`;
       const may = reach.length
         ? `it may start work in ${reach.slice(0, 10).map((e) => e.name).join(', ')}`
         : 'it may start work in no repository here';
@@ -82,7 +80,7 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string) {
         const repo = reach.find((e) => e.name.toLowerCase() === option.toLowerCase());
         if (repo) return { kind: 'repo', repo };
         // The same words whether the repository is served elsewhere or not at all: a channel learns only its own reach.
-        return { kind: 'unserved', reason: `${where} may not start work in "${shown(option)}" (${may})` };
+        return { kind: 'unserved', reason: `${where} may not start work in "${shownValue(option)}" (${may})` };
       }
       if (named.length === 1) return { kind: 'repo', repo: named[0]! };
       if (named.length > 1) {

@@ -214,6 +214,6 @@ describe('the redirect refusal when the server cannot be asked where it points',
     assert.ok(https instanceof CredentialRedirectError);
     assert.match(https.message, /^The git server at "https:\/\/127\.0\.0\.1:1\/acme\/api\.git\/" redirected to another address \(the server did not say where\): svc follows no redirect/);
     const ssh = await redirectRefusal('ssh://git@127.0.0.1/acme/api.git', 'git-receive-pack', {});
-    assert.match(ssh.message, /^The git server at "ssh:\/\/127\.0\.0\.1\/acme\/api\.git" redirected to another address/);
+    assert.match(ssh.message, /^The git server at "ssh:\/\/…@127\.0\.0\.1\/acme\/api\.git" redirected to another address/);
   });
 });
