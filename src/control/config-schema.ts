@@ -4,7 +4,7 @@ import { isAbsolute } from 'node:path';
 import { invalidField } from '../http/http-error.ts';
 import type { ConfigStore } from '../db/control-stores.ts';
 import { BUILTIN_PROVIDERS, isBuiltin } from '../engine/providers.ts';
-import { PROVIDER_NAME } from '../engine/config.ts';
+import { isRelativeProgram, PROVIDER_NAME } from '../engine/config.ts';
 
 export interface Setting {
   key: string;
@@ -85,9 +85,7 @@ function checkProviders(value: unknown): void {
       !command.every((a) => typeof a === 'string' && a.length > 0 && !a.includes('\0'))) {
       bad(`Setting "providers.${name}.command" must be a non-empty array of non-empty strings`);
     }
-    // Neither the Control Plane nor its runs have a folder `./agent` could be relative to (provider-detect.ts).
-    const program = (command as string[])[0]!;
-    if (program.includes('/') && !isAbsolute(program)) {
+    if (isRelativeProgram((command as string[])[0]!)) {
       bad(`Setting "providers.${name}.command" must start with a program on PATH or an absolute path`);
     }
   }

@@ -1,13 +1,13 @@
 // Finds agent CLIs on PATH (no shell) and says whether each built-in's version lies in the tested range; for
 // GET /v1/providers and `svc providers`.
-import { isAbsolute } from 'node:path';
 import { which } from '../spawn/svc-paths.ts';
 import { BUILTIN_PROVIDERS } from '../engine/providers.ts';
+import { isRelativeProgram } from '../engine/config.ts';
 import { versionStanding, type VersionProbe } from '../engine/cli-version.ts';
 
 /** A name with a slash must be absolute: the Control Plane has no project directory `./agent` could mean. */
 export function findOnPath(name: string, pathEnv: string | undefined): string | null {
-  if ((name.includes('/') || name.includes('\\')) && !isAbsolute(name)) return null;
+  if (isRelativeProgram(name)) return null;
   return which(name, pathEnv);
 }
 

@@ -2,7 +2,7 @@
 import { isJsonObject } from '../json-value.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
 import { readFileSync, existsSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, isAbsolute, join } from 'node:path';
 import { BadSettingError, RefusedError } from '../errors.ts';
 import { onlyKeys, parseNetwork, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
@@ -94,6 +94,23 @@ function readProvider(name: string, value: unknown, file: string): ProviderEntry
   return writable === undefined ? { command: command as string[] } : { command: command as string[], writable };
 }
 
+/** A program named from a folder (`./agent`, `bin/agent`) is found from wherever the process that runs it started: the
+ * operator's providers and the Control Plane's have no such folder (a repository's are found from its tree). */
+export function isRelativeProgram(program: string): boolean {
+  return (program.includes('/') || program.includes('\\')) && !isAbsolute(program);
+}
+
+/** The operator's providers (`where`: the file or setting they came from), a relative program refused. */
+function operatorsOwn(providers: Record<string, ProviderEntry>, where: string): Record<string, ProviderEntry> {
+  for (const [name, { command }] of Object.entries(providers)) {
+    if (isRelativeProgram(command[0]!)) {
+      throw new BadSettingError(`${where} providers.${name}.command must start with a program on PATH or an ` +
+        'absolute path: a relative one would be found from whatever folder svc was started in');
+    }
+  }
+  return providers;
+}
+
 type OperatorConfig = Required<Omit<EngineConfig, 'provider'>>;
 
 /** Both operator files merged; a broken one is an error naming it (fail closed, like the repository's config). */
@@ -108,7 +125,7 @@ export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
     }
     for (const name of config.env ?? []) if (!merged.env.includes(name)) merged.env.push(name);
     for (const entry of config.network ?? []) if (!merged.network.includes(entry)) merged.network.push(entry);
-    Object.assign(merged.providers, config.providers);
+    Object.assign(merged.providers, operatorsOwn(config.providers, path));
   }
   // The Control Plane's settings are the operator's too (DESIGN §7a): its `providers` go over the files' for the runs
   // it starts, so a run runs what its UI lists (docs/control-config.md).
@@ -127,7 +144,8 @@ function controlProviders(env: NodeJS.ProcessEnv): Record<string, ProviderEntry>
   const where = `the Control Plane's "providers" setting (${CONTROL_PROVIDERS_VAR})`;
   const list = tryParseJson(text);
   if (!isJsonObject(list)) throw new BadSettingError(`${where} must hold a JSON object`);
-  return Object.fromEntries(Object.entries(list).map(([name, entry]) => [name, readProvider(name, entry, where)]));
+  return operatorsOwn(
+    Object.fromEntries(Object.entries(list).map(([name, entry]) => [name, readProvider(name, entry, where)])), where);
 }
 
 /** The operator's passed names for a server's launcher; none when its file is unreadable (the run then fails). */

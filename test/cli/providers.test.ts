@@ -78,6 +78,22 @@ describe('svc providers', () => {
     }
   });
 
+  it('refuses an operator.json provider whose program is relative with exit 2, naming the file and the provider',
+    async () => {
+      mkdirSync(join(root, '.svc'), { recursive: true });
+      const file = join(root, '.svc', 'operator.json');
+      writeFileSync(file, JSON.stringify({ providers: { near: { command: ['./bin/near-agent', '--yes'] } } }));
+      try {
+        const res = await providers(['--json']);
+        assert.equal(res.code, 2, res.stdout);
+        assert.equal(res.stdout, '');
+        assert.ok(res.stderr.includes(`${file} providers.near.command must start with a program on PATH or an ` +
+          'absolute path'), res.stderr);
+      } finally {
+        rmSync(file);
+      }
+    });
+
   it('finds the project\'s providers from a subfolder, and refuses a --repo that is no repository', async () => {
     const repo = join(root, 'repo');
     mkdirSync(join(repo, 'src', 'deep'), { recursive: true });
