@@ -3,7 +3,7 @@ import { isJsonObject } from '../json-value.ts';
 import { isAbsolute } from 'node:path';
 import { invalidField } from '../http/http-error.ts';
 import type { ConfigStore } from '../db/control-stores.ts';
-import { BUILTIN_PROVIDERS, isBuiltin } from '../engine/providers.ts';
+import { isBuiltin } from '../engine/providers.ts';
 import { isRelativeProgram, PROVIDER_NAME } from '../engine/config.ts';
 
 export interface Setting {
@@ -21,7 +21,8 @@ export interface Setting {
 export const SETTINGS: readonly Setting[] = [
   {
     key: 'default_provider', type: 'string', default: null, secret: false,
-    description: 'Provider /v1/start uses when a request names none: a built-in name or a key of `providers`; ' +
+    description: 'Provider /v1/start uses when a request names none: a built-in name, a provider of the operator\'s ' +
+      'operator.json or a key of `providers`; ' +
       'null leaves the choice to the project (.svc/config.json "provider", else the first built-in on PATH)',
   },
   {
@@ -118,9 +119,16 @@ function checkValue(setting: Setting, value: unknown): void {
   }
 }
 
+/** The providers, by name, a run has besides the built-ins, given the `providers` setting: the server's reads the
+ * operator's files too (config.ts controlRunProviders). */
+type RunProviders = (setting: unknown) => Readonly<Record<string, unknown>>;
+
+const settingAlone: RunProviders = (setting) => (isJsonObject(setting) ? setting : {});
+
 /** Nothing is applied unless every key passes; a secret sent back as "***" keeps the stored value. */
 export function mergeConfig(
-  current: ConfigValues, update: Record<string, unknown>, schema: readonly Setting[] = SETTINGS,
+  current: ConfigValues, update: Record<string, unknown>, runProviders: RunProviders = settingAlone,
+  schema: readonly Setting[] = SETTINGS,
 ): ConfigValues {
   const next = { ...current };
   for (const [key, value] of Object.entries(update)) {
@@ -134,9 +142,12 @@ export function mergeConfig(
     checkValue(setting, value);
     next[key] = structuredClone(value);
   }
+  // Asked when either changes (an operator file edited since is the run's to report), and of those files only when
+  // neither a built-in nor the setting has the name.
   const provider = next.default_provider;
-  const known: string[] = [...BUILTIN_PROVIDERS, ...Object.keys((next.providers ?? {}) as object)];
-  if (typeof provider === 'string' && !known.includes(provider)) {
+  const asked = Object.hasOwn(update, 'default_provider') || Object.hasOwn(update, 'providers');
+  if (asked && typeof provider === 'string' && !isBuiltin(provider) &&
+    !Object.hasOwn(settingAlone(next.providers), provider) && !Object.hasOwn(runProviders(next.providers), provider)) {
     invalid('default_provider', `Setting "default_provider" names unknown provider "${provider.slice(0, 64)}"`);
   }
   return next;

@@ -14,8 +14,10 @@ export function findOnPath(name: string, pathEnv: string | undefined): string | 
 export function describeProviders(
   commands: Record<string, { command: string[] }>, pathEnv: string | undefined, probe: VersionProbe,
 ) {
+  // A command provider of a built-in's name (the operator's may be one) is what a run of that name runs.
   const entries = [
-    ...BUILTIN_PROVIDERS.map((name) => ({ name, kind: 'builtin' as const, binary: name })),
+    ...BUILTIN_PROVIDERS.filter((name) => !Object.hasOwn(commands, name))
+      .map((name) => ({ name, kind: 'builtin' as const, binary: name })),
     ...Object.entries(commands).map(([name, p]) => ({ name, kind: 'command' as const, binary: p.command[0]! })),
   ];
   return Promise.all(entries.map(async (e) => {

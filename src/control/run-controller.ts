@@ -12,8 +12,7 @@ import { transaction, untilWritten, type Db } from '../db/open.ts';
 import type { Logger } from '../log.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir } from '../engine/paths.ts';
-import { CONTROL_PROVIDERS_VAR, operatorPassedEnv } from '../engine/config.ts';
-import { isJsonObject } from '../json-value.ts';
+import { controlRunEnv, operatorPassedEnv } from '../engine/config.ts';
 import { readEffectiveConfig } from './config-schema.ts';
 import { TERMINAL, isResume, readFailure, runFailure, type RunFailure } from '../run-json.ts';
 import { obj, tryParseJson } from '../untrusted.ts';
@@ -57,13 +56,9 @@ function childSpec(deps: RunControllerDeps): ChildSpec {
     SVC_CONTROL_URL: deps.url(),
     SVC_SOURCE: deps.settings.source,
     SVC_CONTROL_ANSWER_DIR: deps.settings.answerDir,
-    SVC_ORIGIN: 'control',
+    // Its `providers` setting is the operator's (DESIGN §7a): the run resolves them as operator.json's (config.ts).
+    ...controlRunEnv(readEffectiveConfig(deps.stores.config).config.providers),
   };
-  // Its `providers` setting is the operator's (DESIGN §7a): the run resolves them as operator.json's (config.ts).
-  const providers = readEffectiveConfig(deps.stores.config).config.providers;
-  if (isJsonObject(providers) && Object.keys(providers).length > 0) {
-    extra[CONTROL_PROVIDERS_VAR] = JSON.stringify(providers);
-  }
   return { kind: 'control-launcher', base: withoutSecrets(deps.env), extra };
 }
 

@@ -135,7 +135,21 @@ export function loadOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
 
 /** Holds the Control Plane's `providers` setting (JSON) for the `svc start` it runs: in its environment, never argv,
  * as a command may carry a token. */
-export const CONTROL_PROVIDERS_VAR = 'SVC_CONTROL_PROVIDERS';
+const CONTROL_PROVIDERS_VAR = 'SVC_CONTROL_PROVIDERS';
+
+/** What tells the `svc start` a Control Plane runs that it is the Control Plane's: its origin, and its `providers`
+ * setting, which the run has as the operator's (controlProviders). */
+export function controlRunEnv(providers: unknown): Record<string, string> {
+  const some = isJsonObject(providers) && Object.keys(providers).length > 0;
+  return { SVC_ORIGIN: 'control', ...(some ? { [CONTROL_PROVIDERS_VAR]: JSON.stringify(providers) } : {}) };
+}
+
+/** The providers every run a Control Plane with this environment and `providers` setting starts has, by name, besides
+ * the built-ins: read as that run reads them (loadOperatorConfig), so what it lists and accepts is what a run can use.
+ * A broken operator file throws its BadSettingError, as the run would. */
+export function controlRunProviders(env: NodeJS.ProcessEnv, providers: unknown): Record<string, ProviderEntry> {
+  return loadOperatorConfig({ ...env, [CONTROL_PROVIDERS_VAR]: undefined, ...controlRunEnv(providers) }).providers;
+}
 
 /** The providers a Control Plane handed the run it starts, read as a file's are; none for any other run. */
 function controlProviders(env: NodeJS.ProcessEnv): Record<string, ProviderEntry> {

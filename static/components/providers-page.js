@@ -10,7 +10,8 @@ class ProvidersPage extends SimplePage {
   get spec() {
     return {
       title: 'Providers',
-      intro: 'Coding-agent CLIs found on this machine and command providers from the config.',
+      intro: 'Coding-agent CLIs found on this machine and the command providers every run started here has: ' +
+        'the operator\'s (operator.json) and the config\'s.',
       path: '/v1/providers',
     };
   }

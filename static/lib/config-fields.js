@@ -23,8 +23,8 @@ const COMMON = {
   },
   default_provider: {
     label: 'Default provider', kind: 'provider',
-    help: 'The agent a start uses when it names none. Empty: the project decides (its .svc/config.json, else the ' +
-      'first agent CLI found).',
+    help: 'The agent a start uses when it names none: one the Providers page lists. Empty: the project decides ' +
+      '(its .svc/config.json, else the first agent CLI found).',
   },
   repos: {
     label: 'Project repositories', kind: 'lines',

@@ -1,6 +1,6 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, mkdirSync, statSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, mkdirSync, statSync, rmSync, existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPublicKey } from 'node:crypto';
@@ -69,6 +69,78 @@ describe('GET /v1/providers', () => {
     const { json } = await control.request('GET', '/v1/providers');
     assert.deepEqual(json.filter((p: { default: boolean }) => p.default).map((p: { name: string }) => p.name), ['mine']);
     await control.request('PUT', '/v1/config', { body: { default_provider: null } });
+  });
+});
+
+describe('the providers of operator.json, which every run the Control Plane starts has', () => {
+  let control: TestControl;
+  let root: string;
+  let operatorFile: string;
+  before(async () => {
+    root = mkdtempSync(join(tmpdir(), 'svc-operator-providers-'));
+    const bin = join(root, 'bin');
+    mkdirSync(bin);
+    mkdirSync(join(root, 'home', '.svc'), { recursive: true });
+    script(bin, 'ops-agent', 'echo should-not-be-asked');
+    script(bin, 'my-agent', 'echo should-not-be-asked');
+    script(bin, 'claude', 'echo "2.1.330 (Claude Code)"');
+    operatorFile = join(root, 'home', '.svc', 'operator.json');
+    writeFileSync(operatorFile, JSON.stringify({ providers: {
+      ops: { command: ['ops-agent', '--yes'] },
+      claude: { command: ['/usr/bin/env', 'my-wrapper'] },
+      shared: { command: ['/nonexistent/agent'] },
+    } }));
+    control = await startTestControl({ env: { PATH: `${bin}:/usr/bin:/bin`, HOME: join(root, 'home') } });
+    const put = await control.request('PUT', '/v1/config', { body: { providers: { shared: { command: ['my-agent'] } } } });
+    assert.equal(put.status, 200);
+  });
+  after(async () => {
+    await control.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  const listed = async () => {
+    const res = await control.request('GET', '/v1/providers');
+    assert.equal(res.status, 200);
+    return res.json as { name: string; kind: string; available: boolean; path: string | null; default: boolean }[];
+  };
+
+  it('lists them beside the setting\'s, the setting\'s entry winning per name as it does in the run', async () => {
+    const items = await listed();
+    const by = Object.fromEntries(items.map((p) => [p.name, p]));
+    assert.deepEqual([by.ops?.kind, by.ops?.available, by.ops?.path], ['command', true, join(root, 'bin', 'ops-agent')]);
+    assert.deepEqual([by.shared?.kind, by.shared?.path], ['command', join(root, 'bin', 'my-agent')]);
+    assert.equal(items.filter((p) => p.name === 'shared').length, 1);
+  });
+
+  it('lists a built-in the operator redefines once, as the command a run of that name runs', async () => {
+    const claude = (await listed()).filter((p) => p.name === 'claude');
+    assert.deepEqual(claude.map((p) => [p.kind, p.path]), [['command', '/usr/bin/env']]);
+  });
+
+  it('accepts one as default_provider and marks it; a name no run has is still 400 naming the setting', async () => {
+    const put = await control.request('PUT', '/v1/config', { body: { default_provider: 'ops' } });
+    assert.equal(put.status, 200, JSON.stringify(put.json));
+    assert.deepEqual((await listed()).filter((p) => p.default).map((p) => p.name), ['ops']);
+    const ghost = await control.request('PUT', '/v1/config', { body: { default_provider: 'ghost' } });
+    assert.equal(ghost.status, 400);
+    assert.equal(ghost.json.error.code, 'invalid_param');
+    assert.equal(ghost.headers.get('svc-error-field'), 'default_provider');
+    assert.equal((await control.request('PUT', '/v1/config', { body: { default_provider: null } })).status, 200);
+  });
+
+  it('answers 503 not_configured while operator.json is broken, as every run it starts would fail on it', async () => {
+    const good = readFileSync(operatorFile);
+    writeFileSync(operatorFile, JSON.stringify({ providers: { near: { command: ['./near-agent'] } } }));
+    try {
+      const res = await control.request('GET', '/v1/providers');
+      assert.equal(res.status, 503);
+      assert.equal(res.json.error.code, 'not_configured');
+      const unrelated = await control.request('PUT', '/v1/config', { body: { max_concurrent_runs: 3 } });
+      assert.equal(unrelated.status, 200, 'a setting that names no provider is still written');
+    } finally {
+      writeFileSync(operatorFile, good);
+    }
   });
 });
 

@@ -62,11 +62,11 @@ describe('config schema', () => {
     // No shipped setting is secret; the mechanism is checked over a schema that has one.
     const schema: Setting[] = [...SETTINGS, { key: 'api_key', type: 'string', default: null, secret: true, description: 'test secret' }];
     const base = { ...withDefaults({}), api_key: null };
-    const withKey = mergeConfig(base, { api_key: 'k_secret' }, schema);
+    const withKey = mergeConfig(base, { api_key: 'k_secret' }, undefined, schema);
     assert.equal(redactConfig(withKey, 'local', schema).api_key, REDACTED);
     assert.equal(JSON.stringify(redactConfig(withKey, 'local', schema)).includes('k_secret'), false);
     assert.equal(redactConfig(base, 'local', schema).api_key, null);
-    assert.equal(mergeConfig(withKey, { api_key: REDACTED }, schema).api_key, 'k_secret');
+    assert.equal(mergeConfig(withKey, { api_key: REDACTED }, undefined, schema).api_key, 'k_secret');
     assert.equal(SETTINGS.some((s) => s.key === 'github_token'), false, 'the unused plaintext github_token setting is gone');
     assert.throws(() => mergeConfig(withDefaults({}), { github_token: 'ghp_x' }), /Unknown setting "github_token"/);
   });

@@ -9,6 +9,7 @@ import { iso } from '../../iso-time.ts';
 import { readEffectiveConfig } from '../config-schema.ts';
 import { describeProviders, findOnPath } from '../provider-detect.ts';
 import { createVersionProbe, type VersionProbe } from '../../engine/cli-version.ts';
+import { controlRunProviders } from '../../engine/config.ts';
 import { isLocalCaller, isLoopbackHost, safeEqual } from '../../http/guards.ts';
 import { SOURCES, signatureHeaderNames, type Outbound, type WebhookSource } from '../../webhook-sources.ts';
 import { knownKeys, publicKeyInfo } from '../../keys.ts';
@@ -24,7 +25,8 @@ function probeFor(deps: ControlDeps): VersionProbe {
 
 export const listProviders: Handler<ControlDeps> = async (ctx) => {
   const { config } = readEffectiveConfig(ctx.deps.stores.config);
-  const commands = (config.providers ?? {}) as Record<string, { command: string[] }>;
+  // What a run this server starts can use: the operator's files' and the `providers` setting over them.
+  const commands = controlRunProviders(ctx.deps.env, config.providers);
   const found = await describeProviders(commands, ctx.deps.env.PATH, probeFor(ctx.deps));
   // A command provider's program is one of the commands svc runs: its path only to a caller on this machine, as the
   // `providers` setting in GET /v1/config (a built-in's is where its public CLI is installed).

@@ -13,6 +13,7 @@ import {
 } from '../config-schema.ts';
 import { canonicalJson } from '../../canonical-json.ts';
 import { noteAudit } from '../audited.ts';
+import { controlRunProviders } from '../../engine/config.ts';
 
 // Any token holder may read the settings, but the repositories' paths and the providers' commands only a caller on
 // this machine, as /v1/repos and /v1/projects (main.ts binds by the same rule as the pipeline's loopback check).
@@ -66,7 +67,7 @@ export const putConfig: Handler<ControlDeps> = (ctx) => {
   let effective: ConfigValues = {};
   try {
     const saved = ctx.deps.stores.config.update((stored) => {
-      effective = mergeConfig(withDefaults(stored), update);
+      effective = mergeConfig(withDefaults(stored), update, (setting) => controlRunProviders(ctx.deps.env, setting));
       return storedForm(effective);
     }, expected);
     return reply(ctx, effective, saved.version);
