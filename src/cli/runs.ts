@@ -9,12 +9,11 @@ import { FAILURE_CLASSES, RUN_STATUSES, VERDICTS, type Verdict } from '../run-js
 import { formatRunDetails, formatRunTable, KEY_WIDTH, networkLine, runLabel } from './runs-format.ts';
 import { sendPendingRuns } from './ship.ts';
 import { safeJson } from '../safe-json.ts';
-import { oneLine } from '../one-line.ts';
+import { oneLine, shownValue } from '../one-line.ts';
 import { obj, objOrNull, oneOf, str, tryParseJson } from '../untrusted.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { timeMs } from '../iso-time.ts';
 import { SETTINGS } from '../settings-registry.ts';
-import { shownValue } from '../one-line.ts';
 import { findLocalRun, printLocalLogs, printControlLogs, waitForRun } from './run-logs.ts';
 
 export const HELP = `Usage:
