@@ -2,7 +2,7 @@
 // Plane, followed until the run ends. Event data is untrusted: read through typed readers only.
 import { closeSync, openSync, readSync, fstatSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
-import { eventsPath, runDir } from '../engine/paths.ts';
+import { eventsPath, runDir, runWorktreeHolding } from '../engine/paths.ts';
 import { repoRoot } from '../engine/git.ts';
 import { localRun, tryReadState, type RunState } from '../engine/run-state.ts';
 import { isValidSegment } from '../engine/ids.ts';
@@ -190,7 +190,9 @@ export async function printControlLogs(
  */
 export function findLocalRun(dir: string, source: string | null, run: string): { dir: string; state: RunState } | null {
   const root = repoRoot(dir);
-  for (const project of root === null || root === dir ? [dir] : [root, dir]) {
+  // In a run's worktree, the project's: the `.svc/runs/` there is its agent's (paths.ts runWorktreeHolding).
+  const found = root === null || root === dir ? [dir] : [root, dir];
+  for (const project of new Set(found.map((p) => runWorktreeHolding(p)?.project ?? p))) {
     const state = localRun(project, run);
     if (state && isValidSegment(state.source) && (source === null || state.source === source)) {
       return { dir: runDir(project, run), state };
