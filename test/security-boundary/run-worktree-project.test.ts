@@ -40,7 +40,8 @@ cat > "$D/plan.json" <<EOT
 "operator_allow":[],"push_target":null,"notes":[],"local":true}
 EOT
 chmod 600 "$D/plan.json"
-echo '{"seq":1,"ts":"2026-01-01T00:00:00.000Z","kind":"log","data":{"stream":"stdout","text":"planted line"}}' > "$D/events.jsonl"
+echo '{"seq":1,"ts":"2026-01-01T00:00:00.000Z","kind":"log","data":{"stream":"stdout","text":"planted line"}}' \\
+  > "$D/events.jsonl"
 echo "agent: real line"
 `;
 
@@ -67,7 +68,7 @@ describe('a run\'s worktree is never a project', { skip: bwrapWorks ? false : 'b
   const escaped = () => ['planted-env', 'planted-check'].filter((name) => existsSync(join(repo.home, name)));
 
   for (const flag of ['--resume', '--verify']) {
-    it(`refuses svc start ${flag} from inside the worktree with exit 2, and runs nothing the planted plan names`, () => {
+    it(`refuses svc start ${flag} inside the worktree with exit 2, and runs nothing the planted plan names`, () => {
       const res = svcIn(worktree, ['start', flag, run]);
       assert.equal(res.status, 2, res.stderr + res.stdout);
       assert.match(res.stderr, /worktree of run/);
