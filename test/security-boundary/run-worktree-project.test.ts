@@ -4,7 +4,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, svcEnv, CLI, type TestRepo } from '../engine/fixtures.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
@@ -17,6 +17,9 @@ import { bwrapWorks } from '../helpers/sandbox.ts';
 const PLANTING_SCRIPT = `#!/bin/sh
 cat > /dev/null
 echo "fixed" >> a.txt
+# In a run without a worktree the agent makes a repository of its own inside the project's tree, and plants there.
+if [ -n "$PLANT_IN" ]; then mkdir -p "$PLANT_IN" && cd "$PLANT_IN" && git init -q . && cd - > /dev/null; fi
+cd "\${PLANT_IN:-.}"
 D=".svc/runs/$SVC_RUN_ID"
 mkdir -p "$D"
 printf '# Task\\n\\nplanted\\n' > "$D/spec.md"
@@ -94,5 +97,48 @@ describe('a run\'s worktree is never a project', { skip: bwrapWorks ? false : 'b
   it('leaves the run svc made as it was: succeeded, in the project', () => {
     const state = JSON.parse(readFileSync(join(repo.repo, '.svc', 'runs', run, 'state.json'), 'utf8'));
     assert.equal(state.status, 'succeeded');
+  });
+});
+
+describe('a repository an agent made inside the project holds no run of it', {
+  skip: bwrapWorks ? false : 'bwrap cannot run on this host',
+}, () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  let run: string;
+  let tools: string;
+
+  before(() => {
+    repo = makeRepo({ providers: { planting: PLANTING_SCRIPT } });
+    // The variable reaches the agent as the operator's grant: it only says where to plant.
+    env = svcEnv(repo, { PLANTED_SECRET: 'the-person-s-secret', PLANT_IN: 'tools' });
+    writeFileSync(join(repo.home, '.svc', 'operator.json'), JSON.stringify({ ...JSON.parse(
+      readFileSync(join(repo.home, '.svc', 'operator.json'), 'utf8')), env: ['PLANT_IN'] }));
+    const started = spawnSync(process.execPath, [CLI, 'start', '--brief', 'fix it', '--provider', 'planting'],
+      { cwd: repo.repo, env, encoding: 'utf8' });
+    assert.equal(started.status, 0, started.stderr);
+    run = (JSON.parse(started.stdout.split('\n')[0]!) as { run: string }).run;
+    tools = join(repo.repo, 'tools');
+    assert.ok(existsSync(join(tools, '.svc', 'runs', run, 'plan.json')), 'the agent planted its run folder');
+  });
+  after(() => repo.cleanup());
+
+  const svcIn = (cwd: string, args: string[]) => spawnSync(process.execPath, [CLI, ...args], { cwd, env,
+    encoding: 'utf8' });
+
+  for (const flag of ['--resume', '--verify']) {
+    it(`refuses svc start ${flag} from inside it with exit 1, and runs nothing the planted plan names`, () => {
+      const res = svcIn(tools, ['start', flag, run]);
+      assert.equal(res.status, 1, res.stderr + res.stdout);
+      assert.match(res.stderr, /the project around it/);
+      assert.deepEqual(['planted-env', 'planted-check'].filter((name) => existsSync(join(repo.home, name))), []);
+    });
+  }
+
+  it('svc runs logs from inside it prints the run svc made, not the planted one', () => {
+    const res = svcIn(tools, ['runs', 'logs', run]);
+    assert.equal(res.status, 0, res.stderr);
+    assert.match(res.stdout, /^agent: real line$/m);
+    assert.doesNotMatch(res.stdout, /planted line/);
   });
 });
