@@ -4,7 +4,7 @@ import { closeSync, openSync, readSync, fstatSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { eventsPath, runDir } from '../engine/paths.ts';
 import { repoRoot } from '../engine/git.ts';
-import { localRun, tryReadState, type RunState } from '../engine/run-state.ts';
+import { localRun, projectHoldingToo, tryReadState, type RunState } from '../engine/run-state.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { workerAlive } from '../engine/proc-group.ts';
 import { TERMINAL } from '../run-json.ts';
@@ -190,7 +190,9 @@ export async function printControlLogs(
  */
 export function findLocalRun(dir: string, source: string | null, run: string): { dir: string; state: RunState } | null {
   const root = repoRoot(dir);
-  for (const project of root === null || root === dir ? [dir] : [root, dir]) {
+  for (const inner of root === null || root === dir ? [dir] : [root, dir]) {
+    // In a repository inside the project's tree (a run's worktree, one an agent made), the project's run.
+    const project = projectHoldingToo(inner, run) ?? inner;
     const state = localRun(project, run);
     if (state && isValidSegment(state.source) && (source === null || state.source === source)) {
       return { dir: runDir(project, run), state };

@@ -13,11 +13,12 @@ import {
 } from './run-plan.ts';
 import { planForRetry } from './plan-reuse.ts';
 import { newRunId, isValidSegment } from './ids.ts';
+import { realOrNull } from '../spawn/tree.ts';
 import { settingOr } from '../settings-registry.ts';
 import {
   git, headAndBranch, excludeEngineFolders, gitDirs, repoName, snapshotTree, treeGit, workingChanges,
 } from './git.ts';
-import { projectOf, runDir, worktreeDir } from './paths.ts';
+import { projectOf, runDir, runWorktreeHolding, worktreeDir } from './paths.ts';
 import {
   appendEvent, localRuns, makeRunKey, openEventLog, readState, refuseTrackedRun, runKeyFor, signsLater, writeState,
   type RunState, type WorkerMode,
@@ -54,12 +55,20 @@ export function runRepoName(dir: string, env: NodeJS.ProcessEnv): string {
 
 /** The repository's root; git's own reason (no repository, "dubious ownership", …) in the error when there is none. */
 export function resolveRepo(dir: string): string {
+  let top: string;
   try {
-    return git(dir, ['rev-parse', '--show-toplevel']).trim();
+    top = git(dir, ['rev-parse', '--show-toplevel']).trim();
   } catch (err) {
     throw new BadInputError(`Not a git repository: "${dir}" (${errorMessage(err)}); run svc inside a git repository `
       + '(git init makes one), or name one with --repo DIR');
   }
+  // Its agent could have planted a run folder there, plan.json and all, that a resume would run by.
+  const held = runWorktreeHolding(top) ?? runWorktreeHolding(realOrNull(top) ?? top);
+  if (held) {
+    throw new BadInputError(`"${top}" is svc's worktree of run ${held.run}, which its agent wrote: never a project; ` +
+      `run svc in the project "${held.project}", or name it with --repo`);
+  }
+  return top;
 }
 
 type RunFlags = 'repo' | 'pr' | 'worktree' | 'provider' | 'env' | 'followUp';

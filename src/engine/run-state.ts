@@ -274,9 +274,25 @@ export function trackedNames(repo: string, folder: string): Committed {
 export function refuseTrackedRun(repo: string, run: string): void {
   // First the folders: a link at .svc or .svc/runs is refused whether committed or not.
   plainEngineFolder(repo, 'runs').close();
+  const outer = projectHoldingToo(repo, run);
+  if (outer !== null) {
+    throw new RefusedError(`Refusing to use run ${run} in ${repo}: the project around it, ${outer}, holds run ` +
+      `${run}; this is a copy in a repository made inside that project's tree, which a run's agent can write, not ` +
+      `the run svc made (nothing was started; name the project with --repo ${outer})`);
+  }
   if (!trackedNames(repo, '.svc/runs')(run)) return;
   throw new RefusedError(`Refusing to use run ${run}: its folder .svc/runs/${run} is committed to the repository, so ` +
     'it is the repository\'s content, not a run svc made here (nothing was started)');
+}
+
+/**
+ * The project whose working tree holds `repo` and that has a run folder `run` too, or null. Run ids are unique, so
+ * the inner one is a copy: an agent that works in the project's tree can make a repository there and plant a run
+ * folder of its own run's id in it, plan.json and all (it runs as the same user; docs/engine.md "The run's plan").
+ */
+export function projectHoldingToo(repo: string, run: string): string | null {
+  const outer = orNull(() => git(dirname(repo), ['rev-parse', '--show-toplevel']).trim()) || null;
+  return outer !== null && lstatSync(join(outer, '.svc', 'runs', run), { throwIfNoEntry: false }) ? outer : null;
 }
 
 /** trackedNames, with everything committed when git cannot tell: for readers that then skip what is committed. */

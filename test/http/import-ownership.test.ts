@@ -57,6 +57,25 @@ describe('POST /v1/import of runs the project does not own', () => {
     assert.equal(cp.deps.stores.runs.get('ci', 'r2'), undefined);
   });
 
+  it('refuses a run\'s worktree as the project, 400 invalid_param: its agent wrote the .svc/runs there', async () => {
+    const project = forgedProject({});
+    folders.push(project);
+    const worktree = join(project, '.svc', 'worktrees', 'rwork');
+    mkdirSync(worktree, { recursive: true });
+    execFileSync('git', ['init', '-q', worktree]);
+    mkdirSync(join(worktree, '.svc', 'runs', 'rplanted'), { recursive: true });
+    writeFileSync(join(worktree, '.svc', 'runs', 'rplanted', 'state.json'),
+      JSON.stringify({ run: 'rplanted', status: 'succeeded', started_at: T0, updated_at: T1, verdict: 'verified' }));
+    for (const path of [worktree, join(worktree, 'sub')]) {
+      mkdirSync(path, { recursive: true });
+      const res = await cp.request('POST', '/v1/import', { token: MAIN, body: { path } });
+      assert.equal(res.status, 400, res.text);
+      assert.equal(res.json.error.code, 'invalid_param');
+    }
+    assert.equal(cp.deps.stores.runs.get('local', 'rplanted'), undefined);
+    assert.ok(!cp.deps.stores.projects.list().some((p) => p.path.includes('.svc')));
+  });
+
   it('never brings back a run the operator deleted in another source', async () => {
     const run = { run: 'rdel', status: 'succeeded', started_at: T0, updated_at: T0 };
     assert.equal((await cp.request('POST', '/v1/ingest', { token: K8S, body: { source: 'k8s', runs: [run] } })).status, 200);

@@ -27,6 +27,7 @@ import {
 } from '../../engine/run-batch.ts';
 import { realOrNull } from '../../spawn/tree.ts';
 import { isValidSegment } from '../../engine/ids.ts';
+import { runWorktreeHolding } from '../../engine/paths.ts';
 import { trackedNames, UntrackableError, type Committed } from '../../engine/run-state.ts';
 import { ACTIVE_STATUSES } from '../../run-json.ts';
 import { errorMessage } from '../../errors.ts';
@@ -192,6 +193,10 @@ function importBatch(
 function importProject(deps: ControlDeps, path: unknown, only?: ReadonlySet<string>) {
   if (typeof path !== 'string' || !isAbsolute(path) || path.includes('\0')) {
     invalidParam('Field "path" must be an absolute path');
+  }
+  // Its agent wrote a run's worktree, a .svc/runs there too (engine/paths.ts runWorktreeHolding).
+  if (runWorktreeHolding(path) ?? runWorktreeHolding(realOrNull(path) ?? path)) {
+    invalidParam('Field "path" is in svc\'s worktree of a run, which its agent wrote: import the project instead');
   }
   const project = openPlainPath(path, []);
   if ('failed' in project) invalidParam('Field "path" is not a directory');
