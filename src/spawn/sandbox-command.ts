@@ -7,9 +7,10 @@ import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 
-// The sandbox's only route out (DESIGN §7a, docs/gate.md "Interface"): before the command starts, svc's small program
-// (src/gate/sandbox-port.ts, ~30 ms) listens on the sandbox's own loopback and hands that listening socket out over
-// a node IPC channel; svc's gate accepts on it directly. No Unix socket comes in: the sandbox may make none (seccomp.ts).
+// The sandbox's only route out (DESIGN §7a, docs/gate.md "Interface"): before the command starts, svc's small
+// program (src/gate/sandbox-port.ts, ~30 ms) listens on the sandbox's own loopback and hands that listening socket
+// out over a node IPC channel; svc's gate accepts on it directly. No Unix socket comes in: the sandbox may make none
+// (seccomp.ts).
 
 /** The egress gate as a sandbox sees it: node and the program that opens its port, and who takes that port. */
 export interface SandboxGate {

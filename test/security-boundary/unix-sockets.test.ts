@@ -36,52 +36,53 @@ except OSError as e:
 exit 0
 `;
 
-describe('a sandboxed agent and the host\'s Unix sockets', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' },
-  () => {
-    let repo: TestRepo;
-    const servers: Server[] = [];
-    let seen = 0;
+const skip = bwrapWorks ? false : 'bwrap cannot run on this host';
 
-    /** A host server on a socket file the agent can name; it counts every connection. */
-    async function serveAt(path: string): Promise<void> {
-      const server = createServer((socket) => {
-        seen += 1;
-        socket.destroy();
-      });
-      await new Promise<void>((resolve) => server.listen(path, resolve));
-      chmodSync(path, 0o777);
-      servers.push(server);
-    }
+describe('a sandboxed agent and the host\'s Unix sockets', { skip }, () => {
+  let repo: TestRepo;
+  const servers: Server[] = [];
+  let seen = 0;
 
-    before(async () => {
-      repo = makeRepo({ providers: { knock: KNOCK } });
-      await serveAt(join(repo.repo, 'devenv.sock'));
-      await serveAt(join(repo.repo, '.git', 'fsmonitor--daemon.ipc'));
+  /** A host server on a socket file the agent can name; it counts every connection. */
+  async function serveAt(path: string): Promise<void> {
+    const server = createServer((socket) => {
+      seen += 1;
+      socket.destroy();
     });
-    after(async () => {
-      await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
-      repo.cleanup();
-    });
+    await new Promise<void>((resolve) => server.listen(path, resolve));
+    chmodSync(path, 0o777);
+    servers.push(server);
+  }
 
-    it('cannot connect to a socket file in its checkout or in .git, and holds nothing of the gate\'s channel',
-      async () => {
-        const env: NodeJS.ProcessEnv = {
-          ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
-        };
-        delete env.SVC_SANDBOX;
-        const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'knock', '--provider', 'knock'],
-          { cwd: repo.repo, env });
-        assert.equal(res.code, 0, res.stderr);
-        const knock = readFileSync(join(repo.repo, 'knock.txt'), 'utf8');
-        for (const name of ['devenv.sock', 'fsmonitor--daemon.ipc']) {
-          assert.match(knock, new RegExp(`^node-${name}:EPERM$`, 'm'), knock);
-          assert.match(knock, new RegExp(`^python-${name}:PermissionError$`, 'm'), knock);
-        }
-        assert.equal(seen, 0, 'no host server saw a connection');
-        assert.match(knock, /^channel:unset:unset$/m, 'the agent sees no IPC channel variable');
-        const fds = readFileSync(join(repo.repo, 'fds.txt'), 'utf8');
-        assert.match(fds, / 1 -> /, fds);
-        const sockets = [...fds.matchAll(/ (\d+) -> socket:/g)].map((m) => Number(m[1]));
-        assert.deepEqual(sockets.filter((fd) => fd > 2), [], `the agent holds no socket beyond its stdio: ${fds}`);
-      });
+  before(async () => {
+    repo = makeRepo({ providers: { knock: KNOCK } });
+    await serveAt(join(repo.repo, 'devenv.sock'));
+    await serveAt(join(repo.repo, '.git', 'fsmonitor--daemon.ipc'));
   });
+  after(async () => {
+    await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+    repo.cleanup();
+  });
+
+  it('cannot connect to a socket file in its checkout or in .git, and holds nothing of the gate\'s channel',
+    async () => {
+      const env: NodeJS.ProcessEnv = {
+        ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+      };
+      delete env.SVC_SANDBOX;
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'knock', '--provider', 'knock'],
+        { cwd: repo.repo, env });
+      assert.equal(res.code, 0, res.stderr);
+      const knock = readFileSync(join(repo.repo, 'knock.txt'), 'utf8');
+      for (const name of ['devenv.sock', 'fsmonitor--daemon.ipc']) {
+        assert.match(knock, new RegExp(`^node-${name}:EPERM$`, 'm'), knock);
+        assert.match(knock, new RegExp(`^python-${name}:PermissionError$`, 'm'), knock);
+      }
+      assert.equal(seen, 0, 'no host server saw a connection');
+      assert.match(knock, /^channel:unset:unset$/m, 'the agent sees no IPC channel variable');
+      const fds = readFileSync(join(repo.repo, 'fds.txt'), 'utf8');
+      assert.match(fds, / 1 -> /, fds);
+      const sockets = [...fds.matchAll(/ (\d+) -> socket:/g)].map((m) => Number(m[1]));
+      assert.deepEqual(sockets.filter((fd) => fd > 2), [], `the agent holds no socket beyond its stdio: ${fds}`);
+    });
+});
