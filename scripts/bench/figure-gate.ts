@@ -1,6 +1,6 @@
-// The egress gate's cost: what it adds to a model request's first byte, and how fast a CONNECT tunnel
-// streams. The path is the sandbox's: client → the port a sandbox hands out (loopback TCP), accepted by the gate
-// (own process) → upstream. Upstreams are loopback servers in this process; the gate's policy names only their exact addresses.
+// The egress gate's cost: what it adds to a model request's first byte, and how fast a CONNECT tunnel streams. The
+// path is the sandbox's: client → the port a sandbox hands out (loopback TCP), accepted by the gate (own process) →
+// upstream. Upstreams are loopback servers in this process; the gate's policy names only their exact addresses.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
