@@ -221,8 +221,6 @@ export const SETTINGS = {
   KUBERNETES_SERVICE_HOST: text('kubernetes', NONE, 'set by Kubernetes in every pod: the API server'),
   KUBERNETES_SERVICE_PORT: text('kubernetes', '`443`', 'its port'),
 
-  SVC_SANDBOX_FORWARDER: choice('gate', ['auto', 'node'], '`auto`: systemd\'s socket activator and proxy bridge the ' +
-    'gate into a sandbox where installed, else svc\'s node forwarder; `node` forces the latter'),
   SVC_GATE_SECRET_FILE: secret('gate', 'required', 'the secret (≥ 32 bytes) every client\'s job credential is made ' +
     'with (else 407); the trigger mints pod credentials with the same file'),
   SVC_GATE_METRICS_TOKEN_FILE: secret('gate', NONE, 'a file holding the bearer token `GET /metrics` needs ' +

@@ -1,7 +1,7 @@
-// The egress gate's cost: what it adds to a model request's first byte, and how fast a CONNECT tunnel
-// streams. The path is the sandbox's: client → forwarder (loopback TCP) → Unix socket → gate (own process) →
+// The egress gate's cost: what it adds to a model request's first byte, and how fast a CONNECT tunnel streams. The
+// path is the sandbox's: client → the port a sandbox hands out (loopback TCP), accepted by the gate (own process) →
 // upstream. Upstreams are loopback servers in this process; the gate's policy names only their exact addresses.
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,13 +11,12 @@ import {
 } from 'node:net';
 import { createServer as createHttpsServer, request as httpsRequest } from 'node:https';
 import { request as httpRequest } from 'node:http';
-import { startServer, stopChild } from './processes.ts';
+import { startServer } from './processes.ts';
 import { median } from './stats.ts';
 import type { BenchContext } from './context.ts';
 import type { Row } from './report.ts';
 
 const GATE = fileURLToPath(new URL('./gate-server.ts', import.meta.url));
-const FORWARDER = fileURLToPath(new URL('../../dist/gate/forwarder.js', import.meta.url));
 const ADDED_BAR_MS = 5;
 const THROUGHPUT_BAR = 50;
 
@@ -105,15 +104,10 @@ export async function measureGate(ctx: BenchContext): Promise<Row[]> {
   });
   const modelPort = await listen(model as unknown as TcpServer);
   const blasterPort = await listen(blaster);
-  const socketPath = join(root, 'gate.sock');
-  const gateArgs = [GATE, socketPath, String(modelPort), String(blasterPort), join(root, 'cert.pem')];
+  const gateArgs = [GATE, String(modelPort), String(blasterPort), join(root, 'cert.pem')];
   const gate = await startServer(gateArgs, ctx.env);
-  const forwarder = spawn(process.execPath, [FORWARDER, socketPath, '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
-    const port = await new Promise<number>((resolve, reject) => {
-      forwarder.stdout.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
-      forwarder.once('exit', (code) => reject(new Error(`forwarder exited ${code}`)));
-    });
+    const port = Number(new URL(gate.url).port);
     const post = { host: '127.0.0.1', method: 'POST', agent: false } as const;
     const direct = () => httpsRequest({ ...post, port: modelPort, path: '/v1/messages', ca: cert });
     const viaGate = () => httpRequest({ ...post, port, path: '/_model/anthropic/v1/messages' });
@@ -143,7 +137,7 @@ export async function measureGate(ctx: BenchContext): Promise<Row[]> {
         note: `median of ${times}, new connection each`,
       },
       {
-        figure: 'model request first byte, via forwarder + gate', value: median(gated), unit: 'ms', bar: 'info',
+        figure: 'model request first byte, via gate', value: median(gated), unit: 'ms', bar: 'info',
         pass: null, note: `median of ${times}, plain HTTP in, TLS out`,
       },
       {
@@ -153,11 +147,10 @@ export async function measureGate(ctx: BenchContext): Promise<Row[]> {
       {
         figure: 'egress gate: CONNECT tunnel throughput', value: rate, unit: 'MB/s', bar: `≥ ${THROUGHPUT_BAR} MB/s`,
         pass: rate >= THROUGHPUT_BAR,
-        note: `${bytes / 1048576} MiB through forwarder + gate; direct ${directRate.toFixed(0)} MB/s`,
+        note: `${bytes / 1048576} MiB through the gate; direct ${directRate.toFixed(0)} MB/s`,
       },
     ];
   } finally {
-    await stopChild(forwarder);
     await gate.stop();
     model.closeAllConnections();
     model.close();

@@ -226,7 +226,6 @@ export default async function start(io: CliIo): Promise<number> {
   // must always be able to stop.
   if (values.stop === undefined) {
     if (settingChoice(io.env, 'SVC_SHIP') === '1') discoverControlUrl(io.env);
-    settingChoice(io.env, 'SVC_SANDBOX_FORWARDER');
     settingInt(io.env, 'SVC_INFRA_RETRY_WAIT_S');
     settingUsd(io.env, 'SVC_BUDGET_REPO_DAY_USD');
     settingUsd(io.env, 'SVC_BUDGET_SERVER_DAY_USD');

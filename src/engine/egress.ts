@@ -1,5 +1,4 @@
 // A run's egress gate (DESIGN §7a, docs/gate.md): the agents' only route out, every connection kept as evidence.
-import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { hash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
@@ -11,8 +10,7 @@ import { OPERATOR_FILES } from './config.ts';
 import { MODEL_APIS, modelRoutesFromEnv, routeOrigins, type ModelRoute } from '../gate/model-apis.ts';
 import { readEgressRecord, summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-command.ts';
-import { errorMessage } from '../errors.ts';
-import { setting, settingChoice, settingUsd } from '../settings-registry.ts';
+import { setting, settingUsd } from '../settings-registry.ts';
 import { loadPriceTable } from '../gate/prices.ts';
 import {
   budgetHeld, countCall, DayLedger, holdCall, refusalText, runSpent, type Reached, type RunCount,
@@ -216,7 +214,7 @@ function leftOut(
   return `the earlier sessions' egress records were left out: ${why}`;
 }
 
-/** Starts the run's gate; its socket lives in a short private folder (a Unix socket path has ~107 bytes).
+/** Starts the run's gate, which serves each sandbox's port as its spawn hands it out (sandbox-command.ts).
  * `operatorAllow`: the operator's network.allow (operator.json), kept in the run's plan. `resumed`: the run had
  * sessions before this one (a resume, a verify). */
 export async function openRunGate(
@@ -224,10 +222,9 @@ export async function openRunGate(
 ) {
   const routes = modelRoutesFromEnv(ctx.env);
   const log = (text: string): void => ctx.event('log', { stream: 'svc', text });
-  // First: a bad price file or forwarder setting fails the run before anything is made (a gate started and then
-  // left open by a throw would keep the worker alive after its run ended).
+  // First: a bad price file fails the run before anything is made (a gate started and then left open by a throw
+  // would keep the worker alive after its run ended).
   const meter = runMeter(ctx, log, resumed);
-  const forwarder = settingChoice(ctx.env, 'SVC_SANDBOX_FORWARDER');
   const allowed = gatePolicy(policy.network, operatorAllow, routes);
   for (const entry of allowed.dropped) {
     log(`Refused .svc/policy.json network.allow ${entry}: a repository cannot open an address the gate ` +
@@ -247,14 +244,11 @@ export async function openRunGate(
     log(`the run's earlier sessions made ${total} connections: this session's are not sent as events (the first ` +
       `${EVENTS_KEPT} of a run are), only written to egress.jsonl`);
   }
-  const folder = mkdtempSync('/tmp/svc-gate-');
-  const socket = join(folder, 'gate.sock');
   let closing: Promise<void> | undefined;
   const gate = await startGate({
     meter: meter.gate,
     trace: traceRoot() ?? undefined,
     policy: allowed.policy,
-    socketPath: socket,
     models: routes,
     onRecord: (record) => {
       // A hostile agent can open connections without end: what is kept stays bounded, the totals exact.
@@ -267,13 +261,10 @@ export async function openRunGate(
         log(`more than ${EVENTS_KEPT} connections: further ones only in egress.jsonl`);
       }
     },
-  }).catch((err: unknown) => {
-    rmSync(folder, { recursive: true, force: true });
-    throw err;
   });
   return {
-    // What the sandbox plan binds in; SVC_SANDBOX_FORWARDER=node keeps svc's own forwarder (docs/gate.md).
-    sandbox: sandboxGate(socket, forwarder === 'auto'),
+    // What a sandbox plan brings the gate in by: its port, made in each sandbox, served here.
+    sandbox: sandboxGate(gate.serve),
     // Added to every sandboxed child's environment: proxies, model base URLs and placeholder keys.
     env: agentEnv(routes, ctx.env),
     // What the gate allowed (the receipt's network section), not what the repository asked for.
@@ -299,12 +290,6 @@ export async function openRunGate(
       const file = Buffer.concat([earlier.bytes, Buffer.from(lines)]);
       ctx.update({ egress: { connections: total, denied, sha256: sha256(file), previous: earlier.sha256 } });
       ctx.saveArtifact('egress.jsonl', file);
-      // Its socket's folder: a leftover costs nothing, so it never stops the receipt written after the close.
-      try {
-        rmSync(folder, { recursive: true, force: true });
-      } catch (err) {
-        log(`the gate's folder ${folder} stays: ${errorMessage(err)}`);
-      }
     })(),
   };
 }

@@ -1,5 +1,7 @@
 // Runs an agent (a provider or a check) in its own process group, confined, its output streamed and capped.
+import { Server } from 'node:net';
 import { startChild, type ChildProcess } from '../spawn/start.ts';
+import { GATE_CHANNEL_FD, type SandboxGate } from '../spawn/sandbox-command.ts';
 import {
   bwrapArgv, closeSandboxFds, KILL_SANDBOX, LIFELINE_FD, openSandboxFds, type SandboxPlan,
 } from '../spawn/bwrap-argv.ts';
@@ -147,7 +149,8 @@ function withGroupWatch(argv: string[], fd: number, cgroup: ReturnType<typeof op
   // A shell of its own (one exec, off the agent's way): a fork alone would show the agent's whole command line, which
   // `ps`, `pkill -f` and the budget's freeze check would take for the agent's. Ignored signals stay ignored across it.
   const end = `/bin/sh -c 'read -r _; kill -s KILL -- 0' svc-group-watch`;
-  const watch = `(trap '' TERM HUP; ${end} <&${fd} >/dev/null 2>&1 &); `;
+  // The gate's channel is the sandbox's port program's alone (sandbox-command.ts).
+  const watch = `(trap '' TERM HUP; ${end} <&${fd} >/dev/null 2>&1 ${GATE_CHANNEL_FD}<&- &); `;
   // The memory cgroup's shell forks it before it joins the cgroup: one exec less at each start, none of its memory.
   return cgroup ? cgroup.wrap(argv, watch) : ['/bin/sh', '-c', `${watch}exec "$@"`, argv[0] ?? '', ...argv];
 }
@@ -167,8 +170,10 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   const statusFd = 3 + fds.length;
   // bwrap's options go before the command's `--`.
   const confined = sandbox ? [bwrap[0]!, '--json-status-fd', String(statusFd), ...bwrap.slice(1)] : watched;
-  const extraFds = sandbox ? [...fds.map((fd, i) => (3 + i === lifeFd ? 'pipe' as const : fd)), 'pipe' as const]
-    : ['pipe' as const];
+  const gate = sandbox && sandbox.plan.network !== 'none' ? sandbox.plan.network : null;
+  const passed = (fd: number | 'ignore', at: number) =>
+    at === lifeFd ? 'pipe' as const : at === GATE_CHANNEL_FD && gate ? 'ipc' as const : fd;
+  const extraFds = sandbox ? [...fds.map((fd, i) => passed(fd, 3 + i)), 'pipe' as const] : ['pipe' as const];
   let child: ChildProcess;
   try {
     child = startChild(sandbox ? withGroupWatch(confined, lifeFd, cgroup) : confined, {
@@ -184,6 +189,7 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   } finally {
     closeSandboxFds(fds);
   }
+  if (gate) takeGatePort(child, gate);
   const identity = child.pid ? identityOf(child.pid) : { pid: 0, pgid: 0, proc_start: null };
   let sampler: NodeJS.Timeout | undefined;
   if (guard && child.pid) {
@@ -286,6 +292,21 @@ export function spawnGroup(argv: string[], opts: SpawnGroupOptions) {
   // pause and resume: SIGSTOP / SIGCONT to every process of the agent (a budget question waits); SIGKILL reaches a
   // frozen one too.
   return { identity, done, pause: () => stopAll(members), resume: () => signalAll('SIGCONT'), kill };
+}
+
+/**
+ * The gate's listening socket, made in the sandbox's network namespace and handed out once on the IPC channel
+ * (sandbox-command.ts), to the gate. Only the first such message counts, anything else is ignored; the program ends
+ * the channel itself (a disconnect from this end would cost the child's 'close'), which never keeps this process alive.
+ */
+function takeGatePort(child: ChildProcess, gate: SandboxGate): void {
+  let taken = false;
+  child.on('message', (message, handle) => {
+    if (taken || message !== 'listening' || !(handle instanceof Server)) return;
+    taken = true;
+    gate.serve(handle);
+  });
+  child.channel?.unref();
 }
 
 const STATUS_CAP = 64 * 1024;

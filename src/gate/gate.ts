@@ -1,9 +1,8 @@
 // The egress gate (DESIGN §7a, docs/gate.md): the HTTP proxy that is the sandbox's only route out. It must never
 // connect to a name, only to an address it checked.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import type { Server as NetServer, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { chmodSync, rmSync } from 'node:fs';
 import { once } from 'node:events';
 import { RunRecords, boundedRecord } from './run-records.ts';
 import {
@@ -23,9 +22,7 @@ const { createServer } = process.getBuiltinModule('node:http');
 
 interface GateOptions {
   policy: GatePolicy;
-  /** The bridge: a Unix socket path (created; an old file there is replaced). */
-  socketPath?: string;
-  /** Also listen on TCP (port 0 = any) at `tcpHost` (default 127.0.0.1): tests, the bench, `svc gate serve`. */
+  /** Listen on TCP (port 0 = any) at `tcpHost` (default 127.0.0.1): tests, the bench, `svc gate serve`. */
   tcpPort?: number;
   tcpHost?: string;
   models?: readonly ModelRoute[];
@@ -45,11 +42,13 @@ interface GateOptions {
 }
 
 export interface Gate {
-  socketPath: string | null;
   /** Loads what serves a request (at the latest, the first request waits for it); a failed load closes the gate. */
   load(): Promise<void>;
   /** The TCP port when `tcpPort` was given, else null. */
   port: number | null;
+  /** Serves the connections `listener` accepts (a sandbox's port, made in its network namespace: sandbox-command.ts),
+   * until the gate closes, which closes it too. */
+  serve(listener: NetServer): void;
   /** Closes the listeners and every open connection. */
   close(): Promise<void>;
 }
@@ -186,7 +185,9 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   };
   const sockets = new Set<Socket>();
   const servers: Server[] = [];
+  let closing = false;
   async function close(): Promise<void> {
+    closing = true;
     const closed = servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())));
     for (const socket of sockets) socket.destroy();
     await Promise.all(closed);
@@ -204,27 +205,23 @@ export async function startGate(options: GateOptions): Promise<Gate> {
       setImmediate(() => void close());
       throw err;
     });
-  const serve = async (where: string | number): Promise<Server> => {
+  // A listener handed in gives its listening socket to a server of the gate's own (node's listen(handle)).
+  const serve = async (where: number | NetServer): Promise<Server> => {
     const server = createGateServer(ctx, admit, sockets, log, load, options.metrics);
     servers.push(server);
-    if (typeof where === 'string') server.listen(where);
-    else server.listen(where, options.tcpHost ?? '127.0.0.1');
+    if (typeof where === 'number') server.listen(where, options.tcpHost ?? '127.0.0.1');
+    else server.listen(where);
     await once(server, 'listening');
     return server;
   };
-  try {
-    if (options.socketPath !== undefined) {
-      rmSync(options.socketPath, { force: true });
-      await serve(options.socketPath);
-      chmodSync(options.socketPath, 0o600);
-    }
-    if (options.tcpPort !== undefined) {
-      const address = (await serve(options.tcpPort)).address();
-      port = typeof address === 'object' && address ? address.port : null;
-    }
-  } catch (err) {
-    for (const s of servers) s.close();
-    throw err;
+  if (options.tcpPort !== undefined) {
+    const address = (await serve(options.tcpPort)).address();
+    port = typeof address === 'object' && address ? address.port : null;
   }
-  return { socketPath: options.socketPath ?? null, port, close, load: async () => void await load() };
+  const serveListener = (listener: NetServer): void => {
+    if (closing) listener.close();
+    else void serve(listener).catch((err: unknown) => log.error('gate could not serve a sandbox\'s port',
+      { error: errorMessage(err) }));
+  };
+  return { port, close, serve: serveListener, load: async () => void await load() };
 }

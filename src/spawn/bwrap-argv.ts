@@ -1,13 +1,12 @@
 // Builds the bubblewrap command line that confines an agent, a check, or svc's own git over the agent's work (DESIGN
 // §7a; docs/engine.md "The agent sandbox" lists what is seen and refused). The view is an allowlist on an empty root
 // and a later mount covers an earlier one, so the order of the steps in bwrapArgv is the policy. The seccomp filter
-// comes on descriptor 3 and the /etc files from 5 on (4 is the caller's): whoever starts this argv passes
-// openSandboxFds() there.
+// and the /etc files come on descriptors (SANDBOX_FDS): whoever starts this argv passes openSandboxFds() there.
 import { closeSync, existsSync, openSync, readlinkSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { BadSettingError } from '../errors.ts';
 import type { SandboxLimits } from './limits.ts';
-import { gateMounts, sandboxCommand, type SandboxGate } from './sandbox-command.ts';
+import { GATE_CHANNEL_FD, gateMounts, sandboxCommand, type SandboxGate } from './sandbox-command.ts';
 import { filterArgv, openFilterFd } from './seccomp.ts';
 import { pathKind, realOrNull } from './tree.ts';
 
@@ -72,10 +71,14 @@ const ETC_ENTRIES = [
   'python3', 'fonts', 'mtab',
 ];
 
-/** A descriptor bwrap hands on to the command unread, a low one as a shell can name only 0-9 (spawn-group.ts). */
+// SANDBOX_FDS: a sandbox's descriptors after stdio. 3: the system-call filter (seccomp.ts), which bwrap reads.
+// 4: the lifeline (spawn-group.ts) and 5: the gate's IPC channel (sandbox-command.ts), which bwrap hands on to the
+// command unread, low ones as a shell can name only 0-9. 6 on: the /etc files copied in, which bwrap reads. After
+// them: bwrap's status descriptor (spawn-group.ts).
+/** The lifeline's descriptor (SANDBOX_FDS). */
 export const LIFELINE_FD = 4;
-/** The /etc files copied in come on descriptors from here, after the system-call filter's 3 and the lifeline's 4. */
-const ETC_FD = 5;
+/** The first of the /etc files' descriptors (SANDBOX_FDS). */
+const ETC_FD = GATE_CHANNEL_FD + 1;
 
 let cached: string[] | null = null;
 const etcFiles: string[] = [];
@@ -173,10 +176,10 @@ const INIT_MASK = ['--tmpfs', '/proc/1', '--remount-ro', '/proc/1'];
  * exits, ending the namespace (spawn-group.ts's lifeline): `kill -1` reaches only --unshare-pid's namespace. */
 export const KILL_SANDBOX = 'kill -s KILL -- -1';
 
-/** Fresh descriptors for one bwrap start, for its fd 3 on (LIFELINE_FD left to the caller); the caller closes them
- * once the child has started. */
+/** Fresh descriptors for one bwrap start, for its fd 3 on (SANDBOX_FDS; LIFELINE_FD's and GATE_CHANNEL_FD's left to
+ * the caller); the caller closes them once the child has started. */
 export function openSandboxFds(): Array<number | 'ignore'> {
-  return [openFilterFd() ?? 'ignore', 'ignore', ...openEtcFiles()];
+  return [openFilterFd() ?? 'ignore', 'ignore', 'ignore', ...openEtcFiles()];
 }
 
 export function closeSandboxFds(fds: Array<number | 'ignore'>): void {

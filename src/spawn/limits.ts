@@ -44,7 +44,8 @@ interface LimitArgv {
    * namespace it counted the uid's processes across the host (forks failed at 13 in the sandbox with 40 as nobody).
    */
   every: string[];
-  /** RLIMIT_DATA, in bytes, for the command alone: a node forwarder could not start under it (memory_mb may be 1). */
+  /** RLIMIT_DATA, in bytes, for the command alone: the gate's port program (node) could not start under it
+   * (memory_mb may be 1). */
   dataBytes: number;
 }
 

@@ -8,16 +8,16 @@ import { withScratch } from './svc-paths.ts';
 
 /**
  * 'eperm' and 'enosys' always, 'personality' unless it sets PER_LINUX or queries (0xffffffff), `namespaces` with
- * EPERM when the flags (first argument) hold one of these bits, `family` with EPERM for that address family.
+ * EPERM when the flags (first argument) hold one of these bits, `families` with EPERM for those address families.
  */
-type SyscallRule = 'eperm' | 'enosys' | 'personality' | { namespaces: number } | { family: number };
+type SyscallRule = 'eperm' | 'enosys' | 'personality' | { namespaces: number } | { families: Record<string, number> };
 
 /** The namespace flags of clone and unshare (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET). */
 const CLONE_NEW_FLAGS = 0x7e020000;
 /** CLONE_NEWTIME: unshare only (in clone's first argument those bits hold the exit signal). */
 const CLONE_NEWTIME = 0x00000080;
-/** socket(2)'s AF_VSOCK. */
-const AF_VSOCK = 40;
+/** socket(2)'s address families the sandbox refuses (why: beside the rule). */
+const REFUSED_FAMILIES = { AF_UNIX: 1, AF_VSOCK: 40 };
 
 /** Numbers per architecture: x86_64's table and aarch64's generic one. */
 export const REFUSED_SYSCALLS: ReadonlyArray<{ name: string; x86_64: number; aarch64: number; rule: SyscallRule }> = [
@@ -32,7 +32,7 @@ export const REFUSED_SYSCALLS: ReadonlyArray<{ name: string; x86_64: number; aar
   { name: 'perf_event_open', x86_64: 298, aarch64: 241, rule: 'eperm' },
   { name: 'userfaultfd', x86_64: 323, aarch64: 282, rule: 'eperm' },
   { name: 'bpf', x86_64: 321, aarch64: 280, rule: 'eperm' },
-  // Reading or rewriting another process of the sandbox (the egress forwarder among them).
+  // Reading or rewriting another process of the sandbox, or svc's watchers in it.
   { name: 'ptrace', x86_64: 101, aarch64: 117, rule: 'eperm' },
   { name: 'process_vm_readv', x86_64: 310, aarch64: 270, rule: 'eperm' },
   { name: 'process_vm_writev', x86_64: 311, aarch64: 271, rule: 'eperm' },
@@ -51,9 +51,12 @@ export const REFUSED_SYSCALLS: ReadonlyArray<{ name: string; x86_64: number; aar
   { name: 'clone', x86_64: 56, aarch64: 220, rule: { namespaces: CLONE_NEW_FLAGS } },
   // Its flags sit in memory a filter cannot read; ENOSYS makes libc fall back to clone, which is checked.
   { name: 'clone3', x86_64: 435, aarch64: 435, rule: 'enosys' },
-  // A vsock talks to the hypervisor's host (Firecracker, QEMU, Hyper-V), which no network namespace confines: a route
-  // out beside the gate. Docker's default profile refuses it too.
-  { name: 'socket', x86_64: 41, aarch64: 198, rule: { family: AF_VSOCK } },
+  // Two kinds of socket no network namespace confines, each a route out beside the gate (DESIGN §7a). A Unix socket
+  // reaches whatever host server has its socket file in a folder the sandbox sees: a devenv's Postgres with trust
+  // login in the checkout, git's fsmonitor daemon in .git, an ssh or docker agent; a file is a door no namespace
+  // closes. A vsock talks to the hypervisor's host (Firecracker, QEMU, Hyper-V); Docker's default profile refuses it
+  // too. socketpair(2) stays allowed: its two ends reach no path (libuv's and node's child stdio use it).
+  { name: 'socket', x86_64: 41, aarch64: 198, rule: { families: REFUSED_FAMILIES } },
 ];
 
 /** Where a sandboxed child finds the program: right after stdio. */
@@ -132,12 +135,11 @@ export function buildFilter(arch: string): Buffer | null {
   );
   REFUSED_SYSCALLS.forEach(({ rule }, i) => {
     if (typeof rule === 'string') return;
-    code.push(
-      { code: LD_W_ABS, k: ARG0_LOW, label: `argument-${i}` },
-      'family' in rule
-        ? { code: JEQ_K, k: rule.family, jt: 'eperm', jf: 'allow' }
-        : { code: JSET_K, k: rule.namespaces, jt: 'eperm', jf: 'allow' },
-    );
+    code.push({ code: LD_W_ABS, k: ARG0_LOW, label: `argument-${i}` });
+    // Each test jumps to EPERM or falls through to the next; past the last, the call is allowed.
+    if ('namespaces' in rule) code.push({ code: JSET_K, k: rule.namespaces, jt: 'eperm' });
+    else for (const family of Object.values(rule.families)) code.push({ code: JEQ_K, k: family, jt: 'eperm' });
+    code.push({ code: RET_K, k: RET_ALLOW });
   });
   // The verdicts last: classic BPF jumps forward only.
   code.push(
@@ -168,7 +170,9 @@ export function describeFilter() {
   const arch = ARCH_NAME[process.arch as 'x64' | 'arm64'];
   const refused = REFUSED_SYSCALLS.map(({ name, rule }) => {
     if (rule === 'personality') return `${name} (unsafe flags)`;
-    if (typeof rule !== 'string') return 'family' in rule ? `${name} (AF_VSOCK)` : `${name} (new namespaces)`;
+    if (typeof rule !== 'string') {
+      return 'namespaces' in rule ? `${name} (new namespaces)` : `${name} (${Object.keys(rule.families).join(', ')})`;
+    }
     return rule === 'enosys' ? `${name} (ENOSYS)` : name;
   });
   return { arch, refused, instructions: built.length / 8, reason: null };

@@ -206,14 +206,14 @@ describe('SVC_SHIP', () => {
   });
 });
 
-const WORKER_SETTINGS = ['SVC_SANDBOX_FORWARDER', 'SVC_INFRA_RETRY_WAIT_S', 'SVC_BUDGET_REPO_DAY_USD',
-  'SVC_BUDGET_SERVER_DAY_USD', 'GITHUB_API_URL'];
+const WORKER_SETTINGS = ['SVC_INFRA_RETRY_WAIT_S', 'SVC_BUDGET_REPO_DAY_USD', 'SVC_BUDGET_SERVER_DAY_USD',
+  'GITHUB_API_URL'];
 
 describe('a bad setting a run\'s worker reads', () => {
   const startIn = (repo: ReturnType<typeof makeRepo>, args: string[], extra: NodeJS.ProcessEnv = {}) =>
     runChild(process.execPath, [CLI, 'start', ...args], { cwd: repo.repo, env: svcEnv(repo, extra) });
 
-  it('a bad forwarder, retry wait or daily budget stops svc start with exit 2 before a run is made', async () => {
+  it('a bad retry wait, daily budget or API URL stops svc start with exit 2 before a run is made', async () => {
     const repo = makeRepo();
     try {
       for (const name of WORKER_SETTINGS) {
@@ -283,23 +283,23 @@ describe('a bad setting a run\'s worker reads', () => {
     }
   });
 
-  // svc start no longer lets a bad forwarder through, but a worker started some other way must still end: its gate
-  // was listening when the setting threw, and stayed open, so the worker never ended. Killed when the test times
-  // out, so a regression fails instead of hanging the suite.
-  it('SVC_SANDBOX_FORWARDER=x given to a worker fails its verify and the worker ends',
+  // svc start lets no bad daily budget through, but a worker started some other way must still end: a gate left
+  // listening when the setting threw would keep it alive. Killed when the test times out, so a regression fails
+  // instead of hanging the suite.
+  it('SVC_BUDGET_REPO_DAY_USD=x given to a worker fails its verify and the worker ends',
     { skip: !bwrapWorks && 'needs bubblewrap', timeout: 120_000 }, async (t) => {
       const repo = makeRepo({ providers: { fail: '#!/bin/sh\nexit 1\n' } });
       try {
         const first = await startIn(repo, ['--brief', 'x', '--provider', 'fail']);
         assert.equal(first.code, 1, first.stderr);
         const run = (JSON.parse(first.stdout.split('\n')[0]!) as { run: string }).run;
-        const env = svcEnv(repo, { SVC_SANDBOX_FORWARDER: 'x' });
+        const env = svcEnv(repo, { SVC_BUDGET_REPO_DAY_USD: 'x' });
         const args = [CLI, 'worker', 'verify', '--run-id', run, '--repo', repo.repo];
         const verified = await runChild(process.execPath, args,
           { cwd: repo.repo, env, signal: t.signal, killSignal: 'SIGKILL' });
         assert.equal(verified.code, 1, verified.stderr);
         const events = readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8');
-        assert.match(events, /egress gate did not start: SVC_SANDBOX_FORWARDER must be/);
+        assert.match(events, /egress gate did not start: SVC_BUDGET_REPO_DAY_USD must be/);
       } finally {
         repo.cleanup();
       }

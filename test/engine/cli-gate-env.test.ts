@@ -40,7 +40,7 @@ describe('each model CLI is pointed at the run gate the way it honours', () => {
     }
     env = {
       ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
-      PATH: `${bin}:${process.env.PATH ?? ''}`, SVC_SANDBOX_FORWARDER: 'node',
+      PATH: `${bin}:${process.env.PATH ?? ''}`,
       OPENAI_API_KEY: 'sk-real-openai', ANTHROPIC_API_KEY: 'sk-ant-real', GEMINI_API_KEY: 'real-gemini',
     };
     const unset = ['SVC_SANDBOX', 'OPENAI_BASE_URL', 'ANTHROPIC_BASE_URL', 'GOOGLE_GEMINI_BASE_URL', 'GOOGLE_API_KEY',

@@ -51,7 +51,7 @@ describe('the egress record of a resumed or verified run', { skip: !bwrapWorks &
     repo = makeRepo({ providers: { p: PROBE }, policy: { checks: [{ name: 'probe', run: CHECK, required: false }] } });
     const api = `http://127.0.0.1:${(model.server.address() as AddressInfo).port}`;
     env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
-      SVC_SANDBOX_FORWARDER: 'node', ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: api };
+      ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: api };
     delete env.SVC_SANDBOX;
   });
   after(() => {

@@ -83,7 +83,7 @@ describe('a local run\'s gate keeps the shared gate\'s budget rule', () => {
     env = {
       ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
       ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: api,
-      SVC_PRICES_FILE: prices, SVC_SANDBOX_FORWARDER: 'node',
+      SVC_PRICES_FILE: prices,
     };
     delete env.SVC_SANDBOX;
   });
@@ -230,7 +230,6 @@ describe('a local run\'s budget holds on the larger of its metered and reported 
     const env: NodeJS.ProcessEnv = {
       ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
       OPENAI_API_KEY: 'sk-real', OPENAI_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
-      SVC_SANDBOX_FORWARDER: 'node',
     };
     delete env.SVC_SANDBOX;
     return runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env });

@@ -4,13 +4,12 @@
 // proves it); every request leaves one record. Every packet here goes to a loopback address.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { connect as netConnect, createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { startGate, type Gate } from '../../src/gate/gate.ts';
 import { parseGatePolicy } from '../../src/gate/policy.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import {
-  gateConnect, gateRequest, getOverTls, recordingConnect, startUpstream, tableResolver, tempDir,
+  gateConnect, gateRequest, getOverTls, handTo, recordingConnect, startUpstream, tableResolver, tempDir,
   type Cert, type Reply, type Upstream,
 } from './helpers.ts';
 import { makeCert as makeCertFor } from '../trigger/standins.ts';
@@ -28,7 +27,7 @@ describe('egress gate', () => {
   let cert: Cert;
   let gate: Gate;
   let tcp: { port: number };
-  let unix: { socketPath: string };
+  let handed: { port: number };
   const { resolve, lookups } = tableResolver({
     'metadata.test': ['169.254.169.254'],
     'lan.test': ['10.0.0.5'],
@@ -50,11 +49,11 @@ describe('egress gate', () => {
       deny: ['forbidden.example'],
     });
     gate = await startGate({
-      policy, socketPath: join(tmp.path, 'gate.sock'), tcpPort: 0, resolve, connect: recorder.connect,
+      policy, tcpPort: 0, resolve, connect: recorder.connect,
       onRecord: (r) => records.push(r),
     });
     tcp = { port: gate.port ?? 0 };
-    unix = { socketPath: gate.socketPath ?? '' };
+    handed = await handTo(gate);
   });
 
   after(async () => {
@@ -75,9 +74,9 @@ describe('egress gate', () => {
     throw new Error(`no record for ${host}:${port}`);
   }
 
-  it('tunnels CONNECT over the Unix socket to a loopback address the policy names exactly', async () => {
+  it('tunnels CONNECT from a port handed to it to a loopback address the policy names exactly', async () => {
     const before = recorder.calls.length;
-    const opened = await gateConnect(unix, `local.test:${tlsUpstream.port}`);
+    const opened = await gateConnect(handed, `local.test:${tlsUpstream.port}`);
     assert.ok('socket' in opened, 'the tunnel opened');
     const text = await getOverTls(opened.socket, 'local.test', '/through-tunnel', cert.cert);
     assert.match(text, /^HTTP\/1\.1 200/);
@@ -99,7 +98,7 @@ describe('egress gate', () => {
   });
 
   it('forwards absolute-form plain HTTP and records the method', async () => {
-    const reply = await gateRequest(unix, `http://local.test:${upstream.port}/plain?q=1`, {
+    const reply = await gateRequest(handed, `http://local.test:${upstream.port}/plain?q=1`, {
       method: 'POST', body: 'hello', headers: { 'proxy-authorization': 'Basic secret', 'x-keep': 'kept' },
     });
     assert.equal(reply.status, 200);
@@ -231,24 +230,19 @@ describe('egress gate limits', () => {
 });
 
 describe('starting the gate', () => {
-  it('closes the listeners it opened when a later one cannot listen', async () => {
-    const tmp = tempDir();
-    const busy = createTcpServer();
-    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
-    const socketPath = join(tmp.path, 'gate.sock');
-    try {
-      await assert.rejects(startGate({ policy: parseGatePolicy({}), socketPath,
-        tcpPort: (busy.address() as AddressInfo).port }), { code: 'EADDRINUSE' });
-      const reached = await new Promise<boolean>((r) => {
-        const probe = netConnect(socketPath);
-        probe.once('connect', () => r(true)).once('error', () => r(false));
-        probe.once('connect', () => probe.destroy());
-      });
-      assert.equal(reached, false, 'the Unix socket listens no more');
-    } finally {
-      busy.close();
-      tmp.remove();
-    }
+  it('closes the ports handed to it as it closes, and one handed to it after', async () => {
+    const gate = await startGate({ policy: parseGatePolicy({}) });
+    const reached = (port: number) => new Promise<boolean>((r) => {
+      const probe = netConnect(port, '127.0.0.1');
+      probe.once('connect', () => r(true)).once('error', () => r(false));
+      probe.once('connect', () => probe.destroy());
+    });
+    const first = await handTo(gate);
+    assert.equal(await reached(first.port), true, 'the gate serves a port handed to it');
+    await gate.close();
+    assert.equal(await reached(first.port), false, 'that port listens no more');
+    const late = await handTo(gate);
+    assert.equal(await reached(late.port), false, 'a port handed to a closed gate is closed');
   });
 
   // A run's gate listens before its sandbox starts and loads its forwarding after the agent's spawn (docs/bench.md).

@@ -11,6 +11,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { tcpConnect, type ConnectFn } from '../../src/gate/context.ts';
 import { readClientHello } from '../../src/gate/client-hello.ts';
 import type { Resolver } from '../../src/gate/policy.ts';
+import type { Gate } from '../../src/gate/gate.ts';
 import { makeCert as makeCertFor, type Cert } from '../trigger/standins.ts';
 
 export type { Cert };
@@ -113,15 +114,22 @@ export interface Reply {
 }
 
 export interface GateAddress {
-  socketPath?: string;
   port?: number;
   /** The client's own loopback address (a second "pod"): 127.0.0.1 when unset. */
   localAddress?: string;
 }
 
-function via(gate: GateAddress): { socketPath: string } | { host: string; port: number; localAddress?: string } {
-  if (gate.socketPath) return { socketPath: gate.socketPath };
+function via(gate: GateAddress): { host: string; port: number; localAddress?: string } {
   return { host: '127.0.0.1', port: gate.port ?? 0, ...(gate.localAddress ? { localAddress: gate.localAddress } : {}) };
+}
+
+/** A listening socket handed to `gate` as a sandbox's spawn hands its port (spawn-group.ts): its address. */
+export async function handTo(gate: Gate): Promise<{ port: number }> {
+  const listener = createTcpServer();
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  const { port } = listener.address() as AddressInfo;
+  gate.serve(listener);
+  return { port };
 }
 
 /** `Proxy-Authorization` carrying a job credential, as a client sends it from `http://svc:<credential>@gate`. */

@@ -142,7 +142,7 @@ describe('metered cost at the gate', () => {
         modelRoute('anthropic', base, 'x-api-key', 'k'), modelRoute('openai', `${base}/v1`, 'authorization', 'Bearer k'),
         modelRoute('gemini', base, 'x-goog-api-key', 'k'),
       ],
-      connect: recordingConnect().connect, socketPath: `${tmp.path}/gate.sock`, onRecord: (r) => records.push(r),
+      connect: recordingConnect().connect, tcpPort: 0, onRecord: (r) => records.push(r),
       meter: { prices: PRICES, refusal: () => refusal() },
     });
   });
@@ -160,7 +160,7 @@ describe('metered cost at the gate', () => {
   ): Promise<{ body: string; status: number; rec: EgressRecord }> {
     next = answer;
     const before = records.length;
-    const reply = await gateRequest({ socketPath: gate.socketPath ?? '' }, path, {
+    const reply = await gateRequest({ port: gate.port ?? 0 }, path, {
       method, body, headers: { 'accept-encoding': 'gzip, br', ...headers },
     });
     for (let i = 0; records.length === before && i < 1000; i++) await new Promise((r) => setImmediate(r));
@@ -251,7 +251,7 @@ describe('metered cost at the gate', () => {
 
   it('refuses a model call with a plain 429 while the meter says a budget is reached, and records the refusal', async () => {
     refusal = () => 'the run\'s budget of $0.25 is reached (metered $0.40)';
-    const reply = await gateRequest({ socketPath: gate.socketPath ?? '' }, '/_model/anthropic/v1/messages', {
+    const reply = await gateRequest({ port: gate.port ?? 0 }, '/_model/anthropic/v1/messages', {
       method: 'POST', body: '{}' });
     refusal = () => null;
     assert.equal(reply.status, 429);
@@ -379,12 +379,12 @@ describe('metered cost at the gate', () => {
       policy: parseGatePolicy({ allow: ['api.openai.com', '127.0.0.1:443'] }),
       models: [modelRoute('openai', 'https://api.openai.com/v1', 'authorization', 'Bearer k')],
       resolve: tableResolver({ 'api.openai.com': ['127.0.0.1'] }).resolve,
-      connect: () => tcpConnect(apiPort, '127.0.0.1'), ca: cert.cert, socketPath: `${dir.path}/own.sock`,
+      connect: () => tcpConnect(apiPort, '127.0.0.1'), ca: cert.cert, tcpPort: 0,
       onRecord: (r) => seen.push(r), meter: { prices: PRICES, refusal: () => null },
     });
     try {
       const body = '{"input":"hi","max_output_tokens":100}';
-      const reply = await gateRequest({ socketPath: own.socketPath ?? '' }, '/_model/openai/responses',
+      const reply = await gateRequest({ port: own.port ?? 0 }, '/_model/openai/responses',
         { method: 'POST', body });
       assert.equal(reply.status, 200);
       for (let i = 0; seen.length === 0 && i < 1000; i++) await new Promise((r) => setImmediate(r));
@@ -684,7 +684,7 @@ describe('metered cost at the gate', () => {
     const send = (path: string, body: string) => new Promise<{ status: number; rec: EgressRecord }>((resolve, fail) => {
       next = { type: 'application/json', pieces: [ANTHROPIC_JSON] };
       const before = records.length;
-      const req = request({ socketPath: gate.socketPath ?? '', method: 'POST', path, agent: false,
+      const req = request({ host: '127.0.0.1', port: gate.port ?? 0, method: 'POST', path, agent: false,
         headers: { 'content-type': 'application/json', 'content-encoding': 'zstd' } });
       req.on('response', (res) => {
         res.resume();

@@ -12,7 +12,7 @@ import { loadGatePolicy } from '../../src/gate/main.ts';
 import { MODEL_APIS, modelRoute, modelRoutesFromEnv } from '../../src/gate/model-apis.ts';
 import type { EgressRecord } from '../../src/gate/evidence.ts';
 import {
-  gateConnect, gateRequest, getOverTls, makeCert, recordingConnect, startUpstream, tableResolver, tempDir,
+  gateConnect, gateRequest, getOverTls, handTo, makeCert, recordingConnect, startUpstream, tableResolver, tempDir,
   type Cert, type Upstream,
 } from './helpers.ts';
 
@@ -47,11 +47,12 @@ describe('egress gate model API mode', () => {
       modelRoute('unlisted', 'https://api.example.com', 'x-api-key', 'sk-unlisted'),
     ];
     gate = await startGate({
-      policy, models, resolve, connect: recorder.connect, ca: cert.cert, socketPath: `${tmp.path}/gate.sock`,
+      policy, models, resolve, connect: recorder.connect, ca: cert.cert,
       onRecord: (r) => records.push(r),
     });
     // The same routes without the test certificate trusted: TLS must fail before any key is sent.
     untrusted = await startGate({ policy, models, resolve, tcpPort: 0, connect: recordingConnect().connect });
+    handed = await handTo(gate);
   });
 
   after(async () => {
@@ -63,10 +64,11 @@ describe('egress gate model API mode', () => {
     tmp.remove();
   });
 
-  const unix = () => ({ socketPath: gate.socketPath ?? '' });
+  /** The gate's port as a sandbox hands it in (spawn-group.ts). */
+  let handed: { port: number };
 
   it('forwards over TLS with the real key in place of the placeholder and any other credential', async () => {
-    const reply = await gateRequest(unix(), '/_model/anthropic/v1/messages?beta=true', {
+    const reply = await gateRequest(handed, '/_model/anthropic/v1/messages?beta=true', {
       method: 'POST', body: '{"model":"x"}',
       headers: {
         'x-api-key': MODEL_APIS.anthropic?.placeholder ?? '', authorization: 'Bearer leaked', 'anthropic-version': '1',
@@ -90,7 +92,7 @@ describe('egress gate model API mode', () => {
 
   it('forwards to a loopback plain-HTTP server named exactly, under the base path, with a Bearer key', async () => {
     const headers = { authorization: 'Bearer sk-svc-gate-placeholder' };
-    const reply = await gateRequest(unix(), '/_model/openai/chat/completions', { headers });
+    const reply = await gateRequest(handed, '/_model/openai/chat/completions', { headers });
     assert.equal(reply.status, 200);
     const seen = plainModel.seen.at(-1);
     assert.equal(seen?.url, '/v1/chat/completions');
@@ -99,14 +101,14 @@ describe('egress gate model API mode', () => {
 
   it('sends the gemini key as x-goog-api-key to an IP-literal TLS server', async () => {
     const headers = { 'x-goog-api-key': 'placeholder' };
-    const reply = await gateRequest(unix(), '/_model/gemini/v1beta/models', { headers });
+    const reply = await gateRequest(handed, '/_model/gemini/v1beta/models', { headers });
     assert.equal(reply.status, 200);
     assert.equal(tlsModel.seen.at(-1)?.headers['x-goog-api-key'], REAL.gemini);
   });
 
   it('sends the key to the named host only: other destinations get what the client sent', async () => {
     const headers = { 'x-api-key': 'sk-ant-svc-gate-placeholder' };
-    const viaHttp = await gateRequest(unix(), `http://other.test:${other.port}/`, { headers });
+    const viaHttp = await gateRequest(handed, `http://other.test:${other.port}/`, { headers });
     assert.equal(viaHttp.status, 200);
     const otherTls = await startUpstream('127.0.0.2', cert);
     const literal = await startGate({
@@ -169,14 +171,14 @@ describe('egress gate model API mode', () => {
 
   it('refuses a model API whose host the policy does not allow, before connecting', async () => {
     const before = recorder.calls.length;
-    const reply = await gateRequest(unix(), '/_model/unlisted/v1/x');
+    const reply = await gateRequest(handed, '/_model/unlisted/v1/x');
     assert.equal(reply.status, 403);
     assert.equal(recorder.calls.length, before);
   });
 
   it('refuses an unknown model API name with 403', async () => {
-    assert.equal((await gateRequest(unix(), '/_model/nobody/v1')).status, 403);
-    assert.equal((await gateRequest(unix(), '/_model/')).status, 403);
+    assert.equal((await gateRequest(handed, '/_model/nobody/v1')).status, 403);
+    assert.equal((await gateRequest(handed, '/_model/')).status, 403);
   });
 
   it('sends no key when the upstream certificate is not trusted (502)', async () => {

@@ -59,7 +59,7 @@ describe('metered cost and budgets at the gate', { skip: !bwrapWorks && 'needs b
     env = {
       ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
       ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: `http://127.0.0.1:${(model.server.address() as AddressInfo).port}`,
-      SVC_PRICES_FILE: prices, SVC_SANDBOX_FORWARDER: 'node',
+      SVC_PRICES_FILE: prices,
     };
     delete env.SVC_SANDBOX;
   });

@@ -56,7 +56,7 @@ describe('an answer from the origin cannot lift the operator\'s daily cap', { sk
       env = {
         ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
         ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: `http://127.0.0.1:${(model.server.address() as AddressInfo).port}`,
-        SVC_PRICES_FILE: prices, SVC_SANDBOX_FORWARDER: 'node', SVC_BUDGET_REPO_DAY_USD: '0.25',
+        SVC_PRICES_FILE: prices, SVC_BUDGET_REPO_DAY_USD: '0.25',
       };
       delete env.SVC_SANDBOX;
       delete env.SVC_CONTROL_ANSWER_DIR;

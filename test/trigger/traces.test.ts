@@ -438,7 +438,7 @@ describe('a run\'s model calls through its egress gate', { skip: !bwrapWorks && 
       const traceId = '0af7651916cd43dd8448eb211c80319c';
       const env: NodeJS.ProcessEnv = {
         ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
-        ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: model.url, SVC_SANDBOX_FORWARDER: 'node',
+        ANTHROPIC_API_KEY: 'sk-ant-real', ANTHROPIC_BASE_URL: model.url,
         OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, SVC_TRACEPARENT: `00-${traceId}-b7ad6b7169203331-01`,
       };
       delete env.SVC_SANDBOX;

@@ -65,9 +65,16 @@ for (const [arch, table] of [['x64', 'x86_64'], ['arm64', 'aarch64']] as const) 
       assert.equal(verdict(program, nr('personality'), native, 0x0400000), EPERM, 'READ_IMPLIES_EXEC');
     });
 
-    it('refuses a vsock, which no network namespace confines, and lets every other socket family through', () => {
-      assert.equal(verdict(program, nr('socket'), native, 40), EPERM, 'AF_VSOCK');
-      for (const family of [1, 2, 10, 16]) assert.equal(verdict(program, nr('socket'), native, family), ALLOW);
+    it('refuses a Unix socket and a vsock, which no network namespace confines, and lets every other family through',
+      () => {
+        assert.equal(verdict(program, nr('socket'), native, 1), EPERM, 'AF_UNIX');
+        assert.equal(verdict(program, nr('socket'), native, 40), EPERM, 'AF_VSOCK');
+        for (const family of [2, 10, 16, 17]) assert.equal(verdict(program, nr('socket'), native, family), ALLOW);
+      });
+
+    it('still gives a Unix socketpair, whose two ends reach no path (libuv starts children with one)', () => {
+      const socketpair = table === 'x86_64' ? 53 : 199;
+      assert.equal(verdict(program, socketpair, native, 1), ALLOW);
     });
 
     it('refuses every other ABI (and x32) whatever the call', () => {

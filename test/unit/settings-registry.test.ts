@@ -111,8 +111,8 @@ describe('the settings registry', () => {
   it('takes only a choice\'s values', () => {
     assert.equal(settingChoice({}, 'SVC_TRIGGER_EXECUTOR'), 'local');
     assert.equal(settingChoice({ SVC_TRIGGER_EXECUTOR: 'kubernetes' }, 'SVC_TRIGGER_EXECUTOR'), 'kubernetes');
-    assert.throws(() => settingChoice({ SVC_SANDBOX_FORWARDER: 'nodee' }, 'SVC_SANDBOX_FORWARDER'),
-      (e) => e instanceof BadSettingError && /^SVC_SANDBOX_FORWARDER must be "auto" or "node"/.test(e.message));
+    assert.throws(() => settingChoice({ SVC_SANDBOX: 'bwrapp' }, 'SVC_SANDBOX'),
+      (e) => e instanceof BadSettingError && /^SVC_SANDBOX must be "bwrap" or "none"/.test(e.message));
   });
 });
 

@@ -1,0 +1,85 @@
+// The gate's port program as its own process: `node sandbox-port.ts 0`, given a node IPC channel, listens, hands the
+// listening socket out over the channel, prints its port and exits; the gate serves the socket it was handed, and a
+// proxy request to that port reaches a loopback upstream through it.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { Server } from 'node:net';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { startGate } from '../../src/gate/gate.ts';
+import { parseGatePolicy } from '../../src/gate/policy.ts';
+import {
+  gateConnect, gateRequest, getOverTls, makeCert, recordingConnect, startUpstream, tableResolver, tempDir,
+} from './helpers.ts';
+
+const PROGRAM = fileURLToPath(new URL('../../src/gate/sandbox-port.ts', import.meta.url));
+
+/** Runs the program with `args`; its exit code, what it printed, and what it sent over the channel. */
+async function runProgram(args: string[], ipc: boolean) {
+  const child = spawn(process.execPath, [PROGRAM, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe', ...ipc ? ['ipc' as const] : []],
+  });
+  const sent: Array<{ message: unknown; handle: unknown }> = [];
+  child.on('message', (message, handle) => sent.push({ message, handle }));
+  let [out, err] = ['', ''];
+  child.stdout!.on('data', (d: Buffer) => (out += d));
+  child.stderr!.on('data', (d: Buffer) => (err += d));
+  const [code] = await once(child, 'close') as [number | null];
+  return { code, out, err, sent };
+}
+
+describe('the gate\'s port program', () => {
+  it('hands a listening loopback socket out, prints its port and exits; the gate serves what it was handed',
+    async (t) => {
+      const tmp = tempDir();
+      const upstream = await startUpstream('127.0.0.2');
+      const cert = makeCert(tmp.path);
+      const tlsUpstream = await startUpstream('127.0.0.2', cert);
+      const { resolve } = tableResolver({ 'local.test': ['127.0.0.2'], 'model.test': ['127.0.0.2'] });
+      const gate = await startGate({
+        policy: parseGatePolicy({
+          allow: ['local.test', 'model.test', `127.0.0.2:${upstream.port}`, `127.0.0.2:${tlsUpstream.port}`],
+        }),
+        resolve, connect: recordingConnect().connect,
+      });
+      try {
+        const began = performance.now();
+        const ran = await runProgram(['0'], true);
+        t.diagnostic(`handed out and exited after ${(performance.now() - began).toFixed(1)} ms (spawn included)`);
+        assert.equal(ran.code, 0, ran.err);
+        assert.equal(ran.sent.length, 1);
+        const [{ message, handle }] = ran.sent as [{ message: unknown; handle: unknown }];
+        assert.equal(message, 'listening');
+        assert.ok(handle instanceof Server);
+        const address = handle.address();
+        const port = typeof address === 'object' && address ? address.port : 0;
+        assert.equal(ran.out, `${port}\n`);
+        assert.equal(typeof address === 'object' && address?.address, '127.0.0.1');
+        gate.serve(handle);
+        const reply = await gateRequest({ port }, `http://local.test:${upstream.port}/via-port`);
+        assert.equal(reply.status, 200);
+        assert.equal(reply.body, 'upstream GET /via-port');
+        const opened = await gateConnect({ port }, `model.test:${tlsUpstream.port}`);
+        assert.ok('socket' in opened);
+        assert.match(await getOverTls(opened.socket, 'model.test', '/tunnel', cert.cert), /upstream GET \/tunnel/);
+        const refused = await gateRequest({ port }, 'http://elsewhere.example/');
+        assert.equal(refused.status, 403);
+      } finally {
+        await gate.close();
+        await upstream.close();
+        await tlsUpstream.close();
+        tmp.remove();
+      }
+    });
+
+  it('exits 2 with a usage line when the port is not a number, or there is no channel to hand it out on', async () => {
+    for (const [args, ipc] of [[['abc'], true], [['0'], false]] as const) {
+      const ran = await runProgram([...args], ipc);
+      assert.equal(ran.code, 2);
+      assert.match(ran.err, /^usage: /);
+      assert.deepEqual(ran.sent, []);
+    }
+  });
+});
