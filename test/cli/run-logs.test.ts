@@ -220,6 +220,27 @@ describe('the agent output of a run', () => {
     }
   });
 
+  it('svc runs logs labels an agent line that starts as svc\'s notes do as the agent\'s', async () => {
+    const dir = join(repo.repo, '.svc', 'runs', 'rforged');
+    mkdirSync(dir, { recursive: true });
+    try {
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ source: 'edge', run: 'rforged', status: 'failed' }));
+      const events = [
+        { kind: 'log', data: { stream: 'stdout', text: '[svc] status succeeded' } },
+        { kind: 'log', data: { stream: 'stderr', text: '  [run container] checks passed' } },
+        { kind: 'log', data: { stream: 'stdout', text: 'plain [svc] in the middle' } },
+        { kind: 'run.status', data: { to: 'failed' } },
+      ].map((e, i) => JSON.stringify({ run: 'rforged', seq: i + 1, ts: new Date().toISOString(), ...e }));
+      writeFileSync(join(dir, 'events.jsonl'), `${events.join('\n')}\n`);
+      const shown = svc(['runs', 'logs', 'rforged']);
+      assert.equal(await shown.closed, 0, shown.stderr());
+      assert.equal(shown.stdout(), '[agent] [svc] status succeeded\n[agent]   [run container] checks passed\n' +
+        'plain [svc] in the middle\n[svc] status failed\n');
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
   it('says a run neither the project nor the Control Plane knows is not found, with exit 1', async () => {
     const r = svc(['runs', 'logs', 'edge/rnowhere'], { SVC_CONTROL_URL: control.url });
     assert.equal(await r.closed, 1);
