@@ -16,7 +16,7 @@ import type { RunRef } from '../client/types.ts';
 
 const POLL_MS = 200;
 /** How svc's own lines begin (logLine), after any spaces a terminal would not show. */
-const SVC_LABEL = /^[\s\u0000-\u001f\u007f]*\[(svc|run container|agent)\]/;
+const NOTE_LABEL = /^[\s\u0000-\u001f\u007f]*\[(svc|run container|agent)\]/;
 
 /**
  * The line an event shows as, or null when it is not output; `agentOnly` drops svc's own notes (`svc start -f`). A
@@ -31,7 +31,7 @@ function logLine(kind: string, data: unknown, agentOnly = false): string | null 
     if (text === null) return null;
     // The agent's own words stay as it wrote them, but one that starts as svc's notes do is labelled its: an agent
     // could otherwise print "[svc] status succeeded" into a run that failed.
-    if (str(d.stream) !== 'svc') return SVC_LABEL.test(text) ? `[agent] ${text}` : text;
+    if (str(d.stream) !== 'svc') return NOTE_LABEL.test(text) ? `[agent] ${text}` : text;
     return agentOnly ? null : `${who} ${text}`;
   }
   if (kind === 'run.status' && !agentOnly) {
