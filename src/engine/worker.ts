@@ -210,7 +210,7 @@ export async function executeRun(
   const childOwner = isChildOf(ctx.state.run);
   let plan: RunPlan | null = null;
   try {
-    plan = readPlan(dir);
+    plan = readPlan(dir, env, ctx.state.worktree);
     const used = serverShare(plan, env, runTree(ctx.state), (text) => ctx.note(text));
     if (mode !== 'verify') {
       // A resume's `running` says so, as its launcher's `queued` did: the time to an agent is a new run's only.
@@ -238,7 +238,7 @@ export async function executeRun(
     if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
     ctx.update({ child: null });
     // An agent without a sandbox could have edited plan.json: the plan this worker read goes back, unchanged.
-    if (plan) writePlan(dir, plan);
+    if (plan) writePlan(dir, plan, ctx.state.worktree, env);
     ended = 'shipping';
     if (endAfterWrites) endNow();
     try {

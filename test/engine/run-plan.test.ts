@@ -119,6 +119,28 @@ describe('a run plan resolved once', () => {
     }
     assert.doesNotMatch(readFileSync(join(dirOf(retry), 'events.jsonl'), 'utf8'), /WITHOUT a sandbox/);
   });
+
+  it('refuses a plan svc did not mark for the run\'s folder: its own edited, or another run\'s copied with its mark',
+    async () => {
+      const own = join(dirOf(run), 'plan.json');
+      const text = readFileSync(own, 'utf8');
+      const state = readFileSync(join(dirOf(run), 'state.json'), 'utf8');
+      writeFileSync(own, JSON.stringify({ ...JSON.parse(text), passed_env: ['PLANTED'] }, null, 2) + '\n');
+      // The run was resumed to its end above: a verify and a retry go by its plan.
+      for (const flag of ['--verify', '--retry']) {
+        const res = await svc([flag, run]);
+        assert.equal(res.code, 1, `${flag}: ${res.stderr}`);
+        assert.match(res.stderr, /has no valid mark of svc on this host/, flag);
+      }
+      writeFileSync(own, text);
+      // Written anew: the retry's plan.json is another user's, or others may write it (above).
+      for (const name of ['plan.json', 'plan.mark']) {
+        rmSync(join(dirOf(retry), name), { force: true });
+        writeFileSync(join(dirOf(retry), name), readFileSync(join(dirOf(run), name)), { mode: 0o644 });
+      }
+      assert.match((await svc(['--verify', retry])).stderr, /has no valid mark/, 'another run\'s plan and mark');
+      assert.equal(readFileSync(join(dirOf(run), 'state.json'), 'utf8'), state, 'the run is as it was');
+    });
 });
 
 describe('a server starting again a run a person planned (serverShare)', () => {
