@@ -237,3 +237,28 @@ describe('a plan as large as the operator\'s settings make it', () => {
     assert.deepEqual(readdirSync(join(repo.repo, '.svc', 'runs')), runs, 'no run folder was made');
   });
 });
+
+describe('a run without a worktree', () => {
+  it('resumes in its project, where its folder is, not in a workdir its state.json was changed to name', async () => {
+    const repo = makeRepo({ providers: { agent: FAILS_ONCE }, policy: { checks: [] } });
+    const elsewhere = mkdtempSync(join(tmpdir(), 'svc-elsewhere-'));
+    try {
+      const env = { PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0',
+        ...(bwrapWorks ? {} : { SVC_SANDBOX: 'none' }) };
+      const svc = (args: string[]) => runChild(process.execPath, [CLI, 'start', ...args], { cwd: repo.repo, env });
+      const first = await svc(['--brief', 'append fixed', '--provider', 'agent']);
+      const run = (JSON.parse(first.stdout.trim().split('\n')[0]!) as { run: string }).run;
+      const path = join(repo.repo, '.svc', 'runs', run, 'state.json');
+      assert.equal(readJson(path).status, 'failed', first.stderr);
+      writeFileSync(path, JSON.stringify({ ...readJson(path), workdir: elsewhere }));
+      const resumed = await svc(['--resume', run]);
+      assert.equal(resumed.code, 0, resumed.stderr);
+      assert.equal(readJson(path).status, 'succeeded');
+      assert.equal(readJson(path).workdir, repo.repo);
+      assert.deepEqual(readdirSync(elsewhere), [], 'nothing ran in the folder state.json named');
+    } finally {
+      repo.cleanup();
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
+  });
+});
