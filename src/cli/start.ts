@@ -282,7 +282,7 @@ export default async function start(io: CliIo): Promise<number> {
       if (flag === 'verify' && !TERMINAL.has(state.status)) {
         throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
       }
-      const plan = planToReuse(dir, io.env);
+      const plan = planToReuse(dir, io.env, state.worktree);
       // Before the run is queued again: a refused resume or verify leaves it as it was.
       refuseServersBuiltin(plan, io.env, runTree(state));
       facts = { unconfined: unsandboxedWarning(plan.sandbox), signsLater: signsLater(io.env) };

@@ -310,7 +310,7 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
   // writes do, leaving what it wrote to the next svc command's ship rather than to a `svc ship` by hand.
   const offSignal = onEndSignal(() => ctx.exitNow(false));
   try {
-    const plan = readPlan(dir);
+    const plan = readPlan(dir, env, ctx.state.worktree);
     const receipt = ownReceipt(dir, ctx.state, env);
     const withheld = prWithheld(plan, receipt);
     if (withheld !== null) throw new ConflictError(`Run ${ctx.state.source}/${ctx.state.run}: ${withheld}`);

@@ -173,7 +173,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
       failure: null, reported: null, metered: null, trace_id: parent?.traceId ?? newTraceId(),
       trace_parent: parent?.spanId ?? null,
     };
-    writePlan(dir, plan);
+    writePlan(dir, plan, isolated, n.env);
     makeRunKey(dir, key);
     writeState(dir, state);
     const events = openEventLog(dir);
@@ -217,7 +217,8 @@ export async function prepareRetry(
   return createRun({
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
     brief: old.brief, origin: old.origin, pr: old.pr, worktree: old.worktree, input: old.input,
-    env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir, env), provider: old.provider || null,
+    env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir, env, old.worktree),
+    provider: old.provider || null,
     // The Control Plane's launcher has no SVC_REPO_NAME: a routed run's retry keeps its group's served name.
     routedName: isWebhookOrigin(old.origin) && isRepoName(old.repo) ? old.repo : undefined,
     // A retry of a follow-up continues the same pull request, after the same run, from its branch's head then.

@@ -244,6 +244,13 @@ export function openRunFolder(dir: string): PlainDir | { failed: string; kind: E
  * link) owned by this user and writable by no one else, so another user who can write the project plants none, of at
  * most `max` bytes; else null. */
 export function readOwnObject(dir: string, name: string, max: number): Record<string, unknown> | null {
+  const bytes = readOwnFile(dir, name, max);
+  const value = bytes === null ? null : tryParseJson(bytes.toString('utf8'));
+  return isJsonObject(value) ? value : null;
+}
+
+/** The bytes of run folder `dir`'s file `name`, read as readOwnObject reads it; null where it would find none. */
+export function readOwnFile(dir: string, name: string, max: number): Buffer | null {
   const folder = openRunFolder(dir);
   if ('failed' in folder) return null;
   const fd = withDir(folder, () => openPlainFileIn(folder, name));
@@ -251,8 +258,7 @@ export function readOwnObject(dir: string, name: string, max: number): Record<st
   try {
     const st = fstatSync(fd);
     if (st.uid !== process.getuid?.() || (st.mode & 0o022) !== 0 || st.size > max) return null;
-    const value = tryParseJson(readRange(fd, 0, st.size).toString('utf8'));
-    return isJsonObject(value) ? value : null;
+    return readRange(fd, 0, st.size);
   } finally {
     closeSync(fd);
   }

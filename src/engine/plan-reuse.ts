@@ -7,24 +7,55 @@ import { errorMessage, FailedError, RefusedError } from '../errors.ts';
 import { loadPolicyFile } from './policy.ts';
 import { decideSettings, loadOperatorConfig, OPERATOR_FILES } from './config.ts';
 import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.ts';
-import { MAX_PLAN, readOwnObject } from './plain-tree.ts';
+import { MAX_PLAN, readOwnFile } from './plain-tree.ts';
+import { isPlanMark, PLAN_MARK_FILE } from './plan-mark.ts';
+import { objOrNull, tryParseJson } from '../untrusted.ts';
 import { within } from '../spawn/bwrap-argv.ts';
 import { orNull } from '../spawn/tree.ts';
 import { resolveSandbox, startedByServer } from '../spawn/sandbox-mode.ts';
+import { tryReadState } from './run-state.ts';
 import { localBy, policySandbox, refusingToStart, type RunPlan } from './run-plan.ts';
 
 const planPath = (dir: string) => join(dir, 'plan.json');
 
-/** The plan, provided it is svc's own file (readOwnObject: a plan another user planted could, say, run no sandbox). */
-export function readPlan(dir: string): RunPlan {
-  const plan = readOwnObject(dir, 'plan.json', MAX_PLAN);
+/**
+ * The plan, provided it is svc's own file (readOwnFile: a plan another user planted could, say, run no sandbox) and
+ * bears the mark svc on this host made for this folder (plan-mark.ts: a run's agent writes as the same user, so only
+ * the mark tells svc's plan from one it planted). `worktree`: the run's state.json `worktree`, which the mark binds.
+ */
+export function readPlan(dir: string, env: NodeJS.ProcessEnv, worktree: boolean): RunPlan {
+  const bytes = readOwnFile(dir, 'plan.json', MAX_PLAN);
+  const plan = bytes === null ? null : objOrNull(tryParseJson(bytes.toString('utf8')));
   const keys = ['policy', 'provider', 'passed_env', 'sandbox', 'push_target', 'notes'];
-  if (plan === null || !keys.every((k) => k in plan)) {
+  if (bytes === null || plan === null || !keys.every((k) => k in plan)) {
     throw new FailedError(`The run has no readable plan (${planPath(dir)}, svc's own file): it was made ` +
       'by an older svc or its folder was changed. Nothing is resolved again for a run made before: retry it ' +
       '(a new run, planned anew when the old one has no plan)');
   }
+  const mark = readOwnFile(dir, PLAN_MARK_FILE, 128);
+  if (mark === null || !isPlanMark(env, dir, worktree, bytes, mark)) throw new UnmarkedPlanError(dir);
   return plan as unknown as RunPlan;
+}
+
+/** A plan.json svc on this host did not write for this run folder: nothing a run would do is taken from it. */
+export class UnmarkedPlanError extends RefusedError {
+  constructor(dir: string) {
+    super(`Refusing to use the run's plan (${planPath(dir)}): it has no valid mark of svc on this host, so svc ` +
+      'cannot tell it from a plan someone else wrote (a run\'s agent can plant a run folder in a repository it ' +
+      'makes). The run cannot be resumed, verified, retried or have its pull request opened from this folder, and ' +
+      'nothing was changed. A run made by an svc older than plan marks, or moved from another folder or host, is ' +
+      'refused the same way: start a new run');
+  }
+}
+
+/**
+ * Refuses (UnmarkedPlanError) the run folder `dir` when its plan.json is there but not svc's, as readPlan would, for
+ * a reader that acts on the run before a start of svc reads it (the Control Plane's resume, retry, verify and pull
+ * request): a folder without plan.json is its reader's to judge (a retry plans anew).
+ */
+export function refuseUnmarkedPlan(dir: string, env: NodeJS.ProcessEnv): void {
+  if (orNull(() => lstatSync(planPath(dir))) === null) return;
+  readPlan(dir, env, tryReadState(dir)?.worktree === true);
 }
 
 /**
@@ -32,11 +63,11 @@ export function readPlan(dir: string): RunPlan {
  * retries a run a person planned: what that person's trusted files allowed is theirs, so the server plans the retry
  * as it plans a new run (docs/engine.md).
  */
-export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | null {
+export function planForRetry(dir: string, env: NodeJS.ProcessEnv, worktree: boolean): RunPlan | null {
   if (orNull(() => lstatSync(planPath(dir))) === null) return null;
-  if (startedByServer(env) && readPlan(dir).authority !== 'server') return null;
+  if (startedByServer(env) && readPlan(dir, env, worktree).authority !== 'server') return null;
   // Staying local is the retrying command's choice, as for a new run, not the old run's.
-  const { local: _old, ...plan } = planToReuse(dir, env);
+  const { local: _old, ...plan } = planToReuse(dir, env, worktree);
   return { ...plan, ...localBy(env) };
 }
 
@@ -47,8 +78,8 @@ export function planForRetry(dir: string, env: NodeJS.ProcessEnv): RunPlan | nul
  * is now, that says so (policySandbox); so a plan made before either rule, or before the operator changed the setting,
  * never takes a run below it. `dir` is the earlier run's folder, `<repo>/.svc/runs/<run>`.
  */
-export function planToReuse(dir: string, env: NodeJS.ProcessEnv): RunPlan {
-  const plan = readPlan(dir);
+export function planToReuse(dir: string, env: NodeJS.ProcessEnv, worktree: boolean): RunPlan {
+  const plan = readPlan(dir, env, worktree);
   if (plan.sandbox.kind !== 'none') return plan;
   const server = startedByServer(env);
   const asked = server ? null

@@ -11,7 +11,9 @@ import {
 import { resolveProvider, type ResolvedProvider } from './providers.ts';
 import { pinPushTarget, PushRefusedError, type PushTarget } from './git-push.ts';
 import { git } from './git.ts';
-import { openRunDir, withDir, writeJsonAtomic } from './safe-fs.ts';
+import { openRunDir, withDir } from './safe-fs.ts';
+import { writeFileAtomic } from '../atomic-write.ts';
+import { planMark, PLAN_MARK_FILE } from './plan-mark.ts';
 import { MAX_PLAN, pathIn } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
 import { refuseSystemHome, shownBy } from '../spawn/bwrap-argv.ts';
@@ -131,12 +133,18 @@ export function policySandbox(file: ReturnType<typeof loadPolicyFile>, server: b
   throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed', 'set SVC_SANDBOX=none yourself'));
 }
 
-/** Written by the launcher, beside state.json, before the run's worker starts; never changed after. */
-export function writePlan(dir: string, plan: RunPlan): void {
-  withDir(openRunDir(dir), (run) => writeJsonAtomic(pathIn(run, 'plan.json'), plan));
+/** Written by the launcher, beside state.json, before the run's worker starts, with its mark (plan-mark.ts), which
+ * readPlan checks; never changed after. `worktree`: the run's state.json `worktree`, which the mark binds. */
+export function writePlan(dir: string, plan: RunPlan, worktree: boolean, env: NodeJS.ProcessEnv): void {
+  const bytes = Buffer.from(JSON.stringify(plan, null, 2) + '\n');
+  const mark = planMark(env, dir, worktree, bytes).toString('hex') + '\n';
+  withDir(openRunDir(dir), (run) => {
+    writeFileAtomic(pathIn(run, 'plan.json'), bytes, 0o644);
+    writeFileAtomic(pathIn(run, PLAN_MARK_FILE), mark, 0o644);
+  });
 }
 
-/** Refuses, before the run is made, a plan larger (as writeJsonAtomic writes it) than readPlan reads back. */
+/** Refuses, before the run is made, a plan larger (as writePlan writes it) than readPlan reads back. */
 export function refuseOversizedPlan(plan: RunPlan): void {
   const size = Buffer.byteLength(JSON.stringify(plan, null, 2)) + 1;
   if (size <= MAX_PLAN) return;

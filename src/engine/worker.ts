@@ -11,7 +11,7 @@ import { identityOf } from '../proc-stat.ts';
 import { runProvider } from './provider-phase.ts';
 import { failureOf, type WorkerMode } from './run-state.ts';
 import { TERMINAL, runFailure } from '../run-json.ts';
-import { runTree, worktreeDir } from './paths.ts';
+import { projectOf, runTree, worktreeDir } from './paths.ts';
 import { plainEngineFolder } from './safe-fs.ts';
 import type { RunSandbox } from './sandbox.ts';
 import { POLL_MS } from './budget-pause.ts';
@@ -34,6 +34,16 @@ function prepareWorkdir(ctx: RunContext): void {
     throw new InfraError(message, { beforeAgent: true, cause: err });
   }
   if (state.workdir !== path) ctx.update({ workdir: path });
+}
+
+/**
+ * A run without a worktree works in its project, where its folder is (paths.ts runTree), whatever state.json says;
+ * a worktree run's is set once its worktree is made (prepareWorkdir).
+ */
+function placeWorkdir(ctx: RunContext): void {
+  if (ctx.state.worktree) return;
+  const workdir = projectOf(ctx.dir);
+  if (ctx.state.workdir !== workdir) ctx.update({ workdir });
 }
 
 const RESUMED_NOTE =
@@ -210,7 +220,8 @@ export async function executeRun(
   const childOwner = isChildOf(ctx.state.run);
   let plan: RunPlan | null = null;
   try {
-    plan = readPlan(dir);
+    plan = readPlan(dir, env, ctx.state.worktree);
+    placeWorkdir(ctx);
     const used = serverShare(plan, env, runTree(ctx.state), (text) => ctx.note(text));
     if (mode !== 'verify') {
       // A resume's `running` says so, as its launcher's `queued` did: the time to an agent is a new run's only.
@@ -238,7 +249,7 @@ export async function executeRun(
     if (ctx.state.child) signalGroup(ctx.state.child, 'SIGKILL', childOwner);
     ctx.update({ child: null });
     // An agent without a sandbox could have edited plan.json: the plan this worker read goes back, unchanged.
-    if (plan) writePlan(dir, plan);
+    if (plan) writePlan(dir, plan, ctx.state.worktree, env);
     ended = 'shipping';
     if (endAfterWrites) endNow();
     try {

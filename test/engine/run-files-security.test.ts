@@ -163,7 +163,7 @@ describe('run folder writes', () => {
     const refused = /Refusing to write into ".*\/\.svc\/runs": it is a symbolic link, not a plain directory/;
     assert.throws(() => writeState(dir, stateFor(project, 'rabove')), refused);
     assert.throws(() => openEventLog(dir).append('log', {}), refused);
-    assert.throws(() => writePlan(dir, {} as RunPlan), refused);
+    assert.throws(() => writePlan(dir, {} as RunPlan, false, { HOME: root }), refused);
     assert.deepEqual(readdirSync(join(elsewhere, 'rabove')), ['artifacts']);
   });
 

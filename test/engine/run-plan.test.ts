@@ -119,6 +119,28 @@ describe('a run plan resolved once', () => {
     }
     assert.doesNotMatch(readFileSync(join(dirOf(retry), 'events.jsonl'), 'utf8'), /WITHOUT a sandbox/);
   });
+
+  it('refuses a plan svc did not mark for the run\'s folder: its own edited, or another run\'s copied with its mark',
+    async () => {
+      const own = join(dirOf(run), 'plan.json');
+      const text = readFileSync(own, 'utf8');
+      const state = readFileSync(join(dirOf(run), 'state.json'), 'utf8');
+      writeFileSync(own, JSON.stringify({ ...JSON.parse(text), passed_env: ['PLANTED'] }, null, 2) + '\n');
+      // The run was resumed to its end above: a verify and a retry go by its plan.
+      for (const flag of ['--verify', '--retry']) {
+        const res = await svc([flag, run]);
+        assert.equal(res.code, 1, `${flag}: ${res.stderr}`);
+        assert.match(res.stderr, /has no valid mark of svc on this host/, flag);
+      }
+      writeFileSync(own, text);
+      // Written anew: the retry's plan.json is another user's, or others may write it (above).
+      for (const name of ['plan.json', 'plan.mark']) {
+        rmSync(join(dirOf(retry), name), { force: true });
+        writeFileSync(join(dirOf(retry), name), readFileSync(join(dirOf(run), name)), { mode: 0o644 });
+      }
+      assert.match((await svc(['--verify', retry])).stderr, /has no valid mark/, 'another run\'s plan and mark');
+      assert.equal(readFileSync(join(dirOf(run), 'state.json'), 'utf8'), state, 'the run is as it was');
+    });
 });
 
 describe('a server starting again a run a person planned (serverShare)', () => {
@@ -213,5 +235,30 @@ describe('a plan as large as the operator\'s settings make it', () => {
     assert.notEqual(res.code, 0);
     assert.match(res.stderr, /Refusing to start: the run's plan would be \d+ bytes, more than the 16777216/);
     assert.deepEqual(readdirSync(join(repo.repo, '.svc', 'runs')), runs, 'no run folder was made');
+  });
+});
+
+describe('a run without a worktree', () => {
+  it('resumes in its project, where its folder is, not in a workdir its state.json was changed to name', async () => {
+    const repo = makeRepo({ providers: { agent: FAILS_ONCE }, policy: { checks: [] } });
+    const elsewhere = mkdtempSync(join(tmpdir(), 'svc-elsewhere-'));
+    try {
+      const env = { PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0',
+        ...(bwrapWorks ? {} : { SVC_SANDBOX: 'none' }) };
+      const svc = (args: string[]) => runChild(process.execPath, [CLI, 'start', ...args], { cwd: repo.repo, env });
+      const first = await svc(['--brief', 'append fixed', '--provider', 'agent']);
+      const run = (JSON.parse(first.stdout.trim().split('\n')[0]!) as { run: string }).run;
+      const path = join(repo.repo, '.svc', 'runs', run, 'state.json');
+      assert.equal(readJson(path).status, 'failed', first.stderr);
+      writeFileSync(path, JSON.stringify({ ...readJson(path), workdir: elsewhere }));
+      const resumed = await svc(['--resume', run]);
+      assert.equal(resumed.code, 0, resumed.stderr);
+      assert.equal(readJson(path).status, 'succeeded');
+      assert.equal(readJson(path).workdir, repo.repo);
+      assert.deepEqual(readdirSync(elsewhere), [], 'nothing ran in the folder state.json named');
+    } finally {
+      repo.cleanup();
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
   });
 });

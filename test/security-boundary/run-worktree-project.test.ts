@@ -8,6 +8,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeRepo, svcEnv, CLI, type TestRepo } from '../engine/fixtures.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
+import { startTestControl } from '../helpers/control-server.ts';
 
 /**
  * Does its task, then plants a run folder of its own run id in its worktree: a state.json whose working tree is the
@@ -20,11 +21,12 @@ echo "fixed" >> a.txt
 # In a run without a worktree the agent makes a repository of its own inside the project's tree, and plants there.
 if [ -n "$PLANT_IN" ]; then mkdir -p "$PLANT_IN" && cd "$PLANT_IN" && git init -q . && cd - > /dev/null; fi
 cd "\${PLANT_IN:-.}"
-D=".svc/runs/$SVC_RUN_ID"
+ID="\${PLANT_ID:-$SVC_RUN_ID}"
+D=".svc/runs/$ID"
 mkdir -p "$D"
 printf '# Task\\n\\nplanted\\n' > "$D/spec.md"
 cat > "$D/state.json" <<EOT
-{"source":"local","run":"$SVC_RUN_ID","repo":"acme/api","group_id":"$SVC_RUN_ID","status":"failed","verdict":null,
+{"source":"local","run":"$ID","repo":"acme/api","group_id":"$ID","status":"failed","verdict":null,
 "brief":"planted","origin":"cli","provider":"planted","branch":null,"pr_url":null,"question":null,
 "started_at":"2026-01-01T00:00:00.000Z","ended_at":"2026-01-01T00:00:01.000Z","updated_at":"2026-01-01T00:00:01.000Z",
 "cost_usd":null,"tokens_in":null,"tokens_out":null,"exit_code":1,"error":"planted","repo_path":"$PWD",
@@ -140,5 +142,63 @@ describe('a repository an agent made inside the project holds no run of it', {
     assert.equal(res.status, 0, res.stderr);
     assert.match(res.stdout, /^agent: real line$/m);
     assert.doesNotMatch(res.stdout, /planted line/);
+  });
+});
+
+describe('a run folder an agent planted under another run id, in a repository it made inside the project', {
+  skip: bwrapWorks ? false : 'bwrap cannot run on this host',
+}, () => {
+  const planted = 'rplanted';
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  let tools: string;
+
+  before(() => {
+    repo = makeRepo({ providers: { planting: PLANTING_SCRIPT } });
+    // The variables reach the agent as the operator's grant: they only say where to plant and under which id.
+    env = svcEnv(repo, { PLANTED_SECRET: 'the-person-s-secret', PLANT_IN: 'tools', PLANT_ID: planted });
+    writeFileSync(join(repo.home, '.svc', 'operator.json'), JSON.stringify({ ...JSON.parse(
+      readFileSync(join(repo.home, '.svc', 'operator.json'), 'utf8')), env: ['PLANT_IN', 'PLANT_ID'] }));
+    const started = spawnSync(process.execPath, [CLI, 'start', '--brief', 'fix it', '--provider', 'planting'],
+      { cwd: repo.repo, env, encoding: 'utf8' });
+    assert.equal(started.status, 0, started.stderr);
+    tools = join(repo.repo, 'tools');
+    assert.ok(existsSync(join(tools, '.svc', 'runs', planted, 'plan.json')), 'the agent planted a run folder');
+  });
+  after(() => repo.cleanup());
+
+  const escaped = () => ['planted-env', 'planted-check'].filter((name) => existsSync(join(repo.home, name)));
+  const plantedState = () => JSON.parse(readFileSync(join(tools, '.svc', 'runs', planted, 'state.json'), 'utf8'));
+
+  for (const flag of ['--resume', '--verify', '--retry']) {
+    it(`refuses svc start ${flag} of it with exit 1, saying its plan is not svc's, and runs nothing it names`, () => {
+      const res = spawnSync(process.execPath, [CLI, 'start', flag, planted], { cwd: tools, env, encoding: 'utf8' });
+      assert.equal(res.status, 1, res.stderr + res.stdout);
+      assert.match(res.stderr, /has no valid mark of svc on this host/);
+      assert.match(res.stderr, /cannot be resumed/);
+      assert.deepEqual(escaped(), []);
+      assert.doesNotMatch(res.stdout + res.stderr, /the-person-s-secret/);
+      assert.equal(plantedState().status, 'failed', 'the planted folder is as it was');
+    });
+  }
+
+  it('refuses the Control Plane\'s resume and verify of it once imported, 409 conflict, changing nothing', async () => {
+    const cp = await startTestControl({ env: { HOME: repo.home } });
+    try {
+      const imported = await cp.request('POST', '/v1/import', { body: { path: tools } });
+      assert.equal(imported.status, 200, imported.text);
+      assert.equal(imported.json.runs, 1, imported.text);
+      for (const action of ['resume', 'verify', 'retry']) {
+        const res = await cp.request('POST', `/v1/runs/local/${planted}/${action}`, { body: {} });
+        assert.equal(res.status, 409, res.text);
+        assert.equal(res.json.error.code, 'conflict');
+        assert.match(res.json.error.message, /has no valid mark of svc on this host/);
+      }
+      assert.equal(cp.deps.stores.runs.get('local', planted)?.status, 'failed');
+    } finally {
+      await cp.close();
+    }
+    assert.deepEqual(escaped(), []);
+    assert.equal(plantedState().status, 'failed');
   });
 });

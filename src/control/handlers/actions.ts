@@ -19,6 +19,8 @@ import { runKeyDigest } from '../ingest-apply.ts';
 import { openRunFolder } from '../../engine/plain-tree.ts';
 import { runDir } from '../../engine/paths.ts';
 import { readBindableRunKey } from '../../engine/run-batch.ts';
+import { refuseUnmarkedPlan } from '../../engine/plan-reuse.ts';
+import { SvcError } from '../../errors.ts';
 import { answerFilePath, writeAnswer, isOriginName, MAX_ANSWER_BYTES } from '../../engine/answers.ts';
 import { writeFileAtomic } from '../../atomic-write.ts';
 import { oneLine } from '../../one-line.ts';
@@ -186,6 +188,18 @@ function allowedRun(ctx: C, action: RunAction): RunRow {
   return row;
 }
 
+/** Refuses (409 conflict), before anything changes, a run whose folder holds a plan svc on this host did not write:
+ * its launcher would refuse it too (plan-reuse.ts readPlan), after this server had set it running. */
+function refuseUnmarked(ctx: C, row: RunRow): void {
+  if (!reachable(ctx, row)) return;
+  try {
+    refuseUnmarkedPlan(runDir(row.repo_path!, row.run), ctx.deps.env);
+  } catch (err) {
+    if (err instanceof SvcError) throw new HttpError('conflict', err.message);
+    throw err;
+  }
+}
+
 /** A run of this server's source whose folder it recorded. */
 function reachable(ctx: C, row: RunRow): boolean {
   return row.source === ctx.deps.settings.source && row.repo_path !== null;
@@ -245,6 +259,7 @@ function bindToFolderKey(deps: ControlDeps, row: RunRow): void {
 export const resumeRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const row = allowedRun(ctx, 'resume');
+  refuseUnmarked(ctx, row);
   checkConcurrency(deps);
   bindToFolderKey(deps, row);
   const after = deps.stores.events.maxId();
@@ -256,6 +271,7 @@ export const resumeRun: Handler<ControlDeps> = (ctx) => {
 export const retryRun: Handler<ControlDeps> = (ctx) => {
   const { deps } = ctx;
   const row = allowedRun(ctx, 'retry');
+  refuseUnmarked(ctx, row);
   const repo = row.repo_path!;
   checkConcurrency(deps);
   const now = deps.clock();
@@ -272,6 +288,7 @@ export const retryRun: Handler<ControlDeps> = (ctx) => {
 function launchOnRun(action: 'verify' | 'pr', flags: string[]): Handler<ControlDeps> {
   return (ctx) => {
     const row = allowedRun(ctx, action);
+    refuseUnmarked(ctx, row);
     bindToFolderKey(ctx.deps, row);
     ctx.deps.engine.launch(row.source, row.run, ['start', ...flags, row.run, '--repo', row.repo_path!], 'event-only');
     return json(202, runToJson(row));
