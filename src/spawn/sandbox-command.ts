@@ -7,11 +7,12 @@ import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { limitArgv, type SandboxLimits } from './limits.ts';
 
-// The sandbox's only route out (DESIGN §7a, docs/gate.md "Interface"): a listening socket on the sandbox's own loopback,
-// handed out over a node IPC channel by svc's small program (src/gate/sandbox-port.ts); svc's gate accepts on it
-// directly. No Unix socket comes in: the sandbox may make none (seccomp.ts). Where systemd's activator is installed it
-// listens before the command starts (~2 ms) and runs the program only at the first connection, handing it that socket:
-// node's start (~35-50 ms) leaves every start's way for the first connection's. Elsewhere the program runs first.
+// The sandbox's only route out (DESIGN §7a, docs/gate.md "Interface"): a listening socket on the sandbox's own
+// loopback, handed out over a node IPC channel by svc's small program (src/gate/sandbox-port.ts); svc's gate accepts on
+// it directly. No Unix socket comes in: the sandbox may make none (seccomp.ts). Where systemd's activator is installed
+// it listens before the command starts (~2 ms) and runs the program only at the first connection, handing it that
+// socket: node's start (~35-50 ms) leaves every start's way for the first connection's. Elsewhere the program runs
+// first.
 
 /** The egress gate as a sandbox sees it: node and the program that hands its port out, systemd's activator where it
  * is used, and who takes that port. */
@@ -90,14 +91,14 @@ function nodeOpens(): string[] {
 }
 
 // Behind systemd's activator ($1 the activator, $2 node, $3 the program). It closes every descriptor but stdio and
-// those LISTEN_FDS and LISTEN_PID (its own pid, read from /proc/self/stat before the exec keeps it) name, so the channel
-// moves to 3; its own socket comes after, at 4, and the program, run at the first connection, gets both. Its log goes
-// into a pipe the shell's own pipeline makes: it says "Listening on <unnamed>" for the channel first, then "Listening
-// on 127.0.0.1:3128" once that one listens, which the command waits for (else its first connection could race the
-// listen). A drain then reads the pipe until the program has ended (the activator would die of a closed pipe), passing
-// on to the command's stderr, which svc logs, all but the activator's routine lines: why the program failed, when it
-// does (the agent's connection is then refused, as the socket closes with it). An asynchronous command's stdin is
-// /dev/null in a shell without job control, so the drain gets the pipe by another descriptor, which the shell then
+// those LISTEN_FDS and LISTEN_PID (its own pid, read from /proc/self/stat before the exec keeps it) name, so the
+// channel moves to 3; its own socket comes after, at 4, and the program, run at the first connection, gets both. Its
+// log goes into a pipe the shell's own pipeline makes: it says "Listening on <unnamed>" for the channel first, then
+// "Listening on 127.0.0.1:3128" once that one listens, which the command waits for (else its first connection could
+// race the listen). A drain then reads the pipe until the program has ended (the activator would die of a closed pipe),
+// passing on to the command's stderr, which svc logs, all but the activator's routine lines: why the program failed,
+// when it does (the agent's connection is then refused, as the socket closes with it). An asynchronous command's stdin
+// is /dev/null in a shell without job control, so the drain gets the pipe by another descriptor, which the shell then
 // closes: ksh and zsh run a pipeline's last part in the shell itself, which would keep it into the command.
 function activatorOpens(): string[] {
   const listening = `Listening on 127.0.0.1:${GATE_PORT} `;
