@@ -345,8 +345,10 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
         const openFiles = Math.min(8192, Number(/^Max open files\s+\S+\s+(\d+)/m
           .exec(readFileSync('/proc/self/limits', 'utf8'))?.[1]));
         const every = [String(limits.processes), String(limits.fileBytes), String(openFiles), '0'];
-        for (const network of [sandboxGate(() => undefined), 'none' as const]) {
-          const kind = network === 'none' ? 'no gate' : 'gate';
+        const ways = [sandboxGate(() => undefined), sandboxGate(() => undefined, false), 'none' as const];
+        for (const network of ways) {
+          const kind = network === 'none' ? 'no gate' : network.activator ? 'activated gate' : 'gate';
+          const handed = served.length;
           const started = run(network, limits);
           try {
             await waitFor(() => started.out().includes('ready\n') || started.child.exitCode !== null, `${kind}: ready`);
@@ -368,12 +370,27 @@ describe('bwrapArgv under a real bwrap', { skip: bwrapWorks || process.env.CI ? 
             const tmp = [...started.out().matchAll(/^tmp (.*)$/gm)].map((m) => m[1]!)
               .filter((path) => !`${worktree}/`.startsWith(`${path}/`) && !path.startsWith(`${worktree}/`));
             assert.deepEqual(tmp, [], `${kind}: the agent's /tmp is empty`);
-            // The gate's program handed its port out and ended before the agent started: nothing of it runs beside it.
-            assert.equal(processes.length, 3, `${kind}: init, the agent and its child`);
-            if (network !== 'none') {
+            // Past stdio the agent holds only what this test inherited (a harness's pipe): not the filter's descriptor
+            // bwrap read, the channel, nor the activator's log pipe.
+            const ours = new Set(readdirSync('/proc/self/fd').map((fd) => readlinkOrNull(`/proc/self/fd/${fd}`)));
+            const added = self.fd.slice(3).filter((target) => !ours.has(target));
+            assert.deepEqual(added, [], `${kind}: the agent's descriptors: ${self.fd.join(' ')}`);
+            assert.deepEqual(self.socketsPastStdio, [], `${kind}: the agent holds a socket: ${self.fd.join(' ')}`);
+            const activated = network !== 'none' && network.activator !== null;
+            if (activated) {
+              // systemd's activator waits beside the agent for the first connection, and a shell drains its log; the
+              // program runs only at that connection, which this agent never makes.
+              one('activator', processes.filter((p) => p.exe === network.activator));
+              one('log drain', processes.filter((p) => p.pid !== agent && p.exe.endsWith('sh')));
+              assert.equal(processes.length, 5, `${kind}: init, the activator, its drain, the agent and its child`);
+              assert.equal(served.length, handed, `${kind}: nothing was handed out before a connection`);
+            } else {
+              // The gate's program handed its port out and ended before the agent started: nothing of it runs beside.
+              assert.equal(processes.length, 3, `${kind}: init, the agent and its child`);
+            }
+            if (network !== 'none' && !activated) {
               const port = served.at(-1)?.address();
               assert.equal(typeof port === 'object' && port?.port, 3128, `${kind}: the sandbox's port was handed out`);
-              assert.deepEqual(self.socketsPastStdio, [], `${kind}: the agent holds a socket: ${self.fd.join(' ')}`);
             }
           } finally {
             started.child.stdin!.end('\n');
