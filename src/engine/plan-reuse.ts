@@ -8,13 +8,12 @@ import { loadPolicyFile } from './policy.ts';
 import { decideSettings, loadOperatorConfig, OPERATOR_FILES } from './config.ts';
 import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.ts';
 import { MAX_PLAN, readOwnFile } from './plain-tree.ts';
-import { isPlanMark, PLAN_MARK_FILE } from './plan-mark.ts';
 import { objOrNull, tryParseJson } from '../untrusted.ts';
 import { within } from '../spawn/bwrap-argv.ts';
 import { orNull } from '../spawn/tree.ts';
 import { resolveSandbox, startedByServer } from '../spawn/sandbox-mode.ts';
 import { tryReadState } from './run-state.ts';
-import { localBy, policySandbox, refusingToStart, type RunPlan } from './run-plan.ts';
+import { isPlanMark, localBy, PLAN_MARK_FILE, policySandbox, refusingToStart, type RunPlan } from './run-plan.ts';
 
 const planPath = (dir: string) => join(dir, 'plan.json');
 
