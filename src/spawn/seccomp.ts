@@ -8,9 +8,11 @@ import { withScratch } from './svc-paths.ts';
 
 /**
  * 'eperm' and 'enosys' always, 'personality' unless it sets PER_LINUX or queries (0xffffffff), `namespaces` with
- * EPERM when the flags (first argument) hold one of these bits, `families` with EPERM for those address families.
+ * EPERM when the flags (first argument) hold one of these bits, `families` with EPERM for those address families,
+ * 'unix-datagram' with EPERM for an AF_UNIX pair of datagram sockets.
  */
-type SyscallRule = 'eperm' | 'enosys' | 'personality' | { namespaces: number } | { families: Record<string, number> };
+type SyscallRule =
+  'eperm' | 'enosys' | 'personality' | 'unix-datagram' | { namespaces: number } | { families: Record<string, number> };
 
 /** The namespace flags of clone and unshare (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET). */
 const CLONE_NEW_FLAGS = 0x7e020000;
@@ -57,6 +59,9 @@ export const REFUSED_SYSCALLS: ReadonlyArray<{ name: string; x86_64: number; aar
   // closes. A vsock talks to the hypervisor's host (Firecracker, QEMU, Hyper-V); Docker's default profile refuses it
   // too. socketpair(2) stays allowed: its two ends reach no path (libuv's and node's child stdio use it).
   { name: 'socket', x86_64: 41, aarch64: 198, rule: { families: REFUSED_FAMILIES } },
+  // A datagram end of a pair sends to any socket file by its path (sendto, or connect first): the same door. A stream
+  // or seqpacket pair reaches only its other end.
+  { name: 'socketpair', x86_64: 53, aarch64: 199, rule: 'unix-datagram' },
 ];
 
 /** Where a sandboxed child finds the program: right after stdio. */
@@ -80,11 +85,16 @@ const JEQ_K = 0x15;
 const JGE_K = 0x35;
 const JSET_K = 0x45;
 const RET_K = 0x06;
+const AND_K = 0x54;
+/** A socket type's SOCK_DGRAM, under SOCK_TYPE_MASK (the flags SOCK_NONBLOCK and SOCK_CLOEXEC sit above it). */
+const SOCK_DGRAM = 2;
+const SOCK_TYPE_MASK = 0xf;
 
 // struct seccomp_data: nr, arch, instruction pointer, then six 64-bit arguments (little-endian: low half first).
 const NR = 0;
 const ARCH = 4;
 const ARG0_LOW = 16;
+const ARG1_LOW = 24;
 
 interface Insn {
   code: number;
@@ -132,6 +142,11 @@ export function buildFilter(arch: string): Buffer | null {
     { code: LD_W_ABS, k: ARG0_LOW, label: 'personality' },
     { code: JEQ_K, k: 0, jt: 'allow' }, // PER_LINUX
     { code: JEQ_K, k: 0xffffffff, jt: 'allow', jf: 'eperm' }, // a query: changes nothing
+    { code: LD_W_ABS, k: ARG0_LOW, label: 'unix-datagram' },
+    { code: JEQ_K, k: REFUSED_FAMILIES.AF_UNIX, jf: 'allow' },
+    { code: LD_W_ABS, k: ARG1_LOW },
+    { code: AND_K, k: SOCK_TYPE_MASK },
+    { code: JEQ_K, k: SOCK_DGRAM, jt: 'eperm', jf: 'allow' },
   );
   REFUSED_SYSCALLS.forEach(({ rule }, i) => {
     if (typeof rule === 'string') return;
@@ -170,6 +185,7 @@ export function describeFilter() {
   const arch = ARCH_NAME[process.arch as 'x64' | 'arm64'];
   const refused = REFUSED_SYSCALLS.map(({ name, rule }) => {
     if (rule === 'personality') return `${name} (unsafe flags)`;
+    if (rule === 'unix-datagram') return `${name} (AF_UNIX datagrams)`;
     if (typeof rule !== 'string') {
       return 'namespaces' in rule ? `${name} (new namespaces)` : `${name} (${Object.keys(rule.families).join(', ')})`;
     }

@@ -85,6 +85,7 @@ call('unshare-files', 272, 0x400)
 call('socket-vsock', 41, 40, 1, 0)
 call('socket-unix', 41, 1, 1, 0)
 call('socketpair-unix', 53, 1, 1, 0, buf)
+call('socketpair-unix-dgram', 53, 1, 2, 0, buf)
 call('socket-inet', 41, 2, 1, 0)
 `;
 
@@ -108,7 +109,8 @@ const PROVIDERS = { memfd: MEMFD_FLOOD, shm: SHM_FLOOD, syscalls: SYSCALLS };
 /** The calls and what the filter answers; those answering `ok` must pass it. A vsock (family 40) reaches the
  * hypervisor's host, which the sandbox's network namespace does not confine: without the filter a VM's kernel with a
  * vsock transport (Firecracker, QEMU, Hyper-V) makes one, and a kernel without answers EAFNOSUPPORT, not EPERM. A Unix
- * socket (family 1) reaches a host server by its file (unix-sockets.test.ts); a socketpair reaches nothing. */
+ * socket (family 1) reaches a host server by its file (unix-sockets.test.ts); a stream socketpair reaches
+ * only its other end, but a datagram one sends to any socket file by its path. */
 const EXPECTED: Record<string, string> = {
   'keyctl': 'EPERM', 'add_key': 'EPERM', 'request_key': 'EPERM', 'io_uring_setup': 'EPERM',
   'io_uring_enter': 'EPERM', 'io_uring_register': 'EPERM', 'perf_event_open': 'EPERM', 'userfaultfd': 'EPERM',
@@ -117,7 +119,7 @@ const EXPECTED: Record<string, string> = {
   'finit_module': 'ENOSYS',
   'delete_module': 'ENOSYS', 'personality-unsafe': 'EPERM', 'unshare-user': 'EPERM', 'unshare-net': 'EPERM',
   'setns': 'EPERM', 'clone-newuser': 'EPERM', 'clone3': 'ENOSYS', 'x32-getpid': 'ENOSYS',
-  'socket-vsock': 'EPERM', 'socket-unix': 'EPERM',
+  'socket-vsock': 'EPERM', 'socket-unix': 'EPERM', 'socketpair-unix-dgram': 'EPERM',
   'personality-query': 'ok', 'unshare-files': 'ok', 'socketpair-unix': 'ok', 'socket-inet': 'ok',
 };
 
