@@ -327,7 +327,6 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
     try {
       await ctx.close();
     } finally {
-      ctx.leave();
       offSignal();
     }
   }

@@ -179,9 +179,14 @@ export function openRunContext(
       ctx.say(text);
       ctx.event('log', { stream: 'svc', text, ...fields });
     },
+    /** The worker's last writes: its last ship, the log closed, and then (leave) its pid cleared. */
     async close(): Promise<void> {
-      await shipping?.close();
-      log.close();
+      try {
+        await shipping?.close();
+        log.close();
+      } finally {
+        ctx.leave();
+      }
     },
     /**
      * This process as the run's worker, for one that no launcher recorded (an --open-pr, which writes and ships the
