@@ -137,6 +137,12 @@ export function openEventLog(
   }
   let fd: number | null = null;
   let closed = false;
+  const release = (): void => {
+    if (fd !== null) closeSync(fd);
+    fd = null;
+    folder?.close();
+    folder = null;
+  };
   return {
     append(kind, data = {}) {
       // Its folder is closed: an append would write through whatever took its fd's number since.
@@ -144,12 +150,7 @@ export function openEventLog(
       // The file held open has no name left once the run folder (or events.jsonl) was removed: opened again by the
       // folder's path, so a removed run is refused ("Run folder … is missing") rather than written into a file no one
       // can read. One fstat (~1.5 µs) per append keeps the file held open: opening it per append cost 256 µs, not 5.7.
-      if (fd !== null && fstatSync(fd).nlink === 0) {
-        closeSync(fd);
-        fd = null;
-        folder?.close();
-        folder = null;
-      }
+      if (fd !== null && fstatSync(fd).nlink === 0) release();
       seq += 1;
       // O_APPEND, so lines never interleave; never through a planted link (events.jsonl -> ~/.bashrc). A folder not
       // plain when opened is opened again, to be refused naming what stands in the way.
@@ -169,10 +170,7 @@ export function openEventLog(
     },
     close() {
       closed = true;
-      if (fd !== null) closeSync(fd);
-      fd = null;
-      folder?.close();
-      folder = null;
+      release();
     },
   };
 }
