@@ -4,7 +4,7 @@ import { closeSync, fstatSync, lstatSync, readFileSync, statSync, writeFileSync 
 import { dirname, join, resolve } from 'node:path';
 import { RUN_KEY_FILE, statePath } from './paths.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
-import { git } from './git.ts';
+import { git, repoRoot } from './git.ts';
 import { isValidSegment, newRunKey, RUN_KEY } from './ids.ts';
 import {
   listPlain, openPlainDirIn, openPlainPath, openRunFolder, pathIn, readObjectIn, readPlainIn, type PlainDir,
@@ -289,7 +289,7 @@ export function refuseTrackedRun(repo: string, run: string): void {
  * folder of its own run's id in it, plan.json and all (it runs as the same user; docs/engine.md "The run's plan").
  */
 export function projectHoldingToo(repo: string, run: string): string | null {
-  const outer = orNull(() => git(dirname(repo), ['rev-parse', '--show-toplevel']).trim()) || null;
+  const outer = repoRoot(dirname(repo));
   return outer !== null && lstatSync(join(outer, '.svc', 'runs', run), { throwIfNoEntry: false }) ? outer : null;
 }
 
