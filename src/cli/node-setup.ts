@@ -57,7 +57,7 @@ export function writeHandoff(secrets: Secrets, env: NodeJS.ProcessEnv): Record<s
 }
 
 /** Removes a handoff file nobody took (the child failed to start). */
-export function dropHandoff(extra: Record<string, string>): void {
+function dropHandoff(extra: Record<string, string>): void {
   const path = extra[HANDOFF_VAR];
   if (path) rmSync(path, { force: true });
 }

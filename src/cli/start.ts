@@ -83,6 +83,12 @@ function ownRun(repo: string, run: string, dir: string, flag: string): RunState 
   return state;
 }
 
+/** Tells the Control Plane that launched a resume refused on its way (the run is left as it was), and throws. */
+function refuseResume(io: CliIo, err: unknown): never {
+  io.stdout(safeJson({ refused: errorMessage(err) }) + '\n');
+  throw err;
+}
+
 /**
  * A new run (or a retry) gets its worker: a renamed checkout and what its plan left out are said first. One that
  * could not be made prints `{"failure":…}` before the error, for the Control Plane that launched it.
@@ -111,18 +117,14 @@ async function launch(
   // Past a resumed run's earlier output, before the worker writes anything.
   const tail = showOutput ? createEventTail(dir) : null;
   tail?.();
-  // A refused resume leaves the run as it was: `{"refused":…}` tells the Control Plane that launched it so.
-  const release = mode === 'resume' ? await claimForResume(state).catch((err: unknown) => {
-    io.stdout(safeJson({ refused: errorMessage(err) }) + '\n');
-    throw err;
-  }) : null;
+  const release = mode === 'resume' ? await claimForResume(state).catch((err: unknown) => refuseResume(io, err)) : null;
   let child: ReturnType<typeof spawnWorker>;
   try {
     child = spawnWorker(state, mode, io.env, !detach);
   } catch (err) {
     // A resume's worker that did not start (refused at the run's take lock or by the run read again, or a spawn that
     // threw) leaves the run as it was (launch.ts requeue, putBack), as after a refused claim.
-    if (mode === 'resume') io.stdout(safeJson({ refused: errorMessage(err) }) + '\n');
+    if (mode === 'resume') refuseResume(io, err);
     throw err;
   } finally {
     release?.();
@@ -243,10 +245,9 @@ export default async function start(io: CliIo): Promise<number> {
     if (run === undefined) continue;
     const repo = resolveRepo(repoDir);
     const dir = runDir(repo, runArg(run, `--${flag}`));
-    // A resume writes nothing before its worker's start (launch.ts requeue): one refused on the way leaves the run as
-    // it was, and `{"refused":…}` tells the Control Plane that launched it so.
+    // A resume writes nothing before its worker's start (launch.ts requeue).
     const refusal = (err: unknown): never => {
-      if (flag === 'resume') io.stdout(safeJson({ refused: errorMessage(err) }) + '\n');
+      if (flag === 'resume') refuseResume(io, err);
       throw err;
     };
     let state: RunState;

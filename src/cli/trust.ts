@@ -2,7 +2,7 @@
 // runs you start at the CLI; runs a server starts never take these settings from a repository
 // (src/engine/config.ts).
 import { existsSync, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { homeOf } from '../spawn/svc-paths.ts';
 import { isAbsolute, join, resolve } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
 import { NotFoundError, UsageError } from '../errors.ts';
@@ -84,7 +84,7 @@ export default async function trust(io: CliIo): Promise<number> {
   const { repo, file, policy, unread } = filesOf(values.repo ?? process.cwd());
   if (file) {
     const asks = decideSettings(file.config, { env: [], providers: {} }, {
-      server: false, trusted: false, home: io.env.HOME || homedir(), workdir: repo,
+      server: false, trusted: false, home: homeOf(io.env), workdir: repo,
       pathDirs: (io.env.PATH ?? '').split(':').filter(isAbsolute),
     });
     trustOne(io, file.path, file.sha256, asks.widening.map((w) => `${w.setting} ${w.what}`), asks.notes);

@@ -1,7 +1,6 @@
 // After the provider: diff, checks (argv arrays, never a shell, in the agent's sandbox), verdict, receipt, PR and
 // status; also `--verify` and `--open-pr`.
 import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { basename, join } from 'node:path';
 import { hash } from 'node:crypto';
 import { onEndSignal, openRunContext, type RunContext } from './run-context.ts';
@@ -19,7 +18,7 @@ import {
   verifyReceipt, type CheckResult, type Receipt, type ReceiptBody, type RunEvidence,
 } from './receipt.ts';
 import { loadOrCreateSigningKey } from '../keys.ts';
-import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { homeOf, svcHomeOf } from '../spawn/svc-paths.ts';
 import { readOrNull } from '../spawn/tree.ts';
 import { tryParseJson } from '../untrusted.ts';
 import { checkPrPossible, openPullRequest, publicRunPage } from './pr.ts';
@@ -140,7 +139,7 @@ function collectDiff(ctx: RunContext, sandbox: RunSandbox): DiffResult {
 /** svc's git once an agent has worked in the tree: in a sandbox of its own, or on the host for an unsandboxed run. */
 function postAgentGit(ctx: RunContext, { mode }: RunSandbox): GitRun {
   if (mode.kind === 'none') return hostGit;
-  const home = ctx.env.HOME || homedir();
+  const home = homeOf(ctx.env);
   const svcHome = svcHomeOf(ctx.env);
   return (cwd, argv, { extra, scratch, timeout }) => {
     const plan = gitSandboxPlan({ workdir: cwd, repo: ctx.state.repo_path, scratch, home, svcHome, env: ctx.env });
@@ -327,7 +326,6 @@ export async function openPrLater(dir: string, env: NodeJS.ProcessEnv, say: (t: 
     try {
       await ctx.close();
     } finally {
-      ctx.leave();
       offSignal();
     }
   }

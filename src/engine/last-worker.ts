@@ -14,7 +14,7 @@ export const LAST_WORKER_WAIT_MS = 10_000;
 const POLL_MS = 50;
 
 /** What a run's state says of its workers and its status, as the caller reads it (null: no state to read). */
-export type WorkersRead = () => (RunWorkers & { status: unknown }) | null;
+type WorkersRead = () => (RunWorkers & { status: unknown }) | null;
 
 /**
  * Who holds a run of `repo` in `dir`: a worker still there in `state` (proc-group.ts liveWorkerOf), else a process

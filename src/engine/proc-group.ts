@@ -79,11 +79,7 @@ export async function waitGroupGone(pgid: number, timeoutMs: number): Promise<bo
 /** Groups led by descendants of `id`'s leader (gemini starts each shell command in its own group); read before
  * signalling, as once the leader is gone its orphans are reparented and no longer traceable to it. */
 function descendantGroups(id: ProcIdentity): ProcIdentity[] {
-  const children = new Map<number, number[]>();
-  for (const pid of allPids()) {
-    const ppid = Number(statFields(pid)?.[1]);
-    if (Number.isSafeInteger(ppid)) children.set(ppid, [...(children.get(ppid) ?? []), pid]);
-  }
+  const children = Map.groupBy(allPids(), (pid) => Number(statFields(pid)?.[1]));
   const found: ProcIdentity[] = [];
   const queue = [...(children.get(id.pid) ?? [])];
   for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {

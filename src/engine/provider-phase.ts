@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { RunContext } from './run-context.ts';
 import { spawnGroup, type GroupResult, type GroupRun } from './spawn-group.ts';
 import {
-  adapterOf, addUsage, createOutputReader, gateEnvFor, modelSilent, pointedAtGate, type OutputReader,
+  adapterOf, addUsage, createOutputReader, gateEnvFor, modelSilent, NO_USAGE, pointedAtGate, type OutputReader,
   type ResolvedProvider,
 } from './providers.ts';
 import { oneLine } from '../one-line.ts';
@@ -168,11 +168,10 @@ function newAttempt(
   ctx: RunContext, { provider, policy }: RunPlan, gate: RunGate | null, number: number, deadline: number,
 ): Attempt {
   // What the agent reported so far (a state.json from before `reported` existed has it in the cost fields).
-  const none = { cost_usd: null, tokens_in: null, tokens_out: null };
-  const { cost_usd, tokens_in, tokens_out } = ctx.state;
-  const before = ctx.state.reported === undefined ? { cost_usd, tokens_in, tokens_out } : ctx.state.reported ?? none;
+  const { cost_usd, tokens_in, tokens_out, reported } = ctx.state;
+  const before = reported === undefined ? { cost_usd, tokens_in, tokens_out } : reported ?? NO_USAGE;
   return {
-    number, deadline, before, usage: none, budgetAsked: false, reached: null,
+    number, deadline, before, usage: NO_USAGE, budgetAsked: false, reached: null,
     overBudget: null, maxUsd: policy.max_usd, gate, answeredWhileRunning: false, loggedOut: false, agentFailed: null,
     output: createOutputReader(provider.kind),
     first: ctx.state.model_answered === undefined,

@@ -23,6 +23,8 @@ export interface ResolvedProvider {
 
 export type Usage = CostFigures;
 
+export const NO_USAGE: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
+
 function json(line: string): Obj | null {
   const t = line.trim();
   return t.startsWith('{') ? objOrNull(tryParseJson(t)) : null;
@@ -227,12 +229,16 @@ const BUILTINS: Record<(typeof BUILTIN_PROVIDERS)[number], Adapter> = {
   },
 };
 
+/** The usage of an object of svc's own shape `{"usd":…,"tokens_in":…,"tokens_out":…}`: a command provider's
+ * `svc.cost` line, and the run's `cost` events. */
+export function svcCost(o: Obj): Usage {
+  return { cost_usd: figure(o.usd), tokens_in: countOrNull(o.tokens_in), tokens_out: countOrNull(o.tokens_out) };
+}
+
 // `command` providers report an increment as {"type":"svc.cost","usd":…,"tokens_in":…,"tokens_out":…}, else as claude.
 const COMMAND: Adapter = {
   args: [], stdin: true, reader: () => (line, o) => {
-    const usage = o && (o.type === 'svc.cost'
-      ? { cost_usd: figure(o.usd), tokens_in: countOrNull(o.tokens_in), tokens_out: countOrNull(o.tokens_out) }
-      : BUILTINS.claude.usage!(o));
+    const usage = o && (o.type === 'svc.cost' ? svcCost(o) : BUILTINS.claude.usage!(o));
     return { usage, session: lastLine(line, o) };
   },
 };

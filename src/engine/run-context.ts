@@ -17,9 +17,9 @@ import { procList } from '../spawn/tree.ts';
 import type { GroupWatch } from './git-group.ts';
 import { createShipLoop, createShipper, type ControlItem } from './shipper.ts';
 import { markPending } from './ship-pending.ts';
-import { addUsage, createOutputReader, type Usage } from './providers.ts';
+import { addUsage, createOutputReader, NO_USAGE, svcCost, type Usage } from './providers.ts';
 import { keptLocal, openRunFolder, readPlainIn } from './plain-tree.ts';
-import { countOrNull, figure, objOrNull, tryParseJson } from '../untrusted.ts';
+import { objOrNull, tryParseJson } from '../untrusted.ts';
 import { takeAnswer, answerOf, type Answer } from './answers.ts';
 import { makePlainDirsIn, openRunDir, replaceNoFollowIn, UnsafePathError, withDir } from './safe-fs.ts';
 import { settingChoice } from '../settings-registry.ts';
@@ -179,9 +179,14 @@ export function openRunContext(
       ctx.say(text);
       ctx.event('log', { stream: 'svc', text, ...fields });
     },
+    /** The worker's last writes: its last ship, the log closed, and then (leave) its pid cleared. */
     async close(): Promise<void> {
-      await shipping?.close();
-      log.close();
+      try {
+        await shipping?.close();
+        log.close();
+      } finally {
+        ctx.leave();
+      }
     },
     /**
      * This process as the run's worker, for one that no launcher recorded (an --open-pr, which writes and ships the
@@ -326,8 +331,6 @@ export async function stopLocalRun(
   return state;
 }
 
-const NO_USAGE: Usage = { cost_usd: null, tokens_in: null, tokens_out: null };
-
 /**
  * What the provider's output reported, rebuilt from the run's log events: the `cost` events' usage (the run's total
  * when its last attempt began), then a command provider's `svc.cost` lines after the last of them (the attempt a dead
@@ -345,10 +348,7 @@ function reportedUsage(dir: string, provider: string): Usage {
     const event = objOrNull(tryParseJson(line));
     const data = objOrNull(event?.data);
     if (event?.kind === 'cost') {
-      const usage = {
-        cost_usd: figure(data?.usd), tokens_in: countOrNull(data?.tokens_in), tokens_out: countOrNull(data?.tokens_out),
-      };
-      ended = addUsage(ended, usage);
+      ended = addUsage(ended, svcCost(data ?? {}));
       attempt = NO_USAGE;
       reader = createOutputReader(provider);
     } else if (event?.kind === 'log' && (data?.stream === 'stdout' || data?.stream === 'stderr')) {

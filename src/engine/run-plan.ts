@@ -1,7 +1,6 @@
 // A run's plan: everything the run may do, resolved once by its launcher, kept as plan.json (plan-reuse.ts reads it).
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { basename, isAbsolute, join, relative } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
@@ -18,7 +17,7 @@ import { projectOf } from './paths.ts';
 import { MAX_PLAN, pathIn } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
 import { refuseSystemHome, shownBy } from '../spawn/bwrap-argv.ts';
-import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { homeOf, svcHomeOf } from '../spawn/svc-paths.ts';
 import { orNull, realOrNull } from '../spawn/tree.ts';
 import {
   ignoredPolicyNote, resolveSandbox, sandboxOptOut, startedByServer, type SandboxMode,
@@ -77,7 +76,7 @@ export function planRun(req: {
     const server = startedByServer(env);
     const trust = !server && file !== null ? trustOf(env, file.path, file.sha256) : null;
     const decided = decideSettings(file?.config ?? null, operator, {
-      server, trusted: trust === 'trusted', home: env.HOME || homedir(),
+      server, trusted: trust === 'trusted', home: homeOf(env),
       workdir: req.workdir, pathDirs: (env.PATH ?? '').split(':').filter(isAbsolute),
     });
     const provider = resolveProvider(req.provider, decided.config, env);
@@ -90,7 +89,7 @@ export function planRun(req: {
     const optedOut = sandboxOptOut(asked, env);
     // Refused here, before a run is made, as well as by every sandbox it would start; and before the probe, which
     // keeps its result under HOME (a HOME of `/` would get a /.svc).
-    if (!optedOut) refuseSystemHome(env.HOME || homedir());
+    if (!optedOut) refuseSystemHome(homeOf(env));
     const sandbox = optedOut ?? resolveSandbox(asked, env);
     if (sandbox.kind === 'bwrap') refuseOutsideView(provider, repo, req.workdir, env);
     const capped = cappedLimits(policy.limits, operator.limits);
@@ -213,7 +212,7 @@ function refuseOutsideView(provider: ResolvedProvider, repo: string, workdir: st
   const io = join(workdir, '.svc-io');
   const plan = agentSandboxPlan({
     workdir, repo, ioDir: io, askDir: io, answerDir: io,
-    svcHome: svcHomeOf(env), home: env.HOME || homedir(), provider: 'command', declared: provider.writable ?? [],
+    svcHome: svcHomeOf(env), home: homeOf(env), provider: 'command', declared: provider.writable ?? [],
     program: provider.argv[0]!, showProgramFolder: provider.showFolder !== false, env, gate: null,
   });
   const missing = provider.argv.slice(1).find((arg) => isAbsolute(arg) && !shownBy(plan, arg));

@@ -4,7 +4,7 @@ import { closeSync, fstatSync, lstatSync, readFileSync, statSync, writeFileSync 
 import { dirname, join, resolve } from 'node:path';
 import { RUN_KEY_FILE, statePath } from './paths.ts';
 import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeJsonAtomic } from './safe-fs.ts';
-import { git } from './git.ts';
+import { git, repoRoot } from './git.ts';
 import { isValidSegment, newRunKey, RUN_KEY } from './ids.ts';
 import {
   listPlain, openPlainDirIn, openPlainPath, openRunFolder, pathIn, readObjectIn, readPlainIn, type PlainDir,
@@ -137,6 +137,12 @@ export function openEventLog(
   }
   let fd: number | null = null;
   let closed = false;
+  const release = (): void => {
+    if (fd !== null) closeSync(fd);
+    fd = null;
+    folder?.close();
+    folder = null;
+  };
   return {
     append(kind, data = {}) {
       // Its folder is closed: an append would write through whatever took its fd's number since.
@@ -144,12 +150,7 @@ export function openEventLog(
       // The file held open has no name left once the run folder (or events.jsonl) was removed: opened again by the
       // folder's path, so a removed run is refused ("Run folder … is missing") rather than written into a file no one
       // can read. One fstat (~1.5 µs) per append keeps the file held open: opening it per append cost 256 µs, not 5.7.
-      if (fd !== null && fstatSync(fd).nlink === 0) {
-        closeSync(fd);
-        fd = null;
-        folder?.close();
-        folder = null;
-      }
+      if (fd !== null && fstatSync(fd).nlink === 0) release();
       seq += 1;
       // O_APPEND, so lines never interleave; never through a planted link (events.jsonl -> ~/.bashrc). A folder not
       // plain when opened is opened again, to be refused naming what stands in the way.
@@ -169,10 +170,7 @@ export function openEventLog(
     },
     close() {
       closed = true;
-      if (fd !== null) closeSync(fd);
-      fd = null;
-      folder?.close();
-      folder = null;
+      release();
     },
   };
 }
@@ -291,7 +289,7 @@ export function refuseTrackedRun(repo: string, run: string): void {
  * folder of its own run's id in it, plan.json and all (it runs as the same user; docs/engine.md "The run's plan").
  */
 export function projectHoldingToo(repo: string, run: string): string | null {
-  const outer = orNull(() => git(dirname(repo), ['rev-parse', '--show-toplevel']).trim()) || null;
+  const outer = repoRoot(dirname(repo));
   return outer !== null && lstatSync(join(outer, '.svc', 'runs', run), { throwIfNoEntry: false }) ? outer : null;
 }
 

@@ -71,7 +71,8 @@ function naming(error: NodeJS.ErrnoException & { dest?: string }, path: string, 
   return error;
 }
 
-function writeWith(path: string, data: string | Buffer, shown = path, mode = 0o644): void {
+/** Writes `path`, never through a link at its last name: for a file in a folder no one else writes in. */
+export function writeNoFollow(path: string, data: string | Buffer, shown = path, mode = 0o644): void {
   const fd = openNoFollow(path, TRUNCATE, 'write', shown, mode);
   try {
     writeFileSync(fd, data);
@@ -82,7 +83,7 @@ function writeWith(path: string, data: string | Buffer, shown = path, mode = 0o6
 
 /** Writes `name` in the folder held open, never through a link at that name; `mode`: a new file's (readable by all). */
 export function writeNoFollowIn(dir: PlainDir, name: string, data: string | Buffer, mode = 0o644): void {
-  writeWith(pathIn(dir, name), data, join(dir.path, name), mode);
+  writeNoFollow(pathIn(dir, name), data, join(dir.path, name), mode);
 }
 
 /**
@@ -100,11 +101,6 @@ export function replaceNoFollowIn(dir: PlainDir, name: string, data: string | Bu
   } catch (err) {
     throw naming(err as NodeJS.ErrnoException, pathIn(dir, name), shown);
   }
-}
-
-/** Writes `path`, never through a link at its last name: for a file in a folder no one else writes in. */
-export function writeNoFollow(path: string, data: string | Buffer): void {
-  writeWith(path, data);
 }
 
 /**

@@ -2,11 +2,10 @@
 import { hash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { homedir } from 'node:os';
 import type { RunContext } from './run-context.ts';
 import type { RunLimits } from './policy.ts';
 import { makePlainDirsIn, openRunDir, replaceNoFollowIn, withDir } from './safe-fs.ts';
-import { svcHomeOf } from '../spawn/svc-paths.ts';
+import { homeOf, svcHomeOf } from '../spawn/svc-paths.ts';
 import { tryGit } from './git.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
 import { within, type SandboxPlan } from '../spawn/bwrap-argv.ts';
@@ -231,7 +230,7 @@ export function agentSandbox(
   const { mode } = sandbox;
   if (mode.kind === 'none') return null;
   const files = protocolFiles(ctx);
-  const home = ctx.env.HOME || homedir();
+  const home = homeOf(ctx.env);
   const plan = agentSandboxPlan({
     workdir: ctx.state.workdir, repo: ctx.state.repo_path, ioDir: files.ioDir, askDir: files.askDir,
     answerDir: files.answerDir, svcHome: svcHomeOf(ctx.env), home,

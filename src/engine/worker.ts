@@ -167,12 +167,8 @@ async function notStarted(ctx: RunContext): Promise<number> {
     const ended_at = ctx.state.ended_at ?? new Date().toISOString();
     ctx.setStatus('stopped', { ended_at, failure, child: null });
   }
-  try {
-    await ctx.close();
-  } finally {
-    // The pid its launcher recorded for it, cleared last as any worker's (RunContext leave).
-    ctx.leave();
-  }
+  // The pid its launcher recorded for it is cleared last, as any worker's (RunContext close).
+  await ctx.close();
   return 1;
 }
 
@@ -252,11 +248,7 @@ export async function executeRun(
     if (plan) writePlan(dir, plan, ctx.state.worktree, env);
     ended = 'shipping';
     if (endAfterWrites) endNow();
-    try {
-      await ctx.close();
-    } finally {
-      ctx.leave();
-    }
+    await ctx.close();
     ended = 'shipped';
     const { status, verdict } = ctx.state;
     runSpan.end(status === 'succeeded' ? 'ok' : 'error', { 'svc.status': status, 'svc.verdict': verdict });

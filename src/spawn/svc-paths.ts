@@ -7,9 +7,13 @@ import { fileURLToPath } from 'node:url';
 import { holderAlive, procStart } from '../proc-stat.ts';
 import { orNull } from './tree.ts';
 
+export function homeOf(env: NodeJS.ProcessEnv): string {
+  return env.HOME || homedir();
+}
+
 /** svc's home, `~/.svc`: keys, tokens, databases, answers, handoff files. Never mounted into a sandbox. */
 export function svcHomeOf(env: NodeJS.ProcessEnv): string {
-  return join(env.HOME || homedir(), '.svc');
+  return join(homeOf(env), '.svc');
 }
 
 /** The CLI of this install: dist/cli.js when built, src/cli.ts when run from the sources. */
