@@ -340,7 +340,8 @@ describe('run actions on the Control Plane', () => {
   it('keeps a failed run as it was when the "providers" setting changed its provider since, naming a retry',
     async () => {
       // The setting is the operator's (DESIGN §7a): a plan that ran its entry never outlives a change of it.
-      const setting = (command: string[]) => control.request('PUT', '/v1/config', { body: { providers: { cp: { command } } } });
+      const setting = (command: string[]) =>
+        control.request('PUT', '/v1/config', { body: { providers: { cp: { command } } } });
       const flaky = join(repo.bin, 'flaky.sh');
       assert.equal((await setting([flaky])).status, 200);
       try {
