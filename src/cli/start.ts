@@ -12,7 +12,7 @@ import {
   type PreparedRun,
 } from '../engine/launch.ts';
 import { unsandboxedWarning } from '../engine/run-plan.ts';
-import { planToReuse, refuseServersBuiltin } from '../engine/plan-reuse.ts';
+import { planToReuse, refuseServersBuiltin, refuseWithdrawnProvider } from '../engine/plan-reuse.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
 import { runDir, runTree } from '../engine/paths.ts';
 import {
@@ -286,6 +286,7 @@ export default async function start(io: CliIo): Promise<number> {
       const plan = planToReuse(dir, io.env, state.worktree);
       // Before the run is queued again: a refused resume or verify leaves it as it was.
       refuseServersBuiltin(plan, io.env, runTree(state));
+      refuseWithdrawnProvider(plan, io.env, runTree(state));
       facts = { unconfined: unsandboxedWarning(plan.sandbox), signsLater: signsLater(io.env) };
     } catch (err) {
       return refusal(err);

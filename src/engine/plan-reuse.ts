@@ -5,7 +5,7 @@ import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { errorMessage, FailedError, RefusedError } from '../errors.ts';
 import { loadPolicyFile } from './policy.ts';
-import { decideSettings, loadOperatorConfig, OPERATOR_FILES } from './config.ts';
+import { decideSettings, loadOperatorConfig, OPERATOR_FILES, readEngineConfigFile, trustOf } from './config.ts';
 import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.ts';
 import { MAX_PLAN, readOwnFile } from './plain-tree.ts';
 import { objOrNull, tryParseJson } from '../untrusted.ts';
@@ -60,13 +60,15 @@ export function refuseUnmarkedPlan(dir: string, env: NodeJS.ProcessEnv): void {
 /**
  * For a retry: the old run's plan, or null (plan the retry anew) when its folder has none at all, or when a server
  * retries a run a person planned: what that person's trusted files allowed is theirs, so the server plans the retry
- * as it plans a new run (docs/engine.md).
+ * as it plans a new run (docs/engine.md); and when a server's plan runs an operator's provider whose entry changed.
  */
 export function planForRetry(dir: string, env: NodeJS.ProcessEnv, worktree: boolean): RunPlan | null {
   if (orNull(() => lstatSync(planPath(dir))) === null) return null;
   if (startedByServer(env) && readPlan(dir, env, worktree).authority !== 'server') return null;
   // Staying local is the retrying command's choice, as for a new run, not the old run's.
   const { local: _old, ...plan } = planToReuse(dir, env, worktree);
+  // The new run a refused resume names (refuseWithdrawnProvider): planned anew when its operator's provider changed.
+  if (providerWithdrawn(plan, env, resolve(dir, '..', '..', '..'))) return null;
   return { ...plan, ...localBy(env) };
 }
 
@@ -116,6 +118,62 @@ export function refuseServersBuiltin(plan: RunPlan, env: NodeJS.ProcessEnv, work
   throw new RefusedError(`Refusing to start: the run's plan runs .svc/config.json's "${provider.name}" in place of ` +
     'the built-in, as a person trusted; a run a server starts never does: resume or verify it with svc start in ' +
     'the project, or retry it (a new run, planned as the server plans one)');
+}
+
+/** Whether a server's plan runs an operator's provider (its folder shown, as a repository's own never is under a
+ * server) that the operator's entry, as it stands now for this start, no longer runs as planned. */
+function providerWithdrawn(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string): boolean {
+  const { provider } = plan;
+  return plan.authority === 'server' && provider.kind === 'command' && provider.showFolder !== false &&
+    !operatorRunsIt(provider, env, workdir);
+}
+
+/**
+ * Refuses a start of an earlier server's plan whose operator provider the operator has changed or removed since
+ * (operator.json, or the Control Plane's "providers" setting): its argv and folders are the operator's grant, which
+ * a copied plan never outlives. Asked before the run is queued again.
+ */
+export function refuseWithdrawnProvider(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string): void {
+  if (!providerWithdrawn(plan, env, workdir)) return;
+  throw new RefusedError(`Refusing to start: the run's plan runs the operator's provider "${plan.provider.name}" as ` +
+    `its entry was when the run was planned, and the operator changed or removed that entry since (${OPERATOR_FILES}` +
+    ', or the Control Plane\'s "providers" setting): retry it (a new run, planned anew)');
+}
+
+/**
+ * The plan a start of it goes by: serverShare's, with the environment names the plan passes that the authority that
+ * planned it still grants (passedNow).
+ */
+export function planNow(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string, repo: string,
+  note: (text: string) => void): RunPlan {
+  const shared = serverShare(plan, env, workdir, note);
+  return { ...shared, passed_env: passedNow(shared, env, repo, note) };
+}
+
+/**
+ * The plan's environment names that are granted at this start, as operatorAllowNow judges network grants: the
+ * operator's files' `env` now, and for a plan a person made and starts again at the CLI, the `env` of the project's
+ * .svc/config.json (`repo`) that they trust as it is now. A name granted since is not taken up: the plan's names are
+ * the most it passes. None when the operator's files cannot be read now.
+ */
+function passedNow(plan: RunPlan, env: NodeJS.ProcessEnv, repo: string, note: (text: string) => void): string[] {
+  if (!plan.passed_env.length) return [];
+  let granted: string[];
+  try {
+    granted = loadOperatorConfig(env).env;
+  } catch (err) {
+    note(`the environment names the plan passes are left out: the operator's configuration cannot be read now ` +
+      `(${errorMessage(err)})`);
+    return [];
+  }
+  const file = plan.authority === 'server' || startedByServer(env) ? null : orNull(() => readEngineConfigFile(repo));
+  if (file && trustOf(env, file.path, file.sha256) === 'trusted') granted = [...granted, ...file.config.env ?? []];
+  const withdrawn = plan.passed_env.filter((name) => !granted.includes(name));
+  if (withdrawn.length) {
+    note(`env ${withdrawn.join(', ')} left out: no longer in the operator's configuration` +
+      (file ? ' or the project\'s trusted .svc/config.json' : ''));
+  }
+  return plan.passed_env.filter((name) => granted.includes(name));
 }
 
 /**

@@ -3,7 +3,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { endChildOnExit, exitCodeOf, isChildOf, onEndSignal, openRunContext, type RunContext } from './run-context.ts';
 import { unsandboxedWarning, writePlan, type RunPlan } from './run-plan.ts';
-import { operatorAllowNow, readPlan, serverShare } from './plan-reuse.ts';
+import { operatorAllowNow, planNow, readPlan } from './plan-reuse.ts';
 import { passedValues } from '../spawn/start.ts';
 import { createWorktree } from './git.ts';
 import { signalGroup } from './proc-group.ts';
@@ -218,7 +218,7 @@ export async function executeRun(
   try {
     plan = readPlan(dir, env, ctx.state.worktree);
     placeWorkdir(ctx);
-    const used = serverShare(plan, env, runTree(ctx.state), (text) => ctx.note(text));
+    const used = planNow(plan, env, runTree(ctx.state), ctx.state.repo_path, (text) => ctx.note(text));
     if (mode !== 'verify') {
       // A resume's `running` says so, as its launcher's `queued` did: the time to an agent is a new run's only.
       const marks = mode === 'resume' ? { resumed: true } : {};

@@ -337,6 +337,27 @@ describe('run actions on the Control Plane', () => {
     }
   });
 
+  it('keeps a failed run as it was when the "providers" setting changed its provider since, naming a retry',
+    async () => {
+      // The setting is the operator's (DESIGN §7a): a plan that ran its entry never outlives a change of it.
+      const setting = (command: string[]) =>
+        control.request('PUT', '/v1/config', { body: { providers: { cp: { command } } } });
+      const flaky = join(repo.bin, 'flaky.sh');
+      assert.equal((await setting([flaky])).status, 200);
+      try {
+        const { source, run } = (await control.request('POST', '/v1/start', {
+          body: { brief: 'cp', repo: repo.repo, provider: 'cp', pr: false },
+        })).json;
+        const before = await settled(source, run, 'failed');
+        await leftState(run);
+        assert.equal((await setting([flaky, '--other'])).status, 200);
+        assert.match(await refusedResume(before), /runs the operator's provider "cp" as its entry was .*retry it/);
+        await asItWas(before);
+      } finally {
+        await control.request('PUT', '/v1/config', { body: { providers: {} } });
+      }
+    });
+
   it('lets a resume made by hand, shipped after the refused one was put back, say the run is running', async () => {
     const before = await failedRun();
     // `svc start --resume` by hand took the run first: its worker wrote it running, and ships that only later.
