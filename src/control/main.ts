@@ -23,7 +23,7 @@ import { readEffectiveConfig } from './config-schema.ts';
 import { createRefusalTally } from './refusal-tally.ts';
 import { createExpensiveReads } from './expensive-reads.ts';
 import { createControlMetrics } from './metrics.ts';
-import { isLoopbackHost } from '../http/guards.ts';
+import { isLoopbackHost, LOOPBACK_HOSTS } from '../http/guards.ts';
 import { closeGracefully, closeOnce, listen, createHttpServer, exitCodeAfterSignal } from '../http/http-server.ts';
 import type { ControlSettings } from './settings.ts';
 import type { ControlDeps } from './deps.ts';
@@ -73,7 +73,7 @@ export async function startControl(
   const bound = await listen(server, settings.host, settings.port);
   url = bound.url;
   origins.add(url);
-  if (boundToLoopback) for (const h of ['localhost', '127.0.0.1', '[::1]']) origins.add(`http://${h}:${bound.port}`);
+  if (boundToLoopback) for (const h of LOOPBACK_HOSTS) origins.add(`http://${h}:${bound.port}`);
 
   const stopSweeps = startRetentionSweeps(deps);
   // After listen, yielding between projects: a start-up with many active runs still answers /health.

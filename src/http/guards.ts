@@ -27,7 +27,7 @@ function hostLines(req: IncomingMessage): number {
   return n;
 }
 
-const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+export const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(['localhost', '127.0.0.1', '[::1]']);
 
 /** Host is well formed and single (RFC 9112 §3.2), and a loopback name on a loopback-bound server (DNS rebinding). */
 export function checkHost(req: IncomingMessage, boundToLoopback: boolean): void {

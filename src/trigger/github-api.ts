@@ -10,9 +10,9 @@ export type GithubApi = ReturnType<typeof createGithubApi>;
 /** `gh`: the settings' API base and token; `ca`: an extra CA to trust (tests' loopback stand-in). */
 export function createGithubApi(gh: { apiUrl: string; token: string } | undefined, ca?: string | Buffer) {
   // A review's hundred comments can be more than a vendor's answer to a summary.
-  const post = createHttpsPoster({ ...(ca ? { ca } : {}), cap: 1024 * 1024 });
+  const post = createHttpsPoster({ ca, cap: 1024 * 1024 });
   // GitHub gives up on a delivery after 10 s: a question asked while one waits must leave time for the answer.
-  const ask = createHttpsPoster({ ...(ca ? { ca } : {}), cap: 1024 * 1024, timeoutMs: 5_000 });
+  const ask = createHttpsPoster({ ca, cap: 1024 * 1024, timeoutMs: 5_000 });
   const send = async (method: string, path: string, body = '', poster = post): Promise<unknown> => {
     if (!gh) throw new UnavailableError('GITHUB_TOKEN (or GH_TOKEN) is not set: svc cannot call the GitHub API');
     const res = await poster(new URL(`${gh.apiUrl}${path}`), githubHeaders(gh.token), body, method);

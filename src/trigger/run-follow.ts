@@ -72,7 +72,7 @@ export function outcomeFromState(state: Record<string, unknown>): RunOutcome | n
 const MISSING_GRACE_MS = 60_000;
 
 /** What the local executor lends its watch: how often it reads, its log, and the stop of a dead worker's run. */
-export interface LocalFollow {
+interface LocalFollow {
   pollMs: number;
   log: Logger;
   recordEnd: (run: RunRef, workdir: string, signal: AbortSignal) => Promise<void>;
