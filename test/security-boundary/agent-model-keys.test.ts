@@ -57,8 +57,8 @@ describe('a model key under a CLI\'s own variable', { skip: bwrapWorks ? false :
         const upstream = `http://127.0.0.1:${(model.address() as AddressInfo).port}`;
         const env: NodeJS.ProcessEnv = {
           ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
-          CODEX_API_KEY: CODEX_KEY, AIDER_OPENAI_API_KEY: AIDER_OPENAI_KEY, AIDER_ANTHROPIC_API_KEY: AIDER_ANTHROPIC_KEY,
-          OPENAI_BASE_URL: upstream, ANTHROPIC_BASE_URL: upstream,
+          CODEX_API_KEY: CODEX_KEY, AIDER_OPENAI_API_KEY: AIDER_OPENAI_KEY,
+          AIDER_ANTHROPIC_API_KEY: AIDER_ANTHROPIC_KEY, OPENAI_BASE_URL: upstream, ANTHROPIC_BASE_URL: upstream,
         };
         for (const name of ['SVC_SANDBOX', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY']) delete env[name];
         const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'read the keys', '--provider', 'keys',
