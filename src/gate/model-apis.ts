@@ -10,7 +10,8 @@ interface ModelApi {
   /** Header that carries the key; its value is `prefix + key`. */
   header: string;
   prefix: string;
-  /** Environment variables holding the key, first found wins. */
+  /** Environment variables holding the key, first found wins: the API's own, then a CLI's own name for it, which the
+   * agent's environment would pass on by the CLI's prefix (spawn/start.ts) unless the gate holds it too. */
   env: readonly string[];
   /** What the agent's environment gets instead of the key. */
   placeholder: string;
@@ -25,13 +26,14 @@ const bearer = (base: string, env: string[]): ModelApi => ({
 /** opencode's providers are rows here too: adding one is one line. */
 export const MODEL_APIS: Readonly<Record<string, ModelApi>> = {
   anthropic: {
-    base: 'https://api.anthropic.com', header: 'x-api-key', prefix: '', env: ['ANTHROPIC_API_KEY'],
-    placeholder: 'sk-ant-svc-gate-placeholder', baseEnv: 'ANTHROPIC_BASE_URL',
+    base: 'https://api.anthropic.com', header: 'x-api-key', prefix: '',
+    env: ['ANTHROPIC_API_KEY', 'AIDER_ANTHROPIC_API_KEY'], placeholder: 'sk-ant-svc-gate-placeholder',
+    baseEnv: 'ANTHROPIC_BASE_URL',
   },
   // The OpenAI convention puts /v1 in the base URL; its CLIs append /responses or /chat/completions to it.
   openai: {
-    ...bearer('https://api.openai.com/v1', ['OPENAI_API_KEY']), placeholder: 'sk-svc-gate-placeholder',
-    baseEnv: 'OPENAI_BASE_URL',
+    ...bearer('https://api.openai.com/v1', ['OPENAI_API_KEY', 'CODEX_API_KEY', 'AIDER_OPENAI_API_KEY']),
+    placeholder: 'sk-svc-gate-placeholder', baseEnv: 'OPENAI_BASE_URL',
   },
   gemini: {
     base: 'https://generativelanguage.googleapis.com', header: 'x-goog-api-key', prefix: '',

@@ -178,10 +178,11 @@ function baseEnv(
 /**
  * The names the operator passes to agents (operator.json "env"), as the local executor passes them to its jobs: the
  * trigger's own values, written into the Job manifest, so never a secret's or an SVC_ name (passedValues) nor a
- * provider key (those come from SVC_K8S_ENV_SECRET or the gate), nor one the pod sets itself (its home, the gate's).
+ * provider key, under the API's name or a CLI's (model-apis.ts; those come from SVC_K8S_ENV_SECRET or the gate), nor
+ * one the pod sets itself (its home, the gate's).
  */
 function operatorEnv(serverEnv: NodeJS.ProcessEnv, set: readonly EnvVar[]): EnvVar[] {
-  const own = ['PATH', 'HOME', 'TMPDIR', ...PROVIDER_KEY_NAMES];
+  const own = ['PATH', 'HOME', 'TMPDIR', ...PROVIDER_KEY_NAMES, ...Object.values(MODEL_APIS).flatMap((api) => api.env)];
   return Object.entries(operatorPassedEnv(serverEnv))
     .filter(([name]) => !own.includes(name) && !set.some((e) => e.name === name))
     .map(([name, value]) => ({ name, value }));

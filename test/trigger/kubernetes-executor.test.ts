@@ -245,10 +245,12 @@ describe('buildKubeJob', () => {
   it('gives the run container the names the operator passes to agents (operator.json "env"), never a secret', () => {
     const home = join(dir, 'operator-home');
     mkdirSync(join(home, '.svc'), { recursive: true });
-    const passed = ['ANTHROPIC_MODEL', 'GIT_AUTHOR_NAME', 'CLAUDE_CODE_MAX_OUTPUT_TOKENS', 'ANTHROPIC_API_KEY', 'HOME'];
+    // CODEX_API_KEY: a model key under a CLI's own name (src/gate/model-apis.ts), a provider key as much as the others.
+    const passed = ['ANTHROPIC_MODEL', 'GIT_AUTHOR_NAME', 'CLAUDE_CODE_MAX_OUTPUT_TOKENS', 'ANTHROPIC_API_KEY', 'HOME',
+      'CODEX_API_KEY'];
     writeFileSync(join(home, '.svc', 'operator.json'), JSON.stringify({ env: passed }));
     const e = { ...env, HOME: home, ANTHROPIC_MODEL: 'claude-test', GIT_AUTHOR_NAME: 'Svc Bot',
-      CLAUDE_CODE_MAX_OUTPUT_TOKENS: '4096', ANTHROPIC_API_KEY: 'sk-trigger-secret' };
+      CLAUDE_CODE_MAX_OUTPUT_TOKENS: '4096', ANTHROPIC_API_KEY: 'sk-trigger-secret', CODEX_API_KEY: 'sk-trigger-secret' };
     const pod = (buildKubeJob({ id: 'j6', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
     const run = runContainer(pod);
     const value = (name: string) => run.env.filter((v: any) => v.name === name).map((v: any) => v.value);

@@ -1,0 +1,84 @@
+// The gate holds the model keys (DESIGN §7a), black-box: a key svc's user gives under a model CLI's own variable
+// (codex's CODEX_API_KEY, aider's AIDER_OPENAI_API_KEY and AIDER_ANTHROPIC_API_KEY, which the agent's environment lets
+// through by their CLIs' prefixes) stays with the gate as OPENAI_API_KEY and ANTHROPIC_API_KEY do: a real `svc start`
+// run's agent reads each variable and calls the model through the gate. The model API is a loopback stand-in.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server, type IncomingHttpHeaders } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from '../engine/fixtures.ts';
+import { runChild } from '../helpers/run-child.ts';
+import { bwrapWorks } from '../helpers/sandbox.ts';
+
+const CODEX_KEY = 'sk-real-codex-key-5e1a';
+const AIDER_OPENAI_KEY = 'sk-real-aider-openai-7c2b';
+const AIDER_ANTHROPIC_KEY = 'sk-ant-real-aider-3d9f';
+
+/** Writes what it was given into keys.txt, then calls each model API with it, through whatever base URL it has. */
+const AGENT = `#!/bin/sh
+cat > /dev/null
+call() {
+  curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@" 2>/dev/null
+}
+{
+  echo "codex:$CODEX_API_KEY"
+  echo "aider-openai:$AIDER_OPENAI_API_KEY"
+  echo "aider-anthropic:$AIDER_ANTHROPIC_API_KEY"
+  echo "openai-call:$(call "$OPENAI_BASE_URL/chat/completions" -H "authorization: Bearer $CODEX_API_KEY" -d '{}')"
+  echo "anthropic-call:$(call "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $AIDER_ANTHROPIC_API_KEY" -d '{}')"
+} > keys.txt
+exit 0
+`;
+
+describe('a model key under a CLI\'s own variable', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' },
+  () => {
+    let repo: TestRepo;
+    let model: Server;
+    const seen: Array<{ path: string; headers: IncomingHttpHeaders }> = [];
+
+    before(async () => {
+      model = createServer((req, res) => {
+        seen.push({ path: req.url ?? '', headers: req.headers });
+        req.resume();
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      });
+      await new Promise<void>((resolve) => model.listen(0, '127.0.0.1', resolve));
+      repo = makeRepo({ providers: { keys: AGENT } });
+    });
+    after(() => {
+      model.close();
+      repo.cleanup();
+    });
+
+    it('reaches a sandboxed agent only as a placeholder, and its calls through the gate carry the real key',
+      async () => {
+        const upstream = `http://127.0.0.1:${(model.address() as AddressInfo).port}`;
+        const env: NodeJS.ProcessEnv = {
+          ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+          CODEX_API_KEY: CODEX_KEY, AIDER_OPENAI_API_KEY: AIDER_OPENAI_KEY,
+          AIDER_ANTHROPIC_API_KEY: AIDER_ANTHROPIC_KEY, OPENAI_BASE_URL: upstream, ANTHROPIC_BASE_URL: upstream,
+        };
+        for (const name of ['SVC_SANDBOX', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY']) delete env[name];
+        const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'read the keys', '--provider', 'keys',
+          '--worktree'], { cwd: repo.repo, env });
+        const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+        const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
+        const text = readFileSync(join(state.workdir, 'keys.txt'), 'utf8');
+        const value = (name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(text)?.[1] ?? '';
+
+        for (const [name, key] of [['codex', CODEX_KEY], ['aider-openai', AIDER_OPENAI_KEY],
+          ['aider-anthropic', AIDER_ANTHROPIC_KEY]] as const) {
+          assert.notEqual(value(name), key, `the agent read the real ${name} key`);
+          assert.match(value(name), /placeholder/, name);
+        }
+        assert.equal(value('openai-call'), '200');
+        assert.equal(value('anthropic-call'), '200');
+        const openai = seen.find((s) => s.path === '/chat/completions');
+        const anthropic = seen.find((s) => s.path === '/v1/messages');
+        assert.equal(openai?.headers.authorization, `Bearer ${CODEX_KEY}`, 'the gate added the key codex was given');
+        assert.equal(anthropic?.headers['x-api-key'], AIDER_ANTHROPIC_KEY, 'and the one aider was given');
+        for (const s of seen) assert.doesNotMatch(JSON.stringify(s.headers), /placeholder/);
+      });
+  });
