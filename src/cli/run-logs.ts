@@ -1,6 +1,6 @@
 // A run's output (`log` events) for `svc runs logs` and `svc start --follow`, from its events.jsonl or the Control
 // Plane, followed until the run ends. Event data is untrusted: read through typed readers only.
-import { closeSync, openSync, readSync, fstatSync } from 'node:fs';
+import { closeSync, constants, openSync, readSync, fstatSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { eventsPath, runDir } from '../engine/paths.ts';
 import { repoRoot } from '../engine/git.ts';
@@ -49,15 +49,19 @@ function logLine(kind: string, data: unknown, agentOnly = false): string | null 
   return null;
 }
 
+// A run folder may be a checkout's: a link at events.jsonl is not followed, nor may a FIFO block the open.
+const EVENTS_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
 /** Reads events.jsonl from where it left off; only whole lines (a line being appended waits for its newline). */
 export function createEventTail(runDir: string): () => Array<{ kind: string; data: unknown }> {
   let offset = 0;
   let rest = '';
   return () => {
-    const fd = orNull(() => openSync(eventsPath(runDir), 'r'));
+    const fd = orNull(() => openSync(eventsPath(runDir), EVENTS_FLAGS));
     if (fd === null) return [];
     let text = rest;
     try {
+      if (!fstatSync(fd).isFile()) return [];
       const added = Buffer.alloc(Math.max(0, fstatSync(fd).size - offset));
       const n = readSync(fd, added, 0, added.length, offset);
       offset += n;
