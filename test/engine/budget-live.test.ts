@@ -5,7 +5,9 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeRepo, readJson, processesMentioning, procState, SLOW_SPENDER, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
+import {
+  makeRepo, readJson, processesEnded, processesMentioning, procState, SLOW_SPENDER, CLI, GIT_ENV, type TestRepo,
+} from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -20,7 +22,11 @@ describe('the budget during an invocation', () => {
     });
     env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0' };
   });
-  after(() => repo.cleanup());
+  // The detached workers go on past their run's end (its last writes): a folder removed under them is left half there.
+  after(async () => {
+    await processesEnded(repo.root);
+    repo.cleanup();
+  });
 
   const svc = (args: string[]) => runChild(process.execPath, [CLI, ...args], { cwd: repo.repo, env });
   const state = (run: string) => readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));

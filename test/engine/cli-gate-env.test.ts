@@ -8,7 +8,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
+import { makeRepo, processesEnded, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -50,7 +50,11 @@ describe('each model CLI is pointed at the run gate the way it honours', () => {
     mkdirSync(join(repo.home, '.gemini'));
     writeFileSync(join(repo.home, '.gemini', 'settings.json'), JSON.stringify({ general: { vimMode: true } }));
   });
-  after(() => repo.cleanup());
+  // The detached workers go on past their run's end (its last writes): a folder removed under them is left half there.
+  after(async () => {
+    await processesEnded(repo.root);
+    repo.cleanup();
+  });
 
   /** The lines the stand-in `provider` recorded, and what each variable held. */
   async function recorded(
