@@ -10,6 +10,20 @@ import { makeRepo, readJson, svcEnv, AGENT_STATE, CLI, GIT_ENV, type TestRepo } 
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
 
+/** Runs `provider` in a worktree of `repo` (svc start, in the foreground), checks that the disk limit of 8 MiB failed
+ * the run, and gives its folder. */
+async function runEndedByDiskLimit(repo: TestRepo, env: NodeJS.ProcessEnv, provider: string): Promise<string> {
+  const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'fill the disk', '--worktree',
+    '--provider', provider], { cwd: repo.repo, env });
+  const line = res.stdout.trim().split('\n')[0] ?? '';
+  assert.ok(line.startsWith('{'), `svc start printed no run: ${res.stderr}`);
+  const dir = join(repo.repo, '.svc', 'runs', (JSON.parse(line) as { run: string }).run);
+  const state = readJson(join(dir, 'state.json')) as { status: string; error: string };
+  assert.equal(state.status, 'failed', res.stderr);
+  assert.match(state.error, /the provider's folders grew by more than 8 MiB.*limits\.disk_mb/);
+  return dir;
+}
+
 /** 6 MiB in the kept transcripts folder and 6 MiB in the fresh ~/.claude: 12 MiB together, past a disk_mb of 8. */
 const FILLER = `#!/bin/sh
 [ "$1" = --version ] && { echo '2.1.330 (Claude Code)'; exit 0; }
@@ -44,15 +58,8 @@ describe('the disk limit of an agent with a provider home', {
   after(() => repo.cleanup());
 
   it('ends an agent that writes past limits.disk_mb into its kept session folder and its fresh ~/.claude', async () => {
-    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'fill the home', '--worktree',
-      '--provider', 'claude'], { cwd: repo.repo, env });
-    const line = res.stdout.trim().split('\n')[0] ?? '';
-    assert.ok(line.startsWith('{'), `svc start printed no run: ${res.stderr}`);
-    const { run } = JSON.parse(line) as { run: string };
-    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')) as { status: string; error: string };
-    assert.equal(state.status, 'failed', res.stderr);
-    assert.match(state.error, /the provider's folders grew by more than 8 MiB.*limits\.disk_mb/);
-    assert.ok(existsSync(join(repo.repo, '.svc', 'runs', run, 'artifacts', 'receipt.json')));
+    const dir = await runEndedByDiskLimit(repo, env, 'claude');
+    assert.ok(existsSync(join(dir, 'artifacts', 'receipt.json')));
   });
 });
 
@@ -78,13 +85,6 @@ describe('the disk limit of an agent with a folder declared writable for its com
     const env = svcEnv(repo);
     delete env.SVC_SANDBOX;
     delete env.SVC_ORIGIN;
-    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'fill the folder', '--worktree',
-      '--provider', 'filler'], { cwd: repo.repo, env });
-    const line = res.stdout.trim().split('\n')[0] ?? '';
-    assert.ok(line.startsWith('{'), `svc start printed no run: ${res.stderr}`);
-    const { run } = JSON.parse(line) as { run: string };
-    const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')) as { status: string; error: string };
-    assert.equal(state.status, 'failed', res.stderr);
-    assert.match(state.error, /the provider's folders grew by more than 8 MiB.*limits\.disk_mb/);
+    await runEndedByDiskLimit(repo, env, 'filler');
   });
 });
