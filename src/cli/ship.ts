@@ -6,14 +6,14 @@ import { dirname, join, resolve } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
 import { FailedError, UsageError } from '../errors.ts';
 import { resolveRepo } from '../engine/launch.ts';
-import { runsDir, runDir } from '../engine/paths.ts';
+import { runsDir, runDir, runWorktreeHolding } from '../engine/paths.ts';
 import { pendingRuns } from '../engine/ship-pending.ts';
 import { shipRuns } from '../engine/ship-recovery.ts';
 import { LAST_WORKER_WAIT_MS } from '../engine/last-worker.ts';
 import { keptLocal } from '../engine/plain-tree.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { settingChoice } from '../settings-registry.ts';
-import { orNull } from '../spawn/tree.ts';
+import { orNull, realOrNull } from '../spawn/tree.ts';
 
 export const HELP = `Usage: svc ship [--repo DIR] [--all] [RUN...]
 
@@ -75,9 +75,11 @@ function pendingFolderIn(dir: string): boolean {
   return orNull(() => lstatSync(join(dir, '.svc', 'ship-pending'), { throwIfNoEntry: false })?.isDirectory()) === true;
 }
 
-/** The nearest folder from `cwd` up whose `.svc/ship-pending` lists a run to ship; null when there is none. */
+/** The nearest folder from `cwd` up whose `.svc/ship-pending` lists a run to ship; null when there is none. From
+ * inside a run's worktree, the walk starts at its project: the agent wrote the worktree, a `.svc` there too. */
 export function projectWithPending(cwd: string): string | null {
-  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
+  const start = runWorktreeHolding(cwd) ?? runWorktreeHolding(realOrNull(cwd) ?? cwd);
+  for (let dir = resolve(start?.project ?? cwd); ; dir = dirname(dir)) {
     if (pendingFolderIn(dir)) {
       return pendingRuns(dir).length ? dir : null;
     }

@@ -426,4 +426,20 @@ describe('pending runs looked for from a folder up', () => {
       rmSync(root, { recursive: true, force: true });
     }
   });
+
+  it('from inside a run\'s worktree looks in its project, never in a .svc/ship-pending its agent wrote there', () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-pending-'));
+    try {
+      const worktree = join(root, '.svc', 'worktrees', 'r1');
+      mkdirSync(join(worktree, '.svc', 'ship-pending'), { recursive: true });
+      writeFileSync(join(worktree, '.svc', 'ship-pending', 'rplanted'), '');
+      mkdirSync(join(worktree, 'sub'));
+      assert.equal(projectWithPending(join(worktree, 'sub')), null);
+      mkdirSync(join(root, '.svc', 'ship-pending'));
+      writeFileSync(join(root, '.svc', 'ship-pending', 'r1'), '');
+      assert.equal(projectWithPending(worktree), root);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
 });
