@@ -89,9 +89,9 @@ export type Decision =
 export type Reader = (ctx: TCtx, delivery: Received) => Decision;
 
 /**
- * Whether a delivery was sent for an account `pin` names (settings.ts `pinOf`: a chata workspace, a Sentry installation,
- * a Linear organization, a Jira site), by any of the `ids` its signed body gives for it; a null pin (unset) passes
- * every account. One signing secret may serve many accounts, whose routing keys are each only their own.
+ * Whether a delivery was sent for an account `pin` names (settings.ts `pinOf`: a chata workspace, a Sentry
+ * installation, a Linear organization, a Jira site), by any of the `ids` its signed body gives for it; a null pin
+ * (unset) passes every account. One signing secret may serve many accounts, whose routing keys are each only theirs.
  */
 export function pinnedIn(pin: ReadonlySet<string> | null, ...ids: readonly (string | null | undefined)[]): boolean {
   return pin === null || ids.some((id) => typeof id === 'string' && pin.has(id));
