@@ -8,7 +8,9 @@ import { liveServedRepos, noPushTargetWarnings, shorthandRepos, type RepoRouter 
 import { existsSync, readFileSync } from 'node:fs';
 import { decodeChatbKey, SOURCE_NAMES, sourceOf, type SourceName } from '../webhook-sources.ts';
 import { BadSettingError } from '../errors.ts';
-import { controlTokenSetting, setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
+import {
+  controlTokenSetting, setting, settingChoice, settingInt, settingOr, type SettingName,
+} from '../settings-registry.ts';
 
 export type TriggerSettings = ReturnType<typeof resolveTriggerSettings>;
 
@@ -195,17 +197,14 @@ function chataTeamsOf(env: NodeJS.ProcessEnv, secret: RouteSecret, problems: Sec
   return teams;
 }
 
+const lower = (id: string) => id.toLowerCase();
+
 /**
  * The accounts (workspaces, organisations, sites) a source's variable names, or null when it names none. Where one
  * signing secret serves several accounts, the signature says "the vendor's app", not whose account the delivery is
  * from: this says which may act here (DESIGN §7a, every sender acts with its own authority).
  */
-const lower = (id: string) => id.toLowerCase();
-
-function pinOf(
-  env: NodeJS.ProcessEnv, name: 'CHATA_TEAM_IDS' | 'ERRTRACK_INSTALLATION_IDS' | 'TRACKERA_ORGANIZATION_IDS'
-    | 'TRACKERB_SITES', form = (id: string) => id,
-): ReadonlySet<string> | null {
+function pinOf(env: NodeJS.ProcessEnv, name: SettingName, form = (id: string) => id): ReadonlySet<string> | null {
   const ids = list(setting(env, name)).map(form);
   return ids.length ? new Set(ids) : null;
 }
