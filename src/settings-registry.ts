@@ -43,6 +43,12 @@ function httpAddress(spaced: boolean, said: string): readonly [{ test(value: str
   };
   return [{ test }, said];
 }
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+const HOST = '[a-z0-9-]+(\\.[a-z0-9-]+)+(:\\d{1,5})?';
+/** One or more of `one`, comma-separated, spaces around the commas allowed. */
+function commaList(one: string): RegExp {
+  return new RegExp(`^${one}(\\s*,\\s*${one})*$`, 'i');
+}
 /** A run source, as run addresses `<source>/<run>` take it. */
 const SOURCE: readonly [RegExp, string] = [SEGMENT, 'letters, digits, ".", "_" or "-"'];
 const text = (group: SettingGroup, dflt: string, meaning: string, flag?: string) =>
@@ -180,6 +186,19 @@ export const SETTINGS = {
     'workspace, so the signature alone cannot say whose it is)'),
   pattern: [/^[TE][A-Z0-9]{1,31}(\s*,\s*[TE][A-Z0-9]{1,31})*$/,
     'comma-separated workspace ids like `T1DC2JH3J` or organisation ids like `E0ABCDEF`'] },
+  // One signing secret may serve several vendor accounts: a routing key is unique only inside one (DESIGN §7a).
+  ERRTRACK_INSTALLATION_IDS: { ...text('trigger', NONE, 'errtrack (Sentry) installations, by the payload\'s ' +
+    '`installation.uuid`: only a delivery for an installation named starts a job; any other is skipped ' +
+    'as a project slug served nowhere, `default` or not. Unset: every installation\'s delivery is routed'),
+  pattern: [commaList(UUID), 'comma-separated installation ids like `a8e5d37a-696c-4c54-adb5-b3f28d64c7de`'] },
+  TRACKERA_ORGANIZATION_IDS: { ...text('trigger', NONE, 'trackera (Linear) organizations, by the payload\'s ' +
+    '`organizationId`: only a delivery from an organization named starts or answers a job; any other is ' +
+    'skipped as a team key served nowhere, `default` or not. Unset: every organization\'s delivery is routed'),
+  pattern: [commaList(UUID), 'comma-separated organization ids like `c8986123-11f1-4eef-8227-55102f7eac46`'] },
+  TRACKERB_SITES: { ...text('trigger', NONE, 'trackerb (Jira) sites, by the host of the payload\'s ' +
+    '`issue.self`: only a delivery from a site named starts or answers a job; any other is ' +
+    'skipped as a project key served nowhere, `default` or not. Unset: every site\'s delivery is routed'),
+  pattern: [commaList(HOST), 'comma-separated hosts like `acme.atlassian.net`'] },
   CHATA_HOOKS_PREFIX: text('trigger', '`https://hooks.slack.com/`',
     'chata summaries go only to `response_url`s under this https prefix'),
   TRACKERB_BASE_URL: text('trigger', NONE, 'with the two below: a result comment on the trackerb issue, and the ' +

@@ -68,7 +68,7 @@ interface JobBase {
   route: string | null;
   /** A chat's `repo=` choice among its channel's repositories. */
   pick?: string | null;
-  /** A chat message from a workspace the operator did not name: it reaches no repository (served-repos.ts chat). */
+  /** Sent from a vendor account the operator's pin does not name (`pinnedIn`): it reaches no repository. */
   stranger?: boolean | undefined;
   keys?: readonly string[];
   reply?: EnqueueRequest['reply'];
@@ -87,6 +87,15 @@ export type Decision =
   | { kind: 'routed'; route: string | null; then: (repo: ServedRepo) => Reply | Promise<Reply> };
 
 export type Reader = (ctx: TCtx, delivery: Received) => Decision;
+
+/**
+ * Whether a delivery was sent for an account `pin` names (settings.ts `pinOf`: a chata workspace, a Sentry
+ * installation, a Linear organization, a Jira site), by any of the `ids` its signed body gives for it; a null pin
+ * (unset) passes every account. One signing secret may serve many accounts, whose routing keys are each only theirs.
+ */
+export function pinnedIn(pin: ReadonlySet<string> | null, ...ids: readonly (string | null | undefined)[]): boolean {
+  return pin === null || ids.some((id) => typeof id === 'string' && pin.has(id));
+}
 
 /** A delivery its route's `verify` (admit) passed: the signed body's time, the reader, and what its decision asks. */
 export function receive(ctx: TCtx, source: ReadSource, read: Reader): Reply | Promise<Reply> {
@@ -108,10 +117,9 @@ export function receive(ctx: TCtx, source: ReadSource, read: Reader): Reply | Pr
 function routeOf(ctx: TCtx, source: ReadSource, d: Job | Extract<Decision, { kind: 'routed' }>): Routed {
   const { repos } = ctx.deps.settings;
   if (source.routing === 'full-name') return repos.webhook(d.route);
-  if (source.routing === 'channel') {
-    return repos.chat(source.name, d.route, ('pick' in d && d.pick) || null, 'stranger' in d && d.stranger === true);
-  }
-  return repos.route(source.name, d.route);
+  const stranger = 'stranger' in d && d.stranger === true;
+  if (source.routing === 'channel') return repos.chat(source.name, d.route, ('pick' in d && d.pick) || null, stranger);
+  return repos.route(source.name, d.route, stranger);
 }
 
 // Not `async`: a ready job goes to the queue with no promise of its own.

@@ -52,15 +52,18 @@ function createRepoRouter(entries: readonly ServedRepo[], source: string) {
       if (repo && !repo.name.toLowerCase().startsWith('local/')) return { kind: 'repo', repo };
       return { kind: 'unserved', reason: `repository "${shownValue(fullName)}" is not served` };
     },
-    /** Another source's key, then the default entry. */
-    route(kind: RoutingKind, key: string | null): Routed {
-      const repo = key === null ? undefined : byKey.get(`${kind}:${keyOf(kind, key)}`);
+    /**
+     * Another source's key, then the default entry. A `stranger`'s (from a vendor account the operator did not name)
+     * reaches neither: its key is another account's, whatever this table maps that key to.
+     */
+    route(kind: RoutingKind, key: string | null, stranger = false): Routed {
+      const repo = key === null || stranger ? undefined : byKey.get(`${kind}:${keyOf(kind, key)}`);
       if (repo) return { kind: 'repo', repo };
-      if (fallback) return { kind: 'repo', repo: fallback };
+      if (fallback && !stranger) return { kind: 'repo', repo: fallback };
       const what = key === null
         ? `the ${kind} event names no routing key`
         : `${kind} key "${shownValue(key)}" is not served`;
-      return { kind: 'unserved', reason: `${what} and no repository is the default` };
+      return { kind: 'unserved', reason: stranger ? what : `${what} and no repository is the default` };
     },
     /**
      * Only an entry the channel may reach; `option` (repo=owner/name) picks among those. A `stranger`'s message (from
@@ -269,7 +272,7 @@ export function liveServedRepos(file: string, check?: (router: RepoRouter) => vo
     source: file,
     byName: (name) => fresh().byName(name),
     webhook: (fullName) => fresh().webhook(fullName),
-    route: (kind, key) => fresh().route(kind, key),
+    route: (kind, key, stranger) => fresh().route(kind, key, stranger),
     chat: (kind, channel, option, stranger) => fresh().chat(kind, channel, option, stranger),
     attach(h) {
       hooks = h;

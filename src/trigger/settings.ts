@@ -8,7 +8,9 @@ import { liveServedRepos, noPushTargetWarnings, shorthandRepos, type RepoRouter 
 import { existsSync, readFileSync } from 'node:fs';
 import { decodeChatbKey, SOURCE_NAMES, sourceOf, type SourceName } from '../webhook-sources.ts';
 import { BadSettingError } from '../errors.ts';
-import { controlTokenSetting, setting, settingChoice, settingInt, settingOr } from '../settings-registry.ts';
+import {
+  controlTokenSetting, setting, settingChoice, settingInt, settingOr, type SettingName,
+} from '../settings-registry.ts';
 
 export type TriggerSettings = ReturnType<typeof resolveTriggerSettings>;
 
@@ -93,7 +95,13 @@ export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string):
 
 export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFlags, cwd: string) {
   const { secrets, problems } = resolveRouteSecrets(env);
-  const chataTeams = chataTeamsOf(env, secrets.chata, problems);
+  const orgs = {
+    chata: chataTeamsOf(env, secrets.chata, problems),
+    // Ids and hosts are the same whatever case they are written in: the readers lower-case theirs too.
+    errtrack: pinOf(env, 'ERRTRACK_INSTALLATION_IDS', lower),
+    trackera: pinOf(env, 'TRACKERA_ORGANIZATION_IDS', lower),
+    trackerb: pinOf(env, 'TRACKERB_SITES', lower),
+  };
   const chataPrefix = httpsUrl(settingOr(env, 'CHATA_HOOKS_PREFIX'), 'CHATA_HOOKS_PREFIX', problems);
   const trackeraUrl = httpsUrl(settingOr(env, 'TRACKERA_API_URL'), 'TRACKERA_API_URL', problems);
   // A question asked after a chata response_url expired goes by the bot token.
@@ -160,8 +168,8 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
     publicUrl: publicUrlOf(setting(env, 'SVC_PUBLIC_URL'), problems),
     secrets,
     notify,
-    /** The chata workspaces whose deliveries may act (sources/chata.ts). */
-    chataTeams,
+    /** The vendor accounts whose deliveries may act, per source (intake.ts `pinnedIn`); null: every account's. */
+    orgs,
     trackerbFilter: filter,
     cliPath: env.SVC_TRIGGER_CLI ? resolve(cwd, env.SVC_TRIGGER_CLI) : svcCliPath(),
     executor,
@@ -180,13 +188,25 @@ export function resolveTriggerSettings(env: NodeJS.ProcessEnv, flags: TriggerFla
  * and Enterprise Grid organisation ids (E…), told apart by that first letter (sources/chata.ts `servesWorkspace`).
  */
 function chataTeamsOf(env: NodeJS.ProcessEnv, secret: RouteSecret, problems: SecretProblems): ReadonlySet<string> {
-  const teams = new Set(list(setting(env, 'CHATA_TEAM_IDS')));
+  const teams = pinOf(env, 'CHATA_TEAM_IDS') ?? new Set<string>();
   if (teams.size === 0 && secret.unavailable === null) {
     secret.unavailable = 'Route /chata is not configured: set CHATA_TEAM_IDS to the workspace ids it serves';
     secret.handshake = true;
     problems.warnings.push('CHATA_TEAM_IDS is not set: /chata answers 503 not_configured');
   }
   return teams;
+}
+
+const lower = (id: string) => id.toLowerCase();
+
+/**
+ * The accounts (workspaces, organisations, sites) a source's variable names, or null when it names none. Where one
+ * signing secret serves several accounts, the signature says "the vendor's app", not whose account the delivery is
+ * from: this says which may act here (DESIGN §7a, every sender acts with its own authority).
+ */
+function pinOf(env: NodeJS.ProcessEnv, name: SettingName, form = (id: string) => id): ReadonlySet<string> | null {
+  const ids = list(setting(env, name)).map(form);
+  return ids.length ? new Set(ids) : null;
 }
 
 // Route secrets: missing → the route answers 503 naming the variable (never its value); any two equal → both routes

@@ -139,7 +139,7 @@ describe('CHATA_TEAM_IDS entries', () => {
     { host: '127.0.0.1', port: '0', repo, db: join(home, 'trigger.db') }, repo);
 
   it('takes workspace (T…) and organisation (E…) ids, spaced around commas or not', () => {
-    assert.deepEqual([...resolve('T1DC2JH3J, E0GRID01,T1').chataTeams], ['T1DC2JH3J', 'E0GRID01', 'T1']);
+    assert.deepEqual([...resolve('T1DC2JH3J, E0GRID01,T1').orgs.chata], ['T1DC2JH3J', 'E0GRID01', 'T1']);
   });
 
   it('refuses anything else as a bad setting naming the variable', () => {

@@ -6,7 +6,7 @@ import { briefOf, deliveryKeys, stripLeadingHyphens } from '../../webhook-source
 import {
   PermanentError, renderSummary, type Delivery, type NotifyConfig, type Piece, type ReplyChannel, type SummaryParts,
 } from '../summary.ts';
-import { secretFor, type Decision, type Received, type TCtx } from '../intake.ts';
+import { pinnedIn, secretFor, type Decision, type Received, type TCtx } from '../intake.ts';
 import { chatRefusal, chatThread, readChatCommand, type ChatVoice } from './chat.ts';
 
 type ChataInput =
@@ -54,8 +54,7 @@ function workspaceRefusal(home: string | null, team: string | null): string | nu
  * them. Each id is looked up only among entries of its own kind: a body's odd `team_id` never passes as an E… one.
  */
 function servesWorkspace(teams: ReadonlySet<string>, team: string | null, enterprise: string | null): boolean {
-  if (team?.startsWith('T') && teams.has(team)) return true;
-  return !!enterprise?.startsWith('E') && teams.has(enterprise);
+  return pinnedIn(teams, team?.startsWith('T') ? team : null, enterprise?.startsWith('E') ? enterprise : null);
 }
 
 /** Slack's message timestamp, also the message's id in its channel ("1503435956.000247"). */
@@ -111,7 +110,7 @@ function ephemeral(text: string, extra: Record<string, unknown> = {}): Reply {
 const SLACK: ChatVoice = { say: ephemeral, noun: 'job', usage: CHATA_USAGE, escape: slackEscape };
 
 export function readChata(ctx: TCtx, received: Received): Decision {
-  const input = readChataBody(received, ctx.deps.settings.chataTeams);
+  const input = readChataBody(received, ctx.deps.settings.orgs.chata);
   if (input.kind === 'challenge') return { kind: 'reply', reply: json(200, { challenge: input.challenge }) };
   // Without CHATA_TEAM_IDS only the challenge above is answered: everything else is 503 not_configured.
   secretFor(ctx, 'chata');

@@ -7,7 +7,7 @@ import { runCollect } from '../../spawn/start.ts';
 import { gitArgv, gitExtraEnv } from '../../engine/git.ts';
 import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
-import type { Decision, Received } from '../intake.ts';
+import { pinnedIn, type Decision, type Received, type TCtx } from '../intake.ts';
 
 type ErrtrackAlert = Exclude<ReturnType<typeof readErrtrackAlert>, { skip: string }>;
 
@@ -136,10 +136,13 @@ export async function buildErrtrackBrief(alert: ErrtrackAlert, repoDir: string |
   return parts.join('; ');
 }
 
-export function readErrtrack(_ctx: unknown, { body, resource }: Received): Decision {
+export function readErrtrack(ctx: TCtx, { body, resource }: Received): Decision {
   const alert = readErrtrackAlert(resource, body);
   if (alert.skip !== undefined) return { kind: 'skip', reason: alert.skip };
+  // Every resource's body names the Sentry installation (one per organization) that sent it, and only that.
+  const installation = textOf(obj(body.installation)?.uuid)?.toLowerCase();
+  const stranger = !pinnedIn(ctx.deps.settings.orgs.errtrack, installation);
   // Reads the checkout's deploy records and runs `git log`: only once the cheap checks passed.
   const prepare = (repo: { checkout: string | null }) => buildErrtrackBrief(alert, repo.checkout);
-  return { kind: 'job', route: alert.projectSlug, keys: alert.keys, prepare };
+  return { kind: 'job', route: alert.projectSlug, keys: alert.keys, stranger, prepare };
 }

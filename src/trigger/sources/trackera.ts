@@ -14,7 +14,7 @@ import { renameSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import { markdownSummary, PermanentError, type ReplyChannel } from '../summary.ts';
-import { accepted, type Decision, type Received, type TCtx } from '../intake.ts';
+import { accepted, pinnedIn, type Decision, type Received, type TCtx } from '../intake.ts';
 import { answerCommand, commentTime, teamRefusal } from '../answers.ts';
 
 type TrackeraInput =
@@ -40,7 +40,9 @@ export function readTrackera(body: Record<string, unknown>): TrackeraInput {
 }
 
 export function readTrackeraDelivery(ctx: TCtx, { body, raw }: Received): Decision {
-  const answered = answerFromTrackera(ctx, body);
+  // Another organization's issue ids and team keys are its own: its comment answers nothing, its issue routes nowhere.
+  const stranger = !pinnedIn(ctx.deps.settings.orgs.trackera, str(body.organizationId)?.toLowerCase());
+  const answered = stranger ? null : answerFromTrackera(ctx, body);
   if (answered) return { kind: 'reply', reply: answered };
   const input = readTrackera(body);
   if (input.kind === 'skip') return input;
@@ -77,7 +79,7 @@ export function readTrackeraDelivery(ctx: TCtx, { body, raw }: Received): Decisi
     return accepted.queued(jobId);
   };
   return {
-    kind: 'job', route: input.teamKey, reply: { channel: 'trackera', target },
+    kind: 'job', route: input.teamKey, stranger, reply: { channel: 'trackera', target },
     prepare, replies: { queued }, done: async () => snapshot?.discard(),
   };
 }

@@ -8,7 +8,7 @@ import { errorMessage } from '../../errors.ts';
 import { SEPARATOR, type ReplyChannel, type SummaryParts } from '../summary.ts';
 import { isJsonObject, type Obj } from '../../json-value.ts';
 import { list, obj, str, tryParseJson } from '../../untrusted.ts';
-import type { Decision, Received, TCtx } from '../intake.ts';
+import { pinnedIn, type Decision, type Received, type TCtx } from '../intake.ts';
 
 const ISSUE_KEY = /^[A-Za-z][A-Za-z0-9_]*-\d+$/;
 
@@ -119,12 +119,16 @@ export function readTrackerb(
 }
 
 export function readTrackerbDelivery(ctx: TCtx, { body }: Received): Decision {
-  const answered = answerFromTrackerb(ctx, body);
+  // A site's issue keys are its own: another site's comment answers nothing, its issue routes nowhere. The site is the
+  // host of the issue's (or comment's) REST address; the admin webhook's payload names it nowhere else.
+  const self = str(obj(body.issue).self) ?? str(obj(body.comment).self);
+  const stranger = !pinnedIn(ctx.deps.settings.orgs.trackerb, self === null ? null : URL.parse(self)?.host);
+  const answered = stranger ? null : answerFromTrackerb(ctx, body);
   if (answered) return { kind: 'reply', reply: answered };
   const input = readTrackerb(body, ctx.deps.settings.trackerbFilter);
   if (input.kind === 'skip') return input;
   const reply = { channel: 'trackerb', target: { issue_key: input.key, thread: trackerbThread(input.key) } } as const;
-  return { kind: 'job', text: input.text, route: input.project, reply };
+  return { kind: 'job', text: input.text, route: input.project, stranger, reply };
 }
 
 type AdfText = { type: 'text'; text: string; marks?: Array<{ type: string; attrs?: Record<string, string> }> };
