@@ -209,14 +209,14 @@ export function refuseUncommitted(provider: ResolvedProvider, repo: string, base
  * file", or for the program exit 127, "not found"). */
 function refuseOutsideView(provider: ResolvedProvider, repo: string, workdir: string, env: NodeJS.ProcessEnv): void {
   if (provider.kind !== 'command') return;
+  const [program = '', ...args] = provider.argv;
   // The protocol folders do not exist yet; the plan only needs their names.
   const io = join(workdir, '.svc-io');
   const plan = agentSandboxPlan({
     workdir, repo, ioDir: io, askDir: io, answerDir: io,
     svcHome: svcHomeOf(env), home: homeOf(env), provider: 'command', declared: provider.writable ?? [],
-    program: provider.argv[0]!, showProgramFolder: provider.showFolder !== false, env, gate: null,
+    program, showProgramFolder: provider.showFolder !== false, env, gate: null,
   });
-  const [program = '', ...args] = provider.argv;
   // The program too, as the path it runs by and the file a link leads to: agent-plan.ts shows no folder that holds
   // HOME (its whole view would show HOME's other contents) and nothing in a hidden one.
   const unshown = (isAbsolute(program) ? [program, realOrNull(program) ?? program] : []).find((p) => !shownBy(plan, p));
