@@ -1,7 +1,7 @@
 // A run's plan: everything the run may do, resolved once by its launcher, kept as plan.json (plan-reuse.ts reads it).
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
-import { basename, isAbsolute, join, relative } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
 import { loadPolicyFile, PolicyError, type Policy } from './policy.ts';
 import {
@@ -16,7 +16,7 @@ import { writeFileAtomic } from '../atomic-write.ts';
 import { projectOf } from './paths.ts';
 import { MAX_PLAN, pathIn } from './plain-tree.ts';
 import { agentSandboxPlan } from '../spawn/agent-plan.ts';
-import { refuseSystemHome, shownBy } from '../spawn/bwrap-argv.ts';
+import { hiddenHolding, refuseSystemHome, shownBy } from '../spawn/bwrap-argv.ts';
 import { homeOf, svcHomeOf } from '../spawn/svc-paths.ts';
 import { orNull, realOrNull } from '../spawn/tree.ts';
 import {
@@ -205,17 +205,30 @@ export function refuseUncommitted(provider: ResolvedProvider, repo: string, base
       'start without --worktree and --pr');
 }
 
-/** Refuses a command provider whose absolute-path arguments its sandbox would not show (there: "No such file"). */
+/** Refuses a command provider whose program or absolute-path arguments its sandbox would not show (there: "No such
+ * file", or for the program exit 127, "not found"). */
 function refuseOutsideView(provider: ResolvedProvider, repo: string, workdir: string, env: NodeJS.ProcessEnv): void {
   if (provider.kind !== 'command') return;
+  const [program = '', ...args] = provider.argv;
   // The protocol folders do not exist yet; the plan only needs their names.
   const io = join(workdir, '.svc-io');
   const plan = agentSandboxPlan({
     workdir, repo, ioDir: io, askDir: io, answerDir: io,
     svcHome: svcHomeOf(env), home: homeOf(env), provider: 'command', declared: provider.writable ?? [],
-    program: provider.argv[0]!, showProgramFolder: provider.showFolder !== false, env, gate: null,
+    program, showProgramFolder: provider.showFolder !== false, env, gate: null,
   });
-  const missing = provider.argv.slice(1).find((arg) => isAbsolute(arg) && !shownBy(plan, arg));
+  // The program too, as the path it runs by and the file a link leads to: agent-plan.ts shows no folder that holds
+  // HOME (its whole view would show HOME's other contents) and nothing in a hidden one.
+  const unshown = (isAbsolute(program) ? [program, realOrNull(program) ?? program] : []).find((p) => !shownBy(plan, p));
+  if (unshown !== undefined) {
+    const hidden = hiddenHolding(plan, unshown);
+    const why = hidden === undefined ? `its folder ${dirname(unshown)} holds HOME (${plan.home}), and no folder ` +
+      'that holds HOME is shown whole' : `${hidden} is hidden`;
+    throw new RefusedError(`Refusing to start: provider "${provider.name}" runs ${program}` +
+      `${unshown === program ? '' : ` (${unshown})`}, which its sandbox does not show: ${why}. Install it elsewhere ` +
+      '(e.g. /usr/local/bin or /opt/<name>/bin: not in a folder that holds HOME, nor in one the sandbox hides)');
+  }
+  const missing = args.find((arg) => isAbsolute(arg) && !shownBy(plan, arg));
   if (!missing) return;
   throw new RefusedError(
     `Refusing to start: provider "${provider.name}" names ${missing}, which its sandbox does not show (it sees the ` +

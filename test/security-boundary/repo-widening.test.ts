@@ -512,6 +512,38 @@ describe('a first run with no API key', { skip: bwrapWorks ? false : 'bwrap cann
     assert.match(res.stderr, /Put the script in the repository and name it relative to it/);
     assert.equal(runCount(repo), before, 'no run was made');
   });
+
+  // The sandbox never shows a folder that holds HOME (that would show HOME's other contents), so such a program's
+  // folder is left out of its view: inside, the run only failed with exit 127, "not found".
+  it('an operator\'s command provider whose program\'s folder holds HOME is refused before the run, naming the ' +
+    'program, why and where to put it', async () => {
+    const program = script(repo.root, 'first-byte.sh', '#!/bin/sh\ncat > /dev/null\necho done > done.txt\n');
+    const operatorFile = join(repo.home, '.svc', 'operator.json');
+    const operator = JSON.parse(readFileSync(operatorFile, 'utf8'));
+    writeFileSync(operatorFile, JSON.stringify({ ...operator, providers: { first: { command: [program] } } }));
+    const before = runCount(repo);
+    const res = await svc(repo, env, ['start', '--brief', 'first', '--provider', 'first']);
+    // Exit 1, as every refusal of a provider its sandbox cannot run (a RefusedError).
+    assert.equal(res.code, 1, res.stderr);
+    assert.ok(res.stderr.includes(`provider "first" runs ${program}, which its sandbox does not show`), res.stderr);
+    assert.ok(res.stderr.includes(`its folder ${repo.root} holds HOME (${repo.home})`), res.stderr);
+    assert.match(res.stderr, /Install it elsewhere \(e\.g\. \/usr\/local\/bin or \/opt\/<name>\/bin: not in a folder /);
+    assert.equal(runCount(repo), before, 'no run was made');
+  });
+
+  it('a program linked from a folder the sandbox shows into one that holds HOME is refused, naming both', async () => {
+    const program = script(repo.root, 'linked-byte.sh', '#!/bin/sh\ncat > /dev/null\necho done > done.txt\n');
+    const link = join(repo.bin, 'linked');
+    symlinkSync(program, link);
+    const operatorFile = join(repo.home, '.svc', 'operator.json');
+    const operator = JSON.parse(readFileSync(operatorFile, 'utf8'));
+    writeFileSync(operatorFile, JSON.stringify({ ...operator, providers: { linked: { command: [link] } } }));
+    const before = runCount(repo);
+    const res = await svc(repo, env, ['start', '--brief', 'linked', '--provider', 'linked']);
+    assert.equal(res.code, 1, res.stderr);
+    assert.ok(res.stderr.includes(`runs ${link} (${program}), which its sandbox does not show`), res.stderr);
+    assert.equal(runCount(repo), before, 'no run was made');
+  });
 });
 
 describe('a --worktree run after svc init', () => {
