@@ -117,7 +117,8 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
   const passed = passedValues(plan.passed_env, ctx.env);
   const warning = unsandboxedWarning(mode);
   if (warning) ctx.note(warning);
-  // An unsandboxed agent could read them anyway (docs/engine.md "The agent's environment").
+  // A CLI's credentials as they are: an unsandboxed agent could read svc's environment anyway (docs/engine.md "The
+  // agent's environment").
   if (mode.kind === 'none') return { mode, gate: null, env: { ...cliCredentials(ctx.env), ...passed } };
   const allow = operatorAllowNow(plan, ctx.env, (text) => ctx.note(text));
   // Imported here: an unsandboxed worker loads no egress gate, forwarding or server module, only gate/budgets.ts,

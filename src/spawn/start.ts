@@ -41,8 +41,8 @@ export const PROVIDER_KEY_NAMES: readonly string[] = [...AGENT_NAMES].filter((na
 const AGENT_PREFIXES = ['LC_', 'CLAUDE_CODE_', 'CODEX_', 'GEMINI_', 'AIDER_', 'OPENCODE_'];
 
 /** A credential among the names those prefixes pass: a key, token, secret or password (aider's key list, claude's OAuth
- * token), or opencode's inline config, which may embed keys. The prefix passes none of them; the run's sandbox adds
- * them by name (worker.ts): as they are without a gate, only the gate's placeholder of one it holds with one. */
+ * token), or opencode's inline config, which may embed keys. The prefix passes none of them; the run adds them by name
+ * (worker.ts): as they are without a gate; with one, only as the placeholder of a key the gate holds. */
 export function isCliCredential(name: string): boolean {
   return AGENT_PREFIXES.some((p) => name.startsWith(p)) && SHELL_NAME.test(name) && !isSecretName(name) &&
     (/(KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$/.test(name) || name === 'OPENCODE_CONFIG_CONTENT');
