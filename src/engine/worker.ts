@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { endChildOnExit, exitCodeOf, isChildOf, onEndSignal, openRunContext, type RunContext } from './run-context.ts';
 import { unsandboxedWarning, writePlan, type RunPlan } from './run-plan.ts';
 import { operatorAllowNow, planNow, readPlan } from './plan-reuse.ts';
-import { passedValues } from '../spawn/start.ts';
+import { cliCredentials, passedValues } from '../spawn/start.ts';
 import { createWorktree } from './git.ts';
 import { signalGroup } from './proc-group.ts';
 import { identityOf } from '../proc-stat.ts';
@@ -117,7 +117,9 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
   const passed = passedValues(plan.passed_env, ctx.env);
   const warning = unsandboxedWarning(mode);
   if (warning) ctx.note(warning);
-  if (mode.kind === 'none') return { mode, gate: null, env: passed };
+  // A CLI's credentials as they are: an unsandboxed agent could read svc's environment anyway (docs/engine.md "The
+  // agent's environment").
+  if (mode.kind === 'none') return { mode, gate: null, env: { ...cliCredentials(ctx.env), ...passed } };
   const allow = operatorAllowNow(plan, ctx.env, (text) => ctx.note(text));
   // Imported here: an unsandboxed worker loads no egress gate, forwarding or server module, only gate/budgets.ts,
   // policy.ts and address.ts for its plan and budget pause (docs/gate.md).
@@ -127,6 +129,14 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
     const message = `the run's egress gate did not start: ${errorMessage(err)}`;
     throw new InfraError(message, { beforeAgent: true, cause: err });
   });
+  // A credential under a CLI's prefix reaches a gated agent only as the placeholder of a key the gate holds, or named
+  // by the operator (DESIGN §7a: the gate holds the model keys).
+  const withheld = Object.keys(cliCredentials(ctx.env)).filter((name) => !(name in gate.env) && !(name in passed));
+  if (withheld.length > 0) {
+    ctx.note(`Not passed to the sandboxed agent: ${withheld.join(', ')}, credentials the gate cannot hold (give a ` +
+      'model key under its API\'s own name, e.g. ANTHROPIC_API_KEY, or the CLI\'s own login in its provider home; ' +
+      'the operator\'s "env" passes one on purpose)');
+  }
   return { mode, gate, env: { ...passed, ...gate.env }, providerHome: plannedHomeKey(plan.provider_home) };
 }
 

@@ -40,6 +40,20 @@ export const PROVIDER_KEY_NAMES: readonly string[] = [...AGENT_NAMES].filter((na
 /** Prefixes of the providers' own settings (claude, codex, gemini, aider, opencode) and of the locale. */
 const AGENT_PREFIXES = ['LC_', 'CLAUDE_CODE_', 'CODEX_', 'GEMINI_', 'AIDER_', 'OPENCODE_'];
 
+/** A credential among the names those prefixes pass: a key, token, secret or password (aider's key list, claude's OAuth
+ * token), or opencode's inline config, which may embed keys. The prefix passes none of them; the run adds them by name
+ * (worker.ts): as they are without a gate; with one, only as the placeholder of a key the gate holds. */
+export function isCliCredential(name: string): boolean {
+  return AGENT_PREFIXES.some((p) => name.startsWith(p)) && SHELL_NAME.test(name) && !isSecretName(name) &&
+    (/(KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$/.test(name) || name === 'OPENCODE_CONFIG_CONTENT');
+}
+
+/** svc's values of the isCliCredential names in `env`. */
+export function cliCredentials(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).filter((e): e is [string, string] =>
+    e[1] !== undefined && isCliCredential(e[0])));
+}
+
 /** True when `name` (a credential svc reads, or its _FILE) must never reach an agent's or a tool's environment. */
 export function isSecretName(name: string): boolean {
   return SECRET_NAMES.has(name) || name.endsWith('_FILE') && SECRET_NAMES.has(name.slice(0, -5));
@@ -91,7 +105,7 @@ const KINDS = {
   /** A provider or a check: untrusted, sandboxed. */
   agent: (name: string) => !isSecretName(name) && SHELL_NAME.test(name) && (name.startsWith('SVC_')
     ? SVC_NAMES_PASSED.has(name)
-    : AGENT_NAMES.has(name) || AGENT_PREFIXES.some((p) => name.startsWith(p))),
+    : AGENT_NAMES.has(name) || AGENT_PREFIXES.some((p) => name.startsWith(p)) && !isCliCredential(name)),
   /** git, gh, a browser opener started by svc itself for its own work. */
   tool: (name: string) => !isSecretName(name) && (!name.startsWith('SVC_') || SVC_NAMES_PASSED.has(name)),
   /** The detached run worker and the background Control Plane inherit svc's whole environment. */

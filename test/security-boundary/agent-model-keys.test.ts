@@ -1,7 +1,9 @@
 // The gate holds the model keys (DESIGN §7a), black-box: a key svc's user gives under a model CLI's own variable
 // (codex's CODEX_API_KEY, aider's AIDER_OPENAI_API_KEY and AIDER_ANTHROPIC_API_KEY, which the agent's environment lets
 // through by their CLIs' prefixes) stays with the gate as OPENAI_API_KEY and ANTHROPIC_API_KEY do: a real `svc start`
-// run's agent reads each variable and calls the model through the gate. The model API is a loopback stand-in.
+// run's agent reads each variable and calls the model through the gate. A credential under a CLI's prefix that the gate
+// cannot hold (aider's key list, opencode's inline config, claude's OAuth token) is not in its environment at all. The
+// model API is a loopback stand-in.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server, type IncomingHttpHeaders } from 'node:http';
@@ -15,10 +17,19 @@ import { bwrapWorks } from '../helpers/sandbox.ts';
 const CODEX_KEY = 'sk-real-codex-key-5e1a';
 const AIDER_OPENAI_KEY = 'sk-real-aider-openai-7c2b';
 const AIDER_ANTHROPIC_KEY = 'sk-ant-real-aider-3d9f';
+/** Credentials under a CLI's prefix that the gate has no route for. */
+const UNHELD: Record<string, string> = {
+  AIDER_API_KEY: 'openai=sk-real-aider-list-41aa,anthropic=sk-ant-real-aider-list-41ab',
+  OPENCODE_CONFIG_CONTENT: '{"provider":{"anthropic":{"options":{"apiKey":"sk-ant-real-opencode-8e0c"}}}}',
+  CLAUDE_CODE_OAUTH_TOKEN: 'sk-ant-oat01-real-claude-oauth-6b7d',
+  GEMINI_CLI_ACCESS_TOKEN: 'ya29.real-gemini-token-2f4e',
+  CODEX_REFRESH_TOKEN: 'rt-real-codex-9a1c',
+};
 
 /** Writes what it was given into keys.txt, then calls each model API with it, through whatever base URL it has. */
 const AGENT = `#!/bin/sh
 cat > /dev/null
+env > env.txt
 call() {
   curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@" 2>/dev/null
 }
@@ -32,11 +43,13 @@ call() {
 exit 0
 `;
 
-describe('a model key under a CLI\'s own variable', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' },
+describe('a credential under a CLI\'s own variable', { skip: bwrapWorks ? false : 'bwrap cannot run on this host' },
   () => {
     let repo: TestRepo;
     let model: Server;
     const seen: Array<{ path: string; headers: IncomingHttpHeaders }> = [];
+    let workdir: string;
+    let events: string;
 
     before(async () => {
       model = createServer((req, res) => {
@@ -46,6 +59,18 @@ describe('a model key under a CLI\'s own variable', { skip: bwrapWorks ? false :
       });
       await new Promise<void>((resolve) => model.listen(0, '127.0.0.1', resolve));
       repo = makeRepo({ providers: { keys: AGENT } });
+      const upstream = `http://127.0.0.1:${(model.address() as AddressInfo).port}`;
+      const env: NodeJS.ProcessEnv = {
+        ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+        CODEX_API_KEY: CODEX_KEY, AIDER_OPENAI_API_KEY: AIDER_OPENAI_KEY, AIDER_ANTHROPIC_API_KEY: AIDER_ANTHROPIC_KEY,
+        OPENAI_BASE_URL: upstream, ANTHROPIC_BASE_URL: upstream, AIDER_DARK_MODE: 'true', ...UNHELD,
+      };
+      for (const name of ['SVC_SANDBOX', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY']) delete env[name];
+      const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'read the keys', '--provider', 'keys',
+        '--worktree'], { cwd: repo.repo, env });
+      const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+      workdir = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')).workdir;
+      events = readFileSync(join(repo.repo, '.svc', 'runs', run, 'events.jsonl'), 'utf8');
     });
     after(() => {
       model.close();
@@ -53,19 +78,8 @@ describe('a model key under a CLI\'s own variable', { skip: bwrapWorks ? false :
     });
 
     it('reaches a sandboxed agent only as a placeholder, and its calls through the gate carry the real key',
-      async () => {
-        const upstream = `http://127.0.0.1:${(model.address() as AddressInfo).port}`;
-        const env: NodeJS.ProcessEnv = {
-          ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
-          CODEX_API_KEY: CODEX_KEY, AIDER_OPENAI_API_KEY: AIDER_OPENAI_KEY,
-          AIDER_ANTHROPIC_API_KEY: AIDER_ANTHROPIC_KEY, OPENAI_BASE_URL: upstream, ANTHROPIC_BASE_URL: upstream,
-        };
-        for (const name of ['SVC_SANDBOX', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY']) delete env[name];
-        const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'read the keys', '--provider', 'keys',
-          '--worktree'], { cwd: repo.repo, env });
-        const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
-        const state = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json'));
-        const text = readFileSync(join(state.workdir, 'keys.txt'), 'utf8');
+      () => {
+        const text = readFileSync(join(workdir, 'keys.txt'), 'utf8');
         const value = (name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(text)?.[1] ?? '';
 
         for (const [name, key] of [['codex', CODEX_KEY], ['aider-openai', AIDER_OPENAI_KEY],
@@ -81,4 +95,44 @@ describe('a model key under a CLI\'s own variable', { skip: bwrapWorks ? false :
         assert.equal(anthropic?.headers['x-api-key'], AIDER_ANTHROPIC_KEY, 'and the one aider was given');
         for (const s of seen) assert.doesNotMatch(JSON.stringify(s.headers), /placeholder/);
       });
+
+    it('does not reach a sandboxed agent at all when the gate cannot hold it', () => {
+      const dumped = readFileSync(join(workdir, 'env.txt'), 'utf8');
+      for (const [name, value] of Object.entries(UNHELD)) {
+        assert.ok(!dumped.includes(value), `the agent read ${name}`);
+        assert.doesNotMatch(dumped, new RegExp(`^${name}=`, 'm'), name);
+      }
+      for (const key of [CODEX_KEY, AIDER_OPENAI_KEY, AIDER_ANTHROPIC_KEY]) assert.ok(!dumped.includes(key));
+      assert.match(dumped, /^AIDER_DARK_MODE=true$/m, 'a CLI\'s setting under its prefix still passes');
+    });
+
+    it('is named, without its value, in the run\'s log when it is left out', () => {
+      for (const [name, value] of Object.entries(UNHELD)) {
+        assert.match(events, new RegExp(`\\b${name}\\b`), name);
+        assert.ok(!events.includes(value), `the log holds ${name}'s value`);
+      }
+    });
   });
+
+describe('a credential under a CLI\'s own variable, without a sandbox', () => {
+  let repo: TestRepo;
+  before(() => {
+    repo = makeRepo({ providers: { keys: AGENT } });
+  });
+  after(() => repo.cleanup());
+
+  it('reaches the agent as it is, as nothing confines what the agent could read anyway', async () => {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: 'http://127.0.0.1:9', SVC_SHIP: '0',
+      SVC_SANDBOX: 'none', CODEX_API_KEY: CODEX_KEY, ...UNHELD,
+    };
+    const res = await runChild(process.execPath, [CLI, 'start', '--brief', 'read the keys', '--provider', 'keys',
+      '--worktree'], { cwd: repo.repo, env });
+    const { run } = JSON.parse(res.stdout.trim().split('\n')[0]!) as { run: string };
+    const workdir = readJson(join(repo.repo, '.svc', 'runs', run, 'state.json')).workdir;
+    const dumped = readFileSync(join(workdir, 'env.txt'), 'utf8');
+    for (const [name, value] of Object.entries({ ...UNHELD, CODEX_API_KEY: CODEX_KEY })) {
+      assert.ok(dumped.includes(`${name}=${value}`), name);
+    }
+  });
+});

@@ -41,6 +41,11 @@ describe('childEnv', () => {
     assert.deepEqual(childEnv('agent', shell), { PATH: '/bin', HOME: '/h', SVC_SOURCE: 's', LC_ALL: 'C', TZ: 'UTC',
       CLAUDE_CODE_USE_BEDROCK: '1', ANTHROPIC_API_KEY: 'k', SSL_CERT_FILE: '/c' });
   });
+  it('passes no credential by a CLI\'s prefix: the run adds those by name, or the gate its placeholders', () => {
+    const cli = { CODEX_API_KEY: 'k', AIDER_API_KEY: 'a', CLAUDE_CODE_OAUTH_TOKEN: 't', OPENCODE_CONFIG_CONTENT: '{}',
+      GEMINI_API_KEY: 'g', AIDER_DARK_MODE: '1', CODEX_HOME: '/c' };
+    assert.deepEqual(childEnv('agent', cli), { GEMINI_API_KEY: 'g', AIDER_DARK_MODE: '1', CODEX_HOME: '/c' });
+  });
   it('gives a launcher and a fetcher only their allowlisted names, and a probe PATH and HOME', () => {
     const wide = { ...base, LC_ALL: 'C', HTTPS_PROXY: 'http://p', OPENAI_API_KEY: 'o', SVC_CONTROL_URL: 'http://c',
       GITHUB_API_URL: 'https://ghe.example/api/v3' };
