@@ -5,11 +5,10 @@ import { stripTypeScriptTypes } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { createPipeline, type Handler, type RequestListener } from '../http/pipeline.ts';
 import { MiB } from '../http/body.ts';
-import { HttpError } from '../http/http-error.ts';
+import { checkDatabase } from '../http/http-error.ts';
 import { metricsReply } from '../http/metrics.ts';
 import { json, JSON_HEADERS, type Reply } from '../http/respond.ts';
 import { createStaticFiles } from '../http/static-files.ts';
-import { errorMessage } from '../errors.ts';
 import { busyMet } from '../db/open.ts';
 import type { ControlDeps } from './deps.ts';
 import { listRuns, getRun, deleteRun, getStats, getCostStats } from './handlers/runs.ts';
@@ -53,12 +52,7 @@ const OK: Reply = {
 const getHealth: Handler<ControlDeps> = () => OK;
 
 const getReady: Handler<ControlDeps> = (ctx) => {
-  try {
-    ctx.deps.stores.runs.ping();
-  } catch (err) {
-    ctx.deps.log.error('readiness check failed', { error: errorMessage(err) });
-    throw new HttpError('unavailable', 'Database is not available');
-  }
+  checkDatabase(ctx.deps.log, () => ctx.deps.stores.runs.ping());
   return OK;
 };
 

@@ -1,7 +1,8 @@
 // One error type for both servers, and the one table from the wire's error codes to HTTP statuses (DESIGN §4): a
 // handler throws HttpError(code, message), never a status. The codes are the wire's, not src/errors.ts's.
 
-import { SvcError, type SvcErrorCode } from '../errors.ts';
+import { SvcError, errorMessage, type SvcErrorCode } from '../errors.ts';
+import type { Logger } from '../log.ts';
 
 export const errorStatus = {
   bad_request: 400,
@@ -56,6 +57,16 @@ const HEADER_SAFE_FIELD = /^[A-Za-z0-9_.-]{1,100}$/;
 export function invalidField(field: string, message: string): HttpError {
   const headers: Record<string, string> = HEADER_SAFE_FIELD.test(field) ? { [ERROR_FIELD_HEADER]: field } : {};
   return new HttpError('invalid_param', message, headers);
+}
+
+/** GET /ready's database check on both servers: a failing `probe` is logged (never sent) and answers 503. */
+export function checkDatabase(log: Logger, probe: () => unknown): void {
+  try {
+    probe();
+  } catch (err) {
+    log.error('readiness check failed', { error: errorMessage(err) });
+    throw new HttpError('unavailable', 'Database is not available');
+  }
 }
 
 /** The one error envelope, exactly as the spec says: {"error":{"code","message"}}. */

@@ -16,6 +16,13 @@ export const JSON_TYPE = 'application/json; charset=utf-8';
 /** What sendReply adds to an object body, for JSON a handler sends as ready-made text. */
 export const JSON_HEADERS = { 'content-type': JSON_TYPE, 'cache-control': 'no-store' };
 
+/** If-None-Match (RFC 9110 §13.1.2): `*` or a list of tags, compared weakly (a proxy may have weakened ours). */
+export function matchesEtag(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  if (header.trim() === '*') return true;
+  return header.split(',').some((t) => t.trim().replace(/^W\//, '') === etag);
+}
+
 export function json(status: number, body: unknown, headers: Record<string, string> = {}): Reply {
   return { status, body, headers };
 }

@@ -2,7 +2,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, extname, relative, sep } from 'node:path';
 import { hash } from 'node:crypto';
-import type { Reply } from './respond.ts';
+import { matchesEtag, type Reply } from './respond.ts';
 
 /** Content types by extension: of the UI's files, and of the run files an import or a runner ships. */
 const TYPES: Record<string, string> = {
@@ -86,7 +86,7 @@ export function createStaticFiles(
       'content-security-policy': UI_CSP,
       'x-frame-options': 'DENY',
     };
-    if (ifNoneMatch === file.etag) return { status: 304, headers };
+    if (matchesEtag(ifNoneMatch, file.etag)) return { status: 304, headers };
     return { status: 200, headers, body: file.body };
   };
 }

@@ -49,11 +49,15 @@ describe('GET /v1/runs/:source/:run/artifact/*path', () => {
     assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
   });
 
-  it('answers 304 to a matching If-None-Match', async () => {
+  it('answers 304 to an If-None-Match naming its ETag as given, weakened, in a list or as *', async () => {
     const etag = (await cp.request('GET', `${base}/receipt.json`)).headers.get('etag')!;
-    const res = await cp.request('GET', `${base}/receipt.json`, { headers: { 'if-none-match': `"other", ${etag}` } });
-    assert.equal(res.status, 304);
-    assert.equal(res.text, '');
+    for (const tag of [etag, `W/${etag}`, `"other", ${etag}`, '*']) {
+      const res = await cp.request('GET', `${base}/receipt.json`, { headers: { 'if-none-match': tag } });
+      assert.equal(res.status, 304, tag);
+      assert.equal(res.text, '', tag);
+    }
+    const other = await cp.request('GET', `${base}/receipt.json`, { headers: { 'if-none-match': '"other"' } });
+    assert.equal(other.status, 200);
   });
 
   it('serves nested paths with escaped characters', async () => {

@@ -42,6 +42,18 @@ describe('security', () => {
       assert.equal(parser.retryMs(), 500);
     });
 
+    it('answers 304 to an If-None-Match naming its ETag as given, weakened, in a list or as *', async () => {
+      const etag = (await rawRequest(control.url, '/app.js')).headers.etag as string;
+      for (const tag of [etag, `W/${etag}`, `"other", ${etag}`, '*']) {
+        const res = await rawRequest(control.url, '/app.js', { headers: { 'if-none-match': tag } });
+        assert.equal(res.status, 304, tag);
+        assert.equal(res.text, '', tag);
+        assert.equal(res.headers.etag, etag, tag);
+      }
+      const other = await rawRequest(control.url, '/app.js', { headers: { 'if-none-match': '"other"' } });
+      assert.equal(other.status, 200);
+    });
+
     it('answers 404 for a static path that was not there at boot', async () => {
       const res = await rawRequest(control.url, '/no-such-file.js');
       assert.equal(res.status, 404);

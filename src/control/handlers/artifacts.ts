@@ -2,19 +2,13 @@
 // locked down so an HTML or SVG artifact can never run script in the Control Plane's origin.
 import { HttpError } from '../../http/http-error.ts';
 import type { Handler } from '../../http/pipeline.ts';
+import { matchesEtag } from '../../http/respond.ts';
 import type { ControlDeps } from '../deps.ts';
 import { checkArtifactPath, runParams } from '../params.ts';
 import { safeContentType } from '../ingest-validate.ts';
 
 // `sandbox` without allow-scripts/allow-same-origin gives the document an opaque origin and no script at all.
 const ARTIFACT_CSP = "default-src 'none'; sandbox";
-
-/** RFC 9110 §13.1.2: a list of entity tags or `*`; weak tags compare weakly (same opaque value). */
-function matchesEtag(header: string | undefined, etag: string): boolean {
-  if (!header) return false;
-  if (header.trim() === '*') return true;
-  return header.split(',').some((t) => t.trim().replace(/^W\//, '') === etag);
-}
 
 function attachmentDisposition(path: string): string {
   const name = path.slice(path.lastIndexOf('/') + 1);

@@ -1,11 +1,10 @@
 // GET /health (liveness), GET /ready (it can take work: listening, not shutting down, its database answers) and GET
 // /status (which routes and notifiers are configured: booleans and counts, never values).
-import { HttpError } from '../../http/http-error.ts';
+import { checkDatabase, HttpError } from '../../http/http-error.ts';
 import { json, type Reply } from '../../http/respond.ts';
 import type { ReplyChannel } from '../summary.ts';
 import { SOURCE_NAMES } from '../../webhook-sources.ts';
 import type { TCtx } from '../intake.ts';
-import { errorMessage } from '../../errors.ts';
 import { metricsReply } from '../../http/metrics.ts';
 import { mayRead } from './jobs.ts';
 
@@ -16,12 +15,7 @@ export function getHealth(): Reply {
 /** As the Control Plane's /ready: 200 when a delivery would be queued now, else 503 unavailable. */
 export function getReady(ctx: TCtx): Reply {
   if (!ctx.deps.accepting()) throw new HttpError('unavailable', 'The trigger server is shutting down');
-  try {
-    ctx.deps.queue.depth();
-  } catch (err) {
-    ctx.deps.log.error('readiness check failed', { error: errorMessage(err) });
-    throw new HttpError('unavailable', 'Database is not available');
-  }
+  checkDatabase(ctx.deps.log, () => ctx.deps.queue.depth());
   return json(200, { status: 'ok' });
 }
 
