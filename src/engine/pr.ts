@@ -15,7 +15,7 @@ import { isLoopbackHost } from '../http/guards.ts';
 import { runPageUrl } from '../run-json.ts';
 import { which, withScratch } from '../spawn/svc-paths.ts';
 import { orNull } from '../spawn/tree.ts';
-import { settingOr } from '../settings-registry.ts';
+import { githubFetch } from './github-rest.ts';
 
 /** The run's page on SVC_PUBLIC_URL for its PR body; null when unset, not http(s), or loopback (a dead link). */
 export function publicRunPage(env: NodeJS.ProcessEnv, source: string, run: string): string | null {
@@ -66,33 +66,16 @@ function githubCredential(env: NodeJS.ProcessEnv): { token: string | null; gh: s
   return token ? { token, gh: null } : { token: null, gh };
 }
 
-/** The headers of every GitHub REST call svc makes: this PR, the Control Plane's merge, the trigger's reads. */
-export function githubHeaders(token: string): Record<string, string> {
-  return {
-    authorization: `Bearer ${token}`, accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28',
-    'user-agent': 'svc',
-  };
-}
-
-/** A POST to the GitHub REST API of the pinned target's repository, on the API host the token belongs to. */
-async function githubPost(
-  target: PushTarget, path: string, body: unknown, token: string, env: NodeJS.ProcessEnv,
-): Promise<Response> {
+/** The pinned target's owner/name: the only repository a run's PR and its comments go to. */
+function targetRepo(target: PushTarget): string {
   if (!target.repo) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
-  const base = settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, '');
-  return fetch(`${base}/repos/${target.repo}/${path}`, {
-    method: 'POST',
-    headers: { ...githubHeaders(token), 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(30_000),
-    // Never followed with the token or the body: a 3xx is an answer that is not ok (DESIGN §7a).
-    redirect: 'manual',
-  });
+  return target.repo;
 }
 
 async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
   const { title, branch: head, base, body, draft } = req;
-  const res = await githubPost(req.target, 'pulls', { title, head, base, body, draft }, token, req.env);
+  const res = await githubFetch(req.env, token, 'POST', `/repos/${targetRepo(req.target)}/pulls`,
+    { title, head, base, body, draft });
   const text = await res.text();
   if (!res.ok) {
     throw new FailedError(`GitHub answered ${res.status} when opening the pull request: ${text.slice(0, 300)}`);
@@ -104,9 +87,9 @@ async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
 
 /** gh's `--repo` value, `[HOST/]OWNER/REPO`: gh then never picks the repository from the config's remotes. */
 function ghRepo(target: PushTarget): string {
-  if (!target.repo) throw new RefusedError('Cannot tell the GitHub owner/name of origin');
+  const repo = targetRepo(target);
   const host = remoteHost(target.url);
-  return host ? `${host}/${target.repo}` : target.repo;
+  return host ? `${host}/${repo}` : repo;
 }
 
 function createViaGh(req: PrRequest, gh: string): PrResult {
@@ -217,6 +200,6 @@ export async function commentOnPullRequest(
 ): Promise<void> {
   const token = githubToken(env);
   if (!token) throw new RefusedError(`${NO_CREDENTIALS} (the comment needs a token)`);
-  const res = await githubPost(target, `issues/${number}/comments`, { body }, token, env);
+  const res = await githubFetch(env, token, 'POST', `/repos/${targetRepo(target)}/issues/${number}/comments`, { body });
   if (!res.ok) throw new FailedError(`GitHub answered ${res.status} when commenting on the pull request`);
 }

@@ -2,7 +2,7 @@
 // token anywhere but the API base.
 import { FailedError, UnavailableError } from '../errors.ts';
 import { createHttpsPoster } from './https-post.ts';
-import { githubHeaders } from '../engine/pr.ts';
+import { githubHeaders } from '../engine/github-rest.ts';
 import { tryParseJson } from '../untrusted.ts';
 
 export type GithubApi = ReturnType<typeof createGithubApi>;

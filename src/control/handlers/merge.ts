@@ -11,10 +11,9 @@ import { checkRunReceipt, type Signer } from '../run-receipt.ts';
 import { noteAudit } from '../audited.ts';
 import type { MergeEntry } from '../../db/control-stores.ts';
 import type { Receipt } from '../../engine/receipt.ts';
-import { githubHeaders } from '../../engine/pr.ts';
+import { githubFetch } from '../../engine/github-rest.ts';
 import { obj, str } from '../../untrusted.ts';
 import { errorMessage } from '../../errors.ts';
-import { settingOr } from '../../settings-registry.ts';
 
 /** `signed_by` names the known key whose signature on the run's receipt checks out now, else null. */
 function entryJson(deps: ControlDeps, e: MergeEntry, signer?: Signer | null) {
@@ -117,12 +116,9 @@ async function mergeReceiptPull(
   if (!receipt.head_sha || !/^[0-9a-f]{40}$/.test(receipt.head_sha)) return 'The receipt names no head commit';
   const token = env.GITHUB_TOKEN || env.GH_TOKEN;
   if (!token) return 'No GitHub token (GITHUB_TOKEN or GH_TOKEN) is set for the Control Plane';
-  const apiBase = settingOr(env, 'GITHUB_API_URL').replace(/\/+$/, '');
-  const api = `${apiBase}/repos/${pull.owner}/${pull.repo}/pulls/${pull.number}`;
+  const api = `/repos/${pull.owner}/${pull.repo}/pulls/${pull.number}`;
   try {
-    // Neither call follows a redirect with the token (DESIGN §7a): a 3xx is an answer that is not ok.
-    const got = await fetch(api, { headers: githubHeaders(token), signal: AbortSignal.timeout(30_000),
-      redirect: 'manual' });
+    const got = await githubFetch(env, token, 'GET', api);
     if (!got.ok) {
       return `GitHub answered ${got.status} when reading the pull request: ${(await got.text()).slice(0, 200)}`;
     }
@@ -137,13 +133,7 @@ async function mergeReceiptPull(
       return 'The pull request was merged already, not at the receipt\'s head: it was merged without the merge queue';
     }
     // sha: GitHub refuses the merge (409) if the head moved after we looked (DESIGN §4: merge what the receipt covers).
-    const res = await fetch(`${api}/merge`, {
-      method: 'PUT',
-      headers: { ...githubHeaders(token), 'content-type': 'application/json' },
-      body: JSON.stringify({ sha: receipt.head_sha }),
-      signal: AbortSignal.timeout(30_000),
-      redirect: 'manual',
-    });
+    const res = await githubFetch(env, token, 'PUT', `${api}/merge`, { sha: receipt.head_sha });
     if (res.ok) return null;
     return `GitHub answered ${res.status}: ${(await res.text()).slice(0, 200)}`;
   } catch (err) {

@@ -7,7 +7,7 @@ import { obj, positiveInt, str, textOf, tryParseJson } from '../../untrusted.ts'
 import { deliveryKeys } from '../../webhook-sources.ts';
 import { mayWrite, queueFollowUp, readPullRequestEvent, svcCommand, TRUSTED } from './github-pr.ts';
 import { NotQueued, type Decision, type Received, type TCtx } from '../intake.ts';
-import { githubHeaders } from '../../engine/pr.ts';
+import { githubHeaders } from '../../engine/github-rest.ts';
 import { answerCommand, commentTime } from '../answers.ts';
 import { markdownSummary, type Delivery, type NotifyConfig, type ReplyChannel, type SummaryParts } from '../summary.ts';
 
