@@ -16,6 +16,7 @@ import { runPageUrl } from '../run-json.ts';
 import { which, withScratch } from '../spawn/svc-paths.ts';
 import { orNull } from '../spawn/tree.ts';
 import { githubFetch } from './github-rest.ts';
+import { countOrNull, objOrNull, str, tryParseJson } from '../untrusted.ts';
 
 /** The run's page on SVC_PUBLIC_URL for its PR body; null when unset, not http(s), or loopback (a dead link). */
 export function publicRunPage(env: NodeJS.ProcessEnv, source: string, run: string): string | null {
@@ -80,9 +81,11 @@ async function createViaRest(req: PrRequest, token: string): Promise<PrResult> {
   if (!res.ok) {
     throw new FailedError(`GitHub answered ${res.status} when opening the pull request: ${text.slice(0, 300)}`);
   }
-  const json = JSON.parse(text) as { html_url?: string; number?: number };
-  if (!json.html_url) throw new FailedError('GitHub did not return the pull request URL');
-  return { url: json.html_url, number: json.number ?? null, via: 'rest' };
+  // The answer is another server's: read through typed readers, so an odd one fails the same way as a missing URL.
+  const json = objOrNull(tryParseJson(text));
+  const url = str(json?.html_url);
+  if (!url) throw new FailedError('GitHub did not return the pull request URL');
+  return { url, number: countOrNull(json?.number), via: 'rest' };
 }
 
 /** gh's `--repo` value, `[HOST/]OWNER/REPO`: gh then never picks the repository from the config's remotes. */
