@@ -1,7 +1,7 @@
 // `svc ship`: sends the project's runs to the Control Plane now, by the path every finished run takes (shipper.ts);
 // and before a command that talks to the Control Plane, the project's runs it has not heard the end of, so
 // `svc runs show` finds a run made while no Control Plane ran.
-import { readdirSync, lstatSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parseFlags, type CliIo } from './io.ts';
 import { FailedError, UsageError } from '../errors.ts';
@@ -10,7 +10,7 @@ import { runsDir, runDir, runWorktreeHolding } from '../engine/paths.ts';
 import { pendingRuns } from '../engine/ship-pending.ts';
 import { shipRuns } from '../engine/ship-recovery.ts';
 import { LAST_WORKER_WAIT_MS } from '../engine/last-worker.ts';
-import { keptLocal } from '../engine/plain-tree.ts';
+import { keptLocal, listPlain, openPlainPath, skipReason, withDir } from '../engine/plain-tree.ts';
 import { isValidSegment } from '../engine/ids.ts';
 import { settingChoice } from '../settings-registry.ts';
 import { orNull, realOrNull } from '../spawn/tree.ts';
@@ -32,7 +32,16 @@ export default async function ship(io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(io.argv, { repo: { type: 'string' }, all: { type: 'boolean' } });
   const repo = resolveRepo(values.repo ?? process.cwd());
   const dir = runsDir(repo);
-  const found = lstatSync(dir, { throwIfNoEntry: false }) ? readdirSync(dir).filter(isValidSegment).sort() : [];
+  // Never through a link, as every run folder is opened (openRunFolder): one is named, and skipped.
+  const folder = openPlainPath(realOrNull(repo) ?? repo, ['.svc', 'runs']);
+  const linked = 'failed' in folder && folder.kind === 'link';
+  if (linked) io.stderr(`svc ship: ${dir} ${skipReason('link')}; nothing shipped\n`);
+  const entries = ('failed' in folder ? [] : withDir(folder, () => listPlain(folder)))
+    .filter((e) => isValidSegment(e.name) && (!positionals.length || positionals.includes(e.name)));
+  for (const { name } of entries.filter((e) => e.kind === 'link')) {
+    io.stderr(`svc ship: ${name}: ${join(dir, name)} ${skipReason('link')}; not shipped\n`);
+  }
+  const found = entries.filter((e) => e.kind === 'dir').map((e) => e.name);
   const unknown = positionals.find((run) => !found.includes(run));
   if (unknown !== undefined) throw new UsageError(`No run "${unknown}" under ${dir}`);
   // A run made with SVC_SHIP=0 was meant to stay here: only naming it sends it.

@@ -4,6 +4,7 @@ import { join, basename, dirname, isAbsolute, resolve } from 'node:path';
 import { runSync } from '../spawn/start.ts';
 import { BadInputError, FailedError, RefusedError } from '../errors.ts';
 import { withScratch } from '../spawn/svc-paths.ts';
+import { within } from '../spawn/bwrap-argv.ts';
 import { allPids, blockFor, orNull, readlinkOrNull, readOrNull, realOrNull } from '../spawn/tree.ts';
 import { redactSecrets } from './text.ts';
 
@@ -247,7 +248,7 @@ function refuseTreeIncludes(dir: string, run: GitRun): void {
     return;
   }
   const { own: gitDir, common } = gitDirs(dir, run);
-  const within = (path: string, folders: string[]) => folders.some((f) => path === f || path.startsWith(`${f}/`));
+  const inAny = (path: string, folders: string[]) => folders.some((f) => within(path, f));
   // Each as written and through its links: a tree reached through a link is the same tree.
   const spellings = (path: string) => [path, realSpelling(path)];
   const trees = [resolve(dir), dirname(common)].flatMap(spellings);
@@ -263,8 +264,8 @@ function refuseTreeIncludes(dir: string, run: GitRun): void {
     // Through its links (a folder linked to the checkout is the checkout); /proc/self/cwd and /dev/fd lead wherever
     // the reading git stands, the work tree among them.
     const target = realSpelling(named);
-    if (within(target, gitFolders) && !within(named, ['/proc', '/dev/fd'])) continue;
-    if (within(target, trees) || within(named, ['/proc', '/dev/fd'])) {
+    if (inAny(target, gitFolders) && !inAny(named, ['/proc', '/dev/fd'])) continue;
+    if (inAny(target, trees) || inAny(named, ['/proc', '/dev/fd'])) {
       throw new IncludedTreeConfigError(`The repository's git config (${origin}) includes ${target}, a file of its ` +
         'work tree, which the repository or an agent writes: svc runs no git that reads it. Move that config into ' +
         '.git/config or outside the checkout');

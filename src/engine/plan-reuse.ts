@@ -37,7 +37,7 @@ export function readPlan(dir: string, env: NodeJS.ProcessEnv, worktree: boolean)
 }
 
 /** A plan.json svc on this host did not write for this run folder: nothing a run would do is taken from it. */
-export class UnmarkedPlanError extends RefusedError {
+class UnmarkedPlanError extends RefusedError {
   constructor(dir: string) {
     super(`Refusing to use the run's plan (${planPath(dir)}): it has no valid mark of svc on this host, so svc ` +
       'cannot tell it from a plan someone else wrote (a run\'s agent can plant a run folder in a repository it ' +

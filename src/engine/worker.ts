@@ -1,4 +1,5 @@
-// The worker: one run by the plan its launcher wrote (run-plan.ts), resolving no setting itself.
+// The worker: one run by the plan its launcher wrote (run-plan.ts), resolving no setting itself but the wait before
+// its automatic retry (SVC_INFRA_RETRY_WAIT_S): a pause, not a choice of how the run goes, so not kept in the plan.
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { endChildOnExit, exitCodeOf, isChildOf, onEndSignal, openRunContext, type RunContext } from './run-context.ts';

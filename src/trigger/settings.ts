@@ -1,6 +1,5 @@
 // Trigger server settings resolved from flags and environment in one place; only main.ts and the CLI call this.
-import { svcCliPath, svcHomeOf } from '../spawn/svc-paths.ts';
-import { homedir } from 'node:os';
+import { homeOf, svcCliPath, svcHomeOf } from '../spawn/svc-paths.ts';
 import { join, resolve } from 'node:path';
 import type { NotifyConfig } from './summary.ts';
 import { isLoopbackHost } from '../http/guards.ts';
@@ -86,7 +85,7 @@ function resolveRepos(
 
 /** Outside ~/.svc, so their agents see their git. */
 export function checkoutsDirOf(env: NodeJS.ProcessEnv, cwd: string): string {
-  return resolve(cwd, env.SVC_TRIGGER_CHECKOUTS ?? join(env.HOME || homedir(), '.local', 'share', 'svc', 'checkouts'));
+  return resolve(cwd, env.SVC_TRIGGER_CHECKOUTS ?? join(homeOf(env), '.local', 'share', 'svc', 'checkouts'));
 }
 
 export function triggerDbOf(env: NodeJS.ProcessEnv, cwd: string, flag?: string): string {

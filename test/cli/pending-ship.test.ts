@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import {
-  chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync,
+  chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -254,6 +255,38 @@ describe('svc ship with a run the Control Plane refuses', () => {
       repo.cleanup();
     }
   });
+});
+
+describe('svc ship with links in .svc/runs', () => {
+  it('names and skips a link at a run\'s folder or at .svc/runs, following neither, and counts no file as a run',
+    async () => {
+      const repo = makeRepo({ providers: { fake: EDIT_SCRIPT } });
+      const cp = await startTestControl();
+      try {
+        const env = { ...process.env, ...GIT_ENV, HOME: repo.home, SVC_CONTROL_URL: cp.url };
+        await prepareRun({ input: 'a brief', forceBrief: true, pr: false, worktree: true, provider: 'fake',
+          repo: repo.repo, runId: 'rlive1', env });
+        const runs = join(repo.repo, '.svc', 'runs');
+        symlinkSync(join(runs, 'rlive1'), join(runs, 'rlink1'));
+        writeFileSync(join(runs, 'rfile1'), '');
+        const ship = () => runChild(process.execPath, [CLI, 'ship', '--repo', repo.repo], { cwd: repo.home, env });
+        const res = await ship();
+        assert.equal(res.code, 0, res.stderr);
+        assert.equal(res.stderr, `svc ship: rlink1: ${join(runs, 'rlink1')} is a symbolic link (never followed); ` +
+          'not shipped\n');
+        assert.equal(res.stdout, `Shipped 1 run to ${cp.url}\n`);
+
+        renameSync(runs, join(repo.repo, '.svc', 'elsewhere'));
+        symlinkSync(join(repo.repo, '.svc', 'elsewhere'), runs);
+        const linked = await ship();
+        assert.equal(linked.code, 0, linked.stderr);
+        assert.equal(linked.stderr, `svc ship: ${runs} is a symbolic link (never followed); nothing shipped\n`);
+        assert.equal(linked.stdout, 'Shipped 0 runs\n');
+      } finally {
+        await cp.close();
+        repo.cleanup();
+      }
+    });
 });
 
 describe('a run made with SVC_SHIP=0', () => {

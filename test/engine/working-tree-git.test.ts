@@ -95,6 +95,13 @@ describe('svc\'s git on a working tree', () => {
     }
   });
 
+  // A repository at the filesystem root has every file in its work tree: no include can be outside it.
+  it('refuses any include of a repository whose work tree is the filesystem root', () => {
+    const atRoot: GitRun = (_cwd, argv) => argv.includes('rev-parse') ? '/.git\n/.git\n'
+      : 'file:/.git/config\0include.path\n/etc/shared.gitconfig\0';
+    assert.throws(() => treeGit('/', atRoot), IncludedTreeConfigError);
+  });
+
   it('fails the run as the agent\'s, naming it, when the agent leaves a FIFO .gitattributes', async () => {
     repo = makeRepo({ providers: { fake: MAKES_FIFO } });
     const res = await start(repo, ['--worktree'], 60_000);
