@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { repoForTests, readJson, processesMentioning, CLI, AGENT_STATE } from './fixtures.ts';
+import { repoForTests, readJson, processesEnded, processesMentioning, CLI, AGENT_STATE } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
@@ -46,6 +46,8 @@ describe('provider lifecycle', () => {
     assert.equal(stop.code, 0, stop.stderr);
     await waitFor(() => (state(run).status === 'stopped' ? true : null), 'the run to stop');
     await waitFor(() => processesMentioning(toolFile).length === 0 || null, 'the detached tool to be gone');
+    // Its worker goes on past the stop (its last writes): a folder removed under it is left half there.
+    await processesEnded(repo.root);
   });
 
   it('re-invokes a provider that exits with the answer unread in $SVC_ANSWER_FILE', async () => {
@@ -59,5 +61,6 @@ describe('provider lifecycle', () => {
     const done = await waitFor(finished, 'the run to finish');
     assert.equal(done.status, 'succeeded', done.error);
     assert.match(readFileSync(join(done.workdir, 'a.txt'), 'utf8'), /forty-two/);
+    await processesEnded(repo.root);
   });
 });
