@@ -1,5 +1,6 @@
 // A plan written before, as a later start takes it (docs/engine.md): the worker reads its launcher's, a retry, resume
 // or verify an earlier run's; what a plan runs by is judged again against the operator's files as they are now.
+import { timingSafeEqual } from 'node:crypto';
 import { lstatSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
@@ -13,14 +14,14 @@ import { within } from '../spawn/bwrap-argv.ts';
 import { orNull } from '../spawn/tree.ts';
 import { resolveSandbox, startedByServer } from '../spawn/sandbox-mode.ts';
 import { tryReadState } from './run-state.ts';
-import { isPlanMark, localBy, PLAN_MARK_FILE, policySandbox, refusingToStart, type RunPlan } from './run-plan.ts';
+import { localBy, PLAN_MARK_FILE, planMark, policySandbox, refusingToStart, type RunPlan } from './run-plan.ts';
 
 const planPath = (dir: string) => join(dir, 'plan.json');
 
 /**
  * The plan, provided it is svc's own file (readOwnFile: a plan another user planted could, say, run no sandbox) and
- * bears the mark svc on this host made for this folder (plan-mark.ts: a run's agent writes as the same user, so only
- * the mark tells svc's plan from one it planted). `worktree`: the run's state.json `worktree`, which the mark binds.
+ * bears the mark svc on this host made for this folder (planMark: a run's agent writes as the same user, so only the
+ * mark tells svc's plan from one it planted). `worktree`: the run's state.json `worktree`, which the mark binds.
  */
 export function readPlan(dir: string, env: NodeJS.ProcessEnv, worktree: boolean): RunPlan {
   const bytes = readOwnFile(dir, 'plan.json', MAX_PLAN);
@@ -31,8 +32,12 @@ export function readPlan(dir: string, env: NodeJS.ProcessEnv, worktree: boolean)
       'by an older svc or its folder was changed. Nothing is resolved again for a run made before: retry it ' +
       '(a new run, planned anew when the old one has no plan)');
   }
-  const mark = readOwnFile(dir, PLAN_MARK_FILE, 128);
-  if (mark === null || !isPlanMark(env, dir, worktree, bytes, mark)) throw new UnmarkedPlanError(dir);
+  // The mark writePlan made for these bytes in this folder (an HMAC-SHA256, in hex): its shape checked first, since
+  // timingSafeEqual compares only buffers of one length, then compared in constant time.
+  const mark = readOwnFile(dir, PLAN_MARK_FILE, 128)?.toString('utf8').trim();
+  const marked = mark !== undefined && /^[0-9a-f]{64}$/.test(mark) &&
+    timingSafeEqual(Buffer.from(mark, 'hex'), planMark(env, dir, worktree, bytes));
+  if (!marked) throw new UnmarkedPlanError(dir);
   return plan as unknown as RunPlan;
 }
 

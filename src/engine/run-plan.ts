@@ -1,5 +1,5 @@
 // A run's plan: everything the run may do, resolved once by its launcher, kept as plan.json (plan-reuse.ts reads it).
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative } from 'node:path';
 import { FailedError, RefusedError } from '../errors.ts';
@@ -133,7 +133,7 @@ export function policySandbox(file: ReturnType<typeof loadPolicyFile>, server: b
   throw new TrustNeededError(trustNeeded(widening, file.path, trust === 'changed', 'set SVC_SANDBOX=none yourself'));
 }
 
-/** Written by the launcher, beside state.json, before the run's worker starts, with its mark (plan-mark.ts), which
+/** Written by the launcher, beside state.json, before the run's worker starts, with its mark (planMark below), which
  * readPlan checks; never changed after. `worktree`: the run's state.json `worktree`, which the mark binds. */
 export function writePlan(dir: string, plan: RunPlan, worktree: boolean, env: NodeJS.ProcessEnv): void {
   const bytes = Buffer.from(JSON.stringify(plan, null, 2) + '\n');
@@ -242,7 +242,6 @@ function refuseOutsideView(provider: ResolvedProvider, repo: string, workdir: st
 // plan.json's exact bytes and where the run works. An agent writes files as the person, so no owner check tells a
 // plan svc wrote from one it planted (docs/engine.md "The run's plan"); only the mark does. Never shown to anyone.
 export const PLAN_MARK_FILE = 'plan.mark';
-const MARK_BYTES = 32;
 const KEY_BYTES = 32;
 
 /**
@@ -280,11 +279,4 @@ export function planMark(env: NodeJS.ProcessEnv, dir: string, worktree: boolean,
   const project = projectOf(dir);
   const where = JSON.stringify([realOrNull(project) ?? project, basename(dir), worktree]);
   return createHmac('sha256', planKey(env)).update(where).update('\0').update(plan).digest();
-}
-
-/** Whether `mark` (the file's bytes, hex) is the plan's, compared in constant time once its length is right. */
-export function isPlanMark(env: NodeJS.ProcessEnv, dir: string, worktree: boolean, plan: Buffer, mark: Buffer) {
-  const text = mark.toString('utf8').trim();
-  if (!/^[0-9a-f]+$/.test(text) || text.length !== MARK_BYTES * 2) return false;
-  return timingSafeEqual(Buffer.from(text, 'hex'), planMark(env, dir, worktree, plan));
 }

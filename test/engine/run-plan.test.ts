@@ -13,8 +13,9 @@ import { join } from 'node:path';
 import { makeRepo, readJson, CLI, GIT_ENV, type TestRepo } from './fixtures.ts';
 import { runChild } from '../helpers/run-child.ts';
 import { bwrapWorks } from '../helpers/sandbox.ts';
-import { refuseServersBuiltin, serverShare } from '../../src/engine/plan-reuse.ts';
-import type { RunPlan } from '../../src/engine/run-plan.ts';
+import { readPlan, refuseServersBuiltin, serverShare } from '../../src/engine/plan-reuse.ts';
+import { writePlan, type RunPlan } from '../../src/engine/run-plan.ts';
+import { RefusedError } from '../../src/errors.ts';
 import { keptLocal, MAX_PLAN } from '../../src/engine/plain-tree.ts';
 
 
@@ -141,6 +142,30 @@ describe('a run plan resolved once', () => {
       assert.match((await svc(['--verify', retry])).stderr, /has no valid mark/, 'another run\'s plan and mark');
       assert.equal(readFileSync(join(dirOf(run), 'state.json'), 'utf8'), state, 'the run is as it was');
     });
+});
+
+describe('a plan\'s mark', () => {
+  const home = mkdtempSync(join(tmpdir(), 'svc-mark-'));
+  const dir = join(home, 'project', '.svc', 'runs', 'r1');
+  const env = { HOME: home };
+  const plan = { policy: {}, provider: {}, passed_env: [], sandbox: { kind: 'bwrap' }, push_target: null, notes: [] };
+  after(() => rmSync(home, { recursive: true, force: true }));
+
+  it('is refused as no mark of svc when it is not the 64 hex digits svc writes, and never throws another error', () => {
+    mkdirSync(dir, { recursive: true });
+    writePlan(dir, plan as unknown as RunPlan, false, env);
+    assert.deepEqual(readPlan(dir, env, false), plan);
+    const made = readFileSync(join(dir, 'plan.mark'), 'utf8').trim();
+    // Too short, too long, upper case, not hex: each a mark whose length or shape timingSafeEqual must not be given.
+    for (const mark of [made.slice(2), `${made}00`, made.toUpperCase(), `${made.slice(1)}g`, '']) {
+      rmSync(join(dir, 'plan.mark'));
+      writeFileSync(join(dir, 'plan.mark'), mark + '\n', { mode: 0o644 });
+      assert.throws(() => readPlan(dir, env, false), (err: Error) => err instanceof RefusedError, mark);
+    }
+    rmSync(join(dir, 'plan.mark'));
+    writeFileSync(join(dir, 'plan.mark'), made + '\n', { mode: 0o644 });
+    assert.throws(() => readPlan(dir, env, true), RefusedError, 'the mark binds whether the run works in a worktree');
+  });
 });
 
 describe('a server starting again a run a person planned (serverShare)', () => {
