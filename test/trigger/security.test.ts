@@ -258,6 +258,27 @@ describe('security', () => {
     });
   }
 
+  // A Teams message's id is the millisecond it was posted in its channel (the fixture's 1485983408511): two channels
+  // of the team the outgoing webhook serves can post under one id, and neither is a copy of the other.
+  it('queues /chatb messages of one activity id from two channels, and still one per channel', async () => {
+    const before = rowCount(t.stores.db, 'jobs');
+    const message = (channel: string, text: string) => {
+      const raw = withJson('teams-outgoing-webhook-message-mention.json', (v) => {
+        Object.assign(v, { id: '1700000000123', timestamp: new Date().toISOString(), text: `<at>svc</at> ${text}` });
+        v.conversation = { id: `${channel};messageid=1700000000123` };
+        v.channelData = { teamsChannelId: channel, teamsTeamId: '19:team@thread.skype' };
+      });
+      return post(`${t.url}/chatb`, raw, { authorization: sign.chatb(SECRETS.CHATB_SECURITY_TOKEN, raw) });
+    };
+    const first = await message('19:one@thread.skype', 'fix the login page');
+    assert.match(first.body.text as string, /^Queued svc job j/);
+    const other = await message('19:two@thread.skype', 'fix the billing page');
+    assert.match(other.body.text as string, /^Queued svc job j/, JSON.stringify(other.body));
+    const again = await message('19:one@thread.skype', 'fix the login page, re-serialised');
+    assert.equal(again.body.status, 'duplicate');
+    assert.equal(rowCount(t.stores.db, 'jobs'), before + 2);
+  });
+
   describe('/jobs', () => {
     const body = (b: string): string => JSON.stringify({ brief: b });
     it('refuses a missing or wrong bearer token with 401 and WWW-Authenticate', async () => {

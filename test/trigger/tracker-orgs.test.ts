@@ -6,12 +6,17 @@
 // organization c8986123-…, Jira site helloworld-test.atlassian.net.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  fixture, makeRepo, post, rowCount, SECRETS, sign, startTestTrigger, tempDir, withJson, type TestTrigger,
+  fixture, get, makeRepo, post, rowCount, SECRETS, sign, startTestTrigger, tempDir, withJson, type TestTrigger,
 } from './helpers.ts';
 import { resolveTriggerSettings } from '../../src/trigger/settings.ts';
 import { BadSettingError } from '../../src/errors.ts';
+import { createHttpsPoster } from '../../src/trigger/https-post.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+import { makeCert, startStandIn, type Cert, type StandIn } from './standins.ts';
 
 const INSTALLATION = 'a8e5d37a-696c-4c54-adb5-b3f28d64c7de';
 const ORGANIZATION = 'c8986123-11f1-4eef-8227-55102f7eac46';
@@ -132,6 +137,80 @@ describe('POST /errtrack, /trackera and /trackerb without a pinned account', () 
       assert.equal(res.status, 202, JSON.stringify(res.body));
     });
   }
+});
+
+// Jira issue keys (KAN-31) and comment ids are each site's own, and TRACKERB_BASE_URL is one site: with several sites
+// pinned, a job's summary and question go only to its own site's issue, and an answer only from there. The stand-in
+// Jira is the site TRACKERB_BASE_URL names (its host, 127.0.0.1:<port>); OTHER_SITE shares the signing secret.
+describe('POST /trackerb with several sites pinned', () => {
+  const OTHER_SITE = 'other-site.atlassian.net';
+  const bearer = { authorization: `Bearer ${SECRETS.SVC_API_TOKEN}` };
+  let dir: string;
+  let cert: Cert;
+  let jira: StandIn;
+  let t: TestTrigger;
+
+  before(async () => {
+    dir = tempDir('svc-sites-');
+    cert = makeCert(dir);
+    jira = await startStandIn(cert);
+    // Only acc-member may be assigned the issue; comments are created.
+    const assignable = (path: string) => (path.includes('accountId=acc-member') ? [{ accountId: 'acc-member' }] : []);
+    jira.respond = (req) => (req.method === 'GET'
+      ? { status: 200, body: JSON.stringify(assignable(req.path)) } : { status: 201, body: '{}' });
+    t = await startTestTrigger({
+      TRACKERB_SITES: `${new URL(jira.url).host},${OTHER_SITE}`, TRACKERB_BASE_URL: jira.url,
+      TRACKERB_EMAIL: 'bot@example.test', TRACKERB_API_TOKEN: 'jira-token-15', SVC_TRIGGER_CONCURRENCY: '4',
+    }, { post: createHttpsPoster({ ca: cert.cert }) });
+  });
+  after(async () => {
+    await t.cleanup();
+    await jira.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function deliver(body: Record<string, unknown>) {
+    const raw = Buffer.from(JSON.stringify(body));
+    return post(`${t.url}/trackerb`, raw, { ...trackerb(raw), 'x-atlassian-webhook-identifier': randomUUID() });
+  }
+  const self = (site: string, rest: string) => `https://${site}/rest/api/2/${rest}`;
+  const issue = (site: string, key: string, summary: string) => deliver({
+    webhookEvent: 'jira:issue_created',
+    issue: { id: '10031', key, self: self(site, 'issue/10031'),
+      fields: { summary, labels: ['svc'], project: { key: 'KAN' } } },
+  });
+  const comments = (key: string) => jira.requests.filter((r) => r.path === `/rest/api/3/issue/${key}/comment`);
+
+  it('never posts a job of another site\'s issue on the issue of the same key at TRACKERB_BASE_URL', async () => {
+    const queued = await issue(OTHER_SITE, 'KAN-31', 'fix the other site\'s login');
+    assert.equal(queued.status, 202, JSON.stringify(queued.body));
+    const id = queued.body.job_id as string;
+    // Its run ended, and its summary was sent, skipped or never had anywhere to go.
+    await waitFor(async () => (await get(`${t.url}/jobs/${id}`, bearer)).body.status === 'succeeded'
+      && (t.stores.replies.get(id)?.notify_status ?? 'none') !== null, 'the job to end and its summary to be done');
+    assert.deepEqual(comments('KAN-31').filter((r) => r.body.includes(id)).map((r) => r.body), []);
+  });
+
+  it('never takes an answer from another site\'s issue of the same key', async () => {
+    const queued = await issue(new URL(jira.url).host, 'KAN-41', 'ask-question pick a queue');
+    const id = queued.body.job_id as string;
+    await waitFor(() => comments('KAN-41').find((r) => r.body.includes('waiting for an answer')), 'the question');
+    const answer = (site: string, commentId: string) => deliver({
+      webhookEvent: 'comment_created', issue: { key: 'KAN-41', self: self(site, 'issue/10041') },
+      comment: { id: commentId, body: '/svc answer the fast queue', author: { accountId: 'acc-member' },
+        created: new Date().toISOString().replace('Z', '+0000'), self: self(site, `issue/10041/comment/${commentId}`) },
+    });
+    const foreign = await answer(OTHER_SITE, '50001');
+    assert.equal(foreign.body.status, 'skipped', JSON.stringify(foreign.body));
+    // The same comment id on the job's own site is another comment: it answers.
+    const own = await answer(new URL(jira.url).host, '50001');
+    assert.equal(own.body.status, 'answered', JSON.stringify(own.body));
+    const done = await waitFor(async () => {
+      const job = (await get(`${t.url}/jobs/${id}`, bearer)).body;
+      return job.status === 'succeeded' ? job : null;
+    }, 'the job to end');
+    assert.deepEqual((done.answers as Array<Record<string, unknown>>).map((a) => a.outcome), ['answered']);
+  });
 });
 
 describe('pinned account settings', () => {

@@ -50,7 +50,8 @@ const TEAMS: ChatVoice = {
 
 export function readChatbDelivery(ctx: TCtx, { body }: Received): Decision {
   const activity = readChatb(body);
-  const keys = activity.id ? [`chatb:activity:${activity.id}`] : [];
+  // A message's id is the millisecond it was posted in its channel: two channels can share one.
+  const keys = activity.id ? [`chatb:activity:${activity.channel ?? ''}:${activity.id}`] : [];
   // No reply channel (chatb cannot be posted to later): the target only names the thread an answer finds its job by.
   const reply = activity.channel
     ? { channel: 'chatb', target: { thread: chatThread('chatb', activity.channel) } } as const : undefined;

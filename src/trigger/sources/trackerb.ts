@@ -118,16 +118,34 @@ export function readTrackerb(
   return { kind: 'job', key, text, project };
 }
 
-export function readTrackerbDelivery(ctx: TCtx, { body }: Received): Decision {
-  // A site's issue keys are its own: another site's comment answers nothing, its issue routes nowhere. The site is the
-  // host of the issue's (or comment's) REST address; the admin webhook's payload names it nowhere else.
+/** The site a delivery was sent for: the host of the issue's (or comment's) REST address, which the admin webhook's
+ * payload names nowhere else; lower case, as TRACKERB_SITES is read. */
+function siteOf(body: Obj): string | null {
   const self = str(obj(body.issue).self) ?? str(obj(body.comment).self);
-  const stranger = !pinnedIn(ctx.deps.settings.orgs.trackerb, self === null ? null : URL.parse(self)?.host);
-  const answered = stranger ? null : answerFromTrackerb(ctx, body);
+  return (self === null ? null : URL.parse(self)?.host.toLowerCase()) ?? null;
+}
+
+/**
+ * Whether the comment account (TRACKERB_BASE_URL, one site) comments on this site's issues. With several sites pinned,
+ * only on its own: another site's KAN-31 is a different issue from the one its key names there.
+ */
+function commentsOn(ctx: TCtx, site: string | null): boolean {
+  const pins = ctx.deps.settings.orgs.trackerb;
+  const base = ctx.deps.settings.notify.trackerb?.baseUrl;
+  return pins === null || pins.size < 2 || (base !== undefined && URL.parse(base)?.host.toLowerCase() === site);
+}
+
+export function readTrackerbDelivery(ctx: TCtx, { body }: Received): Decision {
+  // A site's issue keys and comment ids are its own: another site's comment answers nothing, its issue routes nowhere.
+  const site = siteOf(body);
+  const stranger = !pinnedIn(ctx.deps.settings.orgs.trackerb, site);
+  const answered = stranger ? null : answerFromTrackerb(ctx, body, site);
   if (answered) return { kind: 'reply', reply: answered };
   const input = readTrackerb(body, ctx.deps.settings.trackerbFilter);
   if (input.kind === 'skip') return input;
-  const reply = { channel: 'trackerb', target: { issue_key: input.key, thread: trackerbThread(input.key) } } as const;
+  // No reply target, so no summary or question there and no answer from there: the job still runs.
+  const target = { issue_key: input.key, thread: trackerbThread(site, input.key) };
+  const reply = commentsOn(ctx, site) ? { channel: 'trackerb', target } as const : undefined;
   return { kind: 'job', text: input.text, route: input.project, stranger, reply };
 }
 
@@ -172,8 +190,8 @@ export const trackerbReply: ReplyChannel = {
 // An answer is a `/svc answer <text>` comment on the issue by someone the tracker says could be assigned it (asked
 // with the comment account, TRACKERB_*: without it none is taken).
 
-function trackerbThread(key: string): string {
-  return `trackerb:${key.toUpperCase()}`;
+function trackerbThread(site: string | null, key: string): string {
+  return `trackerb:${site ?? ''}/${key.toUpperCase()}`;
 }
 
 /** Whether the account is assignable to the issue, or why that cannot be known. */
@@ -205,7 +223,7 @@ function trackerbApi(tb: { baseUrl: string; email: string; token: string }, path
 }
 
 /** A created `/svc answer <text>` comment's reply; null when the event is not one. */
-function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply> | null {
+function answerFromTrackerb(ctx: TCtx, body: Obj, site: string | null): Promise<Reply> | null {
   if (eventName(body) !== 'comment_created') return null;
   const comment = obj(body.comment);
   const command = answerCommand(flattenAdf(comment.body));
@@ -215,10 +233,11 @@ function answerFromTrackerb(ctx: TCtx, body: Obj): Promise<Reply> | null {
   // The account, not the name it shows, which the person can change.
   const who = accountId.slice(0, 100);
   const commentId = (str(comment.id) ?? '').slice(0, 40);
+  const commentKey = commentId ? [`trackerb:comment:${site ?? ''}/${commentId}`] : [];
   return ctx.deps.answers.reply({
-    origin: 'trackerb', thread: trackerbThread(key), ...command, who, writtenAt: commentTime(comment.created),
+    origin: 'trackerb', thread: trackerbThread(site, key), ...command, who, writtenAt: commentTime(comment.created),
     refusal: teamRefusal(ctx.deps.settings.repos), standing: () => onIssueTeam(ctx, key, accountId),
     place: `trackerb issue ${key} comment ${commentId}`,
-    keys: deliveryKeys('trackerb', ctx.req.headers, ctx.raw, ...(commentId ? [`trackerb:comment:${commentId}`] : [])),
+    keys: deliveryKeys('trackerb', ctx.req.headers, ctx.raw, ...commentKey),
   });
 }
