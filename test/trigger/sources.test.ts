@@ -214,6 +214,13 @@ describe('errtrack brief', () => {
     assert.equal(await resolveInsideRepo(repo, '/src/app.js'), 'src/app.js');
     assert.equal(await resolveInsideRepo(repo, '.git/config'), null);
   });
+  it('routes an alert by the project its Sentry address names, not by a field the reporting SDK could set', () => {
+    const payload = json('sentry-event-alert-triggered.json');
+    (payload.data as { event: Record<string, unknown> }).event.project_slug = 'payments';
+    const alert = readErrtrackAlert('event_alert', payload);
+    assert.ok(!('skip' in alert));
+    assert.equal(alert.projectSlug, 'front-end');
+  });
   it('skips resources that are not alerts or new issues', () => {
     assert.ok('skip' in readErrtrackAlert('installation', { action: 'created', data: {} }));
     assert.ok('skip' in readErrtrackAlert('issue', { action: 'resolved', data: { issue: {} } }));

@@ -62,7 +62,8 @@ export function readErrtrackAlert(resource: string | undefined, payload: Obj) {
       release,
       environment: textOf(event.environment) ?? tag(event, 'environment'),
       fileCandidates: [...frameFiles(event), ...[textOf(metadata.filename)].filter((x): x is string => x !== null)],
-      projectSlug: textOf(event.project_slug) ?? slugFromUrl(textOf(event.url)),
+      // From the event's API address, which Sentry writes; never a field the reporting SDK could have set.
+      projectSlug: slugFromUrl(textOf(event.url)),
     };
   }
   if (issue && (resource === undefined || resource === 'issue')) {
