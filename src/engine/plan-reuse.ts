@@ -6,7 +6,9 @@ import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { errorMessage, FailedError, RefusedError } from '../errors.ts';
 import { loadPolicyFile } from './policy.ts';
-import { decideSettings, loadOperatorConfig, OPERATOR_FILES, readEngineConfigFile, trustOf } from './config.ts';
+import {
+  cappedLimits, decideSettings, loadOperatorConfig, OPERATOR_FILES, readEngineConfigFile, trustOf,
+} from './config.ts';
 import { isBuiltin, resolveProvider, type ResolvedProvider } from './providers.ts';
 import { MAX_PLAN, readOwnFile } from './plain-tree.ts';
 import { objOrNull, tryParseJson } from '../untrusted.ts';
@@ -146,13 +148,25 @@ export function refuseWithdrawnProvider(plan: RunPlan, env: NodeJS.ProcessEnv, w
 }
 
 /**
- * The plan a start of it goes by: serverShare's, with the environment names the plan passes that the authority that
- * planned it still grants (passedNow).
+ * The plan a start of it goes by: serverShare's, with its limits within the operator's caps of now (limitsNow) and
+ * the environment names the plan passes that the authority that planned it still grants (passedNow).
  */
 export function planNow(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string, repo: string,
   note: (text: string) => void): RunPlan {
   const shared = serverShare(plan, env, workdir, note);
-  return { ...shared, passed_env: passedNow(shared, env, repo, note) };
+  return { ...shared, policy: limitsNow(shared, env, note), passed_env: passedNow(shared, env, repo, note) };
+}
+
+/**
+ * The plan's policy with its limits held within the operator's caps as they are at this start: a cap the operator
+ * lowered since holds for a resumed, verified or retried run too, each limit lowered said through `note` as a new run's
+ * is. An operator's file that cannot be read now refuses the start, as it refuses a new run (there is no cap to leave
+ * out).
+ */
+function limitsNow(plan: RunPlan, env: NodeJS.ProcessEnv, note: (text: string) => void): RunPlan['policy'] {
+  const capped = cappedLimits(plan.policy.limits, loadOperatorConfig(env).limits);
+  for (const text of capped.notes) note(text);
+  return { ...plan.policy, limits: capped.limits };
 }
 
 /**

@@ -40,12 +40,13 @@ export const PROVIDER_KEY_NAMES: readonly string[] = [...AGENT_NAMES].filter((na
 /** Prefixes of the providers' own settings (claude, codex, gemini, aider, opencode) and of the locale. */
 const AGENT_PREFIXES = ['LC_', 'CLAUDE_CODE_', 'CODEX_', 'GEMINI_', 'AIDER_', 'OPENCODE_'];
 
-/** A credential among the names those prefixes pass: a key, token, secret or password (aider's key list, claude's OAuth
- * token), or opencode's inline config, which may embed keys. The prefix passes none of them; the run adds them by name
- * (worker.ts): as they are without a gate; with one, only as the placeholder of a key the gate holds. */
+/** A credential among the names those prefixes pass: a key, token, secret, password or passphrase (aider's key list,
+ * claude's OAuth token and client key passphrase), or opencode's inline config, which may embed keys. The prefix
+ * passes none of them; the run adds them by name (worker.ts): as they are without a gate; with one, only as the
+ * placeholder of a key the gate holds. */
 export function isCliCredential(name: string): boolean {
   return AGENT_PREFIXES.some((p) => name.startsWith(p)) && SHELL_NAME.test(name) && !isSecretName(name) &&
-    (/(KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$/.test(name) || name === 'OPENCODE_CONFIG_CONTENT');
+    (/(KEY|TOKEN|SECRET|PASSWORD|PASSPHRASE|CREDENTIALS?)$/.test(name) || name === 'OPENCODE_CONFIG_CONTENT');
 }
 
 /** svc's values of the isCliCredential names in `env`. */

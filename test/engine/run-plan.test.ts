@@ -287,3 +287,47 @@ describe('a run without a worktree', () => {
     }
   });
 });
+
+/** Writes the file-size limit it runs under (`ulimit -f`, blocks) to limit-<n>.txt; fails its first invocation. */
+const RECORDS_LIMIT = `#!/bin/sh
+cat > /dev/null
+n=$(ls limit-*.txt 2>/dev/null | wc -l)
+ulimit -f > limit-$n.txt
+if [ "$n" -gt 0 ]; then echo fixed >> a.txt; exit 0; fi
+exit 3
+`;
+
+describe('an earlier plan started again under the operator\'s caps of now', () => {
+  let repo: TestRepo;
+  let env: NodeJS.ProcessEnv;
+  const dirOf = (r: string) => join(repo.repo, '.svc', 'runs', r);
+  const svc = (args: string[]) => runChild(process.execPath, [CLI, 'start', ...args], { cwd: repo.repo, env });
+  const runOf = (stdout: string) => (JSON.parse(stdout.trim().split('\n')[0]!) as { run: string }).run;
+  const limitIn = (dir: string, n: number) => Number(readFileSync(join(dir, `limit-${n}.txt`), 'utf8').trim());
+
+  before(() => {
+    repo = makeRepo({ providers: { agent: RECORDS_LIMIT }, policy: { checks: [], limits: { file_mb: 4096 } } });
+    env = { PATH: process.env.PATH, HOME: repo.home, LANG: 'C', ...GIT_ENV, SVC_SHIP: '0',
+      ...(bwrapWorks ? {} : { SVC_SANDBOX: 'none' }) };
+  });
+  after(() => repo.cleanup());
+
+  it('holds a resumed and a retried run to a cap the operator lowered since the run was planned', async () => {
+    const first = await svc(['--brief', 'append fixed', '--worktree', '--provider', 'agent']);
+    const run = runOf(first.stdout);
+    const state = readJson(join(dirOf(run), 'state.json'));
+    assert.equal(state.status, 'failed', first.stderr);
+    const planned = limitIn(state.workdir, 0);
+    // The operator lowers the file size cap to 64 MiB (1/64 of the policy's 4096) after the run was planned.
+    const operatorFile = join(repo.home, '.svc', 'operator.json');
+    writeFileSync(operatorFile, JSON.stringify({ ...readJson(operatorFile), limits: { file_mb: 64 } }));
+    const resumed = await svc(['--resume', run]);
+    assert.equal(resumed.code, 0, resumed.stderr);
+    assert.equal(limitIn(state.workdir, 1), planned / 64, 'the resumed agent runs under the cap of now');
+    assert.match(readFileSync(join(dirOf(run), 'events.jsonl'), 'utf8'),
+      /limits\.file_mb 4096 is above the operator's cap: 64 applies/);
+    const retried = await svc(['--retry', run]);
+    const again = readJson(join(dirOf(runOf(retried.stdout)), 'state.json'));
+    assert.equal(limitIn(again.workdir, 0), planned / 64, 'the retry, a new run, runs under the cap of now');
+  });
+});

@@ -24,6 +24,8 @@ const UNHELD: Record<string, string> = {
   CLAUDE_CODE_OAUTH_TOKEN: 'sk-ant-oat01-real-claude-oauth-6b7d',
   GEMINI_CLI_ACCESS_TOKEN: 'ya29.real-gemini-token-2f4e',
   CODEX_REFRESH_TOKEN: 'rt-real-codex-9a1c',
+  // Claude Code's passphrase for its mTLS client key (CLAUDE_CODE_CLIENT_KEY).
+  CLAUDE_CODE_CLIENT_KEY_PASSPHRASE: 'real-client-key-passphrase-5b3e',
 };
 
 /** Writes what it was given into keys.txt, then calls each model API with it, through whatever base URL it has. */
