@@ -7,7 +7,9 @@ import type { Policy } from './policy.ts';
 import { startGate } from '../gate/gate.ts';
 import { parseGatePolicy, parseHostPattern, repositoryAllow, type GatePolicy } from '../gate/policy.ts';
 import { OPERATOR_FILES } from './config.ts';
-import { MODEL_APIS, modelRoutesFromEnv, routeOrigins, type ModelRoute } from '../gate/model-apis.ts';
+import {
+  AIDER_KEY_LIST, aiderKeyList, MODEL_APIS, modelRoutesFromEnv, routeOrigins, type ModelRoute,
+} from '../gate/model-apis.ts';
 import { readEgressRecord, summarizeEgress, type EgressRecord, type EgressSummary } from '../gate/evidence.ts';
 import { sandboxGate, MODEL_BASE, PROXY_URL } from '../spawn/sandbox-command.ts';
 import { setting, settingUsd } from '../settings-registry.ts';
@@ -138,7 +140,23 @@ function agentEnv(routes: ModelRoute[], env: NodeJS.ProcessEnv): Record<string, 
     if (api) for (const variable of api.env) vars[variable] = api.placeholder;
     if (api?.baseEnv) vars[api.baseEnv] = `${MODEL_BASE}/${route.name}`;
   }
+  const aider = aiderListForAgent(routes, env);
+  if (aider.held.length > 0) vars[AIDER_KEY_LIST] = JSON.stringify(aider.held);
   return vars;
+}
+
+/** aider's key list as the agent gets it: each entry whose key the gate holds, with its API's placeholder (as JSON,
+ * which aider reads as a list); the others left out, and named for the run's log once any entry is held (with none,
+ * the variable is left out whole, and named so). */
+function aiderListForAgent(routes: ModelRoute[], env: NodeJS.ProcessEnv): { held: string[]; left: string[] } {
+  const held: string[] = [];
+  const left: string[] = [];
+  for (const { provider, api } of aiderKeyList(env) ?? []) {
+    const route = routes.find((r) => r.name === api);
+    if (route) held.push(`${provider}=${MODEL_APIS[route.name]!.placeholder}`);
+    else left.push(`${AIDER_KEY_LIST}'s ${JSON.stringify(provider.slice(0, 40))} entry`);
+  }
+  return { held, left: held.length > 0 ? left : [] };
 }
 
 const sha256 = (bytes: Buffer): string => hash('sha256', bytes, 'hex');
@@ -267,6 +285,8 @@ export async function openRunGate(
     sandbox: sandboxGate(gate.serve),
     // Added to every sandboxed child's environment: proxies, model base URLs and placeholder keys.
     env: agentEnv(routes, ctx.env),
+    // Parts of a CLI's credential that the gate cannot hold, left out of env, for the run's log.
+    withheld: aiderListForAgent(routes, ctx.env).left,
     // What the gate allowed (the receipt's network section), not what the repository asked for.
     policy: allowed.network,
     // With the gaps where the earlier sessions' records were left out (the receipt's verdict says so).

@@ -132,7 +132,8 @@ async function openSandbox(ctx: RunContext, plan: RunPlan, worker: WorkerMode): 
   });
   // A credential under a CLI's prefix reaches a gated agent only as the placeholder of a key the gate holds, or named
   // by the operator (DESIGN §7a: the gate holds the model keys).
-  const withheld = Object.keys(cliCredentials(ctx.env)).filter((name) => !(name in gate.env) && !(name in passed));
+  const withheld = [...Object.keys(cliCredentials(ctx.env)).filter((name) => !(name in gate.env) && !(name in passed)),
+    ...gate.withheld];
   if (withheld.length > 0) {
     ctx.note(`Not passed to the sandboxed agent: ${withheld.join(', ')}, credentials the gate cannot hold (give a ` +
       'model key under its API\'s own name, e.g. ANTHROPIC_API_KEY, or the CLI\'s own login in its provider home; ' +

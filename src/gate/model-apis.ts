@@ -2,6 +2,7 @@
 // key; the agent's CLI gets a placeholder and the gate's address.
 import { isIP } from 'node:net';
 import { orNull } from '../spawn/tree.ts';
+import { tryParseJson } from '../untrusted.ts';
 import { canonicalAddress, formatDestination, parseAuthority, refusedRange, type Destination } from './address.ts';
 import { GatePolicyError, parseHostPattern, type HostPattern, type Resolver } from './policy.ts';
 
@@ -59,11 +60,45 @@ export interface ModelRoute {
   value: string;
 }
 
-/** A route for each API whose key is in `env`, to the operator's `baseEnv` if set. */
+/** aider's key list: its `--api-key PROVIDER=KEY`, each entry setting `<PROVIDER>_API_KEY` for aider. */
+export const AIDER_KEY_LIST = 'AIDER_API_KEY';
+
+/** Every variable the gate reads a model key from. */
+export const MODEL_KEY_NAMES: readonly string[] =
+  [...Object.values(MODEL_APIS).flatMap((api) => api.env), AIDER_KEY_LIST];
+
+/** An entry of aider's key list, with the API whose row names the variable it sets, if any. */
+export interface ListedKey { provider: string; key: string; api: string | undefined }
+
+/** aider's key list in `env` as aider reads it (ConfigArgParse: one entry, or a list in brackets, JSON or split at
+ * commas), or null when unset or not such a list (then it stays out whole). */
+export function aiderKeyList(env: Readonly<Record<string, string | undefined>>): ListedKey[] | null {
+  const value = env[AIDER_KEY_LIST];
+  if (!value) return null;
+  const bracketed = value.startsWith('[') && value.endsWith(']');
+  const items: unknown = bracketed ? tryParseJson(value) ?? value.slice(1, -1).split(',') : [value];
+  if (!Array.isArray(items)) return null;
+  const entries: ListedKey[] = [];
+  for (const item of items) {
+    const at = typeof item === 'string' ? item.indexOf('=') : -1;
+    if (typeof item !== 'string' || at < 0) return null;
+    const provider = item.slice(0, at).trim();
+    const variable = /^\w+$/.test(provider) ? `${provider.toUpperCase()}_API_KEY` : '';
+    const api = Object.keys(MODEL_APIS).find((name) => MODEL_APIS[name]!.env.includes(variable));
+    entries.push({ provider, key: item.slice(at + 1).trim(), api });
+  }
+  return entries;
+}
+
+/** A route for each API whose key is in `env`, to the operator's `baseEnv` if set: the first variable of its row that
+ * is set, else its last entry in aider's key list. */
 export function modelRoutesFromEnv(env: Readonly<Record<string, string | undefined>>): ModelRoute[] {
   const routes: ModelRoute[] = [];
+  const listed = aiderKeyList(env) ?? [];
   for (const [name, api] of Object.entries(MODEL_APIS)) {
-    const key = api.env.map((v) => env[v]).find((v) => v !== undefined && v !== '');
+    // aider sets its entries in order, so a later one for the same variable wins.
+    const key = api.env.map((v) => env[v]).find((v) => v !== undefined && v !== '') ??
+      listed.findLast((e) => e.api === name && e.key !== '')?.key;
     if (key === undefined) continue;
     const base = (api.baseEnv && env[api.baseEnv]) || api.base;
     routes.push(modelRoute(name, base, api.header, api.prefix + key));

@@ -6,7 +6,7 @@ import { mintJobCredential, readGateSecret } from '../gate/job-credential.ts';
 import { childEnv, PROVIDER_KEY_NAMES } from '../spawn/start.ts';
 import { operatorPassedEnv } from '../engine/config.ts';
 import { isolatedArgs, jobMayFetchIssue, type ExecJob } from './executor.ts';
-import { MODEL_APIS } from '../gate/model-apis.ts';
+import { MODEL_APIS, MODEL_KEY_NAMES } from '../gate/model-apis.ts';
 import { BadSettingError } from '../errors.ts';
 import { setting, settingInt, settingOr, type SettingName } from '../settings-registry.ts';
 import { traceSettings } from '../trace.ts';
@@ -182,7 +182,7 @@ function baseEnv(
  * one the pod sets itself (its home, the gate's).
  */
 function operatorEnv(serverEnv: NodeJS.ProcessEnv, set: readonly EnvVar[]): EnvVar[] {
-  const own = ['PATH', 'HOME', 'TMPDIR', ...PROVIDER_KEY_NAMES, ...Object.values(MODEL_APIS).flatMap((api) => api.env)];
+  const own = ['PATH', 'HOME', 'TMPDIR', ...MODEL_KEY_NAMES];
   return Object.entries(operatorPassedEnv(serverEnv))
     .filter(([name]) => !own.includes(name) && !set.some((e) => e.name === name))
     .map(([name, value]) => ({ name, value }));

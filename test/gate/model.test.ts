@@ -248,6 +248,20 @@ describe('model routes', () => {
     ]);
   });
 
+  it('reads aider\'s key list as aider does, after every variable of a row, a later entry winning', () => {
+    const keysOf = (AIDER_API_KEY: string, more: Record<string, string> = {}) =>
+      modelRoutesFromEnv({ AIDER_API_KEY, ...more }).map((r) => [r.name, r.value]);
+    assert.deepEqual(keysOf('gemini= g-key '), [['gemini', 'g-key']], 'one entry, as --api-key gemini=g-key');
+    assert.deepEqual(keysOf('[groq=q-key, cohere=c-key,GOOGLE=g-key]'),
+      [['gemini', 'g-key'], ['groq', 'Bearer q-key']]);
+    assert.deepEqual(keysOf('["openai=o-1", "openai=o-2"]'), [['openai', 'Bearer o-2']]);
+    assert.deepEqual(keysOf('openai=listed', { CODEX_API_KEY: 'own' }), [['openai', 'Bearer own']]);
+    // Not a list aider reads: the gate holds none of it.
+    for (const value of ['sk-no-provider', '[1, 2]', '{"openai": "k"}', '[openai=k, bare]']) {
+      assert.deepEqual(keysOf(value), [], value);
+    }
+  });
+
   it('svc gate serve allows each model API\'s upstream at its exact port only, as a run\'s gate does', async () => {
     const routes = modelRoutesFromEnv({
       OPENAI_API_KEY: 'k', ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: 'https://proxy.test:8443',

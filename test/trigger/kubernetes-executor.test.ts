@@ -245,12 +245,14 @@ describe('buildKubeJob', () => {
   it('gives the run container the names the operator passes to agents (operator.json "env"), never a secret', () => {
     const home = join(dir, 'operator-home');
     mkdirSync(join(home, '.svc'), { recursive: true });
-    // CODEX_API_KEY: a model key under a CLI's own name (src/gate/model-apis.ts), a provider key as much as the others.
+    // CODEX_API_KEY, AIDER_API_KEY: model keys under a CLI's own name, a list for aider (src/gate/model-apis.ts),
+    // provider keys as much as the others.
     const passed = ['ANTHROPIC_MODEL', 'GIT_AUTHOR_NAME', 'CLAUDE_CODE_MAX_OUTPUT_TOKENS', 'ANTHROPIC_API_KEY', 'HOME',
-      'CODEX_API_KEY'];
+      'CODEX_API_KEY', 'AIDER_API_KEY'];
     writeFileSync(join(home, '.svc', 'operator.json'), JSON.stringify({ env: passed }));
     const e = { ...env, HOME: home, ANTHROPIC_MODEL: 'claude-test', GIT_AUTHOR_NAME: 'Svc Bot',
-      CLAUDE_CODE_MAX_OUTPUT_TOKENS: '4096', ANTHROPIC_API_KEY: 'sk-trigger-secret', CODEX_API_KEY: 'sk-trigger-secret' };
+      CLAUDE_CODE_MAX_OUTPUT_TOKENS: '4096', ANTHROPIC_API_KEY: 'sk-trigger-secret', CODEX_API_KEY: 'sk-trigger-secret',
+      AIDER_API_KEY: '[gemini=sk-trigger-secret]' };
     const pod = (buildKubeJob({ id: 'j6', args: ['start', 'x'] }, kubernetesSettingsFromEnv(e), 'build', e) as any).spec.template.spec;
     const run = runContainer(pod);
     const value = (name: string) => run.env.filter((v: any) => v.name === name).map((v: any) => v.value);
@@ -258,6 +260,7 @@ describe('buildKubeJob', () => {
       [['claude-test'], ['Svc Bot'], ['4096']]);
     assert.deepEqual(value('HOME'), ['/home/svc'], 'the pod\'s own home, once');
     assert.ok(!JSON.stringify(pod).includes('sk-trigger-secret'), 'no secret of the trigger\'s');
+    assert.ok(!JSON.stringify(pod).includes('AIDER_API_KEY'), 'aider\'s list neither: each key has its placeholder');
     for (const c of [...pod.initContainers, ...pod.containers].filter((c: any) => c.name !== 'run')) {
       assert.ok(!c.env.some((v: any) => v.name === 'ANTHROPIC_MODEL'), c.name);
     }
