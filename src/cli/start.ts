@@ -12,9 +12,9 @@ import {
   type PreparedRun,
 } from '../engine/launch.ts';
 import { unsandboxedWarning } from '../engine/run-plan.ts';
-import { planToReuse, refuseServersBuiltin, refuseWithdrawnProvider } from '../engine/plan-reuse.ts';
+import { planToReuse } from '../engine/plan-reuse.ts';
 import { stopLocalRun } from '../engine/run-context.ts';
-import { runDir, runTree } from '../engine/paths.ts';
+import { runDir } from '../engine/paths.ts';
 import {
   failureOf, readState, refuseTrackedRun, signsLater, tryReadState, type RunState, type WorkerMode,
 } from '../engine/run-state.ts';
@@ -283,10 +283,8 @@ export default async function start(io: CliIo): Promise<number> {
       if (flag === 'verify' && !TERMINAL.has(state.status)) {
         throw new ConflictError(`Run ${run} is ${state.status}; verify it once it has ended`);
       }
-      const plan = planToReuse(dir, io.env, state.worktree);
       // Before the run is queued again: a refused resume or verify leaves it as it was.
-      refuseServersBuiltin(plan, io.env, runTree(state));
-      refuseWithdrawnProvider(plan, io.env, runTree(state));
+      const plan = planToReuse(dir, io.env, state);
       facts = { unconfined: unsandboxedWarning(plan.sandbox), signsLater: signsLater(io.env) };
     } catch (err) {
       return refusal(err);

@@ -217,7 +217,7 @@ export async function prepareRetry(
   return createRun({
     repo, run: newRun ?? newRunId(), groupId: old.group_id, spec: readFileSync(join(oldDir, 'spec.md'), 'utf8'),
     brief: old.brief, origin: old.origin, pr: old.pr, worktree: old.worktree, input: old.input,
-    env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir, env, old.worktree),
+    env: { ...env, SVC_SOURCE: old.source }, plan: planForRetry(oldDir, env, old),
     provider: old.provider || null,
     // The Control Plane's launcher has no SVC_REPO_NAME: a routed run's retry keeps its group's served name.
     routedName: isWebhookOrigin(old.origin) && isRepoName(old.repo) ? old.repo : undefined,

@@ -16,6 +16,7 @@ import { within } from '../spawn/bwrap-argv.ts';
 import { orNull } from '../spawn/tree.ts';
 import { resolveSandbox, startedByServer } from '../spawn/sandbox-mode.ts';
 import { tryReadState } from './run-state.ts';
+import { runTree } from './paths.ts';
 import { localBy, PLAN_MARK_FILE, planMark, policySandbox, refusingToStart, type RunPlan } from './run-plan.ts';
 
 const planPath = (dir: string) => join(dir, 'plan.json');
@@ -69,25 +70,35 @@ export function refuseUnmarkedPlan(dir: string, env: NodeJS.ProcessEnv): void {
  * retries a run a person planned: what that person's trusted files allowed is theirs, so the server plans the retry
  * as it plans a new run (docs/engine.md); and when a server's plan runs an operator's provider whose entry changed.
  */
-export function planForRetry(dir: string, env: NodeJS.ProcessEnv, worktree: boolean): RunPlan | null {
+export function planForRetry(dir: string, env: NodeJS.ProcessEnv, old: PlannedRun): RunPlan | null {
   if (orNull(() => lstatSync(planPath(dir))) === null) return null;
-  if (startedByServer(env) && readPlan(dir, env, worktree).authority !== 'server') return null;
-  // Staying local is the retrying command's choice, as for a new run, not the old run's.
-  const { local: _old, ...plan } = planToReuse(dir, env, worktree);
-  // The new run a refused resume names (refuseWithdrawnProvider): planned anew when its operator's provider changed.
-  if (providerWithdrawn(plan, env, resolve(dir, '..', '..', '..'))) return null;
-  return { ...plan, ...localBy(env) };
+  if (startedByServer(env) && readPlan(dir, env, old.worktree).authority !== 'server') return null;
+  try {
+    // Staying local is the retrying command's choice, as for a new run, not the old run's.
+    const { local: _old, ...plan } = planToReuse(dir, env, old);
+    return { ...plan, ...localBy(env) };
+  } catch (err) {
+    if (err instanceof WithdrawnProviderError) return null;
+    throw err;
+  }
 }
 
+/** What of an earlier run's state says where its agent worked, the folder its plan was resolved for. */
+type PlannedRun = Parameters<typeof runTree>[0];
+
 /**
- * An earlier run's plan that a retry, resume or verify runs by. A plan that runs the agent without a sandbox is judged
- * again as a new run would be: a server's run is sandboxed unless the server's own SVC_SERVER_SANDBOX=none says
- * otherwise (resolveSandbox), and a CLI run's "none" counts only by SVC_SANDBOX=none or a policy.json, trusted as it
- * is now, that says so (policySandbox); so a plan made before either rule, or before the operator changed the setting,
- * never takes a run below it. `dir` is the earlier run's folder, `<repo>/.svc/runs/<run>`.
+ * An earlier run's plan that a retry, resume or verify runs by, refused before the run is queued again when a start of
+ * it now would not go as planned (refuseServersBuiltin, refuseWithdrawnProvider: judged with the run's tree as working
+ * folder, as planRun resolved the plan). A plan that runs the agent without a sandbox is judged again as a new run
+ * would be: a server's run is sandboxed unless the server's own SVC_SERVER_SANDBOX=none says otherwise
+ * (resolveSandbox), and a CLI run's "none" counts only by SVC_SANDBOX=none or a policy.json, trusted as it is now, that
+ * says so (policySandbox); so a plan made before either rule, or before the operator changed the setting, never takes
+ * a run below it. `dir` is the earlier run's folder, `<repo>/.svc/runs/<run>`.
  */
-export function planToReuse(dir: string, env: NodeJS.ProcessEnv, worktree: boolean): RunPlan {
-  const plan = readPlan(dir, env, worktree);
+export function planToReuse(dir: string, env: NodeJS.ProcessEnv, run: PlannedRun): RunPlan {
+  const plan = readPlan(dir, env, run.worktree);
+  refuseServersBuiltin(plan, env, runTree(run));
+  refuseWithdrawnProvider(plan, env, runTree(run));
   if (plan.sandbox.kind !== 'none') return plan;
   const server = startedByServer(env);
   const asked = server ? null
@@ -116,7 +127,7 @@ function operatorRunsIt(provider: ResolvedProvider, env: NodeJS.ProcessEnv, work
 
 /**
  * Refuses a server's resume or verify (SVC_ORIGIN names a server) of a plan a person made that runs their file's
- * redefinition of a built-in: the built-in would be another agent mid-run. Asked before the run is queued again.
+ * redefinition of a built-in: the built-in would be another agent mid-run.
  */
 export function refuseServersBuiltin(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string): void {
   const { provider } = plan;
@@ -127,24 +138,24 @@ export function refuseServersBuiltin(plan: RunPlan, env: NodeJS.ProcessEnv, work
     'the project, or retry it (a new run, planned as the server plans one)');
 }
 
-/** Whether a server's plan runs an operator's provider (its folder shown, as a repository's own never is under a
- * server) that the operator's entry, as it stands now for this start, no longer runs as planned. */
-function providerWithdrawn(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string): boolean {
+/**
+ * Refuses a start of an earlier server's plan whose operator provider (its folder shown, as a repository's own never
+ * is under a server) the operator has changed or removed since (operator.json, or the Control Plane's "providers"
+ * setting): its argv and folders are the operator's grant, which a copied plan never outlives.
+ */
+function refuseWithdrawnProvider(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string): void {
   const { provider } = plan;
-  return plan.authority === 'server' && provider.kind === 'command' && provider.showFolder !== false &&
-    !operatorRunsIt(provider, env, workdir);
+  if (plan.authority !== 'server' || provider.kind !== 'command' || provider.showFolder === false) return;
+  if (!operatorRunsIt(provider, env, workdir)) throw new WithdrawnProviderError(provider.name);
 }
 
-/**
- * Refuses a start of an earlier server's plan whose operator provider the operator has changed or removed since
- * (operator.json, or the Control Plane's "providers" setting): its argv and folders are the operator's grant, which
- * a copied plan never outlives. Asked before the run is queued again.
- */
-export function refuseWithdrawnProvider(plan: RunPlan, env: NodeJS.ProcessEnv, workdir: string): void {
-  if (!providerWithdrawn(plan, env, workdir)) return;
-  throw new RefusedError(`Refusing to start: the run's plan runs the operator's provider "${plan.provider.name}" as ` +
-    `its entry was when the run was planned, and the operator changed or removed that entry since (${OPERATOR_FILES}` +
-    ', or the Control Plane\'s "providers" setting): retry it (a new run, planned anew)');
+/** A server's plan whose operator provider is not the operator's entry now: a retry plans the run anew. */
+class WithdrawnProviderError extends RefusedError {
+  constructor(name: string) {
+    super(`Refusing to start: the run's plan runs the operator's provider "${name}" as its entry was when the run ` +
+      `was planned, and the operator changed or removed that entry since (${OPERATOR_FILES}, or the Control ` +
+      'Plane\'s "providers" setting): retry it (a new run, planned anew)');
+  }
 }
 
 /**
