@@ -1,5 +1,6 @@
-// The worker: one run by the plan its launcher wrote (run-plan.ts), resolving no setting itself but the wait before
-// its automatic retry (SVC_INFRA_RETRY_WAIT_S): a pause, not a choice of how the run goes, so not kept in the plan.
+// The worker: one run by the plan its launcher wrote (run-plan.ts). What it reads itself chooses nothing the plan
+// settles: the operator's grants again at start, only narrowed (plan-reuse.ts planNow, operatorAllowNow); keys, passed
+// values, SVC_SHIP, OTEL_*, the gate's prices and day budgets, and its retry's wait (SVC_INFRA_RETRY_WAIT_S).
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { endChildOnExit, exitCodeOf, isChildOf, onEndSignal, openRunContext, type RunContext } from './run-context.ts';
