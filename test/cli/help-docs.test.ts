@@ -58,6 +58,17 @@ describe('svc help and the README', () => {
     }
   });
 
+  it('prints the usage on stderr with exit 2 when a command or its subcommand is missing, and on stdout for help',
+    async () => {
+      for (const args of [[], ['control'], ['trigger'], ['keys'], ['repos'], ['gate'], ['pod']]) {
+        const bare = await svcIn(args);
+        assert.deepEqual([bare.code, bare.stdout], [2, ''], `svc ${args.join(' ')}`);
+        assert.match(bare.stderr, /^Usage:/, `svc ${args.join(' ')}`);
+        const asked = await svcIn([...args, 'help']);
+        assert.deepEqual([asked.code, asked.stdout, asked.stderr], [0, bare.stderr, ''], `svc ${args.join(' ')} help`);
+      }
+    });
+
   it('prints an error as one line, and with the global --verbose its stack after it', async () => {
     const plain = await svcIn(['repos', 'remove']);
     assert.equal(plain.code, 2);
