@@ -260,6 +260,15 @@ function svc(args: string[], env: NodeJS.ProcessEnv, cwd?: string) {
 }
 
 describe('svc repos and svc trigger serve --repos', () => {
+  it('lists nothing on a fresh machine with exit 0, saying what the server serves then and how to add one', () => {
+    const home = tempDir('svc-home-');
+    const list = svc(['repos', 'list'], { PATH: process.env.PATH, HOME: home });
+    const file = join(home, '.svc', 'trigger', 'repos.conf');
+    assert.deepEqual([list.status, list.stdout], [0, '']);
+    assert.equal(list.stderr, `No repositories file at ${file}: the trigger server serves --repo DIR (or its current `
+      + 'directory); svc repos add OWNER/NAME checkout=DIR writes one\n');
+  });
+
   it('adds, lists and removes entries, refusing a bad one with its reason and no line the file does not have', () => {
     const home = tempDir('svc-home-');
     const api = makeRepo('acme/api');
