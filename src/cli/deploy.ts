@@ -37,7 +37,10 @@ export default async function deploy(io: CliIo): Promise<number> {
   const repo = repoOrExit1(values.repo ?? process.cwd());
   if (sub === 'last') {
     const line = await latestDeployLine(repo);
-    if (!line) throw new NotFoundError('No deploy records in .svc/deploys');
+    if (!line) {
+      throw new NotFoundError('No deploy records in .svc/deploys: ' +
+        'svc deploy record --sha SHA --health STATUS writes one');
+    }
     io.stdout(`${line}\n`);
     return 0;
   }

@@ -96,6 +96,7 @@ describe('security: svc deploy in a repository whose .svc/deploys is a link', ()
     writeFileSync(join(outside, 'a.json'), JSON.stringify(planted));
     const last = await run(['last']);
     assert.equal(last.code, 1);
-    assert.equal(last.stderr, 'svc deploy: No deploy records in .svc/deploys\n');
+    assert.equal(last.stderr,
+      'svc deploy: No deploy records in .svc/deploys: svc deploy record --sha SHA --health STATUS writes one\n');
   });
 });
