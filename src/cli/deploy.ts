@@ -30,7 +30,7 @@ export default async function deploy(io: CliIo): Promise<number> {
   });
   const [sub, ...extra] = positionals;
   const { sha, health, 'finished-at': finishedAt } = values;
-  if (sub !== 'last' && (sub !== 'record' || extra.length)) {
+  if ((sub !== 'last' && sub !== 'record') || extra.length) {
     throw new UsageError(usageOf(HELP));
   }
   if (sub === 'record' && (!sha || !health)) throw new UsageError('record needs --sha and --health');
