@@ -60,7 +60,7 @@ describe('parseServedRepos', () => {
       [3, 'checkout= must be an absolute directory path'],
       [4, 'give one checkout= or clone=, not two'],
       [5, 'unknown "color" (known: checkout=, clone=, errtrack=, trackera=, trackerb=, chata=, chatb=, default)'],
-      [6, 'clone URLs over http: are not allowed'],
+      [6, 'clone URLs over http: are not allowed: give an https://, ssh://, file:// or git@host:owner/name URL'],
       [7, 'a clone URL must not hold a password: svc sends GITHUB_TOKEN to the origin host itself'],
       [8, '"acme/x.git" is not a repository owner/name'],
       [9, '"default" is given twice'],
