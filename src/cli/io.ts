@@ -22,6 +22,10 @@ export function parseFlags<O extends Options>(argv: string[], options: O, maxPos
   }
   const extra = parsed.positionals[maxPositionals];
   if (extra !== undefined) throw new UsageError(`Unexpected argument "${extra}"`);
+  // An empty value is a mistake, never a choice: `--host ''` bound every interface, `--db ''` a throwaway database.
+  for (const [name, value] of Object.entries(parsed.values)) {
+    if (value === '' || (Array.isArray(value) && value.includes(''))) throw new UsageError(`--${name} needs a value`);
+  }
   return parsed;
 }
 
