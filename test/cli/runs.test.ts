@@ -135,7 +135,7 @@ describe('svc runs show and actions', () => {
       `svc runs: the Control Plane at ${api.url} answered 409 invalid_transition (Run local/r01abc is not blocked)\n`);
   });
 
-  it('exits 2 when the API refuses with 400 what was typed (a cursor, an answer), naming the server message', async () => {
+  it('exits 2 when the API refuses with 400 what was typed (a cursor, an answer), naming its message', async () => {
     api.answer = (_req, res) => sendJson(res, 400,
       { error: { code: 'invalid_param', message: 'Parameter "cursor" is not a cursor this server issued' } });
     const list = await svc(['list', '--cursor', 'garbage']);

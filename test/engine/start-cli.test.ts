@@ -251,7 +251,8 @@ describe('svc start from the command line', () => {
   it('records deploys and renders the newest as "last deploy <sha7> <finished_at> health=<status>"', async () => {
     const none = await svc(['deploy', 'last']);
     assert.equal(none.status, 1);
-    assert.equal(none.stderr, 'svc deploy: No deploy records in .svc/deploys: svc deploy record --sha SHA --health STATUS writes one\n');
+    assert.equal(none.stderr,
+      'svc deploy: No deploy records in .svc/deploys: svc deploy record --sha SHA --health STATUS writes one\n');
     assert.equal((await svc(['deploy', 'record', '--sha', 'abcdef1234567890', '--health', 'ok', '--finished-at', '2026-01-01T00:00:00Z'])).status, 0);
     assert.equal((await svc(['deploy', 'record', '--sha', '1234567abcdef', '--health', 'degraded', '--finished-at', '2026-02-01T00:00:00Z'])).status, 0);
     assert.equal(await latestDeployLine(repo.repo), 'last deploy 1234567 2026-02-01T00:00:00.000Z health=degraded');
