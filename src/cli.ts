@@ -117,9 +117,14 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (name === 'help' && tail[0]) return main([tail[0], '--help']);
-  if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
+  if (name === 'help' || name === '--help' || name === '-h') {
     printOut(help());
-    return name === undefined ? 2 : 0;
+    return 0;
+  }
+  if (name === undefined) {
+    // A usage error (exit 2): the help goes where errors go, as for an unknown command.
+    printErr(help());
+    return 2;
   }
   const load: Loader | undefined = name === 'worker' ? async () => ({ default: worker }) : commands[name]?.[1];
   if (!load) {

@@ -30,14 +30,17 @@ export default async function deploy(io: CliIo): Promise<number> {
   });
   const [sub, ...extra] = positionals;
   const { sha, health, 'finished-at': finishedAt } = values;
-  if (sub !== 'last' && (sub !== 'record' || extra.length)) {
+  if ((sub !== 'last' && sub !== 'record') || extra.length) {
     throw new UsageError(usageOf(HELP));
   }
   if (sub === 'record' && (!sha || !health)) throw new UsageError('record needs --sha and --health');
   const repo = repoOrExit1(values.repo ?? process.cwd());
   if (sub === 'last') {
     const line = await latestDeployLine(repo);
-    if (!line) throw new NotFoundError('No deploy records in .svc/deploys');
+    if (!line) {
+      throw new NotFoundError('No deploy records in .svc/deploys: ' +
+        'svc deploy record --sha SHA --health STATUS writes one');
+    }
     io.stdout(`${line}\n`);
     return 0;
   }

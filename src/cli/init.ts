@@ -9,7 +9,7 @@ import { pathKind } from '../spawn/tree.ts';
 export const HELP = `Usage: svc init [--repo DIR] [--force]
 
 Writes a stand-in agent that needs no API key into the repository's .svc/:
-  .svc/agent.sh      writes the task it was given (stdin) to svc-hello.md
+  .svc/agent.sh      adds the task it was given (stdin) to svc-hello.md: each run changes it
   .svc/config.json   {"provider": "hello", "providers": {"hello": {"command": ["sh", ".svc/agent.sh"]}}}
 Then \`svc start "say hello"\` runs it in the sandbox and records the diff, checks and receipt.
 Commit .svc/ before a --worktree or --pr run: a worktree holds only what is committed.
@@ -23,7 +23,8 @@ Options:
 const STAND_IN_AGENT = `#!/bin/sh
 # A stand-in agent: no model, no API key. svc runs it in the sandbox, in the run's working tree, with the task on
 # stdin (and in $SVC_TASK_FILE); what it changes there becomes the run's diff. A JSON line on stdout reports cost.
-cat > svc-hello.md
+# It appends: a run that changed nothing would fail, so the same brief given twice must still change the file.
+cat >> svc-hello.md
 echo '{"type":"svc.cost","usd":0,"tokens_in":0,"tokens_out":0}'
 `;
 

@@ -22,6 +22,10 @@ export function parseFlags<O extends Options>(argv: string[], options: O, maxPos
   }
   const extra = parsed.positionals[maxPositionals];
   if (extra !== undefined) throw new UsageError(`Unexpected argument "${extra}"`);
+  // An empty value is a mistake, never a choice: `--host ''` bound every interface, `--db ''` a throwaway database.
+  for (const [name, value] of Object.entries(parsed.values)) {
+    if (value === '' || (Array.isArray(value) && value.includes(''))) throw new UsageError(`--${name} needs a value`);
+  }
   return parsed;
 }
 
@@ -30,14 +34,21 @@ export function usageOf(help: string): string {
   return help.slice(0, help.indexOf('\n'));
 }
 
-/** The subcommand (one of `subs`) and its arguments, or the exit status after help (`svc X`: 2, `svc X help`: 0). */
+/**
+ * The subcommand (one of `subs`) and its arguments, or the exit status after help: `svc X help` prints it on stdout
+ * (exit 0); `svc X` alone is a usage error, so its help goes to stderr (exit 2), never into a pipe's output.
+ */
 export function subcommand<S extends string>(
   io: CliIo, help: string, command: string, subs: readonly S[],
 ): { sub: S; rest: string[] } | number {
   const [sub, ...rest] = io.argv;
-  if (sub === undefined || sub === 'help') {
+  if (sub === undefined) {
+    io.stderr(help);
+    return 2;
+  }
+  if (sub === 'help') {
     io.stdout(help);
-    return sub === undefined ? 2 : 0;
+    return 0;
   }
   const known = oneOf(sub, subs);
   if (known === null) throw new UsageError(`Unknown subcommand "${command} ${sub}" (expected ${subs.join(', ')})`);

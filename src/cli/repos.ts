@@ -70,7 +70,10 @@ function entriesOf(file: string, text: string) {
 function list(io: CliIo, file: string): number {
   const text = readText(file);
   if (text === null) {
-    throw new NotFoundError(`No repositories file at ${file}: the server serves --repo DIR (or its cwd)`);
+    // A fresh machine has none yet: that is a state to describe (exit 0), not a failure.
+    io.stderr(`No repositories file at ${file}: the trigger server serves --repo DIR (or its current directory); ` +
+      'svc repos add OWNER/NAME checkout=DIR writes one\n');
+    return 0;
   }
   for (const entry of entriesOf(file, text)) io.stdout(`${formatServedRepo(entry)}\n`);
   return 0;

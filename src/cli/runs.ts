@@ -1,7 +1,7 @@
 // `svc runs`: lists and steers runs through the typed client; `logs` reads a run of this project from its folder.
 import { hash } from 'node:crypto';
 import { parseFlags, type CliIo } from './io.ts';
-import { UsageError, FailedError, NotFoundError } from '../errors.ts';
+import { BadInputError, UsageError, FailedError, NotFoundError } from '../errors.ts';
 import { createControlClient, ControlApiError, type ControlClient } from '../client/client.ts';
 import { controlFailed, controlToken, discoverControlUrl } from '../engine/control-url.ts';
 import type { Run, RunFilter, RunRef } from '../client/types.ts';
@@ -67,9 +67,14 @@ export function controlClientOf(env: NodeJS.ProcessEnv, url?: string) {
   return { ...found, client, hasToken: token !== undefined };
 }
 
-/** A Control Plane error answer as the failure a command exits 1 with; any other error as it is. */
+/**
+ * A Control Plane error answer as the error a command exits with: a 400 refuses what the person typed (a cursor, a
+ * filter, an answer), theirs to fix (exit 2, as `svc control import` says it); any other answer fails it (exit 1).
+ */
 function controlFailure(err: unknown, found: { url: string; via: string }, hasToken: boolean): unknown {
-  return err instanceof ControlApiError ? new FailedError(controlFailed(err, found, hasToken), { cause: err }) : err;
+  if (!(err instanceof ControlApiError)) return err;
+  const Failure = err.status === 400 ? BadInputError : FailedError;
+  return new Failure(controlFailed(err, found, hasToken), { cause: err });
 }
 
 /** A run this project does not hold, asked of the Control Plane: not found when it does not know it either. */

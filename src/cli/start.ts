@@ -51,7 +51,7 @@ Options:
                      the run before this one on that branch and its receipt's integrity, which the receipt's
                      "follows" names (default: the newest ended run on the branch in this checkout)
 
-Steering an existing run (local, no Control Plane needed):
+Steering an existing run (local, no Control Plane needed; one action per command, without an input):
   --stop RUN         stop a run (SIGTERM to its process group, SIGKILL after 5 s)
   --resume RUN       continue a stopped or failed run in the same worktree
   --retry RUN        start a new run in the same group with the same spec
@@ -66,7 +66,7 @@ function summary(state: RunState): string {
 }
 
 function runArg(value: string | undefined, flag: string): string {
-  if (!isValidSegment(value)) throw new UsageError(`${flag} needs a run id`);
+  if (!isValidSegment(value)) throw new UsageError(`${flag} needs a run id (got "${value ?? ''}")`);
   return value;
 }
 
@@ -240,6 +240,12 @@ export default async function start(io: CliIo): Promise<number> {
     throw new UsageError('--follow streams a run in the foreground: it cannot go with --detach');
   }
 
+  // One thing per command: a second action (or an input beside one) would be dropped without a word.
+  const actions = (['stop', 'open-pr', 'resume', 'verify', 'retry'] as const).filter((f) => values[f] !== undefined);
+  if (actions.length > 1 || (actions.length === 1 && positionals.length > 0)) {
+    throw new UsageError(`Give one of an input, --stop, --resume, --retry, --verify or --open-pr (got ${
+      [...(positionals.length > 0 ? ['an input'] : []), ...actions.map((f) => `--${f}`)].join(', ')})`);
+  }
   for (const flag of ['stop', 'open-pr', 'resume', 'verify'] as const) {
     const run = values[flag];
     if (run === undefined) continue;

@@ -369,8 +369,9 @@ function assertCheckoutFree(repo: string, resuming: string | null = null): void 
   if (!busy) return;
   const then = resuming === null ? 'start this run with --worktree (its own checkout), or wait for it to end'
     : `wait for run ${busy.run} to end, then resume this run`;
+  // The stop named is the local one: it needs no Control Plane, which the refused command may not have either.
   throw new RefusedError(`Run ${busy.run} is already working in this checkout without a worktree; ${then} ` +
-    `(svc runs stop ${busy.run} ends it now)`);
+    `(svc start --stop ${busy.run} ends it now)`);
 }
 
 /**

@@ -57,9 +57,10 @@ function cloneUrlProblem(url: string): string | null {
   if (/[\s\0]/.test(url)) return 'a clone URL has no spaces or control characters';
   if (/^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]/.test(url) && !url.includes('://')) return null; // git@host:owner/name.git
   const parsed = URL.parse(url);
-  if (!parsed) return 'clone= must be an https://, ssh://, file:// or git@host:owner/name URL';
+  const kinds = 'an https://, ssh://, file:// or git@host:owner/name URL';
+  if (!parsed) return `clone= must be ${kinds}`;
   if (!['https:', 'ssh:', 'file:'].includes(parsed.protocol)) {
-    return `clone URLs over ${parsed.protocol} are not allowed`;
+    return `clone URLs over ${parsed.protocol} are not allowed: give ${kinds}`;
   }
   if (parsed.password) return 'a clone URL must not hold a password: svc sends GITHUB_TOKEN to the origin host itself';
   if (parsed.protocol === 'file:' && (parsed.host || !parsed.pathname.startsWith('/'))) {

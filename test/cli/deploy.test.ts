@@ -34,6 +34,10 @@ describe('svc deploy outside a git repository', () => {
   it('still exits 2 for a usage mistake, checked before the repository', async () => {
     assert.equal((await svc(['record', '--sha', 'abcdef1234567'])).code, 2);
     assert.equal((await svc(['explode'])).code, 2);
+    // An argument last does not take is a mistake to name, not one to drop.
+    const extra = await svc(['last', 'extra']);
+    assert.equal(extra.code, 2);
+    assert.match(extra.stderr, /^svc deploy: Usage: svc deploy record /);
   });
 });
 
@@ -96,6 +100,7 @@ describe('security: svc deploy in a repository whose .svc/deploys is a link', ()
     writeFileSync(join(outside, 'a.json'), JSON.stringify(planted));
     const last = await run(['last']);
     assert.equal(last.code, 1);
-    assert.equal(last.stderr, 'svc deploy: No deploy records in .svc/deploys\n');
+    assert.equal(last.stderr,
+      'svc deploy: No deploy records in .svc/deploys: svc deploy record --sha SHA --health STATUS writes one\n');
   });
 });

@@ -58,6 +58,27 @@ describe('svc help and the README', () => {
     }
   });
 
+  it('prints the usage on stderr with exit 2 when a command or its subcommand is missing, and on stdout for help',
+    async () => {
+      for (const args of [[], ['control'], ['trigger'], ['keys'], ['repos'], ['gate'], ['pod']]) {
+        const bare = await svcIn(args);
+        assert.deepEqual([bare.code, bare.stdout], [2, ''], `svc ${args.join(' ')}`);
+        assert.match(bare.stderr, /^Usage:/, `svc ${args.join(' ')}`);
+        const asked = await svcIn([...args, 'help']);
+        assert.deepEqual([asked.code, asked.stdout, asked.stderr], [0, bare.stderr, ''], `svc ${args.join(' ')} help`);
+      }
+    });
+
+  it('refuses a flag given an empty value with exit 2, naming the flag, before doing anything', async () => {
+    for (const args of [['control', 'serve', '--port', '0', '--host', ''], ['ship', '--repo='],
+      ['start', 'say hello', '--repo', ''], ['trigger', 'serve', '--port', '0', '--db', '']]) {
+      const empty = await svcIn(args);
+      const flag = args.find((a) => a.startsWith('--') && a !== '--port')!.replace('=', '');
+      assert.deepEqual([empty.code, empty.stdout, empty.stderr], [2, '', `svc ${args[0]}: ${flag} needs a value\n`],
+        args.join(' '));
+    }
+  });
+
   it('prints an error as one line, and with the global --verbose its stack after it', async () => {
     const plain = await svcIn(['repos', 'remove']);
     assert.equal(plain.code, 2);

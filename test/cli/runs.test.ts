@@ -135,6 +135,16 @@ describe('svc runs show and actions', () => {
       `svc runs: the Control Plane at ${api.url} answered 409 invalid_transition (Run local/r01abc is not blocked)\n`);
   });
 
+  it('exits 2 when the API refuses with 400 what was typed (a cursor, an answer), naming its message', async () => {
+    api.answer = (_req, res) => sendJson(res, 400,
+      { error: { code: 'invalid_param', message: 'Parameter "cursor" is not a cursor this server issued' } });
+    const list = await svc(['list', '--cursor', 'garbage']);
+    assert.equal(list.code, 2);
+    assert.equal(list.stderr, `svc runs: the Control Plane at ${api.url} answered 400 invalid_param `
+      + '(Parameter "cursor" is not a cursor this server issued)\n');
+    assert.equal((await svc(['answer', 'local/r01abc', 'x'])).code, 2);
+  });
+
   it('says where the token goes when the Control Plane refuses the request with 401 (svc runs and svc answer)', async () => {
     api.answer = (_req, res) => sendJson(res, 401, { error: { code: 'unauthorized', message: 'Missing or wrong bearer token' } });
     const next = 'set SVC_CONTROL_TOKEN, or SVC_CONTROL_TOKEN_FILE to a file holding it '

@@ -56,7 +56,8 @@ describe('a run without a worktree', () => {
     assert.match(events, /uncommitted or untracked file\(s\) at the start/);
   });
 
-  it('refuses a second run in the same checkout while the first works, pointing to --worktree', async () => {
+  it('refuses a second run in the same checkout while the first works, pointing to --worktree and a local stop',
+    async () => {
     const first = await svc(['start', '--brief', 'hold the checkout', '--provider', 'hold', '--detach']);
     assert.equal(first.status, 0, first.stderr);
     const { run } = JSON.parse(first.stdout.trim());
@@ -64,6 +65,8 @@ describe('a run without a worktree', () => {
     const second = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
     assert.notEqual(second.status, 0);
     assert.match(second.stderr, new RegExp(`${run}.*--worktree`, 's'));
+    // The stop it names works here without a Control Plane (this test has none).
+    assert.match(second.stderr, new RegExp(`\\(svc start --stop ${run} ends it now\\)`));
     const isolated = await svc(['start', '--brief', 'append fixed', '--provider', 'fake', '--worktree', '--detach']);
     assert.equal(isolated.status, 0, isolated.stderr);
     writeFileSync(join(repo.home, 'agent-state', 'release'), '');

@@ -216,6 +216,20 @@ describe('svc start from the command line', () => {
     assert.equal(spawnSync('ls', [runs], { encoding: 'utf8' }).stdout, before, 'no run was made');
   });
 
+  it('refuses two actions at once, or an action beside an input, with exit 2 before touching any run', async () => {
+    const runs = join(repo.repo, '.svc', 'runs');
+    const before = spawnSync('ls', [runs], { encoding: 'utf8' }).stdout;
+    const run = before.trim().split('\n')[0]!;
+    const both = await svc(['start', '--stop', run, '--resume', run]);
+    assert.deepEqual([both.status, both.stdout], [2, '']);
+    assert.equal(both.stderr,
+      'svc start: Give one of an input, --stop, --resume, --retry, --verify or --open-pr (got --stop, --resume)\n');
+    const beside = await svc(['start', 'fix it', '--provider', 'fake', '--retry', run]);
+    assert.deepEqual([beside.status, beside.stdout], [2, '']);
+    assert.match(beside.stderr, /\(got an input, --retry\)\n$/);
+    assert.equal(spawnSync('ls', [runs], { encoding: 'utf8' }).stdout, before, 'no run was made');
+  });
+
   it('svc receipt verify names an integrity mismatch, a bad signature and an unknown key', async () => {
     const runs = spawnSync('ls', [join(repo.repo, '.svc', 'runs')], { encoding: 'utf8' }).stdout.trim().split('\n');
     const original = readJson(join(repo.repo, '.svc', 'runs', runs[0]!, 'artifacts', 'receipt.json'));
@@ -237,7 +251,8 @@ describe('svc start from the command line', () => {
   it('records deploys and renders the newest as "last deploy <sha7> <finished_at> health=<status>"', async () => {
     const none = await svc(['deploy', 'last']);
     assert.equal(none.status, 1);
-    assert.equal(none.stderr, 'svc deploy: No deploy records in .svc/deploys\n');
+    assert.equal(none.stderr,
+      'svc deploy: No deploy records in .svc/deploys: svc deploy record --sha SHA --health STATUS writes one\n');
     assert.equal((await svc(['deploy', 'record', '--sha', 'abcdef1234567890', '--health', 'ok', '--finished-at', '2026-01-01T00:00:00Z'])).status, 0);
     assert.equal((await svc(['deploy', 'record', '--sha', '1234567abcdef', '--health', 'degraded', '--finished-at', '2026-02-01T00:00:00Z'])).status, 0);
     assert.equal(await latestDeployLine(repo.repo), 'last deploy 1234567 2026-02-01T00:00:00.000Z health=degraded');

@@ -500,6 +500,10 @@ describe('a first run with no API key', { skip: bwrapWorks ? false : 'bwrap cann
     assert.equal(state.status, 'succeeded', state.error);
     assert.equal(state.provider, 'hello');
     assert.match(readFileSync(join(repo.repo, 'svc-hello.md'), 'utf8'), /say hello/);
+    // A new user tries it again: the same brief must change the file again, or the run fails as having done nothing.
+    const again = await svc(repo, env, ['start', '--brief', 'say hello']);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(lastRun(repo).state.status, 'succeeded');
   });
 
   it('a command provider naming a script its sandbox does not show is refused before the run, naming the fix', async () => {

@@ -60,7 +60,7 @@ describe('parseServedRepos', () => {
       [3, 'checkout= must be an absolute directory path'],
       [4, 'give one checkout= or clone=, not two'],
       [5, 'unknown "color" (known: checkout=, clone=, errtrack=, trackera=, trackerb=, chata=, chatb=, default)'],
-      [6, 'clone URLs over http: are not allowed'],
+      [6, 'clone URLs over http: are not allowed: give an https://, ssh://, file:// or git@host:owner/name URL'],
       [7, 'a clone URL must not hold a password: svc sends GITHUB_TOKEN to the origin host itself'],
       [8, '"acme/x.git" is not a repository owner/name'],
       [9, '"default" is given twice'],
@@ -260,6 +260,15 @@ function svc(args: string[], env: NodeJS.ProcessEnv, cwd?: string) {
 }
 
 describe('svc repos and svc trigger serve --repos', () => {
+  it('lists nothing on a fresh machine with exit 0, saying what the server serves then and how to add one', () => {
+    const home = tempDir('svc-home-');
+    const list = svc(['repos', 'list'], { PATH: process.env.PATH, HOME: home });
+    const file = join(home, '.svc', 'trigger', 'repos.conf');
+    assert.deepEqual([list.status, list.stdout], [0, '']);
+    assert.equal(list.stderr, `No repositories file at ${file}: the trigger server serves --repo DIR (or its current `
+      + 'directory); svc repos add OWNER/NAME checkout=DIR writes one\n');
+  });
+
   it('adds, lists and removes entries, refusing a bad one with its reason and no line the file does not have', () => {
     const home = tempDir('svc-home-');
     const api = makeRepo('acme/api');
