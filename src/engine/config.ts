@@ -6,7 +6,7 @@ import { basename, dirname, isAbsolute, join } from 'node:path';
 import { BadSettingError, RefusedError } from '../errors.ts';
 import { onlyKeys, parseNetwork, readLimits, type RunLimits } from './policy.ts';
 import { svcHomeOf } from '../spawn/svc-paths.ts';
-import { passedValues } from '../spawn/start.ts';
+import { isPassableName, passedValues } from '../spawn/start.ts';
 import { orNull, realOrNull } from '../spawn/tree.ts';
 import { writeJsonAtomic } from './safe-fs.ts';
 import { readRepoSvcFile } from './plain-tree.ts';
@@ -165,6 +165,11 @@ function controlProviders(env: NodeJS.ProcessEnv): Record<string, ProviderEntry>
 /** The operator's passed names for a server's launcher; none when its file is unreadable (the run then fails). */
 export function operatorPassedEnv(env: NodeJS.ProcessEnv): Record<string, string> {
   return orNull(() => passedValues(loadOperatorConfig(env).env, env)) ?? {};
+}
+
+/** The names operatorPassedEnv takes values of, whether or not `env` holds one. */
+export function operatorPassedNames(env: NodeJS.ProcessEnv): string[] {
+  return (orNull(() => loadOperatorConfig(env).env) ?? []).filter(isPassableName);
 }
 
 // Which repository config files a person trusted (`svc trust`, as direnv does: real path and sha256 of the bytes),

@@ -46,7 +46,12 @@ const AGENT_PREFIXES = ['LC_', 'CLAUDE_CODE_', 'CODEX_', 'GEMINI_', 'AIDER_', 'O
  * placeholder of a key the gate holds. */
 export function isCliCredential(name: string): boolean {
   return AGENT_PREFIXES.some((p) => name.startsWith(p)) && SHELL_NAME.test(name) && !isSecretName(name) &&
-    (/(KEY|TOKEN|SECRET|PASSWORD|PASSPHRASE|CREDENTIALS?)$/.test(name) || name === 'OPENCODE_CONFIG_CONTENT');
+    isCredentialName(name);
+}
+
+/** A name whose value is a credential by its shape, whoever reads it: the suffixes and the config above. */
+export function isCredentialName(name: string): boolean {
+  return /(KEY|TOKEN|SECRET|PASSWORD|PASSPHRASE|CREDENTIALS?)$/.test(name) || name === 'OPENCODE_CONFIG_CONTENT';
 }
 
 /** svc's values of the isCliCredential names in `env`. */
@@ -60,12 +65,17 @@ export function isSecretName(name: string): boolean {
   return SECRET_NAMES.has(name) || name.endsWith('_FILE') && SECRET_NAMES.has(name.slice(0, -5));
 }
 
-/** The values in `env` of the names the operator passes (a plan's `passed_env`): never svc's secrets nor SVC_*. */
+/** Whether the operator may pass `name` to agents (a plan's `passed_env`): never svc's secrets nor SVC_*. */
+export function isPassableName(name: string): boolean {
+  return !isSecretName(name) && !name.startsWith('SVC_');
+}
+
+/** The values in `env` of the names the operator passes (isPassableName). */
 export function passedValues(names: readonly string[], env: NodeJS.ProcessEnv): Record<string, string> {
   const values: Record<string, string> = {};
   for (const name of names) {
     const value = env[name];
-    if (value !== undefined && !isSecretName(name) && !name.startsWith('SVC_')) values[name] = value;
+    if (value !== undefined && isPassableName(name)) values[name] = value;
   }
   return values;
 }

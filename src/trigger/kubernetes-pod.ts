@@ -3,8 +3,8 @@
 // Must not: mount the key, the sealed volume or a service-account token into any container that runs agent code, nor
 // SVC_K8S_REPO_PVC's claim writable anywhere (pods share it).
 import { mintJobCredential, readGateSecret } from '../gate/job-credential.ts';
-import { childEnv, PROVIDER_KEY_NAMES } from '../spawn/start.ts';
-import { operatorPassedEnv } from '../engine/config.ts';
+import { childEnv, isCliCredential, isCredentialName, PROVIDER_KEY_NAMES } from '../spawn/start.ts';
+import { operatorPassedEnv, operatorPassedNames } from '../engine/config.ts';
 import { isolatedArgs, jobMayFetchIssue, type ExecJob } from './executor.ts';
 import { MODEL_APIS, MODEL_KEY_NAMES } from '../gate/model-apis.ts';
 import { BadSettingError } from '../errors.ts';
@@ -177,15 +177,25 @@ function baseEnv(
 
 /**
  * The names the operator passes to agents (operator.json "env"), as the local executor passes them to its jobs: the
- * trigger's own values, written into the Job manifest, so never a secret's or an SVC_ name (passedValues) nor a
- * provider key, under the API's name or a CLI's (model-apis.ts; those come from SVC_K8S_ENV_SECRET or the gate), nor
- * one the pod sets itself (its home, the gate's).
+ * trigger's own values, written into the Job manifest, which whoever may read Jobs reads, so never a secret's or an
+ * SVC_ name (passedValues), a credential's (operatorCredentials), a provider key, under the API's name or a CLI's
+ * (model-apis.ts; those come from SVC_K8S_ENV_SECRET or the gate), nor one the pod sets itself (its home, the gate's).
  */
 function operatorEnv(serverEnv: NodeJS.ProcessEnv, set: readonly EnvVar[]): EnvVar[] {
   const own = ['PATH', 'HOME', 'TMPDIR', ...MODEL_KEY_NAMES];
   return Object.entries(operatorPassedEnv(serverEnv))
-    .filter(([name]) => !own.includes(name) && !set.some((e) => e.name === name))
+    .filter(([name]) => !own.includes(name) && !isCredentialName(name) && !set.some((e) => e.name === name))
     .map(([name, value]) => ({ name, value }));
+}
+
+/**
+ * The operator's passed names that hold a credential (a CLI's login, say), taken from SVC_K8S_ENV_SECRET by name
+ * whether or not the trigger holds one. Behind a gate none of a CLI's: the gate holds the model keys and puts its own
+ * on each model call, and the pod's agent holds only its placeholders.
+ */
+function operatorCredentials(serverEnv: NodeJS.ProcessEnv, gated: boolean): string[] {
+  return operatorPassedNames(serverEnv).filter((name) => isCredentialName(name) && !MODEL_KEY_NAMES.includes(name) &&
+    !(gated && isCliCredential(name)));
 }
 
 /** Named keys of an operator's Secret, each the variable of its name; a key it lacks is no variable. */
@@ -197,11 +207,13 @@ function secretVars(secret: string | undefined, keys: readonly string[]): Secret
 /**
  * What the run container takes of SVC_K8S_ENV_SECRET: only what this job's run uses, since the agent can read all
  * the container holds (DESIGN §7a). The provider keys only without a gate (which holds them; the container gets
- * placeholders); an issue tracker's credential only for a job that may fetch its issue with it.
+ * placeholders); the credentials the operator passes; an issue tracker's credential only for a job that may fetch its
+ * issue with it.
  */
-function runSecretKeys(job: PodJob, gated: boolean): string[] {
+function runSecretKeys(job: PodJob, gated: boolean, serverEnv: NodeJS.ProcessEnv): string[] {
   return [
     ...(gated ? [] : PROVIDER_KEY_NAMES),
+    ...operatorCredentials(serverEnv, gated),
     ...(jobMayFetchIssue('errtrack', job) ? ['ERRTRACK_AUTH_TOKEN', 'ERRTRACK_URL'] : []),
     ...(jobMayFetchIssue('trackera', job) ? ['TRACKERA_API_KEY', 'TRACKERA_API_URL'] : []),
   ];
@@ -322,7 +334,7 @@ export function buildPodSpec(
     workingDir: WORKSPACE,
     env: [
       ...runEnv, ...operatorEnv(serverEnv, runEnv),
-      ...secretVars(s.envSecret, runSecretKeys(job, !!s.gateUrl)),
+      ...secretVars(s.envSecret, runSecretKeys(job, !!s.gateUrl, serverEnv)),
     ],
     ...(resources ? { resources } : {}),
     volumeMounts: [workspace, { name: 'home', mountPath: POD_HOME }, { name: 'tmp', mountPath: '/tmp' }, ...runToken],

@@ -542,6 +542,56 @@ describe('kubernetes executor', () => {
     }
   });
 
+  // Whoever may read Jobs reads their manifests: there a credential the operator passes is a key of its Secret.
+  it('writes no credential the operator passes into the Job: each is a key of SVC_K8S_ENV_SECRET, ' +
+    'and a CLI\'s login is none behind a gate', async () => {
+    const home = join(dir, 'operator-credentials-home');
+    mkdirSync(join(home, '.svc'), { recursive: true });
+    const cli = ['CLAUDE_CODE_OAUTH_TOKEN', 'OPENCODE_CONFIG_CONTENT', 'CLAUDE_CODE_CLIENT_KEY_PASSPHRASE'];
+    const credentials = [...cli, 'NPM_TOKEN'];
+    const passed = [...credentials, 'GITHUB_TOKEN', 'ANTHROPIC_MODEL'];
+    writeFileSync(join(home, '.svc', 'operator.json'), JSON.stringify({ env: passed }));
+    const held = { CLAUDE_CODE_OAUTH_TOKEN: 'sk-ant-oat01-trigger', OPENCODE_CONFIG_CONTENT: '{"apiKey":"oc-trigger"}',
+      CLAUDE_CODE_CLIENT_KEY_PASSPHRASE: 'passphrase-trigger', NPM_TOKEN: 'npm-trigger', GITHUB_TOKEN: 'gh-trigger' };
+    const gateSecret = join(dir, 'operator-credentials-gate-secret');
+    writeFileSync(gateSecret, 'kube-credentials-gate-secret-0123456789abcdef');
+    const base = { ...env, HOME: home, ANTHROPIC_MODEL: 'claude-test', SVC_K8S_ENV_SECRET: 'operator-env' };
+    const gated = { ...base, ...held, SVC_K8S_GATE_URL: 'http://svc-gate:3128', SVC_GATE_SECRET_FILE: gateSecret };
+    const manifestOf = async (e: NodeJS.ProcessEnv) => {
+      const id = jobId();
+      const ex = executor({ env: e });
+      const launched = await ex.launch({ run: newRunId(), workdir: '/', id, args: ['start', 'x', '--detach'] });
+      assert.equal(launched.error, null);
+      // To its end: its pod's folders are gone after this file.
+      await ex.follow(launched.run!, new AbortController().signal, { reattach: false, workdir: '/' });
+      return kube.jobs.get(kubeJobName(id))!.manifest;
+    };
+    /** Each name's variables in the run container. */
+    const runVars = (manifest: any, names: string[]) => names.map((name) =>
+      runContainer(manifest.spec.template.spec).env.filter((v: { name: string }) => v.name === name));
+    const ref = (key: string) =>
+      [{ name: key, valueFrom: { secretKeyRef: { name: 'operator-env', key, optional: true } } }];
+    // Without a gate, whether the trigger holds a value or not: the Secret's key by the same name, never the value.
+    for (const e of [{ ...base, ...held }, base]) {
+      const manifest = await manifestOf(e);
+      const text = JSON.stringify(manifest);
+      for (const value of Object.values(held)) assert.ok(!text.includes(value), `${value} reached the Job`);
+      assert.deepEqual(runVars(manifest, credentials), credentials.map(ref));
+      assert.deepEqual(runVars(manifest, ['GITHUB_TOKEN', 'ANTHROPIC_MODEL']),
+        [[], [{ name: 'ANTHROPIC_MODEL', value: 'claude-test' }]]);
+    }
+    // Behind a gate, which puts its own key on each model call, a CLI's login is nowhere in the Job; NPM_TOKEN is kept.
+    const behindGate = await manifestOf(gated);
+    const text = JSON.stringify(behindGate);
+    for (const word of [...cli, ...Object.values(held)]) assert.ok(!text.includes(word), `${word} reached the Job`);
+    assert.deepEqual(runVars(behindGate, ['NPM_TOKEN']), [ref('NPM_TOKEN')]);
+    // Without the Secret, none of them.
+    const bare = JSON.stringify(await manifestOf({ ...base, ...held, SVC_K8S_ENV_SECRET: undefined }));
+    for (const word of [...credentials, ...Object.values(held)]) {
+      assert.ok(!bare.includes(word), `${word} reached the Job`);
+    }
+  });
+
   it('behind a gate, names the run\'s max_usd from the server\'s checkout in the credential; a broken policy launches nothing', async () => {
     const secret = join(dir, 'budget-gate-secret');
     writeFileSync(secret, 'kube-budget-gate-secret-0123456789abcdef');
