@@ -3,7 +3,7 @@
 // Must not: mount the key, the sealed volume or a service-account token into any container that runs agent code, nor
 // SVC_K8S_REPO_PVC's claim writable anywhere (pods share it).
 import { mintJobCredential, readGateSecret } from '../gate/job-credential.ts';
-import { childEnv, isCliCredential, isCredentialName, PROVIDER_KEY_NAMES } from '../spawn/start.ts';
+import { childEnv, isCredentialName, PROVIDER_KEY_NAMES } from '../spawn/start.ts';
 import { operatorPassedEnv, operatorPassedNames } from '../engine/config.ts';
 import { isolatedArgs, jobMayFetchIssue, type ExecJob } from './executor.ts';
 import { MODEL_APIS, MODEL_KEY_NAMES } from '../gate/model-apis.ts';
@@ -190,12 +190,10 @@ function operatorEnv(serverEnv: NodeJS.ProcessEnv, set: readonly EnvVar[]): EnvV
 
 /**
  * The operator's passed names that hold a credential (a CLI's login, say), taken from SVC_K8S_ENV_SECRET by name
- * whether or not the trigger holds one. Behind a gate none of a CLI's: the gate holds the model keys and puts its own
- * on each model call, and the pod's agent holds only its placeholders.
+ * whether or not the trigger holds one; with or without a gate, as a local run passes what the operator names.
  */
-function operatorCredentials(serverEnv: NodeJS.ProcessEnv, gated: boolean): string[] {
-  return operatorPassedNames(serverEnv).filter((name) => isCredentialName(name) && !MODEL_KEY_NAMES.includes(name) &&
-    !(gated && isCliCredential(name)));
+function operatorCredentials(serverEnv: NodeJS.ProcessEnv): string[] {
+  return operatorPassedNames(serverEnv).filter((name) => isCredentialName(name) && !MODEL_KEY_NAMES.includes(name));
 }
 
 /** Named keys of an operator's Secret, each the variable of its name; a key it lacks is no variable. */
@@ -213,7 +211,7 @@ function secretVars(secret: string | undefined, keys: readonly string[]): Secret
 function runSecretKeys(job: PodJob, gated: boolean, serverEnv: NodeJS.ProcessEnv): string[] {
   return [
     ...(gated ? [] : PROVIDER_KEY_NAMES),
-    ...operatorCredentials(serverEnv, gated),
+    ...operatorCredentials(serverEnv),
     ...(jobMayFetchIssue('errtrack', job) ? ['ERRTRACK_AUTH_TOKEN', 'ERRTRACK_URL'] : []),
     ...(jobMayFetchIssue('trackera', job) ? ['TRACKERA_API_KEY', 'TRACKERA_API_URL'] : []),
   ];
