@@ -10,6 +10,7 @@ import { safeJson } from '../safe-json.ts';
 import { oneLine } from '../one-line.ts';
 import { list, obj } from '../untrusted.ts';
 
+// test/unit/settings-registry.test.ts checks that serve's list names every variable serve reads.
 export const HELP = `Usage:
   svc control serve [--host HOST] [--port PORT] [--db PATH]
   svc control status [--json]
@@ -23,8 +24,14 @@ import  Register the project DIR (default: the git work tree of the current dire
         (POST /v1/import). A run folder (DIR/.svc/runs/<run>), DIR/.svc/runs or DIR/.svc imports DIR. Exit 2
         when DIR is not a folder, or neither a git repository nor a folder with .svc/runs.
 
-Environment: SVC_CONTROL_HOST, SVC_CONTROL_PORT, SVC_CONTROL_DB, SVC_CONTROL_TOKEN,
-SVC_CONTROL_ALLOW_INSECURE_BIND, SVC_CONTROL_ANSWER_DIR, SVC_CONTROL_URL (status, import)
+Environment of serve (the README's settings tables say what each does):
+  SVC_CONTROL_HOST, SVC_CONTROL_PORT, SVC_CONTROL_DB, SVC_SOURCE, SVC_CONTROL_ANSWER_DIR
+  SVC_CONTROL_TOKEN or SVC_CONTROL_TOKEN_FILE, SVC_CONTROL_RUNNER_TOKENS_FILE, SVC_CONTROL_ALLOW_INSECURE_BIND
+  SVC_CONTROL_MAX_CONNECTIONS, SVC_CONTROL_MAX_CONNECTIONS_PER_PEER, SVC_CONTROL_MAX_STREAMS,
+  SVC_CONTROL_MAX_STREAMS_PER_RUN, SVC_CONTROL_AUDIT_RETENTION_DAYS, SVC_ACCESS_LOG
+  GITHUB_API_URL, and GITHUB_TOKEN or GH_TOKEN (the merge queue); the runs it starts read the run engine's too
+Environment of status and import: SVC_CONTROL_URL (else ~/.svc/control/server.json, else SVC_CONTROL_PORT),
+  SVC_CONTROL_TOKEN or SVC_CONTROL_TOKEN_FILE
 `;
 
 export default async function control(io: CliIo): Promise<number> {

@@ -3,6 +3,7 @@
 import { parseFlags, subcommand, type CliIo } from './io.ts';
 import { UsageError } from '../errors.ts';
 
+// test/unit/settings-registry.test.ts checks that this help names every variable serve reads.
 export const HELP = `Usage: svc gate serve [options]
 
 Runs the egress gate as an HTTP proxy (CONNECT, absolute-form HTTP, and
@@ -26,6 +27,11 @@ anonymous clients get 407. GET /metrics (Prometheus) needs the bearer token
 in SVC_GATE_METRICS_TOKEN_FILE; unset, it is not served. Model keys come from the environment
 (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, …), base URLs from
 ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL. See docs/gate.md.
+
+Also read: the daily caps SVC_BUDGET_REPO_DAY_USD and SVC_BUDGET_SERVER_DAY_USD,
+kept across restarts in SVC_GATE_STATE_DIR, priced by SVC_PRICES_FILE; the access
+log SVC_ACCESS_LOG; traces OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME,
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS, OTEL_TRACES_EXPORTER.
 `;
 
 export default async function gate(io: CliIo): Promise<number> {

@@ -1,6 +1,7 @@
 // What a command gets from the entry point (its argv tail, streams and environment), and its argument parsing.
+import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { UsageError, errorMessage } from '../errors.ts';
+import { BadInputError, UsageError, errorMessage } from '../errors.ts';
 import { oneOf } from '../untrusted.ts';
 
 export interface CliIo {
@@ -53,4 +54,21 @@ export function subcommand<S extends string>(
   const known = oneOf(sub, subs);
   if (known === null) throw new UsageError(`Unknown subcommand "${command} ${sub}" (expected ${subs.join(', ')})`);
   return { sub: known, rest };
+}
+
+/** Why a file named on the command line could not be read, as a person would say it. */
+const UNREADABLE: Readonly<Record<string, string>> = {
+  ENOENT: 'there is no such file', ENOTDIR: 'there is no such file', EISDIR: 'it is a folder, not a file',
+  EACCES: 'it is not readable by this user', EPERM: 'it is not readable by this user',
+};
+
+/** The text of the file `path` the person named; else a BadInputError (exit 2) saying why and what to give instead. */
+export function readGivenFile(path: string, instead: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    const why = UNREADABLE[code] ?? `it could not be read (${code || errorMessage(err)})`;
+    throw new BadInputError(`Cannot read "${path}": ${why}; ${instead}`, { cause: err });
+  }
 }

@@ -107,8 +107,8 @@ export async function sendPendingRuns(io: CliIo, cwd: string, budgetMs = 3_000):
     const refused = failures.filter((f) => !f.everyRun);
     const waiting = left.length - refused.length;
     if (shipped.length) {
-      io.stderr(`svc: sent ${shipped.length} run${shipped.length === 1 ? '' : 's'} the Control Plane at ${url} ` +
-        `had not seen${waiting ? ` (${waiting} still waiting)` : ''}\n`);
+      io.stderr(`svc: sent ${shipped.length} run${shipped.length === 1 ? '' : 's'} to the Control Plane at ${url} ` +
+        `that had not reached it before${waiting ? ` (${waiting} still waiting)` : ''}\n`);
     }
     // A run refused on its own would otherwise wait unseen: said once, its marker gone (shipRuns), so it is not said
     // again before every later command. One that nothing could reach says nothing, as before.

@@ -77,7 +77,10 @@ export default async function trust(io: CliIo): Promise<number> {
     };
     const paths = positionals[0] ? [resolve(positionals[0])] : own();
     const revoked = paths.filter((path) => revokeTrust(io.env, path));
-    if (!revoked.length) throw new NotFoundError(`${paths.join(' or ')} was not trusted`);
+    // Nothing to forget is what --revoke wants anyway: said, not failed, so scripts may revoke without checking first.
+    if (!revoked.length) {
+      io.stdout(`Nothing to revoke: ${paths.join(' and ')} ${paths.length > 1 ? 'were' : 'was'} not trusted\n`);
+    }
     for (const path of revoked) io.stdout(`No longer trusted: ${path}\n`);
     return 0;
   }

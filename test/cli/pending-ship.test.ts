@@ -21,6 +21,10 @@ import { readState, writeState, type RunState } from '../../src/engine/run-state
 import { orNull } from '../../src/spawn/tree.ts';
 import { procStart } from '../../src/proc-stat.ts';
 
+/** The line a later command says after sending the one run the Control Plane lacked. */
+const sentLine = (url: string) =>
+  new RegExp(`svc: sent 1 run to the Control Plane at ${url} that had not reached it before\\n`);
+
 /** A project whose runs take the stand-in agent, and a Control Plane: made before a describe's tests, gone after. */
 function projectAndControl(): { repo: TestRepo; cp: TestControl } {
   const made = {} as { repo: TestRepo; cp: TestControl };
@@ -66,7 +70,7 @@ describe('a run made while no Control Plane answers', () => {
     assert.ok(existsSync(join(repo.repo, '.svc', 'ship-pending', run)), 'a refused command sent nothing');
     const shown = await runChild(process.execPath, [CLI, 'runs', 'show', `${source}/${run}`], { cwd: repo.repo, env: up });
     assert.equal(shown.code, 0, shown.stderr);
-    assert.match(shown.stderr, new RegExp(`sent 1 run the Control Plane at ${cp.url} had not seen`));
+    assert.match(shown.stderr, sentLine(cp.url));
     assert.match(shown.stdout, /^status +succeeded$/m);
     assert.equal(existsSync(join(repo.repo, '.svc', 'ship-pending', run)), false, 'the marker is gone');
   });
@@ -152,7 +156,7 @@ describe('a pending run whose worker is still there', () => {
     }
     const listed = await list();
     assert.equal(listed.code, 0, listed.stderr);
-    assert.match(listed.stderr, new RegExp(`sent 1 run the Control Plane at ${cp.url} had not seen`));
+    assert.match(listed.stderr, sentLine(cp.url));
     assert.equal((await cp.request('GET', `/v1/runs/${source}/${run}`)).status, 200);
     assert.equal(existsSync(marker), false, 'the marker is gone');
   });

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeRepo, readJson, CLI, GIT_ENV, EDIT_SCRIPT, type TestRepo } from './fixtures.ts';
+import { makeRepo, processesEnded, readJson, CLI, GIT_ENV, EDIT_SCRIPT, type TestRepo } from './fixtures.ts';
 import { closedPort } from '../helpers/closed-port.ts';
 import { procStart } from '../../src/proc-stat.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -58,21 +58,29 @@ describe('a run without a worktree', () => {
 
   it('refuses a second run in the same checkout while the first works, pointing to --worktree and a local stop',
     async () => {
-    const first = await svc(['start', '--brief', 'hold the checkout', '--provider', 'hold', '--detach']);
-    assert.equal(first.status, 0, first.stderr);
-    const { run } = JSON.parse(first.stdout.trim());
-    await waitFor(() => readJson(runFile(run, 'state.json')).status === 'running', 'the first run to start');
-    const second = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
-    assert.notEqual(second.status, 0);
-    assert.match(second.stderr, new RegExp(`${run}.*--worktree`, 's'));
-    // The stop it names works here without a Control Plane (this test has none).
-    assert.match(second.stderr, new RegExp(`\\(svc start --stop ${run} ends it now\\)`));
-    const isolated = await svc(['start', '--brief', 'append fixed', '--provider', 'fake', '--worktree', '--detach']);
-    assert.equal(isolated.status, 0, isolated.stderr);
-    writeFileSync(join(repo.home, 'agent-state', 'release'), '');
-    await waitFor(() => readJson(runFile(run, 'state.json')).status === 'succeeded', 'the first run to end');
-    const after = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
-    assert.equal(after.status, 0, after.stderr);
+    const release = join(repo.home, 'agent-state', 'release');
+    try {
+      const first = await svc(['start', '--brief', 'hold the checkout', '--provider', 'hold', '--detach']);
+      assert.equal(first.status, 0, first.stderr);
+      const { run } = JSON.parse(first.stdout.trim());
+      await waitFor(() => readJson(runFile(run, 'state.json')).status === 'running', 'the first run to start');
+      const second = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+      assert.notEqual(second.status, 0);
+      assert.match(second.stderr, new RegExp(`${run}.*--worktree`, 's'));
+      // The stop it names works here without a Control Plane (this test has none).
+      assert.match(second.stderr, new RegExp(`\\(svc start --stop ${run} ends it now\\)`));
+      const isolated = await svc(['start', '--brief', 'append fixed', '--provider', 'fake', '--worktree', '--detach']);
+      assert.equal(isolated.status, 0, isolated.stderr);
+      writeFileSync(release, '');
+      await waitFor(() => readJson(runFile(run, 'state.json')).status === 'succeeded', 'the first run to end');
+      const after = await svc(['start', '--brief', 'append fixed', '--provider', 'fake']);
+      assert.equal(after.status, 0, after.stderr);
+    } finally {
+      // Whatever failed above, the held agent is let go and every detached worker this test started has ended:
+      // none outlives the test to write into the next one's checkout or keep the test process waiting.
+      writeFileSync(release, '');
+      await processesEnded(repo.root);
+    }
   });
 
   it('refuses a second run beside a day-old run resumed a moment ago whose worker is not recorded yet', async () => {

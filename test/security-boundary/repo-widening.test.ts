@@ -372,6 +372,16 @@ describe('svc trust with a policy.json it cannot read', () => {
     assert.equal(revoked.code, 0, revoked.stderr);
     assert.match(revoked.stdout, /No longer trusted: .*\/\.svc\/config\.json\n$/);
   });
+
+  it('revoking what was never trusted succeeds and says that nothing was trusted', async () => {
+    assert.match((await svc(repo, env, ['trust', '--list'])).stdout, /No trusted files/);
+    const own = await svc(repo, env, ['trust', '--revoke']);
+    assert.equal(own.code, 0, own.stderr);
+    assert.match(own.stdout, /^Nothing to revoke: \S+\/\.svc\/config\.json and \S+\/\.svc\/policy\.json were not trusted\n$/);
+    const named = await svc(repo, env, ['trust', '--revoke', 'elsewhere.json']);
+    assert.equal(named.code, 0, named.stderr);
+    assert.match(named.stdout, /^Nothing to revoke: \S+\/elsewhere\.json was not trusted\n$/);
+  });
 });
 
 describe('a repository redefining a built-in provider', { skip: bwrapWorks ? false : 'bwrap cannot run here' }, () => {

@@ -13,6 +13,12 @@ import { kubernetesSettingsFromEnv } from '../../src/trigger/kubernetes-pod.ts';
 import { readConnectionLimits } from '../../src/http/http-server.ts';
 import { resolveSandbox } from '../../src/spawn/sandbox-mode.ts';
 import { BadSettingError } from '../../src/errors.ts';
+import { traceSettings } from '../../src/trace.ts';
+import { gateAddress, serveGateForever, sharedMeter } from '../../src/gate/main.ts';
+import { GatePolicyError } from '../../src/gate/policy.ts';
+import { HELP as CONTROL_HELP } from '../../src/cli/control.ts';
+import { HELP as TRIGGER_HELP } from '../../src/cli/trigger.ts';
+import { HELP as GATE_HELP } from '../../src/cli/gate.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const REGISTRY = 'src/settings-registry.ts';
@@ -164,5 +170,56 @@ describe('every reader refuses a bad value as a setting error naming the variabl
     const trigger = resolveTriggerSettings({ HOME, SVC_TRIGGER_REPO: ROOT }, {}, ROOT);
     assert.deepEqual([trigger.port, trigger.host, trigger.queueMax], [7373, '127.0.0.1', 100]);
     assert.equal(trigger.executor, 'local');
+  });
+});
+
+/** The registry's variables that `read` looks up in its environment (HOME aside: every command finds ~/.svc by it). */
+async function variablesRead(given: NodeJS.ProcessEnv, read: (env: NodeJS.ProcessEnv) => unknown): Promise<string[]> {
+  const seen = new Set<string>();
+  const env = new Proxy(given, {
+    get: (target, name) => {
+      if (typeof name === 'string') seen.add(name);
+      return target[name as string];
+    },
+  });
+  await read(env);
+  return [...seen].filter((n) => n in ALL_SETTINGS && n !== 'HOME').sort();
+}
+
+/** The names in `read` that `help` does not name as a whole word. */
+function unnamed(help: string, read: readonly string[]): string[] {
+  return read.filter((n) => !new RegExp(`(?<![A-Z0-9_])${n}(?![A-Z0-9_])`).test(help));
+}
+
+describe('each server\'s --help names every variable it reads', () => {
+  const HOME = '/nonexistent-home';
+
+  it('svc control serve', async () => {
+    const read = await variablesRead({ HOME }, (env) => resolveControlSettings(env, {}));
+    assert.ok(read.includes('SVC_CONTROL_TOKEN_FILE'), read.join(' '));
+    assert.deepEqual(unnamed(CONTROL_HELP, read), []);
+  });
+
+  it('svc trigger serve', async () => {
+    const read = await variablesRead({ HOME, SVC_TRIGGER_REPO: ROOT }, (env) => {
+      resolveTriggerSettings(env, {}, ROOT);
+      readConnectionLimits(env, 'trigger');
+      traceSettings(env, 'svc-trigger');
+    });
+    assert.ok(read.includes('GITHUB_WEBHOOK_SECRET'), read.join(' '));
+    assert.deepEqual(unnamed(TRIGGER_HELP, read), []);
+  });
+
+  it('svc gate serve', async () => {
+    const read = await variablesRead({ HOME, SVC_GATE_SECRET_FILE: '/nonexistent' }, async (env) => {
+      const where = gateAddress({}, env);
+      // Every setting it reads comes before the policy file is opened: a missing one ends it there, serving nothing.
+      await assert.rejects(serveGateForever({ policy: '/nonexistent/policy.json' }, where, env, () => {}),
+        GatePolicyError);
+      sharedMeter(env);
+      traceSettings(env, 'svc-gate');
+    });
+    assert.ok(read.includes('SVC_GATE_STATE_DIR'), read.join(' '));
+    assert.deepEqual(unnamed(GATE_HELP, read), []);
   });
 });
