@@ -29,7 +29,9 @@ import { LAST_WORKER_WAIT_MS, refuseHeldRun, workerConflict, workerStillThere } 
 import { takeRun } from './run-take.ts';
 import { markPending } from './ship-pending.ts';
 import { adoptRepoName, claimCheckout, unwritable, type RepoRename } from './checkout-claim.ts';
-import { openAppendNoFollowIn, openRunDir, plainEngineFolder, withDir, writeNoFollowIn } from './safe-fs.ts';
+import {
+  openAppendNoFollowIn, openRunDir, plainEngineFolder, refuseLinkedMasks, withDir, writeNoFollowIn,
+} from './safe-fs.ts';
 import { pathIn } from './plain-tree.ts';
 import { checkPrPossible, OriginUnreachableError } from './pr.ts';
 import type { FollowUp } from './follow-up.ts';
@@ -127,6 +129,7 @@ async function createRun(n: NewRun): Promise<PreparedRun> {
   // run's files, its checkout and the agent's writable tree outside the repository (DESIGN §7a).
   plainEngineFolder(n.repo, 'runs').close();
   if (isolated) plainEngineFolder(n.repo, 'worktrees').close();
+  else if (plan.sandbox.kind === 'bwrap') refuseLinkedMasks(n.repo);
   const dir = runDir(n.repo, n.run);
   if (existsSync(dir)) throw new BadInputError(`Run ${n.run} already exists in ${n.repo}`);
   try {

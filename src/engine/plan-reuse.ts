@@ -16,6 +16,7 @@ import { within } from '../spawn/bwrap-argv.ts';
 import { orNull } from '../spawn/tree.ts';
 import { resolveSandbox, startedByServer } from '../spawn/sandbox-mode.ts';
 import { tryReadState } from './run-state.ts';
+import { refuseLinkedMasks } from './safe-fs.ts';
 import { runTree } from './paths.ts';
 import { localBy, PLAN_MARK_FILE, planMark, policySandbox, refusingToStart, type RunPlan } from './run-plan.ts';
 
@@ -99,7 +100,11 @@ export function planToReuse(dir: string, env: NodeJS.ProcessEnv, run: PlannedRun
   const plan = readPlan(dir, env, run.worktree);
   refuseServersBuiltin(plan, env, runTree(run));
   refuseWithdrawnProvider(plan, env, runTree(run));
-  if (plan.sandbox.kind !== 'none') return plan;
+  if (plan.sandbox.kind !== 'none') {
+    // The checkout may have changed since the run was made (createRun judged it then).
+    if (!run.worktree) refuseLinkedMasks(run.repo_path);
+    return plan;
+  }
   const server = startedByServer(env);
   const asked = server ? null
     : policySandbox(refusingToStart(() => loadPolicyFile(resolve(dir, '..', '..', '..'))), false, env);

@@ -8,7 +8,7 @@ import {
   openPlainDirIn, openPlainPath, openRunFolder, pathIn, withDir, type EntryKind, type PlainDir,
 } from './plain-tree.ts';
 export { withDir }; // its home is plain-tree.ts, beside the folder it closes
-import { realOrNull } from '../spawn/tree.ts';
+import { readlinkOrNull, realOrNull } from '../spawn/tree.ts';
 
 const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW;
 const TRUNCATE = constants.O_WRONLY | constants.O_TRUNC | constants.O_CREAT | constants.O_NOFOLLOW;
@@ -36,6 +36,27 @@ export function plainEngineFolder(repo: string, name: 'runs' | 'worktrees'): Pla
     if (!(err instanceof UnsafePathError)) throw err;
     throw new RefusedError('Refusing to start: svc keeps its runs and worktrees in plain folders of the repository, ' +
       `never behind a link the repository could commit (${err.message}; nothing was started)`, { cause: err });
+  }
+}
+
+/**
+ * Refuses a sandboxed run in the checkout `repo` itself when its `.svc/inbox` or `.svc/worktrees` is a symbolic link
+ * (the repository may commit one): the sandbox hides those folders from an agent working there (agent-plan.ts) by a
+ * mount over each, and no mount goes through a link (bwrap fails, "Can't mount tmpfs"). Absent or a folder is fine.
+ */
+export function refuseLinkedMasks(repo: string): void {
+  const real = realOrNull(repo) ?? repo;
+  for (const name of ['inbox', 'worktrees'] as const) {
+    const found = openPlainPath(real, ['.svc', name]);
+    if (!('failed' in found)) found.close();
+    else if (found.kind === 'link' && found.failed === join(real, '.svc', name)) {
+      const link = join(repo, '.svc', name);
+      const rest = name === 'inbox' ? ', or start runs with --worktree' : '';
+      throw new RefusedError(`Refusing to start: ${link} is a symbolic link (to ` +
+        `${JSON.stringify(readlinkOrNull(link) ?? '?')}), and the sandbox of a run in the checkout hides that folder ` +
+        `from its agent, which it cannot do through a link. Remove the link (git rm .svc/${name}, if the repository ` +
+        `commits it)${rest} (nothing was started)`);
+    }
   }
 }
 

@@ -2,7 +2,8 @@
 // .svc/worktrees or .svc/runs (the run's checkout, its files and the agent's writable tree would land where it points,
 // e.g. HOME/.claude/skills), a committed run folder whose plan.json names no sandbox and any program (--retry,
 // --resume, --verify, --open-pr would obey it), and a plan copied into a server's run with less sandbox than the
-// server's own setting gives. Each is refused before anything runs.
+// server's own setting gives. Each is refused before anything runs. So is a link at .svc/inbox or .svc/worktrees where a
+// run in the checkout would have its sandbox hide that folder: no mount goes through a link.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -32,12 +33,12 @@ function svc(repo: TestRepo, args: string[], env: NodeJS.ProcessEnv = baseEnv(re
 
 const runOf = (stdout: string) => (JSON.parse(stdout.trim().split('\n')[0]!) as { run: string }).run;
 
-describe('committed links at .svc/worktrees and .svc/runs', () => {
+describe('committed links at .svc/worktrees, .svc/runs and .svc/inbox', () => {
   const repos: TestRepo[] = [];
   after(() => repos.forEach((r) => r.cleanup()));
 
   /** A repository that commits a link at `.svc/<name>` into the test HOME's .claude/skills. */
-  function linkedRepo(name: 'worktrees' | 'runs'): { repo: TestRepo; target: string } {
+  function linkedRepo(name: 'worktrees' | 'runs' | 'inbox'): { repo: TestRepo; target: string } {
     const repo = makeRepo();
     repos.push(repo);
     const target = join(repo.home, '.claude', 'skills');
@@ -58,6 +59,33 @@ describe('committed links at .svc/worktrees and .svc/runs', () => {
       assert.deepEqual(readdirSync(target), [], 'nothing was made where the link points');
     });
   }
+
+  // A run in the checkout itself has its sandbox hide these two folders by a mount on each, which no link can take.
+  for (const name of ['inbox', 'worktrees'] as const) {
+    it(`refuses a sandboxed run in the checkout when .svc/${name} is a committed link, naming it, making no run`,
+      { skip: !bwrapWorks && 'needs a working bwrap' }, async () => {
+        const { repo } = linkedRepo(name);
+        const res = await svc(repo, ['--brief', 'edit a.txt', '--provider', 'fake']);
+        assert.equal(res.code, 1, res.stderr);
+        const refusal = `Refusing to start: \\S+/\\.svc/${name} is a symbolic link .*Remove the link`;
+        assert.match(res.stderr, new RegExp(refusal));
+        assert.deepEqual(readdirSync(join(repo.repo, '.svc', 'runs')), [], 'a run was made');
+      });
+  }
+
+  it('refuses to resume a run in the checkout once a link stands at .svc/inbox, leaving the run as it was',
+    { skip: !bwrapWorks && 'needs a working bwrap' }, async () => {
+      const repo = makeRepo({ providers: { agent: FAILS } });
+      repos.push(repo);
+      const run = runOf((await svc(repo, ['--brief', 'x', '--provider', 'agent'])).stdout);
+      const state = join(repo.repo, '.svc', 'runs', run, 'state.json');
+      assert.equal(readJson(state).status, 'failed');
+      symlinkSync(repo.home, join(repo.repo, '.svc', 'inbox'));
+      const res = await svc(repo, ['--resume', run]);
+      assert.equal(res.code, 1, res.stderr);
+      assert.match(res.stderr, /Refusing to start: \S+\/\.svc\/inbox is a symbolic link/);
+      assert.equal(readJson(state).status, 'failed');
+    });
 
   it('keeps a link an agent makes at .svc/runs or .svc/worktrees out of git add -A', () => {
     const repo = makeRepo();
