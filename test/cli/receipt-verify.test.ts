@@ -36,7 +36,8 @@ describe('svc receipt verify with a file it cannot use', () => {
     writeFileSync(join(home, 'receipt.json'), '{}');
     const key = await svc('receipt', 'verify', 'receipt.json', '--key', 'gone.pem');
     assert.equal(key.code, 2);
-    assert.equal(key.stderr, 'svc receipt: Cannot read "gone.pem": there is no such file; give a public key PEM file\n');
+    assert.equal(key.stderr,
+      'svc receipt: Cannot read "gone.pem": there is no such file; give a public key PEM file\n');
     const notes = await svc('receipt', 'verify', 'notes.md');
     assert.equal(notes.code, 2);
     assert.equal(notes.stderr, 'svc receipt: "notes.md" is neither receipt JSON nor a PR body with a receipt\n');

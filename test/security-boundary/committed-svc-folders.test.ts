@@ -2,8 +2,8 @@
 // .svc/worktrees or .svc/runs (the run's checkout, its files and the agent's writable tree would land where it points,
 // e.g. HOME/.claude/skills), a committed run folder whose plan.json names no sandbox and any program (--retry,
 // --resume, --verify, --open-pr would obey it), and a plan copied into a server's run with less sandbox than the
-// server's own setting gives. Each is refused before anything runs. So is a link at .svc/inbox or .svc/worktrees where a
-// run in the checkout would have its sandbox hide that folder: no mount goes through a link.
+// server's own setting gives. Each is refused before anything runs. So is a link at .svc/inbox or .svc/worktrees
+// where a run in the checkout would have its sandbox hide that folder: no mount goes through a link.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';

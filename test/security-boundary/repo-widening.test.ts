@@ -377,7 +377,8 @@ describe('svc trust with a policy.json it cannot read', () => {
     assert.match((await svc(repo, env, ['trust', '--list'])).stdout, /No trusted files/);
     const own = await svc(repo, env, ['trust', '--revoke']);
     assert.equal(own.code, 0, own.stderr);
-    assert.match(own.stdout, /^Nothing to revoke: \S+\/\.svc\/config\.json and \S+\/\.svc\/policy\.json were not trusted\n$/);
+    assert.match(own.stdout,
+      /^Nothing to revoke: \S+\/\.svc\/config\.json and \S+\/\.svc\/policy\.json were not trusted\n$/);
     const named = await svc(repo, env, ['trust', '--revoke', 'elsewhere.json']);
     assert.equal(named.code, 0, named.stderr);
     assert.match(named.stdout, /^Nothing to revoke: \S+\/elsewhere\.json was not trusted\n$/);
